@@ -460,15 +460,18 @@ impl<P: Item> Tree<P> {
         if shift + SHIFT < 64 && index >> (shift + SHIFT) != 0 {
             return 0;
         }
-        let mut n = root;
+        // A child's shift is its parent's minus SHIFT: computing it saves
+        // touching the header cache line of every node on the way down.
+        let (mut n, mut shift) = (root, shift);
         loop {
-            w = n.slot(((index >> n.shift()) & 63) as usize);
+            w = n.slot(((index >> shift) & 63) as usize);
             if !is_node(w) {
                 return w;
             }
             // SAFETY: a node word loaded from a live (or retired but not yet
             // freed, since we are pinned) node.
             n = unsafe { node(w) };
+            shift -= SHIFT;
         }
     }
 

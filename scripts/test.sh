@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The project's test command (README "Quick start", and what .ci/run runs):
+# formatting, lints, every test in release mode, the loom models, and a
+# smoke run of every benchmark. Installs what it needs that a fresh machine
+# may lack.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+if command -v rustup >/dev/null 2>&1; then
+  for c in rustfmt clippy; do
+    rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c"
+  done
+fi
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy (all targets, warnings are errors)"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "cargo test --workspace --release"
+cargo test --workspace --release
+
+step "loom models of the reader/writer protocol (--cfg loom)"
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+  cargo test -p xarray --release --test loom
+
+step "benchmark smoke run (each benchmark once, no timing)"
+cargo bench --workspace -- --test
