@@ -370,6 +370,7 @@ impl<'a, P: Item> Cursor<'a, P> {
     /// # Errors
     /// [`Error::WrongArray`].
     pub fn next<'g>(&mut self, g: &'g XaGuard<'_, P>) -> Result<Option<EntryRef<'g, P::Target>>> {
+        self.check(g)?;
         match self.index.checked_add(1) {
             Some(i) => {
                 self.set_index(i);

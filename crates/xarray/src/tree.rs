@@ -267,6 +267,17 @@ fn covers(shift: u32, a: u64, b: u64) -> bool {
     shift + SHIFT >= 64 || (a >> (shift + SHIFT)) == (b >> (shift + SHIFT))
 }
 
+/// Slots a node of `shift` can use: all 64, except at shift 60 where
+/// `16 << 60` already passes `u64::MAX`.
+#[inline]
+fn slot_limit(shift: u32) -> usize {
+    if shift + SHIFT > 64 {
+        1 << (64 - shift)
+    } else {
+        SLOTS
+    }
+}
+
 /// First index of slot `off` in the node of `shift` that covers `index`.
 #[inline]
 fn slot_base(index: u64, shift: u32, off: usize) -> u64 {
@@ -330,39 +341,40 @@ pub(crate) struct Found {
 }
 
 impl Found {
-    /// The index after the entry, if any.
+    /// The index after the entry, if any. Never at or before `index`, even
+    /// when a lockless reader raced a writer and saw a torn span.
     pub(crate) fn next(&self) -> Option<u64> {
         if self.order >= 64 {
             return None;
         }
-        self.base.checked_add(1u64 << self.order)
+        let end = self.base.checked_add(1u64 << self.order)?;
+        Some(end.max(self.index.checked_add(1)?))
     }
 }
 
 /// Canonical slot and slot count of the entry whose copy sits at `off`.
-/// Exact under the lock; a best effort for a lockless reader racing a writer.
+///
+/// Every entry starts with its canonical slot, so a run of sibling slots
+/// belongs to the canonical slot before it, whichever word they copy: a
+/// lockless reader racing an in-place replacement (which rewrites the
+/// copies one by one) still gets the right span. Exact under the lock; a
+/// best effort for a reader racing a store of another shape.
 fn entry_span(n: &Node, off: usize, w: usize) -> (usize, usize) {
-    let canon = canonical(w);
     let mut c = off;
     if is_sibling(w) {
         while c > 0 {
             let x = n.slot(c - 1);
+            if !is_sibling(x) {
+                if is_entry(x) {
+                    c -= 1;
+                }
+                break;
+            }
             c -= 1;
-            if x == canon {
-                break;
-            }
-            if !(is_sibling(x) && canonical(x) == canon) {
-                c += 1;
-                break;
-            }
         }
     }
     let mut end = off + 1;
-    while end < SLOTS {
-        let x = n.slot(end);
-        if !(is_sibling(x) && canonical(x) == canon) {
-            break;
-        }
+    while end < SLOTS && is_sibling(n.slot(end)) {
         end += 1;
     }
     (c, end - c)
@@ -475,24 +487,10 @@ impl<P: Item> Tree<P> {
         }
     }
 
-    /// Order and mark of the entry covering `index`.
-    pub(crate) fn entry_info(&self, index: u64, mark: Option<usize>, g: &Guard) -> (u32, bool) {
-        let mut path = Path::default();
-        match self.scan(&mut path, index, index, Filter::Present, g) {
-            Some(f) => {
-                let marked = match mark {
-                    Some(m) => {
-                        // SAFETY: the path's top node is alive while pinned.
-                        let n = unsafe { node(path.top()) };
-                        let off = ((f.base >> n.shift()) & 63) as usize;
-                        n.marked(m, off)
-                    }
-                    None => false,
-                };
-                (f.order, marked)
-            }
-            None => (0, false),
-        }
+    /// Order of the entry covering `index` (0 if none).
+    pub(crate) fn order_at(&self, index: u64, g: &Guard) -> u32 {
+        self.scan(&mut Path::default(), index, index, Filter::Present, g)
+            .map_or(0, |f| f.order)
     }
 
     /// Walks `path` to the deepest node covering `index` whose shift is at
@@ -589,10 +587,13 @@ impl<P: Item> Tree<P> {
             // SAFETY: pinned (or locked); path nodes were reachable when pushed.
             let n = unsafe { node(path.top()) };
             let shift = n.shift();
+            let limit = slot_limit(shift);
             let mut off = ((index >> shift) & 63) as usize;
-            // The slot containing `index` may hold an entry that began before it.
+            // The slot containing `index` is always examined, never skipped
+            // by a summary bitmap: it may hold an entry that began before
+            // `index`, or one a writer is re-storing right now.
             let w = n.slot(off);
-            if is_entry(w) && is_sibling(w) {
+            if is_entry(w) {
                 let (c, slots) = entry_span(n, off, w);
                 let hit = match filter {
                     Filter::Present | Filter::Occupied => true,
@@ -603,21 +604,26 @@ impl<P: Item> Tree<P> {
                 if hit {
                     let order = span_order(shift, slots);
                     return Some(Found {
-                        index,
+                        index: index.max(base),
                         base,
                         order,
                         word: canonical(w),
                     });
                 }
+                if matches!(filter, Filter::Marked(_)) && n.slot(off) != w {
+                    // A writer changed the slot between the entry and its
+                    // mark bit: look again rather than miss a marked entry.
+                    continue 'node;
+                }
                 off = c + slots;
-                if off < SLOTS {
+                if off < limit {
                     index = slot_base(index, shift, off);
                     if index > max {
                         return None;
                     }
                 }
             }
-            while off < SLOTS {
+            while off < limit {
                 if let Filter::Marked(m) = filter {
                     let bits = n.marks[m].load(ACQ) & (!0u64 << off);
                     if bits == 0 {
@@ -964,9 +970,11 @@ impl<P: Item> Tree<P> {
         };
         let mut union = [false; NR_MARKS];
         for (m, u) in union.iter_mut().enumerate() {
-            *u = n.marks[m].load(RLX) & range != 0;
+            *u = w != ZERO && n.marks[m].load(RLX) & range != 0;
         }
         let (mut slots, mut values) = (0isize, 0isize);
+        let mut subtrees = [0usize; SLOTS];
+        let mut nsub = 0;
         for i in off..off + k {
             let x = n.slot(i);
             if x == 0 {
@@ -975,10 +983,8 @@ impl<P: Item> Tree<P> {
             slots += 1;
             values += isize::from(is_value(x));
             if is_node(x) {
-                // Detach first so no later walk under this lock can enter it.
-                n.slots[i].store(0, REL);
-                // SAFETY: locked; the subtree has just been detached.
-                self.retire_subtree(st, g, unsafe { node(x) });
+                subtrees[nsub] = x;
+                nsub += 1;
             } else if x == ZERO {
                 st.reserved -= 1;
             } else if !is_sibling(x) {
@@ -987,9 +993,23 @@ impl<P: Item> Tree<P> {
                 Self::retire_word(g, x);
             }
         }
+        // Order matters to lockless readers: (1) the canonical slot, (2) the
+        // marks it inherits, (3) the siblings, (4) the stale bits. A reader
+        // of an old slot then sees the old entry with its own bit, or a new
+        // sibling whose canonical bit is already set; each slot goes straight
+        // from old to new, never through empty.
         n.slots[off].store(w, REL);
+        for (m, &u) in union.iter().enumerate() {
+            if u {
+                Self::set_mark_bit(n, off, m);
+            }
+        }
         for i in off + 1..off + k {
             n.slots[i].store(sibling_of(w), REL);
+        }
+        for &x in &subtrees[..nsub] {
+            // SAFETY: locked; the subtree was detached by the stores above.
+            self.retire_subtree(st, g, unsafe { node(x) });
         }
         let wv = if is_value(w) { k as isize } else { 0 };
         n.add_count(k as isize - slots, wv - values);
@@ -999,18 +1019,13 @@ impl<P: Item> Tree<P> {
             st.len += 1;
             st.values += u64::from(is_value(w));
         }
-        for (m, u) in union.into_iter().enumerate() {
-            let keep = n.marks[m].load(RLX) & !range;
-            if u && w != ZERO {
-                n.marks[m].store(keep | (1 << off), REL);
-                if keep == 0 {
-                    if let Some(p) = n.parent() {
-                        Self::set_mark_bit(p, usize::from(n.offset.load(RLX)), m);
-                    }
-                }
-            } else if u {
-                n.marks[m].store(keep, REL);
-                if keep == 0 {
+        // Then drop the bits of slots that are now siblings (or reserved).
+        for (m, &u) in union.iter().enumerate() {
+            let bits = n.marks[m].load(RLX);
+            let want = (bits & !range) | if u { 1u64 << off } else { 0 };
+            if want != bits {
+                n.marks[m].store(want, REL);
+                if want == 0 {
                     if let Some(p) = n.parent() {
                         Self::clear_mark_bit(p, usize::from(n.offset.load(RLX)), m);
                     }
@@ -1170,14 +1185,15 @@ impl<P: Item> Tree<P> {
         if lm == shift {
             let p = 1usize << (new_order - shift);
             for j in (p..span).step_by(p) {
-                // SAFETY: the array's reference to `e` is alive (locked).
-                let piece = unsafe { word_dup::<P>(e) };
-                n.slots[c + j].store(piece, REL);
+                // Mark first, so the piece is never seen unmarked.
                 for (m, &on) in marks.iter().enumerate() {
                     if on {
                         Self::set_mark_bit(n, c + j, m);
                     }
                 }
+                // SAFETY: the array's reference to `e` is alive (locked).
+                let piece = unsafe { word_dup::<P>(e) };
+                n.slots[c + j].store(piece, REL);
             }
         } else {
             let levels = (shift - lm) / SHIFT;
@@ -1208,18 +1224,19 @@ impl<P: Item> Tree<P> {
                     b.build(self, pool, shift - SHIFT, n.addr(), c + i, &mut first)
                 })
                 .collect();
-            for (i, sub) in subs.into_iter().enumerate() {
-                n.slots[c + i].store(node_word(sub), REL);
-            }
-            if is_value(e) {
-                n.add_count(0, -(span as isize));
-            }
+            // Summary bits first, so a marked search never skips a piece.
             for (m, &on) in marks.iter().enumerate() {
                 if on {
                     for i in 1..span {
                         Self::set_mark_bit(n, c + i, m);
                     }
                 }
+            }
+            for (i, sub) in subs.into_iter().enumerate() {
+                n.slots[c + i].store(node_word(sub), REL);
+            }
+            if is_value(e) {
+                n.add_count(0, -(span as isize));
             }
         }
         st.len += pieces - 1;

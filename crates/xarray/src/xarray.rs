@@ -217,7 +217,7 @@ impl<P: Item> XArray<P> {
     /// The order of the entry covering `index`; 0 where there is none.
     pub fn get_order(&self, index: u64) -> u32 {
         let g = Guard::pin();
-        self.tree.entry_info(index, None, &g).0
+        self.tree.order_at(index, &g)
     }
 
     /// Stores `entry` at `index` (order 0) and returns the entry that was
@@ -407,7 +407,10 @@ impl<P: Item> XArray<P> {
     /// Does the entry covering `index` carry `mark`? Lockless.
     pub fn get_mark(&self, index: u64, mark: Mark) -> bool {
         let g = Guard::pin();
-        self.tree.entry_info(index, Some(mark.index()), &g).1
+        let m = Filter::Marked(mark.index());
+        self.tree
+            .scan(&mut Path::default(), index, index, m, &g)
+            .is_some()
     }
 
     /// Does any entry carry `mark`? O(1), lockless.

@@ -1,3 +1,2321 @@
-//! placeholder
+//! Model-based property tests for `xarray`.
+//!
+//! Every test drives an [`XArray`] and a reference model (a `BTreeMap` from
+//! an entry's first index to its order, value and marks) with the same random
+//! operations and compares every result, then compares the whole contents.
+//! The model encodes the documented semantics (crate docs, `XArray` and
+//! `Cursor` method docs, and the kernel rules in the page-cache reference,
+//! section 1 and invariants 1-13 of section 9):
+//!
+//! - `store_order` into part of a larger-or-equal entry replaces that entry
+//!   whole, keeping its order and marks; otherwise it removes every entry
+//!   (and reservation) overlapping its range and takes the union of their
+//!   marks. It returns what `load(index)` gave before.
+//! - `insert*` fails with `Occupied { first index in use }` and changes
+//!   nothing; `compare_exchange` works by identity (`EntryKey`), `None`
+//!   matching an empty or reserved index.
+//! - A reservation loads `None`, is skipped by searches, is occupied for
+//!   `insert` and `find_empty`, and keeps the array non-empty.
+//! - Searches report an entry containing `start` at `start`, others at their
+//!   first index, each multi-order entry once, in strictly increasing order.
+//! - After erasing everything the array is empty, holds no node, and
+//!   `memory_bytes` is back to the size of an empty array.
+//!
+//! Generators are bounded (indices below 4096, node boundaries, the top of
+//! the index space; a small set of orders; values below 1000) so failures
+//! shrink to short, readable op sequences. Failures are not persisted to a
+//! regression file: minimal cases found so far are the hand-written tests at
+//! the end of this file. `PROPTEST_CASES` overrides the default case count.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+use std::ops::Bound;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use xarray::{
+    Cursor, Entry, EntryKey, EntryRef, Error, Mark, XArray, XaGuard, MAX_SPLIT_NODES, MAX_VALUE,
+    NR_MARKS,
+};
+
+type P = Arc<u64>;
+type Xa = XArray<P>;
+type E = Entry<P>;
+
+/// Orders the generators draw from.
+const ORDERS: [u32; 9] = [0, 1, 2, 3, 5, 6, 7, 9, 12];
+
+/// Indices at and around node boundaries (64, 4096, 262144 indices per
+/// node level) and at the top of the index space.
+const BOUNDARIES: [u64; 20] = [
+    0,
+    1,
+    63,
+    64,
+    65,
+    127,
+    128,
+    511,
+    512,
+    4095,
+    4096,
+    4097,
+    8191,
+    262_143,
+    262_144,
+    262_145,
+    1 << 32,
+    (1 << 32) - 1,
+    u64::MAX - 63,
+    u64::MAX,
+];
+
+fn cfg() -> ProptestConfig {
+    let mut c = ProptestConfig {
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
+    if std::env::var_os("PROPTEST_CASES").is_none() {
+        c.cases = 256;
+    }
+    c
+}
+
+fn mark(n: u8) -> Mark {
+    Mark::new(usize::from(n)).expect("mark number below NR_MARKS")
+}
+
+fn marks() -> impl Iterator<Item = Mark> {
+    (0..NR_MARKS as u8).map(mark)
+}
+
+/// Last index of an entry of `order` at `base` (`order <= 63`).
+fn last_of(base: u64, order: u32) -> u64 {
+    base + ((1u64 << order) - 1)
+}
+
+/// The index after an entry, if any.
+fn next_of(base: u64, order: u32) -> Option<u64> {
+    last_of(base, order).checked_add(1)
+}
+
+fn align_down(index: u64, order: u32) -> u64 {
+    if order >= 64 {
+        index
+    } else {
+        index & !((1u64 << order) - 1)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Comparing entries: by content and by identity.
+
+fn same(a: &E, b: &E) -> bool {
+    a.key() == b.key() && a == b
+}
+
+fn same_opt(a: &Option<E>, b: &Option<E>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => same(a, b),
+        _ => false,
+    }
+}
+
+fn ref_same(r: &EntryRef<'_, u64>, e: &E) -> bool {
+    r.key() == e.key()
+        && match (r, e) {
+            (EntryRef::Item(x), Entry::Item(a)) => **x == **a,
+            (EntryRef::Value(v), Entry::Value(w)) => v == w,
+            _ => false,
+        }
+}
+
+fn ref_same_opt(r: &Option<EntryRef<'_, u64>>, e: &Option<E>) -> bool {
+    match (r, e) {
+        (None, None) => true,
+        (Some(r), Some(e)) => ref_same(r, e),
+        _ => false,
+    }
+}
+
+#[track_caller]
+fn assert_same(actual: &Option<E>, expected: &Option<E>, what: impl fmt::Display) {
+    assert!(
+        same_opt(actual, expected),
+        "{what}: got {actual:?} (key {:?}), expected {expected:?} (key {:?})",
+        actual.as_ref().map(|e| e.key()),
+        expected.as_ref().map(|e| e.key()),
+    );
+}
+
+#[track_caller]
+fn assert_res(
+    actual: &Result<Option<E>, Error>,
+    expected: &Result<Option<E>, Error>,
+    what: impl fmt::Display,
+) {
+    match (actual, expected) {
+        (Ok(a), Ok(e)) => assert_same(a, e, what),
+        (Err(a), Err(e)) => assert_eq!(a, e, "{what}"),
+        _ => panic!("{what}: got {actual:?}, expected {expected:?}"),
+    }
+}
+
+#[track_caller]
+fn assert_list(actual: &[(u64, E)], expected: &[(u64, E)], what: impl fmt::Display) {
+    let ok = actual.len() == expected.len()
+        && actual
+            .iter()
+            .zip(expected)
+            .all(|((i, a), (j, b))| i == j && same(a, b));
+    assert!(
+        ok,
+        "{what}:\n  got      {actual:?}\n  expected {expected:?}"
+    );
+    for w in actual.windows(2) {
+        assert!(
+            w[0].0 < w[1].0,
+            "{what}: indices not increasing: {actual:?}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The model.
+
+#[derive(Clone, Debug)]
+enum Val {
+    Entry(E),
+    Reserved,
+}
+
+#[derive(Clone, Debug)]
+struct Slot {
+    order: u32,
+    val: Val,
+    marks: [bool; NR_MARKS],
+}
+
+impl Slot {
+    fn entry(&self) -> Option<&E> {
+        match &self.val {
+            Val::Entry(e) => Some(e),
+            Val::Reserved => None,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Filt {
+    Present,
+    Marked(usize),
+}
+
+/// The reference model: first index of each entry or reservation -> slot.
+/// Slots never overlap.
+#[derive(Default, Debug)]
+struct Model {
+    map: BTreeMap<u64, Slot>,
+    /// Every item made for this run, to check they are all released at the end.
+    created: RefCell<Vec<Weak<u64>>>,
+    /// Shift of the root node (None: no node). It grows with the largest
+    /// index and order stored, and only an erase lowers it, to the smallest
+    /// root for what is left (reference 1.1).
+    root: Option<u32>,
+}
+
+/// Smallest node shift whose node, starting at index 0, covers `index`.
+fn shift_for(index: u64) -> u32 {
+    let bits = 64 - index.leading_zeros();
+    if bits <= 6 {
+        0
+    } else {
+        (bits - 6).div_ceil(6) * 6
+    }
+}
+
+/// Shift of the node an entry of `order` lives in (reference 1.3).
+fn level_of(order: u32) -> u32 {
+    order - order % 6
+}
+
+fn model_check_order(index: u64, order: u32) -> Result<(), Error> {
+    if order > 63 {
+        return Err(Error::OrderTooLarge { order });
+    }
+    if index & ((1u64 << order) - 1) != 0 {
+        return Err(Error::Misaligned { index, order });
+    }
+    Ok(())
+}
+
+fn model_check_entry(e: &E) -> Result<(), Error> {
+    match e {
+        Entry::Value(v) if *v > MAX_VALUE => Err(Error::ValueTooLarge { value: *v }),
+        _ => Ok(()),
+    }
+}
+
+/// Nodes a split of an order-`order` entry into `new_order` pieces builds,
+/// from the documented layout (an order-n entry lives in the node of shift
+/// `n - n % 6`, over `2^(n % 6)` slots).
+fn split_nodes(order: u32, new_order: u32) -> usize {
+    let shift = order - order % 6;
+    let span = 1usize << (order - shift);
+    let lm = new_order - new_order % 6;
+    if lm == shift {
+        return 0;
+    }
+    let levels = (shift - lm) / 6;
+    let mut per_slot = 0usize;
+    for l in 0..levels {
+        per_slot = match 64usize.checked_pow(l).and_then(|x| per_slot.checked_add(x)) {
+            Some(p) => p,
+            None => return usize::MAX,
+        };
+    }
+    per_slot.checked_mul(span).unwrap_or(usize::MAX)
+}
+
+impl Model {
+    fn covering(&self, i: u64) -> Option<(u64, &Slot)> {
+        let (&b, s) = self.map.range(..=i).next_back()?;
+        (last_of(b, s.order) >= i).then_some((b, s))
+    }
+
+    fn covering_mut(&mut self, i: u64) -> Option<(u64, &mut Slot)> {
+        let (&b, s) = self.map.range_mut(..=i).next_back()?;
+        (last_of(b, s.order) >= i).then_some((b, s))
+    }
+
+    fn load(&self, i: u64) -> Option<E> {
+        self.covering(i).and_then(|(_, s)| s.entry().cloned())
+    }
+
+    fn key(&self, i: u64) -> Option<EntryKey> {
+        self.load(i).map(|e| e.key())
+    }
+
+    fn len(&self) -> u64 {
+        self.map.values().filter(|s| s.entry().is_some()).count() as u64
+    }
+
+    fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    fn marked(&self, m: usize) -> bool {
+        self.map.values().any(|s| s.entry().is_some() && s.marks[m])
+    }
+
+    fn get_order(&self, i: u64) -> u32 {
+        match self.covering(i) {
+            Some((_, s)) if s.entry().is_some() => s.order,
+            _ => 0,
+        }
+    }
+
+    fn get_mark(&self, i: u64, m: usize) -> bool {
+        match self.covering(i) {
+            Some((_, s)) => s.entry().is_some() && s.marks[m],
+            None => false,
+        }
+    }
+
+    /// First indices of every slot overlapping `first..=last`.
+    fn overlapping(&self, first: u64, last: u64) -> Vec<u64> {
+        let cov = self.covering(first).map(|(b, _)| b);
+        cov.into_iter()
+            .chain(
+                self.map
+                    .range(first..=last)
+                    .map(|(&b, _)| b)
+                    .filter(|&b| Some(b) != cov),
+            )
+            .collect()
+    }
+
+    fn items(&self) -> Vec<P> {
+        self.map
+            .values()
+            .filter_map(|s| match &s.val {
+                Val::Entry(Entry::Item(a)) => Some(a.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn new_item(&self, v: u64) -> P {
+        let a = Arc::new(v);
+        self.created.borrow_mut().push(Arc::downgrade(&a));
+        a
+    }
+
+    /// A store of `order` at `index` succeeded: the tree grows to hold it.
+    fn grow(&mut self, index: u64, order: u32) {
+        let need = level_of(order).max(shift_for(index));
+        self.root = Some(self.root.map_or(need, |r| r.max(need)));
+    }
+
+    /// Something was erased: empty nodes go, and the root loses every level
+    /// whose node would only use slot 0 for a node.
+    fn shrink(&mut self) {
+        self.root = self
+            .map
+            .iter()
+            .map(|(&b, s)| level_of(s.order).max(shift_for(b)))
+            .max();
+    }
+
+    /// Nodes of the tree holding the model's slots under a root of shift
+    /// `self.root`: for each slot, the chain of nodes from the root down to
+    /// the node of its level (an order-n entry lives in the node of shift
+    /// `n - n % 6`). Empty nodes are freed, so the array has exactly these.
+    fn expected_nodes(&self) -> usize {
+        let Some(root) = self.root else {
+            assert!(self.map.is_empty(), "model: slots without a root");
+            return 0;
+        };
+        let mut nodes = BTreeSet::new();
+        for (&b, s) in &self.map {
+            let mut shift = level_of(s.order);
+            while shift <= root {
+                let prefix = if shift + 6 >= 64 { 0 } else { b >> (shift + 6) };
+                nodes.insert((shift, prefix));
+                shift += 6;
+            }
+        }
+        nodes.len()
+    }
+
+    fn materialize(&self, spec: &ESpec) -> E {
+        match *spec {
+            ESpec::Item(v) => Entry::Item(self.new_item(v)),
+            ESpec::Value(v) => Entry::Value(v),
+            ESpec::Reuse(k) => {
+                let items = self.items();
+                if items.is_empty() {
+                    Entry::Item(self.new_item(k as u64))
+                } else {
+                    Entry::Item(items[k % items.len()].clone())
+                }
+            }
+        }
+    }
+
+    /// The key a `KeySpec` stands for at `index`, plus an item to keep alive
+    /// while the key is used (so its address cannot be reused).
+    fn key_for(&self, spec: &KeySpec, index: u64) -> (Option<EntryKey>, Option<P>) {
+        match *spec {
+            KeySpec::Current => (self.key(index), None),
+            KeySpec::Null => (None, None),
+            KeySpec::Value(v) => (Some(EntryKey::Value(v)), None),
+            KeySpec::Fresh(v) => {
+                let a = Arc::new(v);
+                (Some(Entry::Item(a.clone()).key()), Some(a))
+            }
+            KeySpec::SameContent => match self.load(index) {
+                Some(Entry::Item(a)) => {
+                    let b = Arc::new(*a);
+                    (Some(Entry::Item(b.clone()).key()), Some(b))
+                }
+                _ => (Some(EntryKey::Value(5000)), None),
+            },
+        }
+    }
+
+    fn store_order(&mut self, index: u64, order: u32, e: E) -> Result<Option<E>, Error> {
+        model_check_order(index, order)?;
+        model_check_entry(&e)?;
+        let old = self.load(index);
+        self.grow(index, order);
+        if let Some((_, s)) = self.covering_mut(index) {
+            if s.entry().is_some() && s.order >= order {
+                // Inside (or exactly) a larger-or-equal entry: replace it
+                // whole, keeping its order and marks.
+                s.val = Val::Entry(e);
+                return Ok(old);
+            }
+        }
+        let mut marks = [false; NR_MARKS];
+        for b in self.overlapping(index, last_of(index, order)) {
+            let s = self.map.remove(&b).expect("overlapping slot");
+            if s.entry().is_some() {
+                for (u, m) in marks.iter_mut().zip(s.marks) {
+                    *u |= m;
+                }
+            }
+        }
+        self.map.insert(
+            index,
+            Slot {
+                order,
+                val: Val::Entry(e),
+                marks,
+            },
+        );
+        Ok(old)
+    }
+
+    fn insert_order(&mut self, index: u64, order: u32, e: E) -> Result<(), Error> {
+        model_check_order(index, order)?;
+        model_check_entry(&e)?;
+        if let Some(&b) = self.overlapping(index, last_of(index, order)).first() {
+            return Err(Error::Occupied {
+                index: b.max(index),
+            });
+        }
+        self.grow(index, order);
+        self.map.insert(
+            index,
+            Slot {
+                order,
+                val: Val::Entry(e),
+                marks: [false; NR_MARKS],
+            },
+        );
+        Ok(())
+    }
+
+    /// Compare-exchange at `index` storing with `order`. `Ok(Err(current))`
+    /// on a mismatch.
+    fn cmpxchg(
+        &mut self,
+        index: u64,
+        order: u32,
+        key: Option<EntryKey>,
+        new: Option<E>,
+    ) -> Result<Result<Option<E>, Option<E>>, Error> {
+        if let Some(e) = &new {
+            model_check_order(index, order)?;
+            model_check_entry(e)?;
+        }
+        if self.key(index) != key {
+            return Ok(Err(self.load(index)));
+        }
+        Ok(Ok(match new {
+            Some(e) => self.store_order(index, order, e)?,
+            None => self.erase(index),
+        }))
+    }
+
+    fn erase(&mut self, index: u64) -> Option<E> {
+        let (b, _) = self.covering(index)?;
+        let s = self.map.remove(&b).expect("covering slot");
+        self.shrink();
+        s.entry().cloned()
+    }
+
+    fn reserve(&mut self, index: u64) -> Result<(), Error> {
+        match self.covering(index) {
+            Some((_, s)) if s.entry().is_some() => Err(Error::Occupied { index }),
+            Some(_) => Ok(()),
+            None => {
+                self.grow(index, 0);
+                self.map.insert(
+                    index,
+                    Slot {
+                        order: 0,
+                        val: Val::Reserved,
+                        marks: [false; NR_MARKS],
+                    },
+                );
+                Ok(())
+            }
+        }
+    }
+
+    fn release(&mut self, index: u64) {
+        if let Some((b, s)) = self.covering(index) {
+            if s.entry().is_none() {
+                self.map.remove(&b);
+                self.shrink();
+            }
+        }
+    }
+
+    fn set_mark(&mut self, index: u64, m: usize, on: bool) -> bool {
+        match self.covering_mut(index) {
+            Some((_, s)) if s.entry().is_some() => {
+                s.marks[m] = on;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn split(&mut self, index: u64, new_order: u32) -> Result<(), Error> {
+        let (b, s) = match self.covering(index) {
+            Some((b, s)) if s.entry().is_some() => (b, s.clone()),
+            _ => return Err(Error::NotPresent { index }),
+        };
+        if new_order >= s.order {
+            return Err(Error::SplitOrder {
+                entry_order: s.order,
+                new_order,
+            });
+        }
+        let nodes = split_nodes(s.order, new_order);
+        if nodes > MAX_SPLIT_NODES {
+            return Err(Error::SplitTooLarge { nodes });
+        }
+        self.map.remove(&b);
+        for k in 0..1u64 << (s.order - new_order) {
+            self.map.insert(
+                b + (k << new_order),
+                Slot {
+                    order: new_order,
+                    ..s.clone()
+                },
+            );
+        }
+        Ok(())
+    }
+
+    fn hit(s: &Slot, f: Filt) -> bool {
+        s.entry().is_some()
+            && match f {
+                Filt::Present => true,
+                Filt::Marked(m) => s.marks[m],
+            }
+    }
+
+    /// First matching entry in `start..=max`: (reported index, first index,
+    /// order, entry).
+    fn find_filter(&self, start: u64, max: u64, f: Filt) -> Option<(u64, u64, u32, E)> {
+        if start > max {
+            return None;
+        }
+        if let Some((b, s)) = self.covering(start) {
+            if Self::hit(s, f) {
+                return Some((start, b, s.order, s.entry()?.clone()));
+            }
+        }
+        let from = start.checked_add(1).filter(|&f| f <= max)?;
+        self.map
+            .range(from..=max)
+            .find(|(_, s)| Self::hit(s, f))
+            .map(|(&b, s)| (b, b, s.order, s.entry().cloned().expect("hit")))
+    }
+
+    fn find(&self, start: u64, max: u64, f: Filt) -> Option<(u64, E)> {
+        self.find_filter(start, max, f).map(|(i, _, _, e)| (i, e))
+    }
+
+    fn find_after(&self, index: u64, max: u64) -> Option<(u64, E)> {
+        let next = match self.covering(index) {
+            Some((b, s)) if s.entry().is_some() => next_of(b, s.order)?,
+            _ => index.checked_add(1)?,
+        };
+        self.find(next, max, Filt::Present)
+    }
+
+    fn find_empty(&self, start: u64, max: u64) -> Option<u64> {
+        let mut i = start;
+        loop {
+            if i > max {
+                return None;
+            }
+            match self.covering(i) {
+                None => return Some(i),
+                Some((b, s)) => i = next_of(b, s.order)?,
+            }
+        }
+    }
+
+    fn iter(&self, range: Option<(u64, u64)>, f: Filt) -> Vec<(u64, E)> {
+        let mut out = Vec::new();
+        let Some((mut start, last)) = range else {
+            return out;
+        };
+        while let Some((i, b, o, e)) = self.find_filter(start, last, f) {
+            out.push((i, e));
+            match next_of(b, o) {
+                Some(n) => start = n,
+                None => break,
+            }
+        }
+        out
+    }
+}
+
+/// The documented conversion of a range to `start..=last` (None when empty).
+fn model_range(r: &Rng) -> Result<Option<(u64, u64)>, ()> {
+    let start = match r.0 {
+        Bound::Included(s) => s,
+        Bound::Excluded(s) => s.checked_add(1).ok_or(())?,
+        Bound::Unbounded => 0,
+    };
+    let last = match r.1 {
+        Bound::Included(e) => e,
+        Bound::Excluded(0) if start == 0 => return Ok(None),
+        Bound::Excluded(e) => e.checked_sub(1).ok_or(())?,
+        Bound::Unbounded => u64::MAX,
+    };
+    if last.checked_add(1) == Some(start) {
+        return Ok(None);
+    }
+    if start > last {
+        return Err(());
+    }
+    Ok(Some((start, last)))
+}
+
+// ---------------------------------------------------------------------------
+// Whole-array checks.
+
+/// Load, contains, order and marks at `i`, owned and borrowed.
+fn probe(xa: &Xa, m: &Model, i: u64) {
+    let want = m.load(i);
+    assert_same(&xa.load(i), &want, format_args!("load({i})"));
+    assert_eq!(xa.contains(i), want.is_some(), "contains({i})");
+    assert_eq!(xa.get_order(i), m.get_order(i), "get_order({i})");
+    for mk in marks() {
+        assert_eq!(
+            xa.get_mark(i, mk),
+            m.get_mark(i, mk.index()),
+            "get_mark({i}, {mk:?})"
+        );
+    }
+    let g = xa.pin();
+    assert!(
+        ref_same_opt(&xa.load_ref(i, &g), &want),
+        "load_ref({i}) = {:?}, expected {want:?}",
+        xa.load_ref(i, &g)
+    );
+}
+
+/// Compares everything readable without the lock: emptiness, marks,
+/// iteration, counts, and loads in and around every entry.
+fn check_contents(xa: &Xa, m: &Model) {
+    assert_eq!(xa.is_empty(), m.is_empty(), "is_empty");
+    for mk in marks() {
+        assert_eq!(xa.marked(mk), m.marked(mk.index()), "marked({mk:?})");
+    }
+    let all = Some((0, u64::MAX));
+    let got: Vec<_> = xa.iter(..).unwrap().collect();
+    assert_list(&got, &m.iter(all, Filt::Present), "iter(..)");
+    for mk in marks() {
+        let got: Vec<_> = xa.iter_marked(.., mk).unwrap().collect();
+        assert_list(
+            &got,
+            &m.iter(all, Filt::Marked(mk.index())),
+            format_args!("iter_marked(.., {mk:?})"),
+        );
+    }
+    assert_eq!(xa.count(..).unwrap(), m.len(), "count(..)");
+    // Probe a bounded number of slots: at, inside, before and after each.
+    let step = (m.map.len() / 256).max(1);
+    for (&b, s) in m.map.iter().step_by(step) {
+        let last = last_of(b, s.order);
+        probe(xa, m, b);
+        probe(xa, m, last);
+        probe(xa, m, b + (last - b) / 2);
+        if let Some(p) = b.checked_sub(1) {
+            probe(xa, m, p);
+        }
+        if let Some(n) = last.checked_add(1) {
+            probe(xa, m, n);
+        }
+    }
+}
+
+/// Bytes one node adds to `memory_bytes`.
+fn node_bytes() -> usize {
+    let xa = Xa::new();
+    xa.store(0, Entry::Value(0)).unwrap();
+    assert_eq!(xa.node_count(), 1);
+    xa.memory_bytes() - Xa::new().memory_bytes()
+}
+
+/// The tree's shape and accounting: exactly the nodes of the smallest tree
+/// for the model's contents, and `memory_bytes` = base + nodes.
+fn check_nodes(xa: &Xa, m: &Model) {
+    let nodes = xa.node_count();
+    if m.is_empty() {
+        assert_eq!(nodes, 0, "node_count() of an empty array");
+    }
+    assert_eq!(
+        nodes,
+        m.expected_nodes(),
+        "node_count() vs the smallest tree"
+    );
+    assert_eq!(
+        xa.memory_bytes(),
+        Xa::new().memory_bytes() + nodes * node_bytes(),
+        "memory_bytes()"
+    );
+}
+
+/// Each item the array holds k times (k slots) has at least 2k + 1 strong
+/// references: k in the model, k in the array, one here. Fewer means the
+/// array dropped a reference it still uses.
+fn check_refcounts(m: &Model) {
+    let mut per: HashMap<*const u64, (P, usize)> = HashMap::new();
+    for s in m.map.values() {
+        if let Val::Entry(Entry::Item(a)) = &s.val {
+            per.entry(Arc::as_ptr(a))
+                .or_insert_with(|| (a.clone(), 0))
+                .1 += 1;
+        }
+    }
+    for (a, k) in per.values() {
+        assert!(
+            Arc::strong_count(a) > 2 * k,
+            "item {a} held by {k} slots has only {} references",
+            Arc::strong_count(a)
+        );
+    }
+}
+
+/// `check_contents` plus what needs the lock, the shape and the refcounts.
+fn check_full(xa: &Xa, m: &Model) {
+    check_contents(xa, m);
+    assert_eq!(xa.len(), m.len(), "len()");
+    check_nodes(xa, m);
+    check_refcounts(m);
+}
+
+// (The shape check is exact: `Model::root` follows the documented growth
+// and shrink rules, so a node left behind, or a root that does not shrink
+// after an erase, fails it.)
+
+/// Every item made during a run is freed once the array is gone and the
+/// epoch has moved on (nothing leaked, through retirement or drop).
+fn assert_released(created: &[Weak<u64>]) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let alive = created.iter().filter(|w| w.strong_count() > 0).count();
+        if alive == 0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{alive} of {} items never released",
+            created.len()
+        );
+        crossbeam_epoch::pin().flush();
+        std::thread::yield_now();
+    }
+}
+
+/// Erases everything (alternately through the first and the last index of
+/// each entry), then checks invariant 11: empty, no node, base memory.
+fn teardown(xa: &Xa, m: &mut Model) {
+    let slots: Vec<(u64, u32)> = m.map.iter().map(|(&b, s)| (b, s.order)).collect();
+    for (k, (b, o)) in slots.into_iter().enumerate() {
+        let i = if k % 2 == 0 { b } else { last_of(b, o) };
+        let want = m.erase(i);
+        assert_same(&xa.erase(i), &want, format_args!("teardown erase({i})"));
+    }
+    assert!(m.is_empty());
+    assert!(xa.is_empty(), "is_empty() after erasing everything");
+    assert_eq!(xa.len(), 0, "len() after erasing everything");
+    assert_eq!(xa.node_count(), 0, "node_count() after erasing everything");
+    assert_eq!(
+        xa.memory_bytes(),
+        Xa::new().memory_bytes(),
+        "memory_bytes() after erasing everything"
+    );
+    for mk in marks() {
+        assert!(!xa.marked(mk), "marked({mk:?}) after erasing everything");
+    }
+    assert_eq!(xa.iter(..).unwrap().count(), 0);
+    assert_eq!(xa.find_empty(0, u64::MAX), Some(0));
+}
+
+// ---------------------------------------------------------------------------
+// Operations and generators.
+
+/// How to make the entry to store.
+#[derive(Clone, Debug)]
+enum ESpec {
+    /// A fresh `Arc::new(v)`.
+    Item(u64),
+    /// `Entry::Value(v)`.
+    Value(u64),
+    /// A clone (same identity) of the k-th item in the model, or a fresh one.
+    Reuse(usize),
+}
+
+/// What `compare_exchange` expects.
+#[derive(Clone, Debug)]
+enum KeySpec {
+    /// The key of what the model holds at the index (so it should succeed).
+    Current,
+    /// `None`: empty or reserved.
+    Null,
+    Value(u64),
+    /// An item that was never stored.
+    Fresh(u64),
+    /// A new `Arc` with the same content as the item there: a different
+    /// identity, so it must not match.
+    SameContent,
+}
+
+type Rng = (Bound<u64>, Bound<u64>);
+
+#[derive(Clone, Debug)]
+enum Op {
+    Store {
+        index: u64,
+        order: u32,
+        e: ESpec,
+    },
+    Insert {
+        index: u64,
+        order: u32,
+        e: ESpec,
+    },
+    Erase(u64),
+    CmpXchg {
+        index: u64,
+        key: KeySpec,
+        new: Option<ESpec>,
+    },
+    Reserve(u64),
+    Release(u64),
+    SetMark(u64, u8),
+    ClearMark(u64, u8),
+    Split {
+        index: u64,
+        new_order: u32,
+    },
+    Probe(u64),
+    Find {
+        start: u64,
+        max: u64,
+    },
+    FindAfter {
+        index: u64,
+        max: u64,
+    },
+    FindMarked {
+        start: u64,
+        max: u64,
+        mark: u8,
+    },
+    FindEmpty {
+        start: u64,
+        max: u64,
+    },
+    Iter(Rng),
+    IterMarked(Rng, u8),
+    IterRef(Rng),
+    Count(Rng),
+}
+
+/// Applies `op` to the array and the model and compares the results.
+fn apply(xa: &Xa, m: &mut Model, op: &Op) {
+    match op {
+        &Op::Store {
+            index,
+            order,
+            ref e,
+        } => {
+            let e = m.materialize(e);
+            let got = xa.store_order(index, order, e.clone());
+            let want = m.store_order(index, order, e);
+            assert_res(&got, &want, format_args!("{op:?}"));
+        }
+        &Op::Insert {
+            index,
+            order,
+            ref e,
+        } => {
+            let e = m.materialize(e);
+            let got = xa.insert_order(index, order, e.clone());
+            let want = m.insert_order(index, order, e);
+            assert_eq!(got, want, "{op:?}");
+        }
+        &Op::Erase(i) => {
+            let got = xa.erase(i);
+            assert_same(&got, &m.erase(i), format_args!("{op:?}"));
+        }
+        &Op::CmpXchg {
+            index,
+            ref key,
+            ref new,
+        } => {
+            let (key, _keep) = m.key_for(key, index);
+            let new = new.as_ref().map(|s| m.materialize(s));
+            let got = xa.compare_exchange(index, key, new.clone());
+            let want = m.cmpxchg(index, 0, key, new.clone());
+            match (got, want) {
+                (Ok(a), Ok(Ok(b))) => assert_same(&a, &b, format_args!("{op:?}")),
+                (
+                    Err(xarray::CompareExchangeError::Mismatch { current, new: back }),
+                    Ok(Err(c)),
+                ) => {
+                    assert_same(&current, &c, format_args!("{op:?}: current"));
+                    assert_same(&back, &new, format_args!("{op:?}: entry given back"));
+                }
+                (Err(xarray::CompareExchangeError::Failed(a)), Err(b)) => {
+                    assert_eq!(a, b, "{op:?}")
+                }
+                (got, want) => panic!("{op:?}: got {got:?}, expected {want:?}"),
+            }
+        }
+        &Op::Reserve(i) => assert_eq!(xa.reserve(i), m.reserve(i), "{op:?}"),
+        &Op::Release(i) => {
+            xa.release(i);
+            m.release(i);
+        }
+        &Op::SetMark(i, k) => {
+            let got = xa.set_mark(i, mark(k));
+            assert_eq!(got, m.set_mark(i, usize::from(k), true), "{op:?}");
+        }
+        &Op::ClearMark(i, k) => {
+            let got = xa.clear_mark(i, mark(k));
+            assert_eq!(got, m.set_mark(i, usize::from(k), false), "{op:?}");
+        }
+        &Op::Split { index, new_order } => {
+            let got = xa.split(index, new_order);
+            let want = m.split(index, new_order);
+            match (&got, &want) {
+                (Err(Error::SplitTooLarge { .. }), Err(Error::SplitTooLarge { .. })) => {}
+                _ => assert_eq!(got, want, "{op:?}"),
+            }
+        }
+        &Op::Probe(i) => probe(xa, m, i),
+        &Op::Find { start, max } => {
+            let got = xa.find(start, max);
+            let want = m.find(start, max, Filt::Present);
+            assert_list(
+                got.as_slice(),
+                want.as_slice(),
+                format_args!("find({start}, {max})"),
+            );
+        }
+        &Op::FindAfter { index, max } => {
+            let got = xa.find_after(index, max);
+            let want = m.find_after(index, max);
+            assert_list(
+                got.as_slice(),
+                want.as_slice(),
+                format_args!("find_after({index}, {max})"),
+            );
+        }
+        &Op::FindMarked {
+            start,
+            max,
+            mark: k,
+        } => {
+            let got = xa.find_marked(start, max, mark(k));
+            let want = m.find(start, max, Filt::Marked(usize::from(k)));
+            assert_list(
+                got.as_slice(),
+                want.as_slice(),
+                format_args!("find_marked({start}, {max}, {k})"),
+            );
+        }
+        &Op::FindEmpty { start, max } => {
+            let got = xa.find_empty(start, max);
+            assert_eq!(got, m.find_empty(start, max), "find_empty({start}, {max})");
+        }
+        Op::Iter(r) => match (xa.iter(*r), model_range(r)) {
+            (Ok(it), Ok(mr)) => {
+                let got: Vec<_> = it.collect();
+                assert_list(&got, &m.iter(mr, Filt::Present), format_args!("{op:?}"));
+            }
+            (Err(Error::InvalidRange { .. }), Err(())) => {}
+            (got, want) => panic!("{op:?}: got {:?}, expected {want:?}", got.err()),
+        },
+        Op::IterMarked(r, k) => match (xa.iter_marked(*r, mark(*k)), model_range(r)) {
+            (Ok(it), Ok(mr)) => {
+                let got: Vec<_> = it.collect();
+                let want = m.iter(mr, Filt::Marked(usize::from(*k)));
+                assert_list(&got, &want, format_args!("{op:?}"));
+            }
+            (Err(Error::InvalidRange { .. }), Err(())) => {}
+            (got, want) => panic!("{op:?}: got {:?}, expected {want:?}", got.err()),
+        },
+        Op::IterRef(r) => {
+            let g = xa.pin();
+            match (xa.iter_ref(*r, &g), model_range(r)) {
+                (Ok(it), Ok(mr)) => {
+                    let got: Vec<_> = it.collect();
+                    let want = m.iter(mr, Filt::Present);
+                    let ok = got.len() == want.len()
+                        && got
+                            .iter()
+                            .zip(&want)
+                            .all(|((i, a), (j, b))| i == j && ref_same(a, b));
+                    assert!(ok, "{op:?}: got {got:?}, expected {want:?}");
+                }
+                (Err(Error::InvalidRange { .. }), Err(())) => {}
+                (got, want) => panic!("{op:?}: got {:?}, expected {want:?}", got.err()),
+            }
+        }
+        Op::Count(r) => match (xa.count(*r), model_range(r)) {
+            (Ok(n), Ok(mr)) => {
+                assert_eq!(n, m.iter(mr, Filt::Present).len() as u64, "{op:?}")
+            }
+            (Err(Error::InvalidRange { .. }), Err(())) => {}
+            (got, want) => panic!("{op:?}: got {got:?}, expected {want:?}"),
+        },
+    }
+}
+
+/// Runs `ops`, checking after each, then tears down.
+fn run(ops: &[Op]) {
+    let xa = Xa::new();
+    let mut m = Model::default();
+    for op in ops {
+        apply(&xa, &mut m, op);
+        if m.map.len() <= 512 {
+            check_full(&xa, &m);
+        }
+    }
+    check_full(&xa, &m);
+    teardown(&xa, &mut m);
+    drop(xa);
+    assert_released(&m.created.borrow());
+}
+
+fn any_index() -> BoxedStrategy<u64> {
+    prop_oneof![
+        4 => 0u64..64,
+        4 => 0u64..4096,
+        2 => prop::sample::select(BOUNDARIES.to_vec()),
+        1 => (0u64..200).prop_map(|d| u64::MAX - d),
+    ]
+    .boxed()
+}
+
+/// Indices crowded enough for order-0 ops to collide.
+fn dense_index() -> BoxedStrategy<u64> {
+    prop_oneof![4 => 0u64..150, 1 => any_index()].boxed()
+}
+
+fn order() -> BoxedStrategy<u32> {
+    prop::sample::select(ORDERS.to_vec()).boxed()
+}
+
+fn value() -> BoxedStrategy<u64> {
+    (0u64..1000).boxed()
+}
+
+fn espec() -> BoxedStrategy<ESpec> {
+    prop_oneof![
+        6 => value().prop_map(ESpec::Item),
+        4 => value().prop_map(ESpec::Value),
+        2 => (0usize..8).prop_map(ESpec::Reuse),
+        // The largest value entries (62 bits).
+        1 => prop::sample::select(vec![MAX_VALUE, MAX_VALUE - 1, 1 << 61]).prop_map(ESpec::Value),
+    ]
+    .boxed()
+}
+
+fn keyspec() -> BoxedStrategy<KeySpec> {
+    prop_oneof![
+        4 => Just(KeySpec::Current),
+        2 => Just(KeySpec::Null),
+        1 => value().prop_map(KeySpec::Value),
+        1 => value().prop_map(KeySpec::Fresh),
+        1 => Just(KeySpec::SameContent),
+    ]
+    .boxed()
+}
+
+fn mark_no() -> BoxedStrategy<u8> {
+    (0u8..NR_MARKS as u8).boxed()
+}
+
+/// `max` for a search from `start`: near it, anywhere, or the end.
+fn max_for(start: u64, sel: (u8, u64)) -> u64 {
+    match sel.0 % 4 {
+        0 | 1 => start.saturating_add(sel.1 % 300),
+        2 => sel.1,
+        _ => u64::MAX,
+    }
+}
+
+fn max_sel() -> BoxedStrategy<(u8, u64)> {
+    (0u8..4, any_index()).boxed()
+}
+
+fn range() -> BoxedStrategy<Rng> {
+    let bound = || {
+        prop_oneof![
+            1 => Just(Bound::Unbounded),
+            3 => any_index().prop_map(Bound::Included),
+            2 => any_index().prop_map(Bound::Excluded),
+        ]
+    };
+    prop_oneof![
+        // Mostly valid: start, then an end near it.
+        3 => (any_index(), 0u64..300, any::<bool>()).prop_map(|(s, d, incl)| {
+            let e = s.saturating_add(d);
+            (
+                Bound::Included(s),
+                if incl { Bound::Included(e) } else { Bound::Excluded(e) },
+            )
+        }),
+        2 => (bound(), bound()),
+    ]
+    .boxed()
+}
+
+/// Stores of any order; `align` false keeps the raw index (misaligned ones fail).
+fn store_op(index: BoxedStrategy<u64>, order: BoxedStrategy<u32>) -> BoxedStrategy<Op> {
+    (index, order, espec(), prop::bool::weighted(0.9))
+        .prop_map(|(i, o, e, align)| Op::Store {
+            index: if align { align_down(i, o) } else { i },
+            order: o,
+            e,
+        })
+        .boxed()
+}
+
+fn insert_op(index: BoxedStrategy<u64>, order: BoxedStrategy<u32>) -> BoxedStrategy<Op> {
+    (index, order, espec(), prop::bool::weighted(0.9))
+        .prop_map(|(i, o, e, align)| Op::Insert {
+            index: if align { align_down(i, o) } else { i },
+            order: o,
+            e,
+        })
+        .boxed()
+}
+
+fn cmpxchg_op(index: BoxedStrategy<u64>) -> BoxedStrategy<Op> {
+    (index, keyspec(), prop::option::weighted(0.8, espec()))
+        .prop_map(|(index, key, new)| Op::CmpXchg { index, key, new })
+        .boxed()
+}
+
+fn find_op() -> BoxedStrategy<Op> {
+    prop_oneof![
+        (any_index(), max_sel()).prop_map(|(s, m)| Op::Find {
+            start: s,
+            max: max_for(s, m)
+        }),
+        (any_index(), max_sel()).prop_map(|(s, m)| Op::FindAfter {
+            index: s,
+            max: max_for(s, m)
+        }),
+        (any_index(), max_sel()).prop_map(|(s, m)| Op::FindEmpty {
+            start: s,
+            max: max_for(s, m)
+        }),
+    ]
+    .boxed()
+}
+
+fn find_marked_op() -> BoxedStrategy<Op> {
+    (any_index(), max_sel(), mark_no())
+        .prop_map(|(s, m, k)| Op::FindMarked {
+            start: s,
+            max: max_for(s, m),
+            mark: k,
+        })
+        .boxed()
+}
+
+fn iter_op() -> BoxedStrategy<Op> {
+    prop_oneof![
+        range().prop_map(Op::Iter),
+        (range(), mark_no()).prop_map(|(r, k)| Op::IterMarked(r, k)),
+        range().prop_map(Op::IterRef),
+        range().prop_map(Op::Count),
+    ]
+    .boxed()
+}
+
+fn plain_ops() -> BoxedStrategy<Vec<Op>> {
+    let op = prop_oneof![
+        6 => store_op(dense_index(), Just(0).boxed()),
+        3 => insert_op(dense_index(), Just(0).boxed()),
+        3 => dense_index().prop_map(Op::Erase),
+        3 => cmpxchg_op(dense_index()),
+        3 => dense_index().prop_map(Op::Probe),
+        // Bad orders: misaligned (mostly) and too large; the array must not change.
+        1 => (any_index(), prop::sample::select(vec![1u32, 5, 63, 64, 65, 100]), espec())
+            .prop_map(|(index, order, e)| Op::Store { index, order, e }),
+        1 => (any_index(), prop::sample::select(vec![3u32, 63, 64]), espec())
+            .prop_map(|(index, order, e)| Op::Insert { index, order, e }),
+        // A value that does not fit: ValueTooLarge, nothing changes.
+        1 => (dense_index(), prop::sample::select(vec![MAX_VALUE + 1, u64::MAX]))
+            .prop_map(|(index, v)| Op::Store { index, order: 0, e: ESpec::Value(v) }),
+        1 => find_op(),
+        1 => iter_op(),
+    ];
+    prop::collection::vec(op, 0..60).boxed()
+}
+
+fn multi_order_ops() -> BoxedStrategy<Vec<Op>> {
+    let op = prop_oneof![
+        8 => store_op(any_index(), order()),
+        4 => insert_op(any_index(), order()),
+        3 => any_index().prop_map(Op::Erase),
+        3 => cmpxchg_op(any_index()),
+        2 => (any_index(), mark_no()).prop_map(|(i, k)| Op::SetMark(i, k)),
+        3 => any_index().prop_map(Op::Probe),
+        1 => find_op(),
+        1 => iter_op(),
+    ];
+    prop::collection::vec(op, 0..60).boxed()
+}
+
+fn mark_ops() -> BoxedStrategy<Vec<Op>> {
+    let op = prop_oneof![
+        5 => store_op(any_index(), order()),
+        2 => insert_op(any_index(), order()),
+        6 => (any_index(), mark_no()).prop_map(|(i, k)| Op::SetMark(i, k)),
+        3 => (any_index(), mark_no()).prop_map(|(i, k)| Op::ClearMark(i, k)),
+        2 => any_index().prop_map(Op::Erase),
+        1 => any_index().prop_map(Op::Reserve),
+        1 => cmpxchg_op(any_index()),
+        3 => find_marked_op(),
+        2 => (range(), mark_no()).prop_map(|(r, k)| Op::IterMarked(r, k)),
+        2 => any_index().prop_map(Op::Probe),
+    ];
+    prop::collection::vec(op, 0..60).boxed()
+}
+
+fn split_ops() -> BoxedStrategy<Vec<Op>> {
+    let big = prop::sample::select(vec![1u32, 3, 6, 7, 9, 12]).boxed();
+    let op = prop_oneof![
+        5 => store_op(any_index(), big),
+        4 => (any_index(), order()).prop_map(|(index, new_order)| Op::Split { index, new_order }),
+        3 => (any_index(), mark_no()).prop_map(|(i, k)| Op::SetMark(i, k)),
+        1 => (any_index(), mark_no()).prop_map(|(i, k)| Op::ClearMark(i, k)),
+        2 => store_op(any_index(), order()),
+        1 => any_index().prop_map(Op::Erase),
+        1 => cmpxchg_op(any_index()),
+        2 => any_index().prop_map(Op::Probe),
+        1 => find_marked_op(),
+        1 => iter_op(),
+    ];
+    prop::collection::vec(op, 0..60).boxed()
+}
+
+fn reservation_ops() -> BoxedStrategy<Vec<Op>> {
+    let op = prop_oneof![
+        5 => dense_index().prop_map(Op::Reserve),
+        3 => dense_index().prop_map(Op::Release),
+        3 => insert_op(dense_index(), prop::sample::select(vec![0u32, 0, 1, 3, 6]).boxed()),
+        3 => store_op(dense_index(), prop::sample::select(vec![0u32, 0, 2, 6, 7]).boxed()),
+        3 => dense_index().prop_map(Op::Erase),
+        2 => (dense_index(), prop::option::weighted(0.8, espec()))
+            .prop_map(|(index, new)| Op::CmpXchg { index, key: KeySpec::Null, new }),
+        1 => cmpxchg_op(dense_index()),
+        2 => (dense_index(), mark_no()).prop_map(|(i, k)| Op::SetMark(i, k)),
+        2 => (dense_index(), max_sel()).prop_map(|(s, m)| Op::FindEmpty {
+            start: s,
+            max: max_for(s, m)
+        }),
+        1 => (dense_index(), order()).prop_map(|(index, new_order)| Op::Split { index, new_order }),
+        2 => dense_index().prop_map(Op::Probe),
+        2 => find_op(),
+        1 => iter_op(),
+    ];
+    prop::collection::vec(op, 0..60).boxed()
+}
+
+fn search_ops() -> BoxedStrategy<Vec<Op>> {
+    let op = prop_oneof![
+        5 => store_op(any_index(), order()),
+        1 => any_index().prop_map(Op::Reserve),
+        2 => (any_index(), mark_no()).prop_map(|(i, k)| Op::SetMark(i, k)),
+        1 => any_index().prop_map(Op::Erase),
+        4 => find_op(),
+        2 => find_marked_op(),
+        4 => iter_op(),
+    ];
+    prop::collection::vec(op, 0..60).boxed()
+}
+
+/// Ops at the top of the index space, where the root has shift 60 and uses
+/// only slots 0..=15: orders up to 63 (and splits of them, including ones
+/// too large for one split), mixed with small entries near `u64::MAX`.
+fn top_ops() -> BoxedStrategy<Vec<Op>> {
+    let top_index = || {
+        prop_oneof![
+            2 => prop::sample::select(vec![0u64, 1 << 60, 1 << 62, 3 << 62, 1 << 63, 15 << 60]),
+            2 => (0u64..300).prop_map(|d| u64::MAX - d),
+            1 => any_index(),
+        ]
+        .boxed()
+    };
+    let top_order = || {
+        prop_oneof![
+            2 => prop::sample::select(vec![58u32, 60, 61, 62, 63]),
+            1 => order(),
+        ]
+        .boxed()
+    };
+    let op = prop_oneof![
+        5 => store_op(top_index(), top_order()),
+        1 => insert_op(top_index(), top_order()),
+        2 => top_index().prop_map(Op::Erase),
+        1 => top_index().prop_map(Op::Reserve),
+        2 => (top_index(), mark_no()).prop_map(|(i, k)| Op::SetMark(i, k)),
+        2 => (top_index(), prop::sample::select(vec![12u32, 54, 57, 59, 60, 62]))
+            .prop_map(|(index, new_order)| Op::Split { index, new_order }),
+        2 => top_index().prop_map(Op::Probe),
+        2 => (top_index(), max_sel()).prop_map(|(s, m)| Op::Find { start: s, max: max_for(s, m) }),
+        2 => (top_index(), max_sel()).prop_map(|(s, m)| Op::FindAfter {
+            index: s,
+            max: max_for(s, m)
+        }),
+        2 => (top_index(), max_sel()).prop_map(|(s, m)| Op::FindEmpty {
+            start: s,
+            max: max_for(s, m)
+        }),
+        1 => (top_index(), max_sel(), mark_no()).prop_map(|(s, m, k)| Op::FindMarked {
+            start: s,
+            max: max_for(s, m),
+            mark: k
+        }),
+        1 => iter_op(),
+    ];
+    prop::collection::vec(op, 0..40).boxed()
+}
+
+// ---------------------------------------------------------------------------
+// The cursor model.
+
+/// Where the cursor goes before an operation.
+#[derive(Clone, Debug)]
+enum Move {
+    Stay,
+    Fwd(u64),
+    Back(u64),
+    To(u64),
+}
+
+/// `max` of a cursor search, relative to the cursor's index.
+#[derive(Clone, Copy, Debug)]
+enum Span {
+    Delta(u64),
+    Abs(u64),
+    Max,
+}
+
+impl Span {
+    fn resolve(self, from: u64) -> u64 {
+        match self {
+            Span::Delta(d) => from.saturating_add(d),
+            Span::Abs(a) => a,
+            Span::Max => u64::MAX,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+enum COp {
+    SetOrder(u32),
+    /// `align`: move the cursor down to a multiple of its order first.
+    Store {
+        e: Option<ESpec>,
+        align: bool,
+    },
+    Insert {
+        e: ESpec,
+        align: bool,
+    },
+    CmpXchg {
+        key: KeySpec,
+        e: ESpec,
+        align: bool,
+    },
+    Erase,
+    SetMark(u8),
+    ClearMark(u8),
+    ClearMarks,
+    GetMark(u8),
+    Load,
+    GetOrder,
+    Key,
+    Next,
+    Find(Span),
+    FindMarked(Span, u8),
+    FindEmpty(Span),
+    Split(u32),
+}
+
+/// The model of a cursor's position.
+#[derive(Debug, Default)]
+struct MCursor {
+    index: u64,
+    order: u32,
+    /// After a find: where the next find starts (`Some(None)`: nothing left).
+    after: Option<Option<u64>>,
+}
+
+impl MCursor {
+    fn find(&mut self, m: &Model, max: u64, f: Filt) -> Option<(u64, E)> {
+        let start = match self.after {
+            Some(Some(n)) => n,
+            Some(None) => return None,
+            None => self.index,
+        };
+        let (i, b, o, e) = m.find_filter(start, max, f)?;
+        self.index = i;
+        self.after = Some(next_of(b, o));
+        Some((i, e))
+    }
+}
+
+/// Runs one cursor operation, handling `NeedNodes` by unlocking, reserving
+/// and relocking. Checks that a `NeedNodes` failure changed nothing.
+fn retry<'a, R>(
+    xa: &'a Xa,
+    cur: &mut Cursor<'a, P>,
+    g: &mut Option<XaGuard<'a, P>>,
+    m: &Model,
+    relocks: &mut usize,
+    mut f: impl FnMut(&mut Cursor<'a, P>, &mut XaGuard<'a, P>) -> xarray::Result<R>,
+) -> xarray::Result<R> {
+    for _ in 0..8 {
+        match f(cur, g.as_mut().expect("locked")) {
+            Err(Error::NeedNodes { nodes }) => {
+                assert_eq!(g.as_ref().unwrap().len(), m.len(), "NeedNodes changed len");
+                probe(xa, m, cur.index());
+                if m.map.len() <= 512 {
+                    check_contents(xa, m);
+                }
+                *g = None;
+                cur.reserve_nodes(nodes).expect("reserve_nodes");
+                assert!(cur.pooled_nodes() >= nodes, "pool below what was reserved");
+                *relocks += 1;
+                *g = Some(xa.lock());
+            }
+            r => return r,
+        }
+    }
+    panic!("NeedNodes loop did not converge at index {}", cur.index());
+}
+
+/// Applies one cursor step to the array (through `cur` under `g`) and to the
+/// model, comparing results.
+#[allow(clippy::too_many_arguments)]
+fn cursor_step<'a>(
+    xa: &'a Xa,
+    cur: &mut Cursor<'a, P>,
+    g: &mut Option<XaGuard<'a, P>>,
+    m: &mut Model,
+    mc: &mut MCursor,
+    relocks: &mut usize,
+    mv: &Move,
+    op: &COp,
+) {
+    let set = |cur: &mut Cursor<'a, P>, mc: &mut MCursor, i: u64| {
+        cur.set_index(i);
+        mc.index = i;
+        mc.after = None;
+    };
+    match *mv {
+        Move::Stay => {}
+        Move::Fwd(d) => set(cur, mc, mc.index.saturating_add(d)),
+        Move::Back(d) => set(cur, mc, mc.index.saturating_sub(d)),
+        Move::To(i) => set(cur, mc, i),
+    }
+    let maybe_align = |cur: &mut Cursor<'a, P>, mc: &mut MCursor, align: bool| {
+        let a = align_down(mc.index, mc.order);
+        if align && a != mc.index {
+            set(cur, mc, a);
+        }
+    };
+    assert_eq!(cur.index(), mc.index, "cursor index");
+    let what = format!("{mv:?} {op:?} at {} order {}", mc.index, mc.order);
+    match *op {
+        COp::SetOrder(o) => {
+            let got = cur.set_order(o);
+            if o > 63 {
+                assert_eq!(got, Err(Error::OrderTooLarge { order: o }), "{what}");
+            } else {
+                assert_eq!(got, Ok(()), "{what}");
+                mc.order = o;
+            }
+            assert_eq!(cur.order(), mc.order, "{what}");
+        }
+        COp::Store { ref e, align } => {
+            maybe_align(cur, mc, align);
+            match e {
+                None => {
+                    let got = retry(xa, cur, g, m, relocks, |c, g| c.store(g, None));
+                    assert_res(&got, &Ok(m.erase(mc.index)), &what);
+                }
+                Some(spec) => {
+                    let e = m.materialize(spec);
+                    let got = retry(xa, cur, g, m, relocks, |c, g| c.store(g, Some(e.clone())));
+                    let want = m.store_order(mc.index, mc.order, e);
+                    assert_res(&got, &want, &what);
+                }
+            }
+        }
+        COp::Insert { ref e, align } => {
+            maybe_align(cur, mc, align);
+            let e = m.materialize(e);
+            let got = retry(xa, cur, g, m, relocks, |c, g| c.insert(g, e.clone()));
+            assert_eq!(got, m.insert_order(mc.index, mc.order, e), "{what}");
+        }
+        COp::CmpXchg {
+            ref key,
+            ref e,
+            align,
+        } => {
+            maybe_align(cur, mc, align);
+            let (key, _keep) = m.key_for(key, mc.index);
+            let e = m.materialize(e);
+            let got = retry(xa, cur, g, m, relocks, |c, g| {
+                c.compare_exchange(g, key, e.clone())
+            });
+            let want = m.cmpxchg(mc.index, mc.order, key, Some(e.clone()));
+            match (got, want) {
+                (Ok(Ok(a)), Ok(Ok(b))) => assert_same(&a, &b, &what),
+                (Ok(Err((current, back))), Ok(Err(c))) => {
+                    assert_same(&current, &c, format_args!("{what}: current"));
+                    assert_same(&Some(back), &Some(e), format_args!("{what}: given back"));
+                }
+                (Err(a), Err(b)) => assert_eq!(a, b, "{what}"),
+                (got, want) => panic!("{what}: got {got:?}, expected {want:?}"),
+            }
+        }
+        COp::Erase => {
+            let got = cur.erase(g.as_mut().unwrap());
+            assert_res(&got, &Ok(m.erase(mc.index)), &what);
+        }
+        COp::SetMark(k) => {
+            let got = cur.set_mark(g.as_mut().unwrap(), mark(k));
+            assert_eq!(
+                got,
+                Ok(m.set_mark(mc.index, usize::from(k), true)),
+                "{what}"
+            );
+        }
+        COp::ClearMark(k) => {
+            let got = cur.clear_mark(g.as_mut().unwrap(), mark(k));
+            assert_eq!(
+                got,
+                Ok(m.set_mark(mc.index, usize::from(k), false)),
+                "{what}"
+            );
+        }
+        COp::ClearMarks => {
+            let got = cur.clear_marks(g.as_mut().unwrap());
+            let mut present = false;
+            for k in 0..NR_MARKS {
+                present = m.set_mark(mc.index, k, false);
+            }
+            assert_eq!(got, Ok(present), "{what}");
+        }
+        COp::GetMark(k) => {
+            let got = cur.get_mark(g.as_ref().unwrap(), mark(k));
+            assert_eq!(got, Ok(m.get_mark(mc.index, usize::from(k))), "{what}");
+        }
+        COp::Load => {
+            let guard = g.as_ref().unwrap();
+            let want = m.load(mc.index);
+            let got = cur.load(guard).unwrap();
+            assert!(
+                ref_same_opt(&got, &want),
+                "{what}: got {got:?}, expected {want:?}"
+            );
+            let owned = cur.load_owned(guard).unwrap();
+            assert_same(&owned, &want, format_args!("{what}: load_owned"));
+        }
+        COp::GetOrder => {
+            let got = cur.get_order(g.as_ref().unwrap());
+            assert_eq!(got, Ok(m.get_order(mc.index)), "{what}");
+        }
+        COp::Key => {
+            let got = cur.key(g.as_ref().unwrap());
+            assert_eq!(got, Ok(m.key(mc.index)), "{what}");
+        }
+        COp::Next => {
+            let got = cur.next(g.as_ref().unwrap()).unwrap();
+            let want = match mc.index.checked_add(1) {
+                Some(i) => {
+                    mc.index = i;
+                    mc.after = None;
+                    m.load(i)
+                }
+                None => None,
+            };
+            assert!(
+                ref_same_opt(&got, &want),
+                "{what}: got {got:?}, expected {want:?}"
+            );
+            assert_eq!(cur.index(), mc.index, "{what}: index after next");
+        }
+        COp::Find(span) => {
+            let max = span.resolve(mc.index);
+            let got = cur.find(g.as_ref().unwrap(), max).unwrap();
+            let want = mc.find(m, max, Filt::Present);
+            let got: Vec<_> = got.into_iter().collect();
+            let want: Vec<_> = want.into_iter().collect();
+            let ok = got.len() == want.len()
+                && got
+                    .iter()
+                    .zip(&want)
+                    .all(|((i, a), (j, b))| i == j && ref_same(a, b));
+            assert!(ok, "{what} (max {max}): got {got:?}, expected {want:?}");
+            assert_eq!(cur.index(), mc.index, "{what}: index after find");
+        }
+        COp::FindMarked(span, k) => {
+            let max = span.resolve(mc.index);
+            let got = cur.find_marked(g.as_ref().unwrap(), max, mark(k)).unwrap();
+            let want = mc.find(m, max, Filt::Marked(usize::from(k)));
+            let got: Vec<_> = got.into_iter().collect();
+            let want: Vec<_> = want.into_iter().collect();
+            let ok = got.len() == want.len()
+                && got
+                    .iter()
+                    .zip(&want)
+                    .all(|((i, a), (j, b))| i == j && ref_same(a, b));
+            assert!(ok, "{what} (max {max}): got {got:?}, expected {want:?}");
+            assert_eq!(cur.index(), mc.index, "{what}: index after find_marked");
+        }
+        COp::FindEmpty(span) => {
+            let max = span.resolve(mc.index);
+            let got = cur.find_empty(g.as_ref().unwrap(), max);
+            let want = m.find_empty(mc.index, max);
+            if let Some(i) = want {
+                mc.index = i;
+                mc.after = None;
+            }
+            assert_eq!(got, Ok(want), "{what} (max {max})");
+            assert_eq!(cur.index(), mc.index, "{what}: index after find_empty");
+        }
+        COp::Split(new_order) => {
+            let got = retry(xa, cur, g, m, relocks, |c, g| c.split(g, new_order));
+            let want = m.split(mc.index, new_order);
+            match (&got, &want) {
+                (Err(Error::SplitTooLarge { .. }), Err(Error::SplitTooLarge { .. })) => {}
+                _ => assert_eq!(got, want, "{what}"),
+            }
+        }
+    }
+}
+
+fn cursor_move() -> BoxedStrategy<Move> {
+    prop_oneof![
+        4 => Just(Move::Stay),
+        6 => (0u64..80).prop_map(Move::Fwd),
+        1 => (0u64..200).prop_map(Move::Back),
+        1 => any_index().prop_map(Move::To),
+    ]
+    .boxed()
+}
+
+fn span() -> BoxedStrategy<Span> {
+    prop_oneof![
+        3 => (0u64..300).prop_map(Span::Delta),
+        1 => any_index().prop_map(Span::Abs),
+        1 => Just(Span::Max),
+    ]
+    .boxed()
+}
+
+fn cursor_op() -> BoxedStrategy<COp> {
+    prop_oneof![
+        2 => prop::sample::select(vec![0u32, 0, 0, 1, 2, 3, 5, 6, 7, 9, 12, 64])
+            .prop_map(COp::SetOrder),
+        8 => (prop::option::weighted(0.85, espec()), prop::bool::weighted(0.9))
+            .prop_map(|(e, align)| COp::Store { e, align }),
+        2 => (espec(), prop::bool::weighted(0.9)).prop_map(|(e, align)| COp::Insert { e, align }),
+        2 => (keyspec(), espec(), prop::bool::weighted(0.9))
+            .prop_map(|(key, e, align)| COp::CmpXchg { key, e, align }),
+        2 => Just(COp::Erase),
+        3 => mark_no().prop_map(COp::SetMark),
+        1 => mark_no().prop_map(COp::ClearMark),
+        1 => Just(COp::ClearMarks),
+        1 => mark_no().prop_map(COp::GetMark),
+        2 => Just(COp::Load),
+        1 => Just(COp::GetOrder),
+        1 => Just(COp::Key),
+        1 => Just(COp::Next),
+        3 => span().prop_map(COp::Find),
+        2 => (span(), mark_no()).prop_map(|(s, k)| COp::FindMarked(s, k)),
+        1 => span().prop_map(COp::FindEmpty),
+        1 => order().prop_map(COp::Split),
+    ]
+    .boxed()
+}
+
+/// Operations to fill an array before a cursor test.
+fn prefill_ops() -> BoxedStrategy<Vec<Op>> {
+    let op = prop_oneof![
+        6 => store_op(any_index(), order()),
+        2 => (any_index(), mark_no()).prop_map(|(i, k)| Op::SetMark(i, k)),
+        1 => any_index().prop_map(Op::Reserve),
+    ];
+    prop::collection::vec(op, 0..20).boxed()
+}
+
+fn run_cursor_batch(prefill: &[Op], start: u64, steps: &[(Move, COp)]) {
+    let xa = Xa::new();
+    let mut m = Model::default();
+    for op in prefill {
+        apply(&xa, &mut m, op);
+    }
+    check_full(&xa, &m);
+    let mut cur = Cursor::new(&xa, start);
+    let mut mc = MCursor {
+        index: start,
+        ..MCursor::default()
+    };
+    let mut relocks = 0;
+    let mut g = Some(xa.lock());
+    for (mv, op) in steps {
+        cursor_step(&xa, &mut cur, &mut g, &mut m, &mut mc, &mut relocks, mv, op);
+        assert_eq!(
+            g.as_ref().unwrap().len(),
+            m.len(),
+            "guard len after {mv:?} {op:?}"
+        );
+        assert_eq!(
+            g.as_ref().unwrap().is_empty(),
+            m.is_empty(),
+            "guard is_empty"
+        );
+        if m.map.len() <= 512 {
+            // Lockless reads work while the lock is held.
+            check_contents(&xa, &m);
+            check_nodes(&xa, &m);
+        }
+    }
+    drop(g);
+    drop(cur);
+    check_full(&xa, &m);
+    teardown(&xa, &mut m);
+    drop(xa);
+    assert_released(&m.created.borrow());
+}
+
+/// Cursor `find` / `find_marked` from `start` up to `max`, re-locking every
+/// `pause` entries (0: never): returns what it visited.
+fn cursor_walk(xa: &Xa, start: u64, max: u64, f: Filt, pause: usize) -> Vec<(u64, E)> {
+    let mut cur = Cursor::new(xa, start);
+    let mut out = Vec::new();
+    let mut g = xa.lock();
+    loop {
+        let r = match f {
+            Filt::Present => cur.find(&g, max).unwrap(),
+            Filt::Marked(k) => cur.find_marked(&g, max, mark(k as u8)).unwrap(),
+        };
+        let Some((i, _)) = r else { break };
+        assert_eq!(cur.index(), i, "cursor index after find");
+        let owned = cur.load_owned(&g).unwrap().expect("found entry loads");
+        out.push((i, owned));
+        assert!(out.len() <= 100_000, "cursor walk does not terminate");
+        if pause != 0 && out.len() % pause == 0 {
+            drop(g);
+            g = xa.lock();
+        }
+    }
+    // Once exhausted, it stays exhausted (or finds nothing new).
+    let again = match f {
+        Filt::Present => cur.find(&g, max).unwrap().map(|(i, _)| i),
+        Filt::Marked(k) => cur
+            .find_marked(&g, max, mark(k as u8))
+            .unwrap()
+            .map(|(i, _)| i),
+    };
+    assert_eq!(again, None, "find after the walk ended");
+    out
+}
+
+// ---------------------------------------------------------------------------
+// The properties.
+
+proptest! {
+    #![proptest_config(cfg())]
+
+    /// Order-0 stores, inserts, erases and compare-exchanges (plus stores
+    /// with bad orders) agree with the model: return values, `Occupied`
+    /// indices, `Misaligned`/`OrderTooLarge` leaving the array unchanged,
+    /// compare-exchange by identity (a same-content different `Arc` does not
+    /// match), and `len`/`count`/`iter` after each step.
+    #[test]
+    fn plain_ops_match_model(ops in plain_ops()) {
+        run(&ops);
+    }
+
+    /// Multi-order stores and inserts: storing inside a larger-or-equal entry
+    /// replaces it whole and keeps its order and marks, storing over smaller
+    /// entries replaces them all, loads anywhere in a range return the entry,
+    /// `get_order` at every index of it, erasing through any index removes
+    /// the whole entry (invariants 1-3).
+    #[test]
+    fn multi_order_ops_match_model(ops in multi_order_ops()) {
+        run(&ops);
+    }
+
+    /// Marks: set/clear through any index affect the whole entry, setting on
+    /// an empty or reserved index does nothing and returns false, a store
+    /// into an empty slot has no marks, an in-place replacement keeps them,
+    /// a store over smaller entries takes their union, erase clears them;
+    /// `marked`, `find_marked`, `iter_marked` and `get_mark` agree
+    /// (invariants 6 and 7).
+    #[test]
+    fn marks_match_model(ops in mark_ops()) {
+        run(&ops);
+    }
+
+    /// `split` turns an order-N entry into 2^(N-m) order-m entries with the
+    /// same item (same identity) or value and the same marks; NotPresent and
+    /// SplitOrder errors change nothing; later stores into the pieces act on
+    /// one piece only (invariant 8).
+    #[test]
+    fn split_matches_model(ops in split_ops()) {
+        run(&ops);
+    }
+
+    /// Reservations: `reserve` succeeds on empty or reserved indices and
+    /// fails with Occupied on an entry; a reserved index loads None, is
+    /// skipped by find/iter/count, is occupied for insert (Occupied with the
+    /// first index in use) and find_empty, keeps `is_empty()` false;
+    /// `release` frees only a reservation; compare-exchange with `None`
+    /// matches it (invariants 9 and 10).
+    #[test]
+    fn reservations_match_model(ops in reservation_ops()) {
+        run(&ops);
+    }
+
+    /// Searches and iteration over random ranges (including inverted and
+    /// overflowing bounds): an entry containing `start` is reported at
+    /// `start`, others at their first index, each multi-order entry once,
+    /// indices strictly increasing; `find_after` skips the rest of the entry
+    /// containing its index; `find_empty` treats reservations as occupied;
+    /// `count` and `iter_ref` agree with `iter` (invariants 4 and 5).
+    #[test]
+    fn search_and_iteration_match_model(ops in search_ops()) {
+        run(&ops);
+    }
+
+    /// Entries of orders up to 63 at the top of the index space (root shift
+    /// 60, slots 0..=15 in use) behave like any others: loads, orders,
+    /// searches (including `find_empty`), splits (`SplitTooLarge` when one
+    /// split would build more than `MAX_SPLIT_NODES` nodes) and teardown.
+    #[test]
+    fn top_of_index_space_matches_model(ops in top_ops()) {
+        run(&ops);
+    }
+
+    /// A random batch of cursor stores, inserts, compare-exchanges, erases,
+    /// marks, loads, steps, finds and splits at mostly increasing (sometimes
+    /// decreasing) indices, through one `Cursor` in one lock hold, agrees op
+    /// by op with the model. `NeedNodes` is handled by unlocking,
+    /// `reserve_nodes` and relocking, and must leave the array unchanged.
+    /// Cursor `find`/`find_marked` return the entry at/after the index first,
+    /// then the entry after the previous one; `find_empty` and `next` move
+    /// the cursor. The array is checked against the model after every step
+    /// (lockless reads under the held lock) and after the batch.
+    #[test]
+    fn cursor_batch_matches_model(
+        prefill in prefill_ops(),
+        start in any_index(),
+        steps in prop::collection::vec((cursor_move(), cursor_op()), 0..60),
+    ) {
+        run_cursor_batch(&prefill, start, &steps);
+    }
+
+    /// Walking with cursor `find` (and `find_marked`) from `start` to `max`
+    /// visits exactly the entries `XArray::iter` (`iter_marked`) yields over
+    /// that range, and a walk that drops and retakes the lock every few
+    /// entries visits the same sequence (invariant 12).
+    #[test]
+    fn cursor_find_walk_matches_iter(
+        prefill in prop::collection::vec(
+            prop_oneof![
+                6 => store_op(any_index(), order()),
+                3 => (any_index(), mark_no()).prop_map(|(i, k)| Op::SetMark(i, k)),
+                1 => any_index().prop_map(Op::Reserve),
+            ],
+            0..40,
+        ),
+        start in any_index(),
+        max in max_sel(),
+        k in mark_no(),
+        pause in 1usize..4,
+    ) {
+        let xa = Xa::new();
+        let mut m = Model::default();
+        for op in &prefill {
+            apply(&xa, &mut m, op);
+        }
+        let max = max_for(start, max);
+        for f in [Filt::Present, Filt::Marked(usize::from(k))] {
+            let want = m.iter(Some((start, max)).filter(|(s, l)| s <= l), f);
+            let walk = cursor_walk(&xa, start, max, f, 0);
+            assert_list(&walk, &want, format_args!("cursor walk {f:?} {start}..={max}"));
+            let paused = cursor_walk(&xa, start, max, f, pause);
+            assert_list(&paused, &want, format_args!("paused walk {f:?} {start}..={max}"));
+        }
+        teardown(&xa, &mut m);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Hand-written regression cases.
+
+fn item(v: u64) -> E {
+    Entry::Item(Arc::new(v))
+}
+
+/// The kernel's rule (reference 1.3): order-4 A at 0, then order-0 B at 0:
+/// all of 0..=15 read B and the entry keeps order 4 and its marks.
 #[test]
-fn placeholder() {}
+fn small_store_into_large_entry_replaces_it_whole() {
+    let xa = Xa::new();
+    let a = item(1);
+    assert!(xa.store_order(0, 4, a.clone()).unwrap().is_none());
+    assert!(xa.set_mark(9, Mark::MARK_1));
+    let b = item(2);
+    let old = xa.store(0, b.clone()).unwrap();
+    assert_same(&old, &Some(a), "old");
+    for i in 0..16 {
+        assert_same(&xa.load(i), &Some(b.clone()), format_args!("load({i})"));
+        assert_eq!(xa.get_order(i), 4);
+        assert!(xa.get_mark(i, Mark::MARK_1));
+    }
+    assert_eq!(xa.load(16), None);
+    // Through a middle index too, with a smaller non-zero order.
+    let c = Entry::Value(7);
+    assert_same(&xa.store_order(8, 2, c.clone()).unwrap(), &Some(b), "old");
+    assert_same(&xa.load(0), &Some(c), "load(0)");
+    assert_eq!(xa.len(), 1);
+    assert_eq!(xa.erase(15), Some(Entry::Value(7)));
+    assert!(xa.is_empty());
+    assert_eq!(xa.node_count(), 0);
+}
+
+/// Storing an order-n entry over marked smaller entries (and a reservation)
+/// gives it the union of their marks; an unmarked store into an empty slot
+/// has none.
+#[test]
+fn store_over_smaller_entries_merges_marks() {
+    let xa = Xa::new();
+    xa.store(64, item(1)).unwrap();
+    xa.store_order(96, 5, Entry::Value(3)).unwrap();
+    xa.reserve(70).unwrap();
+    assert!(xa.set_mark(64, Mark::MARK_0));
+    assert!(xa.set_mark(100, Mark::MARK_2));
+    assert!(!xa.set_mark(70, Mark::MARK_1), "mark on a reservation");
+    assert_eq!(xa.len(), 2);
+    let old = xa.store_order(64, 6, Entry::Value(9)).unwrap();
+    assert_eq!(old.and_then(|e| e.item().map(|a| **a)), Some(1));
+    assert_eq!(xa.len(), 1);
+    assert!(xa.get_mark(127, Mark::MARK_0));
+    assert!(!xa.get_mark(127, Mark::MARK_1));
+    assert!(xa.get_mark(64, Mark::MARK_2));
+    assert_eq!(xa.get_order(70), 6);
+    // Fresh store: no marks.
+    xa.store(5, item(5)).unwrap();
+    assert!(marks().all(|mk| !xa.get_mark(5, mk)));
+    xa.erase(5);
+    xa.erase(64);
+    assert!(xa.is_empty());
+    assert!(marks().all(|mk| !xa.marked(mk)));
+    assert_eq!(xa.node_count(), 0);
+}
+
+/// Failed stores leave the array unchanged: bad order, misaligned index,
+/// value too large, misaligned item pointer.
+#[test]
+fn failed_stores_change_nothing() {
+    let xa = Xa::new();
+    xa.store(3, Entry::Value(1)).unwrap();
+    assert_eq!(
+        xa.store_order(3, 1, Entry::Value(2)),
+        Err(Error::Misaligned { index: 3, order: 1 })
+    );
+    assert_eq!(
+        xa.store_order(0, 64, Entry::Value(2)),
+        Err(Error::OrderTooLarge { order: 64 })
+    );
+    assert_eq!(
+        xa.store(3, Entry::Value(MAX_VALUE + 1)),
+        Err(Error::ValueTooLarge {
+            value: MAX_VALUE + 1
+        })
+    );
+    assert_eq!(
+        xa.insert(3, Entry::Value(2)),
+        Err(Error::Occupied { index: 3 })
+    );
+    assert_eq!(
+        xa.insert_order(0, 2, item(2)),
+        Err(Error::Occupied { index: 3 })
+    );
+    assert_eq!(xa.load(3), Some(Entry::Value(1)));
+    assert_eq!(xa.len(), 1);
+
+    static BYTES: [u8; 16] = [0; 16];
+    let bytes: XArray<&'static u8> = XArray::new();
+    let r = bytes.store(0, Entry::Item(&BYTES[1]));
+    assert!(matches!(r, Err(Error::MisalignedItem { .. })), "{r:?}");
+    assert!(bytes.is_empty());
+    assert_eq!(bytes.node_count(), 0);
+    xa.erase(3);
+    assert_eq!(xa.node_count(), 0);
+}
+
+/// `compare_exchange` matches by identity, not content; `None` matches an
+/// empty or reserved index; `new = None` erases.
+#[test]
+fn compare_exchange_uses_identity() {
+    let xa = Xa::new();
+    let a = Arc::new(10u64);
+    xa.store(1, Entry::Item(a.clone())).unwrap();
+    let twin = Entry::Item(Arc::new(10u64));
+    match xa.compare_exchange(1, Some(twin.key()), Some(Entry::Value(1))) {
+        Err(xarray::CompareExchangeError::Mismatch { current, new }) => {
+            assert_same(&current, &Some(Entry::Item(a.clone())), "current");
+            assert_eq!(new, Some(Entry::Value(1)));
+        }
+        r => panic!("{r:?}"),
+    }
+    let key = Entry::Item(a.clone()).key();
+    let old = xa.compare_exchange(1, Some(key), None).unwrap();
+    assert_same(&old, &Some(Entry::Item(a)), "old");
+    xa.reserve(2).unwrap();
+    assert!(xa
+        .compare_exchange(2, None, Some(Entry::Value(5)))
+        .unwrap()
+        .is_none());
+    assert_eq!(xa.load(2), Some(Entry::Value(5)));
+    xa.erase(2);
+    assert!(xa.is_empty());
+    assert_eq!(xa.node_count(), 0);
+}
+
+/// Reservations: load None, skipped by searches, occupied for insert and
+/// find_empty, keep the array non-empty; release frees only reservations.
+#[test]
+fn reservation_semantics() {
+    let xa = Xa::new();
+    xa.reserve(4096).unwrap();
+    assert!(!xa.is_empty());
+    assert_eq!(xa.len(), 0);
+    assert_eq!(xa.load(4096), None);
+    assert!(!xa.contains(4096));
+    assert_eq!(xa.find(0, u64::MAX), None);
+    assert_eq!(xa.count(..).unwrap(), 0);
+    assert_eq!(xa.find_empty(4096, 4097), Some(4097));
+    assert_eq!(
+        xa.insert(4096, item(1)),
+        Err(Error::Occupied { index: 4096 })
+    );
+    assert_eq!(
+        xa.insert_order(0, 13, item(1)),
+        Err(Error::Occupied { index: 4096 })
+    );
+    assert_eq!(xa.reserve(4096), Ok(()));
+    xa.store(5, Entry::Value(5)).unwrap();
+    assert_eq!(xa.reserve(5), Err(Error::Occupied { index: 5 }));
+    xa.release(5);
+    assert_eq!(xa.load(5), Some(Entry::Value(5)));
+    xa.erase(5);
+    xa.release(4096);
+    assert!(xa.is_empty());
+    assert_eq!(xa.node_count(), 0);
+}
+
+/// Split copies identity and marks to every piece, one reference each.
+#[test]
+fn split_copies_entry_and_marks() {
+    let xa = Xa::new();
+    let a = Arc::new(77u64);
+    xa.store_order(4096, 12, Entry::Item(a.clone())).unwrap();
+    xa.set_mark(5000, Mark::MARK_2);
+    assert_eq!(
+        xa.split(4096, 12),
+        Err(Error::SplitOrder {
+            entry_order: 12,
+            new_order: 12
+        })
+    );
+    assert_eq!(xa.split(0, 0), Err(Error::NotPresent { index: 0 }));
+    xa.split(4200, 3).unwrap();
+    assert_eq!(xa.len(), 512);
+    assert_eq!(Arc::strong_count(&a), 1 + 512);
+    let key = Entry::Item(a.clone()).key();
+    for (n, (i, e)) in xa.iter(..).unwrap().enumerate() {
+        assert_eq!(i, 4096 + 8 * n as u64);
+        assert_eq!(e.key(), key);
+        assert_eq!(xa.get_order(i + 7), 3);
+        assert!(xa.get_mark(i + 5, Mark::MARK_2));
+        assert!(!xa.get_mark(i, Mark::MARK_0));
+    }
+    xa.store(4096 + 8, Entry::Value(1)).unwrap();
+    assert_eq!(xa.load(4096 + 15), Some(Entry::Value(1)));
+    assert_eq!(xa.load(4096 + 16).map(|e| e.key()), Some(key));
+    for i in (4096..8192).step_by(8) {
+        xa.erase(i);
+    }
+    assert!(xa.is_empty());
+    assert_eq!(xa.node_count(), 0);
+}
+
+/// A search started inside an entry reports it at the start index;
+/// `find_after` skips the rest of it; iteration reports it once.
+#[test]
+fn search_from_inside_an_entry() {
+    let xa = Xa::new();
+    xa.store_order(512, 9, Entry::Value(1)).unwrap();
+    xa.store(1024, Entry::Value(2)).unwrap();
+    assert_eq!(xa.find(700, u64::MAX), Some((700, Entry::Value(1))));
+    assert_eq!(xa.find_after(700, u64::MAX), Some((1024, Entry::Value(2))));
+    let got: Vec<_> = xa.iter(600..).unwrap().collect();
+    assert_eq!(got, vec![(600, Entry::Value(1)), (1024, Entry::Value(2))]);
+    assert_eq!(xa.count(513..=1023).unwrap(), 1);
+    assert_eq!(xa.find_empty(512, u64::MAX), Some(1025));
+    assert!(matches!(xa.iter(5..=3), Err(Error::InvalidRange { .. })));
+    assert_eq!(xa.iter(5..5).unwrap().count(), 0);
+    xa.erase(1000);
+    xa.erase(1024);
+    assert_eq!(xa.node_count(), 0);
+}
+
+/// A cursor store that runs out of nodes fails with NeedNodes and changes
+/// nothing; after `reserve_nodes` the retry succeeds.
+#[test]
+fn cursor_need_nodes_changes_nothing() {
+    let xa = Xa::new();
+    xa.store(1, Entry::Value(1)).unwrap();
+    let mut cur = Cursor::new(&xa, 1 << 40);
+    let mut g = xa.lock();
+    let nodes = match cur.store(&mut g, Some(Entry::Value(2))) {
+        Err(Error::NeedNodes { nodes }) => nodes,
+        r => panic!("expected NeedNodes, got {r:?}"),
+    };
+    assert_eq!(g.len(), 1);
+    assert_eq!(xa.load(1 << 40), None);
+    assert_eq!(xa.load(1), Some(Entry::Value(1)));
+    drop(g);
+    cur.reserve_nodes(nodes).unwrap();
+    let mut g = xa.lock();
+    assert_eq!(cur.store(&mut g, Some(Entry::Value(2))), Ok(None));
+    drop(g);
+    assert_eq!(xa.load(1 << 40), Some(Entry::Value(2)));
+    assert_eq!(xa.len(), 2);
+    xa.erase(1);
+    xa.erase(1 << 40);
+    assert_eq!(xa.node_count(), 0);
+}
+
+/// A cursor used with another array's guard fails with WrongArray.
+#[test]
+fn cursor_wrong_array() {
+    let a = Xa::new();
+    let b = Xa::new();
+    let mut cur = Cursor::new(&a, 0);
+    let mut g = b.lock();
+    assert_eq!(
+        cur.store(&mut g, Some(Entry::Value(1))),
+        Err(Error::WrongArray)
+    );
+    assert!(matches!(cur.load(&g), Err(Error::WrongArray)));
+    drop(g);
+    assert!(a.is_empty() && b.is_empty());
+}
+
+/// Cursor find: first call returns the entry at/after the index (an entry
+/// containing it at the index), later calls the next entry; stores then act
+/// on the found index.
+#[test]
+fn cursor_find_then_store() {
+    let xa = Xa::new();
+    xa.store_order(64, 6, Entry::Value(1)).unwrap();
+    xa.store(200, Entry::Value(2)).unwrap();
+    let mut cur = Cursor::new(&xa, 100);
+    let mut g = xa.lock();
+    assert_eq!(
+        cur.find(&g, u64::MAX).unwrap().map(|(i, e)| (i, e.value())),
+        Some((100, Some(1)))
+    );
+    assert!(cur.set_mark(&mut g, Mark::MARK_0).unwrap());
+    assert_eq!(
+        cur.find(&g, u64::MAX).unwrap().map(|(i, e)| (i, e.value())),
+        Some((200, Some(2)))
+    );
+    assert_eq!(
+        cur.store(&mut g, Some(Entry::Value(3))),
+        Ok(Some(Entry::Value(2)))
+    );
+    assert!(cur.find(&g, u64::MAX).unwrap().is_none());
+    drop(g);
+    assert!(xa.get_mark(64, Mark::MARK_0));
+    assert_eq!(xa.load(200), Some(Entry::Value(3)));
+    xa.erase(64);
+    xa.erase(200);
+    assert_eq!(xa.node_count(), 0);
+}
+
+/// Entries at the top of the index space: order-63 entries and an order-60
+/// entry in the root's last used slot (shift 60, slots 0..=15).
+#[test]
+fn top_of_index_space() {
+    let xa = Xa::new();
+    let top = 1u64 << 63;
+    xa.store_order(top, 63, Entry::Value(1)).unwrap();
+    assert_eq!(xa.load(u64::MAX), Some(Entry::Value(1)));
+    assert_eq!(xa.get_order(top + 12345), 63);
+    assert_eq!(
+        xa.find(u64::MAX, u64::MAX),
+        Some((u64::MAX, Entry::Value(1)))
+    );
+    assert_eq!(xa.find_after(top, u64::MAX), None);
+    assert_eq!(xa.count(..).unwrap(), 1);
+    assert_eq!(xa.find_empty(0, u64::MAX), Some(0));
+    xa.erase(top + 5);
+    assert!(xa.is_empty());
+    assert_eq!(xa.node_count(), 0);
+}
+
+/// `find_empty` inside or past an entry that ends at the top of the root
+/// node (root shift 60 uses slots 0..=15) must not report an occupied index.
+#[test]
+fn find_empty_at_top_of_index_space() {
+    let xa = Xa::new();
+    let top = 1u64 << 63;
+    xa.store_order(top, 63, Entry::Value(1)).unwrap();
+    assert_eq!(xa.find_empty(top, u64::MAX), None, "find_empty(2^63, MAX)");
+    assert_eq!(xa.find_empty(u64::MAX - 5, u64::MAX), None);
+    xa.erase(top);
+
+    let xa = Xa::new();
+    xa.store_order(15 << 60, 60, Entry::Value(2)).unwrap();
+    assert_eq!(
+        xa.find_empty(u64::MAX, u64::MAX),
+        None,
+        "find_empty(MAX, MAX)"
+    );
+    assert_eq!(xa.find_empty(15 << 60, u64::MAX), None);
+    xa.erase(15 << 60);
+
+    // Found by `top_of_index_space_matches_model`: the answer is not even
+    // inside `start..=max`.
+    let xa = Xa::new();
+    xa.store_order(3 << 62, 62, Entry::Value(5)).unwrap();
+    assert_eq!(
+        xa.find_empty(15 << 60, 15 << 60),
+        None,
+        "find_empty(15 << 60, 15 << 60)"
+    );
+    let mut cur = Cursor::new(&xa, 15 << 60);
+    let g = xa.lock();
+    assert_eq!(cur.find_empty(&g, u64::MAX), Ok(None), "Cursor::find_empty");
+    drop(g);
+    xa.erase(3 << 62);
+
+    let xa = Xa::new();
+    xa.store_order(0, 63, Entry::Value(3)).unwrap();
+    xa.store_order(top, 63, Entry::Value(4)).unwrap();
+    assert_eq!(
+        xa.find_empty(0, u64::MAX),
+        None,
+        "a full array has no empty index"
+    );
+    xa.erase(0);
+    xa.erase(top);
+    assert_eq!(xa.node_count(), 0);
+}

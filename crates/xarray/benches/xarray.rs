@@ -1,0 +1,594 @@
+//! XArray against lock-wrapped `BTreeMap`/`HashMap` baselines, in the same
+//! criterion groups, on 2^20 (~1M) entries at indices `0..2^20`.
+//!
+//! Groups:
+//! - `load_seq`, `load_random`: one iteration = a batch of 1024 lookups
+//!   (sequential, or from a precomputed random permutation of all indices;
+//!   consecutive iterations walk on through the order, wrapping around).
+//!   `xarray_load_ref` borrows under one pinned guard per batch
+//!   (`guard.repin()` between batches); `xarray_load_arc` is `load` on an
+//!   `XArray<Arc<u64>>` (pin + refcount up/down per lookup);
+//!   `xarray_load_static` is `load` on `&'static u64` items (pin per lookup,
+//!   no refcount). Baselines take a read lock per lookup; `hashmap_nolock`
+//!   is the floor.
+//! - `iterate`: one iteration = a full pass over all 2^20 entries.
+//! - `store512`: one iteration = 512 contiguous stores at `2^21..2^21+512`
+//!   into an array (or map) already holding the 2^20 read entries.
+//!   `overwrite/*`: the 512 indices are populated and every iteration
+//!   alternates between two item sets, so every store replaces an entry.
+//!   `insert/*`: the 512 indices are erased in untimed setup
+//!   (`iter_batched`, one setup per iteration), so the xarray must build its
+//!   nodes again (10 of them) inside the timing; the cursor variant calls
+//!   `reserve_nodes(10)` *inside* the timing, before taking the lock, and
+//!   keeps the `NeedNodes` retry loop as a fallback.
+//! - `concurrent_load`: one iteration = 1024 random `load_ref`s (or
+//!   read-locked `HashMap::get`s) in total, split over 1 or 2 reader threads,
+//!   while a writer thread stores and erases 4096 indices at `2^22..` (a
+//!   region no reader touches). Threads are started per criterion sample
+//!   (`iter_custom`); the clock runs from a barrier until the last reader is
+//!   done. `writer_busy`: the writer loops flat out (on a 2-core machine this
+//!   is 3 runnable threads on 2 cores with 2 readers). `writer_paced`: the
+//!   writer sleeps 50 us after every 16 operations. `no_writer`: readers
+//!   only, to show what the machine itself scales to.
+//!
+//! Criterion reports time per iteration and, via `Throughput::Elements`, the
+//! per-entry rate.
+
+use std::collections::{BTreeMap, HashMap};
+use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier, Mutex, OnceLock, RwLock};
+use std::time::{Duration, Instant};
+
+use criterion::measurement::WallTime;
+use criterion::{criterion_group, BatchSize, BenchmarkGroup, Criterion, Throughput};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use xarray::{Cursor, Entry, EntryRef, Error, XArray};
+
+/// Entries in the read fixture: indices `0..N`.
+const N: usize = 1 << 20;
+/// Lookups per iteration of the load benchmarks; one pin per batch.
+const BATCH: usize = 1024;
+/// Stores per iteration of `store512`.
+const RUN: usize = 512;
+/// Where `store512` stores: an empty region of the array.
+const STORE_BASE: u64 = 1 << 21;
+/// Nodes a fresh 512-entry run at `STORE_BASE` needs (shift 12, shift 6, 8 leaves).
+const RUN_NODES: usize = 10;
+/// Where the concurrent writer stores and erases.
+const WRITER_BASE: u64 = 1 << 22;
+/// Indices the concurrent writer cycles through.
+const WRITER_SPAN: u64 = 4096;
+
+/// The command that reproduces these numbers.
+const REPRODUCE: &str = "cd /work/main && CARGO_TARGET_DIR=/work/main/target/h-bench \
+     cargo bench -p xarray --bench xarray";
+
+/// `N` leaked `u64`s, 8-byte aligned: the `&'static u64` items.
+fn values() -> &'static [u64] {
+    static V: OnceLock<&'static [u64]> = OnceLock::new();
+    V.get_or_init(|| Box::leak((0..2 * N as u64).collect::<Vec<_>>().into_boxed_slice()))
+}
+
+/// The shared read fixture: the same `N` entries in every structure.
+struct Fixture {
+    xa: XArray<&'static u64>,
+    xa_arc: XArray<Arc<u64>>,
+    btree: RwLock<BTreeMap<u64, &'static u64>>,
+    hash: RwLock<HashMap<u64, &'static u64>>,
+    hash_nolock: HashMap<u64, &'static u64>,
+    seq: Vec<u64>,
+    perm: Vec<u64>,
+}
+
+fn fixture() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| {
+        let v = values();
+        let xa = XArray::new();
+        let xa_arc = XArray::new();
+        let mut btree = BTreeMap::new();
+        let mut hash = HashMap::new();
+        for (i, r) in (0..).zip(&v[..N]) {
+            xa.store(i, Entry::Item(r)).unwrap();
+            xa_arc.store(i, Entry::Item(Arc::new(i))).unwrap();
+            btree.insert(i, r);
+            hash.insert(i, r);
+        }
+        let seq: Vec<u64> = (0..N as u64).collect();
+        let mut perm = seq.clone();
+        perm.shuffle(&mut StdRng::seed_from_u64(0x5eed));
+        Fixture {
+            xa,
+            xa_arc,
+            btree: RwLock::new(btree),
+            hash_nolock: hash.clone(),
+            hash: RwLock::new(hash),
+            seq,
+            perm,
+        }
+    })
+}
+
+fn configure(g: &mut BenchmarkGroup<'_, WallTime>) {
+    g.warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(10);
+}
+
+/// The next batch of `order`, wrapping around.
+#[inline]
+fn next_batch<'a>(order: &'a [u64], pos: &mut usize) -> &'a [u64] {
+    let b = &order[*pos..*pos + BATCH];
+    *pos = (*pos + BATCH) % order.len();
+    b
+}
+
+#[inline]
+fn addr(r: &u64) -> usize {
+    r as *const u64 as usize
+}
+
+fn xa_load_ref_batch(xa: &XArray<&'static u64>, batch: &[u64], guard: &xarray::ReadGuard) -> usize {
+    let mut acc = 0usize;
+    for &i in batch {
+        if let Some(EntryRef::Item(r)) = xa.load_ref(black_box(i), guard) {
+            acc ^= addr(r);
+        }
+    }
+    acc
+}
+
+fn hash_locked_batch(m: &RwLock<HashMap<u64, &'static u64>>, batch: &[u64]) -> usize {
+    let mut acc = 0usize;
+    for &i in batch {
+        if let Some(r) = m.read().unwrap().get(&black_box(i)).copied() {
+            acc ^= addr(r);
+        }
+    }
+    acc
+}
+
+fn loads(c: &mut Criterion, name: &str, order: fn(&'static Fixture) -> &'static [u64]) {
+    let f = fixture();
+    let order = order(f);
+    let mut g = c.benchmark_group(name);
+    configure(&mut g);
+    g.throughput(Throughput::Elements(BATCH as u64));
+
+    g.bench_function("xarray_load_ref", |b| {
+        let mut pos = 0;
+        let mut guard = f.xa.pin();
+        b.iter(|| {
+            guard.repin();
+            xa_load_ref_batch(&f.xa, next_batch(order, &mut pos), &guard)
+        })
+    });
+    g.bench_function("xarray_load_arc", |b| {
+        let mut pos = 0;
+        b.iter(|| {
+            let mut acc = 0usize;
+            for &i in next_batch(order, &mut pos) {
+                if let Some(Entry::Item(a)) = f.xa_arc.load(black_box(i)) {
+                    acc ^= Arc::as_ptr(&a) as usize;
+                }
+            }
+            acc
+        })
+    });
+    g.bench_function("xarray_load_static", |b| {
+        let mut pos = 0;
+        b.iter(|| {
+            let mut acc = 0usize;
+            for &i in next_batch(order, &mut pos) {
+                if let Some(Entry::Item(r)) = f.xa.load(black_box(i)) {
+                    acc ^= addr(r);
+                }
+            }
+            acc
+        })
+    });
+    g.bench_function("rwlock_btreemap", |b| {
+        let mut pos = 0;
+        b.iter(|| {
+            let mut acc = 0usize;
+            for &i in next_batch(order, &mut pos) {
+                if let Some(r) = f.btree.read().unwrap().get(&black_box(i)).copied() {
+                    acc ^= addr(r);
+                }
+            }
+            acc
+        })
+    });
+    g.bench_function("rwlock_hashmap", |b| {
+        let mut pos = 0;
+        b.iter(|| hash_locked_batch(&f.hash, next_batch(order, &mut pos)))
+    });
+    g.bench_function("hashmap_nolock", |b| {
+        let mut pos = 0;
+        b.iter(|| {
+            let mut acc = 0usize;
+            for &i in next_batch(order, &mut pos) {
+                if let Some(r) = f.hash_nolock.get(&black_box(i)).copied() {
+                    acc ^= addr(r);
+                }
+            }
+            acc
+        })
+    });
+    g.finish();
+}
+
+fn load_seq(c: &mut Criterion) {
+    loads(c, "load_seq", |f| &f.seq);
+}
+
+fn load_random(c: &mut Criterion) {
+    loads(c, "load_random", |f| &f.perm);
+}
+
+fn iterate(c: &mut Criterion) {
+    let f = fixture();
+    let mut g = c.benchmark_group("iterate");
+    configure(&mut g);
+    g.throughput(Throughput::Elements(N as u64));
+    g.bench_function("xarray_iter_ref", |b| {
+        b.iter(|| {
+            let guard = f.xa.pin();
+            let mut acc = 0usize;
+            for (i, e) in f.xa.iter_ref(.., &guard).unwrap() {
+                if let EntryRef::Item(r) = e {
+                    acc ^= addr(r) ^ i as usize;
+                }
+            }
+            acc
+        })
+    });
+    g.bench_function("xarray_iter_arc", |b| {
+        b.iter(|| {
+            let mut acc = 0usize;
+            for (i, e) in f.xa_arc.iter(..).unwrap() {
+                if let Entry::Item(a) = e {
+                    acc ^= Arc::as_ptr(&a) as usize ^ i as usize;
+                }
+            }
+            acc
+        })
+    });
+    g.bench_function("rwlock_btreemap", |b| {
+        b.iter(|| {
+            let m = f.btree.read().unwrap();
+            let mut acc = 0usize;
+            for (&i, &r) in m.iter() {
+                acc ^= addr(r) ^ i as usize;
+            }
+            acc
+        })
+    });
+    g.bench_function("rwlock_hashmap", |b| {
+        b.iter(|| {
+            let m = f.hash.read().unwrap();
+            let mut acc = 0usize;
+            for (&i, &r) in m.iter() {
+                acc ^= addr(r) ^ i as usize;
+            }
+            acc
+        })
+    });
+    g.finish();
+}
+
+/// Item set `k` (0 or 1) for the 512-store run: distinct addresses per set.
+fn run_items(k: usize) -> &'static [u64] {
+    &values()[N + k * RUN..N + (k + 1) * RUN]
+}
+
+/// Stores `items` at `base..` through one cursor in one lock hold (more
+/// holds only if the pool runs short), pre-reserving `prealloc` nodes.
+fn cursor_run(xa: &XArray<&'static u64>, base: u64, items: &'static [u64], prealloc: usize) {
+    let mut cur = Cursor::new(xa, base);
+    if prealloc > 0 {
+        cur.reserve_nodes(prealloc).unwrap();
+    }
+    let mut next = 0usize;
+    loop {
+        let mut g = xa.lock();
+        let mut need = None;
+        while next < items.len() {
+            cur.set_index(base + next as u64);
+            match cur.store(&mut g, Some(Entry::Item(&items[next]))) {
+                Ok(old) => {
+                    black_box(old);
+                    next += 1;
+                }
+                Err(Error::NeedNodes { nodes }) => {
+                    need = Some(nodes);
+                    break;
+                }
+                Err(e) => panic!("cursor store: {e}"),
+            }
+        }
+        drop(g);
+        match need {
+            Some(n) => cur.reserve_nodes(n).unwrap(),
+            None => break,
+        }
+    }
+}
+
+fn store512(c: &mut Criterion) {
+    let v = values();
+    let xa: XArray<&'static u64> = XArray::new();
+    let mut bt = BTreeMap::new();
+    let mut hm = HashMap::new();
+    for (i, r) in (0..).zip(&v[..N]) {
+        xa.store(i, Entry::Item(r)).unwrap();
+        bt.insert(i, r);
+        hm.insert(i, r);
+    }
+    let bt = Mutex::new(bt);
+    let hm = Mutex::new(hm);
+    let populate = || {
+        for (j, r) in run_items(0).iter().enumerate() {
+            let i = STORE_BASE + j as u64;
+            xa.store(i, Entry::Item(r)).unwrap();
+            bt.lock().unwrap().insert(i, r);
+            hm.lock().unwrap().insert(i, r);
+        }
+    };
+    // Sanity: a fresh cursor run really needs RUN_NODES nodes.
+    let before = xa.node_count();
+    cursor_run(&xa, STORE_BASE, run_items(0), 0);
+    assert_eq!(xa.node_count() - before, RUN_NODES);
+    populate();
+
+    let mut g = c.benchmark_group("store512");
+    configure(&mut g);
+    g.throughput(Throughput::Elements(RUN as u64));
+
+    // Every store replaces an entry: alternate between two item sets.
+    g.bench_function("overwrite/xarray_store", |b| {
+        let mut k = 0;
+        b.iter(|| {
+            k ^= 1;
+            for (j, r) in run_items(k).iter().enumerate() {
+                black_box(xa.store(STORE_BASE + j as u64, Entry::Item(r)).unwrap());
+            }
+        })
+    });
+    g.bench_function("overwrite/xarray_cursor", |b| {
+        let mut k = 0;
+        b.iter(|| {
+            k ^= 1;
+            cursor_run(&xa, STORE_BASE, run_items(k), 0);
+        })
+    });
+    g.bench_function("overwrite/mutex_btreemap", |b| {
+        let mut k = 0;
+        b.iter(|| {
+            k ^= 1;
+            for (j, r) in run_items(k).iter().enumerate() {
+                black_box(bt.lock().unwrap().insert(STORE_BASE + j as u64, r));
+            }
+        })
+    });
+    g.bench_function("overwrite/mutex_hashmap", |b| {
+        let mut k = 0;
+        b.iter(|| {
+            k ^= 1;
+            for (j, r) in run_items(k).iter().enumerate() {
+                black_box(hm.lock().unwrap().insert(STORE_BASE + j as u64, r));
+            }
+        })
+    });
+
+    // Every store fills an empty index: the run is erased in untimed setup.
+    let erase_xa = || {
+        for j in 0..RUN as u64 {
+            xa.erase(STORE_BASE + j);
+        }
+    };
+    g.bench_function("insert/xarray_store", |b| {
+        b.iter_batched(
+            erase_xa,
+            |()| {
+                for (j, r) in run_items(0).iter().enumerate() {
+                    black_box(xa.store(STORE_BASE + j as u64, Entry::Item(r)).unwrap());
+                }
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    g.bench_function("insert/xarray_cursor", |b| {
+        b.iter_batched(
+            erase_xa,
+            |()| cursor_run(&xa, STORE_BASE, run_items(0), RUN_NODES),
+            BatchSize::PerIteration,
+        )
+    });
+    g.bench_function("insert/mutex_btreemap", |b| {
+        b.iter_batched(
+            || {
+                let mut m = bt.lock().unwrap();
+                for j in 0..RUN as u64 {
+                    m.remove(&(STORE_BASE + j));
+                }
+            },
+            |()| {
+                for (j, r) in run_items(0).iter().enumerate() {
+                    black_box(bt.lock().unwrap().insert(STORE_BASE + j as u64, r));
+                }
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    g.bench_function("insert/mutex_hashmap", |b| {
+        b.iter_batched(
+            || {
+                let mut m = hm.lock().unwrap();
+                for j in 0..RUN as u64 {
+                    m.remove(&(STORE_BASE + j));
+                }
+            },
+            |()| {
+                for (j, r) in run_items(0).iter().enumerate() {
+                    black_box(hm.lock().unwrap().insert(STORE_BASE + j as u64, r));
+                }
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    g.finish();
+}
+
+/// Runs `iters` batches split over `readers` threads while `writer` loops
+/// until told to stop; returns the wall time from the start barrier until
+/// the last reader finished.
+fn run_concurrent(
+    readers: usize,
+    iters: u64,
+    reader: &(dyn Fn(usize, u64) -> usize + Sync),
+    writer: &(dyn Fn(&AtomicBool) + Sync),
+) -> Duration {
+    let stop = AtomicBool::new(false);
+    let start = Barrier::new(readers + 2);
+    let done = Barrier::new(readers + 1);
+    std::thread::scope(|s| {
+        let w = s.spawn(|| {
+            start.wait();
+            writer(&stop);
+        });
+        for t in 0..readers {
+            let (start, done) = (&start, &done);
+            let share = iters / readers as u64 + u64::from((t as u64) < iters % readers as u64);
+            s.spawn(move || {
+                start.wait();
+                black_box(reader(t, share));
+                done.wait();
+            });
+        }
+        start.wait();
+        let t0 = Instant::now();
+        done.wait();
+        let elapsed = t0.elapsed();
+        stop.store(true, Ordering::Relaxed);
+        w.join().unwrap();
+        elapsed
+    })
+}
+
+/// Writer pacing: `None` flat out, `Some(d)` sleeps `d` after every 16 ops.
+fn pace(ops: &mut u32, pause: Option<Duration>) {
+    if let Some(d) = pause {
+        *ops += 1;
+        if *ops % 16 == 0 {
+            std::thread::sleep(d);
+        }
+    }
+}
+
+fn concurrent_load(c: &mut Criterion) {
+    let f = fixture();
+    let v = values();
+    let mut g = c.benchmark_group("concurrent_load");
+    configure(&mut g);
+    g.throughput(Throughput::Elements(BATCH as u64));
+
+    // Each reader starts at its own place in the random permutation.
+    let xa_reader = |t: usize, batches: u64| {
+        let mut pos = (t * N / 2) % N;
+        let mut guard = f.xa.pin();
+        let mut acc = 0usize;
+        for _ in 0..batches {
+            guard.repin();
+            acc ^= xa_load_ref_batch(&f.xa, next_batch(&f.perm, &mut pos), &guard);
+        }
+        acc
+    };
+    let hash_reader = |t: usize, batches: u64| {
+        let mut pos = (t * N / 2) % N;
+        let mut acc = 0usize;
+        for _ in 0..batches {
+            acc ^= hash_locked_batch(&f.hash, next_batch(&f.perm, &mut pos));
+        }
+        acc
+    };
+    let xa_writer = |stop: &AtomicBool, pause: Option<Duration>| {
+        let mut ops = 0;
+        while !stop.load(Ordering::Relaxed) {
+            for j in 0..WRITER_SPAN {
+                f.xa.store(WRITER_BASE + j, Entry::Item(&v[j as usize]))
+                    .unwrap();
+                pace(&mut ops, pause);
+            }
+            for j in 0..WRITER_SPAN {
+                f.xa.erase(WRITER_BASE + j);
+                pace(&mut ops, pause);
+            }
+        }
+    };
+    let hash_writer = |stop: &AtomicBool, pause: Option<Duration>| {
+        let mut ops = 0;
+        while !stop.load(Ordering::Relaxed) {
+            for j in 0..WRITER_SPAN {
+                f.hash
+                    .write()
+                    .unwrap()
+                    .insert(WRITER_BASE + j, &v[j as usize]);
+                pace(&mut ops, pause);
+            }
+            for j in 0..WRITER_SPAN {
+                f.hash.write().unwrap().remove(&(WRITER_BASE + j));
+                pace(&mut ops, pause);
+            }
+        }
+    };
+
+    // `None`: no writer at all (what the machine itself scales to).
+    for (wname, pause) in [
+        ("writer_busy", Some(None)),
+        ("writer_paced", Some(Some(Duration::from_micros(50)))),
+        ("no_writer", None),
+    ] {
+        for readers in [1, 2] {
+            g.bench_function(format!("xarray_load_ref/{wname}/{readers}r"), |b| {
+                b.iter_custom(|iters| {
+                    run_concurrent(readers, iters, &xa_reader, &|s| {
+                        if let Some(p) = pause {
+                            xa_writer(s, p)
+                        }
+                    })
+                })
+            });
+            g.bench_function(format!("rwlock_hashmap/{wname}/{readers}r"), |b| {
+                b.iter_custom(|iters| {
+                    run_concurrent(readers, iters, &hash_reader, &|s| {
+                        if let Some(p) = pause {
+                            hash_writer(s, p)
+                        }
+                    })
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    load_seq,
+    load_random,
+    iterate,
+    store512,
+    concurrent_load
+);
+
+fn main() {
+    eprintln!(
+        "xarray benchmarks; reproduce with:\n  {REPRODUCE}\n  (smoke test: append `-- --test`)"
+    );
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
