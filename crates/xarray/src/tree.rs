@@ -32,7 +32,7 @@ use crate::entry::{
     word_clone, word_drop, word_dup, word_key, word_ref, Entry, EntryKey, EntryRef, Item, ZERO,
 };
 use crate::error::{Error, Result};
-use crate::sync::{AtomicU64, AtomicU8, AtomicUsize, Guard, Ordering};
+use crate::sync::{fence, spin_hint, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Guard, Ordering};
 
 /// log2 of the slots in a node.
 pub(crate) const SHIFT: u32 = 6;
@@ -65,6 +65,9 @@ pub(crate) struct Node {
     offset: AtomicU8,
     count: AtomicU8,
     nr_values: AtomicU8,
+    /// Sequence count: odd while a writer updates several slots of this
+    /// node at once (see [`Snapshot`]).
+    seq: AtomicU32,
 }
 
 /// Bytes one node occupies.
@@ -81,6 +84,7 @@ impl Node {
             offset: AtomicU8::new(0),
             count: AtomicU8::new(0),
             nr_values: AtomicU8::new(0),
+            seq: AtomicU32::new(0),
         }
     }
 
@@ -116,7 +120,37 @@ impl Node {
 
     #[inline]
     fn marked(&self, m: usize, off: usize) -> bool {
-        self.marks[m].load(RLX) & (1 << off) != 0
+        self.marks[m].load(ACQ) & (1 << off) != 0
+    }
+
+    /// Writer: enters a multi-slot update (the count goes odd).
+    fn write_begin(&self) {
+        let s = self.seq.load(RLX);
+        self.seq.store(s.wrapping_add(1), RLX);
+        fence(REL);
+    }
+
+    /// Writer: leaves a multi-slot update (the count goes even again).
+    fn write_end(&self) {
+        let s = self.seq.load(RLX);
+        self.seq.store(s.wrapping_add(1), REL);
+    }
+
+    /// Reader: an even sequence count to validate against.
+    fn read_begin(&self) -> u32 {
+        loop {
+            let s = self.seq.load(ACQ);
+            if s & 1 == 0 {
+                return s;
+            }
+            spin_hint();
+        }
+    }
+
+    /// Reader: did no writer touch the node since `read_begin` returned `s`?
+    fn read_valid(&self, s: u32) -> bool {
+        fence(ACQ);
+        self.seq.load(RLX) == s
     }
 
     fn addr(&self) -> usize {
@@ -380,6 +414,61 @@ fn entry_span(n: &Node, off: usize, w: usize) -> (usize, usize) {
     (c, end - c)
 }
 
+/// A consistent view of one entry: its word, span and marks, taken between
+/// two even reads of the node's sequence count, so never a mix of two states
+/// of a multi-slot update (replace, overwrite, erase, split).
+struct Snapshot {
+    word: usize,
+    c: usize,
+    slots: usize,
+    marks: [bool; NR_MARKS],
+}
+
+impl Snapshot {
+    /// Takes the snapshot of the entry whose copy is at `off`; `None` if the
+    /// slot no longer holds an entry. Waits only while a writer is inside a
+    /// multi-slot update of this node (a few dozen stores).
+    fn take(n: &Node, off: usize) -> Option<Snapshot> {
+        loop {
+            let s = n.read_begin();
+            let w = n.slot(off);
+            if !is_entry(w) {
+                if n.read_valid(s) {
+                    return None;
+                }
+                continue;
+            }
+            let (c, slots) = entry_span(n, off, w);
+            let marks = std::array::from_fn(|m| n.marked(m, c));
+            if n.read_valid(s) {
+                return Some(Snapshot {
+                    word: canonical(w),
+                    c,
+                    slots,
+                    marks,
+                });
+            }
+        }
+    }
+
+    fn hit(&self, filter: Filter) -> bool {
+        match filter {
+            Filter::Present | Filter::Occupied => true,
+            Filter::Marked(m) => self.marks[m],
+            Filter::Empty => false,
+        }
+    }
+
+    fn found(&self, index: u64, base: u64, shift: u32) -> Found {
+        Found {
+            index,
+            base,
+            order: span_order(shift, self.slots),
+            word: self.word,
+        }
+    }
+}
+
 /// Order of an entry spanning `slots` slots of a node at `shift`.
 fn span_order(shift: u32, slots: usize) -> u32 {
     shift + slots.trailing_zeros()
@@ -582,40 +671,25 @@ impl<P: Item> Tree<P> {
                 _ => None,
             };
         }
-        // Descend lazily: `position` stopped at the root; the loop walks down.
+        // Descend lazily: `reposition` stopped at the deepest cached node
+        // covering `index`; the loop walks down.
         'node: loop {
             // SAFETY: pinned (or locked); path nodes were reachable when pushed.
             let n = unsafe { node(path.top()) };
             let shift = n.shift();
             let limit = slot_limit(shift);
             let mut off = ((index >> shift) & 63) as usize;
-            // The slot containing `index` is always examined, never skipped
-            // by a summary bitmap: it may hold an entry that began before
-            // `index`, or one a writer is re-storing right now.
-            let w = n.slot(off);
-            if is_entry(w) {
-                let (c, slots) = entry_span(n, off, w);
-                let hit = match filter {
-                    Filter::Present | Filter::Occupied => true,
-                    Filter::Marked(m) => n.marked(m, c),
-                    Filter::Empty => false,
-                };
-                let base = slot_base(index, shift, c);
-                if hit {
-                    let order = span_order(shift, slots);
-                    return Some(Found {
-                        index: index.max(base),
-                        base,
-                        order,
-                        word: canonical(w),
-                    });
-                }
-                if matches!(filter, Filter::Marked(_)) && n.slot(off) != w {
-                    // A writer changed the slot between the entry and its
-                    // mark bit: look again rather than miss a marked entry.
+            // The slot containing `index` is always examined, never skipped by
+            // a summary bitmap: it may hold an entry that began before `index`.
+            if is_entry(n.slot(off)) {
+                let Some(snap) = Snapshot::take(n, off) else {
                     continue 'node;
+                };
+                let base = slot_base(index, shift, snap.c);
+                if snap.hit(filter) {
+                    return Some(snap.found(index.max(base), base, shift));
                 }
-                off = c + slots;
+                off = snap.c + snap.slots;
                 if off < limit {
                     index = slot_base(index, shift, off);
                     if index > max {
@@ -649,42 +723,34 @@ impl<P: Item> Tree<P> {
                         path.index = index;
                         continue 'node;
                     }
-                } else {
-                    let hit = match filter {
-                        Filter::Empty => w == 0,
-                        Filter::Present => is_entry(w) && (!is_sibling(w) || base <= index),
-                        Filter::Occupied => {
-                            w == ZERO || (is_entry(w) && (!is_sibling(w) || base <= index))
+                } else if is_entry(w) {
+                    // A sibling here belongs to an entry whose canonical slot
+                    // the scan has passed: only a marked search, led here by a
+                    // bit that was set when it looked, resolves it (as the
+                    // kernel's xas_find_marked does); a racing store put it there.
+                    let resolve = !is_sibling(w) || matches!(filter, Filter::Marked(_));
+                    if resolve {
+                        let Some(snap) = Snapshot::take(n, off) else {
+                            continue;
+                        };
+                        if snap.hit(filter) {
+                            let base = slot_base(index, shift, snap.c);
+                            return Some(snap.found(index.max(base), base, shift));
                         }
-                        Filter::Marked(m) => is_entry(w) && !is_sibling(w) && n.marked(m, off),
-                    };
-                    if hit {
-                        if let Filter::Empty = filter {
-                            return Some(Found {
-                                index: here,
-                                base: here,
-                                order: 0,
-                                word: 0,
-                            });
-                        }
-                        if w == ZERO {
-                            return Some(Found {
-                                index: here,
-                                base,
-                                order: 0,
-                                word: ZERO,
-                            });
-                        }
-                        let (c, slots) = entry_span(n, off, w);
-                        let order = span_order(shift, slots);
-                        let base = slot_base(index, shift, c);
-                        return Some(Found {
-                            index: here,
-                            base,
-                            order,
-                            word: canonical(w),
-                        });
+                        off = off.max(snap.c + snap.slots - 1);
                     }
+                } else if match filter {
+                    Filter::Empty => w == 0,
+                    Filter::Occupied => w == ZERO,
+                    _ => false,
+                } {
+                    let word = if w == ZERO { ZERO } else { 0 };
+                    return Some(Found {
+                        index: here,
+                        base: here,
+                        order: 0,
+                        word,
+                    });
                 }
                 off += 1;
             }
@@ -924,10 +990,12 @@ impl<P: Item> Tree<P> {
         w: usize,
     ) -> usize {
         let old = canonical(n.slot(c));
+        n.write_begin();
         n.slots[c].store(w, REL);
         for i in 1..span {
             n.slots[c + i].store(sibling_of(w), REL);
         }
+        n.write_end();
         let dv = isize::from(is_value(w)) - isize::from(is_value(old));
         n.add_count(0, dv * span as isize);
         st.values = (st.values as i64 + dv as i64) as u64;
@@ -993,6 +1061,7 @@ impl<P: Item> Tree<P> {
                 Self::retire_word(g, x);
             }
         }
+        n.write_begin();
         // Order matters to lockless readers: (1) the canonical slot, (2) the
         // marks it inherits, (3) the siblings, (4) the stale bits. A reader
         // of an old slot then sees the old entry with its own bit, or a new
@@ -1020,16 +1089,19 @@ impl<P: Item> Tree<P> {
             st.values += u64::from(is_value(w));
         }
         // Then drop the bits of slots that are now siblings (or reserved).
+        let mut emptied = [false; NR_MARKS];
         for (m, &u) in union.iter().enumerate() {
             let bits = n.marks[m].load(RLX);
             let want = (bits & !range) | if u { 1u64 << off } else { 0 };
             if want != bits {
                 n.marks[m].store(want, REL);
-                if want == 0 {
-                    if let Some(p) = n.parent() {
-                        Self::clear_mark_bit(p, usize::from(n.offset.load(RLX)), m);
-                    }
-                }
+                emptied[m] = want == 0;
+            }
+        }
+        n.write_end();
+        for (m, &e) in emptied.iter().enumerate() {
+            if let (true, Some(p)) = (e, n.parent()) {
+                Self::clear_mark_bit(p, usize::from(n.offset.load(RLX)), m);
             }
         }
         old
@@ -1053,9 +1125,11 @@ impl<P: Item> Tree<P> {
             0
         } else if is_entry(w) {
             let (c, span) = entry_span(n, off, w);
+            n.write_begin();
             for i in c..c + span {
                 n.slots[i].store(0, REL);
             }
+            n.write_end();
             let v = if is_value(w) { span as isize } else { 0 };
             n.add_count(-(span as isize), -v);
             for m in 0..NR_MARKS {
@@ -1184,6 +1258,7 @@ impl<P: Item> Tree<P> {
         let lm = level_of(new_order);
         if lm == shift {
             let p = 1usize << (new_order - shift);
+            n.write_begin();
             for j in (p..span).step_by(p) {
                 // Mark first, so the piece is never seen unmarked.
                 for (m, &on) in marks.iter().enumerate() {
@@ -1195,6 +1270,7 @@ impl<P: Item> Tree<P> {
                 let piece = unsafe { word_dup::<P>(e) };
                 n.slots[c + j].store(piece, REL);
             }
+            n.write_end();
         } else {
             let levels = (shift - lm) / SHIFT;
             let mut per_slot = 0usize;
@@ -1225,6 +1301,7 @@ impl<P: Item> Tree<P> {
                 })
                 .collect();
             // Summary bits first, so a marked search never skips a piece.
+            n.write_begin();
             for (m, &on) in marks.iter().enumerate() {
                 if on {
                     for i in 1..span {
@@ -1235,6 +1312,7 @@ impl<P: Item> Tree<P> {
             for (i, sub) in subs.into_iter().enumerate() {
                 n.slots[c + i].store(node_word(sub), REL);
             }
+            n.write_end();
             if is_value(e) {
                 n.add_count(0, -(span as isize));
             }

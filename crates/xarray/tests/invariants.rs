@@ -350,7 +350,7 @@ fn random_tree(seed: u64, n: usize, span: u64) -> (Xa, BTreeMap<u64, u32>) {
         let overlaps = model
             .range(..=last)
             .next_back()
-            .is_some_and(|(&b, &o)| b + size(o) - 1 >= base);
+            .is_some_and(|(&b, &o)| b + size(o) > base);
         if overlaps {
             continue;
         }
@@ -389,7 +389,7 @@ fn iteration_is_strictly_increasing_and_each_index_lies_in_its_entry() {
             // Exactly the model's entries that intersect the range.
             let want: Vec<u64> = model
                 .iter()
-                .filter(|(&base, &o)| base + size(o) - 1 >= a && base <= b)
+                .filter(|(&base, &o)| base + size(o) > a && base <= b)
                 .map(|(&base, _)| base)
                 .collect();
             let have: Vec<u64> = got.iter().map(|(_, e)| untag(e).0).collect();
@@ -1301,7 +1301,8 @@ fn misaligned_item_fails_with_misaligned_item() {
 #[test]
 fn inverted_or_overflowing_ranges_fail_with_invalid_range() {
     let xa = populated();
-    let bad: Vec<((Bound<u64>, Bound<u64>), u64, u64)> = vec![
+    type Range = (Bound<u64>, Bound<u64>);
+    let bad: Vec<(Range, u64, u64)> = vec![
         ((Bound::Included(5), Bound::Included(3)), 5, 3),
         ((Bound::Included(5), Bound::Excluded(3)), 5, 2),
         ((Bound::Included(3), Bound::Excluded(0)), 3, 0),
@@ -1573,8 +1574,8 @@ impl Model {
         let mut marks = [false; 3];
         for b in inside {
             let e = self.entries.remove(&b).unwrap();
-            for m in 0..3 {
-                marks[m] |= e.marks[m];
+            for (m, on) in marks.iter_mut().zip(e.marks) {
+                *m |= on;
             }
         }
         let res: Vec<u64> = self.reserved.range(index..=last).copied().collect();

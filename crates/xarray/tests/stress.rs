@@ -681,7 +681,7 @@ fn readers_only_ever_see_entries_that_belong_to_their_index() {
     for (j, e) in xa.iter_marked(.., M).unwrap() {
         faults.check(check_owned(j, &e, true, "final iter_marked"));
     }
-    let xa = Arc::try_unwrap(xa).ok().expect("all threads joined");
+    let xa = Arc::try_unwrap(xa).expect("all threads joined");
     assert_eq!(xa.count(..).unwrap(), xa.len());
     drop(xa);
     tracker.assert_all_dropped_once();
@@ -709,7 +709,7 @@ fn entries_present_throughout_are_seen_exactly_once_while_the_tree_changes_shape
     let is_fixed = |b: u64, o: u32| {
         fixed
             .iter()
-            .any(|&(f, fo, _)| b <= f + size(fo) - 1 && f <= b + size(o) - 1)
+            .any(|&(f, fo, _)| b < f + size(fo) && f < b + size(o))
     };
     let mut keys = Vec::new();
     for &(b, o, marked) in &fixed {
@@ -776,7 +776,7 @@ fn entries_present_throughout_are_seen_exactly_once_while_the_tree_changes_shape
             let is_fixed = |b: u64, o: u32| {
                 fixed_ranges
                     .iter()
-                    .any(|&(f, fo, _)| b <= f + size(fo) - 1 && f <= b + size(o) - 1)
+                    .any(|&(f, fo, _)| b < f + size(fo) && f < b + size(o))
             };
             let mut rng = StdRng::seed_from_u64(7);
             barrier.wait();
@@ -843,7 +843,7 @@ fn entries_present_throughout_are_seen_exactly_once_while_the_tree_changes_shape
     eprintln!("writer ops {ops}, reader rounds {rounds:?}");
     assert!(rounds.iter().all(|&r| r > 0));
     assert!(!is_fixed(R, 0));
-    drop(Arc::try_unwrap(xa).ok().expect("all threads joined"));
+    drop(Arc::try_unwrap(xa).expect("all threads joined"));
     tracker.assert_all_dropped_once();
 }
 
@@ -910,7 +910,7 @@ fn index_never_reads_empty_while_a_multi_order_entry_replaces_smaller_ones() {
     eprintln!("replace cycles {cycles}; readers (loads, empty) {res:?}");
     let empty: u64 = res.iter().map(|r| r.1).sum();
     assert_eq!(empty, 0, "indices 64..128 read as empty {empty} times");
-    drop(Arc::try_unwrap(xa).ok().expect("all threads joined"));
+    drop(Arc::try_unwrap(xa).expect("all threads joined"));
     tracker.assert_all_dropped_once();
 }
 
@@ -990,7 +990,7 @@ fn mark_of_an_entry_marked_throughout_a_split_always_reads_set() {
         missed, 0,
         "find_marked missed the marked entry {missed} times"
     );
-    drop(Arc::try_unwrap(xa).ok().expect("all threads joined"));
+    drop(Arc::try_unwrap(xa).expect("all threads joined"));
     tracker.assert_all_dropped_once();
 }
 
@@ -1059,7 +1059,7 @@ fn items_are_dropped_exactly_once_after_heavy_churn() {
         h.join().unwrap();
     }
     eprintln!("items created: {}", tracker.created());
-    drop(Arc::try_unwrap(xa).ok().expect("all threads joined"));
+    drop(Arc::try_unwrap(xa).expect("all threads joined"));
     tracker.assert_all_dropped_once();
 }
 
@@ -1137,7 +1137,7 @@ fn iteration_stays_ordered_while_a_multi_order_entry_is_replaced() {
     let replaced = writer.join().unwrap();
     let rounds = reader.join().unwrap();
     eprintln!("replaced {replaced} times; reader rounds {rounds}");
-    drop(Arc::try_unwrap(xa).ok().expect("all threads joined"));
+    drop(Arc::try_unwrap(xa).expect("all threads joined"));
     tracker.assert_all_dropped_once();
     faults.assert_none();
 }
