@@ -375,6 +375,20 @@ pub(crate) struct Found {
 }
 
 impl Found {
+    /// The answer at an index the tree does not reach: empty, so only an
+    /// `Empty` search finds it.
+    fn beyond_tree(index: u64, filter: Filter) -> Option<Found> {
+        match filter {
+            Filter::Empty => Some(Found {
+                index,
+                base: index,
+                order: 0,
+                word: 0,
+            }),
+            _ => None,
+        }
+    }
+
     /// The index after the entry, if any. Never at or before `index`, even
     /// when a lockless reader raced a writer and saw a torn span.
     pub(crate) fn next(&self) -> Option<u64> {
@@ -661,15 +675,7 @@ impl<P: Item> Tree<P> {
         let mut index = start;
         if !self.reposition(path, index) {
             // Empty tree, or `start` beyond what the root covers.
-            return match filter {
-                Filter::Empty => Some(Found {
-                    index,
-                    base: index,
-                    order: 0,
-                    word: 0,
-                }),
-                _ => None,
-            };
+            return Found::beyond_tree(index, filter);
         }
         // Descend lazily: `reposition` stopped at the deepest cached node
         // covering `index`; the loop walks down.
@@ -772,15 +778,7 @@ impl<P: Item> Tree<P> {
             path.index = index;
             if path.len == 0 && !self.reposition(path, index) {
                 // Past what the root covers.
-                return match filter {
-                    Filter::Empty => Some(Found {
-                        index,
-                        base: index,
-                        order: 0,
-                        word: 0,
-                    }),
-                    _ => None,
-                };
+                return Found::beyond_tree(index, filter);
             }
         }
     }
