@@ -44,6 +44,7 @@ pub(crate) const ZERO: usize = 6;
 /// so a reader may hold `&Target` for as long as its guard lives.
 ///
 /// # Safety
+/// - `as_ptr` must return the pointer `into_raw` would.
 /// - `into_raw` must return a pointer aligned to at least 8 bytes that stays
 ///   valid, and points to the same `Target`, until the value is rebuilt with
 ///   `from_raw` and dropped.
@@ -56,6 +57,9 @@ pub unsafe trait Item: Clone + Send + Sync + 'static {
 
     /// Gives up ownership and returns the raw pointer.
     fn into_raw(self) -> NonNull<Self::Target>;
+
+    /// The pointer `into_raw` would return, without giving up ownership.
+    fn as_ptr(&self) -> NonNull<Self::Target>;
 
     /// Rebuilds the owning value from a pointer returned by `into_raw`.
     ///
@@ -77,6 +81,11 @@ unsafe impl<T: Send + Sync + 'static> Item for Arc<T> {
         unsafe { NonNull::new_unchecked(ptr) }
     }
 
+    fn as_ptr(&self) -> NonNull<T> {
+        // SAFETY: Arc::as_ptr never returns null.
+        unsafe { NonNull::new_unchecked(Arc::as_ptr(self).cast_mut()) }
+    }
+
     unsafe fn from_raw(ptr: NonNull<T>) -> Self {
         // SAFETY: the caller passes a pointer from `into_raw`, once.
         unsafe { Arc::from_raw(ptr.as_ptr()) }
@@ -90,6 +99,10 @@ unsafe impl<T: Sync + Send + 'static> Item for &'static T {
 
     fn into_raw(self) -> NonNull<T> {
         NonNull::from(self)
+    }
+
+    fn as_ptr(&self) -> NonNull<T> {
+        NonNull::from(*self)
     }
 
     unsafe fn from_raw(ptr: NonNull<T>) -> Self {
@@ -179,8 +192,8 @@ impl<P: Item> Entry<P> {
             Entry::Value(v) if v > MAX_VALUE => Err((self, BadEntry::ValueTooLarge(v))),
             Entry::Value(v) => Ok(((v as usize) << 2) | VALUE_TAG),
             Entry::Item(p) => {
-                if item_addr(&p) % ITEM_ALIGN != 0 {
-                    let addr = item_addr(&p);
+                let addr = item_addr(&p);
+                if addr % ITEM_ALIGN != 0 {
                     return Err((Entry::Item(p), BadEntry::Misaligned(addr)));
                 }
                 Ok(p.into_raw().as_ptr() as usize)
@@ -247,12 +260,7 @@ pub(crate) enum BadEntry {
 
 /// The address an item points to, without giving up ownership.
 fn item_addr<P: Item>(p: &P) -> usize {
-    let copy = ManuallyDrop::new(p.clone());
-    let ptr = ManuallyDrop::into_inner(copy).into_raw();
-    // SAFETY: `ptr` came from `into_raw` of the clone made above; rebuilding
-    // and dropping it releases exactly that clone.
-    drop(unsafe { P::from_raw(ptr) });
-    ptr.as_ptr() as usize
+    p.as_ptr().as_ptr() as usize
 }
 
 // ---- word classification (safe, pure bit tests) ----

@@ -442,7 +442,7 @@ impl Snapshot {
     /// Takes the snapshot of the entry whose copy is at `off`; `None` if the
     /// slot no longer holds an entry. Waits only while a writer is inside a
     /// multi-slot update of this node (a few dozen stores).
-    fn take(n: &Node, off: usize) -> Option<Snapshot> {
+    fn take(n: &Node, off: usize, filter: Filter) -> Option<Snapshot> {
         loop {
             let s = n.read_begin();
             let w = n.slot(off);
@@ -453,7 +453,10 @@ impl Snapshot {
                 continue;
             }
             let (c, slots) = entry_span(n, off, w);
-            let marks = std::array::from_fn(|m| n.marked(m, c));
+            let marks = match filter {
+                Filter::Marked(_) => std::array::from_fn(|m| n.marked(m, c)),
+                _ => [false; NR_MARKS],
+            };
             if n.read_valid(s) {
                 return Some(Snapshot {
                     word: canonical(w),
@@ -688,7 +691,7 @@ impl<P: Item> Tree<P> {
             // The slot containing `index` is always examined, never skipped by
             // a summary bitmap: it may hold an entry that began before `index`.
             if is_entry(n.slot(off)) {
-                let Some(snap) = Snapshot::take(n, off) else {
+                let Some(snap) = Snapshot::take(n, off, filter) else {
                     continue 'node;
                 };
                 let base = slot_base(index, shift, snap.c);
@@ -736,7 +739,7 @@ impl<P: Item> Tree<P> {
                     // kernel's xas_find_marked does); a racing store put it there.
                     let resolve = !is_sibling(w) || matches!(filter, Filter::Marked(_));
                     if resolve {
-                        let Some(snap) = Snapshot::take(n, off) else {
+                        let Some(snap) = Snapshot::take(n, off, filter) else {
                             continue;
                         };
                         if snap.hit(filter) {
@@ -890,6 +893,11 @@ impl<P: Item> Tree<P> {
     ) -> Result<Outcome> {
         debug_assert!(w != 0 && (is_entry(w) || w == ZERO));
         self.revalidate(st, path);
+        if let (Mode::Store, 0) = (mode, order) {
+            if let Some(old) = self.store_in_cached_leaf(st, g, path, index, w) {
+                return Ok(Outcome::Stored { old });
+            }
+        }
         let last = index + ((1u64 << order) - 1);
         match mode {
             Mode::Store => {}
@@ -976,6 +984,42 @@ impl<P: Item> Tree<P> {
         Ok(Outcome::Stored { old })
     }
 
+    /// The cursor's fast path: an order-0 store whose index lies in the leaf
+    /// the path already stands on, into an empty slot or over an order-0
+    /// entry, needs no walk, no growth check and no sequence count. `None`
+    /// sends everything else down the general path.
+    fn store_in_cached_leaf(
+        &self,
+        st: &mut State,
+        g: &Guard,
+        path: &mut Path,
+        index: u64,
+        w: usize,
+    ) -> Option<usize> {
+        if path.len == 0 {
+            return None;
+        }
+        // SAFETY: locked; the path's generation was just validated.
+        let n = unsafe { node(path.top()) };
+        if n.shift() != 0 || !covers(0, path.index, index) {
+            return None;
+        }
+        let off = (index & 63) as usize;
+        let w0 = n.slot(off);
+        if is_sibling(w0) || w0 == ZERO || (off + 1 < SLOTS && is_sibling(n.slot(off + 1))) {
+            return None;
+        }
+        path.index = index;
+        if w0 == 0 {
+            n.slots[off].store(w, REL);
+            n.add_count(1, isize::from(is_value(w)));
+            st.len += 1;
+            st.values += u64::from(is_value(w));
+            return Some(0);
+        }
+        Some(self.replace(st, g, n, off, 1, w))
+    }
+
     /// Replaces the entry at canonical slot `c` spanning `span` slots with
     /// `w`, keeping its order and marks.
     fn replace(
@@ -988,12 +1032,18 @@ impl<P: Item> Tree<P> {
         w: usize,
     ) -> usize {
         let old = canonical(n.slot(c));
-        n.write_begin();
+        // One slot is one atomic word, and span and marks do not change:
+        // only a multi-slot entry needs the sequence count.
+        if span > 1 {
+            n.write_begin();
+        }
         n.slots[c].store(w, REL);
         for i in 1..span {
             n.slots[c + i].store(sibling_of(w), REL);
         }
-        n.write_end();
+        if span > 1 {
+            n.write_end();
+        }
         let dv = isize::from(is_value(w)) - isize::from(is_value(old));
         n.add_count(0, dv * span as isize);
         st.values = (st.values as i64 + dv as i64) as u64;
@@ -1059,7 +1109,11 @@ impl<P: Item> Tree<P> {
                 Self::retire_word(g, x);
             }
         }
-        n.write_begin();
+        // A single slot changes atomically and keeps its own mark bits.
+        let multi = k > 1;
+        if multi {
+            n.write_begin();
+        }
         // Order matters to lockless readers: (1) the canonical slot, (2) the
         // marks it inherits, (3) the siblings, (4) the stale bits. A reader
         // of an old slot then sees the old entry with its own bit, or a new
@@ -1096,7 +1150,9 @@ impl<P: Item> Tree<P> {
                 emptied[m] = want == 0;
             }
         }
-        n.write_end();
+        if multi {
+            n.write_end();
+        }
         for (m, &e) in emptied.iter().enumerate() {
             if let (true, Some(p)) = (e, n.parent()) {
                 Self::clear_mark_bit(p, usize::from(n.offset.load(RLX)), m);
