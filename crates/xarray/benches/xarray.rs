@@ -63,8 +63,7 @@ const WRITER_BASE: u64 = 1 << 22;
 const WRITER_SPAN: u64 = 4096;
 
 /// The command that reproduces these numbers.
-const REPRODUCE: &str = "cd /work/main && CARGO_TARGET_DIR=/work/main/target/h-bench \
-     cargo bench -p xarray --bench xarray";
+const REPRODUCE: &str = "cargo bench -p xarray --bench xarray";
 
 /// `N` leaked `u64`s, 8-byte aligned: the `&'static u64` items.
 fn values() -> &'static [u64] {
@@ -585,10 +584,174 @@ criterion_group!(
     concurrent_load
 );
 
+/// CPU time this thread has run, in ns (the scheduler's own account).
+fn thread_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Loads done and reader CPU time used by `readers` threads in `run`, while
+/// `writer` runs (or not).
+fn scaling_run(
+    readers: usize,
+    run: Duration,
+    reader: &(dyn Fn(usize, u64) -> usize + Sync),
+    writer: Option<&(dyn Fn(&AtomicBool) + Sync)>,
+) -> (u64, u64, Duration) {
+    let stop = AtomicBool::new(false);
+    let start = Barrier::new(readers + 2);
+    std::thread::scope(|s| {
+        let w = s.spawn(|| {
+            start.wait();
+            if let Some(w) = writer {
+                w(&stop);
+            }
+        });
+        let rs: Vec<_> = (0..readers)
+            .map(|t| {
+                let (start, stop) = (&start, &stop);
+                s.spawn(move || {
+                    start.wait();
+                    let cpu0 = thread_cpu_ns();
+                    let mut batches = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        black_box(reader(t + 2 * batches as usize, 1));
+                        batches += 1;
+                    }
+                    (batches * BATCH as u64, thread_cpu_ns() - cpu0)
+                })
+            })
+            .collect();
+        start.wait();
+        let t0 = Instant::now();
+        std::thread::sleep(run);
+        stop.store(true, Ordering::Relaxed);
+        let (mut loads, mut cpu) = (0, 0);
+        for r in rs {
+            let (l, c) = r.join().unwrap();
+            loads += l;
+            cpu += c;
+        }
+        let wall = t0.elapsed();
+        w.join().unwrap();
+        (loads, cpu, wall)
+    })
+}
+
+/// Reader scaling, 1 vs 2 readers, in wall-clock loads/s and in loads per
+/// reader CPU-second. On a 2-core machine a busy writer plus 2 readers is 3
+/// runnable threads on 2 cores, so the wall-clock ratio is capped near 1.33x
+/// there by the machine, not the tree; loads per reader CPU-second show
+/// whether readers slow each other (or are slowed by the writer) at all.
+fn scaling_report() {
+    let f = fixture();
+    let v = values();
+    let run = Duration::from_millis(1500);
+    let xa_reader = |seed: usize, _: u64| {
+        let mut pos = (seed.wrapping_mul(7919) * BATCH) % N;
+        let guard = f.xa.pin();
+        xa_load_ref_batch(&f.xa, next_batch(&f.perm, &mut pos), &guard)
+    };
+    let hash_reader = |seed: usize, _: u64| {
+        let mut pos = (seed.wrapping_mul(7919) * BATCH) % N;
+        hash_locked_batch(&f.hash, next_batch(&f.perm, &mut pos))
+    };
+    let xa_writer = |stop: &AtomicBool, pause: Option<Duration>| {
+        let mut ops = 0;
+        while !stop.load(Ordering::Relaxed) {
+            for j in 0..WRITER_SPAN {
+                f.xa.store(WRITER_BASE + j, Entry::Item(&v[j as usize]))
+                    .unwrap();
+                pace(&mut ops, pause);
+            }
+            for j in 0..WRITER_SPAN {
+                f.xa.erase(WRITER_BASE + j);
+                pace(&mut ops, pause);
+            }
+        }
+    };
+    let hash_writer = |stop: &AtomicBool, pause: Option<Duration>| {
+        let mut ops = 0;
+        while !stop.load(Ordering::Relaxed) {
+            for j in 0..WRITER_SPAN {
+                f.hash
+                    .write()
+                    .unwrap()
+                    .insert(WRITER_BASE + j, &v[j as usize]);
+                pace(&mut ops, pause);
+            }
+            for j in 0..WRITER_SPAN {
+                f.hash.write().unwrap().remove(&(WRITER_BASE + j));
+                pace(&mut ops, pause);
+            }
+        }
+    };
+    eprintln!("\nreader scaling (1 vs 2 readers, {run:?} each, random loads over 2^20 entries):");
+    eprintln!(
+        "  {:<16} {:<13} {:>12} {:>12} {:>9} {:>14} {:>14} {:>9}",
+        "structure",
+        "writer",
+        "1r Mload/s",
+        "2r Mload/s",
+        "2r/1r",
+        "1r M/cpu-s",
+        "2r M/cpu-s",
+        "per-cpu"
+    );
+    let paced = Some(Duration::from_micros(50));
+    for (name, reader, which) in [
+        (
+            "xarray load_ref",
+            &xa_reader as &(dyn Fn(usize, u64) -> usize + Sync),
+            0,
+        ),
+        ("rwlock hashmap", &hash_reader, 1),
+    ] {
+        for (wname, pause) in [("none", None), ("paced", Some(paced)), ("busy", Some(None))] {
+            let w_xa = |s: &AtomicBool| xa_writer(s, pause.flatten());
+            let w_hm = |s: &AtomicBool| hash_writer(s, pause.flatten());
+            let writer: Option<&(dyn Fn(&AtomicBool) + Sync)> = match (pause, which) {
+                (None, _) => None,
+                (Some(_), 0) => Some(&w_xa),
+                (Some(_), _) => Some(&w_hm),
+            };
+            let (l1, c1, t1) = scaling_run(1, run, reader, writer);
+            let (l2, c2, t2) = scaling_run(2, run, reader, writer);
+            let rate = |l: u64, t: Duration| l as f64 / t.as_secs_f64() / 1e6;
+            let per_cpu = |l: u64, c: u64| l as f64 / (c.max(1) as f64 / 1e9) / 1e6;
+            eprintln!(
+                "  {:<16} {:<13} {:>12.1} {:>12.1} {:>8.2}x {:>14.1} {:>14.1} {:>8.2}x",
+                name,
+                wname,
+                rate(l1, t1),
+                rate(l2, t2),
+                rate(l2, t2) / rate(l1, t1),
+                per_cpu(l1, c1),
+                per_cpu(l2, c2),
+                per_cpu(l2, c2) / per_cpu(l1, c1),
+            );
+        }
+    }
+}
+
 fn main() {
     eprintln!(
-        "xarray benchmarks; reproduce with:\n  {REPRODUCE}\n  (smoke test: append `-- --test`)"
+        "xarray benchmarks; reproduce with:\n  {REPRODUCE}\n  (smoke test: append `-- --test`; \
+         reader scaling only: `-- scaling`)"
     );
-    benches();
-    Criterion::default().configure_from_args().final_summary();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let smoke = args.iter().any(|a| a == "--test" || a == "--list");
+    let filter = args
+        .iter()
+        .find(|a| !a.starts_with('-') && a.as_str() != "scaling");
+    let only_scaling = args.iter().any(|a| a == "scaling");
+    if !only_scaling {
+        benches();
+        Criterion::default().configure_from_args().final_summary();
+    }
+    if !smoke && (only_scaling || filter.is_none_or(|f| "concurrent_load".contains(f.as_str()))) {
+        scaling_report();
+    }
 }
