@@ -3,23 +3,29 @@
 //! types in `xarray.rs` and `cursor.rs` are safe wrappers over it.
 //!
 //! ```text
-//!  head ──> node shift 12 ─┬─ slot 0 ──> node shift 6 ─┬─ slot 0 ──> node shift 0: 64 entries
+//!  head ──> node shift 12 ─┬─ slot 0 ──> node shift 6 ─┬─ slot 0 ──> node shift 0: 64 slots
 //!                          │                           └─ slot 5 ──> ...
-//!                          └─ slot 3: an order-14 entry (canonical) ; slots 4..=6: sibling copies? no:
-//!                                     order 14 = shift 12 + 2, so slot 3 plus 3 siblings (4, 5, 6)
+//!                          └─ slots 4..=7: one order-14 entry (14 = shift 12 + log2 4):
+//!                             canonical word in slot 4, sibling copies in 5, 6, 7
 //! ```
 //!
 //! Invariants (kept under the lock, relied on by readers):
 //! - A node is fully initialised before the word that points to it is
 //!   published with `Release`; readers load slots with `Acquire`.
+//! - Every slot goes from one valid content to another in one store: a
+//!   reader of one index sees the old or the new entry, never a gap.
 //! - A node or item leaves the tree before it is retired, and is retired
 //!   through the epoch, so a pinned reader can still dereference it.
 //! - A node that has left the tree is never written again, so a reader on a
 //!   detached node sees the state it had when it was detached: a value the
 //!   index really held during the reader's call.
-//! - Mark bit `i` of a node is set iff slot `i` holds a canonical entry with
-//!   that mark, or a node with any bit of that mark set. Empty slots,
-//!   reserved slots and sibling copies never carry mark bits.
+//! - A writer changing several slots of a node (or slots and their mark
+//!   bits) at once does it inside the node's sequence count; a reader that
+//!   needs an entry's span or marks takes a [`Snapshot`] between two even
+//!   reads of it.
+//! - Outside such a section, mark bit `i` of a node is set iff slot `i`
+//!   holds a canonical entry with that mark, or a node with any bit of that
+//!   mark set; empty slots, reservations and sibling copies carry none.
 //! - `count` counts non-empty slots (siblings and reservations included),
 //!   `nr_values` the slots holding value entries or their siblings.
 #![allow(unsafe_code)]

@@ -266,6 +266,7 @@ impl<P: Item> XArray<P> {
                     Outcome::Stored { old } => Ok(tree.clone_word(old, g)),
                     Outcome::Occupied { index } => Err(StoreFail::Occupied(index)),
                     Outcome::Mismatch { current } => Err(StoreFail::Mismatch {
+                        index,
                         current: tree.clone_word(current, g),
                         new: None,
                     }),
@@ -325,7 +326,7 @@ impl<P: Item> XArray<P> {
         match new {
             Some(entry) => match self.store_mode(index, 0, entry, Mode::Exchange(current)) {
                 Ok(old) => Ok(old),
-                Err(StoreFail::Mismatch { current, new }) => {
+                Err(StoreFail::Mismatch { current, new, .. }) => {
                     Err(CompareExchangeError::Mismatch { current, new })
                 }
                 Err(fail) => Err(CompareExchangeError::Failed(fail.into_error())),
@@ -363,8 +364,10 @@ impl<P: Item> XArray<P> {
     }
 
     /// Reserves an empty `index`: it loads as `None` and is skipped by
-    /// searches, but `insert` fails on it and the array is not empty. A
-    /// later `store` or `insert`... fills it; `erase` or `release` frees it.
+    /// searches, but `insert` fails on it and the array is not empty (the
+    /// kernel's `xa_reserve`, for a slot whose entry is being prepared). A
+    /// `store` or `compare_exchange` from `None` fills it; `erase` or
+    /// `release` frees it.
     ///
     /// # Errors
     /// [`Error::Occupied`] if an entry is there (an existing reservation is fine).
@@ -553,6 +556,7 @@ enum StoreFail<P> {
     Error(Error),
     Occupied(u64),
     Mismatch {
+        index: u64,
         current: Option<Entry<P>>,
         new: Option<Entry<P>>,
     },
@@ -563,8 +567,9 @@ impl<P> StoreFail<P> {
         match self {
             StoreFail::Error(e) => e,
             StoreFail::Occupied(index) => Error::Occupied { index },
-            // Only compare_exchange asks for a match, and it handles this case.
-            StoreFail::Mismatch { .. } => Error::Occupied { index: 0 },
+            // Only compare_exchange asks for a match, and it reports this
+            // case itself; as a plain error it means "something else is there".
+            StoreFail::Mismatch { index, .. } => Error::Occupied { index },
         }
     }
 }
