@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (README "Quick start", and what .ci/run runs):
-# formatting, lints, every test in release mode, the loom models, and a
-# smoke run of every benchmark. Installs what it needs that a fresh machine
+# formatting, lints, a smoke run of every benchmark, the loom models, and
+# every test in release mode. Installs what it needs that a fresh machine
 # may lack.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,12 +20,12 @@ cargo fmt --all -- --check
 step "cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets -- -D warnings
 
-step "cargo test --workspace --release"
-cargo test --workspace --release
+step "benchmark smoke run (each benchmark once, no timing)"
+cargo bench --workspace --benches -- --test
 
 step "loom models of the reader/writer protocol (--cfg loom)"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
   cargo test -p xarray --release --test loom
 
-step "benchmark smoke run (each benchmark once, no timing)"
-cargo bench --workspace -- --test
+step "cargo test --workspace --release"
+cargo test --workspace --release
