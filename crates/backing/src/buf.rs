@@ -1,0 +1,539 @@
+//! Block-aligned IO buffers.
+//!
+//! `O_DIRECT` moves data straight between the device and the caller's memory,
+//! so the kernel insists that buffer addresses, buffer lengths and file
+//! offsets are multiples of the device's logical block size. We fix one unit
+//! for all of them, [`BLOCK`] (4 KiB, the page size, which covers every
+//! logical block size seen in practice), and make alignment a property of a
+//! type: an [`IoBufMut`] or [`IoBuf`] can only be built from aligned memory,
+//! checked once in its constructor, so the IO paths never check again.
+//!
+//! ```text
+//!   address  0x7f..000  0x7f..1000  0x7f..2000
+//!            |  BLOCK   |  BLOCK    |            IoBufMut { len = 2 * BLOCK }
+//!            ^ multiple of 4096     ^ len multiple of 4096
+//! ```
+//!
+//! Memory normally comes from the cache's folio arena
+//! ([`IoBufMut::from_raw_parts`]); [`AlignedBuf`] is an owned, heap-allocated
+//! aligned buffer for everyone else (tests, tools, benchmarks).
+//!
+//! Empty buffers (length 0) are accepted at any address: they move no data.
+
+use std::alloc::{self, Layout};
+use std::error::Error;
+use std::fmt;
+use std::io;
+use std::ops::{Deref, DerefMut};
+use std::ptr::NonNull;
+
+use crate::BLOCK;
+
+/// Which quantity was not a multiple of [`BLOCK`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum MisalignedKind {
+    /// A buffer's start address.
+    Address,
+    /// A buffer's length, or a length of a file range.
+    Length,
+    /// A file offset.
+    Offset,
+}
+
+/// A buffer address, buffer length or file offset that is not a multiple of
+/// [`BLOCK`].
+///
+/// Returned by the buffer constructors, and carried inside the
+/// [`io::Error`] (kind [`io::ErrorKind::InvalidInput`]) that the IO calls
+/// return for a misaligned offset or range: `err.get_ref()` then downcasts to
+/// `Misaligned`.
+///
+/// ```
+/// use backing::{AlignedBuf, IoBufMut, MisalignedKind, BLOCK};
+///
+/// let mut mem = AlignedBuf::zeroed(2 * BLOCK)?;
+/// // One byte past an aligned address is misaligned.
+/// let err = IoBufMut::new(&mut mem[1..BLOCK + 1]).unwrap_err();
+/// assert_eq!(err.kind(), MisalignedKind::Address);
+/// let io: std::io::Error = err.into();
+/// assert_eq!(io.kind(), std::io::ErrorKind::InvalidInput);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Misaligned {
+    kind: MisalignedKind,
+    value: u64,
+}
+
+impl Misaligned {
+    /// An error saying that `value`, a quantity of the given kind, is not a
+    /// multiple of [`BLOCK`]. For implementors of [`Backing`](crate::Backing)
+    /// outside this crate; [`check_io_range`](crate::check_io_range) builds
+    /// these for you.
+    pub fn new(kind: MisalignedKind, value: u64) -> Self {
+        Misaligned { kind, value }
+    }
+
+    /// Which quantity was misaligned.
+    pub fn kind(&self) -> MisalignedKind {
+        self.kind
+    }
+
+    /// The misaligned value (an address, a length or an offset, in bytes).
+    pub fn value(&self) -> u64 {
+        self.value
+    }
+}
+
+impl fmt::Display for Misaligned {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            MisalignedKind::Address => write!(
+                f,
+                "buffer address {:#x} is not a multiple of BLOCK ({BLOCK} bytes): \
+                 take IO buffers from the folio arena or allocate them with AlignedBuf",
+                self.value
+            ),
+            MisalignedKind::Length => write!(
+                f,
+                "length {} is not a multiple of BLOCK ({BLOCK} bytes): \
+                 round it up to whole blocks",
+                self.value
+            ),
+            MisalignedKind::Offset => write!(
+                f,
+                "file offset {} is not a multiple of BLOCK ({BLOCK} bytes): \
+                 block IO starts at a block boundary; round the offset down",
+                self.value
+            ),
+        }
+    }
+}
+
+impl Error for Misaligned {}
+
+impl From<Misaligned> for io::Error {
+    fn from(m: Misaligned) -> io::Error {
+        io::Error::new(io::ErrorKind::InvalidInput, m)
+    }
+}
+
+/// Checks an address and a length for [`BLOCK`] alignment. Empty buffers
+/// pass at any address.
+fn check(addr: usize, len: usize) -> Result<(), Misaligned> {
+    if len == 0 {
+        return Ok(());
+    }
+    if addr % BLOCK != 0 {
+        return Err(Misaligned::new(MisalignedKind::Address, addr as u64));
+    }
+    if len % BLOCK != 0 {
+        return Err(Misaligned::new(MisalignedKind::Length, len as u64));
+    }
+    Ok(())
+}
+
+/// A mutable, [`BLOCK`]-aligned buffer that a read may fill: a `&'a mut [u8]`
+/// whose address and length are multiples of [`BLOCK`].
+///
+/// It dereferences to `[u8]`, so it reads and writes like the slice it wraps.
+///
+/// ```
+/// use backing::{AlignedBuf, IoBufMut, BLOCK};
+///
+/// let mut mem = AlignedBuf::zeroed(2 * BLOCK)?;
+/// let mut buf = IoBufMut::new(&mut mem)?;
+/// buf[0] = 7;
+/// let (first, second) = buf.split_at(BLOCK).unwrap();
+/// assert_eq!((first.len(), second.len()), (BLOCK, BLOCK));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct IoBufMut<'a> {
+    buf: &'a mut [u8],
+}
+
+impl<'a> IoBufMut<'a> {
+    /// Wraps `buf` after checking that its address and length are multiples
+    /// of [`BLOCK`] (an empty slice passes at any address).
+    ///
+    /// # Errors
+    /// [`Misaligned`] naming the address or the length that is off.
+    pub fn new(buf: &'a mut [u8]) -> Result<Self, Misaligned> {
+        check(buf.as_ptr() as usize, buf.len())?;
+        Ok(IoBufMut { buf })
+    }
+
+    /// Wraps `len` bytes at `ptr`, typically memory of an arena that is not
+    /// reachable through a slice, after checking alignment.
+    ///
+    /// When `len` is 0 the pointer is not used and an empty buffer is
+    /// returned.
+    ///
+    /// # Safety
+    /// When `len > 0`: `ptr` must be non-null and valid for reads and writes
+    /// of `len` bytes for all of `'a`, within one allocation, and nothing
+    /// else may read or write that memory while the returned buffer (or
+    /// anything derived from it) is alive, exactly as for
+    /// [`std::slice::from_raw_parts_mut`]. The bytes need not be
+    /// initialised if the buffer is only handed to a read that fills it and
+    /// only the bytes the read reports are looked at afterwards; reading
+    /// uninitialised bytes through the slice is undefined behaviour, so
+    /// zero arena memory before its first use if in doubt.
+    ///
+    /// # Errors
+    /// [`Misaligned`] if `ptr` or `len` is not a multiple of [`BLOCK`].
+    pub unsafe fn from_raw_parts(ptr: *mut u8, len: usize) -> Result<Self, Misaligned> {
+        if len == 0 {
+            return Ok(IoBufMut { buf: &mut [] });
+        }
+        check(ptr as usize, len)?;
+        // SAFETY: the caller guarantees that `ptr` is non-null, valid for
+        // reads and writes of `len` bytes for `'a` and not aliased (this
+        // function's `# Safety`); alignment of `u8` is 1.
+        let buf = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
+        Ok(IoBufMut { buf })
+    }
+
+    /// The buffer's length in bytes (a multiple of [`BLOCK`]).
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Whether the buffer is empty.
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// The number of [`BLOCK`]s in the buffer.
+    pub fn blocks(&self) -> usize {
+        self.buf.len() / BLOCK
+    }
+
+    /// The wrapped slice, for the full lifetime `'a`.
+    pub fn into_inner(self) -> &'a mut [u8] {
+        self.buf
+    }
+
+    /// A shorter-lived `IoBufMut` over the same memory, so the buffer can be
+    /// handed to a read and used again afterwards.
+    pub fn reborrow(&mut self) -> IoBufMut<'_> {
+        IoBufMut { buf: self.buf }
+    }
+
+    /// A read-only view of the same memory, for a write.
+    pub fn as_io_buf(&self) -> IoBuf<'_> {
+        IoBuf { buf: self.buf }
+    }
+
+    /// Splits into `[0, mid)` and `[mid, len)`, both still aligned.
+    ///
+    /// Returns `None` when `mid` is past the end or not a multiple of
+    /// [`BLOCK`]. It consumes `self` either way; split a
+    /// [`reborrow`](Self::reborrow) to keep the whole buffer usable.
+    pub fn split_at(self, mid: usize) -> Option<(IoBufMut<'a>, IoBufMut<'a>)> {
+        if mid > self.buf.len() || mid % BLOCK != 0 {
+            return None;
+        }
+        let (a, b) = self.buf.split_at_mut(mid);
+        Some((IoBufMut { buf: a }, IoBufMut { buf: b }))
+    }
+}
+
+impl Deref for IoBufMut<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.buf
+    }
+}
+
+impl DerefMut for IoBufMut<'_> {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        self.buf
+    }
+}
+
+impl AsRef<[u8]> for IoBufMut<'_> {
+    fn as_ref(&self) -> &[u8] {
+        self.buf
+    }
+}
+
+impl AsMut<[u8]> for IoBufMut<'_> {
+    fn as_mut(&mut self) -> &mut [u8] {
+        self.buf
+    }
+}
+
+impl<'a> TryFrom<&'a mut [u8]> for IoBufMut<'a> {
+    type Error = Misaligned;
+    fn try_from(buf: &'a mut [u8]) -> Result<Self, Misaligned> {
+        IoBufMut::new(buf)
+    }
+}
+
+impl fmt::Debug for IoBufMut<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IoBufMut")
+            .field("addr", &self.buf.as_ptr())
+            .field("len", &self.buf.len())
+            .finish()
+    }
+}
+
+/// A read-only, [`BLOCK`]-aligned buffer that a write sends: a `&'a [u8]`
+/// whose address and length are multiples of [`BLOCK`]. It is `Copy`, like
+/// the slice it wraps.
+///
+/// ```
+/// use backing::{AlignedBuf, IoBuf, BLOCK};
+///
+/// let mem = AlignedBuf::zeroed(BLOCK)?;
+/// let buf = IoBuf::new(&mem)?;
+/// assert_eq!(buf.len(), BLOCK);
+/// assert!(IoBuf::new(&mem[..100]).is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Copy)]
+pub struct IoBuf<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> IoBuf<'a> {
+    /// Wraps `buf` after checking that its address and length are multiples
+    /// of [`BLOCK`] (an empty slice passes at any address).
+    ///
+    /// # Errors
+    /// [`Misaligned`] naming the address or the length that is off.
+    pub fn new(buf: &'a [u8]) -> Result<Self, Misaligned> {
+        check(buf.as_ptr() as usize, buf.len())?;
+        Ok(IoBuf { buf })
+    }
+
+    /// Wraps `len` bytes at `ptr` after checking alignment. When `len` is 0
+    /// the pointer is not used.
+    ///
+    /// # Safety
+    /// When `len > 0`: `ptr` must be non-null, valid for reads of `len`
+    /// initialised bytes for all of `'a`, within one allocation, and nothing
+    /// may write that memory while the returned buffer is alive, exactly as
+    /// for [`std::slice::from_raw_parts`].
+    ///
+    /// # Errors
+    /// [`Misaligned`] if `ptr` or `len` is not a multiple of [`BLOCK`].
+    pub unsafe fn from_raw_parts(ptr: *const u8, len: usize) -> Result<Self, Misaligned> {
+        if len == 0 {
+            return Ok(IoBuf { buf: &[] });
+        }
+        check(ptr as usize, len)?;
+        // SAFETY: the caller guarantees that `ptr` is non-null, valid for
+        // reads of `len` initialised bytes for `'a` and not written
+        // meanwhile (this function's `# Safety`).
+        let buf = unsafe { std::slice::from_raw_parts(ptr, len) };
+        Ok(IoBuf { buf })
+    }
+
+    /// The buffer's length in bytes (a multiple of [`BLOCK`]).
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Whether the buffer is empty.
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// The number of [`BLOCK`]s in the buffer.
+    pub fn blocks(&self) -> usize {
+        self.buf.len() / BLOCK
+    }
+
+    /// The wrapped slice, for the full lifetime `'a`.
+    pub fn into_inner(self) -> &'a [u8] {
+        self.buf
+    }
+
+    /// Splits into `[0, mid)` and `[mid, len)`, both still aligned; `None`
+    /// when `mid` is past the end or not a multiple of [`BLOCK`].
+    pub fn split_at(self, mid: usize) -> Option<(IoBuf<'a>, IoBuf<'a>)> {
+        if mid > self.buf.len() || mid % BLOCK != 0 {
+            return None;
+        }
+        let (a, b) = self.buf.split_at(mid);
+        Some((IoBuf { buf: a }, IoBuf { buf: b }))
+    }
+}
+
+impl Deref for IoBuf<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.buf
+    }
+}
+
+impl AsRef<[u8]> for IoBuf<'_> {
+    fn as_ref(&self) -> &[u8] {
+        self.buf
+    }
+}
+
+impl<'a> TryFrom<&'a [u8]> for IoBuf<'a> {
+    type Error = Misaligned;
+    fn try_from(buf: &'a [u8]) -> Result<Self, Misaligned> {
+        IoBuf::new(buf)
+    }
+}
+
+impl<'a> From<IoBufMut<'a>> for IoBuf<'a> {
+    fn from(b: IoBufMut<'a>) -> IoBuf<'a> {
+        IoBuf { buf: b.buf }
+    }
+}
+
+impl fmt::Debug for IoBuf<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IoBuf")
+            .field("addr", &self.buf.as_ptr())
+            .field("len", &self.buf.len())
+            .finish()
+    }
+}
+
+/// An owned, zero-initialised, [`BLOCK`]-aligned heap buffer: the memory to
+/// give [`IoBufMut`]/[`IoBuf`] when there is no folio arena (tests, tools,
+/// benchmarks). It dereferences to `[u8]`.
+///
+/// ```
+/// use backing::{AlignedBuf, Backing, IoBuf, IoBufMut, MemBacking, BLOCK};
+///
+/// let mem = MemBacking::new();
+/// let mut data = AlignedBuf::zeroed(BLOCK)?;
+/// data.fill(0xab);
+/// mem.write_blocks(&[data.io_buf()], 0)?;
+///
+/// let mut back = AlignedBuf::zeroed(BLOCK)?;
+/// assert_eq!(mem.read_blocks(&mut [back.io_buf_mut()], 0)?, BLOCK);
+/// assert_eq!(&back[..], &data[..]);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub struct AlignedBuf {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: `AlignedBuf` owns its allocation exclusively, like `Vec<u8>`; the
+// raw pointer is never shared outside borrows tied to `&self`/`&mut self`.
+unsafe impl Send for AlignedBuf {}
+// SAFETY: shared access only hands out `&[u8]`, like `Vec<u8>`.
+unsafe impl Sync for AlignedBuf {}
+
+impl AlignedBuf {
+    /// Allocates `len` zeroed bytes aligned to [`BLOCK`].
+    ///
+    /// # Errors
+    /// - [`io::ErrorKind::InvalidInput`] (carrying [`Misaligned`]) if `len`
+    ///   is not a multiple of [`BLOCK`], or if it is too large to allocate
+    ///   at all (over `isize::MAX`).
+    /// - [`io::ErrorKind::OutOfMemory`] if the allocator refuses.
+    pub fn zeroed(len: usize) -> io::Result<Self> {
+        if len % BLOCK != 0 {
+            return Err(Misaligned::new(MisalignedKind::Length, len as u64).into());
+        }
+        if len == 0 {
+            return Ok(AlignedBuf {
+                ptr: NonNull::dangling(),
+                len: 0,
+            });
+        }
+        let layout = Layout::from_size_align(len, BLOCK).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("AlignedBuf of {len} bytes is larger than any allocation can be"),
+            )
+        })?;
+        // SAFETY: `layout` has a non-zero size (len > 0 was checked above).
+        let raw = unsafe { alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(raw).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::OutOfMemory,
+                format!("could not allocate an aligned buffer of {len} bytes"),
+            )
+        })?;
+        Ok(AlignedBuf { ptr, len })
+    }
+
+    /// The length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The whole buffer as an [`IoBufMut`] for a read (alignment holds by
+    /// construction, so this cannot fail).
+    pub fn io_buf_mut(&mut self) -> IoBufMut<'_> {
+        IoBufMut { buf: self }
+    }
+
+    /// The whole buffer as an [`IoBuf`] for a write.
+    pub fn io_buf(&self) -> IoBuf<'_> {
+        IoBuf { buf: self }
+    }
+}
+
+impl Deref for AlignedBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: `ptr` is valid for `len` initialised (zeroed at
+        // allocation) bytes that `self` owns; for `len == 0` it is a
+        // dangling, non-null, aligned pointer, which an empty slice allows.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl DerefMut for AlignedBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `deref`, and `&mut self` makes the borrow unique.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl AsRef<[u8]> for AlignedBuf {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
+impl AsMut<[u8]> for AlignedBuf {
+    fn as_mut(&mut self) -> &mut [u8] {
+        self
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        if self.len == 0 {
+            return;
+        }
+        // SAFETY: allocated in `zeroed` with exactly this size and alignment
+        // (which `from_size_align` accepted then), and freed only here.
+        unsafe {
+            alloc::dealloc(
+                self.ptr.as_ptr(),
+                Layout::from_size_align_unchecked(self.len, BLOCK),
+            )
+        }
+    }
+}
+
+impl fmt::Debug for AlignedBuf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AlignedBuf")
+            .field("addr", &self.ptr.as_ptr())
+            .field("len", &self.len)
+            .finish()
+    }
+}

@@ -1,0 +1,406 @@
+//! The IO layer under foliocache: where a folio's bytes come from and go to.
+//!
+//! # The problem
+//! foliocache is a page cache in user space. Its memory must be the only
+//! cache of a file's data, so files are opened with `O_DIRECT`: reads and
+//! writes move between the device and the cache's folios without a second
+//! copy in the kernel's page cache. `O_DIRECT` has rules (aligned addresses,
+//! lengths and offsets; not every filesystem accepts it) and the cache wants
+//! to be tested against failing, slow and short IO without a failing disk.
+//! This crate hides both behind one trait.
+//!
+//! # Concepts
+//! - [`BLOCK`] (4 KiB) is the unit of all IO: file offsets, buffer addresses
+//!   and buffer lengths are multiples of it.
+//! - [`IoBufMut`] / [`IoBuf`] are aligned buffers; alignment is checked once,
+//!   when one is built, and is a property of the type after that.
+//!   [`AlignedBuf`] owns aligned heap memory for callers without an arena.
+//! - [`Backing`] is the trait the cache uses: vectored block reads and writes
+//!   (one call for a run of folios), size, set size, sync, punch hole, and
+//!   [`info`](Backing::info) saying how the data travels.
+//! - Implementations:
+//!   - [`FileBacking`]: a file opened with `O_DIRECT`, IO by `preadv` /
+//!     `pwritev`. Where the filesystem refuses `O_DIRECT` it falls back to
+//!     buffered IO and drops what it read or wrote from the kernel's cache
+//!     with `POSIX_FADV_DONTNEED`, so data is not cached twice
+//!     ([`DataPath::BufferedDontneed`]).
+//!   - [`MemBacking`]: a sparse in-memory file, optionally size-limited, for
+//!     tests and memory files.
+//!   - [`FaultyBacking`]: wraps any backing and injects failures, short
+//!     reads, latency and `ENOSPC`, deterministically, configured at run
+//!     time.
+//!
+//! # Locking
+//! | type | takes | may sleep | allocates |
+//! |---|---|---|---|
+//! | [`FileBacking`] | nothing of ours; one or a few system calls per operation | in the kernel (IO) | only an iovec array for more than 16 buffers |
+//! | [`MemBacking`] | its `RwLock`: shared for `read_blocks`/`len`, exclusive otherwise | on the lock | pages on `write_blocks` |
+//! | [`FaultyBacking`] | its rule mutex, briefly, never across the inner call or an injected delay | injected latency, and whatever the inner backing does | a bounce buffer for an injected short read |
+//!
+//! Lock order: both locks are leaves; a backing never calls back into its
+//! caller. All types are `Send + Sync`; concurrent calls on one backing are
+//! allowed, and concurrent writes to overlapping ranges leave either write's
+//! data per block, as the kernel does.
+//!
+//! # Example
+//! ```
+//! use backing::{AlignedBuf, Backing, FileBacking, FileOptions, BLOCK};
+//!
+//! let path = std::env::temp_dir().join(format!("backing-doc-{}", std::process::id()));
+//! let file = FileBacking::open(&path, &FileOptions::new().write(true).create(true).truncate(true))?;
+//! println!("{}", file.info()); // "file: O_DIRECT via preadv/pwritev: ..."
+//!
+//! let mut data = AlignedBuf::zeroed(2 * BLOCK)?;
+//! data.fill(b'x');
+//! file.write_blocks(&[data.io_buf()], 0)?;
+//! file.set_len(BLOCK as u64 + 10)?; // a partial last block
+//!
+//! let (mut a, mut b) = (AlignedBuf::zeroed(BLOCK)?, AlignedBuf::zeroed(BLOCK)?);
+//! let n = file.read_blocks(&mut [a.io_buf_mut(), b.io_buf_mut()], 0)?; // one preadv
+//! assert_eq!(n, BLOCK + 10); // short only because of EOF
+//! assert_eq!(&b[..11], b"xxxxxxxxxx\0"); // zero-padded past EOF
+//! std::fs::remove_file(&path)?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! # When not to use it
+//! For small or unaligned IO, or when the kernel's page cache is what you
+//! want, use `std::fs::File`. This crate does not do asynchronous IO yet
+//! (io_uring is planned as a second engine behind the same trait).
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+#[allow(unsafe_code)]
+mod buf;
+mod faulty;
+mod file;
+mod mem;
+mod sync;
+#[allow(unsafe_code)]
+mod sys;
+
+use std::fmt;
+use std::io;
+use std::sync::Arc;
+
+pub use buf::{AlignedBuf, IoBuf, IoBufMut, Misaligned, MisalignedKind};
+pub use faulty::{FaultStats, FaultyBacking, Op};
+pub use file::{FileBacking, FileOptions};
+pub use mem::MemBacking;
+
+/// The unit of all IO, in bytes: file offsets, buffer addresses and buffer
+/// lengths are multiples of it. It equals the page size, and is a multiple
+/// of every logical block size `O_DIRECT` asks for in practice.
+pub const BLOCK: usize = 4096;
+
+/// The largest file offset (and so file size) any backing accepts: the
+/// largest `off_t`.
+pub const MAX_FILE_SIZE: u64 = i64::MAX as u64;
+
+/// How a backing's data travels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DataPath {
+    /// `O_DIRECT`: between the caller's buffers and the device, bypassing
+    /// the kernel's page cache.
+    Direct,
+    /// Buffered IO through the kernel's page cache, which is told to drop
+    /// each range after it is read or written (`POSIX_FADV_DONTNEED`; dirty
+    /// pages are dropped once written back, at the latest after a sync).
+    /// The fallback where `O_DIRECT` is refused, or on request.
+    BufferedDontneed,
+    /// No IO at all: the data lives in process memory.
+    Memory,
+}
+
+impl fmt::Display for DataPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DataPath::Direct => "O_DIRECT",
+            DataPath::BufferedDontneed => "buffered+DONTNEED",
+            DataPath::Memory => "memory",
+        })
+    }
+}
+
+/// What a backing is and how its data travels, for logs, `foliocache stat`
+/// and benchmark reports. Returned by [`Backing::info`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BackingInfo {
+    /// The kind of backing: `"file"`, `"memory"`, `"faulty"`, ...
+    pub kind: &'static str,
+    /// Whether data goes direct, buffered with drop-behind, or stays in
+    /// memory.
+    pub data_path: DataPath,
+    /// The IO engine: `"preadv/pwritev"`, `"memory"`, ...
+    pub engine: &'static str,
+    /// A sentence for humans: why this path was chosen, alignment the
+    /// filesystem reported, what is wrapped.
+    pub note: String,
+}
+
+impl BackingInfo {
+    /// Builds an info record (the struct is `#[non_exhaustive]`, so
+    /// implementors outside this crate use this).
+    pub fn new(
+        kind: &'static str,
+        data_path: DataPath,
+        engine: &'static str,
+        note: impl Into<String>,
+    ) -> Self {
+        BackingInfo {
+            kind,
+            data_path,
+            engine,
+            note: note.into(),
+        }
+    }
+
+    /// Whether data bypasses the kernel's page cache (`O_DIRECT`).
+    pub fn is_direct(&self) -> bool {
+        self.data_path == DataPath::Direct
+    }
+}
+
+impl fmt::Display for BackingInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {} via {}: {}",
+            self.kind, self.data_path, self.engine, self.note
+        )
+    }
+}
+
+/// Where the cache's folios come from and go to: a file-like store read and
+/// written in whole [`BLOCK`]s.
+///
+/// # Contract
+/// - Offsets are multiples of [`BLOCK`], and so are the buffers (by their
+///   types). A misaligned offset, or a range whose end is past
+///   [`MAX_FILE_SIZE`], is an [`io::ErrorKind::InvalidInput`] error with a
+///   message saying what to fix; no input makes an implementation panic.
+/// - [`read_blocks`](Self::read_blocks) returns fewer bytes than asked
+///   **only at end of file**: an implementation loops over the short reads
+///   and `EINTR`s of its system calls. (Only [`FaultyBacking`] breaks this,
+///   on purpose, to test callers.)
+/// - [`write_blocks`](Self::write_blocks) writes everything or fails.
+/// - After an error, the buffers of a read hold unspecified bytes, and a
+///   write may have written any prefix of its data.
+/// - Implementations are `Send + Sync`; calls may run concurrently.
+///
+/// # Example
+/// ```
+/// use backing::{AlignedBuf, Backing, MemBacking, BLOCK};
+///
+/// fn first_block(b: &dyn Backing) -> std::io::Result<(usize, AlignedBuf)> {
+///     let mut buf = AlignedBuf::zeroed(BLOCK)?;
+///     buf.fill(0xff); // stale contents
+///     let n = b.read_blocks(&mut [buf.io_buf_mut()], 0)?;
+///     Ok((n, buf))
+/// }
+/// let mem = MemBacking::with_data(b"hello".to_vec());
+/// let (n, buf) = first_block(&mem)?;
+/// assert_eq!(n, 5); // short: end of file
+/// assert_eq!(&buf[..6], b"hello\0"); // zeros past the count
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub trait Backing: Send + Sync + 'static {
+    /// The current size in bytes.
+    ///
+    /// # Errors
+    /// Whatever the store reports (for a file, `fstat`'s error).
+    fn len(&self) -> io::Result<u64>;
+
+    /// Whether the size is 0.
+    ///
+    /// # Errors
+    /// As for [`len`](Self::len).
+    fn is_empty(&self) -> io::Result<bool> {
+        Ok(self.len()? == 0)
+    }
+
+    /// Reads the contiguous bytes starting at `offset` into `bufs`, in
+    /// order, as one vectored read (one `preadv` for a file), and returns
+    /// the number of bytes read.
+    ///
+    /// The count is the sum of the buffers' lengths unless end of file came
+    /// first: then it is the bytes up to end of file (0 at or past it),
+    /// possibly ending inside a block. **Bytes of the buffers past the count
+    /// are set to zero**, so a block that straddles end of file comes back
+    /// zero-padded, as in the kernel's page cache, and no stale bytes from
+    /// the device or the buffer's previous use survive there. (Leaving them
+    /// untouched cannot be promised: for `O_DIRECT` reads past end of file
+    /// the kernel itself writes into the buffers past the count it returns;
+    /// ext4 on Linux 6.18 zeroes all of them.)
+    ///
+    /// # Errors
+    /// - [`io::ErrorKind::InvalidInput`] if `offset` is not a multiple of
+    ///   [`BLOCK`] (carrying [`Misaligned`]) or the range ends past
+    ///   [`MAX_FILE_SIZE`].
+    /// - The store's IO error (for a file, the `preadv` errno, e.g. `EIO`);
+    ///   the buffers then hold unspecified bytes.
+    fn read_blocks(&self, bufs: &mut [IoBufMut<'_>], offset: u64) -> io::Result<usize>;
+
+    /// Writes all of `bufs`, in order, to the contiguous bytes starting at
+    /// `offset`, as one vectored write (one `pwritev` for a file), and
+    /// returns the number of bytes written, which is always their total
+    /// length. Writing past end of file extends the file to the end of the
+    /// last block written; use [`set_len`](Self::set_len) for a size that
+    /// is not a multiple of [`BLOCK`].
+    ///
+    /// # Errors
+    /// - [`io::ErrorKind::InvalidInput`] as for
+    ///   [`read_blocks`](Self::read_blocks).
+    /// - The store's IO error (e.g. `ENOSPC`, `EIO`); a prefix of the data
+    ///   may have been written.
+    fn write_blocks(&self, bufs: &[IoBuf<'_>], offset: u64) -> io::Result<usize>;
+
+    /// Sets the size to `len` bytes (any value, not only whole blocks):
+    /// shrinking drops the data past `len`, growing adds a hole that reads
+    /// as zeros.
+    ///
+    /// # Errors
+    /// [`io::ErrorKind::InvalidInput`] past [`MAX_FILE_SIZE`]; the store's
+    /// error (for a file, `ftruncate`'s, e.g. `EFBIG`).
+    fn set_len(&self, len: u64) -> io::Result<()>;
+
+    /// Makes the data written so far durable, with the metadata needed to
+    /// read it back (`fdatasync`).
+    ///
+    /// # Errors
+    /// The store's error, e.g. `EIO` for a failed writeback.
+    fn sync_data(&self) -> io::Result<()>;
+
+    /// Makes the data and all metadata durable (`fsync`).
+    ///
+    /// # Errors
+    /// The store's error, e.g. `EIO` for a failed writeback.
+    fn sync_all(&self) -> io::Result<()>;
+
+    /// Deallocates `[offset, offset + len)`: it reads as zeros afterwards
+    /// and the size does not change (`fallocate(PUNCH_HOLE | KEEP_SIZE)`).
+    /// `len == 0` does nothing. The range may extend past end of file.
+    ///
+    /// # Errors
+    /// - [`io::ErrorKind::InvalidInput`] if `offset` or `len` is not a
+    ///   multiple of [`BLOCK`], or the range ends past [`MAX_FILE_SIZE`].
+    /// - The store's error, e.g. `EOPNOTSUPP` where the filesystem cannot
+    ///   punch holes.
+    fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()>;
+
+    /// What this backing is and how its data travels.
+    fn info(&self) -> BackingInfo;
+}
+
+macro_rules! forward_backing {
+    ($ty:ty) => {
+        impl<B: Backing + ?Sized> Backing for $ty {
+            fn len(&self) -> io::Result<u64> {
+                (**self).len()
+            }
+            fn is_empty(&self) -> io::Result<bool> {
+                (**self).is_empty()
+            }
+            fn read_blocks(&self, bufs: &mut [IoBufMut<'_>], offset: u64) -> io::Result<usize> {
+                (**self).read_blocks(bufs, offset)
+            }
+            fn write_blocks(&self, bufs: &[IoBuf<'_>], offset: u64) -> io::Result<usize> {
+                (**self).write_blocks(bufs, offset)
+            }
+            fn set_len(&self, len: u64) -> io::Result<()> {
+                (**self).set_len(len)
+            }
+            fn sync_data(&self) -> io::Result<()> {
+                (**self).sync_data()
+            }
+            fn sync_all(&self) -> io::Result<()> {
+                (**self).sync_all()
+            }
+            fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
+                (**self).punch_hole(offset, len)
+            }
+            fn info(&self) -> BackingInfo {
+                (**self).info()
+            }
+        }
+    };
+}
+
+forward_backing!(Arc<B>);
+forward_backing!(Box<B>);
+
+/// Checks a block IO range as every [`Backing`] method must: `offset` and
+/// `len` multiples of [`BLOCK`], and `offset + len` at most
+/// [`MAX_FILE_SIZE`]. For implementors of [`Backing`] outside this crate.
+///
+/// ```
+/// use backing::{check_io_range, BLOCK};
+///
+/// assert!(check_io_range(BLOCK as u64, 2 * BLOCK as u64).is_ok());
+/// let err = check_io_range(100, BLOCK as u64).unwrap_err();
+/// assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+/// assert!(err.to_string().contains("file offset 100"));
+/// ```
+///
+/// # Errors
+/// [`io::ErrorKind::InvalidInput`], carrying [`Misaligned`] for an alignment
+/// problem, or a message naming the range when it is too large.
+pub fn check_io_range(offset: u64, len: u64) -> io::Result<()> {
+    if offset % BLOCK as u64 != 0 {
+        return Err(Misaligned::new(MisalignedKind::Offset, offset).into());
+    }
+    if len % BLOCK as u64 != 0 {
+        return Err(Misaligned::new(MisalignedKind::Length, len).into());
+    }
+    check_end(offset, len)
+}
+
+/// InvalidInput unless `offset + len <= MAX_FILE_SIZE`.
+pub(crate) fn check_end(offset: u64, len: u64) -> io::Result<()> {
+    match offset.checked_add(len) {
+        Some(end) if end <= MAX_FILE_SIZE => Ok(()),
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "range of {len} bytes at offset {offset} ends past the largest file size \
+                 ({MAX_FILE_SIZE} bytes)"
+            ),
+        )),
+    }
+}
+
+/// The total length of some buffers, or InvalidInput if it overflows (only
+/// possible when the same read-only buffer is repeated many times).
+pub(crate) fn total_len<T: AsRef<[u8]>>(bufs: &[T]) -> io::Result<usize> {
+    bufs.iter()
+        .try_fold(0usize, |acc, b| acc.checked_add(b.as_ref().len()))
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the buffers' total length overflows usize",
+            )
+        })
+}
+
+/// Sets every byte of `bufs` past the first `from` to zero (the tail of a
+/// read that stopped at end of file).
+pub(crate) fn zero_from(bufs: &mut [IoBufMut<'_>], mut from: usize) {
+    for buf in bufs.iter_mut() {
+        if from >= buf.len() {
+            from -= buf.len();
+            continue;
+        }
+        buf[from..].fill(0);
+        from = 0;
+    }
+}
+
+/// Validates a block read or write: aligned offset (buffers are aligned by
+/// type) and an end within [`MAX_FILE_SIZE`]. Returns the total length.
+pub(crate) fn check_io<T: AsRef<[u8]>>(bufs: &[T], offset: u64) -> io::Result<usize> {
+    let total = total_len(bufs)?;
+    check_io_range(offset, total as u64)?;
+    Ok(total)
+}

@@ -1,0 +1,26 @@
+//! Every lock and atomic the crate uses, in one place, so a model checker
+//! (loom, shuttle) can replace them with one cfg, as in `xarray::sync`.
+//!
+//! Locks here never poison: no code of this crate panics while holding one,
+//! and if a caller's panic unwinds through a lock anyway the protected state
+//! is still consistent (every update is a single assignment or completes
+//! before the guard drops), so the guard is taken back instead of panicking.
+
+pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::PoisonError;
+pub(crate) use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// Locks `m`, ignoring poison (see the module docs).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Takes `l` for reading, ignoring poison.
+pub(crate) fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Takes `l` for writing, ignoring poison.
+pub(crate) fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(PoisonError::into_inner)
+}

@@ -1,0 +1,405 @@
+//! The cache: one arena of folio memory, one descriptor per page, the LRU
+//! lists and the statistics, shared by every file opened through it.
+//!
+//! ```text
+//!   Cache ──Arc──> CacheInner { arena, table, lru, stats }
+//!     │                 ^
+//!   open(path)          │ (each File keeps the inner alive)
+//!     v                 │
+//!   File ──> FileInner { mapping: xarray index -> folio, backing: O_DIRECT file }
+//! ```
+//!
+//! # Reclaim
+//! New folios go to the head of the inactive list. A cache hit only sets
+//! `REFERENCED` (and only if it is clear). Reclaim takes folios from the
+//! inactive tail: a referenced one is activated (moved to the active list,
+//! its bit cleared); a locked or otherwise referenced one (extra refcount)
+//! is rotated; a clean, unlocked, unreferenced one is frozen, removed from
+//! its mapping and its pages go back to the arena. When the inactive list is
+//! shorter than the active one, the active tail is moved to the inactive
+//! head, so active folios get a second pass before they can go.
+//!
+//! # Lock order
+//! LRU lock, then a mapping's index lock (reclaim removes an evicted folio
+//! from its mapping while holding the LRU lock). The read path takes the
+//! index lock to insert a folio and the LRU lock after releasing it, never
+//! both.
+
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use crate::arena::{Arena, PageId, Populate, MAX_ORDER, PAGE_SIZE};
+use crate::folio::{Folio, FolioFlags, FolioTable};
+use crate::mapping::Mapping;
+
+/// Sentinel for "no page" in the LRU links.
+const NIL: u32 = u32::MAX;
+
+/// Configures and builds a [`Cache`].
+#[derive(Debug, Clone)]
+pub struct CacheBuilder {
+    capacity: usize,
+    max_folio_order: u32,
+    populate: Populate,
+}
+
+impl Default for CacheBuilder {
+    fn default() -> Self {
+        CacheBuilder {
+            capacity: 256 << 20,
+            max_folio_order: MAX_ORDER,
+            populate: Populate::Eager,
+        }
+    }
+}
+
+impl CacheBuilder {
+    /// Bytes of folio memory: a hard limit (rounded down to whole pages).
+    pub fn capacity(mut self, bytes: usize) -> Self {
+        self.capacity = bytes;
+        self
+    }
+
+    /// The largest folio a read may create, in bytes (rounded down to a
+    /// power of two pages, at most 2 MiB, at least one page).
+    pub fn max_folio_size(mut self, bytes: usize) -> Self {
+        let pages = (bytes / PAGE_SIZE).max(1);
+        self.max_folio_order = (usize::BITS - 1 - pages.leading_zeros()).min(MAX_ORDER);
+        self
+    }
+
+    /// When the arena's memory is faulted in: at build (the default; its
+    /// cost is in [`CacheStats::populate_time`]) or on first use.
+    pub fn populate(mut self, populate: Populate) -> Self {
+        self.populate = populate;
+        self
+    }
+
+    /// Maps the arena and builds the cache.
+    ///
+    /// # Errors
+    /// A capacity under one page (`InvalidInput`), or the OS refusing the
+    /// mapping (`ENOMEM`).
+    pub fn build(self) -> io::Result<Cache> {
+        let arena = Arena::new(self.capacity, self.populate)?;
+        let table = FolioTable::new(arena.capacity_pages());
+        Ok(Cache {
+            inner: Arc::new(CacheInner {
+                arena,
+                table,
+                lru: Mutex::new(Lru::default()),
+                stats: Stats::default(),
+                max_order: self.max_folio_order,
+            }),
+        })
+    }
+}
+
+/// A page cache shared by threads: clone it freely (it is an `Arc`).
+///
+/// ```no_run
+/// let cache = foliocache::Cache::builder().capacity(64 << 20).build()?;
+/// let file = cache.open("/var/lib/data/table.sst")?;
+/// let mut buf = vec![0u8; 4096];
+/// let n = file.read_at(&mut buf, 0)?; // first read: O_DIRECT IO
+/// let n2 = file.read_at(&mut buf, 0)?; // then: a memory copy, no system call
+/// # assert_eq!(n, n2);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Cache {
+    pub(crate) inner: Arc<CacheInner>,
+}
+
+impl std::fmt::Debug for Cache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cache")
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl Cache {
+    /// A builder with the defaults (256 MiB, folios up to 2 MiB, eager populate).
+    pub fn builder() -> CacheBuilder {
+        CacheBuilder::default()
+    }
+
+    /// The cache's figures now.
+    pub fn stats(&self) -> CacheStats {
+        let i = &self.inner;
+        let s = &i.stats;
+        let free = i.arena.free_pages() as u64;
+        let total = i.arena.capacity_pages() as u64;
+        CacheStats {
+            hits: s.hits.load(Ordering::Relaxed),
+            misses: s.misses.load(Ordering::Relaxed),
+            folios: s.folios.load(Ordering::Relaxed),
+            bytes_cached: s.pages.load(Ordering::Relaxed) * PAGE_SIZE as u64,
+            evictions: s.evictions.load(Ordering::Relaxed),
+            io_reads: s.io_reads.load(Ordering::Relaxed),
+            io_bytes: s.io_bytes.load(Ordering::Relaxed),
+            capacity_bytes: total * PAGE_SIZE as u64,
+            free_bytes: free * PAGE_SIZE as u64,
+            populate_time: i.arena.populate_time(),
+        }
+    }
+}
+
+/// Figures of a [`Cache`], from [`Cache::stats`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct CacheStats {
+    /// Folio lookups by reads that found the data cached.
+    pub hits: u64,
+    /// Folios a read had to create and fill from the backing.
+    pub misses: u64,
+    /// Folios in the cache now.
+    pub folios: u64,
+    /// Bytes of folios in the cache now.
+    pub bytes_cached: u64,
+    /// Folios evicted by reclaim.
+    pub evictions: u64,
+    /// Reads issued to backings.
+    pub io_reads: u64,
+    /// Bytes those reads returned.
+    pub io_bytes: u64,
+    /// The arena's size (the capacity, in whole pages).
+    pub capacity_bytes: u64,
+    /// Arena bytes not holding a folio.
+    pub free_bytes: u64,
+    /// Time spent faulting the arena in at build.
+    pub populate_time: Duration,
+}
+
+#[derive(Default)]
+pub(crate) struct Stats {
+    pub(crate) hits: AtomicU64,
+    pub(crate) misses: AtomicU64,
+    pub(crate) folios: AtomicU64,
+    pub(crate) pages: AtomicU64,
+    pub(crate) evictions: AtomicU64,
+    pub(crate) io_reads: AtomicU64,
+    pub(crate) io_bytes: AtomicU64,
+}
+
+/// An intrusive list of folios threaded through the descriptors' links.
+#[derive(Clone, Copy)]
+struct List {
+    head: u32,
+    tail: u32,
+    pages: u64,
+}
+
+impl Default for List {
+    fn default() -> Self {
+        List {
+            head: NIL,
+            tail: NIL,
+            pages: 0,
+        }
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Lru {
+    inactive: List,
+    active: List,
+}
+
+pub(crate) struct CacheInner {
+    pub(crate) arena: Arena,
+    pub(crate) table: FolioTable,
+    lru: Mutex<Lru>,
+    pub(crate) stats: Stats,
+    pub(crate) max_order: u32,
+}
+
+impl CacheInner {
+    fn folio(&self, page: u32) -> &Folio {
+        self.table
+            .get(page as usize)
+            .expect("LRU links name arena pages")
+    }
+
+    fn page(&self, f: &Folio) -> u32 {
+        self.table
+            .page_of(f)
+            .expect("folio from this cache's table") as u32
+    }
+
+    fn list_push_head(&self, list: &mut List, page: u32) {
+        let f = self.folio(page);
+        f.set_lru_links(NIL, list.head);
+        if list.head != NIL {
+            let h = self.folio(list.head);
+            h.set_lru_links(page, h.lru_links().1);
+        } else {
+            list.tail = page;
+        }
+        list.head = page;
+        list.pages += f.nr_pages();
+    }
+
+    fn list_remove(&self, list: &mut List, page: u32) {
+        let f = self.folio(page);
+        let (prev, next) = f.lru_links();
+        if prev != NIL {
+            let p = self.folio(prev);
+            p.set_lru_links(p.lru_links().0, next);
+        } else {
+            list.head = next;
+        }
+        if next != NIL {
+            let n = self.folio(next);
+            n.set_lru_links(prev, n.lru_links().1);
+        } else {
+            list.tail = prev;
+        }
+        f.set_lru_links(NIL, NIL);
+        list.pages -= f.nr_pages();
+    }
+
+    /// Puts a folio just added to a mapping on the inactive list.
+    pub(crate) fn lru_add(&self, f: &Folio) {
+        let page = self.page(f);
+        let mut lru = self.lru.lock();
+        if !f.test_and_set(FolioFlags::LRU) {
+            self.list_push_head(&mut lru.inactive, page);
+        }
+    }
+
+    /// Takes a folio off whichever list holds it (a removal that is not
+    /// reclaim: an IO error, a file closing). Returns whether it was on one.
+    pub(crate) fn lru_del(&self, f: &Folio) -> bool {
+        let page = self.page(f);
+        let mut lru = self.lru.lock();
+        if !f.test_and_clear(FolioFlags::LRU) {
+            return false;
+        }
+        let lru = &mut *lru;
+        let list = if f.test_and_clear(FolioFlags::ACTIVE) {
+            &mut lru.active
+        } else {
+            &mut lru.inactive
+        };
+        self.list_remove(list, page);
+        true
+    }
+
+    /// Allocates a folio of `order` or, failing that, of the largest smaller
+    /// order the arena can give, reclaiming when it can give none. The folio
+    /// comes back with one reference (the caller's), in no mapping.
+    ///
+    /// # Errors
+    /// `OutOfMemory` when nothing can be reclaimed: every cached folio is
+    /// locked or referenced by a reader.
+    pub(crate) fn alloc_folio(&self, order: u32) -> io::Result<&Folio> {
+        loop {
+            for o in (0..=order).rev() {
+                if let Some(p) = self.arena.alloc(o) {
+                    let f = self.folio(p.index());
+                    f.init(o, 0);
+                    return Ok(f);
+                }
+            }
+            if !self.reclaim(1 << order) {
+                return Err(io::Error::new(
+                    io::ErrorKind::OutOfMemory,
+                    format!(
+                        "foliocache: the cache ({} bytes) is full and every folio in it is in \
+                         use (locked or referenced); use a larger capacity or fewer concurrent \
+                         readers",
+                        self.arena.capacity_bytes()
+                    ),
+                ));
+            }
+        }
+    }
+
+    /// Gives a folio whose last reference was dropped back to the arena.
+    pub(crate) fn free_folio(&self, f: &Folio) {
+        debug_assert_eq!(f.refcount(), 0);
+        debug_assert_eq!(f.mapping(), 0);
+        let page = PageId::new(self.page(f));
+        if let Err(e) = self.arena.free(page, f.order()) {
+            // The descriptor and the arena disagree: a bug, never user input.
+            log::error!("foliocache: freeing folio {f:?}: {e}");
+            debug_assert!(false, "freeing folio {f:?}: {e}");
+        }
+    }
+
+    /// Drops one reference; frees the folio if it was the last.
+    pub(crate) fn put(&self, f: &Folio) {
+        if f.put() {
+            self.free_folio(f);
+        }
+    }
+
+    /// Evicts folios until about `want` pages went back to the arena, or a
+    /// full pass found nothing to evict. Returns whether anything was freed.
+    pub(crate) fn reclaim(&self, want: u64) -> bool {
+        let mut lru = self.lru.lock();
+        let lru = &mut *lru;
+        let mut budget = 2 * (lru.active.pages + lru.inactive.pages) + 2;
+        let mut freed = 0u64;
+        while freed < want && budget > 0 {
+            budget -= 1;
+            if lru.inactive.pages < lru.active.pages {
+                // Refill the inactive list from the active tail.
+                let page = lru.active.tail;
+                let f = self.folio(page);
+                self.list_remove(&mut lru.active, page);
+                if f.test_and_clear(FolioFlags::REFERENCED) {
+                    self.list_push_head(&mut lru.active, page);
+                } else {
+                    f.test_and_clear(FolioFlags::ACTIVE);
+                    self.list_push_head(&mut lru.inactive, page);
+                }
+                continue;
+            }
+            let page = lru.inactive.tail;
+            if page == NIL {
+                break;
+            }
+            let f = self.folio(page);
+            self.list_remove(&mut lru.inactive, page);
+            if f.test_and_clear(FolioFlags::REFERENCED) {
+                f.test_and_set(FolioFlags::ACTIVE);
+                self.list_push_head(&mut lru.active, page);
+                continue;
+            }
+            let cache_refs = f.nr_pages() as u32;
+            if !f.trylock() {
+                self.list_push_head(&mut lru.inactive, page);
+                continue;
+            }
+            if !f.freeze(cache_refs) {
+                f.unlock();
+                self.list_push_head(&mut lru.inactive, page);
+                continue;
+            }
+            // Frozen and locked: no reader holds it and none can get it.
+            f.test_and_clear(FolioFlags::LRU);
+            let mapping = f.mapping() as *const Mapping;
+            // SAFETY: a folio on the LRU is in a live mapping: a mapping
+            // takes every folio off the LRU (under this lock) before it is
+            // dropped, and we hold the lock.
+            let removed = unsafe { &*mapping }.remove_frozen(f);
+            debug_assert!(removed, "an LRU folio was not in its mapping: {f:?}");
+            f.set_mapping(0, f.index());
+            f.unlock();
+            let pages = f.nr_pages();
+            self.stats.evictions.fetch_add(1, Ordering::Relaxed);
+            self.stats.folios.fetch_sub(1, Ordering::Relaxed);
+            self.stats.pages.fetch_sub(pages, Ordering::Relaxed);
+            self.free_folio(f);
+            freed += pages;
+        }
+        freed > 0
+    }
+}

@@ -1,0 +1,602 @@
+//! Folios: the unit the cache manages.
+//!
+//! A folio is `2^order` contiguous pages of the arena, at a file index that
+//! is a multiple of `2^order`, with one reference count, one lock and one set
+//! of flags (reference section 2). Its descriptor is a [`Folio`]; the cache
+//! keeps one descriptor per arena page in a [`FolioTable`], and a folio of
+//! order `n` uses the descriptor of its first page. Descriptors live as long
+//! as the cache, like the kernel's `struct page`, so a lockless reader may
+//! increment the count of a descriptor that was freed and reused under it:
+//! [`Folio::try_get`] never revives a count of zero, and the caller re-checks
+//! the index slot afterwards (reference 1.8).
+//!
+//! ```text
+//!  refcount: 0 = free (in the arena); the cache holds 2^order while the
+//!            folio is in a mapping; every lookup adds 1, dropped by the caller.
+//!  flags:    LOCKED WAITERS UPTODATE DIRTY WRITEBACK READAHEAD REFERENCED
+//!            ACTIVE WORKINGSET DROPBEHIND ERROR LRU
+//! ```
+//!
+//! # Locking
+//! The folio lock is a bit in `flags` with waiters parked in
+//! `parking_lot_core`'s hashed wait table, keyed by the descriptor's address
+//! (the kernel's hashed folio wait queues). It is held while a folio's
+//! contents are being read in, and by truncation and invalidation. After
+//! locking a folio found by lookup, re-check [`Folio::mapping`]: it may have
+//! been removed while the locker slept.
+
+use std::fmt;
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+
+use parking_lot_core::{DEFAULT_PARK_TOKEN, DEFAULT_UNPARK_TOKEN};
+
+/// Folio flags, as bits of one atomic word.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct FolioFlags(u32);
+
+impl FolioFlags {
+    /// Locked: exclusive, sleeping (see [`Folio::lock`]).
+    pub const LOCKED: FolioFlags = FolioFlags(1 << 0);
+    /// Someone sleeps waiting for the lock bit to clear.
+    pub const WAITERS: FolioFlags = FolioFlags(1 << 1);
+    /// Every byte of the folio is valid.
+    pub const UPTODATE: FolioFlags = FolioFlags(1 << 2);
+    /// Contents newer than the backing store.
+    pub const DIRTY: FolioFlags = FolioFlags(1 << 3);
+    /// Write IO in flight.
+    pub const WRITEBACK: FolioFlags = FolioFlags(1 << 4);
+    /// Readahead marker: the first folio of a window's async tail.
+    pub const READAHEAD: FolioFlags = FolioFlags(1 << 5);
+    /// Accessed since the last aging pass.
+    pub const REFERENCED: FolioFlags = FolioFlags(1 << 6);
+    /// On the active list.
+    pub const ACTIVE: FolioFlags = FolioFlags(1 << 7);
+    /// Proved part of the working set (restored on refault).
+    pub const WORKINGSET: FolioFlags = FolioFlags(1 << 8);
+    /// Created by uncached IO: drop when done.
+    pub const DROPBEHIND: FolioFlags = FolioFlags(1 << 9);
+    /// The last IO on this folio failed.
+    pub const ERROR: FolioFlags = FolioFlags(1 << 10);
+    /// On an LRU list.
+    pub const LRU: FolioFlags = FolioFlags(1 << 11);
+
+    const NAMES: [&'static str; 12] = [
+        "locked",
+        "waiters",
+        "uptodate",
+        "dirty",
+        "writeback",
+        "readahead",
+        "referenced",
+        "active",
+        "workingset",
+        "dropbehind",
+        "error",
+        "lru",
+    ];
+
+    /// The raw bits.
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// Are all of `other`'s bits set in `self`?
+    pub const fn contains(self, other: FolioFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Is any of `other`'s bits set in `self`?
+    pub const fn intersects(self, other: FolioFlags) -> bool {
+        self.0 & other.0 != 0
+    }
+
+    /// The union of two sets of flags.
+    pub const fn union(self, other: FolioFlags) -> FolioFlags {
+        FolioFlags(self.0 | other.0)
+    }
+}
+
+impl std::ops::BitOr for FolioFlags {
+    type Output = FolioFlags;
+    fn bitor(self, rhs: FolioFlags) -> FolioFlags {
+        self.union(rhs)
+    }
+}
+
+impl fmt::Debug for FolioFlags {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut set = f.debug_set();
+        for (i, name) in Self::NAMES.iter().enumerate() {
+            if self.0 & (1 << i) != 0 {
+                set.entry(&format_args!("{name}"));
+            }
+        }
+        set.finish()
+    }
+}
+
+/// A folio descriptor. See the [module documentation](self).
+///
+/// 40 bytes per arena page (the kernel's `struct page` is 64).
+pub struct Folio {
+    refcount: AtomicU32,
+    flags: AtomicU32,
+    /// First page index of the folio in its file.
+    index: AtomicU64,
+    /// Identity of the mapping that holds the folio; 0 when it is in none.
+    mapping: AtomicUsize,
+    /// LRU neighbours (arena page numbers), owned by the LRU lock.
+    lru_prev: AtomicU32,
+    lru_next: AtomicU32,
+    order: AtomicU8,
+}
+
+impl Default for Folio {
+    fn default() -> Self {
+        Folio {
+            refcount: AtomicU32::new(0),
+            flags: AtomicU32::new(0),
+            index: AtomicU64::new(0),
+            mapping: AtomicUsize::new(0),
+            lru_prev: AtomicU32::new(u32::MAX),
+            lru_next: AtomicU32::new(u32::MAX),
+            order: AtomicU8::new(0),
+        }
+    }
+}
+
+impl Folio {
+    // ---- reference count -------------------------------------------------
+
+    /// The current reference count (0: free).
+    pub fn refcount(&self) -> u32 {
+        self.refcount.load(Ordering::Acquire)
+    }
+
+    /// Takes a reference only if the count is not zero: the speculative
+    /// get of a lockless lookup. After it succeeds, re-check that the index
+    /// still holds this folio; if not, [`put`](Self::put) and retry.
+    pub fn try_get(&self) -> bool {
+        let mut c = self.refcount.load(Ordering::Relaxed);
+        loop {
+            if c == 0 {
+                return false;
+            }
+            match self.refcount.compare_exchange_weak(
+                c,
+                c + 1,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(now) => c = now,
+            }
+        }
+    }
+
+    /// Adds `n` references to a folio the caller already holds one on (or
+    /// owns outright, when the count is 0 at allocation).
+    pub fn get_many(&self, n: u32) {
+        self.refcount.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Drops `n` references. Returns true when that made the count zero:
+    /// the caller then owns the folio and must give its pages back.
+    ///
+    /// Dropping more references than are held is a bug in the caller; it
+    /// is caught in debug builds.
+    pub fn put_many(&self, n: u32) -> bool {
+        let old = self.refcount.fetch_sub(n, Ordering::Release);
+        debug_assert!(old >= n, "folio refcount underflow ({old} - {n})");
+        if old == n {
+            fence(Ordering::Acquire);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Drops one reference; see [`put_many`](Self::put_many).
+    pub fn put(&self) -> bool {
+        self.put_many(1)
+    }
+
+    /// Sets the count from `expected` to 0 if nobody else holds a
+    /// reference: reclaim's freeze. A lockless `try_get` cannot succeed on
+    /// a frozen folio.
+    pub fn freeze(&self, expected: u32) -> bool {
+        self.refcount
+            .compare_exchange(expected, 0, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Undoes a [`freeze`](Self::freeze) that turned out not to be wanted.
+    pub fn unfreeze(&self, count: u32) {
+        self.refcount.store(count, Ordering::Release);
+    }
+
+    // ---- identity ----------------------------------------------------------
+
+    /// The folio's order (it covers `2^order` pages).
+    pub fn order(&self) -> u32 {
+        u32::from(self.order.load(Ordering::Relaxed))
+    }
+
+    /// Pages in the folio.
+    pub fn nr_pages(&self) -> u64 {
+        1 << self.order()
+    }
+
+    /// The first file page index the folio covers.
+    pub fn index(&self) -> u64 {
+        self.index.load(Ordering::Acquire)
+    }
+
+    /// Does the folio cover file page `index`?
+    pub fn contains(&self, index: u64) -> bool {
+        let first = self.index();
+        index >= first && index - first < self.nr_pages()
+    }
+
+    /// Identity of the owning mapping, 0 if none.
+    pub fn mapping(&self) -> usize {
+        self.mapping.load(Ordering::Acquire)
+    }
+
+    /// Prepares a free descriptor for a new folio: order, index, flags
+    /// cleared, not in any mapping, one reference (the allocator's, passed
+    /// to the caller). Only the owner of a folio with count 0 may call it.
+    pub fn init(&self, order: u32, index: u64) {
+        debug_assert_eq!(self.refcount.load(Ordering::Relaxed), 0);
+        self.order.store(order as u8, Ordering::Relaxed);
+        self.index.store(index, Ordering::Relaxed);
+        self.mapping.store(0, Ordering::Relaxed);
+        self.flags.store(0, Ordering::Relaxed);
+        self.refcount.store(1, Ordering::Release);
+    }
+
+    /// Records (or clears, with 0) the owning mapping and the index.
+    pub fn set_mapping(&self, mapping: usize, index: u64) {
+        self.index.store(index, Ordering::Release);
+        self.mapping.store(mapping, Ordering::Release);
+    }
+
+    // ---- flags -----------------------------------------------------------
+
+    /// All flags now.
+    pub fn flags(&self) -> FolioFlags {
+        FolioFlags(self.flags.load(Ordering::Acquire))
+    }
+
+    /// Is `flag` set?
+    pub fn test(&self, flag: FolioFlags) -> bool {
+        self.flags().intersects(flag)
+    }
+
+    /// Sets `flag`; returns whether it was already set.
+    pub fn test_and_set(&self, flag: FolioFlags) -> bool {
+        self.flags.fetch_or(flag.0, Ordering::AcqRel) & flag.0 != 0
+    }
+
+    /// Clears `flag`; returns whether it was set.
+    pub fn test_and_clear(&self, flag: FolioFlags) -> bool {
+        self.flags.fetch_and(!flag.0, Ordering::AcqRel) & flag.0 != 0
+    }
+
+    /// Sets `flag` only if it is clear: a hit that finds it set writes
+    /// nothing shared (performance principle 1).
+    pub fn set_if_clear(&self, flag: FolioFlags) {
+        if !self.test(flag) {
+            self.flags.fetch_or(flag.0, Ordering::AcqRel);
+        }
+    }
+
+    /// Marks the folio's contents valid. Its bytes (all written before this
+    /// call) are visible to any thread that then sees the flag.
+    pub fn mark_uptodate(&self) {
+        self.flags
+            .fetch_or(FolioFlags::UPTODATE.0, Ordering::Release);
+    }
+
+    // ---- the lock ----------------------------------------------------------
+
+    fn key(&self) -> usize {
+        self as *const Folio as usize
+    }
+
+    /// Takes the lock if it is free; never sleeps.
+    pub fn trylock(&self) -> bool {
+        self.flags.fetch_or(FolioFlags::LOCKED.0, Ordering::Acquire) & FolioFlags::LOCKED.0 == 0
+    }
+
+    /// Is the folio locked (by anyone)?
+    pub fn is_locked(&self) -> bool {
+        self.test(FolioFlags::LOCKED)
+    }
+
+    /// Takes the lock, sleeping while another thread holds it.
+    ///
+    /// # Locking
+    /// May sleep. Never call it holding an index lock or another folio's
+    /// lock out of file order.
+    pub fn lock(&self) {
+        while !self.trylock() {
+            self.sleep_while_locked();
+        }
+    }
+
+    /// Sleeps until the lock is free, without taking it (a reader waiting
+    /// for a read in progress to finish).
+    pub fn wait_unlocked(&self) {
+        while self.is_locked() {
+            self.sleep_while_locked();
+        }
+    }
+
+    fn sleep_while_locked(&self) {
+        let locked_waiting = FolioFlags::LOCKED.0 | FolioFlags::WAITERS.0;
+        // Announce a waiter, then sleep only if the lock is still held with
+        // the announcement in place: an unlock between the two clears
+        // WAITERS, the validation fails and we retry instead of sleeping
+        // through the wake-up.
+        self.flags.fetch_or(FolioFlags::WAITERS.0, Ordering::AcqRel);
+        let validate = || self.flags.load(Ordering::Acquire) & locked_waiting == locked_waiting;
+        // SAFETY: the key is this descriptor's address, which stays valid
+        // for the cache's lifetime; `validate` and `before_sleep` neither
+        // panic nor call into the parking lot.
+        unsafe {
+            parking_lot_core::park(
+                self.key(),
+                validate,
+                || {},
+                |_, _| {},
+                DEFAULT_PARK_TOKEN,
+                None,
+            );
+        }
+    }
+
+    /// Releases the lock and wakes every waiter (they race for it again;
+    /// the losers go back to sleep).
+    ///
+    /// Unlocking a folio the caller did not lock is a bug, caught in debug
+    /// builds.
+    pub fn unlock(&self) {
+        let mask = !(FolioFlags::LOCKED.0 | FolioFlags::WAITERS.0);
+        let old = self.flags.fetch_and(mask, Ordering::Release);
+        debug_assert!(
+            old & FolioFlags::LOCKED.0 != 0,
+            "unlock of an unlocked folio"
+        );
+        if old & FolioFlags::WAITERS.0 != 0 {
+            // SAFETY: unpark_all with this descriptor's address as the key,
+            // as parked above.
+            unsafe {
+                parking_lot_core::unpark_all(self.key(), DEFAULT_UNPARK_TOKEN);
+            }
+        }
+    }
+
+    // ---- LRU links -----------------------------------------------------------
+
+    /// LRU neighbours (arena page numbers; `u32::MAX` for none). Only the
+    /// holder of the LRU lock may rely on them.
+    pub fn lru_links(&self) -> (u32, u32) {
+        (
+            self.lru_prev.load(Ordering::Relaxed),
+            self.lru_next.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Sets the LRU neighbours; LRU lock held.
+    pub fn set_lru_links(&self, prev: u32, next: u32) {
+        self.lru_prev.store(prev, Ordering::Relaxed);
+        self.lru_next.store(next, Ordering::Relaxed);
+    }
+}
+
+impl fmt::Debug for Folio {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Folio")
+            .field("index", &self.index())
+            .field("order", &self.order())
+            .field("refcount", &self.refcount())
+            .field("mapping", &self.mapping())
+            .field("flags", &self.flags())
+            .finish()
+    }
+}
+
+/// One descriptor per arena page; a folio of order `n` starting at arena
+/// page `p` is described by entry `p`.
+pub struct FolioTable {
+    folios: Box<[Folio]>,
+}
+
+impl FolioTable {
+    /// A table for `pages` arena pages, every descriptor free.
+    pub fn new(pages: usize) -> Self {
+        FolioTable {
+            folios: (0..pages).map(|_| Folio::default()).collect(),
+        }
+    }
+
+    /// The descriptor of arena page `page`, if in range.
+    pub fn get(&self, page: usize) -> Option<&Folio> {
+        self.folios.get(page)
+    }
+
+    /// The arena page a descriptor of this table describes.
+    pub fn page_of(&self, folio: &Folio) -> Option<usize> {
+        self.page_of_addr(folio as *const Folio as usize)
+    }
+
+    /// The arena page whose descriptor sits at `addr`, if one of this table's.
+    pub fn page_of_addr(&self, addr: usize) -> Option<usize> {
+        let base = self.folios.as_ptr() as usize;
+        let size = std::mem::size_of::<Folio>();
+        let off = addr.checked_sub(base)?;
+        (off % size == 0 && off / size < self.folios.len()).then_some(off / size)
+    }
+
+    /// Pages described.
+    pub fn len(&self) -> usize {
+        self.folios.len()
+    }
+
+    /// True for a table of no pages.
+    pub fn is_empty(&self) -> bool {
+        self.folios.is_empty()
+    }
+
+    /// Bytes of descriptors per arena page.
+    pub const fn bytes_per_page() -> usize {
+        std::mem::size_of::<Folio>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[test]
+    fn descriptor_fits_the_kernel_budget_per_page() {
+        assert!(
+            FolioTable::bytes_per_page() <= 64,
+            "{}",
+            FolioTable::bytes_per_page()
+        );
+    }
+
+    #[test]
+    fn try_get_never_revives_a_free_folio() {
+        let f = Folio::default();
+        assert!(!f.try_get());
+        assert_eq!(f.refcount(), 0);
+        f.init(2, 8);
+        assert!(f.try_get());
+        assert_eq!(f.refcount(), 2);
+    }
+
+    #[test]
+    fn freeze_succeeds_only_at_the_expected_count() {
+        let f = Folio::default();
+        f.init(0, 0);
+        f.get_many(1);
+        assert!(!f.freeze(1), "an extra reference must block the freeze");
+        assert!(f.freeze(2));
+        assert!(!f.try_get(), "a frozen folio cannot be looked up");
+        f.unfreeze(2);
+        assert!(f.try_get());
+    }
+
+    #[test]
+    fn put_reports_the_last_reference() {
+        let f = Folio::default();
+        f.init(0, 0);
+        f.get_many(3);
+        assert!(!f.put_many(3));
+        assert!(f.put());
+        assert_eq!(f.refcount(), 0);
+    }
+
+    #[test]
+    fn contains_covers_exactly_the_folio_pages() {
+        let f = Folio::default();
+        f.init(3, 16);
+        assert!(!f.contains(15));
+        assert!((16..24).all(|i| f.contains(i)));
+        assert!(!f.contains(24));
+        f.init(0, u64::MAX);
+        assert!(f.contains(u64::MAX));
+    }
+
+    #[test]
+    fn set_if_clear_writes_once() {
+        let f = Folio::default();
+        f.init(0, 0);
+        f.set_if_clear(FolioFlags::REFERENCED);
+        f.set_if_clear(FolioFlags::REFERENCED);
+        assert!(f.test(FolioFlags::REFERENCED));
+        assert!(f.test_and_clear(FolioFlags::REFERENCED));
+        assert!(!f.test(FolioFlags::REFERENCED));
+    }
+
+    #[test]
+    fn flags_debug_names_the_bits() {
+        let s = format!("{:?}", FolioFlags::UPTODATE | FolioFlags::DIRTY);
+        assert_eq!(s, "{uptodate, dirty}");
+    }
+
+    #[test]
+    fn table_maps_descriptors_back_to_pages() {
+        let t = FolioTable::new(16);
+        assert_eq!(t.page_of(t.get(5).unwrap()), Some(5));
+        let stray = Folio::default();
+        assert_eq!(t.page_of(&stray), None);
+        assert!(t.get(16).is_none());
+    }
+
+    #[test]
+    fn lock_excludes_and_wakes_sleepers() {
+        let f = Arc::new(Folio::default());
+        f.init(0, 0);
+        let inside = Arc::new(AtomicBool::new(false));
+        let counter = Arc::new(AtomicU32::new(0));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let (f, inside, counter) = (f.clone(), inside.clone(), counter.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..2000 {
+                        f.lock();
+                        assert!(!inside.swap(true, Ordering::AcqRel), "two holders at once");
+                        counter.fetch_add(1, Ordering::Relaxed);
+                        inside.store(false, Ordering::Release);
+                        f.unlock();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(counter.load(Ordering::Relaxed), 8000);
+        assert!(!f.is_locked());
+        assert!(!f.test(FolioFlags::WAITERS));
+    }
+
+    #[test]
+    fn wait_unlocked_returns_after_the_holder_unlocks() {
+        let f = Arc::new(Folio::default());
+        f.init(0, 0);
+        f.lock();
+        let waiter = {
+            let f = f.clone();
+            std::thread::spawn(move || {
+                f.wait_unlocked();
+                f.test(FolioFlags::UPTODATE)
+            })
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        f.mark_uptodate();
+        f.unlock();
+        assert!(
+            waiter.join().unwrap(),
+            "the waiter sees what the holder did before unlocking"
+        );
+    }
+
+    #[test]
+    fn trylock_fails_while_held() {
+        let f = Folio::default();
+        f.init(0, 0);
+        assert!(f.trylock());
+        assert!(!f.trylock());
+        f.unlock();
+        assert!(f.trylock());
+        f.unlock();
+    }
+}

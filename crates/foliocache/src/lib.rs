@@ -1,0 +1,47 @@
+//! foliocache: a page cache that programs embed.
+//!
+//! The Linux page cache's design in user space, over files opened with
+//! `O_DIRECT`: a bounded arena of folios, an index per file
+//! ([`xarray`]), cache hits with no system call. See the workspace README and
+//! `DESIGN.md` for the architecture.
+//!
+//! This crate is being built up issue by issue. Present now:
+//! - [`Cache`] and [`File`]: open a file through the cache and read it; the
+//!   first read of a range goes to the file with `O_DIRECT`, later reads are
+//!   memory copies with no system call, and the cache never holds more
+//!   folio memory than its capacity (reclaim runs inline);
+//! - [`arena`]: the folio arena, one mapping sized by the cache's capacity,
+//!   handed out by a buddy allocator by order;
+//! - [`folio`]: the folio descriptor: reference count, a lock a thread can
+//!   sleep on, and the page-cache flags;
+//! - [`Mapping`]: a file's page index (readahead, writes, shadows and the
+//!   rest of the filemap API follow).
+//!
+//! ```no_run
+//! let cache = foliocache::Cache::builder().capacity(64 << 20).build()?;
+//! let file = cache.open("data.bin")?;
+//! let mut buf = [0u8; 100];
+//! let n = file.read_at(&mut buf, 12345)?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+// Unsafe code lives in these modules only: the arena's mapping and buddy
+// allocator, the folio lock's parking, the mapping's index item type, the
+// read path's copies in and out of arena memory, and reclaim's step from a
+// folio to its mapping.
+#[allow(unsafe_code)]
+pub mod arena;
+#[allow(unsafe_code)]
+mod cache;
+mod file;
+#[allow(unsafe_code)]
+pub mod folio;
+#[allow(unsafe_code)]
+mod mapping;
+
+pub use arena::Populate;
+pub use cache::{Cache, CacheBuilder, CacheStats};
+pub use file::File;
+pub use mapping::{AddError, FgpFlags, FolioPtr, FolioRef, Mapping, MappingEntry, BATCH};

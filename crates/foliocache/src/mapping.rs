@@ -1,0 +1,712 @@
+//! `Mapping`: one file's state in the cache (the kernel's `address_space`):
+//! its index from page index to folio or eviction shadow, its backing, its
+//! size; and the filemap operations on it (reference section 3).
+//!
+//! The index is an [`xarray::XArray`] of [`FolioPtr`]s: pointers into the
+//! cache's descriptor table, which lives as long as the cache. A folio in a
+//! mapping holds `2^order` references for the cache (invariant 16); every
+//! lookup that returns a folio adds one, held by the returned [`FolioRef`]
+//! and dropped with it.
+//!
+//! # Lookup protocol (reference 1.8)
+//! Under an epoch pin: load the entry, take a reference only if the count is
+//! not zero ([`Folio::try_get`]), re-load the slot; if it no longer holds
+//! the same folio, drop the reference and retry. Reclaim freezes the count
+//! from exactly the cache's references to zero, under the folio lock, before
+//! it clears the slot, so a folio being removed is never returned.
+//!
+//! # Locking
+//! | operation | index lock | sleeps |
+//! |---|---|---|
+//! | `get_entry`, `get_read_batch`, `get_folios_contig`, `get_folio` without `LOCK` | no (epoch pin) | no |
+//! | `get_folio` with `LOCK` | no | on the folio lock (not with `NOWAIT`) |
+//! | `get_folio` with `CREAT` | to insert | may reclaim |
+//! | `add_folio`, `add_folio_range` | one hold (dropped only to allocate index nodes, then re-validated) | no |
+
+use std::io;
+use std::path::PathBuf;
+use std::ptr::NonNull;
+use std::sync::atomic::Ordering;
+
+use backing::{Backing, BackingInfo, IoBufMut};
+use xarray::{Cursor, Entry, EntryRef, Error as XaError, Item, XArray};
+
+use crate::arena::{PageId, PAGE_SIZE};
+use crate::cache::{Cache, CacheInner};
+use crate::folio::{Folio, FolioFlags};
+
+const PAGE: u64 = PAGE_SIZE as u64;
+
+/// The most folios one batch lookup returns (the kernel's `folio_batch`).
+pub const BATCH: usize = 31;
+
+/// A pointer to a folio descriptor, as stored in a mapping's index.
+///
+/// It owns nothing: descriptors live in the cache's table for the cache's
+/// lifetime, and a mapping (which keeps the cache alive) removes its folios
+/// before it is dropped.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct FolioPtr(NonNull<Folio>);
+
+impl FolioPtr {
+    fn new(f: &Folio) -> Self {
+        FolioPtr(NonNull::from(f))
+    }
+}
+
+impl std::fmt::Debug for FolioPtr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FolioPtr({:p})", self.0)
+    }
+}
+
+// SAFETY: a FolioPtr is a plain address of a descriptor made of atomics,
+// which is Sync; sending or sharing the address is harmless.
+unsafe impl Send for FolioPtr {}
+// SAFETY: as above.
+unsafe impl Sync for FolioPtr {}
+
+// SAFETY: into_raw/as_ptr return the same pointer, which is 8-byte aligned
+// (Folio holds an AtomicU64) and points into the cache's descriptor table,
+// valid for as long as any mapping holding it lives; from_raw rebuilds the
+// same value and dropping it does nothing.
+unsafe impl Item for FolioPtr {
+    type Target = Folio;
+
+    fn into_raw(self) -> NonNull<Folio> {
+        self.0
+    }
+
+    fn as_ptr(&self) -> NonNull<Folio> {
+        self.0
+    }
+
+    unsafe fn from_raw(ptr: NonNull<Folio>) -> Self {
+        FolioPtr(ptr)
+    }
+}
+
+/// A reference on a folio, dropped with this value. Dereferences to the
+/// [`Folio`]. Dropping it does not unlock a folio the holder locked: unlock
+/// first (the kernel's rule).
+pub struct FolioRef<'m> {
+    cache: &'m CacheInner,
+    folio: &'m Folio,
+}
+
+impl<'m> FolioRef<'m> {
+    /// Wraps a reference the caller already took on `folio`.
+    pub(crate) fn adopt(cache: &'m CacheInner, folio: &'m Folio) -> Self {
+        FolioRef { cache, folio }
+    }
+
+    /// The descriptor, for as long as the mapping lives.
+    pub fn folio(&self) -> &'m Folio {
+        self.folio
+    }
+
+    /// The folio's arena page (its first).
+    pub(crate) fn page(&self) -> PageId {
+        PageId::new(
+            self.cache
+                .table
+                .page_of(self.folio)
+                .expect("folio of this cache") as u32,
+        )
+    }
+}
+
+impl std::ops::Deref for FolioRef<'_> {
+    type Target = Folio;
+    fn deref(&self) -> &Folio {
+        self.folio
+    }
+}
+
+impl Drop for FolioRef<'_> {
+    fn drop(&mut self) {
+        self.cache.put(self.folio);
+    }
+}
+
+impl std::fmt::Debug for FolioRef<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.folio.fmt(f)
+    }
+}
+
+/// What [`Mapping::get_entry`] found.
+#[derive(Debug)]
+pub enum MappingEntry<'m> {
+    /// A folio, with a reference.
+    Folio(FolioRef<'m>),
+    /// A value entry: the shadow an evicted folio left.
+    Shadow(u64),
+}
+
+/// Flags of [`Mapping::get_folio`] (the kernel's `FGP_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct FgpFlags(u32);
+
+impl FgpFlags {
+    /// Mark the folio accessed.
+    pub const ACCESSED: FgpFlags = FgpFlags(1 << 0);
+    /// Return it locked; after locking the mapping is re-checked.
+    pub const LOCK: FgpFlags = FgpFlags(1 << 1);
+    /// Create it if absent (a shadow counts as absent). A created folio is
+    /// returned locked and not uptodate: fill it with
+    /// [`Mapping::read_folio`].
+    pub const CREAT: FgpFlags = FgpFlags(1 << 2);
+    /// Never sleep: a contended lock gives `WouldBlock`.
+    pub const NOWAIT: FgpFlags = FgpFlags(1 << 5);
+
+    /// Also asks for a created folio of up to `order` (capped by the cache's
+    /// largest folio and the index's alignment).
+    pub const fn order(self, order: u32) -> FgpFlags {
+        FgpFlags((self.0 & !(0x3f << 26)) | ((order & 0x3f) << 26))
+    }
+
+    fn get_order(self) -> u32 {
+        (self.0 >> 26) & 0x3f
+    }
+
+    fn has(self, f: FgpFlags) -> bool {
+        self.0 & f.0 == f.0
+    }
+}
+
+impl std::ops::BitOr for FgpFlags {
+    type Output = FgpFlags;
+    fn bitor(self, rhs: FgpFlags) -> FgpFlags {
+        FgpFlags(self.0 | rhs.0)
+    }
+}
+
+/// Why [`Mapping::add_folio`] did not add a folio.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum AddError {
+    /// A folio already covers part of the range (EEXIST): look it up instead.
+    Exists,
+    /// The folio is not locked, already in a mapping, or misaligned.
+    Invalid(&'static str),
+    /// The index refused the store (allocation failure).
+    Index(XaError),
+}
+
+impl std::fmt::Display for AddError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AddError::Exists => write!(f, "a folio already covers part of the range"),
+            AddError::Invalid(why) => write!(f, "cannot add this folio: {why}"),
+            AddError::Index(e) => write!(f, "index error: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for AddError {}
+
+impl From<AddError> for io::Error {
+    fn from(e: AddError) -> io::Error {
+        match e {
+            AddError::Exists => io::Error::new(io::ErrorKind::AlreadyExists, e),
+            AddError::Invalid(_) => io::Error::new(io::ErrorKind::InvalidInput, e),
+            AddError::Index(x) => x.into(),
+        }
+    }
+}
+
+/// One file's state in the cache. See the [module documentation](self).
+pub struct Mapping {
+    xa: XArray<FolioPtr>,
+    pub(crate) cache: Cache,
+    backing: Box<dyn Backing>,
+    size: u64,
+    info: BackingInfo,
+    pub(crate) path: Option<PathBuf>,
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        self.remove_all();
+    }
+}
+
+impl Mapping {
+    pub(crate) fn new(cache: Cache, backing: Box<dyn Backing>, size: u64) -> Mapping {
+        let info = backing.info();
+        Mapping {
+            xa: XArray::new(),
+            cache,
+            backing,
+            size,
+            info,
+            path: None,
+        }
+    }
+
+    pub(crate) fn inner(&self) -> &CacheInner {
+        &self.cache.inner
+    }
+
+    /// The identity recorded in a folio's `mapping` field.
+    pub(crate) fn id(&self) -> usize {
+        self as *const Mapping as usize
+    }
+
+    /// The file's size in bytes (sampled at open; files are read-only for now).
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// How the file's data travels.
+    pub fn info(&self) -> &BackingInfo {
+        &self.info
+    }
+
+    /// Folios in the index (shadows excluded).
+    pub fn nr_folios(&self) -> u64 {
+        self.xa.len()
+    }
+
+    /// Bytes of index memory (nodes), for the cache's budget.
+    pub fn index_bytes(&self) -> usize {
+        self.xa.memory_bytes()
+    }
+
+    /// Turns a folio seen under a pin into a counted reference, if it is
+    /// still the one at `index`.
+    fn try_ref<'m>(
+        &'m self,
+        f: &Folio,
+        index: u64,
+        guard: &xarray::ReadGuard,
+    ) -> Option<FolioRef<'m>> {
+        let cache = self.inner();
+        let page = cache.table.page_of(f)?;
+        let folio = cache.table.get(page)?;
+        if !folio.try_get() {
+            return None;
+        }
+        match self.xa.load_ref(index, guard) {
+            Some(EntryRef::Item(g)) if std::ptr::eq(folio, g) => {
+                Some(FolioRef::adopt(cache, folio))
+            }
+            _ => {
+                cache.put(folio);
+                None
+            }
+        }
+    }
+
+    /// Whatever sits at `index`: a folio (with a reference), a shadow, or
+    /// nothing. Never locks; the folio may be truncated right after.
+    pub fn get_entry(&self, index: u64) -> Option<MappingEntry<'_>> {
+        let guard = self.xa.pin();
+        loop {
+            match self.xa.load_ref(index, &guard) {
+                None => return None,
+                Some(EntryRef::Value(v)) => return Some(MappingEntry::Shadow(v)),
+                Some(EntryRef::Item(f)) => {
+                    if let Some(r) = self.try_ref(f, index, &guard) {
+                        return Some(MappingEntry::Folio(r));
+                    }
+                    std::hint::spin_loop();
+                }
+            }
+        }
+    }
+
+    /// The folio covering `index`, with a reference; see [`FgpFlags`].
+    ///
+    /// # Errors
+    /// `NotFound` when absent and not `CREAT`; `WouldBlock` with `NOWAIT`
+    /// when the lock is held; `OutOfMemory` when a folio cannot be created.
+    pub fn get_folio(&self, index: u64, flags: FgpFlags) -> io::Result<FolioRef<'_>> {
+        loop {
+            if let Some(MappingEntry::Folio(f)) = self.get_entry(index) {
+                if flags.has(FgpFlags::LOCK) {
+                    if flags.has(FgpFlags::NOWAIT) {
+                        if !f.trylock() {
+                            return Err(io::ErrorKind::WouldBlock.into());
+                        }
+                    } else {
+                        f.lock();
+                    }
+                    if f.mapping() != self.id() || !f.contains(index) {
+                        // Removed (or replaced) while we slept: look again.
+                        f.unlock();
+                        continue;
+                    }
+                }
+                if flags.has(FgpFlags::ACCESSED) {
+                    f.set_if_clear(FolioFlags::REFERENCED);
+                }
+                return Ok(f);
+            }
+            if !flags.has(FgpFlags::CREAT) {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    "no folio at this index",
+                ));
+            }
+            let mut order = flags.get_order().min(self.inner().max_order);
+            while order > 0 && index % (1 << order) != 0 {
+                order -= 1;
+            }
+            let f = self.new_folio(order)?;
+            let at = index & !((1u64 << f.order()) - 1);
+            match self.add_folio(&f, at) {
+                Ok(_) => {
+                    if flags.has(FgpFlags::ACCESSED) {
+                        f.set_if_clear(FolioFlags::REFERENCED);
+                    }
+                    return Ok(f);
+                }
+                Err(AddError::Exists) => {
+                    f.unlock();
+                    continue;
+                }
+                Err(e) => {
+                    f.unlock();
+                    return Err(e.into());
+                }
+            }
+        }
+    }
+
+    /// A new locked folio of up to `order` (smaller when the arena has no
+    /// block that large), in no mapping, reclaiming if the cache is full.
+    ///
+    /// # Errors
+    /// `OutOfMemory` when every cached folio is in use.
+    pub fn new_folio(&self, order: u32) -> io::Result<FolioRef<'_>> {
+        let cache = self.inner();
+        let f = cache.alloc_folio(order.min(cache.max_order))?;
+        let locked = f.trylock();
+        debug_assert!(locked, "a fresh folio is unlocked");
+        Ok(FolioRef::adopt(cache, f))
+    }
+
+    /// Adds a locked folio that is in no mapping at `index` (a multiple of
+    /// its size), taking the cache's `2^order` references and putting it on
+    /// the LRU. One walk under the index lock finds conflicts and the first
+    /// shadow (with its order); a shadow larger than the folio is split in
+    /// the same hold, from nodes allocated beforehand (the lock is dropped
+    /// to allocate only when the pool is short, and everything is checked
+    /// again after). Returns the shadow the folio replaced, if any.
+    ///
+    /// # Errors
+    /// [`AddError::Exists`] if a folio covers part of the range (nothing
+    /// changed); [`AddError::Invalid`] for a folio that is unlocked, already
+    /// mapped, or misaligned.
+    pub fn add_folio(&self, f: &Folio, index: u64) -> Result<Option<u64>, AddError> {
+        let mut cur = Cursor::new(&self.xa, index);
+        let shadow = self.add_locked(&mut cur, f, index)?;
+        self.account_added(f);
+        Ok(shadow)
+    }
+
+    fn check_new(f: &Folio, index: u64) -> Result<(), AddError> {
+        if !f.is_locked() {
+            return Err(AddError::Invalid("the folio must be locked"));
+        }
+        if f.mapping() != 0 {
+            return Err(AddError::Invalid("the folio is already in a mapping"));
+        }
+        if index % f.nr_pages() != 0 {
+            return Err(AddError::Invalid(
+                "the index is not a multiple of the folio's size",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The add itself, under the index lock, retrying node allocation
+    /// outside it. The caller accounts and LRU-adds on success.
+    fn add_locked(
+        &self,
+        cur: &mut Cursor<'_, FolioPtr>,
+        f: &Folio,
+        index: u64,
+    ) -> Result<Option<u64>, AddError> {
+        Self::check_new(f, index)?;
+        let order = f.order();
+        let last = index + f.nr_pages() - 1;
+        cur.set_order(order).map_err(AddError::Index)?;
+        loop {
+            let mut g = self.xa.lock();
+            let r = (|| {
+                // One walk over the range: any folio is a conflict; remember
+                // the first shadow and its order.
+                cur.set_index(index);
+                let mut shadow = None;
+                while let Some((_, e)) = cur.find(&g, last)? {
+                    match e {
+                        EntryRef::Item(_) => return Ok(Err(AddError::Exists)),
+                        EntryRef::Value(v) => {
+                            if shadow.is_none() {
+                                shadow = Some((v, cur.get_order(&g)?));
+                            }
+                        }
+                    }
+                }
+                if let Some((_, sorder)) = shadow {
+                    if sorder > order {
+                        cur.set_index(index);
+                        cur.split(&mut g, order)?;
+                    }
+                }
+                f.get_many(f.nr_pages() as u32);
+                f.set_mapping(self.id(), index);
+                cur.set_index(index);
+                if let Err(e) = cur.store(&mut g, Some(Entry::Item(FolioPtr::new(f)))) {
+                    f.set_mapping(0, index);
+                    f.put_many(f.nr_pages() as u32);
+                    return Err(e);
+                }
+                Ok(Ok(shadow.map(|s| s.0)))
+            })();
+            drop(g);
+            match r {
+                Ok(done) => return done,
+                Err(XaError::NeedNodes { nodes }) => {
+                    cur.reserve_nodes(nodes).map_err(AddError::Index)?;
+                }
+                Err(e) => return Err(AddError::Index(e)),
+            }
+        }
+    }
+
+    fn account_added(&self, f: &Folio) {
+        let cache = self.inner();
+        cache.stats.folios.fetch_add(1, Ordering::Relaxed);
+        cache.stats.pages.fetch_add(f.nr_pages(), Ordering::Relaxed);
+        cache.lru_add(f);
+    }
+
+    /// Adds an array of locked folios over the contiguous range from
+    /// `start`, each after the previous one, in one lock hold (seed (a)).
+    /// Stops at the first folio that conflicts with one already cached, or
+    /// at an empty slot, and returns the pages inserted; inserted folios are
+    /// taken out of `folios` (their references now belong to the cache's
+    /// LRU and the caller gets none), the rest stay the caller's.
+    ///
+    /// # Errors
+    /// The error of the first folio, when nothing was inserted.
+    pub fn add_folio_range(
+        &self,
+        folios: &mut [Option<FolioRef<'_>>],
+        start: u64,
+    ) -> Result<u64, AddError> {
+        let mut cur = Cursor::new(&self.xa, start);
+        // Enough index nodes for the whole run, allocated before the lock.
+        let pages: u64 = folios
+            .iter()
+            .map_while(|f| f.as_ref().map(|f| f.nr_pages()))
+            .sum();
+        cur.reserve_nodes((pages / 64 + 2) as usize * 2)
+            .map_err(AddError::Index)?;
+        let mut index = start;
+        let mut inserted = 0u64;
+        for slot in folios.iter_mut() {
+            let Some(f) = slot.as_ref() else { break };
+            match self.add_locked(&mut cur, f, index) {
+                Ok(_) => {
+                    self.account_added(f);
+                    index += f.nr_pages();
+                    inserted += f.nr_pages();
+                    *slot = None;
+                }
+                Err(e) if inserted == 0 => return Err(e),
+                Err(_) => break,
+            }
+        }
+        Ok(inserted)
+    }
+
+    /// Fills `batch` (up to [`BATCH`] folios) with referenced folios that
+    /// cover one contiguous run of pages from the folio containing `index`
+    /// up to `max`, in one lockless walk. Stops at a hole, a shadow, a full
+    /// batch, or after a folio that is not uptodate or carries the readahead
+    /// marker (so only the last folio can be either); tests "past `max`"
+    /// before stepping, so no walk is wasted (seed (c)).
+    pub fn get_read_batch<'m>(&'m self, index: u64, max: u64, batch: &mut Vec<FolioRef<'m>>) {
+        self.contig(index, max, batch, true);
+    }
+
+    /// Like [`get_read_batch`](Self::get_read_batch) without the uptodate
+    /// and marker stops; advances `*start` past the last folio returned
+    /// (unchanged if none). The first folio may begin before `*start`.
+    pub fn get_folios_contig<'m>(
+        &'m self,
+        start: &mut u64,
+        end: u64,
+        batch: &mut Vec<FolioRef<'m>>,
+    ) {
+        let before = batch.len();
+        self.contig(*start, end, batch, false);
+        if let Some(last) = batch[before..].last() {
+            *start = last.index() + last.nr_pages();
+        }
+    }
+
+    fn contig<'m>(&'m self, index: u64, max: u64, batch: &mut Vec<FolioRef<'m>>, read: bool) {
+        if index > max {
+            return;
+        }
+        let guard = self.xa.pin();
+        let Ok(iter) = self.xa.iter_ref(index..=max, &guard) else {
+            return;
+        };
+        let mut next = index;
+        for (i, e) in iter {
+            if i != next || batch.len() >= BATCH {
+                break;
+            }
+            let EntryRef::Item(f) = e else { break };
+            let Some(r) = self.try_ref(f, i, &guard) else {
+                break;
+            };
+            let end = r.index() + r.nr_pages();
+            let stop = read && (!r.test(FolioFlags::UPTODATE) || r.test(FolioFlags::READAHEAD));
+            batch.push(r);
+            if stop || batch.len() >= BATCH || end > max || end == 0 {
+                break;
+            }
+            next = end;
+        }
+    }
+
+    /// Reads a locked, not uptodate folio of this mapping from the backing
+    /// with one IO, zeroes what lies past end of file, marks it uptodate and
+    /// unlocks it. On error the folio leaves the mapping (no uptodate folio
+    /// is left behind), is unlocked, and the error is returned.
+    ///
+    /// # Errors
+    /// The backing's error; `InvalidInput` if the folio is not locked or not
+    /// this mapping's.
+    pub fn read_folio(&self, f: &FolioRef<'_>) -> io::Result<()> {
+        if !f.is_locked() || f.mapping() != self.id() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "read_folio needs a locked folio of this mapping",
+            ));
+        }
+        let cache = self.inner();
+        let len = (f.nr_pages() * PAGE) as usize;
+        let ptr = cache.arena.page_ptr(f.page()).as_ptr();
+        // SAFETY: the folio is locked and not uptodate: no other thread reads
+        // or writes its memory (readers copy only uptodate folios; reclaim
+        // cannot free it while we hold a reference); the arena gives `len`
+        // bytes at `ptr`, 4 KiB aligned, for the cache's lifetime.
+        let r = unsafe { IoBufMut::from_raw_parts(ptr, len) }
+            .map_err(io::Error::from)
+            .and_then(|mut buf| {
+                self.backing
+                    .read_blocks(std::slice::from_mut(&mut buf), f.index() * PAGE)
+            });
+        match r {
+            Ok(n) => {
+                let n = n.min(len);
+                // SAFETY: as above; zeroes the part past end of file, and any
+                // bytes a previous owner of this memory left there.
+                unsafe { std::ptr::write_bytes(ptr.add(n), 0, len - n) };
+                cache.stats.io_reads.fetch_add(1, Ordering::Relaxed);
+                cache.stats.io_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                f.test_and_clear(FolioFlags::ERROR);
+                f.mark_uptodate();
+                f.unlock();
+                Ok(())
+            }
+            Err(e) => {
+                f.test_and_set(FolioFlags::ERROR);
+                self.remove_locked(f);
+                f.unlock();
+                Err(e)
+            }
+        }
+    }
+
+    /// Copies `dst.len()` bytes from byte `from` of an uptodate folio.
+    pub(crate) fn copy_out(&self, f: &FolioRef<'_>, from: usize, dst: &mut [u8]) {
+        debug_assert!(f.test(FolioFlags::UPTODATE));
+        debug_assert!(from + dst.len() <= (f.nr_pages() * PAGE) as usize);
+        let src = self.inner().arena.page_ptr(f.page()).as_ptr();
+        // SAFETY: the folio is uptodate and referenced: its bytes are
+        // initialised, nobody writes them, and reclaim cannot free them;
+        // `from + dst.len()` lies inside the folio; `dst` is a distinct
+        // caller buffer.
+        unsafe { std::ptr::copy_nonoverlapping(src.add(from), dst.as_mut_ptr(), dst.len()) };
+    }
+
+    /// Removes a folio that reclaim froze (count 0, locked) from the index.
+    /// Returns whether it was there.
+    pub(crate) fn remove_frozen(&self, f: &Folio) -> bool {
+        let key = Entry::Item(FolioPtr::new(f)).key();
+        self.xa.compare_exchange(f.index(), Some(key), None).is_ok()
+    }
+
+    /// Removes a folio the caller holds locked (a failed read), dropping the
+    /// cache's references. The caller keeps its own; readers that found the
+    /// folio wait on its lock and then see it left the mapping.
+    fn remove_locked(&self, f: &Folio) {
+        let cache = self.inner();
+        let key = Entry::Item(FolioPtr::new(f)).key();
+        if self.xa.compare_exchange(f.index(), Some(key), None).is_ok() {
+            cache.lru_del(f);
+            f.set_mapping(0, f.index());
+            cache.stats.folios.fetch_sub(1, Ordering::Relaxed);
+            cache.stats.pages.fetch_sub(f.nr_pages(), Ordering::Relaxed);
+            let last = f.put_many(f.nr_pages() as u32);
+            debug_assert!(!last, "the caller's reference keeps the folio");
+        }
+    }
+
+    /// Removes every folio (the mapping is being dropped: nobody else can
+    /// look them up). Each folio is taken off the LRU first, under its lock,
+    /// so reclaim never reaches a mapping that is going away; one that
+    /// reclaim already took is being evicted by it right now.
+    fn remove_all(&self) {
+        let cache = self.inner();
+        let entries: Vec<(u64, Entry<FolioPtr>)> = match self.xa.iter(..) {
+            Ok(it) => it.collect(),
+            Err(_) => return,
+        };
+        for (index, e) in entries {
+            let Entry::Item(p) = e else {
+                self.xa.erase(index);
+                continue;
+            };
+            let addr = p.as_ptr().as_ptr() as usize;
+            let Some(f) = cache
+                .table
+                .page_of_addr(addr)
+                .and_then(|pg| cache.table.get(pg))
+            else {
+                continue;
+            };
+            if !cache.lru_del(f) {
+                continue;
+            }
+            self.xa.erase(f.index());
+            f.set_mapping(0, f.index());
+            cache.stats.folios.fetch_sub(1, Ordering::Relaxed);
+            cache.stats.pages.fetch_sub(f.nr_pages(), Ordering::Relaxed);
+            if f.put_many(f.nr_pages() as u32) {
+                cache.free_folio(f);
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Mapping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mapping")
+            .field("path", &self.path)
+            .field("size", &self.size)
+            .field("folios", &self.nr_folios())
+            .field("info", &self.info)
+            .finish()
+    }
+}
