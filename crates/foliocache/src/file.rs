@@ -11,7 +11,6 @@
 
 use std::io;
 use std::path::Path;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use backing::{Backing, BackingInfo, FileBacking, FileOptions};
@@ -124,7 +123,7 @@ impl File {
                 let from = (pos - start) as usize;
                 let n = (f.nr_pages() * PAGE - from as u64).min(end - pos) as usize;
                 m.copy_out(&f, from, &mut buf[copied..copied + n]);
-                stats.hits.fetch_add(1, Ordering::Relaxed);
+                stats.hits.add(1);
                 pos += n as u64;
                 copied += n;
             }
@@ -219,7 +218,7 @@ impl File {
             let got = f.order();
             match m.add_folio(&f, index) {
                 Ok(_) => {
-                    m.inner().stats.misses.fetch_add(1, Ordering::Relaxed);
+                    m.inner().stats.misses.add(1);
                     m.read_folio(&f)?;
                     return Ok(Some(f));
                 }
