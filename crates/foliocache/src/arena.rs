@@ -59,10 +59,9 @@
 use std::fmt;
 use std::io;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use crate::sync::{AtomicUsize, Mutex, Ordering};
 
 /// Size of one page, the arena's unit: 4 KiB.
 pub const PAGE_SIZE: usize = 4096;

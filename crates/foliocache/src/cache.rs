@@ -26,15 +26,13 @@
 //! both.
 
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-use parking_lot::Mutex;
 
 use crate::arena::{Arena, PageId, Populate, MAX_ORDER, PAGE_SIZE};
 use crate::folio::{Folio, FolioFlags, FolioTable};
 use crate::mapping::Mapping;
+use crate::sync::{AtomicU64, Mutex, Ordering};
 
 /// Sentinel for "no page" in the LRU links.
 const NIL: u32 = u32::MAX;
@@ -164,7 +162,7 @@ pub struct CacheStats {
     pub bytes_cached: u64,
     /// Folios evicted by reclaim.
     pub evictions: u64,
-    /// Reads issued to backings.
+    /// Reads issued to backings (failed ones included).
     pub io_reads: u64,
     /// Bytes those reads returned.
     pub io_bytes: u64,
@@ -202,9 +200,11 @@ impl ShardedCounter {
     pub(crate) fn add(&self, n: u64) {
         thread_local! {
             static SHARD: usize = {
+                // A std atomic even under loom (a loom atomic cannot be a
+                // static): it only picks a shard and orders nothing.
                 use std::sync::atomic::AtomicUsize;
                 static NEXT: AtomicUsize = AtomicUsize::new(0);
-                NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS
+                NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % SHARDS
             };
         }
         let i = SHARD.with(|s| *s);
@@ -319,12 +319,17 @@ impl CacheInner {
         }
     }
 
-    /// Takes a folio off whichever list holds it (a removal that is not
-    /// reclaim: an IO error, a file closing). Returns whether it was on one.
-    pub(crate) fn lru_del(&self, f: &Folio) -> bool {
+    /// Takes a folio of `mapping` off whichever list holds it (a removal
+    /// that is not reclaim: an IO error, a file closing). Returns whether it
+    /// was on one. A folio that is no longer `mapping`'s is left alone:
+    /// reclaim may have evicted it and its descriptor been reused by another
+    /// mapping since the caller found it (the check is under the LRU lock,
+    /// which reclaim holds from the eviction to the free, and which a reused
+    /// folio takes to go back on a list after its new mapping is set).
+    pub(crate) fn lru_del(&self, f: &Folio, mapping: usize) -> bool {
         let page = self.page(f);
         let mut lru = self.lru.lock();
-        if !f.test_and_clear(FolioFlags::LRU) {
+        if f.mapping() != mapping || !f.test_and_clear(FolioFlags::LRU) {
             return false;
         }
         let lru = &mut *lru;

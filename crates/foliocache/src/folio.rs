@@ -26,9 +26,11 @@
 //! been removed while the locker slept.
 
 use std::fmt;
-use std::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
+#[cfg(not(loom))]
 use parking_lot_core::{DEFAULT_PARK_TOKEN, DEFAULT_UNPARK_TOKEN};
+
+use crate::sync::{fence, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 /// Folio flags, as bits of one atomic word.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -300,6 +302,7 @@ impl Folio {
 
     // ---- the lock ----------------------------------------------------------
 
+    #[cfg(not(loom))]
     fn key(&self) -> usize {
         self as *const Folio as usize
     }
@@ -344,6 +347,7 @@ impl Folio {
         // SAFETY: the key is this descriptor's address, which stays valid
         // for the cache's lifetime; `validate` and `before_sleep` neither
         // panic nor call into the parking lot.
+        #[cfg(not(loom))]
         unsafe {
             parking_lot_core::park(
                 self.key(),
@@ -353,6 +357,13 @@ impl Folio {
                 DEFAULT_PARK_TOKEN,
                 None,
             );
+        }
+        // Under loom, sleeping is yielding until the validation fails (the
+        // unlock cleared LOCKED and WAITERS): the waiter re-checks the flag
+        // each time it runs, which is what a wake-up leads to.
+        #[cfg(loom)]
+        while validate() {
+            loom::thread::yield_now();
         }
     }
 
@@ -368,6 +379,8 @@ impl Folio {
             old & FolioFlags::LOCKED.0 != 0,
             "unlock of an unlocked folio"
         );
+        // Under loom there is no parking: waiters yield and re-check.
+        #[cfg(not(loom))]
         if old & FolioFlags::WAITERS.0 != 0 {
             // SAFETY: unpark_all with this descriptor's address as the key,
             // as parked above.

@@ -40,6 +40,7 @@ mod file;
 pub mod folio;
 #[allow(unsafe_code)]
 mod mapping;
+mod sync;
 
 pub use arena::Populate;
 pub use cache::{Cache, CacheBuilder, CacheStats};

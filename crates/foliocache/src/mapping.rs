@@ -26,14 +26,14 @@
 use std::io;
 use std::path::PathBuf;
 use std::ptr::NonNull;
-use std::sync::atomic::Ordering;
 
 use backing::{Backing, BackingInfo, IoBufMut};
-use xarray::{Cursor, Entry, EntryRef, Error as XaError, Item, XArray};
+use xarray::{Cursor, Entry, EntryRef, Error as XaError, Item, XArray, XaGuard};
 
 use crate::arena::{PageId, PAGE_SIZE};
 use crate::cache::{Cache, CacheInner};
 use crate::folio::{Folio, FolioFlags};
+use crate::sync::{spin_hint, Ordering};
 
 const PAGE: u64 = PAGE_SIZE as u64;
 
@@ -311,7 +311,7 @@ impl Mapping {
                     if let Some(r) = self.try_ref(f, index, &guard) {
                         return Some(MappingEntry::Folio(r));
                     }
-                    std::hint::spin_loop();
+                    spin_hint();
                 }
             }
         }
@@ -431,42 +431,9 @@ impl Mapping {
         index: u64,
     ) -> Result<Option<u64>, AddError> {
         Self::check_new(f, index)?;
-        let order = f.order();
-        let last = index + f.nr_pages() - 1;
-        cur.set_order(order).map_err(AddError::Index)?;
         loop {
             let mut g = self.xa.lock();
-            let r = (|| {
-                // One walk over the range: any folio is a conflict; remember
-                // the first shadow and its order.
-                cur.set_index(index);
-                let mut shadow = None;
-                while let Some((_, e)) = cur.find(&g, last)? {
-                    match e {
-                        EntryRef::Item(_) => return Ok(Err(AddError::Exists)),
-                        EntryRef::Value(v) => {
-                            if shadow.is_none() {
-                                shadow = Some((v, cur.get_order(&g)?));
-                            }
-                        }
-                    }
-                }
-                if let Some((_, sorder)) = shadow {
-                    if sorder > order {
-                        cur.set_index(index);
-                        cur.split(&mut g, order)?;
-                    }
-                }
-                f.get_many(f.nr_pages() as u32);
-                f.set_mapping(self.id(), index);
-                cur.set_index(index);
-                if let Err(e) = cur.store(&mut g, Some(Entry::Item(FolioPtr::new(f)))) {
-                    f.set_mapping(0, index);
-                    f.put_many(f.nr_pages() as u32);
-                    return Err(e);
-                }
-                Ok(Ok(shadow.map(|s| s.0)))
-            })();
+            let r = self.add_in_hold(&mut g, cur, f, index);
             drop(g);
             match r {
                 Ok(done) => return done,
@@ -478,6 +445,49 @@ impl Mapping {
         }
     }
 
+    /// One add inside a lock hold: one walk over the range finds any
+    /// conflicting folio and the first shadow with its order; a larger
+    /// shadow is split here; then the store. `Err(NeedNodes)` changes
+    /// nothing: allocate outside the lock and call again.
+    fn add_in_hold(
+        &self,
+        g: &mut XaGuard<'_, FolioPtr>,
+        cur: &mut Cursor<'_, FolioPtr>,
+        f: &Folio,
+        index: u64,
+    ) -> Result<Result<Option<u64>, AddError>, XaError> {
+        let order = f.order();
+        let last = index + f.nr_pages() - 1;
+        cur.set_order(order)?;
+        cur.set_index(index);
+        let mut shadow = None;
+        while let Some((_, e)) = cur.find(g, last)? {
+            match e {
+                EntryRef::Item(_) => return Ok(Err(AddError::Exists)),
+                EntryRef::Value(v) => {
+                    if shadow.is_none() {
+                        shadow = Some((v, cur.get_order(g)?));
+                    }
+                }
+            }
+        }
+        if let Some((_, sorder)) = shadow {
+            if sorder > order {
+                cur.set_index(index);
+                cur.split(g, order)?;
+            }
+        }
+        f.get_many(f.nr_pages() as u32);
+        f.set_mapping(self.id(), index);
+        cur.set_index(index);
+        if let Err(e) = cur.store(g, Some(Entry::Item(FolioPtr::new(f)))) {
+            f.set_mapping(0, index);
+            f.put_many(f.nr_pages() as u32);
+            return Err(e);
+        }
+        Ok(Ok(shadow.map(|s| s.0)))
+    }
+
     fn account_added(&self, f: &Folio) {
         let cache = self.inner();
         cache.stats.folios.fetch_add(1, Ordering::Relaxed);
@@ -486,43 +496,65 @@ impl Mapping {
     }
 
     /// Adds an array of locked folios over the contiguous range from
-    /// `start`, each after the previous one, in one lock hold (seed (a)).
-    /// Stops at the first folio that conflicts with one already cached, or
-    /// at an empty slot, and returns the pages inserted; inserted folios are
-    /// taken out of `folios` (their references now belong to the cache's
-    /// LRU and the caller gets none), the rest stay the caller's.
+    /// `start`, each after the previous one, in one hold of the index lock
+    /// (seed (a): one lock round trip for a whole readahead window; index
+    /// nodes for the run are allocated before it is taken, and it is dropped
+    /// only if those were not enough). Stops at the first folio that
+    /// conflicts with one already cached, and returns how many folios, a
+    /// prefix of `folios`, were inserted. The caller keeps its reference on
+    /// every folio: the inserted ones are now in the cache (read them in
+    /// and unlock them), the others are not (drop them).
     ///
     /// # Errors
-    /// The error of the first folio, when nothing was inserted.
-    pub fn add_folio_range(
-        &self,
-        folios: &mut [Option<FolioRef<'_>>],
-        start: u64,
-    ) -> Result<u64, AddError> {
+    /// The first folio's error, when none was inserted.
+    pub fn add_folio_range(&self, folios: &[FolioRef<'_>], start: u64) -> Result<usize, AddError> {
         let mut cur = Cursor::new(&self.xa, start);
-        // Enough index nodes for the whole run, allocated before the lock.
-        let pages: u64 = folios
-            .iter()
-            .map_while(|f| f.as_ref().map(|f| f.nr_pages()))
-            .sum();
+        let pages: u64 = folios.iter().map(|f| f.nr_pages()).sum();
         cur.reserve_nodes((pages / 64 + 2) as usize * 2)
             .map_err(AddError::Index)?;
+        let mut done = 0usize;
         let mut index = start;
-        let mut inserted = 0u64;
-        for slot in folios.iter_mut() {
-            let Some(f) = slot.as_ref() else { break };
-            match self.add_locked(&mut cur, f, index) {
-                Ok(_) => {
-                    self.account_added(f);
-                    index += f.nr_pages();
-                    inserted += f.nr_pages();
-                    *slot = None;
+        let mut stop = None;
+        'hold: while done < folios.len() {
+            let mut g = self.xa.lock();
+            while done < folios.len() {
+                let f = &folios[done];
+                if let Err(e) = Self::check_new(f, index) {
+                    stop = Some(e);
+                    break 'hold;
                 }
-                Err(e) if inserted == 0 => return Err(e),
-                Err(_) => break,
+                match self.add_in_hold(&mut g, &mut cur, f, index) {
+                    Ok(Ok(_)) => {
+                        index += f.nr_pages();
+                        done += 1;
+                    }
+                    Ok(Err(e)) => {
+                        stop = Some(e);
+                        break 'hold;
+                    }
+                    Err(XaError::NeedNodes { nodes }) => {
+                        drop(g);
+                        if let Err(e) = cur.reserve_nodes(nodes) {
+                            stop = Some(AddError::Index(e));
+                            break 'hold;
+                        }
+                        continue 'hold;
+                    }
+                    Err(e) => {
+                        stop = Some(AddError::Index(e));
+                        break 'hold;
+                    }
+                }
             }
         }
-        Ok(inserted)
+        // LRU insertion happens outside the index lock (lock order).
+        for f in &folios[..done] {
+            self.account_added(f);
+        }
+        match stop {
+            Some(e) if done == 0 => Err(e),
+            _ => Ok(done),
+        }
     }
 
     /// Fills `batch` (up to [`BATCH`] folios) with referenced folios that
@@ -596,36 +628,65 @@ impl Mapping {
         let cache = self.inner();
         let len = (f.nr_pages() * PAGE) as usize;
         let ptr = cache.arena.page_ptr(f.page()).as_ptr();
-        // SAFETY: the folio is locked and not uptodate: no other thread reads
-        // or writes its memory (readers copy only uptodate folios; reclaim
-        // cannot free it while we hold a reference); the arena gives `len`
-        // bytes at `ptr`, 4 KiB aligned, for the cache's lifetime.
-        let r = unsafe { IoBufMut::from_raw_parts(ptr, len) }
-            .map_err(io::Error::from)
-            .and_then(|mut buf| {
-                self.backing
-                    .read_blocks(std::slice::from_mut(&mut buf), f.index() * PAGE)
-            });
-        match r {
-            Ok(n) => {
-                let n = n.min(len);
-                // SAFETY: as above; zeroes the part past end of file, and any
-                // bytes a previous owner of this memory left there.
-                unsafe { std::ptr::write_bytes(ptr.add(n), 0, len - n) };
-                cache.stats.io_reads.fetch_add(1, Ordering::Relaxed);
-                cache.stats.io_bytes.fetch_add(n as u64, Ordering::Relaxed);
-                f.test_and_clear(FolioFlags::ERROR);
-                f.mark_uptodate();
-                f.unlock();
-                Ok(())
-            }
-            Err(e) => {
-                f.test_and_set(FolioFlags::ERROR);
-                self.remove_locked(f);
-                f.unlock();
-                Err(e)
+        let pos = f.index() * PAGE;
+        // The bytes the file has for this folio: all of it, or up to EOF.
+        let want = len.min(self.size.saturating_sub(pos) as usize);
+        let mut got = 0usize;
+        let mut failure = None;
+        while got < want {
+            // Re-read from the block that holds the first missing byte: a
+            // backing may (wrongly) stop short mid-file; what it returned
+            // before that block is kept.
+            let from = got / backing::BLOCK * backing::BLOCK;
+            // SAFETY: the folio is locked and not uptodate: no other thread
+            // reads or writes its memory (readers copy only uptodate folios;
+            // reclaim cannot free it while we hold a reference); the arena
+            // gives `len` bytes at `ptr`, 4 KiB aligned, for the cache's
+            // lifetime, and `from` is a block boundary inside them.
+            let r = unsafe { IoBufMut::from_raw_parts(ptr.add(from), len - from) }
+                .map_err(io::Error::from)
+                .and_then(|mut buf| {
+                    self.backing
+                        .read_blocks(std::slice::from_mut(&mut buf), pos + from as u64)
+                });
+            cache.stats.io_reads.fetch_add(1, Ordering::Relaxed);
+            match r {
+                Ok(n) if from + n > got => {
+                    cache.stats.io_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                    got = (from + n).min(len);
+                }
+                Ok(n) => {
+                    // No progress: the backing ends before the size we
+                    // know. A read that cannot fill a folio is EIO, as in
+                    // the kernel; caching zeros would return wrong bytes.
+                    log::warn!(
+                        "foliocache: backing read at {} returned {n} bytes where {} remain                          before end of file ({}); failing the read with EIO",
+                        pos + from as u64,
+                        want - from,
+                        self.info
+                    );
+                    failure = Some(io::Error::from_raw_os_error(libc::EIO));
+                    break;
+                }
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
             }
         }
+        if let Some(e) = failure {
+            f.test_and_set(FolioFlags::ERROR);
+            self.remove_locked(f);
+            f.unlock();
+            return Err(e);
+        }
+        // SAFETY: as above; zeroes the part past end of file, and any bytes
+        // a previous owner of this memory left there.
+        unsafe { std::ptr::write_bytes(ptr.add(got), 0, len - got) };
+        f.test_and_clear(FolioFlags::ERROR);
+        f.mark_uptodate();
+        f.unlock();
+        Ok(())
     }
 
     /// Copies `dst.len()` bytes from byte `from` of an uptodate folio.
@@ -654,7 +715,7 @@ impl Mapping {
         let cache = self.inner();
         let key = Entry::Item(FolioPtr::new(f)).key();
         if self.xa.compare_exchange(f.index(), Some(key), None).is_ok() {
-            cache.lru_del(f);
+            cache.lru_del(f, self.id());
             f.set_mapping(0, f.index());
             cache.stats.folios.fetch_sub(1, Ordering::Relaxed);
             cache.stats.pages.fetch_sub(f.nr_pages(), Ordering::Relaxed);
@@ -666,7 +727,8 @@ impl Mapping {
     /// Removes every folio (the mapping is being dropped: nobody else can
     /// look them up). Each folio is taken off the LRU first, under its lock,
     /// so reclaim never reaches a mapping that is going away; one that
-    /// reclaim already took is being evicted by it right now.
+    /// reclaim already took was evicted by it, and its descriptor may since
+    /// hold another mapping's folio, which `lru_del` leaves alone.
     fn remove_all(&self) {
         let cache = self.inner();
         let entries: Vec<(u64, Entry<FolioPtr>)> = match self.xa.iter(..) {
@@ -686,7 +748,7 @@ impl Mapping {
             else {
                 continue;
             };
-            if !cache.lru_del(f) {
+            if !cache.lru_del(f, self.id()) {
                 continue;
             }
             self.xa.erase(f.index());
