@@ -39,7 +39,7 @@ mod file;
 #[allow(unsafe_code)]
 pub mod folio;
 #[allow(unsafe_code)]
-mod mapping;
+pub mod mapping;
 mod sync;
 
 pub use arena::Populate;
