@@ -18,7 +18,7 @@ use backing::{Backing, BackingInfo, FileBacking, FileOptions};
 use crate::arena::PAGE_SIZE;
 use crate::cache::Cache;
 use crate::folio::FolioFlags;
-use crate::mapping::{AddError, FolioRef, Mapping, BATCH};
+use crate::mapping::{AddError, FolioRef, Mapping, MappingEntry, BATCH};
 
 const PAGE: u64 = PAGE_SIZE as u64;
 
@@ -104,6 +104,18 @@ impl File {
         }
         let m = &*self.mapping;
         let end = offset.saturating_add(buf.len() as u64).min(size);
+        // The common hit: the whole request inside one cached folio. One
+        // lockless lookup, no batch, no range walk.
+        if let Some(MappingEntry::Folio(f)) = m.get_entry(offset / PAGE) {
+            let start = f.index() * PAGE;
+            if f.test(FolioFlags::UPTODATE) && end <= start + f.nr_pages() * PAGE {
+                f.set_if_clear(FolioFlags::REFERENCED);
+                let n = (end - offset) as usize;
+                m.copy_out(&f, (offset - start) as usize, &mut buf[..n]);
+                m.inner().stats.hits.add(1);
+                return Ok(n);
+            }
+        }
         let mut pos = offset;
         let mut copied = 0usize;
         let mut batch: Vec<FolioRef<'_>> = Vec::with_capacity(BATCH);
