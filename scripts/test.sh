@@ -27,5 +27,9 @@ step "loom models of the reader/writer protocol (--cfg loom)"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
   cargo test -p xarray --release --test loom
 
+step "loom models of the cache: lookup vs removal, racing fills (--cfg loom)"
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+  cargo test -p foliocache --release --test loom
+
 step "cargo test --workspace --release"
 cargo test --workspace --release

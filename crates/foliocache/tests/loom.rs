@@ -1,0 +1,410 @@
+//! Loom models of the cache's concurrency protocols: the speculative
+//! lookup against removal (reference 1.8, 3.10), and readers racing to fill
+//! one folio, with and without a failing read.
+//!
+//! Run with:
+//! `RUSTFLAGS="--cfg loom" cargo test -p foliocache --release --test loom`
+//!
+//! Under loom every atomic and lock of foliocache and xarray is loom's (see
+//! `src/sync.rs` of both crates), the folio lock's sleep is a yield loop,
+//! and xarray's epoch reclamation is a leak. The folio descriptors, the
+//! arena, the LRU and reclaim are the real ones; so is the read path. The
+//! backings (`MemBacking`, `FaultyBacking`) keep std locks: loom never
+//! switches threads inside them, as they make no loom operation.
+//!
+//! Each model is two threads over a tiny cache (1 to 2 pages) and 1-page
+//! files. After the threads finish, the model checks what is left: every
+//! cached folio unlocked, uptodate and holding exactly the cache's
+//! reference (plus the checker's own), the statistics agreeing with the
+//! arena, and, once the files are dropped, every page back in the arena
+//! (a reference leaked or dropped twice anywhere shows up there).
+#![cfg(loom)]
+
+use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use backing::{FaultyBacking, MemBacking};
+use foliocache::folio::FolioFlags;
+use foliocache::{Cache, FgpFlags, File, Mapping, MappingEntry, Populate};
+use loom::thread;
+
+const PAGE: usize = 4096;
+
+/// Runs a model with a small preemption bound and reports how long it took.
+/// `FOLIOCACHE_LOOM_BOUND` overrides the bound for a deeper search.
+fn model<F>(name: &str, bound: usize, f: F)
+where
+    F: Fn() + Sync + Send + 'static,
+{
+    let start = Instant::now();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counted = runs.clone();
+    let bound = std::env::var("FOLIOCACHE_LOOM_BOUND")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(bound);
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(bound);
+    b.max_branches = 100_000;
+    b.check(move || {
+        counted.fetch_add(1, Ordering::Relaxed);
+        f()
+    });
+    eprintln!(
+        "loom model {name} (bound {bound}): {} executions in {:.2?}",
+        runs.load(Ordering::Relaxed),
+        start.elapsed()
+    );
+}
+
+/// Runs `first` and `second` on two loom threads. The first is spawned
+/// (and joined) first: as in xarray's models, put the thread that removes
+/// or writes there, so loom's first execution runs it before the other and
+/// then backtracks into it from the other's later loads (loom issues #166
+/// and #392: a load that came before the writer's accesses can be forgotten
+/// and its races never explored).
+fn race<A, B>(
+    first: impl FnOnce() -> A + Send + 'static,
+    second: impl FnOnce() -> B + Send + 'static,
+) -> (A, B)
+where
+    A: Send + 'static,
+    B: Send + 'static,
+{
+    let a = thread::spawn(first);
+    let b = thread::spawn(second);
+    (a.join().unwrap(), b.join().unwrap())
+}
+
+/// The bytes of a 1-page file tagged `tag`.
+fn data(tag: u8) -> Vec<u8> {
+    (0..PAGE)
+        .map(|i| (i as u8).wrapping_mul(31) ^ tag)
+        .collect()
+}
+
+fn cache(pages: usize) -> Cache {
+    Cache::builder()
+        .capacity(pages * PAGE)
+        .populate(Populate::Lazy)
+        .build()
+        .unwrap()
+}
+
+fn mem_file(cache: &Cache, tag: u8) -> File {
+    cache
+        .open_backing(MemBacking::with_data(data(tag)))
+        .unwrap()
+}
+
+/// The identity a folio of `m` records (`Folio::mapping`).
+fn id(m: &Mapping) -> usize {
+    m as *const Mapping as usize
+}
+
+/// Reads the whole page and checks the bytes; a reader that raced out of
+/// memory (every page of the tiny cache in use) reports that instead.
+fn read_page(file: &File, tag: u8) -> io::Result<()> {
+    let mut buf = vec![0u8; PAGE];
+    let n = file.read_at(&mut buf, 0)?;
+    assert_eq!(n, PAGE, "short read");
+    assert!(buf == data(tag), "read of file {tag} returned wrong bytes");
+    Ok(())
+}
+
+fn is_oom(r: &io::Result<()>) -> bool {
+    matches!(r, Err(e) if e.kind() == io::ErrorKind::OutOfMemory)
+}
+
+/// Checks what a finished model left in `file`'s page 0: `None` if no folio
+/// is there, else that the folio is this mapping's, at index 0, uptodate,
+/// unlocked, with no waiter or error flag, and holds exactly the cache's
+/// reference besides the one this lookup took. Returns whether one is cached.
+fn check_settled(file: &File) -> bool {
+    let m = file.mapping();
+    match m.get_entry(0) {
+        None => false,
+        Some(MappingEntry::Shadow(v)) => panic!("unexpected shadow {v}"),
+        Some(MappingEntry::Folio(f)) => {
+            assert_eq!(f.mapping(), id(m), "{f:?}");
+            assert_eq!(f.index(), 0, "{f:?}");
+            assert_eq!(f.refcount(), 2, "cache's reference + ours: {f:?}");
+            let flags = f.flags();
+            assert!(flags.contains(FolioFlags::UPTODATE), "{f:?}");
+            assert!(
+                !flags.intersects(FolioFlags::LOCKED | FolioFlags::WAITERS | FolioFlags::ERROR),
+                "{f:?}"
+            );
+            true
+        }
+    }
+}
+
+/// Checks the files' indexes, the statistics and the arena agree (every
+/// folio here is one page); returns how many folios are cached. Run it
+/// before [`check_settled`]: a freed folio left in an index would make that
+/// lookup spin.
+fn check_accounting(cache: &Cache, files: &[&File]) -> u64 {
+    let cached: u64 = files.iter().map(|f| f.mapping().nr_folios()).sum();
+    let s = cache.stats();
+    assert_eq!(
+        s.folios, cached,
+        "the indexes and the cache disagree: {s:?}"
+    );
+    assert_eq!(s.bytes_cached, cached * PAGE as u64, "{s:?}");
+    assert_eq!(
+        s.free_bytes + s.bytes_cached,
+        s.capacity_bytes,
+        "a page is neither free nor cached (a leaked or lost reference): {s:?}"
+    );
+    cached
+}
+
+/// Drops `files` (the last handles) and checks every page went back.
+fn check_closed(cache: &Cache, files: Vec<File>) {
+    drop(files);
+    let s = cache.stats();
+    assert_eq!(s.folios, 0, "{s:?}");
+    assert_eq!(
+        s.free_bytes, s.capacity_bytes,
+        "pages still allocated after every file closed: {s:?}"
+    );
+}
+
+/// The checks a lookup makes on a folio it holds: its own mapping and
+/// index, and a count that includes the cache's references and its own
+/// (a folio that is freed, or being freed, has 0).
+fn check_held(f: &foliocache::FolioRef<'_>, m: &Mapping) {
+    assert_eq!(f.mapping(), id(m), "got another mapping's folio: {f:?}");
+    assert_eq!(f.index(), 0, "got another index's folio: {f:?}");
+    assert!(
+        f.refcount() >= 2,
+        "holding a folio with no cache reference: {f:?}"
+    );
+    assert!(f.test(FolioFlags::UPTODATE), "{f:?}");
+}
+
+// ---------------------------------------------------------------------------
+// (a) Speculative lookup against removal.
+//
+// A cache of one page holds file A's page 0. One thread reads file B, which
+// needs that page: reclaim freezes A's folio, removes it from A's index and
+// frees it, and B's read takes the same page and descriptor for B's folio
+// (so a lookup of A that loaded the pointer before the removal lands its
+// speculative get on B's folio). The other thread looks A's page 0 up.
+
+/// Sets up (a): a one-page cache holding A's page 0.
+fn one_page_cache_holding_a() -> (Cache, File, File) {
+    let c = cache(1);
+    let a = mem_file(&c, 0xa);
+    let b = mem_file(&c, 0xb);
+    read_page(&a, 0xa).unwrap();
+    assert_eq!(c.stats().folios, 1);
+    (c, a, b)
+}
+
+/// The end of (a): B's read either evicted A (and B is cached) or ran out
+/// of memory because the lookup held A; then the accounting.
+fn finish_a(c: Cache, a: File, b: File, evict: io::Result<()>) {
+    assert!(evict.is_ok() || is_oom(&evict), "{evict:?}");
+    assert!(
+        check_accounting(&c, &[&a, &b]) <= 1,
+        "two folios in one page"
+    );
+    let a_cached = check_settled(&a);
+    let b_cached = check_settled(&b);
+    assert_eq!(b_cached, evict.is_ok());
+    assert_eq!(c.stats().evictions, u64::from(!a_cached));
+    check_closed(&c, vec![a, b]);
+}
+
+#[test]
+fn a_get_entry_races_eviction() {
+    model("a_get_entry_races_eviction", 3, || {
+        let (c, a, b) = one_page_cache_holding_a();
+        let (evict, found) = race(
+            {
+                let b = b.clone();
+                move || read_page(&b, 0xb)
+            },
+            {
+                let a = a.clone();
+                move || match a.mapping().get_entry(0) {
+                    None => false,
+                    Some(MappingEntry::Shadow(v)) => panic!("unexpected shadow {v}"),
+                    Some(MappingEntry::Folio(f)) => {
+                        check_held(&f, a.mapping());
+                        true
+                    }
+                }
+            },
+        );
+        if found {
+            // Held across B's read, or looked up before it evicted A.
+            assert!(evict.is_ok() || is_oom(&evict));
+        }
+        finish_a(c, a, b, evict);
+    });
+}
+
+#[test]
+fn a_get_folio_locked_races_eviction() {
+    // The locking lookup: take a reference, lock, re-check the mapping.
+    model("a_get_folio_locked_races_eviction", 3, || {
+        let (c, a, b) = one_page_cache_holding_a();
+        let (evict, _) = race(
+            {
+                let b = b.clone();
+                move || read_page(&b, 0xb)
+            },
+            {
+                let a = a.clone();
+                move || match a
+                    .mapping()
+                    .get_folio(0, FgpFlags::LOCK | FgpFlags::ACCESSED)
+                {
+                    Err(e) => assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}"),
+                    Ok(f) => {
+                        assert!(f.is_locked());
+                        check_held(&f, a.mapping());
+                        f.unlock();
+                    }
+                }
+            },
+        );
+        finish_a(c, a, b, evict);
+    });
+}
+
+#[test]
+fn a_read_races_eviction_of_the_same_page() {
+    // Both threads read through the cache: A's reader may find its folio,
+    // find it gone and fill a new one (evicting B's), or run out of memory;
+    // it never copies another file's bytes.
+    model("a_read_races_eviction_of_the_same_page", 3, || {
+        let (c, a, b) = one_page_cache_holding_a();
+        let (evict, read) = race(
+            {
+                let b = b.clone();
+                move || read_page(&b, 0xb)
+            },
+            {
+                let a = a.clone();
+                move || read_page(&a, 0xa)
+            },
+        );
+        assert!(evict.is_ok() || is_oom(&evict), "{evict:?}");
+        assert!(read.is_ok() || is_oom(&read), "{read:?}");
+        assert!(
+            check_accounting(&c, &[&a, &b]) <= 1,
+            "two folios in one page"
+        );
+        check_settled(&a);
+        check_settled(&b);
+        check_closed(&c, vec![a, b]);
+    });
+}
+
+#[test]
+fn a_file_close_races_eviction() {
+    // Closing A (its mapping drops and removes its folios) while B's read
+    // evicts A's folio and reuses its page and descriptor for B's. The
+    // close found A's folio in A's index before the eviction and must not
+    // take it off the LRU, uncount it and free it once it is B's: that left
+    // a freed folio in B's index (found by this model; `Cache::lru_del` now
+    // checks the folio's mapping under the LRU lock).
+    model("a_file_close_races_eviction", 3, || {
+        let (c, a, b) = one_page_cache_holding_a();
+        let (_, evict) = race(move || drop(a), {
+            let b = b.clone();
+            move || read_page(&b, 0xb)
+        });
+        // Out of memory when A's folio was off the LRU, not yet freed.
+        assert!(evict.is_ok() || is_oom(&evict), "{evict:?}");
+        assert_eq!(check_accounting(&c, &[&b]), u64::from(evict.is_ok()));
+        assert_eq!(check_settled(&b), evict.is_ok());
+        check_closed(&c, vec![b]);
+    });
+}
+
+// ---------------------------------------------------------------------------
+// (b) Two readers racing to fill the same folio: one creates and reads it,
+// the other finds it (or loses the insert) and sleeps on its lock.
+
+#[test]
+fn b_two_readers_fill_one_folio_with_one_io() {
+    model("b_two_readers_fill_one_folio_with_one_io", 3, || {
+        let c = cache(2);
+        let f = mem_file(&c, 0x5);
+        let (r1, r2) = race(
+            {
+                let f = f.clone();
+                move || read_page(&f, 0x5)
+            },
+            {
+                let f = f.clone();
+                move || read_page(&f, 0x5)
+            },
+        );
+        r1.unwrap();
+        r2.unwrap();
+        let s = c.stats();
+        assert_eq!(s.io_reads, 1, "the second reader issued its own IO: {s:?}");
+        assert_eq!(s.misses, 1, "{s:?}");
+        assert_eq!(check_accounting(&c, &[&f]), 1);
+        assert!(check_settled(&f));
+        check_closed(&c, vec![f]);
+    });
+}
+
+// ---------------------------------------------------------------------------
+// (c) A reader racing a read that fails: the first backing read fails. Its
+// reader gets the error and the folio leaves the index; the other reader,
+// asleep on the folio's lock or arriving later, finds it gone and fills a
+// new one with the second (good) read.
+
+#[test]
+fn c_reader_races_a_failing_read() {
+    model("c_reader_races_a_failing_read", 3, || {
+        let c = cache(2);
+        let faulty = Arc::new(FaultyBacking::new(MemBacking::with_data(data(0xc))));
+        faulty.fail_nth_read(1, libc::EIO);
+        let f = c.open_backing(faulty.clone()).unwrap();
+        let (r1, r2) = race(
+            {
+                let f = f.clone();
+                move || read_page(&f, 0xc)
+            },
+            {
+                let f = f.clone();
+                move || read_page(&f, 0xc)
+            },
+        );
+        let failed = [&r1, &r2]
+            .iter()
+            .filter(|r| match r {
+                Ok(()) => false,
+                Err(e) => {
+                    assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+                    true
+                }
+            })
+            .count();
+        // Only the reader whose IO failed sees the error: the other retried
+        // (the failed folio left the index) instead of inheriting it.
+        let fs = faulty.stats();
+        assert_eq!(fs.injected_errors, 1, "{fs:?}");
+        assert_eq!(failed, 1, "a reader inherited the error: {r1:?} {r2:?}");
+        assert_eq!(fs.reads, 2, "one failed read, one good: {fs:?}");
+        assert_eq!(check_accounting(&c, &[&f]), 1);
+        assert!(check_settled(&f));
+        // A later read is a hit with the right bytes and no IO.
+        let io = c.stats().io_reads;
+        read_page(&f, 0xc).unwrap();
+        assert_eq!(c.stats().io_reads, io);
+        assert_eq!(faulty.stats().reads, 2);
+        check_closed(&c, vec![f]);
+    });
+}
