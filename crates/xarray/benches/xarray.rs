@@ -488,6 +488,41 @@ fn pace(ops: &mut u32, pause: Option<Duration>) {
     }
 }
 
+/// The concurrent writer on the xarray: stores then erases `WRITER_SPAN`
+/// indices far from the readers, until told to stop.
+fn xa_write_loop(f: &Fixture, v: &'static [u64], stop: &AtomicBool, pause: Option<Duration>) {
+    let mut ops = 0;
+    while !stop.load(Ordering::Relaxed) {
+        for j in 0..WRITER_SPAN {
+            f.xa.store(WRITER_BASE + j, Entry::Item(&v[j as usize]))
+                .unwrap();
+            pace(&mut ops, pause);
+        }
+        for j in 0..WRITER_SPAN {
+            f.xa.erase(WRITER_BASE + j);
+            pace(&mut ops, pause);
+        }
+    }
+}
+
+/// The same writer on the `RwLock<HashMap>` baseline.
+fn hash_write_loop(f: &Fixture, v: &'static [u64], stop: &AtomicBool, pause: Option<Duration>) {
+    let mut ops = 0;
+    while !stop.load(Ordering::Relaxed) {
+        for j in 0..WRITER_SPAN {
+            f.hash
+                .write()
+                .unwrap()
+                .insert(WRITER_BASE + j, &v[j as usize]);
+            pace(&mut ops, pause);
+        }
+        for j in 0..WRITER_SPAN {
+            f.hash.write().unwrap().remove(&(WRITER_BASE + j));
+            pace(&mut ops, pause);
+        }
+    }
+}
+
 fn concurrent_load(c: &mut Criterion) {
     let f = fixture();
     let v = values();
@@ -514,36 +549,9 @@ fn concurrent_load(c: &mut Criterion) {
         }
         acc
     };
-    let xa_writer = |stop: &AtomicBool, pause: Option<Duration>| {
-        let mut ops = 0;
-        while !stop.load(Ordering::Relaxed) {
-            for j in 0..WRITER_SPAN {
-                f.xa.store(WRITER_BASE + j, Entry::Item(&v[j as usize]))
-                    .unwrap();
-                pace(&mut ops, pause);
-            }
-            for j in 0..WRITER_SPAN {
-                f.xa.erase(WRITER_BASE + j);
-                pace(&mut ops, pause);
-            }
-        }
-    };
-    let hash_writer = |stop: &AtomicBool, pause: Option<Duration>| {
-        let mut ops = 0;
-        while !stop.load(Ordering::Relaxed) {
-            for j in 0..WRITER_SPAN {
-                f.hash
-                    .write()
-                    .unwrap()
-                    .insert(WRITER_BASE + j, &v[j as usize]);
-                pace(&mut ops, pause);
-            }
-            for j in 0..WRITER_SPAN {
-                f.hash.write().unwrap().remove(&(WRITER_BASE + j));
-                pace(&mut ops, pause);
-            }
-        }
-    };
+    let xa_writer = |stop: &AtomicBool, pause: Option<Duration>| xa_write_loop(f, v, stop, pause);
+    let hash_writer =
+        |stop: &AtomicBool, pause: Option<Duration>| hash_write_loop(f, v, stop, pause);
 
     // `None`: no writer at all (what the machine itself scales to).
     for (wname, pause) in [
@@ -658,36 +666,9 @@ fn scaling_report() {
         let mut pos = (seed.wrapping_mul(7919) * BATCH) % N;
         hash_locked_batch(&f.hash, next_batch(&f.perm, &mut pos))
     };
-    let xa_writer = |stop: &AtomicBool, pause: Option<Duration>| {
-        let mut ops = 0;
-        while !stop.load(Ordering::Relaxed) {
-            for j in 0..WRITER_SPAN {
-                f.xa.store(WRITER_BASE + j, Entry::Item(&v[j as usize]))
-                    .unwrap();
-                pace(&mut ops, pause);
-            }
-            for j in 0..WRITER_SPAN {
-                f.xa.erase(WRITER_BASE + j);
-                pace(&mut ops, pause);
-            }
-        }
-    };
-    let hash_writer = |stop: &AtomicBool, pause: Option<Duration>| {
-        let mut ops = 0;
-        while !stop.load(Ordering::Relaxed) {
-            for j in 0..WRITER_SPAN {
-                f.hash
-                    .write()
-                    .unwrap()
-                    .insert(WRITER_BASE + j, &v[j as usize]);
-                pace(&mut ops, pause);
-            }
-            for j in 0..WRITER_SPAN {
-                f.hash.write().unwrap().remove(&(WRITER_BASE + j));
-                pace(&mut ops, pause);
-            }
-        }
-    };
+    let xa_writer = |stop: &AtomicBool, pause: Option<Duration>| xa_write_loop(f, v, stop, pause);
+    let hash_writer =
+        |stop: &AtomicBool, pause: Option<Duration>| hash_write_loop(f, v, stop, pause);
     eprintln!("\nreader scaling (1 vs 2 readers, {run:?} each, random loads over 2^20 entries):");
     eprintln!(
         "  {:<16} {:<13} {:>12} {:>12} {:>9} {:>14} {:>14} {:>9}",
