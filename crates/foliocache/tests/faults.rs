@@ -14,10 +14,7 @@
 //!   contract) never turns into wrong bytes or zeros for the caller;
 //! - a slow read is issued once, however many readers want that folio.
 
-use std::fs;
-use std::io::{self, Write};
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::io::{self};
 use std::sync::mpsc;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -26,6 +23,9 @@ use backing::{FaultyBacking, FileBacking, FileOptions, MemBacking, Op};
 use foliocache::{Cache, CacheStats, File, Populate};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+
+mod common;
+use common::TempFile;
 
 const PAGE: usize = 4096;
 const P: u64 = PAGE as u64;
@@ -46,34 +46,6 @@ fn cache(capacity: usize, max_folio: usize) -> Cache {
 fn nonzero_bytes(len: usize, seed: u64) -> Vec<u8> {
     let mut rng = StdRng::seed_from_u64(seed);
     (0..len).map(|_| rng.gen_range(1..=255u8)).collect()
-}
-
-/// A file of `data` on the target's filesystem (ext4), removed on drop.
-struct TempFile {
-    path: PathBuf,
-}
-
-impl TempFile {
-    fn new(tag: &str, data: &[u8]) -> TempFile {
-        static SEQ: AtomicUsize = AtomicUsize::new(0);
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("foliocache-faults");
-        fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(format!(
-            "{tag}-{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        ));
-        let mut f = fs::File::create(&path).unwrap();
-        f.write_all(data).unwrap();
-        f.sync_all().unwrap();
-        TempFile { path }
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = fs::remove_file(&self.path);
-    }
 }
 
 type FaultyMem = Arc<FaultyBacking<MemBacking>>;

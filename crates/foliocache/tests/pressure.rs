@@ -7,10 +7,7 @@
 //! differential check to several files at once (O_DIRECT and memory), to
 //! every destination alignment, and to random file sizes and capacities.
 
-use std::fs;
-use std::io::{self, Write};
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::io::{self};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,6 +17,9 @@ use foliocache::{Cache, CacheStats, File, Populate};
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+
+mod common;
+use common::TempFile;
 
 const PAGE: usize = 4096;
 const P: u64 = PAGE as u64;
@@ -39,33 +39,6 @@ fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
     let mut v = vec![0u8; len];
     rng.fill(&mut v[..]);
     v
-}
-
-struct TempFile {
-    path: PathBuf,
-}
-
-impl TempFile {
-    fn new(tag: &str, data: &[u8]) -> TempFile {
-        static SEQ: AtomicUsize = AtomicUsize::new(0);
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("foliocache-pressure");
-        fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(format!(
-            "{tag}-{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        ));
-        let mut f = fs::File::create(&path).unwrap();
-        f.write_all(data).unwrap();
-        f.sync_all().unwrap();
-        TempFile { path }
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = fs::remove_file(&self.path);
-    }
 }
 
 /// At rest every arena byte is free or cached, and never more than the

@@ -10,16 +10,15 @@
 //! written past what a read returned (the zero tail of the last page, or
 //! anything else) is seen too.
 
-use std::fs;
-use std::io::Write;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use backing::{FaultyBacking, MemBacking};
 use foliocache::{Cache, CacheStats, File, Populate};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+
+mod common;
+use common::TempFile;
 
 const PAGE: usize = 4096;
 const P: u64 = PAGE as u64;
@@ -48,33 +47,6 @@ fn a_bytes(len: usize, seed: u64) -> Vec<u8> {
 fn b_bytes(len: usize, seed: u64) -> Vec<u8> {
     let mut rng = StdRng::seed_from_u64(seed);
     (0..len).map(|_| rng.gen_range(0x01..=0x7Eu8)).collect()
-}
-
-struct TempFile {
-    path: PathBuf,
-}
-
-impl TempFile {
-    fn new(tag: &str, data: &[u8]) -> TempFile {
-        static SEQ: AtomicUsize = AtomicUsize::new(0);
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("foliocache-security");
-        fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(format!(
-            "{tag}-{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        ));
-        let mut f = fs::File::create(&path).unwrap();
-        f.write_all(data).unwrap();
-        f.sync_all().unwrap();
-        TempFile { path }
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = fs::remove_file(&self.path);
-    }
 }
 
 /// Reads all of A in pieces of mixed sizes (so its folios have mixed
