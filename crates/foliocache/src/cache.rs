@@ -34,6 +34,25 @@ use crate::folio::{Folio, FolioFlags, FolioTable};
 use crate::mapping::Mapping;
 use crate::sync::{AtomicU64, Mutex, Ordering};
 
+/// How long an allocation waits for a pinned cache to free a folio before
+/// it fails with `OutOfMemory` (16 yields, then 1 ms sleeps).
+pub const ALLOC_WAIT: Duration = Duration::from_millis(200);
+
+#[cfg(not(loom))]
+const ALLOC_WAIT_ROUNDS: u32 = 16 + 200;
+/// Under loom the wait is left out: it only repeats the allocation and the
+/// reclaim the models already explore, and would multiply their states.
+#[cfg(loom)]
+const ALLOC_WAIT_ROUNDS: u32 = 0;
+
+fn alloc_backoff(round: u32) {
+    if round < 16 {
+        std::thread::yield_now();
+    } else {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Sentinel for "no page" in the LRU links.
 const NIL: u32 = u32::MAX;
 
@@ -346,10 +365,18 @@ impl CacheInner {
     /// order the arena can give, reclaiming when it can give none. The folio
     /// comes back with one reference (the caller's), in no mapping.
     ///
+    /// When nothing can be reclaimed because every folio is locked or held
+    /// by a reader, it waits a little before giving up: readers hold folios
+    /// only while they copy out, and no caller holds a folio reference
+    /// while it allocates, so a short wait usually frees one (the kernel
+    /// would wait indefinitely; we bound it so a cache pinned by slow IO
+    /// fails a read instead of hanging it).
+    ///
     /// # Errors
-    /// `OutOfMemory` when nothing can be reclaimed: every cached folio is
-    /// locked or referenced by a reader.
+    /// `OutOfMemory` when nothing could be reclaimed for about
+    /// [`ALLOC_WAIT`]: every cached folio stayed locked or referenced.
     pub(crate) fn alloc_folio(&self, order: u32) -> io::Result<&Folio> {
+        let mut round = 0u32;
         loop {
             for o in (0..=order).rev() {
                 if let Some(p) = self.arena.alloc(o) {
@@ -358,17 +385,23 @@ impl CacheInner {
                     return Ok(f);
                 }
             }
-            if !self.reclaim(1 << order) {
-                return Err(io::Error::new(
-                    io::ErrorKind::OutOfMemory,
-                    format!(
-                        "foliocache: the cache ({} bytes) is full and every folio in it is in \
-                         use (locked or referenced); use a larger capacity or fewer concurrent \
-                         readers",
-                        self.arena.capacity_bytes()
-                    ),
-                ));
+            if self.reclaim(1 << order) {
+                continue;
             }
+            if round < ALLOC_WAIT_ROUNDS {
+                alloc_backoff(round);
+                round += 1;
+                continue;
+            }
+            return Err(io::Error::new(
+                io::ErrorKind::OutOfMemory,
+                format!(
+                    "foliocache: the cache ({} bytes) is full and every folio in it stayed in \
+                     use (locked or referenced) for {ALLOC_WAIT:?}; use a larger capacity or \
+                     fewer concurrent readers",
+                    self.arena.capacity_bytes()
+                ),
+            ));
         }
     }
 

@@ -43,6 +43,6 @@ pub mod mapping;
 mod sync;
 
 pub use arena::Populate;
-pub use cache::{Cache, CacheBuilder, CacheStats};
+pub use cache::{Cache, CacheBuilder, CacheStats, ALLOC_WAIT};
 pub use file::File;
 pub use mapping::{AddError, FgpFlags, FolioPtr, FolioRef, Mapping, MappingEntry, BATCH};
