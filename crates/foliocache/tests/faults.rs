@@ -20,27 +20,18 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use backing::{FaultyBacking, FileBacking, FileOptions, MemBacking, Op};
-use foliocache::{Cache, CacheStats, File, Populate};
+use foliocache::{Cache, CacheStats, File};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 mod common;
-use common::TempFile;
+use common::{lazy_cache as cache, TempFile};
 
 const PAGE: usize = 4096;
 const P: u64 = PAGE as u64;
 
 /// How long any single test step may take before we call it a hang.
 const HANG: Duration = Duration::from_secs(20);
-
-fn cache(capacity: usize, max_folio: usize) -> Cache {
-    Cache::builder()
-        .capacity(capacity)
-        .max_folio_size(max_folio)
-        .populate(Populate::Lazy)
-        .build()
-        .unwrap()
-}
 
 /// Random bytes, none of them zero (so zeros in a result are never data).
 fn nonzero_bytes(len: usize, seed: u64) -> Vec<u8> {

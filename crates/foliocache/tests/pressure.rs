@@ -13,26 +13,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use backing::{FaultyBacking, MemBacking};
-use foliocache::{Cache, CacheStats, File, Populate};
+use foliocache::{Cache, CacheStats, File};
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 mod common;
-use common::TempFile;
+use common::{lazy_cache as cache, TempFile};
 
 const PAGE: usize = 4096;
 const P: u64 = PAGE as u64;
 const HANG: Duration = Duration::from_secs(20);
-
-fn cache(capacity: usize, max_folio: usize) -> Cache {
-    Cache::builder()
-        .capacity(capacity)
-        .max_folio_size(max_folio)
-        .populate(Populate::Lazy)
-        .build()
-        .unwrap()
-}
 
 fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
     let mut rng = StdRng::seed_from_u64(seed);

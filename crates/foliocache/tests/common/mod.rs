@@ -1,9 +1,23 @@
-//! Helpers shared by the integration tests.
+//! Helpers shared by the integration tests (each test file uses some).
+#![allow(dead_code)]
 
 use std::fs;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+use foliocache::{Cache, Populate};
+
+/// A cache of `capacity` bytes whose folios are at most `max_folio` bytes,
+/// populated lazily (tests build many; faulting each in would dominate).
+pub fn lazy_cache(capacity: usize, max_folio: usize) -> Cache {
+    Cache::builder()
+        .capacity(capacity)
+        .max_folio_size(max_folio)
+        .populate(Populate::Lazy)
+        .build()
+        .unwrap()
+}
 
 /// A file of `data` on the target's filesystem (ext4 here, so O_DIRECT
 /// works), removed on drop.
