@@ -33,6 +33,7 @@ use crate::arena::{Arena, PageId, Populate, MAX_ORDER, PAGE_SIZE};
 use crate::folio::{Folio, FolioFlags, FolioTable};
 use crate::mapping::Mapping;
 use crate::sync::{AtomicU64, Mutex, Ordering};
+use crate::workingset::Shadow;
 
 /// How long an allocation waits for a pinned cache to free a folio before
 /// it fails with `OutOfMemory` (16 yields, then 1 ms sleeps).
@@ -111,6 +112,7 @@ impl CacheBuilder {
                 lru: Mutex::new(Lru::default()),
                 stats: Stats::default(),
                 max_order: self.max_folio_order,
+                nonresident_age: AtomicU64::new(0),
             }),
         })
     }
@@ -282,6 +284,9 @@ pub(crate) struct CacheInner {
     lru: Mutex<Lru>,
     pub(crate) stats: Stats,
     pub(crate) max_order: u32,
+    /// The eviction clock: pages evicted so far (reference 5.1's
+    /// `nonresident_age`), recorded in every shadow.
+    pub(crate) nonresident_age: AtomicU64,
 }
 
 impl CacheInner {
@@ -441,7 +446,10 @@ impl CacheInner {
                 if f.test_and_clear(FolioFlags::REFERENCED) {
                     self.list_push_head(&mut lru.active, page);
                 } else {
+                    // Deactivated: it was in the working set once, and its
+                    // shadow will say so (the kernel's PG_workingset).
                     f.test_and_clear(FolioFlags::ACTIVE);
+                    f.test_and_set(FolioFlags::WORKINGSET);
                     self.list_push_head(&mut lru.inactive, page);
                 }
                 continue;
@@ -470,14 +478,19 @@ impl CacheInner {
             // Frozen and locked: no reader holds it and none can get it.
             f.test_and_clear(FolioFlags::LRU);
             let mapping = f.mapping() as *const Mapping;
+            let pages = f.nr_pages();
+            let age = self.nonresident_age.fetch_add(pages, Ordering::Relaxed);
+            let shadow = Shadow {
+                age,
+                workingset: f.test(FolioFlags::WORKINGSET),
+            };
             // SAFETY: a folio on the LRU is in a live mapping: a mapping
             // takes every folio off the LRU (under this lock) before it is
             // dropped, and we hold the lock.
-            let removed = unsafe { &*mapping }.remove_frozen(f);
+            let removed = unsafe { &*mapping }.remove_frozen(f, shadow.pack());
             debug_assert!(removed, "an LRU folio was not in its mapping: {f:?}");
             f.set_mapping(0, f.index());
             f.unlock();
-            let pages = f.nr_pages();
             self.stats.evictions.fetch_add(1, Ordering::Relaxed);
             self.stats.folios.fetch_sub(1, Ordering::Relaxed);
             self.stats.pages.fetch_sub(pages, Ordering::Relaxed);

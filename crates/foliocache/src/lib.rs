@@ -14,8 +14,9 @@
 //!   handed out by a buddy allocator by order;
 //! - [`folio`]: the folio descriptor: reference count, a lock a thread can
 //!   sleep on, and the page-cache flags;
-//! - [`Mapping`]: a file's page index (readahead, writes, shadows and the
-//!   rest of the filemap API follow).
+//! - [`Mapping`]: a file's page index; an evicted folio leaves a
+//!   [`Shadow`] in its slot (refault detection, readahead and writes
+//!   follow).
 //!
 //! ```no_run
 //! let cache = foliocache::Cache::builder().capacity(64 << 20).build()?;
@@ -41,8 +42,10 @@ pub mod folio;
 #[allow(unsafe_code)]
 pub mod mapping;
 mod sync;
+pub mod workingset;
 
 pub use arena::Populate;
 pub use cache::{Cache, CacheBuilder, CacheStats, ALLOC_WAIT};
 pub use file::File;
 pub use mapping::{AddError, FgpFlags, FolioPtr, FolioRef, Mapping, MappingEntry, BATCH};
+pub use workingset::Shadow;

@@ -28,12 +28,14 @@ use std::path::PathBuf;
 use std::ptr::NonNull;
 
 use backing::{Backing, BackingInfo, IoBufMut};
-use xarray::{Cursor, Entry, EntryRef, Error as XaError, Item, XArray, XaGuard};
+use xarray::{
+    CompareExchangeError, Cursor, Entry, EntryRef, Error as XaError, Item, XArray, XaGuard,
+};
 
 use crate::arena::{PageId, PAGE_SIZE};
 use crate::cache::{Cache, CacheInner};
 use crate::folio::{Folio, FolioFlags};
-use crate::sync::{spin_hint, Ordering};
+use crate::sync::{spin_hint, AtomicU64, Ordering};
 
 const PAGE: u64 = PAGE_SIZE as u64;
 
@@ -224,6 +226,8 @@ pub struct Mapping {
     size: u64,
     info: BackingInfo,
     pub(crate) path: Option<PathBuf>,
+    /// Folios in the index (its entries less the shadows).
+    folios: AtomicU64,
 }
 
 impl Drop for Mapping {
@@ -242,6 +246,7 @@ impl Mapping {
             size,
             info,
             path: None,
+            folios: AtomicU64::new(0),
         }
     }
 
@@ -266,7 +271,13 @@ impl Mapping {
 
     /// Folios in the index (shadows excluded).
     pub fn nr_folios(&self) -> u64 {
-        self.xa.len()
+        self.folios.load(Ordering::Relaxed)
+    }
+
+    /// Eviction shadows in the index (a large one counts once). A snapshot:
+    /// concurrent adds and evictions may skew it by a few.
+    pub fn nr_shadows(&self) -> u64 {
+        self.xa.len().saturating_sub(self.nr_folios())
     }
 
     /// Bytes of index memory (nodes), for the cache's budget.
@@ -490,6 +501,7 @@ impl Mapping {
 
     fn account_added(&self, f: &Folio) {
         let cache = self.inner();
+        self.folios.fetch_add(1, Ordering::Relaxed);
         cache.stats.folios.fetch_add(1, Ordering::Relaxed);
         cache.stats.pages.fetch_add(f.nr_pages(), Ordering::Relaxed);
         cache.lru_add(f);
@@ -701,11 +713,28 @@ impl Mapping {
         unsafe { std::ptr::copy_nonoverlapping(src.add(from), dst.as_mut_ptr(), dst.len()) };
     }
 
-    /// Removes a folio that reclaim froze (count 0, locked) from the index.
-    /// Returns whether it was there.
-    pub(crate) fn remove_frozen(&self, f: &Folio) -> bool {
-        let key = Entry::Item(FolioPtr::new(f)).key();
-        self.xa.compare_exchange(f.index(), Some(key), None).is_ok()
+    /// Replaces a folio that reclaim froze (count 0, locked) with its
+    /// eviction `shadow` (a [`Shadow`](crate::Shadow) packed). Returns
+    /// whether it was there.
+    pub(crate) fn remove_frozen(&self, f: &Folio, shadow: u64) -> bool {
+        let key = Some(Entry::Item(FolioPtr::new(f)).key());
+        // The value replaces the whole entry and keeps its order: a large
+        // folio leaves a large shadow. Replacing in place needs no node; if
+        // the index still refuses, the folio goes without a shadow.
+        let removed = match self
+            .xa
+            .compare_exchange(f.index(), key, Some(Entry::Value(shadow)))
+        {
+            Ok(_) => true,
+            Err(CompareExchangeError::Mismatch { .. }) => false,
+            Err(CompareExchangeError::Failed(_)) => {
+                self.xa.compare_exchange(f.index(), key, None).is_ok()
+            }
+        };
+        if removed {
+            self.folios.fetch_sub(1, Ordering::Relaxed);
+        }
+        removed
     }
 
     /// Removes a folio the caller holds locked (a failed read), dropping the
@@ -717,6 +746,7 @@ impl Mapping {
         if self.xa.compare_exchange(f.index(), Some(key), None).is_ok() {
             cache.lru_del(f, self.id());
             f.set_mapping(0, f.index());
+            self.folios.fetch_sub(1, Ordering::Relaxed);
             cache.stats.folios.fetch_sub(1, Ordering::Relaxed);
             cache.stats.pages.fetch_sub(f.nr_pages(), Ordering::Relaxed);
             let last = f.put_many(f.nr_pages() as u32);
@@ -753,6 +783,7 @@ impl Mapping {
             }
             self.xa.erase(f.index());
             f.set_mapping(0, f.index());
+            self.folios.fetch_sub(1, Ordering::Relaxed);
             cache.stats.folios.fetch_sub(1, Ordering::Relaxed);
             cache.stats.pages.fetch_sub(f.nr_pages(), Ordering::Relaxed);
             if f.put_many(f.nr_pages() as u32) {

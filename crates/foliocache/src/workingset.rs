@@ -1,0 +1,80 @@
+//! Eviction shadows (reference section 5): what an evicted folio leaves in
+//! its index slot. Reclaim replaces the folio's entry with a value entry of
+//! the same order that records the cache's eviction clock at that moment
+//! and whether the folio was part of the working set (`ACTIVE`). A later
+//! add over the slot gets the shadow back ([`Mapping::add_folio`] returns
+//! it), which is what refault detection reads.
+//!
+//! The clock (`nonresident_age`) counts pages evicted from the cache, as
+//! the kernel's `lruvec->nonresident_age` does; it is truncated to the bits
+//! a value entry holds, and distances are taken modulo that width.
+//!
+//! [`Mapping::add_folio`]: crate::Mapping::add_folio
+
+use xarray::MAX_VALUE;
+
+/// Bits of the eviction clock a shadow keeps (one bit is the workingset flag).
+pub const SHADOW_AGE_BITS: u32 = MAX_VALUE.count_ones() - 1;
+const AGE_MASK: u64 = (1 << SHADOW_AGE_BITS) - 1;
+
+/// A decoded eviction shadow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shadow {
+    /// The cache's eviction clock (pages evicted so far, truncated to
+    /// [`SHADOW_AGE_BITS`]) when the folio left.
+    pub age: u64,
+    /// The folio was on the active list (part of the working set) when it
+    /// was evicted.
+    pub workingset: bool,
+}
+
+impl Shadow {
+    /// The value entry stored in the index.
+    pub fn pack(self) -> u64 {
+        ((self.age & AGE_MASK) << 1) | self.workingset as u64
+    }
+
+    /// Decodes a value entry found in a mapping's index.
+    pub fn unpack(v: u64) -> Shadow {
+        Shadow {
+            age: (v >> 1) & AGE_MASK,
+            workingset: v & 1 != 0,
+        }
+    }
+
+    /// Pages evicted between this shadow's eviction and clock `now`
+    /// (modulo the clock's width).
+    pub fn distance(self, now: u64) -> u64 {
+        now.wrapping_sub(self.age) & AGE_MASK
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pack_round_trips_and_fits_a_value_entry() {
+        for (age, ws) in [(0, false), (1, true), (AGE_MASK, true), (12345, false)] {
+            let s = Shadow {
+                age,
+                workingset: ws,
+            };
+            let v = s.pack();
+            assert!(v <= MAX_VALUE);
+            assert_eq!(Shadow::unpack(v), s);
+        }
+        // The clock wraps: a distance across the wrap is still right.
+        let s = Shadow {
+            age: AGE_MASK - 1,
+            workingset: false,
+        };
+        assert_eq!(s.distance(3), 5);
+        let big = Shadow {
+            age: u64::MAX,
+            workingset: false,
+        };
+        assert_eq!(big.age & !AGE_MASK, !AGE_MASK, "age is truncated on pack");
+        assert_eq!(Shadow::unpack(big.pack()).age, AGE_MASK);
+    }
+}
