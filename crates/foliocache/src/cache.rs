@@ -148,6 +148,23 @@ impl Cache {
         CacheBuilder::default()
     }
 
+    /// Evicts folios as reclaim does (clean, unlocked, unused ones, inactive
+    /// list first; each leaves a shadow) until at least `bytes` went back
+    /// to the arena or nothing more can go. For a program that wants memory
+    /// back under its own pressure signal. Returns the bytes freed (whole
+    /// folios, so possibly more than asked).
+    pub fn shrink(&self, bytes: u64) -> u64 {
+        let pages = bytes.div_ceil(PAGE_SIZE as u64);
+        let mut freed = 0;
+        while freed < pages {
+            match self.inner.reclaim(pages - freed) {
+                0 => break,
+                n => freed += n,
+            }
+        }
+        freed * PAGE_SIZE as u64
+    }
+
     /// The cache's figures now.
     pub fn stats(&self) -> CacheStats {
         let i = &self.inner;
@@ -390,7 +407,7 @@ impl CacheInner {
                     return Ok(f);
                 }
             }
-            if self.reclaim(1 << order) {
+            if self.reclaim(1 << order) > 0 {
                 continue;
             }
             if round < ALLOC_WAIT_ROUNDS {
@@ -430,15 +447,20 @@ impl CacheInner {
     }
 
     /// Evicts folios until about `want` pages went back to the arena, or a
-    /// full pass found nothing to evict. Returns whether anything was freed.
-    pub(crate) fn reclaim(&self, want: u64) -> bool {
+    /// full pass found nothing to evict. Returns the pages freed.
+    pub(crate) fn reclaim(&self, want: u64) -> u64 {
         let mut lru = self.lru.lock();
         let lru = &mut *lru;
         let mut budget = 2 * (lru.active.pages + lru.inactive.pages) + 2;
         let mut freed = 0u64;
+        // Inactive pages passed over (pinned or locked) since the last
+        // eviction: after a whole lap of them, deactivate anyway.
+        let mut stuck = 0u64;
         while freed < want && budget > 0 {
             budget -= 1;
-            if lru.inactive.pages < lru.active.pages {
+            if lru.active.tail != NIL
+                && (lru.inactive.pages < lru.active.pages || stuck >= lru.inactive.pages)
+            {
                 // Refill the inactive list from the active tail.
                 let page = lru.active.tail;
                 let f = self.folio(page);
@@ -468,13 +490,16 @@ impl CacheInner {
             let cache_refs = f.nr_pages() as u32;
             if !f.trylock() {
                 self.list_push_head(&mut lru.inactive, page);
+                stuck += f.nr_pages();
                 continue;
             }
             if !f.freeze(cache_refs) {
                 f.unlock();
                 self.list_push_head(&mut lru.inactive, page);
+                stuck += f.nr_pages();
                 continue;
             }
+            stuck = 0;
             // Frozen and locked: no reader holds it and none can get it.
             f.test_and_clear(FolioFlags::LRU);
             let mapping = f.mapping() as *const Mapping;
@@ -497,6 +522,6 @@ impl CacheInner {
             self.free_folio(f);
             freed += pages;
         }
-        freed > 0
+        freed
     }
 }

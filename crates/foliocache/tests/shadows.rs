@@ -154,3 +154,29 @@ fn shadows_record_the_workingset_bit_of_deactivated_folios() {
     assert_eq!(b_ws, 0);
     assert_eq!(read_all(&a, 5 * PAGE / 2), da);
 }
+
+#[test]
+fn shrink_evicts_what_is_unused_and_leaves_shadows() {
+    let cache = lazy_cache(4 * MIB, 64 << 10);
+    let da = data(0x55, 2 * MIB);
+    let a = open(&cache, &da);
+    assert_eq!(read_all(&a, 64 << 10), da);
+    assert_eq!(read_all(&a, 64 << 10), da); // referenced: activated first
+    assert_eq!(cache.shrink(0), 0);
+    // A pinned folio stays.
+    let pinned = match a.mapping().get_entry(16) {
+        Some(MappingEntry::Folio(f)) => f,
+        other => panic!("expected a folio, got {other:?}"),
+    };
+    let freed = cache.shrink(64 << 10);
+    assert!(freed >= 64 << 10, "freed {freed}");
+    let freed_all = cache.shrink(u64::MAX);
+    assert_eq!(freed + freed_all, 2 * MIB as u64 - (64 << 10));
+    assert_eq!(a.mapping().nr_folios(), 1);
+    assert_eq!(a.mapping().nr_shadows(), 31);
+    assert_eq!(cache.stats().bytes_cached, 64 << 10);
+    drop(pinned);
+    assert_eq!(cache.shrink(u64::MAX), 64 << 10);
+    assert_eq!(cache.stats().free_bytes, 4 * MIB as u64);
+    assert_eq!(read_all(&a, 4 * PAGE), da);
+}
