@@ -1,0 +1,312 @@
+//! The command line: `foliocache bench [OPTIONS]`, fio-like.
+//!
+//! Parsing is clap's (derive); the value parsers here turn sizes
+//! (`4k`, `64KiB`, `1G`, `3GiB`, plain bytes), engines (`name[options]`)
+//! and scenario names into typed values, so a bad value is a usage error
+//! (exit code 2, the usage line) before anything runs.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::engine::EngineSpec;
+use crate::scenario;
+
+/// `foliocache`: the foliocache page cache's command-line tool.
+#[derive(Debug, Parser)]
+#[command(
+    name = "foliocache",
+    version,
+    about = "foliocache: a page cache programs embed, and the tools around it",
+    subcommand_required = true,
+    arg_required_else_help = true
+)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Benchmark foliocache side by side with the kernel's page cache
+    /// (no options: the reference scenarios, shortened: `--seeds --quick`).
+    Bench(BenchArgs),
+}
+
+/// The kind of IO a job does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Rw {
+    /// Sequential reads, wrapping at the end of the file.
+    Read,
+    /// Reads at uniformly random block-aligned offsets.
+    Randread,
+    /// Sequential writes, wrapping at the end of the file.
+    Write,
+    /// Writes at uniformly random block-aligned offsets.
+    Randwrite,
+}
+
+impl Rw {
+    /// True for `write` and `randwrite`.
+    pub fn is_write(self) -> bool {
+        matches!(self, Rw::Write | Rw::Randwrite)
+    }
+
+    /// True for `randread` and `randwrite`.
+    pub fn is_random(self) -> bool {
+        matches!(self, Rw::Randread | Rw::Randwrite)
+    }
+
+    /// The fio name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Rw::Read => "read",
+            Rw::Randread => "randread",
+            Rw::Write => "write",
+            Rw::Randwrite => "randwrite",
+        }
+    }
+}
+
+/// Options of `foliocache bench`.
+#[derive(Debug, Clone, Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct BenchArgs {
+    /// An engine to run, repeatable: foliocache, kernel, direct, dontcache,
+    /// mmap, optionally with options in brackets, e.g.
+    /// `foliocache[populate=lazy]`. Default: every engine that applies.
+    #[arg(long = "engine", value_name = "ENGINE", value_parser = EngineSpec::parse)]
+    pub engines: Vec<EngineSpec>,
+
+    /// The IO pattern of a custom job.
+    #[arg(long, value_enum, value_name = "RW", conflicts_with_all = ["scenarios", "seeds"])]
+    pub rw: Option<Rw>,
+
+    /// Block size of each read or write (custom job; default 4k).
+    #[arg(long, value_name = "SIZE", value_parser = parse_nonzero_size,
+          conflicts_with_all = ["scenarios", "seeds"])]
+    pub bs: Option<u64>,
+
+    /// Data file size (custom job default 1G; overrides a scenario's size).
+    #[arg(long, value_name = "SIZE", value_parser = parse_nonzero_size)]
+    pub size: Option<u64>,
+
+    /// Threads of a custom job, each with its own file unless `--shared`.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024),
+          conflicts_with_all = ["scenarios", "seeds"])]
+    pub numjobs: Option<u16>,
+
+    /// The jobs of a custom job share one file.
+    #[arg(long, conflicts_with_all = ["scenarios", "seeds"])]
+    pub shared: bool,
+
+    /// Run each engine for this many seconds (time-based; a scenario's
+    /// default is 5 s with --quick, 10 s without). A custom job without it
+    /// makes one pass over its data.
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+    pub runtime: Option<f64>,
+
+    /// foliocache's memory (default: 1.25x the job's data, so all of it
+    /// fits).
+    #[arg(long, value_name = "SIZE", value_parser = parse_nonzero_size)]
+    pub capacity: Option<u64>,
+
+    /// Drop the data from every cache before each engine's run
+    /// (posix_fadvise DONTNEED for the kernel, a fresh cache for
+    /// foliocache) instead of warming it.
+    #[arg(long)]
+    pub cold: bool,
+
+    /// Where data files go (default: a temporary directory, removed after
+    /// the run unless --keep).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+
+    /// Keep the data files after the run.
+    #[arg(long)]
+    pub keep: bool,
+
+    /// Run a named reference scenario (repeatable): seqread, randread.
+    #[arg(long = "scenario", value_name = "NAME", value_parser = parse_scenario,
+          conflicts_with = "seeds")]
+    pub scenarios: Vec<&'static str>,
+
+    /// Run every reference scenario.
+    #[arg(long)]
+    pub seeds: bool,
+
+    /// Shorten the scenarios (smaller file, 5 s runs, one repetition) so
+    /// the whole set takes about two minutes on 2 cores.
+    #[arg(long)]
+    pub quick: bool,
+
+    /// Run the engine list this many times, alternating its order, and
+    /// report each engine's best run (default: 2 for scenarios without
+    /// --quick, else 1).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub repeat: Option<u32>,
+
+    /// Write the results as JSON to PATH.
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+
+    /// Draw throughput over time per engine as an SVG chart at PATH.
+    #[arg(long, value_name = "PATH.svg")]
+    pub plot: Option<PathBuf>,
+
+    /// Check every block read against the data generator (and, for writes,
+    /// read the files back after each run): slower, so the figures of a
+    /// verifying run are not comparable.
+    #[arg(long)]
+    pub verify: bool,
+
+    /// Start each thread's buffer this many bytes past a 4 KiB boundary
+    /// (0-4095), to measure copies into misaligned buffers.
+    #[arg(long, value_name = "N", default_value_t = 0,
+          value_parser = clap::value_parser!(u16).range(0..4096))]
+    pub buf_offset: u16,
+}
+
+const AFTER_HELP: &str = "\
+Sizes: bytes, or with a binary suffix: 4k, 64KiB, 1M, 1G, 3GiB (k = KiB = 1024).
+Without --rw/--bs/--numjobs/--shared/--scenario/--seeds, bench runs the
+reference scenarios (--seeds), shortened (--quick) unless --seeds is given.
+Scenarios: seqread (a fully cached file, sequential 4 KiB and 64 KiB reads,
+1 job) and randread (the same file, 4 KiB random reads, one job per CPU).";
+
+impl BenchArgs {
+    /// True if the command line describes a custom job rather than
+    /// scenarios.
+    pub fn is_custom_job(&self) -> bool {
+        self.rw.is_some() || self.bs.is_some() || self.numjobs.is_some() || self.shared
+    }
+}
+
+/// Parses a size: bytes, or a number with a binary suffix (`k`, `K`, `KB`,
+/// `KiB`, and the same for M, G, T; all powers of 1024), or `B`.
+///
+/// # Errors
+/// A message saying what was wrong, for clap to print.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 {
+        return Err(format!(
+            "`{s}` is not a size (want bytes or a number with k, M, G, T, e.g. 4k, 64KiB, 1G)"
+        ));
+    }
+    let (num, suffix) = t.split_at(digits);
+    let shift = match suffix.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        other => {
+            return Err(format!(
+                "`{s}`: unknown size suffix `{other}` (want k, M, G or T, optionally with B or iB)"
+            ))
+        }
+    };
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("`{s}`: number too large"))?;
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("`{s}`: size too large"))
+}
+
+fn parse_nonzero_size(s: &str) -> Result<u64, String> {
+    match parse_size(s)? {
+        0 => Err(format!("`{s}`: must be more than 0 bytes")),
+        n => Ok(n),
+    }
+}
+
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    let t = s.trim().trim_end_matches('s');
+    match t.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 86_400.0 => Ok(v),
+        _ => Err(format!(
+            "`{s}` is not a duration (want seconds, more than 0, e.g. 5 or 0.5)"
+        )),
+    }
+}
+
+fn parse_scenario(s: &str) -> Result<&'static str, String> {
+    scenario::NAMES
+        .iter()
+        .copied()
+        .find(|n| *n == s)
+        .ok_or_else(|| {
+            format!(
+                "unknown scenario `{s}` (available: {})",
+                scenario::NAMES.join(", ")
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_bytes() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("0"), Ok(0));
+        assert_eq!(parse_size("512B"), Ok(512));
+    }
+
+    #[test]
+    fn binary_suffixes() {
+        assert_eq!(parse_size("4k"), Ok(4096));
+        assert_eq!(parse_size("4K"), Ok(4096));
+        assert_eq!(parse_size("64KiB"), Ok(64 << 10));
+        assert_eq!(parse_size("64kb"), Ok(64 << 10));
+        assert_eq!(parse_size("8m"), Ok(8 << 20));
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        assert_eq!(parse_size("3GiB"), Ok(3 << 30));
+        assert_eq!(parse_size("2T"), Ok(2 << 40));
+        assert_eq!(parse_size(" 16 MiB "), Ok(16 << 20));
+    }
+
+    #[test]
+    fn rejects_garbage() {
+        for bad in ["", "k", "4x", "4kk", "-4k", "1.5G", "G1", "4 kilobytes"] {
+            assert!(parse_size(bad).is_err(), "{bad:?} parsed");
+        }
+    }
+
+    #[test]
+    fn rejects_overflow() {
+        assert!(parse_size("99999999999999999999").is_err());
+        assert!(parse_size("20000000T").is_err());
+    }
+
+    #[test]
+    fn nonzero_sizes() {
+        assert!(parse_nonzero_size("0").is_err());
+        assert_eq!(parse_nonzero_size("1"), Ok(1));
+    }
+
+    #[test]
+    fn seconds() {
+        assert_eq!(parse_seconds("5"), Ok(5.0));
+        assert_eq!(parse_seconds("0.5s"), Ok(0.5));
+        assert!(parse_seconds("0").is_err());
+        assert!(parse_seconds("-1").is_err());
+        assert!(parse_seconds("inf").is_err());
+        assert!(parse_seconds("soon").is_err());
+    }
+
+    #[test]
+    fn scenarios() {
+        assert_eq!(parse_scenario("seqread"), Ok("seqread"));
+        let e = parse_scenario("uncached").unwrap_err();
+        assert!(
+            e.contains("unknown scenario `uncached` (available: seqread, randread)"),
+            "{e}"
+        );
+    }
+}

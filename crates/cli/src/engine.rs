@@ -1,0 +1,666 @@
+//! The engines a job runs on, and how each is made ready for a measured
+//! run.
+//!
+//! | engine       | a read is                                   | a write is         |
+//! |--------------|---------------------------------------------|--------------------|
+//! | `foliocache` | `foliocache::File::read_at` (this library)  | not supported yet  |
+//! | `kernel`     | buffered `pread` (kernel page cache)        | buffered `pwrite`  |
+//! | `direct`     | `pread` on an `O_DIRECT` fd                 | `pwrite`, O_DIRECT |
+//! | `dontcache`  | `preadv2(RWF_DONTCACHE)`                    | `pwritev2(..)`     |
+//! | `mmap`       | a copy out of a `MAP_SHARED` mapping        | a copy into it     |
+//!
+//! Before a warm run (the default), the caching engines are warmed right
+//! before their measurement: foliocache by one read pass through its cache
+//! (whose arena is populated when it is built, outside any measurement),
+//! the kernel and mmap by a buffered pass over the file (an idle-memory
+//! reclaimer here evicts page cache untouched for 60 s, so it is done again
+//! before every run) with `mincore` checking residency; mmap's pages are
+//! also pre-faulted. `direct` needs no warming, and `dontcache` starts with
+//! the file dropped from the page cache, so its reads are the uncached
+//! reads it exists for. A `--cold` run drops every file from the page cache
+//! before every engine and gives foliocache a fresh cache.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use foliocache::{Cache, CacheStats, Populate};
+
+use crate::report::fmt_size;
+use crate::scenario::JobSpec;
+use crate::sys::{self, AlignedBuf, Mmap};
+
+/// The kinds of engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EngineKind {
+    /// This library.
+    Foliocache,
+    /// Buffered pread/pwrite through the kernel's page cache.
+    Kernel,
+    /// pread/pwrite on an `O_DIRECT` file descriptor.
+    Direct,
+    /// preadv2/pwritev2 with `RWF_DONTCACHE` (uncached buffered IO).
+    Dontcache,
+    /// Copies out of (into) a shared mapping of the file.
+    Mmap,
+}
+
+impl EngineKind {
+    /// Every engine, in the default order.
+    pub const ALL: [EngineKind; 5] = [
+        EngineKind::Foliocache,
+        EngineKind::Kernel,
+        EngineKind::Direct,
+        EngineKind::Dontcache,
+        EngineKind::Mmap,
+    ];
+
+    /// The engine's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Foliocache => "foliocache",
+            EngineKind::Kernel => "kernel",
+            EngineKind::Direct => "direct",
+            EngineKind::Dontcache => "dontcache",
+            EngineKind::Mmap => "mmap",
+        }
+    }
+
+    /// Whether the engine can run `write` and `randwrite` jobs.
+    pub fn supports_writes(self) -> bool {
+        self != EngineKind::Foliocache
+    }
+
+    /// Whether the engine is warmed before a warm run.
+    fn cached(self) -> bool {
+        matches!(
+            self,
+            EngineKind::Foliocache | EngineKind::Kernel | EngineKind::Mmap
+        )
+    }
+}
+
+/// Buffered passes at most, to get a file fully into the page cache.
+const WARM_PASSES: u32 = 3;
+
+/// The message for a write job on the foliocache engine.
+pub const NO_WRITES: &str = "foliocache engine: writes are not supported yet (issue 7)";
+
+/// Options of the `foliocache` engine, from `foliocache[...]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FolioOptions {
+    /// When the arena is faulted in (`populate=eager|lazy`; eager by
+    /// default, and its time is reported beside the run).
+    pub populate: Populate,
+    /// The largest folio a read may create (`folio=SIZE`; the library's
+    /// default, 2 MiB, if absent).
+    pub max_folio: Option<u64>,
+}
+
+impl Default for FolioOptions {
+    fn default() -> Self {
+        FolioOptions {
+            populate: Populate::Eager,
+            max_folio: None,
+        }
+    }
+}
+
+/// An engine as given on the command line: `name` or `name[opt,opt=v]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineSpec {
+    /// The text as given, printed and written as the engine's label.
+    pub label: String,
+    /// Which engine.
+    pub kind: EngineKind,
+    /// The foliocache engine's options (defaults for other engines).
+    pub folio: FolioOptions,
+}
+
+impl EngineSpec {
+    /// The engine `kind` with no options.
+    pub fn plain(kind: EngineKind) -> Self {
+        EngineSpec {
+            label: kind.name().to_string(),
+            kind,
+            folio: FolioOptions::default(),
+        }
+    }
+
+    /// Parses `name` or `name[options]`.
+    ///
+    /// # Errors
+    /// An unknown engine, malformed brackets, options on an engine that
+    /// takes none, or a foliocache option the library does not support.
+    pub fn parse(s: &str) -> Result<EngineSpec, String> {
+        let (name, opts) = match s.find('[') {
+            None => (s, None),
+            Some(i) => {
+                let inner = s[i + 1..].strip_suffix(']').ok_or_else(|| {
+                    format!("engine `{s}`: options go in brackets at the end, e.g. foliocache[populate=lazy]")
+                })?;
+                if inner.contains(['[', ']']) {
+                    return Err(format!("engine `{s}`: nested or repeated brackets"));
+                }
+                (&s[..i], Some(inner))
+            }
+        };
+        let kind = EngineKind::ALL
+            .into_iter()
+            .find(|k| k.name() == name)
+            .ok_or_else(|| {
+                let names: Vec<_> = EngineKind::ALL.iter().map(|k| k.name()).collect();
+                format!("unknown engine `{name}` (available: {})", names.join(", "))
+            })?;
+        let mut folio = FolioOptions::default();
+        if let Some(opts) = opts {
+            if kind != EngineKind::Foliocache {
+                return Err(format!(
+                    "engine `{}` takes no options (got `{s}`)",
+                    kind.name()
+                ));
+            }
+            if opts.trim().is_empty() {
+                return Err(format!("engine `{s}`: empty options"));
+            }
+            for opt in opts.split(',') {
+                parse_folio_option(opt.trim(), &mut folio)?;
+            }
+        }
+        Ok(EngineSpec {
+            label: s.to_string(),
+            kind,
+            folio,
+        })
+    }
+}
+
+fn parse_folio_option(opt: &str, folio: &mut FolioOptions) -> Result<(), String> {
+    const SUPPORTED: &str = "supported: populate=eager|lazy, folio=SIZE";
+    let (key, value) = match opt.split_once('=') {
+        Some((k, v)) => (k.trim(), Some(v.trim())),
+        None => (opt, None),
+    };
+    match (key, value) {
+        ("populate", Some("eager")) => folio.populate = Populate::Eager,
+        ("populate", Some("lazy")) => folio.populate = Populate::Lazy,
+        ("folio", Some(v)) => {
+            let bytes = crate::args::parse_size(v)?;
+            if bytes < sys::PAGE as u64 {
+                return Err(format!("foliocache engine: folio={v}: at least 4k"));
+            }
+            folio.max_folio = Some(bytes);
+        }
+        ("populate" | "folio", _) => {
+            return Err(format!(
+                "foliocache engine: bad option `{opt}` ({SUPPORTED})"
+            ))
+        }
+        _ => return Err(format!(
+            "foliocache engine: option `{opt}` is not supported by the library yet ({SUPPORTED})"
+        )),
+    }
+    Ok(())
+}
+
+/// One thread's way of doing IO on its file. The job loop is generic over
+/// it, so each engine's loop is compiled separately with no dynamic
+/// dispatch: the same loop, the same timing, only the IO call differs.
+pub trait BlockIo: Send {
+    /// Reads `buf.len()` bytes at `off`; the bytes read.
+    ///
+    /// # Errors
+    /// The engine's IO error.
+    fn read(&mut self, buf: &mut [u8], off: u64) -> io::Result<usize>;
+    /// Writes `buf` at `off`; the bytes written.
+    ///
+    /// # Errors
+    /// The engine's IO error.
+    fn write(&mut self, buf: &[u8], off: u64) -> io::Result<usize>;
+}
+
+/// `pread`/`pwrite` on a file descriptor: `kernel` (buffered) or `direct`
+/// (an `O_DIRECT` descriptor).
+pub struct PreadIo<'a>(pub &'a File);
+
+impl BlockIo for PreadIo<'_> {
+    #[inline]
+    fn read(&mut self, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        self.0.read_at(buf, off)
+    }
+    #[inline]
+    fn write(&mut self, buf: &[u8], off: u64) -> io::Result<usize> {
+        self.0.write_at(buf, off)
+    }
+}
+
+/// `preadv2`/`pwritev2` with `RWF_DONTCACHE`.
+pub struct DontcacheIo<'a>(pub &'a File);
+
+impl BlockIo for DontcacheIo<'_> {
+    #[inline]
+    fn read(&mut self, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        sys::preadv2(self.0, buf, off, sys::RWF_DONTCACHE)
+    }
+    #[inline]
+    fn write(&mut self, buf: &[u8], off: u64) -> io::Result<usize> {
+        sys::pwritev2(self.0, buf, off, sys::RWF_DONTCACHE)
+    }
+}
+
+/// Copies out of and into a shared mapping.
+pub struct MmapIo<'a>(pub &'a Mmap);
+
+impl BlockIo for MmapIo<'_> {
+    #[inline]
+    fn read(&mut self, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        self.0.copy_out(off as usize, buf)?;
+        Ok(buf.len())
+    }
+    #[inline]
+    fn write(&mut self, buf: &[u8], off: u64) -> io::Result<usize> {
+        self.0.copy_in(off as usize, buf)?;
+        Ok(buf.len())
+    }
+}
+
+/// Reads through foliocache.
+pub struct FolioIo<'a>(pub &'a foliocache::File);
+
+impl BlockIo for FolioIo<'_> {
+    #[inline]
+    fn read(&mut self, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        self.0.read_at(buf, off)
+    }
+    fn write(&mut self, _buf: &[u8], _off: u64) -> io::Result<usize> {
+        Err(io::Error::new(io::ErrorKind::Unsupported, NO_WRITES))
+    }
+}
+
+/// An engine ready to run a job: its open files (one per data file).
+pub enum Prepared {
+    /// `kernel` or `direct`.
+    Pread(Vec<File>),
+    /// `dontcache`.
+    Dontcache(Vec<File>),
+    /// `mmap`.
+    Mmap(Vec<Mmap>),
+    /// `foliocache`.
+    Folio(Vec<foliocache::File>),
+}
+
+/// Facts about an engine's run besides its figures.
+#[derive(Debug, Default)]
+pub struct Setup {
+    /// Lines for the report (warnings start with "warning:").
+    pub notes: Vec<String>,
+    /// Page-cache residency of the data after warming or dropping:
+    /// (resident pages, pages, "after warming" / "after drop").
+    pub residency: Option<(usize, usize, &'static str)>,
+    /// foliocache's figures before the measurement.
+    pub folio_before: Option<FolioBefore>,
+}
+
+/// foliocache's state before a measured run.
+#[derive(Debug, Clone)]
+pub struct FolioBefore {
+    /// The cache's statistics right before the run.
+    pub stats: CacheStats,
+    /// The warm pass's duration (None for a cold run).
+    pub warm: Option<Duration>,
+    /// How the arena was populated.
+    pub populate: Populate,
+    /// The cache's largest folio, if set by an option.
+    pub max_folio: Option<u64>,
+    /// The backing's note (O_DIRECT or the buffered fallback).
+    pub backing_note: String,
+    /// Whether the backing reads with O_DIRECT.
+    pub backing_direct: bool,
+}
+
+/// A foliocache cache kept across the runs of one bench invocation, with
+/// the files opened through it.
+struct FolioState {
+    cache: Cache,
+    capacity: u64,
+    opts: FolioOptions,
+    files: HashMap<PathBuf, foliocache::File>,
+}
+
+/// State kept across runs: foliocache caches, by engine label, so one
+/// cache (and its populate cost) serves every job over the same data.
+#[derive(Default)]
+pub struct Engines {
+    folio: HashMap<String, FolioState>,
+}
+
+/// How a run treats caches.
+#[derive(Debug, Clone, Copy)]
+pub struct RunMode {
+    /// `--cold`.
+    pub cold: bool,
+    /// foliocache's capacity (`--capacity`, or 1.25x the data).
+    pub capacity: u64,
+}
+
+impl Engines {
+    /// Opens and warms (or drops) `spec`'s engine over `files` for `job`.
+    ///
+    /// # Errors
+    /// Opening or reading the files, building a cache, an engine the
+    /// filesystem or kernel does not support.
+    pub fn prepare(
+        &mut self,
+        spec: &EngineSpec,
+        job: &JobSpec,
+        files: &[PathBuf],
+        mode: RunMode,
+    ) -> Result<(Prepared, Setup)> {
+        let write = job.rw.is_write();
+        let mut setup = Setup::default();
+        if mode.cold || !spec.kind.cached() {
+            if mode.cold || spec.kind == EngineKind::Dontcache {
+                setup.residency = Some(drop_files(files)?);
+            }
+        } else if spec.kind != EngineKind::Foliocache {
+            let (residency, passes) = warm_kernel(files)?;
+            if passes > 1 {
+                setup.notes.push(format!(
+                    "the kernel page cache took {passes} buffered passes to warm"
+                ));
+            }
+            setup.residency = Some(residency);
+        }
+        let prepared = match spec.kind {
+            EngineKind::Kernel => Prepared::Pread(open_all(files, write, false)?),
+            EngineKind::Direct => {
+                Prepared::Pread(open_all(files, write, true).with_context(|| {
+                    "direct engine: opening with O_DIRECT (the filesystem may refuse it)"
+                })?)
+            }
+            EngineKind::Dontcache => {
+                let fds = open_all(files, write, false)?;
+                probe_dontcache(&fds[0])?;
+                Prepared::Dontcache(fds)
+            }
+            EngineKind::Mmap => {
+                let fds = open_all(files, write, false)?;
+                let maps = fds
+                    .iter()
+                    .map(|f| Mmap::new(f, job.file_size as usize, write))
+                    .collect::<io::Result<Vec<_>>>()
+                    .context("mmap engine: mapping the data file")?;
+                if !mode.cold {
+                    // Residency is what the mapping sees once faulted in.
+                    let (mut resident, mut pages) = (0, 0);
+                    for m in &maps {
+                        m.prefault(write);
+                        let (r, n) = m.resident_pages().context("mincore")?;
+                        resident += r;
+                        pages += n;
+                    }
+                    setup.residency = Some((resident, pages, "after warming"));
+                }
+                Prepared::Mmap(maps)
+            }
+            EngineKind::Foliocache => {
+                if write {
+                    bail!(NO_WRITES);
+                }
+                let (handles, before) = self.folio(spec, files, mode)?;
+                setup.folio_before = Some(before);
+                Prepared::Folio(handles)
+            }
+        };
+        if let Some((resident, pages, when)) = setup.residency {
+            let want_all = when == "after warming";
+            if want_all && resident < pages {
+                setup.notes.push(format!(
+                    "warning: kernel page cache holds {resident} of {pages} pages after warming: \
+                     the run is not fully cached"
+                ));
+            } else if !want_all && resident > 0 {
+                setup.notes.push(format!(
+                    "warning: {resident} of {pages} pages still in the kernel page cache after the drop"
+                ));
+            }
+        }
+        Ok((prepared, setup))
+    }
+
+    /// The foliocache engine: a cache of the right capacity (kept from an
+    /// earlier run, or built now; always new for a cold run), the files
+    /// opened through it, and, for a warm run, one read pass.
+    fn folio(
+        &mut self,
+        spec: &EngineSpec,
+        files: &[PathBuf],
+        mode: RunMode,
+    ) -> Result<(Vec<foliocache::File>, FolioBefore)> {
+        let reuse = self
+            .folio
+            .get(&spec.label)
+            .is_some_and(|s| !mode.cold && s.capacity == mode.capacity && s.opts == spec.folio);
+        if !reuse {
+            // Free the old arena before mapping a new one.
+            self.folio.remove(&spec.label);
+            let mut b = Cache::builder()
+                .capacity(usize::try_from(mode.capacity).context("capacity too large")?)
+                .populate(spec.folio.populate);
+            if let Some(f) = spec.folio.max_folio {
+                b = b.max_folio_size(f as usize);
+            }
+            let cache = b.build().with_context(|| {
+                format!(
+                    "foliocache engine: building a cache of {}",
+                    fmt_size(mode.capacity)
+                )
+            })?;
+            self.folio.insert(
+                spec.label.clone(),
+                FolioState {
+                    cache,
+                    capacity: mode.capacity,
+                    opts: spec.folio.clone(),
+                    files: HashMap::new(),
+                },
+            );
+        }
+        let state = self
+            .folio
+            .get_mut(&spec.label)
+            .context("foliocache engine: no cache")?;
+        let mut handles = Vec::with_capacity(files.len());
+        for p in files {
+            if !state.files.contains_key(p) {
+                let f = state
+                    .cache
+                    .open(p)
+                    .with_context(|| format!("foliocache engine: opening {}", p.display()))?;
+                state.files.insert(p.clone(), f);
+            }
+            handles.push(state.files[p].clone());
+        }
+        let warm = if mode.cold {
+            None
+        } else {
+            let t = Instant::now();
+            let mut buf = vec![0u8; 2 << 20];
+            for f in &handles {
+                let mut off = 0;
+                while off < f.len() {
+                    let n = f.read_at(&mut buf, off).context("foliocache warm pass")?;
+                    if n == 0 {
+                        break;
+                    }
+                    off += n as u64;
+                }
+            }
+            Some(t.elapsed())
+        };
+        let before = FolioBefore {
+            stats: state.cache.stats(),
+            warm,
+            populate: spec.folio.populate,
+            max_folio: spec.folio.max_folio,
+            backing_note: handles[0].info().note.clone(),
+            backing_direct: handles[0].info().is_direct(),
+        };
+        Ok((handles, before))
+    }
+
+    /// foliocache's statistics now, for the engine `label`.
+    pub fn folio_stats(&self, label: &str) -> Option<CacheStats> {
+        self.folio.get(label).map(|s| s.cache.stats())
+    }
+
+    /// Frees every cache (their arenas) before the data files go.
+    pub fn clear(&mut self) {
+        self.folio.clear();
+    }
+}
+
+fn open_all(files: &[PathBuf], write: bool, direct: bool) -> Result<Vec<File>> {
+    files
+        .iter()
+        .map(|p| {
+            let mut o = OpenOptions::new();
+            o.read(true).write(write);
+            if direct {
+                o.custom_flags(libc::O_DIRECT);
+            }
+            o.open(p)
+                .with_context(|| format!("opening {}", p.display()))
+        })
+        .collect()
+}
+
+/// One `RWF_DONTCACHE` read, to fail early and clearly where the kernel or
+/// the filesystem lacks it.
+fn probe_dontcache(f: &File) -> Result<()> {
+    let mut buf = AlignedBuf::new(sys::PAGE, 0)?;
+    match sys::preadv2(f, buf.as_mut_slice(), 0, sys::RWF_DONTCACHE) {
+        Ok(_) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => bail!(
+            "dontcache engine: this kernel or filesystem does not support RWF_DONTCACHE \
+             (Linux 6.14 or later, on a filesystem that supports it): {e}"
+        ),
+        Err(e) => Err(e).context("dontcache engine: probe read"),
+    }
+}
+
+/// Reads every file through the kernel page cache (1 MiB buffered reads)
+/// until `mincore` finds it all resident, at most [`WARM_PASSES`] times
+/// (a folio left over from an `RWF_DONTCACHE` read is dropped again by
+/// the first buffered read that touches it); the resident pages after the
+/// last pass, and the number of passes.
+fn warm_kernel(files: &[PathBuf]) -> Result<((usize, usize, &'static str), u32)> {
+    let mut buf = vec![0u8; 1 << 20];
+    let mut pass = 0;
+    loop {
+        pass += 1;
+        let (mut resident, mut pages) = (0, 0);
+        for p in files {
+            let f = File::open(p)?;
+            let len = f.metadata()?.len();
+            let mut off = 0;
+            while off < len {
+                let n = f.read_at(&mut buf, off)?;
+                if n == 0 {
+                    break;
+                }
+                off += n as u64;
+            }
+            let (r, n) = sys::resident_pages(&f, len).context("mincore")?;
+            resident += r;
+            pages += n;
+        }
+        if resident == pages || pass == WARM_PASSES {
+            return Ok(((resident, pages, "after warming"), pass));
+        }
+    }
+}
+
+/// Syncs every file and drops it from the kernel page cache, then counts
+/// the resident pages left.
+fn drop_files(files: &[PathBuf]) -> Result<(usize, usize, &'static str)> {
+    let (mut resident, mut pages) = (0, 0);
+    for p in files {
+        let f = File::open(p)?;
+        f.sync_data()?;
+        sys::drop_cache(&f).context("posix_fadvise(DONTNEED)")?;
+        let (r, n) = sys::resident_pages(&f, f.metadata()?.len()).context("mincore")?;
+        resident += r;
+        pages += n;
+    }
+    Ok((resident, pages, "after drop"))
+}
+
+/// Syncs `files` (after a write run, outside the measurement); the time
+/// it took.
+///
+/// # Errors
+/// The sync's IO error.
+pub fn sync_files(files: &[PathBuf]) -> Result<Duration> {
+    let t = Instant::now();
+    for p in files {
+        File::open(p)?.sync_data()?;
+    }
+    Ok(t.elapsed())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_names() {
+        for k in EngineKind::ALL {
+            let s = EngineSpec::parse(k.name()).unwrap();
+            assert_eq!(s, EngineSpec::plain(k));
+        }
+    }
+
+    #[test]
+    fn label_is_kept_as_given() {
+        let s = EngineSpec::parse("foliocache[populate=lazy,folio=64k]").unwrap();
+        assert_eq!(s.label, "foliocache[populate=lazy,folio=64k]");
+        assert_eq!(s.kind, EngineKind::Foliocache);
+        assert_eq!(s.folio.populate, Populate::Lazy);
+        assert_eq!(s.folio.max_folio, Some(64 << 10));
+    }
+
+    #[test]
+    fn unsupported_options_are_errors() {
+        for bad in ["foliocache[dontcache]", "foliocache[insert=single]"] {
+            let e = EngineSpec::parse(bad).unwrap_err();
+            assert!(e.contains("not supported by the library yet"), "{e}");
+        }
+        assert!(EngineSpec::parse("foliocache[populate=sometimes]").is_err());
+        assert!(EngineSpec::parse("foliocache[folio=1]").is_err());
+        assert!(EngineSpec::parse("kernel[x]")
+            .unwrap_err()
+            .contains("takes no options"));
+    }
+
+    #[test]
+    fn malformed_specs_are_errors() {
+        for bad in [
+            "",
+            "kern",
+            "foliocache[",
+            "foliocache[]",
+            "foliocache[populate=lazy",
+            "foliocache[a]b",
+            "foliocache[[a]]",
+        ] {
+            assert!(EngineSpec::parse(bad).is_err(), "{bad:?} parsed");
+        }
+        let e = EngineSpec::parse("nope").unwrap_err();
+        assert!(e.contains("available: foliocache, kernel, direct, dontcache, mmap"));
+    }
+}

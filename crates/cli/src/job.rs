@@ -1,0 +1,496 @@
+//! The measured run: `numjobs` threads, each looping over reads or writes
+//! of `bs` bytes on its engine, timed per operation.
+//!
+//! ```text
+//!   coordinator                 thread 0..numjobs
+//!   spawn ───────────────────>  buffer (aligned + --buf-offset, touched), offsets
+//!   barrier.wait() <────────>   barrier.wait()
+//!   getrusage, progress bar     loop { off = next(); io(buf, off); t = now();
+//!     (polls each thread's             hist[t - prev]; prev = t;
+//!      published byte count)           every 100 ms: publish bytes, stop?, timeline }
+//!   join, getrusage             return bytes, ops, histogram, timeline, start/end
+//! ```
+//!
+//! Timing: one `Instant::now()` per operation (a vDSO read of the TSC here,
+//! about 20 ns). An operation's latency is the time between the end of the
+//! previous operation and the end of this one, so it includes the loop's
+//! own few nanoseconds (the next offset, the histogram increment) and
+//! nothing else; every engine runs the very same loop, monomorphised for
+//! its IO call, with one buffer per thread and no allocation.
+//! Bandwidth is bytes over the wall time from the first thread's start to
+//! the last thread's end. CPU time is `getrusage(RUSAGE_SELF)` around the
+//! run (the threads of one engine run together, engines one after another).
+
+use std::hint::black_box;
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Barrier;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::data::{self, Generator, FILE_SEED};
+use crate::engine::{BlockIo, DontcacheIo, FolioIo, MmapIo, PreadIo, Prepared};
+use crate::hist::Histogram;
+use crate::report::fmt_bw;
+use crate::scenario::JobSpec;
+use crate::sys::{self, AlignedBuf};
+
+/// How often a thread publishes its progress and looks at the stop flag.
+const TICK: Duration = Duration::from_millis(100);
+/// A partial last second shorter than this is left out of the timeline
+/// when there are full seconds (its bytes still count in the totals).
+const MIN_TAIL: f64 = 0.1;
+
+/// How one engine's run is done, beyond the job.
+#[derive(Debug, Clone, Copy)]
+pub struct RunOptions {
+    /// Check every block read (or, for writes, write checkable content).
+    pub verify: bool,
+    /// Bytes past a page boundary where each thread's buffer starts.
+    pub buf_offset: usize,
+    /// The seed of the content a verifying write run writes.
+    pub write_seed: u64,
+}
+
+/// A run's figures.
+#[derive(Debug)]
+pub struct Measured {
+    /// Bytes read or written.
+    pub bytes: u64,
+    /// Operations done.
+    pub ops: u64,
+    /// Wall time, first thread's start to last thread's end.
+    pub seconds: f64,
+    /// Latencies of every operation of every thread, in ns.
+    pub hist: Histogram,
+    /// Bytes per second for each second of the run.
+    pub timeline: Vec<f64>,
+    /// User CPU seconds of the process during the run.
+    pub cpu_user: f64,
+    /// System CPU seconds of the process during the run.
+    pub cpu_sys: f64,
+    /// For a verifying write run: which blocks of each file were written.
+    pub written: Vec<Vec<bool>>,
+}
+
+/// A thread's published progress, alone on its cache lines.
+#[repr(align(128))]
+#[derive(Default)]
+struct Slot(AtomicU64);
+
+/// The offsets one thread visits: a block cursor that walks and wraps, or
+/// uniformly random blocks (splitmix64 mapped onto the blocks by a
+/// multiply).
+struct Offsets {
+    random: bool,
+    bs: u64,
+    blocks: u64,
+    next: u64,
+}
+
+impl Offsets {
+    fn new(random: bool, bs: u64, blocks: u64, start_block: u64, seed: u64) -> Self {
+        Offsets {
+            random,
+            bs,
+            blocks,
+            next: if random { seed } else { start_block % blocks },
+        }
+    }
+
+    #[inline(always)]
+    fn next(&mut self) -> u64 {
+        if self.random {
+            self.next = self.next.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.next;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^= z >> 31;
+            (((z as u128 * self.blocks as u128) >> 64) as u64) * self.bs
+        } else {
+            let b = self.next;
+            self.next = if b + 1 == self.blocks { 0 } else { b + 1 };
+            b * self.bs
+        }
+    }
+}
+
+/// What one thread's loop needs besides its IO.
+struct Shared<'a> {
+    barrier: &'a Barrier,
+    stop: &'a AtomicBool,
+    runtime: Option<Duration>,
+    max_ops: u64,
+    opts: RunOptions,
+}
+
+/// One thread's figures.
+struct ThreadOut {
+    bytes: u64,
+    ops: u64,
+    hist: Histogram,
+    /// Bytes completed in each full second since `start`.
+    timeline: Vec<u64>,
+    start: Instant,
+    end: Instant,
+    written: Vec<bool>,
+}
+
+/// Runs `job` on a prepared engine and measures it.
+///
+/// # Errors
+/// The first IO or verification error of any thread (the others stop at
+/// their next tick).
+pub fn run(prepared: &Prepared, job: &JobSpec, opts: RunOptions, label: &str) -> Result<Measured> {
+    let n = job.numjobs;
+    let barrier = Barrier::new(n + 1);
+    let stop = AtomicBool::new(false);
+    let slots: Vec<Slot> = (0..n).map(|_| Slot::default()).collect();
+    let blocks = job.nblocks();
+    let shared = Shared {
+        barrier: &barrier,
+        stop: &stop,
+        runtime: job.runtime,
+        max_ops: if job.runtime.is_some() {
+            u64::MAX
+        } else {
+            blocks
+        },
+        opts,
+    };
+    let file_of = |j: usize| if job.shared { 0 } else { j };
+    thread::scope(|s| {
+        let mut handles = Vec::with_capacity(n);
+        for (j, slot) in slots.iter().enumerate() {
+            // Threads sharing a file start spread over it; each random
+            // stream has its own seed.
+            let start_block = if job.shared {
+                j as u64 * blocks / n as u64
+            } else {
+                0
+            };
+            let offs = Offsets::new(
+                job.rw.is_random(),
+                job.bs,
+                blocks,
+                start_block,
+                0x2545_f491_4f6c_dd1d ^ (j as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            );
+            let (sh, rw, bs) = (&shared, job.rw, job.bs);
+            let f = file_of(j);
+            let h = match prepared {
+                Prepared::Pread(fs) => {
+                    let io = PreadIo(&fs[f]);
+                    s.spawn(move || thread_main(io, rw.is_write(), bs, offs, sh, slot))
+                }
+                Prepared::Dontcache(fs) => {
+                    let io = DontcacheIo(&fs[f]);
+                    s.spawn(move || thread_main(io, rw.is_write(), bs, offs, sh, slot))
+                }
+                Prepared::Mmap(ms) => {
+                    let io = MmapIo(&ms[f]);
+                    s.spawn(move || thread_main(io, rw.is_write(), bs, offs, sh, slot))
+                }
+                Prepared::Folio(fs) => {
+                    let io = FolioIo(&fs[f]);
+                    s.spawn(move || thread_main(io, rw.is_write(), bs, offs, sh, slot))
+                }
+            };
+            handles.push(h);
+        }
+        barrier.wait();
+        let cpu0 = sys::cpu_times();
+        watch(&handles, &slots, job, label);
+        let cpu1 = sys::cpu_times();
+        let mut outs = Vec::with_capacity(n);
+        for (j, h) in handles.into_iter().enumerate() {
+            let out = h
+                .join()
+                .map_err(|_| anyhow!("job thread {j} panicked"))?
+                .with_context(|| format!("{label}: job thread {j}"))?;
+            outs.push(out);
+        }
+        Ok(merge(outs, job, cpu0, cpu1))
+    })
+}
+
+/// Waits for the threads, drawing a progress bar on a terminal for a run
+/// longer than a second.
+fn watch<T>(
+    handles: &[thread::ScopedJoinHandle<'_, T>],
+    slots: &[Slot],
+    job: &JobSpec,
+    label: &str,
+) {
+    let t0 = Instant::now();
+    let total_bytes = job.nblocks() * job.bs * job.numjobs as u64;
+    let mut bar: Option<ProgressBar> = None;
+    while !handles.iter().all(|h| h.is_finished()) {
+        thread::sleep(Duration::from_millis(20));
+        let elapsed = t0.elapsed();
+        let long = job.runtime.map_or(elapsed >= Duration::from_secs(1), |r| {
+            r >= Duration::from_secs(1)
+        });
+        if !long {
+            continue;
+        }
+        let bytes: u64 = slots.iter().map(|s| s.0.load(Ordering::Relaxed)).sum();
+        let b = bar.get_or_insert_with(|| {
+            let (len, tmpl) = match job.runtime {
+                Some(r) => (r.as_millis() as u64, "{prefix} [{bar:30}] {elapsed}/{msg}"),
+                None => (total_bytes, "{prefix} [{bar:30}] {percent:>3}% {msg}"),
+            };
+            let style = ProgressStyle::with_template(tmpl)
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> ");
+            let b = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr())
+                .with_style(style);
+            b.set_prefix(format!("{label:>12} {}", job.title()));
+            b
+        });
+        let secs = elapsed.as_secs_f64();
+        match job.runtime {
+            Some(r) => {
+                b.set_position(elapsed.as_millis() as u64);
+                b.set_message(format!(
+                    "{:.0}s {}",
+                    r.as_secs_f64(),
+                    fmt_bw(bytes as f64 / secs)
+                ));
+            }
+            None => {
+                b.set_position(bytes);
+                b.set_message(fmt_bw(bytes as f64 / secs));
+            }
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+}
+
+fn thread_main<IO: BlockIo>(
+    mut io: IO,
+    write: bool,
+    bs: u64,
+    mut offs: Offsets,
+    sh: &Shared<'_>,
+    slot: &Slot,
+) -> io::Result<ThreadOut> {
+    // Set up before the barrier; a failure still meets the barrier so the
+    // others are not left waiting.
+    let setup = AlignedBuf::new(bs as usize, sh.opts.buf_offset);
+    let written = if write && sh.opts.verify {
+        vec![false; offs.blocks as usize]
+    } else {
+        Vec::new()
+    };
+    let gen = Generator::new(if sh.opts.verify { bs as usize } else { 0 });
+    sh.barrier.wait();
+    let mut buf = setup.inspect_err(|_| sh.stop.store(true, Ordering::Relaxed))?;
+    let mut st = LoopState {
+        gen,
+        written,
+        slot,
+        sh,
+    };
+    let r = match (write, sh.opts.verify) {
+        (false, false) => {
+            run_loop::<IO, false, false>(&mut io, buf.as_mut_slice(), &mut offs, &mut st)
+        }
+        (false, true) => {
+            run_loop::<IO, false, true>(&mut io, buf.as_mut_slice(), &mut offs, &mut st)
+        }
+        (true, false) => {
+            run_loop::<IO, true, false>(&mut io, buf.as_mut_slice(), &mut offs, &mut st)
+        }
+        (true, true) => run_loop::<IO, true, true>(&mut io, buf.as_mut_slice(), &mut offs, &mut st),
+    };
+    if r.is_err() {
+        sh.stop.store(true, Ordering::Relaxed);
+    }
+    let mut out = r?;
+    out.written = st.written;
+    Ok(out)
+}
+
+struct LoopState<'a> {
+    gen: Generator,
+    written: Vec<bool>,
+    slot: &'a Slot,
+    sh: &'a Shared<'a>,
+}
+
+fn short(n: usize, want: usize, off: u64) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        format!("short IO: {n} of {want} bytes at offset {off}"),
+    )
+}
+
+/// The measured loop. `WRITE` and `VERIFY` are constants so each of the
+/// four loops is compiled without the other's branches.
+#[inline(never)]
+fn run_loop<IO: BlockIo, const WRITE: bool, const VERIFY: bool>(
+    io: &mut IO,
+    buf: &mut [u8],
+    offs: &mut Offsets,
+    st: &mut LoopState<'_>,
+) -> io::Result<ThreadOut> {
+    let bs = buf.len() as u64;
+    let mut hist = Histogram::new();
+    let mut timeline = Vec::new();
+    let max_ops = st.sh.max_ops;
+    let start = Instant::now();
+    let deadline = st.sh.runtime.map(|d| start + d);
+    let mut next_tick = start + TICK;
+    let mut next_second = start + Duration::from_secs(1);
+    let mut event = deadline.map_or(next_tick, |d| d.min(next_tick));
+    let mut second_base = 0u64;
+    let mut prev = start;
+    let mut bytes = 0u64;
+    let mut ops = 0u64;
+    while ops < max_ops {
+        let off = offs.next();
+        if WRITE {
+            if VERIFY {
+                data::expect(st.sh.opts.write_seed, off, buf);
+                st.written[(off / bs) as usize] = true;
+            }
+            let n = io.write(buf, off)?;
+            if n != buf.len() {
+                return Err(short(n, buf.len(), off));
+            }
+        } else {
+            let n = io.read(buf, off)?;
+            if n != buf.len() {
+                return Err(short(n, buf.len(), off));
+            }
+            if VERIFY {
+                st.gen.check(FILE_SEED, off, buf)?;
+            }
+        }
+        black_box(&mut *buf);
+        let now = Instant::now();
+        hist.record(now.duration_since(prev).as_nanos() as u64);
+        prev = now;
+        bytes += bs;
+        ops += 1;
+        if now >= event {
+            if deadline.is_some_and(|d| now >= d) {
+                break;
+            }
+            st.slot.0.store(bytes, Ordering::Relaxed);
+            if st.sh.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            while now >= next_second {
+                timeline.push(bytes - second_base);
+                second_base = bytes;
+                next_second += Duration::from_secs(1);
+            }
+            next_tick = now + TICK;
+            event = deadline.map_or(next_tick, |d| d.min(next_tick));
+        }
+    }
+    // Seconds the loop crossed without a tick (a stall) still count.
+    while prev >= next_second {
+        timeline.push(bytes - second_base);
+        second_base = bytes;
+        next_second += Duration::from_secs(1);
+    }
+    st.slot.0.store(bytes, Ordering::Relaxed);
+    Ok(ThreadOut {
+        bytes,
+        ops,
+        hist,
+        timeline,
+        start,
+        end: prev,
+        written: Vec::new(),
+    })
+}
+
+fn merge(
+    outs: Vec<ThreadOut>,
+    job: &JobSpec,
+    cpu0: (Duration, Duration),
+    cpu1: (Duration, Duration),
+) -> Measured {
+    let start = outs.iter().map(|o| o.start).min();
+    let end = outs.iter().map(|o| o.end).max();
+    let seconds = match (start, end) {
+        (Some(s), Some(e)) => e.duration_since(s).as_secs_f64(),
+        _ => 0.0,
+    };
+    let mut hist = Histogram::new();
+    let mut per_sec: Vec<u64> = Vec::new();
+    let (mut bytes, mut ops) = (0, 0);
+    let mut written: Vec<Vec<bool>> = vec![Vec::new(); job.nfiles()];
+    for (j, o) in outs.into_iter().enumerate() {
+        bytes += o.bytes;
+        ops += o.ops;
+        hist.merge(&o.hist);
+        if per_sec.len() < o.timeline.len() {
+            per_sec.resize(o.timeline.len(), 0);
+        }
+        for (a, b) in per_sec.iter_mut().zip(&o.timeline) {
+            *a += b;
+        }
+        let f = if job.shared { 0 } else { j };
+        if written[f].is_empty() {
+            written[f] = o.written;
+        } else {
+            for (a, b) in written[f].iter_mut().zip(o.written) {
+                *a |= b;
+            }
+        }
+    }
+    let full = per_sec.len();
+    let mut timeline: Vec<f64> = per_sec.iter().map(|&b| b as f64).collect();
+    let tail_secs = seconds - full as f64;
+    let tail_bytes = bytes - per_sec.iter().sum::<u64>();
+    if tail_secs > 0.0 && (full == 0 || tail_secs >= MIN_TAIL) {
+        timeline.push(tail_bytes as f64 / tail_secs);
+    } else if full == 0 {
+        timeline.push(0.0);
+    }
+    Measured {
+        bytes,
+        ops,
+        seconds,
+        hist,
+        timeline,
+        cpu_user: cpu1.0.saturating_sub(cpu0.0).as_secs_f64(),
+        cpu_sys: cpu1.1.saturating_sub(cpu0.1).as_secs_f64(),
+        written,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequential_offsets_walk_and_wrap() {
+        let mut o = Offsets::new(false, 4096, 3, 1, 0);
+        let got: Vec<u64> = (0..5).map(|_| o.next()).collect();
+        assert_eq!(got, [4096, 8192, 0, 4096, 8192]);
+    }
+
+    #[test]
+    fn random_offsets_are_aligned_in_range_and_spread() {
+        let mut o = Offsets::new(true, 4096, 100, 0, 42);
+        let mut seen = [false; 100];
+        for _ in 0..10_000 {
+            let off = o.next();
+            assert_eq!(off % 4096, 0);
+            assert!(off < 100 * 4096);
+            seen[(off / 4096) as usize] = true;
+        }
+        assert!(seen.iter().all(|&s| s), "every block is visited");
+    }
+}

@@ -1,0 +1,73 @@
+//! `foliocache`: the command-line tool of the foliocache page cache.
+//!
+//! `foliocache bench` runs fio-like jobs on several engines in one run
+//! (foliocache, the kernel's buffered pread, O_DIRECT, RWF_DONTCACHE, a
+//! shared mapping) and reports them side by side, with ratios to the
+//! kernel, as text, JSON and an SVG chart. With no options it runs the
+//! reference scenarios, shortened (`--seeds --quick`).
+//!
+//! Modules: [`args`] (the command line), [`scenario`] (what runs),
+//! [`engine`] (the engines and their warming), [`job`] (the measured
+//! loop), [`hist`] (latency histogram), [`data`] (checkable pseudo-random
+//! data files), [`report`] (text and JSON), [`plot`] (SVG), [`bench`] (the
+//! driver) and [`sys`] (the OS calls `std` lacks: the only unsafe code).
+//!
+//! Exit codes: 0 done, 1 the run failed, 2 bad command line.
+#![deny(unsafe_code)]
+
+mod args;
+mod bench;
+mod data;
+mod engine;
+mod hist;
+mod job;
+mod plot;
+mod report;
+mod scenario;
+#[allow(unsafe_code)]
+mod sys;
+
+use std::process::ExitCode;
+
+use clap::{CommandFactory, Parser};
+
+use args::{Cli, Command};
+use bench::Failure;
+
+fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().collect();
+    let cli = match Cli::try_parse_from(&argv) {
+        Ok(c) => c,
+        // Help and version print to stdout and exit 0; errors print the
+        // message and the usage line and exit 2.
+        Err(e) => e.exit(),
+    };
+    match cli.command {
+        Command::Bench(a) => match bench::run(&a, &argv) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(Failure::Usage(msg)) => {
+                usage_error(&msg);
+                ExitCode::from(2)
+            }
+            Err(Failure::Run(e)) => {
+                eprintln!("error: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}
+
+/// Prints a usage error the way clap prints its own: the message, the
+/// usage line of `foliocache bench`, and where to find more.
+fn usage_error(msg: &str) {
+    let mut cmd = Cli::command();
+    cmd.build();
+    match cmd.find_subcommand_mut("bench") {
+        Some(bench) => {
+            let _ = bench
+                .error(clap::error::ErrorKind::ArgumentConflict, msg)
+                .print();
+        }
+        None => eprintln!("error: {msg}\n\nUsage: foliocache bench [OPTIONS]"),
+    }
+}

@@ -1,0 +1,122 @@
+//! `--plot PATH.svg`: throughput over time per engine, one panel per job
+//! of each scenario, with time and GiB/s axes and a legend. Each second's
+//! bandwidth is drawn as a step over that second.
+
+use std::path::Path;
+
+use anyhow::{anyhow, Result};
+use plotters::prelude::*;
+
+use crate::report::{fmt_size, ScenarioReport};
+
+const WIDTH: u32 = 1000;
+const PANEL_HEIGHT: u32 = 340;
+const GIB: f64 = (1u64 << 30) as f64;
+/// Line colours (Tableau 10), distinct on white.
+const COLORS: [RGBColor; 8] = [
+    RGBColor(214, 39, 40),
+    RGBColor(31, 119, 180),
+    RGBColor(44, 160, 44),
+    RGBColor(255, 127, 14),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(23, 190, 207),
+];
+
+/// One panel: a title and a line per engine.
+struct Panel {
+    title: String,
+    series: Vec<(String, Vec<f64>)>,
+}
+
+fn panels(scenarios: &[ScenarioReport]) -> Vec<Panel> {
+    let mut out: Vec<Panel> = Vec::new();
+    for sc in scenarios {
+        for r in &sc.results {
+            let title = format!(
+                "{}: {} bs={} numjobs={}",
+                sc.name,
+                r.rw,
+                fmt_size(r.bs),
+                r.numjobs
+            );
+            let line = (r.engine.clone(), r.timeline_bw_bytes.clone());
+            match out.iter_mut().find(|p| p.title == title) {
+                Some(p) => p.series.push(line),
+                None => out.push(Panel {
+                    title,
+                    series: vec![line],
+                }),
+            }
+        }
+    }
+    out
+}
+
+/// Draws the chart of `scenarios` to `path` (SVG).
+///
+/// # Errors
+/// No results to draw, or the file cannot be written.
+pub fn draw(path: &Path, scenarios: &[ScenarioReport]) -> Result<()> {
+    let panels = panels(scenarios);
+    if panels.is_empty() {
+        return Err(anyhow!("no results to plot"));
+    }
+    let height = PANEL_HEIGHT * panels.len() as u32;
+    let root = SVGBackend::new(path, (WIDTH, height)).into_drawing_area();
+    let err = |e: &dyn std::fmt::Display| anyhow!("drawing {}: {e}", path.display());
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let areas = root.split_evenly((panels.len(), 1));
+    for (area, panel) in areas.iter().zip(&panels) {
+        let secs = panel
+            .series
+            .iter()
+            .map(|(_, t)| t.len())
+            .max()
+            .unwrap_or(1)
+            .max(1) as f64;
+        let top = panel
+            .series
+            .iter()
+            .flat_map(|(_, t)| t.iter())
+            .fold(0.0f64, |m, &v| m.max(v / GIB));
+        let top = if top > 0.0 { top * 1.15 } else { 1.0 };
+        let mut chart = ChartBuilder::on(area)
+            .caption(&panel.title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.0..secs, 0.0..top)
+            .map_err(|e| err(&e))?;
+        chart
+            .configure_mesh()
+            .x_desc("time (s)")
+            .y_desc("throughput (GiB/s)")
+            .draw()
+            .map_err(|e| err(&e))?;
+        for (i, (label, tl)) in panel.series.iter().enumerate() {
+            let color = COLORS[i % COLORS.len()];
+            let steps = tl.iter().enumerate().flat_map(|(s, &v)| {
+                let y = v / GIB;
+                [(s as f64, y), (s as f64 + 1.0, y)]
+            });
+            chart
+                .draw_series(LineSeries::new(steps, color.stroke_width(2)))
+                .map_err(|e| err(&e))?
+                .label(label.as_str())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(|e| err(&e))?;
+    }
+    root.present().map_err(|e| err(&e))?;
+    Ok(())
+}

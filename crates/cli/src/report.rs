@@ -1,0 +1,404 @@
+//! Results: one [`RunRecord`] per engine run, printed as a fio-like block
+//! when the run ends, gathered per scenario into a side-by-side table with
+//! each engine's ratio to `kernel`, and written as JSON (`"version": 1`).
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+/// The JSON document.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    /// The format's version: 1.
+    pub version: u32,
+    /// The command that reproduces the run.
+    pub command: String,
+    /// The machine.
+    pub host: Host,
+    /// `--quick`.
+    pub quick: bool,
+    /// `--cold`.
+    pub cold: bool,
+    /// `--verify` (figures of a verifying run are not comparable).
+    pub verify: bool,
+    /// Runs of each engine per job; the result kept is the best.
+    pub repeat: u32,
+    /// How a result is chosen among repeats.
+    pub selection: &'static str,
+    /// The scenarios run.
+    pub scenarios: Vec<ScenarioReport>,
+}
+
+/// The machine the bench ran on.
+#[derive(Debug, Serialize)]
+pub struct Host {
+    /// CPUs available to the process.
+    pub cpus: usize,
+    /// `uname -r`.
+    pub kernel: String,
+}
+
+impl Host {
+    /// This machine.
+    pub fn this() -> Host {
+        Host {
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|_| "unknown".into()),
+        }
+    }
+}
+
+/// One scenario's results.
+#[derive(Debug, Serialize)]
+pub struct ScenarioReport {
+    /// Its name.
+    pub name: String,
+    /// What it measures.
+    pub description: String,
+    /// One result per job and engine (the best of the repeats).
+    pub results: Vec<RunRecord>,
+}
+
+/// Latency percentiles, in nanoseconds.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Latency {
+    /// Median.
+    pub p50: u64,
+    /// 75th percentile.
+    pub p75: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// Mean.
+    pub mean: f64,
+    /// Largest.
+    pub max: u64,
+}
+
+/// CPU seconds of the process during the run.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Cpu {
+    /// User time.
+    pub user: f64,
+    /// System time.
+    pub sys: f64,
+}
+
+/// foliocache's figures for a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct FolioFigures {
+    /// `eager` or `lazy`.
+    pub populate: &'static str,
+    /// Time the arena took to fault in at build (0 for lazy): paid once
+    /// per cache, outside every measurement.
+    pub populate_s: f64,
+    /// The warm pass before the run (null for a cold run).
+    pub warm_s: Option<f64>,
+    /// The largest folio, if set by an engine option.
+    pub max_folio_bytes: Option<u64>,
+    /// Reads issued to the file during the measured run.
+    pub io_reads: u64,
+    /// Bytes those reads returned.
+    pub io_bytes: u64,
+    /// Folio lookups that hit during the run.
+    pub hits: u64,
+    /// Folios created and filled during the run.
+    pub misses: u64,
+    /// Folios evicted during the run.
+    pub evictions: u64,
+    /// Bytes cached after the run.
+    pub bytes_cached: u64,
+    /// How the file is read underneath (O_DIRECT or the fallback).
+    pub backing: String,
+    /// Whether the file is read with O_DIRECT underneath.
+    pub backing_direct: bool,
+}
+
+/// Page-cache residency of a run's data before it ran.
+#[derive(Debug, Clone, Serialize)]
+pub struct Residency {
+    /// Pages in the kernel page cache.
+    pub resident_pages: usize,
+    /// Pages of data.
+    pub pages: usize,
+    /// `after warming` or `after drop`.
+    pub when: &'static str,
+}
+
+/// One engine's run of one job.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunRecord {
+    /// The engine's label, as given.
+    pub engine: String,
+    /// `read`, `randread`, `write` or `randwrite`.
+    pub rw: &'static str,
+    /// Block size in bytes.
+    pub bs: u64,
+    /// Threads.
+    pub numjobs: usize,
+    /// Whether the threads shared one file.
+    pub shared: bool,
+    /// Bytes per data file.
+    pub file_size: u64,
+    /// Bytes read or written.
+    pub bytes: u64,
+    /// Operations.
+    pub ops: u64,
+    /// Wall seconds.
+    pub seconds: f64,
+    /// Bandwidth, bytes per second.
+    pub bw_bytes: f64,
+    /// Operations per second.
+    pub iops: f64,
+    /// Per-operation latency.
+    pub lat_ns: Latency,
+    /// CPU seconds.
+    pub cpu_s: Cpu,
+    /// foliocache's capacity in bytes (null for other engines).
+    pub capacity: Option<u64>,
+    /// Bytes per second for each second of the run (the last, partial
+    /// second is left out unless it is at least 0.1 s or the only one).
+    pub timeline_bw_bytes: Vec<f64>,
+    /// Bandwidth over the `kernel` engine's in the same job (null without
+    /// a kernel result).
+    pub ratio_to_kernel: Option<f64>,
+    /// Requested run length (null: one pass per thread).
+    pub runtime_s: Option<f64>,
+    /// Bytes past a page boundary of each thread's buffer.
+    pub buf_offset: usize,
+    /// Whether every cache was dropped before the run.
+    pub cold: bool,
+    /// Bandwidths of every repeat, in run order (this record is the best).
+    pub repeats_bw_bytes: Vec<f64>,
+    /// foliocache's figures (foliocache engines).
+    pub foliocache: Option<FolioFigures>,
+    /// Kernel page-cache residency of the data before the run.
+    pub page_cache: Option<Residency>,
+    /// Facts and warnings about the run.
+    pub notes: Vec<String>,
+}
+
+/// Writes `report` as pretty JSON to `path`.
+///
+/// # Errors
+/// Creating or writing the file.
+pub fn write_json(report: &Report, path: &Path) -> Result<()> {
+    let text = serde_json::to_string_pretty(report)?;
+    std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))
+}
+
+/// `4KiB`, `64KiB`, `512MiB`, `1GiB`, `1000B`.
+pub fn fmt_size(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut i = 0;
+    let mut v = n;
+    while i + 1 < UNITS.len() && v >= 1024 && v % 1024 == 0 {
+        v /= 1024;
+        i += 1;
+    }
+    if i == 0 && n >= 1024 {
+        return format!("{:.1}KiB", n as f64 / 1024.0);
+    }
+    format!("{v}{}", UNITS[i])
+}
+
+/// Bandwidth with a binary unit: `10.52 GiB/s`.
+pub fn fmt_bw(bps: f64) -> String {
+    let units = ["B/s", "KiB/s", "MiB/s", "GiB/s", "TiB/s"];
+    let mut v = bps;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < units.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    format!("{v:.2} {}", units[i])
+}
+
+/// A count with a decimal unit: `2.76M`, `512k`.
+pub fn fmt_count(v: f64) -> String {
+    if v >= 1e9 {
+        format!("{:.2}G", v / 1e9)
+    } else if v >= 1e6 {
+        format!("{:.2}M", v / 1e6)
+    } else if v >= 1e4 {
+        format!("{:.1}k", v / 1e3)
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+/// Nanoseconds, scaled: `312ns`, `1.4us`, `2.1ms`.
+pub fn fmt_ns(ns: u64) -> String {
+    if ns < 10_000 {
+        format!("{ns}ns")
+    } else if ns < 10_000_000 {
+        format!("{:.1}us", ns as f64 / 1e3)
+    } else {
+        format!("{:.1}ms", ns as f64 / 1e6)
+    }
+}
+
+/// The fio-like block for one run.
+pub fn block(r: &RunRecord, scenario: &str, run: Option<(u32, u32)>) -> String {
+    let mut s = String::new();
+    let rep = run.map_or(String::new(), |(i, n)| format!(", run {i} of {n}"));
+    let _ = writeln!(
+        s,
+        "{}: {}: {} bs={} numjobs={}{} file={} ({:.2} s{rep})",
+        r.engine,
+        scenario,
+        r.rw,
+        fmt_size(r.bs),
+        r.numjobs,
+        if r.shared && r.numjobs > 1 {
+            " shared"
+        } else {
+            ""
+        },
+        fmt_size(r.file_size),
+        r.seconds
+    );
+    let _ = writeln!(
+        s,
+        "  {}: IOPS={}, BW={} ({:.1} MB/s) ({} in {:.2}s)",
+        r.rw,
+        fmt_count(r.iops),
+        fmt_bw(r.bw_bytes),
+        r.bw_bytes / 1e6,
+        fmt_size_approx(r.bytes),
+        r.seconds
+    );
+    let _ = writeln!(
+        s,
+        "    lat: p50={}, p75={}, p99={}, mean={}, max={}",
+        fmt_ns(r.lat_ns.p50),
+        fmt_ns(r.lat_ns.p75),
+        fmt_ns(r.lat_ns.p99),
+        fmt_ns(r.lat_ns.mean as u64),
+        fmt_ns(r.lat_ns.max)
+    );
+    let _ = writeln!(
+        s,
+        "    cpu: user={:.2}s, sys={:.2}s",
+        r.cpu_s.user, r.cpu_s.sys
+    );
+    if let Some(f) = &r.foliocache {
+        let _ = writeln!(
+            s,
+            "    foliocache: capacity {}, arena populated {} in {:.3} s at build (not in the run){}",
+            fmt_size_approx(r.capacity.unwrap_or(0)),
+            f.populate,
+            f.populate_s,
+            f.warm_s
+                .map_or(String::new(), |w| format!(", warm pass {w:.3} s"))
+        );
+        let _ = writeln!(
+            s,
+            "    foliocache: during the run {} hits, {} misses, {} IOs ({}), {} evictions; file read {}",
+            f.hits,
+            f.misses,
+            f.io_reads,
+            fmt_size_approx(f.io_bytes),
+            f.evictions,
+            if f.backing_direct {
+                "with O_DIRECT".to_string()
+            } else {
+                format!("through the buffered fallback ({})", f.backing)
+            }
+        );
+    }
+    if let Some(p) = &r.page_cache {
+        let _ = writeln!(
+            s,
+            "    page cache {}: {} of {} pages resident",
+            p.when, p.resident_pages, p.pages
+        );
+    }
+    for n in &r.notes {
+        let _ = writeln!(s, "    {n}");
+    }
+    s
+}
+
+/// A size that need not be round: `53.5GiB`.
+pub fn fmt_size_approx(n: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < units.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{n}B")
+    } else {
+        format!("{v:.1}{}", units[i])
+    }
+}
+
+/// The side-by-side table of a scenario.
+pub fn table(sc: &ScenarioReport, repeat: u32) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "== {}: {}", sc.name, sc.description);
+    if repeat > 1 {
+        let _ = writeln!(
+            s,
+            "   (each engine's best of {repeat} runs, engine order alternating between runs)"
+        );
+    }
+    let _ = writeln!(
+        s,
+        "{:<24} {:<14} {:>13} {:>9} {:>9} {:>9} {:>13} {:>10}",
+        "job", "engine", "bandwidth", "IOPS", "lat p50", "lat p99", "cpu usr+sys", "vs kernel"
+    );
+    let mut last_job = String::new();
+    for r in &sc.results {
+        let job = format!("{} bs={} j={}", r.rw, fmt_size(r.bs), r.numjobs);
+        let shown = if job == last_job {
+            String::new()
+        } else {
+            job.clone()
+        };
+        last_job = job;
+        let _ = writeln!(
+            s,
+            "{:<24} {:<14} {:>13} {:>9} {:>9} {:>9} {:>13} {:>10}",
+            shown,
+            r.engine,
+            fmt_bw(r.bw_bytes),
+            fmt_count(r.iops),
+            fmt_ns(r.lat_ns.p50),
+            fmt_ns(r.lat_ns.p99),
+            format!("{:.2}+{:.2}s", r.cpu_s.user, r.cpu_s.sys),
+            r.ratio_to_kernel
+                .map_or("-".to_string(), |x| format!("{x:.2}x"))
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(fmt_size(4096), "4KiB");
+        assert_eq!(fmt_size(64 << 10), "64KiB");
+        assert_eq!(fmt_size(512 << 20), "512MiB");
+        assert_eq!(fmt_size(1 << 30), "1GiB");
+        assert_eq!(fmt_size(1000), "1000B");
+        assert_eq!(fmt_size(1500), "1.5KiB");
+    }
+
+    #[test]
+    fn rates() {
+        assert_eq!(fmt_bw(2.5 * (1u64 << 30) as f64), "2.50 GiB/s");
+        assert_eq!(fmt_count(2_760_000.0), "2.76M");
+        assert_eq!(fmt_ns(312), "312ns");
+        assert_eq!(fmt_ns(14_000), "14.0us");
+    }
+}
