@@ -18,7 +18,7 @@ use backing::{Backing, BackingInfo, FileBacking, FileOptions};
 use crate::arena::PAGE_SIZE;
 use crate::cache::Cache;
 use crate::folio::FolioFlags;
-use crate::mapping::{AddError, FolioRef, Mapping, MappingEntry, BATCH};
+use crate::mapping::{AddError, FolioRef, Mapping, BATCH};
 
 const PAGE: u64 = PAGE_SIZE as u64;
 
@@ -106,7 +106,7 @@ impl File {
         let end = offset.saturating_add(buf.len() as u64).min(size);
         // The common hit: the whole request inside one cached folio. One
         // lockless lookup, no batch, no range walk.
-        if let Some(MappingEntry::Folio(f)) = m.get_entry(offset / PAGE) {
+        if let Some(f) = m.get_for_read(offset, (end - offset) as usize) {
             let start = f.index() * PAGE;
             if f.test(FolioFlags::UPTODATE) && end <= start + f.nr_pages() * PAGE {
                 f.set_if_clear(FolioFlags::REFERENCED);

@@ -36,6 +36,8 @@
 pub mod arena;
 #[allow(unsafe_code)]
 mod cache;
+#[allow(unsafe_code)]
+mod copy;
 mod file;
 #[allow(unsafe_code)]
 pub mod folio;

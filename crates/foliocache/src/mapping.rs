@@ -42,6 +42,9 @@ const PAGE: u64 = PAGE_SIZE as u64;
 /// The most folios one batch lookup returns (the kernel's `folio_batch`).
 pub const BATCH: usize = 31;
 
+/// Bytes of a hit's data prefetched ahead of its lookup's atomics.
+const PREFETCH_BYTES: usize = 1024;
+
 /// A pointer to a folio descriptor, as stored in a mapping's index.
 ///
 /// It owns nothing: descriptors live in the cache's table for the cache's
@@ -325,6 +328,54 @@ impl Mapping {
                     spin_hint();
                 }
             }
+        }
+    }
+
+    /// The folio holding byte `offset`, with a reference, for a read of
+    /// `len` bytes from there: [`get_entry`](Self::get_entry) for the read
+    /// path's hit. Before the reference is taken (an atomic read-modify-write,
+    /// which waits for everything before it) the first bytes of the read are
+    /// prefetched, so a random hit's miss on its data overlaps the lookup
+    /// instead of following it. `None` for a hole or a shadow.
+    pub(crate) fn get_for_read(&self, offset: u64, len: usize) -> Option<FolioRef<'_>> {
+        let index = offset / PAGE;
+        let guard = self.xa.pin();
+        loop {
+            match self.xa.load_ref(index, &guard)? {
+                EntryRef::Value(_) => return None,
+                EntryRef::Item(f) => {
+                    self.prefetch(f, offset, len);
+                    if let Some(r) = self.try_ref(f, index, &guard) {
+                        return Some(r);
+                    }
+                    spin_hint();
+                }
+            }
+        }
+    }
+
+    /// Prefetches up to [`PREFETCH_BYTES`] of `f`'s bytes from file byte
+    /// `offset`. `f` is not referenced: it may be freed or reused meanwhile,
+    /// which only wastes the prefetch (the arena stays mapped, and a
+    /// prefetch never faults or changes memory).
+    #[inline]
+    fn prefetch(&self, f: &Folio, offset: u64, len: usize) {
+        let cache = self.inner();
+        let Some(page) = cache.table.page_of(f) else {
+            return;
+        };
+        let size = f.nr_pages() * PAGE;
+        let within = offset.wrapping_sub(f.index().wrapping_mul(PAGE));
+        if within >= size {
+            return;
+        }
+        let base = cache.arena.page_ptr(PageId::new(page as u32)).as_ptr();
+        let start = base.wrapping_add(within as usize);
+        let bytes = (size - within).min(len.min(PREFETCH_BYTES) as u64) as usize;
+        let mut line = 0;
+        while line < bytes {
+            crate::copy::prefetch(start.wrapping_add(line));
+            line += 64;
         }
     }
 
@@ -710,7 +761,7 @@ impl Mapping {
         // initialised, nobody writes them, and reclaim cannot free them;
         // `from + dst.len()` lies inside the folio; `dst` is a distinct
         // caller buffer.
-        unsafe { std::ptr::copy_nonoverlapping(src.add(from), dst.as_mut_ptr(), dst.len()) };
+        unsafe { crate::copy::copy(src.add(from), dst.as_mut_ptr(), dst.len()) };
     }
 
     /// Replaces a folio that reclaim froze (count 0, locked) with its
