@@ -1,6 +1,9 @@
 //! Cached read throughput: foliocache `File::read_at` against the kernel
 //! page cache, read two ways: buffered `pread` (`std`'s `FileExt::read_at`
-//! on a normally opened file) and a copy out of a `MAP_SHARED` mapping.
+//! on a normally opened file) and a copy out of a `MAP_SHARED` mapping; and
+//! against the floor of any cache, `bare_copy`: the same copy routine
+//! ([`foliocache::copy`]) from the file's bytes held in arena memory of
+//! the same kind, with no lookup at all.
 //!
 //! Reproduce: `cargo bench -p foliocache --bench read`
 //! (`FOLIOCACHE_BENCH_SIZE=<bytes, or with a K/M/G suffix>` shrinks the
@@ -45,7 +48,8 @@ use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkGroup, Criterion, Throughput};
-use foliocache::{Cache, Populate};
+use foliocache::arena::{Arena, PageId};
+use foliocache::{copy, Cache, Populate};
 
 /// Reads per criterion iteration.
 const BATCH: usize = 256;
@@ -212,6 +216,45 @@ impl Drop for Map {
     }
 }
 
+/// The file's bytes in an arena of their own, in 2 MiB blocks: the same
+/// kind of memory as the cache's folios (huge pages, populated up front).
+struct Bare {
+    arena: Arena,
+    blocks: Vec<PageId>,
+}
+
+impl Bare {
+    fn new(file: &StdFile, size: u64) -> io::Result<Bare> {
+        let mut bare = Bare {
+            arena: Arena::new(size as usize, Populate::Eager)?,
+            blocks: Vec::new(),
+        };
+        for (i, off) in (0..size).step_by(GRAIN as usize).enumerate() {
+            let page = bare.arena.alloc(9).expect("the arena holds the file");
+            bare.blocks.push(page);
+            // SAFETY: the block is ours alone (allocated just now) and
+            // `GRAIN` bytes long; nothing else refers to it.
+            let dst = unsafe { std::slice::from_raw_parts_mut(bare.block(i), GRAIN as usize) };
+            file.read_exact_at(dst, off)?;
+        }
+        Ok(bare)
+    }
+
+    fn block(&self, i: usize) -> *mut u8 {
+        self.arena.page_ptr(self.blocks[i]).as_ptr()
+    }
+
+    /// Copies `dst.len()` bytes at file offset `off` (inside one block).
+    fn read(&self, dst: &mut [u8], off: u64) -> usize {
+        let (i, within) = ((off / GRAIN) as usize, (off % GRAIN) as usize);
+        assert!(within + dst.len() <= GRAIN as usize);
+        // SAFETY: inside block `i`, written once in `new` and only read since.
+        let src = unsafe { std::slice::from_raw_parts(self.block(i).add(within), dst.len()) };
+        copy::copy_from_slice(dst, src);
+        dst.len()
+    }
+}
+
 /// Parses `FOLIOCACHE_BENCH_SIZE`: bytes, optionally with K, M or G (binary).
 fn parse_size(s: &str) -> Option<u64> {
     let s = s.trim();
@@ -345,6 +388,7 @@ fn main() {
     let file = cache.open(&path).expect("opening through foliocache");
     let std_file = StdFile::open(&path).expect("opening the file");
     let map = Map::new(&std_file, size as usize).expect("mmap");
+    let bare = Bare::new(&std_file, size).expect("the bare copy's arena");
 
     // Warm foliocache: one pass of 2 MiB reads (2 MiB folios).
     let t = Instant::now();
@@ -386,6 +430,8 @@ fn main() {
         assert_eq!(std_file.read_at(&mut b, o).unwrap(), b.len());
         assert!(a == b, "foliocache and pread differ at {o}");
         assert!(a[..] == map.bytes()[o as usize..o as usize + a.len()]);
+        bare.read(&mut b, o);
+        assert!(a == b, "foliocache and the bare copy differ at {o}");
     }
     assert!(a.iter().any(|&x| x != 0), "content is not zero");
 
@@ -426,6 +472,14 @@ fn main() {
                 dst.copy_from_slice(&bytes[off..off + dst.len()]);
                 dst.len()
             },
+        );
+        bench_reader(
+            &mut g,
+            w,
+            size,
+            "bare_copy",
+            || {},
+            |dst, off| bare.read(dst, off),
         );
         g.finish();
     }

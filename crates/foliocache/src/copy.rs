@@ -15,6 +15,18 @@
 /// Copies from this length up go through `rep movsb` (where it is fast).
 pub const REP_MOVSB_MIN: usize = 256;
 
+/// `dst.copy_from_slice(src)` with the read path's copy: what a cache hit
+/// costs at the least (benchmarks use it as the floor).
+///
+/// # Panics
+/// If the lengths differ, as `copy_from_slice` does.
+pub fn copy_from_slice(dst: &mut [u8], src: &[u8]) {
+    assert_eq!(dst.len(), src.len(), "copy_from_slice: lengths differ");
+    // SAFETY: both slices are valid for `len` bytes, and a `&mut` slice
+    // cannot overlap a `&` one.
+    unsafe { copy(src.as_ptr(), dst.as_mut_ptr(), dst.len()) };
+}
+
 /// Copies `len` bytes from `src` to `dst`.
 ///
 /// # Safety

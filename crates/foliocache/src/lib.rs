@@ -12,6 +12,7 @@
 //!   folio memory than its capacity (reclaim runs inline);
 //! - [`arena`]: the folio arena, one mapping sized by the cache's capacity,
 //!   handed out by a buddy allocator by order;
+//! - [`copy`]: the copy a hit makes (`rep movsb` where it is fast);
 //! - [`folio`]: the folio descriptor: reference count, a lock a thread can
 //!   sleep on, and the page-cache flags;
 //! - [`Mapping`]: a file's page index; an evicted folio leaves a
@@ -37,7 +38,7 @@ pub mod arena;
 #[allow(unsafe_code)]
 mod cache;
 #[allow(unsafe_code)]
-mod copy;
+pub mod copy;
 mod file;
 #[allow(unsafe_code)]
 pub mod folio;
