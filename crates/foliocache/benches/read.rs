@@ -244,14 +244,20 @@ impl Bare {
         self.arena.page_ptr(self.blocks[i]).as_ptr()
     }
 
-    /// Copies `dst.len()` bytes at file offset `off` (inside one block).
+    /// Copies `dst.len()` bytes at file offset `off` (the workloads' reads
+    /// lie inside one block; the content check's may straddle two).
     fn read(&self, dst: &mut [u8], off: u64) -> usize {
-        let (i, within) = ((off / GRAIN) as usize, (off % GRAIN) as usize);
-        assert!(within + dst.len() <= GRAIN as usize);
-        // SAFETY: inside block `i`, written once in `new` and only read since.
-        let src = unsafe { std::slice::from_raw_parts(self.block(i).add(within), dst.len()) };
-        copy::copy_from_slice(dst, src);
-        dst.len()
+        let mut done = 0;
+        while done < dst.len() {
+            let at = off + done as u64;
+            let (i, within) = ((at / GRAIN) as usize, (at % GRAIN) as usize);
+            let n = (dst.len() - done).min(GRAIN as usize - within);
+            // SAFETY: inside block `i`, written once in `new`, only read since.
+            let src = unsafe { std::slice::from_raw_parts(self.block(i).add(within), n) };
+            copy::copy_from_slice(&mut dst[done..done + n], src);
+            done += n;
+        }
+        done
     }
 }
 
