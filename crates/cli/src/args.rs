@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::clock::ClockKind;
 use crate::engine::EngineSpec;
 use crate::scenario;
 
@@ -103,7 +104,7 @@ pub struct BenchArgs {
     pub shared: bool,
 
     /// Run each engine for this many seconds (time-based; a scenario's
-    /// default is 5 s with --quick, 10 s without). A custom job without it
+    /// default is 4 s with --quick, 10 s without). A custom job without it
     /// makes one pass over its data.
     #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
     pub runtime: Option<f64>,
@@ -137,14 +138,14 @@ pub struct BenchArgs {
     #[arg(long)]
     pub seeds: bool,
 
-    /// Shorten the scenarios (smaller file, 5 s runs, one repetition) so
-    /// the whole set takes about two minutes on 2 cores.
+    /// Shorten the scenarios (512 MiB file, 4 s runs) so the whole set
+    /// takes about two minutes on 2 cores.
     #[arg(long)]
     pub quick: bool,
 
     /// Run the engine list this many times, alternating its order, and
-    /// report each engine's best run (default: 2 for scenarios without
-    /// --quick, else 1).
+    /// report each engine's best run (default: 2 for scenarios, 1 for a
+    /// custom job).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeat: Option<u32>,
 
@@ -167,6 +168,11 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N", default_value_t = 0,
           value_parser = clap::value_parser!(u16).range(0..4096))]
     pub buf_offset: u16,
+
+    /// What times each operation: the CPU's TSC (where the kernel's
+    /// clocksource is tsc) or std's Instant.
+    #[arg(long, value_enum, default_value_t = ClockKind::Auto)]
+    pub clock: ClockKind,
 }
 
 const AFTER_HELP: &str = "\

@@ -95,6 +95,11 @@ fn run_plan(args: &BenchArgs, plan: &Plan, argv: &[String]) -> Result<()> {
         }
     };
     out!("foliocache bench: reproduce with `{command}`");
+    let overhead = crate::clock::overhead_ns(plan.clock);
+    out!(
+        "clock: {} (timing costs {overhead:.0} ns per operation, in every engine's figures)",
+        plan.clock.name()
+    );
     out!(
         "host: {} CPUs, Linux {}; data in {}{}{}{}",
         host.cpus,
@@ -176,6 +181,8 @@ fn run_plan(args: &BenchArgs, plan: &Plan, argv: &[String]) -> Result<()> {
         cold: plan.cold,
         verify: plan.verify,
         repeat: plan.repeat,
+        clock: plan.clock.name(),
+        timing_overhead_ns: overhead,
         selection: "best bandwidth among the repeats",
         scenarios: reports,
     };
@@ -245,6 +252,7 @@ fn run_one(
         verify: plan.verify,
         buf_offset: plan.buf_offset,
         write_seed: ctx.write_seed,
+        clock: plan.clock,
     };
     let m = job::run(&prepared, job, opts, &spec.label)?;
     drop(prepared);
@@ -311,6 +319,21 @@ fn run_one(
         notes.push("verify: every block read matched the generator".into());
     }
     let secs = m.seconds.max(1e-9);
+    let ns = |ticks: f64| (ticks * m.ns_per_tick).round() as u64;
+    // How much of the CPU the threads had: a cached engine's threads
+    // never wait, so less than all of it means other work ran here.
+    let busy = (m.cpu_user + m.cpu_sys) / (secs * job.numjobs as f64);
+    notes.push(format!(
+        "threads were on CPU {:.0}% of the run",
+        busy * 100.0
+    ));
+    if !ctx.mode.cold && spec.kind.cached() && busy < 0.9 {
+        notes.push(
+            "warning: the threads had less than 90% of their CPUs: other work ran on this \
+             machine during the run (a noisy figure)"
+                .into(),
+        );
+    }
     Ok(RunRecord {
         engine: spec.label.clone(),
         rw: job.rw.name(),
@@ -324,11 +347,11 @@ fn run_one(
         bw_bytes: m.bytes as f64 / secs,
         iops: m.ops as f64 / secs,
         lat_ns: Latency {
-            p50: m.hist.percentile(0.50),
-            p75: m.hist.percentile(0.75),
-            p99: m.hist.percentile(0.99),
-            mean: m.hist.mean(),
-            max: m.hist.max(),
+            p50: ns(m.hist.percentile(0.50) as f64),
+            p75: ns(m.hist.percentile(0.75) as f64),
+            p99: ns(m.hist.percentile(0.99) as f64),
+            mean: m.hist.mean() * m.ns_per_tick,
+            max: ns(m.hist.max() as f64),
         },
         cpu_s: report::Cpu {
             user: m.cpu_user,

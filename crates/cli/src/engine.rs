@@ -75,8 +75,9 @@ impl EngineKind {
         self != EngineKind::Foliocache
     }
 
-    /// Whether the engine is warmed before a warm run.
-    fn cached(self) -> bool {
+    /// Whether the engine is warmed before a warm run (its reads are then
+    /// memory copies).
+    pub fn cached(self) -> bool {
         matches!(
             self,
             EngineKind::Foliocache | EngineKind::Kernel | EngineKind::Mmap
@@ -200,9 +201,11 @@ fn parse_folio_option(opt: &str, folio: &mut FolioOptions) -> Result<(), String>
                 "foliocache engine: bad option `{opt}` ({SUPPORTED})"
             ))
         }
-        _ => return Err(format!(
+        _ => {
+            return Err(format!(
             "foliocache engine: option `{opt}` is not supported by the library yet ({SUPPORTED})"
-        )),
+        ))
+        }
     }
     Ok(())
 }

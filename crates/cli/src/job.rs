@@ -5,14 +5,14 @@
 //!   coordinator                 thread 0..numjobs
 //!   spawn ───────────────────>  buffer (aligned + --buf-offset, touched), offsets
 //!   barrier.wait() <────────>   barrier.wait()
-//!   getrusage, progress bar     loop { off = next(); io(buf, off); t = now();
+//!   getrusage, progress bar     loop { off = next(); io(buf, off); t = clock();
 //!     (polls each thread's             hist[t - prev]; prev = t;
 //!      published byte count)           every 100 ms: publish bytes, stop?, timeline }
 //!   join, getrusage             return bytes, ops, histogram, timeline, start/end
 //! ```
 //!
-//! Timing: one `Instant::now()` per operation (a vDSO read of the TSC here,
-//! about 20 ns). An operation's latency is the time between the end of the
+//! Timing: one clock read per operation ([`crate::clock`]: the TSC, about
+//! 10 ns here, or `Instant::now()`, about 27 ns). An operation's latency is the time between the end of the
 //! previous operation and the end of this one, so it includes the loop's
 //! own few nanoseconds (the next offset, the histogram increment) and
 //! nothing else; every engine runs the very same loop, monomorphised for
@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::clock::{Clock, ClockKind, Mono, Tsc};
 use crate::data::{self, Generator, FILE_SEED};
 use crate::engine::{BlockIo, DontcacheIo, FolioIo, MmapIo, PreadIo, Prepared};
 use crate::hist::Histogram;
@@ -53,6 +54,8 @@ pub struct RunOptions {
     pub buf_offset: usize,
     /// The seed of the content a verifying write run writes.
     pub write_seed: u64,
+    /// The clock that times operations (resolved: `Tsc` or `Instant`).
+    pub clock: ClockKind,
 }
 
 /// A run's figures.
@@ -64,8 +67,11 @@ pub struct Measured {
     pub ops: u64,
     /// Wall time, first thread's start to last thread's end.
     pub seconds: f64,
-    /// Latencies of every operation of every thread, in ns.
+    /// Latencies of every operation of every thread, in clock ticks.
     pub hist: Histogram,
+    /// Nanoseconds per tick of the histogram's clock, measured over the
+    /// run.
+    pub ns_per_tick: f64,
     /// Bytes per second for each second of the run.
     pub timeline: Vec<f64>,
     /// User CPU seconds of the process during the run.
@@ -125,6 +131,7 @@ struct Shared<'a> {
     runtime: Option<Duration>,
     max_ops: u64,
     opts: RunOptions,
+    ticks_per_sec: f64,
 }
 
 /// One thread's figures.
@@ -132,6 +139,8 @@ struct ThreadOut {
     bytes: u64,
     ops: u64,
     hist: Histogram,
+    /// Clock ticks from `start` to `end`.
+    ticks: u64,
     /// Bytes completed in each full second since `start`.
     timeline: Vec<u64>,
     start: Instant,
@@ -160,6 +169,7 @@ pub fn run(prepared: &Prepared, job: &JobSpec, opts: RunOptions, label: &str) ->
             blocks
         },
         opts,
+        ticks_per_sec: opts.clock.ticks_per_sec(),
     };
     let file_of = |j: usize| if job.shared { 0 } else { j };
     thread::scope(|s| {
@@ -289,25 +299,28 @@ fn thread_main<IO: BlockIo>(
         Vec::new()
     };
     let gen = Generator::new(if sh.opts.verify { bs as usize } else { 0 });
+    let hist = Histogram::new();
     sh.barrier.wait();
     let mut buf = setup.inspect_err(|_| sh.stop.store(true, Ordering::Relaxed))?;
     let mut st = LoopState {
+        hist: Some(hist),
         gen,
         written,
         slot,
         sh,
     };
-    let r = match (write, sh.opts.verify) {
-        (false, false) => {
-            run_loop::<IO, false, false>(&mut io, buf.as_mut_slice(), &mut offs, &mut st)
-        }
-        (false, true) => {
-            run_loop::<IO, false, true>(&mut io, buf.as_mut_slice(), &mut offs, &mut st)
-        }
-        (true, false) => {
-            run_loop::<IO, true, false>(&mut io, buf.as_mut_slice(), &mut offs, &mut st)
-        }
-        (true, true) => run_loop::<IO, true, true>(&mut io, buf.as_mut_slice(), &mut offs, &mut st),
+    let b = buf.as_mut_slice();
+    let o = &mut offs;
+    let tsc = sh.opts.clock == ClockKind::Tsc;
+    let r = match (tsc, write, sh.opts.verify) {
+        (true, false, false) => run_loop::<IO, Tsc, false, false>(&mut io, b, o, &mut st),
+        (true, false, true) => run_loop::<IO, Tsc, false, true>(&mut io, b, o, &mut st),
+        (true, true, false) => run_loop::<IO, Tsc, true, false>(&mut io, b, o, &mut st),
+        (true, true, true) => run_loop::<IO, Tsc, true, true>(&mut io, b, o, &mut st),
+        (false, false, false) => run_loop::<IO, Mono, false, false>(&mut io, b, o, &mut st),
+        (false, false, true) => run_loop::<IO, Mono, false, true>(&mut io, b, o, &mut st),
+        (false, true, false) => run_loop::<IO, Mono, true, false>(&mut io, b, o, &mut st),
+        (false, true, true) => run_loop::<IO, Mono, true, true>(&mut io, b, o, &mut st),
     };
     if r.is_err() {
         sh.stop.store(true, Ordering::Relaxed);
@@ -318,6 +331,8 @@ fn thread_main<IO: BlockIo>(
 }
 
 struct LoopState<'a> {
+    /// The histogram, made before the barrier; the loop takes it.
+    hist: Option<Histogram>,
     gen: Generator,
     written: Vec<bool>,
     slot: &'a Slot,
@@ -331,26 +346,35 @@ fn short(n: usize, want: usize, off: u64) -> io::Error {
     )
 }
 
-/// The measured loop. `WRITE` and `VERIFY` are constants so each of the
-/// four loops is compiled without the other's branches.
+/// The measured loop. The clock `C`, `WRITE` and `VERIFY` are type-level,
+/// so each combination is compiled without the others' branches.
+///
+/// The fast path per operation: next offset, the IO, one clock read, one
+/// histogram increment, one compare against the next event. Events (every
+/// [`TICK`], and the deadline) take the slow path: `Instant` for real
+/// time, publish progress, look at the stop flag, close finished seconds
+/// of the timeline.
 #[inline(never)]
-fn run_loop<IO: BlockIo, const WRITE: bool, const VERIFY: bool>(
+fn run_loop<IO: BlockIo, C: Clock, const WRITE: bool, const VERIFY: bool>(
     io: &mut IO,
     buf: &mut [u8],
     offs: &mut Offsets,
     st: &mut LoopState<'_>,
 ) -> io::Result<ThreadOut> {
     let bs = buf.len() as u64;
-    let mut hist = Histogram::new();
-    let mut timeline = Vec::new();
+    let rate = st.sh.ticks_per_sec;
+    let to_ticks = |d: Duration| (d.as_secs_f64() * rate) as u64;
+    let mut hist = st.hist.take().unwrap_or_default();
+    let secs = st.sh.runtime.map_or(60, |d| d.as_secs() as usize + 2);
+    let mut timeline = Vec::with_capacity(secs);
     let max_ops = st.sh.max_ops;
     let start = Instant::now();
+    let t_start = C::now();
     let deadline = st.sh.runtime.map(|d| start + d);
-    let mut next_tick = start + TICK;
     let mut next_second = start + Duration::from_secs(1);
-    let mut event = deadline.map_or(next_tick, |d| d.min(next_tick));
+    let mut event = t_start + to_ticks(st.sh.runtime.map_or(TICK, |d| d.min(TICK)));
     let mut second_base = 0u64;
-    let mut prev = start;
+    let mut prev = t_start;
     let mut bytes = 0u64;
     let mut ops = 0u64;
     while ops < max_ops {
@@ -374,30 +398,33 @@ fn run_loop<IO: BlockIo, const WRITE: bool, const VERIFY: bool>(
             }
         }
         black_box(&mut *buf);
-        let now = Instant::now();
-        hist.record(now.duration_since(prev).as_nanos() as u64);
+        let now = C::now();
+        hist.record(now.wrapping_sub(prev));
         prev = now;
         bytes += bs;
         ops += 1;
         if now >= event {
-            if deadline.is_some_and(|d| now >= d) {
+            let real = Instant::now();
+            if deadline.is_some_and(|d| real >= d) {
                 break;
             }
             st.slot.0.store(bytes, Ordering::Relaxed);
             if st.sh.stop.load(Ordering::Relaxed) {
                 break;
             }
-            while now >= next_second {
+            while real >= next_second {
                 timeline.push(bytes - second_base);
                 second_base = bytes;
                 next_second += Duration::from_secs(1);
             }
-            next_tick = now + TICK;
-            event = deadline.map_or(next_tick, |d| d.min(next_tick));
+            let until = deadline.map_or(TICK, |d| d.saturating_duration_since(real).min(TICK));
+            event = now + to_ticks(until);
         }
     }
-    // Seconds the loop crossed without a tick (a stall) still count.
-    while prev >= next_second {
+    let t_end = C::now();
+    let end = Instant::now();
+    // Seconds the loop crossed without an event (a stall) still count.
+    while end >= next_second {
         timeline.push(bytes - second_base);
         second_base = bytes;
         next_second += Duration::from_secs(1);
@@ -407,9 +434,10 @@ fn run_loop<IO: BlockIo, const WRITE: bool, const VERIFY: bool>(
         bytes,
         ops,
         hist,
+        ticks: t_end.wrapping_sub(t_start),
         timeline,
         start,
-        end: prev,
+        end,
         written: Vec::new(),
     })
 }
@@ -429,10 +457,13 @@ fn merge(
     let mut hist = Histogram::new();
     let mut per_sec: Vec<u64> = Vec::new();
     let (mut bytes, mut ops) = (0, 0);
+    let (mut ns, mut ticks) = (0.0, 0.0);
     let mut written: Vec<Vec<bool>> = vec![Vec::new(); job.nfiles()];
     for (j, o) in outs.into_iter().enumerate() {
         bytes += o.bytes;
         ops += o.ops;
+        ns += o.end.duration_since(o.start).as_nanos() as f64;
+        ticks += o.ticks as f64;
         hist.merge(&o.hist);
         if per_sec.len() < o.timeline.len() {
             per_sec.resize(o.timeline.len(), 0);
@@ -463,6 +494,7 @@ fn merge(
         ops,
         seconds,
         hist,
+        ns_per_tick: if ticks > 0.0 { ns / ticks } else { 1.0 },
         timeline,
         cpu_user: cpu1.0.saturating_sub(cpu0.0).as_secs_f64(),
         cpu_sys: cpu1.1.saturating_sub(cpu0.1).as_secs_f64(),

@@ -8,7 +8,7 @@
 //!
 //! Modules: [`args`] (the command line), [`scenario`] (what runs),
 //! [`engine`] (the engines and their warming), [`job`] (the measured
-//! loop), [`hist`] (latency histogram), [`data`] (checkable pseudo-random
+//! loop), [`clock`] (what times it), [`hist`] (latency histogram), [`data`] (checkable pseudo-random
 //! data files), [`report`] (text and JSON), [`plot`] (SVG), [`bench`] (the
 //! driver) and [`sys`] (the OS calls `std` lacks: the only unsafe code).
 //!
@@ -17,6 +17,7 @@
 
 mod args;
 mod bench;
+mod clock;
 mod data;
 mod engine;
 mod hist;
@@ -38,9 +39,12 @@ fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
     let cli = match Cli::try_parse_from(&argv) {
         Ok(c) => c,
-        // Help and version print to stdout and exit 0; errors print the
-        // message and the usage line and exit 2.
-        Err(e) => e.exit(),
+        // Help and version print to stdout and exit 0.
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => {
+            print_parse_error(&e);
+            return ExitCode::from(2);
+        }
     };
     match cli.command {
         Command::Bench(a) => match bench::run(&a, &argv) {
@@ -54,6 +58,26 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+    }
+}
+
+/// Prints clap's error with the usage line, which clap leaves out of
+/// errors about a bad value.
+fn print_parse_error(e: &clap::Error) {
+    let text = e.render().to_string();
+    if text.contains("Usage:") {
+        eprint!("{text}");
+        return;
+    }
+    let mut cmd = Cli::command();
+    cmd.build();
+    let usage = cmd
+        .find_subcommand_mut("bench")
+        .map(|b| b.render_usage().to_string())
+        .unwrap_or_else(|| "Usage: foliocache bench [OPTIONS]".into());
+    match text.split_once("\n\n") {
+        Some((msg, rest)) => eprint!("{msg}\n\n{usage}\n\n{rest}"),
+        None => eprint!("{text}\n{usage}\n"),
     }
 }
 

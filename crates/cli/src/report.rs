@@ -25,6 +25,10 @@ pub struct Report {
     pub verify: bool,
     /// Runs of each engine per job; the result kept is the best.
     pub repeat: u32,
+    /// The clock that timed operations: `tsc` or `instant`.
+    pub clock: &'static str,
+    /// What a clock read and a histogram update cost, per operation.
+    pub timing_overhead_ns: f64,
     /// How a result is chosen among repeats.
     pub selection: &'static str,
     /// The scenarios run.

@@ -10,6 +10,7 @@
 use std::time::Duration;
 
 use crate::args::{BenchArgs, Rw};
+use crate::clock::ClockKind;
 use crate::engine::{EngineKind, EngineSpec, NO_WRITES};
 use crate::report::fmt_size;
 use crate::sys::PAGE;
@@ -22,7 +23,7 @@ const SCENARIO_SIZE: u64 = 1 << 30;
 const QUICK_SIZE: u64 = 512 << 20;
 /// A scenario engine run's length (full, and with `--quick`).
 const RUNTIME: f64 = 10.0;
-const QUICK_RUNTIME: f64 = 5.0;
+const QUICK_RUNTIME: f64 = 4.0;
 /// A custom job's defaults.
 const DEFAULT_BS: u64 = 4096;
 const DEFAULT_SIZE: u64 = 1 << 30;
@@ -106,6 +107,8 @@ pub struct Plan {
     pub capacity: Option<u64>,
     /// `--quick`.
     pub quick: bool,
+    /// The clock that times operations (resolved).
+    pub clock: ClockKind,
 }
 
 /// Resolves the command line into a plan.
@@ -152,7 +155,7 @@ pub fn plan(args: &BenchArgs) -> Result<Plan, String> {
             return Err(format!("--capacity {c}: at least one page (4k)"));
         }
     }
-    let repeat = args.repeat.unwrap_or(if !custom && !quick { 2 } else { 1 });
+    let repeat = args.repeat.unwrap_or(if custom { 1 } else { 2 });
     Ok(Plan {
         scenarios,
         repeat,
@@ -161,6 +164,7 @@ pub fn plan(args: &BenchArgs) -> Result<Plan, String> {
         buf_offset: args.buf_offset as usize,
         capacity: args.capacity,
         quick,
+        clock: args.clock.resolve(),
     })
 }
 

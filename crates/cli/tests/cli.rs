@@ -1,0 +1,430 @@
+//! The `foliocache` binary, run as a user runs it: bad command lines, a
+//! quick smoke run of the scenarios with JSON and plot checked field by
+//! field, and verifying runs of every engine for reads and of the kernel
+//! engines for writes (every block read or written is checked against the
+//! data generator).
+//!
+//! Sizes are tiny (a few MiB, runs of a fraction of a second), so the
+//! whole file runs in seconds.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_foliocache"))
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().expect("running foliocache")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Runs a bench that must succeed and returns its JSON.
+fn bench_json(dir: &Path, args: &[&str]) -> Value {
+    let json = dir.join("out.json");
+    let data = dir.join("data");
+    let mut all = vec!["bench", "--dir", data.to_str().unwrap()];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--json", json.to_str().unwrap()]);
+    let out = run(&all);
+    assert!(
+        out.status.success(),
+        "foliocache {all:?} failed ({}):\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+}
+
+fn results(v: &Value) -> Vec<&Value> {
+    v["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["results"].as_array().unwrap())
+        .collect()
+}
+
+fn assert_usage_error(args: &[&str], wants: &str) {
+    let out = run(args);
+    let err = text(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{args:?}: exit code; stderr:\n{err}"
+    );
+    assert!(err.contains("error:"), "{args:?}: no error line:\n{err}");
+    assert!(err.contains("Usage:"), "{args:?}: no usage line:\n{err}");
+    assert!(err.contains(wants), "{args:?}: want {wants:?} in:\n{err}");
+    assert!(!err.contains("panicked"), "{args:?} panicked:\n{err}");
+    assert!(out.stdout.is_empty(), "{args:?}: ran anyway");
+}
+
+#[test]
+fn bad_arguments_exit_2_with_the_usage_line() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["bench", "--bs", "4x"], "unknown size suffix"),
+        (&["bench", "--size", "lots"], "is not a size"),
+        (&["bench", "--bs", "0"], "more than 0"),
+        (
+            &["bench", "--scenario", "uncached"],
+            "unknown scenario `uncached` (available: seqread, randread)",
+        ),
+        (&["bench", "--engine", "nope"], "unknown engine `nope`"),
+        (
+            &["bench", "--engine", "foliocache[insert=single]"],
+            "not supported by the library yet",
+        ),
+        (
+            &["bench", "--engine", "foliocache[dontcache]"],
+            "not supported by the library yet",
+        ),
+        (&["bench", "--engine", "kernel[x]"], "takes no options"),
+        (
+            &["bench", "--rw", "write", "--engine", "foliocache"],
+            "foliocache engine: writes are not supported yet (issue 7)",
+        ),
+        (
+            &[
+                "bench", "--rw", "read", "--engine", "direct", "--bs", "1000",
+            ],
+            "multiple of 4096",
+        ),
+        (
+            &[
+                "bench",
+                "--rw",
+                "read",
+                "--engine",
+                "direct",
+                "--buf-offset",
+                "8",
+            ],
+            "--buf-offset must be 0",
+        ),
+        (
+            &["bench", "--rw", "read", "--size", "1k"],
+            "smaller than the block size",
+        ),
+        (&["bench", "--numjobs", "0"], "0 is not in 1..=1024"),
+        (&["bench", "--runtime", "0"], "not a duration"),
+        (&["bench", "--rw", "sideways"], "invalid value"),
+        (
+            &["bench", "--scenario", "seqread", "--bs", "4k"],
+            "cannot be used with",
+        ),
+        (
+            &["bench", "--seeds", "--scenario", "seqread"],
+            "cannot be used with",
+        ),
+        (
+            &["bench", "--engine", "kernel", "--engine", "kernel"],
+            "given twice",
+        ),
+        (&["bench", "--frobnicate"], "unexpected argument"),
+        (&["frobnicate"], "unrecognized subcommand"),
+    ];
+    for (args, wants) in cases {
+        assert_usage_error(args, wants);
+    }
+}
+
+#[test]
+fn no_command_prints_help_and_exits_2() {
+    let out = run(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("bench"));
+}
+
+#[test]
+fn help_exits_0() {
+    let out = run(&["bench", "--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(text(&out.stdout).contains("--engine"));
+}
+
+/// The CI smoke run: `bench --quick` (both scenarios, every default
+/// engine, two alternating repeats) on an 8 MiB file, with the JSON's
+/// fields and the plot checked.
+#[test]
+fn quick_seeds_smoke_run_writes_complete_json_and_a_plot() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("plot.svg");
+    let v = bench_json(
+        dir.path(),
+        &[
+            "--quick",
+            "--size",
+            "8M",
+            "--runtime",
+            "0.25",
+            "--plot",
+            svg.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(v["version"], 1);
+    assert_eq!(v["repeat"], 2);
+    let names: Vec<&str> = v["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["seqread", "randread"]);
+    for s in v["scenarios"].as_array().unwrap() {
+        assert!(!s["description"].as_str().unwrap().is_empty());
+    }
+    let rs = results(&v);
+    // seqread: 2 block sizes x 3 engines; randread: 3 engines.
+    assert_eq!(rs.len(), 9);
+    for r in &rs {
+        let engine = r["engine"].as_str().unwrap();
+        for f in [
+            "engine",
+            "rw",
+            "bs",
+            "numjobs",
+            "file_size",
+            "bytes",
+            "seconds",
+            "bw_bytes",
+            "iops",
+            "lat_ns",
+            "cpu_s",
+            "capacity",
+            "timeline_bw_bytes",
+        ] {
+            assert!(r.get(f).is_some(), "{engine}: no field {f}");
+        }
+        assert!(["foliocache", "kernel", "mmap"].contains(&engine));
+        assert!(["read", "randread"].contains(&r["rw"].as_str().unwrap()));
+        assert!([4096, 65536].contains(&r["bs"].as_u64().unwrap()));
+        assert!(r["numjobs"].as_u64().unwrap() >= 1);
+        assert_eq!(r["file_size"], 8 << 20);
+        assert!(r["bytes"].as_u64().unwrap() > 0, "{engine}: bytes");
+        assert!(r["seconds"].as_f64().unwrap() > 0.1, "{engine}: seconds");
+        assert!(r["bw_bytes"].as_f64().unwrap() > 0.0, "{engine}: bw");
+        assert!(r["iops"].as_f64().unwrap() > 0.0, "{engine}: iops");
+        let lat = &r["lat_ns"];
+        let (p50, p75, p99) = (
+            lat["p50"].as_u64().unwrap(),
+            lat["p75"].as_u64().unwrap(),
+            lat["p99"].as_u64().unwrap(),
+        );
+        assert!(p50 > 0 && p50 <= p75 && p75 <= p99, "{engine}: {lat}");
+        let cpu = &r["cpu_s"];
+        assert!(cpu["user"].as_f64().unwrap() + cpu["sys"].as_f64().unwrap() > 0.0);
+        let tl = r["timeline_bw_bytes"].as_array().unwrap();
+        assert!(!tl.is_empty(), "{engine}: empty timeline");
+        assert!(tl.iter().all(|x| x.as_f64().unwrap() > 0.0));
+        assert!(r["ratio_to_kernel"].as_f64().unwrap() > 0.0);
+        assert_eq!(r["repeats_bw_bytes"].as_array().unwrap().len(), 2);
+        if engine == "kernel" {
+            assert!((r["ratio_to_kernel"].as_f64().unwrap() - 1.0).abs() < 1e-9);
+        }
+        if engine == "foliocache" {
+            assert!(r["capacity"].as_u64().unwrap() >= 8 << 20);
+            let f = &r["foliocache"];
+            assert_eq!(f["io_reads"], 0, "a cached run did IO");
+            assert!(f["hits"].as_u64().unwrap() > 0);
+            assert_eq!(f["populate"], "eager");
+        } else {
+            assert!(r["capacity"].is_null());
+            assert_eq!(r["page_cache"]["when"], "after warming");
+        }
+    }
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.trim_start().starts_with("<svg"), "not an SVG");
+    assert!(svg.trim_end().ends_with("</svg>"), "SVG not closed");
+    for word in [
+        "foliocache",
+        "kernel",
+        "mmap",
+        "seqread",
+        "randread",
+        "time (s)",
+    ] {
+        assert!(svg.contains(word), "plot lacks {word}");
+    }
+}
+
+/// Whether the kernel and the temporary directory's filesystem take
+/// `RWF_DONTCACHE` (Linux 6.14+) and `O_DIRECT`: engines that cannot run
+/// here are skipped with a message, except under `CI=true`, where they
+/// must run.
+fn engine_runs_here(engine: &str) -> bool {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let out = run(&[
+        "bench",
+        "--rw",
+        "read",
+        "--size",
+        "64k",
+        "--engine",
+        engine,
+        "--dir",
+        data.to_str().unwrap(),
+    ]);
+    if out.status.success() {
+        return true;
+    }
+    let err = text(&out.stderr);
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+    assert!(!ci, "engine {engine} cannot run under CI:\n{err}");
+    eprintln!("skipped: engine {engine} cannot run here: {err}");
+    false
+}
+
+/// Runs `args` with `--verify` on `engines` and checks every result says
+/// the data was right.
+fn verified(rw: &str, engines: &[&str], extra: &[&str]) {
+    let engines: Vec<&str> = engines
+        .iter()
+        .copied()
+        .filter(|e| !["direct", "dontcache"].contains(e) || engine_runs_here(e))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec![
+        "--rw",
+        rw,
+        "--bs",
+        "4k",
+        "--size",
+        "2M",
+        "--numjobs",
+        "2",
+        "--verify",
+    ];
+    for e in &engines {
+        args.extend_from_slice(&["--engine", e]);
+    }
+    args.extend_from_slice(extra);
+    let v = bench_json(dir.path(), &args);
+    assert_eq!(v["verify"], true);
+    let rs = results(&v);
+    assert_eq!(rs.len(), engines.len());
+    for r in rs {
+        let notes: Vec<&str> = r["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_str().unwrap())
+            .collect();
+        assert!(
+            notes.iter().any(|n| n.starts_with("verify:")),
+            "{}: {notes:?}",
+            r["engine"]
+        );
+        // One pass per thread over 512 blocks.
+        assert_eq!(r["bytes"], 2 * (2 << 20), "{}", r["engine"]);
+    }
+}
+
+const READERS: [&str; 5] = ["foliocache", "kernel", "direct", "dontcache", "mmap"];
+const WRITERS: [&str; 4] = ["kernel", "direct", "dontcache", "mmap"];
+
+#[test]
+fn every_engine_reads_the_right_data_sequentially() {
+    verified("read", &READERS, &[]);
+}
+
+#[test]
+fn every_engine_reads_the_right_data_at_random() {
+    verified("randread", &READERS, &[]);
+    verified("randread", &READERS, &["--shared"]);
+}
+
+#[test]
+fn misaligned_buffers_read_the_right_data() {
+    verified(
+        "randread",
+        &["foliocache", "kernel", "dontcache", "mmap"],
+        &["--buf-offset", "8"],
+    );
+}
+
+#[test]
+fn kernel_engines_write_the_right_data() {
+    verified("write", &WRITERS, &[]);
+    verified("randwrite", &WRITERS, &[]);
+    verified(
+        "randwrite",
+        &["kernel", "direct", "dontcache"],
+        &["--shared"],
+    );
+}
+
+#[test]
+fn cold_runs_start_out_of_every_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = bench_json(
+        dir.path(),
+        &[
+            "--rw",
+            "read",
+            "--size",
+            "4M",
+            "--cold",
+            "--engine",
+            "foliocache",
+            "--engine",
+            "kernel",
+        ],
+    );
+    for r in results(&v) {
+        assert_eq!(r["cold"], true);
+        if r["engine"] == "foliocache" {
+            assert!(r["foliocache"]["io_reads"].as_u64().unwrap() > 0);
+            assert!(r["foliocache"]["warm_s"].is_null());
+        } else {
+            assert_eq!(r["page_cache"]["when"], "after drop");
+        }
+    }
+}
+
+#[test]
+fn a_timed_run_has_one_timeline_entry_per_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = bench_json(
+        dir.path(),
+        &[
+            "--rw",
+            "randread",
+            "--size",
+            "4M",
+            "--runtime",
+            "1.5",
+            "--engine",
+            "kernel",
+        ],
+    );
+    let r = results(&v)[0];
+    let secs = r["seconds"].as_f64().unwrap();
+    assert!((1.5..1.7).contains(&secs), "{secs}");
+    // One full second, then the last half second.
+    assert_eq!(r["timeline_bw_bytes"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn foliocache_options_are_applied_and_the_label_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let label = "foliocache[populate=lazy,folio=64k]";
+    let v = bench_json(
+        dir.path(),
+        &[
+            "--rw", "read", "--size", "2M", "--engine", label, "--engine", "kernel",
+        ],
+    );
+    let r = results(&v)[0];
+    assert_eq!(r["engine"], label);
+    assert_eq!(r["foliocache"]["populate"], "lazy");
+    assert_eq!(r["foliocache"]["max_folio_bytes"], 64 << 10);
+    assert!(r["ratio_to_kernel"].as_f64().unwrap() > 0.0);
+}
