@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (README "Quick start", and what .ci/run runs):
-# formatting, lints, a smoke run of every benchmark, the loom models, and
-# every test in release mode. Installs what it needs that a fresh machine
+# formatting, lints, a smoke run of every benchmark, the loom models, a
+# smoke run of `foliocache bench`, and every test in release mode. Installs what it needs that a fresh machine
 # may lack.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,5 +31,11 @@ step "loom models of the cache: lookup vs removal, racing fills (--cfg loom)"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
   cargo test -p foliocache --release --test loom
 
+# The CLI's smoke run: `foliocache bench --quick` (both scenarios, every
+# default engine, two repeats) on an 8 MiB file; the test checks every
+# JSON field and the SVG plot, and prints the bench's tables here.
+step "bench smoke run: foliocache bench --quick on 8 MiB, JSON and plot checked"
+cargo test --release -p foliocache-cli --test cli quick_seeds_smoke_run -- --nocapture
+
 step "cargo test --workspace --release"
-cargo test --workspace --release
+cargo test --workspace --release -- --skip quick_seeds_smoke_run

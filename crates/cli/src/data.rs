@@ -18,8 +18,9 @@ use anyhow::{bail, Context, Result};
 /// The seed of every data file's original content.
 pub const FILE_SEED: u64 = 0x2545_f491_4f6c_dd1d;
 
+/// splitmix64's finaliser: a bijection of `u64` that scatters bits.
 #[inline(always)]
-fn mix(mut z: u64) -> u64 {
+pub fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)

@@ -111,10 +111,7 @@ impl Offsets {
     fn next(&mut self) -> u64 {
         if self.random {
             self.next = self.next.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = self.next;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^= z >> 31;
+            let z = data::mix(self.next);
             (((z as u128 * self.blocks as u128) >> 64) as u64) * self.bs
         } else {
             let b = self.next;

@@ -350,13 +350,22 @@ pub fn table(sc: &ScenarioReport, repeat: u32) -> String {
     if repeat > 1 {
         let _ = writeln!(
             s,
-            "   (each engine's best of {repeat} runs, engine order alternating between runs)"
+            "   (each engine's best of {repeat} runs, engine order alternating between runs; \
+             spread: how much slower its worst run was)"
         );
     }
     let _ = writeln!(
         s,
-        "{:<24} {:<14} {:>13} {:>9} {:>9} {:>9} {:>13} {:>10}",
-        "job", "engine", "bandwidth", "IOPS", "lat p50", "lat p99", "cpu usr+sys", "vs kernel"
+        "{:<24} {:<14} {:>13} {:>9} {:>9} {:>9} {:>13} {:>10} {:>7}",
+        "job",
+        "engine",
+        "bandwidth",
+        "IOPS",
+        "lat p50",
+        "lat p99",
+        "cpu usr+sys",
+        "vs kernel",
+        if repeat > 1 { "spread" } else { "" }
     );
     let mut last_job = String::new();
     for r in &sc.results {
@@ -369,7 +378,7 @@ pub fn table(sc: &ScenarioReport, repeat: u32) -> String {
         last_job = job;
         let _ = writeln!(
             s,
-            "{:<24} {:<14} {:>13} {:>9} {:>9} {:>9} {:>13} {:>10}",
+            "{:<24} {:<14} {:>13} {:>9} {:>9} {:>9} {:>13} {:>10} {:>7}",
             shown,
             r.engine,
             fmt_bw(r.bw_bytes),
@@ -378,10 +387,22 @@ pub fn table(sc: &ScenarioReport, repeat: u32) -> String {
             fmt_ns(r.lat_ns.p99),
             format!("{:.2}+{:.2}s", r.cpu_s.user, r.cpu_s.sys),
             r.ratio_to_kernel
-                .map_or("-".to_string(), |x| format!("{x:.2}x"))
+                .map_or("-".to_string(), |x| format!("{x:.2}x")),
+            spread(&r.repeats_bw_bytes)
         );
     }
     s
+}
+
+/// How much slower the worst of several runs was than the best: `4%`;
+/// empty for one run.
+fn spread(bws: &[f64]) -> String {
+    let best = bws.iter().copied().fold(0.0, f64::max);
+    let worst = bws.iter().copied().fold(f64::INFINITY, f64::min);
+    if bws.len() < 2 || best <= 0.0 {
+        return String::new();
+    }
+    format!("{:.0}%", (best - worst) / best * 100.0)
 }
 
 #[cfg(test)]
@@ -396,6 +417,13 @@ mod tests {
         assert_eq!(fmt_size(1 << 30), "1GiB");
         assert_eq!(fmt_size(1000), "1000B");
         assert_eq!(fmt_size(1500), "1.5KiB");
+    }
+
+    #[test]
+    fn spreads() {
+        assert_eq!(spread(&[1.0]), "");
+        assert_eq!(spread(&[100.0, 90.0]), "10%");
+        assert_eq!(spread(&[90.0, 100.0, 95.0]), "10%");
     }
 
     #[test]

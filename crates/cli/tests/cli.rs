@@ -32,6 +32,8 @@ fn bench_json(dir: &Path, args: &[&str]) -> Value {
     all.extend_from_slice(args);
     all.extend_from_slice(&["--json", json.to_str().unwrap()]);
     let out = run(&all);
+    // Shown with `--nocapture` (the CI smoke step), hidden otherwise.
+    println!("$ foliocache {}\n{}", all.join(" "), text(&out.stdout));
     assert!(
         out.status.success(),
         "foliocache {all:?} failed ({}):\nstdout:\n{}\nstderr:\n{}",
