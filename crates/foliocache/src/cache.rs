@@ -32,6 +32,7 @@ use std::time::Duration;
 use crate::arena::{Arena, PageId, Populate, MAX_ORDER, PAGE_SIZE};
 use crate::folio::{Folio, FolioFlags, FolioTable};
 use crate::mapping::Mapping;
+use crate::readahead::ReadaheadConfig;
 use crate::sync::{AtomicU64, Mutex, Ordering};
 use crate::workingset::Shadow;
 
@@ -63,6 +64,7 @@ pub struct CacheBuilder {
     capacity: usize,
     max_folio_order: u32,
     populate: Populate,
+    readahead: ReadaheadConfig,
 }
 
 impl Default for CacheBuilder {
@@ -71,6 +73,7 @@ impl Default for CacheBuilder {
             capacity: 256 << 20,
             max_folio_order: MAX_ORDER,
             populate: Populate::Eager,
+            readahead: ReadaheadConfig::default(),
         }
     }
 }
@@ -97,6 +100,15 @@ impl CacheBuilder {
         self
     }
 
+    /// Readahead settings for files opened through the cache (default:
+    /// [`ReadaheadConfig::default`], 2 MiB windows; the kernel's are
+    /// [`ReadaheadConfig::kernel`]). [`File::set_readahead`](crate::File::set_readahead)
+    /// changes one file's.
+    pub fn readahead(mut self, cfg: ReadaheadConfig) -> Self {
+        self.readahead = cfg;
+        self
+    }
+
     /// Maps the arena and builds the cache.
     ///
     /// # Errors
@@ -112,6 +124,7 @@ impl CacheBuilder {
                 lru: Mutex::new(Lru::default()),
                 stats: Stats::default(),
                 max_order: self.max_folio_order,
+                readahead: self.readahead,
                 nonresident_age: AtomicU64::new(0),
             }),
         })
@@ -301,6 +314,7 @@ pub(crate) struct CacheInner {
     lru: Mutex<Lru>,
     pub(crate) stats: Stats,
     pub(crate) max_order: u32,
+    pub(crate) readahead: ReadaheadConfig,
     /// The eviction clock: pages evicted so far (reference 5.1's
     /// `nonresident_age`), recorded in every shadow.
     pub(crate) nonresident_age: AtomicU64,
@@ -353,10 +367,17 @@ impl CacheInner {
 
     /// Puts a folio just added to a mapping on the inactive list.
     pub(crate) fn lru_add(&self, f: &Folio) {
-        let page = self.page(f);
+        self.lru_add_all(std::iter::once(f));
+    }
+
+    /// Puts folios just added to a mapping on the inactive list, in one
+    /// hold of the LRU lock.
+    pub(crate) fn lru_add_all<'f>(&self, folios: impl IntoIterator<Item = &'f Folio>) {
         let mut lru = self.lru.lock();
-        if !f.test_and_set(FolioFlags::LRU) {
-            self.list_push_head(&mut lru.inactive, page);
+        for f in folios {
+            if !f.test_and_set(FolioFlags::LRU) {
+                self.list_push_head(&mut lru.inactive, self.page(f));
+            }
         }
     }
 
@@ -425,6 +446,24 @@ impl CacheInner {
                 ),
             ));
         }
+    }
+
+    /// A folio of exactly `order`, for readahead: from the arena, or after
+    /// one reclaim pass; `None` rather than waiting (a window shrinks or
+    /// falls back when memory is short; only the folio a reader needs
+    /// waits, through [`alloc_folio`](Self::alloc_folio)).
+    pub(crate) fn try_alloc_folio(&self, order: u32) -> Option<&Folio> {
+        for attempt in 0..2 {
+            if let Some(p) = self.arena.alloc(order) {
+                let f = self.folio(p.index());
+                f.init(order, 0);
+                return Some(f);
+            }
+            if attempt == 0 && self.reclaim(1 << order) == 0 {
+                break;
+            }
+        }
+        None
     }
 
     /// Gives a folio whose last reference was dropped back to the arena.

@@ -1,13 +1,15 @@
 //! `File`: a file read through the cache.
 //!
-//! The read loop (reference 3.8 and 3.9, without readahead yet): fetch a
-//! batch of referenced, contiguous folios for the request in one lockless
-//! walk ([`Mapping::get_read_batch`]) and copy out of them. On a miss create
-//! the largest folio that fits the request at an aligned index, insert it
-//! locked, read it with one IO, zero what lies past end of file, mark it
-//! uptodate and unlock it. A second reader that misses on the same index
-//! finds the locked folio and sleeps on its lock instead of issuing a
-//! second IO.
+//! The read loop (reference 3.8 and 3.9): fetch a batch of referenced,
+//! contiguous folios for the request in one lockless walk
+//! ([`Mapping::get_read_batch`]) and copy out of them. On a miss, start
+//! synchronous readahead (reference 4.3, [`crate::readahead`]): a window of
+//! folios allocated, inserted locked, and read in runs, one IO per run of
+//! contiguous folios; then look again. A folio carrying the readahead marker
+//! starts the next window (4.4). If readahead made nothing (memory short, or
+//! off), create the largest folio that fits the request at an aligned index
+//! and read it. A second reader that misses on the same index finds the
+//! locked folio and sleeps on its lock instead of issuing a second IO.
 
 use std::io;
 use std::path::Path;
@@ -19,14 +21,20 @@ use crate::arena::PAGE_SIZE;
 use crate::cache::Cache;
 use crate::folio::FolioFlags;
 use crate::mapping::{AddError, FolioRef, Mapping, BATCH};
+use crate::readahead::{self, Advice, Insert, Readahead, ReadaheadConfig, Slot, SyncPlan, Window};
+use crate::sync::Ordering;
 
 const PAGE: u64 = PAGE_SIZE as u64;
 
 /// A file opened through a [`Cache`]. Cheap to share between threads
 /// (`&File` reads concurrently; clone it for ownership).
+///
+/// Clones share the readahead state, as duplicated file descriptors share
+/// an open file description; [`File::reopen`] gives a handle with its own.
 #[derive(Clone)]
 pub struct File {
     mapping: Arc<Mapping>,
+    ra: Arc<Readahead>,
 }
 
 impl Cache {
@@ -41,11 +49,9 @@ impl Cache {
         let path = path.as_ref();
         let backing = FileBacking::open(path, &FileOptions::new().read(true))?;
         let size = backing.len()?;
-        let mut mapping = Mapping::new(self.clone(), Box::new(backing), size);
+        let mut mapping = Mapping::new(self.clone(), Arc::new(backing), size);
         mapping.path = Some(path.to_path_buf());
-        Ok(File {
-            mapping: Arc::new(mapping),
-        })
+        Ok(self.file(mapping))
     }
 
     /// Reads any [`Backing`] through the cache (a memory backing, a
@@ -56,9 +62,14 @@ impl Cache {
     /// The backing's error from `len`.
     pub fn open_backing(&self, backing: impl Backing) -> io::Result<File> {
         let size = backing.len()?;
-        Ok(File {
-            mapping: Arc::new(Mapping::new(self.clone(), Box::new(backing), size)),
-        })
+        Ok(self.file(Mapping::new(self.clone(), Arc::new(backing), size)))
+    }
+
+    fn file(&self, mapping: Mapping) -> File {
+        File {
+            mapping: Arc::new(mapping),
+            ra: Arc::new(Readahead::new(self.inner.readahead)),
+        }
     }
 }
 
@@ -106,9 +117,16 @@ impl File {
         let end = offset.saturating_add(buf.len() as u64).min(size);
         // The common hit: the whole request inside one cached folio. One
         // lockless lookup, no batch, no range walk.
+        // (It leaves the readahead state alone, `prev_pos` included: a hit
+        // writes nothing other threads read. A marker folio takes the
+        // batch path, which starts the next window.)
         if let Some(f) = m.get_for_read(offset, (end - offset) as usize) {
             let start = f.index() * PAGE;
-            if f.test(FolioFlags::UPTODATE) && end <= start + f.nr_pages() * PAGE {
+            let flags = f.flags();
+            if flags.contains(FolioFlags::UPTODATE)
+                && !flags.intersects(FolioFlags::READAHEAD)
+                && end <= start + f.nr_pages() * PAGE
+            {
                 f.set_if_clear(FolioFlags::REFERENCED);
                 let n = (end - offset) as usize;
                 m.copy_out(&f, (offset - start) as usize, &mut buf[..n]);
@@ -120,12 +138,15 @@ impl File {
         let mut copied = 0usize;
         let mut batch: Vec<FolioRef<'_>> = Vec::with_capacity(BATCH);
         while pos < end {
-            if let Err(e) = self.get_pages(pos / PAGE, end, &mut batch) {
-                if copied == 0 {
-                    return Err(e);
+            let missed = match self.get_pages(pos / PAGE, end, &mut batch) {
+                Ok(missed) => missed,
+                Err(e) => {
+                    if copied == 0 {
+                        return Err(e);
+                    }
+                    break;
                 }
-                break;
-            }
+            };
             let stats = &m.inner().stats;
             for f in batch.drain(..) {
                 if pos >= end {
@@ -135,11 +156,16 @@ impl File {
                 let from = (pos - start) as usize;
                 let n = (f.nr_pages() * PAGE - from as u64).min(end - pos) as usize;
                 m.copy_out(&f, from, &mut buf[copied..copied + n]);
-                stats.hits.add(1);
+                if !missed {
+                    stats.hits.add(1);
+                }
                 pos += n as u64;
                 copied += n;
             }
         }
+        self.ra
+            .prev_pos
+            .store(offset + copied as u64, Ordering::Relaxed);
         Ok(copied)
     }
 
@@ -166,19 +192,29 @@ impl File {
     }
 
     /// Fills `batch` with uptodate, referenced folios covering a contiguous
-    /// run from page `index` (reference 3.9): a batch lookup; on a miss the
-    /// folio is created and read; a last folio still being read is waited
-    /// for only when it is the first (partial progress first).
+    /// run from page `index` (reference 3.9): a batch lookup; on a miss,
+    /// synchronous readahead and a second lookup, and if that found nothing
+    /// the folio is created and read; a marker folio starts the next window;
+    /// a last folio still being read is waited for only when it is the
+    /// first (partial progress first). Returns whether this read started
+    /// the IO for its first folio: a miss (counted once in the cache's
+    /// misses; its folios are then not counted as hits). A read that finds
+    /// another's IO in flight and waits for it is a hit.
     fn get_pages<'m>(
         &'m self,
         index: u64,
         end: u64,
         batch: &mut Vec<FolioRef<'m>>,
-    ) -> io::Result<()> {
+    ) -> io::Result<bool> {
         let m = &*self.mapping;
         let last = (end - 1) / PAGE;
+        let mut missed = false;
         loop {
             m.get_read_batch(index, last, batch);
+            if batch.is_empty() {
+                missed |= self.sync_readahead(index, last - index + 1);
+                m.get_read_batch(index, last, batch);
+            }
             for f in batch.iter() {
                 f.set_if_clear(FolioFlags::REFERENCED);
             }
@@ -186,21 +222,25 @@ impl File {
                 match self.create(index, last)? {
                     Some(f) => {
                         batch.push(f);
-                        return Ok(());
+                        missed = true;
+                        break;
                     }
                     None => continue,
                 }
             };
+            if tail.test(FolioFlags::READAHEAD) {
+                self.async_readahead(tail, last);
+            }
             if tail.test(FolioFlags::UPTODATE) {
-                return Ok(());
+                break;
             }
             if batch.len() > 1 {
                 batch.pop();
-                return Ok(());
+                break;
             }
             let f = batch.pop().expect("one folio");
-            // Being read by another thread (or its read failed): wait for
-            // the lock, then look again.
+            // Being read (by readahead or another reader), or its read
+            // failed: wait for the lock, then look again.
             f.lock();
             if f.mapping() != m.id() {
                 // Removed while we slept (its read failed): start over.
@@ -213,8 +253,12 @@ impl File {
                 m.read_folio(&f)?;
             }
             batch.push(f);
-            return Ok(());
+            break;
         }
+        if missed {
+            m.inner().stats.misses.add(1);
+        }
+        Ok(missed)
     }
 
     /// Creates, inserts and reads the folio for a miss at `index`. `None`
@@ -230,7 +274,6 @@ impl File {
             let got = f.order();
             match m.add_folio(&f, index) {
                 Ok(_) => {
-                    m.inner().stats.misses.add(1);
                     m.read_folio(&f)?;
                     return Ok(Some(f));
                 }
@@ -243,6 +286,363 @@ impl File {
                     }
                 }
             }
+        }
+    }
+}
+
+/// Readahead: windows, advice.
+impl File {
+    /// A new handle on the same cached file with its own readahead state
+    /// (as opening the file again would give).
+    pub fn reopen(&self) -> File {
+        let cfg = self.ra.state.lock().cfg;
+        File {
+            mapping: self.mapping.clone(),
+            ra: Arc::new(Readahead::new(cfg)),
+        }
+    }
+
+    /// Changes this file's readahead settings (shared with its clones);
+    /// the window state starts over.
+    pub fn set_readahead(&self, cfg: ReadaheadConfig) {
+        let mut st = self.ra.state.lock();
+        *st = readahead::RaState::new(cfg);
+    }
+
+    /// This file's readahead settings.
+    pub fn readahead_config(&self) -> ReadaheadConfig {
+        self.ra.state.lock().cfg
+    }
+
+    /// The current readahead window (start and size in pages, and the
+    /// async tail from the marker): for tests and tools.
+    pub fn readahead_window(&self) -> Window {
+        self.ra.state.lock().win
+    }
+
+    /// Starts reading `len` bytes at `offset` into the cache (like
+    /// `readahead(2)` or `POSIX_FADV_WILLNEED`), in windows of up to 2 MiB,
+    /// skipping what is cached. At most half the cache's capacity is read;
+    /// the rest of a larger range is left for later reads. IO errors are
+    /// not reported here (a later read of those bytes reports them).
+    ///
+    /// # Errors
+    /// None today; the `Result` leaves room for asynchronous submission
+    /// errors.
+    pub fn readahead(&self, offset: u64, len: u64) -> io::Result<()> {
+        let size = self.len();
+        if offset >= size || len == 0 {
+            return Ok(());
+        }
+        let m = &*self.mapping;
+        let end = offset.saturating_add(len).min(size);
+        let last_page = (size - 1) / PAGE;
+        let cap_pages = (m.inner().arena.capacity_pages() as u64 / 2).max(1);
+        let first = offset / PAGE;
+        let last = ((end - 1) / PAGE).min(first + cap_pages - 1);
+        let insert = self.ra.state.lock().cfg.insert;
+        let max_order = m.inner().max_order;
+        let mut index = first;
+        while index <= last {
+            let pages = (last - index + 1).min(512);
+            let win = Window {
+                start: index,
+                size: pages,
+                async_size: 0,
+            };
+            let mut order = max_order;
+            let slots = readahead::plan(&win, &mut order, max_order, last_page);
+            self.run_window(&slots, insert);
+            index += pages;
+        }
+        Ok(())
+    }
+
+    /// Access advice for `len` bytes at `offset` (`len == 0`: to end of
+    /// file), as `posix_fadvise`: [`Advice::Normal`], `Sequential` and
+    /// `Random` set this file's readahead behaviour; `WillNeed` reads the
+    /// range ([`readahead`](Self::readahead)); `DontNeed` drops the clean,
+    /// unused folios lying wholly in the range, leaving no shadows.
+    ///
+    /// # Errors
+    /// As [`readahead`](Self::readahead).
+    pub fn advise(&self, offset: u64, len: u64, advice: Advice) -> io::Result<()> {
+        let end = if len == 0 {
+            u64::MAX
+        } else {
+            offset.saturating_add(len)
+        };
+        match advice {
+            Advice::Normal | Advice::Sequential | Advice::Random => {
+                let mut st = self.ra.state.lock();
+                st.random = advice == Advice::Random;
+                st.ra_pages = match advice {
+                    Advice::Sequential => st.cfg.max_pages * 2,
+                    _ => st.cfg.max_pages,
+                };
+                Ok(())
+            }
+            Advice::WillNeed => self.readahead(offset, end - offset),
+            Advice::DontNeed => {
+                // Whole pages only, as the kernel does.
+                let first = offset.div_ceil(PAGE);
+                let last = if end == u64::MAX {
+                    u64::MAX
+                } else {
+                    end / PAGE
+                };
+                if first < last {
+                    self.mapping.invalidate(first, last);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Synchronous readahead for a miss at page `index` of a request of
+    /// `req` pages (reference 4.3). Returns whether it inserted a folio.
+    fn sync_readahead(&self, index: u64, req: u64) -> bool {
+        let m = &*self.mapping;
+        let size = m.size();
+        if size == 0 {
+            return false;
+        }
+        let last_page = (size - 1) / PAGE;
+        let max_order = m.inner().max_order;
+        let prev_pos = self.ra.prev_pos.load(Ordering::Relaxed);
+        let (slots, insert) = {
+            let mut st = self.ra.state.lock();
+            let plan = st.sync(index, req, prev_pos, |from, max| self.prev_miss(from, max));
+            let slots = match plan {
+                None => return false,
+                Some(SyncPlan::Plain { start, pages }) => {
+                    let win = Window {
+                        start,
+                        size: pages,
+                        async_size: 0,
+                    };
+                    let mut order = max_order;
+                    readahead::plan(&win, &mut order, max_order, last_page)
+                }
+                Some(SyncPlan::Window(win, mut order)) => {
+                    let slots = readahead::plan(&win, &mut order, max_order, last_page);
+                    st.order = order;
+                    slots
+                }
+            };
+            (slots, st.cfg.insert)
+        };
+        self.run_window(&slots, insert)
+    }
+
+    /// Asynchronous readahead: a read reached `marker` (a folio carrying the
+    /// readahead flag) wanting pages up to `last` (reference 4.4).
+    fn async_readahead(&self, marker: &FolioRef<'_>, last: u64) {
+        if marker.test(FolioFlags::WRITEBACK) || !marker.test_and_clear(FolioFlags::READAHEAD) {
+            return;
+        }
+        let m = &*self.mapping;
+        let size = m.size();
+        if size == 0 {
+            return;
+        }
+        let last_page = (size - 1) / PAGE;
+        let max_order = m.inner().max_order;
+        let (index, pages) = (marker.index(), marker.nr_pages());
+        let req = last.saturating_sub(index) + 1;
+        let (slots, insert) = {
+            let mut st = self.ra.state.lock();
+            let Some((win, mut order)) =
+                st.on_marker(index, pages, req, |from, max| self.next_miss(from, max))
+            else {
+                return;
+            };
+            let slots = readahead::plan(&win, &mut order, max_order, last_page);
+            st.order = order;
+            (slots, st.cfg.insert)
+        };
+        self.run_window(&slots, insert);
+    }
+
+    /// The first page at or before `from`, within `max` pages, holding no
+    /// folio; a page below that range if all hold one; `None` if every page
+    /// down to 0 holds one.
+    fn prev_miss(&self, from: u64, max: u64) -> Option<u64> {
+        let mut i = from;
+        loop {
+            if from - i >= max {
+                return Some(i);
+            }
+            match self.mapping.span_at(i) {
+                None => return Some(i),
+                Some((0, _)) => return None,
+                Some((first, _)) => i = first - 1,
+            }
+        }
+    }
+
+    /// The first page at or after `from`, within `max` pages, holding no
+    /// folio (or the first page past that range).
+    fn next_miss(&self, from: u64, max: u64) -> Option<u64> {
+        let mut i = from;
+        loop {
+            if i - from >= max {
+                return Some(i);
+            }
+            match self.mapping.span_at(i) {
+                None => return Some(i),
+                Some((first, n)) => i = first.checked_add(n)?,
+            }
+        }
+    }
+
+    /// Builds a window from its plan and reads it. Returns whether it
+    /// inserted any folio.
+    fn run_window(&self, slots: &[Slot], insert: Insert) -> bool {
+        if slots.is_empty() {
+            return false;
+        }
+        let folios = match insert {
+            Insert::Batched => self.insert_batched(slots),
+            Insert::Single => self.insert_single(slots),
+        };
+        let any = !folios.is_empty();
+        self.read_window(folios);
+        any
+    }
+
+    /// Allocates every folio of the window, then inserts them with
+    /// [`Mapping::add_folio_range`] (one lock hold, seed (a)). Memory short:
+    /// gives them back and goes one at a time. A folio already cached ends
+    /// a range; its pages' holes are filled one page at a time, and the
+    /// insertion goes on after it. Returns the folios inserted (locked, not
+    /// uptodate), in index order.
+    fn insert_batched(&self, slots: &[Slot]) -> Vec<FolioRef<'_>> {
+        let m = &*self.mapping;
+        let mut folios = Vec::with_capacity(slots.len());
+        for s in slots {
+            let Some(f) = m.new_folio_nowait(s.order) else {
+                Self::discard(folios);
+                return self.insert_single(slots);
+            };
+            if s.marker {
+                f.test_and_set(FolioFlags::READAHEAD);
+            }
+            folios.push(f);
+        }
+        let mut inserted = vec![false; folios.len()];
+        let mut holes = Vec::new();
+        let mut i = 0;
+        while i < folios.len() {
+            match m.add_folio_range(&folios[i..], slots[i].index) {
+                Ok(n) => {
+                    inserted[i..i + n].iter_mut().for_each(|x| *x = true);
+                    i += n;
+                }
+                Err(AddError::Exists) => {}
+                Err(_) => break,
+            }
+            if i < folios.len() {
+                // Slot `i` conflicts with a cached folio.
+                let s = slots[i];
+                if !self.fill_holes(s.index, 1 << s.order, &mut holes) {
+                    break;
+                }
+                i += 1;
+            }
+        }
+        let mut out = Vec::with_capacity(folios.len() + holes.len());
+        let mut rest = Vec::new();
+        for (f, ok) in folios.into_iter().zip(inserted) {
+            if ok {
+                out.push(f);
+            } else {
+                rest.push(f);
+            }
+        }
+        Self::discard(rest);
+        if !holes.is_empty() {
+            out.extend(holes);
+            out.sort_by_key(|f| f.index());
+        }
+        out
+    }
+
+    /// One allocation and one [`Mapping::add_folio`] per folio (the kernel
+    /// before seed (a), and the fallback when memory is short). A folio of
+    /// the planned order that cannot be had, or whose place is taken, is
+    /// replaced by one-page folios in its holes; the window ends where
+    /// memory runs out.
+    fn insert_single(&self, slots: &[Slot]) -> Vec<FolioRef<'_>> {
+        let m = &*self.mapping;
+        let mut out = Vec::with_capacity(slots.len());
+        for s in slots {
+            if let Some(f) = m.new_folio_nowait(s.order) {
+                if s.marker {
+                    f.test_and_set(FolioFlags::READAHEAD);
+                }
+                if m.add_folio(&f, s.index).is_ok() {
+                    out.push(f);
+                    continue;
+                }
+                Self::discard(vec![f]);
+            }
+            if !self.fill_holes(s.index, 1 << s.order, &mut out) {
+                break;
+            }
+        }
+        out
+    }
+
+    /// Inserts one-page folios into the pages of `start..start + n` that
+    /// hold none. False when memory ran out.
+    fn fill_holes<'m>(&'m self, start: u64, n: u64, out: &mut Vec<FolioRef<'m>>) -> bool {
+        let m = &*self.mapping;
+        let mut p = start;
+        while p < start + n {
+            if let Some((first, count)) = m.span_at(p) {
+                p = first + count;
+                continue;
+            }
+            let Some(f) = m.new_folio_nowait(0) else {
+                return false;
+            };
+            if m.add_folio(&f, p).is_ok() {
+                out.push(f);
+            } else {
+                Self::discard(vec![f]);
+            }
+            p += 1;
+        }
+        true
+    }
+
+    /// Gives back folios that were never inserted.
+    fn discard(folios: Vec<FolioRef<'_>>) {
+        for f in folios {
+            f.test_and_clear(FolioFlags::READAHEAD);
+            f.unlock();
+        }
+    }
+
+    /// Reads a built window: one read per run of contiguous folios. An
+    /// error quarters this file's readahead (4.5) and drops the run's
+    /// folios (readers that need them read them again themselves).
+    fn read_window(&self, folios: Vec<FolioRef<'_>>) {
+        let m = &*self.mapping;
+        let mut start = 0;
+        while start < folios.len() {
+            let mut end = start + 1;
+            while end < folios.len()
+                && folios[end].index() == folios[end - 1].index() + folios[end - 1].nr_pages()
+            {
+                end += 1;
+            }
+            if m.read_folios(&folios[start..end]).is_err() {
+                let mut st = self.ra.state.lock();
+                st.ra_pages /= 4;
+            }
+            start = end;
         }
     }
 }

@@ -44,6 +44,7 @@ mod file;
 pub mod folio;
 #[allow(unsafe_code)]
 pub mod mapping;
+pub mod readahead;
 mod sync;
 pub mod workingset;
 
@@ -51,4 +52,5 @@ pub use arena::Populate;
 pub use cache::{Cache, CacheBuilder, CacheStats, ALLOC_WAIT};
 pub use file::File;
 pub use mapping::{AddError, FgpFlags, FolioPtr, FolioRef, Mapping, MappingEntry, BATCH};
+pub use readahead::{Advice, Insert, ReadaheadConfig};
 pub use workingset::Shadow;

@@ -26,6 +26,7 @@
 use std::io;
 use std::path::PathBuf;
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 use backing::{Backing, BackingInfo, IoBufMut};
 use xarray::{
@@ -225,7 +226,7 @@ impl From<AddError> for io::Error {
 pub struct Mapping {
     xa: XArray<FolioPtr>,
     pub(crate) cache: Cache,
-    backing: Box<dyn Backing>,
+    pub(crate) backing: Arc<dyn Backing>,
     size: u64,
     info: BackingInfo,
     pub(crate) path: Option<PathBuf>,
@@ -240,7 +241,7 @@ impl Drop for Mapping {
 }
 
 impl Mapping {
-    pub(crate) fn new(cache: Cache, backing: Box<dyn Backing>, size: u64) -> Mapping {
+    pub(crate) fn new(cache: Cache, backing: Arc<dyn Backing>, size: u64) -> Mapping {
         let info = backing.info();
         Mapping {
             xa: XArray::new(),
@@ -610,10 +611,14 @@ impl Mapping {
                 }
             }
         }
-        // LRU insertion happens outside the index lock (lock order).
-        for f in &folios[..done] {
-            self.account_added(f);
-        }
+        // LRU insertion happens outside the index lock (lock order), in
+        // one hold of the LRU lock.
+        let cache = self.inner();
+        let pages: u64 = folios[..done].iter().map(|f| f.nr_pages()).sum();
+        self.folios.fetch_add(done as u64, Ordering::Relaxed);
+        cache.stats.folios.fetch_add(done as u64, Ordering::Relaxed);
+        cache.stats.pages.fetch_add(pages, Ordering::Relaxed);
+        cache.lru_add_all(folios[..done].iter().map(|f| f.folio()));
         match stop {
             Some(e) if done == 0 => Err(e),
             _ => Ok(done),
@@ -723,7 +728,8 @@ impl Mapping {
                     // know. A read that cannot fill a folio is EIO, as in
                     // the kernel; caching zeros would return wrong bytes.
                     log::warn!(
-                        "foliocache: backing read at {} returned {n} bytes where {} remain                          before end of file ({}); failing the read with EIO",
+                        "foliocache: backing read at {} returned {n} bytes where {} remain \
+                         before end of file ({}); failing the read with EIO",
                         pos + from as u64,
                         want - from,
                         self.info
@@ -750,6 +756,176 @@ impl Mapping {
         f.mark_uptodate();
         f.unlock();
         Ok(())
+    }
+
+    /// Reads a run of locked, not uptodate folios of this mapping that
+    /// cover contiguous pages (a readahead window's run) with one vectored
+    /// read, then completes each as [`read_folio`](Self::read_folio) does:
+    /// bytes past end of file zeroed, uptodate, unlocked. A folio the read
+    /// stopped short of (mid-file) is read again on its own. On an error
+    /// every folio of the run that is not complete leaves the mapping; the
+    /// first error is returned.
+    ///
+    /// # Errors
+    /// The backing's error; `InvalidInput` if the folios are not locked,
+    /// not this mapping's, or not contiguous.
+    pub fn read_folios(&self, run: &[FolioRef<'_>]) -> io::Result<()> {
+        let Some(first) = run.first() else {
+            return Ok(());
+        };
+        let mut next = first.index();
+        for f in run {
+            if !f.is_locked() || f.mapping() != self.id() || f.index() != next {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "read_folios needs locked, contiguous folios of this mapping",
+                ));
+            }
+            next += f.nr_pages();
+        }
+        if run.len() == 1 {
+            return self.read_folio(first);
+        }
+        let cache = self.inner();
+        let pos = first.index() * PAGE;
+        let mut bufs = Vec::with_capacity(run.len());
+        for f in run {
+            let len = (f.nr_pages() * PAGE) as usize;
+            let ptr = cache.arena.page_ptr(f.page()).as_ptr();
+            // SAFETY: each folio is locked and not uptodate, so no other
+            // thread reads or writes its memory, and referenced, so it is
+            // not freed; the arena gives `len` 4 KiB-aligned bytes at `ptr`.
+            // Distinct folios are distinct memory.
+            let buf = unsafe { IoBufMut::from_raw_parts(ptr, len) }.map_err(io::Error::from)?;
+            bufs.push(buf);
+        }
+        let r = self.backing.read_blocks(&mut bufs, pos);
+        drop(bufs);
+        cache.stats.io_reads.fetch_add(1, Ordering::Relaxed);
+        self.complete_run(run, r)
+    }
+
+    /// Completes the folios of a run after its read returned `r` (bytes from
+    /// the run's start, or the error): see [`read_folios`](Self::read_folios).
+    pub(crate) fn complete_run(
+        &self,
+        run: &[FolioRef<'_>],
+        r: io::Result<usize>,
+    ) -> io::Result<()> {
+        let cache = self.inner();
+        let Some(first) = run.first() else {
+            return Ok(());
+        };
+        let got = match r {
+            Ok(n) => {
+                cache.stats.io_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                n as u64
+            }
+            Err(e) => {
+                for f in run {
+                    f.test_and_set(FolioFlags::ERROR);
+                    self.remove_locked(f);
+                    f.unlock();
+                }
+                return Err(e);
+            }
+        };
+        let start = first.index() * PAGE;
+        let mut result = Ok(());
+        for f in run {
+            let pos = f.index() * PAGE;
+            let len = f.nr_pages() * PAGE;
+            // What the file has for this folio, and what the read brought.
+            let want = len.min(self.size.saturating_sub(pos));
+            let have = (start + got).saturating_sub(pos).min(len);
+            if have >= want {
+                let ptr = cache.arena.page_ptr(f.page()).as_ptr();
+                // SAFETY: locked, not uptodate, referenced (as in
+                // `read_folios`); zeroes from `have` to the folio's end:
+                // bytes past end of file, which the backing zeroed already
+                // up to the block, and any a previous owner left.
+                unsafe { std::ptr::write_bytes(ptr.add(have as usize), 0, (len - have) as usize) };
+                f.test_and_clear(FolioFlags::ERROR);
+                f.mark_uptodate();
+                f.unlock();
+            } else if let Err(e) = self.read_folio(f) {
+                // Short mid-file: read it on its own (which retries).
+                if result.is_ok() {
+                    result = Err(e);
+                }
+            }
+        }
+        result
+    }
+
+    /// A locked folio of exactly `order`, in no mapping, without waiting for
+    /// memory: `None` when the arena has no block of that order even after
+    /// one reclaim pass (readahead then shrinks or falls back).
+    pub(crate) fn new_folio_nowait(&self, order: u32) -> Option<FolioRef<'_>> {
+        let cache = self.inner();
+        let f = cache.try_alloc_folio(order.min(cache.max_order))?;
+        let locked = f.trylock();
+        debug_assert!(locked, "a fresh folio is unlocked");
+        Some(FolioRef::adopt(cache, f))
+    }
+
+    /// The pages the folio at `index` covers (`first`, `count`), if one is
+    /// there. Takes no reference, so the answer may be stale by the time it
+    /// is used: for heuristics (readahead's look-back) only.
+    pub(crate) fn span_at(&self, index: u64) -> Option<(u64, u64)> {
+        let guard = self.xa.pin();
+        match self.xa.load_ref(index, &guard)? {
+            EntryRef::Value(_) => None,
+            EntryRef::Item(f) => {
+                let (first, n) = (f.index(), f.nr_pages());
+                // A folio being reused under us may show anything.
+                if first <= index && index - first < n {
+                    Some((first, n))
+                } else {
+                    Some((index, 1))
+                }
+            }
+        }
+    }
+
+    /// Drops the clean, unlocked, unused folios that lie wholly in pages
+    /// `start..end`, leaving no shadows (invalidation, as
+    /// `POSIX_FADV_DONTNEED`). Folios in use are left alone. Returns the
+    /// pages dropped.
+    pub fn invalidate(&self, start: u64, end: u64) -> u64 {
+        let mut dropped = 0;
+        let mut index = start;
+        while index < end {
+            // The next folio at or after `index`.
+            let next = {
+                let guard = self.xa.pin();
+                self.xa
+                    .iter_ref(index..end, &guard)
+                    .ok()
+                    .and_then(|mut it| {
+                        it.find(|(_, e)| matches!(e, EntryRef::Item(_)))
+                            .map(|(i, _)| i)
+                    })
+            };
+            let Some(i) = next else { break };
+            let Some(MappingEntry::Folio(f)) = self.get_entry(i) else {
+                index = i + 1;
+                continue;
+            };
+            let (first, n) = (f.index(), f.nr_pages());
+            index = (first + n).max(i + 1);
+            if first < start || first + n > end || !f.trylock() {
+                continue;
+            }
+            // Clean, and referenced only by the cache and by us.
+            let clean = !f.test(FolioFlags::DIRTY) && !f.test(FolioFlags::WRITEBACK);
+            if clean && f.mapping() == self.id() && f.refcount() == n as u32 + 1 {
+                self.remove_locked(&f);
+                dropped += n;
+            }
+            f.unlock();
+        }
+        dropped
     }
 
     /// Copies `dst.len()` bytes from byte `from` of an uptodate folio.

@@ -25,7 +25,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 mod common;
-use common::{lazy_cache as cache, TempFile};
+// Readahead off: these tests place faults on the IO of one miss and count
+// IOs; readahead's own error handling is tested in tests/readahead.rs.
+use common::{lazy_cache_no_readahead as cache, TempFile};
 
 const PAGE: usize = 4096;
 const P: u64 = PAGE as u64;

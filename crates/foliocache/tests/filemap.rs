@@ -5,7 +5,7 @@ use std::io::ErrorKind;
 
 use backing::MemBacking;
 use foliocache::folio::FolioFlags;
-use foliocache::{AddError, Cache, FgpFlags, File, MappingEntry, Populate, BATCH};
+use foliocache::{AddError, Cache, FgpFlags, File, MappingEntry, Populate, ReadaheadConfig, BATCH};
 
 const PAGE: usize = 4096;
 
@@ -26,6 +26,9 @@ fn file_with(pages: usize, max_folio: usize) -> (Cache, File, Vec<u8>) {
         .capacity(8 << 20)
         .max_folio_size(max_folio)
         .populate(Populate::Lazy)
+        // Each read makes exactly the folio it needs: the layouts below
+        // depend on it.
+        .readahead(ReadaheadConfig::disabled())
         .build()
         .unwrap();
     let f = cache

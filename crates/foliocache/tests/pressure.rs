@@ -105,7 +105,8 @@ fn every_folio_locked_by_a_slow_read_gives_out_of_memory_then_recovers() {
     // as many readers as the cache has folios, nothing can be reclaimed.
     let folios = 4;
     let data = random_bytes(64 * PAGE, 1);
-    let c = cache(folios * PAGE, PAGE);
+    // Readahead off: one IO per reader, each holding its one folio.
+    let c = common::lazy_cache_no_readahead(folios * PAGE, PAGE);
     let b = Arc::new(FaultyBacking::new(MemBacking::with_data(data.clone())));
     let f = c.open_backing(b.clone()).unwrap();
     b.set_read_latency(Duration::from_millis(1500));

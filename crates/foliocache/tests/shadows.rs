@@ -8,7 +8,9 @@ use foliocache::folio::FolioFlags;
 use foliocache::{Cache, FgpFlags, File, MappingEntry, Shadow};
 
 mod common;
-use common::lazy_cache;
+// Readahead off: these tests shape the cache by the folios each read
+// creates and by which ones are read again.
+use common::lazy_cache_no_readahead as lazy_cache;
 
 const PAGE: usize = 4096;
 const MIB: usize = 1 << 20;

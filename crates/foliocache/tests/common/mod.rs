@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use foliocache::{Cache, Populate};
+use foliocache::{Cache, Populate, ReadaheadConfig};
 
 /// A cache of `capacity` bytes whose folios are at most `max_folio` bytes,
 /// populated lazily (tests build many; faulting each in would dominate).
@@ -15,6 +15,19 @@ pub fn lazy_cache(capacity: usize, max_folio: usize) -> Cache {
         .capacity(capacity)
         .max_folio_size(max_folio)
         .populate(Populate::Lazy)
+        .build()
+        .unwrap()
+}
+
+/// [`lazy_cache`] without readahead: a miss reads what the request needs
+/// (the largest aligned folio that fits it), so tests can count IOs and
+/// place faults exactly.
+pub fn lazy_cache_no_readahead(capacity: usize, max_folio: usize) -> Cache {
+    Cache::builder()
+        .capacity(capacity)
+        .max_folio_size(max_folio)
+        .populate(Populate::Lazy)
+        .readahead(ReadaheadConfig::disabled())
         .build()
         .unwrap()
 }

@@ -1,0 +1,563 @@
+//! On-demand readahead (reference section 4): per-file state, the window
+//! arithmetic of the kernel's `mm/readahead.c`, and the plan of a window's
+//! folios. The IO side (building a window, inserting it, reading it) is in
+//! `file.rs`, which owns the state.
+//!
+//! # The algorithm, in short
+//! A read that misses starts a *synchronous* window at the missing page: its
+//! size comes from the request (4.2), unless the access looks random (4.3).
+//! The window's last `async_size` pages begin at a *marker* folio
+//! (`READAHEAD` flag). A read that reaches the marker clears it and starts
+//! the next, larger window *asynchronously* (4.4), so a sequential reader
+//! finds its data already read. Windows ramp up to `max_pages`. Folio orders
+//! grow by two each async window, up to the mapping's maximum; a
+//! synchronous window starts at the order of the request (the kernel starts
+//! at 0, see [`RaState::sync`]).
+//!
+//! # Defaults
+//! [`ReadaheadConfig::kernel`] is the kernel's default (128 KiB windows) and
+//! reproduces its window sequence exactly. Our default
+//! ([`ReadaheadConfig::default`]) allows 2 MiB windows: under `O_DIRECT`
+//! nothing below us reads ahead (the kernel's readahead works on its page
+//! cache, which we bypass), each window is one submission of a few large
+//! reads, and device throughput keeps growing with request size to about
+//! 1 MiB (see the `readahead` benchmark scenario for the figures that chose
+//! it). A window still starts at 4 pages for a 4 KiB read, so random
+//! readers do not pay for it.
+
+use crate::sync::{AtomicU64, Mutex};
+
+/// How a window's folios enter the index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Insert {
+    /// All folios allocated first, then inserted with
+    /// [`Mapping::add_folio_range`](crate::Mapping::add_folio_range) in one
+    /// lock hold (seed (a)); one folio at a time if memory is short.
+    #[default]
+    Batched,
+    /// One allocation and one [`add_folio`](crate::Mapping::add_folio) per
+    /// folio, as the kernel did before seed (a). For comparison.
+    Single,
+}
+
+/// Readahead settings of a cache (per-file state starts from these).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadaheadConfig {
+    /// The largest window, in pages (the kernel's `ra_pages`); 0 turns
+    /// readahead off (a miss reads only what the request needs).
+    pub max_pages: u64,
+    /// The device's optimal request, in pages (`io_pages`): a request larger
+    /// than `max_pages` may be read ahead up to this much.
+    pub io_pages: u64,
+    /// How windows are inserted.
+    pub insert: Insert,
+}
+
+impl ReadaheadConfig {
+    /// The kernel's defaults: 128 KiB windows (`VM_READAHEAD_PAGES`), and
+    /// `io_pages` equal to it.
+    pub const fn kernel() -> Self {
+        ReadaheadConfig {
+            max_pages: 32,
+            io_pages: 32,
+            insert: Insert::Batched,
+        }
+    }
+
+    /// No readahead.
+    pub const fn disabled() -> Self {
+        ReadaheadConfig {
+            max_pages: 0,
+            io_pages: 0,
+            insert: Insert::Batched,
+        }
+    }
+
+    /// The same with `insert`.
+    pub const fn with_insert(mut self, insert: Insert) -> Self {
+        self.insert = insert;
+        self
+    }
+}
+
+impl Default for ReadaheadConfig {
+    /// 2 MiB windows (see the module docs for why), batched insertion.
+    fn default() -> Self {
+        ReadaheadConfig {
+            max_pages: 512,
+            io_pages: 512,
+            insert: Insert::Batched,
+        }
+    }
+}
+
+/// Access advice for a range of a file (`posix_fadvise`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Advice {
+    /// Back to the defaults.
+    Normal,
+    /// Sequential access expected: windows up to twice the maximum.
+    Sequential,
+    /// Random access expected: no readahead; a miss reads the request only.
+    Random,
+    /// Read the range now, in the background (like `readahead(2)`).
+    WillNeed,
+    /// Drop the range's clean, unused folios now, leaving no shadows.
+    DontNeed,
+}
+
+/// A window: `size` pages from `start`; its last `async_size` pages start
+/// at the marker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Window {
+    /// First page.
+    pub start: u64,
+    /// Pages.
+    pub size: u64,
+    /// Pages from the marker to the end.
+    pub async_size: u64,
+}
+
+impl Window {
+    /// The page that carries the marker (`start + size - async_size`).
+    pub fn marker(&self) -> u64 {
+        self.start + self.size - self.async_size
+    }
+}
+
+/// Per-file readahead state (the kernel's `file_ra_state` less
+/// `prev_pos`), behind a mutex taken only on a miss or a marker.
+#[derive(Debug)]
+pub(crate) struct RaState {
+    pub(crate) cfg: ReadaheadConfig,
+    pub(crate) win: Window,
+    /// The current maximum window (advice and IO errors change it).
+    pub(crate) ra_pages: u64,
+    /// Preferred folio order of the next window.
+    pub(crate) order: u32,
+    /// `Advice::Random`: no readahead.
+    pub(crate) random: bool,
+}
+
+/// What a miss should read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SyncPlan {
+    /// Exactly these pages, no marker, state untouched.
+    Plain { start: u64, pages: u64 },
+    /// A new window (state updated), folio orders from `order`.
+    Window(Window, u32),
+}
+
+/// The initial window for a request of `req` pages (4.2).
+pub(crate) fn init_size(req: u64, max: u64) -> u64 {
+    let r = req.max(1).next_power_of_two();
+    if r <= max / 32 {
+        r * 4
+    } else if r <= max / 4 {
+        r * 2
+    } else {
+        max
+    }
+}
+
+/// The window after one of `cur` pages (4.2).
+pub(crate) fn next_size(cur: u64, max: u64) -> u64 {
+    if cur < max / 16 {
+        4 * cur
+    } else if cur <= max / 2 {
+        2 * cur
+    } else {
+        max
+    }
+}
+
+impl RaState {
+    pub(crate) fn new(cfg: ReadaheadConfig) -> Self {
+        RaState {
+            cfg,
+            win: Window::default(),
+            ra_pages: cfg.max_pages,
+            order: 0,
+            random: false,
+        }
+    }
+
+    /// `max_pages` for a request of `req` pages (4.1): a request larger
+    /// than the window may use the device's optimal size.
+    fn max_pages(&self, req: u64) -> u64 {
+        if req > self.ra_pages && self.cfg.io_pages > self.ra_pages {
+            req.min(self.cfg.io_pages)
+        } else {
+            self.ra_pages
+        }
+    }
+
+    /// The synchronous readahead of a miss at page `index` for a request of
+    /// `req` pages (4.3), the previous read having ended at byte `prev_pos`
+    /// (`u64::MAX`: none yet). `prev_miss(from, max)` returns the first page
+    /// at or before `from` (looking at most `max` back) that holds no folio
+    /// (a page outside that range if there is none within it), or `None`
+    /// when every page down to 0 holds one. `None`: readahead is off (the
+    /// caller reads what the request needs).
+    pub(crate) fn sync(
+        &mut self,
+        index: u64,
+        req: u64,
+        prev_pos: u64,
+        prev_miss: impl FnOnce(u64, u64) -> Option<u64>,
+    ) -> Option<SyncPlan> {
+        let req = req.max(1);
+        if self.ra_pages == 0 {
+            return None;
+        }
+        if self.random {
+            // Forced readahead of the request, capped (4.3.2).
+            let cap = self.cfg.io_pages.max(self.ra_pages);
+            return Some(SyncPlan::Plain {
+                start: index,
+                pages: req.min(cap),
+            });
+        }
+        let max = self.max_pages(req);
+        let prev_index = prev_pos >> 12;
+        if index == 0 || req > max || index.wrapping_sub(prev_index) <= 1 {
+            let size = init_size(req, max);
+            let async_size = if size > req { size - req } else { size / 2 };
+            return Some(self.start_window(index, size, async_size, req));
+        }
+        let (contig, whole) = match prev_miss(index - 1, max) {
+            Some(miss) => (index - miss - 1, false),
+            None => (index, true),
+        };
+        if contig <= req {
+            return Some(SyncPlan::Plain {
+                start: index,
+                pages: req,
+            });
+        }
+        let contig = if whole { contig * 2 } else { contig };
+        Some(self.start_window(index, (contig + req).min(max), 1, req))
+    }
+
+    /// A new window. Its folio order starts at the request's (log2 of
+    /// `req`, so a 2 MiB read gets one 2 MiB folio: one IO, one index
+    /// entry); the kernel starts at order 0 here and lets async windows
+    /// grow it. For 4 KiB reads the two agree.
+    fn start_window(&mut self, start: u64, size: u64, async_size: u64, req: u64) -> SyncPlan {
+        self.win = Window {
+            start,
+            size,
+            async_size,
+        };
+        self.order = 63 - req.max(1).leading_zeros();
+        SyncPlan::Window(self.win, self.order)
+    }
+
+    /// The asynchronous readahead of a read that reached the marker folio
+    /// at `index` (of `folio_pages` pages) wanting `req` pages from there
+    /// (4.4). `next_miss(from, max)` returns the first page at or after
+    /// `from` (within `max`) that holds no folio. `None`: no window.
+    pub(crate) fn on_marker(
+        &mut self,
+        index: u64,
+        folio_pages: u64,
+        req: u64,
+        next_miss: impl FnOnce(u64, u64) -> Option<u64>,
+    ) -> Option<(Window, u32)> {
+        if self.ra_pages == 0 || self.random {
+            return None;
+        }
+        let max = self.max_pages(req.max(1));
+        let w = self.win;
+        let expected = (w.start + w.size).saturating_sub(w.async_size) / folio_pages * folio_pages;
+        if w.size > 0 && index == expected {
+            let start = w.start + w.size;
+            let size = w.size.max(next_size(w.size, max));
+            self.win = Window {
+                start,
+                size,
+                async_size: 0,
+            };
+        } else {
+            let start = next_miss(index + 1, max)?;
+            if start == 0 || start - index > max {
+                return None;
+            }
+            let size = next_size(start - index + req, max);
+            self.win = Window {
+                start,
+                size,
+                async_size: 0,
+            };
+        }
+        self.order += 2;
+        let align = 1u64 << self.order.min(max.trailing_zeros());
+        let end = self.win.start + self.win.size;
+        let aligned_end = end / align * align;
+        if aligned_end > self.win.start {
+            self.win.size -= end - aligned_end;
+        }
+        self.win.async_size = self.win.size;
+        Some((self.win, self.order))
+    }
+}
+
+/// One planned folio of a window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Slot {
+    pub(crate) index: u64,
+    pub(crate) order: u32,
+    pub(crate) marker: bool,
+}
+
+/// The folios of `win` (4.5): orders from `order` clamped to the mapping's
+/// `max_order` and to log2 of the window, reduced at each position to the
+/// index's alignment and so as not to pass the window's end or `last` (the
+/// last page with file data). The marker goes on the folio at the marker
+/// page rounded down to that folio's size; a window cut by end of file may
+/// have none. Updates `order` to the order used.
+pub(crate) fn plan(win: &Window, order: &mut u32, max_order: u32, last: u64) -> Vec<Slot> {
+    let mut out = Vec::new();
+    if win.size == 0 || win.start > last {
+        return out;
+    }
+    let limit = last.min(win.start + win.size - 1);
+    let new_order = (*order).min(max_order).min(63 - win.size.leading_zeros());
+    *order = new_order;
+    let mark = win.marker();
+    let mut index = win.start;
+    while index <= limit {
+        let mut o = new_order;
+        if index & ((1u64 << o) - 1) != 0 {
+            o = index.trailing_zeros();
+        }
+        while o > 0 && index + (1u64 << o) - 1 > limit {
+            o -= 1;
+        }
+        let marker = win.async_size > 0 && index == mark & !((1u64 << o) - 1);
+        out.push(Slot {
+            index,
+            order: o,
+            marker,
+        });
+        index += 1u64 << o;
+    }
+    out
+}
+
+/// The per-file readahead control.
+#[derive(Debug)]
+pub(crate) struct Readahead {
+    pub(crate) state: Mutex<RaState>,
+    /// Byte after the last byte of the previous read that took the batch
+    /// path (`u64::MAX` at first). Hits inside one folio leave it alone: a
+    /// hit writes nothing other threads read; a miss after them finds the
+    /// stream by looking back at what is cached (4.3 step 4).
+    pub(crate) prev_pos: AtomicU64,
+}
+
+impl Readahead {
+    pub(crate) fn new(cfg: ReadaheadConfig) -> Self {
+        Readahead {
+            state: Mutex::new(RaState::new(cfg)),
+            prev_pos: AtomicU64::new(u64::MAX),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn initial_windows_match_the_reference_table() {
+        // 4.2 with m = 32: r = 1, 2, 3-4, 5-8, 9+ -> 4, 4, 8, 16, 32.
+        let got: Vec<u64> = [1, 2, 3, 4, 5, 8, 9, 32, 100]
+            .iter()
+            .map(|&r| init_size(r, 32))
+            .collect();
+        assert_eq!(got, [4, 4, 8, 8, 16, 16, 32, 32, 32]);
+    }
+
+    #[test]
+    fn ramp_up_matches_the_reference() {
+        let ramp = |max: u64| {
+            let mut s = 4;
+            let mut v = vec![s];
+            for _ in 0..5 {
+                s = next_size(s, max);
+                v.push(s);
+            }
+            v
+        };
+        assert_eq!(ramp(32), [4, 8, 16, 32, 32, 32]);
+        assert_eq!(ramp(128), [4, 16, 32, 64, 128, 128]);
+    }
+
+    /// The worked example of 4.5: m = 32, order-0 folios, 4 KiB sequential
+    /// reads from 0: (0,4,1), (4,8,4), (12,16,12), (28,32,28), (60,32,60),
+    /// (92,32,92), each launched at the previous window's marker.
+    #[test]
+    fn sequential_windows_match_the_worked_example() {
+        let mut st = RaState::new(ReadaheadConfig::kernel());
+        let mut windows = Vec::new();
+        let Some(SyncPlan::Window(w, _)) = st.sync(0, 1, u64::MAX, |_, _| unreachable!()) else {
+            panic!("a window at 0")
+        };
+        windows.push((w.start, w.size, w.marker()));
+        let mut marker = w.marker();
+        for _ in 0..5 {
+            let (w, mut order) = st
+                .on_marker(marker, 1, 1, |_, _| unreachable!())
+                .expect("on track");
+            // Building it on a mapping without large folios resets the
+            // order (the kernel's page_cache_ra_order does the same).
+            plan(&w, &mut order, 0, u64::MAX);
+            st.order = order;
+            windows.push((w.start, w.size, w.marker()));
+            marker = w.marker();
+        }
+        assert_eq!(
+            windows,
+            [
+                (0, 4, 1),
+                (4, 8, 4),
+                (12, 16, 12),
+                (28, 32, 28),
+                (60, 32, 60),
+                (92, 32, 92)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_lone_random_read_reads_the_request_only() {
+        let mut st = RaState::new(ReadaheadConfig::kernel());
+        let prev = 4096 * 1000;
+        // Nothing cached before 5000: the first miss looking back is 4999.
+        let p = st.sync(5000, 2, prev, |i, _| Some(i));
+        assert_eq!(
+            p,
+            Some(SyncPlan::Plain {
+                start: 5000,
+                pages: 2
+            })
+        );
+        assert_eq!(st.win, Window::default(), "state untouched");
+        // A stream's traces (10 cached pages before) make a window.
+        let p = st.sync(5000, 2, prev, |i, _| Some(i - 10));
+        assert_eq!(
+            p,
+            Some(SyncPlan::Window(
+                Window {
+                    start: 5000,
+                    size: 12,
+                    async_size: 1
+                },
+                1
+            ))
+        );
+        // Everything before cached: the count doubles.
+        let p = st.sync(10, 2, prev, |_, _| None);
+        assert!(matches!(
+            p,
+            Some(SyncPlan::Window(
+                Window {
+                    start: 10,
+                    size: 22,
+                    async_size: 1
+                },
+                1
+            ))
+        ));
+    }
+
+    #[test]
+    fn random_advice_and_disabled_readahead() {
+        let mut st = RaState::new(ReadaheadConfig::kernel());
+        st.random = true;
+        assert_eq!(
+            st.sync(0, 100, u64::MAX, |_, _| None),
+            Some(SyncPlan::Plain {
+                start: 0,
+                pages: 32
+            })
+        );
+        assert_eq!(st.on_marker(3, 1, 1, |_, _| Some(4)), None);
+        let mut st = RaState::new(ReadaheadConfig::disabled());
+        assert_eq!(st.sync(7, 16, u64::MAX, |_, _| None), None);
+    }
+
+    #[test]
+    fn a_marker_off_track_restarts_at_the_next_hole() {
+        let mut st = RaState::new(ReadaheadConfig::kernel());
+        // State lost (another stream moved it): marker at 100, cached up to
+        // 107, so the window starts at the hole, 108.
+        st.win = Window {
+            start: 0,
+            size: 4,
+            async_size: 3,
+        };
+        let (w, order) = st.on_marker(100, 1, 1, |_, _| Some(108)).unwrap();
+        assert_eq!(w.start, 108);
+        assert_eq!(w.size, next_size(8 + 1, 32) / 4 * 4);
+        assert_eq!(w.async_size, w.size);
+        assert_eq!(order, 2);
+        // No hole within reach: no window.
+        assert_eq!(st.on_marker(500, 1, 1, |_, _| Some(600)), None);
+        assert_eq!(st.on_marker(500, 1, 1, |_, _| None), None);
+    }
+
+    #[test]
+    fn plans_use_aligned_large_folios_and_mark_one() {
+        let w = Window {
+            start: 16,
+            size: 64,
+            async_size: 64,
+        };
+        let mut order = 4;
+        let p = plan(&w, &mut order, 9, u64::MAX);
+        assert_eq!(order, 4);
+        assert!(p.iter().all(|s| s.order == 4 && s.index % 16 == 0));
+        assert_eq!(p.len(), 4);
+        assert_eq!(p.iter().filter(|s| s.marker).count(), 1);
+        assert!(p[0].marker, "async window: the marker is its first folio");
+        // Misaligned start: smaller folios until aligned.
+        let w = Window {
+            start: 4,
+            size: 28,
+            async_size: 28,
+        };
+        let mut order = 4;
+        let p = plan(&w, &mut order, 9, u64::MAX);
+        let shape: Vec<(u64, u32)> = p.iter().map(|s| (s.index, s.order)).collect();
+        assert_eq!(shape, [(4, 2), (8, 3), (16, 4)]);
+        // Clipped at end of file (last page 20): no marker past it.
+        let w = Window {
+            start: 0,
+            size: 32,
+            async_size: 4,
+        };
+        let mut order = 0;
+        let p = plan(&w, &mut order, 0, 20);
+        assert_eq!(p.len(), 21);
+        assert!(
+            p.iter().all(|s| !s.marker),
+            "the marker page 28 is past EOF"
+        );
+        // The mapping's maximum caps the order.
+        let mut order = 9;
+        let p = plan(
+            &Window {
+                start: 0,
+                size: 512,
+                async_size: 512,
+            },
+            &mut order,
+            2,
+            u64::MAX,
+        );
+        assert_eq!(order, 2);
+        assert_eq!(p.len(), 128);
+    }
+}
