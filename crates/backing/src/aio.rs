@@ -301,7 +301,8 @@ pub struct EngineStats {
     /// Ops read with `read_blocks` on the pool (all of them for
     /// [`EngineKind::Threads`]).
     pub pool_ops: u64,
-    /// Ops completed (callback called).
+    /// Ops completed: counted just before the callback is called, so a
+    /// callback sees itself counted.
     pub completed: u64,
     /// Bytes reported by ops that succeeded.
     pub bytes: u64,
@@ -360,8 +361,8 @@ impl Stats {
             Ok(n) => bump(&self.bytes, *n as u64),
             Err(_) => bump(&self.errors, 1),
         }
-        let outcome = catch_unwind(AssertUnwindSafe(move || done(res)));
         bump(&self.completed, 1);
+        let outcome = catch_unwind(AssertUnwindSafe(move || done(res)));
         if let Err(payload) = outcome {
             bump(&self.callback_panics, 1);
             log::error!(
