@@ -537,3 +537,107 @@ impl fmt::Debug for AlignedBuf {
             .finish()
     }
 }
+
+/// A [`BLOCK`]-aligned buffer given by address and length, for asynchronous
+/// reads ([`aio::ReadOp`](crate::aio::ReadOp)) whose buffers live in memory
+/// that no Rust borrow can describe across threads and time: the folio
+/// arena, while a read fills a folio on the engine's thread.
+///
+/// A `RawBuf` is neither `Clone` nor `Copy`: each one stands for exclusive
+/// access to its bytes, and an op owns its buffers until it completes.
+///
+/// ```
+/// use backing::{AlignedBuf, RawBuf, BLOCK};
+///
+/// let mut mem = AlignedBuf::zeroed(2 * BLOCK)?;
+/// // SAFETY: `mem` outlives `raw` and is not used while `raw` lives.
+/// let mut raw = unsafe { RawBuf::new(mem.as_mut_ptr(), mem.len()) }?;
+/// raw.io_buf_mut()[0] = 7;
+/// assert_eq!(raw.len(), 2 * BLOCK);
+/// drop(raw);
+/// assert_eq!(mem[0], 7);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct RawBuf {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: a `RawBuf` stands for exclusive access to its bytes (the contract
+// of `RawBuf::new`), like a `&mut [u8]`, which is `Send`.
+unsafe impl Send for RawBuf {}
+// SAFETY: through `&RawBuf` only the address and length can be read, never
+// the bytes, so sharing it between threads shares nothing else.
+unsafe impl Sync for RawBuf {}
+
+impl RawBuf {
+    /// Wraps `len` bytes at `ptr` after checking that both are multiples of
+    /// [`BLOCK`]. When `len` is 0 the pointer is not used and an empty
+    /// buffer is returned.
+    ///
+    /// # Safety
+    /// When `len > 0`: `ptr` must be non-null and valid for reads and writes
+    /// of `len` bytes, within one allocation, from now until the `RawBuf`
+    /// is dropped, and **nothing else may read or write those bytes in that
+    /// time**. A `RawBuf` put into a [`ReadOp`](crate::aio::ReadOp) that is
+    /// submitted to an [`IoEngine`](crate::aio::IoEngine) lives until just
+    /// before the op's callback is called: the engine (the kernel, for
+    /// io_uring) writes into the memory from another thread until then, so
+    /// keep the memory allocated and untouched until the callback runs.
+    /// The bytes need not be initialised if they are only handed to a read,
+    /// which fills every byte (with data, or zeros past end of file) when it
+    /// succeeds; as with [`IoBufMut::from_raw_parts`], zero the memory
+    /// before its first use if anything may look at it after a failed read.
+    ///
+    /// # Errors
+    /// [`Misaligned`] if `ptr` or `len` is not a multiple of [`BLOCK`].
+    pub unsafe fn new(ptr: *mut u8, len: usize) -> Result<Self, Misaligned> {
+        if len == 0 {
+            return Ok(RawBuf {
+                ptr: NonNull::dangling(),
+                len: 0,
+            });
+        }
+        check(ptr as usize, len)?;
+        let ptr = NonNull::new(ptr).ok_or(Misaligned::new(MisalignedKind::Address, 0))?;
+        Ok(RawBuf { ptr, len })
+    }
+
+    /// The buffer's length in bytes (a multiple of [`BLOCK`]).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The buffer's start address (dangling, but aligned, when empty).
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// The memory as an [`IoBufMut`], borrowed from `self`, e.g. to hand it
+    /// to [`Backing::read_blocks`](crate::Backing::read_blocks).
+    pub fn io_buf_mut(&mut self) -> IoBufMut<'_> {
+        if self.len == 0 {
+            return IoBufMut { buf: &mut [] };
+        }
+        // SAFETY: `RawBuf::new`'s contract: `ptr` is valid for reads and
+        // writes of `len` bytes and exclusively ours while `self` lives;
+        // the `&mut self` borrow makes this slice the only access for its
+        // lifetime. Address and length were checked for alignment in `new`.
+        let buf = unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) };
+        IoBufMut { buf }
+    }
+}
+
+impl fmt::Debug for RawBuf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RawBuf")
+            .field("addr", &self.ptr.as_ptr())
+            .field("len", &self.len)
+            .finish()
+    }
+}

@@ -5,7 +5,7 @@
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -432,6 +432,20 @@ impl Backing for FileBacking {
             "preadv/pwritev",
             self.note(),
         )
+    }
+
+    /// The file's fd, on both data paths: `O_DIRECT` reads of it need
+    /// nothing else, and in the buffered fallback
+    /// [`after_raw_read`](Backing::after_raw_read) drops what was read.
+    fn raw_fd(&self) -> Option<RawFd> {
+        Some(self.file.as_raw_fd())
+    }
+
+    /// In the buffered fallback, drops the range just read from the
+    /// kernel's page cache (`POSIX_FADV_DONTNEED`), as `read_blocks` does
+    /// after its `preadv`; nothing for `O_DIRECT`.
+    fn after_raw_read(&self, offset: u64, len: u64) {
+        self.drop_behind(offset, len);
     }
 }
 

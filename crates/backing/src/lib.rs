@@ -70,6 +70,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod aio;
 #[allow(unsafe_code)]
 mod buf;
 mod faulty;
@@ -81,9 +82,10 @@ mod sys;
 
 use std::fmt;
 use std::io;
+use std::os::fd::RawFd;
 use std::sync::Arc;
 
-pub use buf::{AlignedBuf, IoBuf, IoBufMut, Misaligned, MisalignedKind};
+pub use buf::{AlignedBuf, IoBuf, IoBufMut, Misaligned, MisalignedKind, RawBuf};
 pub use faulty::{FaultStats, FaultyBacking, Op};
 pub use file::{FileBacking, FileOptions};
 pub use mem::MemBacking;
@@ -292,6 +294,36 @@ pub trait Backing: Send + Sync + 'static {
 
     /// What this backing is and how its data travels.
     fn info(&self) -> BackingInfo;
+
+    /// The file descriptor that an asynchronous engine ([`aio::IoEngine`])
+    /// may read directly instead of calling
+    /// [`read_blocks`](Self::read_blocks), or `None` (the default) to have
+    /// every read go through `read_blocks`.
+    ///
+    /// Return `Some` only if a plain positional read of the fd (`preadv`,
+    /// io_uring `READV`) at [`BLOCK`]-aligned offsets into
+    /// [`BLOCK`]-aligned buffers, looped over short reads until end of file
+    /// and followed by [`after_raw_read`](Self::after_raw_read), gives what
+    /// `read_blocks` would. The fd must stay open while the backing lives
+    /// (an op holds an `Arc` of its backing until it completes).
+    ///
+    /// [`FileBacking`] returns its fd, on both data paths; wrappers that
+    /// change what a read does ([`FaultyBacking`]) return `None`, so their
+    /// rules apply to asynchronous reads as well.
+    fn raw_fd(&self) -> Option<RawFd> {
+        None
+    }
+
+    /// Called by an asynchronous engine after it read `len > 0` bytes at
+    /// `offset` through [`raw_fd`](Self::raw_fd), for whatever
+    /// `read_blocks` does after its system call. The default does nothing;
+    /// [`FileBacking`]'s buffered fallback drops the range from the
+    /// kernel's page cache (`POSIX_FADV_DONTNEED`), as its `read_blocks`
+    /// does. Runs on the engine's completion thread: keep it short and do
+    /// not block.
+    fn after_raw_read(&self, offset: u64, len: u64) {
+        let _ = (offset, len);
+    }
 }
 
 macro_rules! forward_backing {
@@ -323,6 +355,12 @@ macro_rules! forward_backing {
             }
             fn info(&self) -> BackingInfo {
                 (**self).info()
+            }
+            fn raw_fd(&self) -> Option<RawFd> {
+                (**self).raw_fd()
+            }
+            fn after_raw_read(&self, offset: u64, len: u64) {
+                (**self).after_raw_read(offset, len)
             }
         }
     };

@@ -51,7 +51,7 @@ fn with_iovecs<R>(
 
 /// Where the bytes after the first `skip` of buffers with lengths `lens`
 /// start: (index of the buffer, offset inside it).
-fn locate(lens: impl Iterator<Item = usize>, mut skip: usize) -> (usize, usize) {
+pub(crate) fn locate(lens: impl Iterator<Item = usize>, mut skip: usize) -> (usize, usize) {
     let mut first = 0;
     for len in lens {
         if skip < len {

@@ -6,7 +6,7 @@
 //! endian. So it is not zeros (a filesystem or a cache cannot shortcut it),
 //! it differs at every position (a block read from the wrong offset does
 //! not match), and a reader can check any block it reads without keeping a
-//! copy of the file ([`expect`], [`Generator`]).
+//! copy of the file ([`fill`], [`Generator`]).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -32,7 +32,7 @@ fn word(seed: u64, k: u64) -> u64 {
 }
 
 /// Fills `buf` with the content of seed `seed` at byte offset `off`.
-pub fn expect(seed: u64, off: u64, buf: &mut [u8]) {
+pub fn fill(seed: u64, off: u64, buf: &mut [u8]) {
     let mut pos = off;
     let mut rest = &mut buf[..];
     // A partial first word.
@@ -80,7 +80,7 @@ impl Generator {
             self.scratch.resize(got.len(), 0);
         }
         let want = &mut self.scratch[..got.len()];
-        expect(seed, off, want);
+        fill(seed, off, want);
         match got.iter().zip(want.iter()).position(|(a, b)| a != b) {
             None => Ok(()),
             Some(i) => Err(io::Error::new(
@@ -171,7 +171,7 @@ fn create_file(path: &Path, size: u64) -> Result<Duration> {
     let mut off = 0u64;
     while off < size {
         let n = (size - off).min(chunk.len() as u64) as usize;
-        expect(FILE_SEED, off, &mut chunk[..n]);
+        fill(FILE_SEED, off, &mut chunk[..n]);
         f.write_all(&chunk[..n])?;
         off += n as u64;
     }
@@ -243,8 +243,8 @@ mod tests {
     fn content_is_not_zeros_and_depends_on_position() {
         let mut a = vec![0u8; 4096];
         let mut b = vec![0u8; 4096];
-        expect(FILE_SEED, 0, &mut a);
-        expect(FILE_SEED, 4096, &mut b);
+        fill(FILE_SEED, 0, &mut a);
+        fill(FILE_SEED, 4096, &mut b);
         assert!(a.iter().filter(|&&x| x == 0).count() < 64);
         assert_ne!(a, b);
     }
@@ -252,12 +252,12 @@ mod tests {
     #[test]
     fn any_offset_and_length_agree_with_the_whole() {
         let mut whole = vec![0u8; 1000];
-        expect(7, 0, &mut whole);
+        fill(7, 0, &mut whole);
         for off in [0usize, 1, 3, 7, 8, 9, 15, 500, 993] {
             for len in [0usize, 1, 2, 7, 8, 9, 17, 1000 - off] {
                 let len = len.min(1000 - off);
                 let mut part = vec![0u8; len];
-                expect(7, off as u64, &mut part);
+                fill(7, off as u64, &mut part);
                 assert_eq!(part, whole[off..off + len], "off {off} len {len}");
             }
         }
@@ -266,7 +266,7 @@ mod tests {
     #[test]
     fn check_finds_the_first_wrong_byte() {
         let mut buf = vec![0u8; 4096];
-        expect(FILE_SEED, 8192, &mut buf);
+        fill(FILE_SEED, 8192, &mut buf);
         let mut g = Generator::new(4096);
         g.check(FILE_SEED, 8192, &buf).unwrap();
         assert!(g.check(FILE_SEED, 4096, &buf).is_err());
@@ -284,7 +284,7 @@ mod tests {
         m.check(&path).unwrap();
         // Write block 1 with another seed, through the filesystem.
         let mut blk = vec![0u8; 4096];
-        expect(99, 4096, &mut blk);
+        fill(99, 4096, &mut blk);
         std::os::unix::fs::FileExt::write_all_at(
             &OpenOptions::new().write(true).open(&path).unwrap(),
             &blk,

@@ -378,7 +378,7 @@ fn run_loop<IO: BlockIo, C: Clock, const WRITE: bool, const VERIFY: bool>(
         let off = offs.next();
         if WRITE {
             if VERIFY {
-                data::expect(st.sh.opts.write_seed, off, buf);
+                data::fill(st.sh.opts.write_seed, off, buf);
                 st.written[(off / bs) as usize] = true;
             }
             let n = io.write(buf, off)?;

@@ -354,8 +354,7 @@ pub fn table(sc: &ScenarioReport, repeat: u32) -> String {
              spread: how much slower its worst run was)"
         );
     }
-    let _ = writeln!(
-        s,
+    let mut head = format!(
         "{:<24} {:<14} {:>13} {:>9} {:>9} {:>9} {:>13} {:>10} {:>7}",
         "job",
         "engine",
@@ -367,6 +366,8 @@ pub fn table(sc: &ScenarioReport, repeat: u32) -> String {
         "vs kernel",
         if repeat > 1 { "spread" } else { "" }
     );
+    head.truncate(head.trim_end().len());
+    let _ = writeln!(s, "{head}");
     let mut last_job = String::new();
     for r in &sc.results {
         let job = format!("{} bs={} j={}", r.rw, fmt_size(r.bs), r.numjobs);
@@ -376,8 +377,7 @@ pub fn table(sc: &ScenarioReport, repeat: u32) -> String {
             job.clone()
         };
         last_job = job;
-        let _ = writeln!(
-            s,
+        let mut line = format!(
             "{:<24} {:<14} {:>13} {:>9} {:>9} {:>9} {:>13} {:>10} {:>7}",
             shown,
             r.engine,
@@ -390,6 +390,8 @@ pub fn table(sc: &ScenarioReport, repeat: u32) -> String {
                 .map_or("-".to_string(), |x| format!("{x:.2}x")),
             spread(&r.repeats_bw_bytes)
         );
+        line.truncate(line.trim_end().len());
+        let _ = writeln!(s, "{line}");
     }
     s
 }

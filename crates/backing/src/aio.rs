@@ -1,0 +1,566 @@
+//! Asynchronous, batched block reads: an [`IoEngine`] takes a batch of
+//! [`ReadOp`]s, issues them together, and completes each one by calling its
+//! callback from the engine's own thread.
+//!
+//! # Why
+//! Readahead reads a whole window of folios at once. Issued one `preadv` at
+//! a time, the window costs one system call and one device round trip per
+//! run of folios, and the reader waits for all of them. Issued as one
+//! io_uring submission, the whole window is in the device queue after one
+//! `io_uring_enter`, the reader goes on, and each folio becomes uptodate as
+//! its read completes.
+//!
+//! # Two engines behind one type
+//! ```text
+//!  submit(batch) ──┬─ op has raw_fd ──> io_uring: every SQE of the batch pushed,
+//!                  │                    ONE io_uring_enter ──kernel──> CQEs
+//!                  │                    completion thread: reap, resubmit short
+//!                  │                    reads, zero past EOF, run callbacks
+//!                  │
+//!                  └─ no fd (memory,  ──> thread pool: read_blocks() on a pool
+//!                     fault injection)    thread, then the callback
+//! ```
+//! - [`EngineKind::Uring`]: one ring per engine, `queue_depth` ops in flight
+//!   at most, submissions under a mutex, a completion thread blocked in
+//!   `io_uring_enter(GETEVENTS)`. Ops whose backing has no
+//!   [`raw_fd`](crate::Backing::raw_fd) ([`MemBacking`](crate::MemBacking),
+//!   [`FaultyBacking`](crate::FaultyBacking), so fault injection applies to
+//!   asynchronous reads too) go to a thread pool created on first use.
+//! - [`EngineKind::Threads`]: a pool of `threads` threads calling
+//!   [`Backing::read_blocks`] for every op; the engine where io_uring is
+//!   missing.
+//! - [`EngineKind::Auto`] probes io_uring once, at [`IoEngine::new`], and
+//!   falls back to the threads with a `log::warn!` saying why.
+//!
+//! Either way an op completes with exactly what
+//! [`Backing::read_blocks`] would have returned: the byte count, short only
+//! at end of file, with every byte of the buffers past the count zeroed; or
+//! the error, delivered to that op only.
+//!
+//! # Callbacks
+//! Every op's callback is called exactly once, from an engine thread: the
+//! completion thread or a pool thread (only if the OS refuses to start any
+//! pool thread do ops that need the pool run on the submitting thread,
+//! callback included). Callbacks run one at a time per thread, so a slow
+//! callback delays the completions behind it: mark folios uptodate, wake
+//! waiters, and return. A callback may submit more ops; on the completion
+//! thread, ops that find the ring full then wait in a backlog instead of
+//! blocking the thread that would make room. A callback that panics does
+//! not kill the engine: the panic is caught, logged with `log::error!` and
+//! counted ([`EngineStats::callback_panics`]).
+//!
+//! # Shutdown
+//! Dropping the last clone of an [`IoEngine`] completes every op in flight
+//! (their callbacks run) and then joins the engine's threads. Dropped from
+//! inside a callback, it cannot join the thread it runs on: that thread
+//! finishes the remaining ops and exits on its own.
+//!
+//! # Locking
+//! | what | takes | may sleep | allocates |
+//! |---|---|---|---|
+//! | [`IoEngine::submit`], io_uring | the ring's submission mutex, for the whole batch | waiting for room when `queue_depth` ops are in flight; in `io_uring_enter` | one box per op (and its iovec array for several buffers) |
+//! | [`IoEngine::submit`], pool | the pool's queue mutex, briefly | no | the queue grows |
+//! | completion thread | the submission mutex once per batch of completions, never across a callback | in `io_uring_enter(GETEVENTS)` | no |
+//! | callbacks | nothing of the engine's | as they like, delaying later completions | |
+//!
+//! Lock order: the submission mutex, then the pool's queue mutex (ops that
+//! a broken ring hands back go to the pool); both are leaves otherwise, and
+//! neither is held while a callback or a backing method runs, so callbacks
+//! may submit.
+//!
+//! # Example
+//! ```
+//! use std::sync::{mpsc, Arc};
+//! use backing::aio::{IoEngine, IoEngineConfig, ReadOp};
+//! use backing::{AlignedBuf, Backing, MemBacking, RawBuf, BLOCK};
+//!
+//! let engine = IoEngine::new(IoEngineConfig::default())?;
+//! println!("{}", engine.name()); // "io_uring (depth 256)" or "threads (2)"
+//!
+//! let file: Arc<dyn Backing> = Arc::new(MemBacking::with_data(vec![7; 3 * BLOCK]));
+//! let mut mem = AlignedBuf::zeroed(4 * BLOCK)?;
+//! let (tx, rx) = mpsc::channel();
+//! let mut batch = Vec::new();
+//! for (i, chunk) in mem.chunks_mut(2 * BLOCK).enumerate() {
+//!     // SAFETY: `mem` is neither used nor freed until both callbacks ran
+//!     // (the `rx.recv()`s below).
+//!     let buf = unsafe { RawBuf::new(chunk.as_mut_ptr(), chunk.len()) }?;
+//!     let tx = tx.clone();
+//!     let offset = (i * 2 * BLOCK) as u64;
+//!     batch.push(ReadOp::new(file.clone(), offset, vec![buf], move |res| {
+//!         let _ = tx.send((offset, res.map_err(|e| e.kind())));
+//!     }));
+//! }
+//! engine.submit(batch); // both reads leave together
+//! let mut got = vec![rx.recv()?, rx.recv()?];
+//! got.sort();
+//! assert_eq!(got, vec![(0, Ok(2 * BLOCK)), (2 * BLOCK as u64, Ok(BLOCK))]); // EOF
+//! assert!(mem[..3 * BLOCK].iter().all(|&b| b == 7));
+//! assert!(mem[3 * BLOCK..].iter().all(|&b| b == 0)); // zeroed past EOF
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::any::Any;
+use std::fmt;
+use std::io;
+use std::os::fd::RawFd;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use crate::sync::{AtomicU64, Ordering};
+use crate::{check_io_range, Backing};
+
+mod pool;
+#[allow(unsafe_code)]
+mod uring;
+
+pub use crate::buf::RawBuf;
+
+use pool::Pool;
+use uring::Uring;
+
+/// The largest queue depth an io_uring engine accepts (the kernel's limit
+/// on submission queue entries).
+pub const MAX_QUEUE_DEPTH: u32 = 32768;
+
+/// Which engine runs the reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum EngineKind {
+    /// io_uring if this kernel and process may use it (ring creation works
+    /// and the kernel supports `IORING_OP_READV`), else the thread pool.
+    #[default]
+    Auto,
+    /// io_uring, or an error from [`IoEngine::new`] where it is missing.
+    Uring,
+    /// A pool of threads calling [`Backing::read_blocks`].
+    Threads,
+}
+
+impl fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            EngineKind::Auto => "auto",
+            EngineKind::Uring => "io_uring",
+            EngineKind::Threads => "threads",
+        })
+    }
+}
+
+/// How to build an [`IoEngine`]. The fields are public; the builder
+/// methods set them one at a time. The default is [`EngineKind::Auto`],
+/// queue depth 256, 2 threads.
+///
+/// ```
+/// use backing::aio::{EngineKind, IoEngineConfig};
+///
+/// let cfg = IoEngineConfig::new().kind(EngineKind::Threads).threads(4);
+/// assert_eq!((cfg.kind, cfg.queue_depth, cfg.threads), (EngineKind::Threads, 256, 4));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IoEngineConfig {
+    /// Which engine to run. Default: [`EngineKind::Auto`].
+    pub kind: EngineKind,
+    /// io_uring: the most ops in flight at once, and the ring's size
+    /// (rounded up to a power of two by the kernel), 1 to
+    /// [`MAX_QUEUE_DEPTH`]. Default 256. A batch larger than the free room
+    /// is submitted in parts, waiting for room in between.
+    pub queue_depth: u32,
+    /// Threads of the pool: the whole engine for [`EngineKind::Threads`],
+    /// and the pool for ops without a file descriptor under io_uring
+    /// (started on first use). At least 1. Default 2.
+    pub threads: usize,
+}
+
+impl Default for IoEngineConfig {
+    fn default() -> Self {
+        IoEngineConfig {
+            kind: EngineKind::Auto,
+            queue_depth: 256,
+            threads: 2,
+        }
+    }
+}
+
+impl IoEngineConfig {
+    /// The default configuration.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets [`kind`](Self::kind).
+    pub fn kind(mut self, kind: EngineKind) -> Self {
+        self.kind = kind;
+        self
+    }
+
+    /// Sets [`queue_depth`](Self::queue_depth).
+    pub fn queue_depth(mut self, depth: u32) -> Self {
+        self.queue_depth = depth;
+        self
+    }
+
+    /// Sets [`threads`](Self::threads).
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.threads = threads;
+        self
+    }
+}
+
+/// The callback of a [`ReadOp`].
+pub type ReadCallback = Box<dyn FnOnce(io::Result<usize>) + Send>;
+
+/// One asynchronous read: the bytes of `backing` starting at `offset`, into
+/// `bufs` in order, then `done` with the result that
+/// [`Backing::read_blocks`] would give: the byte count (short only at end
+/// of file, every byte past it zeroed) or the error.
+///
+/// The op owns its buffers until it completes: the engine drops them just
+/// before it calls `done`, and the memory behind them must stay valid and
+/// untouched until then (the contract of [`RawBuf::new`]). The op also
+/// keeps its backing, and so the backing's file descriptor, alive until
+/// then.
+pub struct ReadOp {
+    /// Where to read from.
+    pub backing: Arc<dyn Backing>,
+    /// The file offset, a multiple of [`BLOCK`](crate::BLOCK); otherwise
+    /// the op fails with [`io::ErrorKind::InvalidInput`].
+    pub offset: u64,
+    /// Where the bytes go, in order.
+    pub bufs: Vec<RawBuf>,
+    /// Called exactly once, from an engine thread, with the result.
+    pub done: ReadCallback,
+}
+
+impl ReadOp {
+    /// An op reading `bufs` from `backing` at `offset`, calling `done`.
+    pub fn new(
+        backing: Arc<dyn Backing>,
+        offset: u64,
+        bufs: Vec<RawBuf>,
+        done: impl FnOnce(io::Result<usize>) + Send + 'static,
+    ) -> ReadOp {
+        ReadOp {
+            backing,
+            offset,
+            bufs,
+            done: Box::new(done),
+        }
+    }
+
+    /// The total length of the buffers in bytes, or `None` if it overflows
+    /// `usize`.
+    pub fn len(&self) -> Option<usize> {
+        self.bufs
+            .iter()
+            .try_fold(0usize, |acc, b| acc.checked_add(b.len()))
+    }
+
+    /// Whether the op reads nothing (no buffers, or only empty ones).
+    pub fn is_empty(&self) -> bool {
+        self.bufs.iter().all(RawBuf::is_empty)
+    }
+
+    /// The fd to read through io_uring: the backing has one, and the op is
+    /// valid and not empty (other ops go to the pool, where `read_blocks`
+    /// reports what is wrong with them).
+    fn uring_fd(&self) -> Option<RawFd> {
+        let len = self.len()?;
+        if len == 0 || check_io_range(self.offset, len as u64).is_err() {
+            return None;
+        }
+        self.backing.raw_fd()
+    }
+}
+
+impl fmt::Debug for ReadOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReadOp")
+            .field("backing", &self.backing.info().kind)
+            .field("offset", &self.offset)
+            .field("bufs", &self.bufs)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Counters of an [`IoEngine`] since it was built, from
+/// [`IoEngine::stats`]. Each is read on its own (relaxed), so a snapshot
+/// taken while ops run may be slightly inconsistent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EngineStats {
+    /// Calls of [`IoEngine::submit`] (batches).
+    pub batches: u64,
+    /// `io_uring_enter` calls that submitted entries: one per batch that
+    /// fits the free room, more for larger batches, resubmissions and
+    /// retries.
+    pub enters: u64,
+    /// Ops submitted.
+    pub ops: u64,
+    /// Ops read through io_uring.
+    pub uring_ops: u64,
+    /// Ops read with `read_blocks` on the pool (all of them for
+    /// [`EngineKind::Threads`]).
+    pub pool_ops: u64,
+    /// Ops completed: counted just before the callback is called, so a
+    /// callback sees itself counted.
+    pub completed: u64,
+    /// Bytes reported by ops that succeeded.
+    pub bytes: u64,
+    /// Resubmissions through io_uring: the rest of a short read, a read
+    /// over more than `IOV_MAX` buffers, or a retry after `EAGAIN`,
+    /// `EINTR` or `ECANCELED`.
+    pub resubmits: u64,
+    /// Ops completed with an error.
+    pub errors: u64,
+    /// Callbacks that panicked (caught and logged).
+    pub callback_panics: u64,
+}
+
+/// The shared counters behind [`EngineStats`].
+#[derive(Default)]
+pub(crate) struct Stats {
+    batches: AtomicU64,
+    enters: AtomicU64,
+    ops: AtomicU64,
+    uring_ops: AtomicU64,
+    pool_ops: AtomicU64,
+    completed: AtomicU64,
+    bytes: AtomicU64,
+    resubmits: AtomicU64,
+    errors: AtomicU64,
+    callback_panics: AtomicU64,
+}
+
+/// Adds `n` to a counter.
+pub(crate) fn bump(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Ordering::Relaxed);
+}
+
+impl Stats {
+    fn snapshot(&self) -> EngineStats {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        EngineStats {
+            batches: g(&self.batches),
+            enters: g(&self.enters),
+            ops: g(&self.ops),
+            uring_ops: g(&self.uring_ops),
+            pool_ops: g(&self.pool_ops),
+            completed: g(&self.completed),
+            bytes: g(&self.bytes),
+            resubmits: g(&self.resubmits),
+            errors: g(&self.errors),
+            callback_panics: g(&self.callback_panics),
+        }
+    }
+
+    /// Calls an op's callback with its result and counts it. A panic in
+    /// the callback is caught, logged and counted, so the engine thread
+    /// lives on.
+    pub(crate) fn complete(&self, done: ReadCallback, res: io::Result<usize>) {
+        match &res {
+            Ok(n) => bump(&self.bytes, *n as u64),
+            Err(_) => bump(&self.errors, 1),
+        }
+        bump(&self.completed, 1);
+        let outcome = catch_unwind(AssertUnwindSafe(move || done(res)));
+        if let Err(payload) = outcome {
+            bump(&self.callback_panics, 1);
+            log::error!(
+                "aio: a read callback panicked ({}); the engine goes on, but whatever \
+                 the callback should have done after the panic did not happen",
+                panic_message(payload.as_ref())
+            );
+        }
+    }
+}
+
+/// The message of a panic payload, if it is a string.
+fn panic_message(payload: &(dyn Any + Send)) -> &str {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        s
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s
+    } else {
+        "non-string panic payload"
+    }
+}
+
+/// An asynchronous, batched block reader: io_uring, or a thread pool where
+/// io_uring is missing (see the [module docs](self)).
+///
+/// Cheap to clone (an `Arc` inside); `Send + Sync`. Dropping the last clone
+/// completes the ops in flight and stops the engine's threads.
+#[derive(Clone)]
+pub struct IoEngine {
+    inner: Arc<Engine>,
+}
+
+struct Engine {
+    kind: EngineKind,
+    depth: u32,
+    threads: usize,
+    stats: Arc<Stats>,
+    /// `Some` for [`EngineKind::Uring`]; taken first on drop, so the ring
+    /// drains (possibly handing ops to the pool) before the pool stops.
+    uring: Option<Uring>,
+    /// Every op without a file descriptor, and everything under
+    /// [`EngineKind::Threads`].
+    pool: Arc<Pool>,
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        drop(self.uring.take());
+    }
+}
+
+impl IoEngine {
+    /// Starts an engine: for [`EngineKind::Auto`] and
+    /// [`EngineKind::Uring`], sets up a ring of `cfg.queue_depth` entries,
+    /// checks that the kernel supports `IORING_OP_READV` and starts the
+    /// completion thread; for [`EngineKind::Threads`], starts
+    /// `cfg.threads` threads.
+    ///
+    /// `Auto` falls back to the threads, with a `log::warn!` that says why,
+    /// when io_uring cannot be set up (a kernel without it, `ENOSYS`; a
+    /// sysctl or seccomp policy that forbids it, `EPERM`; no READV; a
+    /// memory-lock limit, ...). [`kind`](Self::kind) tells which runs.
+    ///
+    /// # Errors
+    /// - [`io::ErrorKind::InvalidInput`] for `queue_depth` 0 or over
+    ///   [`MAX_QUEUE_DEPTH`], or `threads` 0.
+    /// - For [`EngineKind::Uring`], why io_uring cannot be used
+    ///   ([`io::ErrorKind::Unsupported`] without READV, else the
+    ///   `io_uring_setup` error).
+    /// - The OS's error if a thread cannot be started (the pool's threads
+    ///   under `Threads`; the completion thread under io_uring).
+    pub fn new(cfg: IoEngineConfig) -> io::Result<IoEngine> {
+        if cfg.queue_depth == 0 || cfg.queue_depth > MAX_QUEUE_DEPTH {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "queue depth {} is out of range: give 1 to {MAX_QUEUE_DEPTH} \
+                     (256 is the default)",
+                    cfg.queue_depth
+                ),
+            ));
+        }
+        if cfg.threads == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "an IO engine needs at least 1 pool thread (2 is the default)",
+            ));
+        }
+        let stats = Arc::new(Stats::default());
+        let pool = Arc::new(Pool::new(cfg.threads, stats.clone()));
+        let uring = match cfg.kind {
+            EngineKind::Threads => None,
+            EngineKind::Uring => Some(Uring::new(cfg.queue_depth, stats.clone(), pool.clone())?),
+            EngineKind::Auto => match Uring::new(cfg.queue_depth, stats.clone(), pool.clone()) {
+                Ok(u) => Some(u),
+                Err(e) => {
+                    log::warn!(
+                        "aio: io_uring is not available ({e}); reads run on a pool of {} \
+                         threads calling preadv instead",
+                        cfg.threads
+                    );
+                    None
+                }
+            },
+        };
+        let kind = if uring.is_some() {
+            EngineKind::Uring
+        } else {
+            pool.start()?;
+            EngineKind::Threads
+        };
+        Ok(IoEngine {
+            inner: Arc::new(Engine {
+                kind,
+                depth: cfg.queue_depth,
+                threads: cfg.threads,
+                stats,
+                uring,
+                pool,
+            }),
+        })
+    }
+
+    /// The engine that runs: [`EngineKind::Uring`] or
+    /// [`EngineKind::Threads`] (never `Auto`).
+    pub fn kind(&self) -> EngineKind {
+        self.inner.kind
+    }
+
+    /// The engine that runs, for logs and reports: `"io_uring (depth 256)"`
+    /// or `"threads (2)"`.
+    pub fn name(&self) -> String {
+        match self.inner.kind {
+            EngineKind::Uring => format!("io_uring (depth {})", self.inner.depth),
+            _ => format!("threads ({})", self.inner.threads),
+        }
+    }
+
+    /// Submits every op of `batch` together and returns; each op's callback
+    /// runs later, on an engine thread, exactly once.
+    ///
+    /// Under io_uring, the ops whose backing has a
+    /// [`raw_fd`](Backing::raw_fd) are pushed to the ring and submitted
+    /// with ONE `io_uring_enter` when they fit the free room (at most
+    /// `queue_depth` ops are in flight); a larger batch is submitted in
+    /// parts, waiting for room in between (on the completion thread itself,
+    /// the rest waits in a backlog instead). The other ops, and ops that
+    /// are invalid (misaligned offset, range past
+    /// [`MAX_FILE_SIZE`](crate::MAX_FILE_SIZE)) or empty, go to the pool,
+    /// where `read_blocks` runs (and reports what is wrong).
+    ///
+    /// Nothing is dropped or failed for lack of room. Errors reach the
+    /// callbacks of the ops they concern: an IO error as
+    /// [`Backing::read_blocks`] gives it (e.g. `EIO`), invalid input as
+    /// [`io::ErrorKind::InvalidInput`]. If the ring itself fails (an
+    /// `io_uring_enter` error other than `EINTR`/`EAGAIN`/`EBUSY`), the ops
+    /// it did not take, and every op after them, run on the pool instead.
+    ///
+    /// # Locking
+    /// Under io_uring, takes the submission mutex for the batch and may
+    /// sleep waiting for room; allocates a box per op. Under threads, takes
+    /// the pool's mutex briefly. Never calls a callback itself, except if
+    /// no pool thread can be started (see the [module docs](self)).
+    pub fn submit(&self, batch: Vec<ReadOp>) {
+        let e = &*self.inner;
+        bump(&e.stats.batches, 1);
+        bump(&e.stats.ops, batch.len() as u64);
+        let Some(uring) = &e.uring else {
+            e.pool.submit(batch);
+            return;
+        };
+        let mut direct = Vec::with_capacity(batch.len());
+        let mut pooled = Vec::new();
+        for op in batch {
+            match op.uring_fd() {
+                Some(fd) => direct.push((op, fd)),
+                None => pooled.push(op),
+            }
+        }
+        if !pooled.is_empty() {
+            e.pool.submit(pooled);
+        }
+        if !direct.is_empty() {
+            uring.submit(direct);
+        }
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> EngineStats {
+        self.inner.stats.snapshot()
+    }
+}
+
+impl fmt::Debug for IoEngine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IoEngine")
+            .field("name", &self.name())
+            .field("stats", &self.stats())
+            .finish()
+    }
+}

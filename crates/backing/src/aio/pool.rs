@@ -1,0 +1,167 @@
+//! The thread pool: threads that take [`ReadOp`]s from a queue, call
+//! [`Backing::read_blocks`](crate::Backing::read_blocks) and then the op's
+//! callback. The whole engine where io_uring is missing; under io_uring,
+//! the path of ops whose backing has no file descriptor (memory, fault
+//! injection), started on first use.
+//!
+//! ```text
+//!  submit ──> queue (VecDeque, mutex + condvar) ──> thread 1: read_blocks, callback
+//!                                              └──> thread 2: ...
+//! ```
+
+use std::collections::VecDeque;
+use std::io;
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+
+use super::{bump, RawBuf, ReadOp, Stats};
+use crate::sync::{lock, wait, AtomicBool, Condvar, Mutex, Ordering};
+use crate::IoBufMut;
+
+/// A pool of reader threads; dropping it finishes the queued ops and joins
+/// the threads.
+pub(super) struct Pool {
+    shared: Arc<Shared>,
+    /// The threads started so far (at most `want`).
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Whether all `want` threads run (so `submit` need not look).
+    started: AtomicBool,
+    want: usize,
+}
+
+struct Shared {
+    queue: Mutex<Queue>,
+    work: Condvar,
+    stats: Arc<Stats>,
+}
+
+struct Queue {
+    ops: VecDeque<ReadOp>,
+    closing: bool,
+}
+
+impl Pool {
+    /// A pool of `threads` threads, none started yet.
+    pub(super) fn new(threads: usize, stats: Arc<Stats>) -> Pool {
+        Pool {
+            shared: Arc::new(Shared {
+                queue: Mutex::new(Queue {
+                    ops: VecDeque::new(),
+                    closing: false,
+                }),
+                work: Condvar::new(),
+                stats,
+            }),
+            threads: Mutex::new(Vec::new()),
+            started: AtomicBool::new(false),
+            want: threads,
+        }
+    }
+
+    /// Starts the threads not started yet.
+    ///
+    /// # Errors
+    /// The OS's error when a thread cannot be spawned (the threads started
+    /// before it keep running).
+    pub(super) fn start(&self) -> io::Result<()> {
+        if self.started.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut threads = lock(&self.threads);
+        while threads.len() < self.want {
+            let shared = self.shared.clone();
+            let handle = thread::Builder::new()
+                .name(format!("aio-pool-{}", threads.len()))
+                .spawn(move || worker(&shared))?;
+            threads.push(handle);
+        }
+        self.started.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Queues `ops` for the pool's threads, starting them if needed. If no
+    /// thread can be started at all, runs the ops here, callbacks included
+    /// (and logs why).
+    pub(super) fn submit(&self, ops: Vec<ReadOp>) {
+        if ops.is_empty() {
+            return;
+        }
+        if let Err(e) = self.start() {
+            if lock(&self.threads).is_empty() {
+                log::error!(
+                    "aio: cannot start a pool thread ({e}); running {} reads on the \
+                     submitting thread",
+                    ops.len()
+                );
+                for op in ops {
+                    run(&self.shared.stats, op);
+                }
+                return;
+            }
+            log::warn!("aio: cannot start another pool thread ({e}); going on with fewer");
+        }
+        let n = ops.len();
+        lock(&self.shared.queue).ops.extend(ops);
+        if n == 1 {
+            self.shared.work.notify_one();
+        } else {
+            self.shared.work.notify_all();
+        }
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        lock(&self.shared.queue).closing = true;
+        self.shared.work.notify_all();
+        let me = thread::current().id();
+        for handle in lock(&self.threads).drain(..) {
+            // Dropped from a callback on one of our threads: that thread
+            // finishes the queue and exits by itself.
+            if handle.thread().id() == me {
+                continue;
+            }
+            if handle.join().is_err() {
+                log::error!("aio: a pool thread panicked outside a callback");
+            }
+        }
+    }
+}
+
+/// A pool thread: runs queued ops until the pool closes and the queue is
+/// empty.
+fn worker(shared: &Shared) {
+    loop {
+        let op = {
+            let mut q = lock(&shared.queue);
+            loop {
+                if let Some(op) = q.ops.pop_front() {
+                    break op;
+                }
+                if q.closing {
+                    return;
+                }
+                q = wait(&shared.work, q);
+            }
+        };
+        run(&shared.stats, op);
+    }
+}
+
+/// Reads `op` with `read_blocks` and completes it.
+fn run(stats: &Stats, op: ReadOp) {
+    bump(&stats.pool_ops, 1);
+    let ReadOp {
+        backing,
+        offset,
+        mut bufs,
+        done,
+    } = op;
+    let res = {
+        let mut io: Vec<IoBufMut<'_>> = bufs.iter_mut().map(RawBuf::io_buf_mut).collect();
+        backing.read_blocks(&mut io, offset)
+    };
+    drop(bufs);
+    drop(backing);
+    stats.complete(done, res);
+}
