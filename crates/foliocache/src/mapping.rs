@@ -334,18 +334,28 @@ impl Mapping {
 
     /// The folio holding byte `offset`, with a reference, for a read of
     /// `len` bytes from there: [`get_entry`](Self::get_entry) for the read
-    /// path's hit. Before the reference is taken (an atomic read-modify-write,
-    /// which waits for everything before it) the first bytes of the read are
-    /// prefetched, so a random hit's miss on its data overlaps the lookup
-    /// instead of following it. `None` for a hole or a shadow.
+    /// path's hit. Unless the read continues this thread's previous one,
+    /// the first bytes of the read are prefetched before the reference is
+    /// taken (an atomic read-modify-write, which waits for everything before
+    /// it), so a random hit's miss on its data overlaps the lookup instead
+    /// of following it. A sequential reader is left to the hardware
+    /// prefetcher: measured here, prefetching its next page cost a third of
+    /// its throughput. `None` for a hole or a shadow.
     pub(crate) fn get_for_read(&self, offset: u64, len: usize) -> Option<FolioRef<'_>> {
+        thread_local! {
+            /// Where this thread's last hit ended.
+            static NEXT: std::cell::Cell<u64> = const { std::cell::Cell::new(u64::MAX) };
+        }
+        let sequential = NEXT.with(|n| n.replace(offset.saturating_add(len as u64)) == offset);
         let index = offset / PAGE;
         let guard = self.xa.pin();
         loop {
             match self.xa.load_ref(index, &guard)? {
                 EntryRef::Value(_) => return None,
                 EntryRef::Item(f) => {
-                    self.prefetch(f, offset, len);
+                    if !sequential {
+                        self.prefetch(f, offset, len);
+                    }
                     if let Some(r) = self.try_ref(f, index, &guard) {
                         return Some(r);
                     }
