@@ -263,7 +263,11 @@ fn main() {
     let size = if smoke { SMOKE_SIZE } else { FULL_SIZE };
     let path = bench_file(size).expect("creating the bench file");
     let file = FileBacking::open(&path, &FileOptions::new()).expect("opening the bench file");
-    assert!(file.is_direct(), "the bench wants O_DIRECT: {}", file.info());
+    assert!(
+        file.is_direct(),
+        "the bench wants O_DIRECT: {}",
+        file.info()
+    );
     let max = WINDOWS.iter().map(Window::len).max().unwrap_or(BLOCK);
     let mut mem = AlignedBuf::zeroed(max).expect("window memory");
     mem.fill(1); // fault it in

@@ -8,9 +8,7 @@
 
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::PoisonError;
-pub(crate) use std::sync::{
-    Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
-};
+pub(crate) use std::sync::{Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// Locks `m`, ignoring poison (see the module docs).
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -86,14 +86,19 @@ impl Results {
             assert!(
                 !left.is_zero(),
                 "ops never completed: {:?}",
-                slots.iter().enumerate().filter(|s| s.1 .0 == 0).map(|s| s.0).collect::<Vec<_>>()
+                slots
+                    .iter()
+                    .enumerate()
+                    .filter(|s| s.1 .0 == 0)
+                    .map(|s| s.0)
+                    .collect::<Vec<_>>()
             );
             slots = self.cv.wait_timeout(slots, left).unwrap().0;
         }
         for (i, s) in slots.iter().enumerate() {
             assert_eq!(s.0, 1, "op {i}: callback ran {} times", s.0);
         }
-        slots.iter().map(|s| s.1.clone().unwrap()).collect()
+        slots.iter().map(|s| s.1.unwrap()).collect()
     }
 }
 
@@ -200,7 +205,12 @@ fn random_batch(
             raws.push(raw);
             bufs.push((at, len));
         }
-        ops.push(ReadOp::new(backing.clone(), off as u64, raws, results.callback(i)));
+        ops.push(ReadOp::new(
+            backing.clone(),
+            off as u64,
+            raws,
+            results.callback(i),
+        ));
         plan.push(Planned { off, bufs });
     }
     engine.submit(ops);
@@ -237,7 +247,10 @@ fn random_batches_of_a_file_read_the_right_bytes(kind: EngineKind) {
     let s = engine.stats();
     assert_eq!(s.completed, s.ops);
     if kind == EngineKind::Uring {
-        assert_eq!(s.uring_ops, s.ops, "a file with an fd goes through the ring");
+        assert_eq!(
+            s.uring_ops, s.ops,
+            "a file with an fd goes through the ring"
+        );
         assert_eq!(s.pool_ops, 0);
     }
 }
@@ -276,7 +289,10 @@ fn eof_inside_a_block_is_short_and_zero_filled(kind: EngineKind) {
     assert_eq!(arena.bytes(at_a, 2 * BLOCK), &data[BLOCK..3 * BLOCK]);
     assert_eq!(arena.bytes(at_b, 100), &data[3 * BLOCK..]);
     assert!(
-        arena.bytes(at_b + 100, 4 * BLOCK - 100).iter().all(|&x| x == 0),
+        arena
+            .bytes(at_b + 100, 4 * BLOCK - 100)
+            .iter()
+            .all(|&x| x == 0),
         "bytes past EOF are zeroed"
     );
 }
@@ -293,7 +309,10 @@ fn eof_at_a_block_boundary_is_short_and_zero_filled(kind: EngineKind) {
     engine.submit(vec![ReadOp::new(file, 0, vec![a], results.callback(0))]);
     assert_eq!(results.wait(), vec![Ok(2 * BLOCK)]);
     assert_eq!(arena.bytes(at, 2 * BLOCK), &data[..]);
-    assert!(arena.bytes(at + 2 * BLOCK, 2 * BLOCK).iter().all(|&x| x == 0));
+    assert!(arena
+        .bytes(at + 2 * BLOCK, 2 * BLOCK)
+        .iter()
+        .all(|&x| x == 0));
 }
 
 fn reads_past_eof_return_0_with_zeroed_buffers(kind: EngineKind) {
@@ -334,8 +353,8 @@ fn empty_and_invalid_ops_complete_with_their_result(kind: EngineKind) {
     ]);
     let got = results.wait();
     assert_eq!(got[0], Ok(0));
-    assert_eq!(got[1].clone().unwrap_err().0, io::ErrorKind::InvalidInput);
-    assert_eq!(got[2].clone().unwrap_err().0, io::ErrorKind::InvalidInput);
+    assert_eq!(got[1].unwrap_err().0, io::ErrorKind::InvalidInput);
+    assert_eq!(got[2].unwrap_err().0, io::ErrorKind::InvalidInput);
 }
 
 fn injected_errors_reach_their_op_only(kind: EngineKind) {
@@ -363,7 +382,7 @@ fn injected_errors_reach_their_op_only(kind: EngineKind) {
     let got = results.wait();
     for (i, res) in got.iter().enumerate() {
         if i == 2 {
-            assert_eq!(res.clone().unwrap_err().1, Some(libc::EIO), "op {i}");
+            assert_eq!(res.unwrap_err().1, Some(libc::EIO), "op {i}");
         } else {
             assert_eq!(res, &Ok(4 * BLOCK), "op {i}");
             assert_eq!(
@@ -389,7 +408,7 @@ fn injected_errors_reach_their_op_only(kind: EngineKind) {
     let got = results.wait();
     let failed: Vec<usize> = (0..5).filter(|&i| got[i].is_err()).collect();
     assert_eq!(failed, vec![2]);
-    assert_eq!(got[2].clone().unwrap_err().1, Some(libc::ENOSPC));
+    assert_eq!(got[2].unwrap_err().1, Some(libc::ENOSPC));
     drop(engine);
 }
 
@@ -440,11 +459,16 @@ fn kernel_errors_reach_their_op_only(kind: EngineKind) {
     for i in 0..4 {
         let (buf, _) = arena.take(2 * BLOCK);
         let b: Arc<dyn Backing> = if i == 1 { bad.clone() } else { file.clone() };
-        ops.push(ReadOp::new(b, (i * 2 * BLOCK) as u64, vec![buf], results.callback(i)));
+        ops.push(ReadOp::new(
+            b,
+            (i * 2 * BLOCK) as u64,
+            vec![buf],
+            results.callback(i),
+        ));
     }
     engine.submit(ops);
     let got = results.wait();
-    assert_eq!(got[1].clone().unwrap_err().1, Some(libc::EISDIR));
+    assert_eq!(got[1].unwrap_err().1, Some(libc::EISDIR));
     for i in [0, 2, 3] {
         assert_eq!(got[i], Ok(2 * BLOCK));
         assert_eq!(
@@ -466,7 +490,11 @@ fn short_reads_injected_by_fault_rules_reach_the_op(kind: EngineKind) {
     let (buf, _) = arena.take(8 * BLOCK);
     let results = Results::new(1);
     engine.submit(vec![ReadOp::new(faulty, 0, vec![buf], results.callback(0))]);
-    assert_eq!(results.wait(), vec![Ok(100)], "the fault rule applies to async reads");
+    assert_eq!(
+        results.wait(),
+        vec![Ok(100)],
+        "the fault rule applies to async reads"
+    );
     assert_eq!(arena.bytes(0, 100), &data[..100]);
 }
 
@@ -496,7 +524,12 @@ fn batches_larger_than_the_queue_depth_all_complete(kind: EngineKind) {
     let ops = (0..100)
         .map(|i| {
             let (buf, _) = arena.take(BLOCK);
-            ReadOp::new(file.clone(), (i * BLOCK) as u64, vec![buf], results.callback(i))
+            ReadOp::new(
+                file.clone(),
+                (i * BLOCK) as u64,
+                vec![buf],
+                results.callback(i),
+            )
         })
         .collect();
     engine.submit(ops);
@@ -514,7 +547,10 @@ fn dropping_the_engine_completes_ops_in_flight(kind: EngineKind) {
     };
     let dir = TempDir::new("aio-drop");
     let (file, data) = data_file(&dir, "f", 64 * 32 * BLOCK, 12);
-    let slow = Arc::new(FaultyBacking::new(MemBacking::with_data(vec![3; 8 * BLOCK])));
+    let slow = Arc::new(FaultyBacking::new(MemBacking::with_data(vec![
+        3;
+        8 * BLOCK
+    ])));
     slow.set_read_latency(Duration::from_millis(5));
     let n = 64;
     let mut arena = Arena::new((n * 32 + 8 * 4) * BLOCK, 0xee);
@@ -532,11 +568,19 @@ fn dropping_the_engine_completes_ops_in_flight(kind: EngineKind) {
         .collect();
     for i in 0..4 {
         let (buf, _) = arena.take(8 * BLOCK);
-        ops.push(ReadOp::new(slow.clone(), 0, vec![buf], results.callback(n + i)));
+        ops.push(ReadOp::new(
+            slow.clone(),
+            0,
+            vec![buf],
+            results.callback(n + i),
+        ));
     }
     engine.submit(ops);
     drop(engine);
-    assert!(results.all_done(), "drop returned before every callback ran");
+    assert!(
+        results.all_done(),
+        "drop returned before every callback ran"
+    );
     let got = results.wait();
     assert!(got[..n].iter().all(|r| *r == Ok(32 * BLOCK)));
     assert!(got[n..].iter().all(|r| *r == Ok(8 * BLOCK)));
@@ -626,7 +670,14 @@ fn callbacks_may_submit_more_ops(kind: EngineKind) {
         for (j, (i, buf)) in take.into_iter().enumerate() {
             let done = results.callback(i);
             // The first op of each batch submits the next batch.
-            let next = (j == 0).then(|| (engine.clone(), backing.clone(), bufs.clone(), results.clone()));
+            let next = (j == 0).then(|| {
+                (
+                    engine.clone(),
+                    backing.clone(),
+                    bufs.clone(),
+                    results.clone(),
+                )
+            });
             ops.push(ReadOp::new(
                 backing.clone(),
                 ((i % 64) * BLOCK) as u64,
@@ -647,7 +698,10 @@ fn callbacks_may_submit_more_ops(kind: EngineKind) {
     let got = results.wait();
     assert!(got.iter().all(|r| *r == Ok(BLOCK)));
     for i in 0..rounds * 4 {
-        assert_eq!(arena.bytes(i * BLOCK, BLOCK), &data[(i % 64) * BLOCK..][..BLOCK]);
+        assert_eq!(
+            arena.bytes(i * BLOCK, BLOCK),
+            &data[(i % 64) * BLOCK..][..BLOCK]
+        );
     }
 }
 
@@ -690,7 +744,12 @@ fn buffered_fallback_files_are_dropped_behind(kind: EngineKind) {
     let ops = (0..4)
         .map(|i| {
             let (buf, _) = arena.take(16 * BLOCK);
-            ReadOp::new(file.clone(), (i * 16 * BLOCK) as u64, vec![buf], results.callback(i))
+            ReadOp::new(
+                file.clone(),
+                (i * 16 * BLOCK) as u64,
+                vec![buf],
+                results.callback(i),
+            )
         })
         .collect();
     engine.submit(ops);
@@ -711,7 +770,10 @@ fn buffered_fallback_files_are_dropped_behind(kind: EngineKind) {
     engine.submit(vec![ReadOp::new(short, 0, vec![a, b], results.callback(0))]);
     assert_eq!(results.wait(), vec![Ok(2 * BLOCK + 100)]);
     assert_eq!(arena.bytes(0, 2 * BLOCK + 100), &data[..]);
-    assert!(arena.bytes(2 * BLOCK + 100, 2 * BLOCK - 100).iter().all(|&x| x == 0));
+    assert!(arena
+        .bytes(2 * BLOCK + 100, 2 * BLOCK - 100)
+        .iter()
+        .all(|&x| x == 0));
 }
 
 /// Generates one `#[test]` per suite function in a module for `kind`.
@@ -795,7 +857,12 @@ fn one_batch_is_one_io_uring_enter() {
     let ops = (0..32)
         .map(|i| {
             let (buf, _) = arena.take(32 * BLOCK);
-            ReadOp::new(file.clone(), (i * 32 * BLOCK) as u64, vec![buf], results.callback(i))
+            ReadOp::new(
+                file.clone(),
+                (i * 32 * BLOCK) as u64,
+                vec![buf],
+                results.callback(i),
+            )
         })
         .collect();
     engine.submit(ops);

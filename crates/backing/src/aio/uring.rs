@@ -412,9 +412,7 @@ impl Ring {
     fn enter_submit(&self) -> io::Result<usize> {
         #[cfg(test)]
         {
-            let errno = self
-                .fail_submit
-                .load(std::sync::atomic::Ordering::Relaxed);
+            let errno = self.fail_submit.load(std::sync::atomic::Ordering::Relaxed);
             if errno != 0 {
                 return Err(io::Error::from_raw_os_error(errno));
             }
@@ -621,7 +619,8 @@ mod tests {
 
     #[test]
     fn a_broken_ring_hands_its_reads_to_the_pool() {
-        let path = std::env::temp_dir().join(format!("backing-uring-broken-{}", std::process::id()));
+        let path =
+            std::env::temp_dir().join(format!("backing-uring-broken-{}", std::process::id()));
         let file = FileBacking::open(
             &path,
             &FileOptions::new().write(true).create(true).truncate(true),
@@ -633,7 +632,8 @@ mod tests {
         }
         file.write_blocks(&[data.io_buf()], 0).unwrap();
         let file: Arc<dyn Backing> = Arc::new(file);
-        let engine = match IoEngine::new(IoEngineConfig::new().kind(crate::aio::EngineKind::Uring)) {
+        let engine = match IoEngine::new(IoEngineConfig::new().kind(crate::aio::EngineKind::Uring))
+        {
             Ok(e) => e,
             Err(e) => {
                 std::fs::remove_file(&path).unwrap();
@@ -645,7 +645,12 @@ mod tests {
                 return;
             }
         };
-        engine.inner.uring.as_ref().unwrap().fail_submits(libc::EFAULT);
+        engine
+            .inner
+            .uring
+            .as_ref()
+            .unwrap()
+            .fail_submits(libc::EFAULT);
         let mut mem = AlignedBuf::zeroed(8 * BLOCK).unwrap();
         let (tx, rx) = mpsc::channel();
         let ops = mem
