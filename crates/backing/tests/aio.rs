@@ -135,6 +135,35 @@ impl Arena {
     }
 }
 
+/// What most tests start from: an engine, and a file of random bytes in a
+/// temporary directory (removed when `dir` drops).
+struct Fx {
+    engine: IoEngine,
+    file: Arc<FileBacking>,
+    data: Vec<u8>,
+    dir: TempDir,
+}
+
+/// An engine of `kind` (see [`engine_with`]) and a `len`-byte file.
+fn fixture(
+    kind: EngineKind,
+    depth: u32,
+    threads: usize,
+    test: &str,
+    len: usize,
+    seed: u64,
+) -> Option<Fx> {
+    let engine = engine_with(kind, depth, threads, test)?;
+    let dir = TempDir::new(&format!("aio-{}", test.replace('_', "-")));
+    let (file, data) = data_file(&dir, "f", len, seed);
+    Some(Fx {
+        engine,
+        file,
+        data,
+        dir,
+    })
+}
+
 /// What a read of `len` bytes at `off` of a file holding `data` returns:
 /// the count and the bytes (zeros past EOF).
 fn expected(data: &[u8], off: usize, len: usize) -> (usize, Vec<u8>) {
@@ -232,11 +261,15 @@ fn random_batch(
 }
 
 fn random_batches_of_a_file_read_the_right_bytes(kind: EngineKind) {
-    let Some(engine) = engine_with(kind, 16, 2, "random_batches_of_a_file") else {
+    let Some(Fx {
+        engine,
+        file,
+        data,
+        dir: _dir,
+    }) = fixture(kind, 16, 2, "random_batches_of_a_file", (1 << 20) + 1234, 1)
+    else {
         return;
     };
-    let dir = TempDir::new("aio-random");
-    let (file, data) = data_file(&dir, "f", (1 << 20) + 1234, 1);
     let backing: Arc<dyn Backing> = file;
     let mut rng = StdRng::seed_from_u64(7);
     for round in 0..20 {
@@ -270,11 +303,15 @@ fn random_batches_of_memory_read_the_right_bytes(kind: EngineKind) {
 }
 
 fn eof_inside_a_block_is_short_and_zero_filled(kind: EngineKind) {
-    let Some(engine) = engine_with(kind, 8, 2, "eof_short") else {
+    let Some(Fx {
+        engine,
+        file,
+        data,
+        dir: _dir,
+    }) = fixture(kind, 8, 2, "eof_short", 3 * BLOCK + 100, 3)
+    else {
         return;
     };
-    let dir = TempDir::new("aio-eof");
-    let (file, data) = data_file(&dir, "f", 3 * BLOCK + 100, 3);
     let mut arena = Arena::new(8 * BLOCK, 0xee);
     let (a, at_a) = arena.take(2 * BLOCK);
     let (b, at_b) = arena.take(4 * BLOCK);
@@ -298,11 +335,15 @@ fn eof_inside_a_block_is_short_and_zero_filled(kind: EngineKind) {
 }
 
 fn eof_at_a_block_boundary_is_short_and_zero_filled(kind: EngineKind) {
-    let Some(engine) = engine_with(kind, 8, 2, "eof_boundary") else {
+    let Some(Fx {
+        engine,
+        file,
+        data,
+        dir: _dir,
+    }) = fixture(kind, 8, 2, "eof_boundary", 2 * BLOCK, 4)
+    else {
         return;
     };
-    let dir = TempDir::new("aio-eof-b");
-    let (file, data) = data_file(&dir, "f", 2 * BLOCK, 4);
     let mut arena = Arena::new(4 * BLOCK, 0xee);
     let (a, at) = arena.take(4 * BLOCK);
     let results = Results::new(1);
@@ -316,11 +357,15 @@ fn eof_at_a_block_boundary_is_short_and_zero_filled(kind: EngineKind) {
 }
 
 fn reads_past_eof_return_0_with_zeroed_buffers(kind: EngineKind) {
-    let Some(engine) = engine_with(kind, 8, 2, "past_eof") else {
+    let Some(Fx {
+        engine,
+        file,
+        dir: _dir,
+        ..
+    }) = fixture(kind, 8, 2, "past_eof", 2 * BLOCK, 5)
+    else {
         return;
     };
-    let dir = TempDir::new("aio-past");
-    let (file, _) = data_file(&dir, "f", 2 * BLOCK, 5);
     let mem: Arc<dyn Backing> = Arc::new(MemBacking::with_data(vec![1; 2 * BLOCK]));
     let mut arena = Arena::new(8 * BLOCK, 0xee);
     let results = Results::new(3);
@@ -337,11 +382,15 @@ fn reads_past_eof_return_0_with_zeroed_buffers(kind: EngineKind) {
 }
 
 fn empty_and_invalid_ops_complete_with_their_result(kind: EngineKind) {
-    let Some(engine) = engine_with(kind, 8, 2, "empty_invalid") else {
+    let Some(Fx {
+        engine,
+        file,
+        dir: _dir,
+        ..
+    }) = fixture(kind, 8, 2, "empty_invalid", 4 * BLOCK, 6)
+    else {
         return;
     };
-    let dir = TempDir::new("aio-invalid");
-    let (file, _) = data_file(&dir, "f", 4 * BLOCK, 6);
     let mut arena = Arena::new(4 * BLOCK, 0);
     let (a, _) = arena.take(BLOCK);
     let (b, _) = arena.take(BLOCK);
@@ -358,11 +407,15 @@ fn empty_and_invalid_ops_complete_with_their_result(kind: EngineKind) {
 }
 
 fn injected_errors_reach_their_op_only(kind: EngineKind) {
-    let Some(engine) = engine_with(kind, 8, 2, "injected_errors") else {
+    let Some(Fx {
+        engine,
+        file,
+        data,
+        dir: _dir,
+    }) = fixture(kind, 8, 2, "injected_errors", 64 * BLOCK, 7)
+    else {
         return;
     };
-    let dir = TempDir::new("aio-faulty");
-    let (file, data) = data_file(&dir, "f", 64 * BLOCK, 7);
     let faulty = Arc::new(FaultyBacking::new(file));
     faulty.fail_reads_in(10 * B, B, libc::EIO);
     let backing: Arc<dyn Backing> = faulty.clone();
@@ -447,11 +500,15 @@ impl Backing for DirBacking {
 }
 
 fn kernel_errors_reach_their_op_only(kind: EngineKind) {
-    let Some(engine) = engine_with(kind, 8, 2, "kernel_errors") else {
+    let Some(Fx {
+        engine,
+        file,
+        data,
+        dir,
+    }) = fixture(kind, 8, 2, "kernel_errors", 8 * BLOCK, 8)
+    else {
         return;
     };
-    let dir = TempDir::new("aio-kerr");
-    let (file, data) = data_file(&dir, "f", 8 * BLOCK, 8);
     let bad: Arc<dyn Backing> = Arc::new(DirBacking(File::open(dir.path()).unwrap()));
     let mut arena = Arena::new(8 * BLOCK, 0xee);
     let results = Results::new(4);
@@ -514,11 +571,15 @@ fn more_buffers_than_iov_max_read_in_parts(kind: EngineKind) {
 }
 
 fn batches_larger_than_the_queue_depth_all_complete(kind: EngineKind) {
-    let Some(engine) = engine_with(kind, 4, 2, "beyond_depth") else {
+    let Some(Fx {
+        engine,
+        file,
+        data,
+        dir: _dir,
+    }) = fixture(kind, 4, 2, "beyond_depth", 100 * BLOCK, 11)
+    else {
         return;
     };
-    let dir = TempDir::new("aio-depth");
-    let (file, data) = data_file(&dir, "f", 100 * BLOCK, 11);
     let mut arena = Arena::new(100 * BLOCK, 0xee);
     let results = Results::new(100);
     let ops = (0..100)
@@ -542,11 +603,15 @@ fn batches_larger_than_the_queue_depth_all_complete(kind: EngineKind) {
 }
 
 fn dropping_the_engine_completes_ops_in_flight(kind: EngineKind) {
-    let Some(engine) = engine_with(kind, 32, 2, "drop_in_flight") else {
+    let Some(Fx {
+        engine,
+        file,
+        data,
+        dir: _dir,
+    }) = fixture(kind, 32, 2, "drop_in_flight", 64 * 32 * BLOCK, 12)
+    else {
         return;
     };
-    let dir = TempDir::new("aio-drop");
-    let (file, data) = data_file(&dir, "f", 64 * 32 * BLOCK, 12);
     let slow = Arc::new(FaultyBacking::new(MemBacking::with_data(vec![
         3;
         8 * BLOCK
@@ -588,11 +653,15 @@ fn dropping_the_engine_completes_ops_in_flight(kind: EngineKind) {
 }
 
 fn concurrent_submitters_all_get_their_bytes(kind: EngineKind) {
-    let Some(engine) = engine_with(kind, 8, 2, "concurrent") else {
+    let Some(Fx {
+        engine,
+        file,
+        data,
+        dir: _dir,
+    }) = fixture(kind, 8, 2, "concurrent", (2 << 20) + 999, 13)
+    else {
         return;
     };
-    let dir = TempDir::new("aio-conc");
-    let (file, data) = data_file(&dir, "f", (2 << 20) + 999, 13);
     let mem_data = random_bytes(14, 100 * BLOCK);
     let mem: Arc<dyn Backing> = Arc::new(MemBacking::with_data(mem_data.clone()));
     let backing: Arc<dyn Backing> = file;
@@ -618,11 +687,15 @@ fn concurrent_submitters_all_get_their_bytes(kind: EngineKind) {
 }
 
 fn a_panicking_callback_does_not_stop_the_engine(kind: EngineKind) {
-    let Some(engine) = engine_with(kind, 8, 1, "panicking_callback") else {
+    let Some(Fx {
+        engine,
+        file,
+        dir: _dir,
+        ..
+    }) = fixture(kind, 8, 1, "panicking_callback", 4 * BLOCK, 15)
+    else {
         return;
     };
-    let dir = TempDir::new("aio-panic");
-    let (file, _) = data_file(&dir, "f", 4 * BLOCK, 15);
     let mut arena = Arena::new(4 * BLOCK, 0);
     let (a, _) = arena.take(BLOCK);
     let (b, _) = arena.take(BLOCK);
@@ -643,11 +716,15 @@ fn a_panicking_callback_does_not_stop_the_engine(kind: EngineKind) {
 fn callbacks_may_submit_more_ops(kind: EngineKind) {
     // Depth 2: a callback on the completion thread that submits a batch of
     // 4 finds no room and must not wait for itself.
-    let Some(engine) = engine_with(kind, 2, 2, "callbacks_submit") else {
+    let Some(Fx {
+        engine,
+        file,
+        data,
+        dir: _dir,
+    }) = fixture(kind, 2, 2, "callbacks_submit", 64 * BLOCK, 16)
+    else {
         return;
     };
-    let dir = TempDir::new("aio-chain");
-    let (file, data) = data_file(&dir, "f", 64 * BLOCK, 16);
     let backing: Arc<dyn Backing> = file;
     let rounds = 10;
     let mut arena = Arena::new(rounds * 4 * BLOCK, 0xee);
@@ -706,11 +783,15 @@ fn callbacks_may_submit_more_ops(kind: EngineKind) {
 }
 
 fn the_last_engine_may_be_dropped_in_a_callback(kind: EngineKind) {
-    let Some(engine) = engine_with(kind, 8, 2, "drop_in_callback") else {
+    let Some(Fx {
+        engine,
+        file,
+        dir: _dir,
+        ..
+    }) = fixture(kind, 8, 2, "drop_in_callback", 4 * BLOCK, 17)
+    else {
         return;
     };
-    let dir = TempDir::new("aio-dropcb");
-    let (file, _) = data_file(&dir, "f", 4 * BLOCK, 17);
     let mut arena = Arena::new(2 * BLOCK, 0);
     let (a, _) = arena.take(BLOCK);
     let (b, _) = arena.take(BLOCK);

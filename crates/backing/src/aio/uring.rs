@@ -46,8 +46,8 @@ use std::time::Duration;
 use io_uring::{opcode, squeue, types, EnterFlags, IoUring, Probe};
 
 use super::pool::Pool;
-use super::{bump, RawBuf, ReadOp, Stats};
-use crate::sync::{lock, wait, Condvar, Mutex};
+use super::{RawBuf, ReadOp, Stats};
+use crate::sync::{bump, lock, wait, Condvar, Mutex};
 use crate::sys::{locate, IOV_MAX};
 use crate::{zero_from, IoBufMut, BLOCK};
 
