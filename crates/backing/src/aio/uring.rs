@@ -618,6 +618,53 @@ mod tests {
     use std::sync::mpsc;
 
     #[test]
+    fn a_resubmission_reads_exactly_the_remaining_bytes() {
+        let mut mem = AlignedBuf::zeroed(6 * BLOCK).unwrap();
+        let base = mem.as_mut_ptr();
+        let raw = |at: usize, len: usize| {
+            // SAFETY: inside `mem`, which outlives the op; nothing is read
+            // or written through these buffers (no entry is submitted).
+            unsafe { RawBuf::new(base.wrapping_add(at), len) }.unwrap()
+        };
+        let bufs = vec![
+            raw(0, 2 * BLOCK),
+            raw(0, 0),
+            raw(2 * BLOCK, BLOCK),
+            raw(3 * BLOCK, 3 * BLOCK),
+        ];
+        let mem_backing: Arc<dyn Backing> = Arc::new(crate::MemBacking::new());
+        let op = ReadOp::new(mem_backing, 8 * BLOCK as u64, bufs, |_| {});
+        let mut f = InFlight::new(op, 3);
+        assert_eq!(f.total, 6 * BLOCK);
+        let iov = |f: &InFlight| {
+            f.iov
+                .iter()
+                .map(|v| (v.iov_base as usize - base as usize, v.iov_len))
+                .collect::<Vec<_>>()
+        };
+        let e = f.entry(true);
+        assert_eq!(e.get_opcode(), u32::from(opcode::Readv::CODE));
+        assert_eq!(
+            iov(&f),
+            vec![(0, 2 * BLOCK), (2 * BLOCK, BLOCK), (3 * BLOCK, 3 * BLOCK)]
+        );
+        // A short read of 1 block: the rest starts inside the first buffer.
+        f.done = BLOCK;
+        f.entry(true);
+        assert_eq!(
+            iov(&f),
+            vec![(BLOCK, BLOCK), (2 * BLOCK, BLOCK), (3 * BLOCK, 3 * BLOCK)]
+        );
+        // Only the last buffer left: one READ, or READV without READ.
+        f.done = 4 * BLOCK;
+        let e = f.entry(true);
+        assert_eq!(e.get_opcode(), u32::from(opcode::Read::CODE));
+        let e = f.entry(false);
+        assert_eq!(e.get_opcode(), u32::from(opcode::Readv::CODE));
+        assert_eq!(iov(&f), vec![(4 * BLOCK, 2 * BLOCK)]);
+    }
+
+    #[test]
     fn a_broken_ring_hands_its_reads_to_the_pool() {
         let path =
             std::env::temp_dir().join(format!("backing-uring-broken-{}", std::process::id()));
