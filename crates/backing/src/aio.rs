@@ -107,7 +107,7 @@ use std::os::fd::RawFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{bump, AtomicU64, Ordering};
 use crate::{check_io_range, Backing};
 
 mod pool;
@@ -329,11 +329,6 @@ pub(crate) struct Stats {
     resubmits: AtomicU64,
     errors: AtomicU64,
     callback_panics: AtomicU64,
-}
-
-/// Adds `n` to a counter.
-pub(crate) fn bump(c: &AtomicU64, n: u64) {
-    c.fetch_add(n, Ordering::Relaxed);
 }
 
 impl Stats {

@@ -33,7 +33,7 @@ use std::ops::Range;
 use std::time::Duration;
 
 use crate::buf::{AlignedBuf, IoBuf, IoBufMut};
-use crate::sync::{lock, AtomicU64, Mutex, Ordering};
+use crate::sync::{bump, lock, AtomicU64, Mutex, Ordering};
 use crate::{check_end, check_io, check_io_range, Backing, BackingInfo, BLOCK};
 
 /// A kind of [`Backing`] call, for counting and failing calls by kind.
@@ -155,10 +155,6 @@ struct Counters {
     bytes_written: AtomicU64,
     injected_errors: AtomicU64,
     short_reads: AtomicU64,
-}
-
-fn bump(c: &AtomicU64, n: u64) {
-    c.fetch_add(n, Ordering::Relaxed);
 }
 
 /// Wraps a [`Backing`] and injects faults into it on command, for testing

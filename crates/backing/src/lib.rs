@@ -14,10 +14,13 @@
 //!   and buffer lengths are multiples of it.
 //! - [`IoBufMut`] / [`IoBuf`] are aligned buffers; alignment is checked once,
 //!   when one is built, and is a property of the type after that.
-//!   [`AlignedBuf`] owns aligned heap memory for callers without an arena.
+//!   [`AlignedBuf`] owns aligned heap memory for callers without an arena;
+//!   [`RawBuf`] is aligned memory given by address, for asynchronous reads
+//!   that fill it on another thread.
 //! - [`Backing`] is the trait the cache uses: vectored block reads and writes
-//!   (one call for a run of folios), size, set size, sync, punch hole, and
-//!   [`info`](Backing::info) saying how the data travels.
+//!   (one call for a run of folios), size, set size, sync, punch hole,
+//!   [`info`](Backing::info) saying how the data travels, and
+//!   [`raw_fd`](Backing::raw_fd) for engines that read the file directly.
 //! - Implementations:
 //!   - [`FileBacking`]: a file opened with `O_DIRECT`, IO by `preadv` /
 //!     `pwritev`. Where the filesystem refuses `O_DIRECT` it falls back to
@@ -29,6 +32,15 @@
 //!   - [`FaultyBacking`]: wraps any backing and injects failures, short
 //!     reads, latency and `ENOSPC`, deterministically, configured at run
 //!     time.
+//! - [`aio`]: asynchronous, batched reads. An [`aio::IoEngine`] takes a
+//!   batch of [`aio::ReadOp`]s (a backing, an offset, [`RawBuf`]s, a
+//!   callback), submits it at once through io_uring (one `io_uring_enter`
+//!   per batch) or, where io_uring is missing, hands it to a thread pool
+//!   calling `read_blocks`, and calls each op's callback from its own
+//!   thread with what `read_blocks` would have returned. Backings with a
+//!   file descriptor ([`Backing::raw_fd`]) are read through the ring;
+//!   memory and fault-injecting backings go to the pool, so their rules
+//!   apply to asynchronous reads too.
 //!
 //! # Locking
 //! | type | takes | may sleep | allocates |
@@ -36,11 +48,16 @@
 //! | [`FileBacking`] | nothing of ours; one or a few system calls per operation | in the kernel (IO) | only an iovec array for more than 16 buffers |
 //! | [`MemBacking`] | its `RwLock`: shared for `read_blocks`/`len`, exclusive otherwise | on the lock | pages on `write_blocks` |
 //! | [`FaultyBacking`] | its rule mutex, briefly, never across the inner call or an injected delay | injected latency, and whatever the inner backing does | a bounce buffer for an injected short read |
+//! | [`aio::IoEngine::submit`] | the ring's submission mutex for the batch (io_uring), or the pool's queue mutex briefly | waiting for room when `queue_depth` ops are in flight; in `io_uring_enter` | a box per op, the pool's queue |
+//! | [`aio`] completion and pool threads | the submission mutex once per batch of completions; the queue mutex to take an op; neither across a callback or a backing call | in `io_uring_enter(GETEVENTS)`, in `read_blocks` | no |
 //!
-//! Lock order: both locks are leaves; a backing never calls back into its
-//! caller. All types are `Send + Sync`; concurrent calls on one backing are
-//! allowed, and concurrent writes to overlapping ranges leave either write's
-//! data per block, as the kernel does.
+//! Lock order: the backings' locks are leaves; a backing never calls back
+//! into its caller. In [`aio`], the submission mutex comes before the
+//! pool's queue mutex, and no engine lock is held while a callback or a
+//! backing method runs, so callbacks may submit more ops. All types are
+//! `Send + Sync`; concurrent calls on one backing are allowed, and
+//! concurrent writes to overlapping ranges leave either write's data per
+//! block, as the kernel does.
 //!
 //! # Example
 //! ```
@@ -65,8 +82,10 @@
 //!
 //! # When not to use it
 //! For small or unaligned IO, or when the kernel's page cache is what you
-//! want, use `std::fs::File`. This crate does not do asynchronous IO yet
-//! (io_uring is planned as a second engine behind the same trait).
+//! want, use `std::fs::File`. Writes are synchronous only (`pwritev`);
+//! [`aio`] does reads. For a general-purpose async runtime over io_uring
+//! (sockets, timers, futures), use one (tokio-uring, glommio): [`aio`] is a
+//! callback engine for batches of block reads and nothing more.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 

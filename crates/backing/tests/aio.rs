@@ -86,14 +86,19 @@ impl Results {
             assert!(
                 !left.is_zero(),
                 "ops never completed: {:?}",
-                slots.iter().enumerate().filter(|s| s.1 .0 == 0).map(|s| s.0).collect::<Vec<_>>()
+                slots
+                    .iter()
+                    .enumerate()
+                    .filter(|s| s.1 .0 == 0)
+                    .map(|s| s.0)
+                    .collect::<Vec<_>>()
             );
             slots = self.cv.wait_timeout(slots, left).unwrap().0;
         }
         for (i, s) in slots.iter().enumerate() {
             assert_eq!(s.0, 1, "op {i}: callback ran {} times", s.0);
         }
-        slots.iter().map(|s| s.1.clone().unwrap()).collect()
+        slots.iter().map(|s| s.1.unwrap()).collect()
     }
 }
 
@@ -128,6 +133,35 @@ impl Arena {
     fn bytes(&self, at: usize, len: usize) -> &[u8] {
         &self.mem[at..at + len]
     }
+}
+
+/// What most tests start from: an engine, and a file of random bytes in a
+/// temporary directory (removed when `dir` drops).
+struct Fx {
+    engine: IoEngine,
+    file: Arc<FileBacking>,
+    data: Vec<u8>,
+    dir: TempDir,
+}
+
+/// An engine of `kind` (see [`engine_with`]) and a `len`-byte file.
+fn fixture(
+    kind: EngineKind,
+    depth: u32,
+    threads: usize,
+    test: &str,
+    len: usize,
+    seed: u64,
+) -> Option<Fx> {
+    let engine = engine_with(kind, depth, threads, test)?;
+    let dir = TempDir::new(&format!("aio-{}", test.replace('_', "-")));
+    let (file, data) = data_file(&dir, "f", len, seed);
+    Some(Fx {
+        engine,
+        file,
+        data,
+        dir,
+    })
 }
 
 /// What a read of `len` bytes at `off` of a file holding `data` returns:
@@ -200,7 +234,12 @@ fn random_batch(
             raws.push(raw);
             bufs.push((at, len));
         }
-        ops.push(ReadOp::new(backing.clone(), off as u64, raws, results.callback(i)));
+        ops.push(ReadOp::new(
+            backing.clone(),
+            off as u64,
+            raws,
+            results.callback(i),
+        ));
         plan.push(Planned { off, bufs });
     }
     engine.submit(ops);
@@ -222,11 +261,15 @@ fn random_batch(
 }
 
 fn random_batches_of_a_file_read_the_right_bytes(kind: EngineKind) {
-    let Some(engine) = engine_with(kind, 16, 2, "random_batches_of_a_file") else {
+    let Some(Fx {
+        engine,
+        file,
+        data,
+        dir: _dir,
+    }) = fixture(kind, 16, 2, "random_batches_of_a_file", (1 << 20) + 1234, 1)
+    else {
         return;
     };
-    let dir = TempDir::new("aio-random");
-    let (file, data) = data_file(&dir, "f", (1 << 20) + 1234, 1);
     let backing: Arc<dyn Backing> = file;
     let mut rng = StdRng::seed_from_u64(7);
     for round in 0..20 {
@@ -237,7 +280,10 @@ fn random_batches_of_a_file_read_the_right_bytes(kind: EngineKind) {
     let s = engine.stats();
     assert_eq!(s.completed, s.ops);
     if kind == EngineKind::Uring {
-        assert_eq!(s.uring_ops, s.ops, "a file with an fd goes through the ring");
+        assert_eq!(
+            s.uring_ops, s.ops,
+            "a file with an fd goes through the ring"
+        );
         assert_eq!(s.pool_ops, 0);
     }
 }
@@ -257,11 +303,15 @@ fn random_batches_of_memory_read_the_right_bytes(kind: EngineKind) {
 }
 
 fn eof_inside_a_block_is_short_and_zero_filled(kind: EngineKind) {
-    let Some(engine) = engine_with(kind, 8, 2, "eof_short") else {
+    let Some(Fx {
+        engine,
+        file,
+        data,
+        dir: _dir,
+    }) = fixture(kind, 8, 2, "eof_short", 3 * BLOCK + 100, 3)
+    else {
         return;
     };
-    let dir = TempDir::new("aio-eof");
-    let (file, data) = data_file(&dir, "f", 3 * BLOCK + 100, 3);
     let mut arena = Arena::new(8 * BLOCK, 0xee);
     let (a, at_a) = arena.take(2 * BLOCK);
     let (b, at_b) = arena.take(4 * BLOCK);
@@ -276,32 +326,46 @@ fn eof_inside_a_block_is_short_and_zero_filled(kind: EngineKind) {
     assert_eq!(arena.bytes(at_a, 2 * BLOCK), &data[BLOCK..3 * BLOCK]);
     assert_eq!(arena.bytes(at_b, 100), &data[3 * BLOCK..]);
     assert!(
-        arena.bytes(at_b + 100, 4 * BLOCK - 100).iter().all(|&x| x == 0),
+        arena
+            .bytes(at_b + 100, 4 * BLOCK - 100)
+            .iter()
+            .all(|&x| x == 0),
         "bytes past EOF are zeroed"
     );
 }
 
 fn eof_at_a_block_boundary_is_short_and_zero_filled(kind: EngineKind) {
-    let Some(engine) = engine_with(kind, 8, 2, "eof_boundary") else {
+    let Some(Fx {
+        engine,
+        file,
+        data,
+        dir: _dir,
+    }) = fixture(kind, 8, 2, "eof_boundary", 2 * BLOCK, 4)
+    else {
         return;
     };
-    let dir = TempDir::new("aio-eof-b");
-    let (file, data) = data_file(&dir, "f", 2 * BLOCK, 4);
     let mut arena = Arena::new(4 * BLOCK, 0xee);
     let (a, at) = arena.take(4 * BLOCK);
     let results = Results::new(1);
     engine.submit(vec![ReadOp::new(file, 0, vec![a], results.callback(0))]);
     assert_eq!(results.wait(), vec![Ok(2 * BLOCK)]);
     assert_eq!(arena.bytes(at, 2 * BLOCK), &data[..]);
-    assert!(arena.bytes(at + 2 * BLOCK, 2 * BLOCK).iter().all(|&x| x == 0));
+    assert!(arena
+        .bytes(at + 2 * BLOCK, 2 * BLOCK)
+        .iter()
+        .all(|&x| x == 0));
 }
 
 fn reads_past_eof_return_0_with_zeroed_buffers(kind: EngineKind) {
-    let Some(engine) = engine_with(kind, 8, 2, "past_eof") else {
+    let Some(Fx {
+        engine,
+        file,
+        dir: _dir,
+        ..
+    }) = fixture(kind, 8, 2, "past_eof", 2 * BLOCK, 5)
+    else {
         return;
     };
-    let dir = TempDir::new("aio-past");
-    let (file, _) = data_file(&dir, "f", 2 * BLOCK, 5);
     let mem: Arc<dyn Backing> = Arc::new(MemBacking::with_data(vec![1; 2 * BLOCK]));
     let mut arena = Arena::new(8 * BLOCK, 0xee);
     let results = Results::new(3);
@@ -318,11 +382,15 @@ fn reads_past_eof_return_0_with_zeroed_buffers(kind: EngineKind) {
 }
 
 fn empty_and_invalid_ops_complete_with_their_result(kind: EngineKind) {
-    let Some(engine) = engine_with(kind, 8, 2, "empty_invalid") else {
+    let Some(Fx {
+        engine,
+        file,
+        dir: _dir,
+        ..
+    }) = fixture(kind, 8, 2, "empty_invalid", 4 * BLOCK, 6)
+    else {
         return;
     };
-    let dir = TempDir::new("aio-invalid");
-    let (file, _) = data_file(&dir, "f", 4 * BLOCK, 6);
     let mut arena = Arena::new(4 * BLOCK, 0);
     let (a, _) = arena.take(BLOCK);
     let (b, _) = arena.take(BLOCK);
@@ -334,16 +402,20 @@ fn empty_and_invalid_ops_complete_with_their_result(kind: EngineKind) {
     ]);
     let got = results.wait();
     assert_eq!(got[0], Ok(0));
-    assert_eq!(got[1].clone().unwrap_err().0, io::ErrorKind::InvalidInput);
-    assert_eq!(got[2].clone().unwrap_err().0, io::ErrorKind::InvalidInput);
+    assert_eq!(got[1].unwrap_err().0, io::ErrorKind::InvalidInput);
+    assert_eq!(got[2].unwrap_err().0, io::ErrorKind::InvalidInput);
 }
 
 fn injected_errors_reach_their_op_only(kind: EngineKind) {
-    let Some(engine) = engine_with(kind, 8, 2, "injected_errors") else {
+    let Some(Fx {
+        engine,
+        file,
+        data,
+        dir: _dir,
+    }) = fixture(kind, 8, 2, "injected_errors", 64 * BLOCK, 7)
+    else {
         return;
     };
-    let dir = TempDir::new("aio-faulty");
-    let (file, data) = data_file(&dir, "f", 64 * BLOCK, 7);
     let faulty = Arc::new(FaultyBacking::new(file));
     faulty.fail_reads_in(10 * B, B, libc::EIO);
     let backing: Arc<dyn Backing> = faulty.clone();
@@ -363,7 +435,7 @@ fn injected_errors_reach_their_op_only(kind: EngineKind) {
     let got = results.wait();
     for (i, res) in got.iter().enumerate() {
         if i == 2 {
-            assert_eq!(res.clone().unwrap_err().1, Some(libc::EIO), "op {i}");
+            assert_eq!(res.unwrap_err().1, Some(libc::EIO), "op {i}");
         } else {
             assert_eq!(res, &Ok(4 * BLOCK), "op {i}");
             assert_eq!(
@@ -389,7 +461,7 @@ fn injected_errors_reach_their_op_only(kind: EngineKind) {
     let got = results.wait();
     let failed: Vec<usize> = (0..5).filter(|&i| got[i].is_err()).collect();
     assert_eq!(failed, vec![2]);
-    assert_eq!(got[2].clone().unwrap_err().1, Some(libc::ENOSPC));
+    assert_eq!(got[2].unwrap_err().1, Some(libc::ENOSPC));
     drop(engine);
 }
 
@@ -428,11 +500,15 @@ impl Backing for DirBacking {
 }
 
 fn kernel_errors_reach_their_op_only(kind: EngineKind) {
-    let Some(engine) = engine_with(kind, 8, 2, "kernel_errors") else {
+    let Some(Fx {
+        engine,
+        file,
+        data,
+        dir,
+    }) = fixture(kind, 8, 2, "kernel_errors", 8 * BLOCK, 8)
+    else {
         return;
     };
-    let dir = TempDir::new("aio-kerr");
-    let (file, data) = data_file(&dir, "f", 8 * BLOCK, 8);
     let bad: Arc<dyn Backing> = Arc::new(DirBacking(File::open(dir.path()).unwrap()));
     let mut arena = Arena::new(8 * BLOCK, 0xee);
     let results = Results::new(4);
@@ -440,11 +516,16 @@ fn kernel_errors_reach_their_op_only(kind: EngineKind) {
     for i in 0..4 {
         let (buf, _) = arena.take(2 * BLOCK);
         let b: Arc<dyn Backing> = if i == 1 { bad.clone() } else { file.clone() };
-        ops.push(ReadOp::new(b, (i * 2 * BLOCK) as u64, vec![buf], results.callback(i)));
+        ops.push(ReadOp::new(
+            b,
+            (i * 2 * BLOCK) as u64,
+            vec![buf],
+            results.callback(i),
+        ));
     }
     engine.submit(ops);
     let got = results.wait();
-    assert_eq!(got[1].clone().unwrap_err().1, Some(libc::EISDIR));
+    assert_eq!(got[1].unwrap_err().1, Some(libc::EISDIR));
     for i in [0, 2, 3] {
         assert_eq!(got[i], Ok(2 * BLOCK));
         assert_eq!(
@@ -466,7 +547,11 @@ fn short_reads_injected_by_fault_rules_reach_the_op(kind: EngineKind) {
     let (buf, _) = arena.take(8 * BLOCK);
     let results = Results::new(1);
     engine.submit(vec![ReadOp::new(faulty, 0, vec![buf], results.callback(0))]);
-    assert_eq!(results.wait(), vec![Ok(100)], "the fault rule applies to async reads");
+    assert_eq!(
+        results.wait(),
+        vec![Ok(100)],
+        "the fault rule applies to async reads"
+    );
     assert_eq!(arena.bytes(0, 100), &data[..100]);
 }
 
@@ -486,17 +571,26 @@ fn more_buffers_than_iov_max_read_in_parts(kind: EngineKind) {
 }
 
 fn batches_larger_than_the_queue_depth_all_complete(kind: EngineKind) {
-    let Some(engine) = engine_with(kind, 4, 2, "beyond_depth") else {
+    let Some(Fx {
+        engine,
+        file,
+        data,
+        dir: _dir,
+    }) = fixture(kind, 4, 2, "beyond_depth", 100 * BLOCK, 11)
+    else {
         return;
     };
-    let dir = TempDir::new("aio-depth");
-    let (file, data) = data_file(&dir, "f", 100 * BLOCK, 11);
     let mut arena = Arena::new(100 * BLOCK, 0xee);
     let results = Results::new(100);
     let ops = (0..100)
         .map(|i| {
             let (buf, _) = arena.take(BLOCK);
-            ReadOp::new(file.clone(), (i * BLOCK) as u64, vec![buf], results.callback(i))
+            ReadOp::new(
+                file.clone(),
+                (i * BLOCK) as u64,
+                vec![buf],
+                results.callback(i),
+            )
         })
         .collect();
     engine.submit(ops);
@@ -509,12 +603,19 @@ fn batches_larger_than_the_queue_depth_all_complete(kind: EngineKind) {
 }
 
 fn dropping_the_engine_completes_ops_in_flight(kind: EngineKind) {
-    let Some(engine) = engine_with(kind, 32, 2, "drop_in_flight") else {
+    let Some(Fx {
+        engine,
+        file,
+        data,
+        dir: _dir,
+    }) = fixture(kind, 32, 2, "drop_in_flight", 64 * 32 * BLOCK, 12)
+    else {
         return;
     };
-    let dir = TempDir::new("aio-drop");
-    let (file, data) = data_file(&dir, "f", 64 * 32 * BLOCK, 12);
-    let slow = Arc::new(FaultyBacking::new(MemBacking::with_data(vec![3; 8 * BLOCK])));
+    let slow = Arc::new(FaultyBacking::new(MemBacking::with_data(vec![
+        3;
+        8 * BLOCK
+    ])));
     slow.set_read_latency(Duration::from_millis(5));
     let n = 64;
     let mut arena = Arena::new((n * 32 + 8 * 4) * BLOCK, 0xee);
@@ -532,11 +633,19 @@ fn dropping_the_engine_completes_ops_in_flight(kind: EngineKind) {
         .collect();
     for i in 0..4 {
         let (buf, _) = arena.take(8 * BLOCK);
-        ops.push(ReadOp::new(slow.clone(), 0, vec![buf], results.callback(n + i)));
+        ops.push(ReadOp::new(
+            slow.clone(),
+            0,
+            vec![buf],
+            results.callback(n + i),
+        ));
     }
     engine.submit(ops);
     drop(engine);
-    assert!(results.all_done(), "drop returned before every callback ran");
+    assert!(
+        results.all_done(),
+        "drop returned before every callback ran"
+    );
     let got = results.wait();
     assert!(got[..n].iter().all(|r| *r == Ok(32 * BLOCK)));
     assert!(got[n..].iter().all(|r| *r == Ok(8 * BLOCK)));
@@ -544,11 +653,15 @@ fn dropping_the_engine_completes_ops_in_flight(kind: EngineKind) {
 }
 
 fn concurrent_submitters_all_get_their_bytes(kind: EngineKind) {
-    let Some(engine) = engine_with(kind, 8, 2, "concurrent") else {
+    let Some(Fx {
+        engine,
+        file,
+        data,
+        dir: _dir,
+    }) = fixture(kind, 8, 2, "concurrent", (2 << 20) + 999, 13)
+    else {
         return;
     };
-    let dir = TempDir::new("aio-conc");
-    let (file, data) = data_file(&dir, "f", (2 << 20) + 999, 13);
     let mem_data = random_bytes(14, 100 * BLOCK);
     let mem: Arc<dyn Backing> = Arc::new(MemBacking::with_data(mem_data.clone()));
     let backing: Arc<dyn Backing> = file;
@@ -574,11 +687,15 @@ fn concurrent_submitters_all_get_their_bytes(kind: EngineKind) {
 }
 
 fn a_panicking_callback_does_not_stop_the_engine(kind: EngineKind) {
-    let Some(engine) = engine_with(kind, 8, 1, "panicking_callback") else {
+    let Some(Fx {
+        engine,
+        file,
+        dir: _dir,
+        ..
+    }) = fixture(kind, 8, 1, "panicking_callback", 4 * BLOCK, 15)
+    else {
         return;
     };
-    let dir = TempDir::new("aio-panic");
-    let (file, _) = data_file(&dir, "f", 4 * BLOCK, 15);
     let mut arena = Arena::new(4 * BLOCK, 0);
     let (a, _) = arena.take(BLOCK);
     let (b, _) = arena.take(BLOCK);
@@ -599,11 +716,15 @@ fn a_panicking_callback_does_not_stop_the_engine(kind: EngineKind) {
 fn callbacks_may_submit_more_ops(kind: EngineKind) {
     // Depth 2: a callback on the completion thread that submits a batch of
     // 4 finds no room and must not wait for itself.
-    let Some(engine) = engine_with(kind, 2, 2, "callbacks_submit") else {
+    let Some(Fx {
+        engine,
+        file,
+        data,
+        dir: _dir,
+    }) = fixture(kind, 2, 2, "callbacks_submit", 64 * BLOCK, 16)
+    else {
         return;
     };
-    let dir = TempDir::new("aio-chain");
-    let (file, data) = data_file(&dir, "f", 64 * BLOCK, 16);
     let backing: Arc<dyn Backing> = file;
     let rounds = 10;
     let mut arena = Arena::new(rounds * 4 * BLOCK, 0xee);
@@ -626,7 +747,14 @@ fn callbacks_may_submit_more_ops(kind: EngineKind) {
         for (j, (i, buf)) in take.into_iter().enumerate() {
             let done = results.callback(i);
             // The first op of each batch submits the next batch.
-            let next = (j == 0).then(|| (engine.clone(), backing.clone(), bufs.clone(), results.clone()));
+            let next = (j == 0).then(|| {
+                (
+                    engine.clone(),
+                    backing.clone(),
+                    bufs.clone(),
+                    results.clone(),
+                )
+            });
             ops.push(ReadOp::new(
                 backing.clone(),
                 ((i % 64) * BLOCK) as u64,
@@ -647,16 +775,23 @@ fn callbacks_may_submit_more_ops(kind: EngineKind) {
     let got = results.wait();
     assert!(got.iter().all(|r| *r == Ok(BLOCK)));
     for i in 0..rounds * 4 {
-        assert_eq!(arena.bytes(i * BLOCK, BLOCK), &data[(i % 64) * BLOCK..][..BLOCK]);
+        assert_eq!(
+            arena.bytes(i * BLOCK, BLOCK),
+            &data[(i % 64) * BLOCK..][..BLOCK]
+        );
     }
 }
 
 fn the_last_engine_may_be_dropped_in_a_callback(kind: EngineKind) {
-    let Some(engine) = engine_with(kind, 8, 2, "drop_in_callback") else {
+    let Some(Fx {
+        engine,
+        file,
+        dir: _dir,
+        ..
+    }) = fixture(kind, 8, 2, "drop_in_callback", 4 * BLOCK, 17)
+    else {
         return;
     };
-    let dir = TempDir::new("aio-dropcb");
-    let (file, _) = data_file(&dir, "f", 4 * BLOCK, 17);
     let mut arena = Arena::new(2 * BLOCK, 0);
     let (a, _) = arena.take(BLOCK);
     let (b, _) = arena.take(BLOCK);
@@ -690,7 +825,12 @@ fn buffered_fallback_files_are_dropped_behind(kind: EngineKind) {
     let ops = (0..4)
         .map(|i| {
             let (buf, _) = arena.take(16 * BLOCK);
-            ReadOp::new(file.clone(), (i * 16 * BLOCK) as u64, vec![buf], results.callback(i))
+            ReadOp::new(
+                file.clone(),
+                (i * 16 * BLOCK) as u64,
+                vec![buf],
+                results.callback(i),
+            )
         })
         .collect();
     engine.submit(ops);
@@ -711,7 +851,10 @@ fn buffered_fallback_files_are_dropped_behind(kind: EngineKind) {
     engine.submit(vec![ReadOp::new(short, 0, vec![a, b], results.callback(0))]);
     assert_eq!(results.wait(), vec![Ok(2 * BLOCK + 100)]);
     assert_eq!(arena.bytes(0, 2 * BLOCK + 100), &data[..]);
-    assert!(arena.bytes(2 * BLOCK + 100, 2 * BLOCK - 100).iter().all(|&x| x == 0));
+    assert!(arena
+        .bytes(2 * BLOCK + 100, 2 * BLOCK - 100)
+        .iter()
+        .all(|&x| x == 0));
 }
 
 /// Generates one `#[test]` per suite function in a module for `kind`.
@@ -795,7 +938,12 @@ fn one_batch_is_one_io_uring_enter() {
     let ops = (0..32)
         .map(|i| {
             let (buf, _) = arena.take(32 * BLOCK);
-            ReadOp::new(file.clone(), (i * 32 * BLOCK) as u64, vec![buf], results.callback(i))
+            ReadOp::new(
+                file.clone(),
+                (i * 32 * BLOCK) as u64,
+                vec![buf],
+                results.callback(i),
+            )
         })
         .collect();
     engine.submit(ops);

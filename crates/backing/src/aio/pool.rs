@@ -14,8 +14,8 @@ use std::io;
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 
-use super::{bump, RawBuf, ReadOp, Stats};
-use crate::sync::{lock, wait, AtomicBool, Condvar, Mutex, Ordering};
+use super::{RawBuf, ReadOp, Stats};
+use crate::sync::{bump, lock, wait, AtomicBool, Condvar, Mutex, Ordering};
 use crate::IoBufMut;
 
 /// A pool of reader threads; dropping it finishes the queued ops and joins

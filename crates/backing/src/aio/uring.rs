@@ -46,8 +46,8 @@ use std::time::Duration;
 use io_uring::{opcode, squeue, types, EnterFlags, IoUring, Probe};
 
 use super::pool::Pool;
-use super::{bump, RawBuf, ReadOp, Stats};
-use crate::sync::{lock, wait, Condvar, Mutex};
+use super::{RawBuf, ReadOp, Stats};
+use crate::sync::{bump, lock, wait, Condvar, Mutex};
 use crate::sys::{locate, IOV_MAX};
 use crate::{zero_from, IoBufMut, BLOCK};
 
@@ -412,9 +412,7 @@ impl Ring {
     fn enter_submit(&self) -> io::Result<usize> {
         #[cfg(test)]
         {
-            let errno = self
-                .fail_submit
-                .load(std::sync::atomic::Ordering::Relaxed);
+            let errno = self.fail_submit.load(std::sync::atomic::Ordering::Relaxed);
             if errno != 0 {
                 return Err(io::Error::from_raw_os_error(errno));
             }
@@ -620,8 +618,56 @@ mod tests {
     use std::sync::mpsc;
 
     #[test]
+    fn a_resubmission_reads_exactly_the_remaining_bytes() {
+        let mut mem = AlignedBuf::zeroed(6 * BLOCK).unwrap();
+        let base = mem.as_mut_ptr();
+        let raw = |at: usize, len: usize| {
+            // SAFETY: inside `mem`, which outlives the op; nothing is read
+            // or written through these buffers (no entry is submitted).
+            unsafe { RawBuf::new(base.wrapping_add(at), len) }.unwrap()
+        };
+        let bufs = vec![
+            raw(0, 2 * BLOCK),
+            raw(0, 0),
+            raw(2 * BLOCK, BLOCK),
+            raw(3 * BLOCK, 3 * BLOCK),
+        ];
+        let mem_backing: Arc<dyn Backing> = Arc::new(crate::MemBacking::new());
+        let op = ReadOp::new(mem_backing, 8 * BLOCK as u64, bufs, |_| {});
+        let mut f = InFlight::new(op, 3);
+        assert_eq!(f.total, 6 * BLOCK);
+        let iov = |f: &InFlight| {
+            f.iov
+                .iter()
+                .map(|v| (v.iov_base as usize - base as usize, v.iov_len))
+                .collect::<Vec<_>>()
+        };
+        let e = f.entry(true);
+        assert_eq!(e.get_opcode(), u32::from(opcode::Readv::CODE));
+        assert_eq!(
+            iov(&f),
+            vec![(0, 2 * BLOCK), (2 * BLOCK, BLOCK), (3 * BLOCK, 3 * BLOCK)]
+        );
+        // A short read of 1 block: the rest starts inside the first buffer.
+        f.done = BLOCK;
+        f.entry(true);
+        assert_eq!(
+            iov(&f),
+            vec![(BLOCK, BLOCK), (2 * BLOCK, BLOCK), (3 * BLOCK, 3 * BLOCK)]
+        );
+        // Only the last buffer left: one READ, or READV without READ.
+        f.done = 4 * BLOCK;
+        let e = f.entry(true);
+        assert_eq!(e.get_opcode(), u32::from(opcode::Read::CODE));
+        let e = f.entry(false);
+        assert_eq!(e.get_opcode(), u32::from(opcode::Readv::CODE));
+        assert_eq!(iov(&f), vec![(4 * BLOCK, 2 * BLOCK)]);
+    }
+
+    #[test]
     fn a_broken_ring_hands_its_reads_to_the_pool() {
-        let path = std::env::temp_dir().join(format!("backing-uring-broken-{}", std::process::id()));
+        let path =
+            std::env::temp_dir().join(format!("backing-uring-broken-{}", std::process::id()));
         let file = FileBacking::open(
             &path,
             &FileOptions::new().write(true).create(true).truncate(true),
@@ -633,7 +679,8 @@ mod tests {
         }
         file.write_blocks(&[data.io_buf()], 0).unwrap();
         let file: Arc<dyn Backing> = Arc::new(file);
-        let engine = match IoEngine::new(IoEngineConfig::new().kind(crate::aio::EngineKind::Uring)) {
+        let engine = match IoEngine::new(IoEngineConfig::new().kind(crate::aio::EngineKind::Uring))
+        {
             Ok(e) => e,
             Err(e) => {
                 std::fs::remove_file(&path).unwrap();
@@ -645,7 +692,12 @@ mod tests {
                 return;
             }
         };
-        engine.inner.uring.as_ref().unwrap().fail_submits(libc::EFAULT);
+        engine
+            .inner
+            .uring
+            .as_ref()
+            .unwrap()
+            .fail_submits(libc::EFAULT);
         let mut mem = AlignedBuf::zeroed(8 * BLOCK).unwrap();
         let (tx, rx) = mpsc::channel();
         let ops = mem
