@@ -35,6 +35,7 @@ use crate::mapping::Mapping;
 use crate::readahead::ReadaheadConfig;
 use crate::sync::{AtomicU64, Mutex, Ordering};
 use crate::workingset::Shadow;
+use backing::aio::{IoEngine, IoEngineConfig};
 
 /// How long an allocation waits for a pinned cache to free a folio before
 /// it fails with `OutOfMemory` (16 yields, then 1 ms sleeps).
@@ -65,6 +66,7 @@ pub struct CacheBuilder {
     max_folio_order: u32,
     populate: Populate,
     readahead: ReadaheadConfig,
+    io: IoEngineConfig,
 }
 
 impl Default for CacheBuilder {
@@ -74,6 +76,7 @@ impl Default for CacheBuilder {
             max_folio_order: MAX_ORDER,
             populate: Populate::Eager,
             readahead: ReadaheadConfig::default(),
+            io: IoEngineConfig::default(),
         }
     }
 }
@@ -109,12 +112,28 @@ impl CacheBuilder {
         self
     }
 
+    /// The engine for readahead IO (default: io_uring where the kernel
+    /// allows it, else a pool of 2 threads; queue depth 256): asynchronous
+    /// windows leave as one submission of a read per run of contiguous
+    /// folios and complete on the engine's thread.
+    pub fn io_engine(mut self, cfg: IoEngineConfig) -> Self {
+        self.io = cfg;
+        self
+    }
+
     /// Maps the arena and builds the cache.
     ///
     /// # Errors
-    /// A capacity under one page (`InvalidInput`), or the OS refusing the
-    /// mapping (`ENOMEM`).
+    /// A capacity under one page (`InvalidInput`), the OS refusing the
+    /// mapping (`ENOMEM`), or the IO engine's error (a bad configuration;
+    /// `EngineKind::Uring` where io_uring is missing).
     pub fn build(self) -> io::Result<Cache> {
+        // Under loom, readahead IO runs on the reader's thread (loom cannot
+        // model the engine's threads).
+        #[cfg(not(loom))]
+        let io = Some(IoEngine::new(self.io)?);
+        #[cfg(loom)]
+        let io = None;
         let arena = Arena::new(self.capacity, self.populate)?;
         let table = FolioTable::new(arena.capacity_pages());
         Ok(Cache {
@@ -125,6 +144,8 @@ impl CacheBuilder {
                 stats: Stats::default(),
                 max_order: self.max_folio_order,
                 readahead: self.readahead,
+                io,
+                io_in_flight: AtomicU64::new(0),
                 nonresident_age: AtomicU64::new(0),
             }),
         })
@@ -176,6 +197,31 @@ impl Cache {
             }
         }
         freed * PAGE_SIZE as u64
+    }
+
+    /// The engine that runs readahead IO: `"io_uring (depth 256)"`,
+    /// `"threads (2)"`, or `"synchronous"` (under loom).
+    pub fn io_engine_name(&self) -> String {
+        match &self.inner.io {
+            Some(e) => e.name(),
+            None => "synchronous".to_string(),
+        }
+    }
+
+    /// Waits until no readahead IO is in flight: every asynchronous window
+    /// submitted so far has completed, and a file closed meanwhile has
+    /// given its folios back. (Closing a file does not wait for its
+    /// readahead; this does.)
+    pub fn wait_io_idle(&self) {
+        let mut spins = 0u32;
+        while self.inner.io_in_flight.load(Ordering::Acquire) != 0 {
+            if spins < 64 {
+                spins += 1;
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
     }
 
     /// The cache's figures now.
@@ -315,6 +361,12 @@ pub(crate) struct CacheInner {
     pub(crate) stats: Stats,
     pub(crate) max_order: u32,
     pub(crate) readahead: ReadaheadConfig,
+    /// Asynchronous readahead IO (`None` under loom: synchronous).
+    pub(crate) io: Option<IoEngine>,
+    /// Runs submitted to `io` whose completion has not finished yet
+    /// (including dropping what it held: a closed file's mapping goes when
+    /// its last run completes).
+    pub(crate) io_in_flight: AtomicU64,
     /// The eviction clock: pages evicted so far (reference 5.1's
     /// `nonresident_age`), recorded in every shadow.
     pub(crate) nonresident_age: AtomicU64,

@@ -352,7 +352,7 @@ impl File {
             };
             let mut order = max_order;
             let slots = readahead::plan(&win, &mut order, max_order, last_page);
-            self.run_window(&slots, insert);
+            self.run_window(&slots, insert, false);
             index += pages;
         }
         Ok(())
@@ -432,7 +432,7 @@ impl File {
             };
             (slots, st.cfg.insert)
         };
-        self.run_window(&slots, insert)
+        self.run_window(&slots, insert, true)
     }
 
     /// Asynchronous readahead: a read reached `marker` (a folio carrying the
@@ -461,7 +461,7 @@ impl File {
             st.order = order;
             (slots, st.cfg.insert)
         };
-        self.run_window(&slots, insert);
+        self.run_window(&slots, insert, false);
     }
 
     /// The first page at or before `from`, within `max` pages, holding no
@@ -496,9 +496,11 @@ impl File {
         }
     }
 
-    /// Builds a window from its plan and reads it. Returns whether it
-    /// inserted any folio.
-    fn run_window(&self, slots: &[Slot], insert: Insert) -> bool {
+    /// Builds a window from its plan and reads it: on this thread when
+    /// `sync` and the window is one run (the reader waits for it anyway; no
+    /// hand-off), else through the IO engine as one submission. Returns
+    /// whether it inserted any folio.
+    fn run_window(&self, slots: &[Slot], insert: Insert, sync: bool) -> bool {
         if slots.is_empty() {
             return false;
         }
@@ -507,7 +509,7 @@ impl File {
             Insert::Single => self.insert_single(slots),
         };
         let any = !folios.is_empty();
-        self.read_window(folios);
+        self.read_window(folios, sync);
         any
     }
 
@@ -628,22 +630,38 @@ impl File {
     /// Reads a built window: one read per run of contiguous folios. An
     /// error quarters this file's readahead (4.5) and drops the run's
     /// folios (readers that need them read them again themselves).
-    fn read_window(&self, folios: Vec<FolioRef<'_>>) {
-        let m = &*self.mapping;
-        let mut start = 0;
-        while start < folios.len() {
-            let mut end = start + 1;
-            while end < folios.len()
-                && folios[end].index() == folios[end - 1].index() + folios[end - 1].nr_pages()
-            {
-                end += 1;
+    fn read_window(&self, folios: Vec<FolioRef<'_>>, sync: bool) {
+        let mut runs: Vec<Vec<FolioRef<'_>>> = Vec::new();
+        for f in folios {
+            match runs.last_mut() {
+                Some(run)
+                    if run
+                        .last()
+                        .is_some_and(|l| l.index() + l.nr_pages() == f.index()) =>
+                {
+                    run.push(f)
+                }
+                _ => runs.push(vec![f]),
             }
-            if m.read_folios(&folios[start..end]).is_err() {
-                let mut st = self.ra.state.lock();
-                st.ra_pages /= 4;
-            }
-            start = end;
         }
+        if runs.is_empty() {
+            return;
+        }
+        if sync && runs.len() == 1 {
+            if self.mapping.read_folios(&runs[0]).is_err() {
+                Self::shrink_window(&self.ra);
+            }
+            return;
+        }
+        let ra = self.ra.clone();
+        self.mapping
+            .submit_runs(runs, Arc::new(move || Self::shrink_window(&ra)));
+    }
+
+    /// After an IO error: a quarter of the window (the kernel's rule).
+    fn shrink_window(ra: &Readahead) {
+        let mut st = ra.state.lock();
+        st.ra_pages /= 4;
     }
 }
 

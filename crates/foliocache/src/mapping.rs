@@ -28,7 +28,8 @@ use std::path::PathBuf;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use backing::{Backing, BackingInfo, IoBufMut};
+use backing::aio::ReadOp;
+use backing::{Backing, BackingInfo, IoBufMut, RawBuf};
 use xarray::{
     CompareExchangeError, Cursor, Entry, EntryRef, Error as XaError, Item, XArray, XaGuard,
 };
@@ -100,7 +101,27 @@ pub struct FolioRef<'m> {
     folio: &'m Folio,
 }
 
+/// The folios of a run being read by the IO engine: their references, and
+/// their mapping kept alive until the completion.
+struct InFlight {
+    mapping: Arc<Mapping>,
+    folios: Vec<NonNull<Folio>>,
+}
+
+// SAFETY: the pointers are counted references to descriptors in the cache's
+// table, which is `Sync`; they are only turned back into `FolioRef`s (on the
+// engine's thread) while `mapping` keeps the cache alive.
+unsafe impl Send for InFlight {}
+
 impl<'m> FolioRef<'m> {
+    /// Gives up the guard without dropping its reference: the caller hands
+    /// the reference over (to be adopted again with [`adopt`](Self::adopt)).
+    pub(crate) fn into_raw(self) -> NonNull<Folio> {
+        let p = NonNull::from(self.folio);
+        std::mem::forget(self);
+        p
+    }
+
     /// Wraps a reference the caller already took on `folio`.
     pub(crate) fn adopt(cache: &'m CacheInner, folio: &'m Folio) -> Self {
         FolioRef { cache, folio }
@@ -813,6 +834,83 @@ impl Mapping {
         drop(bufs);
         cache.stats.io_reads.fetch_add(1, Ordering::Relaxed);
         self.complete_run(run, r)
+    }
+
+    /// Reads runs of locked, not uptodate folios of this mapping, each
+    /// covering contiguous pages, through the cache's IO engine as one
+    /// submission (one read per run), and returns without waiting. Each run
+    /// completes on the engine's thread as [`read_folios`](Self::read_folios)
+    /// completes it (uptodate and unlocked, or removed on error), and
+    /// `on_error` runs there for a run that failed. Without an engine (under
+    /// loom) the runs are read here, one after another.
+    pub(crate) fn submit_runs(
+        self: &Arc<Self>,
+        runs: Vec<Vec<FolioRef<'_>>>,
+        on_error: Arc<dyn Fn() + Send + Sync>,
+    ) {
+        let cache = self.inner();
+        let Some(engine) = &cache.io else {
+            for run in runs {
+                if self.read_folios(&run).is_err() {
+                    on_error();
+                }
+            }
+            return;
+        };
+        let cache_arc = self.cache.inner.clone();
+        let mut ops = Vec::with_capacity(runs.len());
+        for run in runs {
+            let Some(first) = run.first() else { continue };
+            let offset = first.index() * PAGE;
+            let mut bufs = Vec::with_capacity(run.len());
+            for f in &run {
+                let ptr = cache.arena.page_ptr(f.page()).as_ptr();
+                let len = (f.nr_pages() * PAGE) as usize;
+                // SAFETY: the folio is locked and not uptodate, so no other
+                // thread reads or writes its memory until the completion
+                // below unlocks it (after the engine dropped the buffer);
+                // the reference the completion takes over keeps it from
+                // being freed; the arena's memory stays mapped while the
+                // cache lives, which the mapping's `Arc` in the completion
+                // guarantees. Arena pages are 4 KiB aligned.
+                let buf = unsafe { RawBuf::new(ptr, len) }.expect("arena folios are block aligned");
+                bufs.push(buf);
+            }
+            let held = InFlight {
+                mapping: self.clone(),
+                folios: run.into_iter().map(FolioRef::into_raw).collect(),
+            };
+            let on_error = on_error.clone();
+            let inner = cache_arc.clone();
+            ops.push(ReadOp::new(self.backing.clone(), offset, bufs, move |r| {
+                // The whole struct, not its fields (it is what is `Send`).
+                let held = held;
+                {
+                    let m = &*held.mapping;
+                    let cache = m.inner();
+                    cache.stats.io_reads.fetch_add(1, Ordering::Relaxed);
+                    let run: Vec<FolioRef<'_>> = held
+                        .folios
+                        .iter()
+                        // SAFETY: each pointer is a descriptor of this
+                        // cache's table whose reference `into_raw` handed
+                        // over; `held` keeps the mapping, so the cache, alive.
+                        .map(|p| FolioRef::adopt(cache, unsafe { p.as_ref() }))
+                        .collect();
+                    if m.complete_run(&run, r).is_err() {
+                        on_error();
+                    }
+                }
+                // The mapping may go now (its file closed meanwhile): only
+                // then is this run finished.
+                drop(held);
+                inner.io_in_flight.fetch_sub(1, Ordering::Release);
+            }));
+        }
+        cache
+            .io_in_flight
+            .fetch_add(ops.len() as u64, Ordering::Relaxed);
+        engine.submit(ops);
     }
 
     /// Completes the folios of a run after its read returned `r` (bytes from

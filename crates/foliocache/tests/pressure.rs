@@ -426,6 +426,8 @@ proptest! {
             prop_assert_eq!(s.free_bytes + s.bytes_cached, s.capacity_bytes, "{:?}", s);
         }
         drop(f);
+        // A closed file's folios go when its last readahead IO completes.
+        c.wait_io_idle();
         let s = c.stats();
         prop_assert_eq!((s.folios, s.free_bytes), (0, s.capacity_bytes), "{:?}", s);
     }
