@@ -31,9 +31,10 @@ step "loom models of the cache: lookup vs removal, racing fills (--cfg loom)"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
   cargo test -p foliocache --release --test loom
 
-# The CLI's smoke run: `foliocache bench --quick` (both scenarios, every
-# default engine, two repeats) on an 8 MiB file; the test checks every
-# JSON field and the SVG plot, and prints the bench's tables here.
+# The CLI's smoke run: `foliocache bench --quick` (every scenario, every
+# default engine, two repeats) on 8 MiB files; the test checks every JSON
+# field, the readahead scenario's summary ratios and the SVG plot, and
+# prints the bench's tables here.
 step "bench smoke run: foliocache bench --quick on 8 MiB, JSON and plot checked"
 cargo test --release -p foliocache-cli --test cli quick_seeds_smoke_run -- --nocapture
 

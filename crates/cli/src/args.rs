@@ -77,7 +77,8 @@ impl Rw {
 pub struct BenchArgs {
     /// An engine to run, repeatable: foliocache, kernel, direct, dontcache,
     /// mmap, optionally with options in brackets, e.g.
-    /// `foliocache[populate=lazy]`. Default: every engine that applies.
+    /// `foliocache[insert=single,ra=kernel]` (options: see below). Default:
+    /// every engine that applies (each scenario's own list).
     #[arg(long = "engine", value_name = "ENGINE", value_parser = EngineSpec::parse)]
     pub engines: Vec<EngineSpec>,
 
@@ -90,7 +91,8 @@ pub struct BenchArgs {
           conflicts_with_all = ["scenarios", "seeds"])]
     pub bs: Option<u64>,
 
-    /// Data file size (custom job default 1G; overrides a scenario's size).
+    /// Data file size (custom job default 1G; overrides a scenario's size,
+    /// readahead's per thread).
     #[arg(long, value_name = "SIZE", value_parser = parse_nonzero_size)]
     pub size: Option<u64>,
 
@@ -104,8 +106,8 @@ pub struct BenchArgs {
     pub shared: bool,
 
     /// Run each engine for this many seconds (time-based; a scenario's
-    /// default is 4 s with --quick, 10 s without). A custom job without it
-    /// makes one pass over its data.
+    /// default is 4 s with --quick, 10 s without; readahead is always one
+    /// pass). A custom job without it makes one pass over its data.
     #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
     pub runtime: Option<f64>,
 
@@ -129,7 +131,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub keep: bool,
 
-    /// Run a named reference scenario (repeatable): seqread, randread.
+    /// Run a named reference scenario (repeatable): seqread, randread,
+    /// readahead.
     #[arg(long = "scenario", value_name = "NAME", value_parser = parse_scenario,
           conflicts_with = "seeds")]
     pub scenarios: Vec<&'static str>,
@@ -138,8 +141,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub seeds: bool,
 
-    /// Shorten the scenarios (512 MiB file, 4 s runs) so the whole set
-    /// takes about two minutes on 2 cores.
+    /// Shorten the scenarios (512 MiB file and 4 s runs; readahead 256 MiB
+    /// per thread) so the whole set takes about two minutes on 2 cores.
     #[arg(long)]
     pub quick: bool,
 
@@ -180,7 +183,12 @@ Sizes: bytes, or with a binary suffix: 4k, 64KiB, 1M, 1G, 3GiB (k = KiB = 1024).
 Without --rw/--bs/--numjobs/--shared/--scenario/--seeds, bench runs the
 reference scenarios (--seeds), shortened (--quick) unless --seeds is given.
 Scenarios: seqread (a fully cached file, sequential 4 KiB and 64 KiB reads,
-1 job) and randread (the same file, 4 KiB random reads, one job per CPU).";
+1 job), randread (the same file, 4 KiB random reads, one job per CPU) and
+readahead (cold sequential 128 KiB reads, 2 jobs per CPU each with its own
+file, one pass: foliocache, foliocache[insert=single], kernel, and direct at
+1 MiB; cold whatever --cold says).
+foliocache engine options: populate=eager|lazy, folio=SIZE,
+insert=batched|single, ra=SIZE|kernel|off, io=uring|threads|auto.";
 
 impl BenchArgs {
     /// True if the command line describes a custom job rather than
@@ -309,9 +317,10 @@ mod tests {
     #[test]
     fn scenarios() {
         assert_eq!(parse_scenario("seqread"), Ok("seqread"));
+        assert_eq!(parse_scenario("readahead"), Ok("readahead"));
         let e = parse_scenario("uncached").unwrap_err();
         assert!(
-            e.contains("unknown scenario `uncached` (available: seqread, randread)"),
+            e.contains("unknown scenario `uncached` (available: seqread, randread, readahead)"),
             "{e}"
         );
     }

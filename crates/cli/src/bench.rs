@@ -16,12 +16,13 @@ use anyhow::{Context, Result};
 
 use crate::args::BenchArgs;
 use crate::data::{DataSet, FileModel, FILE_SEED};
+use crate::disk;
 use crate::engine::{sync_files, EngineKind, EngineSpec, Engines, RunMode};
 use crate::job::{self, RunOptions};
 use crate::report::{
-    self, FolioFigures, Host, Latency, Report, Residency, RunRecord, ScenarioReport,
+    self, FolioFigures, Host, Latency, Ratio, Report, Residency, RunRecord, ScenarioReport, Summary,
 };
-use crate::scenario::{self, JobSpec, Plan};
+use crate::scenario::{self, JobSpec, Plan, RatioSpec};
 
 /// Why a bench did not complete.
 #[derive(Debug)]
@@ -49,12 +50,6 @@ macro_rules! out {
 pub fn run(args: &BenchArgs, argv: &[String]) -> Result<(), Failure> {
     let plan = scenario::plan(args).map_err(Failure::Usage)?;
     run_plan(args, &plan, argv).map_err(Failure::Run)
-}
-
-/// foliocache's default capacity: 1.25x the data, in whole 2 MiB.
-fn default_capacity(data: u64) -> u64 {
-    const GRAIN: u64 = 2 << 20;
-    (data + data / 4).div_ceil(GRAIN) * GRAIN
 }
 
 fn reproduce(argv: &[String]) -> String {
@@ -120,47 +115,63 @@ fn run_plan(args: &BenchArgs, plan: &Plan, argv: &[String]) -> Result<()> {
     let mut reports = Vec::new();
     let mut round_seed = 0u64;
     for sc in &plan.scenarios {
-        let mut results = Vec::new();
+        // Every job's files and capacity, made before the first run.
+        let mut setups = Vec::with_capacity(sc.jobs.len());
         for job in &sc.jobs {
             let files = data.files(job.file_size, job.nfiles())?;
             let capacity = plan
                 .capacity
-                .unwrap_or_else(|| default_capacity(job.file_size * job.nfiles() as u64));
-            let n = job.engines.len();
-            let mut runs: Vec<Vec<RunRecord>> = vec![Vec::new(); n];
-            for round in 0..plan.repeat {
-                let order: Vec<usize> = if round % 2 == 0 {
-                    (0..n).collect()
-                } else {
-                    (0..n).rev().collect()
-                };
-                for i in order {
-                    round_seed += 1;
-                    let ctx = RunCtx {
-                        plan,
-                        job,
-                        files: &files,
-                        mode: RunMode {
-                            cold: plan.cold,
-                            capacity,
-                        },
-                        write_seed: FILE_SEED ^ round_seed.wrapping_mul(0xd6e8_feb8_6659_fd93),
-                    };
-                    let rec = run_one(&mut engines, &mut models, &job.engines[i], &ctx)
-                        .with_context(|| {
-                            format!("{}: {} on {}", sc.name, job.title(), job.engines[i].label)
-                        })?;
-                    let which = (plan.repeat > 1).then_some((round + 1, plan.repeat));
-                    out!("{}", report::block(&rec, &sc.name, which));
-                    runs[i].push(rec);
-                }
-            }
-            results.extend(best_of(runs));
+                .unwrap_or_else(|| scenario::default_capacity(job.file_size * job.nfiles() as u64));
+            setups.push((files, capacity));
         }
+        // Each round runs every engine of every job, the order reversed
+        // from one round to the next, so engines compared across jobs
+        // (readahead's direct at 1 MiB) run minutes apart at most.
+        let pairs: Vec<(usize, usize)> = sc
+            .jobs
+            .iter()
+            .enumerate()
+            .flat_map(|(j, job)| (0..job.engines.len()).map(move |e| (j, e)))
+            .collect();
+        let mut runs: Vec<Vec<Vec<RunRecord>>> = sc
+            .jobs
+            .iter()
+            .map(|j| vec![Vec::new(); j.engines.len()])
+            .collect();
+        for round in 0..plan.repeat {
+            let mut order = pairs.clone();
+            if round % 2 == 1 {
+                order.reverse();
+            }
+            for (j, e) in order {
+                let job = &sc.jobs[j];
+                let (files, capacity) = &setups[j];
+                round_seed += 1;
+                let ctx = RunCtx {
+                    plan,
+                    job,
+                    files,
+                    mode: RunMode {
+                        cold: job.cold,
+                        capacity: *capacity,
+                    },
+                    write_seed: FILE_SEED ^ round_seed.wrapping_mul(0xd6e8_feb8_6659_fd93),
+                };
+                let rec = run_one(&mut engines, &mut models, &job.engines[e], &ctx).with_context(
+                    || format!("{}: {} on {}", sc.name, job.title(), job.engines[e].label),
+                )?;
+                let which = (plan.repeat > 1).then_some((round + 1, plan.repeat));
+                out!("{}", report::block(&rec, &sc.name, which));
+                runs[j][e].push(rec);
+            }
+        }
+        let summary = summarise(&sc.ratios, &runs);
+        let results: Vec<RunRecord> = runs.into_iter().flat_map(best_of).collect();
         let rep = ScenarioReport {
             name: sc.name.clone(),
             description: sc.description.clone(),
             results,
+            summary,
         };
         out!("{}", report::table(&rep, plan.repeat));
         reports.push(rep);
@@ -231,6 +242,52 @@ fn best_of(runs: Vec<Vec<RunRecord>>) -> Vec<RunRecord> {
     best
 }
 
+/// The scenario's ratios: of the best runs, and of the runs of each round
+/// (made seconds apart, so the disk's minute-to-minute swings cancel);
+/// `None` for a scenario without ratios. A ratio whose engines did not
+/// both run is left out.
+fn summarise(specs: &[RatioSpec], runs: &[Vec<Vec<RunRecord>>]) -> Option<Summary> {
+    if specs.is_empty() {
+        return None;
+    }
+    let find = |label: &str| {
+        runs.iter()
+            .flatten()
+            .find(|rs| rs.first().is_some_and(|r| r.engine == label))
+    };
+    let ratios = specs
+        .iter()
+        .filter_map(|s| {
+            let (num, den) = (find(&s.numerator)?, find(&s.denominator)?);
+            let best = |rs: &[RunRecord]| rs.iter().map(|r| r.bw_bytes).fold(0.0, f64::max);
+            let per_round: Vec<f64> = num
+                .iter()
+                .zip(den)
+                .filter(|(_, d)| d.bw_bytes > 0.0)
+                .map(|(n, d)| n.bw_bytes / d.bw_bytes)
+                .collect();
+            let mut sorted = per_round.clone();
+            sorted.sort_by(f64::total_cmp);
+            let median = match sorted.len() {
+                0 => f64::NAN,
+                n if n % 2 == 1 => sorted[n / 2],
+                n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+            };
+            let b = best(den);
+            Some(Ratio {
+                name: format!("{} / {}", s.numerator, s.denominator),
+                numerator: s.numerator.clone(),
+                denominator: s.denominator.clone(),
+                best: if b > 0.0 { best(num) / b } else { f64::NAN },
+                per_round,
+                median_per_round: median,
+                target: s.target,
+            })
+        })
+        .collect();
+    Some(Summary { ratios })
+}
+
 /// What one engine run needs to know.
 struct RunCtx<'a> {
     plan: &'a Plan,
@@ -254,7 +311,10 @@ fn run_one(
         write_seed: ctx.write_seed,
         clock: plan.clock,
     };
+    let disk = ctx.files.first().and_then(|f| disk::stat_path(f));
+    let before = disk.as_deref().and_then(disk::Snapshot::take);
     let m = job::run(&prepared, job, opts, &spec.label)?;
+    let device = before.and_then(|b| b.since());
     drop(prepared);
     let mut notes = setup.notes;
     let mut capacity = None;
@@ -294,10 +354,23 @@ fn run_one(
                 bytes_cached: after.bytes_cached,
                 backing: before.backing_note,
                 backing_direct: before.backing_direct,
+                io_engine: before.io_engine,
+                readahead: report::Readahead {
+                    max_pages: before.readahead.max_pages,
+                    io_pages: before.readahead.io_pages,
+                    insert: match before.readahead.insert {
+                        foliocache::Insert::Batched => "batched",
+                        foliocache::Insert::Single => "single",
+                    },
+                },
             })
         }
         _ => None,
     };
+    if ctx.mode.cold {
+        // The next run of this engine builds a new cache anyway.
+        engines.release(&spec.label);
+    }
     if job.rw.is_write() {
         let t = sync_files(ctx.files)?;
         notes.push(format!(
@@ -365,6 +438,7 @@ fn run_one(
         cold: ctx.mode.cold,
         repeats_bw_bytes: Vec::new(),
         foliocache,
+        device,
         page_cache: setup.residency.map(|(r, p, when)| Residency {
             resident_pages: r,
             pages: p,
@@ -380,9 +454,89 @@ mod tests {
 
     #[test]
     fn capacity_is_a_quarter_more_in_2mib() {
+        use scenario::default_capacity;
         assert_eq!(default_capacity(512 << 20), 640 << 20);
         assert_eq!(default_capacity(1 << 30), 1280 << 20);
         assert_eq!(default_capacity(1 << 20), 2 << 20);
+    }
+
+    fn rec(engine: &str, bw: f64) -> RunRecord {
+        RunRecord {
+            engine: engine.into(),
+            rw: "read",
+            bs: 4096,
+            numjobs: 1,
+            shared: false,
+            file_size: 4096,
+            bytes: 0,
+            ops: 0,
+            seconds: 1.0,
+            bw_bytes: bw,
+            iops: 0.0,
+            lat_ns: Latency {
+                p50: 0,
+                p75: 0,
+                p99: 0,
+                mean: 0.0,
+                max: 0,
+            },
+            cpu_s: report::Cpu {
+                user: 0.0,
+                sys: 0.0,
+            },
+            capacity: None,
+            timeline_bw_bytes: Vec::new(),
+            ratio_to_kernel: None,
+            runtime_s: None,
+            buf_offset: 0,
+            cold: true,
+            repeats_bw_bytes: Vec::new(),
+            foliocache: None,
+            page_cache: None,
+            device: None,
+            notes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn summary_ratios_pair_runs_of_a_round_across_jobs() {
+        // Job 0: foliocache and kernel; job 1: direct. Two rounds.
+        let runs = vec![
+            vec![
+                vec![rec("foliocache", 200.0), rec("foliocache", 100.0)],
+                vec![rec("kernel", 100.0), rec("kernel", 100.0)],
+            ],
+            vec![vec![rec("direct", 400.0), rec("direct", 100.0)]],
+        ];
+        let spec = |n: &str, d: &str, t| RatioSpec {
+            numerator: n.into(),
+            denominator: d.into(),
+            target: t,
+        };
+        let s = summarise(
+            &[
+                spec("foliocache", "kernel", Some(1.0)),
+                spec("foliocache", "direct", Some(0.9)),
+                spec("foliocache", "mmap", None),
+            ],
+            &runs,
+        )
+        .unwrap();
+        assert_eq!(
+            s.ratios.len(),
+            2,
+            "a ratio of an engine not run is left out"
+        );
+        let k = &s.ratios[0];
+        assert_eq!(k.name, "foliocache / kernel");
+        assert_eq!(k.best, 2.0);
+        assert_eq!(k.per_round, [2.0, 1.0]);
+        assert_eq!(k.median_per_round, 1.5);
+        assert_eq!(k.target, Some(1.0));
+        let d = &s.ratios[1];
+        assert_eq!(d.best, 0.5);
+        assert_eq!(d.per_round, [0.5, 1.0]);
+        assert!(summarise(&[], &runs).is_none());
     }
 
     #[test]

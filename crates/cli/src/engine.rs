@@ -28,7 +28,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use foliocache::{Cache, CacheStats, Populate};
+use backing::aio::{EngineKind as IoKind, IoEngineConfig};
+use foliocache::{Cache, CacheStats, Insert, Populate, ReadaheadConfig};
 
 use crate::report::fmt_size;
 use crate::scenario::JobSpec;
@@ -100,6 +101,15 @@ pub struct FolioOptions {
     /// The largest folio a read may create (`folio=SIZE`; the library's
     /// default, 2 MiB, if absent).
     pub max_folio: Option<u64>,
+    /// The readahead window's maximum (`ra=SIZE|kernel|off`; the library's
+    /// default, 2 MiB, if absent).
+    pub ra: RaWindow,
+    /// How readahead windows enter the index (`insert=batched|single`;
+    /// batched by default).
+    pub insert: Insert,
+    /// The engine that runs readahead IO (`io=uring|threads|auto`; auto by
+    /// default: io_uring where the kernel allows it).
+    pub io: IoKind,
 }
 
 impl Default for FolioOptions {
@@ -107,8 +117,42 @@ impl Default for FolioOptions {
         FolioOptions {
             populate: Populate::Eager,
             max_folio: None,
+            ra: RaWindow::Default,
+            insert: Insert::Batched,
+            io: IoKind::Auto,
         }
     }
+}
+
+impl FolioOptions {
+    /// The readahead configuration these options give.
+    pub fn readahead(&self) -> ReadaheadConfig {
+        let base = match self.ra {
+            RaWindow::Default => ReadaheadConfig::default(),
+            RaWindow::Kernel => ReadaheadConfig::kernel(),
+            RaWindow::Off => ReadaheadConfig::disabled(),
+            RaWindow::Pages(n) => ReadaheadConfig {
+                max_pages: n,
+                io_pages: n,
+                ..ReadaheadConfig::default()
+            },
+        };
+        base.with_insert(self.insert)
+    }
+}
+
+/// The `ra=` option of the foliocache engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RaWindow {
+    /// The library's default ([`ReadaheadConfig::default`], 2 MiB).
+    Default,
+    /// `ra=kernel`: [`ReadaheadConfig::kernel`] (128 KiB windows).
+    Kernel,
+    /// `ra=off`: [`ReadaheadConfig::disabled`].
+    Off,
+    /// `ra=SIZE`: windows of up to this many pages (`max_pages` and
+    /// `io_pages` both).
+    Pages(u64),
 }
 
 /// An engine as given on the command line: `name` or `name[opt,opt=v]`.
@@ -181,22 +225,41 @@ impl EngineSpec {
 }
 
 fn parse_folio_option(opt: &str, folio: &mut FolioOptions) -> Result<(), String> {
-    const SUPPORTED: &str = "supported: populate=eager|lazy, folio=SIZE";
+    const SUPPORTED: &str = "supported: populate=eager|lazy, folio=SIZE, \
+                             insert=batched|single, ra=SIZE|kernel|off, io=uring|threads|auto";
     let (key, value) = match opt.split_once('=') {
         Some((k, v)) => (k.trim(), Some(v.trim())),
         None => (opt, None),
     };
+    let page = sys::PAGE as u64;
     match (key, value) {
         ("populate", Some("eager")) => folio.populate = Populate::Eager,
         ("populate", Some("lazy")) => folio.populate = Populate::Lazy,
         ("folio", Some(v)) => {
             let bytes = crate::args::parse_size(v)?;
-            if bytes < sys::PAGE as u64 {
+            if bytes < page {
                 return Err(format!("foliocache engine: folio={v}: at least 4k"));
             }
             folio.max_folio = Some(bytes);
         }
-        ("populate" | "folio", _) => {
+        ("insert", Some("batched")) => folio.insert = Insert::Batched,
+        ("insert", Some("single")) => folio.insert = Insert::Single,
+        ("ra", Some("kernel")) => folio.ra = RaWindow::Kernel,
+        ("ra", Some("off")) => folio.ra = RaWindow::Off,
+        ("ra", Some(v)) => {
+            let bytes = crate::args::parse_size(v)?;
+            if bytes < page || bytes % page != 0 {
+                return Err(format!(
+                    "foliocache engine: ra={v}: a window is whole 4k pages, at least one \
+                     (ra=off turns readahead off)"
+                ));
+            }
+            folio.ra = RaWindow::Pages(bytes / page);
+        }
+        ("io", Some("uring" | "io_uring")) => folio.io = IoKind::Uring,
+        ("io", Some("threads")) => folio.io = IoKind::Threads,
+        ("io", Some("auto")) => folio.io = IoKind::Auto,
+        ("populate" | "folio" | "insert" | "ra" | "io", _) => {
             return Err(format!(
                 "foliocache engine: bad option `{opt}` ({SUPPORTED})"
             ))
@@ -323,6 +386,11 @@ pub struct FolioBefore {
     pub backing_note: String,
     /// Whether the backing reads with O_DIRECT.
     pub backing_direct: bool,
+    /// The engine that runs the cache's readahead IO
+    /// ([`Cache::io_engine_name`]).
+    pub io_engine: String,
+    /// The cache's readahead settings.
+    pub readahead: ReadaheadConfig,
 }
 
 /// A foliocache cache kept across the runs of one bench invocation, with
@@ -453,7 +521,9 @@ impl Engines {
             self.folio.remove(&spec.label);
             let mut b = Cache::builder()
                 .capacity(usize::try_from(mode.capacity).context("capacity too large")?)
-                .populate(spec.folio.populate);
+                .populate(spec.folio.populate)
+                .readahead(spec.folio.readahead())
+                .io_engine(IoEngineConfig::new().kind(spec.folio.io));
             if let Some(f) = spec.folio.max_folio {
                 b = b.max_folio_size(f as usize);
             }
@@ -512,13 +582,28 @@ impl Engines {
             max_folio: spec.folio.max_folio,
             backing_note: handles[0].info().note.clone(),
             backing_direct: handles[0].info().is_direct(),
+            io_engine: state.cache.io_engine_name(),
+            readahead: spec.folio.readahead(),
         };
         Ok((handles, before))
     }
 
-    /// foliocache's statistics now, for the engine `label`.
+    /// foliocache's statistics for the engine `label` once its readahead
+    /// IO in flight (windows a time-based run left behind) has completed.
     pub fn folio_stats(&self, label: &str) -> Option<CacheStats> {
-        self.folio.get(label).map(|s| s.cache.stats())
+        self.folio.get(label).map(|s| {
+            s.cache.wait_io_idle();
+            s.cache.stats()
+        })
+    }
+
+    /// Frees the cache of engine `label` (after a cold run, whose cache
+    /// the next run would not reuse: so two foliocache engines' caches of
+    /// a cold scenario are never mapped at once).
+    pub fn release(&mut self, label: &str) {
+        if let Some(s) = self.folio.remove(label) {
+            s.cache.wait_io_idle();
+        }
     }
 
     /// Frees every cache (their arenas) before the data files go.
@@ -638,14 +723,87 @@ mod tests {
     }
 
     #[test]
+    fn readahead_options() {
+        let s = EngineSpec::parse("foliocache[insert=single]").unwrap();
+        assert_eq!(s.label, "foliocache[insert=single]");
+        assert_eq!(s.folio.insert, Insert::Single);
+        assert_eq!(
+            s.folio.readahead(),
+            ReadaheadConfig::default().with_insert(Insert::Single)
+        );
+        assert_eq!(s.folio.io, IoKind::Auto);
+
+        let s = EngineSpec::parse("foliocache[insert=batched,ra=kernel,io=uring]").unwrap();
+        assert_eq!(s.folio.readahead(), ReadaheadConfig::kernel());
+        assert_eq!(s.folio.io, IoKind::Uring);
+
+        let s = EngineSpec::parse("foliocache[ra=off, io=threads]").unwrap();
+        assert_eq!(s.label, "foliocache[ra=off, io=threads]");
+        assert_eq!(s.folio.readahead(), ReadaheadConfig::disabled());
+        assert_eq!(s.folio.io, IoKind::Threads);
+
+        let s = EngineSpec::parse("foliocache[ra=512k,insert=single]").unwrap();
+        let ra = s.folio.readahead();
+        assert_eq!(
+            (ra.max_pages, ra.io_pages, ra.insert),
+            (128, 128, Insert::Single)
+        );
+        let ra = EngineSpec::parse("foliocache[ra=2m]")
+            .unwrap()
+            .folio
+            .readahead();
+        assert_eq!((ra.max_pages, ra.io_pages), (512, 512));
+
+        // The defaults are the library's.
+        assert_eq!(
+            EngineSpec::plain(EngineKind::Foliocache).folio.readahead(),
+            ReadaheadConfig::default()
+        );
+    }
+
+    #[test]
+    fn bad_option_values_are_errors() {
+        for bad in [
+            "foliocache[populate=sometimes]",
+            "foliocache[folio=1]",
+            "foliocache[insert=sometimes]",
+            "foliocache[insert]",
+            "foliocache[ra=1]",
+            "foliocache[ra=0]",
+            "foliocache[ra=6000]",
+            "foliocache[ra=lots]",
+            "foliocache[ra]",
+            "foliocache[io=spdk]",
+            "foliocache[io]",
+        ] {
+            let e = EngineSpec::parse(bad).unwrap_err();
+            assert!(
+                !e.contains("not supported by the library yet"),
+                "{bad}: {e}"
+            );
+        }
+        let e = EngineSpec::parse("foliocache[io=spdk]").unwrap_err();
+        assert!(e.contains("bad option `io=spdk`"), "{e}");
+        assert!(e.contains("io=uring|threads|auto"), "{e}");
+    }
+
+    #[test]
     fn unsupported_options_are_errors() {
-        for bad in ["foliocache[dontcache]", "foliocache[insert=single]"] {
+        for bad in [
+            "foliocache[dontcache]",
+            "foliocache[populate=lazy,dontcache]",
+        ] {
             let e = EngineSpec::parse(bad).unwrap_err();
             assert!(e.contains("not supported by the library yet"), "{e}");
+            assert!(
+                e.contains("insert=batched|single, ra=SIZE|kernel|off"),
+                "{e}"
+            );
         }
-        assert!(EngineSpec::parse("foliocache[populate=sometimes]").is_err());
-        assert!(EngineSpec::parse("foliocache[folio=1]").is_err());
         assert!(EngineSpec::parse("kernel[x]")
+            .unwrap_err()
+            .contains("takes no options"));
+        assert!(EngineSpec::parse("kernel[insert=single]")
             .unwrap_err()
             .contains("takes no options"));
     }

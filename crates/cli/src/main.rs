@@ -9,7 +9,7 @@
 //! Modules: [`args`] (the command line), [`scenario`] (what runs),
 //! [`engine`] (the engines and their warming), [`job`] (the measured
 //! loop), [`clock`] (what times it), [`hist`] (latency histogram), [`data`] (checkable pseudo-random
-//! data files), [`report`] (text and JSON), [`plot`] (SVG), [`mod@bench`] (the
+//! data files), [`disk`] (the device's read counters), [`report`] (text and JSON), [`plot`] (SVG), [`mod@bench`] (the
 //! driver) and [`sys`] (the OS calls `std` lacks: the only unsafe code).
 //!
 //! Exit codes: 0 done, 1 the run failed, 2 bad command line.
@@ -19,6 +19,7 @@ mod args;
 mod bench;
 mod clock;
 mod data;
+mod disk;
 mod engine;
 mod hist;
 mod job;

@@ -65,6 +65,37 @@ pub struct ScenarioReport {
     pub description: String,
     /// One result per job and engine (the best of the repeats).
     pub results: Vec<RunRecord>,
+    /// Ratios between engines the scenario is about (absent for a
+    /// scenario without them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<Summary>,
+}
+
+/// A scenario's ratios between engines.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    /// One per pair of engines that both ran.
+    pub ratios: Vec<Ratio>,
+}
+
+/// `numerator / denominator` bandwidth.
+#[derive(Debug, Clone, Serialize)]
+pub struct Ratio {
+    /// `foliocache / kernel`.
+    pub name: String,
+    /// The engine label above the line.
+    pub numerator: String,
+    /// The engine label below it.
+    pub denominator: String,
+    /// Of the two engines' best runs (the figures in the table).
+    pub best: f64,
+    /// Of the two engines' runs in each round, in round order (runs seconds
+    /// apart, so less exposed to the disk's swings).
+    pub per_round: Vec<f64>,
+    /// The median of `per_round`.
+    pub median_per_round: f64,
+    /// The issue's target for it, if any.
+    pub target: Option<f64>,
 }
 
 /// Latency percentiles, in nanoseconds.
@@ -119,6 +150,22 @@ pub struct FolioFigures {
     pub backing: String,
     /// Whether the file is read with O_DIRECT underneath.
     pub backing_direct: bool,
+    /// The engine that ran readahead IO (`io_uring (depth 256)`,
+    /// `threads (2)`).
+    pub io_engine: String,
+    /// The cache's readahead settings.
+    pub readahead: Readahead,
+}
+
+/// foliocache's readahead settings for a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Readahead {
+    /// The largest window, in 4 KiB pages (0: readahead off).
+    pub max_pages: u64,
+    /// The device's optimal request, in pages.
+    pub io_pages: u64,
+    /// `batched` or `single`.
+    pub insert: &'static str,
 }
 
 /// Page-cache residency of a run's data before it ran.
@@ -179,6 +226,9 @@ pub struct RunRecord {
     pub repeats_bw_bytes: Vec<f64>,
     /// foliocache's figures (foliocache engines).
     pub foliocache: Option<FolioFigures>,
+    /// The reads the data's block device completed during the run (null
+    /// where the data is not on a block device).
+    pub device: Option<crate::disk::DeviceReads>,
     /// Kernel page-cache residency of the data before the run.
     pub page_cache: Option<Residency>,
     /// Facts and warnings about the run.
@@ -301,17 +351,38 @@ pub fn block(r: &RunRecord, scenario: &str, run: Option<(u32, u32)>) -> String {
         );
         let _ = writeln!(
             s,
-            "    foliocache: during the run {} hits, {} misses, {} IOs ({}), {} evictions; file read {}",
+            "    foliocache: during the run {} hits, {} misses, {} IOs ({}{}), {} evictions; file read {}",
             f.hits,
             f.misses,
             f.io_reads,
             fmt_size_approx(f.io_bytes),
+            f.io_bytes
+                .checked_div(f.io_reads)
+                .map_or(String::new(), |a| format!(", avg {}", fmt_size_approx(a))),
             f.evictions,
             if f.backing_direct {
                 "with O_DIRECT".to_string()
             } else {
                 format!("through the buffered fallback ({})", f.backing)
             }
+        );
+        let _ = writeln!(
+            s,
+            "    foliocache: readahead {}, insert {}; IO engine {}",
+            fmt_ra(&f.readahead),
+            f.readahead.insert,
+            f.io_engine
+        );
+    }
+    if let Some(d) = &r.device {
+        let _ = writeln!(
+            s,
+            "    device {}: {} reads ({}, avg {}), {:.1} in flight on average (whole device)",
+            d.device,
+            d.reads,
+            fmt_size_approx(d.bytes),
+            fmt_size_approx(d.avg_read_bytes),
+            d.reads_in_flight
         );
     }
     if let Some(p) = &r.page_cache {
@@ -343,7 +414,18 @@ pub fn fmt_size_approx(n: u64) -> String {
     }
 }
 
-/// The side-by-side table of a scenario.
+/// `windows up to 2MiB`, `off`.
+fn fmt_ra(ra: &Readahead) -> String {
+    if ra.max_pages == 0 {
+        "off".into()
+    } else {
+        format!("windows up to {}", fmt_size(ra.max_pages * 4096))
+    }
+}
+
+/// The side-by-side table of a scenario; for a scenario with cold runs, a
+/// second table of the IO each engine's best run did; then the scenario's
+/// ratios.
 pub fn table(sc: &ScenarioReport, repeat: u32) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "== {}: {}", sc.name, sc.description);
@@ -354,13 +436,21 @@ pub fn table(sc: &ScenarioReport, repeat: u32) -> String {
              spread: how much slower its worst run was)"
         );
     }
+    let ew = sc
+        .results
+        .iter()
+        .map(|r| r.engine.len())
+        .max()
+        .unwrap_or(0)
+        .max(14);
     let mut head = format!(
-        "{:<24} {:<14} {:>13} {:>9} {:>9} {:>9} {:>13} {:>10} {:>7}",
+        "{:<24} {:<ew$} {:>13} {:>9} {:>9} {:>9} {:>9} {:>13} {:>10} {:>7}",
         "job",
         "engine",
         "bandwidth",
         "IOPS",
         "lat p50",
+        "lat p75",
         "lat p99",
         "cpu usr+sys",
         "vs kernel",
@@ -368,9 +458,10 @@ pub fn table(sc: &ScenarioReport, repeat: u32) -> String {
     );
     head.truncate(head.trim_end().len());
     let _ = writeln!(s, "{head}");
+    let job_of = |r: &RunRecord| format!("{} bs={} j={}", r.rw, fmt_size(r.bs), r.numjobs);
     let mut last_job = String::new();
     for r in &sc.results {
-        let job = format!("{} bs={} j={}", r.rw, fmt_size(r.bs), r.numjobs);
+        let job = job_of(r);
         let shown = if job == last_job {
             String::new()
         } else {
@@ -378,12 +469,13 @@ pub fn table(sc: &ScenarioReport, repeat: u32) -> String {
         };
         last_job = job;
         let mut line = format!(
-            "{:<24} {:<14} {:>13} {:>9} {:>9} {:>9} {:>13} {:>10} {:>7}",
+            "{:<24} {:<ew$} {:>13} {:>9} {:>9} {:>9} {:>9} {:>13} {:>10} {:>7}",
             shown,
             r.engine,
             fmt_bw(r.bw_bytes),
             fmt_count(r.iops),
             fmt_ns(r.lat_ns.p50),
+            fmt_ns(r.lat_ns.p75),
             fmt_ns(r.lat_ns.p99),
             format!("{:.2}+{:.2}s", r.cpu_s.user, r.cpu_s.sys),
             r.ratio_to_kernel
@@ -393,7 +485,82 @@ pub fn table(sc: &ScenarioReport, repeat: u32) -> String {
         line.truncate(line.trim_end().len());
         let _ = writeln!(s, "{line}");
     }
+    if sc.results.iter().any(|r| r.cold) {
+        io_table(&mut s, sc, ew);
+    }
+    if let Some(sum) = &sc.summary {
+        let _ = writeln!(
+            s,
+            "   ratios (bandwidth; of the best runs, and of the runs of each round):"
+        );
+        let nw = sum.ratios.iter().map(|r| r.name.len()).max().unwrap_or(0);
+        for r in &sum.ratios {
+            let rounds: Vec<String> = r.per_round.iter().map(|x| format!("{x:.2}x")).collect();
+            let _ = writeln!(
+                s,
+                "   {:<nw$}  {:>6}  rounds {} (median {:.2}x){}",
+                r.name,
+                format!("{:.2}x", r.best),
+                rounds.join(" "),
+                r.median_per_round,
+                r.target
+                    .map_or(String::new(), |t| format!("; target {t:.1}x"))
+            );
+        }
+    }
     s
+}
+
+/// The IO of each result's run: foliocache's reads of its files, the
+/// block device's reads, and foliocache's readahead engine.
+fn io_table(s: &mut String, sc: &ScenarioReport, ew: usize) {
+    let _ = writeln!(
+        s,
+        "   IO of those runs (cache: the reads foliocache issued; device: the reads the block \
+         device completed, the whole device's):"
+    );
+    let head = format!(
+        "{:<24} {:<ew$} {:>10} {:>9} {:>10} {:>9} {:>10}  {}",
+        "",
+        "engine",
+        "cache IOs",
+        "avg size",
+        "dev reads",
+        "avg size",
+        "in flight",
+        "foliocache IO"
+    );
+    let _ = writeln!(s, "{}", head.trim_end());
+    for r in &sc.results {
+        let (cios, csize, how) = match &r.foliocache {
+            Some(f) => (
+                f.io_reads.to_string(),
+                f.io_bytes
+                    .checked_div(f.io_reads)
+                    .map_or("-".into(), fmt_size_approx),
+                format!(
+                    "{}; readahead {}, insert {}",
+                    f.io_engine,
+                    fmt_ra(&f.readahead),
+                    f.readahead.insert
+                ),
+            ),
+            None => ("-".into(), "-".into(), String::new()),
+        };
+        let (dreads, dsize, inflight) = match &r.device {
+            Some(d) => (
+                d.reads.to_string(),
+                fmt_size_approx(d.avg_read_bytes),
+                format!("{:.1}", d.reads_in_flight),
+            ),
+            None => ("-".into(), "-".into(), "-".into()),
+        };
+        let line = format!(
+            "{:<24} {:<ew$} {:>10} {:>9} {:>10} {:>9} {:>10}  {}",
+            "", r.engine, cios, csize, dreads, dsize, inflight, how
+        );
+        let _ = writeln!(s, "{}", line.trim_end());
+    }
 }
 
 /// How much slower the worst of several runs was than the best: `4%`;

@@ -3,8 +3,8 @@
 //!
 //! Scenarios reproduce the reference experiments (the seeds table of
 //! `../shared/reference/linux-page-cache.md`) on foliocache and the kernel
-//! side by side. Present: `seqread` and `randread`. The scenarios of
-//! features that have not landed (readahead, uncached, populate) are
+//! side by side. Present: `seqread`, `randread` and `readahead`. The
+//! scenarios of features that have not landed (uncached, populate) are
 //! absent, not faked: naming one is an error.
 
 use std::time::Duration;
@@ -16,11 +16,17 @@ use crate::report::fmt_size;
 use crate::sys::PAGE;
 
 /// The scenarios this build has, in the order `--seeds` runs them.
-pub const NAMES: [&str; 2] = ["seqread", "randread"];
+pub const NAMES: [&str; 3] = ["seqread", "randread", "readahead"];
 
 /// A scenario's file size (full, and with `--quick`).
 const SCENARIO_SIZE: u64 = 1 << 30;
 const QUICK_SIZE: u64 = 512 << 20;
+/// `readahead`'s file size per thread (full, and with `--quick`).
+const RA_SIZE: u64 = 1 << 30;
+const RA_QUICK_SIZE: u64 = 256 << 20;
+/// `readahead`'s block sizes: the reads under test, and `direct`'s.
+const RA_BS: u64 = 128 << 10;
+const RA_DIRECT_BS: u64 = 1 << 20;
 /// A scenario engine run's length (full, and with `--quick`).
 const RUNTIME: f64 = 10.0;
 const QUICK_RUNTIME: f64 = 4.0;
@@ -45,6 +51,10 @@ pub struct JobSpec {
     pub runtime: Option<Duration>,
     /// The engines, in order.
     pub engines: Vec<EngineSpec>,
+    /// Every engine starts cold: the files dropped from the page cache, a
+    /// fresh foliocache cache (`--cold`, or a scenario that is cold by
+    /// itself).
+    pub cold: bool,
 }
 
 impl JobSpec {
@@ -86,8 +96,30 @@ pub struct Scenario {
     pub name: String,
     /// What it measures, in a sentence or two.
     pub description: String,
-    /// The jobs, run in order.
+    /// The jobs. Their runs interleave: each round runs every engine of
+    /// every job, in alternating order.
     pub jobs: Vec<JobSpec>,
+    /// Bandwidth ratios between engines (possibly of different jobs) to
+    /// report beside the table.
+    pub ratios: Vec<RatioSpec>,
+}
+
+/// A bandwidth ratio a scenario reports: `numerator / denominator`, by
+/// engine label.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RatioSpec {
+    /// The engine above the line.
+    pub numerator: String,
+    /// The engine below it.
+    pub denominator: String,
+    /// The ratio the issue asks for, if any.
+    pub target: Option<f64>,
+}
+
+/// foliocache's default capacity: 1.25x the data, in whole 2 MiB.
+pub fn default_capacity(data: u64) -> u64 {
+    const GRAIN: u64 = 2 << 20;
+    (data + data / 4).div_ceil(GRAIN) * GRAIN
 }
 
 /// Everything one invocation runs.
@@ -129,20 +161,10 @@ pub fn plan(args: &BenchArgs) -> Result<Plan, String> {
         } else {
             args.scenarios.clone()
         };
-        let size = args
-            .size
-            .unwrap_or(if quick { QUICK_SIZE } else { SCENARIO_SIZE });
         let rt = runtime(if quick { QUICK_RUNTIME } else { RUNTIME });
-        let engines = if args.engines.is_empty() {
-            [EngineKind::Foliocache, EngineKind::Kernel, EngineKind::Mmap]
-                .map(EngineSpec::plain)
-                .to_vec()
-        } else {
-            args.engines.clone()
-        };
         names
             .iter()
-            .map(|n| scenario(n, size, rt, &engines, args.cold))
+            .map(|n| scenario(n, args, quick, rt))
             .collect::<Result<Vec<_>, _>>()?
     };
     for s in &scenarios {
@@ -187,6 +209,7 @@ fn custom_job(args: &BenchArgs) -> Result<Scenario, String> {
         file_size: args.size.unwrap_or(DEFAULT_SIZE),
         runtime: args.runtime.map(Duration::from_secs_f64),
         engines,
+        cold: args.cold,
     };
     Ok(Scenario {
         name: "custom".into(),
@@ -207,16 +230,28 @@ fn custom_job(args: &BenchArgs) -> Result<Scenario, String> {
             }
         ),
         jobs: vec![job],
+        ratios: Vec::new(),
     })
 }
 
 fn scenario(
     name: &str,
-    size: u64,
+    args: &BenchArgs,
+    quick: bool,
     runtime: Option<Duration>,
-    engines: &[EngineSpec],
-    cold: bool,
 ) -> Result<Scenario, String> {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let size = args
+        .size
+        .unwrap_or(if quick { QUICK_SIZE } else { SCENARIO_SIZE });
+    let engines = if args.engines.is_empty() {
+        [EngineKind::Foliocache, EngineKind::Kernel, EngineKind::Mmap]
+            .map(EngineSpec::plain)
+            .to_vec()
+    } else {
+        args.engines.clone()
+    };
+    let cold = args.cold;
     let job = |rw, bs, numjobs| JobSpec {
         rw,
         bs,
@@ -224,7 +259,8 @@ fn scenario(
         shared: true,
         file_size: size,
         runtime,
-        engines: engines.to_vec(),
+        engines: engines.clone(),
+        cold,
     };
     let cached = if cold {
         "(run --cold: each engine starts with the file out of every cache)"
@@ -240,19 +276,19 @@ fn scenario(
                 fmt_size(size)
             ),
             jobs: vec![job(Rw::Read, 4096, 1), job(Rw::Read, 64 << 10, 1)],
+            ratios: Vec::new(),
         },
-        "randread" => {
-            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-            Scenario {
-                name: name.into(),
-                description: format!(
-                    "The same {} file, {cached}, read with 4 KiB reads at uniformly random \
-                     offsets by {cpus} threads (one per CPU) sharing it: hits under concurrency.",
-                    fmt_size(size)
-                ),
-                jobs: vec![job(Rw::Randread, 4096, cpus)],
-            }
-        }
+        "randread" => Scenario {
+            name: name.into(),
+            description: format!(
+                "The same {} file, {cached}, read with 4 KiB reads at uniformly random \
+                 offsets by {cpus} threads (one per CPU) sharing it: hits under concurrency.",
+                fmt_size(size)
+            ),
+            jobs: vec![job(Rw::Randread, 4096, cpus)],
+            ratios: Vec::new(),
+        },
+        "readahead" => readahead(args, quick, cpus),
         other => {
             return Err(format!(
                 "unknown scenario `{other}` (available: {})",
@@ -261,6 +297,112 @@ fn scenario(
         }
     };
     Ok(s)
+}
+
+/// `readahead`, seed (a): cold sequential reads, bs 128 KiB, 2 threads per
+/// CPU each reading its own file once; `direct` at 1 MiB as the device's
+/// ceiling. Cold by itself, one pass (a second pass would be warm, so
+/// `--runtime` does not apply).
+///
+/// Engines: `foliocache`, `foliocache[insert=single]` and `kernel` at
+/// 128 KiB, `direct` at 1 MiB; or those given with `--engine`, every one at
+/// 128 KiB except `direct`, which runs at 1 MiB.
+fn readahead(args: &BenchArgs, quick: bool, cpus: usize) -> Scenario {
+    let numjobs = 2 * cpus;
+    let size = args
+        .size
+        .unwrap_or(if quick { RA_QUICK_SIZE } else { RA_SIZE });
+    let engines: Vec<EngineSpec> = if args.engines.is_empty() {
+        [
+            "foliocache",
+            "foliocache[insert=single]",
+            "kernel",
+            "direct",
+        ]
+        .iter()
+        .filter_map(|e| EngineSpec::parse(e).ok())
+        .collect()
+    } else {
+        args.engines.clone()
+    };
+    let (direct, reads): (Vec<EngineSpec>, Vec<EngineSpec>) = engines
+        .into_iter()
+        .partition(|e| e.kind == EngineKind::Direct);
+    let job = |bs, engines: Vec<EngineSpec>| JobSpec {
+        rw: Rw::Read,
+        bs,
+        numjobs,
+        shared: false,
+        file_size: size,
+        runtime: None,
+        engines,
+        cold: true,
+    };
+    // Ratios: the first foliocache engine over the kernel, direct, and
+    // every other foliocache engine (the issue's targets where it sets one).
+    let mut ratios = Vec::new();
+    if let Some(num) = reads.iter().find(|e| e.kind == EngineKind::Foliocache) {
+        let others = reads
+            .iter()
+            .filter(|e| e.kind == EngineKind::Kernel)
+            .chain(&direct)
+            .chain(
+                reads
+                    .iter()
+                    .filter(|e| e.kind == EngineKind::Foliocache && e.label != num.label),
+            );
+        for den in others {
+            let target = match (num.label.as_str(), den.label.as_str()) {
+                ("foliocache", "kernel" | "foliocache[insert=single]") => Some(1.0),
+                ("foliocache", "direct") => Some(0.9),
+                _ => None,
+            };
+            ratios.push(RatioSpec {
+                numerator: num.label.clone(),
+                denominator: den.label.clone(),
+                target,
+            });
+        }
+    }
+    let data = size * numjobs as u64;
+    let capacity = args.capacity.unwrap_or_else(|| default_capacity(data));
+    let mut jobs = Vec::new();
+    if !reads.is_empty() {
+        jobs.push(job(RA_BS, reads));
+    }
+    if !direct.is_empty() {
+        jobs.push(job(RA_DIRECT_BS, direct));
+    }
+    Scenario {
+        name: "readahead".into(),
+        description: format!(
+            "Seed (a), cold sequential reads: {numjobs} threads (2 per CPU), each reading its \
+             own {} file once, start to end, with sync reads of {} ({} for direct, the device's \
+             ceiling). Cold whatever --cold says: before every run the files are dropped from the \
+             kernel page cache (POSIX_FADV_DONTNEED) and foliocache gets a fresh cache of {}{}. \
+             One pass per thread, not time-based (a second pass would be warm; --runtime does not \
+             apply). The host caches this virtio disk, so cold figures swing from minute to \
+             minute: engines interleave in alternating order, and the summary's per-round ratios \
+             pair runs made seconds apart.",
+            fmt_size(size),
+            fmt_size(RA_BS),
+            fmt_size(RA_DIRECT_BS),
+            crate::report::fmt_size_approx(capacity),
+            if capacity >= data {
+                format!(
+                    " (for {} of data: nothing is evicted)",
+                    crate::report::fmt_size_approx(data)
+                )
+            } else {
+                format!(
+                    " (less than the {} of data: reclaim runs during the run)",
+                    crate::report::fmt_size_approx(data)
+                )
+            }
+        ),
+        jobs,
+        ratios,
+    }
 }
 
 fn check_job(j: &JobSpec, args: &BenchArgs) -> Result<(), String> {
@@ -305,4 +447,101 @@ fn check_job(j: &JobSpec, args: &BenchArgs) -> Result<(), String> {
         return Err("--size too large for this machine".into());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::args::{Cli, Command};
+    use clap::Parser;
+
+    fn plan_of(args: &[&str]) -> Plan {
+        let mut argv = vec!["foliocache", "bench"];
+        argv.extend_from_slice(args);
+        let Command::Bench(b) = Cli::try_parse_from(argv).unwrap().command;
+        plan(&b).unwrap()
+    }
+
+    fn labels(j: &JobSpec) -> Vec<&str> {
+        j.engines.iter().map(|e| e.label.as_str()).collect()
+    }
+
+    #[test]
+    fn readahead_is_cold_one_pass_with_direct_at_1mib() {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let p = plan_of(&["--scenario", "readahead", "--quick"]);
+        assert_eq!(p.repeat, 2);
+        assert!(!p.cold, "--cold was not given");
+        let sc = &p.scenarios[0];
+        assert_eq!(sc.jobs.len(), 2);
+        let (a, b) = (&sc.jobs[0], &sc.jobs[1]);
+        assert_eq!(
+            labels(a),
+            ["foliocache", "foliocache[insert=single]", "kernel"]
+        );
+        assert_eq!(labels(b), ["direct"]);
+        for (j, bs) in [(a, 128 << 10), (b, 1 << 20)] {
+            assert_eq!(j.bs, bs);
+            assert_eq!(j.numjobs, 2 * cpus);
+            assert!(!j.shared);
+            assert!(j.cold);
+            assert!(j.runtime.is_none());
+            assert_eq!(j.file_size, 256 << 20);
+        }
+        let r: Vec<(&str, &str, Option<f64>)> = sc
+            .ratios
+            .iter()
+            .map(|r| (r.numerator.as_str(), r.denominator.as_str(), r.target))
+            .collect();
+        assert_eq!(
+            r,
+            [
+                ("foliocache", "kernel", Some(1.0)),
+                ("foliocache", "direct", Some(0.9)),
+                ("foliocache", "foliocache[insert=single]", Some(1.0)),
+            ]
+        );
+        let full = plan_of(&["--scenario", "readahead"]);
+        assert_eq!(full.scenarios[0].jobs[0].file_size, 1 << 30);
+        // --runtime does not make it time-based; --size sets each file.
+        let p = plan_of(&["--scenario", "readahead", "--runtime", "1", "--size", "8M"]);
+        assert!(p.scenarios[0].jobs.iter().all(|j| j.runtime.is_none()));
+        assert!(p.scenarios[0].jobs.iter().all(|j| j.file_size == 8 << 20));
+    }
+
+    #[test]
+    fn readahead_with_given_engines() {
+        let p = plan_of(&[
+            "--scenario",
+            "readahead",
+            "--engine",
+            "foliocache[io=threads]",
+            "--engine",
+            "kernel",
+        ]);
+        let sc = &p.scenarios[0];
+        assert_eq!(sc.jobs.len(), 1, "no direct, no 1 MiB job");
+        assert_eq!(sc.ratios.len(), 1);
+        assert_eq!(sc.ratios[0].numerator, "foliocache[io=threads]");
+        assert_eq!(sc.ratios[0].target, None);
+        let p = plan_of(&["--scenario", "readahead", "--engine", "direct"]);
+        assert_eq!(p.scenarios[0].jobs.len(), 1);
+        assert_eq!(p.scenarios[0].jobs[0].bs, 1 << 20);
+        assert!(p.scenarios[0].ratios.is_empty());
+    }
+
+    #[test]
+    fn the_default_run_has_every_scenario_and_only_readahead_is_cold() {
+        let p = plan_of(&[]);
+        assert!(p.quick);
+        let names: Vec<&str> = p.scenarios.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, NAMES);
+        for s in &p.scenarios {
+            for j in &s.jobs {
+                assert_eq!(j.cold, s.name == "readahead", "{}", s.name);
+            }
+        }
+        let p = plan_of(&["--seeds", "--cold"]);
+        assert!(p.scenarios.iter().flat_map(|s| &s.jobs).all(|j| j.cold));
+    }
 }

@@ -76,12 +76,20 @@ fn bad_arguments_exit_2_with_the_usage_line() {
         (&["bench", "--bs", "0"], "more than 0"),
         (
             &["bench", "--scenario", "uncached"],
-            "unknown scenario `uncached` (available: seqread, randread)",
+            "unknown scenario `uncached` (available: seqread, randread, readahead)",
         ),
         (&["bench", "--engine", "nope"], "unknown engine `nope`"),
         (
-            &["bench", "--engine", "foliocache[insert=single]"],
-            "not supported by the library yet",
+            &["bench", "--engine", "foliocache[insert=sometimes]"],
+            "bad option `insert=sometimes`",
+        ),
+        (
+            &["bench", "--engine", "foliocache[ra=1000]"],
+            "ra=1000: a window is whole 4k pages",
+        ),
+        (
+            &["bench", "--engine", "foliocache[io=spdk]"],
+            "bad option `io=spdk`",
         ),
         (
             &["bench", "--engine", "foliocache[dontcache]"],
@@ -151,9 +159,9 @@ fn help_exits_0() {
     assert!(text(&out.stdout).contains("--engine"));
 }
 
-/// The CI smoke run: `bench --quick` (both scenarios, every default
-/// engine, two alternating repeats) on an 8 MiB file, with the JSON's
-/// fields and the plot checked.
+/// The CI smoke run: `bench --quick` (every scenario, every default
+/// engine, two alternating repeats) on 8 MiB files, with the JSON's
+/// fields, the readahead scenario's summary and the plot checked.
 #[test]
 fn quick_seeds_smoke_run_writes_complete_json_and_a_plot() {
     let dir = tempfile::tempdir().unwrap();
@@ -172,64 +180,206 @@ fn quick_seeds_smoke_run_writes_complete_json_and_a_plot() {
     );
     assert_eq!(v["version"], 1);
     assert_eq!(v["repeat"], 2);
-    let names: Vec<&str> = v["scenarios"]
-        .as_array()
-        .unwrap()
+    assert_eq!(v["cold"], false);
+    let scenarios = v["scenarios"].as_array().unwrap();
+    let names: Vec<&str> = scenarios
         .iter()
         .map(|s| s["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["seqread", "randread"]);
-    for s in v["scenarios"].as_array().unwrap() {
+    assert_eq!(names, ["seqread", "randread", "readahead"]);
+    for s in scenarios {
         assert!(!s["description"].as_str().unwrap().is_empty());
     }
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
     let rs = results(&v);
-    // seqread: 2 block sizes x 3 engines; randread: 3 engines.
-    assert_eq!(rs.len(), 9);
-    for r in &rs {
-        let engine = r["engine"].as_str().unwrap();
-        for f in [
-            "engine",
-            "rw",
-            "bs",
-            "numjobs",
-            "file_size",
-            "bytes",
-            "seconds",
-            "bw_bytes",
-            "iops",
-            "lat_ns",
-            "cpu_s",
-            "capacity",
-            "timeline_bw_bytes",
-        ] {
-            assert!(r.get(f).is_some(), "{engine}: no field {f}");
+    // seqread: 2 block sizes x 3 engines; randread: 3 engines; readahead:
+    // 3 engines at 128 KiB and direct at 1 MiB.
+    assert_eq!(rs.len(), 13);
+    for s in scenarios {
+        let readahead = s["name"] == "readahead";
+        for r in s["results"].as_array().unwrap() {
+            check_record(r, readahead, cpus);
         }
-        assert!(["foliocache", "kernel", "mmap"].contains(&engine));
-        assert!(["read", "randread"].contains(&r["rw"].as_str().unwrap()));
-        assert!([4096, 65536].contains(&r["bs"].as_u64().unwrap()));
-        assert!(r["numjobs"].as_u64().unwrap() >= 1);
-        assert_eq!(r["file_size"], 8 << 20);
-        assert!(r["bytes"].as_u64().unwrap() > 0, "{engine}: bytes");
-        assert!(r["seconds"].as_f64().unwrap() > 0.1, "{engine}: seconds");
-        assert!(r["bw_bytes"].as_f64().unwrap() > 0.0, "{engine}: bw");
-        assert!(r["iops"].as_f64().unwrap() > 0.0, "{engine}: iops");
-        let lat = &r["lat_ns"];
-        let (p50, p75, p99) = (
-            lat["p50"].as_u64().unwrap(),
-            lat["p75"].as_u64().unwrap(),
-            lat["p99"].as_u64().unwrap(),
+        if !readahead {
+            assert!(s.get("summary").is_none(), "{}: a summary", s["name"]);
+        }
+    }
+    let ra = &scenarios[2];
+    let engines: Vec<&str> = ra["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["engine"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        engines,
+        [
+            "foliocache",
+            "foliocache[insert=single]",
+            "kernel",
+            "direct"
+        ]
+    );
+    let ratios = ra["summary"]["ratios"].as_array().unwrap();
+    let named: Vec<(&str, f64)> = ratios
+        .iter()
+        .map(|r| (r["name"].as_str().unwrap(), r["target"].as_f64().unwrap()))
+        .collect();
+    assert_eq!(
+        named,
+        [
+            ("foliocache / kernel", 1.0),
+            ("foliocache / direct", 0.9),
+            ("foliocache / foliocache[insert=single]", 1.0),
+        ]
+    );
+    let bw = |label: &str| {
+        ra["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["engine"] == label)
+            .unwrap()["bw_bytes"]
+            .as_f64()
+            .unwrap()
+    };
+    for r in ratios {
+        let best = r["best"].as_f64().unwrap();
+        let want = bw(r["numerator"].as_str().unwrap()) / bw(r["denominator"].as_str().unwrap());
+        assert!((best - want).abs() < 1e-9 * want, "{r}: best ratio");
+        let rounds: Vec<f64> = r["per_round"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        assert_eq!(rounds.len(), 2, "{r}");
+        assert!(rounds.iter().all(|&x| x > 0.0), "{r}");
+        let median = r["median_per_round"].as_f64().unwrap();
+        assert!((median - (rounds[0] + rounds[1]) / 2.0).abs() < 1e-9, "{r}");
+    }
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.trim_start().starts_with("<svg"), "not an SVG");
+    assert!(svg.trim_end().ends_with("</svg>"), "SVG not closed");
+    for word in [
+        "foliocache",
+        "kernel",
+        "mmap",
+        "direct",
+        "seqread",
+        "randread",
+        "readahead",
+        "time (s)",
+    ] {
+        assert!(svg.contains(word), "plot lacks {word}");
+    }
+}
+
+/// One result of the smoke run: every field the issue asks for, and what
+/// its scenario implies (warm and time-based, or cold and one pass).
+fn check_record(r: &Value, readahead: bool, cpus: u64) {
+    let engine = r["engine"].as_str().unwrap();
+    for f in [
+        "engine",
+        "rw",
+        "bs",
+        "numjobs",
+        "file_size",
+        "bytes",
+        "seconds",
+        "bw_bytes",
+        "iops",
+        "lat_ns",
+        "cpu_s",
+        "capacity",
+        "timeline_bw_bytes",
+    ] {
+        assert!(r.get(f).is_some(), "{engine}: no field {f}");
+    }
+    assert!(["read", "randread"].contains(&r["rw"].as_str().unwrap()));
+    assert!(r["numjobs"].as_u64().unwrap() >= 1);
+    assert_eq!(r["file_size"], 8 << 20);
+    assert!(r["bytes"].as_u64().unwrap() > 0, "{engine}: bytes");
+    assert!(r["bw_bytes"].as_f64().unwrap() > 0.0, "{engine}: bw");
+    assert!(r["iops"].as_f64().unwrap() > 0.0, "{engine}: iops");
+    let lat = &r["lat_ns"];
+    let (p50, p75, p99) = (
+        lat["p50"].as_u64().unwrap(),
+        lat["p75"].as_u64().unwrap(),
+        lat["p99"].as_u64().unwrap(),
+    );
+    assert!(p50 > 0 && p50 <= p75 && p75 <= p99, "{engine}: {lat}");
+    let cpu = &r["cpu_s"];
+    let cpu_s = cpu["user"].as_f64().unwrap() + cpu["sys"].as_f64().unwrap();
+    // A cold pass of a few MiB may take less CPU than getrusage counts.
+    assert!(cpu_s > 0.0 || (readahead && cpu_s == 0.0), "{engine}: cpu");
+    let tl = r["timeline_bw_bytes"].as_array().unwrap();
+    assert!(!tl.is_empty(), "{engine}: empty timeline");
+    assert!(tl.iter().all(|x| x.as_f64().unwrap() > 0.0));
+    assert_eq!(r["repeats_bw_bytes"].as_array().unwrap().len(), 2);
+    if engine == "kernel" {
+        assert!((r["ratio_to_kernel"].as_f64().unwrap() - 1.0).abs() < 1e-9);
+    }
+    if readahead {
+        // Cold, one pass over 2 files per CPU.
+        assert_eq!(r["cold"], true, "{engine}");
+        assert_eq!(r["rw"], "read");
+        assert!(r["runtime_s"].is_null(), "{engine}: time-based");
+        assert_eq!(r["numjobs"].as_u64().unwrap(), 2 * cpus);
+        assert_eq!(r["shared"], false);
+        assert_eq!(
+            r["bytes"].as_u64().unwrap(),
+            2 * cpus * (8 << 20),
+            "{engine}"
         );
-        assert!(p50 > 0 && p50 <= p75 && p75 <= p99, "{engine}: {lat}");
-        let cpu = &r["cpu_s"];
-        assert!(cpu["user"].as_f64().unwrap() + cpu["sys"].as_f64().unwrap() > 0.0);
-        let tl = r["timeline_bw_bytes"].as_array().unwrap();
-        assert!(!tl.is_empty(), "{engine}: empty timeline");
-        assert!(tl.iter().all(|x| x.as_f64().unwrap() > 0.0));
-        assert!(r["ratio_to_kernel"].as_f64().unwrap() > 0.0);
-        assert_eq!(r["repeats_bw_bytes"].as_array().unwrap().len(), 2);
-        if engine == "kernel" {
-            assert!((r["ratio_to_kernel"].as_f64().unwrap() - 1.0).abs() < 1e-9);
+        assert_eq!(
+            r["bs"].as_u64().unwrap(),
+            if engine == "direct" {
+                1 << 20
+            } else {
+                128 << 10
+            },
+            "{engine}"
+        );
+        if engine == "direct" {
+            assert!(
+                r["ratio_to_kernel"].is_null(),
+                "direct runs in a job without kernel"
+            );
+        } else {
+            assert!(r["ratio_to_kernel"].as_f64().unwrap() > 0.0);
         }
+        if engine.starts_with("foliocache") {
+            let f = &r["foliocache"];
+            assert!(r["capacity"].as_u64().unwrap() >= 2 * cpus * (8 << 20));
+            assert!(f["warm_s"].is_null(), "{engine}: a cold run was warmed");
+            let (ios, bytes) = (
+                f["io_reads"].as_u64().unwrap(),
+                f["io_bytes"].as_u64().unwrap(),
+            );
+            assert!(ios > 0, "{engine}: a cold run did no IO");
+            assert!(
+                bytes >= 2 * cpus * (8 << 20),
+                "{engine}: read {bytes} bytes"
+            );
+            assert!(!f["io_engine"].as_str().unwrap().is_empty());
+            let insert = if engine == "foliocache" {
+                "batched"
+            } else {
+                "single"
+            };
+            assert_eq!(f["readahead"]["insert"], insert, "{engine}");
+            assert_eq!(f["readahead"]["max_pages"], 512, "{engine}");
+        } else {
+            assert!(r["capacity"].is_null());
+            assert_eq!(r["page_cache"]["when"], "after drop");
+        }
+    } else {
+        assert!(["foliocache", "kernel", "mmap"].contains(&engine));
+        assert!([4096, 65536].contains(&r["bs"].as_u64().unwrap()));
+        assert_eq!(r["cold"], false);
+        assert!(r["seconds"].as_f64().unwrap() > 0.1, "{engine}: seconds");
+        assert!(r["ratio_to_kernel"].as_f64().unwrap() > 0.0);
         if engine == "foliocache" {
             assert!(r["capacity"].as_u64().unwrap() >= 8 << 20);
             let f = &r["foliocache"];
@@ -240,19 +390,6 @@ fn quick_seeds_smoke_run_writes_complete_json_and_a_plot() {
             assert!(r["capacity"].is_null());
             assert_eq!(r["page_cache"]["when"], "after warming");
         }
-    }
-    let svg = std::fs::read_to_string(&svg).unwrap();
-    assert!(svg.trim_start().starts_with("<svg"), "not an SVG");
-    assert!(svg.trim_end().ends_with("</svg>"), "SVG not closed");
-    for word in [
-        "foliocache",
-        "kernel",
-        "mmap",
-        "seqread",
-        "randread",
-        "time (s)",
-    ] {
-        assert!(svg.contains(word), "plot lacks {word}");
     }
 }
 
@@ -363,6 +500,45 @@ fn kernel_engines_write_the_right_data() {
     );
 }
 
+/// `--scenario readahead --verify`: every engine of the scenario (direct
+/// at 1 MiB too) reads the right bytes on its cold pass.
+#[test]
+fn readahead_scenario_reads_the_right_data_on_every_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = bench_json(
+        dir.path(),
+        &["--scenario", "readahead", "--size", "4M", "--verify"],
+    );
+    assert_eq!(v["verify"], true);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    let rs = results(&v);
+    let engines: Vec<&str> = rs.iter().map(|r| r["engine"].as_str().unwrap()).collect();
+    assert_eq!(
+        engines,
+        [
+            "foliocache",
+            "foliocache[insert=single]",
+            "kernel",
+            "direct"
+        ]
+    );
+    for r in rs {
+        let notes: Vec<&str> = r["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_str().unwrap())
+            .collect();
+        assert!(
+            notes.contains(&"verify: every block read matched the generator"),
+            "{}: {notes:?}",
+            r["engine"]
+        );
+        assert_eq!(r["cold"], true);
+        assert_eq!(r["bytes"], 2 * cpus * (4 << 20), "{}", r["engine"]);
+    }
+}
+
 #[test]
 fn cold_runs_start_out_of_every_cache() {
     let dir = tempfile::tempdir().unwrap();
@@ -429,4 +605,43 @@ fn foliocache_options_are_applied_and_the_label_kept() {
     assert_eq!(r["foliocache"]["populate"], "lazy");
     assert_eq!(r["foliocache"]["max_folio_bytes"], 64 << 10);
     assert!(r["ratio_to_kernel"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn readahead_options_are_applied_and_the_label_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, c) = (
+        "foliocache[insert=single,ra=512k,io=threads]",
+        "foliocache[ra=kernel]",
+        "foliocache[ra=off]",
+    );
+    let v = bench_json(
+        dir.path(),
+        &[
+            "--rw", "read", "--bs", "128k", "--size", "4M", "--cold", "--verify", "--engine", a,
+            "--engine", b, "--engine", c,
+        ],
+    );
+    let rs = results(&v);
+    let fig = |i: usize| &rs[i]["foliocache"];
+    assert_eq!(rs[0]["engine"], a);
+    assert_eq!(fig(0)["readahead"]["insert"], "single");
+    assert_eq!(fig(0)["readahead"]["max_pages"], 128);
+    assert_eq!(fig(0)["readahead"]["io_pages"], 128);
+    assert!(
+        fig(0)["io_engine"].as_str().unwrap().starts_with("threads"),
+        "{}",
+        fig(0)["io_engine"]
+    );
+    assert_eq!(rs[1]["engine"], b);
+    assert_eq!(fig(1)["readahead"]["max_pages"], 32);
+    assert_eq!(fig(1)["readahead"]["insert"], "batched");
+    assert_eq!(rs[2]["engine"], c);
+    assert_eq!(fig(2)["readahead"]["max_pages"], 0);
+    // Without readahead each 128 KiB read is its own IO; with windows of
+    // 128 KiB (kernel) at most as many; 512 KiB windows fewer still.
+    let ios = |i: usize| fig(i)["io_reads"].as_u64().unwrap();
+    assert_eq!(ios(2), 32, "4 MiB in 128 KiB reads, no readahead");
+    assert!(ios(1) <= ios(2), "{} {}", ios(1), ios(2));
+    assert!(ios(0) < ios(2), "{} {}", ios(0), ios(2));
 }
