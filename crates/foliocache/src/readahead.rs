@@ -25,7 +25,7 @@
 //! it). A window still starts at 4 pages for a 4 KiB read, so random
 //! readers do not pay for it.
 
-use crate::sync::{AtomicU64, Mutex};
+use crate::sync::{AtomicU64, Mutex, Ordering};
 
 /// How a window's folios enter the index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -346,7 +346,6 @@ pub(crate) fn plan(win: &Window, order: &mut u32, max_order: u32, last: u64) -> 
 }
 
 /// The per-file readahead control.
-#[derive(Debug)]
 pub(crate) struct Readahead {
     pub(crate) state: Mutex<RaState>,
     /// Byte after the last byte of the previous read that took the batch
@@ -354,6 +353,14 @@ pub(crate) struct Readahead {
     /// hit writes nothing other threads read; a miss after them finds the
     /// stream by looking back at what is cached (4.3 step 4).
     pub(crate) prev_pos: AtomicU64,
+}
+
+impl std::fmt::Debug for Readahead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Readahead")
+            .field("prev_pos", &self.prev_pos.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
 }
 
 impl Readahead {
