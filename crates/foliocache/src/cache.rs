@@ -104,7 +104,7 @@ impl CacheBuilder {
     }
 
     /// Readahead settings for files opened through the cache (default:
-    /// [`ReadaheadConfig::default`], 2 MiB windows; the kernel's are
+    /// [`ReadaheadConfig::default`], 8 MiB windows; the kernel's are
     /// [`ReadaheadConfig::kernel`]). [`File::set_readahead`](crate::File::set_readahead)
     /// changes one file's.
     pub fn readahead(mut self, cfg: ReadaheadConfig) -> Self {

@@ -68,7 +68,11 @@ impl Cache {
     fn file(&self, mapping: Mapping) -> File {
         File {
             mapping: Arc::new(mapping),
-            ra: Arc::new(Readahead::new(self.inner.readahead)),
+            ra: Arc::new(Readahead::new(
+                self.inner
+                    .readahead
+                    .for_capacity(self.inner.arena.capacity_pages() as u64),
+            )),
         }
     }
 }
@@ -303,13 +307,15 @@ impl File {
     }
 
     /// Changes this file's readahead settings (shared with its clones);
-    /// the window state starts over.
+    /// the window state starts over. Windows are capped at an eighth of
+    /// the cache (not below 128 KiB).
     pub fn set_readahead(&self, cfg: ReadaheadConfig) {
+        let cap = self.mapping.inner().arena.capacity_pages() as u64;
         let mut st = self.ra.state.lock();
-        *st = readahead::RaState::new(cfg);
+        *st = readahead::RaState::new(cfg.for_capacity(cap));
     }
 
-    /// This file's readahead settings.
+    /// This file's readahead settings (after the cap).
     pub fn readahead_config(&self) -> ReadaheadConfig {
         self.ra.state.lock().cfg
     }

@@ -31,7 +31,8 @@ use std::sync::Arc;
 use backing::aio::ReadOp;
 use backing::{Backing, BackingInfo, IoBufMut, RawBuf};
 use xarray::{
-    CompareExchangeError, Cursor, Entry, EntryRef, Error as XaError, Item, XArray, XaGuard,
+    CompareExchangeError, Cursor, Entry, EntryKey, EntryRef, Error as XaError, Item, XArray,
+    XaGuard,
 };
 
 use crate::arena::{PageId, PAGE_SIZE};
@@ -997,24 +998,35 @@ impl Mapping {
     }
 
     /// Drops the clean, unlocked, unused folios that lie wholly in pages
-    /// `start..end`, leaving no shadows (invalidation, as
-    /// `POSIX_FADV_DONTNEED`). Folios in use are left alone. Returns the
-    /// pages dropped.
+    /// `start..end`, and the eviction shadows there, leaving no shadows
+    /// (invalidation, as `POSIX_FADV_DONTNEED`: the kernel's
+    /// `invalidate_mapping_pages` clears shadow entries too). Folios in use
+    /// are left alone. Returns the pages of folios dropped.
     pub fn invalidate(&self, start: u64, end: u64) -> u64 {
         let mut dropped = 0;
         let mut index = start;
         while index < end {
-            // The next folio at or after `index`.
+            // The next folio at or after `index`; shadows on the way go.
+            let mut shadows = Vec::new();
             let next = {
                 let guard = self.xa.pin();
-                self.xa
-                    .iter_ref(index..end, &guard)
-                    .ok()
-                    .and_then(|mut it| {
-                        it.find(|(_, e)| matches!(e, EntryRef::Item(_)))
-                            .map(|(i, _)| i)
-                    })
+                self.xa.iter_ref(index..end, &guard).ok().and_then(|it| {
+                    for (i, e) in it {
+                        match e {
+                            EntryRef::Item(_) => return Some(i),
+                            EntryRef::Value(v) => shadows.push((i, v)),
+                        }
+                    }
+                    None
+                })
             };
+            for (i, v) in shadows {
+                let span = 1u64 << self.xa.get_order(i);
+                let first = i & !(span - 1);
+                if first >= start && first + span <= end {
+                    let _ = self.xa.compare_exchange(i, Some(EntryKey::Value(v)), None);
+                }
+            }
             let Some(i) = next else { break };
             let Some(MappingEntry::Folio(f)) = self.get_entry(i) else {
                 index = i + 1;
