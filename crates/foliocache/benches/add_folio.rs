@@ -68,12 +68,22 @@ fn slots(n: u64) -> &'static [Slot] {
     Box::leak((0..n).map(Slot).collect::<Vec<_>>().into_boxed_slice())
 }
 
-/// The one-walk add (what `Mapping::add_folio` does inside its lock hold).
-/// Returns the shadow replaced, `Err` on a conflict.
-fn one_walk(xa: &Index, cur: &mut Cursor<'_, &'static Slot>, item: &'static Slot, index: u64) {
+type Cur<'a> = Cursor<'a, &'static Slot>;
+type Guard<'a> = XaGuard<'a, &'static Slot>;
+
+/// Runs `before` (outside the lock), then `hold` under the index lock;
+/// when `hold` needs more nodes than the cursor has, allocates them outside
+/// the lock and starts again (both designs share this loop).
+fn add_with_retry(
+    xa: &Index,
+    cur: &mut Cur<'_>,
+    mut before: impl FnMut(&mut Cur<'_>),
+    mut hold: impl FnMut(&mut Guard<'_>, &mut Cur<'_>) -> Result<Option<u64>, Error>,
+) {
     loop {
+        before(cur);
         let mut g = xa.lock();
-        match one_walk_in_hold(&mut g, cur, item, index) {
+        match hold(&mut g, cur) {
             Ok(shadow) => {
                 black_box(shadow);
                 return;
@@ -82,9 +92,19 @@ fn one_walk(xa: &Index, cur: &mut Cursor<'_, &'static Slot>, item: &'static Slot
                 drop(g);
                 cur.reserve_nodes(nodes).expect("nodes");
             }
-            Err(e) => panic!("one_walk: {e}"),
+            Err(e) => panic!("add at {}: {e}", cur.index()),
         }
     }
+}
+
+/// The one-walk add (what `Mapping::add_folio` does inside its lock hold).
+fn one_walk(xa: &Index, cur: &mut Cur<'_>, item: &'static Slot, index: u64) {
+    add_with_retry(
+        xa,
+        cur,
+        |_| {},
+        |g, cur| one_walk_in_hold(g, cur, item, index),
+    );
 }
 
 fn one_walk_in_hold(
@@ -123,33 +143,21 @@ fn split_nodes(order: u32) -> usize {
 }
 
 /// The lookup-then-store add (the kernel before seed (b)).
-fn lookup_then_store(
-    xa: &Index,
-    cur: &mut Cursor<'_, &'static Slot>,
-    item: &'static Slot,
-    index: u64,
-) {
-    loop {
-        // Walk 1, lockless: the order of whatever is in the slot.
-        let order = xa.get_order(index);
-        if order > 0 {
-            // Walk 2: the entry to split; its nodes, outside the lock.
-            black_box(xa.load(index));
-            cur.reserve_nodes(split_nodes(order)).expect("nodes");
-        }
-        let mut g = xa.lock();
-        match lookup_then_store_in_hold(&mut g, cur, item, index) {
-            Ok(shadow) => {
-                black_box(shadow);
-                return;
+fn lookup_then_store(xa: &Index, cur: &mut Cur<'_>, item: &'static Slot, index: u64) {
+    add_with_retry(
+        xa,
+        cur,
+        |cur| {
+            // Walk 1, lockless: the order of whatever is in the slot.
+            let order = xa.get_order(index);
+            if order > 0 {
+                // Walk 2: the entry to split; its nodes, outside the lock.
+                black_box(xa.load(index));
+                cur.reserve_nodes(split_nodes(order)).expect("nodes");
             }
-            Err(Error::NeedNodes { nodes }) => {
-                drop(g);
-                cur.reserve_nodes(nodes).expect("nodes");
-            }
-            Err(e) => panic!("lookup_then_store: {e}"),
-        }
-    }
+        },
+        |g, cur| lookup_then_store_in_hold(g, cur, item, index),
+    );
 }
 
 fn lookup_then_store_in_hold(
