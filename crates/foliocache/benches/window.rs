@@ -1,0 +1,171 @@
+//! Inserting a readahead window (seed (a)): `batched`, every folio of the
+//! window allocated first and inserted with one `Mapping::add_folio_range`
+//! (one hold of the index lock), against `single`, one `new_folio` and one
+//! `add_folio` per folio (the kernel before the seed), side by side in one
+//! run. Windows of 32 and 512 one-page folios, from 1 thread and from 2
+//! threads inserting disjoint windows of one file at once.
+//!
+//! Reproduce: `cargo bench -p foliocache --bench window` (`-- --test` is a
+//! smoke run).
+//!
+//! Only the insertion is timed (allocation included, as readahead pays it);
+//! the folios are then unlocked and removed again (`Mapping::invalidate`)
+//! outside the timing. The arena is populated lazily: folio memory is never
+//! touched here. At the end the bench prints the time per folio of each
+//! variant and the ratio single / batched, from this run.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use backing::MemBacking;
+use criterion::{BenchmarkGroup, Criterion, Throughput};
+use foliocache::{Cache, File, FolioRef, Mapping, Populate};
+
+const PAGE: u64 = 4096;
+/// Windows per thread per timed iteration.
+const WINDOWS: u64 = 8;
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+enum Variant {
+    Batched,
+    Single,
+}
+
+impl Variant {
+    fn name(self) -> &'static str {
+        match self {
+            Variant::Batched => "batched",
+            Variant::Single => "single",
+        }
+    }
+}
+
+/// Inserts one window of `n` one-page folios at `start`; returns the folios
+/// (locked, in the mapping).
+fn insert(m: &Mapping, v: Variant, start: u64, n: u64) -> Vec<FolioRef<'_>> {
+    match v {
+        Variant::Batched => {
+            let folios: Vec<FolioRef<'_>> =
+                (0..n).map(|_| m.new_folio(0).expect("new_folio")).collect();
+            let done = m.add_folio_range(&folios, start).expect("add_folio_range");
+            assert_eq!(done as u64, n, "the whole window went in");
+            folios
+        }
+        Variant::Single => (0..n)
+            .map(|i| {
+                let f = m.new_folio(0).expect("new_folio");
+                m.add_folio(&f, start + i).expect("add_folio");
+                f
+            })
+            .collect(),
+    }
+}
+
+/// Times `WINDOWS` windows of `n` folios inserted by each of `threads`
+/// threads (thread `t` at its own range), then removes them (untimed).
+/// Returns the longest thread's time.
+fn round(file: &File, v: Variant, n: u64, threads: u64) -> Duration {
+    let m = file.mapping();
+    let barrier = Barrier::new(threads as usize);
+    let times: Vec<Duration> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    let base = t * WINDOWS * n;
+                    let mut held = Vec::with_capacity((WINDOWS * n) as usize);
+                    barrier.wait();
+                    let start = Instant::now();
+                    for w in 0..WINDOWS {
+                        held.extend(insert(m, v, base + w * n, n));
+                    }
+                    let took = start.elapsed();
+                    for f in held {
+                        f.unlock();
+                    }
+                    took
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let total = threads * WINDOWS * n;
+    let dropped = m.invalidate(0, total);
+    assert_eq!(dropped, total, "every folio inserted was removed again");
+    times.into_iter().max().unwrap_or_default()
+}
+
+type Means = RefCell<BTreeMap<(u64, u64, Variant), (Duration, u64)>>;
+
+fn bench(g: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>, file: &File, means: &Means) {
+    for threads in [1u64, 2] {
+        for n in [32u64, 512] {
+            g.throughput(Throughput::Elements(threads * WINDOWS * n));
+            for v in [Variant::Batched, Variant::Single] {
+                let id = format!("{}/{n}x4k/{threads}thr", v.name());
+                g.bench_function(id, |b| {
+                    b.iter_custom(|iters| {
+                        let mut total = Duration::ZERO;
+                        for _ in 0..iters {
+                            total += round(file, v, n, threads);
+                        }
+                        let mut m = means.borrow_mut();
+                        let e = m.entry((threads, n, v)).or_default();
+                        e.0 += total;
+                        // Per folio of one thread (the threads run at once).
+                        e.1 += iters * WINDOWS * n;
+                        total
+                    })
+                });
+            }
+        }
+    }
+}
+
+fn main() {
+    let mut c = Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(20)
+        .configure_from_args();
+    eprintln!("reproduce: cargo bench -p foliocache --bench window");
+    let pages = 2 * WINDOWS * 512;
+    let cache = Cache::builder()
+        .capacity((pages * PAGE) as usize)
+        .populate(Populate::Lazy)
+        .build()
+        .expect("cache");
+    let file = cache
+        .open_backing(MemBacking::with_data(vec![0u8; (pages * PAGE) as usize]))
+        .expect("open");
+    let means = Means::default();
+    let mut g = c.benchmark_group("window_insert");
+    bench(&mut g, &file, &means);
+    g.finish();
+    c.final_summary();
+
+    let means = means.into_inner();
+    eprintln!("\nns per folio inserted (each thread's), and single / batched:");
+    eprintln!(
+        "{:<8} {:>7} {:>9} {:>9} {:>7}",
+        "threads", "window", "batched", "single", "ratio"
+    );
+    for threads in [1u64, 2] {
+        for n in [32u64, 512] {
+            let ns = |v| {
+                means
+                    .get(&(threads, n, v))
+                    .map(|(t, k): &(Duration, u64)| t.as_nanos() as f64 / (*k).max(1) as f64)
+            };
+            let (b, s) = (ns(Variant::Batched), ns(Variant::Single));
+            let f = |x: Option<f64>| x.map_or("-".into(), |x| format!("{x:.1}"));
+            let ratio = match (b, s) {
+                (Some(b), Some(s)) => format!("{:.2}x", s / b),
+                _ => "-".into(),
+            };
+            eprintln!("{threads:<8} {n:>7} {:>9} {:>9} {ratio:>7}", f(b), f(s));
+        }
+    }
+}
