@@ -518,6 +518,29 @@ impl CacheInner {
         None
     }
 
+    /// Up to `n` folios of exactly `order` for a readahead window, taken
+    /// from the arena in one hold of its lock (one more after one reclaim
+    /// pass if it was short), each with one reference and in no mapping.
+    /// Returns how many were added to `out`; never waits.
+    pub(crate) fn try_alloc_folios<'c>(
+        &'c self,
+        order: u32,
+        n: usize,
+        out: &mut Vec<&'c Folio>,
+    ) -> usize {
+        let mut pages = Vec::with_capacity(n);
+        let mut got = self.arena.alloc_bulk(order, n, &mut pages);
+        if got < n && self.reclaim(((n - got) as u64) << order) > 0 {
+            got += self.arena.alloc_bulk(order, n - got, &mut pages);
+        }
+        for p in pages {
+            let f = self.folio(p.index());
+            f.init(order, 0);
+            out.push(f);
+        }
+        got
+    }
+
     /// Gives a folio whose last reference was dropped back to the arena.
     pub(crate) fn free_folio(&self, f: &Folio) {
         debug_assert_eq!(f.refcount(), 0);

@@ -527,12 +527,32 @@ impl File {
     /// uptodate), in index order.
     fn insert_batched(&self, slots: &[Slot]) -> Vec<FolioRef<'_>> {
         let m = &*self.mapping;
+        // The whole window's memory first: one bulk allocation per order
+        // (a window has one or two), handed out in plan order.
+        let mut by_order: Vec<(u32, Vec<FolioRef<'_>>)> = Vec::new();
+        for s in slots {
+            match by_order.iter_mut().find(|(o, _)| *o == s.order) {
+                Some((_, v)) => v.reserve(1),
+                None => by_order.push((s.order, Vec::new())),
+            }
+        }
+        for (order, v) in by_order.iter_mut() {
+            let want = slots.iter().filter(|s| s.order == *order).count();
+            if m.new_folios(*order, want, v) < want {
+                for (_, v) in by_order {
+                    Self::discard(v);
+                }
+                return self.insert_single(slots);
+            }
+            v.reverse();
+        }
         let mut folios = Vec::with_capacity(slots.len());
         for s in slots {
-            let Some(f) = m.new_folio_nowait(s.order) else {
-                Self::discard(folios);
-                return self.insert_single(slots);
-            };
+            let (_, v) = by_order
+                .iter_mut()
+                .find(|(o, _)| *o == s.order)
+                .expect("allocated above");
+            let f = v.pop().expect("one folio per slot");
             if s.marker {
                 f.test_and_set(FolioFlags::READAHEAD);
             }

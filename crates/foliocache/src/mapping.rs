@@ -978,6 +978,23 @@ impl Mapping {
         Some(FolioRef::adopt(cache, f))
     }
 
+    /// Up to `n` new locked folios of exactly `order`, in no mapping,
+    /// appended to `out`, taken from the arena in one go (a readahead
+    /// window's allocation: one hold of the allocator's lock, not one per
+    /// folio), reclaiming once if it is short, never waiting. Returns how
+    /// many were added.
+    pub fn new_folios<'m>(&'m self, order: u32, n: usize, out: &mut Vec<FolioRef<'m>>) -> usize {
+        let cache = self.inner();
+        let mut raw = Vec::with_capacity(n);
+        let got = cache.try_alloc_folios(order.min(cache.max_order), n, &mut raw);
+        for f in raw {
+            let locked = f.trylock();
+            debug_assert!(locked, "a fresh folio is unlocked");
+            out.push(FolioRef::adopt(cache, f));
+        }
+        got
+    }
+
     /// The pages the folio at `index` covers (`first`, `count`), if one is
     /// there. Takes no reference, so the answer may be stale by the time it
     /// is used: for heuristics (readahead's look-back) only.
