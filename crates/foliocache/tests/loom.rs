@@ -27,7 +27,7 @@ use std::time::Instant;
 
 use backing::{FaultyBacking, MemBacking};
 use foliocache::folio::FolioFlags;
-use foliocache::{Cache, FgpFlags, File, Mapping, MappingEntry, Populate};
+use foliocache::{Cache, FgpFlags, File, Insert, Mapping, MappingEntry, Populate, ReadaheadConfig};
 use loom::thread;
 
 const PAGE: usize = 4096;
@@ -85,10 +85,17 @@ fn data(tag: u8) -> Vec<u8> {
         .collect()
 }
 
+/// A cache of `pages` pages without readahead: models (a) to (c) are about
+/// the lookup, eviction and fill of one folio, and a miss there reads
+/// just that folio (as it did before readahead; with readahead on, a
+/// failed window read is retried by its reader, which (c) does not model,
+/// and the windows' extra steps multiply (a)'s states). Readahead has its
+/// own models, (d) and (e).
 fn cache(pages: usize) -> Cache {
     Cache::builder()
         .capacity(pages * PAGE)
         .populate(Populate::Lazy)
+        .readahead(ReadaheadConfig::disabled())
         .build()
         .unwrap()
 }
@@ -368,7 +375,11 @@ fn b_two_readers_fill_one_folio_with_one_io() {
 
 #[test]
 fn c_reader_races_a_failing_read() {
-    model("c_reader_races_a_failing_read", 3, || {
+    // Bound 2 since readahead landed: the readahead state's lock on every
+    // miss took this model from bound 3 to 720 000 executions (two minutes
+    // here); bound 2 is 96 000 (17 s). FOLIOCACHE_LOOM_BOUND=3 searches
+    // deeper.
+    model("c_reader_races_a_failing_read", 2, || {
         let c = cache(2);
         let faulty = Arc::new(FaultyBacking::new(MemBacking::with_data(data(0xc))));
         faulty.fail_nth_read(1, libc::EIO);
@@ -407,5 +418,203 @@ fn c_reader_races_a_failing_read() {
         assert_eq!(c.stats().io_reads, io);
         assert_eq!(faulty.stats().reads, 2);
         check_closed(&c, vec![f]);
+    });
+}
+
+// ---------------------------------------------------------------------------
+// Readahead (reference 4.4; issue 5). Under loom the cache has no IO engine:
+// a window's runs are read on the thread that built it (see
+// `Cache::io_engine_name`), so these models cover the hand-off of the
+// marker, the insertion of windows and the completion of a window's folios
+// against readers waiting on their locks; the engine's own threads are
+// covered by the real-thread tests in tests/readahead.rs.
+//
+// A small readahead configuration keeps the windows to one or two folios:
+// with a maximum of 4 pages, a 4 KiB read at page 0 starts the window
+// (0, 2) with its marker on page 1 (init_size(1, 4) = 2, async tail 1);
+// reaching page 1 starts (2, 2), cut to page 2 by the end of a 3-page file.
+
+/// Windows of at most `max` pages, one-page folios, a cache of `pages`.
+fn ra_cache(pages: usize, max: u64) -> Cache {
+    Cache::builder()
+        .capacity(pages * PAGE)
+        .max_folio_size(PAGE)
+        .populate(Populate::Lazy)
+        .readahead(ReadaheadConfig {
+            max_pages: max,
+            io_pages: max,
+            insert: Insert::Batched,
+        })
+        .build()
+        .unwrap()
+}
+
+/// The bytes of an `n`-page file tagged `tag` (each page distinct).
+fn pages_data(n: usize, tag: u8) -> Vec<u8> {
+    (0..n * PAGE)
+        .map(|i| (i as u8).wrapping_mul(31) ^ tag ^ ((i / PAGE) as u8).wrapping_mul(97))
+        .collect()
+}
+
+/// Reads page `p` of a file of `data` and checks its bytes.
+fn read_page_of(file: &File, data: &[u8], p: usize) -> io::Result<()> {
+    let mut buf = vec![0u8; PAGE];
+    let n = file.read_at(&mut buf, (p * PAGE) as u64)?;
+    assert_eq!(n, PAGE, "short read of page {p}");
+    assert!(
+        buf == data[p * PAGE..(p + 1) * PAGE],
+        "page {p}: wrong bytes"
+    );
+    Ok(())
+}
+
+/// Checks the folio at page `p` of `file` after a model: this mapping's,
+/// one page at `p`, uptodate, unlocked, no waiters or error, held by the
+/// cache and this lookup only. Returns its flags, or `None` if no folio.
+fn settled_at(file: &File, p: u64) -> Option<FolioFlags> {
+    let m = file.mapping();
+    match m.get_entry(p) {
+        None | Some(MappingEntry::Shadow(_)) => None,
+        Some(MappingEntry::Folio(f)) => {
+            assert_eq!((f.mapping(), f.index(), f.order()), (id(m), p, 0), "{f:?}");
+            assert_eq!(f.refcount(), 2, "cache's reference + ours: {f:?}");
+            let flags = f.flags();
+            assert!(flags.contains(FolioFlags::UPTODATE), "{f:?}");
+            assert!(
+                !flags.intersects(FolioFlags::LOCKED | FolioFlags::WAITERS | FolioFlags::ERROR),
+                "{f:?}"
+            );
+            Some(flags)
+        }
+    }
+}
+
+#[test]
+fn d_marker_hand_off_starts_one_window() {
+    // Two readers reach the marker folio (page 1) at once: exactly one
+    // clears it and starts the next window (one more IO, the window state
+    // moved once); both copy the right bytes; the new window's folio
+    // carries the next marker; nothing is left locked.
+    model("d_marker_hand_off_starts_one_window", 3, || {
+        let c = ra_cache(3, 4);
+        let data = pages_data(3, 0xd);
+        let f = c.open_backing(MemBacking::with_data(data.clone())).unwrap();
+        read_page_of(&f, &data, 0).unwrap();
+        assert_eq!(c.stats().io_reads, 1, "the window (0, 2) in one read");
+        assert!(settled_at(&f, 1).unwrap().contains(FolioFlags::READAHEAD));
+        let data = Arc::new(data);
+        let (r1, r2) = race(
+            {
+                let (f, data) = (f.clone(), data.clone());
+                move || read_page_of(&f, &data, 1)
+            },
+            {
+                let (f, data) = (f.clone(), data.clone());
+                move || read_page_of(&f, &data, 1)
+            },
+        );
+        r1.unwrap();
+        r2.unwrap();
+        let s = c.stats();
+        assert_eq!(s.io_reads, 2, "one window per marker: {s:?}");
+        let w = f.readahead_window();
+        assert_eq!((w.start, w.size, w.async_size), (2, 2, 2), "moved once");
+        assert_eq!(check_accounting(&c, &[&f]), 3);
+        let m1 = settled_at(&f, 1).expect("page 1 cached");
+        assert!(!m1.contains(FolioFlags::READAHEAD), "marker not cleared");
+        let m2 = settled_at(&f, 2).expect("the new window's folio");
+        assert!(m2.contains(FolioFlags::READAHEAD), "the next marker");
+        check_closed(&c, vec![f]);
+    });
+}
+
+/// How (e)'s first thread starts the window (0, 2).
+#[derive(Clone, Copy)]
+enum Starter {
+    /// A 4 KiB read of page 0: a synchronous window, read by this reader.
+    ReadAt,
+    /// `File::readahead` of pages 0 and 1 (the window's read is the IO
+    /// engine's under real threads; here it runs on this thread).
+    Readahead,
+}
+
+/// (e): the first thread starts the window (0, 2); the other reads page 1,
+/// which that window covers. Whichever way they interleave, page 1's
+/// reader either reads it itself before the window is inserted (the window
+/// then skips it), or finds the window's folio locked and sleeps on it
+/// until the window's read completes it. With `fail_first`, the first
+/// backing read fails: the folios it was for leave the index unlocked,
+/// their sleepers wake, find them gone and retry; only `EIO` may reach a
+/// reader, never wrong bytes or a hang.
+fn e_model(starter: Starter, fail_first: bool) {
+    // Windows of at most 2 pages: the window at 0 is (0, 2) with its
+    // marker on page 1, and after a failed read the maximum is 0 (no more
+    // windows), which keeps the retries short. 4 pages of cache: the window
+    // and a reader's own folio fit without evicting either, and
+    // `File::readahead` may use half the cache, 2 pages.
+    let c = ra_cache(4, 2);
+    let data = pages_data(2, 0xe);
+    let faulty = Arc::new(FaultyBacking::new(MemBacking::with_data(data.clone())));
+    if fail_first {
+        faulty.fail_nth_read(1, libc::EIO);
+    }
+    let f = c.open_backing(faulty.clone()).unwrap();
+    let data = Arc::new(data);
+    let (r0, r1) = race(
+        {
+            let (f, data) = (f.clone(), data.clone());
+            move || match starter {
+                Starter::ReadAt => read_page_of(&f, &data, 0),
+                Starter::Readahead => f.readahead(0, 2 * PAGE as u64),
+            }
+        },
+        {
+            let (f, data) = (f.clone(), data.clone());
+            move || read_page_of(&f, &data, 1)
+        },
+    );
+    for r in [&r0, &r1] {
+        if let Err(e) = r {
+            assert!(fail_first, "{e}");
+            assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+        }
+    }
+    let fs = faulty.stats();
+    assert_eq!(fs.injected_errors, u64::from(fail_first), "{fs:?}");
+    // Without a failure each page is read once: the waiter issued no IO.
+    if !fail_first {
+        assert_eq!(fs.bytes_read, 2 * PAGE as u64, "a page read twice: {fs:?}");
+        assert!(fs.reads <= 2, "{fs:?}");
+    }
+    assert!(check_accounting(&c, &[&f]) <= 2);
+    if r1.is_ok() {
+        assert!(settled_at(&f, 1).is_some(), "page 1 read but not cached");
+    }
+    if r0.is_ok() && matches!(starter, Starter::ReadAt) {
+        assert!(settled_at(&f, 0).is_some(), "page 0 read but not cached");
+    }
+    settled_at(&f, 0);
+    // Afterwards every page reads right (from the cache or again).
+    read_page_of(&f, &data, 0).unwrap();
+    read_page_of(&f, &data, 1).unwrap();
+    check_closed(&c, vec![f]);
+}
+
+#[test]
+fn e_window_completion_wakes_its_waiters() {
+    // Bound 2 (15 000 executions; bound 3 is 105 000, 20 s more) keeps
+    // the file within two minutes; FOLIOCACHE_LOOM_BOUND=3 searches deeper.
+    model("e_window_completion_wakes_its_waiters", 2, || {
+        e_model(Starter::ReadAt, false)
+    });
+}
+
+#[test]
+fn e_failed_window_wakes_its_waiters_to_retry() {
+    // Bound 2: the failure's removal and the retries make this the largest
+    // model (about 220 000 executions, a minute here; bound 3 runs for
+    // many minutes). FOLIOCACHE_LOOM_BOUND=3 searches deeper.
+    model("e_failed_window_wakes_its_waiters_to_retry", 2, || {
+        e_model(Starter::Readahead, true)
     });
 }
