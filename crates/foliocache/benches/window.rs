@@ -49,8 +49,9 @@ impl Variant {
 fn insert(m: &Mapping, v: Variant, start: u64, n: u64) -> Vec<FolioRef<'_>> {
     match v {
         Variant::Batched => {
-            let folios: Vec<FolioRef<'_>> =
-                (0..n).map(|_| m.new_folio(0).expect("new_folio")).collect();
+            let mut folios = Vec::with_capacity(n as usize);
+            let got = m.new_folios(0, n as usize, &mut folios);
+            assert_eq!(got as u64, n, "the whole window's memory at once");
             let done = m.add_folio_range(&folios, start).expect("add_folio_range");
             assert_eq!(done as u64, n, "the whole window went in");
             folios

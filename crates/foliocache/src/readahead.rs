@@ -333,14 +333,17 @@ pub(crate) struct Slot {
 /// `max_order` and to log2 of the window, reduced at each position to the
 /// index's alignment and so as not to pass the window's end or `last` (the
 /// last page with file data). The marker goes on the folio at the marker
-/// page rounded down to that folio's size; a window cut by end of file may
-/// have none. Updates `order` to the order used.
+/// page rounded down to that folio's size; a window cut by end of file has
+/// none. Updates `order` to the order used.
 pub(crate) fn plan(win: &Window, order: &mut u32, max_order: u32, last: u64) -> Vec<Slot> {
     let mut out = Vec::new();
     if win.size == 0 || win.start > last {
         return out;
     }
     let limit = last.min(win.start + win.size - 1);
+    // A window that reaches end of file gets no marker (4.5): there is
+    // nothing after it to read ahead.
+    let clipped = last < win.start + win.size - 1;
     let new_order = (*order).min(max_order).min(63 - win.size.leading_zeros());
     *order = new_order;
     let mark = win.marker();
@@ -353,7 +356,7 @@ pub(crate) fn plan(win: &Window, order: &mut u32, max_order: u32, last: u64) -> 
         while o > 0 && index + (1u64 << o) - 1 > limit {
             o -= 1;
         }
-        let marker = win.async_size > 0 && index == mark & !((1u64 << o) - 1);
+        let marker = !clipped && win.async_size > 0 && index == mark & !((1u64 << o) - 1);
         out.push(Slot {
             index,
             order: o,
