@@ -369,7 +369,11 @@ fn check_record(r: &Value, readahead: bool, cpus: u64) {
                 "single"
             };
             assert_eq!(f["readahead"]["insert"], insert, "{engine}");
-            assert_eq!(f["readahead"]["max_pages"], 512, "{engine}");
+            assert_eq!(
+                f["readahead"]["max_pages"],
+                foliocache::ReadaheadConfig::default().max_pages,
+                "{engine}: the library's default window"
+            );
         } else {
             assert!(r["capacity"].is_null());
             assert_eq!(r["page_cache"]["when"], "after drop");
