@@ -12,7 +12,7 @@
 //! finds its data already read. Windows ramp up to `max_pages`. Folio orders
 //! grow by two each async window, up to the mapping's maximum; a
 //! synchronous window starts at the order of the request (the kernel starts
-//! at 0, see [`RaState::sync`]).
+//! at 0; see `RaState::sync`).
 //!
 //! # Defaults
 //! [`ReadaheadConfig::kernel`] is the kernel's compiled-in default (128 KiB
