@@ -529,30 +529,24 @@ impl File {
         let m = &*self.mapping;
         // The whole window's memory first: one bulk allocation per order
         // (a window has one or two), handed out in plan order.
-        let mut by_order: Vec<(u32, Vec<FolioRef<'_>>)> = Vec::new();
-        for s in slots {
-            match by_order.iter_mut().find(|(o, _)| *o == s.order) {
-                Some((_, v)) => v.reserve(1),
-                None => by_order.push((s.order, Vec::new())),
-            }
-        }
-        for (order, v) in by_order.iter_mut() {
-            let want = slots.iter().filter(|s| s.order == *order).count();
-            if m.new_folios(*order, want, v) < want {
-                for (_, v) in by_order {
-                    Self::discard(v);
-                }
+        let mut orders: Vec<u32> = slots.iter().map(|s| s.order).collect();
+        orders.sort_unstable();
+        orders.dedup();
+        let mut pools: Vec<Vec<FolioRef<'_>>> = Vec::with_capacity(orders.len());
+        for &order in &orders {
+            let want = slots.iter().filter(|s| s.order == order).count();
+            let mut pool = Vec::with_capacity(want);
+            let got = m.new_folios(order, want, &mut pool);
+            pools.push(pool);
+            if got < want {
+                pools.into_iter().for_each(Self::discard);
                 return self.insert_single(slots);
             }
-            v.reverse();
         }
         let mut folios = Vec::with_capacity(slots.len());
         for s in slots {
-            let (_, v) = by_order
-                .iter_mut()
-                .find(|(o, _)| *o == s.order)
-                .expect("allocated above");
-            let f = v.pop().expect("one folio per slot");
+            let pool = orders.binary_search(&s.order).expect("allocated above");
+            let f = pools[pool].pop().expect("one folio per slot");
             if s.marker {
                 f.test_and_set(FolioFlags::READAHEAD);
             }
