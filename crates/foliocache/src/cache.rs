@@ -241,6 +241,11 @@ impl Cache {
             capacity_bytes: total * PAGE_SIZE as u64,
             free_bytes: free * PAGE_SIZE as u64,
             populate_time: i.arena.populate_time(),
+            refaults: s.refaults.load(Ordering::Relaxed),
+            activations: s.activations.load(Ordering::Relaxed),
+            shadows: 0,
+            shadow_bytes: 0,
+            dropbehind_drops: s.dropbehind_drops.load(Ordering::Relaxed),
         }
     }
 }
@@ -269,6 +274,20 @@ pub struct CacheStats {
     pub free_bytes: u64,
     /// Time spent faulting the arena in at build.
     pub populate_time: Duration,
+    /// Folios added over an eviction shadow (data read again after reclaim
+    /// evicted it), whether or not the refault test activated them.
+    pub refaults: u64,
+    /// Folios moved to the active list: by a second access while inactive,
+    /// or by a refault within the workingset distance (reference 5).
+    pub activations: u64,
+    /// Eviction shadows in the index of every open file (a large one
+    /// counts once).
+    pub shadows: u64,
+    /// Bytes of index nodes holding only shadows: the memory the shadows
+    /// cost, bounded by the cache's shadow budget.
+    pub shadow_bytes: u64,
+    /// Dropbehind folios removed after an uncached read copied them out.
+    pub dropbehind_drops: u64,
 }
 
 /// A counter that readers bump without sharing a cache line: one padded
@@ -328,6 +347,9 @@ pub(crate) struct Stats {
     pub(crate) evictions: AtomicU64,
     pub(crate) io_reads: AtomicU64,
     pub(crate) io_bytes: AtomicU64,
+    pub(crate) refaults: AtomicU64,
+    pub(crate) activations: AtomicU64,
+    pub(crate) dropbehind_drops: AtomicU64,
 }
 
 /// An intrusive list of folios threaded through the descriptors' links.
@@ -558,6 +580,13 @@ impl CacheInner {
         if f.put() {
             self.free_folio(f);
         }
+    }
+
+    /// The eviction clock now and the active list's pages: what the
+    /// refault test compares a shadow's distance with (reference 5.3).
+    pub(crate) fn workingset_now(&self) -> (u64, u64) {
+        let active = self.lru.lock().active.pages;
+        (self.nonresident_age.load(Ordering::Relaxed), active)
     }
 
     /// Evicts folios until about `want` pages went back to the arena, or a

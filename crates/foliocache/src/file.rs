@@ -19,10 +19,12 @@ use backing::{Backing, BackingInfo, FileBacking, FileOptions};
 
 use crate::arena::PAGE_SIZE;
 use crate::cache::Cache;
+use crate::flags::ReadFlags;
 use crate::folio::FolioFlags;
 use crate::mapping::{AddError, FolioRef, Mapping, BATCH};
 use crate::readahead::{self, Advice, Insert, Readahead, ReadaheadConfig, Slot, SyncPlan, Window};
 use crate::sync::Ordering;
+use crate::workingset::CacheStat;
 
 const PAGE: u64 = PAGE_SIZE as u64;
 
@@ -113,6 +115,23 @@ impl File {
     /// next call reports the error). `OutOfMemory` if every folio in the
     /// cache is in use.
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.read_at_flags(buf, offset, ReadFlags::NONE)
+    }
+
+    /// [`read_at`](Self::read_at) with per-read [`ReadFlags`] (added to the
+    /// file's defaults, [`set_default_flags`](Self::set_default_flags)):
+    /// `DONTCACHE` for an uncached read, `NOWAIT` for one that never waits
+    /// for IO.
+    ///
+    /// # Errors
+    /// As [`read_at`](Self::read_at); with `NOWAIT`, `WouldBlock` when the
+    /// first byte is not cached.
+    pub fn read_at_flags(
+        &self,
+        buf: &mut [u8],
+        offset: u64,
+        flags: ReadFlags,
+    ) -> io::Result<usize> {
         let size = self.len();
         if offset >= size || buf.is_empty() {
             return Ok(0);
@@ -294,6 +313,59 @@ impl File {
     }
 }
 
+/// Flags and figures.
+impl File {
+    /// Flags every read through this handle (and its clones) gets, on top
+    /// of its own: [`ReadFlags::DONTCACHE`] makes the whole file uncached
+    /// (what a FUSE mount mounted uncached does). Replaces the previous
+    /// defaults.
+    pub fn set_default_flags(&self, flags: ReadFlags) {
+        let noreuse = self.ra.flags.load(Ordering::Relaxed) & Readahead::NOREUSE;
+        self.ra
+            .flags
+            .store(flags.bits() | noreuse, Ordering::Relaxed);
+    }
+
+    /// The flags set by [`set_default_flags`](Self::set_default_flags).
+    pub fn default_flags(&self) -> ReadFlags {
+        let bits = self.ra.flags.load(Ordering::Relaxed) & !Readahead::NOREUSE;
+        ReadFlags::from_bits(bits).unwrap_or_default()
+    }
+
+    /// The flags a read with `flags` runs with: the call's, the defaults,
+    /// and `DONTCACHE` after [`Advice::NoReuse`].
+    fn effective_flags(&self, flags: ReadFlags) -> ReadFlags {
+        let bits = self.ra.flags.load(Ordering::Relaxed);
+        let mut f = flags | ReadFlags::from_bits(bits & !Readahead::NOREUSE).unwrap_or_default();
+        if bits & Readahead::NOREUSE != 0 {
+            f |= ReadFlags::DONTCACHE;
+        }
+        f
+    }
+
+    /// The page cache state of `len` bytes at `offset` (`len == 0`: to the
+    /// end of the file's index), in pages, as `cachestat(2)`: see
+    /// [`CacheStat`].
+    ///
+    /// # Errors
+    /// `InvalidInput` when `offset + len` overflows.
+    pub fn cachestat(&self, offset: u64, len: u64) -> io::Result<CacheStat> {
+        let first = offset / PAGE;
+        let last = if len == 0 {
+            u64::MAX
+        } else {
+            let end = offset.checked_add(len).ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("cachestat: offset {offset} + len {len} overflows"),
+                )
+            })?;
+            (end - 1) / PAGE
+        };
+        Ok(self.mapping.cachestat(first, last))
+    }
+}
+
 /// Readahead: windows, advice.
 impl File {
     /// A new handle on the same cached file with its own readahead state
@@ -379,7 +451,18 @@ impl File {
             offset.saturating_add(len)
         };
         match advice {
+            Advice::NoReuse => {
+                self.ra
+                    .flags
+                    .fetch_or(Readahead::NOREUSE, Ordering::Relaxed);
+                Ok(())
+            }
             Advice::Normal | Advice::Sequential | Advice::Random => {
+                if advice == Advice::Normal {
+                    self.ra
+                        .flags
+                        .fetch_and(!Readahead::NOREUSE, Ordering::Relaxed);
+                }
                 let mut st = self.ra.state.lock();
                 st.random = advice == Advice::Random;
                 st.ra_pages = match advice {

@@ -40,6 +40,7 @@ mod cache;
 #[allow(unsafe_code)]
 pub mod copy;
 mod file;
+mod flags;
 #[allow(unsafe_code)]
 pub mod folio;
 #[allow(unsafe_code)]
@@ -51,6 +52,7 @@ pub mod workingset;
 pub use arena::Populate;
 pub use cache::{Cache, CacheBuilder, CacheStats, ALLOC_WAIT};
 pub use file::File;
+pub use flags::ReadFlags;
 pub use mapping::{AddError, FgpFlags, FolioPtr, FolioRef, Mapping, MappingEntry, BATCH};
 pub use readahead::{Advice, Insert, ReadaheadConfig};
-pub use workingset::Shadow;
+pub use workingset::{CacheStat, Shadow};

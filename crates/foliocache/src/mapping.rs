@@ -1065,6 +1065,48 @@ impl Mapping {
         dropped
     }
 
+    /// The cache state of pages `first..=last` (see
+    /// [`File::cachestat`](crate::File::cachestat)): one lockless walk,
+    /// no references taken; a folio's flags are read as they are at that
+    /// moment (a folio freed and reused under the walk can only skew the
+    /// figures, never fault: descriptors live as long as the cache).
+    pub fn cachestat(&self, first: u64, last: u64) -> crate::CacheStat {
+        let mut cs = crate::CacheStat::default();
+        if first > last {
+            return cs;
+        }
+        let cache = self.inner();
+        let (now, active) = cache.workingset_now();
+        let guard = self.xa.pin();
+        let Ok(mut it) = self.xa.iter_ref(first..=last, &guard) else {
+            return cs;
+        };
+        while let Some((_, e)) = it.next() {
+            let (base, order) = it.span();
+            let span_last = base.saturating_add((1u64 << order.min(63)) - 1);
+            let pages = span_last.min(last) - base.max(first) + 1;
+            match e {
+                EntryRef::Item(f) => {
+                    cs.cached += pages;
+                    let flags = f.flags();
+                    if flags.contains(FolioFlags::DIRTY) {
+                        cs.dirty += pages;
+                    }
+                    if flags.contains(FolioFlags::WRITEBACK) {
+                        cs.writeback += pages;
+                    }
+                }
+                EntryRef::Value(v) => {
+                    cs.evicted += pages;
+                    if crate::Shadow::unpack(v).distance(now) <= active {
+                        cs.recently_evicted += pages;
+                    }
+                }
+            }
+        }
+        cs
+    }
+
     /// Copies `dst.len()` bytes from byte `from` of an uptodate folio.
     pub(crate) fn copy_out(&self, f: &FolioRef<'_>, from: usize, dst: &mut [u8]) {
         debug_assert!(f.test(FolioFlags::UPTODATE));

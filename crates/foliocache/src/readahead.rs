@@ -33,7 +33,7 @@
 //! of the cache (but not below 128 KiB), so a stream cannot flush a small
 //! cache.
 
-use crate::sync::{AtomicU64, Mutex, Ordering};
+use crate::sync::{AtomicU32, AtomicU64, Mutex, Ordering};
 
 /// How a window's folios enter the index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -113,7 +113,8 @@ impl ReadaheadConfig {
 /// Access advice for a range of a file (`posix_fadvise`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Advice {
-    /// Back to the defaults.
+    /// Back to the defaults (readahead as configured; cancels `Random`
+    /// and `NoReuse`).
     Normal,
     /// Sequential access expected: windows up to twice the maximum.
     Sequential,
@@ -123,6 +124,12 @@ pub enum Advice {
     WillNeed,
     /// Drop the range's clean, unused folios now, leaving no shadows.
     DontNeed,
+    /// The data will be read once: later reads through this handle (and
+    /// its clones) are uncached, as with
+    /// [`ReadFlags::DONTCACHE`](crate::ReadFlags::DONTCACHE), until
+    /// `Normal` (the kernel's `POSIX_FADV_NOREUSE`, whose effect there is
+    /// weaker: it only skips the folios' activation).
+    NoReuse,
 }
 
 /// A window: `size` pages from `start`; its last `async_size` pages start
@@ -375,6 +382,14 @@ pub(crate) struct Readahead {
     /// hit writes nothing other threads read; a miss after them finds the
     /// stream by looking back at what is cached (4.3 step 4).
     pub(crate) prev_pos: AtomicU64,
+    /// The open file's default [`ReadFlags`](crate::ReadFlags) bits, and
+    /// [`NOREUSE`](Self::NOREUSE) after `Advice::NoReuse`.
+    pub(crate) flags: AtomicU32,
+}
+
+impl Readahead {
+    /// Set in `flags` by `Advice::NoReuse`: reads are uncached.
+    pub(crate) const NOREUSE: u32 = 1 << 31;
 }
 
 impl std::fmt::Debug for Readahead {
@@ -390,6 +405,7 @@ impl Readahead {
         Readahead {
             state: Mutex::new(RaState::new(cfg)),
             prev_pos: AtomicU64::new(u64::MAX),
+            flags: AtomicU32::new(0),
         }
     }
 }

@@ -49,6 +49,26 @@ impl Shadow {
     }
 }
 
+/// What [`File::cachestat`](crate::File::cachestat) found in a range, in
+/// pages (the kernel's `struct cachestat`, same fields and rules: a large
+/// folio or shadow straddling an edge counts only its pages inside; the
+/// walk takes no lock and no reference, so the figures may be stale).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStat {
+    /// Pages held by a folio in the cache.
+    pub cached: u64,
+    /// ... whose folio is dirty.
+    pub dirty: u64,
+    /// ... whose folio is under writeback.
+    pub writeback: u64,
+    /// Pages holding an eviction shadow (evicted by reclaim, not dropped by
+    /// invalidation, truncation or drop-behind, which leave none).
+    pub evicted: u64,
+    /// ... whose shadow passes the refault test now: read again, they would
+    /// come back active (reference 5.3).
+    pub recently_evicted: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

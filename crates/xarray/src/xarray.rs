@@ -503,6 +503,7 @@ impl<P: Item> XArray<P> {
             path: Path::default(),
             next: r.map(|r| r.0),
             last: r.map_or(0, |r| r.1),
+            span: (0, 0),
         })
     }
 
@@ -641,6 +642,17 @@ pub struct IterRef<'g, P: Item> {
     path: Path,
     next: Option<u64>,
     last: u64,
+    span: (u64, u32),
+}
+
+impl<P: Item> IterRef<'_, P> {
+    /// The first index and the order of the entry returned last (a
+    /// multi-order entry may begin before the range; the index the
+    /// iterator returned is then the range's start). `(0, 0)` before the
+    /// first entry.
+    pub fn span(&self) -> (u64, u32) {
+        self.span
+    }
 }
 
 impl<'g, P: Item> Iterator for IterRef<'g, P> {
@@ -652,6 +664,7 @@ impl<'g, P: Item> Iterator for IterRef<'g, P> {
         match tree.scan(&mut self.path, start, self.last, Filter::Present, self.g) {
             Some(f) => {
                 self.next = f.next();
+                self.span = (f.base, f.order);
                 tree.ref_word(f.word, self.g).map(|e| (f.index, e))
             }
             None => {
