@@ -92,7 +92,8 @@ pub struct BenchArgs {
     pub bs: Option<u64>,
 
     /// Data file size (custom job default 1G; overrides a scenario's size,
-    /// readahead's per thread).
+    /// readahead's per thread; uncached's stream, whose cache is then a
+    /// quarter of it unless --capacity is given).
     #[arg(long, value_name = "SIZE", value_parser = parse_nonzero_size)]
     pub size: Option<u64>,
 
@@ -112,7 +113,8 @@ pub struct BenchArgs {
     pub runtime: Option<f64>,
 
     /// foliocache's memory (default: 1.25x the job's data, so all of it
-    /// fits).
+    /// fits; for uncached: C, 1G or 256M with --quick, also the other
+    /// engines' memory cgroup limit).
     #[arg(long, value_name = "SIZE", value_parser = parse_nonzero_size)]
     pub capacity: Option<u64>,
 
@@ -132,7 +134,7 @@ pub struct BenchArgs {
     pub keep: bool,
 
     /// Run a named reference scenario (repeatable): seqread, randread,
-    /// readahead.
+    /// readahead, uncached.
     #[arg(long = "scenario", value_name = "NAME", value_parser = parse_scenario,
           conflicts_with = "seeds")]
     pub scenarios: Vec<&'static str>,
@@ -142,7 +144,8 @@ pub struct BenchArgs {
     pub seeds: bool,
 
     /// Shorten the scenarios (512 MiB file and 4 s runs; readahead 256 MiB
-    /// per thread) so the whole set takes about two minutes on 2 cores.
+    /// per thread; uncached a 256 MiB cache and a 1 GiB stream) so the whole
+    /// set takes about two minutes on 2 cores.
     #[arg(long)]
     pub quick: bool,
 
@@ -186,9 +189,14 @@ Scenarios: seqread (a fully cached file, sequential 4 KiB and 64 KiB reads,
 1 job), randread (the same file, 4 KiB random reads, one job per CPU) and
 readahead (cold sequential 128 KiB reads, 2 jobs per CPU each with its own
 file, one pass: foliocache, foliocache[insert=single], kernel, and direct at
-1 MiB; cold whatever --cold says).
+1 MiB; cold whatever --cold says) and uncached (a cold 64 KiB stream of 4C
+through a cache of C, alone and beside a hot reader of a C/4 file:
+foliocache, foliocache[dontcache], kernel and dontcache, the last two in a
+memory cgroup limited to C where the machine allows; C = --capacity, 1G,
+256M with --quick).
 foliocache engine options: populate=eager|lazy, folio=SIZE,
-insert=batched|single, ra=SIZE|kernel|off, io=uring|threads|auto.";
+insert=batched|single, ra=SIZE|kernel|off, io=uring|threads|auto, dontcache
+(every read with ReadFlags::DONTCACHE, from an empty cache).";
 
 impl BenchArgs {
     /// True if the command line describes a custom job rather than
@@ -318,9 +326,12 @@ mod tests {
     fn scenarios() {
         assert_eq!(parse_scenario("seqread"), Ok("seqread"));
         assert_eq!(parse_scenario("readahead"), Ok("readahead"));
-        let e = parse_scenario("uncached").unwrap_err();
+        assert_eq!(parse_scenario("uncached"), Ok("uncached"));
+        let e = parse_scenario("populate").unwrap_err();
         assert!(
-            e.contains("unknown scenario `uncached` (available: seqread, randread, readahead)"),
+            e.contains(
+                "unknown scenario `populate` (available: seqread, randread, readahead, uncached)"
+            ),
             "{e}"
         );
     }

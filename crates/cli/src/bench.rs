@@ -10,19 +10,25 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 
 use crate::args::BenchArgs;
+use crate::cgroup::{Availability, MemCgroup};
 use crate::data::{DataSet, FileModel, FILE_SEED};
 use crate::disk;
-use crate::engine::{sync_files, EngineKind, EngineSpec, Engines, RunMode};
-use crate::job::{self, RunOptions};
+use crate::engine::{sync_files, EngineKind, EngineSpec, Engines, Prepared, RunMode};
+use crate::hot::{self, HotFile, MissProbe};
+use crate::job::{self, Measured, RunOptions};
 use crate::report::{
-    self, FolioFigures, Host, Latency, Ratio, Report, Residency, RunRecord, ScenarioReport, Summary,
+    self, FineTimeline, FolioFigures, Host, HotFigures, Latency, MemoryLimit, Ratio, Report,
+    Residency, RunRecord, ScenarioReport, Summary, TargetCheck,
 };
-use crate::scenario::{self, JobSpec, Plan, RatioSpec};
+use crate::scenario::{self, JobSpec, Plan, RatioSpec, Scenario, TargetSpec};
+
+const GIB: f64 = (1u64 << 30) as f64;
 
 /// Why a bench did not complete.
 #[derive(Debug)]
@@ -114,16 +120,40 @@ fn run_plan(args: &BenchArgs, plan: &Plan, argv: &[String]) -> Result<()> {
     let mut models: HashMap<(PathBuf, u64), FileModel> = HashMap::new();
     let mut reports = Vec::new();
     let mut round_seed = 0u64;
+    let mut cgroups: Option<Availability> = None;
     for sc in &plan.scenarios {
+        let mut sc = sc.clone();
         // Every job's files and capacity, made before the first run.
         let mut setups = Vec::with_capacity(sc.jobs.len());
         for job in &sc.jobs {
             let files = data.files(job.file_size, job.nfiles())?;
-            let capacity = plan
-                .capacity
-                .unwrap_or_else(|| scenario::default_capacity(job.file_size * job.nfiles() as u64));
-            setups.push((files, capacity));
+            let capacity = job.capacity.or(plan.capacity).unwrap_or_else(|| {
+                scenario::default_capacity(job.file_size * job.nfiles() as u64)
+            });
+            let hot = match job.hot {
+                Some(h) => data.files(h.file_size, 1)?.into_iter().next(),
+                None => None,
+            };
+            setups.push((files, capacity, hot));
         }
+        let mut notes = Vec::new();
+        if args.engines.is_empty() {
+            if let Some(n) = drop_unsupported_dontcache(&mut sc, &setups[0].0[0]) {
+                out!("note: {n}");
+                notes.push(n);
+            }
+        }
+        let limit = sc.jobs.iter().find_map(|j| j.memory_limit);
+        let memory_limit = limit.map(|l| {
+            let avail = cgroups.get_or_insert_with(Availability::probe);
+            let status = scenario_limit(avail, l);
+            out!(
+                "{}: memory limit of the engines other than foliocache: {}",
+                sc.name,
+                report::fmt_limit(&status)
+            );
+            status
+        });
         // Each round runs every engine of every job, the order reversed
         // from one round to the next, so engines compared across jobs
         // (readahead's direct at 1 MiB) run minutes apart at most.
@@ -145,12 +175,14 @@ fn run_plan(args: &BenchArgs, plan: &Plan, argv: &[String]) -> Result<()> {
             }
             for (j, e) in order {
                 let job = &sc.jobs[j];
-                let (files, capacity) = &setups[j];
+                let (files, capacity, hot_file) = &setups[j];
                 round_seed += 1;
                 let ctx = RunCtx {
                     plan,
                     job,
                     files,
+                    hot_file: hot_file.as_ref(),
+                    cgroups: cgroups.as_ref(),
                     mode: RunMode {
                         cold: job.cold,
                         capacity: *capacity,
@@ -165,13 +197,19 @@ fn run_plan(args: &BenchArgs, plan: &Plan, argv: &[String]) -> Result<()> {
                 runs[j][e].push(rec);
             }
         }
-        let summary = summarise(&sc.ratios, &runs);
+        let summary = summarise(&sc.ratios, &runs).map(|mut s| {
+            s.targets = check_targets(&sc.targets, &s.ratios, &runs);
+            s
+        });
         let results: Vec<RunRecord> = runs.into_iter().flat_map(best_of).collect();
         let rep = ScenarioReport {
             name: sc.name.clone(),
             description: sc.description.clone(),
             results,
             summary,
+            memory_limit,
+            notes,
+            detailed: sc.detailed,
         };
         out!("{}", report::table(&rep, plan.repeat));
         reports.push(rep);
@@ -285,7 +323,260 @@ fn summarise(specs: &[RatioSpec], runs: &[Vec<Vec<RunRecord>>]) -> Option<Summar
             })
         })
         .collect();
-    Some(Summary { ratios })
+    Some(Summary {
+        ratios,
+        targets: Vec::new(),
+    })
+}
+
+/// The scenario's memory limit as the report states it.
+fn scenario_limit(avail: &Availability, limit: u64) -> MemoryLimit {
+    match avail {
+        Availability::Available {
+            version, parent, ..
+        } => MemoryLimit {
+            mechanism: version.name(),
+            limit_bytes: Some(limit),
+            cgroup: Some(parent.display().to_string()),
+            peak_bytes: None,
+            limit_hits: None,
+            reason: None,
+        },
+        Availability::Unavailable(why) => MemoryLimit {
+            mechanism: "none",
+            limit_bytes: None,
+            cgroup: None,
+            peak_bytes: None,
+            limit_hits: None,
+            reason: Some(why.clone()),
+        },
+    }
+}
+
+/// Where the kernel or the filesystem lacks `RWF_DONTCACHE`, takes the
+/// `dontcache` engine out of a scenario's default engine list (an engine
+/// asked for by name fails instead, with the reason); the note saying so.
+fn drop_unsupported_dontcache(sc: &mut Scenario, file: &std::path::Path) -> Option<String> {
+    let has = |sc: &Scenario| {
+        sc.jobs
+            .iter()
+            .any(|j| j.engines.iter().any(|e| e.kind == EngineKind::Dontcache))
+    };
+    if !has(sc) {
+        return None;
+    }
+    let probe = std::fs::File::open(file)
+        .map_err(anyhow::Error::from)
+        .and_then(|f| crate::engine::probe_dontcache(&f));
+    let why = probe.err()?;
+    for j in &mut sc.jobs {
+        j.engines.retain(|e| e.kind != EngineKind::Dontcache);
+    }
+    sc.jobs.retain(|j| !j.engines.is_empty());
+    Some(format!("{}: the dontcache engine is left out: {why:#}", sc.name))
+}
+
+/// The runs of engine `label` in job `job`.
+fn runs_of<'a>(runs: &'a [Vec<Vec<RunRecord>>], job: usize, label: &str) -> &'a [RunRecord] {
+    runs.get(job)
+        .and_then(|j| j.iter().find(|rs| rs.first().is_some_and(|r| r.engine == label)))
+        .map_or(&[], Vec::as_slice)
+}
+
+/// Checks a scenario's targets against its runs (every round's, not only
+/// the best) and its ratios.
+fn check_targets(
+    specs: &[TargetSpec],
+    ratios: &[Ratio],
+    runs: &[Vec<Vec<RunRecord>>],
+) -> Vec<TargetCheck> {
+    specs
+        .iter()
+        .map(|t| {
+            let mut c = match t {
+                TargetSpec::Flat { job, engine, min } => target_flat(runs_of(runs, *job, engine), engine, *min),
+                TargetSpec::Bandwidth {
+                    numerator,
+                    denominator,
+                    min,
+                } => target_bandwidth(ratios, numerator, denominator, *min),
+                TargetSpec::CpuPerGib {
+                    job,
+                    engine,
+                    than,
+                    max,
+                } => target_cpu(
+                    runs_of(runs, *job, engine),
+                    runs_of(runs, *job, than),
+                    engine,
+                    than,
+                    *max,
+                ),
+                TargetSpec::HitRatio { job, engine, min } => {
+                    target_hits(runs_of(runs, *job, engine), engine, *min)
+                }
+            };
+            c.caveat = ignored_dontcache(runs, t);
+            c
+        })
+        .collect()
+}
+
+fn check(name: String, comparison: &'static str, threshold: f64) -> TargetCheck {
+    TargetCheck {
+        name,
+        met: None,
+        value: None,
+        comparison,
+        threshold,
+        per_run: Vec::new(),
+        detail: String::new(),
+        caveat: None,
+    }
+}
+
+fn fmt_runs(v: &[f64], f: impl Fn(f64) -> String) -> String {
+    v.iter().map(|&x| f(x)).collect::<Vec<_>>().join(" ")
+}
+
+fn target_flat(runs: &[RunRecord], engine: &str, min: f64) -> TargetCheck {
+    let mut c = check(format!("{engine} flat throughput"), ">=", min);
+    if runs.is_empty() {
+        c.detail = format!("not checked: {engine} did not run");
+        return c;
+    }
+    let flats: Vec<Option<report::Flatness>> = runs.iter().map(report::flatness).collect();
+    if flats.iter().any(Option::is_none) {
+        c.detail = format!(
+            "not checked: a run of {:.2} s has fewer than 3 timeline intervals after its first",
+            runs.iter().map(|r| r.seconds).fold(f64::INFINITY, f64::min)
+        );
+        return c;
+    }
+    let flats: Vec<report::Flatness> = flats.into_iter().flatten().collect();
+    c.per_run = flats.iter().map(|f| f.worst).collect();
+    let worst = c.per_run.iter().copied().fold(f64::INFINITY, f64::min);
+    c.value = Some(worst);
+    c.met = Some(worst >= min);
+    let step = flats[0].interval_s;
+    c.detail = format!(
+        "every {} after the first at least {min:.1}x the median {}: worst {worst:.2}x \
+         (runs: {})",
+        if step >= 1.0 { "second".to_string() } else { format!("{:.0} ms interval", step * 1e3) },
+        if step >= 1.0 { "second".to_string() } else { "interval".to_string() },
+        fmt_runs(&c.per_run, |x| format!("{x:.2}x")),
+    );
+    if step < 1.0 {
+        c.detail.push_str(" (the runs last under 4 s: too few whole seconds to judge)");
+    }
+    c
+}
+
+fn target_bandwidth(ratios: &[Ratio], num: &str, den: &str, min: f64) -> TargetCheck {
+    let mut c = check(format!("{num} bandwidth / {den}"), ">=", min);
+    let Some(r) = ratios
+        .iter()
+        .find(|r| r.numerator == num && r.denominator == den)
+    else {
+        c.detail = format!("not checked: {num} or {den} did not run");
+        return c;
+    };
+    c.per_run = r.per_round.clone();
+    c.value = Some(r.median_per_round);
+    c.met = Some(r.median_per_round >= min);
+    c.detail = format!(
+        "at least {min:.1}x, median of the rounds {:.2}x (rounds: {}; best runs {:.2}x)",
+        r.median_per_round,
+        fmt_runs(&r.per_round, |x| format!("{x:.2}x")),
+        r.best
+    );
+    c
+}
+
+fn target_cpu(
+    runs: &[RunRecord],
+    than: &[RunRecord],
+    engine: &str,
+    other: &str,
+    max: f64,
+) -> TargetCheck {
+    let mut c = check(format!("{engine} CPU s/GiB / {other}'s"), "<=", max);
+    if runs.is_empty() || than.is_empty() {
+        c.detail = format!("not checked: {engine} or {other} did not run");
+        return c;
+    }
+    c.per_run = runs
+        .iter()
+        .zip(than)
+        .filter(|(_, t)| t.cpu_s_per_gib > 0.0)
+        .map(|(r, t)| r.cpu_s_per_gib / t.cpu_s_per_gib)
+        .collect();
+    if c.per_run.is_empty() {
+        c.detail = format!("not checked: {other} used no measurable CPU");
+        return c;
+    }
+    let med = report::median(&c.per_run);
+    c.value = Some(med);
+    c.met = Some(med <= max);
+    let per = |rs: &[RunRecord]| fmt_runs(&rs.iter().map(|r| r.cpu_s_per_gib).collect::<Vec<_>>(), |x| format!("{x:.3}"));
+    c.detail = format!(
+        "at most {max:.1}x, median of the rounds {med:.2}x ({engine} {} s/GiB, {other} {} s/GiB)",
+        per(runs),
+        per(than)
+    );
+    c
+}
+
+fn target_hits(runs: &[RunRecord], engine: &str, min: f64) -> TargetCheck {
+    let mut c = check(format!("hot hit ratio beside {engine}"), ">=", min);
+    let ratios: Vec<Option<f64>> = runs
+        .iter()
+        .map(|r| r.hot.as_ref().and_then(|h| h.hit_ratio))
+        .collect();
+    if ratios.is_empty() || ratios.iter().any(Option::is_none) {
+        c.detail = format!("not checked: {engine} did not run beside the hot reader, or its misses could not be told");
+        return c;
+    }
+    c.per_run = ratios.into_iter().flatten().collect();
+    let worst = c.per_run.iter().copied().fold(f64::INFINITY, f64::min);
+    c.value = Some(worst);
+    c.met = Some(worst >= min);
+    let how = runs
+        .first()
+        .and_then(|r| r.hot.as_ref())
+        .map_or(String::new(), |h| h.miss_detection.clone());
+    c.detail = format!(
+        "at least {:.0}% in every run: worst {:.2}% (runs: {}; misses told by {how})",
+        min * 100.0,
+        worst * 100.0,
+        fmt_runs(&c.per_run, |x| format!("{:.2}%", x * 100.0))
+    );
+    c
+}
+
+/// A caveat for a target about a foliocache engine with `dontcache`
+/// whose runs dropped nothing behind: the library ignored the flag.
+fn ignored_dontcache(runs: &[Vec<Vec<RunRecord>>], t: &TargetSpec) -> Option<String> {
+    let engine = match t {
+        TargetSpec::Flat { engine, .. }
+        | TargetSpec::CpuPerGib { engine, .. }
+        | TargetSpec::HitRatio { engine, .. } => engine,
+        TargetSpec::Bandwidth { numerator, .. } => numerator,
+    };
+    let folio: Vec<&RunRecord> = runs
+        .iter()
+        .flatten()
+        .flatten()
+        .filter(|r| &r.engine == engine)
+        .filter(|r| r.foliocache.as_ref().is_some_and(|f| f.read_flags == "DONTCACHE"))
+        .collect();
+    (!folio.is_empty() && folio.iter().all(|r| report::dontcache_ignored(r))).then(|| {
+        format!(
+            "{engine} dropped no folio behind its reads in any run, yet evicted or kept what it \
+             read: the library does not act on ReadFlags::DONTCACHE yet, so these are figures \
+             of cached reads"
+        )
+    })
 }
 
 /// What one engine run needs to know.
@@ -293,8 +584,61 @@ struct RunCtx<'a> {
     plan: &'a Plan,
     job: &'a JobSpec,
     files: &'a [PathBuf],
+    /// The hot reader's file, for a job with one.
+    hot_file: Option<&'a PathBuf>,
+    /// How memory can be limited, for a job that limits it.
+    cgroups: Option<&'a Availability>,
     mode: RunMode,
     write_seed: u64,
+}
+
+/// A hot reader's measured figures, before they become [`HotFigures`].
+struct HotRun {
+    ready: hot::Ready,
+    reads: u64,
+    misses: u64,
+    seconds: f64,
+}
+
+/// Runs the job on a prepared engine, with the hot reader beside it if
+/// `hot` is given: the reader starts first and stops when the job ends;
+/// its reads and misses are counted over the job's run.
+fn measure(
+    prepared: &Prepared,
+    job: &JobSpec,
+    opts: RunOptions,
+    label: &str,
+    hot: Option<(&HotFile, hot::Ready)>,
+) -> Result<(Measured, Option<HotRun>)> {
+    let (Some((file, ready)), Some(spec)) = (hot, job.hot) else {
+        return Ok((job::run(prepared, job, opts, label)?, None));
+    };
+    let stop = AtomicBool::new(false);
+    let counters = hot::Counters::default();
+    std::thread::scope(|s| {
+        let h = s.spawn(|| hot::run(file, spec, ready.probe, &stop, &counters));
+        hot::wait_started(&counters, || h.is_finished());
+        let (r0, m0) = counters.get();
+        let t = Instant::now();
+        let m = job::run(prepared, job, opts, label);
+        let (r1, m1) = counters.get();
+        let seconds = t.elapsed().as_secs_f64();
+        stop.store(true, Ordering::Relaxed);
+        let joined = h.join();
+        let m = m?;
+        joined
+            .map_err(|_| anyhow::anyhow!("the hot reader panicked"))?
+            .context("the hot reader")?;
+        Ok((
+            m,
+            Some(HotRun {
+                ready,
+                reads: r1 - r0,
+                misses: m1 - m0,
+                seconds,
+            }),
+        ))
+    })
 }
 
 fn run_one(
@@ -304,19 +648,113 @@ fn run_one(
     ctx: &RunCtx<'_>,
 ) -> Result<RunRecord> {
     let (job, plan) = (ctx.job, ctx.plan);
-    let (prepared, setup) = engines.prepare(spec, job, ctx.files, ctx.mode)?;
+    let (prepared, mut setup) = engines.prepare(spec, job, ctx.files, ctx.mode)?;
     let opts = RunOptions {
         verify: plan.verify,
         buf_offset: plan.buf_offset,
         write_seed: ctx.write_seed,
         clock: plan.clock,
     };
+    let folio = spec.kind == EngineKind::Foliocache;
+    // The memory limit: a cgroup of this run's own for an engine on the
+    // kernel's page cache.
+    let limit = match (job.memory_limit, ctx.cgroups) {
+        (Some(l), Some(avail @ Availability::Available { .. })) if !folio => Some(
+            MemCgroup::create(avail, l)
+                .with_context(|| format!("{}: a memory cgroup of {}", spec.label, l))?,
+        ),
+        _ => None,
+    };
+    // The hot file through the engine's cache: foliocache's (which the
+    // cgroup does not concern), or the kernel's, dropped now and warmed
+    // below inside the cgroup.
+    let hot_file = match (job.hot, ctx.hot_file) {
+        (Some(h), Some(path)) => {
+            let file = if folio {
+                HotFile::Folio(engines.open_folio(&spec.label, path)?)
+            } else {
+                crate::engine::drop_files(std::slice::from_ref(path))?;
+                HotFile::Kernel(
+                    std::fs::File::open(path)
+                        .with_context(|| format!("opening {}", path.display()))?,
+                )
+            };
+            let probe = hot::probe(&file, h.bs)?;
+            Some((file, path, probe))
+        }
+        _ => None,
+    };
+    let entered = limit.as_ref().map(MemCgroup::enter).transpose()?;
+    let ready = match &hot_file {
+        Some((file, path, probe)) => {
+            let (cached_pages, pages) = hot::warm(file, path)?;
+            if cached_pages < pages {
+                setup.notes.push(format!(
+                    "warning: the hot file has {cached_pages} of {pages} pages cached after warming"
+                ));
+            }
+            Some(hot::Ready {
+                cached_pages,
+                pages,
+                probe: *probe,
+            })
+        }
+        None => None,
+    };
+    if let (true, Some(before)) = (ready.is_some(), setup.folio_before.as_mut()) {
+        // The figures of the run, not of warming the hot file.
+        if let Some(now) = engines.folio_stats(&spec.label) {
+            before.stats = now;
+        }
+    }
     let disk = ctx.files.first().and_then(|f| disk::stat_path(f));
     let before = disk.as_deref().and_then(disk::Snapshot::take);
-    let m = job::run(&prepared, job, opts, &spec.label)?;
+    let hot_arg = hot_file.as_ref().zip(ready).map(|((f, _, _), r)| (f, r));
+    let measured = measure(&prepared, job, opts, &spec.label, hot_arg);
+    drop(entered);
+    let (m, hot_run) = measured?;
     let device = before.and_then(|b| b.since());
     drop(prepared);
+    drop(hot_file);
     let mut notes = setup.notes;
+    let memory_limit = match (job.memory_limit, &limit) {
+        (Some(_), Some(cg)) => {
+            let u = cg.usage();
+            Some(MemoryLimit {
+                mechanism: cg.version().name(),
+                limit_bytes: Some(cg.limit()),
+                cgroup: Some(cg.path().display().to_string()),
+                peak_bytes: u.peak_bytes,
+                limit_hits: u.limit_hits,
+                reason: None,
+            })
+        }
+        (Some(l), None) if !folio => ctx.cgroups.map(|a| scenario_limit(a, l)),
+        _ => None,
+    };
+    // Removes the cgroup (and the page cache charged to it).
+    drop(limit);
+    let hot = hot_run.map(|h| HotFigures {
+        file_size: job.hot.map_or(0, |s| s.file_size),
+        bs: job.hot.map_or(0, |s| s.bs),
+        warm_cached_pages: h.ready.cached_pages,
+        pages: h.ready.pages,
+        reads: h.reads,
+        misses: h.misses,
+        hit_ratio: (h.ready.probe != MissProbe::Unavailable && h.reads > 0)
+            .then(|| (h.reads - h.misses) as f64 / h.reads as f64),
+        reads_per_s: if h.seconds > 0.0 {
+            h.reads as f64 / h.seconds
+        } else {
+            0.0
+        },
+        miss_detection: h.ready.probe.describe().to_string(),
+    });
+    if hot.is_some() {
+        notes.push(
+            "the hot reader ran beside the job: its CPU time is in the run's CPU figures".into(),
+        );
+    }
     let mut capacity = None;
     let foliocache = match (setup.folio_before, engines.folio_stats(&spec.label)) {
         (Some(before), Some(after)) => {
@@ -351,6 +789,16 @@ fn run_one(
                 hits: after.hits - b.hits,
                 misses: after.misses - b.misses,
                 evictions: after.evictions - b.evictions,
+                read_flags: if spec.folio.dontcache {
+                    "DONTCACHE"
+                } else {
+                    "none"
+                },
+                refaults: after.refaults - b.refaults,
+                activations: after.activations - b.activations,
+                dropbehind_drops: after.dropbehind_drops - b.dropbehind_drops,
+                shadows: after.shadows,
+                shadow_bytes: after.shadow_bytes,
                 bytes_cached: after.bytes_cached,
                 backing: before.backing_note,
                 backing_direct: before.backing_direct,
@@ -400,14 +848,14 @@ fn run_one(
         "threads were on CPU {:.0}% of the run",
         busy * 100.0
     ));
-    if !ctx.mode.cold && spec.kind.cached() && busy < 0.9 {
+    if !ctx.mode.cold && spec.cached() && busy < 0.9 {
         notes.push(
             "warning: the threads had less than 90% of their CPUs: other work ran on this \
              machine during the run (a noisy figure)"
                 .into(),
         );
     }
-    Ok(RunRecord {
+    let mut rec = RunRecord {
         engine: spec.label.clone(),
         rw: job.rw.name(),
         bs: job.bs,
@@ -430,8 +878,17 @@ fn run_one(
             user: m.cpu_user,
             sys: m.cpu_sys,
         },
+        cpu_s_per_gib: if m.bytes > 0 {
+            (m.cpu_user + m.cpu_sys) / (m.bytes as f64 / GIB)
+        } else {
+            0.0
+        },
         capacity,
         timeline_bw_bytes: m.timeline,
+        fine_timeline: (!m.fine_timeline.is_empty()).then(|| FineTimeline {
+            interval_s: job.interval().as_secs_f64(),
+            bw_bytes: m.fine_timeline,
+        }),
         ratio_to_kernel: None,
         runtime_s: job.runtime.map(|d| d.as_secs_f64()),
         buf_offset: plan.buf_offset,
@@ -444,8 +901,21 @@ fn run_one(
             pages: p,
             when,
         }),
+        memory_limit,
+        hot,
         notes,
-    })
+    };
+    if report::dontcache_ignored(&rec) {
+        let f = rec.foliocache.as_ref().map_or((0, 0), |f| (f.evictions, f.bytes_cached));
+        rec.notes.push(format!(
+            "warning: no folio was dropped behind these DONTCACHE reads (dropbehind_drops \
+             unchanged), yet {} folios were evicted and {} is cached at the end: the library \
+             does not act on ReadFlags::DONTCACHE yet, so these are cached reads",
+            f.0,
+            report::fmt_size_approx(f.1)
+        ));
+    }
+    Ok(rec)
 }
 
 #[cfg(test)]
@@ -484,8 +954,10 @@ mod tests {
                 user: 0.0,
                 sys: 0.0,
             },
+            cpu_s_per_gib: 0.0,
             capacity: None,
             timeline_bw_bytes: Vec::new(),
+            fine_timeline: None,
             ratio_to_kernel: None,
             runtime_s: None,
             buf_offset: 0,
@@ -494,6 +966,8 @@ mod tests {
             foliocache: None,
             page_cache: None,
             device: None,
+            memory_limit: None,
+            hot: None,
             notes: Vec::new(),
         }
     }

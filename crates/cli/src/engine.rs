@@ -3,7 +3,7 @@
 //!
 //! | engine       | a read is                                   | a write is         |
 //! |--------------|---------------------------------------------|--------------------|
-//! | `foliocache` | `foliocache::File::read_at` (this library)  | not supported yet  |
+//! | `foliocache` | `foliocache::File::read_at_flags` (this library; `foliocache[dontcache]`: with `ReadFlags::DONTCACHE`) | not supported yet |
 //! | `kernel`     | buffered `pread` (kernel page cache)        | buffered `pwrite`  |
 //! | `direct`     | `pread` on an `O_DIRECT` fd                 | `pwrite`, O_DIRECT |
 //! | `dontcache`  | `preadv2(RWF_DONTCACHE)`                    | `pwritev2(..)`     |
@@ -17,7 +17,8 @@
 //! before every run) with `mincore` checking residency; mmap's pages are
 //! also pre-faulted. `direct` needs no warming, and `dontcache` starts with
 //! the file dropped from the page cache, so its reads are the uncached
-//! reads it exists for. A `--cold` run drops every file from the page cache
+//! reads it exists for; likewise `foliocache[dontcache]` starts with a
+//! fresh, empty cache. A `--cold` run drops every file from the page cache
 //! before every engine and gives foliocache a fresh cache.
 
 use std::collections::HashMap;
@@ -29,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use backing::aio::{EngineKind as IoKind, IoEngineConfig};
-use foliocache::{Cache, CacheStats, Insert, Populate, ReadaheadConfig};
+use foliocache::{Cache, CacheStats, Insert, Populate, ReadFlags, ReadaheadConfig};
 
 use crate::report::fmt_size;
 use crate::scenario::JobSpec;
@@ -110,6 +111,9 @@ pub struct FolioOptions {
     /// The engine that runs readahead IO (`io=uring|threads|auto`; auto by
     /// default: io_uring where the kernel allows it).
     pub io: IoKind,
+    /// Every read is uncached (`dontcache`): `File::read_at_flags` with
+    /// [`ReadFlags::DONTCACHE`], from an empty cache.
+    pub dontcache: bool,
 }
 
 impl Default for FolioOptions {
@@ -120,6 +124,7 @@ impl Default for FolioOptions {
             ra: RaWindow::Default,
             insert: Insert::Batched,
             io: IoKind::Auto,
+            dontcache: false,
         }
     }
 }
@@ -138,6 +143,15 @@ impl FolioOptions {
             },
         };
         base.with_insert(self.insert)
+    }
+
+    /// The flags of every read these options give.
+    pub fn read_flags(&self) -> ReadFlags {
+        if self.dontcache {
+            ReadFlags::DONTCACHE
+        } else {
+            ReadFlags::NONE
+        }
     }
 }
 
@@ -174,6 +188,12 @@ impl EngineSpec {
             kind,
             folio: FolioOptions::default(),
         }
+    }
+
+    /// Whether this engine is warmed before a warm run: a caching kind
+    /// ([`EngineKind::cached`]) whose reads are not uncached.
+    pub fn cached(&self) -> bool {
+        self.kind.cached() && !self.folio.dontcache
     }
 
     /// Parses `name` or `name[options]`.
@@ -226,7 +246,8 @@ impl EngineSpec {
 
 fn parse_folio_option(opt: &str, folio: &mut FolioOptions) -> Result<(), String> {
     const SUPPORTED: &str = "supported: populate=eager|lazy, folio=SIZE, \
-                             insert=batched|single, ra=SIZE|kernel|off, io=uring|threads|auto";
+                             insert=batched|single, ra=SIZE|kernel|off, io=uring|threads|auto, \
+                             dontcache";
     let (key, value) = match opt.split_once('=') {
         Some((k, v)) => (k.trim(), Some(v.trim())),
         None => (opt, None),
@@ -259,7 +280,8 @@ fn parse_folio_option(opt: &str, folio: &mut FolioOptions) -> Result<(), String>
         ("io", Some("uring" | "io_uring")) => folio.io = IoKind::Uring,
         ("io", Some("threads")) => folio.io = IoKind::Threads,
         ("io", Some("auto")) => folio.io = IoKind::Auto,
-        ("populate" | "folio" | "insert" | "ra" | "io", _) => {
+        ("dontcache", None) => folio.dontcache = true,
+        ("populate" | "folio" | "insert" | "ra" | "io" | "dontcache", _) => {
             return Err(format!(
                 "foliocache engine: bad option `{opt}` ({SUPPORTED})"
             ))
@@ -334,13 +356,13 @@ impl BlockIo for MmapIo<'_> {
     }
 }
 
-/// Reads through foliocache.
-pub struct FolioIo<'a>(pub &'a foliocache::File);
+/// Reads through foliocache, every read with the same flags.
+pub struct FolioIo<'a>(pub &'a foliocache::File, pub ReadFlags);
 
 impl BlockIo for FolioIo<'_> {
     #[inline]
     fn read(&mut self, buf: &mut [u8], off: u64) -> io::Result<usize> {
-        self.0.read_at(buf, off)
+        self.0.read_at_flags(buf, off, self.1)
     }
     fn write(&mut self, _buf: &[u8], _off: u64) -> io::Result<usize> {
         Err(io::Error::new(io::ErrorKind::Unsupported, NO_WRITES))
@@ -355,8 +377,8 @@ pub enum Prepared {
     Dontcache(Vec<File>),
     /// `mmap`.
     Mmap(Vec<Mmap>),
-    /// `foliocache`.
-    Folio(Vec<foliocache::File>),
+    /// `foliocache`, and the flags of its reads.
+    Folio(Vec<foliocache::File>, ReadFlags),
 }
 
 /// Facts about an engine's run besides its figures.
@@ -433,7 +455,7 @@ impl Engines {
     ) -> Result<(Prepared, Setup)> {
         let write = job.rw.is_write();
         let mut setup = Setup::default();
-        if mode.cold || !spec.kind.cached() {
+        if mode.cold || !spec.cached() {
             if mode.cold || spec.kind == EngineKind::Dontcache {
                 setup.residency = Some(drop_files(files)?);
             }
@@ -484,7 +506,14 @@ impl Engines {
                 }
                 let (handles, before) = self.folio(spec, files, mode)?;
                 setup.folio_before = Some(before);
-                Prepared::Folio(handles)
+                if spec.folio.dontcache && !mode.cold {
+                    setup.notes.push(
+                        "foliocache[dontcache] starts with an empty cache (not warmed): its reads \
+                         are uncached reads"
+                            .into(),
+                    );
+                }
+                Prepared::Folio(handles, spec.folio.read_flags())
             }
         };
         if let Some((resident, pages, when)) = setup.residency {
@@ -504,18 +533,20 @@ impl Engines {
     }
 
     /// The foliocache engine: a cache of the right capacity (kept from an
-    /// earlier run, or built now; always new for a cold run), the files
-    /// opened through it, and, for a warm run, one read pass.
+    /// earlier run, or built now; always new for a cold run and for an
+    /// uncached engine), the files opened through it, and, for a warm run
+    /// of a cached engine, one read pass.
     fn folio(
         &mut self,
         spec: &EngineSpec,
         files: &[PathBuf],
         mode: RunMode,
     ) -> Result<(Vec<foliocache::File>, FolioBefore)> {
+        let fresh = mode.cold || spec.folio.dontcache;
         let reuse = self
             .folio
             .get(&spec.label)
-            .is_some_and(|s| !mode.cold && s.capacity == mode.capacity && s.opts == spec.folio);
+            .is_some_and(|s| !fresh && s.capacity == mode.capacity && s.opts == spec.folio);
         if !reuse {
             // Free the old arena before mapping a new one.
             self.folio.remove(&spec.label);
@@ -558,7 +589,7 @@ impl Engines {
             }
             handles.push(state.files[p].clone());
         }
-        let warm = if mode.cold {
+        let warm = if fresh {
             None
         } else {
             let t = Instant::now();
@@ -586,6 +617,27 @@ impl Engines {
             readahead: spec.folio.readahead(),
         };
         Ok((handles, before))
+    }
+
+    /// Opens `path` through the cache of the foliocache engine `label`
+    /// (prepared before), for a reader beside the job.
+    ///
+    /// # Errors
+    /// No cache for `label`, or opening the file.
+    pub fn open_folio(&mut self, label: &str, path: &std::path::Path) -> Result<foliocache::File> {
+        let state = self
+            .folio
+            .get_mut(label)
+            .with_context(|| format!("foliocache engine {label}: no cache"))?;
+        if let Some(f) = state.files.get(path) {
+            return Ok(f.clone());
+        }
+        let f = state
+            .cache
+            .open(path)
+            .with_context(|| format!("foliocache engine: opening {}", path.display()))?;
+        state.files.insert(path.to_path_buf(), f.clone());
+        Ok(f)
     }
 
     /// foliocache's statistics for the engine `label` once its readahead
@@ -629,7 +681,11 @@ fn open_all(files: &[PathBuf], write: bool, direct: bool) -> Result<Vec<File>> {
 
 /// One `RWF_DONTCACHE` read, to fail early and clearly where the kernel or
 /// the filesystem lacks it.
-fn probe_dontcache(f: &File) -> Result<()> {
+///
+/// # Errors
+/// The kernel or the filesystem does not support `RWF_DONTCACHE`, or the
+/// read failed.
+pub fn probe_dontcache(f: &File) -> Result<()> {
     let mut buf = AlignedBuf::new(sys::PAGE, 0)?;
     match sys::preadv2(f, buf.as_mut_slice(), 0, sys::RWF_DONTCACHE) {
         Ok(_) => Ok(()),
@@ -646,7 +702,10 @@ fn probe_dontcache(f: &File) -> Result<()> {
 /// (a folio left over from an `RWF_DONTCACHE` read is dropped again by
 /// the first buffered read that touches it); the resident pages after the
 /// last pass, and the number of passes.
-fn warm_kernel(files: &[PathBuf]) -> Result<((usize, usize, &'static str), u32)> {
+///
+/// # Errors
+/// Opening or reading a file, or `mincore`.
+pub fn warm_kernel(files: &[PathBuf]) -> Result<((usize, usize, &'static str), u32)> {
     let mut buf = vec![0u8; 1 << 20];
     let mut pass = 0;
     loop {
@@ -674,8 +733,11 @@ fn warm_kernel(files: &[PathBuf]) -> Result<((usize, usize, &'static str), u32)>
 }
 
 /// Syncs every file and drops it from the kernel page cache, then counts
-/// the resident pages left.
-fn drop_files(files: &[PathBuf]) -> Result<(usize, usize, &'static str)> {
+/// the resident pages left: (resident pages, pages, "after drop").
+///
+/// # Errors
+/// Opening, syncing or advising a file, or `mincore`.
+pub fn drop_files(files: &[PathBuf]) -> Result<(usize, usize, &'static str)> {
     let (mut resident, mut pages) = (0, 0);
     for p in files {
         let f = File::open(p)?;
@@ -788,15 +850,33 @@ mod tests {
     }
 
     #[test]
+    fn dontcache_is_an_option() {
+        let s = EngineSpec::parse("foliocache[dontcache]").unwrap();
+        assert_eq!(s.label, "foliocache[dontcache]");
+        assert!(s.folio.dontcache);
+        assert_eq!(s.folio.read_flags(), ReadFlags::DONTCACHE);
+        assert!(!s.cached(), "an uncached engine is not warmed");
+        let s = EngineSpec::parse("foliocache[populate=lazy, dontcache,ra=kernel]").unwrap();
+        assert!(s.folio.dontcache);
+        assert_eq!(s.folio.populate, Populate::Lazy);
+        assert_eq!(s.folio.readahead(), ReadaheadConfig::kernel());
+        let plain = EngineSpec::plain(EngineKind::Foliocache);
+        assert_eq!(plain.folio.read_flags(), ReadFlags::NONE);
+        assert!(plain.cached());
+        let e = EngineSpec::parse("foliocache[dontcache=yes]").unwrap_err();
+        assert!(e.contains("bad option `dontcache=yes`"), "{e}");
+    }
+
+    #[test]
     fn unsupported_options_are_errors() {
         for bad in [
-            "foliocache[dontcache]",
-            "foliocache[populate=lazy,dontcache]",
+            "foliocache[writeback]",
+            "foliocache[populate=lazy,nowait]",
         ] {
             let e = EngineSpec::parse(bad).unwrap_err();
             assert!(e.contains("not supported by the library yet"), "{e}");
             assert!(
-                e.contains("insert=batched|single, ra=SIZE|kernel|off"),
+                e.contains("insert=batched|single, ra=SIZE|kernel|off, io=uring|threads|auto, dontcache"),
                 "{e}"
             );
         }

@@ -74,6 +74,9 @@ pub struct Measured {
     pub ns_per_tick: f64,
     /// Bytes per second for each second of the run.
     pub timeline: Vec<f64>,
+    /// Bytes per second for each full interval of the job's finer
+    /// timeline ([`JobSpec::bins_per_second`] above 1; empty otherwise).
+    pub fine_timeline: Vec<f64>,
     /// User CPU seconds of the process during the run.
     pub cpu_user: f64,
     /// System CPU seconds of the process during the run.
@@ -90,7 +93,7 @@ struct Slot(AtomicU64);
 /// The offsets one thread visits: a block cursor that walks and wraps, or
 /// uniformly random blocks (splitmix64 mapped onto the blocks by a
 /// multiply).
-struct Offsets {
+pub(crate) struct Offsets {
     random: bool,
     bs: u64,
     blocks: u64,
@@ -98,7 +101,9 @@ struct Offsets {
 }
 
 impl Offsets {
-    fn new(random: bool, bs: u64, blocks: u64, start_block: u64, seed: u64) -> Self {
+    /// Offsets of `bs`-byte blocks among `blocks`: from `start_block` on,
+    /// or (`random`) uniformly random from `seed`.
+    pub(crate) fn new(random: bool, bs: u64, blocks: u64, start_block: u64, seed: u64) -> Self {
         Offsets {
             random,
             bs,
@@ -107,8 +112,9 @@ impl Offsets {
         }
     }
 
+    /// The next block's byte offset.
     #[inline(always)]
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         if self.random {
             self.next = self.next.wrapping_add(0x9e37_79b9_7f4a_7c15);
             let z = data::mix(self.next);
@@ -129,6 +135,8 @@ struct Shared<'a> {
     max_ops: u64,
     opts: RunOptions,
     ticks_per_sec: f64,
+    /// The timeline's interval (a second, or a fraction of one).
+    interval: Duration,
 }
 
 /// One thread's figures.
@@ -138,7 +146,7 @@ struct ThreadOut {
     hist: Histogram,
     /// Clock ticks from `start` to `end`.
     ticks: u64,
-    /// Bytes completed in each full second since `start`.
+    /// Bytes completed in each full timeline interval since `start`.
     timeline: Vec<u64>,
     start: Instant,
     end: Instant,
@@ -167,6 +175,7 @@ pub fn run(prepared: &Prepared, job: &JobSpec, opts: RunOptions, label: &str) ->
         },
         opts,
         ticks_per_sec: opts.clock.ticks_per_sec(),
+        interval: job.interval(),
     };
     let file_of = |j: usize| if job.shared { 0 } else { j };
     thread::scope(|s| {
@@ -201,8 +210,8 @@ pub fn run(prepared: &Prepared, job: &JobSpec, opts: RunOptions, label: &str) ->
                     let io = MmapIo(&ms[f]);
                     s.spawn(move || thread_main(io, rw.is_write(), bs, offs, sh, slot))
                 }
-                Prepared::Folio(fs) => {
-                    let io = FolioIo(&fs[f]);
+                Prepared::Folio(fs, flags) => {
+                    let io = FolioIo(&fs[f], *flags);
                     s.spawn(move || thread_main(io, rw.is_write(), bs, offs, sh, slot))
                 }
             };
@@ -349,8 +358,10 @@ fn short(n: usize, want: usize, off: u64) -> io::Error {
 /// The fast path per operation: next offset, the IO, one clock read, one
 /// histogram increment, one compare against the next event. Events (every
 /// [`TICK`], and the deadline) take the slow path: `Instant` for real
-/// time, publish progress, look at the stop flag, close finished seconds
-/// of the timeline.
+/// time, publish progress, look at the stop flag, close finished intervals
+/// of the timeline. Events fall on the timeline's interval boundaries too,
+/// so an interval holds the bytes of its own time (give or take one
+/// operation), not of the tick that noticed its end.
 #[inline(never)]
 fn run_loop<IO: BlockIo, C: Clock, const WRITE: bool, const VERIFY: bool>(
     io: &mut IO,
@@ -362,15 +373,18 @@ fn run_loop<IO: BlockIo, C: Clock, const WRITE: bool, const VERIFY: bool>(
     let rate = st.sh.ticks_per_sec;
     let to_ticks = |d: Duration| (d.as_secs_f64() * rate) as u64;
     let mut hist = st.hist.take().unwrap_or_default();
+    let interval = st.sh.interval;
+    let per_sec = (Duration::from_secs(1).as_nanos() / interval.as_nanos().max(1)) as usize;
     let secs = st.sh.runtime.map_or(60, |d| d.as_secs() as usize + 2);
-    let mut timeline = Vec::with_capacity(secs);
+    let mut timeline = Vec::with_capacity(secs * per_sec.max(1));
     let max_ops = st.sh.max_ops;
     let start = Instant::now();
     let t_start = C::now();
     let deadline = st.sh.runtime.map(|d| start + d);
-    let mut next_second = start + Duration::from_secs(1);
-    let mut event = t_start + to_ticks(st.sh.runtime.map_or(TICK, |d| d.min(TICK)));
-    let mut second_base = 0u64;
+    let mut next_bin = start + interval;
+    let first = st.sh.runtime.map_or(TICK, |d| d.min(TICK)).min(interval);
+    let mut event = t_start + to_ticks(first);
+    let mut bin_base = 0u64;
     let mut prev = t_start;
     let mut bytes = 0u64;
     let mut ops = 0u64;
@@ -409,22 +423,24 @@ fn run_loop<IO: BlockIo, C: Clock, const WRITE: bool, const VERIFY: bool>(
             if st.sh.stop.load(Ordering::Relaxed) {
                 break;
             }
-            while real >= next_second {
-                timeline.push(bytes - second_base);
-                second_base = bytes;
-                next_second += Duration::from_secs(1);
+            while real >= next_bin {
+                timeline.push(bytes - bin_base);
+                bin_base = bytes;
+                next_bin += interval;
             }
-            let until = deadline.map_or(TICK, |d| d.saturating_duration_since(real).min(TICK));
+            let until = deadline
+                .map_or(TICK, |d| d.saturating_duration_since(real).min(TICK))
+                .min(next_bin.saturating_duration_since(real));
             event = now + to_ticks(until);
         }
     }
     let t_end = C::now();
     let end = Instant::now();
-    // Seconds the loop crossed without an event (a stall) still count.
-    while end >= next_second {
-        timeline.push(bytes - second_base);
-        second_base = bytes;
-        next_second += Duration::from_secs(1);
+    // Intervals the loop crossed without an event (a stall) still count.
+    while end >= next_bin {
+        timeline.push(bytes - bin_base);
+        bin_base = bytes;
+        next_bin += interval;
     }
     st.slot.0.store(bytes, Ordering::Relaxed);
     Ok(ThreadOut {
@@ -452,7 +468,7 @@ fn merge(
         _ => 0.0,
     };
     let mut hist = Histogram::new();
-    let mut per_sec: Vec<u64> = Vec::new();
+    let mut per_bin: Vec<u64> = Vec::new();
     let (mut bytes, mut ops) = (0, 0);
     let (mut ns, mut ticks) = (0.0, 0.0);
     let mut written: Vec<Vec<bool>> = vec![Vec::new(); job.nfiles()];
@@ -462,10 +478,10 @@ fn merge(
         ns += o.end.duration_since(o.start).as_nanos() as f64;
         ticks += o.ticks as f64;
         hist.merge(&o.hist);
-        if per_sec.len() < o.timeline.len() {
-            per_sec.resize(o.timeline.len(), 0);
+        if per_bin.len() < o.timeline.len() {
+            per_bin.resize(o.timeline.len(), 0);
         }
-        for (a, b) in per_sec.iter_mut().zip(&o.timeline) {
+        for (a, b) in per_bin.iter_mut().zip(&o.timeline) {
             *a += b;
         }
         let f = if job.shared { 0 } else { j };
@@ -477,6 +493,15 @@ fn merge(
             }
         }
     }
+    // Whole seconds from whole intervals; the finer timeline as it is.
+    let k = job.bins_per_second.max(1) as usize;
+    let per_sec: Vec<u64> = per_bin.chunks_exact(k).map(|c| c.iter().sum()).collect();
+    let fine_timeline = if k > 1 {
+        let secs = job.interval().as_secs_f64();
+        per_bin.iter().map(|&b| b as f64 / secs).collect()
+    } else {
+        Vec::new()
+    };
     let full = per_sec.len();
     let mut timeline: Vec<f64> = per_sec.iter().map(|&b| b as f64).collect();
     let tail_secs = seconds - full as f64;
@@ -493,6 +518,7 @@ fn merge(
         hist,
         ns_per_tick: if ticks > 0.0 { ns / ticks } else { 1.0 },
         timeline,
+        fine_timeline,
         cpu_user: cpu1.0.saturating_sub(cpu0.0).as_secs_f64(),
         cpu_sys: cpu1.1.saturating_sub(cpu0.1).as_secs_f64(),
         written,

@@ -8,20 +8,25 @@
 //!
 //! Modules: [`args`] (the command line), [`scenario`] (what runs),
 //! [`engine`] (the engines and their warming), [`job`] (the measured
-//! loop), [`clock`] (what times it), [`hist`] (latency histogram), [`data`] (checkable pseudo-random
-//! data files), [`disk`] (the device's read counters), [`report`] (text and JSON), [`plot`] (SVG), [`mod@bench`] (the
-//! driver) and [`sys`] (the OS calls `std` lacks: the only unsafe code).
+//! loop), [`hot`] (a hot reader beside a job, counting its hits),
+//! [`cgroup`] (the kernel engines' memory limit), [`clock`] (what times
+//! it), [`hist`] (latency histogram), [`data`] (checkable pseudo-random
+//! data files), [`disk`] (the device's read counters), [`report`] (text and
+//! JSON), [`plot`] (SVG), [`mod@bench`] (the driver) and [`sys`] (the OS
+//! calls `std` lacks: the only unsafe code).
 //!
 //! Exit codes: 0 done, 1 the run failed, 2 bad command line.
 #![deny(unsafe_code)]
 
 mod args;
 mod bench;
+mod cgroup;
 mod clock;
 mod data;
 mod disk;
 mod engine;
 mod hist;
+mod hot;
 mod job;
 mod plot;
 mod report;

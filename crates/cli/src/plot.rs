@@ -1,6 +1,7 @@
 //! `--plot PATH.svg`: throughput over time per engine, one panel per job
 //! of each scenario, with time and GiB/s axes and a legend. Each second's
-//! bandwidth is drawn as a step over that second.
+//! bandwidth is drawn as a step over that second (each interval's, for a
+//! job with a finer timeline).
 
 use std::path::Path;
 
@@ -24,10 +25,14 @@ const COLORS: [RGBColor; 8] = [
     RGBColor(23, 190, 207),
 ];
 
+/// One line: an engine's label, its bandwidths, and the seconds each
+/// covers.
+type Series = (String, Vec<f64>, f64);
+
 /// One panel: a title and a line per engine.
 struct Panel {
     title: String,
-    series: Vec<(String, Vec<f64>)>,
+    series: Vec<Series>,
 }
 
 fn panels(scenarios: &[ScenarioReport]) -> Vec<Panel> {
@@ -35,13 +40,23 @@ fn panels(scenarios: &[ScenarioReport]) -> Vec<Panel> {
     for sc in scenarios {
         for r in &sc.results {
             let title = format!(
-                "{}: {} bs={} numjobs={}",
+                "{}: {} bs={} numjobs={}{}",
                 sc.name,
                 r.rw,
                 fmt_size(r.bs),
-                r.numjobs
+                r.numjobs,
+                if r.hot.is_some() {
+                    " beside a hot reader"
+                } else {
+                    ""
+                }
             );
-            let line = (r.engine.clone(), r.timeline_bw_bytes.clone());
+            let line = match &r.fine_timeline {
+                Some(t) if !t.bw_bytes.is_empty() => {
+                    (r.engine.clone(), t.bw_bytes.clone(), t.interval_s)
+                }
+                _ => (r.engine.clone(), r.timeline_bw_bytes.clone(), 1.0),
+            };
             match out.iter_mut().find(|p| p.title == title) {
                 Some(p) => p.series.push(line),
                 None => out.push(Panel {
@@ -72,14 +87,13 @@ pub fn draw(path: &Path, scenarios: &[ScenarioReport]) -> Result<()> {
         let secs = panel
             .series
             .iter()
-            .map(|(_, t)| t.len())
-            .max()
-            .unwrap_or(1)
-            .max(1) as f64;
+            .map(|(_, t, step)| t.len() as f64 * step)
+            .fold(0.0f64, f64::max);
+        let secs = if secs > 0.0 { secs } else { 1.0 };
         let top = panel
             .series
             .iter()
-            .flat_map(|(_, t)| t.iter())
+            .flat_map(|(_, t, _)| t.iter())
             .fold(0.0f64, |m, &v| m.max(v / GIB));
         let top = if top > 0.0 { top * 1.15 } else { 1.0 };
         let mut chart = ChartBuilder::on(area)
@@ -95,11 +109,12 @@ pub fn draw(path: &Path, scenarios: &[ScenarioReport]) -> Result<()> {
             .y_desc("throughput (GiB/s)")
             .draw()
             .map_err(|e| err(&e))?;
-        for (i, (label, tl)) in panel.series.iter().enumerate() {
+        for (i, (label, tl, step)) in panel.series.iter().enumerate() {
             let color = COLORS[i % COLORS.len()];
-            let steps = tl.iter().enumerate().flat_map(|(s, &v)| {
-                let y = v / GIB;
-                [(s as f64, y), (s as f64 + 1.0, y)]
+            let step = *step;
+            let steps = tl.iter().enumerate().flat_map(move |(s, &v)| {
+                let (y, x) = (v / GIB, s as f64 * step);
+                [(x, y), (x + step, y)]
             });
             chart
                 .draw_series(LineSeries::new(steps, color.stroke_width(2)))

@@ -65,17 +65,55 @@ pub struct ScenarioReport {
     pub description: String,
     /// One result per job and engine (the best of the repeats).
     pub results: Vec<RunRecord>,
-    /// Ratios between engines the scenario is about (absent for a
-    /// scenario without them).
+    /// Ratios between engines the scenario is about, and its targets
+    /// (absent for a scenario without them).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub summary: Option<Summary>,
+    /// The memory limit the scenario's kernel engines ran under: the
+    /// mechanism (`cgroup v1`, `cgroup v2`, or `none` with the reason).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_limit: Option<MemoryLimit>,
+    /// Facts about the scenario as a whole (an engine left out, and why).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// Print each result's timeline, CPU per GiB, cache figures and hot
+    /// reader below the table.
+    #[serde(skip)]
+    pub detailed: bool,
 }
 
-/// A scenario's ratios between engines.
+/// A scenario's ratios between engines, and its targets.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
     /// One per pair of engines that both ran.
     pub ratios: Vec<Ratio>,
+    /// The issue's targets, each met or not (absent for a scenario without
+    /// them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<TargetCheck>,
+}
+
+/// One of the issue's targets, checked.
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetCheck {
+    /// What is checked: `foliocache[dontcache] flat`.
+    pub name: String,
+    /// Whether it is met (null: it could not be checked; `detail` says
+    /// why).
+    pub met: Option<bool>,
+    /// The figure checked.
+    pub value: Option<f64>,
+    /// `>=` or `<=`.
+    pub comparison: &'static str,
+    /// The bound the figure must respect.
+    pub threshold: f64,
+    /// The figure in each run or round.
+    pub per_run: Vec<f64>,
+    /// How the figure is made, in words.
+    pub detail: String,
+    /// Why the figure may not mean what it says (the library ignored a
+    /// flag, say).
+    pub caveat: Option<String>,
 }
 
 /// `numerator / denominator` bandwidth.
@@ -122,6 +160,59 @@ pub struct Cpu {
     pub sys: f64,
 }
 
+/// A memory limit a run (or a scenario's kernel engines) ran under.
+#[derive(Debug, Clone, Serialize)]
+pub struct MemoryLimit {
+    /// `cgroup v1`, `cgroup v2`, or `none`.
+    pub mechanism: &'static str,
+    /// The limit (null: none).
+    pub limit_bytes: Option<u64>,
+    /// The cgroup (a run's), or the parent its cgroups are made in (a
+    /// scenario's).
+    pub cgroup: Option<String>,
+    /// The cgroup's peak usage during the run (a run's only).
+    pub peak_bytes: Option<u64>,
+    /// Times the usage hit the limit during the run (a run's only).
+    pub limit_hits: Option<u64>,
+    /// Why there is no limit.
+    pub reason: Option<String>,
+}
+
+/// The hot reader beside a run: random reads of a file warmed into the
+/// engine's cache first, from before the run started until it ended
+/// (counted while the run ran).
+#[derive(Debug, Clone, Serialize)]
+pub struct HotFigures {
+    /// The hot file's size.
+    pub file_size: u64,
+    /// Bytes per read.
+    pub bs: u64,
+    /// Pages of the hot file cached after warming, and its pages.
+    pub warm_cached_pages: u64,
+    /// Pages of the hot file.
+    pub pages: u64,
+    /// Reads during the run.
+    pub reads: u64,
+    /// Reads that were not hits (would have waited for IO).
+    pub misses: u64,
+    /// `(reads - misses) / reads` (null if misses could not be told).
+    pub hit_ratio: Option<f64>,
+    /// Reads per second.
+    pub reads_per_s: f64,
+    /// How a miss is told from a hit: `RWF_NOWAIT`, `ReadFlags::NOWAIT`,
+    /// or `cachestat` where the library ignores NOWAIT.
+    pub miss_detection: String,
+}
+
+/// A timeline finer than per second.
+#[derive(Debug, Clone, Serialize)]
+pub struct FineTimeline {
+    /// Seconds per point.
+    pub interval_s: f64,
+    /// Bytes per second in each full interval of the run.
+    pub bw_bytes: Vec<f64>,
+}
+
 /// foliocache's figures for a run.
 #[derive(Debug, Clone, Serialize)]
 pub struct FolioFigures {
@@ -144,6 +235,18 @@ pub struct FolioFigures {
     pub misses: u64,
     /// Folios evicted during the run.
     pub evictions: u64,
+    /// The flags of every read of the run: `none` or `DONTCACHE`.
+    pub read_flags: &'static str,
+    /// Folios added over an eviction shadow during the run.
+    pub refaults: u64,
+    /// Folios activated during the run.
+    pub activations: u64,
+    /// Dropbehind folios removed after an uncached read during the run.
+    pub dropbehind_drops: u64,
+    /// Eviction shadows after the run.
+    pub shadows: u64,
+    /// Bytes of index nodes holding only shadows after the run.
+    pub shadow_bytes: u64,
     /// Bytes cached after the run.
     pub bytes_cached: u64,
     /// How the file is read underneath (O_DIRECT or the fallback).
@@ -208,11 +311,16 @@ pub struct RunRecord {
     pub lat_ns: Latency,
     /// CPU seconds.
     pub cpu_s: Cpu,
+    /// CPU seconds (user and system) per GiB read or written.
+    pub cpu_s_per_gib: f64,
     /// foliocache's capacity in bytes (null for other engines).
     pub capacity: Option<u64>,
     /// Bytes per second for each second of the run (the last, partial
     /// second is left out unless it is at least 0.1 s or the only one).
     pub timeline_bw_bytes: Vec<f64>,
+    /// A finer timeline, for scenarios that ask for one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fine_timeline: Option<FineTimeline>,
     /// Bandwidth over the `kernel` engine's in the same job (null without
     /// a kernel result).
     pub ratio_to_kernel: Option<f64>,
@@ -231,6 +339,13 @@ pub struct RunRecord {
     pub device: Option<crate::disk::DeviceReads>,
     /// Kernel page-cache residency of the data before the run.
     pub page_cache: Option<Residency>,
+    /// The memory limit the run ran under (kernel engines of a scenario
+    /// that limits them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_limit: Option<MemoryLimit>,
+    /// The hot reader beside the run, if the job has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hot: Option<HotFigures>,
     /// Facts and warnings about the run.
     pub notes: Vec<String>,
 }
@@ -336,9 +451,17 @@ pub fn block(r: &RunRecord, scenario: &str, run: Option<(u32, u32)>) -> String {
     );
     let _ = writeln!(
         s,
-        "    cpu: user={:.2}s, sys={:.2}s",
-        r.cpu_s.user, r.cpu_s.sys
+        "    cpu: user={:.2}s, sys={:.2}s ({:.3} s/GiB)",
+        r.cpu_s.user, r.cpu_s.sys, r.cpu_s_per_gib
     );
+    if let Some(t) = &r.fine_timeline {
+        let _ = writeln!(
+            s,
+            "    timeline (GiB/s per {}): {}",
+            fmt_interval(t.interval_s),
+            fmt_series(&t.bw_bytes)
+        );
+    }
     if let Some(f) = &r.foliocache {
         let _ = writeln!(
             s,
@@ -373,6 +496,24 @@ pub fn block(r: &RunRecord, scenario: &str, run: Option<(u32, u32)>) -> String {
             f.readahead.insert,
             f.io_engine
         );
+        let _ = writeln!(
+            s,
+            "    foliocache: reads with flags {}; {} refaults, {} activations, {} dropbehind drops; \
+             after the run {} cached, {} shadows ({})",
+            f.read_flags,
+            f.refaults,
+            f.activations,
+            f.dropbehind_drops,
+            fmt_size_approx(f.bytes_cached),
+            f.shadows,
+            fmt_size_approx(f.shadow_bytes)
+        );
+    }
+    if let Some(m) = &r.memory_limit {
+        let _ = writeln!(s, "    memory limit: {}", fmt_limit(m));
+    }
+    if let Some(h) = &r.hot {
+        let _ = writeln!(s, "    hot reader: {}", fmt_hot(h));
     }
     if let Some(d) = &r.device {
         let _ = writeln!(
@@ -396,6 +537,144 @@ pub fn block(r: &RunRecord, scenario: &str, run: Option<(u32, u32)>) -> String {
         let _ = writeln!(s, "    {n}");
     }
     s
+}
+
+/// Whether a foliocache run with `DONTCACHE` reads looks like the
+/// library ignored the flag: no folio dropped behind, and yet folios
+/// evicted, or at least half of what the run read (up to the capacity)
+/// still cached at the end.
+pub fn dontcache_ignored(r: &RunRecord) -> bool {
+    let Some(f) = &r.foliocache else {
+        return false;
+    };
+    let read = r.bytes.min(r.capacity.unwrap_or(u64::MAX));
+    f.read_flags == "DONTCACHE"
+        && r.bytes > 0
+        && f.dropbehind_drops == 0
+        && (f.evictions > 0 || f.bytes_cached.saturating_mul(2) >= read)
+}
+
+/// A memory limit, short: `cgroup v1 256.0MiB, peak 255.9MiB`, `none`.
+fn fmt_limit_short(m: &MemoryLimit) -> String {
+    match (m.limit_bytes, m.peak_bytes) {
+        (None, _) => "none".into(),
+        (Some(l), Some(p)) => format!(
+            "{} {}, peak {}",
+            m.mechanism,
+            fmt_size_approx(l),
+            fmt_size_approx(p)
+        ),
+        (Some(l), None) => format!("{} {}", m.mechanism, fmt_size_approx(l)),
+    }
+}
+
+/// A memory limit in words: `cgroup v1, 256MiB (peak 255.9MiB, hit 12
+/// times)`, `NONE: why`.
+pub fn fmt_limit(m: &MemoryLimit) -> String {
+    match m.limit_bytes {
+        None => format!(
+            "NONE ({}): the kernel engines ran without a limit",
+            m.reason.as_deref().unwrap_or("no mechanism")
+        ),
+        Some(l) => {
+            let mut t = format!("{}, {}", m.mechanism, fmt_size_approx(l));
+            if let Some(p) = m.peak_bytes {
+                let _ = write!(t, " (peak {}", fmt_size_approx(p));
+                if let Some(h) = m.limit_hits {
+                    let _ = write!(t, ", hit the limit {h} times");
+                }
+                t.push(')');
+            }
+            if let Some(c) = &m.cgroup {
+                let _ = write!(t, " in {c}");
+            }
+            t
+        }
+    }
+}
+
+/// The hot reader in words.
+fn fmt_hot(h: &HotFigures) -> String {
+    format!(
+        "{} reads of {} at random in a {} file ({} of {} pages cached after warming): {} \
+         ({} misses, told by {}), {} reads/s",
+        h.reads,
+        fmt_size(h.bs),
+        fmt_size_approx(h.file_size),
+        h.warm_cached_pages,
+        h.pages,
+        h.hit_ratio
+            .map_or("hits not measured".into(), |x| format!("{:.2}% hits", x * 100.0)),
+        h.misses,
+        h.miss_detection,
+        fmt_count(h.reads_per_s)
+    )
+}
+
+/// `100ms`, `1s`.
+fn fmt_interval(secs: f64) -> String {
+    if secs >= 1.0 {
+        format!("{secs:.0}s")
+    } else {
+        format!("{:.0}ms", secs * 1e3)
+    }
+}
+
+/// Bandwidths in GiB/s, two decimals, space separated.
+fn fmt_series(bw: &[f64]) -> String {
+    let v: Vec<String> = bw
+        .iter()
+        .map(|b| format!("{:.2}", b / (1u64 << 30) as f64))
+        .collect();
+    v.join(" ")
+}
+
+/// How flat a run's throughput was: its worst interval after the first
+/// over the median of those intervals.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Flatness {
+    /// The worst interval's bandwidth over the median's.
+    pub worst: f64,
+    /// The interval used, in seconds (1 where the run has 4 full seconds or
+    /// more, else its finer timeline's).
+    pub interval_s: f64,
+    /// Intervals looked at (after the first).
+    pub intervals: usize,
+}
+
+/// The flatness of `r`'s throughput; `None` with fewer than 3 intervals
+/// after the first (too short a run to tell).
+pub fn flatness(r: &RunRecord) -> Option<Flatness> {
+    let full_secs = r.seconds.floor() as usize;
+    let (series, interval_s): (&[f64], f64) = match &r.fine_timeline {
+        Some(t) if full_secs < 4 => (&t.bw_bytes, t.interval_s),
+        _ => (
+            &r.timeline_bw_bytes[..full_secs.min(r.timeline_bw_bytes.len())],
+            1.0,
+        ),
+    };
+    let after: Vec<f64> = series.iter().skip(1).copied().collect();
+    if after.len() < 3 {
+        return None;
+    }
+    let med = median(&after);
+    let worst = after.iter().copied().fold(f64::INFINITY, f64::min);
+    Some(Flatness {
+        worst: if med > 0.0 { worst / med } else { 0.0 },
+        interval_s,
+        intervals: after.len(),
+    })
+}
+
+/// The median of `v` (NaN when empty).
+pub fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    match s.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => s[n / 2],
+        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
+    }
 }
 
 /// A size that need not be round: `53.5GiB`.
@@ -488,6 +767,12 @@ pub fn table(sc: &ScenarioReport, repeat: u32) -> String {
     if sc.results.iter().any(|r| r.cold) {
         io_table(&mut s, sc, ew);
     }
+    if sc.detailed {
+        detail_tables(&mut s, sc, ew);
+    }
+    for n in &sc.notes {
+        let _ = writeln!(s, "   note: {n}");
+    }
     if let Some(sum) = &sc.summary {
         let _ = writeln!(
             s,
@@ -507,8 +792,153 @@ pub fn table(sc: &ScenarioReport, repeat: u32) -> String {
                     .map_or(String::new(), |t| format!("; target {t:.1}x"))
             );
         }
+        if !sum.targets.is_empty() {
+            let _ = writeln!(s, "   targets:");
+            for t in &sum.targets {
+                let verdict = match t.met {
+                    Some(true) => "[met]    ",
+                    Some(false) => "[NOT MET]",
+                    None => "[n/a]    ",
+                };
+                let _ = writeln!(s, "   {verdict} {}: {}", t.name, t.detail);
+                if let Some(c) = &t.caveat {
+                    let _ = writeln!(s, "              caveat: {c}");
+                }
+            }
+        }
     }
     s
+}
+
+/// A scenario's detail below its table: each result's CPU per GiB,
+/// flatness, memory limit and cache figures; the hot reader's; the
+/// timelines.
+fn detail_tables(s: &mut String, sc: &ScenarioReport, ew: usize) {
+    let job_of = |r: &RunRecord| {
+        if r.hot.is_some() {
+            "beside the hot reader"
+        } else {
+            "alone"
+        }
+    };
+    let _ = writeln!(
+        s,
+        "   CPU and cache of those runs (flat: the worst interval after the first over their \
+         median; memory: foliocache's capacity, or the kernel engines' cgroup limit and peak):"
+    );
+    let head = format!(
+        "{:<24} {:<ew$} {:>8} {:>9} {:>6} {:>9} {:>9} {:>9} {:>10} {:>9} {:>10} {:>11}  {}",
+        "stream",
+        "engine",
+        "cpu s",
+        "cpu s/GiB",
+        "flat",
+        "evictions",
+        "refaults",
+        "activated",
+        "dropbehind",
+        "shadows",
+        "shadow mem",
+        "cached end",
+        "memory"
+    );
+    let _ = writeln!(s, "{}", head.trim_end());
+    for r in &sc.results {
+        let flat = flatness(r).map_or("-".to_string(), |f| format!("{:.2}", f.worst));
+        let (ev, rf, act, db, sh, shb, cached, mem) = match &r.foliocache {
+            Some(f) => (
+                f.evictions.to_string(),
+                f.refaults.to_string(),
+                f.activations.to_string(),
+                f.dropbehind_drops.to_string(),
+                f.shadows.to_string(),
+                fmt_size_approx(f.shadow_bytes),
+                fmt_size_approx(f.bytes_cached),
+                format!("capacity {}", fmt_size_approx(r.capacity.unwrap_or(0))),
+            ),
+            None => {
+                let d = || "-".to_string();
+                (
+                    d(),
+                    d(),
+                    d(),
+                    d(),
+                    d(),
+                    d(),
+                    d(),
+                    r.memory_limit.as_ref().map_or("-".into(), fmt_limit_short),
+                )
+            }
+        };
+        let line = format!(
+            "{:<24} {:<ew$} {:>8} {:>9} {:>6} {:>9} {:>9} {:>9} {:>10} {:>9} {:>10} {:>11}  {}",
+            job_of(r),
+            r.engine,
+            format!("{:.2}", r.cpu_s.user + r.cpu_s.sys),
+            format!("{:.3}", r.cpu_s_per_gib),
+            flat,
+            ev,
+            rf,
+            act,
+            db,
+            sh,
+            shb,
+            cached,
+            mem
+        );
+        let _ = writeln!(s, "{}", line.trim_end());
+    }
+    if sc.results.iter().any(|r| r.hot.is_some()) {
+        let _ = writeln!(s, "   the hot reader beside the stream:");
+        let head = format!(
+            "{:<24} {:<ew$} {:>13} {:>10} {:>9} {:>9} {:>9}  {}",
+            "", "stream engine", "stream bw", "hot reads", "misses", "hits", "reads/s", "misses told by"
+        );
+        let _ = writeln!(s, "{}", head.trim_end());
+        for r in sc.results.iter().filter(|r| r.hot.is_some()) {
+            let Some(h) = &r.hot else { continue };
+            let line = format!(
+                "{:<24} {:<ew$} {:>13} {:>10} {:>9} {:>9} {:>9}  {}",
+                "",
+                r.engine,
+                fmt_bw(r.bw_bytes),
+                h.reads,
+                h.misses,
+                h.hit_ratio
+                    .map_or("-".into(), |x| format!("{:.2}%", x * 100.0)),
+                fmt_count(h.reads_per_s),
+                h.miss_detection
+            );
+            let _ = writeln!(s, "{}", line.trim_end());
+        }
+    }
+    let _ = writeln!(
+        s,
+        "   throughput over time (GiB/s; a partial last second is its own rate):"
+    );
+    for r in &sc.results {
+        let _ = writeln!(
+            s,
+            "   {:<ew$} {:<22} per second: {}",
+            r.engine,
+            job_of(r),
+            fmt_series(&r.timeline_bw_bytes)
+        );
+        if let Some(t) = &r.fine_timeline {
+            let _ = writeln!(
+                s,
+                "   {:<ew$} {:<22} per {:<6} {}",
+                "",
+                "",
+                format!("{}:", fmt_interval(t.interval_s)),
+                if t.bw_bytes.is_empty() {
+                    "(the run lasted less than one)".to_string()
+                } else {
+                    fmt_series(&t.bw_bytes)
+                }
+            );
+        }
+    }
 }
 
 /// The IO of each result's run: foliocache's reads of its files, the

@@ -3,9 +3,9 @@
 //!
 //! Scenarios reproduce the reference experiments (the seeds table of
 //! `../shared/reference/linux-page-cache.md`) on foliocache and the kernel
-//! side by side. Present: `seqread`, `randread` and `readahead`. The
-//! scenarios of features that have not landed (uncached, populate) are
-//! absent, not faked: naming one is an error.
+//! side by side. Present: `seqread`, `randread`, `readahead` and
+//! `uncached`. The scenarios of features that have not landed (populate)
+//! are absent, not faked: naming one is an error.
 
 use std::time::Duration;
 
@@ -16,7 +16,7 @@ use crate::report::fmt_size;
 use crate::sys::PAGE;
 
 /// The scenarios this build has, in the order `--seeds` runs them.
-pub const NAMES: [&str; 3] = ["seqread", "randread", "readahead"];
+pub const NAMES: [&str; 4] = ["seqread", "randread", "readahead", "uncached"];
 
 /// A scenario's file size (full, and with `--quick`).
 const SCENARIO_SIZE: u64 = 1 << 30;
@@ -30,6 +30,18 @@ const RA_DIRECT_BS: u64 = 1 << 20;
 /// A scenario engine run's length (full, and with `--quick`).
 const RUNTIME: f64 = 10.0;
 const QUICK_RUNTIME: f64 = 4.0;
+/// `uncached`'s capacity C (full, and with `--quick`); the stream's file
+/// is 4C, the hot file C/4.
+const UNCACHED_C: u64 = 1 << 30;
+const UNCACHED_QUICK_C: u64 = 256 << 20;
+/// The smallest C `uncached` runs with (the kernel engines' memory limit).
+const UNCACHED_MIN_C: u64 = 1 << 20;
+/// `uncached`'s block sizes: the stream's, and the hot reader's.
+const UNCACHED_BS: u64 = 64 << 10;
+const HOT_BS: u64 = 4096;
+/// `uncached`'s timeline intervals per second (100 ms: a quick run lasts
+/// well under a second or two).
+const UNCACHED_BINS: u32 = 10;
 /// A custom job's defaults.
 const DEFAULT_BS: u64 = 4096;
 const DEFAULT_SIZE: u64 = 1 << 30;
@@ -55,6 +67,30 @@ pub struct JobSpec {
     /// fresh foliocache cache (`--cold`, or a scenario that is cold by
     /// itself).
     pub cold: bool,
+    /// Timeline intervals per second (1: a point per second; 10: per
+    /// 100 ms, with the per-second timeline derived from them).
+    pub bins_per_second: u32,
+    /// foliocache's capacity for this job, if the scenario sets it (else
+    /// `--capacity`, or 1.25x the data).
+    pub capacity: Option<u64>,
+    /// The engines other than foliocache run with the process in a memory
+    /// cgroup limited to this many bytes (the page cache they bring in
+    /// counts against it), where the machine allows it.
+    pub memory_limit: Option<u64>,
+    /// A second reader beside the job: random reads of a hot file, warmed
+    /// into the engine's cache first, counting its hits.
+    pub hot: Option<HotSpec>,
+}
+
+/// The hot reader beside a job ([`JobSpec::hot`]): one thread reading a
+/// file of its own at random, through the same cache as the job's engine,
+/// from before the job starts until it ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HotSpec {
+    /// The hot file's size.
+    pub file_size: u64,
+    /// Bytes per read.
+    pub bs: u64,
 }
 
 impl JobSpec {
@@ -67,16 +103,22 @@ impl JobSpec {
         }
     }
 
+    /// The timeline's interval.
+    pub fn interval(&self) -> Duration {
+        Duration::from_secs(1) / self.bins_per_second.max(1)
+    }
+
     /// Whole blocks in a data file (reads and writes never pass the last
     /// whole block).
     pub fn nblocks(&self) -> u64 {
         self.file_size / self.bs
     }
 
-    /// A short title: `randread bs=4KiB numjobs=2 shared`.
+    /// A short title: `randread bs=4KiB numjobs=2 shared`, `read bs=64KiB
+    /// numjobs=1 + hot randread 4KiB`.
     pub fn title(&self) -> String {
         format!(
-            "{} bs={} numjobs={}{}",
+            "{} bs={} numjobs={}{}{}",
             self.rw.name(),
             fmt_size(self.bs),
             self.numjobs,
@@ -84,7 +126,9 @@ impl JobSpec {
                 " shared"
             } else {
                 ""
-            }
+            },
+            self.hot
+                .map_or(String::new(), |h| format!(" + hot randread {}", fmt_size(h.bs)))
         )
     }
 }
@@ -102,6 +146,59 @@ pub struct Scenario {
     /// Bandwidth ratios between engines (possibly of different jobs) to
     /// report beside the table.
     pub ratios: Vec<RatioSpec>,
+    /// The issue's targets, checked in the summary (met or not).
+    pub targets: Vec<TargetSpec>,
+    /// Print each engine's timeline, CPU per GiB, cache figures and hot
+    /// reader below the table.
+    pub detailed: bool,
+}
+
+/// A target a scenario checks, by engine label and job index.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TargetSpec {
+    /// Every timeline interval of each of `engine`'s runs of job `job`
+    /// after the first is at least `min` times the run's median interval
+    /// (per second where runs last 4 s or more, else per finer interval).
+    Flat {
+        /// The job.
+        job: usize,
+        /// The engine.
+        engine: String,
+        /// The least fraction of the median.
+        min: f64,
+    },
+    /// The bandwidth ratio of the scenario's ratio `numerator /
+    /// denominator`, median of the rounds, is at least `min`.
+    Bandwidth {
+        /// The engine above the line.
+        numerator: String,
+        /// The engine below it.
+        denominator: String,
+        /// The least ratio.
+        min: f64,
+    },
+    /// CPU seconds per GiB of `engine` over `than`'s in job `job`, median
+    /// of the rounds, is at most `max`.
+    CpuPerGib {
+        /// The job.
+        job: usize,
+        /// The engine measured.
+        engine: String,
+        /// The engine it is held against.
+        than: String,
+        /// The largest ratio.
+        max: f64,
+    },
+    /// The hot reader's hit ratio beside `engine` in job `job` is at least
+    /// `min` in every run.
+    HitRatio {
+        /// The job (one with a hot reader).
+        job: usize,
+        /// The engine.
+        engine: String,
+        /// The least hit ratio.
+        min: f64,
+    },
 }
 
 /// A bandwidth ratio a scenario reports: `numerator / denominator`, by
@@ -210,6 +307,10 @@ fn custom_job(args: &BenchArgs) -> Result<Scenario, String> {
         runtime: args.runtime.map(Duration::from_secs_f64),
         engines,
         cold: args.cold,
+        bins_per_second: 1,
+        capacity: None,
+        memory_limit: None,
+        hot: None,
     };
     Ok(Scenario {
         name: "custom".into(),
@@ -231,6 +332,8 @@ fn custom_job(args: &BenchArgs) -> Result<Scenario, String> {
         ),
         jobs: vec![job],
         ratios: Vec::new(),
+        targets: Vec::new(),
+        detailed: false,
     })
 }
 
@@ -261,6 +364,10 @@ fn scenario(
         runtime,
         engines: engines.clone(),
         cold,
+        bins_per_second: 1,
+        capacity: None,
+        memory_limit: None,
+        hot: None,
     };
     let cached = if cold {
         "(run --cold: each engine starts with the file out of every cache)"
@@ -277,6 +384,8 @@ fn scenario(
             ),
             jobs: vec![job(Rw::Read, 4096, 1), job(Rw::Read, 64 << 10, 1)],
             ratios: Vec::new(),
+            targets: Vec::new(),
+            detailed: false,
         },
         "randread" => Scenario {
             name: name.into(),
@@ -287,8 +396,11 @@ fn scenario(
             ),
             jobs: vec![job(Rw::Randread, 4096, cpus)],
             ratios: Vec::new(),
+            targets: Vec::new(),
+            detailed: false,
         },
         "readahead" => readahead(args, quick, cpus),
+        "uncached" => uncached(args, quick)?,
         other => {
             return Err(format!(
                 "unknown scenario `{other}` (available: {})",
@@ -337,6 +449,10 @@ fn readahead(args: &BenchArgs, quick: bool, cpus: usize) -> Scenario {
         runtime: None,
         engines,
         cold: true,
+        bins_per_second: 1,
+        capacity: None,
+        memory_limit: None,
+        hot: None,
     };
     // Ratios: the first foliocache engine over the kernel, direct, and
     // every other foliocache engine (the issue's targets where it sets one).
@@ -402,7 +518,147 @@ fn readahead(args: &BenchArgs, quick: bool, cpus: usize) -> Scenario {
         ),
         jobs,
         ratios,
+        targets: Vec::new(),
+        detailed: false,
     }
+}
+
+/// `uncached`, seed (d): one job streams a file of 4C once, sequential
+/// 64 KiB reads, through a cache of C (foliocache's capacity; the kernel
+/// engines' memory cgroup limit), first alone, then beside a hot reader
+/// (random 4 KiB reads of a C/4 file warmed into the cache first, all along
+/// the stream). Cold, one pass; C is `--capacity`, or a quarter of
+/// `--size`, or 1 GiB (256 MiB with `--quick`).
+///
+/// Engines: `foliocache` (cached: the cache fills and then reclaims),
+/// `foliocache[dontcache]` (every read uncached), `kernel` and `dontcache`
+/// (`RWF_DONTCACHE`); or those given with `--engine`.
+fn uncached(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
+    let c = match (args.capacity, args.size) {
+        (Some(c), _) => c,
+        (None, Some(size)) => size / 4,
+        (None, None) if quick => UNCACHED_QUICK_C,
+        (None, None) => UNCACHED_C,
+    };
+    if c < UNCACHED_MIN_C {
+        return Err(format!(
+            "uncached scenario: a capacity of {} is too small: at least {} (--capacity, or \
+             --size, which sets it to a quarter of the file)",
+            crate::report::fmt_size_approx(c),
+            fmt_size(UNCACHED_MIN_C)
+        ));
+    }
+    let size = args.size.unwrap_or(4 * c);
+    let hot_size = (c / 4) / HOT_BS * HOT_BS;
+    let engines: Vec<EngineSpec> = if args.engines.is_empty() {
+        [
+            "foliocache",
+            "foliocache[dontcache]",
+            "kernel",
+            "dontcache",
+        ]
+        .iter()
+        .filter_map(|e| EngineSpec::parse(e).ok())
+        .collect()
+    } else {
+        args.engines.clone()
+    };
+    let stream = JobSpec {
+        rw: Rw::Read,
+        bs: UNCACHED_BS,
+        numjobs: 1,
+        shared: true,
+        file_size: size,
+        runtime: None,
+        engines: engines.clone(),
+        cold: true,
+        bins_per_second: UNCACHED_BINS,
+        capacity: Some(c),
+        memory_limit: Some(c),
+        hot: None,
+    };
+    let beside = JobSpec {
+        hot: Some(HotSpec {
+            file_size: hot_size,
+            bs: HOT_BS,
+        }),
+        ..stream.clone()
+    };
+    // The roles, by the first engine of each kind.
+    let label = |f: &dyn Fn(&EngineSpec) -> bool| {
+        engines.iter().find(|e| f(e)).map(|e| e.label.clone())
+    };
+    let folio_uncached =
+        label(&|e| e.kind == EngineKind::Foliocache && e.folio.dontcache);
+    let folio_cached = label(&|e| e.kind == EngineKind::Foliocache && !e.folio.dontcache);
+    let kernel = label(&|e| e.kind == EngineKind::Kernel);
+    let dontcache = label(&|e| e.kind == EngineKind::Dontcache);
+    let mut ratios = Vec::new();
+    let mut ratio = |n: &Option<String>, d: &Option<String>, target| {
+        if let (Some(n), Some(d)) = (n, d) {
+            ratios.push(RatioSpec {
+                numerator: n.clone(),
+                denominator: d.clone(),
+                target,
+            });
+        }
+    };
+    ratio(&folio_uncached, &folio_cached, Some(1.0));
+    ratio(&folio_uncached, &dontcache, Some(1.0));
+    ratio(&folio_uncached, &kernel, None);
+    ratio(&folio_cached, &kernel, None);
+    ratio(&dontcache, &kernel, None);
+    let mut targets = Vec::new();
+    if let Some(u) = &folio_uncached {
+        targets.push(TargetSpec::Flat {
+            job: 0,
+            engine: u.clone(),
+            min: 0.8,
+        });
+        for d in [&folio_cached, &dontcache].into_iter().flatten() {
+            targets.push(TargetSpec::Bandwidth {
+                numerator: u.clone(),
+                denominator: d.clone(),
+                min: 1.0,
+            });
+        }
+        if let Some(d) = &dontcache {
+            targets.push(TargetSpec::CpuPerGib {
+                job: 0,
+                engine: u.clone(),
+                than: d.clone(),
+                max: 1.0,
+            });
+        }
+        targets.push(TargetSpec::HitRatio {
+            job: 1,
+            engine: u.clone(),
+            min: 0.99,
+        });
+    }
+    Ok(Scenario {
+        name: "uncached".into(),
+        description: format!(
+            "Seed (d), uncached buffered reads: one job reads a {} file once, start to end, with \
+             sync reads of {}, through a cache of C = {} (foliocache's capacity; the other \
+             engines run with the process in a memory cgroup limited to C): the cached engines \
+             fill their cache and then must reclaim, the uncached ones (RWF_DONTCACHE, \
+             ReadFlags::DONTCACHE) drop what they read. Cold: before every run the files are \
+             dropped from the kernel page cache and foliocache gets an empty cache. Then the \
+             same stream beside a hot reader: random {} reads of a {} file, warmed into the \
+             engine's cache first, all along the stream, counting its hits (a read that \
+             would wait for IO, found with a NOWAIT read first, is a miss). Timelines per 100 ms.",
+            fmt_size(size),
+            fmt_size(UNCACHED_BS),
+            fmt_size(c),
+            fmt_size(HOT_BS),
+            fmt_size(hot_size),
+        ),
+        jobs: vec![stream, beside],
+        ratios,
+        targets,
+        detailed: true,
+    })
 }
 
 fn check_job(j: &JobSpec, args: &BenchArgs) -> Result<(), String> {
@@ -441,6 +697,15 @@ fn check_job(j: &JobSpec, args: &BenchArgs) -> Result<(), String> {
                 )
             }
             _ => {}
+        }
+    }
+    if let Some(h) = j.hot {
+        if h.file_size < h.bs {
+            return Err(format!(
+                "the hot file ({}) is smaller than its block size {}",
+                fmt_size(h.file_size),
+                fmt_size(h.bs)
+            ));
         }
     }
     if usize::try_from(j.file_size).is_err() {
@@ -531,17 +796,112 @@ mod tests {
     }
 
     #[test]
-    fn the_default_run_has_every_scenario_and_only_readahead_is_cold() {
+    fn the_default_run_has_every_scenario_and_only_readahead_and_uncached_are_cold() {
         let p = plan_of(&[]);
         assert!(p.quick);
         let names: Vec<&str> = p.scenarios.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, NAMES);
         for s in &p.scenarios {
             for j in &s.jobs {
-                assert_eq!(j.cold, s.name == "readahead", "{}", s.name);
+                let cold = ["readahead", "uncached"].contains(&s.name.as_str());
+                assert_eq!(j.cold, cold, "{}", s.name);
             }
         }
         let p = plan_of(&["--seeds", "--cold"]);
         assert!(p.scenarios.iter().flat_map(|s| &s.jobs).all(|j| j.cold));
+    }
+
+    #[test]
+    fn uncached_streams_4c_through_c_alone_then_beside_a_hot_c_over_4() {
+        let p = plan_of(&["--scenario", "uncached", "--quick"]);
+        let sc = &p.scenarios[0];
+        assert!(sc.detailed);
+        assert_eq!(sc.jobs.len(), 2);
+        let c = 256 << 20;
+        for (i, j) in sc.jobs.iter().enumerate() {
+            assert_eq!(
+                labels(j),
+                ["foliocache", "foliocache[dontcache]", "kernel", "dontcache"]
+            );
+            assert_eq!((j.rw, j.bs, j.numjobs), (Rw::Read, 64 << 10, 1));
+            assert_eq!(j.file_size, 4 * c);
+            assert_eq!((j.capacity, j.memory_limit), (Some(c), Some(c)));
+            assert!(j.cold && j.runtime.is_none());
+            assert_eq!(j.interval(), Duration::from_millis(100));
+            let hot = (i == 1).then_some(HotSpec {
+                file_size: c / 4,
+                bs: 4096,
+            });
+            assert_eq!(j.hot, hot);
+        }
+        assert!(sc.jobs[1].title().ends_with("+ hot randread 4KiB"));
+        let r: Vec<(&str, &str, Option<f64>)> = sc
+            .ratios
+            .iter()
+            .map(|r| (r.numerator.as_str(), r.denominator.as_str(), r.target))
+            .collect();
+        assert_eq!(
+            r,
+            [
+                ("foliocache[dontcache]", "foliocache", Some(1.0)),
+                ("foliocache[dontcache]", "dontcache", Some(1.0)),
+                ("foliocache[dontcache]", "kernel", None),
+                ("foliocache", "kernel", None),
+                ("dontcache", "kernel", None),
+            ]
+        );
+        assert_eq!(sc.targets.len(), 5);
+        assert!(matches!(&sc.targets[0], TargetSpec::Flat { job: 0, min, .. } if *min == 0.8));
+        assert!(matches!(&sc.targets[4], TargetSpec::HitRatio { job: 1, min, .. } if *min == 0.99));
+        // Full size; --capacity sets C; --size sets the stream and C to a
+        // quarter of it.
+        let full = plan_of(&["--scenario", "uncached"]);
+        assert_eq!(full.scenarios[0].jobs[0].file_size, 4 << 30);
+        let p = plan_of(&["--scenario", "uncached", "--capacity", "16M"]);
+        let j = &p.scenarios[0].jobs[1];
+        assert_eq!((j.file_size, j.capacity), (64 << 20, Some(16 << 20)));
+        assert_eq!(j.hot.map(|h| h.file_size), Some(4 << 20));
+        let p = plan_of(&["--scenario", "uncached", "--size", "8M"]);
+        let j = &p.scenarios[0].jobs[0];
+        assert_eq!((j.file_size, j.memory_limit), (8 << 20, Some(2 << 20)));
+    }
+
+    #[test]
+    fn uncached_targets_follow_the_engines_given() {
+        let p = plan_of(&[
+            "--scenario",
+            "uncached",
+            "--engine",
+            "foliocache[dontcache,ra=kernel]",
+            "--engine",
+            "kernel",
+        ]);
+        let sc = &p.scenarios[0];
+        assert_eq!(sc.ratios.len(), 1, "only over kernel");
+        let kinds: Vec<&str> = sc
+            .targets
+            .iter()
+            .map(|t| match t {
+                TargetSpec::Flat { .. } => "flat",
+                TargetSpec::Bandwidth { .. } => "bw",
+                TargetSpec::CpuPerGib { .. } => "cpu",
+                TargetSpec::HitRatio { .. } => "hits",
+            })
+            .collect();
+        assert_eq!(kinds, ["flat", "hits"], "no cached or dontcache engine to beat");
+        let p = plan_of(&["--scenario", "uncached", "--engine", "kernel"]);
+        assert!(p.scenarios[0].targets.is_empty());
+    }
+
+    #[test]
+    fn uncached_refuses_a_tiny_cache() {
+        let mut argv = vec!["foliocache", "bench", "--scenario", "uncached", "--capacity", "512k"];
+        let Command::Bench(b) = Cli::try_parse_from(&argv).unwrap().command;
+        let e = plan(&b).unwrap_err();
+        assert!(e.contains("too small: at least 1MiB"), "{e}");
+        argv.truncate(4);
+        argv.extend(["--size", "1M"]);
+        let Command::Bench(b) = Cli::try_parse_from(&argv).unwrap().command;
+        assert!(plan(&b).unwrap_err().contains("too small"));
     }
 }

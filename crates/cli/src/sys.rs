@@ -18,6 +18,10 @@ pub const PAGE: usize = 4096;
 /// older `libc` releases lack it.
 pub const RWF_DONTCACHE: libc::c_int = 0x80;
 
+/// `RWF_NOWAIT`: fail with `EAGAIN` instead of waiting (for a buffered
+/// read: when the data is not in the page cache).
+pub const RWF_NOWAIT: libc::c_int = 0x8;
+
 /// A heap buffer of `len` bytes that starts `offset` bytes past a
 /// [`PAGE`]-aligned address, so O_DIRECT can use it (`offset` 0) and copies
 /// into misaligned destinations can be measured (`offset` > 0). Its memory

@@ -1,0 +1,457 @@
+//! A memory limit for the kernel engines: a child memory cgroup the whole
+//! process runs in while a kernel engine is measured, so the page cache
+//! those runs bring in is held to the same size as foliocache's cache.
+//!
+//! ```text
+//!   <memory controller mount><this process's cgroup>/            (parent)
+//!       foliocache-bench-<pid>-<n>/    limit C  <- the process, during a run
+//! ```
+//!
+//! Why the whole process and not a worker thread: the kernel charges a
+//! page-cache page to the memory cgroup of the mm's *owner* (the
+//! thread-group leader), not of the thread that reads it in
+//! (`get_mem_cgroup_from_mm` in mm/memcontrol.c): on cgroup v1, moving one
+//! thread into a limited cgroup limits nothing. So [`MemCgroup::enter`]
+//! moves the process (`cgroup.procs`) and [`Entered`]'s drop moves it back.
+//! While it is inside, memory the process newly faults in (a buffer, a
+//! thread's stack) counts against the limit too: a few hundred KiB, while
+//! the page cache is what fills it.
+//!
+//! cgroup v2 (`memory.max`) is used where its memory controller is
+//! available to this process's cgroup and can be enabled for a child (it
+//! cannot be where the cgroup holds other processes and is not the root:
+//! cgroup v2's no-internal-process rule); otherwise cgroup v1
+//! (`memory.limit_in_bytes`); otherwise none, with the reason, which the
+//! report prints. Each run gets a cgroup of its own (so its peak usage is
+//! its own), emptied and removed after the run; cgroups a killed bench
+//! left behind are removed when the next one starts.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+
+/// The prefix of the cgroups this module makes.
+const PREFIX: &str = "foliocache-bench-";
+
+/// Which cgroup interface limits memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    /// The unified hierarchy: `memory.max`, `cgroup.procs`.
+    V2,
+    /// The legacy memory controller: `memory.limit_in_bytes`,
+    /// `cgroup.procs`.
+    V1,
+}
+
+impl Version {
+    /// `cgroup v2` or `cgroup v1`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Version::V2 => "cgroup v2",
+            Version::V1 => "cgroup v1",
+        }
+    }
+
+    fn limit_file(self) -> &'static str {
+        match self {
+            Version::V2 => "memory.max",
+            Version::V1 => "memory.limit_in_bytes",
+        }
+    }
+
+    fn peak_file(self) -> &'static str {
+        match self {
+            Version::V2 => "memory.peak",
+            Version::V1 => "memory.max_usage_in_bytes",
+        }
+    }
+}
+
+/// Where memory cgroups can be made for this process, found once.
+#[derive(Debug, Clone)]
+pub enum Availability {
+    /// Children of `parent` (this process's own cgroup) can be made and
+    /// limited.
+    Available {
+        /// The interface.
+        version: Version,
+        /// The process's cgroup directory.
+        parent: PathBuf,
+        /// Whether the parent's `cgroup.subtree_control` must get
+        /// `+memory` first (v2).
+        enable_subtree: bool,
+    },
+    /// No limit can be set: why.
+    Unavailable(String),
+}
+
+impl Availability {
+    /// Finds how to limit this process's memory: cgroup v2 with its memory
+    /// controller, else cgroup v1's memory controller, else none (with the
+    /// reasons). Removes cgroups that dead bench processes left behind.
+    pub fn probe() -> Availability {
+        let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+        let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        let mut reasons = Vec::new();
+        match probe_v2(&mounts, &own) {
+            Ok(a) => return cleaned(a),
+            Err(e) => reasons.push(format!("cgroup v2: {e}")),
+        }
+        match probe_v1(&mounts, &own) {
+            Ok(a) => return cleaned(a),
+            Err(e) => reasons.push(format!("cgroup v1: {e}")),
+        }
+        Availability::Unavailable(reasons.join("; "))
+    }
+}
+
+fn cleaned(a: Availability) -> Availability {
+    if let Availability::Available { parent, .. } = &a {
+        remove_stale(parent);
+    }
+    a
+}
+
+fn probe_v2(mounts: &str, own: &str) -> Result<Availability, String> {
+    let mount = mounts
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.len() >= 3 && f[2] == "cgroup2")
+        .map(|f| PathBuf::from(f[1]))
+        .ok_or("not mounted")?;
+    let rel = own
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .ok_or("this process has no cgroup v2 path")?;
+    let parent = join(&mount, rel);
+    let controllers = fs::read_to_string(parent.join("cgroup.controllers"))
+        .map_err(|e| format!("{}: {e}", parent.join("cgroup.controllers").display()))?;
+    if !controllers.split_whitespace().any(|c| c == "memory") {
+        return Err(format!(
+            "no memory controller for {} (cgroup.controllers: `{}`)",
+            parent.display(),
+            controllers.trim()
+        ));
+    }
+    let subtree = fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap_or_default();
+    let enabled = subtree.split_whitespace().any(|c| c == "memory");
+    let is_root = rel.trim_end_matches('/').is_empty();
+    if !enabled && !is_root {
+        let procs = fs::read_to_string(parent.join("cgroup.procs")).unwrap_or_default();
+        if procs.lines().count() > 0 {
+            return Err(format!(
+                "the memory controller cannot be enabled below {}, which holds processes \
+                 (run the bench in a cgroup of its own)",
+                parent.display()
+            ));
+        }
+    }
+    writable(&parent)?;
+    Ok(Availability::Available {
+        version: Version::V2,
+        parent,
+        enable_subtree: !enabled,
+    })
+}
+
+fn probe_v1(mounts: &str, own: &str) -> Result<Availability, String> {
+    let mount = mounts
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.len() >= 4 && f[2] == "cgroup" && f[3].split(',').any(|o| o == "memory"))
+        .map(|f| PathBuf::from(f[1]))
+        .ok_or("no memory controller mounted")?;
+    let rel = own
+        .lines()
+        .find_map(|l| {
+            let mut parts = l.splitn(3, ':');
+            let (_, ctrl, path) = (parts.next()?, parts.next()?, parts.next()?);
+            ctrl.split(',').any(|c| c == "memory").then_some(path)
+        })
+        .ok_or("this process has no memory cgroup")?;
+    let parent = join(&mount, rel);
+    if !parent.join("memory.limit_in_bytes").exists() {
+        return Err(format!("{} has no memory.limit_in_bytes", parent.display()));
+    }
+    writable(&parent)?;
+    Ok(Availability::Available {
+        version: Version::V1,
+        parent,
+        enable_subtree: false,
+    })
+}
+
+/// `mount` + `rel` (`rel` absolute within the hierarchy).
+fn join(mount: &Path, rel: &str) -> PathBuf {
+    mount.join(rel.trim().trim_start_matches('/'))
+}
+
+/// Whether a child cgroup can be made in `dir` (by making and removing
+/// one).
+fn writable(dir: &Path) -> Result<(), String> {
+    let probe = dir.join(format!("{PREFIX}{}-probe", std::process::id()));
+    match fs::create_dir(&probe) {
+        Ok(()) => {
+            let _ = fs::remove_dir(&probe);
+            Ok(())
+        }
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Err(format!(
+            "cannot make a cgroup in {}: permission denied (run as root)",
+            dir.display()
+        )),
+        Err(e) => Err(format!("cannot make a cgroup in {}: {e}", dir.display())),
+    }
+}
+
+/// Removes the cgroups of bench processes that no longer run.
+fn remove_stale(parent: &Path) {
+    let Ok(entries) = fs::read_dir(parent) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix(PREFIX) else {
+            continue;
+        };
+        let pid = rest.split('-').next().unwrap_or("");
+        if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
+            let _ = fs::remove_dir(e.path());
+        }
+    }
+}
+
+/// A memory cgroup limited to a size, removed at drop.
+#[derive(Debug)]
+pub struct MemCgroup {
+    dir: PathBuf,
+    parent: PathBuf,
+    version: Version,
+    limit: u64,
+    /// `+memory` was written to the parent's subtree control (and is taken
+    /// back at drop).
+    enabled_subtree: bool,
+}
+
+/// The facts of a cgroup after a run.
+#[derive(Debug, Clone)]
+pub struct Usage {
+    /// The highest memory usage the cgroup saw.
+    pub peak_bytes: Option<u64>,
+    /// Times usage hit the limit (v1 `memory.failcnt`, v2 `memory.events`
+    /// `max`).
+    pub limit_hits: Option<u64>,
+}
+
+impl MemCgroup {
+    /// Makes a child cgroup limited to `limit` bytes.
+    ///
+    /// # Errors
+    /// `avail` is [`Availability::Unavailable`], or making or limiting the
+    /// cgroup failed.
+    pub fn create(avail: &Availability, limit: u64) -> Result<MemCgroup> {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let (version, parent, enable_subtree) = match avail {
+            Availability::Available {
+                version,
+                parent,
+                enable_subtree,
+            } => (*version, parent.clone(), *enable_subtree),
+            Availability::Unavailable(why) => bail!("no memory cgroup: {why}"),
+        };
+        let mut enabled_subtree = false;
+        if enable_subtree {
+            write(&parent.join("cgroup.subtree_control"), "+memory")?;
+            enabled_subtree = true;
+        }
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir = parent.join(format!("{PREFIX}{}-{n}", std::process::id()));
+        fs::create_dir(&dir).with_context(|| format!("making the cgroup {}", dir.display()))?;
+        let cg = MemCgroup {
+            dir,
+            parent,
+            version,
+            limit,
+            enabled_subtree,
+        };
+        write(&cg.dir.join(version.limit_file()), &limit.to_string())?;
+        Ok(cg)
+    }
+
+    /// The cgroup's directory.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The limit, in bytes.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// The interface.
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
+    /// Moves this process into the cgroup until the guard drops, and
+    /// checks that it is there.
+    ///
+    /// # Errors
+    /// Writing `cgroup.procs`, or the process is not in the cgroup after
+    /// it.
+    pub fn enter(&self) -> Result<Entered<'_>> {
+        let pid = std::process::id().to_string();
+        write(&self.dir.join("cgroup.procs"), &pid)?;
+        let guard = Entered { cg: self };
+        let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        let name = self.dir.file_name().map(|n| n.to_string_lossy().into_owned());
+        let inside = name.is_some_and(|n| {
+            own.lines().any(|l| {
+                let path = l.rsplit(':').next().unwrap_or("");
+                let memory = match self.version {
+                    Version::V2 => l.starts_with("0::"),
+                    Version::V1 => l.split(':').nth(1).is_some_and(|c| c.split(',').any(|c| c == "memory")),
+                };
+                memory && path.trim_end().ends_with(&n)
+            })
+        });
+        if !inside {
+            bail!(
+                "moved the process into {} but /proc/self/cgroup does not show it there",
+                self.dir.display()
+            );
+        }
+        Ok(guard)
+    }
+
+    /// The cgroup's peak usage and limit hits so far.
+    pub fn usage(&self) -> Usage {
+        let read_u64 = |f: &str| {
+            fs::read_to_string(self.dir.join(f))
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+        };
+        let limit_hits = match self.version {
+            Version::V1 => read_u64("memory.failcnt"),
+            Version::V2 => fs::read_to_string(self.dir.join("memory.events"))
+                .ok()
+                .and_then(|s| {
+                    s.lines()
+                        .find_map(|l| l.strip_prefix("max "))
+                        .and_then(|v| v.trim().parse().ok())
+                }),
+        };
+        Usage {
+            peak_bytes: read_u64(self.version.peak_file()),
+            limit_hits,
+        }
+    }
+
+    /// Moves every task left in the cgroup to the parent, drops the page
+    /// cache charged to it and removes it.
+    fn remove(&mut self) -> io::Result<()> {
+        if let Ok(procs) = fs::read_to_string(self.dir.join("cgroup.procs")) {
+            for pid in procs.split_whitespace() {
+                let _ = fs::write(self.parent.join("cgroup.procs"), pid);
+            }
+        }
+        let _ = match self.version {
+            Version::V1 => fs::write(self.dir.join("memory.force_empty"), "0"),
+            Version::V2 => fs::write(self.dir.join("memory.reclaim"), self.limit.to_string()),
+        };
+        let mut last = Ok(());
+        for _ in 0..50 {
+            last = fs::remove_dir(&self.dir);
+            if last.is_ok() || !self.dir.exists() {
+                last = Ok(());
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if self.enabled_subtree {
+            let _ = fs::write(self.parent.join("cgroup.subtree_control"), "-memory");
+        }
+        last
+    }
+}
+
+impl Drop for MemCgroup {
+    fn drop(&mut self) {
+        if let Err(e) = self.remove() {
+            eprintln!(
+                "warning: could not remove the cgroup {}: {e} (remove it by hand with rmdir)",
+                self.dir.display()
+            );
+        }
+    }
+}
+
+/// The process inside a [`MemCgroup`]; moves it back to the parent at
+/// drop.
+#[derive(Debug)]
+pub struct Entered<'a> {
+    cg: &'a MemCgroup,
+}
+
+impl Drop for Entered<'_> {
+    fn drop(&mut self) {
+        let pid = std::process::id().to_string();
+        if let Err(e) = fs::write(self.cg.parent.join("cgroup.procs"), &pid) {
+            eprintln!(
+                "warning: could not move the process back to {}: {e}",
+                self.cg.parent.display()
+            );
+        }
+    }
+}
+
+fn write(path: &Path, value: &str) -> Result<()> {
+    fs::write(path, value).with_context(|| format!("writing `{value}` to {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MOUNTS: &str = "\
+cgroup /sys/fs/cgroup/memory cgroup rw,relatime,memory 0 0
+cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0
+cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0
+";
+
+    #[test]
+    fn v1_path_is_the_memory_line() {
+        let own = "9:name=systemd:/\n4:memory:/a/b\n0::/\n";
+        // The directory does not exist here: the error names it.
+        let e = probe_v1(MOUNTS, own).unwrap_err();
+        assert!(e.contains("/sys/fs/cgroup/memory/a/b"), "{e}");
+        let e = probe_v1("cgroup /x cgroup rw,cpu 0 0\n", own).unwrap_err();
+        assert_eq!(e, "no memory controller mounted");
+        let e = probe_v1(MOUNTS, "0::/\n").unwrap_err();
+        assert_eq!(e, "this process has no memory cgroup");
+    }
+
+    #[test]
+    fn v2_needs_a_mount_and_a_path() {
+        assert_eq!(probe_v2("", "0::/\n").unwrap_err(), "not mounted");
+        assert_eq!(
+            probe_v2(MOUNTS, "4:memory:/a\n").unwrap_err(),
+            "this process has no cgroup v2 path"
+        );
+    }
+
+    #[test]
+    fn join_keeps_the_hierarchy_path() {
+        assert_eq!(
+            join(Path::new("/sys/fs/cgroup/memory"), "/a/b\n"),
+            PathBuf::from("/sys/fs/cgroup/memory/a/b")
+        );
+        assert_eq!(
+            join(Path::new("/sys/fs/cgroup"), "/"),
+            PathBuf::from("/sys/fs/cgroup/")
+        );
+    }
+}
