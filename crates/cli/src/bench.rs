@@ -127,9 +127,10 @@ fn run_plan(args: &BenchArgs, plan: &Plan, argv: &[String]) -> Result<()> {
         let mut setups = Vec::with_capacity(sc.jobs.len());
         for job in &sc.jobs {
             let files = data.files(job.file_size, job.nfiles())?;
-            let capacity = job.capacity.or(plan.capacity).unwrap_or_else(|| {
-                scenario::default_capacity(job.file_size * job.nfiles() as u64)
-            });
+            let capacity = job
+                .capacity
+                .or(plan.capacity)
+                .unwrap_or_else(|| scenario::default_capacity(job.file_size * job.nfiles() as u64));
             let hot = match job.hot {
                 Some(h) => data.files(h.file_size, 1)?.into_iter().next(),
                 None => None,
@@ -373,13 +374,19 @@ fn drop_unsupported_dontcache(sc: &mut Scenario, file: &std::path::Path) -> Opti
         j.engines.retain(|e| e.kind != EngineKind::Dontcache);
     }
     sc.jobs.retain(|j| !j.engines.is_empty());
-    Some(format!("{}: the dontcache engine is left out: {why:#}", sc.name))
+    Some(format!(
+        "{}: the dontcache engine is left out: {why:#}",
+        sc.name
+    ))
 }
 
 /// The runs of engine `label` in job `job`.
 fn runs_of<'a>(runs: &'a [Vec<Vec<RunRecord>>], job: usize, label: &str) -> &'a [RunRecord] {
     runs.get(job)
-        .and_then(|j| j.iter().find(|rs| rs.first().is_some_and(|r| r.engine == label)))
+        .and_then(|j| {
+            j.iter()
+                .find(|rs| rs.first().is_some_and(|r| r.engine == label))
+        })
         .map_or(&[], Vec::as_slice)
 }
 
@@ -394,7 +401,9 @@ fn check_targets(
         .iter()
         .map(|t| {
             let mut c = match t {
-                TargetSpec::Flat { job, engine, min } => target_flat(runs_of(runs, *job, engine), engine, *min),
+                TargetSpec::Flat { job, engine, min } => {
+                    target_flat(runs_of(runs, *job, engine), engine, *min)
+                }
                 TargetSpec::Bandwidth {
                     numerator,
                     denominator,
@@ -462,12 +471,21 @@ fn target_flat(runs: &[RunRecord], engine: &str, min: f64) -> TargetCheck {
     c.detail = format!(
         "every {} after the first at least {min:.1}x the median {}: worst {worst:.2}x \
          (runs: {})",
-        if step >= 1.0 { "second".to_string() } else { format!("{:.0} ms interval", step * 1e3) },
-        if step >= 1.0 { "second".to_string() } else { "interval".to_string() },
+        if step >= 1.0 {
+            "second".to_string()
+        } else {
+            format!("{:.0} ms interval", step * 1e3)
+        },
+        if step >= 1.0 {
+            "second".to_string()
+        } else {
+            "interval".to_string()
+        },
         fmt_runs(&c.per_run, |x| format!("{x:.2}x")),
     );
     if step < 1.0 {
-        c.detail.push_str(" (the runs last under 4 s: too few whole seconds to judge)");
+        c.detail
+            .push_str(" (the runs last under 4 s: too few whole seconds to judge)");
     }
     c
 }
@@ -518,7 +536,12 @@ fn target_cpu(
     let med = report::median(&c.per_run);
     c.value = Some(med);
     c.met = Some(med <= max);
-    let per = |rs: &[RunRecord]| fmt_runs(&rs.iter().map(|r| r.cpu_s_per_gib).collect::<Vec<_>>(), |x| format!("{x:.3}"));
+    let per = |rs: &[RunRecord]| {
+        fmt_runs(
+            &rs.iter().map(|r| r.cpu_s_per_gib).collect::<Vec<_>>(),
+            |x| format!("{x:.3}"),
+        )
+    };
     c.detail = format!(
         "at most {max:.1}x, median of the rounds {med:.2}x ({engine} {} s/GiB, {other} {} s/GiB)",
         per(runs),
@@ -568,7 +591,11 @@ fn ignored_dontcache(runs: &[Vec<Vec<RunRecord>>], t: &TargetSpec) -> Option<Str
         .flatten()
         .flatten()
         .filter(|r| &r.engine == engine)
-        .filter(|r| r.foliocache.as_ref().is_some_and(|f| f.read_flags == "DONTCACHE"))
+        .filter(|r| {
+            r.foliocache
+                .as_ref()
+                .is_some_and(|f| f.read_flags == "DONTCACHE")
+        })
         .collect();
     (!folio.is_empty() && folio.iter().all(|r| report::dontcache_ignored(r))).then(|| {
         format!(
@@ -885,7 +912,7 @@ fn run_one(
         },
         capacity,
         timeline_bw_bytes: m.timeline,
-        fine_timeline: (!m.fine_timeline.is_empty()).then(|| FineTimeline {
+        fine_timeline: (job.bins_per_second > 1).then(|| FineTimeline {
             interval_s: job.interval().as_secs_f64(),
             bw_bytes: m.fine_timeline,
         }),
@@ -906,7 +933,10 @@ fn run_one(
         notes,
     };
     if report::dontcache_ignored(&rec) {
-        let f = rec.foliocache.as_ref().map_or((0, 0), |f| (f.evictions, f.bytes_cached));
+        let f = rec
+            .foliocache
+            .as_ref()
+            .map_or((0, 0), |f| (f.evictions, f.bytes_cached));
         rec.notes.push(format!(
             "warning: no folio was dropped behind these DONTCACHE reads (dropbehind_drops \
              unchanged), yet {} folios were evicted and {} is cached at the end: the library \

@@ -307,13 +307,19 @@ impl MemCgroup {
         write(&self.dir.join("cgroup.procs"), &pid)?;
         let guard = Entered { cg: self };
         let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-        let name = self.dir.file_name().map(|n| n.to_string_lossy().into_owned());
+        let name = self
+            .dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned());
         let inside = name.is_some_and(|n| {
             own.lines().any(|l| {
                 let path = l.rsplit(':').next().unwrap_or("");
                 let memory = match self.version {
                     Version::V2 => l.starts_with("0::"),
-                    Version::V1 => l.split(':').nth(1).is_some_and(|c| c.split(',').any(|c| c == "memory")),
+                    Version::V1 => l
+                        .split(':')
+                        .nth(1)
+                        .is_some_and(|c| c.split(',').any(|c| c == "memory")),
                 };
                 memory && path.trim_end().ends_with(&n)
             })

@@ -869,14 +869,13 @@ mod tests {
 
     #[test]
     fn unsupported_options_are_errors() {
-        for bad in [
-            "foliocache[writeback]",
-            "foliocache[populate=lazy,nowait]",
-        ] {
+        for bad in ["foliocache[writeback]", "foliocache[populate=lazy,nowait]"] {
             let e = EngineSpec::parse(bad).unwrap_err();
             assert!(e.contains("not supported by the library yet"), "{e}");
             assert!(
-                e.contains("insert=batched|single, ra=SIZE|kernel|off, io=uring|threads|auto, dontcache"),
+                e.contains(
+                    "insert=batched|single, ra=SIZE|kernel|off, io=uring|threads|auto, dontcache"
+                ),
                 "{e}"
             );
         }

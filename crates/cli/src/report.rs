@@ -603,8 +603,10 @@ fn fmt_hot(h: &HotFigures) -> String {
         fmt_size_approx(h.file_size),
         h.warm_cached_pages,
         h.pages,
-        h.hit_ratio
-            .map_or("hits not measured".into(), |x| format!("{:.2}% hits", x * 100.0)),
+        h.hit_ratio.map_or("hits not measured".into(), |x| format!(
+            "{:.2}% hits",
+            x * 100.0
+        )),
         h.misses,
         h.miss_detection,
         fmt_count(h.reads_per_s)
@@ -892,7 +894,14 @@ fn detail_tables(s: &mut String, sc: &ScenarioReport, ew: usize) {
         let _ = writeln!(s, "   the hot reader beside the stream:");
         let head = format!(
             "{:<24} {:<ew$} {:>13} {:>10} {:>9} {:>9} {:>9}  {}",
-            "", "stream engine", "stream bw", "hot reads", "misses", "hits", "reads/s", "misses told by"
+            "",
+            "stream engine",
+            "stream bw",
+            "hot reads",
+            "misses",
+            "hits",
+            "reads/s",
+            "misses told by"
         );
         let _ = writeln!(s, "{}", head.trim_end());
         for r in sc.results.iter().filter(|r| r.hot.is_some()) {

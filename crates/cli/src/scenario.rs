@@ -127,8 +127,10 @@ impl JobSpec {
             } else {
                 ""
             },
-            self.hot
-                .map_or(String::new(), |h| format!(" + hot randread {}", fmt_size(h.bs)))
+            self.hot.map_or(String::new(), |h| format!(
+                " + hot randread {}",
+                fmt_size(h.bs)
+            ))
         )
     }
 }
@@ -551,15 +553,10 @@ fn uncached(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
     let size = args.size.unwrap_or(4 * c);
     let hot_size = (c / 4) / HOT_BS * HOT_BS;
     let engines: Vec<EngineSpec> = if args.engines.is_empty() {
-        [
-            "foliocache",
-            "foliocache[dontcache]",
-            "kernel",
-            "dontcache",
-        ]
-        .iter()
-        .filter_map(|e| EngineSpec::parse(e).ok())
-        .collect()
+        ["foliocache", "foliocache[dontcache]", "kernel", "dontcache"]
+            .iter()
+            .filter_map(|e| EngineSpec::parse(e).ok())
+            .collect()
     } else {
         args.engines.clone()
     };
@@ -585,11 +582,9 @@ fn uncached(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
         ..stream.clone()
     };
     // The roles, by the first engine of each kind.
-    let label = |f: &dyn Fn(&EngineSpec) -> bool| {
-        engines.iter().find(|e| f(e)).map(|e| e.label.clone())
-    };
-    let folio_uncached =
-        label(&|e| e.kind == EngineKind::Foliocache && e.folio.dontcache);
+    let label =
+        |f: &dyn Fn(&EngineSpec) -> bool| engines.iter().find(|e| f(e)).map(|e| e.label.clone());
+    let folio_uncached = label(&|e| e.kind == EngineKind::Foliocache && e.folio.dontcache);
     let folio_cached = label(&|e| e.kind == EngineKind::Foliocache && !e.folio.dontcache);
     let kernel = label(&|e| e.kind == EngineKind::Kernel);
     let dontcache = label(&|e| e.kind == EngineKind::Dontcache);
@@ -888,14 +883,25 @@ mod tests {
                 TargetSpec::HitRatio { .. } => "hits",
             })
             .collect();
-        assert_eq!(kinds, ["flat", "hits"], "no cached or dontcache engine to beat");
+        assert_eq!(
+            kinds,
+            ["flat", "hits"],
+            "no cached or dontcache engine to beat"
+        );
         let p = plan_of(&["--scenario", "uncached", "--engine", "kernel"]);
         assert!(p.scenarios[0].targets.is_empty());
     }
 
     #[test]
     fn uncached_refuses_a_tiny_cache() {
-        let mut argv = vec!["foliocache", "bench", "--scenario", "uncached", "--capacity", "512k"];
+        let mut argv = vec![
+            "foliocache",
+            "bench",
+            "--scenario",
+            "uncached",
+            "--capacity",
+            "512k",
+        ];
         let Command::Bench(b) = Cli::try_parse_from(&argv).unwrap().command;
         let e = plan(&b).unwrap_err();
         assert!(e.contains("too small: at least 1MiB"), "{e}");

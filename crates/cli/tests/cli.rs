@@ -75,8 +75,12 @@ fn bad_arguments_exit_2_with_the_usage_line() {
         (&["bench", "--size", "lots"], "is not a size"),
         (&["bench", "--bs", "0"], "more than 0"),
         (
-            &["bench", "--scenario", "uncached"],
-            "unknown scenario `uncached` (available: seqread, randread, readahead)",
+            &["bench", "--scenario", "populate"],
+            "unknown scenario `populate` (available: seqread, randread, readahead, uncached)",
+        ),
+        (
+            &["bench", "--scenario", "uncached", "--capacity", "512k"],
+            "uncached scenario: a capacity of 512.0KiB is too small: at least 1MiB",
         ),
         (&["bench", "--engine", "nope"], "unknown engine `nope`"),
         (
@@ -92,8 +96,12 @@ fn bad_arguments_exit_2_with_the_usage_line() {
             "bad option `io=spdk`",
         ),
         (
-            &["bench", "--engine", "foliocache[dontcache]"],
+            &["bench", "--engine", "foliocache[writeback]"],
             "not supported by the library yet",
+        ),
+        (
+            &["bench", "--engine", "foliocache[dontcache=on]"],
+            "bad option `dontcache=on`",
         ),
         (&["bench", "--engine", "kernel[x]"], "takes no options"),
         (
@@ -160,8 +168,10 @@ fn help_exits_0() {
 }
 
 /// The CI smoke run: `bench --quick` (every scenario, every default
-/// engine, two alternating repeats) on 8 MiB files, with the JSON's
-/// fields, the readahead scenario's summary and the plot checked.
+/// engine, two alternating repeats) on 8 MiB files (uncached: an 8 MiB
+/// stream through 2 MiB), with the JSON's fields, the readahead scenario's
+/// summary, the uncached scenario's records and targets, and the plot
+/// checked.
 #[test]
 fn quick_seeds_smoke_run_writes_complete_json_and_a_plot() {
     let dir = tempfile::tempdir().unwrap();
@@ -186,17 +196,23 @@ fn quick_seeds_smoke_run_writes_complete_json_and_a_plot() {
         .iter()
         .map(|s| s["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["seqread", "randread", "readahead"]);
+    assert_eq!(names, ["seqread", "randread", "readahead", "uncached"]);
     for s in scenarios {
         assert!(!s["description"].as_str().unwrap().is_empty());
     }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
     let rs = results(&v);
     // seqread: 2 block sizes x 3 engines; randread: 3 engines; readahead:
-    // 3 engines at 128 KiB and direct at 1 MiB.
-    assert_eq!(rs.len(), 13);
+    // 3 engines at 128 KiB and direct at 1 MiB; uncached: 4 engines alone
+    // and beside the hot reader (3 if the kernel lacks RWF_DONTCACHE).
+    let uncached_engines = if dontcache_here() { 4 } else { 3 };
+    assert_eq!(rs.len(), 13 + 2 * uncached_engines);
     for s in scenarios {
         let readahead = s["name"] == "readahead";
+        if s["name"] == "uncached" {
+            check_uncached(s, 8 << 20, 2 << 20, 2);
+            continue;
+        }
         for r in s["results"].as_array().unwrap() {
             check_record(r, readahead, cpus);
         }
@@ -269,9 +285,228 @@ fn quick_seeds_smoke_run_writes_complete_json_and_a_plot() {
         "seqread",
         "randread",
         "readahead",
+        "uncached",
+        "beside a hot reader",
         "time (s)",
     ] {
         assert!(svg.contains(word), "plot lacks {word}");
+    }
+}
+
+/// Whether this kernel and filesystem take `RWF_DONTCACHE` (the uncached
+/// scenario leaves its `dontcache` engine out where they do not).
+fn dontcache_here() -> bool {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    run(&[
+        "bench",
+        "--rw",
+        "read",
+        "--size",
+        "64k",
+        "--engine",
+        "dontcache",
+        "--dir",
+        data.to_str().unwrap(),
+    ])
+    .status
+    .success()
+}
+
+/// The uncached scenario's JSON: a stream of `size` through `capacity`,
+/// alone then beside the hot reader, each engine `repeat` times; every
+/// field the issue asks for.
+fn check_uncached(s: &Value, size: u64, capacity: u64, repeat: usize) {
+    assert!(!s["description"].as_str().unwrap().is_empty());
+    // The scenario's memory limit: a cgroup, or none with the reason.
+    let lim = &s["memory_limit"];
+    let mechanism = lim["mechanism"].as_str().unwrap();
+    assert!(
+        ["cgroup v1", "cgroup v2", "none"].contains(&mechanism),
+        "{lim}"
+    );
+    if mechanism == "none" {
+        assert!(lim["limit_bytes"].is_null());
+        assert!(!lim["reason"].as_str().unwrap().is_empty(), "{lim}");
+    } else {
+        assert_eq!(lim["limit_bytes"], capacity);
+    }
+    let rs = s["results"].as_array().unwrap();
+    let mut engines: Vec<&str> = rs.iter().map(|r| r["engine"].as_str().unwrap()).collect();
+    engines.dedup();
+    let want: Vec<&str> = ["foliocache", "foliocache[dontcache]", "kernel", "dontcache"]
+        .into_iter()
+        .filter(|e| *e != "dontcache" || dontcache_here())
+        .collect();
+    assert_eq!(rs.len(), 2 * want.len());
+    for (i, r) in rs.iter().enumerate() {
+        let engine = r["engine"].as_str().unwrap();
+        assert_eq!(engine, want[i % want.len()]);
+        let beside = i >= want.len();
+        assert_eq!(r["rw"], "read");
+        assert_eq!(r["bs"], 64 << 10);
+        assert_eq!(r["numjobs"], 1);
+        assert_eq!(r["cold"], true);
+        assert!(r["runtime_s"].is_null());
+        assert_eq!(r["bytes"], size, "{engine}: one pass");
+        assert!(r["bw_bytes"].as_f64().unwrap() > 0.0);
+        assert_eq!(r["repeats_bw_bytes"].as_array().unwrap().len(), repeat);
+        // Timelines: per second, and per 100 ms (empty for a run shorter
+        // than 100 ms).
+        let tl = r["timeline_bw_bytes"].as_array().unwrap();
+        assert!(!tl.is_empty(), "{engine}: empty timeline");
+        assert!(tl.iter().all(|x| x.as_f64().unwrap() >= 0.0));
+        let fine = &r["fine_timeline"];
+        assert_eq!(fine["interval_s"], 0.1);
+        let fine = fine["bw_bytes"].as_array().unwrap();
+        assert_eq!(
+            fine.len(),
+            (r["seconds"].as_f64().unwrap() * 10.0) as usize,
+            "{engine}: one point per full 100 ms"
+        );
+        // CPU: user, sys and per GiB.
+        let cpu = r["cpu_s"]["user"].as_f64().unwrap() + r["cpu_s"]["sys"].as_f64().unwrap();
+        let per_gib = r["cpu_s_per_gib"].as_f64().unwrap();
+        assert!(cpu >= 0.0 && per_gib >= 0.0);
+        let want_per_gib = cpu / (size as f64 / (1u64 << 30) as f64);
+        assert!((per_gib - want_per_gib).abs() <= 1e-9 + 1e-6 * want_per_gib);
+        // The hot reader, beside the stream only.
+        if beside {
+            let h = &r["hot"];
+            assert_eq!(h["file_size"], capacity / 4);
+            assert_eq!(h["bs"], 4096);
+            assert_eq!(h["pages"], capacity / 4 / 4096);
+            let reads = h["reads"].as_u64().unwrap();
+            assert!(reads > 0, "{engine}: the hot reader did not read");
+            assert!(h["misses"].as_u64().unwrap() <= reads);
+            let ratio = h["hit_ratio"].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&ratio), "{engine}: {ratio}");
+            assert!(!h["miss_detection"].as_str().unwrap().is_empty());
+        } else {
+            assert!(r.get("hot").is_none(), "{engine}: a hot reader alone");
+        }
+        if engine.starts_with("foliocache") {
+            assert_eq!(r["capacity"], capacity);
+            assert!(r.get("memory_limit").is_none());
+            let f = &r["foliocache"];
+            let flags = if engine == "foliocache" {
+                "none"
+            } else {
+                "DONTCACHE"
+            };
+            assert_eq!(f["read_flags"], flags);
+            assert!(f["warm_s"].is_null(), "{engine}: warmed");
+            assert!(f["io_reads"].as_u64().unwrap() > 0);
+            for k in [
+                "evictions",
+                "refaults",
+                "activations",
+                "dropbehind_drops",
+                "shadows",
+                "shadow_bytes",
+                "bytes_cached",
+            ] {
+                assert!(f[k].is_u64(), "{engine}: foliocache.{k}");
+            }
+            assert!(f["bytes_cached"].as_u64().unwrap() <= capacity);
+        } else {
+            assert!(r["capacity"].is_null());
+            let m = &r["memory_limit"];
+            assert_eq!(m["mechanism"], mechanism, "{engine}");
+            if mechanism != "none" {
+                assert_eq!(m["limit_bytes"], capacity);
+                assert!(m["cgroup"].as_str().unwrap().contains("foliocache-bench-"));
+                // What the cgroup held at its peak stayed within the limit
+                // (v1's limit is hard; v2 may overshoot it for a moment).
+                if mechanism == "cgroup v1" {
+                    assert!(m["peak_bytes"].as_u64().unwrap() <= capacity, "{m}");
+                }
+            }
+            assert_eq!(r["page_cache"]["when"], "after drop");
+        }
+    }
+    // The summary: ratios and the issue's targets, each met, not met, or
+    // not checked with the reason.
+    let sum = &s["summary"];
+    let ratios: Vec<&str> = sum["ratios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        ratios.contains(&"foliocache[dontcache] / foliocache"),
+        "{ratios:?}"
+    );
+    let targets = sum["targets"].as_array().unwrap();
+    let names: Vec<&str> = targets
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    let mut want = vec![
+        "foliocache[dontcache] flat throughput",
+        "foliocache[dontcache] bandwidth / foliocache",
+    ];
+    if dontcache_here() {
+        want.extend([
+            "foliocache[dontcache] bandwidth / dontcache",
+            "foliocache[dontcache] CPU s/GiB / dontcache's",
+        ]);
+    }
+    want.push("hot hit ratio beside foliocache[dontcache]");
+    assert_eq!(names, want);
+    for t in targets {
+        assert!(!t["detail"].as_str().unwrap().is_empty(), "{t}");
+        assert!(["<=", ">="].contains(&t["comparison"].as_str().unwrap()));
+        match t["met"].as_bool() {
+            Some(_) => assert!(t["value"].is_f64(), "{t}"),
+            None => assert!(
+                t["detail"].as_str().unwrap().starts_with("not checked"),
+                "{t}"
+            ),
+        }
+    }
+}
+
+/// `--scenario uncached` with a 16 MiB cache (a 64 MiB stream, a 4 MiB hot
+/// file), once: every field of every record, and the text's sections.
+#[test]
+fn uncached_scenario_reports_timelines_cpu_cache_figures_and_hit_ratios() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let data = dir.path().join("data");
+    let out = run(&[
+        "bench",
+        "--scenario",
+        "uncached",
+        "--capacity",
+        "16M",
+        "--repeat",
+        "1",
+        "--dir",
+        data.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "failed:\n{stdout}\n{}",
+        text(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let s = &v["scenarios"][0];
+    assert_eq!(s["name"], "uncached");
+    check_uncached(s, 64 << 20, 16 << 20, 1);
+    for section in [
+        "memory limit of the engines other than foliocache:",
+        "CPU and cache of those runs",
+        "the hot reader beside the stream:",
+        "throughput over time (GiB/s",
+        "per 100ms:",
+        "targets:",
+    ] {
+        assert!(stdout.contains(section), "no `{section}` in:\n{stdout}");
     }
 }
 
@@ -470,7 +705,14 @@ fn verified(rw: &str, engines: &[&str], extra: &[&str]) {
     }
 }
 
-const READERS: [&str; 5] = ["foliocache", "kernel", "direct", "dontcache", "mmap"];
+const READERS: [&str; 6] = [
+    "foliocache",
+    "foliocache[dontcache]",
+    "kernel",
+    "direct",
+    "dontcache",
+    "mmap",
+];
 const WRITERS: [&str; 4] = ["kernel", "direct", "dontcache", "mmap"];
 
 #[test]
@@ -488,7 +730,13 @@ fn every_engine_reads_the_right_data_at_random() {
 fn misaligned_buffers_read_the_right_data() {
     verified(
         "randread",
-        &["foliocache", "kernel", "dontcache", "mmap"],
+        &[
+            "foliocache",
+            "foliocache[dontcache]",
+            "kernel",
+            "dontcache",
+            "mmap",
+        ],
         &["--buf-offset", "8"],
     );
 }
