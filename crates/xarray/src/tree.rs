@@ -81,7 +81,7 @@ pub(crate) struct Node {
 }
 
 /// Bytes one node occupies.
-pub(crate) const NODE_SIZE: usize = std::mem::size_of::<Node>();
+pub const NODE_SIZE: usize = std::mem::size_of::<Node>();
 
 /// A node with `count` non-empty slots of which `values` hold value entries
 /// (or their siblings) holds only value entries.
