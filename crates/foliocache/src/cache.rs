@@ -9,15 +9,29 @@
 //!   File ──> FileInner { mapping: xarray index -> folio, backing: O_DIRECT file }
 //! ```
 //!
-//! # Reclaim
-//! New folios go to the head of the inactive list. A cache hit only sets
-//! `REFERENCED` (and only if it is clear). Reclaim takes folios from the
-//! inactive tail: a referenced one is activated (moved to the active list,
-//! its bit cleared); a locked or otherwise referenced one (extra refcount)
-//! is rotated; a clean, unlocked, unreferenced one is frozen, removed from
-//! its mapping and its pages go back to the arena. When the inactive list is
+//! # Reclaim and the workingset (reference section 5)
+//! New folios go to the head of the inactive list, or of the active list
+//! when they replace an eviction shadow whose refault distance (pages
+//! evicted or activated since) is within the active list's size. A read
+//! marks a folio accessed as the kernel's `folio_mark_accessed` does: the
+//! first access sets `REFERENCED`, a second one while it is inactive
+//! activates it (moved at once if the LRU lock is free, else flagged
+//! `ACTIVATE` for the next LRU pass; either way a hit writes a folio's
+//! flags at most twice per trip through the inactive list). A read that
+//! continues in the folio where the same thread's previous read ended does
+//! not count as a new access, so a stream of small reads through a large
+//! folio uses it once. Dropbehind folios are never marked.
+//!
+//! Reclaim takes folios from the inactive tail: one flagged `ACTIVATE` is
+//! activated; a locked one, or one with references beyond the cache's, is
+//! rotated; any other, referenced once or not at all, is frozen, removed
+//! from its mapping leaving a shadow, and its pages go back to the arena
+//! (a folio used once is not worth keeping over the working set: the
+//! kernel's rule for unmapped file folios). When the inactive list is
 //! shorter than the active one, the active tail is moved to the inactive
-//! head, so active folios get a second pass before they can go.
+//! head, flagged `WORKINGSET` and keeping its `REFERENCED` bit, so one more
+//! access brings it back. Every activation and every eviction advances the
+//! eviction clock (`nonresident_age`).
 //!
 //! # Lock order
 //! LRU lock, then a mapping's index lock (reclaim removes an evicted folio
@@ -26,7 +40,7 @@
 //! both.
 
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use crate::arena::{Arena, PageId, Populate, MAX_ORDER, PAGE_SIZE};
@@ -67,6 +81,8 @@ pub struct CacheBuilder {
     populate: Populate,
     readahead: ReadaheadConfig,
     io: IoEngineConfig,
+    refault_detection: bool,
+    shadow_budget: Option<usize>,
 }
 
 impl Default for CacheBuilder {
@@ -77,6 +93,8 @@ impl Default for CacheBuilder {
             populate: Populate::Eager,
             readahead: ReadaheadConfig::default(),
             io: IoEngineConfig::default(),
+            refault_detection: true,
+            shadow_budget: None,
         }
     }
 }
@@ -121,6 +139,26 @@ impl CacheBuilder {
         self
     }
 
+    /// Refault detection (default on): a folio read back soon after reclaim
+    /// evicted it (its shadow's refault distance within the active list's
+    /// size) starts on the active list. Off, refaults start inactive like
+    /// any new folio (pure two-list LRU; shadows are still left, for
+    /// [`File::cachestat`](crate::File::cachestat)). For comparisons.
+    pub fn refault_detection(mut self, on: bool) -> Self {
+        self.refault_detection = on;
+        self
+    }
+
+    /// Bytes of index nodes that eviction shadows may hold (nodes holding
+    /// only shadows; see [`CacheStats::shadow_bytes`]). Default: one node
+    /// per 16 pages of capacity, about 0.9 % of it (the kernel allows one
+    /// per 8 pages of memory). Past it, the oldest shadows go, whole nodes
+    /// at a time, as the kernel's shadow-node shrinker frees them.
+    pub fn shadow_budget(mut self, bytes: usize) -> Self {
+        self.shadow_budget = Some(bytes);
+        self
+    }
+
     /// Maps the arena and builds the cache.
     ///
     /// # Errors
@@ -136,6 +174,10 @@ impl CacheBuilder {
         let io = None;
         let arena = Arena::new(self.capacity, self.populate)?;
         let table = FolioTable::new(arena.capacity_pages());
+        let shadow_nodes = match self.shadow_budget {
+            Some(bytes) => bytes / xarray::NODE_SIZE,
+            None => arena.capacity_pages() / 16,
+        };
         Ok(Cache {
             inner: Arc::new(CacheInner {
                 arena,
@@ -147,6 +189,11 @@ impl CacheBuilder {
                 io,
                 io_in_flight: AtomicU64::new(0),
                 nonresident_age: AtomicU64::new(0),
+                refault_detection: self.refault_detection,
+                mappings: Mutex::new(Vec::new()),
+                shadow_nodes,
+                shadow_check: AtomicU64::new(shadow_check_every(shadow_nodes)),
+                trimming: Mutex::new(()),
             }),
         })
     }
@@ -230,6 +277,7 @@ impl Cache {
         let s = &i.stats;
         let free = i.arena.free_pages() as u64;
         let total = i.arena.capacity_pages() as u64;
+        let live = i.live_mappings();
         CacheStats {
             hits: s.hits.sum(),
             misses: s.misses.sum(),
@@ -243,8 +291,8 @@ impl Cache {
             populate_time: i.arena.populate_time(),
             refaults: s.refaults.load(Ordering::Relaxed),
             activations: s.activations.load(Ordering::Relaxed),
-            shadows: 0,
-            shadow_bytes: 0,
+            shadows: live.iter().map(|m| m.nr_shadows()).sum(),
+            shadow_bytes: live.iter().map(|m| m.shadow_bytes() as u64).sum(),
             dropbehind_drops: s.dropbehind_drops.load(Ordering::Relaxed),
         }
     }
@@ -392,6 +440,23 @@ pub(crate) struct CacheInner {
     /// The eviction clock: pages evicted so far (reference 5.1's
     /// `nonresident_age`), recorded in every shadow.
     pub(crate) nonresident_age: AtomicU64,
+    refault_detection: bool,
+    /// Every open file's mapping (dead ones pruned as we go): for the
+    /// figures summed over files, and for trimming shadows.
+    mappings: Mutex<Vec<Weak<Mapping>>>,
+    /// The shadow budget, in index nodes holding only shadows.
+    shadow_nodes: usize,
+    /// The eviction count at which to check the shadow budget next.
+    shadow_check: AtomicU64,
+    /// Held by the one thread trimming shadows.
+    trimming: Mutex<()>,
+}
+
+/// Evictions between two checks of the shadow budget: each eviction adds
+/// at most one shadow-only node, so the budget is overshot by at most
+/// this many nodes.
+fn shadow_check_every(budget_nodes: usize) -> u64 {
+    (budget_nodes as u64 / 8).max(64)
 }
 
 impl CacheInner {
@@ -439,20 +504,105 @@ impl CacheInner {
         list.pages -= f.nr_pages();
     }
 
-    /// Puts a folio just added to a mapping on the inactive list.
-    pub(crate) fn lru_add(&self, f: &Folio) {
-        self.lru_add_all(std::iter::once(f));
+    /// Puts folios just added to a mapping on an LRU list, in one hold of
+    /// the LRU lock, each with the shadow it replaced (if any): the refault
+    /// test (reference 5.3) decides between the active and the inactive
+    /// list. Pass no shadow for a folio a write created (a write over a
+    /// shadow never activates).
+    pub(crate) fn lru_add_all<'f>(
+        &self,
+        folios: impl IntoIterator<Item = (&'f Folio, Option<u64>)>,
+    ) {
+        let mut lru = self.lru.lock();
+        let lru = &mut *lru;
+        for (f, shadow) in folios {
+            if f.test_and_set(FolioFlags::LRU) {
+                continue;
+            }
+            let page = self.page(f);
+            if let Some(v) = shadow {
+                if self.refault(lru, f, v) {
+                    self.list_push_head(&mut lru.active, page);
+                    continue;
+                }
+            }
+            self.list_push_head(&mut lru.inactive, page);
+        }
     }
 
-    /// Puts folios just added to a mapping on the inactive list, in one
-    /// hold of the LRU lock.
-    pub(crate) fn lru_add_all<'f>(&self, folios: impl IntoIterator<Item = &'f Folio>) {
-        let mut lru = self.lru.lock();
-        for f in folios {
-            if !f.test_and_set(FolioFlags::LRU) {
-                self.list_push_head(&mut lru.inactive, self.page(f));
-            }
+    /// The refault test for a folio added over shadow `v`, under the LRU
+    /// lock: counts the refault, and activates the folio (returns true)
+    /// when the pages evicted or activated since its eviction are no more
+    /// than the active list holds: had the active list been that much
+    /// smaller, it would have stayed. A dropbehind folio is never
+    /// activated (an uncached read changes no folio's LRU state).
+    fn refault(&self, lru: &Lru, f: &Folio, v: u64) -> bool {
+        self.stats.refaults.fetch_add(1, Ordering::Relaxed);
+        if !self.refault_detection || f.test(FolioFlags::DROPBEHIND) {
+            return false;
         }
+        let shadow = Shadow::unpack(v);
+        let now = self.nonresident_age.load(Ordering::Relaxed);
+        if shadow.distance(now) > lru.active.pages {
+            return false;
+        }
+        f.test_and_set(FolioFlags::ACTIVE);
+        if shadow.workingset {
+            // It was in the working set before: say so again (the kernel's
+            // "restore").
+            f.test_and_set(FolioFlags::WORKINGSET);
+        }
+        self.nonresident_age
+            .fetch_add(f.nr_pages(), Ordering::Relaxed);
+        self.stats.activations.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    /// Marks a folio accessed by a read (the kernel's `folio_mark_accessed`;
+    /// see the module documentation), given its flags as the caller just
+    /// read them. Costs a test of bits the caller has when there is nothing
+    /// to do, which is the common case.
+    #[inline]
+    pub(crate) fn mark_accessed(&self, f: &Folio, flags: FolioFlags) {
+        if flags.intersects(FolioFlags::DROPBEHIND) {
+            return;
+        }
+        if !flags.contains(FolioFlags::REFERENCED) {
+            f.set_if_clear(FolioFlags::REFERENCED);
+        } else if !flags.intersects(FolioFlags::ACTIVE.union(FolioFlags::ACTIVATE)) {
+            self.activate(f);
+        }
+    }
+
+    /// A second access to an inactive folio: flag it, and move it now if
+    /// the LRU lock is free (a reader never waits for reclaim's lock; the
+    /// next LRU pass moves a flagged folio).
+    #[cold]
+    fn activate(&self, f: &Folio) {
+        if f.test_and_set(FolioFlags::ACTIVATE) {
+            return;
+        }
+        let Some(mut lru) = self.lru.try_lock() else {
+            return;
+        };
+        // Still on the inactive list (the flags that say so change only
+        // under this lock) and still asking.
+        if f.test(FolioFlags::LRU) && !f.test(FolioFlags::ACTIVE) {
+            let page = self.page(f);
+            self.list_remove(&mut lru.inactive, page);
+            self.activate_locked(&mut lru, f, page);
+        }
+    }
+
+    /// Moves an inactive folio, already off its list, to the active list.
+    fn activate_locked(&self, lru: &mut Lru, f: &Folio, page: u32) {
+        f.test_and_clear(FolioFlags::ACTIVATE);
+        f.test_and_clear(FolioFlags::REFERENCED);
+        f.test_and_set(FolioFlags::ACTIVE);
+        self.list_push_head(&mut lru.active, page);
+        self.nonresident_age
+            .fetch_add(f.nr_pages(), Ordering::Relaxed);
+        self.stats.activations.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Takes a folio of `mapping` off whichever list holds it (a removal
@@ -582,6 +732,69 @@ impl CacheInner {
         }
     }
 
+    /// Records a new file's mapping. Dead entries are pruned whenever the
+    /// list doubles, so a program that opens and closes many files keeps
+    /// it at about twice the files open.
+    pub(crate) fn register(&self, m: &Arc<Mapping>) {
+        let mut all = self.mappings.lock();
+        if all.len() >= 64 && all.len().is_power_of_two() {
+            all.retain(|w| w.strong_count() > 0);
+        }
+        all.push(Arc::downgrade(m));
+    }
+
+    /// The mappings of the files open now (each kept alive by the returned
+    /// `Arc` until it is dropped: drop them with no cache lock held, as the
+    /// last one may be the file's and its drop takes the LRU lock).
+    pub(crate) fn live_mappings(&self) -> Vec<Arc<Mapping>> {
+        let mut all = self.mappings.lock();
+        all.retain(|w| w.strong_count() > 0);
+        all.iter().filter_map(Weak::upgrade).collect()
+    }
+
+    /// After evictions: every [`shadow_check_every`] of them, if the index
+    /// nodes holding only shadows exceed the budget, removes the oldest
+    /// shadows (whole nodes' worth) until they take three quarters of it
+    /// (the kernel's shadow-node shrinker; reference 5.4). Called with no
+    /// lock held. One thread trims at a time; the others go on.
+    fn maybe_trim_shadows(&self) {
+        let evictions = self.stats.evictions.load(Ordering::Relaxed);
+        let due = self.shadow_check.load(Ordering::Relaxed);
+        if evictions < due {
+            return;
+        }
+        let Some(_one) = self.trimming.try_lock() else {
+            return;
+        };
+        self.shadow_check.store(
+            evictions + shadow_check_every(self.shadow_nodes),
+            Ordering::Relaxed,
+        );
+        let live = self.live_mappings();
+        let nodes: usize = live.iter().map(|m| m.shadow_nodes()).sum();
+        if nodes <= self.shadow_nodes {
+            return;
+        }
+        let target = self.shadow_nodes * 3 / 4;
+        let now = self.nonresident_age.load(Ordering::Relaxed);
+        // Every shadow-only block of every file, oldest (largest refault
+        // distance of its newest shadow) first.
+        let mut blocks = Vec::new();
+        for (i, m) in live.iter().enumerate() {
+            m.shadow_blocks(now, |b| blocks.push((b, i)));
+        }
+        blocks.sort_unstable_by_key(|(b, _)| std::cmp::Reverse(b.distance));
+        let mut left = nodes;
+        for (b, i) in blocks {
+            if left <= target {
+                break;
+            }
+            if live[i].remove_shadow_block(&b) {
+                left -= 1;
+            }
+        }
+    }
+
     /// The eviction clock now and the active list's pages: what the
     /// refault test compares a shadow's distance with (reference 5.3).
     pub(crate) fn workingset_now(&self) -> (u64, u64) {
@@ -592,6 +805,14 @@ impl CacheInner {
     /// Evicts folios until about `want` pages went back to the arena, or a
     /// full pass found nothing to evict. Returns the pages freed.
     pub(crate) fn reclaim(&self, want: u64) -> u64 {
+        let freed = self.reclaim_locked(want);
+        if freed > 0 {
+            self.maybe_trim_shadows();
+        }
+        freed
+    }
+
+    fn reclaim_locked(&self, want: u64) -> u64 {
         let mut lru = self.lru.lock();
         let lru = &mut *lru;
         let mut budget = 2 * (lru.active.pages + lru.inactive.pages) + 2;
@@ -604,19 +825,17 @@ impl CacheInner {
             if lru.active.tail != NIL
                 && (lru.inactive.pages < lru.active.pages || stuck >= lru.inactive.pages)
             {
-                // Refill the inactive list from the active tail.
+                // Refill the inactive list from the active tail. As the
+                // kernel does for file folios nobody maps, referenced or
+                // not: the bit stays, so one more access reactivates it.
+                // It was in the working set once, and its shadow will say
+                // so (PG_workingset).
                 let page = lru.active.tail;
                 let f = self.folio(page);
                 self.list_remove(&mut lru.active, page);
-                if f.test_and_clear(FolioFlags::REFERENCED) {
-                    self.list_push_head(&mut lru.active, page);
-                } else {
-                    // Deactivated: it was in the working set once, and its
-                    // shadow will say so (the kernel's PG_workingset).
-                    f.test_and_clear(FolioFlags::ACTIVE);
-                    f.test_and_set(FolioFlags::WORKINGSET);
-                    self.list_push_head(&mut lru.inactive, page);
-                }
+                f.test_and_clear(FolioFlags::ACTIVE);
+                f.test_and_set(FolioFlags::WORKINGSET);
+                self.list_push_head(&mut lru.inactive, page);
                 continue;
             }
             let page = lru.inactive.tail;
@@ -625,11 +844,13 @@ impl CacheInner {
             }
             let f = self.folio(page);
             self.list_remove(&mut lru.inactive, page);
-            if f.test_and_clear(FolioFlags::REFERENCED) {
-                f.test_and_set(FolioFlags::ACTIVE);
-                self.list_push_head(&mut lru.active, page);
+            if f.test(FolioFlags::ACTIVATE) {
+                // Accessed twice while inactive.
+                self.activate_locked(lru, f, page);
                 continue;
             }
+            // Used once (or not at all) since it came in: it goes.
+            f.test_and_clear(FolioFlags::REFERENCED);
             let cache_refs = f.nr_pages() as u32;
             if !f.trylock() {
                 self.list_push_head(&mut lru.inactive, page);

@@ -68,8 +68,10 @@ impl Cache {
     }
 
     fn file(&self, mapping: Mapping) -> File {
+        let mapping = Arc::new(mapping);
+        self.inner.register(&mapping);
         File {
-            mapping: Arc::new(mapping),
+            mapping,
             ra: Arc::new(Readahead::new(
                 self.inner
                     .readahead
@@ -136,24 +138,33 @@ impl File {
         if offset >= size || buf.is_empty() {
             return Ok(0);
         }
+        let flags = self.effective_flags(flags);
+        let uncached = flags.contains(ReadFlags::DONTCACHE);
         let m = &*self.mapping;
+        let cache = m.inner();
         let end = offset.saturating_add(buf.len() as u64).min(size);
         // The common hit: the whole request inside one cached folio. One
         // lockless lookup, no batch, no range walk.
         // (It leaves the readahead state alone, `prev_pos` included: a hit
-        // writes nothing other threads read. A marker folio takes the
-        // batch path, which starts the next window.)
-        if let Some(f) = m.get_for_read(offset, (end - offset) as usize) {
+        // writes nothing other threads read. A marker or a dropbehind
+        // folio takes the batch path, which starts the next window or
+        // deals with the flag.)
+        let (hit, sequential) = m.get_for_read(offset, (end - offset) as usize);
+        if let Some(f) = hit {
             let start = f.index() * PAGE;
-            let flags = f.flags();
-            if flags.contains(FolioFlags::UPTODATE)
-                && !flags.intersects(FolioFlags::READAHEAD)
+            let ff = f.flags();
+            if ff.contains(FolioFlags::UPTODATE)
+                && !ff.intersects(FolioFlags::READAHEAD.union(FolioFlags::DROPBEHIND))
                 && end <= start + f.nr_pages() * PAGE
             {
-                f.set_if_clear(FolioFlags::REFERENCED);
+                // A read that goes on in the folio where this thread's
+                // previous read ended is not a new access.
+                if !(sequential && offset > start) {
+                    cache.mark_accessed(&f, ff);
+                }
                 let n = (end - offset) as usize;
                 m.copy_out(&f, (offset - start) as usize, &mut buf[..n]);
-                m.inner().stats.hits.add(1);
+                cache.stats.hits.add(1);
                 return Ok(n);
             }
         }
@@ -161,7 +172,7 @@ impl File {
         let mut copied = 0usize;
         let mut batch: Vec<FolioRef<'_>> = Vec::with_capacity(BATCH);
         while pos < end {
-            let missed = match self.get_pages(pos / PAGE, end, &mut batch) {
+            let missed = match self.get_pages(pos / PAGE, end, flags, &mut batch) {
                 Ok(missed) => missed,
                 Err(e) => {
                     if copied == 0 {
@@ -170,7 +181,6 @@ impl File {
                     break;
                 }
             };
-            let stats = &m.inner().stats;
             for f in batch.drain(..) {
                 if pos >= end {
                     break;
@@ -178,9 +188,25 @@ impl File {
                 let start = f.index() * PAGE;
                 let from = (pos - start) as usize;
                 let n = (f.nr_pages() * PAGE - from as u64).min(end - pos) as usize;
+                let ff = f.flags();
+                if ff.contains(FolioFlags::DROPBEHIND) && !uncached {
+                    // A cached read claims a folio an uncached one brought
+                    // in: it stays (DESIGN: where we improve on the kernel).
+                    f.test_and_clear(FolioFlags::DROPBEHIND);
+                }
+                if !(copied == 0 && sequential && offset > start) {
+                    cache.mark_accessed(&f, f.flags());
+                }
                 m.copy_out(&f, from, &mut buf[copied..copied + n]);
                 if !missed {
-                    stats.hits.add(1);
+                    cache.stats.hits.add(1);
+                }
+                // Dropped once read through to its end (or to end of file):
+                // a stream reading a large folio in pieces keeps it until
+                // its last piece.
+                let folio_end = (start + f.nr_pages() * PAGE).min(size);
+                if uncached && ff.contains(FolioFlags::DROPBEHIND) && pos + n as u64 >= folio_end {
+                    m.drop_behind(&f);
                 }
                 pos += n as u64;
                 copied += n;
@@ -227,22 +253,25 @@ impl File {
         &'m self,
         index: u64,
         end: u64,
+        flags: ReadFlags,
         batch: &mut Vec<FolioRef<'m>>,
     ) -> io::Result<bool> {
         let m = &*self.mapping;
         let last = (end - 1) / PAGE;
+        let nowait = flags.contains(ReadFlags::NOWAIT);
+        let dropbehind = flags.contains(ReadFlags::DONTCACHE);
         let mut missed = false;
         loop {
             m.get_read_batch(index, last, batch);
             if batch.is_empty() {
-                missed |= self.sync_readahead(index, last - index + 1);
+                if nowait {
+                    return Err(would_block());
+                }
+                missed |= self.sync_readahead(index, last - index + 1, dropbehind);
                 m.get_read_batch(index, last, batch);
             }
-            for f in batch.iter() {
-                f.set_if_clear(FolioFlags::REFERENCED);
-            }
             let Some(tail) = batch.last() else {
-                match self.create(index, last)? {
+                match self.create(index, last, dropbehind)? {
                     Some(f) => {
                         batch.push(f);
                         missed = true;
@@ -252,7 +281,7 @@ impl File {
                 }
             };
             if tail.test(FolioFlags::READAHEAD) {
-                self.async_readahead(tail, last);
+                self.async_readahead(tail, last, dropbehind);
             }
             if tail.test(FolioFlags::UPTODATE) {
                 break;
@@ -260,6 +289,10 @@ impl File {
             if batch.len() > 1 {
                 batch.pop();
                 break;
+            }
+            if nowait {
+                batch.clear();
+                return Err(would_block());
             }
             let f = batch.pop().expect("one folio");
             // Being read (by readahead or another reader), or its read
@@ -286,7 +319,7 @@ impl File {
 
     /// Creates, inserts and reads the folio for a miss at `index`. `None`
     /// when another reader inserted one first (look it up again).
-    fn create(&self, index: u64, last: u64) -> io::Result<Option<FolioRef<'_>>> {
+    fn create(&self, index: u64, last: u64, dropbehind: bool) -> io::Result<Option<FolioRef<'_>>> {
         let m = &*self.mapping;
         let mut order = m.inner().max_order;
         while order > 0 && (index % (1 << order) != 0 || index + (1 << order) - 1 > last) {
@@ -294,6 +327,9 @@ impl File {
         }
         loop {
             let f = m.new_folio(order)?;
+            if dropbehind {
+                f.test_and_set(FolioFlags::DROPBEHIND);
+            }
             let got = f.order();
             match m.add_folio(&f, index) {
                 Ok(_) => {
@@ -430,7 +466,7 @@ impl File {
             };
             let mut order = max_order;
             let slots = readahead::plan(&win, &mut order, max_order, last_page);
-            self.run_window(&slots, insert, false);
+            self.run_window(&slots, insert, false, false);
             index += pages;
         }
         Ok(())
@@ -490,7 +526,7 @@ impl File {
 
     /// Synchronous readahead for a miss at page `index` of a request of
     /// `req` pages (reference 4.3). Returns whether it inserted a folio.
-    fn sync_readahead(&self, index: u64, req: u64) -> bool {
+    fn sync_readahead(&self, index: u64, req: u64, dropbehind: bool) -> bool {
         let m = &*self.mapping;
         let size = m.size();
         if size == 0 {
@@ -521,12 +557,12 @@ impl File {
             };
             (slots, st.cfg.insert)
         };
-        self.run_window(&slots, insert, true)
+        self.run_window(&slots, insert, true, dropbehind)
     }
 
     /// Asynchronous readahead: a read reached `marker` (a folio carrying the
     /// readahead flag) wanting pages up to `last` (reference 4.4).
-    fn async_readahead(&self, marker: &FolioRef<'_>, last: u64) {
+    fn async_readahead(&self, marker: &FolioRef<'_>, last: u64, dropbehind: bool) {
         if marker.test(FolioFlags::WRITEBACK) || !marker.test_and_clear(FolioFlags::READAHEAD) {
             return;
         }
@@ -550,7 +586,7 @@ impl File {
             st.order = order;
             (slots, st.cfg.insert)
         };
-        self.run_window(&slots, insert, false);
+        self.run_window(&slots, insert, false, dropbehind);
     }
 
     /// The first page at or before `from`, within `max` pages, holding no
@@ -588,14 +624,15 @@ impl File {
     /// Builds a window from its plan and reads it: on this thread when
     /// `sync` and the window is one run (the reader waits for it anyway; no
     /// hand-off), else through the IO engine as one submission. Returns
-    /// whether it inserted any folio.
-    fn run_window(&self, slots: &[Slot], insert: Insert, sync: bool) -> bool {
+    /// whether it inserted any folio. An uncached read's windows are
+    /// `dropbehind`.
+    fn run_window(&self, slots: &[Slot], insert: Insert, sync: bool, dropbehind: bool) -> bool {
         if slots.is_empty() {
             return false;
         }
         let folios = match insert {
-            Insert::Batched => self.insert_batched(slots),
-            Insert::Single => self.insert_single(slots),
+            Insert::Batched => self.insert_batched(slots, dropbehind),
+            Insert::Single => self.insert_single(slots, dropbehind),
         };
         let any = !folios.is_empty();
         self.read_window(folios, sync);
@@ -608,7 +645,7 @@ impl File {
     /// a range; its pages' holes are filled one page at a time, and the
     /// insertion goes on after it. Returns the folios inserted (locked, not
     /// uptodate), in index order.
-    fn insert_batched(&self, slots: &[Slot]) -> Vec<FolioRef<'_>> {
+    fn insert_batched(&self, slots: &[Slot], dropbehind: bool) -> Vec<FolioRef<'_>> {
         let m = &*self.mapping;
         // The whole window's memory first: one bulk allocation per order
         // (a window has one or two), handed out in plan order.
@@ -623,7 +660,7 @@ impl File {
             pools.push(pool);
             if got < want {
                 pools.into_iter().for_each(Self::discard);
-                return self.insert_single(slots);
+                return self.insert_single(slots, dropbehind);
             }
         }
         let mut folios = Vec::with_capacity(slots.len());
@@ -632,6 +669,9 @@ impl File {
             let f = pools[pool].pop().expect("one folio per slot");
             if s.marker {
                 f.test_and_set(FolioFlags::READAHEAD);
+            }
+            if dropbehind {
+                f.test_and_set(FolioFlags::DROPBEHIND);
             }
             folios.push(f);
         }
@@ -650,7 +690,7 @@ impl File {
             if i < folios.len() {
                 // Slot `i` conflicts with a cached folio.
                 let s = slots[i];
-                if !self.fill_holes(s.index, 1 << s.order, &mut holes) {
+                if !self.fill_holes(s.index, 1 << s.order, dropbehind, &mut holes) {
                     break;
                 }
                 i += 1;
@@ -678,7 +718,7 @@ impl File {
     /// the planned order that cannot be had, or whose place is taken, is
     /// replaced by one-page folios in its holes; the window ends where
     /// memory runs out.
-    fn insert_single(&self, slots: &[Slot]) -> Vec<FolioRef<'_>> {
+    fn insert_single(&self, slots: &[Slot], dropbehind: bool) -> Vec<FolioRef<'_>> {
         let m = &*self.mapping;
         let mut out = Vec::with_capacity(slots.len());
         for s in slots {
@@ -686,13 +726,16 @@ impl File {
                 if s.marker {
                     f.test_and_set(FolioFlags::READAHEAD);
                 }
+                if dropbehind {
+                    f.test_and_set(FolioFlags::DROPBEHIND);
+                }
                 if m.add_folio(&f, s.index).is_ok() {
                     out.push(f);
                     continue;
                 }
                 Self::discard(vec![f]);
             }
-            if !self.fill_holes(s.index, 1 << s.order, &mut out) {
+            if !self.fill_holes(s.index, 1 << s.order, dropbehind, &mut out) {
                 break;
             }
         }
@@ -701,7 +744,13 @@ impl File {
 
     /// Inserts one-page folios into the pages of `start..start + n` that
     /// hold none. False when memory ran out.
-    fn fill_holes<'m>(&'m self, start: u64, n: u64, out: &mut Vec<FolioRef<'m>>) -> bool {
+    fn fill_holes<'m>(
+        &'m self,
+        start: u64,
+        n: u64,
+        dropbehind: bool,
+        out: &mut Vec<FolioRef<'m>>,
+    ) -> bool {
         let m = &*self.mapping;
         let mut p = start;
         while p < start + n {
@@ -712,6 +761,9 @@ impl File {
             let Some(f) = m.new_folio_nowait(0) else {
                 return false;
             };
+            if dropbehind {
+                f.test_and_set(FolioFlags::DROPBEHIND);
+            }
             if m.add_folio(&f, p).is_ok() {
                 out.push(f);
             } else {
@@ -726,6 +778,7 @@ impl File {
     fn discard(folios: Vec<FolioRef<'_>>) {
         for f in folios {
             f.test_and_clear(FolioFlags::READAHEAD);
+            f.test_and_clear(FolioFlags::DROPBEHIND);
             f.unlock();
         }
     }
@@ -766,6 +819,13 @@ impl File {
         let mut st = ra.state.lock();
         st.ra_pages /= 4;
     }
+}
+
+fn would_block() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::WouldBlock,
+        "foliocache: the data is not cached and the read asked not to wait (NOWAIT)",
+    )
 }
 
 impl std::fmt::Debug for File {

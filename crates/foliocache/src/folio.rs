@@ -14,7 +14,7 @@
 //!  refcount: 0 = free (in the arena); the cache holds 2^order while the
 //!            folio is in a mapping; every lookup adds 1, dropped by the caller.
 //!  flags:    LOCKED WAITERS UPTODATE DIRTY WRITEBACK READAHEAD REFERENCED
-//!            ACTIVE WORKINGSET DROPBEHIND ERROR LRU
+//!            ACTIVE WORKINGSET DROPBEHIND ERROR LRU ACTIVATE
 //! ```
 //!
 //! # Locking
@@ -63,8 +63,12 @@ impl FolioFlags {
     pub const ERROR: FolioFlags = FolioFlags(1 << 10);
     /// On an LRU list.
     pub const LRU: FolioFlags = FolioFlags(1 << 11);
+    /// Accessed again while inactive and referenced, and the LRU lock was
+    /// busy: the next LRU pass moves it to the active list (the kernel's
+    /// per-CPU activation batch, reduced to a bit).
+    pub const ACTIVATE: FolioFlags = FolioFlags(1 << 12);
 
-    const NAMES: [&'static str; 12] = [
+    const NAMES: [&'static str; 13] = [
         "locked",
         "waiters",
         "uptodate",
@@ -77,6 +81,7 @@ impl FolioFlags {
         "dropbehind",
         "error",
         "lru",
+        "activate",
     ];
 
     /// The raw bits.

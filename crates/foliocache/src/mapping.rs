@@ -39,6 +39,7 @@ use crate::arena::{PageId, PAGE_SIZE};
 use crate::cache::{Cache, CacheInner};
 use crate::folio::{Folio, FolioFlags};
 use crate::sync::{spin_hint, AtomicU64, Ordering};
+use crate::workingset::Shadow;
 
 const PAGE: u64 = PAGE_SIZE as u64;
 
@@ -163,6 +164,15 @@ impl std::fmt::Debug for FolioRef<'_> {
     }
 }
 
+/// A block of an index holding only shadows, for trimming them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ShadowBlock {
+    first: u64,
+    order: u32,
+    /// The refault distance of its newest shadow when it was found.
+    pub(crate) distance: u64,
+}
+
 /// What [`Mapping::get_entry`] found.
 #[derive(Debug)]
 pub enum MappingEntry<'m> {
@@ -187,6 +197,11 @@ impl FgpFlags {
     pub const CREAT: FgpFlags = FgpFlags(1 << 2);
     /// Never sleep: a contended lock gives `WouldBlock`.
     pub const NOWAIT: FgpFlags = FgpFlags(1 << 5);
+    /// Uncached use: a created folio is dropbehind, and a dropbehind folio
+    /// found stays so. Without it, a lookup that finds a dropbehind folio
+    /// claims it for the cache (clears the flag; reference 6.2, invariant
+    /// 39).
+    pub const DONTCACHE: FgpFlags = FgpFlags(1 << 6);
 
     /// Also asks for a created folio of up to `order` (capped by the cache's
     /// largest folio and the index's alignment).
@@ -306,6 +321,96 @@ impl Mapping {
         self.xa.len().saturating_sub(self.nr_folios())
     }
 
+    /// Index nodes holding only shadows.
+    pub fn shadow_nodes(&self) -> usize {
+        self.xa.value_nodes()
+    }
+
+    /// Bytes of [`shadow_nodes`](Self::shadow_nodes).
+    pub fn shadow_bytes(&self) -> usize {
+        self.xa.value_node_bytes()
+    }
+
+    /// Calls `f` with every block of this index that holds only shadows:
+    /// the 64 indices of one leaf node, or one shadow of order 6 or more
+    /// (which sits in a node of larger ones), with the refault distance of
+    /// its newest shadow at clock `now`. One lockless walk of the index.
+    pub(crate) fn shadow_blocks(&self, now: u64, mut f: impl FnMut(ShadowBlock)) {
+        if self.shadow_nodes() == 0 {
+            return;
+        }
+        let guard = self.xa.pin();
+        let Ok(mut it) = self.xa.iter_ref(.., &guard) else {
+            return;
+        };
+        // The leaf block being gathered: its first index, whether it holds
+        // only shadows so far, and the newest of them.
+        let mut cur: Option<(u64, bool, u64)> = None;
+        let flush = |cur: Option<(u64, bool, u64)>, f: &mut dyn FnMut(ShadowBlock)| {
+            if let Some((first, true, newest)) = cur {
+                f(ShadowBlock {
+                    first,
+                    order: 6,
+                    distance: newest,
+                });
+            }
+        };
+        while let Some((_, e)) = it.next() {
+            let (base, order) = it.span();
+            if order >= 6 {
+                flush(cur.take(), &mut f);
+                if let EntryRef::Value(v) = e {
+                    f(ShadowBlock {
+                        first: base,
+                        order,
+                        distance: Shadow::unpack(v).distance(now),
+                    });
+                }
+                continue;
+            }
+            let block = base & !63;
+            if cur.is_some_and(|c| c.0 != block) {
+                flush(cur.take(), &mut f);
+            }
+            let c = cur.get_or_insert((block, true, u64::MAX));
+            match e {
+                EntryRef::Item(_) => c.1 = false,
+                EntryRef::Value(v) => c.2 = c.2.min(Shadow::unpack(v).distance(now)),
+            }
+        }
+        flush(cur, &mut f);
+    }
+
+    /// Removes the shadows of a block [`shadow_blocks`](Self::shadow_blocks)
+    /// found (those still there: a folio added since stays, and so do
+    /// shadows left since). Returns whether the block held only shadows
+    /// and they all went (its node with them).
+    pub(crate) fn remove_shadow_block(&self, b: &ShadowBlock) -> bool {
+        let last = b.first + (1u64 << b.order) - 1;
+        let shadows: Vec<(u64, u64)> = {
+            let guard = self.xa.pin();
+            let Ok(it) = self.xa.iter_ref(b.first..=last, &guard) else {
+                return false;
+            };
+            let mut out = Vec::new();
+            for (i, e) in it {
+                match e {
+                    EntryRef::Value(v) => out.push((i, v)),
+                    EntryRef::Item(_) => return false,
+                }
+            }
+            out
+        };
+        let mut all = !shadows.is_empty();
+        for (i, v) in shadows {
+            all &= self
+                .xa
+                .compare_exchange(i, Some(EntryKey::Value(v)), None)
+                .is_ok();
+        }
+        all
+    }
+
     /// Bytes of index memory (nodes), for the cache's budget.
     pub fn index_bytes(&self) -> usize {
         self.xa.memory_bytes()
@@ -362,24 +467,29 @@ impl Mapping {
     /// it), so a random hit's miss on its data overlaps the lookup instead
     /// of following it. A sequential reader is left to the hardware
     /// prefetcher: measured here, prefetching its next page cost a third of
-    /// its throughput. `None` for a hole or a shadow.
-    pub(crate) fn get_for_read(&self, offset: u64, len: usize) -> Option<FolioRef<'_>> {
+    /// its throughput. `None` for a hole or a shadow. Also says whether
+    /// the read continues this thread's previous read of this mapping (the
+    /// read path then does not count a second access to the folio where
+    /// that one ended).
+    pub(crate) fn get_for_read(&self, offset: u64, len: usize) -> (Option<FolioRef<'_>>, bool) {
         thread_local! {
-            /// Where this thread's last hit ended.
-            static NEXT: std::cell::Cell<u64> = const { std::cell::Cell::new(u64::MAX) };
+            /// The mapping and the byte where this thread's last read ended.
+            static NEXT: std::cell::Cell<(usize, u64)> = const { std::cell::Cell::new((0, u64::MAX)) };
         }
-        let sequential = NEXT.with(|n| n.replace(offset.saturating_add(len as u64)) == offset);
+        let id = self.id();
+        let sequential =
+            NEXT.with(|n| n.replace((id, offset.saturating_add(len as u64))) == (id, offset));
         let index = offset / PAGE;
         let guard = self.xa.pin();
         loop {
-            match self.xa.load_ref(index, &guard)? {
-                EntryRef::Value(_) => return None,
-                EntryRef::Item(f) => {
+            match self.xa.load_ref(index, &guard) {
+                None | Some(EntryRef::Value(_)) => return (None, sequential),
+                Some(EntryRef::Item(f)) => {
                     if !sequential {
                         self.prefetch(f, offset, len);
                     }
                     if let Some(r) = self.try_ref(f, index, &guard) {
-                        return Some(r);
+                        return (Some(r), sequential);
                     }
                     spin_hint();
                 }
@@ -434,8 +544,11 @@ impl Mapping {
                         continue;
                     }
                 }
+                if !flags.has(FgpFlags::DONTCACHE) {
+                    f.test_and_clear(FolioFlags::DROPBEHIND);
+                }
                 if flags.has(FgpFlags::ACCESSED) {
-                    f.set_if_clear(FolioFlags::REFERENCED);
+                    self.inner().mark_accessed(&f, f.flags());
                 }
                 return Ok(f);
             }
@@ -450,11 +563,14 @@ impl Mapping {
                 order -= 1;
             }
             let f = self.new_folio(order)?;
+            if flags.has(FgpFlags::DONTCACHE) {
+                f.test_and_set(FolioFlags::DROPBEHIND);
+            }
             let at = index & !((1u64 << f.order()) - 1);
             match self.add_folio(&f, at) {
                 Ok(_) => {
                     if flags.has(FgpFlags::ACCESSED) {
-                        f.set_if_clear(FolioFlags::REFERENCED);
+                        self.inner().mark_accessed(&f, f.flags());
                     }
                     return Ok(f);
                 }
@@ -498,7 +614,7 @@ impl Mapping {
     pub fn add_folio(&self, f: &Folio, index: u64) -> Result<Option<u64>, AddError> {
         let mut cur = Cursor::new(&self.xa, index);
         let shadow = self.add_locked(&mut cur, f, index)?;
-        self.account_added(f);
+        self.account_added(f, shadow);
         Ok(shadow)
     }
 
@@ -583,12 +699,12 @@ impl Mapping {
         Ok(Ok(shadow.map(|s| s.0)))
     }
 
-    fn account_added(&self, f: &Folio) {
+    fn account_added(&self, f: &Folio, shadow: Option<u64>) {
         let cache = self.inner();
         self.folios.fetch_add(1, Ordering::Relaxed);
         cache.stats.folios.fetch_add(1, Ordering::Relaxed);
         cache.stats.pages.fetch_add(f.nr_pages(), Ordering::Relaxed);
-        cache.lru_add(f);
+        cache.lru_add_all([(f, shadow)]);
     }
 
     /// Adds an array of locked folios over the contiguous range from
@@ -611,6 +727,7 @@ impl Mapping {
         let mut done = 0usize;
         let mut index = start;
         let mut stop = None;
+        let mut shadows = Vec::with_capacity(folios.len());
         'hold: while done < folios.len() {
             let mut g = self.xa.lock();
             while done < folios.len() {
@@ -620,7 +737,8 @@ impl Mapping {
                     break 'hold;
                 }
                 match self.add_in_hold(&mut g, &mut cur, f, index) {
-                    Ok(Ok(_)) => {
+                    Ok(Ok(shadow)) => {
+                        shadows.push(shadow);
                         index += f.nr_pages();
                         done += 1;
                     }
@@ -650,7 +768,7 @@ impl Mapping {
         self.folios.fetch_add(done as u64, Ordering::Relaxed);
         cache.stats.folios.fetch_add(done as u64, Ordering::Relaxed);
         cache.stats.pages.fetch_add(pages, Ordering::Relaxed);
-        cache.lru_add_all(folios[..done].iter().map(|f| f.folio()));
+        cache.lru_add_all(folios[..done].iter().map(|f| f.folio()).zip(shadows));
         match stop {
             Some(e) if done == 0 => Err(e),
             _ => Ok(done),
@@ -1119,6 +1237,35 @@ impl Mapping {
         unsafe { crate::copy::copy(src.add(from), dst.as_mut_ptr(), dst.len()) };
     }
 
+    /// The end of an uncached read's use of `f` (reference 6.2): if it is
+    /// still dropbehind, clean, not under writeback, and its lock can be
+    /// had without waiting, it leaves the cache, leaving no shadow. Other
+    /// readers' references keep the detached folio's memory until they
+    /// drop them. Returns whether it was removed.
+    pub(crate) fn drop_behind(&self, f: &FolioRef<'_>) -> bool {
+        let busy = FolioFlags::DIRTY.union(FolioFlags::WRITEBACK);
+        if !f.test(FolioFlags::DROPBEHIND) || f.flags().intersects(busy) || !f.trylock() {
+            return false;
+        }
+        // Again under the lock: a writer dirties a folio under it, and a
+        // cached reader may have claimed it meanwhile.
+        let mut dropped = false;
+        if f.mapping() == self.id()
+            && !f.flags().intersects(busy)
+            && f.test_and_clear(FolioFlags::DROPBEHIND)
+        {
+            dropped = self.remove_locked(f);
+        }
+        f.unlock();
+        if dropped {
+            self.inner()
+                .stats
+                .dropbehind_drops
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        dropped
+    }
+
     /// Replaces a folio that reclaim froze (count 0, locked) with its
     /// eviction `shadow` (a [`Shadow`](crate::Shadow) packed). Returns
     /// whether it was there.
@@ -1146,10 +1293,11 @@ impl Mapping {
     /// Removes a folio the caller holds locked (a failed read), dropping the
     /// cache's references. The caller keeps its own; readers that found the
     /// folio wait on its lock and then see it left the mapping.
-    fn remove_locked(&self, f: &Folio) {
+    fn remove_locked(&self, f: &Folio) -> bool {
         let cache = self.inner();
         let key = Entry::Item(FolioPtr::new(f)).key();
-        if self.xa.compare_exchange(f.index(), Some(key), None).is_ok() {
+        let removed = self.xa.compare_exchange(f.index(), Some(key), None).is_ok();
+        if removed {
             cache.lru_del(f, self.id());
             f.set_mapping(0, f.index());
             self.folios.fetch_sub(1, Ordering::Relaxed);
@@ -1158,6 +1306,7 @@ impl Mapping {
             let last = f.put_many(f.nr_pages() as u32);
             debug_assert!(!last, "the caller's reference keeps the folio");
         }
+        removed
     }
 
     /// Removes every folio (the mapping is being dropped: nobody else can
