@@ -39,9 +39,9 @@ const UNCACHED_MIN_C: u64 = 1 << 20;
 /// `uncached`'s block sizes: the stream's, and the hot reader's.
 const UNCACHED_BS: u64 = 64 << 10;
 const HOT_BS: u64 = 4096;
-/// `uncached`'s timeline intervals per second (100 ms: a quick run lasts
-/// well under a second or two).
-const UNCACHED_BINS: u32 = 10;
+/// `uncached`'s timeline intervals per second (50 ms: a quick run's stream
+/// lasts about half a second, a full one about two).
+const UNCACHED_BINS: u32 = 20;
 /// A custom job's defaults.
 const DEFAULT_BS: u64 = 4096;
 const DEFAULT_SIZE: u64 = 1 << 30;
@@ -67,8 +67,8 @@ pub struct JobSpec {
     /// fresh foliocache cache (`--cold`, or a scenario that is cold by
     /// itself).
     pub cold: bool,
-    /// Timeline intervals per second (1: a point per second; 10: per
-    /// 100 ms, with the per-second timeline derived from them).
+    /// Timeline intervals per second (1: a point per second; 20: per
+    /// 50 ms, with the per-second timeline derived from them).
     pub bins_per_second: u32,
     /// foliocache's capacity for this job, if the scenario sets it (else
     /// `--capacity`, or 1.25x the data).
@@ -642,7 +642,7 @@ fn uncached(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
              dropped from the kernel page cache and foliocache gets an empty cache. Then the \
              same stream beside a hot reader: random {} reads of a {} file, warmed into the \
              engine's cache first, all along the stream, counting its hits (a read that \
-             would wait for IO, found with a NOWAIT read first, is a miss). Timelines per 100 ms.",
+             would wait for IO, found with a NOWAIT read first, is a miss). Timelines per 50 ms.",
             fmt_size(size),
             fmt_size(UNCACHED_BS),
             fmt_size(c),
@@ -822,7 +822,7 @@ mod tests {
             assert_eq!(j.file_size, 4 * c);
             assert_eq!((j.capacity, j.memory_limit), (Some(c), Some(c)));
             assert!(j.cold && j.runtime.is_none());
-            assert_eq!(j.interval(), Duration::from_millis(100));
+            assert_eq!(j.interval(), Duration::from_millis(50));
             let hot = (i == 1).then_some(HotSpec {
                 file_size: c / 4,
                 bs: 4096,

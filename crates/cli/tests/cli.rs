@@ -351,18 +351,18 @@ fn check_uncached(s: &Value, size: u64, capacity: u64, repeat: usize) {
         assert_eq!(r["bytes"], size, "{engine}: one pass");
         assert!(r["bw_bytes"].as_f64().unwrap() > 0.0);
         assert_eq!(r["repeats_bw_bytes"].as_array().unwrap().len(), repeat);
-        // Timelines: per second, and per 100 ms (empty for a run shorter
-        // than 100 ms).
+        // Timelines: per second, and per 50 ms (empty for a run shorter
+        // than 50 ms).
         let tl = r["timeline_bw_bytes"].as_array().unwrap();
         assert!(!tl.is_empty(), "{engine}: empty timeline");
         assert!(tl.iter().all(|x| x.as_f64().unwrap() >= 0.0));
         let fine = &r["fine_timeline"];
-        assert_eq!(fine["interval_s"], 0.1);
+        assert_eq!(fine["interval_s"], 0.05);
         let fine = fine["bw_bytes"].as_array().unwrap();
         assert_eq!(
             fine.len(),
-            (r["seconds"].as_f64().unwrap() * 10.0) as usize,
-            "{engine}: one point per full 100 ms"
+            (r["seconds"].as_f64().unwrap() * 20.0) as usize,
+            "{engine}: one point per full 50 ms"
         );
         // CPU: user, sys and per GiB.
         let cpu = r["cpu_s"]["user"].as_f64().unwrap() + r["cpu_s"]["sys"].as_f64().unwrap();
@@ -503,7 +503,7 @@ fn uncached_scenario_reports_timelines_cpu_cache_figures_and_hit_ratios() {
         "CPU and cache of those runs",
         "the hot reader beside the stream:",
         "throughput over time (GiB/s",
-        "per 100ms:",
+        "per 50ms:",
         "targets:",
     ] {
         assert!(stdout.contains(section), "no `{section}` in:\n{stdout}");
