@@ -637,35 +637,64 @@ fn fmt_series(bw: &[f64]) -> String {
 pub struct Flatness {
     /// The worst interval's bandwidth over the median's.
     pub worst: f64,
-    /// The interval used, in seconds (1 where the run has 4 full seconds or
-    /// more, else its finer timeline's).
+    /// The interval used, in seconds.
     pub interval_s: f64,
     /// Intervals looked at (after the first).
     pub intervals: usize,
 }
 
-/// The flatness of `r`'s throughput; `None` with fewer than 3 intervals
-/// after the first (too short a run to tell).
+/// Intervals after the first that a flatness figure wants.
+const FLAT_INTERVALS: usize = 5;
+/// The fewest it makes do with (at the finest interval).
+const FLAT_MIN_INTERVALS: usize = 3;
+/// The intervals flatness is judged at, coarsest first, in seconds.
+const FLAT_GRAINS: [f64; 5] = [1.0, 0.5, 0.25, 0.1, 0.05];
+
+/// The flatness of `r`'s throughput, judged per second where the run is
+/// long enough, else at the coarsest of 500, 250, 100 or 50 ms (whole
+/// intervals of its finer timeline) that gives [`FLAT_INTERVALS`]
+/// intervals after the first: the coarser, the less a figure depends on
+/// how the engine's reads complete in steps (foliocache's in readahead
+/// windows of 8 MiB: at 50 ms, a step is several percent of an
+/// interval). `None` with fewer than 3 intervals after the first even at
+/// the finest (too short a run to tell).
 pub fn flatness(r: &RunRecord) -> Option<Flatness> {
     let full_secs = r.seconds.floor() as usize;
-    let (series, interval_s): (&[f64], f64) = match &r.fine_timeline {
-        Some(t) if full_secs < 4 => (&t.bw_bytes, t.interval_s),
-        _ => (
-            &r.timeline_bw_bytes[..full_secs.min(r.timeline_bw_bytes.len())],
-            1.0,
-        ),
+    let whole_secs = &r.timeline_bw_bytes[..full_secs.min(r.timeline_bw_bytes.len())];
+    let (fine, step): (&[f64], f64) = match &r.fine_timeline {
+        Some(t) => (&t.bw_bytes, t.interval_s),
+        None => (whole_secs, 1.0),
     };
-    let after: Vec<f64> = series.iter().skip(1).copied().collect();
-    if after.len() < 3 {
-        return None;
+    let mut finest = None;
+    for grain in FLAT_GRAINS {
+        let m = (grain / step).round() as usize;
+        if m == 0 || ((m as f64) * step - grain).abs() > 1e-9 {
+            continue;
+        }
+        let series: Vec<f64> = fine
+            .chunks_exact(m)
+            .map(|c| c.iter().sum::<f64>() / m as f64)
+            .collect();
+        let after = series.get(1..).unwrap_or(&[]).to_vec();
+        if after.len() >= FLAT_INTERVALS {
+            return Some(flat_of(&after, grain));
+        }
+        finest = Some((after, grain));
     }
-    let med = median(&after);
+    match finest {
+        Some((after, grain)) if after.len() >= FLAT_MIN_INTERVALS => Some(flat_of(&after, grain)),
+        _ => None,
+    }
+}
+
+fn flat_of(after: &[f64], interval_s: f64) -> Flatness {
+    let med = median(after);
     let worst = after.iter().copied().fold(f64::INFINITY, f64::min);
-    Some(Flatness {
+    Flatness {
         worst: if med > 0.0 { worst / med } else { 0.0 },
         interval_s,
         intervals: after.len(),
-    })
+    }
 }
 
 /// The median of `v` (NaN when empty).
@@ -1032,6 +1061,71 @@ mod tests {
         assert_eq!(spread(&[1.0]), "");
         assert_eq!(spread(&[100.0, 90.0]), "10%");
         assert_eq!(spread(&[90.0, 100.0, 95.0]), "10%");
+    }
+
+    fn record(seconds: f64, fine: &[f64]) -> RunRecord {
+        RunRecord {
+            engine: "e".into(),
+            rw: "read",
+            bs: 4096,
+            numjobs: 1,
+            shared: true,
+            file_size: 4096,
+            bytes: 0,
+            ops: 0,
+            seconds,
+            bw_bytes: 0.0,
+            iops: 0.0,
+            lat_ns: Latency {
+                p50: 0,
+                p75: 0,
+                p99: 0,
+                mean: 0.0,
+                max: 0,
+            },
+            cpu_s: Cpu {
+                user: 0.0,
+                sys: 0.0,
+            },
+            cpu_s_per_gib: 0.0,
+            capacity: None,
+            timeline_bw_bytes: Vec::new(),
+            fine_timeline: Some(FineTimeline {
+                interval_s: 0.05,
+                bw_bytes: fine.to_vec(),
+            }),
+            ratio_to_kernel: None,
+            runtime_s: None,
+            buf_offset: 0,
+            cold: true,
+            repeats_bw_bytes: Vec::new(),
+            foliocache: None,
+            device: None,
+            page_cache: None,
+            memory_limit: None,
+            hot: None,
+            notes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn flatness_takes_the_coarsest_interval_with_five_after_the_first() {
+        // 30 intervals of 50 ms: 250 ms gives 6 (5 after the first).
+        let mut fine = vec![10.0; 30];
+        fine[7] = 2.0; // one bad 50 ms interval, inside the 2nd 250 ms
+        let f = flatness(&record(1.5, &fine)).unwrap();
+        assert_eq!((f.interval_s, f.intervals), (0.25, 5));
+        assert!((f.worst - 0.84).abs() < 1e-9, "{f:?}");
+        // 8 intervals: only 50 ms gives 5 after the first.
+        let f = flatness(&record(0.4, &[1.0, 5.0, 4.0, 5.0, 5.0, 5.0, 5.0, 5.0])).unwrap();
+        assert_eq!((f.interval_s, f.intervals), (0.05, 7));
+        assert!((f.worst - 0.8).abs() < 1e-9);
+        // 4: 3 after the first at 50 ms, the least it judges; 3: none.
+        assert_eq!(flatness(&record(0.2, &[1.0; 4])).unwrap().intervals, 3);
+        assert!(flatness(&record(0.15, &[1.0; 3])).is_none());
+        // Long runs are judged per second.
+        let f = flatness(&record(6.2, &[3.0; 124])).unwrap();
+        assert_eq!((f.interval_s, f.intervals, f.worst), (1.0, 5, 1.0));
     }
 
     #[test]
