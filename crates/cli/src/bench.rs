@@ -148,6 +148,14 @@ fn run_plan(args: &BenchArgs, plan: &Plan, argv: &[String]) -> Result<()> {
         let memory_limit = limit.map(|l| {
             let avail = cgroups.get_or_insert_with(Availability::probe);
             let status = scenario_limit(avail, l);
+            if status.limit_bytes.is_none() {
+                notes.push(format!(
+                    "the engines other than foliocache ran WITHOUT a memory limit of {} ({}): \
+                     their page cache could grow past the cache foliocache had",
+                    report::fmt_size_approx(l),
+                    status.reason.as_deref().unwrap_or("no mechanism")
+                ));
+            }
             out!(
                 "{}: memory limit of the engines other than foliocache: {}",
                 sc.name,

@@ -639,7 +639,8 @@ fn uncached(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
              engines run with the process in a memory cgroup limited to C): the cached engines \
              fill their cache and then must reclaim, the uncached ones (RWF_DONTCACHE, \
              ReadFlags::DONTCACHE) drop what they read. Cold: before every run the files are \
-             dropped from the kernel page cache and foliocache gets an empty cache. Then the \
+             dropped from the kernel page cache and foliocache gets an empty cache; one pass \
+             (--runtime does not apply). Then the \
              same stream beside a hot reader: random {} reads of a {} file, warmed into the \
              engine's cache first, all along the stream, counting its hits (a read that \
              would wait for IO, found with a NOWAIT read first, is a miss). Timelines per 50 ms.",
