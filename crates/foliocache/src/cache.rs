@@ -40,7 +40,7 @@
 //! both.
 
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use crate::arena::{Arena, PageId, Populate, MAX_ORDER, PAGE_SIZE};
@@ -82,6 +82,7 @@ pub struct CacheBuilder {
     readahead: ReadaheadConfig,
     io: IoEngineConfig,
     refault_detection: bool,
+    shadow_budget: Option<usize>,
 }
 
 impl Default for CacheBuilder {
@@ -93,6 +94,7 @@ impl Default for CacheBuilder {
             readahead: ReadaheadConfig::default(),
             io: IoEngineConfig::default(),
             refault_detection: true,
+            shadow_budget: None,
         }
     }
 }
@@ -147,6 +149,16 @@ impl CacheBuilder {
         self
     }
 
+    /// Bytes of index nodes that eviction shadows may hold (nodes holding
+    /// only shadows; see [`CacheStats::shadow_bytes`]). Default: one node
+    /// per 16 pages of capacity, about 0.9 % of it (the kernel allows one
+    /// per 8 pages of memory). Past it, the oldest shadows go, whole nodes
+    /// at a time, as the kernel's shadow-node shrinker frees them.
+    pub fn shadow_budget(mut self, bytes: usize) -> Self {
+        self.shadow_budget = Some(bytes);
+        self
+    }
+
     /// Maps the arena and builds the cache.
     ///
     /// # Errors
@@ -162,6 +174,10 @@ impl CacheBuilder {
         let io = None;
         let arena = Arena::new(self.capacity, self.populate)?;
         let table = FolioTable::new(arena.capacity_pages());
+        let shadow_nodes = match self.shadow_budget {
+            Some(bytes) => bytes / xarray::NODE_SIZE,
+            None => arena.capacity_pages() / 16,
+        };
         Ok(Cache {
             inner: Arc::new(CacheInner {
                 arena,
@@ -174,6 +190,10 @@ impl CacheBuilder {
                 io_in_flight: AtomicU64::new(0),
                 nonresident_age: AtomicU64::new(0),
                 refault_detection: self.refault_detection,
+                mappings: Mutex::new(Vec::new()),
+                shadow_nodes,
+                shadow_check: AtomicU64::new(shadow_check_every(shadow_nodes)),
+                trimming: Mutex::new(()),
             }),
         })
     }
@@ -257,6 +277,7 @@ impl Cache {
         let s = &i.stats;
         let free = i.arena.free_pages() as u64;
         let total = i.arena.capacity_pages() as u64;
+        let live = i.live_mappings();
         CacheStats {
             hits: s.hits.sum(),
             misses: s.misses.sum(),
@@ -270,8 +291,8 @@ impl Cache {
             populate_time: i.arena.populate_time(),
             refaults: s.refaults.load(Ordering::Relaxed),
             activations: s.activations.load(Ordering::Relaxed),
-            shadows: 0,
-            shadow_bytes: 0,
+            shadows: live.iter().map(|m| m.nr_shadows()).sum(),
+            shadow_bytes: live.iter().map(|m| m.shadow_bytes() as u64).sum(),
             dropbehind_drops: s.dropbehind_drops.load(Ordering::Relaxed),
         }
     }
@@ -420,6 +441,22 @@ pub(crate) struct CacheInner {
     /// `nonresident_age`), recorded in every shadow.
     pub(crate) nonresident_age: AtomicU64,
     refault_detection: bool,
+    /// Every open file's mapping (dead ones pruned as we go): for the
+    /// figures summed over files, and for trimming shadows.
+    mappings: Mutex<Vec<Weak<Mapping>>>,
+    /// The shadow budget, in index nodes holding only shadows.
+    shadow_nodes: usize,
+    /// The eviction count at which to check the shadow budget next.
+    shadow_check: AtomicU64,
+    /// Held by the one thread trimming shadows.
+    trimming: Mutex<()>,
+}
+
+/// Evictions between two checks of the shadow budget: each eviction adds
+/// at most one shadow-only node, so the budget is overshot by at most
+/// this many nodes.
+fn shadow_check_every(budget_nodes: usize) -> u64 {
+    (budget_nodes as u64 / 8).max(64)
 }
 
 impl CacheInner {
@@ -695,6 +732,69 @@ impl CacheInner {
         }
     }
 
+    /// Records a new file's mapping. Dead entries are pruned whenever the
+    /// list doubles, so a program that opens and closes many files keeps
+    /// it at about twice the files open.
+    pub(crate) fn register(&self, m: &Arc<Mapping>) {
+        let mut all = self.mappings.lock();
+        if all.len() >= 64 && all.len().is_power_of_two() {
+            all.retain(|w| w.strong_count() > 0);
+        }
+        all.push(Arc::downgrade(m));
+    }
+
+    /// The mappings of the files open now (each kept alive by the returned
+    /// `Arc` until it is dropped: drop them with no cache lock held, as the
+    /// last one may be the file's and its drop takes the LRU lock).
+    pub(crate) fn live_mappings(&self) -> Vec<Arc<Mapping>> {
+        let mut all = self.mappings.lock();
+        all.retain(|w| w.strong_count() > 0);
+        all.iter().filter_map(Weak::upgrade).collect()
+    }
+
+    /// After evictions: every [`shadow_check_every`] of them, if the index
+    /// nodes holding only shadows exceed the budget, removes the oldest
+    /// shadows (whole nodes' worth) until they take three quarters of it
+    /// (the kernel's shadow-node shrinker; reference 5.4). Called with no
+    /// lock held. One thread trims at a time; the others go on.
+    fn maybe_trim_shadows(&self) {
+        let evictions = self.stats.evictions.load(Ordering::Relaxed);
+        let due = self.shadow_check.load(Ordering::Relaxed);
+        if evictions < due {
+            return;
+        }
+        let Some(_one) = self.trimming.try_lock() else {
+            return;
+        };
+        self.shadow_check.store(
+            evictions + shadow_check_every(self.shadow_nodes),
+            Ordering::Relaxed,
+        );
+        let live = self.live_mappings();
+        let nodes: usize = live.iter().map(|m| m.shadow_nodes()).sum();
+        if nodes <= self.shadow_nodes {
+            return;
+        }
+        let target = self.shadow_nodes * 3 / 4;
+        let now = self.nonresident_age.load(Ordering::Relaxed);
+        // Every shadow-only block of every file, oldest (largest refault
+        // distance of its newest shadow) first.
+        let mut blocks = Vec::new();
+        for (i, m) in live.iter().enumerate() {
+            m.shadow_blocks(now, |b| blocks.push((b, i)));
+        }
+        blocks.sort_unstable_by_key(|(b, _)| std::cmp::Reverse(b.distance));
+        let mut left = nodes;
+        for (b, i) in blocks {
+            if left <= target {
+                break;
+            }
+            if live[i].remove_shadow_block(&b) {
+                left -= 1;
+            }
+        }
+    }
+
     /// The eviction clock now and the active list's pages: what the
     /// refault test compares a shadow's distance with (reference 5.3).
     pub(crate) fn workingset_now(&self) -> (u64, u64) {
@@ -705,6 +805,14 @@ impl CacheInner {
     /// Evicts folios until about `want` pages went back to the arena, or a
     /// full pass found nothing to evict. Returns the pages freed.
     pub(crate) fn reclaim(&self, want: u64) -> u64 {
+        let freed = self.reclaim_locked(want);
+        if freed > 0 {
+            self.maybe_trim_shadows();
+        }
+        freed
+    }
+
+    fn reclaim_locked(&self, want: u64) -> u64 {
         let mut lru = self.lru.lock();
         let lru = &mut *lru;
         let mut budget = 2 * (lru.active.pages + lru.inactive.pages) + 2;

@@ -68,8 +68,10 @@ impl Cache {
     }
 
     fn file(&self, mapping: Mapping) -> File {
+        let mapping = Arc::new(mapping);
+        self.inner.register(&mapping);
         File {
-            mapping: Arc::new(mapping),
+            mapping,
             ra: Arc::new(Readahead::new(
                 self.inner
                     .readahead

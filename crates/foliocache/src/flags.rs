@@ -11,11 +11,15 @@ impl ReadFlags {
     pub const NONE: ReadFlags = ReadFlags(0);
     /// Uncached (the kernel's `RWF_DONTCACHE`): read through the cache, but
     /// the folios this read creates (and the readahead windows it starts)
-    /// are *dropbehind*: they are not marked accessed and leave the cache
-    /// when a read has copied them out, leaving no shadow, unless they are
-    /// dirty, under writeback, locked by another thread at that moment, or
-    /// a cached read claimed them meanwhile. Folios that were cached before
-    /// stay cached.
+    /// are *dropbehind*: they are never marked accessed nor activated, and
+    /// an uncached read that copies one through to its end (or to end of
+    /// file) removes it, leaving no shadow, unless it is dirty, under
+    /// writeback or locked by another thread at that moment. A cached read
+    /// of a dropbehind folio claims it: it stays (the kernel would drop it;
+    /// see DESIGN.md). Folios that were cached before stay cached, and are
+    /// marked accessed as by any read. Readahead folios an uncached stream
+    /// never reaches stay flagged until read or reclaimed, so the cache
+    /// holds about one readahead window of an uncached stream.
     pub const DONTCACHE: ReadFlags = ReadFlags(1 << 0);
     /// Never wait for IO (the kernel's `RWF_NOWAIT`): copy what is cached
     /// from the offset on and stop at the first byte that is not; a read

@@ -16,8 +16,15 @@
 //! - [`folio`]: the folio descriptor: reference count, a lock a thread can
 //!   sleep on, and the page-cache flags;
 //! - [`Mapping`]: a file's page index; an evicted folio leaves a
-//!   [`Shadow`] in its slot (refault detection, readahead and writes
-//!   follow).
+//!   [`Shadow`] in its slot, and a folio read back soon after starts on
+//!   the active list (refault detection, [`workingset`]); shadows are
+//!   bounded by a budget;
+//! - [`readahead`]: the kernel's on-demand readahead, windows inserted in
+//!   one lock hold and read through io_uring;
+//! - uncached reads ([`ReadFlags::DONTCACHE`], per read or per file, and
+//!   [`Advice::NoReuse`]), reads that never wait for IO
+//!   ([`ReadFlags::NOWAIT`]), and `cachestat(2)`'s figures per file
+//!   ([`File::cachestat`]).
 //!
 //! ```no_run
 //! let cache = foliocache::Cache::builder().capacity(64 << 20).build()?;

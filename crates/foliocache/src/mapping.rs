@@ -39,6 +39,7 @@ use crate::arena::{PageId, PAGE_SIZE};
 use crate::cache::{Cache, CacheInner};
 use crate::folio::{Folio, FolioFlags};
 use crate::sync::{spin_hint, AtomicU64, Ordering};
+use crate::workingset::Shadow;
 
 const PAGE: u64 = PAGE_SIZE as u64;
 
@@ -161,6 +162,15 @@ impl std::fmt::Debug for FolioRef<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.folio.fmt(f)
     }
+}
+
+/// A block of an index holding only shadows, for trimming them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ShadowBlock {
+    first: u64,
+    order: u32,
+    /// The refault distance of its newest shadow when it was found.
+    pub(crate) distance: u64,
 }
 
 /// What [`Mapping::get_entry`] found.
@@ -309,6 +319,96 @@ impl Mapping {
     /// concurrent adds and evictions may skew it by a few.
     pub fn nr_shadows(&self) -> u64 {
         self.xa.len().saturating_sub(self.nr_folios())
+    }
+
+    /// Index nodes holding only shadows.
+    pub fn shadow_nodes(&self) -> usize {
+        self.xa.value_nodes()
+    }
+
+    /// Bytes of [`shadow_nodes`](Self::shadow_nodes).
+    pub fn shadow_bytes(&self) -> usize {
+        self.xa.value_node_bytes()
+    }
+
+    /// Calls `f` with every block of this index that holds only shadows:
+    /// the 64 indices of one leaf node, or one shadow of order 6 or more
+    /// (which sits in a node of larger ones), with the refault distance of
+    /// its newest shadow at clock `now`. One lockless walk of the index.
+    pub(crate) fn shadow_blocks(&self, now: u64, mut f: impl FnMut(ShadowBlock)) {
+        if self.shadow_nodes() == 0 {
+            return;
+        }
+        let guard = self.xa.pin();
+        let Ok(mut it) = self.xa.iter_ref(.., &guard) else {
+            return;
+        };
+        // The leaf block being gathered: its first index, whether it holds
+        // only shadows so far, and the newest of them.
+        let mut cur: Option<(u64, bool, u64)> = None;
+        let flush = |cur: Option<(u64, bool, u64)>, f: &mut dyn FnMut(ShadowBlock)| {
+            if let Some((first, true, newest)) = cur {
+                f(ShadowBlock {
+                    first,
+                    order: 6,
+                    distance: newest,
+                });
+            }
+        };
+        while let Some((_, e)) = it.next() {
+            let (base, order) = it.span();
+            if order >= 6 {
+                flush(cur.take(), &mut f);
+                if let EntryRef::Value(v) = e {
+                    f(ShadowBlock {
+                        first: base,
+                        order,
+                        distance: Shadow::unpack(v).distance(now),
+                    });
+                }
+                continue;
+            }
+            let block = base & !63;
+            if cur.is_some_and(|c| c.0 != block) {
+                flush(cur.take(), &mut f);
+            }
+            let c = cur.get_or_insert((block, true, u64::MAX));
+            match e {
+                EntryRef::Item(_) => c.1 = false,
+                EntryRef::Value(v) => c.2 = c.2.min(Shadow::unpack(v).distance(now)),
+            }
+        }
+        flush(cur, &mut f);
+    }
+
+    /// Removes the shadows of a block [`shadow_blocks`](Self::shadow_blocks)
+    /// found (those still there: a folio added since stays, and so do
+    /// shadows left since). Returns whether the block held only shadows
+    /// and they all went (its node with them).
+    pub(crate) fn remove_shadow_block(&self, b: &ShadowBlock) -> bool {
+        let last = b.first + (1u64 << b.order) - 1;
+        let shadows: Vec<(u64, u64)> = {
+            let guard = self.xa.pin();
+            let Ok(it) = self.xa.iter_ref(b.first..=last, &guard) else {
+                return false;
+            };
+            let mut out = Vec::new();
+            for (i, e) in it {
+                match e {
+                    EntryRef::Value(v) => out.push((i, v)),
+                    EntryRef::Item(_) => return false,
+                }
+            }
+            out
+        };
+        let mut all = !shadows.is_empty();
+        for (i, v) in shadows {
+            all &= self
+                .xa
+                .compare_exchange(i, Some(EntryKey::Value(v)), None)
+                .is_ok();
+        }
+        all
     }
 
     /// Bytes of index memory (nodes), for the cache's budget.

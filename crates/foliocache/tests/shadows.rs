@@ -182,3 +182,46 @@ fn shrink_evicts_what_is_unused_and_leaves_shadows() {
     assert_eq!(cache.stats().free_bytes, 4 * MIB as u64);
     assert_eq!(read_all(&a, 4 * PAGE), da);
 }
+
+/// Reference 5.4: shadows cost index memory, so nodes holding only shadows
+/// are bounded (the cache's shadow budget), and the oldest go first. A
+/// sparse 1 GiB file read one page per 64 (one page per leaf node), through
+/// a 256-page cache: every eviction would leave a node of its own.
+#[test]
+fn shadow_nodes_stay_within_the_budget_and_the_oldest_go_first() {
+    use backing::Backing;
+    let budget_nodes = 128;
+    let cache = Cache::builder()
+        .capacity(256 * PAGE)
+        .max_folio_size(PAGE)
+        .populate(foliocache::Populate::Lazy)
+        .readahead(foliocache::ReadaheadConfig::disabled())
+        .shadow_budget(budget_nodes * xarray::NODE_SIZE)
+        .build()
+        .unwrap();
+    let mem = MemBacking::new();
+    mem.set_len(1 << 30).unwrap();
+    let f = cache.open_backing(mem).unwrap();
+    let mut buf = vec![1u8; PAGE];
+    let leaves = (1u64 << 30) / (64 * PAGE as u64);
+    let mut most = 0;
+    for k in 0..leaves {
+        f.read_exact_at(&mut buf, k * 64 * PAGE as u64).unwrap();
+        assert!(buf.iter().all(|&b| b == 0));
+        most = most.max(f.mapping().shadow_nodes());
+    }
+    let st = cache.stats();
+    assert!(st.evictions >= leaves - 256);
+    // Checked every 64 evictions (at least): overshoot of at most that.
+    assert!(
+        most <= budget_nodes + 64,
+        "{most} shadow-only nodes, budget {budget_nodes}"
+    );
+    assert!(st.shadow_bytes as usize <= (budget_nodes + 64) * xarray::NODE_SIZE);
+    assert_eq!(st.shadow_bytes as usize, f.mapping().shadow_bytes());
+    assert!(st.shadows >= (budget_nodes * 3 / 4) as u64, "{st:?}");
+    // The newest evictions kept their shadows; the oldest lost theirs.
+    let newest = (leaves - 257) * 64;
+    assert!(shadow_at(&f, newest).is_some(), "newest shadow trimmed");
+    assert!(shadow_at(&f, 0).is_none(), "oldest shadow kept");
+}

@@ -86,5 +86,5 @@ pub use cursor::{Cursor, XaGuard};
 pub use entry::{Entry, EntryKey, EntryRef, Item, MAX_VALUE};
 pub use error::{Error, Result};
 pub use mark::Mark;
-pub use tree::{MAX_ORDER, MAX_SPLIT_NODES, NR_MARKS};
+pub use tree::{MAX_ORDER, MAX_SPLIT_NODES, NODE_SIZE, NR_MARKS};
 pub use xarray::{CompareExchangeError, Iter, IterRef, ReadGuard, XArray};

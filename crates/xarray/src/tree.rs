@@ -27,7 +27,11 @@
 //!   holds a canonical entry with that mark, or a node with any bit of that
 //!   mark set; empty slots, reservations and sibling copies carry none.
 //! - `count` counts non-empty slots (siblings and reservations included),
-//!   `nr_values` the slots holding value entries or their siblings.
+//!   `nr_values` the slots holding value entries or their siblings. Both
+//!   change only through [`Tree::set_counts`], which also keeps
+//!   `Tree::value_nodes` equal to the number of nodes in the tree that hold
+//!   only value entries (`count > 0 && count == nr_values`); a node leaving
+//!   the tree is counted out in [`Tree::retire_node`].
 #![allow(unsafe_code)]
 
 use std::marker::PhantomData;
@@ -77,7 +81,14 @@ pub(crate) struct Node {
 }
 
 /// Bytes one node occupies.
-pub(crate) const NODE_SIZE: usize = std::mem::size_of::<Node>();
+pub const NODE_SIZE: usize = std::mem::size_of::<Node>();
+
+/// A node with `count` non-empty slots of which `values` hold value entries
+/// (or their siblings) holds only value entries.
+#[inline]
+fn value_only(count: u8, values: u8) -> bool {
+    count != 0 && count == values
+}
 
 impl Node {
     #[cfg(loom)]
@@ -116,12 +127,11 @@ impl Node {
         usize::from(self.count.load(RLX))
     }
 
-    fn add_count(&self, slots: isize, values: isize) {
-        let c = self.count.load(RLX) as isize + slots;
-        let v = self.nr_values.load(RLX) as isize + values;
-        debug_assert!((0..=64).contains(&c) && (0..=64).contains(&v));
-        self.count.store(c as u8, RLX);
-        self.nr_values.store(v as u8, RLX);
+    /// Does the node hold only value entries (the kernel's shadow nodes:
+    /// `count == nr_values`, not empty)? Writers only.
+    #[inline]
+    fn value_only(&self) -> bool {
+        value_only(self.count.load(RLX), self.nr_values.load(RLX))
     }
 
     #[inline]
@@ -502,6 +512,8 @@ fn span_order(shift: u32, slots: usize) -> u32 {
 pub(crate) struct Tree<P: Item> {
     head: AtomicUsize,
     nodes: AtomicUsize,
+    /// Nodes in the tree that hold only value entries; see [`Tree::set_counts`].
+    value_nodes: AtomicUsize,
     _items: PhantomData<P>,
 }
 
@@ -510,6 +522,7 @@ impl<P: Item> Tree<P> {
         Tree {
             head: AtomicUsize::new(0),
             nodes: AtomicUsize::new(0),
+            value_nodes: AtomicUsize::new(0),
             _items: PhantomData,
         }
     }
@@ -517,6 +530,45 @@ impl<P: Item> Tree<P> {
     /// Nodes in the tree.
     pub(crate) fn node_count(&self) -> usize {
         self.nodes.load(RLX)
+    }
+
+    /// Nodes in the tree that hold only value entries.
+    pub(crate) fn value_node_count(&self) -> usize {
+        self.value_nodes.load(RLX)
+    }
+
+    /// Counts the nodes that hold only value entries by walking the tree and
+    /// classifying every slot, ignoring the nodes' own counters: the ground
+    /// truth that `value_node_count` must equal. Also checks, in debug
+    /// builds, that every node's `count` and `nr_values` match its slots.
+    /// Writers only (the lock keeps the tree still).
+    pub(crate) fn recount_value_nodes(&self, _st: &State) -> usize {
+        fn walk(w: usize) -> usize {
+            // SAFETY: a node word read from the tree under the lock, which
+            // keeps every node of the tree alive and unchanged.
+            let n = unsafe { node(w) };
+            let (mut count, mut values, mut below) = (0u8, 0u8, 0);
+            for off in 0..SLOTS {
+                let x = n.slot(off);
+                if x == 0 {
+                    continue;
+                }
+                count += 1;
+                values += u8::from(is_value(x));
+                if is_node(x) {
+                    below += walk(x);
+                }
+            }
+            debug_assert_eq!(count, n.count.load(RLX), "a node's count");
+            debug_assert_eq!(values, n.nr_values.load(RLX), "a node's nr_values");
+            below + usize::from(value_only(count, values))
+        }
+        let head = self.head.load(RLX);
+        if head == 0 {
+            0
+        } else {
+            walk(head)
+        }
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -805,8 +857,42 @@ impl<P: Item> Tree<P> {
         }
     }
 
+    /// Sets `n`'s slot counts, keeping `value_nodes` exact: the node's
+    /// counts are only ever written here, and a node is counted in while
+    /// its counts say it holds only values. Costs two compares when the
+    /// answer does not change.
+    fn set_counts(&self, n: &Node, count: usize, values: usize) {
+        debug_assert!(count <= SLOTS && values <= count);
+        let (count, values) = (count as u8, values as u8);
+        let was = n.value_only();
+        n.count.store(count, RLX);
+        n.nr_values.store(values, RLX);
+        let is = value_only(count, values);
+        if is != was {
+            if is {
+                self.value_nodes.fetch_add(1, RLX);
+            } else {
+                self.value_nodes.fetch_sub(1, RLX);
+            }
+        }
+    }
+
+    /// Adds `slots` to `n`'s non-empty slots and `values` to its value slots.
+    fn add_count(&self, n: &Node, slots: isize, values: isize) {
+        let c = n.count.load(RLX) as isize + slots;
+        let v = n.nr_values.load(RLX) as isize + values;
+        debug_assert!((0..=64).contains(&c) && (0..=64).contains(&v));
+        self.set_counts(n, c as usize, v as usize);
+    }
+
+    /// Counts a node out of the tree and frees it once readers are done.
+    /// Its counts must still describe its slots (a detached subtree is
+    /// retired as it was; an emptied node has count 0).
     fn retire_node(&self, st: &mut State, g: &Guard, n: &Node) {
         self.nodes.fetch_sub(1, RLX);
+        if n.value_only() {
+            self.value_nodes.fetch_sub(1, RLX);
+        }
         st.gen = st.gen.wrapping_add(1);
         let p = n.addr() as *mut Node;
         // SAFETY: the node has left the tree; readers pinned now may still
@@ -940,7 +1026,7 @@ impl<P: Item> Tree<P> {
                 while root.shift() < need_root {
                     let top = pool.take(root.shift() + SHIFT, 0, 0);
                     top.slots[0].store(node_word(root.addr()), RLX);
-                    top.count.store(1, RLX);
+                    self.set_counts(top, 1, 0);
                     for m in 0..NR_MARKS {
                         if root.marks[m].load(RLX) != 0 {
                             top.marks[m].store(1, RLX);
@@ -974,7 +1060,7 @@ impl<P: Item> Tree<P> {
                 let child = pool.take(n.shift() - SHIFT, n.addr(), off);
                 self.nodes.fetch_add(1, RLX);
                 n.slots[off].store(node_word(child.addr()), REL);
-                n.add_count(1, 0);
+                self.add_count(n, 1, 0);
                 path.push(child);
                 n = child;
                 off = ((index >> n.shift()) & 63) as usize;
@@ -1018,7 +1104,7 @@ impl<P: Item> Tree<P> {
         path.index = index;
         if w0 == 0 {
             n.slots[off].store(w, REL);
-            n.add_count(1, isize::from(is_value(w)));
+            self.add_count(n, 1, isize::from(is_value(w)));
             st.len += 1;
             st.values += u64::from(is_value(w));
             return Some(0);
@@ -1051,7 +1137,7 @@ impl<P: Item> Tree<P> {
             n.write_end();
         }
         let dv = isize::from(is_value(w)) - isize::from(is_value(old));
-        n.add_count(0, dv * span as isize);
+        self.add_count(n, 0, dv * span as isize);
         st.values = (st.values as i64 + dv as i64) as u64;
         Self::retire_word(g, old);
         old
@@ -1139,7 +1225,7 @@ impl<P: Item> Tree<P> {
             self.retire_subtree(st, g, unsafe { node(x) });
         }
         let wv = if is_value(w) { k as isize } else { 0 };
-        n.add_count(k as isize - slots, wv - values);
+        self.add_count(n, k as isize - slots, wv - values);
         if w == ZERO {
             st.reserved += 1;
         } else {
@@ -1180,7 +1266,7 @@ impl<P: Item> Tree<P> {
         let w = n.slot(off);
         let old = if w == ZERO {
             n.slots[off].store(0, REL);
-            n.add_count(-1, 0);
+            self.add_count(n, -1, 0);
             st.reserved -= 1;
             0
         } else if is_entry(w) {
@@ -1191,7 +1277,7 @@ impl<P: Item> Tree<P> {
             }
             n.write_end();
             let v = if is_value(w) { span as isize } else { 0 };
-            n.add_count(-(span as isize), -v);
+            self.add_count(n, -(span as isize), -v);
             for m in 0..NR_MARKS {
                 Self::clear_mark_bit(n, c, m);
             }
@@ -1219,7 +1305,7 @@ impl<P: Item> Tree<P> {
                 Some(p) => {
                     let off = usize::from(n.offset.load(RLX));
                     p.slots[off].store(0, REL);
-                    p.add_count(-1, 0);
+                    self.add_count(p, -1, 0);
                     for m in 0..NR_MARKS {
                         if p.marked(m, off) {
                             Self::clear_mark_bit(p, off, m);
@@ -1374,7 +1460,7 @@ impl<P: Item> Tree<P> {
             }
             n.write_end();
             if is_value(e) {
-                n.add_count(0, -(span as isize));
+                self.add_count(n, 0, -(span as isize));
             }
         }
         st.len += pieces - 1;
@@ -1428,7 +1514,7 @@ impl Builder {
                     n.marks[m].store(bits, RLX);
                 }
             }
-            n.nr_values.store(if self.value { 64 } else { 0 }, RLX);
+            tree.set_counts(n, SLOTS, if self.value { SLOTS } else { 0 });
         } else {
             for j in 0..SLOTS {
                 let child = self.build(tree, pool, shift - SHIFT, n.addr(), j, first);
@@ -1439,8 +1525,8 @@ impl Builder {
                     n.marks[m].store(!0, RLX);
                 }
             }
+            tree.set_counts(n, SLOTS, 0);
         }
-        n.count.store(64, RLX);
         n.addr()
     }
 }
