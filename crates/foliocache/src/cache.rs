@@ -190,10 +190,10 @@ impl CacheBuilder {
                 io_in_flight: AtomicU64::new(0),
                 nonresident_age: AtomicU64::new(0),
                 refault_detection: self.refault_detection,
-                mappings: Mutex::new(Vec::new()),
+                mappings: parking_lot::Mutex::new(Vec::new()),
                 shadow_nodes,
                 shadow_check: AtomicU64::new(shadow_check_every(shadow_nodes)),
-                trimming: Mutex::new(()),
+                trimming: parking_lot::Mutex::new(()),
             }),
         })
     }
@@ -442,14 +442,17 @@ pub(crate) struct CacheInner {
     pub(crate) nonresident_age: AtomicU64,
     refault_detection: bool,
     /// Every open file's mapping (dead ones pruned as we go): for the
-    /// figures summed over files, and for trimming shadows.
-    mappings: Mutex<Vec<Weak<Mapping>>>,
+    /// figures summed over files, and for trimming shadows. (This lock and
+    /// `trimming` are plain locks even under loom: nothing inside them is
+    /// part of a modelled protocol, and no model thread can be switched
+    /// out while holding them.)
+    mappings: parking_lot::Mutex<Vec<Weak<Mapping>>>,
     /// The shadow budget, in index nodes holding only shadows.
     shadow_nodes: usize,
     /// The eviction count at which to check the shadow budget next.
     shadow_check: AtomicU64,
     /// Held by the one thread trimming shadows.
-    trimming: Mutex<()>,
+    trimming: parking_lot::Mutex<()>,
 }
 
 /// Evictions between two checks of the shadow budget: each eviction adds
@@ -844,13 +847,14 @@ impl CacheInner {
             }
             let f = self.folio(page);
             self.list_remove(&mut lru.inactive, page);
-            if f.test(FolioFlags::ACTIVATE) {
-                // Accessed twice while inactive.
+            // Used once (or not at all) since it came in: it goes, unless
+            // it was accessed twice while inactive.
+            if f.fetch_clear(FolioFlags::REFERENCED)
+                .contains(FolioFlags::ACTIVATE)
+            {
                 self.activate_locked(lru, f, page);
                 continue;
             }
-            // Used once (or not at all) since it came in: it goes.
-            f.test_and_clear(FolioFlags::REFERENCED);
             let cache_refs = f.nr_pages() as u32;
             if !f.trylock() {
                 self.list_push_head(&mut lru.inactive, page);

@@ -188,14 +188,15 @@ impl File {
                 let start = f.index() * PAGE;
                 let from = (pos - start) as usize;
                 let n = (f.nr_pages() * PAGE - from as u64).min(end - pos) as usize;
-                let ff = f.flags();
+                let mut ff = f.flags();
                 if ff.contains(FolioFlags::DROPBEHIND) && !uncached {
                     // A cached read claims a folio an uncached one brought
                     // in: it stays (DESIGN: where we improve on the kernel).
                     f.test_and_clear(FolioFlags::DROPBEHIND);
+                    ff = f.flags();
                 }
                 if !(copied == 0 && sequential && offset > start) {
-                    cache.mark_accessed(&f, f.flags());
+                    cache.mark_accessed(&f, ff);
                 }
                 m.copy_out(&f, from, &mut buf[copied..copied + n]);
                 if !missed {
@@ -509,9 +510,11 @@ impl File {
             }
             Advice::WillNeed => self.readahead(offset, end - offset),
             Advice::DontNeed => {
-                // Whole pages only, as the kernel does.
+                // Whole pages only, as the kernel does, but a partial last
+                // page goes when the range reaches end of file (mm/fadvise.c:
+                // "discarding the last page is safe enough").
                 let first = offset.div_ceil(PAGE);
-                let last = if end == u64::MAX {
+                let last = if end >= self.len() {
                     u64::MAX
                 } else {
                     end / PAGE

@@ -293,7 +293,12 @@ impl Folio {
 
     /// Clears `flag`; returns whether it was set.
     pub fn test_and_clear(&self, flag: FolioFlags) -> bool {
-        self.flags.fetch_and(!flag.0, Ordering::AcqRel) & flag.0 != 0
+        self.fetch_clear(flag).intersects(flag)
+    }
+
+    /// Clears `flag`; returns all the flags as they were before.
+    pub fn fetch_clear(&self, flag: FolioFlags) -> FolioFlags {
+        FolioFlags(self.flags.fetch_and(!flag.0, Ordering::AcqRel))
     }
 
     /// Sets `flag` only if it is clear: a hit that finds it set writes
