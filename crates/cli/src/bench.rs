@@ -430,7 +430,16 @@ fn check_targets(
                     *max,
                 ),
                 TargetSpec::HitRatio { job, engine, min } => {
-                    target_hits(runs_of(runs, *job, engine), engine, *min)
+                    let others: Vec<&[RunRecord]> = runs
+                        .get(*job)
+                        .map(|j| {
+                            j.iter()
+                                .map(Vec::as_slice)
+                                .filter(|rs| rs.first().is_some_and(|r| &r.engine != engine))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    target_hits(runs_of(runs, *job, engine), &others, engine, *min)
                 }
             };
             c.caveat = ignored_dontcache(runs, t);
@@ -561,7 +570,10 @@ fn target_cpu(
     c
 }
 
-fn target_hits(runs: &[RunRecord], engine: &str, min: f64) -> TargetCheck {
+/// The hot hit ratio beside `engine` (the target), with the ratios beside
+/// the job's `others` (its other engines, the cached streams among them:
+/// what an uncached stream spares) in the detail, for information.
+fn target_hits(runs: &[RunRecord], others: &[&[RunRecord]], engine: &str, min: f64) -> TargetCheck {
     let mut c = check(format!("hot hit ratio beside {engine}"), ">=", min);
     let ratios: Vec<Option<f64>> = runs
         .iter()
@@ -579,12 +591,40 @@ fn target_hits(runs: &[RunRecord], engine: &str, min: f64) -> TargetCheck {
         .first()
         .and_then(|r| r.hot.as_ref())
         .map_or(String::new(), |h| h.miss_detection.clone());
+    let rate = runs
+        .first()
+        .and_then(|r| r.hot.as_ref())
+        .map_or(0, |h| h.rate_limit_per_s);
+    let rate = if rate == 0 {
+        "unpaced".to_string()
+    } else {
+        format!("{rate} reads/s")
+    };
     c.detail = format!(
-        "at least {:.0}% in every run: worst {:.2}% (runs: {}; misses told by {how})",
+        "at least {:.0}% in every run: worst {:.2}% (runs: {}; misses told by {how}; hot \
+         reader {rate})",
         min * 100.0,
         worst * 100.0,
         fmt_runs(&c.per_run, |x| format!("{:.2}%", x * 100.0))
     );
+    let beside: Vec<String> = others
+        .iter()
+        .filter_map(|rs| {
+            let name = &rs.first()?.engine;
+            let v: Vec<f64> = rs
+                .iter()
+                .filter_map(|r| r.hot.as_ref()?.hit_ratio)
+                .collect();
+            (!v.is_empty())
+                .then(|| format!("{name} {}", fmt_runs(&v, |x| format!("{:.2}%", x * 100.0))))
+        })
+        .collect();
+    if !beside.is_empty() {
+        c.detail += &format!(
+            "; for information, beside the other streams: {}",
+            beside.join(", ")
+        );
+    }
     c
 }
 
@@ -725,7 +765,7 @@ fn run_one(
     let entered = limit.as_ref().map(MemCgroup::enter).transpose()?;
     let ready = match &hot_file {
         Some((file, path, probe)) => {
-            let (cached_pages, pages) = hot::warm(file, path)?;
+            let (cached_pages, pages) = hot::warm(file, path, job.hot.map_or(4096, |h| h.bs))?;
             if cached_pages < pages {
                 setup.notes.push(format!(
                     "warning: the hot file has {cached_pages} of {pages} pages cached after warming"
@@ -787,6 +827,7 @@ fn run_one(
             0.0
         },
         miss_detection: h.ready.probe.describe().to_string(),
+        rate_limit_per_s: job.hot.map_or(0, |s| s.rate),
     });
     if hot.is_some() {
         notes.push(

@@ -199,6 +199,9 @@ pub struct HotFigures {
     pub hit_ratio: Option<f64>,
     /// Reads per second.
     pub reads_per_s: f64,
+    /// The reads per second it was paced to (`--hot-rate`); 0: unpaced,
+    /// as fast as it could.
+    pub rate_limit_per_s: u64,
     /// How a miss is told from a hit: `RWF_NOWAIT`, `ReadFlags::NOWAIT`,
     /// or `cachestat` where the library ignores NOWAIT.
     pub miss_detection: String,
@@ -597,7 +600,7 @@ pub fn fmt_limit(m: &MemoryLimit) -> String {
 fn fmt_hot(h: &HotFigures) -> String {
     format!(
         "{} reads of {} at random in a {} file ({} of {} pages cached after warming): {} \
-         ({} misses, told by {}), {} reads/s",
+         ({} misses, told by {}), {} reads/s ({})",
         h.reads,
         fmt_size(h.bs),
         fmt_size_approx(h.file_size),
@@ -609,8 +612,18 @@ fn fmt_hot(h: &HotFigures) -> String {
         )),
         h.misses,
         h.miss_detection,
-        fmt_count(h.reads_per_s)
+        fmt_count(h.reads_per_s),
+        fmt_hot_rate(h.rate_limit_per_s)
     )
+}
+
+/// `paced to 16384/s`, or `unpaced`.
+fn fmt_hot_rate(rate: u64) -> String {
+    if rate == 0 {
+        "unpaced".into()
+    } else {
+        format!("paced to {rate}/s")
+    }
 }
 
 /// `100ms`, `1s`.
@@ -920,9 +933,12 @@ fn detail_tables(s: &mut String, sc: &ScenarioReport, ew: usize) {
         let _ = writeln!(s, "{}", line.trim_end());
     }
     if sc.results.iter().any(|r| r.hot.is_some()) {
-        let _ = writeln!(s, "   the hot reader beside the stream:");
+        let _ = writeln!(
+            s,
+            "   the hot reader beside the stream (hits: of its reads during the stream):"
+        );
         let head = format!(
-            "{:<24} {:<ew$} {:>13} {:>10} {:>9} {:>9} {:>9}  {}",
+            "{:<24} {:<ew$} {:>13} {:>10} {:>9} {:>9} {:>9} {:>10}  {}",
             "",
             "stream engine",
             "stream bw",
@@ -930,13 +946,14 @@ fn detail_tables(s: &mut String, sc: &ScenarioReport, ew: usize) {
             "misses",
             "hits",
             "reads/s",
+            "paced to",
             "misses told by"
         );
         let _ = writeln!(s, "{}", head.trim_end());
         for r in sc.results.iter().filter(|r| r.hot.is_some()) {
             let Some(h) = &r.hot else { continue };
             let line = format!(
-                "{:<24} {:<ew$} {:>13} {:>10} {:>9} {:>9} {:>9}  {}",
+                "{:<24} {:<ew$} {:>13} {:>10} {:>9} {:>9} {:>9} {:>10}  {}",
                 "",
                 r.engine,
                 fmt_bw(r.bw_bytes),
@@ -945,6 +962,11 @@ fn detail_tables(s: &mut String, sc: &ScenarioReport, ew: usize) {
                 h.hit_ratio
                     .map_or("-".into(), |x| format!("{:.2}%", x * 100.0)),
                 fmt_count(h.reads_per_s),
+                if h.rate_limit_per_s == 0 {
+                    "-".to_string()
+                } else {
+                    format!("{}/s", h.rate_limit_per_s)
+                },
                 h.miss_detection
             );
             let _ = writeln!(s, "{}", line.trim_end());

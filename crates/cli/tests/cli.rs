@@ -82,6 +82,11 @@ fn bad_arguments_exit_2_with_the_usage_line() {
             &["bench", "--scenario", "uncached", "--capacity", "512k"],
             "uncached scenario: a capacity of 512.0KiB is too small: at least 1MiB",
         ),
+        (&["bench", "--hot-rate", "fast"], "invalid digit"),
+        (
+            &["bench", "--scenario", "seqread", "--hot-rate", "10"],
+            "--hot-rate paces the uncached scenario's hot reader",
+        ),
         (&["bench", "--engine", "nope"], "unknown engine `nope`"),
         (
             &["bench", "--engine", "foliocache[insert=sometimes]"],
@@ -210,7 +215,7 @@ fn quick_seeds_smoke_run_writes_complete_json_and_a_plot() {
     for s in scenarios {
         let readahead = s["name"] == "readahead";
         if s["name"] == "uncached" {
-            check_uncached(s, 8 << 20, 2 << 20, 2);
+            check_uncached(s, 8 << 20, 2 << 20, 2, DEFAULT_HOT_RATE);
             continue;
         }
         for r in s["results"].as_array().unwrap() {
@@ -313,10 +318,13 @@ fn dontcache_here() -> bool {
     .success()
 }
 
+/// `--hot-rate`'s default.
+const DEFAULT_HOT_RATE: u64 = 16384;
+
 /// The uncached scenario's JSON: a stream of `size` through `capacity`,
-/// alone then beside the hot reader, each engine `repeat` times; every
-/// field the issue asks for.
-fn check_uncached(s: &Value, size: u64, capacity: u64, repeat: usize) {
+/// alone then beside the hot reader (paced to `hot_rate` reads/s), each
+/// engine `repeat` times; every field the issue asks for.
+fn check_uncached(s: &Value, size: u64, capacity: u64, repeat: usize, hot_rate: u64) {
     assert!(!s["description"].as_str().unwrap().is_empty());
     // The scenario's memory limit: a cgroup, or none with the reason.
     let lim = &s["memory_limit"];
@@ -382,6 +390,8 @@ fn check_uncached(s: &Value, size: u64, capacity: u64, repeat: usize) {
             let ratio = h["hit_ratio"].as_f64().unwrap();
             assert!((0.0..=1.0).contains(&ratio), "{engine}: {ratio}");
             assert!(!h["miss_detection"].as_str().unwrap().is_empty());
+            assert_eq!(h["rate_limit_per_s"], hot_rate, "{engine}");
+            assert!(h["reads_per_s"].as_f64().unwrap() > 0.0, "{engine}");
         } else {
             assert!(r.get("hot").is_none(), "{engine}: a hot reader alone");
         }
@@ -469,7 +479,8 @@ fn check_uncached(s: &Value, size: u64, capacity: u64, repeat: usize) {
 }
 
 /// `--scenario uncached` with a 16 MiB cache (a 64 MiB stream, a 4 MiB hot
-/// file), once: every field of every record, and the text's sections.
+/// file), once, the hot reader paced to 4096 reads/s: every field of every
+/// record, the rate recorded, and the text's sections.
 #[test]
 fn uncached_scenario_reports_timelines_cpu_cache_figures_and_hit_ratios() {
     let dir = tempfile::tempdir().unwrap();
@@ -483,6 +494,8 @@ fn uncached_scenario_reports_timelines_cpu_cache_figures_and_hit_ratios() {
         "16M",
         "--repeat",
         "1",
+        "--hot-rate",
+        "4096",
         "--dir",
         data.to_str().unwrap(),
         "--json",
@@ -497,11 +510,14 @@ fn uncached_scenario_reports_timelines_cpu_cache_figures_and_hit_ratios() {
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let s = &v["scenarios"][0];
     assert_eq!(s["name"], "uncached");
-    check_uncached(s, 64 << 20, 16 << 20, 1);
+    check_uncached(s, 64 << 20, 16 << 20, 1, 4096);
+    assert!(s["description"].as_str().unwrap().contains("4096 reads/s"));
     for section in [
+        "paced to 4096/s",
+        "hot reader 4096 reads/s",
         "memory limit of the engines other than foliocache:",
         "CPU and cache of those runs",
-        "the hot reader beside the stream:",
+        "the hot reader beside the stream (hits: of its reads during the stream):",
         "throughput over time (GiB/s",
         "per 50ms:",
         "targets:",
