@@ -836,7 +836,9 @@ impl CacheInner {
                 let page = lru.active.tail;
                 let f = self.folio(page);
                 self.list_remove(&mut lru.active, page);
-                f.test_and_clear(FolioFlags::ACTIVE);
+                // (An `ACTIVATE` left from an access made before the folio
+                // reached a list goes too: it asked for what happened.)
+                f.fetch_clear(FolioFlags::ACTIVE.union(FolioFlags::ACTIVATE));
                 f.test_and_set(FolioFlags::WORKINGSET);
                 self.list_push_head(&mut lru.inactive, page);
                 continue;
