@@ -38,6 +38,7 @@ use xarray::{
 use crate::arena::{PageId, PAGE_SIZE};
 use crate::cache::{Cache, CacheInner};
 use crate::folio::{Folio, FolioFlags};
+use crate::readahead::Insert;
 use crate::sync::{spin_hint, AtomicU64, Ordering};
 use crate::workingset::Shadow;
 
@@ -611,6 +612,16 @@ impl Mapping {
         count: u64,
         out: &mut Vec<FolioRef<'m>>,
     ) -> io::Result<u64> {
+        self.grab(index, count, out, Insert::Batched)
+    }
+
+    fn grab<'m>(
+        &'m self,
+        index: u64,
+        count: u64,
+        out: &mut Vec<FolioRef<'m>>,
+        insert: Insert,
+    ) -> io::Result<u64> {
         let end = index.checked_add(count).ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -632,7 +643,7 @@ impl Mapping {
                 // Create the gap up to the next present folio (or `end`).
                 let gap_end = self.next_present(gap, end);
                 drop(present);
-                match self.create_range(gap, gap_end, out) {
+                match self.create_range(gap, gap_end, out, insert) {
                     // Another thread added a folio there first: look again.
                     Ok(None) => {}
                     Ok(Some(pages)) => next = gap + pages,
@@ -665,6 +676,22 @@ impl Mapping {
         Ok(next - index)
     }
 
+    /// [`grab_folios`](Self::grab_folios) one folio at a time: the same
+    /// lookup and the same folios, but each created folio allocated and
+    /// inserted on its own, with its own hold of the index lock (the kernel
+    /// before seed (e)). For comparison.
+    ///
+    /// # Errors
+    /// As [`grab_folios`](Self::grab_folios).
+    pub fn grab_folios_single<'m>(
+        &'m self,
+        index: u64,
+        count: u64,
+        out: &mut Vec<FolioRef<'m>>,
+    ) -> io::Result<u64> {
+        self.grab(index, count, out, Insert::Single)
+    }
+
     /// The first page in `from..end` holding a folio, or `end`.
     fn next_present(&self, from: u64, end: u64) -> u64 {
         let guard = self.xa.pin();
@@ -693,7 +720,11 @@ impl Mapping {
         start: u64,
         end: u64,
         out: &mut Vec<FolioRef<'m>>,
+        insert: Insert,
     ) -> io::Result<Option<u64>> {
+        if insert == Insert::Single {
+            return self.create_one(start, end, out);
+        }
         let max = self.inner().max_order;
         let mut folios: Vec<FolioRef<'m>> = Vec::new();
         let mut at = start;
@@ -749,6 +780,58 @@ impl Mapping {
             }
         }
         Ok(Some(pages))
+    }
+
+    /// [`create_range`](Self::create_range) one folio at a time: each
+    /// allocated, then inserted with its own lock hold, until the gap is
+    /// full or memory runs out.
+    fn create_one<'m>(
+        &'m self,
+        start: u64,
+        end: u64,
+        out: &mut Vec<FolioRef<'m>>,
+    ) -> io::Result<Option<u64>> {
+        let max = self.inner().max_order;
+        let mut at = start;
+        while at < end {
+            let mut order = max;
+            while order > 0 && (at % (1 << order) != 0 || at + (1 << order) > end) {
+                order -= 1;
+            }
+            let f = if at == start {
+                self.new_folio(order)?
+            } else {
+                match self.new_folio_nowait(order) {
+                    Some(f) => f,
+                    None => break,
+                }
+            };
+            let mut cur = Cursor::new(&self.xa, at);
+            match self.add_locked(&mut cur, &f, at) {
+                Ok(_) => {
+                    // A write's add: no refault test.
+                    self.account_added(&f, None);
+                    at += f.nr_pages();
+                    out.push(f);
+                }
+                Err(AddError::Exists) if at == start => {
+                    f.unlock();
+                    return Ok(None);
+                }
+                Err(AddError::Exists) => {
+                    f.unlock();
+                    break;
+                }
+                Err(e) => {
+                    f.unlock();
+                    if at == start {
+                        return Err(e.into());
+                    }
+                    break;
+                }
+            }
+        }
+        Ok(Some(at - start))
     }
 
     /// A new locked folio of up to `order` (smaller when the arena has no

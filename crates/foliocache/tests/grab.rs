@@ -204,3 +204,81 @@ fn threads_grabbing_overlapping_ranges_each_get_one_folio_per_index() {
     assert_eq!(s.folios, f.mapping().nr_folios());
     assert_eq!(s.free_bytes + s.bytes_cached, s.capacity_bytes);
 }
+
+#[test]
+fn the_one_at_a_time_path_makes_the_same_folios() {
+    let c = cache(4096, 2 << 20);
+    let f = file(&c, 2048);
+    let m = f.mapping();
+    let mut buf = vec![0u8; 16 * PAGE];
+    f.read_exact_at(&mut buf, 48 * PAGE as u64).unwrap(); // pages 48..64 present
+    let mut out = Vec::new();
+    assert_eq!(m.grab_folios_single(3, 100, &mut out).unwrap(), 100);
+    let spans: Vec<(u64, u64)> = out.iter().map(|f| (f.index(), f.nr_pages())).collect();
+    assert_eq!(
+        spans,
+        [
+            (3, 1),
+            (4, 4),
+            (8, 8),
+            (16, 16),
+            (32, 16),
+            (48, 16),
+            (64, 32),
+            (96, 4),
+            (100, 2),
+            (102, 1)
+        ]
+    );
+    assert_eq!(settle(m, out, 3, 100), (9, 1));
+}
+
+#[test]
+fn threads_mixing_both_paths_agree() {
+    let c = cache(1024, 64 << 10);
+    let f = Arc::new(file(&c, 512));
+    let threads: Vec<_> = (0..4u64)
+        .map(|t| {
+            let f = f.clone();
+            std::thread::spawn(move || {
+                let m = f.mapping();
+                let mut x = t + 11;
+                for _ in 0..200 {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let index = x % 480;
+                    let count = 1 + (x >> 20) % 32;
+                    let mut out = Vec::new();
+                    let got = if t % 2 == 0 {
+                        m.grab_folios(index, count, &mut out)
+                    } else {
+                        m.grab_folios_single(index, count, &mut out)
+                    };
+                    assert!(got.unwrap() >= count);
+                    settle(m, out, index, count);
+                    if x % 7 == 0 {
+                        f.advise(
+                            index * PAGE as u64,
+                            count * PAGE as u64,
+                            foliocache::Advice::DontNeed,
+                        )
+                        .unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let mut buf = vec![0u8; 512 * PAGE];
+    f.read_exact_at(&mut buf, 0).unwrap();
+    assert!(buf
+        .iter()
+        .enumerate()
+        .all(|(i, &b)| b == ((i / PAGE) as u8 ^ i as u8)));
+    let s = c.stats();
+    assert_eq!(s.folios, f.mapping().nr_folios());
+    assert_eq!(s.free_bytes + s.bytes_cached, s.capacity_bytes);
+}
