@@ -38,6 +38,7 @@ use xarray::{
 use crate::arena::{PageId, PAGE_SIZE};
 use crate::cache::{Cache, CacheInner};
 use crate::folio::{Folio, FolioFlags};
+use crate::readahead::Insert;
 use crate::sync::{spin_hint, AtomicU64, Ordering};
 use crate::workingset::Shadow;
 
@@ -586,6 +587,253 @@ impl Mapping {
         }
     }
 
+    /// Finds or creates, and locks, the folios covering pages
+    /// `index..index + count` (seed (e), `filemap_grab_folios`, with the
+    /// review's asks: large folios, shadows): one lockless walk finds the
+    /// folios present; every gap gets the largest aligned folios that fit
+    /// it (up to the cache's largest), allocated first and inserted with
+    /// one lock hold per gap; then the present ones are locked, in index
+    /// order, and checked against removal. Appends the folios, in index
+    /// order, to `out`, each locked and referenced: a created folio is not
+    /// uptodate (fill it, mark it uptodate, unlock it); a present one keeps
+    /// its state. Returns the pages covered from `index` on (the last folio
+    /// may reach past `index + count`, and the first begin before
+    /// `index`): all of them, or fewer when memory ran out after some were
+    /// had. Created folios are for writing: a shadow they replace goes
+    /// without the refault test (as the kernel skips it for `__GFP_WRITE`
+    /// adds): not counted, never activating.
+    ///
+    /// # Errors
+    /// `InvalidInput` for a range past the largest index; `OutOfMemory`
+    /// when not even the first folio could be had.
+    pub fn grab_folios<'m>(
+        &'m self,
+        index: u64,
+        count: u64,
+        out: &mut Vec<FolioRef<'m>>,
+    ) -> io::Result<u64> {
+        self.grab(index, count, out, Insert::Batched)
+    }
+
+    fn grab<'m>(
+        &'m self,
+        index: u64,
+        count: u64,
+        out: &mut Vec<FolioRef<'m>>,
+        insert: Insert,
+    ) -> io::Result<u64> {
+        let end = index.checked_add(count).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("grab_folios: index {index} + count {count} overflows"),
+            )
+        })?;
+        let start_len = out.len();
+        let mut next = index;
+        while next < end {
+            // The folios present from `next` on, as far as they run on.
+            let mut present = Vec::new();
+            let mut from = next;
+            self.get_folios_contig(&mut from, end - 1, &mut present);
+            let gap_start = match present.first() {
+                Some(f) if f.index() <= next => None,
+                _ => Some(next),
+            };
+            if let Some(gap) = gap_start {
+                // Create the gap up to the next present folio (or `end`).
+                let gap_end = self.next_present(gap, end);
+                drop(present);
+                match self.create_range(gap, gap_end, out, insert) {
+                    // Another thread added a folio there first: look again.
+                    Ok(None) => {}
+                    Ok(Some(pages)) => next = gap + pages,
+                    Err(e) => {
+                        if out.len() == start_len {
+                            return Err(e);
+                        }
+                        break;
+                    }
+                }
+                continue;
+            }
+            // Lock the present run in order; one removed meanwhile ends it.
+            let mut stop = false;
+            for f in present {
+                if stop {
+                    break;
+                }
+                f.lock();
+                if f.mapping() != self.id() || !f.contains(next) {
+                    f.unlock();
+                    stop = true;
+                    continue;
+                }
+                self.inner().mark_accessed(&f, f.flags());
+                next = f.index() + f.nr_pages();
+                out.push(f);
+            }
+        }
+        Ok(next - index)
+    }
+
+    /// [`grab_folios`](Self::grab_folios) one folio at a time: the same
+    /// lookup and the same folios, but each created folio allocated and
+    /// inserted on its own, with its own hold of the index lock (the kernel
+    /// before seed (e)). For comparison.
+    ///
+    /// # Errors
+    /// As [`grab_folios`](Self::grab_folios).
+    pub fn grab_folios_single<'m>(
+        &'m self,
+        index: u64,
+        count: u64,
+        out: &mut Vec<FolioRef<'m>>,
+    ) -> io::Result<u64> {
+        self.grab(index, count, out, Insert::Single)
+    }
+
+    /// The first page in `from..end` holding a folio, or `end`.
+    fn next_present(&self, from: u64, end: u64) -> u64 {
+        let guard = self.xa.pin();
+        let Ok(it) = self.xa.iter_ref(from..end, &guard) else {
+            return end;
+        };
+        for (i, e) in it {
+            if let EntryRef::Item(_) = e {
+                return i.max(from);
+            }
+        }
+        end
+    }
+
+    /// Creates locked folios over the gap `start..end`: the largest
+    /// aligned order that fits at each step, all allocated first (never
+    /// waiting, except for the first folio), then inserted in one lock
+    /// hold. Returns the pages inserted from `start` (at least one folio's),
+    /// or `None` when another thread added a folio at `start` first (look
+    /// again).
+    ///
+    /// # Errors
+    /// `OutOfMemory` when not even one folio could be had.
+    fn create_range<'m>(
+        &'m self,
+        start: u64,
+        end: u64,
+        out: &mut Vec<FolioRef<'m>>,
+        insert: Insert,
+    ) -> io::Result<Option<u64>> {
+        if insert == Insert::Single {
+            return self.create_one(start, end, out);
+        }
+        let max = self.inner().max_order;
+        let mut folios: Vec<FolioRef<'m>> = Vec::new();
+        let mut at = start;
+        while at < end {
+            let mut order = max;
+            while order > 0 && (at % (1 << order) != 0 || at + (1 << order) > end) {
+                order -= 1;
+            }
+            let f = if folios.is_empty() {
+                // The first one may wait for memory; the rest may not.
+                Some(self.new_folio(order)?)
+            } else {
+                self.new_folio_nowait(order)
+                    .or_else(|| (order > 0).then(|| self.new_folio_nowait(0)).flatten())
+            };
+            let Some(f) = f else { break };
+            at += f.nr_pages();
+            folios.push(f);
+        }
+        // A folio smaller than planned may leave the next misaligned:
+        // keep the aligned prefix.
+        let mut index = start;
+        let mut keep = 0;
+        for f in &folios {
+            if index % f.nr_pages() != 0 {
+                break;
+            }
+            index += f.nr_pages();
+            keep += 1;
+        }
+        let rest = folios.split_off(keep);
+        for f in rest {
+            f.unlock();
+        }
+        let done = match self.add_range(&folios, start, false) {
+            Ok(n) => n,
+            Err(AddError::Exists) => {
+                folios.iter().for_each(|f| f.unlock());
+                return Ok(None);
+            }
+            Err(e) => {
+                folios.iter().for_each(|f| f.unlock());
+                return Err(e.into());
+            }
+        };
+        let mut pages = 0;
+        for (i, f) in folios.into_iter().enumerate() {
+            if i < done {
+                pages += f.nr_pages();
+                out.push(f);
+            } else {
+                f.unlock();
+            }
+        }
+        Ok(Some(pages))
+    }
+
+    /// [`create_range`](Self::create_range) one folio at a time: each
+    /// allocated, then inserted with its own lock hold, until the gap is
+    /// full or memory runs out.
+    fn create_one<'m>(
+        &'m self,
+        start: u64,
+        end: u64,
+        out: &mut Vec<FolioRef<'m>>,
+    ) -> io::Result<Option<u64>> {
+        let max = self.inner().max_order;
+        let mut at = start;
+        while at < end {
+            let mut order = max;
+            while order > 0 && (at % (1 << order) != 0 || at + (1 << order) > end) {
+                order -= 1;
+            }
+            let f = if at == start {
+                self.new_folio(order)?
+            } else {
+                match self.new_folio_nowait(order) {
+                    Some(f) => f,
+                    None => break,
+                }
+            };
+            let mut cur = Cursor::new(&self.xa, at);
+            match self.add_locked(&mut cur, &f, at) {
+                Ok(_) => {
+                    // A write's add: no refault test.
+                    self.account_added(&f, None);
+                    at += f.nr_pages();
+                    out.push(f);
+                }
+                Err(AddError::Exists) if at == start => {
+                    f.unlock();
+                    return Ok(None);
+                }
+                Err(AddError::Exists) => {
+                    f.unlock();
+                    break;
+                }
+                Err(e) => {
+                    f.unlock();
+                    if at == start {
+                        return Err(e.into());
+                    }
+                    break;
+                }
+            }
+        }
+        Ok(Some(at - start))
+    }
+
     /// A new locked folio of up to `order` (smaller when the arena has no
     /// block that large), in no mapping, reclaiming if the cache is full.
     ///
@@ -720,6 +968,18 @@ impl Mapping {
     /// # Errors
     /// The first folio's error, when none was inserted.
     pub fn add_folio_range(&self, folios: &[FolioRef<'_>], start: u64) -> Result<usize, AddError> {
+        self.add_range(folios, start, true)
+    }
+
+    /// [`add_folio_range`](Self::add_folio_range); `refault`: whether the
+    /// shadows replaced go through the refault test (not for folios a
+    /// write creates: a write over a shadow never activates, invariant 33).
+    fn add_range(
+        &self,
+        folios: &[FolioRef<'_>],
+        start: u64,
+        refault: bool,
+    ) -> Result<usize, AddError> {
         let mut cur = Cursor::new(&self.xa, start);
         let pages: u64 = folios.iter().map(|f| f.nr_pages()).sum();
         cur.reserve_nodes((pages / 64 + 2) as usize * 2)
@@ -768,6 +1028,9 @@ impl Mapping {
         self.folios.fetch_add(done as u64, Ordering::Relaxed);
         cache.stats.folios.fetch_add(done as u64, Ordering::Relaxed);
         cache.stats.pages.fetch_add(pages, Ordering::Relaxed);
+        if !refault {
+            shadows.iter_mut().for_each(|s| *s = None);
+        }
         cache.lru_add_all(folios[..done].iter().map(|f| f.folio()).zip(shadows));
         match stop {
             Some(e) if done == 0 => Err(e),
