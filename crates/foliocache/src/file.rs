@@ -21,7 +21,7 @@ use crate::arena::PAGE_SIZE;
 use crate::cache::Cache;
 use crate::flags::ReadFlags;
 use crate::folio::FolioFlags;
-use crate::mapping::{AddError, FolioRef, Mapping, BATCH};
+use crate::mapping::{fit_order, AddError, FolioRef, Mapping, BATCH};
 use crate::readahead::{self, Advice, Insert, Readahead, ReadaheadConfig, Slot, SyncPlan, Window};
 use crate::sync::Ordering;
 use crate::workingset::CacheStat;
@@ -322,10 +322,7 @@ impl File {
     /// when another reader inserted one first (look it up again).
     fn create(&self, index: u64, last: u64, dropbehind: bool) -> io::Result<Option<FolioRef<'_>>> {
         let m = &*self.mapping;
-        let mut order = m.inner().max_order;
-        while order > 0 && (index % (1 << order) != 0 || index + (1 << order) - 1 > last) {
-            order -= 1;
-        }
+        let mut order = fit_order(index, last.saturating_add(1), m.inner().max_order);
         loop {
             let f = m.new_folio(order)?;
             if dropbehind {

@@ -165,6 +165,17 @@ impl std::fmt::Debug for FolioRef<'_> {
     }
 }
 
+/// The largest order, up to `max`, of a folio that can start at page `at`
+/// (aligned to its size) and end by page `end` (exclusive); 0 if none
+/// larger than a page does.
+pub(crate) fn fit_order(at: u64, end: u64, max: u32) -> u32 {
+    let mut order = max;
+    while order > 0 && (at % (1 << order) != 0 || at.saturating_add(1 << order) > end) {
+        order -= 1;
+    }
+    order
+}
+
 /// A block of an index holding only shadows, for trimming them.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ShadowBlock {
@@ -729,10 +740,7 @@ impl Mapping {
         let mut folios: Vec<FolioRef<'m>> = Vec::new();
         let mut at = start;
         while at < end {
-            let mut order = max;
-            while order > 0 && (at % (1 << order) != 0 || at + (1 << order) > end) {
-                order -= 1;
-            }
+            let order = fit_order(at, end, max);
             let f = if folios.is_empty() {
                 // The first one may wait for memory; the rest may not.
                 Some(self.new_folio(order)?)
@@ -794,10 +802,7 @@ impl Mapping {
         let max = self.inner().max_order;
         let mut at = start;
         while at < end {
-            let mut order = max;
-            while order > 0 && (at % (1 << order) != 0 || at + (1 << order) > end) {
-                order -= 1;
-            }
+            let order = fit_order(at, end, max);
             let f = if at == start {
                 self.new_folio(order)?
             } else {
