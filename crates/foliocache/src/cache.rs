@@ -539,6 +539,7 @@ pub(crate) struct CacheInner {
     /// Dirty pages above which writers are throttled.
     pub(crate) dirty_limit: u64,
     /// Dirty pages above which the flusher writes back.
+    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) dirty_background: u64,
     /// The background writeback thread's wake-up.
     pub(crate) flusher: Arc<crate::writeback::Flusher>,

@@ -173,6 +173,8 @@ impl CacheInner {
     /// back files (the dirtiest first) until under half of it; with `all`,
     /// write back everything dirty. Errors are recorded in each file's
     /// [`ErrSeq`] for its next sync.
+    // (No flusher thread under loom.)
+    #[cfg_attr(loom, allow(dead_code))]
     fn flush(&self, all: bool) {
         if !all && self.dirty() <= self.dirty_background {
             return;
