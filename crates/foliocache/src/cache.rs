@@ -85,6 +85,7 @@ pub struct CacheBuilder {
     shadow_budget: Option<usize>,
     dirty_limit: Option<usize>,
     dirty_background: Option<usize>,
+    huge_pages: bool,
 }
 
 impl Default for CacheBuilder {
@@ -99,6 +100,7 @@ impl Default for CacheBuilder {
             shadow_budget: None,
             dirty_limit: None,
             dirty_background: None,
+            huge_pages: true,
         }
     }
 }
@@ -163,6 +165,15 @@ impl CacheBuilder {
         self
     }
 
+    /// Whether the arena asks for transparent huge pages (default yes):
+    /// fewer TLB misses on hits; but see
+    /// [`Arena::with_huge_pages`](crate::arena::Arena::with_huge_pages)
+    /// for what their first touch costs.
+    pub fn huge_pages(mut self, on: bool) -> Self {
+        self.huge_pages = on;
+        self
+    }
+
     /// Dirty bytes above which a writer is throttled: it writes back its
     /// own file's dirty data before it writes more (the kernel's
     /// `dirty_ratio`). Default: half the capacity. At least one page.
@@ -194,8 +205,8 @@ impl CacheBuilder {
         let io = Some(IoEngine::new(self.io)?);
         #[cfg(loom)]
         let io = None;
-        let arena = Arena::new(self.capacity, self.populate)?;
-        let table = FolioTable::new(arena.capacity_pages());
+        let arena = Arena::with_huge_pages(self.capacity, self.populate, self.huge_pages)?;
+        let table = FolioTable::with_huge_pages(arena.capacity_pages(), self.huge_pages);
         let shadow_nodes = match self.shadow_budget {
             Some(bytes) => bytes / xarray::NODE_SIZE,
             None => arena.capacity_pages() / 16,
@@ -793,11 +804,24 @@ impl CacheInner {
         n: usize,
         out: &mut Vec<&'c Folio>,
     ) -> usize {
-        let mut pages = Vec::with_capacity(n);
-        let mut got = self.arena.alloc_bulk(order, n, &mut pages);
+        let mut got = self.arena_alloc_bulk(order, n, out);
         if got < n && self.reclaim(((n - got) as u64) << order) > 0 {
-            got += self.arena.alloc_bulk(order, n - got, &mut pages);
+            got += self.arena_alloc_bulk(order, n - got, out);
         }
+        got
+    }
+
+    /// Up to `n` folios of exactly `order` straight from the arena, in one
+    /// hold of its lock, with no reclaim: each with one reference, in no
+    /// mapping. Returns how many were added to `out`.
+    pub(crate) fn arena_alloc_bulk<'c>(
+        &'c self,
+        order: u32,
+        n: usize,
+        out: &mut Vec<&'c Folio>,
+    ) -> usize {
+        let mut pages = Vec::with_capacity(n);
+        let got = self.arena.alloc_bulk(order, n, &mut pages);
         for p in pages {
             let f = self.folio(p.index());
             f.init(order, 0);

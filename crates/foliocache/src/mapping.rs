@@ -812,8 +812,8 @@ impl Mapping {
             return self.create_one(start, end, out, dontcache);
         }
         let max = self.inner().max_order;
-        let mut folios: Vec<FolioRef<'m>> = Vec::new();
-        let mut at = start;
+        let mut folios = self.alloc_plan(start, end, max);
+        let mut at = start + folios.iter().map(|f| f.nr_pages()).sum::<u64>();
         while at < end {
             let order = fit_order(at, end, max);
             let f = if folios.is_empty() {
@@ -824,11 +824,13 @@ impl Mapping {
                     .or_else(|| (order > 0).then(|| self.new_folio_nowait(0)).flatten())
             };
             let Some(f) = f else { break };
-            if dontcache {
-                f.test_and_set(FolioFlags::DROPBEHIND);
-            }
             at += f.nr_pages();
             folios.push(f);
+        }
+        if dontcache {
+            for f in &folios {
+                f.test_and_set(FolioFlags::DROPBEHIND);
+            }
         }
         // A folio smaller than planned may leave the next misaligned:
         // keep the aligned prefix.
@@ -867,6 +869,49 @@ impl Mapping {
             }
         }
         Ok(Some(pages))
+    }
+
+    /// The folios of a gap's plan (the largest aligned order that fits at
+    /// each step), taken from the arena in one bulk allocation per order:
+    /// all of them, or none (when the arena is short, the caller goes one
+    /// folio at a time, reclaiming and waiting as needed). In plan order.
+    fn alloc_plan<'m>(&'m self, start: u64, end: u64, max: u32) -> Vec<FolioRef<'m>> {
+        let mut plan = Vec::new();
+        let mut at = start;
+        while at < end {
+            let order = fit_order(at, end, max);
+            plan.push(order);
+            at += 1 << order;
+        }
+        let mut orders = plan.clone();
+        orders.sort_unstable();
+        orders.dedup();
+        let mut pools: Vec<Vec<FolioRef<'m>>> = Vec::with_capacity(orders.len());
+        let cache = self.inner();
+        for &order in &orders {
+            let want = plan.iter().filter(|&&o| o == order).count();
+            let mut pool = Vec::with_capacity(want);
+            let mut raw = Vec::with_capacity(want);
+            // Straight from the arena: no reclaim here.
+            let got = cache.arena_alloc_bulk(order, want, &mut raw);
+            for f in raw {
+                pool.push(FolioRef::adopt(cache, f));
+            }
+            pools.push(pool);
+            if got < want {
+                // Given back by the drops (they were never locked).
+                return Vec::new();
+            }
+        }
+        let mut out = Vec::with_capacity(plan.len());
+        for order in plan {
+            let i = orders.binary_search(&order).expect("planned order");
+            let f = pools[i].pop().expect("one folio per step");
+            let locked = f.trylock();
+            debug_assert!(locked, "a fresh folio is unlocked");
+            out.push(f);
+        }
+        out
     }
 
     /// [`create_range`](Self::create_range) one folio at a time: each
