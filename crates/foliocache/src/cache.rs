@@ -33,11 +33,16 @@
 //! access brings it back. Every activation and every eviction advances the
 //! eviction clock (`nonresident_age`).
 //!
+//! Reclaim never evicts a dirty folio or one under writeback: it rotates
+//! it and wakes the flusher ([`crate::writeback`]). Memory files' folios are
+//! on no list.
+//!
 //! # Lock order
 //! LRU lock, then a mapping's index lock (reclaim removes an evicted folio
 //! from its mapping while holding the LRU lock). The read path takes the
 //! index lock to insert a folio and the LRU lock after releasing it, never
-//! both.
+//! both. The file-level locks of writes, truncation and writeback come
+//! before both (see [`crate::writeback`]).
 
 use std::io;
 use std::sync::{Arc, Weak};
