@@ -25,7 +25,7 @@
 //!   every [`FLUSH_INTERVAL`] writes back everything dirty (the kernel's
 //!   periodic writeback of expired data, without per-folio ages).
 //! - A writer that finds the cache over its dirty limit writes back its own
-//!   file first ([`Mapping::throttle`]); if its file has nothing dirty it
+//!   file first; if its file has nothing dirty it
 //!   waits for the flusher. Dirty data never fills the cache, so reclaim
 //!   always has clean folios to take.
 //!
