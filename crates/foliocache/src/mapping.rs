@@ -1657,7 +1657,8 @@ impl Mapping {
         // initialised, nobody writes them, and reclaim cannot free them;
         // `from + dst.len()` lies inside the folio; `dst` is a distinct
         // caller buffer.
-        unsafe { crate::copy::copy(src.add(from), dst.as_mut_ptr(), dst.len()) };
+        // A writer may copy into it meanwhile: see `copy_shared`.
+        unsafe { crate::copy::copy_shared(src.add(from), dst.as_mut_ptr(), dst.len()) };
     }
 
     /// The end of an uncached read's use of `f` (reference 6.2): if it is
@@ -1812,10 +1813,9 @@ impl Mapping {
         // above); `src` is a caller buffer, distinct from arena memory the
         // caller holds locked. Readers of an uptodate folio copy out
         // without the lock: a read racing a write of the same bytes may see
-        // either, as with the kernel's page cache; both copies are
-        // `rep movsb` or plain byte copies, never reads of a value the
-        // compiler may assume stable.
-        unsafe { crate::copy::copy(src.as_ptr(), dst.add(from), src.len()) };
+        // either, as with the kernel's page cache; both sides copy with
+        // `copy_shared`, whose accesses are defined under that race.
+        unsafe { crate::copy::copy_shared(src.as_ptr(), dst.add(from), src.len()) };
     }
 
     /// Zeroes `len` bytes of a locked folio from byte `from`.
@@ -1826,8 +1826,9 @@ impl Mapping {
         );
         debug_assert!(f.is_locked());
         let dst = self.inner().arena.page_ptr(f.page()).as_ptr();
-        // SAFETY: as in `copy_in`: locked, referenced, in bounds.
-        unsafe { std::ptr::write_bytes(dst.add(from), 0, len) };
+        // SAFETY: as in `copy_in`: locked, referenced, in bounds; readers
+        // may copy the bytes meanwhile (`zero_shared`).
+        unsafe { crate::copy::zero_shared(dst.add(from), len) };
     }
 
     /// Marks locked, uptodate folios dirty: the flag, and the index mark
