@@ -865,6 +865,33 @@ impl CacheInner {
         all.push(Arc::downgrade(m));
     }
 
+    /// The mapping of the file `key` (device, inode) if one is open in this
+    /// cache, else the one `make` builds, registered; in one hold of the
+    /// registry lock, so two threads opening a file get one mapping.
+    /// Returns it and whether it is new.
+    pub(crate) fn find_or_register(
+        &self,
+        key: (u64, u64),
+        make: impl FnOnce() -> Mapping,
+    ) -> (Arc<Mapping>, bool) {
+        let mut all = self.mappings.lock();
+        if let Some(m) = all
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find(|m| m.key == Some(key))
+        {
+            return (m, false);
+        }
+        if all.len() >= 64 && all.len().is_power_of_two() {
+            all.retain(|w| w.strong_count() > 0);
+        }
+        let mut mapping = make();
+        mapping.key = Some(key);
+        let m = Arc::new(mapping);
+        all.push(Arc::downgrade(&m));
+        (m, true)
+    }
+
     /// The mappings of the files open now (each kept alive by the returned
     /// `Arc` until it is dropped: drop them with no cache lock held, as the
     /// last one may be the file's and its drop takes the LRU lock).

@@ -286,7 +286,15 @@ impl From<AddError> for io::Error {
 pub struct Mapping {
     xa: XArray<FolioPtr>,
     pub(crate) cache: Cache,
-    pub(crate) backing: Arc<dyn Backing>,
+    /// Where the data comes from and goes to. Replaced only when a file
+    /// first opened read-only is opened for writing (the new descriptor
+    /// can write back).
+    backing: parking_lot::RwLock<Arc<dyn Backing>>,
+    /// Whether `backing` was opened for writing.
+    backing_writable: std::sync::atomic::AtomicBool,
+    /// The file's identity (device, inode) for a file opened by path: one
+    /// mapping per file in a cache, so every handle sees the same data.
+    pub(crate) key: Option<(u64, u64)>,
     /// The file's size in bytes (the kernel's `i_size`): changed by writes
     /// that extend the file (under `inode_lock` and the folio locks of the
     /// extending write, so writeback that locks a folio sees the size its
@@ -340,7 +348,9 @@ impl Mapping {
         Mapping {
             xa: XArray::new(),
             cache,
-            backing,
+            backing: parking_lot::RwLock::new(backing),
+            backing_writable: std::sync::atomic::AtomicBool::new(true),
+            key: None,
             size: AtomicU64::new(size),
             info,
             path: None,
@@ -366,6 +376,25 @@ impl Mapping {
     /// The file's size in bytes now.
     pub fn size(&self) -> u64 {
         self.size.load(Ordering::Acquire)
+    }
+
+    /// The backing (a counted reference: it may be replaced meanwhile).
+    pub(crate) fn backing(&self) -> Arc<dyn Backing> {
+        self.backing.read().clone()
+    }
+
+    /// Whether the backing can be written.
+    pub(crate) fn backing_writable(&self) -> bool {
+        self.backing_writable
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Sets the backing and whether it is writable (a new mapping, or one
+    /// whose file is now opened for writing).
+    pub(crate) fn set_backing(&self, backing: Arc<dyn Backing>, writable: bool) {
+        *self.backing.write() = backing;
+        self.backing_writable
+            .store(writable, std::sync::atomic::Ordering::Release);
     }
 
     /// Sets the size (the caller holds `inode_lock` exclusively, or is an
@@ -1277,7 +1306,7 @@ impl Mapping {
             let r = unsafe { IoBufMut::from_raw_parts(ptr.add(from), len - from) }
                 .map_err(io::Error::from)
                 .and_then(|mut buf| {
-                    self.backing
+                    self.backing()
                         .read_blocks(std::slice::from_mut(&mut buf), pos + from as u64)
                 });
             cache.stats.io_reads.fetch_add(1, Ordering::Relaxed);
@@ -1292,7 +1321,7 @@ impl Mapping {
                     // file, not written back): past the backing's end the
                     // file reads as zeros.
                     let at = pos + (from + n) as u64;
-                    if matches!(self.backing.len(), Ok(blen) if blen <= at) {
+                    if matches!(self.backing().len(), Ok(blen) if blen <= at) {
                         break;
                     }
                     // Else the backing ends before the size it reports. A
@@ -1368,7 +1397,7 @@ impl Mapping {
             let buf = unsafe { IoBufMut::from_raw_parts(ptr, len) }.map_err(io::Error::from)?;
             bufs.push(buf);
         }
-        let r = self.backing.read_blocks(&mut bufs, pos);
+        let r = self.backing().read_blocks(&mut bufs, pos);
         drop(bufs);
         cache.stats.io_reads.fetch_add(1, Ordering::Relaxed);
         self.complete_run(run, r)
@@ -1420,7 +1449,7 @@ impl Mapping {
             };
             let on_error = on_error.clone();
             let inner = cache_arc.clone();
-            ops.push(ReadOp::new(self.backing.clone(), offset, bufs, move |r| {
+            ops.push(ReadOp::new(self.backing(), offset, bufs, move |r| {
                 // The whole struct, not its fields (it is what is `Send`).
                 let held = held;
                 {
@@ -1929,7 +1958,7 @@ impl Mapping {
             let buf = unsafe { IoBuf::from_raw_parts(ptr, len) }.map_err(io::Error::from)?;
             bufs.push(buf);
         }
-        let r = self.backing.write_blocks(&bufs, first.index() * PAGE);
+        let r = self.backing().write_blocks(&bufs, first.index() * PAGE);
         cache.stats.io_writes.fetch_add(1, Ordering::Relaxed);
         if let Ok(n) = r {
             cache

@@ -23,7 +23,7 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
-use backing::{Backing, BackingInfo, DataPath, FileBacking, FileOptions, IoBuf, IoBufMut};
+use backing::{Backing, BackingInfo, DataPath, FileOptions, IoBuf, IoBufMut};
 
 use crate::arena::PAGE_SIZE;
 use crate::cache::Cache;
@@ -207,11 +207,8 @@ impl OpenOptions {
             .create_new(self.create_new)
             .truncate(self.truncate)
             .mode(self.mode);
-        let backing = FileBacking::open(path, &opts)?;
-        let size = backing.len()?;
-        let mut mapping = Mapping::new(self.cache.clone(), Arc::new(backing), size);
-        mapping.path = Some(path.to_path_buf());
-        Ok(self.cache.file(mapping).with_access(writable, self.append))
+        let file = self.cache.open_path(path, &opts, writable, self.truncate)?;
+        Ok(file.with_access(writable, self.append))
     }
 }
 
@@ -263,6 +260,34 @@ impl Backing for NoBacking {
             "none",
             format!("memory file `{}`: data lives only in the cache", self.name),
         )
+    }
+}
+
+impl Mapping {
+    /// `set_len`'s work (also an `O_TRUNC` open's of a file already
+    /// open): see [`File::set_len`].
+    pub(crate) fn truncate_to(&self, size: u64) -> io::Result<()> {
+        let _i = self.inode_lock.write();
+        let _inv = self.invalidate_lock.write();
+        let old = self.size();
+        if size == old {
+            return Ok(());
+        }
+        // The backing first: if it refuses, nothing has changed. Writeback
+        // is held off until the folios past the end are gone, so none is
+        // written back past it.
+        let _wb = self.wb_lock.lock();
+        if !self.memfile {
+            self.backing().set_len(size)?;
+        }
+        // Readers stop at the new size; then the folios past it go. (Past
+        // the old end, bytes in the cache are zero already: a grown file's
+        // gap reads as zeros.)
+        self.set_size(size);
+        if size < old {
+            self.truncate_bytes(size, u64::MAX);
+        }
+        Ok(())
     }
 }
 
@@ -539,28 +564,7 @@ impl File {
     pub fn set_len(&self, size: u64) -> io::Result<()> {
         self.check_writable()?;
         check_size(size)?;
-        let m = self.mapping();
-        let _i = m.inode_lock.write();
-        let _inv = m.invalidate_lock.write();
-        let old = m.size();
-        if size == old {
-            return Ok(());
-        }
-        // The backing first: if it refuses, nothing has changed. Writeback
-        // is held off until the folios past the end are gone, so none is
-        // written back past it.
-        let _wb = m.wb_lock.lock();
-        if !m.memfile {
-            m.backing.set_len(size)?;
-        }
-        // Readers stop at the new size; then the folios past it go. (Past
-        // the old end, bytes in the cache are zero already: a grown file's
-        // gap reads as zeros.)
-        m.set_size(size);
-        if size < old {
-            m.truncate_bytes(size, u64::MAX);
-        }
-        Ok(())
+        self.mapping().truncate_to(size)
     }
 
     /// Deallocates `len` bytes at `offset`, keeping the size
@@ -606,7 +610,8 @@ impl File {
                 // Writeback is held off until the cached folios there are
                 // gone, so none of them is written back over the hole.
                 let _wb = m.wb_lock.lock();
-                m.backing.punch_hole(inner_start, inner_end - inner_start)?;
+                m.backing()
+                    .punch_hole(inner_start, inner_end - inner_start)?;
                 m.truncate_bytes(inner_start, inner_end);
             }
         }

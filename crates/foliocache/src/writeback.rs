@@ -266,7 +266,7 @@ impl Mapping {
         if past_eof {
             // The last block went past the size: cut the backing back.
             let size = self.size();
-            if let Err(e) = self.backing.set_len(size) {
+            if let Err(e) = self.backing().set_len(size) {
                 self.wb_err.record(&e);
                 if result.is_ok() {
                     result = Err(e);
@@ -345,16 +345,16 @@ impl Mapping {
         let size_fix = {
             let _wb = self.wb_lock.lock();
             let size = self.size();
-            match self.backing.len() {
-                Ok(len) if len != size => self.backing.set_len(size),
+            match self.backing().len() {
+                Ok(len) if len != size => self.backing().set_len(size),
                 Ok(_) => Ok(()),
                 Err(e) => Err(e),
             }
         };
         let durable = if all {
-            self.backing.sync_all()
+            self.backing().sync_all()
         } else {
-            self.backing.sync_data()
+            self.backing().sync_data()
         };
         for r in [&size_fix, &durable] {
             if let Err(e) = r {
