@@ -2,10 +2,10 @@
 //! `set_len`, `punch_hole`, `sync_*`, and memory files.
 //!
 //! # The write path (the kernel's `generic_perform_write`)
-//! 1. Over the cache's dirty limit, the writer first writes back its own
-//!    file ([`Mapping::throttle`]).
-//! 2. The file's `inode_lock`: shared for a write inside the file,
+//! 1. The file's `inode_lock`: shared for a write inside the file,
 //!    exclusive for one that extends it (and for `set_len`, `punch_hole`).
+//! 2. Over the cache's dirty limit, the writer first writes back its own
+//!    file (`Mapping::throttle`), before each piece of the write.
 //! 3. For each piece of up to [`WRITE_CHUNK_PAGES`], the folios are found or
 //!    created and locked in one go ([`Mapping::grab_folios`], seed (e):
 //!    large aligned folios in the gaps, one index lock hold per gap).
@@ -409,7 +409,6 @@ impl File {
             return Ok(0);
         }
         let m = self.mapping();
-        m.throttle()?;
         let len = buf.len() as u64;
         let append = self.is_append();
         let end_of = |offset: u64| {
@@ -442,6 +441,9 @@ impl File {
             let index = pos / PAGE;
             let last = (end - 1) / PAGE;
             let count = (last - index + 1).min(WRITE_CHUNK_PAGES);
+            // Before each piece, with no folio locked: a write larger than
+            // the dirty limit writes back its own data as it goes.
+            m.throttle()?;
             let mut folios = Vec::new();
             if let Err(e) = m.grab(index, count, &mut folios, Insert::Batched, dontcache) {
                 return Err(self.write_error(e));
