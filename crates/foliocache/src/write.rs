@@ -436,62 +436,12 @@ impl File {
         };
         let dontcache = flags.contains(WriteFlags::DONTCACHE) && !m.memfile;
         let mut created_dropbehind: Vec<FolioRef<'_>> = Vec::new();
-        let mut pos = offset;
-        while pos < end {
-            let index = pos / PAGE;
-            let last = (end - 1) / PAGE;
-            let count = (last - index + 1).min(WRITE_CHUNK_PAGES);
-            // Before each piece, with no folio locked: a write larger than
-            // the dirty limit writes back its own data as it goes.
-            m.throttle()?;
-            let mut folios = Vec::new();
-            if let Err(e) = m.grab(index, count, &mut folios, Insert::Batched, dontcache) {
-                return Err(self.write_error(e));
-            }
-            let size = m.size();
-            let mut failed = None;
-            let mut done = Vec::with_capacity(folios.len());
-            let mut folios = folios.into_iter();
-            for f in folios.by_ref() {
-                let fs = f.index() * PAGE;
-                let fe = fs + f.nr_pages() * PAGE;
-                let ws = pos.max(fs);
-                let we = end.min(fe);
-                if !f.test(FolioFlags::UPTODATE) {
-                    if ws > fs || we < fe {
-                        if m.memfile || fs >= size {
-                            m.zero_folio(&f, 0, (fe - fs) as usize);
-                        } else if let Err(e) = m.fill_folio(&f) {
-                            // The folio left the mapping.
-                            f.unlock();
-                            failed = Some(e);
-                            break;
-                        }
-                    }
-                    if dontcache && f.test(FolioFlags::DROPBEHIND) {
-                        created_dropbehind.push(f.clone());
-                    }
-                }
-                let from = (ws - offset) as usize;
-                let to = (we - offset) as usize;
-                m.copy_in(&f, (ws - fs) as usize, &buf[from..to]);
-                f.mark_uptodate();
-                pos = we;
-                done.push(f);
-            }
-            m.mark_dirty(&done);
-            if pos > m.size() {
-                // Before the folios unlock: writeback that locks them sees
-                // the size their data needs.
-                m.set_size(pos);
-            }
-            for f in done.iter().chain(folios.as_slice()) {
-                f.unlock();
-            }
-            if let Some(e) = failed {
-                return Err(e);
-            }
-        }
+        self.write_range(
+            buf,
+            offset,
+            true,
+            dontcache.then_some(&mut created_dropbehind),
+        )?;
         if dontcache {
             drop(guard);
             let r = m.writeback(offset / PAGE, (end - 1) / PAGE);
@@ -635,49 +585,86 @@ impl File {
     }
 
     /// A write inside the file by a caller holding `inode_lock`
-    /// exclusively (`punch_hole`'s edge blocks): the same steps as
-    /// [`write_at_flags`](Self::write_at_flags) without the lock and the
-    /// throttle.
+    /// exclusively (`punch_hole`'s edge blocks): no throttle.
     fn write_locked(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.write_range(buf, offset, false, None)
+    }
+
+    /// The write itself, under `inode_lock` (see the module
+    /// documentation), piece by piece: grab, fill partial folios, copy in,
+    /// mark dirty, extend the size, unlock. `throttle`: check the dirty
+    /// limit before each piece. `dropbehind`: an uncached write, which
+    /// collects the folios it created there.
+    fn write_range<'m>(
+        &'m self,
+        buf: &[u8],
+        offset: u64,
+        throttle: bool,
+        mut dropbehind: Option<&mut Vec<FolioRef<'m>>>,
+    ) -> io::Result<()> {
         let m = self.mapping();
         let end = offset + buf.len() as u64;
-        let mut folios = Vec::new();
-        m.grab(
-            offset / PAGE,
-            (end - 1) / PAGE - offset / PAGE + 1,
-            &mut folios,
-            Insert::Batched,
-            false,
-        )?;
-        let mut result = Ok(());
-        let mut done = Vec::new();
-        let mut folios = folios.into_iter();
-        for f in folios.by_ref() {
-            let fs = f.index() * PAGE;
-            let fe = fs + f.nr_pages() * PAGE;
-            if !f.test(FolioFlags::UPTODATE) {
-                if fs >= m.size() {
-                    m.zero_folio(&f, 0, (fe - fs) as usize);
-                } else if let Err(e) = m.fill_folio(&f) {
-                    f.unlock();
-                    result = Err(e);
-                    break;
-                }
+        let mut pos = offset;
+        while pos < end {
+            let index = pos / PAGE;
+            let last = (end - 1) / PAGE;
+            let count = (last - index + 1).min(WRITE_CHUNK_PAGES);
+            if throttle {
+                // Before each piece, with no folio locked: a write larger
+                // than the dirty limit writes back its own data as it goes.
+                m.throttle()?;
             }
-            let ws = offset.max(fs);
-            let we = end.min(fe);
-            m.copy_in(
-                &f,
-                (ws - fs) as usize,
-                &buf[(ws - offset) as usize..(we - offset) as usize],
-            );
-            f.mark_uptodate();
-            done.push(f);
+            let mut folios = Vec::new();
+            let uncached = dropbehind.is_some();
+            if let Err(e) = m.grab(index, count, &mut folios, Insert::Batched, uncached) {
+                return Err(self.write_error(e));
+            }
+            let size = m.size();
+            let mut failed = None;
+            let mut done = Vec::with_capacity(folios.len());
+            let mut folios = folios.into_iter();
+            for f in folios.by_ref() {
+                let fs = f.index() * PAGE;
+                let fe = fs + f.nr_pages() * PAGE;
+                let ws = pos.max(fs);
+                let we = end.min(fe);
+                if !f.test(FolioFlags::UPTODATE) {
+                    if ws > fs || we < fe {
+                        if m.memfile || fs >= size {
+                            m.zero_folio(&f, 0, (fe - fs) as usize);
+                        } else if let Err(e) = m.fill_folio(&f) {
+                            // The folio left the mapping.
+                            f.unlock();
+                            failed = Some(e);
+                            break;
+                        }
+                    }
+                    if let Some(created) = dropbehind.as_deref_mut() {
+                        if f.test(FolioFlags::DROPBEHIND) {
+                            created.push(f.clone());
+                        }
+                    }
+                }
+                let from = (ws - offset) as usize;
+                let to = (we - offset) as usize;
+                m.copy_in(&f, (ws - fs) as usize, &buf[from..to]);
+                f.mark_uptodate();
+                pos = we;
+                done.push(f);
+            }
+            m.mark_dirty(&done);
+            if pos > m.size() {
+                // Before the folios unlock: writeback that locks them sees
+                // the size their data needs.
+                m.set_size(pos);
+            }
+            for f in done.iter().chain(folios.as_slice()) {
+                f.unlock();
+            }
+            if let Some(e) = failed {
+                return Err(e);
+            }
         }
-        m.mark_dirty(&done);
-        for f in done.iter().chain(folios.as_slice()) {
-            f.unlock();
-        }
-        result
+        Ok(())
     }
 }
