@@ -29,7 +29,7 @@ use crate::arena::PAGE_SIZE;
 use crate::cache::Cache;
 use crate::file::File;
 use crate::folio::FolioFlags;
-use crate::mapping::{FolioRef, Mapping};
+use crate::mapping::Mapping;
 use crate::readahead::Insert;
 
 const PAGE: u64 = PAGE_SIZE as u64;
@@ -418,13 +418,13 @@ impl File {
                 .ok_or_else(|| too_large(format_args!("{offset} + {len}")))
         };
         // Inside the file: shared; extending or appending: exclusive.
-        let (offset, end, guard) = loop {
+        let (offset, guard) = loop {
             if !append {
                 let end = end_of(offset)?;
                 if end <= m.size() {
                     let g = m.inode_lock.read();
                     if end <= m.size() {
-                        break (offset, end, InodeGuard::Shared(g));
+                        break (offset, InodeGuard::Shared(g));
                     }
                     // Shrunk meanwhile: extend under the exclusive lock.
                     continue;
@@ -432,24 +432,12 @@ impl File {
             }
             let g = m.inode_lock.write();
             let offset = if append { m.size() } else { offset };
-            break (offset, end_of(offset)?, InodeGuard::Exclusive(g));
+            end_of(offset)?;
+            break (offset, InodeGuard::Exclusive(g));
         };
         let dontcache = flags.contains(WriteFlags::DONTCACHE) && !m.memfile;
-        let mut created_dropbehind: Vec<FolioRef<'_>> = Vec::new();
-        self.write_range(
-            buf,
-            offset,
-            true,
-            dontcache.then_some(&mut created_dropbehind),
-        )?;
-        if dontcache {
-            drop(guard);
-            let r = m.writeback(offset / PAGE, (end - 1) / PAGE);
-            for f in &created_dropbehind {
-                m.drop_behind(f);
-            }
-            r?;
-        }
+        self.write_range(buf, offset, true, dontcache)?;
+        drop(guard);
         Ok(buf.len())
     }
 
@@ -587,20 +575,22 @@ impl File {
     /// A write inside the file by a caller holding `inode_lock`
     /// exclusively (`punch_hole`'s edge blocks): no throttle.
     fn write_locked(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.write_range(buf, offset, false, None)
+        self.write_range(buf, offset, false, false)
     }
 
     /// The write itself, under `inode_lock` (see the module
     /// documentation), piece by piece: grab, fill partial folios, copy in,
     /// mark dirty, extend the size, unlock. `throttle`: check the dirty
-    /// limit before each piece. `dropbehind`: an uncached write, which
-    /// collects the folios it created there.
-    fn write_range<'m>(
-        &'m self,
+    /// limit before each piece. `uncached`: the folios created are
+    /// dropbehind, and each piece is written back as soon as it is written
+    /// (its dropbehind folios leave the cache as their writeback ends), so
+    /// an uncached stream holds at most a piece of the cache.
+    fn write_range(
+        &self,
         buf: &[u8],
         offset: u64,
         throttle: bool,
-        mut dropbehind: Option<&mut Vec<FolioRef<'m>>>,
+        uncached: bool,
     ) -> io::Result<()> {
         let m = self.mapping();
         let end = offset + buf.len() as u64;
@@ -615,7 +605,7 @@ impl File {
                 m.throttle()?;
             }
             let mut folios = Vec::new();
-            let uncached = dropbehind.is_some();
+            let first = pos / PAGE;
             if let Err(e) = m.grab(index, count, &mut folios, Insert::Batched, uncached) {
                 return Err(self.write_error(e));
             }
@@ -639,11 +629,6 @@ impl File {
                             break;
                         }
                     }
-                    if let Some(created) = dropbehind.as_deref_mut() {
-                        if f.test(FolioFlags::DROPBEHIND) {
-                            created.push(f.clone());
-                        }
-                    }
                 }
                 let from = (ws - offset) as usize;
                 let to = (we - offset) as usize;
@@ -663,6 +648,10 @@ impl File {
             }
             if let Some(e) = failed {
                 return Err(e);
+            }
+            if uncached {
+                // The error is also the next sync's to report.
+                m.writeback(first, (pos - 1) / PAGE)?;
             }
         }
         Ok(())
