@@ -202,10 +202,16 @@ impl Mapping {
     /// # Errors
     /// The backing's write error (also recorded for the file's handles).
     pub fn writeback(&self, first: u64, last: u64) -> io::Result<()> {
-        if self.memfile || self.dirty_pages.load(Ordering::Relaxed) == 0 {
+        if self.memfile {
             return Ok(());
         }
+        // Taken even when nothing is dirty: a writeback in flight (its
+        // folios already clean) finishes first, so a sync or a close that
+        // returns has seen its IO complete.
         let _wb = self.wb_lock.lock();
+        if self.dirty_pages.load(Ordering::Relaxed) == 0 {
+            return Ok(());
+        }
         let mut result = Ok(());
         let mut index = first;
         let mut past_eof = false;
