@@ -392,17 +392,15 @@ impl Mapping {
             if self.dirty_pages.load(Ordering::Relaxed) > 0 {
                 if let Err(e) = self.writeback(0, u64::MAX) {
                     if cache.dirty() > cache.dirty_limit {
-                        return Err(io::Error::new(
-                            e.kind(),
-                            format!(
-                                "foliocache: the cache is over its dirty limit ({} bytes) and \
-                                 writing back {} failed: {e}",
-                                cache.dirty_limit * PAGE,
-                                self.path
-                                    .as_deref()
-                                    .map_or("the file".into(), |p| p.display().to_string())
-                            ),
-                        ));
+                        // The backing's error as it gave it (its errno is
+                        // what a caller, or a FUSE reply, needs).
+                        log::warn!(
+                            "foliocache: over the dirty limit ({} bytes) and writing back {:?} \
+                             failed: {e}",
+                            cache.dirty_limit * PAGE,
+                            self.path
+                        );
+                        return Err(e);
                     }
                 }
                 continue;
