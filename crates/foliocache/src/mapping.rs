@@ -856,6 +856,10 @@ impl Mapping {
         dontcache: bool,
         may_wait: bool,
     ) -> io::Result<Option<u64>> {
+        if start >= end {
+            // A folio appeared at the gap's start since the caller looked.
+            return Ok(None);
+        }
         if insert == Insert::Single {
             return self.create_one(start, end, out, dontcache, may_wait);
         }
