@@ -773,8 +773,9 @@ impl Mapping {
                 // writeback that would free some.
                 let may_wait = out.len() == start_len;
                 match self.create_range(gap, gap_end, out, insert, dontcache, may_wait) {
-                    // Another thread added a folio there first: look again.
-                    Ok(None) => {}
+                    // Another thread added a folio there first (or one is
+                    // being evicted: present but not to be had): look again.
+                    Ok(None) => spin_hint(),
                     Ok(Some(pages)) => next = gap + pages,
                     Err(e) => {
                         if out.len() == start_len {
