@@ -125,6 +125,10 @@ pub struct Ratio {
     pub numerator: String,
     /// The engine label below it.
     pub denominator: String,
+    /// The job of both engines' runs (`write`, `randwrite`), for a
+    /// scenario whose jobs run the same engines.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
     /// Of the two engines' best runs (the figures in the table).
     pub best: f64,
     /// Of the two engines' runs in each round, in round order (runs seconds
@@ -304,8 +308,18 @@ pub struct RunRecord {
     pub bytes: u64,
     /// Operations.
     pub ops: u64,
-    /// Wall seconds.
+    /// Wall seconds: the IO, and for a write job on files the final sync
+    /// (`sync_s`), for a memory job the setup (`setup_s`).
     pub seconds: f64,
+    /// A write run's final sync (`fsync`, `msync`, `File::sync_all`),
+    /// part of `seconds` and of the bandwidth (null for reads and memory
+    /// jobs).
+    pub sync_s: Option<f64>,
+    /// A memory job's setup (populate): the time to map the memory, make
+    /// the memfd, or build foliocache's cache (with `populate=eager`, its
+    /// arena's populate) and open its file; part of `seconds` and of the
+    /// bandwidth (null for jobs on files).
+    pub setup_s: Option<f64>,
     /// Bandwidth, bytes per second.
     pub bw_bytes: f64,
     /// Operations per second.
@@ -465,13 +479,32 @@ pub fn block(r: &RunRecord, scenario: &str, run: Option<(u32, u32)>) -> String {
             fmt_series(&t.bw_bytes)
         );
     }
+    if let Some(t) = r.sync_s {
+        let _ = writeln!(
+            s,
+            "    sync at the end: {t:.3} s (in the figures; the writes {:.3} s)",
+            r.seconds - t
+        );
+    }
+    if let Some(t) = r.setup_s {
+        let _ = writeln!(
+            s,
+            "    memory setup: {t:.3} s (in the figures; the writes {:.3} s)",
+            r.seconds - t
+        );
+    }
     if let Some(f) = &r.foliocache {
         let _ = writeln!(
             s,
-            "    foliocache: capacity {}, arena populated {} in {:.3} s at build (not in the run){}",
+            "    foliocache: capacity {}, arena populated {} in {:.3} s at build ({}){}",
             fmt_size_approx(r.capacity.unwrap_or(0)),
             f.populate,
             f.populate_s,
+            if r.setup_s.is_some() {
+                "in the run's memory setup"
+            } else {
+                "not in the run"
+            },
             f.warm_s
                 .map_or(String::new(), |w| format!(", warm pass {w:.3} s"))
         );
@@ -832,8 +865,10 @@ pub fn table(sc: &ScenarioReport, repeat: u32) -> String {
                 format!("{:.2}x", r.best),
                 rounds.join(" "),
                 r.median_per_round,
-                r.target
-                    .map_or(String::new(), |t| format!("; target {t:.1}x"))
+                r.target.map_or(String::new(), |t| format!(
+                    "; target {}",
+                    crate::bench::fmt_ratio(t)
+                ))
             );
         }
         if !sum.targets.is_empty() {
@@ -1096,6 +1131,8 @@ mod tests {
             bytes: 0,
             ops: 0,
             seconds,
+            sync_s: None,
+            setup_s: None,
             bw_bytes: 0.0,
             iops: 0.0,
             lat_ns: Latency {

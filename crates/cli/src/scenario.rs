@@ -3,20 +3,29 @@
 //!
 //! Scenarios reproduce the reference experiments (the seeds table of
 //! `../shared/reference/linux-page-cache.md`) on foliocache and the kernel
-//! side by side. Present: `seqread`, `randread`, `readahead` and
-//! `uncached`. The scenarios of features that have not landed (populate)
-//! are absent, not faked: naming one is an error.
+//! side by side: `seqread`, `randread`, `readahead`, `uncached`,
+//! `populate` (seed (e): filling fresh memory through the cache's batched
+//! folio grab, against a `memset` of anonymous memory) and `write`
+//! (buffered writes, with the sync that makes them durable in the
+//! figures).
 
 use std::time::Duration;
 
 use crate::args::{BenchArgs, Rw};
 use crate::clock::ClockKind;
-use crate::engine::{EngineKind, EngineSpec, NO_WRITES};
+use crate::engine::{EngineKind, EngineSpec};
 use crate::report::fmt_size;
 use crate::sys::PAGE;
 
 /// The scenarios this build has, in the order `--seeds` runs them.
-pub const NAMES: [&str; 4] = ["seqread", "randread", "readahead", "uncached"];
+pub const NAMES: [&str; 6] = [
+    "seqread",
+    "randread",
+    "readahead",
+    "uncached",
+    "populate",
+    "write",
+];
 
 /// A scenario's file size (full, and with `--quick`).
 const SCENARIO_SIZE: u64 = 1 << 30;
@@ -55,6 +64,33 @@ pub const DEFAULT_HOT_RATE: u64 = 16384;
 /// `uncached`'s timeline intervals per second (50 ms: a quick run's stream
 /// lasts about half a second, a full one about two).
 const UNCACHED_BINS: u32 = 20;
+/// `populate`'s memory (full, and with `--quick`) and write size.
+const POPULATE_SIZE: u64 = 3 << 30;
+const POPULATE_QUICK_SIZE: u64 = 1 << 30;
+const POPULATE_BS: u64 = 2 << 20;
+/// The pause before each populate run: this VM hands memory left free for
+/// about 2 s back to the host, and the next first touch of it costs 3-13 us
+/// a page; without the pause a run would reuse the pages the run before it
+/// freed, still backed, and look several times faster.
+pub const POPULATE_SETTLE: Duration = Duration::from_millis(2500);
+/// The foliocache engine of the populate scenario: `File::write_at` into
+/// a memfile, its arena populated as [`POPULATE_MODE_WHY`] says.
+pub const POPULATE_FOLIO: &str = "foliocache";
+/// Why the populate scenario's foliocache populates its arena as it does.
+pub const POPULATE_MODE_WHY: &str = "populate=eager: the arena is faulted in at build \
+     (MADV_POPULATE_WRITE), and that time is part of the run";
+/// The target of population through `grab_folios`: at most this many
+/// times the time of the anonymous memset.
+const POPULATE_MAX_TIME_VS_ANON: f64 = 1.05;
+/// The target of batched population over one folio at a time.
+const POPULATE_MIN_VS_SINGLE: f64 = 1.1;
+/// `write`'s sequential file (full, and with `--quick`); its random-write
+/// file is a quarter of it (4 KiB `O_DIRECT` writes each wait for the
+/// device).
+const WRITE_SIZE: u64 = 1 << 30;
+const WRITE_QUICK_SIZE: u64 = 256 << 20;
+const WRITE_SEQ_BS: u64 = 64 << 10;
+const WRITE_RAND_BS: u64 = 4 << 10;
 /// A custom job's defaults.
 const DEFAULT_BS: u64 = 4096;
 const DEFAULT_SIZE: u64 = 1 << 30;
@@ -93,6 +129,15 @@ pub struct JobSpec {
     /// A second reader beside the job: random reads of a hot file, warmed
     /// into the engine's cache first, counting its hits.
     pub hot: Option<HotSpec>,
+    /// The job writes into memory, not data files (the populate
+    /// scenario): each engine gets fresh memory for every run (see
+    /// [`crate::engine`]), whose setup is part of the run, and there is
+    /// no sync at the end.
+    pub memory: bool,
+    /// A pause before each run, after the last run's memory was freed,
+    /// so that this VM has handed it back to the host and every run's
+    /// first touch costs what fresh memory costs.
+    pub settle: Option<Duration>,
 }
 
 /// The hot reader beside a job ([`JobSpec::hot`]): one thread reading a
@@ -193,6 +238,8 @@ pub enum TargetSpec {
         numerator: String,
         /// The engine below it.
         denominator: String,
+        /// The job of the ratio ([`RatioSpec::job`]).
+        job: Option<usize>,
         /// The least ratio.
         min: f64,
     },
@@ -230,6 +277,9 @@ pub struct RatioSpec {
     pub denominator: String,
     /// The ratio the issue asks for, if any.
     pub target: Option<f64>,
+    /// The job whose runs it pairs (for a scenario whose jobs run the
+    /// same engines); `None`: the first job that ran each engine.
+    pub job: Option<usize>,
 }
 
 /// foliocache's default capacity: 1.25x the data, in whole 2 MiB.
@@ -323,7 +373,7 @@ fn custom_job(args: &BenchArgs) -> Result<Scenario, String> {
     let engines = if args.engines.is_empty() {
         EngineKind::ALL
             .into_iter()
-            .filter(|k| !rw.is_write() || k.supports_writes())
+            .filter(|k| k.on_files())
             .map(EngineSpec::plain)
             .collect()
     } else {
@@ -342,6 +392,8 @@ fn custom_job(args: &BenchArgs) -> Result<Scenario, String> {
         capacity: None,
         memory_limit: None,
         hot: None,
+        memory: false,
+        settle: None,
     };
     Ok(Scenario {
         name: "custom".into(),
@@ -399,6 +451,8 @@ fn scenario(
         capacity: None,
         memory_limit: None,
         hot: None,
+        memory: false,
+        settle: None,
     };
     let cached = if cold {
         "(run --cold: each engine starts with the file out of every cache)"
@@ -432,6 +486,8 @@ fn scenario(
         },
         "readahead" => readahead(args, quick, cpus),
         "uncached" => uncached(args, quick)?,
+        "populate" => populate(args, quick),
+        "write" => write(args, quick),
         other => {
             return Err(format!(
                 "unknown scenario `{other}` (available: {})",
@@ -484,6 +540,8 @@ fn readahead(args: &BenchArgs, quick: bool, cpus: usize) -> Scenario {
         capacity: None,
         memory_limit: None,
         hot: None,
+        memory: false,
+        settle: None,
     };
     // Ratios: the first foliocache engine over the kernel, direct, and
     // every other foliocache engine (the issue's targets where it sets one).
@@ -508,6 +566,7 @@ fn readahead(args: &BenchArgs, quick: bool, cpus: usize) -> Scenario {
                 numerator: num.label.clone(),
                 denominator: den.label.clone(),
                 target,
+                job: None,
             });
         }
     }
@@ -602,6 +661,8 @@ fn uncached(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
         capacity: Some(c),
         memory_limit: Some(c),
         hot: None,
+        memory: false,
+        settle: None,
     };
     let rate = args.hot_rate.unwrap_or(DEFAULT_HOT_RATE);
     let beside = JobSpec {
@@ -626,6 +687,7 @@ fn uncached(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
                 numerator: n.clone(),
                 denominator: d.clone(),
                 target,
+                job: None,
             });
         }
     };
@@ -645,6 +707,7 @@ fn uncached(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
             targets.push(TargetSpec::Bandwidth {
                 numerator: u.clone(),
                 denominator: d.clone(),
+                job: None,
                 min: 1.0,
             });
         }
@@ -706,6 +769,240 @@ fn uncached(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
     })
 }
 
+/// `populate`, seed (e): one thread fills fresh memory of S (3 GiB, 1 GiB
+/// with `--quick`, `--size`) with 2 MiB writes, once: `foliocache`
+/// (`File::write_at` into a memfile of a new cache of S, whose writes grab
+/// their folios with `grab_folios`), `foliocache[grab=batched]` and
+/// `foliocache[grab=single]` (the bench's population loop over
+/// `grab_folios` and `grab_folios_single`, each folio filled by a copy),
+/// `anon` (a `memset` of a fresh anonymous mapping) and `kernel` (a memfd
+/// written with `pwrite`). Each run starts with fresh memory after a pause
+/// ([`POPULATE_SETTLE`]), and its setup (the cache's build with its arena's
+/// populate) is part of its time.
+fn populate(args: &BenchArgs, quick: bool) -> Scenario {
+    let size = args.size.unwrap_or(if quick {
+        POPULATE_QUICK_SIZE
+    } else {
+        POPULATE_SIZE
+    });
+    let engines: Vec<EngineSpec> = if args.engines.is_empty() {
+        [
+            POPULATE_FOLIO,
+            "foliocache[grab=batched]",
+            "foliocache[grab=single]",
+            "anon",
+            "kernel",
+        ]
+        .iter()
+        .filter_map(|e| EngineSpec::parse(e).ok())
+        .collect()
+    } else {
+        args.engines.clone()
+    };
+    // Whole writes of up to 2 MiB, whole pages.
+    let bs = POPULATE_BS
+        .min(size / PAGE as u64 * PAGE as u64)
+        .max(PAGE as u64);
+    let size = if size >= bs { size / bs * bs } else { size };
+    let capacity = size.div_ceil(2 << 20) * (2 << 20);
+    let job = JobSpec {
+        rw: Rw::Write,
+        bs,
+        numjobs: 1,
+        shared: false,
+        file_size: size,
+        runtime: None,
+        engines: engines.clone(),
+        cold: true,
+        bins_per_second: 1,
+        capacity: Some(args.capacity.unwrap_or(capacity)),
+        memory_limit: None,
+        hot: None,
+        memory: true,
+        settle: Some(POPULATE_SETTLE),
+    };
+    let has = |l: &str| engines.iter().any(|e| e.label == l);
+    let folio = engines
+        .iter()
+        .find(|e| e.kind == EngineKind::Foliocache && e.folio.grab.is_none())
+        .map(|e| e.label.clone());
+    let single = has("foliocache[grab=single]").then(|| "foliocache[grab=single]".to_string());
+    let batched = has("foliocache[grab=batched]").then(|| "foliocache[grab=batched]".to_string());
+    let anon = has("anon").then(|| "anon".to_string());
+    let kernel = has("kernel").then(|| "kernel".to_string());
+    let mut ratios = Vec::new();
+    let mut targets = Vec::new();
+    let mut ratio = |n: &Option<String>, d: &Option<String>, target: Option<f64>| {
+        if let (Some(n), Some(d)) = (n, d) {
+            ratios.push(RatioSpec {
+                numerator: n.clone(),
+                denominator: d.clone(),
+                target,
+                job: None,
+            });
+            if let Some(min) = target {
+                targets.push(TargetSpec::Bandwidth {
+                    numerator: n.clone(),
+                    denominator: d.clone(),
+                    job: None,
+                    min,
+                });
+            }
+        }
+    };
+    ratio(&folio, &anon, Some(1.0 / POPULATE_MAX_TIME_VS_ANON));
+    ratio(&folio, &single, Some(POPULATE_MIN_VS_SINGLE));
+    ratio(&batched, &single, None);
+    ratio(&batched, &anon, None);
+    ratio(&folio, &kernel, None);
+    ratio(&kernel, &anon, None);
+    Scenario {
+        name: "populate".into(),
+        description: format!(
+            "Seed (e), batched folio population: one thread fills {} of fresh memory with {} \
+             writes, once: foliocache writes into a memfile of a new cache of {} \
+             (File::write_at, which grabs its folios with grab_folios; {POPULATE_MODE_WHY}), \
+             foliocache[grab=batched|single] run the bench's population loop over \
+             grab_folios or grab_folios_single (one folio at a time), each created folio \
+             filled by a copy from a source buffer; anon memsets a fresh anonymous mapping \
+             (its page faults included); kernel writes a memfd with pwrite. First touch of \
+             fresh memory costs 3-13 us a page on this VM: every run gets fresh memory, after \
+             a pause of {:.1} s so that the pages the last run freed have gone back to the \
+             host, and its setup (mapping, memfd, or the cache's build with its arena's \
+             populate) is part of its time. Targets: foliocache in at most {:.2}x the \
+             anonymous memset's time (bandwidth at least {:.3}x), and at least {:.1}x \
+             foliocache[grab=single].",
+            fmt_size(size),
+            fmt_size(bs),
+            crate::report::fmt_size_approx(job.capacity.unwrap_or(capacity)),
+            POPULATE_SETTLE.as_secs_f64(),
+            POPULATE_MAX_TIME_VS_ANON,
+            1.0 / POPULATE_MAX_TIME_VS_ANON,
+            POPULATE_MIN_VS_SINGLE,
+        ),
+        jobs: vec![job],
+        ratios,
+        targets,
+        detailed: false,
+    }
+}
+
+/// `write`: buffered writes with the sync that makes them durable inside
+/// the figure: one thread writes a file of S (1 GiB, 256 MiB with
+/// `--quick`, `--size`) sequentially with 64 KiB writes, then a file of
+/// S/4 with 4 KiB writes at random offsets (as many as it has blocks), one
+/// pass each (time-based with `--runtime`), each run ended by `fsync` /
+/// `File::sync_all`: `foliocache`, `foliocache[dontcache]`, `kernel`
+/// (`pwrite`), `direct` (`O_DIRECT`) and `dontcache` (`RWF_DONTCACHE`).
+/// Warm like the read scenarios (the files cached before each run of a
+/// cached engine) unless `--cold`; foliocache reopens the file for each run.
+fn write(args: &BenchArgs, quick: bool) -> Scenario {
+    let size = args
+        .size
+        .unwrap_or(if quick { WRITE_QUICK_SIZE } else { WRITE_SIZE });
+    let rand_size = (size / 4).max(WRITE_RAND_BS);
+    let engines: Vec<EngineSpec> = if args.engines.is_empty() {
+        [
+            "foliocache",
+            "foliocache[dontcache]",
+            "kernel",
+            "direct",
+            "dontcache",
+        ]
+        .iter()
+        .filter_map(|e| EngineSpec::parse(e).ok())
+        .collect()
+    } else {
+        args.engines.clone()
+    };
+    let runtime = args.runtime.map(Duration::from_secs_f64);
+    let job = |rw, bs, file_size| JobSpec {
+        rw,
+        bs,
+        numjobs: 1,
+        shared: true,
+        file_size,
+        runtime,
+        engines: engines.clone(),
+        cold: args.cold,
+        bins_per_second: 1,
+        capacity: None,
+        memory_limit: None,
+        hot: None,
+        memory: false,
+        settle: None,
+    };
+    let seq_bs = WRITE_SEQ_BS.min(size);
+    let jobs = vec![
+        job(Rw::Write, seq_bs, size),
+        job(Rw::Randwrite, WRITE_RAND_BS.min(rand_size), rand_size),
+    ];
+    let label =
+        |f: &dyn Fn(&EngineSpec) -> bool| engines.iter().find(|e| f(e)).map(|e| e.label.clone());
+    let folio = label(&|e| e.kind == EngineKind::Foliocache && !e.folio.dontcache);
+    let folio_uncached = label(&|e| e.kind == EngineKind::Foliocache && e.folio.dontcache);
+    let kernel = label(&|e| e.kind == EngineKind::Kernel);
+    let direct = label(&|e| e.kind == EngineKind::Direct);
+    let dontcache = label(&|e| e.kind == EngineKind::Dontcache);
+    let mut ratios = Vec::new();
+    let mut targets = Vec::new();
+    for j in 0..jobs.len() {
+        let mut ratio = |n: &Option<String>, d: &Option<String>, target: Option<f64>| {
+            if let (Some(n), Some(d)) = (n, d) {
+                ratios.push(RatioSpec {
+                    numerator: n.clone(),
+                    denominator: d.clone(),
+                    target,
+                    job: Some(j),
+                });
+                if let Some(min) = target {
+                    targets.push(TargetSpec::Bandwidth {
+                        numerator: n.clone(),
+                        denominator: d.clone(),
+                        job: Some(j),
+                        min,
+                    });
+                }
+            }
+        };
+        ratio(&folio, &kernel, (j == 0).then_some(1.0));
+        ratio(&folio_uncached, &dontcache, None);
+        ratio(&folio_uncached, &kernel, None);
+        ratio(&direct, &kernel, None);
+        ratio(&dontcache, &kernel, None);
+    }
+    let cached = if args.cold {
+        "cold (--cold: each engine starts with the file out of every cache)"
+    } else {
+        "warm (the file cached before each run of a cached engine, as in the read scenarios; \
+         the uncached engines start without it)"
+    };
+    Scenario {
+        name: "write".into(),
+        description: format!(
+            "Buffered writes, durable: one thread writes a {} file sequentially with {} \
+             writes, then a {} file with {} writes at uniformly random offsets, {}, and the \
+             run ends with fsync (File::sync_all for foliocache, whose write_at fills its \
+             cache and whose writeback writes with O_DIRECT): the figures include the sync. \
+             Engines: foliocache, foliocache[dontcache] (WriteFlags::DONTCACHE), kernel \
+             (pwrite), direct (O_DIRECT) and dontcache (pwritev2 RWF_DONTCACHE); {cached}. \
+             Target: foliocache's sequential write at least the kernel's.",
+            fmt_size(size),
+            fmt_size(seq_bs),
+            fmt_size(rand_size),
+            fmt_size(WRITE_RAND_BS.min(rand_size)),
+            match runtime {
+                Some(d) => format!("each for {:.1} s (--runtime)", d.as_secs_f64()),
+                None => "one pass each (as many writes as the file has blocks)".into(),
+            },
+        ),
+        jobs,
+        ratios,
+        targets,
+        detailed: false,
+    }
+}
+
 /// ` at 16384/s`, or nothing for an unthrottled reader.
 fn fmt_rate(rate: u64) -> String {
     if rate == 0 {
@@ -740,8 +1037,27 @@ fn check_job(j: &JobSpec, args: &BenchArgs) -> Result<(), String> {
             return Err(format!("engine `{}` given twice", e.label));
         }
         labels.push(&e.label);
+        if j.memory && !e.kind.on_memory() {
+            return Err(format!(
+                "engine `{}` does not populate memory (the populate scenario's engines: \
+                 foliocache, kernel, anon)",
+                e.label
+            ));
+        }
+        if !j.memory && !e.kind.on_files() {
+            return Err(format!(
+                "engine `{}` only populates memory: use it with --scenario populate",
+                e.label
+            ));
+        }
+        if e.folio.grab.is_some() && !j.memory {
+            return Err(format!(
+                "engine `{}`: grab= is the populate scenario's population loop: use it with \
+                 --scenario populate",
+                e.label
+            ));
+        }
         match e.kind {
-            EngineKind::Foliocache if j.rw.is_write() => return Err(NO_WRITES.into()),
             EngineKind::Direct if j.bs % PAGE as u64 != 0 => {
                 return Err(format!(
                     "direct engine: --bs must be a multiple of 4096 for O_DIRECT (got {})",
@@ -754,7 +1070,7 @@ fn check_job(j: &JobSpec, args: &BenchArgs) -> Result<(), String> {
                         .into(),
                 )
             }
-            EngineKind::Mmap if j.rw.is_write() && j.shared && j.numjobs > 1 => {
+            EngineKind::Mmap | EngineKind::Anon if j.rw.is_write() && j.shared && j.numjobs > 1 => {
                 return Err(
                     "mmap engine: threads writing one shared mapping would race \
                             (a data race in this process); drop --shared for mmap writes"
