@@ -882,7 +882,7 @@ fn run_one(
             let b = &before.stats;
             capacity = Some(after.capacity_bytes);
             let io_reads = after.io_reads - b.io_reads;
-            if !ctx.mode.cold {
+            if !ctx.mode.cold && !job.rw.is_write() {
                 if io_reads == 0 {
                     notes.push(format!(
                         "foliocache did no IO during the run (io_reads unchanged at {}): every read was a hit",
@@ -915,6 +915,21 @@ fn run_one(
                 } else {
                     "none"
                 },
+                write_path: match spec.folio.grab {
+                    None => "write_at",
+                    Some(foliocache::Insert::Batched) => "grab_folios",
+                    Some(foliocache::Insert::Single) => "grab_folios_single",
+                },
+                write_flags: if spec.folio.dontcache && spec.folio.grab.is_none() {
+                    "DONTCACHE"
+                } else {
+                    "none"
+                },
+                io_writes: after.io_writes - b.io_writes,
+                io_write_bytes: after.io_write_bytes - b.io_write_bytes,
+                throttled: after.throttled - b.throttled,
+                writeback_errors: after.writeback_errors - b.writeback_errors,
+                dirty_bytes: after.dirty_bytes,
                 refaults: after.refaults - b.refaults,
                 activations: after.activations - b.activations,
                 dropbehind_drops: after.dropbehind_drops - b.dropbehind_drops,
@@ -940,24 +955,12 @@ fn run_one(
         // The next run of this engine builds a new cache anyway.
         engines.release(&spec.label);
     }
-    if let Some(t) = m.sync_s {
-        notes.push(format!(
-            "the sync after the writes took {t:.3} s, in the figures (the writes alone: {:.3} s)",
-            m.seconds - t
-        ));
-    }
     let setup_s = setup.setup_time.map(|d| d.as_secs_f64());
-    if let Some(t) = setup_s {
+    if let Some(pause) = job.settle {
         notes.push(format!(
-            "memory setup {t:.3} s, in the figures (the writes alone: {:.3} s)",
-            m.seconds
+            "started {:.1} s after the last run's memory was freed (fresh memory)",
+            pause.as_secs_f64()
         ));
-        if let Some(pause) = job.settle {
-            notes.push(format!(
-                "started {:.1} s after the last run's memory was freed (fresh memory)",
-                pause.as_secs_f64()
-            ));
-        }
     }
     if plan.verify && job.memory {
         notes.push("verify: not done: the data lives in memory only".into());

@@ -43,7 +43,9 @@ use anyhow::{bail, Context, Result};
 use backing::aio::{EngineKind as IoKind, IoEngineConfig};
 use backing::{Backing, BackingInfo, DataPath, IoBuf, IoBufMut};
 use foliocache::folio::FolioFlags;
-use foliocache::{Cache, CacheStats, FolioRef, Insert, Populate, ReadFlags, ReadaheadConfig};
+use foliocache::{
+    Cache, CacheStats, FolioRef, Insert, Populate, ReadFlags, ReadaheadConfig, WriteFlags,
+};
 
 use crate::report::fmt_size;
 use crate::scenario::JobSpec;
@@ -219,6 +221,21 @@ pub struct EngineSpec {
     pub kind: EngineKind,
     /// The foliocache engine's options (defaults for other engines).
     pub folio: FolioOptions,
+    /// The anon engine's options (defaults for other engines).
+    pub anon: AnonOptions,
+}
+
+/// Options of the `anon` engine, from `anon[...]`: the memory of
+/// foliocache's arena, for comparison (its arena asks for transparent huge
+/// pages, and with `populate=eager` faults them in with
+/// `MADV_POPULATE_WRITE`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AnonOptions {
+    /// `thp`: `madvise(MADV_HUGEPAGE)` on the mapping, as the arena does.
+    pub thp: bool,
+    /// `populate`: `madvise(MADV_POPULATE_WRITE)` over the mapping before
+    /// the memset, in the run's setup, as an eager arena does.
+    pub populate: bool,
 }
 
 impl EngineSpec {
@@ -228,6 +245,7 @@ impl EngineSpec {
             label: kind.name().to_string(),
             kind,
             folio: FolioOptions::default(),
+            anon: AnonOptions::default(),
         }
     }
 
@@ -263,8 +281,9 @@ impl EngineSpec {
                 format!("unknown engine `{name}` (available: {})", names.join(", "))
             })?;
         let mut folio = FolioOptions::default();
+        let mut anon = AnonOptions::default();
         if let Some(opts) = opts {
-            if kind != EngineKind::Foliocache {
+            if !matches!(kind, EngineKind::Foliocache | EngineKind::Anon) {
                 return Err(format!(
                     "engine `{}` takes no options (got `{s}`)",
                     kind.name()
@@ -274,13 +293,25 @@ impl EngineSpec {
                 return Err(format!("engine `{s}`: empty options"));
             }
             for opt in opts.split(',') {
-                parse_folio_option(opt.trim(), &mut folio)?;
+                match kind {
+                    EngineKind::Anon => match opt.trim() {
+                        "thp" => anon.thp = true,
+                        "populate" => anon.populate = true,
+                        other => {
+                            return Err(format!(
+                                "anon engine: unknown option `{other}` (supported: thp, populate)"
+                            ))
+                        }
+                    },
+                    _ => parse_folio_option(opt.trim(), &mut folio)?,
+                }
             }
         }
         Ok(EngineSpec {
             label: s.to_string(),
             kind,
             folio,
+            anon,
         })
     }
 }
@@ -399,37 +430,40 @@ impl BlockIo for MmapIo<'_> {
     }
 }
 
-/// The message while the library has no write API.
-const NO_WRITE_API: &str =
-    "foliocache engine: writes need the library's write API (issue 7), not in this build";
-
 /// One write through foliocache: `File::write_at_flags`, uncached if
 /// `dontcache`.
-fn folio_write(
-    _f: &foliocache::File,
-    _buf: &[u8],
-    _off: u64,
-    _dontcache: bool,
-) -> io::Result<usize> {
-    Err(io::Error::new(io::ErrorKind::Unsupported, NO_WRITE_API))
+#[inline]
+fn folio_write(f: &foliocache::File, buf: &[u8], off: u64, dontcache: bool) -> io::Result<usize> {
+    let flags = if dontcache {
+        WriteFlags::DONTCACHE
+    } else {
+        WriteFlags::NONE
+    };
+    f.write_at_flags(buf, off, flags)
 }
 
-/// `File::sync_all` through foliocache.
-fn folio_sync(_f: &foliocache::File) -> io::Result<()> {
-    Ok(())
+/// `File::sync_all` through foliocache (a read-only handle has nothing
+/// to write back).
+fn folio_sync(f: &foliocache::File) -> io::Result<()> {
+    if f.is_writable() {
+        f.sync_all()
+    } else {
+        Ok(())
+    }
 }
 
 /// Opens `path` through `cache`, for reading and, if `write`, writing.
 fn folio_open(cache: &Cache, path: &std::path::Path, write: bool) -> io::Result<foliocache::File> {
     if write {
-        return Err(io::Error::new(io::ErrorKind::Unsupported, NO_WRITE_API));
+        cache.open_options().read(true).write(true).open(path)
+    } else {
+        cache.open(path)
     }
-    cache.open(path)
 }
 
 /// A memory file of foliocache (`Cache::memfile`), empty.
-fn folio_memfile(_cache: &Cache, _name: &str) -> io::Result<foliocache::File> {
-    Err(io::Error::new(io::ErrorKind::Unsupported, NO_WRITE_API))
+fn folio_memfile(cache: &Cache, name: &str) -> io::Result<foliocache::File> {
+    cache.memfile(name, 0)
 }
 
 /// A `memset` of fresh anonymous memory for every write (`anon`).
@@ -856,7 +890,16 @@ impl Engines {
         let prepared = match spec.kind {
             EngineKind::Anon => Prepared::Anon(
                 (0..n)
-                    .map(|_| AnonMap::new(size))
+                    .map(|_| {
+                        let m = AnonMap::new(size)?;
+                        if spec.anon.thp {
+                            m.advise_huge_pages()?;
+                        }
+                        if spec.anon.populate {
+                            m.populate_write()?;
+                        }
+                        Ok(m)
+                    })
                     .collect::<io::Result<_>>()
                     .with_context(|| format!("anon engine: mapping {}", fmt_size(job.file_size)))?,
             ),
@@ -1237,6 +1280,57 @@ mod tests {
         assert!(plain.cached());
         let e = EngineSpec::parse("foliocache[dontcache=yes]").unwrap_err();
         assert!(e.contains("bad option `dontcache=yes`"), "{e}");
+    }
+
+    #[test]
+    fn grab_and_anon_options() {
+        let s = EngineSpec::parse("foliocache[grab=single]").unwrap();
+        assert_eq!(s.folio.grab, Some(Insert::Single));
+        assert_eq!(s.folio.mode().grab, Some(Insert::Single));
+        let s = EngineSpec::parse("foliocache[grab=batched,populate=lazy]").unwrap();
+        assert_eq!(s.folio.grab, Some(Insert::Batched));
+        assert_eq!(s.folio.populate, Populate::Lazy);
+        assert_eq!(EngineSpec::plain(EngineKind::Foliocache).folio.grab, None);
+        assert!(EngineSpec::parse("foliocache[grab=some]")
+            .unwrap_err()
+            .contains("bad option `grab=some`"));
+        let s = EngineSpec::parse("anon[thp,populate]").unwrap();
+        assert_eq!(s.kind, EngineKind::Anon);
+        assert_eq!(
+            s.anon,
+            AnonOptions {
+                thp: true,
+                populate: true
+            }
+        );
+        assert!(EngineSpec::parse("anon[huge]")
+            .unwrap_err()
+            .contains("supported: thp, populate"));
+        let s = EngineSpec::parse("foliocache[dontcache]").unwrap();
+        assert!(s.folio.mode().dontcache_writes);
+    }
+
+    #[test]
+    fn source_backing_reads_its_data_and_zeros_past_the_end() {
+        let src = SourceBacking::new(3 << 20);
+        let mut want = vec![0u8; 2 << 20];
+        crate::data::fill(crate::data::FILE_SEED, 0, &mut want);
+        let mut a = AlignedBuf::new(1 << 20, 0).unwrap();
+        let mut b = AlignedBuf::new(1 << 20, 0).unwrap();
+        // 1.5 MiB in: the second buffer crosses the 2 MiB wrap and ends
+        // 0.5 MiB past end of file.
+        let mut bufs = [
+            IoBufMut::new(a.as_mut_slice()).unwrap(),
+            IoBufMut::new(b.as_mut_slice()).unwrap(),
+        ];
+        let off = 3 << 19;
+        assert_eq!(src.read_blocks(&mut bufs, off as u64).unwrap(), 3 << 19);
+        assert_eq!(&bufs[0][..1 << 19], &want[off..]);
+        assert_eq!(&bufs[0][1 << 19..], &want[..1 << 19]);
+        assert_eq!(&bufs[1][..1 << 19], &want[1 << 19..1 << 20]);
+        assert!(bufs[1][1 << 19..].iter().all(|&x| x == 0));
+        let none: &[IoBuf<'_>] = &[];
+        assert!(src.write_blocks(none, 0).is_err());
     }
 
     #[test]

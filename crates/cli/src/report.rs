@@ -244,6 +244,22 @@ pub struct FolioFigures {
     pub evictions: u64,
     /// The flags of every read of the run: `none` or `DONTCACHE`.
     pub read_flags: &'static str,
+    /// How the run's writes went in: `write_at` (`File::write_at_flags`,
+    /// flags `none` or `DONTCACHE`), or the populate scenario's population
+    /// loop, `grab_folios` or `grab_folios_single`.
+    pub write_path: &'static str,
+    /// The flags of every write of the run: `none` or `DONTCACHE`.
+    pub write_flags: &'static str,
+    /// Writes issued to the backing during the run (writeback, sync).
+    pub io_writes: u64,
+    /// Bytes those writes carried.
+    pub io_write_bytes: u64,
+    /// Times a writer waited on the dirty limit during the run.
+    pub throttled: u64,
+    /// Writeback errors during the run.
+    pub writeback_errors: u64,
+    /// Dirty bytes after the run (0 after a sync that wrote everything).
+    pub dirty_bytes: u64,
     /// Folios added over an eviction shadow during the run.
     pub refaults: u64,
     /// Folios activated during the run.
@@ -525,6 +541,23 @@ pub fn block(r: &RunRecord, scenario: &str, run: Option<(u32, u32)>) -> String {
                 format!("through the buffered fallback ({})", f.backing)
             }
         );
+        if r.rw == "write" || r.rw == "randwrite" {
+            let _ = writeln!(
+                s,
+                "    foliocache: writes by {} (flags {}); during the run {} write IOs ({}{}), {} \
+                 throttled waits, {} writeback errors; {} dirty after the run",
+                f.write_path,
+                f.write_flags,
+                f.io_writes,
+                fmt_size_approx(f.io_write_bytes),
+                f.io_write_bytes
+                    .checked_div(f.io_writes)
+                    .map_or(String::new(), |a| format!(", avg {}", fmt_size_approx(a))),
+                f.throttled,
+                f.writeback_errors,
+                fmt_size_approx(f.dirty_bytes)
+            );
+        }
         let _ = writeln!(
             s,
             "    foliocache: readahead {}, insert {}; IO engine {}",
@@ -841,7 +874,9 @@ pub fn table(sc: &ScenarioReport, repeat: u32) -> String {
         line.truncate(line.trim_end().len());
         let _ = writeln!(s, "{line}");
     }
-    if sc.results.iter().any(|r| r.cold) {
+    if sc.results.iter().any(|r| r.setup_s.is_some()) {
+        setup_table(&mut s, sc, ew);
+    } else if sc.results.iter().any(|r| r.cold) {
         io_table(&mut s, sc, ew);
     }
     if sc.detailed {
@@ -1033,6 +1068,50 @@ fn detail_tables(s: &mut String, sc: &ScenarioReport, ew: usize) {
                 }
             );
         }
+    }
+}
+
+/// A memory job's runs split into their setup and their writes: what
+/// first touch cost where (foliocache's arena populate, in its setup with
+/// `populate=eager`, in its writes with `lazy`; anon's page faults in its
+/// memset), and the writes' own bandwidth beside the whole run's.
+fn setup_table(s: &mut String, sc: &ScenarioReport, ew: usize) {
+    let _ = writeln!(
+        s,
+        "   setup and writes of those runs (the bandwidth above is of both; setup: mapping the \
+         memory, or building foliocache's cache, whose arena populate is in it with \
+         populate=eager):"
+    );
+    let head = format!(
+        "{:<24} {:<ew$} {:>9} {:>15} {:>9} {:>13}  {}",
+        "", "engine", "setup s", "arena populate", "writes s", "writes alone", "writes by"
+    );
+    let _ = writeln!(s, "{}", head.trim_end());
+    for r in &sc.results {
+        let setup = r.setup_s.unwrap_or(0.0);
+        let writes = (r.seconds - setup).max(0.0);
+        let (populate, how) = match &r.foliocache {
+            Some(f) => (
+                format!("{:.3} s {}", f.populate_s, f.populate),
+                f.write_path.to_string(),
+            ),
+            None => ("-".to_string(), String::new()),
+        };
+        let line = format!(
+            "{:<24} {:<ew$} {:>9} {:>15} {:>9} {:>13}  {}",
+            "",
+            r.engine,
+            format!("{setup:.3}"),
+            populate,
+            format!("{writes:.3}"),
+            if writes > 0.0 {
+                fmt_bw(r.bytes as f64 / writes)
+            } else {
+                "-".into()
+            },
+            how
+        );
+        let _ = writeln!(s, "{}", line.trim_end());
     }
 }
 

@@ -282,6 +282,48 @@ impl AnonMap {
         Ok(AnonMap { ptr, len })
     }
 
+    /// `madvise(MADV_HUGEPAGE)` over the mapping: transparent huge pages
+    /// where the kernel's policy allows them (as foliocache's arena asks).
+    ///
+    /// # Errors
+    /// The OS error of `madvise(2)`.
+    pub fn advise_huge_pages(&self) -> io::Result<()> {
+        // SAFETY: advice on exactly our own mapping; it changes no contents.
+        let r = unsafe { libc::madvise(self.ptr.as_ptr().cast(), self.len, libc::MADV_HUGEPAGE) };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Faults every page in, writable (`MADV_POPULATE_WRITE`, Linux 5.14),
+    /// as foliocache's eager arena does.
+    ///
+    /// # Errors
+    /// The OS error of `madvise(2)` (`EINVAL` before 5.14).
+    pub fn populate_write(&self) -> io::Result<()> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            // SAFETY: populating our own private read-write mapping changes
+            // no contents.
+            let r = unsafe {
+                libc::madvise(
+                    self.ptr.as_ptr().cast(),
+                    self.len,
+                    libc::MADV_POPULATE_WRITE,
+                )
+            };
+            if r == 0 {
+                return Ok(());
+            }
+            let e = io::Error::last_os_error();
+            if tries >= 8 || !matches!(e.raw_os_error(), Some(libc::EINTR | libc::EAGAIN)) {
+                return Err(e);
+            }
+        }
+    }
+
     /// Sets `n` bytes at `off` to `byte` (a `memset`, taking the page
     /// faults of pages not touched before).
     ///
