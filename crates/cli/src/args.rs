@@ -172,6 +172,14 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeat: Option<u32>,
 
+    /// populate: the pause before each run, in seconds (default 2.5), so
+    /// that the memory the last run freed has gone back to the host and
+    /// each run's first touch is of fresh memory (this VM hands memory
+    /// left free about 2 s back). 0 for tests: runs then reuse memory the
+    /// host still backs, and look faster than they are.
+    #[arg(long, value_name = "SECS", value_parser = parse_pause)]
+    pub settle: Option<f64>,
+
     /// Write the results as JSON to PATH.
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
@@ -281,6 +289,16 @@ fn parse_seconds(s: &str) -> Result<f64, String> {
         Ok(v) if v.is_finite() && v > 0.0 && v <= 86_400.0 => Ok(v),
         _ => Err(format!(
             "`{s}` is not a duration (want seconds, more than 0, e.g. 5 or 0.5)"
+        )),
+    }
+}
+
+fn parse_pause(s: &str) -> Result<f64, String> {
+    let t = s.trim().trim_end_matches('s');
+    match t.parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.0..=600.0).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "`{s}` is not a pause (want seconds from 0 to 600, e.g. 2.5)"
         )),
     }
 }

@@ -928,13 +928,20 @@ impl Engines {
                     io_engine: cache.io_engine_name(),
                     readahead: spec.folio.readahead(),
                 });
+                // Kept with the cache until it is released, so that the
+                // figures after the run still see the data.
+                let files = handles
+                    .iter()
+                    .enumerate()
+                    .map(|(i, f)| (PathBuf::from(format!("memory:{i}")), f.clone()))
+                    .collect();
                 self.folio.insert(
                     spec.label.clone(),
                     FolioState {
                         cache,
                         capacity: mode.capacity,
                         opts: spec.folio.clone(),
-                        files: HashMap::new(),
+                        files,
                     },
                 );
                 Prepared::Folio(handles, spec.folio.mode())

@@ -359,6 +359,12 @@ pub fn plan(args: &BenchArgs) -> Result<Plan, String> {
                 .into(),
         );
     }
+    if args.settle.is_some() && !scenarios.iter().flat_map(|s| &s.jobs).any(|j| j.memory) {
+        return Err(
+            "--settle paces the populate scenario's runs: add --scenario populate (or --seeds)"
+                .into(),
+        );
+    }
     if let Some(c) = args.capacity {
         if c < PAGE as u64 {
             return Err(format!("--capacity {c}: at least one page (4k)"));
@@ -814,6 +820,7 @@ fn populate(args: &BenchArgs, quick: bool) -> Scenario {
         .max(PAGE as u64);
     let size = if size >= bs { size / bs * bs } else { size };
     let capacity = size.div_ceil(2 << 20) * (2 << 20);
+    let settle = args.settle.map_or(POPULATE_SETTLE, Duration::from_secs_f64);
     let job = JobSpec {
         rw: Rw::Write,
         bs,
@@ -828,7 +835,7 @@ fn populate(args: &BenchArgs, quick: bool) -> Scenario {
         memory_limit: None,
         hot: None,
         memory: true,
-        settle: Some(POPULATE_SETTLE),
+        settle: Some(settle),
     };
     let has = |l: &str| engines.iter().any(|e| e.label == l);
     let folio = engines
@@ -888,7 +895,7 @@ fn populate(args: &BenchArgs, quick: bool) -> Scenario {
             fmt_size(size),
             fmt_size(bs),
             crate::report::fmt_size_approx(job.capacity.unwrap_or(capacity)),
-            POPULATE_SETTLE.as_secs_f64(),
+            settle.as_secs_f64(),
             POPULATE_MAX_TIME_VS_ANON,
             1.0 / POPULATE_MAX_TIME_VS_ANON,
             POPULATE_MIN_VS_SINGLE,
