@@ -621,8 +621,8 @@ fn populate_scenario_reports_setup_and_arena_populate() {
     assert_eq!(f(2)["write_path"], "write_at");
     assert_eq!(f(2)["populate"], "lazy");
     assert_eq!(f(2)["populate_s"], 0.0);
-    for i in 0..3 {
-        assert_eq!(f(i)["bytes_cached"], 16 << 20, "{}", rs[i]["engine"]);
+    for r in &rs[..3] {
+        assert_eq!(r["foliocache"]["bytes_cached"], 16 << 20, "{}", r["engine"]);
     }
     assert!(
         rs[3]["setup_s"].as_f64().unwrap() > 0.0,
