@@ -172,7 +172,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeat: Option<u32>,
 
-    /// populate: the pause before each run, in seconds (default 2.5), so
+    /// populate: the pause before each run, in seconds (default 2), so
     /// that the memory the last run freed has gone back to the host and
     /// each run's first touch is of fresh memory (this VM hands memory
     /// left free about 2 s back). 0 for tests: runs then reuse memory the
@@ -223,8 +223,8 @@ memory cgroup limited to C where the machine allows; C = --capacity, 1G,
 foliocache into a memfile, its arena's populate in its time;
 foliocache[grab=single]; anon, a memset of a fresh anonymous mapping;
 anon[thp], with huge pages as the arena asks; kernel, a memfd; each run
-after a 2.5 s pause so its memory is fresh) and write (a 1 GiB file, 128 MiB
-with --quick, written sequentially in 64 KiB, then a quarter of it at random
+after a 2 s pause so its memory is fresh) and write (a 1 GiB file, 128 MiB
+with --quick, written sequentially in 64 KiB, then an eighth of it at random
 in 4 KiB, one pass, fsync inside the figures: foliocache,
 foliocache[dontcache], kernel, direct, dontcache).
 foliocache engine options: populate=eager|lazy, folio=SIZE,

@@ -30,7 +30,10 @@
 //! the file dropped from the page cache, so its reads are the uncached
 //! reads it exists for; likewise `foliocache[dontcache]` starts with a
 //! fresh, empty cache. A `--cold` run drops every file from the page cache
-//! before every engine and gives foliocache a fresh cache.
+//! before every engine and gives foliocache a fresh cache. For a write job
+//! foliocache opens the files anew for every run (for writing, through
+//! `Cache::open_options`), so that what it caches is what the other
+//! engines wrote since; its warm pass then reads them back in.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};

@@ -72,7 +72,7 @@ const POPULATE_BS: u64 = 2 << 20;
 /// about 2 s back to the host, and the next first touch of it costs 3-13 us
 /// a page; without the pause a run would reuse the pages the run before it
 /// freed, still backed, and look several times faster.
-pub const POPULATE_SETTLE: Duration = Duration::from_millis(2500);
+pub const POPULATE_SETTLE: Duration = Duration::from_millis(2000);
 /// The foliocache engine of the populate scenario: `File::write_at` into
 /// a memfile, its arena populated as [`POPULATE_MODE_WHY`] says.
 pub const POPULATE_FOLIO: &str = "foliocache";
@@ -94,7 +94,7 @@ const POPULATE_MAX_TIME_VS_ANON: f64 = 1.05;
 /// The target of batched population over one folio at a time.
 const POPULATE_MIN_VS_SINGLE: f64 = 1.1;
 /// `write`'s sequential file (full, and with `--quick`); its random-write
-/// file is a quarter of it (4 KiB `O_DIRECT` writes each wait for the
+/// file is an eighth of it (4 KiB `O_DIRECT` writes each wait for the
 /// device).
 const WRITE_SIZE: u64 = 1 << 30;
 const WRITE_QUICK_SIZE: u64 = 128 << 20;
@@ -910,7 +910,7 @@ fn populate(args: &BenchArgs, quick: bool) -> Scenario {
 /// `write`: buffered writes with the sync that makes them durable inside
 /// the figure: one thread writes a file of S (1 GiB, 256 MiB with
 /// `--quick`, `--size`) sequentially with 64 KiB writes, then a file of
-/// S/4 with 4 KiB writes at random offsets (as many as it has blocks), one
+/// S/8 with 4 KiB writes at random offsets (as many as it has blocks), one
 /// pass each (time-based with `--runtime`), each run ended by `fsync` /
 /// `File::sync_all`: `foliocache`, `foliocache[dontcache]`, `kernel`
 /// (`pwrite`), `direct` (`O_DIRECT`) and `dontcache` (`RWF_DONTCACHE`).
@@ -920,7 +920,7 @@ fn write(args: &BenchArgs, quick: bool) -> Scenario {
     let size = args
         .size
         .unwrap_or(if quick { WRITE_QUICK_SIZE } else { WRITE_SIZE });
-    let rand_size = (size / 4).max(WRITE_RAND_BS);
+    let rand_size = (size / 8).max(WRITE_RAND_BS);
     let engines: Vec<EngineSpec> = if args.engines.is_empty() {
         [
             "foliocache",
@@ -1392,7 +1392,7 @@ mod tests {
             jobs,
             [
                 (Rw::Write, 64 << 10, 128 << 20, false),
-                (Rw::Randwrite, 4096, 32 << 20, false)
+                (Rw::Randwrite, 4096, 16 << 20, false)
             ]
         );
         for j in &sc.jobs {

@@ -490,7 +490,7 @@ fn check_populate(s: &Value, size: u64, repeat: usize, settle: f64) {
 }
 
 /// The write scenario's JSON: a sequential job on a `size` file and a
-/// random one on a quarter of it, every default engine (dontcache where
+/// random one on an eighth of it, every default engine (dontcache where
 /// the kernel has it), each `repeat` times; every run ended by a sync that
 /// is in its figures; the per-job ratios and the target.
 fn check_write(s: &Value, size: u64, repeat: usize, runtime: Option<f64>) {
@@ -513,7 +513,7 @@ fn check_write(s: &Value, size: u64, repeat: usize, runtime: Option<f64>) {
         let (rw, bs, file) = if seq {
             ("write", 64u64 << 10, size)
         } else {
-            ("randwrite", 4096, size / 4)
+            ("randwrite", 4096, size / 8)
         };
         assert_eq!(r["rw"], rw, "{engine}");
         assert_eq!(r["bs"], bs, "{engine}");
