@@ -33,7 +33,6 @@ const PAGE: u64 = PAGE_SIZE as u64;
 ///
 /// Clones share the readahead state, as duplicated file descriptors share
 /// an open file description; [`File::reopen`] gives a handle with its own.
-#[derive(Clone)]
 pub struct File {
     mapping: Arc<Mapping>,
     ra: Arc<Readahead>,
@@ -56,12 +55,44 @@ impl Cache {
     /// # Errors
     /// The OS error of `open(2)` or `fstat(2)`.
     pub fn open(&self, path: impl AsRef<Path>) -> io::Result<File> {
-        let path = path.as_ref();
-        let backing = FileBacking::open(path, &FileOptions::new().read(true))?;
+        self.open_path(path.as_ref(), &FileOptions::new().read(true), false, false)
+    }
+
+    /// Opens a file by path: one mapping per file (device and inode) in
+    /// the cache, shared by every handle, as the kernel has one page cache
+    /// per inode; so a write through one handle is seen by reads through
+    /// any other. A file first opened read-only and now for writing gets
+    /// the new, writable descriptor as its backing. An open that truncated
+    /// the file (`O_TRUNC`) empties its cached data too.
+    pub(crate) fn open_path(
+        &self,
+        path: &Path,
+        opts: &FileOptions,
+        writable: bool,
+        truncated: bool,
+    ) -> io::Result<File> {
+        use std::os::unix::fs::MetadataExt;
+        let backing = FileBacking::open(path, opts)?;
+        let md = backing.file().metadata()?;
         let size = backing.len()?;
-        let mut mapping = Mapping::new(self.clone(), Arc::new(backing), size);
-        mapping.path = Some(path.to_path_buf());
-        Ok(self.file(mapping))
+        let backing: Arc<dyn Backing> = Arc::new(backing);
+        let (mapping, new) = self.inner.find_or_register((md.dev(), md.ino()), || {
+            let mut m = Mapping::new(self.clone(), backing.clone(), size);
+            m.path = Some(path.to_path_buf());
+            m
+        });
+        if new {
+            mapping.set_backing(backing, writable);
+        } else {
+            if writable && !mapping.backing_writable() {
+                mapping.set_backing(backing, true);
+            }
+            if truncated {
+                // The open cut the file on the backing: the cache follows.
+                mapping.truncate_to(0)?;
+            }
+        }
+        Ok(self.file_on(mapping).with_access(writable, false))
     }
 
     /// Reads and writes any [`Backing`] through the cache (a memory
@@ -81,6 +112,12 @@ impl Cache {
     pub(crate) fn file(&self, mapping: Mapping) -> File {
         let mapping = Arc::new(mapping);
         self.inner.register(&mapping);
+        self.file_on(mapping)
+    }
+
+    /// A read-only handle on a registered mapping.
+    fn file_on(&self, mapping: Arc<Mapping>) -> File {
+        mapping.handles.fetch_add(1, Ordering::Relaxed);
         let since = mapping.wb_err.sample();
         File {
             mapping,
@@ -503,6 +540,7 @@ impl File {
     /// give); the same access rights.
     pub fn reopen(&self) -> File {
         let cfg = self.ra.state.lock().cfg;
+        self.mapping.handles.fetch_add(1, Ordering::Relaxed);
         File {
             mapping: self.mapping.clone(),
             ra: Arc::new(Readahead::new(cfg)),
@@ -929,6 +967,31 @@ fn would_block() -> io::Error {
         io::ErrorKind::WouldBlock,
         "foliocache: the data is not cached and the read asked not to wait (NOWAIT)",
     )
+}
+
+impl Clone for File {
+    /// Another handle sharing this one's readahead state and error report
+    /// (as a duplicated file descriptor).
+    fn clone(&self) -> File {
+        self.mapping.handles.fetch_add(1, Ordering::Relaxed);
+        File {
+            mapping: self.mapping.clone(),
+            ra: self.ra.clone(),
+            writable: self.writable,
+            append: self.append,
+            wb_since: self.wb_since.clone(),
+        }
+    }
+}
+
+impl Drop for File {
+    /// The last handle on a file writes its dirty data back before it goes
+    /// (errors are logged; `sync_data` first to see them).
+    fn drop(&mut self) {
+        if self.mapping.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.mapping.close_handle();
+        }
+    }
 }
 
 impl std::fmt::Debug for File {

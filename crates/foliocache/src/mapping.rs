@@ -286,7 +286,15 @@ impl From<AddError> for io::Error {
 pub struct Mapping {
     xa: XArray<FolioPtr>,
     pub(crate) cache: Cache,
-    pub(crate) backing: Arc<dyn Backing>,
+    /// Where the data comes from and goes to. Replaced only when a file
+    /// first opened read-only is opened for writing (the new descriptor
+    /// can write back).
+    backing: parking_lot::RwLock<Arc<dyn Backing>>,
+    /// Whether `backing` was opened for writing.
+    backing_writable: std::sync::atomic::AtomicBool,
+    /// The file's identity (device, inode) for a file opened by path: one
+    /// mapping per file in a cache, so every handle sees the same data.
+    pub(crate) key: Option<(u64, u64)>,
     /// The file's size in bytes (the kernel's `i_size`): changed by writes
     /// that extend the file (under `inode_lock` and the folio locks of the
     /// extending write, so writeback that locks a folio sees the size its
@@ -314,22 +322,18 @@ pub struct Mapping {
     pub(crate) wb_err: crate::writeback::ErrSeq,
     /// Pages of dirty folios.
     pub(crate) dirty_pages: AtomicU64,
+    /// Open handles ([`File`](crate::File)s) on this mapping: the last one
+    /// to go writes the dirty data back while the mapping is still
+    /// registered, so an open meanwhile shares it rather than reading the
+    /// backing before the data is there.
+    pub(crate) handles: AtomicU64,
 }
 
 impl Drop for Mapping {
     fn drop(&mut self) {
-        // The last handle closed: what is dirty still goes to the backing
-        // (the kernel writes a closed file's dirty pages back later; we
-        // cannot keep them without the mapping). Errors are logged: call
-        // `sync_data` before dropping to see them.
-        if self.dirty_pages.load(Ordering::Relaxed) > 0 {
-            if let Err(e) = self.writeback(0, u64::MAX) {
-                log::error!(
-                    "foliocache: writing back {:?} as it closed: {e}; its dirty data is lost",
-                    self.path
-                );
-            }
-        }
+        // The last handle wrote the dirty data back already (see
+        // `close_handle`); this is for a write that failed there.
+        self.close_handle();
         self.remove_all();
     }
 }
@@ -340,7 +344,9 @@ impl Mapping {
         Mapping {
             xa: XArray::new(),
             cache,
-            backing,
+            backing: parking_lot::RwLock::new(backing),
+            backing_writable: std::sync::atomic::AtomicBool::new(true),
+            key: None,
             size: AtomicU64::new(size),
             info,
             path: None,
@@ -351,6 +357,7 @@ impl Mapping {
             wb_lock: parking_lot::Mutex::new(()),
             wb_err: crate::writeback::ErrSeq::default(),
             dirty_pages: AtomicU64::new(0),
+            handles: AtomicU64::new(0),
         }
     }
 
@@ -366,6 +373,42 @@ impl Mapping {
     /// The file's size in bytes now.
     pub fn size(&self) -> u64 {
         self.size.load(Ordering::Acquire)
+    }
+
+    /// The last handle on the file closed (or the mapping goes): what is
+    /// dirty goes to the backing now (the kernel writes a closed file's
+    /// dirty pages back later; we cannot keep them once the mapping goes).
+    /// Errors are logged: call `sync_data` before closing to see them.
+    pub(crate) fn close_handle(&self) {
+        {
+            // (Waits for a writeback in flight even when nothing is dirty.)
+            if let Err(e) = self.writeback(0, u64::MAX) {
+                log::error!(
+                    "foliocache: writing back {:?} as it closed: {e}; its dirty data stays \
+                     cached until the cache drops the file",
+                    self.path
+                );
+            }
+        }
+    }
+
+    /// The backing (a counted reference: it may be replaced meanwhile).
+    pub(crate) fn backing(&self) -> Arc<dyn Backing> {
+        self.backing.read().clone()
+    }
+
+    /// Whether the backing can be written.
+    pub(crate) fn backing_writable(&self) -> bool {
+        self.backing_writable
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Sets the backing and whether it is writable (a new mapping, or one
+    /// whose file is now opened for writing).
+    pub(crate) fn set_backing(&self, backing: Arc<dyn Backing>, writable: bool) {
+        *self.backing.write() = backing;
+        self.backing_writable
+            .store(writable, std::sync::atomic::Ordering::Release);
     }
 
     /// Sets the size (the caller holds `inode_lock` exclusively, or is an
@@ -725,9 +768,14 @@ impl Mapping {
                 // Create the gap up to the next present folio (or `end`).
                 let gap_end = self.next_present(gap, end);
                 drop(present);
-                match self.create_range(gap, gap_end, out, insert, dontcache) {
-                    // Another thread added a folio there first: look again.
-                    Ok(None) => {}
+                // Only the first folio of the call may wait for memory:
+                // waiting while holding folios locked could hold up the
+                // writeback that would free some.
+                let may_wait = out.len() == start_len;
+                match self.create_range(gap, gap_end, out, insert, dontcache, may_wait) {
+                    // Another thread added a folio there first (or one is
+                    // being evicted: present but not to be had): look again.
+                    Ok(None) => spin_hint(),
                     Ok(Some(pages)) => next = gap + pages,
                     Err(e) => {
                         if out.len() == start_len {
@@ -807,16 +855,21 @@ impl Mapping {
         out: &mut Vec<FolioRef<'m>>,
         insert: Insert,
         dontcache: bool,
+        may_wait: bool,
     ) -> io::Result<Option<u64>> {
+        if start >= end {
+            // A folio appeared at the gap's start since the caller looked.
+            return Ok(None);
+        }
         if insert == Insert::Single {
-            return self.create_one(start, end, out, dontcache);
+            return self.create_one(start, end, out, dontcache, may_wait);
         }
         let max = self.inner().max_order;
-        let mut folios: Vec<FolioRef<'m>> = Vec::new();
-        let mut at = start;
+        let mut folios = self.alloc_plan(start, end, max);
+        let mut at = start + folios.iter().map(|f| f.nr_pages()).sum::<u64>();
         while at < end {
             let order = fit_order(at, end, max);
-            let f = if folios.is_empty() {
+            let f = if folios.is_empty() && may_wait {
                 // The first one may wait for memory; the rest may not.
                 Some(self.new_folio(order)?)
             } else {
@@ -824,11 +877,13 @@ impl Mapping {
                     .or_else(|| (order > 0).then(|| self.new_folio_nowait(0)).flatten())
             };
             let Some(f) = f else { break };
-            if dontcache {
-                f.test_and_set(FolioFlags::DROPBEHIND);
-            }
             at += f.nr_pages();
             folios.push(f);
+        }
+        if dontcache {
+            for f in &folios {
+                f.test_and_set(FolioFlags::DROPBEHIND);
+            }
         }
         // A folio smaller than planned may leave the next misaligned:
         // keep the aligned prefix.
@@ -845,6 +900,10 @@ impl Mapping {
         for f in rest {
             f.test_and_clear(FolioFlags::DROPBEHIND);
             f.unlock();
+        }
+        if folios.is_empty() {
+            // (Only when not allowed to wait: the caller holds folios.)
+            return Err(no_free_folio());
         }
         let done = match self.add_range(&folios, start, false) {
             Ok(n) => n,
@@ -869,6 +928,49 @@ impl Mapping {
         Ok(Some(pages))
     }
 
+    /// The folios of a gap's plan (the largest aligned order that fits at
+    /// each step), taken from the arena in one bulk allocation per order:
+    /// all of them, or none (when the arena is short, the caller goes one
+    /// folio at a time, reclaiming and waiting as needed). In plan order.
+    fn alloc_plan<'m>(&'m self, start: u64, end: u64, max: u32) -> Vec<FolioRef<'m>> {
+        let mut plan = Vec::new();
+        let mut at = start;
+        while at < end {
+            let order = fit_order(at, end, max);
+            plan.push(order);
+            at += 1 << order;
+        }
+        let mut orders = plan.clone();
+        orders.sort_unstable();
+        orders.dedup();
+        let mut pools: Vec<Vec<FolioRef<'m>>> = Vec::with_capacity(orders.len());
+        let cache = self.inner();
+        for &order in &orders {
+            let want = plan.iter().filter(|&&o| o == order).count();
+            let mut pool = Vec::with_capacity(want);
+            let mut raw = Vec::with_capacity(want);
+            // Straight from the arena: no reclaim here.
+            let got = cache.arena_alloc_bulk(order, want, &mut raw);
+            for f in raw {
+                pool.push(FolioRef::adopt(cache, f));
+            }
+            pools.push(pool);
+            if got < want {
+                // Given back by the drops (they were never locked).
+                return Vec::new();
+            }
+        }
+        let mut out = Vec::with_capacity(plan.len());
+        for order in plan {
+            let i = orders.binary_search(&order).expect("planned order");
+            let f = pools[i].pop().expect("one folio per step");
+            let locked = f.trylock();
+            debug_assert!(locked, "a fresh folio is unlocked");
+            out.push(f);
+        }
+        out
+    }
+
     /// [`create_range`](Self::create_range) one folio at a time: each
     /// allocated, then inserted with its own lock hold, until the gap is
     /// full or memory runs out.
@@ -878,16 +980,18 @@ impl Mapping {
         end: u64,
         out: &mut Vec<FolioRef<'m>>,
         dontcache: bool,
+        may_wait: bool,
     ) -> io::Result<Option<u64>> {
         let max = self.inner().max_order;
         let mut at = start;
         while at < end {
             let order = fit_order(at, end, max);
-            let f = if at == start {
+            let f = if at == start && may_wait {
                 self.new_folio(order)?
             } else {
                 match self.new_folio_nowait(order) {
                     Some(f) => f,
+                    None if at == start => return Err(no_free_folio()),
                     None => break,
                 }
             };
@@ -1232,7 +1336,7 @@ impl Mapping {
             let r = unsafe { IoBufMut::from_raw_parts(ptr.add(from), len - from) }
                 .map_err(io::Error::from)
                 .and_then(|mut buf| {
-                    self.backing
+                    self.backing()
                         .read_blocks(std::slice::from_mut(&mut buf), pos + from as u64)
                 });
             cache.stats.io_reads.fetch_add(1, Ordering::Relaxed);
@@ -1247,7 +1351,7 @@ impl Mapping {
                     // file, not written back): past the backing's end the
                     // file reads as zeros.
                     let at = pos + (from + n) as u64;
-                    if matches!(self.backing.len(), Ok(blen) if blen <= at) {
+                    if matches!(self.backing().len(), Ok(blen) if blen <= at) {
                         break;
                     }
                     // Else the backing ends before the size it reports. A
@@ -1323,7 +1427,7 @@ impl Mapping {
             let buf = unsafe { IoBufMut::from_raw_parts(ptr, len) }.map_err(io::Error::from)?;
             bufs.push(buf);
         }
-        let r = self.backing.read_blocks(&mut bufs, pos);
+        let r = self.backing().read_blocks(&mut bufs, pos);
         drop(bufs);
         cache.stats.io_reads.fetch_add(1, Ordering::Relaxed);
         self.complete_run(run, r)
@@ -1375,7 +1479,7 @@ impl Mapping {
             };
             let on_error = on_error.clone();
             let inner = cache_arc.clone();
-            ops.push(ReadOp::new(self.backing.clone(), offset, bufs, move |r| {
+            ops.push(ReadOp::new(self.backing(), offset, bufs, move |r| {
                 // The whole struct, not its fields (it is what is `Send`).
                 let held = held;
                 {
@@ -1612,7 +1716,8 @@ impl Mapping {
         // initialised, nobody writes them, and reclaim cannot free them;
         // `from + dst.len()` lies inside the folio; `dst` is a distinct
         // caller buffer.
-        unsafe { crate::copy::copy(src.add(from), dst.as_mut_ptr(), dst.len()) };
+        // A writer may copy into it meanwhile: see `copy_shared`.
+        unsafe { crate::copy::copy_shared(src.add(from), dst.as_mut_ptr(), dst.len()) };
     }
 
     /// The end of an uncached read's use of `f` (reference 6.2): if it is
@@ -1732,6 +1837,14 @@ impl Mapping {
     }
 }
 
+/// A grab that may not wait found no free folio.
+fn no_free_folio() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::OutOfMemory,
+        "foliocache: no free folio without waiting",
+    )
+}
+
 /// The index mark of dirty folios (the kernel's `PAGECACHE_TAG_DIRTY`).
 pub(crate) const DIRTY_MARK: xarray::Mark = xarray::Mark::MARK_0;
 
@@ -1767,10 +1880,9 @@ impl Mapping {
         // above); `src` is a caller buffer, distinct from arena memory the
         // caller holds locked. Readers of an uptodate folio copy out
         // without the lock: a read racing a write of the same bytes may see
-        // either, as with the kernel's page cache; both copies are
-        // `rep movsb` or plain byte copies, never reads of a value the
-        // compiler may assume stable.
-        unsafe { crate::copy::copy(src.as_ptr(), dst.add(from), src.len()) };
+        // either, as with the kernel's page cache; both sides copy with
+        // `copy_shared`, whose accesses are defined under that race.
+        unsafe { crate::copy::copy_shared(src.as_ptr(), dst.add(from), src.len()) };
     }
 
     /// Zeroes `len` bytes of a locked folio from byte `from`.
@@ -1781,8 +1893,9 @@ impl Mapping {
         );
         debug_assert!(f.is_locked());
         let dst = self.inner().arena.page_ptr(f.page()).as_ptr();
-        // SAFETY: as in `copy_in`: locked, referenced, in bounds.
-        unsafe { std::ptr::write_bytes(dst.add(from), 0, len) };
+        // SAFETY: as in `copy_in`: locked, referenced, in bounds; readers
+        // may copy the bytes meanwhile (`zero_shared`).
+        unsafe { crate::copy::zero_shared(dst.add(from), len) };
     }
 
     /// Marks locked, uptodate folios dirty: the flag, and the index mark
@@ -1883,7 +1996,7 @@ impl Mapping {
             let buf = unsafe { IoBuf::from_raw_parts(ptr, len) }.map_err(io::Error::from)?;
             bufs.push(buf);
         }
-        let r = self.backing.write_blocks(&bufs, first.index() * PAGE);
+        let r = self.backing().write_blocks(&bufs, first.index() * PAGE);
         cache.stats.io_writes.fetch_add(1, Ordering::Relaxed);
         if let Ok(n) = r {
             cache

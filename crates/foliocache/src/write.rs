@@ -2,10 +2,10 @@
 //! `set_len`, `punch_hole`, `sync_*`, and memory files.
 //!
 //! # The write path (the kernel's `generic_perform_write`)
-//! 1. Over the cache's dirty limit, the writer first writes back its own
-//!    file ([`Mapping::throttle`]).
-//! 2. The file's `inode_lock`: shared for a write inside the file,
+//! 1. The file's `inode_lock`: shared for a write inside the file,
 //!    exclusive for one that extends it (and for `set_len`, `punch_hole`).
+//! 2. Over the cache's dirty limit, the writer first writes back its own
+//!    file (`Mapping::throttle`), before each piece of the write.
 //! 3. For each piece of up to [`WRITE_CHUNK_PAGES`], the folios are found or
 //!    created and locked in one go ([`Mapping::grab_folios`], seed (e):
 //!    large aligned folios in the gaps, one index lock hold per gap).
@@ -23,19 +23,20 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
-use backing::{Backing, BackingInfo, DataPath, FileBacking, FileOptions, IoBuf, IoBufMut};
+use backing::{Backing, BackingInfo, DataPath, FileOptions, IoBuf, IoBufMut};
 
 use crate::arena::PAGE_SIZE;
 use crate::cache::Cache;
 use crate::file::File;
 use crate::folio::FolioFlags;
-use crate::mapping::{FolioRef, Mapping};
+use crate::mapping::Mapping;
 use crate::readahead::Insert;
 
 const PAGE: u64 = PAGE_SIZE as u64;
 
-/// The most pages one step of a write grabs and locks at once (4 MiB): a
-/// large write goes in pieces, so it never holds more than this locked.
+/// The most pages one step of a write grabs and locks at once (4 MiB, and
+/// never more than an eighth of the cache): a large write goes in pieces,
+/// so it never holds more than this locked.
 pub const WRITE_CHUNK_PAGES: u64 = 1024;
 
 /// Flags of one write ([`File::write_at_flags`]). Combine with `|`.
@@ -207,11 +208,8 @@ impl OpenOptions {
             .create_new(self.create_new)
             .truncate(self.truncate)
             .mode(self.mode);
-        let backing = FileBacking::open(path, &opts)?;
-        let size = backing.len()?;
-        let mut mapping = Mapping::new(self.cache.clone(), Arc::new(backing), size);
-        mapping.path = Some(path.to_path_buf());
-        Ok(self.cache.file(mapping).with_access(writable, self.append))
+        let file = self.cache.open_path(path, &opts, writable, self.truncate)?;
+        Ok(file.with_access(writable, self.append))
     }
 }
 
@@ -263,6 +261,34 @@ impl Backing for NoBacking {
             "none",
             format!("memory file `{}`: data lives only in the cache", self.name),
         )
+    }
+}
+
+impl Mapping {
+    /// `set_len`'s work (also an `O_TRUNC` open's of a file already
+    /// open): see [`File::set_len`].
+    pub(crate) fn truncate_to(&self, size: u64) -> io::Result<()> {
+        let _i = self.inode_lock.write();
+        let _inv = self.invalidate_lock.write();
+        let old = self.size();
+        if size == old {
+            return Ok(());
+        }
+        // The backing first: if it refuses, nothing has changed. Writeback
+        // is held off until the folios past the end are gone, so none is
+        // written back past it.
+        let _wb = self.wb_lock.lock();
+        if !self.memfile {
+            self.backing().set_len(size)?;
+        }
+        // Readers stop at the new size; then the folios past it go. (Past
+        // the old end, bytes in the cache are zero already: a grown file's
+        // gap reads as zeros.)
+        self.set_size(size);
+        if size < old {
+            self.truncate_bytes(size, u64::MAX);
+        }
+        Ok(())
     }
 }
 
@@ -384,7 +410,6 @@ impl File {
             return Ok(0);
         }
         let m = self.mapping();
-        m.throttle()?;
         let len = buf.len() as u64;
         let append = self.is_append();
         let end_of = |offset: u64| {
@@ -394,13 +419,13 @@ impl File {
                 .ok_or_else(|| too_large(format_args!("{offset} + {len}")))
         };
         // Inside the file: shared; extending or appending: exclusive.
-        let (offset, end, guard) = loop {
+        let (offset, guard) = loop {
             if !append {
                 let end = end_of(offset)?;
                 if end <= m.size() {
                     let g = m.inode_lock.read();
                     if end <= m.size() {
-                        break (offset, end, InodeGuard::Shared(g));
+                        break (offset, InodeGuard::Shared(g));
                     }
                     // Shrunk meanwhile: extend under the exclusive lock.
                     continue;
@@ -408,71 +433,12 @@ impl File {
             }
             let g = m.inode_lock.write();
             let offset = if append { m.size() } else { offset };
-            break (offset, end_of(offset)?, InodeGuard::Exclusive(g));
+            end_of(offset)?;
+            break (offset, InodeGuard::Exclusive(g));
         };
         let dontcache = flags.contains(WriteFlags::DONTCACHE) && !m.memfile;
-        let mut created_dropbehind: Vec<FolioRef<'_>> = Vec::new();
-        let mut pos = offset;
-        while pos < end {
-            let index = pos / PAGE;
-            let last = (end - 1) / PAGE;
-            let count = (last - index + 1).min(WRITE_CHUNK_PAGES);
-            let mut folios = Vec::new();
-            if let Err(e) = m.grab(index, count, &mut folios, Insert::Batched, dontcache) {
-                return Err(self.write_error(e));
-            }
-            let size = m.size();
-            let mut failed = None;
-            let mut done = Vec::with_capacity(folios.len());
-            let mut folios = folios.into_iter();
-            for f in folios.by_ref() {
-                let fs = f.index() * PAGE;
-                let fe = fs + f.nr_pages() * PAGE;
-                let ws = pos.max(fs);
-                let we = end.min(fe);
-                if !f.test(FolioFlags::UPTODATE) {
-                    if ws > fs || we < fe {
-                        if m.memfile || fs >= size {
-                            m.zero_folio(&f, 0, (fe - fs) as usize);
-                        } else if let Err(e) = m.fill_folio(&f) {
-                            // The folio left the mapping.
-                            f.unlock();
-                            failed = Some(e);
-                            break;
-                        }
-                    }
-                    if dontcache && f.test(FolioFlags::DROPBEHIND) {
-                        created_dropbehind.push(f.clone());
-                    }
-                }
-                let from = (ws - offset) as usize;
-                let to = (we - offset) as usize;
-                m.copy_in(&f, (ws - fs) as usize, &buf[from..to]);
-                f.mark_uptodate();
-                pos = we;
-                done.push(f);
-            }
-            m.mark_dirty(&done);
-            if pos > m.size() {
-                // Before the folios unlock: writeback that locks them sees
-                // the size their data needs.
-                m.set_size(pos);
-            }
-            for f in done.iter().chain(folios.as_slice()) {
-                f.unlock();
-            }
-            if let Some(e) = failed {
-                return Err(e);
-            }
-        }
-        if dontcache {
-            drop(guard);
-            let r = m.writeback(offset / PAGE, (end - 1) / PAGE);
-            for f in &created_dropbehind {
-                m.drop_behind(f);
-            }
-            r?;
-        }
+        self.write_range(buf, offset, true, dontcache)?;
+        drop(guard);
         Ok(buf.len())
     }
 
@@ -535,44 +501,28 @@ impl File {
     ///
     /// # Errors
     /// `PermissionDenied` if not writable; `FileTooLarge` past `i64::MAX`;
-    /// the backing's `set_len` error (the cache has the new size then, and
-    /// the next sync sets the backing's again).
+    /// the backing's `set_len` error (then nothing changed).
     pub fn set_len(&self, size: u64) -> io::Result<()> {
         self.check_writable()?;
         check_size(size)?;
-        let m = self.mapping();
-        let _i = m.inode_lock.write();
-        let _inv = m.invalidate_lock.write();
-        let old = m.size();
-        if size < old {
-            // The size first: readers stop at it; then the folios.
-            m.set_size(size);
-            m.truncate_bytes(size, u64::MAX);
-        } else if size > old {
-            // The tail of the last folio past the old end is zero already
-            // (bytes past end of file are kept zero in the cache).
-            m.set_size(size);
-        }
-        if m.memfile || size == old {
-            return Ok(());
-        }
-        let _wb = m.wb_lock.lock();
-        m.backing.set_len(size)
+        self.mapping().truncate_to(size)
     }
 
     /// Deallocates `len` bytes at `offset`, keeping the size
     /// (`fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)`): the range
-    /// reads as zeros afterwards. Any offset and length: cached folios
-    /// wholly inside go (dirty ones included), the part inside of the
-    /// others is zeroed, and for a backed file the whole blocks inside are
-    /// punched on the backing and the partial blocks at the edges are
-    /// written as zeros (dirty in the cache). The part past end of file is
-    /// ignored.
+    /// reads as zeros afterwards. Any offset and length: for a backed file
+    /// the whole blocks inside are punched on the backing first, then the
+    /// cached folios wholly inside go (dirty ones included) and the part
+    /// inside of the others is zeroed, then the partial blocks at the edges
+    /// are written as zeros through the cache (dirty until written back).
+    /// The part past end of file is ignored.
     ///
     /// # Errors
     /// `PermissionDenied` if not writable; `InvalidInput` if the range
     /// overflows; the backing's error (e.g. `EOPNOTSUPP` where its
-    /// filesystem cannot punch holes), or a read error for an edge block.
+    /// filesystem cannot punch holes: then nothing changed), or a read
+    /// error for an edge block (then the whole blocks are punched and the
+    /// edges not yet zeroed).
     pub fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
         self.check_writable()?;
         let end = offset.checked_add(len).ok_or_else(|| {
@@ -590,79 +540,125 @@ impl File {
         let block = backing::BLOCK as u64;
         let inner_start = offset.div_ceil(block) * block;
         let inner_end = end / block * block;
-        if !m.memfile {
-            // The partial blocks at the edges: zeros written through the
-            // cache (so the backing gets them at writeback).
-            let zeros = vec![0u8; backing::BLOCK];
-            if inner_start > inner_end {
-                // Inside one block.
-                self.write_locked(&zeros[..(end - offset) as usize], offset)?;
-            } else {
-                if offset < inner_start {
-                    self.write_locked(&zeros[..(inner_start - offset) as usize], offset)?;
-                }
-                if inner_end < end && inner_end >= inner_start {
-                    self.write_locked(&zeros[..(end - inner_end) as usize], inner_end)?;
-                }
+        {
+            let _inv = m.invalidate_lock.write();
+            if m.memfile {
+                m.truncate_bytes(offset, end);
+                return Ok(());
+            }
+            if inner_start < inner_end {
+                // The backing first: if it refuses, nothing has changed.
+                // Writeback is held off until the cached folios there are
+                // gone, so none of them is written back over the hole.
+                let _wb = m.wb_lock.lock();
+                m.backing()
+                    .punch_hole(inner_start, inner_end - inner_start)?;
+                m.truncate_bytes(inner_start, inner_end);
             }
         }
-        let _inv = m.invalidate_lock.write();
-        if m.memfile {
-            m.truncate_bytes(offset, end);
-            return Ok(());
-        }
-        if inner_start < inner_end {
-            m.truncate_bytes(inner_start, inner_end);
-            let _wb = m.wb_lock.lock();
-            m.backing.punch_hole(inner_start, inner_end - inner_start)?;
+        // The partial blocks at the edges: zeros written through the cache
+        // (the backing gets them at writeback).
+        let zeros = vec![0u8; backing::BLOCK];
+        if inner_start > inner_end {
+            // Inside one block.
+            self.write_locked(&zeros[..(end - offset) as usize], offset)?;
+        } else {
+            if offset < inner_start {
+                self.write_locked(&zeros[..(inner_start - offset) as usize], offset)?;
+            }
+            if inner_end < end {
+                self.write_locked(&zeros[..(end - inner_end) as usize], inner_end)?;
+            }
         }
         Ok(())
     }
 
     /// A write inside the file by a caller holding `inode_lock`
-    /// exclusively (`punch_hole`'s edge blocks): the same steps as
-    /// [`write_at_flags`](Self::write_at_flags) without the lock and the
-    /// throttle.
+    /// exclusively (`punch_hole`'s edge blocks): no throttle.
     fn write_locked(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.write_range(buf, offset, false, false)
+    }
+
+    /// The write itself, under `inode_lock` (see the module
+    /// documentation), piece by piece: grab, fill partial folios, copy in,
+    /// mark dirty, extend the size, unlock. `throttle`: check the dirty
+    /// limit before each piece. `uncached`: the folios created are
+    /// dropbehind, and each piece is written back as soon as it is written
+    /// (its dropbehind folios leave the cache as their writeback ends), so
+    /// an uncached stream holds at most a piece of the cache.
+    fn write_range(
+        &self,
+        buf: &[u8],
+        offset: u64,
+        throttle: bool,
+        uncached: bool,
+    ) -> io::Result<()> {
         let m = self.mapping();
         let end = offset + buf.len() as u64;
-        let mut folios = Vec::new();
-        m.grab(
-            offset / PAGE,
-            (end - 1) / PAGE - offset / PAGE + 1,
-            &mut folios,
-            Insert::Batched,
-            false,
-        )?;
-        let mut result = Ok(());
-        let mut done = Vec::new();
-        let mut folios = folios.into_iter();
-        for f in folios.by_ref() {
-            let fs = f.index() * PAGE;
-            let fe = fs + f.nr_pages() * PAGE;
-            if !f.test(FolioFlags::UPTODATE) {
-                if fs >= m.size() {
-                    m.zero_folio(&f, 0, (fe - fs) as usize);
-                } else if let Err(e) = m.fill_folio(&f) {
-                    f.unlock();
-                    result = Err(e);
-                    break;
-                }
+        // A piece locks at most an eighth of the cache (a small cache
+        // shared by several writers and readers must not be locked whole
+        // by one of them).
+        let piece = (m.inner().arena.capacity_pages() as u64 / 8).clamp(1, WRITE_CHUNK_PAGES);
+        let mut pos = offset;
+        while pos < end {
+            let index = pos / PAGE;
+            let last = (end - 1) / PAGE;
+            let count = (last - index + 1).min(piece);
+            if throttle {
+                // Before each piece, with no folio locked: a write larger
+                // than the dirty limit writes back its own data as it goes.
+                m.throttle()?;
             }
-            let ws = offset.max(fs);
-            let we = end.min(fe);
-            m.copy_in(
-                &f,
-                (ws - fs) as usize,
-                &buf[(ws - offset) as usize..(we - offset) as usize],
-            );
-            f.mark_uptodate();
-            done.push(f);
+            let mut folios = Vec::new();
+            let first = pos / PAGE;
+            if let Err(e) = m.grab(index, count, &mut folios, Insert::Batched, uncached) {
+                return Err(self.write_error(e));
+            }
+            let size = m.size();
+            let mut failed = None;
+            let mut done = Vec::with_capacity(folios.len());
+            let mut folios = folios.into_iter();
+            for f in folios.by_ref() {
+                let fs = f.index() * PAGE;
+                let fe = fs + f.nr_pages() * PAGE;
+                let ws = pos.max(fs);
+                let we = end.min(fe);
+                // A new folio the write covers only in part: the rest from
+                // the backing, or zeros past end of file.
+                if !f.test(FolioFlags::UPTODATE) && (ws > fs || we < fe) {
+                    if m.memfile || fs >= size {
+                        m.zero_folio(&f, 0, (fe - fs) as usize);
+                    } else if let Err(e) = m.fill_folio(&f) {
+                        // The folio left the mapping.
+                        f.unlock();
+                        failed = Some(e);
+                        break;
+                    }
+                }
+                let from = (ws - offset) as usize;
+                let to = (we - offset) as usize;
+                m.copy_in(&f, (ws - fs) as usize, &buf[from..to]);
+                f.mark_uptodate();
+                pos = we;
+                done.push(f);
+            }
+            m.mark_dirty(&done);
+            if pos > m.size() {
+                // Before the folios unlock: writeback that locks them sees
+                // the size their data needs.
+                m.set_size(pos);
+            }
+            for f in done.iter().chain(folios.as_slice()) {
+                f.unlock();
+            }
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            if uncached {
+                // The error is also the next sync's to report.
+                m.writeback(first, (pos - 1) / PAGE)?;
+            }
         }
-        m.mark_dirty(&done);
-        for f in done.iter().chain(folios.as_slice()) {
-            f.unlock();
-        }
-        result
+        Ok(())
     }
 }
