@@ -43,9 +43,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use backing::aio::{EngineKind as IoKind, IoEngineConfig};
-use foliocache::{
-    Cache, CacheStats, Insert, Populate, ReadFlags, ReadaheadConfig, WriteFlags,
-};
+use foliocache::{Cache, CacheStats, Insert, Populate, ReadFlags, ReadaheadConfig, WriteFlags};
 
 use crate::report::fmt_size;
 use crate::scenario::JobSpec;
@@ -1130,7 +1128,10 @@ mod tests {
         assert_eq!(s.folio.grab, Insert::Batched);
         assert_eq!(s.folio.populate, Populate::Lazy);
         let plain = EngineSpec::plain(EngineKind::Foliocache);
-        assert_eq!((plain.folio.grab, plain.folio.huge), (Insert::Batched, true));
+        assert_eq!(
+            (plain.folio.grab, plain.folio.huge),
+            (Insert::Batched, true)
+        );
         assert!(EngineSpec::parse("foliocache[grab=some]")
             .unwrap_err()
             .contains("bad option `grab=some`"));

@@ -1361,13 +1361,26 @@ mod tests {
         assert_eq!(
             labels(j),
             [
-                "foliocache",
-                "foliocache[grab=single]",
+                POPULATE_FOLIO,
+                POPULATE_SINGLE,
+                POPULATE_LARGE,
                 "anon",
                 "anon[thp]",
                 "kernel"
             ]
         );
+        // The two that the grab target compares differ only in the insert
+        // mode; the large-folio row only in the folio size.
+        let e = &j.engines;
+        assert_eq!((e[0].folio.huge, e[0].folio.max_folio), (false, Some(4096)));
+        assert_eq!(e[0].folio.populate, foliocache::Populate::Eager);
+        assert_eq!(e[0].folio.grab, Insert::Batched);
+        let mut single = e[1].folio.clone();
+        single.grab = Insert::Batched;
+        assert_eq!(single, e[0].folio);
+        let mut large = e[2].folio.clone();
+        large.max_folio = Some(4096);
+        assert_eq!(large, e[0].folio);
         assert_eq!((j.rw, j.bs, j.numjobs), (Rw::Write, 2 << 20, 1));
         assert_eq!(j.file_size, 1 << 30);
         assert_eq!(j.capacity, Some(1 << 30), "no more arena than the data");
@@ -1381,12 +1394,32 @@ mod tests {
         assert_eq!(
             r,
             [
-                ("foliocache", "anon", Some(1.0 / 1.05)),
-                ("foliocache", "foliocache[grab=single]", Some(1.1)),
-                ("foliocache", "anon[thp]", None),
-                ("foliocache", "kernel", None),
+                (POPULATE_FOLIO, "anon", Some(1.0 / 1.05)),
+                (POPULATE_FOLIO, POPULATE_SINGLE, Some(1.1)),
+                (POPULATE_LARGE, "anon", None),
+                (POPULATE_FOLIO, POPULATE_LARGE, None),
+                (POPULATE_FOLIO, "anon[thp]", None),
+                (POPULATE_FOLIO, "kernel", None),
                 ("kernel", "anon", None),
             ]
+        );
+        // Engines given by their options in another order are found.
+        let p = plan_of(&[
+            "--scenario",
+            "populate",
+            "--engine",
+            "foliocache[grab=single,folio=4k,huge=off]",
+            "--engine",
+            "foliocache[folio=4k,huge=off]",
+        ]);
+        let r = &p.scenarios[0].ratios;
+        assert_eq!(r.len(), 1);
+        assert_eq!(
+            (r[0].numerator.as_str(), r[0].denominator.as_str()),
+            (
+                "foliocache[folio=4k,huge=off]",
+                "foliocache[grab=single,folio=4k,huge=off]"
+            )
         );
         assert_eq!(sc.targets.len(), 2);
         assert_eq!(
@@ -1467,10 +1500,9 @@ mod tests {
         assert!(err(&["--rw", "write", "--engine", "anon"]).contains("only populates memory"));
         assert!(err(&["--scenario", "populate", "--engine", "direct"])
             .contains("does not populate memory"));
-        assert!(
-            err(&["--rw", "write", "--engine", "foliocache[grab=single]"])
-                .contains("grab= is the populate scenario's")
-        );
+        // grab= is a write's insert mode: any write job takes it.
+        let p = plan_of(&["--rw", "write", "--engine", "foliocache[grab=single]"]);
+        assert_eq!(p.scenarios[0].jobs[0].engines[0].folio.grab, Insert::Single);
         // The custom job's default engines leave anon out.
         let p = plan_of(&["--rw", "write"]);
         assert_eq!(
