@@ -220,18 +220,19 @@ foliocache, foliocache[dontcache], kernel and dontcache, the last two in a
 memory cgroup limited to C where the machine allows; C = --capacity, 1G,
 256M with --quick; the hot reader paced to --hot-rate reads/s), populate
 (fill 3 GiB of fresh memory, 1 GiB with --quick, with 2 MiB writes, once:
-foliocache into a memfile, its arena's populate in its time;
-foliocache[grab=single]; anon, a memset of a fresh anonymous mapping;
-anon[thp], with huge pages as the arena asks; kernel, a memfd; each run
-after a 2 s pause so its memory is fresh) and write (a 1 GiB file, 128 MiB
-with --quick, written sequentially in 64 KiB, then an eighth of it at random
-in 4 KiB, one pass, fsync inside the figures: foliocache,
-foliocache[dontcache], kernel, direct, dontcache).
+foliocache[huge=off,folio=4k] into a memfile, its arena's populate (4 KiB
+pages) in its time; the same with grab=single; the same with folio=2m;
+anon, a memset of a fresh anonymous mapping; anon[thp], with huge pages;
+kernel, a memfd; each run after a 2 s pause so its memory is fresh) and
+write (a 1 GiB file, 128 MiB with --quick, written sequentially in 64 KiB,
+then an eighth of it at random in 4 KiB, one pass, fsync inside the
+figures: foliocache, foliocache[dontcache], kernel, direct, dontcache).
 foliocache engine options: populate=eager|lazy, folio=SIZE,
 insert=batched|single, ra=SIZE|kernel|off, io=uring|threads|auto, dontcache
 (every read with ReadFlags::DONTCACHE, from an empty cache; every write with
-WriteFlags::DONTCACHE), grab=batched|single (populate: the bench's own
-population loop over grab_folios / grab_folios_single instead of write_at).
+WriteFlags::DONTCACHE), grab=batched|single (how writes create their
+folios: File::set_write_insert), huge=on|off (the arena's transparent huge
+pages: CacheBuilder::huge_pages).
 anon engine options: thp (MADV_HUGEPAGE), populate (MADV_POPULATE_WRITE
 first, in the run's setup).";
 

@@ -323,13 +323,21 @@ fn summarise(specs: &[RatioSpec], runs: &[Vec<Vec<RunRecord>>]) -> Option<Summar
                 .filter(|(_, d)| d.bw_bytes > 0.0)
                 .map(|(n, d)| n.bw_bytes / d.bw_bytes)
                 .collect();
-            let mut sorted = per_round.clone();
-            sorted.sort_by(f64::total_cmp);
-            let median = match sorted.len() {
-                0 => f64::NAN,
-                n if n % 2 == 1 => sorted[n / 2],
-                n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+            let median = median_of(&per_round);
+            // A memory job's writes without their setup (the cache's build),
+            // for two foliocache engines (whose setups are alike).
+            let writes_bw = |r: &RunRecord| {
+                r.foliocache.as_ref()?;
+                let t = r.seconds - r.setup_s?;
+                (t > 0.0).then(|| r.bytes as f64 / t)
             };
+            let writes_alone: Option<Vec<f64>> = num
+                .iter()
+                .zip(den)
+                .map(|(n, d)| Some(writes_bw(n)? / writes_bw(d)?))
+                .collect::<Option<Vec<f64>>>()
+                .filter(|w| !w.is_empty());
+            let writes_alone_median = writes_alone.as_deref().map(median_of);
             let b = best(den);
             let of_job = s.job.and_then(|_| num.first()).map_or(String::new(), |r| {
                 format!(" ({} {})", r.rw, report::fmt_size(r.bs))
@@ -343,6 +351,8 @@ fn summarise(specs: &[RatioSpec], runs: &[Vec<Vec<RunRecord>>]) -> Option<Summar
                 per_round,
                 median_per_round: median,
                 target: s.target,
+                writes_alone_per_round: writes_alone,
+                writes_alone_median,
             })
         })
         .collect();
@@ -350,6 +360,17 @@ fn summarise(specs: &[RatioSpec], runs: &[Vec<Vec<RunRecord>>]) -> Option<Summar
         ratios,
         targets: Vec::new(),
     })
+}
+
+/// The median of `xs` (NaN if empty).
+fn median_of(xs: &[f64]) -> f64 {
+    let mut sorted = xs.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    match sorted.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
 }
 
 /// The scenario's memory limit as the report states it.
@@ -915,12 +936,12 @@ fn run_one(
                 } else {
                     "none"
                 },
-                write_path: match spec.folio.grab {
-                    None => "write_at",
-                    Some(foliocache::Insert::Batched) => "grab_folios",
-                    Some(foliocache::Insert::Single) => "grab_folios_single",
+                write_insert: match spec.folio.grab {
+                    foliocache::Insert::Batched => "grab_folios",
+                    foliocache::Insert::Single => "grab_folios_single",
                 },
-                write_flags: if spec.folio.dontcache && spec.folio.grab.is_none() {
+                huge_pages: spec.folio.huge,
+                write_flags: if spec.folio.dontcache {
                     "DONTCACHE"
                 } else {
                     "none"

@@ -11,14 +11,13 @@
 //! | `anon`       | -                                           | a `memset` of fresh anonymous memory (populate only) |
 //!
 //! The populate scenario's jobs write into memory, not files
-//! ([`JobSpec::memory`]): `foliocache` into a memfile
-//! (`Cache::memfile`, `File::write_at`), `foliocache[grab=batched|single]`
-//! by a population loop over the mapping's `grab_folios` or
-//! `grab_folios_single`, each folio filled by a copy from a
-//! [`SourceBacking`], `kernel` into a `memfd` with `pwrite`, `anon` into a
-//! fresh anonymous mapping with `memset`. Every run gets fresh memory (a new
-//! cache, mapping or memfd), and the time to build foliocache's cache (its
-//! arena's populate with `populate=eager`) is part of the run.
+//! ([`JobSpec::memory`]): `foliocache` into a memfile (`Cache::memfile`,
+//! `File::write_at`; with `grab=single` its writes create their folios one
+//! at a time, `File::set_write_insert(Insert::Single)`), `kernel` into a
+//! `memfd` with `pwrite`, `anon` into a fresh anonymous mapping with
+//! `memset`. Every run gets fresh memory (a new cache, mapping or memfd),
+//! and the time to build foliocache's cache (its arena's populate with
+//! `populate=eager`) is part of the run.
 //!
 //! Before a warm run (the default), the caching engines are warmed right
 //! before their measurement: foliocache by one read pass through its cache
@@ -44,11 +43,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use backing::aio::{EngineKind as IoKind, IoEngineConfig};
-use backing::{Backing, BackingInfo, DataPath, IoBuf, IoBufMut};
-use foliocache::folio::FolioFlags;
-use foliocache::{
-    Cache, CacheStats, FolioRef, Insert, Populate, ReadFlags, ReadaheadConfig, WriteFlags,
-};
+use foliocache::{Cache, CacheStats, Insert, Populate, ReadFlags, ReadaheadConfig, WriteFlags};
 
 use crate::report::fmt_size;
 use crate::scenario::JobSpec;
@@ -144,12 +139,14 @@ pub struct FolioOptions {
     /// with [`ReadFlags::DONTCACHE`] from an empty cache, `write_at_flags`
     /// with `WriteFlags::DONTCACHE`.
     pub dontcache: bool,
-    /// The populate scenario's population loop (`grab=batched|single`):
-    /// instead of `File::write_at` into a memfile, the bench's own loop
-    /// over `Mapping::grab_folios` (batched) or `grab_folios_single` (one
-    /// folio at a time), each created folio filled by a copy (a read from
-    /// a [`SourceBacking`]). `None`: `File::write_at`.
-    pub grab: Option<Insert>,
+    /// How writes create the folios they need (`grab=batched|single`;
+    /// batched by default): `File::set_write_insert`, so that `write_at`
+    /// grabs them with `Mapping::grab_folios` or one at a time with
+    /// `grab_folios_single`.
+    pub grab: Insert,
+    /// Whether the arena asks for transparent huge pages (`huge=on|off`;
+    /// on by default, as the library: `CacheBuilder::huge_pages`).
+    pub huge: bool,
 }
 
 impl Default for FolioOptions {
@@ -161,7 +158,8 @@ impl Default for FolioOptions {
             insert: Insert::Batched,
             io: IoKind::Auto,
             dontcache: false,
-            grab: None,
+            grab: Insert::Batched,
+            huge: true,
         }
     }
 }
@@ -187,7 +185,6 @@ impl FolioOptions {
         FolioMode {
             read: self.read_flags(),
             dontcache_writes: self.dontcache,
-            grab: self.grab,
         }
     }
 
@@ -322,7 +319,7 @@ impl EngineSpec {
 fn parse_folio_option(opt: &str, folio: &mut FolioOptions) -> Result<(), String> {
     const SUPPORTED: &str = "supported: populate=eager|lazy, folio=SIZE, \
                              insert=batched|single, ra=SIZE|kernel|off, io=uring|threads|auto, \
-                             dontcache, grab=batched|single";
+                             dontcache, grab=batched|single, huge=on|off";
     let (key, value) = match opt.split_once('=') {
         Some((k, v)) => (k.trim(), Some(v.trim())),
         None => (opt, None),
@@ -356,9 +353,11 @@ fn parse_folio_option(opt: &str, folio: &mut FolioOptions) -> Result<(), String>
         ("io", Some("threads")) => folio.io = IoKind::Threads,
         ("io", Some("auto")) => folio.io = IoKind::Auto,
         ("dontcache", None) => folio.dontcache = true,
-        ("grab", Some("batched")) => folio.grab = Some(Insert::Batched),
-        ("grab", Some("single")) => folio.grab = Some(Insert::Single),
-        ("populate" | "folio" | "insert" | "ra" | "io" | "dontcache" | "grab", _) => {
+        ("grab", Some("batched")) => folio.grab = Insert::Batched,
+        ("grab", Some("single")) => folio.grab = Insert::Single,
+        ("huge", Some("on")) => folio.huge = true,
+        ("huge", Some("off")) => folio.huge = false,
+        ("populate" | "folio" | "insert" | "ra" | "io" | "dontcache" | "grab" | "huge", _) => {
             return Err(format!(
                 "foliocache engine: bad option `{opt}` ({SUPPORTED})"
             ))
@@ -493,9 +492,6 @@ pub struct FolioMode {
     pub read: ReadFlags,
     /// Every write is uncached (`WriteFlags::DONTCACHE`).
     pub dontcache_writes: bool,
-    /// Writes are the bench's population loop over `grab_folios`
-    /// (batched) or `grab_folios_single`, not `File::write_at`.
-    pub grab: Option<Insert>,
 }
 
 /// Reads and writes through foliocache's `File`.
@@ -509,176 +505,6 @@ impl BlockIo for FolioIo<'_> {
     #[inline]
     fn write(&mut self, buf: &[u8], off: u64) -> io::Result<usize> {
         folio_write(self.0, buf, off, self.1.dontcache_writes)
-    }
-}
-
-/// The population loop of `foliocache[grab=batched|single]`: for each
-/// write, the mapping's folios over its pages are grabbed (found or
-/// created, and locked) with `grab_folios` or `grab_folios_single`, and
-/// every created folio is filled by `read_folio` (batched: `read_folios`,
-/// one call per run of created folios) from the file's [`SourceBacking`],
-/// whose reads are copies from a buffer of the data, as a write's copy
-/// is; the fill marks the folio uptodate and unlocks it. A folio that was
-/// there already is unlocked as it is (the library has no public way to
-/// write into a folio: the populate scenario writes each page once).
-pub struct GrabIo<'a> {
-    file: &'a foliocache::File,
-    single: bool,
-    folios: Vec<FolioRef<'a>>,
-    created: Vec<FolioRef<'a>>,
-}
-
-impl<'a> GrabIo<'a> {
-    /// A loop over `file`'s mapping, one folio at a time if `single`.
-    pub fn new(file: &'a foliocache::File, single: bool) -> Self {
-        GrabIo {
-            file,
-            single,
-            folios: Vec::with_capacity(64),
-            created: Vec::with_capacity(64),
-        }
-    }
-
-    /// Fills the created folios gathered so far (a contiguous run).
-    fn fill(&mut self) -> io::Result<()> {
-        let m = self.file.mapping();
-        let r = if self.single {
-            self.created.iter().try_for_each(|f| m.read_folio(f))
-        } else {
-            m.read_folios(&self.created)
-        };
-        self.created.clear();
-        r
-    }
-}
-
-impl BlockIo for GrabIo<'_> {
-    fn read(&mut self, buf: &mut [u8], off: u64) -> io::Result<usize> {
-        self.file.read_at(buf, off)
-    }
-
-    fn write(&mut self, buf: &[u8], off: u64) -> io::Result<usize> {
-        let page = sys::PAGE as u64;
-        if off % page != 0 || buf.len() as u64 % page != 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "the population loop writes whole pages",
-            ));
-        }
-        let m = self.file.mapping();
-        let mut index = off / page;
-        let end = index + buf.len() as u64 / page;
-        while index < end {
-            let got = if self.single {
-                m.grab_folios_single(index, end - index, &mut self.folios)?
-            } else {
-                m.grab_folios(index, end - index, &mut self.folios)?
-            };
-            if got == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::OutOfMemory,
-                    "grab_folios covered no page",
-                ));
-            }
-            for f in self.folios.drain(..) {
-                if f.test(FolioFlags::UPTODATE) {
-                    f.unlock();
-                } else {
-                    self.created.push(f);
-                }
-            }
-            let r = self.fill();
-            // Whatever the fill did not reach is still locked: unlock it.
-            for f in self.created.drain(..) {
-                f.unlock();
-            }
-            r?;
-            index += got;
-        }
-        Ok(buf.len())
-    }
-}
-
-/// A read-only, in-memory source for the population loop
-/// ([`GrabIo`]): `len` bytes whose reads copy a 2 MiB buffer of data
-/// (the data generator's, [`crate::data::fill`]) into the folios, as a
-/// write copies the caller's buffer. It stores nothing; writes fail.
-pub struct SourceBacking {
-    len: u64,
-    data: Vec<u8>,
-}
-
-impl SourceBacking {
-    /// The size of the buffer a read copies from, over and over.
-    const CHUNK: usize = 2 << 20;
-
-    /// A source of `len` bytes.
-    pub fn new(len: u64) -> Self {
-        let mut data = vec![0u8; Self::CHUNK];
-        crate::data::fill(crate::data::FILE_SEED, 0, &mut data);
-        SourceBacking { len, data }
-    }
-
-    fn read_only() -> io::Error {
-        io::Error::new(
-            io::ErrorKind::Unsupported,
-            "the population loop's source is read-only",
-        )
-    }
-}
-
-impl Backing for SourceBacking {
-    fn len(&self) -> io::Result<u64> {
-        Ok(self.len)
-    }
-
-    fn read_blocks(&self, bufs: &mut [IoBufMut<'_>], offset: u64) -> io::Result<usize> {
-        let mut pos = offset;
-        let mut total = 0;
-        for b in bufs.iter_mut() {
-            let b: &mut [u8] = b;
-            let n = (b.len() as u64).min(self.len.saturating_sub(pos)) as usize;
-            let mut done = 0;
-            while done < n {
-                let at = ((pos + done as u64) % Self::CHUNK as u64) as usize;
-                let k = (n - done).min(Self::CHUNK - at);
-                b[done..done + k].copy_from_slice(&self.data[at..at + k]);
-                done += k;
-            }
-            b[n..].fill(0);
-            pos += n as u64;
-            total += n;
-        }
-        Ok(total)
-    }
-
-    fn write_blocks(&self, _bufs: &[IoBuf<'_>], _offset: u64) -> io::Result<usize> {
-        Err(Self::read_only())
-    }
-
-    fn set_len(&self, _len: u64) -> io::Result<()> {
-        Err(Self::read_only())
-    }
-
-    fn sync_data(&self) -> io::Result<()> {
-        Ok(())
-    }
-
-    fn sync_all(&self) -> io::Result<()> {
-        Ok(())
-    }
-
-    fn punch_hole(&self, _offset: u64, _len: u64) -> io::Result<()> {
-        Err(Self::read_only())
-    }
-
-    fn info(&self) -> BackingInfo {
-        BackingInfo::new(
-            "source",
-            DataPath::Memory,
-            "memcpy",
-            "the population loop's source: reads copy a 2 MiB buffer of data",
-        )
     }
 }
 
@@ -875,8 +701,7 @@ impl Engines {
 
     /// A memory job's engine (the populate scenario): fresh memory for
     /// every run: anonymous mappings (`anon`), memfds (`kernel`), or a new
-    /// cache with a memfile per job thread (`foliocache`; with `grab=`, a
-    /// file over a [`SourceBacking`] for the population loop). The setup's
+    /// cache with a memfile per job thread (`foliocache`). The setup's
     /// time is part of the run.
     fn prepare_memory(
         &mut self,
@@ -915,12 +740,12 @@ impl Engines {
             EngineKind::Foliocache => {
                 let cache = build_cache(spec, mode.capacity)?;
                 let handles = (0..n)
-                    .map(|i| match spec.folio.grab {
-                        None => folio_memfile(&cache, &format!("populate-{i}")),
-                        Some(_) => cache.open_backing(SourceBacking::new(job.file_size)),
-                    })
+                    .map(|i| folio_memfile(&cache, &format!("populate-{i}")))
                     .collect::<io::Result<Vec<_>>>()
                     .context("foliocache engine: opening the memory file")?;
+                for f in &handles {
+                    f.set_write_insert(spec.folio.grab);
+                }
                 setup.folio_before = Some(FolioBefore {
                     stats: cache.stats(),
                     warm: None,
@@ -1006,7 +831,9 @@ impl Engines {
                     .with_context(|| format!("foliocache engine: opening {}", p.display()))?;
                 state.files.insert(p.clone(), f);
             }
-            handles.push(state.files[p].clone());
+            let f = state.files[p].clone();
+            f.set_write_insert(spec.folio.grab);
+            handles.push(f);
         }
         let warm = if fresh {
             None
@@ -1089,6 +916,7 @@ fn build_cache(spec: &EngineSpec, capacity: u64) -> Result<Cache> {
     let mut b = Cache::builder()
         .capacity(usize::try_from(capacity).context("capacity too large")?)
         .populate(spec.folio.populate)
+        .huge_pages(spec.folio.huge)
         .readahead(spec.folio.readahead())
         .io_engine(IoEngineConfig::new().kind(spec.folio.io));
     if let Some(f) = spec.folio.max_folio {
@@ -1295,15 +1123,28 @@ mod tests {
     #[test]
     fn grab_and_anon_options() {
         let s = EngineSpec::parse("foliocache[grab=single]").unwrap();
-        assert_eq!(s.folio.grab, Some(Insert::Single));
-        assert_eq!(s.folio.mode().grab, Some(Insert::Single));
+        assert_eq!(s.folio.grab, Insert::Single);
         let s = EngineSpec::parse("foliocache[grab=batched,populate=lazy]").unwrap();
-        assert_eq!(s.folio.grab, Some(Insert::Batched));
+        assert_eq!(s.folio.grab, Insert::Batched);
         assert_eq!(s.folio.populate, Populate::Lazy);
-        assert_eq!(EngineSpec::plain(EngineKind::Foliocache).folio.grab, None);
+        let plain = EngineSpec::plain(EngineKind::Foliocache);
+        assert_eq!(
+            (plain.folio.grab, plain.folio.huge),
+            (Insert::Batched, true)
+        );
         assert!(EngineSpec::parse("foliocache[grab=some]")
             .unwrap_err()
             .contains("bad option `grab=some`"));
+        let s = EngineSpec::parse("foliocache[huge=off,folio=4k,grab=single]").unwrap();
+        assert_eq!(s.label, "foliocache[huge=off,folio=4k,grab=single]");
+        assert!(!s.folio.huge);
+        assert_eq!(s.folio.max_folio, Some(4096));
+        assert_eq!(s.folio.grab, Insert::Single);
+        assert!(EngineSpec::parse("foliocache[huge=on]").unwrap().folio.huge);
+        for bad in ["foliocache[huge]", "foliocache[huge=no]"] {
+            let e = EngineSpec::parse(bad).unwrap_err();
+            assert!(e.contains("bad option") && e.contains("huge=on|off"), "{e}");
+        }
         let s = EngineSpec::parse("anon[thp,populate]").unwrap();
         assert_eq!(s.kind, EngineKind::Anon);
         assert_eq!(
@@ -1318,29 +1159,6 @@ mod tests {
             .contains("supported: thp, populate"));
         let s = EngineSpec::parse("foliocache[dontcache]").unwrap();
         assert!(s.folio.mode().dontcache_writes);
-    }
-
-    #[test]
-    fn source_backing_reads_its_data_and_zeros_past_the_end() {
-        let src = SourceBacking::new(3 << 20);
-        let mut want = vec![0u8; 2 << 20];
-        crate::data::fill(crate::data::FILE_SEED, 0, &mut want);
-        let mut a = AlignedBuf::new(1 << 20, 0).unwrap();
-        let mut b = AlignedBuf::new(1 << 20, 0).unwrap();
-        // 1.5 MiB in: the second buffer crosses the 2 MiB wrap and ends
-        // 0.5 MiB past end of file.
-        let mut bufs = [
-            IoBufMut::new(a.as_mut_slice()).unwrap(),
-            IoBufMut::new(b.as_mut_slice()).unwrap(),
-        ];
-        let off = 3 << 19;
-        assert_eq!(src.read_blocks(&mut bufs, off as u64).unwrap(), 3 << 19);
-        assert_eq!(&bufs[0][..1 << 19], &want[off..]);
-        assert_eq!(&bufs[0][1 << 19..], &want[..1 << 19]);
-        assert_eq!(&bufs[1][..1 << 19], &want[1 << 19..1 << 20]);
-        assert!(bufs[1][1 << 19..].iter().all(|&x| x == 0));
-        let none: &[IoBuf<'_>] = &[];
-        assert!(src.write_blocks(none, 0).is_err());
     }
 
     #[test]

@@ -35,7 +35,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::clock::{Clock, ClockKind, Mono, Tsc};
 use crate::data::{self, Generator, FILE_SEED};
-use crate::engine::{AnonIo, BlockIo, DontcacheIo, FolioIo, GrabIo, MmapIo, PreadIo, Prepared};
+use crate::engine::{AnonIo, BlockIo, DontcacheIo, FolioIo, MmapIo, PreadIo, Prepared};
 use crate::hist::Histogram;
 use crate::report::fmt_bw;
 use crate::scenario::JobSpec;
@@ -216,16 +216,10 @@ pub fn run(prepared: &Prepared, job: &JobSpec, opts: RunOptions, label: &str) ->
                     let io = MmapIo(&ms[f]);
                     s.spawn(move || thread_main(io, rw.is_write(), bs, offs, sh, slot))
                 }
-                Prepared::Folio(fs, mode) => match mode.grab {
-                    Some(insert) => {
-                        let io = GrabIo::new(&fs[f], insert == foliocache::Insert::Single);
-                        s.spawn(move || thread_main(io, rw.is_write(), bs, offs, sh, slot))
-                    }
-                    None => {
-                        let io = FolioIo(&fs[f], *mode);
-                        s.spawn(move || thread_main(io, rw.is_write(), bs, offs, sh, slot))
-                    }
-                },
+                Prepared::Folio(fs, mode) => {
+                    let io = FolioIo(&fs[f], *mode);
+                    s.spawn(move || thread_main(io, rw.is_write(), bs, offs, sh, slot))
+                }
                 Prepared::Anon(ms) => {
                     let io = AnonIo(&ms[f]);
                     s.spawn(move || thread_main(io, rw.is_write(), bs, offs, sh, slot))

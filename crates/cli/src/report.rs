@@ -138,6 +138,15 @@ pub struct Ratio {
     pub median_per_round: f64,
     /// The issue's target for it, if any.
     pub target: Option<f64>,
+    /// For a memory job (populate) of two foliocache engines: the ratio
+    /// of the writes alone (each run's bytes over its time without its
+    /// setup, the cache's build) in each round; beside the whole runs'
+    /// ratio, which the target judges.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub writes_alone_per_round: Option<Vec<f64>>,
+    /// The median of `writes_alone_per_round`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub writes_alone_median: Option<f64>,
 }
 
 /// Latency percentiles, in nanoseconds.
@@ -244,10 +253,13 @@ pub struct FolioFigures {
     pub evictions: u64,
     /// The flags of every read of the run: `none` or `DONTCACHE`.
     pub read_flags: &'static str,
-    /// How the run's writes went in: `write_at` (`File::write_at_flags`,
-    /// flags `none` or `DONTCACHE`), or the populate scenario's population
-    /// loop, `grab_folios` or `grab_folios_single`.
-    pub write_path: &'static str,
+    /// How the run's writes (`File::write_at_flags`) created their folios
+    /// (`File::set_write_insert`, engine option `grab=`): `grab_folios`
+    /// (batched, the default) or `grab_folios_single` (one at a time).
+    pub write_insert: &'static str,
+    /// Whether the arena asked for transparent huge pages (engine option
+    /// `huge=on|off`, `CacheBuilder::huge_pages`).
+    pub huge_pages: bool,
     /// The flags of every write of the run: `none` or `DONTCACHE`.
     pub write_flags: &'static str,
     /// Writes issued to the backing during the run (writeback, sync).
@@ -512,8 +524,14 @@ pub fn block(r: &RunRecord, scenario: &str, run: Option<(u32, u32)>) -> String {
     if let Some(f) = &r.foliocache {
         let _ = writeln!(
             s,
-            "    foliocache: capacity {}, arena populated {} in {:.3} s at build ({}){}",
+            "    foliocache: capacity {} ({}, folios up to {}), arena populated {} in {:.3} s at build ({}){}",
             fmt_size_approx(r.capacity.unwrap_or(0)),
+            if f.huge_pages {
+                "huge pages asked for"
+            } else {
+                "4 KiB pages, huge=off"
+            },
+            fmt_size_approx(f.max_folio_bytes.unwrap_or(2 << 20)),
             f.populate,
             f.populate_s,
             if r.setup_s.is_some() {
@@ -544,9 +562,9 @@ pub fn block(r: &RunRecord, scenario: &str, run: Option<(u32, u32)>) -> String {
         if r.rw == "write" || r.rw == "randwrite" {
             let _ = writeln!(
                 s,
-                "    foliocache: writes by {} (flags {}); during the run {} write IOs ({}{}), {} \
+                "    foliocache: writes by write_at, folios by {} (flags {}); during the run {} write IOs ({}{}), {} \
                  throttled waits, {} writeback errors; {} dirty after the run",
-                f.write_path,
+                f.write_insert,
                 f.write_flags,
                 f.io_writes,
                 fmt_size_approx(f.io_write_bytes),
@@ -905,6 +923,15 @@ pub fn table(sc: &ScenarioReport, repeat: u32) -> String {
                     crate::bench::fmt_ratio(t)
                 ))
             );
+            if let (Some(w), Some(m)) = (&r.writes_alone_per_round, r.writes_alone_median) {
+                let rounds: Vec<String> = w.iter().map(|x| format!("{x:.2}x")).collect();
+                let _ = writeln!(
+                    s,
+                    "   {:<nw$}          rounds {} (median {m:.2}x)",
+                    "  (the writes alone, setup left out)",
+                    rounds.join(" "),
+                );
+            }
         }
         if !sum.targets.is_empty() {
             let _ = writeln!(s, "   targets:");
@@ -1093,7 +1120,11 @@ fn setup_table(s: &mut String, sc: &ScenarioReport, ew: usize) {
         let (populate, how) = match &r.foliocache {
             Some(f) => (
                 format!("{:.3} s {}", f.populate_s, f.populate),
-                f.write_path.to_string(),
+                format!(
+                    "{}, {} pages",
+                    f.write_insert,
+                    if f.huge_pages { "huge" } else { "4 KiB" }
+                ),
             ),
             None => ("-".to_string(), String::new()),
         };

@@ -16,6 +16,7 @@ use crate::clock::ClockKind;
 use crate::engine::{EngineKind, EngineSpec};
 use crate::report::fmt_size;
 use crate::sys::PAGE;
+use foliocache::Insert;
 
 /// The scenarios this build has, in the order `--seeds` runs them.
 pub const NAMES: [&str; 6] = [
@@ -73,21 +74,32 @@ const POPULATE_BS: u64 = 2 << 20;
 /// a page; without the pause a run would reuse the pages the run before it
 /// freed, still backed, and look several times faster.
 pub const POPULATE_SETTLE: Duration = Duration::from_millis(2000);
-/// The foliocache engine of the populate scenario: `File::write_at` into
-/// a memfile, its arena populated as [`POPULATE_MODE_WHY`] says.
-pub const POPULATE_FOLIO: &str = "foliocache";
-/// Why the populate scenario's foliocache populates its arena as it does.
+/// The populate scenario's foliocache engine, the one its targets judge:
+/// `File::write_at` into a memfile, whose writes grab their folios with
+/// `grab_folios`, 4 KiB folios and pages, the arena populated as
+/// [`POPULATE_MODE_WHY`] says.
+pub const POPULATE_FOLIO: &str = "foliocache[huge=off,folio=4k]";
+/// The same, its writes creating their folios one at a time
+/// (`File::set_write_insert(Insert::Single)`): the only difference.
+pub const POPULATE_SINGLE: &str = "foliocache[huge=off,folio=4k,grab=single]";
+/// The same as [`POPULATE_FOLIO`] with 2 MiB folios: one folio per write,
+/// so batching has nothing to batch.
+pub const POPULATE_LARGE: &str = "foliocache[huge=off,folio=2m]";
+/// Why the populate scenario's foliocache engines populate their arena as
+/// they do, and why 4 KiB folios.
 ///
-/// Measured on this VM (1 GiB, best of 3, each run fresh memory): eager
-/// 264-505 MiB/s in all, lazy 297-486 MiB/s: the same within the noise,
-/// because both fault the arena in as transparent huge pages (the arena
-/// asks for them), eager with `MADV_POPULATE_WRITE` at build, lazy by the
-/// first write to each 2 MiB; eager keeps those faults out of the writes
-/// (a 2 MiB write: 78 us at the median, against 5.2 ms lazy).
-pub const POPULATE_MODE_WHY: &str = "populate=eager: the arena is faulted in at build with \
-     MADV_POPULATE_WRITE, and that time is part of the run; populate=lazy (faulting on first \
-     write) measured the same within the noise here, both faulting huge pages, and puts the \
-     faults in the writes";
+/// Measured on this VM (1 GiB, fresh memory each time): the first touch of
+/// transparent huge pages (the arena asks for them by default) ran at
+/// 0.26-0.45 GiB/s, `MADV_POPULATE_WRITE` of 4 KiB pages at 0.9-2.7 GiB/s
+/// (a `memset` of 4 KiB pages 0.4-2.2 GiB/s). Eager keeps the faults out
+/// of the writes (lazy measured the same in all, with huge pages, and
+/// put 5 ms faults in 2 MiB writes).
+pub const POPULATE_MODE_WHY: &str = "huge=off with populate=eager: the arena is faulted in at \
+     build as 4 KiB pages with MADV_POPULATE_WRITE (0.9-2.7 GiB/s on this VM, against \
+     0.26-0.45 GiB/s for the transparent huge pages the arena asks for by default; anon[thp] \
+     shows that cost), and that build is part of the run; folio=4k: a 2 MiB write is 512 \
+     folios, which grab_folios creates in one batch and grab=single one at a time (with \
+     2 MiB folios, the folio=2m row, a write is one folio either way)";
 /// The target of population through `grab_folios`: at most this many
 /// times the time of the anonymous memset.
 const POPULATE_MAX_TIME_VS_ANON: f64 = 1.05;
@@ -785,15 +797,14 @@ fn uncached(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
 }
 
 /// `populate`, seed (e): one thread fills fresh memory of S (3 GiB, 1 GiB
-/// with `--quick`, `--size`) with 2 MiB writes, once: `foliocache`
-/// (`File::write_at` into a memfile of a new cache of S, whose writes grab
-/// their folios with `grab_folios`), `foliocache[grab=batched]` and
-/// `foliocache[grab=single]` (the bench's population loop over
-/// `grab_folios` and `grab_folios_single`, each folio filled by a copy),
-/// `anon` (a `memset` of a fresh anonymous mapping) and `kernel` (a memfd
-/// written with `pwrite`). Each run starts with fresh memory after a pause
-/// ([`POPULATE_SETTLE`]), and its setup (the cache's build with its arena's
-/// populate) is part of its time.
+/// with `--quick`, `--size`) with 2 MiB writes, once: [`POPULATE_FOLIO`]
+/// (`File::write_at` into a memfile of a new cache of S, 4 KiB folios,
+/// grabbed with `grab_folios`), [`POPULATE_SINGLE`] (the same, one folio
+/// at a time), [`POPULATE_LARGE`] (2 MiB folios), `anon` (a `memset` of a
+/// fresh anonymous mapping), `anon[thp]` (with `MADV_HUGEPAGE`) and
+/// `kernel` (a memfd written with `pwrite`). Each run starts with fresh
+/// memory after a pause ([`POPULATE_SETTLE`]), and its setup (the cache's
+/// build with its arena's populate) is part of its time.
 fn populate(args: &BenchArgs, quick: bool) -> Scenario {
     let size = args.size.unwrap_or(if quick {
         POPULATE_QUICK_SIZE
@@ -803,7 +814,8 @@ fn populate(args: &BenchArgs, quick: bool) -> Scenario {
     let engines: Vec<EngineSpec> = if args.engines.is_empty() {
         [
             POPULATE_FOLIO,
-            "foliocache[grab=single]",
+            POPULATE_SINGLE,
+            POPULATE_LARGE,
             "anon",
             "anon[thp]",
             "kernel",
@@ -837,16 +849,34 @@ fn populate(args: &BenchArgs, quick: bool) -> Scenario {
         memory: true,
         settle: Some(settle),
     };
-    let has = |l: &str| engines.iter().any(|e| e.label == l);
-    let folio = engines
-        .iter()
-        .find(|e| e.kind == EngineKind::Foliocache && e.folio.grab.is_none())
-        .map(|e| e.label.clone());
-    let single = has("foliocache[grab=single]").then(|| "foliocache[grab=single]".to_string());
-    let batched = has("foliocache[grab=batched]").then(|| "foliocache[grab=batched]".to_string());
-    let anon = has("anon").then(|| "anon".to_string());
-    let anon_thp = has("anon[thp]").then(|| "anon[thp]".to_string());
-    let kernel = has("kernel").then(|| "kernel".to_string());
+    // An engine of the list by its label, or else by its options (so that
+    // `--engine 'foliocache[folio=4k,huge=off]'` is the same engine).
+    let find = |want: &str| -> Option<String> {
+        let w = EngineSpec::parse(want).ok()?;
+        engines
+            .iter()
+            .find(|e| e.label == w.label)
+            .or_else(|| {
+                engines
+                    .iter()
+                    .find(|e| e.kind == w.kind && e.folio == w.folio && e.anon == w.anon)
+            })
+            .map(|e| e.label.clone())
+    };
+    // The targets' engines: the defaults', or else the first foliocache
+    // engine that grabs in batches and the first that grabs one at a time.
+    let first_folio = |grab: Insert| {
+        engines
+            .iter()
+            .find(|e| e.kind == EngineKind::Foliocache && e.folio.grab == grab)
+            .map(|e| e.label.clone())
+    };
+    let folio = find(POPULATE_FOLIO).or_else(|| first_folio(Insert::Batched));
+    let single = find(POPULATE_SINGLE).or_else(|| first_folio(Insert::Single));
+    let large = find(POPULATE_LARGE).filter(|l| Some(l) != folio.as_ref());
+    let anon = find("anon");
+    let anon_thp = find("anon[thp]");
+    let kernel = find("kernel");
     let mut ratios = Vec::new();
     let mut targets = Vec::new();
     let mut ratio = |n: &Option<String>, d: &Option<String>, target: Option<f64>| {
@@ -869,8 +899,8 @@ fn populate(args: &BenchArgs, quick: bool) -> Scenario {
     };
     ratio(&folio, &anon, Some(1.0 / POPULATE_MAX_TIME_VS_ANON));
     ratio(&folio, &single, Some(POPULATE_MIN_VS_SINGLE));
-    ratio(&batched, &single, None);
-    ratio(&batched, &anon, None);
+    ratio(&large, &anon, None);
+    ratio(&folio, &large, None);
     ratio(&folio, &anon_thp, None);
     ratio(&folio, &kernel, None);
     ratio(&kernel, &anon, None);
@@ -878,20 +908,18 @@ fn populate(args: &BenchArgs, quick: bool) -> Scenario {
         name: "populate".into(),
         description: format!(
             "Seed (e), batched folio population: one thread fills {} of fresh memory with {} \
-             writes, once: foliocache writes into a memfile of a new cache of {} \
-             (File::write_at, which grabs its folios with grab_folios; {POPULATE_MODE_WHY}), \
-             foliocache[grab=batched|single] run the bench's population loop over \
-             grab_folios or grab_folios_single (one folio at a time), each created folio \
-             filled by a copy from a source buffer; anon memsets a fresh anonymous mapping \
-             (its page faults included), anon[thp] one that asks for transparent huge pages \
-             as foliocache's arena does (what the arena's first touch costs without the \
-             cache); kernel writes a memfd with pwrite. First touch of \
-             fresh memory costs 3-13 us a page on this VM: every run gets fresh memory, after \
-             a pause of {:.1} s so that the pages the last run freed have gone back to the \
-             host, and its setup (mapping, memfd, or the cache's build with its arena's \
-             populate) is part of its time. Targets: foliocache in at most {:.2}x the \
-             anonymous memset's time (bandwidth at least {:.3}x), and at least {:.1}x \
-             foliocache[grab=single].",
+             writes, once: {POPULATE_FOLIO} writes into a memfile of a new cache of {} \
+             (File::write_at, which grabs its folios with grab_folios; {POPULATE_MODE_WHY}); \
+             {POPULATE_SINGLE} is the same with File::set_write_insert(Insert::Single); \
+             {POPULATE_LARGE} the same with 2 MiB folios; anon memsets a fresh anonymous \
+             mapping (its page faults included), anon[thp] one that asks for transparent huge \
+             pages as foliocache's arena does by default; kernel writes a memfd with pwrite. \
+             First touch of fresh memory costs 3-13 us a page on this VM: every run gets fresh \
+             memory, after a pause of {:.1} s so that the pages the last run freed have gone \
+             back to the host, and its setup (mapping, memfd, or the cache's build with its \
+             arena's populate) is part of its time. Targets: {POPULATE_FOLIO} in at most \
+             {:.2}x the anonymous memset's time (bandwidth at least {:.3}x), and at least \
+             {:.1}x {POPULATE_SINGLE}.",
             fmt_size(size),
             fmt_size(bs),
             crate::report::fmt_size_approx(job.capacity.unwrap_or(capacity)),
@@ -1067,13 +1095,6 @@ fn check_job(j: &JobSpec, args: &BenchArgs) -> Result<(), String> {
         if !j.memory && !e.kind.on_files() {
             return Err(format!(
                 "engine `{}` only populates memory: use it with --scenario populate",
-                e.label
-            ));
-        }
-        if e.folio.grab.is_some() && !j.memory {
-            return Err(format!(
-                "engine `{}`: grab= is the populate scenario's population loop: use it with \
-                 --scenario populate",
                 e.label
             ));
         }
@@ -1340,13 +1361,26 @@ mod tests {
         assert_eq!(
             labels(j),
             [
-                "foliocache",
-                "foliocache[grab=single]",
+                POPULATE_FOLIO,
+                POPULATE_SINGLE,
+                POPULATE_LARGE,
                 "anon",
                 "anon[thp]",
                 "kernel"
             ]
         );
+        // The two that the grab target compares differ only in the insert
+        // mode; the large-folio row only in the folio size.
+        let e = &j.engines;
+        assert_eq!((e[0].folio.huge, e[0].folio.max_folio), (false, Some(4096)));
+        assert_eq!(e[0].folio.populate, foliocache::Populate::Eager);
+        assert_eq!(e[0].folio.grab, Insert::Batched);
+        let mut single = e[1].folio.clone();
+        single.grab = Insert::Batched;
+        assert_eq!(single, e[0].folio);
+        let mut large = e[2].folio.clone();
+        large.max_folio = Some(4096);
+        assert_eq!(large, e[0].folio);
         assert_eq!((j.rw, j.bs, j.numjobs), (Rw::Write, 2 << 20, 1));
         assert_eq!(j.file_size, 1 << 30);
         assert_eq!(j.capacity, Some(1 << 30), "no more arena than the data");
@@ -1360,12 +1394,32 @@ mod tests {
         assert_eq!(
             r,
             [
-                ("foliocache", "anon", Some(1.0 / 1.05)),
-                ("foliocache", "foliocache[grab=single]", Some(1.1)),
-                ("foliocache", "anon[thp]", None),
-                ("foliocache", "kernel", None),
+                (POPULATE_FOLIO, "anon", Some(1.0 / 1.05)),
+                (POPULATE_FOLIO, POPULATE_SINGLE, Some(1.1)),
+                (POPULATE_LARGE, "anon", None),
+                (POPULATE_FOLIO, POPULATE_LARGE, None),
+                (POPULATE_FOLIO, "anon[thp]", None),
+                (POPULATE_FOLIO, "kernel", None),
                 ("kernel", "anon", None),
             ]
+        );
+        // Engines given by their options in another order are found.
+        let p = plan_of(&[
+            "--scenario",
+            "populate",
+            "--engine",
+            "foliocache[grab=single,folio=4k,huge=off]",
+            "--engine",
+            "foliocache[folio=4k,huge=off]",
+        ]);
+        let r = &p.scenarios[0].ratios;
+        assert_eq!(r.len(), 1);
+        assert_eq!(
+            (r[0].numerator.as_str(), r[0].denominator.as_str()),
+            (
+                "foliocache[folio=4k,huge=off]",
+                "foliocache[grab=single,folio=4k,huge=off]"
+            )
         );
         assert_eq!(sc.targets.len(), 2);
         assert_eq!(
@@ -1446,10 +1500,9 @@ mod tests {
         assert!(err(&["--rw", "write", "--engine", "anon"]).contains("only populates memory"));
         assert!(err(&["--scenario", "populate", "--engine", "direct"])
             .contains("does not populate memory"));
-        assert!(
-            err(&["--rw", "write", "--engine", "foliocache[grab=single]"])
-                .contains("grab= is the populate scenario's")
-        );
+        // grab= is a write's insert mode: any write job takes it.
+        let p = plan_of(&["--rw", "write", "--engine", "foliocache[grab=single]"]);
+        assert_eq!(p.scenarios[0].jobs[0].engines[0].folio.grab, Insert::Single);
         // The custom job's default engines leave anon out.
         let p = plan_of(&["--rw", "write"]);
         assert_eq!(

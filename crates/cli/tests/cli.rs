@@ -93,14 +93,8 @@ fn bad_arguments_exit_2_with_the_usage_line() {
             "engine `mmap` does not populate memory",
         ),
         (
-            &[
-                "bench",
-                "--rw",
-                "write",
-                "--engine",
-                "foliocache[grab=single]",
-            ],
-            "grab= is the populate scenario's population loop",
+            &["bench", "--engine", "foliocache[huge=maybe]"],
+            "bad option `huge=maybe`",
         ),
         (
             &["bench", "--engine", "anon[huge]"],
@@ -247,11 +241,11 @@ fn quick_seeds_smoke_run_writes_complete_json_and_a_plot() {
     // seqread: 2 block sizes x 3 engines; randread: 3 engines; readahead:
     // 3 engines at 128 KiB and direct at 1 MiB; uncached: 4 engines alone
     // and beside the hot reader (3 if the kernel lacks RWF_DONTCACHE);
-    // populate: 5 engines; write: 5 engines (4) for 2 jobs.
+    // populate: 6 engines; write: 5 engines (4) for 2 jobs.
     let uncached_engines = if dontcache_here() { 4 } else { 3 };
     assert_eq!(
         rs.len(),
-        13 + 2 * uncached_engines + 5 + 2 * (uncached_engines + 1)
+        13 + 2 * uncached_engines + 6 + 2 * (uncached_engines + 1)
     );
     for s in scenarios {
         let readahead = s["name"] == "readahead";
@@ -371,6 +365,12 @@ fn dontcache_here() -> bool {
     .success()
 }
 
+/// The populate scenario's foliocache engines: batched and one folio at a
+/// time at 4 KiB folios, and batched at 2 MiB, all on 4 KiB pages.
+const BATCHED: &str = "foliocache[huge=off,folio=4k]";
+const SINGLE: &str = "foliocache[huge=off,folio=4k,grab=single]";
+const LARGE: &str = "foliocache[huge=off,folio=2m]";
+
 /// `--hot-rate`'s default.
 const DEFAULT_HOT_RATE: u64 = 16384;
 
@@ -380,7 +380,7 @@ const DEFAULT_HOT_RATE: u64 = 16384;
 /// them, the ratios and the targets.
 fn check_populate(s: &Value, size: u64, repeat: usize, settle: f64) {
     let desc = s["description"].as_str().unwrap();
-    assert!(desc.contains("populate=eager"), "{desc}");
+    assert!(desc.contains("huge=off with populate=eager"), "{desc}");
     assert!(
         desc.contains(&format!("a pause of {settle:.1} s")),
         "{desc}"
@@ -389,13 +389,7 @@ fn check_populate(s: &Value, size: u64, repeat: usize, settle: f64) {
     let engines: Vec<&str> = rs.iter().map(|r| r["engine"].as_str().unwrap()).collect();
     assert_eq!(
         engines,
-        [
-            "foliocache",
-            "foliocache[grab=single]",
-            "anon",
-            "anon[thp]",
-            "kernel"
-        ]
+        [BATCHED, SINGLE, LARGE, "anon", "anon[thp]", "kernel"]
     );
     for r in rs {
         let engine = r["engine"].as_str().unwrap();
@@ -435,12 +429,15 @@ fn check_populate(s: &Value, size: u64, repeat: usize, settle: f64) {
             assert_eq!(f["populate"], "eager");
             let populate = f["populate_s"].as_f64().unwrap();
             assert!(populate > 0.0 && populate <= setup, "{engine}: {f}");
-            let path = if engine == "foliocache" {
-                "write_at"
-            } else {
+            let insert = if engine == SINGLE {
                 "grab_folios_single"
+            } else {
+                "grab_folios"
             };
-            assert_eq!(f["write_path"], path, "{engine}");
+            assert_eq!(f["write_insert"], insert, "{engine}");
+            assert_eq!(f["huge_pages"], false, "{engine}: 4 KiB pages");
+            let folio = if engine == LARGE { 2 << 20 } else { 4096 };
+            assert_eq!(f["max_folio_bytes"], folio, "{engine}");
             assert_eq!(f["write_flags"], "none");
             assert!(f["warm_s"].is_null());
             assert_eq!(f["bytes_cached"], size, "{engine}: every page cached");
@@ -463,13 +460,28 @@ fn check_populate(s: &Value, size: u64, repeat: usize, settle: f64) {
     assert_eq!(
         ratios,
         [
-            ("foliocache / anon", Some(time_target)),
-            ("foliocache / foliocache[grab=single]", Some(1.1)),
-            ("foliocache / anon[thp]", None),
-            ("foliocache / kernel", None),
+            (format!("{BATCHED} / anon").as_str(), Some(time_target)),
+            (format!("{BATCHED} / {SINGLE}").as_str(), Some(1.1)),
+            (format!("{LARGE} / anon").as_str(), None),
+            (format!("{BATCHED} / {LARGE}").as_str(), None),
+            (format!("{BATCHED} / anon[thp]").as_str(), None),
+            (format!("{BATCHED} / kernel").as_str(), None),
             ("kernel / anon", None),
         ]
     );
+    // Beside the whole runs' ratio, the writes alone: for two foliocache
+    // engines only, one per round.
+    for r in sum["ratios"].as_array().unwrap() {
+        let both = r["numerator"].as_str().unwrap().starts_with("foliocache")
+            && r["denominator"].as_str().unwrap().starts_with("foliocache");
+        let w = &r["writes_alone_per_round"];
+        if both {
+            assert_eq!(w.as_array().unwrap().len(), repeat, "{r}");
+            assert!(r["writes_alone_median"].as_f64().unwrap() > 0.0, "{r}");
+        } else {
+            assert!(w.is_null() && r["writes_alone_median"].is_null(), "{r}");
+        }
+    }
     let targets: Vec<&str> = sum["targets"]
         .as_array()
         .unwrap()
@@ -479,8 +491,8 @@ fn check_populate(s: &Value, size: u64, repeat: usize, settle: f64) {
     assert_eq!(
         targets,
         [
-            "foliocache bandwidth / anon",
-            "foliocache bandwidth / foliocache[grab=single]"
+            format!("{BATCHED} bandwidth / anon"),
+            format!("{BATCHED} bandwidth / {SINGLE}")
         ]
     );
     for t in sum["targets"].as_array().unwrap() {
@@ -536,7 +548,8 @@ fn check_write(s: &Value, size: u64, repeat: usize, runtime: Option<f64>) {
         assert!(r["setup_s"].is_null());
         if engine.starts_with("foliocache") {
             let f = &r["foliocache"];
-            assert_eq!(f["write_path"], "write_at");
+            assert_eq!(f["write_insert"], "grab_folios");
+            assert_eq!(f["huge_pages"], true);
             let uncached = engine.contains("dontcache");
             assert_eq!(
                 f["write_flags"],
@@ -567,9 +580,9 @@ fn check_write(s: &Value, size: u64, repeat: usize, runtime: Option<f64>) {
     assert!(targets[0]["met"].is_boolean());
 }
 
-/// `--scenario populate` with a 16 MiB fill, once, with the population
-/// loop over grab_folios beside the default engines, lazy too: the JSON
-/// and the text's setup table.
+/// `--scenario populate` with a 16 MiB fill, once, with engines of its
+/// own (huge pages on and off, batched and single, lazy too): the JSON and
+/// the text's setup table.
 #[test]
 fn populate_scenario_reports_setup_and_arena_populate() {
     let dir = tempfile::tempdir().unwrap();
@@ -585,9 +598,9 @@ fn populate_scenario_reports_setup_and_arena_populate() {
         "--settle",
         "0",
         "--engine",
-        "foliocache[grab=batched]",
+        "foliocache[huge=on]",
         "--engine",
-        "foliocache[grab=single,folio=64k]",
+        "foliocache[grab=single,folio=64k,huge=off]",
         "--engine",
         "foliocache[populate=lazy]",
         "--engine",
@@ -606,8 +619,10 @@ fn populate_scenario_reports_setup_and_arena_populate() {
     for section in [
         "setup and writes of those runs",
         "arena populate",
-        "grab_folios_single",
+        "grab_folios_single, 4 KiB pages",
+        "grab_folios, huge pages",
         "memory setup:",
+        "(the writes alone, setup left out)",
     ] {
         assert!(stdout.contains(section), "no `{section}` in:\n{stdout}");
     }
@@ -615,28 +630,80 @@ fn populate_scenario_reports_setup_and_arena_populate() {
     let rs = results(&v);
     assert_eq!(rs.len(), 5);
     let f = |i: usize| &rs[i]["foliocache"];
-    assert_eq!(f(0)["write_path"], "grab_folios");
-    assert_eq!(f(1)["write_path"], "grab_folios_single");
+    assert_eq!(f(0)["write_insert"], "grab_folios");
+    assert_eq!(f(0)["huge_pages"], true);
+    assert!(f(0)["max_folio_bytes"].is_null());
+    assert_eq!(f(1)["write_insert"], "grab_folios_single");
+    assert_eq!(f(1)["huge_pages"], false);
     assert_eq!(f(1)["max_folio_bytes"], 64 << 10);
-    assert_eq!(f(2)["write_path"], "write_at");
+    assert_eq!(f(2)["write_insert"], "grab_folios");
     assert_eq!(f(2)["populate"], "lazy");
     assert_eq!(f(2)["populate_s"], 0.0);
     for r in &rs[..3] {
         assert_eq!(r["foliocache"]["bytes_cached"], 16 << 20, "{}", r["engine"]);
+        assert_eq!(r["foliocache"]["write_flags"], "none");
     }
     assert!(
         rs[3]["setup_s"].as_f64().unwrap() > 0.0,
         "anon[populate] faults in its setup"
     );
-    // Of the scenario's ratios, only those whose engines ran: the first
-    // foliocache engine without grab= over kernel.
+    // Without the default engines, the targets fall to the first batched
+    // and the first single foliocache engine.
     let ratios: Vec<&str> = v["scenarios"][0]["summary"]["ratios"]
         .as_array()
         .unwrap()
         .iter()
         .map(|r| r["name"].as_str().unwrap())
         .collect();
-    assert_eq!(ratios, ["foliocache[populate=lazy] / kernel"]);
+    assert_eq!(
+        ratios,
+        [
+            "foliocache[huge=on] / foliocache[grab=single,folio=64k,huge=off]",
+            "foliocache[huge=on] / kernel"
+        ]
+    );
+    let targets = v["scenarios"][0]["summary"]["targets"].as_array().unwrap();
+    assert_eq!(targets.len(), 1);
+    let w = &v["scenarios"][0]["summary"]["ratios"][0]["writes_alone_per_round"];
+    assert_eq!(w.as_array().unwrap().len(), 1);
+}
+
+/// A write job's engines with grab=single: `write_at` with
+/// `Insert::Single`, the same bytes as the batched default (checked with
+/// `--verify`).
+#[test]
+fn write_with_grab_single_verifies() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let out = run(&[
+        "bench",
+        "--rw",
+        "randwrite",
+        "--bs",
+        "16k",
+        "--size",
+        "4M",
+        "--cold",
+        "--verify",
+        "--engine",
+        "foliocache[grab=single,folio=16k]",
+        "--engine",
+        "foliocache[grab=batched,huge=off]",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "failed:\n{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rs = results(&v);
+    assert_eq!(rs.len(), 2);
+    assert_eq!(rs[0]["foliocache"]["write_insert"], "grab_folios_single");
+    assert_eq!(rs[1]["foliocache"]["write_insert"], "grab_folios");
+    assert_eq!(rs[1]["foliocache"]["huge_pages"], false);
 }
 
 /// The uncached scenario's JSON: a stream of `size` through `capacity`,
