@@ -83,6 +83,8 @@ pub struct CacheBuilder {
     io: IoEngineConfig,
     refault_detection: bool,
     shadow_budget: Option<usize>,
+    dirty_limit: Option<usize>,
+    dirty_background: Option<usize>,
 }
 
 impl Default for CacheBuilder {
@@ -95,6 +97,8 @@ impl Default for CacheBuilder {
             io: IoEngineConfig::default(),
             refault_detection: true,
             shadow_budget: None,
+            dirty_limit: None,
+            dirty_background: None,
         }
     }
 }
@@ -159,12 +163,30 @@ impl CacheBuilder {
         self
     }
 
+    /// Dirty bytes above which a writer is throttled: it writes back its
+    /// own file's dirty data before it writes more (the kernel's
+    /// `dirty_ratio`). Default: half the capacity. At least one page.
+    pub fn dirty_limit(mut self, bytes: usize) -> Self {
+        self.dirty_limit = Some(bytes);
+        self
+    }
+
+    /// Dirty bytes above which the background flusher starts writing back
+    /// (the kernel's `dirty_background_ratio`). Default: a quarter of the
+    /// capacity, and never above the dirty limit.
+    pub fn dirty_background(mut self, bytes: usize) -> Self {
+        self.dirty_background = Some(bytes);
+        self
+    }
+
     /// Maps the arena and builds the cache.
     ///
     /// # Errors
     /// A capacity under one page (`InvalidInput`), the OS refusing the
     /// mapping (`ENOMEM`), or the IO engine's error (a bad configuration;
     /// `EngineKind::Uring` where io_uring is missing).
+    /// Also starts the background flusher thread, which exits when the
+    /// cache is dropped.
     pub fn build(self) -> io::Result<Cache> {
         // Under loom, readahead IO runs on the reader's thread (loom cannot
         // model the engine's threads).
@@ -178,7 +200,17 @@ impl CacheBuilder {
             Some(bytes) => bytes / xarray::NODE_SIZE,
             None => arena.capacity_pages() / 16,
         };
-        Ok(Cache {
+        let pages = arena.capacity_pages() as u64;
+        let page = PAGE_SIZE as u64;
+        let dirty_limit = self
+            .dirty_limit
+            .map_or(pages / 2, |b| (b as u64).div_ceil(page))
+            .max(1);
+        let dirty_background = self
+            .dirty_background
+            .map_or(pages / 4, |b| (b as u64).div_ceil(page))
+            .min(dirty_limit);
+        let cache = Cache {
             inner: Arc::new(CacheInner {
                 arena,
                 table,
@@ -194,8 +226,14 @@ impl CacheBuilder {
                 shadow_nodes,
                 shadow_check: AtomicU64::new(shadow_check_every(shadow_nodes)),
                 trimming: parking_lot::Mutex::new(()),
+                dirty_limit,
+                dirty_background,
+                flusher: Arc::new(crate::writeback::Flusher::default()),
             }),
-        })
+        };
+        #[cfg(not(loom))]
+        crate::writeback::Flusher::spawn(&cache.inner)?;
+        Ok(cache)
     }
 }
 
@@ -294,7 +332,31 @@ impl Cache {
             shadows: live.iter().map(|m| m.nr_shadows()).sum(),
             shadow_bytes: live.iter().map(|m| m.shadow_bytes() as u64).sum(),
             dropbehind_drops: s.dropbehind_drops.load(Ordering::Relaxed),
+            dirty_bytes: s.dirty_pages.load(Ordering::Relaxed) * PAGE_SIZE as u64,
+            writeback_bytes: s.writeback_pages.load(Ordering::Relaxed) * PAGE_SIZE as u64,
+            io_writes: s.io_writes.load(Ordering::Relaxed),
+            io_write_bytes: s.io_write_bytes.load(Ordering::Relaxed),
+            writeback_errors: s.writeback_errors.load(Ordering::Relaxed),
+            throttled: s.throttled.load(Ordering::Relaxed),
         }
+    }
+
+    /// Writes back every dirty folio of every open file, then makes each
+    /// file's backing durable (`fsync`). Returns the first error, after
+    /// trying every file.
+    ///
+    /// # Errors
+    /// A writeback or sync error of any file.
+    pub fn sync_all(&self) -> io::Result<()> {
+        let mut first = Ok(());
+        for m in self.inner.live_mappings() {
+            if let Err(e) = m.sync(true) {
+                if first.is_ok() {
+                    first = Err(e);
+                }
+            }
+        }
+        first
     }
 }
 
@@ -334,8 +396,23 @@ pub struct CacheStats {
     /// Bytes of index nodes holding only shadows: the memory the shadows
     /// cost, bounded by the cache's shadow budget.
     pub shadow_bytes: u64,
-    /// Dropbehind folios removed after an uncached read copied them out.
+    /// Dropbehind folios removed after an uncached read copied them out,
+    /// or after an uncached write's writeback.
     pub dropbehind_drops: u64,
+    /// Bytes of dirty folios (written, not yet written back).
+    pub dirty_bytes: u64,
+    /// Bytes of folios being written back now.
+    pub writeback_bytes: u64,
+    /// Writes issued to backings (one per contiguous dirty run; failed
+    /// ones included).
+    pub io_writes: u64,
+    /// Bytes those writes wrote.
+    pub io_write_bytes: u64,
+    /// Writeback runs that failed (their folios stayed dirty).
+    pub writeback_errors: u64,
+    /// Writes that found the cache over its dirty limit and wrote back
+    /// before going on.
+    pub throttled: u64,
 }
 
 /// A counter that readers bump without sharing a cache line: one padded
@@ -398,6 +475,12 @@ pub(crate) struct Stats {
     pub(crate) refaults: AtomicU64,
     pub(crate) activations: AtomicU64,
     pub(crate) dropbehind_drops: AtomicU64,
+    pub(crate) dirty_pages: AtomicU64,
+    pub(crate) writeback_pages: AtomicU64,
+    pub(crate) io_writes: AtomicU64,
+    pub(crate) io_write_bytes: AtomicU64,
+    pub(crate) writeback_errors: AtomicU64,
+    pub(crate) throttled: AtomicU64,
 }
 
 /// An intrusive list of folios threaded through the descriptors' links.
@@ -453,6 +536,12 @@ pub(crate) struct CacheInner {
     shadow_check: AtomicU64,
     /// Held by the one thread trimming shadows.
     trimming: parking_lot::Mutex<()>,
+    /// Dirty pages above which writers are throttled.
+    pub(crate) dirty_limit: u64,
+    /// Dirty pages above which the flusher writes back.
+    pub(crate) dirty_background: u64,
+    /// The background writeback thread's wake-up.
+    pub(crate) flusher: Arc<crate::writeback::Flusher>,
 }
 
 /// Evictions between two checks of the shadow budget: each eviction adds
@@ -858,12 +947,24 @@ impl CacheInner {
                 continue;
             }
             let cache_refs = f.nr_pages() as u32;
+            if f.flags()
+                .intersects(FolioFlags::DIRTY.union(FolioFlags::WRITEBACK))
+            {
+                // Never dropped dirty: rotated, and the flusher asked to
+                // write it back (the kernel sets PG_reclaim and wakes the
+                // flusher).
+                self.list_push_head(&mut lru.inactive, page);
+                stuck += f.nr_pages();
+                self.flusher.kick();
+                continue;
+            }
             if !f.trylock() {
                 self.list_push_head(&mut lru.inactive, page);
                 stuck += f.nr_pages();
                 continue;
             }
-            if !f.freeze(cache_refs) {
+            if f.test(FolioFlags::DIRTY) || !f.freeze(cache_refs) {
+                // (Dirtied between the test above and the lock.)
                 f.unlock();
                 self.list_push_head(&mut lru.inactive, page);
                 stuck += f.nr_pages();

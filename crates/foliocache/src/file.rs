@@ -23,7 +23,7 @@ use crate::flags::ReadFlags;
 use crate::folio::FolioFlags;
 use crate::mapping::{fit_order, AddError, FolioRef, Mapping, BATCH};
 use crate::readahead::{self, Advice, Insert, Readahead, ReadaheadConfig, Slot, SyncPlan, Window};
-use crate::sync::Ordering;
+use crate::sync::{AtomicU64, Ordering};
 use crate::workingset::CacheStat;
 
 const PAGE: u64 = PAGE_SIZE as u64;
@@ -37,10 +37,18 @@ const PAGE: u64 = PAGE_SIZE as u64;
 pub struct File {
     mapping: Arc<Mapping>,
     ra: Arc<Readahead>,
+    /// Opened for writing.
+    writable: bool,
+    /// Writes go to the end of the file.
+    append: bool,
+    /// The file's writeback error sequence as this handle last reported it
+    /// (shared by clones, as `f_wb_err` by duplicated descriptors).
+    wb_since: Arc<AtomicU64>,
 }
 
 impl Cache {
-    /// Opens `path` for reading through the cache. The file is opened with
+    /// Opens `path` for reading through the cache (read-only: see
+    /// [`open_options`](Self::open_options) to write). The file is opened with
     /// `O_DIRECT`; where the filesystem refuses it, the backing falls back
     /// to buffered IO with `POSIX_FADV_DONTNEED`, logs a warning, and
     /// [`File::info`] says so.
@@ -56,20 +64,24 @@ impl Cache {
         Ok(self.file(mapping))
     }
 
-    /// Reads any [`Backing`] through the cache (a memory backing, a
-    /// fault-injecting one in tests). Its length is sampled now: files are
-    /// read-only until writes land.
+    /// Reads and writes any [`Backing`] through the cache (a memory
+    /// backing, a fault-injecting one in tests). Its length is read now;
+    /// from then on the cache keeps the size.
     ///
     /// # Errors
     /// The backing's error from `len`.
     pub fn open_backing(&self, backing: impl Backing) -> io::Result<File> {
         let size = backing.len()?;
-        Ok(self.file(Mapping::new(self.clone(), Arc::new(backing), size)))
+        Ok(self
+            .file(Mapping::new(self.clone(), Arc::new(backing), size))
+            .with_access(true, false))
     }
 
-    fn file(&self, mapping: Mapping) -> File {
+    /// A read-only handle on a new mapping.
+    pub(crate) fn file(&self, mapping: Mapping) -> File {
         let mapping = Arc::new(mapping);
         self.inner.register(&mapping);
+        let since = mapping.wb_err.sample();
         File {
             mapping,
             ra: Arc::new(Readahead::new(
@@ -77,12 +89,43 @@ impl Cache {
                     .readahead
                     .for_capacity(self.inner.arena.capacity_pages() as u64),
             )),
+            writable: false,
+            append: false,
+            wb_since: Arc::new(AtomicU64::new(since)),
         }
     }
 }
 
 impl File {
-    /// The file's length in bytes (sampled at open).
+    /// The handle with these access rights.
+    pub(crate) fn with_access(mut self, writable: bool, append: bool) -> File {
+        self.writable = writable;
+        self.append = append;
+        self
+    }
+
+    /// Whether writes are allowed through this handle.
+    pub fn is_writable(&self) -> bool {
+        self.writable
+    }
+
+    /// Whether this handle writes at end of file (append mode).
+    pub(crate) fn is_append(&self) -> bool {
+        self.append
+    }
+
+    /// This handle's writeback error sample.
+    pub(crate) fn wb_since(&self) -> &AtomicU64 {
+        &self.wb_since
+    }
+
+    /// Whether this is a memory file ([`Cache::memfile`]).
+    pub fn is_memfile(&self) -> bool {
+        self.mapping.memfile
+    }
+
+    /// The file's length in bytes now (writes past the end and
+    /// [`set_len`](Self::set_len) change it).
     pub fn len(&self) -> u64 {
         self.mapping.size()
     }
@@ -168,6 +211,9 @@ impl File {
                 return Ok(n);
             }
         }
+        if m.memfile {
+            return Ok(self.read_mem(buf, offset, end));
+        }
         let mut pos = offset;
         let mut copied = 0usize;
         let mut batch: Vec<FolioRef<'_>> = Vec::with_capacity(BATCH);
@@ -217,6 +263,54 @@ impl File {
             .prev_pos
             .store(offset + copied as u64, Ordering::Relaxed);
         Ok(copied)
+    }
+
+    /// A memory file's read of bytes `offset..end` (third reference seed):
+    /// the folios present come in batches from one lockless walk each
+    /// ([`Mapping::get_folios_contig`]); a hole, of any length (a missing
+    /// large folio included), is copied out as zeros up to the next folio,
+    /// with no allocation and no per-page lookup. Returns the bytes copied.
+    fn read_mem(&self, buf: &mut [u8], offset: u64, end: u64) -> usize {
+        let m = &*self.mapping;
+        let cache = m.inner();
+        let last = (end - 1) / PAGE;
+        let mut pos = offset;
+        let mut batch: Vec<FolioRef<'_>> = Vec::with_capacity(BATCH);
+        'outer: while pos < end {
+            let mut from = pos / PAGE;
+            m.get_folios_contig(&mut from, last, &mut batch);
+            if batch.is_empty() {
+                let next = m.next_folio(pos / PAGE, last + 1);
+                let stop = next.saturating_mul(PAGE).min(end);
+                if stop > pos {
+                    let at = (pos - offset) as usize;
+                    buf[at..at + (stop - pos) as usize].fill(0);
+                    pos = stop;
+                }
+                continue;
+            }
+            for f in batch.drain(..) {
+                if !f.test(FolioFlags::UPTODATE) {
+                    // Being written for the first time: wait for the writer.
+                    f.lock();
+                    let ok = f.mapping() == m.id() && f.test(FolioFlags::UPTODATE);
+                    f.unlock();
+                    if !ok {
+                        continue 'outer;
+                    }
+                }
+                let start = f.index() * PAGE;
+                if start + f.nr_pages() * PAGE <= pos {
+                    continue;
+                }
+                let n = ((start + f.nr_pages() * PAGE).min(end) - pos) as usize;
+                let at = (pos - offset) as usize;
+                m.copy_out(&f, (pos - start) as usize, &mut buf[at..at + n]);
+                cache.stats.hits.add(1);
+                pos += n as u64;
+            }
+        }
+        (end - offset) as usize
     }
 
     /// Reads exactly `buf.len()` bytes at `offset`.
@@ -322,6 +416,8 @@ impl File {
     /// when another reader inserted one first (look it up again).
     fn create(&self, index: u64, last: u64, dropbehind: bool) -> io::Result<Option<FolioRef<'_>>> {
         let m = &*self.mapping;
+        // No folio is read from blocks being punched or truncated.
+        let _inv = m.invalidate_lock.read();
         let mut order = fit_order(index, last.saturating_add(1), m.inner().max_order);
         loop {
             let f = m.new_folio(order)?;
@@ -403,12 +499,16 @@ impl File {
 /// Readahead: windows, advice.
 impl File {
     /// A new handle on the same cached file with its own readahead state
-    /// (as opening the file again would give).
+    /// and its own writeback error report (as opening the file again would
+    /// give); the same access rights.
     pub fn reopen(&self) -> File {
         let cfg = self.ra.state.lock().cfg;
         File {
             mapping: self.mapping.clone(),
             ra: Arc::new(Readahead::new(cfg)),
+            writable: self.writable,
+            append: self.append,
+            wb_since: Arc::new(AtomicU64::new(self.mapping.wb_err.sample())),
         }
     }
 
@@ -443,7 +543,7 @@ impl File {
     /// errors.
     pub fn readahead(&self, offset: u64, len: u64) -> io::Result<()> {
         let size = self.len();
-        if offset >= size || len == 0 {
+        if offset >= size || len == 0 || self.mapping.memfile {
             return Ok(());
         }
         let m = &*self.mapping;
@@ -630,6 +730,9 @@ impl File {
         if slots.is_empty() {
             return false;
         }
+        // No folio is read from blocks being punched or truncated: the
+        // window's folios are in the index, locked, before this is let go.
+        let _inv = self.mapping.invalidate_lock.read();
         let folios = match insert {
             Insert::Batched => self.insert_batched(slots, dropbehind),
             Insert::Single => self.insert_single(slots, dropbehind),

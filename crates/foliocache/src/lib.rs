@@ -55,6 +55,8 @@ pub mod mapping;
 pub mod readahead;
 mod sync;
 pub mod workingset;
+mod write;
+pub mod writeback;
 
 pub use arena::Populate;
 pub use cache::{Cache, CacheBuilder, CacheStats, ALLOC_WAIT};
@@ -63,3 +65,4 @@ pub use flags::ReadFlags;
 pub use mapping::{AddError, FgpFlags, FolioPtr, FolioRef, Mapping, MappingEntry, BATCH};
 pub use readahead::{Advice, Insert, ReadaheadConfig};
 pub use workingset::{CacheStat, Shadow};
+pub use write::{OpenOptions, WriteFlags, WRITE_CHUNK_PAGES};

@@ -29,7 +29,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use backing::aio::ReadOp;
-use backing::{Backing, BackingInfo, IoBufMut, RawBuf};
+use backing::{Backing, BackingInfo, IoBuf, IoBufMut, RawBuf};
 use xarray::{
     CompareExchangeError, Cursor, Entry, EntryKey, EntryRef, Error as XaError, Item, XArray,
     XaGuard,
@@ -143,6 +143,17 @@ impl<'m> FolioRef<'m> {
                 .page_of(self.folio)
                 .expect("folio of this cache") as u32,
         )
+    }
+}
+
+impl Clone for FolioRef<'_> {
+    /// Another reference on the same folio.
+    fn clone(&self) -> Self {
+        self.folio.get_many(1);
+        FolioRef {
+            cache: self.cache,
+            folio: self.folio,
+        }
     }
 }
 
@@ -276,15 +287,49 @@ pub struct Mapping {
     xa: XArray<FolioPtr>,
     pub(crate) cache: Cache,
     pub(crate) backing: Arc<dyn Backing>,
-    size: u64,
+    /// The file's size in bytes (the kernel's `i_size`): changed by writes
+    /// that extend the file (under `inode_lock` and the folio locks of the
+    /// extending write, so writeback that locks a folio sees the size its
+    /// data needs), and by `set_len`.
+    size: AtomicU64,
     info: BackingInfo,
     pub(crate) path: Option<PathBuf>,
     /// Folios in the index (its entries less the shadows).
     folios: AtomicU64,
+    /// A memory file: no backing store, folios never evicted nor written
+    /// back, kept off the LRU lists.
+    pub(crate) memfile: bool,
+    /// Writers (shared; exclusive when extending), `set_len` and
+    /// `punch_hole` (exclusive): the kernel's `i_rwsem`.
+    pub(crate) inode_lock: parking_lot::RwLock<()>,
+    /// Held shared by readers while they create folios and start their IO,
+    /// exclusive by `set_len` and `punch_hole` while they remove folios and
+    /// change the backing: no folio is read from blocks being freed (the
+    /// kernel's `invalidate_lock`).
+    pub(crate) invalidate_lock: parking_lot::RwLock<()>,
+    /// One writeback of this file at a time; held by truncation while it
+    /// changes the backing's size.
+    pub(crate) wb_lock: parking_lot::Mutex<()>,
+    /// Writeback errors, reported once per handle (the kernel's errseq).
+    pub(crate) wb_err: crate::writeback::ErrSeq,
+    /// Pages of dirty folios.
+    pub(crate) dirty_pages: AtomicU64,
 }
 
 impl Drop for Mapping {
     fn drop(&mut self) {
+        // The last handle closed: what is dirty still goes to the backing
+        // (the kernel writes a closed file's dirty pages back later; we
+        // cannot keep them without the mapping). Errors are logged: call
+        // `sync_data` before dropping to see them.
+        if self.dirty_pages.load(Ordering::Relaxed) > 0 {
+            if let Err(e) = self.writeback(0, u64::MAX) {
+                log::error!(
+                    "foliocache: writing back {:?} as it closed: {e}; its dirty data is lost",
+                    self.path
+                );
+            }
+        }
         self.remove_all();
     }
 }
@@ -296,10 +341,16 @@ impl Mapping {
             xa: XArray::new(),
             cache,
             backing,
-            size,
+            size: AtomicU64::new(size),
             info,
             path: None,
             folios: AtomicU64::new(0),
+            memfile: false,
+            inode_lock: parking_lot::RwLock::new(()),
+            invalidate_lock: parking_lot::RwLock::new(()),
+            wb_lock: parking_lot::Mutex::new(()),
+            wb_err: crate::writeback::ErrSeq::default(),
+            dirty_pages: AtomicU64::new(0),
         }
     }
 
@@ -312,9 +363,25 @@ impl Mapping {
         self as *const Mapping as usize
     }
 
-    /// The file's size in bytes (sampled at open; files are read-only for now).
+    /// The file's size in bytes now.
     pub fn size(&self) -> u64 {
-        self.size
+        self.size.load(Ordering::Acquire)
+    }
+
+    /// Sets the size (the caller holds `inode_lock` exclusively, or is an
+    /// extending write holding it and the folio locks of its last folios).
+    pub(crate) fn set_size(&self, size: u64) {
+        self.size.store(size, Ordering::Release);
+    }
+
+    /// Whether this is a memory file ([`Cache::memfile`](crate::Cache::memfile)).
+    pub fn is_memfile(&self) -> bool {
+        self.memfile
+    }
+
+    /// Bytes of dirty folios (written, not yet written back).
+    pub fn dirty_bytes(&self) -> u64 {
+        self.dirty_pages.load(Ordering::Relaxed) * PAGE
     }
 
     /// How the file's data travels.
@@ -623,15 +690,19 @@ impl Mapping {
         count: u64,
         out: &mut Vec<FolioRef<'m>>,
     ) -> io::Result<u64> {
-        self.grab(index, count, out, Insert::Batched)
+        self.grab(index, count, out, Insert::Batched, false)
     }
 
-    fn grab<'m>(
+    /// [`grab_folios`](Self::grab_folios); `dontcache`: created folios are
+    /// dropbehind, and present ones keep their flag (else a present
+    /// dropbehind folio is claimed, as by any cached lookup).
+    pub(crate) fn grab<'m>(
         &'m self,
         index: u64,
         count: u64,
         out: &mut Vec<FolioRef<'m>>,
         insert: Insert,
+        dontcache: bool,
     ) -> io::Result<u64> {
         let end = index.checked_add(count).ok_or_else(|| {
             io::Error::new(
@@ -654,7 +725,7 @@ impl Mapping {
                 // Create the gap up to the next present folio (or `end`).
                 let gap_end = self.next_present(gap, end);
                 drop(present);
-                match self.create_range(gap, gap_end, out, insert) {
+                match self.create_range(gap, gap_end, out, insert, dontcache) {
                     // Another thread added a folio there first: look again.
                     Ok(None) => {}
                     Ok(Some(pages)) => next = gap + pages,
@@ -679,6 +750,9 @@ impl Mapping {
                     stop = true;
                     continue;
                 }
+                if !dontcache {
+                    f.test_and_clear(FolioFlags::DROPBEHIND);
+                }
                 self.inner().mark_accessed(&f, f.flags());
                 next = f.index() + f.nr_pages();
                 out.push(f);
@@ -700,7 +774,7 @@ impl Mapping {
         count: u64,
         out: &mut Vec<FolioRef<'m>>,
     ) -> io::Result<u64> {
-        self.grab(index, count, out, Insert::Single)
+        self.grab(index, count, out, Insert::Single, false)
     }
 
     /// The first page in `from..end` holding a folio, or `end`.
@@ -732,9 +806,10 @@ impl Mapping {
         end: u64,
         out: &mut Vec<FolioRef<'m>>,
         insert: Insert,
+        dontcache: bool,
     ) -> io::Result<Option<u64>> {
         if insert == Insert::Single {
-            return self.create_one(start, end, out);
+            return self.create_one(start, end, out, dontcache);
         }
         let max = self.inner().max_order;
         let mut folios: Vec<FolioRef<'m>> = Vec::new();
@@ -749,6 +824,9 @@ impl Mapping {
                     .or_else(|| (order > 0).then(|| self.new_folio_nowait(0)).flatten())
             };
             let Some(f) = f else { break };
+            if dontcache {
+                f.test_and_set(FolioFlags::DROPBEHIND);
+            }
             at += f.nr_pages();
             folios.push(f);
         }
@@ -765,6 +843,7 @@ impl Mapping {
         }
         let rest = folios.split_off(keep);
         for f in rest {
+            f.test_and_clear(FolioFlags::DROPBEHIND);
             f.unlock();
         }
         let done = match self.add_range(&folios, start, false) {
@@ -798,6 +877,7 @@ impl Mapping {
         start: u64,
         end: u64,
         out: &mut Vec<FolioRef<'m>>,
+        dontcache: bool,
     ) -> io::Result<Option<u64>> {
         let max = self.inner().max_order;
         let mut at = start;
@@ -811,6 +891,9 @@ impl Mapping {
                     None => break,
                 }
             };
+            if dontcache {
+                f.test_and_set(FolioFlags::DROPBEHIND);
+            }
             let mut cur = Cursor::new(&self.xa, at);
             match self.add_locked(&mut cur, &f, at) {
                 Ok(_) => {
@@ -957,7 +1040,9 @@ impl Mapping {
         self.folios.fetch_add(1, Ordering::Relaxed);
         cache.stats.folios.fetch_add(1, Ordering::Relaxed);
         cache.stats.pages.fetch_add(f.nr_pages(), Ordering::Relaxed);
-        cache.lru_add_all([(f, shadow)]);
+        if !self.memfile {
+            cache.lru_add_all([(f, shadow)]);
+        }
     }
 
     /// Adds an array of locked folios over the contiguous range from
@@ -1036,7 +1121,9 @@ impl Mapping {
         if !refault {
             shadows.iter_mut().for_each(|s| *s = None);
         }
-        cache.lru_add_all(folios[..done].iter().map(|f| f.folio()).zip(shadows));
+        if !self.memfile {
+            cache.lru_add_all(folios[..done].iter().map(|f| f.folio()).zip(shadows));
+        }
         match stop {
             Some(e) if done == 0 => Err(e),
             _ => Ok(done),
@@ -1105,6 +1192,15 @@ impl Mapping {
     /// The backing's error; `InvalidInput` if the folio is not locked or not
     /// this mapping's.
     pub fn read_folio(&self, f: &FolioRef<'_>) -> io::Result<()> {
+        let r = self.fill_folio(f);
+        f.unlock();
+        r
+    }
+
+    /// [`read_folio`](Self::read_folio) without the unlock: the folio stays
+    /// locked, uptodate on success, out of the mapping on error (a write
+    /// fills a partial folio this way before copying into it).
+    pub(crate) fn fill_folio(&self, f: &FolioRef<'_>) -> io::Result<()> {
         if !f.is_locked() || f.mapping() != self.id() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -1116,7 +1212,11 @@ impl Mapping {
         let ptr = cache.arena.page_ptr(f.page()).as_ptr();
         let pos = f.index() * PAGE;
         // The bytes the file has for this folio: all of it, or up to EOF.
-        let want = len.min(self.size.saturating_sub(pos) as usize);
+        let want = if self.memfile {
+            0
+        } else {
+            len.min(self.size().saturating_sub(pos) as usize)
+        };
         let mut got = 0usize;
         let mut failure = None;
         while got < want {
@@ -1142,9 +1242,17 @@ impl Mapping {
                     got = (from + n).min(len);
                 }
                 Ok(n) => {
-                    // No progress: the backing ends before the size we
-                    // know. A read that cannot fill a folio is EIO, as in
-                    // the kernel; caching zeros would return wrong bytes.
+                    // No progress. The file may have grown in the cache
+                    // past what the backing holds yet (a write past end of
+                    // file, not written back): past the backing's end the
+                    // file reads as zeros.
+                    let at = pos + (from + n) as u64;
+                    if matches!(self.backing.len(), Ok(blen) if blen <= at) {
+                        break;
+                    }
+                    // Else the backing ends before the size it reports. A
+                    // read that cannot fill a folio is EIO, as in the
+                    // kernel; caching zeros would return wrong bytes.
                     log::warn!(
                         "foliocache: backing read at {} returned {n} bytes where {} remain \
                          before end of file ({}); failing the read with EIO",
@@ -1164,7 +1272,6 @@ impl Mapping {
         if let Some(e) = failure {
             f.test_and_set(FolioFlags::ERROR);
             self.remove_locked(f);
-            f.unlock();
             return Err(e);
         }
         // SAFETY: as above; zeroes the part past end of file, and any bytes
@@ -1172,7 +1279,6 @@ impl Mapping {
         unsafe { std::ptr::write_bytes(ptr.add(got), 0, len - got) };
         f.test_and_clear(FolioFlags::ERROR);
         f.mark_uptodate();
-        f.unlock();
         Ok(())
     }
 
@@ -1331,7 +1437,7 @@ impl Mapping {
             let pos = f.index() * PAGE;
             let len = f.nr_pages() * PAGE;
             // What the file has for this folio, and what the read brought.
-            let want = len.min(self.size.saturating_sub(pos));
+            let want = len.min(self.size().saturating_sub(pos));
             let have = (start + got).saturating_sub(pos).min(len);
             if have >= want {
                 let ptr = cache.arena.page_ptr(f.page()).as_ptr();
@@ -1406,6 +1512,10 @@ impl Mapping {
     /// `invalidate_mapping_pages` clears shadow entries too). Folios in use
     /// are left alone. Returns the pages of folios dropped.
     pub fn invalidate(&self, start: u64, end: u64) -> u64 {
+        if self.memfile {
+            // Its folios are its only copy of the data.
+            return 0;
+        }
         let mut dropped = 0;
         let mut index = start;
         while index < end {
@@ -1567,6 +1677,8 @@ impl Mapping {
         let removed = self.xa.compare_exchange(f.index(), Some(key), None).is_ok();
         if removed {
             cache.lru_del(f, self.id());
+            // (The index mark went with the entry.)
+            self.forget_dirty(f);
             f.set_mapping(0, f.index());
             self.folios.fetch_sub(1, Ordering::Relaxed);
             cache.stats.folios.fetch_sub(1, Ordering::Relaxed);
@@ -1601,10 +1713,14 @@ impl Mapping {
             else {
                 continue;
             };
-            if !cache.lru_del(f, self.id()) {
+            // A memory file's folios are on no list (and reclaim never
+            // reaches them); any other folio off the lists was evicted.
+            let ours = cache.lru_del(f, self.id()) || (self.memfile && f.mapping() == self.id());
+            if !ours {
                 continue;
             }
             self.xa.erase(f.index());
+            self.forget_dirty(f);
             f.set_mapping(0, f.index());
             self.folios.fetch_sub(1, Ordering::Relaxed);
             cache.stats.folios.fetch_sub(1, Ordering::Relaxed);
@@ -1616,11 +1732,231 @@ impl Mapping {
     }
 }
 
+/// The index mark of dirty folios (the kernel's `PAGECACHE_TAG_DIRTY`).
+pub(crate) const DIRTY_MARK: xarray::Mark = xarray::Mark::MARK_0;
+
+/// Write-side primitives: copying into folios, dirty state, writeback IO.
+impl Mapping {
+    /// The first entry carrying `mark` in pages `from..=last` (at `from` if
+    /// it contains `from`).
+    pub(crate) fn find_marked(
+        &self,
+        from: u64,
+        last: u64,
+        mark: xarray::Mark,
+    ) -> Option<(u64, ())> {
+        self.xa.find_marked(from, last, mark).map(|(i, _)| (i, ()))
+    }
+
+    /// The first page in `from..end` holding a folio, or `end` (a memory
+    /// file's read copies zeros up to it).
+    pub(crate) fn next_folio(&self, from: u64, end: u64) -> u64 {
+        self.next_present(from, end)
+    }
+
+    /// Copies `src` into a locked folio at byte `from`.
+    pub(crate) fn copy_in(&self, f: &FolioRef<'_>, from: usize, src: &[u8]) {
+        assert!(
+            from + src.len() <= (f.nr_pages() * PAGE) as usize,
+            "copy_in past the folio's end"
+        );
+        debug_assert!(f.is_locked());
+        let dst = self.inner().arena.page_ptr(f.page()).as_ptr();
+        // SAFETY: the folio is locked by the caller (no other writer) and
+        // referenced (not freed); `from + src.len()` lies inside it (checked
+        // above); `src` is a caller buffer, distinct from arena memory the
+        // caller holds locked. Readers of an uptodate folio copy out
+        // without the lock: a read racing a write of the same bytes may see
+        // either, as with the kernel's page cache; both copies are
+        // `rep movsb` or plain byte copies, never reads of a value the
+        // compiler may assume stable.
+        unsafe { crate::copy::copy(src.as_ptr(), dst.add(from), src.len()) };
+    }
+
+    /// Zeroes `len` bytes of a locked folio from byte `from`.
+    pub(crate) fn zero_folio(&self, f: &FolioRef<'_>, from: usize, len: usize) {
+        assert!(
+            from + len <= (f.nr_pages() * PAGE) as usize,
+            "zero_folio past the folio's end"
+        );
+        debug_assert!(f.is_locked());
+        let dst = self.inner().arena.page_ptr(f.page()).as_ptr();
+        // SAFETY: as in `copy_in`: locked, referenced, in bounds.
+        unsafe { std::ptr::write_bytes(dst.add(from), 0, len) };
+    }
+
+    /// Marks locked, uptodate folios dirty: the flag, and the index mark
+    /// for those that were clean, all in one hold of the index lock.
+    pub(crate) fn mark_dirty(&self, folios: &[FolioRef<'_>]) {
+        if self.memfile {
+            return;
+        }
+        let newly: Vec<&FolioRef<'_>> = folios
+            .iter()
+            .filter(|f| !f.test_and_set(FolioFlags::DIRTY))
+            .collect();
+        let Some(first) = newly.first() else { return };
+        let pages: u64 = newly.iter().map(|f| f.nr_pages()).sum();
+        {
+            let mut cur = Cursor::new(&self.xa, first.index());
+            let mut g = self.xa.lock();
+            for f in &newly {
+                cur.set_index(f.index());
+                let _ = cur.set_mark(&mut g, DIRTY_MARK);
+            }
+        }
+        self.dirty_pages.fetch_add(pages, Ordering::Relaxed);
+        self.inner()
+            .stats
+            .dirty_pages
+            .fetch_add(pages, Ordering::Relaxed);
+    }
+
+    /// A folio leaving the mapping (its entry, and so its mark, gone) is
+    /// no longer dirty.
+    fn forget_dirty(&self, f: &Folio) {
+        if f.test_and_clear(FolioFlags::DIRTY) {
+            self.dirty_pages.fetch_sub(f.nr_pages(), Ordering::Relaxed);
+            self.inner()
+                .stats
+                .dirty_pages
+                .fetch_sub(f.nr_pages(), Ordering::Relaxed);
+        }
+    }
+
+    /// Starts writeback of a run of locked dirty folios: each clean (flag
+    /// and mark, in one index lock hold) and under writeback.
+    pub(crate) fn start_writeback(&self, run: &[FolioRef<'_>]) {
+        let Some(first) = run.first() else { return };
+        let mut pages = 0;
+        {
+            let mut cur = Cursor::new(&self.xa, first.index());
+            let mut g = self.xa.lock();
+            for f in run {
+                cur.set_index(f.index());
+                let _ = cur.clear_mark(&mut g, DIRTY_MARK);
+                if f.test_and_clear(FolioFlags::DIRTY) {
+                    pages += f.nr_pages();
+                }
+                f.test_and_set(FolioFlags::WRITEBACK);
+            }
+        }
+        let stats = &self.inner().stats;
+        let all: u64 = run.iter().map(|f| f.nr_pages()).sum();
+        self.dirty_pages.fetch_sub(pages, Ordering::Relaxed);
+        stats.dirty_pages.fetch_sub(pages, Ordering::Relaxed);
+        stats.writeback_pages.fetch_add(all, Ordering::Relaxed);
+    }
+
+    /// Ends writeback of a run started by
+    /// [`start_writeback`](Self::start_writeback); `failed`: the folios
+    /// are dirty again (to be retried).
+    pub(crate) fn end_writeback(&self, run: &[FolioRef<'_>], failed: bool) {
+        let all: u64 = run.iter().map(|f| f.nr_pages()).sum();
+        if failed {
+            self.mark_dirty(run);
+        }
+        for f in run {
+            f.test_and_clear(FolioFlags::WRITEBACK);
+        }
+        self.inner()
+            .stats
+            .writeback_pages
+            .fetch_sub(all, Ordering::Relaxed);
+    }
+
+    /// Writes the first `lens[i]` bytes (whole blocks) of each folio of a
+    /// locked run covering contiguous pages, as one vectored write at the
+    /// run's offset.
+    pub(crate) fn write_run(&self, run: &[FolioRef<'_>], lens: &[usize]) -> io::Result<usize> {
+        let Some(first) = run.first() else {
+            return Ok(0);
+        };
+        let cache = self.inner();
+        let mut bufs = Vec::with_capacity(run.len());
+        for (f, &len) in run.iter().zip(lens) {
+            assert!(len <= (f.nr_pages() * PAGE) as usize && len % backing::BLOCK == 0);
+            let ptr = cache.arena.page_ptr(f.page()).as_ptr();
+            // SAFETY: the folio is locked (no writer changes it while the
+            // IO reads it) and referenced (not freed); `len` bytes from its
+            // 4 KiB-aligned start lie inside it (asserted above).
+            let buf = unsafe { IoBuf::from_raw_parts(ptr, len) }.map_err(io::Error::from)?;
+            bufs.push(buf);
+        }
+        let r = self.backing.write_blocks(&bufs, first.index() * PAGE);
+        cache.stats.io_writes.fetch_add(1, Ordering::Relaxed);
+        if let Ok(n) = r {
+            cache
+                .stats
+                .io_write_bytes
+                .fetch_add(n as u64, Ordering::Relaxed);
+        }
+        r
+    }
+
+    /// The folios and shadows of bytes `from..to`: folios lying wholly
+    /// inside go (dirty or not: their data is being cut), the cut part of
+    /// the others is zeroed, shadows inside go (reference 3.10, truncate
+    /// and hole punch). Waits for folio locks (and so for IO). The caller
+    /// holds `invalidate_lock` exclusively, so no reader adds a folio here
+    /// meanwhile.
+    pub(crate) fn truncate_bytes(&self, from: u64, to: u64) {
+        if from >= to {
+            return;
+        }
+        let first = from / PAGE;
+        let last = (to - 1) / PAGE;
+        let mut index = first;
+        // The next entry at or after `index`, each time round.
+        while let Some((i, e)) = self.xa.find(index, last) {
+            let span = 1u64 << self.xa.get_order(i);
+            let base = i & !(span - 1);
+            let next = base.saturating_add(span).max(i + 1);
+            match e {
+                Entry::Value(v) => {
+                    if base * PAGE >= from && (base + span) * PAGE <= to {
+                        let _ = self.xa.compare_exchange(i, Some(EntryKey::Value(v)), None);
+                    }
+                }
+                Entry::Item(_) => {
+                    let Some(MappingEntry::Folio(f)) = self.get_entry(i) else {
+                        // Evicted under us: its shadow goes next time round.
+                        index = i;
+                        continue;
+                    };
+                    f.lock();
+                    if f.mapping() != self.id() || !f.contains(i) {
+                        // Removed while we waited: look again.
+                        f.unlock();
+                        index = i;
+                        continue;
+                    }
+                    let fs = f.index() * PAGE;
+                    let fe = fs + f.nr_pages() * PAGE;
+                    if fs >= from && fe <= to {
+                        f.test_and_clear(FolioFlags::DROPBEHIND);
+                        self.remove_locked(&f);
+                    } else if f.test(FolioFlags::UPTODATE) {
+                        let a = from.max(fs);
+                        let b = to.min(fe);
+                        self.zero_folio(&f, (a - fs) as usize, (b - a) as usize);
+                    }
+                    f.unlock();
+                }
+            }
+            if next > last || next == 0 {
+                break;
+            }
+            index = next;
+        }
+    }
+}
+
 impl std::fmt::Debug for Mapping {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Mapping")
             .field("path", &self.path)
-            .field("size", &self.size)
+            .field("size", &self.size())
             .field("folios", &self.nr_folios())
             .field("info", &self.info)
             .finish()

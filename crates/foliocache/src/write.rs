@@ -1,0 +1,668 @@
+//! Writing through the cache: [`OpenOptions`], [`File::write_at`],
+//! `set_len`, `punch_hole`, `sync_*`, and memory files.
+//!
+//! # The write path (the kernel's `generic_perform_write`)
+//! 1. Over the cache's dirty limit, the writer first writes back its own
+//!    file ([`Mapping::throttle`]).
+//! 2. The file's `inode_lock`: shared for a write inside the file,
+//!    exclusive for one that extends it (and for `set_len`, `punch_hole`).
+//! 3. For each piece of up to [`WRITE_CHUNK_PAGES`], the folios are found or
+//!    created and locked in one go ([`Mapping::grab_folios`], seed (e):
+//!    large aligned folios in the gaps, one index lock hold per gap).
+//! 4. A created folio the write does not cover wholly is read first (or
+//!    zeroed, when it lies past end of file or in a memory file); then the
+//!    bytes are copied in, the folios are marked uptodate and dirty (flag
+//!    and index mark, one lock hold), the size grows if the write extends
+//!    the file (before the folios unlock, so writeback sees it), and the
+//!    folios unlock.
+//! 5. With [`WriteFlags::DONTCACHE`], the written range is written back
+//!    before the call returns, and the folios the write created leave the
+//!    cache when that completes.
+
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+use backing::{Backing, BackingInfo, DataPath, FileBacking, FileOptions, IoBuf, IoBufMut};
+
+use crate::arena::PAGE_SIZE;
+use crate::cache::Cache;
+use crate::file::File;
+use crate::folio::FolioFlags;
+use crate::mapping::{FolioRef, Mapping};
+use crate::readahead::Insert;
+
+const PAGE: u64 = PAGE_SIZE as u64;
+
+/// The most pages one step of a write grabs and locks at once (4 MiB): a
+/// large write goes in pieces, so it never holds more than this locked.
+pub const WRITE_CHUNK_PAGES: u64 = 1024;
+
+/// Flags of one write ([`File::write_at_flags`]). Combine with `|`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct WriteFlags(u32);
+
+impl WriteFlags {
+    /// No flags: a normal buffered write.
+    pub const NONE: WriteFlags = WriteFlags(0);
+    /// Uncached (the kernel's `RWF_DONTCACHE` on `pwritev2`): the folios
+    /// this write creates are dropbehind; the written range is written
+    /// back before the call returns, and those folios leave the cache when
+    /// their writeback completes (unless a later write dirtied them again).
+    /// Folios that were cached before stay cached. The data is on the
+    /// backing, but durable only after a sync.
+    pub const DONTCACHE: WriteFlags = WriteFlags(1 << 0);
+
+    const ALL: u32 = 0b1;
+
+    /// The raw bits.
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// Flags from raw bits; `None` if an unknown bit is set.
+    pub const fn from_bits(bits: u32) -> Option<WriteFlags> {
+        if bits & !Self::ALL == 0 {
+            Some(WriteFlags(bits))
+        } else {
+            None
+        }
+    }
+
+    /// Are all of `other`'s flags set in `self`?
+    pub const fn contains(self, other: WriteFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// The union.
+    pub const fn union(self, other: WriteFlags) -> WriteFlags {
+        WriteFlags(self.0 | other.0)
+    }
+
+    /// True when no flag is set.
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+}
+
+impl std::ops::BitOr for WriteFlags {
+    type Output = WriteFlags;
+    fn bitor(self, rhs: WriteFlags) -> WriteFlags {
+        self.union(rhs)
+    }
+}
+
+impl std::fmt::Debug for WriteFlags {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut set = f.debug_set();
+        if self.contains(Self::DONTCACHE) {
+            set.entry(&format_args!("DONTCACHE"));
+        }
+        set.finish()
+    }
+}
+
+/// Options for opening a file through a [`Cache`], as
+/// [`std::fs::OpenOptions`]; from [`Cache::open_options`].
+///
+/// ```no_run
+/// let cache = foliocache::Cache::builder().capacity(64 << 20).build()?;
+/// let file = cache.open_options().read(true).write(true).create(true).open("log.bin")?;
+/// file.write_at(b"hello", 0)?;
+/// file.sync_data()?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct OpenOptions {
+    cache: Cache,
+    read: bool,
+    write: bool,
+    append: bool,
+    truncate: bool,
+    create: bool,
+    create_new: bool,
+    mode: u32,
+}
+
+impl OpenOptions {
+    /// Read access.
+    pub fn read(&mut self, v: bool) -> &mut Self {
+        self.read = v;
+        self
+    }
+
+    /// Write access.
+    pub fn write(&mut self, v: bool) -> &mut Self {
+        self.write = v;
+        self
+    }
+
+    /// Append mode (implies write): every write goes to the end of the
+    /// file, whatever offset it names (as `pwrite` on a file opened with
+    /// `O_APPEND` does on Linux).
+    pub fn append(&mut self, v: bool) -> &mut Self {
+        self.append = v;
+        self
+    }
+
+    /// Truncate the file to 0 bytes when it is opened (needs write).
+    pub fn truncate(&mut self, v: bool) -> &mut Self {
+        self.truncate = v;
+        self
+    }
+
+    /// Create the file if it does not exist (needs write).
+    pub fn create(&mut self, v: bool) -> &mut Self {
+        self.create = v;
+        self
+    }
+
+    /// Create the file, failing with `AlreadyExists` if it exists.
+    pub fn create_new(&mut self, v: bool) -> &mut Self {
+        self.create_new = v;
+        self
+    }
+
+    /// The permission bits of a created file (default `0o666`, less the
+    /// umask).
+    pub fn mode(&mut self, mode: u32) -> &mut Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Opens `path` with these options. The file is opened with `O_DIRECT`
+    /// (with the buffered fallback where the filesystem refuses it) and,
+    /// when writable, for reading too: the cache reads the rest of a folio
+    /// a write covers only in part.
+    ///
+    /// # Errors
+    /// `InvalidInput` for a combination `std::fs::OpenOptions` refuses
+    /// (no access mode; truncate or create without write); the OS error of
+    /// `open(2)` (`NotFound`, `AlreadyExists`, `PermissionDenied`, ...).
+    pub fn open(&self, path: impl AsRef<Path>) -> io::Result<File> {
+        let path = path.as_ref();
+        let writable = self.write || self.append;
+        if !self.read && !writable {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "open_options: neither read nor write access asked for",
+            ));
+        }
+        if !writable && (self.truncate || self.create || self.create_new) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "open_options: truncate and create need write (or append) access",
+            ));
+        }
+        if self.append && self.truncate {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "open_options: append and truncate together",
+            ));
+        }
+        let opts = FileOptions::new()
+            .read(true)
+            .write(writable)
+            .create(self.create)
+            .create_new(self.create_new)
+            .truncate(self.truncate)
+            .mode(self.mode);
+        let backing = FileBacking::open(path, &opts)?;
+        let size = backing.len()?;
+        let mut mapping = Mapping::new(self.cache.clone(), Arc::new(backing), size);
+        mapping.path = Some(path.to_path_buf());
+        Ok(self.cache.file(mapping).with_access(writable, self.append))
+    }
+}
+
+/// The backing of a memory file: it has none. Nothing reaches it (a memory
+/// file's folios are never read, written back or evicted); every method
+/// fails or reports nothing, in case something does.
+struct NoBacking {
+    name: String,
+}
+
+impl NoBacking {
+    fn none(&self) -> io::Error {
+        io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!(
+                "foliocache: memory file `{}` has no backing store",
+                self.name
+            ),
+        )
+    }
+}
+
+impl Backing for NoBacking {
+    fn len(&self) -> io::Result<u64> {
+        Ok(0)
+    }
+    fn read_blocks(&self, _bufs: &mut [IoBufMut<'_>], _offset: u64) -> io::Result<usize> {
+        Err(self.none())
+    }
+    fn write_blocks(&self, _bufs: &[IoBuf<'_>], _offset: u64) -> io::Result<usize> {
+        Err(self.none())
+    }
+    fn set_len(&self, _len: u64) -> io::Result<()> {
+        Ok(())
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        Ok(())
+    }
+    fn sync_all(&self) -> io::Result<()> {
+        Ok(())
+    }
+    fn punch_hole(&self, _offset: u64, _len: u64) -> io::Result<()> {
+        Ok(())
+    }
+    fn info(&self) -> BackingInfo {
+        BackingInfo::new(
+            "memfile",
+            DataPath::Memory,
+            "none",
+            format!("memory file `{}`: data lives only in the cache", self.name),
+        )
+    }
+}
+
+impl Cache {
+    /// Options for opening a file for reading and writing through the
+    /// cache, as [`std::fs::OpenOptions`].
+    pub fn open_options(&self) -> OpenOptions {
+        OpenOptions {
+            cache: self.clone(),
+            read: false,
+            write: false,
+            append: false,
+            truncate: false,
+            create: false,
+            create_new: false,
+            mode: 0o666,
+        }
+    }
+
+    /// A memory file (the kernel's shmem, memfd or guest_memfd): `size`
+    /// bytes, all a hole, readable and writable, with no backing store.
+    /// Holes read as zeros without allocating; its data lives only in the
+    /// cache's arena, is never evicted nor written anywhere, and goes when
+    /// the last handle is dropped. Writes may extend it.
+    ///
+    /// # Errors
+    /// `FileTooLarge` for a size past the largest file size. (Writes fail
+    /// with `StorageFull` once its data would exceed what the cache can
+    /// hold.)
+    pub fn memfile(&self, name: &str, size: u64) -> io::Result<File> {
+        check_size(size)?;
+        let backing = NoBacking {
+            name: name.to_string(),
+        };
+        let mut mapping = Mapping::new(self.clone(), Arc::new(backing), size);
+        mapping.memfile = true;
+        mapping.path = Some(name.into());
+        Ok(self.file(mapping).with_access(true, false))
+    }
+}
+
+fn check_size(end: u64) -> io::Result<()> {
+    if end > backing::MAX_FILE_SIZE {
+        return Err(too_large(end));
+    }
+    Ok(())
+}
+
+fn too_large(end: impl std::fmt::Display) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::FileTooLarge,
+        format!(
+            "foliocache: a file size or write end of {end} bytes is past the largest file \
+             size ({} bytes)",
+            backing::MAX_FILE_SIZE
+        ),
+    )
+}
+
+/// The inode lock as a write holds it (held for its `Drop`).
+#[allow(dead_code)]
+enum InodeGuard<'a> {
+    Shared(parking_lot::RwLockReadGuard<'a, ()>),
+    Exclusive(parking_lot::RwLockWriteGuard<'a, ()>),
+}
+
+/// Writing.
+impl File {
+    fn check_writable(&self) -> io::Result<()> {
+        if !self.is_writable() {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "foliocache: the file was not opened for writing (use Cache::open_options \
+                 with write(true))",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Writes all of `buf` at `offset` through the cache, like
+    /// [`std::os::unix::fs::FileExt::write_at`] but never short: returns
+    /// `buf.len()`. The rest of a folio the write covers only in part is
+    /// read first; a write past end of file extends it, and the gap reads
+    /// as zeros. The data is dirty in the cache until it is written back
+    /// (by the flusher, a throttled writer, or `sync_*`). In append mode
+    /// the data goes to the end of the file, whatever `offset` says.
+    ///
+    /// # Errors
+    /// - `PermissionDenied`: not opened for writing.
+    /// - `FileTooLarge`: the write would end past `i64::MAX` bytes.
+    /// - `StorageFull`: a memory file's data would exceed the cache.
+    /// - A backing read error for a partial folio; a writeback error when
+    ///   the writer was throttled (the cache over its dirty limit) and the
+    ///   writeback failed; `OutOfMemory` if every folio is in use.
+    ///
+    /// On an error, the folios before the failing one may have been
+    /// written (and the file extended to their end).
+    pub fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+        self.write_at_flags(buf, offset, WriteFlags::NONE)
+    }
+
+    /// Writes all of `buf` at `offset` ([`write_at`](Self::write_at) never
+    /// writes less).
+    ///
+    /// # Errors
+    /// As [`write_at`](Self::write_at).
+    pub fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.write_at(buf, offset).map(|_| ())
+    }
+
+    /// [`write_at`](Self::write_at) with per-write [`WriteFlags`].
+    ///
+    /// # Errors
+    /// As [`write_at`](Self::write_at), and the writeback error of an
+    /// uncached write (which is also reported by the next sync).
+    pub fn write_at_flags(&self, buf: &[u8], offset: u64, flags: WriteFlags) -> io::Result<usize> {
+        self.check_writable()?;
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let m = self.mapping();
+        m.throttle()?;
+        let len = buf.len() as u64;
+        let append = self.is_append();
+        let end_of = |offset: u64| {
+            offset
+                .checked_add(len)
+                .filter(|&e| e <= backing::MAX_FILE_SIZE)
+                .ok_or_else(|| too_large(format_args!("{offset} + {len}")))
+        };
+        // Inside the file: shared; extending or appending: exclusive.
+        let (offset, end, guard) = loop {
+            if !append {
+                let end = end_of(offset)?;
+                if end <= m.size() {
+                    let g = m.inode_lock.read();
+                    if end <= m.size() {
+                        break (offset, end, InodeGuard::Shared(g));
+                    }
+                    // Shrunk meanwhile: extend under the exclusive lock.
+                    continue;
+                }
+            }
+            let g = m.inode_lock.write();
+            let offset = if append { m.size() } else { offset };
+            break (offset, end_of(offset)?, InodeGuard::Exclusive(g));
+        };
+        let dontcache = flags.contains(WriteFlags::DONTCACHE) && !m.memfile;
+        let mut created_dropbehind: Vec<FolioRef<'_>> = Vec::new();
+        let mut pos = offset;
+        while pos < end {
+            let index = pos / PAGE;
+            let last = (end - 1) / PAGE;
+            let count = (last - index + 1).min(WRITE_CHUNK_PAGES);
+            let mut folios = Vec::new();
+            if let Err(e) = m.grab(index, count, &mut folios, Insert::Batched, dontcache) {
+                return Err(self.write_error(e));
+            }
+            let size = m.size();
+            let mut failed = None;
+            let mut done = Vec::with_capacity(folios.len());
+            let mut folios = folios.into_iter();
+            for f in folios.by_ref() {
+                let fs = f.index() * PAGE;
+                let fe = fs + f.nr_pages() * PAGE;
+                let ws = pos.max(fs);
+                let we = end.min(fe);
+                if !f.test(FolioFlags::UPTODATE) {
+                    if ws > fs || we < fe {
+                        if m.memfile || fs >= size {
+                            m.zero_folio(&f, 0, (fe - fs) as usize);
+                        } else if let Err(e) = m.fill_folio(&f) {
+                            // The folio left the mapping.
+                            f.unlock();
+                            failed = Some(e);
+                            break;
+                        }
+                    }
+                    if dontcache && f.test(FolioFlags::DROPBEHIND) {
+                        created_dropbehind.push(f.clone());
+                    }
+                }
+                let from = (ws - offset) as usize;
+                let to = (we - offset) as usize;
+                m.copy_in(&f, (ws - fs) as usize, &buf[from..to]);
+                f.mark_uptodate();
+                pos = we;
+                done.push(f);
+            }
+            m.mark_dirty(&done);
+            if pos > m.size() {
+                // Before the folios unlock: writeback that locks them sees
+                // the size their data needs.
+                m.set_size(pos);
+            }
+            for f in done.iter().chain(folios.as_slice()) {
+                f.unlock();
+            }
+            if let Some(e) = failed {
+                return Err(e);
+            }
+        }
+        if dontcache {
+            drop(guard);
+            let r = m.writeback(offset / PAGE, (end - 1) / PAGE);
+            for f in &created_dropbehind {
+                m.drop_behind(f);
+            }
+            r?;
+        }
+        Ok(buf.len())
+    }
+
+    /// A memory file whose folio could not be had is full.
+    fn write_error(&self, e: io::Error) -> io::Error {
+        if self.mapping().memfile && e.kind() == io::ErrorKind::OutOfMemory {
+            return io::Error::new(
+                io::ErrorKind::StorageFull,
+                format!(
+                    "foliocache: no space for memory file {:?}: the cache ({} bytes) is full \
+                     (memory files are never evicted)",
+                    self.path().unwrap_or(Path::new("")),
+                    self.mapping().inner().arena.capacity_bytes()
+                ),
+            );
+        }
+        e
+    }
+
+    /// Writes back this file's dirty data, then makes it durable with the
+    /// metadata needed to read it back (`fdatasync`). Reports, once per
+    /// handle (clones share it; [`reopen`](Self::reopen) samples anew),
+    /// any writeback error since this handle last reported one, whoever
+    /// met it (the flusher, a throttled writer, another handle's sync).
+    /// Folios whose writeback failed stay dirty and are written again by
+    /// the next writeback, so a sync that succeeds after a failed one has
+    /// made all acknowledged data durable.
+    ///
+    /// # Errors
+    /// The writeback or sync error (the backing's errno, e.g. `EIO`,
+    /// `ENOSPC`).
+    pub fn sync_data(&self) -> io::Result<()> {
+        self.sync(false)
+    }
+
+    /// [`sync_data`](Self::sync_data), and all metadata (`fsync`).
+    ///
+    /// # Errors
+    /// As [`sync_data`](Self::sync_data).
+    pub fn sync_all(&self) -> io::Result<()> {
+        self.sync(true)
+    }
+
+    fn sync(&self, all: bool) -> io::Result<()> {
+        let m = self.mapping();
+        let r = m.sync(all);
+        // This handle's report: the error (ours or anyone's) once.
+        let seen = m.wb_err.check_and_advance(self.wb_since());
+        match (r, seen) {
+            (Err(e), _) => Err(e),
+            (Ok(()), Some(e)) => Err(e),
+            (Ok(()), None) => Ok(()),
+        }
+    }
+
+    /// Sets the file's size, as `ftruncate`: shrinking drops the cached
+    /// folios past the end (dirty ones included), zeroes the cut part of
+    /// the last one, removes eviction shadows there, and truncates the
+    /// backing; growing adds a hole that reads as zeros.
+    ///
+    /// # Errors
+    /// `PermissionDenied` if not writable; `FileTooLarge` past `i64::MAX`;
+    /// the backing's `set_len` error (the cache has the new size then, and
+    /// the next sync sets the backing's again).
+    pub fn set_len(&self, size: u64) -> io::Result<()> {
+        self.check_writable()?;
+        check_size(size)?;
+        let m = self.mapping();
+        let _i = m.inode_lock.write();
+        let _inv = m.invalidate_lock.write();
+        let old = m.size();
+        if size < old {
+            // The size first: readers stop at it; then the folios.
+            m.set_size(size);
+            m.truncate_bytes(size, u64::MAX);
+        } else if size > old {
+            // The tail of the last folio past the old end is zero already
+            // (bytes past end of file are kept zero in the cache).
+            m.set_size(size);
+        }
+        if m.memfile || size == old {
+            return Ok(());
+        }
+        let _wb = m.wb_lock.lock();
+        m.backing.set_len(size)
+    }
+
+    /// Deallocates `len` bytes at `offset`, keeping the size
+    /// (`fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)`): the range
+    /// reads as zeros afterwards. Any offset and length: cached folios
+    /// wholly inside go (dirty ones included), the part inside of the
+    /// others is zeroed, and for a backed file the whole blocks inside are
+    /// punched on the backing and the partial blocks at the edges are
+    /// written as zeros (dirty in the cache). The part past end of file is
+    /// ignored.
+    ///
+    /// # Errors
+    /// `PermissionDenied` if not writable; `InvalidInput` if the range
+    /// overflows; the backing's error (e.g. `EOPNOTSUPP` where its
+    /// filesystem cannot punch holes), or a read error for an edge block.
+    pub fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.check_writable()?;
+        let end = offset.checked_add(len).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("punch_hole: offset {offset} + len {len} overflows"),
+            )
+        })?;
+        let m = self.mapping();
+        let _i = m.inode_lock.write();
+        let end = end.min(m.size());
+        if offset >= end {
+            return Ok(());
+        }
+        let block = backing::BLOCK as u64;
+        let inner_start = offset.div_ceil(block) * block;
+        let inner_end = end / block * block;
+        if !m.memfile {
+            // The partial blocks at the edges: zeros written through the
+            // cache (so the backing gets them at writeback).
+            let zeros = vec![0u8; backing::BLOCK];
+            if inner_start > inner_end {
+                // Inside one block.
+                self.write_locked(&zeros[..(end - offset) as usize], offset)?;
+            } else {
+                if offset < inner_start {
+                    self.write_locked(&zeros[..(inner_start - offset) as usize], offset)?;
+                }
+                if inner_end < end && inner_end >= inner_start {
+                    self.write_locked(&zeros[..(end - inner_end) as usize], inner_end)?;
+                }
+            }
+        }
+        let _inv = m.invalidate_lock.write();
+        if m.memfile {
+            m.truncate_bytes(offset, end);
+            return Ok(());
+        }
+        if inner_start < inner_end {
+            m.truncate_bytes(inner_start, inner_end);
+            let _wb = m.wb_lock.lock();
+            m.backing.punch_hole(inner_start, inner_end - inner_start)?;
+        }
+        Ok(())
+    }
+
+    /// A write inside the file by a caller holding `inode_lock`
+    /// exclusively (`punch_hole`'s edge blocks): the same steps as
+    /// [`write_at_flags`](Self::write_at_flags) without the lock and the
+    /// throttle.
+    fn write_locked(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        let m = self.mapping();
+        let end = offset + buf.len() as u64;
+        let mut folios = Vec::new();
+        m.grab(
+            offset / PAGE,
+            (end - 1) / PAGE - offset / PAGE + 1,
+            &mut folios,
+            Insert::Batched,
+            false,
+        )?;
+        let mut result = Ok(());
+        let mut done = Vec::new();
+        let mut folios = folios.into_iter();
+        for f in folios.by_ref() {
+            let fs = f.index() * PAGE;
+            let fe = fs + f.nr_pages() * PAGE;
+            if !f.test(FolioFlags::UPTODATE) {
+                if fs >= m.size() {
+                    m.zero_folio(&f, 0, (fe - fs) as usize);
+                } else if let Err(e) = m.fill_folio(&f) {
+                    f.unlock();
+                    result = Err(e);
+                    break;
+                }
+            }
+            let ws = offset.max(fs);
+            let we = end.min(fe);
+            m.copy_in(
+                &f,
+                (ws - fs) as usize,
+                &buf[(ws - offset) as usize..(we - offset) as usize],
+            );
+            f.mark_uptodate();
+            done.push(f);
+        }
+        m.mark_dirty(&done);
+        for f in done.iter().chain(folios.as_slice()) {
+            f.unlock();
+        }
+        result
+    }
+}

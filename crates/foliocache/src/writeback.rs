@@ -1,0 +1,425 @@
+//! Writeback: dirty folios to the backing, the background flusher, writer
+//! throttling, and writeback errors (reference 3.10, DESIGN "Readahead,
+//! reclaim, writeback").
+//!
+//! - A write marks its folios dirty: the folio flag and the index's
+//!   [`DIRTY_MARK`](crate::mapping::DIRTY_MARK), so writeback finds them by
+//!   a marked search that skips clean subtrees.
+//! - [`Mapping::writeback`] walks the dirty folios of a range in index
+//!   order, one writeback of a file at a time (its `wb_lock`), and writes
+//!   each contiguous run (up to [`MAX_RUN_PAGES`]) as one vectored write.
+//!   A folio is locked, marked clean and under writeback before its IO and
+//!   stays locked until it completes: a writer of that folio waits for the
+//!   IO (the kernel's stable pages), a reader of it does not (it copies an
+//!   uptodate folio without its lock), and reclaim and truncation skip or
+//!   wait for it. Only the blocks up to end of file are written; when the
+//!   last block goes past the size, the backing is cut back to it.
+//! - A failed run's folios are dirty again and retried by the next
+//!   writeback; the error is recorded in the file's [`ErrSeq`] and reported
+//!   once to every handle by its next `sync_data` / `sync_all` (the
+//!   kernel's errseq), whether the flusher, a throttled writer or the sync
+//!   itself hit it. So no data a write acknowledged is dropped by a failed
+//!   writeback; a sync that succeeds after one has written it.
+//! - The flusher ([`Flusher`]), one thread per cache, wakes when dirty data
+//!   passes the background threshold (or reclaim met a dirty folio), and
+//!   every [`FLUSH_INTERVAL`] writes back everything dirty (the kernel's
+//!   periodic writeback of expired data, without per-folio ages).
+//! - A writer that finds the cache over its dirty limit writes back its own
+//!   file first ([`Mapping::throttle`]); if its file has nothing dirty it
+//!   waits for the flusher. Dirty data never fills the cache, so reclaim
+//!   always has clean folios to take.
+//!
+//! # Locking
+//! `inode_lock` → `invalidate_lock` → `wb_lock` → folio locks (in index
+//! order) → index lock → LRU lock. Writeback takes `wb_lock`, then the
+//! folio locks of one run at a time; no folio lock is held while waiting
+//! for `wb_lock`, and the throttle runs before a writer locks any folio.
+
+use std::io;
+use std::time::{Duration, Instant};
+
+use crate::cache::CacheInner;
+use crate::folio::FolioFlags;
+use crate::mapping::{FolioRef, Mapping, MappingEntry, DIRTY_MARK};
+use crate::sync::{AtomicU64, Ordering};
+
+const PAGE: u64 = crate::arena::PAGE_SIZE as u64;
+const BLOCK: u64 = backing::BLOCK as u64;
+
+/// The most pages one writeback IO carries (16 MiB): runs are cut there so
+/// a long dirty file is written in pieces other threads can interleave with.
+pub const MAX_RUN_PAGES: u64 = 4096;
+
+/// How often the flusher writes back whatever is dirty, even below the
+/// background threshold.
+pub const FLUSH_INTERVAL: Duration = Duration::from_secs(5);
+
+/// How long a throttled writer whose file has nothing dirty waits for the
+/// flusher to bring the cache under its dirty limit before it fails.
+const THROTTLE_WAIT: Duration = Duration::from_secs(30);
+
+/// A file's writeback error sequence (the kernel's `errseq_t`): the last
+/// error's errno, whether any handle has seen it, and a counter that moves
+/// on every new error. Handles sample it and report each new error once.
+#[derive(Default)]
+pub(crate) struct ErrSeq(AtomicU64);
+
+const ERRNO_MASK: u64 = 0xffff;
+const SEEN: u64 = 1 << 16;
+const COUNTER_ONE: u64 = 1 << 17;
+
+impl ErrSeq {
+    /// Records a writeback error.
+    pub(crate) fn record(&self, e: &io::Error) {
+        let errno = e.raw_os_error().unwrap_or(libc::EIO) as u64 & ERRNO_MASK;
+        let mut cur = self.0.load(Ordering::Relaxed);
+        loop {
+            let new = ((cur & !(ERRNO_MASK | SEEN)) + COUNTER_ONE) | errno;
+            match self
+                .0
+                .compare_exchange(cur, new, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(v) => cur = v,
+            }
+        }
+    }
+
+    /// The sample a new handle starts from: now, unless the latest error
+    /// was never seen by anyone (then the new handle reports it, as the
+    /// kernel's `errseq_sample` arranges).
+    pub(crate) fn sample(&self) -> u64 {
+        let v = self.0.load(Ordering::Acquire);
+        if v & ERRNO_MASK != 0 && v & SEEN == 0 {
+            0
+        } else {
+            v & !SEEN
+        }
+    }
+
+    /// The error recorded since `since` (a handle's sample), if any; moves
+    /// the sample on and marks the error seen.
+    pub(crate) fn check_and_advance(&self, since: &AtomicU64) -> Option<io::Error> {
+        let v = self.0.load(Ordering::Acquire);
+        let old = since.load(Ordering::Relaxed);
+        if v & !SEEN == old {
+            return None;
+        }
+        since.store(v & !SEEN, Ordering::Relaxed);
+        self.0.fetch_or(SEEN, Ordering::AcqRel);
+        match v & ERRNO_MASK {
+            0 => None,
+            errno => Some(io::Error::from_raw_os_error(errno as i32)),
+        }
+    }
+}
+
+/// The background flusher's wake-up: a flag and a condition variable.
+#[derive(Default)]
+pub(crate) struct Flusher {
+    kicked: parking_lot::Mutex<bool>,
+    cv: parking_lot::Condvar,
+}
+
+impl Flusher {
+    /// Asks the flusher to look at the dirty data now. Never blocks for
+    /// long: callers hold the LRU lock.
+    pub(crate) fn kick(&self) {
+        if let Some(mut k) = self.kicked.try_lock() {
+            *k = true;
+        }
+        self.cv.notify_one();
+    }
+
+    /// Starts the flusher thread of a cache. It holds the cache only while
+    /// it works, and exits once the cache is gone.
+    #[cfg(not(loom))]
+    pub(crate) fn spawn(inner: &std::sync::Arc<CacheInner>) -> io::Result<()> {
+        let weak = std::sync::Arc::downgrade(inner);
+        let f = inner.flusher.clone();
+        std::thread::Builder::new()
+            .name("foliocache-flush".into())
+            .spawn(move || {
+                let mut last_full = Instant::now();
+                loop {
+                    {
+                        // No strong reference to the cache while asleep:
+                        // it goes when its last user drops it, and this
+                        // thread notices within the wait.
+                        let mut k = f.kicked.lock();
+                        if !*k {
+                            f.cv.wait_for(&mut k, Duration::from_millis(500));
+                        }
+                        *k = false;
+                    }
+                    let Some(inner) = weak.upgrade() else { return };
+                    let full = last_full.elapsed() >= FLUSH_INTERVAL;
+                    if full {
+                        last_full = Instant::now();
+                    }
+                    inner.flush(full);
+                }
+            })?;
+        Ok(())
+    }
+}
+
+impl CacheInner {
+    fn dirty(&self) -> u64 {
+        self.stats.dirty_pages.load(Ordering::Relaxed)
+    }
+
+    /// One round of the flusher: over the background threshold, write
+    /// back files (the dirtiest first) until under half of it; with `all`,
+    /// write back everything dirty. Errors are recorded in each file's
+    /// [`ErrSeq`] for its next sync.
+    fn flush(&self, all: bool) {
+        if !all && self.dirty() <= self.dirty_background {
+            return;
+        }
+        let mut live = self.live_mappings();
+        live.retain(|m| m.dirty_pages.load(Ordering::Relaxed) > 0);
+        live.sort_by_key(|m| std::cmp::Reverse(m.dirty_pages.load(Ordering::Relaxed)));
+        for m in &live {
+            if !all && self.dirty() <= self.dirty_background / 2 {
+                break;
+            }
+            let _ = m.writeback(0, u64::MAX);
+        }
+        // The mappings go with no lock held (the last one may be a closed
+        // file's, whose drop writes back and takes locks).
+        drop(live);
+    }
+}
+
+impl Mapping {
+    /// Writes back the dirty folios of pages `first..=last` (see the
+    /// [module documentation](self)). Returns the first error; the runs
+    /// after a failed one are still tried.
+    ///
+    /// # Errors
+    /// The backing's write error (also recorded for the file's handles).
+    pub fn writeback(&self, first: u64, last: u64) -> io::Result<()> {
+        if self.memfile || self.dirty_pages.load(Ordering::Relaxed) == 0 {
+            return Ok(());
+        }
+        let _wb = self.wb_lock.lock();
+        let mut result = Ok(());
+        let mut index = first;
+        let mut past_eof = false;
+        while index <= last {
+            let (run, next) = self.dirty_run(index, last);
+            if run.is_empty() {
+                match next {
+                    Some(n) => {
+                        index = n;
+                        continue;
+                    }
+                    None => break,
+                }
+            }
+            // The size now: extending writes set it before they unlock
+            // their folios, so it covers every byte of these.
+            let size = self.size();
+            let mut lens = Vec::with_capacity(run.len());
+            for f in &run {
+                let pos = f.index() * PAGE;
+                let len = f.nr_pages() * PAGE;
+                let have = size.saturating_sub(pos).min(len).div_ceil(BLOCK) * BLOCK;
+                lens.push(have as usize);
+            }
+            // A folio wholly past end of file (a shrink raced ahead of its
+            // removal) writes nothing; so does the run after it.
+            let keep = lens.iter().position(|&l| l == 0).unwrap_or(run.len());
+            self.start_writeback(&run);
+            let r = if keep == 0 {
+                Ok(0)
+            } else {
+                let end = run[keep - 1].index() * PAGE + lens[keep - 1] as u64;
+                past_eof |= end > size;
+                self.write_run(&run[..keep], &lens[..keep])
+            };
+            let failed = r.is_err();
+            self.end_writeback(&run, failed);
+            if let Err(e) = r {
+                self.inner()
+                    .stats
+                    .writeback_errors
+                    .fetch_add(1, Ordering::Relaxed);
+                self.wb_err.record(&e);
+                if result.is_ok() {
+                    result = Err(e);
+                }
+            }
+            let end = run.last().map(|f| f.index() + f.nr_pages());
+            for f in &run {
+                f.unlock();
+            }
+            self.after_writeback(&run);
+            match end {
+                Some(e) if e > index => index = e,
+                _ => break,
+            }
+        }
+        if past_eof {
+            // The last block went past the size: cut the backing back.
+            let size = self.size();
+            if let Err(e) = self.backing.set_len(size) {
+                self.wb_err.record(&e);
+                if result.is_ok() {
+                    result = Err(e);
+                }
+            }
+        }
+        result
+    }
+
+    /// The next run of contiguous dirty folios from page `index` (locked,
+    /// still dirty, in this mapping), up to `last` and [`MAX_RUN_PAGES`];
+    /// or none, with the page to look at next.
+    fn dirty_run(&self, index: u64, last: u64) -> (Vec<FolioRef<'_>>, Option<u64>) {
+        let mut run: Vec<FolioRef<'_>> = Vec::new();
+        let mut next = index;
+        let mut pages = 0;
+        while next <= last && pages < MAX_RUN_PAGES {
+            let Some((i, _)) = self.xa_find_dirty(next, last) else {
+                break;
+            };
+            if !run.is_empty() && i != next {
+                break;
+            }
+            let Some(MappingEntry::Folio(f)) = self.get_entry(i) else {
+                if run.is_empty() {
+                    return (run, Some(i + 1));
+                }
+                break;
+            };
+            f.lock();
+            let ok = f.mapping() == self.id() && f.contains(i) && f.test(FolioFlags::DIRTY);
+            let fend = f.index() + f.nr_pages();
+            if !ok || (!run.is_empty() && f.index() != next) {
+                f.unlock();
+                if run.is_empty() {
+                    return (run, Some(if ok { fend } else { i + 1 }));
+                }
+                break;
+            }
+            pages += f.nr_pages();
+            next = fend;
+            run.push(f);
+            if next == 0 {
+                break;
+            }
+        }
+        let after = (!run.is_empty()).then_some(next);
+        (run, after)
+    }
+
+    /// The first index in `from..=last` whose entry carries the dirty mark.
+    fn xa_find_dirty(&self, from: u64, last: u64) -> Option<(u64, ())> {
+        self.find_marked(from, last, DIRTY_MARK)
+    }
+
+    /// Dropbehind folios whose writeback just ended leave the cache, if
+    /// clean and unlocked (reference 6.3: an uncached write's folios go
+    /// when their writeback completes).
+    fn after_writeback(&self, run: &[FolioRef<'_>]) {
+        for f in run {
+            if f.test(FolioFlags::DROPBEHIND) {
+                self.drop_behind(f);
+            }
+        }
+    }
+
+    /// `sync_data` (`all == false`) or `sync_all` of the file: write back
+    /// everything dirty, make the backing's size the file's, and make it
+    /// durable. The errors of this writeback are returned; errors met by
+    /// others are reported through each handle's errseq by the caller.
+    pub(crate) fn sync(&self, all: bool) -> io::Result<()> {
+        if self.memfile {
+            return Ok(());
+        }
+        let wb = self.writeback(0, u64::MAX);
+        let size_fix = {
+            let _wb = self.wb_lock.lock();
+            let size = self.size();
+            match self.backing.len() {
+                Ok(len) if len != size => self.backing.set_len(size),
+                Ok(_) => Ok(()),
+                Err(e) => Err(e),
+            }
+        };
+        let durable = if all {
+            self.backing.sync_all()
+        } else {
+            self.backing.sync_data()
+        };
+        for r in [&size_fix, &durable] {
+            if let Err(e) = r {
+                self.wb_err.record(e);
+            }
+        }
+        wb.and(size_fix).and(durable)
+    }
+
+    /// Called by a writer before it writes: over the cache's dirty limit,
+    /// write back this file's dirty data (then, if the cache is still over
+    /// it because of other files, wait for the flusher). A writer whose
+    /// writeback fails while the cache stays over the limit gets the error
+    /// rather than filling the cache with dirty data.
+    ///
+    /// # Errors
+    /// The writeback error, or `StorageFull` when the cache stayed over its
+    /// dirty limit for [`THROTTLE_WAIT`].
+    pub(crate) fn throttle(&self) -> io::Result<()> {
+        let cache = self.inner();
+        if self.memfile || cache.dirty() <= cache.dirty_limit {
+            return Ok(());
+        }
+        cache.stats.throttled.fetch_add(1, Ordering::Relaxed);
+        cache.flusher.kick();
+        let start = Instant::now();
+        let errors = cache.stats.writeback_errors.load(Ordering::Relaxed);
+        while cache.dirty() > cache.dirty_limit {
+            if self.dirty_pages.load(Ordering::Relaxed) > 0 {
+                if let Err(e) = self.writeback(0, u64::MAX) {
+                    if cache.dirty() > cache.dirty_limit {
+                        return Err(io::Error::new(
+                            e.kind(),
+                            format!(
+                                "foliocache: the cache is over its dirty limit ({} bytes) and \
+                                 writing back {} failed: {e}",
+                                cache.dirty_limit * PAGE,
+                                self.path
+                                    .as_deref()
+                                    .map_or("the file".into(), |p| p.display().to_string())
+                            ),
+                        ));
+                    }
+                }
+                continue;
+            }
+            if cache.stats.writeback_errors.load(Ordering::Relaxed) != errors
+                && start.elapsed() > Duration::from_millis(100)
+            {
+                return Err(io::Error::other(
+                    "foliocache: the cache is over its dirty limit and writing back other \
+                     files fails",
+                ));
+            }
+            if start.elapsed() > THROTTLE_WAIT {
+                return Err(io::Error::new(
+                    io::ErrorKind::StorageFull,
+                    format!(
+                        "foliocache: the cache stayed over its dirty limit ({} bytes) for {:?}",
+                        cache.dirty_limit * PAGE,
+                        THROTTLE_WAIT
+                    ),
+                ));
+            }
+            cache.flusher.kick();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Ok(())
+    }
+}
