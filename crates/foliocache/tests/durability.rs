@@ -67,7 +67,8 @@ fn seen_by_another_process(path: &Path) -> (usize, u64) {
     );
     let line = stdout
         .lines()
-        .find_map(|l| l.strip_prefix("DURABILITY "))
+        // libtest prints "test child_reports_a_file ... " on the same line.
+        .find_map(|l| l.split_once("DURABILITY ").map(|(_, rest)| rest))
         .unwrap_or_else(|| panic!("no report from the child:\n{stdout}"));
     let mut len = None;
     let mut hash = None;

@@ -13,6 +13,7 @@
 //! - a writer throttled on dirty memory whose writeback keeps failing gets
 //!   the error instead of hanging.
 
+use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -267,25 +268,50 @@ fn enospc_past_a_space_limit_reaches_sync_and_the_data_lands_once_space_is_back(
 
 // ---- throttling ---------------------------------------------------------------------
 
+/// Writes 4 KiB pieces into a 1 MiB cache (dirty limit 64 KiB) whose
+/// backing fails every write with `e`, until a write fails; bounded by
+/// [`HANG`]. Returns the error, the bytes acknowledged before it, the
+/// backing, the file and the cache.
+fn throttled_writer(e: i32) -> (io::Error, u64, Faulty, File, Cache) {
+    within(HANG, "a writer throttled on failing writeback", move || {
+        let c = cache_dirty(MIB, 16 * KIB, 64 * KIB, 32 * KIB);
+        let (f, b) = open_faulty(&c);
+        b.fail_from_nth(Op::Write, 1, e);
+        let chunk = nonzero_bytes(4 * KIB, 8);
+        let mut acked = 0u64;
+        // Far more than the cache: the writer must stop with an error.
+        while acked < 8 * MIB as u64 {
+            match f.write_at(&chunk, acked) {
+                Ok(n) => acked += n as u64,
+                Err(err) => return (err, acked, b, f, c),
+            }
+        }
+        panic!("{acked} bytes written into a 1 MiB cache whose writeback always fails");
+    })
+}
+
+#[test]
+fn a_throttled_writers_error_carries_the_errno() {
+    for e in [libc::EIO, libc::ENOSPC] {
+        let (err, ..) = throttled_writer(e);
+        assert_eq!(
+            err.raw_os_error(),
+            Some(e),
+            "the writeback error as the backing gave it (api7: \"a writeback error (e.g. \
+             ENOSPC/EIO raw os error)\"): {err}"
+        );
+    }
+}
+
 #[test]
 fn a_throttled_writer_gets_the_writeback_error_instead_of_hanging() {
     for e in [libc::EIO, libc::ENOSPC] {
-        let (err, acked, b, f, c) = within(HANG, "a writer throttled on failing writeback", move || {
-            let c = cache_dirty(MIB, 16 * KIB, 64 * KIB, 32 * KIB);
-            let (f, b) = open_faulty(&c);
-            b.fail_from_nth(Op::Write, 1, e);
-            let chunk = nonzero_bytes(4 * KIB, 8);
-            let mut acked = 0u64;
-            // Far more than the cache: the writer must stop with an error.
-            while acked < 8 * MIB as u64 {
-                match f.write_at(&chunk, acked) {
-                    Ok(n) => acked += n as u64,
-                    Err(err) => return (err, acked, b, f, c),
-                }
-            }
-            panic!("{acked} bytes written into a 1 MiB cache whose writeback always fails");
-        });
-        assert_eq!(err.raw_os_error(), Some(e), "the writeback error: {err}");
+        let (err, acked, b, f, c) = throttled_writer(e);
+        assert_eq!(
+            err.kind(),
+            io::Error::from_raw_os_error(e).kind(),
+            "the writeback error's kind: {err}"
+        );
         assert!(acked <= MIB as u64, "{acked} bytes acknowledged beyond the capacity");
         let s = c.stats();
         assert!(s.throttled >= 1, "the writer was throttled: {s:?}");
@@ -320,7 +346,8 @@ fn one_failed_writeback_under_pressure_loses_no_acknowledged_write() {
     for (i, piece) in data.chunks(10_000).enumerate() {
         let off = (i * 10_000) as u64;
         if let Err(e) = f.write_at(piece, off) {
-            assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+            // (The errno itself: `a_throttled_writers_error_carries_the_errno`.)
+            assert_eq!(e.kind(), io::Error::from_raw_os_error(libc::EIO).kind(), "{e}");
             failures += 1;
             // Transient: the retry goes through.
             f.write_all_at(piece, off)

@@ -479,6 +479,42 @@ fn an_uncached_write_keeps_the_folios_that_were_cached_before() {
 }
 
 #[test]
+fn an_uncached_write_larger_than_the_cache_succeeds_and_leaves_nothing_cached() {
+    // A plain write of this size goes through (the cache writes back as it
+    // fills); an uncached one must too, and its footprint is the IO in
+    // flight, not the whole write (reference 6.4).
+    for max_folio in [PAGE, 64 * KIB] {
+        let b = Arc::new(FaultyBacking::new(MemBacking::new()));
+        let c = cache(MIB, max_folio);
+        let f = c.open_backing(b.clone()).unwrap();
+        let data = nonzero_bytes(2 * MIB + 7, 28);
+        let what = format!("2 MiB uncached write into a 1 MiB cache, max folio {max_folio}");
+        let n = f
+            .write_at_flags(&data, 0, WriteFlags::DONTCACHE)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(n, data.len(), "{what}");
+        assert_eq!(f.cachestat(0, 0).unwrap().cached, 0, "{what}");
+        assert_same(&what, &read_all(&f), &data);
+        f.sync_data().unwrap();
+        assert_same(&format!("{what}: backing"), &b.inner().contents().unwrap(), &data);
+    }
+}
+
+#[test]
+fn a_plain_write_larger_than_the_cache_succeeds() {
+    for max_folio in [PAGE, 64 * KIB] {
+        let b = Arc::new(FaultyBacking::new(MemBacking::new()));
+        let c = cache(MIB, max_folio);
+        let f = c.open_backing(b.clone()).unwrap();
+        let data = nonzero_bytes(3 * MIB + 7, 29);
+        f.write_all_at(&data, 0).unwrap();
+        assert_same("read back", &read_all(&f), &data);
+        f.sync_data().unwrap();
+        assert_same("backing", &b.inner().contents().unwrap(), &data);
+    }
+}
+
+#[test]
 fn a_cached_write_after_an_uncached_one_is_cached() {
     let tmp = TempPath::new("dontcache-then-cached");
     let c = cache_no_ra(4 * MIB, PAGE);

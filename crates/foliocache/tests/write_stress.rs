@@ -258,7 +258,7 @@ fn stress(tag: &str, capacity: usize, max_folio: usize, writers: usize, dontcach
     let mut handles = Vec::new();
     let setter_handle;
     {
-        let mut spawn = |me: usize, body: Box<dyn FnOnce(&Shared) + Send>| {
+        let spawn = |me: usize, body: Box<dyn FnOnce(&Shared) + Send>| {
             let s = s.clone();
             let tx = tx.clone();
             std::thread::spawn(move || {
