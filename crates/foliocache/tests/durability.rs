@@ -169,7 +169,10 @@ fn after_cache_sync_all_another_process_sees_every_open_file() {
         .collect();
     c.sync_all().unwrap();
     let s = c.stats();
-    assert_eq!(s.dirty_bytes, 0, "Cache::sync_all leaves nothing dirty: {s:?}");
+    assert_eq!(
+        s.dirty_bytes, 0,
+        "Cache::sync_all leaves nothing dirty: {s:?}"
+    );
     for (p, w) in paths.iter().zip(&want) {
         assert_seen("after Cache::sync_all", &p.path, w);
     }
@@ -192,7 +195,11 @@ fn dropping_the_last_handle_writes_dirty_data_back() {
     drop(f);
     drop(g);
     drop(r); // the last handle
-    assert_eq!(c.stats().dirty_bytes, 0, "nothing dirty after the last handle went");
+    assert_eq!(
+        c.stats().dirty_bytes,
+        0,
+        "nothing dirty after the last handle went"
+    );
     assert_seen("after dropping every handle", &tmp.path, &model.data);
     // And a new cache reads it back.
     let c2 = cache(MIB, 16 * KIB);
@@ -241,4 +248,27 @@ fn an_uncached_write_then_sync_is_seen_by_another_process() {
         .unwrap();
     f.sync_data().unwrap();
     assert_seen("uncached write, synced", &tmp.path, &data);
+}
+
+#[test]
+fn dropping_the_last_handle_while_the_flusher_works_writes_back_before_drop_returns() {
+    // The flusher holds the files it works on for a while (here: a slow
+    // backing write). The last handle dropped meanwhile must still have
+    // written the data back when drop returns, not leave it to whoever
+    // lets go of the file last: a reopen would read stale bytes.
+    use std::sync::Arc;
+    let c = wcommon::cache_dirty(4 * MIB, 64 * KIB, 4 * MIB, 64 * KIB);
+    let b = Arc::new(backing::FaultyBacking::new(backing::MemBacking::new()));
+    b.set_write_latency(std::time::Duration::from_millis(300));
+    let f = c.open_backing(b.clone()).unwrap();
+    let data = nonzero_bytes(512 * KIB, 11);
+    f.write_all_at(&data, 0).unwrap();
+    wcommon::wait_until("the flusher to start a write", || b.stats().writes >= 1);
+    drop(f);
+    let got = b.inner().contents().unwrap();
+    wcommon::assert_same(
+        "the backing right after the last handle was dropped",
+        &got,
+        &data,
+    );
 }

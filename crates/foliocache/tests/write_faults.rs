@@ -59,18 +59,39 @@ fn one_failed_writeback(errno_: i32, max_folio: usize, sync_all: bool) {
     let data = nonzero_bytes(300 * KIB + 11, errno_ as u64);
     f.write_all_at(&data, 0).unwrap();
     b.fail_nth(Op::Write, 1, errno_);
-    let sync = |f: &File| if sync_all { f.sync_all() } else { f.sync_data() };
+    let sync = |f: &File| {
+        if sync_all {
+            f.sync_all()
+        } else {
+            f.sync_data()
+        }
+    };
     let what = format!("errno {errno_}, max folio {max_folio}, sync_all {sync_all}");
-    assert_eq!(errno(&what, sync(&f)), errno_, "{what}: the first sync reports it");
+    assert_eq!(
+        errno(&what, sync(&f)),
+        errno_,
+        "{what}: the first sync reports it"
+    );
     assert!(b.stats().injected_errors >= 1, "{what}: the fault fired");
     let s = c.stats();
     assert!(s.writeback_errors >= 1, "{what}: counted: {s:?}");
-    assert!(s.dirty_bytes > 0, "{what}: the failed folios stay dirty: {s:?}");
+    assert!(
+        s.dirty_bytes > 0,
+        "{what}: the failed folios stay dirty: {s:?}"
+    );
     // Meanwhile the cache still has the data.
-    assert_same(&format!("{what}: reads after the failure"), &read_all(&f), &data);
+    assert_same(
+        &format!("{what}: reads after the failure"),
+        &read_all(&f),
+        &data,
+    );
     // The fault was one-shot: the next sync retries and succeeds.
     sync(&f).unwrap_or_else(|e| panic!("{what}: the second sync: {e}"));
-    assert_same(&format!("{what}: backing after the retry"), &contents(&b), &data);
+    assert_same(
+        &format!("{what}: backing after the retry"),
+        &contents(&b),
+        &data,
+    );
     let cs = f.cachestat(0, 0).unwrap();
     assert_eq!((cs.dirty, cs.writeback), (0, 0), "{what}: {cs:?}");
     assert_eq!(c.stats().dirty_bytes, 0, "{what}");
@@ -134,7 +155,10 @@ fn a_failure_only_in_one_range_keeps_that_range_dirty_and_writes_the_rest() {
             assert_eq!(g, w, "backing byte {i} after a partly failed writeback");
         }
     }
-    assert!(f.cachestat(40 * P, P).unwrap().dirty == 1, "page 40 stays dirty");
+    assert!(
+        f.cachestat(40 * P, P).unwrap().dirty == 1,
+        "page 40 stays dirty"
+    );
     // Still failing: the retry fails again, and a sync says so.
     assert_eq!(
         errno("bad range, retried", f.sync_data()),
@@ -166,7 +190,11 @@ fn a_dead_device_fails_every_sync_until_it_comes_back_and_loses_nothing() {
         let off = 1000 + 30_000 * i;
         f.write_all_at(&buf, off).unwrap();
         model.write(off, &buf);
-        assert_same(&format!("reads during failure {i}"), &read_all(&f), &model.data);
+        assert_same(
+            &format!("reads during failure {i}"),
+            &read_all(&f),
+            &model.data,
+        );
     }
     f.set_len(150_001).unwrap();
     model.set_len(150_001);
@@ -175,7 +203,11 @@ fn a_dead_device_fails_every_sync_until_it_comes_back_and_loses_nothing() {
     assert_same("after set_len during failure", &read_all(&f), &model.data);
     b.clear_nth(Op::Write);
     f.sync_all().unwrap();
-    assert_same("backing after the device came back", &contents(&b), &model.data);
+    assert_same(
+        "backing after the device came back",
+        &contents(&b),
+        &model.data,
+    );
     f.sync_all().unwrap();
 }
 
@@ -190,7 +222,11 @@ fn a_clone_shares_the_error_report_and_reopen_gets_its_own() {
     let data = nonzero_bytes(40_000, 4);
     f.write_all_at(&data, 0).unwrap();
     b.fail_nth(Op::Write, 1, libc::EIO);
-    assert_eq!(errno("f", f.sync_data()), libc::EIO, "the handle that hit it");
+    assert_eq!(
+        errno("f", f.sync_data()),
+        libc::EIO,
+        "the handle that hit it"
+    );
     g.sync_data()
         .expect("a clone shares the report f already consumed");
     assert_eq!(
@@ -259,10 +295,18 @@ fn enospc_past_a_space_limit_reaches_sync_and_the_data_lands_once_space_is_back(
         }
         assert_same(&format!("{what}: cache"), &read_all(&f), &data);
         // Still full: another sync cannot succeed.
-        assert_eq!(errno(&what, f.sync_data()), libc::ENOSPC, "{what}: still full");
+        assert_eq!(
+            errno(&what, f.sync_data()),
+            libc::ENOSPC,
+            "{what}: still full"
+        );
         b.set_space_limit(None);
         f.sync_data().unwrap();
-        assert_same(&format!("{what}: backing once space is back"), &contents(&b), &data);
+        assert_same(
+            &format!("{what}: backing once space is back"),
+            &contents(&b),
+            &data,
+        );
     }
 }
 
@@ -312,7 +356,10 @@ fn a_throttled_writer_gets_the_writeback_error_instead_of_hanging() {
             io::Error::from_raw_os_error(e).kind(),
             "the writeback error's kind: {err}"
         );
-        assert!(acked <= MIB as u64, "{acked} bytes acknowledged beyond the capacity");
+        assert!(
+            acked <= MIB as u64,
+            "{acked} bytes acknowledged beyond the capacity"
+        );
         let s = c.stats();
         assert!(s.throttled >= 1, "the writer was throttled: {s:?}");
         // The acknowledged data is still readable, and lands once the
@@ -329,7 +376,11 @@ fn a_throttled_writer_gets_the_writeback_error_instead_of_hanging() {
         let got = contents(&b);
         assert!(got.len() as u64 >= acked);
         for i in 0..acked as usize / 4096 {
-            assert_eq!(&got[i * 4096..(i + 1) * 4096], &chunk[..], "backing chunk {i}");
+            assert_eq!(
+                &got[i * 4096..(i + 1) * 4096],
+                &chunk[..],
+                "backing chunk {i}"
+            );
         }
     }
 }
@@ -347,14 +398,21 @@ fn one_failed_writeback_under_pressure_loses_no_acknowledged_write() {
         let off = (i * 10_000) as u64;
         if let Err(e) = f.write_at(piece, off) {
             // (The errno itself: `a_throttled_writers_error_carries_the_errno`.)
-            assert_eq!(e.kind(), io::Error::from_raw_os_error(libc::EIO).kind(), "{e}");
+            assert_eq!(
+                e.kind(),
+                io::Error::from_raw_os_error(libc::EIO).kind(),
+                "{e}"
+            );
             failures += 1;
             // Transient: the retry goes through.
             f.write_all_at(piece, off)
                 .unwrap_or_else(|e| panic!("retry of piece {i}: {e}"));
         }
     }
-    assert!(failures <= 1, "one injected error, {failures} failed writes");
+    assert!(
+        failures <= 1,
+        "one injected error, {failures} failed writes"
+    );
     assert_same("cache", &read_all(&f), &data);
     // The error is reported once (to the writer or to this sync).
     let first = f.sync_data();
@@ -380,9 +438,11 @@ fn a_slow_failing_writeback_does_not_block_reads_of_other_files() {
     let g = c
         .open_backing(MemBacking::with_data(other.clone()))
         .unwrap();
-    let got = within(HANG, "reading another file during failing writeback", move || {
-        read_all(&g)
-    });
+    let got = within(
+        HANG,
+        "reading another file during failing writeback",
+        move || read_all(&g),
+    );
     assert_same("other file", &got, &other);
     b.clear();
     let _ = f.sync_data();

@@ -36,10 +36,20 @@ const MAX_OFF: u64 = 3 * MIB as u64;
 
 #[derive(Clone, Debug)]
 enum Op {
-    Write { off: u64, len: usize, seed: u64 },
-    Read { off: u64, len: usize },
+    Write {
+        off: u64,
+        len: usize,
+        seed: u64,
+    },
+    Read {
+        off: u64,
+        len: usize,
+    },
     SetLen(u64),
-    Punch { off: u64, len: u64 },
+    Punch {
+        off: u64,
+        len: u64,
+    },
     SyncData,
     SyncAll,
     /// `Cache::sync_all`.
@@ -49,7 +59,9 @@ enum Op {
     Evict,
     /// Drop the handle and open the path again, through the same cache or
     /// (`new_cache`) a new one. On a memfile: swap to `reopen()`.
-    Reopen { new_cache: bool },
+    Reopen {
+        new_cache: bool,
+    },
 }
 
 /// Offsets: anywhere, near a page boundary, or near a large-folio boundary.
@@ -221,9 +233,15 @@ fn run_file(cap: usize, folio: usize, initial: usize, ops: &[Op]) {
         r.model.write(off, &buf);
     }
     drop(r.file.take());
-    r.check_disk(&tmp.path, "after the last handle was dropped without a sync");
+    r.check_disk(
+        &tmp.path,
+        "after the last handle was dropped without a sync",
+    );
     let s = r.cache.stats();
-    assert_eq!(s.dirty_bytes, 0, "no dirty bytes once every file is closed: {s:?}");
+    assert_eq!(
+        s.dirty_bytes, 0,
+        "no dirty bytes once every file is closed: {s:?}"
+    );
 }
 
 proptest! {
@@ -309,11 +327,23 @@ proptest! {
 /// shrinking keeps them valid).
 #[derive(Clone, Debug)]
 enum TOp {
-    Write { at: u32, len: u32, seed: u64 },
-    Read { at: u32, len: u32 },
-    Punch { at: u32, len: u32 },
+    Write {
+        at: u32,
+        len: u32,
+        seed: u64,
+    },
+    Read {
+        at: u32,
+        len: u32,
+    },
+    Punch {
+        at: u32,
+        len: u32,
+    },
     /// Only the last range's thread changes the size (inside its range).
-    SetLen { at: u32 },
+    SetLen {
+        at: u32,
+    },
     Sync,
 }
 
@@ -331,16 +361,22 @@ fn top() -> impl Strategy<Value = TOp> {
 /// Runs one thread's ops on `[start, end)` of `f`, `model` holding those
 /// bytes (`model.len()` is how much of the range is inside the file; only
 /// the last range can be partly past EOF). Returns the final model.
-fn thread_ops(
-    f: &File,
-    path: &Path,
+/// One thread's share of the file.
+struct Share {
     id: usize,
     start: u64,
     end: u64,
+    /// The last range: the file ends in it.
     last: bool,
-    mut model: Model,
-    ops: &[TOp],
-) -> Model {
+}
+
+fn thread_ops(f: &File, path: &Path, share: Share, mut model: Model, ops: &[TOp]) -> Model {
+    let Share {
+        id,
+        start,
+        end,
+        last,
+    } = share;
     let span = end - start;
     let disk = std::fs::File::open(path).unwrap();
     for (step, op) in ops.iter().enumerate() {
@@ -366,7 +402,11 @@ fn thread_ops(
                 } else {
                     // Not the last range: always inside the file, so a
                     // full read.
-                    assert_same(&what, &buf[..n], &model.data[rel as usize..rel as usize + len]);
+                    assert_same(
+                        &what,
+                        &buf[..n],
+                        &model.data[rel as usize..rel as usize + len],
+                    );
                 }
             }
             TOp::Punch { at, len } => {
@@ -390,7 +430,11 @@ fn thread_ops(
                 let mut got = vec![0u8; model.data.len()];
                 disk.read_exact_at(&mut got, start)
                     .unwrap_or_else(|e| panic!("{what}: reading the backing file: {e}"));
-                assert_same(&format!("{what}: own range on disk after sync_data"), &got, &model.data);
+                assert_same(
+                    &format!("{what}: own range on disk after sync_data"),
+                    &got,
+                    &model.data,
+                );
             }
         }
     }
@@ -427,7 +471,13 @@ fn run_threads(folio: usize, cap: usize, total: u64, cuts: &[u64], per_thread: &
             let barrier = barrier.clone();
             std::thread::spawn(move || {
                 barrier.wait();
-                thread_ops(&f, &path, id, start, end, last, model, &ops)
+                let share = Share {
+                    id,
+                    start,
+                    end,
+                    last,
+                };
+                thread_ops(&f, &path, share, model, &ops)
             })
         })
         .collect();
@@ -451,9 +501,17 @@ fn run_threads(folio: usize, cap: usize, total: u64, cuts: &[u64], per_thread: &
         folio / KIB
     );
     assert_eq!(f.len(), whole.len(), "{what}: len()");
-    assert_same(&format!("{what}: cache after join"), &read_all(&f), &whole.data);
+    assert_same(
+        &format!("{what}: cache after join"),
+        &read_all(&f),
+        &whole.data,
+    );
     f.sync_all().unwrap();
-    assert_same(&format!("{what}: backing after sync_all"), &disk(&tmp.path), &whole.data);
+    assert_same(
+        &format!("{what}: backing after sync_all"),
+        &disk(&tmp.path),
+        &whole.data,
+    );
 }
 
 proptest! {

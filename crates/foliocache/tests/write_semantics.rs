@@ -18,8 +18,8 @@ use foliocache::{Cache, File, WriteFlags};
 #[path = "common/write.rs"]
 mod wcommon;
 use wcommon::{
-    assert_same, cache, cache_dirty, cache_no_ra, disk, nonzero_bytes, open_rw, read_all,
-    read_vec, Model, TempPath, P, PAGE,
+    assert_same, cache, cache_dirty, cache_no_ra, disk, nonzero_bytes, open_rw, read_all, read_vec,
+    Model, TempPath, P, PAGE,
 };
 
 const KIB: usize = 1024;
@@ -55,7 +55,10 @@ fn put_in_state(f: &File, model: &Model, state: State) {
         State::Dirty | State::WrittenBack => {
             f.write_all_at(&model.data, 0).unwrap();
             let cs = f.cachestat(0, 0).unwrap();
-            assert!(cs.dirty > 0, "{state:?}: a write leaves dirty pages: {cs:?}");
+            assert!(
+                cs.dirty > 0,
+                "{state:?}: a write leaves dirty pages: {cs:?}"
+            );
             if let State::WrittenBack = state {
                 f.sync_data().unwrap();
                 let cs = f.cachestat(0, 0).unwrap();
@@ -94,10 +97,18 @@ fn a_partial_folio_write_reads_the_rest_of_the_folio_first() {
             model.read(fstart, max_folio),
         );
         f.sync_data().unwrap();
-        assert_same(&format!("{what}: on disk after sync"), &disk(&tmp.path), &model.data);
+        assert_same(
+            &format!("{what}: on disk after sync"),
+            &disk(&tmp.path),
+            &model.data,
+        );
         // Evicted and read again from disk.
         c.shrink(u64::MAX);
-        assert_same(&format!("{what}: after eviction"), &read_all(&f), &model.data);
+        assert_same(
+            &format!("{what}: after eviction"),
+            &read_all(&f),
+            &model.data,
+        );
     }
 }
 
@@ -145,7 +156,11 @@ fn a_write_folios_past_eof_extends_and_the_whole_gap_reads_zeros() {
         let got = read_vec(&f, off, n).unwrap();
         assert_eq!(got.len(), n);
         if let Some(i) = got.iter().position(|&b| b != 0) {
-            panic!("byte {} of the gap is {:#x}, not zero", off + i as u64, got[i]);
+            panic!(
+                "byte {} of the gap is {:#x}, not zero",
+                off + i as u64,
+                got[i]
+            );
         }
         off += n as u64;
     }
@@ -226,7 +241,11 @@ fn set_len_shrink_of_a_memory_backing_truncates_it() {
     f.write_all_at(&[1u8; 1000], 30_000).unwrap();
     f.set_len(12_345).unwrap();
     f.sync_all().unwrap();
-    assert_same("backing after shrink", &b.inner().contents().unwrap(), &data[..12_345]);
+    assert_same(
+        "backing after shrink",
+        &b.inner().contents().unwrap(),
+        &data[..12_345],
+    );
 }
 
 // ---- punch_hole ----------------------------------------------------------------------
@@ -235,12 +254,12 @@ fn set_len_shrink_of_a_memory_backing_truncates_it() {
 fn punch_hole_at_unaligned_offsets_zeroes_exactly_the_range_in_every_state() {
     let size = 200 * KIB + 77;
     let holes: [(u64, u64); 6] = [
-        (1000, 10),                            // inside one page
-        (4000, 200),                           // across a page boundary
-        (5000, 70_000),                        // across large folios
-        (65_536 - 1, 2),                       // across a 64 KiB folio boundary
-        (8 * P, 16 * P),                       // aligned whole pages
-        (size as u64 - 300, 10_000),           // across EOF: the size stays
+        (1000, 10),                  // inside one page
+        (4000, 200),                 // across a page boundary
+        (5000, 70_000),              // across large folios
+        (65_536 - 1, 2),             // across a 64 KiB folio boundary
+        (8 * P, 16 * P),             // aligned whole pages
+        (size as u64 - 300, 10_000), // across EOF: the size stays
     ];
     for max_folio in [PAGE, 64 * KIB] {
         for state in STATES {
@@ -259,7 +278,11 @@ fn punch_hole_at_unaligned_offsets_zeroes_exactly_the_range_in_every_state() {
                 f.sync_data().unwrap();
                 assert_same(&format!("{what}: on disk"), &disk(&tmp.path), &model.data);
                 c.shrink(u64::MAX);
-                assert_same(&format!("{what}: evicted, read again"), &read_all(&f), &model.data);
+                assert_same(
+                    &format!("{what}: evicted, read again"),
+                    &read_all(&f),
+                    &model.data,
+                );
             }
         }
     }
@@ -290,7 +313,10 @@ fn punch_hole_drops_the_cached_folios_inside_the_range() {
     // Pages 9..=19 wholly inside; 8 and 20 partly.
     f.punch_hole(8 * P + 1, 12 * P).unwrap();
     let cs = f.cachestat(9 * P, 11 * P).unwrap();
-    assert_eq!(cs.cached, 0, "pages wholly inside the hole are dropped: {cs:?}");
+    assert_eq!(
+        cs.cached, 0,
+        "pages wholly inside the hole are dropped: {cs:?}"
+    );
     assert_eq!(cs.evicted, 0, "and leave no shadow: {cs:?}");
 }
 
@@ -381,7 +407,10 @@ fn a_file_opened_read_only_refuses_writes() {
             .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::PermissionDenied, "{e}");
         assert!(f.set_len(0).is_err(), "set_len on a read-only file");
-        assert!(f.punch_hole(0, 100).is_err(), "punch_hole on a read-only file");
+        assert!(
+            f.punch_hole(0, 100).is_err(),
+            "punch_hole on a read-only file"
+        );
         assert_eq!(f.len(), 10_000);
         assert_eq!(read_all(&f), data);
     }
@@ -395,9 +424,18 @@ fn a_write_ending_past_i64_max_is_file_too_large_and_changes_nothing() {
     let f = open_rw(&c, &tmp.path);
     f.write_all_at(b"abc", 0).unwrap();
     let max = i64::MAX as u64;
-    for (off, len) in [(max, 1usize), (max - 1, 2), (u64::MAX - 1, 10), (1 << 63, 1)] {
+    for (off, len) in [
+        (max, 1usize),
+        (max - 1, 2),
+        (u64::MAX - 1, 10),
+        (1 << 63, 1),
+    ] {
         let e = f.write_at(&vec![1u8; len], off).unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::FileTooLarge, "write of {len} at {off}: {e}");
+        assert_eq!(
+            e.kind(),
+            ErrorKind::FileTooLarge,
+            "write of {len} at {off}: {e}"
+        );
     }
     assert_eq!(f.len(), 3);
     assert_eq!(read_all(&f), b"abc");
@@ -437,10 +475,17 @@ fn an_uncached_write_leaves_none_of_the_folios_it_created_cached() {
         let n = f.write_at_flags(&buf, off, WriteFlags::DONTCACHE).unwrap();
         assert_eq!(n, buf.len());
         let cs = f.cachestat(0, 0).unwrap();
-        assert_eq!(cs.cached, 0, "{what}: no folio the write created stays: {cs:?}");
+        assert_eq!(
+            cs.cached, 0,
+            "{what}: no folio the write created stays: {cs:?}"
+        );
         assert_eq!(cs.evicted, 0, "{what}: and no shadow either: {cs:?}");
         let s = c.stats();
-        assert_eq!((s.folios, s.dirty_bytes, s.writeback_bytes), (0, 0, 0), "{what}: {s:?}");
+        assert_eq!(
+            (s.folios, s.dirty_bytes, s.writeback_bytes),
+            (0, 0, 0),
+            "{what}: {s:?}"
+        );
         let mut model = Model { data: old };
         model.write(off, &buf);
         assert_eq!(f.len(), model.len(), "{what}");
@@ -496,7 +541,11 @@ fn an_uncached_write_larger_than_the_cache_succeeds_and_leaves_nothing_cached() 
         assert_eq!(f.cachestat(0, 0).unwrap().cached, 0, "{what}");
         assert_same(&what, &read_all(&f), &data);
         f.sync_data().unwrap();
-        assert_same(&format!("{what}: backing"), &b.inner().contents().unwrap(), &data);
+        assert_same(
+            &format!("{what}: backing"),
+            &b.inner().contents().unwrap(),
+            &data,
+        );
     }
 }
 
@@ -538,8 +587,15 @@ fn write_flags_behave_like_read_flags() {
         WriteFlags::from_bits(WriteFlags::DONTCACHE.bits()),
         Some(WriteFlags::DONTCACHE)
     );
-    assert_eq!(WriteFlags::from_bits(1 << 31), None, "unknown bits are refused");
-    assert_eq!(WriteFlags::NONE | WriteFlags::DONTCACHE, WriteFlags::DONTCACHE);
+    assert_eq!(
+        WriteFlags::from_bits(1 << 31),
+        None,
+        "unknown bits are refused"
+    );
+    assert_eq!(
+        WriteFlags::NONE | WriteFlags::DONTCACHE,
+        WriteFlags::DONTCACHE
+    );
 }
 
 // ---- OpenOptions -----------------------------------------------------------------
@@ -670,11 +726,17 @@ fn a_memfile_hole_reads_zeros_and_allocates_nothing() {
     let mut buf = vec![0xAAu8; MIB];
     for i in 0..64u64 {
         assert_eq!(f.read_at(&mut buf, i * MIB as u64).unwrap(), MIB);
-        assert!(buf.iter().all(|&b| b == 0), "MiB {i} of the hole is not zero");
+        assert!(
+            buf.iter().all(|&b| b == 0),
+            "MiB {i} of the hole is not zero"
+        );
         buf.fill(0xAA);
     }
     let s = c.stats();
-    assert_eq!(s.folios, before.folios, "reading a hole allocates no folio: {s:?}");
+    assert_eq!(
+        s.folios, before.folios,
+        "reading a hole allocates no folio: {s:?}"
+    );
     assert_eq!(s.bytes_cached, before.bytes_cached, "{s:?}");
     assert_eq!(f.cachestat(0, 0).unwrap().cached, 0);
 }
@@ -712,7 +774,10 @@ fn writing_more_than_the_capacity_to_a_memfile_fails_storage_full_and_the_cache_
             Ok(n) => {
                 assert_eq!(n, chunk.len());
                 written += n as u64;
-                assert!(written <= MIB as u64, "wrote {written} bytes into a 1 MiB cache");
+                assert!(
+                    written <= MIB as u64,
+                    "wrote {written} bytes into a 1 MiB cache"
+                );
             }
             Err(e) => break e,
         }
@@ -802,7 +867,10 @@ fn a_memfile_sync_succeeds_and_writes_nothing() {
     m.sync_all().unwrap();
     c.sync_all().unwrap();
     let s = c.stats();
-    assert_eq!(s.io_writes, before.io_writes, "a memfile has nowhere to write: {s:?}");
+    assert_eq!(
+        s.io_writes, before.io_writes,
+        "a memfile has nowhere to write: {s:?}"
+    );
     assert_eq!(read_all(&m), vec![9u8; 3 * PAGE]);
 }
 
