@@ -448,3 +448,62 @@ fn a_slow_failing_writeback_does_not_block_reads_of_other_files() {
     let _ = f.sync_data();
     f.sync_data().unwrap();
 }
+
+#[test]
+fn cache_sync_all_reports_a_failed_writeback_and_each_handle_still_sees_it() {
+    let c = quiet_cache(2 * MIB, 16 * KIB);
+    let (f, b) = open_faulty(&c);
+    let (g, b2) = open_faulty(&c);
+    let data = nonzero_bytes(100_000, 12);
+    f.write_all_at(&data, 0).unwrap();
+    g.write_all_at(&data, 0).unwrap();
+    b.fail_nth(Op::Write, 1, libc::EIO);
+    assert_eq!(errno("Cache::sync_all", c.sync_all()), libc::EIO);
+    // The other file was still written.
+    assert_same("the healthy file's backing", &contents(&b2), &data);
+    // The failing file's handle has not reported it yet: its sync does
+    // (the retry itself succeeds).
+    assert_eq!(
+        errno(
+            "the handle after Cache::sync_all met its error",
+            f.sync_data()
+        ),
+        libc::EIO
+    );
+    g.sync_data()
+        .expect("the healthy file has nothing to report");
+    f.sync_data().unwrap();
+    c.sync_all().unwrap();
+    assert_same("backing after the retry", &contents(&b), &data);
+}
+
+#[test]
+fn a_failed_write_of_a_partial_folio_read_reports_the_read_error_and_changes_nothing() {
+    // A write that covers a folio only in part reads the rest first; if
+    // that read fails, the write fails with the read's error and the
+    // file keeps its old bytes and size.
+    let data = nonzero_bytes(64 * PAGE, 13);
+    let b = Arc::new(FaultyBacking::new(MemBacking::with_data(data.clone())));
+    let c = wcommon::cache_no_ra(MIB, PAGE);
+    let f = c.open_backing(b.clone()).unwrap();
+    b.fail_reads_in(5 * P, P, libc::EIO);
+    assert_eq!(
+        errno(
+            "partial write over a bad page",
+            f.write_at(b"xyz", 5 * P + 10)
+        ),
+        libc::EIO
+    );
+    assert_eq!(f.len(), data.len() as u64);
+    assert_eq!(c.stats().dirty_bytes, 0, "nothing was dirtied");
+    b.clear();
+    assert_same("after the failed write", &read_all(&f), &data);
+    // A whole-page write needs no read and goes through.
+    b.fail_reads_in(6 * P, P, libc::EIO);
+    f.write_all_at(&[1u8; PAGE], 6 * P).unwrap();
+    b.clear();
+    f.sync_data().unwrap();
+    let mut model = Model { data };
+    model.write(6 * P, &[1u8; PAGE]);
+    assert_same("backing", &contents(&b), &model.data);
+}

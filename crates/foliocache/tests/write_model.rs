@@ -105,7 +105,15 @@ fn op(reopen: bool) -> impl Strategy<Value = Op> {
 /// (capacity, max folio size): capacities 256 KiB..8 MiB, folios 4 KiB up
 /// to a quarter of the capacity (2 MiB with 8 MiB).
 fn geometry() -> impl Strategy<Value = (usize, usize)> {
-    (0usize..6).prop_flat_map(|ci| {
+    geometry_from(0)
+}
+
+/// [`geometry`] from the `min`-th capacity on (the thread tests start at
+/// 1 MiB: a write locks as much of the cache as it grabs, and in a 256 KiB
+/// cache concurrent threads can find every folio locked and get
+/// `OutOfMemory`, which `write_stress.rs` reports on its own).
+fn geometry_from(min: usize) -> impl Strategy<Value = (usize, usize)> {
+    (min..6).prop_flat_map(|ci| {
         let cap = [256 * KIB, 512 * KIB, MIB, 2 * MIB, 4 * MIB, 8 * MIB][ci];
         let max_order = (cap / 4 / 4096).trailing_zeros().min(9);
         (Just(cap), (0..=max_order).prop_map(|o| 4096usize << o))
@@ -519,7 +527,7 @@ proptest! {
 
     #[test]
     fn threads_on_disjoint_ranges_match_the_model(
-        (cap, folio) in geometry(),
+        (cap, folio) in geometry_from(2),
         total in 8_000u64..=2_000_000,
         cuts in prop::collection::vec(any::<u64>(), 1..=3),
         per_thread in prop::collection::vec(prop::collection::vec(top(), 1..30), 4),

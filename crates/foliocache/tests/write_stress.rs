@@ -387,3 +387,56 @@ fn writers_readers_truncate_punch_and_sync_on_one_file_small_folios() {
 fn writers_readers_truncate_punch_and_sync_on_one_file_large_folios_some_uncached() {
     stress("stress-64k", 1024 * KIB, 64 * KIB, 3, true);
 }
+
+/// Two writers rewriting 200 KB each in a 256 KiB cache, and a reader
+/// reading one byte elsewhere: the writers need more than the cache
+/// between them, so they write back and evict each other's data all the
+/// time. Everyone must wait their turn; nobody may fail. (The kernel locks
+/// one folio at a time in a buffered write; a write here locks as much of
+/// its range as it can grab at once.)
+#[test]
+fn concurrent_writes_in_a_small_cache_make_no_read_or_write_fail() {
+    let tmp = TempPath::with_data("small-cache", &wcommon::nonzero_bytes(1 << 20, 1));
+    let c = cache(256 * KIB, 64 * KIB);
+    let f = open_rw(&c, &tmp.path);
+    let stop = Arc::new(AtomicBool::new(false));
+    let run = secs();
+    let writers: Vec<_> = (0..2u64)
+        .map(|w| {
+            let (f, stop) = (f.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let buf = wcommon::nonzero_bytes(200_000, w);
+                let mut n = 0u64;
+                while !stop.load(SeqCst) {
+                    f.write_all_at(&buf, w * 400_000 + 1000)
+                        .unwrap_or_else(|e| panic!("writer {w}, write {n}: {e}"));
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    let reader = {
+        let (f, stop) = (f.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut b = [0u8; 1];
+            let mut n = 0u64;
+            while !stop.load(SeqCst) {
+                f.read_at(&mut b, 900_000)
+                    .unwrap_or_else(|e| panic!("reader, read {n}: {e}"));
+                n += 1;
+            }
+            n
+        })
+    };
+    std::thread::sleep(run);
+    stop.store(true, SeqCst);
+    let r = wcommon::within(HANG, "the reader to stop", move || reader.join());
+    let w: Vec<_> = writers.into_iter().map(|h| h.join()).collect();
+    let reads = r.unwrap_or_else(|p| std::panic::resume_unwind(p));
+    let writes: Vec<u64> = w
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|p| std::panic::resume_unwind(p)))
+        .collect();
+    eprintln!("small cache: {reads} reads, writes {writes:?} in {run:?}");
+}
