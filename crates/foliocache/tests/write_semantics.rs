@@ -879,3 +879,97 @@ fn _assert_send_sync() {
     is::<File>();
     is::<Cache>();
 }
+
+// ---- edges -------------------------------------------------------------------------
+
+#[test]
+fn an_empty_write_changes_nothing_even_past_eof() {
+    let tmp = TempPath::with_data("empty-write", b"hello");
+    let c = cache(MIB, 16 * KIB);
+    let f = open_rw(&c, &tmp.path);
+    assert_eq!(f.write_at(&[], 1 << 20).unwrap(), 0);
+    assert_eq!(f.write_at_flags(&[], 3, WriteFlags::DONTCACHE).unwrap(), 0);
+    assert_eq!(f.len(), 5, "an empty write does not extend the file");
+    assert_eq!(c.stats().dirty_bytes, 0);
+    f.punch_hole(1, 0).unwrap();
+    assert_eq!(read_all(&f), b"hello", "an empty punch changes nothing");
+    f.sync_all().unwrap();
+    assert_eq!(disk(&tmp.path), b"hello");
+}
+
+#[test]
+fn set_len_past_i64_max_fails_and_keeps_the_size() {
+    let tmp = TempPath::with_data("set-len-max", b"hello");
+    let c = cache(MIB, 16 * KIB);
+    let f = open_rw(&c, &tmp.path);
+    assert!(f.set_len(i64::MAX as u64 + 1).is_err());
+    assert!(f.set_len(u64::MAX).is_err());
+    assert_eq!(f.len(), 5);
+    assert!(
+        f.punch_hole(u64::MAX - 1, 10).is_err(),
+        "an overflowing range"
+    );
+    assert_eq!(read_all(&f), b"hello");
+}
+
+#[test]
+fn a_read_only_handle_can_sync() {
+    let tmp = TempPath::with_data("ro-sync", b"hello");
+    let c = cache(MIB, 16 * KIB);
+    let f = c.open(&tmp.path).unwrap();
+    f.sync_data().unwrap();
+    f.sync_all().unwrap();
+    c.sync_all().unwrap();
+}
+
+#[test]
+fn concurrent_appends_each_land_whole_at_a_distinct_offset() {
+    const REC: usize = 1000;
+    const PER: usize = 200;
+    let tmp = TempPath::new("append-mt");
+    let c = cache(512 * KIB, 16 * KIB);
+    let f = c
+        .open_options()
+        .read(true)
+        .append(true)
+        .create(true)
+        .open(&tmp.path)
+        .unwrap();
+    let threads: Vec<_> = (1..=4u8)
+        .map(|t| {
+            let f = f.clone();
+            std::thread::spawn(move || {
+                for i in 0..PER {
+                    // Every byte of a record says who wrote it.
+                    let rec = vec![t.wrapping_mul(16) | (i % 16) as u8; REC];
+                    assert_eq!(f.write_at(&rec, 0).unwrap(), REC);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(f.len(), (4 * PER * REC) as u64);
+    let check = |what: &str, all: &[u8]| {
+        let mut per_thread = [0usize; 5];
+        for (k, rec) in all.chunks(REC).enumerate() {
+            assert!(
+                rec.iter().all(|&b| b == rec[0]),
+                "{what}: record {k} at {} is torn",
+                k * REC
+            );
+            let t = (rec[0] / 16) as usize;
+            assert!(
+                (1..=4).contains(&t),
+                "{what}: record {k} has byte {:#x}",
+                rec[0]
+            );
+            per_thread[t] += 1;
+        }
+        assert_eq!(&per_thread[1..], &[PER; 4], "{what}: records per thread");
+    };
+    check("cache", &read_all(&f));
+    f.sync_all().unwrap();
+    check("disk", &disk(&tmp.path));
+}
