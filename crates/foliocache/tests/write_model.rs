@@ -378,7 +378,8 @@ struct Share {
     last: bool,
 }
 
-fn thread_ops(f: &File, path: &Path, share: Share, mut model: Model, ops: &[TOp]) -> Model {
+/// `path`: the backing file to check after a sync (`None` for a memfile).
+fn thread_ops(f: &File, path: Option<&Path>, share: Share, mut model: Model, ops: &[TOp]) -> Model {
     let Share {
         id,
         start,
@@ -386,7 +387,7 @@ fn thread_ops(f: &File, path: &Path, share: Share, mut model: Model, ops: &[TOp]
         last,
     } = share;
     let span = end - start;
-    let disk = std::fs::File::open(path).unwrap();
+    let disk = path.map(|p| std::fs::File::open(p).unwrap());
     for (step, op) in ops.iter().enumerate() {
         let what = format!("thread {id} [{start}, {end}) step {step} {op:?}");
         match *op {
@@ -434,6 +435,7 @@ fn thread_ops(f: &File, path: &Path, share: Share, mut model: Model, ops: &[TOp]
             }
             TOp::Sync => {
                 f.sync_data().unwrap_or_else(|e| panic!("{what}: {e}"));
+                let Some(disk) = &disk else { continue };
                 // Our bytes are on disk now, whatever the others do.
                 let mut got = vec![0u8; model.data.len()];
                 disk.read_exact_at(&mut got, start)
@@ -449,12 +451,26 @@ fn thread_ops(f: &File, path: &Path, share: Share, mut model: Model, ops: &[TOp]
     model
 }
 
-fn run_threads(folio: usize, cap: usize, total: u64, cuts: &[u64], per_thread: &[Vec<TOp>]) {
+fn run_threads(
+    memfile: bool,
+    folio: usize,
+    cap: usize,
+    total: u64,
+    cuts: &[u64],
+    per_thread: &[Vec<TOp>],
+) {
     let n = per_thread.len();
     let initial = nonzero_bytes(total as usize, total);
     let tmp = TempPath::with_data("model-mt", &initial);
     let cache = cache(cap, folio);
-    let f = open_rw(&cache, &tmp.path);
+    let f = if memfile {
+        let f = cache.memfile("model-mt", 0).unwrap();
+        f.write_all_at(&initial, 0).unwrap();
+        f
+    } else {
+        open_rw(&cache, &tmp.path)
+    };
+    let backing = (!memfile).then(|| tmp.path.clone());
     // Range boundaries: 0, the cuts (sorted, unaligned), total.
     let mut bounds: Vec<u64> = cuts.iter().map(|c| c % total).collect();
     bounds.push(0);
@@ -470,7 +486,7 @@ fn run_threads(folio: usize, cap: usize, total: u64, cuts: &[u64], per_thread: &
         .enumerate()
         .map(|(id, (&(start, end), ops))| {
             let f = f.clone();
-            let path = tmp.path.clone();
+            let path = backing.clone();
             let ops = ops.clone();
             let last = end == total;
             let model = Model {
@@ -485,7 +501,7 @@ fn run_threads(folio: usize, cap: usize, total: u64, cuts: &[u64], per_thread: &
                     end,
                     last,
                 };
-                thread_ops(&f, &path, share, model, &ops)
+                thread_ops(&f, path.as_deref(), share, model, &ops)
             })
         })
         .collect();
@@ -515,6 +531,9 @@ fn run_threads(folio: usize, cap: usize, total: u64, cuts: &[u64], per_thread: &
         &whole.data,
     );
     f.sync_all().unwrap();
+    if memfile {
+        return;
+    }
     assert_same(
         &format!("{what}: backing after sync_all"),
         &disk(&tmp.path),
@@ -532,6 +551,16 @@ proptest! {
         cuts in prop::collection::vec(any::<u64>(), 1..=3),
         per_thread in prop::collection::vec(prop::collection::vec(top(), 1..30), 4),
     ) {
-        run_threads(folio, cap, total, &cuts, &per_thread[..cuts.len() + 1]);
+        run_threads(false, folio, cap, total, &cuts, &per_thread[..cuts.len() + 1]);
+    }
+
+    #[test]
+    fn threads_on_disjoint_ranges_of_a_memfile_match_the_model(
+        folio in (0u32..=9).prop_map(|o| 4096usize << o),
+        total in 8_000u64..=2_000_000,
+        cuts in prop::collection::vec(any::<u64>(), 1..=3),
+        per_thread in prop::collection::vec(prop::collection::vec(top(), 1..30), 4),
+    ) {
+        run_threads(true, folio, 16 * MIB, total, &cuts, &per_thread[..cuts.len() + 1]);
     }
 }
