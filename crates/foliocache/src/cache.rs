@@ -33,11 +33,16 @@
 //! access brings it back. Every activation and every eviction advances the
 //! eviction clock (`nonresident_age`).
 //!
+//! Reclaim never evicts a dirty folio or one under writeback: it rotates
+//! it and wakes the flusher ([`crate::writeback`]). Memory files' folios are
+//! on no list.
+//!
 //! # Lock order
 //! LRU lock, then a mapping's index lock (reclaim removes an evicted folio
 //! from its mapping while holding the LRU lock). The read path takes the
 //! index lock to insert a folio and the LRU lock after releasing it, never
-//! both.
+//! both. The file-level locks of writes, truncation and writeback come
+//! before both (see [`crate::writeback`]).
 
 use std::io;
 use std::sync::{Arc, Weak};
@@ -85,6 +90,7 @@ pub struct CacheBuilder {
     shadow_budget: Option<usize>,
     dirty_limit: Option<usize>,
     dirty_background: Option<usize>,
+    huge_pages: bool,
 }
 
 impl Default for CacheBuilder {
@@ -99,6 +105,7 @@ impl Default for CacheBuilder {
             shadow_budget: None,
             dirty_limit: None,
             dirty_background: None,
+            huge_pages: true,
         }
     }
 }
@@ -163,6 +170,15 @@ impl CacheBuilder {
         self
     }
 
+    /// Whether the arena asks for transparent huge pages (default yes):
+    /// fewer TLB misses on hits; but see
+    /// [`Arena::with_huge_pages`](crate::arena::Arena::with_huge_pages)
+    /// for what their first touch costs.
+    pub fn huge_pages(mut self, on: bool) -> Self {
+        self.huge_pages = on;
+        self
+    }
+
     /// Dirty bytes above which a writer is throttled: it writes back its
     /// own file's dirty data before it writes more (the kernel's
     /// `dirty_ratio`). Default: half the capacity. At least one page.
@@ -194,8 +210,8 @@ impl CacheBuilder {
         let io = Some(IoEngine::new(self.io)?);
         #[cfg(loom)]
         let io = None;
-        let arena = Arena::new(self.capacity, self.populate)?;
-        let table = FolioTable::new(arena.capacity_pages());
+        let arena = Arena::with_huge_pages(self.capacity, self.populate, self.huge_pages)?;
+        let table = FolioTable::with_huge_pages(arena.capacity_pages(), self.huge_pages);
         let shadow_nodes = match self.shadow_budget {
             Some(bytes) => bytes / xarray::NODE_SIZE,
             None => arena.capacity_pages() / 16,
@@ -539,6 +555,7 @@ pub(crate) struct CacheInner {
     /// Dirty pages above which writers are throttled.
     pub(crate) dirty_limit: u64,
     /// Dirty pages above which the flusher writes back.
+    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) dirty_background: u64,
     /// The background writeback thread's wake-up.
     pub(crate) flusher: Arc<crate::writeback::Flusher>,
@@ -792,11 +809,24 @@ impl CacheInner {
         n: usize,
         out: &mut Vec<&'c Folio>,
     ) -> usize {
-        let mut pages = Vec::with_capacity(n);
-        let mut got = self.arena.alloc_bulk(order, n, &mut pages);
+        let mut got = self.arena_alloc_bulk(order, n, out);
         if got < n && self.reclaim(((n - got) as u64) << order) > 0 {
-            got += self.arena.alloc_bulk(order, n - got, &mut pages);
+            got += self.arena_alloc_bulk(order, n - got, out);
         }
+        got
+    }
+
+    /// Up to `n` folios of exactly `order` straight from the arena, in one
+    /// hold of its lock, with no reclaim: each with one reference, in no
+    /// mapping. Returns how many were added to `out`.
+    pub(crate) fn arena_alloc_bulk<'c>(
+        &'c self,
+        order: u32,
+        n: usize,
+        out: &mut Vec<&'c Folio>,
+    ) -> usize {
+        let mut pages = Vec::with_capacity(n);
+        let got = self.arena.alloc_bulk(order, n, &mut pages);
         for p in pages {
             let f = self.folio(p.index());
             f.init(order, 0);
@@ -833,6 +863,33 @@ impl CacheInner {
             all.retain(|w| w.strong_count() > 0);
         }
         all.push(Arc::downgrade(m));
+    }
+
+    /// The mapping of the file `key` (device, inode) if one is open in this
+    /// cache, else the one `make` builds, registered; in one hold of the
+    /// registry lock, so two threads opening a file get one mapping.
+    /// Returns it and whether it is new.
+    pub(crate) fn find_or_register(
+        &self,
+        key: (u64, u64),
+        make: impl FnOnce() -> Mapping,
+    ) -> (Arc<Mapping>, bool) {
+        let mut all = self.mappings.lock();
+        if let Some(m) = all
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find(|m| m.key == Some(key))
+        {
+            return (m, false);
+        }
+        if all.len() >= 64 && all.len().is_power_of_two() {
+            all.retain(|w| w.strong_count() > 0);
+        }
+        let mut mapping = make();
+        mapping.key = Some(key);
+        let m = Arc::new(mapping);
+        all.push(Arc::downgrade(&m));
+        (m, true)
     }
 
     /// The mappings of the files open now (each kept alive by the returned

@@ -55,6 +55,72 @@ pub unsafe fn copy(src: *const u8, dst: *mut u8, len: usize) {
     unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
 }
 
+/// Copies `len` bytes between folio memory and a caller's buffer where
+/// another thread may write the folio bytes at the same time (a reader's
+/// copy-out of an uptodate folio runs without the folio lock, as in the
+/// kernel, so it can meet a writer's copy-in). A racing reader gets some
+/// mix of old and new bytes, never anything else. On x86-64 both sides
+/// are `rep movsb` for every length (an `asm!` block: its memory accesses
+/// are the instruction's, which the hardware defines under races, where a
+/// Rust `copy_nonoverlapping` racing a write would be undefined behaviour;
+/// FSRM makes short ones fast); elsewhere (and under loom and miri) it is
+/// [`copy`].
+///
+/// # Safety
+/// As [`copy`].
+#[inline]
+pub unsafe fn copy_shared(src: *const u8, dst: *mut u8, len: usize) {
+    #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
+    {
+        // SAFETY: as in `copy`: `rep movsb` reads `len` bytes forward from
+        // `src` and writes `len` bytes forward to `dst`, which the caller
+        // guarantees valid and disjoint; the direction flag is clear.
+        unsafe {
+            std::arch::asm!(
+                "rep movsb",
+                inout("rcx") len => _,
+                inout("rdi") dst => _,
+                inout("rsi") src => _,
+                options(nostack, preserves_flags)
+            );
+        }
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
+    // SAFETY: the caller's contract.
+    unsafe {
+        copy(src, dst, len)
+    };
+}
+
+/// Zeroes `len` bytes of folio memory that readers may copy at the same
+/// time (see [`copy_shared`]): `rep stosb` on x86-64, `write_bytes`
+/// elsewhere.
+///
+/// # Safety
+/// `dst` valid for writes of `len` bytes.
+#[inline]
+pub unsafe fn zero_shared(dst: *mut u8, len: usize) {
+    #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
+    {
+        // SAFETY: `rep stosb` writes `len` copies of AL (0) forward from
+        // `dst`, which the caller guarantees valid; direction flag clear.
+        unsafe {
+            std::arch::asm!(
+                "rep stosb",
+                inout("rcx") len => _,
+                inout("rdi") dst => _,
+                in("al") 0u8,
+                options(nostack, preserves_flags)
+            );
+        }
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
+    // SAFETY: the caller's contract.
+    unsafe {
+        std::ptr::write_bytes(dst, 0, len)
+    };
+}
+
 /// Asks for the cache line at `p` to be brought in (a hint: no access,
 /// never faults, any address).
 #[inline(always)]
@@ -112,6 +178,24 @@ mod erms {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shared_copy_and_zero_are_exact() {
+        let src: Vec<u8> = (0..9000u32).map(|i| (i * 13 + 1) as u8).collect();
+        let mut dst = vec![0xEEu8; 9100];
+        for (len, off) in [(0, 0), (1, 3), (100, 8), (255, 1), (4096, 16), (8999, 0)] {
+            dst.fill(0xEE);
+            // SAFETY: in bounds of distinct vectors.
+            unsafe { copy_shared(src.as_ptr(), dst.as_mut_ptr().add(off + 1), len) };
+            assert_eq!(&dst[off + 1..off + 1 + len], &src[..len]);
+            assert_eq!(dst[off], 0xEE);
+            assert_eq!(dst[off + 1 + len], 0xEE);
+            // SAFETY: in bounds.
+            unsafe { zero_shared(dst.as_mut_ptr().add(off + 1), len) };
+            assert!(dst[off + 1..off + 1 + len].iter().all(|&b| b == 0));
+            assert_eq!(dst[off + 1 + len], 0xEE, "len {len}");
+        }
+    }
 
     #[test]
     fn copies_every_length_and_alignment_exactly() {

@@ -56,12 +56,44 @@ impl Cache {
     /// # Errors
     /// The OS error of `open(2)` or `fstat(2)`.
     pub fn open(&self, path: impl AsRef<Path>) -> io::Result<File> {
-        let path = path.as_ref();
-        let backing = FileBacking::open(path, &FileOptions::new().read(true))?;
+        self.open_path(path.as_ref(), &FileOptions::new().read(true), false, false)
+    }
+
+    /// Opens a file by path: one mapping per file (device and inode) in
+    /// the cache, shared by every handle, as the kernel has one page cache
+    /// per inode; so a write through one handle is seen by reads through
+    /// any other. A file first opened read-only and now for writing gets
+    /// the new, writable descriptor as its backing. An open that truncated
+    /// the file (`O_TRUNC`) empties its cached data too.
+    pub(crate) fn open_path(
+        &self,
+        path: &Path,
+        opts: &FileOptions,
+        writable: bool,
+        truncated: bool,
+    ) -> io::Result<File> {
+        use std::os::unix::fs::MetadataExt;
+        let backing = FileBacking::open(path, opts)?;
+        let md = backing.file().metadata()?;
         let size = backing.len()?;
-        let mut mapping = Mapping::new(self.clone(), Arc::new(backing), size);
-        mapping.path = Some(path.to_path_buf());
-        Ok(self.file(mapping))
+        let backing: Arc<dyn Backing> = Arc::new(backing);
+        let (mapping, new) = self.inner.find_or_register((md.dev(), md.ino()), || {
+            let mut m = Mapping::new(self.clone(), backing.clone(), size);
+            m.path = Some(path.to_path_buf());
+            m
+        });
+        if new {
+            mapping.set_backing(backing, writable);
+        } else {
+            if writable && !mapping.backing_writable() {
+                mapping.set_backing(backing, true);
+            }
+            if truncated {
+                // The open cut the file on the backing: the cache follows.
+                mapping.truncate_to(0)?;
+            }
+        }
+        Ok(self.file_on(mapping).with_access(writable, false))
     }
 
     /// Reads and writes any [`Backing`] through the cache (a memory
@@ -81,6 +113,11 @@ impl Cache {
     pub(crate) fn file(&self, mapping: Mapping) -> File {
         let mapping = Arc::new(mapping);
         self.inner.register(&mapping);
+        self.file_on(mapping)
+    }
+
+    /// A read-only handle on a registered mapping.
+    fn file_on(&self, mapping: Arc<Mapping>) -> File {
         let since = mapping.wb_err.sample();
         File {
             mapping,

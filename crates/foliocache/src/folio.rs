@@ -467,8 +467,17 @@ impl FolioTable {
     /// If the allocation fails (as `Box` would): the cache's builder checks
     /// the size first.
     pub fn new(pages: usize) -> Self {
+        Self::with_huge_pages(pages, true)
+    }
+
+    /// [`new`](Self::new), asking for huge pages only if `huge` (a cache
+    /// built without them for its arena does without them here too).
+    ///
+    /// # Panics
+    /// As [`new`](Self::new).
+    pub fn with_huge_pages(pages: usize, huge: bool) -> Self {
         let size = std::mem::size_of::<Folio>() * pages.max(1);
-        let align = if size >= HUGE {
+        let align = if huge && size >= HUGE {
             HUGE
         } else {
             std::mem::align_of::<Folio>()

@@ -24,13 +24,24 @@
 //! - uncached reads ([`ReadFlags::DONTCACHE`], per read or per file, and
 //!   [`Advice::NoReuse`]), reads that never wait for IO
 //!   ([`ReadFlags::NOWAIT`]), and `cachestat(2)`'s figures per file
-//!   ([`File::cachestat`]).
+//!   ([`File::cachestat`]);
+//! - writes ([`Cache::open_options`], [`File::write_at`]): folios found or
+//!   created in batches ([`Mapping::grab_folios`]), dirty until the
+//!   background flusher, a throttled writer or `sync_data`/`sync_all`
+//!   writes them back in contiguous runs ([`writeback`]); writeback errors
+//!   reported once per handle; [`File::set_len`], [`File::punch_hole`],
+//!   uncached writes ([`WriteFlags::DONTCACHE`]); and memory files with no
+//!   backing store ([`Cache::memfile`]).
 //!
 //! ```no_run
 //! let cache = foliocache::Cache::builder().capacity(64 << 20).build()?;
 //! let file = cache.open("data.bin")?;
 //! let mut buf = [0u8; 100];
 //! let n = file.read_at(&mut buf, 12345)?;
+//!
+//! let log = cache.open_options().read(true).write(true).create(true).open("log.bin")?;
+//! log.write_at(b"record", log.len())?;
+//! log.sync_data()?; // durable: written back and fdatasync'ed
 //! # Ok::<(), std::io::Error>(())
 //! ```
 #![deny(unsafe_code)]

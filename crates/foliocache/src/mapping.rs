@@ -286,7 +286,15 @@ impl From<AddError> for io::Error {
 pub struct Mapping {
     xa: XArray<FolioPtr>,
     pub(crate) cache: Cache,
-    pub(crate) backing: Arc<dyn Backing>,
+    /// Where the data comes from and goes to. Replaced only when a file
+    /// first opened read-only is opened for writing (the new descriptor
+    /// can write back).
+    backing: parking_lot::RwLock<Arc<dyn Backing>>,
+    /// Whether `backing` was opened for writing.
+    backing_writable: std::sync::atomic::AtomicBool,
+    /// The file's identity (device, inode) for a file opened by path: one
+    /// mapping per file in a cache, so every handle sees the same data.
+    pub(crate) key: Option<(u64, u64)>,
     /// The file's size in bytes (the kernel's `i_size`): changed by writes
     /// that extend the file (under `inode_lock` and the folio locks of the
     /// extending write, so writeback that locks a folio sees the size its
@@ -340,7 +348,9 @@ impl Mapping {
         Mapping {
             xa: XArray::new(),
             cache,
-            backing,
+            backing: parking_lot::RwLock::new(backing),
+            backing_writable: std::sync::atomic::AtomicBool::new(true),
+            key: None,
             size: AtomicU64::new(size),
             info,
             path: None,
@@ -366,6 +376,25 @@ impl Mapping {
     /// The file's size in bytes now.
     pub fn size(&self) -> u64 {
         self.size.load(Ordering::Acquire)
+    }
+
+    /// The backing (a counted reference: it may be replaced meanwhile).
+    pub(crate) fn backing(&self) -> Arc<dyn Backing> {
+        self.backing.read().clone()
+    }
+
+    /// Whether the backing can be written.
+    pub(crate) fn backing_writable(&self) -> bool {
+        self.backing_writable
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Sets the backing and whether it is writable (a new mapping, or one
+    /// whose file is now opened for writing).
+    pub(crate) fn set_backing(&self, backing: Arc<dyn Backing>, writable: bool) {
+        *self.backing.write() = backing;
+        self.backing_writable
+            .store(writable, std::sync::atomic::Ordering::Release);
     }
 
     /// Sets the size (the caller holds `inode_lock` exclusively, or is an
@@ -812,8 +841,8 @@ impl Mapping {
             return self.create_one(start, end, out, dontcache);
         }
         let max = self.inner().max_order;
-        let mut folios: Vec<FolioRef<'m>> = Vec::new();
-        let mut at = start;
+        let mut folios = self.alloc_plan(start, end, max);
+        let mut at = start + folios.iter().map(|f| f.nr_pages()).sum::<u64>();
         while at < end {
             let order = fit_order(at, end, max);
             let f = if folios.is_empty() {
@@ -824,11 +853,13 @@ impl Mapping {
                     .or_else(|| (order > 0).then(|| self.new_folio_nowait(0)).flatten())
             };
             let Some(f) = f else { break };
-            if dontcache {
-                f.test_and_set(FolioFlags::DROPBEHIND);
-            }
             at += f.nr_pages();
             folios.push(f);
+        }
+        if dontcache {
+            for f in &folios {
+                f.test_and_set(FolioFlags::DROPBEHIND);
+            }
         }
         // A folio smaller than planned may leave the next misaligned:
         // keep the aligned prefix.
@@ -867,6 +898,49 @@ impl Mapping {
             }
         }
         Ok(Some(pages))
+    }
+
+    /// The folios of a gap's plan (the largest aligned order that fits at
+    /// each step), taken from the arena in one bulk allocation per order:
+    /// all of them, or none (when the arena is short, the caller goes one
+    /// folio at a time, reclaiming and waiting as needed). In plan order.
+    fn alloc_plan<'m>(&'m self, start: u64, end: u64, max: u32) -> Vec<FolioRef<'m>> {
+        let mut plan = Vec::new();
+        let mut at = start;
+        while at < end {
+            let order = fit_order(at, end, max);
+            plan.push(order);
+            at += 1 << order;
+        }
+        let mut orders = plan.clone();
+        orders.sort_unstable();
+        orders.dedup();
+        let mut pools: Vec<Vec<FolioRef<'m>>> = Vec::with_capacity(orders.len());
+        let cache = self.inner();
+        for &order in &orders {
+            let want = plan.iter().filter(|&&o| o == order).count();
+            let mut pool = Vec::with_capacity(want);
+            let mut raw = Vec::with_capacity(want);
+            // Straight from the arena: no reclaim here.
+            let got = cache.arena_alloc_bulk(order, want, &mut raw);
+            for f in raw {
+                pool.push(FolioRef::adopt(cache, f));
+            }
+            pools.push(pool);
+            if got < want {
+                // Given back by the drops (they were never locked).
+                return Vec::new();
+            }
+        }
+        let mut out = Vec::with_capacity(plan.len());
+        for order in plan {
+            let i = orders.binary_search(&order).expect("planned order");
+            let f = pools[i].pop().expect("one folio per step");
+            let locked = f.trylock();
+            debug_assert!(locked, "a fresh folio is unlocked");
+            out.push(f);
+        }
+        out
     }
 
     /// [`create_range`](Self::create_range) one folio at a time: each
@@ -1232,7 +1306,7 @@ impl Mapping {
             let r = unsafe { IoBufMut::from_raw_parts(ptr.add(from), len - from) }
                 .map_err(io::Error::from)
                 .and_then(|mut buf| {
-                    self.backing
+                    self.backing()
                         .read_blocks(std::slice::from_mut(&mut buf), pos + from as u64)
                 });
             cache.stats.io_reads.fetch_add(1, Ordering::Relaxed);
@@ -1247,7 +1321,7 @@ impl Mapping {
                     // file, not written back): past the backing's end the
                     // file reads as zeros.
                     let at = pos + (from + n) as u64;
-                    if matches!(self.backing.len(), Ok(blen) if blen <= at) {
+                    if matches!(self.backing().len(), Ok(blen) if blen <= at) {
                         break;
                     }
                     // Else the backing ends before the size it reports. A
@@ -1323,7 +1397,7 @@ impl Mapping {
             let buf = unsafe { IoBufMut::from_raw_parts(ptr, len) }.map_err(io::Error::from)?;
             bufs.push(buf);
         }
-        let r = self.backing.read_blocks(&mut bufs, pos);
+        let r = self.backing().read_blocks(&mut bufs, pos);
         drop(bufs);
         cache.stats.io_reads.fetch_add(1, Ordering::Relaxed);
         self.complete_run(run, r)
@@ -1375,7 +1449,7 @@ impl Mapping {
             };
             let on_error = on_error.clone();
             let inner = cache_arc.clone();
-            ops.push(ReadOp::new(self.backing.clone(), offset, bufs, move |r| {
+            ops.push(ReadOp::new(self.backing(), offset, bufs, move |r| {
                 // The whole struct, not its fields (it is what is `Send`).
                 let held = held;
                 {
@@ -1612,7 +1686,8 @@ impl Mapping {
         // initialised, nobody writes them, and reclaim cannot free them;
         // `from + dst.len()` lies inside the folio; `dst` is a distinct
         // caller buffer.
-        unsafe { crate::copy::copy(src.add(from), dst.as_mut_ptr(), dst.len()) };
+        // A writer may copy into it meanwhile: see `copy_shared`.
+        unsafe { crate::copy::copy_shared(src.add(from), dst.as_mut_ptr(), dst.len()) };
     }
 
     /// The end of an uncached read's use of `f` (reference 6.2): if it is
@@ -1767,10 +1842,9 @@ impl Mapping {
         // above); `src` is a caller buffer, distinct from arena memory the
         // caller holds locked. Readers of an uptodate folio copy out
         // without the lock: a read racing a write of the same bytes may see
-        // either, as with the kernel's page cache; both copies are
-        // `rep movsb` or plain byte copies, never reads of a value the
-        // compiler may assume stable.
-        unsafe { crate::copy::copy(src.as_ptr(), dst.add(from), src.len()) };
+        // either, as with the kernel's page cache; both sides copy with
+        // `copy_shared`, whose accesses are defined under that race.
+        unsafe { crate::copy::copy_shared(src.as_ptr(), dst.add(from), src.len()) };
     }
 
     /// Zeroes `len` bytes of a locked folio from byte `from`.
@@ -1781,8 +1855,9 @@ impl Mapping {
         );
         debug_assert!(f.is_locked());
         let dst = self.inner().arena.page_ptr(f.page()).as_ptr();
-        // SAFETY: as in `copy_in`: locked, referenced, in bounds.
-        unsafe { std::ptr::write_bytes(dst.add(from), 0, len) };
+        // SAFETY: as in `copy_in`: locked, referenced, in bounds; readers
+        // may copy the bytes meanwhile (`zero_shared`).
+        unsafe { crate::copy::zero_shared(dst.add(from), len) };
     }
 
     /// Marks locked, uptodate folios dirty: the flag, and the index mark
@@ -1883,7 +1958,7 @@ impl Mapping {
             let buf = unsafe { IoBuf::from_raw_parts(ptr, len) }.map_err(io::Error::from)?;
             bufs.push(buf);
         }
-        let r = self.backing.write_blocks(&bufs, first.index() * PAGE);
+        let r = self.backing().write_blocks(&bufs, first.index() * PAGE);
         cache.stats.io_writes.fetch_add(1, Ordering::Relaxed);
         if let Ok(n) = r {
             cache

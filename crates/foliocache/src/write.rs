@@ -23,7 +23,7 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
-use backing::{Backing, BackingInfo, DataPath, FileBacking, FileOptions, IoBuf, IoBufMut};
+use backing::{Backing, BackingInfo, DataPath, FileOptions, IoBuf, IoBufMut};
 
 use crate::arena::PAGE_SIZE;
 use crate::cache::Cache;
@@ -207,11 +207,8 @@ impl OpenOptions {
             .create_new(self.create_new)
             .truncate(self.truncate)
             .mode(self.mode);
-        let backing = FileBacking::open(path, &opts)?;
-        let size = backing.len()?;
-        let mut mapping = Mapping::new(self.cache.clone(), Arc::new(backing), size);
-        mapping.path = Some(path.to_path_buf());
-        Ok(self.cache.file(mapping).with_access(writable, self.append))
+        let file = self.cache.open_path(path, &opts, writable, self.truncate)?;
+        Ok(file.with_access(writable, self.append))
     }
 }
 
@@ -263,6 +260,34 @@ impl Backing for NoBacking {
             "none",
             format!("memory file `{}`: data lives only in the cache", self.name),
         )
+    }
+}
+
+impl Mapping {
+    /// `set_len`'s work (also an `O_TRUNC` open's of a file already
+    /// open): see [`File::set_len`].
+    pub(crate) fn truncate_to(&self, size: u64) -> io::Result<()> {
+        let _i = self.inode_lock.write();
+        let _inv = self.invalidate_lock.write();
+        let old = self.size();
+        if size == old {
+            return Ok(());
+        }
+        // The backing first: if it refuses, nothing has changed. Writeback
+        // is held off until the folios past the end are gone, so none is
+        // written back past it.
+        let _wb = self.wb_lock.lock();
+        if !self.memfile {
+            self.backing().set_len(size)?;
+        }
+        // Readers stop at the new size; then the folios past it go. (Past
+        // the old end, bytes in the cache are zero already: a grown file's
+        // gap reads as zeros.)
+        self.set_size(size);
+        if size < old {
+            self.truncate_bytes(size, u64::MAX);
+        }
+        Ok(())
     }
 }
 
@@ -535,44 +560,28 @@ impl File {
     ///
     /// # Errors
     /// `PermissionDenied` if not writable; `FileTooLarge` past `i64::MAX`;
-    /// the backing's `set_len` error (the cache has the new size then, and
-    /// the next sync sets the backing's again).
+    /// the backing's `set_len` error (then nothing changed).
     pub fn set_len(&self, size: u64) -> io::Result<()> {
         self.check_writable()?;
         check_size(size)?;
-        let m = self.mapping();
-        let _i = m.inode_lock.write();
-        let _inv = m.invalidate_lock.write();
-        let old = m.size();
-        if size < old {
-            // The size first: readers stop at it; then the folios.
-            m.set_size(size);
-            m.truncate_bytes(size, u64::MAX);
-        } else if size > old {
-            // The tail of the last folio past the old end is zero already
-            // (bytes past end of file are kept zero in the cache).
-            m.set_size(size);
-        }
-        if m.memfile || size == old {
-            return Ok(());
-        }
-        let _wb = m.wb_lock.lock();
-        m.backing.set_len(size)
+        self.mapping().truncate_to(size)
     }
 
     /// Deallocates `len` bytes at `offset`, keeping the size
     /// (`fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)`): the range
-    /// reads as zeros afterwards. Any offset and length: cached folios
-    /// wholly inside go (dirty ones included), the part inside of the
-    /// others is zeroed, and for a backed file the whole blocks inside are
-    /// punched on the backing and the partial blocks at the edges are
-    /// written as zeros (dirty in the cache). The part past end of file is
-    /// ignored.
+    /// reads as zeros afterwards. Any offset and length: for a backed file
+    /// the whole blocks inside are punched on the backing first, then the
+    /// cached folios wholly inside go (dirty ones included) and the part
+    /// inside of the others is zeroed, then the partial blocks at the edges
+    /// are written as zeros through the cache (dirty until written back).
+    /// The part past end of file is ignored.
     ///
     /// # Errors
     /// `PermissionDenied` if not writable; `InvalidInput` if the range
     /// overflows; the backing's error (e.g. `EOPNOTSUPP` where its
-    /// filesystem cannot punch holes), or a read error for an edge block.
+    /// filesystem cannot punch holes: then nothing changed), or a read
+    /// error for an edge block (then the whole blocks are punched and the
+    /// edges not yet zeroed).
     pub fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
         self.check_writable()?;
         let end = offset.checked_add(len).ok_or_else(|| {
@@ -590,31 +599,35 @@ impl File {
         let block = backing::BLOCK as u64;
         let inner_start = offset.div_ceil(block) * block;
         let inner_end = end / block * block;
-        if !m.memfile {
-            // The partial blocks at the edges: zeros written through the
-            // cache (so the backing gets them at writeback).
-            let zeros = vec![0u8; backing::BLOCK];
-            if inner_start > inner_end {
-                // Inside one block.
-                self.write_locked(&zeros[..(end - offset) as usize], offset)?;
-            } else {
-                if offset < inner_start {
-                    self.write_locked(&zeros[..(inner_start - offset) as usize], offset)?;
-                }
-                if inner_end < end && inner_end >= inner_start {
-                    self.write_locked(&zeros[..(end - inner_end) as usize], inner_end)?;
-                }
+        {
+            let _inv = m.invalidate_lock.write();
+            if m.memfile {
+                m.truncate_bytes(offset, end);
+                return Ok(());
+            }
+            if inner_start < inner_end {
+                // The backing first: if it refuses, nothing has changed.
+                // Writeback is held off until the cached folios there are
+                // gone, so none of them is written back over the hole.
+                let _wb = m.wb_lock.lock();
+                m.backing()
+                    .punch_hole(inner_start, inner_end - inner_start)?;
+                m.truncate_bytes(inner_start, inner_end);
             }
         }
-        let _inv = m.invalidate_lock.write();
-        if m.memfile {
-            m.truncate_bytes(offset, end);
-            return Ok(());
-        }
-        if inner_start < inner_end {
-            m.truncate_bytes(inner_start, inner_end);
-            let _wb = m.wb_lock.lock();
-            m.backing.punch_hole(inner_start, inner_end - inner_start)?;
+        // The partial blocks at the edges: zeros written through the cache
+        // (the backing gets them at writeback).
+        let zeros = vec![0u8; backing::BLOCK];
+        if inner_start > inner_end {
+            // Inside one block.
+            self.write_locked(&zeros[..(end - offset) as usize], offset)?;
+        } else {
+            if offset < inner_start {
+                self.write_locked(&zeros[..(inner_start - offset) as usize], offset)?;
+            }
+            if inner_end < end {
+                self.write_locked(&zeros[..(end - inner_end) as usize], inner_end)?;
+            }
         }
         Ok(())
     }

@@ -3,7 +3,7 @@
 //! reclaim, writeback").
 //!
 //! - A write marks its folios dirty: the folio flag and the index's
-//!   [`DIRTY_MARK`](crate::mapping::DIRTY_MARK), so writeback finds them by
+//!   dirty mark (`MARK_0`), so writeback finds them by
 //!   a marked search that skips clean subtrees.
 //! - [`Mapping::writeback`] walks the dirty folios of a range in index
 //!   order, one writeback of a file at a time (its `wb_lock`), and writes
@@ -15,17 +15,17 @@
 //!   wait for it. Only the blocks up to end of file are written; when the
 //!   last block goes past the size, the backing is cut back to it.
 //! - A failed run's folios are dirty again and retried by the next
-//!   writeback; the error is recorded in the file's [`ErrSeq`] and reported
+//!   writeback; the error is recorded in the file's error sequence and reported
 //!   once to every handle by its next `sync_data` / `sync_all` (the
 //!   kernel's errseq), whether the flusher, a throttled writer or the sync
 //!   itself hit it. So no data a write acknowledged is dropped by a failed
 //!   writeback; a sync that succeeds after one has written it.
-//! - The flusher ([`Flusher`]), one thread per cache, wakes when dirty data
+//! - The flusher, one thread per cache, wakes when dirty data
 //!   passes the background threshold (or reclaim met a dirty folio), and
 //!   every [`FLUSH_INTERVAL`] writes back everything dirty (the kernel's
 //!   periodic writeback of expired data, without per-folio ages).
 //! - A writer that finds the cache over its dirty limit writes back its own
-//!   file first ([`Mapping::throttle`]); if its file has nothing dirty it
+//!   file first; if its file has nothing dirty it
 //!   waits for the flusher. Dirty data never fills the cache, so reclaim
 //!   always has clean folios to take.
 //!
@@ -172,7 +172,9 @@ impl CacheInner {
     /// One round of the flusher: over the background threshold, write
     /// back files (the dirtiest first) until under half of it; with `all`,
     /// write back everything dirty. Errors are recorded in each file's
-    /// [`ErrSeq`] for its next sync.
+    /// error sequence for its next sync.
+    // (No flusher thread under loom.)
+    #[cfg_attr(loom, allow(dead_code))]
     fn flush(&self, all: bool) {
         if !all && self.dirty() <= self.dirty_background {
             return;
@@ -264,7 +266,7 @@ impl Mapping {
         if past_eof {
             // The last block went past the size: cut the backing back.
             let size = self.size();
-            if let Err(e) = self.backing.set_len(size) {
+            if let Err(e) = self.backing().set_len(size) {
                 self.wb_err.record(&e);
                 if result.is_ok() {
                     result = Err(e);
@@ -343,16 +345,16 @@ impl Mapping {
         let size_fix = {
             let _wb = self.wb_lock.lock();
             let size = self.size();
-            match self.backing.len() {
-                Ok(len) if len != size => self.backing.set_len(size),
+            match self.backing().len() {
+                Ok(len) if len != size => self.backing().set_len(size),
                 Ok(_) => Ok(()),
                 Err(e) => Err(e),
             }
         };
         let durable = if all {
-            self.backing.sync_all()
+            self.backing().sync_all()
         } else {
-            self.backing.sync_data()
+            self.backing().sync_data()
         };
         for r in [&size_fix, &durable] {
             if let Err(e) = r {

@@ -110,3 +110,40 @@ fn dontcache_write_leaves_nothing_new() {
     assert_eq!(f.cachestat(0, 0).unwrap().cached, 0);
     assert_eq!(std::fs::read(&p).unwrap(), vec![5u8; 1 << 20]);
 }
+
+#[test]
+fn every_open_of_a_file_shares_one_mapping() {
+    let c = cache(8 << 20);
+    let p = tmp("e");
+    std::fs::write(&p, vec![b'a'; 10000]).unwrap();
+    // Read-only first: its folios are cached.
+    let r = c.open(&p).unwrap();
+    let mut back = vec![0u8; 10000];
+    r.read_exact_at(&mut back, 0).unwrap();
+    // A writable open of the same file: the reader sees its writes, and
+    // the writes reach the file through the writable descriptor.
+    let w = c.open_options().read(true).write(true).open(&p).unwrap();
+    w.write_at(b"zz", 100).unwrap();
+    r.read_exact_at(&mut back, 0).unwrap();
+    assert_eq!(&back[99..103], b"azza");
+    assert_eq!(r.len(), 10000);
+    w.sync_data().unwrap();
+    assert_eq!(&std::fs::read(&p).unwrap()[99..103], b"azza");
+    // An O_TRUNC open empties the shared cache too.
+    let t = c
+        .open_options()
+        .write(true)
+        .truncate(true)
+        .open(&p)
+        .unwrap();
+    assert_eq!(r.len(), 0);
+    assert_eq!(r.read_at(&mut back, 0).unwrap(), 0);
+    t.write_at(b"new", 0).unwrap();
+    drop((t, w));
+    // The last writable handle is gone, the data is not.
+    let mut three = [0u8; 3];
+    r.read_exact_at(&mut three, 0).unwrap();
+    assert_eq!(&three, b"new");
+    c.sync_all().unwrap();
+    assert_eq!(std::fs::read(&p).unwrap(), b"new");
+}
