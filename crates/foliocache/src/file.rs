@@ -33,7 +33,6 @@ const PAGE: u64 = PAGE_SIZE as u64;
 ///
 /// Clones share the readahead state, as duplicated file descriptors share
 /// an open file description; [`File::reopen`] gives a handle with its own.
-#[derive(Clone)]
 pub struct File {
     mapping: Arc<Mapping>,
     ra: Arc<Readahead>,
@@ -118,6 +117,7 @@ impl Cache {
 
     /// A read-only handle on a registered mapping.
     fn file_on(&self, mapping: Arc<Mapping>) -> File {
+        mapping.handles.fetch_add(1, Ordering::Relaxed);
         let since = mapping.wb_err.sample();
         File {
             mapping,
@@ -540,6 +540,7 @@ impl File {
     /// give); the same access rights.
     pub fn reopen(&self) -> File {
         let cfg = self.ra.state.lock().cfg;
+        self.mapping.handles.fetch_add(1, Ordering::Relaxed);
         File {
             mapping: self.mapping.clone(),
             ra: Arc::new(Readahead::new(cfg)),
@@ -966,6 +967,31 @@ fn would_block() -> io::Error {
         io::ErrorKind::WouldBlock,
         "foliocache: the data is not cached and the read asked not to wait (NOWAIT)",
     )
+}
+
+impl Clone for File {
+    /// Another handle sharing this one's readahead state and error report
+    /// (as a duplicated file descriptor).
+    fn clone(&self) -> File {
+        self.mapping.handles.fetch_add(1, Ordering::Relaxed);
+        File {
+            mapping: self.mapping.clone(),
+            ra: self.ra.clone(),
+            writable: self.writable,
+            append: self.append,
+            wb_since: self.wb_since.clone(),
+        }
+    }
+}
+
+impl Drop for File {
+    /// The last handle on a file writes its dirty data back before it goes
+    /// (errors are logged; `sync_data` first to see them).
+    fn drop(&mut self) {
+        if self.mapping.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.mapping.close_handle();
+        }
+    }
 }
 
 impl std::fmt::Debug for File {

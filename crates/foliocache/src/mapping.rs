@@ -322,22 +322,18 @@ pub struct Mapping {
     pub(crate) wb_err: crate::writeback::ErrSeq,
     /// Pages of dirty folios.
     pub(crate) dirty_pages: AtomicU64,
+    /// Open handles ([`File`](crate::File)s) on this mapping: the last one
+    /// to go writes the dirty data back while the mapping is still
+    /// registered, so an open meanwhile shares it rather than reading the
+    /// backing before the data is there.
+    pub(crate) handles: AtomicU64,
 }
 
 impl Drop for Mapping {
     fn drop(&mut self) {
-        // The last handle closed: what is dirty still goes to the backing
-        // (the kernel writes a closed file's dirty pages back later; we
-        // cannot keep them without the mapping). Errors are logged: call
-        // `sync_data` before dropping to see them.
-        if self.dirty_pages.load(Ordering::Relaxed) > 0 {
-            if let Err(e) = self.writeback(0, u64::MAX) {
-                log::error!(
-                    "foliocache: writing back {:?} as it closed: {e}; its dirty data is lost",
-                    self.path
-                );
-            }
-        }
+        // The last handle wrote the dirty data back already (see
+        // `close_handle`); this is for a write that failed there.
+        self.close_handle();
         self.remove_all();
     }
 }
@@ -361,6 +357,7 @@ impl Mapping {
             wb_lock: parking_lot::Mutex::new(()),
             wb_err: crate::writeback::ErrSeq::default(),
             dirty_pages: AtomicU64::new(0),
+            handles: AtomicU64::new(0),
         }
     }
 
@@ -376,6 +373,22 @@ impl Mapping {
     /// The file's size in bytes now.
     pub fn size(&self) -> u64 {
         self.size.load(Ordering::Acquire)
+    }
+
+    /// The last handle on the file closed (or the mapping goes): what is
+    /// dirty goes to the backing now (the kernel writes a closed file's
+    /// dirty pages back later; we cannot keep them once the mapping goes).
+    /// Errors are logged: call `sync_data` before closing to see them.
+    pub(crate) fn close_handle(&self) {
+        if self.dirty_pages.load(Ordering::Relaxed) > 0 {
+            if let Err(e) = self.writeback(0, u64::MAX) {
+                log::error!(
+                    "foliocache: writing back {:?} as it closed: {e}; its dirty data stays \
+                     cached until the cache drops the file",
+                    self.path
+                );
+            }
+        }
     }
 
     /// The backing (a counted reference: it may be replaced meanwhile).

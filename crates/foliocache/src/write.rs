@@ -2,10 +2,10 @@
 //! `set_len`, `punch_hole`, `sync_*`, and memory files.
 //!
 //! # The write path (the kernel's `generic_perform_write`)
-//! 1. Over the cache's dirty limit, the writer first writes back its own
-//!    file ([`Mapping::throttle`]).
-//! 2. The file's `inode_lock`: shared for a write inside the file,
+//! 1. The file's `inode_lock`: shared for a write inside the file,
 //!    exclusive for one that extends it (and for `set_len`, `punch_hole`).
+//! 2. Over the cache's dirty limit, the writer first writes back its own
+//!    file (`Mapping::throttle`), before each piece of the write.
 //! 3. For each piece of up to [`WRITE_CHUNK_PAGES`], the folios are found or
 //!    created and locked in one go ([`Mapping::grab_folios`], seed (e):
 //!    large aligned folios in the gaps, one index lock hold per gap).
@@ -29,7 +29,7 @@ use crate::arena::PAGE_SIZE;
 use crate::cache::Cache;
 use crate::file::File;
 use crate::folio::FolioFlags;
-use crate::mapping::{FolioRef, Mapping};
+use crate::mapping::Mapping;
 use crate::readahead::Insert;
 
 const PAGE: u64 = PAGE_SIZE as u64;
@@ -409,7 +409,6 @@ impl File {
             return Ok(0);
         }
         let m = self.mapping();
-        m.throttle()?;
         let len = buf.len() as u64;
         let append = self.is_append();
         let end_of = |offset: u64| {
@@ -419,13 +418,13 @@ impl File {
                 .ok_or_else(|| too_large(format_args!("{offset} + {len}")))
         };
         // Inside the file: shared; extending or appending: exclusive.
-        let (offset, end, guard) = loop {
+        let (offset, guard) = loop {
             if !append {
                 let end = end_of(offset)?;
                 if end <= m.size() {
                     let g = m.inode_lock.read();
                     if end <= m.size() {
-                        break (offset, end, InodeGuard::Shared(g));
+                        break (offset, InodeGuard::Shared(g));
                     }
                     // Shrunk meanwhile: extend under the exclusive lock.
                     continue;
@@ -433,71 +432,12 @@ impl File {
             }
             let g = m.inode_lock.write();
             let offset = if append { m.size() } else { offset };
-            break (offset, end_of(offset)?, InodeGuard::Exclusive(g));
+            end_of(offset)?;
+            break (offset, InodeGuard::Exclusive(g));
         };
         let dontcache = flags.contains(WriteFlags::DONTCACHE) && !m.memfile;
-        let mut created_dropbehind: Vec<FolioRef<'_>> = Vec::new();
-        let mut pos = offset;
-        while pos < end {
-            let index = pos / PAGE;
-            let last = (end - 1) / PAGE;
-            let count = (last - index + 1).min(WRITE_CHUNK_PAGES);
-            let mut folios = Vec::new();
-            if let Err(e) = m.grab(index, count, &mut folios, Insert::Batched, dontcache) {
-                return Err(self.write_error(e));
-            }
-            let size = m.size();
-            let mut failed = None;
-            let mut done = Vec::with_capacity(folios.len());
-            let mut folios = folios.into_iter();
-            for f in folios.by_ref() {
-                let fs = f.index() * PAGE;
-                let fe = fs + f.nr_pages() * PAGE;
-                let ws = pos.max(fs);
-                let we = end.min(fe);
-                if !f.test(FolioFlags::UPTODATE) {
-                    if ws > fs || we < fe {
-                        if m.memfile || fs >= size {
-                            m.zero_folio(&f, 0, (fe - fs) as usize);
-                        } else if let Err(e) = m.fill_folio(&f) {
-                            // The folio left the mapping.
-                            f.unlock();
-                            failed = Some(e);
-                            break;
-                        }
-                    }
-                    if dontcache && f.test(FolioFlags::DROPBEHIND) {
-                        created_dropbehind.push(f.clone());
-                    }
-                }
-                let from = (ws - offset) as usize;
-                let to = (we - offset) as usize;
-                m.copy_in(&f, (ws - fs) as usize, &buf[from..to]);
-                f.mark_uptodate();
-                pos = we;
-                done.push(f);
-            }
-            m.mark_dirty(&done);
-            if pos > m.size() {
-                // Before the folios unlock: writeback that locks them sees
-                // the size their data needs.
-                m.set_size(pos);
-            }
-            for f in done.iter().chain(folios.as_slice()) {
-                f.unlock();
-            }
-            if let Some(e) = failed {
-                return Err(e);
-            }
-        }
-        if dontcache {
-            drop(guard);
-            let r = m.writeback(offset / PAGE, (end - 1) / PAGE);
-            for f in &created_dropbehind {
-                m.drop_behind(f);
-            }
-            r?;
-        }
+        self.write_range(buf, offset, true, dontcache)?;
+        drop(guard);
         Ok(buf.len())
     }
 
@@ -633,49 +573,87 @@ impl File {
     }
 
     /// A write inside the file by a caller holding `inode_lock`
-    /// exclusively (`punch_hole`'s edge blocks): the same steps as
-    /// [`write_at_flags`](Self::write_at_flags) without the lock and the
-    /// throttle.
+    /// exclusively (`punch_hole`'s edge blocks): no throttle.
     fn write_locked(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.write_range(buf, offset, false, false)
+    }
+
+    /// The write itself, under `inode_lock` (see the module
+    /// documentation), piece by piece: grab, fill partial folios, copy in,
+    /// mark dirty, extend the size, unlock. `throttle`: check the dirty
+    /// limit before each piece. `uncached`: the folios created are
+    /// dropbehind, and each piece is written back as soon as it is written
+    /// (its dropbehind folios leave the cache as their writeback ends), so
+    /// an uncached stream holds at most a piece of the cache.
+    fn write_range(
+        &self,
+        buf: &[u8],
+        offset: u64,
+        throttle: bool,
+        uncached: bool,
+    ) -> io::Result<()> {
         let m = self.mapping();
         let end = offset + buf.len() as u64;
-        let mut folios = Vec::new();
-        m.grab(
-            offset / PAGE,
-            (end - 1) / PAGE - offset / PAGE + 1,
-            &mut folios,
-            Insert::Batched,
-            false,
-        )?;
-        let mut result = Ok(());
-        let mut done = Vec::new();
-        let mut folios = folios.into_iter();
-        for f in folios.by_ref() {
-            let fs = f.index() * PAGE;
-            let fe = fs + f.nr_pages() * PAGE;
-            if !f.test(FolioFlags::UPTODATE) {
-                if fs >= m.size() {
-                    m.zero_folio(&f, 0, (fe - fs) as usize);
-                } else if let Err(e) = m.fill_folio(&f) {
-                    f.unlock();
-                    result = Err(e);
-                    break;
-                }
+        let mut pos = offset;
+        while pos < end {
+            let index = pos / PAGE;
+            let last = (end - 1) / PAGE;
+            let count = (last - index + 1).min(WRITE_CHUNK_PAGES);
+            if throttle {
+                // Before each piece, with no folio locked: a write larger
+                // than the dirty limit writes back its own data as it goes.
+                m.throttle()?;
             }
-            let ws = offset.max(fs);
-            let we = end.min(fe);
-            m.copy_in(
-                &f,
-                (ws - fs) as usize,
-                &buf[(ws - offset) as usize..(we - offset) as usize],
-            );
-            f.mark_uptodate();
-            done.push(f);
+            let mut folios = Vec::new();
+            let first = pos / PAGE;
+            if let Err(e) = m.grab(index, count, &mut folios, Insert::Batched, uncached) {
+                return Err(self.write_error(e));
+            }
+            let size = m.size();
+            let mut failed = None;
+            let mut done = Vec::with_capacity(folios.len());
+            let mut folios = folios.into_iter();
+            for f in folios.by_ref() {
+                let fs = f.index() * PAGE;
+                let fe = fs + f.nr_pages() * PAGE;
+                let ws = pos.max(fs);
+                let we = end.min(fe);
+                if !f.test(FolioFlags::UPTODATE) {
+                    if ws > fs || we < fe {
+                        if m.memfile || fs >= size {
+                            m.zero_folio(&f, 0, (fe - fs) as usize);
+                        } else if let Err(e) = m.fill_folio(&f) {
+                            // The folio left the mapping.
+                            f.unlock();
+                            failed = Some(e);
+                            break;
+                        }
+                    }
+                }
+                let from = (ws - offset) as usize;
+                let to = (we - offset) as usize;
+                m.copy_in(&f, (ws - fs) as usize, &buf[from..to]);
+                f.mark_uptodate();
+                pos = we;
+                done.push(f);
+            }
+            m.mark_dirty(&done);
+            if pos > m.size() {
+                // Before the folios unlock: writeback that locks them sees
+                // the size their data needs.
+                m.set_size(pos);
+            }
+            for f in done.iter().chain(folios.as_slice()) {
+                f.unlock();
+            }
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            if uncached {
+                // The error is also the next sync's to report.
+                m.writeback(first, (pos - 1) / PAGE)?;
+            }
         }
-        m.mark_dirty(&done);
-        for f in done.iter().chain(folios.as_slice()) {
-            f.unlock();
-        }
-        result
+        Ok(())
     }
 }

@@ -1,8 +1,9 @@
 //! Loom models of the cache's concurrency protocols: the speculative
 //! lookup against removal (reference 1.8, 3.10), readers racing to fill
 //! one folio, with and without a failing read, readahead's marker and
-//! completions, and an uncached read's drop at its end against another
-//! reader (reference 6.2).
+//! completions, an uncached read's drop at its end against another
+//! reader (reference 6.2), and a write against reclaim (a dirty folio is
+//! never evicted).
 //!
 //! Run with:
 //! `RUSTFLAGS="--cfg loom" cargo test -p foliocache --release --test loom`
@@ -698,5 +699,65 @@ fn e_failed_window_wakes_its_waiters_to_retry() {
     // many minutes). FOLIOCACHE_LOOM_BOUND=3 searches deeper.
     model("e_failed_window_wakes_its_waiters_to_retry", 2, || {
         e_model(Starter::Readahead, true)
+    });
+}
+
+// ---------------------------------------------------------------------------
+// (g) A write against reclaim (DESIGN: "dirty folios are written back
+// before they can go").
+//
+// A one-page cache holds file A's page 0, clean. One thread overwrites that
+// page; the other reads file B, whose folio needs the cache's only page, so
+// reclaim takes A's folio if it can. Reclaim tests the dirty flag before it
+// locks a folio and again under the lock; a writer sets it under the lock.
+// Whatever the order, a write that returned is never lost: A reads the new
+// bytes afterwards, and once the files close, A's backing holds them.
+
+#[test]
+fn g_write_races_reclaim() {
+    model("g_write_races_reclaim", 2, || {
+        let c = cache(1);
+        let mem = Arc::new(MemBacking::with_data(data(0xa)));
+        let a = c.open_backing(mem.clone()).unwrap();
+        let b = mem_file(&c, 0xb);
+        read_page(&a, 0xa).unwrap();
+        let new = data(0x5);
+        let (w, r) = race(
+            {
+                let a = a.clone();
+                let new = new.clone();
+                move || a.write_at(&new, 0).map(|_| ())
+            },
+            {
+                let b = b.clone();
+                move || read_page(&b, 0xb)
+            },
+        );
+        assert!(w.is_ok() || is_oom(&w), "{w:?}");
+        assert!(r.is_ok() || is_oom(&r), "{r:?}");
+        check_accounting(&c, &[&a, &b]);
+        let s = c.stats();
+        let dirty = a.mapping().dirty_bytes() + b.mapping().dirty_bytes();
+        assert_eq!(s.dirty_bytes, dirty, "{s:?}");
+        if w.is_ok() {
+            // The new bytes, from the cache (the dirty folio cannot have
+            // been evicted) or, if B's read held the page, after B's folio
+            // goes.
+            let mut buf = vec![0u8; PAGE];
+            if let Err(e) = a.read_at(&mut buf, 0) {
+                panic!("reading A back: {e}");
+            }
+            assert!(buf == new, "a write that returned was lost");
+        }
+        drop(b);
+        drop(a);
+        // A's last handle wrote its dirty data back as it closed.
+        let want = if w.is_ok() { new } else { data(0xa) };
+        assert!(
+            mem.contents().unwrap() == want,
+            "the backing lost the write"
+        );
+        let s = c.stats();
+        assert_eq!(s.free_bytes, s.capacity_bytes, "{s:?}");
     });
 }

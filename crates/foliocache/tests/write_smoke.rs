@@ -147,3 +147,34 @@ fn every_open_of_a_file_shares_one_mapping() {
     c.sync_all().unwrap();
     assert_eq!(std::fs::read(&p).unwrap(), b"new");
 }
+
+#[test]
+fn a_write_larger_than_the_cache_is_throttled_not_failed() {
+    let c = Cache::builder()
+        .capacity(8 << 20)
+        .dirty_limit(2 << 20)
+        .build()
+        .unwrap();
+    let p = tmp("f");
+    let f = c
+        .open_options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&p)
+        .unwrap();
+    let data: Vec<u8> = (0..(40u32 << 20))
+        .map(|i| (i >> 12) as u8 ^ i as u8)
+        .collect();
+    f.write_all_at(&data, 0).unwrap();
+    let s = c.stats();
+    assert!(s.throttled > 0, "{s:?}");
+    // The limit plus one piece of the write at most.
+    assert!(
+        s.dirty_bytes <= (2 << 20) + 4 * foliocache::WRITE_CHUNK_PAGES * 4096,
+        "{s:?}"
+    );
+    f.sync_all().unwrap();
+    assert!(std::fs::read(&p).unwrap() == data);
+}
