@@ -973,3 +973,78 @@ fn concurrent_appends_each_land_whole_at_a_distinct_offset() {
     f.sync_all().unwrap();
     check("disk", &disk(&tmp.path));
 }
+
+// ---- several handles on one path ------------------------------------------------
+
+#[test]
+fn two_opens_of_one_path_in_one_cache_see_each_others_writes() {
+    let data = nonzero_bytes(100_000, 30);
+    let tmp = TempPath::with_data("two-opens", &data);
+    let c = cache(MIB, 16 * KIB);
+    // A read-only handle first, with the data cached.
+    let r = c.open(&tmp.path).unwrap();
+    assert_eq!(read_all(&r), data);
+    let w = open_rw(&c, &tmp.path);
+    let mut model = Model { data };
+    w.write_all_at(b"written through w", 5000).unwrap();
+    model.write(5000, b"written through w");
+    w.write_all_at(b"tail", 100_000).unwrap();
+    model.write(100_000, b"tail");
+    assert_eq!(
+        r.len(),
+        model.len(),
+        "the read-only handle sees the new size"
+    );
+    assert_same(
+        "the read-only handle sees the writes",
+        &read_all(&r),
+        &model.data,
+    );
+    assert!(!r.is_writable(), "and stays read-only");
+    assert_eq!(
+        r.write_at(b"x", 0).unwrap_err().kind(),
+        ErrorKind::PermissionDenied
+    );
+    // A second writable open shares it too.
+    let w2 = open_rw(&c, &tmp.path);
+    w2.write_all_at(b"w2", 0).unwrap();
+    model.write(0, b"w2");
+    assert_same("w sees w2's write", &read_all(&w), &model.data);
+    w2.set_len(50_000).unwrap();
+    model.set_len(50_000);
+    assert_eq!(w.len(), 50_000);
+    assert_eq!(r.len(), 50_000);
+    drop(w);
+    drop(w2);
+    // The read-only handle keeps the file open (and its dirty data cached,
+    // as the kernel keeps a closed fd's dirty pages); a sync through it
+    // writes the file, as fsync on an O_RDONLY fd does.
+    r.sync_all().unwrap();
+    assert_same(
+        "on disk after the writers closed",
+        &disk(&tmp.path),
+        &model.data,
+    );
+    assert_same("r at the end", &read_all(&r), &model.data);
+}
+
+#[test]
+fn an_open_with_truncate_empties_the_file_for_handles_already_open() {
+    let data = nonzero_bytes(30_000, 31);
+    let tmp = TempPath::with_data("trunc-shared", &data);
+    let c = cache(MIB, 16 * KIB);
+    let f = open_rw(&c, &tmp.path);
+    assert_eq!(read_all(&f), data);
+    f.write_all_at(b"dirty", 10).unwrap();
+    let _t = c
+        .open_options()
+        .write(true)
+        .truncate(true)
+        .open(&tmp.path)
+        .unwrap();
+    assert_eq!(f.len(), 0, "O_TRUNC through another open empties the file");
+    assert_eq!(read_vec(&f, 0, 100).unwrap(), b"");
+    f.write_all_at(b"x", 3).unwrap();
+    f.sync_all().unwrap();
+    assert_eq!(disk(&tmp.path), b"\0\0\0x", "no stale byte comes back");
+}
