@@ -62,6 +62,10 @@ enum Op {
     Reopen {
         new_cache: bool,
     },
+    /// Open the path once more through the same cache while the other
+    /// handles stay open (it shares their file); ops then take turns on
+    /// the handles. On a memfile: add a clone.
+    OpenAnother,
 }
 
 /// Offsets: anywhere, near a page boundary, or near a large-folio boundary.
@@ -95,8 +99,12 @@ fn op(reopen: bool) -> impl Strategy<Value = Op> {
         1 => Just(Op::Evict),
     ];
     if reopen {
-        prop_oneof![14 => base, 1 => any::<bool>().prop_map(|new_cache| Op::Reopen { new_cache })]
-            .boxed()
+        prop_oneof![
+            14 => base,
+            1 => any::<bool>().prop_map(|new_cache| Op::Reopen { new_cache }),
+            1 => Just(Op::OpenAnother),
+        ]
+        .boxed()
     } else {
         base.boxed()
     }
@@ -126,14 +134,16 @@ struct Run {
     cap: usize,
     folio: usize,
     cache: Cache,
-    file: Option<File>,
+    /// Open handles on the file (all share it); op `step` uses
+    /// `files[step % files.len()]`.
+    files: Vec<File>,
     model: Model,
     step: usize,
 }
 
 impl Run {
     fn f(&self) -> &File {
-        self.file.as_ref().unwrap()
+        &self.files[self.step % self.files.len()]
     }
 
     fn what(&self, op: &Op) -> String {
@@ -163,7 +173,7 @@ fn run_file(cap: usize, folio: usize, initial: usize, ops: &[Op]) {
         cap,
         folio,
         cache,
-        file: Some(file),
+        files: vec![file],
         model: Model {
             data: disk(&tmp.path),
         },
@@ -219,12 +229,19 @@ fn run_file(cap: usize, folio: usize, initial: usize, ops: &[Op]) {
             }
             Op::Reopen { new_cache } => {
                 // Dropping the last handle writes the dirty data back.
-                drop(r.file.take());
-                r.check_disk(&tmp.path, &format!("{what}: after dropping the handle"));
+                r.files.clear();
+                r.check_disk(&tmp.path, &format!("{what}: after dropping the handles"));
                 if new_cache {
                     r.cache = wcommon::cache(cap, folio);
                 }
-                r.file = Some(open_rw(&r.cache, &tmp.path));
+                r.files.push(open_rw(&r.cache, &tmp.path));
+            }
+            Op::OpenAnother => {
+                if r.files.len() < 3 {
+                    let g = open_rw(&r.cache, &tmp.path);
+                    assert_eq!(g.len(), r.model.len(), "{what}: a new open's len()");
+                    r.files.push(g);
+                }
             }
         }
         assert_eq!(r.f().len(), r.model.len(), "{what}: len() after the op");
@@ -240,7 +257,7 @@ fn run_file(cap: usize, folio: usize, initial: usize, ops: &[Op]) {
         r.f().write_all_at(&buf, off).unwrap();
         r.model.write(off, &buf);
     }
-    drop(r.file.take());
+    r.files.clear();
     r.check_disk(
         &tmp.path,
         "after the last handle was dropped without a sync",
@@ -308,6 +325,10 @@ fn run_memfile(folio: usize, initial: u64, ops: &[Op]) {
             }
             Op::Reopen { .. } => {
                 let g = f.reopen();
+                drop(std::mem::replace(&mut f, g));
+            }
+            Op::OpenAnother => {
+                let g = f.clone();
                 drop(std::mem::replace(&mut f, g));
             }
         }
