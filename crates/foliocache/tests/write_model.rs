@@ -270,7 +270,7 @@ fn run_file(cap: usize, folio: usize, initial: usize, ops: &[Op]) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases(40)))]
+    #![proptest_config(ProptestConfig::with_cases(cases(128)))]
 
     #[test]
     fn one_thread_file_matches_the_model_and_the_backing_after_every_sync(
@@ -338,7 +338,7 @@ fn run_memfile(folio: usize, initial: u64, ops: &[Op]) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases(64)))]
+    #![proptest_config(ProptestConfig::with_cases(cases(128)))]
 
     #[test]
     fn memfile_matches_the_model(
@@ -563,7 +563,7 @@ fn run_threads(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases(24)))]
+    #![proptest_config(ProptestConfig::with_cases(cases(48)))]
 
     #[test]
     fn threads_on_disjoint_ranges_match_the_model(
