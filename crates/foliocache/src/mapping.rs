@@ -380,7 +380,8 @@ impl Mapping {
     /// dirty pages back later; we cannot keep them once the mapping goes).
     /// Errors are logged: call `sync_data` before closing to see them.
     pub(crate) fn close_handle(&self) {
-        if self.dirty_pages.load(Ordering::Relaxed) > 0 {
+        {
+            // (Waits for a writeback in flight even when nothing is dirty.)
             if let Err(e) = self.writeback(0, u64::MAX) {
                 log::error!(
                     "foliocache: writing back {:?} as it closed: {e}; its dirty data stays \

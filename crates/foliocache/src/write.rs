@@ -618,16 +618,16 @@ impl File {
                 let fe = fs + f.nr_pages() * PAGE;
                 let ws = pos.max(fs);
                 let we = end.min(fe);
-                if !f.test(FolioFlags::UPTODATE) {
-                    if ws > fs || we < fe {
-                        if m.memfile || fs >= size {
-                            m.zero_folio(&f, 0, (fe - fs) as usize);
-                        } else if let Err(e) = m.fill_folio(&f) {
-                            // The folio left the mapping.
-                            f.unlock();
-                            failed = Some(e);
-                            break;
-                        }
+                // A new folio the write covers only in part: the rest from
+                // the backing, or zeros past end of file.
+                if !f.test(FolioFlags::UPTODATE) && (ws > fs || we < fe) {
+                    if m.memfile || fs >= size {
+                        m.zero_folio(&f, 0, (fe - fs) as usize);
+                    } else if let Err(e) = m.fill_folio(&f) {
+                        // The folio left the mapping.
+                        f.unlock();
+                        failed = Some(e);
+                        break;
                     }
                 }
                 let from = (ws - offset) as usize;

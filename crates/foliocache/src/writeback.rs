@@ -202,10 +202,16 @@ impl Mapping {
     /// # Errors
     /// The backing's write error (also recorded for the file's handles).
     pub fn writeback(&self, first: u64, last: u64) -> io::Result<()> {
-        if self.memfile || self.dirty_pages.load(Ordering::Relaxed) == 0 {
+        if self.memfile {
             return Ok(());
         }
+        // Taken even when nothing is dirty: a writeback in flight (its
+        // folios already clean) finishes first, so a sync or a close that
+        // returns has seen its IO complete.
         let _wb = self.wb_lock.lock();
+        if self.dirty_pages.load(Ordering::Relaxed) == 0 {
+            return Ok(());
+        }
         let mut result = Ok(());
         let mut index = first;
         let mut past_eof = false;
@@ -386,17 +392,15 @@ impl Mapping {
             if self.dirty_pages.load(Ordering::Relaxed) > 0 {
                 if let Err(e) = self.writeback(0, u64::MAX) {
                     if cache.dirty() > cache.dirty_limit {
-                        return Err(io::Error::new(
-                            e.kind(),
-                            format!(
-                                "foliocache: the cache is over its dirty limit ({} bytes) and \
-                                 writing back {} failed: {e}",
-                                cache.dirty_limit * PAGE,
-                                self.path
-                                    .as_deref()
-                                    .map_or("the file".into(), |p| p.display().to_string())
-                            ),
-                        ));
+                        // The backing's error as it gave it (its errno is
+                        // what a caller, or a FUSE reply, needs).
+                        log::warn!(
+                            "foliocache: over the dirty limit ({} bytes) and writing back {:?} \
+                             failed: {e}",
+                            cache.dirty_limit * PAGE,
+                            self.path
+                        );
+                        return Err(e);
                     }
                 }
                 continue;
