@@ -515,6 +515,15 @@ fn an_uncached_write_keeps_the_folios_that_were_cached_before() {
     assert_eq!(cs.cached, 10, "pages cached before stay cached: {cs:?}");
     let cs = f.cachestat(10 * P, 6 * P).unwrap();
     assert_eq!(cs.cached, 0, "pages the write created are dropped: {cs:?}");
+    // The whole written range was written back before the call returned,
+    // the pages that stay cached included.
+    let cs = f.cachestat(4 * P, 12 * P).unwrap();
+    assert_eq!((cs.dirty, cs.writeback), (0, 0), "{cs:?}");
+    assert_same(
+        "the written range on disk, before any sync",
+        &disk(&tmp.path)[4 * PAGE..16 * PAGE],
+        &buf,
+    );
     let mut model = Model { data: old };
     model.write(8 * P, &dirty);
     model.write(4 * P, &buf);
@@ -1047,4 +1056,81 @@ fn an_open_with_truncate_empties_the_file_for_handles_already_open() {
     f.write_all_at(b"x", 3).unwrap();
     f.sync_all().unwrap();
     assert_eq!(disk(&tmp.path), b"\0\0\0x", "no stale byte comes back");
+}
+
+// ---- dirty limits ----------------------------------------------------------------
+
+#[test]
+fn a_writer_never_runs_far_past_the_dirty_limit() {
+    let limit = 128 * KIB;
+    let c = cache_dirty(4 * MIB, 16 * KIB, limit, limit / 2);
+    let b = Arc::new(FaultyBacking::new(MemBacking::new()));
+    // Slow writeback, so the flusher alone cannot keep up.
+    b.set_write_latency(std::time::Duration::from_millis(2));
+    let f = c.open_backing(b.clone()).unwrap();
+    let piece = nonzero_bytes(16 * KIB, 32);
+    let mut worst = 0;
+    for i in 0..128u64 {
+        f.write_all_at(&piece, i * piece.len() as u64).unwrap();
+        worst = worst.max(c.stats().dirty_bytes);
+    }
+    let s = c.stats();
+    assert!(
+        s.throttled > 0,
+        "2 MiB through a 128 KiB dirty limit throttles: {s:?}"
+    );
+    assert!(
+        worst <= (limit + piece.len() + 16 * KIB) as u64,
+        "dirty bytes reached {worst} with a limit of {limit} and 16 KiB writes"
+    );
+    f.sync_data().unwrap();
+    assert_eq!(b.inner().contents().unwrap().len(), 2 * MIB);
+}
+
+#[test]
+fn the_flusher_writes_back_above_the_background_threshold_without_a_sync() {
+    let background = 64 * KIB;
+    let c = cache_dirty(4 * MIB, 16 * KIB, 4 * MIB, background);
+    let b = Arc::new(FaultyBacking::new(MemBacking::new()));
+    let f = c.open_backing(b.clone()).unwrap();
+    let data = nonzero_bytes(512 * KIB, 33);
+    f.write_all_at(&data, 0).unwrap();
+    wcommon::wait_until("the flusher to get under the background threshold", || {
+        c.stats().dirty_bytes <= background as u64
+    });
+    assert!(b.stats().writes > 0, "the flusher wrote");
+    let s = c.stats();
+    assert_eq!(
+        s.throttled, 0,
+        "nobody was throttled below the limit: {s:?}"
+    );
+    // What was written is right (the rest comes with the sync).
+    let got = b.inner().contents().unwrap();
+    assert!(
+        got.len() as u64 >= 512 * KIB as u64 - background as u64,
+        "{}",
+        got.len()
+    );
+    assert_same("written by the flusher", &got, &data[..got.len()]);
+}
+
+#[test]
+fn dirty_data_below_the_background_threshold_is_written_within_the_flush_interval() {
+    let c = cache(4 * MIB, 16 * KIB);
+    let b = Arc::new(FaultyBacking::new(MemBacking::new()));
+    let f = c.open_backing(b.clone()).unwrap();
+    let data = nonzero_bytes(10_000, 34);
+    f.write_all_at(&data, 0).unwrap();
+    // FLUSH_INTERVAL is 5 s; allow for a slow machine.
+    let start = std::time::Instant::now();
+    while c.stats().dirty_bytes > 0 {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(15),
+            "10 KB stayed dirty for 15 s: {:?}",
+            c.stats()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let got = b.inner().contents().unwrap();
+    assert_same("written by the periodic flush", &got[..data.len()], &data);
 }
