@@ -67,6 +67,10 @@ const ALLOC_WAIT_ROUNDS: u32 = 16 + 200;
 #[cfg(loom)]
 const ALLOC_WAIT_ROUNDS: u32 = 0;
 
+/// How many times [`ALLOC_WAIT`] an allocation waits when the cache holds
+/// dirty folios (the flusher is making clean ones).
+const DIRTY_WAIT_FACTOR: u32 = 10;
+
 fn alloc_backoff(round: u32) {
     if round < 16 {
         std::thread::yield_now();
@@ -764,7 +768,23 @@ impl CacheInner {
             if self.reclaim(1 << order) > 0 {
                 continue;
             }
-            if round < ALLOC_WAIT_ROUNDS {
+            // Dirty folios, or folios under writeback, become clean as the
+            // flusher writes them: worth waiting longer for (the kernel's
+            // reclaim waits for writeback too). Nobody waits here holding a
+            // folio lock (a write that holds some takes only what is free),
+            // so the flusher can always go on.
+            let writeback = self.stats.dirty_pages.load(Ordering::Relaxed)
+                + self.stats.writeback_pages.load(Ordering::Relaxed)
+                > 0;
+            if writeback {
+                self.flusher.kick();
+            }
+            let rounds = if writeback {
+                ALLOC_WAIT_ROUNDS * DIRTY_WAIT_FACTOR
+            } else {
+                ALLOC_WAIT_ROUNDS
+            };
+            if round < rounds {
                 alloc_backoff(round);
                 round += 1;
                 continue;
@@ -773,9 +793,14 @@ impl CacheInner {
                 io::ErrorKind::OutOfMemory,
                 format!(
                     "foliocache: the cache ({} bytes) is full and every folio in it stayed in \
-                     use (locked or referenced) for {ALLOC_WAIT:?}; use a larger capacity or \
-                     fewer concurrent readers",
-                    self.arena.capacity_bytes()
+                     use (locked, referenced, or dirty) for {:?}; use a larger capacity, fewer \
+                     concurrent readers or a lower dirty limit",
+                    self.arena.capacity_bytes(),
+                    if writeback {
+                        ALLOC_WAIT * DIRTY_WAIT_FACTOR
+                    } else {
+                        ALLOC_WAIT
+                    }
                 ),
             ));
         }

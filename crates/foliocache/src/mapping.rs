@@ -768,7 +768,11 @@ impl Mapping {
                 // Create the gap up to the next present folio (or `end`).
                 let gap_end = self.next_present(gap, end);
                 drop(present);
-                match self.create_range(gap, gap_end, out, insert, dontcache) {
+                // Only the first folio of the call may wait for memory:
+                // waiting while holding folios locked could hold up the
+                // writeback that would free some.
+                let may_wait = out.len() == start_len;
+                match self.create_range(gap, gap_end, out, insert, dontcache, may_wait) {
                     // Another thread added a folio there first: look again.
                     Ok(None) => {}
                     Ok(Some(pages)) => next = gap + pages,
@@ -850,16 +854,17 @@ impl Mapping {
         out: &mut Vec<FolioRef<'m>>,
         insert: Insert,
         dontcache: bool,
+        may_wait: bool,
     ) -> io::Result<Option<u64>> {
         if insert == Insert::Single {
-            return self.create_one(start, end, out, dontcache);
+            return self.create_one(start, end, out, dontcache, may_wait);
         }
         let max = self.inner().max_order;
         let mut folios = self.alloc_plan(start, end, max);
         let mut at = start + folios.iter().map(|f| f.nr_pages()).sum::<u64>();
         while at < end {
             let order = fit_order(at, end, max);
-            let f = if folios.is_empty() {
+            let f = if folios.is_empty() && may_wait {
                 // The first one may wait for memory; the rest may not.
                 Some(self.new_folio(order)?)
             } else {
@@ -890,6 +895,10 @@ impl Mapping {
         for f in rest {
             f.test_and_clear(FolioFlags::DROPBEHIND);
             f.unlock();
+        }
+        if folios.is_empty() {
+            // (Only when not allowed to wait: the caller holds folios.)
+            return Err(no_free_folio());
         }
         let done = match self.add_range(&folios, start, false) {
             Ok(n) => n,
@@ -966,16 +975,18 @@ impl Mapping {
         end: u64,
         out: &mut Vec<FolioRef<'m>>,
         dontcache: bool,
+        may_wait: bool,
     ) -> io::Result<Option<u64>> {
         let max = self.inner().max_order;
         let mut at = start;
         while at < end {
             let order = fit_order(at, end, max);
-            let f = if at == start {
+            let f = if at == start && may_wait {
                 self.new_folio(order)?
             } else {
                 match self.new_folio_nowait(order) {
                     Some(f) => f,
+                    None if at == start => return Err(no_free_folio()),
                     None => break,
                 }
             };
@@ -1819,6 +1830,14 @@ impl Mapping {
             }
         }
     }
+}
+
+/// A grab that may not wait found no free folio.
+fn no_free_folio() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::OutOfMemory,
+        "foliocache: no free folio without waiting",
+    )
 }
 
 /// The index mark of dirty folios (the kernel's `PAGECACHE_TAG_DIRTY`).

@@ -34,8 +34,9 @@ use crate::readahead::Insert;
 
 const PAGE: u64 = PAGE_SIZE as u64;
 
-/// The most pages one step of a write grabs and locks at once (4 MiB): a
-/// large write goes in pieces, so it never holds more than this locked.
+/// The most pages one step of a write grabs and locks at once (4 MiB, and
+/// never more than an eighth of the cache): a large write goes in pieces,
+/// so it never holds more than this locked.
 pub const WRITE_CHUNK_PAGES: u64 = 1024;
 
 /// Flags of one write ([`File::write_at_flags`]). Combine with `|`.
@@ -594,11 +595,15 @@ impl File {
     ) -> io::Result<()> {
         let m = self.mapping();
         let end = offset + buf.len() as u64;
+        // A piece locks at most an eighth of the cache (a small cache
+        // shared by several writers and readers must not be locked whole
+        // by one of them).
+        let piece = (m.inner().arena.capacity_pages() as u64 / 8).clamp(1, WRITE_CHUNK_PAGES);
         let mut pos = offset;
         while pos < end {
             let index = pos / PAGE;
             let last = (end - 1) / PAGE;
-            let count = (last - index + 1).min(WRITE_CHUNK_PAGES);
+            let count = (last - index + 1).min(piece);
             if throttle {
                 // Before each piece, with no folio locked: a write larger
                 // than the dirty limit writes back its own data as it goes.
