@@ -507,3 +507,33 @@ fn a_failed_write_of_a_partial_folio_read_reports_the_read_error_and_changes_not
     model.write(6 * P, &[1u8; PAGE]);
     assert_same("backing", &contents(&b), &model.data);
 }
+
+#[test]
+fn a_failed_writeback_to_a_real_file_is_retried_and_the_file_ends_right() {
+    // The same promises over an O_DIRECT file (FileBacking) instead of
+    // memory: a full device past 64 KiB, then EIO once, then healed.
+    use backing::{FileBacking, FileOptions};
+    let tmp = wcommon::TempPath::new("faulty-file");
+    let inner = FileBacking::open(
+        &tmp.path,
+        &FileOptions::new().read(true).write(true).create(true),
+    )
+    .unwrap();
+    let b = Arc::new(FaultyBacking::new(inner));
+    let c = quiet_cache(4 * MIB, 64 * KIB);
+    let f = c.open_backing(b.clone()).unwrap();
+    let data = nonzero_bytes(300_001, 14);
+    f.write_all_at(&data, 0).unwrap();
+    b.set_space_limit(Some(64 * KIB as u64));
+    assert_eq!(errno("full device", f.sync_data()), libc::ENOSPC);
+    b.set_space_limit(None);
+    b.fail_nth(Op::Write, 1, libc::EIO);
+    assert_eq!(errno("EIO on the retry", f.sync_data()), libc::EIO);
+    assert_same("cache meanwhile", &read_all(&f), &data);
+    f.sync_all().unwrap();
+    assert_same(
+        "the file, read with std::fs",
+        &wcommon::disk(&tmp.path),
+        &data,
+    );
+}

@@ -567,7 +567,7 @@ proptest! {
 
     #[test]
     fn threads_on_disjoint_ranges_match_the_model(
-        (cap, folio) in geometry_from(2),
+        (cap, folio) in geometry(),
         total in 8_000u64..=2_000_000,
         cuts in prop::collection::vec(any::<u64>(), 1..=3),
         per_thread in prop::collection::vec(prop::collection::vec(top(), 1..30), 4),
