@@ -440,3 +440,113 @@ fn concurrent_writes_in_a_small_cache_make_no_read_or_write_fail() {
         .collect();
     eprintln!("small cache: {reads} reads, writes {writes:?} in {run:?}");
 }
+
+/// One thread rewrites a region wholly (version `v`), shrinks it, punches
+/// holes in it, in a loop; readers read it all the time. A byte a reader
+/// gets is zero (a hole, or past a shrink) or from a version that could
+/// be there: never from a version older than the last whole rewrite that
+/// finished before the read began, never garbage. A syncer and an evictor
+/// run beside them.
+#[test]
+fn readers_racing_shrink_punch_and_rewrite_see_no_stale_version() {
+    const SIZE: u64 = 300_000;
+    const R: usize = 7; // the region's id in `pat`
+    let tmp = TempPath::new("race-shrink");
+    let c = cache(512 * KIB, 16 * KIB);
+    let f = open_rw(&c, &tmp.path);
+    f.write_all_at(&(0..SIZE).map(|o| pat(R, 0, o)).collect::<Vec<u8>>(), 0)
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(AtomicU64::new(0));
+    let full_done = Arc::new(AtomicU64::new(0));
+    let run = secs();
+    let setter = {
+        let (f, stop, started, full_done) =
+            (f.clone(), stop.clone(), started.clone(), full_done.clone());
+        std::thread::spawn(move || {
+            let mut rng = StdRng::seed_from_u64(50);
+            let mut v = 0u64;
+            while !stop.load(SeqCst) {
+                match rng.gen_range(0..3) {
+                    0 => {
+                        v += 1;
+                        started.store(v, SeqCst);
+                        let bytes: Vec<u8> = (0..SIZE).map(|o| pat(R, v, o)).collect();
+                        f.write_all_at(&bytes, 0).unwrap();
+                        full_done.store(v, SeqCst);
+                    }
+                    1 => f.set_len(rng.gen_range(0..=SIZE)).unwrap(),
+                    _ => {
+                        let off = rng.gen_range(0..SIZE);
+                        f.punch_hole(off, rng.gen_range(1..=SIZE - off)).unwrap();
+                    }
+                }
+            }
+            v
+        })
+    };
+    let readers: Vec<_> = (0..2u64)
+        .map(|i| {
+            let (f, stop, started, full_done) =
+                (f.clone(), stop.clone(), started.clone(), full_done.clone());
+            std::thread::spawn(move || {
+                let mut rng = StdRng::seed_from_u64(60 + i);
+                let mut buf = vec![0u8; SIZE as usize];
+                let mut reads = 0u64;
+                while !stop.load(SeqCst) {
+                    let off = rng.gen_range(0..SIZE);
+                    let len = rng.gen_range(1..=SIZE - off) as usize;
+                    let lo = full_done.load(SeqCst);
+                    let n = f.read_at(&mut buf[..len], off).unwrap();
+                    let hi = started.load(SeqCst);
+                    for (k, &b) in buf[..n].iter().enumerate() {
+                        let o = off + k as u64;
+                        if b != 0 && !(lo..=hi).any(|v| pat(R, v, o) == b) {
+                            panic!(
+                                "reader {i}: byte {o} is {b:#04x}: not zero and from no \
+                                 version in {lo}..={hi}"
+                            );
+                        }
+                    }
+                    reads += 1;
+                }
+                reads
+            })
+        })
+        .collect();
+    let helper = {
+        let (f, c, stop) = (f.clone(), c.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            while !stop.load(SeqCst) {
+                if i % 2 == 0 {
+                    f.sync_data().unwrap();
+                } else {
+                    c.shrink(64 * KIB as u64);
+                }
+                i += 1;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        })
+    };
+    std::thread::sleep(run);
+    stop.store(true, SeqCst);
+    let joined = wcommon::within(HANG, "the racing threads to stop", move || {
+        let v = setter.join();
+        let r: Vec<_> = readers.into_iter().map(|h| h.join()).collect();
+        let h = helper.join();
+        (v, r, h)
+    });
+    let (v, r, h) = joined;
+    let v = v.unwrap_or_else(|p| std::panic::resume_unwind(p));
+    let reads: Vec<u64> = r
+        .into_iter()
+        .map(|x| x.unwrap_or_else(|p| std::panic::resume_unwind(p)))
+        .collect();
+    h.unwrap_or_else(|p| std::panic::resume_unwind(p));
+    eprintln!("race-shrink: {v} rewrites, reads {reads:?}");
+    // The end state agrees between the cache and the disk.
+    let cached = read_all(&f);
+    f.sync_all().unwrap();
+    assert_same("race-shrink: disk vs cache", &disk(&tmp.path), &cached);
+}
