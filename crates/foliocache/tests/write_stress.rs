@@ -550,3 +550,97 @@ fn readers_racing_shrink_punch_and_rewrite_see_no_stale_version() {
     f.sync_all().unwrap();
     assert_same("race-shrink: disk vs cache", &disk(&tmp.path), &cached);
 }
+
+/// Four threads write small pieces at random offsets of one range at once
+/// (so they race to create the same folios), while another evicts all the
+/// time (so gaps keep opening) and two read. Every write must succeed; at the end every
+/// byte some write covered holds one of the writers' bytes, and the rest
+/// are zero.
+#[test]
+fn writers_racing_to_create_the_same_folios_never_fail() {
+    const SPAN: u64 = 1 << 20;
+    let tmp = TempPath::new("race-create");
+    let c = cache(512 * KIB, 16 * KIB);
+    let f = open_rw(&c, &tmp.path);
+    f.set_len(SPAN).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let run = secs();
+    let writers: Vec<_> = (0..4u8)
+        .map(|t| {
+            let (f, stop) = (f.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut rng = StdRng::seed_from_u64(70 + t as u64);
+                let mut covered = vec![false; SPAN as usize];
+                let mut n = 0u64;
+                while !stop.load(SeqCst) {
+                    let off = rng.gen_range(0..SPAN - 1);
+                    let len = rng.gen_range(1..=(SPAN - off).min(20_000)) as usize;
+                    f.write_all_at(&vec![t + 1; len], off)
+                        .unwrap_or_else(|e| panic!("writer {t}, write {n} ({len} at {off}): {e}"));
+                    covered[off as usize..off as usize + len].fill(true);
+                    n += 1;
+                }
+                covered
+            })
+        })
+        .collect();
+    let evictor = {
+        let (c, stop) = (c.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(SeqCst) {
+                c.shrink(u64::MAX);
+                std::thread::yield_now();
+            }
+        })
+    };
+    // Readers create folios too (misses, readahead windows).
+    let readers: Vec<_> = (0..2u64)
+        .map(|i| {
+            let (f, stop) = (f.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut rng = StdRng::seed_from_u64(80 + i);
+                let mut buf = vec![0u8; 64 * KIB];
+                while !stop.load(SeqCst) {
+                    let off = rng.gen_range(0..SPAN);
+                    let len = rng.gen_range(1..=buf.len());
+                    let n = f.read_at(&mut buf[..len], off).unwrap();
+                    if let Some(b) = buf[..n].iter().find(|&&b| b > 4) {
+                        panic!("reader {i}: byte {b:#x} no writer wrote");
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(run);
+    stop.store(true, SeqCst);
+    let (covered, ev, rd) = wcommon::within(HANG, "the racing threads to stop", move || {
+        let w: Vec<_> = writers.into_iter().map(|h| h.join()).collect();
+        let r: Vec<_> = readers.into_iter().map(|h| h.join()).collect();
+        (w, evictor.join(), r)
+    });
+    ev.unwrap_or_else(|p| std::panic::resume_unwind(p));
+    for r in rd {
+        r.unwrap_or_else(|p| std::panic::resume_unwind(p));
+    }
+    let mut any = vec![false; SPAN as usize];
+    for w in covered {
+        let w = w.unwrap_or_else(|p| std::panic::resume_unwind(p));
+        for (a, b) in any.iter_mut().zip(w) {
+            *a |= b;
+        }
+    }
+    f.sync_all().unwrap();
+    for (what, got) in [("cache", read_all(&f)), ("disk", disk(&tmp.path))] {
+        assert_eq!(got.len() as u64, SPAN, "{what}");
+        for (i, (&b, &cov)) in got.iter().zip(&any).enumerate() {
+            if cov {
+                assert!(
+                    (1..=4).contains(&b),
+                    "{what}: byte {i} was written but is {b:#x}"
+                );
+            } else {
+                assert_eq!(b, 0, "{what}: byte {i} was never written but is {b:#x}");
+            }
+        }
+    }
+}
