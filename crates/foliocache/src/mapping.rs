@@ -773,8 +773,9 @@ impl Mapping {
                 // writeback that would free some.
                 let may_wait = out.len() == start_len;
                 match self.create_range(gap, gap_end, out, insert, dontcache, may_wait) {
-                    // Another thread added a folio there first: look again.
-                    Ok(None) => {}
+                    // Another thread added a folio there first (or one is
+                    // being evicted: present but not to be had): look again.
+                    Ok(None) => spin_hint(),
                     Ok(Some(pages)) => next = gap + pages,
                     Err(e) => {
                         if out.len() == start_len {
@@ -856,6 +857,10 @@ impl Mapping {
         dontcache: bool,
         may_wait: bool,
     ) -> io::Result<Option<u64>> {
+        if start >= end {
+            // A folio appeared at the gap's start since the caller looked.
+            return Ok(None);
+        }
         if insert == Insert::Single {
             return self.create_one(start, end, out, dontcache, may_wait);
         }
