@@ -1134,3 +1134,54 @@ fn dirty_data_below_the_background_threshold_is_written_within_the_flush_interva
     let got = b.inner().contents().unwrap();
     assert_same("written by the periodic flush", &got[..data.len()], &data);
 }
+
+#[test]
+fn open_options_refuse_the_combinations_std_refuses() {
+    let c = cache(MIB, 16 * KIB);
+    let existing = TempPath::with_data("opts", b"keep");
+    let fresh = TempPath::new("opts-fresh");
+    // As std::fs::OpenOptions: no access mode; create or truncate without
+    // write access.
+    let cases: [(&str, foliocache::OpenOptions); 4] = [
+        ("nothing set", c.open_options()),
+        ("create without write", {
+            let mut o = c.open_options();
+            o.read(true).create(true);
+            o
+        }),
+        ("create_new without write", {
+            let mut o = c.open_options();
+            o.read(true).create_new(true);
+            o
+        }),
+        ("truncate without write", {
+            let mut o = c.open_options();
+            o.read(true).truncate(true);
+            o
+        }),
+    ];
+    for (what, o) in cases {
+        let std_err = {
+            let mut s = std::fs::OpenOptions::new();
+            match what {
+                "nothing set" => {}
+                "create without write" => {
+                    s.read(true).create(true);
+                }
+                "create_new without write" => {
+                    s.read(true).create_new(true);
+                }
+                _ => {
+                    s.read(true).truncate(true);
+                }
+            }
+            s.open(&existing.path).unwrap_err().kind()
+        };
+        for p in [&existing.path, &fresh.path] {
+            let e = o.open(p).unwrap_err();
+            assert_eq!(e.kind(), std_err, "{what} on {}: {e}", p.display());
+        }
+    }
+    assert_eq!(disk(&existing.path), b"keep");
+    assert!(!fresh.path.exists());
+}
