@@ -644,3 +644,57 @@ fn writers_racing_to_create_the_same_folios_never_fail() {
         }
     }
 }
+
+/// The file is grown in the cache (dirty data far past the backing's end)
+/// and a syncer keeps writing that back, which extends the backing. A
+/// write or a read in the hole between the backing's old end and the far
+/// data reads a block the backing does not have yet (zeros): it must not
+/// fail because the backing grew between the read and the look at its
+/// length.
+#[test]
+fn partial_writes_and_reads_in_a_hole_while_a_sync_extends_the_backing_do_not_fail() {
+    let tmp = TempPath::new("hole-race");
+    let c = wcommon::cache_no_ra(4 << 20, 4096);
+    let f = open_rw(&c, &tmp.path);
+    let stop = Arc::new(AtomicBool::new(false));
+    let syncer = {
+        let (f, stop) = (f.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(SeqCst) {
+                f.sync_data().unwrap();
+            }
+        })
+    };
+    let run = secs();
+    let start = Instant::now();
+    let (mut write_errors, mut read_errors, mut first) = (0, 0, None);
+    let mut rounds = 0u64;
+    while start.elapsed() < run {
+        f.set_len(0).unwrap();
+        f.write_all_at(&[1u8; 4096], 1 << 20).unwrap();
+        for k in 0..8u64 {
+            let at = k * 131_072;
+            if let Err(e) = f.write_at(b"0123456789", at + 100) {
+                write_errors += 1;
+                first.get_or_insert(format!("round {rounds}: write of 10 at {}: {e}", at + 100));
+            }
+            let mut buf = [0xAAu8; 10];
+            match f.read_at(&mut buf, at + 65_536) {
+                Ok(n) => assert_eq!(&buf[..n], &[0u8; 10][..n], "a hole reads as zeros"),
+                Err(e) => {
+                    read_errors += 1;
+                    first.get_or_insert(format!("round {rounds}: read at {}: {e}", at + 65_536));
+                }
+            }
+        }
+        rounds += 1;
+    }
+    stop.store(true, SeqCst);
+    wcommon::within(HANG, "the syncer to stop", move || syncer.join())
+        .unwrap_or_else(|p| std::panic::resume_unwind(p));
+    assert_eq!(
+        (write_errors, read_errors),
+        (0, 0),
+        "{rounds} rounds; failed writes and reads; the first: {first:?}"
+    );
+}
