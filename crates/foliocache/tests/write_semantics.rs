@@ -1185,3 +1185,105 @@ fn open_options_refuse_the_combinations_std_refuses() {
     assert_eq!(disk(&existing.path), b"keep");
     assert!(!fresh.path.exists());
 }
+
+#[test]
+fn dropping_dirty_folios_by_set_len_or_punch_uncounts_them() {
+    let c = cache_dirty(4 * MIB, PAGE, 4 * MIB, 4 * MIB);
+    let b = Arc::new(FaultyBacking::new(MemBacking::new()));
+    let f = c.open_backing(b.clone()).unwrap();
+    f.write_all_at(&nonzero_bytes(20 * PAGE, 35), 0).unwrap();
+    assert_eq!(c.stats().dirty_bytes, 20 * P);
+    f.punch_hole(4 * P, 4 * P).unwrap();
+    assert_eq!(c.stats().dirty_bytes, 16 * P, "4 dirty pages punched");
+    assert_eq!(f.cachestat(0, 0).unwrap().dirty, 16);
+    f.set_len(10 * P).unwrap();
+    assert_eq!(c.stats().dirty_bytes, 6 * P, "pages 10..20 cut");
+    f.set_len(0).unwrap();
+    let s = c.stats();
+    assert_eq!((s.dirty_bytes, s.folios), (0, 0), "{s:?}");
+    f.sync_all().unwrap();
+    assert_eq!(b.stats().writes, 0, "nothing was left to write");
+}
+
+#[test]
+fn memfile_data_does_not_throttle_writers_of_other_files() {
+    // A memfile's data can never be written back: it must not count
+    // against the dirty limit, or every other writer would wait on it.
+    let c = cache(4 * MIB, 64 * KIB); // dirty limit 2 MiB
+    let m = c.memfile("big", 0).unwrap();
+    m.write_all_at(&nonzero_bytes(3 * MIB, 36), 0).unwrap();
+    let tmp = TempPath::new("beside-memfile");
+    let f = open_rw(&c, &tmp.path);
+    let data = nonzero_bytes(256 * KIB, 37);
+    let start = std::time::Instant::now();
+    let g = f.clone();
+    let d = data.clone();
+    wcommon::within(
+        std::time::Duration::from_secs(10),
+        "a write beside a large memfile",
+        move || {
+            for (i, piece) in d.chunks(16 * KIB).enumerate() {
+                g.write_all_at(piece, (i * 16 * KIB) as u64).unwrap();
+            }
+        },
+    );
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(2),
+        "256 KiB took {:?} beside a 3 MiB memfile",
+        start.elapsed()
+    );
+    f.sync_all().unwrap();
+    assert_same("file beside a memfile", &disk(&tmp.path), &data);
+    assert_same("the memfile", &read_all(&m), &nonzero_bytes(3 * MIB, 36));
+}
+
+#[test]
+fn nothing_that_drops_clean_folios_drops_memfile_data() {
+    // A memfile's folios are its only copy: uncached reads and writes,
+    // DontNeed, NoReuse, shrink and reclaim must all leave them.
+    use foliocache::{Advice, ReadFlags};
+    let c = cache(2 * MIB, 16 * KIB);
+    let m = c.memfile("only-copy", 0).unwrap();
+    let data = nonzero_bytes(300 * KIB, 38);
+    m.write_at_flags(&data, 0, WriteFlags::DONTCACHE).unwrap();
+    assert_same("after an uncached write", &read_all(&m), &data);
+    let mut buf = vec![0u8; data.len()];
+    assert_eq!(
+        m.read_at_flags(&mut buf, 0, ReadFlags::DONTCACHE).unwrap(),
+        data.len()
+    );
+    assert_same("an uncached read", &buf, &data);
+    m.advise(0, 0, Advice::DontNeed).unwrap();
+    assert_same("after DontNeed", &read_all(&m), &data);
+    m.advise(0, 0, Advice::NoReuse).unwrap();
+    assert_same("after NoReuse (read once)", &read_all(&m), &data);
+    assert_same("after NoReuse (read twice)", &read_all(&m), &data);
+    c.shrink(u64::MAX);
+    assert_same("after shrink", &read_all(&m), &data);
+    let pages = m.cachestat(0, 0).unwrap().cached;
+    assert_eq!(pages, 75, "300 KiB stays in 75 pages");
+}
+
+#[test]
+fn dont_need_keeps_dirty_folios_and_drops_clean_ones() {
+    use foliocache::Advice;
+    let old = nonzero_bytes(32 * PAGE, 39);
+    let tmp = TempPath::with_data("dontneed-dirty", &old);
+    let c = cache_no_ra(4 * MIB, PAGE);
+    let f = open_rw(&c, &tmp.path);
+    assert_eq!(read_all(&f), old);
+    let dirty = nonzero_bytes(8 * PAGE, 40);
+    f.write_all_at(&dirty, 8 * P).unwrap();
+    f.advise(0, 0, Advice::DontNeed).unwrap();
+    let cs = f.cachestat(0, 0).unwrap();
+    assert_eq!(
+        (cs.cached, cs.dirty),
+        (8, 8),
+        "only the dirty pages stay: {cs:?}"
+    );
+    let mut model = Model { data: old };
+    model.write(8 * P, &dirty);
+    assert_same("after DontNeed", &read_all(&f), &model.data);
+    f.sync_all().unwrap();
+    assert_same("on disk", &disk(&tmp.path), &model.data);
+}
