@@ -272,3 +272,59 @@ fn dropping_the_last_handle_while_the_flusher_works_writes_back_before_drop_retu
         &data,
     );
 }
+
+const ABORT_ENV: &str = "FOLIOCACHE_DURABILITY_ABORT_FILE";
+
+/// Not a test of its own: run in a child process by
+/// [`data_synced_by_a_process_that_then_aborts_is_in_the_file`], it writes
+/// through a cache, syncs, dirties more, and aborts (no drop, no exit
+/// handlers). In the normal run it has nothing to do.
+#[test]
+fn child_writes_syncs_and_aborts() {
+    let Ok(path) = std::env::var(ABORT_ENV) else {
+        return;
+    };
+    let c = cache(MIB, 64 * KIB);
+    let f = open_rw(&c, Path::new(&path));
+    f.write_all_at(&nonzero_bytes(3 * MIB + 5, 20), 0).unwrap();
+    f.sync_data().unwrap();
+    // Dirty again after the sync: may or may not reach the file.
+    f.write_all_at(&[0u8; 100], 0).unwrap();
+    println!("SYNCED");
+    std::process::abort();
+}
+
+#[test]
+fn data_synced_by_a_process_that_then_aborts_is_in_the_file() {
+    let tmp = TempPath::new("abort");
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "child_writes_syncs_and_aborts",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(ABORT_ENV, &tmp.path)
+        .output()
+        .expect("re-running the test binary");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("SYNCED"),
+        "the child did not get to its sync:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "the child aborted");
+    let want = nonzero_bytes(3 * MIB + 5, 20);
+    let got = disk(&tmp.path);
+    assert_eq!(got.len(), want.len(), "the synced length");
+    // The first 100 bytes were dirtied again after the sync: either is fine.
+    assert!(
+        got[..100] == want[..100] || got[..100] == [0u8; 100],
+        "bytes 0..100 are neither the synced nor the later data"
+    );
+    wcommon::assert_same(
+        "synced data after the writer aborted",
+        &got[100..],
+        &want[100..],
+    );
+}
