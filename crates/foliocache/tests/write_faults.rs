@@ -580,10 +580,45 @@ mod model {
         ]
     }
 
-    fn run(folio: usize, ops: &[FOp]) {
-        // Room for everything: no throttling or reclaim, so only syncs
-        // (and the periodic flush) write back, and writes never fail.
-        let c = quiet_cache(16 * MIB, folio);
+    /// Runs `op`; if it fails, which only a writeback error met under
+    /// pressure (a throttled writer, reclaim) may cause and only with a
+    /// rule armed, heals the backing and runs it again, which must work.
+    fn or_heal<T>(
+        what: &str,
+        pressure: bool,
+        armed: &mut bool,
+        may_report: &mut bool,
+        b: &Faulty,
+        mut op: impl FnMut() -> io::Result<T>,
+    ) -> T {
+        match op() {
+            Ok(v) => v,
+            Err(e) => {
+                assert!(
+                    pressure && (*armed || *may_report),
+                    "{what}: failed (pressure {pressure}, armed {armed}): {e}"
+                );
+                b.clear();
+                *armed = false;
+                *may_report = true;
+                op().unwrap_or_else(|e2| {
+                    panic!("{what}: failed again once healed: {e2} (was: {e})")
+                })
+            }
+        }
+    }
+
+    /// `capacity`: `None` for room for everything (no throttling or
+    /// reclaim: only syncs and the periodic flush write back, so nothing
+    /// but a sync may fail); else a small cache with the default dirty
+    /// thresholds, where writes, reads and punches may meet a writeback
+    /// error too.
+    fn run(folio: usize, capacity: Option<usize>, ops: &[FOp]) {
+        let pressure = capacity.is_some();
+        let c = match capacity {
+            None => quiet_cache(16 * MIB, folio),
+            Some(cap) => cache(cap, folio),
+        };
         let (f, b) = open_faulty(&c);
         let mut model = Model::default();
         // A rule is set (it may not have fired yet).
@@ -596,12 +631,15 @@ mod model {
             match *op {
                 FOp::Write { off, len, seed } => {
                     let buf = nonzero_bytes(len, seed);
-                    f.write_all_at(&buf, off)
-                        .unwrap_or_else(|e| panic!("{what}: {e}"));
+                    or_heal(&what, pressure, &mut armed, &mut may_report, &b, || {
+                        f.write_all_at(&buf, off)
+                    });
                     model.write(off, &buf);
                 }
                 FOp::Read { off, len } => {
-                    let got = read_vec(&f, off, len).unwrap_or_else(|e| panic!("{what}: {e}"));
+                    let got = or_heal(&what, pressure, &mut armed, &mut may_report, &b, || {
+                        read_vec(&f, off, len)
+                    });
                     assert_same(&what, &got, model.read(off, len));
                 }
                 FOp::SetLen(len) => {
@@ -609,8 +647,9 @@ mod model {
                     model.set_len(len);
                 }
                 FOp::Punch { off, len } => {
-                    f.punch_hole(off, len)
-                        .unwrap_or_else(|e| panic!("{what}: {e}"));
+                    or_heal(&what, pressure, &mut armed, &mut may_report, &b, || {
+                        f.punch_hole(off, len)
+                    });
                     model.punch(off, len);
                 }
                 FOp::Sync { all } => {
@@ -666,7 +705,16 @@ mod model {
             folio in (0u32..=6).prop_map(|o| 4096usize << o),
             ops in prop::collection::vec(fop(), 1..40),
         ) {
-            run(folio, &ops);
+            run(folio, None, &ops);
+        }
+
+        #[test]
+        fn under_pressure_faults_lose_no_acknowledged_data(
+            folio in (0u32..=4).prop_map(|o| 4096usize << o),
+            cap in prop_oneof![Just(256 * KIB), Just(512 * KIB), Just(MIB)],
+            ops in prop::collection::vec(fop(), 1..40),
+        ) {
+            run(folio, Some(cap), &ops);
         }
     }
 }
