@@ -718,3 +718,43 @@ mod model {
         }
     }
 }
+
+#[test]
+fn a_failed_backing_punch_never_brings_back_older_data() {
+    // Old data D on the backing, newer data X written over part of it
+    // (dirty, not written back), then a punch whose backing call fails:
+    // the range may read as X (unchanged) or zeros (punched), never D.
+    for sync_first in [false, true] {
+        let old = vec![0xD0u8; 32 * PAGE];
+        let b = Arc::new(FaultyBacking::new(MemBacking::with_data(old)));
+        let c = quiet_cache(MIB, PAGE);
+        let f = c.open_backing(b.clone()).unwrap();
+        let x = vec![0x11u8; 16 * PAGE];
+        f.write_all_at(&x, 4 * P).unwrap();
+        if sync_first {
+            f.sync_data().unwrap();
+        }
+        b.fail_nth(Op::PunchHole, 1, libc::EIO);
+        let r = f.punch_hole(0, 24 * P);
+        let what = format!("written back first: {sync_first}; punch: {r:?}");
+        let got = read_vec(&f, 4 * P, 16 * PAGE).unwrap();
+        if let Some(i) = got.iter().position(|&v| v == 0xD0) {
+            panic!(
+                "{what}: byte {} reads the older data 0xd0",
+                4 * P + i as u64
+            );
+        }
+        assert!(got.iter().all(|&v| v == 0x11 || v == 0), "{what}");
+        // And after a sync and an eviction, from the backing.
+        let _ = f.sync_data();
+        f.sync_data().unwrap();
+        c.shrink(u64::MAX);
+        let got = read_vec(&f, 4 * P, 16 * PAGE).unwrap();
+        if let Some(i) = got.iter().position(|&v| v == 0xD0) {
+            panic!(
+                "{what}: after sync and eviction, byte {} reads the older data 0xd0",
+                4 * P + i as u64
+            );
+        }
+    }
+}
