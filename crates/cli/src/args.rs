@@ -76,7 +76,7 @@ impl Rw {
 #[command(after_help = AFTER_HELP)]
 pub struct BenchArgs {
     /// An engine to run, repeatable: foliocache, kernel, direct, dontcache,
-    /// mmap, optionally with options in brackets, e.g.
+    /// mmap, anon (populate only), optionally with options in brackets, e.g.
     /// `foliocache[insert=single,ra=kernel]` (options: see below). Default:
     /// every engine that applies (each scenario's own list).
     #[arg(long = "engine", value_name = "ENGINE", value_parser = EngineSpec::parse)]
@@ -107,8 +107,10 @@ pub struct BenchArgs {
     pub shared: bool,
 
     /// Run each engine for this many seconds (time-based; a scenario's
-    /// default is 4 s with --quick, 10 s without; readahead is always one
-    /// pass). A custom job without it makes one pass over its data.
+    /// default is 4 s with --quick, 10 s without; readahead, uncached and
+    /// populate are always one pass, write one pass unless given). A custom
+    /// job without it makes one pass over its data. A write run ends with
+    /// a sync, inside its figures.
     #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
     pub runtime: Option<f64>,
 
@@ -134,7 +136,7 @@ pub struct BenchArgs {
     pub keep: bool,
 
     /// Run a named reference scenario (repeatable): seqread, randread,
-    /// readahead, uncached.
+    /// readahead, uncached, populate, write.
     #[arg(long = "scenario", value_name = "NAME", value_parser = parse_scenario,
           conflicts_with = "seeds")]
     pub scenarios: Vec<&'static str>,
@@ -144,8 +146,9 @@ pub struct BenchArgs {
     pub seeds: bool,
 
     /// Shorten the scenarios (512 MiB file and 4 s runs; readahead 256 MiB
-    /// per thread; uncached a 256 MiB cache and a 1 GiB stream) so the whole
-    /// set takes about two minutes on 2 cores.
+    /// per thread; uncached a 256 MiB cache and a 1 GiB stream; populate
+    /// 1 GiB; write 128 MiB) so the whole set takes under three minutes on
+    /// 2 cores.
     #[arg(long)]
     pub quick: bool,
 
@@ -168,6 +171,14 @@ pub struct BenchArgs {
     /// custom job).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeat: Option<u32>,
+
+    /// populate: the pause before each run, in seconds (default 2), so
+    /// that the memory the last run freed has gone back to the host and
+    /// each run's first touch is of fresh memory (this VM hands memory
+    /// left free about 2 s back). 0 for tests: runs then reuse memory the
+    /// host still backs, and look faster than they are.
+    #[arg(long, value_name = "SECS", value_parser = parse_pause)]
+    pub settle: Option<f64>,
 
     /// Write the results as JSON to PATH.
     #[arg(long, value_name = "PATH")]
@@ -207,10 +218,22 @@ file, one pass: foliocache, foliocache[insert=single], kernel, and direct at
 through a cache of C, alone and beside a hot reader of a C/4 file:
 foliocache, foliocache[dontcache], kernel and dontcache, the last two in a
 memory cgroup limited to C where the machine allows; C = --capacity, 1G,
-256M with --quick; the hot reader paced to --hot-rate reads/s).
+256M with --quick; the hot reader paced to --hot-rate reads/s), populate
+(fill 3 GiB of fresh memory, 1 GiB with --quick, with 2 MiB writes, once:
+foliocache into a memfile, its arena's populate in its time;
+foliocache[grab=single]; anon, a memset of a fresh anonymous mapping;
+anon[thp], with huge pages as the arena asks; kernel, a memfd; each run
+after a 2 s pause so its memory is fresh) and write (a 1 GiB file, 128 MiB
+with --quick, written sequentially in 64 KiB, then an eighth of it at random
+in 4 KiB, one pass, fsync inside the figures: foliocache,
+foliocache[dontcache], kernel, direct, dontcache).
 foliocache engine options: populate=eager|lazy, folio=SIZE,
 insert=batched|single, ra=SIZE|kernel|off, io=uring|threads|auto, dontcache
-(every read with ReadFlags::DONTCACHE, from an empty cache).";
+(every read with ReadFlags::DONTCACHE, from an empty cache; every write with
+WriteFlags::DONTCACHE), grab=batched|single (populate: the bench's own
+population loop over grab_folios / grab_folios_single instead of write_at).
+anon engine options: thp (MADV_HUGEPAGE), populate (MADV_POPULATE_WRITE
+first, in the run's setup).";
 
 impl BenchArgs {
     /// True if the command line describes a custom job rather than
@@ -266,6 +289,16 @@ fn parse_seconds(s: &str) -> Result<f64, String> {
         Ok(v) if v.is_finite() && v > 0.0 && v <= 86_400.0 => Ok(v),
         _ => Err(format!(
             "`{s}` is not a duration (want seconds, more than 0, e.g. 5 or 0.5)"
+        )),
+    }
+}
+
+fn parse_pause(s: &str) -> Result<f64, String> {
+    let t = s.trim().trim_end_matches('s');
+    match t.parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.0..=600.0).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "`{s}` is not a pause (want seconds from 0 to 600, e.g. 2.5)"
         )),
     }
 }
@@ -341,10 +374,13 @@ mod tests {
         assert_eq!(parse_scenario("seqread"), Ok("seqread"));
         assert_eq!(parse_scenario("readahead"), Ok("readahead"));
         assert_eq!(parse_scenario("uncached"), Ok("uncached"));
-        let e = parse_scenario("populate").unwrap_err();
+        assert_eq!(parse_scenario("populate"), Ok("populate"));
+        assert_eq!(parse_scenario("write"), Ok("write"));
+        let e = parse_scenario("fill").unwrap_err();
         assert!(
             e.contains(
-                "unknown scenario `populate` (available: seqread, randread, readahead, uncached)"
+                "unknown scenario `fill` (available: seqread, randread, readahead, uncached, \
+                 populate, write)"
             ),
             "{e}"
         );

@@ -19,7 +19,7 @@ use crate::args::BenchArgs;
 use crate::cgroup::{Availability, MemCgroup};
 use crate::data::{DataSet, FileModel, FILE_SEED};
 use crate::disk;
-use crate::engine::{sync_files, EngineKind, EngineSpec, Engines, Prepared, RunMode};
+use crate::engine::{EngineKind, EngineSpec, Engines, Prepared, RunMode};
 use crate::hot::{self, HotFile, MissProbe};
 use crate::job::{self, Measured, RunOptions};
 use crate::report::{
@@ -126,7 +126,12 @@ fn run_plan(args: &BenchArgs, plan: &Plan, argv: &[String]) -> Result<()> {
         // Every job's files and capacity, made before the first run.
         let mut setups = Vec::with_capacity(sc.jobs.len());
         for job in &sc.jobs {
-            let files = data.files(job.file_size, job.nfiles())?;
+            // A memory job (populate) has no data files.
+            let files = if job.memory {
+                Vec::new()
+            } else {
+                data.files(job.file_size, job.nfiles())?
+            };
             let capacity = job
                 .capacity
                 .or(plan.capacity)
@@ -139,7 +144,8 @@ fn run_plan(args: &BenchArgs, plan: &Plan, argv: &[String]) -> Result<()> {
         }
         let mut notes = Vec::new();
         if args.engines.is_empty() {
-            if let Some(n) = drop_unsupported_dontcache(&mut sc, &setups[0].0[0]) {
+            let first = setups.iter().find_map(|s| s.0.first()).cloned();
+            if let Some(n) = first.and_then(|f| drop_unsupported_dontcache(&mut sc, &f)) {
                 out!("note: {n}");
                 notes.push(n);
             }
@@ -297,15 +303,19 @@ fn summarise(specs: &[RatioSpec], runs: &[Vec<Vec<RunRecord>>]) -> Option<Summar
     if specs.is_empty() {
         return None;
     }
-    let find = |label: &str| {
-        runs.iter()
+    let find = |label: &str, job: Option<usize>| {
+        let pool: &[Vec<Vec<RunRecord>>] = match job {
+            Some(j) => runs.get(j..=j).unwrap_or(&[]),
+            None => runs,
+        };
+        pool.iter()
             .flatten()
             .find(|rs| rs.first().is_some_and(|r| r.engine == label))
     };
     let ratios = specs
         .iter()
         .filter_map(|s| {
-            let (num, den) = (find(&s.numerator)?, find(&s.denominator)?);
+            let (num, den) = (find(&s.numerator, s.job)?, find(&s.denominator, s.job)?);
             let best = |rs: &[RunRecord]| rs.iter().map(|r| r.bw_bytes).fold(0.0, f64::max);
             let per_round: Vec<f64> = num
                 .iter()
@@ -321,8 +331,12 @@ fn summarise(specs: &[RatioSpec], runs: &[Vec<Vec<RunRecord>>]) -> Option<Summar
                 n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
             };
             let b = best(den);
+            let of_job = s.job.and_then(|_| num.first()).map_or(String::new(), |r| {
+                format!(" ({} {})", r.rw, report::fmt_size(r.bs))
+            });
             Some(Ratio {
-                name: format!("{} / {}", s.numerator, s.denominator),
+                name: format!("{} / {}{of_job}", s.numerator, s.denominator),
+                job: s.job.and_then(|_| num.first()).map(|r| r.rw.to_string()),
                 numerator: s.numerator.clone(),
                 denominator: s.denominator.clone(),
                 best: if b > 0.0 { best(num) / b } else { f64::NAN },
@@ -415,8 +429,12 @@ fn check_targets(
                 TargetSpec::Bandwidth {
                     numerator,
                     denominator,
+                    job,
                     min,
-                } => target_bandwidth(ratios, numerator, denominator, *min),
+                } => {
+                    let rw = job.and_then(|j| runs.get(j)?.first()?.first().map(|r| r.rw));
+                    target_bandwidth(ratios, numerator, denominator, rw, *min)
+                }
                 TargetSpec::CpuPerGib {
                     job,
                     engine,
@@ -459,6 +477,18 @@ fn check(name: String, comparison: &'static str, threshold: f64) -> TargetCheck 
         detail: String::new(),
         caveat: None,
     }
+}
+
+/// A ratio with as many decimals as it needs, up to 3: `1.0x`, `1.1x`,
+/// `0.952x`.
+pub(crate) fn fmt_ratio(x: f64) -> String {
+    for d in 1..3 {
+        let t = format!("{x:.d$}");
+        if (t.parse::<f64>().unwrap_or(f64::NAN) - x).abs() < 1e-9 {
+            return format!("{t}x");
+        }
+    }
+    format!("{x:.3}x")
 }
 
 fn fmt_runs(v: &[f64], f: impl Fn(f64) -> String) -> String {
@@ -510,11 +540,18 @@ fn target_flat(runs: &[RunRecord], engine: &str, min: f64) -> TargetCheck {
     c
 }
 
-fn target_bandwidth(ratios: &[Ratio], num: &str, den: &str, min: f64) -> TargetCheck {
-    let mut c = check(format!("{num} bandwidth / {den}"), ">=", min);
+fn target_bandwidth(
+    ratios: &[Ratio],
+    num: &str,
+    den: &str,
+    rw: Option<&str>,
+    min: f64,
+) -> TargetCheck {
+    let of = rw.map_or(String::new(), |w| format!(" ({w})"));
+    let mut c = check(format!("{num} bandwidth / {den}{of}"), ">=", min);
     let Some(r) = ratios
         .iter()
-        .find(|r| r.numerator == num && r.denominator == den)
+        .find(|r| r.numerator == num && r.denominator == den && r.job.as_deref() == rw)
     else {
         c.detail = format!("not checked: {num} or {den} did not run");
         return c;
@@ -523,7 +560,8 @@ fn target_bandwidth(ratios: &[Ratio], num: &str, den: &str, min: f64) -> TargetC
     c.value = Some(r.median_per_round);
     c.met = Some(r.median_per_round >= min);
     c.detail = format!(
-        "at least {min:.1}x, median of the rounds {:.2}x (rounds: {}; best runs {:.2}x)",
+        "at least {}, median of the rounds {:.2}x (rounds: {}; best runs {:.2}x)",
+        fmt_ratio(min),
         r.median_per_round,
         fmt_runs(&r.per_round, |x| format!("{x:.2}x")),
         r.best
@@ -726,6 +764,10 @@ fn run_one(
     ctx: &RunCtx<'_>,
 ) -> Result<RunRecord> {
     let (job, plan) = (ctx.job, ctx.plan);
+    if let Some(pause) = job.settle {
+        // The memory the last run freed goes back to the host meanwhile.
+        std::thread::sleep(pause);
+    }
     let (prepared, mut setup) = engines.prepare(spec, job, ctx.files, ctx.mode)?;
     let opts = RunOptions {
         verify: plan.verify,
@@ -840,7 +882,7 @@ fn run_one(
             let b = &before.stats;
             capacity = Some(after.capacity_bytes);
             let io_reads = after.io_reads - b.io_reads;
-            if !ctx.mode.cold {
+            if !ctx.mode.cold && !job.rw.is_write() {
                 if io_reads == 0 {
                     notes.push(format!(
                         "foliocache did no IO during the run (io_reads unchanged at {}): every read was a hit",
@@ -873,6 +915,21 @@ fn run_one(
                 } else {
                     "none"
                 },
+                write_path: match spec.folio.grab {
+                    None => "write_at",
+                    Some(foliocache::Insert::Batched) => "grab_folios",
+                    Some(foliocache::Insert::Single) => "grab_folios_single",
+                },
+                write_flags: if spec.folio.dontcache && spec.folio.grab.is_none() {
+                    "DONTCACHE"
+                } else {
+                    "none"
+                },
+                io_writes: after.io_writes - b.io_writes,
+                io_write_bytes: after.io_write_bytes - b.io_write_bytes,
+                throttled: after.throttled - b.throttled,
+                writeback_errors: after.writeback_errors - b.writeback_errors,
+                dirty_bytes: after.dirty_bytes,
                 refaults: after.refaults - b.refaults,
                 activations: after.activations - b.activations,
                 dropbehind_drops: after.dropbehind_drops - b.dropbehind_drops,
@@ -898,27 +955,31 @@ fn run_one(
         // The next run of this engine builds a new cache anyway.
         engines.release(&spec.label);
     }
-    if job.rw.is_write() {
-        let t = sync_files(ctx.files)?;
+    let setup_s = setup.setup_time.map(|d| d.as_secs_f64());
+    if let Some(pause) = job.settle {
         notes.push(format!(
-            "fdatasync after the run: {:.2} s (not measured)",
-            t.as_secs_f64()
+            "started {:.1} s after the last run's memory was freed (fresh memory)",
+            pause.as_secs_f64()
         ));
-        if plan.verify {
-            for (path, written) in ctx.files.iter().zip(&m.written) {
-                let model = models
-                    .entry((path.clone(), job.bs))
-                    .or_insert_with(|| FileModel::new(job.file_size, job.bs));
-                model.record(written, ctx.write_seed);
-                model.check(path)?;
-            }
-            notes.push("verify: the files read back hold exactly what was written".into());
+    }
+    if plan.verify && job.memory {
+        notes.push("verify: not done: the data lives in memory only".into());
+    } else if job.rw.is_write() && plan.verify {
+        for (path, written) in ctx.files.iter().zip(&m.written) {
+            let model = models
+                .entry((path.clone(), job.bs))
+                .or_insert_with(|| FileModel::new(job.file_size, job.bs));
+            model.record(written, ctx.write_seed);
+            model.check(path)?;
         }
+        notes.push("verify: the files read back hold exactly what was written".into());
     }
     if plan.verify && !job.rw.is_write() {
         notes.push("verify: every block read matched the generator".into());
     }
-    let secs = m.seconds.max(1e-9);
+    // A memory job's setup is part of its time.
+    let seconds = m.seconds + setup_s.unwrap_or(0.0);
+    let secs = seconds.max(1e-9);
     let ns = |ticks: f64| (ticks * m.ns_per_tick).round() as u64;
     // How much of the CPU the threads had: a cached engine's threads
     // never wait, so less than all of it means other work ran here.
@@ -943,7 +1004,9 @@ fn run_one(
         file_size: job.file_size,
         bytes: m.bytes,
         ops: m.ops,
-        seconds: m.seconds,
+        seconds,
+        sync_s: m.sync_s,
+        setup_s,
         bw_bytes: m.bytes as f64 / secs,
         iops: m.ops as f64 / secs,
         lat_ns: Latency {
@@ -1023,6 +1086,8 @@ mod tests {
             bytes: 0,
             ops: 0,
             seconds: 1.0,
+            sync_s: None,
+            setup_s: None,
             bw_bytes: bw,
             iops: 0.0,
             lat_ns: Latency {
@@ -1068,6 +1133,7 @@ mod tests {
             numerator: n.into(),
             denominator: d.into(),
             target: t,
+            job: None,
         };
         let s = summarise(
             &[

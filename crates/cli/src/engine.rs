@@ -3,11 +3,22 @@
 //!
 //! | engine       | a read is                                   | a write is         |
 //! |--------------|---------------------------------------------|--------------------|
-//! | `foliocache` | `foliocache::File::read_at_flags` (this library; `foliocache[dontcache]`: with `ReadFlags::DONTCACHE`) | not supported yet |
+//! | `foliocache` | `foliocache::File::read_at_flags` (this library; `foliocache[dontcache]`: with `ReadFlags::DONTCACHE`) | `File::write_at_flags` (`WriteFlags::DONTCACHE` for `[dontcache]`) |
 //! | `kernel`     | buffered `pread` (kernel page cache)        | buffered `pwrite`  |
 //! | `direct`     | `pread` on an `O_DIRECT` fd                 | `pwrite`, O_DIRECT |
 //! | `dontcache`  | `preadv2(RWF_DONTCACHE)`                    | `pwritev2(..)`     |
 //! | `mmap`       | a copy out of a `MAP_SHARED` mapping        | a copy into it     |
+//! | `anon`       | -                                           | a `memset` of fresh anonymous memory (populate only) |
+//!
+//! The populate scenario's jobs write into memory, not files
+//! ([`JobSpec::memory`]): `foliocache` into a memfile
+//! (`Cache::memfile`, `File::write_at`), `foliocache[grab=batched|single]`
+//! by a population loop over the mapping's `grab_folios` or
+//! `grab_folios_single`, each folio filled by a copy from a
+//! [`SourceBacking`], `kernel` into a `memfd` with `pwrite`, `anon` into a
+//! fresh anonymous mapping with `memset`. Every run gets fresh memory (a new
+//! cache, mapping or memfd), and the time to build foliocache's cache (its
+//! arena's populate with `populate=eager`) is part of the run.
 //!
 //! Before a warm run (the default), the caching engines are warmed right
 //! before their measurement: foliocache by one read pass through its cache
@@ -19,7 +30,10 @@
 //! the file dropped from the page cache, so its reads are the uncached
 //! reads it exists for; likewise `foliocache[dontcache]` starts with a
 //! fresh, empty cache. A `--cold` run drops every file from the page cache
-//! before every engine and gives foliocache a fresh cache.
+//! before every engine and gives foliocache a fresh cache. For a write job
+//! foliocache opens the files anew for every run (for writing, through
+//! `Cache::open_options`), so that what it caches is what the other
+//! engines wrote since; its warm pass then reads them back in.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -30,11 +44,15 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use backing::aio::{EngineKind as IoKind, IoEngineConfig};
-use foliocache::{Cache, CacheStats, Insert, Populate, ReadFlags, ReadaheadConfig};
+use backing::{Backing, BackingInfo, DataPath, IoBuf, IoBufMut};
+use foliocache::folio::FolioFlags;
+use foliocache::{
+    Cache, CacheStats, FolioRef, Insert, Populate, ReadFlags, ReadaheadConfig, WriteFlags,
+};
 
 use crate::report::fmt_size;
 use crate::scenario::JobSpec;
-use crate::sys::{self, AlignedBuf, Mmap};
+use crate::sys::{self, AlignedBuf, AnonMap, Mmap};
 
 /// The kinds of engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -49,16 +67,20 @@ pub enum EngineKind {
     Dontcache,
     /// Copies out of (into) a shared mapping of the file.
     Mmap,
+    /// A `memset` of fresh anonymous memory (the populate scenario's
+    /// floor: what first touch costs).
+    Anon,
 }
 
 impl EngineKind {
     /// Every engine, in the default order.
-    pub const ALL: [EngineKind; 5] = [
+    pub const ALL: [EngineKind; 6] = [
         EngineKind::Foliocache,
         EngineKind::Kernel,
         EngineKind::Direct,
         EngineKind::Dontcache,
         EngineKind::Mmap,
+        EngineKind::Anon,
     ];
 
     /// The engine's name on the command line.
@@ -69,12 +91,22 @@ impl EngineKind {
             EngineKind::Direct => "direct",
             EngineKind::Dontcache => "dontcache",
             EngineKind::Mmap => "mmap",
+            EngineKind::Anon => "anon",
         }
     }
 
-    /// Whether the engine can run `write` and `randwrite` jobs.
-    pub fn supports_writes(self) -> bool {
-        self != EngineKind::Foliocache
+    /// Whether the engine runs jobs on data files (every engine but
+    /// `anon`, which only populates memory).
+    pub fn on_files(self) -> bool {
+        self != EngineKind::Anon
+    }
+
+    /// Whether the engine can populate memory (the populate scenario).
+    pub fn on_memory(self) -> bool {
+        matches!(
+            self,
+            EngineKind::Foliocache | EngineKind::Kernel | EngineKind::Anon
+        )
     }
 
     /// Whether the engine is warmed before a warm run (its reads are then
@@ -89,9 +121,6 @@ impl EngineKind {
 
 /// Buffered passes at most, to get a file fully into the page cache.
 const WARM_PASSES: u32 = 3;
-
-/// The message for a write job on the foliocache engine.
-pub const NO_WRITES: &str = "foliocache engine: writes are not supported yet (issue 7)";
 
 /// Options of the `foliocache` engine, from `foliocache[...]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,9 +140,16 @@ pub struct FolioOptions {
     /// The engine that runs readahead IO (`io=uring|threads|auto`; auto by
     /// default: io_uring where the kernel allows it).
     pub io: IoKind,
-    /// Every read is uncached (`dontcache`): `File::read_at_flags` with
-    /// [`ReadFlags::DONTCACHE`], from an empty cache.
+    /// Every read and write is uncached (`dontcache`): `File::read_at_flags`
+    /// with [`ReadFlags::DONTCACHE`] from an empty cache, `write_at_flags`
+    /// with `WriteFlags::DONTCACHE`.
     pub dontcache: bool,
+    /// The populate scenario's population loop (`grab=batched|single`):
+    /// instead of `File::write_at` into a memfile, the bench's own loop
+    /// over `Mapping::grab_folios` (batched) or `grab_folios_single` (one
+    /// folio at a time), each created folio filled by a copy (a read from
+    /// a [`SourceBacking`]). `None`: `File::write_at`.
+    pub grab: Option<Insert>,
 }
 
 impl Default for FolioOptions {
@@ -125,6 +161,7 @@ impl Default for FolioOptions {
             insert: Insert::Batched,
             io: IoKind::Auto,
             dontcache: false,
+            grab: None,
         }
     }
 }
@@ -143,6 +180,15 @@ impl FolioOptions {
             },
         };
         base.with_insert(self.insert)
+    }
+
+    /// How a run with these options does its IO.
+    pub fn mode(&self) -> FolioMode {
+        FolioMode {
+            read: self.read_flags(),
+            dontcache_writes: self.dontcache,
+            grab: self.grab,
+        }
     }
 
     /// The flags of every read these options give.
@@ -178,6 +224,21 @@ pub struct EngineSpec {
     pub kind: EngineKind,
     /// The foliocache engine's options (defaults for other engines).
     pub folio: FolioOptions,
+    /// The anon engine's options (defaults for other engines).
+    pub anon: AnonOptions,
+}
+
+/// Options of the `anon` engine, from `anon[...]`: the memory of
+/// foliocache's arena, for comparison (its arena asks for transparent huge
+/// pages, and with `populate=eager` faults them in with
+/// `MADV_POPULATE_WRITE`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AnonOptions {
+    /// `thp`: `madvise(MADV_HUGEPAGE)` on the mapping, as the arena does.
+    pub thp: bool,
+    /// `populate`: `madvise(MADV_POPULATE_WRITE)` over the mapping before
+    /// the memset, in the run's setup, as an eager arena does.
+    pub populate: bool,
 }
 
 impl EngineSpec {
@@ -187,6 +248,7 @@ impl EngineSpec {
             label: kind.name().to_string(),
             kind,
             folio: FolioOptions::default(),
+            anon: AnonOptions::default(),
         }
     }
 
@@ -222,8 +284,9 @@ impl EngineSpec {
                 format!("unknown engine `{name}` (available: {})", names.join(", "))
             })?;
         let mut folio = FolioOptions::default();
+        let mut anon = AnonOptions::default();
         if let Some(opts) = opts {
-            if kind != EngineKind::Foliocache {
+            if !matches!(kind, EngineKind::Foliocache | EngineKind::Anon) {
                 return Err(format!(
                     "engine `{}` takes no options (got `{s}`)",
                     kind.name()
@@ -233,13 +296,25 @@ impl EngineSpec {
                 return Err(format!("engine `{s}`: empty options"));
             }
             for opt in opts.split(',') {
-                parse_folio_option(opt.trim(), &mut folio)?;
+                match kind {
+                    EngineKind::Anon => match opt.trim() {
+                        "thp" => anon.thp = true,
+                        "populate" => anon.populate = true,
+                        other => {
+                            return Err(format!(
+                                "anon engine: unknown option `{other}` (supported: thp, populate)"
+                            ))
+                        }
+                    },
+                    _ => parse_folio_option(opt.trim(), &mut folio)?,
+                }
             }
         }
         Ok(EngineSpec {
             label: s.to_string(),
             kind,
             folio,
+            anon,
         })
     }
 }
@@ -247,7 +322,7 @@ impl EngineSpec {
 fn parse_folio_option(opt: &str, folio: &mut FolioOptions) -> Result<(), String> {
     const SUPPORTED: &str = "supported: populate=eager|lazy, folio=SIZE, \
                              insert=batched|single, ra=SIZE|kernel|off, io=uring|threads|auto, \
-                             dontcache";
+                             dontcache, grab=batched|single";
     let (key, value) = match opt.split_once('=') {
         Some((k, v)) => (k.trim(), Some(v.trim())),
         None => (opt, None),
@@ -281,7 +356,9 @@ fn parse_folio_option(opt: &str, folio: &mut FolioOptions) -> Result<(), String>
         ("io", Some("threads")) => folio.io = IoKind::Threads,
         ("io", Some("auto")) => folio.io = IoKind::Auto,
         ("dontcache", None) => folio.dontcache = true,
-        ("populate" | "folio" | "insert" | "ra" | "io" | "dontcache", _) => {
+        ("grab", Some("batched")) => folio.grab = Some(Insert::Batched),
+        ("grab", Some("single")) => folio.grab = Some(Insert::Single),
+        ("populate" | "folio" | "insert" | "ra" | "io" | "dontcache" | "grab", _) => {
             return Err(format!(
                 "foliocache engine: bad option `{opt}` ({SUPPORTED})"
             ))
@@ -356,29 +433,286 @@ impl BlockIo for MmapIo<'_> {
     }
 }
 
-/// Reads through foliocache, every read with the same flags.
-pub struct FolioIo<'a>(pub &'a foliocache::File, pub ReadFlags);
+/// One write through foliocache: `File::write_at_flags`, uncached if
+/// `dontcache`.
+#[inline]
+fn folio_write(f: &foliocache::File, buf: &[u8], off: u64, dontcache: bool) -> io::Result<usize> {
+    let flags = if dontcache {
+        WriteFlags::DONTCACHE
+    } else {
+        WriteFlags::NONE
+    };
+    f.write_at_flags(buf, off, flags)
+}
+
+/// `File::sync_all` through foliocache (a read-only handle has nothing
+/// to write back).
+fn folio_sync(f: &foliocache::File) -> io::Result<()> {
+    if f.is_writable() {
+        f.sync_all()
+    } else {
+        Ok(())
+    }
+}
+
+/// Opens `path` through `cache`, for reading and, if `write`, writing.
+fn folio_open(cache: &Cache, path: &std::path::Path, write: bool) -> io::Result<foliocache::File> {
+    if write {
+        cache.open_options().read(true).write(true).open(path)
+    } else {
+        cache.open(path)
+    }
+}
+
+/// A memory file of foliocache (`Cache::memfile`), empty.
+fn folio_memfile(cache: &Cache, name: &str) -> io::Result<foliocache::File> {
+    cache.memfile(name, 0)
+}
+
+/// A `memset` of fresh anonymous memory for every write (`anon`).
+pub struct AnonIo<'a>(pub &'a AnonMap);
+
+impl BlockIo for AnonIo<'_> {
+    #[inline]
+    fn read(&mut self, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        self.0.copy_out(off as usize, buf)?;
+        Ok(buf.len())
+    }
+    #[inline]
+    fn write(&mut self, buf: &[u8], off: u64) -> io::Result<usize> {
+        self.0
+            .fill(off as usize, buf.len(), buf.first().copied().unwrap_or(0))?;
+        Ok(buf.len())
+    }
+}
+
+/// How the foliocache engine does its IO in a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FolioMode {
+    /// The flags of every read.
+    pub read: ReadFlags,
+    /// Every write is uncached (`WriteFlags::DONTCACHE`).
+    pub dontcache_writes: bool,
+    /// Writes are the bench's population loop over `grab_folios`
+    /// (batched) or `grab_folios_single`, not `File::write_at`.
+    pub grab: Option<Insert>,
+}
+
+/// Reads and writes through foliocache's `File`.
+pub struct FolioIo<'a>(pub &'a foliocache::File, pub FolioMode);
 
 impl BlockIo for FolioIo<'_> {
     #[inline]
     fn read(&mut self, buf: &mut [u8], off: u64) -> io::Result<usize> {
-        self.0.read_at_flags(buf, off, self.1)
+        self.0.read_at_flags(buf, off, self.1.read)
     }
-    fn write(&mut self, _buf: &[u8], _off: u64) -> io::Result<usize> {
-        Err(io::Error::new(io::ErrorKind::Unsupported, NO_WRITES))
+    #[inline]
+    fn write(&mut self, buf: &[u8], off: u64) -> io::Result<usize> {
+        folio_write(self.0, buf, off, self.1.dontcache_writes)
     }
 }
 
-/// An engine ready to run a job: its open files (one per data file).
+/// The population loop of `foliocache[grab=batched|single]`: for each
+/// write, the mapping's folios over its pages are grabbed (found or
+/// created, and locked) with `grab_folios` or `grab_folios_single`, and
+/// every created folio is filled by `read_folio` (batched: `read_folios`,
+/// one call per run of created folios) from the file's [`SourceBacking`],
+/// whose reads are copies from a buffer of the data, as a write's copy
+/// is; the fill marks the folio uptodate and unlocks it. A folio that was
+/// there already is unlocked as it is (the library has no public way to
+/// write into a folio: the populate scenario writes each page once).
+pub struct GrabIo<'a> {
+    file: &'a foliocache::File,
+    single: bool,
+    folios: Vec<FolioRef<'a>>,
+    created: Vec<FolioRef<'a>>,
+}
+
+impl<'a> GrabIo<'a> {
+    /// A loop over `file`'s mapping, one folio at a time if `single`.
+    pub fn new(file: &'a foliocache::File, single: bool) -> Self {
+        GrabIo {
+            file,
+            single,
+            folios: Vec::with_capacity(64),
+            created: Vec::with_capacity(64),
+        }
+    }
+
+    /// Fills the created folios gathered so far (a contiguous run).
+    fn fill(&mut self) -> io::Result<()> {
+        let m = self.file.mapping();
+        let r = if self.single {
+            self.created.iter().try_for_each(|f| m.read_folio(f))
+        } else {
+            m.read_folios(&self.created)
+        };
+        self.created.clear();
+        r
+    }
+}
+
+impl BlockIo for GrabIo<'_> {
+    fn read(&mut self, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        self.file.read_at(buf, off)
+    }
+
+    fn write(&mut self, buf: &[u8], off: u64) -> io::Result<usize> {
+        let page = sys::PAGE as u64;
+        if off % page != 0 || buf.len() as u64 % page != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the population loop writes whole pages",
+            ));
+        }
+        let m = self.file.mapping();
+        let mut index = off / page;
+        let end = index + buf.len() as u64 / page;
+        while index < end {
+            let got = if self.single {
+                m.grab_folios_single(index, end - index, &mut self.folios)?
+            } else {
+                m.grab_folios(index, end - index, &mut self.folios)?
+            };
+            if got == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::OutOfMemory,
+                    "grab_folios covered no page",
+                ));
+            }
+            for f in self.folios.drain(..) {
+                if f.test(FolioFlags::UPTODATE) {
+                    f.unlock();
+                } else {
+                    self.created.push(f);
+                }
+            }
+            let r = self.fill();
+            // Whatever the fill did not reach is still locked: unlock it.
+            for f in self.created.drain(..) {
+                f.unlock();
+            }
+            r?;
+            index += got;
+        }
+        Ok(buf.len())
+    }
+}
+
+/// A read-only, in-memory source for the population loop
+/// ([`GrabIo`]): `len` bytes whose reads copy a 2 MiB buffer of data
+/// (the data generator's, [`crate::data::fill`]) into the folios, as a
+/// write copies the caller's buffer. It stores nothing; writes fail.
+pub struct SourceBacking {
+    len: u64,
+    data: Vec<u8>,
+}
+
+impl SourceBacking {
+    /// The size of the buffer a read copies from, over and over.
+    const CHUNK: usize = 2 << 20;
+
+    /// A source of `len` bytes.
+    pub fn new(len: u64) -> Self {
+        let mut data = vec![0u8; Self::CHUNK];
+        crate::data::fill(crate::data::FILE_SEED, 0, &mut data);
+        SourceBacking { len, data }
+    }
+
+    fn read_only() -> io::Error {
+        io::Error::new(
+            io::ErrorKind::Unsupported,
+            "the population loop's source is read-only",
+        )
+    }
+}
+
+impl Backing for SourceBacking {
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.len)
+    }
+
+    fn read_blocks(&self, bufs: &mut [IoBufMut<'_>], offset: u64) -> io::Result<usize> {
+        let mut pos = offset;
+        let mut total = 0;
+        for b in bufs.iter_mut() {
+            let b: &mut [u8] = b;
+            let n = (b.len() as u64).min(self.len.saturating_sub(pos)) as usize;
+            let mut done = 0;
+            while done < n {
+                let at = ((pos + done as u64) % Self::CHUNK as u64) as usize;
+                let k = (n - done).min(Self::CHUNK - at);
+                b[done..done + k].copy_from_slice(&self.data[at..at + k]);
+                done += k;
+            }
+            b[n..].fill(0);
+            pos += n as u64;
+            total += n;
+        }
+        Ok(total)
+    }
+
+    fn write_blocks(&self, _bufs: &[IoBuf<'_>], _offset: u64) -> io::Result<usize> {
+        Err(Self::read_only())
+    }
+
+    fn set_len(&self, _len: u64) -> io::Result<()> {
+        Err(Self::read_only())
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn sync_all(&self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn punch_hole(&self, _offset: u64, _len: u64) -> io::Result<()> {
+        Err(Self::read_only())
+    }
+
+    fn info(&self) -> BackingInfo {
+        BackingInfo::new(
+            "source",
+            DataPath::Memory,
+            "memcpy",
+            "the population loop's source: reads copy a 2 MiB buffer of data",
+        )
+    }
+}
+
+/// An engine ready to run a job: its open files (one per data file), or
+/// its memory (a memory job).
 pub enum Prepared {
-    /// `kernel` or `direct`.
+    /// `kernel` or `direct` (or, for a memory job, `kernel`'s memfds).
     Pread(Vec<File>),
     /// `dontcache`.
     Dontcache(Vec<File>),
     /// `mmap`.
     Mmap(Vec<Mmap>),
-    /// `foliocache`, and the flags of its reads.
-    Folio(Vec<foliocache::File>, ReadFlags),
+    /// `foliocache`, and how it does its IO.
+    Folio(Vec<foliocache::File>, FolioMode),
+    /// `anon`: fresh anonymous mappings.
+    Anon(Vec<AnonMap>),
+}
+
+impl Prepared {
+    /// Makes what the run wrote durable and waits for it: `fsync` of each
+    /// file, `msync(MS_SYNC)` of each mapping, `File::sync_all` through
+    /// foliocache; nothing for anonymous memory. The write jobs' figures
+    /// include it.
+    ///
+    /// # Errors
+    /// The sync's IO error.
+    pub fn sync(&self) -> io::Result<()> {
+        match self {
+            Prepared::Pread(fs) | Prepared::Dontcache(fs) => fs.iter().try_for_each(File::sync_all),
+            Prepared::Mmap(ms) => ms.iter().try_for_each(Mmap::sync),
+            Prepared::Folio(fs, _) => fs.iter().try_for_each(folio_sync),
+            Prepared::Anon(_) => Ok(()),
+        }
+    }
 }
 
 /// Facts about an engine's run besides its figures.
@@ -391,6 +725,10 @@ pub struct Setup {
     pub residency: Option<(usize, usize, &'static str)>,
     /// foliocache's figures before the measurement.
     pub folio_before: Option<FolioBefore>,
+    /// A memory job's setup, part of its run: the time to map the memory,
+    /// make the memfd, or build foliocache's cache (its arena's populate
+    /// with `populate=eager`) and open the file.
+    pub setup_time: Option<Duration>,
 }
 
 /// foliocache's state before a measured run.
@@ -453,6 +791,9 @@ impl Engines {
         files: &[PathBuf],
         mode: RunMode,
     ) -> Result<(Prepared, Setup)> {
+        if job.memory {
+            return self.prepare_memory(spec, job, mode);
+        }
         let write = job.rw.is_write();
         let mut setup = Setup::default();
         if mode.cold || !spec.cached() {
@@ -500,11 +841,11 @@ impl Engines {
                 }
                 Prepared::Mmap(maps)
             }
+            EngineKind::Anon => {
+                bail!("anon engine: it only populates memory (--scenario populate)")
+            }
             EngineKind::Foliocache => {
-                if write {
-                    bail!(NO_WRITES);
-                }
-                let (handles, before) = self.folio(spec, files, mode)?;
+                let (handles, before) = self.folio(spec, files, mode, write)?;
                 setup.folio_before = Some(before);
                 if spec.folio.dontcache && !mode.cold {
                     setup.notes.push(
@@ -513,7 +854,7 @@ impl Engines {
                             .into(),
                     );
                 }
-                Prepared::Folio(handles, spec.folio.read_flags())
+                Prepared::Folio(handles, spec.folio.mode())
             }
         };
         if let Some((resident, pages, when)) = setup.residency {
@@ -532,15 +873,104 @@ impl Engines {
         Ok((prepared, setup))
     }
 
+    /// A memory job's engine (the populate scenario): fresh memory for
+    /// every run: anonymous mappings (`anon`), memfds (`kernel`), or a new
+    /// cache with a memfile per job thread (`foliocache`; with `grab=`, a
+    /// file over a [`SourceBacking`] for the population loop). The setup's
+    /// time is part of the run.
+    fn prepare_memory(
+        &mut self,
+        spec: &EngineSpec,
+        job: &JobSpec,
+        mode: RunMode,
+    ) -> Result<(Prepared, Setup)> {
+        let size = usize::try_from(job.file_size).context("--size too large for this machine")?;
+        let n = job.nfiles();
+        let mut setup = Setup::default();
+        // Free the last run's cache before timing the new one.
+        self.folio.remove(&spec.label);
+        let t = Instant::now();
+        let prepared = match spec.kind {
+            EngineKind::Anon => Prepared::Anon(
+                (0..n)
+                    .map(|_| {
+                        let m = AnonMap::new(size)?;
+                        if spec.anon.thp {
+                            m.advise_huge_pages()?;
+                        }
+                        if spec.anon.populate {
+                            m.populate_write()?;
+                        }
+                        Ok(m)
+                    })
+                    .collect::<io::Result<_>>()
+                    .with_context(|| format!("anon engine: mapping {}", fmt_size(job.file_size)))?,
+            ),
+            EngineKind::Kernel => Prepared::Pread(
+                (0..n)
+                    .map(|i| sys::memfd(&format!("foliocache-bench-{i}")))
+                    .collect::<io::Result<_>>()
+                    .context("kernel engine: memfd_create")?,
+            ),
+            EngineKind::Foliocache => {
+                let cache = build_cache(spec, mode.capacity)?;
+                let handles = (0..n)
+                    .map(|i| match spec.folio.grab {
+                        None => folio_memfile(&cache, &format!("populate-{i}")),
+                        Some(_) => cache.open_backing(SourceBacking::new(job.file_size)),
+                    })
+                    .collect::<io::Result<Vec<_>>>()
+                    .context("foliocache engine: opening the memory file")?;
+                setup.folio_before = Some(FolioBefore {
+                    stats: cache.stats(),
+                    warm: None,
+                    populate: spec.folio.populate,
+                    max_folio: spec.folio.max_folio,
+                    backing_note: handles[0].info().note.clone(),
+                    backing_direct: handles[0].info().is_direct(),
+                    io_engine: cache.io_engine_name(),
+                    readahead: spec.folio.readahead(),
+                });
+                // Kept with the cache until it is released, so that the
+                // figures after the run still see the data.
+                let files = handles
+                    .iter()
+                    .enumerate()
+                    .map(|(i, f)| (PathBuf::from(format!("memory:{i}")), f.clone()))
+                    .collect();
+                self.folio.insert(
+                    spec.label.clone(),
+                    FolioState {
+                        cache,
+                        capacity: mode.capacity,
+                        opts: spec.folio.clone(),
+                        files,
+                    },
+                );
+                Prepared::Folio(handles, spec.folio.mode())
+            }
+            other => bail!(
+                "{} engine: does not populate memory (the populate scenario's engines: \
+                 foliocache, kernel, anon)",
+                other.name()
+            ),
+        };
+        setup.setup_time = Some(t.elapsed());
+        Ok((prepared, setup))
+    }
+
     /// The foliocache engine: a cache of the right capacity (kept from an
     /// earlier run, or built now; always new for a cold run and for an
-    /// uncached engine), the files opened through it, and, for a warm run
-    /// of a cached engine, one read pass.
+    /// uncached engine), the files opened through it (for a write job,
+    /// opened anew for each run, for writing, so that the cache holds
+    /// what the other engines wrote since), and, for a warm run of a
+    /// cached engine, one read pass.
     fn folio(
         &mut self,
         spec: &EngineSpec,
         files: &[PathBuf],
         mode: RunMode,
+        write: bool,
     ) -> Result<(Vec<foliocache::File>, FolioBefore)> {
         let fresh = mode.cold || spec.folio.dontcache;
         let reuse = self
@@ -550,20 +980,7 @@ impl Engines {
         if !reuse {
             // Free the old arena before mapping a new one.
             self.folio.remove(&spec.label);
-            let mut b = Cache::builder()
-                .capacity(usize::try_from(mode.capacity).context("capacity too large")?)
-                .populate(spec.folio.populate)
-                .readahead(spec.folio.readahead())
-                .io_engine(IoEngineConfig::new().kind(spec.folio.io));
-            if let Some(f) = spec.folio.max_folio {
-                b = b.max_folio_size(f as usize);
-            }
-            let cache = b.build().with_context(|| {
-                format!(
-                    "foliocache engine: building a cache of {}",
-                    fmt_size(mode.capacity)
-                )
-            })?;
+            let cache = build_cache(spec, mode.capacity)?;
             self.folio.insert(
                 spec.label.clone(),
                 FolioState {
@@ -578,12 +995,14 @@ impl Engines {
             .folio
             .get_mut(&spec.label)
             .context("foliocache engine: no cache")?;
+        if write {
+            // Dropping the handles drops their mappings and cached folios.
+            state.files.clear();
+        }
         let mut handles = Vec::with_capacity(files.len());
         for p in files {
             if !state.files.contains_key(p) {
-                let f = state
-                    .cache
-                    .open(p)
+                let f = folio_open(&state.cache, p, write)
                     .with_context(|| format!("foliocache engine: opening {}", p.display()))?;
                 state.files.insert(p.clone(), f);
             }
@@ -662,6 +1081,25 @@ impl Engines {
     pub fn clear(&mut self) {
         self.folio.clear();
     }
+}
+
+/// A new cache for `spec` of `capacity` bytes (its arena populated now
+/// with `populate=eager`).
+fn build_cache(spec: &EngineSpec, capacity: u64) -> Result<Cache> {
+    let mut b = Cache::builder()
+        .capacity(usize::try_from(capacity).context("capacity too large")?)
+        .populate(spec.folio.populate)
+        .readahead(spec.folio.readahead())
+        .io_engine(IoEngineConfig::new().kind(spec.folio.io));
+    if let Some(f) = spec.folio.max_folio {
+        b = b.max_folio_size(f as usize);
+    }
+    b.build().with_context(|| {
+        format!(
+            "foliocache engine: building a cache of {}",
+            fmt_size(capacity)
+        )
+    })
 }
 
 fn open_all(files: &[PathBuf], write: bool, direct: bool) -> Result<Vec<File>> {
@@ -748,19 +1186,6 @@ pub fn drop_files(files: &[PathBuf]) -> Result<(usize, usize, &'static str)> {
         pages += n;
     }
     Ok((resident, pages, "after drop"))
-}
-
-/// Syncs `files` (after a write run, outside the measurement); the time
-/// it took.
-///
-/// # Errors
-/// The sync's IO error.
-pub fn sync_files(files: &[PathBuf]) -> Result<Duration> {
-    let t = Instant::now();
-    for p in files {
-        File::open(p)?.sync_data()?;
-    }
-    Ok(t.elapsed())
 }
 
 #[cfg(test)]
@@ -865,6 +1290,57 @@ mod tests {
         assert!(plain.cached());
         let e = EngineSpec::parse("foliocache[dontcache=yes]").unwrap_err();
         assert!(e.contains("bad option `dontcache=yes`"), "{e}");
+    }
+
+    #[test]
+    fn grab_and_anon_options() {
+        let s = EngineSpec::parse("foliocache[grab=single]").unwrap();
+        assert_eq!(s.folio.grab, Some(Insert::Single));
+        assert_eq!(s.folio.mode().grab, Some(Insert::Single));
+        let s = EngineSpec::parse("foliocache[grab=batched,populate=lazy]").unwrap();
+        assert_eq!(s.folio.grab, Some(Insert::Batched));
+        assert_eq!(s.folio.populate, Populate::Lazy);
+        assert_eq!(EngineSpec::plain(EngineKind::Foliocache).folio.grab, None);
+        assert!(EngineSpec::parse("foliocache[grab=some]")
+            .unwrap_err()
+            .contains("bad option `grab=some`"));
+        let s = EngineSpec::parse("anon[thp,populate]").unwrap();
+        assert_eq!(s.kind, EngineKind::Anon);
+        assert_eq!(
+            s.anon,
+            AnonOptions {
+                thp: true,
+                populate: true
+            }
+        );
+        assert!(EngineSpec::parse("anon[huge]")
+            .unwrap_err()
+            .contains("supported: thp, populate"));
+        let s = EngineSpec::parse("foliocache[dontcache]").unwrap();
+        assert!(s.folio.mode().dontcache_writes);
+    }
+
+    #[test]
+    fn source_backing_reads_its_data_and_zeros_past_the_end() {
+        let src = SourceBacking::new(3 << 20);
+        let mut want = vec![0u8; 2 << 20];
+        crate::data::fill(crate::data::FILE_SEED, 0, &mut want);
+        let mut a = AlignedBuf::new(1 << 20, 0).unwrap();
+        let mut b = AlignedBuf::new(1 << 20, 0).unwrap();
+        // 1.5 MiB in: the second buffer crosses the 2 MiB wrap and ends
+        // 0.5 MiB past end of file.
+        let mut bufs = [
+            IoBufMut::new(a.as_mut_slice()).unwrap(),
+            IoBufMut::new(b.as_mut_slice()).unwrap(),
+        ];
+        let off = 3 << 19;
+        assert_eq!(src.read_blocks(&mut bufs, off as u64).unwrap(), 3 << 19);
+        assert_eq!(&bufs[0][..1 << 19], &want[off..]);
+        assert_eq!(&bufs[0][1 << 19..], &want[..1 << 19]);
+        assert_eq!(&bufs[1][..1 << 19], &want[1 << 19..1 << 20]);
+        assert!(bufs[1][1 << 19..].iter().all(|&x| x == 0));
+        let none: &[IoBuf<'_>] = &[];
+        assert!(src.write_blocks(none, 0).is_err());
     }
 
     #[test]

@@ -18,7 +18,9 @@
 //! nothing else; every engine runs the very same loop, monomorphised for
 //! its IO call, with one buffer per thread and no allocation.
 //! Bandwidth is bytes over the wall time from the first thread's start to
-//! the last thread's end. CPU time is `getrusage(RUSAGE_SELF)` around the
+//! the last thread's end, and for a write job on files the final sync
+//! after it (`fsync`, `msync`, `File::sync_all`: written data counts once
+//! it is durable). CPU time is `getrusage(RUSAGE_SELF)` around the
 //! run (the threads of one engine run together, engines one after another).
 
 use std::hint::black_box;
@@ -33,7 +35,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::clock::{Clock, ClockKind, Mono, Tsc};
 use crate::data::{self, Generator, FILE_SEED};
-use crate::engine::{BlockIo, DontcacheIo, FolioIo, MmapIo, PreadIo, Prepared};
+use crate::engine::{AnonIo, BlockIo, DontcacheIo, FolioIo, GrabIo, MmapIo, PreadIo, Prepared};
 use crate::hist::Histogram;
 use crate::report::fmt_bw;
 use crate::scenario::JobSpec;
@@ -65,8 +67,12 @@ pub struct Measured {
     pub bytes: u64,
     /// Operations done.
     pub ops: u64,
-    /// Wall time, first thread's start to last thread's end.
+    /// Wall time, first thread's start to last thread's end, and for a
+    /// write job on files the final sync after it ([`Measured::sync_s`]).
     pub seconds: f64,
+    /// The final sync of a write job on files, timed from the last
+    /// thread's end (in `seconds`).
+    pub sync_s: Option<f64>,
     /// Latencies of every operation of every thread, in clock ticks.
     pub hist: Histogram,
     /// Nanoseconds per tick of the histogram's clock, measured over the
@@ -210,8 +216,18 @@ pub fn run(prepared: &Prepared, job: &JobSpec, opts: RunOptions, label: &str) ->
                     let io = MmapIo(&ms[f]);
                     s.spawn(move || thread_main(io, rw.is_write(), bs, offs, sh, slot))
                 }
-                Prepared::Folio(fs, flags) => {
-                    let io = FolioIo(&fs[f], *flags);
+                Prepared::Folio(fs, mode) => match mode.grab {
+                    Some(insert) => {
+                        let io = GrabIo::new(&fs[f], insert == foliocache::Insert::Single);
+                        s.spawn(move || thread_main(io, rw.is_write(), bs, offs, sh, slot))
+                    }
+                    None => {
+                        let io = FolioIo(&fs[f], *mode);
+                        s.spawn(move || thread_main(io, rw.is_write(), bs, offs, sh, slot))
+                    }
+                },
+                Prepared::Anon(ms) => {
+                    let io = AnonIo(&ms[f]);
                     s.spawn(move || thread_main(io, rw.is_write(), bs, offs, sh, slot))
                 }
             };
@@ -220,7 +236,6 @@ pub fn run(prepared: &Prepared, job: &JobSpec, opts: RunOptions, label: &str) ->
         barrier.wait();
         let cpu0 = sys::cpu_times();
         watch(&handles, &slots, job, label);
-        let cpu1 = sys::cpu_times();
         let mut outs = Vec::with_capacity(n);
         for (j, h) in handles.into_iter().enumerate() {
             let out = h
@@ -229,7 +244,18 @@ pub fn run(prepared: &Prepared, job: &JobSpec, opts: RunOptions, label: &str) ->
                 .with_context(|| format!("{label}: job thread {j}"))?;
             outs.push(out);
         }
-        Ok(merge(outs, job, cpu0, cpu1))
+        // A write job's figures include making its data durable.
+        let sync = if job.rw.is_write() && !job.memory {
+            let t = Instant::now();
+            prepared
+                .sync()
+                .with_context(|| format!("{label}: the sync after the writes"))?;
+            Some(t.elapsed())
+        } else {
+            None
+        };
+        let cpu1 = sys::cpu_times();
+        Ok(merge(outs, job, cpu0, cpu1, sync))
     })
 }
 
@@ -460,13 +486,16 @@ fn merge(
     job: &JobSpec,
     cpu0: (Duration, Duration),
     cpu1: (Duration, Duration),
+    sync: Option<Duration>,
 ) -> Measured {
     let start = outs.iter().map(|o| o.start).min();
     let end = outs.iter().map(|o| o.end).max();
-    let seconds = match (start, end) {
+    let loop_seconds = match (start, end) {
         (Some(s), Some(e)) => e.duration_since(s).as_secs_f64(),
         _ => 0.0,
     };
+    let sync_s = sync.map(|d| d.as_secs_f64());
+    let seconds = loop_seconds + sync_s.unwrap_or(0.0);
     let mut hist = Histogram::new();
     let mut per_bin: Vec<u64> = Vec::new();
     let (mut bytes, mut ops) = (0, 0);
@@ -504,7 +533,8 @@ fn merge(
     };
     let full = per_sec.len();
     let mut timeline: Vec<f64> = per_sec.iter().map(|&b| b as f64).collect();
-    let tail_secs = seconds - full as f64;
+    // The timeline covers the IO; a final sync is in `seconds` only.
+    let tail_secs = loop_seconds - full as f64;
     let tail_bytes = bytes - per_sec.iter().sum::<u64>();
     if tail_secs > 0.0 && (full == 0 || tail_secs >= MIN_TAIL) {
         timeline.push(tail_bytes as f64 / tail_secs);
@@ -515,6 +545,7 @@ fn merge(
         bytes,
         ops,
         seconds,
+        sync_s,
         hist,
         ns_per_tick: if ticks > 0.0 { ns / ticks } else { 1.0 },
         timeline,

@@ -1,10 +1,12 @@
 //! `foliocache`: the command-line tool of the foliocache page cache.
 //!
 //! `foliocache bench` runs fio-like jobs on several engines in one run
-//! (foliocache, the kernel's buffered pread, O_DIRECT, RWF_DONTCACHE, a
-//! shared mapping) and reports them side by side, with ratios to the
-//! kernel, as text, JSON and an SVG chart. With no options it runs the
-//! reference scenarios, shortened (`--seeds --quick`).
+//! (foliocache, the kernel's buffered pread/pwrite, O_DIRECT,
+//! RWF_DONTCACHE, a shared mapping; for the populate scenario a memfile, a
+//! memfd and fresh anonymous memory) and reports them side by side, with
+//! ratios to the kernel, as text, JSON and an SVG chart. Write runs end
+//! with a sync inside their figures. With no options it runs the reference
+//! scenarios, shortened (`--seeds --quick`).
 //!
 //! Modules: [`args`] (the command line), [`scenario`] (what runs),
 //! [`engine`] (the engines and their warming), [`job`] (the measured

@@ -125,6 +125,10 @@ pub struct Ratio {
     pub numerator: String,
     /// The engine label below it.
     pub denominator: String,
+    /// The job of both engines' runs (`write`, `randwrite`), for a
+    /// scenario whose jobs run the same engines.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
     /// Of the two engines' best runs (the figures in the table).
     pub best: f64,
     /// Of the two engines' runs in each round, in round order (runs seconds
@@ -240,6 +244,22 @@ pub struct FolioFigures {
     pub evictions: u64,
     /// The flags of every read of the run: `none` or `DONTCACHE`.
     pub read_flags: &'static str,
+    /// How the run's writes went in: `write_at` (`File::write_at_flags`,
+    /// flags `none` or `DONTCACHE`), or the populate scenario's population
+    /// loop, `grab_folios` or `grab_folios_single`.
+    pub write_path: &'static str,
+    /// The flags of every write of the run: `none` or `DONTCACHE`.
+    pub write_flags: &'static str,
+    /// Writes issued to the backing during the run (writeback, sync).
+    pub io_writes: u64,
+    /// Bytes those writes carried.
+    pub io_write_bytes: u64,
+    /// Times a writer waited on the dirty limit during the run.
+    pub throttled: u64,
+    /// Writeback errors during the run.
+    pub writeback_errors: u64,
+    /// Dirty bytes after the run (0 after a sync that wrote everything).
+    pub dirty_bytes: u64,
     /// Folios added over an eviction shadow during the run.
     pub refaults: u64,
     /// Folios activated during the run.
@@ -304,8 +324,18 @@ pub struct RunRecord {
     pub bytes: u64,
     /// Operations.
     pub ops: u64,
-    /// Wall seconds.
+    /// Wall seconds: the IO, and for a write job on files the final sync
+    /// (`sync_s`), for a memory job the setup (`setup_s`).
     pub seconds: f64,
+    /// A write run's final sync (`fsync`, `msync`, `File::sync_all`),
+    /// part of `seconds` and of the bandwidth (null for reads and memory
+    /// jobs).
+    pub sync_s: Option<f64>,
+    /// A memory job's setup (populate): the time to map the memory, make
+    /// the memfd, or build foliocache's cache (with `populate=eager`, its
+    /// arena's populate) and open its file; part of `seconds` and of the
+    /// bandwidth (null for jobs on files).
+    pub setup_s: Option<f64>,
     /// Bandwidth, bytes per second.
     pub bw_bytes: f64,
     /// Operations per second.
@@ -465,13 +495,32 @@ pub fn block(r: &RunRecord, scenario: &str, run: Option<(u32, u32)>) -> String {
             fmt_series(&t.bw_bytes)
         );
     }
+    if let Some(t) = r.sync_s {
+        let _ = writeln!(
+            s,
+            "    sync at the end: {t:.3} s (in the figures; the writes {:.3} s)",
+            r.seconds - t
+        );
+    }
+    if let Some(t) = r.setup_s {
+        let _ = writeln!(
+            s,
+            "    memory setup: {t:.3} s (in the figures; the writes {:.3} s)",
+            r.seconds - t
+        );
+    }
     if let Some(f) = &r.foliocache {
         let _ = writeln!(
             s,
-            "    foliocache: capacity {}, arena populated {} in {:.3} s at build (not in the run){}",
+            "    foliocache: capacity {}, arena populated {} in {:.3} s at build ({}){}",
             fmt_size_approx(r.capacity.unwrap_or(0)),
             f.populate,
             f.populate_s,
+            if r.setup_s.is_some() {
+                "in the run's memory setup"
+            } else {
+                "not in the run"
+            },
             f.warm_s
                 .map_or(String::new(), |w| format!(", warm pass {w:.3} s"))
         );
@@ -492,6 +541,23 @@ pub fn block(r: &RunRecord, scenario: &str, run: Option<(u32, u32)>) -> String {
                 format!("through the buffered fallback ({})", f.backing)
             }
         );
+        if r.rw == "write" || r.rw == "randwrite" {
+            let _ = writeln!(
+                s,
+                "    foliocache: writes by {} (flags {}); during the run {} write IOs ({}{}), {} \
+                 throttled waits, {} writeback errors; {} dirty after the run",
+                f.write_path,
+                f.write_flags,
+                f.io_writes,
+                fmt_size_approx(f.io_write_bytes),
+                f.io_write_bytes
+                    .checked_div(f.io_writes)
+                    .map_or(String::new(), |a| format!(", avg {}", fmt_size_approx(a))),
+                f.throttled,
+                f.writeback_errors,
+                fmt_size_approx(f.dirty_bytes)
+            );
+        }
         let _ = writeln!(
             s,
             "    foliocache: readahead {}, insert {}; IO engine {}",
@@ -808,7 +874,9 @@ pub fn table(sc: &ScenarioReport, repeat: u32) -> String {
         line.truncate(line.trim_end().len());
         let _ = writeln!(s, "{line}");
     }
-    if sc.results.iter().any(|r| r.cold) {
+    if sc.results.iter().any(|r| r.setup_s.is_some()) {
+        setup_table(&mut s, sc, ew);
+    } else if sc.results.iter().any(|r| r.cold) {
         io_table(&mut s, sc, ew);
     }
     if sc.detailed {
@@ -832,8 +900,10 @@ pub fn table(sc: &ScenarioReport, repeat: u32) -> String {
                 format!("{:.2}x", r.best),
                 rounds.join(" "),
                 r.median_per_round,
-                r.target
-                    .map_or(String::new(), |t| format!("; target {t:.1}x"))
+                r.target.map_or(String::new(), |t| format!(
+                    "; target {}",
+                    crate::bench::fmt_ratio(t)
+                ))
             );
         }
         if !sum.targets.is_empty() {
@@ -1001,6 +1071,50 @@ fn detail_tables(s: &mut String, sc: &ScenarioReport, ew: usize) {
     }
 }
 
+/// A memory job's runs split into their setup and their writes: what
+/// first touch cost where (foliocache's arena populate, in its setup with
+/// `populate=eager`, in its writes with `lazy`; anon's page faults in its
+/// memset), and the writes' own bandwidth beside the whole run's.
+fn setup_table(s: &mut String, sc: &ScenarioReport, ew: usize) {
+    let _ = writeln!(
+        s,
+        "   setup and writes of those runs (the bandwidth above is of both; setup: mapping the \
+         memory, or building foliocache's cache, whose arena populate is in it with \
+         populate=eager):"
+    );
+    let head = format!(
+        "{:<24} {:<ew$} {:>9} {:>15} {:>9} {:>13}  {}",
+        "", "engine", "setup s", "arena populate", "writes s", "writes alone", "writes by"
+    );
+    let _ = writeln!(s, "{}", head.trim_end());
+    for r in &sc.results {
+        let setup = r.setup_s.unwrap_or(0.0);
+        let writes = (r.seconds - setup).max(0.0);
+        let (populate, how) = match &r.foliocache {
+            Some(f) => (
+                format!("{:.3} s {}", f.populate_s, f.populate),
+                f.write_path.to_string(),
+            ),
+            None => ("-".to_string(), String::new()),
+        };
+        let line = format!(
+            "{:<24} {:<ew$} {:>9} {:>15} {:>9} {:>13}  {}",
+            "",
+            r.engine,
+            format!("{setup:.3}"),
+            populate,
+            format!("{writes:.3}"),
+            if writes > 0.0 {
+                fmt_bw(r.bytes as f64 / writes)
+            } else {
+                "-".into()
+            },
+            how
+        );
+        let _ = writeln!(s, "{}", line.trim_end());
+    }
+}
+
 /// The IO of each result's run: foliocache's reads of its files, the
 /// block device's reads, and foliocache's readahead engine.
 fn io_table(s: &mut String, sc: &ScenarioReport, ew: usize) {
@@ -1096,6 +1210,8 @@ mod tests {
             bytes: 0,
             ops: 0,
             seconds,
+            sync_s: None,
+            setup_s: None,
             bw_bytes: 0.0,
             iops: 0.0,
             lat_ns: Latency {

@@ -3,20 +3,29 @@
 //!
 //! Scenarios reproduce the reference experiments (the seeds table of
 //! `../shared/reference/linux-page-cache.md`) on foliocache and the kernel
-//! side by side. Present: `seqread`, `randread`, `readahead` and
-//! `uncached`. The scenarios of features that have not landed (populate)
-//! are absent, not faked: naming one is an error.
+//! side by side: `seqread`, `randread`, `readahead`, `uncached`,
+//! `populate` (seed (e): filling fresh memory through the cache's batched
+//! folio grab, against a `memset` of anonymous memory) and `write`
+//! (buffered writes, with the sync that makes them durable in the
+//! figures).
 
 use std::time::Duration;
 
 use crate::args::{BenchArgs, Rw};
 use crate::clock::ClockKind;
-use crate::engine::{EngineKind, EngineSpec, NO_WRITES};
+use crate::engine::{EngineKind, EngineSpec};
 use crate::report::fmt_size;
 use crate::sys::PAGE;
 
 /// The scenarios this build has, in the order `--seeds` runs them.
-pub const NAMES: [&str; 4] = ["seqread", "randread", "readahead", "uncached"];
+pub const NAMES: [&str; 6] = [
+    "seqread",
+    "randread",
+    "readahead",
+    "uncached",
+    "populate",
+    "write",
+];
 
 /// A scenario's file size (full, and with `--quick`).
 const SCENARIO_SIZE: u64 = 1 << 30;
@@ -55,6 +64,42 @@ pub const DEFAULT_HOT_RATE: u64 = 16384;
 /// `uncached`'s timeline intervals per second (50 ms: a quick run's stream
 /// lasts about half a second, a full one about two).
 const UNCACHED_BINS: u32 = 20;
+/// `populate`'s memory (full, and with `--quick`) and write size.
+const POPULATE_SIZE: u64 = 3 << 30;
+const POPULATE_QUICK_SIZE: u64 = 1 << 30;
+const POPULATE_BS: u64 = 2 << 20;
+/// The pause before each populate run: this VM hands memory left free for
+/// about 2 s back to the host, and the next first touch of it costs 3-13 us
+/// a page; without the pause a run would reuse the pages the run before it
+/// freed, still backed, and look several times faster.
+pub const POPULATE_SETTLE: Duration = Duration::from_millis(2000);
+/// The foliocache engine of the populate scenario: `File::write_at` into
+/// a memfile, its arena populated as [`POPULATE_MODE_WHY`] says.
+pub const POPULATE_FOLIO: &str = "foliocache";
+/// Why the populate scenario's foliocache populates its arena as it does.
+///
+/// Measured on this VM (1 GiB, best of 3, each run fresh memory): eager
+/// 264-505 MiB/s in all, lazy 297-486 MiB/s: the same within the noise,
+/// because both fault the arena in as transparent huge pages (the arena
+/// asks for them), eager with `MADV_POPULATE_WRITE` at build, lazy by the
+/// first write to each 2 MiB; eager keeps those faults out of the writes
+/// (a 2 MiB write: 78 us at the median, against 5.2 ms lazy).
+pub const POPULATE_MODE_WHY: &str = "populate=eager: the arena is faulted in at build with \
+     MADV_POPULATE_WRITE, and that time is part of the run; populate=lazy (faulting on first \
+     write) measured the same within the noise here, both faulting huge pages, and puts the \
+     faults in the writes";
+/// The target of population through `grab_folios`: at most this many
+/// times the time of the anonymous memset.
+const POPULATE_MAX_TIME_VS_ANON: f64 = 1.05;
+/// The target of batched population over one folio at a time.
+const POPULATE_MIN_VS_SINGLE: f64 = 1.1;
+/// `write`'s sequential file (full, and with `--quick`); its random-write
+/// file is an eighth of it (4 KiB `O_DIRECT` writes each wait for the
+/// device).
+const WRITE_SIZE: u64 = 1 << 30;
+const WRITE_QUICK_SIZE: u64 = 128 << 20;
+const WRITE_SEQ_BS: u64 = 64 << 10;
+const WRITE_RAND_BS: u64 = 4 << 10;
 /// A custom job's defaults.
 const DEFAULT_BS: u64 = 4096;
 const DEFAULT_SIZE: u64 = 1 << 30;
@@ -93,6 +138,15 @@ pub struct JobSpec {
     /// A second reader beside the job: random reads of a hot file, warmed
     /// into the engine's cache first, counting its hits.
     pub hot: Option<HotSpec>,
+    /// The job writes into memory, not data files (the populate
+    /// scenario): each engine gets fresh memory for every run (see
+    /// [`crate::engine`]), whose setup is part of the run, and there is
+    /// no sync at the end.
+    pub memory: bool,
+    /// A pause before each run, after the last run's memory was freed,
+    /// so that this VM has handed it back to the host and every run's
+    /// first touch costs what fresh memory costs.
+    pub settle: Option<Duration>,
 }
 
 /// The hot reader beside a job ([`JobSpec::hot`]): one thread reading a
@@ -193,6 +247,8 @@ pub enum TargetSpec {
         numerator: String,
         /// The engine below it.
         denominator: String,
+        /// The job of the ratio ([`RatioSpec::job`]).
+        job: Option<usize>,
         /// The least ratio.
         min: f64,
     },
@@ -230,6 +286,9 @@ pub struct RatioSpec {
     pub denominator: String,
     /// The ratio the issue asks for, if any.
     pub target: Option<f64>,
+    /// The job whose runs it pairs (for a scenario whose jobs run the
+    /// same engines); `None`: the first job that ran each engine.
+    pub job: Option<usize>,
 }
 
 /// foliocache's default capacity: 1.25x the data, in whole 2 MiB.
@@ -300,6 +359,12 @@ pub fn plan(args: &BenchArgs) -> Result<Plan, String> {
                 .into(),
         );
     }
+    if args.settle.is_some() && !scenarios.iter().flat_map(|s| &s.jobs).any(|j| j.memory) {
+        return Err(
+            "--settle paces the populate scenario's runs: add --scenario populate (or --seeds)"
+                .into(),
+        );
+    }
     if let Some(c) = args.capacity {
         if c < PAGE as u64 {
             return Err(format!("--capacity {c}: at least one page (4k)"));
@@ -323,7 +388,7 @@ fn custom_job(args: &BenchArgs) -> Result<Scenario, String> {
     let engines = if args.engines.is_empty() {
         EngineKind::ALL
             .into_iter()
-            .filter(|k| !rw.is_write() || k.supports_writes())
+            .filter(|k| k.on_files())
             .map(EngineSpec::plain)
             .collect()
     } else {
@@ -342,6 +407,8 @@ fn custom_job(args: &BenchArgs) -> Result<Scenario, String> {
         capacity: None,
         memory_limit: None,
         hot: None,
+        memory: false,
+        settle: None,
     };
     Ok(Scenario {
         name: "custom".into(),
@@ -399,6 +466,8 @@ fn scenario(
         capacity: None,
         memory_limit: None,
         hot: None,
+        memory: false,
+        settle: None,
     };
     let cached = if cold {
         "(run --cold: each engine starts with the file out of every cache)"
@@ -432,6 +501,8 @@ fn scenario(
         },
         "readahead" => readahead(args, quick, cpus),
         "uncached" => uncached(args, quick)?,
+        "populate" => populate(args, quick),
+        "write" => write(args, quick),
         other => {
             return Err(format!(
                 "unknown scenario `{other}` (available: {})",
@@ -484,6 +555,8 @@ fn readahead(args: &BenchArgs, quick: bool, cpus: usize) -> Scenario {
         capacity: None,
         memory_limit: None,
         hot: None,
+        memory: false,
+        settle: None,
     };
     // Ratios: the first foliocache engine over the kernel, direct, and
     // every other foliocache engine (the issue's targets where it sets one).
@@ -508,6 +581,7 @@ fn readahead(args: &BenchArgs, quick: bool, cpus: usize) -> Scenario {
                 numerator: num.label.clone(),
                 denominator: den.label.clone(),
                 target,
+                job: None,
             });
         }
     }
@@ -602,6 +676,8 @@ fn uncached(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
         capacity: Some(c),
         memory_limit: Some(c),
         hot: None,
+        memory: false,
+        settle: None,
     };
     let rate = args.hot_rate.unwrap_or(DEFAULT_HOT_RATE);
     let beside = JobSpec {
@@ -626,6 +702,7 @@ fn uncached(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
                 numerator: n.clone(),
                 denominator: d.clone(),
                 target,
+                job: None,
             });
         }
     };
@@ -645,6 +722,7 @@ fn uncached(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
             targets.push(TargetSpec::Bandwidth {
                 numerator: u.clone(),
                 denominator: d.clone(),
+                job: None,
                 min: 1.0,
             });
         }
@@ -706,6 +784,245 @@ fn uncached(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
     })
 }
 
+/// `populate`, seed (e): one thread fills fresh memory of S (3 GiB, 1 GiB
+/// with `--quick`, `--size`) with 2 MiB writes, once: `foliocache`
+/// (`File::write_at` into a memfile of a new cache of S, whose writes grab
+/// their folios with `grab_folios`), `foliocache[grab=batched]` and
+/// `foliocache[grab=single]` (the bench's population loop over
+/// `grab_folios` and `grab_folios_single`, each folio filled by a copy),
+/// `anon` (a `memset` of a fresh anonymous mapping) and `kernel` (a memfd
+/// written with `pwrite`). Each run starts with fresh memory after a pause
+/// ([`POPULATE_SETTLE`]), and its setup (the cache's build with its arena's
+/// populate) is part of its time.
+fn populate(args: &BenchArgs, quick: bool) -> Scenario {
+    let size = args.size.unwrap_or(if quick {
+        POPULATE_QUICK_SIZE
+    } else {
+        POPULATE_SIZE
+    });
+    let engines: Vec<EngineSpec> = if args.engines.is_empty() {
+        [
+            POPULATE_FOLIO,
+            "foliocache[grab=single]",
+            "anon",
+            "anon[thp]",
+            "kernel",
+        ]
+        .iter()
+        .filter_map(|e| EngineSpec::parse(e).ok())
+        .collect()
+    } else {
+        args.engines.clone()
+    };
+    // Whole writes of up to 2 MiB, whole pages.
+    let bs = POPULATE_BS
+        .min(size / PAGE as u64 * PAGE as u64)
+        .max(PAGE as u64);
+    let size = if size >= bs { size / bs * bs } else { size };
+    let capacity = size.div_ceil(2 << 20) * (2 << 20);
+    let settle = args.settle.map_or(POPULATE_SETTLE, Duration::from_secs_f64);
+    let job = JobSpec {
+        rw: Rw::Write,
+        bs,
+        numjobs: 1,
+        shared: false,
+        file_size: size,
+        runtime: None,
+        engines: engines.clone(),
+        cold: true,
+        bins_per_second: 1,
+        capacity: Some(args.capacity.unwrap_or(capacity)),
+        memory_limit: None,
+        hot: None,
+        memory: true,
+        settle: Some(settle),
+    };
+    let has = |l: &str| engines.iter().any(|e| e.label == l);
+    let folio = engines
+        .iter()
+        .find(|e| e.kind == EngineKind::Foliocache && e.folio.grab.is_none())
+        .map(|e| e.label.clone());
+    let single = has("foliocache[grab=single]").then(|| "foliocache[grab=single]".to_string());
+    let batched = has("foliocache[grab=batched]").then(|| "foliocache[grab=batched]".to_string());
+    let anon = has("anon").then(|| "anon".to_string());
+    let anon_thp = has("anon[thp]").then(|| "anon[thp]".to_string());
+    let kernel = has("kernel").then(|| "kernel".to_string());
+    let mut ratios = Vec::new();
+    let mut targets = Vec::new();
+    let mut ratio = |n: &Option<String>, d: &Option<String>, target: Option<f64>| {
+        if let (Some(n), Some(d)) = (n, d) {
+            ratios.push(RatioSpec {
+                numerator: n.clone(),
+                denominator: d.clone(),
+                target,
+                job: None,
+            });
+            if let Some(min) = target {
+                targets.push(TargetSpec::Bandwidth {
+                    numerator: n.clone(),
+                    denominator: d.clone(),
+                    job: None,
+                    min,
+                });
+            }
+        }
+    };
+    ratio(&folio, &anon, Some(1.0 / POPULATE_MAX_TIME_VS_ANON));
+    ratio(&folio, &single, Some(POPULATE_MIN_VS_SINGLE));
+    ratio(&batched, &single, None);
+    ratio(&batched, &anon, None);
+    ratio(&folio, &anon_thp, None);
+    ratio(&folio, &kernel, None);
+    ratio(&kernel, &anon, None);
+    Scenario {
+        name: "populate".into(),
+        description: format!(
+            "Seed (e), batched folio population: one thread fills {} of fresh memory with {} \
+             writes, once: foliocache writes into a memfile of a new cache of {} \
+             (File::write_at, which grabs its folios with grab_folios; {POPULATE_MODE_WHY}), \
+             foliocache[grab=batched|single] run the bench's population loop over \
+             grab_folios or grab_folios_single (one folio at a time), each created folio \
+             filled by a copy from a source buffer; anon memsets a fresh anonymous mapping \
+             (its page faults included), anon[thp] one that asks for transparent huge pages \
+             as foliocache's arena does (what the arena's first touch costs without the \
+             cache); kernel writes a memfd with pwrite. First touch of \
+             fresh memory costs 3-13 us a page on this VM: every run gets fresh memory, after \
+             a pause of {:.1} s so that the pages the last run freed have gone back to the \
+             host, and its setup (mapping, memfd, or the cache's build with its arena's \
+             populate) is part of its time. Targets: foliocache in at most {:.2}x the \
+             anonymous memset's time (bandwidth at least {:.3}x), and at least {:.1}x \
+             foliocache[grab=single].",
+            fmt_size(size),
+            fmt_size(bs),
+            crate::report::fmt_size_approx(job.capacity.unwrap_or(capacity)),
+            settle.as_secs_f64(),
+            POPULATE_MAX_TIME_VS_ANON,
+            1.0 / POPULATE_MAX_TIME_VS_ANON,
+            POPULATE_MIN_VS_SINGLE,
+        ),
+        jobs: vec![job],
+        ratios,
+        targets,
+        detailed: false,
+    }
+}
+
+/// `write`: buffered writes with the sync that makes them durable inside
+/// the figure: one thread writes a file of S (1 GiB, 256 MiB with
+/// `--quick`, `--size`) sequentially with 64 KiB writes, then a file of
+/// S/8 with 4 KiB writes at random offsets (as many as it has blocks), one
+/// pass each (time-based with `--runtime`), each run ended by `fsync` /
+/// `File::sync_all`: `foliocache`, `foliocache[dontcache]`, `kernel`
+/// (`pwrite`), `direct` (`O_DIRECT`) and `dontcache` (`RWF_DONTCACHE`).
+/// Warm like the read scenarios (the files cached before each run of a
+/// cached engine) unless `--cold`; foliocache reopens the file for each run.
+fn write(args: &BenchArgs, quick: bool) -> Scenario {
+    let size = args
+        .size
+        .unwrap_or(if quick { WRITE_QUICK_SIZE } else { WRITE_SIZE });
+    let rand_size = (size / 8).max(WRITE_RAND_BS);
+    let engines: Vec<EngineSpec> = if args.engines.is_empty() {
+        [
+            "foliocache",
+            "foliocache[dontcache]",
+            "kernel",
+            "direct",
+            "dontcache",
+        ]
+        .iter()
+        .filter_map(|e| EngineSpec::parse(e).ok())
+        .collect()
+    } else {
+        args.engines.clone()
+    };
+    let runtime = args.runtime.map(Duration::from_secs_f64);
+    let job = |rw, bs, file_size| JobSpec {
+        rw,
+        bs,
+        numjobs: 1,
+        shared: true,
+        file_size,
+        runtime,
+        engines: engines.clone(),
+        cold: args.cold,
+        bins_per_second: 1,
+        capacity: None,
+        memory_limit: None,
+        hot: None,
+        memory: false,
+        settle: None,
+    };
+    let seq_bs = WRITE_SEQ_BS.min(size);
+    let jobs = vec![
+        job(Rw::Write, seq_bs, size),
+        job(Rw::Randwrite, WRITE_RAND_BS.min(rand_size), rand_size),
+    ];
+    let label =
+        |f: &dyn Fn(&EngineSpec) -> bool| engines.iter().find(|e| f(e)).map(|e| e.label.clone());
+    let folio = label(&|e| e.kind == EngineKind::Foliocache && !e.folio.dontcache);
+    let folio_uncached = label(&|e| e.kind == EngineKind::Foliocache && e.folio.dontcache);
+    let kernel = label(&|e| e.kind == EngineKind::Kernel);
+    let direct = label(&|e| e.kind == EngineKind::Direct);
+    let dontcache = label(&|e| e.kind == EngineKind::Dontcache);
+    let mut ratios = Vec::new();
+    let mut targets = Vec::new();
+    for j in 0..jobs.len() {
+        let mut ratio = |n: &Option<String>, d: &Option<String>, target: Option<f64>| {
+            if let (Some(n), Some(d)) = (n, d) {
+                ratios.push(RatioSpec {
+                    numerator: n.clone(),
+                    denominator: d.clone(),
+                    target,
+                    job: Some(j),
+                });
+                if let Some(min) = target {
+                    targets.push(TargetSpec::Bandwidth {
+                        numerator: n.clone(),
+                        denominator: d.clone(),
+                        job: Some(j),
+                        min,
+                    });
+                }
+            }
+        };
+        ratio(&folio, &kernel, (j == 0).then_some(1.0));
+        ratio(&folio_uncached, &dontcache, None);
+        ratio(&folio_uncached, &kernel, None);
+        ratio(&direct, &kernel, None);
+        ratio(&dontcache, &kernel, None);
+    }
+    let cached = if args.cold {
+        "cold (--cold: each engine starts with the file out of every cache)"
+    } else {
+        "warm (the file cached before each run of a cached engine, as in the read scenarios; \
+         the uncached engines start without it)"
+    };
+    Scenario {
+        name: "write".into(),
+        description: format!(
+            "Buffered writes, durable: one thread writes a {} file sequentially with {} \
+             writes, then a {} file with {} writes at uniformly random offsets, {}, and the \
+             run ends with fsync (File::sync_all for foliocache, whose write_at fills its \
+             cache and whose writeback writes with O_DIRECT): the figures include the sync. \
+             Engines: foliocache, foliocache[dontcache] (WriteFlags::DONTCACHE), kernel \
+             (pwrite), direct (O_DIRECT) and dontcache (pwritev2 RWF_DONTCACHE); {cached}. \
+             Target: foliocache's sequential write at least the kernel's.",
+            fmt_size(size),
+            fmt_size(seq_bs),
+            fmt_size(rand_size),
+            fmt_size(WRITE_RAND_BS.min(rand_size)),
+            match runtime {
+                Some(d) => format!("each for {:.1} s (--runtime)", d.as_secs_f64()),
+                None => "one pass each (as many writes as the file has blocks)".into(),
+            },
+        ),
+        jobs,
+        ratios,
+        targets,
+        detailed: false,
+    }
+}
+
 /// ` at 16384/s`, or nothing for an unthrottled reader.
 fn fmt_rate(rate: u64) -> String {
     if rate == 0 {
@@ -740,8 +1057,27 @@ fn check_job(j: &JobSpec, args: &BenchArgs) -> Result<(), String> {
             return Err(format!("engine `{}` given twice", e.label));
         }
         labels.push(&e.label);
+        if j.memory && !e.kind.on_memory() {
+            return Err(format!(
+                "engine `{}` does not populate memory (the populate scenario's engines: \
+                 foliocache, kernel, anon)",
+                e.label
+            ));
+        }
+        if !j.memory && !e.kind.on_files() {
+            return Err(format!(
+                "engine `{}` only populates memory: use it with --scenario populate",
+                e.label
+            ));
+        }
+        if e.folio.grab.is_some() && !j.memory {
+            return Err(format!(
+                "engine `{}`: grab= is the populate scenario's population loop: use it with \
+                 --scenario populate",
+                e.label
+            ));
+        }
         match e.kind {
-            EngineKind::Foliocache if j.rw.is_write() => return Err(NO_WRITES.into()),
             EngineKind::Direct if j.bs % PAGE as u64 != 0 => {
                 return Err(format!(
                     "direct engine: --bs must be a multiple of 4096 for O_DIRECT (got {})",
@@ -754,7 +1090,7 @@ fn check_job(j: &JobSpec, args: &BenchArgs) -> Result<(), String> {
                         .into(),
                 )
             }
-            EngineKind::Mmap if j.rw.is_write() && j.shared && j.numjobs > 1 => {
+            EngineKind::Mmap | EngineKind::Anon if j.rw.is_write() && j.shared && j.numjobs > 1 => {
                 return Err(
                     "mmap engine: threads writing one shared mapping would race \
                             (a data race in this process); drop --shared for mmap writes"
@@ -861,14 +1197,14 @@ mod tests {
     }
 
     #[test]
-    fn the_default_run_has_every_scenario_and_only_readahead_and_uncached_are_cold() {
+    fn the_default_run_has_every_scenario_and_only_readahead_uncached_and_populate_are_cold() {
         let p = plan_of(&[]);
         assert!(p.quick);
         let names: Vec<&str> = p.scenarios.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, NAMES);
         for s in &p.scenarios {
             for j in &s.jobs {
-                let cold = ["readahead", "uncached"].contains(&s.name.as_str());
+                let cold = ["readahead", "uncached", "populate"].contains(&s.name.as_str());
                 assert_eq!(j.cold, cold, "{}", s.name);
             }
         }
@@ -993,6 +1329,133 @@ mod tests {
         );
         let p = plan_of(&["--scenario", "uncached", "--engine", "kernel"]);
         assert!(p.scenarios[0].targets.is_empty());
+    }
+
+    #[test]
+    fn populate_fills_fresh_memory_once_in_2mib_writes() {
+        let p = plan_of(&["--scenario", "populate", "--quick"]);
+        let sc = &p.scenarios[0];
+        assert_eq!(sc.jobs.len(), 1);
+        let j = &sc.jobs[0];
+        assert_eq!(
+            labels(j),
+            [
+                "foliocache",
+                "foliocache[grab=single]",
+                "anon",
+                "anon[thp]",
+                "kernel"
+            ]
+        );
+        assert_eq!((j.rw, j.bs, j.numjobs), (Rw::Write, 2 << 20, 1));
+        assert_eq!(j.file_size, 1 << 30);
+        assert_eq!(j.capacity, Some(1 << 30), "no more arena than the data");
+        assert!(j.memory && j.cold && j.runtime.is_none());
+        assert_eq!(j.settle, Some(POPULATE_SETTLE));
+        let r: Vec<(&str, &str, Option<f64>)> = sc
+            .ratios
+            .iter()
+            .map(|r| (r.numerator.as_str(), r.denominator.as_str(), r.target))
+            .collect();
+        assert_eq!(
+            r,
+            [
+                ("foliocache", "anon", Some(1.0 / 1.05)),
+                ("foliocache", "foliocache[grab=single]", Some(1.1)),
+                ("foliocache", "anon[thp]", None),
+                ("foliocache", "kernel", None),
+                ("kernel", "anon", None),
+            ]
+        );
+        assert_eq!(sc.targets.len(), 2);
+        assert_eq!(
+            plan_of(&["--scenario", "populate"]).scenarios[0].jobs[0].file_size,
+            3 << 30
+        );
+        // --size: whole 2 MiB writes (a smaller size is one write).
+        let j = &plan_of(&["--scenario", "populate", "--size", "5M"]).scenarios[0].jobs[0];
+        assert_eq!((j.file_size, j.bs), (4 << 20, 2 << 20));
+        let j = &plan_of(&["--scenario", "populate", "--size", "101k"]).scenarios[0].jobs[0];
+        assert_eq!((j.file_size, j.bs), (100 << 10, 100 << 10));
+    }
+
+    #[test]
+    fn write_runs_seq_and_random_writes_with_per_job_ratios() {
+        let p = plan_of(&["--scenario", "write", "--quick"]);
+        let sc = &p.scenarios[0];
+        let jobs: Vec<(Rw, u64, u64, bool)> = sc
+            .jobs
+            .iter()
+            .map(|j| (j.rw, j.bs, j.file_size, j.memory))
+            .collect();
+        assert_eq!(
+            jobs,
+            [
+                (Rw::Write, 64 << 10, 128 << 20, false),
+                (Rw::Randwrite, 4096, 16 << 20, false)
+            ]
+        );
+        for j in &sc.jobs {
+            assert_eq!(
+                labels(j),
+                [
+                    "foliocache",
+                    "foliocache[dontcache]",
+                    "kernel",
+                    "direct",
+                    "dontcache"
+                ]
+            );
+            assert!(j.runtime.is_none() && !j.cold && j.settle.is_none());
+        }
+        let first = &sc.ratios[0];
+        assert_eq!(
+            (first.numerator.as_str(), first.denominator.as_str()),
+            ("foliocache", "kernel")
+        );
+        assert_eq!((first.target, first.job), (Some(1.0), Some(0)));
+        assert!(sc
+            .ratios
+            .iter()
+            .any(|r| r.job == Some(1) && r.numerator == "foliocache" && r.target.is_none()));
+        assert_eq!(
+            sc.targets,
+            [TargetSpec::Bandwidth {
+                numerator: "foliocache".into(),
+                denominator: "kernel".into(),
+                job: Some(0),
+                min: 1.0
+            }]
+        );
+        let p = plan_of(&["--scenario", "write", "--runtime", "2", "--cold"]);
+        assert!(p.scenarios[0]
+            .jobs
+            .iter()
+            .all(|j| j.runtime == Some(Duration::from_secs(2)) && j.cold));
+        assert_eq!(p.scenarios[0].jobs[0].file_size, 1 << 30);
+    }
+
+    #[test]
+    fn memory_engines_only_where_they_apply() {
+        let err = |argv: &[&str]| {
+            let mut a = vec!["foliocache", "bench"];
+            a.extend_from_slice(argv);
+            let Command::Bench(b) = Cli::try_parse_from(a).unwrap().command;
+            plan(&b).unwrap_err()
+        };
+        assert!(err(&["--rw", "write", "--engine", "anon"]).contains("only populates memory"));
+        assert!(err(&["--scenario", "populate", "--engine", "direct"])
+            .contains("does not populate memory"));
+        assert!(
+            err(&["--rw", "write", "--engine", "foliocache[grab=single]"])
+                .contains("grab= is the populate scenario's")
+        );
+        // The custom job's default engines leave anon out.
+        let p = plan_of(&["--rw", "write"]);
+        assert_eq!(
+            labels(&p.scenarios[0].jobs[0]),
+            ["foliocache", "kernel", "direct", "dontcache", "mmap"]
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The OS calls the bench needs that `std` does not wrap, each in a small
 //! safe type or function: a page-aligned buffer ([`AlignedBuf`]), a shared
-//! file mapping ([`Mmap`]), `preadv2`/`pwritev2` with flags,
+//! file mapping ([`Mmap`]), fresh anonymous memory ([`AnonMap`]), a memory
+//! file ([`memfd`]), `preadv2`/`pwritev2` with flags,
 //! `posix_fadvise(DONTNEED)`, `getrusage` and `rdtsc`. This is the crate's only
 //! module with `unsafe` code.
 
@@ -195,6 +196,20 @@ impl Mmap {
         std::hint::black_box(sum);
     }
 
+    /// Writes the mapping's dirty pages back to the file and waits for
+    /// them (`msync(MS_SYNC)`).
+    ///
+    /// # Errors
+    /// The OS error of `msync(2)`.
+    pub fn sync(&self) -> io::Result<()> {
+        // SAFETY: our own page-aligned mapping; msync changes no contents.
+        let r = unsafe { libc::msync(self.ptr.as_ptr().cast(), self.len, libc::MS_SYNC) };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
     /// How many of the mapping's pages are in the kernel's page cache
     /// (`mincore`), and how many pages it has.
     ///
@@ -219,6 +234,166 @@ impl Drop for Mmap {
         // it outlives `self` (copies go through `&self`).
         unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
     }
+}
+
+/// A private anonymous mapping (`MAP_PRIVATE | MAP_ANONYMOUS`), left
+/// untouched at creation: its pages are faulted in by the first write to
+/// each (the `anon` engine of the populate scenario, which measures exactly
+/// that). Writes go through raw pointers: callers must not write a range
+/// another thread reads or writes at the same time (the bench gives each
+/// writing thread its own mapping).
+pub struct AnonMap {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory owned by this value; the methods that
+// touch it copy or set bytes through raw pointers with bounds checks, and
+// the type's contract forbids overlapping concurrent writes.
+unsafe impl Send for AnonMap {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for AnonMap {}
+
+impl AnonMap {
+    /// Maps `len` bytes of fresh anonymous memory (nothing faulted in).
+    ///
+    /// # Errors
+    /// `InvalidInput` for `len` 0; the OS error of `mmap(2)`.
+    pub fn new(len: usize) -> io::Result<AnonMap> {
+        if len == 0 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty mapping"));
+        }
+        // SAFETY: a fresh private anonymous mapping at an address the
+        // kernel picks; no existing memory is affected.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let ptr = NonNull::new(p.cast()).ok_or_else(io::Error::last_os_error)?;
+        Ok(AnonMap { ptr, len })
+    }
+
+    /// `madvise(MADV_HUGEPAGE)` over the mapping: transparent huge pages
+    /// where the kernel's policy allows them (as foliocache's arena asks).
+    ///
+    /// # Errors
+    /// The OS error of `madvise(2)`.
+    pub fn advise_huge_pages(&self) -> io::Result<()> {
+        // SAFETY: advice on exactly our own mapping; it changes no contents.
+        let r = unsafe { libc::madvise(self.ptr.as_ptr().cast(), self.len, libc::MADV_HUGEPAGE) };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Faults every page in, writable (`MADV_POPULATE_WRITE`, Linux 5.14),
+    /// as foliocache's eager arena does.
+    ///
+    /// # Errors
+    /// The OS error of `madvise(2)` (`EINVAL` before 5.14).
+    pub fn populate_write(&self) -> io::Result<()> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            // SAFETY: populating our own private read-write mapping changes
+            // no contents.
+            let r = unsafe {
+                libc::madvise(
+                    self.ptr.as_ptr().cast(),
+                    self.len,
+                    libc::MADV_POPULATE_WRITE,
+                )
+            };
+            if r == 0 {
+                return Ok(());
+            }
+            let e = io::Error::last_os_error();
+            if tries >= 8 || !matches!(e.raw_os_error(), Some(libc::EINTR | libc::EAGAIN)) {
+                return Err(e);
+            }
+        }
+    }
+
+    /// Sets `n` bytes at `off` to `byte` (a `memset`, taking the page
+    /// faults of pages not touched before).
+    ///
+    /// # Errors
+    /// `UnexpectedEof` if the range leaves the mapping.
+    #[inline]
+    pub fn fill(&self, off: usize, n: usize, byte: u8) -> io::Result<()> {
+        match off.checked_add(n) {
+            Some(end) if end <= self.len => {}
+            _ => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "memset past the end of the mapping",
+                ))
+            }
+        }
+        // SAFETY: `off..off + n` is inside our writable mapping (checked
+        // above); no other thread touches this range meanwhile (the type's
+        // contract).
+        unsafe { std::ptr::write_bytes(self.ptr.as_ptr().add(off), byte, n) };
+        Ok(())
+    }
+
+    /// Copies `dst.len()` bytes at `off` out of the mapping.
+    ///
+    /// # Errors
+    /// `UnexpectedEof` if the range leaves the mapping.
+    pub fn copy_out(&self, off: usize, dst: &mut [u8]) -> io::Result<()> {
+        match off.checked_add(dst.len()) {
+            Some(end) if end <= self.len => {}
+            _ => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "copy past the end of the mapping",
+                ))
+            }
+        }
+        // SAFETY: the range is inside the mapping (checked above) and `dst`
+        // is a distinct Rust buffer; no thread writes this range meanwhile
+        // (the type's contract).
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(off), dst.as_mut_ptr(), dst.len())
+        };
+        Ok(())
+    }
+}
+
+impl Drop for AnonMap {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping `new` made; no reference into
+        // it outlives `self`.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+/// A memory file (`memfd_create(2)`, no flags): the kernel's shmem, what
+/// the populate scenario's `kernel` engine writes into.
+///
+/// # Errors
+/// The OS error of `memfd_create`.
+pub fn memfd(name: &str) -> io::Result<File> {
+    let c =
+        std::ffi::CString::new(name).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: `c` is a NUL-terminated string that outlives the call.
+    let fd = unsafe { libc::memfd_create(c.as_ptr(), 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a new descriptor that nothing else owns.
+    Ok(unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(fd) })
 }
 
 /// Pages of `file`'s first `len` bytes in the kernel page cache, and the

@@ -75,8 +75,36 @@ fn bad_arguments_exit_2_with_the_usage_line() {
         (&["bench", "--size", "lots"], "is not a size"),
         (&["bench", "--bs", "0"], "more than 0"),
         (
-            &["bench", "--scenario", "populate"],
-            "unknown scenario `populate` (available: seqread, randread, readahead, uncached)",
+            &["bench", "--scenario", "fill"],
+            "unknown scenario `fill` (available: seqread, randread, readahead, uncached, \
+             populate, write)",
+        ),
+        (
+            &["bench", "--scenario", "write", "--settle", "1"],
+            "--settle paces the populate scenario's runs",
+        ),
+        (&["bench", "--settle", "soon"], "is not a pause"),
+        (
+            &["bench", "--rw", "write", "--engine", "anon"],
+            "engine `anon` only populates memory",
+        ),
+        (
+            &["bench", "--scenario", "populate", "--engine", "mmap"],
+            "engine `mmap` does not populate memory",
+        ),
+        (
+            &[
+                "bench",
+                "--rw",
+                "write",
+                "--engine",
+                "foliocache[grab=single]",
+            ],
+            "grab= is the populate scenario's population loop",
+        ),
+        (
+            &["bench", "--engine", "anon[huge]"],
+            "supported: thp, populate",
         ),
         (
             &["bench", "--scenario", "uncached", "--capacity", "512k"],
@@ -109,10 +137,6 @@ fn bad_arguments_exit_2_with_the_usage_line() {
             "bad option `dontcache=on`",
         ),
         (&["bench", "--engine", "kernel[x]"], "takes no options"),
-        (
-            &["bench", "--rw", "write", "--engine", "foliocache"],
-            "foliocache engine: writes are not supported yet (issue 7)",
-        ),
         (
             &[
                 "bench", "--rw", "read", "--engine", "direct", "--bs", "1000",
@@ -174,9 +198,10 @@ fn help_exits_0() {
 
 /// The CI smoke run: `bench --quick` (every scenario, every default
 /// engine, two alternating repeats) on 8 MiB files (uncached: an 8 MiB
-/// stream through 2 MiB), with the JSON's fields, the readahead scenario's
-/// summary, the uncached scenario's records and targets, and the plot
-/// checked.
+/// stream through 2 MiB; populate: 8 MiB of memory, with no pause between
+/// runs; write: 0.25 s runs), with the JSON's fields, the readahead
+/// scenario's summary, the uncached, populate and write scenarios' records
+/// and targets, and the plot checked.
 #[test]
 fn quick_seeds_smoke_run_writes_complete_json_and_a_plot() {
     let dir = tempfile::tempdir().unwrap();
@@ -189,6 +214,8 @@ fn quick_seeds_smoke_run_writes_complete_json_and_a_plot() {
             "8M",
             "--runtime",
             "0.25",
+            "--settle",
+            "0",
             "--plot",
             svg.to_str().unwrap(),
         ],
@@ -201,7 +228,17 @@ fn quick_seeds_smoke_run_writes_complete_json_and_a_plot() {
         .iter()
         .map(|s| s["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["seqread", "randread", "readahead", "uncached"]);
+    assert_eq!(
+        names,
+        [
+            "seqread",
+            "randread",
+            "readahead",
+            "uncached",
+            "populate",
+            "write"
+        ]
+    );
     for s in scenarios {
         assert!(!s["description"].as_str().unwrap().is_empty());
     }
@@ -209,13 +246,25 @@ fn quick_seeds_smoke_run_writes_complete_json_and_a_plot() {
     let rs = results(&v);
     // seqread: 2 block sizes x 3 engines; randread: 3 engines; readahead:
     // 3 engines at 128 KiB and direct at 1 MiB; uncached: 4 engines alone
-    // and beside the hot reader (3 if the kernel lacks RWF_DONTCACHE).
+    // and beside the hot reader (3 if the kernel lacks RWF_DONTCACHE);
+    // populate: 5 engines; write: 5 engines (4) for 2 jobs.
     let uncached_engines = if dontcache_here() { 4 } else { 3 };
-    assert_eq!(rs.len(), 13 + 2 * uncached_engines);
+    assert_eq!(
+        rs.len(),
+        13 + 2 * uncached_engines + 5 + 2 * (uncached_engines + 1)
+    );
     for s in scenarios {
         let readahead = s["name"] == "readahead";
         if s["name"] == "uncached" {
             check_uncached(s, 8 << 20, 2 << 20, 2, DEFAULT_HOT_RATE);
+            continue;
+        }
+        if s["name"] == "populate" {
+            check_populate(s, 8 << 20, 2, 0.0);
+            continue;
+        }
+        if s["name"] == "write" {
+            check_write(s, 8 << 20, 2, Some(0.25));
             continue;
         }
         for r in s["results"].as_array().unwrap() {
@@ -291,6 +340,10 @@ fn quick_seeds_smoke_run_writes_complete_json_and_a_plot() {
         "randread",
         "readahead",
         "uncached",
+        "populate",
+        "anon",
+        "write",
+        "randwrite",
         "beside a hot reader",
         "time (s)",
     ] {
@@ -320,6 +373,271 @@ fn dontcache_here() -> bool {
 
 /// `--hot-rate`'s default.
 const DEFAULT_HOT_RATE: u64 = 16384;
+
+/// The populate scenario's JSON: `size` of fresh memory filled once by
+/// every default engine, each `repeat` times after a pause of `settle`
+/// seconds; the setup in the figures, foliocache's arena populate beside
+/// them, the ratios and the targets.
+fn check_populate(s: &Value, size: u64, repeat: usize, settle: f64) {
+    let desc = s["description"].as_str().unwrap();
+    assert!(desc.contains("populate=eager"), "{desc}");
+    assert!(
+        desc.contains(&format!("a pause of {settle:.1} s")),
+        "{desc}"
+    );
+    let rs = s["results"].as_array().unwrap();
+    let engines: Vec<&str> = rs.iter().map(|r| r["engine"].as_str().unwrap()).collect();
+    assert_eq!(
+        engines,
+        [
+            "foliocache",
+            "foliocache[grab=single]",
+            "anon",
+            "anon[thp]",
+            "kernel"
+        ]
+    );
+    for r in rs {
+        let engine = r["engine"].as_str().unwrap();
+        assert_eq!(r["rw"], "write", "{engine}");
+        assert_eq!(r["bs"], (2u64 << 20).min(size), "{engine}");
+        assert_eq!(r["numjobs"], 1);
+        assert_eq!(r["cold"], true);
+        assert!(r["runtime_s"].is_null());
+        assert_eq!(r["bytes"], size, "{engine}: one pass");
+        assert_eq!(r["repeats_bw_bytes"].as_array().unwrap().len(), repeat);
+        assert!(r["sync_s"].is_null(), "{engine}: memory needs no sync");
+        // The setup is part of the run's time and bandwidth.
+        let setup = r["setup_s"].as_f64().unwrap();
+        let secs = r["seconds"].as_f64().unwrap();
+        assert!(setup >= 0.0 && setup < secs, "{engine}: {setup} {secs}");
+        let bw = r["bw_bytes"].as_f64().unwrap();
+        assert!((bw - size as f64 / secs).abs() <= 1e-6 * bw, "{engine}");
+        assert!(r["device"].is_null() || r["device"].is_object());
+        let notes: Vec<&str> = r["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_str().unwrap())
+            .collect();
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.starts_with(&format!("started {settle:.1} s after"))),
+            "{engine}: {notes:?}"
+        );
+        if engine.starts_with("foliocache") {
+            assert_eq!(
+                r["capacity"], size,
+                "{engine}: the arena is the data's size"
+            );
+            let f = &r["foliocache"];
+            assert_eq!(f["populate"], "eager");
+            let populate = f["populate_s"].as_f64().unwrap();
+            assert!(populate > 0.0 && populate <= setup, "{engine}: {f}");
+            let path = if engine == "foliocache" {
+                "write_at"
+            } else {
+                "grab_folios_single"
+            };
+            assert_eq!(f["write_path"], path, "{engine}");
+            assert_eq!(f["write_flags"], "none");
+            assert!(f["warm_s"].is_null());
+            assert_eq!(f["bytes_cached"], size, "{engine}: every page cached");
+            assert_eq!(f["io_writes"], 0, "{engine}: memory is written nowhere");
+        } else {
+            assert!(r["capacity"].is_null());
+            assert!(r["foliocache"].is_null());
+        }
+    }
+    let sum = &s["summary"];
+    let ratios: Vec<(&str, Option<f64>)> = sum["ratios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["name"].as_str().unwrap(), r["target"].as_f64()))
+        .collect();
+    // The time target as a bandwidth ratio (1/1.05, as JSON rounds it).
+    let time_target = ratios[0].1.unwrap();
+    assert!((time_target - 1.0 / 1.05).abs() < 1e-12, "{time_target}");
+    assert_eq!(
+        ratios,
+        [
+            ("foliocache / anon", Some(time_target)),
+            ("foliocache / foliocache[grab=single]", Some(1.1)),
+            ("foliocache / anon[thp]", None),
+            ("foliocache / kernel", None),
+            ("kernel / anon", None),
+        ]
+    );
+    let targets: Vec<&str> = sum["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        targets,
+        [
+            "foliocache bandwidth / anon",
+            "foliocache bandwidth / foliocache[grab=single]"
+        ]
+    );
+    for t in sum["targets"].as_array().unwrap() {
+        assert!(t["met"].is_boolean(), "{t}");
+        assert_eq!(t["per_run"].as_array().unwrap().len(), repeat, "{t}");
+    }
+}
+
+/// The write scenario's JSON: a sequential job on a `size` file and a
+/// random one on an eighth of it, every default engine (dontcache where
+/// the kernel has it), each `repeat` times; every run ended by a sync that
+/// is in its figures; the per-job ratios and the target.
+fn check_write(s: &Value, size: u64, repeat: usize, runtime: Option<f64>) {
+    let rs = s["results"].as_array().unwrap();
+    let want: Vec<&str> = [
+        "foliocache",
+        "foliocache[dontcache]",
+        "kernel",
+        "direct",
+        "dontcache",
+    ]
+    .into_iter()
+    .filter(|e| *e != "dontcache" || dontcache_here())
+    .collect();
+    assert_eq!(rs.len(), 2 * want.len());
+    for (i, r) in rs.iter().enumerate() {
+        let engine = r["engine"].as_str().unwrap();
+        assert_eq!(engine, want[i % want.len()]);
+        let seq = i < want.len();
+        let (rw, bs, file) = if seq {
+            ("write", 64u64 << 10, size)
+        } else {
+            ("randwrite", 4096, size / 8)
+        };
+        assert_eq!(r["rw"], rw, "{engine}");
+        assert_eq!(r["bs"], bs, "{engine}");
+        assert_eq!(r["file_size"], file, "{engine}");
+        assert_eq!(r["runtime_s"].as_f64(), runtime, "{engine}");
+        if runtime.is_none() {
+            assert_eq!(r["bytes"], file / bs * bs, "{engine}: one pass");
+        }
+        assert_eq!(r["repeats_bw_bytes"].as_array().unwrap().len(), repeat);
+        // The sync is in the run's time and bandwidth.
+        let sync = r["sync_s"].as_f64().unwrap();
+        let secs = r["seconds"].as_f64().unwrap();
+        assert!(
+            sync >= 0.0 && sync < secs,
+            "{engine}: sync {sync} of {secs}"
+        );
+        let bw = r["bw_bytes"].as_f64().unwrap();
+        let bytes = r["bytes"].as_u64().unwrap() as f64;
+        assert!((bw - bytes / secs).abs() <= 1e-6 * bw, "{engine}");
+        assert!(r["setup_s"].is_null());
+        if engine.starts_with("foliocache") {
+            let f = &r["foliocache"];
+            assert_eq!(f["write_path"], "write_at");
+            let uncached = engine.contains("dontcache");
+            assert_eq!(
+                f["write_flags"],
+                if uncached { "DONTCACHE" } else { "none" }
+            );
+            assert!(
+                f["io_writes"].as_u64().unwrap() > 0,
+                "{engine}: wrote nothing back"
+            );
+            assert!(f["io_write_bytes"].as_u64().unwrap() >= bs, "{engine}");
+            assert_eq!(f["dirty_bytes"], 0, "{engine}: dirty after the sync");
+            assert_eq!(f["writeback_errors"], 0, "{engine}");
+            assert!(f["throttled"].is_u64());
+        }
+    }
+    let sum = &s["summary"];
+    let ratios = sum["ratios"].as_array().unwrap();
+    let first = &ratios[0];
+    assert_eq!(first["name"], "foliocache / kernel (write 64KiB)");
+    assert_eq!(first["job"], "write");
+    assert_eq!(first["target"], 1.0);
+    assert!(ratios
+        .iter()
+        .any(|r| r["name"] == "foliocache / kernel (randwrite 4KiB)" && r["target"].is_null()));
+    let targets = sum["targets"].as_array().unwrap();
+    assert_eq!(targets.len(), 1);
+    assert_eq!(targets[0]["name"], "foliocache bandwidth / kernel (write)");
+    assert!(targets[0]["met"].is_boolean());
+}
+
+/// `--scenario populate` with a 16 MiB fill, once, with the population
+/// loop over grab_folios beside the default engines, lazy too: the JSON
+/// and the text's setup table.
+#[test]
+fn populate_scenario_reports_setup_and_arena_populate() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let out = run(&[
+        "bench",
+        "--scenario",
+        "populate",
+        "--size",
+        "16M",
+        "--repeat",
+        "1",
+        "--settle",
+        "0",
+        "--engine",
+        "foliocache[grab=batched]",
+        "--engine",
+        "foliocache[grab=single,folio=64k]",
+        "--engine",
+        "foliocache[populate=lazy]",
+        "--engine",
+        "anon[thp,populate]",
+        "--engine",
+        "kernel",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "failed:\n{stdout}\n{}",
+        text(&out.stderr)
+    );
+    for section in [
+        "setup and writes of those runs",
+        "arena populate",
+        "grab_folios_single",
+        "memory setup:",
+    ] {
+        assert!(stdout.contains(section), "no `{section}` in:\n{stdout}");
+    }
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rs = results(&v);
+    assert_eq!(rs.len(), 5);
+    let f = |i: usize| &rs[i]["foliocache"];
+    assert_eq!(f(0)["write_path"], "grab_folios");
+    assert_eq!(f(1)["write_path"], "grab_folios_single");
+    assert_eq!(f(1)["max_folio_bytes"], 64 << 10);
+    assert_eq!(f(2)["write_path"], "write_at");
+    assert_eq!(f(2)["populate"], "lazy");
+    assert_eq!(f(2)["populate_s"], 0.0);
+    for r in &rs[..3] {
+        assert_eq!(r["foliocache"]["bytes_cached"], 16 << 20, "{}", r["engine"]);
+    }
+    assert!(
+        rs[3]["setup_s"].as_f64().unwrap() > 0.0,
+        "anon[populate] faults in its setup"
+    );
+    // Of the scenario's ratios, only those whose engines ran: the first
+    // foliocache engine without grab= over kernel.
+    let ratios: Vec<&str> = v["scenarios"][0]["summary"]["ratios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(ratios, ["foliocache[populate=lazy] / kernel"]);
+}
 
 /// The uncached scenario's JSON: a stream of `size` through `capacity`,
 /// alone then beside the hot reader (paced to `hot_rate` reads/s), each
@@ -729,7 +1047,14 @@ const READERS: [&str; 6] = [
     "dontcache",
     "mmap",
 ];
-const WRITERS: [&str; 4] = ["kernel", "direct", "dontcache", "mmap"];
+const WRITERS: [&str; 6] = [
+    "foliocache",
+    "foliocache[dontcache]",
+    "kernel",
+    "direct",
+    "dontcache",
+    "mmap",
+];
 
 #[test]
 fn every_engine_reads_the_right_data_sequentially() {
@@ -758,13 +1083,24 @@ fn misaligned_buffers_read_the_right_data() {
 }
 
 #[test]
-fn kernel_engines_write_the_right_data() {
+fn every_engine_writes_the_right_data() {
     verified("write", &WRITERS, &[]);
     verified("randwrite", &WRITERS, &[]);
     verified(
         "randwrite",
-        &["kernel", "direct", "dontcache"],
+        &[
+            "foliocache",
+            "foliocache[dontcache]",
+            "kernel",
+            "direct",
+            "dontcache",
+        ],
         &["--shared"],
+    );
+    verified(
+        "write",
+        &["foliocache", "foliocache[dontcache]", "kernel"],
+        &["--cold"],
     );
 }
 

@@ -487,23 +487,50 @@ impl File {
     /// (what a FUSE mount mounted uncached does). Replaces the previous
     /// defaults.
     pub fn set_default_flags(&self, flags: ReadFlags) {
-        let noreuse = self.ra.flags.load(Ordering::Relaxed) & Readahead::NOREUSE;
+        let private = self.ra.flags.load(Ordering::Relaxed) & Readahead::PRIVATE;
         self.ra
             .flags
-            .store(flags.bits() | noreuse, Ordering::Relaxed);
+            .store(flags.bits() | private, Ordering::Relaxed);
     }
 
     /// The flags set by [`set_default_flags`](Self::set_default_flags).
     pub fn default_flags(&self) -> ReadFlags {
-        let bits = self.ra.flags.load(Ordering::Relaxed) & !Readahead::NOREUSE;
+        let bits = self.ra.flags.load(Ordering::Relaxed) & !Readahead::PRIVATE;
         ReadFlags::from_bits(bits).unwrap_or_default()
+    }
+
+    /// How writes through this handle (and its clones) create the folios
+    /// they need: [`Insert::Batched`] (the default:
+    /// [`Mapping::grab_folios`], seed (e)) or [`Insert::Single`]
+    /// ([`Mapping::grab_folios_single`], one folio at a time, for
+    /// comparison).
+    pub fn set_write_insert(&self, insert: Insert) {
+        match insert {
+            Insert::Batched => self
+                .ra
+                .flags
+                .fetch_and(!Readahead::WRITE_SINGLE, Ordering::Relaxed),
+            Insert::Single => self
+                .ra
+                .flags
+                .fetch_or(Readahead::WRITE_SINGLE, Ordering::Relaxed),
+        };
+    }
+
+    /// The setting of [`set_write_insert`](Self::set_write_insert).
+    pub fn write_insert(&self) -> Insert {
+        if self.ra.flags.load(Ordering::Relaxed) & Readahead::WRITE_SINGLE != 0 {
+            Insert::Single
+        } else {
+            Insert::Batched
+        }
     }
 
     /// The flags a read with `flags` runs with: the call's, the defaults,
     /// and `DONTCACHE` after [`Advice::NoReuse`].
     fn effective_flags(&self, flags: ReadFlags) -> ReadFlags {
         let bits = self.ra.flags.load(Ordering::Relaxed);
-        let mut f = flags | ReadFlags::from_bits(bits & !Readahead::NOREUSE).unwrap_or_default();
+        let mut f = flags | ReadFlags::from_bits(bits & !Readahead::PRIVATE).unwrap_or_default();
         if bits & Readahead::NOREUSE != 0 {
             f |= ReadFlags::DONTCACHE;
         }

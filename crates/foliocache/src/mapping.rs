@@ -39,6 +39,8 @@ use crate::arena::{PageId, PAGE_SIZE};
 use crate::cache::{Cache, CacheInner};
 use crate::folio::{Folio, FolioFlags};
 use crate::readahead::Insert;
+use std::sync::atomic::AtomicU64 as StdAtomicU64;
+
 use crate::sync::{spin_hint, AtomicU64, Ordering};
 use crate::workingset::Shadow;
 
@@ -299,7 +301,7 @@ pub struct Mapping {
     /// that extend the file (under `inode_lock` and the folio locks of the
     /// extending write, so writeback that locks a folio sees the size its
     /// data needs), and by `set_len`.
-    size: AtomicU64,
+    size: StdAtomicU64,
     info: BackingInfo,
     pub(crate) path: Option<PathBuf>,
     /// Folios in the index (its entries less the shadows).
@@ -307,6 +309,10 @@ pub struct Mapping {
     /// A memory file: no backing store, folios never evicted nor written
     /// back, kept off the LRU lists.
     pub(crate) memfile: bool,
+    // (`size`, `dirty_pages` and `handles` are std atomics even under loom:
+    // the models do not race size changes, dirty counts or closes, and
+    // loom atomics here would add a scheduling point to every read for
+    // nothing the models check.)
     /// Writers (shared; exclusive when extending), `set_len` and
     /// `punch_hole` (exclusive): the kernel's `i_rwsem`.
     pub(crate) inode_lock: parking_lot::RwLock<()>,
@@ -321,12 +327,12 @@ pub struct Mapping {
     /// Writeback errors, reported once per handle (the kernel's errseq).
     pub(crate) wb_err: crate::writeback::ErrSeq,
     /// Pages of dirty folios.
-    pub(crate) dirty_pages: AtomicU64,
+    pub(crate) dirty_pages: StdAtomicU64,
     /// Open handles ([`File`](crate::File)s) on this mapping: the last one
     /// to go writes the dirty data back while the mapping is still
     /// registered, so an open meanwhile shares it rather than reading the
     /// backing before the data is there.
-    pub(crate) handles: AtomicU64,
+    pub(crate) handles: StdAtomicU64,
 }
 
 impl Drop for Mapping {
@@ -347,7 +353,7 @@ impl Mapping {
             backing: parking_lot::RwLock::new(backing),
             backing_writable: std::sync::atomic::AtomicBool::new(true),
             key: None,
-            size: AtomicU64::new(size),
+            size: StdAtomicU64::new(size),
             info,
             path: None,
             folios: AtomicU64::new(0),
@@ -356,8 +362,8 @@ impl Mapping {
             invalidate_lock: parking_lot::RwLock::new(()),
             wb_lock: parking_lot::Mutex::new(()),
             wb_err: crate::writeback::ErrSeq::default(),
-            dirty_pages: AtomicU64::new(0),
-            handles: AtomicU64::new(0),
+            dirty_pages: StdAtomicU64::new(0),
+            handles: StdAtomicU64::new(0),
         }
     }
 

@@ -390,6 +390,11 @@ pub(crate) struct Readahead {
 impl Readahead {
     /// Set in `flags` by `Advice::NoReuse`: reads are uncached.
     pub(crate) const NOREUSE: u32 = 1 << 31;
+    /// Set in `flags` by `File::set_write_insert(Insert::Single)`: writes
+    /// create their folios one at a time.
+    pub(crate) const WRITE_SINGLE: u32 = 1 << 30;
+    /// The bits of `flags` that are not [`ReadFlags`](crate::ReadFlags).
+    pub(crate) const PRIVATE: u32 = Self::NOREUSE | Self::WRITE_SINGLE;
 }
 
 impl std::fmt::Debug for Readahead {

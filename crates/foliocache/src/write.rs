@@ -30,7 +30,6 @@ use crate::cache::Cache;
 use crate::file::File;
 use crate::folio::FolioFlags;
 use crate::mapping::Mapping;
-use crate::readahead::Insert;
 
 const PAGE: u64 = PAGE_SIZE as u64;
 
@@ -611,7 +610,8 @@ impl File {
             }
             let mut folios = Vec::new();
             let first = pos / PAGE;
-            if let Err(e) = m.grab(index, count, &mut folios, Insert::Batched, uncached) {
+            let insert = self.write_insert();
+            if let Err(e) = m.grab(index, count, &mut folios, insert, uncached) {
                 return Err(self.write_error(e));
             }
             let size = m.size();
