@@ -8,7 +8,8 @@
 //! `FOLIOCACHE_DURABILITY_FILE` set and a filter for
 //! [`child_reports_a_file`], which reads the file with `std::fs` and prints
 //! its length and an FNV-1a hash; `cmp(1)` from coreutils checks the same
-//! where it is installed.
+//! where it is installed. Another child writes, syncs and aborts (no drop,
+//! no exit): what it synced must be in the file.
 
 use std::path::Path;
 use std::process::Command;

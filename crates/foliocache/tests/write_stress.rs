@@ -8,6 +8,14 @@
 //! the backing file must hold exactly the last version of every region.
 //!
 //! Region boundaries are not page-aligned, so neighbours share folios.
+//!
+//! Beside it, smaller races, each checked byte by byte: writers and a
+//! reader sharing a cache smaller than their working set (nobody may fail
+//! for want of a folio); readers racing shrink, punch and whole rewrites
+//! (no stale version); writers racing to create the same folios while an
+//! evictor opens gaps; writes and reads in a hole while a sync extends the
+//! backing.
+//!
 //! Runs 2 s per test; `FOLIOCACHE_STRESS_SECS` makes it longer.
 
 use std::fs;
