@@ -706,3 +706,69 @@ fn partial_writes_and_reads_in_a_hole_while_a_sync_extends_the_backing_do_not_fa
         "{rounds} rounds; failed writes and reads; the first: {first:?}"
     );
 }
+
+/// Two threads fill a memfile in a 1 MiB cache until it is full, while a
+/// third reads another file through the same cache: the writers stop with
+/// `StorageFull` (not hang, not another error), everything acknowledged
+/// reads back, and the reader never fails while the cache has clean folios
+/// of its own to reuse... until the memfile takes them all, when it may.
+#[test]
+fn writers_filling_a_memfile_stop_with_storage_full_and_keep_what_they_wrote() {
+    let other = wcommon::nonzero_bytes(512 * KIB, 90);
+    let tmp = TempPath::with_data("memfull-other", &other);
+    let c = cache(1024 * KIB, 16 * KIB);
+    let m = c.memfile("full", 0).unwrap();
+    let g = c.open(&tmp.path).unwrap();
+    let results = wcommon::within(HANG, "filling a memfile from two threads", move || {
+        let writers: Vec<_> = (0..2u64)
+            .map(|t| {
+                let m = m.clone();
+                std::thread::spawn(move || {
+                    let chunk = wcommon::nonzero_bytes(16 * KIB, 91 + t);
+                    let mut acked = 0u64;
+                    loop {
+                        let off = t * (4 << 20) + acked * chunk.len() as u64;
+                        match m.write_at(&chunk, off) {
+                            Ok(n) => {
+                                assert_eq!(n, chunk.len());
+                                acked += 1;
+                            }
+                            Err(e) => return (acked, e.kind(), e.to_string()),
+                        }
+                    }
+                })
+            })
+            .collect();
+        let mut buf = vec![0u8; 64 * KIB];
+        // (Once the memfile holds the whole cache, a read waits for a
+        // folio and then fails: a few reads are enough.)
+        for i in 0..8u64 {
+            let off = (i * 48 * KIB as u64) % other.len() as u64;
+            if let Ok(n) = g.read_at(&mut buf, off) {
+                assert_eq!(&buf[..n], &other[off as usize..off as usize + n]);
+            }
+        }
+        let r: Vec<_> = writers.into_iter().map(|h| h.join().unwrap()).collect();
+        (r, m)
+    });
+    let (results, m) = results;
+    let mut total = 0;
+    for (t, (acked, kind, msg)) in results.iter().enumerate() {
+        assert_eq!(*kind, std::io::ErrorKind::StorageFull, "writer {t}: {msg}");
+        let chunk = wcommon::nonzero_bytes(16 * KIB, 91 + t as u64);
+        for i in 0..*acked {
+            let off = t as u64 * (4 << 20) + i * chunk.len() as u64;
+            assert_eq!(
+                wcommon::read_vec(&m, off, chunk.len()).unwrap(),
+                chunk,
+                "writer {t}, chunk {i}"
+            );
+        }
+        total += acked * 16 * KIB as u64;
+    }
+    assert!(
+        total >= 512 * KIB as u64,
+        "only {total} bytes fit in a 1 MiB cache"
+    );
+    assert!(total <= 1024 * KIB as u64, "{total} bytes in a 1 MiB cache");
+}
