@@ -249,6 +249,7 @@ impl CacheBuilder {
                 dirty_limit,
                 dirty_background,
                 flusher: Arc::new(crate::writeback::Flusher::default()),
+                dirty_bits: crate::writeback::PageBits::new(pages as usize),
             }),
         };
         #[cfg(not(loom))]
@@ -563,6 +564,12 @@ pub(crate) struct CacheInner {
     pub(crate) dirty_background: u64,
     /// The background writeback thread's wake-up.
     pub(crate) flusher: Arc<crate::writeback::Flusher>,
+    /// One bit per arena page: dirty (written since its folio was last
+    /// written back). A large folio written in a few places writes back
+    /// only those pages (the kernel's per-block dirty state of iomap). A
+    /// folio's bits change only under its lock (or while it is free);
+    /// neighbouring small folios share words, hence atomic bit operations.
+    pub(crate) dirty_bits: crate::writeback::PageBits,
 }
 
 /// Evictions between two checks of the shadow budget: each eviction adds
@@ -865,6 +872,10 @@ impl CacheInner {
         debug_assert_eq!(f.refcount(), 0);
         debug_assert_eq!(f.mapping(), 0);
         let page = PageId::new(self.page(f));
+        // (Clear already, unless a dirty folio was dropped: a new owner of
+        // these pages starts clean.)
+        self.dirty_bits
+            .clear(page.index() as usize, f.nr_pages() as usize);
         if let Err(e) = self.arena.free(page, f.order()) {
             // The descriptor and the arena disagree: a bug, never user input.
             log::error!("foliocache: freeing folio {f:?}: {e}");

@@ -1904,16 +1904,25 @@ impl Mapping {
         unsafe { crate::copy::zero_shared(dst.add(from), len) };
     }
 
-    /// Marks locked, uptodate folios dirty: the flag, and the index mark
-    /// for those that were clean, all in one hold of the index lock.
-    pub(crate) fn mark_dirty(&self, folios: &[FolioRef<'_>]) {
+    /// Marks pages of locked, uptodate folios dirty: for each folio, the
+    /// pages `ranges[i]` (first page in the folio, count) in the cache's
+    /// page bitmap, and the folio's flag and index mark if it was clean
+    /// (all the marks in one hold of the index lock).
+    pub(crate) fn mark_dirty(&self, folios: &[FolioRef<'_>], ranges: &[(u64, u64)]) {
         if self.memfile {
             return;
         }
-        let newly: Vec<&FolioRef<'_>> = folios
-            .iter()
-            .filter(|f| !f.test_and_set(FolioFlags::DIRTY))
-            .collect();
+        let cache = self.inner();
+        let mut newly: Vec<&FolioRef<'_>> = Vec::new();
+        for (f, &(first, n)) in folios.iter().zip(ranges) {
+            debug_assert!(first + n <= f.nr_pages());
+            cache
+                .dirty_bits
+                .set(f.page().index() as usize + first as usize, n as usize);
+            if !f.test_and_set(FolioFlags::DIRTY) {
+                newly.push(f);
+            }
+        }
         let Some(first) = newly.first() else { return };
         let pages: u64 = newly.iter().map(|f| f.nr_pages()).sum();
         {
@@ -1925,18 +1934,19 @@ impl Mapping {
             }
         }
         self.dirty_pages.fetch_add(pages, Ordering::Relaxed);
-        self.inner()
-            .stats
-            .dirty_pages
-            .fetch_add(pages, Ordering::Relaxed);
+        cache.stats.dirty_pages.fetch_add(pages, Ordering::Relaxed);
     }
 
     /// A folio leaving the mapping (its entry, and so its mark, gone) is
     /// no longer dirty.
     fn forget_dirty(&self, f: &Folio) {
         if f.test_and_clear(FolioFlags::DIRTY) {
+            let cache = self.inner();
+            if let Some(page) = cache.table.page_of(f) {
+                cache.dirty_bits.clear(page, f.nr_pages() as usize);
+            }
             self.dirty_pages.fetch_sub(f.nr_pages(), Ordering::Relaxed);
-            self.inner()
+            cache
                 .stats
                 .dirty_pages
                 .fetch_sub(f.nr_pages(), Ordering::Relaxed);
@@ -1944,10 +1954,21 @@ impl Mapping {
     }
 
     /// Starts writeback of a run of locked dirty folios: each clean (flag
-    /// and mark, in one index lock hold) and under writeback.
-    pub(crate) fn start_writeback(&self, run: &[FolioRef<'_>]) {
-        let Some(first) = run.first() else { return };
+    /// and mark, in one index lock hold) and under writeback. Returns, per
+    /// folio, the runs of dirty pages to write (first page in the folio,
+    /// count), taken from the page bitmap and cut at `limit[i]` pages (end
+    /// of file); a dirty folio with no page marked is dirty whole.
+    pub(crate) fn start_writeback(
+        &self,
+        run: &[FolioRef<'_>],
+        limit: &[u64],
+    ) -> Vec<Vec<(u64, u64)>> {
+        let Some(first) = run.first() else {
+            return Vec::new();
+        };
+        let cache = self.inner();
         let mut pages = 0;
+        let mut out = Vec::with_capacity(run.len());
         {
             let mut cur = Cursor::new(&self.xa, first.index());
             let mut g = self.xa.lock();
@@ -1960,20 +1981,45 @@ impl Mapping {
                 f.test_and_set(FolioFlags::WRITEBACK);
             }
         }
-        let stats = &self.inner().stats;
-        let all: u64 = run.iter().map(|f| f.nr_pages()).sum();
+        for (f, &lim) in run.iter().zip(limit) {
+            let n = f.nr_pages() as usize;
+            let mut runs = cache.dirty_bits.take_runs(f.page().index() as usize, n);
+            if runs.is_empty() {
+                runs.push((0, n));
+            }
+            let cut: Vec<(u64, u64)> = runs
+                .into_iter()
+                .filter(|&(a, _)| (a as u64) < lim)
+                .map(|(a, c)| (a as u64, (c as u64).min(lim - a as u64)))
+                .collect();
+            out.push(cut);
+        }
         self.dirty_pages.fetch_sub(pages, Ordering::Relaxed);
-        stats.dirty_pages.fetch_sub(pages, Ordering::Relaxed);
-        stats.writeback_pages.fetch_add(all, Ordering::Relaxed);
+        cache.stats.dirty_pages.fetch_sub(pages, Ordering::Relaxed);
+        let all: u64 = run.iter().map(|f| f.nr_pages()).sum();
+        cache
+            .stats
+            .writeback_pages
+            .fetch_add(all, Ordering::Relaxed);
+        out
     }
 
     /// Ends writeback of a run started by
-    /// [`start_writeback`](Self::start_writeback); `failed`: the folios
-    /// are dirty again (to be retried).
-    pub(crate) fn end_writeback(&self, run: &[FolioRef<'_>], failed: bool) {
+    /// [`start_writeback`](Self::start_writeback) with those `dirty` page
+    /// runs; `failed`: they are dirty again (to be retried).
+    pub(crate) fn end_writeback(
+        &self,
+        run: &[FolioRef<'_>],
+        dirty: &[Vec<(u64, u64)>],
+        failed: bool,
+    ) {
         let all: u64 = run.iter().map(|f| f.nr_pages()).sum();
         if failed {
-            self.mark_dirty(run);
+            for (f, runs) in run.iter().zip(dirty) {
+                for &(a, n) in runs {
+                    self.mark_dirty(std::slice::from_ref(f), &[(a, n)]);
+                }
+            }
         }
         for f in run {
             f.test_and_clear(FolioFlags::WRITEBACK);
@@ -1984,33 +2030,57 @@ impl Mapping {
             .fetch_sub(all, Ordering::Relaxed);
     }
 
-    /// Writes the first `lens[i]` bytes (whole blocks) of each folio of a
-    /// locked run covering contiguous pages, as one vectored write at the
-    /// run's offset.
-    pub(crate) fn write_run(&self, run: &[FolioRef<'_>], lens: &[usize]) -> io::Result<usize> {
-        let Some(first) = run.first() else {
-            return Ok(0);
-        };
+    /// Writes the dirty page runs of a locked run of folios covering
+    /// contiguous pages: pages that follow each other in the file, across
+    /// folios too, go as one vectored write; each gap starts another.
+    /// Returns the bytes written, or the first error (the writes after it
+    /// are not tried).
+    pub(crate) fn write_dirty(
+        &self,
+        run: &[FolioRef<'_>],
+        dirty: &[Vec<(u64, u64)>],
+    ) -> io::Result<u64> {
         let cache = self.inner();
-        let mut bufs = Vec::with_capacity(run.len());
-        for (f, &len) in run.iter().zip(lens) {
-            assert!(len <= (f.nr_pages() * PAGE) as usize && len % backing::BLOCK == 0);
-            let ptr = cache.arena.page_ptr(f.page()).as_ptr();
-            // SAFETY: the folio is locked (no writer changes it while the
-            // IO reads it) and referenced (not freed); `len` bytes from its
-            // 4 KiB-aligned start lie inside it (asserted above).
-            let buf = unsafe { IoBuf::from_raw_parts(ptr, len) }.map_err(io::Error::from)?;
-            bufs.push(buf);
+        let backing = self.backing();
+        let mut written = 0u64;
+        let mut seg: Vec<IoBuf<'_>> = Vec::new();
+        let mut seg_start = 0u64;
+        let mut seg_end = 0u64;
+        let mut flush = |seg: &mut Vec<IoBuf<'_>>, at: u64| -> io::Result<()> {
+            if seg.is_empty() {
+                return Ok(());
+            }
+            let r = backing.write_blocks(seg, at);
+            seg.clear();
+            cache.stats.io_writes.fetch_add(1, Ordering::Relaxed);
+            let n = r? as u64;
+            cache.stats.io_write_bytes.fetch_add(n, Ordering::Relaxed);
+            written += n;
+            Ok(())
+        };
+        for (f, runs) in run.iter().zip(dirty) {
+            let base = cache.arena.page_ptr(f.page()).as_ptr();
+            for &(a, n) in runs {
+                assert!(a + n <= f.nr_pages(), "dirty pages past the folio");
+                let at = (f.index() + a) * PAGE;
+                if at != seg_end || seg.is_empty() {
+                    flush(&mut seg, seg_start)?;
+                    seg_start = at;
+                }
+                // SAFETY: the folio is locked (no writer changes it while
+                // the IO reads it) and referenced (not freed); pages
+                // `a..a + n` lie inside it (asserted above); arena pages
+                // are 4 KiB aligned.
+                let buf = unsafe {
+                    IoBuf::from_raw_parts(base.add((a * PAGE) as usize), (n * PAGE) as usize)
+                }
+                .map_err(io::Error::from)?;
+                seg.push(buf);
+                seg_end = at + n * PAGE;
+            }
         }
-        let r = self.backing().write_blocks(&bufs, first.index() * PAGE);
-        cache.stats.io_writes.fetch_add(1, Ordering::Relaxed);
-        if let Ok(n) = r {
-            cache
-                .stats
-                .io_write_bytes
-                .fetch_add(n as u64, Ordering::Relaxed);
-        }
-        r
+        flush(&mut seg, seg_start)?;
+        Ok(written)
     }
 
     /// The folios and shadows of bytes `from..to`: folios lying wholly

@@ -617,6 +617,7 @@ impl File {
             let size = m.size();
             let mut failed = None;
             let mut done = Vec::with_capacity(folios.len());
+            let mut ranges = Vec::with_capacity(folios.len());
             let mut folios = folios.into_iter();
             for f in folios.by_ref() {
                 let fs = f.index() * PAGE;
@@ -640,9 +641,13 @@ impl File {
                 m.copy_in(&f, (ws - fs) as usize, &buf[from..to]);
                 f.mark_uptodate();
                 pos = we;
+                // The pages written are dirty (a large folio written in
+                // one place writes back only there).
+                let first = (ws - fs) / PAGE;
+                ranges.push((first, (we - fs).div_ceil(PAGE) - first));
                 done.push(f);
             }
-            m.mark_dirty(&done);
+            m.mark_dirty(&done, &ranges);
             if pos > m.size() {
                 // Before the folios unlock: writeback that locks them sees
                 // the size their data needs.

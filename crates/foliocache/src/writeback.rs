@@ -44,7 +44,6 @@ use crate::mapping::{FolioRef, Mapping, MappingEntry, DIRTY_MARK};
 use crate::sync::{AtomicU64, Ordering};
 
 const PAGE: u64 = crate::arena::PAGE_SIZE as u64;
-const BLOCK: u64 = backing::BLOCK as u64;
 
 /// The most pages one writeback IO carries (16 MiB): runs are cut there so
 /// a long dirty file is written in pieces other threads can interleave with.
@@ -57,6 +56,74 @@ pub const FLUSH_INTERVAL: Duration = Duration::from_secs(5);
 /// How long a throttled writer whose file has nothing dirty waits for the
 /// flusher to bring the cache under its dirty limit before it fails.
 const THROTTLE_WAIT: Duration = Duration::from_secs(30);
+
+/// A bitmap with one bit per arena page (see `CacheInner::dirty_bits`).
+pub(crate) struct PageBits(Box<[std::sync::atomic::AtomicU64]>);
+
+impl PageBits {
+    pub(crate) fn new(pages: usize) -> PageBits {
+        PageBits(
+            (0..pages.div_ceil(64))
+                .map(|_| std::sync::atomic::AtomicU64::new(0))
+                .collect(),
+        )
+    }
+
+    /// The words and masks covering bits `start..start + n`.
+    fn spans(start: usize, n: usize) -> impl Iterator<Item = (usize, u64)> {
+        let end = start + n;
+        let mut at = start;
+        std::iter::from_fn(move || {
+            if at >= end {
+                return None;
+            }
+            let word = at / 64;
+            let lo = at % 64;
+            let hi = (end - word * 64).min(64);
+            let mask = if hi - lo == 64 {
+                u64::MAX
+            } else {
+                ((1u64 << (hi - lo)) - 1) << lo
+            };
+            at = word * 64 + hi;
+            Some((word, mask))
+        })
+    }
+
+    /// Sets bits `start..start + n`.
+    pub(crate) fn set(&self, start: usize, n: usize) {
+        for (w, m) in Self::spans(start, n) {
+            self.0[w].fetch_or(m, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Clears bits `start..start + n`.
+    pub(crate) fn clear(&self, start: usize, n: usize) {
+        for (w, m) in Self::spans(start, n) {
+            self.0[w].fetch_and(!m, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Clears bits `start..start + n` and returns the runs that were set,
+    /// as (first bit relative to `start`, count), in order.
+    pub(crate) fn take_runs(&self, start: usize, n: usize) -> Vec<(usize, usize)> {
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        for (w, m) in Self::spans(start, n) {
+            let old = self.0[w].fetch_and(!m, std::sync::atomic::Ordering::Relaxed) & m;
+            let mut bits = old;
+            while bits != 0 {
+                let b = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let at = w * 64 + b - start;
+                match runs.last_mut() {
+                    Some((first, count)) if *first + *count == at => *count += 1,
+                    _ => runs.push((at, 1)),
+                }
+            }
+        }
+        runs
+    }
+}
 
 /// A file's writeback error sequence (the kernel's `errseq_t`): the last
 /// error's errno, whether any handle has seen it, and a counter that moves
@@ -227,28 +294,24 @@ impl Mapping {
                 }
             }
             // The size now: extending writes set it before they unlock
-            // their folios, so it covers every byte of these.
+            // their folios, so it covers every byte of these. Pages past
+            // it (a shrink raced ahead of their removal) are not written.
             let size = self.size();
-            let mut lens = Vec::with_capacity(run.len());
-            for f in &run {
-                let pos = f.index() * PAGE;
-                let len = f.nr_pages() * PAGE;
-                let have = size.saturating_sub(pos).min(len).div_ceil(BLOCK) * BLOCK;
-                lens.push(have as usize);
+            let limit: Vec<u64> = run
+                .iter()
+                .map(|f| {
+                    let pos = f.index() * PAGE;
+                    size.saturating_sub(pos).div_ceil(PAGE).min(f.nr_pages())
+                })
+                .collect();
+            let dirty = self.start_writeback(&run, &limit);
+            if let Some((f, runs)) = run.iter().zip(&dirty).rev().find(|(_, r)| !r.is_empty()) {
+                let (a, n) = runs[runs.len() - 1];
+                past_eof |= (f.index() + a + n) * PAGE > size;
             }
-            // A folio wholly past end of file (a shrink raced ahead of its
-            // removal) writes nothing; so does the run after it.
-            let keep = lens.iter().position(|&l| l == 0).unwrap_or(run.len());
-            self.start_writeback(&run);
-            let r = if keep == 0 {
-                Ok(0)
-            } else {
-                let end = run[keep - 1].index() * PAGE + lens[keep - 1] as u64;
-                past_eof |= end > size;
-                self.write_run(&run[..keep], &lens[..keep])
-            };
+            let r = self.write_dirty(&run, &dirty);
             let failed = r.is_err();
-            self.end_writeback(&run, failed);
+            self.end_writeback(&run, &dirty, failed);
             if let Err(e) = r {
                 self.inner()
                     .stats
@@ -427,5 +490,50 @@ impl Mapping {
             std::thread::sleep(Duration::from_millis(1));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_bits_set_clear_and_take_runs_across_words() {
+        let b = PageBits::new(300);
+        b.set(3, 2);
+        b.set(60, 10); // crosses a word
+        b.set(128, 64); // a whole word
+        b.set(299, 1);
+        assert_eq!(b.take_runs(0, 8), vec![(3, 2)]);
+        assert_eq!(b.take_runs(0, 8), vec![], "taken means cleared");
+        assert_eq!(b.take_runs(50, 250), vec![(10, 10), (78, 64), (249, 1)]);
+        b.set(0, 300);
+        b.clear(1, 298);
+        assert_eq!(b.take_runs(0, 300), vec![(0, 1), (299, 1)]);
+    }
+
+    #[test]
+    fn errseq_reports_each_error_once_per_sample() {
+        let e = ErrSeq::default();
+        let a = AtomicU64::new(e.sample());
+        assert!(e.check_and_advance(&a).is_none());
+        e.record(&io::Error::from_raw_os_error(libc::ENOSPC));
+        // A handle opened after an unseen error still gets it.
+        let late = AtomicU64::new(e.sample());
+        assert_eq!(
+            e.check_and_advance(&a).unwrap().raw_os_error(),
+            Some(libc::ENOSPC)
+        );
+        assert!(e.check_and_advance(&a).is_none());
+        assert_eq!(late.load(Ordering::Relaxed), 0);
+        assert!(e.check_and_advance(&late).is_some());
+        // Seen now: a new handle starts past it.
+        let new = AtomicU64::new(e.sample());
+        assert!(e.check_and_advance(&new).is_none());
+        e.record(&io::Error::from_raw_os_error(libc::EIO));
+        assert_eq!(
+            e.check_and_advance(&new).unwrap().raw_os_error(),
+            Some(libc::EIO)
+        );
     }
 }

@@ -198,3 +198,32 @@ fn one_folio_at_a_time_writes_the_same_bytes() {
     assert_eq!(m.write_insert(), foliocache::Insert::Batched);
     assert_eq!(m.default_flags(), foliocache::ReadFlags::NONE);
 }
+
+#[test]
+fn a_large_folio_written_in_two_places_writes_back_only_those_pages() {
+    let c = cache(16 << 20);
+    let p = tmp("g");
+    std::fs::write(&p, vec![b'q'; 4 << 20]).unwrap();
+    let f = c.open_options().read(true).write(true).open(&p).unwrap();
+    // Cached in large folios by a read.
+    let mut all = vec![0u8; 4 << 20];
+    f.read_exact_at(&mut all, 0).unwrap();
+    let before = c.stats();
+    f.write_at(b"hello", 100_000).unwrap(); // page 24
+    f.write_at(&[b'w'; 8192], 1 << 20).unwrap(); // pages 256..258
+    f.write_at(b"!", (1 << 20) + 8192).unwrap(); // page 258: joins them
+    f.sync_data().unwrap();
+    let s = c.stats();
+    assert_eq!(s.io_write_bytes - before.io_write_bytes, 4 * 4096, "{s:?}");
+    assert_eq!(
+        s.io_writes - before.io_writes,
+        2,
+        "two runs of dirty pages: {s:?}"
+    );
+    let disk = std::fs::read(&p).unwrap();
+    let mut want = vec![b'q'; 4 << 20];
+    want[100_000..100_005].copy_from_slice(b"hello");
+    want[1 << 20..(1 << 20) + 8192].fill(b'w');
+    want[(1 << 20) + 8192] = b'!';
+    assert!(disk == want);
+}
