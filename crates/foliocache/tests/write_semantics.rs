@@ -1287,3 +1287,33 @@ fn dont_need_keeps_dirty_folios_and_drops_clean_ones() {
     f.sync_all().unwrap();
     assert_same("on disk", &disk(&tmp.path), &model.data);
 }
+
+#[test]
+fn a_large_folio_written_in_a_few_places_writes_back_only_those_pages() {
+    let old = nonzero_bytes(2 * MIB, 41);
+    let b = Arc::new(FaultyBacking::new(MemBacking::with_data(old.clone())));
+    let c = cache_dirty(8 * MIB, 2 * MIB, 8 * MIB, 8 * MIB);
+    let f = c.open_backing(b.clone()).unwrap();
+    assert_eq!(read_all(&f), old);
+    b.reset_stats();
+    let mut model = Model { data: old };
+    // Pages 3, 100 and 101 (one run across them), 400 (at its last byte).
+    for off in [3 * P + 7, 100 * P + 4090, 401 * P - 1] {
+        f.write_all_at(b"0123456789", off).unwrap();
+        model.write(off, b"0123456789");
+    }
+    f.sync_data().unwrap();
+    let s = b.stats();
+    assert_eq!(s.writes, 3, "three dirty runs: pages 3, 100-101, 400-401");
+    assert!(
+        s.bytes_written <= 6 * P,
+        "wrote {} bytes for 6 dirty pages of a 2 MiB folio",
+        s.bytes_written
+    );
+    assert_same("backing", &b.inner().contents().unwrap(), &model.data);
+    assert_same("cache", &read_all(&f), &model.data);
+    // A second sync writes nothing: the pages are clean again.
+    b.reset_stats();
+    f.sync_data().unwrap();
+    assert_eq!(b.stats().writes, 0);
+}
