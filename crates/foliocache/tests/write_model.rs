@@ -20,7 +20,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::{Arc, Barrier};
 
-use foliocache::{Cache, File};
+use foliocache::{Cache, File, Insert};
 use proptest::prelude::*;
 
 #[path = "common/write.rs"]
@@ -165,10 +165,17 @@ impl Run {
     }
 }
 
-fn run_file(cap: usize, folio: usize, initial: usize, ops: &[Op]) {
+/// `insert`: how this run's writes create folios (batched by default, or
+/// one at a time: the same semantics).
+fn run_file(cap: usize, folio: usize, insert: Insert, initial: usize, ops: &[Op]) {
+    let open = |c: &Cache, p: &Path| {
+        let f = open_rw(c, p);
+        f.set_write_insert(insert);
+        f
+    };
     let tmp = TempPath::with_data("model", &nonzero_bytes(initial, initial as u64));
     let cache = cache(cap, folio);
-    let file = open_rw(&cache, &tmp.path);
+    let file = open(&cache, &tmp.path);
     let mut r = Run {
         cap,
         folio,
@@ -234,11 +241,11 @@ fn run_file(cap: usize, folio: usize, initial: usize, ops: &[Op]) {
                 if new_cache {
                     r.cache = wcommon::cache(cap, folio);
                 }
-                r.files.push(open_rw(&r.cache, &tmp.path));
+                r.files.push(open(&r.cache, &tmp.path));
             }
             Op::OpenAnother => {
                 if r.files.len() < 3 {
-                    let g = open_rw(&r.cache, &tmp.path);
+                    let g = open(&r.cache, &tmp.path);
                     assert_eq!(g.len(), r.model.len(), "{what}: a new open's len()");
                     r.files.push(g);
                 }
@@ -275,10 +282,11 @@ proptest! {
     #[test]
     fn one_thread_file_matches_the_model_and_the_backing_after_every_sync(
         (cap, folio) in geometry(),
+        insert in prop_oneof![3 => Just(Insert::Batched), 1 => Just(Insert::Single)],
         initial in prop_oneof![Just(0usize), 1usize..=1_200_000],
         ops in prop::collection::vec(op(true), 1..40),
     ) {
-        run_file(cap, folio, initial, &ops);
+        run_file(cap, folio, insert, initial, &ops);
     }
 }
 
@@ -474,6 +482,7 @@ fn thread_ops(f: &File, path: Option<&Path>, share: Share, mut model: Model, ops
 
 fn run_threads(
     memfile: bool,
+    insert: Insert,
     folio: usize,
     cap: usize,
     total: u64,
@@ -491,6 +500,8 @@ fn run_threads(
     } else {
         open_rw(&cache, &tmp.path)
     };
+    // (Clones share it.)
+    f.set_write_insert(insert);
     let backing = (!memfile).then(|| tmp.path.clone());
     // Range boundaries: 0, the cuts (sorted, unaligned), total.
     let mut bounds: Vec<u64> = cuts.iter().map(|c| c % total).collect();
@@ -568,11 +579,12 @@ proptest! {
     #[test]
     fn threads_on_disjoint_ranges_match_the_model(
         (cap, folio) in geometry(),
+        insert in prop_oneof![3 => Just(Insert::Batched), 1 => Just(Insert::Single)],
         total in 8_000u64..=2_000_000,
         cuts in prop::collection::vec(any::<u64>(), 1..=3),
         per_thread in prop::collection::vec(prop::collection::vec(top(), 1..30), 4),
     ) {
-        run_threads(false, folio, cap, total, &cuts, &per_thread[..cuts.len() + 1]);
+        run_threads(false, insert, folio, cap, total, &cuts, &per_thread[..cuts.len() + 1]);
     }
 
     #[test]
@@ -582,6 +594,14 @@ proptest! {
         cuts in prop::collection::vec(any::<u64>(), 1..=3),
         per_thread in prop::collection::vec(prop::collection::vec(top(), 1..30), 4),
     ) {
-        run_threads(true, folio, 16 * MIB, total, &cuts, &per_thread[..cuts.len() + 1]);
+        run_threads(
+            true,
+            Insert::Batched,
+            folio,
+            16 * MIB,
+            total,
+            &cuts,
+            &per_thread[..cuts.len() + 1],
+        );
     }
 }
