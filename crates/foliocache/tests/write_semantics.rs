@@ -1317,3 +1317,39 @@ fn a_large_folio_written_in_a_few_places_writes_back_only_those_pages() {
     f.sync_data().unwrap();
     assert_eq!(b.stats().writes, 0);
 }
+
+#[test]
+fn writes_through_a_buffered_fallback_backing_reach_the_file() {
+    // Where a filesystem refuses O_DIRECT the backing falls back to
+    // buffered IO; forced here, the write path must give the same file.
+    use backing::{FileBacking, FileOptions};
+    let old = nonzero_bytes(100_000, 42);
+    let tmp = TempPath::with_data("buffered", &old);
+    let inner = FileBacking::open(
+        &tmp.path,
+        &FileOptions::new()
+            .read(true)
+            .write(true)
+            .force_buffered(true),
+    )
+    .unwrap();
+    assert!(!inner.is_direct());
+    let c = cache(MIB, 16 * KIB);
+    let f = c.open_backing(inner).unwrap();
+    let mut model = Model { data: old };
+    let a = nonzero_bytes(70_001, 43);
+    f.write_all_at(&a, 12_345).unwrap();
+    model.write(12_345, &a);
+    f.write_all_at(b"end", 150_000).unwrap();
+    model.write(150_000, b"end");
+    f.punch_hole(20_000, 30_000).unwrap();
+    model.punch(20_000, 30_000);
+    f.sync_data().unwrap();
+    assert_same("buffered backing after sync", &disk(&tmp.path), &model.data);
+    f.set_len(99_999).unwrap();
+    model.set_len(99_999);
+    f.sync_all().unwrap();
+    assert_same("after set_len", &disk(&tmp.path), &model.data);
+    c.shrink(u64::MAX);
+    assert_same("read back", &read_all(&f), &model.data);
+}
