@@ -396,6 +396,13 @@ fn writers_readers_truncate_punch_and_sync_on_one_file_large_folios_some_uncache
     stress("stress-64k", 1024 * KIB, 64 * KIB, 3, true);
 }
 
+#[test]
+fn writers_readers_truncate_punch_and_sync_in_one_2_mib_folio() {
+    // The whole file fits one 2 MiB folio: every thread works in it at
+    // once, and its pages are dirty and clean independently.
+    stress("stress-2m", 8192 * KIB, 2048 * KIB, 3, true);
+}
+
 /// Two writers rewriting 200 KB each in a 256 KiB cache, and a reader
 /// reading one byte elsewhere: the writers need more than the cache
 /// between them, so they write back and evict each other's data all the
