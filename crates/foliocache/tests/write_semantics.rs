@@ -1353,3 +1353,34 @@ fn writes_through_a_buffered_fallback_backing_reach_the_file() {
     c.shrink(u64::MAX);
     assert_same("read back", &read_all(&f), &model.data);
 }
+
+#[test]
+fn a_path_replaced_on_disk_opens_the_new_file_not_the_open_one() {
+    // Opens share a file by its identity (device, inode), not its name.
+    let tmp = TempPath::with_data("replaced", b"old file");
+    let c = cache(MIB, 16 * KIB);
+    let f = open_rw(&c, &tmp.path);
+    f.write_all_at(b"OLD", 0).unwrap(); // dirty in the cache
+    std::fs::remove_file(&tmp.path).unwrap();
+    std::fs::write(&tmp.path, b"new file!").unwrap();
+    let g = open_rw(&c, &tmp.path);
+    assert_eq!(read_all(&g), b"new file!", "the new file, not the open one");
+    assert_eq!(read_all(&f), b"OLD file", "the open one keeps its data");
+    f.sync_all().unwrap();
+    drop(f);
+    assert_eq!(
+        disk(&tmp.path),
+        b"new file!",
+        "the old file's writeback went to the old inode"
+    );
+    // A rename keeps the identity: an open of the new name shares.
+    let renamed = TempPath::new("renamed");
+    std::fs::rename(&tmp.path, &renamed.path).unwrap();
+    g.write_all_at(b"NEW", 0).unwrap();
+    let h = open_rw(&c, &renamed.path);
+    assert_eq!(
+        read_all(&h),
+        b"NEW file!",
+        "a renamed open file is the same file"
+    );
+}
