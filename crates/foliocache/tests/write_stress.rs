@@ -779,3 +779,58 @@ fn writers_filling_a_memfile_stop_with_storage_full_and_keep_what_they_wrote() {
     );
     assert!(total <= 1024 * KIB as u64, "{total} bytes in a 1 MiB cache");
 }
+
+/// Threads open one path, write their own region, read it back, and drop
+/// the handle, over and over: the last handle's writeback races new opens
+/// (which must share the file still registered, or read what that
+/// writeback wrote). Every read sees the thread's own last write; at the
+/// end the file on disk holds every region's last version.
+#[test]
+fn threads_opening_and_closing_one_path_see_their_own_writes() {
+    const THREADS: usize = 4;
+    const REGION: u64 = 30_001;
+    let tmp = TempPath::with_data("open-close", &vec![0u8; THREADS * REGION as usize]);
+    let c = cache(512 * KIB, 16 * KIB);
+    let stop = Arc::new(AtomicBool::new(false));
+    let run = secs();
+    let threads: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let (c, stop, path) = (c.clone(), stop.clone(), tmp.path.clone());
+            std::thread::spawn(move || {
+                let base = t as u64 * REGION;
+                let mut v = 0u64;
+                while !stop.load(SeqCst) {
+                    let f = open_rw(&c, &path);
+                    let got = wcommon::read_vec(&f, base, REGION as usize).unwrap();
+                    let want: Vec<u8> = if v == 0 {
+                        vec![0; REGION as usize]
+                    } else {
+                        (0..REGION).map(|o| pat(t, v, o)).collect()
+                    };
+                    assert_same(&format!("thread {t} after reopening, at v{v}"), &got, &want);
+                    v += 1;
+                    let bytes: Vec<u8> = (0..REGION).map(|o| pat(t, v, o)).collect();
+                    f.write_all_at(&bytes, base).unwrap();
+                    drop(f);
+                }
+                v
+            })
+        })
+        .collect();
+    std::thread::sleep(run);
+    stop.store(true, SeqCst);
+    let versions = wcommon::within(HANG, "the openers to stop", move || {
+        threads.into_iter().map(|h| h.join()).collect::<Vec<_>>()
+    });
+    let mut want = Vec::new();
+    for (t, v) in versions.into_iter().enumerate() {
+        let v = v.unwrap_or_else(|p| std::panic::resume_unwind(p));
+        want.extend((0..REGION).map(|o| pat(t, v, o)));
+    }
+    // Every handle is gone: the data must be in the file.
+    assert_same(
+        "the file after every handle closed",
+        &disk(&tmp.path),
+        &want,
+    );
+}
