@@ -758,3 +758,39 @@ fn a_failed_backing_punch_never_brings_back_older_data() {
         }
     }
 }
+
+#[test]
+fn concurrent_syncs_on_several_handles_each_report_the_error_once() {
+    // Four handles opened before the fault sync at once; the first write
+    // IO fails, whoever does it. No sync can return before that IO (there
+    // is dirty data), so each handle's first sync reports it and its
+    // second does not.
+    for _ in 0..20 {
+        let c = quiet_cache(MIB, 16 * KIB);
+        let (f, b) = open_faulty(&c);
+        let handles: Vec<File> = (0..4).map(|_| f.reopen()).collect();
+        let data = nonzero_bytes(200_000, 15);
+        f.write_all_at(&data, 0).unwrap();
+        b.fail_nth(Op::Write, 1, libc::EIO);
+        let barrier = Arc::new(std::sync::Barrier::new(4));
+        let threads: Vec<_> = handles
+            .into_iter()
+            .map(|h| {
+                let barrier = barrier.clone();
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    let first = h.sync_data().map_err(|e| e.raw_os_error());
+                    let second = h.sync_data().map_err(|e| e.raw_os_error());
+                    (first, second)
+                })
+            })
+            .collect();
+        for (i, t) in threads.into_iter().enumerate() {
+            let (first, second) = t.join().unwrap();
+            assert_eq!(first, Err(Some(libc::EIO)), "handle {i}: the first sync");
+            assert_eq!(second, Ok(()), "handle {i}: the second sync");
+        }
+        assert_same("backing", &contents(&b), &data);
+        assert_eq!(b.stats().injected_errors, 1);
+    }
+}
