@@ -1228,7 +1228,7 @@ fn memfile_data_does_not_throttle_writers_of_other_files() {
         },
     );
     assert!(
-        start.elapsed() < std::time::Duration::from_secs(2),
+        start.elapsed() < std::time::Duration::from_secs(5),
         "256 KiB took {:?} beside a 3 MiB memfile",
         start.elapsed()
     );
