@@ -1384,3 +1384,39 @@ fn a_path_replaced_on_disk_opens_the_new_file_not_the_open_one() {
         "a renamed open file is the same file"
     );
 }
+
+#[test]
+fn an_uncached_write_into_a_large_folio_leaves_its_other_dirty_pages_dirty() {
+    // One 2 MiB folio, page 10 dirty; an uncached write to page 500 writes
+    // back its own range: page 10 must still be written by the next sync.
+    let old = nonzero_bytes(2 * MIB, 44);
+    let b = Arc::new(FaultyBacking::new(MemBacking::with_data(old.clone())));
+    let c = cache_dirty(8 * MIB, 2 * MIB, 8 * MIB, 8 * MIB);
+    let f = c.open_backing(b.clone()).unwrap();
+    assert_eq!(read_all(&f), old);
+    let mut model = Model { data: old };
+    let a = nonzero_bytes(PAGE, 45);
+    f.write_all_at(&a, 10 * P).unwrap();
+    model.write(10 * P, &a);
+    let u = nonzero_bytes(100, 46);
+    f.write_at_flags(&u, 500 * P + 7, WriteFlags::DONTCACHE)
+        .unwrap();
+    model.write(500 * P + 7, &u);
+    let backing_now = b.inner().contents().unwrap();
+    assert_same(
+        "the uncached write's page went to the backing",
+        &backing_now[500 * PAGE..501 * PAGE],
+        &model.data[500 * PAGE..501 * PAGE],
+    );
+    assert!(
+        f.cachestat(10 * P, P).unwrap().dirty == 1 || backing_now[10 * PAGE..11 * PAGE] == a[..],
+        "page 10 is neither dirty nor written"
+    );
+    assert_same("cache", &read_all(&f), &model.data);
+    f.sync_data().unwrap();
+    assert_same(
+        "backing after sync",
+        &b.inner().contents().unwrap(),
+        &model.data,
+    );
+}
