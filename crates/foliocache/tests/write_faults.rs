@@ -794,3 +794,35 @@ fn concurrent_syncs_on_several_handles_each_report_the_error_once() {
         assert_eq!(b.stats().injected_errors, 1);
     }
 }
+
+#[test]
+fn a_failed_run_in_a_large_folio_keeps_only_its_pages_dirty_and_loses_none() {
+    let old = nonzero_bytes(2 * MIB, 16);
+    let b = Arc::new(FaultyBacking::new(MemBacking::with_data(old.clone())));
+    let c = quiet_cache(8 * MIB, 2 * MIB);
+    let f = c.open_backing(b.clone()).unwrap();
+    assert_eq!(read_all(&f), old);
+    let mut model = Model { data: old };
+    for (page, seed) in [(10u64, 17u64), (500, 18), (501, 19), (900, 20)] {
+        let d = nonzero_bytes(PAGE, seed);
+        f.write_all_at(&d, page * P).unwrap();
+        model.write(page * P, &d);
+    }
+    // The run of pages 500-501 fails; 10 and 900 go through.
+    b.fail_writes_in(500 * P, 2 * P, libc::EIO);
+    assert_eq!(errno("one bad run", f.sync_data()), libc::EIO);
+    let got = contents(&b);
+    for page in [10usize, 900] {
+        assert_same(
+            &format!("page {page} written despite the failed run"),
+            &got[page * PAGE..(page + 1) * PAGE],
+            &model.data[page * PAGE..(page + 1) * PAGE],
+        );
+    }
+    let cs = f.cachestat(0, 0).unwrap();
+    assert!(cs.dirty >= 2, "pages 500-501 stay dirty: {cs:?}");
+    assert_same("cache meanwhile", &read_all(&f), &model.data);
+    b.clear();
+    f.sync_data().unwrap();
+    assert_same("backing once healed", &contents(&b), &model.data);
+}
