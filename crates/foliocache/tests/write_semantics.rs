@@ -1420,3 +1420,28 @@ fn an_uncached_write_into_a_large_folio_leaves_its_other_dirty_pages_dirty() {
         &model.data,
     );
 }
+
+#[test]
+fn a_write_a_tebibyte_out_makes_a_sparse_file_of_that_size() {
+    use std::os::unix::fs::FileExt;
+    let tmp = TempPath::new("sparse-tib");
+    let c = cache(MIB, 64 * KIB);
+    let f = open_rw(&c, &tmp.path);
+    let far = (1u64 << 40) - 3;
+    f.write_all_at(b"0123456789", far).unwrap();
+    assert_eq!(f.len(), far + 10);
+    assert_eq!(
+        read_vec(&f, far - 5, 100).unwrap(),
+        b"\0\0\0\0\x000123456789"
+    );
+    assert_eq!(read_vec(&f, 1 << 39, 16).unwrap(), vec![0u8; 16]);
+    f.sync_all().unwrap();
+    let d = std::fs::File::open(&tmp.path).unwrap();
+    assert_eq!(d.metadata().unwrap().len(), far + 10);
+    let mut buf = [0xAAu8; 15];
+    d.read_exact_at(&mut buf, far - 5).unwrap();
+    assert_eq!(&buf, b"\0\0\0\0\x000123456789");
+    f.set_len(0).unwrap();
+    f.sync_all().unwrap();
+    assert_eq!(d.metadata().unwrap().len(), 0);
+}
