@@ -1329,6 +1329,7 @@ impl Mapping {
         };
         let mut got = 0usize;
         let mut failure = None;
+        let mut short_retries = 0;
         while got < want {
             // Re-read from the block that holds the first missing byte: a
             // backing may (wrongly) stop short mid-file; what it returned
@@ -1359,6 +1360,13 @@ impl Mapping {
                     let at = pos + (from + n) as u64;
                     if matches!(self.backing().len(), Ok(blen) if blen <= at) {
                         break;
+                    }
+                    // Longer now: a writeback may have extended it since
+                    // the read (past a hole that reads as zeros). Read
+                    // again, a few times, before calling it EIO.
+                    if short_retries < SHORT_READ_RETRIES {
+                        short_retries += 1;
+                        continue;
                     }
                     // Else the backing ends before the size it reports. A
                     // read that cannot fill a folio is EIO, as in the
@@ -1842,6 +1850,10 @@ impl Mapping {
         }
     }
 }
+
+/// How many times a read that stopped short of a backing that is longer
+/// than where it stopped is tried again before it is an error.
+const SHORT_READ_RETRIES: u32 = 2;
 
 /// A grab that may not wait found no free folio.
 fn no_free_folio() -> io::Error {
