@@ -826,3 +826,17 @@ fn a_failed_run_in_a_large_folio_keeps_only_its_pages_dirty_and_loses_none() {
     f.sync_data().unwrap();
     assert_same("backing once healed", &contents(&b), &model.data);
 }
+
+#[test]
+fn a_handle_opened_after_an_error_was_reported_does_not_report_it_again() {
+    let c = quiet_cache(MIB, 16 * KIB);
+    let (f, b) = open_faulty(&c);
+    f.write_all_at(&nonzero_bytes(20_000, 21), 0).unwrap();
+    b.fail_nth(Op::Write, 1, libc::EIO);
+    assert_eq!(errno("f", f.sync_data()), libc::EIO);
+    // Sampled after the report: nothing new to say.
+    let late = f.reopen();
+    late.sync_data()
+        .expect("an error reported before this handle existed");
+    f.sync_data().unwrap();
+}
