@@ -1,0 +1,127 @@
+//! The control file: how `foliocache stat` asks a running mount for its
+//! figures.
+//!
+//! The mount's root has a hidden regular file, [`CONTROL_NAME`]
+//! (`.foliocache-control`, mode 0600, owned by the server's user, not
+//! listed by readdir; a backing file of that name at the root is hidden by
+//! it). Protocol, per open file description:
+//! 1. optionally write requests, one path per line, each relative to the
+//!    mount root (components are looked up without following symlinks,
+//!    `..` is refused);
+//! 2. read from offset 0 to end of file: one JSON object,
+//!    `{"cache": {...CacheStats..., "hit_ratio": f}, "io_engine": s,
+//!    "dontcache": b, "files": [{"path": s, "cached": n, "dirty": n,
+//!    "writeback": n, "evicted": n, "recently_evicted": n} | {"path": s,
+//!    "error": s}]}` and a newline. The figures are taken at the read at
+//!    offset 0; later offsets read the same snapshot.
+//!
+//! The file is opened with direct IO, so the kernel asks the server for
+//! every read whatever size the file claims (0).
+
+use std::time::UNIX_EPOCH;
+
+use foliocache::CacheStats;
+use fuser::{Errno, FileAttr, FileType, INodeNo};
+
+use crate::fs::FolioFs;
+
+/// The control file's name at the mount root.
+pub const CONTROL_NAME: &str = ".foliocache-control";
+
+/// The control file's node id (never handed to a backing inode: those
+/// count up from 2).
+pub const CONTROL_INO: u64 = 0x7fff_ffff_ffff_fff0;
+
+/// The most request bytes one open control file takes.
+const MAX_REQUEST: usize = 1 << 20;
+
+/// The control file's attributes: a 0600 regular file of the server's
+/// user, size 0.
+pub(crate) fn attr(owner: (u32, u32)) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(CONTROL_INO),
+        size: 0,
+        blocks: 0,
+        atime: UNIX_EPOCH,
+        mtime: UNIX_EPOCH,
+        ctime: UNIX_EPOCH,
+        crtime: UNIX_EPOCH,
+        kind: FileType::RegularFile,
+        perm: 0o600,
+        nlink: 1,
+        uid: owner.0,
+        gid: owner.1,
+        rdev: 0,
+        blksize: 4096,
+        flags: 0,
+    }
+}
+
+/// One open control file: the request written, the answer being read.
+#[derive(Default)]
+pub(crate) struct Session {
+    request: Vec<u8>,
+    answer: Option<Vec<u8>>,
+}
+
+impl Session {
+    pub(crate) fn write(&mut self, data: &[u8]) -> Result<usize, Errno> {
+        if self.request.len() + data.len() > MAX_REQUEST {
+            return Err(Errno::EFBIG);
+        }
+        self.request.extend_from_slice(data);
+        self.answer = None;
+        Ok(data.len())
+    }
+
+    pub(crate) fn read(&mut self, offset: u64, size: usize, fs: &FolioFs) -> Vec<u8> {
+        if offset == 0 || self.answer.is_none() {
+            let paths: Vec<String> = String::from_utf8_lossy(&self.request)
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(String::from)
+                .collect();
+            let mut out = fs.stats_json(&paths).to_string().into_bytes();
+            out.push(b'\n');
+            self.answer = Some(out);
+        }
+        let a = self.answer.as_deref().unwrap_or_default();
+        let start = usize::try_from(offset).unwrap_or(usize::MAX).min(a.len());
+        let end = start.saturating_add(size).min(a.len());
+        a[start..end].to_vec()
+    }
+}
+
+/// The cache's figures as JSON, with the hit ratio.
+pub fn cache_stats_json(s: &CacheStats) -> serde_json::Value {
+    let lookups = s.hits + s.misses;
+    let ratio = if lookups == 0 {
+        0.0
+    } else {
+        s.hits as f64 / lookups as f64
+    };
+    serde_json::json!({
+        "hits": s.hits,
+        "misses": s.misses,
+        "hit_ratio": ratio,
+        "folios": s.folios,
+        "bytes_cached": s.bytes_cached,
+        "dirty_bytes": s.dirty_bytes,
+        "writeback_bytes": s.writeback_bytes,
+        "capacity_bytes": s.capacity_bytes,
+        "free_bytes": s.free_bytes,
+        "evictions": s.evictions,
+        "refaults": s.refaults,
+        "activations": s.activations,
+        "shadows": s.shadows,
+        "shadow_bytes": s.shadow_bytes,
+        "dropbehind_drops": s.dropbehind_drops,
+        "io_reads": s.io_reads,
+        "io_bytes": s.io_bytes,
+        "io_writes": s.io_writes,
+        "io_write_bytes": s.io_write_bytes,
+        "writeback_errors": s.writeback_errors,
+        "throttled": s.throttled,
+    })
+}

@@ -1,0 +1,1107 @@
+//! [`FolioFs`]: the FUSE operations over a backing directory and a cache.
+//!
+//! Metadata operations pass through to the backing directory with the
+//! `*at` system calls on the descriptors of the inode table
+//! ([`crate::inode`]); file data goes through the [`Cache`]. Every file is
+//! opened toward the kernel with `FOPEN_DIRECT_IO`, so the kernel keeps no
+//! second copy of what the cache holds.
+
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use foliocache::{Cache, File, ReadFlags, WriteFlags};
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
+    KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
+    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request,
+    TimeOrNow,
+};
+use nix::fcntl::{self, OFlag, AT_FDCWD};
+use nix::sys::stat::{self, FileStat, Mode, SFlag, UtimensatFlags};
+use nix::sys::time::TimeSpec;
+use nix::unistd::{self, Gid, Uid, UnlinkatFlags};
+use parking_lot::Mutex;
+
+use crate::control::{self, CONTROL_INO, CONTROL_NAME};
+use crate::errno::{io_errno, nix_errno};
+use crate::inode::{Inode, InodeTable, ROOT};
+
+/// How long the kernel may keep an entry or attributes: the backing
+/// changes only through this server, which answers every change.
+const TTL: Duration = Duration::from_secs(1);
+
+/// The largest read or write the kernel is asked to send at once.
+const MAX_IO: u32 = 1 << 20;
+
+type Res<T> = Result<T, Errno>;
+
+/// An open file, directory or control file.
+enum Handle {
+    File {
+        file: File,
+    },
+    Dir {
+        entries: Vec<(u64, FileType, OsString)>,
+    },
+    Control(Mutex<control::Session>),
+}
+
+/// The FUSE filesystem: a backing directory served through one [`Cache`].
+///
+/// Build one with [`FolioFs::new`] and mount it with fuser (or
+/// [`crate::spawn`] / [`crate::session`]). Requests may be served by
+/// several threads at once: every table is behind its own short lock, and
+/// the cache is thread-safe.
+pub struct FolioFs {
+    cache: Cache,
+    inodes: InodeTable,
+    handles: Mutex<HashMap<u64, Arc<Handle>>>,
+    next_fh: AtomicU64,
+    dontcache: bool,
+    /// Running as root: files made for a request are given the requester's
+    /// owner, as a local filesystem would.
+    chown_created: bool,
+    /// The server's effective user and group (owner of the control file).
+    owner: (u32, u32),
+    shut: AtomicBool,
+    /// The writeback error of the shutdown, for [`crate::serve`] to report.
+    sync_error: Arc<Mutex<Option<String>>>,
+}
+
+fn ts_to_time(sec: i64, nsec: i64) -> SystemTime {
+    let nsec = nsec.clamp(0, 999_999_999) as u32;
+    if sec >= 0 {
+        UNIX_EPOCH + Duration::new(sec as u64, nsec)
+    } else {
+        UNIX_EPOCH
+            .checked_sub(Duration::new(sec.unsigned_abs(), 0))
+            .and_then(|t| t.checked_add(Duration::new(0, nsec)))
+            .unwrap_or(UNIX_EPOCH)
+    }
+}
+
+fn kind_of(mode: u32) -> Option<FileType> {
+    let fmt = SFlag::from_bits_truncate(mode & SFlag::S_IFMT.bits());
+    Some(match fmt {
+        SFlag::S_IFREG => FileType::RegularFile,
+        SFlag::S_IFDIR => FileType::Directory,
+        SFlag::S_IFLNK => FileType::Symlink,
+        SFlag::S_IFIFO => FileType::NamedPipe,
+        SFlag::S_IFSOCK => FileType::Socket,
+        SFlag::S_IFCHR => FileType::CharDevice,
+        SFlag::S_IFBLK => FileType::BlockDevice,
+        _ => return None,
+    })
+}
+
+/// Attributes of node `id` from the backing's `st` (`size` the cache's if
+/// it has the file). `ino` is the node id: fuser sends it as the entry's
+/// node id, and `stat(2)` through the mount shows it.
+fn attr_of(id: u64, st: &FileStat, kind: FileType, size: Option<u64>) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(id),
+        size: size.unwrap_or(st.st_size.max(0) as u64),
+        blocks: st.st_blocks.max(0) as u64,
+        atime: ts_to_time(st.st_atime, st.st_atime_nsec),
+        mtime: ts_to_time(st.st_mtime, st.st_mtime_nsec),
+        ctime: ts_to_time(st.st_ctime, st.st_ctime_nsec),
+        crtime: UNIX_EPOCH,
+        kind,
+        perm: (st.st_mode & 0o7777) as u16,
+        nlink: st.st_nlink as u32,
+        uid: st.st_uid,
+        gid: st.st_gid,
+        rdev: st.st_rdev as u32,
+        blksize: st.st_blksize as u32,
+        flags: 0,
+    }
+}
+
+/// A name the kernel sends is one path component; refuse anything else
+/// so that no name leads out of its directory.
+fn check_name(name: &OsStr) -> Res<()> {
+    let b = name.as_bytes();
+    if b.is_empty() || b == b"." || b == b".." || b.contains(&b'/') || b.contains(&0) {
+        return Err(Errno::EINVAL);
+    }
+    if b.len() > 255 {
+        return Err(Errno::ENAMETOOLONG);
+    }
+    Ok(())
+}
+
+fn time_spec(t: Option<TimeOrNow>) -> TimeSpec {
+    match t {
+        None => TimeSpec::UTIME_OMIT,
+        Some(TimeOrNow::Now) => TimeSpec::UTIME_NOW,
+        Some(TimeOrNow::SpecificTime(t)) => match t.duration_since(UNIX_EPOCH) {
+            Ok(d) => TimeSpec::from_duration(d),
+            Err(e) => {
+                let d = e.duration();
+                // Before the epoch: negative seconds, positive nanoseconds.
+                let (s, n) = (d.as_secs() as i64, d.subsec_nanos() as i64);
+                if n == 0 {
+                    TimeSpec::new(-s, 0)
+                } else {
+                    TimeSpec::new(-s - 1, 1_000_000_000 - n)
+                }
+            }
+        },
+    }
+}
+
+impl FolioFs {
+    /// A filesystem serving the tree under `backing_dir` through `cache`.
+    /// With `dontcache`, every read and write is uncached
+    /// ([`ReadFlags::DONTCACHE`], [`WriteFlags::DONTCACHE`]).
+    ///
+    /// # Errors
+    /// The OS error of opening `backing_dir` (`ENOTDIR` if it is not a
+    /// directory).
+    pub fn new(backing_dir: &Path, cache: Cache, dontcache: bool) -> io::Result<FolioFs> {
+        let fd = fcntl::open(
+            backing_dir,
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?;
+        let st = stat::fstat(&fd)?;
+        Ok(FolioFs {
+            cache,
+            inodes: InodeTable::new(fd, (st.st_dev, st.st_ino)),
+            handles: Mutex::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+            dontcache,
+            chown_created: unistd::geteuid().is_root(),
+            owner: (unistd::geteuid().as_raw(), unistd::getegid().as_raw()),
+            shut: AtomicBool::new(false),
+            sync_error: Arc::new(Mutex::new(None)),
+        })
+    }
+
+    /// The cache the files are served through.
+    pub fn cache(&self) -> &Cache {
+        &self.cache
+    }
+
+    /// Writes back every dirty folio and drops the cache's handles: what
+    /// unmounting does (also on drop). Idempotent.
+    ///
+    /// # Errors
+    /// The first writeback error of [`Cache::sync_all`].
+    pub fn shutdown(&self) -> io::Result<()> {
+        if self.shut.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let r = self.cache.sync_all();
+        self.handles.lock().clear();
+        self.inodes.drop_cached();
+        if let Err(e) = &r {
+            log::error!("foliocache-fuse: writeback at unmount failed: {e}");
+            *self.sync_error.lock() = Some(e.to_string());
+        }
+        r
+    }
+
+    /// Where [`shutdown`](Self::shutdown) leaves its writeback error, if
+    /// any (shared: read it after the session has ended).
+    pub fn sync_error(&self) -> Arc<Mutex<Option<String>>> {
+        self.sync_error.clone()
+    }
+
+    fn inode(&self, ino: INodeNo) -> Res<Arc<Inode>> {
+        self.inodes.get(ino.0).ok_or(Errno::ESTALE)
+    }
+
+    fn handle(&self, fh: FileHandle) -> Res<Arc<Handle>> {
+        self.handles.lock().get(&fh.0).cloned().ok_or(Errno::EBADF)
+    }
+
+    fn add_handle(&self, h: Handle) -> FileHandle {
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        self.handles.lock().insert(fh, Arc::new(h));
+        FileHandle(fh)
+    }
+
+    fn file_of(&self, fh: FileHandle) -> Res<Arc<Handle>> {
+        let h = self.handle(fh)?;
+        match &*h {
+            Handle::File { .. } => Ok(h),
+            Handle::Dir { .. } => Err(Errno::EISDIR),
+            Handle::Control(_) => Ok(h),
+        }
+    }
+
+    fn stat_attr(&self, id: u64, inode: &Inode) -> Res<FileAttr> {
+        let st = stat::fstat(&inode.fd).map_err(nix_errno)?;
+        Ok(attr_of(id, &st, inode.kind, inode.cached_len()))
+    }
+
+    fn is_control(parent: INodeNo, name: &OsStr) -> bool {
+        parent.0 == ROOT && name.as_bytes() == CONTROL_NAME.as_bytes()
+    }
+
+    fn entry_reply(&self, reply: ReplyEntry, r: Res<FileAttr>) {
+        match r {
+            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    /// Finds `name` in `parent` (never following a symlink) and enters it
+    /// in the table: one lookup the kernel now holds.
+    fn lookup_entry(&self, parent: &Inode, name: &OsStr) -> Res<FileAttr> {
+        check_name(name)?;
+        let fd = fcntl::openat(
+            &parent.fd,
+            name,
+            OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(nix_errno)?;
+        self.enter_entry(fd)
+    }
+
+    /// Enters the inode of `fd` in the table (one more lookup held by the
+    /// kernel) and gives its attributes, `ino` its node id.
+    fn enter_entry(&self, fd: OwnedFd) -> Res<FileAttr> {
+        let st = stat::fstat(&fd).map_err(nix_errno)?;
+        let kind = kind_of(st.st_mode).ok_or(Errno::EIO)?;
+        let (id, inode) = self.inodes.insert(fd, (st.st_dev, st.st_ino), kind);
+        Ok(attr_of(id, &st, kind, inode.cached_len()))
+    }
+
+    /// Gives a node made for a request its requester as owner (when the
+    /// server runs as root).
+    fn chown_new(&self, req: &Request, parent: &Inode, name: &OsStr) -> Res<()> {
+        if !self.chown_created {
+            return Ok(());
+        }
+        unistd::fchownat(
+            &parent.fd,
+            name,
+            Some(Uid::from_raw(req.uid())),
+            Some(Gid::from_raw(req.gid())),
+            fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+        .map_err(nix_errno)
+    }
+
+    /// A cache handle on `inode` (a regular file) with these rights; the
+    /// node keeps one too (see [`crate::inode`]).
+    fn open_cached(&self, inode: &Inode, write: bool, append: bool) -> io::Result<File> {
+        let f = self
+            .cache
+            .open_options()
+            .read(true)
+            .write(write)
+            .append(append)
+            .open(inode.proc_path())?;
+        if self.dontcache {
+            f.set_default_flags(ReadFlags::DONTCACHE);
+        }
+        let mut kept = inode.cached.lock();
+        let replace = match &*kept {
+            None => true,
+            Some(old) => write && !old.is_writable(),
+        };
+        if replace {
+            let old = kept.replace(f.reopen());
+            drop(kept);
+            drop(old);
+        }
+        Ok(f)
+    }
+
+    /// A writable cache handle on `inode`: the node's own if writable.
+    fn writable(&self, inode: &Inode) -> io::Result<File> {
+        if let Some(f) = inode.cached.lock().as_ref() {
+            if f.is_writable() {
+                return Ok(f.reopen());
+            }
+        }
+        self.open_cached(inode, true, false)
+    }
+
+    fn do_setattr(
+        &self,
+        id: u64,
+        inode: &Inode,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        fh: Option<FileHandle>,
+    ) -> Res<FileAttr> {
+        if let Some(size) = size {
+            match inode.kind {
+                FileType::RegularFile => {}
+                FileType::Directory => return Err(Errno::EISDIR),
+                _ => return Err(Errno::EINVAL),
+            }
+            let from_handle = fh
+                .and_then(|fh| self.handle(fh).ok())
+                .and_then(|h| match &*h {
+                    Handle::File { file } if file.is_writable() => Some(file.reopen()),
+                    _ => None,
+                });
+            let file = match from_handle {
+                Some(f) => f,
+                None => self.writable(inode).map_err(|e| io_errno(&e))?,
+            };
+            file.set_len(size).map_err(|e| io_errno(&e))?;
+        }
+        if let Some(mode) = mode {
+            if inode.kind == FileType::Symlink {
+                return Err(Errno::EOPNOTSUPP);
+            }
+            stat::fchmodat(
+                AT_FDCWD,
+                inode.proc_path().as_str(),
+                Mode::from_bits_truncate(mode & 0o7777),
+                stat::FchmodatFlags::FollowSymlink,
+            )
+            .map_err(nix_errno)?;
+        }
+        if uid.is_some() || gid.is_some() {
+            unistd::fchownat(
+                &inode.fd,
+                "",
+                uid.map(Uid::from_raw),
+                gid.map(Gid::from_raw),
+                fcntl::AtFlags::AT_EMPTY_PATH | fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+            )
+            .map_err(nix_errno)?;
+        }
+        if atime.is_some() || mtime.is_some() {
+            if inode.kind == FileType::Symlink {
+                return Err(Errno::EOPNOTSUPP);
+            }
+            // Dirty data written back later would move mtime past what is
+            // set now: write it back first.
+            let kept = inode.cached.lock().as_ref().map(|f| f.reopen());
+            if let Some(f) = kept {
+                if f.is_writable() {
+                    f.sync_data().map_err(|e| io_errno(&e))?;
+                }
+            }
+            stat::utimensat(
+                AT_FDCWD,
+                inode.proc_path().as_str(),
+                &time_spec(atime),
+                &time_spec(mtime),
+                UtimensatFlags::FollowSymlink,
+            )
+            .map_err(nix_errno)?;
+        }
+        self.stat_attr(id, inode)
+    }
+
+    fn read_dir(&self, inode: &Inode, root: bool) -> Res<Vec<(u64, FileType, OsString)>> {
+        let fd = fcntl::openat(
+            &inode.fd,
+            ".",
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(nix_errno)?;
+        let dir = nix::dir::Dir::from_fd(fd).map_err(nix_errno)?;
+        let mut out = Vec::new();
+        for ent in dir {
+            let ent = ent.map_err(nix_errno)?;
+            let name = OsStr::from_bytes(ent.file_name().to_bytes()).to_os_string();
+            if root && name.as_bytes() == CONTROL_NAME.as_bytes() {
+                continue;
+            }
+            use nix::dir::Type;
+            let kind = match ent.file_type() {
+                Some(Type::Fifo) => FileType::NamedPipe,
+                Some(Type::CharacterDevice) => FileType::CharDevice,
+                Some(Type::Directory) => FileType::Directory,
+                Some(Type::BlockDevice) => FileType::BlockDevice,
+                Some(Type::File) => FileType::RegularFile,
+                Some(Type::Symlink) => FileType::Symlink,
+                Some(Type::Socket) => FileType::Socket,
+                None => {
+                    match stat::fstatat(
+                        &inode.fd,
+                        name.as_os_str(),
+                        fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+                    )
+                    .ok()
+                    .and_then(|st| kind_of(st.st_mode))
+                    {
+                        Some(k) => k,
+                        None => continue,
+                    }
+                }
+            };
+            let key = (inode.key.0, ent.ino());
+            out.push((self.inodes.id_of(key).unwrap_or(ent.ino()), kind, name));
+        }
+        Ok(out)
+    }
+
+    fn do_create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        flags: i32,
+    ) -> Res<(FileAttr, FileHandle)> {
+        if Self::is_control(parent, name) {
+            return Err(Errno::EEXIST);
+        }
+        check_name(name)?;
+        let p = self.inode(parent)?;
+        let mut oflags = OFlag::O_CREAT | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_WRONLY;
+        if flags & libc::O_EXCL != 0 {
+            oflags |= OFlag::O_EXCL;
+        }
+        let fd = fcntl::openat(&p.fd, name, oflags, Mode::from_bits_truncate(mode & 0o7777))
+            .map_err(nix_errno)?;
+        let st = stat::fstat(&fd).map_err(nix_errno)?;
+        if st.st_mode & SFlag::S_IFMT.bits() != SFlag::S_IFREG.bits() {
+            return Err(Errno::EISDIR);
+        }
+        let _ = self.chown_new(req, &p, name);
+        let path_fd = fcntl::open(
+            format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd)).as_str(),
+            OFlag::O_PATH | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(nix_errno)?;
+        drop(fd);
+        let attr = self.enter_entry(path_fd)?;
+        let id = attr.ino.0;
+        let inode = self.inodes.get(id).ok_or(Errno::EIO)?;
+        let acc = flags & libc::O_ACCMODE;
+        let write = acc == libc::O_WRONLY || acc == libc::O_RDWR;
+        let file = match self.open_cached(&inode, write, flags & libc::O_APPEND != 0) {
+            Ok(f) => f,
+            Err(e) => {
+                self.inodes.forget(id, 1);
+                return Err(io_errno(&e));
+            }
+        };
+        let fh = self.add_handle(Handle::File { file });
+        Ok((attr, fh))
+    }
+
+    fn do_read(&self, fh: FileHandle, offset: u64, size: u32) -> Res<Vec<u8>> {
+        let h = self.file_of(fh)?;
+        match &*h {
+            Handle::File { file } => {
+                let mut buf = vec![0u8; size.min(MAX_IO.max(size)) as usize];
+                let mut done = 0;
+                while done < buf.len() {
+                    let Some(off) = offset.checked_add(done as u64) else {
+                        break;
+                    };
+                    let n = file
+                        .read_at(&mut buf[done..], off)
+                        .map_err(|e| io_errno(&e))?;
+                    if n == 0 {
+                        break;
+                    }
+                    done += n;
+                }
+                buf.truncate(done);
+                Ok(buf)
+            }
+            Handle::Control(s) => Ok(s.lock().read(offset, size as usize, self)),
+            Handle::Dir { .. } => Err(Errno::EISDIR),
+        }
+    }
+
+    fn do_write(&self, fh: FileHandle, offset: u64, data: &[u8]) -> Res<u32> {
+        let h = self.file_of(fh)?;
+        match &*h {
+            Handle::File { file } => {
+                if !file.is_writable() {
+                    return Err(Errno::EBADF);
+                }
+                let flags = if self.dontcache {
+                    WriteFlags::DONTCACHE
+                } else {
+                    WriteFlags::NONE
+                };
+                let mut done = 0;
+                while done < data.len() {
+                    let off = offset.checked_add(done as u64).ok_or(Errno::EFBIG)?;
+                    match file.write_at_flags(&data[done..], off, flags) {
+                        Ok(0) => break,
+                        Ok(n) => done += n,
+                        Err(e) if done > 0 => {
+                            log::debug!("short write: {e}");
+                            break;
+                        }
+                        Err(e) => return Err(io_errno(&e)),
+                    }
+                }
+                Ok(done as u32)
+            }
+            Handle::Control(s) => s.lock().write(data).map(|n| n as u32),
+            Handle::Dir { .. } => Err(Errno::EISDIR),
+        }
+    }
+
+    /// The figures `foliocache stat` shows, as JSON: the cache's, and
+    /// cachestat of each path (relative to the mount root) asked for.
+    pub(crate) fn stats_json(&self, paths: &[String]) -> serde_json::Value {
+        let files: Vec<serde_json::Value> = paths
+            .iter()
+            .map(|p| match self.cachestat_of(p) {
+                Ok(cs) => serde_json::json!({
+                    "path": p,
+                    "cached": cs.cached,
+                    "dirty": cs.dirty,
+                    "writeback": cs.writeback,
+                    "evicted": cs.evicted,
+                    "recently_evicted": cs.recently_evicted,
+                }),
+                Err(e) => serde_json::json!({ "path": p, "error": e.to_string() }),
+            })
+            .collect();
+        serde_json::json!({
+            "cache": control::cache_stats_json(&self.cache.stats()),
+            "io_engine": self.cache.io_engine_name(),
+            "dontcache": self.dontcache,
+            "files": files,
+        })
+    }
+
+    /// cachestat of the whole file at `rel` (below the root, each
+    /// component looked up without following symlinks).
+    fn cachestat_of(&self, rel: &str) -> io::Result<foliocache::CacheStat> {
+        let root = self
+            .inodes
+            .get(ROOT)
+            .ok_or_else(|| io::Error::other("no root"))?;
+        let mut cur: Option<OwnedFd> = None;
+        for comp in rel.split('/').filter(|c| !c.is_empty() && *c != ".") {
+            if comp == ".." {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "`..` is not allowed in a control path",
+                ));
+            }
+            let dir: &OwnedFd = cur.as_ref().unwrap_or(&root.fd);
+            let fd = fcntl::openat(
+                dir.as_fd(),
+                comp,
+                OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )?;
+            cur = Some(fd);
+        }
+        let fd = cur.ok_or_else(|| io::Error::from_raw_os_error(libc::EISDIR))?;
+        let st = stat::fstat(&fd)?;
+        if st.st_mode & SFlag::S_IFMT.bits() != SFlag::S_IFREG.bits() {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        let f = self.cache.open(format!(
+            "/proc/self/fd/{}",
+            std::os::fd::AsRawFd::as_raw_fd(&fd)
+        ))?;
+        f.cachestat(0, 0)
+    }
+}
+
+impl Drop for FolioFs {
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+    }
+}
+
+impl Filesystem for FolioFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
+        let _ = config.add_capabilities(fuser::InitFlags::FUSE_PARALLEL_DIROPS);
+        let _ = config.set_max_write(MAX_IO);
+        Ok(())
+    }
+
+    fn destroy(&mut self) {
+        let _ = self.shutdown();
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        if Self::is_control(parent, name) {
+            return reply.entry(&TTL, &control::attr(self.owner), Generation(0));
+        }
+        let r = self.inode(parent).and_then(|p| self.lookup_entry(&p, name));
+        self.entry_reply(reply, r);
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        if ino.0 != CONTROL_INO {
+            self.inodes.forget(ino.0, nlookup);
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        if ino.0 == CONTROL_INO {
+            return reply.attr(&TTL, &control::attr(self.owner));
+        }
+        match self.inode(ino).and_then(|i| self.stat_attr(ino.0, &i)) {
+            Ok(a) => reply.attr(&TTL, &a),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        if ino.0 == CONTROL_INO {
+            // An O_TRUNC open of the control file: nothing to cut.
+            return reply.attr(&TTL, &control::attr(self.owner));
+        }
+        let r = self
+            .inode(ino)
+            .and_then(|i| self.do_setattr(ino.0, &i, mode, uid, gid, size, atime, mtime, fh));
+        match r {
+            Ok(a) => reply.attr(&TTL, &a),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        let r = self.inode(ino).and_then(|i| {
+            if i.kind != FileType::Symlink {
+                return Err(Errno::EINVAL);
+            }
+            fcntl::readlinkat(&i.fd, "").map_err(nix_errno)
+        });
+        match r {
+            Ok(t) => reply.data(t.as_bytes()),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let r = (|| {
+            if Self::is_control(parent, name) {
+                return Err(Errno::EEXIST);
+            }
+            check_name(name)?;
+            let p = self.inode(parent)?;
+            stat::mkdirat(&p.fd, name, Mode::from_bits_truncate(mode & 0o7777))
+                .map_err(nix_errno)?;
+            let _ = self.chown_new(req, &p, name);
+            self.lookup_entry(&p, name)
+        })();
+        self.entry_reply(reply, r);
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let r = (|| {
+            if Self::is_control(parent, name) {
+                return Err(Errno::EPERM);
+            }
+            check_name(name)?;
+            let p = self.inode(parent)?;
+            unistd::unlinkat(&p.fd, name, UnlinkatFlags::NoRemoveDir).map_err(nix_errno)
+        })();
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let r = (|| {
+            if Self::is_control(parent, name) {
+                return Err(Errno::ENOTDIR);
+            }
+            check_name(name)?;
+            let p = self.inode(parent)?;
+            unistd::unlinkat(&p.fd, name, UnlinkatFlags::RemoveDir).map_err(nix_errno)
+        })();
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let r = (|| {
+            if Self::is_control(parent, link_name) {
+                return Err(Errno::EEXIST);
+            }
+            check_name(link_name)?;
+            let p = self.inode(parent)?;
+            // The link's text is stored as given; it is only ever read back
+            // (readlink), never followed by the server.
+            unistd::symlinkat(target, &p.fd, link_name).map_err(nix_errno)?;
+            let _ = self.chown_new(req, &p, link_name);
+            self.lookup_entry(&p, link_name)
+        })();
+        self.entry_reply(reply, r);
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let r = (|| {
+            if Self::is_control(parent, name) || Self::is_control(newparent, newname) {
+                return Err(Errno::EPERM);
+            }
+            check_name(name)?;
+            check_name(newname)?;
+            let p = self.inode(parent)?;
+            let np = self.inode(newparent)?;
+            let f = fcntl::RenameFlags::from_bits(flags.bits()).ok_or(Errno::EINVAL)?;
+            fcntl::renameat2(&p.fd, name, &np.fd, newname, f).map_err(nix_errno)
+        })();
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let r = (|| {
+            if ino.0 == CONTROL_INO {
+                return Err(Errno::EPERM);
+            }
+            if Self::is_control(newparent, newname) {
+                return Err(Errno::EEXIST);
+            }
+            check_name(newname)?;
+            let i = self.inode(ino)?;
+            if i.kind == FileType::Directory {
+                return Err(Errno::EPERM);
+            }
+            let np = self.inode(newparent)?;
+            unistd::linkat(
+                AT_FDCWD,
+                i.proc_path().as_str(),
+                &np.fd,
+                newname,
+                fcntl::AtFlags::AT_SYMLINK_FOLLOW,
+            )
+            .map_err(nix_errno)?;
+            self.lookup_entry(&np, newname)
+        })();
+        self.entry_reply(reply, r);
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        if ino.0 == CONTROL_INO {
+            let fh = self.add_handle(Handle::Control(Mutex::new(control::Session::default())));
+            return reply.opened(fh, FopenFlags::FOPEN_DIRECT_IO);
+        }
+        let r = (|| {
+            let i = self.inode(ino)?;
+            match i.kind {
+                FileType::RegularFile => {}
+                FileType::Directory => return Err(Errno::EISDIR),
+                FileType::Symlink => return Err(Errno::ELOOP),
+                _ => return Err(Errno::ENXIO),
+            }
+            let write = !matches!(flags.acc_mode(), OpenAccMode::O_RDONLY);
+            let append = flags.0 & libc::O_APPEND != 0;
+            // O_TRUNC: the kernel sends a setattr of size 0 itself.
+            let file = self
+                .open_cached(&i, write, append)
+                .map_err(|e| io_errno(&e))?;
+            Ok(self.add_handle(Handle::File { file }))
+        })();
+        match r {
+            Ok(fh) => reply.opened(fh, FopenFlags::FOPEN_DIRECT_IO),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        match self.do_read(fh, offset, size) {
+            Ok(buf) => reply.data(&buf),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: fuser::WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        match self.do_write(fh, offset, data) {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        // Data stays dirty in the cache after close, as in the kernel's
+        // page cache; fsync makes it durable.
+        match self.handle(fh) {
+            Ok(_) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        let h = self.handles.lock().remove(&fh.0);
+        drop(h);
+        reply.ok();
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        let r = self.handle(fh).and_then(|h| match &*h {
+            Handle::File { file } => {
+                if !file.is_writable() {
+                    // Nothing of this handle's to write; the file may have
+                    // dirty data from another: sync through the node's.
+                    return Ok(());
+                }
+                let r = if datasync {
+                    file.sync_data()
+                } else {
+                    file.sync_all()
+                };
+                r.map_err(|e| io_errno(&e))
+            }
+            _ => Ok(()),
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let r = self.inode(ino).and_then(|i| {
+            if i.kind != FileType::Directory {
+                return Err(Errno::ENOTDIR);
+            }
+            self.read_dir(&i, ino.0 == ROOT)
+        });
+        match r {
+            Ok(entries) => reply.opened(
+                self.add_handle(Handle::Dir { entries }),
+                FopenFlags::empty(),
+            ),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let h = match self.handle(fh) {
+            Ok(h) => h,
+            Err(e) => return reply.error(e),
+        };
+        let Handle::Dir { entries } = &*h else {
+            return reply.error(Errno::ENOTDIR);
+        };
+        let start = usize::try_from(offset).unwrap_or(usize::MAX);
+        for (i, (ino, kind, name)) in entries.iter().enumerate().skip(start) {
+            if reply.add(INodeNo(*ino), i as u64 + 1, *kind, name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        let h = self.handles.lock().remove(&fh.0);
+        drop(h);
+        reply.ok();
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        let r = self.inode(ino).and_then(|i| {
+            let fd = fcntl::openat(
+                &i.fd,
+                ".",
+                OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(nix_errno)?;
+            unistd::fsync(&fd).map_err(nix_errno)
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let r = self
+            .inode(INodeNo(ROOT))
+            .and_then(|i| nix::sys::statvfs::fstatvfs(&i.fd).map_err(nix_errno));
+        match r {
+            Ok(s) => reply.statfs(
+                s.blocks(),
+                s.blocks_free(),
+                s.blocks_available(),
+                s.files(),
+                s.files_free(),
+                s.block_size() as u32,
+                s.name_max() as u32,
+                s.fragment_size() as u32,
+            ),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        match self.do_create(req, parent, name, mode, flags) {
+            Ok((attr, fh)) => {
+                reply.created(&TTL, &attr, Generation(0), fh, FopenFlags::FOPEN_DIRECT_IO)
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let r = (|| {
+            let h = self.file_of(fh)?;
+            let Handle::File { file } = &*h else {
+                return Err(Errno::ENODEV);
+            };
+            if mode != libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE {
+                return Err(Errno::EOPNOTSUPP);
+            }
+            if !file.is_writable() {
+                return Err(Errno::EBADF);
+            }
+            file.punch_hole(offset, length).map_err(|e| io_errno(&e))
+        })();
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+}

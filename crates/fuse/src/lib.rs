@@ -1,0 +1,246 @@
+//! foliocache-fuse: a directory served through a foliocache page cache
+//! over FUSE, so that unmodified programs run on the cache.
+//!
+//! The problem: most programs will never link foliocache. A FUSE mount
+//! puts the cache under any of them (cp, tar, fio, a database): the tree
+//! under a backing directory appears at a mount point; metadata
+//! operations pass through to the backing, file data goes through one
+//! [`foliocache::Cache`] (opened `O_DIRECT` underneath), and every file is
+//! opened toward the kernel with `FOPEN_DIRECT_IO` so that the kernel's
+//! page cache does not keep a second copy.
+//!
+//! Concepts:
+//! - [`FolioFs`] ([`fs`]): the FUSE operations.
+//! - the inode table ([`inode`]): each node the kernel knows holds an
+//!   `O_PATH` descriptor of its backing inode, reached by one-component
+//!   `openat(.., O_NOFOLLOW)` from its parent; every operation starts from
+//!   such a descriptor, so rename needs no bookkeeping and nothing outside
+//!   the backing directory is ever opened (symlinks are read back as text,
+//!   never followed by the server).
+//! - the control file ([`control`]): `.foliocache-control` at the mount
+//!   root, where `foliocache stat` reads the cache's figures as JSON.
+//! - [`serve`]: mount, serve with several threads until unmounted, SIGINT,
+//!   SIGTERM or SIGHUP, write every dirty folio back, unmount.
+//!
+//! Locking: the inode table, the handle table and each control session
+//! are behind their own `parking_lot` mutex, held only for a table
+//! operation (never across IO or a reply); a node's kept cache handle is
+//! behind its own mutex, taken after the table's is released. The
+//! cache's locks are its own (see foliocache).
+//!
+//! Durability: as with the kernel's page cache, data written through the
+//! mount stays dirty in the cache after `close` until the flusher, `fsync`
+//! or the unmount writes it back; a killed server (SIGKILL) loses what was
+//! not synced. File times are the backing's: a write's mtime is set when
+//! it is written back (a `setattr` of the times writes the file back
+//! first, so `touch -d` and `cp -p` keep theirs).
+//!
+//! When not to use it: a program that can link foliocache gets the same
+//! cache without the FUSE crossing (two context switches and a copy per
+//! request).
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod control;
+pub mod errno;
+pub mod fs;
+pub mod inode;
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread;
+
+use foliocache::Cache;
+use fuser::{BackgroundSession, Config, MountOption, Session, SessionACL};
+use nix::sys::signal::{SigSet, Signal};
+
+pub use control::{CONTROL_INO, CONTROL_NAME};
+pub use fs::FolioFs;
+
+/// How a mount is made: the cache's size and the mount's options.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct MountOptions {
+    /// The cache's capacity in bytes.
+    pub capacity: usize,
+    /// The largest folio the cache makes (`None`: its default).
+    pub max_folio: Option<usize>,
+    /// Every read and write uncached (`DONTCACHE`).
+    pub dontcache: bool,
+    /// Let users other than the mounting one use the mount (FUSE's
+    /// `allow_other`; as a non-root user it needs `user_allow_other` in
+    /// /etc/fuse.conf).
+    pub allow_other: bool,
+    /// Threads serving requests (at least 1).
+    pub threads: usize,
+}
+
+impl MountOptions {
+    /// Options for a cache of `capacity` bytes: cached IO, the mounting
+    /// user only, one serving thread per CPU (2 at least, 8 at most).
+    pub fn new(capacity: usize) -> MountOptions {
+        let cpus = thread::available_parallelism().map_or(2, |n| n.get());
+        MountOptions {
+            capacity,
+            max_folio: None,
+            dontcache: false,
+            allow_other: false,
+            threads: cpus.clamp(2, 8),
+        }
+    }
+
+    /// The cache these options ask for.
+    ///
+    /// # Errors
+    /// [`foliocache::CacheBuilder::build`]'s (a capacity too small, no
+    /// memory).
+    pub fn build_cache(&self) -> io::Result<Cache> {
+        let mut b = Cache::builder().capacity(self.capacity);
+        if let Some(m) = self.max_folio {
+            b = b.max_folio_size(m);
+        }
+        b.build()
+    }
+
+    /// fuser's configuration for these options: `default_permissions`
+    /// (the kernel checks permissions from the attributes), `nosuid`,
+    /// `nodev`, `allow_other` only if asked, several serving threads each
+    /// with its own cloned `/dev/fuse` descriptor.
+    pub fn fuser_config(&self, backing_dir: &Path) -> Config {
+        let mut c = Config::default();
+        c.mount_options = vec![
+            MountOption::FSName(format!("foliocache:{}", backing_dir.display())),
+            MountOption::Subtype("foliocache".into()),
+            MountOption::DefaultPermissions,
+            MountOption::NoSuid,
+            MountOption::NoDev,
+        ];
+        c.acl = if self.allow_other {
+            SessionACL::All
+        } else {
+            SessionACL::Owner
+        };
+        c.n_threads = Some(self.threads.max(1));
+        c.clone_fd = true;
+        c
+    }
+}
+
+/// Checks that `backing_dir` is a directory and `mountpoint` is not inside
+/// it (the server would then look into its own mount).
+fn check_paths(backing_dir: &Path, mountpoint: &Path) -> io::Result<(PathBuf, PathBuf)> {
+    let b = backing_dir.canonicalize()?;
+    let m = mountpoint.canonicalize()?;
+    if !b.is_dir() {
+        return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
+    }
+    if m.starts_with(&b) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "the mount point {} is inside the backing directory {}: choose one outside it",
+                m.display(),
+                b.display()
+            ),
+        ));
+    }
+    Ok((b, m))
+}
+
+/// Mounts `backing_dir` at `mountpoint` and returns the session, not yet
+/// serving ([`Session::run`] serves it in this thread).
+///
+/// # Errors
+/// A bad path ([`check_paths`]), the cache's build error, or the mount's
+/// (no `/dev/fuse`, no `fusermount3`, not permitted).
+pub fn session(
+    backing_dir: &Path,
+    mountpoint: &Path,
+    opts: &MountOptions,
+) -> io::Result<Session<FolioFs>> {
+    let (b, m) = check_paths(backing_dir, mountpoint)?;
+    let fs = FolioFs::new(&b, opts.build_cache()?, opts.dontcache)?;
+    Session::new(fs, &m, &opts.fuser_config(&b))
+}
+
+/// Mounts and serves in background threads (for tests and programs that
+/// embed the mount). Dropping the returned session, or
+/// [`BackgroundSession::umount_and_join`], unmounts; the filesystem then
+/// writes every dirty folio back.
+///
+/// # Errors
+/// As [`session`].
+pub fn spawn(
+    backing_dir: &Path,
+    mountpoint: &Path,
+    opts: &MountOptions,
+) -> io::Result<BackgroundSession> {
+    session(backing_dir, mountpoint, opts)?.spawn()
+}
+
+/// Unmounts `mountpoint` lazily (detached: it goes once no process uses
+/// it), as root with `umount2(MNT_DETACH)`, else with `fusermount3 -u -z`.
+fn lazy_unmount(mountpoint: &Path) {
+    if nix::mount::umount2(mountpoint, nix::mount::MntFlags::MNT_DETACH).is_ok() {
+        return;
+    }
+    let _ = std::process::Command::new("fusermount3")
+        .arg("-u")
+        .arg("-z")
+        .arg(mountpoint)
+        .status();
+}
+
+/// Mounts `backing_dir` at `mountpoint` and serves it in this thread until
+/// it is unmounted (`fusermount3 -u`, `umount`) or the process gets
+/// SIGINT, SIGTERM or SIGHUP, which unmount it (lazily if it is busy).
+/// Every dirty folio is then written back ([`Cache::sync_all`]) before
+/// this returns. `ready` is called once the mount is up.
+///
+/// The three signals are blocked in the calling thread (and so in every
+/// thread it starts from then on) and taken by a thread of their own:
+/// call this before starting other threads.
+///
+/// # Errors
+/// As [`session`]; the session's error; the writeback's at unmount.
+pub fn serve(
+    backing_dir: &Path,
+    mountpoint: &Path,
+    opts: &MountOptions,
+    ready: impl FnOnce(),
+) -> io::Result<()> {
+    let mut signals = SigSet::empty();
+    signals.add(Signal::SIGINT);
+    signals.add(Signal::SIGTERM);
+    signals.add(Signal::SIGHUP);
+    signals.thread_block().map_err(io::Error::from)?;
+    let (b, m) = check_paths(backing_dir, mountpoint)?;
+    let fs = FolioFs::new(&b, opts.build_cache()?, opts.dontcache)?;
+    let sync_error = fs.sync_error();
+    let mut session = Session::new(fs, &m, &opts.fuser_config(&b))?;
+    let unmounter = Arc::new(parking_lot::Mutex::new(session.unmount_callable()));
+    {
+        let unmounter = unmounter.clone();
+        let m = m.clone();
+        thread::Builder::new()
+            .name("foliocache-signals".into())
+            .spawn(move || {
+                if let Ok(sig) = signals.wait() {
+                    log::info!("foliocache-fuse: {sig}: unmounting {}", m.display());
+                    if unmounter.lock().unmount().is_err() {
+                        lazy_unmount(&m);
+                    }
+                }
+            })?;
+    }
+    ready();
+    session.run()?;
+    let failed = sync_error.lock().take();
+    match failed {
+        Some(e) => Err(io::Error::other(format!(
+            "writing dirty data back at unmount failed: {e}"
+        ))),
+        None => Ok(()),
+    }
+}
