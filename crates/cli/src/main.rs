@@ -17,6 +17,9 @@
 //! JSON), [`plot`] (SVG), [`mod@bench`] (the driver) and [`sys`] (the OS
 //! calls `std` lacks: the only unsafe code).
 //!
+//! `foliocache mount` serves a directory through the cache over FUSE and
+//! `foliocache stat` shows a running mount's figures ([`mount`]).
+//!
 //! Exit codes: 0 done, 1 the run failed, 2 bad command line.
 #![deny(unsafe_code)]
 
@@ -30,6 +33,7 @@ mod engine;
 mod hist;
 mod hot;
 mod job;
+mod mount;
 mod plot;
 mod report;
 mod scenario;
@@ -66,6 +70,19 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Mount(a) => run_plain(mount::mount(&a)),
+        Command::Stat(a) => run_plain(mount::stat(&a)),
+    }
+}
+
+/// Exit code 0, or 1 with the error printed.
+fn run_plain(r: anyhow::Result<()>) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
     }
 }
 

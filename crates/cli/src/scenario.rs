@@ -1145,7 +1145,9 @@ mod tests {
     fn plan_of(args: &[&str]) -> Plan {
         let mut argv = vec!["foliocache", "bench"];
         argv.extend_from_slice(args);
-        let Command::Bench(b) = Cli::try_parse_from(argv).unwrap().command;
+        let Command::Bench(b) = Cli::try_parse_from(argv).unwrap().command else {
+            unreachable!("a bench command line")
+        };
         plan(&b).unwrap()
     }
 
@@ -1316,7 +1318,9 @@ mod tests {
         ] {
             let mut a = vec!["foliocache", "bench"];
             a.extend_from_slice(argv);
-            let Command::Bench(b) = Cli::try_parse_from(a).unwrap().command;
+            let Command::Bench(b) = Cli::try_parse_from(a).unwrap().command else {
+                unreachable!("a bench command line")
+            };
             assert!(plan(&b).unwrap_err().contains("--hot-rate"), "{argv:?}");
         }
     }
@@ -1494,7 +1498,9 @@ mod tests {
         let err = |argv: &[&str]| {
             let mut a = vec!["foliocache", "bench"];
             a.extend_from_slice(argv);
-            let Command::Bench(b) = Cli::try_parse_from(a).unwrap().command;
+            let Command::Bench(b) = Cli::try_parse_from(a).unwrap().command else {
+                unreachable!("a bench command line")
+            };
             plan(&b).unwrap_err()
         };
         assert!(err(&["--rw", "write", "--engine", "anon"]).contains("only populates memory"));
@@ -1521,12 +1527,16 @@ mod tests {
             "--capacity",
             "512k",
         ];
-        let Command::Bench(b) = Cli::try_parse_from(&argv).unwrap().command;
+        let Command::Bench(b) = Cli::try_parse_from(&argv).unwrap().command else {
+            unreachable!("a bench command line")
+        };
         let e = plan(&b).unwrap_err();
         assert!(e.contains("too small: at least 1MiB"), "{e}");
         argv.truncate(4);
         argv.extend(["--size", "1M"]);
-        let Command::Bench(b) = Cli::try_parse_from(&argv).unwrap().command;
+        let Command::Bench(b) = Cli::try_parse_from(&argv).unwrap().command else {
+            unreachable!("a bench command line")
+        };
         assert!(plan(&b).unwrap_err().contains("too small"));
     }
 }

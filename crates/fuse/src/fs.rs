@@ -329,6 +329,7 @@ impl FolioFs {
         self.open_cached(inode, true, false)
     }
 
+    #[allow(clippy::too_many_arguments)] // setattr's own fields, one each
     fn do_setattr(
         &self,
         id: u64,

@@ -1,0 +1,248 @@
+//! `foliocache mount` and `foliocache stat`: the FUSE mount
+//! (`foliocache-fuse`) and its figures.
+//!
+//! `mount BACKING_DIR MOUNTPOINT --capacity SIZE` serves BACKING_DIR at
+//! MOUNTPOINT through one cache. With `--foreground` it serves in this
+//! process until unmounted (`fusermount3 -u MOUNTPOINT`) or sent SIGINT,
+//! SIGTERM or SIGHUP; without, it starts itself again with `--foreground`
+//! in a new process group (stdin and stdout closed), waits until the mount
+//! is up, and exits 0 (1 if the server failed before mounting, with its
+//! error). Either way every dirty folio is written back at unmount.
+//!
+//! `stat MOUNTPOINT [FILE...]` reads the running mount's control file
+//! (`MOUNTPOINT/.foliocache-control`, see `foliocache_fuse::control`):
+//! the cache's figures and cachestat of each FILE, printed as text, or
+//! with `--json` as the JSON the server gave.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use foliocache_fuse::{MountOptions, CONTROL_NAME};
+
+use crate::args::parse_size;
+
+/// The line a `--foreground` server prints on stdout once mounted, for a
+/// background start to wait on.
+const READY: &str = "foliocache-mount-ready";
+
+/// Options of `foliocache mount`.
+#[derive(Debug, Clone, Args)]
+pub struct MountArgs {
+    /// The directory whose tree is served.
+    pub backing_dir: PathBuf,
+    /// Where it appears (an empty directory outside BACKING_DIR).
+    pub mountpoint: PathBuf,
+    /// The cache's size, e.g. 1G, 512M.
+    #[arg(long, value_name = "SIZE", value_parser = parse_capacity)]
+    pub capacity: u64,
+    /// Every read and write uncached (RWF_DONTCACHE-like drop-behind).
+    #[arg(long)]
+    pub dontcache: bool,
+    /// The largest folio the cache makes, e.g. 64k, 2M.
+    #[arg(long, value_name = "SIZE", value_parser = parse_capacity)]
+    pub max_folio: Option<u64>,
+    /// Serve in this process until unmounted (default: in the background).
+    #[arg(long)]
+    pub foreground: bool,
+    /// Let other users use the mount (needs `user_allow_other` in
+    /// /etc/fuse.conf unless root).
+    #[arg(long)]
+    pub allow_other: bool,
+    /// Threads serving requests (default: one per CPU, 2 to 8).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub threads: Option<u16>,
+}
+
+/// Options of `foliocache stat`.
+#[derive(Debug, Clone, Args)]
+pub struct StatArgs {
+    /// A running `foliocache mount`'s mount point.
+    pub mountpoint: PathBuf,
+    /// Files under the mount point to show cachestat figures for.
+    pub files: Vec<PathBuf>,
+    /// Print the server's JSON as it is.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_capacity(s: &str) -> Result<u64, String> {
+    match parse_size(s)? {
+        0 => Err(format!("`{s}`: must be more than 0 bytes")),
+        n if usize::try_from(n).is_err() => Err(format!("`{s}`: too large for this machine")),
+        n => Ok(n),
+    }
+}
+
+/// Runs `foliocache mount`.
+pub fn mount(a: &MountArgs) -> Result<()> {
+    if !a.foreground {
+        return start_background();
+    }
+    let mut opts = MountOptions::new(usize::try_from(a.capacity)?);
+    opts.dontcache = a.dontcache;
+    opts.allow_other = a.allow_other;
+    opts.max_folio = a.max_folio.map(usize::try_from).transpose()?;
+    if let Some(t) = a.threads {
+        opts.threads = usize::from(t);
+    }
+    foliocache_fuse::serve(&a.backing_dir, &a.mountpoint, &opts, || {
+        println!("{READY}");
+        let _ = std::io::stdout().flush();
+    })
+    .with_context(|| {
+        format!(
+            "serving {} at {}",
+            a.backing_dir.display(),
+            a.mountpoint.display()
+        )
+    })
+}
+
+/// Starts this command again with `--foreground` in its own process
+/// group and waits for it to say the mount is up.
+fn start_background() -> Result<()> {
+    use std::os::unix::process::CommandExt;
+    let exe = std::env::current_exe().context("finding this program")?;
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    args.push("--foreground".into());
+    let mut child = Command::new(exe)
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .process_group(0)
+        .spawn()
+        .context("starting the mount server")?;
+    let out = child
+        .stdout
+        .take()
+        .ok_or_else(|| anyhow!("no pipe from the mount server"))?;
+    let mut line = String::new();
+    BufReader::new(out).read_line(&mut line)?;
+    if line.trim() == READY {
+        // The server keeps running; its stdout pipe closes with us.
+        return Ok(());
+    }
+    let status = child.wait()?;
+    bail!("the mount server stopped before mounting ({status})")
+}
+
+/// Runs `foliocache stat`.
+pub fn stat(a: &StatArgs) -> Result<()> {
+    let mnt = a
+        .mountpoint
+        .canonicalize()
+        .with_context(|| format!("{}", a.mountpoint.display()))?;
+    let mut request = String::new();
+    for f in &a.files {
+        request.push_str(&relative(&mnt, f)?);
+        request.push('\n');
+    }
+    let control = mnt.join(CONTROL_NAME);
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&control)
+        .with_context(|| {
+            format!(
+                "opening {} (is a `foliocache mount` running there?)",
+                control.display()
+            )
+        })?;
+    file.write_all(request.as_bytes())?;
+    let mut answer = String::new();
+    file.read_to_string(&mut answer)?;
+    if a.json {
+        print!("{answer}");
+        return Ok(());
+    }
+    let v: serde_json::Value = serde_json::from_str(&answer).context("the server's answer")?;
+    print_text(&v);
+    Ok(())
+}
+
+/// `f` as a path relative to the mount root (the file must be under it).
+fn relative(mnt: &Path, f: &Path) -> Result<String> {
+    // Canonicalize the parent only: the file itself may be a symlink,
+    // whose own cachestat the server refuses rather than follows.
+    let abs = if f.is_absolute() {
+        f.to_path_buf()
+    } else {
+        std::env::current_dir()?.join(f)
+    };
+    let parent = abs
+        .parent()
+        .ok_or_else(|| anyhow!("{}: not a file", f.display()))?
+        .canonicalize()
+        .with_context(|| format!("{}", f.display()))?;
+    let name = abs
+        .file_name()
+        .ok_or_else(|| anyhow!("{}: not a file", f.display()))?;
+    let full = parent.join(name);
+    let rel = full
+        .strip_prefix(mnt)
+        .map_err(|_| anyhow!("{} is not under the mount {}", f.display(), mnt.display()))?;
+    rel.to_str()
+        .map(String::from)
+        .ok_or_else(|| anyhow!("{}: not UTF-8", f.display()))
+}
+
+fn print_text(v: &serde_json::Value) {
+    let c = &v["cache"];
+    let n = |k: &str| c[k].as_u64().unwrap_or(0);
+    let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+    println!(
+        "cache: {:.1} MiB of {:.1} MiB cached ({} folios), {:.1} MiB dirty, {:.1} MiB under writeback  [io: {}{}]",
+        mib(n("bytes_cached")),
+        mib(n("capacity_bytes")),
+        n("folios"),
+        mib(n("dirty_bytes")),
+        mib(n("writeback_bytes")),
+        v["io_engine"].as_str().unwrap_or("?"),
+        if v["dontcache"].as_bool() == Some(true) { ", dontcache" } else { "" },
+    );
+    println!(
+        "reads: {} hits, {} misses, hit ratio {:.1} %; {} backing reads ({:.1} MiB)",
+        n("hits"),
+        n("misses"),
+        c["hit_ratio"].as_f64().unwrap_or(0.0) * 100.0,
+        n("io_reads"),
+        mib(n("io_bytes")),
+    );
+    println!(
+        "reclaim: {} evictions, {} refaults, {} activations, {} shadows, {} dropbehind drops",
+        n("evictions"),
+        n("refaults"),
+        n("activations"),
+        n("shadows"),
+        n("dropbehind_drops"),
+    );
+    println!(
+        "writeback: {} writes ({:.1} MiB), {} errors, {} throttled writers",
+        n("io_writes"),
+        mib(n("io_write_bytes")),
+        n("writeback_errors"),
+        n("throttled"),
+    );
+    if let Some(files) = v["files"].as_array() {
+        for f in files {
+            let path = f["path"].as_str().unwrap_or("?");
+            if let Some(e) = f["error"].as_str() {
+                println!("{path}: error: {e}");
+                continue;
+            }
+            let p = |k: &str| f[k].as_u64().unwrap_or(0);
+            println!(
+                "{path}: cached {} pages, dirty {}, writeback {}, evicted {}, recently evicted {}",
+                p("cached"),
+                p("dirty"),
+                p("writeback"),
+                p("evicted"),
+                p("recently_evicted"),
+            );
+        }
+    }
+}
