@@ -157,6 +157,17 @@ fn time_spec(t: Option<TimeOrNow>) -> TimeSpec {
     }
 }
 
+/// Every node the kernel knows holds a descriptor: lets the process have
+/// as many as its hard limit allows (the soft limit is often 1024).
+fn raise_fd_limit() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        if soft < hard {
+            let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+        }
+    }
+}
+
 impl FolioFs {
     /// A filesystem serving the tree under `backing_dir` through `cache`.
     /// With `dontcache`, every read and write is uncached
@@ -172,6 +183,7 @@ impl FolioFs {
             Mode::empty(),
         )?;
         let st = stat::fstat(&fd)?;
+        raise_fd_limit();
         Ok(FolioFs {
             cache,
             inodes: InodeTable::new(fd, (st.st_dev, st.st_ino)),
@@ -216,6 +228,10 @@ impl FolioFs {
     }
 
     fn inode(&self, ino: INodeNo) -> Res<Arc<Inode>> {
+        if ino.0 == CONTROL_INO {
+            // Only a directory's operations reach here with it.
+            return Err(Errno::ENOTDIR);
+        }
         self.inodes.get(ino.0).ok_or(Errno::ESTALE)
     }
 
@@ -494,6 +510,11 @@ impl FolioFs {
                 return Err(io_errno(&e));
             }
         };
+        if flags & libc::O_TRUNC != 0 && write && file.len() > 0 {
+            // The file was there already (made by someone else since the
+            // kernel looked): O_TRUNC cuts it, cached data included.
+            file.set_len(0).map_err(|e| io_errno(&e))?;
+        }
         let fh = self.add_handle(Handle::File { file });
         Ok((attr, fh))
     }
@@ -936,26 +957,37 @@ impl Filesystem for FolioFs {
     fn fsync(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        let r = self.handle(fh).and_then(|h| match &*h {
-            Handle::File { file } => {
-                if !file.is_writable() {
-                    // Nothing of this handle's to write; the file may have
-                    // dirty data from another: sync through the node's.
-                    return Ok(());
+        let r = self.handle(fh).and_then(|h| {
+            let file = match &*h {
+                Handle::File { file } if file.is_writable() => file.reopen(),
+                // fsync on a read-only descriptor syncs the file too, as
+                // on a local filesystem: through the node's handle.
+                Handle::File { .. } => {
+                    let kept = self
+                        .inode(ino)?
+                        .cached
+                        .lock()
+                        .as_ref()
+                        .filter(|f| f.is_writable())
+                        .map(File::reopen);
+                    match kept {
+                        Some(f) => f,
+                        None => return Ok(()),
+                    }
                 }
-                let r = if datasync {
-                    file.sync_data()
-                } else {
-                    file.sync_all()
-                };
-                r.map_err(|e| io_errno(&e))
-            }
-            _ => Ok(()),
+                _ => return Ok(()),
+            };
+            let r = if datasync {
+                file.sync_data()
+            } else {
+                file.sync_all()
+            };
+            r.map_err(|e| io_errno(&e))
         });
         match r {
             Ok(()) => reply.ok(),
