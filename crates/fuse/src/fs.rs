@@ -510,7 +510,7 @@ impl FolioFs {
                 return Err(io_errno(&e));
             }
         };
-        if flags & libc::O_TRUNC != 0 && write && file.len() > 0 {
+        if flags & libc::O_TRUNC != 0 && write && !file.is_empty() {
             // The file was there already (made by someone else since the
             // kernel looked): O_TRUNC cuts it, cached data included.
             file.set_len(0).map_err(|e| io_errno(&e))?;
