@@ -466,3 +466,130 @@ fn dontcache_mount_leaves_nothing_cached_after_reads() {
         "{v}"
     );
 }
+
+/// A small xorshift generator: reproducible runs without a dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// Random writes, reads, truncates, hole punches, fsyncs and reopens of one
+/// file through the mount, every read checked against a `Vec<u8>` model,
+/// and the backing checked against it after unmount. `FUSE_EXERCISER_OPS`
+/// sets the number of operations (default 4000; the run is
+/// 100000).
+#[test]
+fn random_operations_match_a_model() {
+    if !fuse_ok("random_operations_match_a_model") {
+        return;
+    }
+    use nix::fcntl::{fallocate, FallocateFlags};
+    let ops: u64 = std::env::var("FUSE_EXERCISER_OPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4000);
+    let seed: u64 = std::env::var("FUSE_EXERCISER_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x9e37_79b9_7f4a_7c15);
+    // A small cache, so reclaim and writeback run during the test.
+    let mut m = Mounted::with(MountOptions::new(8 << 20));
+    let mut rng = Rng(seed);
+    let mut model: Vec<u8> = Vec::new();
+    const SPAN: u64 = 3 << 20;
+    let open = |m: &Mounted| {
+        fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(m.p("x"))
+            .expect("open")
+    };
+    let mut f = open(&m);
+    for op in 0..ops {
+        let what = rng.below(100);
+        let ctx = || format!("seed {seed:#x} op {op}");
+        match what {
+            0..=34 => {
+                let off = rng.below(SPAN);
+                let len = 1 + rng.below(if rng.below(4) == 0 { 300_000 } else { 9000 });
+                let data: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+                f.write_all_at(&data, off)
+                    .unwrap_or_else(|e| panic!("{}: write: {e}", ctx()));
+                let end = (off + len) as usize;
+                if model.len() < end {
+                    model.resize(end, 0);
+                }
+                model[off as usize..end].copy_from_slice(&data);
+            }
+            35..=69 => {
+                let off = rng.below(SPAN + 100_000);
+                let len = 1 + rng.below(200_000);
+                let mut buf = vec![0u8; len as usize];
+                let mut got = 0;
+                while got < buf.len() {
+                    let n = f
+                        .read_at(&mut buf[got..], off + got as u64)
+                        .unwrap_or_else(|e| panic!("{}: read: {e}", ctx()));
+                    if n == 0 {
+                        break;
+                    }
+                    got += n;
+                }
+                let start = (off as usize).min(model.len());
+                let end = (off as usize + len as usize).min(model.len());
+                assert_eq!(got, end - start, "{}: read length", ctx());
+                assert!(buf[..got] == model[start..end], "{}: read data", ctx());
+            }
+            70..=77 => {
+                let size = rng.below(SPAN);
+                f.set_len(size)
+                    .unwrap_or_else(|e| panic!("{}: truncate: {e}", ctx()));
+                model.resize(size as usize, 0);
+            }
+            78..=85 => {
+                let off = rng.below(SPAN);
+                let len = 1 + rng.below(200_000);
+                fallocate(
+                    &f,
+                    FallocateFlags::FALLOC_FL_PUNCH_HOLE | FallocateFlags::FALLOC_FL_KEEP_SIZE,
+                    off as i64,
+                    len as i64,
+                )
+                .unwrap_or_else(|e| panic!("{}: punch: {e}", ctx()));
+                let start = (off as usize).min(model.len());
+                let end = ((off + len) as usize).min(model.len());
+                model[start..end].fill(0);
+            }
+            86..=90 => f
+                .sync_data()
+                .unwrap_or_else(|e| panic!("{}: fsync: {e}", ctx())),
+            91..=95 => {
+                drop(f);
+                f = open(&m);
+            }
+            _ => {
+                let len = f.metadata().expect("stat").len();
+                assert_eq!(len, model.len() as u64, "{}: size", ctx());
+            }
+        }
+    }
+    drop(f);
+    assert!(fs::read(m.p("x")).expect("read all") == model, "whole file");
+    m.unmount();
+    assert!(
+        fs::read(m.backing.join("x")).expect("backing") == model,
+        "backing after unmount"
+    );
+}
