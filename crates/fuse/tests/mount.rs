@@ -523,7 +523,8 @@ fn random_operations_match_a_model() {
         match what {
             0..=34 => {
                 let off = rng.below(SPAN);
-                let len = 1 + rng.below(if rng.below(4) == 0 { 300_000 } else { 9000 });
+                let max = if rng.below(4) == 0 { 300_000 } else { 9000 };
+                let len = 1 + rng.below(max);
                 let data: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
                 f.write_all_at(&data, off)
                     .unwrap_or_else(|e| panic!("{}: write: {e}", ctx()));
