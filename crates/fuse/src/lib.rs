@@ -110,7 +110,19 @@ impl MountOptions {
     pub fn fuser_config(&self, backing_dir: &Path) -> Config {
         let mut c = Config::default();
         c.mount_options = vec![
-            MountOption::FSName(format!("foliocache:{}", backing_dir.display())),
+            // Mount options are comma-separated: keep the name plain.
+            MountOption::FSName(
+                format!("foliocache:{}", backing_dir.display())
+                    .chars()
+                    .map(|c| {
+                        if c == ',' || c.is_whitespace() || c == '\\' {
+                            '_'
+                        } else {
+                            c
+                        }
+                    })
+                    .collect(),
+            ),
             MountOption::Subtype("foliocache".into()),
             MountOption::DefaultPermissions,
             MountOption::NoSuid,
@@ -152,7 +164,8 @@ fn check_paths(backing_dir: &Path, mountpoint: &Path) -> io::Result<(PathBuf, Pa
 /// serving ([`Session::run`] serves it in this thread).
 ///
 /// # Errors
-/// A bad path ([`check_paths`]), the cache's build error, or the mount's
+/// A bad path (`backing_dir` not a directory, `mountpoint` missing or
+/// inside `backing_dir`), the cache's build error, or the mount's
 /// (no `/dev/fuse`, no `fusermount3`, not permitted).
 pub fn session(
     backing_dir: &Path,
