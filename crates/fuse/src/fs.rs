@@ -480,17 +480,30 @@ impl FolioFs {
         }
         check_name(name)?;
         let p = self.inode(parent)?;
-        let mut oflags = OFlag::O_CREAT | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_WRONLY;
-        if flags & libc::O_EXCL != 0 {
-            oflags |= OFlag::O_EXCL;
-        }
-        let fd = fcntl::openat(&p.fd, name, oflags, Mode::from_bits_truncate(mode & 0o7777))
-            .map_err(nix_errno)?;
+        // O_EXCL first, so that only a file made here is given to the
+        // requester; O_NONBLOCK so that an existing FIFO does not block.
+        let base = OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_WRONLY | OFlag::O_NONBLOCK;
+        let perm = Mode::from_bits_truncate(mode & 0o7777);
+        let (fd, made) =
+            match fcntl::openat(&p.fd, name, base | OFlag::O_CREAT | OFlag::O_EXCL, perm) {
+                Ok(fd) => (fd, true),
+                Err(nix::errno::Errno::EEXIST) if flags & libc::O_EXCL == 0 => (
+                    fcntl::openat(&p.fd, name, base, perm).map_err(nix_errno)?,
+                    false,
+                ),
+                Err(e) => return Err(nix_errno(e)),
+            };
         let st = stat::fstat(&fd).map_err(nix_errno)?;
         if st.st_mode & SFlag::S_IFMT.bits() != SFlag::S_IFREG.bits() {
             return Err(Errno::EISDIR);
         }
-        let _ = self.chown_new(req, &p, name);
+        if made && self.chown_created {
+            let _ = unistd::fchown(
+                &fd,
+                Some(Uid::from_raw(req.uid())),
+                Some(Gid::from_raw(req.gid())),
+            );
+        }
         let path_fd = fcntl::open(
             format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd)).as_str(),
             OFlag::O_PATH | OFlag::O_CLOEXEC,
@@ -523,7 +536,7 @@ impl FolioFs {
         let h = self.file_of(fh)?;
         match &*h {
             Handle::File { file } => {
-                let mut buf = vec![0u8; size.min(MAX_IO.max(size)) as usize];
+                let mut buf = vec![0u8; size as usize];
                 let mut done = 0;
                 while done < buf.len() {
                     let Some(off) = offset.checked_add(done as u64) else {
