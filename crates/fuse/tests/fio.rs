@@ -1,0 +1,75 @@
+//! fio through the mount, with verification: sequential and random
+//! writes by several jobs, each read back and checked (`--verify=crc32c`).
+//! Skipped (with the reason printed) where FUSE is missing (a failure
+//! under `CI=true`) or fio is not installed (`apt-get install fio`).
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use foliocache_fuse::MountOptions;
+
+fn skip_reason() -> Option<(String, bool)> {
+    if !Path::new("/dev/fuse").exists() {
+        return Some(("no /dev/fuse".into(), true));
+    }
+    let on_path = |b: &str| {
+        std::env::var_os("PATH")
+            .map(|p| std::env::split_paths(&p).any(|d| d.join(b).exists()))
+            .unwrap_or(false)
+    };
+    if !nix::unistd::geteuid().is_root() && !on_path("fusermount3") {
+        return Some((
+            "not root and no fusermount3 (apt-get install fuse3)".into(),
+            true,
+        ));
+    }
+    if !on_path("fio") {
+        return Some(("no fio on PATH (apt-get install fio)".into(), false));
+    }
+    None
+}
+
+#[test]
+fn fio_writes_verify_through_the_mount() {
+    if let Some((why, fuse)) = skip_reason() {
+        if fuse && std::env::var("CI").as_deref() == Ok("true") {
+            panic!("FUSE is required under CI=true: {why}");
+        }
+        println!("skipped: fio_writes_verify_through_the_mount: {why}");
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let backing = tmp.path().join("backing");
+    let mnt = tmp.path().join("mnt");
+    fs::create_dir(&backing).expect("mkdir");
+    fs::create_dir(&mnt).expect("mkdir");
+    // A cache smaller than the data, so reclaim and writeback run.
+    let session =
+        foliocache_fuse::spawn(&backing, &mnt, &MountOptions::new(16 << 20)).expect("mount");
+    for (rw, bs) in [("write", "64k"), ("randwrite", "4k"), ("randwrite", "16k")] {
+        let out = Command::new("fio")
+            .arg(format!("--name=v-{rw}-{bs}"))
+            .arg(format!("--directory={}", mnt.display()))
+            .args([
+                &format!("--rw={rw}"),
+                &format!("--bs={bs}"),
+                "--size=12M",
+                "--numjobs=3",
+                "--ioengine=psync",
+                "--fallocate=none",
+                "--verify=crc32c",
+                "--verify_fatal=1",
+                "--group_reporting",
+            ])
+            .output()
+            .expect("run fio");
+        assert!(
+            out.status.success(),
+            "fio {rw} {bs} failed:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    session.umount_and_join().expect("unmount");
+}
