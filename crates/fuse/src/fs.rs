@@ -42,6 +42,12 @@ const MAX_IO: u32 = 1 << 20;
 
 type Res<T> = Result<T, Errno>;
 
+thread_local! {
+    /// Each serving thread's read buffer (grown to the largest read, at
+    /// most the kernel's max read).
+    static READ_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// An open file, directory or control file.
 enum Handle {
     File {
@@ -532,30 +538,45 @@ impl FolioFs {
         Ok((attr, fh))
     }
 
-    fn do_read(&self, fh: FileHandle, offset: u64, size: u32) -> Res<Vec<u8>> {
-        let h = self.file_of(fh)?;
-        match &*h {
-            Handle::File { file } => {
-                let mut buf = vec![0u8; size as usize];
-                let mut done = 0;
-                while done < buf.len() {
-                    let Some(off) = offset.checked_add(done as u64) else {
-                        break;
-                    };
-                    let n = file
-                        .read_at(&mut buf[done..], off)
-                        .map_err(|e| io_errno(&e))?;
-                    if n == 0 {
+    /// Serves a read: the data goes to `reply` from a buffer of the
+    /// serving thread's, reused from read to read (no allocation, no
+    /// zeroing on the hot path).
+    fn do_read(&self, fh: FileHandle, offset: u64, size: u32, reply: ReplyData) {
+        let h = match self.file_of(fh) {
+            Ok(h) => h,
+            Err(e) => return reply.error(e),
+        };
+        let file = match &*h {
+            Handle::File { file } => file,
+            Handle::Control(s) => {
+                let data = s.lock().read(offset, size as usize, self);
+                return reply.data(&data);
+            }
+            Handle::Dir { .. } => return reply.error(Errno::EISDIR),
+        };
+        READ_BUF.with(|cell| {
+            let mut buf = cell.borrow_mut();
+            let want = size as usize;
+            if buf.len() < want {
+                buf.resize(want, 0);
+            }
+            let mut done = 0;
+            while done < want {
+                let Some(off) = offset.checked_add(done as u64) else {
+                    break;
+                };
+                match file.read_at(&mut buf[done..want], off) {
+                    Ok(0) => break,
+                    Ok(n) => done += n,
+                    Err(e) if done > 0 => {
+                        log::debug!("short read: {e}");
                         break;
                     }
-                    done += n;
+                    Err(e) => return reply.error(io_errno(&e)),
                 }
-                buf.truncate(done);
-                Ok(buf)
             }
-            Handle::Control(s) => Ok(s.lock().read(offset, size as usize, self)),
-            Handle::Dir { .. } => Err(Errno::EISDIR),
-        }
+            reply.data(&buf[..done]);
+        });
     }
 
     fn do_write(&self, fh: FileHandle, offset: u64, data: &[u8]) -> Res<u32> {
@@ -912,10 +933,7 @@ impl Filesystem for FolioFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        match self.do_read(fh, offset, size) {
-            Ok(buf) => reply.data(&buf),
-            Err(e) => reply.error(e),
-        }
+        self.do_read(fh, offset, size, reply);
     }
 
     fn write(
