@@ -14,7 +14,7 @@
 //! the cache's figures and cachestat of each FILE, printed as text, or
 //! with `--json` as the JSON the server gave.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -153,6 +153,8 @@ pub fn stat(a: &StatArgs) -> Result<()> {
             )
         })?;
     file.write_all(request.as_bytes())?;
+    // The answer is read from offset 0 (the write moved the offset).
+    file.seek(SeekFrom::Start(0))?;
     let mut answer = String::new();
     file.read_to_string(&mut answer)?;
     if a.json {

@@ -8,7 +8,8 @@
 //! 1. optionally write requests, one path per line, each relative to the
 //!    mount root (components are looked up without following symlinks,
 //!    `..` is refused);
-//! 2. read from offset 0 to end of file: one JSON object,
+//! 2. read from offset 0 (seek back after writing) to end of file: one
+//!    JSON object,
 //!    `{"cache": {...CacheStats..., "hit_ratio": f}, "io_engine": s,
 //!    "dontcache": b, "files": [{"path": s, "cached": n, "dirty": n,
 //!    "writeback": n, "evicted": n, "recently_evicted": n} | {"path": s,

@@ -60,6 +60,7 @@ fn fio_writes_verify_through_the_mount() {
                 "--fallocate=none",
                 "--verify=crc32c",
                 "--verify_fatal=1",
+                "--verify_state_save=0",
                 "--group_reporting",
             ])
             .output()
