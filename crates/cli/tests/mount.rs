@@ -146,6 +146,26 @@ fn sigterm_and_sigint_write_dirty_data_back_and_unmount() {
 }
 
 #[test]
+fn after_sigkill_a_restart_serves_what_was_synced() {
+    if !fuse_ok("after_sigkill_a_restart_serves_what_was_synced") {
+        return;
+    }
+    let d = dirs();
+    let mut child = start(&d);
+    let f = fs::File::create(d.mnt.join("synced")).expect("create");
+    std::io::Write::write_all(&mut &f, b"durable").expect("write");
+    f.sync_all().expect("fsync");
+    drop(f);
+    signal(&child, nix::sys::signal::Signal::SIGKILL);
+    let _ = wait(&mut child);
+    // The dead mount is still there; a restart takes it away and serves.
+    let mut child = start(&d);
+    assert_eq!(fs::read(d.mnt.join("synced")).expect("read"), b"durable");
+    signal(&child, nix::sys::signal::Signal::SIGTERM);
+    assert!(wait(&mut child).success());
+}
+
+#[test]
 fn fusermount_unmount_ends_the_server_cleanly() {
     if !fuse_ok("fusermount_unmount_ends_the_server_cleanly") {
         return;

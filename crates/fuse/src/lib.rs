@@ -140,9 +140,28 @@ impl MountOptions {
 }
 
 /// Checks that `backing_dir` is a directory and `mountpoint` is not inside
-/// it (the server would then look into its own mount).
+/// it (the server would then look into its own mount); a dead mount left
+/// at `mountpoint` by a killed server is unmounted.
 fn check_paths(backing_dir: &Path, mountpoint: &Path) -> io::Result<(PathBuf, PathBuf)> {
     let b = backing_dir.canonicalize()?;
+    // A server killed without unmounting leaves its mount behind, dead:
+    // every operation on it fails with ENOTCONN (a stat may still succeed
+    // from attributes the kernel cached; opening it as a directory asks
+    // the server). Take it away, so that a restart serves the backing.
+    let dead = |p: &Path| {
+        let e = match std::fs::read_dir(p) {
+            Ok(_) => return false,
+            Err(e) => e,
+        };
+        e.raw_os_error() == Some(libc::ENOTCONN)
+    };
+    if dead(mountpoint) {
+        log::warn!(
+            "foliocache-fuse: {} is a dead mount (its server was killed): unmounting it",
+            mountpoint.display()
+        );
+        lazy_unmount(mountpoint);
+    }
     let m = mountpoint.canonicalize()?;
     if !b.is_dir() {
         return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
