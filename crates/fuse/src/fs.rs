@@ -781,6 +781,42 @@ impl Filesystem for FolioFs {
         self.entry_reply(reply, r);
     }
 
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let r = (|| {
+            if Self::is_control(parent, name) {
+                return Err(Errno::EEXIST);
+            }
+            check_name(name)?;
+            let kind = SFlag::from_bits_truncate(mode & SFlag::S_IFMT.bits());
+            // FIFOs, sockets and plain files; devices would be useless on
+            // a nodev mount, and are refused as a local user is refused.
+            if !matches!(kind, SFlag::S_IFIFO | SFlag::S_IFSOCK | SFlag::S_IFREG) {
+                return Err(Errno::EPERM);
+            }
+            let p = self.inode(parent)?;
+            stat::mknodat(
+                &p.fd,
+                name,
+                kind,
+                Mode::from_bits_truncate(mode & 0o7777),
+                libc::dev_t::from(rdev),
+            )
+            .map_err(nix_errno)?;
+            let _ = self.chown_new(req, &p, name);
+            self.lookup_entry(&p, name)
+        })();
+        self.entry_reply(reply, r);
+    }
+
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let r = (|| {
             if Self::is_control(parent, name) {

@@ -35,6 +35,19 @@
 //! it is written back (a `setattr` of the times writes the file back
 //! first, so `touch -d` and `cp -p` keep theirs).
 //!
+//! Limits, known:
+//! - shared writable `mmap` of a file on the mount fails with `ENODEV`
+//!   (the files are direct IO toward the kernel, and the kernel's page
+//!   cache would be a second, incoherent copy); private mappings (and so
+//!   running programs) work;
+//! - `mknod` makes FIFOs and sockets; devices are refused (`EPERM`);
+//! - a directory is read whole at `opendir` (its listing is a snapshot);
+//! - `st_ino` through the mount is the server's node id (stable while the
+//!   kernel knows the file), and readdir's `d_ino` is the same for nodes
+//!   it knows, the backing's inode number otherwise;
+//! - as root, a node made for a request is given the requester's owner by
+//!   name just after it is made (a file by its descriptor).
+//!
 //! When not to use it: a program that can link foliocache gets the same
 //! cache without the FUSE crossing (two context switches and a copy per
 //! request).
