@@ -96,8 +96,13 @@ fn print_parse_error(e: &clap::Error) {
     }
     let mut cmd = Cli::command();
     cmd.build();
+    // The usage of the subcommand named, bench's if none is.
+    let sub = std::env::args()
+        .nth(1)
+        .filter(|a| matches!(a.as_str(), "mount" | "stat"))
+        .unwrap_or_else(|| "bench".into());
     let usage = cmd
-        .find_subcommand_mut("bench")
+        .find_subcommand_mut(&sub)
         .map(|b| b.render_usage().to_string())
         .unwrap_or_else(|| "Usage: foliocache bench [OPTIONS]".into());
     match text.split_once("\n\n") {
