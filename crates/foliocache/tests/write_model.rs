@@ -433,6 +433,9 @@ enum TOp {
         at: u32,
         len: u32,
         seed: u64,
+        /// `WriteFlags::DONTCACHE`: its folios go when written back, and
+        /// they may hold a neighbour's dirty bytes.
+        uncached: bool,
     },
     Read {
         at: u32,
@@ -452,7 +455,8 @@ enum TOp {
 fn top() -> impl Strategy<Value = TOp> {
     let len = prop_oneof![3 => 1u32..=100, 4 => 1u32..=10_000, 1 => 1u32..=200_000];
     prop_oneof![
-        8 => (any::<u32>(), len.clone(), any::<u64>()).prop_map(|(at, len, seed)| TOp::Write { at, len, seed }),
+        8 => (any::<u32>(), len.clone(), any::<u64>(), prop::bool::weighted(0.3))
+            .prop_map(|(at, len, seed, uncached)| TOp::Write { at, len, seed, uncached }),
         5 => (any::<u32>(), len.clone()).prop_map(|(at, len)| TOp::Read { at, len }),
         2 => (any::<u32>(), len).prop_map(|(at, len)| TOp::Punch { at, len }),
         1 => any::<u32>().prop_map(|at| TOp::SetLen { at }),
@@ -485,12 +489,19 @@ fn thread_ops(f: &File, path: Option<&Path>, share: Share, mut model: Model, ops
     for (step, op) in ops.iter().enumerate() {
         let what = format!("thread {id} [{start}, {end}) step {step} {op:?}");
         match *op {
-            TOp::Write { at, len, seed } => {
+            TOp::Write {
+                at,
+                len,
+                seed,
+                uncached,
+            } => {
                 let rel = at as u64 % span;
                 let len = (len as u64).min(span - rel) as usize;
                 let buf = nonzero_bytes(len, seed);
-                f.write_all_at(&buf, start + rel)
+                let n = f
+                    .write_at_flags(&buf, start + rel, write_flags(uncached))
                     .unwrap_or_else(|e| panic!("{what}: {e}"));
+                assert_eq!(n, len, "{what}");
                 model.write(rel, &buf);
             }
             TOp::Read { at, len } => {
