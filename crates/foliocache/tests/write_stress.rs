@@ -14,7 +14,9 @@
 //! for want of a folio); readers racing shrink, punch and whole rewrites
 //! (no stale version); writers racing to create the same folios while an
 //! evictor opens gaps; writes and reads in a hole while a sync extends the
-//! backing.
+//! backing; two writers filling a memfile; threads opening and closing one
+//! path; and chaos on one range, after which the cache, the disk and a new
+//! cache must agree.
 //!
 //! Runs 2 s per test; `FOLIOCACHE_STRESS_SECS` makes it longer.
 
