@@ -1851,6 +1851,11 @@ impl Mapping {
     }
 }
 
+/// The most threads one writeback run's writes are spread over.
+pub(crate) const WRITEBACK_THREADS: usize = 4;
+/// Writes per thread below which a run's writes go one after another.
+const PARALLEL_WRITES_MIN: usize = 8;
+
 /// How many times a read that stopped short of a backing that is longer
 /// than where it stopped is tried again before it is an error.
 const SHORT_READ_RETRIES: u32 = 2;
@@ -1919,34 +1924,34 @@ impl Mapping {
     /// Marks pages of locked, uptodate folios dirty: for each folio, the
     /// pages `ranges[i]` (first page in the folio, count) in the cache's
     /// page bitmap, and the folio's flag and index mark if it was clean
-    /// (all the marks in one hold of the index lock).
+    /// (all the marks in one hold of the index lock). The dirty counts are
+    /// of pages written (a large folio written in one page counts one: it
+    /// writes back one), so the dirty limit bounds the writeback debt.
     pub(crate) fn mark_dirty(&self, folios: &[FolioRef<'_>], ranges: &[(u64, u64)]) {
         if self.memfile {
             return;
         }
         let cache = self.inner();
         let mut newly: Vec<&FolioRef<'_>> = Vec::new();
+        let mut pages = 0;
         for (f, &(first, n)) in folios.iter().zip(ranges) {
             debug_assert!(first + n <= f.nr_pages());
-            cache
+            pages += cache
                 .dirty_bits
                 .set(f.page().index() as usize + first as usize, n as usize);
             if !f.test_and_set(FolioFlags::DIRTY) {
                 newly.push(f);
             }
         }
-        let Some(first) = newly.first() else { return };
-        let pages: u64 = newly.iter().map(|f| f.nr_pages()).sum();
-        {
-            let mut cur = Cursor::new(&self.xa, first.index());
-            let mut g = self.xa.lock();
-            for f in &newly {
-                cur.set_index(f.index());
-                let _ = cur.set_mark(&mut g, DIRTY_MARK);
-            }
-        }
         self.dirty_pages.fetch_add(pages, Ordering::Relaxed);
         cache.stats.dirty_pages.fetch_add(pages, Ordering::Relaxed);
+        let Some(first) = newly.first() else { return };
+        let mut cur = Cursor::new(&self.xa, first.index());
+        let mut g = self.xa.lock();
+        for f in &newly {
+            cur.set_index(f.index());
+            let _ = cur.set_mark(&mut g, DIRTY_MARK);
+        }
     }
 
     /// A folio leaving the mapping (its entry, and so its mark, gone) is
@@ -1954,14 +1959,12 @@ impl Mapping {
     fn forget_dirty(&self, f: &Folio) {
         if f.test_and_clear(FolioFlags::DIRTY) {
             let cache = self.inner();
-            if let Some(page) = cache.table.page_of(f) {
-                cache.dirty_bits.clear(page, f.nr_pages() as usize);
-            }
-            self.dirty_pages.fetch_sub(f.nr_pages(), Ordering::Relaxed);
-            cache
-                .stats
-                .dirty_pages
-                .fetch_sub(f.nr_pages(), Ordering::Relaxed);
+            let Some(page) = cache.table.page_of(f) else {
+                return;
+            };
+            let pages = cache.dirty_bits.clear(page, f.nr_pages() as usize);
+            self.dirty_pages.fetch_sub(pages, Ordering::Relaxed);
+            cache.stats.dirty_pages.fetch_sub(pages, Ordering::Relaxed);
         }
     }
 
@@ -1969,7 +1972,7 @@ impl Mapping {
     /// and mark, in one index lock hold) and under writeback. Returns, per
     /// folio, the runs of dirty pages to write (first page in the folio,
     /// count), taken from the page bitmap and cut at `limit[i]` pages (end
-    /// of file); a dirty folio with no page marked is dirty whole.
+    /// of file).
     pub(crate) fn start_writeback(
         &self,
         run: &[FolioRef<'_>],
@@ -1979,7 +1982,6 @@ impl Mapping {
             return Vec::new();
         };
         let cache = self.inner();
-        let mut pages = 0;
         let mut out = Vec::with_capacity(run.len());
         {
             let mut cur = Cursor::new(&self.xa, first.index());
@@ -1987,18 +1989,15 @@ impl Mapping {
             for f in run {
                 cur.set_index(f.index());
                 let _ = cur.clear_mark(&mut g, DIRTY_MARK);
-                if f.test_and_clear(FolioFlags::DIRTY) {
-                    pages += f.nr_pages();
-                }
+                f.test_and_clear(FolioFlags::DIRTY);
                 f.test_and_set(FolioFlags::WRITEBACK);
             }
         }
+        let mut pages = 0;
         for (f, &lim) in run.iter().zip(limit) {
             let n = f.nr_pages() as usize;
-            let mut runs = cache.dirty_bits.take_runs(f.page().index() as usize, n);
-            if runs.is_empty() {
-                runs.push((0, n));
-            }
+            let runs = cache.dirty_bits.take_runs(f.page().index() as usize, n);
+            pages += runs.iter().map(|&(_, c)| c as u64).sum::<u64>();
             let cut: Vec<(u64, u64)> = runs
                 .into_iter()
                 .filter(|&(a, _)| (a as u64) < lim)
@@ -2044,41 +2043,25 @@ impl Mapping {
 
     /// Writes the dirty page runs of a locked run of folios covering
     /// contiguous pages: pages that follow each other in the file, across
-    /// folios too, go as one vectored write; each gap starts another.
-    /// Returns the bytes written, or the first error (the writes after it
-    /// are not tried).
+    /// folios too, go as one vectored write; each gap starts another. Many
+    /// writes (scattered dirty pages) are spread over up to
+    /// [`WRITEBACK_THREADS`] threads so several are in flight. Returns the
+    /// bytes written, or an error (other writes may have been made; the
+    /// caller marks every page of the run dirty again).
     pub(crate) fn write_dirty(
         &self,
         run: &[FolioRef<'_>],
         dirty: &[Vec<(u64, u64)>],
     ) -> io::Result<u64> {
         let cache = self.inner();
-        let backing = self.backing();
-        let mut written = 0u64;
-        let mut seg: Vec<IoBuf<'_>> = Vec::new();
-        let mut seg_start = 0u64;
+        // The writes: (file offset, buffers), contiguous pages merged.
+        let mut segs: Vec<(u64, Vec<IoBuf<'_>>)> = Vec::new();
         let mut seg_end = 0u64;
-        let mut flush = |seg: &mut Vec<IoBuf<'_>>, at: u64| -> io::Result<()> {
-            if seg.is_empty() {
-                return Ok(());
-            }
-            let r = backing.write_blocks(seg, at);
-            seg.clear();
-            cache.stats.io_writes.fetch_add(1, Ordering::Relaxed);
-            let n = r? as u64;
-            cache.stats.io_write_bytes.fetch_add(n, Ordering::Relaxed);
-            written += n;
-            Ok(())
-        };
         for (f, runs) in run.iter().zip(dirty) {
             let base = cache.arena.page_ptr(f.page()).as_ptr();
             for &(a, n) in runs {
                 assert!(a + n <= f.nr_pages(), "dirty pages past the folio");
                 let at = (f.index() + a) * PAGE;
-                if at != seg_end || seg.is_empty() {
-                    flush(&mut seg, seg_start)?;
-                    seg_start = at;
-                }
                 // SAFETY: the folio is locked (no writer changes it while
                 // the IO reads it) and referenced (not freed); pages
                 // `a..a + n` lie inside it (asserted above); arena pages
@@ -2087,12 +2070,49 @@ impl Mapping {
                     IoBuf::from_raw_parts(base.add((a * PAGE) as usize), (n * PAGE) as usize)
                 }
                 .map_err(io::Error::from)?;
-                seg.push(buf);
+                match segs.last_mut() {
+                    Some((_, bufs)) if at == seg_end => bufs.push(buf),
+                    _ => segs.push((at, vec![buf])),
+                }
                 seg_end = at + n * PAGE;
             }
         }
-        flush(&mut seg, seg_start)?;
-        Ok(written)
+        let backing = self.backing();
+        let write = |(at, bufs): &(u64, Vec<IoBuf<'_>>)| -> io::Result<u64> {
+            let r = backing.write_blocks(bufs, *at);
+            cache.stats.io_writes.fetch_add(1, Ordering::Relaxed);
+            let n = r? as u64;
+            cache.stats.io_write_bytes.fetch_add(n, Ordering::Relaxed);
+            Ok(n)
+        };
+        let threads = if cfg!(loom) || segs.len() < PARALLEL_WRITES_MIN {
+            1
+        } else {
+            (segs.len() / PARALLEL_WRITES_MIN).clamp(1, WRITEBACK_THREADS)
+        };
+        if threads == 1 {
+            return segs.iter().map(write).sum();
+        }
+        // Scattered dirty pages: each write is small and waits for the
+        // device, so keep several in flight (the kernel's flusher has the
+        // block layer's queue for that).
+        std::thread::scope(|scope| {
+            let parts: Vec<_> = (0..threads)
+                .map(|k| {
+                    let (segs, write) = (&segs, &write);
+                    scope.spawn(move || -> io::Result<u64> {
+                        segs.iter().skip(k).step_by(threads).map(write).sum()
+                    })
+                })
+                .collect();
+            parts
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(io::Error::other("writeback thread panicked")))
+                })
+                .sum()
+        })
     }
 
     /// The folios and shadows of bytes `from..to`: folios lying wholly

@@ -90,18 +90,24 @@ impl PageBits {
         })
     }
 
-    /// Sets bits `start..start + n`.
-    pub(crate) fn set(&self, start: usize, n: usize) {
+    /// Sets bits `start..start + n`; returns how many were clear.
+    pub(crate) fn set(&self, start: usize, n: usize) -> u64 {
+        let mut newly = 0;
         for (w, m) in Self::spans(start, n) {
-            self.0[w].fetch_or(m, std::sync::atomic::Ordering::Relaxed);
+            let old = self.0[w].fetch_or(m, std::sync::atomic::Ordering::Relaxed);
+            newly += u64::from((m & !old).count_ones());
         }
+        newly
     }
 
-    /// Clears bits `start..start + n`.
-    pub(crate) fn clear(&self, start: usize, n: usize) {
+    /// Clears bits `start..start + n`; returns how many were set.
+    pub(crate) fn clear(&self, start: usize, n: usize) -> u64 {
+        let mut was = 0;
         for (w, m) in Self::spans(start, n) {
-            self.0[w].fetch_and(!m, std::sync::atomic::Ordering::Relaxed);
+            let old = self.0[w].fetch_and(!m, std::sync::atomic::Ordering::Relaxed);
+            was += u64::from((m & old).count_ones());
         }
+        was
     }
 
     /// Clears bits `start..start + n` and returns the runs that were set,
@@ -507,8 +513,10 @@ mod tests {
         assert_eq!(b.take_runs(0, 8), vec![(3, 2)]);
         assert_eq!(b.take_runs(0, 8), vec![], "taken means cleared");
         assert_eq!(b.take_runs(50, 250), vec![(10, 10), (78, 64), (249, 1)]);
-        b.set(0, 300);
-        b.clear(1, 298);
+        assert_eq!(b.set(0, 300), 300);
+        assert_eq!(b.set(10, 5), 0, "already set");
+        assert_eq!(b.clear(1, 298), 298);
+        assert_eq!(b.clear(1, 298), 0);
         assert_eq!(b.take_runs(0, 300), vec![(0, 1), (299, 1)]);
     }
 
