@@ -121,8 +121,8 @@ impl CacheBuilder {
         self
     }
 
-    /// The largest folio a read may create, in bytes (rounded down to a
-    /// power of two pages, at most 2 MiB, at least one page).
+    /// The largest folio a read or a write may create, in bytes (rounded
+    /// down to a power of two pages, at most 2 MiB, at least one page).
     pub fn max_folio_size(mut self, bytes: usize) -> Self {
         let pages = (bytes / PAGE_SIZE).max(1);
         self.max_folio_order = (usize::BITS - 1 - pages.leading_zeros()).min(MAX_ORDER);
