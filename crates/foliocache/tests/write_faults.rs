@@ -840,3 +840,77 @@ fn a_handle_opened_after_an_error_was_reported_does_not_report_it_again() {
         .expect("an error reported before this handle existed");
     f.sync_data().unwrap();
 }
+
+/// 64 scattered dirty pages of one 2 MiB folio (every 8th page): 64 runs,
+/// written several at a time. Returns the cache, the file, its backing and
+/// the model.
+fn scattered(seed: u64) -> (Cache, File, Faulty, Model) {
+    let old = nonzero_bytes(2 * MIB, seed);
+    let b = Arc::new(FaultyBacking::new(MemBacking::with_data(old.clone())));
+    let c = quiet_cache(8 * MIB, 2 * MIB);
+    let f = c.open_backing(b.clone()).unwrap();
+    assert_eq!(read_all(&f), old);
+    let mut model = Model { data: old };
+    for i in 0..64u64 {
+        let d = nonzero_bytes(PAGE, seed + 1 + i);
+        f.write_all_at(&d, i * 8 * P).unwrap();
+        model.write(i * 8 * P, &d);
+    }
+    assert_eq!(c.stats().dirty_bytes, 64 * P);
+    b.set_write_latency(Duration::from_millis(2));
+    (c, f, b, model)
+}
+
+/// Which of the 64 scattered pages the backing does not hold yet.
+fn missing(b: &Faulty, model: &Model) -> Vec<usize> {
+    let got = contents(b);
+    let page = |v: &[u8], i: usize| v[i * 8 * PAGE..(i * 8 + 1) * PAGE].to_vec();
+    (0..64)
+        .filter(|&i| page(&got, i) != page(&model.data, i))
+        .collect()
+}
+
+#[test]
+fn one_failed_write_among_many_scattered_runs_keeps_only_its_page_dirty() {
+    // The 10th write fails: every other run is still written ("the runs
+    // after a failed one are still tried"), only the failed page stays
+    // dirty, and the retry writes that page alone.
+    let (c, f, b, model) = scattered(22);
+    b.fail_nth(Op::Write, 10, libc::EIO);
+    assert_eq!(errno("one of 64 writes failed", f.sync_data()), libc::EIO);
+    let m = missing(&b, &model);
+    assert_eq!(
+        m.len(),
+        1,
+        "pages (of 64) not on the backing after the sync: {m:?}"
+    );
+    // (cachestat counts the pages of dirty folios, as the kernel does;
+    // the cache's dirty bytes count pages.)
+    let s = c.stats();
+    assert_eq!(s.dirty_bytes, P, "only the failed page stays dirty: {s:?}");
+    b.reset_stats();
+    f.sync_data().unwrap();
+    assert_eq!(
+        b.stats().bytes_written,
+        P,
+        "the retry writes the one page that failed"
+    );
+    assert_same("backing after the retry", &contents(&b), &model.data);
+    assert_eq!(c.stats().dirty_bytes, 0);
+}
+
+#[test]
+fn a_bad_page_among_many_scattered_runs_does_not_hold_back_the_others() {
+    // A persistent bad spot under one of the 64 runs: each sync fails, but
+    // the 63 others reach the backing, not only those before it.
+    let (_c, f, b, model) = scattered(300);
+    b.fail_writes_in(16 * 8 * P, P, libc::EIO);
+    for attempt in 0..2 {
+        assert_eq!(errno("a bad page", f.sync_data()), libc::EIO);
+        let m = missing(&b, &model);
+        assert_eq!(m, vec![16], "sync {attempt}: pages not on the backing");
+    }
+    b.clear();
+    f.sync_data().unwrap();
+    assert_same("backing once healed", &contents(&b), &model.data);
+}

@@ -20,7 +20,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::{Arc, Barrier};
 
-use foliocache::{Cache, File, Insert};
+use foliocache::{Advice, Cache, File, Insert, ReadFlags, WriteFlags};
 use proptest::prelude::*;
 
 #[path = "common/write.rs"]
@@ -40,10 +40,22 @@ enum Op {
         off: u64,
         len: usize,
         seed: u64,
+        /// `WriteFlags::DONTCACHE`.
+        uncached: bool,
     },
     Read {
         off: u64,
         len: usize,
+        /// 0: plain, 1: `ReadFlags::DONTCACHE`, 2: `ReadFlags::NOWAIT`
+        /// (may stop early or refuse with `WouldBlock`).
+        flags: u8,
+    },
+    /// `Advice::DontNeed` (drop clean folios) or `WillNeed` (read ahead):
+    /// the contents do not change.
+    Advise {
+        off: u64,
+        len: u64,
+        dont_need: bool,
     },
     SetLen(u64),
     Punch {
@@ -89,8 +101,12 @@ fn length() -> impl Strategy<Value = usize> {
 
 fn op(reopen: bool) -> impl Strategy<Value = Op> {
     let base = prop_oneof![
-        10 => (offset(), length(), any::<u64>()).prop_map(|(off, len, seed)| Op::Write { off, len, seed }),
-        6 => (offset(), length()).prop_map(|(off, len)| Op::Read { off, len }),
+        10 => (offset(), length(), any::<u64>(), prop::bool::weighted(0.2))
+            .prop_map(|(off, len, seed, uncached)| Op::Write { off, len, seed, uncached }),
+        6 => (offset(), length(), prop_oneof![4 => Just(0u8), 1 => Just(1u8), 1 => Just(2u8)])
+            .prop_map(|(off, len, flags)| Op::Read { off, len, flags }),
+        1 => (offset(), length(), any::<bool>())
+            .prop_map(|(off, len, dont_need)| Op::Advise { off, len: len as u64, dont_need }),
         2 => offset().prop_map(Op::SetLen),
         2 => (offset(), length()).prop_map(|(off, len)| Op::Punch { off, len: len as u64 }),
         1 => Just(Op::SyncData),
@@ -126,6 +142,39 @@ fn geometry_from(min: usize) -> impl Strategy<Value = (usize, usize)> {
         let max_order = (cap / 4 / 4096).trailing_zeros().min(9);
         (Just(cap), (0..=max_order).prop_map(|o| 4096usize << o))
     })
+}
+
+fn write_flags(uncached: bool) -> WriteFlags {
+    if uncached {
+        WriteFlags::DONTCACHE
+    } else {
+        WriteFlags::NONE
+    }
+}
+
+fn advice(dont_need: bool) -> Advice {
+    if dont_need {
+        Advice::DontNeed
+    } else {
+        Advice::WillNeed
+    }
+}
+
+/// A read with `flags` (see [`Op::Read`]) checked against the model: all
+/// of it, or for `NOWAIT` a prefix (or `WouldBlock`).
+fn check_read(f: &File, model: &Model, off: u64, len: usize, flags: u8, what: &str) {
+    let mut buf = vec![0xE7u8; len];
+    let want = model.read(off, len);
+    let rf = [ReadFlags::NONE, ReadFlags::DONTCACHE, ReadFlags::NOWAIT][flags as usize];
+    match f.read_at_flags(&mut buf, off, rf) {
+        Ok(n) if rf == ReadFlags::NOWAIT => {
+            assert!(n <= want.len(), "{what}: NOWAIT read {n} of {}", want.len());
+            assert_same(what, &buf[..n], &want[..n]);
+        }
+        Ok(n) => assert_same(what, &buf[..n], want),
+        Err(e) if rf == ReadFlags::NOWAIT && e.kind() == std::io::ErrorKind::WouldBlock => {}
+        Err(e) => panic!("{what}: {e}"),
+    }
 }
 
 // ---- one thread, a real file ----------------------------------------------------
@@ -191,23 +240,31 @@ fn run_file(cap: usize, folio: usize, insert: Insert, initial: usize, ops: &[Op]
         r.step = step;
         let what = r.what(op);
         match *op {
-            Op::Write { off, len, seed } => {
+            Op::Write {
+                off,
+                len,
+                seed,
+                uncached,
+            } => {
                 let buf = nonzero_bytes(len, seed);
                 let n = r
                     .f()
-                    .write_at(&buf, off)
+                    .write_at_flags(&buf, off, write_flags(uncached))
                     .unwrap_or_else(|e| panic!("{what}: {e}"));
                 assert_eq!(n, len, "{what}: write_at is never short");
                 r.model.write(off, &buf);
             }
-            Op::Read { off, len } => {
-                let mut buf = vec![0xE7u8; len];
-                let n = r
-                    .f()
-                    .read_at(&mut buf, off)
+            Op::Read { off, len, flags } => {
+                check_read(r.f(), &r.model, off, len, flags, &what);
+            }
+            Op::Advise {
+                off,
+                len,
+                dont_need,
+            } => {
+                r.f()
+                    .advise(off, len, advice(dont_need))
                     .unwrap_or_else(|e| panic!("{what}: {e}"));
-                let want = r.model.read(off, len);
-                assert_same(&what, &buf[..n], want);
             }
             Op::SetLen(len) => {
                 r.f().set_len(len).unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -303,19 +360,27 @@ fn run_memfile(folio: usize, initial: u64, ops: &[Op]) {
     for (step, op) in ops.iter().enumerate() {
         let what = format!("memfile step {step} {op:?} (max folio {} KiB)", folio / KIB);
         match *op {
-            Op::Write { off, len, seed } => {
+            Op::Write {
+                off,
+                len,
+                seed,
+                uncached,
+            } => {
                 let buf = nonzero_bytes(len, seed);
-                f.write_all_at(&buf, off)
+                let n = f
+                    .write_at_flags(&buf, off, write_flags(uncached))
                     .unwrap_or_else(|e| panic!("{what}: {e}"));
+                assert_eq!(n, len, "{what}");
                 model.write(off, &buf);
             }
-            Op::Read { off, len } => {
-                let mut buf = vec![0xE7u8; len];
-                let n = f
-                    .read_at(&mut buf, off)
-                    .unwrap_or_else(|e| panic!("{what}: {e}"));
-                assert_same(&what, &buf[..n], model.read(off, len));
-            }
+            Op::Read { off, len, flags } => check_read(&f, &model, off, len, flags, &what),
+            Op::Advise {
+                off,
+                len,
+                dont_need,
+            } => f
+                .advise(off, len, advice(dont_need))
+                .unwrap_or_else(|e| panic!("{what}: {e}")),
             Op::SetLen(len) => {
                 f.set_len(len).unwrap_or_else(|e| panic!("{what}: {e}"));
                 model.set_len(len);
@@ -368,6 +433,9 @@ enum TOp {
         at: u32,
         len: u32,
         seed: u64,
+        /// `WriteFlags::DONTCACHE`: its folios go when written back, and
+        /// they may hold a neighbour's dirty bytes.
+        uncached: bool,
     },
     Read {
         at: u32,
@@ -387,7 +455,8 @@ enum TOp {
 fn top() -> impl Strategy<Value = TOp> {
     let len = prop_oneof![3 => 1u32..=100, 4 => 1u32..=10_000, 1 => 1u32..=200_000];
     prop_oneof![
-        8 => (any::<u32>(), len.clone(), any::<u64>()).prop_map(|(at, len, seed)| TOp::Write { at, len, seed }),
+        8 => (any::<u32>(), len.clone(), any::<u64>(), prop::bool::weighted(0.3))
+            .prop_map(|(at, len, seed, uncached)| TOp::Write { at, len, seed, uncached }),
         5 => (any::<u32>(), len.clone()).prop_map(|(at, len)| TOp::Read { at, len }),
         2 => (any::<u32>(), len).prop_map(|(at, len)| TOp::Punch { at, len }),
         1 => any::<u32>().prop_map(|at| TOp::SetLen { at }),
@@ -420,12 +489,19 @@ fn thread_ops(f: &File, path: Option<&Path>, share: Share, mut model: Model, ops
     for (step, op) in ops.iter().enumerate() {
         let what = format!("thread {id} [{start}, {end}) step {step} {op:?}");
         match *op {
-            TOp::Write { at, len, seed } => {
+            TOp::Write {
+                at,
+                len,
+                seed,
+                uncached,
+            } => {
                 let rel = at as u64 % span;
                 let len = (len as u64).min(span - rel) as usize;
                 let buf = nonzero_bytes(len, seed);
-                f.write_all_at(&buf, start + rel)
+                let n = f
+                    .write_at_flags(&buf, start + rel, write_flags(uncached))
                     .unwrap_or_else(|e| panic!("{what}: {e}"));
+                assert_eq!(n, len, "{what}");
                 model.write(rel, &buf);
             }
             TOp::Read { at, len } => {

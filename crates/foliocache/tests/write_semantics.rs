@@ -1302,7 +1302,10 @@ fn a_large_folio_written_in_a_few_places_writes_back_only_those_pages() {
         f.write_all_at(b"0123456789", off).unwrap();
         model.write(off, b"0123456789");
     }
+    // Dirty counts are of the pages written, not the whole folio.
+    assert_eq!(c.stats().dirty_bytes, 5 * P, "pages 3, 100, 101, 400, 401");
     f.sync_data().unwrap();
+    assert_eq!(c.stats().dirty_bytes, 0);
     let s = b.stats();
     assert_eq!(s.writes, 3, "three dirty runs: pages 3, 100-101, 400-401");
     assert!(
@@ -1444,4 +1447,27 @@ fn a_write_a_tebibyte_out_makes_a_sparse_file_of_that_size() {
     f.set_len(0).unwrap();
     f.sync_all().unwrap();
     assert_eq!(d.metadata().unwrap().len(), 0);
+}
+
+#[test]
+fn small_writes_into_large_folios_are_not_throttled_below_the_dirty_limit() {
+    // 32 writes of 4 KiB into one 2 MiB folio make 128 KiB dirty, under a
+    // 256 KiB limit: nobody waits (a count of whole folios would say 64 MiB).
+    let old = nonzero_bytes(2 * MIB, 47);
+    let b = Arc::new(FaultyBacking::new(MemBacking::with_data(old.clone())));
+    let c = cache_dirty(8 * MIB, 2 * MIB, 256 * KIB, 256 * KIB);
+    let f = c.open_backing(b.clone()).unwrap();
+    assert_eq!(read_all(&f), old);
+    let mut model = Model { data: old };
+    for i in 0..32u64 {
+        let d = nonzero_bytes(PAGE, 100 + i);
+        let off = (i * 37 % 512) * P;
+        f.write_all_at(&d, off).unwrap();
+        model.write(off, &d);
+    }
+    let s = c.stats();
+    assert_eq!(s.throttled, 0, "{s:?}");
+    assert!(s.dirty_bytes <= 32 * P, "{s:?}");
+    f.sync_data().unwrap();
+    assert_same("backing", &b.inner().contents().unwrap(), &model.data);
 }

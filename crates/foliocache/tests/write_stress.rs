@@ -14,7 +14,9 @@
 //! for want of a folio); readers racing shrink, punch and whole rewrites
 //! (no stale version); writers racing to create the same folios while an
 //! evictor opens gaps; writes and reads in a hole while a sync extends the
-//! backing.
+//! backing; two writers filling a memfile; threads opening and closing one
+//! path; and chaos on one range, after which the cache, the disk and a new
+//! cache must agree.
 //!
 //! Runs 2 s per test; `FOLIOCACHE_STRESS_SECS` makes it longer.
 
@@ -838,4 +840,80 @@ fn threads_opening_and_closing_one_path_see_their_own_writes() {
         &disk(&tmp.path),
         &want,
     );
+}
+
+/// Four threads do anything to one range at once: writes (some uncached),
+/// set_len, punches, reads, syncs, evictions. No model can say what the
+/// bytes are, but once they stop and a sync returns, the cache, the disk,
+/// and a new cache reading the disk must agree byte for byte.
+#[test]
+fn chaos_on_one_range_ends_with_the_cache_and_the_disk_agreeing() {
+    for (cap, folio) in [(256 * KIB, 16 * KIB), (1024 * KIB, 64 * KIB)] {
+        const SPAN: u64 = 512 * 1024;
+        let tmp = TempPath::new("chaos");
+        let c = cache(cap, folio);
+        let f = open_rw(&c, &tmp.path);
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads: Vec<_> = (0..4u64)
+            .map(|t| {
+                let (f, c, stop) = (f.clone(), c.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let mut rng = StdRng::seed_from_u64(100 + t);
+                    let mut buf = vec![0u8; 64 * KIB];
+                    while !stop.load(SeqCst) {
+                        let off = rng.gen_range(0..SPAN);
+                        let len = rng.gen_range(1..=(SPAN - off).min(40_000));
+                        match rng.gen_range(0..10) {
+                            0..=3 => {
+                                let v = rng.gen_range(1..=255u8);
+                                let flags = if rng.gen_bool(0.3) {
+                                    WriteFlags::DONTCACHE
+                                } else {
+                                    WriteFlags::NONE
+                                };
+                                let n = f
+                                    .write_at_flags(&vec![v; len as usize], off, flags)
+                                    .unwrap_or_else(|e| panic!("thread {t}: write: {e}"));
+                                assert_eq!(n, len as usize);
+                            }
+                            4 => f.set_len(off).unwrap(),
+                            5 => f.punch_hole(off, len).unwrap(),
+                            6 | 7 => {
+                                let n = (len as usize).min(buf.len());
+                                f.read_at(&mut buf[..n], off)
+                                    .unwrap_or_else(|e| panic!("thread {t}: read: {e}"));
+                            }
+                            8 => f.sync_data().unwrap(),
+                            _ => {
+                                c.shrink(64 * KIB as u64);
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        std::thread::sleep(secs() / 2);
+        stop.store(true, SeqCst);
+        wcommon::within(HANG, "the chaos threads to stop", move || {
+            for t in threads {
+                if let Err(p) = t.join() {
+                    std::panic::resume_unwind(p);
+                }
+            }
+        });
+        let what = format!("capacity {cap}, max folio {folio}");
+        let cached = read_all(&f);
+        f.sync_all().unwrap();
+        assert_same(&format!("{what}: disk vs cache"), &disk(&tmp.path), &cached);
+        c.shrink(u64::MAX);
+        assert_same(
+            &format!("{what}: cache after eviction"),
+            &read_all(&f),
+            &cached,
+        );
+        // A new cache over the same path: the same file.
+        let fresh = cache(cap, folio);
+        let g = fresh.open(&tmp.path).unwrap();
+        assert_same(&format!("{what}: a new cache"), &read_all(&g), &cached);
+    }
 }
