@@ -2041,20 +2041,14 @@ impl Mapping {
     }
 
     /// Ends writeback of a run started by
-    /// [`start_writeback`](Self::start_writeback) with those `dirty` page
-    /// runs; `failed`: they are dirty again (to be retried).
-    pub(crate) fn end_writeback(
-        &self,
-        run: &[FolioRef<'_>],
-        dirty: &[Vec<(u64, u64)>],
-        failed: bool,
-    ) {
+    /// [`start_writeback`](Self::start_writeback): the page runs in
+    /// `failed` (per folio, as `start_writeback` gave them) are dirty again,
+    /// to be retried.
+    pub(crate) fn end_writeback(&self, run: &[FolioRef<'_>], failed: &[Vec<(u64, u64)>]) {
         let all: u64 = run.iter().map(|f| f.nr_pages()).sum();
-        if failed {
-            for (f, runs) in run.iter().zip(dirty) {
-                for &(a, n) in runs {
-                    self.mark_dirty(std::slice::from_ref(f), &[(a, n)]);
-                }
+        for (f, runs) in run.iter().zip(failed) {
+            for &(a, n) in runs {
+                self.mark_dirty(std::slice::from_ref(f), &[(a, n)]);
             }
         }
         for f in run {
@@ -2070,19 +2064,22 @@ impl Mapping {
     /// contiguous pages: pages that follow each other in the file, across
     /// folios too, go as one vectored write; each gap starts another. Many
     /// writes (scattered dirty pages) are spread over up to
-    /// [`WRITEBACK_THREADS`] threads so several are in flight. Returns the
-    /// bytes written, or an error (other writes may have been made; the
-    /// caller marks every page of the run dirty again).
+    /// [`WRITEBACK_THREADS`] threads so several are in flight. Every write
+    /// is tried. Returns the bytes written or the first error, and the page
+    /// runs (per folio) whose write failed, to be marked dirty again.
     pub(crate) fn write_dirty(
         &self,
         run: &[FolioRef<'_>],
         dirty: &[Vec<(u64, u64)>],
-    ) -> io::Result<u64> {
+    ) -> (io::Result<u64>, Vec<Vec<(u64, u64)>>) {
         let cache = self.inner();
-        // The writes: (file offset, buffers), contiguous pages merged.
-        let mut segs: Vec<(u64, Vec<IoBuf<'_>>)> = Vec::new();
+        // The writes: file offset, buffers (contiguous pages merged), and
+        // the (folio, first page, pages) pieces they carry.
+        type Seg<'b> = (u64, Vec<IoBuf<'b>>, Vec<(usize, u64, u64)>);
+        let mut segs: Vec<Seg<'_>> = Vec::new();
+        let mut failed: Vec<Vec<(u64, u64)>> = vec![Vec::new(); run.len()];
         let mut seg_end = 0u64;
-        for (f, runs) in run.iter().zip(dirty) {
+        for (i, (f, runs)) in run.iter().zip(dirty).enumerate() {
             let base = cache.arena.page_ptr(f.page()).as_ptr();
             for &(a, n) in runs {
                 assert!(a + n <= f.nr_pages(), "dirty pages past the folio");
@@ -2091,19 +2088,27 @@ impl Mapping {
                 // the IO reads it) and referenced (not freed); pages
                 // `a..a + n` lie inside it (asserted above); arena pages
                 // are 4 KiB aligned.
-                let buf = unsafe {
+                let buf = match unsafe {
                     IoBuf::from_raw_parts(base.add((a * PAGE) as usize), (n * PAGE) as usize)
-                }
-                .map_err(io::Error::from)?;
+                } {
+                    Ok(b) => b,
+                    Err(e) => {
+                        failed[i].push((a, n));
+                        return (Err(e.into()), failed);
+                    }
+                };
                 match segs.last_mut() {
-                    Some((_, bufs)) if at == seg_end => bufs.push(buf),
-                    _ => segs.push((at, vec![buf])),
+                    Some((_, bufs, pieces)) if at == seg_end => {
+                        bufs.push(buf);
+                        pieces.push((i, a, n));
+                    }
+                    _ => segs.push((at, vec![buf], vec![(i, a, n)])),
                 }
                 seg_end = at + n * PAGE;
             }
         }
         let backing = self.backing();
-        let write = |(at, bufs): &(u64, Vec<IoBuf<'_>>)| -> io::Result<u64> {
+        let write = |(at, bufs, _): &Seg<'_>| -> io::Result<u64> {
             let r = backing.write_blocks(bufs, *at);
             cache.stats.io_writes.fetch_add(1, Ordering::Relaxed);
             let n = r? as u64;
@@ -2115,29 +2120,60 @@ impl Mapping {
         } else {
             (segs.len() / PARALLEL_WRITES_MIN).clamp(1, WRITEBACK_THREADS)
         };
-        if threads == 1 {
-            return segs.iter().map(write).sum();
-        }
-        // Scattered dirty pages: each write is small and waits for the
-        // device, so keep several in flight (the kernel's flusher has the
-        // block layer's queue for that).
-        std::thread::scope(|scope| {
-            let parts: Vec<_> = (0..threads)
-                .map(|k| {
-                    let (segs, write) = (&segs, &write);
-                    scope.spawn(move || -> io::Result<u64> {
-                        segs.iter().skip(k).step_by(threads).map(write).sum()
+        // Every write is tried, whatever the others did.
+        let results: Vec<io::Result<u64>> = if threads == 1 {
+            segs.iter().map(write).collect()
+        } else {
+            // Scattered dirty pages: each write is small and waits for the
+            // device, so keep several in flight (the kernel's flusher has
+            // the block layer's queue for that).
+            std::thread::scope(|scope| {
+                let parts: Vec<_> = (0..threads)
+                    .map(|k| {
+                        let (segs, write) = (&segs, &write);
+                        scope.spawn(move || -> Vec<(usize, io::Result<u64>)> {
+                            (k..segs.len())
+                                .step_by(threads)
+                                .map(|j| (j, write(&segs[j])))
+                                .collect()
+                        })
                     })
-                })
-                .collect();
-            parts
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(io::Error::other("writeback thread panicked")))
-                })
-                .sum()
-        })
+                    .collect();
+                let mut all: Vec<(usize, io::Result<u64>)> = Vec::with_capacity(segs.len());
+                // (A thread that panicked leaves its writes failed.)
+                for h in parts {
+                    if let Ok(v) = h.join() {
+                        all.extend(v);
+                    }
+                }
+                let mut out: Vec<io::Result<u64>> = (0..segs.len())
+                    .map(|_| Err(io::Error::other("writeback thread panicked")))
+                    .collect();
+                for (j, r) in all {
+                    out[j] = r;
+                }
+                out
+            })
+        };
+        let mut total = Ok(0u64);
+        for (seg, r) in segs.iter().zip(results) {
+            match r {
+                Ok(n) => {
+                    if let Ok(t) = &mut total {
+                        *t += n;
+                    }
+                }
+                Err(e) => {
+                    for &(i, a, n) in &seg.2 {
+                        failed[i].push((a, n));
+                    }
+                    if total.is_ok() {
+                        total = Err(e);
+                    }
+                }
+            }
+        }
+        (total, failed)
     }
 
     /// The folios and shadows of bytes `from..to`: folios lying wholly

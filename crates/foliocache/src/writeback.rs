@@ -315,9 +315,10 @@ impl Mapping {
                 let (a, n) = runs[runs.len() - 1];
                 past_eof |= (f.index() + a + n) * PAGE > size;
             }
-            let r = self.write_dirty(&run, &dirty);
-            let failed = r.is_err();
-            self.end_writeback(&run, &dirty, failed);
+            // Every write is tried; only the pages of those that failed are
+            // dirty again.
+            let (r, failed) = self.write_dirty(&run, &dirty);
+            self.end_writeback(&run, &failed);
             if let Err(e) = r {
                 self.inner()
                     .stats
