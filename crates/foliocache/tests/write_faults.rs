@@ -871,7 +871,6 @@ fn missing(b: &Faulty, model: &Model) -> Vec<usize> {
 }
 
 #[test]
-#[ignore = "bug: Mapping::write_dirty stops a worker's writes at its first error and re-dirties every page of the run (14 of 64 pages unwritten, retry rewrites all 64)"]
 fn one_failed_write_among_many_scattered_runs_keeps_only_its_page_dirty() {
     // The 10th write fails: every other run is still written ("the runs
     // after a failed one are still tried"), only the failed page stays
@@ -901,7 +900,6 @@ fn one_failed_write_among_many_scattered_runs_keeps_only_its_page_dirty() {
 }
 
 #[test]
-#[ignore = "bug: Mapping::write_dirty stops a worker's writes at its first error: with a bad page, every 4th later page stays unwritten"]
 fn a_bad_page_among_many_scattered_runs_does_not_hold_back_the_others() {
     // A persistent bad spot under one of the 64 runs: each sync fails, but
     // the 63 others reach the backing, not only those before it.
