@@ -987,7 +987,8 @@ impl Engines {
             .map(|p| m.path_of(p))
             .collect::<Result<Vec<_>>>()?;
         setup.notes.push(format!(
-            "fuse: {} served at {} by foliocache-fuse in this process ({} threads, a cache of {};              the server's CPU time is in the run's figures)",
+            "fuse: {} served at {} by foliocache-fuse in this process ({} threads, a cache of {}; \
+             the server's CPU time is in the run's figures)",
             backing.display(),
             m.mountpoint().display(),
             m.threads,
