@@ -1121,7 +1121,7 @@ fn check_record(r: &Value, readahead: bool, cpus: u64) {
             assert_eq!(r["page_cache"]["when"], "after drop");
         }
     } else {
-        assert!(["foliocache", "kernel", "mmap"].contains(&engine));
+        assert!(["foliocache", "kernel", "mmap", "fuse"].contains(&engine));
         assert!([4096, 65536].contains(&r["bs"].as_u64().unwrap()));
         assert_eq!(r["cold"], false);
         assert!(r["seconds"].as_f64().unwrap() > 0.1, "{engine}: seconds");
@@ -1132,6 +1132,10 @@ fn check_record(r: &Value, readahead: bool, cpus: u64) {
             assert_eq!(f["io_reads"], 0, "a cached run did IO");
             assert!(f["hits"].as_u64().unwrap() > 0);
             assert_eq!(f["populate"], "eager");
+        } else if engine == "fuse" {
+            // Direct IO through the mount: nothing in the page cache.
+            assert_eq!(r["bs"], 65536);
+            assert!(r["page_cache"].is_null());
         } else {
             assert!(r["capacity"].is_null());
             assert_eq!(r["page_cache"]["when"], "after warming");
