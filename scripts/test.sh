@@ -8,6 +8,22 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
+# The FUSE mount's tests need fusermount3 (package fuse3; as root only to
+# unmount) and fio (the verified workloads through the mount).
+missing=()
+command -v fio >/dev/null 2>&1 || missing+=(fio)
+command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    step "installing ${missing[*]} (FUSE mount tests)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null 2>&1 ||
+      { apt-get update >/dev/null && apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null; }
+  else
+    echo "note: ${missing[*]} missing and not root: the FUSE mount tests will skip (they fail under CI=true)"
+  fi
+fi
+
 if command -v rustup >/dev/null 2>&1; then
   for c in rustfmt clippy; do
     rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c"

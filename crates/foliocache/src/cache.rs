@@ -359,6 +359,7 @@ impl Cache {
             io_write_bytes: s.io_write_bytes.load(Ordering::Relaxed),
             writeback_errors: s.writeback_errors.load(Ordering::Relaxed),
             throttled: s.throttled.load(Ordering::Relaxed),
+            readahead_windows: s.readahead_windows.load(Ordering::Relaxed),
         }
     }
 
@@ -434,6 +435,9 @@ pub struct CacheStats {
     /// Writes that found the cache over its dirty limit and wrote back
     /// before going on.
     pub throttled: u64,
+    /// Readahead windows built (synchronous and asynchronous, and those of
+    /// `File::readahead`), counting those that inserted a folio.
+    pub readahead_windows: u64,
 }
 
 /// A counter that readers bump without sharing a cache line: one padded
@@ -502,6 +506,7 @@ pub(crate) struct Stats {
     pub(crate) io_write_bytes: AtomicU64,
     pub(crate) writeback_errors: AtomicU64,
     pub(crate) throttled: AtomicU64,
+    pub(crate) readahead_windows: AtomicU64,
 }
 
 /// An intrusive list of folios threaded through the descriptors' links.

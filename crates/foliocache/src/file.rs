@@ -350,6 +350,86 @@ impl File {
         (end - offset) as usize
     }
 
+    /// Calls `f` with the file's bytes `offset..offset + len` (fewer at end
+    /// of file, none at or past it), without copying them when it can: if
+    /// the range lies in one cached, uptodate folio whose lock is free, `f`
+    /// reads them in place, with the folio locked while it runs (a writer
+    /// of that folio waits; readers do not). Otherwise the bytes are read
+    /// as [`read_at`](Self::read_at) reads them into a buffer of this
+    /// thread's, and `f` gets that. For a server that sends cached data on
+    /// (a FUSE reply) with one copy instead of two. `f` must not write this
+    /// file (it could wait for the lock it is holding).
+    ///
+    /// # Errors
+    /// As [`read_at`](Self::read_at), when no byte could be read.
+    pub fn read_with<R>(
+        &self,
+        offset: u64,
+        len: usize,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> io::Result<R> {
+        let size = self.len();
+        if offset >= size || len == 0 {
+            return Ok(f(&[]));
+        }
+        let end = offset.saturating_add(len as u64).min(size);
+        let n = (end - offset) as usize;
+        let m = &*self.mapping;
+        let cache = m.inner();
+        if !self
+            .effective_flags(ReadFlags::NONE)
+            .contains(ReadFlags::DONTCACHE)
+            && !m.memfile
+        {
+            let (hit, sequential) = m.get_for_read(offset, n);
+            if let Some(fo) = hit {
+                let start = fo.index() * PAGE;
+                if end <= start + fo.nr_pages() * PAGE && fo.trylock() {
+                    let ff = fo.flags();
+                    if fo.mapping() == m.id()
+                        && fo.contains(offset / PAGE)
+                        && ff.contains(FolioFlags::UPTODATE)
+                        && !ff.intersects(FolioFlags::READAHEAD.union(FolioFlags::DROPBEHIND))
+                    {
+                        if !(sequential && offset > start) {
+                            cache.mark_accessed(&fo, ff);
+                        }
+                        cache.stats.hits.add(1);
+                        let r = m.with_locked_bytes(&fo, (offset - start) as usize, n, f);
+                        fo.unlock();
+                        return Ok(r);
+                    }
+                    fo.unlock();
+                }
+            }
+        }
+        thread_local! {
+            static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        BUF.with(|cell| {
+            // (A fresh buffer if `f` of an outer call reads again.)
+            let mut own = Vec::new();
+            let mut borrowed = cell.try_borrow_mut();
+            let buf = match borrowed.as_deref_mut() {
+                Ok(b) => b,
+                Err(_) => &mut own,
+            };
+            if buf.len() < n {
+                buf.resize(n, 0);
+            }
+            let mut done = 0;
+            while done < n {
+                match self.read_at(&mut buf[done..n], offset + done as u64) {
+                    Ok(0) => break,
+                    Ok(k) => done += k,
+                    Err(e) if done == 0 => return Err(e),
+                    Err(_) => break,
+                }
+            }
+            Ok(f(&buf[..done]))
+        })
+    }
+
     /// Reads exactly `buf.len()` bytes at `offset`.
     ///
     /// # Errors
@@ -803,6 +883,13 @@ impl File {
             Insert::Single => self.insert_single(slots, dropbehind),
         };
         let any = !folios.is_empty();
+        if any {
+            self.mapping
+                .inner()
+                .stats
+                .readahead_windows
+                .fetch_add(1, Ordering::Relaxed);
+        }
         self.read_window(folios, sync);
         any
     }

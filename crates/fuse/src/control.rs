@@ -124,5 +124,6 @@ pub fn cache_stats_json(s: &CacheStats) -> serde_json::Value {
         "io_write_bytes": s.io_write_bytes,
         "writeback_errors": s.writeback_errors,
         "throttled": s.throttled,
+        "readahead_windows": s.readahead_windows,
     })
 }

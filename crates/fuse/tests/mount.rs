@@ -488,8 +488,8 @@ impl Rng {
 /// Random writes, reads, truncates, hole punches, fsyncs and reopens of one
 /// file through the mount, every read checked against a `Vec<u8>` model,
 /// and the backing checked against it after unmount. `FUSE_EXERCISER_OPS`
-/// sets the number of operations (default 4000; the run is
-/// 100000).
+/// sets the number of operations (default 100 000 under `CI=true`, the
+/// issue's run; 4000 otherwise, for a quick local run).
 #[test]
 fn random_operations_match_a_model() {
     if !fuse_ok("random_operations_match_a_model") {
@@ -499,7 +499,11 @@ fn random_operations_match_a_model() {
     let ops: u64 = std::env::var("FUSE_EXERCISER_OPS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(4000);
+        .unwrap_or(if std::env::var("CI").as_deref() == Ok("true") {
+            100_000
+        } else {
+            4000
+        });
     let seed: u64 = std::env::var("FUSE_EXERCISER_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
