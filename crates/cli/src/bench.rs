@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
 use crate::args::BenchArgs;
 use crate::cgroup::{Availability, MemCgroup};
@@ -143,6 +143,10 @@ fn run_plan(args: &BenchArgs, plan: &Plan, argv: &[String]) -> Result<()> {
             setups.push((files, capacity, hot));
         }
         let mut notes = Vec::new();
+        if let Some(n) = drop_unavailable_fuse(&mut sc)? {
+            out!("note: {n}");
+            notes.push(n);
+        }
         if args.engines.is_empty() {
             let first = setups.iter().find_map(|s| s.0.first()).cloned();
             if let Some(n) = first.and_then(|f| drop_unsupported_dontcache(&mut sc, &f)) {
@@ -229,7 +233,7 @@ fn run_plan(args: &BenchArgs, plan: &Plan, argv: &[String]) -> Result<()> {
         out!("{}", report::table(&rep, plan.repeat));
         reports.push(rep);
     }
-    engines.clear();
+    engines.clear()?;
 
     if reports.len() > 1 {
         out!("== summary");
@@ -421,6 +425,39 @@ fn drop_unsupported_dontcache(sc: &mut Scenario, file: &std::path::Path) -> Opti
         "{}: the dontcache engine is left out: {why:#}",
         sc.name
     ))
+}
+
+/// Where FUSE cannot run (no `/dev/fuse`, or no way to mount), takes
+/// the `fuse` engine out of a scenario (named or by default); the note
+/// saying so.
+///
+/// # Errors
+/// The scenario has nothing left to run.
+fn drop_unavailable_fuse(sc: &mut Scenario) -> Result<Option<String>> {
+    let has = sc
+        .jobs
+        .iter()
+        .any(|j| j.engines.iter().any(|e| e.kind == EngineKind::Fuse));
+    if !has {
+        return Ok(None);
+    }
+    let Some(why) = crate::engine::fuse_unavailable() else {
+        return Ok(None);
+    };
+    for j in &mut sc.jobs {
+        j.engines.retain(|e| e.kind != EngineKind::Fuse);
+    }
+    sc.jobs.retain(|j| !j.engines.is_empty());
+    if sc.jobs.is_empty() {
+        bail!(
+            "{}: the fuse engine cannot run here ({why}) and no other engine is left",
+            sc.name
+        );
+    }
+    Ok(Some(format!(
+        "{}: the fuse engine is left out: FUSE is unavailable here: {why}",
+        sc.name
+    )))
 }
 
 /// The runs of engine `label` in job `job`.
@@ -797,10 +834,13 @@ fn run_one(
         clock: plan.clock,
     };
     let folio = spec.kind == EngineKind::Foliocache;
+    // The fuse engine's data is not in the kernel's page cache (direct IO
+    // through the mount) but in its server's foliocache.
+    let page_cache = !folio && spec.kind != EngineKind::Fuse;
     // The memory limit: a cgroup of this run's own for an engine on the
     // kernel's page cache.
     let limit = match (job.memory_limit, ctx.cgroups) {
-        (Some(l), Some(avail @ Availability::Available { .. })) if !folio => Some(
+        (Some(l), Some(avail @ Availability::Available { .. })) if page_cache => Some(
             MemCgroup::create(avail, l)
                 .with_context(|| format!("{}: a memory cgroup of {}", spec.label, l))?,
         ),
@@ -870,7 +910,7 @@ fn run_one(
                 reason: None,
             })
         }
-        (Some(l), None) if !folio => ctx.cgroups.map(|a| scenario_limit(a, l)),
+        (Some(l), None) if page_cache => ctx.cgroups.map(|a| scenario_limit(a, l)),
         _ => None,
     };
     // Removes the cgroup (and the page cache charged to it).
@@ -896,6 +936,19 @@ fn run_one(
         notes.push(
             "the hot reader ran beside the job: its CPU time is in the run's CPU figures".into(),
         );
+    }
+    if let (Some(b), Some(a)) = (setup.fuse_before, engines.fuse_figures()) {
+        let io_reads = a.io_reads.saturating_sub(b.io_reads);
+        notes.push(format!(
+            "fuse: the server's cache during the run: {} hits, {} misses, {io_reads} backing reads{}",
+            a.hits.saturating_sub(b.hits),
+            a.misses.saturating_sub(b.misses),
+            if !ctx.mode.cold && !job.rw.is_write() && io_reads > 0 {
+                " (warning: not a fully cached figure)"
+            } else {
+                ""
+            }
+        ));
     }
     let mut capacity = None;
     let foliocache = match (setup.folio_before, engines.folio_stats(&spec.label)) {

@@ -9,6 +9,20 @@
 //! | `dontcache`  | `preadv2(RWF_DONTCACHE)`                    | `pwritev2(..)`     |
 //! | `mmap`       | a copy out of a `MAP_SHARED` mapping        | a copy into it     |
 //! | `anon`       | -                                           | a `memset` of fresh anonymous memory (populate only) |
+//! | `fuse`       | buffered `pread` of the file under a foliocache FUSE mount | `pwrite` there |
+//!
+//! The `fuse` engine mounts the data files' directory through
+//! `foliocache-fuse` in this process (its serving threads are this
+//! process's, so their CPU time is in the run's CPU figures) at a
+//! temporary mount point, with a cache of the foliocache engine's
+//! capacity, and does plain `pread`/`pwrite` on the files there: the
+//! mount opens them direct IO toward the kernel, so every read crosses
+//! into the server and is served from its foliocache. A warm run warms it
+//! by one read pass through the mount; a cold run, a write job, and a run
+//! after another engine wrote the files get a fresh mount (a fresh
+//! cache). It is unmounted (dirty data written back) when the bench ends,
+//! also on an error; where FUSE is unavailable ([`fuse_unavailable`]) the
+//! bench leaves the engine out with a note.
 //!
 //! The populate scenario's jobs write into memory, not files
 //! ([`JobSpec::memory`]): `foliocache` into a memfile (`Cache::memfile`,
@@ -65,17 +79,20 @@ pub enum EngineKind {
     /// A `memset` of fresh anonymous memory (the populate scenario's
     /// floor: what first touch costs).
     Anon,
+    /// Buffered pread/pwrite of the file through a foliocache FUSE mount.
+    Fuse,
 }
 
 impl EngineKind {
     /// Every engine, in the default order.
-    pub const ALL: [EngineKind; 6] = [
+    pub const ALL: [EngineKind; 7] = [
         EngineKind::Foliocache,
         EngineKind::Kernel,
         EngineKind::Direct,
         EngineKind::Dontcache,
         EngineKind::Mmap,
         EngineKind::Anon,
+        EngineKind::Fuse,
     ];
 
     /// The engine's name on the command line.
@@ -87,6 +104,7 @@ impl EngineKind {
             EngineKind::Dontcache => "dontcache",
             EngineKind::Mmap => "mmap",
             EngineKind::Anon => "anon",
+            EngineKind::Fuse => "fuse",
         }
     }
 
@@ -109,7 +127,7 @@ impl EngineKind {
     pub fn cached(self) -> bool {
         matches!(
             self,
-            EngineKind::Foliocache | EngineKind::Kernel | EngineKind::Mmap
+            EngineKind::Foliocache | EngineKind::Kernel | EngineKind::Mmap | EngineKind::Fuse
         )
     }
 }
@@ -555,6 +573,8 @@ pub struct Setup {
     /// make the memfd, or build foliocache's cache (its arena's populate
     /// with `populate=eager`) and open the file.
     pub setup_time: Option<Duration>,
+    /// The `fuse` engine's cache figures before the measurement.
+    pub fuse_before: Option<FuseFigures>,
 }
 
 /// foliocache's state before a measured run.
@@ -593,6 +613,11 @@ struct FolioState {
 #[derive(Default)]
 pub struct Engines {
     folio: HashMap<String, FolioState>,
+    /// The `fuse` engine's mount, kept across its runs.
+    fuse: Option<FuseMount>,
+    /// Another engine wrote the data files since the mount was made (its
+    /// cache may hold what they were before).
+    fuse_stale: bool,
 }
 
 /// How a run treats caches.
@@ -621,12 +646,15 @@ impl Engines {
             return self.prepare_memory(spec, job, mode);
         }
         let write = job.rw.is_write();
+        if write && spec.kind != EngineKind::Fuse {
+            self.fuse_stale = true;
+        }
         let mut setup = Setup::default();
         if mode.cold || !spec.cached() {
             if mode.cold || spec.kind == EngineKind::Dontcache {
                 setup.residency = Some(drop_files(files)?);
             }
-        } else if spec.kind != EngineKind::Foliocache {
+        } else if !matches!(spec.kind, EngineKind::Foliocache | EngineKind::Fuse) {
             let (residency, passes) = warm_kernel(files)?;
             if passes > 1 {
                 setup.notes.push(format!(
@@ -669,6 +697,10 @@ impl Engines {
             }
             EngineKind::Anon => {
                 bail!("anon engine: it only populates memory (--scenario populate)")
+            }
+            EngineKind::Fuse => {
+                let paths = self.fuse(files, mode, write, &mut setup)?;
+                Prepared::Pread(open_all(&paths, write, false).context("fuse engine")?)
             }
             EngineKind::Foliocache => {
                 let (handles, before) = self.folio(spec, files, mode, write)?;
@@ -902,11 +934,245 @@ impl Engines {
         if let Some(s) = self.folio.remove(label) {
             s.cache.wait_io_idle();
         }
+        if label == EngineKind::Fuse.name() {
+            if let Some(m) = self.fuse.take() {
+                // An unmount's failure is reported by the next mount's.
+                let _ = m.unmount();
+            }
+        }
     }
 
-    /// Frees every cache (their arenas) before the data files go.
-    pub fn clear(&mut self) {
+    /// Frees every cache (their arenas) and unmounts the `fuse` engine's
+    /// mount before the data files go.
+    ///
+    /// # Errors
+    /// The unmount's (or the writeback of the mount's dirty data).
+    pub fn clear(&mut self) -> Result<()> {
         self.folio.clear();
+        match self.fuse.take() {
+            Some(m) => m.unmount(),
+            None => Ok(()),
+        }
+    }
+
+    /// The `fuse` engine: its mount (kept from an earlier run, or made
+    /// now: always new for a cold run, a write job, or after another
+    /// engine wrote the files), warmed by one read pass through the mount
+    /// for a warm run; the data files' paths under the mount.
+    fn fuse(
+        &mut self,
+        files: &[PathBuf],
+        mode: RunMode,
+        write: bool,
+        setup: &mut Setup,
+    ) -> Result<Vec<PathBuf>> {
+        let backing = common_dir(files)?;
+        let reuse = self.fuse.as_ref().is_some_and(|m| {
+            !mode.cold
+                && !write
+                && !self.fuse_stale
+                && m.capacity == mode.capacity
+                && m.backing == backing
+        });
+        if !reuse {
+            if let Some(m) = self.fuse.take() {
+                m.unmount()?;
+            }
+            self.fuse = Some(FuseMount::new(&backing, mode.capacity)?);
+            self.fuse_stale = false;
+        }
+        let m = self.fuse.as_ref().context("fuse engine: no mount")?;
+        let paths = files
+            .iter()
+            .map(|p| m.path_of(p))
+            .collect::<Result<Vec<_>>>()?;
+        setup.notes.push(format!(
+            "fuse: {} served at {} by foliocache-fuse in this process ({} threads, a cache of {}; \
+             the server's CPU time is in the run's figures)",
+            backing.display(),
+            m.mountpoint().display(),
+            m.threads,
+            fmt_size(m.capacity)
+        ));
+        if !mode.cold {
+            let t = Instant::now();
+            let mut buf = vec![0u8; 1 << 20];
+            for p in &paths {
+                let f = File::open(p).with_context(|| format!("opening {}", p.display()))?;
+                let len = f.metadata()?.len();
+                let mut off = 0;
+                while off < len {
+                    let n = f.read_at(&mut buf, off).context("fuse engine: warm pass")?;
+                    if n == 0 {
+                        break;
+                    }
+                    off += n as u64;
+                }
+            }
+            setup.notes.push(format!(
+                "fuse: warmed by one read pass through the mount in {:.2} s",
+                t.elapsed().as_secs_f64()
+            ));
+        }
+        if let Some(s) = m.cache_figures() {
+            setup.fuse_before = Some(s);
+        }
+        Ok(paths)
+    }
+
+    /// The `fuse` engine's cache figures now (the mount's control file),
+    /// if it is mounted.
+    pub fn fuse_figures(&self) -> Option<FuseFigures> {
+        self.fuse.as_ref().and_then(FuseMount::cache_figures)
+    }
+}
+
+/// Why the `fuse` engine cannot run here (no `/dev/fuse`; not root and no
+/// `fusermount3` on PATH), or `None`.
+pub fn fuse_unavailable() -> Option<String> {
+    if !std::path::Path::new("/dev/fuse").exists() {
+        return Some("no /dev/fuse".into());
+    }
+    // Root (the mount needs no helper then): the owner of /proc/self.
+    let root =
+        std::fs::metadata("/proc/self").is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0);
+    let helper = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("fusermount3").exists()));
+    if !root && !helper {
+        return Some("not root and no fusermount3 on PATH (install fuse3)".into());
+    }
+    None
+}
+
+/// The one directory all of `files` are in, canonical.
+fn common_dir(files: &[PathBuf]) -> Result<PathBuf> {
+    let mut dir: Option<PathBuf> = None;
+    for p in files {
+        let d = p
+            .parent()
+            .with_context(|| format!("fuse engine: {} has no directory", p.display()))?
+            .canonicalize()
+            .with_context(|| format!("fuse engine: {}", p.display()))?;
+        match &dir {
+            Some(x) if *x != d => bail!(
+                "fuse engine: the data files are in two directories ({} and {})",
+                x.display(),
+                d.display()
+            ),
+            _ => dir = Some(d),
+        }
+    }
+    dir.context("fuse engine: no data files")
+}
+
+/// A cache's figures as the mount's control file gives them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FuseFigures {
+    /// Reads served from the cache.
+    pub hits: u64,
+    /// Reads that missed.
+    pub misses: u64,
+    /// Reads from the backing.
+    pub io_reads: u64,
+}
+
+/// The `fuse` engine's mount: the data directory served by
+/// `foliocache-fuse` in this process at a temporary mount point.
+/// Dropping it unmounts (errors ignored); [`FuseMount::unmount`] reports
+/// them.
+struct FuseMount {
+    session: Option<fuser::BackgroundSession>,
+    /// The mount point (removed after the unmount: fields drop after
+    /// [`Drop::drop`]).
+    dir: tempfile::TempDir,
+    backing: PathBuf,
+    capacity: u64,
+    threads: usize,
+}
+
+impl FuseMount {
+    /// Mounts `backing` with a cache of `capacity` bytes at a new
+    /// temporary directory (outside `backing`).
+    fn new(backing: &std::path::Path, capacity: u64) -> Result<FuseMount> {
+        let mk = |at: &std::path::Path| {
+            tempfile::Builder::new()
+                .prefix("foliocache-bench-mnt-")
+                .tempdir_in(at)
+        };
+        let tmp = std::env::temp_dir();
+        let tmp = tmp.canonicalize().unwrap_or(tmp);
+        let dir = if tmp.starts_with(backing) {
+            // The mount point must not be inside the backing directory.
+            let parent = backing
+                .parent()
+                .context("fuse engine: the data directory is `/`: no place for a mount point")?;
+            mk(parent)
+        } else {
+            mk(&tmp)
+        }
+        .context("fuse engine: making a temporary mount point")?;
+        let opts = foliocache_fuse::MountOptions::new(
+            usize::try_from(capacity).context("fuse engine: capacity too large")?,
+        );
+        let session = foliocache_fuse::spawn(backing, dir.path(), &opts).with_context(|| {
+            format!(
+                "fuse engine: mounting {} at {}",
+                backing.display(),
+                dir.path().display()
+            )
+        })?;
+        Ok(FuseMount {
+            session: Some(session),
+            dir,
+            backing: backing.to_path_buf(),
+            capacity,
+            threads: opts.threads,
+        })
+    }
+
+    fn mountpoint(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    /// `p` (a file of the backing directory) under the mount.
+    fn path_of(&self, p: &std::path::Path) -> Result<PathBuf> {
+        let name = p
+            .file_name()
+            .with_context(|| format!("fuse engine: {} is not a file", p.display()))?;
+        Ok(self.mountpoint().join(name))
+    }
+
+    /// The cache's figures from the control file (`None` if it cannot be
+    /// read).
+    fn cache_figures(&self) -> Option<FuseFigures> {
+        let text =
+            std::fs::read_to_string(self.mountpoint().join(foliocache_fuse::CONTROL_NAME)).ok()?;
+        let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+        let n = |k: &str| v["cache"][k].as_u64();
+        Some(FuseFigures {
+            hits: n("hits")?,
+            misses: n("misses")?,
+            io_reads: n("io_reads")?,
+        })
+    }
+
+    /// Unmounts, waits for the server (which writes every dirty folio
+    /// back), and removes the mount point.
+    fn unmount(mut self) -> Result<()> {
+        if let Some(s) = self.session.take() {
+            s.umount_and_join().with_context(|| {
+                format!("fuse engine: unmounting {}", self.mountpoint().display())
+            })?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for FuseMount {
+    fn drop(&mut self) {
+        if let Some(s) = self.session.take() {
+            let _ = s.umount_and_join();
+        }
     }
 }
 

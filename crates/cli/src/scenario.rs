@@ -400,7 +400,8 @@ fn custom_job(args: &BenchArgs) -> Result<Scenario, String> {
     let engines = if args.engines.is_empty() {
         EngineKind::ALL
             .into_iter()
-            .filter(|k| k.on_files())
+            // fuse by name only: it mounts, and needs /dev/fuse.
+            .filter(|k| k.on_files() && *k != EngineKind::Fuse)
             .map(EngineSpec::plain)
             .collect()
     } else {
@@ -494,9 +495,27 @@ fn scenario(
                  4 KiB and of 64 KiB: the cost of a cache hit.",
                 fmt_size(size)
             ),
-            jobs: vec![job(Rw::Read, 4096, 1), job(Rw::Read, 64 << 10, 1)],
-            ratios: Vec::new(),
-            targets: Vec::new(),
+            jobs: {
+                let mut big = job(Rw::Read, 64 << 10, 1);
+                if args.engines.is_empty() {
+                    // The FUSE crossing, at the issue's target's block
+                    // size only (each run is time-based: a run more).
+                    big.engines.push(EngineSpec::plain(EngineKind::Fuse));
+                }
+                vec![job(Rw::Read, 4096, 1), big]
+            },
+            ratios: fuse_ratio(&engines, args.engines.is_empty())
+                .into_iter()
+                .collect(),
+            targets: fuse_ratio(&engines, args.engines.is_empty())
+                .map(|r| TargetSpec::Bandwidth {
+                    numerator: r.numerator,
+                    denominator: r.denominator,
+                    job: r.job,
+                    min: FUSE_TARGET,
+                })
+                .into_iter()
+                .collect(),
             detailed: false,
         },
         "randread" => Scenario {
@@ -523,6 +542,32 @@ fn scenario(
         }
     };
     Ok(s)
+}
+
+/// The issue's target for the FUSE mount: 64 KiB cached sequential reads
+/// through it at least this fraction of the kernel's buffered reads.
+const FUSE_TARGET: f64 = 0.5;
+
+/// seqread's ratio `fuse / kernel` at 64 KiB (its second job), where
+/// both engines run (`default`: the default engines, which add fuse).
+fn fuse_ratio(engines: &[EngineSpec], default: bool) -> Option<RatioSpec> {
+    let fuse = default || engines.iter().any(|e| e.kind == EngineKind::Fuse);
+    let kernel = engines.iter().find(|e| e.kind == EngineKind::Kernel)?;
+    let fuse_label = if default {
+        EngineKind::Fuse.name().to_string()
+    } else {
+        engines
+            .iter()
+            .find(|e| e.kind == EngineKind::Fuse)?
+            .label
+            .clone()
+    };
+    fuse.then(|| RatioSpec {
+        numerator: fuse_label,
+        denominator: kernel.label.clone(),
+        target: Some(FUSE_TARGET),
+        job: Some(1),
+    })
 }
 
 /// `readahead`, seed (a): cold sequential reads, bs 128 KiB, 2 threads per
@@ -1108,6 +1153,13 @@ fn check_job(j: &JobSpec, args: &BenchArgs) -> Result<(), String> {
             EngineKind::Direct if args.buf_offset != 0 => {
                 return Err(
                     "direct engine: O_DIRECT needs a 4096-aligned buffer: --buf-offset must be 0"
+                        .into(),
+                )
+            }
+            EngineKind::Fuse if j.hot.is_some() => {
+                return Err(
+                    "fuse engine: the uncached scenario's hot reader does not run through the \
+                     mount: leave fuse out of --scenario uncached"
                         .into(),
                 )
             }

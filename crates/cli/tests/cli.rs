@@ -242,10 +242,12 @@ fn quick_seeds_smoke_run_writes_complete_json_and_a_plot() {
     // 3 engines at 128 KiB and direct at 1 MiB; uncached: 4 engines alone
     // and beside the hot reader (3 if the kernel lacks RWF_DONTCACHE);
     // populate: 6 engines; write: 5 engines (4) for 2 jobs.
+    // seqread's 64 KiB job also runs fuse where FUSE is available.
     let uncached_engines = if dontcache_here() { 4 } else { 3 };
+    let fuse = usize::from(fuse_missing().is_none());
     assert_eq!(
         rs.len(),
-        13 + 2 * uncached_engines + 6 + 2 * (uncached_engines + 1)
+        13 + fuse + 2 * uncached_engines + 6 + 2 * (uncached_engines + 1)
     );
     for s in scenarios {
         let readahead = s["name"] == "readahead";
@@ -264,7 +266,9 @@ fn quick_seeds_smoke_run_writes_complete_json_and_a_plot() {
         for r in s["results"].as_array().unwrap() {
             check_record(r, readahead, cpus);
         }
-        if !readahead {
+        if s["name"] == "seqread" {
+            check_seqread_fuse(s, fuse == 1);
+        } else if !readahead {
             assert!(s.get("summary").is_none(), "{}: a summary", s["name"]);
         }
     }
@@ -342,6 +346,108 @@ fn quick_seeds_smoke_run_writes_complete_json_and_a_plot() {
         "time (s)",
     ] {
         assert!(svg.contains(word), "plot lacks {word}");
+    }
+}
+
+/// seqread's `fuse` run (64 KiB only) and its target `fuse / kernel`
+/// at 64 KiB, where FUSE is available.
+fn check_seqread_fuse(s: &Value, fuse: bool) {
+    let fuse_runs: Vec<&Value> = s["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["engine"] == "fuse")
+        .collect();
+    if !fuse {
+        assert!(fuse_runs.is_empty());
+        return;
+    }
+    assert_eq!(fuse_runs.len(), 1, "fuse runs at 64 KiB only");
+    assert_eq!(fuse_runs[0]["bs"], 64 << 10);
+    let ratios = s["summary"]["ratios"].as_array().unwrap();
+    assert_eq!(ratios.len(), 1);
+    assert_eq!(ratios[0]["numerator"], "fuse");
+    assert_eq!(ratios[0]["denominator"], "kernel");
+    assert_eq!(ratios[0]["target"], 0.5);
+    let targets = s["summary"]["targets"].as_array().unwrap();
+    assert_eq!(targets.len(), 1, "{targets:?}");
+}
+
+/// Why FUSE cannot be used here, or `None` (as the bench decides it).
+fn fuse_missing() -> Option<String> {
+    if !Path::new("/dev/fuse").exists() {
+        return Some("no /dev/fuse".into());
+    }
+    let root =
+        std::fs::metadata("/proc/self").is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0);
+    let helper = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("fusermount3").exists()));
+    if !root && !helper {
+        return Some("not root and no fusermount3 on PATH".into());
+    }
+    None
+}
+
+/// A tiny custom job through the FUSE mount, reads and writes verified:
+/// the JSON has the fuse engine's records, with the server's cache
+/// figures in the notes, and nothing is left mounted. Skipped with a
+/// message where FUSE is unavailable, except under `CI=true`.
+#[test]
+fn fuse_engine_runs_a_custom_job_through_a_mount() {
+    if let Some(why) = fuse_missing() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "FUSE is required under CI=true: {why}"
+        );
+        println!("skipped: fuse_engine_runs_a_custom_job_through_a_mount: {why}");
+        return;
+    }
+    for rw in ["read", "randwrite"] {
+        let dir = tempfile::tempdir().unwrap();
+        let v = bench_json(
+            dir.path(),
+            &[
+                "--rw", rw, "--bs", "64k", "--size", "4M", "--engine", "fuse", "--engine",
+                "kernel", "--verify",
+            ],
+        );
+        let rs = results(&v);
+        let engines: Vec<&str> = rs.iter().map(|r| r["engine"].as_str().unwrap()).collect();
+        assert_eq!(engines, ["fuse", "kernel"]);
+        let f = rs[0];
+        assert_eq!(f["bytes"], 4 << 20, "{f}");
+        assert!(f["bw_bytes"].as_f64().unwrap() > 0.0);
+        assert!(f["ratio_to_kernel"].as_f64().unwrap() > 0.0);
+        let notes: Vec<&str> = f["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_str().unwrap())
+            .collect();
+        assert!(notes.iter().any(|n| n.starts_with("verify:")), "{notes:?}");
+        let served = notes
+            .iter()
+            .find_map(|n| {
+                n.split_once(" served at ")?
+                    .1
+                    .split_once(" by ")
+                    .map(|x| x.0)
+            })
+            .unwrap_or_else(|| panic!("no mount point in the notes: {notes:?}"));
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+        assert!(
+            !mounts.contains(served),
+            "{served} is left mounted:\n{mounts}"
+        );
+        assert!(!Path::new(served).exists(), "{served} is left behind");
+        if rw == "read" {
+            assert!(
+                notes
+                    .iter()
+                    .any(|n| n.contains("0 misses, 0 backing reads")),
+                "a warm read through the mount is all hits: {notes:?}"
+            );
+        }
     }
 }
 
@@ -1015,7 +1121,7 @@ fn check_record(r: &Value, readahead: bool, cpus: u64) {
             assert_eq!(r["page_cache"]["when"], "after drop");
         }
     } else {
-        assert!(["foliocache", "kernel", "mmap"].contains(&engine));
+        assert!(["foliocache", "kernel", "mmap", "fuse"].contains(&engine));
         assert!([4096, 65536].contains(&r["bs"].as_u64().unwrap()));
         assert_eq!(r["cold"], false);
         assert!(r["seconds"].as_f64().unwrap() > 0.1, "{engine}: seconds");
@@ -1026,6 +1132,10 @@ fn check_record(r: &Value, readahead: bool, cpus: u64) {
             assert_eq!(f["io_reads"], 0, "a cached run did IO");
             assert!(f["hits"].as_u64().unwrap() > 0);
             assert_eq!(f["populate"], "eager");
+        } else if engine == "fuse" {
+            // Direct IO through the mount: nothing in the page cache.
+            assert_eq!(r["bs"], 65536);
+            assert!(r["page_cache"].is_null());
         } else {
             assert!(r["capacity"].is_null());
             assert_eq!(r["page_cache"]["when"], "after warming");
