@@ -5,8 +5,9 @@
 //! MOUNTPOINT through one cache. With `--foreground` it serves in this
 //! process until unmounted (`fusermount3 -u MOUNTPOINT`) or sent SIGINT,
 //! SIGTERM or SIGHUP; without, it starts itself again with `--foreground`
-//! in a new process group (stdin and stdout closed), waits until the mount
-//! is up, and exits 0 (1 if the server failed before mounting, with its
+//! in a new process group (stdin and stdout closed, stderr to a log file
+//! in the temporary directory, named on stderr), waits until the mount is
+//! up, and exits 0 (1 if the server failed before mounting, with its
 //! error). Either way every dirty folio is written back at unmount.
 //!
 //! `stat MOUNTPOINT [FILE...]` reads the running mount's control file
@@ -108,11 +109,18 @@ fn start_background() -> Result<()> {
     let exe = std::env::current_exe().context("finding this program")?;
     let mut args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     args.push("--foreground".into());
+    // The server's messages go to a log file, not to our stderr: a daemon
+    // that kept the caller's stderr open would keep a pipe reading it (a
+    // shell's `2>&1 | ...`) waiting for as long as the mount lives.
+    let log_path =
+        std::env::temp_dir().join(format!("foliocache-mount-{}.log", std::process::id()));
+    let log = std::fs::File::create(&log_path)
+        .with_context(|| format!("creating the mount server's log {}", log_path.display()))?;
     let mut child = Command::new(exe)
         .args(&args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::from(log))
         .process_group(0)
         .spawn()
         .context("starting the mount server")?;
@@ -124,10 +132,20 @@ fn start_background() -> Result<()> {
     BufReader::new(out).read_line(&mut line)?;
     if line.trim() == READY {
         // The server keeps running; its stdout pipe closes with us.
+        eprintln!(
+            "foliocache: mounted; the server logs to {}",
+            log_path.display()
+        );
         return Ok(());
     }
     let status = child.wait()?;
-    bail!("the mount server stopped before mounting ({status})")
+    let said = std::fs::read_to_string(&log_path).unwrap_or_default();
+    let _ = std::fs::remove_file(&log_path);
+    bail!(
+        "the mount server stopped before mounting ({status}){}{}",
+        if said.trim().is_empty() { "" } else { ": " },
+        said.trim()
+    )
 }
 
 /// Runs `foliocache stat`.
