@@ -317,7 +317,7 @@ impl File {
             let mut from = pos / PAGE;
             m.get_folios_contig(&mut from, last, &mut batch);
             if batch.is_empty() {
-                let next = m.next_folio(pos / PAGE, last + 1);
+                let next = m.next_present(pos / PAGE, last + 1);
                 let stop = next.saturating_mul(PAGE).min(end);
                 if stop > pos {
                     let at = (pos - offset) as usize;
@@ -904,31 +904,17 @@ impl File {
         let m = &*self.mapping;
         // The whole window's memory first: one bulk allocation per order
         // (a window has one or two), handed out in plan order.
-        let mut orders: Vec<u32> = slots.iter().map(|s| s.order).collect();
-        orders.sort_unstable();
-        orders.dedup();
-        let mut pools: Vec<Vec<FolioRef<'_>>> = Vec::with_capacity(orders.len());
-        for &order in &orders {
-            let want = slots.iter().filter(|s| s.order == order).count();
-            let mut pool = Vec::with_capacity(want);
-            let got = m.new_folios(order, want, &mut pool);
-            pools.push(pool);
-            if got < want {
-                pools.into_iter().for_each(Self::discard);
-                return self.insert_single(slots, dropbehind);
-            }
-        }
-        let mut folios = Vec::with_capacity(slots.len());
-        for s in slots {
-            let pool = orders.binary_search(&s.order).expect("allocated above");
-            let f = pools[pool].pop().expect("one folio per slot");
+        let orders: Vec<u32> = slots.iter().map(|s| s.order).collect();
+        let Some(folios) = m.new_folios_planned(&orders, true) else {
+            return self.insert_single(slots, dropbehind);
+        };
+        for (f, s) in folios.iter().zip(slots) {
             if s.marker {
                 f.test_and_set(FolioFlags::READAHEAD);
             }
             if dropbehind {
                 f.test_and_set(FolioFlags::DROPBEHIND);
             }
-            folios.push(f);
         }
         let mut inserted = vec![false; folios.len()];
         let mut holes = Vec::new();

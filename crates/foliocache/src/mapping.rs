@@ -832,7 +832,7 @@ impl Mapping {
     }
 
     /// The first page in `from..end` holding a folio, or `end`.
-    fn next_present(&self, from: u64, end: u64) -> u64 {
+    pub(crate) fn next_present(&self, from: u64, end: u64) -> u64 {
         let guard = self.xa.pin();
         let Ok(it) = self.xa.iter_ref(from..end, &guard) else {
             return end;
@@ -946,35 +946,48 @@ impl Mapping {
             plan.push(order);
             at += 1 << order;
         }
-        let mut orders = plan.clone();
+        // Straight from the arena: no reclaim here.
+        self.new_folios_planned(&plan, false).unwrap_or_default()
+    }
+
+    /// New locked folios of the orders in `plan`, in that order, taken
+    /// with one bulk allocation per distinct order (one hold of the
+    /// arena's lock each): all of them, or `None` (what was had goes
+    /// back). `reclaim`: reclaim once when an order is short (a readahead
+    /// window), else the arena's free memory only (a write's gap).
+    pub(crate) fn new_folios_planned<'m>(
+        &'m self,
+        plan: &[u32],
+        reclaim: bool,
+    ) -> Option<Vec<FolioRef<'m>>> {
+        let mut orders = plan.to_vec();
         orders.sort_unstable();
         orders.dedup();
-        let mut pools: Vec<Vec<FolioRef<'m>>> = Vec::with_capacity(orders.len());
         let cache = self.inner();
+        let mut pools: Vec<Vec<FolioRef<'m>>> = Vec::with_capacity(orders.len());
         for &order in &orders {
             let want = plan.iter().filter(|&&o| o == order).count();
-            let mut pool = Vec::with_capacity(want);
             let mut raw = Vec::with_capacity(want);
-            // Straight from the arena: no reclaim here.
-            let got = cache.arena_alloc_bulk(order, want, &mut raw);
-            for f in raw {
-                pool.push(FolioRef::adopt(cache, f));
-            }
-            pools.push(pool);
+            let got = if reclaim {
+                cache.try_alloc_folios(order.min(cache.max_order), want, &mut raw)
+            } else {
+                cache.arena_alloc_bulk(order, want, &mut raw)
+            };
+            // (Dropped unlocked, never inserted, if the plan fails.)
+            pools.push(raw.into_iter().map(|f| FolioRef::adopt(cache, f)).collect());
             if got < want {
-                // Given back by the drops (they were never locked).
-                return Vec::new();
+                return None;
             }
         }
         let mut out = Vec::with_capacity(plan.len());
-        for order in plan {
+        for &order in plan {
             let i = orders.binary_search(&order).expect("planned order");
             let f = pools[i].pop().expect("one folio per step");
             let locked = f.trylock();
             debug_assert!(locked, "a fresh folio is unlocked");
             out.push(f);
         }
-        out
+        Some(out)
     }
 
     /// [`create_range`](Self::create_range) one folio at a time: each
@@ -1875,19 +1888,8 @@ pub(crate) const DIRTY_MARK: xarray::Mark = xarray::Mark::MARK_0;
 impl Mapping {
     /// The first entry carrying `mark` in pages `from..=last` (at `from` if
     /// it contains `from`).
-    pub(crate) fn find_marked(
-        &self,
-        from: u64,
-        last: u64,
-        mark: xarray::Mark,
-    ) -> Option<(u64, ())> {
-        self.xa.find_marked(from, last, mark).map(|(i, _)| (i, ()))
-    }
-
-    /// The first page in `from..end` holding a folio, or `end` (a memory
-    /// file's read copies zeros up to it).
-    pub(crate) fn next_folio(&self, from: u64, end: u64) -> u64 {
-        self.next_present(from, end)
+    pub(crate) fn find_marked(&self, from: u64, last: u64, mark: xarray::Mark) -> Option<u64> {
+        self.xa.find_marked(from, last, mark).map(|(i, _)| i)
     }
 
     /// Calls `g` with bytes `from..from + len` of a folio the caller holds
@@ -2046,11 +2048,15 @@ impl Mapping {
     /// to be retried.
     pub(crate) fn end_writeback(&self, run: &[FolioRef<'_>], failed: &[Vec<(u64, u64)>]) {
         let all: u64 = run.iter().map(|f| f.nr_pages()).sum();
+        let mut folios = Vec::new();
+        let mut ranges = Vec::new();
         for (f, runs) in run.iter().zip(failed) {
-            for &(a, n) in runs {
-                self.mark_dirty(std::slice::from_ref(f), &[(a, n)]);
+            for &r in runs {
+                folios.push(f.clone());
+                ranges.push(r);
             }
         }
+        self.mark_dirty(&folios, &ranges);
         for f in run {
             f.test_and_clear(FolioFlags::WRITEBACK);
         }

@@ -360,7 +360,7 @@ impl Mapping {
         let mut next = index;
         let mut pages = 0;
         while next <= last && pages < MAX_RUN_PAGES {
-            let Some((i, _)) = self.xa_find_dirty(next, last) else {
+            let Some(i) = self.find_marked(next, last, DIRTY_MARK) else {
                 break;
             };
             if !run.is_empty() && i != next {
@@ -391,11 +391,6 @@ impl Mapping {
         }
         let after = (!run.is_empty()).then_some(next);
         (run, after)
-    }
-
-    /// The first index in `from..=last` whose entry carries the dirty mark.
-    fn xa_find_dirty(&self, from: u64, last: u64) -> Option<(u64, ())> {
-        self.find_marked(from, last, DIRTY_MARK)
     }
 
     /// Dropbehind folios whose writeback just ended leave the cache, if
