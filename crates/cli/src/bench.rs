@@ -437,7 +437,7 @@ fn drop_unavailable_fuse(sc: &mut Scenario) -> Result<Option<String>> {
     let has = sc
         .jobs
         .iter()
-        .any(|j| j.engines.iter().any(|e| e.kind == EngineKind::Fuse));
+        .any(|j| j.engines.iter().any(|e| e.kind.fuse()));
     if !has {
         return Ok(None);
     }
@@ -445,17 +445,17 @@ fn drop_unavailable_fuse(sc: &mut Scenario) -> Result<Option<String>> {
         return Ok(None);
     };
     for j in &mut sc.jobs {
-        j.engines.retain(|e| e.kind != EngineKind::Fuse);
+        j.engines.retain(|e| !e.kind.fuse());
     }
     sc.jobs.retain(|j| !j.engines.is_empty());
     if sc.jobs.is_empty() {
         bail!(
-            "{}: the fuse engine cannot run here ({why}) and no other engine is left",
+            "{}: the fuse engines cannot run here ({why}) and no other engine is left",
             sc.name
         );
     }
     Ok(Some(format!(
-        "{}: the fuse engine is left out: FUSE is unavailable here: {why}",
+        "{}: the fuse engines are left out: FUSE is unavailable here: {why}",
         sc.name
     )))
 }
@@ -827,8 +827,10 @@ fn run_one(
         std::thread::sleep(pause);
     }
     let (prepared, mut setup) = engines.prepare(spec, job, ctx.files, ctx.mode)?;
+    // fuse-null's files are zeros, not the generator's data.
+    let verify = plan.verify && spec.kind != EngineKind::FuseNull;
     let opts = RunOptions {
-        verify: plan.verify,
+        verify,
         buf_offset: plan.buf_offset,
         write_seed: ctx.write_seed,
         clock: plan.clock,
@@ -836,7 +838,7 @@ fn run_one(
     let folio = spec.kind == EngineKind::Foliocache;
     // The fuse engine's data is not in the kernel's page cache (direct IO
     // through the mount) but in its server's foliocache.
-    let page_cache = !folio && spec.kind != EngineKind::Fuse;
+    let page_cache = !folio && !spec.kind.fuse();
     // The memory limit: a cgroup of this run's own for an engine on the
     // kernel's page cache.
     let limit = match (job.memory_limit, ctx.cgroups) {
@@ -1048,8 +1050,10 @@ fn run_one(
         }
         notes.push("verify: the files read back hold exactly what was written".into());
     }
-    if plan.verify && !job.rw.is_write() {
+    if verify && !job.rw.is_write() {
         notes.push("verify: every block read matched the generator".into());
+    } else if plan.verify && !job.rw.is_write() {
+        notes.push("verify: not done: fuse-null serves zeros".into());
     }
     // A memory job's setup is part of its time.
     let seconds = m.seconds + setup_s.unwrap_or(0.0);

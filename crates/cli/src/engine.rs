@@ -10,6 +10,7 @@
 //! | `mmap`       | a copy out of a `MAP_SHARED` mapping        | a copy into it     |
 //! | `anon`       | -                                           | a `memset` of fresh anonymous memory (populate only) |
 //! | `fuse`       | buffered `pread` of the file under a foliocache FUSE mount | `pwrite` there |
+//! | `fuse-null`  | buffered `pread` under a mount of `foliocache_fuse::NullFs` (zeros, no cache: the crossing alone) | - |
 //!
 //! The `fuse` engine mounts the data files' directory through
 //! `foliocache-fuse` in this process (its serving threads are this
@@ -23,6 +24,12 @@
 //! cache). It is unmounted (dirty data written back) when the bench ends,
 //! also on an error; where FUSE is unavailable ([`fuse_unavailable`]) the
 //! bench leaves the engine out with a note.
+//!
+//! The `fuse-null` engine mounts the same directory the same way but
+//! through `foliocache_fuse::NullFs`, which answers every read with zeros
+//! from one buffer and caches nothing: the FUSE crossing alone, the
+//! ceiling of any FUSE server on this kernel, measured in the same run as
+//! `fuse` (read jobs only; `--verify` does not check its zeros).
 //!
 //! The populate scenario's jobs write into memory, not files
 //! ([`JobSpec::memory`]): `foliocache` into a memfile (`Cache::memfile`,
@@ -81,11 +88,14 @@ pub enum EngineKind {
     Anon,
     /// Buffered pread/pwrite of the file through a foliocache FUSE mount.
     Fuse,
+    /// Buffered pread of a file of zeros through a mount that caches
+    /// nothing (`foliocache_fuse::NullFs`): the FUSE crossing alone.
+    FuseNull,
 }
 
 impl EngineKind {
     /// Every engine, in the default order.
-    pub const ALL: [EngineKind; 7] = [
+    pub const ALL: [EngineKind; 8] = [
         EngineKind::Foliocache,
         EngineKind::Kernel,
         EngineKind::Direct,
@@ -93,6 +103,7 @@ impl EngineKind {
         EngineKind::Mmap,
         EngineKind::Anon,
         EngineKind::Fuse,
+        EngineKind::FuseNull,
     ];
 
     /// The engine's name on the command line.
@@ -105,6 +116,7 @@ impl EngineKind {
             EngineKind::Mmap => "mmap",
             EngineKind::Anon => "anon",
             EngineKind::Fuse => "fuse",
+            EngineKind::FuseNull => "fuse-null",
         }
     }
 
@@ -112,6 +124,12 @@ impl EngineKind {
     /// `anon`, which only populates memory).
     pub fn on_files(self) -> bool {
         self != EngineKind::Anon
+    }
+
+    /// Whether the engine serves through a FUSE mount (needs
+    /// `/dev/fuse`).
+    pub fn fuse(self) -> bool {
+        matches!(self, EngineKind::Fuse | EngineKind::FuseNull)
     }
 
     /// Whether the engine can populate memory (the populate scenario).
@@ -615,6 +633,8 @@ pub struct Engines {
     folio: HashMap<String, FolioState>,
     /// The `fuse` engine's mount, kept across its runs.
     fuse: Option<FuseMount>,
+    /// The `fuse-null` engine's mount, kept across its runs.
+    fuse_null: Option<FuseMount>,
     /// Another engine wrote the data files since the mount was made (its
     /// cache may hold what they were before).
     fuse_stale: bool,
@@ -701,6 +721,13 @@ impl Engines {
             EngineKind::Fuse => {
                 let paths = self.fuse(files, mode, write, &mut setup)?;
                 Prepared::Pread(open_all(&paths, write, false).context("fuse engine")?)
+            }
+            EngineKind::FuseNull => {
+                if write {
+                    bail!("fuse-null engine: its files are read-only zeros: read jobs only");
+                }
+                let paths = self.fuse_null(files, &mut setup)?;
+                Prepared::Pread(open_all(&paths, false, false).context("fuse-null engine")?)
             }
             EngineKind::Foliocache => {
                 let (handles, before) = self.folio(spec, files, mode, write)?;
@@ -934,11 +961,16 @@ impl Engines {
         if let Some(s) = self.folio.remove(label) {
             s.cache.wait_io_idle();
         }
-        if label == EngineKind::Fuse.name() {
-            if let Some(m) = self.fuse.take() {
-                // An unmount's failure is reported by the next mount's.
-                let _ = m.unmount();
-            }
+        let mount = if label == EngineKind::Fuse.name() {
+            self.fuse.take()
+        } else if label == EngineKind::FuseNull.name() {
+            self.fuse_null.take()
+        } else {
+            None
+        };
+        if let Some(m) = mount {
+            // An unmount's failure is reported by the next mount's.
+            let _ = m.unmount();
         }
     }
 
@@ -949,10 +981,9 @@ impl Engines {
     /// The unmount's (or the writeback of the mount's dirty data).
     pub fn clear(&mut self) -> Result<()> {
         self.folio.clear();
-        match self.fuse.take() {
-            Some(m) => m.unmount(),
-            None => Ok(()),
-        }
+        let null = self.fuse_null.take().map_or(Ok(()), FuseMount::unmount);
+        self.fuse.take().map_or(Ok(()), FuseMount::unmount)?;
+        null
     }
 
     /// The `fuse` engine: its mount (kept from an earlier run, or made
@@ -971,14 +1002,14 @@ impl Engines {
             !mode.cold
                 && !write
                 && !self.fuse_stale
-                && m.capacity == mode.capacity
+                && m.capacity == Some(mode.capacity)
                 && m.backing == backing
         });
         if !reuse {
             if let Some(m) = self.fuse.take() {
                 m.unmount()?;
             }
-            self.fuse = Some(FuseMount::new(&backing, mode.capacity)?);
+            self.fuse = Some(FuseMount::new(&backing, Some(mode.capacity))?);
             self.fuse_stale = false;
         }
         let m = self.fuse.as_ref().context("fuse engine: no mount")?;
@@ -992,7 +1023,7 @@ impl Engines {
             backing.display(),
             m.mountpoint().display(),
             m.threads,
-            fmt_size(m.capacity)
+            fmt_size(mode.capacity)
         ));
         if !mode.cold {
             let t = Instant::now();
@@ -1018,6 +1049,37 @@ impl Engines {
             setup.fuse_before = Some(s);
         }
         Ok(paths)
+    }
+
+    /// The `fuse-null` engine: its mount of `files`' directory (kept from
+    /// an earlier run; the files' sizes are read at the mount); the data
+    /// files' paths under it.
+    fn fuse_null(&mut self, files: &[PathBuf], setup: &mut Setup) -> Result<Vec<PathBuf>> {
+        let backing = common_dir(files)?;
+        if self
+            .fuse_null
+            .as_ref()
+            .is_some_and(|m| m.backing != backing)
+        {
+            if let Some(m) = self.fuse_null.take() {
+                m.unmount()?;
+            }
+        }
+        if self.fuse_null.is_none() {
+            self.fuse_null = Some(FuseMount::new(&backing, None)?);
+        }
+        let m = self
+            .fuse_null
+            .as_ref()
+            .context("fuse-null engine: no mount")?;
+        setup.notes.push(format!(
+            "fuse-null: {}'s files as zeros served at {} by foliocache_fuse::NullFs in this \
+             process ({} threads, no cache: the FUSE crossing alone)",
+            backing.display(),
+            m.mountpoint().display(),
+            m.threads,
+        ));
+        files.iter().map(|p| m.path_of(p)).collect()
     }
 
     /// The `fuse` engine's cache figures now (the mount's control file),
@@ -1077,7 +1139,8 @@ pub struct FuseFigures {
 }
 
 /// The `fuse` engine's mount: the data directory served by
-/// `foliocache-fuse` in this process at a temporary mount point.
+/// `foliocache-fuse` in this process at a temporary mount point (or the
+/// `fuse-null` engine's, by its `NullFs`).
 /// Dropping it unmounts (errors ignored); [`FuseMount::unmount`] reports
 /// them.
 struct FuseMount {
@@ -1086,14 +1149,16 @@ struct FuseMount {
     /// [`Drop::drop`]).
     dir: tempfile::TempDir,
     backing: PathBuf,
-    capacity: u64,
+    /// The cache's capacity (`None`: a `NullFs` mount).
+    capacity: Option<u64>,
     threads: usize,
 }
 
 impl FuseMount {
-    /// Mounts `backing` with a cache of `capacity` bytes at a new
-    /// temporary directory (outside `backing`).
-    fn new(backing: &std::path::Path, capacity: u64) -> Result<FuseMount> {
+    /// Mounts `backing` with a cache of `capacity` bytes (`None`: its
+    /// files as zeros, by `NullFs`) at a new temporary directory (outside
+    /// `backing`).
+    fn new(backing: &std::path::Path, capacity: Option<u64>) -> Result<FuseMount> {
         let mk = |at: &std::path::Path| {
             tempfile::Builder::new()
                 .prefix("foliocache-bench-mnt-")
@@ -1112,9 +1177,13 @@ impl FuseMount {
         }
         .context("fuse engine: making a temporary mount point")?;
         let opts = foliocache_fuse::MountOptions::new(
-            usize::try_from(capacity).context("fuse engine: capacity too large")?,
+            usize::try_from(capacity.unwrap_or(0)).context("fuse engine: capacity too large")?,
         );
-        let session = foliocache_fuse::spawn(backing, dir.path(), &opts).with_context(|| {
+        let session = match capacity {
+            Some(_) => foliocache_fuse::spawn(backing, dir.path(), &opts),
+            None => foliocache_fuse::spawn_null(backing, dir.path(), &opts),
+        }
+        .with_context(|| {
             format!(
                 "fuse engine: mounting {} at {}",
                 backing.display(),

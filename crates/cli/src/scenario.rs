@@ -400,8 +400,9 @@ fn custom_job(args: &BenchArgs) -> Result<Scenario, String> {
     let engines = if args.engines.is_empty() {
         EngineKind::ALL
             .into_iter()
-            // fuse by name only: it mounts, and needs /dev/fuse.
-            .filter(|k| k.on_files() && *k != EngineKind::Fuse)
+            // fuse and fuse-null by name only: they mount, and need
+            // /dev/fuse.
+            .filter(|k| k.on_files() && !k.fuse())
             .map(EngineSpec::plain)
             .collect()
     } else {
@@ -499,22 +500,24 @@ fn scenario(
                 let mut big = job(Rw::Read, 64 << 10, 1);
                 if args.engines.is_empty() {
                     // The FUSE crossing, at the issue's target's block
-                    // size only (each run is time-based: a run more).
+                    // size only (each run is time-based: a run more),
+                    // and the crossing alone, its ceiling.
                     big.engines.push(EngineSpec::plain(EngineKind::Fuse));
+                    big.engines.push(EngineSpec::plain(EngineKind::FuseNull));
                 }
                 vec![job(Rw::Read, 4096, 1), big]
             },
-            ratios: fuse_ratio(&engines, args.engines.is_empty())
+            ratios: fuse_ratios(&engines, args.engines.is_empty()),
+            targets: fuse_ratios(&engines, args.engines.is_empty())
                 .into_iter()
-                .collect(),
-            targets: fuse_ratio(&engines, args.engines.is_empty())
-                .map(|r| TargetSpec::Bandwidth {
-                    numerator: r.numerator,
-                    denominator: r.denominator,
-                    job: r.job,
-                    min: FUSE_TARGET,
+                .filter_map(|r| {
+                    Some(TargetSpec::Bandwidth {
+                        min: r.target?,
+                        numerator: r.numerator,
+                        denominator: r.denominator,
+                        job: r.job,
+                    })
                 })
-                .into_iter()
                 .collect(),
             detailed: false,
         },
@@ -548,26 +551,42 @@ fn scenario(
 /// through it at least this fraction of the kernel's buffered reads.
 const FUSE_TARGET: f64 = 0.5;
 
-/// seqread's ratio `fuse / kernel` at 64 KiB (its second job), where
-/// both engines run (`default`: the default engines, which add fuse).
-fn fuse_ratio(engines: &[EngineSpec], default: bool) -> Option<RatioSpec> {
-    let fuse = default || engines.iter().any(|e| e.kind == EngineKind::Fuse);
-    let kernel = engines.iter().find(|e| e.kind == EngineKind::Kernel)?;
-    let fuse_label = if default {
-        EngineKind::Fuse.name().to_string()
-    } else {
-        engines
-            .iter()
-            .find(|e| e.kind == EngineKind::Fuse)?
-            .label
-            .clone()
+/// seqread's ratios at 64 KiB (its second job) where their engines run
+/// (`default`: the default engines, which add fuse and fuse-null):
+/// `fuse / kernel` (the target's), `fuse-null / kernel` (the crossing's
+/// ceiling: no FUSE server can do better) and `fuse / fuse-null` (how
+/// close the mount comes to that ceiling).
+fn fuse_ratios(engines: &[EngineSpec], default: bool) -> Vec<RatioSpec> {
+    let label = |k: EngineKind| {
+        if default {
+            Some(k.name().to_string())
+        } else {
+            engines
+                .iter()
+                .find(|e| e.kind == k)
+                .map(|e| e.label.clone())
+        }
     };
-    fuse.then(|| RatioSpec {
-        numerator: fuse_label,
-        denominator: kernel.label.clone(),
-        target: Some(FUSE_TARGET),
-        job: Some(1),
-    })
+    let kernel = engines
+        .iter()
+        .find(|e| e.kind == EngineKind::Kernel)
+        .map(|e| e.label.clone());
+    let pairs = [
+        (label(EngineKind::Fuse), kernel.clone(), Some(FUSE_TARGET)),
+        (label(EngineKind::FuseNull), kernel, None),
+        (label(EngineKind::Fuse), label(EngineKind::FuseNull), None),
+    ];
+    pairs
+        .into_iter()
+        .filter_map(|(n, d, target)| {
+            Some(RatioSpec {
+                numerator: n?,
+                denominator: d?,
+                target,
+                job: Some(1),
+            })
+        })
+        .collect()
 }
 
 /// `readahead`, seed (a): cold sequential reads, bs 128 KiB, 2 threads per
@@ -1156,11 +1175,16 @@ fn check_job(j: &JobSpec, args: &BenchArgs) -> Result<(), String> {
                         .into(),
                 )
             }
-            EngineKind::Fuse if j.hot.is_some() => {
+            k if k.fuse() && j.hot.is_some() => {
+                return Err(format!(
+                    "{} engine: the uncached scenario's hot reader does not run through the \
+                     mount: leave it out of --scenario uncached",
+                    k.name()
+                ))
+            }
+            EngineKind::FuseNull if j.rw.is_write() || j.memory => {
                 return Err(
-                    "fuse engine: the uncached scenario's hot reader does not run through the \
-                     mount: leave fuse out of --scenario uncached"
-                        .into(),
+                    "fuse-null engine: its files are read-only zeros: read jobs only".into(),
                 )
             }
             EngineKind::Mmap | EngineKind::Anon if j.rw.is_write() && j.shared && j.numjobs > 1 => {

@@ -242,12 +242,13 @@ fn quick_seeds_smoke_run_writes_complete_json_and_a_plot() {
     // 3 engines at 128 KiB and direct at 1 MiB; uncached: 4 engines alone
     // and beside the hot reader (3 if the kernel lacks RWF_DONTCACHE);
     // populate: 6 engines; write: 5 engines (4) for 2 jobs.
-    // seqread's 64 KiB job also runs fuse where FUSE is available.
+    // seqread's 64 KiB job also runs fuse and fuse-null where FUSE is
+    // available.
     let uncached_engines = if dontcache_here() { 4 } else { 3 };
     let fuse = usize::from(fuse_missing().is_none());
     assert_eq!(
         rs.len(),
-        13 + fuse + 2 * uncached_engines + 6 + 2 * (uncached_engines + 1)
+        13 + 2 * fuse + 2 * uncached_engines + 6 + 2 * (uncached_engines + 1)
     );
     for s in scenarios {
         let readahead = s["name"] == "readahead";
@@ -349,26 +350,48 @@ fn quick_seeds_smoke_run_writes_complete_json_and_a_plot() {
     }
 }
 
-/// seqread's `fuse` run (64 KiB only) and its target `fuse / kernel`
+/// seqread's `fuse` and `fuse-null` runs (64 KiB only), its ratios
+/// `fuse / kernel` (the target), `fuse-null / kernel` and
+/// `fuse / fuse-null`
 /// at 64 KiB, where FUSE is available.
 fn check_seqread_fuse(s: &Value, fuse: bool) {
-    let fuse_runs: Vec<&Value> = s["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|r| r["engine"] == "fuse")
-        .collect();
+    for engine in ["fuse", "fuse-null"] {
+        let runs: Vec<&Value> = s["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["engine"] == engine)
+            .collect();
+        if !fuse {
+            assert!(runs.is_empty());
+            continue;
+        }
+        assert_eq!(runs.len(), 1, "{engine} runs at 64 KiB only");
+        assert_eq!(runs[0]["bs"], 64 << 10);
+        assert!(runs[0]["bw_bytes"].as_f64().unwrap() > 0.0);
+    }
     if !fuse {
-        assert!(fuse_runs.is_empty());
         return;
     }
-    assert_eq!(fuse_runs.len(), 1, "fuse runs at 64 KiB only");
-    assert_eq!(fuse_runs[0]["bs"], 64 << 10);
     let ratios = s["summary"]["ratios"].as_array().unwrap();
-    assert_eq!(ratios.len(), 1);
-    assert_eq!(ratios[0]["numerator"], "fuse");
-    assert_eq!(ratios[0]["denominator"], "kernel");
-    assert_eq!(ratios[0]["target"], 0.5);
+    let named: Vec<(&str, &str, Option<f64>)> = ratios
+        .iter()
+        .map(|r| {
+            (
+                r["numerator"].as_str().unwrap(),
+                r["denominator"].as_str().unwrap(),
+                r["target"].as_f64(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        named,
+        [
+            ("fuse", "kernel", Some(0.5)),
+            ("fuse-null", "kernel", None),
+            ("fuse", "fuse-null", None)
+        ]
+    );
     let targets = s["summary"]["targets"].as_array().unwrap();
     assert_eq!(targets.len(), 1, "{targets:?}");
 }
@@ -1121,7 +1144,7 @@ fn check_record(r: &Value, readahead: bool, cpus: u64) {
             assert_eq!(r["page_cache"]["when"], "after drop");
         }
     } else {
-        assert!(["foliocache", "kernel", "mmap", "fuse"].contains(&engine));
+        assert!(["foliocache", "kernel", "mmap", "fuse", "fuse-null"].contains(&engine));
         assert!([4096, 65536].contains(&r["bs"].as_u64().unwrap()));
         assert_eq!(r["cold"], false);
         assert!(r["seconds"].as_f64().unwrap() > 0.1, "{engine}: seconds");
@@ -1132,7 +1155,7 @@ fn check_record(r: &Value, readahead: bool, cpus: u64) {
             assert_eq!(f["io_reads"], 0, "a cached run did IO");
             assert!(f["hits"].as_u64().unwrap() > 0);
             assert_eq!(f["populate"], "eager");
-        } else if engine == "fuse" {
+        } else if engine == "fuse" || engine == "fuse-null" {
             // Direct IO through the mount: nothing in the page cache.
             assert_eq!(r["bs"], 65536);
             assert!(r["page_cache"].is_null());

@@ -19,6 +19,8 @@
 //!   never followed by the server).
 //! - the control file ([`control`]): `.foliocache-control` at the mount
 //!   root, where `foliocache stat` reads the cache's figures as JSON.
+//! - [`NullFs`] ([`null`]): the crossing alone (files of zeros, no
+//!   cache), the ceiling of any FUSE server, measured beside the mount.
 //! - [`serve`]: mount, serve with several threads until unmounted, SIGINT,
 //!   SIGTERM or SIGHUP, write every dirty folio back, unmount.
 //!
@@ -58,6 +60,7 @@ pub mod control;
 pub mod errno;
 pub mod fs;
 pub mod inode;
+pub mod null;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -70,6 +73,7 @@ use nix::sys::signal::{SigSet, Signal};
 
 pub use control::{CONTROL_INO, CONTROL_NAME};
 pub use fs::FolioFs;
+pub use null::{spawn_null, NullFs};
 
 /// How a mount is made: the cache's size and the mount's options.
 #[derive(Clone, Debug)]

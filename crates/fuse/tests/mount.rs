@@ -600,3 +600,55 @@ fn random_operations_match_a_model() {
         "backing after unmount"
     );
 }
+
+/// The null mount (the crossing's ceiling in the bench): the backing's
+/// top-level regular files as read-only zeros of their sizes, listed,
+/// read in pieces of any size, short at the end, refused for writing.
+#[test]
+fn null_mount_serves_the_files_as_zeros_of_their_sizes() {
+    if !fuse_ok("null_mount_serves_the_files_as_zeros_of_their_sizes") {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (backing, mnt) = (tmp.path().join("backing"), tmp.path().join("mnt"));
+    fs::create_dir(&backing).unwrap();
+    fs::create_dir(&mnt).unwrap();
+    fs::write(backing.join("a"), vec![0xa5u8; 3 << 20 | 123]).unwrap();
+    fs::write(backing.join("b"), b"").unwrap();
+    fs::create_dir(backing.join("sub")).unwrap();
+    std::os::unix::fs::symlink("a", backing.join("link")).unwrap();
+    let s = foliocache_fuse::spawn_null(&backing, &mnt, &MountOptions::new(0)).expect("mount");
+    let mut names: Vec<String> = fs::read_dir(&mnt)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["a", "b"], "regular files only");
+    assert_eq!(fs::metadata(mnt.join("a")).unwrap().len(), 3 << 20 | 123);
+    let f = fs::File::open(mnt.join("a")).unwrap();
+    let mut buf = vec![1u8; 2 << 20];
+    // Across the end: short, zeros.
+    let n = f.read_at(&mut buf, 2 << 20).unwrap();
+    assert_eq!(n, (1 << 20) + 123);
+    assert!(buf[..n].iter().all(|&b| b == 0));
+    assert_eq!(f.read_at(&mut buf, 4 << 20).unwrap(), 0, "past the end");
+    let all = fs::read(mnt.join("a")).unwrap();
+    assert_eq!(all.len(), 3 << 20 | 123);
+    assert!(all.iter().all(|&b| b == 0));
+    assert_eq!(fs::read(mnt.join("b")).unwrap(), b"");
+    let e = fs::OpenOptions::new()
+        .write(true)
+        .open(mnt.join("a"))
+        .unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EROFS), "{e}");
+    assert_eq!(
+        fs::metadata(mnt.join("sub")).unwrap_err().raw_os_error(),
+        Some(libc::ENOENT)
+    );
+    s.umount_and_join().expect("unmount");
+    assert_eq!(
+        fs::read(backing.join("a")).unwrap()[0],
+        0xa5,
+        "backing untouched"
+    );
+}
