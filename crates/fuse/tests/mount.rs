@@ -645,6 +645,7 @@ fn null_mount_serves_the_files_as_zeros_of_their_sizes() {
         fs::metadata(mnt.join("sub")).unwrap_err().raw_os_error(),
         Some(libc::ENOENT)
     );
+    drop(f);
     s.umount_and_join().expect("unmount");
     assert_eq!(
         fs::read(backing.join("a")).unwrap()[0],
