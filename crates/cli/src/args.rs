@@ -81,9 +81,11 @@ impl Rw {
 #[command(after_help = AFTER_HELP)]
 pub struct BenchArgs {
     /// An engine to run, repeatable: foliocache, kernel, direct, dontcache,
-    /// mmap, anon (populate only), optionally with options in brackets, e.g.
-    /// `foliocache[insert=single,ra=kernel]` (options: see below). Default:
-    /// every engine that applies (each scenario's own list).
+    /// mmap, anon (populate only), fuse (through a foliocache FUSE mount),
+    /// fuse-null (through a mount serving zeros with no cache: the FUSE
+    /// crossing alone; reads only), optionally with options in brackets,
+    /// e.g. `foliocache[insert=single,ra=kernel]` (options: see below).
+    /// Default: every engine that applies (each scenario's own list).
     #[arg(long = "engine", value_name = "ENGINE", value_parser = EngineSpec::parse)]
     pub engines: Vec<EngineSpec>,
 
