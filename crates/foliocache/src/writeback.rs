@@ -69,6 +69,11 @@ impl PageBits {
         )
     }
 
+    /// Bytes of the bitmap.
+    pub(crate) fn bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.0)
+    }
+
     /// The words and masks covering bits `start..start + n`.
     fn spans(start: usize, n: usize) -> impl Iterator<Item = (usize, u64)> {
         let end = start + n;
