@@ -246,6 +246,7 @@ impl CacheBuilder {
                 shadow_nodes,
                 shadow_check: AtomicU64::new(shadow_check_every(shadow_nodes)),
                 trimming: parking_lot::Mutex::new(()),
+                closed_dirty: parking_lot::Mutex::new(Vec::new()),
                 dirty_limit,
                 dirty_background,
                 flusher: Arc::new(crate::writeback::Flusher::default()),
@@ -658,6 +659,13 @@ pub(crate) struct CacheInner {
     shadow_check: AtomicU64,
     /// Held by the one thread trimming shadows.
     trimming: parking_lot::Mutex<()>,
+    /// Closed files whose writeback failed at their close, with when: kept
+    /// (their dirty data cached, their mapping registered, so a reopen
+    /// shares it and its next sync reports the error) while the flusher
+    /// retries them, for at most [`CLOSED_DIRTY_KEEP`]. (Each holds the
+    /// cache too: the cache goes at the latest that long after its last
+    /// user, once the last of them is written or given up.)
+    pub(crate) closed_dirty: parking_lot::Mutex<Vec<(Arc<Mapping>, std::time::Instant)>>,
     /// Dirty pages above which writers are throttled.
     pub(crate) dirty_limit: u64,
     /// Dirty pages above which the flusher writes back.
@@ -672,6 +680,10 @@ pub(crate) struct CacheInner {
     /// neighbouring small folios share words, hence atomic bit operations.
     pub(crate) dirty_bits: crate::writeback::PageBits,
 }
+
+/// How long a closed file whose writeback keeps failing stays cached
+/// (see `CacheInner::closed_dirty`) before its dirty data is given up.
+pub const CLOSED_DIRTY_KEEP: Duration = Duration::from_secs(60);
 
 /// Evictions between two checks of the shadow budget: each eviction adds
 /// at most one shadow-only node, so the budget is overshot by at most

@@ -1102,11 +1102,25 @@ impl Clone for File {
 }
 
 impl Drop for File {
-    /// The last handle on a file writes its dirty data back before it goes
-    /// (errors are logged; `sync_data` first to see them).
+    /// The last handle on a file writes its dirty data back before it goes.
+    /// If that fails, the cache keeps the file (its dirty data and its
+    /// error) and the flusher retries it, for up to
+    /// [`CLOSED_DIRTY_KEEP`](crate::CLOSED_DIRTY_KEEP); a reopen
+    /// meanwhile shares it, and its next sync reports the error.
+    /// (`sync_data` before the close sees the error directly.)
     fn drop(&mut self) {
         if self.mapping.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.mapping.close_handle();
+            if let Err(e) = self.mapping.close_handle() {
+                log::warn!(
+                    "foliocache: writing back {:?} as it closed: {e}; kept cached and retried",
+                    self.mapping.path
+                );
+                self.mapping
+                    .inner()
+                    .closed_dirty
+                    .lock()
+                    .push((self.mapping.clone(), std::time::Instant::now()));
+            }
         }
     }
 }

@@ -338,8 +338,14 @@ pub struct Mapping {
 impl Drop for Mapping {
     fn drop(&mut self) {
         // The last handle wrote the dirty data back already (see
-        // `close_handle`); this is for a write that failed there.
-        self.close_handle();
+        // `close_handle`), or the cache kept the mapping until that
+        // worked or it gave up; one last try.
+        if let Err(e) = self.close_handle() {
+            log::error!(
+                "foliocache: {:?} goes with dirty data its writeback could not write: {e}",
+                self.path
+            );
+        }
         self.remove_all();
     }
 }
@@ -383,19 +389,15 @@ impl Mapping {
 
     /// The last handle on the file closed (or the mapping goes): what is
     /// dirty goes to the backing now (the kernel writes a closed file's
-    /// dirty pages back later; we cannot keep them once the mapping goes).
-    /// Errors are logged: call `sync_data` before closing to see them.
-    pub(crate) fn close_handle(&self) {
-        {
-            // (Waits for a writeback in flight even when nothing is dirty.)
-            if let Err(e) = self.writeback(0, u64::MAX) {
-                log::error!(
-                    "foliocache: writing back {:?} as it closed: {e}; its dirty data stays \
-                     cached until the cache drops the file",
-                    self.path
-                );
-            }
-        }
+    /// dirty pages back later; a mapping cannot stay without a handle
+    /// unless the cache keeps it, which it does when this fails: see
+    /// `CacheInner::closed_dirty`).
+    ///
+    /// # Errors
+    /// The writeback's (also in the file's error sequence).
+    pub(crate) fn close_handle(&self) -> io::Result<()> {
+        // (Waits for a writeback in flight even when nothing is dirty.)
+        self.writeback(0, u64::MAX)
     }
 
     /// The backing (a counted reference: it may be replaced meanwhile).
