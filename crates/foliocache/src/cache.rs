@@ -166,8 +166,11 @@ impl CacheBuilder {
 
     /// Bytes of index nodes that eviction shadows may hold (nodes holding
     /// only shadows; see [`CacheStats::shadow_bytes`]). Default: one node
-    /// per 16 pages of capacity, about 0.9 % of it (the kernel allows one
-    /// per 8 pages of memory). Past it, the oldest shadows go, whole nodes
+    /// per 24 pages of capacity, about 0.6 % of it, room for the shadows
+    /// of up to 2.7 times the capacity in evicted pages (the kernel allows
+    /// one node per 8 pages of memory; the default keeps all of the
+    /// cache's bookkeeping under 2 % of its capacity, see
+    /// [`Cache::memory`]). Past it, the oldest shadows go, whole nodes
     /// at a time, as the kernel's shadow-node shrinker frees them.
     pub fn shadow_budget(mut self, bytes: usize) -> Self {
         self.shadow_budget = Some(bytes);
@@ -218,7 +221,7 @@ impl CacheBuilder {
         let table = FolioTable::with_huge_pages(arena.capacity_pages(), self.huge_pages);
         let shadow_nodes = match self.shadow_budget {
             Some(bytes) => bytes / xarray::NODE_SIZE,
-            None => arena.capacity_pages() / 16,
+            None => arena.capacity_pages() / SHADOW_PAGES_PER_NODE,
         };
         let pages = arena.capacity_pages() as u64;
         let page = PAGE_SIZE as u64;
@@ -369,12 +372,13 @@ impl Cache {
     /// bitmap, every open file's index nodes with their shadows, the
     /// files' own state). See [`MemoryUsage`].
     ///
-    /// The arena is the capacity; everything else is the overhead, bounded
-    /// for a cache of 4 KiB pages or larger folios by about 1.2 % of the
-    /// capacity for the descriptors, allocator, dirty bitmap and index
-    /// nodes of cached folios, plus the shadow budget
-    /// ([`CacheBuilder::shadow_budget`]), plus a few hundred bytes per open
-    /// file. The figures are computed from the structures (no system call);
+    /// The arena is the capacity; everything else is the overhead: about
+    /// 1.0 % of the capacity for the descriptors, allocator and dirty
+    /// bitmap; the index nodes of the cached folios (0.2 % for a cache
+    /// full of densely cached 4 KiB folios, less with larger ones, more
+    /// for sparse ones); the shadow budget (0.6 % by default,
+    /// [`CacheBuilder::shadow_budget`]); a few hundred bytes per open
+    /// file. 1.8 % in all for a densely filled cache. The figures are computed from the structures (no system call);
     /// memory the process's allocator keeps from freed nodes is not in
     /// them.
     pub fn memory(&self) -> MemoryUsage {
@@ -680,6 +684,10 @@ pub(crate) struct CacheInner {
     /// neighbouring small folios share words, hence atomic bit operations.
     pub(crate) dirty_bits: crate::writeback::PageBits,
 }
+
+/// The default shadow budget: one index node per this many pages of
+/// capacity.
+const SHADOW_PAGES_PER_NODE: usize = 24;
 
 /// How long a closed file whose writeback keeps failing stays cached
 /// (see `CacheInner::closed_dirty`) before its dirty data is given up.
