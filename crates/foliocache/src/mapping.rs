@@ -1828,15 +1828,21 @@ impl Mapping {
     /// so reclaim never reaches a mapping that is going away; one that
     /// reclaim already took was evicted by it, and its descriptor may since
     /// hold another mapping's folio, which `lru_del` leaves alone.
+    ///
+    /// The index itself is left as it is: it goes with the mapping, and
+    /// once every folio is off the LRU nothing else can reach it, so its
+    /// drop frees its nodes at once. (Erasing entry by entry, shadows
+    /// included, handed every node to the epoch collector instead, whose
+    /// backlog kept megabytes resident after a large file closed: the
+    /// memory audit, tests/memory_audit.rs.)
     fn remove_all(&self) {
         let cache = self.inner();
-        let entries: Vec<(u64, Entry<FolioPtr>)> = match self.xa.iter(..) {
-            Ok(it) => it.collect(),
+        let entries: Vec<Entry<FolioPtr>> = match self.xa.iter(..) {
+            Ok(it) => it.map(|(_, e)| e).collect(),
             Err(_) => return,
         };
-        for (index, e) in entries {
+        for e in entries {
             let Entry::Item(p) = e else {
-                self.xa.erase(index);
                 continue;
             };
             let addr = p.as_ptr().as_ptr() as usize;
@@ -1853,7 +1859,6 @@ impl Mapping {
             if !ours {
                 continue;
             }
-            self.xa.erase(f.index());
             self.forget_dirty(f);
             f.set_mapping(0, f.index());
             self.folios.fetch_sub(1, Ordering::Relaxed);
