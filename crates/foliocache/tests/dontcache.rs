@@ -1274,7 +1274,17 @@ fn cachestat_matches_the_index_page_by_page() {
 /// file's pages; after `shrink`, every cached page became evicted.
 #[test]
 fn cachestat_after_evictions_counts_shadows() {
-    let c = plain_cache(MIB, 64 * KIB as usize);
+    // A shadow budget that holds the shadows of the whole 4 MiB file (16
+    // nodes of 64), so that no shadow is trimmed and the evicted count
+    // can only grow.
+    let c = Cache::builder()
+        .capacity(MIB)
+        .max_folio_size(64 * KIB as usize)
+        .populate(Populate::Lazy)
+        .readahead(ReadaheadConfig::disabled())
+        .shadow_budget(16 * xarray::NODE_SIZE)
+        .build()
+        .unwrap();
     let data = nonzero_bytes(4 * MIB, 26);
     let (f, _b) = open(&c, &data);
     for i in 0..64 {
