@@ -1,0 +1,115 @@
+//! The fuzz targets' CI smoke run, on the stable toolchain.
+//!
+//! Replays every file of the committed corpus (`crates/fuzz/corpus/<target>/`)
+//! through its target, then feeds each target random inputs from a seeded
+//! RNG for a bounded time: `FUZZ_SMOKE_SECS` seconds per target (default 12
+//! under `CI`, 3 otherwise). A failure prints the seed and the input's
+//! length; the input is written to `target/fuzz-smoke-failure-<target>` so
+//! it can be replayed (`FUZZ_DEBUG=1` prints its decoded operations) and
+//! added to the corpus.
+//!
+//! The real fuzzers (coverage-guided, nightly) are under `crates/fuzz/fuzz`;
+//! see `scripts/fuzz.sh`.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, RngCore, SeedableRng};
+
+fn corpus_dir(target: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("corpus")
+        .join(target)
+}
+
+fn budget() -> Duration {
+    let secs = std::env::var("FUZZ_SMOKE_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(if std::env::var_os("CI").is_some() {
+            12.0
+        } else {
+            3.0
+        });
+    Duration::from_secs_f64(secs)
+}
+
+/// Runs `f(input)`; on a panic saves the input and fails naming `what`.
+fn run_one(target: &str, f: fn(&[u8]), input: &[u8], what: &str) {
+    if catch_unwind(AssertUnwindSafe(|| f(input))).is_err() {
+        let out = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../target")
+            .join(format!("fuzz-smoke-failure-{target}"));
+        let saved = std::fs::write(&out, input).is_ok();
+        panic!(
+            "{target} failed on {what} ({} bytes){}",
+            input.len(),
+            if saved {
+                format!("; input saved to {}", out.display())
+            } else {
+                String::new()
+            }
+        );
+    }
+}
+
+/// Every corpus file of `target`, in name order; the corpus must not be empty.
+fn replay_corpus(target: &str, f: fn(&[u8])) -> usize {
+    let dir = corpus_dir(target);
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("corpus {}: {e}", dir.display()))
+        .map(|e| e.expect("corpus entry").path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "corpus {} is empty", dir.display());
+    for p in &files {
+        let input = std::fs::read(p).expect("read corpus file");
+        run_one(target, f, &input, &format!("corpus file {}", p.display()));
+    }
+    files.len()
+}
+
+/// Random inputs for `budget()`: lengths from a few bytes to a few KiB.
+fn random_inputs(target: &str, f: fn(&[u8]), seed: u64) -> u64 {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let deadline = Instant::now() + budget();
+    let mut n = 0u64;
+    let mut buf = Vec::new();
+    // At least a few inputs even on a tiny budget.
+    while n < 8 || Instant::now() < deadline {
+        let len = match rng.gen_range(0..4) {
+            0 => rng.gen_range(0..64),
+            1 | 2 => rng.gen_range(64..1024),
+            _ => rng.gen_range(1024..4096),
+        };
+        buf.resize(len, 0);
+        rng.fill_bytes(&mut buf);
+        run_one(
+            target,
+            f,
+            &buf,
+            &format!("random input {n} of seed {seed:#x}"),
+        );
+        n += 1;
+    }
+    n
+}
+
+fn smoke(target: &str, f: fn(&[u8]), seed: u64) {
+    let files = replay_corpus(target, f);
+    let n = random_inputs(target, f, seed);
+    eprintln!("{target}: {files} corpus files and {n} random inputs passed");
+}
+
+#[test]
+fn xarray_ops_corpus_and_random_inputs() {
+    smoke("xarray_ops", foliocache_fuzz::xarray_ops, 0x5eed_0001);
+}
+
+#[test]
+fn file_ops_corpus_and_random_inputs() {
+    smoke("file_ops", foliocache_fuzz::file_ops, 0x5eed_0002);
+}

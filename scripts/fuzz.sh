@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Runs one coverage-guided fuzzer (cargo-fuzz / libFuzzer) for a while.
+#
+#   scripts/fuzz.sh TARGET [SECONDS] [-- LIBFUZZER_ARGS...]   fuzz (default 1800 s)
+#   scripts/fuzz.sh cmin TARGET                               minimize the corpus in place
+#   scripts/fuzz.sh repro TARGET FILE                         run one input (a crash)
+#
+# TARGET is xarray_ops (the xarray against a BTreeMap model) or file_ops (a
+# file through the cache over a fault-injecting backing, against a Vec<u8>).
+# New corpus entries go to crates/fuzz/corpus/TARGET (committed: minimize
+# with `cmin` before committing), crashes to crates/fuzz/fuzz/artifacts/TARGET.
+# One process (no -jobs/-workers): these machines have two cores. Needs the nightly
+# toolchain and cargo-fuzz:
+#   rustup toolchain install nightly --profile minimal && cargo install cargo-fuzz
+# The inputs are checked on stable too: `cargo test -p foliocache-fuzz --release`
+# replays the corpus and runs random inputs (crates/fuzz/tests/smoke.rs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+fuzz_dir=crates/fuzz/fuzz
+run() { cargo +nightly fuzz "$@"; }
+
+case "${1:-}" in
+  cmin)
+    t=${2:?usage: scripts/fuzz.sh cmin TARGET}
+    run cmin --fuzz-dir "$fuzz_dir" -a "$t" "crates/fuzz/corpus/$t"
+    ;;
+  repro)
+    t=${2:?usage: scripts/fuzz.sh repro TARGET FILE}
+    f=${3:?usage: scripts/fuzz.sh repro TARGET FILE}
+    run run --fuzz-dir "$fuzz_dir" -a "$t" "$f"
+    ;;
+  xarray_ops | file_ops)
+    t=$1
+    secs=${2:-1800}
+    shift $(($# >= 2 ? 2 : 1))
+    [ "${1:-}" = -- ] && shift
+    mkdir -p "crates/fuzz/corpus/$t" "$fuzz_dir/artifacts/$t"
+    run run --fuzz-dir "$fuzz_dir" -a "$t" "crates/fuzz/corpus/$t" -- \
+      -max_total_time="$secs" -max_len=4096 -timeout=30 \
+      -rss_limit_mb=4096 -print_final_stats=1 \
+      -artifact_prefix="$fuzz_dir/artifacts/$t/" "$@"
+    ;;
+  *)
+    sed -n '2,17p' "$0" >&2
+    exit 2
+    ;;
+esac
