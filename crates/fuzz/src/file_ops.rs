@@ -709,6 +709,20 @@ impl Run {
         let fired_before = self.fired;
         self.handles.clear();
         self.cache.wait_io_idle();
+        // The mapping goes with its last reference, which the flusher may
+        // hold for a moment (then its drop, in the flusher, writes back what
+        // the close could not). Wait for it: a second mapping opened over
+        // the same backing meanwhile would race with it (`open_backing`
+        // has no file identity to find the live mapping by, as opening a
+        // path does). Each mapping holds one reference to the backing.
+        let t = std::time::Instant::now();
+        while Arc::strong_count(&self.backing) > 1 {
+            assert!(
+                t.elapsed() < std::time::Duration::from_secs(20),
+                "{what}: the closed file's mapping is still alive after 20 s"
+            );
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
         self.note_faults();
         let after = self.backing_bytes();
         if self.fired == fired_before {
