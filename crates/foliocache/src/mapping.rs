@@ -394,6 +394,18 @@ impl Mapping {
                      cached until the cache drops the file",
                     self.path
                 );
+                return;
+            }
+        }
+        // The data is on the backing: so is the size, even if an earlier
+        // cut after a writeback past the end failed (else the file would
+        // open again longer, with zeros past its end).
+        if !self.memfile && self.backing_writable() {
+            if let Err(e) = self.fix_backing_size() {
+                log::error!(
+                    "foliocache: setting the size of {:?} as it closed: {e}",
+                    self.path
+                );
             }
         }
     }
