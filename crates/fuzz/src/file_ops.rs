@@ -182,7 +182,7 @@ impl Image {
 /// The bytes a write with `seed` at step `step` writes: never zero, so a
 /// hole or a lost write shows.
 fn pattern(len: usize, seed: u8, step: usize) -> Vec<u8> {
-    let s = u64::from(seed) * 131 + step as u64 * 17;
+    let s = u64::from(seed) * 131 + (step as u64 % 1_000_003) * 17;
     (0..len as u64)
         .map(|i| ((s + i * 7 + (i >> 9)) % 255 + 1) as u8)
         .collect()
