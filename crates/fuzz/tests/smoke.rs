@@ -5,16 +5,18 @@
 //! RNG until a time budget is spent: `FUZZ_SMOKE_SECS` seconds per target,
 //! corpus included (default 12 under `CI`, 3 otherwise; the corpus replay
 //! always runs whole). The RNG's seed is fixed per target, so a run is
-//! repeatable; `FUZZ_SMOKE_SEED=N` varies it. A failure prints the seed and the input's
-//! length; the input is written to `target/fuzz-smoke-failure-<target>` so
-//! it can be replayed (`FUZZ_DEBUG=1` prints its decoded operations) and
-//! added to the corpus.
+//! repeatable; `FUZZ_SMOKE_SEED=N` varies it. A failure prints the seed and
+//! the input's length; the input is written to
+//! `target/fuzz-smoke-failure-<target>` so it can be replayed (`FUZZ_DEBUG=1` prints its decoded operations) and
+//! added to the corpus. An input that runs for a minute is a hang: it is
+//! saved to `target/fuzz-smoke-hang-<target>` and the process aborts.
 //!
 //! The real fuzzers (coverage-guided, nightly) are under `crates/fuzz/fuzz`;
 //! see `scripts/fuzz.sh`.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
@@ -38,12 +40,47 @@ fn budget() -> Duration {
     Duration::from_secs_f64(secs)
 }
 
-/// Runs `f(input)`; on a panic saves the input and fails naming `what`.
+/// Where a failing input of `target` is saved (`kind`: failure or hang).
+fn saved_input(target: &str, kind: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target")
+        .join(format!("fuzz-smoke-{kind}-{target}"))
+}
+
+/// One input that takes longer than this is a hang (a deadlock): the
+/// watchdog saves it and aborts the test process, which would otherwise
+/// never end.
+const HANG: Duration = Duration::from_secs(60);
+
+/// Runs `f(input)` with a watchdog; on a panic saves the input and fails
+/// naming `what`.
 fn run_one(target: &str, f: fn(&[u8]), input: &[u8], what: &str) {
-    if catch_unwind(AssertUnwindSafe(|| f(input))).is_err() {
-        let out = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../target")
-            .join(format!("fuzz-smoke-failure-{target}"));
+    let done = Arc::new((Mutex::new(false), Condvar::new()));
+    let watchdog = {
+        let done = done.clone();
+        let input = input.to_vec();
+        let (target, what) = (target.to_string(), what.to_string());
+        std::thread::spawn(move || {
+            let (lock, cv) = &*done;
+            let g = lock.lock().unwrap();
+            let (g, timeout) = cv.wait_timeout_while(g, HANG, |d| !*d).unwrap();
+            if timeout.timed_out() && !*g {
+                let out = saved_input(&target, "hang");
+                let _ = std::fs::write(&out, &input);
+                eprintln!(
+                    "{target} hung for {HANG:?} on {what}; input saved to {}",
+                    out.display()
+                );
+                std::process::abort();
+            }
+        })
+    };
+    let r = catch_unwind(AssertUnwindSafe(|| f(input)));
+    *done.0.lock().unwrap() = true;
+    done.1.notify_all();
+    watchdog.join().unwrap();
+    if r.is_err() {
+        let out = saved_input(target, "failure");
         let saved = std::fs::write(&out, input).is_ok();
         panic!(
             "{target} failed on {what} ({} bytes){}",
@@ -68,7 +105,12 @@ fn replay_corpus(target: &str, f: fn(&[u8])) -> usize {
     files.sort();
     assert!(!files.is_empty(), "corpus {} is empty", dir.display());
     for p in &files {
-        let input = std::fs::read(p).expect("read corpus file");
+        let input = match std::fs::read(p) {
+            Ok(input) => input,
+            // A fuzzer running on the corpus meanwhile replaced it.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => panic!("corpus file {}: {e}", p.display()),
+        };
         run_one(target, f, &input, &format!("corpus file {}", p.display()));
     }
     files.len()
