@@ -254,6 +254,7 @@ impl File {
         let mut pos = offset;
         let mut copied = 0usize;
         let mut batch: Vec<FolioRef<'_>> = Vec::with_capacity(BATCH);
+        let (mut size, mut end) = (size, end);
         while pos < end {
             let missed = match self.get_pages(pos / PAGE, end, flags, &mut batch) {
                 Ok(missed) => missed,
@@ -264,6 +265,22 @@ impl File {
                     break;
                 }
             };
+            // The size again, now that the folios are uptodate (the
+            // kernel's filemap_read): a truncate cuts the backing and sets
+            // the size before it drops the folios past it, holding
+            // `invalidate_lock`, which a miss's folio creation takes
+            // shared. So a folio filled from a backing already cut (zeros
+            // past the new end) was filled after the new size was set, and
+            // this sees it: those bytes are past the end, not data.
+            let now = self.len();
+            if now < size {
+                size = now;
+                end = end.min(size);
+                if pos >= end {
+                    batch.clear();
+                    break;
+                }
+            }
             for f in batch.drain(..) {
                 if pos >= end {
                     break;
@@ -1085,11 +1102,25 @@ impl Clone for File {
 }
 
 impl Drop for File {
-    /// The last handle on a file writes its dirty data back before it goes
-    /// (errors are logged; `sync_data` first to see them).
+    /// The last handle on a file writes its dirty data back before it goes.
+    /// If that fails, the cache keeps the file (its dirty data and its
+    /// error) and the flusher retries it, for up to
+    /// [`CLOSED_DIRTY_KEEP`](crate::CLOSED_DIRTY_KEEP); a reopen
+    /// meanwhile shares it, and its next sync reports the error.
+    /// (`sync_data` before the close sees the error directly.)
     fn drop(&mut self) {
         if self.mapping.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.mapping.close_handle();
+            if let Err(e) = self.mapping.close_handle() {
+                log::warn!(
+                    "foliocache: writing back {:?} as it closed: {e}; kept cached and retried",
+                    self.mapping.path
+                );
+                self.mapping
+                    .inner()
+                    .closed_dirty
+                    .lock()
+                    .push((self.mapping.clone(), std::time::Instant::now()));
+            }
         }
     }
 }

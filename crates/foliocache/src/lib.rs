@@ -70,7 +70,7 @@ mod write;
 pub mod writeback;
 
 pub use arena::Populate;
-pub use cache::{Cache, CacheBuilder, CacheStats, ALLOC_WAIT};
+pub use cache::{Cache, CacheBuilder, CacheStats, MemoryUsage, ALLOC_WAIT, CLOSED_DIRTY_KEEP};
 pub use file::File;
 pub use flags::ReadFlags;
 pub use mapping::{AddError, FgpFlags, FolioPtr, FolioRef, Mapping, MappingEntry, BATCH};

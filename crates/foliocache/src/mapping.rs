@@ -338,8 +338,14 @@ pub struct Mapping {
 impl Drop for Mapping {
     fn drop(&mut self) {
         // The last handle wrote the dirty data back already (see
-        // `close_handle`); this is for a write that failed there.
-        self.close_handle();
+        // `close_handle`), or the cache kept the mapping until that
+        // worked or it gave up; one last try.
+        if let Err(e) = self.close_handle() {
+            log::error!(
+                "foliocache: {:?} goes with dirty data its writeback could not write: {e}",
+                self.path
+            );
+        }
         self.remove_all();
     }
 }
@@ -383,31 +389,22 @@ impl Mapping {
 
     /// The last handle on the file closed (or the mapping goes): what is
     /// dirty goes to the backing now (the kernel writes a closed file's
-    /// dirty pages back later; we cannot keep them once the mapping goes).
-    /// Errors are logged: call `sync_data` before closing to see them.
-    pub(crate) fn close_handle(&self) {
-        {
-            // (Waits for a writeback in flight even when nothing is dirty.)
-            if let Err(e) = self.writeback(0, u64::MAX) {
-                log::error!(
-                    "foliocache: writing back {:?} as it closed: {e}; its dirty data stays \
-                     cached until the cache drops the file",
-                    self.path
-                );
-                return;
-            }
-        }
+    /// dirty pages back later; a mapping cannot stay without a handle
+    /// unless the cache keeps it, which it does when this fails: see
+    /// `CacheInner::closed_dirty`).
+    ///
+    /// # Errors
+    /// The writeback's (also in the file's error sequence).
+    pub(crate) fn close_handle(&self) -> io::Result<()> {
+        // (Waits for a writeback in flight even when nothing is dirty.)
+        self.writeback(0, u64::MAX)?;
         // The data is on the backing: so is the size, even if an earlier
         // cut after a writeback past the end failed (else the file would
         // open again longer, with zeros past its end).
         if !self.memfile && self.backing_writable() {
-            if let Err(e) = self.fix_backing_size() {
-                log::error!(
-                    "foliocache: setting the size of {:?} as it closed: {e}",
-                    self.path
-                );
-            }
+            self.fix_backing_size()?;
         }
+        Ok(())
     }
 
     /// The backing (a counted reference: it may be replaced meanwhile).
@@ -1838,15 +1835,21 @@ impl Mapping {
     /// so reclaim never reaches a mapping that is going away; one that
     /// reclaim already took was evicted by it, and its descriptor may since
     /// hold another mapping's folio, which `lru_del` leaves alone.
+    ///
+    /// The index itself is left as it is: it goes with the mapping, and
+    /// once every folio is off the LRU nothing else can reach it, so its
+    /// drop frees its nodes at once. (Erasing entry by entry, shadows
+    /// included, handed every node to the epoch collector instead, whose
+    /// backlog kept megabytes resident after a large file closed: the
+    /// memory audit, tests/memory_audit.rs.)
     fn remove_all(&self) {
         let cache = self.inner();
-        let entries: Vec<(u64, Entry<FolioPtr>)> = match self.xa.iter(..) {
-            Ok(it) => it.collect(),
+        let entries: Vec<Entry<FolioPtr>> = match self.xa.iter(..) {
+            Ok(it) => it.map(|(_, e)| e).collect(),
             Err(_) => return,
         };
-        for (index, e) in entries {
+        for e in entries {
             let Entry::Item(p) = e else {
-                self.xa.erase(index);
                 continue;
             };
             let addr = p.as_ptr().as_ptr() as usize;
@@ -1863,7 +1866,6 @@ impl Mapping {
             if !ours {
                 continue;
             }
-            self.xa.erase(f.index());
             self.forget_dirty(f);
             f.set_mapping(0, f.index());
             self.folios.fetch_sub(1, Ordering::Relaxed);

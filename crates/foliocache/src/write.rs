@@ -50,7 +50,10 @@ impl WriteFlags {
     /// back before the call returns, and those folios leave the cache when
     /// their writeback completes (unless a later write dirtied them again).
     /// Folios that were cached before stay cached. The data is on the
-    /// backing, but durable only after a sync.
+    /// backing, but durable only after a sync. A writeback that fails does
+    /// not fail the write (the kernel's does not either): the pages stay
+    /// dirty and cached, and the next `sync_data`/`sync_all` reports the
+    /// error.
     pub const DONTCACHE: WriteFlags = WriteFlags(1 << 0);
 
     const ALL: u32 = 0b1;
@@ -662,8 +665,14 @@ impl File {
                 return Err(e);
             }
             if uncached {
-                // The error is also the next sync's to report.
-                m.writeback(first, (pos - 1) / PAGE)?;
+                // The piece is written (copied in, dirty): as the kernel's
+                // RWF_DONTCACHE write, which only kicks its writeback, the
+                // write succeeds whatever the writeback meets. Its error is
+                // in the file's error sequence, the next sync's to report,
+                // and the pages stay dirty, retried by the next writeback.
+                // (Returning it here would tell the caller that bytes the
+                // cache holds and will write were not written.)
+                let _ = m.writeback(first, (pos - 1) / PAGE);
             }
         }
         Ok(())

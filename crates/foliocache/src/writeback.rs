@@ -38,7 +38,7 @@
 use std::io;
 use std::time::{Duration, Instant};
 
-use crate::cache::CacheInner;
+use crate::cache::{CacheInner, CLOSED_DIRTY_KEEP};
 use crate::folio::FolioFlags;
 use crate::mapping::{FolioRef, Mapping, MappingEntry, DIRTY_MARK};
 use crate::sync::{AtomicU64, Ordering};
@@ -67,6 +67,11 @@ impl PageBits {
                 .map(|_| std::sync::atomic::AtomicU64::new(0))
                 .collect(),
         )
+    }
+
+    /// Bytes of the bitmap.
+    pub(crate) fn bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.0)
     }
 
     /// The words and masks covering bits `start..start + n`.
@@ -249,6 +254,7 @@ impl CacheInner {
     // (No flusher thread under loom.)
     #[cfg_attr(loom, allow(dead_code))]
     fn flush(&self, all: bool) {
+        self.retry_closed(all);
         if !all && self.dirty() <= self.dirty_background {
             return;
         }
@@ -264,6 +270,41 @@ impl CacheInner {
         // The mappings go with no lock held (the last one may be a closed
         // file's, whose drop writes back and takes locks).
         drop(live);
+    }
+}
+
+impl CacheInner {
+    /// The closed files kept because their writeback failed
+    /// (`closed_dirty`): those now clean (written by a reopen's sync, say)
+    /// go; with `retry`, the others are written back again and go if that
+    /// works; those kept for [`CLOSED_DIRTY_KEEP`] go anyway, their dirty
+    /// data with them (logged). The mappings are dropped with no lock held.
+    #[cfg_attr(loom, allow(dead_code))]
+    fn retry_closed(&self, retry: bool) {
+        let kept: Vec<_> = std::mem::take(&mut *self.closed_dirty.lock());
+        if kept.is_empty() {
+            return;
+        }
+        let mut keep = Vec::new();
+        let mut gone = Vec::new();
+        for (m, since) in kept {
+            let clean = m.dirty_pages.load(Ordering::Relaxed) == 0
+                || (retry && m.writeback(0, u64::MAX).is_ok());
+            if clean {
+                gone.push(m);
+            } else if since.elapsed() >= CLOSED_DIRTY_KEEP {
+                log::error!(
+                    "foliocache: giving up the dirty data of closed file {:?}: its writeback \
+                     has failed for {CLOSED_DIRTY_KEEP:?}",
+                    m.path
+                );
+                gone.push(m);
+            } else {
+                keep.push((m, since));
+            }
+        }
+        self.closed_dirty.lock().extend(keep);
+        drop(gone);
     }
 }
 

@@ -16,8 +16,9 @@
 //! a size it never had.
 //!
 //! The fix: `close_handle` makes the backing's size the file's after its
-//! writeback, as `sync` does (for a writable backed file; an error is
-//! logged, as a failed close writeback is).
+//! writeback, as `sync` does (`Mapping::fix_backing_size`, for a writable
+//! backed file); if that fails, the close fails as a failed writeback does
+//! (the cache keeps the file and tries again).
 
 use std::sync::Arc;
 

@@ -130,7 +130,16 @@ fn shadows_record_the_workingset_bit_of_deactivated_folios() {
     // deactivating part of a, which marks it workingset, and evict that.
     // (Half of the cache or less would stay active for good: the inactive
     // list is only refilled while it is smaller than the active one.)
-    let cache = lazy_cache(MIB, PAGE);
+    // A shadow budget of one node per 16 pages, so that b's shadows do not
+    // push all of a's out.
+    let cache = Cache::builder()
+        .capacity(MIB)
+        .max_folio_size(PAGE)
+        .populate(foliocache::Populate::Lazy)
+        .readahead(foliocache::ReadaheadConfig::disabled())
+        .shadow_budget(MIB / PAGE / 16 * xarray::NODE_SIZE)
+        .build()
+        .unwrap();
     let da = data(0x33, 3 * MIB / 4);
     let a = open(&cache, &da);
     let db = data(0x44, 4 * MIB);

@@ -52,6 +52,8 @@ thread_local! {
 enum Handle {
     File {
         file: File,
+        /// Its node (for the time of its last write).
+        inode: Arc<Inode>,
     },
     Dir {
         entries: Vec<(u64, FileType, OsString)>,
@@ -79,6 +81,13 @@ pub struct FolioFs {
     shut: AtomicBool,
     /// The writeback error of the shutdown, for [`crate::serve`] to report.
     sync_error: Arc<Mutex<Option<String>>>,
+}
+
+/// Now, in nanoseconds since the epoch (at least 1).
+fn now_ns() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| {
+        u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1)
+    })
 }
 
 fn ts_to_time(sec: i64, nsec: i64) -> SystemTime {
@@ -262,7 +271,21 @@ impl FolioFs {
 
     fn stat_attr(&self, id: u64, inode: &Inode) -> Res<FileAttr> {
         let st = stat::fstat(&inode.fd).map_err(nix_errno)?;
-        Ok(attr_of(id, &st, inode.kind, inode.cached_len()))
+        let mut a = attr_of(id, &st, inode.kind, inode.cached_len());
+        // Written through the mount since the backing's mtime moved (the
+        // data may still be dirty in the cache): that write's time, as a
+        // local filesystem reports it at once.
+        let w = inode.written.load(Ordering::Relaxed);
+        if w > 0 {
+            let written = UNIX_EPOCH + Duration::from_nanos(w);
+            if written > a.mtime {
+                a.mtime = written;
+            }
+            if written > a.ctime {
+                a.ctime = written;
+            }
+        }
+        Ok(a)
     }
 
     fn is_control(parent: INodeNo, name: &OsStr) -> bool {
@@ -373,7 +396,7 @@ impl FolioFs {
             let from_handle = fh
                 .and_then(|fh| self.handle(fh).ok())
                 .and_then(|h| match &*h {
-                    Handle::File { file } if file.is_writable() => Some(file.reopen()),
+                    Handle::File { file, .. } if file.is_writable() => Some(file.reopen()),
                     _ => None,
                 });
             let file = match from_handle {
@@ -424,6 +447,8 @@ impl FolioFs {
                 UtimensatFlags::FollowSymlink,
             )
             .map_err(nix_errno)?;
+            // The times set now are the file's (its data is written back).
+            inode.written.store(0, Ordering::Relaxed);
         }
         self.stat_attr(id, inode)
     }
@@ -534,7 +559,7 @@ impl FolioFs {
             // kernel looked): O_TRUNC cuts it, cached data included.
             file.set_len(0).map_err(|e| io_errno(&e))?;
         }
-        let fh = self.add_handle(Handle::File { file });
+        let fh = self.add_handle(Handle::File { file, inode });
         Ok((attr, fh))
     }
 
@@ -547,7 +572,7 @@ impl FolioFs {
             Err(e) => return reply.error(e),
         };
         let file = match &*h {
-            Handle::File { file } => file,
+            Handle::File { file, .. } => file,
             Handle::Control(s) => {
                 let data = s.lock().read(offset, size as usize, self);
                 return reply.data(&data);
@@ -586,7 +611,7 @@ impl FolioFs {
     fn do_write(&self, fh: FileHandle, offset: u64, data: &[u8]) -> Res<u32> {
         let h = self.file_of(fh)?;
         match &*h {
-            Handle::File { file } => {
+            Handle::File { file, inode } => {
                 if !file.is_writable() {
                     return Err(Errno::EBADF);
                 }
@@ -607,6 +632,9 @@ impl FolioFs {
                         }
                         Err(e) => return Err(io_errno(&e)),
                     }
+                }
+                if done > 0 {
+                    inode.written.fetch_max(now_ns(), Ordering::Relaxed);
                 }
                 Ok(done as u32)
             }
@@ -954,7 +982,7 @@ impl Filesystem for FolioFs {
             let file = self
                 .open_cached(&i, write, append)
                 .map_err(|e| io_errno(&e))?;
-            Ok(self.add_handle(Handle::File { file }))
+            Ok(self.add_handle(Handle::File { file, inode: i }))
         })();
         match r {
             Ok(fh) => reply.opened(fh, FopenFlags::FOPEN_DIRECT_IO),
@@ -1035,7 +1063,7 @@ impl Filesystem for FolioFs {
     ) {
         let r = self.handle(fh).and_then(|h| {
             let file = match &*h {
-                Handle::File { file } if file.is_writable() => file.reopen(),
+                Handle::File { file, .. } if file.is_writable() => file.reopen(),
                 // fsync on a read-only descriptor syncs the file too, as
                 // on a local filesystem: through the node's handle.
                 Handle::File { .. } => {
@@ -1192,7 +1220,7 @@ impl Filesystem for FolioFs {
     ) {
         let r = (|| {
             let h = self.file_of(fh)?;
-            let Handle::File { file } = &*h else {
+            let Handle::File { file, .. } = &*h else {
                 return Err(Errno::ENODEV);
             };
             if mode != libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE {

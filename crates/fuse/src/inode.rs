@@ -22,6 +22,7 @@
 
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use foliocache::File;
@@ -42,6 +43,11 @@ pub struct Inode {
     /// The cache's handle on a regular file once it has been opened: kept
     /// until the node is forgotten (see the module doc).
     pub cached: Mutex<Option<File>>,
+    /// When the file was last written through the mount (nanoseconds since
+    /// the epoch; 0: not since its times were last set): its data may
+    /// still be dirty in the cache, the backing's mtime not yet moved, so
+    /// the attributes report this instead while it is later.
+    pub written: AtomicU64,
 }
 
 impl Inode {
@@ -92,6 +98,7 @@ impl InodeTable {
                     key,
                     kind: FileType::Directory,
                     cached: Mutex::new(None),
+                    written: AtomicU64::new(0),
                 }),
                 // The root is never forgotten.
                 nlookup: 1 << 62,
@@ -125,6 +132,7 @@ impl InodeTable {
             key,
             kind,
             cached: Mutex::new(None),
+            written: AtomicU64::new(0),
         });
         t.by_key.insert(key, id);
         t.by_id.insert(

@@ -33,9 +33,11 @@
 //! Durability: as with the kernel's page cache, data written through the
 //! mount stays dirty in the cache after `close` until the flusher, `fsync`
 //! or the unmount writes it back; a killed server (SIGKILL) loses what was
-//! not synced. File times are the backing's: a write's mtime is set when
-//! it is written back (a `setattr` of the times writes the file back
-//! first, so `touch -d` and `cp -p` keep theirs).
+//! not synced. File times are the backing's, except that a write through
+//! the mount moves mtime and ctime at once (the server keeps the write's
+//! time while the backing's, moved only at writeback, is older); a
+//! `setattr` of the times writes the file back first and then sets them,
+//! so `touch -d` and `cp -p` keep theirs.
 //!
 //! Limits, known:
 //! - shared writable `mmap` of a file on the mount fails with `ENODEV`

@@ -601,6 +601,38 @@ fn random_operations_match_a_model() {
     );
 }
 
+/// A write through the mount moves the file's mtime at once, as on a local
+/// filesystem, though its data is still dirty in the cache (the backing's
+/// mtime moves only at writeback); times set explicitly afterwards stick.
+#[test]
+fn a_write_moves_mtime_at_once_and_set_times_stick() {
+    if !fuse_ok("a_write_moves_mtime_at_once_and_set_times_stick") {
+        return;
+    }
+    let m = Mounted::new();
+    let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(946_684_800); // 2000-01-01
+    let f = fs::File::create(m.backing.join("t")).unwrap();
+    f.write_all_at(b"before", 0).unwrap();
+    f.set_modified(old).unwrap();
+    drop(f);
+    let mtime = |p: &Path| fs::metadata(p).unwrap().modified().unwrap();
+    assert_eq!(mtime(&m.p("t")), old);
+    let start = std::time::SystemTime::now();
+    let f = fs::OpenOptions::new().write(true).open(m.p("t")).unwrap();
+    f.write_all_at(b"after", 0).unwrap();
+    assert!(
+        mtime(&m.p("t")) >= start - std::time::Duration::from_secs(1),
+        "the write's mtime, not the backing's old one: {:?}",
+        mtime(&m.p("t"))
+    );
+    // Explicit times win (cp -p, touch -d), after the data is written.
+    f.set_modified(old).unwrap();
+    drop(f);
+    assert_eq!(mtime(&m.p("t")), old);
+    assert_eq!(fs::read(m.p("t")).unwrap(), b"aftere");
+    assert_eq!(mtime(&m.backing.join("t")), old, "the backing has them too");
+}
+
 /// The null mount (the crossing's ceiling in the bench): the backing's
 /// top-level regular files as read-only zeros of their sizes, listed,
 /// read in pieces of any size, short at the end, refused for writing.
