@@ -397,7 +397,14 @@ impl Mapping {
     /// The writeback's (also in the file's error sequence).
     pub(crate) fn close_handle(&self) -> io::Result<()> {
         // (Waits for a writeback in flight even when nothing is dirty.)
-        self.writeback(0, u64::MAX)
+        self.writeback(0, u64::MAX)?;
+        // The data is on the backing: so is the size, even if an earlier
+        // cut after a writeback past the end failed (else the file would
+        // open again longer, with zeros past its end).
+        if !self.memfile && self.backing_writable() {
+            self.fix_backing_size()?;
+        }
+        Ok(())
     }
 
     /// The backing (a counted reference: it may be replaced meanwhile).

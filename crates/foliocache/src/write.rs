@@ -651,7 +651,9 @@ impl File {
                 done.push(f);
             }
             m.mark_dirty(&done, &ranges);
-            if pos > m.size() {
+            // (`pos` starts at the write's offset: a piece whose first
+            // folio failed wrote nothing and must not extend the file.)
+            if !done.is_empty() && pos > m.size() {
                 // Before the folios unlock: writeback that locks them sees
                 // the size their data needs.
                 m.set_size(pos);

@@ -445,6 +445,19 @@ impl Mapping {
         }
     }
 
+    /// Makes the backing's length the file's size, if it is not (a
+    /// writeback past the end that could not cut the backing back, or a
+    /// size cut that failed). Used by `sync` and by the last handle's close.
+    pub(crate) fn fix_backing_size(&self) -> io::Result<()> {
+        let _wb = self.wb_lock.lock();
+        let size = self.size();
+        match self.backing().len() {
+            Ok(len) if len != size => self.backing().set_len(size),
+            Ok(_) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
     /// `sync_data` (`all == false`) or `sync_all` of the file: write back
     /// everything dirty, make the backing's size the file's, and make it
     /// durable. The errors of this writeback are returned; errors met by
@@ -454,15 +467,7 @@ impl Mapping {
             return Ok(());
         }
         let wb = self.writeback(0, u64::MAX);
-        let size_fix = {
-            let _wb = self.wb_lock.lock();
-            let size = self.size();
-            match self.backing().len() {
-                Ok(len) if len != size => self.backing().set_len(size),
-                Ok(_) => Ok(()),
-                Err(e) => Err(e),
-            }
-        };
+        let size_fix = self.fix_backing_size();
         let durable = if all {
             self.backing().sync_all()
         } else {

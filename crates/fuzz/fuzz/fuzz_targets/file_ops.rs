@@ -1,0 +1,4 @@
+//! libFuzzer target: [`foliocache_fuzz::file_ops`] (see its docs for what it checks).
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| foliocache_fuzz::file_ops(data));
