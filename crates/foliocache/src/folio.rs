@@ -142,6 +142,11 @@ pub struct Folio {
     lru_prev: AtomicU32,
     lru_next: AtomicU32,
     order: AtomicU8,
+    /// Under loom, this folio's queue in the parking lot: a count of
+    /// wake-ups (`unpark_all`), under a lock that plays the parking lot's
+    /// bucket lock (see `sleep_while_locked`).
+    #[cfg(loom)]
+    parked: loom::sync::Mutex<u64>,
 }
 
 impl Default for Folio {
@@ -154,6 +159,8 @@ impl Default for Folio {
             lru_prev: AtomicU32::new(u32::MAX),
             lru_next: AtomicU32::new(u32::MAX),
             order: AtomicU8::new(0),
+            #[cfg(loom)]
+            parked: loom::sync::Mutex::new(0),
         }
     }
 }
@@ -374,12 +381,25 @@ impl Folio {
                 None,
             );
         }
-        // Under loom, sleeping is yielding until the validation fails (the
-        // unlock cleared LOCKED and WAITERS): the waiter re-checks the flag
-        // each time it runs, which is what a wake-up leads to.
+        // Under loom, the same protocol with the parking lot modelled: the
+        // validation and the enqueue happen under the queue's lock, as
+        // `park` does them under its bucket's, and the sleeper then waits
+        // (yielding) for a wake-up counted after it enqueued, which only
+        // `unlock` gives. A wake-up lost (an unlock that does not see
+        // WAITERS, or that clears LOCKED without waking) leaves the sleeper
+        // waiting forever, and the model fails instead of passing because
+        // the sleeper happened to re-check the flag.
         #[cfg(loom)]
-        while validate() {
-            loom::thread::yield_now();
+        {
+            let queue = self.parked.lock().unwrap();
+            if !validate() {
+                return;
+            }
+            let enqueued = *queue;
+            drop(queue);
+            while *self.parked.lock().unwrap() == enqueued {
+                loom::thread::yield_now();
+            }
         }
     }
 
@@ -395,7 +415,11 @@ impl Folio {
             old & FolioFlags::LOCKED.0 != 0,
             "unlock of an unlocked folio"
         );
-        // Under loom there is no parking: waiters yield and re-check.
+        // Under loom, `unpark_all` is a wake-up counted on the queue.
+        #[cfg(loom)]
+        if old & FolioFlags::WAITERS.0 != 0 {
+            *self.parked.lock().unwrap() += 1;
+        }
         #[cfg(not(loom))]
         if old & FolioFlags::WAITERS.0 != 0 {
             // SAFETY: unpark_all with this descriptor's address as the key,

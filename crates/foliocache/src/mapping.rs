@@ -315,15 +315,15 @@ pub struct Mapping {
     // nothing the models check.)
     /// Writers (shared; exclusive when extending), `set_len` and
     /// `punch_hole` (exclusive): the kernel's `i_rwsem`.
-    pub(crate) inode_lock: parking_lot::RwLock<()>,
+    pub(crate) inode_lock: crate::sync::RwLock<()>,
     /// Held shared by readers while they create folios and start their IO,
     /// exclusive by `set_len` and `punch_hole` while they remove folios and
     /// change the backing: no folio is read from blocks being freed (the
     /// kernel's `invalidate_lock`).
-    pub(crate) invalidate_lock: parking_lot::RwLock<()>,
+    pub(crate) invalidate_lock: crate::sync::RwLock<()>,
     /// One writeback of this file at a time; held by truncation while it
     /// changes the backing's size.
-    pub(crate) wb_lock: parking_lot::Mutex<()>,
+    pub(crate) wb_lock: crate::sync::Mutex<()>,
     /// Writeback errors, reported once per handle (the kernel's errseq).
     pub(crate) wb_err: crate::writeback::ErrSeq,
     /// Pages of dirty folios.
@@ -358,9 +358,9 @@ impl Mapping {
             path: None,
             folios: AtomicU64::new(0),
             memfile: false,
-            inode_lock: parking_lot::RwLock::new(()),
-            invalidate_lock: parking_lot::RwLock::new(()),
-            wb_lock: parking_lot::Mutex::new(()),
+            inode_lock: crate::sync::RwLock::new(()),
+            invalidate_lock: crate::sync::RwLock::new(()),
+            wb_lock: crate::sync::Mutex::new(()),
             wb_err: crate::writeback::ErrSeq::default(),
             dirty_pages: StdAtomicU64::new(0),
             handles: StdAtomicU64::new(0),
