@@ -143,10 +143,9 @@ pub struct Folio {
     lru_next: AtomicU32,
     order: AtomicU8,
     /// Under loom, this folio's queue in the parking lot: a count of
-    /// wake-ups (`unpark_all`), under a lock that plays the parking lot's
-    /// bucket lock (see `sleep_while_locked`).
+    /// wake-ups (`unpark_all`; see `sleep_while_locked`).
     #[cfg(loom)]
-    parked: loom::sync::Mutex<u64>,
+    wakeups: AtomicU32,
 }
 
 impl Default for Folio {
@@ -160,7 +159,7 @@ impl Default for Folio {
             lru_next: AtomicU32::new(u32::MAX),
             order: AtomicU8::new(0),
             #[cfg(loom)]
-            parked: loom::sync::Mutex::new(0),
+            wakeups: AtomicU32::new(0),
         }
     }
 }
@@ -382,22 +381,23 @@ impl Folio {
             );
         }
         // Under loom, the same protocol with the parking lot modelled: the
-        // validation and the enqueue happen under the queue's lock, as
-        // `park` does them under its bucket's, and the sleeper then waits
-        // (yielding) for a wake-up counted after it enqueued, which only
-        // `unlock` gives. A wake-up lost (an unlock that does not see
-        // WAITERS, or that clears LOCKED without waking) leaves the sleeper
-        // waiting forever, and the model fails instead of passing because
-        // the sleeper happened to re-check the flag.
+        // sleeper samples the wake-up count, then validates, then waits
+        // (yielding) for a wake-up counted after the sample, which only
+        // `unlock` gives. `park` validates and enqueues under its bucket's
+        // lock, which `unpark_all` takes too; sampling before validating
+        // gives the same guarantee (an unlock that clears the flags after
+        // the validation counts its wake-up after the sample). A wake-up
+        // lost (an unlock that does not see WAITERS, or a lock released
+        // without `unlock`) leaves the sleeper waiting forever, and the
+        // model fails instead of passing because the sleeper happened to
+        // re-check the flag.
         #[cfg(loom)]
         {
-            let queue = self.parked.lock().unwrap();
+            let enqueued = self.wakeups.load(Ordering::SeqCst);
             if !validate() {
                 return;
             }
-            let enqueued = *queue;
-            drop(queue);
-            while *self.parked.lock().unwrap() == enqueued {
+            while self.wakeups.load(Ordering::SeqCst) == enqueued {
                 loom::thread::yield_now();
             }
         }
@@ -418,7 +418,7 @@ impl Folio {
         // Under loom, `unpark_all` is a wake-up counted on the queue.
         #[cfg(loom)]
         if old & FolioFlags::WAITERS.0 != 0 {
-            *self.parked.lock().unwrap() += 1;
+            self.wakeups.fetch_add(1, Ordering::SeqCst);
         }
         #[cfg(not(loom))]
         if old & FolioFlags::WAITERS.0 != 0 {

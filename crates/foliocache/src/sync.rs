@@ -5,8 +5,9 @@
 //! `tests/loom.rs`).
 //!
 //! Two things stay outside: the folio lock's sleeping, which parks in
-//! `parking_lot_core` normally and becomes a `yield_now` loop under loom
-//! (in `folio.rs`, next to the code it replaces), and the static that
+//! `parking_lot_core` normally and under loom becomes a model of its queue
+//! (a wake-up count, waited on by yielding; in `folio.rs`, next to the
+//! code it replaces), and the static that
 //! hands out statistics shards (a loom atomic cannot live in a static; it
 //! only picks a shard and orders nothing).
 

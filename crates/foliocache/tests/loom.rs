@@ -2,15 +2,21 @@
 //! lookup against removal (reference 1.8, 3.10), readers racing to fill
 //! one folio, with and without a failing read, readahead's marker and
 //! completions, an uncached read's drop at its end against another
-//! reader (reference 6.2), and a write against reclaim (a dirty folio is
-//! never evicted).
+//! reader (reference 6.2), a write against reclaim (a dirty folio is
+//! never evicted), the folio lock against reclaim, writeback against
+//! truncation and hole punching, and a write against the writeback of its
+//! folio.
 //!
 //! Run with:
 //! `RUSTFLAGS="--cfg loom" cargo test -p foliocache --release --test loom`
 //!
 //! Under loom every atomic and lock of foliocache and xarray is loom's (see
-//! `src/sync.rs` of both crates), the folio lock's sleep is a yield loop,
-//! and xarray's epoch reclamation is a leak. The folio descriptors, the
+//! `src/sync.rs` of both crates; the file locks `inode_lock`,
+//! `invalidate_lock` and `wb_lock` too), the folio lock's sleep models the
+//! parking lot's queue (a sleeper wakes only on a wake-up counted by an
+//! `unlock` after it validated, so a lost wake-up hangs the model, which
+//! loom reports as too many branches), and xarray's epoch reclamation is a
+//! leak. The folio descriptors, the
 //! arena, the LRU and reclaim are the real ones; so is the read path. The
 //! backings (`MemBacking`, `FaultyBacking`) keep std locks: loom never
 //! switches threads inside them, as they make no loom operation.
