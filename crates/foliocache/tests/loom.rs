@@ -1002,14 +1002,14 @@ fn i1_model(to: u64, sync: bool) {
 
 #[test]
 fn i_writeback_races_truncate_to_half_a_page() {
-    model("i_writeback_races_truncate_to_half_a_page", 2, || {
+    model("i_writeback_races_truncate_to_half_a_page", 3, || {
         i1_model((PAGE / 2) as u64, false)
     });
 }
 
 #[test]
 fn i_sync_races_truncate_to_zero() {
-    model("i_sync_races_truncate_to_zero", 2, || i1_model(0, true));
+    model("i_sync_races_truncate_to_zero", 3, || i1_model(0, true));
 }
 
 /// (i2): writeback races `punch_hole` over the whole dirty page of a
@@ -1019,7 +1019,7 @@ fn i_sync_races_truncate_to_zero() {
 /// find it) and page 1's bytes untouched.
 #[test]
 fn i_writeback_races_punch_hole() {
-    model("i_writeback_races_punch_hole", 2, || {
+    model("i_writeback_races_punch_hole", 3, || {
         let c = cache(2);
         let old = pages_data(2, 0xa);
         let mem = Arc::new(MemBacking::with_data(old.clone()));
@@ -1093,5 +1093,44 @@ fn j_write_redirties_a_folio_under_writeback() {
         assert!(mem.contents().unwrap() == data(0x6), "the last write lost");
         check_wb_settled(&c, &a);
         check_closed(&c, vec![a]);
+    });
+}
+
+// ---------------------------------------------------------------------------
+// (k) The last handle's close against the flusher. `Cache::sync_all` walks
+// the live mappings as the flusher does, holding each (an `Arc`) while it
+// writes it back; the last `File` of a dirty file closes meanwhile and
+// writes its dirty data back itself. A close that returns has seen the
+// data reach the backing, whoever wrote it (its writeback waits for one in
+// flight: `wb_lock` is taken even when nothing is left dirty); the mapping
+// goes with whichever thread drops it last, and every page comes back.
+
+#[test]
+fn k_close_races_the_flusher() {
+    model("k_close_races_the_flusher", 3, || {
+        let (c, mem, a) = dirty_file();
+        let (closed, synced) = race(
+            {
+                let mem = mem.clone();
+                move || {
+                    drop(a);
+                    mem.contents().unwrap()
+                }
+            },
+            {
+                let c = c.clone();
+                move || c.sync_all()
+            },
+        );
+        synced.unwrap();
+        assert!(
+            closed == data(0x5),
+            "the close returned before its data reached the backing"
+        );
+        assert!(mem.contents().unwrap() == data(0x5));
+        let s = c.stats();
+        assert_eq!((s.dirty_bytes, s.writeback_bytes), (0, 0), "{s:?}");
+        assert_eq!(s.folios, 0, "the closed file's folios stayed: {s:?}");
+        assert_eq!(s.free_bytes, s.capacity_bytes, "{s:?}");
     });
 }
