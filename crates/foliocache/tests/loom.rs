@@ -34,7 +34,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use backing::{FaultyBacking, MemBacking};
+use backing::{Backing, BackingInfo, FaultyBacking, IoBuf, IoBufMut, MemBacking};
 use foliocache::folio::FolioFlags;
 use foliocache::{Cache, FgpFlags, File, Insert, Mapping, MappingEntry, Populate, ReadaheadConfig};
 use loom::thread;
@@ -913,11 +913,77 @@ fn h_truncate_holds_the_lock_against_reclaim() {
 // same bytes here): nothing past the new end, and a later extension reads
 // zeros there from the cache and from the backing.
 
+/// A memory backing whose changes and reads loom sees: each is a loom
+/// operation on one atomic before it happens. `MemBacking`'s own lock is a
+/// std one, which loom does not see: a write to it and a test's look at it
+/// afterwards would be independent to loom, which would then never run the
+/// look before the write (its reduction assumes they commute), however the
+/// threads raced in fact.
+struct Seen {
+    mem: MemBacking,
+    ops: loom::sync::atomic::AtomicUsize,
+}
+
+impl Seen {
+    fn with_data(data: Vec<u8>) -> Seen {
+        Seen {
+            mem: MemBacking::with_data(data),
+            ops: loom::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    fn change(&self) {
+        self.ops.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn look(&self) {
+        self.ops.load(Ordering::SeqCst);
+    }
+
+    /// The backing's bytes now.
+    fn contents(&self) -> Vec<u8> {
+        self.look();
+        self.mem.contents().unwrap()
+    }
+}
+
+impl Backing for Seen {
+    fn len(&self) -> io::Result<u64> {
+        self.look();
+        self.mem.len()
+    }
+    fn read_blocks(&self, bufs: &mut [IoBufMut<'_>], offset: u64) -> io::Result<usize> {
+        self.look();
+        self.mem.read_blocks(bufs, offset)
+    }
+    fn write_blocks(&self, bufs: &[IoBuf<'_>], offset: u64) -> io::Result<usize> {
+        self.change();
+        self.mem.write_blocks(bufs, offset)
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.change();
+        self.mem.set_len(len)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        self.mem.sync_data()
+    }
+    fn sync_all(&self) -> io::Result<()> {
+        self.mem.sync_all()
+    }
+    fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.change();
+        self.mem.punch_hole(offset, len)
+    }
+    fn info(&self) -> BackingInfo {
+        self.mem.info()
+    }
+}
+
 /// A one-page file over `mem` (old bytes `data(0xa)`) with page 0 written
 /// to `data(0x5)` in a two-page cache, dirty.
-fn dirty_file() -> (Cache, Arc<MemBacking>, File) {
+fn dirty_file() -> (Cache, Arc<Seen>, File) {
     let c = cache(2);
-    let mem = Arc::new(MemBacking::with_data(data(0xa)));
+    let mem = Arc::new(Seen::with_data(data(0xa)));
     let a = c.open_backing(mem.clone()).unwrap();
     a.write_all_at(&data(0x5), 0).unwrap();
     assert_eq!(a.mapping().dirty_bytes(), PAGE as u64);
@@ -976,7 +1042,7 @@ fn i1_model(to: u64, sync: bool) {
     // If the writeback came first the folio's data is there; if the
     // truncation came first and writeback found nothing left to write, the
     // dirty data is still in the cache (to == 0: nothing at all).
-    let backing = mem.contents().unwrap();
+    let backing = mem.contents();
     assert!(
         backing.len() == to,
         "the backing holds {} bytes past the new size {to}",
@@ -994,7 +1060,7 @@ fn i1_model(to: u64, sync: bool) {
     full.resize(PAGE, 0);
     assert!(buf == full, "stale bytes past the truncation point");
     a.sync_data().unwrap();
-    assert!(mem.contents().unwrap() == full, "the backing after sync");
+    assert!(mem.contents() == full, "the backing after sync");
     check_wb_settled(&c, &a);
     assert_eq!(c.stats().dirty_bytes, 0);
     check_closed(&c, vec![a]);
@@ -1022,7 +1088,7 @@ fn i_writeback_races_punch_hole() {
     model("i_writeback_races_punch_hole", 3, || {
         let c = cache(2);
         let old = pages_data(2, 0xa);
-        let mem = Arc::new(MemBacking::with_data(old.clone()));
+        let mem = Arc::new(Seen::with_data(old.clone()));
         let a = c.open_backing(mem.clone()).unwrap();
         a.write_all_at(&data(0x5), 0).unwrap();
         let (p, w) = race(
@@ -1042,7 +1108,7 @@ fn i_writeback_races_punch_hole() {
         let mut want = vec![0u8; PAGE];
         want.extend_from_slice(&old[PAGE..]);
         assert!(
-            mem.contents().unwrap() == want,
+            mem.contents() == want,
             "the backing holds the punched page's written bytes"
         );
         let mut buf = vec![0u8; PAGE];
@@ -1079,7 +1145,7 @@ fn j_write_redirties_a_folio_under_writeback() {
         check_wb_settled(&c, &a);
         // The backing holds one version whole: the old, the first write
         // or the second, never a mix.
-        let now = mem.contents().unwrap();
+        let now = mem.contents();
         assert!(
             now == data(0xa) || now == data(0x5) || now == data(0x6),
             "the backing holds a torn page"
@@ -1090,7 +1156,7 @@ fn j_write_redirties_a_folio_under_writeback() {
             "the second write is neither in the backing nor dirty"
         );
         a.sync_data().unwrap();
-        assert!(mem.contents().unwrap() == data(0x6), "the last write lost");
+        assert!(mem.contents() == data(0x6), "the last write lost");
         check_wb_settled(&c, &a);
         check_closed(&c, vec![a]);
     });
@@ -1109,17 +1175,18 @@ fn j_write_redirties_a_folio_under_writeback() {
 fn k_close_races_the_flusher() {
     model("k_close_races_the_flusher", 3, || {
         let (c, mem, a) = dirty_file();
-        let (closed, synced) = race(
+        // (The writer first: see `race`.)
+        let (synced, closed) = race(
+            {
+                let c = c.clone();
+                move || c.sync_all()
+            },
             {
                 let mem = mem.clone();
                 move || {
                     drop(a);
-                    mem.contents().unwrap()
+                    mem.contents()
                 }
-            },
-            {
-                let c = c.clone();
-                move || c.sync_all()
             },
         );
         synced.unwrap();
@@ -1127,7 +1194,7 @@ fn k_close_races_the_flusher() {
             closed == data(0x5),
             "the close returned before its data reached the backing"
         );
-        assert!(mem.contents().unwrap() == data(0x5));
+        assert!(mem.contents() == data(0x5));
         let s = c.stats();
         assert_eq!((s.dirty_bytes, s.writeback_bytes), (0, 0), "{s:?}");
         assert_eq!(s.folios, 0, "the closed file's folios stayed: {s:?}");
