@@ -286,7 +286,9 @@ fn bad_free(arena: &Arena, model: &Model, kind: u8, i: usize, order: u32) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(96))]
+    // (A few cases under Miri, which runs this about a thousand times
+    // slower; scripts/miri.sh.)
+    #![proptest_config(ProptestConfig::with_cases(if cfg!(miri) { 4 } else { 96 }))]
 
     /// Random alloc/free sequences agree with the model at every step, blocks
     /// never overlap (checked in the model and by memory tags), and freeing
@@ -349,6 +351,7 @@ fn mapping_is_2mib_aligned_and_pages_are_contiguous() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "mincore: Miri has no page residency")]
 fn every_page_of_the_capacity_is_mapped() {
     let arena = Arena::new((2 << 20) + 5 * PAGE_SIZE, Populate::Lazy).unwrap();
     let base = arena.page_ptr(PageId::new(0)).as_ptr();
@@ -643,7 +646,14 @@ fn every_block_holds_its_own_pattern() {
 
 #[test]
 fn two_threads_alloc_and_free_without_overlap() {
-    let arena = Arc::new(Arena::new(16 << 20, Populate::Eager).unwrap());
+    // Under Miri, which checks every access of the two threads for races
+    // and for the blocks' bounds, a smaller arena and fewer operations.
+    let (bytes, rounds) = if cfg!(miri) {
+        (4 << 20, 600)
+    } else {
+        (16 << 20, 1_000_000)
+    };
+    let arena = Arc::new(Arena::new(bytes, Populate::Eager).unwrap());
     let initial = snapshot(&arena);
     let start = Instant::now();
     let threads: Vec<_> = (0..2u64)
@@ -654,7 +664,7 @@ fn two_threads_alloc_and_free_without_overlap() {
                 let mut live: Vec<(PageId, u32, u64)> = Vec::new();
                 let mut batch = Vec::new();
                 let mut ops = 0u64;
-                for seq in 0..1_000_000u64 {
+                for seq in 0..rounds {
                     let seed = (t << 56) | seq;
                     match rng.gen_range(0..10) {
                         0..=4 if live.len() < 400 => {
@@ -723,6 +733,7 @@ fn gib_per_s(bytes: usize, secs: f64) -> f64 {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "mincore and 768 MiB of populated arenas: not for Miri")]
 fn eager_populates_at_build_and_lazy_does_not() {
     const BYTES: usize = 256 << 20;
     let eager = Arena::new(BYTES, Populate::Eager).unwrap();
