@@ -143,6 +143,10 @@ pub struct Folio {
     lru_prev: AtomicU32,
     lru_next: AtomicU32,
     order: AtomicU8,
+    /// Under loom, this folio's queue in the parking lot: a count of
+    /// wake-ups (`unpark_all`; see `sleep_while_locked`).
+    #[cfg(loom)]
+    wakeups: AtomicU32,
 }
 
 impl Default for Folio {
@@ -155,6 +159,8 @@ impl Default for Folio {
             lru_prev: AtomicU32::new(u32::MAX),
             lru_next: AtomicU32::new(u32::MAX),
             order: AtomicU8::new(0),
+            #[cfg(loom)]
+            wakeups: AtomicU32::new(0),
         }
     }
 }
@@ -375,12 +381,26 @@ impl Folio {
                 None,
             );
         }
-        // Under loom, sleeping is yielding until the validation fails (the
-        // unlock cleared LOCKED and WAITERS): the waiter re-checks the flag
-        // each time it runs, which is what a wake-up leads to.
+        // Under loom, the same protocol with the parking lot modelled: the
+        // sleeper samples the wake-up count, then validates, then waits
+        // (yielding) for a wake-up counted after the sample, which only
+        // `unlock` gives. `park` validates and enqueues under its bucket's
+        // lock, which `unpark_all` takes too; sampling before validating
+        // gives the same guarantee (an unlock that clears the flags after
+        // the validation counts its wake-up after the sample). A wake-up
+        // lost (an unlock that does not see WAITERS, or a lock released
+        // without `unlock`) leaves the sleeper waiting forever, and the
+        // model fails instead of passing because the sleeper happened to
+        // re-check the flag.
         #[cfg(loom)]
-        while validate() {
-            loom::thread::yield_now();
+        {
+            let enqueued = self.wakeups.load(Ordering::SeqCst);
+            if !validate() {
+                return;
+            }
+            while self.wakeups.load(Ordering::SeqCst) == enqueued {
+                loom::thread::yield_now();
+            }
         }
     }
 
@@ -396,7 +416,11 @@ impl Folio {
             old & FolioFlags::LOCKED.0 != 0,
             "unlock of an unlocked folio"
         );
-        // Under loom there is no parking: waiters yield and re-check.
+        // Under loom, `unpark_all` is a wake-up counted on the queue.
+        #[cfg(loom)]
+        if old & FolioFlags::WAITERS.0 != 0 {
+            self.wakeups.fetch_add(1, Ordering::SeqCst);
+        }
         #[cfg(not(loom))]
         if old & FolioFlags::WAITERS.0 != 0 {
             // SAFETY: unpark_all with this descriptor's address as the key,

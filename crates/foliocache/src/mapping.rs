@@ -309,25 +309,26 @@ pub struct Mapping {
     /// A memory file: no backing store, folios never evicted nor written
     /// back, kept off the LRU lists.
     pub(crate) memfile: bool,
-    // (`size`, `dirty_pages` and `handles` are std atomics even under loom:
-    // the models do not race size changes, dirty counts or closes, and
-    // loom atomics here would add a scheduling point to every read for
-    // nothing the models check.)
+    // (`size` and `handles` are std atomics even under loom: loom atomics
+    // there would add a scheduling point to every read and every clone of
+    // a handle for nothing the models check. `dirty_pages` is loom's:
+    // writeback decides on it whether there is anything to do, and the
+    // models of writeback against truncation and close race on it.)
     /// Writers (shared; exclusive when extending), `set_len` and
     /// `punch_hole` (exclusive): the kernel's `i_rwsem`.
-    pub(crate) inode_lock: parking_lot::RwLock<()>,
+    pub(crate) inode_lock: crate::sync::RwLock<()>,
     /// Held shared by readers while they create folios and start their IO,
     /// exclusive by `set_len` and `punch_hole` while they remove folios and
     /// change the backing: no folio is read from blocks being freed (the
     /// kernel's `invalidate_lock`).
-    pub(crate) invalidate_lock: parking_lot::RwLock<()>,
+    pub(crate) invalidate_lock: crate::sync::RwLock<()>,
     /// One writeback of this file at a time; held by truncation while it
     /// changes the backing's size.
-    pub(crate) wb_lock: parking_lot::Mutex<()>,
+    pub(crate) wb_lock: crate::sync::Mutex<()>,
     /// Writeback errors, reported once per handle (the kernel's errseq).
     pub(crate) wb_err: crate::writeback::ErrSeq,
     /// Pages of dirty folios.
-    pub(crate) dirty_pages: StdAtomicU64,
+    pub(crate) dirty_pages: AtomicU64,
     /// Open handles ([`File`](crate::File)s) on this mapping: the last one
     /// to go writes the dirty data back while the mapping is still
     /// registered, so an open meanwhile shares it rather than reading the
@@ -364,11 +365,11 @@ impl Mapping {
             path: None,
             folios: AtomicU64::new(0),
             memfile: false,
-            inode_lock: parking_lot::RwLock::new(()),
-            invalidate_lock: parking_lot::RwLock::new(()),
-            wb_lock: parking_lot::Mutex::new(()),
+            inode_lock: crate::sync::RwLock::new(()),
+            invalidate_lock: crate::sync::RwLock::new(()),
+            wb_lock: crate::sync::Mutex::new(()),
             wb_err: crate::writeback::ErrSeq::default(),
-            dirty_pages: StdAtomicU64::new(0),
+            dirty_pages: AtomicU64::new(0),
             handles: StdAtomicU64::new(0),
         }
     }

@@ -5,8 +5,9 @@
 //! `tests/loom.rs`).
 //!
 //! Two things stay outside: the folio lock's sleeping, which parks in
-//! `parking_lot_core` normally and becomes a `yield_now` loop under loom
-//! (in `folio.rs`, next to the code it replaces), and the static that
+//! `parking_lot_core` normally and under loom becomes a model of its queue
+//! (a wake-up count, waited on by yielding; in `folio.rs`, next to the
+//! code it replaces), and the static that
 //! hands out statistics shards (a loom atomic cannot live in a static; it
 //! only picks a shard and orders nothing).
 
@@ -50,5 +51,44 @@ impl<T> Mutex<T> {
 
     pub(crate) fn try_lock(&self) -> Option<loom::sync::MutexGuard<'_, T>> {
         self.0.try_lock().ok()
+    }
+}
+
+/// The crate's reader-writer lock: `parking_lot`'s. The file locks
+/// (`inode_lock`, `invalidate_lock`) are these, so that the models can
+/// race truncation against writeback and writers (a `parking_lot` lock
+/// that a loom thread blocked on would hang the model: loom runs its
+/// threads on one OS thread).
+#[cfg(not(loom))]
+pub(crate) type RwLock<T> = parking_lot::RwLock<T>;
+#[cfg(not(loom))]
+pub(crate) type RwLockReadGuard<'a, T> = parking_lot::RwLockReadGuard<'a, T>;
+#[cfg(not(loom))]
+pub(crate) type RwLockWriteGuard<'a, T> = parking_lot::RwLockWriteGuard<'a, T>;
+
+/// Under loom: loom's reader-writer lock with `parking_lot`'s interface.
+#[cfg(loom)]
+pub(crate) struct RwLock<T>(loom::sync::RwLock<T>);
+#[cfg(loom)]
+pub(crate) type RwLockReadGuard<'a, T> = loom::sync::RwLockReadGuard<'a, T>;
+#[cfg(loom)]
+pub(crate) type RwLockWriteGuard<'a, T> = loom::sync::RwLockWriteGuard<'a, T>;
+
+#[cfg(loom)]
+impl<T> RwLock<T> {
+    pub(crate) fn new(t: T) -> Self {
+        RwLock(loom::sync::RwLock::new(t))
+    }
+
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, T> {
+        self.0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, T> {
+        self.0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }

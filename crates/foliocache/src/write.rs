@@ -353,8 +353,8 @@ fn too_large(end: impl std::fmt::Display) -> io::Error {
 /// The inode lock as a write holds it (held for its `Drop`).
 #[allow(dead_code)]
 enum InodeGuard<'a> {
-    Shared(parking_lot::RwLockReadGuard<'a, ()>),
-    Exclusive(parking_lot::RwLockWriteGuard<'a, ()>),
+    Shared(crate::sync::RwLockReadGuard<'a, ()>),
+    Exclusive(crate::sync::RwLockWriteGuard<'a, ()>),
 }
 
 /// Writing.

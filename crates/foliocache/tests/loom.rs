@@ -2,15 +2,21 @@
 //! lookup against removal (reference 1.8, 3.10), readers racing to fill
 //! one folio, with and without a failing read, readahead's marker and
 //! completions, an uncached read's drop at its end against another
-//! reader (reference 6.2), and a write against reclaim (a dirty folio is
-//! never evicted).
+//! reader (reference 6.2), a write against reclaim (a dirty folio is
+//! never evicted), the folio lock against reclaim, writeback against
+//! truncation and hole punching, and a write against the writeback of its
+//! folio.
 //!
 //! Run with:
 //! `RUSTFLAGS="--cfg loom" cargo test -p foliocache --release --test loom`
 //!
 //! Under loom every atomic and lock of foliocache and xarray is loom's (see
-//! `src/sync.rs` of both crates), the folio lock's sleep is a yield loop,
-//! and xarray's epoch reclamation is a leak. The folio descriptors, the
+//! `src/sync.rs` of both crates; the file locks `inode_lock`,
+//! `invalidate_lock` and `wb_lock` too), the folio lock's sleep models the
+//! parking lot's queue (a sleeper wakes only on a wake-up counted by an
+//! `unlock` after it validated, so a lost wake-up hangs the model, which
+//! loom reports as too many branches), and xarray's epoch reclamation is a
+//! leak. The folio descriptors, the
 //! arena, the LRU and reclaim are the real ones; so is the read path. The
 //! backings (`MemBacking`, `FaultyBacking`) keep std locks: loom never
 //! switches threads inside them, as they make no loom operation.
@@ -28,7 +34,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use backing::{FaultyBacking, MemBacking};
+use backing::{Backing, BackingInfo, FaultyBacking, IoBuf, IoBufMut, MemBacking};
 use foliocache::folio::FolioFlags;
 use foliocache::{Cache, FgpFlags, File, Insert, Mapping, MappingEntry, Populate, ReadaheadConfig};
 use loom::thread;
@@ -758,6 +764,440 @@ fn g_write_races_reclaim() {
             "the backing lost the write"
         );
         let s = c.stats();
+        assert_eq!(s.free_bytes, s.capacity_bytes, "{s:?}");
+    });
+}
+
+// ---------------------------------------------------------------------------
+// (h) The folio lock against reclaim (CONVENTIONS "Concurrency you can
+// test"). Reclaim takes an LRU folio only if it can trylock it and then
+// freeze its count at the cache's references; it skips a folio that a
+// reader or writer holds locked (or holds at all), and a thread sleeping on
+// the lock while reclaim holds it briefly must be woken by reclaim's
+// unlock. Under loom the folio lock's sleep models the parking lot's queue
+// (`Folio::sleep_while_locked`): a wake-up lost leaves the sleeper asleep
+// and the model fails. (a)'s `a_get_folio_locked_races_eviction` is the
+// other half: a thread locking a folio that reclaim is removing.
+
+/// Sets up (h1): an empty one-page cache and two one-page files; A's first
+/// backing read fails when `fail_a`.
+fn h_setup(fail_a: bool) -> (Cache, Arc<FaultyBacking<MemBacking>>, File, File) {
+    let c = cache(1);
+    let faulty = Arc::new(FaultyBacking::new(MemBacking::with_data(data(0xa))));
+    if fail_a {
+        faulty.fail_nth_read(1, libc::EIO);
+    }
+    let a = c.open_backing(faulty.clone()).unwrap();
+    let b = mem_file(&c, 0xb);
+    (c, faulty, a, b)
+}
+
+/// (h1): A and B are read at once into a one-page cache. Whichever reader
+/// gets the page holds its folio locked while it fills it, then referenced
+/// while it copies out; the other reader's allocation reclaims, meets that
+/// folio locked or held, and must skip it (and run out of memory) rather
+/// than evict it under the filler; once the folio is unlocked and
+/// unreferenced it may evict it. With `fail_a`, A's fill fails and A's
+/// reader removes its locked folio (off the LRU too) while B's reclaim may
+/// be scanning the list. Every byte copied is the file's own.
+fn h1_model(fail_a: bool) {
+    let (c, faulty, a, b) = h_setup(fail_a);
+    let (rb, ra) = race(
+        {
+            let b = b.clone();
+            move || read_page(&b, 0xb)
+        },
+        {
+            let a = a.clone();
+            move || read_page(&a, 0xa)
+        },
+    );
+    assert!(rb.is_ok() || is_oom(&rb), "{rb:?}");
+    match &ra {
+        Err(e) if fail_a && !is_oom(&ra) => {
+            assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}")
+        }
+        r => assert!(r.is_ok() || is_oom(r), "{r:?}"),
+    }
+    // One of them had the page (the first to allocate, or the one whose
+    // reclaim came after the other's folio went unused).
+    assert!(rb.is_ok() || ra.is_ok() || fail_a, "{rb:?} {ra:?}");
+    assert!(
+        check_accounting(&c, &[&a, &b]) <= 1,
+        "two folios in one page"
+    );
+    let a_cached = check_settled(&a);
+    let b_cached = check_settled(&b);
+    // A folio is left only by a reader that filled it.
+    assert!(!a_cached || ra.is_ok(), "{ra:?}");
+    assert!(!b_cached || rb.is_ok(), "{rb:?}");
+    if fail_a {
+        // A's reader failed its read (its folio left the index) or never
+        // had a page to read into.
+        assert!(ra.is_err() && !a_cached, "{ra:?}");
+        assert!(faulty.stats().injected_errors <= 1);
+    }
+    check_closed(&c, vec![a, b]);
+}
+
+#[test]
+fn h_reclaim_skips_a_folio_locked_for_its_fill() {
+    model("h_reclaim_skips_a_folio_locked_for_its_fill", 2, || {
+        h1_model(false)
+    });
+}
+
+#[test]
+fn h_reclaim_races_a_failed_fill_leaving_the_lru() {
+    model("h_reclaim_races_a_failed_fill_leaving_the_lru", 2, || {
+        h1_model(true)
+    });
+}
+
+/// (h2): truncation locks A's cached folio to zero its tail (a shrink to
+/// half a page) while B's read reclaims for the cache's only page: the
+/// truncation holds a reference and the lock, so reclaim skips the folio
+/// (B runs out of memory) or evicted it before (truncation then finds a
+/// shadow and zeroes nothing it does not own). Afterwards A reads its first
+/// half and then end of file, and B's bytes are B's.
+#[test]
+fn h_truncate_holds_the_lock_against_reclaim() {
+    model("h_truncate_holds_the_lock_against_reclaim", 2, || {
+        let (c, a, b) = one_page_cache_holding_a();
+        let half = (PAGE / 2) as u64;
+        let (rb, t) = race(
+            {
+                let b = b.clone();
+                move || read_page(&b, 0xb)
+            },
+            {
+                let a = a.clone();
+                move || a.set_len(half)
+            },
+        );
+        t.unwrap();
+        assert!(rb.is_ok() || is_oom(&rb), "{rb:?}");
+        assert!(
+            check_accounting(&c, &[&a, &b]) <= 1,
+            "two folios in one page"
+        );
+        check_settled(&a);
+        check_settled(&b);
+        let mut buf = vec![0u8; PAGE];
+        match a.read_at(&mut buf, 0) {
+            Ok(n) => {
+                assert_eq!(n, PAGE / 2, "A reads to its new end");
+                assert!(buf[..PAGE / 2] == data(0xa)[..PAGE / 2], "A's bytes");
+            }
+            Err(e) => assert_eq!(e.kind(), io::ErrorKind::OutOfMemory, "{e}"),
+        }
+        if rb.is_ok() {
+            read_page(&b, 0xb).unwrap();
+        }
+        check_closed(&c, vec![a, b]);
+    });
+}
+
+// ---------------------------------------------------------------------------
+// (i) Writeback completion against truncation (reference 3.10). A's page 0
+// is dirty in the cache (new bytes over the backing's old ones). One thread
+// writes A back (the flusher's `Mapping::writeback`, or `sync_data`); the
+// other shrinks A (`set_len`) or punches a hole in it. Truncation holds
+// `wb_lock` while it changes the backing and removes the folios, and waits
+// for the folio lock that writeback holds through its IO; writeback reads
+// the size under `wb_lock` and writes nothing past it for good (a last
+// block past the size is cut back before it returns). Whatever the order:
+// no folio is left locked or under writeback, the dirty counts return to
+// zero, and the backing, as soon as both have returned, is what the two
+// operations one after the other would have left (both orders give the
+// same bytes here): nothing past the new end, and a later extension reads
+// zeros there from the cache and from the backing.
+
+/// A memory backing whose changes and reads loom sees: each is a loom
+/// operation on one atomic before it happens. `MemBacking`'s own lock is a
+/// std one, which loom does not see: a write to it and a test's look at it
+/// afterwards would be independent to loom, which would then never run the
+/// look before the write (its reduction assumes they commute), however the
+/// threads raced in fact.
+struct Seen {
+    mem: MemBacking,
+    ops: loom::sync::atomic::AtomicUsize,
+}
+
+impl Seen {
+    fn with_data(data: Vec<u8>) -> Seen {
+        Seen {
+            mem: MemBacking::with_data(data),
+            ops: loom::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    fn change(&self) {
+        self.ops.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn look(&self) {
+        self.ops.load(Ordering::SeqCst);
+    }
+
+    /// The backing's bytes now.
+    fn contents(&self) -> Vec<u8> {
+        self.look();
+        self.mem.contents().unwrap()
+    }
+}
+
+impl Backing for Seen {
+    fn len(&self) -> io::Result<u64> {
+        self.look();
+        self.mem.len()
+    }
+    fn read_blocks(&self, bufs: &mut [IoBufMut<'_>], offset: u64) -> io::Result<usize> {
+        self.look();
+        self.mem.read_blocks(bufs, offset)
+    }
+    fn write_blocks(&self, bufs: &[IoBuf<'_>], offset: u64) -> io::Result<usize> {
+        self.change();
+        self.mem.write_blocks(bufs, offset)
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.change();
+        self.mem.set_len(len)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        self.mem.sync_data()
+    }
+    fn sync_all(&self) -> io::Result<()> {
+        self.mem.sync_all()
+    }
+    fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.change();
+        self.mem.punch_hole(offset, len)
+    }
+    fn info(&self) -> BackingInfo {
+        self.mem.info()
+    }
+}
+
+/// A one-page file over `mem` (old bytes `data(0xa)`) with page 0 written
+/// to `data(0x5)` in a two-page cache, dirty.
+fn dirty_file() -> (Cache, Arc<Seen>, File) {
+    let c = cache(2);
+    let mem = Arc::new(Seen::with_data(data(0xa)));
+    let a = c.open_backing(mem.clone()).unwrap();
+    a.write_all_at(&data(0x5), 0).unwrap();
+    assert_eq!(a.mapping().dirty_bytes(), PAGE as u64);
+    (c, mem, a)
+}
+
+/// The checks after (i)'s race: nothing locked, under writeback or
+/// dirty-counted wrongly; the cache's and the mapping's dirty counts agree.
+fn check_wb_settled(c: &Cache, a: &File) {
+    if let Some(MappingEntry::Folio(f)) = a.mapping().get_entry(0) {
+        let flags = f.flags();
+        assert!(
+            !flags.intersects(FolioFlags::LOCKED | FolioFlags::WAITERS | FolioFlags::WRITEBACK),
+            "left locked or under writeback: {f:?}"
+        );
+        assert_eq!(
+            flags.contains(FolioFlags::DIRTY),
+            a.mapping().dirty_bytes() > 0,
+            "{f:?}"
+        );
+    } else {
+        assert_eq!(a.mapping().dirty_bytes(), 0, "dirty bytes of no folio");
+    }
+    let s = c.stats();
+    assert_eq!(s.dirty_bytes, a.mapping().dirty_bytes(), "{s:?}");
+    assert_eq!(s.writeback_bytes, 0, "{s:?}");
+}
+
+/// (i1): writeback (`sync`: through `sync_data`, else the flusher's
+/// `writeback`) races `set_len(to)` with `to` below one page.
+fn i1_model(to: u64, sync: bool) {
+    let (c, mem, a) = dirty_file();
+    let (t, w) = race(
+        {
+            let a = a.clone();
+            move || a.set_len(to)
+        },
+        {
+            let a = a.clone();
+            move || {
+                if sync {
+                    a.sync_data()
+                } else {
+                    a.mapping().writeback(0, u64::MAX)
+                }
+            }
+        },
+    );
+    t.unwrap();
+    w.unwrap();
+    check_wb_settled(&c, &a);
+    let to = to as usize;
+    let want = data(0x5)[..to].to_vec();
+    // Both have returned: the backing is cut at the new size already (the
+    // truncation cut it, and a writeback after it cut its last block back).
+    // If the writeback came first the folio's data is there; if the
+    // truncation came first and writeback found nothing left to write, the
+    // dirty data is still in the cache (to == 0: nothing at all).
+    let backing = mem.contents();
+    assert!(
+        backing.len() == to,
+        "the backing holds {} bytes past the new size {to}",
+        backing.len().saturating_sub(to)
+    );
+    if a.mapping().dirty_bytes() == 0 {
+        assert!(backing == want, "the backing's bytes are not the file's");
+    }
+    // Extending again: the cut part reads as zeros, from the cache and, once
+    // written back, from the backing.
+    a.set_len(PAGE as u64).unwrap();
+    let mut buf = vec![0u8; PAGE];
+    assert_eq!(a.read_at(&mut buf, 0).unwrap(), PAGE);
+    let mut full = want.clone();
+    full.resize(PAGE, 0);
+    assert!(buf == full, "stale bytes past the truncation point");
+    a.sync_data().unwrap();
+    assert!(mem.contents() == full, "the backing after sync");
+    check_wb_settled(&c, &a);
+    assert_eq!(c.stats().dirty_bytes, 0);
+    check_closed(&c, vec![a]);
+}
+
+#[test]
+fn i_writeback_races_truncate_to_half_a_page() {
+    model("i_writeback_races_truncate_to_half_a_page", 3, || {
+        i1_model((PAGE / 2) as u64, false)
+    });
+}
+
+#[test]
+fn i_sync_races_truncate_to_zero() {
+    model("i_sync_races_truncate_to_zero", 3, || i1_model(0, true));
+}
+
+/// (i2): writeback races `punch_hole` over the whole dirty page of a
+/// two-page file: whatever the order, the page reads as zeros afterwards
+/// and, as soon as both returned, the backing holds zeros there (the punch
+/// removed the folio after writeback wrote it, or before writeback could
+/// find it) and page 1's bytes untouched.
+#[test]
+fn i_writeback_races_punch_hole() {
+    model("i_writeback_races_punch_hole", 3, || {
+        let c = cache(2);
+        let old = pages_data(2, 0xa);
+        let mem = Arc::new(Seen::with_data(old.clone()));
+        let a = c.open_backing(mem.clone()).unwrap();
+        a.write_all_at(&data(0x5), 0).unwrap();
+        let (p, w) = race(
+            {
+                let a = a.clone();
+                move || a.punch_hole(0, PAGE as u64)
+            },
+            {
+                let a = a.clone();
+                move || a.mapping().writeback(0, u64::MAX)
+            },
+        );
+        p.unwrap();
+        w.unwrap();
+        check_wb_settled(&c, &a);
+        assert_eq!(a.mapping().dirty_bytes(), 0, "the punched folio went");
+        let mut want = vec![0u8; PAGE];
+        want.extend_from_slice(&old[PAGE..]);
+        assert!(
+            mem.contents() == want,
+            "the backing holds the punched page's written bytes"
+        );
+        let mut buf = vec![0u8; PAGE];
+        assert_eq!(a.read_at(&mut buf, 0).unwrap(), PAGE);
+        assert!(buf == vec![0u8; PAGE], "the hole reads as zeros");
+        check_closed(&c, vec![a]);
+    });
+}
+
+// ---------------------------------------------------------------------------
+// (j) A write against the writeback of the folio it writes (the kernel's
+// stable pages, reference 3.10): the writer waits for the folio lock that
+// writeback holds through its IO, so the IO carries one version of the page
+// whole, and a write that lands after writeback took the folio clean leaves
+// it dirty again (flag, index mark, page bit and counts), so the next sync
+// writes it. Afterwards a sync makes the backing hold the last write.
+
+#[test]
+fn j_write_redirties_a_folio_under_writeback() {
+    model("j_write_redirties_a_folio_under_writeback", 2, || {
+        let (c, mem, a) = dirty_file();
+        let (w, wb) = race(
+            {
+                let a = a.clone();
+                move || a.write_all_at(&data(0x6), 0)
+            },
+            {
+                let a = a.clone();
+                move || a.mapping().writeback(0, u64::MAX)
+            },
+        );
+        w.unwrap();
+        wb.unwrap();
+        check_wb_settled(&c, &a);
+        // The backing holds one version whole: the old, the first write
+        // or the second, never a mix.
+        let now = mem.contents();
+        assert!(
+            now == data(0xa) || now == data(0x5) || now == data(0x6),
+            "the backing holds a torn page"
+        );
+        // Written back already, or still dirty in the cache.
+        assert!(
+            now == data(0x6) || a.mapping().dirty_bytes() == PAGE as u64,
+            "the second write is neither in the backing nor dirty"
+        );
+        a.sync_data().unwrap();
+        assert!(mem.contents() == data(0x6), "the last write lost");
+        check_wb_settled(&c, &a);
+        check_closed(&c, vec![a]);
+    });
+}
+
+// ---------------------------------------------------------------------------
+// (k) The last handle's close against the flusher. `Cache::sync_all` walks
+// the live mappings as the flusher does, holding each (an `Arc`) while it
+// writes it back; the last `File` of a dirty file closes meanwhile and
+// writes its dirty data back itself. A close that returns has seen the
+// data reach the backing, whoever wrote it (its writeback waits for one in
+// flight: `wb_lock` is taken even when nothing is left dirty); the mapping
+// goes with whichever thread drops it last, and every page comes back.
+
+#[test]
+fn k_close_races_the_flusher() {
+    model("k_close_races_the_flusher", 3, || {
+        let (c, mem, a) = dirty_file();
+        // (The writer first: see `race`.)
+        let (synced, closed) = race(
+            {
+                let c = c.clone();
+                move || c.sync_all()
+            },
+            {
+                let mem = mem.clone();
+                move || {
+                    drop(a);
+                    mem.contents()
+                }
+            },
+        );
+        synced.unwrap();
+        assert!(
+            closed == data(0x5),
+            "the close returned before its data reached the backing"
+        );
+        assert!(mem.contents() == data(0x5));
+        let s = c.stats();
+        assert_eq!((s.dirty_bytes, s.writeback_bytes), (0, 0), "{s:?}");
+        assert_eq!(s.folios, 0, "the closed file's folios stayed: {s:?}");
         assert_eq!(s.free_bytes, s.capacity_bytes, "{s:?}");
     });
 }

@@ -242,6 +242,14 @@ impl Pool {
 
     fn take(&mut self, shift: u32, parent: usize, offset: usize) -> &'static Node {
         let p = self.nodes.pop().expect("node pool checked before use");
+        // The tree keeps nodes as addresses (`Node::addr`, taken from the
+        // shared reference below) and frees them through pointers made from
+        // those addresses (`retire_node`, `Tree::drop`). A pointer derived
+        // from a shared reference may not free memory, so expose the
+        // allocation's own pointer here: the address then carries its
+        // provenance back (Miri found the free through the reference; see
+        // tests/regress_node_free_provenance.rs).
+        let _ = p.as_ptr().expose_provenance();
         // SAFETY: the node is owned by the pool and unpublished; from here it
         // belongs to the tree, which keeps it alive until it is retired.
         let n: &'static Node = unsafe { p.as_ref() };
