@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (README "Quick start", and what .ci/run runs):
-# formatting, lints, a smoke run of every benchmark, the loom models, a
-# smoke run of `foliocache bench`, and every test in release mode. Installs what it needs that a fresh machine
+# formatting, lints, a smoke run of every benchmark, the loom models, Miri
+# over the unsafe modules, a smoke run of `foliocache bench`, and every
+# test in release mode (the fuzz targets' smoke run among them). Installs what it needs that a fresh machine
 # may lack.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,6 +47,12 @@ RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
 step "loom models of the cache: lookup vs removal, racing fills (--cfg loom)"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
   cargo test -p foliocache --release --test loom
+
+# Miri over the unsafe modules' tests (the xarray's node frees, the arena,
+# the IO buffers); installs a nightly toolchain with miri through rustup if
+# missing. About 2 minutes here (3 the first time).
+step "miri over the unsafe modules' tests (xarray node frees, arena, IO buffers)"
+bash scripts/miri.sh
 
 # The CLI's smoke run: `foliocache bench --quick` (every scenario, every
 # default engine, two repeats) on 8 MiB files; the test checks every JSON
