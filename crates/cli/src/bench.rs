@@ -441,7 +441,7 @@ fn drop_unavailable_fuse(sc: &mut Scenario) -> Result<Option<String>> {
     if !has {
         return Ok(None);
     }
-    let Some(why) = crate::engine::fuse_unavailable() else {
+    let Some(why) = foliocache_fuse::unavailable() else {
         return Ok(None);
     };
     for j in &mut sc.jobs {

@@ -22,7 +22,7 @@
 //! by one read pass through the mount; a cold run, a write job, and a run
 //! after another engine wrote the files get a fresh mount (a fresh
 //! cache). It is unmounted (dirty data written back) when the bench ends,
-//! also on an error; where FUSE is unavailable ([`fuse_unavailable`]) the
+//! also on an error; where FUSE is unavailable (`foliocache_fuse::unavailable`) the
 //! bench leaves the engine out with a note.
 //!
 //! The `fuse-null` engine mounts the same directory the same way but
@@ -1087,23 +1087,6 @@ impl Engines {
     pub fn fuse_figures(&self) -> Option<FuseFigures> {
         self.fuse.as_ref().and_then(FuseMount::cache_figures)
     }
-}
-
-/// Why the `fuse` engine cannot run here (no `/dev/fuse`; not root and no
-/// `fusermount3` on PATH), or `None`.
-pub fn fuse_unavailable() -> Option<String> {
-    if !std::path::Path::new("/dev/fuse").exists() {
-        return Some("no /dev/fuse".into());
-    }
-    // Root (the mount needs no helper then): the owner of /proc/self.
-    let root =
-        std::fs::metadata("/proc/self").is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0);
-    let helper = std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("fusermount3").exists()));
-    if !root && !helper {
-        return Some("not root and no fusermount3 on PATH (install fuse3)".into());
-    }
-    None
 }
 
 /// The one directory all of `files` are in, canonical.

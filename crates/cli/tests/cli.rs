@@ -245,7 +245,7 @@ fn quick_seeds_smoke_run_writes_complete_json_and_a_plot() {
     // seqread's 64 KiB job also runs fuse and fuse-null where FUSE is
     // available.
     let uncached_engines = if dontcache_here() { 4 } else { 3 };
-    let fuse = usize::from(fuse_missing().is_none());
+    let fuse = usize::from(foliocache_fuse::unavailable().is_none());
     assert_eq!(
         rs.len(),
         13 + 2 * fuse + 2 * uncached_engines + 6 + 2 * (uncached_engines + 1)
@@ -396,28 +396,13 @@ fn check_seqread_fuse(s: &Value, fuse: bool) {
     assert_eq!(targets.len(), 1, "{targets:?}");
 }
 
-/// Why FUSE cannot be used here, or `None` (as the bench decides it).
-fn fuse_missing() -> Option<String> {
-    if !Path::new("/dev/fuse").exists() {
-        return Some("no /dev/fuse".into());
-    }
-    let root =
-        std::fs::metadata("/proc/self").is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0);
-    let helper = std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("fusermount3").exists()));
-    if !root && !helper {
-        return Some("not root and no fusermount3 on PATH".into());
-    }
-    None
-}
-
 /// A tiny custom job through the FUSE mount, reads and writes verified:
 /// the JSON has the fuse engine's records, with the server's cache
 /// figures in the notes, and nothing is left mounted. Skipped with a
 /// message where FUSE is unavailable, except under `CI=true`.
 #[test]
 fn fuse_engine_runs_a_custom_job_through_a_mount() {
-    if let Some(why) = fuse_missing() {
+    if let Some(why) = foliocache_fuse::unavailable() {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
             "FUSE is required under CI=true: {why}"

@@ -12,25 +12,8 @@ use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_foliocache");
 
-fn fuse_missing() -> Option<String> {
-    if !Path::new("/dev/fuse").exists() {
-        return Some("no /dev/fuse".into());
-    }
-    // Root (the mount needs no helper then): the owner of /proc/self.
-    let root = fs::metadata("/proc/self")
-        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
-        .unwrap_or(false);
-    let helper = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join("fusermount3").exists()))
-        .unwrap_or(false);
-    if !root && !helper {
-        return Some("not root and no fusermount3 on PATH (apt-get install fuse3)".into());
-    }
-    None
-}
-
 fn fuse_ok(test: &str) -> bool {
-    match fuse_missing() {
+    match foliocache_fuse::unavailable() {
         None => true,
         Some(why) if std::env::var("CI").as_deref() == Ok("true") => {
             panic!("{test}: FUSE is required under CI=true: {why}")

@@ -288,6 +288,25 @@ impl FolioFs {
         Ok(a)
     }
 
+    /// The directory `parent` for an operation on its entry `name`: the
+    /// control file's name there is refused with `control` (the errno a
+    /// local filesystem gives for that operation on an existing file of
+    /// its kind); a bad name is refused as [`check_name`] says.
+    fn parent_of(&self, parent: INodeNo, name: &OsStr, control: Errno) -> Res<Arc<Inode>> {
+        if Self::is_control(parent, name) {
+            return Err(control);
+        }
+        check_name(name)?;
+        self.inode(parent)
+    }
+
+    /// The entry of a node this request just made as `name` in `p`, given
+    /// the requester's owner first (see `chown_new`).
+    fn made_entry(&self, req: &Request, p: &Inode, name: &OsStr) -> Res<FileAttr> {
+        let _ = self.chown_new(req, p, name);
+        self.lookup_entry(p, name)
+    }
+
     fn is_control(parent: INodeNo, name: &OsStr) -> bool {
         parent.0 == ROOT && name.as_bytes() == CONTROL_NAME.as_bytes()
     }
@@ -506,11 +525,7 @@ impl FolioFs {
         mode: u32,
         flags: i32,
     ) -> Res<(FileAttr, FileHandle)> {
-        if Self::is_control(parent, name) {
-            return Err(Errno::EEXIST);
-        }
-        check_name(name)?;
-        let p = self.inode(parent)?;
+        let p = self.parent_of(parent, name, Errno::EEXIST)?;
         // O_EXCL first, so that only a file made here is given to the
         // requester; O_NONBLOCK so that an existing FIFO does not block.
         let base = OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_WRONLY | OFlag::O_NONBLOCK;
@@ -800,15 +815,10 @@ impl Filesystem for FolioFs {
         reply: ReplyEntry,
     ) {
         let r = (|| {
-            if Self::is_control(parent, name) {
-                return Err(Errno::EEXIST);
-            }
-            check_name(name)?;
-            let p = self.inode(parent)?;
+            let p = self.parent_of(parent, name, Errno::EEXIST)?;
             stat::mkdirat(&p.fd, name, Mode::from_bits_truncate(mode & 0o7777))
                 .map_err(nix_errno)?;
-            let _ = self.chown_new(req, &p, name);
-            self.lookup_entry(&p, name)
+            self.made_entry(req, &p, name)
         })();
         self.entry_reply(reply, r);
     }
@@ -824,17 +834,13 @@ impl Filesystem for FolioFs {
         reply: ReplyEntry,
     ) {
         let r = (|| {
-            if Self::is_control(parent, name) {
-                return Err(Errno::EEXIST);
-            }
-            check_name(name)?;
+            let p = self.parent_of(parent, name, Errno::EEXIST)?;
             let kind = SFlag::from_bits_truncate(mode & SFlag::S_IFMT.bits());
             // FIFOs, sockets and plain files; devices would be useless on
             // a nodev mount, and are refused as a local user is refused.
             if !matches!(kind, SFlag::S_IFIFO | SFlag::S_IFSOCK | SFlag::S_IFREG) {
                 return Err(Errno::EPERM);
             }
-            let p = self.inode(parent)?;
             stat::mknodat(
                 &p.fd,
                 name,
@@ -843,21 +849,15 @@ impl Filesystem for FolioFs {
                 libc::dev_t::from(rdev),
             )
             .map_err(nix_errno)?;
-            let _ = self.chown_new(req, &p, name);
-            self.lookup_entry(&p, name)
+            self.made_entry(req, &p, name)
         })();
         self.entry_reply(reply, r);
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let r = (|| {
-            if Self::is_control(parent, name) {
-                return Err(Errno::EPERM);
-            }
-            check_name(name)?;
-            let p = self.inode(parent)?;
+        let r = self.parent_of(parent, name, Errno::EPERM).and_then(|p| {
             unistd::unlinkat(&p.fd, name, UnlinkatFlags::NoRemoveDir).map_err(nix_errno)
-        })();
+        });
         match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -865,14 +865,9 @@ impl Filesystem for FolioFs {
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let r = (|| {
-            if Self::is_control(parent, name) {
-                return Err(Errno::ENOTDIR);
-            }
-            check_name(name)?;
-            let p = self.inode(parent)?;
+        let r = self.parent_of(parent, name, Errno::ENOTDIR).and_then(|p| {
             unistd::unlinkat(&p.fd, name, UnlinkatFlags::RemoveDir).map_err(nix_errno)
-        })();
+        });
         match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -888,16 +883,11 @@ impl Filesystem for FolioFs {
         reply: ReplyEntry,
     ) {
         let r = (|| {
-            if Self::is_control(parent, link_name) {
-                return Err(Errno::EEXIST);
-            }
-            check_name(link_name)?;
-            let p = self.inode(parent)?;
+            let p = self.parent_of(parent, link_name, Errno::EEXIST)?;
             // The link's text is stored as given; it is only ever read back
             // (readlink), never followed by the server.
             unistd::symlinkat(target, &p.fd, link_name).map_err(nix_errno)?;
-            let _ = self.chown_new(req, &p, link_name);
-            self.lookup_entry(&p, link_name)
+            self.made_entry(req, &p, link_name)
         })();
         self.entry_reply(reply, r);
     }

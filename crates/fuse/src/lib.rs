@@ -230,6 +230,23 @@ pub fn spawn(
     session(backing_dir, mountpoint, opts)?.spawn()
 }
 
+/// Why a mount cannot be made here, or `None`: no `/dev/fuse`, or not
+/// root (who mounts with no helper) and no `fusermount3` on `PATH`
+/// (Debian's fuse3). For tests and benchmarks that skip or leave FUSE out
+/// with a reason.
+pub fn unavailable() -> Option<String> {
+    if !Path::new("/dev/fuse").exists() {
+        return Some("no /dev/fuse".into());
+    }
+    let root = nix::unistd::geteuid().is_root();
+    let helper = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("fusermount3").exists()));
+    if !root && !helper {
+        return Some("not root and no fusermount3 on PATH (apt-get install fuse3)".into());
+    }
+    None
+}
+
 /// Unmounts `mountpoint` lazily (detached: it goes once no process uses
 /// it), as root with `umount2(MNT_DETACH)`, else with `fusermount3 -u -z`.
 fn lazy_unmount(mountpoint: &Path) {

@@ -4,27 +4,17 @@
 //! under `CI=true`) or fio is not installed (`apt-get install fio`).
 
 use std::fs;
-use std::path::Path;
 use std::process::Command;
 
 use foliocache_fuse::MountOptions;
 
 fn skip_reason() -> Option<(String, bool)> {
-    if !Path::new("/dev/fuse").exists() {
-        return Some(("no /dev/fuse".into(), true));
+    if let Some(why) = foliocache_fuse::unavailable() {
+        return Some((why, true));
     }
-    let on_path = |b: &str| {
-        std::env::var_os("PATH")
-            .map(|p| std::env::split_paths(&p).any(|d| d.join(b).exists()))
-            .unwrap_or(false)
-    };
-    if !nix::unistd::geteuid().is_root() && !on_path("fusermount3") {
-        return Some((
-            "not root and no fusermount3 (apt-get install fuse3)".into(),
-            true,
-        ));
-    }
-    if !on_path("fio") {
+    let fio = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("fio").exists()));
+    if !fio {
         return Some(("no fio on PATH (apt-get install fio)".into(), false));
     }
     None

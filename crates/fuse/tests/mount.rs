@@ -13,24 +13,9 @@ use std::thread;
 use foliocache_fuse::{MountOptions, CONTROL_NAME};
 use fuser::BackgroundSession;
 
-/// Why FUSE cannot be used here, if it cannot.
-fn fuse_missing() -> Option<String> {
-    if !Path::new("/dev/fuse").exists() {
-        return Some("no /dev/fuse".into());
-    }
-    let root = nix::unistd::geteuid().is_root();
-    let helper = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join("fusermount3").exists()))
-        .unwrap_or(false);
-    if !root && !helper {
-        return Some("not root and no fusermount3 on PATH (apt-get install fuse3)".into());
-    }
-    None
-}
-
 /// True if the test may go on; prints why not, or panics under CI.
 fn fuse_ok(test: &str) -> bool {
-    match fuse_missing() {
+    match foliocache_fuse::unavailable() {
         None => true,
         Some(why) if std::env::var("CI").as_deref() == Ok("true") => {
             panic!("{test}: FUSE is required under CI=true: {why}")
