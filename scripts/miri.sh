@@ -16,7 +16,8 @@
 # --profile minimal`, then `cargo +nightly miri setup`), so a fresh machine
 # needs network access once.
 #
-# Time on this project's 2-core VMs: about 100 s once built (the first
+# Time on this project's 2-core VMs: about 100 s once built, 110 s with
+# the shared copies' tests (156 s measured beside another build; the first
 # run also builds the dependencies for Miri, about 1.5 minutes more; the
 # build is kept in target/miri). MIRI_FULL=1 adds well over half an hour:
 # single xarray tests take minutes under Miri even with a tenth of their
