@@ -64,7 +64,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use backing::aio::{EngineKind as IoKind, IoEngineConfig};
-use foliocache::{Cache, CacheStats, Insert, Populate, ReadFlags, ReadaheadConfig, WriteFlags};
+use foliocache::internals::Insert;
+use foliocache::{Cache, CacheStats, Populate, ReadFlags, ReadaheadConfig, WriteFlags};
 
 use crate::report::fmt_size;
 use crate::scenario::JobSpec;

@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 
 use backing::MemBacking;
 use criterion::{BenchmarkGroup, Criterion, Throughput};
-use foliocache::{Cache, File, FolioRef, Mapping, Populate};
+use foliocache::filemap::{FolioRef, Mapping};
+use foliocache::{Cache, File, Populate};
 
 const PAGE: u64 = 4096;
 /// Windows per thread per timed iteration.

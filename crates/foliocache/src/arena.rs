@@ -65,6 +65,8 @@ use crate::sync::{AtomicUsize, Mutex, Ordering};
 
 /// Size of one page, the arena's unit: 4 KiB.
 pub const PAGE_SIZE: usize = 4096;
+/// [`PAGE_SIZE`] as a file offset or index unit.
+pub(crate) const PAGE: u64 = PAGE_SIZE as u64;
 
 /// Largest block order the arena hands out: order 9 is 512 pages, 2 MiB,
 /// the size of a transparent huge page on x86-64.

@@ -491,6 +491,7 @@ impl FolioTable {
     /// # Panics
     /// If the allocation fails (as `Box` would): the cache's builder checks
     /// the size first.
+    #[cfg(test)]
     pub fn new(pages: usize) -> Self {
         Self::with_huge_pages(pages, true)
     }
@@ -553,16 +554,6 @@ impl FolioTable {
         let size = std::mem::size_of::<Folio>();
         let off = addr.checked_sub(base)?;
         (off % size == 0 && off / size < self.len).then_some(off / size)
-    }
-
-    /// Pages described.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// True for a table of no pages.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     /// Bytes of descriptors per arena page.

@@ -48,32 +48,59 @@
 #![warn(missing_docs)]
 
 // Unsafe code lives in these modules only: the arena's mapping and buddy
-// allocator, the folio lock's parking, the mapping's index item type, the
-// read path's copies in and out of arena memory, and reclaim's step from a
-// folio to its mapping.
+// allocator, the folio lock's parking, the copies in and out of arena
+// memory, the index item type and the read path's IO buffers (filemap,
+// readahead, writeback), and reclaim's step from a folio to its mapping.
+// (The arena and the copy routines are also the benchmarks' own, through
+// `internals`: what only those use is dead code without it.)
 #[allow(unsafe_code)]
-pub mod arena;
-#[allow(unsafe_code)]
+#[cfg_attr(not(feature = "internals"), allow(dead_code))]
+mod arena;
 mod cache;
 #[allow(unsafe_code)]
-pub mod copy;
+#[cfg_attr(not(feature = "internals"), allow(dead_code))]
+mod copy;
 mod file;
+#[allow(unsafe_code)]
+pub mod filemap;
 mod flags;
 #[allow(unsafe_code)]
-pub mod folio;
+mod folio;
+mod lru;
 #[allow(unsafe_code)]
-pub mod mapping;
-pub mod readahead;
+mod readahead;
 mod sync;
-pub mod workingset;
+mod truncate;
+#[allow(unsafe_code)]
+mod vmscan;
+mod workingset;
 mod write;
-pub mod writeback;
+#[allow(unsafe_code)]
+mod writeback;
 
 pub use arena::Populate;
 pub use cache::{Cache, CacheBuilder, CacheStats, MemoryUsage, ALLOC_WAIT, CLOSED_DIRTY_KEEP};
 pub use file::File;
 pub use flags::ReadFlags;
-pub use mapping::{AddError, FgpFlags, FolioPtr, FolioRef, Mapping, MappingEntry, BATCH};
-pub use readahead::{Advice, Insert, ReadaheadConfig};
-pub use workingset::{CacheStat, Shadow};
+pub use readahead::{Advice, ReadaheadConfig, Window};
+pub use workingset::CacheStat;
 pub use write::{OpenOptions, WriteFlags, WRITE_CHUNK_PAGES};
+
+/// What the benchmarks and the crate's own tests reach inside the cache:
+/// the arena and the copy routines on their own, and the A/B switches that
+/// compare a mechanism with the one it replaced (one folio at a time
+/// against batches). Not part of the API: enabled by the `internals`
+/// feature, hidden from the documentation, changed without notice.
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod internals {
+    /// The folio arena.
+    pub mod arena {
+        pub use crate::arena::*;
+    }
+    /// The copies a hit makes.
+    pub mod copy {
+        pub use crate::copy::*;
+    }
+    pub use crate::readahead::Insert;
+}

@@ -25,13 +25,12 @@ use std::sync::Arc;
 
 use backing::{Backing, BackingInfo, DataPath, FileOptions, IoBuf, IoBufMut};
 
-use crate::arena::PAGE_SIZE;
 use crate::cache::Cache;
 use crate::file::File;
+use crate::filemap::Mapping;
 use crate::folio::FolioFlags;
-use crate::mapping::Mapping;
 
-const PAGE: u64 = PAGE_SIZE as u64;
+use crate::arena::PAGE;
 
 /// The most pages one step of a write grabs and locks at once (4 MiB, and
 /// never more than an eighth of the cache): a large write goes in pieces,
@@ -266,33 +265,7 @@ impl Backing for NoBacking {
     }
 }
 
-impl Mapping {
-    /// `set_len`'s work (also an `O_TRUNC` open's of a file already
-    /// open): see [`File::set_len`].
-    pub(crate) fn truncate_to(&self, size: u64) -> io::Result<()> {
-        let _i = self.inode_lock.write();
-        let _inv = self.invalidate_lock.write();
-        let old = self.size();
-        if size == old {
-            return Ok(());
-        }
-        // The backing first: if it refuses, nothing has changed. Writeback
-        // is held off until the folios past the end are gone, so none is
-        // written back past it.
-        let _wb = self.wb_lock.lock();
-        if !self.memfile {
-            self.backing().set_len(size)?;
-        }
-        // Readers stop at the new size; then the folios past it go. (Past
-        // the old end, bytes in the cache are zero already: a grown file's
-        // gap reads as zeros.)
-        self.set_size(size);
-        if size < old {
-            self.truncate_bytes(size, u64::MAX);
-        }
-        Ok(())
-    }
-}
+impl Mapping {}
 
 impl Cache {
     /// Options for opening a file for reading and writing through the

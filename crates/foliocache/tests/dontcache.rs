@@ -20,10 +20,10 @@ use std::thread;
 use std::time::Duration;
 
 use backing::MemBacking;
-use foliocache::folio::FolioFlags;
+use foliocache::filemap::FolioFlags;
+use foliocache::filemap::{FgpFlags, MappingEntry};
 use foliocache::{
-    Advice, Cache, CacheStat, CacheStats, FgpFlags, File, MappingEntry, Populate, ReadFlags,
-    ReadaheadConfig,
+    Advice, Cache, CacheStat, CacheStats, File, Populate, ReadFlags, ReadaheadConfig,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -4,8 +4,9 @@
 use std::io::ErrorKind;
 
 use backing::MemBacking;
-use foliocache::folio::FolioFlags;
-use foliocache::{AddError, Cache, FgpFlags, File, MappingEntry, Populate, ReadaheadConfig, BATCH};
+use foliocache::filemap::FolioFlags;
+use foliocache::filemap::{AddError, FgpFlags, MappingEntry, BATCH};
+use foliocache::{Cache, File, Populate, ReadaheadConfig};
 
 const PAGE: usize = 4096;
 

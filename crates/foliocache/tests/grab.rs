@@ -5,8 +5,9 @@
 use std::sync::Arc;
 
 use backing::MemBacking;
-use foliocache::folio::FolioFlags;
-use foliocache::{Cache, File, FolioRef, Mapping, Populate, ReadaheadConfig};
+use foliocache::filemap::FolioFlags;
+use foliocache::filemap::{FolioRef, Mapping};
+use foliocache::{Cache, File, Populate, ReadaheadConfig};
 
 const PAGE: usize = 4096;
 

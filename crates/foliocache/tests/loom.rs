@@ -35,8 +35,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use backing::{Backing, BackingInfo, FaultyBacking, IoBuf, IoBufMut, MemBacking};
-use foliocache::folio::FolioFlags;
-use foliocache::{Cache, FgpFlags, File, Insert, Mapping, MappingEntry, Populate, ReadaheadConfig};
+use foliocache::filemap::FolioFlags;
+use foliocache::filemap::{FgpFlags, Mapping, MappingEntry};
+use foliocache::internals::Insert;
+use foliocache::{Cache, File, Populate, ReadaheadConfig};
 use loom::thread;
 
 const PAGE: usize = 4096;
@@ -193,7 +195,7 @@ fn check_closed(cache: &Cache, files: Vec<File>) {
 /// The checks a lookup makes on a folio it holds: its own mapping and
 /// index, and a count that includes the cache's references and its own
 /// (a folio that is freed, or being freed, has 0).
-fn check_held(f: &foliocache::FolioRef<'_>, m: &Mapping) {
+fn check_held(f: &foliocache::filemap::FolioRef<'_>, m: &Mapping) {
     assert_eq!(f.mapping(), id(m), "got another mapping's folio: {f:?}");
     assert_eq!(f.index(), 0, "got another index's folio: {f:?}");
     assert!(

@@ -26,9 +26,11 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use backing::{FaultyBacking, MemBacking};
-use foliocache::folio::FolioFlags;
-use foliocache::readahead::Window;
-use foliocache::{Advice, Cache, File, Insert, Mapping, MappingEntry, Populate, ReadaheadConfig};
+use foliocache::filemap::FolioFlags;
+use foliocache::filemap::{Mapping, MappingEntry};
+use foliocache::internals::Insert;
+use foliocache::Window;
+use foliocache::{Advice, Cache, File, Populate, ReadaheadConfig};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -114,7 +116,7 @@ fn wsm(w: Window) -> (u64, u64, u64) {
 
 /// The folio at page `i`, if any (panics on a shadow: none of these tests
 /// evicts unless it says so).
-fn folio_at(m: &Mapping, i: u64) -> Option<foliocache::FolioRef<'_>> {
+fn folio_at(m: &Mapping, i: u64) -> Option<foliocache::filemap::FolioRef<'_>> {
     match m.get_entry(i) {
         None => None,
         Some(MappingEntry::Folio(f)) => Some(f),

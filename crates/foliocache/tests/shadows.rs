@@ -4,8 +4,9 @@
 //! smaller folio lands in it; reads through shadows return the right bytes.
 
 use backing::MemBacking;
-use foliocache::folio::FolioFlags;
-use foliocache::{Cache, FgpFlags, File, MappingEntry, Shadow};
+use foliocache::filemap::FolioFlags;
+use foliocache::filemap::{FgpFlags, MappingEntry, Shadow};
+use foliocache::{Cache, File};
 
 mod common;
 // Readahead off: these tests shape the cache by the folios each read

@@ -187,15 +187,15 @@ fn one_folio_at_a_time_writes_the_same_bytes() {
         .build()
         .unwrap();
     let m = c.memfile("single", 0).unwrap();
-    m.set_write_insert(foliocache::Insert::Single);
-    assert_eq!(m.write_insert(), foliocache::Insert::Single);
+    m.set_write_insert(foliocache::internals::Insert::Single);
+    assert_eq!(m.write_insert(), foliocache::internals::Insert::Single);
     let data: Vec<u8> = (0..(1u32 << 20) + 333).map(|i| (i % 251) as u8).collect();
     m.write_all_at(&data, 4096 + 17).unwrap();
     let mut back = vec![1u8; data.len()];
     m.read_exact_at(&mut back, 4096 + 17).unwrap();
     assert!(back == data);
-    m.set_write_insert(foliocache::Insert::Batched);
-    assert_eq!(m.write_insert(), foliocache::Insert::Batched);
+    m.set_write_insert(foliocache::internals::Insert::Batched);
+    assert_eq!(m.write_insert(), foliocache::internals::Insert::Batched);
     assert_eq!(m.default_flags(), foliocache::ReadFlags::NONE);
 }
 

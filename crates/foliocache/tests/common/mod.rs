@@ -72,8 +72,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use backing::{Backing, BackingInfo, IoBuf, IoBufMut};
-use foliocache::folio::FolioFlags;
-use foliocache::{Mapping, MappingEntry};
+use foliocache::filemap::FolioFlags;
+use foliocache::filemap::{Mapping, MappingEntry};
 
 /// How long a test waits for IO in flight (an asynchronous window) to
 /// complete before it calls it a hang.

@@ -28,23 +28,19 @@ use std::path::PathBuf;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use backing::aio::ReadOp;
-use backing::{Backing, BackingInfo, IoBuf, IoBufMut, RawBuf};
-use xarray::{
-    CompareExchangeError, Cursor, Entry, EntryKey, EntryRef, Error as XaError, Item, XArray,
-    XaGuard,
-};
+use backing::{Backing, BackingInfo, IoBufMut};
+use xarray::{Cursor, Entry, EntryRef, Error as XaError, Item, XArray, XaGuard};
 
-use crate::arena::{PageId, PAGE_SIZE};
+use crate::arena::PageId;
 use crate::cache::{Cache, CacheInner};
-use crate::folio::{Folio, FolioFlags};
+pub use crate::folio::{Folio, FolioFlags};
 use crate::readahead::Insert;
+pub use crate::workingset::Shadow;
 use std::sync::atomic::AtomicU64 as StdAtomicU64;
 
 use crate::sync::{spin_hint, AtomicU64, Ordering};
-use crate::workingset::Shadow;
 
-const PAGE: u64 = PAGE_SIZE as u64;
+use crate::arena::PAGE;
 
 /// The most folios one batch lookup returns (the kernel's `folio_batch`).
 pub const BATCH: usize = 31;
@@ -61,7 +57,7 @@ const PREFETCH_BYTES: usize = 1024;
 pub struct FolioPtr(NonNull<Folio>);
 
 impl FolioPtr {
-    fn new(f: &Folio) -> Self {
+    pub(crate) fn new(f: &Folio) -> Self {
         FolioPtr(NonNull::from(f))
     }
 }
@@ -105,18 +101,6 @@ pub struct FolioRef<'m> {
     cache: &'m CacheInner,
     folio: &'m Folio,
 }
-
-/// The folios of a run being read by the IO engine: their references, and
-/// their mapping kept alive until the completion.
-struct InFlight {
-    mapping: Arc<Mapping>,
-    folios: Vec<NonNull<Folio>>,
-}
-
-// SAFETY: the pointers are counted references to descriptors in the cache's
-// table, which is `Sync`; they are only turned back into `FolioRef`s (on the
-// engine's thread) while `mapping` keeps the cache alive.
-unsafe impl Send for InFlight {}
 
 impl<'m> FolioRef<'m> {
     /// Gives up the guard without dropping its reference: the caller hands
@@ -187,15 +171,6 @@ pub(crate) fn fit_order(at: u64, end: u64, max: u32) -> u32 {
         order -= 1;
     }
     order
-}
-
-/// A block of an index holding only shadows, for trimming them.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct ShadowBlock {
-    first: u64,
-    order: u32,
-    /// The refault distance of its newest shadow when it was found.
-    pub(crate) distance: u64,
 }
 
 /// What [`Mapping::get_entry`] found.
@@ -286,7 +261,7 @@ impl From<AddError> for io::Error {
 
 /// One file's state in the cache. See the [module documentation](self).
 pub struct Mapping {
-    xa: XArray<FolioPtr>,
+    pub(crate) xa: XArray<FolioPtr>,
     pub(crate) cache: Cache,
     /// Where the data comes from and goes to. Replaced only when a file
     /// first opened read-only is opened for writing (the new descriptor
@@ -305,7 +280,7 @@ pub struct Mapping {
     info: BackingInfo,
     pub(crate) path: Option<PathBuf>,
     /// Folios in the index (its entries less the shadows).
-    folios: AtomicU64,
+    pub(crate) folios: AtomicU64,
     /// A memory file: no backing store, folios never evicted nor written
     /// back, kept off the LRU lists.
     pub(crate) memfile: bool,
@@ -388,26 +363,6 @@ impl Mapping {
         self.size.load(Ordering::Acquire)
     }
 
-    /// The last handle on the file closed (or the mapping goes): what is
-    /// dirty goes to the backing now (the kernel writes a closed file's
-    /// dirty pages back later; a mapping cannot stay without a handle
-    /// unless the cache keeps it, which it does when this fails: see
-    /// `CacheInner::closed_dirty`).
-    ///
-    /// # Errors
-    /// The writeback's (also in the file's error sequence).
-    pub(crate) fn close_handle(&self) -> io::Result<()> {
-        // (Waits for a writeback in flight even when nothing is dirty.)
-        self.writeback(0, u64::MAX)?;
-        // The data is on the backing: so is the size, even if an earlier
-        // cut after a writeback past the end failed (else the file would
-        // open again longer, with zeros past its end).
-        if !self.memfile && self.backing_writable() {
-            self.fix_backing_size()?;
-        }
-        Ok(())
-    }
-
     /// The backing (a counted reference: it may be replaced meanwhile).
     pub(crate) fn backing(&self) -> Arc<dyn Backing> {
         self.backing.read().clone()
@@ -467,86 +422,6 @@ impl Mapping {
     /// Bytes of [`shadow_nodes`](Self::shadow_nodes).
     pub fn shadow_bytes(&self) -> usize {
         self.xa.value_node_bytes()
-    }
-
-    /// Calls `f` with every block of this index that holds only shadows:
-    /// the 64 indices of one leaf node, or one shadow of order 6 or more
-    /// (which sits in a node of larger ones), with the refault distance of
-    /// its newest shadow at clock `now`. One lockless walk of the index.
-    pub(crate) fn shadow_blocks(&self, now: u64, mut f: impl FnMut(ShadowBlock)) {
-        if self.shadow_nodes() == 0 {
-            return;
-        }
-        let guard = self.xa.pin();
-        let Ok(mut it) = self.xa.iter_ref(.., &guard) else {
-            return;
-        };
-        // The leaf block being gathered: its first index, whether it holds
-        // only shadows so far, and the newest of them.
-        let mut cur: Option<(u64, bool, u64)> = None;
-        let flush = |cur: Option<(u64, bool, u64)>, f: &mut dyn FnMut(ShadowBlock)| {
-            if let Some((first, true, newest)) = cur {
-                f(ShadowBlock {
-                    first,
-                    order: 6,
-                    distance: newest,
-                });
-            }
-        };
-        while let Some((_, e)) = it.next() {
-            let (base, order) = it.span();
-            if order >= 6 {
-                flush(cur.take(), &mut f);
-                if let EntryRef::Value(v) = e {
-                    f(ShadowBlock {
-                        first: base,
-                        order,
-                        distance: Shadow::unpack(v).distance(now),
-                    });
-                }
-                continue;
-            }
-            let block = base & !63;
-            if cur.is_some_and(|c| c.0 != block) {
-                flush(cur.take(), &mut f);
-            }
-            let c = cur.get_or_insert((block, true, u64::MAX));
-            match e {
-                EntryRef::Item(_) => c.1 = false,
-                EntryRef::Value(v) => c.2 = c.2.min(Shadow::unpack(v).distance(now)),
-            }
-        }
-        flush(cur, &mut f);
-    }
-
-    /// Removes the shadows of a block [`shadow_blocks`](Self::shadow_blocks)
-    /// found (those still there: a folio added since stays, and so do
-    /// shadows left since). Returns whether the block held only shadows
-    /// and they all went (its node with them).
-    pub(crate) fn remove_shadow_block(&self, b: &ShadowBlock) -> bool {
-        let last = b.first + (1u64 << b.order) - 1;
-        let shadows: Vec<(u64, u64)> = {
-            let guard = self.xa.pin();
-            let Ok(it) = self.xa.iter_ref(b.first..=last, &guard) else {
-                return false;
-            };
-            let mut out = Vec::new();
-            for (i, e) in it {
-                match e {
-                    EntryRef::Value(v) => out.push((i, v)),
-                    EntryRef::Item(_) => return false,
-                }
-            }
-            out
-        };
-        let mut all = !shadows.is_empty();
-        for (i, v) in shadows {
-            all &= self
-                .xa
-                .compare_exchange(i, Some(EntryKey::Value(v)), None)
-                .is_ok();
-        }
-        all
     }
 
     /// Bytes of index memory (nodes), for the cache's budget.
@@ -1423,183 +1298,6 @@ impl Mapping {
         Ok(())
     }
 
-    /// Reads a run of locked, not uptodate folios of this mapping that
-    /// cover contiguous pages (a readahead window's run) with one vectored
-    /// read, then completes each as [`read_folio`](Self::read_folio) does:
-    /// bytes past end of file zeroed, uptodate, unlocked. A folio the read
-    /// stopped short of (mid-file) is read again on its own. On an error
-    /// every folio of the run that is not complete leaves the mapping; the
-    /// first error is returned.
-    ///
-    /// # Errors
-    /// The backing's error; `InvalidInput` if the folios are not locked,
-    /// not this mapping's, or not contiguous.
-    pub fn read_folios(&self, run: &[FolioRef<'_>]) -> io::Result<()> {
-        let Some(first) = run.first() else {
-            return Ok(());
-        };
-        let mut next = first.index();
-        for f in run {
-            if !f.is_locked() || f.mapping() != self.id() || f.index() != next {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "read_folios needs locked, contiguous folios of this mapping",
-                ));
-            }
-            next += f.nr_pages();
-        }
-        if run.len() == 1 {
-            return self.read_folio(first);
-        }
-        let cache = self.inner();
-        let pos = first.index() * PAGE;
-        let mut bufs = Vec::with_capacity(run.len());
-        for f in run {
-            let len = (f.nr_pages() * PAGE) as usize;
-            let ptr = cache.arena.page_ptr(f.page()).as_ptr();
-            // SAFETY: each folio is locked and not uptodate, so no other
-            // thread reads or writes its memory, and referenced, so it is
-            // not freed; the arena gives `len` 4 KiB-aligned bytes at `ptr`.
-            // Distinct folios are distinct memory.
-            let buf = unsafe { IoBufMut::from_raw_parts(ptr, len) }.map_err(io::Error::from)?;
-            bufs.push(buf);
-        }
-        let r = self.backing().read_blocks(&mut bufs, pos);
-        drop(bufs);
-        cache.stats.io_reads.fetch_add(1, Ordering::Relaxed);
-        self.complete_run(run, r)
-    }
-
-    /// Reads runs of locked, not uptodate folios of this mapping, each
-    /// covering contiguous pages, through the cache's IO engine as one
-    /// submission (one read per run), and returns without waiting. Each run
-    /// completes on the engine's thread as [`read_folios`](Self::read_folios)
-    /// completes it (uptodate and unlocked, or removed on error), and
-    /// `on_error` runs there for a run that failed. Without an engine (under
-    /// loom) the runs are read here, one after another.
-    pub(crate) fn submit_runs(
-        self: &Arc<Self>,
-        runs: Vec<Vec<FolioRef<'_>>>,
-        on_error: Arc<dyn Fn() + Send + Sync>,
-    ) {
-        let cache = self.inner();
-        let Some(engine) = &cache.io else {
-            for run in runs {
-                if self.read_folios(&run).is_err() {
-                    on_error();
-                }
-            }
-            return;
-        };
-        let cache_arc = self.cache.inner.clone();
-        let mut ops = Vec::with_capacity(runs.len());
-        for run in runs {
-            let Some(first) = run.first() else { continue };
-            let offset = first.index() * PAGE;
-            let mut bufs = Vec::with_capacity(run.len());
-            for f in &run {
-                let ptr = cache.arena.page_ptr(f.page()).as_ptr();
-                let len = (f.nr_pages() * PAGE) as usize;
-                // SAFETY: the folio is locked and not uptodate, so no other
-                // thread reads or writes its memory until the completion
-                // below unlocks it (after the engine dropped the buffer);
-                // the reference the completion takes over keeps it from
-                // being freed; the arena's memory stays mapped while the
-                // cache lives, which the mapping's `Arc` in the completion
-                // guarantees. Arena pages are 4 KiB aligned.
-                let buf = unsafe { RawBuf::new(ptr, len) }.expect("arena folios are block aligned");
-                bufs.push(buf);
-            }
-            let held = InFlight {
-                mapping: self.clone(),
-                folios: run.into_iter().map(FolioRef::into_raw).collect(),
-            };
-            let on_error = on_error.clone();
-            let inner = cache_arc.clone();
-            ops.push(ReadOp::new(self.backing(), offset, bufs, move |r| {
-                // The whole struct, not its fields (it is what is `Send`).
-                let held = held;
-                {
-                    let m = &*held.mapping;
-                    let cache = m.inner();
-                    cache.stats.io_reads.fetch_add(1, Ordering::Relaxed);
-                    let run: Vec<FolioRef<'_>> = held
-                        .folios
-                        .iter()
-                        // SAFETY: each pointer is a descriptor of this
-                        // cache's table whose reference `into_raw` handed
-                        // over; `held` keeps the mapping, so the cache, alive.
-                        .map(|p| FolioRef::adopt(cache, unsafe { p.as_ref() }))
-                        .collect();
-                    if m.complete_run(&run, r).is_err() {
-                        on_error();
-                    }
-                }
-                // The mapping may go now (its file closed meanwhile): only
-                // then is this run finished.
-                drop(held);
-                inner.io_in_flight.fetch_sub(1, Ordering::Release);
-            }));
-        }
-        cache
-            .io_in_flight
-            .fetch_add(ops.len() as u64, Ordering::Relaxed);
-        engine.submit(ops);
-    }
-
-    /// Completes the folios of a run after its read returned `r` (bytes from
-    /// the run's start, or the error): see [`read_folios`](Self::read_folios).
-    pub(crate) fn complete_run(
-        &self,
-        run: &[FolioRef<'_>],
-        r: io::Result<usize>,
-    ) -> io::Result<()> {
-        let cache = self.inner();
-        let Some(first) = run.first() else {
-            return Ok(());
-        };
-        let got = match r {
-            Ok(n) => {
-                cache.stats.io_bytes.fetch_add(n as u64, Ordering::Relaxed);
-                n as u64
-            }
-            Err(e) => {
-                for f in run {
-                    f.test_and_set(FolioFlags::ERROR);
-                    self.remove_locked(f);
-                    f.unlock();
-                }
-                return Err(e);
-            }
-        };
-        let start = first.index() * PAGE;
-        let mut result = Ok(());
-        for f in run {
-            let pos = f.index() * PAGE;
-            let len = f.nr_pages() * PAGE;
-            // What the file has for this folio, and what the read brought.
-            let want = len.min(self.size().saturating_sub(pos));
-            let have = (start + got).saturating_sub(pos).min(len);
-            if have >= want {
-                let ptr = cache.arena.page_ptr(f.page()).as_ptr();
-                // SAFETY: locked, not uptodate, referenced (as in
-                // `read_folios`); zeroes from `have` to the folio's end:
-                // bytes past end of file, which the backing zeroed already
-                // up to the block, and any a previous owner left.
-                unsafe { std::ptr::write_bytes(ptr.add(have as usize), 0, (len - have) as usize) };
-                f.test_and_clear(FolioFlags::ERROR);
-                f.mark_uptodate();
-                f.unlock();
-            } else if let Err(e) = self.read_folio(f) {
-                // Short mid-file: read it on its own (which retries).
-                if result.is_ok() {
-                    result = Err(e);
-                }
-            }
-        }
-        result
-    }
-
     /// A locked folio of exactly `order`, in no mapping, without waiting for
     /// memory: `None` when the arena has no block of that order even after
     /// one reclaim pass (readahead then shrinks or falls back).
@@ -1647,61 +1345,6 @@ impl Mapping {
         }
     }
 
-    /// Drops the clean, unlocked, unused folios that lie wholly in pages
-    /// `start..end`, and the eviction shadows there, leaving no shadows
-    /// (invalidation, as `POSIX_FADV_DONTNEED`: the kernel's
-    /// `invalidate_mapping_pages` clears shadow entries too). Folios in use
-    /// are left alone. Returns the pages of folios dropped.
-    pub fn invalidate(&self, start: u64, end: u64) -> u64 {
-        if self.memfile {
-            // Its folios are its only copy of the data.
-            return 0;
-        }
-        let mut dropped = 0;
-        let mut index = start;
-        while index < end {
-            // The next folio at or after `index`; shadows on the way go.
-            let mut shadows = Vec::new();
-            let next = {
-                let guard = self.xa.pin();
-                self.xa.iter_ref(index..end, &guard).ok().and_then(|it| {
-                    for (i, e) in it {
-                        match e {
-                            EntryRef::Item(_) => return Some(i),
-                            EntryRef::Value(v) => shadows.push((i, v)),
-                        }
-                    }
-                    None
-                })
-            };
-            for (i, v) in shadows {
-                let span = 1u64 << self.xa.get_order(i);
-                let first = i & !(span - 1);
-                if first >= start && first + span <= end {
-                    let _ = self.xa.compare_exchange(i, Some(EntryKey::Value(v)), None);
-                }
-            }
-            let Some(i) = next else { break };
-            let Some(MappingEntry::Folio(f)) = self.get_entry(i) else {
-                index = i + 1;
-                continue;
-            };
-            let (first, n) = (f.index(), f.nr_pages());
-            index = (first + n).max(i + 1);
-            if first < start || first + n > end || !f.trylock() {
-                continue;
-            }
-            // Clean, and referenced only by the cache and by us.
-            let clean = !f.test(FolioFlags::DIRTY) && !f.test(FolioFlags::WRITEBACK);
-            if clean && f.mapping() == self.id() && f.refcount() == n as u32 + 1 {
-                self.remove_locked(&f);
-                dropped += n;
-            }
-            f.unlock();
-        }
-        dropped
-    }
-
     /// The cache state of pages `first..=last` (see
     /// [`File::cachestat`](crate::File::cachestat)): one lockless walk,
     /// no references taken; a folio's flags are read as they are at that
@@ -1735,7 +1378,7 @@ impl Mapping {
                 }
                 EntryRef::Value(v) => {
                     cs.evicted += pages;
-                    if crate::Shadow::unpack(v).distance(now) <= active {
+                    if crate::workingset::Shadow::unpack(v).distance(now) <= active {
                         cs.recently_evicted += pages;
                     }
                 }
@@ -1756,133 +1399,7 @@ impl Mapping {
         // A writer may copy into it meanwhile: see `copy_shared`.
         unsafe { crate::copy::copy_shared(src.add(from), dst.as_mut_ptr(), dst.len()) };
     }
-
-    /// The end of an uncached read's use of `f` (reference 6.2): if it is
-    /// still dropbehind, clean, not under writeback, and its lock can be
-    /// had without waiting, it leaves the cache, leaving no shadow. Other
-    /// readers' references keep the detached folio's memory until they
-    /// drop them. Returns whether it was removed.
-    pub(crate) fn drop_behind(&self, f: &FolioRef<'_>) -> bool {
-        let busy = FolioFlags::DIRTY.union(FolioFlags::WRITEBACK);
-        if !f.test(FolioFlags::DROPBEHIND) || f.flags().intersects(busy) || !f.trylock() {
-            return false;
-        }
-        // Again under the lock: a writer dirties a folio under it, and a
-        // cached reader may have claimed it meanwhile.
-        let mut dropped = false;
-        if f.mapping() == self.id()
-            && !f.flags().intersects(busy)
-            && f.test_and_clear(FolioFlags::DROPBEHIND)
-        {
-            dropped = self.remove_locked(f);
-        }
-        f.unlock();
-        if dropped {
-            self.inner()
-                .stats
-                .dropbehind_drops
-                .fetch_add(1, Ordering::Relaxed);
-        }
-        dropped
-    }
-
-    /// Replaces a folio that reclaim froze (count 0, locked) with its
-    /// eviction `shadow` (a [`Shadow`](crate::Shadow) packed). Returns
-    /// whether it was there.
-    pub(crate) fn remove_frozen(&self, f: &Folio, shadow: u64) -> bool {
-        let key = Some(Entry::Item(FolioPtr::new(f)).key());
-        // The value replaces the whole entry and keeps its order: a large
-        // folio leaves a large shadow. Replacing in place needs no node; if
-        // the index still refuses, the folio goes without a shadow.
-        let removed = match self
-            .xa
-            .compare_exchange(f.index(), key, Some(Entry::Value(shadow)))
-        {
-            Ok(_) => true,
-            Err(CompareExchangeError::Mismatch { .. }) => false,
-            Err(CompareExchangeError::Failed(_)) => {
-                self.xa.compare_exchange(f.index(), key, None).is_ok()
-            }
-        };
-        if removed {
-            self.folios.fetch_sub(1, Ordering::Relaxed);
-        }
-        removed
-    }
-
-    /// Removes a folio the caller holds locked (a failed read), dropping the
-    /// cache's references. The caller keeps its own; readers that found the
-    /// folio wait on its lock and then see it left the mapping.
-    fn remove_locked(&self, f: &Folio) -> bool {
-        let cache = self.inner();
-        let key = Entry::Item(FolioPtr::new(f)).key();
-        let removed = self.xa.compare_exchange(f.index(), Some(key), None).is_ok();
-        if removed {
-            cache.lru_del(f, self.id());
-            // (The index mark went with the entry.)
-            self.forget_dirty(f);
-            f.set_mapping(0, f.index());
-            self.folios.fetch_sub(1, Ordering::Relaxed);
-            cache.stats.folios.fetch_sub(1, Ordering::Relaxed);
-            cache.stats.pages.fetch_sub(f.nr_pages(), Ordering::Relaxed);
-            let last = f.put_many(f.nr_pages() as u32);
-            debug_assert!(!last, "the caller's reference keeps the folio");
-        }
-        removed
-    }
-
-    /// Removes every folio (the mapping is being dropped: nobody else can
-    /// look them up). Each folio is taken off the LRU first, under its lock,
-    /// so reclaim never reaches a mapping that is going away; one that
-    /// reclaim already took was evicted by it, and its descriptor may since
-    /// hold another mapping's folio, which `lru_del` leaves alone.
-    ///
-    /// The index itself is left as it is: it goes with the mapping, and
-    /// once every folio is off the LRU nothing else can reach it, so its
-    /// drop frees its nodes at once. (Erasing entry by entry, shadows
-    /// included, handed every node to the epoch collector instead, whose
-    /// backlog kept megabytes resident after a large file closed: the
-    /// memory audit, tests/memory_audit.rs.)
-    fn remove_all(&self) {
-        let cache = self.inner();
-        let entries: Vec<Entry<FolioPtr>> = match self.xa.iter(..) {
-            Ok(it) => it.map(|(_, e)| e).collect(),
-            Err(_) => return,
-        };
-        for e in entries {
-            let Entry::Item(p) = e else {
-                continue;
-            };
-            let addr = p.as_ptr().as_ptr() as usize;
-            let Some(f) = cache
-                .table
-                .page_of_addr(addr)
-                .and_then(|pg| cache.table.get(pg))
-            else {
-                continue;
-            };
-            // A memory file's folios are on no list (and reclaim never
-            // reaches them); any other folio off the lists was evicted.
-            let ours = cache.lru_del(f, self.id()) || (self.memfile && f.mapping() == self.id());
-            if !ours {
-                continue;
-            }
-            self.forget_dirty(f);
-            f.set_mapping(0, f.index());
-            self.folios.fetch_sub(1, Ordering::Relaxed);
-            cache.stats.folios.fetch_sub(1, Ordering::Relaxed);
-            cache.stats.pages.fetch_sub(f.nr_pages(), Ordering::Relaxed);
-            if f.put_many(f.nr_pages() as u32) {
-                cache.free_folio(f);
-            }
-        }
-    }
 }
-
-/// The most threads one writeback run's writes are spread over.
-pub(crate) const WRITEBACK_THREADS: usize = 4;
-/// Writes per thread below which a run's writes go one after another.
-const PARALLEL_WRITES_MIN: usize = 8;
 
 /// How many times a read that stopped short of a backing that is longer
 /// than where it stopped is tried again before it is an error.
@@ -1896,17 +1413,8 @@ fn no_free_folio() -> io::Error {
     )
 }
 
-/// The index mark of dirty folios (the kernel's `PAGECACHE_TAG_DIRTY`).
-pub(crate) const DIRTY_MARK: xarray::Mark = xarray::Mark::MARK_0;
-
 /// Write-side primitives: copying into folios, dirty state, writeback IO.
 impl Mapping {
-    /// The first entry carrying `mark` in pages `from..=last` (at `from` if
-    /// it contains `from`).
-    pub(crate) fn find_marked(&self, from: u64, last: u64, mark: xarray::Mark) -> Option<u64> {
-        self.xa.find_marked(from, last, mark).map(|(i, _)| i)
-    }
-
     /// Calls `g` with bytes `from..from + len` of a folio the caller holds
     /// locked and uptodate, in place (no copy).
     pub(crate) fn with_locked_bytes<R>(
@@ -1961,297 +1469,6 @@ impl Mapping {
         // SAFETY: as in `copy_in`: locked, referenced, in bounds; readers
         // may copy the bytes meanwhile (`zero_shared`).
         unsafe { crate::copy::zero_shared(dst.add(from), len) };
-    }
-
-    /// Marks pages of locked, uptodate folios dirty: for each folio, the
-    /// pages `ranges[i]` (first page in the folio, count) in the cache's
-    /// page bitmap, and the folio's flag and index mark if it was clean
-    /// (all the marks in one hold of the index lock). The dirty counts are
-    /// of pages written (a large folio written in one page counts one: it
-    /// writes back one), so the dirty limit bounds the writeback debt.
-    pub(crate) fn mark_dirty(&self, folios: &[FolioRef<'_>], ranges: &[(u64, u64)]) {
-        if self.memfile {
-            return;
-        }
-        let cache = self.inner();
-        let mut newly: Vec<&FolioRef<'_>> = Vec::new();
-        let mut pages = 0;
-        for (f, &(first, n)) in folios.iter().zip(ranges) {
-            debug_assert!(first + n <= f.nr_pages());
-            pages += cache
-                .dirty_bits
-                .set(f.page().index() as usize + first as usize, n as usize);
-            if !f.test_and_set(FolioFlags::DIRTY) {
-                newly.push(f);
-            }
-        }
-        self.dirty_pages.fetch_add(pages, Ordering::Relaxed);
-        cache.stats.dirty_pages.fetch_add(pages, Ordering::Relaxed);
-        let Some(first) = newly.first() else { return };
-        let mut cur = Cursor::new(&self.xa, first.index());
-        let mut g = self.xa.lock();
-        for f in &newly {
-            cur.set_index(f.index());
-            let _ = cur.set_mark(&mut g, DIRTY_MARK);
-        }
-    }
-
-    /// A folio leaving the mapping (its entry, and so its mark, gone) is
-    /// no longer dirty.
-    fn forget_dirty(&self, f: &Folio) {
-        if f.test_and_clear(FolioFlags::DIRTY) {
-            let cache = self.inner();
-            let Some(page) = cache.table.page_of(f) else {
-                return;
-            };
-            let pages = cache.dirty_bits.clear(page, f.nr_pages() as usize);
-            self.dirty_pages.fetch_sub(pages, Ordering::Relaxed);
-            cache.stats.dirty_pages.fetch_sub(pages, Ordering::Relaxed);
-        }
-    }
-
-    /// Starts writeback of a run of locked dirty folios: each clean (flag
-    /// and mark, in one index lock hold) and under writeback. Returns, per
-    /// folio, the runs of dirty pages to write (first page in the folio,
-    /// count), taken from the page bitmap and cut at `limit[i]` pages (end
-    /// of file).
-    pub(crate) fn start_writeback(
-        &self,
-        run: &[FolioRef<'_>],
-        limit: &[u64],
-    ) -> Vec<Vec<(u64, u64)>> {
-        let Some(first) = run.first() else {
-            return Vec::new();
-        };
-        let cache = self.inner();
-        let mut out = Vec::with_capacity(run.len());
-        {
-            let mut cur = Cursor::new(&self.xa, first.index());
-            let mut g = self.xa.lock();
-            for f in run {
-                cur.set_index(f.index());
-                let _ = cur.clear_mark(&mut g, DIRTY_MARK);
-                f.test_and_clear(FolioFlags::DIRTY);
-                f.test_and_set(FolioFlags::WRITEBACK);
-            }
-        }
-        let mut pages = 0;
-        for (f, &lim) in run.iter().zip(limit) {
-            let n = f.nr_pages() as usize;
-            let runs = cache.dirty_bits.take_runs(f.page().index() as usize, n);
-            pages += runs.iter().map(|&(_, c)| c as u64).sum::<u64>();
-            let cut: Vec<(u64, u64)> = runs
-                .into_iter()
-                .filter(|&(a, _)| (a as u64) < lim)
-                .map(|(a, c)| (a as u64, (c as u64).min(lim - a as u64)))
-                .collect();
-            out.push(cut);
-        }
-        self.dirty_pages.fetch_sub(pages, Ordering::Relaxed);
-        cache.stats.dirty_pages.fetch_sub(pages, Ordering::Relaxed);
-        let all: u64 = run.iter().map(|f| f.nr_pages()).sum();
-        cache
-            .stats
-            .writeback_pages
-            .fetch_add(all, Ordering::Relaxed);
-        out
-    }
-
-    /// Ends writeback of a run started by
-    /// [`start_writeback`](Self::start_writeback): the page runs in
-    /// `failed` (per folio, as `start_writeback` gave them) are dirty again,
-    /// to be retried.
-    pub(crate) fn end_writeback(&self, run: &[FolioRef<'_>], failed: &[Vec<(u64, u64)>]) {
-        let all: u64 = run.iter().map(|f| f.nr_pages()).sum();
-        let mut folios = Vec::new();
-        let mut ranges = Vec::new();
-        for (f, runs) in run.iter().zip(failed) {
-            for &r in runs {
-                folios.push(f.clone());
-                ranges.push(r);
-            }
-        }
-        self.mark_dirty(&folios, &ranges);
-        for f in run {
-            f.test_and_clear(FolioFlags::WRITEBACK);
-        }
-        self.inner()
-            .stats
-            .writeback_pages
-            .fetch_sub(all, Ordering::Relaxed);
-    }
-
-    /// Writes the dirty page runs of a locked run of folios covering
-    /// contiguous pages: pages that follow each other in the file, across
-    /// folios too, go as one vectored write; each gap starts another. Many
-    /// writes (scattered dirty pages) are spread over up to
-    /// [`WRITEBACK_THREADS`] threads so several are in flight. Every write
-    /// is tried. Returns the bytes written or the first error, and the page
-    /// runs (per folio) whose write failed, to be marked dirty again.
-    pub(crate) fn write_dirty(
-        &self,
-        run: &[FolioRef<'_>],
-        dirty: &[Vec<(u64, u64)>],
-    ) -> (io::Result<u64>, Vec<Vec<(u64, u64)>>) {
-        let cache = self.inner();
-        // The writes: file offset, buffers (contiguous pages merged), and
-        // the (folio, first page, pages) pieces they carry.
-        type Seg<'b> = (u64, Vec<IoBuf<'b>>, Vec<(usize, u64, u64)>);
-        let mut segs: Vec<Seg<'_>> = Vec::new();
-        let mut failed: Vec<Vec<(u64, u64)>> = vec![Vec::new(); run.len()];
-        let mut seg_end = 0u64;
-        for (i, (f, runs)) in run.iter().zip(dirty).enumerate() {
-            let base = cache.arena.page_ptr(f.page()).as_ptr();
-            for &(a, n) in runs {
-                assert!(a + n <= f.nr_pages(), "dirty pages past the folio");
-                let at = (f.index() + a) * PAGE;
-                // SAFETY: the folio is locked (no writer changes it while
-                // the IO reads it) and referenced (not freed); pages
-                // `a..a + n` lie inside it (asserted above); arena pages
-                // are 4 KiB aligned.
-                let buf = match unsafe {
-                    IoBuf::from_raw_parts(base.add((a * PAGE) as usize), (n * PAGE) as usize)
-                } {
-                    Ok(b) => b,
-                    Err(e) => {
-                        failed[i].push((a, n));
-                        return (Err(e.into()), failed);
-                    }
-                };
-                match segs.last_mut() {
-                    Some((_, bufs, pieces)) if at == seg_end => {
-                        bufs.push(buf);
-                        pieces.push((i, a, n));
-                    }
-                    _ => segs.push((at, vec![buf], vec![(i, a, n)])),
-                }
-                seg_end = at + n * PAGE;
-            }
-        }
-        let backing = self.backing();
-        let write = |(at, bufs, _): &Seg<'_>| -> io::Result<u64> {
-            let r = backing.write_blocks(bufs, *at);
-            cache.stats.io_writes.fetch_add(1, Ordering::Relaxed);
-            let n = r? as u64;
-            cache.stats.io_write_bytes.fetch_add(n, Ordering::Relaxed);
-            Ok(n)
-        };
-        let threads = if cfg!(loom) || segs.len() < PARALLEL_WRITES_MIN {
-            1
-        } else {
-            (segs.len() / PARALLEL_WRITES_MIN).clamp(1, WRITEBACK_THREADS)
-        };
-        // Every write is tried, whatever the others did.
-        let results: Vec<io::Result<u64>> = if threads == 1 {
-            segs.iter().map(write).collect()
-        } else {
-            // Scattered dirty pages: each write is small and waits for the
-            // device, so keep several in flight (the kernel's flusher has
-            // the block layer's queue for that).
-            std::thread::scope(|scope| {
-                let parts: Vec<_> = (0..threads)
-                    .map(|k| {
-                        let (segs, write) = (&segs, &write);
-                        scope.spawn(move || -> Vec<(usize, io::Result<u64>)> {
-                            (k..segs.len())
-                                .step_by(threads)
-                                .map(|j| (j, write(&segs[j])))
-                                .collect()
-                        })
-                    })
-                    .collect();
-                let mut all: Vec<(usize, io::Result<u64>)> = Vec::with_capacity(segs.len());
-                // (A thread that panicked leaves its writes failed.)
-                for h in parts {
-                    if let Ok(v) = h.join() {
-                        all.extend(v);
-                    }
-                }
-                let mut out: Vec<io::Result<u64>> = (0..segs.len())
-                    .map(|_| Err(io::Error::other("writeback thread panicked")))
-                    .collect();
-                for (j, r) in all {
-                    out[j] = r;
-                }
-                out
-            })
-        };
-        let mut total = Ok(0u64);
-        for (seg, r) in segs.iter().zip(results) {
-            match r {
-                Ok(n) => {
-                    if let Ok(t) = &mut total {
-                        *t += n;
-                    }
-                }
-                Err(e) => {
-                    for &(i, a, n) in &seg.2 {
-                        failed[i].push((a, n));
-                    }
-                    if total.is_ok() {
-                        total = Err(e);
-                    }
-                }
-            }
-        }
-        (total, failed)
-    }
-
-    /// The folios and shadows of bytes `from..to`: folios lying wholly
-    /// inside go (dirty or not: their data is being cut), the cut part of
-    /// the others is zeroed, shadows inside go (reference 3.10, truncate
-    /// and hole punch). Waits for folio locks (and so for IO). The caller
-    /// holds `invalidate_lock` exclusively, so no reader adds a folio here
-    /// meanwhile.
-    pub(crate) fn truncate_bytes(&self, from: u64, to: u64) {
-        if from >= to {
-            return;
-        }
-        let first = from / PAGE;
-        let last = (to - 1) / PAGE;
-        let mut index = first;
-        // The next entry at or after `index`, each time round.
-        while let Some((i, e)) = self.xa.find(index, last) {
-            let span = 1u64 << self.xa.get_order(i);
-            let base = i & !(span - 1);
-            let next = base.saturating_add(span).max(i + 1);
-            match e {
-                Entry::Value(v) => {
-                    if base * PAGE >= from && (base + span) * PAGE <= to {
-                        let _ = self.xa.compare_exchange(i, Some(EntryKey::Value(v)), None);
-                    }
-                }
-                Entry::Item(_) => {
-                    let Some(MappingEntry::Folio(f)) = self.get_entry(i) else {
-                        // Evicted under us: its shadow goes next time round.
-                        index = i;
-                        continue;
-                    };
-                    f.lock();
-                    if f.mapping() != self.id() || !f.contains(i) {
-                        // Removed while we waited: look again.
-                        f.unlock();
-                        index = i;
-                        continue;
-                    }
-                    let fs = f.index() * PAGE;
-                    let fe = fs + f.nr_pages() * PAGE;
-                    if fs >= from && fe <= to {
-                        f.test_and_clear(FolioFlags::DROPBEHIND);
-                        self.remove_locked(&f);
-                    } else if f.test(FolioFlags::UPTODATE) {
-                        let a = from.max(fs);
-                        let b = to.min(fe);
-                        self.zero_folio(&f, (a - fs) as usize, (b - a) as usize);
-                    }
-                    f.unlock();
-                }
-            }
-            if next > last || next == 0 {
-                break;
-            }
-            index = next;
-        }
     }
 }
 

@@ -1,0 +1,279 @@
+//! Reclaim (`mm/vmscan.c`).
+
+use xarray::{CompareExchangeError, Entry, EntryKey, EntryRef};
+
+use crate::cache::CacheInner;
+use crate::filemap::{FolioPtr, Mapping};
+use crate::folio::{Folio, FolioFlags};
+use crate::lru::NIL;
+use crate::sync::Ordering;
+use crate::workingset::Shadow;
+
+impl Mapping {
+    /// Replaces a folio that reclaim froze (count 0, locked) with its
+    /// eviction `shadow` (a [`Shadow`](crate::Shadow) packed). Returns
+    /// whether it was there.
+    pub(crate) fn remove_frozen(&self, f: &Folio, shadow: u64) -> bool {
+        let key = Some(Entry::Item(FolioPtr::new(f)).key());
+        // The value replaces the whole entry and keeps its order: a large
+        // folio leaves a large shadow. Replacing in place needs no node; if
+        // the index still refuses, the folio goes without a shadow.
+        let removed = match self
+            .xa
+            .compare_exchange(f.index(), key, Some(Entry::Value(shadow)))
+        {
+            Ok(_) => true,
+            Err(CompareExchangeError::Mismatch { .. }) => false,
+            Err(CompareExchangeError::Failed(_)) => {
+                self.xa.compare_exchange(f.index(), key, None).is_ok()
+            }
+        };
+        if removed {
+            self.folios.fetch_sub(1, Ordering::Relaxed);
+        }
+        removed
+    }
+
+    /// Calls `f` with every block of this index that holds only shadows:
+    /// the 64 indices of one leaf node, or one shadow of order 6 or more
+    /// (which sits in a node of larger ones), with the refault distance of
+    /// its newest shadow at clock `now`. One lockless walk of the index.
+    pub(crate) fn shadow_blocks(&self, now: u64, mut f: impl FnMut(ShadowBlock)) {
+        if self.shadow_nodes() == 0 {
+            return;
+        }
+        let guard = self.xa.pin();
+        let Ok(mut it) = self.xa.iter_ref(.., &guard) else {
+            return;
+        };
+        // The leaf block being gathered: its first index, whether it holds
+        // only shadows so far, and the newest of them.
+        let mut cur: Option<(u64, bool, u64)> = None;
+        let flush = |cur: Option<(u64, bool, u64)>, f: &mut dyn FnMut(ShadowBlock)| {
+            if let Some((first, true, newest)) = cur {
+                f(ShadowBlock {
+                    first,
+                    order: 6,
+                    distance: newest,
+                });
+            }
+        };
+        while let Some((_, e)) = it.next() {
+            let (base, order) = it.span();
+            if order >= 6 {
+                flush(cur.take(), &mut f);
+                if let EntryRef::Value(v) = e {
+                    f(ShadowBlock {
+                        first: base,
+                        order,
+                        distance: Shadow::unpack(v).distance(now),
+                    });
+                }
+                continue;
+            }
+            let block = base & !63;
+            if cur.is_some_and(|c| c.0 != block) {
+                flush(cur.take(), &mut f);
+            }
+            let c = cur.get_or_insert((block, true, u64::MAX));
+            match e {
+                EntryRef::Item(_) => c.1 = false,
+                EntryRef::Value(v) => c.2 = c.2.min(Shadow::unpack(v).distance(now)),
+            }
+        }
+        flush(cur, &mut f);
+    }
+
+    /// Removes the shadows of a block [`shadow_blocks`](Self::shadow_blocks)
+    /// found (those still there: a folio added since stays, and so do
+    /// shadows left since). Returns whether the block held only shadows
+    /// and they all went (its node with them).
+    pub(crate) fn remove_shadow_block(&self, b: &ShadowBlock) -> bool {
+        let last = b.first + (1u64 << b.order) - 1;
+        let shadows: Vec<(u64, u64)> = {
+            let guard = self.xa.pin();
+            let Ok(it) = self.xa.iter_ref(b.first..=last, &guard) else {
+                return false;
+            };
+            let mut out = Vec::new();
+            for (i, e) in it {
+                match e {
+                    EntryRef::Value(v) => out.push((i, v)),
+                    EntryRef::Item(_) => return false,
+                }
+            }
+            out
+        };
+        let mut all = !shadows.is_empty();
+        for (i, v) in shadows {
+            all &= self
+                .xa
+                .compare_exchange(i, Some(EntryKey::Value(v)), None)
+                .is_ok();
+        }
+        all
+    }
+}
+
+/// A block of an index holding only shadows, for trimming them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ShadowBlock {
+    first: u64,
+    order: u32,
+    /// The refault distance of its newest shadow when it was found.
+    pub(crate) distance: u64,
+}
+
+impl CacheInner {
+    /// After evictions: every [`shadow_check_every`] of them, if the index
+    /// nodes holding only shadows exceed the budget, removes the oldest
+    /// shadows (whole nodes' worth) until they take three quarters of it
+    /// (the kernel's shadow-node shrinker; reference 5.4). Called with no
+    /// lock held. One thread trims at a time; the others go on.
+    fn maybe_trim_shadows(&self) {
+        let evictions = self.stats.evictions.load(Ordering::Relaxed);
+        let due = self.shadow_check.load(Ordering::Relaxed);
+        if evictions < due {
+            return;
+        }
+        let Some(_one) = self.trimming.try_lock() else {
+            return;
+        };
+        self.shadow_check.store(
+            evictions + shadow_check_every(self.shadow_nodes),
+            Ordering::Relaxed,
+        );
+        let live = self.live_mappings();
+        let nodes: usize = live.iter().map(|m| m.shadow_nodes()).sum();
+        if nodes <= self.shadow_nodes {
+            return;
+        }
+        let target = self.shadow_nodes * 3 / 4;
+        let now = self.nonresident_age.load(Ordering::Relaxed);
+        // Every shadow-only block of every file, oldest (largest refault
+        // distance of its newest shadow) first.
+        let mut blocks = Vec::new();
+        for (i, m) in live.iter().enumerate() {
+            m.shadow_blocks(now, |b| blocks.push((b, i)));
+        }
+        blocks.sort_unstable_by_key(|(b, _)| std::cmp::Reverse(b.distance));
+        let mut left = nodes;
+        for (b, i) in blocks {
+            if left <= target {
+                break;
+            }
+            if live[i].remove_shadow_block(&b) {
+                left -= 1;
+            }
+        }
+    }
+
+    /// Evicts folios until about `want` pages went back to the arena, or a
+    /// full pass found nothing to evict. Returns the pages freed.
+    pub(crate) fn reclaim(&self, want: u64) -> u64 {
+        let freed = self.reclaim_locked(want);
+        if freed > 0 {
+            self.maybe_trim_shadows();
+        }
+        freed
+    }
+
+    fn reclaim_locked(&self, want: u64) -> u64 {
+        let mut lru = self.lru.lock();
+        let lru = &mut *lru;
+        let mut budget = 2 * (lru.active.pages + lru.inactive.pages) + 2;
+        let mut freed = 0u64;
+        // Inactive pages passed over (pinned or locked) since the last
+        // eviction: after a whole lap of them, deactivate anyway.
+        let mut stuck = 0u64;
+        while freed < want && budget > 0 {
+            budget -= 1;
+            if lru.active.tail != NIL
+                && (lru.inactive.pages < lru.active.pages || stuck >= lru.inactive.pages)
+            {
+                // Refill the inactive list from the active tail. As the
+                // kernel does for file folios nobody maps, referenced or
+                // not: the bit stays, so one more access reactivates it.
+                // It was in the working set once, and its shadow will say
+                // so (PG_workingset).
+                let page = lru.active.tail;
+                let f = self.folio(page);
+                self.list_remove(&mut lru.active, page);
+                // (An `ACTIVATE` left from an access made before the folio
+                // reached a list goes too: it asked for what happened.)
+                f.fetch_clear(FolioFlags::ACTIVE.union(FolioFlags::ACTIVATE));
+                f.test_and_set(FolioFlags::WORKINGSET);
+                self.list_push_head(&mut lru.inactive, page);
+                continue;
+            }
+            let page = lru.inactive.tail;
+            if page == NIL {
+                break;
+            }
+            let f = self.folio(page);
+            self.list_remove(&mut lru.inactive, page);
+            // Used once (or not at all) since it came in: it goes, unless
+            // it was accessed twice while inactive.
+            if f.fetch_clear(FolioFlags::REFERENCED)
+                .contains(FolioFlags::ACTIVATE)
+            {
+                self.activate_locked(lru, f, page);
+                continue;
+            }
+            let cache_refs = f.nr_pages() as u32;
+            if f.flags()
+                .intersects(FolioFlags::DIRTY.union(FolioFlags::WRITEBACK))
+            {
+                // Never dropped dirty: rotated, and the flusher asked to
+                // write it back (the kernel sets PG_reclaim and wakes the
+                // flusher).
+                self.list_push_head(&mut lru.inactive, page);
+                stuck += f.nr_pages();
+                self.flusher.kick();
+                continue;
+            }
+            if !f.trylock() {
+                self.list_push_head(&mut lru.inactive, page);
+                stuck += f.nr_pages();
+                continue;
+            }
+            if f.test(FolioFlags::DIRTY) || !f.freeze(cache_refs) {
+                // (Dirtied between the test above and the lock.)
+                f.unlock();
+                self.list_push_head(&mut lru.inactive, page);
+                stuck += f.nr_pages();
+                continue;
+            }
+            stuck = 0;
+            // Frozen and locked: no reader holds it and none can get it.
+            f.test_and_clear(FolioFlags::LRU);
+            let mapping = f.mapping() as *const Mapping;
+            let pages = f.nr_pages();
+            let age = self.nonresident_age.fetch_add(pages, Ordering::Relaxed);
+            let shadow = Shadow {
+                age,
+                workingset: f.test(FolioFlags::WORKINGSET),
+            };
+            // SAFETY: a folio on the LRU is in a live mapping: a mapping
+            // takes every folio off the LRU (under this lock) before it is
+            // dropped, and we hold the lock.
+            let removed = unsafe { &*mapping }.remove_frozen(f, shadow.pack());
+            debug_assert!(removed, "an LRU folio was not in its mapping: {f:?}");
+            f.set_mapping(0, f.index());
+            f.unlock();
+            self.stats.evictions.fetch_add(1, Ordering::Relaxed);
+            self.stats.folios.fetch_sub(1, Ordering::Relaxed);
+            self.stats.pages.fetch_sub(pages, Ordering::Relaxed);
+            self.free_folio(f);
+            freed += pages;
+        }
+        freed
+    }
+}
+
+/// Evictions between two checks of the shadow budget: each eviction adds
+/// at most one shadow-only node, so the budget is overshot by at most
+/// this many nodes.
+pub(crate) fn shadow_check_every(budget_nodes: usize) -> u64 {
+    (budget_nodes as u64 / 8).max(64)
+}
