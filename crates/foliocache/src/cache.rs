@@ -840,7 +840,7 @@ impl CacheInner {
     pub(crate) fn find_or_register(
         &self,
         key: (u64, u64),
-        make: impl FnOnce() -> Mapping,
+        make: impl FnOnce(Weak<Mapping>) -> Mapping,
     ) -> (Arc<Mapping>, bool) {
         let mut all = self.mappings.lock();
         if let Some(m) = all
@@ -853,9 +853,11 @@ impl CacheInner {
         if all.len() >= 64 && all.len().is_power_of_two() {
             all.retain(|w| w.strong_count() > 0);
         }
-        let mut mapping = make();
-        mapping.key = Some(key);
-        let m = Arc::new(mapping);
+        let m = Arc::new_cyclic(|this| {
+            let mut mapping = make(this.clone());
+            mapping.key = Some(key);
+            mapping
+        });
         all.push(Arc::downgrade(&m));
         (m, true)
     }

@@ -13,7 +13,7 @@
 
 use std::io;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use backing::{Backing, BackingInfo, FileBacking, FileOptions};
 
@@ -75,8 +75,8 @@ impl Cache {
         let md = backing.file().metadata()?;
         let size = backing.len()?;
         let backing: Arc<dyn Backing> = Arc::new(backing);
-        let (mapping, new) = self.inner.find_or_register((md.dev(), md.ino()), || {
-            let mut m = Mapping::new(self.clone(), backing.clone(), size);
+        let (mapping, new) = self.inner.find_or_register((md.dev(), md.ino()), |this| {
+            let mut m = Mapping::new(this, self.clone(), backing.clone(), size);
             m.path = Some(path.to_path_buf());
             m
         });
@@ -103,13 +103,14 @@ impl Cache {
     pub fn open_backing(&self, backing: impl Backing) -> io::Result<File> {
         let size = backing.len()?;
         Ok(self
-            .file(Mapping::new(self.clone(), Arc::new(backing), size))
+            .file(|this| Mapping::new(this, self.clone(), Arc::new(backing), size))
             .with_access(true, false))
     }
 
-    /// A read-only handle on a new mapping.
-    pub(crate) fn file(&self, mapping: Mapping) -> File {
-        let mapping = Arc::new(mapping);
+    /// A read-only handle on a new mapping, which `make` builds (given its
+    /// `Arc`'s `Weak`).
+    pub(crate) fn file(&self, make: impl FnOnce(Weak<Mapping>) -> Mapping) -> File {
+        let mapping = Arc::new_cyclic(|this| make(this.clone()));
         self.inner.register(&mapping);
         self.file_on(mapping)
     }
@@ -345,10 +346,8 @@ impl File {
             for f in batch.drain(..) {
                 if !f.test(FolioFlags::UPTODATE) {
                     // Being written for the first time: wait for the writer.
-                    f.lock();
-                    let ok = f.mapping() == m.id() && f.test(FolioFlags::UPTODATE);
-                    f.unlock();
-                    if !ok {
+                    f.wait_unlocked();
+                    if f.mapping() != m.id() || !f.test(FolioFlags::UPTODATE) {
                         continue 'outer;
                     }
                 }
@@ -400,22 +399,21 @@ impl File {
             let (hit, sequential) = m.get_for_read(offset, n);
             if let Some(fo) = hit {
                 let start = fo.index() * PAGE;
-                if end <= start + fo.nr_pages() * PAGE && fo.trylock() {
-                    let ff = fo.flags();
-                    if fo.mapping() == m.id()
-                        && fo.contains(offset / PAGE)
-                        && ff.contains(FolioFlags::UPTODATE)
-                        && !ff.intersects(FolioFlags::READAHEAD.union(FolioFlags::DROPBEHIND))
-                    {
-                        if !(sequential && offset > start) {
-                            cache.mark_accessed(&fo, ff);
+                if end <= start + fo.nr_pages() * PAGE {
+                    if let Ok(fo) = fo.try_lock() {
+                        let ff = fo.flags();
+                        if fo.mapping() == m.id()
+                            && fo.contains(offset / PAGE)
+                            && ff.contains(FolioFlags::UPTODATE)
+                            && !ff.intersects(FolioFlags::READAHEAD.union(FolioFlags::DROPBEHIND))
+                        {
+                            if !(sequential && offset > start) {
+                                cache.mark_accessed(&fo, ff);
+                            }
+                            cache.stats.hits.add(1);
+                            return Ok(m.with_locked_bytes(&fo, (offset - start) as usize, n, f));
                         }
-                        cache.stats.hits.add(1);
-                        let r = m.with_locked_bytes(&fo, (offset - start) as usize, n, f);
-                        fo.unlock();
-                        return Ok(r);
                     }
-                    fo.unlock();
                 }
             }
         }
@@ -522,21 +520,14 @@ impl File {
                 batch.clear();
                 return Err(would_block());
             }
-            let f = batch.pop().expect("one folio");
             // Being read (by readahead or another reader), or its read
             // failed: wait for the lock, then look again.
-            f.lock();
+            let f = batch.pop().expect("one folio").lock();
             if f.mapping() != m.id() {
                 // Removed while we slept (its read failed): start over.
-                f.unlock();
                 continue;
             }
-            if f.test(FolioFlags::UPTODATE) {
-                f.unlock();
-            } else {
-                m.read_folio(&f)?;
-            }
-            batch.push(f);
+            batch.push(m.read_folio(f)?);
             break;
         }
         if missed {
@@ -559,18 +550,10 @@ impl File {
             }
             let got = f.order();
             match m.add_folio(&f, index) {
-                Ok(_) => {
-                    m.read_folio(&f)?;
-                    return Ok(Some(f));
-                }
-                Err(e) => {
-                    f.unlock();
-                    match e {
-                        AddError::Exists if got > 0 => order = got - 1,
-                        AddError::Exists => return Ok(None),
-                        other => return Err(other.into()),
-                    }
-                }
+                Ok(_) => return m.read_folio(f).map(Some),
+                Err(AddError::Exists) if got > 0 => order = got - 1,
+                Err(AddError::Exists) => return Ok(None),
+                Err(other) => return Err(other.into()),
             }
         }
     }

@@ -33,7 +33,7 @@ use xarray::{Cursor, Entry, EntryRef, Error as XaError, Item, XArray, XaGuard};
 
 use crate::arena::PageId;
 use crate::cache::{Cache, CacheInner};
-pub use crate::folio::{Folio, FolioFlags};
+pub use crate::folio::{Folio, FolioFlags, FolioRef, LockedFolio};
 use crate::readahead::Insert;
 pub use crate::workingset::Shadow;
 use std::sync::atomic::AtomicU64 as StdAtomicU64;
@@ -54,7 +54,7 @@ const PREFETCH_BYTES: usize = 1024;
 /// lifetime, and a mapping (which keeps the cache alive) removes its folios
 /// before it is dropped.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub struct FolioPtr(NonNull<Folio>);
+pub(crate) struct FolioPtr(NonNull<Folio>);
 
 impl FolioPtr {
     pub(crate) fn new(f: &Folio) -> Self {
@@ -94,74 +94,6 @@ unsafe impl Item for FolioPtr {
     }
 }
 
-/// A reference on a folio, dropped with this value. Dereferences to the
-/// [`Folio`]. Dropping it does not unlock a folio the holder locked: unlock
-/// first (the kernel's rule).
-pub struct FolioRef<'m> {
-    cache: &'m CacheInner,
-    folio: &'m Folio,
-}
-
-impl<'m> FolioRef<'m> {
-    /// Gives up the guard without dropping its reference: the caller hands
-    /// the reference over (to be adopted again with [`adopt`](Self::adopt)).
-    pub(crate) fn into_raw(self) -> NonNull<Folio> {
-        let p = NonNull::from(self.folio);
-        std::mem::forget(self);
-        p
-    }
-
-    /// Wraps a reference the caller already took on `folio`.
-    pub(crate) fn adopt(cache: &'m CacheInner, folio: &'m Folio) -> Self {
-        FolioRef { cache, folio }
-    }
-
-    /// The descriptor, for as long as the mapping lives.
-    pub fn folio(&self) -> &'m Folio {
-        self.folio
-    }
-
-    /// The folio's arena page (its first).
-    pub(crate) fn page(&self) -> PageId {
-        PageId::new(
-            self.cache
-                .table
-                .page_of(self.folio)
-                .expect("folio of this cache") as u32,
-        )
-    }
-}
-
-impl Clone for FolioRef<'_> {
-    /// Another reference on the same folio.
-    fn clone(&self) -> Self {
-        self.folio.get_many(1);
-        FolioRef {
-            cache: self.cache,
-            folio: self.folio,
-        }
-    }
-}
-
-impl std::ops::Deref for FolioRef<'_> {
-    type Target = Folio;
-    fn deref(&self) -> &Folio {
-        self.folio
-    }
-}
-
-impl Drop for FolioRef<'_> {
-    fn drop(&mut self) {
-        self.cache.put(self.folio);
-    }
-}
-
-impl std::fmt::Debug for FolioRef<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.folio.fmt(f)
-    }
-}
-
 /// The largest order, up to `max`, of a folio that can start at page `at`
 /// (aligned to its size) and end by page `end` (exclusive); 0 if none
 /// larger than a page does.
@@ -189,7 +121,9 @@ pub struct FgpFlags(u32);
 impl FgpFlags {
     /// Mark the folio accessed.
     pub const ACCESSED: FgpFlags = FgpFlags(1 << 0);
-    /// Return it locked; after locking the mapping is re-checked.
+    /// Return it locked, after checking it is still in the mapping (what
+    /// [`Mapping::lock_folio`] does; implied there, refused by
+    /// [`Mapping::get_folio`]).
     pub const LOCK: FgpFlags = FgpFlags(1 << 1);
     /// Create it if absent (a shadow counts as absent). A created folio is
     /// returned locked and not uptodate: fill it with
@@ -262,6 +196,10 @@ impl From<AddError> for io::Error {
 /// One file's state in the cache. See the [module documentation](self).
 pub struct Mapping {
     pub(crate) xa: XArray<FolioPtr>,
+    /// This mapping's own `Arc`, weakly: reclaim, which reaches a mapping
+    /// from a folio on an LRU list, holds it while it evicts the folio with
+    /// the LRU lock dropped (and skips a mapping being dropped).
+    pub(crate) this: std::sync::Weak<Mapping>,
     pub(crate) cache: Cache,
     /// Where the data comes from and goes to. Replaced only when a file
     /// first opened read-only is opened for writing (the new descriptor
@@ -327,10 +265,18 @@ impl Drop for Mapping {
 }
 
 impl Mapping {
-    pub(crate) fn new(cache: Cache, backing: Arc<dyn Backing>, size: u64) -> Mapping {
+    /// A new mapping, to be built in its `Arc` (`this` is that `Arc`'s
+    /// `Weak`: see [`Arc::new_cyclic`]).
+    pub(crate) fn new(
+        this: std::sync::Weak<Mapping>,
+        cache: Cache,
+        backing: Arc<dyn Backing>,
+        size: u64,
+    ) -> Mapping {
         let info = backing.info();
         Mapping {
             xa: XArray::new(),
+            this,
             cache,
             backing: parking_lot::RwLock::new(backing),
             backing_writable: std::sync::atomic::AtomicBool::new(true),
@@ -535,41 +481,60 @@ impl Mapping {
         }
     }
 
-    /// The folio covering `index`, with a reference; see [`FgpFlags`].
+    /// The folio covering `index`, with a reference (`filemap_get_folio`):
+    /// [`FgpFlags::ACCESSED`] and [`FgpFlags::DONTCACHE`] apply. Never
+    /// locks and never sleeps; the folio may be truncated right after.
+    ///
+    /// # Errors
+    /// `NotFound` when absent; `InvalidInput` with `LOCK` or `CREAT` (a
+    /// locked folio: see [`lock_folio`](Self::lock_folio)).
+    pub fn get_folio(&self, index: u64, flags: FgpFlags) -> io::Result<FolioRef<'_>> {
+        if flags.has(FgpFlags::LOCK) || flags.has(FgpFlags::CREAT) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "get_folio: LOCK and CREAT return a locked folio: use lock_folio",
+            ));
+        }
+        match self.get_entry(index) {
+            Some(MappingEntry::Folio(f)) => {
+                self.found(&f, flags);
+                Ok(f)
+            }
+            _ => Err(not_found()),
+        }
+    }
+
+    /// The folio covering `index`, locked and still in this mapping, with a
+    /// reference (`__filemap_get_folio` with `FGP_LOCK`; `LOCK` is implied):
+    /// found, or with [`FgpFlags::CREAT`] created in its place (locked and
+    /// not uptodate: fill it with [`read_folio`](Self::read_folio)).
+    ///
+    /// # Locking
+    /// Sleeps on the folio lock unless [`FgpFlags::NOWAIT`]; may reclaim
+    /// to create. Takes no other lock of the caller's (see the crate's lock
+    /// order: no folio lock of this file at a higher index may be held).
     ///
     /// # Errors
     /// `NotFound` when absent and not `CREAT`; `WouldBlock` with `NOWAIT`
     /// when the lock is held; `OutOfMemory` when a folio cannot be created.
-    pub fn get_folio(&self, index: u64, flags: FgpFlags) -> io::Result<FolioRef<'_>> {
+    pub fn lock_folio(&self, index: u64, flags: FgpFlags) -> io::Result<LockedFolio<'_>> {
         loop {
             if let Some(MappingEntry::Folio(f)) = self.get_entry(index) {
-                if flags.has(FgpFlags::LOCK) {
-                    if flags.has(FgpFlags::NOWAIT) {
-                        if !f.trylock() {
-                            return Err(io::ErrorKind::WouldBlock.into());
-                        }
-                    } else {
-                        f.lock();
-                    }
-                    if f.mapping() != self.id() || !f.contains(index) {
-                        // Removed (or replaced) while we slept: look again.
-                        f.unlock();
-                        continue;
-                    }
+                let f = if flags.has(FgpFlags::NOWAIT) {
+                    f.try_lock()
+                        .map_err(|_| io::Error::from(io::ErrorKind::WouldBlock))?
+                } else {
+                    f.lock()
+                };
+                if f.mapping() != self.id() || !f.contains(index) {
+                    // Removed (or replaced) while we slept: look again.
+                    continue;
                 }
-                if !flags.has(FgpFlags::DONTCACHE) {
-                    f.test_and_clear(FolioFlags::DROPBEHIND);
-                }
-                if flags.has(FgpFlags::ACCESSED) {
-                    self.inner().mark_accessed(&f, f.flags());
-                }
+                self.found(&f, flags);
                 return Ok(f);
             }
             if !flags.has(FgpFlags::CREAT) {
-                return Err(io::Error::new(
-                    io::ErrorKind::NotFound,
-                    "no folio at this index",
-                ));
+                return Err(not_found());
             }
             let mut order = flags.get_order().min(self.inner().max_order);
             while order > 0 && index % (1 << order) != 0 {
@@ -587,15 +552,20 @@ impl Mapping {
                     }
                     return Ok(f);
                 }
-                Err(AddError::Exists) => {
-                    f.unlock();
-                    continue;
-                }
-                Err(e) => {
-                    f.unlock();
-                    return Err(e.into());
-                }
+                Err(AddError::Exists) => continue,
+                Err(e) => return Err(e.into()),
             }
+        }
+    }
+
+    /// A lookup's effect on the folio it found: a cached lookup claims a
+    /// dropbehind folio for the cache; `ACCESSED` marks it accessed.
+    fn found(&self, f: &Folio, flags: FgpFlags) {
+        if !flags.has(FgpFlags::DONTCACHE) {
+            f.test_and_clear(FolioFlags::DROPBEHIND);
+        }
+        if flags.has(FgpFlags::ACCESSED) {
+            self.inner().mark_accessed(f, f.flags());
         }
     }
 
@@ -622,7 +592,7 @@ impl Mapping {
         &'m self,
         index: u64,
         count: u64,
-        out: &mut Vec<FolioRef<'m>>,
+        out: &mut Vec<LockedFolio<'m>>,
     ) -> io::Result<u64> {
         self.grab(index, count, out, Insert::Batched, false)
     }
@@ -634,7 +604,7 @@ impl Mapping {
         &'m self,
         index: u64,
         count: u64,
-        out: &mut Vec<FolioRef<'m>>,
+        out: &mut Vec<LockedFolio<'m>>,
         insert: Insert,
         dontcache: bool,
     ) -> io::Result<u64> {
@@ -683,9 +653,8 @@ impl Mapping {
                 if stop {
                     break;
                 }
-                f.lock();
+                let f = f.lock();
                 if f.mapping() != self.id() || !f.contains(next) {
-                    f.unlock();
                     stop = true;
                     continue;
                 }
@@ -711,7 +680,7 @@ impl Mapping {
         &'m self,
         index: u64,
         count: u64,
-        out: &mut Vec<FolioRef<'m>>,
+        out: &mut Vec<LockedFolio<'m>>,
     ) -> io::Result<u64> {
         self.grab(index, count, out, Insert::Single, false)
     }
@@ -743,7 +712,7 @@ impl Mapping {
         &'m self,
         start: u64,
         end: u64,
-        out: &mut Vec<FolioRef<'m>>,
+        out: &mut Vec<LockedFolio<'m>>,
         insert: Insert,
         dontcache: bool,
         may_wait: bool,
@@ -790,7 +759,6 @@ impl Mapping {
         let rest = folios.split_off(keep);
         for f in rest {
             f.test_and_clear(FolioFlags::DROPBEHIND);
-            f.unlock();
         }
         if folios.is_empty() {
             // (Only when not allowed to wait: the caller holds folios.)
@@ -798,22 +766,14 @@ impl Mapping {
         }
         let done = match self.add_range(&folios, start, false) {
             Ok(n) => n,
-            Err(AddError::Exists) => {
-                folios.iter().for_each(|f| f.unlock());
-                return Ok(None);
-            }
-            Err(e) => {
-                folios.iter().for_each(|f| f.unlock());
-                return Err(e.into());
-            }
+            Err(AddError::Exists) => return Ok(None),
+            Err(e) => return Err(e.into()),
         };
         let mut pages = 0;
         for (i, f) in folios.into_iter().enumerate() {
             if i < done {
                 pages += f.nr_pages();
                 out.push(f);
-            } else {
-                f.unlock();
             }
         }
         Ok(Some(pages))
@@ -823,7 +783,7 @@ impl Mapping {
     /// each step), taken from the arena in one bulk allocation per order:
     /// all of them, or none (when the arena is short, the caller goes one
     /// folio at a time, reclaiming and waiting as needed). In plan order.
-    fn alloc_plan<'m>(&'m self, start: u64, end: u64, max: u32) -> Vec<FolioRef<'m>> {
+    fn alloc_plan<'m>(&'m self, start: u64, end: u64, max: u32) -> Vec<LockedFolio<'m>> {
         let mut plan = Vec::new();
         let mut at = start;
         while at < end {
@@ -844,12 +804,12 @@ impl Mapping {
         &'m self,
         plan: &[u32],
         reclaim: bool,
-    ) -> Option<Vec<FolioRef<'m>>> {
+    ) -> Option<Vec<LockedFolio<'m>>> {
         let mut orders = plan.to_vec();
         orders.sort_unstable();
         orders.dedup();
         let cache = self.inner();
-        let mut pools: Vec<Vec<FolioRef<'m>>> = Vec::with_capacity(orders.len());
+        let mut pools: Vec<Vec<LockedFolio<'m>>> = Vec::with_capacity(orders.len());
         for &order in &orders {
             let want = plan.iter().filter(|&&o| o == order).count();
             let mut raw = Vec::with_capacity(want);
@@ -858,8 +818,12 @@ impl Mapping {
             } else {
                 cache.arena_alloc_bulk(order, want, &mut raw)
             };
-            // (Dropped unlocked, never inserted, if the plan fails.)
-            pools.push(raw.into_iter().map(|f| FolioRef::adopt(cache, f)).collect());
+            // (Dropped, never inserted, if the plan fails.)
+            pools.push(
+                raw.into_iter()
+                    .map(|f| LockedFolio::new_fresh(cache, f))
+                    .collect(),
+            );
             if got < want {
                 return None;
             }
@@ -867,10 +831,7 @@ impl Mapping {
         let mut out = Vec::with_capacity(plan.len());
         for &order in plan {
             let i = orders.binary_search(&order).expect("planned order");
-            let f = pools[i].pop().expect("one folio per step");
-            let locked = f.trylock();
-            debug_assert!(locked, "a fresh folio is unlocked");
-            out.push(f);
+            out.push(pools[i].pop().expect("one folio per step"));
         }
         Some(out)
     }
@@ -882,7 +843,7 @@ impl Mapping {
         &'m self,
         start: u64,
         end: u64,
-        out: &mut Vec<FolioRef<'m>>,
+        out: &mut Vec<LockedFolio<'m>>,
         dontcache: bool,
         may_wait: bool,
     ) -> io::Result<Option<u64>> {
@@ -910,16 +871,9 @@ impl Mapping {
                     at += f.nr_pages();
                     out.push(f);
                 }
-                Err(AddError::Exists) if at == start => {
-                    f.unlock();
-                    return Ok(None);
-                }
-                Err(AddError::Exists) => {
-                    f.unlock();
-                    break;
-                }
+                Err(AddError::Exists) if at == start => return Ok(None),
+                Err(AddError::Exists) => break,
                 Err(e) => {
-                    f.unlock();
                     if at == start {
                         return Err(e.into());
                     }
@@ -935,12 +889,10 @@ impl Mapping {
     ///
     /// # Errors
     /// `OutOfMemory` when every cached folio is in use.
-    pub fn new_folio(&self, order: u32) -> io::Result<FolioRef<'_>> {
+    pub fn new_folio(&self, order: u32) -> io::Result<LockedFolio<'_>> {
         let cache = self.inner();
         let f = cache.alloc_folio(order.min(cache.max_order))?;
-        let locked = f.trylock();
-        debug_assert!(locked, "a fresh folio is unlocked");
-        Ok(FolioRef::adopt(cache, f))
+        Ok(LockedFolio::new_fresh(cache, f))
     }
 
     /// Adds a locked folio that is in no mapping at `index` (a multiple of
@@ -953,9 +905,9 @@ impl Mapping {
     ///
     /// # Errors
     /// [`AddError::Exists`] if a folio covers part of the range (nothing
-    /// changed); [`AddError::Invalid`] for a folio that is unlocked, already
-    /// mapped, or misaligned.
-    pub fn add_folio(&self, f: &Folio, index: u64) -> Result<Option<u64>, AddError> {
+    /// changed); [`AddError::Invalid`] for a folio already mapped, or
+    /// misaligned.
+    pub fn add_folio(&self, f: &LockedFolio<'_>, index: u64) -> Result<Option<u64>, AddError> {
         let mut cur = Cursor::new(&self.xa, index);
         let shadow = self.add_locked(&mut cur, f, index)?;
         self.account_added(f, shadow);
@@ -963,9 +915,6 @@ impl Mapping {
     }
 
     fn check_new(f: &Folio, index: u64) -> Result<(), AddError> {
-        if !f.is_locked() {
-            return Err(AddError::Invalid("the folio must be locked"));
-        }
         if f.mapping() != 0 {
             return Err(AddError::Invalid("the folio is already in a mapping"));
         }
@@ -1065,7 +1014,11 @@ impl Mapping {
     ///
     /// # Errors
     /// The first folio's error, when none was inserted.
-    pub fn add_folio_range(&self, folios: &[FolioRef<'_>], start: u64) -> Result<usize, AddError> {
+    pub fn add_folio_range(
+        &self,
+        folios: &[LockedFolio<'_>],
+        start: u64,
+    ) -> Result<usize, AddError> {
         self.add_range(folios, start, true)
     }
 
@@ -1074,7 +1027,7 @@ impl Mapping {
     /// write creates: a write over a shadow never activates, invariant 33).
     fn add_range(
         &self,
-        folios: &[FolioRef<'_>],
+        folios: &[LockedFolio<'_>],
         start: u64,
         refault: bool,
     ) -> Result<usize, AddError> {
@@ -1191,29 +1144,34 @@ impl Mapping {
         }
     }
 
-    /// Reads a locked, not uptodate folio of this mapping from the backing
-    /// with one IO, zeroes what lies past end of file, marks it uptodate and
-    /// unlocks it. On error the folio leaves the mapping (no uptodate folio
-    /// is left behind), is unlocked, and the error is returned.
+    /// Reads a locked folio of this mapping that is not uptodate from the
+    /// backing with one IO (`filemap_read_folio`), zeroes what lies past end
+    /// of file, marks it uptodate and unlocks it; returns the reference. An
+    /// uptodate folio is only unlocked. On error the folio leaves the
+    /// mapping (no uptodate folio is left behind), is unlocked, and the
+    /// error is returned.
     ///
     /// # Errors
-    /// The backing's error; `InvalidInput` if the folio is not locked or not
-    /// this mapping's.
-    pub fn read_folio(&self, f: &FolioRef<'_>) -> io::Result<()> {
-        let r = self.fill_folio(f);
-        f.unlock();
-        r
+    /// The backing's error; `InvalidInput` if the folio is not this
+    /// mapping's.
+    pub fn read_folio<'m>(&self, f: LockedFolio<'m>) -> io::Result<FolioRef<'m>> {
+        self.fill_folio(&f)?;
+        Ok(f.unlock())
     }
 
     /// [`read_folio`](Self::read_folio) without the unlock: the folio stays
     /// locked, uptodate on success, out of the mapping on error (a write
     /// fills a partial folio this way before copying into it).
-    pub(crate) fn fill_folio(&self, f: &FolioRef<'_>) -> io::Result<()> {
-        if !f.is_locked() || f.mapping() != self.id() {
+    pub(crate) fn fill_folio(&self, f: &LockedFolio<'_>) -> io::Result<()> {
+        if f.mapping() != self.id() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                "read_folio needs a locked folio of this mapping",
+                "read_folio needs a folio of this mapping",
             ));
+        }
+        if f.test(FolioFlags::UPTODATE) {
+            // Readers may be copying out of it: nothing to write.
+            return Ok(());
         }
         let cache = self.inner();
         let len = (f.nr_pages() * PAGE) as usize;
@@ -1301,12 +1259,10 @@ impl Mapping {
     /// A locked folio of exactly `order`, in no mapping, without waiting for
     /// memory: `None` when the arena has no block of that order even after
     /// one reclaim pass (readahead then shrinks or falls back).
-    pub(crate) fn new_folio_nowait(&self, order: u32) -> Option<FolioRef<'_>> {
+    pub(crate) fn new_folio_nowait(&self, order: u32) -> Option<LockedFolio<'_>> {
         let cache = self.inner();
         let f = cache.try_alloc_folio(order.min(cache.max_order))?;
-        let locked = f.trylock();
-        debug_assert!(locked, "a fresh folio is unlocked");
-        Some(FolioRef::adopt(cache, f))
+        Some(LockedFolio::new_fresh(cache, f))
     }
 
     /// Up to `n` new locked folios of exactly `order`, in no mapping,
@@ -1314,15 +1270,11 @@ impl Mapping {
     /// window's allocation: one hold of the allocator's lock, not one per
     /// folio), reclaiming once if it is short, never waiting. Returns how
     /// many were added.
-    pub fn new_folios<'m>(&'m self, order: u32, n: usize, out: &mut Vec<FolioRef<'m>>) -> usize {
+    pub fn new_folios<'m>(&'m self, order: u32, n: usize, out: &mut Vec<LockedFolio<'m>>) -> usize {
         let cache = self.inner();
         let mut raw = Vec::with_capacity(n);
         let got = cache.try_alloc_folios(order.min(cache.max_order), n, &mut raw);
-        for f in raw {
-            let locked = f.trylock();
-            debug_assert!(locked, "a fresh folio is unlocked");
-            out.push(FolioRef::adopt(cache, f));
-        }
+        out.extend(raw.into_iter().map(|f| LockedFolio::new_fresh(cache, f)));
         got
     }
 
@@ -1389,8 +1341,8 @@ impl Mapping {
 
     /// Copies `dst.len()` bytes from byte `from` of an uptodate folio.
     pub(crate) fn copy_out(&self, f: &FolioRef<'_>, from: usize, dst: &mut [u8]) {
+        assert!(from + dst.len() <= (f.nr_pages() * PAGE) as usize);
         debug_assert!(f.test(FolioFlags::UPTODATE));
-        debug_assert!(from + dst.len() <= (f.nr_pages() * PAGE) as usize);
         let src = self.inner().arena.page_ptr(f.page()).as_ptr();
         // SAFETY: the folio is uptodate and referenced: its bytes are
         // initialised, nobody writes them, and reclaim cannot free them;
@@ -1404,6 +1356,11 @@ impl Mapping {
 /// How many times a read that stopped short of a backing that is longer
 /// than where it stopped is tried again before it is an error.
 const SHORT_READ_RETRIES: u32 = 2;
+
+/// A lookup found no folio.
+fn not_found() -> io::Error {
+    io::Error::new(io::ErrorKind::NotFound, "no folio at this index")
+}
 
 /// A grab that may not wait found no free folio.
 fn no_free_folio() -> io::Error {
@@ -1419,7 +1376,7 @@ impl Mapping {
     /// locked and uptodate, in place (no copy).
     pub(crate) fn with_locked_bytes<R>(
         &self,
-        f: &FolioRef<'_>,
+        f: &LockedFolio<'_>,
         from: usize,
         len: usize,
         g: impl FnOnce(&[u8]) -> R,
@@ -1428,7 +1385,7 @@ impl Mapping {
             from + len <= (f.nr_pages() * PAGE) as usize,
             "with_locked_bytes past the folio's end"
         );
-        assert!(f.is_locked() && f.test(FolioFlags::UPTODATE));
+        assert!(f.test(FolioFlags::UPTODATE));
         let base = self.inner().arena.page_ptr(f.page()).as_ptr();
         // SAFETY: the folio is uptodate (its bytes are initialised) and
         // referenced (not freed), and the caller holds its lock until `g`
@@ -1441,12 +1398,11 @@ impl Mapping {
     }
 
     /// Copies `src` into a locked folio at byte `from`.
-    pub(crate) fn copy_in(&self, f: &FolioRef<'_>, from: usize, src: &[u8]) {
+    pub(crate) fn copy_in(&self, f: &LockedFolio<'_>, from: usize, src: &[u8]) {
         assert!(
             from + src.len() <= (f.nr_pages() * PAGE) as usize,
             "copy_in past the folio's end"
         );
-        debug_assert!(f.is_locked());
         let dst = self.inner().arena.page_ptr(f.page()).as_ptr();
         // SAFETY: the folio is locked by the caller (no other writer) and
         // referenced (not freed); `from + src.len()` lies inside it (checked
@@ -1459,12 +1415,11 @@ impl Mapping {
     }
 
     /// Zeroes `len` bytes of a locked folio from byte `from`.
-    pub(crate) fn zero_folio(&self, f: &FolioRef<'_>, from: usize, len: usize) {
+    pub(crate) fn zero_folio(&self, f: &LockedFolio<'_>, from: usize, len: usize) {
         assert!(
             from + len <= (f.nr_pages() * PAGE) as usize,
             "zero_folio past the folio's end"
         );
-        debug_assert!(f.is_locked());
         let dst = self.inner().arena.page_ptr(f.page()).as_ptr();
         // SAFETY: as in `copy_in`: locked, referenced, in bounds; readers
         // may copy the bytes meanwhile (`zero_shared`).

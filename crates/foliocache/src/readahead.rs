@@ -42,7 +42,7 @@ use backing::{IoBufMut, RawBuf};
 
 use crate::arena::PAGE;
 use crate::file::File;
-use crate::filemap::{AddError, FolioRef, Mapping};
+use crate::filemap::{AddError, FolioRef, LockedFolio, Mapping};
 use crate::folio::{Folio, FolioFlags};
 use crate::sync::{AtomicU32, AtomicU64, Mutex, Ordering};
 
@@ -647,29 +647,32 @@ impl Mapping {
     /// first error is returned.
     ///
     /// # Errors
-    /// The backing's error; `InvalidInput` if the folios are not locked,
-    /// not this mapping's, or not contiguous.
-    pub fn read_folios(&self, run: &[FolioRef<'_>]) -> io::Result<()> {
+    /// The backing's error; `InvalidInput` if the folios are not this
+    /// mapping's, not contiguous, or one is uptodate already (nothing is
+    /// read then, and every folio is unlocked).
+    pub fn read_folios(&self, mut run: Vec<LockedFolio<'_>>) -> io::Result<()> {
         let Some(first) = run.first() else {
             return Ok(());
         };
         let mut next = first.index();
-        for f in run {
-            if !f.is_locked() || f.mapping() != self.id() || f.index() != next {
+        for f in &run {
+            if f.mapping() != self.id() || f.index() != next || f.test(FolioFlags::UPTODATE) {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,
-                    "read_folios needs locked, contiguous folios of this mapping",
+                    "read_folios needs contiguous folios of this mapping, none uptodate",
                 ));
             }
             next += f.nr_pages();
         }
         if run.len() == 1 {
-            return self.read_folio(first);
+            let f = run.pop().expect("one folio");
+            return self.read_folio(f).map(drop);
         }
+        let first = &run[0];
         let cache = self.inner();
         let pos = first.index() * PAGE;
         let mut bufs = Vec::with_capacity(run.len());
-        for f in run {
+        for f in &run {
             let len = (f.nr_pages() * PAGE) as usize;
             let ptr = cache.arena.page_ptr(f.page()).as_ptr();
             // SAFETY: each folio is locked and not uptodate, so no other
@@ -694,13 +697,13 @@ impl Mapping {
     /// loom) the runs are read here, one after another.
     pub(crate) fn submit_runs(
         self: &Arc<Self>,
-        runs: Vec<Vec<FolioRef<'_>>>,
+        runs: Vec<Vec<LockedFolio<'_>>>,
         on_error: Arc<dyn Fn() + Send + Sync>,
     ) {
         let cache = self.inner();
         let Some(engine) = &cache.io else {
             for run in runs {
-                if self.read_folios(&run).is_err() {
+                if self.read_folios(run).is_err() {
                     on_error();
                 }
             }
@@ -727,7 +730,7 @@ impl Mapping {
             }
             let held = InFlight {
                 mapping: self.clone(),
-                folios: run.into_iter().map(FolioRef::into_raw).collect(),
+                folios: run.into_iter().map(LockedFolio::into_raw).collect(),
             };
             let on_error = on_error.clone();
             let inner = cache_arc.clone();
@@ -738,15 +741,16 @@ impl Mapping {
                     let m = &*held.mapping;
                     let cache = m.inner();
                     cache.stats.io_reads.fetch_add(1, Ordering::Relaxed);
-                    let run: Vec<FolioRef<'_>> = held
+                    let run: Vec<LockedFolio<'_>> = held
                         .folios
                         .iter()
-                        // SAFETY: each pointer is a descriptor of this
-                        // cache's table whose reference `into_raw` handed
-                        // over; `held` keeps the mapping, so the cache, alive.
-                        .map(|p| FolioRef::adopt(cache, unsafe { p.as_ref() }))
+                        // SAFETY: each pointer is a guard of this cache's
+                        // folio that `into_raw` handed over, taken back
+                        // once here; `held` keeps the mapping, so the
+                        // cache, alive.
+                        .map(|&p| unsafe { LockedFolio::from_raw(cache, p) })
                         .collect();
-                    if m.complete_run(&run, r).is_err() {
+                    if m.complete_run(run, r).is_err() {
                         on_error();
                     }
                 }
@@ -766,13 +770,14 @@ impl Mapping {
     /// the run's start, or the error): see [`read_folios`](Self::read_folios).
     pub(crate) fn complete_run(
         &self,
-        run: &[FolioRef<'_>],
+        run: Vec<LockedFolio<'_>>,
         r: io::Result<usize>,
     ) -> io::Result<()> {
         let cache = self.inner();
         let Some(first) = run.first() else {
             return Ok(());
         };
+        let start = first.index() * PAGE;
         let got = match r {
             Ok(n) => {
                 cache.stats.io_bytes.fetch_add(n as u64, Ordering::Relaxed);
@@ -781,13 +786,11 @@ impl Mapping {
             Err(e) => {
                 for f in run {
                     f.test_and_set(FolioFlags::ERROR);
-                    self.remove_locked(f);
-                    f.unlock();
+                    self.remove_locked(&f);
                 }
                 return Err(e);
             }
         };
-        let start = first.index() * PAGE;
         let mut result = Ok(());
         for f in run {
             let pos = f.index() * PAGE;
@@ -804,7 +807,6 @@ impl Mapping {
                 unsafe { std::ptr::write_bytes(ptr.add(have as usize), 0, (len - have) as usize) };
                 f.test_and_clear(FolioFlags::ERROR);
                 f.mark_uptodate();
-                f.unlock();
             } else if let Err(e) = self.read_folio(f) {
                 // Short mid-file: read it on its own (which retries).
                 if result.is_ok() {
@@ -987,7 +989,7 @@ impl File {
     /// a range; its pages' holes are filled one page at a time, and the
     /// insertion goes on after it. Returns the folios inserted (locked, not
     /// uptodate), in index order.
-    fn insert_batched(&self, slots: &[Slot], dropbehind: bool) -> Vec<FolioRef<'_>> {
+    fn insert_batched(&self, slots: &[Slot], dropbehind: bool) -> Vec<LockedFolio<'_>> {
         let m = &*self.mapping;
         // The whole window's memory first: one bulk allocation per order
         // (a window has one or two), handed out in plan order.
@@ -1046,7 +1048,7 @@ impl File {
     /// the planned order that cannot be had, or whose place is taken, is
     /// replaced by one-page folios in its holes; the window ends where
     /// memory runs out.
-    fn insert_single(&self, slots: &[Slot], dropbehind: bool) -> Vec<FolioRef<'_>> {
+    fn insert_single(&self, slots: &[Slot], dropbehind: bool) -> Vec<LockedFolio<'_>> {
         let m = &*self.mapping;
         let mut out = Vec::with_capacity(slots.len());
         for s in slots {
@@ -1077,7 +1079,7 @@ impl File {
         start: u64,
         n: u64,
         dropbehind: bool,
-        out: &mut Vec<FolioRef<'m>>,
+        out: &mut Vec<LockedFolio<'m>>,
     ) -> bool {
         let m = &*self.mapping;
         let mut p = start;
@@ -1103,19 +1105,18 @@ impl File {
     }
 
     /// Gives back folios that were never inserted.
-    fn discard(folios: Vec<FolioRef<'_>>) {
+    fn discard(folios: Vec<LockedFolio<'_>>) {
         for f in folios {
             f.test_and_clear(FolioFlags::READAHEAD);
             f.test_and_clear(FolioFlags::DROPBEHIND);
-            f.unlock();
         }
     }
 
     /// Reads a built window: one read per run of contiguous folios. An
     /// error quarters this file's readahead (4.5) and drops the run's
     /// folios (readers that need them read them again themselves).
-    fn read_window(&self, folios: Vec<FolioRef<'_>>, sync: bool) {
-        let mut runs: Vec<Vec<FolioRef<'_>>> = Vec::new();
+    fn read_window(&self, folios: Vec<LockedFolio<'_>>, sync: bool) {
+        let mut runs: Vec<Vec<LockedFolio<'_>>> = Vec::new();
         for f in folios {
             match runs.last_mut() {
                 Some(run)
@@ -1132,7 +1133,8 @@ impl File {
             return;
         }
         if sync && runs.len() == 1 {
-            if self.mapping.read_folios(&runs[0]).is_err() {
+            let run = runs.pop().expect("one run");
+            if self.mapping.read_folios(run).is_err() {
                 Self::shrink_window(&self.ra);
             }
             return;

@@ -7,8 +7,8 @@
 use xarray::{Entry, EntryKey, EntryRef, Item};
 
 use crate::arena::PAGE;
-use crate::filemap::{FolioPtr, FolioRef, Mapping, MappingEntry};
-use crate::folio::{Folio, FolioFlags};
+use crate::filemap::{FolioPtr, FolioRef, LockedFolio, Mapping, MappingEntry};
+use crate::folio::FolioFlags;
 use crate::sync::Ordering;
 use std::io;
 
@@ -71,10 +71,9 @@ impl Mapping {
                         index = i;
                         continue;
                     };
-                    f.lock();
+                    let f = f.lock();
                     if f.mapping() != self.id() || !f.contains(i) {
                         // Removed while we waited: look again.
-                        f.unlock();
                         index = i;
                         continue;
                     }
@@ -88,7 +87,6 @@ impl Mapping {
                         let b = to.min(fe);
                         self.zero_folio(&f, (a - fs) as usize, (b - a) as usize);
                     }
-                    f.unlock();
                 }
             }
             if next > last || next == 0 {
@@ -139,16 +137,18 @@ impl Mapping {
             };
             let (first, n) = (f.index(), f.nr_pages());
             index = (first + n).max(i + 1);
-            if first < start || first + n > end || !f.trylock() {
+            if first < start || first + n > end {
                 continue;
             }
+            let Ok(f) = f.try_lock() else {
+                continue;
+            };
             // Clean, and referenced only by the cache and by us.
             let clean = !f.test(FolioFlags::DIRTY) && !f.test(FolioFlags::WRITEBACK);
             if clean && f.mapping() == self.id() && f.refcount() == n as u32 + 1 {
                 self.remove_locked(&f);
                 dropped += n;
             }
-            f.unlock();
         }
         dropped
     }
@@ -160,9 +160,12 @@ impl Mapping {
     /// drop them. Returns whether it was removed.
     pub(crate) fn drop_behind(&self, f: &FolioRef<'_>) -> bool {
         let busy = FolioFlags::DIRTY.union(FolioFlags::WRITEBACK);
-        if !f.test(FolioFlags::DROPBEHIND) || f.flags().intersects(busy) || !f.trylock() {
+        if !f.test(FolioFlags::DROPBEHIND) || f.flags().intersects(busy) {
             return false;
         }
+        let Ok(f) = f.clone().try_lock() else {
+            return false;
+        };
         // Again under the lock: a writer dirties a folio under it, and a
         // cached reader may have claimed it meanwhile.
         let mut dropped = false;
@@ -170,9 +173,9 @@ impl Mapping {
             && !f.flags().intersects(busy)
             && f.test_and_clear(FolioFlags::DROPBEHIND)
         {
-            dropped = self.remove_locked(f);
+            dropped = self.remove_locked(&f);
         }
-        f.unlock();
+        drop(f);
         if dropped {
             self.inner()
                 .stats
@@ -185,7 +188,7 @@ impl Mapping {
     /// Removes a folio the caller holds locked (a failed read), dropping the
     /// cache's references. The caller keeps its own; readers that found the
     /// folio wait on its lock and then see it left the mapping.
-    pub(crate) fn remove_locked(&self, f: &Folio) -> bool {
+    pub(crate) fn remove_locked(&self, f: &LockedFolio<'_>) -> bool {
         let cache = self.inner();
         let key = Entry::Item(FolioPtr::new(f)).key();
         let removed = self.xa.compare_exchange(f.index(), Some(key), None).is_ok();

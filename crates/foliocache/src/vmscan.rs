@@ -1,10 +1,12 @@
 //! Reclaim (`mm/vmscan.c`).
 
+use std::sync::Arc;
+
 use xarray::{CompareExchangeError, Entry, EntryKey, EntryRef};
 
 use crate::cache::CacheInner;
 use crate::filemap::{FolioPtr, Mapping};
-use crate::folio::{Folio, FolioFlags};
+use crate::folio::{Folio, FolioFlags, FolioRef};
 use crate::lru::NIL;
 use crate::sync::Ordering;
 use crate::workingset::Shadow;
@@ -171,25 +173,46 @@ impl CacheInner {
     /// Evicts folios until about `want` pages went back to the arena, or a
     /// full pass found nothing to evict. Returns the pages freed.
     pub(crate) fn reclaim(&self, want: u64) -> u64 {
-        let freed = self.reclaim_locked(want);
+        let mut scan = Scan {
+            budget: None,
+            stuck: 0,
+        };
+        let mut batch = Isolated::default();
+        let mut freed = 0;
+        while freed < want {
+            self.isolate_lru_folios(want - freed, &mut scan, &mut batch);
+            if batch.folios.is_empty() {
+                break;
+            }
+            freed += self.shrink_folio_list(&mut batch, &mut scan);
+        }
         if freed > 0 {
             self.maybe_trim_shadows();
         }
         freed
     }
 
-    fn reclaim_locked(&self, want: u64) -> u64 {
+    /// Takes up to [`ISOLATE_BATCH`] folios, about `want` pages, off the
+    /// inactive tail in one hold of the LRU lock (`isolate_lru_folios`),
+    /// each with a reference and its mapping kept alive, for
+    /// [`shrink_folio_list`](Self::shrink_folio_list) to evict with the
+    /// lock dropped. On the way, as the kernel's scan does: the inactive
+    /// list is refilled from the active tail when it is the shorter one
+    /// (or after a whole lap found nothing to take); a folio accessed twice
+    /// while inactive is activated; a dirty folio, one under writeback, or
+    /// a locked one is rotated (and the flusher asked to write the dirty
+    /// ones back).
+    fn isolate_lru_folios<'c>(&'c self, want: u64, scan: &mut Scan, batch: &mut Isolated<'c>) {
         let mut lru = self.lru.lock();
         let lru = &mut *lru;
-        let mut budget = 2 * (lru.active.pages + lru.inactive.pages) + 2;
-        let mut freed = 0u64;
-        // Inactive pages passed over (pinned or locked) since the last
-        // eviction: after a whole lap of them, deactivate anyway.
-        let mut stuck = 0u64;
-        while freed < want && budget > 0 {
-            budget -= 1;
+        let budget = scan
+            .budget
+            .get_or_insert(2 * (lru.active.pages + lru.inactive.pages) + 2);
+        let mut pages = 0;
+        while pages < want && batch.folios.len() < ISOLATE_BATCH && *budget > 0 {
+            *budget -= 1;
             if lru.active.tail != NIL
-                && (lru.inactive.pages < lru.active.pages || stuck >= lru.inactive.pages)
+                && (lru.inactive.pages < lru.active.pages || scan.stuck >= lru.inactive.pages)
             {
                 // Refill the inactive list from the active tail. As the
                 // kernel does for file folios nobody maps, referenced or
@@ -220,54 +243,161 @@ impl CacheInner {
                 self.activate_locked(lru, f, page);
                 continue;
             }
-            let cache_refs = f.nr_pages() as u32;
-            if f.flags()
-                .intersects(FolioFlags::DIRTY.union(FolioFlags::WRITEBACK))
-            {
+            let busy = f.flags();
+            if busy.intersects(FolioFlags::DIRTY.union(FolioFlags::WRITEBACK)) {
                 // Never dropped dirty: rotated, and the flusher asked to
                 // write it back (the kernel sets PG_reclaim and wakes the
                 // flusher).
                 self.list_push_head(&mut lru.inactive, page);
-                stuck += f.nr_pages();
+                scan.stuck += f.nr_pages();
                 self.flusher.kick();
                 continue;
             }
-            if !f.trylock() {
+            let mapping = match batch.mapping_of(f) {
+                _ if busy.intersects(FolioFlags::LOCKED) => None,
+                Some(i) => Some(i),
+                None => {
+                    // SAFETY: a folio on an LRU list is in a live mapping:
+                    // a mapping takes every folio of its own off the lists,
+                    // under this lock, before its memory goes (`remove_all`,
+                    // from its drop), and this one is still on a list with
+                    // the lock held. The mapping is only read, and only
+                    // its `Weak` to itself, which tells whether it is being
+                    // dropped.
+                    let m = unsafe { &*(f.mapping() as *const Mapping) };
+                    m.this.upgrade().map(|m| {
+                        batch.mappings.push(m);
+                        batch.mappings.len() - 1
+                    })
+                }
+            };
+            let Some(mapping) = mapping else {
+                // Locked (being read, written or truncated), or its file is
+                // going: rotated (a going file takes its folios off itself).
                 self.list_push_head(&mut lru.inactive, page);
-                stuck += f.nr_pages();
+                scan.stuck += f.nr_pages();
                 continue;
-            }
-            if f.test(FolioFlags::DIRTY) || !f.freeze(cache_refs) {
-                // (Dirtied between the test above and the lock.)
-                f.unlock();
-                self.list_push_head(&mut lru.inactive, page);
-                stuck += f.nr_pages();
-                continue;
-            }
-            stuck = 0;
-            // Frozen and locked: no reader holds it and none can get it.
+            };
+            // Off the lists, with a reference and its mapping held: nothing
+            // else takes it off a list (`lru_del` finds `LRU` clear), and
+            // the mapping cannot go while it is isolated.
             f.test_and_clear(FolioFlags::LRU);
-            let mapping = f.mapping() as *const Mapping;
+            f.get_many(1);
+            pages += f.nr_pages();
+            batch.folios.push((FolioRef::adopt(self, f), mapping));
+        }
+    }
+
+    /// Evicts the folios [`isolate_lru_folios`](Self::isolate_lru_folios)
+    /// took, with the LRU lock dropped (`shrink_folio_list`): each is
+    /// locked (without waiting), checked again (still its mapping's, still
+    /// clean), frozen (nobody else holds a reference, and now nobody can
+    /// take one), and replaced in its mapping by its eviction shadow, its
+    /// pages going back to the arena. The folios that could not go are put
+    /// back at the inactive head in one hold of the LRU lock; those that
+    /// left their mapping meanwhile are just let go. Returns the pages
+    /// freed; `batch` is empty after.
+    fn shrink_folio_list<'c>(&'c self, batch: &mut Isolated<'c>, scan: &mut Scan) -> u64 {
+        let mut freed = 0;
+        let mut keep: Vec<(FolioRef<'_>, usize)> = Vec::new();
+        for (f, mi) in batch.folios.drain(..) {
+            let m = &batch.mappings[mi];
             let pages = f.nr_pages();
+            let f = match f.try_lock() {
+                Ok(f) => f,
+                Err(f) => {
+                    keep.push((f, mi));
+                    scan.stuck += pages;
+                    continue;
+                }
+            };
+            if f.mapping() != m.id() {
+                // Truncated (or its read failed) meanwhile: not on a list
+                // any more, and not ours to put back.
+                continue;
+            }
+            if f.test(FolioFlags::DIRTY) || f.test(FolioFlags::WRITEBACK) {
+                // Written to since it was isolated.
+                keep.push((f.unlock(), mi));
+                scan.stuck += pages;
+                continue;
+            }
+            // The cache's references and this one.
+            let f = match f.freeze(pages as u32 + 1) {
+                Ok(f) => f,
+                Err(f) => {
+                    // A reader holds it.
+                    keep.push((f.unlock(), mi));
+                    scan.stuck += pages;
+                    continue;
+                }
+            };
+            scan.stuck = 0;
+            // Frozen and locked: no reader holds it and none can get it.
             let age = self.nonresident_age.fetch_add(pages, Ordering::Relaxed);
             let shadow = Shadow {
                 age,
                 workingset: f.test(FolioFlags::WORKINGSET),
             };
-            // SAFETY: a folio on the LRU is in a live mapping: a mapping
-            // takes every folio off the LRU (under this lock) before it is
-            // dropped, and we hold the lock.
-            let removed = unsafe { &*mapping }.remove_frozen(f, shadow.pack());
-            debug_assert!(removed, "an LRU folio was not in its mapping: {f:?}");
+            let removed = m.remove_frozen(&f, shadow.pack());
+            debug_assert!(
+                removed,
+                "an isolated folio was not in its mapping: {:?}",
+                *f
+            );
             f.set_mapping(0, f.index());
-            f.unlock();
             self.stats.evictions.fetch_add(1, Ordering::Relaxed);
             self.stats.folios.fetch_sub(1, Ordering::Relaxed);
             self.stats.pages.fetch_sub(pages, Ordering::Relaxed);
-            self.free_folio(f);
+            f.free();
             freed += pages;
         }
+        if !keep.is_empty() {
+            // `putback_lru_folios`: back at the inactive head, unless the
+            // folio left its mapping meanwhile (its remover found it off
+            // the lists and left that to us).
+            let mut lru = self.lru.lock();
+            for (f, mi) in &keep {
+                if f.mapping() == batch.mappings[*mi].id() && !f.test_and_set(FolioFlags::LRU) {
+                    let page = self.page(f);
+                    self.list_push_head(&mut lru.inactive, page);
+                }
+            }
+        }
+        // The references, then the mappings (a file closed meanwhile goes
+        // here: its drop takes the LRU lock), with no lock held.
+        drop(keep);
+        batch.mappings.clear();
         freed
+    }
+}
+
+/// The most folios one hold of the LRU lock isolates for reclaim (the
+/// kernel's `SWAP_CLUSTER_MAX`).
+const ISOLATE_BATCH: usize = 32;
+
+/// One reclaim call's scan state across its batches.
+struct Scan {
+    /// Folios it may still look at: twice the lists' length when it began.
+    budget: Option<u64>,
+    /// Inactive pages passed over (pinned, locked or dirty) since the last
+    /// eviction: after a whole lap of them, deactivate anyway.
+    stuck: u64,
+}
+
+/// Folios taken off the LRU for eviction: each with a reference and the
+/// index of its mapping in `mappings`, which keeps the mappings alive.
+#[derive(Default)]
+struct Isolated<'c> {
+    folios: Vec<(FolioRef<'c>, usize)>,
+    mappings: Vec<Arc<Mapping>>,
+}
+
+impl Isolated<'_> {
+    /// The index of `f`'s mapping among those already held, if it is.
+    fn mapping_of(&self, f: &Folio) -> Option<usize> {
+        let id = f.mapping();
+        self.mappings.iter().rposition(|m| m.id() == id)
     }
 }
 

@@ -298,10 +298,13 @@ impl Cache {
         let backing = NoBacking {
             name: name.to_string(),
         };
-        let mut mapping = Mapping::new(self.clone(), Arc::new(backing), size);
-        mapping.memfile = true;
-        mapping.path = Some(name.into());
-        Ok(self.file(mapping).with_access(true, false))
+        let file = self.file(|this| {
+            let mut mapping = Mapping::new(this, self.clone(), Arc::new(backing), size);
+            mapping.memfile = true;
+            mapping.path = Some(name.into());
+            mapping
+        });
+        Ok(file.with_access(true, false))
     }
 }
 
@@ -606,8 +609,7 @@ impl File {
                     if m.memfile || fs >= size {
                         m.zero_folio(&f, 0, (fe - fs) as usize);
                     } else if let Err(e) = m.fill_folio(&f) {
-                        // The folio left the mapping.
-                        f.unlock();
+                        // The folio left the mapping (and unlocks here).
                         failed = Some(e);
                         break;
                     }
@@ -623,7 +625,7 @@ impl File {
                 ranges.push((first, (we - fs).div_ceil(PAGE) - first));
                 done.push(f);
             }
-            m.mark_dirty(&done, &ranges);
+            m.mark_dirty(done.iter().zip(ranges.iter().copied()));
             // (`pos` starts at the write's offset: a piece whose first
             // folio failed wrote nothing and must not extend the file.)
             if !done.is_empty() && pos > m.size() {
@@ -631,9 +633,8 @@ impl File {
                 // the size their data needs.
                 m.set_size(pos);
             }
-            for f in done.iter().chain(folios.as_slice()) {
-                f.unlock();
-            }
+            drop(done);
+            drop(folios);
             if let Some(e) = failed {
                 return Err(e);
             }

@@ -39,7 +39,7 @@ use std::io;
 use std::time::{Duration, Instant};
 
 use crate::cache::{CacheInner, CLOSED_DIRTY_KEEP};
-use crate::filemap::{FolioRef, Mapping, MappingEntry};
+use crate::filemap::{FolioRef, LockedFolio, Mapping, MappingEntry};
 use crate::folio::Folio;
 use crate::folio::FolioFlags;
 use crate::sync::{AtomicU64, Ordering};
@@ -375,9 +375,7 @@ impl Mapping {
                 }
             }
             let end = run.last().map(|f| f.index() + f.nr_pages());
-            for f in &run {
-                f.unlock();
-            }
+            let run: Vec<FolioRef<'_>> = run.into_iter().map(LockedFolio::unlock).collect();
             self.after_writeback(&run);
             match end {
                 Some(e) if e > index => index = e,
@@ -400,8 +398,8 @@ impl Mapping {
     /// The next run of contiguous dirty folios from page `index` (locked,
     /// still dirty, in this mapping), up to `last` and [`MAX_RUN_PAGES`];
     /// or none, with the page to look at next.
-    fn dirty_run(&self, index: u64, last: u64) -> (Vec<FolioRef<'_>>, Option<u64>) {
-        let mut run: Vec<FolioRef<'_>> = Vec::new();
+    fn dirty_run(&self, index: u64, last: u64) -> (Vec<LockedFolio<'_>>, Option<u64>) {
+        let mut run: Vec<LockedFolio<'_>> = Vec::new();
         let mut next = index;
         let mut pages = 0;
         while next <= last && pages < MAX_RUN_PAGES {
@@ -417,11 +415,11 @@ impl Mapping {
                 }
                 break;
             };
-            f.lock();
+            let f = f.lock();
             let ok = f.mapping() == self.id() && f.contains(i) && f.test(FolioFlags::DIRTY);
             let fend = f.index() + f.nr_pages();
             if !ok || (!run.is_empty() && f.index() != next) {
-                f.unlock();
+                drop(f);
                 if run.is_empty() {
                     return (run, Some(if ok { fend } else { i + 1 }));
                 }
@@ -626,14 +624,17 @@ impl Mapping {
     /// (all the marks in one hold of the index lock). The dirty counts are
     /// of pages written (a large folio written in one page counts one: it
     /// writes back one), so the dirty limit bounds the writeback debt.
-    pub(crate) fn mark_dirty(&self, folios: &[FolioRef<'_>], ranges: &[(u64, u64)]) {
+    pub(crate) fn mark_dirty<'a, 'm: 'a>(
+        &self,
+        dirty: impl IntoIterator<Item = (&'a LockedFolio<'m>, (u64, u64))>,
+    ) {
         if self.memfile {
             return;
         }
         let cache = self.inner();
-        let mut newly: Vec<&FolioRef<'_>> = Vec::new();
+        let mut newly: Vec<&LockedFolio<'_>> = Vec::new();
         let mut pages = 0;
-        for (f, &(first, n)) in folios.iter().zip(ranges) {
+        for (f, (first, n)) in dirty {
             debug_assert!(first + n <= f.nr_pages());
             pages += cache
                 .dirty_bits
@@ -674,7 +675,7 @@ impl Mapping {
     /// of file).
     pub(crate) fn start_writeback(
         &self,
-        run: &[FolioRef<'_>],
+        run: &[LockedFolio<'_>],
         limit: &[u64],
     ) -> Vec<Vec<(u64, u64)>> {
         let Some(first) = run.first() else {
@@ -718,17 +719,13 @@ impl Mapping {
     /// [`start_writeback`](Self::start_writeback): the page runs in
     /// `failed` (per folio, as `start_writeback` gave them) are dirty again,
     /// to be retried.
-    pub(crate) fn end_writeback(&self, run: &[FolioRef<'_>], failed: &[Vec<(u64, u64)>]) {
+    pub(crate) fn end_writeback(&self, run: &[LockedFolio<'_>], failed: &[Vec<(u64, u64)>]) {
         let all: u64 = run.iter().map(|f| f.nr_pages()).sum();
-        let mut folios = Vec::new();
-        let mut ranges = Vec::new();
-        for (f, runs) in run.iter().zip(failed) {
-            for &r in runs {
-                folios.push(f.clone());
-                ranges.push(r);
-            }
-        }
-        self.mark_dirty(&folios, &ranges);
+        self.mark_dirty(
+            run.iter()
+                .zip(failed)
+                .flat_map(|(f, runs)| runs.iter().map(move |&r| (f, r))),
+        );
         for f in run {
             f.test_and_clear(FolioFlags::WRITEBACK);
         }
@@ -747,7 +744,7 @@ impl Mapping {
     /// runs (per folio) whose write failed, to be marked dirty again.
     pub(crate) fn write_dirty(
         &self,
-        run: &[FolioRef<'_>],
+        run: &[LockedFolio<'_>],
         dirty: &[Vec<(u64, u64)>],
     ) -> (io::Result<u64>, Vec<Vec<(u64, u64)>>) {
         let cache = self.inner();

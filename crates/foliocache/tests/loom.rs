@@ -282,7 +282,7 @@ fn a_get_folio_locked_races_eviction() {
                 let a = a.clone();
                 move || match a
                     .mapping()
-                    .get_folio(0, FgpFlags::LOCK | FgpFlags::ACCESSED)
+                    .lock_folio(0, FgpFlags::LOCK | FgpFlags::ACCESSED)
                 {
                     Err(e) => assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}"),
                     Ok(f) => {
