@@ -22,9 +22,10 @@
 //! not count as a new access, so a stream of small reads through a large
 //! folio uses it once. Dropbehind folios are never marked.
 //!
-//! Reclaim takes folios from the inactive tail: one flagged `ACTIVATE` is
-//! activated; a locked one, or one with references beyond the cache's, is
-//! rotated; any other, referenced once or not at all, is frozen, removed
+//! Reclaim takes folios from the inactive tail (a batch at a time off the
+//! list under the LRU lock, then evicted with it dropped: see `vmscan`): one
+//! flagged `ACTIVATE` is activated; a locked one, or one with references
+//! beyond the cache's, is rotated; any other, referenced once or not at all, is frozen, removed
 //! from its mapping leaving a shadow, and its pages go back to the arena
 //! (a folio used once is not worth keeping over the working set: the
 //! kernel's rule for unmapped file folios). When the inactive list is
@@ -38,11 +39,7 @@
 //! on no list.
 //!
 //! # Lock order
-//! LRU lock, then a mapping's index lock (reclaim removes an evicted folio
-//! from its mapping while holding the LRU lock). The read path takes the
-//! index lock to insert a folio and the LRU lock after releasing it, never
-//! both. The file-level locks of writes, truncation and writeback come
-//! before both (see [`crate::writeback`]).
+//! See the crate documentation: one order for every lock.
 
 use std::io;
 use std::sync::{Arc, Weak};

@@ -738,6 +738,18 @@ fn would_block() -> io::Error {
     )
 }
 
+/// The positioned reads and writes of [`std::fs::File`], so code written
+/// against `FileExt` runs on the cache.
+impl std::os::unix::fs::FileExt for File {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        File::read_at(self, buf, offset)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+        File::write_at(self, buf, offset)
+    }
+}
+
 impl Clone for File {
     /// Another handle sharing this one's readahead state and error report
     /// (as a duplicated file descriptor).

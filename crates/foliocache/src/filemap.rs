@@ -1,27 +1,94 @@
-//! `Mapping`: one file's state in the cache (the kernel's `address_space`):
-//! its index from page index to folio or eviction shadow, its backing, its
-//! size; and the filemap operations on it (reference section 3).
+//! The advanced layer: a file's [`Mapping`] (the kernel's
+//! `address_space`) and the filemap operations on it, which hand out its
+//! folios referenced ([`FolioRef`]) or locked ([`LockedFolio`]), as the
+//! kernel's `filemap_*` calls do. [`File`](crate::File) is built on these;
+//! a program that manages folios itself (populating guest memory, filling
+//! folios from its own IO) uses them directly through
+//! [`File::mapping`](crate::File::mapping).
 //!
-//! The index is an [`xarray::XArray`] of [`FolioPtr`]s: pointers into the
-//! cache's descriptor table, which lives as long as the cache. A folio in a
-//! mapping holds `2^order` references for the cache (invariant 16); every
-//! lookup that returns a folio adds one, held by the returned [`FolioRef`]
-//! and dropped with it.
+//! The index is an [`xarray::XArray`] of pointers into the cache's
+//! descriptor table, which lives as long as the cache. A folio in a mapping
+//! holds `2^order` references for the cache; every lookup that returns a
+//! folio adds one, held by the returned [`FolioRef`] and dropped with it.
 //!
-//! # Lookup protocol (reference 1.8)
+//! # Lookup protocol (`filemap_get_entry`)
 //! Under an epoch pin: load the entry, take a reference only if the count is
-//! not zero ([`Folio::try_get`]), re-load the slot; if it no longer holds
-//! the same folio, drop the reference and retry. Reclaim freezes the count
-//! from exactly the cache's references to zero, under the folio lock, before
+//! not zero, re-load the slot; if it no longer holds the same folio, drop
+//! the reference and retry. Reclaim freezes the count from exactly the
+//! cache's references (and its own) to zero, under the folio lock, before
 //! it clears the slot, so a folio being removed is never returned.
 //!
 //! # Locking
 //! | operation | index lock | sleeps |
 //! |---|---|---|
-//! | `get_entry`, `get_read_batch`, `get_folios_contig`, `get_folio` without `LOCK` | no (epoch pin) | no |
-//! | `get_folio` with `LOCK` | no | on the folio lock (not with `NOWAIT`) |
-//! | `get_folio` with `CREAT` | to insert | may reclaim |
+//! | `get_entry`, `get_folio`, `get_read_batch`, `get_folios_contig` | no (epoch pin) | no |
+//! | `lock_folio` | no | on the folio lock (not with `NOWAIT`) |
+//! | `lock_folio` with `CREAT`, `new_folio`, `grab_folios` | to insert | may reclaim (only for the first folio of a grab) |
 //! | `add_folio`, `add_folio_range` | one hold (dropped only to allocate index nodes, then re-validated) | no |
+//! | `read_folio`, `read_folios`, `writeback` | no | on IO |
+//!
+//! The crate documentation gives the order of every lock.
+//!
+//! # What a caller cannot do
+//! A folio's state changes only inside the crate: from outside, a
+//! [`Folio`] can be read, never written, and a folio lock is released only
+//! by its guard. Each of these fails to compile:
+//!
+//! ```compile_fail
+//! # fn f(m: &foliocache::filemap::Mapping) {
+//! let folio = m.get_folio(0, Default::default()).unwrap();
+//! folio.set_mapping(1, 0); // reclaim would follow this "mapping"
+//! # }
+//! ```
+//! ```compile_fail
+//! # fn f(m: &foliocache::filemap::Mapping) {
+//! let folio = m.lock_folio(0, Default::default()).unwrap();
+//! folio.folio().unlock(); // the guard would unlock it again
+//! # }
+//! ```
+//! ```compile_fail
+//! # fn f(m: &foliocache::filemap::Mapping) {
+//! let folio = m.get_folio(0, Default::default()).unwrap();
+//! folio.test_and_set(foliocache::filemap::FolioFlags::UPTODATE);
+//! # }
+//! ```
+//! ```compile_fail
+//! # fn f(m: &foliocache::filemap::Mapping) {
+//! let folio = m.get_folio(0, Default::default()).unwrap();
+//! folio.freeze(1);
+//! # }
+//! ```
+//! ```compile_fail
+//! # fn f(m: &foliocache::filemap::Mapping) {
+//! let folio = m.get_folio(0, Default::default()).unwrap();
+//! folio.put_many(1);
+//! # }
+//! ```
+//! ```compile_fail
+//! # fn f(m: &foliocache::filemap::Mapping) {
+//! let folio = m.get_folio(0, Default::default()).unwrap();
+//! folio.init(0, 0);
+//! # }
+//! ```
+//! ```compile_fail
+//! # fn f(m: &foliocache::filemap::Mapping) {
+//! // Adding a folio needs it locked: a reference alone is refused.
+//! let new = m.new_folio(0).unwrap().unlock();
+//! m.add_folio(&new, 0).unwrap();
+//! # }
+//! ```
+//!
+//! The same calls through the guards compile:
+//!
+//! ```no_run
+//! # fn f(m: &foliocache::filemap::Mapping) -> std::io::Result<()> {
+//! use foliocache::filemap::FgpFlags;
+//! let folio = m.lock_folio(0, FgpFlags::CREAT)?; // locked, not uptodate
+//! let folio = m.read_folio(folio)?; // filled, unlocked, still referenced
+//! let locked = folio.lock(); // locked again; unlocked when dropped
+//! drop(locked);
+//! # Ok(()) }
+//! ```
 
 use std::io;
 use std::path::PathBuf;

@@ -726,7 +726,7 @@ impl fmt::Debug for Folio {
 
 /// One descriptor per arena page; a folio of order `n` starting at arena
 /// page `p` is described by entry `p`.
-pub struct FolioTable {
+pub(crate) struct FolioTable {
     folios: NonNull<Folio>,
     len: usize,
     layout: Layout,
@@ -755,7 +755,7 @@ impl FolioTable {
     /// If the allocation fails (as `Box` would): the cache's builder checks
     /// the size first.
     #[cfg(test)]
-    pub fn new(pages: usize) -> Self {
+    pub(crate) fn new(pages: usize) -> Self {
         Self::with_huge_pages(pages, true)
     }
 
@@ -764,7 +764,7 @@ impl FolioTable {
     ///
     /// # Panics
     /// As [`new`](Self::new).
-    pub fn with_huge_pages(pages: usize, huge: bool) -> Self {
+    pub(crate) fn with_huge_pages(pages: usize, huge: bool) -> Self {
         let size = std::mem::size_of::<Folio>() * pages.max(1);
         let align = if huge && size >= HUGE {
             HUGE
@@ -802,17 +802,17 @@ impl FolioTable {
     }
 
     /// The descriptor of arena page `page`, if in range.
-    pub fn get(&self, page: usize) -> Option<&Folio> {
+    pub(crate) fn get(&self, page: usize) -> Option<&Folio> {
         self.as_slice().get(page)
     }
 
     /// The arena page a descriptor of this table describes.
-    pub fn page_of(&self, folio: &Folio) -> Option<usize> {
+    pub(crate) fn page_of(&self, folio: &Folio) -> Option<usize> {
         self.page_of_addr(folio as *const Folio as usize)
     }
 
     /// The arena page whose descriptor sits at `addr`, if one of this table's.
-    pub fn page_of_addr(&self, addr: usize) -> Option<usize> {
+    pub(crate) fn page_of_addr(&self, addr: usize) -> Option<usize> {
         let base = self.folios.as_ptr() as usize;
         let size = std::mem::size_of::<Folio>();
         let off = addr.checked_sub(base)?;
@@ -820,7 +820,7 @@ impl FolioTable {
     }
 
     /// Bytes of descriptors per arena page.
-    pub const fn bytes_per_page() -> usize {
+    pub(crate) const fn bytes_per_page() -> usize {
         std::mem::size_of::<Folio>()
     }
 }

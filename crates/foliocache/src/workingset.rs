@@ -19,7 +19,7 @@ use crate::sync::Ordering;
 use xarray::MAX_VALUE;
 
 /// Bits of the eviction clock a shadow keeps (one bit is the workingset flag).
-pub const SHADOW_AGE_BITS: u32 = MAX_VALUE.count_ones() - 1;
+pub(crate) const SHADOW_AGE_BITS: u32 = MAX_VALUE.count_ones() - 1;
 const AGE_MASK: u64 = (1 << SHADOW_AGE_BITS) - 1;
 
 /// A decoded eviction shadow.

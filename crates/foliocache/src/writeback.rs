@@ -30,8 +30,7 @@
 //!   always has clean folios to take.
 //!
 //! # Locking
-//! `inode_lock` → `invalidate_lock` → `wb_lock` → folio locks (in index
-//! order) → index lock → LRU lock. Writeback takes `wb_lock`, then the
+//! As the crate's lock order says: writeback takes `wb_lock`, then the
 //! folio locks of one run at a time; no folio lock is held while waiting
 //! for `wb_lock`, and the throttle runs before a writer locks any folio.
 
