@@ -931,7 +931,7 @@ impl Mapping {
                 f.test_and_set(FolioFlags::DROPBEHIND);
             }
             let mut cur = Cursor::new(&self.xa, at);
-            match self.add_locked(&mut cur, &f, at) {
+            match self.add_one(&mut cur, &f, at) {
                 Ok(_) => {
                     // A write's add: no refault test.
                     self.account_added(&f, None);
@@ -976,7 +976,7 @@ impl Mapping {
     /// misaligned.
     pub fn add_folio(&self, f: &LockedFolio<'_>, index: u64) -> Result<Option<u64>, AddError> {
         let mut cur = Cursor::new(&self.xa, index);
-        let shadow = self.add_locked(&mut cur, f, index)?;
+        let shadow = self.add_one(&mut cur, f, index)?;
         self.account_added(f, shadow);
         Ok(shadow)
     }
@@ -995,7 +995,7 @@ impl Mapping {
 
     /// The add itself, under the index lock, retrying node allocation
     /// outside it. The caller accounts and LRU-adds on success.
-    fn add_locked(
+    fn add_one(
         &self,
         cur: &mut Cursor<'_, FolioPtr>,
         f: &Folio,

@@ -75,6 +75,11 @@
 //! only to move a list or a flag.
 //! ```
 //!
+//! A name ending in `_locked` takes a folio its caller holds locked (a
+//! [`filemap::LockedFolio`]); a function that needs a lock of the cache's
+//! held takes its guard's contents as a parameter (`activate_on` takes the
+//! `&mut` LRU lists).
+//!
 //! A folio lock sleeps; the index, LRU, buddy, backing, mapping-table and
 //! `closed_dirty` locks never do and are held for a bounded walk. Nothing
 //! waits for memory (which may reclaim and write back) while holding a

@@ -122,12 +122,12 @@ impl CacheInner {
         if f.test(FolioFlags::LRU) && !f.test(FolioFlags::ACTIVE) {
             let page = self.page(f);
             self.list_remove(&mut lru.inactive, page);
-            self.activate_locked(&mut lru, f, page);
+            self.activate_on(&mut lru, f, page);
         }
     }
 
     /// Moves an inactive folio, already off its list, to the active list.
-    pub(crate) fn activate_locked(&self, lru: &mut Lru, f: &Folio, page: u32) {
+    pub(crate) fn activate_on(&self, lru: &mut Lru, f: &Folio, page: u32) {
         f.test_and_clear(FolioFlags::ACTIVATE);
         f.test_and_clear(FolioFlags::REFERENCED);
         f.test_and_set(FolioFlags::ACTIVE);

@@ -240,7 +240,7 @@ impl CacheInner {
             if f.fetch_clear(FolioFlags::REFERENCED)
                 .contains(FolioFlags::ACTIVATE)
             {
-                self.activate_locked(lru, f, page);
+                self.activate_on(lru, f, page);
                 continue;
             }
             let busy = f.flags();
