@@ -426,203 +426,6 @@ impl Readahead {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn initial_windows_match_the_reference_table() {
-        // 4.2 with m = 32: r = 1, 2, 3-4, 5-8, 9+ -> 4, 4, 8, 16, 32.
-        let got: Vec<u64> = [1, 2, 3, 4, 5, 8, 9, 32, 100]
-            .iter()
-            .map(|&r| init_size(r, 32))
-            .collect();
-        assert_eq!(got, [4, 4, 8, 8, 16, 16, 32, 32, 32]);
-    }
-
-    #[test]
-    fn ramp_up_matches_the_reference() {
-        let ramp = |max: u64| {
-            let mut s = 4;
-            let mut v = vec![s];
-            for _ in 0..5 {
-                s = next_size(s, max);
-                v.push(s);
-            }
-            v
-        };
-        assert_eq!(ramp(32), [4, 8, 16, 32, 32, 32]);
-        assert_eq!(ramp(128), [4, 16, 32, 64, 128, 128]);
-    }
-
-    /// The worked example of 4.5: m = 32, order-0 folios, 4 KiB sequential
-    /// reads from 0: (0,4,1), (4,8,4), (12,16,12), (28,32,28), (60,32,60),
-    /// (92,32,92), each launched at the previous window's marker.
-    #[test]
-    fn sequential_windows_match_the_worked_example() {
-        let mut st = RaState::new(ReadaheadConfig::kernel());
-        let mut windows = Vec::new();
-        let Some(SyncPlan::Window(w, _)) = st.sync(0, 1, u64::MAX, |_, _| unreachable!()) else {
-            panic!("a window at 0")
-        };
-        windows.push((w.start, w.size, w.marker()));
-        let mut marker = w.marker();
-        for _ in 0..5 {
-            let (w, mut order) = st
-                .on_marker(marker, 1, 1, |_, _| unreachable!())
-                .expect("on track");
-            // Building it on a mapping without large folios resets the
-            // order (the kernel's page_cache_ra_order does the same).
-            plan(&w, &mut order, 0, u64::MAX);
-            st.order = order;
-            windows.push((w.start, w.size, w.marker()));
-            marker = w.marker();
-        }
-        assert_eq!(
-            windows,
-            [
-                (0, 4, 1),
-                (4, 8, 4),
-                (12, 16, 12),
-                (28, 32, 28),
-                (60, 32, 60),
-                (92, 32, 92)
-            ]
-        );
-    }
-
-    #[test]
-    fn a_lone_random_read_reads_the_request_only() {
-        let mut st = RaState::new(ReadaheadConfig::kernel());
-        let prev = 4096 * 1000;
-        // Nothing cached before 5000: the first miss looking back is 4999.
-        let p = st.sync(5000, 2, prev, |i, _| Some(i));
-        assert_eq!(
-            p,
-            Some(SyncPlan::Plain {
-                start: 5000,
-                pages: 2
-            })
-        );
-        assert_eq!(st.win, Window::default(), "state untouched");
-        // A stream's traces (10 cached pages before) make a window.
-        let p = st.sync(5000, 2, prev, |i, _| Some(i - 10));
-        assert_eq!(
-            p,
-            Some(SyncPlan::Window(
-                Window {
-                    start: 5000,
-                    size: 12,
-                    async_size: 1
-                },
-                1
-            ))
-        );
-        // Everything before cached: the count doubles.
-        let p = st.sync(10, 2, prev, |_, _| None);
-        assert!(matches!(
-            p,
-            Some(SyncPlan::Window(
-                Window {
-                    start: 10,
-                    size: 22,
-                    async_size: 1
-                },
-                1
-            ))
-        ));
-    }
-
-    #[test]
-    fn random_advice_and_disabled_readahead() {
-        let mut st = RaState::new(ReadaheadConfig::kernel());
-        st.random = true;
-        assert_eq!(
-            st.sync(0, 100, u64::MAX, |_, _| None),
-            Some(SyncPlan::Plain {
-                start: 0,
-                pages: 32
-            })
-        );
-        assert_eq!(st.on_marker(3, 1, 1, |_, _| Some(4)), None);
-        let mut st = RaState::new(ReadaheadConfig::disabled());
-        assert_eq!(st.sync(7, 16, u64::MAX, |_, _| None), None);
-    }
-
-    #[test]
-    fn a_marker_off_track_restarts_at_the_next_hole() {
-        let mut st = RaState::new(ReadaheadConfig::kernel());
-        // State lost (another stream moved it): marker at 100, cached up to
-        // 107, so the window starts at the hole, 108.
-        st.win = Window {
-            start: 0,
-            size: 4,
-            async_size: 3,
-        };
-        let (w, order) = st.on_marker(100, 1, 1, |_, _| Some(108)).unwrap();
-        assert_eq!(w.start, 108);
-        assert_eq!(w.size, next_size(8 + 1, 32) / 4 * 4);
-        assert_eq!(w.async_size, w.size);
-        assert_eq!(order, 2);
-        // No hole within reach: no window.
-        assert_eq!(st.on_marker(500, 1, 1, |_, _| Some(600)), None);
-        assert_eq!(st.on_marker(500, 1, 1, |_, _| None), None);
-    }
-
-    #[test]
-    fn plans_use_aligned_large_folios_and_mark_one() {
-        let w = Window {
-            start: 16,
-            size: 64,
-            async_size: 64,
-        };
-        let mut order = 4;
-        let p = plan(&w, &mut order, 9, u64::MAX);
-        assert_eq!(order, 4);
-        assert!(p.iter().all(|s| s.order == 4 && s.index % 16 == 0));
-        assert_eq!(p.len(), 4);
-        assert_eq!(p.iter().filter(|s| s.marker).count(), 1);
-        assert!(p[0].marker, "async window: the marker is its first folio");
-        // Misaligned start: smaller folios until aligned.
-        let w = Window {
-            start: 4,
-            size: 28,
-            async_size: 28,
-        };
-        let mut order = 4;
-        let p = plan(&w, &mut order, 9, u64::MAX);
-        let shape: Vec<(u64, u32)> = p.iter().map(|s| (s.index, s.order)).collect();
-        assert_eq!(shape, [(4, 2), (8, 3), (16, 4)]);
-        // Clipped at end of file (last page 20): no marker past it.
-        let w = Window {
-            start: 0,
-            size: 32,
-            async_size: 4,
-        };
-        let mut order = 0;
-        let p = plan(&w, &mut order, 0, 20);
-        assert_eq!(p.len(), 21);
-        assert!(
-            p.iter().all(|s| !s.marker),
-            "the marker page 28 is past EOF"
-        );
-        // The mapping's maximum caps the order.
-        let mut order = 9;
-        let p = plan(
-            &Window {
-                start: 0,
-                size: 512,
-                async_size: 512,
-            },
-            &mut order,
-            2,
-            u64::MAX,
-        );
-        assert_eq!(order, 2);
-        assert_eq!(p.len(), 128);
-    }
-}
-
 /// The folios of a run being read by the IO engine: their references, and
 /// their mapping kept alive until the completion.
 struct InFlight {
@@ -1148,5 +951,202 @@ impl File {
     fn shrink_window(ra: &Readahead) {
         let mut st = ra.state.lock();
         st.ra_pages /= 4;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn initial_windows_match_the_reference_table() {
+        // 4.2 with m = 32: r = 1, 2, 3-4, 5-8, 9+ -> 4, 4, 8, 16, 32.
+        let got: Vec<u64> = [1, 2, 3, 4, 5, 8, 9, 32, 100]
+            .iter()
+            .map(|&r| init_size(r, 32))
+            .collect();
+        assert_eq!(got, [4, 4, 8, 8, 16, 16, 32, 32, 32]);
+    }
+
+    #[test]
+    fn ramp_up_matches_the_reference() {
+        let ramp = |max: u64| {
+            let mut s = 4;
+            let mut v = vec![s];
+            for _ in 0..5 {
+                s = next_size(s, max);
+                v.push(s);
+            }
+            v
+        };
+        assert_eq!(ramp(32), [4, 8, 16, 32, 32, 32]);
+        assert_eq!(ramp(128), [4, 16, 32, 64, 128, 128]);
+    }
+
+    /// The worked example of 4.5: m = 32, order-0 folios, 4 KiB sequential
+    /// reads from 0: (0,4,1), (4,8,4), (12,16,12), (28,32,28), (60,32,60),
+    /// (92,32,92), each launched at the previous window's marker.
+    #[test]
+    fn sequential_windows_match_the_worked_example() {
+        let mut st = RaState::new(ReadaheadConfig::kernel());
+        let mut windows = Vec::new();
+        let Some(SyncPlan::Window(w, _)) = st.sync(0, 1, u64::MAX, |_, _| unreachable!()) else {
+            panic!("a window at 0")
+        };
+        windows.push((w.start, w.size, w.marker()));
+        let mut marker = w.marker();
+        for _ in 0..5 {
+            let (w, mut order) = st
+                .on_marker(marker, 1, 1, |_, _| unreachable!())
+                .expect("on track");
+            // Building it on a mapping without large folios resets the
+            // order (the kernel's page_cache_ra_order does the same).
+            plan(&w, &mut order, 0, u64::MAX);
+            st.order = order;
+            windows.push((w.start, w.size, w.marker()));
+            marker = w.marker();
+        }
+        assert_eq!(
+            windows,
+            [
+                (0, 4, 1),
+                (4, 8, 4),
+                (12, 16, 12),
+                (28, 32, 28),
+                (60, 32, 60),
+                (92, 32, 92)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_lone_random_read_reads_the_request_only() {
+        let mut st = RaState::new(ReadaheadConfig::kernel());
+        let prev = 4096 * 1000;
+        // Nothing cached before 5000: the first miss looking back is 4999.
+        let p = st.sync(5000, 2, prev, |i, _| Some(i));
+        assert_eq!(
+            p,
+            Some(SyncPlan::Plain {
+                start: 5000,
+                pages: 2
+            })
+        );
+        assert_eq!(st.win, Window::default(), "state untouched");
+        // A stream's traces (10 cached pages before) make a window.
+        let p = st.sync(5000, 2, prev, |i, _| Some(i - 10));
+        assert_eq!(
+            p,
+            Some(SyncPlan::Window(
+                Window {
+                    start: 5000,
+                    size: 12,
+                    async_size: 1
+                },
+                1
+            ))
+        );
+        // Everything before cached: the count doubles.
+        let p = st.sync(10, 2, prev, |_, _| None);
+        assert!(matches!(
+            p,
+            Some(SyncPlan::Window(
+                Window {
+                    start: 10,
+                    size: 22,
+                    async_size: 1
+                },
+                1
+            ))
+        ));
+    }
+
+    #[test]
+    fn random_advice_and_disabled_readahead() {
+        let mut st = RaState::new(ReadaheadConfig::kernel());
+        st.random = true;
+        assert_eq!(
+            st.sync(0, 100, u64::MAX, |_, _| None),
+            Some(SyncPlan::Plain {
+                start: 0,
+                pages: 32
+            })
+        );
+        assert_eq!(st.on_marker(3, 1, 1, |_, _| Some(4)), None);
+        let mut st = RaState::new(ReadaheadConfig::disabled());
+        assert_eq!(st.sync(7, 16, u64::MAX, |_, _| None), None);
+    }
+
+    #[test]
+    fn a_marker_off_track_restarts_at_the_next_hole() {
+        let mut st = RaState::new(ReadaheadConfig::kernel());
+        // State lost (another stream moved it): marker at 100, cached up to
+        // 107, so the window starts at the hole, 108.
+        st.win = Window {
+            start: 0,
+            size: 4,
+            async_size: 3,
+        };
+        let (w, order) = st.on_marker(100, 1, 1, |_, _| Some(108)).unwrap();
+        assert_eq!(w.start, 108);
+        assert_eq!(w.size, next_size(8 + 1, 32) / 4 * 4);
+        assert_eq!(w.async_size, w.size);
+        assert_eq!(order, 2);
+        // No hole within reach: no window.
+        assert_eq!(st.on_marker(500, 1, 1, |_, _| Some(600)), None);
+        assert_eq!(st.on_marker(500, 1, 1, |_, _| None), None);
+    }
+
+    #[test]
+    fn plans_use_aligned_large_folios_and_mark_one() {
+        let w = Window {
+            start: 16,
+            size: 64,
+            async_size: 64,
+        };
+        let mut order = 4;
+        let p = plan(&w, &mut order, 9, u64::MAX);
+        assert_eq!(order, 4);
+        assert!(p.iter().all(|s| s.order == 4 && s.index % 16 == 0));
+        assert_eq!(p.len(), 4);
+        assert_eq!(p.iter().filter(|s| s.marker).count(), 1);
+        assert!(p[0].marker, "async window: the marker is its first folio");
+        // Misaligned start: smaller folios until aligned.
+        let w = Window {
+            start: 4,
+            size: 28,
+            async_size: 28,
+        };
+        let mut order = 4;
+        let p = plan(&w, &mut order, 9, u64::MAX);
+        let shape: Vec<(u64, u32)> = p.iter().map(|s| (s.index, s.order)).collect();
+        assert_eq!(shape, [(4, 2), (8, 3), (16, 4)]);
+        // Clipped at end of file (last page 20): no marker past it.
+        let w = Window {
+            start: 0,
+            size: 32,
+            async_size: 4,
+        };
+        let mut order = 0;
+        let p = plan(&w, &mut order, 0, 20);
+        assert_eq!(p.len(), 21);
+        assert!(
+            p.iter().all(|s| !s.marker),
+            "the marker page 28 is past EOF"
+        );
+        // The mapping's maximum caps the order.
+        let mut order = 9;
+        let p = plan(
+            &Window {
+                start: 0,
+                size: 512,
+                async_size: 512,
+            },
+            &mut order,
+            2,
+            u64::MAX,
+        );
+        assert_eq!(order, 2);
+        assert_eq!(p.len(), 128);
     }
 }

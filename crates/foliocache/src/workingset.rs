@@ -74,36 +74,6 @@ pub struct CacheStat {
     pub recently_evicted: u64,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pack_round_trips_and_fits_a_value_entry() {
-        for (age, ws) in [(0, false), (1, true), (AGE_MASK, true), (12345, false)] {
-            let s = Shadow {
-                age,
-                workingset: ws,
-            };
-            let v = s.pack();
-            assert!(v <= MAX_VALUE);
-            assert_eq!(Shadow::unpack(v), s);
-        }
-        // The clock wraps: a distance across the wrap is still right.
-        let s = Shadow {
-            age: AGE_MASK - 1,
-            workingset: false,
-        };
-        assert_eq!(s.distance(3), 5);
-        let big = Shadow {
-            age: u64::MAX,
-            workingset: false,
-        };
-        assert_eq!(big.age & !AGE_MASK, !AGE_MASK, "age is truncated on pack");
-        assert_eq!(Shadow::unpack(big.pack()).age, AGE_MASK);
-    }
-}
-
 impl CacheInner {
     /// The refault test for a folio added over shadow `v`, under the LRU
     /// lock: counts the refault, and activates the folio (returns true)
@@ -138,5 +108,35 @@ impl CacheInner {
     pub(crate) fn workingset_now(&self) -> (u64, u64) {
         let active = self.lru.lock().active.pages;
         (self.nonresident_age.load(Ordering::Relaxed), active)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pack_round_trips_and_fits_a_value_entry() {
+        for (age, ws) in [(0, false), (1, true), (AGE_MASK, true), (12345, false)] {
+            let s = Shadow {
+                age,
+                workingset: ws,
+            };
+            let v = s.pack();
+            assert!(v <= MAX_VALUE);
+            assert_eq!(Shadow::unpack(v), s);
+        }
+        // The clock wraps: a distance across the wrap is still right.
+        let s = Shadow {
+            age: AGE_MASK - 1,
+            workingset: false,
+        };
+        assert_eq!(s.distance(3), 5);
+        let big = Shadow {
+            age: u64::MAX,
+            workingset: false,
+        };
+        assert_eq!(big.age & !AGE_MASK, !AGE_MASK, "age is truncated on pack");
+        assert_eq!(Shadow::unpack(big.pack()).age, AGE_MASK);
     }
 }

@@ -542,53 +542,6 @@ impl Mapping {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn page_bits_set_clear_and_take_runs_across_words() {
-        let b = PageBits::new(300);
-        b.set(3, 2);
-        b.set(60, 10); // crosses a word
-        b.set(128, 64); // a whole word
-        b.set(299, 1);
-        assert_eq!(b.take_runs(0, 8), vec![(3, 2)]);
-        assert_eq!(b.take_runs(0, 8), vec![], "taken means cleared");
-        assert_eq!(b.take_runs(50, 250), vec![(10, 10), (78, 64), (249, 1)]);
-        assert_eq!(b.set(0, 300), 300);
-        assert_eq!(b.set(10, 5), 0, "already set");
-        assert_eq!(b.clear(1, 298), 298);
-        assert_eq!(b.clear(1, 298), 0);
-        assert_eq!(b.take_runs(0, 300), vec![(0, 1), (299, 1)]);
-    }
-
-    #[test]
-    fn errseq_reports_each_error_once_per_sample() {
-        let e = ErrSeq::default();
-        let a = AtomicU64::new(e.sample());
-        assert!(e.check_and_advance(&a).is_none());
-        e.record(&io::Error::from_raw_os_error(libc::ENOSPC));
-        // A handle opened after an unseen error still gets it.
-        let late = AtomicU64::new(e.sample());
-        assert_eq!(
-            e.check_and_advance(&a).unwrap().raw_os_error(),
-            Some(libc::ENOSPC)
-        );
-        assert!(e.check_and_advance(&a).is_none());
-        assert_eq!(late.load(Ordering::Relaxed), 0);
-        assert!(e.check_and_advance(&late).is_some());
-        // Seen now: a new handle starts past it.
-        let new = AtomicU64::new(e.sample());
-        assert!(e.check_and_advance(&new).is_none());
-        e.record(&io::Error::from_raw_os_error(libc::EIO));
-        assert_eq!(
-            e.check_and_advance(&new).unwrap().raw_os_error(),
-            Some(libc::EIO)
-        );
-    }
-}
-
 /// Dirty state and writeback IO.
 impl Mapping {
     /// The last handle on the file closed (or the mapping goes): what is
@@ -859,3 +812,50 @@ const PARALLEL_WRITES_MIN: usize = 8;
 
 /// The index mark of dirty folios (the kernel's `PAGECACHE_TAG_DIRTY`).
 pub(crate) const DIRTY_MARK: xarray::Mark = xarray::Mark::MARK_0;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_bits_set_clear_and_take_runs_across_words() {
+        let b = PageBits::new(300);
+        b.set(3, 2);
+        b.set(60, 10); // crosses a word
+        b.set(128, 64); // a whole word
+        b.set(299, 1);
+        assert_eq!(b.take_runs(0, 8), vec![(3, 2)]);
+        assert_eq!(b.take_runs(0, 8), vec![], "taken means cleared");
+        assert_eq!(b.take_runs(50, 250), vec![(10, 10), (78, 64), (249, 1)]);
+        assert_eq!(b.set(0, 300), 300);
+        assert_eq!(b.set(10, 5), 0, "already set");
+        assert_eq!(b.clear(1, 298), 298);
+        assert_eq!(b.clear(1, 298), 0);
+        assert_eq!(b.take_runs(0, 300), vec![(0, 1), (299, 1)]);
+    }
+
+    #[test]
+    fn errseq_reports_each_error_once_per_sample() {
+        let e = ErrSeq::default();
+        let a = AtomicU64::new(e.sample());
+        assert!(e.check_and_advance(&a).is_none());
+        e.record(&io::Error::from_raw_os_error(libc::ENOSPC));
+        // A handle opened after an unseen error still gets it.
+        let late = AtomicU64::new(e.sample());
+        assert_eq!(
+            e.check_and_advance(&a).unwrap().raw_os_error(),
+            Some(libc::ENOSPC)
+        );
+        assert!(e.check_and_advance(&a).is_none());
+        assert_eq!(late.load(Ordering::Relaxed), 0);
+        assert!(e.check_and_advance(&late).is_some());
+        // Seen now: a new handle starts past it.
+        let new = AtomicU64::new(e.sample());
+        assert!(e.check_and_advance(&new).is_none());
+        e.record(&io::Error::from_raw_os_error(libc::EIO));
+        assert_eq!(
+            e.check_and_advance(&new).unwrap().raw_os_error(),
+            Some(libc::EIO)
+        );
+    }
+}
