@@ -195,7 +195,7 @@ fn check_closed(cache: &Cache, files: Vec<File>) {
 /// The checks a lookup makes on a folio it holds: its own mapping and
 /// index, and a count that includes the cache's references and its own
 /// (a folio that is freed, or being freed, has 0).
-fn check_held(f: &foliocache::filemap::FolioRef<'_>, m: &Mapping) {
+fn check_held(f: &foliocache::filemap::Folio, m: &Mapping) {
     assert_eq!(f.mapping(), id(m), "got another mapping's folio: {f:?}");
     assert_eq!(f.index(), 0, "got another index's folio: {f:?}");
     assert!(
