@@ -205,6 +205,9 @@ impl CacheBuilder {
     /// `EngineKind::Uring` where io_uring is missing).
     /// Also starts the background flusher thread, which exits when the
     /// cache is dropped.
+    // (Builds the plain locks of `CacheInner`: `mappings`, `trimming`,
+    // `closed_dirty`, each with its reason there.)
+    #[allow(clippy::disallowed_types)]
     pub fn build(self) -> io::Result<Cache> {
         // Under loom, readahead IO runs on the reader's thread (loom cannot
         // model the engine's threads).
@@ -559,6 +562,8 @@ impl Default for ShardedCounter {
 
 impl ShardedCounter {
     #[inline]
+    // (The shard picker's static: see below.)
+    #[allow(clippy::disallowed_types)]
     pub(crate) fn add(&self, n: u64) {
         thread_local! {
             static SHARD: usize = {
@@ -627,19 +632,25 @@ pub(crate) struct CacheInner {
     /// `trimming` are plain locks even under loom: nothing inside them is
     /// part of a modelled protocol, and no model thread can be switched
     /// out while holding them.)
+    #[allow(clippy::disallowed_types)]
     mappings: parking_lot::Mutex<Vec<Weak<Mapping>>>,
     /// The shadow budget, in index nodes holding only shadows.
     pub(crate) shadow_nodes: usize,
     /// The eviction count at which to check the shadow budget next.
     pub(crate) shadow_check: AtomicU64,
-    /// Held by the one thread trimming shadows.
+    /// Held by the one thread trimming shadows (a plain lock: see
+    /// `mappings`).
+    #[allow(clippy::disallowed_types)]
     pub(crate) trimming: parking_lot::Mutex<()>,
     /// Closed files whose writeback failed at their close, with when: kept
     /// (their dirty data cached, their mapping registered, so a reopen
     /// shares it and its next sync reports the error) while the flusher
     /// retries them, for at most [`CLOSED_DIRTY_KEEP`]. (Each holds the
     /// cache too: the cache goes at the latest that long after its last
-    /// user, once the last of them is written or given up.)
+    /// user, once the last of them is written or given up.) A plain lock
+    /// even under loom: the flusher, which retries them, does not run in
+    /// the models, and nothing is held while it is.
+    #[allow(clippy::disallowed_types)]
     pub(crate) closed_dirty: parking_lot::Mutex<Vec<(Arc<Mapping>, std::time::Instant)>>,
     /// Dirty pages above which writers are throttled.
     pub(crate) dirty_limit: u64,

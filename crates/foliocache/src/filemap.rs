@@ -103,6 +103,8 @@ use crate::cache::{Cache, CacheInner};
 pub use crate::folio::{Folio, FolioFlags, FolioRef, LockedFolio};
 use crate::readahead::Insert;
 pub use crate::workingset::Shadow;
+// (`size` and `handles`: see the note in `Mapping`.)
+#[allow(clippy::disallowed_types)]
 use std::sync::atomic::AtomicU64 as StdAtomicU64;
 
 use crate::sync::{spin_hint, AtomicU64, Ordering};
@@ -271,8 +273,12 @@ pub struct Mapping {
     /// Where the data comes from and goes to. Replaced only when a file
     /// first opened read-only is opened for writing (the new descriptor
     /// can write back).
+    /// A plain lock even under loom: held only to clone or replace the
+    /// `Arc`, never across anything a model races.
+    #[allow(clippy::disallowed_types)]
     backing: parking_lot::RwLock<Arc<dyn Backing>>,
-    /// Whether `backing` was opened for writing.
+    /// Whether `backing` was opened for writing (plain, as `backing`).
+    #[allow(clippy::disallowed_types)]
     backing_writable: std::sync::atomic::AtomicBool,
     /// The file's identity (device, inode) for a file opened by path: one
     /// mapping per file in a cache, so every handle sees the same data.
@@ -281,6 +287,7 @@ pub struct Mapping {
     /// that extend the file (under `inode_lock` and the folio locks of the
     /// extending write, so writeback that locks a folio sees the size its
     /// data needs), and by `set_len`.
+    #[allow(clippy::disallowed_types)]
     size: StdAtomicU64,
     info: BackingInfo,
     pub(crate) path: Option<PathBuf>,
@@ -313,6 +320,7 @@ pub struct Mapping {
     /// to go writes the dirty data back while the mapping is still
     /// registered, so an open meanwhile shares it rather than reading the
     /// backing before the data is there.
+    #[allow(clippy::disallowed_types)]
     pub(crate) handles: StdAtomicU64,
 }
 
@@ -334,6 +342,9 @@ impl Drop for Mapping {
 impl Mapping {
     /// A new mapping, to be built in its `Arc` (`this` is that `Arc`'s
     /// `Weak`: see [`Arc::new_cyclic`]).
+    // (Builds the plain `backing`, `backing_writable`, `size` and
+    // `handles`, each with its reason at its field.)
+    #[allow(clippy::disallowed_types)]
     pub(crate) fn new(
         this: std::sync::Weak<Mapping>,
         cache: Cache,

@@ -840,6 +840,8 @@ impl Drop for FolioTable {
 }
 
 #[cfg(test)]
+// (The tests coordinate their threads with std atomics.)
+#[allow(clippy::disallowed_types)]
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicBool;

@@ -61,9 +61,14 @@ pub(crate) const FLUSH_INTERVAL: Duration = Duration::from_secs(5);
 const THROTTLE_WAIT: Duration = Duration::from_secs(30);
 
 /// A bitmap with one bit per arena page (see `CacheInner::dirty_bits`).
+/// Its words are std atomics even under loom: a folio's bits change only
+/// under its folio lock, which the models do see; the atomics only keep
+/// neighbouring folios' bits in one word apart.
+#[allow(clippy::disallowed_types)]
 pub(crate) struct PageBits(Box<[std::sync::atomic::AtomicU64]>);
 
 impl PageBits {
+    #[allow(clippy::disallowed_types)]
     pub(crate) fn new(pages: usize) -> PageBits {
         PageBits(
             (0..pages.div_ceil(64))
@@ -196,7 +201,9 @@ impl ErrSeq {
 }
 
 /// The background flusher's wake-up: a flag and a condition variable.
+/// Plain `parking_lot` ones: the flusher thread does not run under loom.
 #[derive(Default)]
+#[allow(clippy::disallowed_types)]
 pub(crate) struct Flusher {
     kicked: parking_lot::Mutex<bool>,
     cv: parking_lot::Condvar,
