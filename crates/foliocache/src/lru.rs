@@ -1,4 +1,8 @@
-//! The LRU lists (`mm/swap.c`).
+//! The LRU lists (`mm/swap.c`): an active and an inactive list per cache,
+//! threaded through the folio descriptors, under one lock. Folios enter at
+//! the inactive head (or the active head when a shadow says they were
+//! evicted too soon), are activated by a second access (`folio_mark_accessed`),
+//! and leave through reclaim ([`crate::vmscan`]) or removal (`lru_del`).
 
 use crate::cache::CacheInner;
 use crate::folio::{Folio, FolioFlags};
@@ -138,12 +142,13 @@ impl CacheInner {
     }
 
     /// Takes a folio of `mapping` off whichever list holds it (a removal
-    /// that is not reclaim: an IO error, a file closing). Returns whether it
-    /// was on one. A folio that is no longer `mapping`'s is left alone:
-    /// reclaim may have evicted it and its descriptor been reused by another
-    /// mapping since the caller found it (the check is under the LRU lock,
-    /// which reclaim holds from the eviction to the free, and which a reused
-    /// folio takes to go back on a list after its new mapping is set).
+    /// that is not reclaim: an IO error, a truncation, a file closing).
+    /// Returns whether it was on one: not when reclaim has it isolated
+    /// (reclaim then finds it gone from `mapping` and lets it go). A folio
+    /// that is no longer `mapping`'s is left alone: its descriptor may have
+    /// been evicted and reused by another mapping since the caller found it
+    /// (the check is under the LRU lock, which a reused folio takes to go
+    /// back on a list after its new mapping is set).
     pub(crate) fn lru_del(&self, f: &Folio, mapping: usize) -> bool {
         let page = self.page(f);
         let mut lru = self.lru.lock();

@@ -1,4 +1,24 @@
-//! Reclaim (`mm/vmscan.c`).
+//! Reclaim (`mm/vmscan.c`): evicting folios from the inactive end of the
+//! LRU lists when the arena is short, leaving eviction shadows, and keeping
+//! the shadows within their budget.
+//!
+//! Reclaim works in batches, as the kernel's `shrink_inactive_list`:
+//!
+//! ```text
+//!   LRU lock held                          LRU lock dropped
+//!   isolate_lru_folios ──────────────────▶ shrink_folio_list
+//!   inactive tail: activate / rotate /     trylock, re-check mapping and
+//!   take off the list with a reference     dirty, freeze (count → 0),
+//!   and its mapping's Arc (≤ 32 folios)    shadow into the index, free;
+//!                                          failures: putback_lru_folios
+//! ```
+//!
+//! An isolated folio is off the lists (its `LRU` flag clear), so nothing
+//! else unlinks it, and its mapping cannot be dropped: reclaim holds the
+//! mapping's `Arc`, taken through the mapping's `Weak` to itself while the
+//! LRU lock still guarantees the mapping is alive. Truncation may take an
+//! isolated folio out of its mapping meanwhile; reclaim then only drops its
+//! reference.
 
 use std::sync::Arc;
 
