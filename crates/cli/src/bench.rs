@@ -1018,7 +1018,7 @@ fn run_one(
                 readahead: report::Readahead {
                     max_pages: before.readahead.max_pages,
                     io_pages: before.readahead.io_pages,
-                    insert: match before.readahead.insert {
+                    insert: match before.readahead.insert() {
                         foliocache::internals::Insert::Batched => "batched",
                         foliocache::internals::Insert::Single => "single",
                     },

@@ -208,11 +208,7 @@ impl FolioOptions {
             RaWindow::Default => ReadaheadConfig::default(),
             RaWindow::Kernel => ReadaheadConfig::kernel(),
             RaWindow::Off => ReadaheadConfig::disabled(),
-            RaWindow::Pages(n) => ReadaheadConfig {
-                max_pages: n,
-                io_pages: n,
-                ..ReadaheadConfig::default()
-            },
+            RaWindow::Pages(n) => ReadaheadConfig::new(n, n),
         };
         base.with_insert(self.insert)
     }
@@ -1379,7 +1375,7 @@ mod tests {
         let s = EngineSpec::parse("foliocache[ra=512k,insert=single]").unwrap();
         let ra = s.folio.readahead();
         assert_eq!(
-            (ra.max_pages, ra.io_pages, ra.insert),
+            (ra.max_pages, ra.io_pages, ra.insert()),
             (128, 128, Insert::Single)
         );
         let ra = EngineSpec::parse("foliocache[ra=2m]")

@@ -154,6 +154,8 @@ impl CacheBuilder {
     /// size) starts on the active list. Off, refaults start inactive like
     /// any new folio (pure two-list LRU; shadows are still left, for
     /// [`File::cachestat`](crate::File::cachestat)). For comparisons.
+    #[cfg(feature = "internals")]
+    #[doc(hidden)]
     pub fn refault_detection(mut self, on: bool) -> Self {
         self.refault_detection = on;
         self

@@ -579,10 +579,12 @@ impl File {
     }
 
     /// How writes through this handle (and its clones) create the folios
-    /// they need: [`Insert::Batched`] (the default:
-    /// [`Mapping::grab_folios`], seed (e)) or [`Insert::Single`]
-    /// ([`Mapping::grab_folios_single`], one folio at a time, for
-    /// comparison).
+    /// they need: `Insert::Batched` (the default:
+    /// [`Mapping::grab_folios`](crate::filemap::Mapping::grab_folios)) or
+    /// `Insert::Single` (`Mapping::grab_folios_single`, one folio at a
+    /// time, for comparison).
+    #[cfg(feature = "internals")]
+    #[doc(hidden)]
     pub fn set_write_insert(&self, insert: Insert) {
         match insert {
             Insert::Batched => self
@@ -597,7 +599,14 @@ impl File {
     }
 
     /// The setting of [`set_write_insert`](Self::set_write_insert).
+    #[cfg(feature = "internals")]
+    #[doc(hidden)]
     pub fn write_insert(&self) -> Insert {
+        self.insert_mode()
+    }
+
+    /// How this handle's writes create folios (see `set_write_insert`).
+    pub(crate) fn insert_mode(&self) -> Insert {
         if self.ra.flags.load(Ordering::Relaxed) & Readahead::WRITE_SINGLE != 0 {
             Insert::Single
         } else {

@@ -750,10 +750,12 @@ impl Mapping {
     /// [`grab_folios`](Self::grab_folios) one folio at a time: the same
     /// lookup and the same folios, but each created folio allocated and
     /// inserted on its own, with its own hold of the index lock (the kernel
-    /// before seed (e)). For comparison.
+    /// before `filemap_grab_folios`). For comparison.
     ///
     /// # Errors
     /// As [`grab_folios`](Self::grab_folios).
+    #[cfg(feature = "internals")]
+    #[doc(hidden)]
     pub fn grab_folios_single<'m>(
         &'m self,
         index: u64,
@@ -983,8 +985,8 @@ impl Mapping {
     ///
     /// # Errors
     /// [`AddError::Exists`] if a folio covers part of the range (nothing
-    /// changed); [`AddError::Invalid`] for a folio already mapped, or
-    /// misaligned.
+    /// changed); [`AddError::Invalid`] for a folio already mapped,
+    /// misaligned, or of another cache.
     pub fn add_folio(&self, f: &LockedFolio<'_>, index: u64) -> Result<Option<u64>, AddError> {
         let mut cur = Cursor::new(&self.xa, index);
         let shadow = self.add_one(&mut cur, f, index)?;
@@ -992,7 +994,10 @@ impl Mapping {
         Ok(shadow)
     }
 
-    fn check_new(f: &Folio, index: u64) -> Result<(), AddError> {
+    fn check_new(&self, f: &Folio, index: u64) -> Result<(), AddError> {
+        if self.inner().table.page_of(f).is_none() {
+            return Err(AddError::Invalid("the folio is another cache's"));
+        }
         if f.mapping() != 0 {
             return Err(AddError::Invalid("the folio is already in a mapping"));
         }
@@ -1012,7 +1017,7 @@ impl Mapping {
         f: &Folio,
         index: u64,
     ) -> Result<Option<u64>, AddError> {
-        Self::check_new(f, index)?;
+        self.check_new(f, index)?;
         loop {
             let mut g = self.xa.lock();
             let r = self.add_in_hold(&mut g, cur, f, index);
@@ -1121,7 +1126,7 @@ impl Mapping {
             let mut g = self.xa.lock();
             while done < folios.len() {
                 let f = &folios[done];
-                if let Err(e) = Self::check_new(f, index) {
+                if let Err(e) = self.check_new(f, index) {
                     stop = Some(e);
                     break 'hold;
                 }

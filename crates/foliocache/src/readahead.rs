@@ -46,8 +46,9 @@ use crate::filemap::{AddError, FolioRef, LockedFolio, Mapping};
 use crate::folio::{Folio, FolioFlags};
 use crate::sync::{AtomicU32, AtomicU64, Mutex, Ordering};
 
-/// How a window's folios enter the index.
+/// How a window's folios enter the index (an A/B switch: see `internals`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(not(feature = "internals"), allow(unreachable_pub))]
 pub enum Insert {
     /// All folios allocated first, then inserted with
     /// [`Mapping::add_folio_range`](crate::Mapping::add_folio_range) in one
@@ -68,11 +69,22 @@ pub struct ReadaheadConfig {
     /// The device's optimal request, in pages (`io_pages`): a request larger
     /// than `max_pages` may be read ahead up to this much.
     pub io_pages: u64,
-    /// How windows are inserted.
-    pub insert: Insert,
+    /// How windows are inserted (an A/B switch of the benchmarks: see
+    /// `internals`).
+    pub(crate) insert: Insert,
 }
 
 impl ReadaheadConfig {
+    /// Windows of up to `max_pages` (0: no readahead), and requests larger
+    /// than that read ahead up to `io_pages`.
+    pub const fn new(max_pages: u64, io_pages: u64) -> Self {
+        ReadaheadConfig {
+            max_pages,
+            io_pages,
+            insert: Insert::Batched,
+        }
+    }
+
     /// The kernel's defaults: 128 KiB windows (`VM_READAHEAD_PAGES`), and
     /// `io_pages` equal to it.
     pub const fn kernel() -> Self {
@@ -93,9 +105,18 @@ impl ReadaheadConfig {
     }
 
     /// The same with `insert`.
+    #[cfg(feature = "internals")]
+    #[doc(hidden)]
     pub const fn with_insert(mut self, insert: Insert) -> Self {
         self.insert = insert;
         self
+    }
+
+    /// How windows are inserted.
+    #[cfg(feature = "internals")]
+    #[doc(hidden)]
+    pub const fn insert(&self) -> Insert {
+        self.insert
     }
 }
 

@@ -589,7 +589,7 @@ impl File {
             }
             let mut folios = Vec::new();
             let first = pos / PAGE;
-            let insert = self.write_insert();
+            let insert = self.insert_mode();
             if let Err(e) = m.grab(index, count, &mut folios, insert, uncached) {
                 return Err(self.write_error(e));
             }

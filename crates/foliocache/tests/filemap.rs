@@ -126,6 +126,30 @@ fn add_folio_rejects_misaligned_folios() {
     big.unlock();
 }
 
+/// A folio of one cache offered to another cache's mapping is refused
+/// with an error (its descriptor is not in that cache's table: added, its
+/// lookups and its reclaim would have nothing to point at).
+#[test]
+fn add_folio_refuses_another_caches_folio() {
+    let (_c1, f1, _) = file(8);
+    let (_c2, f2, _) = file(8);
+    let foreign = f1.mapping().new_folio(0).unwrap();
+    let m = f2.mapping();
+    assert!(matches!(
+        m.add_folio(&foreign, 0),
+        Err(AddError::Invalid(_))
+    ));
+    assert!(matches!(
+        m.add_folio_range(std::slice::from_ref(&foreign), 0),
+        Err(AddError::Invalid(_))
+    ));
+    assert_eq!(foreign.mapping(), 0);
+    assert!(m.get_entry(0).is_none(), "nothing went into the index");
+    // The folio is still its own cache's to use.
+    f1.mapping().add_folio(&foreign, 0).unwrap();
+    f1.mapping().read_folio(foreign).unwrap();
+}
+
 #[test]
 fn add_folio_range_inserts_a_prefix_up_to_the_first_conflict() {
     let (_c, f, data) = file(16);

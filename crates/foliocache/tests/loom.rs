@@ -37,7 +37,6 @@ use std::time::Instant;
 use backing::{Backing, BackingInfo, FaultyBacking, IoBuf, IoBufMut, MemBacking};
 use foliocache::filemap::FolioFlags;
 use foliocache::filemap::{FgpFlags, Mapping, MappingEntry};
-use foliocache::internals::Insert;
 use foliocache::{Cache, File, Populate, ReadaheadConfig};
 use loom::thread;
 
@@ -530,11 +529,7 @@ fn ra_cache(pages: usize, max: u64) -> Cache {
         .capacity(pages * PAGE)
         .max_folio_size(PAGE)
         .populate(Populate::Lazy)
-        .readahead(ReadaheadConfig {
-            max_pages: max,
-            io_pages: max,
-            insert: Insert::Batched,
-        })
+        .readahead(ReadaheadConfig::new(max, max))
         .build()
         .unwrap()
 }

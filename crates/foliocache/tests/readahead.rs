@@ -69,11 +69,7 @@ fn kernel_cache(capacity: usize) -> Cache {
 /// tests are worked out for this, so they do not move when the default is
 /// tuned.
 fn two_mib() -> ReadaheadConfig {
-    ReadaheadConfig {
-        max_pages: 512,
-        io_pages: 512,
-        insert: Insert::Batched,
-    }
+    ReadaheadConfig::new(512, 512)
 }
 
 /// `data` in memory, read through `c`, with its reads logged.
@@ -1183,7 +1179,7 @@ fn batched_and_single_insertion_build_the_same_folios() {
             c.open_backing(MemBacking::new())
                 .unwrap()
                 .readahead_config()
-                .insert,
+                .insert(),
             insert
         );
         let (f, rec) = open_rec(&c, &data);
