@@ -992,8 +992,8 @@ fn run_one(
                     "none"
                 },
                 write_insert: match spec.folio.grab {
-                    foliocache::Insert::Batched => "grab_folios",
-                    foliocache::Insert::Single => "grab_folios_single",
+                    foliocache::internals::Insert::Batched => "grab_folios",
+                    foliocache::internals::Insert::Single => "grab_folios_single",
                 },
                 huge_pages: spec.folio.huge,
                 write_flags: if spec.folio.dontcache {
@@ -1018,9 +1018,9 @@ fn run_one(
                 readahead: report::Readahead {
                     max_pages: before.readahead.max_pages,
                     io_pages: before.readahead.io_pages,
-                    insert: match before.readahead.insert {
-                        foliocache::Insert::Batched => "batched",
-                        foliocache::Insert::Single => "single",
+                    insert: match before.readahead.insert() {
+                        foliocache::internals::Insert::Batched => "batched",
+                        foliocache::internals::Insert::Single => "single",
                     },
                 },
             })

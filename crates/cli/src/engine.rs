@@ -64,7 +64,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use backing::aio::{EngineKind as IoKind, IoEngineConfig};
-use foliocache::{Cache, CacheStats, Insert, Populate, ReadFlags, ReadaheadConfig, WriteFlags};
+use foliocache::internals::Insert;
+use foliocache::{Cache, CacheStats, Populate, ReadFlags, ReadaheadConfig, WriteFlags};
 
 use crate::report::fmt_size;
 use crate::scenario::JobSpec;
@@ -207,11 +208,7 @@ impl FolioOptions {
             RaWindow::Default => ReadaheadConfig::default(),
             RaWindow::Kernel => ReadaheadConfig::kernel(),
             RaWindow::Off => ReadaheadConfig::disabled(),
-            RaWindow::Pages(n) => ReadaheadConfig {
-                max_pages: n,
-                io_pages: n,
-                ..ReadaheadConfig::default()
-            },
+            RaWindow::Pages(n) => ReadaheadConfig::new(n, n),
         };
         base.with_insert(self.insert)
     }
@@ -1420,7 +1417,7 @@ mod tests {
         let s = EngineSpec::parse("foliocache[ra=512k,insert=single]").unwrap();
         let ra = s.folio.readahead();
         assert_eq!(
-            (ra.max_pages, ra.io_pages, ra.insert),
+            (ra.max_pages, ra.io_pages, ra.insert()),
             (128, 128, Insert::Single)
         );
         let ra = EngineSpec::parse("foliocache[ra=2m]")

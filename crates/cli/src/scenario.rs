@@ -16,7 +16,7 @@ use crate::clock::ClockKind;
 use crate::engine::{EngineKind, EngineSpec};
 use crate::report::fmt_size;
 use crate::sys::PAGE;
-use foliocache::Insert;
+use foliocache::internals::Insert;
 
 /// The scenarios this build has, in the order `--seeds` runs them.
 pub const NAMES: [&str; 6] = [

@@ -12,7 +12,7 @@ use std::alloc::{alloc, dealloc, Layout};
 use std::hint::black_box;
 
 use criterion::Criterion;
-use foliocache::arena::{Arena, PageId, Populate, PAGE_SIZE};
+use foliocache::internals::arena::{Arena, PageId, Populate, PAGE_SIZE};
 
 fn std_alloc_free(layout: Layout) {
     // SAFETY: layout has a non-zero size; the block is freed with the same

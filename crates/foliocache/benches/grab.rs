@@ -38,7 +38,7 @@ fn populate(cache: &Cache, single: bool) {
         }
         .unwrap();
         for g in out.drain(..) {
-            g.mark_uptodate();
+            g.mark_uptodate_unfilled();
             g.unlock();
         }
         index += got;

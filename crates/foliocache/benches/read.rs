@@ -2,7 +2,7 @@
 //! page cache, read two ways: buffered `pread` (`std`'s `FileExt::read_at`
 //! on a normally opened file) and a copy out of a `MAP_SHARED` mapping; and
 //! against the floor of any cache, `bare_copy`: the same copy routine
-//! ([`foliocache::copy`]) from the file's bytes held in arena memory of
+//! ([`foliocache::internals::copy`]) from the file's bytes held in arena memory of
 //! the same kind, with no lookup at all.
 //!
 //! Reproduce: `cargo bench -p foliocache --bench read`
@@ -48,8 +48,9 @@ use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkGroup, Criterion, Throughput};
-use foliocache::arena::{Arena, PageId};
-use foliocache::{copy, Cache, Populate};
+use foliocache::internals::arena::{Arena, PageId};
+use foliocache::internals::copy;
+use foliocache::{Cache, Populate};
 
 /// Reads per criterion iteration.
 const BATCH: usize = 256;

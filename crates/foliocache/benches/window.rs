@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 
 use backing::MemBacking;
 use criterion::{BenchmarkGroup, Criterion, Throughput};
-use foliocache::{Cache, File, FolioRef, Mapping, Populate};
+use foliocache::filemap::{LockedFolio, Mapping};
+use foliocache::{Cache, File, Populate};
 
 const PAGE: u64 = 4096;
 /// Windows per thread per timed iteration.
@@ -46,7 +47,7 @@ impl Variant {
 
 /// Inserts one window of `n` one-page folios at `start`; returns the folios
 /// (locked, in the mapping).
-fn insert(m: &Mapping, v: Variant, start: u64, n: u64) -> Vec<FolioRef<'_>> {
+fn insert(m: &Mapping, v: Variant, start: u64, n: u64) -> Vec<LockedFolio<'_>> {
     match v {
         Variant::Batched => {
             let mut folios = Vec::with_capacity(n as usize);

@@ -65,6 +65,8 @@ use crate::sync::{AtomicUsize, Mutex, Ordering};
 
 /// Size of one page, the arena's unit: 4 KiB.
 pub const PAGE_SIZE: usize = 4096;
+/// [`PAGE_SIZE`] as a file offset or index unit.
+pub(crate) const PAGE: u64 = PAGE_SIZE as u64;
 
 /// Largest block order the arena hands out: order 9 is 512 pages, 2 MiB,
 /// the size of a transparent huge page on x86-64.
@@ -84,7 +86,7 @@ const POPULATE_RETRIES: u32 = 16;
 ///
 /// # Example
 /// ```
-/// use foliocache::arena::{Arena, Populate};
+/// use foliocache::internals::arena::{Arena, Populate};
 /// let arena = Arena::new(2 << 20, Populate::Eager).unwrap();
 /// eprintln!("faulted 2 MiB in in {:?}", arena.populate_time());
 /// ```
@@ -105,7 +107,7 @@ pub enum Populate {
 ///
 /// # Example
 /// ```
-/// use foliocache::arena::PageId;
+/// use foliocache::internals::arena::PageId;
 /// let page = PageId::new(512);
 /// assert_eq!(page.index(), 512);
 /// ```
@@ -246,7 +248,7 @@ impl std::error::Error for ArenaError {}
 ///
 /// # Example
 /// ```
-/// use foliocache::arena::{Arena, Populate, MAX_ORDER};
+/// use foliocache::internals::arena::{Arena, Populate, MAX_ORDER};
 /// let arena = Arena::new(4 << 20, Populate::Lazy).unwrap();
 /// assert_eq!(arena.capacity_pages(), 1024);
 /// let page = arena.alloc(2).unwrap(); // 4 pages, 16 KiB
@@ -307,7 +309,7 @@ impl Arena {
     ///
     /// # Example
     /// ```
-    /// use foliocache::arena::{Arena, Populate};
+    /// use foliocache::internals::arena::{Arena, Populate};
     /// let arena = Arena::new((2 << 20) + 12345, Populate::Lazy).unwrap();
     /// assert_eq!(arena.capacity_pages(), 515); // 512 + 3 whole pages
     /// assert!(Arena::new(100, Populate::Lazy).is_err());
@@ -397,7 +399,7 @@ impl Arena {
     ///
     /// # Example
     /// ```
-    /// use foliocache::arena::{Arena, Populate};
+    /// use foliocache::internals::arena::{Arena, Populate};
     /// let arena = Arena::new(2 << 20, Populate::Lazy).unwrap();
     /// let big = arena.alloc(9).unwrap(); // the whole arena
     /// assert_eq!(arena.alloc(0), None);
@@ -426,7 +428,7 @@ impl Arena {
     ///
     /// # Example
     /// ```
-    /// use foliocache::arena::{Arena, Populate};
+    /// use foliocache::internals::arena::{Arena, Populate};
     /// let arena = Arena::new(2 << 20, Populate::Lazy).unwrap();
     /// let mut window = Vec::new();
     /// assert_eq!(arena.alloc_bulk(0, 32, &mut window), 32);
@@ -469,7 +471,7 @@ impl Arena {
     ///
     /// # Example
     /// ```
-    /// use foliocache::arena::{Arena, ArenaError, Populate};
+    /// use foliocache::internals::arena::{Arena, ArenaError, Populate};
     /// let arena = Arena::new(2 << 20, Populate::Lazy).unwrap();
     /// let page = arena.alloc(3).unwrap();
     /// assert!(matches!(arena.free(page, 2), Err(ArenaError::WrongOrder { .. })));
@@ -502,7 +504,7 @@ impl Arena {
     ///
     /// # Example
     /// ```
-    /// use foliocache::arena::{Arena, Populate, PAGE_SIZE};
+    /// use foliocache::internals::arena::{Arena, Populate, PAGE_SIZE};
     /// let arena = Arena::new(1 << 20, Populate::Lazy).unwrap();
     /// let page = arena.alloc(0).unwrap();
     /// assert_eq!(arena.page_ptr(page).as_ptr() as usize % PAGE_SIZE, 0);

@@ -22,9 +22,10 @@
 //! not count as a new access, so a stream of small reads through a large
 //! folio uses it once. Dropbehind folios are never marked.
 //!
-//! Reclaim takes folios from the inactive tail: one flagged `ACTIVATE` is
-//! activated; a locked one, or one with references beyond the cache's, is
-//! rotated; any other, referenced once or not at all, is frozen, removed
+//! Reclaim takes folios from the inactive tail (a batch at a time off the
+//! list under the LRU lock, then evicted with it dropped: see `vmscan`): one
+//! flagged `ACTIVATE` is activated; a locked one, or one with references
+//! beyond the cache's, is rotated; any other, referenced once or not at all, is frozen, removed
 //! from its mapping leaving a shadow, and its pages go back to the arena
 //! (a folio used once is not worth keeping over the working set: the
 //! kernel's rule for unmapped file folios). When the inactive list is
@@ -38,22 +39,19 @@
 //! on no list.
 //!
 //! # Lock order
-//! LRU lock, then a mapping's index lock (reclaim removes an evicted folio
-//! from its mapping while holding the LRU lock). The read path takes the
-//! index lock to insert a folio and the LRU lock after releasing it, never
-//! both. The file-level locks of writes, truncation and writeback come
-//! before both (see [`crate::writeback`]).
+//! See the crate documentation: one order for every lock.
 
 use std::io;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use crate::arena::{Arena, PageId, Populate, MAX_ORDER, PAGE_SIZE};
-use crate::folio::{Folio, FolioFlags, FolioTable};
-use crate::mapping::Mapping;
+use crate::filemap::Mapping;
+use crate::folio::{Folio, FolioTable};
+use crate::lru::Lru;
 use crate::readahead::ReadaheadConfig;
 use crate::sync::{AtomicU64, Mutex, Ordering};
-use crate::workingset::Shadow;
+use crate::vmscan::shadow_check_every;
 use backing::aio::{IoEngine, IoEngineConfig};
 
 /// How long an allocation waits for a pinned cache to free a folio before
@@ -79,9 +77,6 @@ fn alloc_backoff(round: u32) {
     }
 }
 
-/// Sentinel for "no page" in the LRU links.
-const NIL: u32 = u32::MAX;
-
 /// Configures and builds a [`Cache`].
 #[derive(Debug, Clone)]
 pub struct CacheBuilder {
@@ -90,7 +85,7 @@ pub struct CacheBuilder {
     populate: Populate,
     readahead: ReadaheadConfig,
     io: IoEngineConfig,
-    refault_detection: bool,
+    pub(crate) refault_detection: bool,
     shadow_budget: Option<usize>,
     dirty_limit: Option<usize>,
     dirty_background: Option<usize>,
@@ -159,6 +154,8 @@ impl CacheBuilder {
     /// size) starts on the active list. Off, refaults start inactive like
     /// any new folio (pure two-list LRU; shadows are still left, for
     /// [`File::cachestat`](crate::File::cachestat)). For comparisons.
+    #[cfg(feature = "internals")]
+    #[doc(hidden)]
     pub fn refault_detection(mut self, on: bool) -> Self {
         self.refault_detection = on;
         self
@@ -210,6 +207,9 @@ impl CacheBuilder {
     /// `EngineKind::Uring` where io_uring is missing).
     /// Also starts the background flusher thread, which exits when the
     /// cache is dropped.
+    // (Builds the plain locks of `CacheInner`: `mappings`, `trimming`,
+    // `closed_dirty`, each with its reason there.)
+    #[allow(clippy::disallowed_types)]
     pub fn build(self) -> io::Result<Cache> {
         // Under loom, readahead IO runs on the reader's thread (loom cannot
         // model the engine's threads).
@@ -564,6 +564,8 @@ impl Default for ShardedCounter {
 
 impl ShardedCounter {
     #[inline]
+    // (The shard picker's static: see below.)
+    #[allow(clippy::disallowed_types)]
     pub(crate) fn add(&self, n: u64) {
         thread_local! {
             static SHARD: usize = {
@@ -610,34 +612,10 @@ pub(crate) struct Stats {
     pub(crate) readahead_windows: AtomicU64,
 }
 
-/// An intrusive list of folios threaded through the descriptors' links.
-#[derive(Clone, Copy)]
-struct List {
-    head: u32,
-    tail: u32,
-    pages: u64,
-}
-
-impl Default for List {
-    fn default() -> Self {
-        List {
-            head: NIL,
-            tail: NIL,
-            pages: 0,
-        }
-    }
-}
-
-#[derive(Default)]
-pub(crate) struct Lru {
-    inactive: List,
-    active: List,
-}
-
 pub(crate) struct CacheInner {
     pub(crate) arena: Arena,
     pub(crate) table: FolioTable,
-    lru: Mutex<Lru>,
+    pub(crate) lru: Mutex<Lru>,
     pub(crate) stats: Stats,
     pub(crate) max_order: u32,
     pub(crate) readahead: ReadaheadConfig,
@@ -650,25 +628,31 @@ pub(crate) struct CacheInner {
     /// The eviction clock: pages evicted so far (reference 5.1's
     /// `nonresident_age`), recorded in every shadow.
     pub(crate) nonresident_age: AtomicU64,
-    refault_detection: bool,
+    pub(crate) refault_detection: bool,
     /// Every open file's mapping (dead ones pruned as we go): for the
     /// figures summed over files, and for trimming shadows. (This lock and
     /// `trimming` are plain locks even under loom: nothing inside them is
     /// part of a modelled protocol, and no model thread can be switched
     /// out while holding them.)
+    #[allow(clippy::disallowed_types)]
     mappings: parking_lot::Mutex<Vec<Weak<Mapping>>>,
     /// The shadow budget, in index nodes holding only shadows.
-    shadow_nodes: usize,
+    pub(crate) shadow_nodes: usize,
     /// The eviction count at which to check the shadow budget next.
-    shadow_check: AtomicU64,
-    /// Held by the one thread trimming shadows.
-    trimming: parking_lot::Mutex<()>,
+    pub(crate) shadow_check: AtomicU64,
+    /// Held by the one thread trimming shadows (a plain lock: see
+    /// `mappings`).
+    #[allow(clippy::disallowed_types)]
+    pub(crate) trimming: parking_lot::Mutex<()>,
     /// Closed files whose writeback failed at their close, with when: kept
     /// (their dirty data cached, their mapping registered, so a reopen
     /// shares it and its next sync reports the error) while the flusher
     /// retries them, for at most [`CLOSED_DIRTY_KEEP`]. (Each holds the
     /// cache too: the cache goes at the latest that long after its last
-    /// user, once the last of them is written or given up.)
+    /// user, once the last of them is written or given up.) A plain lock
+    /// even under loom: the flusher, which retries them, does not run in
+    /// the models, and nothing is held while it is.
+    #[allow(clippy::disallowed_types)]
     pub(crate) closed_dirty: parking_lot::Mutex<Vec<(Arc<Mapping>, std::time::Instant)>>,
     /// Dirty pages above which writers are throttled.
     pub(crate) dirty_limit: u64,
@@ -693,180 +677,17 @@ const SHADOW_PAGES_PER_NODE: usize = 24;
 /// (see `CacheInner::closed_dirty`) before its dirty data is given up.
 pub const CLOSED_DIRTY_KEEP: Duration = Duration::from_secs(60);
 
-/// Evictions between two checks of the shadow budget: each eviction adds
-/// at most one shadow-only node, so the budget is overshot by at most
-/// this many nodes.
-fn shadow_check_every(budget_nodes: usize) -> u64 {
-    (budget_nodes as u64 / 8).max(64)
-}
-
 impl CacheInner {
-    fn folio(&self, page: u32) -> &Folio {
+    pub(crate) fn folio(&self, page: u32) -> &Folio {
         self.table
             .get(page as usize)
             .expect("LRU links name arena pages")
     }
 
-    fn page(&self, f: &Folio) -> u32 {
+    pub(crate) fn page(&self, f: &Folio) -> u32 {
         self.table
             .page_of(f)
             .expect("folio from this cache's table") as u32
-    }
-
-    fn list_push_head(&self, list: &mut List, page: u32) {
-        let f = self.folio(page);
-        f.set_lru_links(NIL, list.head);
-        if list.head != NIL {
-            let h = self.folio(list.head);
-            h.set_lru_links(page, h.lru_links().1);
-        } else {
-            list.tail = page;
-        }
-        list.head = page;
-        list.pages += f.nr_pages();
-    }
-
-    fn list_remove(&self, list: &mut List, page: u32) {
-        let f = self.folio(page);
-        let (prev, next) = f.lru_links();
-        if prev != NIL {
-            let p = self.folio(prev);
-            p.set_lru_links(p.lru_links().0, next);
-        } else {
-            list.head = next;
-        }
-        if next != NIL {
-            let n = self.folio(next);
-            n.set_lru_links(prev, n.lru_links().1);
-        } else {
-            list.tail = prev;
-        }
-        f.set_lru_links(NIL, NIL);
-        list.pages -= f.nr_pages();
-    }
-
-    /// Puts folios just added to a mapping on an LRU list, in one hold of
-    /// the LRU lock, each with the shadow it replaced (if any): the refault
-    /// test (reference 5.3) decides between the active and the inactive
-    /// list. Pass no shadow for a folio a write created (a write over a
-    /// shadow never activates).
-    pub(crate) fn lru_add_all<'f>(
-        &self,
-        folios: impl IntoIterator<Item = (&'f Folio, Option<u64>)>,
-    ) {
-        let mut lru = self.lru.lock();
-        let lru = &mut *lru;
-        for (f, shadow) in folios {
-            if f.test_and_set(FolioFlags::LRU) {
-                continue;
-            }
-            let page = self.page(f);
-            if let Some(v) = shadow {
-                if self.refault(lru, f, v) {
-                    self.list_push_head(&mut lru.active, page);
-                    continue;
-                }
-            }
-            self.list_push_head(&mut lru.inactive, page);
-        }
-    }
-
-    /// The refault test for a folio added over shadow `v`, under the LRU
-    /// lock: counts the refault, and activates the folio (returns true)
-    /// when the pages evicted or activated since its eviction are no more
-    /// than the active list holds: had the active list been that much
-    /// smaller, it would have stayed. A dropbehind folio is never
-    /// activated (an uncached read changes no folio's LRU state).
-    fn refault(&self, lru: &Lru, f: &Folio, v: u64) -> bool {
-        self.stats.refaults.fetch_add(1, Ordering::Relaxed);
-        if !self.refault_detection || f.test(FolioFlags::DROPBEHIND) {
-            return false;
-        }
-        let shadow = Shadow::unpack(v);
-        let now = self.nonresident_age.load(Ordering::Relaxed);
-        if shadow.distance(now) > lru.active.pages {
-            return false;
-        }
-        f.test_and_set(FolioFlags::ACTIVE);
-        if shadow.workingset {
-            // It was in the working set before: say so again (the kernel's
-            // "restore").
-            f.test_and_set(FolioFlags::WORKINGSET);
-        }
-        self.nonresident_age
-            .fetch_add(f.nr_pages(), Ordering::Relaxed);
-        self.stats.activations.fetch_add(1, Ordering::Relaxed);
-        true
-    }
-
-    /// Marks a folio accessed by a read (the kernel's `folio_mark_accessed`;
-    /// see the module documentation), given its flags as the caller just
-    /// read them. Costs a test of bits the caller has when there is nothing
-    /// to do, which is the common case.
-    #[inline]
-    pub(crate) fn mark_accessed(&self, f: &Folio, flags: FolioFlags) {
-        if flags.intersects(FolioFlags::DROPBEHIND) {
-            return;
-        }
-        if !flags.contains(FolioFlags::REFERENCED) {
-            f.set_if_clear(FolioFlags::REFERENCED);
-        } else if !flags.intersects(FolioFlags::ACTIVE.union(FolioFlags::ACTIVATE)) {
-            self.activate(f);
-        }
-    }
-
-    /// A second access to an inactive folio: flag it, and move it now if
-    /// the LRU lock is free (a reader never waits for reclaim's lock; the
-    /// next LRU pass moves a flagged folio).
-    #[cold]
-    fn activate(&self, f: &Folio) {
-        if f.test_and_set(FolioFlags::ACTIVATE) {
-            return;
-        }
-        let Some(mut lru) = self.lru.try_lock() else {
-            return;
-        };
-        // Still on the inactive list (the flags that say so change only
-        // under this lock) and still asking.
-        if f.test(FolioFlags::LRU) && !f.test(FolioFlags::ACTIVE) {
-            let page = self.page(f);
-            self.list_remove(&mut lru.inactive, page);
-            self.activate_locked(&mut lru, f, page);
-        }
-    }
-
-    /// Moves an inactive folio, already off its list, to the active list.
-    fn activate_locked(&self, lru: &mut Lru, f: &Folio, page: u32) {
-        f.test_and_clear(FolioFlags::ACTIVATE);
-        f.test_and_clear(FolioFlags::REFERENCED);
-        f.test_and_set(FolioFlags::ACTIVE);
-        self.list_push_head(&mut lru.active, page);
-        self.nonresident_age
-            .fetch_add(f.nr_pages(), Ordering::Relaxed);
-        self.stats.activations.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Takes a folio of `mapping` off whichever list holds it (a removal
-    /// that is not reclaim: an IO error, a file closing). Returns whether it
-    /// was on one. A folio that is no longer `mapping`'s is left alone:
-    /// reclaim may have evicted it and its descriptor been reused by another
-    /// mapping since the caller found it (the check is under the LRU lock,
-    /// which reclaim holds from the eviction to the free, and which a reused
-    /// folio takes to go back on a list after its new mapping is set).
-    pub(crate) fn lru_del(&self, f: &Folio, mapping: usize) -> bool {
-        let page = self.page(f);
-        let mut lru = self.lru.lock();
-        if f.mapping() != mapping || !f.test_and_clear(FolioFlags::LRU) {
-            return false;
-        }
-        let lru = &mut *lru;
-        let list = if f.test_and_clear(FolioFlags::ACTIVE) {
-            &mut lru.active
-        } else {
-            &mut lru.inactive
-        };
-        self.list_remove(list, page);
-        true
     }
 
     /// Allocates a folio of `order` or, failing that, of the largest smaller
@@ -1029,7 +850,7 @@ impl CacheInner {
     pub(crate) fn find_or_register(
         &self,
         key: (u64, u64),
-        make: impl FnOnce() -> Mapping,
+        make: impl FnOnce(Weak<Mapping>) -> Mapping,
     ) -> (Arc<Mapping>, bool) {
         let mut all = self.mappings.lock();
         if let Some(m) = all
@@ -1042,9 +863,11 @@ impl CacheInner {
         if all.len() >= 64 && all.len().is_power_of_two() {
             all.retain(|w| w.strong_count() > 0);
         }
-        let mut mapping = make();
-        mapping.key = Some(key);
-        let m = Arc::new(mapping);
+        let m = Arc::new_cyclic(|this| {
+            let mut mapping = make(this.clone());
+            mapping.key = Some(key);
+            mapping
+        });
         all.push(Arc::downgrade(&m));
         (m, true)
     }
@@ -1056,157 +879,5 @@ impl CacheInner {
         let mut all = self.mappings.lock();
         all.retain(|w| w.strong_count() > 0);
         all.iter().filter_map(Weak::upgrade).collect()
-    }
-
-    /// After evictions: every [`shadow_check_every`] of them, if the index
-    /// nodes holding only shadows exceed the budget, removes the oldest
-    /// shadows (whole nodes' worth) until they take three quarters of it
-    /// (the kernel's shadow-node shrinker; reference 5.4). Called with no
-    /// lock held. One thread trims at a time; the others go on.
-    fn maybe_trim_shadows(&self) {
-        let evictions = self.stats.evictions.load(Ordering::Relaxed);
-        let due = self.shadow_check.load(Ordering::Relaxed);
-        if evictions < due {
-            return;
-        }
-        let Some(_one) = self.trimming.try_lock() else {
-            return;
-        };
-        self.shadow_check.store(
-            evictions + shadow_check_every(self.shadow_nodes),
-            Ordering::Relaxed,
-        );
-        let live = self.live_mappings();
-        let nodes: usize = live.iter().map(|m| m.shadow_nodes()).sum();
-        if nodes <= self.shadow_nodes {
-            return;
-        }
-        let target = self.shadow_nodes * 3 / 4;
-        let now = self.nonresident_age.load(Ordering::Relaxed);
-        // Every shadow-only block of every file, oldest (largest refault
-        // distance of its newest shadow) first.
-        let mut blocks = Vec::new();
-        for (i, m) in live.iter().enumerate() {
-            m.shadow_blocks(now, |b| blocks.push((b, i)));
-        }
-        blocks.sort_unstable_by_key(|(b, _)| std::cmp::Reverse(b.distance));
-        let mut left = nodes;
-        for (b, i) in blocks {
-            if left <= target {
-                break;
-            }
-            if live[i].remove_shadow_block(&b) {
-                left -= 1;
-            }
-        }
-    }
-
-    /// The eviction clock now and the active list's pages: what the
-    /// refault test compares a shadow's distance with (reference 5.3).
-    pub(crate) fn workingset_now(&self) -> (u64, u64) {
-        let active = self.lru.lock().active.pages;
-        (self.nonresident_age.load(Ordering::Relaxed), active)
-    }
-
-    /// Evicts folios until about `want` pages went back to the arena, or a
-    /// full pass found nothing to evict. Returns the pages freed.
-    pub(crate) fn reclaim(&self, want: u64) -> u64 {
-        let freed = self.reclaim_locked(want);
-        if freed > 0 {
-            self.maybe_trim_shadows();
-        }
-        freed
-    }
-
-    fn reclaim_locked(&self, want: u64) -> u64 {
-        let mut lru = self.lru.lock();
-        let lru = &mut *lru;
-        let mut budget = 2 * (lru.active.pages + lru.inactive.pages) + 2;
-        let mut freed = 0u64;
-        // Inactive pages passed over (pinned or locked) since the last
-        // eviction: after a whole lap of them, deactivate anyway.
-        let mut stuck = 0u64;
-        while freed < want && budget > 0 {
-            budget -= 1;
-            if lru.active.tail != NIL
-                && (lru.inactive.pages < lru.active.pages || stuck >= lru.inactive.pages)
-            {
-                // Refill the inactive list from the active tail. As the
-                // kernel does for file folios nobody maps, referenced or
-                // not: the bit stays, so one more access reactivates it.
-                // It was in the working set once, and its shadow will say
-                // so (PG_workingset).
-                let page = lru.active.tail;
-                let f = self.folio(page);
-                self.list_remove(&mut lru.active, page);
-                // (An `ACTIVATE` left from an access made before the folio
-                // reached a list goes too: it asked for what happened.)
-                f.fetch_clear(FolioFlags::ACTIVE.union(FolioFlags::ACTIVATE));
-                f.test_and_set(FolioFlags::WORKINGSET);
-                self.list_push_head(&mut lru.inactive, page);
-                continue;
-            }
-            let page = lru.inactive.tail;
-            if page == NIL {
-                break;
-            }
-            let f = self.folio(page);
-            self.list_remove(&mut lru.inactive, page);
-            // Used once (or not at all) since it came in: it goes, unless
-            // it was accessed twice while inactive.
-            if f.fetch_clear(FolioFlags::REFERENCED)
-                .contains(FolioFlags::ACTIVATE)
-            {
-                self.activate_locked(lru, f, page);
-                continue;
-            }
-            let cache_refs = f.nr_pages() as u32;
-            if f.flags()
-                .intersects(FolioFlags::DIRTY.union(FolioFlags::WRITEBACK))
-            {
-                // Never dropped dirty: rotated, and the flusher asked to
-                // write it back (the kernel sets PG_reclaim and wakes the
-                // flusher).
-                self.list_push_head(&mut lru.inactive, page);
-                stuck += f.nr_pages();
-                self.flusher.kick();
-                continue;
-            }
-            if !f.trylock() {
-                self.list_push_head(&mut lru.inactive, page);
-                stuck += f.nr_pages();
-                continue;
-            }
-            if f.test(FolioFlags::DIRTY) || !f.freeze(cache_refs) {
-                // (Dirtied between the test above and the lock.)
-                f.unlock();
-                self.list_push_head(&mut lru.inactive, page);
-                stuck += f.nr_pages();
-                continue;
-            }
-            stuck = 0;
-            // Frozen and locked: no reader holds it and none can get it.
-            f.test_and_clear(FolioFlags::LRU);
-            let mapping = f.mapping() as *const Mapping;
-            let pages = f.nr_pages();
-            let age = self.nonresident_age.fetch_add(pages, Ordering::Relaxed);
-            let shadow = Shadow {
-                age,
-                workingset: f.test(FolioFlags::WORKINGSET),
-            };
-            // SAFETY: a folio on the LRU is in a live mapping: a mapping
-            // takes every folio off the LRU (under this lock) before it is
-            // dropped, and we hold the lock.
-            let removed = unsafe { &*mapping }.remove_frozen(f, shadow.pack());
-            debug_assert!(removed, "an LRU folio was not in its mapping: {f:?}");
-            f.set_mapping(0, f.index());
-            f.unlock();
-            self.stats.evictions.fetch_add(1, Ordering::Relaxed);
-            self.stats.folios.fetch_sub(1, Ordering::Relaxed);
-            self.stats.pages.fetch_sub(pages, Ordering::Relaxed);
-            self.free_folio(f);
-            freed += pages;
-        }
-        freed
     }
 }

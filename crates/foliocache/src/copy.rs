@@ -317,7 +317,7 @@ mod erms {
     /// `FOLIOCACHE_COPY=memcpy` in the environment turns it off (to measure
     /// the other path).
     #[inline]
-    pub fn fast() -> bool {
+    pub(super) fn fast() -> bool {
         match STATE.load(Ordering::Relaxed) {
             0 => probe(),
             s => s == 2,

@@ -13,20 +13,19 @@
 
 use std::io;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use backing::{Backing, BackingInfo, FileBacking, FileOptions};
 
-use crate::arena::PAGE_SIZE;
 use crate::cache::Cache;
+use crate::filemap::{fit_order, AddError, FolioRef, Mapping, BATCH};
 use crate::flags::ReadFlags;
 use crate::folio::FolioFlags;
-use crate::mapping::{fit_order, AddError, FolioRef, Mapping, BATCH};
-use crate::readahead::{self, Advice, Insert, Readahead, ReadaheadConfig, Slot, SyncPlan, Window};
+use crate::readahead::{self, Advice, Insert, Readahead, ReadaheadConfig, Window};
 use crate::sync::{AtomicU64, Ordering};
 use crate::workingset::CacheStat;
 
-const PAGE: u64 = PAGE_SIZE as u64;
+use crate::arena::PAGE;
 
 /// A file opened through a [`Cache`]. Cheap to share between threads
 /// (`&File` reads concurrently; clone it for ownership).
@@ -34,8 +33,8 @@ const PAGE: u64 = PAGE_SIZE as u64;
 /// Clones share the readahead state, as duplicated file descriptors share
 /// an open file description; [`File::reopen`] gives a handle with its own.
 pub struct File {
-    mapping: Arc<Mapping>,
-    ra: Arc<Readahead>,
+    pub(crate) mapping: Arc<Mapping>,
+    pub(crate) ra: Arc<Readahead>,
     /// Opened for writing.
     writable: bool,
     /// Writes go to the end of the file.
@@ -76,8 +75,8 @@ impl Cache {
         let md = backing.file().metadata()?;
         let size = backing.len()?;
         let backing: Arc<dyn Backing> = Arc::new(backing);
-        let (mapping, new) = self.inner.find_or_register((md.dev(), md.ino()), || {
-            let mut m = Mapping::new(self.clone(), backing.clone(), size);
+        let (mapping, new) = self.inner.find_or_register((md.dev(), md.ino()), |this| {
+            let mut m = Mapping::new(this, self.clone(), backing.clone(), size);
             m.path = Some(path.to_path_buf());
             m
         });
@@ -104,13 +103,14 @@ impl Cache {
     pub fn open_backing(&self, backing: impl Backing) -> io::Result<File> {
         let size = backing.len()?;
         Ok(self
-            .file(Mapping::new(self.clone(), Arc::new(backing), size))
+            .file(|this| Mapping::new(this, self.clone(), Arc::new(backing), size))
             .with_access(true, false))
     }
 
-    /// A read-only handle on a new mapping.
-    pub(crate) fn file(&self, mapping: Mapping) -> File {
-        let mapping = Arc::new(mapping);
+    /// A read-only handle on a new mapping, which `make` builds (given its
+    /// `Arc`'s `Weak`).
+    pub(crate) fn file(&self, make: impl FnOnce(Weak<Mapping>) -> Mapping) -> File {
+        let mapping = Arc::new_cyclic(|this| make(this.clone()));
         self.inner.register(&mapping);
         self.file_on(mapping)
     }
@@ -346,10 +346,8 @@ impl File {
             for f in batch.drain(..) {
                 if !f.test(FolioFlags::UPTODATE) {
                     // Being written for the first time: wait for the writer.
-                    f.lock();
-                    let ok = f.mapping() == m.id() && f.test(FolioFlags::UPTODATE);
-                    f.unlock();
-                    if !ok {
+                    f.wait_unlocked();
+                    if f.mapping() != m.id() || !f.test(FolioFlags::UPTODATE) {
                         continue 'outer;
                     }
                 }
@@ -401,22 +399,21 @@ impl File {
             let (hit, sequential) = m.get_for_read(offset, n);
             if let Some(fo) = hit {
                 let start = fo.index() * PAGE;
-                if end <= start + fo.nr_pages() * PAGE && fo.trylock() {
-                    let ff = fo.flags();
-                    if fo.mapping() == m.id()
-                        && fo.contains(offset / PAGE)
-                        && ff.contains(FolioFlags::UPTODATE)
-                        && !ff.intersects(FolioFlags::READAHEAD.union(FolioFlags::DROPBEHIND))
-                    {
-                        if !(sequential && offset > start) {
-                            cache.mark_accessed(&fo, ff);
+                if end <= start + fo.nr_pages() * PAGE {
+                    if let Ok(fo) = fo.try_lock() {
+                        let ff = fo.flags();
+                        if fo.mapping() == m.id()
+                            && fo.contains(offset / PAGE)
+                            && ff.contains(FolioFlags::UPTODATE)
+                            && !ff.intersects(FolioFlags::READAHEAD.union(FolioFlags::DROPBEHIND))
+                        {
+                            if !(sequential && offset > start) {
+                                cache.mark_accessed(&fo, ff);
+                            }
+                            cache.stats.hits.add(1);
+                            return Ok(m.with_locked_bytes(&fo, (offset - start) as usize, n, f));
                         }
-                        cache.stats.hits.add(1);
-                        let r = m.with_locked_bytes(&fo, (offset - start) as usize, n, f);
-                        fo.unlock();
-                        return Ok(r);
                     }
-                    fo.unlock();
                 }
             }
         }
@@ -523,21 +520,14 @@ impl File {
                 batch.clear();
                 return Err(would_block());
             }
-            let f = batch.pop().expect("one folio");
             // Being read (by readahead or another reader), or its read
             // failed: wait for the lock, then look again.
-            f.lock();
+            let f = batch.pop().expect("one folio").lock();
             if f.mapping() != m.id() {
                 // Removed while we slept (its read failed): start over.
-                f.unlock();
                 continue;
             }
-            if f.test(FolioFlags::UPTODATE) {
-                f.unlock();
-            } else {
-                m.read_folio(&f)?;
-            }
-            batch.push(f);
+            batch.push(m.read_folio(f)?);
             break;
         }
         if missed {
@@ -560,18 +550,10 @@ impl File {
             }
             let got = f.order();
             match m.add_folio(&f, index) {
-                Ok(_) => {
-                    m.read_folio(&f)?;
-                    return Ok(Some(f));
-                }
-                Err(e) => {
-                    f.unlock();
-                    match e {
-                        AddError::Exists if got > 0 => order = got - 1,
-                        AddError::Exists => return Ok(None),
-                        other => return Err(other.into()),
-                    }
-                }
+                Ok(_) => return m.read_folio(f).map(Some),
+                Err(AddError::Exists) if got > 0 => order = got - 1,
+                Err(AddError::Exists) => return Ok(None),
+                Err(other) => return Err(other.into()),
             }
         }
     }
@@ -597,10 +579,12 @@ impl File {
     }
 
     /// How writes through this handle (and its clones) create the folios
-    /// they need: [`Insert::Batched`] (the default:
-    /// [`Mapping::grab_folios`], seed (e)) or [`Insert::Single`]
-    /// ([`Mapping::grab_folios_single`], one folio at a time, for
-    /// comparison).
+    /// they need: `Insert::Batched` (the default:
+    /// [`Mapping::grab_folios`](crate::filemap::Mapping::grab_folios)) or
+    /// `Insert::Single` (`Mapping::grab_folios_single`, one folio at a
+    /// time, for comparison).
+    #[cfg(feature = "internals")]
+    #[doc(hidden)]
     pub fn set_write_insert(&self, insert: Insert) {
         match insert {
             Insert::Batched => self
@@ -615,7 +599,14 @@ impl File {
     }
 
     /// The setting of [`set_write_insert`](Self::set_write_insert).
+    #[cfg(feature = "internals")]
+    #[doc(hidden)]
     pub fn write_insert(&self) -> Insert {
+        self.insert_mode()
+    }
+
+    /// How this handle's writes create folios (see `set_write_insert`).
+    pub(crate) fn insert_mode(&self) -> Insert {
         if self.ra.flags.load(Ordering::Relaxed) & Readahead::WRITE_SINGLE != 0 {
             Insert::Single
         } else {
@@ -694,44 +685,6 @@ impl File {
         self.ra.state.lock().win
     }
 
-    /// Starts reading `len` bytes at `offset` into the cache (like
-    /// `readahead(2)` or `POSIX_FADV_WILLNEED`), in windows of up to 2 MiB,
-    /// skipping what is cached. At most half the cache's capacity is read;
-    /// the rest of a larger range is left for later reads. IO errors are
-    /// not reported here (a later read of those bytes reports them).
-    ///
-    /// # Errors
-    /// None today; the `Result` leaves room for asynchronous submission
-    /// errors.
-    pub fn readahead(&self, offset: u64, len: u64) -> io::Result<()> {
-        let size = self.len();
-        if offset >= size || len == 0 || self.mapping.memfile {
-            return Ok(());
-        }
-        let m = &*self.mapping;
-        let end = offset.saturating_add(len).min(size);
-        let last_page = (size - 1) / PAGE;
-        let cap_pages = (m.inner().arena.capacity_pages() as u64 / 2).max(1);
-        let first = offset / PAGE;
-        let last = ((end - 1) / PAGE).min(first + cap_pages - 1);
-        let insert = self.ra.state.lock().cfg.insert;
-        let max_order = m.inner().max_order;
-        let mut index = first;
-        while index <= last {
-            let pages = (last - index + 1).min(512);
-            let win = Window {
-                start: index,
-                size: pages,
-                async_size: 0,
-            };
-            let mut order = max_order;
-            let slots = readahead::plan(&win, &mut order, max_order, last_page);
-            self.run_window(&slots, insert, false, false);
-            index += pages;
-        }
-        Ok(())
-    }
-
     /// Access advice for `len` bytes at `offset` (`len == 0`: to end of
     /// file), as `posix_fadvise`: [`Advice::Normal`], `Sequential` and
     /// `Random` set this file's readahead behaviour; `WillNeed` reads the
@@ -785,298 +738,6 @@ impl File {
             }
         }
     }
-
-    /// Synchronous readahead for a miss at page `index` of a request of
-    /// `req` pages (reference 4.3). Returns whether it inserted a folio.
-    fn sync_readahead(&self, index: u64, req: u64, dropbehind: bool) -> bool {
-        let m = &*self.mapping;
-        let size = m.size();
-        if size == 0 {
-            return false;
-        }
-        let last_page = (size - 1) / PAGE;
-        let max_order = m.inner().max_order;
-        let prev_pos = self.ra.prev_pos.load(Ordering::Relaxed);
-        let (slots, insert) = {
-            let mut st = self.ra.state.lock();
-            let plan = st.sync(index, req, prev_pos, |from, max| self.prev_miss(from, max));
-            let slots = match plan {
-                None => return false,
-                Some(SyncPlan::Plain { start, pages }) => {
-                    let win = Window {
-                        start,
-                        size: pages,
-                        async_size: 0,
-                    };
-                    let mut order = max_order;
-                    readahead::plan(&win, &mut order, max_order, last_page)
-                }
-                Some(SyncPlan::Window(win, mut order)) => {
-                    let slots = readahead::plan(&win, &mut order, max_order, last_page);
-                    st.order = order;
-                    slots
-                }
-            };
-            (slots, st.cfg.insert)
-        };
-        self.run_window(&slots, insert, true, dropbehind)
-    }
-
-    /// Asynchronous readahead: a read reached `marker` (a folio carrying the
-    /// readahead flag) wanting pages up to `last` (reference 4.4).
-    fn async_readahead(&self, marker: &FolioRef<'_>, last: u64, dropbehind: bool) {
-        if marker.test(FolioFlags::WRITEBACK) || !marker.test_and_clear(FolioFlags::READAHEAD) {
-            return;
-        }
-        let m = &*self.mapping;
-        let size = m.size();
-        if size == 0 {
-            return;
-        }
-        let last_page = (size - 1) / PAGE;
-        let max_order = m.inner().max_order;
-        let (index, pages) = (marker.index(), marker.nr_pages());
-        let req = last.saturating_sub(index) + 1;
-        let (slots, insert) = {
-            let mut st = self.ra.state.lock();
-            let Some((win, mut order)) =
-                st.on_marker(index, pages, req, |from, max| self.next_miss(from, max))
-            else {
-                return;
-            };
-            let slots = readahead::plan(&win, &mut order, max_order, last_page);
-            st.order = order;
-            (slots, st.cfg.insert)
-        };
-        self.run_window(&slots, insert, false, dropbehind);
-    }
-
-    /// The first page at or before `from`, within `max` pages, holding no
-    /// folio; a page below that range if all hold one; `None` if every page
-    /// down to 0 holds one.
-    fn prev_miss(&self, from: u64, max: u64) -> Option<u64> {
-        let mut i = from;
-        loop {
-            if from - i >= max {
-                return Some(i);
-            }
-            match self.mapping.span_at(i) {
-                None => return Some(i),
-                Some((0, _)) => return None,
-                Some((first, _)) => i = first - 1,
-            }
-        }
-    }
-
-    /// The first page at or after `from`, within `max` pages, holding no
-    /// folio (or the first page past that range).
-    fn next_miss(&self, from: u64, max: u64) -> Option<u64> {
-        let mut i = from;
-        loop {
-            if i - from >= max {
-                return Some(i);
-            }
-            match self.mapping.span_at(i) {
-                None => return Some(i),
-                Some((first, n)) => i = first.checked_add(n)?,
-            }
-        }
-    }
-
-    /// Builds a window from its plan and reads it: on this thread when
-    /// `sync` and the window is one run (the reader waits for it anyway; no
-    /// hand-off), else through the IO engine as one submission. Returns
-    /// whether it inserted any folio. An uncached read's windows are
-    /// `dropbehind`.
-    fn run_window(&self, slots: &[Slot], insert: Insert, sync: bool, dropbehind: bool) -> bool {
-        if slots.is_empty() {
-            return false;
-        }
-        // No folio is read from blocks being punched or truncated: the
-        // window's folios are in the index, locked, before this is let go.
-        let _inv = self.mapping.invalidate_lock.read();
-        let folios = match insert {
-            Insert::Batched => self.insert_batched(slots, dropbehind),
-            Insert::Single => self.insert_single(slots, dropbehind),
-        };
-        let any = !folios.is_empty();
-        if any {
-            self.mapping
-                .inner()
-                .stats
-                .readahead_windows
-                .fetch_add(1, Ordering::Relaxed);
-        }
-        self.read_window(folios, sync);
-        any
-    }
-
-    /// Allocates every folio of the window, then inserts them with
-    /// [`Mapping::add_folio_range`] (one lock hold, seed (a)). Memory short:
-    /// gives them back and goes one at a time. A folio already cached ends
-    /// a range; its pages' holes are filled one page at a time, and the
-    /// insertion goes on after it. Returns the folios inserted (locked, not
-    /// uptodate), in index order.
-    fn insert_batched(&self, slots: &[Slot], dropbehind: bool) -> Vec<FolioRef<'_>> {
-        let m = &*self.mapping;
-        // The whole window's memory first: one bulk allocation per order
-        // (a window has one or two), handed out in plan order.
-        let orders: Vec<u32> = slots.iter().map(|s| s.order).collect();
-        let Some(folios) = m.new_folios_planned(&orders, true) else {
-            return self.insert_single(slots, dropbehind);
-        };
-        for (f, s) in folios.iter().zip(slots) {
-            if s.marker {
-                f.test_and_set(FolioFlags::READAHEAD);
-            }
-            if dropbehind {
-                f.test_and_set(FolioFlags::DROPBEHIND);
-            }
-        }
-        let mut inserted = vec![false; folios.len()];
-        let mut holes = Vec::new();
-        let mut i = 0;
-        while i < folios.len() {
-            match m.add_folio_range(&folios[i..], slots[i].index) {
-                Ok(n) => {
-                    inserted[i..i + n].iter_mut().for_each(|x| *x = true);
-                    i += n;
-                }
-                Err(AddError::Exists) => {}
-                Err(_) => break,
-            }
-            if i < folios.len() {
-                // Slot `i` conflicts with a cached folio.
-                let s = slots[i];
-                if !self.fill_holes(s.index, 1 << s.order, dropbehind, &mut holes) {
-                    break;
-                }
-                i += 1;
-            }
-        }
-        let mut out = Vec::with_capacity(folios.len() + holes.len());
-        let mut rest = Vec::new();
-        for (f, ok) in folios.into_iter().zip(inserted) {
-            if ok {
-                out.push(f);
-            } else {
-                rest.push(f);
-            }
-        }
-        Self::discard(rest);
-        if !holes.is_empty() {
-            out.extend(holes);
-            out.sort_by_key(|f| f.index());
-        }
-        out
-    }
-
-    /// One allocation and one [`Mapping::add_folio`] per folio (the kernel
-    /// before seed (a), and the fallback when memory is short). A folio of
-    /// the planned order that cannot be had, or whose place is taken, is
-    /// replaced by one-page folios in its holes; the window ends where
-    /// memory runs out.
-    fn insert_single(&self, slots: &[Slot], dropbehind: bool) -> Vec<FolioRef<'_>> {
-        let m = &*self.mapping;
-        let mut out = Vec::with_capacity(slots.len());
-        for s in slots {
-            if let Some(f) = m.new_folio_nowait(s.order) {
-                if s.marker {
-                    f.test_and_set(FolioFlags::READAHEAD);
-                }
-                if dropbehind {
-                    f.test_and_set(FolioFlags::DROPBEHIND);
-                }
-                if m.add_folio(&f, s.index).is_ok() {
-                    out.push(f);
-                    continue;
-                }
-                Self::discard(vec![f]);
-            }
-            if !self.fill_holes(s.index, 1 << s.order, dropbehind, &mut out) {
-                break;
-            }
-        }
-        out
-    }
-
-    /// Inserts one-page folios into the pages of `start..start + n` that
-    /// hold none. False when memory ran out.
-    fn fill_holes<'m>(
-        &'m self,
-        start: u64,
-        n: u64,
-        dropbehind: bool,
-        out: &mut Vec<FolioRef<'m>>,
-    ) -> bool {
-        let m = &*self.mapping;
-        let mut p = start;
-        while p < start + n {
-            if let Some((first, count)) = m.span_at(p) {
-                p = first + count;
-                continue;
-            }
-            let Some(f) = m.new_folio_nowait(0) else {
-                return false;
-            };
-            if dropbehind {
-                f.test_and_set(FolioFlags::DROPBEHIND);
-            }
-            if m.add_folio(&f, p).is_ok() {
-                out.push(f);
-            } else {
-                Self::discard(vec![f]);
-            }
-            p += 1;
-        }
-        true
-    }
-
-    /// Gives back folios that were never inserted.
-    fn discard(folios: Vec<FolioRef<'_>>) {
-        for f in folios {
-            f.test_and_clear(FolioFlags::READAHEAD);
-            f.test_and_clear(FolioFlags::DROPBEHIND);
-            f.unlock();
-        }
-    }
-
-    /// Reads a built window: one read per run of contiguous folios. An
-    /// error quarters this file's readahead (4.5) and drops the run's
-    /// folios (readers that need them read them again themselves).
-    fn read_window(&self, folios: Vec<FolioRef<'_>>, sync: bool) {
-        let mut runs: Vec<Vec<FolioRef<'_>>> = Vec::new();
-        for f in folios {
-            match runs.last_mut() {
-                Some(run)
-                    if run
-                        .last()
-                        .is_some_and(|l| l.index() + l.nr_pages() == f.index()) =>
-                {
-                    run.push(f)
-                }
-                _ => runs.push(vec![f]),
-            }
-        }
-        if runs.is_empty() {
-            return;
-        }
-        if sync && runs.len() == 1 {
-            if self.mapping.read_folios(&runs[0]).is_err() {
-                Self::shrink_window(&self.ra);
-            }
-            return;
-        }
-        let ra = self.ra.clone();
-        self.mapping
-            .submit_runs(runs, Arc::new(move || Self::shrink_window(&ra)));
-    }
-
-    /// After an IO error: a quarter of the window (the kernel's rule).
-    fn shrink_window(ra: &Readahead) {
-        let mut st = ra.state.lock();
-        st.ra_pages /= 4;
-    }
 }
 
 fn would_block() -> io::Error {
@@ -1084,6 +745,18 @@ fn would_block() -> io::Error {
         io::ErrorKind::WouldBlock,
         "foliocache: the data is not cached and the read asked not to wait (NOWAIT)",
     )
+}
+
+/// The positioned reads and writes of [`std::fs::File`], so code written
+/// against `FileExt` runs on the cache.
+impl std::os::unix::fs::FileExt for File {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        File::read_at(self, buf, offset)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+        File::write_at(self, buf, offset)
+    }
 }
 
 impl Clone for File {

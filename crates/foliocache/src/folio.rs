@@ -32,6 +32,8 @@ use std::ptr::NonNull;
 #[cfg(not(loom))]
 use parking_lot_core::{DEFAULT_PARK_TOKEN, DEFAULT_UNPARK_TOKEN};
 
+use crate::arena::PageId;
+use crate::cache::CacheInner;
 use crate::sync::{fence, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 /// Folio flags, as bits of one atomic word.
@@ -176,7 +178,7 @@ impl Folio {
     /// Takes a reference only if the count is not zero: the speculative
     /// get of a lockless lookup. After it succeeds, re-check that the index
     /// still holds this folio; if not, [`put`](Self::put) and retry.
-    pub fn try_get(&self) -> bool {
+    pub(crate) fn try_get(&self) -> bool {
         let mut c = self.refcount.load(Ordering::Relaxed);
         loop {
             if c == 0 {
@@ -196,7 +198,7 @@ impl Folio {
 
     /// Adds `n` references to a folio the caller already holds one on (or
     /// owns outright, when the count is 0 at allocation).
-    pub fn get_many(&self, n: u32) {
+    pub(crate) fn get_many(&self, n: u32) {
         self.refcount.fetch_add(n, Ordering::Relaxed);
     }
 
@@ -205,7 +207,7 @@ impl Folio {
     ///
     /// Dropping more references than are held is a bug in the caller; it
     /// is caught in debug builds.
-    pub fn put_many(&self, n: u32) -> bool {
+    pub(crate) fn put_many(&self, n: u32) -> bool {
         let old = self.refcount.fetch_sub(n, Ordering::Release);
         debug_assert!(old >= n, "folio refcount underflow ({old} - {n})");
         if old == n {
@@ -217,21 +219,21 @@ impl Folio {
     }
 
     /// Drops one reference; see [`put_many`](Self::put_many).
-    pub fn put(&self) -> bool {
+    pub(crate) fn put(&self) -> bool {
         self.put_many(1)
     }
 
     /// Sets the count from `expected` to 0 if nobody else holds a
     /// reference: reclaim's freeze. A lockless `try_get` cannot succeed on
     /// a frozen folio.
-    pub fn freeze(&self, expected: u32) -> bool {
+    pub(crate) fn freeze(&self, expected: u32) -> bool {
         self.refcount
             .compare_exchange(expected, 0, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
     }
 
     /// Undoes a [`freeze`](Self::freeze) that turned out not to be wanted.
-    pub fn unfreeze(&self, count: u32) {
+    pub(crate) fn unfreeze(&self, count: u32) {
         self.refcount.store(count, Ordering::Release);
     }
 
@@ -266,7 +268,7 @@ impl Folio {
     /// Prepares a free descriptor for a new folio: order, index, flags
     /// cleared, not in any mapping, one reference (the allocator's, passed
     /// to the caller). Only the owner of a folio with count 0 may call it.
-    pub fn init(&self, order: u32, index: u64) {
+    pub(crate) fn init(&self, order: u32, index: u64) {
         debug_assert_eq!(self.refcount.load(Ordering::Relaxed), 0);
         self.order.store(order as u8, Ordering::Relaxed);
         self.index.store(index, Ordering::Relaxed);
@@ -276,7 +278,7 @@ impl Folio {
     }
 
     /// Records (or clears, with 0) the owning mapping and the index.
-    pub fn set_mapping(&self, mapping: usize, index: u64) {
+    pub(crate) fn set_mapping(&self, mapping: usize, index: u64) {
         self.index.store(index, Ordering::Release);
         self.mapping.store(mapping, Ordering::Release);
     }
@@ -294,23 +296,23 @@ impl Folio {
     }
 
     /// Sets `flag`; returns whether it was already set.
-    pub fn test_and_set(&self, flag: FolioFlags) -> bool {
+    pub(crate) fn test_and_set(&self, flag: FolioFlags) -> bool {
         self.flags.fetch_or(flag.0, Ordering::AcqRel) & flag.0 != 0
     }
 
     /// Clears `flag`; returns whether it was set.
-    pub fn test_and_clear(&self, flag: FolioFlags) -> bool {
+    pub(crate) fn test_and_clear(&self, flag: FolioFlags) -> bool {
         self.fetch_clear(flag).intersects(flag)
     }
 
     /// Clears `flag`; returns all the flags as they were before.
-    pub fn fetch_clear(&self, flag: FolioFlags) -> FolioFlags {
+    pub(crate) fn fetch_clear(&self, flag: FolioFlags) -> FolioFlags {
         FolioFlags(self.flags.fetch_and(!flag.0, Ordering::AcqRel))
     }
 
     /// Sets `flag` only if it is clear: a hit that finds it set writes
     /// nothing shared (performance principle 1).
-    pub fn set_if_clear(&self, flag: FolioFlags) {
+    pub(crate) fn set_if_clear(&self, flag: FolioFlags) {
         if !self.test(flag) {
             self.flags.fetch_or(flag.0, Ordering::AcqRel);
         }
@@ -318,7 +320,7 @@ impl Folio {
 
     /// Marks the folio's contents valid. Its bytes (all written before this
     /// call) are visible to any thread that then sees the flag.
-    pub fn mark_uptodate(&self) {
+    pub(crate) fn mark_uptodate(&self) {
         self.flags
             .fetch_or(FolioFlags::UPTODATE.0, Ordering::Release);
     }
@@ -331,7 +333,7 @@ impl Folio {
     }
 
     /// Takes the lock if it is free; never sleeps.
-    pub fn trylock(&self) -> bool {
+    fn trylock(&self) -> bool {
         self.flags.fetch_or(FolioFlags::LOCKED.0, Ordering::Acquire) & FolioFlags::LOCKED.0 == 0
     }
 
@@ -345,7 +347,7 @@ impl Folio {
     /// # Locking
     /// May sleep. Never call it holding an index lock or another folio's
     /// lock out of file order.
-    pub fn lock(&self) {
+    fn lock(&self) {
         while !self.trylock() {
             self.sleep_while_locked();
         }
@@ -409,7 +411,7 @@ impl Folio {
     ///
     /// Unlocking a folio the caller did not lock is a bug, caught in debug
     /// builds.
-    pub fn unlock(&self) {
+    fn unlock(&self) {
         let mask = !(FolioFlags::LOCKED.0 | FolioFlags::WAITERS.0);
         let old = self.flags.fetch_and(mask, Ordering::Release);
         debug_assert!(
@@ -435,7 +437,7 @@ impl Folio {
 
     /// LRU neighbours (arena page numbers; `u32::MAX` for none). Only the
     /// holder of the LRU lock may rely on them.
-    pub fn lru_links(&self) -> (u32, u32) {
+    pub(crate) fn lru_links(&self) -> (u32, u32) {
         (
             self.lru_prev.load(Ordering::Relaxed),
             self.lru_next.load(Ordering::Relaxed),
@@ -443,10 +445,271 @@ impl Folio {
     }
 
     /// Sets the LRU neighbours; LRU lock held.
-    pub fn set_lru_links(&self, prev: u32, next: u32) {
+    pub(crate) fn set_lru_links(&self, prev: u32, next: u32) {
         self.lru_prev.store(prev, Ordering::Relaxed);
         self.lru_next.store(next, Ordering::Relaxed);
     }
+}
+
+/// A counted reference on a folio of a [`Mapping`](crate::filemap::Mapping),
+/// dropped with this value. Dereferences to the [`Folio`], whose state it
+/// can read; [`lock`](Self::lock) turns it into a [`LockedFolio`].
+///
+/// The folio may leave its mapping while the reference is held (truncated,
+/// or evicted once nothing else holds it): its memory is not reused until
+/// the last reference goes, but check [`Folio::mapping`] under the lock
+/// before relying on where it is.
+pub struct FolioRef<'m> {
+    cache: &'m CacheInner,
+    folio: &'m Folio,
+}
+
+impl<'m> FolioRef<'m> {
+    /// Wraps a reference the caller already took on `folio`.
+    pub(crate) fn adopt(cache: &'m CacheInner, folio: &'m Folio) -> Self {
+        FolioRef { cache, folio }
+    }
+
+    /// The descriptor, for as long as the mapping lives.
+    pub fn folio(&self) -> &'m Folio {
+        self.folio
+    }
+
+    /// The folio's arena page (its first).
+    pub(crate) fn page(&self) -> PageId {
+        page_of(self.cache, self.folio)
+    }
+
+    /// Takes the folio lock, sleeping while another thread holds it (the
+    /// kernel's `folio_lock`). The folio may have left its mapping while
+    /// this thread slept: check [`Folio::mapping`] on the guard.
+    ///
+    /// # Locking
+    /// Sleeps. Never call it holding a lock the lock order puts after the
+    /// folio lock, or another folio's lock of the same file at a higher
+    /// index (see the crate documentation).
+    pub fn lock(self) -> LockedFolio<'m> {
+        self.folio.lock();
+        self.into_locked()
+    }
+
+    /// Takes the folio lock if it is free, never sleeping
+    /// (`folio_trylock`).
+    ///
+    /// # Errors
+    /// The reference itself, when another thread holds the lock.
+    pub fn try_lock(self) -> Result<LockedFolio<'m>, FolioRef<'m>> {
+        if self.folio.trylock() {
+            Ok(self.into_locked())
+        } else {
+            Err(self)
+        }
+    }
+
+    /// This reference, now owned by a guard of the lock the caller took.
+    fn into_locked(self) -> LockedFolio<'m> {
+        let (cache, folio) = (self.cache, self.folio);
+        // (The reference moves to the guard: `FolioRef` holds nothing else.)
+        std::mem::forget(self);
+        LockedFolio { cache, folio }
+    }
+}
+
+impl Clone for FolioRef<'_> {
+    /// Another reference on the same folio.
+    fn clone(&self) -> Self {
+        self.folio.get_many(1);
+        FolioRef {
+            cache: self.cache,
+            folio: self.folio,
+        }
+    }
+}
+
+impl std::ops::Deref for FolioRef<'_> {
+    type Target = Folio;
+    fn deref(&self) -> &Folio {
+        self.folio
+    }
+}
+
+impl Drop for FolioRef<'_> {
+    fn drop(&mut self) {
+        self.cache.put(self.folio);
+    }
+}
+
+impl fmt::Debug for FolioRef<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.folio.fmt(f)
+    }
+}
+
+/// A folio locked by this thread, with a reference: the lock is released
+/// when the guard goes ([`unlock`](Self::unlock), or drop), so an early
+/// return cannot leave a folio locked.
+///
+/// The lock is what lets its holder change the folio: fill it while it is
+/// not uptodate (no reader copies out of it then), write or zero its bytes,
+/// take it out of its mapping. The functions of [`filemap`](crate::filemap)
+/// that need a locked folio take this guard, and the lookups that lock
+/// return it. A read started on locked folios hands their guards to the
+/// IO's completion, which unlocks them.
+#[must_use = "dropping the guard unlocks the folio at once"]
+pub struct LockedFolio<'m> {
+    cache: &'m CacheInner,
+    folio: &'m Folio,
+}
+
+impl<'m> LockedFolio<'m> {
+    /// Releases the lock, waking its waiters, and keeps the reference.
+    pub fn unlock(self) -> FolioRef<'m> {
+        let (cache, folio) = (self.cache, self.folio);
+        // (The unlock is done here and the reference handed on.)
+        std::mem::forget(self);
+        folio.unlock();
+        FolioRef { cache, folio }
+    }
+
+    /// Another reference on the folio (the lock stays with this guard).
+    pub fn to_ref(&self) -> FolioRef<'m> {
+        self.folio.get_many(1);
+        FolioRef {
+            cache: self.cache,
+            folio: self.folio,
+        }
+    }
+
+    /// The descriptor, for as long as the mapping lives.
+    pub fn folio(&self) -> &'m Folio {
+        self.folio
+    }
+
+    /// The folio's arena page (its first).
+    pub(crate) fn page(&self) -> PageId {
+        page_of(self.cache, self.folio)
+    }
+
+    /// Marks the folio uptodate without filling it: its bytes are whatever
+    /// its memory held (zeros when fresh, else a previous folio's). For the
+    /// population benchmark, which measures the grab alone.
+    #[cfg(feature = "internals")]
+    #[doc(hidden)]
+    pub fn mark_uptodate_unfilled(&self) {
+        self.folio.mark_uptodate();
+    }
+
+    /// A fresh folio from the allocator (one reference, the caller's; in no
+    /// mapping), locked: nobody else can know of it, so the lock is free.
+    pub(crate) fn new_fresh(cache: &'m CacheInner, folio: &'m Folio) -> Self {
+        let locked = folio.trylock();
+        debug_assert!(locked, "a fresh folio is unlocked");
+        LockedFolio { cache, folio }
+    }
+
+    /// Hands the lock and the reference over to an IO's completion, which
+    /// takes them back with [`from_raw`](Self::from_raw) (the kernel's
+    /// `read_pages` leaves the folios locked for the bio's end_io).
+    pub(crate) fn into_raw(self) -> NonNull<Folio> {
+        let p = NonNull::from(self.folio);
+        std::mem::forget(self);
+        p
+    }
+
+    /// Takes back a guard given up with [`into_raw`](Self::into_raw).
+    ///
+    /// # Safety
+    /// `folio` came from `into_raw` on a guard of one of `cache`'s folios,
+    /// and is taken back once.
+    pub(crate) unsafe fn from_raw(cache: &'m CacheInner, folio: NonNull<Folio>) -> Self {
+        // SAFETY: the caller's contract: the folio is one of `cache`'s
+        // descriptors (they live as long as the cache), still locked and
+        // referenced by the guard that was given up.
+        let folio = unsafe { folio.as_ref() };
+        LockedFolio { cache, folio }
+    }
+
+    /// Reclaim's freeze (`folio_ref_freeze`): sets the count from `refs`
+    /// (the cache's and this guard's) to zero if nobody else holds a
+    /// reference, so no lookup can take one.
+    ///
+    /// # Errors
+    /// The guard itself, when others hold references.
+    pub(crate) fn freeze(self, refs: u32) -> Result<FrozenFolio<'m>, LockedFolio<'m>> {
+        if !self.folio.freeze(refs) {
+            return Err(self);
+        }
+        let (cache, folio) = (self.cache, self.folio);
+        // (The references, this guard's among them, are frozen away.)
+        std::mem::forget(self);
+        Ok(FrozenFolio {
+            cache,
+            folio,
+            refs: refs - 1,
+        })
+    }
+}
+
+impl std::ops::Deref for LockedFolio<'_> {
+    type Target = Folio;
+    fn deref(&self) -> &Folio {
+        self.folio
+    }
+}
+
+impl Drop for LockedFolio<'_> {
+    fn drop(&mut self) {
+        self.folio.unlock();
+        self.cache.put(self.folio);
+    }
+}
+
+impl fmt::Debug for LockedFolio<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.folio.fmt(f)
+    }
+}
+
+/// A locked folio whose count reclaim froze to zero: no lookup can take a
+/// reference, so once it is out of its mapping its pages can go back to
+/// the arena ([`free`](Self::free)). Dropped instead, it is unfrozen (the
+/// cache's references restored) and unlocked.
+pub(crate) struct FrozenFolio<'m> {
+    cache: &'m CacheInner,
+    folio: &'m Folio,
+    /// The cache's references, restored if the folio stays.
+    refs: u32,
+}
+
+impl FrozenFolio<'_> {
+    /// Unlocks the folio, now in no mapping, and frees its pages.
+    pub(crate) fn free(self) {
+        let (cache, folio) = (self.cache, self.folio);
+        // (Unlocked and freed here instead of unfrozen.)
+        std::mem::forget(self);
+        debug_assert_eq!(folio.mapping(), 0, "freeing a folio still in a mapping");
+        folio.unlock();
+        cache.free_folio(folio);
+    }
+}
+
+impl std::ops::Deref for FrozenFolio<'_> {
+    type Target = Folio;
+    fn deref(&self) -> &Folio {
+        self.folio
+    }
+}
+
+impl Drop for FrozenFolio<'_> {
+    fn drop(&mut self) {
+        self.folio.unfreeze(self.refs);
+        self.folio.unlock();
+    }
+}
+
+/// The arena page of one of `cache`'s descriptors.
+fn page_of(cache: &CacheInner, folio: &Folio) -> PageId {
+    PageId::new(cache.table.page_of(folio).expect("folio of this cache") as u32)
 }
 
 impl fmt::Debug for Folio {
@@ -463,7 +726,7 @@ impl fmt::Debug for Folio {
 
 /// One descriptor per arena page; a folio of order `n` starting at arena
 /// page `p` is described by entry `p`.
-pub struct FolioTable {
+pub(crate) struct FolioTable {
     folios: NonNull<Folio>,
     len: usize,
     layout: Layout,
@@ -491,7 +754,8 @@ impl FolioTable {
     /// # Panics
     /// If the allocation fails (as `Box` would): the cache's builder checks
     /// the size first.
-    pub fn new(pages: usize) -> Self {
+    #[cfg(test)]
+    pub(crate) fn new(pages: usize) -> Self {
         Self::with_huge_pages(pages, true)
     }
 
@@ -500,7 +764,7 @@ impl FolioTable {
     ///
     /// # Panics
     /// As [`new`](Self::new).
-    pub fn with_huge_pages(pages: usize, huge: bool) -> Self {
+    pub(crate) fn with_huge_pages(pages: usize, huge: bool) -> Self {
         let size = std::mem::size_of::<Folio>() * pages.max(1);
         let align = if huge && size >= HUGE {
             HUGE
@@ -538,35 +802,25 @@ impl FolioTable {
     }
 
     /// The descriptor of arena page `page`, if in range.
-    pub fn get(&self, page: usize) -> Option<&Folio> {
+    pub(crate) fn get(&self, page: usize) -> Option<&Folio> {
         self.as_slice().get(page)
     }
 
     /// The arena page a descriptor of this table describes.
-    pub fn page_of(&self, folio: &Folio) -> Option<usize> {
+    pub(crate) fn page_of(&self, folio: &Folio) -> Option<usize> {
         self.page_of_addr(folio as *const Folio as usize)
     }
 
     /// The arena page whose descriptor sits at `addr`, if one of this table's.
-    pub fn page_of_addr(&self, addr: usize) -> Option<usize> {
+    pub(crate) fn page_of_addr(&self, addr: usize) -> Option<usize> {
         let base = self.folios.as_ptr() as usize;
         let size = std::mem::size_of::<Folio>();
         let off = addr.checked_sub(base)?;
         (off % size == 0 && off / size < self.len).then_some(off / size)
     }
 
-    /// Pages described.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// True for a table of no pages.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// Bytes of descriptors per arena page.
-    pub const fn bytes_per_page() -> usize {
+    pub(crate) const fn bytes_per_page() -> usize {
         std::mem::size_of::<Folio>()
     }
 }
@@ -586,6 +840,8 @@ impl Drop for FolioTable {
 }
 
 #[cfg(test)]
+// (The tests coordinate their threads with std atomics.)
+#[allow(clippy::disallowed_types)]
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicBool;

@@ -1,38 +1,95 @@
 //! foliocache: a page cache that programs embed.
 //!
-//! The Linux page cache's design in user space, over files opened with
-//! `O_DIRECT`: a bounded arena of folios, an index per file
-//! ([`xarray`]), cache hits with no system call. See the workspace README and
-//! `DESIGN.md` for the architecture.
+//! # The problem
+//! A storage engine that opens its files with `O_DIRECT` owns its IO but
+//! loses the kernel's page cache: every read is a system call and a device
+//! trip. Buffered IO keeps the cache but pays a system call per hit, lets
+//! the kernel decide how much memory the data takes, and evicts it on the
+//! kernel's terms. foliocache is the kernel's page cache in user space,
+//! over `O_DIRECT` files: a hit is a lookup and a memory copy with no
+//! system call, memory is bounded by the capacity the program gives it,
+//! and misses read ahead, large folios, workingset-aware reclaim, writeback
+//! and `cachestat` work as the kernel's do.
 //!
-//! This crate is being built up issue by issue. Present now:
-//! - [`Cache`] and [`File`]: open a file through the cache and read it; the
-//!   first read of a range goes to the file with `O_DIRECT`, later reads are
-//!   memory copies with no system call, and the cache never holds more
-//!   folio memory than its capacity (reclaim runs inline);
-//! - [`arena`]: the folio arena, one mapping sized by the cache's capacity,
-//!   handed out by a buddy allocator by order;
-//! - [`copy`]: the copy a hit makes (`rep movsb` where it is fast);
-//! - [`folio`]: the folio descriptor: reference count, a lock a thread can
-//!   sleep on, and the page-cache flags;
-//! - [`Mapping`]: a file's page index; an evicted folio leaves a
-//!   [`Shadow`] in its slot, and a folio read back soon after starts on
-//!   the active list (refault detection, [`workingset`]); shadows are
-//!   bounded by a budget;
-//! - [`readahead`]: the kernel's on-demand readahead, windows inserted in
-//!   one lock hold and read through io_uring;
-//! - uncached reads ([`ReadFlags::DONTCACHE`], per read or per file, and
-//!   [`Advice::NoReuse`]), reads that never wait for IO
-//!   ([`ReadFlags::NOWAIT`]), and `cachestat(2)`'s figures per file
-//!   ([`File::cachestat`]);
-//! - writes ([`Cache::open_options`], [`File::write_at`]): folios found or
-//!   created in batches ([`Mapping::grab_folios`]), dirty until the
-//!   background flusher, a throttled writer or `sync_data`/`sync_all`
-//!   writes them back in contiguous runs ([`writeback`]); writeback errors
-//!   reported once per handle; [`File::set_len`], [`File::punch_hole`],
-//!   uncached writes ([`WriteFlags::DONTCACHE`]); and memory files with no
-//!   backing store ([`Cache::memfile`]).
+//! # Concepts
+//! - A [`Cache`] owns one arena of memory (its capacity), cut into
+//!   *folios*: power-of-two runs of 4 KiB pages, each with a descriptor
+//!   (reference count, lock, flags) as the kernel's `struct folio`.
+//! - A [`File`] opened through it reads and writes through the file's
+//!   *mapping* (the kernel's `address_space`): an index from page offset to
+//!   folio, or to the *shadow* an evicted folio left, which tells a later
+//!   miss how recently it was evicted (refault detection).
+//! - A miss reads a readahead window into new folios with one IO per run;
+//!   a write dirties folios that the flusher, a throttled writer or a sync
+//!   writes back. When the arena is full, reclaim evicts from the inactive
+//!   end of two LRU lists.
+//! - Two layers: the crate root is the API most programs need; the
+//!   [`filemap`] module is the advanced layer underneath (a mapping's
+//!   folios, locked or referenced, as the kernel's `filemap_*` calls hand
+//!   them out), for a program that manages folios itself.
 //!
+//! The modules follow the kernel's `mm/` files: `filemap` (lookup, add,
+//! read), `readahead` (windows and their IO), `truncate`, `lru`, `vmscan`
+//! (reclaim and shadow trimming), `writeback`, `workingset`, `folio` and
+//! the `arena` (the page allocator). `docs/design.md` in the repository
+//! draws them.
+//!
+//! # Locking
+//! Every lock, outermost first. A thread holding a lock takes only locks
+//! below it; the function named takes the lower lock while holding the
+//! upper one.
+//!
+//! ```text
+//! inode_lock (per file, rwsem: writers shared, extending writes, set_len
+//! │           and punch_hole exclusive)
+//! ├─ invalidate_lock (per file, rwsem: a read's folio creation shared,
+//! │  │               set_len/punch_hole exclusive) -- Mapping::truncate_to
+//! │  └─ wb_lock (per file, one writeback at a time) -- Mapping::truncate_to
+//! │     └─ folio lock (sleeping; several only in index order)
+//! │           -- Mapping::writeback (dirty_run), Mapping::truncate_bytes
+//! ├─ folio lock -- File::write_at (Mapping::grab_folios)
+//! │  ├─ index lock (per file, the xarray's) -- Mapping::add_folio,
+//! │  │     remove_locked, mark_dirty, start_writeback, remove_frozen
+//! │  ├─ LRU lock (per cache) -- lru_add_all, lru_del, remove_locked
+//! │  │  └─ buddy lock (the arena's) -- CacheInner::free_folio (a putback's
+//! │  │        last reference)
+//! │  ├─ buddy lock -- CacheInner::alloc_folio (a write's gap), reclaim's
+//! │  │     free_folio
+//! │  └─ backing lock (per file, held only to clone the backing) --
+//! │        Mapping::backing, for the IO that fills or writes the folio
+//! └─ readahead state (per handle) -- taken and dropped before any folio
+//!    lock (File::readahead plans a window, then builds it unlocked)
+//!
+//! invalidate_lock (shared) -- File::read_at's miss (create, sync_readahead)
+//! └─ folio lock, index lock, LRU lock, buddy lock, as above
+//!
+//! LRU lock -- reclaim's isolate_lru_folios: takes folios off the lists,
+//!             with a folio trylock never held across it; drops it before
+//!             shrink_folio_list locks, freezes and removes them
+//!
+//! trimming (per cache, one shadow trimmer) -- vmscan's maybe_trim_shadows
+//! └─ mapping table (per cache) -- CacheInner::live_mappings
+//!    (dropped before the trimmer takes each file's index lock)
+//!
+//! closed_dirty (per cache) and the flusher's wake-up: leaf locks, held
+//! only to move a list or a flag.
+//! ```
+//!
+//! A name ending in `_locked` takes a folio its caller holds locked (a
+//! [`filemap::LockedFolio`]); a function that needs a lock of the cache's
+//! held takes its guard's contents as a parameter (`activate_on` takes the
+//! `&mut` LRU lists).
+//!
+//! A folio lock sleeps; the index, LRU, buddy, backing, mapping-table and
+//! `closed_dirty` locks never do and are held for a bounded walk. Nothing
+//! waits for memory (which may reclaim and write back) while holding a
+//! folio lock it could not give up: a write's grab waits only for its
+//! first folio. The lock of a folio is taken through [`FolioRef::lock`]
+//! and released by its guard, [`filemap::LockedFolio`].
+//!
+//! [`FolioRef::lock`]: filemap::FolioRef::lock
+//!
+//! # Example
 //! ```no_run
 //! let cache = foliocache::Cache::builder().capacity(64 << 20).build()?;
 //! let file = cache.open("data.bin")?;
@@ -44,36 +101,77 @@
 //! log.sync_data()?; // durable: written back and fdatasync'ed
 //! # Ok::<(), std::io::Error>(())
 //! ```
+//!
+//! # When not to use it
+//! - Data read once, or larger than any memory you would give it, read
+//!   sequentially: `O_DIRECT` alone, or `RWF_DONTCACHE`, costs less.
+//! - Files that other processes write while you cache them: the cache is
+//!   coherent within one process (every handle of a file opened through one
+//!   [`Cache`] shares its mapping), not with writers outside it.
+//! - Memory-mapped access: the cache hands out copies (or a borrowed slice
+//!   under a lock, [`File::read_with`]), not mappings.
+
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+#![warn(unreachable_pub)]
 
 // Unsafe code lives in these modules only: the arena's mapping and buddy
-// allocator, the folio lock's parking, the mapping's index item type, the
-// read path's copies in and out of arena memory, and reclaim's step from a
-// folio to its mapping.
+// allocator, the folio lock's parking, the copies in and out of arena
+// memory, the index item type and the read path's IO buffers (filemap,
+// readahead, writeback), and reclaim's step from a folio to its mapping.
+// (The arena and the copy routines are also the benchmarks' own, through
+// `internals`: what only those use is dead code without it.)
 #[allow(unsafe_code)]
-pub mod arena;
-#[allow(unsafe_code)]
+#[cfg_attr(not(feature = "internals"), allow(dead_code, unreachable_pub))]
+mod arena;
 mod cache;
 #[allow(unsafe_code)]
-pub mod copy;
+#[cfg_attr(not(feature = "internals"), allow(dead_code, unreachable_pub))]
+// (Its atomics are memory accesses of the copy, and a static that records
+// a CPU probe: never part of a protocol the loom models check.)
+#[allow(clippy::disallowed_types)]
+mod copy;
 mod file;
+#[allow(unsafe_code)]
+pub mod filemap;
 mod flags;
 #[allow(unsafe_code)]
-pub mod folio;
+mod folio;
+mod lru;
 #[allow(unsafe_code)]
-pub mod mapping;
-pub mod readahead;
+mod readahead;
 mod sync;
-pub mod workingset;
+mod truncate;
+#[allow(unsafe_code)]
+mod vmscan;
+mod workingset;
 mod write;
-pub mod writeback;
+#[allow(unsafe_code)]
+mod writeback;
 
 pub use arena::Populate;
 pub use cache::{Cache, CacheBuilder, CacheStats, MemoryUsage, ALLOC_WAIT, CLOSED_DIRTY_KEEP};
 pub use file::File;
 pub use flags::ReadFlags;
-pub use mapping::{AddError, FgpFlags, FolioPtr, FolioRef, Mapping, MappingEntry, BATCH};
-pub use readahead::{Advice, Insert, ReadaheadConfig};
-pub use workingset::{CacheStat, Shadow};
+pub use readahead::{Advice, ReadaheadConfig, Window};
+pub use workingset::CacheStat;
 pub use write::{OpenOptions, WriteFlags, WRITE_CHUNK_PAGES};
+
+/// What the benchmarks and the crate's own tests reach inside the cache:
+/// the arena and the copy routines on their own, and the A/B switches that
+/// compare a mechanism with the one it replaced (one folio at a time
+/// against batches). Not part of the API: enabled by the `internals`
+/// feature, hidden from the documentation, changed without notice.
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod internals {
+    /// The folio arena.
+    pub mod arena {
+        pub use crate::arena::*;
+    }
+    /// The copies a hit makes.
+    pub mod copy {
+        pub use crate::copy::*;
+    }
+    pub use crate::readahead::Insert;
+}

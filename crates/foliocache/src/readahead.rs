@@ -33,10 +33,22 @@
 //! of the cache (but not below 128 KiB), so a stream cannot flush a small
 //! cache.
 
+use std::io;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use backing::aio::ReadOp;
+use backing::{IoBufMut, RawBuf};
+
+use crate::arena::PAGE;
+use crate::file::File;
+use crate::filemap::{AddError, FolioRef, LockedFolio, Mapping};
+use crate::folio::{Folio, FolioFlags};
 use crate::sync::{AtomicU32, AtomicU64, Mutex, Ordering};
 
-/// How a window's folios enter the index.
+/// How a window's folios enter the index (an A/B switch: see `internals`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(not(feature = "internals"), allow(unreachable_pub))]
 pub enum Insert {
     /// All folios allocated first, then inserted with
     /// [`Mapping::add_folio_range`](crate::Mapping::add_folio_range) in one
@@ -57,11 +69,22 @@ pub struct ReadaheadConfig {
     /// The device's optimal request, in pages (`io_pages`): a request larger
     /// than `max_pages` may be read ahead up to this much.
     pub io_pages: u64,
-    /// How windows are inserted.
-    pub insert: Insert,
+    /// How windows are inserted (an A/B switch of the benchmarks: see
+    /// `internals`).
+    pub(crate) insert: Insert,
 }
 
 impl ReadaheadConfig {
+    /// Windows of up to `max_pages` (0: no readahead), and requests larger
+    /// than that read ahead up to `io_pages`.
+    pub const fn new(max_pages: u64, io_pages: u64) -> Self {
+        ReadaheadConfig {
+            max_pages,
+            io_pages,
+            insert: Insert::Batched,
+        }
+    }
+
     /// The kernel's defaults: 128 KiB windows (`VM_READAHEAD_PAGES`), and
     /// `io_pages` equal to it.
     pub const fn kernel() -> Self {
@@ -82,9 +105,18 @@ impl ReadaheadConfig {
     }
 
     /// The same with `insert`.
+    #[cfg(feature = "internals")]
+    #[doc(hidden)]
     pub const fn with_insert(mut self, insert: Insert) -> Self {
         self.insert = insert;
         self
+    }
+
+    /// How windows are inserted.
+    #[cfg(feature = "internals")]
+    #[doc(hidden)]
+    pub const fn insert(&self) -> Insert {
+        self.insert
     }
 }
 
@@ -412,6 +444,534 @@ impl Readahead {
             prev_pos: AtomicU64::new(u64::MAX),
             flags: AtomicU32::new(0),
         }
+    }
+}
+
+/// The folios of a run being read by the IO engine: their references, and
+/// their mapping kept alive until the completion.
+struct InFlight {
+    mapping: Arc<Mapping>,
+    folios: Vec<NonNull<Folio>>,
+}
+
+// SAFETY: the pointers are counted references to descriptors in the cache's
+// table, which is `Sync`; they are only turned back into `FolioRef`s (on the
+// engine's thread) while `mapping` keeps the cache alive.
+unsafe impl Send for InFlight {}
+
+/// Reading runs of folios: one IO per run of contiguous folios, waited for
+/// (`read_pages`) or through the IO engine.
+impl Mapping {
+    /// Reads a run of locked, not uptodate folios of this mapping that
+    /// cover contiguous pages (a readahead window's run) with one vectored
+    /// read, then completes each as [`read_folio`](Self::read_folio) does:
+    /// bytes past end of file zeroed, uptodate, unlocked. A folio the read
+    /// stopped short of (mid-file) is read again on its own. On an error
+    /// every folio of the run that is not complete leaves the mapping; the
+    /// first error is returned.
+    ///
+    /// # Errors
+    /// The backing's error; `InvalidInput` if the folios are not this
+    /// mapping's, not contiguous, or one is uptodate already (nothing is
+    /// read then, and every folio is unlocked).
+    pub fn read_folios(&self, mut run: Vec<LockedFolio<'_>>) -> io::Result<()> {
+        let Some(first) = run.first() else {
+            return Ok(());
+        };
+        let mut next = first.index();
+        for f in &run {
+            if f.mapping() != self.id() || f.index() != next || f.test(FolioFlags::UPTODATE) {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "read_folios needs contiguous folios of this mapping, none uptodate",
+                ));
+            }
+            next += f.nr_pages();
+        }
+        if run.len() == 1 {
+            let f = run.pop().expect("one folio");
+            return self.read_folio(f).map(drop);
+        }
+        let first = &run[0];
+        let cache = self.inner();
+        let pos = first.index() * PAGE;
+        let mut bufs = Vec::with_capacity(run.len());
+        for f in &run {
+            let len = (f.nr_pages() * PAGE) as usize;
+            let ptr = cache.arena.page_ptr(f.page()).as_ptr();
+            // SAFETY: each folio is locked and not uptodate, so no other
+            // thread reads or writes its memory, and referenced, so it is
+            // not freed; the arena gives `len` 4 KiB-aligned bytes at `ptr`.
+            // Distinct folios are distinct memory.
+            let buf = unsafe { IoBufMut::from_raw_parts(ptr, len) }.map_err(io::Error::from)?;
+            bufs.push(buf);
+        }
+        let r = self.backing().read_blocks(&mut bufs, pos);
+        drop(bufs);
+        cache.stats.io_reads.fetch_add(1, Ordering::Relaxed);
+        self.complete_run(run, r)
+    }
+
+    /// Reads runs of locked, not uptodate folios of this mapping, each
+    /// covering contiguous pages, through the cache's IO engine as one
+    /// submission (one read per run), and returns without waiting. Each run
+    /// completes on the engine's thread as [`read_folios`](Self::read_folios)
+    /// completes it (uptodate and unlocked, or removed on error), and
+    /// `on_error` runs there for a run that failed. Without an engine (under
+    /// loom) the runs are read here, one after another.
+    pub(crate) fn submit_runs(
+        self: &Arc<Self>,
+        runs: Vec<Vec<LockedFolio<'_>>>,
+        on_error: Arc<dyn Fn() + Send + Sync>,
+    ) {
+        let cache = self.inner();
+        let Some(engine) = &cache.io else {
+            for run in runs {
+                if self.read_folios(run).is_err() {
+                    on_error();
+                }
+            }
+            return;
+        };
+        let cache_arc = self.cache.inner.clone();
+        let mut ops = Vec::with_capacity(runs.len());
+        for run in runs {
+            let Some(first) = run.first() else { continue };
+            let offset = first.index() * PAGE;
+            let mut bufs = Vec::with_capacity(run.len());
+            for f in &run {
+                let ptr = cache.arena.page_ptr(f.page()).as_ptr();
+                let len = (f.nr_pages() * PAGE) as usize;
+                // SAFETY: the folio is locked and not uptodate, so no other
+                // thread reads or writes its memory until the completion
+                // below unlocks it (after the engine dropped the buffer);
+                // the reference the completion takes over keeps it from
+                // being freed; the arena's memory stays mapped while the
+                // cache lives, which the mapping's `Arc` in the completion
+                // guarantees. Arena pages are 4 KiB aligned.
+                let buf = unsafe { RawBuf::new(ptr, len) }.expect("arena folios are block aligned");
+                bufs.push(buf);
+            }
+            let held = InFlight {
+                mapping: self.clone(),
+                folios: run.into_iter().map(LockedFolio::into_raw).collect(),
+            };
+            let on_error = on_error.clone();
+            let inner = cache_arc.clone();
+            ops.push(ReadOp::new(self.backing(), offset, bufs, move |r| {
+                // The whole struct, not its fields (it is what is `Send`).
+                let held = held;
+                {
+                    let m = &*held.mapping;
+                    let cache = m.inner();
+                    cache.stats.io_reads.fetch_add(1, Ordering::Relaxed);
+                    let run: Vec<LockedFolio<'_>> = held
+                        .folios
+                        .iter()
+                        // SAFETY: each pointer is a guard of this cache's
+                        // folio that `into_raw` handed over, taken back
+                        // once here; `held` keeps the mapping, so the
+                        // cache, alive.
+                        .map(|&p| unsafe { LockedFolio::from_raw(cache, p) })
+                        .collect();
+                    if m.complete_run(run, r).is_err() {
+                        on_error();
+                    }
+                }
+                // The mapping may go now (its file closed meanwhile): only
+                // then is this run finished.
+                drop(held);
+                inner.io_in_flight.fetch_sub(1, Ordering::Release);
+            }));
+        }
+        cache
+            .io_in_flight
+            .fetch_add(ops.len() as u64, Ordering::Relaxed);
+        engine.submit(ops);
+    }
+
+    /// Completes the folios of a run after its read returned `r` (bytes from
+    /// the run's start, or the error): see [`read_folios`](Self::read_folios).
+    pub(crate) fn complete_run(
+        &self,
+        run: Vec<LockedFolio<'_>>,
+        r: io::Result<usize>,
+    ) -> io::Result<()> {
+        let cache = self.inner();
+        let Some(first) = run.first() else {
+            return Ok(());
+        };
+        let start = first.index() * PAGE;
+        let got = match r {
+            Ok(n) => {
+                cache.stats.io_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                n as u64
+            }
+            Err(e) => {
+                for f in run {
+                    f.test_and_set(FolioFlags::ERROR);
+                    self.remove_locked(&f);
+                }
+                return Err(e);
+            }
+        };
+        let mut result = Ok(());
+        for f in run {
+            let pos = f.index() * PAGE;
+            let len = f.nr_pages() * PAGE;
+            // What the file has for this folio, and what the read brought.
+            let want = len.min(self.size().saturating_sub(pos));
+            let have = (start + got).saturating_sub(pos).min(len);
+            if have >= want {
+                let ptr = cache.arena.page_ptr(f.page()).as_ptr();
+                // SAFETY: locked, not uptodate, referenced (as in
+                // `read_folios`); zeroes from `have` to the folio's end:
+                // bytes past end of file, which the backing zeroed already
+                // up to the block, and any a previous owner left.
+                unsafe { std::ptr::write_bytes(ptr.add(have as usize), 0, (len - have) as usize) };
+                f.test_and_clear(FolioFlags::ERROR);
+                f.mark_uptodate();
+            } else if let Err(e) = self.read_folio(f) {
+                // Short mid-file: read it on its own (which retries).
+                if result.is_ok() {
+                    result = Err(e);
+                }
+            }
+        }
+        result
+    }
+}
+
+/// Readahead IO: windows planned by [`RaState`], allocated, inserted and read.
+impl File {
+    /// Starts reading `len` bytes at `offset` into the cache (like
+    /// `readahead(2)` or `POSIX_FADV_WILLNEED`), in windows of up to 2 MiB,
+    /// skipping what is cached. At most half the cache's capacity is read;
+    /// the rest of a larger range is left for later reads. IO errors are
+    /// not reported here (a later read of those bytes reports them).
+    ///
+    /// # Errors
+    /// None today; the `Result` leaves room for asynchronous submission
+    /// errors.
+    pub fn readahead(&self, offset: u64, len: u64) -> io::Result<()> {
+        let size = self.len();
+        if offset >= size || len == 0 || self.mapping.memfile {
+            return Ok(());
+        }
+        let m = &*self.mapping;
+        let end = offset.saturating_add(len).min(size);
+        let last_page = (size - 1) / PAGE;
+        let cap_pages = (m.inner().arena.capacity_pages() as u64 / 2).max(1);
+        let first = offset / PAGE;
+        let last = ((end - 1) / PAGE).min(first + cap_pages - 1);
+        let insert = self.ra.state.lock().cfg.insert;
+        let max_order = m.inner().max_order;
+        let mut index = first;
+        while index <= last {
+            let pages = (last - index + 1).min(512);
+            let win = Window {
+                start: index,
+                size: pages,
+                async_size: 0,
+            };
+            let mut order = max_order;
+            let slots = plan(&win, &mut order, max_order, last_page);
+            self.run_window(&slots, insert, false, false);
+            index += pages;
+        }
+        Ok(())
+    }
+
+    /// Synchronous readahead for a miss at page `index` of a request of
+    /// `req` pages (reference 4.3). Returns whether it inserted a folio.
+    pub(crate) fn sync_readahead(&self, index: u64, req: u64, dropbehind: bool) -> bool {
+        let m = &*self.mapping;
+        let size = m.size();
+        if size == 0 {
+            return false;
+        }
+        let last_page = (size - 1) / PAGE;
+        let max_order = m.inner().max_order;
+        let prev_pos = self.ra.prev_pos.load(Ordering::Relaxed);
+        let (slots, insert) = {
+            let mut st = self.ra.state.lock();
+            let plan = st.sync(index, req, prev_pos, |from, max| self.prev_miss(from, max));
+            let slots = match plan {
+                None => return false,
+                Some(SyncPlan::Plain { start, pages }) => {
+                    let win = Window {
+                        start,
+                        size: pages,
+                        async_size: 0,
+                    };
+                    let mut order = max_order;
+                    crate::readahead::plan(&win, &mut order, max_order, last_page)
+                }
+                Some(SyncPlan::Window(win, mut order)) => {
+                    let slots = crate::readahead::plan(&win, &mut order, max_order, last_page);
+                    st.order = order;
+                    slots
+                }
+            };
+            (slots, st.cfg.insert)
+        };
+        self.run_window(&slots, insert, true, dropbehind)
+    }
+
+    /// Asynchronous readahead: a read reached `marker` (a folio carrying the
+    /// readahead flag) wanting pages up to `last` (reference 4.4).
+    pub(crate) fn async_readahead(&self, marker: &FolioRef<'_>, last: u64, dropbehind: bool) {
+        if marker.test(FolioFlags::WRITEBACK) || !marker.test_and_clear(FolioFlags::READAHEAD) {
+            return;
+        }
+        let m = &*self.mapping;
+        let size = m.size();
+        if size == 0 {
+            return;
+        }
+        let last_page = (size - 1) / PAGE;
+        let max_order = m.inner().max_order;
+        let (index, pages) = (marker.index(), marker.nr_pages());
+        let req = last.saturating_sub(index) + 1;
+        let (slots, insert) = {
+            let mut st = self.ra.state.lock();
+            let Some((win, mut order)) =
+                st.on_marker(index, pages, req, |from, max| self.next_miss(from, max))
+            else {
+                return;
+            };
+            let slots = plan(&win, &mut order, max_order, last_page);
+            st.order = order;
+            (slots, st.cfg.insert)
+        };
+        self.run_window(&slots, insert, false, dropbehind);
+    }
+
+    /// The first page at or before `from`, within `max` pages, holding no
+    /// folio; a page below that range if all hold one; `None` if every page
+    /// down to 0 holds one.
+    fn prev_miss(&self, from: u64, max: u64) -> Option<u64> {
+        let mut i = from;
+        loop {
+            if from - i >= max {
+                return Some(i);
+            }
+            match self.mapping.span_at(i) {
+                None => return Some(i),
+                Some((0, _)) => return None,
+                Some((first, _)) => i = first - 1,
+            }
+        }
+    }
+
+    /// The first page at or after `from`, within `max` pages, holding no
+    /// folio (or the first page past that range).
+    fn next_miss(&self, from: u64, max: u64) -> Option<u64> {
+        let mut i = from;
+        loop {
+            if i - from >= max {
+                return Some(i);
+            }
+            match self.mapping.span_at(i) {
+                None => return Some(i),
+                Some((first, n)) => i = first.checked_add(n)?,
+            }
+        }
+    }
+
+    /// Builds a window from its plan and reads it: on this thread when
+    /// `sync` and the window is one run (the reader waits for it anyway; no
+    /// hand-off), else through the IO engine as one submission. Returns
+    /// whether it inserted any folio. An uncached read's windows are
+    /// `dropbehind`.
+    fn run_window(&self, slots: &[Slot], insert: Insert, sync: bool, dropbehind: bool) -> bool {
+        if slots.is_empty() {
+            return false;
+        }
+        // No folio is read from blocks being punched or truncated: the
+        // window's folios are in the index, locked, before this is let go.
+        let _inv = self.mapping.invalidate_lock.read();
+        let folios = match insert {
+            Insert::Batched => self.insert_batched(slots, dropbehind),
+            Insert::Single => self.insert_single(slots, dropbehind),
+        };
+        let any = !folios.is_empty();
+        if any {
+            self.mapping
+                .inner()
+                .stats
+                .readahead_windows
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        self.read_window(folios, sync);
+        any
+    }
+
+    /// Allocates every folio of the window, then inserts them with
+    /// [`Mapping::add_folio_range`] (one lock hold, seed (a)). Memory short:
+    /// gives them back and goes one at a time. A folio already cached ends
+    /// a range; its pages' holes are filled one page at a time, and the
+    /// insertion goes on after it. Returns the folios inserted (locked, not
+    /// uptodate), in index order.
+    fn insert_batched(&self, slots: &[Slot], dropbehind: bool) -> Vec<LockedFolio<'_>> {
+        let m = &*self.mapping;
+        // The whole window's memory first: one bulk allocation per order
+        // (a window has one or two), handed out in plan order.
+        let orders: Vec<u32> = slots.iter().map(|s| s.order).collect();
+        let Some(folios) = m.new_folios_planned(&orders, true) else {
+            return self.insert_single(slots, dropbehind);
+        };
+        for (f, s) in folios.iter().zip(slots) {
+            if s.marker {
+                f.test_and_set(FolioFlags::READAHEAD);
+            }
+            if dropbehind {
+                f.test_and_set(FolioFlags::DROPBEHIND);
+            }
+        }
+        let mut inserted = vec![false; folios.len()];
+        let mut holes = Vec::new();
+        let mut i = 0;
+        while i < folios.len() {
+            match m.add_folio_range(&folios[i..], slots[i].index) {
+                Ok(n) => {
+                    inserted[i..i + n].iter_mut().for_each(|x| *x = true);
+                    i += n;
+                }
+                Err(AddError::Exists) => {}
+                Err(_) => break,
+            }
+            if i < folios.len() {
+                // Slot `i` conflicts with a cached folio.
+                let s = slots[i];
+                if !self.fill_holes(s.index, 1 << s.order, dropbehind, &mut holes) {
+                    break;
+                }
+                i += 1;
+            }
+        }
+        let mut out = Vec::with_capacity(folios.len() + holes.len());
+        let mut rest = Vec::new();
+        for (f, ok) in folios.into_iter().zip(inserted) {
+            if ok {
+                out.push(f);
+            } else {
+                rest.push(f);
+            }
+        }
+        Self::discard(rest);
+        if !holes.is_empty() {
+            out.extend(holes);
+            out.sort_by_key(|f| f.index());
+        }
+        out
+    }
+
+    /// One allocation and one [`Mapping::add_folio`] per folio (the kernel
+    /// before seed (a), and the fallback when memory is short). A folio of
+    /// the planned order that cannot be had, or whose place is taken, is
+    /// replaced by one-page folios in its holes; the window ends where
+    /// memory runs out.
+    fn insert_single(&self, slots: &[Slot], dropbehind: bool) -> Vec<LockedFolio<'_>> {
+        let m = &*self.mapping;
+        let mut out = Vec::with_capacity(slots.len());
+        for s in slots {
+            if let Some(f) = m.new_folio_nowait(s.order) {
+                if s.marker {
+                    f.test_and_set(FolioFlags::READAHEAD);
+                }
+                if dropbehind {
+                    f.test_and_set(FolioFlags::DROPBEHIND);
+                }
+                if m.add_folio(&f, s.index).is_ok() {
+                    out.push(f);
+                    continue;
+                }
+                Self::discard(vec![f]);
+            }
+            if !self.fill_holes(s.index, 1 << s.order, dropbehind, &mut out) {
+                break;
+            }
+        }
+        out
+    }
+
+    /// Inserts one-page folios into the pages of `start..start + n` that
+    /// hold none. False when memory ran out.
+    fn fill_holes<'m>(
+        &'m self,
+        start: u64,
+        n: u64,
+        dropbehind: bool,
+        out: &mut Vec<LockedFolio<'m>>,
+    ) -> bool {
+        let m = &*self.mapping;
+        let mut p = start;
+        while p < start + n {
+            if let Some((first, count)) = m.span_at(p) {
+                p = first + count;
+                continue;
+            }
+            let Some(f) = m.new_folio_nowait(0) else {
+                return false;
+            };
+            if dropbehind {
+                f.test_and_set(FolioFlags::DROPBEHIND);
+            }
+            if m.add_folio(&f, p).is_ok() {
+                out.push(f);
+            } else {
+                Self::discard(vec![f]);
+            }
+            p += 1;
+        }
+        true
+    }
+
+    /// Gives back folios that were never inserted.
+    fn discard(folios: Vec<LockedFolio<'_>>) {
+        for f in folios {
+            f.test_and_clear(FolioFlags::READAHEAD);
+            f.test_and_clear(FolioFlags::DROPBEHIND);
+        }
+    }
+
+    /// Reads a built window: one read per run of contiguous folios. An
+    /// error quarters this file's readahead (4.5) and drops the run's
+    /// folios (readers that need them read them again themselves).
+    fn read_window(&self, folios: Vec<LockedFolio<'_>>, sync: bool) {
+        let mut runs: Vec<Vec<LockedFolio<'_>>> = Vec::new();
+        for f in folios {
+            match runs.last_mut() {
+                Some(run)
+                    if run
+                        .last()
+                        .is_some_and(|l| l.index() + l.nr_pages() == f.index()) =>
+                {
+                    run.push(f)
+                }
+                _ => runs.push(vec![f]),
+            }
+        }
+        if runs.is_empty() {
+            return;
+        }
+        if sync && runs.len() == 1 {
+            let run = runs.pop().expect("one run");
+            if self.mapping.read_folios(run).is_err() {
+                Self::shrink_window(&self.ra);
+            }
+            return;
+        }
+        let ra = self.ra.clone();
+        self.mapping
+            .submit_runs(runs, Arc::new(move || Self::shrink_window(&ra)));
+    }
+
+    /// After an IO error: a quarter of the window (the kernel's rule).
+    fn shrink_window(ra: &Readahead) {
+        let mut st = ra.state.lock();
+        st.ra_pages /= 4;
     }
 }
 

@@ -1,8 +1,12 @@
-//! Every atomic and lock the crate uses, in one place, so the `loom` model
-//! checker can replace them with one cfg (as `xarray::sync` does for the
-//! index). Built normally, these are `std`'s atomics and `parking_lot`'s
-//! mutex; under `RUSTFLAGS="--cfg loom"` they are loom's (see
-//! `tests/loom.rs`).
+//! Every atomic and lock the crate's protocols use, in one place, so the
+//! `loom` model checker can replace them with one cfg (as `xarray::sync`
+//! does for the index). Built normally, these are `std`'s atomics and
+//! `parking_lot`'s locks; under `RUSTFLAGS="--cfg loom"` they are loom's
+//! (see `tests/loom.rs`). They are the shim's own types, not aliases, so
+//! that clippy's `disallowed-types` rule (the crate's `clippy.toml`) can
+//! refuse a `std` or `parking_lot` lock or atomic anywhere else: one that
+//! must stay outside loom's view is allowed where it is declared, with the
+//! reason there.
 //!
 //! Two things stay outside: the folio lock's sleeping, which parks in
 //! `parking_lot_core` normally and under loom becomes a model of its queue
@@ -11,10 +15,120 @@
 //! hands out statistics shards (a loom atomic cannot live in a static; it
 //! only picks a shard and orders nothing).
 
+// The one place the disallowed types are named for the shim.
+#![allow(clippy::disallowed_types)]
+
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+pub(crate) use loom::sync::atomic::{fence, Ordering};
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+pub(crate) use std::sync::atomic::{fence, Ordering};
+
+/// An atomic integer of the shim: `std`'s, or loom's under `--cfg loom`,
+/// with the operations the crate uses.
+macro_rules! atomic_int {
+    ($(#[$doc:meta])* $name:ident, $int:ty) => {
+        $(#[$doc])*
+        #[repr(transparent)]
+        pub(crate) struct $name(
+            #[cfg(not(loom))] std::sync::atomic::$name,
+            #[cfg(loom)] loom::sync::atomic::$name,
+        );
+
+        #[allow(dead_code)]
+        impl $name {
+            #[cfg(not(loom))]
+            #[inline]
+            pub(crate) const fn new(v: $int) -> Self {
+                $name(std::sync::atomic::$name::new(v))
+            }
+            #[cfg(loom)]
+            pub(crate) fn new(v: $int) -> Self {
+                $name(loom::sync::atomic::$name::new(v))
+            }
+            #[inline]
+            pub(crate) fn load(&self, o: Ordering) -> $int {
+                self.0.load(o)
+            }
+            #[inline]
+            pub(crate) fn store(&self, v: $int, o: Ordering) {
+                self.0.store(v, o)
+            }
+            #[inline]
+            pub(crate) fn swap(&self, v: $int, o: Ordering) -> $int {
+                self.0.swap(v, o)
+            }
+            #[inline]
+            pub(crate) fn fetch_add(&self, v: $int, o: Ordering) -> $int {
+                self.0.fetch_add(v, o)
+            }
+            #[inline]
+            pub(crate) fn fetch_sub(&self, v: $int, o: Ordering) -> $int {
+                self.0.fetch_sub(v, o)
+            }
+            #[inline]
+            pub(crate) fn fetch_or(&self, v: $int, o: Ordering) -> $int {
+                self.0.fetch_or(v, o)
+            }
+            #[inline]
+            pub(crate) fn fetch_and(&self, v: $int, o: Ordering) -> $int {
+                self.0.fetch_and(v, o)
+            }
+            #[inline]
+            pub(crate) fn compare_exchange(
+                &self,
+                current: $int,
+                new: $int,
+                success: Ordering,
+                failure: Ordering,
+            ) -> Result<$int, $int> {
+                self.0.compare_exchange(current, new, success, failure)
+            }
+            #[inline]
+            pub(crate) fn compare_exchange_weak(
+                &self,
+                current: $int,
+                new: $int,
+                success: Ordering,
+                failure: Ordering,
+            ) -> Result<$int, $int> {
+                self.0.compare_exchange_weak(current, new, success, failure)
+            }
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                $name::new(0)
+            }
+        }
+
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                self.0.fmt(f)
+            }
+        }
+    };
+}
+
+atomic_int!(
+    /// The shim's `AtomicU8`.
+    AtomicU8,
+    u8
+);
+atomic_int!(
+    /// The shim's `AtomicU32`.
+    AtomicU32,
+    u32
+);
+atomic_int!(
+    /// The shim's `AtomicU64`.
+    AtomicU64,
+    u64
+);
+atomic_int!(
+    /// The shim's `AtomicUsize`.
+    AtomicUsize,
+    usize
+);
 
 /// Called in a lockless reader's retry loop (a folio being removed under
 /// it). Under loom a yield, so the model lets the remover run.
@@ -29,7 +143,26 @@ pub(crate) fn spin_hint() {
 /// The crate's mutex: `parking_lot`'s (no poisoning, `lock()` returns the
 /// guard).
 #[cfg(not(loom))]
-pub(crate) type Mutex<T> = parking_lot::Mutex<T>;
+#[derive(Default)]
+pub(crate) struct Mutex<T>(parking_lot::Mutex<T>);
+
+#[cfg(not(loom))]
+impl<T> Mutex<T> {
+    #[inline]
+    pub(crate) const fn new(t: T) -> Self {
+        Mutex(parking_lot::Mutex::new(t))
+    }
+
+    #[inline]
+    pub(crate) fn lock(&self) -> parking_lot::MutexGuard<'_, T> {
+        self.0.lock()
+    }
+
+    #[inline]
+    pub(crate) fn try_lock(&self) -> Option<parking_lot::MutexGuard<'_, T>> {
+        self.0.try_lock()
+    }
+}
 
 /// Under loom: loom's mutex with `parking_lot`'s interface.
 #[cfg(loom)]
@@ -60,11 +193,29 @@ impl<T> Mutex<T> {
 /// that a loom thread blocked on would hang the model: loom runs its
 /// threads on one OS thread).
 #[cfg(not(loom))]
-pub(crate) type RwLock<T> = parking_lot::RwLock<T>;
+pub(crate) struct RwLock<T>(parking_lot::RwLock<T>);
 #[cfg(not(loom))]
 pub(crate) type RwLockReadGuard<'a, T> = parking_lot::RwLockReadGuard<'a, T>;
 #[cfg(not(loom))]
 pub(crate) type RwLockWriteGuard<'a, T> = parking_lot::RwLockWriteGuard<'a, T>;
+
+#[cfg(not(loom))]
+impl<T> RwLock<T> {
+    #[inline]
+    pub(crate) const fn new(t: T) -> Self {
+        RwLock(parking_lot::RwLock::new(t))
+    }
+
+    #[inline]
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, T> {
+        self.0.read()
+    }
+
+    #[inline]
+    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, T> {
+        self.0.write()
+    }
+}
 
 /// Under loom: loom's reader-writer lock with `parking_lot`'s interface.
 #[cfg(loom)]

@@ -11,10 +11,15 @@
 //!
 //! [`Mapping::add_folio`]: crate::Mapping::add_folio
 
+use crate::cache::CacheInner;
+use crate::folio::{Folio, FolioFlags};
+use crate::lru::Lru;
+use crate::sync::Ordering;
+
 use xarray::MAX_VALUE;
 
 /// Bits of the eviction clock a shadow keeps (one bit is the workingset flag).
-pub const SHADOW_AGE_BITS: u32 = MAX_VALUE.count_ones() - 1;
+pub(crate) const SHADOW_AGE_BITS: u32 = MAX_VALUE.count_ones() - 1;
 const AGE_MASK: u64 = (1 << SHADOW_AGE_BITS) - 1;
 
 /// A decoded eviction shadow.
@@ -67,6 +72,43 @@ pub struct CacheStat {
     /// ... whose shadow passes the refault test now: read again, they would
     /// come back active (reference 5.3).
     pub recently_evicted: u64,
+}
+
+impl CacheInner {
+    /// The refault test for a folio added over shadow `v`, under the LRU
+    /// lock: counts the refault, and activates the folio (returns true)
+    /// when the pages evicted or activated since its eviction are no more
+    /// than the active list holds: had the active list been that much
+    /// smaller, it would have stayed. A dropbehind folio is never
+    /// activated (an uncached read changes no folio's LRU state).
+    pub(crate) fn refault(&self, lru: &Lru, f: &Folio, v: u64) -> bool {
+        self.stats.refaults.fetch_add(1, Ordering::Relaxed);
+        if !self.refault_detection || f.test(FolioFlags::DROPBEHIND) {
+            return false;
+        }
+        let shadow = Shadow::unpack(v);
+        let now = self.nonresident_age.load(Ordering::Relaxed);
+        if shadow.distance(now) > lru.active.pages {
+            return false;
+        }
+        f.test_and_set(FolioFlags::ACTIVE);
+        if shadow.workingset {
+            // It was in the working set before: say so again (the kernel's
+            // "restore").
+            f.test_and_set(FolioFlags::WORKINGSET);
+        }
+        self.nonresident_age
+            .fetch_add(f.nr_pages(), Ordering::Relaxed);
+        self.stats.activations.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    /// The eviction clock now and the active list's pages: what the
+    /// refault test compares a shadow's distance with (reference 5.3).
+    pub(crate) fn workingset_now(&self) -> (u64, u64) {
+        let active = self.lru.lock().active.pages;
+        (self.nonresident_age.load(Ordering::Relaxed), active)
+    }
 }
 
 #[cfg(test)]

@@ -25,13 +25,12 @@ use std::sync::Arc;
 
 use backing::{Backing, BackingInfo, DataPath, FileOptions, IoBuf, IoBufMut};
 
-use crate::arena::PAGE_SIZE;
 use crate::cache::Cache;
 use crate::file::File;
+use crate::filemap::Mapping;
 use crate::folio::FolioFlags;
-use crate::mapping::Mapping;
 
-const PAGE: u64 = PAGE_SIZE as u64;
+use crate::arena::PAGE;
 
 /// The most pages one step of a write grabs and locks at once (4 MiB, and
 /// never more than an eighth of the cache): a large write goes in pieces,
@@ -266,33 +265,7 @@ impl Backing for NoBacking {
     }
 }
 
-impl Mapping {
-    /// `set_len`'s work (also an `O_TRUNC` open's of a file already
-    /// open): see [`File::set_len`].
-    pub(crate) fn truncate_to(&self, size: u64) -> io::Result<()> {
-        let _i = self.inode_lock.write();
-        let _inv = self.invalidate_lock.write();
-        let old = self.size();
-        if size == old {
-            return Ok(());
-        }
-        // The backing first: if it refuses, nothing has changed. Writeback
-        // is held off until the folios past the end are gone, so none is
-        // written back past it.
-        let _wb = self.wb_lock.lock();
-        if !self.memfile {
-            self.backing().set_len(size)?;
-        }
-        // Readers stop at the new size; then the folios past it go. (Past
-        // the old end, bytes in the cache are zero already: a grown file's
-        // gap reads as zeros.)
-        self.set_size(size);
-        if size < old {
-            self.truncate_bytes(size, u64::MAX);
-        }
-        Ok(())
-    }
-}
+impl Mapping {}
 
 impl Cache {
     /// Options for opening a file for reading and writing through the
@@ -325,10 +298,13 @@ impl Cache {
         let backing = NoBacking {
             name: name.to_string(),
         };
-        let mut mapping = Mapping::new(self.clone(), Arc::new(backing), size);
-        mapping.memfile = true;
-        mapping.path = Some(name.into());
-        Ok(self.file(mapping).with_access(true, false))
+        let file = self.file(|this| {
+            let mut mapping = Mapping::new(this, self.clone(), Arc::new(backing), size);
+            mapping.memfile = true;
+            mapping.path = Some(name.into());
+            mapping
+        });
+        Ok(file.with_access(true, false))
     }
 }
 
@@ -613,7 +589,7 @@ impl File {
             }
             let mut folios = Vec::new();
             let first = pos / PAGE;
-            let insert = self.write_insert();
+            let insert = self.insert_mode();
             if let Err(e) = m.grab(index, count, &mut folios, insert, uncached) {
                 return Err(self.write_error(e));
             }
@@ -633,8 +609,7 @@ impl File {
                     if m.memfile || fs >= size {
                         m.zero_folio(&f, 0, (fe - fs) as usize);
                     } else if let Err(e) = m.fill_folio(&f) {
-                        // The folio left the mapping.
-                        f.unlock();
+                        // The folio left the mapping (and unlocks here).
                         failed = Some(e);
                         break;
                     }
@@ -650,7 +625,7 @@ impl File {
                 ranges.push((first, (we - fs).div_ceil(PAGE) - first));
                 done.push(f);
             }
-            m.mark_dirty(&done, &ranges);
+            m.mark_dirty(done.iter().zip(ranges.iter().copied()));
             // (`pos` starts at the write's offset: a piece whose first
             // folio failed wrote nothing and must not extend the file.)
             if !done.is_empty() && pos > m.size() {
@@ -658,9 +633,8 @@ impl File {
                 // the size their data needs.
                 m.set_size(pos);
             }
-            for f in done.iter().chain(folios.as_slice()) {
-                f.unlock();
-            }
+            drop(done);
+            drop(folios);
             if let Some(e) = failed {
                 return Err(e);
             }

@@ -30,8 +30,7 @@
 //!   always has clean folios to take.
 //!
 //! # Locking
-//! `inode_lock` → `invalidate_lock` → `wb_lock` → folio locks (in index
-//! order) → index lock → LRU lock. Writeback takes `wb_lock`, then the
+//! As the crate's lock order says: writeback takes `wb_lock`, then the
 //! folio locks of one run at a time; no folio lock is held while waiting
 //! for `wb_lock`, and the throttle runs before a writer locks any folio.
 
@@ -39,28 +38,37 @@ use std::io;
 use std::time::{Duration, Instant};
 
 use crate::cache::{CacheInner, CLOSED_DIRTY_KEEP};
+use crate::filemap::{FolioRef, LockedFolio, Mapping, MappingEntry};
+use crate::folio::Folio;
 use crate::folio::FolioFlags;
-use crate::mapping::{FolioRef, Mapping, MappingEntry, DIRTY_MARK};
 use crate::sync::{AtomicU64, Ordering};
+use backing::IoBuf;
+use xarray::Cursor;
 
-const PAGE: u64 = crate::arena::PAGE_SIZE as u64;
+use crate::arena::PAGE;
 
 /// The most pages one writeback IO carries (16 MiB): runs are cut there so
 /// a long dirty file is written in pieces other threads can interleave with.
-pub const MAX_RUN_PAGES: u64 = 4096;
+pub(crate) const MAX_RUN_PAGES: u64 = 4096;
 
 /// How often the flusher writes back whatever is dirty, even below the
 /// background threshold.
-pub const FLUSH_INTERVAL: Duration = Duration::from_secs(5);
+#[cfg_attr(loom, allow(dead_code))]
+pub(crate) const FLUSH_INTERVAL: Duration = Duration::from_secs(5);
 
 /// How long a throttled writer whose file has nothing dirty waits for the
 /// flusher to bring the cache under its dirty limit before it fails.
 const THROTTLE_WAIT: Duration = Duration::from_secs(30);
 
 /// A bitmap with one bit per arena page (see `CacheInner::dirty_bits`).
+/// Its words are std atomics even under loom: a folio's bits change only
+/// under its folio lock, which the models do see; the atomics only keep
+/// neighbouring folios' bits in one word apart.
+#[allow(clippy::disallowed_types)]
 pub(crate) struct PageBits(Box<[std::sync::atomic::AtomicU64]>);
 
 impl PageBits {
+    #[allow(clippy::disallowed_types)]
     pub(crate) fn new(pages: usize) -> PageBits {
         PageBits(
             (0..pages.div_ceil(64))
@@ -193,7 +201,9 @@ impl ErrSeq {
 }
 
 /// The background flusher's wake-up: a flag and a condition variable.
+/// Plain `parking_lot` ones: the flusher thread does not run under loom.
 #[derive(Default)]
+#[allow(clippy::disallowed_types)]
 pub(crate) struct Flusher {
     kicked: parking_lot::Mutex<bool>,
     cv: parking_lot::Condvar,
@@ -371,9 +381,7 @@ impl Mapping {
                 }
             }
             let end = run.last().map(|f| f.index() + f.nr_pages());
-            for f in &run {
-                f.unlock();
-            }
+            let run: Vec<FolioRef<'_>> = run.into_iter().map(LockedFolio::unlock).collect();
             self.after_writeback(&run);
             match end {
                 Some(e) if e > index => index = e,
@@ -396,8 +404,8 @@ impl Mapping {
     /// The next run of contiguous dirty folios from page `index` (locked,
     /// still dirty, in this mapping), up to `last` and [`MAX_RUN_PAGES`];
     /// or none, with the page to look at next.
-    fn dirty_run(&self, index: u64, last: u64) -> (Vec<FolioRef<'_>>, Option<u64>) {
-        let mut run: Vec<FolioRef<'_>> = Vec::new();
+    fn dirty_run(&self, index: u64, last: u64) -> (Vec<LockedFolio<'_>>, Option<u64>) {
+        let mut run: Vec<LockedFolio<'_>> = Vec::new();
         let mut next = index;
         let mut pages = 0;
         while next <= last && pages < MAX_RUN_PAGES {
@@ -413,11 +421,11 @@ impl Mapping {
                 }
                 break;
             };
-            f.lock();
+            let f = f.lock();
             let ok = f.mapping() == self.id() && f.contains(i) && f.test(FolioFlags::DIRTY);
             let fend = f.index() + f.nr_pages();
             if !ok || (!run.is_empty() && f.index() != next) {
-                f.unlock();
+                drop(f);
                 if run.is_empty() {
                     return (run, Some(if ok { fend } else { i + 1 }));
                 }
@@ -540,6 +548,277 @@ impl Mapping {
         Ok(())
     }
 }
+
+/// Dirty state and writeback IO.
+impl Mapping {
+    /// The last handle on the file closed (or the mapping goes): what is
+    /// dirty goes to the backing now (the kernel writes a closed file's
+    /// dirty pages back later; a mapping cannot stay without a handle
+    /// unless the cache keeps it, which it does when this fails: see
+    /// `CacheInner::closed_dirty`).
+    ///
+    /// # Errors
+    /// The writeback's (also in the file's error sequence).
+    pub(crate) fn close_handle(&self) -> io::Result<()> {
+        // (Waits for a writeback in flight even when nothing is dirty.)
+        self.writeback(0, u64::MAX)?;
+        // The data is on the backing: so is the size, even if an earlier
+        // cut after a writeback past the end failed (else the file would
+        // open again longer, with zeros past its end).
+        if !self.memfile && self.backing_writable() {
+            self.fix_backing_size()?;
+        }
+        Ok(())
+    }
+
+    /// The first entry carrying `mark` in pages `from..=last` (at `from` if
+    /// it contains `from`).
+    pub(crate) fn find_marked(&self, from: u64, last: u64, mark: xarray::Mark) -> Option<u64> {
+        self.xa.find_marked(from, last, mark).map(|(i, _)| i)
+    }
+
+    /// Marks pages of locked, uptodate folios dirty: for each folio, the
+    /// pages `ranges[i]` (first page in the folio, count) in the cache's
+    /// page bitmap, and the folio's flag and index mark if it was clean
+    /// (all the marks in one hold of the index lock). The dirty counts are
+    /// of pages written (a large folio written in one page counts one: it
+    /// writes back one), so the dirty limit bounds the writeback debt.
+    pub(crate) fn mark_dirty<'a, 'm: 'a>(
+        &self,
+        dirty: impl IntoIterator<Item = (&'a LockedFolio<'m>, (u64, u64))>,
+    ) {
+        if self.memfile {
+            return;
+        }
+        let cache = self.inner();
+        let mut newly: Vec<&LockedFolio<'_>> = Vec::new();
+        let mut pages = 0;
+        for (f, (first, n)) in dirty {
+            debug_assert!(first + n <= f.nr_pages());
+            pages += cache
+                .dirty_bits
+                .set(f.page().index() as usize + first as usize, n as usize);
+            if !f.test_and_set(FolioFlags::DIRTY) {
+                newly.push(f);
+            }
+        }
+        self.dirty_pages.fetch_add(pages, Ordering::Relaxed);
+        cache.stats.dirty_pages.fetch_add(pages, Ordering::Relaxed);
+        let Some(first) = newly.first() else { return };
+        let mut cur = Cursor::new(&self.xa, first.index());
+        let mut g = self.xa.lock();
+        for f in &newly {
+            cur.set_index(f.index());
+            let _ = cur.set_mark(&mut g, DIRTY_MARK);
+        }
+    }
+
+    /// A folio leaving the mapping (its entry, and so its mark, gone) is
+    /// no longer dirty.
+    pub(crate) fn forget_dirty(&self, f: &Folio) {
+        if f.test_and_clear(FolioFlags::DIRTY) {
+            let cache = self.inner();
+            let Some(page) = cache.table.page_of(f) else {
+                return;
+            };
+            let pages = cache.dirty_bits.clear(page, f.nr_pages() as usize);
+            self.dirty_pages.fetch_sub(pages, Ordering::Relaxed);
+            cache.stats.dirty_pages.fetch_sub(pages, Ordering::Relaxed);
+        }
+    }
+
+    /// Starts writeback of a run of locked dirty folios: each clean (flag
+    /// and mark, in one index lock hold) and under writeback. Returns, per
+    /// folio, the runs of dirty pages to write (first page in the folio,
+    /// count), taken from the page bitmap and cut at `limit[i]` pages (end
+    /// of file).
+    pub(crate) fn start_writeback(
+        &self,
+        run: &[LockedFolio<'_>],
+        limit: &[u64],
+    ) -> Vec<Vec<(u64, u64)>> {
+        let Some(first) = run.first() else {
+            return Vec::new();
+        };
+        let cache = self.inner();
+        let mut out = Vec::with_capacity(run.len());
+        {
+            let mut cur = Cursor::new(&self.xa, first.index());
+            let mut g = self.xa.lock();
+            for f in run {
+                cur.set_index(f.index());
+                let _ = cur.clear_mark(&mut g, DIRTY_MARK);
+                f.test_and_clear(FolioFlags::DIRTY);
+                f.test_and_set(FolioFlags::WRITEBACK);
+            }
+        }
+        let mut pages = 0;
+        for (f, &lim) in run.iter().zip(limit) {
+            let n = f.nr_pages() as usize;
+            let runs = cache.dirty_bits.take_runs(f.page().index() as usize, n);
+            pages += runs.iter().map(|&(_, c)| c as u64).sum::<u64>();
+            let cut: Vec<(u64, u64)> = runs
+                .into_iter()
+                .filter(|&(a, _)| (a as u64) < lim)
+                .map(|(a, c)| (a as u64, (c as u64).min(lim - a as u64)))
+                .collect();
+            out.push(cut);
+        }
+        self.dirty_pages.fetch_sub(pages, Ordering::Relaxed);
+        cache.stats.dirty_pages.fetch_sub(pages, Ordering::Relaxed);
+        let all: u64 = run.iter().map(|f| f.nr_pages()).sum();
+        cache
+            .stats
+            .writeback_pages
+            .fetch_add(all, Ordering::Relaxed);
+        out
+    }
+
+    /// Ends writeback of a run started by
+    /// [`start_writeback`](Self::start_writeback): the page runs in
+    /// `failed` (per folio, as `start_writeback` gave them) are dirty again,
+    /// to be retried.
+    pub(crate) fn end_writeback(&self, run: &[LockedFolio<'_>], failed: &[Vec<(u64, u64)>]) {
+        let all: u64 = run.iter().map(|f| f.nr_pages()).sum();
+        self.mark_dirty(
+            run.iter()
+                .zip(failed)
+                .flat_map(|(f, runs)| runs.iter().map(move |&r| (f, r))),
+        );
+        for f in run {
+            f.test_and_clear(FolioFlags::WRITEBACK);
+        }
+        self.inner()
+            .stats
+            .writeback_pages
+            .fetch_sub(all, Ordering::Relaxed);
+    }
+
+    /// Writes the dirty page runs of a locked run of folios covering
+    /// contiguous pages: pages that follow each other in the file, across
+    /// folios too, go as one vectored write; each gap starts another. Many
+    /// writes (scattered dirty pages) are spread over up to
+    /// [`WRITEBACK_THREADS`] threads so several are in flight. Every write
+    /// is tried. Returns the bytes written or the first error, and the page
+    /// runs (per folio) whose write failed, to be marked dirty again.
+    pub(crate) fn write_dirty(
+        &self,
+        run: &[LockedFolio<'_>],
+        dirty: &[Vec<(u64, u64)>],
+    ) -> (io::Result<u64>, Vec<Vec<(u64, u64)>>) {
+        let cache = self.inner();
+        // The writes: file offset, buffers (contiguous pages merged), and
+        // the (folio, first page, pages) pieces they carry.
+        type Seg<'b> = (u64, Vec<IoBuf<'b>>, Vec<(usize, u64, u64)>);
+        let mut segs: Vec<Seg<'_>> = Vec::new();
+        let mut failed: Vec<Vec<(u64, u64)>> = vec![Vec::new(); run.len()];
+        let mut seg_end = 0u64;
+        for (i, (f, runs)) in run.iter().zip(dirty).enumerate() {
+            let base = cache.arena.page_ptr(f.page()).as_ptr();
+            for &(a, n) in runs {
+                assert!(a + n <= f.nr_pages(), "dirty pages past the folio");
+                let at = (f.index() + a) * PAGE;
+                // SAFETY: the folio is locked (no writer changes it while
+                // the IO reads it) and referenced (not freed); pages
+                // `a..a + n` lie inside it (asserted above); arena pages
+                // are 4 KiB aligned.
+                let buf = match unsafe {
+                    IoBuf::from_raw_parts(base.add((a * PAGE) as usize), (n * PAGE) as usize)
+                } {
+                    Ok(b) => b,
+                    Err(e) => {
+                        failed[i].push((a, n));
+                        return (Err(e.into()), failed);
+                    }
+                };
+                match segs.last_mut() {
+                    Some((_, bufs, pieces)) if at == seg_end => {
+                        bufs.push(buf);
+                        pieces.push((i, a, n));
+                    }
+                    _ => segs.push((at, vec![buf], vec![(i, a, n)])),
+                }
+                seg_end = at + n * PAGE;
+            }
+        }
+        let backing = self.backing();
+        let write = |(at, bufs, _): &Seg<'_>| -> io::Result<u64> {
+            let r = backing.write_blocks(bufs, *at);
+            cache.stats.io_writes.fetch_add(1, Ordering::Relaxed);
+            let n = r? as u64;
+            cache.stats.io_write_bytes.fetch_add(n, Ordering::Relaxed);
+            Ok(n)
+        };
+        let threads = if cfg!(loom) || segs.len() < PARALLEL_WRITES_MIN {
+            1
+        } else {
+            (segs.len() / PARALLEL_WRITES_MIN).clamp(1, WRITEBACK_THREADS)
+        };
+        // Every write is tried, whatever the others did.
+        let results: Vec<io::Result<u64>> = if threads == 1 {
+            segs.iter().map(write).collect()
+        } else {
+            // Scattered dirty pages: each write is small and waits for the
+            // device, so keep several in flight (the kernel's flusher has
+            // the block layer's queue for that).
+            std::thread::scope(|scope| {
+                let parts: Vec<_> = (0..threads)
+                    .map(|k| {
+                        let (segs, write) = (&segs, &write);
+                        scope.spawn(move || -> Vec<(usize, io::Result<u64>)> {
+                            (k..segs.len())
+                                .step_by(threads)
+                                .map(|j| (j, write(&segs[j])))
+                                .collect()
+                        })
+                    })
+                    .collect();
+                let mut all: Vec<(usize, io::Result<u64>)> = Vec::with_capacity(segs.len());
+                // (A thread that panicked leaves its writes failed.)
+                for h in parts {
+                    if let Ok(v) = h.join() {
+                        all.extend(v);
+                    }
+                }
+                let mut out: Vec<io::Result<u64>> = (0..segs.len())
+                    .map(|_| Err(io::Error::other("writeback thread panicked")))
+                    .collect();
+                for (j, r) in all {
+                    out[j] = r;
+                }
+                out
+            })
+        };
+        let mut total = Ok(0u64);
+        for (seg, r) in segs.iter().zip(results) {
+            match r {
+                Ok(n) => {
+                    if let Ok(t) = &mut total {
+                        *t += n;
+                    }
+                }
+                Err(e) => {
+                    for &(i, a, n) in &seg.2 {
+                        failed[i].push((a, n));
+                    }
+                    if total.is_ok() {
+                        total = Err(e);
+                    }
+                }
+            }
+        }
+        (total, failed)
+    }
+}
+
+/// The most threads one writeback run's writes are spread over.
+pub(crate) const WRITEBACK_THREADS: usize = 4;
+
+/// Writes per thread below which a run's writes go one after another.
+const PARALLEL_WRITES_MIN: usize = 8;
+
+/// The index mark of dirty folios (the kernel's `PAGECACHE_TAG_DIRTY`).
+pub(crate) const DIRTY_MARK: xarray::Mark = xarray::Mark::MARK_0;
 
 #[cfg(test)]
 mod tests {

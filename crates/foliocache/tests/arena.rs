@@ -8,7 +8,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::Instant;
 
-use foliocache::arena::{Arena, ArenaError, PageId, Populate, MAX_ORDER, PAGE_SIZE};
+use foliocache::internals::arena::{Arena, ArenaError, PageId, Populate, MAX_ORDER, PAGE_SIZE};
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 

@@ -20,10 +20,10 @@ use std::thread;
 use std::time::Duration;
 
 use backing::MemBacking;
-use foliocache::folio::FolioFlags;
+use foliocache::filemap::FolioFlags;
+use foliocache::filemap::{FgpFlags, MappingEntry};
 use foliocache::{
-    Advice, Cache, CacheStat, CacheStats, FgpFlags, File, MappingEntry, Populate, ReadFlags,
-    ReadaheadConfig,
+    Advice, Cache, CacheStat, CacheStats, File, Populate, ReadFlags, ReadaheadConfig,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -363,10 +363,10 @@ fn an_uncached_read_to_eof_drops_a_folio_straddling_it() {
     let (f, _b) = open(&c, &data);
     let m = f.mapping();
     let g = m
-        .get_folio(0, (FgpFlags::CREAT | FgpFlags::DONTCACHE).order(2))
+        .lock_folio(0, (FgpFlags::CREAT | FgpFlags::DONTCACHE).order(2))
         .unwrap();
     assert_eq!((g.index(), g.nr_pages()), (0, 4));
-    m.read_folio(&g).unwrap();
+    let g = m.read_folio(g).unwrap();
     drop(g);
     assert_eq!(ce(&f, 0, 0), (4, 0));
     let before = c.stats();
@@ -518,11 +518,11 @@ fn a_large_folio_read_in_pieces_stays_until_its_last_piece() {
     let (f, _b) = open(&c, &data);
     let m = f.mapping();
     let g = m
-        .get_folio(16, (FgpFlags::CREAT | FgpFlags::DONTCACHE).order(4))
+        .lock_folio(16, (FgpFlags::CREAT | FgpFlags::DONTCACHE).order(4))
         .unwrap();
     assert_eq!((g.index(), g.nr_pages()), (16, 16));
     assert!(g.test(FolioFlags::DROPBEHIND));
-    m.read_folio(&g).unwrap();
+    let g = m.read_folio(g).unwrap();
     drop(g);
     assert_eq!(ce(&f, 64 * KIB, 64 * KIB), (16, 0));
     let before = c.stats();
@@ -721,9 +721,9 @@ fn a_plain_get_folio_claims_a_dropbehind_folio_and_a_dontcache_one_does_not() {
     let m = f.mapping();
     for at in [0u64, 16] {
         let g = m
-            .get_folio(at, (FgpFlags::CREAT | FgpFlags::DONTCACHE).order(4))
+            .lock_folio(at, (FgpFlags::CREAT | FgpFlags::DONTCACHE).order(4))
             .unwrap();
-        m.read_folio(&g).unwrap();
+        m.read_folio(g).unwrap();
     }
     drop(m.get_folio(3, FgpFlags::DONTCACHE).unwrap());
     assert!(
@@ -753,9 +753,9 @@ fn a_dropbehind_folio_locked_by_another_thread_is_read_and_kept() {
     let (f, _b) = open(&c, &data);
     let m = f.mapping();
     let g = m
-        .get_folio(0, (FgpFlags::CREAT | FgpFlags::DONTCACHE).order(4))
+        .lock_folio(0, (FgpFlags::CREAT | FgpFlags::DONTCACHE).order(4))
         .unwrap();
-    m.read_folio(&g).unwrap();
+    let g = m.read_folio(g).unwrap();
     drop(g);
 
     let (locked_tx, locked_rx) = mpsc::channel();
@@ -765,7 +765,7 @@ fn a_dropbehind_folio_locked_by_another_thread_is_read_and_kept() {
         thread::spawn(move || {
             let g = f
                 .mapping()
-                .get_folio(0, FgpFlags::LOCK | FgpFlags::DONTCACHE)
+                .lock_folio(0, FgpFlags::LOCK | FgpFlags::DONTCACHE)
                 .unwrap();
             locked_tx.send(()).unwrap();
             let _ = release_rx.recv();
@@ -816,9 +816,9 @@ fn an_extra_reference_keeps_a_detached_folio_not_a_cached_one() {
     let (f, _b) = open(&c, &data);
     let m = f.mapping();
     let g = m
-        .get_folio(0, (FgpFlags::CREAT | FgpFlags::DONTCACHE).order(4))
+        .lock_folio(0, (FgpFlags::CREAT | FgpFlags::DONTCACHE).order(4))
         .unwrap();
-    m.read_folio(&g).unwrap();
+    let g = m.read_folio(g).unwrap();
     drop(g);
     let Some(MappingEntry::Folio(held)) = m.get_entry(5) else {
         panic!("no folio at 5")
@@ -1130,19 +1130,23 @@ fn nowait_read_of_a_folio_being_read_would_block_without_waiting() {
     let data = Arc::new(nonzero_bytes(256 * KIB as usize, 21));
     let (f, _b) = open(&c, &data);
     let m = f.mapping();
-    let g = m.get_folio(0, FgpFlags::CREAT.order(4)).unwrap();
+    let g = m.lock_folio(0, FgpFlags::CREAT.order(4)).unwrap();
     assert!(g.is_locked() && !g.test(FolioFlags::UPTODATE));
     let rf = f.clone();
+    // (The guard, until one of the two below reads the folio.)
+    let g = std::cell::Cell::new(Some(g));
+    let fill = || {
+        if let Some(g) = g.take() {
+            m.read_folio(g).unwrap();
+        }
+    };
     within(
         "a NOWAIT read of a locked, not uptodate folio",
         move || would_block(&rf, 100, 100, ReadFlags::NOWAIT),
         // Let a waiting reader through: make the folio uptodate.
-        || m.read_folio(&g).unwrap(),
+        fill,
     );
-    if g.is_locked() {
-        m.read_folio(&g).unwrap();
-    }
-    drop(g);
+    fill();
     assert_eq!(read_flags(&f, &data, 100, 100, ReadFlags::NOWAIT), 100);
 }
 

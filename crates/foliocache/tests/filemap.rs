@@ -4,8 +4,9 @@
 use std::io::ErrorKind;
 
 use backing::MemBacking;
-use foliocache::folio::FolioFlags;
-use foliocache::{AddError, Cache, FgpFlags, File, MappingEntry, Populate, ReadaheadConfig, BATCH};
+use foliocache::filemap::FolioFlags;
+use foliocache::filemap::{AddError, FgpFlags, MappingEntry, BATCH};
+use foliocache::{Cache, File, Populate, ReadaheadConfig};
 
 const PAGE: usize = 4096;
 
@@ -49,11 +50,11 @@ fn get_folio_without_creat_on_a_hole_is_not_found() {
 fn get_folio_creat_returns_a_locked_folio_that_read_folio_fills() {
     let (_c, f, data) = file(4);
     let m = f.mapping();
-    let folio = m.get_folio(2, FgpFlags::CREAT | FgpFlags::LOCK).unwrap();
+    let folio = m.lock_folio(2, FgpFlags::CREAT | FgpFlags::LOCK).unwrap();
     assert!(folio.is_locked());
     assert!(!folio.test(FolioFlags::UPTODATE));
     assert_eq!(folio.index(), 2);
-    m.read_folio(&folio).unwrap();
+    let folio = m.read_folio(folio).unwrap();
     assert!(folio.test(FolioFlags::UPTODATE));
     assert!(!folio.is_locked());
     drop(folio);
@@ -67,10 +68,10 @@ fn a_created_folio_uses_the_requested_order_when_the_index_is_aligned() {
     let (_c, f, _) = file(16);
     let m = f.mapping();
     let folio = m
-        .get_folio(8, FgpFlags::CREAT | FgpFlags::LOCK.order(3))
+        .lock_folio(8, FgpFlags::CREAT | FgpFlags::LOCK.order(3))
         .unwrap();
     assert_eq!((folio.index(), folio.order()), (8, 3));
-    m.read_folio(&folio).unwrap();
+    let folio = m.read_folio(folio).unwrap();
     drop(folio);
     // Any index inside returns the same folio (invariant 19).
     let inside = m.get_folio(13, FgpFlags::default()).unwrap();
@@ -82,13 +83,13 @@ fn a_created_folio_uses_the_requested_order_when_the_index_is_aligned() {
 fn nowait_lock_on_a_locked_folio_would_block() {
     let (_c, f, _) = file(4);
     let m = f.mapping();
-    let held = m.get_folio(0, FgpFlags::CREAT | FgpFlags::LOCK).unwrap();
+    let held = m.lock_folio(0, FgpFlags::CREAT | FgpFlags::LOCK).unwrap();
     let e = m
-        .get_folio(0, FgpFlags::LOCK | FgpFlags::NOWAIT)
+        .lock_folio(0, FgpFlags::LOCK | FgpFlags::NOWAIT)
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::WouldBlock);
-    m.read_folio(&held).unwrap();
-    let again = m.get_folio(0, FgpFlags::LOCK | FgpFlags::NOWAIT).unwrap();
+    m.read_folio(held).unwrap();
+    let again = m.lock_folio(0, FgpFlags::LOCK | FgpFlags::NOWAIT).unwrap();
     assert!(again.is_locked());
     again.unlock();
 }
@@ -97,8 +98,8 @@ fn nowait_lock_on_a_locked_folio_would_block() {
 fn add_folio_over_a_cached_folio_fails_and_changes_nothing() {
     let (_c, f, _) = file(4);
     let m = f.mapping();
-    let first = m.get_folio(1, FgpFlags::CREAT | FgpFlags::LOCK).unwrap();
-    m.read_folio(&first).unwrap();
+    let first = m.lock_folio(1, FgpFlags::CREAT | FgpFlags::LOCK).unwrap();
+    let first = m.read_folio(first).unwrap();
     let other = m.new_folio(0).unwrap();
     assert!(matches!(m.add_folio(&other, 1), Err(AddError::Exists)));
     assert_eq!(
@@ -114,13 +115,39 @@ fn add_folio_over_a_cached_folio_fails_and_changes_nothing() {
 }
 
 #[test]
-fn add_folio_rejects_unlocked_and_misaligned_folios() {
+fn add_folio_rejects_misaligned_folios() {
+    // (An unlocked folio cannot be passed at all: `add_folio` takes a
+    // `LockedFolio`, which the compile-fail test of `foliocache::filemap`
+    // shows.)
     let (_c, f, _) = file(8);
     let m = f.mapping();
     let big = m.new_folio(2).unwrap();
     assert!(matches!(m.add_folio(&big, 2), Err(AddError::Invalid(_))));
     big.unlock();
-    assert!(matches!(m.add_folio(&big, 4), Err(AddError::Invalid(_))));
+}
+
+/// A folio of one cache offered to another cache's mapping is refused
+/// with an error (its descriptor is not in that cache's table: added, its
+/// lookups and its reclaim would have nothing to point at).
+#[test]
+fn add_folio_refuses_another_caches_folio() {
+    let (_c1, f1, _) = file(8);
+    let (_c2, f2, _) = file(8);
+    let foreign = f1.mapping().new_folio(0).unwrap();
+    let m = f2.mapping();
+    assert!(matches!(
+        m.add_folio(&foreign, 0),
+        Err(AddError::Invalid(_))
+    ));
+    assert!(matches!(
+        m.add_folio_range(std::slice::from_ref(&foreign), 0),
+        Err(AddError::Invalid(_))
+    ));
+    assert_eq!(foreign.mapping(), 0);
+    assert!(m.get_entry(0).is_none(), "nothing went into the index");
+    // The folio is still its own cache's to use.
+    f1.mapping().add_folio(&foreign, 0).unwrap();
+    f1.mapping().read_folio(foreign).unwrap();
 }
 
 #[test]
@@ -128,13 +155,13 @@ fn add_folio_range_inserts_a_prefix_up_to_the_first_conflict() {
     let (_c, f, data) = file(16);
     let m = f.mapping();
     // Page 5 is cached already.
-    let five = m.get_folio(5, FgpFlags::CREAT | FgpFlags::LOCK).unwrap();
-    m.read_folio(&five).unwrap();
+    let five = m.lock_folio(5, FgpFlags::CREAT | FgpFlags::LOCK).unwrap();
+    let five = m.read_folio(five).unwrap();
     drop(five);
     let folios: Vec<_> = (0..8).map(|_| m.new_folio(0).unwrap()).collect();
     let n = m.add_folio_range(&folios, 2).unwrap();
     assert_eq!(n, 3, "pages 2, 3, 4 go in; 5 conflicts");
-    for (i, folio) in folios.iter().enumerate() {
+    for (i, folio) in folios.into_iter().enumerate() {
         if i < n {
             assert_eq!((folio.index(), folio.mapping() != 0), (2 + i as u64, true));
             m.read_folio(folio).unwrap();
@@ -147,7 +174,6 @@ fn add_folio_range_inserts_a_prefix_up_to_the_first_conflict() {
             folio.unlock();
         }
     }
-    drop(folios);
     let mut buf = vec![0u8; 4 * PAGE];
     f.read_at(&mut buf, 2 * PAGE as u64).unwrap();
     assert_eq!(buf, data[2 * PAGE..6 * PAGE]);
@@ -175,7 +201,7 @@ fn get_read_batch_stops_after_a_folio_that_is_not_uptodate() {
     let m = f.mapping();
     let mut buf = vec![0u8; 2 * PAGE];
     f.read_at(&mut buf, 0).unwrap(); // 0, 1
-    let locked = m.get_folio(2, FgpFlags::CREAT | FgpFlags::LOCK).unwrap();
+    let locked = m.lock_folio(2, FgpFlags::CREAT | FgpFlags::LOCK).unwrap();
     f.read_at(&mut buf[..PAGE], 3 * PAGE as u64).unwrap(); // 3
     let mut batch = Vec::new();
     m.get_read_batch(0, 7, &mut batch);
@@ -183,7 +209,7 @@ fn get_read_batch_stops_after_a_folio_that_is_not_uptodate() {
     assert_eq!(got, [0, 1, 2], "the not-uptodate folio is last");
     assert!(!batch[2].test(FolioFlags::UPTODATE));
     drop(batch);
-    m.read_folio(&locked).unwrap();
+    m.read_folio(locked).unwrap();
 }
 
 #[test]

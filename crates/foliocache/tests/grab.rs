@@ -5,8 +5,9 @@
 use std::sync::Arc;
 
 use backing::MemBacking;
-use foliocache::folio::FolioFlags;
-use foliocache::{Cache, File, FolioRef, Mapping, Populate, ReadaheadConfig};
+use foliocache::filemap::FolioFlags;
+use foliocache::filemap::{LockedFolio, Mapping};
+use foliocache::{Cache, File, Populate, ReadaheadConfig};
 
 const PAGE: usize = 4096;
 
@@ -30,7 +31,7 @@ fn file(c: &Cache, pages: usize) -> File {
 /// Checks `got` covers `index..index + pages` contiguously, every folio
 /// locked, this mapping's and aligned; fills the new ones from the backing
 /// and unlocks the rest. Returns (created, present).
-fn settle(m: &Mapping, got: Vec<FolioRef<'_>>, index: u64, pages: u64) -> (usize, usize) {
+fn settle(m: &Mapping, got: Vec<LockedFolio<'_>>, index: u64, pages: u64) -> (usize, usize) {
     let first = got.first().expect("some folio");
     assert!(first.index() <= index);
     let mut at = first.index();
@@ -45,7 +46,7 @@ fn settle(m: &Mapping, got: Vec<FolioRef<'_>>, index: u64, pages: u64) -> (usize
             f.unlock();
         } else {
             created += 1;
-            m.read_folio(&f).unwrap();
+            m.read_folio(f).unwrap();
         }
     }
     assert!(at >= index + pages, "covered up to {at}");
@@ -162,7 +163,7 @@ fn bad_ranges_and_a_full_cache_give_errors() {
     let e = m.grab_folios(32, 4, &mut more).unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::OutOfMemory);
     for g in out {
-        m.read_folio(&g).unwrap();
+        m.read_folio(g).unwrap();
     }
 }
 

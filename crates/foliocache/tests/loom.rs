@@ -35,8 +35,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use backing::{Backing, BackingInfo, FaultyBacking, IoBuf, IoBufMut, MemBacking};
-use foliocache::folio::FolioFlags;
-use foliocache::{Cache, FgpFlags, File, Insert, Mapping, MappingEntry, Populate, ReadaheadConfig};
+use foliocache::filemap::FolioFlags;
+use foliocache::filemap::{FgpFlags, Mapping, MappingEntry};
+use foliocache::{Cache, File, Populate, ReadaheadConfig};
 use loom::thread;
 
 const PAGE: usize = 4096;
@@ -193,7 +194,7 @@ fn check_closed(cache: &Cache, files: Vec<File>) {
 /// The checks a lookup makes on a folio it holds: its own mapping and
 /// index, and a count that includes the cache's references and its own
 /// (a folio that is freed, or being freed, has 0).
-fn check_held(f: &foliocache::FolioRef<'_>, m: &Mapping) {
+fn check_held(f: &foliocache::filemap::Folio, m: &Mapping) {
     assert_eq!(f.mapping(), id(m), "got another mapping's folio: {f:?}");
     assert_eq!(f.index(), 0, "got another index's folio: {f:?}");
     assert!(
@@ -280,7 +281,7 @@ fn a_get_folio_locked_races_eviction() {
                 let a = a.clone();
                 move || match a
                     .mapping()
-                    .get_folio(0, FgpFlags::LOCK | FgpFlags::ACCESSED)
+                    .lock_folio(0, FgpFlags::LOCK | FgpFlags::ACCESSED)
                 {
                     Err(e) => assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}"),
                     Ok(f) => {
@@ -528,11 +529,7 @@ fn ra_cache(pages: usize, max: u64) -> Cache {
         .capacity(pages * PAGE)
         .max_folio_size(PAGE)
         .populate(Populate::Lazy)
-        .readahead(ReadaheadConfig {
-            max_pages: max,
-            io_pages: max,
-            insert: Insert::Batched,
-        })
+        .readahead(ReadaheadConfig::new(max, max))
         .build()
         .unwrap()
 }

@@ -4,8 +4,9 @@
 //! smaller folio lands in it; reads through shadows return the right bytes.
 
 use backing::MemBacking;
-use foliocache::folio::FolioFlags;
-use foliocache::{Cache, FgpFlags, File, MappingEntry, Shadow};
+use foliocache::filemap::FolioFlags;
+use foliocache::filemap::{FgpFlags, MappingEntry, Shadow};
+use foliocache::{Cache, File};
 
 mod common;
 // Readahead off: these tests shape the cache by the folios each read
@@ -103,24 +104,23 @@ fn add_folio_returns_the_shadow_it_replaces() {
     assert_eq!(Shadow::unpack(got), before);
     assert_eq!(shadow_at(&a, 514), Some(before));
     assert_eq!(shadow_at(&a, 516), Some(before));
-    m.read_folio(&f).unwrap();
+    let f = m.read_folio(f).unwrap();
     assert!(f.test(FolioFlags::UPTODATE));
     drop(f);
     // An order-9 add over the shadows and the folio conflicts...
     let big = m.new_folio(9).unwrap();
     assert!(m.add_folio(&big, 512).is_err());
-    big.unlock();
-    drop(big);
+    drop(big.unlock());
     // ...but over the whole untouched first shadow it replaces it in place.
     let s0 = shadow_at(&a, 0).unwrap();
     let big = m.new_folio(9).unwrap();
     assert_eq!(big.order(), 9);
     assert_eq!(m.add_folio(&big, 0).unwrap().map(Shadow::unpack), Some(s0));
-    m.read_folio(&big).unwrap();
+    m.read_folio(big).unwrap();
     // get_folio with CREAT treats a shadow as absent.
-    let g = m.get_folio(600, FgpFlags::CREAT | FgpFlags::LOCK).unwrap();
+    let g = m.lock_folio(600, FgpFlags::CREAT | FgpFlags::LOCK).unwrap();
     assert!(g.is_locked() && !g.test(FolioFlags::UPTODATE));
-    m.read_folio(&g).unwrap();
+    m.read_folio(g).unwrap();
 }
 
 #[test]

@@ -22,6 +22,10 @@
 //!
 //! 10 s by default, 30 s under `CI=true`; `FOLIOCACHE_SOAK_SECS` sets it.
 
+// The tests drive and count their own threads with std atomics and locks;
+// the shim rule (clippy.toml) is for the crate's protocols.
+#![allow(clippy::disallowed_types)]
+
 use std::fs;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};

@@ -8,8 +8,9 @@
 //! reference describes.
 
 use backing::MemBacking;
-use foliocache::folio::FolioFlags;
-use foliocache::{Cache, File, MappingEntry, Populate, ReadFlags, ReadaheadConfig, Shadow};
+use foliocache::filemap::FolioFlags;
+use foliocache::filemap::{MappingEntry, Shadow};
+use foliocache::{Cache, File, Populate, ReadFlags, ReadaheadConfig};
 
 const PAGE: usize = 4096;
 

@@ -20,7 +20,8 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::{Arc, Barrier};
 
-use foliocache::{Advice, Cache, File, Insert, ReadFlags, WriteFlags};
+use foliocache::internals::Insert;
+use foliocache::{Advice, Cache, File, ReadFlags, WriteFlags};
 use proptest::prelude::*;
 
 #[path = "common/write.rs"]

@@ -187,15 +187,15 @@ fn one_folio_at_a_time_writes_the_same_bytes() {
         .build()
         .unwrap();
     let m = c.memfile("single", 0).unwrap();
-    m.set_write_insert(foliocache::Insert::Single);
-    assert_eq!(m.write_insert(), foliocache::Insert::Single);
+    m.set_write_insert(foliocache::internals::Insert::Single);
+    assert_eq!(m.write_insert(), foliocache::internals::Insert::Single);
     let data: Vec<u8> = (0..(1u32 << 20) + 333).map(|i| (i % 251) as u8).collect();
     m.write_all_at(&data, 4096 + 17).unwrap();
     let mut back = vec![1u8; data.len()];
     m.read_exact_at(&mut back, 4096 + 17).unwrap();
     assert!(back == data);
-    m.set_write_insert(foliocache::Insert::Batched);
-    assert_eq!(m.write_insert(), foliocache::Insert::Batched);
+    m.set_write_insert(foliocache::internals::Insert::Batched);
+    assert_eq!(m.write_insert(), foliocache::internals::Insert::Batched);
     assert_eq!(m.default_flags(), foliocache::ReadFlags::NONE);
 }
 
@@ -226,4 +226,34 @@ fn a_large_folio_written_in_two_places_writes_back_only_those_pages() {
     want[1 << 20..(1 << 20) + 8192].fill(b'w');
     want[(1 << 20) + 8192] = b'!';
     assert!(disk == want);
+}
+
+/// Code written against `std::os::unix::fs::FileExt` (as for a
+/// `std::fs::File`) runs on a cached file unchanged.
+#[test]
+fn file_ext_reads_and_writes_through_the_cache() {
+    use std::os::unix::fs::FileExt;
+    fn roundtrip(f: &impl FileExt) -> std::io::Result<Vec<u8>> {
+        f.write_all_at(b"through FileExt", 5000)?;
+        let mut back = vec![0u8; 15];
+        f.read_exact_at(&mut back, 5000)?;
+        Ok(back)
+    }
+    let c = cache(4 << 20);
+    let path = tmp("file_ext");
+    let f = c
+        .open_options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap();
+    assert_eq!(roundtrip(&f).unwrap(), b"through FileExt");
+    f.sync_all().unwrap();
+    drop(f);
+    let on_disk = std::fs::read(&path).unwrap();
+    assert_eq!(&on_disk[5000..5015], b"through FileExt");
+    assert!(on_disk[..5000].iter().all(|&b| b == 0));
+    std::fs::remove_file(&path).unwrap();
 }

@@ -1,5 +1,8 @@
 //! Helpers shared by the integration tests (each test file uses some).
 #![allow(dead_code)]
+// The tests drive and count their own threads with std atomics and locks;
+// the shim rule (clippy.toml) is for the crate's protocols.
+#![allow(clippy::disallowed_types)]
 
 use std::fs;
 use std::io::Write;
@@ -72,8 +75,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use backing::{Backing, BackingInfo, IoBuf, IoBufMut};
-use foliocache::folio::FolioFlags;
-use foliocache::{Mapping, MappingEntry};
+use foliocache::filemap::FolioFlags;
+use foliocache::filemap::{Mapping, MappingEntry};
 
 /// How long a test waits for IO in flight (an asynchronous window) to
 /// complete before it calls it a hang.

@@ -1,50 +1,115 @@
-//! `Mapping`: one file's state in the cache (the kernel's `address_space`):
-//! its index from page index to folio or eviction shadow, its backing, its
-//! size; and the filemap operations on it (reference section 3).
+//! The advanced layer: a file's [`Mapping`] (the kernel's
+//! `address_space`) and the filemap operations on it, which hand out its
+//! folios referenced ([`FolioRef`]) or locked ([`LockedFolio`]), as the
+//! kernel's `filemap_*` calls do. [`File`](crate::File) is built on these;
+//! a program that manages folios itself (populating guest memory, filling
+//! folios from its own IO) uses them directly through
+//! [`File::mapping`](crate::File::mapping).
 //!
-//! The index is an [`xarray::XArray`] of [`FolioPtr`]s: pointers into the
-//! cache's descriptor table, which lives as long as the cache. A folio in a
-//! mapping holds `2^order` references for the cache (invariant 16); every
-//! lookup that returns a folio adds one, held by the returned [`FolioRef`]
-//! and dropped with it.
+//! The index is an [`xarray::XArray`] of pointers into the cache's
+//! descriptor table, which lives as long as the cache. A folio in a mapping
+//! holds `2^order` references for the cache; every lookup that returns a
+//! folio adds one, held by the returned [`FolioRef`] and dropped with it.
 //!
-//! # Lookup protocol (reference 1.8)
+//! # Lookup protocol (`filemap_get_entry`)
 //! Under an epoch pin: load the entry, take a reference only if the count is
-//! not zero ([`Folio::try_get`]), re-load the slot; if it no longer holds
-//! the same folio, drop the reference and retry. Reclaim freezes the count
-//! from exactly the cache's references to zero, under the folio lock, before
+//! not zero, re-load the slot; if it no longer holds the same folio, drop
+//! the reference and retry. Reclaim freezes the count from exactly the
+//! cache's references (and its own) to zero, under the folio lock, before
 //! it clears the slot, so a folio being removed is never returned.
 //!
 //! # Locking
 //! | operation | index lock | sleeps |
 //! |---|---|---|
-//! | `get_entry`, `get_read_batch`, `get_folios_contig`, `get_folio` without `LOCK` | no (epoch pin) | no |
-//! | `get_folio` with `LOCK` | no | on the folio lock (not with `NOWAIT`) |
-//! | `get_folio` with `CREAT` | to insert | may reclaim |
+//! | `get_entry`, `get_folio`, `get_read_batch`, `get_folios_contig` | no (epoch pin) | no |
+//! | `lock_folio` | no | on the folio lock (not with `NOWAIT`) |
+//! | `lock_folio` with `CREAT`, `new_folio`, `grab_folios` | to insert | may reclaim (only for the first folio of a grab) |
 //! | `add_folio`, `add_folio_range` | one hold (dropped only to allocate index nodes, then re-validated) | no |
+//! | `read_folio`, `read_folios`, `writeback` | no | on IO |
+//!
+//! The crate documentation gives the order of every lock.
+//!
+//! # What a caller cannot do
+//! A folio's state changes only inside the crate: from outside, a
+//! [`Folio`] can be read, never written, and a folio lock is released only
+//! by its guard. Each of these fails to compile:
+//!
+//! ```compile_fail
+//! # fn f(m: &foliocache::filemap::Mapping) {
+//! let folio = m.get_folio(0, Default::default()).unwrap();
+//! folio.set_mapping(1, 0); // reclaim would follow this "mapping"
+//! # }
+//! ```
+//! ```compile_fail
+//! # fn f(m: &foliocache::filemap::Mapping) {
+//! let folio = m.lock_folio(0, Default::default()).unwrap();
+//! folio.folio().unlock(); // the guard would unlock it again
+//! # }
+//! ```
+//! ```compile_fail
+//! # fn f(m: &foliocache::filemap::Mapping) {
+//! let folio = m.get_folio(0, Default::default()).unwrap();
+//! folio.test_and_set(foliocache::filemap::FolioFlags::UPTODATE);
+//! # }
+//! ```
+//! ```compile_fail
+//! # fn f(m: &foliocache::filemap::Mapping) {
+//! let folio = m.get_folio(0, Default::default()).unwrap();
+//! folio.freeze(1);
+//! # }
+//! ```
+//! ```compile_fail
+//! # fn f(m: &foliocache::filemap::Mapping) {
+//! let folio = m.get_folio(0, Default::default()).unwrap();
+//! folio.put_many(1);
+//! # }
+//! ```
+//! ```compile_fail
+//! # fn f(m: &foliocache::filemap::Mapping) {
+//! let folio = m.get_folio(0, Default::default()).unwrap();
+//! folio.init(0, 0);
+//! # }
+//! ```
+//! ```compile_fail
+//! # fn f(m: &foliocache::filemap::Mapping) {
+//! // Adding a folio needs it locked: a reference alone is refused.
+//! let new = m.new_folio(0).unwrap().unlock();
+//! m.add_folio(&new, 0).unwrap();
+//! # }
+//! ```
+//!
+//! The same calls through the guards compile:
+//!
+//! ```no_run
+//! # fn f(m: &foliocache::filemap::Mapping) -> std::io::Result<()> {
+//! use foliocache::filemap::FgpFlags;
+//! let folio = m.lock_folio(0, FgpFlags::CREAT)?; // locked, not uptodate
+//! let folio = m.read_folio(folio)?; // filled, unlocked, still referenced
+//! let locked = folio.lock(); // locked again; unlocked when dropped
+//! drop(locked);
+//! # Ok(()) }
+//! ```
 
 use std::io;
 use std::path::PathBuf;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use backing::aio::ReadOp;
-use backing::{Backing, BackingInfo, IoBuf, IoBufMut, RawBuf};
-use xarray::{
-    CompareExchangeError, Cursor, Entry, EntryKey, EntryRef, Error as XaError, Item, XArray,
-    XaGuard,
-};
+use backing::{Backing, BackingInfo, IoBufMut};
+use xarray::{Cursor, Entry, EntryRef, Error as XaError, Item, XArray, XaGuard};
 
-use crate::arena::{PageId, PAGE_SIZE};
+use crate::arena::PageId;
 use crate::cache::{Cache, CacheInner};
-use crate::folio::{Folio, FolioFlags};
+pub use crate::folio::{Folio, FolioFlags, FolioRef, LockedFolio};
 use crate::readahead::Insert;
+pub use crate::workingset::Shadow;
+// (`size` and `handles`: see the note in `Mapping`.)
+#[allow(clippy::disallowed_types)]
 use std::sync::atomic::AtomicU64 as StdAtomicU64;
 
 use crate::sync::{spin_hint, AtomicU64, Ordering};
-use crate::workingset::Shadow;
 
-const PAGE: u64 = PAGE_SIZE as u64;
+use crate::arena::PAGE;
 
 /// The most folios one batch lookup returns (the kernel's `folio_batch`).
 pub const BATCH: usize = 31;
@@ -58,10 +123,10 @@ const PREFETCH_BYTES: usize = 1024;
 /// lifetime, and a mapping (which keeps the cache alive) removes its folios
 /// before it is dropped.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub struct FolioPtr(NonNull<Folio>);
+pub(crate) struct FolioPtr(NonNull<Folio>);
 
 impl FolioPtr {
-    fn new(f: &Folio) -> Self {
+    pub(crate) fn new(f: &Folio) -> Self {
         FolioPtr(NonNull::from(f))
     }
 }
@@ -98,86 +163,6 @@ unsafe impl Item for FolioPtr {
     }
 }
 
-/// A reference on a folio, dropped with this value. Dereferences to the
-/// [`Folio`]. Dropping it does not unlock a folio the holder locked: unlock
-/// first (the kernel's rule).
-pub struct FolioRef<'m> {
-    cache: &'m CacheInner,
-    folio: &'m Folio,
-}
-
-/// The folios of a run being read by the IO engine: their references, and
-/// their mapping kept alive until the completion.
-struct InFlight {
-    mapping: Arc<Mapping>,
-    folios: Vec<NonNull<Folio>>,
-}
-
-// SAFETY: the pointers are counted references to descriptors in the cache's
-// table, which is `Sync`; they are only turned back into `FolioRef`s (on the
-// engine's thread) while `mapping` keeps the cache alive.
-unsafe impl Send for InFlight {}
-
-impl<'m> FolioRef<'m> {
-    /// Gives up the guard without dropping its reference: the caller hands
-    /// the reference over (to be adopted again with [`adopt`](Self::adopt)).
-    pub(crate) fn into_raw(self) -> NonNull<Folio> {
-        let p = NonNull::from(self.folio);
-        std::mem::forget(self);
-        p
-    }
-
-    /// Wraps a reference the caller already took on `folio`.
-    pub(crate) fn adopt(cache: &'m CacheInner, folio: &'m Folio) -> Self {
-        FolioRef { cache, folio }
-    }
-
-    /// The descriptor, for as long as the mapping lives.
-    pub fn folio(&self) -> &'m Folio {
-        self.folio
-    }
-
-    /// The folio's arena page (its first).
-    pub(crate) fn page(&self) -> PageId {
-        PageId::new(
-            self.cache
-                .table
-                .page_of(self.folio)
-                .expect("folio of this cache") as u32,
-        )
-    }
-}
-
-impl Clone for FolioRef<'_> {
-    /// Another reference on the same folio.
-    fn clone(&self) -> Self {
-        self.folio.get_many(1);
-        FolioRef {
-            cache: self.cache,
-            folio: self.folio,
-        }
-    }
-}
-
-impl std::ops::Deref for FolioRef<'_> {
-    type Target = Folio;
-    fn deref(&self) -> &Folio {
-        self.folio
-    }
-}
-
-impl Drop for FolioRef<'_> {
-    fn drop(&mut self) {
-        self.cache.put(self.folio);
-    }
-}
-
-impl std::fmt::Debug for FolioRef<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.folio.fmt(f)
-    }
-}
-
 /// The largest order, up to `max`, of a folio that can start at page `at`
 /// (aligned to its size) and end by page `end` (exclusive); 0 if none
 /// larger than a page does.
@@ -187,15 +172,6 @@ pub(crate) fn fit_order(at: u64, end: u64, max: u32) -> u32 {
         order -= 1;
     }
     order
-}
-
-/// A block of an index holding only shadows, for trimming them.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct ShadowBlock {
-    first: u64,
-    order: u32,
-    /// The refault distance of its newest shadow when it was found.
-    pub(crate) distance: u64,
 }
 
 /// What [`Mapping::get_entry`] found.
@@ -214,7 +190,9 @@ pub struct FgpFlags(u32);
 impl FgpFlags {
     /// Mark the folio accessed.
     pub const ACCESSED: FgpFlags = FgpFlags(1 << 0);
-    /// Return it locked; after locking the mapping is re-checked.
+    /// Return it locked, after checking it is still in the mapping (what
+    /// [`Mapping::lock_folio`] does; implied there, refused by
+    /// [`Mapping::get_folio`]).
     pub const LOCK: FgpFlags = FgpFlags(1 << 1);
     /// Create it if absent (a shadow counts as absent). A created folio is
     /// returned locked and not uptodate: fill it with
@@ -286,13 +264,21 @@ impl From<AddError> for io::Error {
 
 /// One file's state in the cache. See the [module documentation](self).
 pub struct Mapping {
-    xa: XArray<FolioPtr>,
+    pub(crate) xa: XArray<FolioPtr>,
+    /// This mapping's own `Arc`, weakly: reclaim, which reaches a mapping
+    /// from a folio on an LRU list, holds it while it evicts the folio with
+    /// the LRU lock dropped (and skips a mapping being dropped).
+    pub(crate) this: std::sync::Weak<Mapping>,
     pub(crate) cache: Cache,
     /// Where the data comes from and goes to. Replaced only when a file
     /// first opened read-only is opened for writing (the new descriptor
     /// can write back).
+    /// A plain lock even under loom: held only to clone or replace the
+    /// `Arc`, never across anything a model races.
+    #[allow(clippy::disallowed_types)]
     backing: parking_lot::RwLock<Arc<dyn Backing>>,
-    /// Whether `backing` was opened for writing.
+    /// Whether `backing` was opened for writing (plain, as `backing`).
+    #[allow(clippy::disallowed_types)]
     backing_writable: std::sync::atomic::AtomicBool,
     /// The file's identity (device, inode) for a file opened by path: one
     /// mapping per file in a cache, so every handle sees the same data.
@@ -301,11 +287,12 @@ pub struct Mapping {
     /// that extend the file (under `inode_lock` and the folio locks of the
     /// extending write, so writeback that locks a folio sees the size its
     /// data needs), and by `set_len`.
+    #[allow(clippy::disallowed_types)]
     size: StdAtomicU64,
     info: BackingInfo,
     pub(crate) path: Option<PathBuf>,
     /// Folios in the index (its entries less the shadows).
-    folios: AtomicU64,
+    pub(crate) folios: AtomicU64,
     /// A memory file: no backing store, folios never evicted nor written
     /// back, kept off the LRU lists.
     pub(crate) memfile: bool,
@@ -333,6 +320,7 @@ pub struct Mapping {
     /// to go writes the dirty data back while the mapping is still
     /// registered, so an open meanwhile shares it rather than reading the
     /// backing before the data is there.
+    #[allow(clippy::disallowed_types)]
     pub(crate) handles: StdAtomicU64,
 }
 
@@ -352,10 +340,21 @@ impl Drop for Mapping {
 }
 
 impl Mapping {
-    pub(crate) fn new(cache: Cache, backing: Arc<dyn Backing>, size: u64) -> Mapping {
+    /// A new mapping, to be built in its `Arc` (`this` is that `Arc`'s
+    /// `Weak`: see [`Arc::new_cyclic`]).
+    // (Builds the plain `backing`, `backing_writable`, `size` and
+    // `handles`, each with its reason at its field.)
+    #[allow(clippy::disallowed_types)]
+    pub(crate) fn new(
+        this: std::sync::Weak<Mapping>,
+        cache: Cache,
+        backing: Arc<dyn Backing>,
+        size: u64,
+    ) -> Mapping {
         let info = backing.info();
         Mapping {
             xa: XArray::new(),
+            this,
             cache,
             backing: parking_lot::RwLock::new(backing),
             backing_writable: std::sync::atomic::AtomicBool::new(true),
@@ -386,26 +385,6 @@ impl Mapping {
     /// The file's size in bytes now.
     pub fn size(&self) -> u64 {
         self.size.load(Ordering::Acquire)
-    }
-
-    /// The last handle on the file closed (or the mapping goes): what is
-    /// dirty goes to the backing now (the kernel writes a closed file's
-    /// dirty pages back later; a mapping cannot stay without a handle
-    /// unless the cache keeps it, which it does when this fails: see
-    /// `CacheInner::closed_dirty`).
-    ///
-    /// # Errors
-    /// The writeback's (also in the file's error sequence).
-    pub(crate) fn close_handle(&self) -> io::Result<()> {
-        // (Waits for a writeback in flight even when nothing is dirty.)
-        self.writeback(0, u64::MAX)?;
-        // The data is on the backing: so is the size, even if an earlier
-        // cut after a writeback past the end failed (else the file would
-        // open again longer, with zeros past its end).
-        if !self.memfile && self.backing_writable() {
-            self.fix_backing_size()?;
-        }
-        Ok(())
     }
 
     /// The backing (a counted reference: it may be replaced meanwhile).
@@ -467,86 +446,6 @@ impl Mapping {
     /// Bytes of [`shadow_nodes`](Self::shadow_nodes).
     pub fn shadow_bytes(&self) -> usize {
         self.xa.value_node_bytes()
-    }
-
-    /// Calls `f` with every block of this index that holds only shadows:
-    /// the 64 indices of one leaf node, or one shadow of order 6 or more
-    /// (which sits in a node of larger ones), with the refault distance of
-    /// its newest shadow at clock `now`. One lockless walk of the index.
-    pub(crate) fn shadow_blocks(&self, now: u64, mut f: impl FnMut(ShadowBlock)) {
-        if self.shadow_nodes() == 0 {
-            return;
-        }
-        let guard = self.xa.pin();
-        let Ok(mut it) = self.xa.iter_ref(.., &guard) else {
-            return;
-        };
-        // The leaf block being gathered: its first index, whether it holds
-        // only shadows so far, and the newest of them.
-        let mut cur: Option<(u64, bool, u64)> = None;
-        let flush = |cur: Option<(u64, bool, u64)>, f: &mut dyn FnMut(ShadowBlock)| {
-            if let Some((first, true, newest)) = cur {
-                f(ShadowBlock {
-                    first,
-                    order: 6,
-                    distance: newest,
-                });
-            }
-        };
-        while let Some((_, e)) = it.next() {
-            let (base, order) = it.span();
-            if order >= 6 {
-                flush(cur.take(), &mut f);
-                if let EntryRef::Value(v) = e {
-                    f(ShadowBlock {
-                        first: base,
-                        order,
-                        distance: Shadow::unpack(v).distance(now),
-                    });
-                }
-                continue;
-            }
-            let block = base & !63;
-            if cur.is_some_and(|c| c.0 != block) {
-                flush(cur.take(), &mut f);
-            }
-            let c = cur.get_or_insert((block, true, u64::MAX));
-            match e {
-                EntryRef::Item(_) => c.1 = false,
-                EntryRef::Value(v) => c.2 = c.2.min(Shadow::unpack(v).distance(now)),
-            }
-        }
-        flush(cur, &mut f);
-    }
-
-    /// Removes the shadows of a block [`shadow_blocks`](Self::shadow_blocks)
-    /// found (those still there: a folio added since stays, and so do
-    /// shadows left since). Returns whether the block held only shadows
-    /// and they all went (its node with them).
-    pub(crate) fn remove_shadow_block(&self, b: &ShadowBlock) -> bool {
-        let last = b.first + (1u64 << b.order) - 1;
-        let shadows: Vec<(u64, u64)> = {
-            let guard = self.xa.pin();
-            let Ok(it) = self.xa.iter_ref(b.first..=last, &guard) else {
-                return false;
-            };
-            let mut out = Vec::new();
-            for (i, e) in it {
-                match e {
-                    EntryRef::Value(v) => out.push((i, v)),
-                    EntryRef::Item(_) => return false,
-                }
-            }
-            out
-        };
-        let mut all = !shadows.is_empty();
-        for (i, v) in shadows {
-            all &= self
-                .xa
-                .compare_exchange(i, Some(EntryKey::Value(v)), None)
-                .is_ok();
-        }
-        all
     }
 
     /// Bytes of index memory (nodes), for the cache's budget.
@@ -660,41 +559,60 @@ impl Mapping {
         }
     }
 
-    /// The folio covering `index`, with a reference; see [`FgpFlags`].
+    /// The folio covering `index`, with a reference (`filemap_get_folio`):
+    /// [`FgpFlags::ACCESSED`] and [`FgpFlags::DONTCACHE`] apply. Never
+    /// locks and never sleeps; the folio may be truncated right after.
+    ///
+    /// # Errors
+    /// `NotFound` when absent; `InvalidInput` with `LOCK` or `CREAT` (a
+    /// locked folio: see [`lock_folio`](Self::lock_folio)).
+    pub fn get_folio(&self, index: u64, flags: FgpFlags) -> io::Result<FolioRef<'_>> {
+        if flags.has(FgpFlags::LOCK) || flags.has(FgpFlags::CREAT) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "get_folio: LOCK and CREAT return a locked folio: use lock_folio",
+            ));
+        }
+        match self.get_entry(index) {
+            Some(MappingEntry::Folio(f)) => {
+                self.found(&f, flags);
+                Ok(f)
+            }
+            _ => Err(not_found()),
+        }
+    }
+
+    /// The folio covering `index`, locked and still in this mapping, with a
+    /// reference (`__filemap_get_folio` with `FGP_LOCK`; `LOCK` is implied):
+    /// found, or with [`FgpFlags::CREAT`] created in its place (locked and
+    /// not uptodate: fill it with [`read_folio`](Self::read_folio)).
+    ///
+    /// # Locking
+    /// Sleeps on the folio lock unless [`FgpFlags::NOWAIT`]; may reclaim
+    /// to create. Takes no other lock of the caller's (see the crate's lock
+    /// order: no folio lock of this file at a higher index may be held).
     ///
     /// # Errors
     /// `NotFound` when absent and not `CREAT`; `WouldBlock` with `NOWAIT`
     /// when the lock is held; `OutOfMemory` when a folio cannot be created.
-    pub fn get_folio(&self, index: u64, flags: FgpFlags) -> io::Result<FolioRef<'_>> {
+    pub fn lock_folio(&self, index: u64, flags: FgpFlags) -> io::Result<LockedFolio<'_>> {
         loop {
             if let Some(MappingEntry::Folio(f)) = self.get_entry(index) {
-                if flags.has(FgpFlags::LOCK) {
-                    if flags.has(FgpFlags::NOWAIT) {
-                        if !f.trylock() {
-                            return Err(io::ErrorKind::WouldBlock.into());
-                        }
-                    } else {
-                        f.lock();
-                    }
-                    if f.mapping() != self.id() || !f.contains(index) {
-                        // Removed (or replaced) while we slept: look again.
-                        f.unlock();
-                        continue;
-                    }
+                let f = if flags.has(FgpFlags::NOWAIT) {
+                    f.try_lock()
+                        .map_err(|_| io::Error::from(io::ErrorKind::WouldBlock))?
+                } else {
+                    f.lock()
+                };
+                if f.mapping() != self.id() || !f.contains(index) {
+                    // Removed (or replaced) while we slept: look again.
+                    continue;
                 }
-                if !flags.has(FgpFlags::DONTCACHE) {
-                    f.test_and_clear(FolioFlags::DROPBEHIND);
-                }
-                if flags.has(FgpFlags::ACCESSED) {
-                    self.inner().mark_accessed(&f, f.flags());
-                }
+                self.found(&f, flags);
                 return Ok(f);
             }
             if !flags.has(FgpFlags::CREAT) {
-                return Err(io::Error::new(
-                    io::ErrorKind::NotFound,
-                    "no folio at this index",
-                ));
+                return Err(not_found());
             }
             let mut order = flags.get_order().min(self.inner().max_order);
             while order > 0 && index % (1 << order) != 0 {
@@ -712,15 +630,20 @@ impl Mapping {
                     }
                     return Ok(f);
                 }
-                Err(AddError::Exists) => {
-                    f.unlock();
-                    continue;
-                }
-                Err(e) => {
-                    f.unlock();
-                    return Err(e.into());
-                }
+                Err(AddError::Exists) => continue,
+                Err(e) => return Err(e.into()),
             }
+        }
+    }
+
+    /// A lookup's effect on the folio it found: a cached lookup claims a
+    /// dropbehind folio for the cache; `ACCESSED` marks it accessed.
+    fn found(&self, f: &Folio, flags: FgpFlags) {
+        if !flags.has(FgpFlags::DONTCACHE) {
+            f.test_and_clear(FolioFlags::DROPBEHIND);
+        }
+        if flags.has(FgpFlags::ACCESSED) {
+            self.inner().mark_accessed(f, f.flags());
         }
     }
 
@@ -747,7 +670,7 @@ impl Mapping {
         &'m self,
         index: u64,
         count: u64,
-        out: &mut Vec<FolioRef<'m>>,
+        out: &mut Vec<LockedFolio<'m>>,
     ) -> io::Result<u64> {
         self.grab(index, count, out, Insert::Batched, false)
     }
@@ -759,7 +682,7 @@ impl Mapping {
         &'m self,
         index: u64,
         count: u64,
-        out: &mut Vec<FolioRef<'m>>,
+        out: &mut Vec<LockedFolio<'m>>,
         insert: Insert,
         dontcache: bool,
     ) -> io::Result<u64> {
@@ -808,9 +731,8 @@ impl Mapping {
                 if stop {
                     break;
                 }
-                f.lock();
+                let f = f.lock();
                 if f.mapping() != self.id() || !f.contains(next) {
-                    f.unlock();
                     stop = true;
                     continue;
                 }
@@ -828,15 +750,17 @@ impl Mapping {
     /// [`grab_folios`](Self::grab_folios) one folio at a time: the same
     /// lookup and the same folios, but each created folio allocated and
     /// inserted on its own, with its own hold of the index lock (the kernel
-    /// before seed (e)). For comparison.
+    /// before `filemap_grab_folios`). For comparison.
     ///
     /// # Errors
     /// As [`grab_folios`](Self::grab_folios).
+    #[cfg(feature = "internals")]
+    #[doc(hidden)]
     pub fn grab_folios_single<'m>(
         &'m self,
         index: u64,
         count: u64,
-        out: &mut Vec<FolioRef<'m>>,
+        out: &mut Vec<LockedFolio<'m>>,
     ) -> io::Result<u64> {
         self.grab(index, count, out, Insert::Single, false)
     }
@@ -868,7 +792,7 @@ impl Mapping {
         &'m self,
         start: u64,
         end: u64,
-        out: &mut Vec<FolioRef<'m>>,
+        out: &mut Vec<LockedFolio<'m>>,
         insert: Insert,
         dontcache: bool,
         may_wait: bool,
@@ -915,7 +839,6 @@ impl Mapping {
         let rest = folios.split_off(keep);
         for f in rest {
             f.test_and_clear(FolioFlags::DROPBEHIND);
-            f.unlock();
         }
         if folios.is_empty() {
             // (Only when not allowed to wait: the caller holds folios.)
@@ -923,22 +846,14 @@ impl Mapping {
         }
         let done = match self.add_range(&folios, start, false) {
             Ok(n) => n,
-            Err(AddError::Exists) => {
-                folios.iter().for_each(|f| f.unlock());
-                return Ok(None);
-            }
-            Err(e) => {
-                folios.iter().for_each(|f| f.unlock());
-                return Err(e.into());
-            }
+            Err(AddError::Exists) => return Ok(None),
+            Err(e) => return Err(e.into()),
         };
         let mut pages = 0;
         for (i, f) in folios.into_iter().enumerate() {
             if i < done {
                 pages += f.nr_pages();
                 out.push(f);
-            } else {
-                f.unlock();
             }
         }
         Ok(Some(pages))
@@ -948,7 +863,7 @@ impl Mapping {
     /// each step), taken from the arena in one bulk allocation per order:
     /// all of them, or none (when the arena is short, the caller goes one
     /// folio at a time, reclaiming and waiting as needed). In plan order.
-    fn alloc_plan<'m>(&'m self, start: u64, end: u64, max: u32) -> Vec<FolioRef<'m>> {
+    fn alloc_plan<'m>(&'m self, start: u64, end: u64, max: u32) -> Vec<LockedFolio<'m>> {
         let mut plan = Vec::new();
         let mut at = start;
         while at < end {
@@ -969,12 +884,12 @@ impl Mapping {
         &'m self,
         plan: &[u32],
         reclaim: bool,
-    ) -> Option<Vec<FolioRef<'m>>> {
+    ) -> Option<Vec<LockedFolio<'m>>> {
         let mut orders = plan.to_vec();
         orders.sort_unstable();
         orders.dedup();
         let cache = self.inner();
-        let mut pools: Vec<Vec<FolioRef<'m>>> = Vec::with_capacity(orders.len());
+        let mut pools: Vec<Vec<LockedFolio<'m>>> = Vec::with_capacity(orders.len());
         for &order in &orders {
             let want = plan.iter().filter(|&&o| o == order).count();
             let mut raw = Vec::with_capacity(want);
@@ -983,8 +898,12 @@ impl Mapping {
             } else {
                 cache.arena_alloc_bulk(order, want, &mut raw)
             };
-            // (Dropped unlocked, never inserted, if the plan fails.)
-            pools.push(raw.into_iter().map(|f| FolioRef::adopt(cache, f)).collect());
+            // (Dropped, never inserted, if the plan fails.)
+            pools.push(
+                raw.into_iter()
+                    .map(|f| LockedFolio::new_fresh(cache, f))
+                    .collect(),
+            );
             if got < want {
                 return None;
             }
@@ -992,10 +911,7 @@ impl Mapping {
         let mut out = Vec::with_capacity(plan.len());
         for &order in plan {
             let i = orders.binary_search(&order).expect("planned order");
-            let f = pools[i].pop().expect("one folio per step");
-            let locked = f.trylock();
-            debug_assert!(locked, "a fresh folio is unlocked");
-            out.push(f);
+            out.push(pools[i].pop().expect("one folio per step"));
         }
         Some(out)
     }
@@ -1007,7 +923,7 @@ impl Mapping {
         &'m self,
         start: u64,
         end: u64,
-        out: &mut Vec<FolioRef<'m>>,
+        out: &mut Vec<LockedFolio<'m>>,
         dontcache: bool,
         may_wait: bool,
     ) -> io::Result<Option<u64>> {
@@ -1028,23 +944,16 @@ impl Mapping {
                 f.test_and_set(FolioFlags::DROPBEHIND);
             }
             let mut cur = Cursor::new(&self.xa, at);
-            match self.add_locked(&mut cur, &f, at) {
+            match self.add_one(&mut cur, &f, at) {
                 Ok(_) => {
                     // A write's add: no refault test.
                     self.account_added(&f, None);
                     at += f.nr_pages();
                     out.push(f);
                 }
-                Err(AddError::Exists) if at == start => {
-                    f.unlock();
-                    return Ok(None);
-                }
-                Err(AddError::Exists) => {
-                    f.unlock();
-                    break;
-                }
+                Err(AddError::Exists) if at == start => return Ok(None),
+                Err(AddError::Exists) => break,
                 Err(e) => {
-                    f.unlock();
                     if at == start {
                         return Err(e.into());
                     }
@@ -1060,12 +969,10 @@ impl Mapping {
     ///
     /// # Errors
     /// `OutOfMemory` when every cached folio is in use.
-    pub fn new_folio(&self, order: u32) -> io::Result<FolioRef<'_>> {
+    pub fn new_folio(&self, order: u32) -> io::Result<LockedFolio<'_>> {
         let cache = self.inner();
         let f = cache.alloc_folio(order.min(cache.max_order))?;
-        let locked = f.trylock();
-        debug_assert!(locked, "a fresh folio is unlocked");
-        Ok(FolioRef::adopt(cache, f))
+        Ok(LockedFolio::new_fresh(cache, f))
     }
 
     /// Adds a locked folio that is in no mapping at `index` (a multiple of
@@ -1078,18 +985,18 @@ impl Mapping {
     ///
     /// # Errors
     /// [`AddError::Exists`] if a folio covers part of the range (nothing
-    /// changed); [`AddError::Invalid`] for a folio that is unlocked, already
-    /// mapped, or misaligned.
-    pub fn add_folio(&self, f: &Folio, index: u64) -> Result<Option<u64>, AddError> {
+    /// changed); [`AddError::Invalid`] for a folio already mapped,
+    /// misaligned, or of another cache.
+    pub fn add_folio(&self, f: &LockedFolio<'_>, index: u64) -> Result<Option<u64>, AddError> {
         let mut cur = Cursor::new(&self.xa, index);
-        let shadow = self.add_locked(&mut cur, f, index)?;
+        let shadow = self.add_one(&mut cur, f, index)?;
         self.account_added(f, shadow);
         Ok(shadow)
     }
 
-    fn check_new(f: &Folio, index: u64) -> Result<(), AddError> {
-        if !f.is_locked() {
-            return Err(AddError::Invalid("the folio must be locked"));
+    fn check_new(&self, f: &Folio, index: u64) -> Result<(), AddError> {
+        if self.inner().table.page_of(f).is_none() {
+            return Err(AddError::Invalid("the folio is another cache's"));
         }
         if f.mapping() != 0 {
             return Err(AddError::Invalid("the folio is already in a mapping"));
@@ -1104,13 +1011,13 @@ impl Mapping {
 
     /// The add itself, under the index lock, retrying node allocation
     /// outside it. The caller accounts and LRU-adds on success.
-    fn add_locked(
+    fn add_one(
         &self,
         cur: &mut Cursor<'_, FolioPtr>,
         f: &Folio,
         index: u64,
     ) -> Result<Option<u64>, AddError> {
-        Self::check_new(f, index)?;
+        self.check_new(f, index)?;
         loop {
             let mut g = self.xa.lock();
             let r = self.add_in_hold(&mut g, cur, f, index);
@@ -1190,7 +1097,11 @@ impl Mapping {
     ///
     /// # Errors
     /// The first folio's error, when none was inserted.
-    pub fn add_folio_range(&self, folios: &[FolioRef<'_>], start: u64) -> Result<usize, AddError> {
+    pub fn add_folio_range(
+        &self,
+        folios: &[LockedFolio<'_>],
+        start: u64,
+    ) -> Result<usize, AddError> {
         self.add_range(folios, start, true)
     }
 
@@ -1199,7 +1110,7 @@ impl Mapping {
     /// write creates: a write over a shadow never activates, invariant 33).
     fn add_range(
         &self,
-        folios: &[FolioRef<'_>],
+        folios: &[LockedFolio<'_>],
         start: u64,
         refault: bool,
     ) -> Result<usize, AddError> {
@@ -1215,7 +1126,7 @@ impl Mapping {
             let mut g = self.xa.lock();
             while done < folios.len() {
                 let f = &folios[done];
-                if let Err(e) = Self::check_new(f, index) {
+                if let Err(e) = self.check_new(f, index) {
                     stop = Some(e);
                     break 'hold;
                 }
@@ -1316,29 +1227,34 @@ impl Mapping {
         }
     }
 
-    /// Reads a locked, not uptodate folio of this mapping from the backing
-    /// with one IO, zeroes what lies past end of file, marks it uptodate and
-    /// unlocks it. On error the folio leaves the mapping (no uptodate folio
-    /// is left behind), is unlocked, and the error is returned.
+    /// Reads a locked folio of this mapping that is not uptodate from the
+    /// backing with one IO (`filemap_read_folio`), zeroes what lies past end
+    /// of file, marks it uptodate and unlocks it; returns the reference. An
+    /// uptodate folio is only unlocked. On error the folio leaves the
+    /// mapping (no uptodate folio is left behind), is unlocked, and the
+    /// error is returned.
     ///
     /// # Errors
-    /// The backing's error; `InvalidInput` if the folio is not locked or not
-    /// this mapping's.
-    pub fn read_folio(&self, f: &FolioRef<'_>) -> io::Result<()> {
-        let r = self.fill_folio(f);
-        f.unlock();
-        r
+    /// The backing's error; `InvalidInput` if the folio is not this
+    /// mapping's.
+    pub fn read_folio<'m>(&self, f: LockedFolio<'m>) -> io::Result<FolioRef<'m>> {
+        self.fill_folio(&f)?;
+        Ok(f.unlock())
     }
 
     /// [`read_folio`](Self::read_folio) without the unlock: the folio stays
     /// locked, uptodate on success, out of the mapping on error (a write
     /// fills a partial folio this way before copying into it).
-    pub(crate) fn fill_folio(&self, f: &FolioRef<'_>) -> io::Result<()> {
-        if !f.is_locked() || f.mapping() != self.id() {
+    pub(crate) fn fill_folio(&self, f: &LockedFolio<'_>) -> io::Result<()> {
+        if f.mapping() != self.id() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                "read_folio needs a locked folio of this mapping",
+                "read_folio needs a folio of this mapping",
             ));
+        }
+        if f.test(FolioFlags::UPTODATE) {
+            // Readers may be copying out of it: nothing to write.
+            return Ok(());
         }
         let cache = self.inner();
         let len = (f.nr_pages() * PAGE) as usize;
@@ -1423,192 +1339,13 @@ impl Mapping {
         Ok(())
     }
 
-    /// Reads a run of locked, not uptodate folios of this mapping that
-    /// cover contiguous pages (a readahead window's run) with one vectored
-    /// read, then completes each as [`read_folio`](Self::read_folio) does:
-    /// bytes past end of file zeroed, uptodate, unlocked. A folio the read
-    /// stopped short of (mid-file) is read again on its own. On an error
-    /// every folio of the run that is not complete leaves the mapping; the
-    /// first error is returned.
-    ///
-    /// # Errors
-    /// The backing's error; `InvalidInput` if the folios are not locked,
-    /// not this mapping's, or not contiguous.
-    pub fn read_folios(&self, run: &[FolioRef<'_>]) -> io::Result<()> {
-        let Some(first) = run.first() else {
-            return Ok(());
-        };
-        let mut next = first.index();
-        for f in run {
-            if !f.is_locked() || f.mapping() != self.id() || f.index() != next {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "read_folios needs locked, contiguous folios of this mapping",
-                ));
-            }
-            next += f.nr_pages();
-        }
-        if run.len() == 1 {
-            return self.read_folio(first);
-        }
-        let cache = self.inner();
-        let pos = first.index() * PAGE;
-        let mut bufs = Vec::with_capacity(run.len());
-        for f in run {
-            let len = (f.nr_pages() * PAGE) as usize;
-            let ptr = cache.arena.page_ptr(f.page()).as_ptr();
-            // SAFETY: each folio is locked and not uptodate, so no other
-            // thread reads or writes its memory, and referenced, so it is
-            // not freed; the arena gives `len` 4 KiB-aligned bytes at `ptr`.
-            // Distinct folios are distinct memory.
-            let buf = unsafe { IoBufMut::from_raw_parts(ptr, len) }.map_err(io::Error::from)?;
-            bufs.push(buf);
-        }
-        let r = self.backing().read_blocks(&mut bufs, pos);
-        drop(bufs);
-        cache.stats.io_reads.fetch_add(1, Ordering::Relaxed);
-        self.complete_run(run, r)
-    }
-
-    /// Reads runs of locked, not uptodate folios of this mapping, each
-    /// covering contiguous pages, through the cache's IO engine as one
-    /// submission (one read per run), and returns without waiting. Each run
-    /// completes on the engine's thread as [`read_folios`](Self::read_folios)
-    /// completes it (uptodate and unlocked, or removed on error), and
-    /// `on_error` runs there for a run that failed. Without an engine (under
-    /// loom) the runs are read here, one after another.
-    pub(crate) fn submit_runs(
-        self: &Arc<Self>,
-        runs: Vec<Vec<FolioRef<'_>>>,
-        on_error: Arc<dyn Fn() + Send + Sync>,
-    ) {
-        let cache = self.inner();
-        let Some(engine) = &cache.io else {
-            for run in runs {
-                if self.read_folios(&run).is_err() {
-                    on_error();
-                }
-            }
-            return;
-        };
-        let cache_arc = self.cache.inner.clone();
-        let mut ops = Vec::with_capacity(runs.len());
-        for run in runs {
-            let Some(first) = run.first() else { continue };
-            let offset = first.index() * PAGE;
-            let mut bufs = Vec::with_capacity(run.len());
-            for f in &run {
-                let ptr = cache.arena.page_ptr(f.page()).as_ptr();
-                let len = (f.nr_pages() * PAGE) as usize;
-                // SAFETY: the folio is locked and not uptodate, so no other
-                // thread reads or writes its memory until the completion
-                // below unlocks it (after the engine dropped the buffer);
-                // the reference the completion takes over keeps it from
-                // being freed; the arena's memory stays mapped while the
-                // cache lives, which the mapping's `Arc` in the completion
-                // guarantees. Arena pages are 4 KiB aligned.
-                let buf = unsafe { RawBuf::new(ptr, len) }.expect("arena folios are block aligned");
-                bufs.push(buf);
-            }
-            let held = InFlight {
-                mapping: self.clone(),
-                folios: run.into_iter().map(FolioRef::into_raw).collect(),
-            };
-            let on_error = on_error.clone();
-            let inner = cache_arc.clone();
-            ops.push(ReadOp::new(self.backing(), offset, bufs, move |r| {
-                // The whole struct, not its fields (it is what is `Send`).
-                let held = held;
-                {
-                    let m = &*held.mapping;
-                    let cache = m.inner();
-                    cache.stats.io_reads.fetch_add(1, Ordering::Relaxed);
-                    let run: Vec<FolioRef<'_>> = held
-                        .folios
-                        .iter()
-                        // SAFETY: each pointer is a descriptor of this
-                        // cache's table whose reference `into_raw` handed
-                        // over; `held` keeps the mapping, so the cache, alive.
-                        .map(|p| FolioRef::adopt(cache, unsafe { p.as_ref() }))
-                        .collect();
-                    if m.complete_run(&run, r).is_err() {
-                        on_error();
-                    }
-                }
-                // The mapping may go now (its file closed meanwhile): only
-                // then is this run finished.
-                drop(held);
-                inner.io_in_flight.fetch_sub(1, Ordering::Release);
-            }));
-        }
-        cache
-            .io_in_flight
-            .fetch_add(ops.len() as u64, Ordering::Relaxed);
-        engine.submit(ops);
-    }
-
-    /// Completes the folios of a run after its read returned `r` (bytes from
-    /// the run's start, or the error): see [`read_folios`](Self::read_folios).
-    pub(crate) fn complete_run(
-        &self,
-        run: &[FolioRef<'_>],
-        r: io::Result<usize>,
-    ) -> io::Result<()> {
-        let cache = self.inner();
-        let Some(first) = run.first() else {
-            return Ok(());
-        };
-        let got = match r {
-            Ok(n) => {
-                cache.stats.io_bytes.fetch_add(n as u64, Ordering::Relaxed);
-                n as u64
-            }
-            Err(e) => {
-                for f in run {
-                    f.test_and_set(FolioFlags::ERROR);
-                    self.remove_locked(f);
-                    f.unlock();
-                }
-                return Err(e);
-            }
-        };
-        let start = first.index() * PAGE;
-        let mut result = Ok(());
-        for f in run {
-            let pos = f.index() * PAGE;
-            let len = f.nr_pages() * PAGE;
-            // What the file has for this folio, and what the read brought.
-            let want = len.min(self.size().saturating_sub(pos));
-            let have = (start + got).saturating_sub(pos).min(len);
-            if have >= want {
-                let ptr = cache.arena.page_ptr(f.page()).as_ptr();
-                // SAFETY: locked, not uptodate, referenced (as in
-                // `read_folios`); zeroes from `have` to the folio's end:
-                // bytes past end of file, which the backing zeroed already
-                // up to the block, and any a previous owner left.
-                unsafe { std::ptr::write_bytes(ptr.add(have as usize), 0, (len - have) as usize) };
-                f.test_and_clear(FolioFlags::ERROR);
-                f.mark_uptodate();
-                f.unlock();
-            } else if let Err(e) = self.read_folio(f) {
-                // Short mid-file: read it on its own (which retries).
-                if result.is_ok() {
-                    result = Err(e);
-                }
-            }
-        }
-        result
-    }
-
     /// A locked folio of exactly `order`, in no mapping, without waiting for
     /// memory: `None` when the arena has no block of that order even after
     /// one reclaim pass (readahead then shrinks or falls back).
-    pub(crate) fn new_folio_nowait(&self, order: u32) -> Option<FolioRef<'_>> {
+    pub(crate) fn new_folio_nowait(&self, order: u32) -> Option<LockedFolio<'_>> {
         let cache = self.inner();
         let f = cache.try_alloc_folio(order.min(cache.max_order))?;
-        let locked = f.trylock();
-        debug_assert!(locked, "a fresh folio is unlocked");
-        Some(FolioRef::adopt(cache, f))
+        Some(LockedFolio::new_fresh(cache, f))
     }
 
     /// Up to `n` new locked folios of exactly `order`, in no mapping,
@@ -1616,15 +1353,11 @@ impl Mapping {
     /// window's allocation: one hold of the allocator's lock, not one per
     /// folio), reclaiming once if it is short, never waiting. Returns how
     /// many were added.
-    pub fn new_folios<'m>(&'m self, order: u32, n: usize, out: &mut Vec<FolioRef<'m>>) -> usize {
+    pub fn new_folios<'m>(&'m self, order: u32, n: usize, out: &mut Vec<LockedFolio<'m>>) -> usize {
         let cache = self.inner();
         let mut raw = Vec::with_capacity(n);
         let got = cache.try_alloc_folios(order.min(cache.max_order), n, &mut raw);
-        for f in raw {
-            let locked = f.trylock();
-            debug_assert!(locked, "a fresh folio is unlocked");
-            out.push(FolioRef::adopt(cache, f));
-        }
+        out.extend(raw.into_iter().map(|f| LockedFolio::new_fresh(cache, f)));
         got
     }
 
@@ -1645,61 +1378,6 @@ impl Mapping {
                 }
             }
         }
-    }
-
-    /// Drops the clean, unlocked, unused folios that lie wholly in pages
-    /// `start..end`, and the eviction shadows there, leaving no shadows
-    /// (invalidation, as `POSIX_FADV_DONTNEED`: the kernel's
-    /// `invalidate_mapping_pages` clears shadow entries too). Folios in use
-    /// are left alone. Returns the pages of folios dropped.
-    pub fn invalidate(&self, start: u64, end: u64) -> u64 {
-        if self.memfile {
-            // Its folios are its only copy of the data.
-            return 0;
-        }
-        let mut dropped = 0;
-        let mut index = start;
-        while index < end {
-            // The next folio at or after `index`; shadows on the way go.
-            let mut shadows = Vec::new();
-            let next = {
-                let guard = self.xa.pin();
-                self.xa.iter_ref(index..end, &guard).ok().and_then(|it| {
-                    for (i, e) in it {
-                        match e {
-                            EntryRef::Item(_) => return Some(i),
-                            EntryRef::Value(v) => shadows.push((i, v)),
-                        }
-                    }
-                    None
-                })
-            };
-            for (i, v) in shadows {
-                let span = 1u64 << self.xa.get_order(i);
-                let first = i & !(span - 1);
-                if first >= start && first + span <= end {
-                    let _ = self.xa.compare_exchange(i, Some(EntryKey::Value(v)), None);
-                }
-            }
-            let Some(i) = next else { break };
-            let Some(MappingEntry::Folio(f)) = self.get_entry(i) else {
-                index = i + 1;
-                continue;
-            };
-            let (first, n) = (f.index(), f.nr_pages());
-            index = (first + n).max(i + 1);
-            if first < start || first + n > end || !f.trylock() {
-                continue;
-            }
-            // Clean, and referenced only by the cache and by us.
-            let clean = !f.test(FolioFlags::DIRTY) && !f.test(FolioFlags::WRITEBACK);
-            if clean && f.mapping() == self.id() && f.refcount() == n as u32 + 1 {
-                self.remove_locked(&f);
-                dropped += n;
-            }
-            f.unlock();
-        }
-        dropped
     }
 
     /// The cache state of pages `first..=last` (see
@@ -1735,7 +1413,7 @@ impl Mapping {
                 }
                 EntryRef::Value(v) => {
                     cs.evicted += pages;
-                    if crate::Shadow::unpack(v).distance(now) <= active {
+                    if crate::workingset::Shadow::unpack(v).distance(now) <= active {
                         cs.recently_evicted += pages;
                     }
                 }
@@ -1746,8 +1424,8 @@ impl Mapping {
 
     /// Copies `dst.len()` bytes from byte `from` of an uptodate folio.
     pub(crate) fn copy_out(&self, f: &FolioRef<'_>, from: usize, dst: &mut [u8]) {
+        assert!(from + dst.len() <= (f.nr_pages() * PAGE) as usize);
         debug_assert!(f.test(FolioFlags::UPTODATE));
-        debug_assert!(from + dst.len() <= (f.nr_pages() * PAGE) as usize);
         let src = self.inner().arena.page_ptr(f.page()).as_ptr();
         // SAFETY: the folio is uptodate and referenced: its bytes are
         // initialised, nobody writes them, and reclaim cannot free them;
@@ -1756,137 +1434,16 @@ impl Mapping {
         // A writer may copy into it meanwhile: see `copy_shared`.
         unsafe { crate::copy::copy_shared(src.add(from), dst.as_mut_ptr(), dst.len()) };
     }
-
-    /// The end of an uncached read's use of `f` (reference 6.2): if it is
-    /// still dropbehind, clean, not under writeback, and its lock can be
-    /// had without waiting, it leaves the cache, leaving no shadow. Other
-    /// readers' references keep the detached folio's memory until they
-    /// drop them. Returns whether it was removed.
-    pub(crate) fn drop_behind(&self, f: &FolioRef<'_>) -> bool {
-        let busy = FolioFlags::DIRTY.union(FolioFlags::WRITEBACK);
-        if !f.test(FolioFlags::DROPBEHIND) || f.flags().intersects(busy) || !f.trylock() {
-            return false;
-        }
-        // Again under the lock: a writer dirties a folio under it, and a
-        // cached reader may have claimed it meanwhile.
-        let mut dropped = false;
-        if f.mapping() == self.id()
-            && !f.flags().intersects(busy)
-            && f.test_and_clear(FolioFlags::DROPBEHIND)
-        {
-            dropped = self.remove_locked(f);
-        }
-        f.unlock();
-        if dropped {
-            self.inner()
-                .stats
-                .dropbehind_drops
-                .fetch_add(1, Ordering::Relaxed);
-        }
-        dropped
-    }
-
-    /// Replaces a folio that reclaim froze (count 0, locked) with its
-    /// eviction `shadow` (a [`Shadow`](crate::Shadow) packed). Returns
-    /// whether it was there.
-    pub(crate) fn remove_frozen(&self, f: &Folio, shadow: u64) -> bool {
-        let key = Some(Entry::Item(FolioPtr::new(f)).key());
-        // The value replaces the whole entry and keeps its order: a large
-        // folio leaves a large shadow. Replacing in place needs no node; if
-        // the index still refuses, the folio goes without a shadow.
-        let removed = match self
-            .xa
-            .compare_exchange(f.index(), key, Some(Entry::Value(shadow)))
-        {
-            Ok(_) => true,
-            Err(CompareExchangeError::Mismatch { .. }) => false,
-            Err(CompareExchangeError::Failed(_)) => {
-                self.xa.compare_exchange(f.index(), key, None).is_ok()
-            }
-        };
-        if removed {
-            self.folios.fetch_sub(1, Ordering::Relaxed);
-        }
-        removed
-    }
-
-    /// Removes a folio the caller holds locked (a failed read), dropping the
-    /// cache's references. The caller keeps its own; readers that found the
-    /// folio wait on its lock and then see it left the mapping.
-    fn remove_locked(&self, f: &Folio) -> bool {
-        let cache = self.inner();
-        let key = Entry::Item(FolioPtr::new(f)).key();
-        let removed = self.xa.compare_exchange(f.index(), Some(key), None).is_ok();
-        if removed {
-            cache.lru_del(f, self.id());
-            // (The index mark went with the entry.)
-            self.forget_dirty(f);
-            f.set_mapping(0, f.index());
-            self.folios.fetch_sub(1, Ordering::Relaxed);
-            cache.stats.folios.fetch_sub(1, Ordering::Relaxed);
-            cache.stats.pages.fetch_sub(f.nr_pages(), Ordering::Relaxed);
-            let last = f.put_many(f.nr_pages() as u32);
-            debug_assert!(!last, "the caller's reference keeps the folio");
-        }
-        removed
-    }
-
-    /// Removes every folio (the mapping is being dropped: nobody else can
-    /// look them up). Each folio is taken off the LRU first, under its lock,
-    /// so reclaim never reaches a mapping that is going away; one that
-    /// reclaim already took was evicted by it, and its descriptor may since
-    /// hold another mapping's folio, which `lru_del` leaves alone.
-    ///
-    /// The index itself is left as it is: it goes with the mapping, and
-    /// once every folio is off the LRU nothing else can reach it, so its
-    /// drop frees its nodes at once. (Erasing entry by entry, shadows
-    /// included, handed every node to the epoch collector instead, whose
-    /// backlog kept megabytes resident after a large file closed: the
-    /// memory audit, tests/memory_audit.rs.)
-    fn remove_all(&self) {
-        let cache = self.inner();
-        let entries: Vec<Entry<FolioPtr>> = match self.xa.iter(..) {
-            Ok(it) => it.map(|(_, e)| e).collect(),
-            Err(_) => return,
-        };
-        for e in entries {
-            let Entry::Item(p) = e else {
-                continue;
-            };
-            let addr = p.as_ptr().as_ptr() as usize;
-            let Some(f) = cache
-                .table
-                .page_of_addr(addr)
-                .and_then(|pg| cache.table.get(pg))
-            else {
-                continue;
-            };
-            // A memory file's folios are on no list (and reclaim never
-            // reaches them); any other folio off the lists was evicted.
-            let ours = cache.lru_del(f, self.id()) || (self.memfile && f.mapping() == self.id());
-            if !ours {
-                continue;
-            }
-            self.forget_dirty(f);
-            f.set_mapping(0, f.index());
-            self.folios.fetch_sub(1, Ordering::Relaxed);
-            cache.stats.folios.fetch_sub(1, Ordering::Relaxed);
-            cache.stats.pages.fetch_sub(f.nr_pages(), Ordering::Relaxed);
-            if f.put_many(f.nr_pages() as u32) {
-                cache.free_folio(f);
-            }
-        }
-    }
 }
-
-/// The most threads one writeback run's writes are spread over.
-pub(crate) const WRITEBACK_THREADS: usize = 4;
-/// Writes per thread below which a run's writes go one after another.
-const PARALLEL_WRITES_MIN: usize = 8;
 
 /// How many times a read that stopped short of a backing that is longer
 /// than where it stopped is tried again before it is an error.
 const SHORT_READ_RETRIES: u32 = 2;
+
+/// A lookup found no folio.
+fn not_found() -> io::Error {
+    io::Error::new(io::ErrorKind::NotFound, "no folio at this index")
+}
 
 /// A grab that may not wait found no free folio.
 fn no_free_folio() -> io::Error {
@@ -1896,22 +1453,13 @@ fn no_free_folio() -> io::Error {
     )
 }
 
-/// The index mark of dirty folios (the kernel's `PAGECACHE_TAG_DIRTY`).
-pub(crate) const DIRTY_MARK: xarray::Mark = xarray::Mark::MARK_0;
-
 /// Write-side primitives: copying into folios, dirty state, writeback IO.
 impl Mapping {
-    /// The first entry carrying `mark` in pages `from..=last` (at `from` if
-    /// it contains `from`).
-    pub(crate) fn find_marked(&self, from: u64, last: u64, mark: xarray::Mark) -> Option<u64> {
-        self.xa.find_marked(from, last, mark).map(|(i, _)| i)
-    }
-
     /// Calls `g` with bytes `from..from + len` of a folio the caller holds
     /// locked and uptodate, in place (no copy).
     pub(crate) fn with_locked_bytes<R>(
         &self,
-        f: &FolioRef<'_>,
+        f: &LockedFolio<'_>,
         from: usize,
         len: usize,
         g: impl FnOnce(&[u8]) -> R,
@@ -1920,7 +1468,7 @@ impl Mapping {
             from + len <= (f.nr_pages() * PAGE) as usize,
             "with_locked_bytes past the folio's end"
         );
-        assert!(f.is_locked() && f.test(FolioFlags::UPTODATE));
+        assert!(f.test(FolioFlags::UPTODATE));
         let base = self.inner().arena.page_ptr(f.page()).as_ptr();
         // SAFETY: the folio is uptodate (its bytes are initialised) and
         // referenced (not freed), and the caller holds its lock until `g`
@@ -1933,12 +1481,11 @@ impl Mapping {
     }
 
     /// Copies `src` into a locked folio at byte `from`.
-    pub(crate) fn copy_in(&self, f: &FolioRef<'_>, from: usize, src: &[u8]) {
+    pub(crate) fn copy_in(&self, f: &LockedFolio<'_>, from: usize, src: &[u8]) {
         assert!(
             from + src.len() <= (f.nr_pages() * PAGE) as usize,
             "copy_in past the folio's end"
         );
-        debug_assert!(f.is_locked());
         let dst = self.inner().arena.page_ptr(f.page()).as_ptr();
         // SAFETY: the folio is locked by the caller (no other writer) and
         // referenced (not freed); `from + src.len()` lies inside it (checked
@@ -1951,307 +1498,15 @@ impl Mapping {
     }
 
     /// Zeroes `len` bytes of a locked folio from byte `from`.
-    pub(crate) fn zero_folio(&self, f: &FolioRef<'_>, from: usize, len: usize) {
+    pub(crate) fn zero_folio(&self, f: &LockedFolio<'_>, from: usize, len: usize) {
         assert!(
             from + len <= (f.nr_pages() * PAGE) as usize,
             "zero_folio past the folio's end"
         );
-        debug_assert!(f.is_locked());
         let dst = self.inner().arena.page_ptr(f.page()).as_ptr();
         // SAFETY: as in `copy_in`: locked, referenced, in bounds; readers
         // may copy the bytes meanwhile (`zero_shared`).
         unsafe { crate::copy::zero_shared(dst.add(from), len) };
-    }
-
-    /// Marks pages of locked, uptodate folios dirty: for each folio, the
-    /// pages `ranges[i]` (first page in the folio, count) in the cache's
-    /// page bitmap, and the folio's flag and index mark if it was clean
-    /// (all the marks in one hold of the index lock). The dirty counts are
-    /// of pages written (a large folio written in one page counts one: it
-    /// writes back one), so the dirty limit bounds the writeback debt.
-    pub(crate) fn mark_dirty(&self, folios: &[FolioRef<'_>], ranges: &[(u64, u64)]) {
-        if self.memfile {
-            return;
-        }
-        let cache = self.inner();
-        let mut newly: Vec<&FolioRef<'_>> = Vec::new();
-        let mut pages = 0;
-        for (f, &(first, n)) in folios.iter().zip(ranges) {
-            debug_assert!(first + n <= f.nr_pages());
-            pages += cache
-                .dirty_bits
-                .set(f.page().index() as usize + first as usize, n as usize);
-            if !f.test_and_set(FolioFlags::DIRTY) {
-                newly.push(f);
-            }
-        }
-        self.dirty_pages.fetch_add(pages, Ordering::Relaxed);
-        cache.stats.dirty_pages.fetch_add(pages, Ordering::Relaxed);
-        let Some(first) = newly.first() else { return };
-        let mut cur = Cursor::new(&self.xa, first.index());
-        let mut g = self.xa.lock();
-        for f in &newly {
-            cur.set_index(f.index());
-            let _ = cur.set_mark(&mut g, DIRTY_MARK);
-        }
-    }
-
-    /// A folio leaving the mapping (its entry, and so its mark, gone) is
-    /// no longer dirty.
-    fn forget_dirty(&self, f: &Folio) {
-        if f.test_and_clear(FolioFlags::DIRTY) {
-            let cache = self.inner();
-            let Some(page) = cache.table.page_of(f) else {
-                return;
-            };
-            let pages = cache.dirty_bits.clear(page, f.nr_pages() as usize);
-            self.dirty_pages.fetch_sub(pages, Ordering::Relaxed);
-            cache.stats.dirty_pages.fetch_sub(pages, Ordering::Relaxed);
-        }
-    }
-
-    /// Starts writeback of a run of locked dirty folios: each clean (flag
-    /// and mark, in one index lock hold) and under writeback. Returns, per
-    /// folio, the runs of dirty pages to write (first page in the folio,
-    /// count), taken from the page bitmap and cut at `limit[i]` pages (end
-    /// of file).
-    pub(crate) fn start_writeback(
-        &self,
-        run: &[FolioRef<'_>],
-        limit: &[u64],
-    ) -> Vec<Vec<(u64, u64)>> {
-        let Some(first) = run.first() else {
-            return Vec::new();
-        };
-        let cache = self.inner();
-        let mut out = Vec::with_capacity(run.len());
-        {
-            let mut cur = Cursor::new(&self.xa, first.index());
-            let mut g = self.xa.lock();
-            for f in run {
-                cur.set_index(f.index());
-                let _ = cur.clear_mark(&mut g, DIRTY_MARK);
-                f.test_and_clear(FolioFlags::DIRTY);
-                f.test_and_set(FolioFlags::WRITEBACK);
-            }
-        }
-        let mut pages = 0;
-        for (f, &lim) in run.iter().zip(limit) {
-            let n = f.nr_pages() as usize;
-            let runs = cache.dirty_bits.take_runs(f.page().index() as usize, n);
-            pages += runs.iter().map(|&(_, c)| c as u64).sum::<u64>();
-            let cut: Vec<(u64, u64)> = runs
-                .into_iter()
-                .filter(|&(a, _)| (a as u64) < lim)
-                .map(|(a, c)| (a as u64, (c as u64).min(lim - a as u64)))
-                .collect();
-            out.push(cut);
-        }
-        self.dirty_pages.fetch_sub(pages, Ordering::Relaxed);
-        cache.stats.dirty_pages.fetch_sub(pages, Ordering::Relaxed);
-        let all: u64 = run.iter().map(|f| f.nr_pages()).sum();
-        cache
-            .stats
-            .writeback_pages
-            .fetch_add(all, Ordering::Relaxed);
-        out
-    }
-
-    /// Ends writeback of a run started by
-    /// [`start_writeback`](Self::start_writeback): the page runs in
-    /// `failed` (per folio, as `start_writeback` gave them) are dirty again,
-    /// to be retried.
-    pub(crate) fn end_writeback(&self, run: &[FolioRef<'_>], failed: &[Vec<(u64, u64)>]) {
-        let all: u64 = run.iter().map(|f| f.nr_pages()).sum();
-        let mut folios = Vec::new();
-        let mut ranges = Vec::new();
-        for (f, runs) in run.iter().zip(failed) {
-            for &r in runs {
-                folios.push(f.clone());
-                ranges.push(r);
-            }
-        }
-        self.mark_dirty(&folios, &ranges);
-        for f in run {
-            f.test_and_clear(FolioFlags::WRITEBACK);
-        }
-        self.inner()
-            .stats
-            .writeback_pages
-            .fetch_sub(all, Ordering::Relaxed);
-    }
-
-    /// Writes the dirty page runs of a locked run of folios covering
-    /// contiguous pages: pages that follow each other in the file, across
-    /// folios too, go as one vectored write; each gap starts another. Many
-    /// writes (scattered dirty pages) are spread over up to
-    /// [`WRITEBACK_THREADS`] threads so several are in flight. Every write
-    /// is tried. Returns the bytes written or the first error, and the page
-    /// runs (per folio) whose write failed, to be marked dirty again.
-    pub(crate) fn write_dirty(
-        &self,
-        run: &[FolioRef<'_>],
-        dirty: &[Vec<(u64, u64)>],
-    ) -> (io::Result<u64>, Vec<Vec<(u64, u64)>>) {
-        let cache = self.inner();
-        // The writes: file offset, buffers (contiguous pages merged), and
-        // the (folio, first page, pages) pieces they carry.
-        type Seg<'b> = (u64, Vec<IoBuf<'b>>, Vec<(usize, u64, u64)>);
-        let mut segs: Vec<Seg<'_>> = Vec::new();
-        let mut failed: Vec<Vec<(u64, u64)>> = vec![Vec::new(); run.len()];
-        let mut seg_end = 0u64;
-        for (i, (f, runs)) in run.iter().zip(dirty).enumerate() {
-            let base = cache.arena.page_ptr(f.page()).as_ptr();
-            for &(a, n) in runs {
-                assert!(a + n <= f.nr_pages(), "dirty pages past the folio");
-                let at = (f.index() + a) * PAGE;
-                // SAFETY: the folio is locked (no writer changes it while
-                // the IO reads it) and referenced (not freed); pages
-                // `a..a + n` lie inside it (asserted above); arena pages
-                // are 4 KiB aligned.
-                let buf = match unsafe {
-                    IoBuf::from_raw_parts(base.add((a * PAGE) as usize), (n * PAGE) as usize)
-                } {
-                    Ok(b) => b,
-                    Err(e) => {
-                        failed[i].push((a, n));
-                        return (Err(e.into()), failed);
-                    }
-                };
-                match segs.last_mut() {
-                    Some((_, bufs, pieces)) if at == seg_end => {
-                        bufs.push(buf);
-                        pieces.push((i, a, n));
-                    }
-                    _ => segs.push((at, vec![buf], vec![(i, a, n)])),
-                }
-                seg_end = at + n * PAGE;
-            }
-        }
-        let backing = self.backing();
-        let write = |(at, bufs, _): &Seg<'_>| -> io::Result<u64> {
-            let r = backing.write_blocks(bufs, *at);
-            cache.stats.io_writes.fetch_add(1, Ordering::Relaxed);
-            let n = r? as u64;
-            cache.stats.io_write_bytes.fetch_add(n, Ordering::Relaxed);
-            Ok(n)
-        };
-        let threads = if cfg!(loom) || segs.len() < PARALLEL_WRITES_MIN {
-            1
-        } else {
-            (segs.len() / PARALLEL_WRITES_MIN).clamp(1, WRITEBACK_THREADS)
-        };
-        // Every write is tried, whatever the others did.
-        let results: Vec<io::Result<u64>> = if threads == 1 {
-            segs.iter().map(write).collect()
-        } else {
-            // Scattered dirty pages: each write is small and waits for the
-            // device, so keep several in flight (the kernel's flusher has
-            // the block layer's queue for that).
-            std::thread::scope(|scope| {
-                let parts: Vec<_> = (0..threads)
-                    .map(|k| {
-                        let (segs, write) = (&segs, &write);
-                        scope.spawn(move || -> Vec<(usize, io::Result<u64>)> {
-                            (k..segs.len())
-                                .step_by(threads)
-                                .map(|j| (j, write(&segs[j])))
-                                .collect()
-                        })
-                    })
-                    .collect();
-                let mut all: Vec<(usize, io::Result<u64>)> = Vec::with_capacity(segs.len());
-                // (A thread that panicked leaves its writes failed.)
-                for h in parts {
-                    if let Ok(v) = h.join() {
-                        all.extend(v);
-                    }
-                }
-                let mut out: Vec<io::Result<u64>> = (0..segs.len())
-                    .map(|_| Err(io::Error::other("writeback thread panicked")))
-                    .collect();
-                for (j, r) in all {
-                    out[j] = r;
-                }
-                out
-            })
-        };
-        let mut total = Ok(0u64);
-        for (seg, r) in segs.iter().zip(results) {
-            match r {
-                Ok(n) => {
-                    if let Ok(t) = &mut total {
-                        *t += n;
-                    }
-                }
-                Err(e) => {
-                    for &(i, a, n) in &seg.2 {
-                        failed[i].push((a, n));
-                    }
-                    if total.is_ok() {
-                        total = Err(e);
-                    }
-                }
-            }
-        }
-        (total, failed)
-    }
-
-    /// The folios and shadows of bytes `from..to`: folios lying wholly
-    /// inside go (dirty or not: their data is being cut), the cut part of
-    /// the others is zeroed, shadows inside go (reference 3.10, truncate
-    /// and hole punch). Waits for folio locks (and so for IO). The caller
-    /// holds `invalidate_lock` exclusively, so no reader adds a folio here
-    /// meanwhile.
-    pub(crate) fn truncate_bytes(&self, from: u64, to: u64) {
-        if from >= to {
-            return;
-        }
-        let first = from / PAGE;
-        let last = (to - 1) / PAGE;
-        let mut index = first;
-        // The next entry at or after `index`, each time round.
-        while let Some((i, e)) = self.xa.find(index, last) {
-            let span = 1u64 << self.xa.get_order(i);
-            let base = i & !(span - 1);
-            let next = base.saturating_add(span).max(i + 1);
-            match e {
-                Entry::Value(v) => {
-                    if base * PAGE >= from && (base + span) * PAGE <= to {
-                        let _ = self.xa.compare_exchange(i, Some(EntryKey::Value(v)), None);
-                    }
-                }
-                Entry::Item(_) => {
-                    let Some(MappingEntry::Folio(f)) = self.get_entry(i) else {
-                        // Evicted under us: its shadow goes next time round.
-                        index = i;
-                        continue;
-                    };
-                    f.lock();
-                    if f.mapping() != self.id() || !f.contains(i) {
-                        // Removed while we waited: look again.
-                        f.unlock();
-                        index = i;
-                        continue;
-                    }
-                    let fs = f.index() * PAGE;
-                    let fe = fs + f.nr_pages() * PAGE;
-                    if fs >= from && fe <= to {
-                        f.test_and_clear(FolioFlags::DROPBEHIND);
-                        self.remove_locked(&f);
-                    } else if f.test(FolioFlags::UPTODATE) {
-                        let a = from.max(fs);
-                        let b = to.min(fe);
-                        self.zero_folio(&f, (a - fs) as usize, (b - a) as usize);
-                    }
-                    f.unlock();
-                }
-            }
-            if next > last || next == 0 {
-                break;
-            }
-            index = next;
-        }
     }
 }
 

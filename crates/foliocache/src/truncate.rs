@@ -1,0 +1,255 @@
+//! Taking folios out of a file: truncation and hole punching
+//! (`truncate_inode_pages_range`), invalidation (`invalidate_mapping_pages`,
+//! `POSIX_FADV_DONTNEED`), the removal of a folio whose read failed, an
+//! uncached folio's drop at the end of its use (`folio_end_dropbehind`),
+//! and the removal of every folio when a mapping goes.
+
+use xarray::{Entry, EntryKey, EntryRef, Item};
+
+use crate::arena::PAGE;
+use crate::filemap::{FolioPtr, FolioRef, LockedFolio, Mapping, MappingEntry};
+use crate::folio::FolioFlags;
+use crate::sync::Ordering;
+use std::io;
+
+impl Mapping {
+    /// `set_len`'s work (also an `O_TRUNC` open's of a file already
+    /// open): see [`File::set_len`].
+    pub(crate) fn truncate_to(&self, size: u64) -> io::Result<()> {
+        let _i = self.inode_lock.write();
+        let _inv = self.invalidate_lock.write();
+        let old = self.size();
+        if size == old {
+            return Ok(());
+        }
+        // The backing first: if it refuses, nothing has changed. Writeback
+        // is held off until the folios past the end are gone, so none is
+        // written back past it.
+        let _wb = self.wb_lock.lock();
+        if !self.memfile {
+            self.backing().set_len(size)?;
+        }
+        // Readers stop at the new size; then the folios past it go. (Past
+        // the old end, bytes in the cache are zero already: a grown file's
+        // gap reads as zeros.)
+        self.set_size(size);
+        if size < old {
+            self.truncate_bytes(size, u64::MAX);
+        }
+        Ok(())
+    }
+}
+
+impl Mapping {
+    /// The folios and shadows of bytes `from..to`: folios lying wholly
+    /// inside go (dirty or not: their data is being cut), the cut part of
+    /// the others is zeroed, shadows inside go (reference 3.10, truncate
+    /// and hole punch). Waits for folio locks (and so for IO). The caller
+    /// holds `invalidate_lock` exclusively, so no reader adds a folio here
+    /// meanwhile.
+    pub(crate) fn truncate_bytes(&self, from: u64, to: u64) {
+        if from >= to {
+            return;
+        }
+        let first = from / PAGE;
+        let last = (to - 1) / PAGE;
+        let mut index = first;
+        // The next entry at or after `index`, each time round.
+        while let Some((i, e)) = self.xa.find(index, last) {
+            let span = 1u64 << self.xa.get_order(i);
+            let base = i & !(span - 1);
+            let next = base.saturating_add(span).max(i + 1);
+            match e {
+                Entry::Value(v) => {
+                    if base * PAGE >= from && (base + span) * PAGE <= to {
+                        let _ = self.xa.compare_exchange(i, Some(EntryKey::Value(v)), None);
+                    }
+                }
+                Entry::Item(_) => {
+                    let Some(MappingEntry::Folio(f)) = self.get_entry(i) else {
+                        // Evicted under us: its shadow goes next time round.
+                        index = i;
+                        continue;
+                    };
+                    let f = f.lock();
+                    if f.mapping() != self.id() || !f.contains(i) {
+                        // Removed while we waited: look again.
+                        index = i;
+                        continue;
+                    }
+                    let fs = f.index() * PAGE;
+                    let fe = fs + f.nr_pages() * PAGE;
+                    if fs >= from && fe <= to {
+                        f.test_and_clear(FolioFlags::DROPBEHIND);
+                        self.remove_locked(&f);
+                    } else if f.test(FolioFlags::UPTODATE) {
+                        let a = from.max(fs);
+                        let b = to.min(fe);
+                        self.zero_folio(&f, (a - fs) as usize, (b - a) as usize);
+                    }
+                }
+            }
+            if next > last || next == 0 {
+                break;
+            }
+            index = next;
+        }
+    }
+
+    /// Drops the clean, unlocked, unused folios that lie wholly in pages
+    /// `start..end`, and the eviction shadows there, leaving no shadows
+    /// (invalidation, as `POSIX_FADV_DONTNEED`: the kernel's
+    /// `invalidate_mapping_pages` clears shadow entries too). Folios in use
+    /// are left alone. Returns the pages of folios dropped.
+    pub fn invalidate(&self, start: u64, end: u64) -> u64 {
+        if self.memfile {
+            // Its folios are its only copy of the data.
+            return 0;
+        }
+        let mut dropped = 0;
+        let mut index = start;
+        while index < end {
+            // The next folio at or after `index`; shadows on the way go.
+            let mut shadows = Vec::new();
+            let next = {
+                let guard = self.xa.pin();
+                self.xa.iter_ref(index..end, &guard).ok().and_then(|it| {
+                    for (i, e) in it {
+                        match e {
+                            EntryRef::Item(_) => return Some(i),
+                            EntryRef::Value(v) => shadows.push((i, v)),
+                        }
+                    }
+                    None
+                })
+            };
+            for (i, v) in shadows {
+                let span = 1u64 << self.xa.get_order(i);
+                let first = i & !(span - 1);
+                if first >= start && first + span <= end {
+                    let _ = self.xa.compare_exchange(i, Some(EntryKey::Value(v)), None);
+                }
+            }
+            let Some(i) = next else { break };
+            let Some(MappingEntry::Folio(f)) = self.get_entry(i) else {
+                index = i + 1;
+                continue;
+            };
+            let (first, n) = (f.index(), f.nr_pages());
+            index = (first + n).max(i + 1);
+            if first < start || first + n > end {
+                continue;
+            }
+            let Ok(f) = f.try_lock() else {
+                continue;
+            };
+            // Clean, and referenced only by the cache and by us.
+            let clean = !f.test(FolioFlags::DIRTY) && !f.test(FolioFlags::WRITEBACK);
+            if clean && f.mapping() == self.id() && f.refcount() == n as u32 + 1 {
+                self.remove_locked(&f);
+                dropped += n;
+            }
+        }
+        dropped
+    }
+
+    /// The end of an uncached read's use of `f` (reference 6.2): if it is
+    /// still dropbehind, clean, not under writeback, and its lock can be
+    /// had without waiting, it leaves the cache, leaving no shadow. Other
+    /// readers' references keep the detached folio's memory until they
+    /// drop them. Returns whether it was removed.
+    pub(crate) fn drop_behind(&self, f: &FolioRef<'_>) -> bool {
+        let busy = FolioFlags::DIRTY.union(FolioFlags::WRITEBACK);
+        if !f.test(FolioFlags::DROPBEHIND) || f.flags().intersects(busy) {
+            return false;
+        }
+        let Ok(f) = f.clone().try_lock() else {
+            return false;
+        };
+        // Again under the lock: a writer dirties a folio under it, and a
+        // cached reader may have claimed it meanwhile.
+        let mut dropped = false;
+        if f.mapping() == self.id()
+            && !f.flags().intersects(busy)
+            && f.test_and_clear(FolioFlags::DROPBEHIND)
+        {
+            dropped = self.remove_locked(&f);
+        }
+        drop(f);
+        if dropped {
+            self.inner()
+                .stats
+                .dropbehind_drops
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        dropped
+    }
+
+    /// Removes a folio the caller holds locked (a failed read), dropping the
+    /// cache's references. The caller keeps its own; readers that found the
+    /// folio wait on its lock and then see it left the mapping.
+    pub(crate) fn remove_locked(&self, f: &LockedFolio<'_>) -> bool {
+        let cache = self.inner();
+        let key = Entry::Item(FolioPtr::new(f)).key();
+        let removed = self.xa.compare_exchange(f.index(), Some(key), None).is_ok();
+        if removed {
+            cache.lru_del(f, self.id());
+            // (The index mark went with the entry.)
+            self.forget_dirty(f);
+            f.set_mapping(0, f.index());
+            self.folios.fetch_sub(1, Ordering::Relaxed);
+            cache.stats.folios.fetch_sub(1, Ordering::Relaxed);
+            cache.stats.pages.fetch_sub(f.nr_pages(), Ordering::Relaxed);
+            let last = f.put_many(f.nr_pages() as u32);
+            debug_assert!(!last, "the caller's reference keeps the folio");
+        }
+        removed
+    }
+
+    /// Removes every folio (the mapping is being dropped: nobody else can
+    /// look them up). Each folio is taken off the LRU first, under its lock,
+    /// so reclaim never reaches a mapping that is going away; one that
+    /// reclaim already took was evicted by it, and its descriptor may since
+    /// hold another mapping's folio, which `lru_del` leaves alone.
+    ///
+    /// The index itself is left as it is: it goes with the mapping, and
+    /// once every folio is off the LRU nothing else can reach it, so its
+    /// drop frees its nodes at once. (Erasing entry by entry, shadows
+    /// included, handed every node to the epoch collector instead, whose
+    /// backlog kept megabytes resident after a large file closed: the
+    /// memory audit, tests/memory_audit.rs.)
+    pub(crate) fn remove_all(&self) {
+        let cache = self.inner();
+        let entries: Vec<Entry<FolioPtr>> = match self.xa.iter(..) {
+            Ok(it) => it.map(|(_, e)| e).collect(),
+            Err(_) => return,
+        };
+        for e in entries {
+            let Entry::Item(p) = e else {
+                continue;
+            };
+            let addr = p.as_ptr().as_ptr() as usize;
+            let Some(f) = cache
+                .table
+                .page_of_addr(addr)
+                .and_then(|pg| cache.table.get(pg))
+            else {
+                continue;
+            };
+            // A memory file's folios are on no list (and reclaim never
+            // reaches them); any other folio off the lists was evicted.
+            let ours = cache.lru_del(f, self.id()) || (self.memfile && f.mapping() == self.id());
+            if !ours {
+                continue;
+            }
+            self.forget_dirty(f);
+            f.set_mapping(0, f.index());
+            self.folios.fetch_sub(1, Ordering::Relaxed);
+            cache.stats.folios.fetch_sub(1, Ordering::Relaxed);
+            cache.stats.pages.fetch_sub(f.nr_pages(), Ordering::Relaxed);
+            if f.put_many(f.nr_pages() as u32) {
+                cache.free_folio(f);
+            }
+        }
+    }
+}

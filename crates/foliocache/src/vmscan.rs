@@ -1,0 +1,434 @@
+//! Reclaim (`mm/vmscan.c`): evicting folios from the inactive end of the
+//! LRU lists when the arena is short, leaving eviction shadows, and keeping
+//! the shadows within their budget.
+//!
+//! Reclaim works in batches, as the kernel's `shrink_inactive_list`:
+//!
+//! ```text
+//!   LRU lock held                          LRU lock dropped
+//!   isolate_lru_folios ──────────────────▶ shrink_folio_list
+//!   inactive tail: activate / rotate /     trylock, re-check mapping and
+//!   take off the list with a reference     dirty, freeze (count → 0),
+//!   and its mapping's Arc (≤ 32 folios)    shadow into the index, free;
+//!                                          failures: putback_lru_folios
+//! ```
+//!
+//! An isolated folio is off the lists (its `LRU` flag clear), so nothing
+//! else unlinks it, and its mapping cannot be dropped: reclaim holds the
+//! mapping's `Arc`, taken through the mapping's `Weak` to itself while the
+//! LRU lock still guarantees the mapping is alive. Truncation may take an
+//! isolated folio out of its mapping meanwhile; reclaim then only drops its
+//! reference.
+
+use std::sync::Arc;
+
+use xarray::{CompareExchangeError, Entry, EntryKey, EntryRef};
+
+use crate::cache::CacheInner;
+use crate::filemap::{FolioPtr, Mapping};
+use crate::folio::{Folio, FolioFlags, FolioRef};
+use crate::lru::NIL;
+use crate::sync::Ordering;
+use crate::workingset::Shadow;
+
+impl Mapping {
+    /// Replaces a folio that reclaim froze (count 0, locked) with its
+    /// eviction `shadow` (a [`Shadow`](crate::Shadow) packed). Returns
+    /// whether it was there.
+    pub(crate) fn remove_frozen(&self, f: &Folio, shadow: u64) -> bool {
+        let key = Some(Entry::Item(FolioPtr::new(f)).key());
+        // The value replaces the whole entry and keeps its order: a large
+        // folio leaves a large shadow. Replacing in place needs no node; if
+        // the index still refuses, the folio goes without a shadow.
+        let removed = match self
+            .xa
+            .compare_exchange(f.index(), key, Some(Entry::Value(shadow)))
+        {
+            Ok(_) => true,
+            Err(CompareExchangeError::Mismatch { .. }) => false,
+            Err(CompareExchangeError::Failed(_)) => {
+                self.xa.compare_exchange(f.index(), key, None).is_ok()
+            }
+        };
+        if removed {
+            self.folios.fetch_sub(1, Ordering::Relaxed);
+        }
+        removed
+    }
+
+    /// Calls `f` with every block of this index that holds only shadows:
+    /// the 64 indices of one leaf node, or one shadow of order 6 or more
+    /// (which sits in a node of larger ones), with the refault distance of
+    /// its newest shadow at clock `now`. One lockless walk of the index.
+    pub(crate) fn shadow_blocks(&self, now: u64, mut f: impl FnMut(ShadowBlock)) {
+        if self.shadow_nodes() == 0 {
+            return;
+        }
+        let guard = self.xa.pin();
+        let Ok(mut it) = self.xa.iter_ref(.., &guard) else {
+            return;
+        };
+        // The leaf block being gathered: its first index, whether it holds
+        // only shadows so far, and the newest of them.
+        let mut cur: Option<(u64, bool, u64)> = None;
+        let flush = |cur: Option<(u64, bool, u64)>, f: &mut dyn FnMut(ShadowBlock)| {
+            if let Some((first, true, newest)) = cur {
+                f(ShadowBlock {
+                    first,
+                    order: 6,
+                    distance: newest,
+                });
+            }
+        };
+        while let Some((_, e)) = it.next() {
+            let (base, order) = it.span();
+            if order >= 6 {
+                flush(cur.take(), &mut f);
+                if let EntryRef::Value(v) = e {
+                    f(ShadowBlock {
+                        first: base,
+                        order,
+                        distance: Shadow::unpack(v).distance(now),
+                    });
+                }
+                continue;
+            }
+            let block = base & !63;
+            if cur.is_some_and(|c| c.0 != block) {
+                flush(cur.take(), &mut f);
+            }
+            let c = cur.get_or_insert((block, true, u64::MAX));
+            match e {
+                EntryRef::Item(_) => c.1 = false,
+                EntryRef::Value(v) => c.2 = c.2.min(Shadow::unpack(v).distance(now)),
+            }
+        }
+        flush(cur, &mut f);
+    }
+
+    /// Removes the shadows of a block [`shadow_blocks`](Self::shadow_blocks)
+    /// found (those still there: a folio added since stays, and so do
+    /// shadows left since). Returns whether the block held only shadows
+    /// and they all went (its node with them).
+    pub(crate) fn remove_shadow_block(&self, b: &ShadowBlock) -> bool {
+        let last = b.first + (1u64 << b.order) - 1;
+        let shadows: Vec<(u64, u64)> = {
+            let guard = self.xa.pin();
+            let Ok(it) = self.xa.iter_ref(b.first..=last, &guard) else {
+                return false;
+            };
+            let mut out = Vec::new();
+            for (i, e) in it {
+                match e {
+                    EntryRef::Value(v) => out.push((i, v)),
+                    EntryRef::Item(_) => return false,
+                }
+            }
+            out
+        };
+        let mut all = !shadows.is_empty();
+        for (i, v) in shadows {
+            all &= self
+                .xa
+                .compare_exchange(i, Some(EntryKey::Value(v)), None)
+                .is_ok();
+        }
+        all
+    }
+}
+
+/// A block of an index holding only shadows, for trimming them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ShadowBlock {
+    first: u64,
+    order: u32,
+    /// The refault distance of its newest shadow when it was found.
+    pub(crate) distance: u64,
+}
+
+impl CacheInner {
+    /// After evictions: every [`shadow_check_every`] of them, if the index
+    /// nodes holding only shadows exceed the budget, removes the oldest
+    /// shadows (whole nodes' worth) until they take three quarters of it
+    /// (the kernel's shadow-node shrinker; reference 5.4). Called with no
+    /// lock held. One thread trims at a time; the others go on.
+    fn maybe_trim_shadows(&self) {
+        let evictions = self.stats.evictions.load(Ordering::Relaxed);
+        let due = self.shadow_check.load(Ordering::Relaxed);
+        if evictions < due {
+            return;
+        }
+        let Some(_one) = self.trimming.try_lock() else {
+            return;
+        };
+        self.shadow_check.store(
+            evictions + shadow_check_every(self.shadow_nodes),
+            Ordering::Relaxed,
+        );
+        let live = self.live_mappings();
+        let nodes: usize = live.iter().map(|m| m.shadow_nodes()).sum();
+        if nodes <= self.shadow_nodes {
+            return;
+        }
+        let target = self.shadow_nodes * 3 / 4;
+        let now = self.nonresident_age.load(Ordering::Relaxed);
+        // Every shadow-only block of every file, oldest (largest refault
+        // distance of its newest shadow) first.
+        let mut blocks = Vec::new();
+        for (i, m) in live.iter().enumerate() {
+            m.shadow_blocks(now, |b| blocks.push((b, i)));
+        }
+        blocks.sort_unstable_by_key(|(b, _)| std::cmp::Reverse(b.distance));
+        let mut left = nodes;
+        for (b, i) in blocks {
+            if left <= target {
+                break;
+            }
+            if live[i].remove_shadow_block(&b) {
+                left -= 1;
+            }
+        }
+    }
+
+    /// Evicts folios until about `want` pages went back to the arena, or a
+    /// full pass found nothing to evict. Returns the pages freed.
+    pub(crate) fn reclaim(&self, want: u64) -> u64 {
+        let mut scan = Scan {
+            budget: None,
+            stuck: 0,
+        };
+        let mut batch = Isolated::default();
+        let mut freed = 0;
+        while freed < want {
+            self.isolate_lru_folios(want - freed, &mut scan, &mut batch);
+            if batch.folios.is_empty() {
+                break;
+            }
+            freed += self.shrink_folio_list(&mut batch, &mut scan);
+        }
+        if freed > 0 {
+            self.maybe_trim_shadows();
+        }
+        freed
+    }
+
+    /// Takes up to [`ISOLATE_BATCH`] folios, about `want` pages, off the
+    /// inactive tail in one hold of the LRU lock (`isolate_lru_folios`),
+    /// each with a reference and its mapping kept alive, for
+    /// [`shrink_folio_list`](Self::shrink_folio_list) to evict with the
+    /// lock dropped. On the way, as the kernel's scan does: the inactive
+    /// list is refilled from the active tail when it is the shorter one
+    /// (or after a whole lap found nothing to take); a folio accessed twice
+    /// while inactive is activated; a dirty folio, one under writeback, or
+    /// a locked one is rotated (and the flusher asked to write the dirty
+    /// ones back).
+    fn isolate_lru_folios<'c>(&'c self, want: u64, scan: &mut Scan, batch: &mut Isolated<'c>) {
+        let mut lru = self.lru.lock();
+        let lru = &mut *lru;
+        let budget = scan
+            .budget
+            .get_or_insert(2 * (lru.active.pages + lru.inactive.pages) + 2);
+        let mut pages = 0;
+        while pages < want && batch.folios.len() < ISOLATE_BATCH && *budget > 0 {
+            *budget -= 1;
+            if lru.active.tail != NIL
+                && (lru.inactive.pages < lru.active.pages || scan.stuck >= lru.inactive.pages)
+            {
+                // Refill the inactive list from the active tail. As the
+                // kernel does for file folios nobody maps, referenced or
+                // not: the bit stays, so one more access reactivates it.
+                // It was in the working set once, and its shadow will say
+                // so (PG_workingset).
+                let page = lru.active.tail;
+                let f = self.folio(page);
+                self.list_remove(&mut lru.active, page);
+                // (An `ACTIVATE` left from an access made before the folio
+                // reached a list goes too: it asked for what happened.)
+                f.fetch_clear(FolioFlags::ACTIVE.union(FolioFlags::ACTIVATE));
+                f.test_and_set(FolioFlags::WORKINGSET);
+                self.list_push_head(&mut lru.inactive, page);
+                continue;
+            }
+            let page = lru.inactive.tail;
+            if page == NIL {
+                break;
+            }
+            let f = self.folio(page);
+            self.list_remove(&mut lru.inactive, page);
+            // Used once (or not at all) since it came in: it goes, unless
+            // it was accessed twice while inactive.
+            if f.fetch_clear(FolioFlags::REFERENCED)
+                .contains(FolioFlags::ACTIVATE)
+            {
+                self.activate_on(lru, f, page);
+                continue;
+            }
+            let busy = f.flags();
+            if busy.intersects(FolioFlags::DIRTY.union(FolioFlags::WRITEBACK)) {
+                // Never dropped dirty: rotated, and the flusher asked to
+                // write it back (the kernel sets PG_reclaim and wakes the
+                // flusher).
+                self.list_push_head(&mut lru.inactive, page);
+                scan.stuck += f.nr_pages();
+                self.flusher.kick();
+                continue;
+            }
+            let mapping = match batch.mapping_of(f) {
+                _ if busy.intersects(FolioFlags::LOCKED) => None,
+                Some(i) => Some(i),
+                None => {
+                    // SAFETY: a folio on an LRU list is in a live mapping:
+                    // a mapping takes every folio of its own off the lists,
+                    // under this lock, before its memory goes (`remove_all`,
+                    // from its drop), and this one is still on a list with
+                    // the lock held. The mapping is only read, and only
+                    // its `Weak` to itself, which tells whether it is being
+                    // dropped.
+                    let m = unsafe { &*(f.mapping() as *const Mapping) };
+                    m.this.upgrade().map(|m| {
+                        batch.mappings.push(m);
+                        batch.mappings.len() - 1
+                    })
+                }
+            };
+            let Some(mapping) = mapping else {
+                // Locked (being read, written or truncated), or its file is
+                // going: rotated (a going file takes its folios off itself).
+                self.list_push_head(&mut lru.inactive, page);
+                scan.stuck += f.nr_pages();
+                continue;
+            };
+            // Off the lists, with a reference and its mapping held: nothing
+            // else takes it off a list (`lru_del` finds `LRU` clear), and
+            // the mapping cannot go while it is isolated.
+            f.test_and_clear(FolioFlags::LRU);
+            f.get_many(1);
+            pages += f.nr_pages();
+            batch.folios.push((FolioRef::adopt(self, f), mapping));
+        }
+    }
+
+    /// Evicts the folios [`isolate_lru_folios`](Self::isolate_lru_folios)
+    /// took, with the LRU lock dropped (`shrink_folio_list`): each is
+    /// locked (without waiting), checked again (still its mapping's, still
+    /// clean), frozen (nobody else holds a reference, and now nobody can
+    /// take one), and replaced in its mapping by its eviction shadow, its
+    /// pages going back to the arena. The folios that could not go are put
+    /// back at the inactive head in one hold of the LRU lock; those that
+    /// left their mapping meanwhile are just let go. Returns the pages
+    /// freed; `batch` is empty after.
+    fn shrink_folio_list<'c>(&'c self, batch: &mut Isolated<'c>, scan: &mut Scan) -> u64 {
+        let mut freed = 0;
+        let mut keep: Vec<(FolioRef<'_>, usize)> = Vec::new();
+        for (f, mi) in batch.folios.drain(..) {
+            let m = &batch.mappings[mi];
+            let pages = f.nr_pages();
+            let f = match f.try_lock() {
+                Ok(f) => f,
+                Err(f) => {
+                    keep.push((f, mi));
+                    scan.stuck += pages;
+                    continue;
+                }
+            };
+            if f.mapping() != m.id() {
+                // Truncated (or its read failed) meanwhile: not on a list
+                // any more, and not ours to put back.
+                continue;
+            }
+            if f.test(FolioFlags::DIRTY) || f.test(FolioFlags::WRITEBACK) {
+                // Written to since it was isolated.
+                keep.push((f.unlock(), mi));
+                scan.stuck += pages;
+                continue;
+            }
+            // The cache's references and this one.
+            let f = match f.freeze(pages as u32 + 1) {
+                Ok(f) => f,
+                Err(f) => {
+                    // A reader holds it.
+                    keep.push((f.unlock(), mi));
+                    scan.stuck += pages;
+                    continue;
+                }
+            };
+            scan.stuck = 0;
+            // Frozen and locked: no reader holds it and none can get it.
+            let age = self.nonresident_age.fetch_add(pages, Ordering::Relaxed);
+            let shadow = Shadow {
+                age,
+                workingset: f.test(FolioFlags::WORKINGSET),
+            };
+            let removed = m.remove_frozen(&f, shadow.pack());
+            debug_assert!(
+                removed,
+                "an isolated folio was not in its mapping: {:?}",
+                *f
+            );
+            f.set_mapping(0, f.index());
+            self.stats.evictions.fetch_add(1, Ordering::Relaxed);
+            self.stats.folios.fetch_sub(1, Ordering::Relaxed);
+            self.stats.pages.fetch_sub(pages, Ordering::Relaxed);
+            f.free();
+            freed += pages;
+        }
+        {
+            // `putback_lru_folios`: back at the inactive head, unless the
+            // folio left its mapping meanwhile (its remover found it off
+            // the lists and left that to us). Taken even with nothing to
+            // put back: a mapping this batch held may go once its `Arc`
+            // below does, and its drop's `lru_del` must see every eviction
+            // made here (each folio's `mapping` cleared). The `Arc`'s own
+            // ordering gives that too; the lock also says it to the loom
+            // models, which do not see `std`'s `Arc`.
+            let mut lru = self.lru.lock();
+            for (f, mi) in &keep {
+                if f.mapping() == batch.mappings[*mi].id() && !f.test_and_set(FolioFlags::LRU) {
+                    let page = self.page(f);
+                    self.list_push_head(&mut lru.inactive, page);
+                }
+            }
+        }
+        // The references, then the mappings (a file closed meanwhile goes
+        // here: its drop takes the LRU lock), with no lock held.
+        drop(keep);
+        batch.mappings.clear();
+        freed
+    }
+}
+
+/// The most folios one hold of the LRU lock isolates for reclaim (the
+/// kernel's `SWAP_CLUSTER_MAX`).
+const ISOLATE_BATCH: usize = 32;
+
+/// One reclaim call's scan state across its batches.
+struct Scan {
+    /// Folios it may still look at: twice the lists' length when it began.
+    budget: Option<u64>,
+    /// Inactive pages passed over (pinned, locked or dirty) since the last
+    /// eviction: after a whole lap of them, deactivate anyway.
+    stuck: u64,
+}
+
+/// Folios taken off the LRU for eviction: each with a reference and the
+/// index of its mapping in `mappings`, which keeps the mappings alive.
+#[derive(Default)]
+struct Isolated<'c> {
+    folios: Vec<(FolioRef<'c>, usize)>,
+    mappings: Vec<Arc<Mapping>>,
+}
+
+impl Isolated<'_> {
+    /// The index of `f`'s mapping among those already held, if it is.
+    fn mapping_of(&self, f: &Folio) -> Option<usize> {
+        let id = f.mapping();
+        self.mappings.iter().rposition(|m| m.id() == id)
+    }
+}
+
+/// Evictions between two checks of the shadow budget: each eviction adds
+/// at most one shadow-only node, so the budget is overshot by at most
+/// this many nodes.
+pub(crate) fn shadow_check_every(budget_nodes: usize) -> u64 {
+    (budget_nodes as u64 / 8).max(64)
+}
