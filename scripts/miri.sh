@@ -3,8 +3,11 @@
 # named, justified"): the xarray's nodes (tests/regress_node_free_provenance.rs:
 # trees built, shrunk and dropped, the nodes freed through their addresses),
 # the folio arena (crates/foliocache: `arena::` unit tests and
-# tests/arena.rs, whose tests stamp and check every block they get) and the
-# IO buffers (crates/backing: tests/buf.rs). With MIRI_FULL=1 also the
+# tests/arena.rs, whose tests stamp and check every block they get), the
+# shared copies of folio bytes (crates/foliocache: `copy::` unit tests,
+# which race copies on three threads: under Miri they are the byte-atomic
+# loops, which the data race detector checks, about 10 s) and the IO
+# buffers (crates/backing: tests/buf.rs). With MIRI_FULL=1 also the
 # xarray's whole suites (invariants, value_nodes, model): far slower, see
 # below.
 #
@@ -13,7 +16,8 @@
 # --profile minimal`, then `cargo +nightly miri setup`), so a fresh machine
 # needs network access once.
 #
-# Time on this project's 2-core VMs: about 100 s once built (the first
+# Time on this project's 2-core VMs: about 100 s once built, 110 s with
+# the shared copies' tests (156 s measured beside another build; the first
 # run also builds the dependencies for Miri, about 1.5 minutes more; the
 # build is kept in target/miri). MIRI_FULL=1 adds well over half an hour:
 # single xarray tests take minutes under Miri even with a tenth of their
@@ -58,6 +62,9 @@ cargo +nightly miri test -p xarray --test regress_node_free_provenance "$@"
 step "miri: foliocache arena (buddy allocator, region)"
 cargo +nightly miri test -p foliocache --lib "$@" arena::
 cargo +nightly miri test -p foliocache --test arena "$@"
+
+step "miri: foliocache shared copies (byte atomics racing on three threads)"
+cargo +nightly miri test -p foliocache --lib "$@" copy::
 
 step "miri: backing IO buffers"
 cargo +nightly miri test -p backing --test buf "$@"

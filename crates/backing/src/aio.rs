@@ -12,7 +12,7 @@
 //!
 //! # Two engines behind one type
 //! ```text
-//!  submit(batch) ──┬─ op has raw_fd ──> io_uring: every SQE of the batch pushed,
+//!  submit(batch) ──┬─ has raw_file ───> io_uring: every SQE of the batch pushed,
 //!                  │                    ONE io_uring_enter ──kernel──> CQEs
 //!                  │                    completion thread: reap, resubmit short
 //!                  │                    reads, zero past EOF, run callbacks
@@ -23,7 +23,7 @@
 //! - [`EngineKind::Uring`]: one ring per engine, `queue_depth` ops in flight
 //!   at most, submissions under a mutex, a completion thread blocked in
 //!   `io_uring_enter(GETEVENTS)`. Ops whose backing has no
-//!   [`raw_fd`](crate::Backing::raw_fd) ([`MemBacking`](crate::MemBacking),
+//!   [`raw_file`](crate::Backing::raw_file) ([`MemBacking`](crate::MemBacking),
 //!   [`FaultyBacking`](crate::FaultyBacking), so fault injection applies to
 //!   asynchronous reads too) go to a thread pool created on first use.
 //! - [`EngineKind::Threads`]: a pool of `threads` threads calling
@@ -102,8 +102,8 @@
 
 use std::any::Any;
 use std::fmt;
+use std::fs::File;
 use std::io;
-use std::os::fd::RawFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
@@ -217,8 +217,8 @@ pub type ReadCallback = Box<dyn FnOnce(io::Result<usize>) + Send>;
 /// The op owns its buffers until it completes: the engine drops them just
 /// before it calls `done`, and the memory behind them must stay valid and
 /// untouched until then (the contract of [`RawBuf::new`]). The op also
-/// keeps its backing, and so the backing's file descriptor, alive until
-/// then.
+/// keeps its backing alive until then (and, read through io_uring, the
+/// [`raw_file`](Backing::raw_file) it reads).
 pub struct ReadOp {
     /// Where to read from.
     pub backing: Arc<dyn Backing>,
@@ -260,15 +260,15 @@ impl ReadOp {
         self.bufs.iter().all(RawBuf::is_empty)
     }
 
-    /// The fd to read through io_uring: the backing has one, and the op is
-    /// valid and not empty (other ops go to the pool, where `read_blocks`
-    /// reports what is wrong with them).
-    fn uring_fd(&self) -> Option<RawFd> {
+    /// The file to read through io_uring: the backing has one, and the op
+    /// is valid and not empty (other ops go to the pool, where
+    /// `read_blocks` reports what is wrong with them).
+    fn uring_file(&self) -> Option<Arc<File>> {
         let len = self.len()?;
         if len == 0 || check_io_range(self.offset, len as u64).is_err() {
             return None;
         }
-        self.backing.raw_fd()
+        self.backing.raw_file()
     }
 }
 
@@ -500,7 +500,7 @@ impl IoEngine {
     /// runs later, on an engine thread, exactly once.
     ///
     /// Under io_uring, the ops whose backing has a
-    /// [`raw_fd`](Backing::raw_fd) are pushed to the ring and submitted
+    /// [`raw_file`](Backing::raw_file) are pushed to the ring and submitted
     /// with ONE `io_uring_enter` when they fit the free room (at most
     /// `queue_depth` ops are in flight); a larger batch is submitted in
     /// parts, waiting for room in between (on the completion thread itself,
@@ -532,8 +532,8 @@ impl IoEngine {
         let mut direct = Vec::with_capacity(batch.len());
         let mut pooled = Vec::new();
         for op in batch {
-            match op.uring_fd() {
-                Some(fd) => direct.push((op, fd)),
+            match op.uring_file() {
+                Some(file) => direct.push((op, file)),
                 None => pooled.push(op),
             }
         }

@@ -5,9 +5,10 @@
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::buf::{IoBuf, IoBufMut};
 use crate::{check_end, check_io, check_io_range, sys, Backing, BackingInfo, DataPath, BLOCK};
@@ -194,7 +195,8 @@ fn dio_fallback(dio: Option<sys::DioAlign>) -> Option<Fallback> {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub struct FileBacking {
-    file: File,
+    /// Shared with the asynchronous reads in flight ([`Backing::raw_file`]).
+    file: Arc<File>,
     path: PathBuf,
     fallback: Option<Fallback>,
     dio: Option<sys::DioAlign>,
@@ -245,7 +247,7 @@ impl FileBacking {
             }
         }
         let fb = FileBacking {
-            file,
+            file: Arc::new(file),
             path: path.to_path_buf(),
             fallback,
             dio,
@@ -434,11 +436,11 @@ impl Backing for FileBacking {
         )
     }
 
-    /// The file's fd, on both data paths: `O_DIRECT` reads of it need
-    /// nothing else, and in the buffered fallback
+    /// The file, on both data paths: `O_DIRECT` reads of it need nothing
+    /// else, and in the buffered fallback
     /// [`after_raw_read`](Backing::after_raw_read) drops what was read.
-    fn raw_fd(&self) -> Option<RawFd> {
-        Some(self.file.as_raw_fd())
+    fn raw_file(&self) -> Option<Arc<File>> {
+        Some(self.file.clone())
     }
 
     /// In the buffered fallback, drops the range just read from the

@@ -20,7 +20,7 @@
 //! - [`Backing`] is the trait the cache uses: vectored block reads and writes
 //!   (one call for a run of folios), size, set size, sync, punch hole,
 //!   [`info`](Backing::info) saying how the data travels, and
-//!   [`raw_fd`](Backing::raw_fd) for engines that read the file directly.
+//!   [`raw_file`](Backing::raw_file) for engines that read the file directly.
 //! - Implementations:
 //!   - [`FileBacking`]: a file opened with `O_DIRECT`, IO by `preadv` /
 //!     `pwritev`. Where the filesystem refuses `O_DIRECT` it falls back to
@@ -38,7 +38,7 @@
 //!   per batch) or, where io_uring is missing, hands it to a thread pool
 //!   calling `read_blocks`, and calls each op's callback from its own
 //!   thread with what `read_blocks` would have returned. Backings with a
-//!   file descriptor ([`Backing::raw_fd`]) are read through the ring;
+//!   file descriptor ([`Backing::raw_file`]) are read through the ring;
 //!   memory and fault-injecting backings go to the pool, so their rules
 //!   apply to asynchronous reads too.
 //!
@@ -100,8 +100,8 @@ mod sync;
 mod sys;
 
 use std::fmt;
+use std::fs::File;
 use std::io;
-use std::os::fd::RawFd;
 use std::sync::Arc;
 
 pub use buf::{AlignedBuf, IoBuf, IoBufMut, Misaligned, MisalignedKind, RawBuf};
@@ -314,27 +314,50 @@ pub trait Backing: Send + Sync + 'static {
     /// What this backing is and how its data travels.
     fn info(&self) -> BackingInfo;
 
-    /// The file descriptor that an asynchronous engine ([`aio::IoEngine`])
-    /// may read directly instead of calling
-    /// [`read_blocks`](Self::read_blocks), or `None` (the default) to have
-    /// every read go through `read_blocks`.
+    /// The open file that an asynchronous engine ([`aio::IoEngine`]) may
+    /// read directly instead of calling [`read_blocks`](Self::read_blocks),
+    /// or `None` (the default) to have every read go through `read_blocks`.
     ///
-    /// Return `Some` only if a plain positional read of the fd (`preadv`,
-    /// io_uring `READV`) at [`BLOCK`]-aligned offsets into
-    /// [`BLOCK`]-aligned buffers, looped over short reads until end of file
-    /// and followed by [`after_raw_read`](Self::after_raw_read), gives what
-    /// `read_blocks` would. The fd must stay open while the backing lives
-    /// (an op holds an `Arc` of its backing until it completes).
+    /// Return `Some` only if a plain positional read of the file's
+    /// descriptor (`preadv`, io_uring `READV`) at [`BLOCK`]-aligned offsets
+    /// into [`BLOCK`]-aligned buffers, looped over short reads until end of
+    /// file and followed by [`after_raw_read`](Self::after_raw_read), gives
+    /// what `read_blocks` would.
     ///
-    /// [`FileBacking`] returns its fd, on both data paths; wrappers that
+    /// The engine keeps the returned `Arc` until the read is done, so the
+    /// descriptor it reads stays open, and the same file, whatever the
+    /// backing does meanwhile: an engine never acts on a descriptor nobody
+    /// owns (a bare `RawFd` here would let a safe implementation hand it a
+    /// closed or reused number). Handing out a number does not compile:
+    ///
+    /// ```compile_fail
+    /// use std::{io, os::fd::RawFd};
+    /// use backing::{Backing, BackingInfo, DataPath, IoBuf, IoBufMut};
+    ///
+    /// struct AnyFd(RawFd);
+    /// impl Backing for AnyFd {
+    ///     fn len(&self) -> io::Result<u64> { Ok(0) }
+    ///     fn read_blocks(&self, _: &mut [IoBufMut<'_>], _: u64) -> io::Result<usize> { Ok(0) }
+    ///     fn write_blocks(&self, _: &[IoBuf<'_>], _: u64) -> io::Result<usize> { Ok(0) }
+    ///     fn set_len(&self, _: u64) -> io::Result<()> { Ok(()) }
+    ///     fn sync_data(&self) -> io::Result<()> { Ok(()) }
+    ///     fn sync_all(&self) -> io::Result<()> { Ok(()) }
+    ///     fn punch_hole(&self, _: u64, _: u64) -> io::Result<()> { Ok(()) }
+    ///     fn info(&self) -> BackingInfo { BackingInfo::new("any", DataPath::Memory, "-", "") }
+    ///     // Any number, open or not, for the engine to read after this returns.
+    ///     fn raw_file(&self) -> Option<RawFd> { Some(self.0) }
+    /// }
+    /// ```
+    ///
+    /// [`FileBacking`] returns its file, on both data paths; wrappers that
     /// change what a read does ([`FaultyBacking`]) return `None`, so their
     /// rules apply to asynchronous reads as well.
-    fn raw_fd(&self) -> Option<RawFd> {
+    fn raw_file(&self) -> Option<Arc<File>> {
         None
     }
 
     /// Called by an asynchronous engine after it read `len > 0` bytes at
-    /// `offset` through [`raw_fd`](Self::raw_fd), for whatever
+    /// `offset` through [`raw_file`](Self::raw_file), for whatever
     /// `read_blocks` does after its system call. The default does nothing;
     /// [`FileBacking`]'s buffered fallback drops the range from the
     /// kernel's page cache (`POSIX_FADV_DONTNEED`), as its `read_blocks`
@@ -375,8 +398,8 @@ macro_rules! forward_backing {
             fn info(&self) -> BackingInfo {
                 (**self).info()
             }
-            fn raw_fd(&self) -> Option<RawFd> {
-                (**self).raw_fd()
+            fn raw_file(&self) -> Option<Arc<File>> {
+                (**self).raw_file()
             }
             fn after_raw_read(&self, offset: u64, len: u64) {
                 (**self).after_raw_read(offset, len)

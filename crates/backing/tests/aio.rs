@@ -7,7 +7,6 @@ mod common;
 
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -467,7 +466,7 @@ fn injected_errors_reach_their_op_only(kind: EngineKind) {
 
 /// A backing whose fd is a directory: reads of it fail in the kernel
 /// (EISDIR), through io_uring as through `read_blocks`.
-struct DirBacking(File);
+struct DirBacking(Arc<File>);
 
 impl Backing for DirBacking {
     fn len(&self) -> io::Result<u64> {
@@ -494,8 +493,8 @@ impl Backing for DirBacking {
     fn info(&self) -> BackingInfo {
         BackingInfo::new("dir", DataPath::Direct, "test", "a directory")
     }
-    fn raw_fd(&self) -> Option<RawFd> {
-        Some(self.0.as_raw_fd())
+    fn raw_file(&self) -> Option<Arc<File>> {
+        Some(self.0.clone())
     }
 }
 
@@ -509,7 +508,7 @@ fn kernel_errors_reach_their_op_only(kind: EngineKind) {
     else {
         return;
     };
-    let bad: Arc<dyn Backing> = Arc::new(DirBacking(File::open(dir.path()).unwrap()));
+    let bad: Arc<dyn Backing> = Arc::new(DirBacking(Arc::new(File::open(dir.path()).unwrap())));
     let mut arena = Arena::new(8 * BLOCK, 0xee);
     let results = Results::new(4);
     let mut ops = Vec::new();
@@ -818,7 +817,7 @@ fn buffered_fallback_files_are_dropped_behind(kind: EngineKind) {
     };
     let dir = TempDir::new("aio-buffered");
     let (file, data) = data_file_with(&dir, "f", 64 * BLOCK, 18, true);
-    assert!(!file.is_direct() && file.raw_fd().is_some());
+    assert!(!file.is_direct() && file.raw_file().is_some());
     file.sync_all().unwrap(); // written back and dropped
     let mut arena = Arena::new(64 * BLOCK, 0xee);
     let results = Results::new(4);

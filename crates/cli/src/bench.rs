@@ -778,7 +778,7 @@ struct HotRun {
 /// `hot` is given: the reader starts first and stops when the job ends;
 /// its reads and misses are counted over the job's run.
 fn measure(
-    prepared: &Prepared,
+    prepared: &mut Prepared,
     job: &JobSpec,
     opts: RunOptions,
     label: &str,
@@ -826,7 +826,7 @@ fn run_one(
         // The memory the last run freed goes back to the host meanwhile.
         std::thread::sleep(pause);
     }
-    let (prepared, mut setup) = engines.prepare(spec, job, ctx.files, ctx.mode)?;
+    let (mut prepared, mut setup) = engines.prepare(spec, job, ctx.files, ctx.mode)?;
     // fuse-null's files are zeros, not the generator's data.
     let verify = plan.verify && spec.kind != EngineKind::FuseNull;
     let opts = RunOptions {
@@ -893,7 +893,7 @@ fn run_one(
     let disk = ctx.files.first().and_then(|f| disk::stat_path(f));
     let before = disk.as_deref().and_then(disk::Snapshot::take);
     let hot_arg = hot_file.as_ref().zip(ready).map(|((f, _, _), r)| (f, r));
-    let measured = measure(&prepared, job, opts, &spec.label, hot_arg);
+    let measured = measure(&mut prepared, job, opts, &spec.label, hot_arg);
     drop(entered);
     let (m, hot_run) = measured?;
     let device = before.and_then(|b| b.since());

@@ -69,7 +69,7 @@ use foliocache::{Cache, CacheStats, Populate, ReadFlags, ReadaheadConfig, WriteF
 
 use crate::report::fmt_size;
 use crate::scenario::JobSpec;
-use crate::sys::{self, AlignedBuf, AnonMap, Mmap};
+use crate::sys::{self, AlignedBuf, AnonMap, Mapping, Mmap};
 
 /// The kinds of engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -449,8 +449,9 @@ impl BlockIo for DontcacheIo<'_> {
     }
 }
 
-/// Copies out of and into a shared mapping.
-pub struct MmapIo<'a>(pub &'a Mmap);
+/// Copies out of and into a mapping this job thread owns: `&mut`, so no
+/// other thread reads or writes it meanwhile.
+pub struct MmapIo<'a>(pub &'a mut Mmap);
 
 impl BlockIo for MmapIo<'_> {
     #[inline]
@@ -462,6 +463,26 @@ impl BlockIo for MmapIo<'_> {
     fn write(&mut self, buf: &[u8], off: u64) -> io::Result<usize> {
         self.0.copy_in(off as usize, buf)?;
         Ok(buf.len())
+    }
+}
+
+/// Copies out of a mapping that all the job's threads read (`--shared`
+/// with several threads, `mmap` or `anon`): read-only, since a write would
+/// race the other threads' copies (`validate` refuses such write jobs
+/// before they get here).
+pub struct SharedMapIo<'a>(pub &'a Mapping);
+
+impl BlockIo for SharedMapIo<'_> {
+    #[inline]
+    fn read(&mut self, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        self.0.copy_out(off as usize, buf)?;
+        Ok(buf.len())
+    }
+    fn write(&mut self, _: &[u8], _: u64) -> io::Result<usize> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "threads writing one shared mapping would race: drop --shared for mmap writes",
+        ))
     }
 }
 
@@ -501,8 +522,9 @@ fn folio_memfile(cache: &Cache, name: &str) -> io::Result<foliocache::File> {
     cache.memfile(name, 0)
 }
 
-/// A `memset` of fresh anonymous memory for every write (`anon`).
-pub struct AnonIo<'a>(pub &'a AnonMap);
+/// A `memset` of fresh anonymous memory for every write (`anon`), into a
+/// mapping this job thread owns (`&mut`).
+pub struct AnonIo<'a>(pub &'a mut AnonMap);
 
 impl BlockIo for AnonIo<'_> {
     #[inline]
@@ -694,10 +716,7 @@ impl Engines {
             }
             EngineKind::Mmap => {
                 let fds = open_all(files, write, false)?;
-                let maps = fds
-                    .iter()
-                    .map(|f| Mmap::new(f, job.file_size as usize, write))
-                    .collect::<io::Result<Vec<_>>>()
+                let maps = map_data_files(&fds, job.file_size as usize, write)
                     .context("mmap engine: mapping the data file")?;
                 if !mode.cold {
                     // Residency is what the mapping sees once faulted in.
@@ -1223,6 +1242,29 @@ impl Drop for FuseMount {
             let _ = s.umount_and_join();
         }
     }
+}
+
+/// Maps each of the bench's data files (the `mmap` engine), `len` bytes,
+/// writable if `write`. The crate's one use of an unsafe function outside
+/// `sys`: whether a file may be mapped depends on what the bench does with
+/// it, which only this module knows.
+#[allow(unsafe_code)]
+fn map_data_files(fds: &[File], len: usize, write: bool) -> io::Result<Vec<Mmap>> {
+    fds.iter()
+        // SAFETY: `Mmap::new`'s contract holds: these are the bench's own
+        // data files (`DataSet`), which nothing outside it writes, mapped for
+        // one job (the mappings drop with its `Prepared` before the next
+        // engine is prepared). Within the job only a mapping's own thread
+        // writes it (`job::run` hands each writing thread its mapping by
+        // `&mut`). No other engine writes the files meanwhile: engines run
+        // one at a time, and every write job ends with its sync
+        // (`job::run`; a failed one stops the bench), so no engine's cache
+        // (foliocache's, the FUSE server's) holds dirty data to write back
+        // into them later; the hot reader only reads, another file. The
+        // files are `file_size` long (`DataSet::files`) and nothing
+        // truncates them.
+        .map(|f| unsafe { Mmap::new(f, len, write) })
+        .collect()
 }
 
 /// A new cache for `spec` of `capacity` bytes (its arena populated now

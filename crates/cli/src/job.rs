@@ -30,12 +30,14 @@ use std::sync::Barrier;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::clock::{Clock, ClockKind, Mono, Tsc};
 use crate::data::{self, Generator, FILE_SEED};
-use crate::engine::{AnonIo, BlockIo, DontcacheIo, FolioIo, MmapIo, PreadIo, Prepared};
+use crate::engine::{
+    AnonIo, BlockIo, DontcacheIo, FolioIo, MmapIo, PreadIo, Prepared, SharedMapIo,
+};
 use crate::hist::Histogram;
 use crate::report::fmt_bw;
 use crate::scenario::JobSpec;
@@ -159,12 +161,87 @@ struct ThreadOut {
     written: Vec<bool>,
 }
 
-/// Runs `job` on a prepared engine and measures it.
+/// One job thread's engine: a borrow of the prepared engine's file or
+/// mapping.
+enum ThreadIo<'a> {
+    Pread(PreadIo<'a>),
+    Dontcache(DontcacheIo<'a>),
+    /// The thread's own mapping (`&mut`): it may write it.
+    Mmap(MmapIo<'a>),
+    /// The thread's own anonymous mapping (`&mut`).
+    Anon(AnonIo<'a>),
+    /// One mapping read by all the threads (a shared job of several).
+    SharedMap(SharedMapIo<'a>),
+    Folio(FolioIo<'a>),
+}
+
+/// The engines of a job's `n` threads: thread `j` uses file `j`, or file 0
+/// for all in a `shared` job. A mapping goes to its thread by `&mut`, so
+/// no other thread can read or write it while that thread writes; only
+/// where several threads share one mapping is it lent to each read-only.
+///
+/// # Errors
+/// Fewer files or mappings than threads need (a bug in `prepare`).
+fn thread_ios(prepared: &mut Prepared, n: usize, shared: bool) -> Result<Vec<ThreadIo<'_>>> {
+    /// `io` of `items[j]` for each thread `j`, or of `items[0]` for all.
+    fn lend<'a, T>(
+        items: &'a [T],
+        n: usize,
+        shared: bool,
+        io: impl Fn(&'a T) -> ThreadIo<'a>,
+    ) -> Vec<ThreadIo<'a>> {
+        (0..n)
+            .filter_map(|j| items.get(if shared { 0 } else { j }))
+            .map(io)
+            .collect()
+    }
+    let own = !shared || n == 1;
+    let ios = match prepared {
+        Prepared::Mmap(ms) => {
+            if own {
+                ms.iter_mut()
+                    .take(n)
+                    .map(|m| ThreadIo::Mmap(MmapIo(m)))
+                    .collect()
+            } else {
+                lend(ms, n, true, |m| ThreadIo::SharedMap(SharedMapIo(m)))
+            }
+        }
+        Prepared::Anon(ms) => {
+            if own {
+                ms.iter_mut()
+                    .take(n)
+                    .map(|m| ThreadIo::Anon(AnonIo(m)))
+                    .collect()
+            } else {
+                lend(ms, n, true, |m| ThreadIo::SharedMap(SharedMapIo(m)))
+            }
+        }
+        Prepared::Pread(fs) => lend(fs, n, shared, |f| ThreadIo::Pread(PreadIo(f))),
+        Prepared::Dontcache(fs) => lend(fs, n, shared, |f| ThreadIo::Dontcache(DontcacheIo(f))),
+        Prepared::Folio(fs, mode) => {
+            let mode = *mode;
+            lend(fs, n, shared, |f| ThreadIo::Folio(FolioIo(f, mode)))
+        }
+    };
+    if ios.len() != n {
+        bail!("{n} job threads but only {} files or mappings", ios.len());
+    }
+    Ok(ios)
+}
+
+/// Runs `job` on a prepared engine and measures it (`&mut`: each thread
+/// that writes a mapping gets its own, see `thread_ios`).
 ///
 /// # Errors
 /// The first IO or verification error of any thread (the others stop at
 /// their next tick).
-pub fn run(prepared: &Prepared, job: &JobSpec, opts: RunOptions, label: &str) -> Result<Measured> {
+pub fn run(
+    prepared: &mut Prepared,
+    job: &JobSpec,
+    opts: RunOptions,
+    label: &str,
+) -> Result<Measured> {
     let n = job.numjobs;
     let barrier = Barrier::new(n + 1);
     let stop = AtomicBool::new(false);
@@ -183,10 +260,10 @@ pub fn run(prepared: &Prepared, job: &JobSpec, opts: RunOptions, label: &str) ->
         ticks_per_sec: opts.clock.ticks_per_sec(),
         interval: job.interval(),
     };
-    let file_of = |j: usize| if job.shared { 0 } else { j };
-    thread::scope(|s| {
+    let ios = thread_ios(prepared, n, job.shared)?;
+    let (outs, cpu0) = thread::scope(|s| -> Result<_> {
         let mut handles = Vec::with_capacity(n);
-        for (j, slot) in slots.iter().enumerate() {
+        for ((j, slot), io) in slots.iter().enumerate().zip(ios) {
             // Threads sharing a file start spread over it; each random
             // stream has its own seed.
             let start_block = if job.shared {
@@ -201,29 +278,21 @@ pub fn run(prepared: &Prepared, job: &JobSpec, opts: RunOptions, label: &str) ->
                 start_block,
                 0x2545_f491_4f6c_dd1d ^ (j as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
             );
-            let (sh, rw, bs) = (&shared, job.rw, job.bs);
-            let f = file_of(j);
-            let h = match prepared {
-                Prepared::Pread(fs) => {
-                    let io = PreadIo(&fs[f]);
-                    s.spawn(move || thread_main(io, rw.is_write(), bs, offs, sh, slot))
-                }
-                Prepared::Dontcache(fs) => {
-                    let io = DontcacheIo(&fs[f]);
-                    s.spawn(move || thread_main(io, rw.is_write(), bs, offs, sh, slot))
-                }
-                Prepared::Mmap(ms) => {
-                    let io = MmapIo(&ms[f]);
-                    s.spawn(move || thread_main(io, rw.is_write(), bs, offs, sh, slot))
-                }
-                Prepared::Folio(fs, mode) => {
-                    let io = FolioIo(&fs[f], *mode);
-                    s.spawn(move || thread_main(io, rw.is_write(), bs, offs, sh, slot))
-                }
-                Prepared::Anon(ms) => {
-                    let io = AnonIo(&ms[f]);
-                    s.spawn(move || thread_main(io, rw.is_write(), bs, offs, sh, slot))
-                }
+            let (sh, write, bs) = (&shared, job.rw.is_write(), job.bs);
+            // One monomorphised loop per engine type.
+            macro_rules! spawn {
+                ($io:expr) => {{
+                    let io = $io;
+                    s.spawn(move || thread_main(io, write, bs, offs, sh, slot))
+                }};
+            }
+            let h = match io {
+                ThreadIo::Pread(io) => spawn!(io),
+                ThreadIo::Dontcache(io) => spawn!(io),
+                ThreadIo::Mmap(io) => spawn!(io),
+                ThreadIo::Anon(io) => spawn!(io),
+                ThreadIo::SharedMap(io) => spawn!(io),
+                ThreadIo::Folio(io) => spawn!(io),
             };
             handles.push(h);
         }
@@ -238,19 +307,20 @@ pub fn run(prepared: &Prepared, job: &JobSpec, opts: RunOptions, label: &str) ->
                 .with_context(|| format!("{label}: job thread {j}"))?;
             outs.push(out);
         }
-        // A write job's figures include making its data durable.
-        let sync = if job.rw.is_write() && !job.memory {
-            let t = Instant::now();
-            prepared
-                .sync()
-                .with_context(|| format!("{label}: the sync after the writes"))?;
-            Some(t.elapsed())
-        } else {
-            None
-        };
-        let cpu1 = sys::cpu_times();
-        Ok(merge(outs, job, cpu0, cpu1, sync))
-    })
+        Ok((outs, cpu0))
+    })?;
+    // A write job's figures include making its data durable.
+    let sync = if job.rw.is_write() && !job.memory {
+        let t = Instant::now();
+        prepared
+            .sync()
+            .with_context(|| format!("{label}: the sync after the writes"))?;
+        Some(t.elapsed())
+    } else {
+        None
+    };
+    let cpu1 = sys::cpu_times();
+    Ok(merge(outs, job, cpu0, cpu1, sync))
 }
 
 /// Waits for the threads, drawing a progress bar on a terminal for a run

@@ -15,7 +15,8 @@
 //! it), [`hist`] (latency histogram), [`data`] (checkable pseudo-random
 //! data files), [`disk`] (the device's read counters), [`report`] (text and
 //! JSON), [`plot`] (SVG), [`mod@bench`] (the driver) and [`sys`] (the OS
-//! calls `std` lacks: the only unsafe code).
+//! calls `std` lacks: the only unsafe code, but for `engine`'s call of
+//! the unsafe `sys::Mmap::new`, whose contract the bench keeps).
 //!
 //! `foliocache mount` serves a directory through the cache over FUSE and
 //! `foliocache stat` shows a running mount's figures ([`mount`]).

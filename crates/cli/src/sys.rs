@@ -1,6 +1,7 @@
 //! The OS calls the bench needs that `std` does not wrap, each in a small
 //! safe type or function: a page-aligned buffer ([`AlignedBuf`]), a shared
-//! file mapping ([`Mmap`]), fresh anonymous memory ([`AnonMap`]), a memory
+//! file mapping ([`Mmap`], made under an unsafe contract: nothing else may
+//! change the file meanwhile), fresh anonymous memory ([`AnonMap`]), a memory
 //! file ([`memfd`]), `preadv2`/`pwritev2` with flags,
 //! `posix_fadvise(DONTNEED)`, `getrusage` and `rdtsc`. This is the crate's only
 //! module with `unsafe` code.
@@ -8,7 +9,7 @@
 use std::alloc::{self, Layout};
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::ptr::NonNull;
 use std::time::Duration;
 
@@ -81,129 +82,90 @@ impl Drop for AlignedBuf {
     }
 }
 
-/// A `MAP_SHARED` mapping of a whole file, read-only or read-write.
-///
-/// Copies in and out go through raw pointers, so several threads may copy
-/// out of one mapping at once. Callers must not copy *into* a region
-/// another thread is reading or writing at the same time (the bench gives
-/// each writing thread its own file).
-pub struct Mmap {
+/// A mapping made here and unmapped on drop: what [`Mmap`] and
+/// [`AnonMap`] share (they dereference to it). Through `&Mapping` the bytes
+/// can only be read ([`copy_out`](Self::copy_out)) or advised on without
+/// changing them, so it is `Sync`; writing takes the owner's `&mut` (its
+/// `copy_in` or `fill`), so no copy can race a write of this process.
+pub struct Mapping {
     ptr: NonNull<u8>,
     len: usize,
 }
 
-// SAFETY: the mapping is plain shared memory owned by this value; the
-// methods that touch it copy through raw pointers with bounds checks, and
-// the type's contract forbids overlapping concurrent writes.
-unsafe impl Send for Mmap {}
-// SAFETY: as for `Send`: `&Mmap` only allows bounds-checked copies.
-unsafe impl Sync for Mmap {}
+// SAFETY: the mapping is memory owned by this value, like a `Box<[u8]>`;
+// nothing in it is tied to a thread.
+unsafe impl Send for Mapping {}
+// SAFETY: `&Mapping` allows only reads of the bytes and advice that
+// changes none of them; the only writes (`Mmap::copy_in`, `AnonMap::fill`)
+// take `&mut` of the owner, so they never run while a `&Mapping` is used.
+// Changes from outside the process are excluded by `Mmap::new`'s contract
+// (an anonymous private mapping has none).
+unsafe impl Sync for Mapping {}
 
-impl Mmap {
-    /// Maps the first `len` bytes of `file`, writable if `write`.
-    ///
-    /// # Errors
-    /// `InvalidInput` for `len` 0; the OS error of `mmap(2)`.
-    pub fn new(file: &File, len: usize, write: bool) -> io::Result<Mmap> {
+impl Mapping {
+    /// `mmap(2)` of `len` bytes (of `fd` from offset 0, or anonymous) at an
+    /// address the kernel picks. Private: a mapping of a file is only safe
+    /// to read under [`Mmap::new`]'s contract; mapping it without reading
+    /// it ([`resident_pages`]) needs none.
+    fn new(
+        fd: Option<BorrowedFd<'_>>,
+        len: usize,
+        prot: libc::c_int,
+        flags: libc::c_int,
+    ) -> io::Result<Mapping> {
         if len == 0 {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty mapping"));
         }
-        let prot = if write {
-            libc::PROT_READ | libc::PROT_WRITE
-        } else {
-            libc::PROT_READ
-        };
-        // SAFETY: a fresh shared mapping of an open file at an address the
-        // kernel picks; no existing memory is affected.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                prot,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
-        };
+        let raw = fd.map_or(-1, |f| f.as_raw_fd());
+        // SAFETY: a fresh mapping at an address the kernel picks
+        // (no MAP_FIXED): no existing memory is affected; `fd` is open for
+        // the call (borrowed) or -1 for MAP_ANONYMOUS.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, raw, 0) };
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
         let ptr = NonNull::new(p.cast()).ok_or_else(io::Error::last_os_error)?;
-        Ok(Mmap { ptr, len })
+        Ok(Mapping { ptr, len })
     }
 
-    fn check(&self, off: usize, n: usize) -> io::Result<()> {
+    /// The address of byte `off`, if `off..off + n` lies inside the
+    /// mapping; `UnexpectedEof` otherwise.
+    #[inline]
+    fn range(&self, off: usize, n: usize) -> io::Result<*mut u8> {
         match off.checked_add(n) {
-            Some(end) if end <= self.len => Ok(()),
+            // SAFETY: `off <= end <= len`: inside the mapping or one past
+            // its end.
+            Some(end) if end <= self.len => Ok(unsafe { self.ptr.as_ptr().add(off) }),
             _ => Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
-                "copy past the end of the mapping",
+                "access past the end of the mapping",
             )),
         }
     }
 
-    /// Copies `dst.len()` bytes at `off` out of the mapping.
+    /// Copies `dst.len()` bytes at `off` out of the mapping (a plain
+    /// `memcpy`).
     ///
     /// # Errors
     /// `UnexpectedEof` if the range leaves the mapping.
     #[inline]
     pub fn copy_out(&self, off: usize, dst: &mut [u8]) -> io::Result<()> {
-        self.check(off, dst.len())?;
-        // SAFETY: the range is inside the mapping (checked above) and `dst`
-        // is a distinct Rust buffer; no thread writes this range meanwhile
-        // (the type's contract).
-        unsafe {
-            std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(off), dst.as_mut_ptr(), dst.len())
-        };
+        let src = self.range(off, dst.len())?;
+        // SAFETY: the range is inside the mapping (checked by `range`) and
+        // readable; `dst` is a distinct Rust buffer. Nothing writes the
+        // range meanwhile: writes of this process take `&mut` of the owner
+        // (see the `Sync` impl), and changes from elsewhere are excluded by
+        // `Mmap::new`'s contract.
+        unsafe { std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len()) };
         Ok(())
     }
 
-    /// Copies `src` into the mapping at `off` (a writable mapping only).
-    ///
-    /// # Errors
-    /// `UnexpectedEof` if the range leaves the mapping.
-    #[inline]
-    pub fn copy_in(&self, off: usize, src: &[u8]) -> io::Result<()> {
-        self.check(off, src.len())?;
-        // SAFETY: the range is inside the mapping, which the caller made
-        // writable; no other thread touches this range meanwhile (the
-        // type's contract).
-        unsafe {
-            std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(off), src.len())
-        };
-        Ok(())
-    }
-
-    /// Faults every page in (`MADV_POPULATE_READ`/`_WRITE`, or a read of a
-    /// byte per page where the kernel lacks those), so the measurement
-    /// copies instead of taking page faults.
-    pub fn prefault(&self, write: bool) {
-        let advice = if write {
-            libc::MADV_POPULATE_WRITE
-        } else {
-            libc::MADV_POPULATE_READ
-        };
-        // SAFETY: advice on exactly our own mapping; it changes no contents.
+    /// `madvise(2)` over the whole mapping, for advice that changes no
+    /// contents (populate, huge pages).
+    fn advise(&self, advice: libc::c_int) -> io::Result<()> {
+        // SAFETY: advice on exactly our own mapping; the callers pass only
+        // advice that leaves its contents as they are.
         let r = unsafe { libc::madvise(self.ptr.as_ptr().cast(), self.len, advice) };
-        if r == 0 {
-            return;
-        }
-        let mut sum = 0u8;
-        for off in (0..self.len).step_by(PAGE) {
-            // SAFETY: `off < len`: inside the mapping.
-            sum ^= unsafe { std::ptr::read_volatile(self.ptr.as_ptr().add(off)) };
-        }
-        std::hint::black_box(sum);
-    }
-
-    /// Writes the mapping's dirty pages back to the file and waits for
-    /// them (`msync(MS_SYNC)`).
-    ///
-    /// # Errors
-    /// The OS error of `msync(2)`.
-    pub fn sync(&self) -> io::Result<()> {
-        // SAFETY: our own page-aligned mapping; msync changes no contents.
-        let r = unsafe { libc::msync(self.ptr.as_ptr().cast(), self.len, libc::MS_SYNC) };
         if r != 0 {
             return Err(io::Error::last_os_error());
         }
@@ -219,7 +181,7 @@ impl Mmap {
         let pages = self.len.div_ceil(PAGE);
         let mut vec = vec![0u8; pages];
         // SAFETY: `ptr`/`len` is our page-aligned mapping and `vec` has one
-        // byte per page of it.
+        // byte per page of it; mincore reads no contents.
         let r = unsafe { libc::mincore(self.ptr.as_ptr().cast(), self.len, vec.as_mut_ptr()) };
         if r != 0 {
             return Err(io::Error::last_os_error());
@@ -228,31 +190,144 @@ impl Mmap {
     }
 }
 
-impl Drop for Mmap {
+impl Drop for Mapping {
     fn drop(&mut self) {
-        // SAFETY: unmaps exactly the mapping `new` made; no reference into
-        // it outlives `self` (copies go through `&self`).
+        // SAFETY: unmaps exactly the mapping `new` made; no borrow of it
+        // outlives `self` (copies borrow `self` for their duration only).
         unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+/// A `MAP_SHARED` mapping of the start of a file, read-only or read-write.
+///
+/// Copies out go through `&self` ([`Mapping::copy_out`], by `Deref`), so
+/// several threads may read one mapping at once; [`copy_in`](Self::copy_in)
+/// takes `&mut self`, so a thread writing a mapping owns it for the time of
+/// the copy and nothing of this process reads or writes it meanwhile (the
+/// bench gives each writing thread its own mapping, `job::run`). What
+/// other processes and descriptors may do to the file is
+/// [`new`](Self::new)'s contract. (A copy in through a shared borrow, the
+/// race this type once allowed, does not compile; the crate is a binary, so
+/// the test `writes_take_the_mapping_exclusively` pins the signatures
+/// instead of a `compile_fail` doc test.)
+pub struct Mmap {
+    map: Mapping,
+    writable: bool,
+}
+
+impl Mmap {
+    /// Maps the first `len` bytes of `file` (`MAP_SHARED`), writable if
+    /// `write`.
+    ///
+    /// # Safety
+    /// For as long as the returned `Mmap` lives, the first `len` bytes of
+    /// `file` change only through this `Mmap`'s own
+    /// [`copy_in`](Self::copy_in), and the file keeps at least `len` bytes:
+    /// nothing else, in this process or another, writes them (`write(2)`,
+    /// `pwrite`, an `O_DIRECT` write, `fallocate`, another writable mapping
+    /// of the file, including another `Mmap`) or truncates the file. Reads
+    /// of the mapping are plain memory reads (`copy_out` is a `memcpy`):
+    /// a change made elsewhere while one runs is a data race, undefined
+    /// behaviour, and a page past a shrunken end faults (`SIGBUS`).
+    ///
+    /// # Errors
+    /// `InvalidInput` for `len` 0 or past the file's end (its pages would
+    /// fault); the OS error of `fstat(2)` or `mmap(2)`.
+    pub unsafe fn new(file: &File, len: usize, write: bool) -> io::Result<Mmap> {
+        if file.metadata()?.len() < len as u64 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "mapping past the end of the file",
+            ));
+        }
+        let prot = if write {
+            libc::PROT_READ | libc::PROT_WRITE
+        } else {
+            libc::PROT_READ
+        };
+        let map = Mapping::new(Some(file.as_fd()), len, prot, libc::MAP_SHARED)?;
+        Ok(Mmap {
+            map,
+            writable: write,
+        })
+    }
+
+    /// Copies `src` into the mapping at `off`.
+    ///
+    /// # Errors
+    /// `PermissionDenied` for a mapping made read-only; `UnexpectedEof` if
+    /// the range leaves the mapping.
+    #[inline]
+    pub fn copy_in(&mut self, off: usize, src: &[u8]) -> io::Result<()> {
+        if !self.writable {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "copy into a read-only mapping",
+            ));
+        }
+        let dst = self.map.range(off, src.len())?;
+        // SAFETY: the range is inside the mapping (checked by `range`),
+        // which is writable (checked above); `&mut self` makes this the
+        // only access of this process to the mapping meanwhile, and
+        // `new`'s contract excludes every other writer; `src` is a Rust
+        // buffer, not part of the mapping while `self` is borrowed mutably.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) };
+        Ok(())
+    }
+
+    /// Faults every page in (`MADV_POPULATE_READ`/`_WRITE`, or a read of a
+    /// byte per page where the kernel lacks those), so the measurement
+    /// copies instead of taking page faults.
+    pub fn prefault(&self, write: bool) {
+        let advice = if write && self.writable {
+            libc::MADV_POPULATE_WRITE
+        } else {
+            libc::MADV_POPULATE_READ
+        };
+        if self.map.advise(advice).is_ok() {
+            return;
+        }
+        let mut sum = 0u8;
+        for off in (0..self.map.len).step_by(PAGE) {
+            // SAFETY: `off < len`: inside the mapping, readable; no write
+            // runs meanwhile (as in `copy_out`).
+            sum ^= unsafe { std::ptr::read_volatile(self.map.ptr.as_ptr().add(off)) };
+        }
+        std::hint::black_box(sum);
+    }
+
+    /// Writes the mapping's dirty pages back to the file and waits for
+    /// them (`msync(MS_SYNC)`).
+    ///
+    /// # Errors
+    /// The OS error of `msync(2)`.
+    pub fn sync(&self) -> io::Result<()> {
+        // SAFETY: our own page-aligned mapping; msync changes no contents.
+        let r = unsafe { libc::msync(self.map.ptr.as_ptr().cast(), self.map.len, libc::MS_SYNC) };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for Mmap {
+    type Target = Mapping;
+    fn deref(&self) -> &Mapping {
+        &self.map
     }
 }
 
 /// A private anonymous mapping (`MAP_PRIVATE | MAP_ANONYMOUS`), left
 /// untouched at creation: its pages are faulted in by the first write to
 /// each (the `anon` engine of the populate scenario, which measures exactly
-/// that). Writes go through raw pointers: callers must not write a range
-/// another thread reads or writes at the same time (the bench gives each
-/// writing thread its own mapping).
+/// that). Reads go through `&self` ([`Mapping::copy_out`], by `Deref`);
+/// [`fill`](Self::fill) takes `&mut self`, so a writing thread owns the
+/// mapping (the bench gives each writing thread its own). Nothing outside
+/// this value can change private anonymous memory, so making one is safe.
 pub struct AnonMap {
-    ptr: NonNull<u8>,
-    len: usize,
+    map: Mapping,
 }
-
-// SAFETY: the mapping is plain memory owned by this value; the methods that
-// touch it copy or set bytes through raw pointers with bounds checks, and
-// the type's contract forbids overlapping concurrent writes.
-unsafe impl Send for AnonMap {}
-// SAFETY: as for `Send`.
-unsafe impl Sync for AnonMap {}
 
 impl AnonMap {
     /// Maps `len` bytes of fresh anonymous memory (nothing faulted in).
@@ -260,26 +335,13 @@ impl AnonMap {
     /// # Errors
     /// `InvalidInput` for `len` 0; the OS error of `mmap(2)`.
     pub fn new(len: usize) -> io::Result<AnonMap> {
-        if len == 0 {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty mapping"));
-        }
-        // SAFETY: a fresh private anonymous mapping at an address the
-        // kernel picks; no existing memory is affected.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let ptr = NonNull::new(p.cast()).ok_or_else(io::Error::last_os_error)?;
-        Ok(AnonMap { ptr, len })
+        let map = Mapping::new(
+            None,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+        )?;
+        Ok(AnonMap { map })
     }
 
     /// `madvise(MADV_HUGEPAGE)` over the mapping: transparent huge pages
@@ -288,12 +350,7 @@ impl AnonMap {
     /// # Errors
     /// The OS error of `madvise(2)`.
     pub fn advise_huge_pages(&self) -> io::Result<()> {
-        // SAFETY: advice on exactly our own mapping; it changes no contents.
-        let r = unsafe { libc::madvise(self.ptr.as_ptr().cast(), self.len, libc::MADV_HUGEPAGE) };
-        if r != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        self.map.advise(libc::MADV_HUGEPAGE)
     }
 
     /// Faults every page in, writable (`MADV_POPULATE_WRITE`, Linux 5.14),
@@ -305,19 +362,9 @@ impl AnonMap {
         let mut tries = 0;
         loop {
             tries += 1;
-            // SAFETY: populating our own private read-write mapping changes
-            // no contents.
-            let r = unsafe {
-                libc::madvise(
-                    self.ptr.as_ptr().cast(),
-                    self.len,
-                    libc::MADV_POPULATE_WRITE,
-                )
-            };
-            if r == 0 {
+            let Err(e) = self.map.advise(libc::MADV_POPULATE_WRITE) else {
                 return Ok(());
-            }
-            let e = io::Error::last_os_error();
+            };
             if tries >= 8 || !matches!(e.raw_os_error(), Some(libc::EINTR | libc::EAGAIN)) {
                 return Err(e);
             }
@@ -330,52 +377,19 @@ impl AnonMap {
     /// # Errors
     /// `UnexpectedEof` if the range leaves the mapping.
     #[inline]
-    pub fn fill(&self, off: usize, n: usize, byte: u8) -> io::Result<()> {
-        match off.checked_add(n) {
-            Some(end) if end <= self.len => {}
-            _ => {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "memset past the end of the mapping",
-                ))
-            }
-        }
-        // SAFETY: `off..off + n` is inside our writable mapping (checked
-        // above); no other thread touches this range meanwhile (the type's
-        // contract).
-        unsafe { std::ptr::write_bytes(self.ptr.as_ptr().add(off), byte, n) };
-        Ok(())
-    }
-
-    /// Copies `dst.len()` bytes at `off` out of the mapping.
-    ///
-    /// # Errors
-    /// `UnexpectedEof` if the range leaves the mapping.
-    pub fn copy_out(&self, off: usize, dst: &mut [u8]) -> io::Result<()> {
-        match off.checked_add(dst.len()) {
-            Some(end) if end <= self.len => {}
-            _ => {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "copy past the end of the mapping",
-                ))
-            }
-        }
-        // SAFETY: the range is inside the mapping (checked above) and `dst`
-        // is a distinct Rust buffer; no thread writes this range meanwhile
-        // (the type's contract).
-        unsafe {
-            std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(off), dst.as_mut_ptr(), dst.len())
-        };
+    pub fn fill(&mut self, off: usize, n: usize, byte: u8) -> io::Result<()> {
+        let dst = self.map.range(off, n)?;
+        // SAFETY: `off..off + n` is inside our writable mapping (checked by
+        // `range`); `&mut self` makes this the only access meanwhile.
+        unsafe { std::ptr::write_bytes(dst, byte, n) };
         Ok(())
     }
 }
 
-impl Drop for AnonMap {
-    fn drop(&mut self) {
-        // SAFETY: unmaps exactly the mapping `new` made; no reference into
-        // it outlives `self`.
-        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+impl std::ops::Deref for AnonMap {
+    type Target = Mapping;
+    fn deref(&self) -> &Mapping {
+        &self.map
     }
 }
 
@@ -403,7 +417,9 @@ pub fn memfd(name: &str) -> io::Result<File> {
 /// The OS errors of `mmap(2)` and `mincore(2)`.
 pub fn resident_pages(file: &File, len: u64) -> io::Result<(usize, usize)> {
     let len = usize::try_from(len).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    Mmap::new(file, len, false)?.resident_pages()
+    // Mapped and dropped here without a read of its bytes (mincore reads
+    // none), so what others do to the file meanwhile does not matter.
+    Mapping::new(Some(file.as_fd()), len, libc::PROT_READ, libc::MAP_SHARED)?.resident_pages()
 }
 
 fn check_len(r: isize) -> io::Result<usize> {
@@ -500,5 +516,46 @@ mod tests {
     #[test]
     fn aligned_buf_rejects_empty() {
         assert!(AlignedBuf::new(0, 0).is_err());
+    }
+
+    #[test]
+    fn writes_take_the_mapping_exclusively() {
+        // Compiles only while the writes take `&mut`: through `&Mmap` or
+        // `&AnonMap` (which threads share) nothing can write.
+        let _: fn(&mut Mmap, usize, &[u8]) -> io::Result<()> = Mmap::copy_in;
+        let _: fn(&mut AnonMap, usize, usize, u8) -> io::Result<()> = AnonMap::fill;
+        fn shared_reads<T: Sync>() {}
+        shared_reads::<Mapping>();
+    }
+
+    #[test]
+    fn mmap_copies_and_refuses_what_it_cannot_do() {
+        let mut f = tempfile::tempfile().unwrap();
+        std::io::Write::write_all(&mut f, &[7u8; 2 * PAGE]).unwrap();
+        // SAFETY: a fresh unnamed file that only this test reaches.
+        let mut m = unsafe { Mmap::new(&f, 2 * PAGE, true) }.unwrap();
+        m.copy_in(PAGE - 1, b"ab").unwrap();
+        let mut out = [0u8; 4];
+        m.copy_out(PAGE - 2, &mut out).unwrap();
+        assert_eq!(out, [7, b'a', b'b', 7]);
+        assert!(m.copy_out(2 * PAGE - 1, &mut out).is_err(), "past the end");
+        assert!(m.copy_in(usize::MAX, b"x").is_err(), "overflowing offset");
+        drop(m);
+        // SAFETY: as above (and `m`, which wrote the file, is gone).
+        let mut ro = unsafe { Mmap::new(&f, PAGE, false) }.unwrap();
+        assert_eq!(
+            ro.copy_in(0, b"x").unwrap_err().kind(),
+            io::ErrorKind::PermissionDenied
+        );
+        // SAFETY: as above.
+        let past = unsafe { Mmap::new(&f, 3 * PAGE, false) };
+        assert_eq!(
+            past.err().map(|e| e.kind()),
+            Some(io::ErrorKind::InvalidInput)
+        );
+        let mut a = AnonMap::new(PAGE).unwrap();
+        a.fill(10, 3, 9).unwrap();
+        a.copy_out(9, &mut out).unwrap();
+        assert_eq!(out, [0, 9, 9, 9]);
     }
 }

@@ -25,7 +25,8 @@
 //!   pointer, owned by the kernel until its one CQE is reaped (no multishot
 //!   ops), which turns it back into a box. The box owns the op, so the op's
 //!   buffers and the iovec array the entry points at stay valid until then,
-//!   and the op's `Arc<dyn Backing>` keeps the fd open.
+//!   and its `Arc<File>` (the backing's [`raw_file`](crate::Backing::raw_file))
+//!   keeps the descriptor the entry names open.
 //! - If `io_uring_enter` fails for good, the entries it did not take are
 //!   reclaimed (the kernel never saw them) and the ring is marked broken:
 //!   nothing is submitted through it again (those stale entries are still
@@ -36,9 +37,10 @@
 //!   writes) is never torn down under an IO.
 
 use std::collections::VecDeque;
+use std::fs::File;
 use std::io;
 use std::mem;
-use std::os::fd::RawFd;
+use std::os::fd::AsRawFd;
 use std::sync::{Arc, OnceLock};
 use std::thread::{self, JoinHandle, ThreadId};
 use std::time::Duration;
@@ -110,7 +112,7 @@ struct SqState {
     unconsumed: VecDeque<u64>,
     /// Ops submitted from the completion thread (by callbacks) that found
     /// no room: pushed as slots free up.
-    backlog: VecDeque<(ReadOp, RawFd)>,
+    backlog: VecDeque<(ReadOp, Arc<File>)>,
     /// Ops for the pool, handed over once the mutex is released.
     reroute: Vec<ReadOp>,
     /// Submitters waiting on `room`.
@@ -124,7 +126,9 @@ struct SqState {
 /// An op in the kernel's hands: the box behind an entry's `user_data`.
 struct InFlight {
     op: ReadOp,
-    fd: RawFd,
+    /// The file the entry reads: its descriptor stays open while the box
+    /// lives, which is until the entry's CQE is reaped.
+    file: Arc<File>,
     /// The op's total length.
     total: usize,
     /// Bytes read so far (by earlier, short completions).
@@ -136,12 +140,12 @@ struct InFlight {
 }
 
 impl InFlight {
-    fn new(op: ReadOp, fd: RawFd) -> Box<InFlight> {
-        // `uring_fd` let only ops with a valid length through.
+    fn new(op: ReadOp, file: Arc<File>) -> Box<InFlight> {
+        // `uring_file` let only ops with a valid length through.
         let total = op.len().unwrap_or(0);
         Box::new(InFlight {
             op,
-            fd,
+            file,
             total,
             done: 0,
             retries: 0,
@@ -164,7 +168,7 @@ impl InFlight {
                 let s = if i == 0 { skip } else { 0 };
                 (b.len() > s).then(|| (b.as_ptr().wrapping_add(s), b.len() - s))
             });
-        let fd = types::Fd(self.fd);
+        let fd = types::Fd(self.file.as_raw_fd());
         let head = segs.next().unwrap_or((std::ptr::null_mut(), 0));
         if has_read && head.1 == remaining {
             let len = remaining.min(MAX_READ) as u32;
@@ -248,8 +252,8 @@ impl Uring {
         })
     }
 
-    /// Submits `ops` (each with its backing's fd); see [`Ring::submit`].
-    pub(super) fn submit(&self, ops: Vec<(ReadOp, RawFd)>) {
+    /// Submits `ops` (each with its backing's file); see [`Ring::submit`].
+    pub(super) fn submit(&self, ops: Vec<(ReadOp, Arc<File>)>) {
         self.ring.submit(ops);
     }
 
@@ -299,7 +303,7 @@ impl Ring {
     /// Pushes every op, then submits them with one `io_uring_enter`; when
     /// the ring is full, submits what is pushed and waits for room (or, on
     /// the completion thread, leaves the rest in the backlog).
-    fn submit(&self, ops: Vec<(ReadOp, RawFd)>) {
+    fn submit(&self, ops: Vec<(ReadOp, Arc<File>)>) {
         let own = self.on_completion_thread();
         let mut pending = ops.into_iter().peekable();
         let mut st = lock(&self.sq);
@@ -309,11 +313,11 @@ impl Ring {
                 break;
             }
             while st.in_flight < self.depth {
-                let Some((op, fd)) = pending.next() else {
+                let Some((op, file)) = pending.next() else {
                     break;
                 };
                 st.in_flight += 1;
-                self.push(&mut st, InFlight::new(op, fd));
+                self.push(&mut st, InFlight::new(op, file));
             }
             self.flush(&mut st);
             if st.broken {
@@ -352,9 +356,10 @@ impl Ring {
         // so no other SubmissionQueue of this ring exists. The entry points
         // at the op's buffers (valid and ours until the callback, by
         // `RawBuf::new`'s contract) and at the iovec array in the box
-        // behind `ud`; the box is reclaimed only when the entry's CQE is
-        // reaped, or by `fail_ring` if the kernel never took the entry, so
-        // all of it outlives the operation.
+        // behind `ud`, and names the descriptor of the box's `Arc<File>`;
+        // the box is reclaimed only when the entry's CQE is reaped, or by
+        // `fail_ring` if the kernel never took the entry, so all of it
+        // (the descriptor open) outlives the operation.
         let mut pushed = unsafe { self.ring.submission_shared().push(&entry) }.is_ok();
         if !pushed {
             // Not expected (`in_flight <= depth` keeps room); make room.
@@ -577,11 +582,11 @@ impl Ring {
                 self.push(&mut st, f);
             }
             while st.in_flight < self.depth && !st.broken {
-                let Some((op, fd)) = st.backlog.pop_front() else {
+                let Some((op, file)) = st.backlog.pop_front() else {
                     break;
                 };
                 st.in_flight += 1;
-                self.push(&mut st, InFlight::new(op, fd));
+                self.push(&mut st, InFlight::new(op, file));
             }
             self.flush(&mut st);
             if st.waiting > 0 && !finished.is_empty() {
@@ -634,7 +639,8 @@ mod tests {
         ];
         let mem_backing: Arc<dyn Backing> = Arc::new(crate::MemBacking::new());
         let op = ReadOp::new(mem_backing, 8 * BLOCK as u64, bufs, |_| {});
-        let mut f = InFlight::new(op, 3);
+        let null = Arc::new(std::fs::File::open("/dev/null").unwrap());
+        let mut f = InFlight::new(op, null);
         assert_eq!(f.total, 6 * BLOCK);
         let iov = |f: &InFlight| {
             f.iov

@@ -104,7 +104,7 @@ impl IoRecord {
 /// A [`Backing`] that forwards to `inner` and logs every `read_blocks`
 /// call (offset, length, result) after the inner call returns, so a folio
 /// found uptodate was read by a call already in the log. It has no
-/// `raw_fd`, so an asynchronous engine reads it through `read_blocks` on its
+/// `raw_file`, so an asynchronous engine reads it through `read_blocks` on its
 /// pool threads, and those reads are logged too.
 pub struct RecordingBacking<B> {
     inner: B,
@@ -184,7 +184,7 @@ impl<B: Backing> Backing for RecordingBacking<B> {
     fn info(&self) -> BackingInfo {
         self.inner.info()
     }
-    // No raw_fd: asynchronous reads must come through read_blocks.
+    // No raw_file: asynchronous reads must come through read_blocks.
 }
 
 /// `len` random bytes, none of them zero (so a zero in a result is never
