@@ -1431,8 +1431,9 @@ impl Mapping {
         // initialised, nobody writes them, and reclaim cannot free them;
         // `from + dst.len()` lies inside the folio; `dst` is a distinct
         // caller buffer.
-        // A writer may copy into it meanwhile: see `copy_shared`.
-        unsafe { crate::copy::copy_shared(src.add(from), dst.as_mut_ptr(), dst.len()) };
+        // A writer may copy into it meanwhile: both sides use `copy`'s
+        // shared functions, whose accesses are defined under that race.
+        unsafe { crate::copy::copy_from_shared(src.add(from), dst.as_mut_ptr(), dst.len()) };
     }
 }
 
@@ -1492,9 +1493,9 @@ impl Mapping {
         // above); `src` is a caller buffer, distinct from arena memory the
         // caller holds locked. Readers of an uptodate folio copy out
         // without the lock: a read racing a write of the same bytes may see
-        // either, as with the kernel's page cache; both sides copy with
-        // `copy_shared`, whose accesses are defined under that race.
-        unsafe { crate::copy::copy_shared(src.as_ptr(), dst.add(from), src.len()) };
+        // either, as with the kernel's page cache; both sides use `copy`'s
+        // shared functions, whose accesses are defined under that race.
+        unsafe { crate::copy::copy_to_shared(src.as_ptr(), dst.add(from), src.len()) };
     }
 
     /// Zeroes `len` bytes of a locked folio from byte `from`.
