@@ -51,10 +51,10 @@
 //! │  ├─ index lock (per file, the xarray's) -- Mapping::add_folio,
 //! │  │     remove_locked, mark_dirty, start_writeback, remove_frozen
 //! │  ├─ LRU lock (per cache) -- lru_add_all, lru_del, remove_locked
-//! │  │  └─ buddy lock (the arena's) -- CacheInner::free_folio (a putback's
-//! │  │        last reference)
-//! │  ├─ buddy lock -- CacheInner::alloc_folio (a write's gap), reclaim's
-//! │  │     free_folio
+//! │  │  └─ the flusher's wake-up -- Flusher::kick (reclaim met a dirty
+//! │  │        folio)
+//! │  ├─ buddy lock (the arena's) -- CacheInner::alloc_folio (a write's
+//! │  │     gap), FrozenFolio::free (reclaim)
 //! │  └─ backing lock (per file, held only to clone the backing) --
 //! │        Mapping::backing, for the IO that fills or writes the folio
 //! └─ readahead state (per handle) -- taken and dropped before any folio
@@ -63,9 +63,12 @@
 //! invalidate_lock (shared) -- File::read_at's miss (create, sync_readahead)
 //! └─ folio lock, index lock, LRU lock, buddy lock, as above
 //!
-//! LRU lock -- reclaim's isolate_lru_folios: takes folios off the lists,
-//!             with a folio trylock never held across it; drops it before
-//!             shrink_folio_list locks, freezes and removes them
+//! LRU lock -- reclaim's isolate_lru_folios takes folios off the lists
+//!             (a locked folio is only seen as busy: no folio lock is
+//!             taken under it) and drops it; shrink_folio_list then
+//!             trylocks, freezes and removes them (folio lock, index lock,
+//!             buddy lock, as above) and takes it again to put back the
+//!             folios that stay
 //!
 //! trimming (per cache, one shadow trimmer) -- vmscan's maybe_trim_shadows
 //! └─ mapping table (per cache) -- CacheInner::live_mappings
