@@ -9,7 +9,7 @@
 //!   File ──> FileInner { mapping: xarray index -> folio, backing: O_DIRECT file }
 //! ```
 //!
-//! # Reclaim and the workingset (reference section 5)
+//! # Reclaim and the workingset (`mm/vmscan.c`, `mm/workingset.c`)
 //! New folios go to the head of the inactive list, or of the active list
 //! when they replace an eviction shadow whose refault distance (pages
 //! evicted or activated since) is within the active list's size. A read
@@ -445,7 +445,7 @@ pub struct CacheStats {
     /// evicted it), whether or not the refault test activated them.
     pub refaults: u64,
     /// Folios moved to the active list: by a second access while inactive,
-    /// or by a refault within the workingset distance (reference 5).
+    /// or by a refault within the workingset distance (`workingset_refault`).
     pub activations: u64,
     /// Eviction shadows in the index of every open file (a large one
     /// counts once).
@@ -543,7 +543,7 @@ impl MemoryUsage {
 
 /// A counter that readers bump without sharing a cache line: one padded
 /// slot per shard, a thread always on the same shard, summed on demand
-/// (DESIGN performance principle 1: a hit writes nothing other threads read).
+/// (a hit writes nothing other threads read).
 pub(crate) struct ShardedCounter {
     shards: Box<[Padded]>,
 }
@@ -625,7 +625,7 @@ pub(crate) struct CacheInner {
     /// (including dropping what it held: a closed file's mapping goes when
     /// its last run completes).
     pub(crate) io_in_flight: AtomicU64,
-    /// The eviction clock: pages evicted so far (reference 5.1's
+    /// The eviction clock: pages evicted so far (the kernel's
     /// `nonresident_age`), recorded in every shadow.
     pub(crate) nonresident_age: AtomicU64,
     pub(crate) refault_detection: bool,

@@ -1,9 +1,9 @@
 //! `File`: a file read through the cache.
 //!
-//! The read loop (reference 3.8 and 3.9): fetch a batch of referenced,
+//! The read loop (`filemap_read`, `filemap_get_pages`): fetch a batch of referenced,
 //! contiguous folios for the request in one lockless walk
 //! ([`Mapping::get_read_batch`]) and copy out of them. On a miss, start
-//! synchronous readahead (reference 4.3, [`crate::readahead`]): a window of
+//! synchronous readahead (`page_cache_sync_ra`, [`crate::readahead`]): a window of
 //! folios allocated, inserted locked, and read in runs, one IO per run of
 //! contiguous folios; then look again. A folio carrying the readahead marker
 //! starts the next window (4.4). If readahead made nothing (memory short, or
@@ -291,7 +291,8 @@ impl File {
                 let mut ff = f.flags();
                 if ff.contains(FolioFlags::DROPBEHIND) && !uncached {
                     // A cached read claims a folio an uncached one brought
-                    // in: it stays (DESIGN: where we improve on the kernel).
+                    // in: it stays (the kernel's own `filemap_read` would
+                    // keep the flag; here a cached reader's use wins).
                     f.test_and_clear(FolioFlags::DROPBEHIND);
                     ff = f.flags();
                 }
@@ -467,7 +468,7 @@ impl File {
     }
 
     /// Fills `batch` with uptodate, referenced folios covering a contiguous
-    /// run from page `index` (reference 3.9): a batch lookup; on a miss,
+    /// run from page `index` (`filemap_get_pages`): a batch lookup; on a miss,
     /// synchronous readahead and a second lookup, and if that found nothing
     /// the folio is created and read; a marker folio starts the next window;
     /// a last folio still being read is waited for only when it is the

@@ -202,8 +202,8 @@ impl FgpFlags {
     pub const NOWAIT: FgpFlags = FgpFlags(1 << 5);
     /// Uncached use: a created folio is dropbehind, and a dropbehind folio
     /// found stays so. Without it, a lookup that finds a dropbehind folio
-    /// claims it for the cache (clears the flag; reference 6.2, invariant
-    /// 39).
+    /// claims it for the cache (clears the flag, as the kernel's
+    /// `__filemap_get_folio` does without `FGP_DONTCACHE`).
     pub const DONTCACHE: FgpFlags = FgpFlags(1 << 6);
 
     /// Also asks for a created folio of up to `order` (capped by the cache's
@@ -648,8 +648,8 @@ impl Mapping {
     }
 
     /// Finds or creates, and locks, the folios covering pages
-    /// `index..index + count` (seed (e), `filemap_grab_folios`, with the
-    /// review's asks: large folios, shadows): one lockless walk finds the
+    /// `index..index + count` (`filemap_grab_folios`, with large folios
+    /// and shadows): one lockless walk finds the
     /// folios present; every gap gets the largest aligned folios that fit
     /// it (up to the cache's largest), allocated first and inserted with
     /// one lock hold per gap; then the present ones are locked, in index
@@ -1087,9 +1087,9 @@ impl Mapping {
 
     /// Adds an array of locked folios over the contiguous range from
     /// `start`, each after the previous one, in one hold of the index lock
-    /// (seed (a): one lock round trip for a whole readahead window; index
-    /// nodes for the run are allocated before it is taken, and it is dropped
-    /// only if those were not enough). Stops at the first folio that
+    /// (one lock round trip for a whole readahead window, as the kernel's
+    /// batched readahead insertion; index nodes for the run are allocated
+    /// before it is taken, and it is dropped only if those were not enough). Stops at the first folio that
     /// conflicts with one already cached, and returns how many folios, a
     /// prefix of `folios`, were inserted. The caller keeps its reference on
     /// every folio: the inserted ones are now in the cache (read them in
@@ -1107,7 +1107,8 @@ impl Mapping {
 
     /// [`add_folio_range`](Self::add_folio_range); `refault`: whether the
     /// shadows replaced go through the refault test (not for folios a
-    /// write creates: a write over a shadow never activates, invariant 33).
+    /// write creates: a write over a shadow never activates, as the kernel
+    /// skips `workingset_refault` for `__GFP_WRITE` adds).
     fn add_range(
         &self,
         folios: &[LockedFolio<'_>],
@@ -1179,7 +1180,7 @@ impl Mapping {
     /// up to `max`, in one lockless walk. Stops at a hole, a shadow, a full
     /// batch, or after a folio that is not uptodate or carries the readahead
     /// marker (so only the last folio can be either); tests "past `max`"
-    /// before stepping, so no walk is wasted (seed (c)).
+    /// before stepping, so no walk is wasted (`filemap_get_read_batch`).
     pub fn get_read_batch<'m>(&'m self, index: u64, max: u64, batch: &mut Vec<FolioRef<'m>>) {
         self.contig(index, max, batch, true);
     }

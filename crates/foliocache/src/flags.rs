@@ -15,8 +15,8 @@ impl ReadFlags {
     /// an uncached read that copies one through to its end (or to end of
     /// file) removes it, leaving no shadow, unless it is dirty, under
     /// writeback or locked by another thread at that moment. A cached read
-    /// of a dropbehind folio claims it: it stays (the kernel would drop it;
-    /// see DESIGN.md). Folios that were cached before stay cached, and are
+    /// of a dropbehind folio claims it: it stays (the kernel would drop it
+    /// at the uncached read's end). Folios that were cached before stay cached, and are
     /// marked accessed as by any read. Readahead folios an uncached stream
     /// never reaches stay flagged until read or reclaimed, so the cache
     /// holds about one readahead window of an uncached stream.

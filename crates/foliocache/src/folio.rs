@@ -2,13 +2,13 @@
 //!
 //! A folio is `2^order` contiguous pages of the arena, at a file index that
 //! is a multiple of `2^order`, with one reference count, one lock and one set
-//! of flags (reference section 2). Its descriptor is a [`Folio`]; the cache
+//! of flags (the kernel's `struct folio`). Its descriptor is a [`Folio`]; the cache
 //! keeps one descriptor per arena page in a [`FolioTable`], and a folio of
 //! order `n` uses the descriptor of its first page. Descriptors live as long
 //! as the cache, like the kernel's `struct page`, so a lockless reader may
 //! increment the count of a descriptor that was freed and reused under it:
 //! [`Folio::try_get`] never revives a count of zero, and the caller re-checks
-//! the index slot afterwards (reference 1.8).
+//! the index slot afterwards (as `filemap_get_entry` does).
 //!
 //! ```text
 //!  refcount: 0 = free (in the arena); the cache holds 2^order while the
@@ -311,7 +311,7 @@ impl Folio {
     }
 
     /// Sets `flag` only if it is clear: a hit that finds it set writes
-    /// nothing shared (performance principle 1).
+    /// nothing shared (a hit writes nothing other threads read).
     pub(crate) fn set_if_clear(&self, flag: FolioFlags) {
         if !self.test(flag) {
             self.flags.fetch_or(flag.0, Ordering::AcqRel);

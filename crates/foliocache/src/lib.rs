@@ -46,7 +46,7 @@
 //! │  │               set_len/punch_hole exclusive) -- Mapping::truncate_to
 //! │  └─ wb_lock (per file, one writeback at a time) -- Mapping::truncate_to
 //! │     └─ folio lock (sleeping; several only in index order)
-//! │           -- Mapping::writeback (dirty_run), Mapping::truncate_bytes
+//! │           -- Mapping::writeback (dirty_run), InvalidateLocked::truncate_bytes
 //! ├─ folio lock -- File::write_at (Mapping::grab_folios)
 //! │  ├─ index lock (per file, the xarray's) -- Mapping::add_folio,
 //! │  │     remove_locked, mark_dirty, start_writeback, remove_frozen

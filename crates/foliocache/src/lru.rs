@@ -70,7 +70,7 @@ impl CacheInner {
 
     /// Puts folios just added to a mapping on an LRU list, in one hold of
     /// the LRU lock, each with the shadow it replaced (if any): the refault
-    /// test (reference 5.3) decides between the active and the inactive
+    /// test (`workingset_refault`) decides between the active and the inactive
     /// list. Pass no shadow for a folio a write created (a write over a
     /// shadow never activates).
     pub(crate) fn lru_add_all<'f>(

@@ -1,7 +1,7 @@
-//! On-demand readahead (reference section 4): per-file state, the window
-//! arithmetic of the kernel's `mm/readahead.c`, and the plan of a window's
-//! folios. The IO side (building a window, inserting it, reading it) is in
-//! `file.rs`, which owns the state.
+//! On-demand readahead (`mm/readahead.c`): per-file state, the window
+//! arithmetic of the kernel's `page_cache_ra_order`/`ondemand_readahead`,
+//! the plan of a window's folios, and its IO: building a window, inserting
+//! it, reading it (one IO per run of contiguous folios, `read_pages`).
 //!
 //! # The algorithm, in short
 //! A read that misses starts a *synchronous* window at the missing page: its
@@ -51,12 +51,12 @@ use crate::sync::{AtomicU32, AtomicU64, Mutex, Ordering};
 #[cfg_attr(not(feature = "internals"), allow(unreachable_pub))]
 pub enum Insert {
     /// All folios allocated first, then inserted with
-    /// [`Mapping::add_folio_range`](crate::Mapping::add_folio_range) in one
-    /// lock hold (seed (a)); one folio at a time if memory is short.
+    /// [`Mapping::add_folio_range`](crate::filemap::Mapping::add_folio_range) in one
+    /// lock hold; one folio at a time if memory is short.
     #[default]
     Batched,
-    /// One allocation and one [`add_folio`](crate::Mapping::add_folio) per
-    /// folio, as the kernel did before seed (a). For comparison.
+    /// One allocation and one [`add_folio`](crate::filemap::Mapping::add_folio) per
+    /// folio, as the kernel's `page_cache_ra_unbounded` does. For comparison.
     Single,
 }
 
@@ -683,7 +683,7 @@ impl File {
     }
 
     /// Synchronous readahead for a miss at page `index` of a request of
-    /// `req` pages (reference 4.3). Returns whether it inserted a folio.
+    /// `req` pages (`page_cache_sync_ra`). Returns whether it inserted a folio.
     pub(crate) fn sync_readahead(&self, index: u64, req: u64, dropbehind: bool) -> bool {
         let m = &*self.mapping;
         let size = m.size();
@@ -719,7 +719,7 @@ impl File {
     }
 
     /// Asynchronous readahead: a read reached `marker` (a folio carrying the
-    /// readahead flag) wanting pages up to `last` (reference 4.4).
+    /// readahead flag) wanting pages up to `last` (`page_cache_async_ra`).
     pub(crate) fn async_readahead(&self, marker: &FolioRef<'_>, last: u64, dropbehind: bool) {
         if marker.test(FolioFlags::WRITEBACK) || !marker.test_and_clear(FolioFlags::READAHEAD) {
             return;
@@ -808,7 +808,7 @@ impl File {
     }
 
     /// Allocates every folio of the window, then inserts them with
-    /// [`Mapping::add_folio_range`] (one lock hold, seed (a)). Memory short:
+    /// [`Mapping::add_folio_range`] (one lock hold). Memory short:
     /// gives them back and goes one at a time. A folio already cached ends
     /// a range; its pages' holes are filled one page at a time, and the
     /// insertion goes on after it. Returns the folios inserted (locked, not
@@ -867,8 +867,8 @@ impl File {
         out
     }
 
-    /// One allocation and one [`Mapping::add_folio`] per folio (the kernel
-    /// before seed (a), and the fallback when memory is short). A folio of
+    /// One allocation and one [`Mapping::add_folio`] per folio (the kernel's
+    /// `page_cache_ra_unbounded`, and the fallback when memory is short). A folio of
     /// the planned order that cannot be had, or whose place is taken, is
     /// replaced by one-page folios in its holes; the window ends where
     /// memory runs out.

@@ -17,7 +17,7 @@ impl Mapping {
     /// open): see [`File::set_len`].
     pub(crate) fn truncate_to(&self, size: u64) -> io::Result<()> {
         let _i = self.inode_lock.write();
-        let _inv = self.invalidate_lock.write();
+        let inv = self.lock_invalidate();
         let old = self.size();
         if size == old {
             return Ok(());
@@ -34,20 +34,39 @@ impl Mapping {
         // gap reads as zeros.)
         self.set_size(size);
         if size < old {
-            self.truncate_bytes(size, u64::MAX);
+            inv.truncate_bytes(size, u64::MAX);
         }
         Ok(())
     }
+
+    /// Takes `invalidate_lock` exclusively: no reader creates a folio of
+    /// this file until the guard goes, so the folios of a range can be
+    /// taken out for good ([`InvalidateLocked::truncate_bytes`]).
+    pub(crate) fn lock_invalidate(&self) -> InvalidateLocked<'_> {
+        InvalidateLocked {
+            mapping: self,
+            _guard: self.invalidate_lock.write(),
+        }
+    }
 }
 
-impl Mapping {
+/// A file's `invalidate_lock` held exclusively (the kernel's
+/// `filemap_invalidate_lock`): the proof that removing a range's folios
+/// races no reader adding one.
+pub(crate) struct InvalidateLocked<'m> {
+    mapping: &'m Mapping,
+    _guard: crate::sync::RwLockWriteGuard<'m, ()>,
+}
+
+impl InvalidateLocked<'_> {
     /// The folios and shadows of bytes `from..to`: folios lying wholly
     /// inside go (dirty or not: their data is being cut), the cut part of
-    /// the others is zeroed, shadows inside go (reference 3.10, truncate
-    /// and hole punch). Waits for folio locks (and so for IO). The caller
-    /// holds `invalidate_lock` exclusively, so no reader adds a folio here
-    /// meanwhile.
+    /// the others is zeroed, shadows inside go (`truncate_inode_pages_range`,
+    /// for truncation and hole punching). Waits for folio locks (and so for
+    /// IO). No reader adds a folio here meanwhile: this guard holds
+    /// `invalidate_lock`.
     pub(crate) fn truncate_bytes(&self, from: u64, to: u64) {
+        let m = self.mapping;
         if from >= to {
             return;
         }
@@ -55,24 +74,24 @@ impl Mapping {
         let last = (to - 1) / PAGE;
         let mut index = first;
         // The next entry at or after `index`, each time round.
-        while let Some((i, e)) = self.xa.find(index, last) {
-            let span = 1u64 << self.xa.get_order(i);
+        while let Some((i, e)) = m.xa.find(index, last) {
+            let span = 1u64 << m.xa.get_order(i);
             let base = i & !(span - 1);
             let next = base.saturating_add(span).max(i + 1);
             match e {
                 Entry::Value(v) => {
                     if base * PAGE >= from && (base + span) * PAGE <= to {
-                        let _ = self.xa.compare_exchange(i, Some(EntryKey::Value(v)), None);
+                        let _ = m.xa.compare_exchange(i, Some(EntryKey::Value(v)), None);
                     }
                 }
                 Entry::Item(_) => {
-                    let Some(MappingEntry::Folio(f)) = self.get_entry(i) else {
+                    let Some(MappingEntry::Folio(f)) = m.get_entry(i) else {
                         // Evicted under us: its shadow goes next time round.
                         index = i;
                         continue;
                     };
                     let f = f.lock();
-                    if f.mapping() != self.id() || !f.contains(i) {
+                    if f.mapping() != m.id() || !f.contains(i) {
                         // Removed while we waited: look again.
                         index = i;
                         continue;
@@ -81,11 +100,11 @@ impl Mapping {
                     let fe = fs + f.nr_pages() * PAGE;
                     if fs >= from && fe <= to {
                         f.test_and_clear(FolioFlags::DROPBEHIND);
-                        self.remove_locked(&f);
+                        m.remove_locked(&f);
                     } else if f.test(FolioFlags::UPTODATE) {
                         let a = from.max(fs);
                         let b = to.min(fe);
-                        self.zero_folio(&f, (a - fs) as usize, (b - a) as usize);
+                        m.zero_folio(&f, (a - fs) as usize, (b - a) as usize);
                     }
                 }
             }
@@ -95,7 +114,9 @@ impl Mapping {
             index = next;
         }
     }
+}
 
+impl Mapping {
     /// Drops the clean, unlocked, unused folios that lie wholly in pages
     /// `start..end`, and the eviction shadows there, leaving no shadows
     /// (invalidation, as `POSIX_FADV_DONTNEED`: the kernel's
@@ -153,7 +174,7 @@ impl Mapping {
         dropped
     }
 
-    /// The end of an uncached read's use of `f` (reference 6.2): if it is
+    /// The end of an uncached read's use of `f` (`folio_end_dropbehind`): if it is
     /// still dropbehind, clean, not under writeback, and its lock can be
     /// had without waiting, it leaves the cache, leaving no shadow. Other
     /// readers' references keep the detached folio's memory until they

@@ -150,7 +150,7 @@ impl CacheInner {
     /// After evictions: every [`shadow_check_every`] of them, if the index
     /// nodes holding only shadows exceed the budget, removes the oldest
     /// shadows (whole nodes' worth) until they take three quarters of it
-    /// (the kernel's shadow-node shrinker; reference 5.4). Called with no
+    /// (the kernel's shadow-node shrinker, `count_shadow_nodes`). Called with no
     /// lock held. One thread trims at a time; the others go on.
     fn maybe_trim_shadows(&self) {
         let evictions = self.stats.evictions.load(Ordering::Relaxed);

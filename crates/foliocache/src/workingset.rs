@@ -1,4 +1,4 @@
-//! Eviction shadows (reference section 5): what an evicted folio leaves in
+//! Eviction shadows (`mm/workingset.c`): what an evicted folio leaves in
 //! its index slot. Reclaim replaces the folio's entry with a value entry of
 //! the same order that records the cache's eviction clock at that moment
 //! and whether the folio was part of the working set (`ACTIVE`). A later
@@ -9,7 +9,7 @@
 //! the kernel's `lruvec->nonresident_age` does; it is truncated to the bits
 //! a value entry holds, and distances are taken modulo that width.
 //!
-//! [`Mapping::add_folio`]: crate::Mapping::add_folio
+//! [`Mapping::add_folio`]: crate::filemap::Mapping::add_folio
 
 use crate::cache::CacheInner;
 use crate::folio::{Folio, FolioFlags};
@@ -70,7 +70,7 @@ pub struct CacheStat {
     /// invalidation, truncation or drop-behind, which leave none).
     pub evicted: u64,
     /// ... whose shadow passes the refault test now: read again, they would
-    /// come back active (reference 5.3).
+    /// come back active (`workingset_refault`'s test).
     pub recently_evicted: u64,
 }
 
@@ -104,7 +104,7 @@ impl CacheInner {
     }
 
     /// The eviction clock now and the active list's pages: what the
-    /// refault test compares a shadow's distance with (reference 5.3).
+    /// refault test compares a shadow's distance with (`workingset_refault`).
     pub(crate) fn workingset_now(&self) -> (u64, u64) {
         let active = self.lru.lock().active.pages;
         (self.nonresident_age.load(Ordering::Relaxed), active)

@@ -7,7 +7,8 @@
 //! 2. Over the cache's dirty limit, the writer first writes back its own
 //!    file (`Mapping::throttle`), before each piece of the write.
 //! 3. For each piece of up to [`WRITE_CHUNK_PAGES`], the folios are found or
-//!    created and locked in one go ([`Mapping::grab_folios`], seed (e):
+//!    created and locked in one go ([`Mapping::grab_folios`], the kernel's
+//!    `filemap_grab_folios`:
 //!    large aligned folios in the gaps, one index lock hold per gap).
 //! 4. A created folio the write does not cover wholly is read first (or
 //!    zeroed, when it lies past end of file or in a memory file); then the
@@ -519,9 +520,9 @@ impl File {
         let inner_start = offset.div_ceil(block) * block;
         let inner_end = end / block * block;
         {
-            let _inv = m.invalidate_lock.write();
+            let inv = m.lock_invalidate();
             if m.memfile {
-                m.truncate_bytes(offset, end);
+                inv.truncate_bytes(offset, end);
                 return Ok(());
             }
             if inner_start < inner_end {
@@ -531,7 +532,7 @@ impl File {
                 let _wb = m.wb_lock.lock();
                 m.backing()
                     .punch_hole(inner_start, inner_end - inner_start)?;
-                m.truncate_bytes(inner_start, inner_end);
+                inv.truncate_bytes(inner_start, inner_end);
             }
         }
         // The partial blocks at the edges: zeros written through the cache

@@ -1,6 +1,6 @@
 //! Writeback: dirty folios to the backing, the background flusher, writer
-//! throttling, and writeback errors (reference 3.10, DESIGN "Readahead,
-//! reclaim, writeback").
+//! throttling, and writeback errors (the kernel's `writeback_iter`,
+//! `balance_dirty_pages`, `errseq_t`).
 //!
 //! - A write marks its folios dirty: the folio flag and the index's
 //!   dirty mark (`MARK_0`), so writeback finds them by
@@ -443,8 +443,8 @@ impl Mapping {
     }
 
     /// Dropbehind folios whose writeback just ended leave the cache, if
-    /// clean and unlocked (reference 6.3: an uncached write's folios go
-    /// when their writeback completes).
+    /// clean and unlocked (`folio_end_dropbehind`: an uncached write's
+    /// folios go when their writeback completes).
     fn after_writeback(&self, run: &[FolioRef<'_>]) {
         for f in run {
             if f.test(FolioFlags::DROPBEHIND) {
