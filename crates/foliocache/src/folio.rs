@@ -470,6 +470,12 @@ impl<'m> FolioRef<'m> {
         FolioRef { cache, folio }
     }
 
+    /// Takes another reference on `folio`, which the caller holds one on.
+    fn another(cache: &'m CacheInner, folio: &'m Folio) -> Self {
+        folio.get_many(1);
+        FolioRef { cache, folio }
+    }
+
     /// The descriptor, for as long as the mapping lives.
     pub fn folio(&self) -> &'m Folio {
         self.folio
@@ -518,11 +524,7 @@ impl<'m> FolioRef<'m> {
 impl Clone for FolioRef<'_> {
     /// Another reference on the same folio.
     fn clone(&self) -> Self {
-        self.folio.get_many(1);
-        FolioRef {
-            cache: self.cache,
-            folio: self.folio,
-        }
+        FolioRef::another(self.cache, self.folio)
     }
 }
 
@@ -573,11 +575,7 @@ impl<'m> LockedFolio<'m> {
 
     /// Another reference on the folio (the lock stays with this guard).
     pub fn to_ref(&self) -> FolioRef<'m> {
-        self.folio.get_many(1);
-        FolioRef {
-            cache: self.cache,
-            folio: self.folio,
-        }
+        FolioRef::another(self.cache, self.folio)
     }
 
     /// The descriptor, for as long as the mapping lives.

@@ -13,18 +13,22 @@ fn cache(cap: usize) -> Cache {
     Cache::builder().capacity(cap).build().unwrap()
 }
 
-#[test]
-fn write_read_sync_reaches_the_file() {
-    let c = cache(8 << 20);
-    let p = tmp("a");
-    let f = c
-        .open_options()
+/// `path` created (or emptied) and opened for reading and writing.
+fn create(c: &Cache, path: &std::path::Path) -> foliocache::File {
+    c.open_options()
         .read(true)
         .write(true)
         .create(true)
         .truncate(true)
-        .open(&p)
-        .unwrap();
+        .open(path)
+        .unwrap()
+}
+
+#[test]
+fn write_read_sync_reaches_the_file() {
+    let c = cache(8 << 20);
+    let p = tmp("a");
+    let f = create(&c, &p);
     let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 + 3) as u8).collect();
     assert_eq!(f.write_at(&data, 12345).unwrap(), data.len());
     assert_eq!(f.len(), 12345 + data.len() as u64);
@@ -97,14 +101,7 @@ fn memfile_holes_and_data() {
 fn dontcache_write_leaves_nothing_new() {
     let c = cache(8 << 20);
     let p = tmp("d");
-    let f = c
-        .open_options()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&p)
-        .unwrap();
+    let f = create(&c, &p);
     f.write_at_flags(&[5u8; 1 << 20], 0, WriteFlags::DONTCACHE)
         .unwrap();
     assert_eq!(f.cachestat(0, 0).unwrap().cached, 0);
@@ -156,14 +153,7 @@ fn a_write_larger_than_the_cache_is_throttled_not_failed() {
         .build()
         .unwrap();
     let p = tmp("f");
-    let f = c
-        .open_options()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&p)
-        .unwrap();
+    let f = create(&c, &p);
     let data: Vec<u8> = (0..(40u32 << 20))
         .map(|i| (i >> 12) as u8 ^ i as u8)
         .collect();
@@ -241,14 +231,7 @@ fn file_ext_reads_and_writes_through_the_cache() {
     }
     let c = cache(4 << 20);
     let path = tmp("file_ext");
-    let f = c
-        .open_options()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&path)
-        .unwrap();
+    let f = create(&c, &path);
     assert_eq!(roundtrip(&f).unwrap(), b"through FileExt");
     f.sync_all().unwrap();
     drop(f);
