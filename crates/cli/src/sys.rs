@@ -1,28 +1,32 @@
 //! The OS calls the bench needs that `std` does not wrap, each in a small
 //! safe type or function: a page-aligned buffer ([`AlignedBuf`]), a shared
-//! file mapping ([`Mmap`], made under an unsafe contract: nothing else may
-//! change the file meanwhile), fresh anonymous memory ([`AnonMap`]), a memory
-//! file ([`memfd`]), `preadv2`/`pwritev2` with flags,
-//! `posix_fadvise(DONTNEED)`, `getrusage` and `rdtsc`. This is the crate's only
-//! module with `unsafe` code.
+//! file mapping ([`Mmap`], `memmap2` under an unsafe contract: nothing else
+//! may change the file meanwhile), fresh anonymous memory ([`AnonMap`]), a
+//! memory file ([`memfd`]), `preadv2`/`pwritev2` with flags,
+//! `posix_fadvise(DONTNEED)` (through `rustix`), `getrusage` (through `nix`),
+//! `mincore` and `rdtsc`. This is the crate's only module with `unsafe` code.
 
 use std::alloc::{self, Layout};
+use std::ffi::c_int;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::ops::Range;
 use std::ptr::NonNull;
 use std::time::Duration;
+
+use memmap2::{Advice, MmapOptions};
+use rustix::io::ReadWriteFlags;
 
 /// The page size the bench assumes (and O_DIRECT alignment it uses).
 pub const PAGE: usize = 4096;
 
 /// `RWF_DONTCACHE`: uncached buffered IO (Linux 6.14). Defined here because
-/// older `libc` releases lack it.
-pub const RWF_DONTCACHE: libc::c_int = 0x80;
+/// `rustix` does not name it yet.
+pub const RWF_DONTCACHE: c_int = 0x80;
 
 /// `RWF_NOWAIT`: fail with `EAGAIN` instead of waiting (for a buffered
 /// read: when the data is not in the page cache).
-pub const RWF_NOWAIT: libc::c_int = 0x8;
+pub const RWF_NOWAIT: c_int = ReadWriteFlags::NOWAIT.bits() as c_int;
 
 /// A heap buffer of `len` bytes that starts `offset` bytes past a
 /// [`PAGE`]-aligned address, so O_DIRECT can use it (`offset` 0) and copies
@@ -82,60 +86,58 @@ impl Drop for AlignedBuf {
     }
 }
 
+/// The bytes of a mapping: read-only or writable.
+enum Bytes {
+    Read(memmap2::Mmap),
+    Write(memmap2::MmapMut),
+}
+
 /// A mapping made here and unmapped on drop: what [`Mmap`] and
 /// [`AnonMap`] share (they dereference to it). Through `&Mapping` the bytes
 /// can only be read ([`copy_out`](Self::copy_out)) or advised on without
 /// changing them, so it is `Sync`; writing takes the owner's `&mut` (its
 /// `copy_in` or `fill`), so no copy can race a write of this process.
+/// Changes from outside the process are excluded by [`Mmap::new`]'s
+/// contract (an anonymous private mapping has none).
 pub struct Mapping {
-    ptr: NonNull<u8>,
-    len: usize,
+    bytes: Bytes,
 }
 
-// SAFETY: the mapping is memory owned by this value, like a `Box<[u8]>`;
-// nothing in it is tied to a thread.
-unsafe impl Send for Mapping {}
-// SAFETY: `&Mapping` allows only reads of the bytes and advice that
-// changes none of them; the only writes (`Mmap::copy_in`, `AnonMap::fill`)
-// take `&mut` of the owner, so they never run while a `&Mapping` is used.
-// Changes from outside the process are excluded by `Mmap::new`'s contract
-// (an anonymous private mapping has none).
-unsafe impl Sync for Mapping {}
-
 impl Mapping {
-    /// `mmap(2)` of `len` bytes (of `fd` from offset 0, or anonymous) at an
-    /// address the kernel picks. Private: a mapping of a file is only safe
-    /// to read under [`Mmap::new`]'s contract; mapping it without reading
-    /// it ([`resident_pages`]) needs none.
-    fn new(
-        fd: Option<BorrowedFd<'_>>,
-        len: usize,
-        prot: libc::c_int,
-        flags: libc::c_int,
-    ) -> io::Result<Mapping> {
-        if len == 0 {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty mapping"));
+    /// The mapping's bytes.
+    #[inline]
+    fn bytes(&self) -> &[u8] {
+        match &self.bytes {
+            Bytes::Read(m) => m,
+            Bytes::Write(m) => m,
         }
-        let raw = fd.map_or(-1, |f| f.as_raw_fd());
-        // SAFETY: a fresh mapping at an address the kernel picks
-        // (no MAP_FIXED): no existing memory is affected; `fd` is open for
-        // the call (borrowed) or -1 for MAP_ANONYMOUS.
-        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, raw, 0) };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let ptr = NonNull::new(p.cast()).ok_or_else(io::Error::last_os_error)?;
-        Ok(Mapping { ptr, len })
     }
 
-    /// The address of byte `off`, if `off..off + n` lies inside the
-    /// mapping; `UnexpectedEof` otherwise.
+    /// The `n` bytes at `off`, writable.
+    ///
+    /// # Errors
+    /// `PermissionDenied` for a mapping made read-only; `UnexpectedEof` if
+    /// the range leaves the mapping.
     #[inline]
-    fn range(&self, off: usize, n: usize) -> io::Result<*mut u8> {
+    fn bytes_mut(&mut self, off: usize, n: usize) -> io::Result<&mut [u8]> {
+        match &mut self.bytes {
+            Bytes::Read(_) => Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "copy into a read-only mapping",
+            )),
+            Bytes::Write(m) => {
+                let range = Self::range(m.len(), off, n)?;
+                Ok(&mut m[range])
+            }
+        }
+    }
+
+    /// `off..off + n`, if it lies inside a mapping of `len` bytes;
+    /// `UnexpectedEof` otherwise.
+    #[inline]
+    fn range(len: usize, off: usize, n: usize) -> io::Result<Range<usize>> {
         match off.checked_add(n) {
-            // SAFETY: `off <= end <= len`: inside the mapping or one past
-            // its end.
-            Some(end) if end <= self.len => Ok(unsafe { self.ptr.as_ptr().add(off) }),
+            Some(end) if end <= len => Ok(off..end),
             _ => Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 "access past the end of the mapping",
@@ -150,26 +152,18 @@ impl Mapping {
     /// `UnexpectedEof` if the range leaves the mapping.
     #[inline]
     pub fn copy_out(&self, off: usize, dst: &mut [u8]) -> io::Result<()> {
-        let src = self.range(off, dst.len())?;
-        // SAFETY: the range is inside the mapping (checked by `range`) and
-        // readable; `dst` is a distinct Rust buffer. Nothing writes the
-        // range meanwhile: writes of this process take `&mut` of the owner
-        // (see the `Sync` impl), and changes from elsewhere are excluded by
-        // `Mmap::new`'s contract.
-        unsafe { std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len()) };
+        let bytes = self.bytes();
+        dst.copy_from_slice(&bytes[Self::range(bytes.len(), off, dst.len())?]);
         Ok(())
     }
 
     /// `madvise(2)` over the whole mapping, for advice that changes no
     /// contents (populate, huge pages).
-    fn advise(&self, advice: libc::c_int) -> io::Result<()> {
-        // SAFETY: advice on exactly our own mapping; the callers pass only
-        // advice that leaves its contents as they are.
-        let r = unsafe { libc::madvise(self.ptr.as_ptr().cast(), self.len, advice) };
-        if r != 0 {
-            return Err(io::Error::last_os_error());
+    fn advise(&self, advice: Advice) -> io::Result<()> {
+        match &self.bytes {
+            Bytes::Read(m) => m.advise(advice),
+            Bytes::Write(m) => m.advise(advice),
         }
-        Ok(())
     }
 
     /// How many of the mapping's pages are in the kernel's page cache
@@ -178,24 +172,26 @@ impl Mapping {
     /// # Errors
     /// The OS error of `mincore(2)`.
     pub fn resident_pages(&self) -> io::Result<(usize, usize)> {
-        let pages = self.len.div_ceil(PAGE);
-        let mut vec = vec![0u8; pages];
-        // SAFETY: `ptr`/`len` is our page-aligned mapping and `vec` has one
-        // byte per page of it; mincore reads no contents.
-        let r = unsafe { libc::mincore(self.ptr.as_ptr().cast(), self.len, vec.as_mut_ptr()) };
-        if r != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok((vec.iter().filter(|&&b| b & 1 != 0).count(), pages))
+        let bytes = self.bytes();
+        mincore(bytes.as_ptr(), bytes.len())
     }
 }
 
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: unmaps exactly the mapping `new` made; no borrow of it
-        // outlives `self` (copies borrow `self` for their duration only).
-        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+/// How many pages of the mapping at `ptr` (`len` bytes) are resident, and
+/// how many pages it has. A raw `libc::mincore`: neither `rustix`, `nix`
+/// nor `memmap2` wraps it. Private: the callers pass only a whole mapping
+/// they own.
+fn mincore(ptr: *const u8, len: usize) -> io::Result<(usize, usize)> {
+    let pages = len.div_ceil(PAGE);
+    let mut vec = vec![0u8; pages];
+    // SAFETY: `ptr`/`len` is a live, page-aligned mapping of the caller's
+    // (borrowed for the call) and `vec` has one byte per page of it; mincore
+    // reads none of the mapping's contents and writes only `vec`.
+    let r = unsafe { libc::mincore(ptr.cast_mut().cast(), len, vec.as_mut_ptr()) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
     }
+    Ok((vec.iter().filter(|&&b| b & 1 != 0).count(), pages))
 }
 
 /// A `MAP_SHARED` mapping of the start of a file, read-only or read-write.
@@ -212,7 +208,6 @@ impl Drop for Mapping {
 /// instead of a `compile_fail` doc test.)
 pub struct Mmap {
     map: Mapping,
-    writable: bool,
 }
 
 impl Mmap {
@@ -225,30 +220,35 @@ impl Mmap {
     /// [`copy_in`](Self::copy_in), and the file keeps at least `len` bytes:
     /// nothing else, in this process or another, writes them (`write(2)`,
     /// `pwrite`, an `O_DIRECT` write, `fallocate`, another writable mapping
-    /// of the file, including another `Mmap`) or truncates the file. Reads
-    /// of the mapping are plain memory reads (`copy_out` is a `memcpy`):
-    /// a change made elsewhere while one runs is a data race, undefined
-    /// behaviour, and a page past a shrunken end faults (`SIGBUS`).
+    /// of the file, including another `Mmap`) or truncates the file. This
+    /// is `memmap2::MmapOptions::map`'s contract: the mapping is a `&[u8]`
+    /// (`copy_out` is a `memcpy`), so a change made elsewhere while one
+    /// runs is a data race, undefined behaviour, and a page past a shrunken
+    /// end faults (`SIGBUS`).
     ///
     /// # Errors
     /// `InvalidInput` for `len` 0 or past the file's end (its pages would
     /// fault); the OS error of `fstat(2)` or `mmap(2)`.
     pub unsafe fn new(file: &File, len: usize, write: bool) -> io::Result<Mmap> {
+        nonempty(len)?;
         if file.metadata()?.len() < len as u64 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "mapping past the end of the file",
             ));
         }
-        let prot = if write {
-            libc::PROT_READ | libc::PROT_WRITE
+        let opts = MmapOptions::new().len(len).clone();
+        let bytes = if write {
+            // SAFETY: the caller keeps this function's contract, which is
+            // `map_mut`'s: nothing else changes or truncates the file's
+            // first `len` bytes while the mapping lives.
+            Bytes::Write(unsafe { opts.map_mut(file) }?)
         } else {
-            libc::PROT_READ
+            // SAFETY: as above, `map`'s contract.
+            Bytes::Read(unsafe { opts.map(file) }?)
         };
-        let map = Mapping::new(Some(file.as_fd()), len, prot, libc::MAP_SHARED)?;
         Ok(Mmap {
-            map,
-            writable: write,
+            map: Mapping { bytes },
         })
     }
 
@@ -259,19 +259,7 @@ impl Mmap {
     /// the range leaves the mapping.
     #[inline]
     pub fn copy_in(&mut self, off: usize, src: &[u8]) -> io::Result<()> {
-        if !self.writable {
-            return Err(io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                "copy into a read-only mapping",
-            ));
-        }
-        let dst = self.map.range(off, src.len())?;
-        // SAFETY: the range is inside the mapping (checked by `range`),
-        // which is writable (checked above); `&mut self` makes this the
-        // only access of this process to the mapping meanwhile, and
-        // `new`'s contract excludes every other writer; `src` is a Rust
-        // buffer, not part of the mapping while `self` is borrowed mutably.
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) };
+        self.map.bytes_mut(off, src.len())?.copy_from_slice(src);
         Ok(())
     }
 
@@ -279,35 +267,30 @@ impl Mmap {
     /// byte per page where the kernel lacks those), so the measurement
     /// copies instead of taking page faults.
     pub fn prefault(&self, write: bool) {
-        let advice = if write && self.writable {
-            libc::MADV_POPULATE_WRITE
-        } else {
-            libc::MADV_POPULATE_READ
+        let advice = match self.map.bytes {
+            Bytes::Write(_) if write => Advice::PopulateWrite,
+            _ => Advice::PopulateRead,
         };
         if self.map.advise(advice).is_ok() {
             return;
         }
-        let mut sum = 0u8;
-        for off in (0..self.map.len).step_by(PAGE) {
-            // SAFETY: `off < len`: inside the mapping, readable; no write
-            // runs meanwhile (as in `copy_out`).
-            sum ^= unsafe { std::ptr::read_volatile(self.map.ptr.as_ptr().add(off)) };
-        }
+        let bytes = self.map.bytes();
+        let sum = (0..bytes.len())
+            .step_by(PAGE)
+            .fold(0u8, |sum, off| sum ^ bytes[off]);
         std::hint::black_box(sum);
     }
 
     /// Writes the mapping's dirty pages back to the file and waits for
-    /// them (`msync(MS_SYNC)`).
+    /// them (`msync(MS_SYNC)`; a read-only mapping has none).
     ///
     /// # Errors
     /// The OS error of `msync(2)`.
     pub fn sync(&self) -> io::Result<()> {
-        // SAFETY: our own page-aligned mapping; msync changes no contents.
-        let r = unsafe { libc::msync(self.map.ptr.as_ptr().cast(), self.map.len, libc::MS_SYNC) };
-        if r != 0 {
-            return Err(io::Error::last_os_error());
+        match &self.map.bytes {
+            Bytes::Read(_) => Ok(()),
+            Bytes::Write(m) => m.flush(),
         }
-        Ok(())
     }
 }
 
@@ -335,13 +318,11 @@ impl AnonMap {
     /// # Errors
     /// `InvalidInput` for `len` 0; the OS error of `mmap(2)`.
     pub fn new(len: usize) -> io::Result<AnonMap> {
-        let map = Mapping::new(
-            None,
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-        )?;
-        Ok(AnonMap { map })
+        nonempty(len)?;
+        let bytes = Bytes::Write(MmapOptions::new().len(len).map_anon()?);
+        Ok(AnonMap {
+            map: Mapping { bytes },
+        })
     }
 
     /// `madvise(MADV_HUGEPAGE)` over the mapping: transparent huge pages
@@ -350,7 +331,7 @@ impl AnonMap {
     /// # Errors
     /// The OS error of `madvise(2)`.
     pub fn advise_huge_pages(&self) -> io::Result<()> {
-        self.map.advise(libc::MADV_HUGEPAGE)
+        self.map.advise(Advice::HugePage)
     }
 
     /// Faults every page in, writable (`MADV_POPULATE_WRITE`, Linux 5.14),
@@ -362,10 +343,15 @@ impl AnonMap {
         let mut tries = 0;
         loop {
             tries += 1;
-            let Err(e) = self.map.advise(libc::MADV_POPULATE_WRITE) else {
+            let Err(e) = self.map.advise(Advice::PopulateWrite) else {
                 return Ok(());
             };
-            if tries >= 8 || !matches!(e.raw_os_error(), Some(libc::EINTR | libc::EAGAIN)) {
+            if tries >= 8
+                || !matches!(
+                    e.kind(),
+                    io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock
+                )
+            {
                 return Err(e);
             }
         }
@@ -378,10 +364,7 @@ impl AnonMap {
     /// `UnexpectedEof` if the range leaves the mapping.
     #[inline]
     pub fn fill(&mut self, off: usize, n: usize, byte: u8) -> io::Result<()> {
-        let dst = self.map.range(off, n)?;
-        // SAFETY: `off..off + n` is inside our writable mapping (checked by
-        // `range`); `&mut self` makes this the only access meanwhile.
-        unsafe { std::ptr::write_bytes(dst, byte, n) };
+        self.map.bytes_mut(off, n)?.fill(byte);
         Ok(())
     }
 }
@@ -393,21 +376,22 @@ impl std::ops::Deref for AnonMap {
     }
 }
 
+/// `InvalidInput` for an empty mapping.
+fn nonempty(len: usize) -> io::Result<()> {
+    if len == 0 {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty mapping"));
+    }
+    Ok(())
+}
+
 /// A memory file (`memfd_create(2)`, no flags): the kernel's shmem, what
 /// the populate scenario's `kernel` engine writes into.
 ///
 /// # Errors
-/// The OS error of `memfd_create`.
+/// The OS error of `memfd_create` (`EINVAL` for a name with a NUL).
 pub fn memfd(name: &str) -> io::Result<File> {
-    let c =
-        std::ffi::CString::new(name).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    // SAFETY: `c` is a NUL-terminated string that outlives the call.
-    let fd = unsafe { libc::memfd_create(c.as_ptr(), 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is a new descriptor that nothing else owns.
-    Ok(unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+    let fd = rustix::fs::memfd_create(name, rustix::fs::MemfdFlags::empty())?;
+    Ok(File::from(fd))
 }
 
 /// Pages of `file`'s first `len` bytes in the kernel page cache, and the
@@ -417,17 +401,25 @@ pub fn memfd(name: &str) -> io::Result<File> {
 /// The OS errors of `mmap(2)` and `mincore(2)`.
 pub fn resident_pages(file: &File, len: u64) -> io::Result<(usize, usize)> {
     let len = usize::try_from(len).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    // Mapped and dropped here without a read of its bytes (mincore reads
-    // none), so what others do to the file meanwhile does not matter.
-    Mapping::new(Some(file.as_fd()), len, libc::PROT_READ, libc::MAP_SHARED)?.resident_pages()
+    nonempty(len)?;
+    // A raw mapping (no `&[u8]` over it, so no contract): mapped and dropped
+    // here without a read of its bytes (mincore reads none), so what others
+    // do to the file meanwhile does not matter.
+    let map = MmapOptions::new().len(len).map_raw_read_only(file)?;
+    mincore(map.as_ptr(), map.len())
 }
 
-fn check_len(r: isize) -> io::Result<usize> {
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r as usize)
+/// The flags as `rustix` takes them, unknown bits passed through (the
+/// kernel answers `EOPNOTSUPP` for those it lacks); and the offset, which
+/// must fit `off_t` (`EINVAL` past it, as the kernel answers for a negative
+/// one; `u64::MAX` would mean "the current offset" to `rustix`).
+fn rw_args(off: u64, flags: c_int) -> io::Result<ReadWriteFlags> {
+    if i64::try_from(off).is_err() {
+        return Err(io::Error::from_raw_os_error(
+            rustix::io::Errno::INVAL.raw_os_error(),
+        ));
     }
+    Ok(ReadWriteFlags::from_bits_retain(flags as u32))
 }
 
 /// `preadv2(2)` of one buffer at `off` with `flags` (`RWF_*`).
@@ -435,15 +427,14 @@ fn check_len(r: isize) -> io::Result<usize> {
 /// # Errors
 /// The OS error (`EOPNOTSUPP` where a flag is not supported).
 #[inline]
-pub fn preadv2(file: &File, buf: &mut [u8], off: u64, flags: libc::c_int) -> io::Result<usize> {
-    let iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    // SAFETY: one iovec describing `buf`, which is writable and outlives
-    // the call; the fd is open for `file`'s lifetime.
-    let r = unsafe { libc::preadv2(file.as_raw_fd(), &iov, 1, off as libc::off_t, flags) };
-    check_len(r)
+pub fn preadv2(file: &File, buf: &mut [u8], off: u64, flags: c_int) -> io::Result<usize> {
+    let flags = rw_args(off, flags)?;
+    Ok(rustix::io::preadv2(
+        file,
+        &mut [io::IoSliceMut::new(buf)],
+        off,
+        flags,
+    )?)
 }
 
 /// `pwritev2(2)` of one buffer at `off` with `flags` (`RWF_*`).
@@ -451,15 +442,14 @@ pub fn preadv2(file: &File, buf: &mut [u8], off: u64, flags: libc::c_int) -> io:
 /// # Errors
 /// The OS error (`EOPNOTSUPP` where a flag is not supported).
 #[inline]
-pub fn pwritev2(file: &File, buf: &[u8], off: u64, flags: libc::c_int) -> io::Result<usize> {
-    let iov = libc::iovec {
-        iov_base: buf.as_ptr() as *mut libc::c_void,
-        iov_len: buf.len(),
-    };
-    // SAFETY: one iovec describing `buf`, which the kernel only reads and
-    // which outlives the call; the fd is open for `file`'s lifetime.
-    let r = unsafe { libc::pwritev2(file.as_raw_fd(), &iov, 1, off as libc::off_t, flags) };
-    check_len(r)
+pub fn pwritev2(file: &File, buf: &[u8], off: u64, flags: c_int) -> io::Result<usize> {
+    let flags = rw_args(off, flags)?;
+    Ok(rustix::io::pwritev2(
+        file,
+        &[io::IoSlice::new(buf)],
+        off,
+        flags,
+    )?)
 }
 
 /// `posix_fadvise(POSIX_FADV_DONTNEED)` on the whole file: the kernel drops
@@ -468,30 +458,28 @@ pub fn pwritev2(file: &File, buf: &[u8], off: u64, flags: libc::c_int) -> io::Re
 /// # Errors
 /// The error `posix_fadvise` returns.
 pub fn drop_cache(file: &File) -> io::Result<()> {
-    // SAFETY: plain syscall on an open fd; no memory is passed.
-    let r = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-    if r != 0 {
-        return Err(io::Error::from_raw_os_error(r));
-    }
-    Ok(())
+    Ok(rustix::fs::fadvise(
+        file,
+        0,
+        None,
+        rustix::fs::Advice::DontNeed,
+    )?)
 }
 
 /// CPU time of the whole process so far: (user, system), from
 /// `getrusage(RUSAGE_SELF)`.
 pub fn cpu_times() -> (Duration, Duration) {
-    // SAFETY: an all-zero `rusage` is a valid value of this plain C struct.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `ru` is a valid, writable `rusage`.
-    let r = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    if r != 0 {
+    use nix::sys::resource::{getrusage, UsageWho};
+    let Ok(ru) = getrusage(UsageWho::RUSAGE_SELF) else {
         return (Duration::ZERO, Duration::ZERO);
-    }
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    (tv(ru.ru_utime), tv(ru.ru_stime))
+    };
+    let tv =
+        |t: nix::sys::time::TimeVal| Duration::new(t.tv_sec() as u64, t.tv_usec() as u32 * 1000);
+    (tv(ru.user_time()), tv(ru.system_time()))
 }
 
-/// The CPU's time-stamp counter (`rdtsc`): about 10 ns to read here,
-/// against about 27 ns for `Instant::now()` through the vDSO.
+/// The CPU's time-stamp counter (`rdtsc`): cheaper to read than
+/// `Instant::now()` through the vDSO.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 pub fn rdtsc() -> u64 {
