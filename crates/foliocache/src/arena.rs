@@ -56,10 +56,14 @@
 //! meant to be taken under the page-cache index lock (allocate first, then
 //! insert).
 
+use std::ffi::c_void;
 use std::fmt;
 use std::io;
 use std::ptr::NonNull;
 use std::time::{Duration, Instant};
+
+use rustix::io::Errno;
+use rustix::mm::{self, Advice};
 
 use crate::sync::{AtomicUsize, Mutex, Ordering};
 
@@ -696,20 +700,16 @@ impl Region {
             .checked_add(align)
             .ok_or_else(|| context(io::Error::from(io::ErrorKind::OutOfMemory)))?;
         // SAFETY: a fresh anonymous mapping with no address hint cannot
-        // overlap memory anyone uses; the result is checked below.
+        // overlap memory anyone uses.
         let raw = unsafe {
-            libc::mmap(
+            mm::mmap_anonymous(
                 std::ptr::null_mut(),
                 map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
+                mm::ProtFlags::READ | mm::ProtFlags::WRITE,
+                mm::MapFlags::PRIVATE,
             )
-        };
-        if raw == libc::MAP_FAILED {
-            return Err(context(io::Error::last_os_error()));
         }
+        .map_err(|e| context(e.into()))?;
         let raw = raw.cast::<u8>();
         let head = (raw as usize).next_multiple_of(align) - raw as usize;
         let tail = map_len - head - len;
@@ -719,21 +719,19 @@ impl Region {
             // SAFETY: [raw, raw + head) is the start of the mapping we just
             // made, page-aligned (align and mmap results are), and nobody
             // else knows its address.
-            if unsafe { libc::munmap(raw.cast(), head) } != 0 {
-                let err = io::Error::last_os_error();
+            if let Err(err) = unsafe { mm::munmap(raw.cast(), head) } {
                 // SAFETY: same mapping, nothing of it handed out; best effort.
-                unsafe { libc::munmap(raw.cast(), map_len) };
-                return Err(context(err));
+                let _ = unsafe { mm::munmap(raw.cast(), map_len) };
+                return Err(context(err.into()));
             }
         }
         if tail > 0 {
             // SAFETY: [after, after + tail) is the end of the same mapping,
             // page-aligned, unknown to anyone else.
-            if unsafe { libc::munmap(after.cast(), tail) } != 0 {
-                let err = io::Error::last_os_error();
+            if let Err(err) = unsafe { mm::munmap(after.cast(), tail) } {
                 // SAFETY: [aligned, aligned + len) is what is left of it.
-                unsafe { libc::munmap(aligned.cast(), len) };
-                return Err(context(err));
+                let _ = unsafe { mm::munmap(aligned.cast(), len) };
+                return Err(context(err.into()));
             }
         }
         let ptr = NonNull::new(aligned).ok_or_else(|| context(io::Error::other("null mapping")))?;
@@ -751,14 +749,14 @@ impl Region {
     fn advise_huge_pages(&self) -> bool {
         // SAFETY: madvise with advice MADV_HUGEPAGE changes no memory
         // contents; the range is exactly our mapping.
-        let ret = unsafe { libc::madvise(self.ptr.as_ptr().cast(), self.len, libc::MADV_HUGEPAGE) };
-        if ret != 0 {
+        let ret = unsafe { mm::madvise(self.ptr.as_ptr().cast(), self.len, Advice::LinuxHugepage) };
+        if let Err(e) = ret {
             log::debug!(
                 "arena: MADV_HUGEPAGE refused ({}); order-9 blocks may not be huge pages",
-                io::Error::last_os_error()
+                io::Error::from(e)
             );
         }
-        ret == 0
+        ret.is_ok()
     }
 
     /// Faults every page of the region in, writable, before anyone uses
@@ -768,7 +766,7 @@ impl Region {
         if !force_touch {
             match self.populate_parallel() {
                 Ok(()) => return Ok(PopulateMethod::Madvise),
-                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+                Err(e) if e.raw_os_error() == Some(Errno::INVAL.raw_os_error()) => {}
                 Err(err) => {
                     return Err(io::Error::new(
                         err.kind(),
@@ -804,7 +802,7 @@ impl Region {
         // Miri has no `madvise`: as a kernel without the advice, so the
         // pages are touched.
         if cfg!(miri) {
-            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+            return Err(Errno::INVAL.into());
         }
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let threads = if self.len >= POPULATE_SPLIT {
@@ -852,15 +850,10 @@ fn populate_range(addr: usize, len: usize) -> io::Result<()> {
         // SAFETY: MADV_POPULATE_WRITE faults pages in as a write would,
         // without changing their contents; the range lies inside the
         // region's private read-write mapping, which nobody uses yet.
-        let ret =
-            unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_POPULATE_WRITE) };
-        if ret == 0 {
-            return Ok(());
-        }
-        let err = io::Error::last_os_error();
-        match err.raw_os_error() {
-            Some(libc::EINTR | libc::EAGAIN) if retries < POPULATE_RETRIES => retries += 1,
-            _ => return Err(err),
+        match unsafe { mm::madvise(addr as *mut c_void, len, Advice::LinuxPopulateWrite) } {
+            Ok(()) => return Ok(()),
+            Err(Errno::INTR | Errno::AGAIN) if retries < POPULATE_RETRIES => retries += 1,
+            Err(e) => return Err(e.into()),
         }
     }
 }
@@ -880,12 +873,11 @@ impl Drop for Region {
         // which are documented valid only while the arena lives; the arena
         // (or Arena::new, on failure) is dropping this Region, so no use of
         // them may follow.
-        let ret = unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
-        if ret != 0 {
+        if let Err(e) = unsafe { mm::munmap(self.ptr.as_ptr().cast(), self.len) } {
             log::error!(
                 "arena: munmap of {} bytes failed: {}",
                 self.len,
-                io::Error::last_os_error()
+                io::Error::from(e)
             );
         }
     }
@@ -1289,6 +1281,7 @@ mod tests {
         let region = Region::map_aligned(64 * PAGE_SIZE, MAX_BLOCK_BYTES).unwrap();
         assert_eq!(region.populate(true).unwrap(), PopulateMethod::Touch);
         let mut vec = vec![0u8; 64];
+        // A raw call: neither rustix nor nix wraps mincore.
         // SAFETY: the range is our mapping; vec has one byte per page.
         let ret =
             unsafe { libc::mincore(region.ptr.as_ptr().cast(), region.len, vec.as_mut_ptr()) };

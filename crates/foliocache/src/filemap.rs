@@ -183,48 +183,41 @@ pub enum MappingEntry<'m> {
     Shadow(u64),
 }
 
-/// Flags of [`Mapping::get_folio`] (the kernel's `FGP_*`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct FgpFlags(u32);
-
-impl FgpFlags {
-    /// Mark the folio accessed.
-    pub const ACCESSED: FgpFlags = FgpFlags(1 << 0);
-    /// Return it locked, after checking it is still in the mapping (what
-    /// [`Mapping::lock_folio`] does; implied there, refused by
-    /// [`Mapping::get_folio`]).
-    pub const LOCK: FgpFlags = FgpFlags(1 << 1);
-    /// Create it if absent (a shadow counts as absent). A created folio is
-    /// returned locked and not uptodate: fill it with
-    /// [`Mapping::read_folio`].
-    pub const CREAT: FgpFlags = FgpFlags(1 << 2);
-    /// Never sleep: a contended lock gives `WouldBlock`.
-    pub const NOWAIT: FgpFlags = FgpFlags(1 << 5);
-    /// Uncached use: a created folio is dropbehind, and a dropbehind folio
-    /// found stays so. Without it, a lookup that finds a dropbehind folio
-    /// claims it for the cache (clears the flag, as the kernel's
-    /// `__filemap_get_folio` does without `FGP_DONTCACHE`).
-    pub const DONTCACHE: FgpFlags = FgpFlags(1 << 6);
-
-    /// Also asks for a created folio of up to `order` (capped by the cache's
-    /// largest folio and the index's alignment).
-    pub const fn order(self, order: u32) -> FgpFlags {
-        FgpFlags((self.0 & !(0x3f << 26)) | ((order & 0x3f) << 26))
-    }
-
-    fn get_order(self) -> u32 {
-        (self.0 >> 26) & 0x3f
-    }
-
-    fn has(self, f: FgpFlags) -> bool {
-        self.0 & f.0 == f.0
+bitflags::bitflags! {
+    /// Flags of [`Mapping::get_folio`] (the kernel's `FGP_*`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+    pub struct FgpFlags: u32 {
+        /// Mark the folio accessed.
+        const ACCESSED = 1 << 0;
+        /// Return it locked, after checking it is still in the mapping (what
+        /// [`Mapping::lock_folio`] does; implied there, refused by
+        /// [`Mapping::get_folio`]).
+        const LOCK = 1 << 1;
+        /// Create it if absent (a shadow counts as absent). A created folio is
+        /// returned locked and not uptodate: fill it with
+        /// [`Mapping::read_folio`].
+        const CREAT = 1 << 2;
+        /// Never sleep: a contended lock gives `WouldBlock`.
+        const NOWAIT = 1 << 5;
+        /// Uncached use: a created folio is dropbehind, and a dropbehind folio
+        /// found stays so. Without it, a lookup that finds a dropbehind folio
+        /// claims it for the cache (clears the flag, as the kernel's
+        /// `__filemap_get_folio` does without `FGP_DONTCACHE`).
+        const DONTCACHE = 1 << 6;
+        /// The order asked for by [`order`](FgpFlags::order) (bits 26..32).
+        const _ = 0x3f << 26;
     }
 }
 
-impl std::ops::BitOr for FgpFlags {
-    type Output = FgpFlags;
-    fn bitor(self, rhs: FgpFlags) -> FgpFlags {
-        FgpFlags(self.0 | rhs.0)
+impl FgpFlags {
+    /// Also asks for a created folio of up to `order` (capped by the cache's
+    /// largest folio and the index's alignment).
+    pub const fn order(self, order: u32) -> FgpFlags {
+        FgpFlags::from_bits_retain((self.bits() & !(0x3f << 26)) | ((order & 0x3f) << 26))
+    }
+
+    fn get_order(self) -> u32 {
+        (self.bits() >> 26) & 0x3f
     }
 }
 
@@ -567,7 +560,7 @@ impl Mapping {
     /// `NotFound` when absent; `InvalidInput` with `LOCK` or `CREAT` (a
     /// locked folio: see [`lock_folio`](Self::lock_folio)).
     pub fn get_folio(&self, index: u64, flags: FgpFlags) -> io::Result<FolioRef<'_>> {
-        if flags.has(FgpFlags::LOCK) || flags.has(FgpFlags::CREAT) {
+        if flags.contains(FgpFlags::LOCK) || flags.contains(FgpFlags::CREAT) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "get_folio: LOCK and CREAT return a locked folio: use lock_folio",
@@ -598,7 +591,7 @@ impl Mapping {
     pub fn lock_folio(&self, index: u64, flags: FgpFlags) -> io::Result<LockedFolio<'_>> {
         loop {
             if let Some(MappingEntry::Folio(f)) = self.get_entry(index) {
-                let f = if flags.has(FgpFlags::NOWAIT) {
+                let f = if flags.contains(FgpFlags::NOWAIT) {
                     f.try_lock()
                         .map_err(|_| io::Error::from(io::ErrorKind::WouldBlock))?
                 } else {
@@ -611,7 +604,7 @@ impl Mapping {
                 self.found(&f, flags);
                 return Ok(f);
             }
-            if !flags.has(FgpFlags::CREAT) {
+            if !flags.contains(FgpFlags::CREAT) {
                 return Err(not_found());
             }
             let mut order = flags.get_order().min(self.inner().max_order);
@@ -619,13 +612,13 @@ impl Mapping {
                 order -= 1;
             }
             let f = self.new_folio(order)?;
-            if flags.has(FgpFlags::DONTCACHE) {
+            if flags.contains(FgpFlags::DONTCACHE) {
                 f.test_and_set(FolioFlags::DROPBEHIND);
             }
             let at = index & !((1u64 << f.order()) - 1);
             match self.add_folio(&f, at) {
                 Ok(_) => {
-                    if flags.has(FgpFlags::ACCESSED) {
+                    if flags.contains(FgpFlags::ACCESSED) {
                         self.inner().mark_accessed(&f, f.flags());
                     }
                     return Ok(f);
@@ -639,10 +632,10 @@ impl Mapping {
     /// A lookup's effect on the folio it found: a cached lookup claims a
     /// dropbehind folio for the cache; `ACCESSED` marks it accessed.
     fn found(&self, f: &Folio, flags: FgpFlags) {
-        if !flags.has(FgpFlags::DONTCACHE) {
+        if !flags.contains(FgpFlags::DONTCACHE) {
             f.test_and_clear(FolioFlags::DROPBEHIND);
         }
-        if flags.has(FgpFlags::ACCESSED) {
+        if flags.contains(FgpFlags::ACCESSED) {
             self.inner().mark_accessed(f, f.flags());
         }
     }

@@ -1,95 +1,64 @@
 //! Per-read flags (the kernel's `RWF_*` for `preadv2`).
 
-/// Flags of one read ([`File::read_at_flags`](crate::File::read_at_flags)),
-/// or a file's defaults ([`File::set_default_flags`](crate::File::set_default_flags)).
-/// Combine with `|`.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct ReadFlags(u32);
+use std::fmt;
+
+bitflags::bitflags! {
+    /// Flags of one read ([`File::read_at_flags`](crate::File::read_at_flags)),
+    /// or a file's defaults ([`File::set_default_flags`](crate::File::set_default_flags)).
+    /// Combine with `|`; [`from_bits`](Self::from_bits) refuses unknown bits
+    /// (`None`).
+    #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct ReadFlags: u32 {
+        /// Uncached (the kernel's `RWF_DONTCACHE`): read through the cache, but
+        /// the folios this read creates (and the readahead windows it starts)
+        /// are *dropbehind*: they are never marked accessed nor activated, and
+        /// an uncached read that copies one through to its end (or to end of
+        /// file) removes it, leaving no shadow, unless it is dirty, under
+        /// writeback or locked by another thread at that moment. A cached read
+        /// of a dropbehind folio claims it: it stays (the kernel would drop it
+        /// at the uncached read's end). Folios that were cached before stay cached, and are
+        /// marked accessed as by any read. Readahead folios an uncached stream
+        /// never reaches stay flagged until read or reclaimed, so the cache
+        /// holds about one readahead window of an uncached stream.
+        const DONTCACHE = 1 << 0;
+        /// Never wait for IO (the kernel's `RWF_NOWAIT`): copy what is cached
+        /// from the offset on and stop at the first byte that is not; a read
+        /// whose first byte is not cached fails with
+        /// [`WouldBlock`](std::io::ErrorKind::WouldBlock) and starts no IO for
+        /// it. A hit on a readahead marker still starts the next window (in the
+        /// background).
+        const NOWAIT = 1 << 1;
+    }
+}
 
 impl ReadFlags {
     /// No flags: a normal, cached read.
-    pub const NONE: ReadFlags = ReadFlags(0);
-    /// Uncached (the kernel's `RWF_DONTCACHE`): read through the cache, but
-    /// the folios this read creates (and the readahead windows it starts)
-    /// are *dropbehind*: they are never marked accessed nor activated, and
-    /// an uncached read that copies one through to its end (or to end of
-    /// file) removes it, leaving no shadow, unless it is dirty, under
-    /// writeback or locked by another thread at that moment. A cached read
-    /// of a dropbehind folio claims it: it stays (the kernel would drop it
-    /// at the uncached read's end). Folios that were cached before stay cached, and are
-    /// marked accessed as by any read. Readahead folios an uncached stream
-    /// never reaches stay flagged until read or reclaimed, so the cache
-    /// holds about one readahead window of an uncached stream.
-    pub const DONTCACHE: ReadFlags = ReadFlags(1 << 0);
-    /// Never wait for IO (the kernel's `RWF_NOWAIT`): copy what is cached
-    /// from the offset on and stop at the first byte that is not; a read
-    /// whose first byte is not cached fails with
-    /// [`WouldBlock`](std::io::ErrorKind::WouldBlock) and starts no IO for
-    /// it. A hit on a readahead marker still starts the next window (in the
-    /// background).
-    pub const NOWAIT: ReadFlags = ReadFlags(1 << 1);
+    pub const NONE: ReadFlags = ReadFlags::empty();
+}
 
-    const ALL: u32 = 0b11;
-
-    /// The raw bits.
-    pub const fn bits(self) -> u32 {
-        self.0
+impl fmt::Debug for ReadFlags {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt_names(self, false, f)
     }
+}
 
-    /// Flags from raw bits; `None` if an unknown bit is set.
-    pub const fn from_bits(bits: u32) -> Option<ReadFlags> {
-        if bits & !Self::ALL == 0 {
-            Some(ReadFlags(bits))
+/// The `Debug` form of the crate's flag types: the set of the names of the
+/// flags set (`{DONTCACHE, NOWAIT}`), lowercased if `lower`; unnamed bits
+/// are left out.
+pub(crate) fn fmt_names<F: bitflags::Flags>(
+    flags: &F,
+    lower: bool,
+    f: &mut fmt::Formatter<'_>,
+) -> fmt::Result {
+    let mut set = f.debug_set();
+    for (name, _) in flags.iter_names() {
+        if lower {
+            set.entry(&format_args!("{}", name.to_ascii_lowercase()));
         } else {
-            None
+            set.entry(&format_args!("{name}"));
         }
     }
-
-    /// Are all of `other`'s flags set in `self`?
-    pub const fn contains(self, other: ReadFlags) -> bool {
-        self.0 & other.0 == other.0
-    }
-
-    /// The union.
-    pub const fn union(self, other: ReadFlags) -> ReadFlags {
-        ReadFlags(self.0 | other.0)
-    }
-
-    /// `self` without `other`'s flags.
-    pub const fn difference(self, other: ReadFlags) -> ReadFlags {
-        ReadFlags(self.0 & !other.0)
-    }
-
-    /// True when no flag is set.
-    pub const fn is_empty(self) -> bool {
-        self.0 == 0
-    }
-}
-
-impl std::ops::BitOr for ReadFlags {
-    type Output = ReadFlags;
-    fn bitor(self, rhs: ReadFlags) -> ReadFlags {
-        self.union(rhs)
-    }
-}
-
-impl std::ops::BitOrAssign for ReadFlags {
-    fn bitor_assign(&mut self, rhs: ReadFlags) {
-        *self = self.union(rhs);
-    }
-}
-
-impl std::fmt::Debug for ReadFlags {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut set = f.debug_set();
-        if self.contains(Self::DONTCACHE) {
-            set.entry(&format_args!("DONTCACHE"));
-        }
-        if self.contains(Self::NOWAIT) {
-            set.entry(&format_args!("NOWAIT"));
-        }
-        set.finish()
-    }
+    set.finish()
 }
 
 #[cfg(test)]

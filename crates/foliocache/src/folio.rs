@@ -36,93 +36,44 @@ use crate::arena::PageId;
 use crate::cache::CacheInner;
 use crate::sync::{fence, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
-/// Folio flags, as bits of one atomic word.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct FolioFlags(u32);
-
-impl FolioFlags {
-    /// Locked: exclusive, sleeping (see [`Folio::lock`]).
-    pub const LOCKED: FolioFlags = FolioFlags(1 << 0);
-    /// Someone sleeps waiting for the lock bit to clear.
-    pub const WAITERS: FolioFlags = FolioFlags(1 << 1);
-    /// Every byte of the folio is valid.
-    pub const UPTODATE: FolioFlags = FolioFlags(1 << 2);
-    /// Contents newer than the backing store.
-    pub const DIRTY: FolioFlags = FolioFlags(1 << 3);
-    /// Write IO in flight.
-    pub const WRITEBACK: FolioFlags = FolioFlags(1 << 4);
-    /// Readahead marker: the first folio of a window's async tail.
-    pub const READAHEAD: FolioFlags = FolioFlags(1 << 5);
-    /// Accessed since the last aging pass.
-    pub const REFERENCED: FolioFlags = FolioFlags(1 << 6);
-    /// On the active list.
-    pub const ACTIVE: FolioFlags = FolioFlags(1 << 7);
-    /// Proved part of the working set (restored on refault).
-    pub const WORKINGSET: FolioFlags = FolioFlags(1 << 8);
-    /// Created by uncached IO: drop when done.
-    pub const DROPBEHIND: FolioFlags = FolioFlags(1 << 9);
-    /// The last IO on this folio failed.
-    pub const ERROR: FolioFlags = FolioFlags(1 << 10);
-    /// On an LRU list.
-    pub const LRU: FolioFlags = FolioFlags(1 << 11);
-    /// Accessed again while inactive and referenced, and the LRU lock was
-    /// busy: the next LRU pass moves it to the active list (the kernel's
-    /// per-CPU activation batch, reduced to a bit).
-    pub const ACTIVATE: FolioFlags = FolioFlags(1 << 12);
-
-    const NAMES: [&'static str; 13] = [
-        "locked",
-        "waiters",
-        "uptodate",
-        "dirty",
-        "writeback",
-        "readahead",
-        "referenced",
-        "active",
-        "workingset",
-        "dropbehind",
-        "error",
-        "lru",
-        "activate",
-    ];
-
-    /// The raw bits.
-    pub const fn bits(self) -> u32 {
-        self.0
-    }
-
-    /// Are all of `other`'s bits set in `self`?
-    pub const fn contains(self, other: FolioFlags) -> bool {
-        self.0 & other.0 == other.0
-    }
-
-    /// Is any of `other`'s bits set in `self`?
-    pub const fn intersects(self, other: FolioFlags) -> bool {
-        self.0 & other.0 != 0
-    }
-
-    /// The union of two sets of flags.
-    pub const fn union(self, other: FolioFlags) -> FolioFlags {
-        FolioFlags(self.0 | other.0)
-    }
-}
-
-impl std::ops::BitOr for FolioFlags {
-    type Output = FolioFlags;
-    fn bitor(self, rhs: FolioFlags) -> FolioFlags {
-        self.union(rhs)
+bitflags::bitflags! {
+    /// Folio flags, as bits of one atomic word.
+    #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct FolioFlags: u32 {
+        /// Locked: exclusive, sleeping (see [`Folio::lock`]).
+        const LOCKED = 1 << 0;
+        /// Someone sleeps waiting for the lock bit to clear.
+        const WAITERS = 1 << 1;
+        /// Every byte of the folio is valid.
+        const UPTODATE = 1 << 2;
+        /// Contents newer than the backing store.
+        const DIRTY = 1 << 3;
+        /// Write IO in flight.
+        const WRITEBACK = 1 << 4;
+        /// Readahead marker: the first folio of a window's async tail.
+        const READAHEAD = 1 << 5;
+        /// Accessed since the last aging pass.
+        const REFERENCED = 1 << 6;
+        /// On the active list.
+        const ACTIVE = 1 << 7;
+        /// Proved part of the working set (restored on refault).
+        const WORKINGSET = 1 << 8;
+        /// Created by uncached IO: drop when done.
+        const DROPBEHIND = 1 << 9;
+        /// The last IO on this folio failed.
+        const ERROR = 1 << 10;
+        /// On an LRU list.
+        const LRU = 1 << 11;
+        /// Accessed again while inactive and referenced, and the LRU lock was
+        /// busy: the next LRU pass moves it to the active list (the kernel's
+        /// per-CPU activation batch, reduced to a bit).
+        const ACTIVATE = 1 << 12;
     }
 }
 
 impl fmt::Debug for FolioFlags {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut set = f.debug_set();
-        for (i, name) in Self::NAMES.iter().enumerate() {
-            if self.0 & (1 << i) != 0 {
-                set.entry(&format_args!("{name}"));
-            }
-        }
-        set.finish()
+        crate::flags::fmt_names(self, true, f)
     }
 }
 
@@ -287,7 +238,7 @@ impl Folio {
 
     /// All flags now.
     pub fn flags(&self) -> FolioFlags {
-        FolioFlags(self.flags.load(Ordering::Acquire))
+        FolioFlags::from_bits_retain(self.flags.load(Ordering::Acquire))
     }
 
     /// Is `flag` set?
@@ -297,7 +248,7 @@ impl Folio {
 
     /// Sets `flag`; returns whether it was already set.
     pub(crate) fn test_and_set(&self, flag: FolioFlags) -> bool {
-        self.flags.fetch_or(flag.0, Ordering::AcqRel) & flag.0 != 0
+        self.flags.fetch_or(flag.bits(), Ordering::AcqRel) & flag.bits() != 0
     }
 
     /// Clears `flag`; returns whether it was set.
@@ -307,14 +258,14 @@ impl Folio {
 
     /// Clears `flag`; returns all the flags as they were before.
     pub(crate) fn fetch_clear(&self, flag: FolioFlags) -> FolioFlags {
-        FolioFlags(self.flags.fetch_and(!flag.0, Ordering::AcqRel))
+        FolioFlags::from_bits_retain(self.flags.fetch_and(!flag.bits(), Ordering::AcqRel))
     }
 
     /// Sets `flag` only if it is clear: a hit that finds it set writes
     /// nothing shared (a hit writes nothing other threads read).
     pub(crate) fn set_if_clear(&self, flag: FolioFlags) {
         if !self.test(flag) {
-            self.flags.fetch_or(flag.0, Ordering::AcqRel);
+            self.flags.fetch_or(flag.bits(), Ordering::AcqRel);
         }
     }
 
@@ -322,7 +273,7 @@ impl Folio {
     /// call) are visible to any thread that then sees the flag.
     pub(crate) fn mark_uptodate(&self) {
         self.flags
-            .fetch_or(FolioFlags::UPTODATE.0, Ordering::Release);
+            .fetch_or(FolioFlags::UPTODATE.bits(), Ordering::Release);
     }
 
     // ---- the lock ----------------------------------------------------------
@@ -334,7 +285,10 @@ impl Folio {
 
     /// Takes the lock if it is free; never sleeps.
     fn trylock(&self) -> bool {
-        self.flags.fetch_or(FolioFlags::LOCKED.0, Ordering::Acquire) & FolioFlags::LOCKED.0 == 0
+        self.flags
+            .fetch_or(FolioFlags::LOCKED.bits(), Ordering::Acquire)
+            & FolioFlags::LOCKED.bits()
+            == 0
     }
 
     /// Is the folio locked (by anyone)?
@@ -362,12 +316,13 @@ impl Folio {
     }
 
     fn sleep_while_locked(&self) {
-        let locked_waiting = FolioFlags::LOCKED.0 | FolioFlags::WAITERS.0;
+        let locked_waiting = FolioFlags::LOCKED.bits() | FolioFlags::WAITERS.bits();
         // Announce a waiter, then sleep only if the lock is still held with
         // the announcement in place: an unlock between the two clears
         // WAITERS, the validation fails and we retry instead of sleeping
         // through the wake-up.
-        self.flags.fetch_or(FolioFlags::WAITERS.0, Ordering::AcqRel);
+        self.flags
+            .fetch_or(FolioFlags::WAITERS.bits(), Ordering::AcqRel);
         let validate = || self.flags.load(Ordering::Acquire) & locked_waiting == locked_waiting;
         // SAFETY: the key is this descriptor's address, which stays valid
         // for the cache's lifetime; `validate` and `before_sleep` neither
@@ -412,19 +367,19 @@ impl Folio {
     /// Unlocking a folio the caller did not lock is a bug, caught in debug
     /// builds.
     fn unlock(&self) {
-        let mask = !(FolioFlags::LOCKED.0 | FolioFlags::WAITERS.0);
+        let mask = !(FolioFlags::LOCKED.bits() | FolioFlags::WAITERS.bits());
         let old = self.flags.fetch_and(mask, Ordering::Release);
         debug_assert!(
-            old & FolioFlags::LOCKED.0 != 0,
+            old & FolioFlags::LOCKED.bits() != 0,
             "unlock of an unlocked folio"
         );
         // Under loom, `unpark_all` is a wake-up counted on the queue.
         #[cfg(loom)]
-        if old & FolioFlags::WAITERS.0 != 0 {
+        if old & FolioFlags::WAITERS.bits() != 0 {
             self.wakeups.fetch_add(1, Ordering::SeqCst);
         }
         #[cfg(not(loom))]
-        if old & FolioFlags::WAITERS.0 != 0 {
+        if old & FolioFlags::WAITERS.bits() != 0 {
             // SAFETY: unpark_all with this descriptor's address as the key,
             // as parked above.
             unsafe {
@@ -779,7 +734,13 @@ impl FolioTable {
         if align == HUGE {
             // SAFETY: advice on memory this table owns; MADV_HUGEPAGE does
             // not change its contents. A refusal only costs TLB misses.
-            unsafe { libc::madvise(raw.cast(), size & !(HUGE - 1), libc::MADV_HUGEPAGE) };
+            let _ = unsafe {
+                rustix::mm::madvise(
+                    raw.cast(),
+                    size & !(HUGE - 1),
+                    rustix::mm::Advice::LinuxHugepage,
+                )
+            };
         }
         for i in 0..pages {
             // SAFETY: `i < pages`, inside the allocation; each slot is

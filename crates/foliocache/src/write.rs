@@ -38,70 +38,32 @@ use crate::arena::PAGE;
 /// so it never holds more than this locked.
 pub const WRITE_CHUNK_PAGES: u64 = 1024;
 
-/// Flags of one write ([`File::write_at_flags`]). Combine with `|`.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct WriteFlags(u32);
-
-impl WriteFlags {
-    /// No flags: a normal buffered write.
-    pub const NONE: WriteFlags = WriteFlags(0);
-    /// Uncached (the kernel's `RWF_DONTCACHE` on `pwritev2`): the folios
-    /// this write creates are dropbehind; the written range is written
-    /// back before the call returns, and those folios leave the cache when
-    /// their writeback completes (unless a later write dirtied them again).
-    /// Folios that were cached before stay cached. The data is on the
-    /// backing, but durable only after a sync. A writeback that fails does
-    /// not fail the write (the kernel's does not either): the pages stay
-    /// dirty and cached, and the next `sync_data`/`sync_all` reports the
-    /// error.
-    pub const DONTCACHE: WriteFlags = WriteFlags(1 << 0);
-
-    const ALL: u32 = 0b1;
-
-    /// The raw bits.
-    pub const fn bits(self) -> u32 {
-        self.0
-    }
-
-    /// Flags from raw bits; `None` if an unknown bit is set.
-    pub const fn from_bits(bits: u32) -> Option<WriteFlags> {
-        if bits & !Self::ALL == 0 {
-            Some(WriteFlags(bits))
-        } else {
-            None
-        }
-    }
-
-    /// Are all of `other`'s flags set in `self`?
-    pub const fn contains(self, other: WriteFlags) -> bool {
-        self.0 & other.0 == other.0
-    }
-
-    /// The union.
-    pub const fn union(self, other: WriteFlags) -> WriteFlags {
-        WriteFlags(self.0 | other.0)
-    }
-
-    /// True when no flag is set.
-    pub const fn is_empty(self) -> bool {
-        self.0 == 0
+bitflags::bitflags! {
+    /// Flags of one write ([`File::write_at_flags`]). Combine with `|`;
+    /// [`from_bits`](Self::from_bits) refuses unknown bits (`None`).
+    #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct WriteFlags: u32 {
+        /// Uncached (the kernel's `RWF_DONTCACHE` on `pwritev2`): the folios
+        /// this write creates are dropbehind; the written range is written
+        /// back before the call returns, and those folios leave the cache when
+        /// their writeback completes (unless a later write dirtied them again).
+        /// Folios that were cached before stay cached. The data is on the
+        /// backing, but durable only after a sync. A writeback that fails does
+        /// not fail the write (the kernel's does not either): the pages stay
+        /// dirty and cached, and the next `sync_data`/`sync_all` reports the
+        /// error.
+        const DONTCACHE = 1 << 0;
     }
 }
 
-impl std::ops::BitOr for WriteFlags {
-    type Output = WriteFlags;
-    fn bitor(self, rhs: WriteFlags) -> WriteFlags {
-        self.union(rhs)
-    }
+impl WriteFlags {
+    /// No flags: a normal buffered write.
+    pub const NONE: WriteFlags = WriteFlags::empty();
 }
 
 impl std::fmt::Debug for WriteFlags {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut set = f.debug_set();
-        if self.contains(Self::DONTCACHE) {
-            set.entry(&format_args!("DONTCACHE"));
-        }
-        set.finish()
+        crate::flags::fmt_names(self, false, f)
     }
 }
 
