@@ -484,7 +484,7 @@ impl<B: Backing> Backing for FaultyBacking<B> {
                     let n = self.inner.write_blocks(&prefix, offset)?;
                     bump(&self.counters.bytes_written, n as u64);
                 }
-                Err(self.injected(libc::ENOSPC))
+                Err(self.injected(rustix::io::Errno::NOSPC.raw_os_error()))
             }
             _ => {
                 let n = self.inner.write_blocks(bufs, offset)?;

@@ -10,6 +10,8 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use rustix::fs::OFlags;
+
 use crate::buf::{IoBuf, IoBufMut};
 use crate::{check_end, check_io, check_io_range, sys, Backing, BackingInfo, DataPath, BLOCK};
 
@@ -114,7 +116,11 @@ impl FileOptions {
             .write(self.write)
             .mode(self.mode)
             // std adds O_CLOEXEC itself.
-            .custom_flags(if direct { libc::O_DIRECT } else { 0 });
+            .custom_flags(if direct {
+                OFlags::DIRECT.bits() as i32
+            } else {
+                0
+            });
         if create_new {
             o.create_new(true);
         } else {
@@ -232,7 +238,7 @@ impl FileBacking {
         } else {
             match opts.std_options(opts.create_new, true).open(path) {
                 Ok(f) => (f, None),
-                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => {
                     let f = opts.std_options(false, false).open(path)?;
                     (f, Some(Fallback::Refused))
                 }

@@ -174,7 +174,7 @@ impl Backing for MemBacking {
         let present = inner.pages.range(first..first + blocks).count() as u64;
         let after = (inner.pages.len() as u64 + blocks - present).saturating_mul(B);
         if after > self.limit {
-            return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+            return Err(rustix::io::Errno::NOSPC.into());
         }
         let mut idx = first;
         for buf in bufs {

@@ -1,11 +1,11 @@
 //! The clock the measured loop reads once per operation.
 //!
 //! Two sources, both read the same way by every engine's loop:
-//! - `tsc`: the CPU's time-stamp counter (`rdtsc`, about 10 ns here), used
+//! - `tsc`: the CPU's time-stamp counter (`rdtsc`, the cheaper read), used
 //!   where the kernel itself trusts it (its clocksource is `tsc`, so the
 //!   counter is invariant and synchronised across CPUs), as fio does;
-//! - `instant`: `std::time::Instant` (`clock_gettime` in the vDSO, about
-//!   27 ns here), everywhere else or on request (`--clock instant`).
+//! - `instant`: `std::time::Instant` (`clock_gettime` in the vDSO),
+//!   everywhere else or on request (`--clock instant`).
 //!
 //! Ticks become nanoseconds by a factor measured over each run against
 //! `Instant` (which also times the run itself, the deadline and the

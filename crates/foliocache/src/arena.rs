@@ -4,9 +4,9 @@
 //! # The problem
 //! A page cache must bound its memory, hand out 4 KiB-aligned blocks of
 //! 2^order pages (so a folio can go to an `O_DIRECT` read as it is), and pay
-//! the cost of faulting memory in once, not on every cache miss. On the
-//! machines we run on, the first touch of fresh memory costs 3-13 us per
-//! 4 KiB page, which is most of what a cold kernel read costs. So the arena
+//! the cost of faulting memory in once, not on every cache miss. The first
+//! touch of fresh memory (a page fault that zeroes the page) can cost as much
+//! as a cold kernel read of that page (`docs/bench.md`). So the arena
 //! maps its whole capacity at build, faults it in then (see [`Populate`]),
 //! and never gives it back to the OS while it lives.
 //!
@@ -300,9 +300,9 @@ impl Arena {
     ///
     /// # Locking
     /// Takes no lock. With [`Populate::Eager`] it blocks while the kernel
-    /// faults the whole capacity in: on this project's VMs about 0.3 GiB/s
-    /// for memory the host has taken back, much faster for recently used
-    /// memory. [`Arena::populate_time`] reports it. Allocates about half a
+    /// faults the whole capacity in: slow for memory the host has taken
+    /// back, much faster for recently used memory.
+    /// [`Arena::populate_time`] reports it. Allocates about half a
     /// byte of bookkeeping per page.
     ///
     /// # Errors
@@ -324,11 +324,11 @@ impl Arena {
 
     /// [`new`](Self::new), choosing whether to ask for transparent huge
     /// pages. Without them every 4 KiB page is faulted on its own: more
-    /// TLB misses on cache hits, but on this project's VMs a first touch of
-    /// huge pages (zeroing and, with `defrag=madvise`, compacting 2 MiB at
-    /// a time) ran at about 0.3 GiB/s against 1-2 GiB/s for 4 KiB pages,
-    /// so a cache whose memory is filled once by writes (a VM's memory
-    /// file) populates faster without them.
+    /// TLB misses on cache hits, but a first touch of huge pages (zeroing
+    /// and, with `defrag=madvise`, compacting 2 MiB at a time) can be
+    /// several times slower than of 4 KiB pages (`docs/bench.md`), so a
+    /// cache whose memory is filled once by writes (a VM's memory file)
+    /// may populate faster without them.
     ///
     /// # Errors
     /// As [`new`](Self::new).
@@ -795,8 +795,8 @@ impl Region {
     /// `MADV_POPULATE_WRITE` over the region, split between up to
     /// [`POPULATE_THREADS`] threads (one per CPU) for a region of
     /// [`POPULATE_SPLIT`] or more: the first touch of fresh memory costs
-    /// the host most of the time, and on this project's VMs two threads
-    /// fault it in 1.3-3x faster than one. The first error is returned
+    /// the host most of the time, and several threads fault it in faster
+    /// than one (`docs/bench.md`). The first error is returned
     /// (`EINVAL` where the kernel does not know the advice).
     fn populate_parallel(&self) -> io::Result<()> {
         // Miri has no `madvise`: as a kernel without the advice, so the

@@ -1,14 +1,13 @@
 //! Copying folio bytes out to a caller's buffer.
 //!
 //! The bar for a cache hit is a memory copy, so the copy itself matters.
-//! Measured on our VMs (AMD EPYC, Zen 4; see `benches/read.rs` and the
-//! issue notes): glibc's `memcpy` copies 4 KiB from an aligned source into
-//! a page-aligned destination at about 18 GiB/s but into one 8 bytes off at
-//! 22-31 GiB/s (its vector loop suffers from 4 KiB aliasing when source and
-//! destination share their low address bits), while a plain `rep movsb`
-//! (fast with ERMS/FSRM, which the CPU advertises) holds about 29 GiB/s at
-//! every destination offset. On an earlier host the misaligned case was the
-//! slow one instead. So on x86-64 with ERMS, copies of [`REP_MOVSB_MIN`]
+//! glibc's `memcpy` of 4 KiB from an aligned source runs at a speed that
+//! depends on the destination's offset (its vector loop suffers from 4 KiB
+//! aliasing when source and destination share their low address bits;
+//! which offset is slow differs between CPUs), while a plain `rep movsb`
+//! (fast with ERMS/FSRM) holds one speed at every destination offset
+//! (`benches/read.rs`; figures in `docs/bench.md`). So on x86-64 with
+//! ERMS, copies of [`REP_MOVSB_MIN`]
 //! bytes or more use `rep movsb` directly, whatever the alignment; shorter
 //! ones, other CPUs and other architectures use `copy_nonoverlapping`.
 //!

@@ -496,8 +496,7 @@ impl Mapping {
     /// taken (an atomic read-modify-write, which waits for everything before
     /// it), so a random hit's miss on its data overlaps the lookup instead
     /// of following it. A sequential reader is left to the hardware
-    /// prefetcher: measured here, prefetching its next page cost a third of
-    /// its throughput. `None` for a hole or a shadow. Also says whether
+    /// prefetcher: prefetching its next page cost it throughput. `None` for a hole or a shadow. Also says whether
     /// the read continues this thread's previous read of this mapping (the
     /// read path then does not count a second access to the folio where
     /// that one ended).
@@ -1311,7 +1310,7 @@ impl Mapping {
                         want - from,
                         self.info
                     );
-                    failure = Some(io::Error::from_raw_os_error(libc::EIO));
+                    failure = Some(io::Error::from(rustix::io::Errno::IO));
                     break;
                 }
                 Err(e) => {

@@ -19,19 +19,17 @@
 //! windows) and reproduces its window sequence exactly. Our default
 //! ([`ReadaheadConfig::default`]) allows 8 MiB windows. Under `O_DIRECT`
 //! nothing below us reads ahead (the kernel's readahead works on its page
-//! cache, which we bypass), so our windows are all the device sees, and a
-//! virtio disk delivers in proportion to the reads in flight: on our VMs
-//! (whose disk has `read_ahead_kb` = 8192, so the kernel's buffered reads
-//! use 8 MiB windows too), cold sequential 128 KiB reads by 4 threads ran
-//! at 0.92x the kernel's buffered reads with 2 MiB windows (6.5 reads in
-//! flight) and at 1.00x with 8 MiB (12.5 in flight), with the 99th
-//! percentile read latency 5.1 ms against 0.6 ms (`foliocache bench
-//! --scenario readahead --quick --engine foliocache --engine
-//! 'foliocache[ra=8m]' --engine kernel`). A window still starts at 4 pages
-//! for a 4 KiB read and only grows for a sequential stream, so random
-//! readers do not pay for it; and a file's windows are capped at an eighth
-//! of the cache (but not below 128 KiB), so a stream cannot flush a small
-//! cache.
+//! cache, which we bypass), so our windows are all the device sees. A
+//! virtio disk delivers in proportion to the reads in flight, and one with
+//! `read_ahead_kb` = 8192 gives the kernel's buffered reads 8 MiB windows:
+//! with 2 MiB windows, cold sequential reads fell behind the kernel's and
+//! had a much longer tail latency (the `readahead` scenario in
+//! `docs/bench.md`: `foliocache bench --scenario readahead --quick --engine
+//! foliocache --engine 'foliocache[ra=8m]' --engine kernel`). A window
+//! still starts at 4 pages for a 4 KiB read and only grows for a sequential
+//! stream, so random readers do not pay for it; and a file's windows are
+//! capped at an eighth of the cache (but not below 128 KiB), so a stream
+//! cannot flush a small cache.
 
 use std::io;
 use std::ptr::NonNull;

@@ -37,6 +37,8 @@
 use std::io;
 use std::time::{Duration, Instant};
 
+use rustix::io::Errno;
+
 use crate::cache::{CacheInner, CLOSED_DIRTY_KEEP};
 use crate::filemap::{FolioRef, LockedFolio, Mapping, MappingEntry};
 use crate::folio::Folio;
@@ -157,7 +159,7 @@ const COUNTER_ONE: u64 = 1 << 17;
 impl ErrSeq {
     /// Records a writeback error.
     pub(crate) fn record(&self, e: &io::Error) {
-        let errno = e.raw_os_error().unwrap_or(libc::EIO) as u64 & ERRNO_MASK;
+        let errno = e.raw_os_error().unwrap_or(Errno::IO.raw_os_error()) as u64 & ERRNO_MASK;
         let mut cur = self.0.load(Ordering::Relaxed);
         loop {
             let new = ((cur & !(ERRNO_MASK | SEEN)) + COUNTER_ONE) | errno;
@@ -846,12 +848,12 @@ mod tests {
         let e = ErrSeq::default();
         let a = AtomicU64::new(e.sample());
         assert!(e.check_and_advance(&a).is_none());
-        e.record(&io::Error::from_raw_os_error(libc::ENOSPC));
+        e.record(&io::Error::from(Errno::NOSPC));
         // A handle opened after an unseen error still gets it.
         let late = AtomicU64::new(e.sample());
         assert_eq!(
             e.check_and_advance(&a).unwrap().raw_os_error(),
-            Some(libc::ENOSPC)
+            Some(Errno::NOSPC.raw_os_error())
         );
         assert!(e.check_and_advance(&a).is_none());
         assert_eq!(late.load(Ordering::Relaxed), 0);
@@ -859,10 +861,10 @@ mod tests {
         // Seen now: a new handle starts past it.
         let new = AtomicU64::new(e.sample());
         assert!(e.check_and_advance(&new).is_none());
-        e.record(&io::Error::from_raw_os_error(libc::EIO));
+        e.record(&io::Error::from(Errno::IO));
         assert_eq!(
             e.check_and_advance(&new).unwrap().raw_os_error(),
-            Some(libc::EIO)
+            Some(Errno::IO.raw_os_error())
         );
     }
 }

@@ -18,32 +18,31 @@ pub fn io_errno(e: &io::Error) -> Errno {
         return Errno::from_i32(n);
     }
     use io::ErrorKind as K;
-    let n = match e.kind() {
-        K::NotFound => libc::ENOENT,
-        K::PermissionDenied => libc::EACCES,
-        K::AlreadyExists => libc::EEXIST,
-        K::WouldBlock => libc::EAGAIN,
-        K::InvalidInput => libc::EINVAL,
-        K::InvalidData => libc::EIO,
-        K::Interrupted => libc::EINTR,
-        K::Unsupported => libc::EOPNOTSUPP,
-        K::OutOfMemory => libc::ENOMEM,
-        K::FileTooLarge => libc::EFBIG,
-        K::StorageFull => libc::ENOSPC,
-        K::NotADirectory => libc::ENOTDIR,
-        K::IsADirectory => libc::EISDIR,
-        K::DirectoryNotEmpty => libc::ENOTEMPTY,
-        K::ReadOnlyFilesystem => libc::EROFS,
-        K::CrossesDevices => libc::EXDEV,
-        K::TooManyLinks => libc::EMLINK,
-        K::InvalidFilename => libc::ENAMETOOLONG,
-        K::ResourceBusy => libc::EBUSY,
-        K::Deadlock => libc::EDEADLK,
-        K::ArgumentListTooLong => libc::E2BIG,
-        K::UnexpectedEof => libc::EIO,
-        _ => libc::EIO,
-    };
-    Errno::from_i32(n)
+    match e.kind() {
+        K::NotFound => Errno::ENOENT,
+        K::PermissionDenied => Errno::EACCES,
+        K::AlreadyExists => Errno::EEXIST,
+        K::WouldBlock => Errno::EAGAIN,
+        K::InvalidInput => Errno::EINVAL,
+        K::InvalidData => Errno::EIO,
+        K::Interrupted => Errno::EINTR,
+        K::Unsupported => Errno::EOPNOTSUPP,
+        K::OutOfMemory => Errno::ENOMEM,
+        K::FileTooLarge => Errno::EFBIG,
+        K::StorageFull => Errno::ENOSPC,
+        K::NotADirectory => Errno::ENOTDIR,
+        K::IsADirectory => Errno::EISDIR,
+        K::DirectoryNotEmpty => Errno::ENOTEMPTY,
+        K::ReadOnlyFilesystem => Errno::EROFS,
+        K::CrossesDevices => Errno::EXDEV,
+        K::TooManyLinks => Errno::EMLINK,
+        K::InvalidFilename => Errno::ENAMETOOLONG,
+        K::ResourceBusy => Errno::EBUSY,
+        K::Deadlock => Errno::EDEADLK,
+        K::ArgumentListTooLong => Errno::E2BIG,
+        K::UnexpectedEof => Errno::EIO,
+        _ => Errno::EIO,
+    }
 }
 
 /// The errno of a failed `nix` call.
@@ -62,20 +61,20 @@ mod tests {
     #[test]
     fn an_os_error_keeps_its_number() {
         assert_eq!(
-            n(io_errno(&io::Error::from_raw_os_error(libc::ENOTEMPTY))),
-            libc::ENOTEMPTY
+            n(io_errno(&io::Error::from_raw_os_error(n(Errno::ENOTEMPTY)))),
+            n(Errno::ENOTEMPTY)
         );
     }
 
     #[test]
     fn a_cache_error_is_mapped_by_kind() {
         let e = |k| n(io_errno(&io::Error::new(k, "x")));
-        assert_eq!(e(io::ErrorKind::FileTooLarge), libc::EFBIG);
-        assert_eq!(e(io::ErrorKind::StorageFull), libc::ENOSPC);
-        assert_eq!(e(io::ErrorKind::InvalidInput), libc::EINVAL);
-        assert_eq!(e(io::ErrorKind::OutOfMemory), libc::ENOMEM);
-        assert_eq!(e(io::ErrorKind::WouldBlock), libc::EAGAIN);
-        assert_eq!(e(io::ErrorKind::Unsupported), libc::EOPNOTSUPP);
-        assert_eq!(e(io::ErrorKind::Other), libc::EIO);
+        assert_eq!(e(io::ErrorKind::FileTooLarge), n(Errno::EFBIG));
+        assert_eq!(e(io::ErrorKind::StorageFull), n(Errno::ENOSPC));
+        assert_eq!(e(io::ErrorKind::InvalidInput), n(Errno::EINVAL));
+        assert_eq!(e(io::ErrorKind::OutOfMemory), n(Errno::ENOMEM));
+        assert_eq!(e(io::ErrorKind::WouldBlock), n(Errno::EAGAIN));
+        assert_eq!(e(io::ErrorKind::Unsupported), n(Errno::EOPNOTSUPP));
+        assert_eq!(e(io::ErrorKind::Other), n(Errno::EIO));
     }
 }

@@ -172,7 +172,7 @@ fn check_paths(backing_dir: &Path, mountpoint: &Path) -> io::Result<(PathBuf, Pa
             Ok(_) => return false,
             Err(e) => e,
         };
-        e.raw_os_error() == Some(libc::ENOTCONN)
+        e.raw_os_error() == Some(nix::errno::Errno::ENOTCONN as i32)
     };
     if dead(mountpoint) {
         log::warn!(
@@ -183,7 +183,7 @@ fn check_paths(backing_dir: &Path, mountpoint: &Path) -> io::Result<(PathBuf, Pa
     }
     let m = mountpoint.canonicalize()?;
     if !b.is_dir() {
-        return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
+        return Err(nix::errno::Errno::ENOTDIR.into());
     }
     if m.starts_with(&b) {
         return Err(io::Error::new(
