@@ -9,7 +9,9 @@
 //!
 //! Ticks become nanoseconds by a factor measured over each run against
 //! `Instant` (which also times the run itself, the deadline and the
-//! per-second timeline), so no frequency is assumed.
+//! per-second timeline), so no frequency is assumed. (Kept over the
+//! `quanta` crate, whose raw read is the same `rdtsc` behind a dispatch on
+//! its clock source, and whose calibration is what `ticks_per_sec` does.)
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};

@@ -135,7 +135,9 @@ struct InFlight {
     done: usize,
     /// Retries after EAGAIN, EINTR or ECANCELED.
     retries: u32,
-    /// The iovec array of a `READV` entry; the kernel reads it.
+    /// The iovec array of a `READV` entry; the kernel reads it. `libc`'s
+    /// type, because `io_uring`'s `Readv` takes a `*const libc::iovec` (the
+    /// buffers are raw pointers of a submitted op, not `IoSliceMut` borrows).
     iov: Vec<libc::iovec>,
 }
 
