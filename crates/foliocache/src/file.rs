@@ -568,9 +568,10 @@ impl File {
     /// defaults.
     pub fn set_default_flags(&self, flags: ReadFlags) {
         let private = self.ra.flags.load(Ordering::Relaxed) & Readahead::PRIVATE;
-        self.ra
-            .flags
-            .store(flags.bits() | private, Ordering::Relaxed);
+        // Only the named flags: bits a caller kept with `from_bits_retain`
+        // must not land on the handle's private ones.
+        let named = (flags & ReadFlags::all()).bits();
+        self.ra.flags.store(named | private, Ordering::Relaxed);
     }
 
     /// The flags set by [`set_default_flags`](Self::set_default_flags).
