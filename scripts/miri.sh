@@ -2,8 +2,8 @@
 # Miri over the tests of the unsafe modules (unsafe code is kept to a few
 # named modules, each block justified by a SAFETY comment): the xarray's
 # nodes (tests/regress_node_free_provenance.rs: trees built, shrunk and
-# dropped, the nodes freed through their addresses), the folio arena (crates/foliocache: `arena::` unit tests and
-# tests/arena.rs, whose tests stamp and check every block they get), the
+# dropped, the nodes freed through their addresses), the folio arena
+# (crates/foliocache: `arena::` unit tests and tests/arena.rs, whose tests stamp and check every block they get), the
 # shared copies of folio bytes (crates/foliocache: `copy::` unit tests,
 # which race copies on three threads: under Miri they are the byte-atomic
 # loops, which the data race detector checks, about 10 s) and the IO
