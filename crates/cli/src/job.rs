@@ -39,9 +39,9 @@ use crate::engine::{
     AnonIo, BlockIo, DontcacheIo, FolioIo, MmapIo, PreadIo, Prepared, SharedMapIo,
 };
 use crate::hist::Histogram;
-use crate::report::fmt_bw;
-use crate::scenario::JobSpec;
+use crate::spec::JobSpec;
 use crate::sys::{self, AlignedBuf};
+use crate::units::fmt_bw;
 
 /// How often a thread publishes its progress and looks at the stop flag.
 const TICK: Duration = Duration::from_millis(100);

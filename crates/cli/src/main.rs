@@ -37,9 +37,13 @@ mod job;
 mod mount;
 mod plot;
 mod report;
+mod run;
 mod scenario;
+mod spec;
 #[allow(unsafe_code)]
 mod sys;
+mod targets;
+mod units;
 
 use std::process::ExitCode;
 

@@ -8,6 +8,8 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
+use crate::units::{fmt_bw, fmt_count, fmt_ns, fmt_ratio, fmt_size, fmt_size_approx, GIB_F64};
+
 /// The JSON document.
 #[derive(Debug, Serialize)]
 pub struct Report {
@@ -404,57 +406,6 @@ pub fn write_json(report: &Report, path: &Path) -> Result<()> {
     std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))
 }
 
-/// `4KiB`, `64KiB`, `512MiB`, `1GiB`, `1000B`.
-pub fn fmt_size(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut i = 0;
-    let mut v = n;
-    while i + 1 < UNITS.len() && v >= 1024 && v % 1024 == 0 {
-        v /= 1024;
-        i += 1;
-    }
-    if i == 0 && n >= 1024 {
-        return format!("{:.1}KiB", n as f64 / 1024.0);
-    }
-    format!("{v}{}", UNITS[i])
-}
-
-/// Bandwidth with a binary unit: `10.52 GiB/s`.
-pub fn fmt_bw(bps: f64) -> String {
-    let units = ["B/s", "KiB/s", "MiB/s", "GiB/s", "TiB/s"];
-    let mut v = bps;
-    let mut i = 0;
-    while v >= 1024.0 && i + 1 < units.len() {
-        v /= 1024.0;
-        i += 1;
-    }
-    format!("{v:.2} {}", units[i])
-}
-
-/// A count with a decimal unit: `2.76M`, `512k`.
-pub fn fmt_count(v: f64) -> String {
-    if v >= 1e9 {
-        format!("{:.2}G", v / 1e9)
-    } else if v >= 1e6 {
-        format!("{:.2}M", v / 1e6)
-    } else if v >= 1e4 {
-        format!("{:.1}k", v / 1e3)
-    } else {
-        format!("{v:.0}")
-    }
-}
-
-/// Nanoseconds, scaled: `312ns`, `1.4us`, `2.1ms`.
-pub fn fmt_ns(ns: u64) -> String {
-    if ns < 10_000 {
-        format!("{ns}ns")
-    } else if ns < 10_000_000 {
-        format!("{:.1}us", ns as f64 / 1e3)
-    } else {
-        format!("{:.1}ms", ns as f64 / 1e6)
-    }
-}
-
 /// The fio-like block for one run.
 pub fn block(r: &RunRecord, scenario: &str, run: Option<(u32, u32)>) -> String {
     let mut s = String::new();
@@ -721,10 +672,7 @@ fn fmt_interval(secs: f64) -> String {
 
 /// Bandwidths in GiB/s, two decimals, space separated.
 fn fmt_series(bw: &[f64]) -> String {
-    let v: Vec<String> = bw
-        .iter()
-        .map(|b| format!("{:.2}", b / (1u64 << 30) as f64))
-        .collect();
+    let v: Vec<String> = bw.iter().map(|b| format!("{:.2}", b / GIB_F64)).collect();
     v.join(" ")
 }
 
@@ -802,22 +750,6 @@ pub fn median(v: &[f64]) -> f64 {
         0 => f64::NAN,
         n if n % 2 == 1 => s[n / 2],
         n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
-    }
-}
-
-/// A size that need not be round: `53.5GiB`.
-pub fn fmt_size_approx(n: u64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i + 1 < units.len() {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{n}B")
-    } else {
-        format!("{v:.1}{}", units[i])
     }
 }
 
@@ -918,10 +850,8 @@ pub fn table(sc: &ScenarioReport, repeat: u32) -> String {
                 format!("{:.2}x", r.best),
                 rounds.join(" "),
                 r.median_per_round,
-                r.target.map_or(String::new(), |t| format!(
-                    "; target {}",
-                    crate::bench::fmt_ratio(t)
-                ))
+                r.target
+                    .map_or(String::new(), |t| format!("; target {}", fmt_ratio(t)))
             );
             if let (Some(w), Some(m)) = (&r.writes_alone_per_round, r.writes_alone_median) {
                 let rounds: Vec<String> = w.iter().map(|x| format!("{x:.2}x")).collect();
@@ -1214,16 +1144,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes() {
-        assert_eq!(fmt_size(4096), "4KiB");
-        assert_eq!(fmt_size(64 << 10), "64KiB");
-        assert_eq!(fmt_size(512 << 20), "512MiB");
-        assert_eq!(fmt_size(1 << 30), "1GiB");
-        assert_eq!(fmt_size(1000), "1000B");
-        assert_eq!(fmt_size(1500), "1.5KiB");
-    }
-
-    #[test]
     fn spreads() {
         assert_eq!(spread(&[1.0]), "");
         assert_eq!(spread(&[100.0, 90.0]), "10%");
@@ -1295,13 +1215,5 @@ mod tests {
         // Long runs are judged per second.
         let f = flatness(&record(6.2, &[3.0; 124])).unwrap();
         assert_eq!((f.interval_s, f.intervals, f.worst), (1.0, 5, 1.0));
-    }
-
-    #[test]
-    fn rates() {
-        assert_eq!(fmt_bw(2.5 * (1u64 << 30) as f64), "2.50 GiB/s");
-        assert_eq!(fmt_count(2_760_000.0), "2.76M");
-        assert_eq!(fmt_ns(312), "312ns");
-        assert_eq!(fmt_ns(14_000), "14.0us");
     }
 }
