@@ -18,10 +18,10 @@ use crate::args::BenchArgs;
 use crate::cgroup::Availability;
 use crate::data::{DataSet, FileModel, FILE_SEED};
 use crate::engine::{Engines, RunMode};
-use crate::report::{self, Host, Report, RunRecord, ScenarioReport};
+use crate::report::{self, Host, MemoryLimit, Report, RunRecord, ScenarioReport};
 use crate::run;
 use crate::scenario::{self, Plan, Scenario};
-use crate::spec::{default_capacity, EngineKind};
+use crate::spec::{default_capacity, EngineKind, JobSpec};
 use crate::targets;
 use crate::units::fmt_size_approx;
 
@@ -76,7 +76,7 @@ fn run_plan(args: &BenchArgs, plan: &Plan, argv: &[String]) -> Result<()> {
     let command = reproduce(argv);
     // The data directory: --dir, or a temporary one (removed at the end
     // unless --keep).
-    let (tmp, mut data) = match &args.dir {
+    let (tmp, data) = match &args.dir {
         Some(d) => {
             std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
             (None, DataSet::new(d.clone(), !args.keep))
@@ -111,122 +111,21 @@ fn run_plan(args: &BenchArgs, plan: &Plan, argv: &[String]) -> Result<()> {
     );
     out!("");
 
-    let mut engines = Engines::default();
-    let mut models: HashMap<(PathBuf, u64), FileModel> = HashMap::new();
+    let mut bench = Bench {
+        plan,
+        data,
+        engines: Engines::default(),
+        models: HashMap::new(),
+        round_seed: 0,
+        cgroups: None,
+    };
     let mut reports = Vec::new();
-    let mut round_seed = 0u64;
-    let mut cgroups: Option<Availability> = None;
     for sc in &plan.scenarios {
-        let mut sc = sc.clone();
-        // Every job's files and capacity, made before the first run.
-        let mut setups = Vec::with_capacity(sc.jobs.len());
-        for job in &sc.jobs {
-            // A memory job (populate) has no data files.
-            let files = if job.memory {
-                Vec::new()
-            } else {
-                data.files(job.file_size, job.nfiles())?
-            };
-            let capacity = job
-                .capacity
-                .or(plan.capacity)
-                .unwrap_or_else(|| default_capacity(job.file_size * job.nfiles() as u64));
-            let hot = match job.hot {
-                Some(h) => data.files(h.file_size, 1)?.into_iter().next(),
-                None => None,
-            };
-            setups.push((files, capacity, hot));
-        }
-        let mut notes = Vec::new();
-        if let Some(n) = drop_unavailable_fuse(&mut sc)? {
-            out!("note: {n}");
-            notes.push(n);
-        }
-        if args.engines.is_empty() {
-            let first = setups.iter().find_map(|s| s.0.first()).cloned();
-            if let Some(n) = first.and_then(|f| drop_unsupported_dontcache(&mut sc, &f)) {
-                out!("note: {n}");
-                notes.push(n);
-            }
-        }
-        let limit = sc.jobs.iter().find_map(|j| j.memory_limit);
-        let memory_limit = limit.map(|l| {
-            let avail = cgroups.get_or_insert_with(Availability::probe);
-            let status = run::scenario_limit(avail, l);
-            if status.limit_bytes.is_none() {
-                notes.push(format!(
-                    "the engines other than foliocache ran WITHOUT a memory limit of {} ({}): \
-                     their page cache could grow past the cache foliocache had",
-                    fmt_size_approx(l),
-                    status.reason.as_deref().unwrap_or("no mechanism")
-                ));
-            }
-            out!(
-                "{}: memory limit of the engines other than foliocache: {}",
-                sc.name,
-                report::fmt_limit(&status)
-            );
-            status
-        });
-        // Each round runs every engine of every job, the order reversed
-        // from one round to the next, so engines compared across jobs
-        // (readahead's direct at 1 MiB) run minutes apart at most.
-        let pairs: Vec<(usize, usize)> = sc
-            .jobs
-            .iter()
-            .enumerate()
-            .flat_map(|(j, job)| (0..job.engines.len()).map(move |e| (j, e)))
-            .collect();
-        let mut runs: Vec<Vec<Vec<RunRecord>>> = sc
-            .jobs
-            .iter()
-            .map(|j| vec![Vec::new(); j.engines.len()])
-            .collect();
-        for round in 0..plan.repeat {
-            let mut order = pairs.clone();
-            if round % 2 == 1 {
-                order.reverse();
-            }
-            for (j, e) in order {
-                let job = &sc.jobs[j];
-                let (files, capacity, hot_file) = &setups[j];
-                round_seed += 1;
-                let ctx = run::RunCtx {
-                    plan,
-                    job,
-                    files,
-                    hot_file: hot_file.as_ref(),
-                    cgroups: cgroups.as_ref(),
-                    mode: RunMode {
-                        cold: job.cold,
-                        capacity: *capacity,
-                    },
-                    write_seed: FILE_SEED ^ round_seed.wrapping_mul(0xd6e8_feb8_6659_fd93),
-                };
-                let rec = run::run_one(&mut engines, &mut models, &job.engines[e], &ctx)
-                    .with_context(|| {
-                        format!("{}: {} on {}", sc.name, job.title(), job.engines[e].label)
-                    })?;
-                let which = (plan.repeat > 1).then_some((round + 1, plan.repeat));
-                out!("{}", report::block(&rec, &sc.name, which));
-                runs[j][e].push(rec);
-            }
-        }
-        let summary = targets::evaluate(&sc.ratios, &sc.targets, &runs);
-        let results: Vec<RunRecord> = runs.into_iter().flat_map(best_of).collect();
-        let rep = ScenarioReport {
-            name: sc.name.clone(),
-            description: sc.description.clone(),
-            results,
-            summary,
-            memory_limit,
-            notes,
-            detailed: sc.detailed,
-        };
+        let rep = bench.scenario(args, sc.clone())?;
         out!("{}", report::table(&rep, plan.repeat));
         reports.push(rep);
     }
-    engines.clear()?;
+    bench.engines.clear()?;
 
     if reports.len() > 1 {
         out!("== summary");
@@ -255,7 +154,7 @@ fn run_plan(args: &BenchArgs, plan: &Plan, argv: &[String]) -> Result<()> {
         crate::plot::draw(p, &report.scenarios)?;
         out!("plot: {}", p.display());
     }
-    drop(data);
+    drop(bench);
     if let Some(t) = tmp {
         if args.keep {
             out!("data kept in {}", t.keep().display());
@@ -265,6 +164,156 @@ fn run_plan(args: &BenchArgs, plan: &Plan, argv: &[String]) -> Result<()> {
     }
     out!("total time {:.1} s", t0.elapsed().as_secs_f64());
     Ok(())
+}
+
+/// What the runs of a plan's scenarios share.
+struct Bench<'a> {
+    plan: &'a Plan,
+    data: DataSet,
+    engines: Engines,
+    /// What the write runs wrote into each file, for `--verify`.
+    models: HashMap<(PathBuf, u64), FileModel>,
+    /// Runs so far (each write run writes data of its own).
+    round_seed: u64,
+    /// How memory can be limited, probed at the first scenario that
+    /// limits it.
+    cgroups: Option<Availability>,
+}
+
+/// A job's files and foliocache's capacity, made before its first run.
+struct JobFiles {
+    files: Vec<PathBuf>,
+    capacity: u64,
+    hot: Option<PathBuf>,
+}
+
+impl Bench<'_> {
+    /// Runs a scenario: its files, the engines that cannot run here left
+    /// out with a note, its memory limit, then its rounds.
+    fn scenario(&mut self, args: &BenchArgs, mut sc: Scenario) -> Result<ScenarioReport> {
+        let setups = sc
+            .jobs
+            .iter()
+            .map(|job| self.job_files(job))
+            .collect::<Result<Vec<_>>>()?;
+        let mut notes = Vec::new();
+        if let Some(n) = drop_unavailable_fuse(&mut sc)? {
+            out!("note: {n}");
+            notes.push(n);
+        }
+        if args.engines.is_empty() {
+            let first = setups.iter().find_map(|s| s.files.first()).cloned();
+            if let Some(n) = first.and_then(|f| drop_unsupported_dontcache(&mut sc, &f)) {
+                out!("note: {n}");
+                notes.push(n);
+            }
+        }
+        let memory_limit = self.memory_limit(&sc, &mut notes);
+        let runs = self.rounds(&sc, &setups)?;
+        let summary = targets::evaluate(&sc.ratios, &sc.targets, &runs);
+        Ok(ScenarioReport {
+            name: sc.name,
+            description: sc.description,
+            results: runs.into_iter().flat_map(best_of).collect(),
+            summary,
+            memory_limit,
+            notes,
+            detailed: sc.detailed,
+        })
+    }
+
+    /// A job's files (none for a memory job), its hot reader's, and
+    /// foliocache's capacity for it.
+    fn job_files(&mut self, job: &JobSpec) -> Result<JobFiles> {
+        let files = if job.memory {
+            Vec::new()
+        } else {
+            self.data.files(job.file_size, job.nfiles())?
+        };
+        let capacity = job
+            .capacity
+            .or(self.plan.capacity)
+            .unwrap_or_else(|| default_capacity(job.file_size * job.nfiles() as u64));
+        let hot = match job.hot {
+            Some(h) => self.data.files(h.file_size, 1)?.into_iter().next(),
+            None => None,
+        };
+        Ok(JobFiles {
+            files,
+            capacity,
+            hot,
+        })
+    }
+
+    /// The scenario's memory limit, if it sets one, as the machine allows
+    /// it; a note if it does not.
+    fn memory_limit(&mut self, sc: &Scenario, notes: &mut Vec<String>) -> Option<MemoryLimit> {
+        let l = sc.jobs.iter().find_map(|j| j.memory_limit)?;
+        let avail = self.cgroups.get_or_insert_with(Availability::probe);
+        let status = run::scenario_limit(avail, l);
+        if status.limit_bytes.is_none() {
+            notes.push(format!(
+                "the engines other than foliocache ran WITHOUT a memory limit of {} ({}): \
+                 their page cache could grow past the cache foliocache had",
+                fmt_size_approx(l),
+                status.reason.as_deref().unwrap_or("no mechanism")
+            ));
+        }
+        out!(
+            "{}: memory limit of the engines other than foliocache: {}",
+            sc.name,
+            report::fmt_limit(&status)
+        );
+        Some(status)
+    }
+
+    /// Every round's runs, `runs[job][engine][round]`. Each round runs
+    /// every engine of every job, the order reversed from one round to
+    /// the next, so engines compared across jobs (readahead's direct at
+    /// 1 MiB) run minutes apart at most.
+    fn rounds(&mut self, sc: &Scenario, setups: &[JobFiles]) -> Result<Vec<Vec<Vec<RunRecord>>>> {
+        let plan = self.plan;
+        let pairs: Vec<(usize, usize)> = sc
+            .jobs
+            .iter()
+            .enumerate()
+            .flat_map(|(j, job)| (0..job.engines.len()).map(move |e| (j, e)))
+            .collect();
+        let mut runs: Vec<Vec<Vec<RunRecord>>> = sc
+            .jobs
+            .iter()
+            .map(|j| vec![Vec::new(); j.engines.len()])
+            .collect();
+        for round in 0..plan.repeat {
+            let mut order = pairs.clone();
+            if round % 2 == 1 {
+                order.reverse();
+            }
+            for (j, e) in order {
+                let (job, setup) = (&sc.jobs[j], &setups[j]);
+                self.round_seed += 1;
+                let ctx = run::RunCtx {
+                    plan,
+                    job,
+                    files: &setup.files,
+                    hot_file: setup.hot.as_ref(),
+                    cgroups: self.cgroups.as_ref(),
+                    mode: RunMode {
+                        cold: job.cold,
+                        capacity: setup.capacity,
+                    },
+                    write_seed: FILE_SEED ^ self.round_seed.wrapping_mul(0xd6e8_feb8_6659_fd93),
+                };
+                let spec = &job.engines[e];
+                let rec = run::run_one(&mut self.engines, &mut self.models, spec, &ctx)
+                    .with_context(|| format!("{}: {} on {}", sc.name, job.title(), spec.label))?;
+                let which = (plan.repeat > 1).then_some((round + 1, plan.repeat));
+                out!("{}", report::block(&rec, &sc.name, which));
+                runs[j][e].push(rec);
+            }
+        }
+        Ok(runs)
+    }
 }
 
 /// Each engine's best run, with every run's bandwidth and the ratio to

@@ -11,9 +11,10 @@
 //!   join, getrusage             return bytes, ops, histogram, timeline, start/end
 //! ```
 //!
-//! Timing: one clock read per operation ([`crate::clock`]: the TSC, about
-//! 10 ns here, or `Instant::now()`, about 27 ns). An operation's latency is the time between the end of the
-//! previous operation and the end of this one, so it includes the loop's
+//! Timing: one clock read per operation ([`crate::clock`]: the TSC, or
+//! `Instant::now()`; the report states what a read costs, and
+//! `docs/bench.md` what it costs here). An operation's latency is the
+//! time between the end of the previous operation and the end of this one, so it includes the loop's
 //! own few nanoseconds (the next offset, the histogram increment) and
 //! nothing else; every engine runs the very same loop, monomorphised for
 //! its IO call, with one buffer per thread and no allocation.

@@ -340,20 +340,7 @@ fn record(
     // A memory job's setup is part of its time.
     let seconds = m.seconds + setup_s.unwrap_or(0.0);
     let secs = seconds.max(1e-9);
-    // How much of the CPU the threads had: a cached engine's threads
-    // never wait, so less than all of it means other work ran here.
-    let busy = (m.cpu_user + m.cpu_sys) / (secs * job.numjobs as f64);
-    notes.push(format!(
-        "threads were on CPU {:.0}% of the run",
-        busy * 100.0
-    ));
-    if !ctx.mode.cold && spec.cached() && busy < 0.9 {
-        notes.push(
-            "warning: the threads had less than 90% of their CPUs: other work ran on this \
-             machine during the run (a noisy figure)"
-                .into(),
-        );
-    }
+    cpu_notes(&m, secs, spec, ctx, &mut notes);
     let mut rec = RunRecord {
         engine: spec.label.clone(),
         seconds,
@@ -385,6 +372,29 @@ fn record(
         ));
     }
     Ok(rec)
+}
+
+/// How much of the CPU the threads had over `secs`: a cached engine's
+/// threads never wait, so less than all of it means other work ran here.
+fn cpu_notes(
+    m: &Measured,
+    secs: f64,
+    spec: &EngineSpec,
+    ctx: &RunCtx<'_>,
+    notes: &mut Vec<String>,
+) {
+    let busy = (m.cpu_user + m.cpu_sys) / (secs * ctx.job.numjobs as f64);
+    notes.push(format!(
+        "threads were on CPU {:.0}% of the run",
+        busy * 100.0
+    ));
+    if !ctx.mode.cold && spec.cached() && busy < 0.9 {
+        notes.push(
+            "warning: the threads had less than 90% of their CPUs: other work ran on this \
+             machine during the run (a noisy figure)"
+                .into(),
+        );
+    }
 }
 
 /// The record's measured fields (bandwidth, latency, CPU, timelines) over

@@ -490,7 +490,6 @@ fn ignored_dontcache(runs: &[Vec<Vec<RunRecord>>], t: &TargetSpec) -> Option<Str
 mod tests {
     use super::*;
     use crate::report::{Cpu, Latency};
-    use crate::spec::Rw;
 
     fn rec(engine: &str, bw: f64) -> RunRecord {
         RunRecord {

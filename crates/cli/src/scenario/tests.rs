@@ -1,8 +1,13 @@
 //! The plans the command line and the scenarios resolve into.
 
+use clap::Parser;
+use foliocache::internals::Insert;
+
+use super::populate::{POPULATE_FOLIO, POPULATE_LARGE, POPULATE_SETTLE, POPULATE_SINGLE};
+use super::uncached::DEFAULT_HOT_RATE;
 use super::*;
 use crate::args::{Cli, Command};
-use clap::Parser;
+use crate::spec::HotSpec;
 
 /// Every scenario's built-in engine list given as text, by scenario
 /// (seqread's and randread's are typed: [`CachedReads::ENGINES`]).
@@ -111,7 +116,7 @@ fn the_default_run_has_every_scenario_and_only_readahead_uncached_and_populate_a
     let p = plan_of(&[]);
     assert!(p.quick);
     let names: Vec<&str> = p.scenarios.iter().map(|s| s.name.as_str()).collect();
-    assert_eq!(names, NAMES);
+    assert_eq!(names, SCENARIOS);
     for s in &p.scenarios {
         for j in &s.jobs {
             let cold = ["readahead", "uncached", "populate"].contains(&s.name.as_str());
