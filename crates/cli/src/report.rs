@@ -152,7 +152,7 @@ pub struct Ratio {
 }
 
 /// Latency percentiles, in nanoseconds.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct Latency {
     /// Median.
     pub p50: u64,
@@ -167,7 +167,7 @@ pub struct Latency {
 }
 
 /// CPU seconds of the process during the run.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct Cpu {
     /// User time.
     pub user: f64,
@@ -319,8 +319,9 @@ pub struct Residency {
     pub when: &'static str,
 }
 
-/// One engine's run of one job.
-#[derive(Debug, Clone, Serialize)]
+/// One engine's run of one job (its `Default` is an empty record, which
+/// a run fills in).
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct RunRecord {
     /// The engine's label, as given.
     pub engine: String,
@@ -1158,42 +1159,13 @@ mod tests {
             numjobs: 1,
             shared: true,
             file_size: 4096,
-            bytes: 0,
-            ops: 0,
             seconds,
-            sync_s: None,
-            setup_s: None,
-            bw_bytes: 0.0,
-            iops: 0.0,
-            lat_ns: Latency {
-                p50: 0,
-                p75: 0,
-                p99: 0,
-                mean: 0.0,
-                max: 0,
-            },
-            cpu_s: Cpu {
-                user: 0.0,
-                sys: 0.0,
-            },
-            cpu_s_per_gib: 0.0,
-            capacity: None,
-            timeline_bw_bytes: Vec::new(),
             fine_timeline: Some(FineTimeline {
                 interval_s: 0.05,
                 bw_bytes: fine.to_vec(),
             }),
-            ratio_to_kernel: None,
-            runtime_s: None,
-            buf_offset: 0,
             cold: true,
-            repeats_bw_bytes: Vec::new(),
-            foliocache: None,
-            device: None,
-            page_cache: None,
-            memory_limit: None,
-            hot: None,
-            notes: Vec::new(),
+            ..RunRecord::default()
         }
     }
 

@@ -402,7 +402,6 @@ fn cpu_notes(
 fn measured_record(m: Measured, job: &JobSpec, ctx: &RunCtx<'_>, secs: f64) -> RunRecord {
     let ns = |ticks: f64| (ticks * m.ns_per_tick).round() as u64;
     RunRecord {
-        engine: String::new(),
         rw: job.rw.name(),
         bs: job.bs,
         numjobs: job.numjobs,
@@ -412,7 +411,6 @@ fn measured_record(m: Measured, job: &JobSpec, ctx: &RunCtx<'_>, secs: f64) -> R
         ops: m.ops,
         seconds: secs,
         sync_s: m.sync_s,
-        setup_s: None,
         bw_bytes: m.bytes as f64 / secs,
         iops: m.ops as f64 / secs,
         lat_ns: Latency {
@@ -431,23 +429,15 @@ fn measured_record(m: Measured, job: &JobSpec, ctx: &RunCtx<'_>, secs: f64) -> R
         } else {
             0.0
         },
-        capacity: None,
         timeline_bw_bytes: m.timeline,
         fine_timeline: (job.bins_per_second > 1).then(|| FineTimeline {
             interval_s: job.interval().as_secs_f64(),
             bw_bytes: m.fine_timeline,
         }),
-        ratio_to_kernel: None,
         runtime_s: job.runtime.map(|d| d.as_secs_f64()),
         buf_offset: ctx.plan.buf_offset,
         cold: ctx.mode.cold,
-        repeats_bw_bytes: Vec::new(),
-        foliocache: None,
-        device: None,
-        page_cache: None,
-        memory_limit: None,
-        hot: None,
-        notes: Vec::new(),
+        ..RunRecord::default()
     }
 }
 

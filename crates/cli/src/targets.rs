@@ -489,7 +489,6 @@ fn ignored_dontcache(runs: &[Vec<Vec<RunRecord>>], t: &TargetSpec) -> Option<Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{Cpu, Latency};
 
     fn rec(engine: &str, bw: f64) -> RunRecord {
         RunRecord {
@@ -497,41 +496,11 @@ mod tests {
             rw: "read",
             bs: 4096,
             numjobs: 1,
-            shared: false,
             file_size: 4096,
-            bytes: 0,
-            ops: 0,
             seconds: 1.0,
-            sync_s: None,
-            setup_s: None,
             bw_bytes: bw,
-            iops: 0.0,
-            lat_ns: Latency {
-                p50: 0,
-                p75: 0,
-                p99: 0,
-                mean: 0.0,
-                max: 0,
-            },
-            cpu_s: Cpu {
-                user: 0.0,
-                sys: 0.0,
-            },
-            cpu_s_per_gib: 0.0,
-            capacity: None,
-            timeline_bw_bytes: Vec::new(),
-            fine_timeline: None,
-            ratio_to_kernel: None,
-            runtime_s: None,
-            buf_offset: 0,
             cold: true,
-            repeats_bw_bytes: Vec::new(),
-            foliocache: None,
-            page_cache: None,
-            device: None,
-            memory_limit: None,
-            hot: None,
-            notes: Vec::new(),
+            ..RunRecord::default()
         }
     }
 

@@ -43,6 +43,14 @@ fn plan_of(args: &[&str]) -> Plan {
     plan(&b).unwrap()
 }
 
+/// A scenario's ratios: numerator, denominator, target.
+fn ratios_of(sc: &Scenario) -> Vec<(&str, &str, Option<f64>)> {
+    sc.ratios
+        .iter()
+        .map(|r| (r.numerator.as_str(), r.denominator.as_str(), r.target))
+        .collect()
+}
+
 fn labels(j: &JobSpec) -> Vec<&str> {
     j.engines.iter().map(|e| e.label.as_str()).collect()
 }
@@ -69,11 +77,7 @@ fn readahead_is_cold_one_pass_with_direct_at_1mib() {
         assert!(j.runtime.is_none());
         assert_eq!(j.file_size, 256 << 20);
     }
-    let r: Vec<(&str, &str, Option<f64>)> = sc
-        .ratios
-        .iter()
-        .map(|r| (r.numerator.as_str(), r.denominator.as_str(), r.target))
-        .collect();
+    let r = ratios_of(sc);
     assert_eq!(
         r,
         [
@@ -158,11 +162,7 @@ fn uncached_streams_4c_through_c_alone_then_beside_a_hot_c_over_4() {
         "{}",
         sc.jobs[1].title()
     );
-    let r: Vec<(&str, &str, Option<f64>)> = sc
-        .ratios
-        .iter()
-        .map(|r| (r.numerator.as_str(), r.denominator.as_str(), r.target))
-        .collect();
+    let r = ratios_of(sc);
     assert_eq!(
         r,
         [
@@ -282,11 +282,7 @@ fn populate_fills_fresh_memory_once_in_2mib_writes() {
     assert_eq!(j.capacity, Some(1 << 30), "no more arena than the data");
     assert!(j.memory && j.cold && j.runtime.is_none());
     assert_eq!(j.settle, Some(POPULATE_SETTLE));
-    let r: Vec<(&str, &str, Option<f64>)> = sc
-        .ratios
-        .iter()
-        .map(|r| (r.numerator.as_str(), r.denominator.as_str(), r.target))
-        .collect();
+    let r = ratios_of(sc);
     assert_eq!(
         r,
         [
