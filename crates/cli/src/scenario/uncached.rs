@@ -6,7 +6,7 @@
 
 use super::Scenario;
 use crate::args::BenchArgs;
-use crate::spec::{EngineKind, HotSpec, JobSpec, Rw};
+use crate::spec::{EngineKind, EngineSpec, HotSpec, JobSpec, Rw};
 use crate::targets::{Judged, TargetSpec};
 use crate::units::{fmt_period, fmt_size, fmt_size_approx};
 
@@ -78,7 +78,7 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
         ..stream.clone()
     };
     // The roles, by the first engine of each kind.
-    let label = |f: fn(&crate::spec::EngineSpec) -> bool| super::first_label(&engines, f);
+    let label = |f: fn(&EngineSpec) -> bool| super::first_label(&engines, f);
     let folio_uncached = label(|e| e.kind == EngineKind::Foliocache && e.folio.dontcache);
     let folio_cached = label(|e| e.kind == EngineKind::Foliocache && !e.folio.dontcache);
     let kernel = label(|e| e.kind == EngineKind::Kernel);

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::Scenario;
 use crate::args::BenchArgs;
-use crate::spec::{EngineKind, JobSpec, Rw};
+use crate::spec::{EngineKind, EngineSpec, JobSpec, Rw};
 use crate::targets::Judged;
 use crate::units::fmt_size;
 
@@ -52,7 +52,7 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
         job(Rw::Write, seq_bs, size),
         job(Rw::Randwrite, WRITE_RAND_BS.min(rand_size), rand_size),
     ];
-    let label = |f: fn(&crate::spec::EngineSpec) -> bool| super::first_label(&engines, f);
+    let label = |f: fn(&EngineSpec) -> bool| super::first_label(&engines, f);
     let folio = label(|e| e.kind == EngineKind::Foliocache && !e.folio.dontcache);
     let folio_uncached = label(|e| e.kind == EngineKind::Foliocache && e.folio.dontcache);
     let kernel = label(|e| e.kind == EngineKind::Kernel);
