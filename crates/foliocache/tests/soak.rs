@@ -36,7 +36,7 @@ use foliocache::{Cache, File, Populate, WriteFlags};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-#[path = "common/write.rs"]
+#[path = "it/common/write.rs"]
 mod wcommon;
 use wcommon::{assert_same, within, HANG};
 
@@ -47,17 +47,8 @@ const SIZE: u64 = (REGION * REGIONS) as u64;
 const CAPACITY: usize = 16 << 20;
 
 fn secs() -> Duration {
-    let default = if std::env::var("CI").as_deref() == Ok("true") {
-        30
-    } else {
-        10
-    };
-    Duration::from_secs(
-        std::env::var("FOLIOCACHE_SOAK_SECS")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(default),
-    )
+    let default = if test_support::under_ci() { 30 } else { 10 };
+    Duration::from_secs(test_support::env_or("FOLIOCACHE_SOAK_SECS", default))
 }
 
 fn mix(mut x: u64) -> u64 {
