@@ -1,5 +1,6 @@
-//! Uncached reads and the figures that show them (reference sections 6
-//! and 7, invariants 32-40; DESIGN "Readahead, reclaim, writeback"):
+//! Uncached reads and the figures that show them (the kernel's
+//! `RWF_DONTCACHE` reads, `folio_end_dropbehind`, and `cachestat`; see
+//! `docs/design.md` on readahead, reclaim and writeback):
 //! `ReadFlags::DONTCACHE` drops the folios a read creates once it has read
 //! them through to their end (or to end of file), leaving no shadow; what
 //! was cached before stays; readahead windows an uncached read starts are
@@ -382,7 +383,7 @@ fn an_uncached_read_to_eof_drops_a_folio_straddling_it() {
 
 /// Folios cached before an uncached read (by plain reads) stay cached after
 /// it, flags untouched by it; the folios it created around them go
-/// (invariant 37).
+/// (an uncached read drops only the folios it created).
 #[test]
 fn folios_cached_before_an_uncached_read_stay_cached() {
     let c = plain_cache(8 * MIB, 64 * KIB as usize);
@@ -429,7 +430,7 @@ fn folios_cached_before_an_uncached_read_stay_cached() {
 }
 
 /// An uncached read over eviction shadows consumes them and leaves none
-/// (invariant 36), counts the refaults, and activates nothing even where a
+/// (an uncached read over a shadow removes it), counts the refaults, and activates nothing even where a
 /// cached read of the same shadows does (the refault test passes): a
 /// dropbehind folio never goes to the active list.
 #[test]
@@ -641,8 +642,8 @@ fn an_uncached_stream_reads_each_byte_once_and_leaves_nothing() {
 
 /// An uncached read's readahead windows (sync and async) are dropbehind;
 /// an uncached reader reading through them drops them; a cached read of a
-/// page of such a window claims its folio (DESIGN's improvement on the
-/// kernel, invariant 39): it stays after an uncached read of it; and the
+/// page of such a window claims its folio (our improvement on the kernel:
+/// a cached lookup clears dropbehind): it stays after an uncached read of it; and the
 /// window that cached read starts is not dropbehind.
 #[test]
 fn readahead_windows_of_uncached_reads_are_dropbehind_until_a_cached_read_claims_them() {
@@ -710,7 +711,8 @@ fn readahead_windows_of_uncached_reads_are_dropbehind_until_a_cached_read_claims
     }
 }
 
-/// Invariant 39 through `Mapping::get_folio`: a lookup with `DONTCACHE`
+/// A cached lookup claims a dropbehind folio, through `Mapping::get_folio`:
+/// a lookup with `DONTCACHE`
 /// leaves a dropbehind folio so (and it goes after an uncached read); one
 /// without claims it (it stays).
 #[test]
@@ -838,7 +840,7 @@ fn an_extra_reference_keeps_a_detached_folio_not_a_cached_one() {
     );
 }
 
-/// Invariant 40: an uncached read never marks the folios it creates
+/// An uncached read never marks the folios it creates
 /// accessed, however often it reads them; the control, plain reads of a
 /// folio in the same cache, sets REFERENCED and then activates it.
 #[test]
@@ -1151,7 +1153,7 @@ fn nowait_read_of_a_folio_being_read_would_block_without_waiting() {
 }
 
 // ---------------------------------------------------------------------------
-// cachestat (reference section 7).
+// cachestat (the kernel's `cachestat(2)`).
 
 /// `len == 0` means to the end of the index; a range past the cached data
 /// counts nothing; an unaligned range counts every page it touches.
@@ -1175,7 +1177,7 @@ fn cachestat_len_zero_means_to_the_end() {
 }
 
 /// A large folio, and a large shadow, straddling the range's edges count
-/// only their pages inside it (invariant 34).
+/// only their pages inside it.
 #[test]
 fn cachestat_counts_only_the_pages_of_a_large_entry_inside_the_range() {
     let c = plain_cache(8 * MIB, 64 * KIB as usize);

@@ -1,4 +1,5 @@
-//! Readahead through the public API (reference section 4, issue 5): the
+//! Readahead through the public API (the kernel's `page_cache_sync_ra`,
+//! `page_cache_async_ra` and `page_cache_ra_order`): the
 //! window sequence, large folios, random detection and advice, the marker
 //! hand-off, end of file, `File::readahead` and `DontNeed`, windows racing
 //! invalidation, concurrent readers under reclaim, IO errors in a window,
@@ -195,7 +196,8 @@ impl Drop for Watchdog {
 }
 
 // ---------------------------------------------------------------------------
-// The window sequence (reference 4.2, 4.4, 4.5 worked example).
+// The window sequence (`get_init_ra_size`, `get_next_ra_size`, and the
+// large folios of `page_cache_ra_order`).
 
 /// 4 KiB sequential reads from 0 with the kernel's defaults over order-0
 /// folios: the windows are the reference's worked example, each launched
@@ -292,8 +294,9 @@ fn two_mib_reads_make_two_mib_folios() {
 /// 2 MiB windows, 4 KiB sequential reads: the first window is order 0,
 /// and each asynchronous window's folios are larger (order + 2), up to
 /// 2 MiB; each async window's end is rounded down to its order's
-/// alignment (reference 4.4 step 3), and each position uses the largest
-/// folio its alignment and the window's end allow (4.5).
+/// alignment (as `page_cache_async_ra` does), and each position uses the
+/// largest folio its alignment and the window's end allow
+/// (`page_cache_ra_order`).
 #[test]
 fn async_windows_grow_their_folio_order() {
     let c = cache_with(32 << 20, 2 << 20, two_mib());
@@ -635,7 +638,7 @@ fn concurrent_sequential_readers_read_each_page_once() {
 }
 
 // ---------------------------------------------------------------------------
-// End of file (4.5, invariant 28).
+// End of file: no window reads or marks a folio past it.
 
 /// A file of 10 pages and 100 bytes: windows stop at page 10, no folio and
 /// no marker lies past it, the last read returns exactly the 100 bytes and
@@ -802,8 +805,8 @@ fn dontneed_drops_unused_folios_inside_the_range() {
 
 /// `Advice::DontNeed` over pages whose folios were evicted earlier removes
 /// their shadows too, as the kernel's `invalidate_mapping_pages` does for a
-/// file (`clear_shadow_entries`; reference invariant 32: invalidation
-/// leaves no shadows in its range). Otherwise a read after `DontNeed` is
+/// file (`clear_shadow_entries`: invalidation leaves no shadows in its
+/// range). Otherwise a read after `DontNeed` is
 /// taken for a refault of data the program said it no longer needs.
 #[test]
 fn dontneed_clears_eviction_shadows_in_the_range() {

@@ -5,6 +5,8 @@
 use super::*;
 
 /// Where the cursor goes before an operation.
+// Stay, forward, back by so many indices, or to an index.
+#[allow(missing_docs)]
 #[derive(Clone, Debug)]
 pub enum Move {
     Stay,
@@ -14,6 +16,9 @@ pub enum Move {
 }
 
 /// `max` of a cursor search, relative to the cursor's index.
+// `Delta(d)`: `index + d`; `Abs(a)`: `a`; `Max`: the end of the index
+// space.
+#[allow(missing_docs)]
 #[derive(Clone, Copy, Debug)]
 pub enum Span {
     Delta(u64),
@@ -22,6 +27,7 @@ pub enum Span {
 }
 
 impl Span {
+    /// The search's `max` for a cursor at `from`.
     pub fn resolve(self, from: u64) -> u64 {
         match self {
             Span::Delta(d) => from.saturating_add(d),
@@ -31,6 +37,10 @@ impl Span {
     }
 }
 
+/// One cursor operation, applied by [`cursor_step`].
+// Each variant is the call of the same name; its fields are the
+// arguments.
+#[allow(missing_docs)]
 #[derive(Clone, Debug)]
 pub enum COp {
     SetOrder(u32),
@@ -66,13 +76,17 @@ pub enum COp {
 /// The model of a cursor's position.
 #[derive(Debug, Default)]
 pub struct MCursor {
+    /// The cursor's index.
     pub index: u64,
+    /// The order it stores and inserts at.
     pub order: u32,
     /// After a find: where the next find starts (`Some(None)`: nothing left).
     pub after: Option<Option<u64>>,
 }
 
 impl MCursor {
+    /// What the cursor's next search with `f` up to `max` must report;
+    /// moves the model cursor there.
     pub fn find(&mut self, m: &Model, max: u64, f: Filt) -> Option<(u64, E)> {
         let start = match self.after {
             Some(Some(n)) => n,

@@ -69,24 +69,27 @@ pub const BOUNDARIES: [u64; 20] = [
     u64::MAX,
 ];
 
+/// Mark number `n` (below `NR_MARKS`).
 pub fn mark(n: u8) -> Mark {
     Mark::new(usize::from(n)).expect("mark number below NR_MARKS")
 }
 
+/// Every mark.
 pub fn marks() -> impl Iterator<Item = Mark> {
     (0..NR_MARKS as u8).map(mark)
 }
 
 /// Last index of an entry of `order` at `base` (`order <= 63`).
-pub fn last_of(base: u64, order: u32) -> u64 {
+fn last_of(base: u64, order: u32) -> u64 {
     base + ((1u64 << order) - 1)
 }
 
 /// The index after an entry, if any.
-pub fn next_of(base: u64, order: u32) -> Option<u64> {
+fn next_of(base: u64, order: u32) -> Option<u64> {
     last_of(base, order).checked_add(1)
 }
 
+/// `index` rounded down to a multiple of `2^order`.
 pub fn align_down(index: u64, order: u32) -> u64 {
     if order >= 64 {
         index
@@ -98,11 +101,12 @@ pub fn align_down(index: u64, order: u32) -> u64 {
 // ---------------------------------------------------------------------------
 // Comparing entries: by content and by identity.
 
+/// Whether two entries are the same: equal content and identity.
 pub fn same(a: &E, b: &E) -> bool {
     a.key() == b.key() && a == b
 }
 
-pub fn same_opt(a: &Option<E>, b: &Option<E>) -> bool {
+fn same_opt(a: &Option<E>, b: &Option<E>) -> bool {
     match (a, b) {
         (None, None) => true,
         (Some(a), Some(b)) => same(a, b),
@@ -110,7 +114,7 @@ pub fn same_opt(a: &Option<E>, b: &Option<E>) -> bool {
     }
 }
 
-pub fn ref_same(r: &EntryRef<'_, u64>, e: &E) -> bool {
+fn ref_same(r: &EntryRef<'_, u64>, e: &E) -> bool {
     r.key() == e.key()
         && match (r, e) {
             (EntryRef::Item(x), Entry::Item(a)) => **x == **a,
@@ -119,7 +123,7 @@ pub fn ref_same(r: &EntryRef<'_, u64>, e: &E) -> bool {
         }
 }
 
-pub fn ref_same_opt(r: &Option<EntryRef<'_, u64>>, e: &Option<E>) -> bool {
+fn ref_same_opt(r: &Option<EntryRef<'_, u64>>, e: &Option<E>) -> bool {
     match (r, e) {
         (None, None) => true,
         (Some(r), Some(e)) => ref_same(r, e),
@@ -127,6 +131,7 @@ pub fn ref_same_opt(r: &Option<EntryRef<'_, u64>>, e: &Option<E>) -> bool {
     }
 }
 
+/// Asserts two optional entries are the [`same`].
 #[track_caller]
 pub fn assert_same(actual: &Option<E>, expected: &Option<E>, what: impl fmt::Display) {
     assert!(
@@ -138,7 +143,7 @@ pub fn assert_same(actual: &Option<E>, expected: &Option<E>, what: impl fmt::Dis
 }
 
 #[track_caller]
-pub fn assert_res(
+fn assert_res(
     actual: &Result<Option<E>, Error>,
     expected: &Result<Option<E>, Error>,
     what: impl fmt::Display,
@@ -151,6 +156,7 @@ pub fn assert_res(
 }
 
 #[track_caller]
+/// Asserts two lists of (index, entry) are the same, pair by pair.
 pub fn assert_list(actual: &[(u64, E)], expected: &[(u64, E)], what: impl fmt::Display) {
     let ok = actual.len() == expected.len()
         && actual
@@ -172,20 +178,28 @@ pub fn assert_list(actual: &[(u64, E)], expected: &[(u64, E)], what: impl fmt::D
 // ---------------------------------------------------------------------------
 // The model.
 
+/// What a slot of the model holds.
 #[derive(Clone, Debug)]
 pub enum Val {
+    /// An entry (item or value).
     Entry(E),
+    /// A reservation: loads `None`, but the index is occupied.
     Reserved,
 }
 
 #[derive(Clone, Debug)]
+/// One entry or reservation of the model.
 pub struct Slot {
+    /// It covers `2^order` indices from its first.
     pub order: u32,
+    /// The entry, or a reservation.
     pub val: Val,
+    /// Its marks, by number.
     pub marks: [bool; NR_MARKS],
 }
 
 impl Slot {
+    /// The entry, `None` for a reservation.
     pub fn entry(&self) -> Option<&E> {
         match &self.val {
             Val::Entry(e) => Some(e),
@@ -194,9 +208,12 @@ impl Slot {
     }
 }
 
+/// Which entries a search of the model reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Filt {
+    /// Every entry (not reservations).
     Present,
+    /// Entries with this mark set.
     Marked(usize),
 }
 
@@ -204,17 +221,18 @@ pub enum Filt {
 /// Slots never overlap.
 #[derive(Default, Debug)]
 pub struct Model {
+    /// First index -> slot.
     pub map: BTreeMap<u64, Slot>,
     /// Every item made for this run, to check they are all released at the end.
     pub created: RefCell<Vec<Weak<u64>>>,
     /// Shift of the root node (None: no node). It grows with the largest
     /// index and order stored, and only an erase lowers it, to the smallest
-    /// root for what is left (reference 1.1).
+    /// root for what is left, as `xas_shrink` does in the kernel.
     pub root: Option<u32>,
 }
 
 /// Smallest node shift whose node, starting at index 0, covers `index`.
-pub fn shift_for(index: u64) -> u32 {
+fn shift_for(index: u64) -> u32 {
     let bits = 64 - index.leading_zeros();
     if bits <= 6 {
         0
@@ -223,12 +241,13 @@ pub fn shift_for(index: u64) -> u32 {
     }
 }
 
-/// Shift of the node an entry of `order` lives in (reference 1.3).
-pub fn level_of(order: u32) -> u32 {
+/// Shift of the node an entry of `order` lives in (6 bits of index a
+/// level, as `XA_CHUNK_SHIFT` in the kernel).
+fn level_of(order: u32) -> u32 {
     order - order % 6
 }
 
-pub fn model_check_order(index: u64, order: u32) -> Result<(), Error> {
+fn model_check_order(index: u64, order: u32) -> Result<(), Error> {
     if order > 63 {
         return Err(Error::OrderTooLarge { order });
     }
@@ -238,7 +257,7 @@ pub fn model_check_order(index: u64, order: u32) -> Result<(), Error> {
     Ok(())
 }
 
-pub fn model_check_entry(e: &E) -> Result<(), Error> {
+fn model_check_entry(e: &E) -> Result<(), Error> {
     match e {
         Entry::Value(v) if *v > MAX_VALUE => Err(Error::ValueTooLarge { value: *v }),
         _ => Ok(()),
@@ -248,7 +267,7 @@ pub fn model_check_entry(e: &E) -> Result<(), Error> {
 /// Nodes a split of an order-`order` entry into `new_order` pieces builds,
 /// from the documented layout (an order-n entry lives in the node of shift
 /// `n - n % 6`, over `2^(n % 6)` slots).
-pub fn split_nodes(order: u32, new_order: u32) -> usize {
+fn split_nodes(order: u32, new_order: u32) -> usize {
     let shift = order - order % 6;
     let span = 1usize << (order - shift);
     let lm = new_order - new_order % 6;
@@ -267,36 +286,44 @@ pub fn split_nodes(order: u32, new_order: u32) -> usize {
 }
 
 impl Model {
+    /// The slot covering index `i`, with its first index.
     pub fn covering(&self, i: u64) -> Option<(u64, &Slot)> {
         let (&b, s) = self.map.range(..=i).next_back()?;
         (last_of(b, s.order) >= i).then_some((b, s))
     }
 
+    /// [`Model::covering`], mutable.
     pub fn covering_mut(&mut self, i: u64) -> Option<(u64, &mut Slot)> {
         let (&b, s) = self.map.range_mut(..=i).next_back()?;
         (last_of(b, s.order) >= i).then_some((b, s))
     }
 
+    /// What `XArray::load(i)` must return.
     pub fn load(&self, i: u64) -> Option<E> {
         self.covering(i).and_then(|(_, s)| s.entry().cloned())
     }
 
+    /// The key of the entry covering `i`.
     pub fn key(&self, i: u64) -> Option<EntryKey> {
         self.load(i).map(|e| e.key())
     }
 
+    /// The number of entries (not reservations).
     pub fn len(&self) -> u64 {
         self.map.values().filter(|s| s.entry().is_some()).count() as u64
     }
 
+    /// Whether the array must be empty (reservations keep it non-empty).
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
     }
 
+    /// Whether any entry has mark `m`.
     pub fn marked(&self, m: usize) -> bool {
         self.map.values().any(|s| s.entry().is_some() && s.marks[m])
     }
 
+    /// What `XArray::get_order(i)` must return.
     pub fn get_order(&self, i: u64) -> u32 {
         match self.covering(i) {
             Some((_, s)) if s.entry().is_some() => s.order,
@@ -304,6 +331,7 @@ impl Model {
         }
     }
 
+    /// What `XArray::get_mark(i, m)` must return.
     pub fn get_mark(&self, i: u64, m: usize) -> bool {
         match self.covering(i) {
             Some((_, s)) => s.entry().is_some() && s.marks[m],
@@ -324,6 +352,7 @@ impl Model {
             .collect()
     }
 
+    /// Every item the model holds, one per entry.
     pub fn items(&self) -> Vec<P> {
         self.map
             .values()
@@ -334,6 +363,7 @@ impl Model {
             .collect()
     }
 
+    /// A fresh item holding `v`, recorded to check its release at the end.
     pub fn new_item(&self, v: u64) -> P {
         let a = Arc::new(v);
         self.created.borrow_mut().push(Arc::downgrade(&a));
@@ -377,6 +407,7 @@ impl Model {
         nodes.len()
     }
 
+    /// The entry `spec` describes.
     pub fn materialize(&self, spec: &ESpec) -> E {
         match *spec {
             ESpec::Item(v) => Entry::Item(self.new_item(v)),
@@ -413,6 +444,7 @@ impl Model {
         }
     }
 
+    /// `XArray::store_order` on the model.
     pub fn store_order(&mut self, index: u64, order: u32, e: E) -> Result<Option<E>, Error> {
         model_check_order(index, order)?;
         model_check_entry(&e)?;
@@ -446,6 +478,7 @@ impl Model {
         Ok(old)
     }
 
+    /// `XArray::insert_order` on the model.
     pub fn insert_order(&mut self, index: u64, order: u32, e: E) -> Result<(), Error> {
         model_check_order(index, order)?;
         model_check_entry(&e)?;
@@ -488,6 +521,7 @@ impl Model {
         }))
     }
 
+    /// `XArray::erase` on the model.
     pub fn erase(&mut self, index: u64) -> Option<E> {
         let (b, _) = self.covering(index)?;
         let s = self.map.remove(&b).expect("covering slot");
@@ -495,6 +529,7 @@ impl Model {
         s.entry().cloned()
     }
 
+    /// `XArray::reserve` on the model.
     pub fn reserve(&mut self, index: u64) -> Result<(), Error> {
         match self.covering(index) {
             Some((_, s)) if s.entry().is_some() => Err(Error::Occupied { index }),
@@ -514,6 +549,7 @@ impl Model {
         }
     }
 
+    /// `XArray::release` on the model.
     pub fn release(&mut self, index: u64) {
         if let Some((b, s)) = self.covering(index) {
             if s.entry().is_none() {
@@ -523,6 +559,8 @@ impl Model {
         }
     }
 
+    /// Sets (`on`) or clears mark `m` of the entry at `index`; whether
+    /// there was an entry.
     pub fn set_mark(&mut self, index: u64, m: usize, on: bool) -> bool {
         match self.covering_mut(index) {
             Some((_, s)) if s.entry().is_some() => {
@@ -533,6 +571,7 @@ impl Model {
         }
     }
 
+    /// `XArray::split` on the model.
     pub fn split(&mut self, index: u64, new_order: u32) -> Result<(), Error> {
         let (b, s) = match self.covering(index) {
             Some((b, s)) if s.entry().is_some() => (b, s.clone()),
@@ -561,6 +600,7 @@ impl Model {
         Ok(())
     }
 
+    /// Whether a search with `f` reports the slot.
     pub fn hit(s: &Slot, f: Filt) -> bool {
         s.entry().is_some()
             && match f {
@@ -587,10 +627,12 @@ impl Model {
             .map(|(&b, s)| (b, b, s.order, s.entry().cloned().expect("hit")))
     }
 
+    /// What a search with `f` of `start..=max` must report.
     pub fn find(&self, start: u64, max: u64, f: Filt) -> Option<(u64, E)> {
         self.find_filter(start, max, f).map(|(i, _, _, e)| (i, e))
     }
 
+    /// What `XArray::find_after(index, max)` must report.
     pub fn find_after(&self, index: u64, max: u64) -> Option<(u64, E)> {
         let next = match self.covering(index) {
             Some((b, s)) if s.entry().is_some() => next_of(b, s.order)?,
@@ -599,6 +641,7 @@ impl Model {
         self.find(next, max, Filt::Present)
     }
 
+    /// The first index of `start..=max` neither stored nor reserved.
     pub fn find_empty(&self, start: u64, max: u64) -> Option<u64> {
         let mut i = start;
         loop {
@@ -612,6 +655,7 @@ impl Model {
         }
     }
 
+    /// What an iteration with `f` over `range` (all if `None`) must yield.
     pub fn iter(&self, range: Option<(u64, u64)>, f: Filt) -> Vec<(u64, E)> {
         let mut out = Vec::new();
         let Some((mut start, last)) = range else {
@@ -629,7 +673,7 @@ impl Model {
 }
 
 /// The documented conversion of a range to `start..=last` (None when empty).
-pub fn model_range(r: &IndexRange) -> Result<Option<(u64, u64)>, ()> {
+fn model_range(r: &IndexRange) -> Result<Option<(u64, u64)>, ()> {
     let start = match r.0 {
         Bound::Included(s) => s,
         Bound::Excluded(s) => s.checked_add(1).ok_or(())?,
@@ -710,7 +754,7 @@ pub fn check_contents(xa: &Xa, m: &Model) {
 }
 
 /// Bytes one node adds to `memory_bytes`.
-pub fn node_bytes() -> usize {
+fn node_bytes() -> usize {
     let xa = Xa::new();
     xa.store(0, Entry::Value(0)).unwrap();
     assert_eq!(xa.node_count(), 1);
@@ -741,7 +785,7 @@ pub fn check_nodes(xa: &Xa, m: &Model) {
 /// Each item the array holds k times (k slots) has at least 2k + 1 strong
 /// references: k in the model, k in the array, one here. Fewer means the
 /// array dropped a reference it still uses.
-pub fn check_refcounts(m: &Model) {
+fn check_refcounts(m: &Model) {
     let mut per: HashMap<*const u64, (P, usize)> = HashMap::new();
     for s in m.map.values() {
         if let Val::Entry(Entry::Item(a)) = &s.val {
@@ -787,7 +831,8 @@ pub fn assert_released(created: &[Weak<u64>]) {
 }
 
 /// Erases everything (alternately through the first and the last index of
-/// each entry), then checks invariant 11: empty, no node, base memory.
+/// each entry), then checks that erasing everything leaves the array
+/// empty, with no node and the memory of an empty array.
 pub fn teardown(xa: &Xa, m: &mut Model) {
     let slots: Vec<(u64, u32)> = m.map.iter().map(|(&b, s)| (b, s.order)).collect();
     for (k, (b, o)) in slots.into_iter().enumerate() {
@@ -831,6 +876,7 @@ pub enum KeySpec {
     Current,
     /// `None`: empty or reserved.
     Null,
+    /// `Entry::Value(v)`.
     Value(u64),
     /// An item that was never stored.
     Fresh(u64),
@@ -839,8 +885,13 @@ pub enum KeySpec {
     SameContent,
 }
 
+/// A range of indices as the range APIs take it.
 pub type IndexRange = (Bound<u64>, Bound<u64>);
 
+/// One call of the simple API, applied by [`apply`].
+// Each variant is the call of the same name; its fields are the
+// arguments.
+#[allow(missing_docs)]
 #[derive(Clone, Debug)]
 pub enum Op {
     Store {

@@ -1,6 +1,7 @@
-//! One test per XArray invariant of section 9 of
-//! `/work/shared/reference/linux-page-cache.md` (invariants 1-13), plus bad
-//! input, memory accounting and the paused cursor.
+//! One test per property the XArray keeps (multi-order entries, iteration,
+//! marks, splits, insert and reservations, freeing, the paused cursor,
+//! lockless readers), plus bad input and memory accounting. Each property
+//! is stated above its tests.
 //!
 //! Each test is named after the property it checks. Payloads say where they
 //! belong (`Value(base << 8 | order)` or an `Arc<u64>` holding a tag), so a
@@ -82,7 +83,7 @@ fn all_marks(xa: &Xa, index: u64) -> [bool; 3] {
 }
 
 // ---------------------------------------------------------------------------
-// Invariant 1
+// A load at any index inside a multi-order entry returns that entry.
 
 #[test]
 fn load_anywhere_in_multi_order_entry_returns_it() {
@@ -135,7 +136,8 @@ fn load_anywhere_in_an_entry_at_the_top_of_the_index_space_returns_it() {
 }
 
 // ---------------------------------------------------------------------------
-// Invariant 2
+// `get_order` at any index of an entry is the entry's order, and 0 where
+// nothing is stored.
 
 #[test]
 fn get_order_is_the_entry_order_at_every_index_and_zero_when_empty() {
@@ -182,7 +184,8 @@ fn get_order_is_the_entry_order_at_every_index_and_zero_when_empty() {
 }
 
 // ---------------------------------------------------------------------------
-// Invariant 3
+// A store through any index of a multi-order entry replaces the whole
+// entry.
 
 #[test]
 fn store_through_any_index_replaces_the_whole_multi_order_entry() {
@@ -259,7 +262,7 @@ fn erase_through_any_index_empties_the_whole_multi_order_entry() {
 }
 
 // ---------------------------------------------------------------------------
-// Invariant 4
+// Any iteration that reaches a multi-order entry returns it once.
 
 #[test]
 fn multi_order_entry_is_returned_once_by_any_iteration_that_reaches_it() {
@@ -333,7 +336,8 @@ fn multi_order_entry_is_returned_once_by_any_iteration_that_reaches_it() {
 }
 
 // ---------------------------------------------------------------------------
-// Invariant 5
+// Iteration is in strictly increasing index order, and each reported
+// index lies inside its entry.
 
 /// A random tree of non-overlapping tagged entries, and its model.
 fn random_tree(seed: u64, n: usize, span: u64) -> (Xa, BTreeMap<u64, u32>) {
@@ -407,7 +411,7 @@ fn iteration_is_strictly_increasing_and_each_index_lies_in_its_entry() {
 }
 
 // ---------------------------------------------------------------------------
-// Invariant 6
+// A mark set on an empty index has no effect.
 
 #[test]
 fn setting_a_mark_on_an_empty_index_has_no_effect() {
@@ -486,7 +490,8 @@ fn replacing_an_entry_keeps_its_marks() {
 }
 
 // ---------------------------------------------------------------------------
-// Invariant 7
+// A mark set or cleared through any index of a multi-order entry reads the
+// same at every index of it.
 
 #[test]
 fn mark_through_any_index_of_a_multi_order_entry_reads_the_same_everywhere() {
@@ -557,7 +562,8 @@ fn storing_a_multi_order_entry_over_marked_entries_takes_the_union_of_their_mark
 }
 
 // ---------------------------------------------------------------------------
-// Invariant 8
+// Splitting a marked entry gives pieces that carry its marks and load the
+// original entry.
 
 #[test]
 fn split_of_a_marked_entry_yields_marked_pieces_that_load_the_original() {
@@ -636,7 +642,8 @@ impl CountMarked for Xa {
 }
 
 // ---------------------------------------------------------------------------
-// Invariant 9
+// Inserting into an occupied or reserved index fails with `Occupied` and
+// changes nothing.
 
 #[test]
 fn insert_into_an_occupied_or_reserved_index_fails_with_occupied_and_changes_nothing() {
@@ -808,7 +815,8 @@ fn compare_exchange_returns_the_current_entry_and_stores_only_on_a_match() {
 }
 
 // ---------------------------------------------------------------------------
-// Invariant 10
+// A reserved index loads `None`, keeps the array non-empty and is skipped
+// by iteration.
 
 #[test]
 fn reserved_index_loads_none_keeps_the_array_non_empty_and_is_skipped_by_iteration() {
@@ -866,7 +874,8 @@ fn reserved_index_loads_none_keeps_the_array_non_empty_and_is_skipped_by_iterati
 }
 
 // ---------------------------------------------------------------------------
-// Invariant 11
+// Erasing every stored index leaves the array empty, with every node
+// freed.
 
 #[test]
 fn erasing_every_stored_index_leaves_the_array_empty_and_frees_all_nodes() {
@@ -944,7 +953,8 @@ fn memory_bytes_grows_with_nodes_and_returns_to_the_base_after_erasing_everythin
 }
 
 // ---------------------------------------------------------------------------
-// Invariant 12
+// A cursor paused (lock dropped and retaken) between steps visits the
+// same sequence as one that never paused.
 
 fn pause_tree() -> Xa {
     let xa = Xa::new();
@@ -1082,7 +1092,7 @@ fn paused_cursor_batch_of_stores_equals_an_unpaused_batch() {
 }
 
 // ---------------------------------------------------------------------------
-// Invariant 13
+// A lockless reader never observes an internal (node or sibling) entry.
 
 #[test]
 fn lockless_reader_never_observes_an_internal_entry() {

@@ -4,8 +4,8 @@
 //! an entry's first index to its order, value and marks) with the same random
 //! operations and compares every result, then compares the whole contents.
 //! The model encodes the documented semantics (crate docs, `XArray` and
-//! `Cursor` method docs, and the kernel rules in the page-cache reference,
-//! section 1 and invariants 1-13 of section 9):
+//! `Cursor` method docs, and the kernel XArray's rules, as `xas_store` and
+//! `xa_insert` apply them):
 //!
 //! - `store_order` into part of a larger-or-equal entry replaces that entry
 //!   whole, keeping its order and marks; otherwise it removes every entry
@@ -19,11 +19,12 @@
 //! - Searches report an entry containing `start` at `start`, others at their
 //!   first index, each multi-order entry once, in strictly increasing order.
 //! - After erasing everything the array is empty, holds no node, and
-//!   `memory_bytes` is back to the size of an empty array (invariant 11).
+//!   `memory_bytes` is back to the size of an empty array.
 //!
 //! Beyond results, every check also compares the tree's shape with the
 //! model's (`node_count` is exactly the nodes needed under a root that grows
-//! with stores and shrinks on erase, reference 1.1; `memory_bytes` follows),
+//! with stores and shrinks on erase, as `xas_expand` and `xas_shrink` do;
+//! `memory_bytes` follows),
 //! checks that each item keeps a reference per slot holding it, and at the
 //! end of a run that every item made is released once the array is gone.
 //!
@@ -515,7 +516,7 @@ proptest! {
     /// replaces it whole and keeps its order and marks, storing over smaller
     /// entries replaces them all, loads anywhere in a range return the entry,
     /// `get_order` at every index of it, erasing through any index removes
-    /// the whole entry (invariants 1-3).
+    /// the whole entry.
     #[test]
     fn multi_order_ops_match_model(ops in multi_order_ops()) {
         run(&ops);
@@ -526,7 +527,7 @@ proptest! {
     /// into an empty slot has no marks, an in-place replacement keeps them,
     /// a store over smaller entries takes their union, erase clears them;
     /// `marked`, `find_marked`, `iter_marked` and `get_mark` agree
-    /// (invariants 6 and 7).
+    /// (a mark set through any index of an entry reads the same at all).
     #[test]
     fn marks_match_model(ops in mark_ops()) {
         run(&ops);
@@ -535,7 +536,7 @@ proptest! {
     /// `split` turns an order-N entry into 2^(N-m) order-m entries with the
     /// same item (same identity) or value and the same marks; NotPresent and
     /// SplitOrder errors change nothing; later stores into the pieces act on
-    /// one piece only (invariant 8).
+    /// one piece only.
     #[test]
     fn split_matches_model(ops in split_ops()) {
         run(&ops);
@@ -546,7 +547,7 @@ proptest! {
     /// skipped by find/iter/count, is occupied for insert (Occupied with the
     /// first index in use) and find_empty, keeps `is_empty()` false;
     /// `release` frees only a reservation; compare-exchange with `None`
-    /// matches it (invariants 9 and 10).
+    /// matches it.
     #[test]
     fn reservations_match_model(ops in reservation_ops()) {
         run(&ops);
@@ -557,7 +558,7 @@ proptest! {
     /// `start`, others at their first index, each multi-order entry once,
     /// indices strictly increasing; `find_after` skips the rest of the entry
     /// containing its index; `find_empty` treats reservations as occupied;
-    /// `count` and `iter_ref` agree with `iter` (invariants 4 and 5).
+    /// `count` and `iter_ref` agree with `iter`.
     #[test]
     fn search_and_iteration_match_model(ops in search_ops()) {
         run(&ops);
@@ -593,7 +594,7 @@ proptest! {
     /// Walking with cursor `find` (and `find_marked`) from `start` to `max`
     /// visits exactly the entries `XArray::iter` (`iter_marked`) yields over
     /// that range, and a walk that drops and retakes the lock every few
-    /// entries visits the same sequence (invariant 12).
+    /// entries visits the same sequence.
     #[test]
     fn cursor_find_walk_matches_iter(
         prefill in prop::collection::vec(
@@ -633,7 +634,7 @@ fn item(v: u64) -> E {
     Entry::Item(Arc::new(v))
 }
 
-/// The kernel's rule (reference 1.3): order-4 A at 0, then order-0 B at 0:
+/// The kernel's rule (`xas_store` into a larger entry): order-4 A at 0, then order-0 B at 0:
 /// all of 0..=15 read B and the entry keeps order 4 and its marks.
 #[test]
 fn small_store_into_large_entry_replaces_it_whole() {

@@ -2,7 +2,7 @@
 //! (through `backing::FaultyBacking`), and what `File::read_at` and the
 //! cache's figures make of them.
 //!
-//! What must hold (DESIGN.md, "Backing IO" and "Errors and bad input"):
+//! What must hold (`docs/design.md` on backing IO and errors):
 //! - a failed read fails exactly the `read_at` that needed those bytes, with
 //!   the backing's OS error;
 //! - it leaves no uptodate folio behind: once the fault is gone the bytes are

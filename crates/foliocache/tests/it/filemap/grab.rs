@@ -1,4 +1,5 @@
-//! `Mapping::grab_folios` (reference 3.7, seed (e)): find or create, and
+//! `Mapping::grab_folios` (the kernel's `__filemap_get_folio` with
+//! `FGP_CREAT | FGP_LOCK`, over a range): find or create, and
 //! lock, every folio of a range at once, large folios where alignment
 //! allows, present folios included, shadows never activating.
 

@@ -1,5 +1,8 @@
-//! The kernel-style filemap operations on `Mapping`, one property each
-//! (reference section 3 and invariants 14-23).
+//! The kernel-style filemap operations on `Mapping` (`filemap_get_folio`,
+//! `filemap_add_folio`, `filemap_get_folios`, `filemap_remove_folio` and
+//! their kind), one property each: a folio lies at an index aligned to its
+//! size, the cache counts every page of every folio, any index inside a
+//! folio finds that folio, and the rest stated at each test.
 
 use std::io::ErrorKind;
 
@@ -73,7 +76,7 @@ fn a_created_folio_uses_the_requested_order_when_the_index_is_aligned() {
     assert_eq!((folio.index(), folio.order()), (8, 3));
     let folio = m.read_folio(folio).unwrap();
     drop(folio);
-    // Any index inside returns the same folio (invariant 19).
+    // Any index inside returns the same folio.
     let inside = m.get_folio(13, FgpFlags::default()).unwrap();
     assert_eq!((inside.index(), inside.order()), (8, 3));
     assert!(inside.contains(13));
@@ -271,9 +274,9 @@ fn every_cached_folio_is_aligned_and_counted_once() {
             continue;
         }
         for folio in &batch {
-            assert_eq!(folio.index() % folio.nr_pages(), 0, "invariant 14");
+            assert_eq!(folio.index() % folio.nr_pages(), 0, "a folio's index is aligned to its size");
             pages += folio.nr_pages();
         }
     }
-    assert_eq!(pages * PAGE as u64, c.stats().bytes_cached, "invariant 15");
+    assert_eq!(pages * PAGE as u64, c.stats().bytes_cached, "the cache counts every page of every folio");
 }

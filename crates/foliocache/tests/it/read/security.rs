@@ -1,8 +1,8 @@
 //! Stale data: no byte of one file may reach a reader of another.
 //!
-//! DESIGN.md: "A folio taken from the arena is never visible to a reader
-//! until its contents are either read from backing or zeroed: no byte of
-//! another file may leak." The tests fill a small cache from a file A whose
+//! The rule (`docs/design.md`): a folio taken from the arena is never
+//! visible to a reader until its contents are either read from backing or
+//! zeroed, so no byte of another file may leak. The tests fill a small cache from a file A whose
 //! bytes all have the high bit set, then read files B whose bytes never do
 //! (and a 1-byte and an empty file), so that B's folios are built in A's
 //! evicted memory: any byte >= 0x80 in a read of B is a leak. The caller's

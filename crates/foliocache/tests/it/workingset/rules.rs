@@ -1,4 +1,5 @@
-//! Workingset rules (reference section 5, invariants 32-33): how reads mark
+//! Workingset rules (the kernel's `folio_mark_accessed`, `workingset_refault`
+//! and `workingset_eviction`): how reads mark
 //! folios accessed, what reclaim keeps, and refault detection (a folio read
 //! back soon after its eviction starts active), shown on constructed
 //! traces with and without detection.
@@ -141,7 +142,8 @@ fn reclaim_evicts_folios_used_once_before_folios_used_twice() {
 
 #[test]
 fn a_refault_within_the_active_size_starts_active_and_one_beyond_it_inactive() {
-    // Invariant 33. Active list: 50 pages of `x` (read twice). Then 400
+    // A refault whose distance (evictions since its eviction) is within the
+    // active list's size starts active. Active list: 50 pages of `x` (read twice). Then 400
     // pages of `y` read once, and 200 of them evicted, oldest first.
     let cache = cache(1024, PAGE, true);
     let x = file(&cache, 6, 50);
@@ -179,7 +181,8 @@ fn a_refault_within_the_active_size_starts_active_and_one_beyond_it_inactive() {
     assert_eq!(after.activations - before.activations, 1);
 
     // An uncached read over a shadow within the distance is not activated
-    // (invariant 40) and is dropped at its end.
+    // (an uncached read never marks a folio accessed) and is dropped at its
+    // end.
     let acts = cache.stats().activations;
     let mut buf = vec![0u8; PAGE];
     y.read_at_flags(&mut buf, 195 * PAGE as u64, ReadFlags::DONTCACHE)

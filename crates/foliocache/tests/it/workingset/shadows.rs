@@ -1,4 +1,5 @@
-//! Eviction shadows (reference section 5, invariants of 3.3): reclaim
+//! Eviction shadows (the kernel's `workingset_eviction`, kept by
+//! `__filemap_add_folio` and `page_cache_delete`): reclaim
 //! leaves a value entry of the evicted folio's order, recording the
 //! eviction clock; an add over it returns it; a large one is split when a
 //! smaller folio lands in it; reads through shadows return the right bytes.

@@ -2,8 +2,9 @@
 //! partial-folio writes, writes past EOF, `set_len` and `punch_hole` (with
 //! the data in every state: uncached, cached clean, dirty, written back),
 //! the figures (`cachestat`, `CacheStats`), permissions and limits,
-//! uncached writes (`WriteFlags::DONTCACHE`, reference 6.3, invariants 37
-//! and 38), the `OpenOptions` flags, and memfiles.
+//! uncached writes (`WriteFlags::DONTCACHE`, the kernel's `RWF_DONTCACHE`:
+//! folios the write created go once written back, folios already cached
+//! stay), the `OpenOptions` flags, and memfiles.
 //!
 //! Files are real files on the target's filesystem, checked with `std::fs`
 //! after a sync, or memory backings checked with `MemBacking::contents`.
@@ -535,7 +536,8 @@ fn an_uncached_write_keeps_the_folios_that_were_cached_before() {
 fn an_uncached_write_larger_than_the_cache_succeeds_and_leaves_nothing_cached() {
     // A plain write of this size goes through (the cache writes back as it
     // fills); an uncached one must too, and its footprint is the IO in
-    // flight, not the whole write (reference 6.4).
+    // flight, not the whole write (as `balance_dirty_pages` throttles in the
+    // kernel).
     for max_folio in [PAGE, 64 * KIB] {
         let b = Arc::new(FaultyBacking::new(MemBacking::new()));
         let c = cache(MIB, max_folio);
