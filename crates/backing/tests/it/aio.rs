@@ -17,9 +17,9 @@ use backing::{
     IoBufMut, MemBacking, Op, RawBuf, BLOCK,
 };
 use common::{kernel_cached_pages, random_bytes, TempDir, B};
-use test_support::skip_or_fail;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use test_support::skip_or_fail;
 
 /// How long a test waits for callbacks before it calls the engine stuck.
 const PATIENCE: Duration = Duration::from_secs(30);

@@ -15,9 +15,9 @@ use backing::{
     MisalignedKind, BLOCK, MAX_FILE_SIZE,
 };
 use common::{aligned_from, filled, kernel_cached_pages, random_bytes, TempDir, B};
-use test_support::skip_or_fail;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use test_support::skip_or_fail;
 
 fn rw() -> FileOptions {
     FileOptions::new().write(true).create(true)

@@ -1172,7 +1172,10 @@ fn engine_runs_here(engine: &str) -> bool {
         return true;
     }
     let err = text(&out.stderr);
-    skip_or_fail("engine_runs_here", format!("engine {engine} cannot run here:\n{err}"));
+    skip_or_fail(
+        "engine_runs_here",
+        format!("engine {engine} cannot run here:\n{err}"),
+    );
     false
 }
 

@@ -481,7 +481,11 @@ fn random_operations_match_a_model() {
     use nix::fcntl::{fallocate, FallocateFlags};
     let ops: u64 = test_support::env_or(
         "FUSE_EXERCISER_OPS",
-        if test_support::under_ci() { 100_000 } else { 4000 },
+        if test_support::under_ci() {
+            100_000
+        } else {
+            4000
+        },
     );
     let seed: u64 = test_support::env_or("FUSE_EXERCISER_SEED", 0x9e37_79b9_7f4a_7c15);
     // A small cache, so reclaim and writeback run during the test.

@@ -274,9 +274,17 @@ fn every_cached_folio_is_aligned_and_counted_once() {
             continue;
         }
         for folio in &batch {
-            assert_eq!(folio.index() % folio.nr_pages(), 0, "a folio's index is aligned to its size");
+            assert_eq!(
+                folio.index() % folio.nr_pages(),
+                0,
+                "a folio's index is aligned to its size"
+            );
             pages += folio.nr_pages();
         }
     }
-    assert_eq!(pages * PAGE as u64, c.stats().bytes_cached, "the cache counts every page of every folio");
+    assert_eq!(
+        pages * PAGE as u64,
+        c.stats().bytes_cached,
+        "the cache counts every page of every folio"
+    );
 }
