@@ -517,7 +517,7 @@ fn c_reader_races_a_failing_read() {
 // `Cache::io_engine_name`), so these models cover the hand-off of the
 // marker, the insertion of windows and the completion of a window's folios
 // against readers waiting on their locks; the engine's own threads are
-// covered by the real-thread tests in tests/readahead.rs.
+// covered by the real-thread tests in tests/it/readahead.rs.
 //
 // A small readahead configuration keeps the windows to one or two folios:
 // with a maximum of 4 pages, a 4 KiB read at page 0 starts the window

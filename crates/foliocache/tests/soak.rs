@@ -13,7 +13,7 @@
 //! `sync_data` and `Cache::sync_all`. Regions are not page-aligned, so
 //! neighbours share folios; each region has a read-write lock, so the
 //! model is exact (the interleavings inside a region are
-//! tests/write_stress.rs's).
+//! checked by tests/it/write/stress.rs).
 //!
 //! A watchdog fails the test if the threads do not finish soon after the
 //! time is up (a deadlock). At the end, after `sync_all`: every file

@@ -69,7 +69,7 @@ impl Drop for TempFile {
 }
 
 // ---------------------------------------------------------------------------
-// Readahead helpers (tests/readahead.rs): a backing that records its reads,
+// Readahead helpers (tests/it/readahead.rs): a backing that records its reads,
 // and waits for asynchronous windows to settle.
 
 use std::io;

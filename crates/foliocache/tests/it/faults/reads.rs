@@ -26,7 +26,7 @@ use rand::{Rng, SeedableRng};
 
 use crate::common;
 // Readahead off: these tests place faults on the IO of one miss and count
-// IOs; readahead's own error handling is tested in tests/readahead.rs.
+// IOs; readahead's own error handling is tested in tests/it/readahead.rs.
 use common::{lazy_cache_no_readahead as cache, TempFile};
 
 const PAGE: usize = 4096;

@@ -3,7 +3,7 @@
 //! alignment, reads across folio boundaries and EOF, and a property test of
 //! random reads against a `Vec<u8>` model.
 //!
-//! `tests/read.rs` checks one O_DIRECT file against `pread`; these extend the
+//! `tests/it/read/basic.rs` checks one O_DIRECT file against `pread`; these extend the
 //! differential check to several files at once (O_DIRECT and memory), to
 //! every destination alignment, and to random file sizes and capacities.
 

@@ -302,7 +302,7 @@ fn a_short_backing_read_into_evicted_memory_never_exposes_the_previous_owner() {
     // `FaultyBacking::short_read_nth` returns fewer bytes than asked in the
     // middle of the file and leaves the rest of the folio's memory as it
     // was: A's bytes. Whatever the cache makes of the short read (see
-    // tests/faults.rs for whether the bytes are right), none of A's bytes
+    // tests/it/faults/reads.rs for whether the bytes are right), none of A's bytes
     // may reach a reader of B.
     for (max, max_folio) in [
         (100usize, PAGE),

@@ -1,7 +1,7 @@
 //! Regression: the dirty data of a file whose writeback failed as its last
 //! handle closed was dropped, silently.
 //!
-//! Found while building the fault matrix (tests/fault_matrix.rs): a write,
+//! Found while building the fault matrix (tests/it/faults/matrix.rs): a write,
 //! then the last handle dropped while the backing failed writes. The
 //! close's writeback failed, its error was logged ("its dirty data stays
 //! cached until the cache drops the file"), and the mapping went at once

@@ -1,7 +1,7 @@
 //! Regression: an uncached write whose writeback failed returned the error,
 //! yet its bytes were in the cache and reached the backing later.
 //!
-//! Found by the fault matrix (tests/fault_matrix.rs, "uncached write x
+//! Found by the fault matrix (tests/it/faults/matrix.rs, "uncached write x
 //! Eio"): after the faults were cleared, the file read back the bytes of a
 //! `write_at_flags(.., WriteFlags::DONTCACHE)` that had returned `EIO`.
 //!

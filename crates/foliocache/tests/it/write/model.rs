@@ -135,7 +135,7 @@ fn geometry() -> impl Strategy<Value = (usize, usize)> {
 /// [`geometry`] from the `min`-th capacity on (the thread tests start at
 /// 1 MiB: a write locks as much of the cache as it grabs, and in a 256 KiB
 /// cache concurrent threads can find every folio locked and get
-/// `OutOfMemory`, which `write_stress.rs` reports on its own).
+/// `OutOfMemory`, which `write::stress` reports on its own).
 fn geometry_from(min: usize) -> impl Strategy<Value = (usize, usize)> {
     (min..6).prop_flat_map(|ci| {
         let cap = [256 * KIB, 512 * KIB, MIB, 2 * MIB, 4 * MIB, 8 * MIB][ci];
@@ -351,7 +351,7 @@ proptest! {
 
 fn run_memfile(folio: usize, initial: u64, ops: &[Op]) {
     // Room for the largest file the ops can make, in the largest folios,
-    // so nothing here is StorageFull (tests/write_semantics.rs covers it).
+    // so nothing here is StorageFull (tests/it/write/semantics.rs covers it).
     let cache = cache(16 * MIB, folio);
     let mut f = cache.memfile("model", initial).unwrap();
     assert!(f.is_memfile() && f.is_writable());
