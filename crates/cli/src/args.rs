@@ -142,8 +142,8 @@ pub struct BenchArgs {
     /// hot one. Both LRUs (the kernel's and foliocache's) keep a page only
     /// once it is read twice while inactive, and a cached stream at device
     /// speed sweeps the inactive list in a fraction of a second: at this
-    /// rate a cached stream takes a good part of the hot set (65-90% hits
-    /// measured here), an uncached one leaves it (100%). Unthrottled, every
+    /// rate a cached stream takes a good part of the hot set, an uncached
+    /// one leaves it (docs/bench.md has the figures). Unthrottled, every
     /// page is read several times a second, turns active, and stays beside
     /// any stream.
     #[arg(long, value_name = "N")]
@@ -192,7 +192,7 @@ pub struct BenchArgs {
 const AFTER_HELP: &str = "\
 Sizes: bytes, or with a binary suffix: 4k, 64KiB, 1M, 1G, 3GiB (k = KiB = 1024).
 Without --rw/--bs/--numjobs/--shared/--scenario/--seeds, bench runs the
-reference scenarios (--seeds), shortened (--quick) unless --seeds is given.
+built-in scenarios (--seeds), shortened (--quick) unless --seeds is given.
 Scenarios: seqread (a fully cached file, sequential 4 KiB and 64 KiB reads,
 1 job), randread (the same file, 4 KiB random reads, one job per CPU) and
 readahead (cold sequential 128 KiB reads, 2 jobs per CPU each with its own

@@ -133,7 +133,7 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
     Ok(Scenario {
         name: "populate".into(),
         description: format!(
-            "Seed (e), batched folio population: one thread fills {} of fresh memory with {} \
+            "Batched folio population: one thread fills {} of fresh memory with {} \
              writes, once: {POPULATE_FOLIO} writes into a memfile of a new cache of {} \
              (File::write_at, which grabs its folios with grab_folios; {POPULATE_MODE_WHY}); \
              {POPULATE_SINGLE} is the same with File::set_write_insert(Insert::Single); \

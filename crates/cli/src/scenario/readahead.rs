@@ -57,7 +57,7 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
     Ok(Scenario {
         name: "readahead".into(),
         description: format!(
-            "Seed (a), cold sequential reads: {numjobs} threads (2 per CPU), each reading its \
+            "Cold sequential reads: {numjobs} threads (2 per CPU), each reading its \
              own {} file once, start to end, with sync reads of {} ({} for direct, the device's \
              ceiling). Cold whatever --cold says: before every run the files are dropped from the \
              kernel page cache (POSIX_FADV_DONTNEED) and foliocache gets a fresh cache of {}{}. \

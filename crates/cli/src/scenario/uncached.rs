@@ -122,7 +122,7 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
     Ok(Scenario {
         name: "uncached".into(),
         description: format!(
-            "Seed (d), uncached buffered reads: one job reads a {} file once, start to end, with \
+            "Uncached buffered reads: one job reads a {} file once, start to end, with \
              sync reads of {}, through a cache of C = {} (foliocache's capacity; the other \
              engines run with the process in a memory cgroup limited to C): the cached engines \
              fill their cache and then must reclaim, the uncached ones (RWF_DONTCACHE, \
