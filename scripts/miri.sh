@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Miri over the tests of the unsafe modules (CONVENTIONS "Unsafe: small,
-# named, justified"): the xarray's nodes (tests/regress_node_free_provenance.rs:
-# trees built, shrunk and dropped, the nodes freed through their addresses),
-# the folio arena (crates/foliocache: `arena::` unit tests and
-# tests/arena.rs, whose tests stamp and check every block they get), the
+# Miri over the tests of the unsafe modules (unsafe code is kept to a few
+# named modules, each block justified by a SAFETY comment): the xarray's
+# nodes (tests/it/regress_node_free_provenance.rs: trees built, shrunk and
+# dropped, the nodes freed through their addresses), the folio arena
+# (crates/foliocache: `arena::` unit tests and tests/it/arena.rs, whose
+# tests stamp and check every block they get), the
 # shared copies of folio bytes (crates/foliocache: `copy::` unit tests,
 # which race copies on three threads: under Miri they are the byte-atomic
 # loops, which the data race detector checks, about 10 s) and the IO
-# buffers (crates/backing: tests/buf.rs). With MIRI_FULL=1 also the
+# buffers (crates/backing: tests/it/buf.rs). Each runs in its crate's `it`
+# binary, filtered to its module. With MIRI_FULL=1 also the
 # xarray's whole suites (invariants, value_nodes, model): far slower, see
 # below.
 #
@@ -57,17 +59,17 @@ export PROPTEST_CASES="${PROPTEST_CASES:-4}"
 start=$SECONDS
 
 step "miri: xarray nodes (building, shrinking and freeing trees)"
-cargo +nightly miri test -p xarray --test regress_node_free_provenance "$@"
+cargo +nightly miri test -p xarray --test it "$@" regress_node_free_provenance::
 
 step "miri: foliocache arena (buddy allocator, region)"
 cargo +nightly miri test -p foliocache --lib "$@" arena::
-cargo +nightly miri test -p foliocache --test arena "$@"
+cargo +nightly miri test -p foliocache --test it "$@" arena::
 
 step "miri: foliocache shared copies (byte atomics racing on three threads)"
 cargo +nightly miri test -p foliocache --lib "$@" copy::
 
 step "miri: backing IO buffers"
-cargo +nightly miri test -p backing --test buf "$@"
+cargo +nightly miri test -p backing --test it "$@" buf::
 
 if [ "${MIRI_FULL:-0}" = 1 ]; then
   # The xarray's whole suites: every node operation (stores, erases,
@@ -75,7 +77,9 @@ if [ "${MIRI_FULL:-0}" = 1 ]; then
   # but slow: single tests take minutes under Miri even with a tenth of
   # the entries, and the three files take well over an hour here.
   step "miri: xarray invariants, value nodes and the model (MIRI_FULL=1)"
-  cargo +nightly miri test -p xarray --test invariants --test value_nodes --test model "$@"
+  for module in invariants value_nodes model; do
+    cargo +nightly miri test -p xarray --test it "$@" "$module::"
+  done
 fi
 
 step "miri: done in $((SECONDS - start)) s"

@@ -59,7 +59,10 @@ bash scripts/miri.sh
 # field, the readahead scenario's summary ratios and the SVG plot, and
 # prints the bench's tables here.
 step "bench smoke run: foliocache bench --quick on 8 MiB, JSON and plot checked"
-cargo test --release -p foliocache-cli --test cli quick_seeds_smoke_run -- --nocapture
+cargo test --release -p foliocache-cli --test it quick_seeds_smoke_run -- --nocapture
 
+# One test binary a crate (`tests/it/`, a module a theme) and the few that
+# need a process of their own (loom, memory_audit, soak, the fuzz smoke
+# run): docs/testing.md.
 step "cargo test --workspace --release"
 cargo test --workspace --release -- --skip quick_seeds_smoke_run

@@ -7,11 +7,22 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 
 use crate::clock::ClockKind;
-use crate::engine::EngineSpec;
-use crate::scenario;
+use crate::spec::{EngineSpec, Rw};
+use crate::units::parse_size;
+
+/// The scenarios `--scenario` takes, in the order `--seeds` runs them
+/// ([`crate::scenario`] builds each).
+pub const SCENARIOS: [&str; 6] = [
+    "seqread",
+    "randread",
+    "readahead",
+    "uncached",
+    "populate",
+    "write",
+];
 
 /// `foliocache`: the foliocache page cache's command-line tool.
 #[derive(Debug, Parser)]
@@ -39,41 +50,6 @@ pub enum Command {
     Mount(crate::mount::MountArgs),
     /// A running mount's cache figures, and cachestat per file.
     Stat(crate::mount::StatArgs),
-}
-
-/// The kind of IO a job does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Rw {
-    /// Sequential reads, wrapping at the end of the file.
-    Read,
-    /// Reads at uniformly random block-aligned offsets.
-    Randread,
-    /// Sequential writes, wrapping at the end of the file.
-    Write,
-    /// Writes at uniformly random block-aligned offsets.
-    Randwrite,
-}
-
-impl Rw {
-    /// True for `write` and `randwrite`.
-    pub fn is_write(self) -> bool {
-        matches!(self, Rw::Write | Rw::Randwrite)
-    }
-
-    /// True for `randread` and `randwrite`.
-    pub fn is_random(self) -> bool {
-        matches!(self, Rw::Randread | Rw::Randwrite)
-    }
-
-    /// The fio name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Rw::Read => "read",
-            Rw::Randread => "randread",
-            Rw::Write => "write",
-            Rw::Randwrite => "randwrite",
-        }
-    }
 }
 
 /// Options of `foliocache bench`.
@@ -166,8 +142,8 @@ pub struct BenchArgs {
     /// hot one. Both LRUs (the kernel's and foliocache's) keep a page only
     /// once it is read twice while inactive, and a cached stream at device
     /// speed sweeps the inactive list in a fraction of a second: at this
-    /// rate a cached stream takes a good part of the hot set (65-90% hits
-    /// measured here), an uncached one leaves it (100%). Unthrottled, every
+    /// rate a cached stream takes a good part of the hot set, an uncached
+    /// one leaves it (docs/bench.md has the figures). Unthrottled, every
     /// page is read several times a second, turns active, and stays beside
     /// any stream.
     #[arg(long, value_name = "N")]
@@ -216,7 +192,7 @@ pub struct BenchArgs {
 const AFTER_HELP: &str = "\
 Sizes: bytes, or with a binary suffix: 4k, 64KiB, 1M, 1G, 3GiB (k = KiB = 1024).
 Without --rw/--bs/--numjobs/--shared/--scenario/--seeds, bench runs the
-reference scenarios (--seeds), shortened (--quick) unless --seeds is given.
+built-in scenarios (--seeds), shortened (--quick) unless --seeds is given.
 Scenarios: seqread (a fully cached file, sequential 4 KiB and 64 KiB reads,
 1 job), randread (the same file, 4 KiB random reads, one job per CPU) and
 readahead (cold sequential 128 KiB reads, 2 jobs per CPU each with its own
@@ -251,39 +227,6 @@ impl BenchArgs {
     }
 }
 
-/// Parses a size: bytes, or a number with a binary suffix (`k`, `K`, `KB`,
-/// `KiB`, and the same for M, G, T; all powers of 1024), or `B`.
-///
-/// # Errors
-/// A message saying what was wrong, for clap to print.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
-    if digits == 0 {
-        return Err(format!(
-            "`{s}` is not a size (want bytes or a number with k, M, G, T, e.g. 4k, 64KiB, 1G)"
-        ));
-    }
-    let (num, suffix) = t.split_at(digits);
-    let shift = match suffix.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        "t" | "tb" | "tib" => 40,
-        other => {
-            return Err(format!(
-                "`{s}`: unknown size suffix `{other}` (want k, M, G or T, optionally with B or iB)"
-            ))
-        }
-    };
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("`{s}`: number too large"))?;
-    n.checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("`{s}`: size too large"))
-}
-
 fn parse_nonzero_size(s: &str) -> Result<u64, String> {
     match parse_size(s)? {
         0 => Err(format!("`{s}`: must be more than 0 bytes")),
@@ -312,54 +255,17 @@ fn parse_pause(s: &str) -> Result<f64, String> {
 }
 
 fn parse_scenario(s: &str) -> Result<&'static str, String> {
-    scenario::NAMES
-        .iter()
-        .copied()
-        .find(|n| *n == s)
-        .ok_or_else(|| {
-            format!(
-                "unknown scenario `{s}` (available: {})",
-                scenario::NAMES.join(", ")
-            )
-        })
+    SCENARIOS.iter().copied().find(|n| *n == s).ok_or_else(|| {
+        format!(
+            "unknown scenario `{s}` (available: {})",
+            SCENARIOS.join(", ")
+        )
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn plain_bytes() {
-        assert_eq!(parse_size("4096"), Ok(4096));
-        assert_eq!(parse_size("0"), Ok(0));
-        assert_eq!(parse_size("512B"), Ok(512));
-    }
-
-    #[test]
-    fn binary_suffixes() {
-        assert_eq!(parse_size("4k"), Ok(4096));
-        assert_eq!(parse_size("4K"), Ok(4096));
-        assert_eq!(parse_size("64KiB"), Ok(64 << 10));
-        assert_eq!(parse_size("64kb"), Ok(64 << 10));
-        assert_eq!(parse_size("8m"), Ok(8 << 20));
-        assert_eq!(parse_size("1G"), Ok(1 << 30));
-        assert_eq!(parse_size("3GiB"), Ok(3 << 30));
-        assert_eq!(parse_size("2T"), Ok(2 << 40));
-        assert_eq!(parse_size(" 16 MiB "), Ok(16 << 20));
-    }
-
-    #[test]
-    fn rejects_garbage() {
-        for bad in ["", "k", "4x", "4kk", "-4k", "1.5G", "G1", "4 kilobytes"] {
-            assert!(parse_size(bad).is_err(), "{bad:?} parsed");
-        }
-    }
-
-    #[test]
-    fn rejects_overflow() {
-        assert!(parse_size("99999999999999999999").is_err());
-        assert!(parse_size("20000000T").is_err());
-    }
 
     #[test]
     fn nonzero_sizes() {

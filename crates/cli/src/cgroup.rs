@@ -14,8 +14,10 @@
 //! thread into a limited cgroup limits nothing. So [`MemCgroup::enter`]
 //! moves the process (`cgroup.procs`) and [`Entered`]'s drop moves it back.
 //! While it is inside, memory the process newly faults in (a buffer, a
-//! thread's stack) counts against the limit too: a few hundred KiB, while
-//! the page cache is what fills it.
+//! thread's stack) counts against the limit too; the page cache is what
+//! fills it. The kernel's readahead in flight is charged too and cannot
+//! be reclaimed until its reads complete, so a readahead window too large
+//! for the limit is turned off for the run (`run::fit_readahead`).
 //!
 //! cgroup v2 (`memory.max`) is used where its memory controller is
 //! available to this process's cgroup and can be enabled for a child (it

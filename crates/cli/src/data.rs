@@ -139,7 +139,7 @@ impl DataSet {
             eprintln!(
                 "data: wrote {} ({}) in {:.2} s (pseudo-random, synced)",
                 path.display(),
-                crate::report::fmt_size(size),
+                crate::units::fmt_size(size),
                 t.as_secs_f64()
             );
             self.files.push((size, i, path.clone()));

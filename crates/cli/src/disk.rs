@@ -3,7 +3,8 @@
 //! during a run and how large they were, after every layer above it
 //! (the kernel's readahead, foliocache's windows, the block layer's
 //! merging and splitting). The counters are the whole device's, so other
-//! processes' IO during a run is counted too.
+//! processes' IO during a run is counted too. Also the device's readahead
+//! window ([`readahead_bytes`]).
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -18,6 +19,18 @@ pub fn stat_path(path: &Path) -> Option<PathBuf> {
     let minor = ((dev >> 12) & 0xffff_ff00) | (dev & 0xff);
     let p = PathBuf::from(format!("/sys/dev/block/{major}:{minor}/stat"));
     p.exists().then_some(p)
+}
+
+/// The largest readahead window of the device holding `path`, in bytes
+/// (its `queue/read_ahead_kb`, the kernel's `bdi->ra_pages`), if it has
+/// one (a partition's is its disk's).
+pub fn readahead_bytes(path: &Path) -> Option<u64> {
+    let dir = stat_path(path)?.parent()?.to_path_buf();
+    [dir.join("queue"), dir.join("../queue")]
+        .iter()
+        .find_map(|q| std::fs::read_to_string(q.join("read_ahead_kb")).ok())
+        .and_then(|kb| kb.trim().parse::<u64>().ok())
+        .map(|kb| kb << 10)
 }
 
 /// The device's read counters at one moment.

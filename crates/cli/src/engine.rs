@@ -63,346 +63,16 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use backing::aio::{EngineKind as IoKind, IoEngineConfig};
-use foliocache::internals::Insert;
+use backing::aio::IoEngineConfig;
 use foliocache::{Cache, CacheStats, Populate, ReadFlags, ReadaheadConfig, WriteFlags};
 
-use crate::report::fmt_size;
-use crate::scenario::JobSpec;
+use crate::spec::engine::{EngineKind, EngineSpec, FolioOptions};
+use crate::spec::JobSpec;
 use crate::sys::{self, AlignedBuf, AnonMap, Mapping, Mmap};
-
-/// The kinds of engine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum EngineKind {
-    /// This library.
-    Foliocache,
-    /// Buffered pread/pwrite through the kernel's page cache.
-    Kernel,
-    /// pread/pwrite on an `O_DIRECT` file descriptor.
-    Direct,
-    /// preadv2/pwritev2 with `RWF_DONTCACHE` (uncached buffered IO).
-    Dontcache,
-    /// Copies out of (into) a shared mapping of the file.
-    Mmap,
-    /// A `memset` of fresh anonymous memory (the populate scenario's
-    /// floor: what first touch costs).
-    Anon,
-    /// Buffered pread/pwrite of the file through a foliocache FUSE mount.
-    Fuse,
-    /// Buffered pread of a file of zeros through a mount that caches
-    /// nothing (`foliocache_fuse::NullFs`): the FUSE crossing alone.
-    FuseNull,
-}
-
-impl EngineKind {
-    /// Every engine, in the default order.
-    pub const ALL: [EngineKind; 8] = [
-        EngineKind::Foliocache,
-        EngineKind::Kernel,
-        EngineKind::Direct,
-        EngineKind::Dontcache,
-        EngineKind::Mmap,
-        EngineKind::Anon,
-        EngineKind::Fuse,
-        EngineKind::FuseNull,
-    ];
-
-    /// The engine's name on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            EngineKind::Foliocache => "foliocache",
-            EngineKind::Kernel => "kernel",
-            EngineKind::Direct => "direct",
-            EngineKind::Dontcache => "dontcache",
-            EngineKind::Mmap => "mmap",
-            EngineKind::Anon => "anon",
-            EngineKind::Fuse => "fuse",
-            EngineKind::FuseNull => "fuse-null",
-        }
-    }
-
-    /// Whether the engine runs jobs on data files (every engine but
-    /// `anon`, which only populates memory).
-    pub fn on_files(self) -> bool {
-        self != EngineKind::Anon
-    }
-
-    /// Whether the engine serves through a FUSE mount (needs
-    /// `/dev/fuse`).
-    pub fn fuse(self) -> bool {
-        matches!(self, EngineKind::Fuse | EngineKind::FuseNull)
-    }
-
-    /// Whether the engine can populate memory (the populate scenario).
-    pub fn on_memory(self) -> bool {
-        matches!(
-            self,
-            EngineKind::Foliocache | EngineKind::Kernel | EngineKind::Anon
-        )
-    }
-
-    /// Whether the engine is warmed before a warm run (its reads are then
-    /// memory copies).
-    pub fn cached(self) -> bool {
-        matches!(
-            self,
-            EngineKind::Foliocache | EngineKind::Kernel | EngineKind::Mmap | EngineKind::Fuse
-        )
-    }
-}
+use crate::units::fmt_size;
 
 /// Buffered passes at most, to get a file fully into the page cache.
 const WARM_PASSES: u32 = 3;
-
-/// Options of the `foliocache` engine, from `foliocache[...]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FolioOptions {
-    /// When the arena is faulted in (`populate=eager|lazy`; eager by
-    /// default, and its time is reported beside the run).
-    pub populate: Populate,
-    /// The largest folio a read may create (`folio=SIZE`; the library's
-    /// default, 2 MiB, if absent).
-    pub max_folio: Option<u64>,
-    /// The readahead window's maximum (`ra=SIZE|kernel|off`; the library's
-    /// default, 2 MiB, if absent).
-    pub ra: RaWindow,
-    /// How readahead windows enter the index (`insert=batched|single`;
-    /// batched by default).
-    pub insert: Insert,
-    /// The engine that runs readahead IO (`io=uring|threads|auto`; auto by
-    /// default: io_uring where the kernel allows it).
-    pub io: IoKind,
-    /// Every read and write is uncached (`dontcache`): `File::read_at_flags`
-    /// with [`ReadFlags::DONTCACHE`] from an empty cache, `write_at_flags`
-    /// with `WriteFlags::DONTCACHE`.
-    pub dontcache: bool,
-    /// How writes create the folios they need (`grab=batched|single`;
-    /// batched by default): `File::set_write_insert`, so that `write_at`
-    /// grabs them with `Mapping::grab_folios` or one at a time with
-    /// `grab_folios_single`.
-    pub grab: Insert,
-    /// Whether the arena asks for transparent huge pages (`huge=on|off`;
-    /// on by default, as the library: `CacheBuilder::huge_pages`).
-    pub huge: bool,
-}
-
-impl Default for FolioOptions {
-    fn default() -> Self {
-        FolioOptions {
-            populate: Populate::Eager,
-            max_folio: None,
-            ra: RaWindow::Default,
-            insert: Insert::Batched,
-            io: IoKind::Auto,
-            dontcache: false,
-            grab: Insert::Batched,
-            huge: true,
-        }
-    }
-}
-
-impl FolioOptions {
-    /// The readahead configuration these options give.
-    pub fn readahead(&self) -> ReadaheadConfig {
-        let base = match self.ra {
-            RaWindow::Default => ReadaheadConfig::default(),
-            RaWindow::Kernel => ReadaheadConfig::kernel(),
-            RaWindow::Off => ReadaheadConfig::disabled(),
-            RaWindow::Pages(n) => ReadaheadConfig::new(n, n),
-        };
-        base.with_insert(self.insert)
-    }
-
-    /// How a run with these options does its IO.
-    pub fn mode(&self) -> FolioMode {
-        FolioMode {
-            read: self.read_flags(),
-            dontcache_writes: self.dontcache,
-        }
-    }
-
-    /// The flags of every read these options give.
-    pub fn read_flags(&self) -> ReadFlags {
-        if self.dontcache {
-            ReadFlags::DONTCACHE
-        } else {
-            ReadFlags::NONE
-        }
-    }
-}
-
-/// The `ra=` option of the foliocache engine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RaWindow {
-    /// The library's default ([`ReadaheadConfig::default`], 2 MiB).
-    Default,
-    /// `ra=kernel`: [`ReadaheadConfig::kernel`] (128 KiB windows).
-    Kernel,
-    /// `ra=off`: [`ReadaheadConfig::disabled`].
-    Off,
-    /// `ra=SIZE`: windows of up to this many pages (`max_pages` and
-    /// `io_pages` both).
-    Pages(u64),
-}
-
-/// An engine as given on the command line: `name` or `name[opt,opt=v]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EngineSpec {
-    /// The text as given, printed and written as the engine's label.
-    pub label: String,
-    /// Which engine.
-    pub kind: EngineKind,
-    /// The foliocache engine's options (defaults for other engines).
-    pub folio: FolioOptions,
-    /// The anon engine's options (defaults for other engines).
-    pub anon: AnonOptions,
-}
-
-/// Options of the `anon` engine, from `anon[...]`: the memory of
-/// foliocache's arena, for comparison (its arena asks for transparent huge
-/// pages, and with `populate=eager` faults them in with
-/// `MADV_POPULATE_WRITE`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct AnonOptions {
-    /// `thp`: `madvise(MADV_HUGEPAGE)` on the mapping, as the arena does.
-    pub thp: bool,
-    /// `populate`: `madvise(MADV_POPULATE_WRITE)` over the mapping before
-    /// the memset, in the run's setup, as an eager arena does.
-    pub populate: bool,
-}
-
-impl EngineSpec {
-    /// The engine `kind` with no options.
-    pub fn plain(kind: EngineKind) -> Self {
-        EngineSpec {
-            label: kind.name().to_string(),
-            kind,
-            folio: FolioOptions::default(),
-            anon: AnonOptions::default(),
-        }
-    }
-
-    /// Whether this engine is warmed before a warm run: a caching kind
-    /// ([`EngineKind::cached`]) whose reads are not uncached.
-    pub fn cached(&self) -> bool {
-        self.kind.cached() && !self.folio.dontcache
-    }
-
-    /// Parses `name` or `name[options]`.
-    ///
-    /// # Errors
-    /// An unknown engine, malformed brackets, options on an engine that
-    /// takes none, or a foliocache option the library does not support.
-    pub fn parse(s: &str) -> Result<EngineSpec, String> {
-        let (name, opts) = match s.find('[') {
-            None => (s, None),
-            Some(i) => {
-                let inner = s[i + 1..].strip_suffix(']').ok_or_else(|| {
-                    format!("engine `{s}`: options go in brackets at the end, e.g. foliocache[populate=lazy]")
-                })?;
-                if inner.contains(['[', ']']) {
-                    return Err(format!("engine `{s}`: nested or repeated brackets"));
-                }
-                (&s[..i], Some(inner))
-            }
-        };
-        let kind = EngineKind::ALL
-            .into_iter()
-            .find(|k| k.name() == name)
-            .ok_or_else(|| {
-                let names: Vec<_> = EngineKind::ALL.iter().map(|k| k.name()).collect();
-                format!("unknown engine `{name}` (available: {})", names.join(", "))
-            })?;
-        let mut folio = FolioOptions::default();
-        let mut anon = AnonOptions::default();
-        if let Some(opts) = opts {
-            if !matches!(kind, EngineKind::Foliocache | EngineKind::Anon) {
-                return Err(format!(
-                    "engine `{}` takes no options (got `{s}`)",
-                    kind.name()
-                ));
-            }
-            if opts.trim().is_empty() {
-                return Err(format!("engine `{s}`: empty options"));
-            }
-            for opt in opts.split(',') {
-                match kind {
-                    EngineKind::Anon => match opt.trim() {
-                        "thp" => anon.thp = true,
-                        "populate" => anon.populate = true,
-                        other => {
-                            return Err(format!(
-                                "anon engine: unknown option `{other}` (supported: thp, populate)"
-                            ))
-                        }
-                    },
-                    _ => parse_folio_option(opt.trim(), &mut folio)?,
-                }
-            }
-        }
-        Ok(EngineSpec {
-            label: s.to_string(),
-            kind,
-            folio,
-            anon,
-        })
-    }
-}
-
-fn parse_folio_option(opt: &str, folio: &mut FolioOptions) -> Result<(), String> {
-    const SUPPORTED: &str = "supported: populate=eager|lazy, folio=SIZE, \
-                             insert=batched|single, ra=SIZE|kernel|off, io=uring|threads|auto, \
-                             dontcache, grab=batched|single, huge=on|off";
-    let (key, value) = match opt.split_once('=') {
-        Some((k, v)) => (k.trim(), Some(v.trim())),
-        None => (opt, None),
-    };
-    let page = sys::PAGE as u64;
-    match (key, value) {
-        ("populate", Some("eager")) => folio.populate = Populate::Eager,
-        ("populate", Some("lazy")) => folio.populate = Populate::Lazy,
-        ("folio", Some(v)) => {
-            let bytes = crate::args::parse_size(v)?;
-            if bytes < page {
-                return Err(format!("foliocache engine: folio={v}: at least 4k"));
-            }
-            folio.max_folio = Some(bytes);
-        }
-        ("insert", Some("batched")) => folio.insert = Insert::Batched,
-        ("insert", Some("single")) => folio.insert = Insert::Single,
-        ("ra", Some("kernel")) => folio.ra = RaWindow::Kernel,
-        ("ra", Some("off")) => folio.ra = RaWindow::Off,
-        ("ra", Some(v)) => {
-            let bytes = crate::args::parse_size(v)?;
-            if bytes < page || bytes % page != 0 {
-                return Err(format!(
-                    "foliocache engine: ra={v}: a window is whole 4k pages, at least one \
-                     (ra=off turns readahead off)"
-                ));
-            }
-            folio.ra = RaWindow::Pages(bytes / page);
-        }
-        ("io", Some("uring" | "io_uring")) => folio.io = IoKind::Uring,
-        ("io", Some("threads")) => folio.io = IoKind::Threads,
-        ("io", Some("auto")) => folio.io = IoKind::Auto,
-        ("dontcache", None) => folio.dontcache = true,
-        ("grab", Some("batched")) => folio.grab = Insert::Batched,
-        ("grab", Some("single")) => folio.grab = Insert::Single,
-        ("huge", Some("on")) => folio.huge = true,
-        ("huge", Some("off")) => folio.huge = false,
-        ("populate" | "folio" | "insert" | "ra" | "io" | "dontcache" | "grab" | "huge", _) => {
-            return Err(format!(
-                "foliocache engine: bad option `{opt}` ({SUPPORTED})"
-            ))
-        }
-        _ => {
-            return Err(format!(
-            "foliocache engine: option `{opt}` is not supported by the library yet ({SUPPORTED})"
-        ))
-        }
-    }
-    Ok(())
-}
 
 /// One thread's way of doing IO on its file. The job loop is generic over
 /// it, so each engine's loop is compiled separately with no dynamic
@@ -592,6 +262,26 @@ impl Prepared {
             Prepared::Mmap(ms) => ms.iter().try_for_each(Mmap::sync),
             Prepared::Folio(fs, _) => fs.iter().try_for_each(folio_sync),
             Prepared::Anon(_) => Ok(()),
+        }
+    }
+
+    /// Turns the kernel's readahead off for the engine's files
+    /// (`POSIX_FADV_RANDOM`: a read then reads what it asks for and no
+    /// more); false for an engine whose reads it does not reach (a
+    /// mapping, foliocache, memory).
+    ///
+    /// # Errors
+    /// `posix_fadvise` failed.
+    pub fn advise_random(&self) -> io::Result<bool> {
+        use nix::fcntl::{posix_fadvise, PosixFadviseAdvice};
+        match self {
+            Prepared::Pread(fs) | Prepared::Dontcache(fs) => {
+                for f in fs {
+                    posix_fadvise(f, 0, 0, PosixFadviseAdvice::POSIX_FADV_RANDOM)?;
+                }
+                Ok(true)
+            }
+            Prepared::Mmap(_) | Prepared::Folio(..) | Prepared::Anon(_) => Ok(false),
         }
     }
 }
@@ -1373,185 +1063,12 @@ pub fn drop_files(files: &[PathBuf]) -> Result<(usize, usize, &'static str)> {
     Ok((resident, pages, "after drop"))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn plain_names() {
-        for k in EngineKind::ALL {
-            let s = EngineSpec::parse(k.name()).unwrap();
-            assert_eq!(s, EngineSpec::plain(k));
+impl FolioOptions {
+    /// How a run with these options does its IO.
+    pub fn mode(&self) -> FolioMode {
+        FolioMode {
+            read: self.read_flags(),
+            dontcache_writes: self.dontcache,
         }
-    }
-
-    #[test]
-    fn label_is_kept_as_given() {
-        let s = EngineSpec::parse("foliocache[populate=lazy,folio=64k]").unwrap();
-        assert_eq!(s.label, "foliocache[populate=lazy,folio=64k]");
-        assert_eq!(s.kind, EngineKind::Foliocache);
-        assert_eq!(s.folio.populate, Populate::Lazy);
-        assert_eq!(s.folio.max_folio, Some(64 << 10));
-    }
-
-    #[test]
-    fn readahead_options() {
-        let s = EngineSpec::parse("foliocache[insert=single]").unwrap();
-        assert_eq!(s.label, "foliocache[insert=single]");
-        assert_eq!(s.folio.insert, Insert::Single);
-        assert_eq!(
-            s.folio.readahead(),
-            ReadaheadConfig::default().with_insert(Insert::Single)
-        );
-        assert_eq!(s.folio.io, IoKind::Auto);
-
-        let s = EngineSpec::parse("foliocache[insert=batched,ra=kernel,io=uring]").unwrap();
-        assert_eq!(s.folio.readahead(), ReadaheadConfig::kernel());
-        assert_eq!(s.folio.io, IoKind::Uring);
-
-        let s = EngineSpec::parse("foliocache[ra=off, io=threads]").unwrap();
-        assert_eq!(s.label, "foliocache[ra=off, io=threads]");
-        assert_eq!(s.folio.readahead(), ReadaheadConfig::disabled());
-        assert_eq!(s.folio.io, IoKind::Threads);
-
-        let s = EngineSpec::parse("foliocache[ra=512k,insert=single]").unwrap();
-        let ra = s.folio.readahead();
-        assert_eq!(
-            (ra.max_pages, ra.io_pages, ra.insert()),
-            (128, 128, Insert::Single)
-        );
-        let ra = EngineSpec::parse("foliocache[ra=2m]")
-            .unwrap()
-            .folio
-            .readahead();
-        assert_eq!((ra.max_pages, ra.io_pages), (512, 512));
-
-        // The defaults are the library's.
-        assert_eq!(
-            EngineSpec::plain(EngineKind::Foliocache).folio.readahead(),
-            ReadaheadConfig::default()
-        );
-    }
-
-    #[test]
-    fn bad_option_values_are_errors() {
-        for bad in [
-            "foliocache[populate=sometimes]",
-            "foliocache[folio=1]",
-            "foliocache[insert=sometimes]",
-            "foliocache[insert]",
-            "foliocache[ra=1]",
-            "foliocache[ra=0]",
-            "foliocache[ra=6000]",
-            "foliocache[ra=lots]",
-            "foliocache[ra]",
-            "foliocache[io=spdk]",
-            "foliocache[io]",
-        ] {
-            let e = EngineSpec::parse(bad).unwrap_err();
-            assert!(
-                !e.contains("not supported by the library yet"),
-                "{bad}: {e}"
-            );
-        }
-        let e = EngineSpec::parse("foliocache[io=spdk]").unwrap_err();
-        assert!(e.contains("bad option `io=spdk`"), "{e}");
-        assert!(e.contains("io=uring|threads|auto"), "{e}");
-    }
-
-    #[test]
-    fn dontcache_is_an_option() {
-        let s = EngineSpec::parse("foliocache[dontcache]").unwrap();
-        assert_eq!(s.label, "foliocache[dontcache]");
-        assert!(s.folio.dontcache);
-        assert_eq!(s.folio.read_flags(), ReadFlags::DONTCACHE);
-        assert!(!s.cached(), "an uncached engine is not warmed");
-        let s = EngineSpec::parse("foliocache[populate=lazy, dontcache,ra=kernel]").unwrap();
-        assert!(s.folio.dontcache);
-        assert_eq!(s.folio.populate, Populate::Lazy);
-        assert_eq!(s.folio.readahead(), ReadaheadConfig::kernel());
-        let plain = EngineSpec::plain(EngineKind::Foliocache);
-        assert_eq!(plain.folio.read_flags(), ReadFlags::NONE);
-        assert!(plain.cached());
-        let e = EngineSpec::parse("foliocache[dontcache=yes]").unwrap_err();
-        assert!(e.contains("bad option `dontcache=yes`"), "{e}");
-    }
-
-    #[test]
-    fn grab_and_anon_options() {
-        let s = EngineSpec::parse("foliocache[grab=single]").unwrap();
-        assert_eq!(s.folio.grab, Insert::Single);
-        let s = EngineSpec::parse("foliocache[grab=batched,populate=lazy]").unwrap();
-        assert_eq!(s.folio.grab, Insert::Batched);
-        assert_eq!(s.folio.populate, Populate::Lazy);
-        let plain = EngineSpec::plain(EngineKind::Foliocache);
-        assert_eq!(
-            (plain.folio.grab, plain.folio.huge),
-            (Insert::Batched, true)
-        );
-        assert!(EngineSpec::parse("foliocache[grab=some]")
-            .unwrap_err()
-            .contains("bad option `grab=some`"));
-        let s = EngineSpec::parse("foliocache[huge=off,folio=4k,grab=single]").unwrap();
-        assert_eq!(s.label, "foliocache[huge=off,folio=4k,grab=single]");
-        assert!(!s.folio.huge);
-        assert_eq!(s.folio.max_folio, Some(4096));
-        assert_eq!(s.folio.grab, Insert::Single);
-        assert!(EngineSpec::parse("foliocache[huge=on]").unwrap().folio.huge);
-        for bad in ["foliocache[huge]", "foliocache[huge=no]"] {
-            let e = EngineSpec::parse(bad).unwrap_err();
-            assert!(e.contains("bad option") && e.contains("huge=on|off"), "{e}");
-        }
-        let s = EngineSpec::parse("anon[thp,populate]").unwrap();
-        assert_eq!(s.kind, EngineKind::Anon);
-        assert_eq!(
-            s.anon,
-            AnonOptions {
-                thp: true,
-                populate: true
-            }
-        );
-        assert!(EngineSpec::parse("anon[huge]")
-            .unwrap_err()
-            .contains("supported: thp, populate"));
-        let s = EngineSpec::parse("foliocache[dontcache]").unwrap();
-        assert!(s.folio.mode().dontcache_writes);
-    }
-
-    #[test]
-    fn unsupported_options_are_errors() {
-        for bad in ["foliocache[writeback]", "foliocache[populate=lazy,nowait]"] {
-            let e = EngineSpec::parse(bad).unwrap_err();
-            assert!(e.contains("not supported by the library yet"), "{e}");
-            assert!(
-                e.contains(
-                    "insert=batched|single, ra=SIZE|kernel|off, io=uring|threads|auto, dontcache"
-                ),
-                "{e}"
-            );
-        }
-        assert!(EngineSpec::parse("kernel[x]")
-            .unwrap_err()
-            .contains("takes no options"));
-        assert!(EngineSpec::parse("kernel[insert=single]")
-            .unwrap_err()
-            .contains("takes no options"));
-    }
-
-    #[test]
-    fn malformed_specs_are_errors() {
-        for bad in [
-            "",
-            "kern",
-            "foliocache[",
-            "foliocache[]",
-            "foliocache[populate=lazy",
-            "foliocache[a]b",
-            "foliocache[[a]]",
-        ] {
-            assert!(EngineSpec::parse(bad).is_err(), "{bad:?} parsed");
-        }
-        let e = EngineSpec::parse("nope").unwrap_err();
-        assert!(e.contains("available: foliocache, kernel, direct, dontcache, mmap"));
     }
 }

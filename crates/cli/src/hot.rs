@@ -41,7 +41,7 @@ use anyhow::{Context, Result};
 use foliocache::ReadFlags;
 
 use crate::job::Offsets;
-use crate::scenario::HotSpec;
+use crate::spec::HotSpec;
 use crate::sys::{self, AlignedBuf, PAGE};
 
 /// How far a paced reader may fall behind its schedule before it drops

@@ -11,9 +11,10 @@
 //!   join, getrusage             return bytes, ops, histogram, timeline, start/end
 //! ```
 //!
-//! Timing: one clock read per operation ([`crate::clock`]: the TSC, about
-//! 10 ns here, or `Instant::now()`, about 27 ns). An operation's latency is the time between the end of the
-//! previous operation and the end of this one, so it includes the loop's
+//! Timing: one clock read per operation ([`crate::clock`]: the TSC, or
+//! `Instant::now()`; the report states what a read costs, and
+//! `docs/bench.md` what it costs here). An operation's latency is the
+//! time between the end of the previous operation and the end of this one, so it includes the loop's
 //! own few nanoseconds (the next offset, the histogram increment) and
 //! nothing else; every engine runs the very same loop, monomorphised for
 //! its IO call, with one buffer per thread and no allocation.
@@ -39,9 +40,9 @@ use crate::engine::{
     AnonIo, BlockIo, DontcacheIo, FolioIo, MmapIo, PreadIo, Prepared, SharedMapIo,
 };
 use crate::hist::Histogram;
-use crate::report::fmt_bw;
-use crate::scenario::JobSpec;
+use crate::spec::JobSpec;
 use crate::sys::{self, AlignedBuf};
+use crate::units::fmt_bw;
 
 /// How often a thread publishes its progress and looks at the stop flag.
 const TICK: Duration = Duration::from_millis(100);

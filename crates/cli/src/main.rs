@@ -8,15 +8,21 @@
 //! with a sync inside their figures. With no options it runs the reference
 //! scenarios, shortened (`--seeds --quick`).
 //!
-//! Modules: [`args`] (the command line), [`scenario`] (what runs),
-//! [`engine`] (the engines and their warming), [`job`] (the measured
-//! loop), [`hot`] (a hot reader beside a job, counting its hits),
-//! [`cgroup`] (the kernel engines' memory limit), [`clock`] (what times
-//! it), [`hist`] (latency histogram), [`data`] (checkable pseudo-random
-//! data files), [`disk`] (the device's read counters), [`report`] (text and
-//! JSON), [`plot`] (SVG), [`mod@bench`] (the driver) and [`sys`] (the OS
-//! calls `std` lacks: the only unsafe code, but for `engine`'s call of
-//! the unsafe `sys::Mmap::new`, whose contract the bench keeps).
+//! Modules, each using only those listed before it: [`units`] (sizes,
+//! bandwidths, durations, ratios), [`sys`] (the OS calls `std` lacks: the
+//! only unsafe code, but for `engine`'s call of the unsafe
+//! `sys::Mmap::new`, whose contract the bench keeps), [`hist`] (latency
+//! histogram), [`clock`] (what times it), [`cgroup`] (the kernel engines'
+//! memory limit), [`disk`] (the device's read counters), [`data`]
+//! (checkable pseudo-random data files), [`spec`] (engines and jobs as
+//! typed values), [`mount`] (`foliocache mount` and `stat`), [`args`]
+//! (the command line), [`engine`] (the engines and their warming), [`job`]
+//! (the measured loop), [`hot`] (a hot reader beside a job, counting its
+//! hits), [`report`] (text and JSON), [`targets`] (a scenario's ratios and
+//! targets), [`scenario`] (what runs, one file per scenario), [`plot`]
+//! (SVG), [`run`] (one engine run: setup, measure, record) and
+//! [`mod@bench`] (the driver). The scenarios and their figures are
+//! described in `docs/bench.md`.
 //!
 //! `foliocache mount` serves a directory through the cache over FUSE and
 //! `foliocache stat` shows a running mount's figures ([`mount`]).
@@ -37,9 +43,13 @@ mod job;
 mod mount;
 mod plot;
 mod report;
+mod run;
 mod scenario;
+mod spec;
 #[allow(unsafe_code)]
 mod sys;
+mod targets;
+mod units;
 
 use std::process::ExitCode;
 

@@ -23,7 +23,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use foliocache_fuse::{MountOptions, CONTROL_NAME};
 
-use crate::args::parse_size;
+use crate::units::parse_size;
 
 /// The line a `--foreground` server prints on stdout once mounted, for a
 /// background start to wait on.

@@ -8,11 +8,11 @@ use std::path::Path;
 use anyhow::{anyhow, Result};
 use plotters::prelude::*;
 
-use crate::report::{fmt_size, ScenarioReport};
+use crate::report::ScenarioReport;
+use crate::units::{fmt_size, GIB_F64 as GIB};
 
 const WIDTH: u32 = 1000;
 const PANEL_HEIGHT: u32 = 340;
-const GIB: f64 = (1u64 << 30) as f64;
 /// Line colours (Tableau 10), distinct on white.
 const COLORS: [RGBColor; 8] = [
     RGBColor(214, 39, 40),

@@ -8,6 +8,8 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
+use crate::units::{fmt_bw, fmt_count, fmt_ns, fmt_ratio, fmt_size, fmt_size_approx, GIB_F64};
+
 /// The JSON document.
 #[derive(Debug, Serialize)]
 pub struct Report {
@@ -150,7 +152,7 @@ pub struct Ratio {
 }
 
 /// Latency percentiles, in nanoseconds.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct Latency {
     /// Median.
     pub p50: u64,
@@ -165,7 +167,7 @@ pub struct Latency {
 }
 
 /// CPU seconds of the process during the run.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct Cpu {
     /// User time.
     pub user: f64,
@@ -317,8 +319,9 @@ pub struct Residency {
     pub when: &'static str,
 }
 
-/// One engine's run of one job.
-#[derive(Debug, Clone, Serialize)]
+/// One engine's run of one job (its `Default` is an empty record, which
+/// a run fills in).
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct RunRecord {
     /// The engine's label, as given.
     pub engine: String,
@@ -402,57 +405,6 @@ pub struct RunRecord {
 pub fn write_json(report: &Report, path: &Path) -> Result<()> {
     let text = serde_json::to_string_pretty(report)?;
     std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))
-}
-
-/// `4KiB`, `64KiB`, `512MiB`, `1GiB`, `1000B`.
-pub fn fmt_size(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut i = 0;
-    let mut v = n;
-    while i + 1 < UNITS.len() && v >= 1024 && v % 1024 == 0 {
-        v /= 1024;
-        i += 1;
-    }
-    if i == 0 && n >= 1024 {
-        return format!("{:.1}KiB", n as f64 / 1024.0);
-    }
-    format!("{v}{}", UNITS[i])
-}
-
-/// Bandwidth with a binary unit: `10.52 GiB/s`.
-pub fn fmt_bw(bps: f64) -> String {
-    let units = ["B/s", "KiB/s", "MiB/s", "GiB/s", "TiB/s"];
-    let mut v = bps;
-    let mut i = 0;
-    while v >= 1024.0 && i + 1 < units.len() {
-        v /= 1024.0;
-        i += 1;
-    }
-    format!("{v:.2} {}", units[i])
-}
-
-/// A count with a decimal unit: `2.76M`, `512k`.
-pub fn fmt_count(v: f64) -> String {
-    if v >= 1e9 {
-        format!("{:.2}G", v / 1e9)
-    } else if v >= 1e6 {
-        format!("{:.2}M", v / 1e6)
-    } else if v >= 1e4 {
-        format!("{:.1}k", v / 1e3)
-    } else {
-        format!("{v:.0}")
-    }
-}
-
-/// Nanoseconds, scaled: `312ns`, `1.4us`, `2.1ms`.
-pub fn fmt_ns(ns: u64) -> String {
-    if ns < 10_000 {
-        format!("{ns}ns")
-    } else if ns < 10_000_000 {
-        format!("{:.1}us", ns as f64 / 1e3)
-    } else {
-        format!("{:.1}ms", ns as f64 / 1e6)
-    }
 }
 
 /// The fio-like block for one run.
@@ -721,10 +673,7 @@ fn fmt_interval(secs: f64) -> String {
 
 /// Bandwidths in GiB/s, two decimals, space separated.
 fn fmt_series(bw: &[f64]) -> String {
-    let v: Vec<String> = bw
-        .iter()
-        .map(|b| format!("{:.2}", b / (1u64 << 30) as f64))
-        .collect();
+    let v: Vec<String> = bw.iter().map(|b| format!("{:.2}", b / GIB_F64)).collect();
     v.join(" ")
 }
 
@@ -802,22 +751,6 @@ pub fn median(v: &[f64]) -> f64 {
         0 => f64::NAN,
         n if n % 2 == 1 => s[n / 2],
         n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
-    }
-}
-
-/// A size that need not be round: `53.5GiB`.
-pub fn fmt_size_approx(n: u64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i + 1 < units.len() {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{n}B")
-    } else {
-        format!("{v:.1}{}", units[i])
     }
 }
 
@@ -918,10 +851,8 @@ pub fn table(sc: &ScenarioReport, repeat: u32) -> String {
                 format!("{:.2}x", r.best),
                 rounds.join(" "),
                 r.median_per_round,
-                r.target.map_or(String::new(), |t| format!(
-                    "; target {}",
-                    crate::bench::fmt_ratio(t)
-                ))
+                r.target
+                    .map_or(String::new(), |t| format!("; target {}", fmt_ratio(t)))
             );
             if let (Some(w), Some(m)) = (&r.writes_alone_per_round, r.writes_alone_median) {
                 let rounds: Vec<String> = w.iter().map(|x| format!("{x:.2}x")).collect();
@@ -1214,16 +1145,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes() {
-        assert_eq!(fmt_size(4096), "4KiB");
-        assert_eq!(fmt_size(64 << 10), "64KiB");
-        assert_eq!(fmt_size(512 << 20), "512MiB");
-        assert_eq!(fmt_size(1 << 30), "1GiB");
-        assert_eq!(fmt_size(1000), "1000B");
-        assert_eq!(fmt_size(1500), "1.5KiB");
-    }
-
-    #[test]
     fn spreads() {
         assert_eq!(spread(&[1.0]), "");
         assert_eq!(spread(&[100.0, 90.0]), "10%");
@@ -1238,42 +1159,13 @@ mod tests {
             numjobs: 1,
             shared: true,
             file_size: 4096,
-            bytes: 0,
-            ops: 0,
             seconds,
-            sync_s: None,
-            setup_s: None,
-            bw_bytes: 0.0,
-            iops: 0.0,
-            lat_ns: Latency {
-                p50: 0,
-                p75: 0,
-                p99: 0,
-                mean: 0.0,
-                max: 0,
-            },
-            cpu_s: Cpu {
-                user: 0.0,
-                sys: 0.0,
-            },
-            cpu_s_per_gib: 0.0,
-            capacity: None,
-            timeline_bw_bytes: Vec::new(),
             fine_timeline: Some(FineTimeline {
                 interval_s: 0.05,
                 bw_bytes: fine.to_vec(),
             }),
-            ratio_to_kernel: None,
-            runtime_s: None,
-            buf_offset: 0,
             cold: true,
-            repeats_bw_bytes: Vec::new(),
-            foliocache: None,
-            device: None,
-            page_cache: None,
-            memory_limit: None,
-            hot: None,
-            notes: Vec::new(),
+            ..RunRecord::default()
         }
     }
 
@@ -1295,13 +1187,5 @@ mod tests {
         // Long runs are judged per second.
         let f = flatness(&record(6.2, &[3.0; 124])).unwrap();
         assert_eq!((f.interval_s, f.intervals, f.worst), (1.0, 5, 1.0));
-    }
-
-    #[test]
-    fn rates() {
-        assert_eq!(fmt_bw(2.5 * (1u64 << 30) as f64), "2.50 GiB/s");
-        assert_eq!(fmt_count(2_760_000.0), "2.76M");
-        assert_eq!(fmt_ns(312), "312ns");
-        assert_eq!(fmt_ns(14_000), "14.0us");
     }
 }

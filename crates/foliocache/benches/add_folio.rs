@@ -1,4 +1,5 @@
-//! Adding a folio over an eviction shadow (seed (b)): the one-walk design
+//! Adding a folio over an eviction shadow (`__filemap_add_folio`'s one
+//! conflict walk, upstream commit 6758c1128ceb): the one-walk design
 //! against the lookup-then-store design it replaced, side by side in one run.
 //!
 //! Reproduce: `cargo bench -p foliocache --bench add_folio`
@@ -142,7 +143,8 @@ fn split_nodes(order: u32) -> usize {
     (1usize << order).div_ceil(64)
 }
 
-/// The lookup-then-store add (the kernel before seed (b)).
+/// The lookup-then-store add (the kernel's `__filemap_add_folio` before
+/// commit 6758c1128ceb).
 fn lookup_then_store(xa: &Index, cur: &mut Cur<'_>, item: &'static Slot, index: u64) {
     add_with_retry(
         xa,

@@ -1,4 +1,5 @@
-//! `Mapping::grab_folios` (seed (e)) against one folio at a time
+//! `Mapping::grab_folios` (after the proposed `filemap_grab_folios`: find or
+//! create a range's folios in one call) against one folio at a time
 //! (`grab_folios_single`): populating an empty file, as a VM monitor fills
 //! guest memory, by ranges of 2 MiB (512 pages) at a time.
 //!
@@ -9,8 +10,9 @@
 //! build, so no first-touch cost is measured; each grabbed folio is marked
 //! uptodate and unlocked (what a writer does after filling it), and the
 //! file is closed at the end, which gives the folios back. Both variants
-//! run in the same process, at two folio sizes: 4 KiB (order 0, the RFC's
-//! case: 512 folios per range) and 64 KiB (32 per range).
+//! run in the same process, at two folio sizes: 4 KiB (order 0, the case
+//! `filemap_grab_folios` was proposed for: 512 folios per range) and
+//! 64 KiB (32 per range).
 
 use std::hint::black_box;
 use std::time::Duration;

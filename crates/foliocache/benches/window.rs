@@ -1,11 +1,12 @@
-//! Inserting a readahead window (seed (a)): `batched`, every folio of the
-//! window allocated first (`Mapping::new_folios`, one hold of the
-//! allocator's lock) and inserted with one `Mapping::add_folio_range` (one
-//! hold of the index lock, one of the LRU lock), against `single`, one
-//! `new_folio` and one
-//! `add_folio` per folio (the kernel before the seed), side by side in one
-//! run. Windows of 32 and 512 one-page folios, from 1 thread and from 2
-//! threads inserting disjoint windows of one file at once.
+//! Inserting a readahead window (after the proposed
+//! `filemap_add_folio_range`, one index lock hold per window): `batched`,
+//! every folio of the window allocated first (`Mapping::new_folios`, one
+//! hold of the allocator's lock) and inserted with one
+//! `Mapping::add_folio_range` (one hold of the index lock, one of the LRU
+//! lock), against `single`, one `new_folio` and one `add_folio` per folio
+//! (the kernel's readahead loop, one `filemap_add_folio` a folio), side by
+//! side in one run. Windows of 32 and 512 one-page folios, from 1 thread
+//! and from 2 threads inserting disjoint windows of one file at once.
 //!
 //! Reproduce: `cargo bench -p foliocache --bench window` (`-- --test` is a
 //! smoke run).

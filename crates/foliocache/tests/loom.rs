@@ -1,8 +1,9 @@
 //! Loom models of the cache's concurrency protocols: the speculative
-//! lookup against removal (reference 1.8, 3.10), readers racing to fill
+//! lookup against removal (`filemap_get_entry` against
+//! `filemap_remove_folio`), readers racing to fill
 //! one folio, with and without a failing read, readahead's marker and
 //! completions, an uncached read's drop at its end against another
-//! reader (reference 6.2), a write against reclaim (a dirty folio is
+//! reader (`folio_end_dropbehind`), a write against reclaim (a dirty folio is
 //! never evicted), the folio lock against reclaim, writeback against
 //! truncation and hole punching, and a write against the writeback of its
 //! folio.
@@ -378,7 +379,7 @@ fn b_two_readers_fill_one_folio_with_one_io() {
 }
 
 // ---------------------------------------------------------------------------
-// (f) Uncached reads at their end (reference 6.2): the uncached reader drops
+// (f) Uncached reads at their end (`folio_end_dropbehind`): the uncached reader drops
 // the folio it created, without waiting for its lock, while another reader
 // uses it. Two uncached readers leave nothing cached and no shadow; against
 // a cached reader, a folio left cached is never still dropbehind (the
@@ -511,12 +512,12 @@ fn c_reader_races_a_failing_read() {
 }
 
 // ---------------------------------------------------------------------------
-// Readahead (reference 4.4; issue 5). Under loom the cache has no IO engine:
+// Readahead (`page_cache_async_ra`). Under loom the cache has no IO engine:
 // a window's runs are read on the thread that built it (see
 // `Cache::io_engine_name`), so these models cover the hand-off of the
 // marker, the insertion of windows and the completion of a window's folios
 // against readers waiting on their locks; the engine's own threads are
-// covered by the real-thread tests in tests/readahead.rs.
+// covered by the real-thread tests in tests/it/readahead.rs.
 //
 // A small readahead configuration keeps the windows to one or two folios:
 // with a maximum of 4 pages, a 4 KiB read at page 0 starts the window
@@ -579,7 +580,7 @@ fn d_marker_hand_off_starts_one_window() {
     // Two readers reach the marker folio (page 1) at once: exactly one
     // clears it and starts the next window (one more IO, the window state
     // moved once); both copy the right bytes; the new window reaches end of
-    // file, so its folio carries no marker (reference 4.5); nothing is left
+    // file, so its folio carries no marker; nothing is left
     // locked.
     model("d_marker_hand_off_starts_one_window", 3, || {
         let c = ra_cache(3, 4);
@@ -706,8 +707,8 @@ fn e_failed_window_wakes_its_waiters_to_retry() {
 }
 
 // ---------------------------------------------------------------------------
-// (g) A write against reclaim (DESIGN: "dirty folios are written back
-// before they can go").
+// (g) A write against reclaim (dirty folios are written back before they
+// can go).
 //
 // A one-page cache holds file A's page 0, clean. One thread overwrites that
 // page; the other reads file B, whose folio needs the cache's only page, so
@@ -896,7 +897,8 @@ fn h_truncate_holds_the_lock_against_reclaim() {
 }
 
 // ---------------------------------------------------------------------------
-// (i) Writeback completion against truncation (reference 3.10). A's page 0
+// (i) Writeback completion against truncation (`truncate_inode_pages_range`
+// waits for writeback). A's page 0
 // is dirty in the cache (new bytes over the backing's old ones). One thread
 // writes A back (the flusher's `Mapping::writeback`, or `sync_data`); the
 // other shrinks A (`set_len`) or punches a hole in it. Truncation holds
@@ -1117,7 +1119,7 @@ fn i_writeback_races_punch_hole() {
 
 // ---------------------------------------------------------------------------
 // (j) A write against the writeback of the folio it writes (the kernel's
-// stable pages, reference 3.10): the writer waits for the folio lock that
+// stable pages, `folio_wait_stable`): the writer waits for the folio lock that
 // writeback holds through its IO, so the IO carries one version of the page
 // whole, and a write that lands after writeback took the folio clean leaves
 // it dirty again (flag, index mark, page bit and counts), so the next sync

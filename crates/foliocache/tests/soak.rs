@@ -13,7 +13,7 @@
 //! `sync_data` and `Cache::sync_all`. Regions are not page-aligned, so
 //! neighbours share folios; each region has a read-write lock, so the
 //! model is exact (the interleavings inside a region are
-//! tests/write_stress.rs's).
+//! checked by tests/it/write/stress.rs).
 //!
 //! A watchdog fails the test if the threads do not finish soon after the
 //! time is up (a deadlock). At the end, after `sync_all`: every file
@@ -36,7 +36,7 @@ use foliocache::{Cache, File, Populate, WriteFlags};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-#[path = "common/write.rs"]
+#[path = "it/common/write.rs"]
 mod wcommon;
 use wcommon::{assert_same, within, HANG};
 
@@ -47,17 +47,8 @@ const SIZE: u64 = (REGION * REGIONS) as u64;
 const CAPACITY: usize = 16 << 20;
 
 fn secs() -> Duration {
-    let default = if std::env::var("CI").as_deref() == Ok("true") {
-        30
-    } else {
-        10
-    };
-    Duration::from_secs(
-        std::env::var("FOLIOCACHE_SOAK_SECS")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(default),
-    )
+    let default = if test_support::under_ci() { 30 } else { 10 };
+    Duration::from_secs(test_support::env_or("FOLIOCACHE_SOAK_SECS", default))
 }
 
 fn mix(mut x: u64) -> u64 {

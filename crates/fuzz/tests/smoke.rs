@@ -29,15 +29,8 @@ fn corpus_dir(target: &str) -> PathBuf {
 }
 
 fn budget() -> Duration {
-    let secs = std::env::var("FUZZ_SMOKE_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(if std::env::var_os("CI").is_some() {
-            12.0
-        } else {
-            3.0
-        });
-    Duration::from_secs_f64(secs)
+    let default = if test_support::under_ci() { 12.0 } else { 3.0 };
+    Duration::from_secs_f64(test_support::env_or("FUZZ_SMOKE_SECS", default))
 }
 
 /// Where a failing input of `target` is saved (`kind`: failure or hang).

@@ -1,0 +1,337 @@
+//! What a bench invocation runs: named scenarios, or one custom job from
+//! the command line, resolved into a [`Plan`].
+//!
+//! One file per scenario, each building its jobs, ratios and targets:
+//! [`seqread`], [`randread`], [`readahead`], [`uncached`], [`populate`],
+//! [`write`], and [`custom`] for a job given by `--rw`/`--bs`. What each
+//! measures, why, and its figures are in `docs/bench.md`.
+
+use std::time::Duration;
+
+use crate::args::{BenchArgs, SCENARIOS};
+use crate::clock::ClockKind;
+use crate::spec::{EngineKind, EngineSpec, JobSpec, Rw};
+use crate::sys::PAGE;
+use crate::targets::{RatioSpec, TargetSpec};
+use crate::units::fmt_size;
+
+pub mod custom;
+pub mod populate;
+pub mod randread;
+pub mod readahead;
+pub mod seqread;
+pub mod uncached;
+pub mod write;
+
+#[cfg(test)]
+mod tests;
+
+/// The file size of seqread and randread (full, and with `--quick`).
+const SCENARIO_SIZE: u64 = 1 << 30;
+const QUICK_SIZE: u64 = 512 << 20;
+/// A time-based scenario engine run's length (full, and with `--quick`).
+const RUNTIME: f64 = 10.0;
+const QUICK_RUNTIME: f64 = 4.0;
+
+/// A named group of jobs, reported together.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// `seqread`, `randread`, or `custom`.
+    pub name: String,
+    /// What it measures, in a sentence or two.
+    pub description: String,
+    /// The jobs. Their runs interleave: each round runs every engine of
+    /// every job, in alternating order.
+    pub jobs: Vec<JobSpec>,
+    /// Bandwidth ratios between engines (possibly of different jobs) to
+    /// report beside the table.
+    pub ratios: Vec<RatioSpec>,
+    /// The issue's targets, checked in the summary (met or not).
+    pub targets: Vec<TargetSpec>,
+    /// Print each engine's timeline, CPU per GiB, cache figures and hot
+    /// reader below the table.
+    pub detailed: bool,
+}
+
+/// Everything one invocation runs.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The scenarios, in order.
+    pub scenarios: Vec<Scenario>,
+    /// How many times each job's engine list runs (alternating order).
+    pub repeat: u32,
+    /// `--cold`.
+    pub cold: bool,
+    /// `--verify`.
+    pub verify: bool,
+    /// `--buf-offset`.
+    pub buf_offset: usize,
+    /// `--capacity`.
+    pub capacity: Option<u64>,
+    /// `--quick`.
+    pub quick: bool,
+    /// The clock that times operations (resolved).
+    pub clock: ClockKind,
+}
+
+/// Resolves the command line into a plan.
+///
+/// # Errors
+/// A usage error message: a combination of options that cannot run.
+pub fn plan(args: &BenchArgs) -> Result<Plan, String> {
+    let custom = args.is_custom_job();
+    // No job and no scenario named: the reference set, shortened unless
+    // --seeds was asked for explicitly.
+    let quick = args.quick || (!custom && !args.seeds && args.scenarios.is_empty());
+    let runtime = |default: f64| Some(Duration::from_secs_f64(args.runtime.unwrap_or(default)));
+    let scenarios = if custom {
+        vec![custom::scenario(args)]
+    } else {
+        let names: Vec<&str> = if args.scenarios.is_empty() {
+            SCENARIOS.to_vec()
+        } else {
+            args.scenarios.clone()
+        };
+        let rt = runtime(if quick { QUICK_RUNTIME } else { RUNTIME });
+        names
+            .iter()
+            .map(|n| build(n, args, quick, rt))
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    for s in &scenarios {
+        for j in &s.jobs {
+            check_job(j, args)?;
+        }
+    }
+    if args.hot_rate.is_some()
+        && !scenarios
+            .iter()
+            .flat_map(|s| &s.jobs)
+            .any(|j| j.hot.is_some())
+    {
+        return Err(
+            "--hot-rate paces the uncached scenario's hot reader: add --scenario uncached (or \
+             --seeds)"
+                .into(),
+        );
+    }
+    if args.settle.is_some() && !scenarios.iter().flat_map(|s| &s.jobs).any(|j| j.memory) {
+        return Err(
+            "--settle paces the populate scenario's runs: add --scenario populate (or --seeds)"
+                .into(),
+        );
+    }
+    if let Some(c) = args.capacity {
+        if c < PAGE as u64 {
+            return Err(format!("--capacity {c}: at least one page (4k)"));
+        }
+    }
+    let repeat = args.repeat.unwrap_or(if custom { 1 } else { 2 });
+    Ok(Plan {
+        scenarios,
+        repeat,
+        cold: args.cold,
+        verify: args.verify,
+        buf_offset: args.buf_offset as usize,
+        capacity: args.capacity,
+        quick,
+        clock: args.clock.resolve(),
+    })
+}
+
+/// Builds the scenario `name` (one of [`SCENARIOS`]); `runtime` is the
+/// length of a time-based run.
+fn build(
+    name: &str,
+    args: &BenchArgs,
+    quick: bool,
+    runtime: Option<Duration>,
+) -> Result<Scenario, String> {
+    match name {
+        "seqread" => Ok(seqread::scenario(&CachedReads::new(args, quick, runtime))),
+        "randread" => Ok(randread::scenario(&CachedReads::new(args, quick, runtime))),
+        "readahead" => readahead::scenario(args, quick),
+        "uncached" => uncached::scenario(args, quick),
+        "populate" => populate::scenario(args, quick),
+        "write" => write::scenario(args, quick),
+        other => Err(format!(
+            "unknown scenario `{other}` (available: {})",
+            SCENARIOS.join(", ")
+        )),
+    }
+}
+
+/// What seqread and randread share: one file, read warm (unless
+/// `--cold`) and time-based, by the engines given or foliocache, kernel
+/// and mmap.
+pub struct CachedReads {
+    /// The file's size.
+    pub size: u64,
+    /// The engines, in order.
+    pub engines: Vec<EngineSpec>,
+    /// Whether `--engine` gave them.
+    pub given: bool,
+    /// A run's length.
+    pub runtime: Option<Duration>,
+    /// `--cold`.
+    pub cold: bool,
+}
+
+impl CachedReads {
+    /// The engines that seqread and randread run unless `--engine` says
+    /// otherwise.
+    pub const ENGINES: [EngineKind; 3] =
+        [EngineKind::Foliocache, EngineKind::Kernel, EngineKind::Mmap];
+
+    fn new(args: &BenchArgs, quick: bool, runtime: Option<Duration>) -> CachedReads {
+        let size = args
+            .size
+            .unwrap_or(if quick { QUICK_SIZE } else { SCENARIO_SIZE });
+        let given = !args.engines.is_empty();
+        let engines = if given {
+            args.engines.clone()
+        } else {
+            Self::ENGINES.map(EngineSpec::plain).to_vec()
+        };
+        CachedReads {
+            size,
+            engines,
+            given,
+            runtime,
+            cold: args.cold,
+        }
+    }
+
+    /// A job of `numjobs` threads sharing the file.
+    pub fn job(&self, rw: Rw, bs: u64, numjobs: usize) -> JobSpec {
+        JobSpec {
+            numjobs,
+            runtime: self.runtime,
+            cold: self.cold,
+            ..JobSpec::new(rw, bs, self.size, self.engines.clone())
+        }
+    }
+
+    /// How the description says the file starts.
+    pub fn cached(&self) -> &'static str {
+        if self.cold {
+            "(run --cold: each engine starts with the file out of every cache)"
+        } else {
+            "fully cached"
+        }
+    }
+}
+
+/// The engines of a scenario: those given with `--engine`, else its
+/// built-in list.
+///
+/// # Errors
+/// A built-in engine that does not parse ([`builtin_engines`]).
+fn engines_or(args: &BenchArgs, builtin: &[&str]) -> Result<Vec<EngineSpec>, String> {
+    if args.engines.is_empty() {
+        builtin_engines(builtin)
+    } else {
+        Ok(args.engines.clone())
+    }
+}
+
+/// Parses a scenario's built-in engine list. Every entry must parse: a
+/// bad one is a bug, which is an error here (never dropped) and fails the
+/// tests (`every_builtin_engine_spec_parses` runs every built-in list).
+///
+/// # Errors
+/// The first entry that does not parse, with the reason.
+pub fn builtin_engines(list: &[&str]) -> Result<Vec<EngineSpec>, String> {
+    list.iter().map(|e| builtin_engine(e)).collect()
+}
+
+/// Parses one built-in engine spec.
+///
+/// # Errors
+/// It does not parse: the spec and the reason.
+pub fn builtin_engine(spec: &str) -> Result<EngineSpec, String> {
+    EngineSpec::parse(spec).map_err(|why| format!("built-in engine `{spec}`: {why}"))
+}
+
+/// The label of the first of `engines` that `f` accepts.
+fn first_label(engines: &[EngineSpec], f: impl Fn(&EngineSpec) -> bool) -> Option<String> {
+    engines.iter().find(|e| f(e)).map(|e| e.label.clone())
+}
+
+/// Checks that a job can run as the command line shapes it.
+fn check_job(j: &JobSpec, args: &BenchArgs) -> Result<(), String> {
+    if j.file_size < j.bs {
+        return Err(format!(
+            "--size {} is smaller than the block size {}",
+            fmt_size(j.file_size),
+            fmt_size(j.bs)
+        ));
+    }
+    let mut labels: Vec<&str> = Vec::new();
+    for e in &j.engines {
+        if labels.contains(&e.label.as_str()) {
+            return Err(format!("engine `{}` given twice", e.label));
+        }
+        labels.push(&e.label);
+        if j.memory && !e.kind.on_memory() {
+            return Err(format!(
+                "engine `{}` does not populate memory (the populate scenario's engines: \
+                 foliocache, kernel, anon)",
+                e.label
+            ));
+        }
+        if !j.memory && !e.kind.on_files() {
+            return Err(format!(
+                "engine `{}` only populates memory: use it with --scenario populate",
+                e.label
+            ));
+        }
+        match e.kind {
+            EngineKind::Direct if j.bs % PAGE as u64 != 0 => {
+                return Err(format!(
+                    "direct engine: --bs must be a multiple of 4096 for O_DIRECT (got {})",
+                    j.bs
+                ))
+            }
+            EngineKind::Direct if args.buf_offset != 0 => {
+                return Err(
+                    "direct engine: O_DIRECT needs a 4096-aligned buffer: --buf-offset must be 0"
+                        .into(),
+                )
+            }
+            k if k.fuse() && j.hot.is_some() => {
+                return Err(format!(
+                    "{} engine: the uncached scenario's hot reader does not run through the \
+                     mount: leave it out of --scenario uncached",
+                    k.name()
+                ))
+            }
+            EngineKind::FuseNull if j.rw.is_write() || j.memory => {
+                return Err(
+                    "fuse-null engine: its files are read-only zeros: read jobs only".into(),
+                )
+            }
+            EngineKind::Mmap | EngineKind::Anon if j.rw.is_write() && j.shared && j.numjobs > 1 => {
+                return Err(
+                    "mmap engine: threads writing one shared mapping would race \
+                            (a data race in this process); drop --shared for mmap writes"
+                        .into(),
+                )
+            }
+            _ => {}
+        }
+    }
+    if let Some(h) = j.hot {
+        if h.file_size < h.bs {
+            return Err(format!(
+                "the hot file ({}) is smaller than its block size {}",
+                fmt_size(h.file_size),
+                fmt_size(h.bs)
+            ));
+        }
+    }
+    if usize::try_from(j.file_size).is_err() {
+        return Err("--size too large for this machine".into());
+    }
+    Ok(())
+}

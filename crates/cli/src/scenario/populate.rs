@@ -1,0 +1,162 @@
+//! `populate`: one thread fills fresh memory with 2 MiB writes, once:
+//! through foliocache's batched folio grab (`grab_folios`) and one folio
+//! at a time, against a `memset` of anonymous memory and a memfd. Every
+//! run gets fresh memory, and its setup is part of its time. See
+//! `docs/bench.md`.
+
+use std::time::Duration;
+
+use foliocache::internals::Insert;
+
+use super::Scenario;
+use crate::args::BenchArgs;
+use crate::spec::{EngineKind, JobSpec, Rw};
+use crate::sys::PAGE;
+use crate::targets::Judged;
+use crate::units::{fmt_size, fmt_size_approx};
+
+/// The engines unless `--engine` gives others: [`POPULATE_FOLIO`]
+/// (`File::write_at` into a memfile of a new cache), [`POPULATE_SINGLE`]
+/// (the same, one folio at a time), [`POPULATE_LARGE`] (2 MiB folios),
+/// `anon` (a `memset` of a fresh anonymous mapping), `anon[thp]` (with
+/// `MADV_HUGEPAGE`) and `kernel` (a memfd written with `pwrite`).
+pub const ENGINES: &[&str] = &[
+    POPULATE_FOLIO,
+    POPULATE_SINGLE,
+    POPULATE_LARGE,
+    "anon",
+    "anon[thp]",
+    "kernel",
+];
+/// The memory filled (full, and with `--quick`) and the write size.
+const POPULATE_SIZE: u64 = 3 << 30;
+const POPULATE_QUICK_SIZE: u64 = 1 << 30;
+const POPULATE_BS: u64 = 2 << 20;
+/// The pause before each run unless `--settle` says otherwise: a VM may
+/// hand memory left free back to its host after a while, and the next
+/// first touch of it then costs more; without the pause a run would reuse
+/// the pages the run before it freed, still backed, and look faster. The
+/// costs measured are in `docs/bench.md`.
+pub const POPULATE_SETTLE: Duration = Duration::from_millis(2000);
+/// The foliocache engine the targets judge: `File::write_at` into a
+/// memfile, whose writes grab their folios with `grab_folios`, 4 KiB
+/// folios and pages, the arena populated as [`POPULATE_MODE_WHY`] says.
+pub const POPULATE_FOLIO: &str = "foliocache[huge=off,folio=4k]";
+/// The same, its writes creating their folios one at a time
+/// (`File::set_write_insert(Insert::Single)`): the only difference.
+pub const POPULATE_SINGLE: &str = "foliocache[huge=off,folio=4k,grab=single]";
+/// The same as [`POPULATE_FOLIO`] with 2 MiB folios: one folio per write,
+/// so batching has nothing to batch.
+pub const POPULATE_LARGE: &str = "foliocache[huge=off,folio=2m]";
+/// Why the foliocache engines populate their arena as they do, and why
+/// 4 KiB folios, as the scenario's description says it: eager population
+/// with `MADV_POPULATE_WRITE` keeps the page faults out of the writes,
+/// and 4 KiB pages fault in faster than the transparent huge pages the
+/// arena asks for by default (the measurements are in `docs/bench.md`).
+pub const POPULATE_MODE_WHY: &str = "huge=off with populate=eager: the arena is faulted in at \
+     build as 4 KiB pages with MADV_POPULATE_WRITE (0.9-2.7 GiB/s on this VM, against \
+     0.26-0.45 GiB/s for the transparent huge pages the arena asks for by default; anon[thp] \
+     shows that cost), and that build is part of the run; folio=4k: a 2 MiB write is 512 \
+     folios, which grab_folios creates in one batch and grab=single one at a time (with \
+     2 MiB folios, the folio=2m row, a write is one folio either way)";
+/// The target of population through `grab_folios`: at most this many
+/// times the time of the anonymous memset.
+const POPULATE_MAX_TIME_VS_ANON: f64 = 1.05;
+/// The target of batched population over one folio at a time.
+const POPULATE_MIN_VS_SINGLE: f64 = 1.1;
+
+/// The scenario: memory of `--size` (else [`POPULATE_SIZE`],
+/// [`POPULATE_QUICK_SIZE`] with `--quick`), each run after a pause of
+/// `--settle` (else [`POPULATE_SETTLE`]).
+///
+/// # Errors
+/// A built-in engine does not parse.
+pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
+    let size = args.size.unwrap_or(if quick {
+        POPULATE_QUICK_SIZE
+    } else {
+        POPULATE_SIZE
+    });
+    let engines = super::engines_or(args, ENGINES)?;
+    // Whole writes of up to 2 MiB, whole pages.
+    let bs = POPULATE_BS
+        .min(size / PAGE as u64 * PAGE as u64)
+        .max(PAGE as u64);
+    let size = if size >= bs { size / bs * bs } else { size };
+    let capacity = size.div_ceil(2 << 20) * (2 << 20);
+    let settle = args.settle.map_or(POPULATE_SETTLE, Duration::from_secs_f64);
+    let job = JobSpec {
+        cold: true,
+        shared: false,
+        capacity: Some(args.capacity.unwrap_or(capacity)),
+        memory: true,
+        settle: Some(settle),
+        ..JobSpec::new(Rw::Write, bs, size, engines.clone())
+    };
+    // An engine of the list by the label of a built-in one, or else by its
+    // options (so that `--engine 'foliocache[folio=4k,huge=off]'` is the
+    // same engine).
+    let find = |want: &str| -> Result<Option<String>, String> {
+        let w = super::builtin_engine(want)?;
+        Ok(engines
+            .iter()
+            .find(|e| e.label == w.label)
+            .or_else(|| {
+                engines
+                    .iter()
+                    .find(|e| e.kind == w.kind && e.folio == w.folio && e.anon == w.anon)
+            })
+            .map(|e| e.label.clone()))
+    };
+    // The targets' engines: the defaults', or else the first foliocache
+    // engine that grabs in batches and the first that grabs one at a time.
+    let first_folio = |grab: Insert| {
+        super::first_label(&engines, |e| {
+            e.kind == EngineKind::Foliocache && e.folio.grab == grab
+        })
+    };
+    let folio = find(POPULATE_FOLIO)?.or_else(|| first_folio(Insert::Batched));
+    let single = find(POPULATE_SINGLE)?.or_else(|| first_folio(Insert::Single));
+    let large = find(POPULATE_LARGE)?.filter(|l| Some(l) != folio.as_ref());
+    let anon = find("anon")?;
+    let anon_thp = find("anon[thp]")?;
+    let kernel = find("kernel")?;
+    let mut judged = Judged::default();
+    judged.judged(&folio, &anon, Some(1.0 / POPULATE_MAX_TIME_VS_ANON), None);
+    judged.judged(&folio, &single, Some(POPULATE_MIN_VS_SINGLE), None);
+    judged.judged(&large, &anon, None, None);
+    judged.judged(&folio, &large, None, None);
+    judged.judged(&folio, &anon_thp, None, None);
+    judged.judged(&folio, &kernel, None, None);
+    judged.judged(&kernel, &anon, None, None);
+    let Judged { ratios, targets } = judged;
+    Ok(Scenario {
+        name: "populate".into(),
+        description: format!(
+            "Batched folio population: one thread fills {} of fresh memory with {} \
+             writes, once: {POPULATE_FOLIO} writes into a memfile of a new cache of {} \
+             (File::write_at, which grabs its folios with grab_folios; {POPULATE_MODE_WHY}); \
+             {POPULATE_SINGLE} is the same with File::set_write_insert(Insert::Single); \
+             {POPULATE_LARGE} the same with 2 MiB folios; anon memsets a fresh anonymous \
+             mapping (its page faults included), anon[thp] one that asks for transparent huge \
+             pages as foliocache's arena does by default; kernel writes a memfd with pwrite. \
+             First touch of fresh memory costs 3-13 us a page on this VM: every run gets fresh \
+             memory, after a pause of {:.1} s so that the pages the last run freed have gone \
+             back to the host, and its setup (mapping, memfd, or the cache's build with its \
+             arena's populate) is part of its time. Targets: {POPULATE_FOLIO} in at most \
+             {:.2}x the anonymous memset's time (bandwidth at least {:.3}x), and at least \
+             {:.1}x {POPULATE_SINGLE}.",
+            fmt_size(size),
+            fmt_size(bs),
+            fmt_size_approx(job.capacity.unwrap_or(capacity)),
+            settle.as_secs_f64(),
+            POPULATE_MAX_TIME_VS_ANON,
+            1.0 / POPULATE_MAX_TIME_VS_ANON,
+            POPULATE_MIN_VS_SINGLE,
+        ),
+        jobs: vec![job],
+        ratios,
+        targets,
+        detailed: false,
+    })
+}

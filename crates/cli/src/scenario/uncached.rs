@@ -1,0 +1,164 @@
+//! `uncached`: one job streams a file of 4C once through a cache of C
+//! (foliocache's capacity; the kernel engines' memory cgroup limit), first
+//! alone, then beside a hot reader of a C/4 file: what uncached reads
+//! (`RWF_DONTCACHE`, `ReadFlags::DONTCACHE`) spare the hot set. See
+//! `docs/bench.md`.
+
+use super::Scenario;
+use crate::args::BenchArgs;
+use crate::spec::{EngineKind, EngineSpec, HotSpec, JobSpec, Rw};
+use crate::targets::{Judged, TargetSpec};
+use crate::units::{fmt_period, fmt_size, fmt_size_approx};
+
+/// The engines unless `--engine` gives others: `foliocache` (cached: the
+/// cache fills and then reclaims), `foliocache[dontcache]` (every read
+/// uncached), `kernel` and `dontcache` (`RWF_DONTCACHE`).
+pub const ENGINES: &[&str] = &["foliocache", "foliocache[dontcache]", "kernel", "dontcache"];
+/// The capacity C (full, and with `--quick`) unless `--capacity` or
+/// `--size` (a quarter of it) says otherwise.
+const UNCACHED_C: u64 = 1 << 30;
+const UNCACHED_QUICK_C: u64 = 256 << 20;
+/// The smallest C the scenario runs with (the kernel engines' memory
+/// limit).
+const UNCACHED_MIN_C: u64 = 1 << 20;
+/// The block sizes: the stream's, and the hot reader's.
+const UNCACHED_BS: u64 = 64 << 10;
+const HOT_BS: u64 = 4096;
+/// The hot reader's reads per second, in all, unless `--hot-rate` says
+/// otherwise: each page of the hot file read about once a second with
+/// `--quick` (16384 pages), once every 4 s in a full run (65536 pages).
+/// Both LRUs keep a page only if it is read twice while inactive, and a
+/// cached stream at device speed sweeps the inactive list faster than
+/// that, so a cached stream costs the hot reader part of its hits and an
+/// uncached one does not: what the experiment shows. At 0 (as fast as it
+/// can) every page is read often enough to turn active and stay beside
+/// any stream. The hit ratios measured at each rate are in
+/// `docs/bench.md`.
+pub const DEFAULT_HOT_RATE: u64 = 16384;
+/// Timeline intervals per second (50 ms: a stream lasts a second or two).
+const UNCACHED_BINS: u32 = 20;
+
+/// The scenario. C is `--capacity`, or a quarter of `--size`, or
+/// [`UNCACHED_C`] ([`UNCACHED_QUICK_C`] with `--quick`).
+///
+/// # Errors
+/// C is below [`UNCACHED_MIN_C`], or a built-in engine does not parse.
+pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
+    let c = match (args.capacity, args.size) {
+        (Some(c), _) => c,
+        (None, Some(size)) => size / 4,
+        (None, None) if quick => UNCACHED_QUICK_C,
+        (None, None) => UNCACHED_C,
+    };
+    if c < UNCACHED_MIN_C {
+        return Err(format!(
+            "uncached scenario: a capacity of {} is too small: at least {} (--capacity, or \
+             --size, which sets it to a quarter of the file)",
+            fmt_size_approx(c),
+            fmt_size(UNCACHED_MIN_C)
+        ));
+    }
+    let size = args.size.unwrap_or(4 * c);
+    let hot_size = (c / 4) / HOT_BS * HOT_BS;
+    let engines = super::engines_or(args, ENGINES)?;
+    let stream = JobSpec {
+        cold: true,
+        bins_per_second: UNCACHED_BINS,
+        capacity: Some(c),
+        memory_limit: Some(c),
+        ..JobSpec::new(Rw::Read, UNCACHED_BS, size, engines.clone())
+    };
+    let rate = args.hot_rate.unwrap_or(DEFAULT_HOT_RATE);
+    let beside = JobSpec {
+        hot: Some(HotSpec {
+            file_size: hot_size,
+            bs: HOT_BS,
+            rate,
+        }),
+        ..stream.clone()
+    };
+    // The roles, by the first engine of each kind.
+    let label = |f: fn(&EngineSpec) -> bool| super::first_label(&engines, f);
+    let folio_uncached = label(|e| e.kind == EngineKind::Foliocache && e.folio.dontcache);
+    let folio_cached = label(|e| e.kind == EngineKind::Foliocache && !e.folio.dontcache);
+    let kernel = label(|e| e.kind == EngineKind::Kernel);
+    let dontcache = label(|e| e.kind == EngineKind::Dontcache);
+    let mut judged = Judged::default();
+    judged.ratio(&folio_uncached, &folio_cached, Some(1.0), None);
+    judged.ratio(&folio_uncached, &dontcache, Some(1.0), None);
+    judged.ratio(&folio_uncached, &kernel, None, None);
+    judged.ratio(&folio_cached, &kernel, None, None);
+    judged.ratio(&dontcache, &kernel, None, None);
+    let ratios = judged.ratios;
+    let mut targets = Vec::new();
+    if let Some(u) = &folio_uncached {
+        targets.push(TargetSpec::Flat {
+            job: 0,
+            engine: u.clone(),
+            min: 0.8,
+        });
+        for d in [&folio_cached, &dontcache].into_iter().flatten() {
+            targets.push(TargetSpec::Bandwidth {
+                numerator: u.clone(),
+                denominator: d.clone(),
+                job: None,
+                min: 1.0,
+            });
+        }
+        if let Some(d) = &dontcache {
+            targets.push(TargetSpec::CpuPerGib {
+                job: 0,
+                engine: u.clone(),
+                than: d.clone(),
+                max: 1.0,
+            });
+        }
+        targets.push(TargetSpec::HitRatio {
+            job: 1,
+            engine: u.clone(),
+            min: 0.99,
+        });
+    }
+    Ok(Scenario {
+        name: "uncached".into(),
+        description: format!(
+            "Uncached buffered reads: one job reads a {} file once, start to end, with \
+             sync reads of {}, through a cache of C = {} (foliocache's capacity; the other \
+             engines run with the process in a memory cgroup limited to C): the cached engines \
+             fill their cache and then must reclaim, the uncached ones (RWF_DONTCACHE, \
+             ReadFlags::DONTCACHE) drop what they read. Cold: before every run the files are \
+             dropped from the kernel page cache and foliocache gets an empty cache; one pass \
+             (--runtime does not apply). Then the \
+             same stream beside a hot reader: random {} reads of a {} file, warmed into the \
+             engine's cache first (each block read once, in a random order, so that it sits in small folios as a random \
+             reader's data does), {}, \
+             all along the stream, counting its hits (a read that \
+             would wait for IO, found with a NOWAIT read first, is a miss). Both LRUs keep a \
+             page only once it is read twice while inactive: {}. Timelines per 50 ms.",
+            fmt_size(size),
+            fmt_size(UNCACHED_BS),
+            fmt_size(c),
+            fmt_size(HOT_BS),
+            fmt_size(hot_size),
+            if rate == 0 {
+                "as fast as it can (--hot-rate 0)".to_string()
+            } else {
+                format!(
+                    "{rate} reads/s in all (--hot-rate), each page about every {}",
+                    fmt_period(hot_size / HOT_BS, rate)
+                )
+            },
+            if rate == 0 {
+                "unthrottled, it reads every page often enough to keep it active beside any \
+                 stream"
+            } else {
+                "a page read less often than a cached stream sweeps the inactive list is lost \
+                 to it, and kept beside an uncached one"
+            },
+        ),
+        jobs: vec![stream, beside],
+        ratios,
+        targets,
+        detailed: true,
+    })
+}

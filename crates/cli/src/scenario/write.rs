@@ -1,0 +1,101 @@
+//! `write`: buffered writes with the sync that makes them durable inside
+//! the figures: one thread writes a file sequentially at 64 KiB, then an
+//! eighth of it at random at 4 KiB, each run ended by `fsync`
+//! (`File::sync_all` for foliocache). See `docs/bench.md`.
+
+use std::time::Duration;
+
+use super::Scenario;
+use crate::args::BenchArgs;
+use crate::spec::{EngineKind, EngineSpec, JobSpec, Rw};
+use crate::targets::Judged;
+use crate::units::fmt_size;
+
+/// The engines unless `--engine` gives others: `foliocache`,
+/// `foliocache[dontcache]`, `kernel` (`pwrite`), `direct` (`O_DIRECT`)
+/// and `dontcache` (`RWF_DONTCACHE`).
+pub const ENGINES: &[&str] = &[
+    "foliocache",
+    "foliocache[dontcache]",
+    "kernel",
+    "direct",
+    "dontcache",
+];
+/// The sequential file (full, and with `--quick`); the random-write file
+/// is an eighth of it (4 KiB `O_DIRECT` writes each wait for the device).
+const WRITE_SIZE: u64 = 1 << 30;
+const WRITE_QUICK_SIZE: u64 = 128 << 20;
+/// The block sizes: sequential and random.
+const WRITE_SEQ_BS: u64 = 64 << 10;
+const WRITE_RAND_BS: u64 = 4 << 10;
+
+/// The scenario: one pass each (time-based with `--runtime`), warm like
+/// the read scenarios unless `--cold`; foliocache reopens the file for
+/// each run.
+///
+/// # Errors
+/// A built-in engine does not parse.
+pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
+    let size = args
+        .size
+        .unwrap_or(if quick { WRITE_QUICK_SIZE } else { WRITE_SIZE });
+    let rand_size = (size / 8).max(WRITE_RAND_BS);
+    let engines = super::engines_or(args, ENGINES)?;
+    let runtime = args.runtime.map(Duration::from_secs_f64);
+    let job = |rw, bs, file_size| JobSpec {
+        runtime,
+        cold: args.cold,
+        ..JobSpec::new(rw, bs, file_size, engines.clone())
+    };
+    let seq_bs = WRITE_SEQ_BS.min(size);
+    let jobs = vec![
+        job(Rw::Write, seq_bs, size),
+        job(Rw::Randwrite, WRITE_RAND_BS.min(rand_size), rand_size),
+    ];
+    let label = |f: fn(&EngineSpec) -> bool| super::first_label(&engines, f);
+    let folio = label(|e| e.kind == EngineKind::Foliocache && !e.folio.dontcache);
+    let folio_uncached = label(|e| e.kind == EngineKind::Foliocache && e.folio.dontcache);
+    let kernel = label(|e| e.kind == EngineKind::Kernel);
+    let direct = label(|e| e.kind == EngineKind::Direct);
+    let dontcache = label(|e| e.kind == EngineKind::Dontcache);
+    let mut judged = Judged::default();
+    for j in 0..jobs.len() {
+        let job = Some(j);
+        judged.judged(&folio, &kernel, (j == 0).then_some(1.0), job);
+        judged.judged(&folio_uncached, &dontcache, None, job);
+        judged.judged(&folio_uncached, &kernel, None, job);
+        judged.judged(&direct, &kernel, None, job);
+        judged.judged(&dontcache, &kernel, None, job);
+    }
+    let Judged { ratios, targets } = judged;
+    let cached = if args.cold {
+        "cold (--cold: each engine starts with the file out of every cache)"
+    } else {
+        "warm (the file cached before each run of a cached engine, as in the read scenarios; \
+         the uncached engines start without it)"
+    };
+    Ok(Scenario {
+        name: "write".into(),
+        description: format!(
+            "Buffered writes, durable: one thread writes a {} file sequentially with {} \
+             writes, then a {} file with {} writes at uniformly random offsets, {}, and the \
+             run ends with fsync (File::sync_all for foliocache, whose write_at fills its \
+             cache and whose writeback writes with O_DIRECT): the figures include the sync. \
+             Engines: foliocache, foliocache[dontcache] (WriteFlags::DONTCACHE), kernel \
+             (pwrite), direct (O_DIRECT) and dontcache (pwritev2 RWF_DONTCACHE); {cached}. \
+             Target: foliocache's sequential write at least the kernel's.",
+            fmt_size(size),
+            fmt_size(seq_bs),
+            fmt_size(rand_size),
+            fmt_size(WRITE_RAND_BS.min(rand_size)),
+            match runtime {
+                Some(d) => format!("each for {:.1} s (--runtime)", d.as_secs_f64()),
+                None => "one pass each (as many writes as the file has blocks)".into(),
+            },
+        ),
+        jobs,
+        ratios,
+        targets,
+        detailed: false,
+    })
+}

@@ -1,0 +1,9 @@
+//! The `foliocache` binary run as a user runs it, one test binary (`cargo
+//! test -p foliocache-cli --test it`): every test starts the built binary
+//! in a child process, so the tests share no state in this one.
+
+/// `foliocache bench` and the command line: usage errors, the quick smoke
+/// run with its JSON and plot checked, verified runs of every engine.
+mod bench;
+/// `foliocache mount` and `foliocache stat`: signals, restarts, unmounts.
+mod mount;

@@ -1,0 +1,248 @@
+//! `foliocache mount` and `foliocache stat` as a user runs them: the built
+//! binary mounts a temporary directory; SIGTERM, SIGINT and `fusermount3
+//! -u` each end it with the written data on the backing, and a restart
+//! serves it. Skipped (with the reason printed) where FUSE is missing,
+//! unless `CI=true`, where that fails.
+
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use test_support::skip_or_fail;
+
+const BIN: &str = env!("CARGO_BIN_EXE_foliocache");
+
+fn fuse_ok(test: &str) -> bool {
+    match foliocache_fuse::unavailable() {
+        None => true,
+        Some(why) => {
+            skip_or_fail(test, format!("FUSE is unavailable: {why}"));
+            false
+        }
+    }
+}
+
+fn is_mounted(mnt: &Path) -> bool {
+    let mnt = mnt.canonicalize().unwrap_or_else(|_| mnt.to_path_buf());
+    fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.split(' ').nth(4) == Some(mnt.to_str().unwrap_or("")))
+}
+
+struct Dirs {
+    _tmp: tempfile::TempDir,
+    backing: PathBuf,
+    mnt: PathBuf,
+}
+
+fn dirs() -> Dirs {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let backing = tmp.path().join("backing");
+    let mnt = tmp.path().join("mnt");
+    fs::create_dir(&backing).expect("mkdir");
+    fs::create_dir(&mnt).expect("mkdir");
+    Dirs {
+        _tmp: tmp,
+        backing,
+        mnt,
+    }
+}
+
+/// Starts `foliocache mount --foreground` and waits for it to be up.
+fn start(d: &Dirs) -> Child {
+    let mut child = Command::new(BIN)
+        .arg("mount")
+        .arg(&d.backing)
+        .arg(&d.mnt)
+        .args(["--capacity", "64M", "--foreground"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn foliocache mount");
+    let out = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    BufReader::new(out)
+        .read_line(&mut line)
+        .expect("ready line");
+    assert_eq!(line.trim(), "foliocache-mount-ready");
+    assert!(is_mounted(&d.mnt));
+    child
+}
+
+fn wait(child: &mut Child) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            return s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the mount server did not exit");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn signal(child: &Child, sig: nix::sys::signal::Signal) {
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, sig).expect("kill");
+}
+
+#[test]
+fn sigterm_and_sigint_write_dirty_data_back_and_unmount() {
+    if !fuse_ok("sigterm_and_sigint_write_dirty_data_back_and_unmount") {
+        return;
+    }
+    let d = dirs();
+    for (i, sig) in [
+        nix::sys::signal::Signal::SIGTERM,
+        nix::sys::signal::Signal::SIGINT,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut child = start(&d);
+        let data: Vec<u8> = (0..(1 << 20) + 17).map(|j| (j * 7 + i) as u8).collect();
+        let name = format!("f{i}");
+        fs::write(d.mnt.join(&name), &data).expect("write through the mount");
+        signal(&child, sig);
+        let status = wait(&mut child);
+        assert!(status.success(), "{sig}: {status}");
+        assert!(!is_mounted(&d.mnt), "{sig}: still mounted");
+        assert_eq!(
+            fs::read(d.backing.join(&name)).expect("backing"),
+            data,
+            "{sig}"
+        );
+    }
+    // A restart serves what is there.
+    let mut child = start(&d);
+    assert_eq!(
+        fs::read(d.mnt.join("f0")).expect("read").len(),
+        (1 << 20) + 17
+    );
+    signal(&child, nix::sys::signal::Signal::SIGTERM);
+    assert!(wait(&mut child).success());
+}
+
+#[test]
+fn after_sigkill_a_restart_serves_what_was_synced() {
+    if !fuse_ok("after_sigkill_a_restart_serves_what_was_synced") {
+        return;
+    }
+    let d = dirs();
+    let mut child = start(&d);
+    let f = fs::File::create(d.mnt.join("synced")).expect("create");
+    std::io::Write::write_all(&mut &f, b"durable").expect("write");
+    f.sync_all().expect("fsync");
+    drop(f);
+    signal(&child, nix::sys::signal::Signal::SIGKILL);
+    let _ = wait(&mut child);
+    // The dead mount is still there; a restart takes it away and serves.
+    let mut child = start(&d);
+    assert_eq!(fs::read(d.mnt.join("synced")).expect("read"), b"durable");
+    signal(&child, nix::sys::signal::Signal::SIGTERM);
+    assert!(wait(&mut child).success());
+}
+
+#[test]
+fn fusermount_unmount_ends_the_server_cleanly() {
+    if !fuse_ok("fusermount_unmount_ends_the_server_cleanly") {
+        return;
+    }
+    let d = dirs();
+    let mut child = start(&d);
+    fs::write(d.mnt.join("x"), b"kept").expect("write");
+    let st = Command::new("fusermount3")
+        .arg("-u")
+        .arg(&d.mnt)
+        .status()
+        .or_else(|_| Command::new("umount").arg(&d.mnt).status())
+        .expect("unmount");
+    assert!(st.success());
+    assert!(wait(&mut child).success());
+    assert_eq!(fs::read(d.backing.join("x")).expect("backing"), b"kept");
+}
+
+#[test]
+fn stat_shows_the_cache_and_each_file() {
+    if !fuse_ok("stat_shows_the_cache_and_each_file") {
+        return;
+    }
+    let d = dirs();
+    let mut child = start(&d);
+    fs::write(d.mnt.join("a"), vec![1u8; 1 << 20]).expect("write");
+    let out = Command::new(BIN)
+        .arg("stat")
+        .arg(&d.mnt)
+        .arg(d.mnt.join("a"))
+        .output()
+        .expect("stat");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("hit ratio"), "{text}");
+    assert!(text.contains("a: cached 256 pages"), "{text}");
+    let json = Command::new(BIN)
+        .args(["stat", "--json"])
+        .arg(&d.mnt)
+        .output()
+        .expect("stat --json");
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).expect("json");
+    assert_eq!(v["cache"]["capacity_bytes"].as_u64(), Some(64 << 20));
+    signal(&child, nix::sys::signal::Signal::SIGTERM);
+    assert!(wait(&mut child).success());
+}
+
+#[test]
+fn mount_without_foreground_returns_once_mounted() {
+    if !fuse_ok("mount_without_foreground_returns_once_mounted") {
+        return;
+    }
+    let d = dirs();
+    let st = Command::new(BIN)
+        .arg("mount")
+        .arg(&d.backing)
+        .arg(&d.mnt)
+        .args(["--capacity", "16M"])
+        .status()
+        .expect("mount");
+    assert!(st.success());
+    assert!(is_mounted(&d.mnt));
+    fs::write(d.mnt.join("y"), b"bg").expect("write");
+    let st = Command::new("fusermount3")
+        .arg("-u")
+        .arg(&d.mnt)
+        .status()
+        .or_else(|_| Command::new("umount").arg(&d.mnt).status())
+        .expect("unmount");
+    assert!(st.success());
+    // The server writes back as it exits; wait for the data.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while fs::read(d.backing.join("y")).unwrap_or_default() != b"bg" {
+        assert!(Instant::now() < deadline, "data not written back");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_mount_point_inside_the_backing_is_refused() {
+    let d = dirs();
+    let inner = d.backing.join("m");
+    fs::create_dir(&inner).expect("mkdir");
+    let out = Command::new(BIN)
+        .arg("mount")
+        .arg(&d.backing)
+        .arg(&inner)
+        .args(["--capacity", "16M", "--foreground"])
+        .output()
+        .expect("mount");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("inside the backing directory"));
+    let _ = &d.mnt;
+}

@@ -1,0 +1,253 @@
+//! Helpers shared by the integration tests (each test file uses some).
+#![allow(dead_code)]
+// The tests drive and count their own threads with std atomics and locks;
+// the shim rule (clippy.toml) is for the crate's protocols.
+#![allow(clippy::disallowed_types)]
+
+pub mod write;
+
+use std::fs;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use foliocache::{Cache, Populate, ReadaheadConfig};
+
+/// A cache of `capacity` bytes whose folios are at most `max_folio` bytes,
+/// populated lazily (tests build many; faulting each in would dominate).
+pub fn lazy_cache(capacity: usize, max_folio: usize) -> Cache {
+    Cache::builder()
+        .capacity(capacity)
+        .max_folio_size(max_folio)
+        .populate(Populate::Lazy)
+        .build()
+        .unwrap()
+}
+
+/// [`lazy_cache`] without readahead: a miss reads what the request needs
+/// (the largest aligned folio that fits it), so tests can count IOs and
+/// place faults exactly.
+pub fn lazy_cache_no_readahead(capacity: usize, max_folio: usize) -> Cache {
+    Cache::builder()
+        .capacity(capacity)
+        .max_folio_size(max_folio)
+        .populate(Populate::Lazy)
+        .readahead(ReadaheadConfig::disabled())
+        .build()
+        .unwrap()
+}
+
+/// A file of `data` on the target's filesystem (ext4 here, so O_DIRECT
+/// works), removed on drop.
+pub struct TempFile {
+    /// Where it is.
+    pub path: PathBuf,
+}
+
+impl TempFile {
+    /// Writes `data` to a new file named after `tag`, durably.
+    pub fn new(tag: &str, data: &[u8]) -> TempFile {
+        static SEQ: AtomicUsize = AtomicUsize::new(0);
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("foliocache-tests");
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!(
+            "{tag}-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let mut f = fs::File::create(&path).unwrap();
+        f.write_all(data).unwrap();
+        f.sync_all().unwrap();
+        TempFile { path }
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Readahead helpers (tests/it/readahead.rs): a backing that records its reads,
+// and waits for asynchronous windows to settle.
+
+use std::io;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use backing::{Backing, BackingInfo, IoBuf, IoBufMut};
+use foliocache::filemap::FolioFlags;
+use foliocache::filemap::{Mapping, MappingEntry};
+
+/// How long a test waits for IO in flight (an asynchronous window) to
+/// complete before it calls it a hang.
+pub const HANG: Duration = Duration::from_secs(20);
+
+/// One `read_blocks` call a [`RecordingBacking`] saw.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IoRecord {
+    /// Byte offset asked for.
+    pub offset: u64,
+    /// Bytes asked for (the buffers' total length).
+    pub len: u64,
+    /// What the inner backing returned: bytes read, or the OS error
+    /// (`-1` for an error without one).
+    pub result: Result<u64, i32>,
+}
+
+impl IoRecord {
+    /// (first page, pages) asked for.
+    pub fn pages(&self) -> (u64, u64) {
+        (self.offset / 4096, self.len / 4096)
+    }
+}
+
+/// A [`Backing`] that forwards to `inner` and logs every `read_blocks`
+/// call (offset, length, result) after the inner call returns, so a folio
+/// found uptodate was read by a call already in the log. It has no
+/// `raw_file`, so an asynchronous engine reads it through `read_blocks` on its
+/// pool threads, and those reads are logged too.
+pub struct RecordingBacking<B> {
+    inner: B,
+    log: Mutex<Vec<IoRecord>>,
+}
+
+impl<B: Backing> RecordingBacking<B> {
+    /// Wraps `inner` with an empty log.
+    pub fn new(inner: B) -> Self {
+        RecordingBacking {
+            inner,
+            log: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The wrapped backing (to arm faults on a `FaultyBacking`).
+    pub fn inner(&self) -> &B {
+        &self.inner
+    }
+
+    /// Every read so far, in the order they returned.
+    pub fn log(&self) -> Vec<IoRecord> {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// The reads so far as (first page, pages), sorted by page.
+    pub fn page_runs(&self) -> Vec<(u64, u64)> {
+        let mut v: Vec<(u64, u64)> = self.log().iter().map(IoRecord::pages).collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Forgets the reads so far.
+    pub fn clear(&self) {
+        self.log.lock().unwrap().clear();
+    }
+
+    /// Reads so far.
+    pub fn reads(&self) -> usize {
+        self.log.lock().unwrap().len()
+    }
+}
+
+impl<B: Backing> Backing for RecordingBacking<B> {
+    fn len(&self) -> io::Result<u64> {
+        self.inner.len()
+    }
+    fn read_blocks(&self, bufs: &mut [IoBufMut<'_>], offset: u64) -> io::Result<usize> {
+        let len = bufs.iter().map(|b| b.len() as u64).sum();
+        let r = self.inner.read_blocks(bufs, offset);
+        let result = match &r {
+            Ok(n) => Ok(*n as u64),
+            Err(e) => Err(e.raw_os_error().unwrap_or(-1)),
+        };
+        self.log.lock().unwrap().push(IoRecord {
+            offset,
+            len,
+            result,
+        });
+        r
+    }
+    fn write_blocks(&self, bufs: &[IoBuf<'_>], offset: u64) -> io::Result<usize> {
+        self.inner.write_blocks(bufs, offset)
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.inner.set_len(len)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        self.inner.sync_data()
+    }
+    fn sync_all(&self) -> io::Result<()> {
+        self.inner.sync_all()
+    }
+    fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.inner.punch_hole(offset, len)
+    }
+    fn info(&self) -> BackingInfo {
+        self.inner.info()
+    }
+    // No raw_file: asynchronous reads must come through read_blocks.
+}
+
+pub use test_support::nonzero_bytes;
+
+/// Waits (up to [`HANG`]) until every page of `first..=last` is in an
+/// uptodate, unlocked folio: the windows covering them have completed.
+/// Panics with what it found otherwise.
+pub fn wait_uptodate(m: &Mapping, first: u64, last: u64) {
+    let deadline = Instant::now() + HANG;
+    let mut i = first;
+    while i <= last {
+        let found = m.get_entry(i);
+        if let Some(MappingEntry::Folio(f)) = &found {
+            if f.test(FolioFlags::UPTODATE) && !f.is_locked() && f.contains(i) {
+                i = f.index() + f.nr_pages();
+                continue;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "page {i} still not in an uptodate, unlocked folio after {HANG:?}: {found:?}"
+        );
+        drop(found);
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// Waits (up to [`HANG`]) until no folio of pages `first..=last` is locked,
+/// then checks every folio there is uptodate, without an error, waiters or
+/// a lock, and lies where the index says. Returns the folios' (index,
+/// order), in order.
+pub fn settled(m: &Mapping, first: u64, last: u64) -> Vec<(u64, u32)> {
+    let deadline = Instant::now() + HANG;
+    'again: loop {
+        let mut out = Vec::new();
+        let mut i = first;
+        while i <= last {
+            match m.get_entry(i) {
+                Some(MappingEntry::Folio(f)) => {
+                    if f.is_locked() {
+                        assert!(
+                            Instant::now() < deadline,
+                            "folio still locked after {HANG:?}: {f:?}"
+                        );
+                        drop(f);
+                        std::thread::sleep(Duration::from_micros(200));
+                        continue 'again;
+                    }
+                    assert!(f.contains(i), "index {i} holds {f:?}");
+                    let flags = f.flags();
+                    assert!(flags.contains(FolioFlags::UPTODATE), "{f:?}");
+                    assert!(
+                        !flags.intersects(FolioFlags::ERROR | FolioFlags::WAITERS),
+                        "{f:?}"
+                    );
+                    out.push((f.index(), f.order()));
+                    i = f.index() + f.nr_pages();
+                }
+                _ => i += 1,
+            }
+        }
+        return out;
+    }
+}

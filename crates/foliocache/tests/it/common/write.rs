@@ -1,0 +1,269 @@
+//! Helpers for the write-path suites (`write::*`, `faults::writes`,
+//! `faults::matrix`), which import this module as `wcommon`; the `soak`
+//! binary includes it with `#[path]`.
+#![allow(dead_code)]
+// The tests drive and count their own threads with std atomics and locks;
+// the shim rule (clippy.toml) is for the crate's protocols.
+#![allow(clippy::disallowed_types)]
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use foliocache::{Cache, File, Populate};
+
+/// A page.
+pub const PAGE: usize = 4096;
+/// A page, as a file offset.
+pub const P: u64 = PAGE as u64;
+/// How long one step (a sync, a write, a join) may take before a test calls
+/// it a hang.
+pub const HANG: Duration = Duration::from_secs(30);
+
+/// A cache of `capacity` bytes with folios of at most `max_folio` bytes,
+/// populated lazily (the suites build many caches).
+pub fn cache(capacity: usize, max_folio: usize) -> Cache {
+    Cache::builder()
+        .capacity(capacity)
+        .max_folio_size(max_folio)
+        .populate(Populate::Lazy)
+        .build()
+        .unwrap()
+}
+
+/// [`cache`] without readahead: a read caches only the folios it needs,
+/// so tests can say exactly what is cached.
+pub fn cache_no_ra(capacity: usize, max_folio: usize) -> Cache {
+    Cache::builder()
+        .capacity(capacity)
+        .max_folio_size(max_folio)
+        .populate(Populate::Lazy)
+        .readahead(foliocache::ReadaheadConfig::disabled())
+        .build()
+        .unwrap()
+}
+
+/// [`cache`] with explicit dirty thresholds.
+pub fn cache_dirty(capacity: usize, max_folio: usize, limit: usize, background: usize) -> Cache {
+    Cache::builder()
+        .capacity(capacity)
+        .max_folio_size(max_folio)
+        .populate(Populate::Lazy)
+        .dirty_limit(limit)
+        .dirty_background(background)
+        .build()
+        .unwrap()
+}
+
+/// A path on the target's filesystem (ext4 here: O_DIRECT works) that does
+/// not exist yet; whatever is there is removed on drop.
+pub struct TempPath {
+    /// Where.
+    pub path: PathBuf,
+}
+
+impl TempPath {
+    /// A fresh path named after `tag`.
+    pub fn new(tag: &str) -> TempPath {
+        static SEQ: AtomicUsize = AtomicUsize::new(0);
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("foliocache-write-tests");
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!(
+            "{tag}-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = fs::remove_file(&path);
+        TempPath { path }
+    }
+
+    /// A fresh path holding `data`, written and synced with std::fs.
+    pub fn with_data(tag: &str, data: &[u8]) -> TempPath {
+        let t = TempPath::new(tag);
+        fs::write(&t.path, data).unwrap();
+        fs::File::open(&t.path).unwrap().sync_all().unwrap();
+        t
+    }
+}
+
+impl AsRef<Path> for TempPath {
+    fn as_ref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for TempPath {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+/// Opens `path` read-write, creating it, through `c`.
+pub fn open_rw(c: &Cache, path: &Path) -> File {
+    c.open_options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .open(path)
+        .unwrap_or_else(|e| panic!("open {} read-write: {e}", path.display()))
+}
+
+// The `soak` binary includes this module and uses only part of it.
+#[allow(unused_imports)]
+pub use test_support::nonzero_bytes;
+
+/// Reads `len` bytes at `off` (short at EOF).
+pub fn read_vec(f: &File, off: u64, len: usize) -> io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; len];
+    let mut done = 0;
+    while done < len {
+        let n = f.read_at(&mut buf[done..], off + done as u64)?;
+        if n == 0 {
+            break;
+        }
+        done += n;
+    }
+    buf.truncate(done);
+    Ok(buf)
+}
+
+/// The whole file as the cache shows it: `f.len()` bytes.
+pub fn read_all(f: &File) -> Vec<u8> {
+    let len = f.len() as usize;
+    let got = read_vec(f, 0, len).unwrap();
+    assert_eq!(got.len(), len, "read_all: a read stopped short of len()");
+    got
+}
+
+/// The file at `path` as the kernel shows it (std::fs, not the cache).
+pub fn disk(path: &Path) -> Vec<u8> {
+    fs::read(path).unwrap_or_else(|e| panic!("std::fs::read {}: {e}", path.display()))
+}
+
+/// Asserts `got == want` and, if not, says where they first differ
+/// (instead of printing megabytes).
+#[track_caller]
+pub fn assert_same(what: &str, got: &[u8], want: &[u8]) {
+    if got == want {
+        return;
+    }
+    let first = got
+        .iter()
+        .zip(want)
+        .position(|(g, w)| g != w)
+        .unwrap_or(got.len().min(want.len()));
+    let show = |v: &[u8]| {
+        let end = (first + 16).min(v.len());
+        format!("{:02x?}", &v[first.min(v.len())..end])
+    };
+    let differing = got.iter().zip(want).filter(|(g, w)| g != w).count();
+    panic!(
+        "{what}: got {} bytes, want {}; first difference at byte {first} (page {}, {} bytes differ \
+         in the common prefix): got {} want {}",
+        got.len(),
+        want.len(),
+        first / PAGE,
+        differing,
+        show(got),
+        show(want)
+    );
+}
+
+/// Runs `f` on a thread and fails the test if it does not finish within
+/// `limit`.
+pub fn within<T: Send + 'static>(
+    limit: Duration,
+    what: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (tx, rx) = mpsc::channel();
+    let t = std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(v) => {
+            t.join().unwrap();
+            v
+        }
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!("{what}: hung for more than {limit:?}"),
+        Err(mpsc::RecvTimeoutError::Disconnected) => match t.join() {
+            Err(p) => std::panic::resume_unwind(p),
+            Ok(()) => unreachable!("sent nothing but returned"),
+        },
+    }
+}
+
+/// Polls `cond` every millisecond until it holds; panics after [`HANG`].
+pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < HANG, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// The OS error number of an error, panicking on success or a non-OS error.
+#[track_caller]
+pub fn errno<T: std::fmt::Debug>(what: &str, r: io::Result<T>) -> i32 {
+    match r {
+        Ok(v) => panic!("{what}: expected an OS error, got Ok({v:?})"),
+        Err(e) => e
+            .raw_os_error()
+            .unwrap_or_else(|| panic!("{what}: expected an OS error, got {e:?}")),
+    }
+}
+
+#[allow(unused_imports)]
+pub use test_support::proptest_cases as cases;
+
+/// A file image: what the cache must show, and the backing after a sync.
+#[derive(Clone, Debug, Default)]
+pub struct Model {
+    /// The bytes, `data.len()` is the file size.
+    pub data: Vec<u8>,
+}
+
+impl Model {
+    /// `pwrite`: extends with zeros up to `off`, then overwrites.
+    pub fn write(&mut self, off: u64, buf: &[u8]) {
+        let off = off as usize;
+        let end = off + buf.len();
+        if self.data.len() < end {
+            self.data.resize(end, 0);
+        }
+        self.data[off..end].copy_from_slice(buf);
+    }
+
+    /// `ftruncate`.
+    pub fn set_len(&mut self, len: u64) {
+        self.data.resize(len as usize, 0);
+    }
+
+    /// `fallocate(PUNCH_HOLE | KEEP_SIZE)`.
+    pub fn punch(&mut self, off: u64, len: u64) {
+        let size = self.data.len() as u64;
+        let start = off.min(size) as usize;
+        let end = off.saturating_add(len).min(size) as usize;
+        self.data[start..end].fill(0);
+    }
+
+    /// What `read_at(len, off)` returns.
+    pub fn read(&self, off: u64, len: usize) -> &[u8] {
+        let start = off.min(self.data.len() as u64) as usize;
+        let end = (start + len).min(self.data.len());
+        &self.data[start..end]
+    }
+
+    /// The size.
+    pub fn len(&self) -> u64 {
+        self.data.len() as u64
+    }
+
+    /// Zero size.
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+}

@@ -1,0 +1,63 @@
+//! The cache's integration tests, one binary (`cargo test -p foliocache
+//! --test it`), a module per theme. `loom`, `memory_audit` and `soak` are
+//! binaries of their own: see `docs/testing.md`.
+
+mod common;
+
+/// The page arena: allocation by order, splitting and merging, populate.
+mod arena;
+
+/// Reads through the cache: against the file read directly, in place
+/// (`read_with`), under memory pressure, and never another file's bytes.
+mod read {
+    mod basic;
+    mod pressure;
+    mod security;
+    mod with;
+}
+
+/// Readahead: the window's size and its asynchronous marker, sequential
+/// and random streams, advice.
+mod readahead;
+
+/// Uncached reads and writes (`DONTCACHE`) and the figures that show them.
+mod dontcache;
+
+/// The filemap operations on a `Mapping`, and `grab_folios`.
+mod filemap {
+    mod grab;
+    mod ops;
+}
+
+/// Reclaim and refaults: the workingset rules and eviction shadows.
+mod workingset {
+    mod rules;
+    mod shadows;
+}
+
+/// The write path: a model of random writes, POSIX semantics, durability
+/// seen by another process, stress with real threads.
+mod write {
+    mod durability;
+    mod model;
+    mod semantics;
+    mod smoke;
+    mod stress;
+}
+
+/// Fault injection at the IO seam (`backing::FaultyBacking`): reads,
+/// writeback and sync, and the matrix of every path against every fault.
+mod faults {
+    mod matrix;
+    mod reads;
+    mod writes;
+}
+
+/// Regression tests, one a bug found and fixed.
+mod regress {
+    mod close_size;
+    mod close_writeback_error;
+    mod dontcache_write_error;
+    mod failed_write_size;
+    mod read_past_truncate;
+}

@@ -1,0 +1,667 @@
+//! The mount, end to end: a temporary backing directory mounted in this
+//! process ([`foliocache_fuse::spawn`]) and used through the kernel with
+//! `std::fs`. Skipped (with the reason printed) where FUSE is missing,
+//! unless `CI=true`, where that fails.
+
+use std::fs;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread;
+
+use foliocache_fuse::{MountOptions, CONTROL_NAME};
+use fuser::BackgroundSession;
+use test_support::skip_or_fail;
+
+/// True if the test may go on; prints why not, or panics under CI.
+fn fuse_ok(test: &str) -> bool {
+    match foliocache_fuse::unavailable() {
+        None => true,
+        Some(why) => {
+            skip_or_fail(test, format!("FUSE is unavailable: {why}"));
+            false
+        }
+    }
+}
+
+struct Mounted {
+    _tmp: tempfile::TempDir,
+    backing: PathBuf,
+    mnt: PathBuf,
+    session: Option<BackgroundSession>,
+    opts: MountOptions,
+}
+
+impl Mounted {
+    fn new() -> Mounted {
+        Self::with(MountOptions::new(64 << 20))
+    }
+
+    fn with(opts: MountOptions) -> Mounted {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let backing = tmp.path().join("backing");
+        let mnt = tmp.path().join("mnt");
+        fs::create_dir(&backing).expect("mkdir backing");
+        fs::create_dir(&mnt).expect("mkdir mnt");
+        let mut m = Mounted {
+            _tmp: tmp,
+            backing,
+            mnt,
+            session: None,
+            opts,
+        };
+        m.mount();
+        m
+    }
+
+    fn mount(&mut self) {
+        let s = foliocache_fuse::spawn(&self.backing, &self.mnt, &self.opts).expect("mount");
+        self.session = Some(s);
+    }
+
+    fn unmount(&mut self) {
+        if let Some(s) = self.session.take() {
+            s.umount_and_join().expect("unmount");
+        }
+    }
+
+    fn p(&self, rel: &str) -> PathBuf {
+        self.mnt.join(rel)
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        if let Some(s) = self.session.take() {
+            let _ = s.umount_and_join();
+        }
+    }
+}
+
+fn errno(e: &std::io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(-1)
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+#[test]
+fn written_data_reads_back_and_survives_a_remount() {
+    if !fuse_ok("written_data_reads_back_and_survives_a_remount") {
+        return;
+    }
+    let mut m = Mounted::new();
+    let data = pattern(3 << 20 | 123, 7);
+    fs::write(m.p("a.bin"), &data).expect("write");
+    assert_eq!(fs::read(m.p("a.bin")).expect("read"), data);
+    assert_eq!(
+        fs::metadata(m.p("a.bin")).expect("stat").len(),
+        data.len() as u64
+    );
+    m.unmount();
+    assert_eq!(fs::read(m.backing.join("a.bin")).expect("backing"), data);
+    m.mount();
+    assert_eq!(fs::read(m.p("a.bin")).expect("read after remount"), data);
+}
+
+#[test]
+fn truncate_shrinks_and_grows_with_zeros() {
+    if !fuse_ok("truncate_shrinks_and_grows_with_zeros") {
+        return;
+    }
+    let m = Mounted::new();
+    let data = pattern(100_000, 3);
+    fs::write(m.p("t"), &data).expect("write");
+    let f = fs::OpenOptions::new()
+        .write(true)
+        .open(m.p("t"))
+        .expect("open");
+    f.set_len(5000).expect("shrink");
+    f.set_len(9000).expect("grow");
+    drop(f);
+    let got = fs::read(m.p("t")).expect("read");
+    assert_eq!(got.len(), 9000);
+    assert_eq!(&got[..5000], &data[..5000]);
+    assert!(got[5000..].iter().all(|&b| b == 0));
+    // O_TRUNC empties it.
+    fs::File::create(m.p("t")).expect("create truncates");
+    assert_eq!(fs::metadata(m.p("t")).expect("stat").len(), 0);
+}
+
+#[test]
+fn rename_and_unlink_follow_the_file() {
+    if !fuse_ok("rename_and_unlink_follow_the_file") {
+        return;
+    }
+    let m = Mounted::new();
+    fs::create_dir(m.p("d1")).expect("mkdir");
+    fs::create_dir(m.p("d2")).expect("mkdir");
+    fs::write(m.p("d1/x"), b"hello").expect("write");
+    let mut open = fs::File::open(m.p("d1/x")).expect("open");
+    fs::rename(m.p("d1/x"), m.p("d2/y")).expect("rename");
+    assert_eq!(errno(&fs::metadata(m.p("d1/x")).unwrap_err()), libc::ENOENT);
+    assert_eq!(fs::read(m.p("d2/y")).expect("read renamed"), b"hello");
+    // A handle open across the rename still reads the file.
+    let mut s = String::new();
+    open.read_to_string(&mut s).expect("read open handle");
+    assert_eq!(s, "hello");
+    // Written through a handle after unlink: still readable through it.
+    let mut w = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(m.p("d2/y"))
+        .expect("open rw");
+    fs::remove_file(m.p("d2/y")).expect("unlink");
+    assert!(!m.backing.join("d2/y").exists());
+    w.write_all_at(b"HELLO", 0).expect("write unlinked");
+    let mut buf = [0u8; 5];
+    w.seek(SeekFrom::Start(0)).expect("seek");
+    w.read_exact(&mut buf).expect("read unlinked");
+    assert_eq!(&buf, b"HELLO");
+    // Rename over a non-empty directory, a file over a directory.
+    fs::write(m.p("d1/z"), b"z").expect("write");
+    assert_eq!(
+        errno(&fs::rename(m.p("d2"), m.p("d1")).unwrap_err()),
+        libc::ENOTEMPTY
+    );
+    fs::write(m.p("f"), b"f").expect("write");
+    assert_eq!(
+        errno(&fs::rename(m.p("f"), m.p("d2")).unwrap_err()),
+        libc::EISDIR
+    );
+    assert_eq!(
+        errno(&fs::rename(m.p("d2"), m.p("f")).unwrap_err()),
+        libc::ENOTDIR
+    );
+}
+
+#[test]
+fn directories_and_their_errors() {
+    if !fuse_ok("directories_and_their_errors") {
+        return;
+    }
+    let m = Mounted::new();
+    fs::create_dir_all(m.p("a/b/c")).expect("mkdir -p");
+    fs::write(m.p("a/b/c/f"), b"x").expect("write");
+    let mut names: Vec<String> = fs::read_dir(m.p("a/b/c"))
+        .expect("readdir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["f"]);
+    assert_eq!(
+        errno(&fs::remove_dir(m.p("a/b/c")).unwrap_err()),
+        libc::ENOTEMPTY
+    );
+    assert_eq!(
+        errno(&fs::remove_dir(m.p("a/b/c/f")).unwrap_err()),
+        libc::ENOTDIR
+    );
+    assert_eq!(
+        errno(&fs::remove_file(m.p("a/b")).unwrap_err()),
+        libc::EISDIR
+    );
+    assert_eq!(
+        errno(&fs::metadata(m.p("a/nope")).unwrap_err()),
+        libc::ENOENT
+    );
+    assert_eq!(
+        errno(&fs::metadata(m.p("a/b/c/f/g")).unwrap_err()),
+        libc::ENOTDIR
+    );
+    assert_eq!(
+        errno(
+            &fs::OpenOptions::new()
+                .write(true)
+                .open(m.p("a/b"))
+                .unwrap_err()
+        ),
+        libc::EISDIR
+    );
+    assert_eq!(
+        errno(&fs::create_dir(m.p("a/b")).unwrap_err()),
+        libc::EEXIST
+    );
+    fs::remove_file(m.p("a/b/c/f")).expect("unlink");
+    fs::remove_dir(m.p("a/b/c")).expect("rmdir");
+    assert!(!m.backing.join("a/b/c").exists());
+    // The control file is not listed.
+    let root: Vec<_> = fs::read_dir(&m.mnt)
+        .expect("readdir root")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert!(!root.iter().any(|n| n == CONTROL_NAME));
+}
+
+#[test]
+fn bad_offsets_and_modes_get_a_local_filesystems_errno() {
+    if !fuse_ok("bad_offsets_and_modes_get_a_local_filesystems_errno") {
+        return;
+    }
+    let m = Mounted::new();
+    fs::write(m.p("f"), pattern(10_000, 1)).expect("write");
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(m.p("f"))
+        .expect("open");
+    let mut buf = [0u8; 100];
+    assert_eq!(f.read_at(&mut buf, 1 << 40).expect("read far past EOF"), 0);
+    // Past the largest offset: EINVAL, as on a local filesystem.
+    assert_eq!(
+        errno(&f.read_at(&mut buf, i64::MAX as u64 - 10).unwrap_err()),
+        libc::EINVAL
+    );
+    // Fallocate: a hole punched reads as zeros; other modes unsupported.
+    use nix::fcntl::{fallocate, FallocateFlags};
+    fallocate(
+        &f,
+        FallocateFlags::FALLOC_FL_PUNCH_HOLE | FallocateFlags::FALLOC_FL_KEEP_SIZE,
+        4096,
+        4096,
+    )
+    .expect("punch hole");
+    let mut hole = [1u8; 4096];
+    f.read_exact_at(&mut hole, 4096).expect("read hole");
+    assert!(hole.iter().all(|&b| b == 0));
+    assert_eq!(f.metadata().expect("stat").len(), 10_000);
+    assert_eq!(
+        fallocate(&f, FallocateFlags::empty(), 0, 1 << 20).unwrap_err(),
+        nix::errno::Errno::EOPNOTSUPP
+    );
+    // Reading a directory.
+    let mut d = fs::File::open(&m.mnt).expect("open dir");
+    let mut s = Vec::new();
+    assert_eq!(errno(&d.read_to_end(&mut s).unwrap_err()), libc::EISDIR);
+}
+
+#[test]
+fn symlinks_read_back_as_text_and_are_never_followed_by_the_server() {
+    if !fuse_ok("symlinks_read_back_as_text_and_are_never_followed_by_the_server") {
+        return;
+    }
+    // backing = T/a/backing with T/a/outside/secret beside it; the mount
+    // at T/b/mnt, where T/b/outside does not exist. A server that
+    // followed the backing's links would serve T/a/outside/secret.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let a = tmp.path().join("a");
+    let backing = a.join("backing");
+    let mnt = tmp.path().join("b/mnt");
+    fs::create_dir_all(&backing).expect("mkdir");
+    fs::create_dir_all(a.join("outside")).expect("mkdir");
+    fs::create_dir_all(&mnt).expect("mkdir");
+    fs::write(a.join("outside/secret"), b"secret").expect("write");
+    std::os::unix::fs::symlink("../outside/secret", backing.join("rel")).expect("symlink");
+    std::os::unix::fs::symlink("../outside", backing.join("reldir")).expect("symlink");
+    let session =
+        foliocache_fuse::spawn(&backing, &mnt, &MountOptions::new(16 << 20)).expect("mount");
+    let rel = fs::read_link(mnt.join("rel")).expect("readlink");
+    assert_eq!(rel, Path::new("../outside/secret"));
+    assert!(fs::symlink_metadata(mnt.join("rel"))
+        .expect("lstat")
+        .file_type()
+        .is_symlink());
+    assert_eq!(errno(&fs::read(mnt.join("rel")).unwrap_err()), libc::ENOENT);
+    assert_eq!(
+        errno(&fs::read(mnt.join("reldir/secret")).unwrap_err()),
+        libc::ENOENT
+    );
+    // A link made through the mount stores its text as given.
+    std::os::unix::fs::symlink("/etc/passwd", mnt.join("abs")).expect("symlink via mount");
+    assert_eq!(
+        fs::read_link(backing.join("abs")).expect("readlink"),
+        Path::new("/etc/passwd")
+    );
+    // The control channel refuses `..` and does not follow links.
+    let mut c = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(mnt.join(CONTROL_NAME))
+        .expect("control");
+    c.write_all(b"../outside/secret\nreldir/secret\n")
+        .expect("request");
+    c.seek(SeekFrom::Start(0)).expect("rewind");
+    let mut answer = String::new();
+    c.read_to_string(&mut answer).expect("answer");
+    let v: serde_json::Value = serde_json::from_str(&answer).expect("json");
+    for f in v["files"].as_array().expect("files") {
+        assert!(f["error"].is_string(), "{f}");
+    }
+    drop(c);
+    session.umount_and_join().expect("unmount");
+}
+
+#[test]
+fn hard_links_share_one_file() {
+    if !fuse_ok("hard_links_share_one_file") {
+        return;
+    }
+    let m = Mounted::new();
+    fs::write(m.p("one"), b"first").expect("write");
+    fs::hard_link(m.p("one"), m.p("two")).expect("link");
+    fs::write(m.p("two"), b"second").expect("write via link");
+    assert_eq!(fs::read(m.p("one")).expect("read"), b"second");
+    assert_eq!(
+        fs::metadata(m.p("one")).expect("stat").ino(),
+        fs::metadata(m.p("two")).expect("stat").ino()
+    );
+    assert_eq!(fs::metadata(m.p("one")).expect("stat").nlink(), 2);
+}
+
+#[test]
+fn concurrent_readers_and_writers_see_whole_writes() {
+    if !fuse_ok("concurrent_readers_and_writers_see_whole_writes") {
+        return;
+    }
+    let m = Arc::new(Mounted::new());
+    const CHUNK: usize = 64 << 10;
+    const CHUNKS: usize = 16;
+    let reference = pattern(4 << 20, 9);
+    fs::write(m.p("ro"), &reference).expect("write ro");
+    fs::File::create(m.p("rw"))
+        .expect("create")
+        .set_len((CHUNK * CHUNKS) as u64)
+        .expect("size");
+    let mut threads = Vec::new();
+    for w in 0..4usize {
+        let m = m.clone();
+        threads.push(thread::spawn(move || {
+            let f = fs::OpenOptions::new()
+                .write(true)
+                .open(m.p("rw"))
+                .expect("open");
+            for c in (w..CHUNKS).step_by(4) {
+                f.write_all_at(&pattern(CHUNK, c as u8), (c * CHUNK) as u64)
+                    .expect("write chunk");
+            }
+        }));
+    }
+    for r in 0..4usize {
+        let m = m.clone();
+        let reference = reference.clone();
+        threads.push(thread::spawn(move || {
+            let f = fs::File::open(m.p("ro")).expect("open");
+            let mut buf = vec![0u8; 128 << 10];
+            for i in 0..64usize {
+                let off = ((i * 7 + r * 13) % 32) * (128 << 10);
+                f.read_exact_at(&mut buf, off as u64).expect("read");
+                assert_eq!(&buf[..], &reference[off..off + buf.len()]);
+            }
+        }));
+    }
+    for t in threads {
+        t.join().expect("thread");
+    }
+    let got = fs::read(m.p("rw")).expect("read rw");
+    for c in 0..CHUNKS {
+        assert_eq!(
+            &got[c * CHUNK..(c + 1) * CHUNK],
+            &pattern(CHUNK, c as u8)[..],
+            "chunk {c}"
+        );
+    }
+}
+
+#[test]
+fn the_control_file_gives_the_cache_figures_and_cachestat() {
+    if !fuse_ok("the_control_file_gives_the_cache_figures_and_cachestat") {
+        return;
+    }
+    let m = Mounted::new();
+    fs::create_dir(m.p("d")).expect("mkdir");
+    fs::write(m.p("d/f"), pattern(1 << 20, 2)).expect("write");
+    let mut c = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(m.p(CONTROL_NAME))
+        .expect("control");
+    c.write_all(b"d/f\nmissing\n").expect("request");
+    c.seek(SeekFrom::Start(0)).expect("rewind");
+    let mut answer = String::new();
+    c.read_to_string(&mut answer).expect("answer");
+    let v: serde_json::Value = serde_json::from_str(&answer).expect("json");
+    assert_eq!(v["cache"]["capacity_bytes"].as_u64(), Some(64 << 20));
+    assert_eq!(v["files"][0]["cached"].as_u64(), Some(256), "{v}");
+    assert!(v["files"][1]["error"].is_string());
+}
+
+#[test]
+fn dontcache_mount_leaves_nothing_cached_after_reads() {
+    if !fuse_ok("dontcache_mount_leaves_nothing_cached_after_reads") {
+        return;
+    }
+    let mut opts = MountOptions::new(64 << 20);
+    opts.dontcache = true;
+    let m = Mounted::with(opts);
+    let data = pattern(2 << 20, 5);
+    fs::write(m.backing.join("f"), &data).expect("write backing");
+    assert_eq!(fs::read(m.p("f")).expect("read"), data);
+    let mut answer = String::new();
+    fs::File::open(m.p(CONTROL_NAME))
+        .expect("control")
+        .read_to_string(&mut answer)
+        .expect("answer");
+    let v: serde_json::Value = serde_json::from_str(&answer).expect("json");
+    assert!(
+        v["cache"]["dropbehind_drops"].as_u64().unwrap_or(0) > 0,
+        "{v}"
+    );
+}
+
+/// A small xorshift generator: reproducible runs without a dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// Random writes, reads, truncates, hole punches, fsyncs and reopens of one
+/// file through the mount, every read checked against a `Vec<u8>` model,
+/// and the backing checked against it after unmount. `FUSE_EXERCISER_OPS`
+/// sets the number of operations (default 100 000 under `CI=true`, the
+/// issue's run; 4000 otherwise, for a quick local run).
+#[test]
+fn random_operations_match_a_model() {
+    if !fuse_ok("random_operations_match_a_model") {
+        return;
+    }
+    use nix::fcntl::{fallocate, FallocateFlags};
+    let ops: u64 = test_support::env_or(
+        "FUSE_EXERCISER_OPS",
+        if test_support::under_ci() {
+            100_000
+        } else {
+            4000
+        },
+    );
+    let seed: u64 = test_support::env_or("FUSE_EXERCISER_SEED", 0x9e37_79b9_7f4a_7c15);
+    // A small cache, so reclaim and writeback run during the test.
+    let mut m = Mounted::with(MountOptions::new(8 << 20));
+    let mut rng = Rng(seed);
+    let mut model: Vec<u8> = Vec::new();
+    const SPAN: u64 = 3 << 20;
+    let open = |m: &Mounted| {
+        fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(m.p("x"))
+            .expect("open")
+    };
+    let mut f = open(&m);
+    for op in 0..ops {
+        let what = rng.below(100);
+        let ctx = || format!("seed {seed:#x} op {op}");
+        match what {
+            0..=34 => {
+                let off = rng.below(SPAN);
+                let max = if rng.below(4) == 0 { 300_000 } else { 9000 };
+                let len = 1 + rng.below(max);
+                let data: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+                f.write_all_at(&data, off)
+                    .unwrap_or_else(|e| panic!("{}: write: {e}", ctx()));
+                let end = (off + len) as usize;
+                if model.len() < end {
+                    model.resize(end, 0);
+                }
+                model[off as usize..end].copy_from_slice(&data);
+            }
+            35..=69 => {
+                let off = rng.below(SPAN + 100_000);
+                let len = 1 + rng.below(200_000);
+                let mut buf = vec![0u8; len as usize];
+                let mut got = 0;
+                while got < buf.len() {
+                    let n = f
+                        .read_at(&mut buf[got..], off + got as u64)
+                        .unwrap_or_else(|e| panic!("{}: read: {e}", ctx()));
+                    if n == 0 {
+                        break;
+                    }
+                    got += n;
+                }
+                let start = (off as usize).min(model.len());
+                let end = (off as usize + len as usize).min(model.len());
+                assert_eq!(got, end - start, "{}: read length", ctx());
+                assert!(buf[..got] == model[start..end], "{}: read data", ctx());
+            }
+            70..=77 => {
+                let size = rng.below(SPAN);
+                f.set_len(size)
+                    .unwrap_or_else(|e| panic!("{}: truncate: {e}", ctx()));
+                model.resize(size as usize, 0);
+            }
+            78..=85 => {
+                let off = rng.below(SPAN);
+                let len = 1 + rng.below(200_000);
+                fallocate(
+                    &f,
+                    FallocateFlags::FALLOC_FL_PUNCH_HOLE | FallocateFlags::FALLOC_FL_KEEP_SIZE,
+                    off as i64,
+                    len as i64,
+                )
+                .unwrap_or_else(|e| panic!("{}: punch: {e}", ctx()));
+                let start = (off as usize).min(model.len());
+                let end = ((off + len) as usize).min(model.len());
+                model[start..end].fill(0);
+            }
+            86..=90 => f
+                .sync_data()
+                .unwrap_or_else(|e| panic!("{}: fsync: {e}", ctx())),
+            91..=95 => {
+                drop(f);
+                f = open(&m);
+            }
+            _ => {
+                let len = f.metadata().expect("stat").len();
+                assert_eq!(len, model.len() as u64, "{}: size", ctx());
+            }
+        }
+    }
+    drop(f);
+    assert!(fs::read(m.p("x")).expect("read all") == model, "whole file");
+    m.unmount();
+    assert!(
+        fs::read(m.backing.join("x")).expect("backing") == model,
+        "backing after unmount"
+    );
+}
+
+/// A write through the mount moves the file's mtime at once, as on a local
+/// filesystem, though its data is still dirty in the cache (the backing's
+/// mtime moves only at writeback); times set explicitly afterwards stick.
+#[test]
+fn a_write_moves_mtime_at_once_and_set_times_stick() {
+    if !fuse_ok("a_write_moves_mtime_at_once_and_set_times_stick") {
+        return;
+    }
+    let m = Mounted::new();
+    let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(946_684_800); // 2000-01-01
+    let f = fs::File::create(m.backing.join("t")).unwrap();
+    f.write_all_at(b"before", 0).unwrap();
+    f.set_modified(old).unwrap();
+    drop(f);
+    let mtime = |p: &Path| fs::metadata(p).unwrap().modified().unwrap();
+    assert_eq!(mtime(&m.p("t")), old);
+    let start = std::time::SystemTime::now();
+    let f = fs::OpenOptions::new().write(true).open(m.p("t")).unwrap();
+    f.write_all_at(b"after", 0).unwrap();
+    assert!(
+        mtime(&m.p("t")) >= start - std::time::Duration::from_secs(1),
+        "the write's mtime, not the backing's old one: {:?}",
+        mtime(&m.p("t"))
+    );
+    // Explicit times win (cp -p, touch -d), after the data is written.
+    f.set_modified(old).unwrap();
+    drop(f);
+    assert_eq!(mtime(&m.p("t")), old);
+    assert_eq!(fs::read(m.p("t")).unwrap(), b"aftere");
+    assert_eq!(mtime(&m.backing.join("t")), old, "the backing has them too");
+}
+
+/// The null mount (the crossing's ceiling in the bench): the backing's
+/// top-level regular files as read-only zeros of their sizes, listed,
+/// read in pieces of any size, short at the end, refused for writing.
+#[test]
+fn null_mount_serves_the_files_as_zeros_of_their_sizes() {
+    if !fuse_ok("null_mount_serves_the_files_as_zeros_of_their_sizes") {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (backing, mnt) = (tmp.path().join("backing"), tmp.path().join("mnt"));
+    fs::create_dir(&backing).unwrap();
+    fs::create_dir(&mnt).unwrap();
+    fs::write(backing.join("a"), vec![0xa5u8; 3 << 20 | 123]).unwrap();
+    fs::write(backing.join("b"), b"").unwrap();
+    fs::create_dir(backing.join("sub")).unwrap();
+    std::os::unix::fs::symlink("a", backing.join("link")).unwrap();
+    let s = foliocache_fuse::spawn_null(&backing, &mnt, &MountOptions::new(0)).expect("mount");
+    let mut names: Vec<String> = fs::read_dir(&mnt)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["a", "b"], "regular files only");
+    assert_eq!(fs::metadata(mnt.join("a")).unwrap().len(), 3 << 20 | 123);
+    let f = fs::File::open(mnt.join("a")).unwrap();
+    let mut buf = vec![1u8; 2 << 20];
+    // Across the end: short, zeros.
+    let n = f.read_at(&mut buf, 2 << 20).unwrap();
+    assert_eq!(n, (1 << 20) + 123);
+    assert!(buf[..n].iter().all(|&b| b == 0));
+    assert_eq!(f.read_at(&mut buf, 4 << 20).unwrap(), 0, "past the end");
+    let all = fs::read(mnt.join("a")).unwrap();
+    assert_eq!(all.len(), 3 << 20 | 123);
+    assert!(all.iter().all(|&b| b == 0));
+    assert_eq!(fs::read(mnt.join("b")).unwrap(), b"");
+    let e = fs::OpenOptions::new()
+        .write(true)
+        .open(mnt.join("a"))
+        .unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EROFS), "{e}");
+    assert_eq!(
+        fs::metadata(mnt.join("sub")).unwrap_err().raw_os_error(),
+        Some(libc::ENOENT)
+    );
+    drop(f);
+    s.umount_and_join().expect("unmount");
+    assert_eq!(
+        fs::read(backing.join("a")).unwrap()[0],
+        0xa5,
+        "backing untouched"
+    );
+}
