@@ -496,10 +496,10 @@ impl Mapping {
     /// taken (an atomic read-modify-write, which waits for everything before
     /// it), so a random hit's miss on its data overlaps the lookup instead
     /// of following it. A sequential reader is left to the hardware
-    /// prefetcher: prefetching its next page cost it throughput. `None` for a hole or a shadow. Also says whether
-    /// the read continues this thread's previous read of this mapping (the
-    /// read path then does not count a second access to the folio where
-    /// that one ended).
+    /// prefetcher: prefetching its next page cost it throughput. `None` for
+    /// a hole or a shadow. Also says whether the read continues this
+    /// thread's previous read of this mapping (the read path then does not
+    /// count a second access to the folio where that one ended).
     pub(crate) fn get_for_read(&self, offset: u64, len: usize) -> (Option<FolioRef<'_>>, bool) {
         thread_local! {
             /// The mapping and the byte where this thread's last read ended.
