@@ -65,6 +65,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use backing::aio::IoEngineConfig;
 use foliocache::{Cache, CacheStats, Populate, ReadFlags, ReadaheadConfig, WriteFlags};
+use rustix::fs::OFlags;
+use rustix::io::Errno;
 
 use crate::spec::engine::{EngineKind, EngineSpec, FolioOptions};
 use crate::spec::JobSpec;
@@ -984,7 +986,7 @@ fn open_all(files: &[PathBuf], write: bool, direct: bool) -> Result<Vec<File>> {
             let mut o = OpenOptions::new();
             o.read(true).write(write);
             if direct {
-                o.custom_flags(libc::O_DIRECT);
+                o.custom_flags(OFlags::DIRECT.bits() as i32);
             }
             o.open(p)
                 .with_context(|| format!("opening {}", p.display()))
@@ -1002,7 +1004,7 @@ pub fn probe_dontcache(f: &File) -> Result<()> {
     let mut buf = AlignedBuf::new(sys::PAGE, 0)?;
     match sys::preadv2(f, buf.as_mut_slice(), 0, sys::RWF_DONTCACHE) {
         Ok(_) => Ok(()),
-        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => bail!(
+        Err(e) if e.raw_os_error() == Some(Errno::OPNOTSUPP.raw_os_error()) => bail!(
             "dontcache engine: this kernel or filesystem does not support RWF_DONTCACHE \
              (Linux 6.14 or later, on a filesystem that supports it): {e}"
         ),

@@ -39,6 +39,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use foliocache::ReadFlags;
+use rustix::io::Errno;
 
 use crate::job::Offsets;
 use crate::spec::HotSpec;
@@ -175,8 +176,12 @@ pub fn probe(file: &HotFile, bs: u64) -> Result<MissProbe> {
         HotFile::Kernel(f) => match sys::preadv2(f, b, 0, sys::RWF_NOWAIT) {
             // Already cached (the drop left it): the flag is accepted.
             Ok(_) => Ok(MissProbe::RwfNowait),
-            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => Ok(MissProbe::RwfNowait),
-            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => Ok(MissProbe::Unavailable),
+            Err(e) if e.raw_os_error() == Some(Errno::AGAIN.raw_os_error()) => {
+                Ok(MissProbe::RwfNowait)
+            }
+            Err(e) if e.raw_os_error() == Some(Errno::OPNOTSUPP.raw_os_error()) => {
+                Ok(MissProbe::Unavailable)
+            }
             Err(e) => Err(e).context("hot reader: the RWF_NOWAIT probe read"),
         },
         HotFile::Folio(f) => match f.read_at_flags(b, 0, ReadFlags::NOWAIT) {
@@ -277,7 +282,7 @@ pub fn run(
                         f.read_exact_at(&mut b[n..], off + n as u64)?;
                         false
                     }
-                    Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
+                    Err(e) if e.raw_os_error() == Some(Errno::AGAIN.raw_os_error()) => {
                         f.read_exact_at(b, off)?;
                         false
                     }

@@ -6,7 +6,7 @@
 //! synchronous readahead (`page_cache_sync_ra`, [`crate::readahead`]): a window of
 //! folios allocated, inserted locked, and read in runs, one IO per run of
 //! contiguous folios; then look again. A folio carrying the readahead marker
-//! starts the next window (4.4). If readahead made nothing (memory short, or
+//! starts the next window (`page_cache_async_ra`). If readahead made nothing (memory short, or
 //! off), create the largest folio that fits the request at an aligned index
 //! and read it. A second reader that misses on the same index finds the
 //! locked folio and sleeps on its lock instead of issuing a second IO.
@@ -320,7 +320,8 @@ impl File {
         Ok(copied)
     }
 
-    /// A memory file's read of bytes `offset..end` (third reference seed):
+    /// A memory file's read of bytes `offset..end` (the batched lookup of
+    /// `filemap_get_folios_contig`):
     /// the folios present come in batches from one lockless walk each
     /// ([`Mapping::get_folios_contig`]); a hole, of any length (a missing
     /// large folio included), is copied out as zeros up to the next folio,

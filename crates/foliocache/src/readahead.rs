@@ -5,10 +5,11 @@
 //!
 //! # The algorithm, in short
 //! A read that misses starts a *synchronous* window at the missing page: its
-//! size comes from the request (4.2), unless the access looks random (4.3).
+//! size comes from the request (`get_init_ra_size`), unless the access looks
+//! random (the checks of `page_cache_sync_ra`).
 //! The window's last `async_size` pages begin at a *marker* folio
 //! (`READAHEAD` flag). A read that reaches the marker clears it and starts
-//! the next, larger window *asynchronously* (4.4), so a sequential reader
+//! the next, larger window *asynchronously* (`page_cache_async_ra`), so a sequential reader
 //! finds its data already read. Windows ramp up to `max_pages`. Folio orders
 //! grow by two each async window, up to the mapping's maximum; a
 //! synchronous window starts at the order of the request (the kernel starts
@@ -204,7 +205,8 @@ pub(crate) enum SyncPlan {
     Window(Window, u32),
 }
 
-/// The initial window for a request of `req` pages (4.2).
+/// The initial window for a request of `req` pages (the kernel's
+/// `get_init_ra_size`).
 pub(crate) fn init_size(req: u64, max: u64) -> u64 {
     let r = req.max(1).next_power_of_two();
     if r <= max / 32 {
@@ -216,7 +218,7 @@ pub(crate) fn init_size(req: u64, max: u64) -> u64 {
     }
 }
 
-/// The window after one of `cur` pages (4.2).
+/// The window after one of `cur` pages (the kernel's `get_next_ra_size`).
 pub(crate) fn next_size(cur: u64, max: u64) -> u64 {
     if cur < max / 16 {
         4 * cur
@@ -238,8 +240,9 @@ impl RaState {
         }
     }
 
-    /// `max_pages` for a request of `req` pages (4.1): a request larger
-    /// than the window may use the device's optimal size.
+    /// `max_pages` for a request of `req` pages (as `page_cache_sync_ra`
+    /// sets it): a request larger than the window may use the device's
+    /// optimal size (`io_pages`).
     fn max_pages(&self, req: u64) -> u64 {
         if req > self.ra_pages && self.cfg.io_pages > self.ra_pages {
             req.min(self.cfg.io_pages)
@@ -249,7 +252,7 @@ impl RaState {
     }
 
     /// The synchronous readahead of a miss at page `index` for a request of
-    /// `req` pages (4.3), the previous read having ended at byte `prev_pos`
+    /// `req` pages (`page_cache_sync_ra`), the previous read having ended at byte `prev_pos`
     /// (`u64::MAX`: none yet). `prev_miss(from, max)` returns the first page
     /// at or before `from` (looking at most `max` back) that holds no folio
     /// (a page outside that range if there is none within it), or `None`
@@ -311,7 +314,7 @@ impl RaState {
 
     /// The asynchronous readahead of a read that reached the marker folio
     /// at `index` (of `folio_pages` pages) wanting `req` pages from there
-    /// (4.4). `next_miss(from, max)` returns the first page at or after
+    /// (`page_cache_async_ra`). `next_miss(from, max)` returns the first page at or after
     /// `from` (within `max`) that holds no folio. `None`: no window.
     pub(crate) fn on_marker(
         &mut self,
@@ -366,7 +369,7 @@ pub(crate) struct Slot {
     pub(crate) marker: bool,
 }
 
-/// The folios of `win` (4.5): orders from `order` clamped to the mapping's
+/// The folios of `win` (as `page_cache_ra_order` builds them): orders from `order` clamped to the mapping's
 /// `max_order` and to log2 of the window, reduced at each position to the
 /// index's alignment and so as not to pass the window's end or `last` (the
 /// last page with file data). The marker goes on the folio at the marker
@@ -378,7 +381,7 @@ pub(crate) fn plan(win: &Window, order: &mut u32, max_order: u32, last: u64) -> 
         return out;
     }
     let limit = last.min(win.start + win.size - 1);
-    // A window that reaches end of file gets no marker (4.5): there is
+    // A window that reaches end of file gets no marker: there is
     // nothing after it to read ahead.
     let clipped = last < win.start + win.size - 1;
     let new_order = (*order).min(max_order).min(63 - win.size.leading_zeros());
@@ -935,7 +938,8 @@ impl File {
     }
 
     /// Reads a built window: one read per run of contiguous folios. An
-    /// error quarters this file's readahead (4.5) and drops the run's
+    /// error quarters this file's readahead (the kernel's
+    /// `shrink_readahead_size_eio`) and drops the run's
     /// folios (readers that need them read them again themselves).
     fn read_window(&self, folios: Vec<LockedFolio<'_>>, sync: bool) {
         let mut runs: Vec<Vec<LockedFolio<'_>>> = Vec::new();

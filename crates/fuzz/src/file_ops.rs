@@ -14,7 +14,8 @@
 //! for good, failing read and write ranges, a space limit, a short read.
 //!
 //! # What is checked (the documented promises, `write_at`, `read_at`,
-//! `set_len`, `punch_hole`, `sync_data` and CONVENTIONS.md "Errors")
+//! `set_len`, `punch_hole`, `sync_data`, and that bad input is an error,
+//! never a panic, with the cache consistent after it)
 //!
 //! The model is the file's image with, for each byte, the values it may
 //! hold: one, except after a failed operation that may have partly applied.

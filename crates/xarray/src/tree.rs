@@ -248,7 +248,7 @@ impl Pool {
         // from a shared reference may not free memory, so expose the
         // allocation's own pointer here: the address then carries its
         // provenance back (Miri found the free through the reference; see
-        // tests/regress_node_free_provenance.rs).
+        // tests/it/regress_node_free_provenance.rs).
         let _ = p.as_ptr().expose_provenance();
         // SAFETY: the node is owned by the pool and unpublished; from here it
         // belongs to the tree, which keeps it alive until it is retired.
