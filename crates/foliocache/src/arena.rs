@@ -240,7 +240,7 @@ impl std::error::Error for ArenaError {}
 
 /// The folio arena: one anonymous private mapping of a fixed capacity,
 /// 2 MiB aligned, handed out in blocks of `2^order` pages by a buddy
-/// allocator. See the [module documentation](self) for the layout, the
+/// allocator. See the module documentation (`arena.rs`) for the layout, the
 /// bookkeeping and the locking.
 ///
 /// The mapping is made once in [`Arena::new`], never grown, never handed

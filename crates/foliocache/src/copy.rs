@@ -98,7 +98,7 @@ pub unsafe fn copy(src: *const u8, dst: *mut u8, len: usize) {
 }
 
 /// Copies `len` bytes where either side may be shared bytes (see the
-/// [module docs](self)): one relaxed atomic byte load from `src` and one
+/// module docs of `copy.rs`): one relaxed atomic byte load from `src` and one
 /// relaxed atomic byte store to `dst` per byte, so a copy racing a write
 /// of the same bytes gets some mix of old and new bytes, never anything
 /// else. `rep movsb` on x86-64; the byte-atomic loop elsewhere and under

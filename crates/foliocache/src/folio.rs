@@ -77,7 +77,7 @@ impl fmt::Debug for FolioFlags {
     }
 }
 
-/// A folio descriptor. See the [module documentation](self).
+/// A folio descriptor. See the module documentation (`folio.rs`).
 ///
 /// 40 bytes per arena page (the kernel's `struct page` is 64). Not padded
 /// to a cache line: that took 1.6 % of the capacity, against the

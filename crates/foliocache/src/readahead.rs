@@ -643,7 +643,7 @@ impl Mapping {
     }
 }
 
-/// Readahead IO: windows planned by [`RaState`], allocated, inserted and read.
+/// Readahead IO: windows planned by `RaState`, allocated, inserted and read.
 impl File {
     /// Starts reading `len` bytes at `offset` into the cache (like
     /// `readahead(2)` or `POSIX_FADV_WILLNEED`), in windows of up to 2 MiB,

@@ -26,7 +26,7 @@ const AGE_MASK: u64 = (1 << SHADOW_AGE_BITS) - 1;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Shadow {
     /// The cache's eviction clock (pages evicted so far, truncated to
-    /// [`SHADOW_AGE_BITS`]) when the folio left.
+    /// `SHADOW_AGE_BITS`) when the folio left.
     pub age: u64,
     /// The folio was on the active list (part of the working set) when it
     /// was evicted.

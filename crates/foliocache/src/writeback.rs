@@ -322,7 +322,7 @@ impl CacheInner {
 
 impl Mapping {
     /// Writes back the dirty folios of pages `first..=last` (see the
-    /// [module documentation](self)). Returns the first error; the runs
+    /// module documentation of `writeback.rs`). Returns the first error; the runs
     /// after a failed one are still tried.
     ///
     /// # Errors

@@ -418,7 +418,7 @@ fn run_batch(xa: &Xa, m: &mut Model, start: u64, steps: &[(Move, COp)]) {
     }
 }
 
-/// Decodes `data` into operations on an [`XArray`] and checks each against
+/// Decodes `data` into operations on an [`XArray`](xarray::XArray) and checks each against
 /// the `BTreeMap` model (see the module docs). Panics on the first mismatch,
 /// naming the operation and both results.
 ///

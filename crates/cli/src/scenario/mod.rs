@@ -3,7 +3,7 @@
 //!
 //! One file per scenario, each building its jobs, ratios and targets:
 //! [`seqread`], [`randread`], [`readahead`], [`uncached`], [`populate`],
-//! [`write`], and [`custom`] for a job given by `--rw`/`--bs`. What each
+//! [`write`](mod@write), and [`custom`] for a job given by `--rw`/`--bs`. What each
 //! measures, why, and its figures are in `docs/bench.md`.
 
 use std::time::Duration;
