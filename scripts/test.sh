@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The project's test command (README "Quick start", and what .ci/run runs):
-# formatting, lints, a smoke run of every benchmark, the loom models, Miri
-# over the unsafe modules, a smoke run of `foliocache bench`, and every
-# test in release mode (the fuzz targets' smoke run among them). Installs what it needs that a fresh machine
-# may lack.
+# formatting, lints, the API docs' links, a smoke run of every benchmark,
+# the loom models, Miri over the unsafe modules, a smoke run of
+# `foliocache bench`, and every test in release mode (the fuzz targets'
+# smoke run among them). Installs what it needs that a fresh machine may
+# lack.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,6 +37,9 @@ cargo fmt --all -- --check
 
 step "cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets -- -D warnings
+
+step "cargo doc (broken or private links are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 
 step "benchmark smoke run (each benchmark once, no timing)"
 cargo bench --workspace --benches -- --test
