@@ -7,8 +7,14 @@
 //! the cost of faulting memory in once, not on every cache miss. The first
 //! touch of fresh memory (a page fault that zeroes the page) can cost as much
 //! as a cold kernel read of that page (`docs/bench.md`). So the arena
-//! maps its whole capacity at build, faults it in then (see [`Populate`]),
-//! and never gives it back to the OS while it lives.
+//! maps its whole capacity at build (virtual memory only) and pays the
+//! first touch in batches: by default a 2 MiB chunk at a time, in one
+//! `MADV_POPULATE_WRITE` (the kernel's `madvise_populate`), the first time
+//! the allocator hands out a block inside it; or all of it at build
+//! ([`Populate::Eager`]). Under memory pressure the cache lowers the
+//! arena's limit ([`Arena::set_limit_pages`]) and gives free blocks back to
+//! the OS ([`Arena::release_free`], `MADV_DONTNEED`); see
+//! `docs/design.md`, "Memory: population and pressure".
 //!
 //! # Layout
 //! ```text
@@ -47,7 +53,8 @@
 //! # Locking
 //! | operation | takes | may block | allocates |
 //! |---|---|---|---|
-//! | [`Arena::new`] | nothing | yes: faults in the whole capacity | yes |
+//! | [`Arena::new`] | nothing | with [`Populate::Eager`]: faults in the whole capacity | yes |
+//! | [`Arena::release_free`] | the arena lock, twice per 64 MiB window | `madvise` with the lock dropped | yes |
 //! | [`Arena::alloc`], [`Arena::free`], [`Arena::alloc_bulk`] | the arena lock, O(MAX_ORDER) work | on the lock | `alloc_bulk` grows the caller's `Vec` before taking the lock |
 //! | [`Arena::free_blocks`], [`Arena::largest_free_order`] | the arena lock | on the lock | no |
 //! | [`Arena::free_pages`], [`Arena::page_ptr`], other accessors | nothing | never | no |
@@ -79,14 +86,24 @@ pub const MAX_ORDER: u32 = 9;
 /// Number of orders, `0..=MAX_ORDER`.
 const ORDERS: usize = MAX_ORDER as usize + 1;
 
-/// Bytes in a block of [`MAX_ORDER`]; the mapping is aligned to it.
+/// Bytes in a block of [`MAX_ORDER`]; the mapping is aligned to it. Also
+/// the unit of lazy population: a chunk.
 const MAX_BLOCK_BYTES: usize = PAGE_SIZE << MAX_ORDER;
+
+/// Pages in a chunk, the unit of lazy population.
+const CHUNK_PAGES: u32 = 1 << MAX_ORDER;
+
+/// Chunks whose free blocks [`Arena::release_free`] takes out of the
+/// allocator at a time (64 MiB): only those are unavailable while their
+/// memory goes back to the OS.
+const RELEASE_WINDOW_CHUNKS: u32 = 32;
 
 /// How many times a populate that the kernel reports as interrupted
 /// (`EINTR`, `EAGAIN`) is retried before giving up.
 const POPULATE_RETRIES: u32 = 16;
 
-/// Whether [`Arena::new`] faults the arena's memory in before returning.
+/// When the arena's memory is faulted in: all at build, or a 2 MiB chunk
+/// at a time as the allocator first hands out blocks in it.
 ///
 /// # Example
 /// ```
@@ -101,8 +118,14 @@ pub enum Populate {
     /// in [`Arena::populate_time`]. What a cache should do: it moves the
     /// first-touch cost out of the read path.
     Eager,
-    /// Leave the memory unfaulted; each page is faulted in on first write.
-    /// For tests and tools that use a fraction of a large arena.
+    /// Leave the memory unfaulted at build, so a cache of any capacity
+    /// builds at once and holds only what it caches. The first time
+    /// [`Arena::alloc`] or [`Arena::alloc_bulk`] hands out a block inside a
+    /// 2 MiB chunk of the arena, it faults the whole chunk in with one
+    /// `MADV_POPULATE_WRITE` (after dropping the arena lock): the
+    /// first-touch cost is paid per chunk, in one system call, not per
+    /// page fault. Memory written without being allocated (or a chunk
+    /// partly given back under pressure) is faulted in page by page.
     Lazy,
 }
 
@@ -273,6 +296,12 @@ pub struct Arena {
     huge_pages_advised: bool,
     /// Mirror of `Buddy::free_pages`, written under the lock, read without.
     free_pages: AtomicUsize,
+    /// Mirror of `Buddy::limit`, written under the lock, read without.
+    limit_pages: AtomicUsize,
+    /// Chunks marked populated (mirror of the bits in `Buddy::populated`).
+    populated_chunks: AtomicUsize,
+    /// Bytes given back to the OS by [`Arena::release_free`] so far.
+    released_bytes: AtomicUsize,
     /// The allocator's state.
     buddy: Mutex<Buddy>,
 }
@@ -358,7 +387,7 @@ impl Arena {
         })?;
         let len = pages as usize * PAGE_SIZE;
         // Bookkeeping first: if it cannot be had, nothing was mapped yet.
-        let buddy = Buddy::new(pages);
+        let mut buddy = Buddy::new(pages);
         let region = Region::map_aligned(len, MAX_BLOCK_BYTES)?;
         let huge_pages_advised = huge_pages && region.advise_huge_pages();
         let populate_time = match populate {
@@ -376,12 +405,22 @@ impl Arena {
                 took
             }
         };
+        if populate == Populate::Eager {
+            buddy.populated.iter_mut().for_each(|w| *w = u64::MAX);
+        }
+        let populated_chunks = match populate {
+            Populate::Eager => buddy.chunks(),
+            Populate::Lazy => 0,
+        };
         Ok(Arena {
             region,
             pages,
             populate_time,
             huge_pages_advised,
             free_pages: AtomicUsize::new(pages as usize),
+            limit_pages: AtomicUsize::new(pages as usize),
+            populated_chunks: AtomicUsize::new(populated_chunks),
+            released_bytes: AtomicUsize::new(0),
             buddy: Mutex::new(buddy),
         })
     }
@@ -394,12 +433,17 @@ impl Arena {
     /// no free block of order `>= order` exists (however many free pages
     /// there are in smaller blocks), or when `order > MAX_ORDER`.
     ///
+    /// Also returns `None` when the block would take the allocated pages
+    /// over the limit ([`Arena::set_limit_pages`]).
+    ///
     /// The block's memory holds whatever its last owner wrote: zero it or
     /// fill it before anyone else can read it.
     ///
     /// # Locking
     /// Takes the arena lock for O([`MAX_ORDER`]) bit operations. Does not
-    /// allocate, never touches the block's memory.
+    /// allocate. With [`Populate::Lazy`], the first block handed out in a
+    /// 2 MiB chunk faults the chunk in (`MADV_POPULATE_WRITE`) after the
+    /// lock is dropped; the block's contents are not changed.
     ///
     /// # Example
     /// ```
@@ -416,6 +460,15 @@ impl Arena {
         let mut buddy = self.buddy.lock();
         let page = buddy.alloc(order);
         self.free_pages.store(buddy.free_pages, Ordering::Relaxed);
+        let fresh = match page {
+            Some(p) => buddy.mark_populated(p >> MAX_ORDER),
+            _ => false,
+        };
+        drop(buddy);
+        if let (true, Some(p)) = (fresh, page) {
+            self.populated_chunks.fetch_add(1, Ordering::Relaxed);
+            self.populate_chunks(p >> MAX_ORDER, 1);
+        }
         page.map(PageId)
     }
 
@@ -446,17 +499,184 @@ impl Arena {
             return 0;
         }
         out.reserve(n.min(self.pages as usize >> order));
+        let mut fresh: Vec<u32> = Vec::new();
         let mut buddy = self.buddy.lock();
         let mut got = 0;
         while got < n {
             match buddy.alloc(order) {
-                Some(page) => out.push(PageId(page)),
+                Some(page) => {
+                    out.push(PageId(page));
+                    if buddy.mark_populated(page >> MAX_ORDER) {
+                        fresh.push(page >> MAX_ORDER);
+                    }
+                }
                 None => break,
             }
             got += 1;
         }
         self.free_pages.store(buddy.free_pages, Ordering::Relaxed);
+        drop(buddy);
+        self.populated_chunks
+            .fetch_add(fresh.len(), Ordering::Relaxed);
+        // One call per run of adjacent fresh chunks: a window that takes
+        // several chunks faults them in at once.
+        fresh.sort_unstable();
+        let mut i = 0;
+        while i < fresh.len() {
+            let mut j = i + 1;
+            while j < fresh.len() && fresh[j] == fresh[j - 1] + 1 {
+                j += 1;
+            }
+            self.populate_chunks(fresh[i], (j - i) as u32);
+            i = j;
+        }
         got
+    }
+
+    /// Faults `count` chunks from `first` in (`MADV_POPULATE_WRITE`, the
+    /// kernel's `madvise_populate`), as writes would, without changing
+    /// their contents: other blocks of these chunks may be in use by other
+    /// threads, which is harmless. A failure (an old kernel without the
+    /// advice, or no memory now) is only logged: the pages are then
+    /// faulted in when first written.
+    fn populate_chunks(&self, first: u32, count: u32) {
+        if cfg!(any(loom, miri)) {
+            // Neither models the kernel's page tables; the memory is
+            // touched by its users.
+            return;
+        }
+        let start = first as usize * MAX_BLOCK_BYTES;
+        let len = (count as usize * MAX_BLOCK_BYTES).min(self.region.len - start);
+        let addr = self.region.ptr.as_ptr() as usize + start;
+        if let Err(e) = populate_range(addr, len) {
+            log::debug!(
+                "arena: MADV_POPULATE_WRITE of {} KiB failed ({e}); pages fault in on first write",
+                len >> 10
+            );
+        }
+    }
+
+    /// Limits the pages that may be allocated at once to `pages` (at most
+    /// the capacity; a larger value means the capacity). Blocks already
+    /// allocated stay; allocations fail (and the cache reclaims) until
+    /// enough are freed to stay within the limit. The pressure watcher
+    /// lowers it while memory is short and raises it back afterwards.
+    ///
+    /// # Locking
+    /// Takes the arena lock.
+    pub fn set_limit_pages(&self, pages: usize) {
+        let pages = pages.min(self.pages as usize);
+        let mut buddy = self.buddy.lock();
+        buddy.limit = pages;
+        self.limit_pages.store(pages, Ordering::Relaxed);
+    }
+
+    /// The limit on allocated pages ([`Arena::set_limit_pages`]): the
+    /// capacity unless lowered.
+    pub fn limit_pages(&self) -> usize {
+        self.limit_pages.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of chunks that allocation faulted in, or all of the arena with
+    /// [`Populate::Eager`], less the whole chunks given back since: an
+    /// upper bound of the arena's resident memory, up to pages written
+    /// without being allocated and partly given back chunks.
+    pub fn populated_bytes(&self) -> usize {
+        (self.populated_chunks.load(Ordering::Relaxed) * MAX_BLOCK_BYTES).min(self.region.len)
+    }
+
+    /// Bytes [`Arena::release_free`] has given back to the OS since build.
+    pub fn released_bytes(&self) -> usize {
+        self.released_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Gives the memory of every free block back to the OS
+    /// (`MADV_DONTNEED`: the pages are unmapped, and read as zeros if
+    /// written again) and returns how many bytes that was. A whole free
+    /// chunk is marked unpopulated, so the next allocation in it faults it
+    /// in again in one call; a free block smaller than a chunk is faulted
+    /// in page by page when reused.
+    ///
+    /// Works a window of [`RELEASE_WINDOW_CHUNKS`] chunks at a time: the
+    /// window's free blocks are taken out of the allocator (as if
+    /// allocated), released with the lock dropped, and freed back; only
+    /// they are unavailable meanwhile. Chunks never populated are skipped.
+    ///
+    /// # Locking
+    /// Takes the arena lock twice per window; one `madvise` per run of
+    /// adjacent free blocks with it dropped.
+    pub fn release_free(&self) -> usize {
+        let chunks = self.pages.div_ceil(CHUNK_PAGES);
+        let mut released = 0;
+        let mut taken = Vec::new();
+        let mut first = 0;
+        while first < chunks {
+            let end = (first + RELEASE_WINDOW_CHUNKS).min(chunks);
+            taken.clear();
+            {
+                let mut buddy = self.buddy.lock();
+                buddy.take_free(first, end, &mut taken);
+                self.free_pages.store(buddy.free_pages, Ordering::Relaxed);
+            }
+            // Ascending page order (take_free goes order by order).
+            taken.sort_unstable();
+            let mut i = 0;
+            while i < taken.len() {
+                let (start, order) = taken[i];
+                let mut next = start + (1 << order);
+                let mut j = i + 1;
+                while j < taken.len() && taken[j].0 == next {
+                    next += 1 << taken[j].1;
+                    j += 1;
+                }
+                released += self.discard(start, next - start);
+                i = j;
+            }
+            let mut buddy = self.buddy.lock();
+            let mut whole = 0;
+            for &(page, order) in &taken {
+                if order == MAX_ORDER && buddy.clear_populated(page >> MAX_ORDER) {
+                    whole += 1;
+                }
+                if let Err(e) = buddy.free(page, order) {
+                    log::error!("arena: giving back a released block: {e}");
+                    debug_assert!(false, "giving back a released block: {e}");
+                }
+            }
+            self.free_pages.store(buddy.free_pages, Ordering::Relaxed);
+            drop(buddy);
+            self.populated_chunks.fetch_sub(whole, Ordering::Relaxed);
+            first = end;
+        }
+        self.released_bytes.fetch_add(released, Ordering::Relaxed);
+        released
+    }
+
+    /// `MADV_DONTNEED` over `pages` pages from `first`, all in blocks taken
+    /// out of the allocator by the caller; returns the bytes released (0
+    /// if the kernel refused, which is logged).
+    fn discard(&self, first: u32, pages: u32) -> usize {
+        let len = pages as usize * PAGE_SIZE;
+        if cfg!(any(loom, miri)) {
+            return len;
+        }
+        let addr = self.page_ptr(PageId(first)).as_ptr();
+        // SAFETY: [addr, addr + len) is inside the arena's private anonymous
+        // mapping and lies in free blocks the caller took out of the
+        // allocator, so nobody holds or may get a block there until they
+        // are freed back: the contents (zeroed by MADV_DONTNEED) belong to
+        // no one.
+        match unsafe { mm::madvise(addr.cast(), len, Advice::LinuxDontNeed) } {
+            Ok(()) => len,
+            Err(e) => {
+                log::warn!(
+                    "arena: MADV_DONTNEED of {} KiB refused: {}",
+                    len >> 10,
+                    io::Error::from(e)
+                );
+                0
+            }
+        }
     }
 
     /// Returns the block of `2^order` pages that starts at `page` to the
@@ -658,9 +878,9 @@ impl fmt::Display for PopulateMethod {
 /// is a zeroed heap block with the same size and alignment instead: the
 /// arena's bookkeeping and every pointer it hands out are checked the same
 /// way, and populating touches each page (the fallback path).
-struct Region {
+pub(crate) struct Region {
     /// First byte; aligned as asked in `map_aligned`.
-    ptr: NonNull<u8>,
+    pub(crate) ptr: NonNull<u8>,
     /// Length in bytes, a multiple of `PAGE_SIZE`.
     len: usize,
     /// The heap block's layout (Miri only).
@@ -671,7 +891,7 @@ struct Region {
 impl Region {
     /// Under Miri: a zeroed heap block of `len` bytes aligned to `align`.
     #[cfg(miri)]
-    fn map_aligned(len: usize, align: usize) -> io::Result<Region> {
+    pub(crate) fn map_aligned(len: usize, align: usize) -> io::Result<Region> {
         let oom = || io::Error::from(io::ErrorKind::OutOfMemory);
         let layout = std::alloc::Layout::from_size_align(len, align).map_err(|_| oom())?;
         // SAFETY: `layout` has a non-zero size (`len > 0`, as callers give).
@@ -684,7 +904,7 @@ impl Region {
     /// `align` (a power of two, a multiple of `PAGE_SIZE`): maps
     /// `len + align`, then unmaps the excess before and after.
     #[cfg(not(miri))]
-    fn map_aligned(len: usize, align: usize) -> io::Result<Region> {
+    pub(crate) fn map_aligned(len: usize, align: usize) -> io::Result<Region> {
         debug_assert!(len > 0 && len & (PAGE_SIZE - 1) == 0);
         debug_assert!(align.is_power_of_two() && align >= PAGE_SIZE);
         let context = |err: io::Error| {
@@ -740,13 +960,13 @@ impl Region {
 
     /// Under Miri: no huge pages (Miri has no `madvise`).
     #[cfg(miri)]
-    fn advise_huge_pages(&self) -> bool {
+    pub(crate) fn advise_huge_pages(&self) -> bool {
         false
     }
 
     /// Asks for transparent huge pages; returns whether the kernel agreed.
     #[cfg(not(miri))]
-    fn advise_huge_pages(&self) -> bool {
+    pub(crate) fn advise_huge_pages(&self) -> bool {
         // SAFETY: madvise with advice MADV_HUGEPAGE changes no memory
         // contents; the range is exactly our mapping.
         let ret = unsafe { mm::madvise(self.ptr.as_ptr().cast(), self.len, Advice::LinuxHugepage) };
@@ -1003,6 +1223,12 @@ struct Buddy {
     pages: u32,
     /// Pages in free blocks.
     free_pages: usize,
+    /// At most this many pages may be allocated at once (the capacity
+    /// unless the pressure watcher lowered it).
+    limit: usize,
+    /// One bit per 2 MiB chunk (the last one may be shorter): faulted in,
+    /// as far as the allocator knows.
+    populated: Box<[u64]>,
     /// Per order: which slots are free blocks.
     free: [SummaryBitmap; ORDERS],
     /// Per order: which slots are allocated blocks.
@@ -1018,6 +1244,9 @@ impl Buddy {
         let mut buddy = Buddy {
             pages,
             free_pages: pages as usize,
+            limit: pages as usize,
+            populated: vec![0u64; pages.div_ceil(CHUNK_PAGES).div_ceil(64) as usize]
+                .into_boxed_slice(),
             free: std::array::from_fn(|order| SummaryBitmap::new(slots(order))),
             allocated: std::array::from_fn(|order| {
                 vec![0u64; slots(order).div_ceil(64)].into_boxed_slice()
@@ -1043,8 +1272,65 @@ impl Buddy {
         (self.pages >> order) as usize
     }
 
+    /// Number of chunks (the last one may be partial).
+    fn chunks(&self) -> usize {
+        self.pages.div_ceil(CHUNK_PAGES) as usize
+    }
+
+    /// Marks `chunk` populated; returns whether it was not.
+    fn mark_populated(&mut self, chunk: u32) -> bool {
+        let (w, b) = (chunk as usize / 64, chunk % 64);
+        let was = self.populated[w] & 1 << b != 0;
+        self.populated[w] |= 1 << b;
+        !was
+    }
+
+    /// Marks `chunk` unpopulated; returns whether it was populated.
+    fn clear_populated(&mut self, chunk: u32) -> bool {
+        let (w, b) = (chunk as usize / 64, chunk % 64);
+        let was = self.populated[w] & 1 << b != 0;
+        self.populated[w] &= !(1 << b);
+        was
+    }
+
+    /// Takes every free block inside chunks `first..end` of a populated
+    /// chunk out of the free sets, marking it allocated at its order, and
+    /// appends `(page, order)` for each: for [`Arena::release_free`], which
+    /// frees them back. The limit is not applied.
+    fn take_free(&mut self, first: u32, end: u32, out: &mut Vec<(u32, u32)>) {
+        for o in 0..=MAX_ORDER {
+            let ou = o as usize;
+            let from = ((first * CHUNK_PAGES) >> o) as usize;
+            let to = (((end * CHUNK_PAGES) >> o) as usize).min(self.slots(o));
+            let mut slot = from;
+            while slot < to {
+                let word = self.free[ou].levels[0][slot / 64] >> (slot % 64);
+                if word == 0 {
+                    slot = (slot / 64 + 1) * 64;
+                    continue;
+                }
+                slot += word.trailing_zeros() as usize;
+                if slot >= to {
+                    break;
+                }
+                let page = (slot as u32) << o;
+                if bit(&self.populated, (page / CHUNK_PAGES) as usize) {
+                    self.free[ou].clear(slot);
+                    self.counts[ou] -= 1;
+                    self.allocated[ou][slot / 64] |= 1 << (slot % 64);
+                    self.free_pages -= 1 << o;
+                    out.push((page, o));
+                }
+                slot += 1;
+            }
+        }
+    }
+
     /// See [`Arena::alloc`]; `order <= MAX_ORDER`.
     fn alloc(&mut self, order: u32) -> Option<u32> {
+        if self.pages as usize - self.free_pages + (1 << order) > self.limit {
+            return None;
+        }
         let from = (order..=MAX_ORDER).find(|&o| self.counts[o as usize] > 0)?;
         let slot = self.free[from as usize].first_set()?;
         self.free[from as usize].clear(slot);
@@ -1140,6 +1426,7 @@ impl Buddy {
         std::mem::size_of::<Buddy>()
             + self.free.iter().map(SummaryBitmap::bytes).sum::<usize>()
             + self.allocated.iter().map(|a| a.len() * 8).sum::<usize>()
+            + self.populated.len() * 8
     }
 
     /// See [`Arena::check_consistency`].

@@ -49,6 +49,7 @@ use crate::arena::{Arena, PageId, Populate, MAX_ORDER, PAGE_SIZE};
 use crate::filemap::Mapping;
 use crate::folio::{Folio, FolioTable};
 use crate::lru::Lru;
+use crate::pressure::{MemoryLimits, PressureConfig};
 use crate::readahead::ReadaheadConfig;
 use crate::sync::{AtomicU64, Mutex, Ordering};
 use crate::vmscan::shadow_check_every;
@@ -90,6 +91,7 @@ pub struct CacheBuilder {
     dirty_limit: Option<usize>,
     dirty_background: Option<usize>,
     huge_pages: bool,
+    pressure: PressureConfig,
 }
 
 impl Default for CacheBuilder {
@@ -97,7 +99,7 @@ impl Default for CacheBuilder {
         CacheBuilder {
             capacity: 256 << 20,
             max_folio_order: MAX_ORDER,
-            populate: Populate::Eager,
+            populate: Populate::Lazy,
             readahead: ReadaheadConfig::default(),
             io: IoEngineConfig::default(),
             refault_detection: true,
@@ -105,6 +107,7 @@ impl Default for CacheBuilder {
             dirty_limit: None,
             dirty_background: None,
             huge_pages: true,
+            pressure: PressureConfig::default(),
         }
     }
 }
@@ -124,8 +127,11 @@ impl CacheBuilder {
         self
     }
 
-    /// When the arena's memory is faulted in: at build (the default; its
-    /// cost is in [`CacheStats::populate_time`]) or on first use.
+    /// When the arena's memory is faulted in: as the cache fills, 2 MiB
+    /// at a time in one system call (the default, [`Populate::Lazy`]: the
+    /// cache builds at once whatever its capacity, and holds only what it
+    /// caches), or all at build ([`Populate::Eager`]; its cost is in
+    /// [`CacheStats::populate_time`]).
     pub fn populate(mut self, populate: Populate) -> Self {
         self.populate = populate;
         self
@@ -183,6 +189,16 @@ impl CacheBuilder {
         self
     }
 
+    /// The memory-pressure watcher (default: on, see [`PressureConfig`]):
+    /// while the process's memory cgroup or the machine runs short, the
+    /// cache shrinks toward a floor and gives the memory back to the OS;
+    /// it grows again once memory is plentiful. [`PressureConfig::off`]
+    /// keeps the capacity whatever happens.
+    pub fn pressure(mut self, cfg: PressureConfig) -> Self {
+        self.pressure = cfg;
+        self
+    }
+
     /// Dirty bytes above which a writer is throttled: it writes back its
     /// own file's dirty data before it writes more (the kernel's
     /// `dirty_ratio`). Default: half the capacity. At least one page.
@@ -201,11 +217,20 @@ impl CacheBuilder {
 
     /// Maps the arena and builds the cache.
     ///
+    /// With the default [`Populate::Lazy`] it takes the same time whatever
+    /// the capacity: the arena and the folio descriptors are mapped, not
+    /// faulted in.
+    ///
     /// # Errors
-    /// A capacity under one page (`InvalidInput`), the OS refusing the
-    /// mapping (`ENOMEM`), or the IO engine's error (a bad configuration;
+    /// A capacity under one page (`InvalidInput`); a capacity above what
+    /// the process may use, its memory cgroup's limit or the machine's
+    /// `MemAvailable` (`OutOfMemory`, naming both figures: refused even
+    /// with [`Populate::Lazy`], where it is reserved rather than used,
+    /// because the cache would fill it); the OS refusing the mapping
+    /// (`ENOMEM`); or the IO engine's error (a bad configuration;
     /// `EngineKind::Uring` where io_uring is missing).
-    /// Also starts the background flusher thread, which exits when the
+    /// Also starts the background flusher thread and, unless
+    /// [`PressureConfig::off`], the pressure watcher; both exit when the
     /// cache is dropped.
     // (Builds the plain locks of `CacheInner`: `mappings`, `trimming`,
     // `closed_dirty`, each with its reason there.)
@@ -213,12 +238,14 @@ impl CacheBuilder {
     pub fn build(self) -> io::Result<Cache> {
         // Under loom, readahead IO runs on the reader's thread (loom cannot
         // model the engine's threads).
+        let limits = MemoryLimits::read();
+        crate::pressure::check_capacity(self.capacity / PAGE_SIZE * PAGE_SIZE, &limits)?;
         #[cfg(not(loom))]
         let io = Some(IoEngine::new(self.io)?);
         #[cfg(loom)]
         let io = None;
         let arena = Arena::with_huge_pages(self.capacity, self.populate, self.huge_pages)?;
-        let table = FolioTable::with_huge_pages(arena.capacity_pages(), self.huge_pages);
+        let table = FolioTable::with_huge_pages(arena.capacity_pages(), self.huge_pages)?;
         let shadow_nodes = match self.shadow_budget {
             Some(bytes) => bytes / xarray::NODE_SIZE,
             None => arena.capacity_pages() / SHADOW_PAGES_PER_NODE,
@@ -258,6 +285,8 @@ impl CacheBuilder {
         };
         #[cfg(not(loom))]
         crate::writeback::Flusher::spawn(&cache.inner)?;
+        #[cfg(not(loom))]
+        crate::pressure::spawn(&cache.inner, &self.pressure, &limits)?;
         Ok(cache)
     }
 }
@@ -287,7 +316,8 @@ impl std::fmt::Debug for Cache {
 }
 
 impl Cache {
-    /// A builder with the defaults (256 MiB, folios up to 2 MiB, eager populate).
+    /// A builder with the defaults (256 MiB, folios up to 2 MiB, populated
+    /// as it fills, the pressure watcher on).
     pub fn builder() -> CacheBuilder {
         CacheBuilder::default()
     }
@@ -352,6 +382,10 @@ impl Cache {
             capacity_bytes: total * PAGE_SIZE as u64,
             free_bytes: free * PAGE_SIZE as u64,
             populate_time: i.arena.populate_time(),
+            allowed_bytes: (i.arena.limit_pages() * PAGE_SIZE) as u64,
+            populated_bytes: i.arena.populated_bytes() as u64,
+            released_bytes: i.arena.released_bytes() as u64,
+            pressure_shrinks: s.pressure_shrinks.load(Ordering::Relaxed),
             refaults: s.refaults.load(Ordering::Relaxed),
             activations: s.activations.load(Ordering::Relaxed),
             shadows: live.iter().map(|m| m.nr_shadows()).sum(),
@@ -439,8 +473,20 @@ pub struct CacheStats {
     pub capacity_bytes: u64,
     /// Arena bytes not holding a folio.
     pub free_bytes: u64,
-    /// Time spent faulting the arena in at build.
+    /// Time spent faulting the arena in at build (zero with
+    /// [`Populate::Lazy`]).
     pub populate_time: Duration,
+    /// What the cache may hold now: the capacity, or less while the
+    /// pressure watcher has it shrunk ([`PressureConfig`]).
+    pub allowed_bytes: u64,
+    /// Arena memory faulted in, in 2 MiB chunks (all of it with
+    /// [`Populate::Eager`]): about the arena's resident memory.
+    pub populated_bytes: u64,
+    /// Bytes of free arena memory given back to the OS under pressure, in
+    /// all.
+    pub released_bytes: u64,
+    /// Times the pressure watcher found memory short and shrank the cache.
+    pub pressure_shrinks: u64,
     /// Folios added over an eviction shadow (data read again after reclaim
     /// evicted it), whether or not the refault test activated them.
     pub refaults: u64,
@@ -610,6 +656,7 @@ pub(crate) struct Stats {
     pub(crate) writeback_errors: AtomicU64,
     pub(crate) throttled: AtomicU64,
     pub(crate) readahead_windows: AtomicU64,
+    pub(crate) pressure_shrinks: AtomicU64,
 }
 
 pub(crate) struct CacheInner {

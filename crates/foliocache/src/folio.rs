@@ -25,8 +25,8 @@
 //! locking a folio found by lookup, re-check [`Folio::mapping`]: it may have
 //! been removed while the locker slept.
 
-use std::alloc::Layout;
 use std::fmt;
+use std::io;
 use std::ptr::NonNull;
 
 #[cfg(not(loom))]
@@ -682,7 +682,14 @@ impl fmt::Debug for Folio {
 pub(crate) struct FolioTable {
     folios: NonNull<Folio>,
     len: usize,
-    layout: Layout,
+    /// The descriptors' memory: zero pages mapped on demand (all-zero bytes
+    /// are a free descriptor), so a table is faulted in as its pages are
+    /// used, not at build. Under loom, whose atomics are not plain bytes, a
+    /// heap block of written descriptors.
+    #[cfg(not(loom))]
+    _memory: crate::arena::Region,
+    #[cfg(loom)]
+    layout: std::alloc::Layout,
 }
 
 // SAFETY: the table owns its descriptors (as a `Box<[Folio]>` would), and
@@ -700,57 +707,63 @@ impl FolioTable {
     /// A cache hit reads the descriptor of a folio picked by the file offset:
     /// on a large cache (40 bytes per 4 KiB page: 12.5 MiB of descriptors
     /// for 1.25 GiB) random hits would miss the TLB on the table as well as on
-    /// the data, so a table of 2 MiB or more is allocated 2 MiB aligned and
-    /// advised for transparent huge pages before it is first touched, as
-    /// the arena is.
-    ///
-    /// # Panics
-    /// If the allocation fails (as `Box` would): the cache's builder checks
-    /// the size first.
+    /// the data, so a table of 2 MiB or more is mapped 2 MiB aligned and
+    /// advised for transparent huge pages, as the arena is. Nothing is
+    /// written at build: a free descriptor is all zeros (its LRU links are
+    /// set when it goes on a list), so the table's memory is faulted in as
+    /// the arena's is, with use.
     #[cfg(test)]
-    pub(crate) fn new(pages: usize) -> Self {
+    pub(crate) fn new(pages: usize) -> io::Result<Self> {
         Self::with_huge_pages(pages, true)
     }
 
     /// [`new`](Self::new), asking for huge pages only if `huge` (a cache
     /// built without them for its arena does without them here too).
     ///
-    /// # Panics
-    /// As [`new`](Self::new).
-    pub(crate) fn with_huge_pages(pages: usize, huge: bool) -> Self {
-        let size = std::mem::size_of::<Folio>() * pages.max(1);
-        let align = if huge && size >= HUGE {
-            HUGE
-        } else {
-            std::mem::align_of::<Folio>()
-        };
-        let layout = Layout::from_size_align(size, align).expect("descriptor table layout");
-        // SAFETY: `layout` has a non-zero size.
-        let raw = unsafe { std::alloc::alloc(layout) };
-        let Some(folios) = NonNull::new(raw.cast::<Folio>()) else {
-            std::alloc::handle_alloc_error(layout)
-        };
-        #[cfg(not(any(loom, miri)))]
-        if align == HUGE {
-            // SAFETY: advice on memory this table owns; MADV_HUGEPAGE does
-            // not change its contents. A refusal only costs TLB misses.
-            let _ = unsafe {
-                rustix::mm::madvise(
-                    raw.cast(),
-                    size & !(HUGE - 1),
-                    rustix::mm::Advice::LinuxHugepage,
-                )
+    /// # Errors
+    /// The OS refusing the mapping (`ENOMEM`).
+    pub(crate) fn with_huge_pages(pages: usize, huge: bool) -> io::Result<Self> {
+        let size =
+            (std::mem::size_of::<Folio>() * pages.max(1)).next_multiple_of(crate::arena::PAGE_SIZE);
+        #[cfg(not(loom))]
+        {
+            let align = if huge && size >= HUGE {
+                HUGE
+            } else {
+                crate::arena::PAGE_SIZE
             };
+            let memory = crate::arena::Region::map_aligned(size, align)?;
+            if align == HUGE {
+                memory.advise_huge_pages();
+            }
+            // A `Folio` is integer atomics (outside loom): the mapping's
+            // zero bytes are valid descriptors, free ones.
+            Ok(FolioTable {
+                folios: memory.ptr.cast(),
+                len: pages,
+                _memory: memory,
+            })
         }
-        for i in 0..pages {
-            // SAFETY: `i < pages`, inside the allocation; each slot is
-            // written once before any read.
-            unsafe { folios.as_ptr().add(i).write(Folio::default()) };
-        }
-        FolioTable {
-            folios,
-            len: pages,
-            layout,
+        #[cfg(loom)]
+        {
+            let _ = huge;
+            let layout = std::alloc::Layout::from_size_align(size, std::mem::align_of::<Folio>())
+                .map_err(|_| io::Error::from(io::ErrorKind::OutOfMemory))?;
+            // SAFETY: `layout` has a non-zero size.
+            let raw = unsafe { std::alloc::alloc(layout) };
+            let Some(folios) = NonNull::new(raw.cast::<Folio>()) else {
+                std::alloc::handle_alloc_error(layout)
+            };
+            for i in 0..pages {
+                // SAFETY: `i < pages`, inside the allocation; each slot is
+                // written once before any read.
+                unsafe { folios.as_ptr().add(i).write(Folio::default()) };
+            }
+            Ok(FolioTable {
+                folios,
+                len: pages,
+                layout,
+            })
         }
     }
 
@@ -786,13 +799,16 @@ impl FolioTable {
 
 impl Drop for FolioTable {
     fn drop(&mut self) {
-        // SAFETY: the `len` descriptors were initialised in `new`; nothing
-        // borrows the table any more; the block was allocated with `layout`.
+        // SAFETY: the `len` descriptors are initialised (zero bytes are a
+        // free descriptor; under loom each was written) and nothing borrows
+        // the table any more. The memory goes with `_memory` (under loom,
+        // the block allocated with `layout`).
         unsafe {
             std::ptr::drop_in_place(std::ptr::slice_from_raw_parts_mut(
                 self.folios.as_ptr(),
                 self.len,
             ));
+            #[cfg(loom)]
             std::alloc::dealloc(self.folios.as_ptr().cast(), self.layout);
         }
     }
@@ -878,7 +894,7 @@ mod tests {
 
     #[test]
     fn table_maps_descriptors_back_to_pages() {
-        let t = FolioTable::new(16);
+        let t = FolioTable::new(16).unwrap();
         assert_eq!(t.page_of(t.get(5).unwrap()), Some(5));
         let stray = Folio::default();
         assert_eq!(t.page_of(&stray), None);

@@ -23,6 +23,12 @@
 //!   a write dirties folios that the flusher, a throttled writer or a sync
 //!   writes back. When the arena is full, reclaim evicts from the inactive
 //!   end of two LRU lists.
+//! - The arena is mapped whole but faulted in as it is used, 2 MiB at a
+//!   time ([`Populate`]); a capacity above what the process may use (its
+//!   memory cgroup's limit, the machine's available memory) is refused at
+//!   build; while memory is short the cache shrinks toward a floor and
+//!   gives the memory back, and grows again afterwards
+//!   ([`PressureConfig`]).
 //! - Two layers: the crate root is the API most programs need; the
 //!   [`filemap`] module is the advanced layer underneath (a mapping's
 //!   folios, locked or referenced, as the kernel's `filemap_*` calls hand
@@ -141,6 +147,7 @@ mod flags;
 #[allow(unsafe_code)]
 mod folio;
 mod lru;
+mod pressure;
 #[allow(unsafe_code)]
 mod readahead;
 mod sync;
@@ -156,6 +163,7 @@ pub use arena::Populate;
 pub use cache::{Cache, CacheBuilder, CacheStats, MemoryUsage, ALLOC_WAIT, CLOSED_DIRTY_KEEP};
 pub use file::File;
 pub use flags::ReadFlags;
+pub use pressure::{PressureConfig, CALM};
 pub use readahead::{Advice, ReadaheadConfig, Window};
 pub use workingset::CacheStat;
 pub use write::{OpenOptions, WriteFlags, WRITE_CHUNK_PAGES};

@@ -7,6 +7,10 @@ mod common;
 /// The page arena: allocation by order, splitting and merging, populate.
 mod arena;
 
+/// Memory: a lazily populated arena, the capacity checked against the
+/// process's limits, giving memory back under pressure.
+mod memory;
+
 /// Reads through the cache: against the file read directly, in place
 /// (`read_with`), under memory pressure, and never another file's bytes.
 mod read {
