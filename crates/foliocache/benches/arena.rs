@@ -3,16 +3,23 @@
 //! of order 0 (4 KiB) and of order 9 (2 MiB), and a readahead window of 32
 //! pages taken with one `alloc_bulk` against 32 single calls.
 //!
+//! And a cache's build (`cache_build`): its time and, printed beside it,
+//! the resident memory it adds, for 64 MiB and 16 GiB with the default
+//! `Populate::Lazy` and for 64 MiB with `Populate::Eager` (16 GiB eager
+//! would fault 16 GiB in per iteration).
+//!
 //! Reproduce: `cargo bench -p foliocache --bench arena`.
 //!
 //! The arena is built with `Populate::Lazy`: alloc and free never touch the
-//! memory, so no populate cost is paid here (see the arena tests for it).
+//! memory; the first block handed out in each 2 MiB chunk faults the chunk
+//! in, once, before the measurements (see the arena tests for its cost).
 
 use std::alloc::{alloc, dealloc, Layout};
 use std::hint::black_box;
 
 use criterion::Criterion;
 use foliocache::internals::arena::{Arena, PageId, Populate, PAGE_SIZE};
+use foliocache::Cache;
 
 fn std_alloc_free(layout: Layout) {
     // SAFETY: layout has a non-zero size; the block is freed with the same
@@ -93,9 +100,53 @@ fn bench(c: &mut Criterion) {
     }
 }
 
+/// Resident memory of the process, from `/proc/self/statm`.
+fn rss() -> usize {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<usize>().ok())
+        .unwrap_or(0)
+        * PAGE_SIZE
+}
+
+fn bench_build(c: &mut Criterion) {
+    let mut g = c.benchmark_group("cache_build");
+    g.sample_size(10);
+    for (name, capacity, populate) in [
+        ("lazy_64MiB", 64usize << 20, Populate::Lazy),
+        ("lazy_16GiB", 16 << 30, Populate::Lazy),
+        ("eager_64MiB", 64 << 20, Populate::Eager),
+    ] {
+        let build = || {
+            Cache::builder()
+                .capacity(capacity)
+                .populate(populate)
+                .build()
+        };
+        let before = rss();
+        let start = std::time::Instant::now();
+        let cache = match build() {
+            Ok(cache) => cache,
+            Err(e) => {
+                eprintln!("cache_build/{name}: skipped: {e}");
+                continue;
+            }
+        };
+        eprintln!(
+            "cache_build/{name}: built in {:.2} ms, resident memory +{:.1} MiB",
+            start.elapsed().as_secs_f64() * 1e3,
+            rss().saturating_sub(before) as f64 / (1 << 20) as f64
+        );
+        drop(cache);
+        g.bench_function(name, |b| b.iter(|| black_box(build().expect("cache"))));
+    }
+    g.finish();
+}
+
 fn main() {
     eprintln!("reproduce: cargo bench -p foliocache --bench arena");
     let mut c = Criterion::default().configure_from_args();
     bench(&mut c);
+    bench_build(&mut c);
     c.final_summary();
 }

@@ -115,8 +115,9 @@ const POPULATE_RETRIES: u32 = 16;
 pub enum Populate {
     /// Fault every page in at build (`MADV_POPULATE_WRITE`, or touching
     /// each page on kernels older than 5.14), and record how long it took
-    /// in [`Arena::populate_time`]. What a cache should do: it moves the
-    /// first-touch cost out of the read path.
+    /// in [`Arena::populate_time`]: for a program that would rather pay
+    /// the whole first-touch cost before it serves, at a build time and a
+    /// resident memory that grow with the capacity.
     Eager,
     /// Leave the memory unfaulted at build, so a cache of any capacity
     /// builds at once and holds only what it caches. The first time
@@ -298,10 +299,6 @@ pub struct Arena {
     free_pages: AtomicUsize,
     /// Mirror of `Buddy::limit`, written under the lock, read without.
     limit_pages: AtomicUsize,
-    /// Chunks marked populated (mirror of the bits in `Buddy::populated`).
-    populated_chunks: AtomicUsize,
-    /// Bytes given back to the OS by [`Arena::release_free`] so far.
-    released_bytes: AtomicUsize,
     /// The allocator's state.
     buddy: Mutex<Buddy>,
 }
@@ -408,10 +405,9 @@ impl Arena {
         if populate == Populate::Eager {
             buddy.populated.iter_mut().for_each(|w| *w = u64::MAX);
         }
-        let populated_chunks = match populate {
-            Populate::Eager => buddy.chunks(),
-            Populate::Lazy => 0,
-        };
+        if populate == Populate::Eager {
+            buddy.populated_chunks = buddy.chunks();
+        }
         Ok(Arena {
             region,
             pages,
@@ -419,8 +415,6 @@ impl Arena {
             huge_pages_advised,
             free_pages: AtomicUsize::new(pages as usize),
             limit_pages: AtomicUsize::new(pages as usize),
-            populated_chunks: AtomicUsize::new(populated_chunks),
-            released_bytes: AtomicUsize::new(0),
             buddy: Mutex::new(buddy),
         })
     }
@@ -466,7 +460,6 @@ impl Arena {
         };
         drop(buddy);
         if let (true, Some(p)) = (fresh, page) {
-            self.populated_chunks.fetch_add(1, Ordering::Relaxed);
             self.populate_chunks(p >> MAX_ORDER, 1);
         }
         page.map(PageId)
@@ -516,8 +509,6 @@ impl Arena {
         }
         self.free_pages.store(buddy.free_pages, Ordering::Relaxed);
         drop(buddy);
-        self.populated_chunks
-            .fetch_add(fresh.len(), Ordering::Relaxed);
         // One call per run of adjacent fresh chunks: a window that takes
         // several chunks faults them in at once.
         fresh.sort_unstable();
@@ -581,13 +572,26 @@ impl Arena {
     /// [`Populate::Eager`], less the whole chunks given back since: an
     /// upper bound of the arena's resident memory, up to pages written
     /// without being allocated and partly given back chunks.
+    ///
+    /// # Locking
+    /// Takes the arena lock.
     pub fn populated_bytes(&self) -> usize {
-        (self.populated_chunks.load(Ordering::Relaxed) * MAX_BLOCK_BYTES).min(self.region.len)
+        let buddy = self.buddy.lock();
+        let mut bytes = buddy.populated_chunks * MAX_BLOCK_BYTES;
+        // A partial last chunk counts for what it has.
+        let last = buddy.chunks() - 1;
+        if bit(&buddy.populated, last) {
+            bytes -= buddy.chunks() * MAX_BLOCK_BYTES - self.region.len;
+        }
+        bytes
     }
 
     /// Bytes [`Arena::release_free`] has given back to the OS since build.
+    ///
+    /// # Locking
+    /// Takes the arena lock.
     pub fn released_bytes(&self) -> usize {
-        self.released_bytes.load(Ordering::Relaxed)
+        self.buddy.lock().released_bytes
     }
 
     /// Gives the memory of every free block back to the OS
@@ -633,10 +637,9 @@ impl Arena {
                 i = j;
             }
             let mut buddy = self.buddy.lock();
-            let mut whole = 0;
             for &(page, order) in &taken {
-                if order == MAX_ORDER && buddy.clear_populated(page >> MAX_ORDER) {
-                    whole += 1;
+                if order == MAX_ORDER {
+                    buddy.clear_populated(page >> MAX_ORDER);
                 }
                 if let Err(e) = buddy.free(page, order) {
                     log::error!("arena: giving back a released block: {e}");
@@ -645,10 +648,9 @@ impl Arena {
             }
             self.free_pages.store(buddy.free_pages, Ordering::Relaxed);
             drop(buddy);
-            self.populated_chunks.fetch_sub(whole, Ordering::Relaxed);
             first = end;
         }
-        self.released_bytes.fetch_add(released, Ordering::Relaxed);
+        self.buddy.lock().released_bytes += released;
         released
     }
 
@@ -1229,6 +1231,10 @@ struct Buddy {
     /// One bit per 2 MiB chunk (the last one may be shorter): faulted in,
     /// as far as the allocator knows.
     populated: Box<[u64]>,
+    /// Set bits in `populated`.
+    populated_chunks: usize,
+    /// Bytes given back to the OS by [`Arena::release_free`] so far.
+    released_bytes: usize,
     /// Per order: which slots are free blocks.
     free: [SummaryBitmap; ORDERS],
     /// Per order: which slots are allocated blocks.
@@ -1247,6 +1253,8 @@ impl Buddy {
             limit: pages as usize,
             populated: vec![0u64; pages.div_ceil(CHUNK_PAGES).div_ceil(64) as usize]
                 .into_boxed_slice(),
+            populated_chunks: 0,
+            released_bytes: 0,
             free: std::array::from_fn(|order| SummaryBitmap::new(slots(order))),
             allocated: std::array::from_fn(|order| {
                 vec![0u64; slots(order).div_ceil(64)].into_boxed_slice()
@@ -1282,15 +1290,16 @@ impl Buddy {
         let (w, b) = (chunk as usize / 64, chunk % 64);
         let was = self.populated[w] & 1 << b != 0;
         self.populated[w] |= 1 << b;
+        self.populated_chunks += usize::from(!was);
         !was
     }
 
-    /// Marks `chunk` unpopulated; returns whether it was populated.
-    fn clear_populated(&mut self, chunk: u32) -> bool {
+    /// Marks `chunk` unpopulated.
+    fn clear_populated(&mut self, chunk: u32) {
         let (w, b) = (chunk as usize / 64, chunk % 64);
         let was = self.populated[w] & 1 << b != 0;
         self.populated[w] &= !(1 << b);
-        was
+        self.populated_chunks -= usize::from(was);
     }
 
     /// Takes every free block inside chunks `first..end` of a populated
@@ -1560,6 +1569,76 @@ mod tests {
             b.check().unwrap();
             assert_eq!(b.counts, initial);
         }
+    }
+
+    #[test]
+    fn limit_refuses_past_it_and_lifts() {
+        let arena = Arena::new(4 << 20, Populate::Lazy).unwrap();
+        arena.set_limit_pages(3);
+        assert_eq!(arena.limit_pages(), 3);
+        let a = arena.alloc(1).unwrap();
+        assert_eq!(arena.alloc(1), None, "4 pages would pass the limit of 3");
+        let b = arena.alloc(0).unwrap();
+        let mut more = Vec::new();
+        assert_eq!(arena.alloc_bulk(0, 4, &mut more), 0);
+        arena.set_limit_pages(usize::MAX);
+        assert_eq!(arena.limit_pages(), 1024);
+        assert_eq!(arena.alloc_bulk(0, 4, &mut more), 4);
+        for p in more {
+            arena.free(p, 0).unwrap();
+        }
+        arena.free(a, 1).unwrap();
+        arena.free(b, 0).unwrap();
+        arena.check_consistency().unwrap();
+    }
+
+    #[test]
+    fn chunks_are_populated_once_and_released_whole() {
+        // Three chunks (pages 0, 512, 1024) and a tail of 5 pages (an
+        // order-2 block at 1536, an order-0 one at 1540): chunk 3.
+        let arena = Arena::new((6 << 20) + 5 * PAGE_SIZE, Populate::Lazy).unwrap();
+        assert_eq!(arena.populated_bytes(), 0);
+        // The smallest fitting blocks first: the tail's.
+        let a = arena.alloc(0).unwrap();
+        assert_eq!(a.index(), 1540);
+        assert_eq!(arena.populated_bytes(), 5 * PAGE_SIZE, "the tail chunk");
+        let b = arena.alloc(0).unwrap();
+        assert_eq!(b.index(), 1536);
+        assert_eq!(arena.populated_bytes(), 5 * PAGE_SIZE, "same chunk");
+        let mut window = Vec::new();
+        assert_eq!(arena.alloc_bulk(9, 2, &mut window), 2);
+        assert_eq!(window, [PageId(0), PageId(512)]);
+        assert_eq!(arena.populated_bytes(), (4 << 20) + 5 * PAGE_SIZE);
+        // Chunk 1 freed whole: released, and no longer populated. Chunk 2
+        // was never populated: skipped. The tail's 3 free pages are
+        // released, and their chunk stays populated.
+        arena.free(window[1], 9).unwrap();
+        let released = arena.release_free();
+        assert_eq!(released, (2 << 20) + 3 * PAGE_SIZE);
+        assert_eq!(arena.released_bytes(), released);
+        assert_eq!(arena.populated_bytes(), (2 << 20) + 5 * PAGE_SIZE);
+        arena.check_consistency().unwrap();
+        assert_eq!(arena.free_pages(), 512 + 512 + 3);
+        // Allocating in chunk 1 again populates it again.
+        let c = arena.alloc(9).unwrap();
+        assert_eq!(c.index(), 512);
+        assert_eq!(arena.populated_bytes(), (4 << 20) + 5 * PAGE_SIZE);
+        for (p, o) in [(a, 0), (b, 0), (window[0], 9), (c, 9)] {
+            arena.free(p, o).unwrap();
+        }
+        arena.check_consistency().unwrap();
+        assert_eq!(arena.free_pages(), arena.capacity_pages());
+    }
+
+    #[test]
+    fn eager_counts_everything_populated() {
+        let arena = Arena::new(2 << 20, Populate::Lazy).unwrap();
+        assert_eq!(arena.populated_bytes(), 0);
+        if cfg!(miri) {
+            return;
+        }
+        let eager = Arena::new((2 << 20) + PAGE_SIZE, Populate::Eager).unwrap();
+        assert_eq!(eager.populated_bytes(), (2 << 20) + PAGE_SIZE);
     }
 
     #[test]

@@ -49,7 +49,7 @@ use crate::arena::{Arena, PageId, Populate, MAX_ORDER, PAGE_SIZE};
 use crate::filemap::Mapping;
 use crate::folio::{Folio, FolioTable};
 use crate::lru::Lru;
-use crate::pressure::{MemoryLimits, PressureConfig};
+use crate::pressure::PressureConfig;
 use crate::readahead::ReadaheadConfig;
 use crate::sync::{AtomicU64, Mutex, Ordering};
 use crate::vmscan::shadow_check_every;
@@ -238,7 +238,11 @@ impl CacheBuilder {
     pub fn build(self) -> io::Result<Cache> {
         // Under loom, readahead IO runs on the reader's thread (loom cannot
         // model the engine's threads).
-        let limits = MemoryLimits::read();
+        // (Not under loom: the models build caches by the thousand, and
+        // the check reads /proc, which they do not model.)
+        #[cfg(not(loom))]
+        let limits = crate::pressure::MemoryLimits::read();
+        #[cfg(not(loom))]
         crate::pressure::check_capacity(self.capacity / PAGE_SIZE * PAGE_SIZE, &limits)?;
         #[cfg(not(loom))]
         let io = Some(IoEngine::new(self.io)?);
