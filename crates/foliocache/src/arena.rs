@@ -115,13 +115,14 @@ const POPULATE_RETRIES: u32 = 16;
 pub enum Populate {
     /// Fault every page in at build (`MADV_POPULATE_WRITE`, or touching
     /// each page on kernels older than 5.14), and record how long it took
-    /// in [`Arena::populate_time`]: for a program that would rather pay
+    /// in the arena's `populate_time` (the cache's
+    /// [`CacheStats::populate_time`](crate::CacheStats::populate_time)): for a program that would rather pay
     /// the whole first-touch cost before it serves, at a build time and a
     /// resident memory that grow with the capacity.
     Eager,
     /// Leave the memory unfaulted at build, so a cache of any capacity
-    /// builds at once and holds only what it caches. The first time
-    /// [`Arena::alloc`] or [`Arena::alloc_bulk`] hands out a block inside a
+    /// builds at once and holds only what it caches. The first time the
+    /// arena's allocator hands out a block inside a
     /// 2 MiB chunk of the arena, it faults the whole chunk in with one
     /// `MADV_POPULATE_WRITE` (after dropping the arena lock): the
     /// first-touch cost is paid per chunk, in one system call, not per

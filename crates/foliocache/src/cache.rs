@@ -181,9 +181,9 @@ impl CacheBuilder {
     }
 
     /// Whether the arena asks for transparent huge pages (default yes):
-    /// fewer TLB misses on hits; but see
-    /// [`Arena::with_huge_pages`](crate::arena::Arena::with_huge_pages)
-    /// for what their first touch costs.
+    /// fewer TLB misses on hits; but their first touch (zeroing, and
+    /// compacting with `defrag=madvise`, 2 MiB at a time) can be several
+    /// times slower than of 4 KiB pages (`docs/bench.md`).
     pub fn huge_pages(mut self, on: bool) -> Self {
         self.huge_pages = on;
         self

@@ -699,6 +699,7 @@ unsafe impl Send for FolioTable {}
 unsafe impl Sync for FolioTable {}
 
 /// Tables this large are 2 MiB aligned and advised for huge pages.
+#[cfg_attr(loom, allow(dead_code))]
 const HUGE: usize = 2 << 20;
 
 impl FolioTable {
