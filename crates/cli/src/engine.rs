@@ -662,6 +662,12 @@ impl Engines {
         })
     }
 
+    /// Where the memory of engine `label`'s cache goes now
+    /// (`Cache::memory`).
+    pub fn folio_memory(&self, label: &str) -> Option<foliocache::MemoryUsage> {
+        self.folio.get(label).map(|s| s.cache.memory())
+    }
+
     /// Frees the cache of engine `label` (after a cold run, whose cache
     /// the next run would not reuse: so two foliocache engines' caches of
     /// a cold scenario are never mapped at once).
