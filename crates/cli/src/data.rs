@@ -343,19 +343,21 @@ mod tests {
             .files(size, 1, false)
             .unwrap()[0]
             .clone();
-        let t = age(&p);
-        // Kept and reused: not written again.
-        let again = DataSet::new(d.clone(), false)
-            .reuse(true)
-            .files(size, 1, false)
-            .unwrap();
-        assert_eq!(again, std::slice::from_ref(&p));
-        assert_eq!(mtime(&p), t, "a reused file is not rewritten");
-        // Without --keep's reuse, it is written again.
-        DataSet::new(d.clone(), false)
-            .files(size, 1, false)
-            .unwrap();
-        assert_ne!(mtime(&p), t);
+        // A later run with --dir and --keep (`reuse`), whose job writes
+        // the file or not: true if it wrote the file again (its mtime,
+        // set an hour back first, changed).
+        let rewrites = |reuse: bool, write: bool| {
+            let t = age(&p);
+            let again = DataSet::new(d.clone(), false)
+                .reuse(reuse)
+                .files(size, 1, write)
+                .unwrap();
+            assert_eq!(again, std::slice::from_ref(&p));
+            assert_eq!(fs::metadata(&p).unwrap().len(), size);
+            mtime(&p) != t
+        };
+        assert!(!rewrites(true, false), "kept and reused");
+        assert!(rewrites(false, false), "without --keep, written again");
         // A file of the wrong size is rewritten to the right one.
         OpenOptions::new()
             .write(true)
@@ -363,38 +365,19 @@ mod tests {
             .unwrap()
             .set_len(size / 2)
             .unwrap();
-        let t = age(&p);
-        DataSet::new(d.clone(), false)
-            .reuse(true)
-            .files(size, 1, false)
-            .unwrap();
-        assert_ne!(mtime(&p), t);
-        assert_eq!(fs::metadata(&p).unwrap().len(), size);
-        // A sampled block that does not match: rewritten.
+        assert!(rewrites(true, false), "the wrong size");
+        // A sampled block that does not match.
         std::os::unix::fs::FileExt::write_all_at(
             &File::options().write(true).open(&p).unwrap(),
             b"x",
             0,
         )
         .unwrap();
-        let t = age(&p);
-        DataSet::new(d.clone(), false)
-            .reuse(true)
-            .files(size, 1, false)
-            .unwrap();
-        assert_ne!(mtime(&p), t);
+        assert!(rewrites(true, false), "the wrong content");
         // A job that writes the file takes its marker: the next run
         // writes it again.
-        DataSet::new(d.clone(), false)
-            .reuse(true)
-            .files(size, 1, true)
-            .unwrap();
-        let t = age(&p);
-        DataSet::new(d.clone(), false)
-            .reuse(true)
-            .files(size, 1, false)
-            .unwrap();
-        assert_ne!(mtime(&p), t);
+        assert!(!rewrites(true, true));
+        assert!(rewrites(true, false), "written over by a job");
         // A dropped set that removes its files removes their markers.
         {
             let mut set = DataSet::new(d.clone(), true).reuse(true);

@@ -436,6 +436,21 @@ fn target_bandwidth(
     c
 }
 
+/// `f` of `engine`'s and `other`'s runs, round by round (a round where
+/// `f` gives nothing left out); an error saying which did not run.
+pub(crate) fn pair_runs(
+    runs: &[RunRecord],
+    than: &[RunRecord],
+    engine: &str,
+    other: &str,
+    f: impl Fn(&RunRecord, &RunRecord) -> Option<f64>,
+) -> Result<Vec<f64>, String> {
+    if runs.is_empty() || than.is_empty() {
+        return Err(format!("not checked: {engine} or {other} did not run"));
+    }
+    Ok(runs.iter().zip(than).filter_map(|(r, t)| f(r, t)).collect())
+}
+
 fn target_cpu(
     runs: &[RunRecord],
     than: &[RunRecord],
@@ -444,20 +459,20 @@ fn target_cpu(
     max: f64,
 ) -> TargetCheck {
     let mut c = check(format!("{engine} CPU s/GiB / {other}'s"), "<=", max);
-    if runs.is_empty() || than.is_empty() {
-        c.detail = format!("not checked: {engine} or {other} did not run");
-        return c;
-    }
-    c.per_run = runs
-        .iter()
-        .zip(than)
-        .filter(|(_, t)| t.cpu_s_per_gib > 0.0)
-        .map(|(r, t)| r.cpu_s_per_gib / t.cpu_s_per_gib)
-        .collect();
-    if c.per_run.is_empty() {
-        c.detail = format!("not checked: {other} used no measurable CPU");
-        return c;
-    }
+    let paired = pair_runs(runs, than, engine, other, |r, t| {
+        (t.cpu_s_per_gib > 0.0).then(|| r.cpu_s_per_gib / t.cpu_s_per_gib)
+    });
+    c.per_run = match paired {
+        Ok(v) if v.is_empty() => {
+            c.detail = format!("not checked: {other} used no measurable CPU");
+            return c;
+        }
+        Ok(v) => v,
+        Err(why) => {
+            c.detail = why;
+            return c;
+        }
+    };
     let med = report::median(&c.per_run);
     c.value = Some(med);
     c.met = Some(med <= max);

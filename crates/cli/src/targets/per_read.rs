@@ -2,7 +2,7 @@
 //! read against another engine's, the hit ratio against an exact LRU's,
 //! read amplification and the cache's memory.
 
-use super::{check, fmt_runs};
+use super::{check, fmt_runs, pair_runs};
 use crate::report::{self, RunRecord, TargetCheck};
 use crate::units::fmt_size_approx;
 
@@ -20,15 +20,15 @@ pub fn cpu(
         "<=",
         plus_us,
     );
-    if runs.is_empty() || than.is_empty() {
-        c.detail = format!("not checked: {engine} or {other} did not run");
-        return c;
-    }
-    c.per_run = runs
-        .iter()
-        .zip(than)
-        .map(|(r, t)| r.cpu_us_per_op - t.cpu_us_per_op)
-        .collect();
+    c.per_run = match pair_runs(runs, than, engine, other, |r, t| {
+        Some(r.cpu_us_per_op - t.cpu_us_per_op)
+    }) {
+        Ok(v) => v,
+        Err(why) => {
+            c.detail = why;
+            return c;
+        }
+    };
     let med = report::median(&c.per_run);
     c.value = Some(med);
     c.met = Some(med <= plus_us);
