@@ -373,8 +373,8 @@ pub struct RunRecord {
     pub bw_bytes: f64,
     /// Operations per second.
     pub iops: f64,
-    /// The distribution of a random job's offsets, if not uniform
-    /// (`zipf 0.99`).
+    /// The distribution of a random job's offsets (`zipf 0.99`,
+    /// `uniform`), where its scenario names it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dist: Option<String>,
     /// CPU microseconds (user and system) per operation.

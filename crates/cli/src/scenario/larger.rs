@@ -75,6 +75,7 @@ pub fn scenario(
     let capacity = folio_capacity(m);
     let job = |dist: Dist, numjobs: usize| JobSpec {
         dist,
+        named_dist: true,
         numjobs,
         shared: true,
         runtime,

@@ -71,6 +71,9 @@ pub struct JobSpec {
     /// A random job's offsets: uniform unless a scenario says otherwise
     /// (and then named in the title and the records).
     pub dist: Dist,
+    /// Name the distribution in the title and the records even when it
+    /// is uniform (a scenario whose jobs differ by it).
+    pub named_dist: bool,
     /// Bytes per read or write.
     pub bs: u64,
     /// Threads.
@@ -135,6 +138,7 @@ impl JobSpec {
         JobSpec {
             rw,
             dist: Dist::Uniform,
+            named_dist: false,
             bs,
             numjobs: 1,
             shared: true,
@@ -171,11 +175,13 @@ impl JobSpec {
         self.file_size / self.bs
     }
 
-    /// The distribution's name, for a job whose offsets are not uniform.
+    /// The distribution's name, for a random job whose offsets are not
+    /// uniform or that names it anyway ([`JobSpec::named_dist`]).
     pub fn dist_name(&self) -> Option<String> {
         match self.dist {
-            Dist::Zipf(_) if self.rw.is_random() => Some(self.dist.name()),
-            _ => None,
+            _ if !self.rw.is_random() => None,
+            Dist::Zipf(_) => Some(self.dist.name()),
+            Dist::Uniform => self.named_dist.then(|| self.dist.name()),
         }
     }
 

@@ -15,8 +15,9 @@ pub fn cpu(
     other: &str,
     plus_us: f64,
 ) -> TargetCheck {
+    let of = runs.first().map_or(String::new(), report::dist_of);
     let mut c = check(
-        format!("{engine} CPU per read - {other}'s (us)"),
+        format!("{engine} CPU per read - {other}'s (us{of})"),
         "<=",
         plus_us,
     );
@@ -50,8 +51,9 @@ pub fn cpu(
 /// `engine`'s hit ratio at most `max_points` below the exact LRU's, in
 /// every run.
 pub fn lru_gap(runs: &[RunRecord], engine: &str, max_points: f64) -> TargetCheck {
+    let of = runs.first().map_or(String::new(), report::dist_of);
     let mut c = check(
-        format!("{engine} hit ratio below an exact LRU's (points)"),
+        format!("{engine} hit ratio below an exact LRU's (points{of})"),
         "<=",
         max_points,
     );
