@@ -837,8 +837,24 @@ pub fn table(sc: &ScenarioReport, repeat: u32) -> String {
         .max()
         .unwrap_or(0)
         .max(14);
+    let job_of = |r: &RunRecord| {
+        format!(
+            "{}{} bs={} j={}",
+            r.rw,
+            r.dist.as_ref().map_or(String::new(), |d| format!(" {d}")),
+            fmt_size(r.bs),
+            r.numjobs
+        )
+    };
+    let jw = sc
+        .results
+        .iter()
+        .map(|r| job_of(r).len())
+        .max()
+        .unwrap_or(0)
+        .max(24);
     let mut head = format!(
-        "{:<24} {:<ew$} {:>13} {:>9} {:>9} {:>9} {:>9} {:>13} {:>10} {:>7}",
+        "{:<jw$} {:<ew$} {:>13} {:>9} {:>9} {:>9} {:>9} {:>13} {:>10} {:>7}",
         "job",
         "engine",
         "bandwidth",
@@ -852,15 +868,6 @@ pub fn table(sc: &ScenarioReport, repeat: u32) -> String {
     );
     head.truncate(head.trim_end().len());
     let _ = writeln!(s, "{head}");
-    let job_of = |r: &RunRecord| {
-        format!(
-            "{}{} bs={} j={}",
-            r.rw,
-            r.dist.as_ref().map_or(String::new(), |d| format!(" {d}")),
-            fmt_size(r.bs),
-            r.numjobs
-        )
-    };
     let mut last_job = String::new();
     for r in &sc.results {
         let job = job_of(r);
@@ -871,7 +878,7 @@ pub fn table(sc: &ScenarioReport, repeat: u32) -> String {
         };
         last_job = job;
         let mut line = format!(
-            "{:<24} {:<ew$} {:>13} {:>9} {:>9} {:>9} {:>9} {:>13} {:>10} {:>7}",
+            "{:<jw$} {:<ew$} {:>13} {:>9} {:>9} {:>9} {:>9} {:>13} {:>10} {:>7}",
             shown,
             r.engine,
             fmt_bw(r.bw_bytes),
@@ -887,12 +894,13 @@ pub fn table(sc: &ScenarioReport, repeat: u32) -> String {
         line.truncate(line.trim_end().len());
         let _ = writeln!(s, "{line}");
     }
-    if sc.results.iter().any(|r| r.dist.is_some()) {
-        per_read_table(&mut s, sc, ew);
-    } else if sc.results.iter().any(|r| r.setup_s.is_some()) {
+    if sc.results.iter().any(|r| r.setup_s.is_some()) {
         setup_table(&mut s, sc, ew);
     } else if sc.results.iter().any(|r| r.cold) {
         io_table(&mut s, sc, ew);
+    }
+    if sc.results.iter().any(|r| r.dist.is_some()) {
+        per_read_table(&mut s, sc, ew);
     }
     if sc.detailed {
         detail_tables(&mut s, sc, ew);
