@@ -436,19 +436,42 @@ fn target_bandwidth(
     c
 }
 
-/// `f` of `engine`'s and `other`'s runs, round by round (a round where
-/// `f` gives nothing left out); an error saying which did not run.
-pub(crate) fn pair_runs(
+/// Holds `engine`'s runs against `other`'s round by round: `f` of each
+/// pair (a round where it gives nothing left out) into `c.per_run`, their
+/// median into `c.value`, met if at most `c.threshold`. `None`, with the
+/// reason in `c.detail`, where there is nothing to hold.
+pub(crate) fn paired_median(
+    c: &mut TargetCheck,
     runs: &[RunRecord],
     than: &[RunRecord],
     engine: &str,
     other: &str,
     f: impl Fn(&RunRecord, &RunRecord) -> Option<f64>,
-) -> Result<Vec<f64>, String> {
+) -> Option<f64> {
     if runs.is_empty() || than.is_empty() {
-        return Err(format!("not checked: {engine} or {other} did not run"));
+        c.detail = format!("not checked: {engine} or {other} did not run");
+        return None;
     }
-    Ok(runs.iter().zip(than).filter_map(|(r, t)| f(r, t)).collect())
+    c.per_run = runs.iter().zip(than).filter_map(|(r, t)| f(r, t)).collect();
+    if c.per_run.is_empty() {
+        c.detail = format!("not checked: {other} used no measurable CPU");
+        return None;
+    }
+    let med = report::median(&c.per_run);
+    c.value = Some(med);
+    c.met = Some(med <= c.threshold);
+    Some(med)
+}
+
+/// `figure` of each run, to `digits` decimals, space separated.
+pub(crate) fn fmt_figures(
+    rs: &[RunRecord],
+    figure: fn(&RunRecord) -> f64,
+    digits: usize,
+) -> String {
+    fmt_runs(&rs.iter().map(figure).collect::<Vec<_>>(), |x| {
+        format!("{x:.digits$}")
+    })
 }
 
 fn target_cpu(
@@ -459,29 +482,12 @@ fn target_cpu(
     max: f64,
 ) -> TargetCheck {
     let mut c = check(format!("{engine} CPU s/GiB / {other}'s"), "<=", max);
-    let paired = pair_runs(runs, than, engine, other, |r, t| {
+    let Some(med) = paired_median(&mut c, runs, than, engine, other, |r, t| {
         (t.cpu_s_per_gib > 0.0).then(|| r.cpu_s_per_gib / t.cpu_s_per_gib)
-    });
-    c.per_run = match paired {
-        Ok(v) if v.is_empty() => {
-            c.detail = format!("not checked: {other} used no measurable CPU");
-            return c;
-        }
-        Ok(v) => v,
-        Err(why) => {
-            c.detail = why;
-            return c;
-        }
+    }) else {
+        return c;
     };
-    let med = report::median(&c.per_run);
-    c.value = Some(med);
-    c.met = Some(med <= max);
-    let per = |rs: &[RunRecord]| {
-        fmt_runs(
-            &rs.iter().map(|r| r.cpu_s_per_gib).collect::<Vec<_>>(),
-            |x| format!("{x:.3}"),
-        )
-    };
+    let per = |rs| fmt_figures(rs, |r| r.cpu_s_per_gib, 3);
     c.detail = format!(
         "at most {max:.1}x, median of the rounds {med:.2}x ({engine} {} s/GiB, {other} {} s/GiB)",
         per(runs),

@@ -2,7 +2,7 @@
 //! read against another engine's, the hit ratio against an exact LRU's,
 //! read amplification and the cache's memory.
 
-use super::{check, fmt_runs, pair_runs};
+use super::{check, fmt_figures, fmt_runs, paired_median};
 use crate::report::{self, RunRecord, TargetCheck};
 use crate::units::fmt_size_approx;
 
@@ -21,24 +21,12 @@ pub fn cpu(
         "<=",
         plus_us,
     );
-    c.per_run = match pair_runs(runs, than, engine, other, |r, t| {
+    let Some(med) = paired_median(&mut c, runs, than, engine, other, |r, t| {
         Some(r.cpu_us_per_op - t.cpu_us_per_op)
-    }) {
-        Ok(v) => v,
-        Err(why) => {
-            c.detail = why;
-            return c;
-        }
+    }) else {
+        return c;
     };
-    let med = report::median(&c.per_run);
-    c.value = Some(med);
-    c.met = Some(med <= plus_us);
-    let per = |rs: &[RunRecord]| {
-        fmt_runs(
-            &rs.iter().map(|r| r.cpu_us_per_op).collect::<Vec<_>>(),
-            |x| format!("{x:.2}"),
-        )
-    };
+    let per = |rs| fmt_figures(rs, |r| r.cpu_us_per_op, 2);
     c.detail = format!(
         "at most {plus_us:.1} us more, median of the rounds {med:+.2} us ({engine} {} us, \
          {other} {} us per read)",

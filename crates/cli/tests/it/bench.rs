@@ -45,6 +45,22 @@ fn bench_json(dir: &Path, args: &[&str]) -> Value {
     serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
 }
 
+/// [`bench_json`] in a temporary directory of its own.
+fn bench_json_in_tmp(args: &[&str]) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    bench_json(dir.path(), args)
+}
+
+/// The names of a summary's targets.
+fn target_names(summary: &Value) -> Vec<&str> {
+    summary["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect()
+}
+
 fn results(v: &Value) -> Vec<&Value> {
     v["scenarios"]
         .as_array()
@@ -603,12 +619,7 @@ fn check_populate(s: &Value, size: u64, repeat: usize, settle: f64) {
             assert!(w.is_null() && r["writes_alone_median"].is_null(), "{r}");
         }
     }
-    let targets: Vec<&str> = sum["targets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let targets = target_names(sum);
     assert_eq!(
         targets,
         [
@@ -1449,22 +1460,18 @@ fn readahead_options_are_applied_and_the_label_kept() {
 /// memory, and the targets reported.
 #[test]
 fn larger_scenario_reports_figures_per_read_and_its_targets() {
-    let dir = tempfile::tempdir().unwrap();
-    let v = bench_json(
-        dir.path(),
-        &[
-            "--scenario",
-            "larger",
-            "--capacity",
-            "16M",
-            "--size",
-            "64M",
-            "--runtime",
-            "0.25",
-            "--repeat",
-            "1",
-        ],
-    );
+    let v = bench_json_in_tmp(&[
+        "--scenario",
+        "larger",
+        "--capacity",
+        "16M",
+        "--size",
+        "64M",
+        "--runtime",
+        "0.25",
+        "--repeat",
+        "1",
+    ]);
     let s = &v["scenarios"][0];
     assert_eq!(s["name"], "larger");
     let rs = s["results"].as_array().unwrap();
@@ -1502,12 +1509,7 @@ fn larger_scenario_reports_figures_per_read_and_its_targets() {
             assert!(r.get("lru").is_none(), "{engine}");
         }
     }
-    let targets: Vec<&str> = s["summary"]["targets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let targets = target_names(&s["summary"]);
     assert_eq!(
         targets,
         [
@@ -1530,25 +1532,21 @@ fn larger_scenario_reports_figures_per_read_and_its_targets() {
 /// (where the machine has one) and reports it.
 #[test]
 fn memory_limit_puts_a_custom_job_under_a_cgroup() {
-    let dir = tempfile::tempdir().unwrap();
-    let v = bench_json(
-        dir.path(),
-        &[
-            "--rw",
-            "randread",
-            "--shared",
-            "--size",
-            "8M",
-            "--memory-limit",
-            "4M",
-            "--engine",
-            "kernel",
-            "--engine",
-            "foliocache",
-            "--runtime",
-            "0.25",
-        ],
-    );
+    let v = bench_json_in_tmp(&[
+        "--rw",
+        "randread",
+        "--shared",
+        "--size",
+        "8M",
+        "--memory-limit",
+        "4M",
+        "--engine",
+        "kernel",
+        "--engine",
+        "foliocache",
+        "--runtime",
+        "0.25",
+    ]);
     let s = &v["scenarios"][0];
     let lim = &s["memory_limit"];
     assert!(lim.is_object(), "{s}");
