@@ -25,6 +25,10 @@ use crate::units::{fmt_size_approx, GIB_F64};
 
 mod per_read;
 
+/// The read amplification above which an mmap run under a memory limit
+/// gets a note saying why.
+const MMAP_COLLAPSE: f64 = 2.0;
+
 /// What one engine run needs to know.
 pub struct RunCtx<'a> {
     /// The invocation's plan.
@@ -172,8 +176,8 @@ fn setup<'a>(engines: &mut Engines, spec: &'a EngineSpec, ctx: &RunCtx<'a>) -> R
 /// `filemap_create_folio`, an xarray node) with nothing to reclaim, and
 /// the memory cgroup's OOM killer then kills the bench. So where the
 /// window does not fit, the engine's files are read without readahead
-/// (`POSIX_FADV_RANDOM`: each read reads what it asks for), and a note
-/// says so. At the sizes the scenarios run by default the window fits and
+/// (`POSIX_FADV_RANDOM`, `MADV_RANDOM` for a mapping: each read reads
+/// what it asks for), and a note says so. At the sizes the scenarios run by default the window fits and
 /// nothing changes. `docs/bench.md` has the details.
 ///
 /// Returns the note, if the readahead was turned off.
@@ -188,7 +192,7 @@ fn fit_readahead(prepared: &Prepared, files: &[PathBuf], limit: u64) -> Result<O
         return Ok(None);
     }
     let how = if prepared.advise_random().context("posix_fadvise(RANDOM)")? {
-        "so the engine read without readahead (POSIX_FADV_RANDOM)"
+        "so the engine read without readahead (POSIX_FADV_RANDOM; MADV_RANDOM for a mapping)"
     } else {
         "and this engine's readahead could not be turned off"
     };
@@ -352,6 +356,20 @@ fn record(
         device.as_ref(),
         capacity,
     );
+    if let (EngineKind::Mmap, Some(limit), Some(amp)) =
+        (spec.kind, job.memory_limit, per_read.read_amplification)
+    {
+        if amp > MMAP_COLLAPSE {
+            notes.push(format!(
+                "mmap read {amp:.0} bytes from the device per byte delivered: a fault reads \
+                 around the page it wants (readahead, do_sync_mmap_readahead) and fault-around \
+                 maps its neighbours (filemap_map_pages), and under the memory limit of {} \
+                 those pages are reclaimed before they are read: why mmap collapses on data \
+                 larger than memory",
+                fmt_size_approx(limit)
+            ));
+        }
+    }
     // A memory job's setup is part of its time.
     let seconds = m.seconds + setup_s.unwrap_or(0.0);
     let secs = seconds.max(1e-9);
