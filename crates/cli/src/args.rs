@@ -108,7 +108,9 @@ pub struct BenchArgs {
 
     /// foliocache's memory (default: 1.25x the job's data, so all of it
     /// fits; for uncached: C, 1G or 256M with --quick, also the other
-    /// engines' memory cgroup limit).
+    /// engines' memory cgroup limit; for larger: the memory budget M, 1G
+    /// or 256M with --quick, foliocache's capacity M less 1/40 for its
+    /// bookkeeping).
     #[arg(long, value_name = "SIZE", value_parser = parse_nonzero_size)]
     pub capacity: Option<u64>,
 
@@ -150,7 +152,7 @@ pub struct BenchArgs {
     /// Shorten the scenarios (512 MiB file and 4 s runs; readahead 256 MiB
     /// per thread; uncached a 256 MiB cache and a 1 GiB stream; populate
     /// 1 GiB; write 128 MiB) so the whole set takes under three minutes on
-    /// 2 cores.
+    /// 2 cores; larger (by name only) a 256 MiB budget and a 1 GiB file.
     #[arg(long)]
     pub quick: bool,
 

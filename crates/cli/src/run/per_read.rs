@@ -12,9 +12,13 @@ use crate::sys::PAGE;
 
 /// What [`figures`] gives.
 pub struct PerRead {
+    /// [`crate::report::RunRecord::hit_ratio`].
     pub hit_ratio: Option<f64>,
+    /// [`crate::report::RunRecord::hit_ratio_from`].
     pub hit_ratio_from: Option<&'static str>,
+    /// [`crate::report::RunRecord::read_amplification`].
     pub read_amplification: Option<f64>,
+    /// [`crate::report::RunRecord::lru`].
     pub lru: Option<LruFigures>,
 }
 
