@@ -214,6 +214,20 @@ impl File {
         offset: u64,
         flags: ReadFlags,
     ) -> io::Result<usize> {
+        self.read_counted(buf, offset, flags, false)
+    }
+
+    /// [`read_at_flags`](Self::read_at_flags), for a read whose miss was
+    /// counted and whose IO was started already when `started` (by
+    /// [`read_many`](Self::read_many)): its folios are then not counted as
+    /// hits.
+    pub(crate) fn read_counted(
+        &self,
+        buf: &mut [u8],
+        offset: u64,
+        flags: ReadFlags,
+        started: bool,
+    ) -> io::Result<usize> {
         let size = self.len();
         if offset >= size || buf.is_empty() {
             return Ok(0);
@@ -244,7 +258,9 @@ impl File {
                 }
                 let n = (end - offset) as usize;
                 m.copy_out(&f, (offset - start) as usize, &mut buf[..n]);
-                cache.stats.hits.add(1);
+                if !started {
+                    cache.stats.hits.add(1);
+                }
                 return Ok(n);
             }
         }
@@ -300,7 +316,7 @@ impl File {
                     cache.mark_accessed(&f, ff);
                 }
                 m.copy_out(&f, from, &mut buf[copied..copied + n]);
-                if !missed {
+                if !missed && !started {
                     cache.stats.hits.add(1);
                 }
                 // Dropped once read through to its end (or to end of file):
@@ -619,7 +635,7 @@ impl File {
 
     /// The flags a read with `flags` runs with: the call's, the defaults,
     /// and `DONTCACHE` after [`Advice::NoReuse`].
-    fn effective_flags(&self, flags: ReadFlags) -> ReadFlags {
+    pub(crate) fn effective_flags(&self, flags: ReadFlags) -> ReadFlags {
         let bits = self.ra.flags.load(Ordering::Relaxed);
         let mut f = flags | ReadFlags::from_bits(bits & !Readahead::PRIVATE).unwrap_or_default();
         if bits & Readahead::NOREUSE != 0 {

@@ -27,6 +27,8 @@
 //!   [`filemap`] module is the advanced layer underneath (a mapping's
 //!   folios, locked or referenced, as the kernel's `filemap_*` calls hand
 //!   them out), for a program that manages folios itself.
+//! - [`File::read_many`] reads a batch of [`ReadReq`]s from one thread:
+//!   the misses of all of them go to the IO engine in one submission.
 //!
 //! The modules follow the kernel's `mm/` files: `filemap` (lookup, add,
 //! read), `readahead` (windows and their IO), `truncate`, `lru`, `vmscan`
@@ -141,6 +143,7 @@ mod flags;
 #[allow(unsafe_code)]
 mod folio;
 mod lru;
+mod read_many;
 #[allow(unsafe_code)]
 mod readahead;
 mod sync;
@@ -156,6 +159,7 @@ pub use arena::Populate;
 pub use cache::{Cache, CacheBuilder, CacheStats, MemoryUsage, ALLOC_WAIT, CLOSED_DIRTY_KEEP};
 pub use file::File;
 pub use flags::ReadFlags;
+pub use read_many::ReadReq;
 pub use readahead::{Advice, ReadaheadConfig, Window};
 pub use workingset::CacheStat;
 pub use write::{OpenOptions, WriteFlags, WRITE_CHUNK_PAGES};

@@ -716,7 +716,50 @@ impl File {
             };
             (slots, st.cfg.insert)
         };
+        if let [slot] = slots[..] {
+            if !slot.marker {
+                return self.read_one(slot, dropbehind);
+            }
+        }
         self.run_window(&slots, insert, true, dropbehind)
+    }
+
+    /// A miss whose plan is one folio and no marker (a random read, or
+    /// readahead off: `page_cache_sync_ra`'s `force_page_cache_ra` of the
+    /// request alone): allocated, inserted and read on this thread, with
+    /// none of a window's batches. Returns whether it inserted the folio.
+    fn read_one(&self, slot: Slot, dropbehind: bool) -> bool {
+        let m = &*self.mapping;
+        // As in `run_window`: inserted locked before the lock is let go.
+        let _inv = m.invalidate_lock.read();
+        let Some(f) = self.insert_one(slot, dropbehind) else {
+            return false;
+        };
+        m.inner()
+            .stats
+            .readahead_windows
+            .fetch_add(1, Ordering::Relaxed);
+        if m.read_folio(f).is_err() {
+            Self::shrink_window(&self.ra);
+        }
+        true
+    }
+
+    /// One folio of `slot`'s order (no marker) allocated without waiting
+    /// and inserted at its index: locked, not uptodate. `None` when memory
+    /// is short or the place is taken. The caller holds `invalidate_lock`
+    /// shared.
+    pub(crate) fn insert_one(&self, slot: Slot, dropbehind: bool) -> Option<LockedFolio<'_>> {
+        let m = &*self.mapping;
+        let f = m.new_folio_nowait(slot.order)?;
+        if dropbehind {
+            f.test_and_set(FolioFlags::DROPBEHIND);
+        }
+        if m.add_folio(&f, slot.index).is_err() {
+            Self::discard([f]);
+            return None;
+        }
+        Some(f)
     }
 
     /// Asynchronous readahead: a read reached `marker` (a folio carrying the
@@ -814,7 +857,7 @@ impl File {
     /// a range; its pages' holes are filled one page at a time, and the
     /// insertion goes on after it. Returns the folios inserted (locked, not
     /// uptodate), in index order.
-    fn insert_batched(&self, slots: &[Slot], dropbehind: bool) -> Vec<LockedFolio<'_>> {
+    pub(crate) fn insert_batched(&self, slots: &[Slot], dropbehind: bool) -> Vec<LockedFolio<'_>> {
         let m = &*self.mapping;
         // The whole window's memory first: one bulk allocation per order
         // (a window has one or two), handed out in plan order.
@@ -888,7 +931,7 @@ impl File {
                     out.push(f);
                     continue;
                 }
-                Self::discard(vec![f]);
+                Self::discard([f]);
             }
             if !self.fill_holes(s.index, 1 << s.order, dropbehind, &mut out) {
                 break;
@@ -922,7 +965,7 @@ impl File {
             if m.add_folio(&f, p).is_ok() {
                 out.push(f);
             } else {
-                Self::discard(vec![f]);
+                Self::discard([f]);
             }
             p += 1;
         }
@@ -930,7 +973,7 @@ impl File {
     }
 
     /// Gives back folios that were never inserted.
-    fn discard(folios: Vec<LockedFolio<'_>>) {
+    fn discard<'m>(folios: impl IntoIterator<Item = LockedFolio<'m>>) {
         for f in folios {
             f.test_and_clear(FolioFlags::READAHEAD);
             f.test_and_clear(FolioFlags::DROPBEHIND);
@@ -941,7 +984,7 @@ impl File {
     /// error quarters this file's readahead (the kernel's
     /// `shrink_readahead_size_eio`) and drops the run's
     /// folios (readers that need them read them again themselves).
-    fn read_window(&self, folios: Vec<LockedFolio<'_>>, sync: bool) {
+    pub(crate) fn read_window(&self, folios: Vec<LockedFolio<'_>>, sync: bool) {
         let mut runs: Vec<Vec<LockedFolio<'_>>> = Vec::new();
         for f in folios {
             match runs.last_mut() {

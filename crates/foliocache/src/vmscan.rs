@@ -212,6 +212,19 @@ impl CacheInner {
         freed
     }
 
+    /// Reclaim for an allocation that found the arena short of `want`
+    /// pages: at least [`ISOLATE_BATCH`] pages, as the kernel's
+    /// `try_to_free_pages` asks for at least `SWAP_CLUSTER_MAX`. The
+    /// surplus stays free in the arena for the next allocations, so a full
+    /// cache pays one isolation (one LRU lock hold) and one shadow trim per
+    /// batch of misses, not per miss. (In a small cache the batch is at
+    /// most a 128th of the capacity: reclaim there stays close to the
+    /// exact LRU the workingset tests check.)
+    pub(crate) fn direct_reclaim(&self, want: u64) -> u64 {
+        let batch = (self.arena.capacity_pages() as u64 / 128).min(ISOLATE_BATCH as u64);
+        self.reclaim(want.max(batch))
+    }
+
     /// Takes up to [`ISOLATE_BATCH`] folios, about `want` pages, off the
     /// inactive tail in one hold of the LRU lock (`isolate_lru_folios`),
     /// each with a reference and its mapping kept alive, for
