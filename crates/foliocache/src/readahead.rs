@@ -184,7 +184,7 @@ impl Window {
 
 /// Per-file readahead state (the kernel's `file_ra_state` less
 /// `prev_pos`), behind a mutex taken only on a miss or a marker.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct RaState {
     pub(crate) cfg: ReadaheadConfig,
     pub(crate) win: Window,
@@ -694,33 +694,48 @@ impl File {
         let last_page = (size - 1) / PAGE;
         let max_order = m.inner().max_order;
         let prev_pos = self.ra.prev_pos.load(Ordering::Relaxed);
-        let (slots, insert) = {
-            let mut st = self.ra.state.lock();
-            let plan = st.sync(index, req, prev_pos, |from, max| self.prev_miss(from, max));
-            let slots = match plan {
-                None => return false,
-                Some(SyncPlan::Plain { start, pages }) => {
-                    let win = Window {
-                        start,
-                        size: pages,
-                        async_size: 0,
-                    };
-                    let mut order = max_order;
-                    crate::readahead::plan(&win, &mut order, max_order, last_page)
-                }
-                Some(SyncPlan::Window(win, mut order)) => {
-                    let slots = crate::readahead::plan(&win, &mut order, max_order, last_page);
-                    st.order = order;
-                    slots
-                }
-            };
-            (slots, st.cfg.insert)
+        // The decision works on a copy of the state, so the lock is held
+        // only to copy it and to publish a new window: the look-back's
+        // index walks run unlocked, and readers of one handle missing at
+        // once do not queue on it. (The kernel's `file_ra_state` has no
+        // lock at all; two misses racing here may both start a window, as
+        // they may there.)
+        let mut st = self.ra.state.lock().clone();
+        let slots = match st.sync(index, req, prev_pos, |from, max| self.prev_miss(from, max)) {
+            None => return false,
+            Some(SyncPlan::Plain { start, pages: 1 }) if start <= last_page => {
+                // One page, one order-0 folio (what `plan` would say), with
+                // no plan to build.
+                let slot = Slot {
+                    index: start,
+                    order: 0,
+                    marker: false,
+                };
+                return self.read_one(slot, dropbehind);
+            }
+            Some(SyncPlan::Plain { start, pages }) => {
+                let win = Window {
+                    start,
+                    size: pages,
+                    async_size: 0,
+                };
+                let mut order = max_order;
+                plan(&win, &mut order, max_order, last_page)
+            }
+            Some(SyncPlan::Window(win, mut order)) => {
+                let slots = plan(&win, &mut order, max_order, last_page);
+                let mut cur = self.ra.state.lock();
+                cur.win = win;
+                cur.order = order;
+                slots
+            }
         };
         if let [slot] = slots[..] {
             if !slot.marker {
                 return self.read_one(slot, dropbehind);
             }
         }
+        let insert = st.cfg.insert;
         self.run_window(&slots, insert, true, dropbehind)
     }
 
