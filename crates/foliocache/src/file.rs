@@ -244,6 +244,9 @@ impl File {
         // folio takes the batch path, which starts the next window or
         // deals with the flag.)
         let (hit, sequential) = m.get_for_read(offset, (end - offset) as usize);
+        // No folio at `offset` a moment ago: the miss path need not look
+        // again before it reads.
+        let mut absent = hit.is_none();
         if let Some(f) = hit {
             let start = f.index() * PAGE;
             let ff = f.flags();
@@ -272,7 +275,9 @@ impl File {
         let mut batch: Vec<FolioRef<'_>> = Vec::with_capacity(BATCH);
         let (mut size, mut end) = (size, end);
         while pos < end {
-            let missed = match self.get_pages(pos / PAGE, end, flags, &mut batch) {
+            let got = self.get_pages(pos / PAGE, end, flags, absent, &mut batch);
+            absent = false;
+            let missed = match got {
                 Ok(missed) => missed,
                 Err(e) => {
                     if copied == 0 {
@@ -489,8 +494,9 @@ impl File {
     /// synchronous readahead and a second lookup, and if that found nothing
     /// the folio is created and read; a marker folio starts the next window;
     /// a last folio still being read is waited for only when it is the
-    /// first (partial progress first). Returns whether this read started
-    /// the IO for its first folio: a miss (counted once in the cache's
+    /// first (partial progress first). `absent`: the caller just found no
+    /// folio at `index` (the first lookup is skipped). Returns whether this
+    /// read started the IO for its first folio: a miss (counted once in the cache's
     /// misses; its folios are then not counted as hits). A read that finds
     /// another's IO in flight and waits for it is a hit.
     fn get_pages<'m>(
@@ -498,6 +504,7 @@ impl File {
         index: u64,
         end: u64,
         flags: ReadFlags,
+        absent: bool,
         batch: &mut Vec<FolioRef<'m>>,
     ) -> io::Result<bool> {
         let m = &*self.mapping;
@@ -505,14 +512,19 @@ impl File {
         let nowait = flags.contains(ReadFlags::NOWAIT);
         let dropbehind = flags.contains(ReadFlags::DONTCACHE);
         let mut missed = false;
+        let mut absent = absent;
         loop {
-            m.get_read_batch(index, last, batch);
+            if !std::mem::take(&mut absent) {
+                m.get_read_batch(index, last, batch);
+            }
             if batch.is_empty() {
                 if nowait {
                     return Err(would_block());
                 }
-                missed |= self.sync_readahead(index, last - index + 1, dropbehind);
-                m.get_read_batch(index, last, batch);
+                missed |= self.sync_readahead(index, last - index + 1, dropbehind, batch);
+                if batch.is_empty() {
+                    m.get_read_batch(index, last, batch);
+                }
             }
             let Some(tail) = batch.last() else {
                 match self.create(index, last, dropbehind)? {

@@ -684,8 +684,17 @@ impl File {
     }
 
     /// Synchronous readahead for a miss at page `index` of a request of
-    /// `req` pages (`page_cache_sync_ra`). Returns whether it inserted a folio.
-    pub(crate) fn sync_readahead(&self, index: u64, req: u64, dropbehind: bool) -> bool {
+    /// `req` pages (`page_cache_sync_ra`). Returns whether it inserted a
+    /// folio. A miss read as one folio on this thread (`read_one`) pushes
+    /// it to `batch`, uptodate and referenced, sparing the caller its
+    /// lookup.
+    pub(crate) fn sync_readahead<'m>(
+        &'m self,
+        index: u64,
+        req: u64,
+        dropbehind: bool,
+        batch: &mut Vec<FolioRef<'m>>,
+    ) -> bool {
         let m = &*self.mapping;
         let size = m.size();
         if size == 0 {
@@ -711,7 +720,7 @@ impl File {
                     order: 0,
                     marker: false,
                 };
-                return self.read_one(slot, dropbehind);
+                return self.read_one(slot, dropbehind, batch);
             }
             Some(SyncPlan::Plain { start, pages }) => {
                 let win = Window {
@@ -732,7 +741,7 @@ impl File {
         };
         if let [slot] = slots[..] {
             if !slot.marker {
-                return self.read_one(slot, dropbehind);
+                return self.read_one(slot, dropbehind, batch);
             }
         }
         let insert = st.cfg.insert;
@@ -743,7 +752,7 @@ impl File {
     /// readahead off: `page_cache_sync_ra`'s `force_page_cache_ra` of the
     /// request alone): allocated, inserted and read on this thread, with
     /// none of a window's batches. Returns whether it inserted the folio.
-    fn read_one(&self, slot: Slot, dropbehind: bool) -> bool {
+    fn read_one<'m>(&'m self, slot: Slot, dropbehind: bool, batch: &mut Vec<FolioRef<'m>>) -> bool {
         let m = &*self.mapping;
         // As in `run_window`: inserted locked before the lock is let go.
         let _inv = m.invalidate_lock.read();
@@ -754,8 +763,9 @@ impl File {
             .stats
             .readahead_windows
             .fetch_add(1, Ordering::Relaxed);
-        if m.read_folio(f).is_err() {
-            Self::shrink_window(&self.ra);
+        match m.read_folio(f) {
+            Ok(r) => batch.push(r),
+            Err(_) => Self::shrink_window(&self.ra),
         }
         true
     }
