@@ -12,7 +12,8 @@
 //! least 4 MiB), so nearly every read misses, with readahead off (a random
 //! reader's windows are one folio anyway). Each engine reads for a fixed
 //! time from its own random offsets; the figures are reads per second and
-//! the ratio of batched to one-at-a-time reads. A plain program rather than
+//! the ratio of batched to one-at-a-time reads, and the user CPU time
+//! per read of the whole process (`getrusage`). A plain program rather than
 //! a criterion group: an iteration is a device round trip whose time drifts
 //! with the host, and what counts is the ratio of two runs side by side.
 
@@ -84,14 +85,28 @@ impl Offsets {
     }
 }
 
-/// Reads per second of `step` (which does `k` reads per call) over `time`.
-fn rate(time: Duration, mut step: impl FnMut() -> usize) -> f64 {
+/// The process's user CPU time so far (the IO engine's threads included).
+fn user_cpu() -> Duration {
+    // SAFETY: getrusage writes the struct it is given, nothing else.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        ru
+    };
+    Duration::new(ru.ru_utime.tv_sec as u64, ru.ru_utime.tv_usec as u32 * 1000)
+}
+
+/// Reads per second of `step` (which does `k` reads per call) over
+/// `time`, and the user CPU microseconds per read.
+fn rate(time: Duration, mut step: impl FnMut() -> usize) -> (f64, f64) {
     let start = Instant::now();
+    let cpu = user_cpu();
     let mut reads = 0;
     while start.elapsed() < time {
         reads += step();
     }
-    reads as f64 / start.elapsed().as_secs_f64()
+    let per_read = (user_cpu() - cpu).as_secs_f64() * 1e6 / reads as f64;
+    (reads as f64 / start.elapsed().as_secs_f64(), per_read)
 }
 
 fn main() {
@@ -149,11 +164,19 @@ fn main() {
         1
     });
     let s = cache.stats();
-    println!("  O_DIRECT pread, one at a time: {pread:>9.0} reads/s");
-    println!("  read_at, one at a time:        {sync:>9.0} reads/s");
     println!(
-        "  read_many, queue depth {QD}:     {batched:>9.0} reads/s ({:.2}x read_at)",
-        batched / sync
+        "  O_DIRECT pread, one at a time: {:>9.0} reads/s, {:.2} us user CPU per read",
+        pread.0, pread.1
+    );
+    println!(
+        "  read_at, one at a time:        {:>9.0} reads/s, {:.2} us user CPU per read",
+        sync.0, sync.1
+    );
+    println!(
+        "  read_many, queue depth {QD}:     {:>9.0} reads/s, {:.2} us user CPU per read ({:.2}x read_at)",
+        batched.0,
+        batched.1,
+        batched.0 / sync.0
     );
     println!("  (cache: {} hits, {} misses)", s.hits, s.misses);
 }
