@@ -27,6 +27,8 @@
 //!   [`filemap`] module is the advanced layer underneath (a mapping's
 //!   folios, locked or referenced, as the kernel's `filemap_*` calls hand
 //!   them out), for a program that manages folios itself.
+//! - [`File::read_many`] reads a batch of [`ReadReq`]s from one thread:
+//!   the misses of all of them go to the IO engine in one submission.
 //!
 //! The modules follow the kernel's `mm/` files: `filemap` (lookup, add,
 //! read), `readahead` (windows and their IO), `truncate`, `lru`, `vmscan`
@@ -60,7 +62,8 @@
 //! └─ readahead state (per handle) -- taken and dropped before any folio
 //!    lock (File::readahead plans a window, then builds it unlocked)
 //!
-//! invalidate_lock (shared) -- File::read_at's miss (create, sync_readahead)
+//! invalidate_lock (shared) -- File::read_at's miss (create, sync_readahead),
+//! │                            File::read_many's misses (start_misses)
 //! └─ folio lock, index lock, LRU lock, buddy lock, as above
 //!
 //! LRU lock -- reclaim's isolate_lru_folios takes folios off the lists
@@ -141,6 +144,7 @@ mod flags;
 #[allow(unsafe_code)]
 mod folio;
 mod lru;
+mod read_many;
 #[allow(unsafe_code)]
 mod readahead;
 mod sync;
@@ -156,6 +160,7 @@ pub use arena::Populate;
 pub use cache::{Cache, CacheBuilder, CacheStats, MemoryUsage, ALLOC_WAIT, CLOSED_DIRTY_KEEP};
 pub use file::File;
 pub use flags::ReadFlags;
+pub use read_many::ReadReq;
 pub use readahead::{Advice, ReadaheadConfig, Window};
 pub use workingset::CacheStat;
 pub use write::{OpenOptions, WriteFlags, WRITE_CHUNK_PAGES};
