@@ -79,7 +79,7 @@ fn run_plan(args: &BenchArgs, plan: &Plan, argv: &[String]) -> Result<()> {
     let (tmp, data) = match &args.dir {
         Some(d) => {
             std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
-            (None, DataSet::new(d.clone(), !args.keep))
+            (None, DataSet::new(d.clone(), !args.keep).reuse(args.keep))
         }
         None => {
             let t = tempfile::Builder::new()
@@ -228,14 +228,15 @@ impl Bench<'_> {
         let files = if job.memory {
             Vec::new()
         } else {
-            self.data.files(job.file_size, job.nfiles())?
+            self.data
+                .files(job.file_size, job.nfiles(), job.rw.is_write())?
         };
         let capacity = job
             .capacity
             .or(self.plan.capacity)
             .unwrap_or_else(|| default_capacity(job.file_size * job.nfiles() as u64));
         let hot = match job.hot {
-            Some(h) => self.data.files(h.file_size, 1)?.into_iter().next(),
+            Some(h) => self.data.files(h.file_size, 1, false)?.into_iter().next(),
             None => None,
         };
         Ok(JobFiles {

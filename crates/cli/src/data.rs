@@ -104,6 +104,8 @@ pub struct DataSet {
     files: Vec<(u64, usize, PathBuf)>,
     /// Remove the files at drop (a `--dir` given without `--keep`).
     remove: bool,
+    /// Reuse a file a kept earlier run made ([`DataSet::reuse`]).
+    reuse: bool,
 }
 
 impl DataSet {
@@ -113,7 +115,19 @@ impl DataSet {
             dir,
             files: Vec::new(),
             remove,
+            reuse: false,
         }
+    }
+
+    /// Reuses a file an earlier run made and kept (`--dir` with
+    /// `--keep`) where it is still what this run would write: its marker
+    /// ([`marker`]) names its size and seed, its size is right, and a few
+    /// blocks spread over it hold the generator's content. A job that
+    /// writes a file removes its marker first, so a file written over is
+    /// never reused.
+    pub fn reuse(mut self, reuse: bool) -> Self {
+        self.reuse = reuse;
+        self
     }
 
     /// The directory the files are in.
@@ -122,27 +136,49 @@ impl DataSet {
     }
 
     /// `count` files of `size` bytes each, made now if this run has not
-    /// made them yet.
+    /// made them yet (or reused, [`DataSet::reuse`]); `write`: the job
+    /// will write them.
     ///
     /// # Errors
     /// Any IO error making a file.
-    pub fn files(&mut self, size: u64, count: usize) -> Result<Vec<PathBuf>> {
+    pub fn files(&mut self, size: u64, count: usize, write: bool) -> Result<Vec<PathBuf>> {
         let mut out = Vec::with_capacity(count);
         for i in 0..count {
-            if let Some((_, _, p)) = self.files.iter().find(|(s, j, _)| *s == size && *j == i) {
-                out.push(p.clone());
-                continue;
-            }
             let path = self.dir.join(format!("foliocache-bench-{size}-{i}.bin"));
-            let t = create_file(&path, size)
-                .with_context(|| format!("creating data file {}", path.display()))?;
-            eprintln!(
-                "data: wrote {} ({}) in {:.2} s (pseudo-random, synced)",
-                path.display(),
-                crate::units::fmt_size(size),
-                t.as_secs_f64()
-            );
-            self.files.push((size, i, path.clone()));
+            let made = self.files.iter().any(|(s, j, _)| *s == size && *j == i);
+            if made {
+                // Made (or reused) earlier in this run.
+            } else if self.reuse && reusable(&path, size) {
+                eprintln!(
+                    "data: reused {} ({}): its marker, size and sampled blocks match",
+                    path.display(),
+                    crate::units::fmt_size(size)
+                );
+                self.files.push((size, i, path.clone()));
+            } else {
+                let _ = fs::remove_file(marker(&path));
+                let t = create_file(&path, size)
+                    .with_context(|| format!("creating data file {}", path.display()))?;
+                fs::write(marker(&path), marker_text(size))
+                    .with_context(|| format!("writing {}", marker(&path).display()))?;
+                eprintln!(
+                    "data: wrote {} ({}) in {:.2} s (pseudo-random, synced)",
+                    path.display(),
+                    crate::units::fmt_size(size),
+                    t.as_secs_f64()
+                );
+                self.files.push((size, i, path.clone()));
+            }
+            if write {
+                // Written over: no longer what the marker says.
+                match fs::remove_file(marker(&path)) {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                        return Err(e)
+                            .with_context(|| format!("removing {}", marker(&path).display()))
+                    }
+                    _ => {}
+                }
+            }
             out.push(path);
         }
         Ok(out)
@@ -154,9 +190,52 @@ impl Drop for DataSet {
         if self.remove {
             for (_, _, p) in &self.files {
                 let _ = fs::remove_file(p);
+                let _ = fs::remove_file(marker(p));
             }
         }
     }
+}
+
+/// The marker beside a data file that says what it holds:
+/// `foliocache-bench-SIZE-I.bin.ok`.
+fn marker(path: &Path) -> PathBuf {
+    let mut m = path.as_os_str().to_owned();
+    m.push(".ok");
+    PathBuf::from(m)
+}
+
+/// What the marker of a file of `size` bytes of [`FILE_SEED`] content
+/// says.
+fn marker_text(size: u64) -> String {
+    format!("foliocache bench data: size {size}, seed {FILE_SEED:#x}\n")
+}
+
+/// Blocks of a reused file checked against the generator.
+const SAMPLES: u64 = 8;
+const SAMPLE_BYTES: u64 = 4096;
+
+/// Whether the file at `path` can be reused as `size` bytes of
+/// [`FILE_SEED`] content: its marker says so, its size is right, and
+/// [`SAMPLES`] blocks spread over it (the first and the last among them)
+/// match the generator.
+fn reusable(path: &Path, size: u64) -> bool {
+    use std::os::unix::fs::FileExt;
+    if fs::read_to_string(marker(path)).ok().as_deref() != Some(marker_text(size).as_str()) {
+        return false;
+    }
+    let Ok(f) = File::open(path) else {
+        return false;
+    };
+    if f.metadata().map(|m| m.len()).ok() != Some(size) {
+        return false;
+    }
+    let len = SAMPLE_BYTES.min(size);
+    let mut got = vec![0u8; len as usize];
+    let mut gen = Generator::new(len as usize);
+    (0..SAMPLES).all(|k| {
+        let off = (size - len) / (SAMPLES - 1) * k;
+        f.read_exact_at(&mut got, off).is_ok() && gen.check(FILE_SEED, off, &got).is_ok()
+    })
 }
 
 /// Writes `size` bytes of [`FILE_SEED`] content to `path` and syncs it.
@@ -238,6 +317,78 @@ impl FileModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn mtime(p: &Path) -> std::time::SystemTime {
+        fs::metadata(p).unwrap().modified().unwrap()
+    }
+
+    /// Sets `p`'s mtime an hour back, so a rewrite would show.
+    fn age(p: &Path) -> std::time::SystemTime {
+        let old = std::time::SystemTime::now() - Duration::from_secs(3600);
+        OpenOptions::new()
+            .write(true)
+            .open(p)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        mtime(p)
+    }
+
+    #[test]
+    fn a_kept_file_is_reused_and_a_wrong_one_rewritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_path_buf();
+        let size = 64 << 10;
+        let p = DataSet::new(d.clone(), false)
+            .files(size, 1, false)
+            .unwrap()[0]
+            .clone();
+        // A later run with --dir and --keep (`reuse`), whose job writes
+        // the file or not: true if it wrote the file again (its mtime,
+        // set an hour back first, changed).
+        let rewrites = |reuse: bool, write: bool| {
+            let t = age(&p);
+            let again = DataSet::new(d.clone(), false)
+                .reuse(reuse)
+                .files(size, 1, write)
+                .unwrap();
+            assert_eq!(again, std::slice::from_ref(&p));
+            assert_eq!(fs::metadata(&p).unwrap().len(), size);
+            mtime(&p) != t
+        };
+        assert!(!rewrites(true, false), "kept and reused");
+        assert!(rewrites(false, false), "without --keep, written again");
+        // A file of the wrong size is rewritten to the right one.
+        OpenOptions::new()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_len(size / 2)
+            .unwrap();
+        assert!(rewrites(true, false), "the wrong size");
+        // A sampled block that does not match.
+        std::os::unix::fs::FileExt::write_all_at(
+            &File::options().write(true).open(&p).unwrap(),
+            b"x",
+            0,
+        )
+        .unwrap();
+        assert!(rewrites(true, false), "the wrong content");
+        // A job that writes the file takes its marker: the next run
+        // writes it again.
+        assert!(!rewrites(true, true));
+        assert!(rewrites(true, false), "written over by a job");
+        // A dropped set that removes its files removes their markers.
+        {
+            let mut set = DataSet::new(d.clone(), true).reuse(true);
+            set.files(size, 1, false).unwrap();
+        }
+        assert_eq!(
+            fs::read_dir(&d).unwrap().count(),
+            0,
+            "the file and its marker removed"
+        );
+    }
 
     #[test]
     fn content_is_not_zeros_and_depends_on_position() {

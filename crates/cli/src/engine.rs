@@ -269,11 +269,12 @@ impl Prepared {
 
     /// Turns the kernel's readahead off for the engine's files
     /// (`POSIX_FADV_RANDOM`: a read then reads what it asks for and no
-    /// more); false for an engine whose reads it does not reach (a
-    /// mapping, foliocache, memory).
+    /// more; `MADV_RANDOM` for a mapping: a fault reads the page it
+    /// wants); false for an engine whose reads it does not reach
+    /// (foliocache, memory).
     ///
     /// # Errors
-    /// `posix_fadvise` failed.
+    /// `posix_fadvise` or `madvise` failed.
     pub fn advise_random(&self) -> io::Result<bool> {
         use nix::fcntl::{posix_fadvise, PosixFadviseAdvice};
         match self {
@@ -283,7 +284,11 @@ impl Prepared {
                 }
                 Ok(true)
             }
-            Prepared::Mmap(_) | Prepared::Folio(..) | Prepared::Anon(_) => Ok(false),
+            Prepared::Mmap(ms) => {
+                ms.iter().try_for_each(Mmap::advise_random)?;
+                Ok(true)
+            }
+            Prepared::Folio(..) | Prepared::Anon(_) => Ok(false),
         }
     }
 }
@@ -660,6 +665,12 @@ impl Engines {
             s.cache.wait_io_idle();
             s.cache.stats()
         })
+    }
+
+    /// Where the memory of engine `label`'s cache goes now
+    /// (`Cache::memory`).
+    pub fn folio_memory(&self, label: &str) -> Option<foliocache::MemoryUsage> {
+        self.folio.get(label).map(|s| s.cache.memory())
     }
 
     /// Frees the cache of engine `label` (after a cold run, whose cache

@@ -40,9 +40,10 @@ use crate::engine::{
     AnonIo, BlockIo, DontcacheIo, FolioIo, MmapIo, PreadIo, Prepared, SharedMapIo,
 };
 use crate::hist::Histogram;
-use crate::spec::JobSpec;
+use crate::spec::{Dist, JobSpec};
 use crate::sys::{self, AlignedBuf};
 use crate::units::fmt_bw;
+use crate::zipf::Zipf;
 
 /// How often a thread publishes its progress and looks at the stop flag.
 const TICK: Duration = Duration::from_millis(100);
@@ -92,6 +93,8 @@ pub struct Measured {
     pub cpu_sys: f64,
     /// For a verifying write run: which blocks of each file were written.
     pub written: Vec<Vec<bool>>,
+    /// Operations done by each thread, in thread order.
+    pub thread_ops: Vec<u64>,
 }
 
 /// A thread's published progress, alone on its cache lines.
@@ -99,14 +102,23 @@ pub struct Measured {
 #[derive(Default)]
 struct Slot(AtomicU64);
 
-/// The offsets one thread visits: a block cursor that walks and wraps, or
+/// The offsets one thread visits: a block cursor that walks and wraps,
 /// uniformly random blocks (splitmix64 mapped onto the blocks by a
-/// multiply).
+/// multiply), or zipfian blocks ([`crate::zipf`], from the same
+/// splitmix64 bits).
 pub(crate) struct Offsets {
-    random: bool,
+    mode: Mode,
     bs: u64,
     blocks: u64,
     next: u64,
+}
+
+/// How [`Offsets`] draws.
+#[derive(Clone, Copy)]
+enum Mode {
+    Sequential,
+    Uniform,
+    Zipf(Zipf),
 }
 
 impl Offsets {
@@ -114,26 +126,68 @@ impl Offsets {
     /// or (`random`) uniformly random from `seed`.
     pub(crate) fn new(random: bool, bs: u64, blocks: u64, start_block: u64, seed: u64) -> Self {
         Offsets {
-            random,
+            mode: if random {
+                Mode::Uniform
+            } else {
+                Mode::Sequential
+            },
             bs,
             blocks,
             next: if random { seed } else { start_block % blocks },
         }
     }
 
+    /// The offsets of job thread `j`: `job`'s pattern and distribution,
+    /// with the thread's own seed ([`thread_seed`]) and, sharing a file,
+    /// its own start.
+    pub(crate) fn of_thread(job: &JobSpec, j: usize) -> Self {
+        let blocks = job.nblocks();
+        // Threads sharing a file start spread over it; each random stream
+        // has its own seed.
+        let start_block = if job.shared {
+            j as u64 * blocks / job.numjobs.max(1) as u64
+        } else {
+            0
+        };
+        let mut o = Offsets::new(
+            job.rw.is_random(),
+            job.bs,
+            blocks,
+            start_block,
+            thread_seed(j),
+        );
+        if let (true, Dist::Zipf(z)) = (job.rw.is_random(), job.dist) {
+            o.mode = Mode::Zipf(z);
+        }
+        o
+    }
+
     /// The next block's byte offset.
     #[inline(always)]
     pub(crate) fn next(&mut self) -> u64 {
-        if self.random {
-            self.next = self.next.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let z = data::mix(self.next);
-            (((z as u128 * self.blocks as u128) >> 64) as u64) * self.bs
-        } else {
-            let b = self.next;
-            self.next = if b + 1 == self.blocks { 0 } else { b + 1 };
-            b * self.bs
+        match self.mode {
+            Mode::Uniform => {
+                self.next = self.next.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                let z = data::mix(self.next);
+                (((z as u128 * self.blocks as u128) >> 64) as u64) * self.bs
+            }
+            Mode::Zipf(zipf) => {
+                self.next = self.next.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                zipf.draw(data::mix(self.next)) * self.bs
+            }
+            Mode::Sequential => {
+                let b = self.next;
+                self.next = if b + 1 == self.blocks { 0 } else { b + 1 };
+                b * self.bs
+            }
         }
     }
+}
+
+/// The seed of job thread `j`'s random offsets (the same in every run, so
+/// the offsets a run read can be replayed: [`crate::lru::replay`]).
+pub(crate) fn thread_seed(j: usize) -> u64 {
+    0x2545_f491_4f6c_dd1d ^ (j as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
 /// What one thread's loop needs besides its IO.
@@ -265,20 +319,7 @@ pub fn run(
     let (outs, cpu0) = thread::scope(|s| -> Result<_> {
         let mut handles = Vec::with_capacity(n);
         for ((j, slot), io) in slots.iter().enumerate().zip(ios) {
-            // Threads sharing a file start spread over it; each random
-            // stream has its own seed.
-            let start_block = if job.shared {
-                j as u64 * blocks / n as u64
-            } else {
-                0
-            };
-            let offs = Offsets::new(
-                job.rw.is_random(),
-                job.bs,
-                blocks,
-                start_block,
-                0x2545_f491_4f6c_dd1d ^ (j as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
-            );
+            let offs = Offsets::of_thread(job, j);
             let (sh, write, bs) = (&shared, job.rw.is_write(), job.bs);
             // One monomorphised loop per engine type.
             macro_rules! spawn {
@@ -566,6 +607,7 @@ fn merge(
     let (mut bytes, mut ops) = (0, 0);
     let (mut ns, mut ticks) = (0.0, 0.0);
     let mut written: Vec<Vec<bool>> = vec![Vec::new(); job.nfiles()];
+    let thread_ops: Vec<u64> = outs.iter().map(|o| o.ops).collect();
     for (j, o) in outs.into_iter().enumerate() {
         bytes += o.bytes;
         ops += o.ops;
@@ -618,6 +660,7 @@ fn merge(
         cpu_user: cpu1.0.saturating_sub(cpu0.0).as_secs_f64(),
         cpu_sys: cpu1.1.saturating_sub(cpu0.1).as_secs_f64(),
         written,
+        thread_ops,
     }
 }
 

@@ -14,7 +14,8 @@
 //! `sys::Mmap::new`, whose contract the bench keeps), [`hist`] (latency
 //! histogram), [`clock`] (what times it), [`cgroup`] (the kernel engines'
 //! memory limit), [`disk`] (the device's read counters), [`data`]
-//! (checkable pseudo-random data files), [`spec`] (engines and jobs as
+//! (checkable pseudo-random data files), [`zipf`] (zipfian offsets),
+//! [`lru`] (an exact LRU replayed over a run's offsets), [`spec`] (engines and jobs as
 //! typed values), [`mount`] (`foliocache mount` and `stat`), [`args`]
 //! (the command line), [`engine`] (the engines and their warming), [`job`]
 //! (the measured loop), [`hot`] (a hot reader beside a job, counting its
@@ -40,6 +41,7 @@ mod engine;
 mod hist;
 mod hot;
 mod job;
+mod lru;
 mod mount;
 mod plot;
 mod report;
@@ -50,6 +52,7 @@ mod spec;
 mod sys;
 mod targets;
 mod units;
+mod zipf;
 
 use std::process::ExitCode;
 

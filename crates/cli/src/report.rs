@@ -131,6 +131,9 @@ pub struct Ratio {
     /// scenario whose jobs run the same engines.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub job: Option<String>,
+    /// The index of that job (not in the JSON: `job` names it).
+    #[serde(skip)]
+    pub job_index: Option<usize>,
     /// Of the two engines' best runs (the figures in the table).
     pub best: f64,
     /// Of the two engines' runs in each round, in round order (runs seconds
@@ -295,6 +298,21 @@ pub struct FolioFigures {
     pub io_engine: String,
     /// The cache's readahead settings.
     pub readahead: Readahead,
+    /// The cache's memory after the run (`Cache::memory`): the arena (the
+    /// capacity) and its bookkeeping.
+    pub memory_bytes: u64,
+    /// Of `memory_bytes`, the bookkeeping (`MemoryUsage::overhead_bytes`).
+    pub overhead_bytes: u64,
+}
+
+/// The hit ratio an exact LRU of the cache's capacity gets over the
+/// offsets the run read, replayed offline ([`crate::lru::replay`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct LruFigures {
+    /// The LRU's capacity, in 4 KiB pages (the cache's capacity).
+    pub capacity_pages: u64,
+    /// Its hit ratio, of pages read.
+    pub hit_ratio: f64,
 }
 
 /// foliocache's readahead settings for a run.
@@ -355,6 +373,27 @@ pub struct RunRecord {
     pub bw_bytes: f64,
     /// Operations per second.
     pub iops: f64,
+    /// The distribution of a random job's offsets (`zipf 0.99`,
+    /// `uniform`), where its scenario names it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dist: Option<String>,
+    /// CPU microseconds (user and system) per operation.
+    pub cpu_us_per_op: f64,
+    /// Of a read run: the share of reads served without reading the
+    /// device (null where it cannot be told; `hit_ratio_from` says how).
+    pub hit_ratio: Option<f64>,
+    /// `foliocache statistics` (hits over hits and misses), or `device
+    /// reads` (1 - the device's reads over the run's reads: one device
+    /// read per miss, an upper bound where the device reads more than a
+    /// block per miss).
+    pub hit_ratio_from: Option<&'static str>,
+    /// Of a read run: bytes the device read over bytes delivered (of the
+    /// device's counters; foliocache's own IO where there are none).
+    pub read_amplification: Option<f64>,
+    /// For a foliocache run of a zipfian job: an exact LRU of its capacity
+    /// over the same offsets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lru: Option<LruFigures>,
     /// Per-operation latency.
     pub lat_ns: Latency,
     /// CPU seconds.
@@ -396,6 +435,21 @@ pub struct RunRecord {
     pub hot: Option<HotFigures>,
     /// Facts and warnings about the run.
     pub notes: Vec<String>,
+}
+
+/// `, zipf 0.99, 8 jobs` for a record of a job whose offsets are not
+/// uniform (several such jobs share an rw and a block size); nothing
+/// otherwise.
+pub fn dist_of(r: &RunRecord) -> String {
+    r.dist
+        .as_ref()
+        .map_or(String::new(), |d| format!(", {d}, {} jobs", r.numjobs))
+}
+
+/// How a ratio's target names its job: `write`, `randread, zipf 0.99, 2
+/// jobs`.
+pub fn job_of_ratio(r: &RunRecord) -> String {
+    format!("{}{}", r.rw, dist_of(r))
 }
 
 /// Writes `report` as pretty JSON to `path`.
@@ -783,8 +837,24 @@ pub fn table(sc: &ScenarioReport, repeat: u32) -> String {
         .max()
         .unwrap_or(0)
         .max(14);
+    let job_of = |r: &RunRecord| {
+        format!(
+            "{}{} bs={} j={}",
+            r.rw,
+            r.dist.as_ref().map_or(String::new(), |d| format!(" {d}")),
+            fmt_size(r.bs),
+            r.numjobs
+        )
+    };
+    let jw = sc
+        .results
+        .iter()
+        .map(|r| job_of(r).len())
+        .max()
+        .unwrap_or(0)
+        .max(24);
     let mut head = format!(
-        "{:<24} {:<ew$} {:>13} {:>9} {:>9} {:>9} {:>9} {:>13} {:>10} {:>7}",
+        "{:<jw$} {:<ew$} {:>13} {:>9} {:>9} {:>9} {:>9} {:>13} {:>10} {:>7}",
         "job",
         "engine",
         "bandwidth",
@@ -798,7 +868,6 @@ pub fn table(sc: &ScenarioReport, repeat: u32) -> String {
     );
     head.truncate(head.trim_end().len());
     let _ = writeln!(s, "{head}");
-    let job_of = |r: &RunRecord| format!("{} bs={} j={}", r.rw, fmt_size(r.bs), r.numjobs);
     let mut last_job = String::new();
     for r in &sc.results {
         let job = job_of(r);
@@ -809,7 +878,7 @@ pub fn table(sc: &ScenarioReport, repeat: u32) -> String {
         };
         last_job = job;
         let mut line = format!(
-            "{:<24} {:<ew$} {:>13} {:>9} {:>9} {:>9} {:>9} {:>13} {:>10} {:>7}",
+            "{:<jw$} {:<ew$} {:>13} {:>9} {:>9} {:>9} {:>9} {:>13} {:>10} {:>7}",
             shown,
             r.engine,
             fmt_bw(r.bw_bytes),
@@ -829,6 +898,9 @@ pub fn table(sc: &ScenarioReport, repeat: u32) -> String {
         setup_table(&mut s, sc, ew);
     } else if sc.results.iter().any(|r| r.cold) {
         io_table(&mut s, sc, ew);
+    }
+    if sc.results.iter().any(|r| r.dist.is_some()) {
+        per_read_table(&mut s, sc, ew);
     }
     if sc.detailed {
         detail_tables(&mut s, sc, ew);
@@ -1033,6 +1105,50 @@ fn detail_tables(s: &mut String, sc: &ScenarioReport, ew: usize) {
 /// first touch cost where (foliocache's arena populate, in its setup with
 /// `populate=eager`, in its writes with `lazy`; anon's page faults in its
 /// memset), and the writes' own bandwidth beside the whole run's.
+/// Figures per read: hit ratios (with an exact LRU's beside
+/// foliocache's), CPU, read amplification, evictions and the cache's
+/// memory, for a scenario of reads larger than memory.
+fn per_read_table(s: &mut String, sc: &ScenarioReport, ew: usize) {
+    let _ = writeln!(
+        s,
+        "   per read (hit: foliocache's statistics, the others' device reads; LRU: an exact LRU \
+         of foliocache's capacity over the same offsets; amp: device bytes per byte read):"
+    );
+    let _ = writeln!(
+        s,
+        "   {:<28} {:<ew$} {:>9} {:>9} {:>9} {:>7} {:>7} {:>9} {:>6} {:>10} {:>10}",
+        "job", "engine", "IOPS", "p50", "p99", "hit", "LRU", "cpu us", "amp", "evictions", "memory"
+    );
+    let pct = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{:.1}%", v * 100.0));
+    for r in &sc.results {
+        let f = r.foliocache.as_ref();
+        let mut line = format!(
+            "   {:<28} {:<ew$} {:>9} {:>9} {:>9} {:>7} {:>7} {:>9.2} {:>6} {:>10} {:>10}",
+            format!(
+                "{}{} j={}",
+                r.rw,
+                r.dist
+                    .as_ref()
+                    .map_or(" uniform".to_string(), |d| format!(" {d}")),
+                r.numjobs
+            ),
+            r.engine,
+            fmt_count(r.iops),
+            fmt_ns(r.lat_ns.p50),
+            fmt_ns(r.lat_ns.p99),
+            pct(r.hit_ratio),
+            pct(r.lru.as_ref().map(|l| l.hit_ratio)),
+            r.cpu_us_per_op,
+            r.read_amplification
+                .map_or("-".to_string(), |a| format!("{a:.2}")),
+            f.map_or("-".to_string(), |f| f.evictions.to_string()),
+            f.map_or("-".to_string(), |f| fmt_size_approx(f.memory_bytes)),
+        );
+        line.truncate(line.trim_end().len());
+        let _ = writeln!(s, "{line}");
+    }
+}
+
 fn setup_table(s: &mut String, sc: &ScenarioReport, ew: usize) {
     let _ = writeln!(
         s,

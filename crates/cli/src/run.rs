@@ -23,6 +23,12 @@ use crate::scenario::Plan;
 use crate::spec::{EngineKind, EngineSpec, JobSpec};
 use crate::units::{fmt_size_approx, GIB_F64};
 
+mod per_read;
+
+/// The read amplification above which an mmap run under a memory limit
+/// gets a note saying why.
+const MMAP_COLLAPSE: f64 = 2.0;
+
 /// What one engine run needs to know.
 pub struct RunCtx<'a> {
     /// The invocation's plan.
@@ -170,8 +176,8 @@ fn setup<'a>(engines: &mut Engines, spec: &'a EngineSpec, ctx: &RunCtx<'a>) -> R
 /// `filemap_create_folio`, an xarray node) with nothing to reclaim, and
 /// the memory cgroup's OOM killer then kills the bench. So where the
 /// window does not fit, the engine's files are read without readahead
-/// (`POSIX_FADV_RANDOM`: each read reads what it asks for), and a note
-/// says so. At the sizes the scenarios run by default the window fits and
+/// (`POSIX_FADV_RANDOM`, `MADV_RANDOM` for a mapping: each read reads
+/// what it asks for), and a note says so. At the sizes the scenarios run by default the window fits and
 /// nothing changes. `docs/bench.md` has the details.
 ///
 /// Returns the note, if the readahead was turned off.
@@ -186,7 +192,7 @@ fn fit_readahead(prepared: &Prepared, files: &[PathBuf], limit: u64) -> Result<O
         return Ok(None);
     }
     let how = if prepared.advise_random().context("posix_fadvise(RANDOM)")? {
-        "so the engine read without readahead (POSIX_FADV_RANDOM)"
+        "so the engine read without readahead (POSIX_FADV_RANDOM; MADV_RANDOM for a mapping)"
     } else {
         "and this engine's readahead could not be turned off"
     };
@@ -318,13 +324,18 @@ fn record(
             }
         ));
     }
-    let (foliocache, capacity) = match (s.setup.folio_before, engines.folio_stats(&spec.label)) {
+    let (mut foliocache, capacity) = match (s.setup.folio_before, engines.folio_stats(&spec.label))
+    {
         (Some(before), Some(after)) => (
             Some(folio_figures(&before, &after, spec, ctx, &mut notes)),
             Some(after.capacity_bytes),
         ),
         _ => (None, None),
     };
+    if let (Some(f), Some(mem)) = (foliocache.as_mut(), engines.folio_memory(&spec.label)) {
+        f.memory_bytes = mem.total_bytes();
+        f.overhead_bytes = mem.overhead_bytes();
+    }
     if ctx.mode.cold {
         // The next run of this engine builds a new cache anyway.
         engines.release(&spec.label);
@@ -337,6 +348,28 @@ fn record(
         ));
     }
     verify(models, &m, s.opts.verify, ctx, &mut notes)?;
+    let per_read = per_read::figures(
+        &m,
+        job,
+        s.page_cache,
+        foliocache.as_ref(),
+        device.as_ref(),
+        capacity,
+    );
+    if let (EngineKind::Mmap, Some(limit), Some(amp)) =
+        (spec.kind, job.memory_limit, per_read.read_amplification)
+    {
+        if amp > MMAP_COLLAPSE {
+            notes.push(format!(
+                "mmap read {amp:.0} bytes from the device per byte delivered: a fault reads \
+                 around the page it wants (readahead, do_sync_mmap_readahead) and fault-around \
+                 maps its neighbours (filemap_map_pages), and under the memory limit of {} \
+                 those pages are reclaimed before they are read: why mmap collapses on data \
+                 larger than memory",
+                fmt_size_approx(limit)
+            ));
+        }
+    }
     // A memory job's setup is part of its time.
     let seconds = m.seconds + setup_s.unwrap_or(0.0);
     let secs = seconds.max(1e-9);
@@ -356,6 +389,11 @@ fn record(
         memory_limit,
         hot,
         notes,
+        dist: job.dist_name(),
+        hit_ratio: per_read.hit_ratio,
+        hit_ratio_from: per_read.hit_ratio_from,
+        read_amplification: per_read.read_amplification,
+        lru: per_read.lru,
         ..measured_record(m, job, ctx, secs)
     };
     if report::dontcache_ignored(&rec) {
@@ -413,6 +451,11 @@ fn measured_record(m: Measured, job: &JobSpec, ctx: &RunCtx<'_>, secs: f64) -> R
         sync_s: m.sync_s,
         bw_bytes: m.bytes as f64 / secs,
         iops: m.ops as f64 / secs,
+        cpu_us_per_op: if m.ops > 0 {
+            (m.cpu_user + m.cpu_sys) * 1e6 / m.ops as f64
+        } else {
+            0.0
+        },
         lat_ns: Latency {
             p50: ns(m.hist.percentile(0.50) as f64),
             p75: ns(m.hist.percentile(0.75) as f64),
@@ -583,6 +626,9 @@ fn folio_figures(
             io_pages: before.readahead.io_pages,
             insert: insert(before.readahead.insert(), "batched", "single"),
         },
+        // Filled in by `record`, from `Cache::memory`.
+        memory_bytes: 0,
+        overhead_bytes: 0,
     }
 }
 

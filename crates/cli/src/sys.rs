@@ -281,6 +281,16 @@ impl Mmap {
         std::hint::black_box(sum);
     }
 
+    /// Turns the kernel's readahead off for faults in the mapping
+    /// (`MADV_RANDOM`: `do_sync_mmap_readahead` then reads only the page
+    /// that faulted).
+    ///
+    /// # Errors
+    /// The OS error of `madvise(2)`.
+    pub fn advise_random(&self) -> io::Result<()> {
+        self.map.advise(Advice::Random)
+    }
+
     /// Writes the mapping's dirty pages back to the file and waits for
     /// them (`msync(MS_SYNC)`; a read-only mapping has none).
     ///

@@ -6,6 +6,8 @@
 use crate::report::{self, Flatness, Ratio, RunRecord, Summary, TargetCheck};
 use crate::units::{fmt_ratio, fmt_size};
 
+mod per_read;
+
 /// A target a scenario checks, by engine label and job index.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TargetSpec {
@@ -43,6 +45,45 @@ pub enum TargetSpec {
         than: String,
         /// The largest ratio.
         max: f64,
+    },
+    /// CPU microseconds per read of `engine` in job `job`, less `than`'s,
+    /// median of the rounds, is at most `plus_us`.
+    CpuPerRead {
+        /// The job.
+        job: usize,
+        /// The engine measured.
+        engine: String,
+        /// The engine it is held against.
+        than: String,
+        /// The most microseconds more.
+        plus_us: f64,
+    },
+    /// `engine`'s hit ratio in job `job` is at most `max_points`
+    /// percentage points below an exact LRU's of its capacity over the
+    /// same offsets, in every run (above it is better, and met).
+    LruGap {
+        /// The job (a zipfian one).
+        job: usize,
+        /// The engine (a foliocache one).
+        engine: String,
+        /// The most points below.
+        max_points: f64,
+    },
+    /// `engine`'s read amplification is at most `max` in every run of
+    /// every job.
+    ReadAmplification {
+        /// The engine.
+        engine: String,
+        /// The most device bytes per byte delivered.
+        max: f64,
+    },
+    /// foliocache `engine`'s memory (`Cache::memory`: arena and
+    /// bookkeeping) is at most `max_bytes` after every run.
+    Memory {
+        /// The engine (a foliocache one).
+        engine: String,
+        /// The budget.
+        max_bytes: u64,
     },
     /// The hot reader's hit ratio beside `engine` in job `job` is at least
     /// `min` in every run.
@@ -181,13 +222,13 @@ fn summarise(specs: &[RatioSpec], runs: &[Vec<Vec<RunRecord>>]) -> Option<Summar
                 .filter(|w| !w.is_empty());
             let writes_alone_median = writes_alone.as_deref().map(report::median);
             let b = best(den);
-            let of_job = s
-                .job
-                .and_then(|_| num.first())
-                .map_or(String::new(), |r| format!(" ({} {})", r.rw, fmt_size(r.bs)));
+            let of_job = s.job.and_then(|_| num.first()).map_or(String::new(), |r| {
+                format!(" ({} {}{})", r.rw, fmt_size(r.bs), report::dist_of(r))
+            });
             Some(Ratio {
                 name: format!("{} / {}{of_job}", s.numerator, s.denominator),
                 job: s.job.and_then(|_| num.first()).map(|r| r.rw.to_string()),
+                job_index: s.job,
                 numerator: s.numerator.clone(),
                 denominator: s.denominator.clone(),
                 best: if b > 0.0 { best(num) / b } else { f64::NAN },
@@ -215,6 +256,15 @@ fn runs_of<'a>(runs: &'a [Vec<Vec<RunRecord>>], job: usize, label: &str) -> &'a 
         .map_or(&[], Vec::as_slice)
 }
 
+/// The runs of engine `label` in every job.
+fn all_runs_of<'a>(runs: &'a [Vec<Vec<RunRecord>>], label: &str) -> Vec<&'a RunRecord> {
+    runs.iter()
+        .flatten()
+        .flatten()
+        .filter(|r| r.engine == label)
+        .collect()
+}
+
 /// Checks a scenario's targets against its runs (every round's, not only
 /// the best) and its ratios.
 fn check_targets(
@@ -235,8 +285,10 @@ fn check_targets(
                     job,
                     min,
                 } => {
-                    let rw = job.and_then(|j| runs.get(j)?.first()?.first().map(|r| r.rw));
-                    target_bandwidth(ratios, numerator, denominator, rw, *min)
+                    let of = job
+                        .and_then(|j| runs.get(j)?.first()?.first())
+                        .map(report::job_of_ratio);
+                    target_bandwidth(ratios, numerator, denominator, *job, of, *min)
                 }
                 TargetSpec::CpuPerGib {
                     job,
@@ -250,6 +302,29 @@ fn check_targets(
                     than,
                     *max,
                 ),
+                TargetSpec::CpuPerRead {
+                    job,
+                    engine,
+                    than,
+                    plus_us,
+                } => per_read::cpu(
+                    runs_of(runs, *job, engine),
+                    runs_of(runs, *job, than),
+                    engine,
+                    than,
+                    *plus_us,
+                ),
+                TargetSpec::LruGap {
+                    job,
+                    engine,
+                    max_points,
+                } => per_read::lru_gap(runs_of(runs, *job, engine), engine, *max_points),
+                TargetSpec::ReadAmplification { engine, max } => {
+                    per_read::amplification(&all_runs_of(runs, engine), engine, *max)
+                }
+                TargetSpec::Memory { engine, max_bytes } => {
+                    per_read::memory(&all_runs_of(runs, engine), engine, *max_bytes)
+                }
                 TargetSpec::HitRatio { job, engine, min } => {
                     let others: Vec<&[RunRecord]> = runs
                         .get(*job)
@@ -269,7 +344,7 @@ fn check_targets(
         .collect()
 }
 
-fn check(name: String, comparison: &'static str, threshold: f64) -> TargetCheck {
+pub(crate) fn check(name: String, comparison: &'static str, threshold: f64) -> TargetCheck {
     TargetCheck {
         name,
         met: None,
@@ -282,7 +357,7 @@ fn check(name: String, comparison: &'static str, threshold: f64) -> TargetCheck 
     }
 }
 
-fn fmt_runs(v: &[f64], f: impl Fn(f64) -> String) -> String {
+pub(crate) fn fmt_runs(v: &[f64], f: impl Fn(f64) -> String) -> String {
     v.iter().map(|&x| f(x)).collect::<Vec<_>>().join(" ")
 }
 
@@ -335,14 +410,15 @@ fn target_bandwidth(
     ratios: &[Ratio],
     num: &str,
     den: &str,
-    rw: Option<&str>,
+    job: Option<usize>,
+    of: Option<String>,
     min: f64,
 ) -> TargetCheck {
-    let of = rw.map_or(String::new(), |w| format!(" ({w})"));
+    let of = of.map_or(String::new(), |w| format!(" ({w})"));
     let mut c = check(format!("{num} bandwidth / {den}{of}"), ">=", min);
     let Some(r) = ratios
         .iter()
-        .find(|r| r.numerator == num && r.denominator == den && r.job.as_deref() == rw)
+        .find(|r| r.numerator == num && r.denominator == den && r.job_index == job)
     else {
         c.detail = format!("not checked: {num} or {den} did not run");
         return c;
@@ -360,6 +436,44 @@ fn target_bandwidth(
     c
 }
 
+/// Holds `engine`'s runs against `other`'s round by round: `f` of each
+/// pair (a round where it gives nothing left out) into `c.per_run`, their
+/// median into `c.value`, met if at most `c.threshold`. `None`, with the
+/// reason in `c.detail`, where there is nothing to hold.
+pub(crate) fn paired_median(
+    c: &mut TargetCheck,
+    runs: &[RunRecord],
+    than: &[RunRecord],
+    engine: &str,
+    other: &str,
+    f: impl Fn(&RunRecord, &RunRecord) -> Option<f64>,
+) -> Option<f64> {
+    if runs.is_empty() || than.is_empty() {
+        c.detail = format!("not checked: {engine} or {other} did not run");
+        return None;
+    }
+    c.per_run = runs.iter().zip(than).filter_map(|(r, t)| f(r, t)).collect();
+    if c.per_run.is_empty() {
+        c.detail = format!("not checked: {other} used no measurable CPU");
+        return None;
+    }
+    let med = report::median(&c.per_run);
+    c.value = Some(med);
+    c.met = Some(med <= c.threshold);
+    Some(med)
+}
+
+/// `figure` of each run, to `digits` decimals, space separated.
+pub(crate) fn fmt_figures(
+    rs: &[RunRecord],
+    figure: fn(&RunRecord) -> f64,
+    digits: usize,
+) -> String {
+    fmt_runs(&rs.iter().map(figure).collect::<Vec<_>>(), |x| {
+        format!("{x:.digits$}")
+    })
+}
+
 fn target_cpu(
     runs: &[RunRecord],
     than: &[RunRecord],
@@ -368,29 +482,12 @@ fn target_cpu(
     max: f64,
 ) -> TargetCheck {
     let mut c = check(format!("{engine} CPU s/GiB / {other}'s"), "<=", max);
-    if runs.is_empty() || than.is_empty() {
-        c.detail = format!("not checked: {engine} or {other} did not run");
+    let Some(med) = paired_median(&mut c, runs, than, engine, other, |r, t| {
+        (t.cpu_s_per_gib > 0.0).then(|| r.cpu_s_per_gib / t.cpu_s_per_gib)
+    }) else {
         return c;
-    }
-    c.per_run = runs
-        .iter()
-        .zip(than)
-        .filter(|(_, t)| t.cpu_s_per_gib > 0.0)
-        .map(|(r, t)| r.cpu_s_per_gib / t.cpu_s_per_gib)
-        .collect();
-    if c.per_run.is_empty() {
-        c.detail = format!("not checked: {other} used no measurable CPU");
-        return c;
-    }
-    let med = report::median(&c.per_run);
-    c.value = Some(med);
-    c.met = Some(med <= max);
-    let per = |rs: &[RunRecord]| {
-        fmt_runs(
-            &rs.iter().map(|r| r.cpu_s_per_gib).collect::<Vec<_>>(),
-            |x| format!("{x:.3}"),
-        )
     };
+    let per = |rs| fmt_figures(rs, |r| r.cpu_s_per_gib, 3);
     c.detail = format!(
         "at most {max:.1}x, median of the rounds {med:.2}x ({engine} {} s/GiB, {other} {} s/GiB)",
         per(runs),
@@ -463,7 +560,11 @@ fn ignored_dontcache(runs: &[Vec<Vec<RunRecord>>], t: &TargetSpec) -> Option<Str
     let engine = match t {
         TargetSpec::Flat { engine, .. }
         | TargetSpec::CpuPerGib { engine, .. }
-        | TargetSpec::HitRatio { engine, .. } => engine,
+        | TargetSpec::HitRatio { engine, .. }
+        | TargetSpec::CpuPerRead { engine, .. }
+        | TargetSpec::LruGap { engine, .. }
+        | TargetSpec::ReadAmplification { engine, .. }
+        | TargetSpec::Memory { engine, .. } => engine,
         TargetSpec::Bandwidth { numerator, .. } => numerator,
     };
     let folio: Vec<&RunRecord> = runs

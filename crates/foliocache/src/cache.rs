@@ -765,7 +765,7 @@ impl CacheInner {
                     return Ok(f);
                 }
             }
-            if self.reclaim(1 << order) > 0 {
+            if self.direct_reclaim(1 << order) > 0 {
                 continue;
             }
             // Dirty folios, or folios under writeback, become clean as the
@@ -817,7 +817,7 @@ impl CacheInner {
                 f.init(order, 0);
                 return Some(f);
             }
-            if attempt == 0 && self.reclaim(1 << order) == 0 {
+            if attempt == 0 && self.direct_reclaim(1 << order) == 0 {
                 break;
             }
         }
@@ -835,7 +835,7 @@ impl CacheInner {
         out: &mut Vec<&'c Folio>,
     ) -> usize {
         let mut got = self.arena_alloc_bulk(order, n, out);
-        if got < n && self.reclaim(((n - got) as u64) << order) > 0 {
+        if got < n && self.direct_reclaim(((n - got) as u64) << order) > 0 {
             got += self.arena_alloc_bulk(order, n - got, out);
         }
         got

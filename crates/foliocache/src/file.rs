@@ -214,6 +214,20 @@ impl File {
         offset: u64,
         flags: ReadFlags,
     ) -> io::Result<usize> {
+        self.read_counted(buf, offset, flags, false)
+    }
+
+    /// [`read_at_flags`](Self::read_at_flags), for a read whose miss was
+    /// counted and whose IO was started already when `started` (by
+    /// [`read_many`](Self::read_many)): its folios are then not counted as
+    /// hits.
+    pub(crate) fn read_counted(
+        &self,
+        buf: &mut [u8],
+        offset: u64,
+        flags: ReadFlags,
+        started: bool,
+    ) -> io::Result<usize> {
         let size = self.len();
         if offset >= size || buf.is_empty() {
             return Ok(0);
@@ -230,6 +244,9 @@ impl File {
         // folio takes the batch path, which starts the next window or
         // deals with the flag.)
         let (hit, sequential) = m.get_for_read(offset, (end - offset) as usize);
+        // No folio at `offset` a moment ago: the miss path need not look
+        // again before it reads.
+        let mut absent = hit.is_none();
         if let Some(f) = hit {
             let start = f.index() * PAGE;
             let ff = f.flags();
@@ -244,7 +261,9 @@ impl File {
                 }
                 let n = (end - offset) as usize;
                 m.copy_out(&f, (offset - start) as usize, &mut buf[..n]);
-                cache.stats.hits.add(1);
+                if !started {
+                    cache.stats.hits.add(1);
+                }
                 return Ok(n);
             }
         }
@@ -256,7 +275,9 @@ impl File {
         let mut batch: Vec<FolioRef<'_>> = Vec::with_capacity(BATCH);
         let (mut size, mut end) = (size, end);
         while pos < end {
-            let missed = match self.get_pages(pos / PAGE, end, flags, &mut batch) {
+            let got = self.get_pages(pos / PAGE, end, flags, absent, &mut batch);
+            absent = false;
+            let missed = match got {
                 Ok(missed) => missed,
                 Err(e) => {
                     if copied == 0 {
@@ -300,7 +321,7 @@ impl File {
                     cache.mark_accessed(&f, ff);
                 }
                 m.copy_out(&f, from, &mut buf[copied..copied + n]);
-                if !missed {
+                if !missed && !started {
                     cache.stats.hits.add(1);
                 }
                 // Dropped once read through to its end (or to end of file):
@@ -473,8 +494,9 @@ impl File {
     /// synchronous readahead and a second lookup, and if that found nothing
     /// the folio is created and read; a marker folio starts the next window;
     /// a last folio still being read is waited for only when it is the
-    /// first (partial progress first). Returns whether this read started
-    /// the IO for its first folio: a miss (counted once in the cache's
+    /// first (partial progress first). `absent`: the caller just found no
+    /// folio at `index` (the first lookup is skipped). Returns whether this
+    /// read started the IO for its first folio: a miss (counted once in the cache's
     /// misses; its folios are then not counted as hits). A read that finds
     /// another's IO in flight and waits for it is a hit.
     fn get_pages<'m>(
@@ -482,6 +504,7 @@ impl File {
         index: u64,
         end: u64,
         flags: ReadFlags,
+        absent: bool,
         batch: &mut Vec<FolioRef<'m>>,
     ) -> io::Result<bool> {
         let m = &*self.mapping;
@@ -489,14 +512,19 @@ impl File {
         let nowait = flags.contains(ReadFlags::NOWAIT);
         let dropbehind = flags.contains(ReadFlags::DONTCACHE);
         let mut missed = false;
+        let mut absent = absent;
         loop {
-            m.get_read_batch(index, last, batch);
+            if !std::mem::take(&mut absent) {
+                m.get_read_batch(index, last, batch);
+            }
             if batch.is_empty() {
                 if nowait {
                     return Err(would_block());
                 }
-                missed |= self.sync_readahead(index, last - index + 1, dropbehind);
-                m.get_read_batch(index, last, batch);
+                missed |= self.sync_readahead(index, last - index + 1, dropbehind, batch);
+                if batch.is_empty() {
+                    m.get_read_batch(index, last, batch);
+                }
             }
             let Some(tail) = batch.last() else {
                 match self.create(index, last, dropbehind)? {
@@ -619,7 +647,7 @@ impl File {
 
     /// The flags a read with `flags` runs with: the call's, the defaults,
     /// and `DONTCACHE` after [`Advice::NoReuse`].
-    fn effective_flags(&self, flags: ReadFlags) -> ReadFlags {
+    pub(crate) fn effective_flags(&self, flags: ReadFlags) -> ReadFlags {
         let bits = self.ra.flags.load(Ordering::Relaxed);
         let mut f = flags | ReadFlags::from_bits(bits & !Readahead::PRIVATE).unwrap_or_default();
         if bits & Readahead::NOREUSE != 0 {

@@ -33,6 +33,8 @@
 //!   [`filemap`] module is the advanced layer underneath (a mapping's
 //!   folios, locked or referenced, as the kernel's `filemap_*` calls hand
 //!   them out), for a program that manages folios itself.
+//! - [`File::read_many`] reads a batch of [`ReadReq`]s from one thread:
+//!   the misses of all of them go to the IO engine in one submission.
 //!
 //! The modules follow the kernel's `mm/` files: `filemap` (lookup, add,
 //! read), `readahead` (windows and their IO), `truncate`, `lru`, `vmscan`
@@ -66,7 +68,8 @@
 //! └─ readahead state (per handle) -- taken and dropped before any folio
 //!    lock (File::readahead plans a window, then builds it unlocked)
 //!
-//! invalidate_lock (shared) -- File::read_at's miss (create, sync_readahead)
+//! invalidate_lock (shared) -- File::read_at's miss (create, sync_readahead),
+//! │                            File::read_many's misses (start_misses)
 //! └─ folio lock, index lock, LRU lock, buddy lock, as above
 //!
 //! LRU lock -- reclaim's isolate_lru_folios takes folios off the lists
@@ -148,6 +151,7 @@ mod flags;
 mod folio;
 mod lru;
 mod pressure;
+mod read_many;
 #[allow(unsafe_code)]
 mod readahead;
 mod sync;
@@ -164,6 +168,7 @@ pub use cache::{Cache, CacheBuilder, CacheStats, MemoryUsage, ALLOC_WAIT, CLOSED
 pub use file::File;
 pub use flags::ReadFlags;
 pub use pressure::{PressureConfig, CALM};
+pub use read_many::ReadReq;
 pub use readahead::{Advice, ReadaheadConfig, Window};
 pub use workingset::CacheStat;
 pub use write::{OpenOptions, WriteFlags, WRITE_CHUNK_PAGES};

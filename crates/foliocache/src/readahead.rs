@@ -184,7 +184,7 @@ impl Window {
 
 /// Per-file readahead state (the kernel's `file_ra_state` less
 /// `prev_pos`), behind a mutex taken only on a miss or a marker.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct RaState {
     pub(crate) cfg: ReadaheadConfig,
     pub(crate) win: Window,
@@ -684,8 +684,17 @@ impl File {
     }
 
     /// Synchronous readahead for a miss at page `index` of a request of
-    /// `req` pages (`page_cache_sync_ra`). Returns whether it inserted a folio.
-    pub(crate) fn sync_readahead(&self, index: u64, req: u64, dropbehind: bool) -> bool {
+    /// `req` pages (`page_cache_sync_ra`). Returns whether it inserted a
+    /// folio. A miss read as one folio on this thread (`read_one`) pushes
+    /// it to `batch`, uptodate and referenced, sparing the caller its
+    /// lookup.
+    pub(crate) fn sync_readahead<'m>(
+        &'m self,
+        index: u64,
+        req: u64,
+        dropbehind: bool,
+        batch: &mut Vec<FolioRef<'m>>,
+    ) -> bool {
         let m = &*self.mapping;
         let size = m.size();
         if size == 0 {
@@ -694,29 +703,88 @@ impl File {
         let last_page = (size - 1) / PAGE;
         let max_order = m.inner().max_order;
         let prev_pos = self.ra.prev_pos.load(Ordering::Relaxed);
-        let (slots, insert) = {
-            let mut st = self.ra.state.lock();
-            let plan = st.sync(index, req, prev_pos, |from, max| self.prev_miss(from, max));
-            let slots = match plan {
-                None => return false,
-                Some(SyncPlan::Plain { start, pages }) => {
-                    let win = Window {
-                        start,
-                        size: pages,
-                        async_size: 0,
-                    };
-                    let mut order = max_order;
-                    crate::readahead::plan(&win, &mut order, max_order, last_page)
-                }
-                Some(SyncPlan::Window(win, mut order)) => {
-                    let slots = crate::readahead::plan(&win, &mut order, max_order, last_page);
-                    st.order = order;
-                    slots
-                }
-            };
-            (slots, st.cfg.insert)
+        // The decision works on a copy of the state, so the lock is held
+        // only to copy it and to publish a new window: the look-back's
+        // index walks run unlocked, and readers of one handle missing at
+        // once do not queue on it. (The kernel's `file_ra_state` has no
+        // lock at all; two misses racing here may both start a window, as
+        // they may there.)
+        let mut st = self.ra.state.lock().clone();
+        let slots = match st.sync(index, req, prev_pos, |from, max| self.prev_miss(from, max)) {
+            None => return false,
+            Some(SyncPlan::Plain { start, pages: 1 }) if start <= last_page => {
+                // One page, one order-0 folio (what `plan` would say), with
+                // no plan to build.
+                let slot = Slot {
+                    index: start,
+                    order: 0,
+                    marker: false,
+                };
+                return self.read_one(slot, dropbehind, batch);
+            }
+            Some(SyncPlan::Plain { start, pages }) => {
+                let win = Window {
+                    start,
+                    size: pages,
+                    async_size: 0,
+                };
+                let mut order = max_order;
+                plan(&win, &mut order, max_order, last_page)
+            }
+            Some(SyncPlan::Window(win, mut order)) => {
+                let slots = plan(&win, &mut order, max_order, last_page);
+                let mut cur = self.ra.state.lock();
+                cur.win = win;
+                cur.order = order;
+                slots
+            }
         };
+        if let [slot] = slots[..] {
+            if !slot.marker {
+                return self.read_one(slot, dropbehind, batch);
+            }
+        }
+        let insert = st.cfg.insert;
         self.run_window(&slots, insert, true, dropbehind)
+    }
+
+    /// A miss whose plan is one folio and no marker (a random read, or
+    /// readahead off: `page_cache_sync_ra`'s `force_page_cache_ra` of the
+    /// request alone): allocated, inserted and read on this thread, with
+    /// none of a window's batches. Returns whether it inserted the folio.
+    fn read_one<'m>(&'m self, slot: Slot, dropbehind: bool, batch: &mut Vec<FolioRef<'m>>) -> bool {
+        let m = &*self.mapping;
+        // As in `run_window`: inserted locked before the lock is let go.
+        let _inv = m.invalidate_lock.read();
+        let Some(f) = self.insert_one(slot, dropbehind) else {
+            return false;
+        };
+        m.inner()
+            .stats
+            .readahead_windows
+            .fetch_add(1, Ordering::Relaxed);
+        match m.read_folio(f) {
+            Ok(r) => batch.push(r),
+            Err(_) => Self::shrink_window(&self.ra),
+        }
+        true
+    }
+
+    /// One folio of `slot`'s order (no marker) allocated without waiting
+    /// and inserted at its index: locked, not uptodate. `None` when memory
+    /// is short or the place is taken. The caller holds `invalidate_lock`
+    /// shared.
+    pub(crate) fn insert_one(&self, slot: Slot, dropbehind: bool) -> Option<LockedFolio<'_>> {
+        let m = &*self.mapping;
+        let f = m.new_folio_nowait(slot.order)?;
+        if dropbehind {
+            f.test_and_set(FolioFlags::DROPBEHIND);
+        }
+        if m.add_folio(&f, slot.index).is_err() {
+            Self::discard([f]);
+            return None;
+        }
+        Some(f)
     }
 
     /// Asynchronous readahead: a read reached `marker` (a folio carrying the
@@ -814,7 +882,7 @@ impl File {
     /// a range; its pages' holes are filled one page at a time, and the
     /// insertion goes on after it. Returns the folios inserted (locked, not
     /// uptodate), in index order.
-    fn insert_batched(&self, slots: &[Slot], dropbehind: bool) -> Vec<LockedFolio<'_>> {
+    pub(crate) fn insert_batched(&self, slots: &[Slot], dropbehind: bool) -> Vec<LockedFolio<'_>> {
         let m = &*self.mapping;
         // The whole window's memory first: one bulk allocation per order
         // (a window has one or two), handed out in plan order.
@@ -888,7 +956,7 @@ impl File {
                     out.push(f);
                     continue;
                 }
-                Self::discard(vec![f]);
+                Self::discard([f]);
             }
             if !self.fill_holes(s.index, 1 << s.order, dropbehind, &mut out) {
                 break;
@@ -922,7 +990,7 @@ impl File {
             if m.add_folio(&f, p).is_ok() {
                 out.push(f);
             } else {
-                Self::discard(vec![f]);
+                Self::discard([f]);
             }
             p += 1;
         }
@@ -930,7 +998,7 @@ impl File {
     }
 
     /// Gives back folios that were never inserted.
-    fn discard(folios: Vec<LockedFolio<'_>>) {
+    fn discard<'m>(folios: impl IntoIterator<Item = LockedFolio<'m>>) {
         for f in folios {
             f.test_and_clear(FolioFlags::READAHEAD);
             f.test_and_clear(FolioFlags::DROPBEHIND);
@@ -941,7 +1009,7 @@ impl File {
     /// error quarters this file's readahead (the kernel's
     /// `shrink_readahead_size_eio`) and drops the run's
     /// folios (readers that need them read them again themselves).
-    fn read_window(&self, folios: Vec<LockedFolio<'_>>, sync: bool) {
+    pub(crate) fn read_window(&self, folios: Vec<LockedFolio<'_>>, sync: bool) {
         let mut runs: Vec<Vec<LockedFolio<'_>>> = Vec::new();
         for f in folios {
             match runs.last_mut() {

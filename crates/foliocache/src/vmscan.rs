@@ -161,11 +161,21 @@ impl CacheInner {
         let Some(_one) = self.trimming.try_lock() else {
             return;
         };
+        let live = self.live_mappings();
+        // A check walks every entry of every index: the next one waits
+        // until the evictions since have paid for it, at most
+        // `TRIM_WALK_PER_EVICTION` entries walked per eviction. (A cache
+        // much smaller than its files, read at random, keeps a folio in
+        // most leaf nodes: its shadows are seldom trimmable, and checking
+        // every `shadow_check_every` evictions walked the whole index for
+        // nothing, a cost per miss that grew with the files. An eviction
+        // empties at most one node, so the budget is overshot by at most
+        // a sixteenth of the nodes.)
+        let entries: u64 = live.iter().map(|m| m.nr_folios() + m.nr_shadows()).sum();
         self.shadow_check.store(
-            evictions + shadow_check_every(self.shadow_nodes),
+            evictions + shadow_check_every(self.shadow_nodes).max(entries / TRIM_WALK_PER_EVICTION),
             Ordering::Relaxed,
         );
-        let live = self.live_mappings();
         let nodes: usize = live.iter().map(|m| m.shadow_nodes()).sum();
         if nodes <= self.shadow_nodes {
             return;
@@ -210,6 +220,19 @@ impl CacheInner {
             self.maybe_trim_shadows();
         }
         freed
+    }
+
+    /// Reclaim for an allocation that found the arena short of `want`
+    /// pages: at least [`ISOLATE_BATCH`] pages, as the kernel's
+    /// `try_to_free_pages` asks for at least `SWAP_CLUSTER_MAX`. The
+    /// surplus stays free in the arena for the next allocations, so a full
+    /// cache pays one isolation (one LRU lock hold) and one shadow trim per
+    /// batch of misses, not per miss. (In a small cache the batch is at
+    /// most a 128th of the capacity: reclaim there stays close to the
+    /// exact LRU the workingset tests check.)
+    pub(crate) fn direct_reclaim(&self, want: u64) -> u64 {
+        let batch = (self.arena.capacity_pages() as u64 / 128).min(ISOLATE_BATCH as u64);
+        self.reclaim(want.max(batch))
     }
 
     /// Takes up to [`ISOLATE_BATCH`] folios, about `want` pages, off the
@@ -426,9 +449,13 @@ impl Isolated<'_> {
     }
 }
 
-/// Evictions between two checks of the shadow budget: each eviction adds
-/// at most one shadow-only node, so the budget is overshot by at most
-/// this many nodes.
+/// Index entries a shadow check may walk per eviction since the last one
+/// (see `maybe_trim_shadows`).
+const TRIM_WALK_PER_EVICTION: u64 = 16;
+
+/// Evictions between two checks of the shadow budget (at least; see
+/// `maybe_trim_shadows`): each eviction adds at most one shadow-only node,
+/// so the budget is overshot by at most this many nodes.
 pub(crate) fn shadow_check_every(budget_nodes: usize) -> u64 {
     (budget_nodes as u64 / 8).max(64)
 }

@@ -31,6 +31,7 @@ pub fn scenario(args: &BenchArgs) -> Scenario {
         shared: args.shared,
         runtime: args.runtime.map(Duration::from_secs_f64),
         cold: args.cold,
+        memory_limit: args.memory_limit,
         ..JobSpec::new(
             args.rw.unwrap_or(Rw::Read),
             args.bs.unwrap_or(DEFAULT_BS),

@@ -3,7 +3,7 @@
 //!
 //! One file per scenario, each building its jobs, ratios and targets:
 //! [`seqread`], [`randread`], [`readahead`], [`uncached`], [`populate`],
-//! [`write`](mod@write), and [`custom`] for a job given by `--rw`/`--bs`. What each
+//! [`write`](mod@write), [`larger`] (by name only), and [`custom`] for a job given by `--rw`/`--bs`. What each
 //! measures, why, and its figures are in `docs/bench.md`.
 
 use std::time::Duration;
@@ -13,9 +13,10 @@ use crate::clock::ClockKind;
 use crate::spec::{EngineKind, EngineSpec, JobSpec, Rw};
 use crate::sys::PAGE;
 use crate::targets::{RatioSpec, TargetSpec};
-use crate::units::fmt_size;
+use crate::units::{fmt_size, fmt_size_approx};
 
 pub mod custom;
+pub mod larger;
 pub mod populate;
 pub mod randread;
 pub mod readahead;
@@ -32,6 +33,10 @@ const QUICK_SIZE: u64 = 512 << 20;
 /// A time-based scenario engine run's length (full, and with `--quick`).
 const RUNTIME: f64 = 10.0;
 const QUICK_RUNTIME: f64 = 4.0;
+
+/// The smallest `--memory-limit`: below it the cgroup's own charges
+/// leave the page cache nothing.
+const MIN_MEMORY_LIMIT: u64 = 1 << 20;
 
 /// A named group of jobs, reported together.
 #[derive(Debug, Clone)]
@@ -121,6 +126,22 @@ pub fn plan(args: &BenchArgs) -> Result<Plan, String> {
                 .into(),
         );
     }
+    if let Some(l) = args.memory_limit {
+        if !custom {
+            return Err(
+                "--memory-limit limits a custom job's engines (give --rw, --bs, --numjobs or \
+                 --shared)"
+                    .into(),
+            );
+        }
+        if l < MIN_MEMORY_LIMIT {
+            return Err(format!(
+                "--memory-limit {}: at least {}",
+                fmt_size_approx(l),
+                fmt_size(MIN_MEMORY_LIMIT)
+            ));
+        }
+    }
     if let Some(c) = args.capacity {
         if c < PAGE as u64 {
             return Err(format!("--capacity {c}: at least one page (4k)"));
@@ -154,9 +175,10 @@ fn build(
         "uncached" => uncached::scenario(args, quick),
         "populate" => populate::scenario(args, quick),
         "write" => write::scenario(args, quick),
+        "larger" => larger::scenario(args, quick, runtime),
         other => Err(format!(
             "unknown scenario `{other}` (available: {})",
-            SCENARIOS.join(", ")
+            crate::args::all_scenarios().join(", ")
         )),
     }
 }

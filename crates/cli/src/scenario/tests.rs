@@ -11,7 +11,9 @@ use crate::spec::HotSpec;
 
 /// Every scenario's built-in engine list given as text, by scenario
 /// (seqread's and randread's are typed: [`CachedReads::ENGINES`]).
-const BUILTIN_ENGINES: [(&str, &[&str]); 4] = [
+const BUILTIN_ENGINES: [(&str, &[&str]); 6] = [
+    ("larger", larger::ENGINES),
+    ("larger qd=32", larger::QD_ENGINES),
     ("readahead", readahead::ENGINES),
     ("uncached", uncached::ENGINES),
     ("populate", populate::ENGINES),
@@ -237,6 +239,10 @@ fn uncached_targets_follow_the_engines_given() {
             TargetSpec::Bandwidth { .. } => "bw",
             TargetSpec::CpuPerGib { .. } => "cpu",
             TargetSpec::HitRatio { .. } => "hits",
+            TargetSpec::CpuPerRead { .. }
+            | TargetSpec::LruGap { .. }
+            | TargetSpec::ReadAmplification { .. }
+            | TargetSpec::Memory { .. } => "per read",
         })
         .collect();
     assert_eq!(
@@ -427,4 +433,125 @@ fn uncached_refuses_a_tiny_cache() {
         unreachable!("a bench command line")
     };
     assert!(plan(&b).unwrap_err().contains("too small"));
+}
+
+#[test]
+fn larger_reads_4m_at_random_under_a_budget_of_m() {
+    let p = plan_of(&["--scenario", "larger", "--quick"]);
+    assert_eq!(p.repeat, 2, "engines interleaved and repeated");
+    let sc = &p.scenarios[0];
+    assert_eq!(sc.name, "larger");
+    let m = 256u64 << 20;
+    let cap = larger::folio_capacity(m);
+    assert!(cap < m && cap >= m - m / 32 && cap % 4096 == 0, "{cap}");
+    let shape: Vec<(String, usize)> = sc.jobs.iter().map(|j| (j.dist.name(), j.numjobs)).collect();
+    assert_eq!(
+        shape,
+        [
+            ("uniform".to_string(), 2),
+            ("uniform".to_string(), 8),
+            ("zipf 0.99".to_string(), 2),
+            ("zipf 0.99".to_string(), 8)
+        ]
+    );
+    for j in &sc.jobs {
+        assert_eq!(labels(j), ["foliocache", "kernel", "direct", "mmap"]);
+        assert_eq!((j.rw, j.bs, j.file_size), (Rw::Randread, 4096, 4 * m));
+        assert!(j.shared && j.cold);
+        assert_eq!(j.capacity, Some(cap));
+        assert_eq!(j.memory_limit, Some(m));
+        assert_eq!(j.runtime, Some(Duration::from_secs(4)));
+    }
+    let bw: Vec<(&str, &str, Option<usize>, f64)> = sc
+        .targets
+        .iter()
+        .filter_map(|t| match t {
+            TargetSpec::Bandwidth {
+                numerator,
+                denominator,
+                job,
+                min,
+            } => Some((numerator.as_str(), denominator.as_str(), *job, *min)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        bw,
+        [
+            ("foliocache", "kernel", Some(1), 1.1),
+            ("foliocache", "direct", Some(1), 1.0),
+            ("foliocache", "kernel", Some(2), 1.5),
+        ]
+    );
+    assert!(sc.targets.contains(&TargetSpec::CpuPerRead {
+        job: 1,
+        engine: "foliocache".into(),
+        than: "direct".into(),
+        plus_us: 1.0
+    }));
+    assert!(sc.targets.contains(&TargetSpec::LruGap {
+        job: 2,
+        engine: "foliocache".into(),
+        max_points: 2.0
+    }));
+    assert!(sc.targets.contains(&TargetSpec::Memory {
+        engine: "foliocache".into(),
+        max_bytes: m
+    }));
+    // Every job's foliocache over kernel and direct is reported.
+    assert_eq!(sc.ratios.len(), 8);
+    // --capacity sets M, --size the file; the full run has M = 1 GiB.
+    let p = plan_of(&["--scenario", "larger", "--capacity", "2M", "--size", "16M"]);
+    let j = &p.scenarios[0].jobs[0];
+    assert_eq!((j.memory_limit, j.file_size), (Some(2 << 20), 16 << 20));
+    assert_eq!(j.runtime, Some(Duration::from_secs(10)));
+    let p = plan_of(&["--scenario", "larger"]);
+    assert_eq!(p.scenarios[0].jobs[0].file_size, 4 << 30);
+    // Not in the reference set.
+    let p = plan_of(&["--seeds"]);
+    assert!(p.scenarios.iter().all(|s| s.name != "larger"));
+}
+
+#[test]
+fn larger_refuses_a_tiny_budget() {
+    let Command::Bench(b) = Cli::try_parse_from([
+        "foliocache",
+        "bench",
+        "--scenario",
+        "larger",
+        "--capacity",
+        "64k",
+    ])
+    .unwrap()
+    .command
+    else {
+        unreachable!("a bench command line")
+    };
+    let e = plan(&b).unwrap_err();
+    assert!(e.contains("too small"), "{e}");
+}
+
+#[test]
+fn memory_limit_limits_a_custom_job_only() {
+    let p = plan_of(&["--rw", "randread", "--memory-limit", "64M"]);
+    assert_eq!(p.scenarios[0].jobs[0].memory_limit, Some(64 << 20));
+    let p = plan_of(&["--rw", "randread"]);
+    assert_eq!(p.scenarios[0].jobs[0].memory_limit, None);
+    let bad = |args: &[&str]| {
+        let mut argv = vec!["foliocache", "bench"];
+        argv.extend_from_slice(args);
+        match Cli::try_parse_from(argv) {
+            Err(_) => true,
+            Ok(c) => {
+                let Command::Bench(b) = c.command else {
+                    return false;
+                };
+                plan(&b).is_err()
+            }
+        }
+    };
+    assert!(bad(&["--memory-limit", "64M"]), "no custom job");
+    assert!(bad(&["--scenario", "larger", "--memory-limit", "64M"]));
+    assert!(bad(&["--rw", "read", "--memory-limit", "64k"]), "too small");
+    assert!(bad(&["--rw", "read", "--memory-limit", "lots"]));
 }

@@ -7,6 +7,7 @@ use clap::ValueEnum;
 
 use crate::spec::engine::EngineSpec;
 use crate::units::fmt_size;
+use crate::zipf::Zipf;
 
 /// The kind of IO a job does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -43,11 +44,36 @@ impl Rw {
     }
 }
 
+/// Where a random job's offsets fall.
+#[derive(Debug, Clone, Copy)]
+pub enum Dist {
+    /// Every block alike.
+    Uniform,
+    /// Zipfian over the blocks ([`crate::zipf`]).
+    Zipf(Zipf),
+}
+
+impl Dist {
+    /// `uniform`, `zipf 0.99`.
+    pub fn name(&self) -> String {
+        match self {
+            Dist::Uniform => "uniform".into(),
+            Dist::Zipf(z) => format!("zipf {}", z.theta()),
+        }
+    }
+}
+
 /// One job: an IO pattern run on each of a list of engines.
 #[derive(Debug, Clone)]
 pub struct JobSpec {
     /// The IO pattern.
     pub rw: Rw,
+    /// A random job's offsets: uniform unless a scenario says otherwise
+    /// (and then named in the title and the records).
+    pub dist: Dist,
+    /// Name the distribution in the title and the records even when it
+    /// is uniform (a scenario whose jobs differ by it).
+    pub named_dist: bool,
     /// Bytes per read or write.
     pub bs: u64,
     /// Threads.
@@ -111,6 +137,8 @@ impl JobSpec {
     pub fn new(rw: Rw, bs: u64, file_size: u64, engines: Vec<EngineSpec>) -> JobSpec {
         JobSpec {
             rw,
+            dist: Dist::Uniform,
+            named_dist: false,
             bs,
             numjobs: 1,
             shared: true,
@@ -147,12 +175,23 @@ impl JobSpec {
         self.file_size / self.bs
     }
 
+    /// The distribution's name, for a random job whose offsets are not
+    /// uniform or that names it anyway ([`JobSpec::named_dist`]).
+    pub fn dist_name(&self) -> Option<String> {
+        match self.dist {
+            _ if !self.rw.is_random() => None,
+            Dist::Zipf(_) => Some(self.dist.name()),
+            Dist::Uniform => self.named_dist.then(|| self.dist.name()),
+        }
+    }
+
     /// A short title: `randread bs=4KiB numjobs=2 shared`, `read bs=64KiB
-    /// numjobs=1 + hot randread 4KiB`.
+    /// numjobs=1 + hot randread 4KiB`, `randread zipf 0.99 bs=4KiB ...`.
     pub fn title(&self) -> String {
         format!(
-            "{} bs={} numjobs={}{}{}",
+            "{}{} bs={} numjobs={}{}{}",
             self.rw.name(),
+            self.dist_name().map_or(String::new(), |d| format!(" {d}")),
             fmt_size(self.bs),
             self.numjobs,
             if self.shared && self.numjobs > 1 {

@@ -6,4 +6,4 @@ pub mod engine;
 pub mod job;
 
 pub use engine::{EngineKind, EngineSpec};
-pub use job::{default_capacity, HotSpec, JobSpec, Rw};
+pub use job::{default_capacity, Dist, HotSpec, JobSpec, Rw};

@@ -45,6 +45,22 @@ fn bench_json(dir: &Path, args: &[&str]) -> Value {
     serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
 }
 
+/// [`bench_json`] in a temporary directory of its own.
+fn bench_json_in_tmp(args: &[&str]) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    bench_json(dir.path(), args)
+}
+
+/// The names of a summary's targets.
+fn target_names(summary: &Value) -> Vec<&str> {
+    summary["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect()
+}
+
 fn results(v: &Value) -> Vec<&Value> {
     v["scenarios"]
         .as_array()
@@ -78,7 +94,15 @@ fn bad_arguments_exit_2_with_the_usage_line() {
         (
             &["bench", "--scenario", "fill"],
             "unknown scenario `fill` (available: seqread, randread, readahead, uncached, \
-             populate, write)",
+             populate, write, larger)",
+        ),
+        (
+            &["bench", "--memory-limit", "64M"],
+            "--memory-limit limits a custom job's engines",
+        ),
+        (
+            &["bench", "--rw", "read", "--memory-limit", "64k"],
+            "--memory-limit 64.0KiB: at least 1MiB",
         ),
         (
             &["bench", "--scenario", "write", "--settle", "1"],
@@ -595,12 +619,7 @@ fn check_populate(s: &Value, size: u64, repeat: usize, settle: f64) {
             assert!(w.is_null() && r["writes_alone_median"].is_null(), "{r}");
         }
     }
-    let targets: Vec<&str> = sum["targets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let targets = target_names(sum);
     assert_eq!(
         targets,
         [
@@ -1433,4 +1452,111 @@ fn readahead_options_are_applied_and_the_label_kept() {
     assert_eq!(ios(2), 32, "4 MiB in 128 KiB reads, no readahead");
     assert!(ios(1) <= ios(2), "{} {}", ios(1), ios(2));
     assert!(ios(0) < ios(2), "{} {}", ios(0), ios(2));
+}
+
+/// `larger` at a small scale (M = 16 MiB, a 64 MiB file, 0.25 s runs,
+/// one round): every job and engine ran, with the figures per read, an
+/// exact LRU's hit ratio beside foliocache's zipfian runs, foliocache's
+/// memory, and the targets reported.
+#[test]
+fn larger_scenario_reports_figures_per_read_and_its_targets() {
+    let v = bench_json_in_tmp(&[
+        "--scenario",
+        "larger",
+        "--capacity",
+        "16M",
+        "--size",
+        "64M",
+        "--runtime",
+        "0.25",
+        "--repeat",
+        "1",
+    ]);
+    let s = &v["scenarios"][0];
+    assert_eq!(s["name"], "larger");
+    let rs = s["results"].as_array().unwrap();
+    assert_eq!(rs.len(), 16, "4 jobs x 4 engines");
+    for r in rs {
+        let engine = r["engine"].as_str().unwrap();
+        assert_eq!(r["rw"], "randread");
+        assert_eq!(r["file_size"], 64 << 20);
+        assert_eq!(r["cold"], true);
+        assert!(r["cpu_us_per_op"].as_f64().unwrap() >= 0.0, "{engine}");
+        let zipf = r["dist"] == "zipf 0.99";
+        assert!(zipf || r["dist"] == "uniform", "{engine}: {}", r["dist"]);
+        if engine == "foliocache" {
+            assert_eq!(r["hit_ratio_from"], "foliocache statistics");
+            let h = r["hit_ratio"].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&h), "{h}");
+            let f = &r["foliocache"];
+            assert!(f["memory_bytes"].as_u64().unwrap() <= 16 << 20, "{f}");
+            assert!(f["overhead_bytes"].as_u64().unwrap() > 0, "{f}");
+            assert!(r["capacity"].as_u64().unwrap() < 16 << 20);
+            assert_eq!(
+                r.get("lru").is_some(),
+                zipf,
+                "{engine}: LRU on zipf runs only"
+            );
+            if zipf {
+                let l = r["lru"]["hit_ratio"].as_f64().unwrap();
+                assert!((0.0..=1.0).contains(&l), "{l}");
+                assert_eq!(
+                    r["lru"]["capacity_pages"],
+                    r["capacity"].as_u64().unwrap() / 4096
+                );
+            }
+        } else {
+            assert!(r.get("lru").is_none(), "{engine}");
+        }
+    }
+    let targets = target_names(&s["summary"]);
+    assert_eq!(
+        targets,
+        [
+            "foliocache bandwidth / kernel (randread, uniform, 8 jobs)",
+            "foliocache bandwidth / direct (randread, uniform, 8 jobs)",
+            "foliocache bandwidth / kernel (randread, zipf 0.99, 2 jobs)",
+            "foliocache CPU per read - direct's (us, uniform, 8 jobs)",
+            "foliocache hit ratio below an exact LRU's (points, zipf 0.99, 2 jobs)",
+            "foliocache read amplification",
+            "foliocache memory within M",
+        ]
+    );
+    // Each is met or not: a miss is shown, never left unchecked.
+    for t in s["summary"]["targets"].as_array().unwrap() {
+        assert!(t["met"].is_boolean(), "{t}");
+    }
+}
+
+/// `--memory-limit` puts a custom job's kernel engine in a memory cgroup
+/// (where the machine has one) and reports it.
+#[test]
+fn memory_limit_puts_a_custom_job_under_a_cgroup() {
+    let v = bench_json_in_tmp(&[
+        "--rw",
+        "randread",
+        "--shared",
+        "--size",
+        "8M",
+        "--memory-limit",
+        "4M",
+        "--engine",
+        "kernel",
+        "--engine",
+        "foliocache",
+        "--runtime",
+        "0.25",
+    ]);
+    let s = &v["scenarios"][0];
+    let lim = &s["memory_limit"];
+    assert!(lim.is_object(), "{s}");
+    let kernel = &s["results"][0];
+    let foliocache = &s["results"][1];
+    assert!(foliocache.get("memory_limit").is_none());
+    if lim["mechanism"] == "none" {
+        assert!(lim["reason"].is_string());
+    } else {
+        assert_eq!(lim["limit_bytes"], 4 << 20);
+        assert_eq!(kernel["memory_limit"]["limit_bytes"], 4 << 20);
+    }
 }

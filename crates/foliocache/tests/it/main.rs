@@ -20,6 +20,9 @@ mod read {
     mod with;
 }
 
+/// Batched reads (`File::read_many`): a model, faults, concurrency.
+mod read_many;
+
 /// Readahead: the window's size and its asynchronous marker, sequential
 /// and random streams, advice.
 mod readahead;

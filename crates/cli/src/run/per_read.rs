@@ -1,0 +1,83 @@
+//! A read run's figures per read: its hit ratio (foliocache's from its
+//! statistics, the page-cache engines' from the device's reads), its read
+//! amplification, and for foliocache over zipfian offsets the hit ratio
+//! an exact LRU of its capacity gets over the same offsets.
+
+use crate::disk::DeviceReads;
+use crate::job::{Measured, Offsets};
+use crate::lru;
+use crate::report::{FolioFigures, LruFigures};
+use crate::spec::{Dist, JobSpec};
+use crate::sys::PAGE;
+
+/// What [`figures`] gives.
+pub struct PerRead {
+    /// [`crate::report::RunRecord::hit_ratio`].
+    pub hit_ratio: Option<f64>,
+    /// [`crate::report::RunRecord::hit_ratio_from`].
+    pub hit_ratio_from: Option<&'static str>,
+    /// [`crate::report::RunRecord::read_amplification`].
+    pub read_amplification: Option<f64>,
+    /// [`crate::report::RunRecord::lru`].
+    pub lru: Option<LruFigures>,
+}
+
+/// The figures of run `m` of `job`: `page_cache` for an engine on the
+/// kernel's page cache, `folio` for a foliocache engine (of capacity
+/// `capacity`), `device` the device's reads over the run.
+pub fn figures(
+    m: &Measured,
+    job: &JobSpec,
+    page_cache: bool,
+    folio: Option<&FolioFigures>,
+    device: Option<&DeviceReads>,
+    capacity: Option<u64>,
+) -> PerRead {
+    let mut p = PerRead {
+        hit_ratio: None,
+        hit_ratio_from: None,
+        read_amplification: None,
+        lru: None,
+    };
+    if job.rw.is_write() || job.memory || m.ops == 0 {
+        return p;
+    }
+    match (folio, device) {
+        (Some(f), _) if f.hits + f.misses > 0 => {
+            p.hit_ratio = Some(f.hits as f64 / (f.hits + f.misses) as f64);
+            p.hit_ratio_from = Some("foliocache statistics");
+        }
+        (None, Some(d)) if page_cache => {
+            p.hit_ratio = Some(1.0 - d.reads.min(m.ops) as f64 / m.ops as f64);
+            p.hit_ratio_from = Some("device reads");
+        }
+        _ => {}
+    }
+    if m.bytes > 0 {
+        p.read_amplification = match (device, folio) {
+            (Some(d), _) => Some(d.bytes as f64 / m.bytes as f64),
+            (None, Some(f)) => Some(f.io_bytes as f64 / m.bytes as f64),
+            (None, None) => None,
+        };
+    }
+    if let (Some(_), Some(cap), Dist::Zipf(_), true) =
+        (folio, capacity, job.dist, job.rw.is_random())
+    {
+        let pages = cap / PAGE as u64;
+        let mut streams: Vec<Offsets> = (0..job.numjobs)
+            .map(|j| Offsets::of_thread(job, j))
+            .collect();
+        let ratio = lru::replay(
+            usize::try_from(pages).unwrap_or(usize::MAX),
+            PAGE as u64,
+            job.bs,
+            &m.thread_ops,
+            |t| streams[t].next(),
+        );
+        p.lru = ratio.map(|hit_ratio| LruFigures {
+            capacity_pages: pages,
+            hit_ratio,
+        });
+    }
+    p
+}

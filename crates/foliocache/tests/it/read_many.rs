@@ -1,0 +1,260 @@
+//! `File::read_many`: batches of reads whose misses are read together.
+//!
+//! What must hold (`docs/design.md`, "Batched reads"):
+//! - every request gets what `read_at` would give it: the file's bytes,
+//!   short only at end of file, 0 past it, whatever the batch (overlapping
+//!   requests, any order, a cache smaller than the batch);
+//! - a failing backing read fails exactly the requests that need its bytes;
+//!   the others get theirs, and the cache is consistent afterwards;
+//! - concurrent readers of the same folios read each page once (no double
+//!   IO), and `read_many` racing `set_len` and `read_at` never hangs and
+//!   never returns bytes other than the file's or the zeros a truncate left.
+
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use backing::{FaultyBacking, MemBacking};
+use foliocache::{File, ReadReq};
+use proptest::prelude::*;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::common::{lazy_cache, lazy_cache_no_readahead, RecordingBacking, TempFile};
+
+const P: u64 = 4096;
+
+fn nonzero_bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    (0..len).map(|_| rng.gen_range(1..=255u8)).collect()
+}
+
+/// What `read_at` gives for `len` bytes at `off` of `data`.
+fn expect(data: &[u8], off: u64, len: usize) -> &[u8] {
+    let from = (off as usize).min(data.len());
+    let to = off.saturating_add(len as u64).min(data.len() as u64) as usize;
+    &data[from..to.max(from)]
+}
+
+/// Runs `reqs` (offset, length) through `read_many` and returns each
+/// request's bytes or error.
+fn run(f: &File, reqs: &[(u64, usize)]) -> Vec<std::io::Result<Vec<u8>>> {
+    let mut bufs: Vec<Vec<u8>> = reqs.iter().map(|&(_, n)| vec![0u8; n]).collect();
+    let mut rr: Vec<ReadReq<'_>> = reqs
+        .iter()
+        .zip(bufs.iter_mut())
+        .map(|(&(off, _), b)| ReadReq::new(off, b))
+        .collect();
+    f.read_many(&mut rr).unwrap();
+    let results: Vec<_> = rr
+        .into_iter()
+        .map(|r| r.result.expect("completed"))
+        .collect();
+    results
+        .into_iter()
+        .zip(bufs)
+        .map(|(r, mut b)| {
+            r.map(|n| {
+                b.truncate(n);
+                b
+            })
+        })
+        .collect()
+}
+
+fn assert_consistent(c: &foliocache::Cache) {
+    let s = c.stats();
+    assert_eq!(s.free_bytes + s.bytes_cached, s.capacity_bytes, "{s:?}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Random batches against the file's bytes, through O_DIRECT and the
+    /// IO engine, in a cache smaller than the file.
+    #[test]
+    fn batches_read_the_files_bytes(
+        seed in any::<u64>(),
+        batches in prop::collection::vec(
+            prop::collection::vec((0u64..70 * P, 0usize..20_000), 1..40), 1..4),
+    ) {
+        let data = nonzero_bytes(64 * P as usize + 1234, seed);
+        let tmp = TempFile::new("read-many-model", &data);
+        let c = lazy_cache(32 * P as usize, 16 * P as usize);
+        let f = c.open(&tmp.path).unwrap();
+        for batch in &batches {
+            for (r, &(off, len)) in run(&f, batch).into_iter().zip(batch) {
+                let got = r.unwrap();
+                prop_assert_eq!(&got[..], expect(&data, off, len), "at {} len {}", off, len);
+            }
+        }
+        assert_consistent(&c);
+    }
+}
+
+/// A batch of misses is read with one IO per run of contiguous pages, each
+/// page once, and hits make no IO.
+#[test]
+fn misses_are_read_once_and_hits_not_at_all() {
+    let data = nonzero_bytes(256 * P as usize, 1);
+    let c = lazy_cache_no_readahead(1 << 20, 1 << 20);
+    let b = Arc::new(RecordingBacking::new(MemBacking::with_data(data.clone())));
+    let f = c.open_backing(b.clone()).unwrap();
+    let reqs: Vec<(u64, usize)> = (0..32).map(|i| ((i * 7 % 256) * P, P as usize)).collect();
+    for (r, &(off, len)) in run(&f, &reqs).into_iter().zip(&reqs) {
+        assert_eq!(r.unwrap(), expect(&data, off, len));
+    }
+    let pages: u64 = b.page_runs().iter().map(|&(_, n)| n).sum();
+    assert_eq!(pages, 32, "{:?}", b.page_runs());
+    assert_eq!(c.stats().misses, 32);
+    b.clear();
+    for (r, &(off, len)) in run(&f, &reqs).into_iter().zip(&reqs) {
+        assert_eq!(r.unwrap(), expect(&data, off, len));
+    }
+    assert_eq!(b.reads(), 0);
+}
+
+/// Past end of file, empty buffers, overlapping requests, duplicates.
+#[test]
+fn edge_requests() {
+    let data = nonzero_bytes(10 * P as usize + 100, 2);
+    let tmp = TempFile::new("read-many-edges", &data);
+    let c = lazy_cache(1 << 20, 1 << 16);
+    let f = c.open(&tmp.path).unwrap();
+    let reqs = [
+        (10 * P, 4096),
+        (10 * P + 100, 10),
+        (20 * P, 10),
+        (0, 0),
+        (3 * P + 5, 3 * P as usize),
+        (3 * P + 5, 3 * P as usize),
+        (4 * P, 100),
+        (u64::MAX - 5, 10),
+    ];
+    for (r, &(off, len)) in run(&f, &reqs).into_iter().zip(&reqs) {
+        assert_eq!(r.unwrap(), expect(&data, off, len), "at {off}");
+    }
+    assert_consistent(&c);
+}
+
+/// A read failing for some pages fails exactly the requests that need
+/// them; the others succeed, and once the fault is gone all do.
+#[test]
+fn a_failed_read_fails_only_the_requests_that_need_it() {
+    let data = nonzero_bytes(128 * P as usize, 3);
+    let c = lazy_cache_no_readahead(1 << 20, 1 << 16);
+    let b = Arc::new(FaultyBacking::new(MemBacking::with_data(data.clone())));
+    let f = c.open_backing(b.clone()).unwrap();
+    b.fail_reads_in(40 * P, 8 * P, libc_eio());
+    let reqs: Vec<(u64, usize)> = (0..64).map(|i| (i * 2 * P + 17, 6000)).collect();
+    for (r, &(off, len)) in run(&f, &reqs).into_iter().zip(&reqs) {
+        let needs = off < 48 * P && off + len as u64 > 40 * P;
+        match r {
+            Ok(got) => {
+                assert!(!needs, "request at {off} needs a failed page but read");
+                assert_eq!(got, expect(&data, off, len));
+            }
+            Err(e) => {
+                assert!(needs, "request at {off} failed: {e}");
+                assert_eq!(e.raw_os_error(), Some(libc_eio()));
+            }
+        }
+    }
+    assert_consistent(&c);
+    b.clear_read_ranges();
+    for (r, &(off, len)) in run(&f, &reqs).into_iter().zip(&reqs) {
+        assert_eq!(r.unwrap(), expect(&data, off, len));
+    }
+    assert_consistent(&c);
+}
+
+fn libc_eio() -> i32 {
+    5
+}
+
+/// Threads reading the same pages with `read_many` and `read_at` at once
+/// read each page from the backing once.
+#[test]
+fn concurrent_readers_share_the_io() {
+    let data = nonzero_bytes(512 * P as usize, 4);
+    let c = lazy_cache_no_readahead(4 << 20, 1 << 16);
+    let b = Arc::new(RecordingBacking::new(FaultyBacking::new(
+        MemBacking::with_data(data.clone()),
+    )));
+    b.inner().set_read_latency(Duration::from_millis(2));
+    let f = c.open_backing(b.clone()).unwrap();
+    let reqs: Vec<(u64, usize)> = (0..64).map(|i| ((i * 13 % 512) * P, P as usize)).collect();
+    let bar = Arc::new(Barrier::new(4));
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let (f, bar, reqs, data) = (f.clone(), bar.clone(), &reqs, &data);
+            s.spawn(move || {
+                bar.wait();
+                if t % 2 == 0 {
+                    for (r, &(off, len)) in run(&f, reqs).into_iter().zip(reqs) {
+                        assert_eq!(r.unwrap(), expect(data, off, len));
+                    }
+                } else {
+                    for &(off, len) in reqs.iter().rev() {
+                        let mut buf = vec![0u8; len];
+                        let n = f.read_at(&mut buf, off).unwrap();
+                        assert_eq!(&buf[..n], expect(data, off, len));
+                    }
+                }
+            });
+        }
+    });
+    let mut runs = b.page_runs();
+    let all = runs.len();
+    runs.dedup();
+    assert_eq!(runs.len(), all, "a page was read twice: {runs:?}");
+    assert_consistent(&c);
+}
+
+/// `read_many` racing `set_len` (shrink and grow back) and `read_at`:
+/// no hang, and every byte returned is the file's or a zero a truncate
+/// left.
+#[test]
+fn read_many_races_truncate() {
+    let data = nonzero_bytes(256 * P as usize, 5);
+    let tmp = TempFile::new("read-many-truncate", &data);
+    let c = lazy_cache(512 * 1024, 1 << 16);
+    let f = c
+        .open_options()
+        .read(true)
+        .write(true)
+        .open(&tmp.path)
+        .unwrap();
+    let stop = Instant::now() + Duration::from_millis(1500);
+    std::thread::scope(|s| {
+        for t in 0..3u64 {
+            let (f, data) = (f.clone(), &data);
+            s.spawn(move || {
+                let mut rng = StdRng::seed_from_u64(t);
+                while Instant::now() < stop {
+                    let reqs: Vec<(u64, usize)> = (0..16)
+                        .map(|_| (rng.gen_range(0..260 * P), rng.gen_range(1..3 * P as usize)))
+                        .collect();
+                    for (r, &(off, _)) in run(&f, &reqs).into_iter().zip(&reqs) {
+                        let got = r.unwrap();
+                        for (i, &byte) in got.iter().enumerate() {
+                            let at = off as usize + i;
+                            assert!(byte == 0 || byte == data[at], "byte {at}: {byte}");
+                        }
+                    }
+                }
+            });
+        }
+        let f = f.clone();
+        s.spawn(move || {
+            let mut rng = StdRng::seed_from_u64(99);
+            while Instant::now() < stop {
+                f.set_len(rng.gen_range(0..256 * P)).unwrap();
+                std::thread::sleep(Duration::from_millis(3));
+                f.set_len(256 * P).unwrap();
+                let mut buf = vec![0u8; 5000];
+                let _ = f.read_at(&mut buf, rng.gen_range(0..256 * P)).unwrap();
+            }
+        });
+    });
+    assert_consistent(&c);
+}
