@@ -258,7 +258,7 @@ fn audit_one(
         b = b.max_folio_size(m);
     }
     let cache = b.build().unwrap();
-    audit.phase(config, "built (eager populate)", &cache, true);
+    audit.phase(config, "built (lazy populate, the default)", &cache, true);
 
     // Cold streams: every file read start to end, one thread each.
     let handles: Vec<_> = files.iter().map(|(p, _)| cache.open(p).unwrap()).collect();
