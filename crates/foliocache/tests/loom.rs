@@ -767,8 +767,8 @@ fn g_write_races_reclaim() {
 }
 
 // ---------------------------------------------------------------------------
-// (h) The folio lock against reclaim (CONVENTIONS "Concurrency you can
-// test"). Reclaim takes an LRU folio only if it can trylock it and then
+// (h) The folio lock against reclaim (a concurrency property a model can
+// check). Reclaim takes an LRU folio only if it can trylock it and then
 // freeze its count at the cache's references; it skips a folio that a
 // reader or writer holds locked (or holds at all), and a thread sleeping on
 // the lock while reclaim holds it briefly must be woken by reclaim's

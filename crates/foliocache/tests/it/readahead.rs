@@ -312,7 +312,7 @@ fn async_windows_grow_their_folio_order() {
             last = w;
         }
     }
-    // With m = 512: sizes ramp 4, 16, 64, 128, 256, 512 (4.2), less what
+    // With m = 512: sizes ramp 4, 16, 64, 128, 256, 512 (`get_next_ra_size`), less what
     // the alignment of the window's end takes: e.g. the third window,
     // order 4, 64 pages from 20, ends at 84, rounded down to 80.
     assert_eq!(
@@ -410,7 +410,7 @@ fn windows_are_capped_at_an_eighth_of_the_cache() {
 }
 
 // ---------------------------------------------------------------------------
-// Random detection and advice (4.3).
+// Random detection and advice (`page_cache_sync_ra`, `POSIX_FADV_RANDOM`).
 
 /// Reads at scattered offsets (not page 0, not following the previous
 /// read, no cached pages before them) read exactly their request and leave
@@ -553,7 +553,7 @@ fn sequential_advice_doubles_the_window_and_normal_restores_it() {
 }
 
 // ---------------------------------------------------------------------------
-// The marker hand-off (4.4).
+// The marker hand-off (`page_cache_async_ra`).
 
 /// Eight threads read the marker page at once: exactly one starts the next
 /// window (one request each), the marker is cleared, and the new window's
@@ -661,7 +661,7 @@ fn windows_stop_at_end_of_file() {
     );
     assert_eq!(f.read_at(&mut buf, 10 * P + 100).unwrap(), 0);
     assert_eq!(f.read_at(&mut buf, 11 * P).unwrap(), 0);
-    // The window (4, 8) reaches EOF, so it got no marker (4.5) and no
+    // The window (4, 8) reaches EOF, so it got no marker (as `page_cache_ra_order` leaves one out) and no
     // window after it was planned.
     assert_eq!(wsm(f.readahead_window()), (4, 8, 4));
     let layout = settled(f.mapping(), 0, 63);

@@ -2,7 +2,7 @@
 //! a `MemBacking`): writeback (`write_blocks`) and sync failing with `EIO` or
 //! `ENOSPC`, once, for good, or past a space limit.
 //!
-//! What must hold (CONVENTIONS.md "Errors": the kernel's errseq):
+//! What must hold (the kernel's errseq, `filemap_check_wb_err`):
 //! - the error reaches the caller of `sync_data`/`sync_all`, once per
 //!   handle: a clone shares the report, `reopen()` gets its own;
 //! - a sync that returns `Ok` means the data is in the backing: no

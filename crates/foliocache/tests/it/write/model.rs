@@ -1,5 +1,5 @@
 //! Property tests of the write path against a `Vec<u8>` model
-//! (CONVENTIONS.md, "Tests that can fail"): random sequences of `write_at`,
+//! (tests that can fail: a wrong byte is a counterexample): random sequences of `write_at`,
 //! `read_at`, `set_len`, `punch_hole`, `sync_data`/`sync_all`,
 //! `Cache::sync_all`, eviction and re-opening, on a real file through a
 //! small cache (so writeback under pressure and reclaim happen), with the
