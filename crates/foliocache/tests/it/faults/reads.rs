@@ -15,9 +15,8 @@
 //! - a slow read is issued once, however many readers want that folio.
 
 use std::io::{self};
-use std::sync::mpsc;
 use std::sync::{Arc, Barrier};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use backing::{FaultyBacking, FileBacking, FileOptions, MemBacking, Op};
 use foliocache::{Cache, CacheStats, File};
@@ -27,6 +26,7 @@ use rand::{Rng, SeedableRng};
 use crate::common;
 // Readahead off: these tests place faults on the IO of one miss and count
 // IOs; readahead's own error handling is tested in tests/it/readahead.rs.
+use common::write::{wait_until, within};
 use common::{lazy_cache_no_readahead as cache, TempFile};
 
 const PAGE: usize = 4096;
@@ -88,41 +88,6 @@ fn assert_consistent(c: &Cache) -> CacheStats {
     assert_eq!(s.folios == 0, s.bytes_cached == 0, "{s:?}");
     assert!(s.folios * P <= s.bytes_cached, "{s:?}");
     s
-}
-
-/// Runs `f` on a thread and fails the test if it does not finish in `limit`
-/// (a reader stuck on a folio lock).
-fn within<T: Send + 'static>(
-    limit: Duration,
-    what: &str,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> T {
-    let (tx, rx) = mpsc::channel();
-    let t = std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(v) => {
-            t.join().unwrap();
-            v
-        }
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("{what}: hung for more than {limit:?}"),
-        Err(mpsc::RecvTimeoutError::Disconnected) => {
-            // The thread panicked: surface its panic.
-            match t.join() {
-                Err(p) => std::panic::resume_unwind(p),
-                Ok(()) => unreachable!("sent nothing but returned"),
-            }
-        }
-    }
-}
-
-fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < HANG, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
 }
 
 // ---- failing reads ---------------------------------------------------------

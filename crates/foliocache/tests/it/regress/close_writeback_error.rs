@@ -18,10 +18,11 @@
 //! kernel keeps a closed file's dirty pages too, with its inode.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use backing::{FaultyBacking, MemBacking, Op};
 use foliocache::{Cache, Populate};
+
+use crate::common::write::wait_until;
 
 fn cache() -> Cache {
     // No background writeback below the capacity: the close writes back.
@@ -33,17 +34,6 @@ fn cache() -> Cache {
         .dirty_background(2 << 20)
         .build()
         .unwrap()
-}
-
-fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "timed out: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 #[test]
