@@ -383,12 +383,16 @@ pub struct RunRecord {
     /// device (null where it cannot be told; `hit_ratio_from` says how).
     pub hit_ratio: Option<f64>,
     /// `foliocache statistics` (hits over hits and misses), or `device
-    /// reads` (1 - the device's reads over the run's reads: one device
-    /// read per miss, an upper bound where the device reads more than a
-    /// block per miss).
+    /// reads` (1 - the device reads over the run's reads: the bytes the
+    /// process had read from storage in blocks of the job's size, or
+    /// where the kernel does not count those the whole device's reads;
+    /// one device read per miss, an upper bound where the device reads
+    /// more than a block per miss).
     pub hit_ratio_from: Option<&'static str>,
-    /// Of a read run: bytes the device read over bytes delivered (of the
-    /// device's counters; foliocache's own IO where there are none).
+    /// Of a read run: bytes read from storage over bytes delivered:
+    /// foliocache's own reads; for the other engines the bytes the process
+    /// had read (`/proc/self/io`), or the whole device's where the kernel
+    /// does not count those.
     pub read_amplification: Option<f64>,
     /// For a foliocache run of a zipfian job: an exact LRU of its capacity
     /// over the same offsets.
@@ -1112,7 +1116,8 @@ fn per_read_table(s: &mut String, sc: &ScenarioReport, ew: usize) {
     let _ = writeln!(
         s,
         "   per read (hit: foliocache's statistics, the others' device reads; LRU: an exact LRU \
-         of foliocache's capacity over the same offsets; amp: device bytes per byte read):"
+         of foliocache's capacity over the same offsets; amp: bytes read from storage per byte \
+         delivered, foliocache's own reads, the others' reads by this process):"
     );
     let _ = writeln!(
         s,

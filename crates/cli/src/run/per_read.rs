@@ -1,6 +1,7 @@
 //! A read run's figures per read: its hit ratio (foliocache's from its
-//! statistics, the page-cache engines' from the device's reads), its read
-//! amplification, and for foliocache over zipfian offsets the hit ratio
+//! statistics, the page-cache engines' from the device reads the process
+//! made), its read amplification (foliocache's own reads, the others'
+//! device reads, over the bytes delivered), and for foliocache over zipfian offsets the hit ratio
 //! an exact LRU of its capacity gets over the same offsets.
 
 use crate::disk::DeviceReads;
@@ -48,17 +49,26 @@ pub fn figures(
             p.hit_ratio_from = Some("foliocache statistics");
         }
         (None, Some(d)) if page_cache => {
-            p.hit_ratio = Some(1.0 - d.reads.min(m.ops) as f64 / m.ops as f64);
+            // The process's own device bytes, a read of `bs` per miss,
+            // where the kernel counts them; else the whole device's reads.
+            let misses = match d.process_bytes {
+                Some(b) if job.bs > 0 => b.div_ceil(job.bs),
+                _ => d.reads,
+            };
+            p.hit_ratio = Some(1.0 - misses.min(m.ops) as f64 / m.ops as f64);
             p.hit_ratio_from = Some("device reads");
         }
         _ => {}
     }
     if m.bytes > 0 {
-        p.read_amplification = match (device, folio) {
-            (Some(d), _) => Some(d.bytes as f64 / m.bytes as f64),
-            (None, Some(f)) => Some(f.io_bytes as f64 / m.bytes as f64),
+        // foliocache's own reads, else the process's device bytes, else
+        // (no per-process counts) the whole device's.
+        let read = match (folio, device) {
+            (Some(f), _) => Some(f.io_bytes),
+            (None, Some(d)) => Some(d.process_bytes.unwrap_or(d.bytes)),
             (None, None) => None,
         };
+        p.read_amplification = read.map(|b| b as f64 / m.bytes as f64);
     }
     if let (Some(_), Some(cap), Dist::Zipf(_), true) =
         (folio, capacity, job.dist, job.rw.is_random())
