@@ -305,14 +305,20 @@ pub struct FolioFigures {
     pub overhead_bytes: u64,
 }
 
-/// The hit ratio an exact LRU of the cache's capacity gets over the
-/// offsets the run read, replayed offline ([`crate::lru::replay`]).
+/// The hit ratios caches of the cache's capacity get over the offsets
+/// the run read, replayed offline ([`crate::lru::replay`]).
 #[derive(Debug, Clone, Serialize)]
 pub struct LruFigures {
-    /// The LRU's capacity, in 4 KiB pages (the cache's capacity).
+    /// The capacity, in 4 KiB pages (the cache's capacity).
     pub capacity_pages: u64,
-    /// Its hit ratio, of pages read.
+    /// An exact LRU's hit ratio, of pages read.
     pub hit_ratio: f64,
+    /// Belady's MIN's: the most any replacement policy of this capacity
+    /// could get over these offsets.
+    pub min_hit_ratio: f64,
+    /// An unbounded cache's: 1 - the pages read for the first time over
+    /// the pages read (every first read is a miss, whatever the cache).
+    pub unbounded_hit_ratio: f64,
 }
 
 /// foliocache's readahead settings for a run.
@@ -1115,20 +1121,33 @@ fn detail_tables(s: &mut String, sc: &ScenarioReport, ew: usize) {
 fn per_read_table(s: &mut String, sc: &ScenarioReport, ew: usize) {
     let _ = writeln!(
         s,
-        "   per read (hit: foliocache's statistics, the others' device reads; LRU: an exact LRU \
-         of foliocache's capacity over the same offsets; amp: bytes read from storage per byte \
+        "   per read (hit: foliocache's statistics, the others' device reads; LRU, MIN, all: an \
+         exact LRU, Belady's MIN (the best any policy could do) and an unbounded cache, LRU \
+         and MIN of foliocache's capacity, over the same offsets; amp: bytes read from storage per byte \
          delivered, foliocache's own reads, the others' reads by this process):"
     );
     let _ = writeln!(
         s,
-        "   {:<28} {:<ew$} {:>9} {:>9} {:>9} {:>7} {:>7} {:>9} {:>6} {:>10} {:>10}",
-        "job", "engine", "IOPS", "p50", "p99", "hit", "LRU", "cpu us", "amp", "evictions", "memory"
+        "   {:<28} {:<ew$} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7} {:>7} {:>9} {:>6} {:>10} {:>10}",
+        "job",
+        "engine",
+        "IOPS",
+        "p50",
+        "p99",
+        "hit",
+        "LRU",
+        "MIN",
+        "all",
+        "cpu us",
+        "amp",
+        "evictions",
+        "memory"
     );
     let pct = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{:.1}%", v * 100.0));
     for r in &sc.results {
         let f = r.foliocache.as_ref();
         let mut line = format!(
-            "   {:<28} {:<ew$} {:>9} {:>9} {:>9} {:>7} {:>7} {:>9.2} {:>6} {:>10} {:>10}",
+            "   {:<28} {:<ew$} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7} {:>7} {:>9.2} {:>6} {:>10} {:>10}",
             format!(
                 "{}{} j={}",
                 r.rw,
@@ -1143,6 +1162,8 @@ fn per_read_table(s: &mut String, sc: &ScenarioReport, ew: usize) {
             fmt_ns(r.lat_ns.p99),
             pct(r.hit_ratio),
             pct(r.lru.as_ref().map(|l| l.hit_ratio)),
+            pct(r.lru.as_ref().map(|l| l.min_hit_ratio)),
+            pct(r.lru.as_ref().map(|l| l.unbounded_hit_ratio)),
             r.cpu_us_per_op,
             r.read_amplification
                 .map_or("-".to_string(), |a| format!("{a:.2}")),

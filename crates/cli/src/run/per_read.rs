@@ -77,16 +77,18 @@ pub fn figures(
         let mut streams: Vec<Offsets> = (0..job.numjobs)
             .map(|j| Offsets::of_thread(job, j))
             .collect();
-        let ratio = lru::replay(
+        let replayed = lru::replay(
             usize::try_from(pages).unwrap_or(usize::MAX),
             PAGE as u64,
             job.bs,
             &m.thread_ops,
             |t| streams[t].next(),
         );
-        p.lru = ratio.map(|hit_ratio| LruFigures {
+        p.lru = replayed.map(|r| LruFigures {
             capacity_pages: pages,
-            hit_ratio,
+            hit_ratio: r.lru,
+            min_hit_ratio: r.min,
+            unbounded_hit_ratio: r.unbounded,
         });
     }
     p
