@@ -36,10 +36,12 @@ mod filemap {
     mod ops;
 }
 
-/// Reclaim and refaults: the workingset rules and eviction shadows.
+/// Reclaim and refaults: the workingset rules, eviction shadows, and the
+/// policy under skewed access.
 mod workingset {
     mod rules;
     mod shadows;
+    mod skew;
 }
 
 /// The write path: a model of random writes, POSIX semantics, durability

@@ -15,7 +15,7 @@ use foliocache::{Cache, File, Populate, ReadFlags, ReadaheadConfig};
 
 const PAGE: usize = 4096;
 
-fn cache(pages: usize, max_folio: usize, refault_detection: bool) -> Cache {
+pub(super) fn cache(pages: usize, max_folio: usize, refault_detection: bool) -> Cache {
     Cache::builder()
         .capacity(pages * PAGE)
         .max_folio_size(max_folio)
@@ -26,7 +26,7 @@ fn cache(pages: usize, max_folio: usize, refault_detection: bool) -> Cache {
         .unwrap()
 }
 
-fn file(cache: &Cache, tag: u8, pages: usize) -> File {
+pub(super) fn file(cache: &Cache, tag: u8, pages: usize) -> File {
     let data: Vec<u8> = (0..pages * PAGE)
         .map(|i| (i / PAGE) as u8 ^ tag ^ (i as u8))
         .collect();
@@ -34,7 +34,7 @@ fn file(cache: &Cache, tag: u8, pages: usize) -> File {
 }
 
 /// Reads pages `pages` of `f` one 4 KiB read each, checking the bytes.
-fn read_pages(f: &File, pages: impl IntoIterator<Item = usize>, tag: u8) {
+pub(super) fn read_pages(f: &File, pages: impl IntoIterator<Item = usize>, tag: u8) {
     let mut buf = vec![0u8; PAGE];
     for p in pages {
         f.read_exact_at(&mut buf, (p * PAGE) as u64).unwrap();
