@@ -248,6 +248,12 @@ pub enum Prepared {
     Folio(Vec<foliocache::File>, FolioMode),
     /// `anon`: fresh anonymous mappings.
     Anon(Vec<AnonMap>),
+    /// `foliocache[qd=N]`: its files, read in batches of `N` requests
+    /// (`File::read_many`).
+    Batched(Vec<foliocache::File>, usize),
+    /// `direct[qd=N]`: its `O_DIRECT` files, read through an io_uring of
+    /// depth `N` per job thread.
+    Ring(Vec<File>, usize),
 }
 
 impl Prepared {
@@ -260,9 +266,13 @@ impl Prepared {
     /// The sync's IO error.
     pub fn sync(&self) -> io::Result<()> {
         match self {
-            Prepared::Pread(fs) | Prepared::Dontcache(fs) => fs.iter().try_for_each(File::sync_all),
+            Prepared::Pread(fs) | Prepared::Dontcache(fs) | Prepared::Ring(fs, _) => {
+                fs.iter().try_for_each(File::sync_all)
+            }
             Prepared::Mmap(ms) => ms.iter().try_for_each(Mmap::sync),
-            Prepared::Folio(fs, _) => fs.iter().try_for_each(folio_sync),
+            Prepared::Folio(fs, _) | Prepared::Batched(fs, _) => {
+                fs.iter().try_for_each(folio_sync)
+            }
             Prepared::Anon(_) => Ok(()),
         }
     }
@@ -278,7 +288,7 @@ impl Prepared {
     pub fn advise_random(&self) -> io::Result<bool> {
         use nix::fcntl::{posix_fadvise, PosixFadviseAdvice};
         match self {
-            Prepared::Pread(fs) | Prepared::Dontcache(fs) => {
+            Prepared::Pread(fs) | Prepared::Dontcache(fs) | Prepared::Ring(fs, _) => {
                 for f in fs {
                     posix_fadvise(f, 0, 0, PosixFadviseAdvice::POSIX_FADV_RANDOM)?;
                 }
@@ -288,7 +298,7 @@ impl Prepared {
                 ms.iter().try_for_each(Mmap::advise_random)?;
                 Ok(true)
             }
-            Prepared::Folio(..) | Prepared::Anon(_) => Ok(false),
+            Prepared::Folio(..) | Prepared::Batched(..) | Prepared::Anon(_) => Ok(false),
         }
     }
 }
@@ -382,6 +392,9 @@ impl Engines {
             return self.prepare_memory(spec, job, mode);
         }
         let write = job.rw.is_write();
+        if write && spec.qd.is_some() {
+            bail!("{}: qd=N engines only read: use them in read jobs", spec.label);
+        }
         if write && spec.kind != EngineKind::Fuse {
             self.fuse_stale = true;
         }
@@ -402,9 +415,13 @@ impl Engines {
         let prepared = match spec.kind {
             EngineKind::Kernel => Prepared::Pread(open_all(files, write, false)?),
             EngineKind::Direct => {
-                Prepared::Pread(open_all(files, write, true).with_context(|| {
+                let fds = open_all(files, write, true).with_context(|| {
                     "direct engine: opening with O_DIRECT (the filesystem may refuse it)"
-                })?)
+                })?;
+                match spec.qd {
+                    Some(depth) => Prepared::Ring(fds, depth),
+                    None => Prepared::Pread(fds),
+                }
             }
             EngineKind::Dontcache => {
                 let fds = open_all(files, write, false)?;
@@ -452,7 +469,10 @@ impl Engines {
                             .into(),
                     );
                 }
-                Prepared::Folio(handles, spec.folio.mode())
+                match spec.qd {
+                    Some(depth) => Prepared::Batched(handles, depth),
+                    None => Prepared::Folio(handles, spec.folio.mode()),
+                }
             }
         };
         if let Some((resident, pages, when)) = setup.residency {

@@ -41,6 +41,8 @@ pub struct DirectRing<'a> {
     bufs: ManuallyDrop<Vec<AlignedBuf>>,
     /// Slots queued or in the kernel.
     in_flight: usize,
+    /// Bytes per read.
+    bs: usize,
 }
 
 impl<'a> DirectRing<'a> {
@@ -62,7 +64,13 @@ impl<'a> DirectRing<'a> {
             file,
             bufs: ManuallyDrop::new(bufs),
             in_flight: 0,
+            bs,
         })
+    }
+
+    /// The bytes of every read (each slot's buffer).
+    pub fn bs(&self) -> usize {
+        self.bs
     }
 
     /// The number of slots.
