@@ -1006,6 +1006,76 @@ mod tests {
         assert_eq!(got, [4096, 8192, 0, 4096, 8192]);
     }
 
+    /// A queue-depth engine's job on a small file: a pass counts every
+    /// read once, in the histogram too, and `--verify` checks every
+    /// block; a time-based run stops with reads in flight.
+    #[test]
+    fn qd_engines_count_and_verify_every_read() {
+        use crate::data::DataSet;
+        use crate::engine::{Engines, RunMode};
+        use crate::spec::{EngineSpec, Rw};
+
+        let dir = tempfile::tempdir().unwrap();
+        let mut data = DataSet::new(dir.path().to_path_buf(), true);
+        let (size, bs) = (4u64 << 20, 4096u64);
+        let files = data.files(size, 1, false).unwrap();
+        let mut engines = Engines::default();
+        let opts = RunOptions {
+            verify: true,
+            buf_offset: 0,
+            write_seed: 0,
+            clock: ClockKind::Instant,
+        };
+        let mode = RunMode {
+            cold: true,
+            capacity: 2 * size,
+        };
+        for (text, runtime) in [
+            ("foliocache[qd=32]", None),
+            ("foliocache[qd=5]", None),
+            ("direct[qd=32]", None),
+            ("direct[qd=1]", None),
+            ("direct[qd=32]", Some(Duration::from_millis(200))),
+            ("foliocache[qd=32]", Some(Duration::from_millis(200))),
+        ] {
+            let spec = EngineSpec::parse(text).unwrap();
+            let job = JobSpec {
+                runtime,
+                cold: true,
+                ..JobSpec::new(Rw::Randread, bs, size, vec![spec.clone()])
+            };
+            let mut prepared = match engines.prepare(&spec, &job, &files, mode) {
+                Ok((p, _)) => p,
+                Err(e) if spec.kind == crate::spec::EngineKind::Direct => {
+                    return test_support::skip_or_fail(
+                        "qd_engines_count_and_verify_every_read",
+                        format!("{e:#}"),
+                    );
+                }
+                Err(e) => panic!("{text}: {e:#}"),
+            };
+            let m = match run(&mut prepared, &job, opts, &spec.label) {
+                Err(e) if spec.kind == crate::spec::EngineKind::Direct => {
+                    // io_uring may be disabled here (EPERM, ENOSYS).
+                    return test_support::skip_or_fail(
+                        "qd_engines_count_and_verify_every_read",
+                        format!("{e:#}"),
+                    );
+                }
+                r => r.unwrap(),
+            };
+            if runtime.is_none() {
+                assert_eq!(m.ops, size / bs, "{text}: one pass");
+            } else {
+                assert!(m.ops > 0, "{text}");
+            }
+            assert_eq!(m.bytes, m.ops * bs, "{text}");
+            assert_eq!(m.hist.len(), m.ops, "{text}");
+            assert_eq!(m.thread_ops, [m.ops], "{text}");
+        }
+        engines.clear().unwrap();
+    }
+
     #[test]
     fn random_offsets_are_aligned_in_range_and_spread() {
         let mut o = Offsets::new(true, 4096, 100, 0, 42);
