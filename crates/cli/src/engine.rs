@@ -8,9 +8,23 @@
 //! | `direct`     | `pread` on an `O_DIRECT` fd                 | `pwrite`, O_DIRECT |
 //! | `dontcache`  | `preadv2(RWF_DONTCACHE)`                    | `pwritev2(..)`     |
 //! | `mmap`       | a copy out of a `MAP_SHARED` mapping        | a copy into it     |
+//! | `foliocache[qd=N]` | `File::read_many` of `N` requests at once, one buffer each | - (read jobs only) |
+//! | `direct[qd=N]` | an io_uring of depth `N` on an `O_DIRECT` fd, kept full (`sys::ring`) | - (read jobs only) |
 //! | `anon`       | -                                           | a `memset` of fresh anonymous memory (populate only) |
 //! | `fuse`       | buffered `pread` of the file under a foliocache FUSE mount | `pwrite` there |
 //! | `fuse-null`  | buffered `pread` under a mount of `foliocache_fuse::NullFs` (zeros, no cache: the crossing alone) | - |
+//!
+//! `qd=N` (1 to 1024, `foliocache` and `direct` only) keeps `N` reads in
+//! flight from each job thread ([`Prepared::Batched`],
+//! [`Prepared::Ring`]; the loops are `job`'s): `foliocache[qd=N]` takes
+//! `N` offsets, reads them with one `File::read_many` (whose misses go to
+//! the cache's IO engine in one submission), counts every request with
+//! the batch's time as its latency (`read_many` returns when all are
+//! done, without saying when each was), and again; `direct[qd=N]` fills a
+//! ring of `N` reads of its own and queues the next offset in each slot as
+//! its read completes, a read's latency running from its submission to
+//! its completion. Each engine is prepared (warmed, dropped, held to a
+//! budget) as without `qd=`.
 //!
 //! The `fuse` engine mounts the data files' directory through
 //! `foliocache-fuse` in this process (its serving threads are this
