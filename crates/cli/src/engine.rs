@@ -284,9 +284,7 @@ impl Prepared {
                 fs.iter().try_for_each(File::sync_all)
             }
             Prepared::Mmap(ms) => ms.iter().try_for_each(Mmap::sync),
-            Prepared::Folio(fs, _) | Prepared::Batched(fs, _) => {
-                fs.iter().try_for_each(folio_sync)
-            }
+            Prepared::Folio(fs, _) | Prepared::Batched(fs, _) => fs.iter().try_for_each(folio_sync),
             Prepared::Anon(_) => Ok(()),
         }
     }
@@ -407,7 +405,10 @@ impl Engines {
         }
         let write = job.rw.is_write();
         if write && spec.qd.is_some() {
-            bail!("{}: qd=N engines only read: use them in read jobs", spec.label);
+            bail!(
+                "{}: qd=N engines only read: use them in read jobs",
+                spec.label
+            );
         }
         if write && spec.kind != EngineKind::Fuse {
             self.fuse_stale = true;

@@ -528,10 +528,7 @@ fn no_setup() -> io::Error {
 
 /// `e`, the error of a read of `bs` bytes at `off`, with that context.
 fn read_error(e: io::Error, bs: usize, off: u64) -> io::Error {
-    io::Error::new(
-        e.kind(),
-        format!("read of {bs} bytes at offset {off}: {e}"),
-    )
+    io::Error::new(e.kind(), format!("read of {bs} bytes at offset {off}: {e}"))
 }
 
 impl ThreadLoop for Batched<'_> {

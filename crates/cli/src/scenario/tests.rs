@@ -405,8 +405,7 @@ fn memory_engines_only_where_they_apply() {
     for e in ["foliocache[qd=32]", "direct[qd=8]"] {
         assert!(err(&["--rw", "randwrite", "--engine", e]).contains("only read"));
     }
-    assert!(err(&["--scenario", "populate", "--engine", "foliocache[qd=4]"])
-        .contains("only read"));
+    assert!(err(&["--scenario", "populate", "--engine", "foliocache[qd=4]"]).contains("only read"));
     // grab= is a write's insert mode: any write job takes it.
     let p = plan_of(&["--rw", "write", "--engine", "foliocache[grab=single]"]);
     assert_eq!(p.scenarios[0].jobs[0].engines[0].folio.grab, Insert::Single);

@@ -370,7 +370,10 @@ fn parse_folio_option(opt: &str, folio: &mut FolioOptions) -> Result<(), String>
         ("grab", Some("single")) => folio.grab = Insert::Single,
         ("huge", Some("on")) => folio.huge = true,
         ("huge", Some("off")) => folio.huge = false,
-        ("populate" | "folio" | "insert" | "ra" | "io" | "dontcache" | "grab" | "huge" | "qd", _) => {
+        (
+            "populate" | "folio" | "insert" | "ra" | "io" | "dontcache" | "grab" | "huge" | "qd",
+            _,
+        ) => {
             return Err(format!(
                 "foliocache engine: bad option `{opt}` ({SUPPORTED})"
             ))
@@ -582,7 +585,10 @@ mod tests {
         }
         for bad in ["kernel[qd=32]", "mmap[qd=4]", "anon[qd=2]", "fuse[qd=8]"] {
             let e = EngineSpec::parse(bad).unwrap_err();
-            assert!(e.contains("qd= is for foliocache and direct only"), "{bad}: {e}");
+            assert!(
+                e.contains("qd= is for foliocache and direct only"),
+                "{bad}: {e}"
+            );
         }
         let e = EngineSpec::parse("foliocache[qd]").unwrap_err();
         assert!(e.contains("bad option `qd`") && e.contains("qd=N"), "{e}");
