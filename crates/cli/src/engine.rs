@@ -8,9 +8,23 @@
 //! | `direct`     | `pread` on an `O_DIRECT` fd                 | `pwrite`, O_DIRECT |
 //! | `dontcache`  | `preadv2(RWF_DONTCACHE)`                    | `pwritev2(..)`     |
 //! | `mmap`       | a copy out of a `MAP_SHARED` mapping        | a copy into it     |
+//! | `foliocache[qd=N]` | `File::read_many` of `N` requests at once, one buffer each | - (read jobs only) |
+//! | `direct[qd=N]` | an io_uring of depth `N` on an `O_DIRECT` fd, kept full (`sys::ring`) | - (read jobs only) |
 //! | `anon`       | -                                           | a `memset` of fresh anonymous memory (populate only) |
 //! | `fuse`       | buffered `pread` of the file under a foliocache FUSE mount | `pwrite` there |
 //! | `fuse-null`  | buffered `pread` under a mount of `foliocache_fuse::NullFs` (zeros, no cache: the crossing alone) | - |
+//!
+//! `qd=N` (1 to 1024, `foliocache` and `direct` only) keeps `N` reads in
+//! flight from each job thread ([`Prepared::Batched`],
+//! [`Prepared::Ring`]; the loops are `job`'s): `foliocache[qd=N]` takes
+//! `N` offsets, reads them with one `File::read_many` (whose misses go to
+//! the cache's IO engine in one submission), counts every request with
+//! the batch's time as its latency (`read_many` returns when all are
+//! done, without saying when each was), and again; `direct[qd=N]` fills a
+//! ring of `N` reads of its own and queues the next offset in each slot as
+//! its read completes, a read's latency running from its submission to
+//! its completion. Each engine is prepared (warmed, dropped, held to a
+//! budget) as without `qd=`.
 //!
 //! The `fuse` engine mounts the data files' directory through
 //! `foliocache-fuse` in this process (its serving threads are this
@@ -248,6 +262,12 @@ pub enum Prepared {
     Folio(Vec<foliocache::File>, FolioMode),
     /// `anon`: fresh anonymous mappings.
     Anon(Vec<AnonMap>),
+    /// `foliocache[qd=N]`: its files, read in batches of `N` requests
+    /// (`File::read_many`).
+    Batched(Vec<foliocache::File>, usize),
+    /// `direct[qd=N]`: its `O_DIRECT` files, read through an io_uring of
+    /// depth `N` per job thread.
+    Ring(Vec<File>, usize),
 }
 
 impl Prepared {
@@ -260,9 +280,11 @@ impl Prepared {
     /// The sync's IO error.
     pub fn sync(&self) -> io::Result<()> {
         match self {
-            Prepared::Pread(fs) | Prepared::Dontcache(fs) => fs.iter().try_for_each(File::sync_all),
+            Prepared::Pread(fs) | Prepared::Dontcache(fs) | Prepared::Ring(fs, _) => {
+                fs.iter().try_for_each(File::sync_all)
+            }
             Prepared::Mmap(ms) => ms.iter().try_for_each(Mmap::sync),
-            Prepared::Folio(fs, _) => fs.iter().try_for_each(folio_sync),
+            Prepared::Folio(fs, _) | Prepared::Batched(fs, _) => fs.iter().try_for_each(folio_sync),
             Prepared::Anon(_) => Ok(()),
         }
     }
@@ -278,7 +300,7 @@ impl Prepared {
     pub fn advise_random(&self) -> io::Result<bool> {
         use nix::fcntl::{posix_fadvise, PosixFadviseAdvice};
         match self {
-            Prepared::Pread(fs) | Prepared::Dontcache(fs) => {
+            Prepared::Pread(fs) | Prepared::Dontcache(fs) | Prepared::Ring(fs, _) => {
                 for f in fs {
                     posix_fadvise(f, 0, 0, PosixFadviseAdvice::POSIX_FADV_RANDOM)?;
                 }
@@ -288,7 +310,7 @@ impl Prepared {
                 ms.iter().try_for_each(Mmap::advise_random)?;
                 Ok(true)
             }
-            Prepared::Folio(..) | Prepared::Anon(_) => Ok(false),
+            Prepared::Folio(..) | Prepared::Batched(..) | Prepared::Anon(_) => Ok(false),
         }
     }
 }
@@ -382,6 +404,12 @@ impl Engines {
             return self.prepare_memory(spec, job, mode);
         }
         let write = job.rw.is_write();
+        if write && spec.qd.is_some() {
+            bail!(
+                "{}: qd=N engines only read: use them in read jobs",
+                spec.label
+            );
+        }
         if write && spec.kind != EngineKind::Fuse {
             self.fuse_stale = true;
         }
@@ -402,9 +430,13 @@ impl Engines {
         let prepared = match spec.kind {
             EngineKind::Kernel => Prepared::Pread(open_all(files, write, false)?),
             EngineKind::Direct => {
-                Prepared::Pread(open_all(files, write, true).with_context(|| {
+                let fds = open_all(files, write, true).with_context(|| {
                     "direct engine: opening with O_DIRECT (the filesystem may refuse it)"
-                })?)
+                })?;
+                match spec.qd {
+                    Some(depth) => Prepared::Ring(fds, depth),
+                    None => Prepared::Pread(fds),
+                }
             }
             EngineKind::Dontcache => {
                 let fds = open_all(files, write, false)?;
@@ -452,7 +484,10 @@ impl Engines {
                             .into(),
                     );
                 }
-                Prepared::Folio(handles, spec.folio.mode())
+                match spec.qd {
+                    Some(depth) => Prepared::Batched(handles, depth),
+                    None => Prepared::Folio(handles, spec.folio.mode()),
+                }
             }
         };
         if let Some((resident, pages, when)) = setup.residency {

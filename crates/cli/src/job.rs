@@ -26,12 +26,14 @@
 
 use std::hint::black_box;
 use std::io;
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Barrier;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
+use foliocache::ReadReq;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::clock::{Clock, ClockKind, Mono, Tsc};
@@ -41,6 +43,7 @@ use crate::engine::{
 };
 use crate::hist::Histogram;
 use crate::spec::{Dist, JobSpec};
+use crate::sys::ring::DirectRing;
 use crate::sys::{self, AlignedBuf};
 use crate::units::fmt_bw;
 use crate::zipf::Zipf;
@@ -228,6 +231,10 @@ enum ThreadIo<'a> {
     /// One mapping read by all the threads (a shared job of several).
     SharedMap(SharedMapIo<'a>),
     Folio(FolioIo<'a>),
+    /// `foliocache[qd=N]`: the file and `N`.
+    Batched(&'a foliocache::File, usize),
+    /// `direct[qd=N]`: the `O_DIRECT` file and `N`.
+    Ring(&'a std::fs::File, usize),
 }
 
 /// The engines of a job's `n` threads: thread `j` uses file `j`, or file 0
@@ -278,6 +285,14 @@ fn thread_ios(prepared: &mut Prepared, n: usize, shared: bool) -> Result<Vec<Thr
             let mode = *mode;
             lend(fs, n, shared, |f| ThreadIo::Folio(FolioIo(f, mode)))
         }
+        Prepared::Batched(fs, depth) => {
+            let depth = *depth;
+            lend(fs, n, shared, |f| ThreadIo::Batched(f, depth))
+        }
+        Prepared::Ring(fs, depth) => {
+            let depth = *depth;
+            lend(fs, n, shared, |f| ThreadIo::Ring(f, depth))
+        }
     };
     if ios.len() != n {
         bail!("{n} job threads but only {} files or mappings", ios.len());
@@ -323,18 +338,33 @@ pub fn run(
             let (sh, write, bs) = (&shared, job.rw.is_write(), job.bs);
             // One monomorphised loop per engine type.
             macro_rules! spawn {
-                ($io:expr) => {{
-                    let io = $io;
-                    s.spawn(move || thread_main(io, write, bs, offs, sh, slot))
+                ($lp:expr) => {{
+                    let lp = $lp;
+                    s.spawn(move || thread_main(lp, write, bs, offs, sh, slot))
                 }};
             }
+            macro_rules! one {
+                ($io:expr) => {
+                    spawn!(OneAtATime { io: $io, buf: None })
+                };
+            }
             let h = match io {
-                ThreadIo::Pread(io) => spawn!(io),
-                ThreadIo::Dontcache(io) => spawn!(io),
-                ThreadIo::Mmap(io) => spawn!(io),
-                ThreadIo::Anon(io) => spawn!(io),
-                ThreadIo::SharedMap(io) => spawn!(io),
-                ThreadIo::Folio(io) => spawn!(io),
+                ThreadIo::Pread(io) => one!(io),
+                ThreadIo::Dontcache(io) => one!(io),
+                ThreadIo::Mmap(io) => one!(io),
+                ThreadIo::Anon(io) => one!(io),
+                ThreadIo::SharedMap(io) => one!(io),
+                ThreadIo::Folio(io) => one!(io),
+                ThreadIo::Batched(file, depth) => spawn!(Batched {
+                    file,
+                    depth,
+                    bufs: Vec::new()
+                }),
+                ThreadIo::Ring(file, depth) => spawn!(Ringed {
+                    file,
+                    depth,
+                    ring: None
+                }),
             };
             handles.push(h);
         }
@@ -420,8 +450,231 @@ fn watch<T>(
     }
 }
 
-fn thread_main<IO: BlockIo>(
-    mut io: IO,
+/// A job thread's loop over its engine: one synchronous operation at a
+/// time on a [`BlockIo`] ([`OneAtATime`]), or a queue-depth engine's reads
+/// ([`Batched`], [`Ringed`]). Each is monomorphised, per clock and per
+/// `WRITE`/`VERIFY`, by [`thread_main`].
+trait ThreadLoop: Send {
+    /// What the loop needs before the barrier: its buffers (aligned, at
+    /// `buf_offset` past a page boundary, touched), a ring.
+    ///
+    /// # Errors
+    /// A buffer or a ring that cannot be had.
+    fn setup(&mut self, bs: usize, buf_offset: usize) -> io::Result<()>;
+
+    /// The measured loop, after the barrier.
+    ///
+    /// # Errors
+    /// The first IO or verification error.
+    fn run<C: Clock, const WRITE: bool, const VERIFY: bool>(
+        &mut self,
+        offs: &mut Offsets,
+        st: &mut LoopState<'_>,
+    ) -> io::Result<ThreadOut>;
+}
+
+/// One operation at a time on `IO`, into one buffer: every engine without
+/// `qd=N`.
+struct OneAtATime<IO> {
+    io: IO,
+    buf: Option<AlignedBuf>,
+}
+
+impl<IO: BlockIo> ThreadLoop for OneAtATime<IO> {
+    fn setup(&mut self, bs: usize, buf_offset: usize) -> io::Result<()> {
+        self.buf = Some(AlignedBuf::new(bs, buf_offset)?);
+        Ok(())
+    }
+
+    fn run<C: Clock, const WRITE: bool, const VERIFY: bool>(
+        &mut self,
+        offs: &mut Offsets,
+        st: &mut LoopState<'_>,
+    ) -> io::Result<ThreadOut> {
+        let buf = self.buf.as_mut().ok_or_else(no_setup)?.as_mut_slice();
+        run_loop::<IO, C, WRITE, VERIFY>(&mut self.io, buf, offs, st)
+    }
+}
+
+/// `foliocache[qd=N]`: batches of `N` requests through
+/// `foliocache::File::read_many`, one buffer each.
+struct Batched<'a> {
+    file: &'a foliocache::File,
+    depth: usize,
+    bufs: Vec<AlignedBuf>,
+}
+
+/// `direct[qd=N]`: an io_uring of depth `N` on the `O_DIRECT` descriptor
+/// ([`DirectRing`]), kept full.
+struct Ringed<'a> {
+    file: &'a std::fs::File,
+    depth: usize,
+    ring: Option<DirectRing<'a>>,
+}
+
+/// The error of a queue-depth engine asked to write (refused before a job
+/// gets here: `scenario::check_job`).
+fn read_only() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        "qd=N engines only read: use them in read jobs",
+    )
+}
+
+/// The error of a loop whose setup did not run (a bug in `thread_main`).
+fn no_setup() -> io::Error {
+    io::Error::other("the job thread's loop ran without its setup")
+}
+
+/// `e`, the error of a read of `bs` bytes at `off`, with that context.
+fn read_error(e: io::Error, bs: usize, off: u64) -> io::Error {
+    io::Error::new(e.kind(), format!("read of {bs} bytes at offset {off}: {e}"))
+}
+
+impl ThreadLoop for Batched<'_> {
+    fn setup(&mut self, bs: usize, buf_offset: usize) -> io::Result<()> {
+        self.bufs = (0..self.depth)
+            .map(|_| AlignedBuf::new(bs, buf_offset))
+            .collect::<io::Result<_>>()?;
+        Ok(())
+    }
+
+    /// Takes `N` offsets, reads them with one `File::read_many`, counts
+    /// every request, and again. Each request's latency is the batch's
+    /// time (`read_many` completes them all before it returns; it does not
+    /// say when each one's bytes were there).
+    fn run<C: Clock, const WRITE: bool, const VERIFY: bool>(
+        &mut self,
+        offs: &mut Offsets,
+        st: &mut LoopState<'_>,
+    ) -> io::Result<ThreadOut> {
+        if WRITE {
+            return Err(read_only());
+        }
+        if self.bufs.is_empty() {
+            return Err(no_setup());
+        }
+        let mut reqs: Vec<ReadReq<'_>> = self
+            .bufs
+            .iter_mut()
+            .map(|b| ReadReq::new(0, b.as_mut_slice()))
+            .collect();
+        let bs = reqs.first().map_or(0, |r| r.buf.len() as u64);
+        let mut rec = Recorder::<C>::start(st, bs);
+        let max_ops = st.sh.max_ops;
+        while rec.ops < max_ops {
+            let n = (max_ops - rec.ops).min(reqs.len() as u64) as usize;
+            let batch = &mut reqs[..n];
+            for r in batch.iter_mut() {
+                r.offset = offs.next();
+                r.result = None;
+            }
+            let t0 = C::now();
+            self.file.read_many(batch)?;
+            let now = C::now();
+            for r in batch.iter_mut() {
+                let bs = r.buf.len();
+                match r.result.take() {
+                    Some(Ok(k)) if k == bs => {}
+                    Some(Ok(k)) => return Err(short(k, bs, r.offset)),
+                    Some(Err(e)) => return Err(read_error(e, bs, r.offset)),
+                    None => {
+                        return Err(read_error(
+                            io::Error::other("File::read_many left it without a result"),
+                            bs,
+                            r.offset,
+                        ))
+                    }
+                }
+                if VERIFY {
+                    st.gen.check(FILE_SEED, r.offset, r.buf)?;
+                }
+                black_box(&mut *r.buf);
+            }
+            if rec.done(now, now.wrapping_sub(t0), n as u64) {
+                break;
+            }
+        }
+        Ok(rec.finish())
+    }
+}
+
+impl ThreadLoop for Ringed<'_> {
+    fn setup(&mut self, bs: usize, _buf_offset: usize) -> io::Result<()> {
+        // O_DIRECT: page-aligned buffers (`--buf-offset` is refused for
+        // direct by `scenario::check_job`).
+        self.ring = Some(DirectRing::new(self.file, self.depth, bs)?);
+        Ok(())
+    }
+
+    /// Fills the ring, then, as each read completes, counts it and queues
+    /// the next offset in its slot: `N` reads in flight all along (true
+    /// queue depth, not batch and wait). Each read's latency runs from
+    /// the `io_uring_enter` that submitted it (give or take the reads
+    /// queued with it) to the reap of its completion.
+    fn run<C: Clock, const WRITE: bool, const VERIFY: bool>(
+        &mut self,
+        offs: &mut Offsets,
+        st: &mut LoopState<'_>,
+    ) -> io::Result<ThreadOut> {
+        if WRITE {
+            return Err(read_only());
+        }
+        let ring = self.ring.as_mut().ok_or_else(no_setup)?;
+        let depth = ring.depth();
+        let bs = ring.bs();
+        let max_ops = st.sh.max_ops;
+        // Per slot: the offset it reads, and when it was queued.
+        let mut at = vec![(0u64, 0u64); depth];
+        let mut done = Vec::with_capacity(depth);
+        let mut rec = Recorder::<C>::start(st, bs as u64);
+        let mut issued = 0u64;
+        let t = C::now();
+        for (slot, a) in at.iter_mut().enumerate() {
+            if issued == max_ops {
+                break;
+            }
+            let off = offs.next();
+            ring.queue(slot, off)?;
+            *a = (off, t);
+            issued += 1;
+        }
+        let mut stop = false;
+        while !stop {
+            done.clear();
+            ring.wait(&mut done)?;
+            if done.is_empty() {
+                break;
+            }
+            let now = C::now();
+            for &(slot, res) in &done {
+                let (off, queued) = at[slot];
+                let n = usize::try_from(res)
+                    .map_err(|_| read_error(io::Error::from_raw_os_error(-res), bs, off))?;
+                if n != bs {
+                    return Err(short(n, bs, off));
+                }
+                if VERIFY {
+                    st.gen.check(FILE_SEED, off, ring.buf(slot))?;
+                }
+                black_box(ring.buf(slot));
+                stop |= rec.done(now, now.wrapping_sub(queued), 1);
+                if !stop && issued < max_ops {
+                    let off = offs.next();
+                    ring.queue(slot, off)?;
+                    at[slot] = (off, now);
+                    issued += 1;
+                }
+            }
+        }
+        // Reads still in flight after a stop are waited for (not counted)
+        // when the ring drops.
+        Ok(rec.finish())
+    }
+}
+
+fn thread_main<L: ThreadLoop>(
+    mut lp: L,
     write: bool,
     bs: u64,
     mut offs: Offsets,
@@ -430,7 +683,7 @@ fn thread_main<IO: BlockIo>(
 ) -> io::Result<ThreadOut> {
     // Set up before the barrier; a failure still meets the barrier so the
     // others are not left waiting.
-    let setup = AlignedBuf::new(bs as usize, sh.opts.buf_offset);
+    let setup = lp.setup(bs as usize, sh.opts.buf_offset);
     let written = if write && sh.opts.verify {
         vec![false; offs.blocks as usize]
     } else {
@@ -439,7 +692,7 @@ fn thread_main<IO: BlockIo>(
     let gen = Generator::new(if sh.opts.verify { bs as usize } else { 0 });
     let hist = Histogram::new();
     sh.barrier.wait();
-    let mut buf = setup.inspect_err(|_| sh.stop.store(true, Ordering::Relaxed))?;
+    setup.inspect_err(|_| sh.stop.store(true, Ordering::Relaxed))?;
     let mut st = LoopState {
         hist: Some(hist),
         gen,
@@ -447,18 +700,17 @@ fn thread_main<IO: BlockIo>(
         slot,
         sh,
     };
-    let b = buf.as_mut_slice();
     let o = &mut offs;
     let tsc = sh.opts.clock == ClockKind::Tsc;
     let r = match (tsc, write, sh.opts.verify) {
-        (true, false, false) => run_loop::<IO, Tsc, false, false>(&mut io, b, o, &mut st),
-        (true, false, true) => run_loop::<IO, Tsc, false, true>(&mut io, b, o, &mut st),
-        (true, true, false) => run_loop::<IO, Tsc, true, false>(&mut io, b, o, &mut st),
-        (true, true, true) => run_loop::<IO, Tsc, true, true>(&mut io, b, o, &mut st),
-        (false, false, false) => run_loop::<IO, Mono, false, false>(&mut io, b, o, &mut st),
-        (false, false, true) => run_loop::<IO, Mono, false, true>(&mut io, b, o, &mut st),
-        (false, true, false) => run_loop::<IO, Mono, true, false>(&mut io, b, o, &mut st),
-        (false, true, true) => run_loop::<IO, Mono, true, true>(&mut io, b, o, &mut st),
+        (true, false, false) => lp.run::<Tsc, false, false>(o, &mut st),
+        (true, false, true) => lp.run::<Tsc, false, true>(o, &mut st),
+        (true, true, false) => lp.run::<Tsc, true, false>(o, &mut st),
+        (true, true, true) => lp.run::<Tsc, true, true>(o, &mut st),
+        (false, false, false) => lp.run::<Mono, false, false>(o, &mut st),
+        (false, false, true) => lp.run::<Mono, false, true>(o, &mut st),
+        (false, true, false) => lp.run::<Mono, true, false>(o, &mut st),
+        (false, true, true) => lp.run::<Mono, true, true>(o, &mut st),
     };
     if r.is_err() {
         sh.stop.store(true, Ordering::Relaxed);
@@ -484,16 +736,143 @@ fn short(n: usize, want: usize, off: u64) -> io::Error {
     )
 }
 
-/// The measured loop. The clock `C`, `WRITE` and `VERIFY` are type-level,
-/// so each combination is compiled without the others' branches.
+/// A loop's figures as it goes, and its events: what every loop
+/// ([`run_loop`], [`Batched`], [`Ringed`]) does per completed operation
+/// ([`Recorder::done`]) and at the end ([`Recorder::finish`]).
 ///
-/// The fast path per operation: next offset, the IO, one clock read, one
-/// histogram increment, one compare against the next event. Events (every
-/// [`TICK`], and the deadline) take the slow path: `Instant` for real
-/// time, publish progress, look at the stop flag, close finished intervals
-/// of the timeline. Events fall on the timeline's interval boundaries too,
-/// so an interval holds the bytes of its own time (give or take one
-/// operation), not of the tick that noticed its end.
+/// The fast path per completion: one histogram increment, two additions,
+/// one compare against the next event. Events (every [`TICK`], and the
+/// deadline) take the slow path ([`Recorder::event`]): `Instant` for real
+/// time, publish progress, look at the stop flag, close finished
+/// intervals of the timeline. Events fall on the timeline's interval
+/// boundaries too, so an interval holds the bytes of its own time (give or
+/// take one operation), not of the tick that noticed its end.
+struct Recorder<'s, C: Clock> {
+    hist: Histogram,
+    bytes: u64,
+    ops: u64,
+    /// Bytes per operation.
+    bs: u64,
+    timeline: Vec<u64>,
+    start: Instant,
+    t_start: u64,
+    deadline: Option<Instant>,
+    next_bin: Instant,
+    interval: Duration,
+    /// The clock's time of the next event.
+    event: u64,
+    bin_base: u64,
+    rate: f64,
+    slot: &'s Slot,
+    sh: &'s Shared<'s>,
+    clock: PhantomData<C>,
+}
+
+impl<'s, C: Clock> Recorder<'s, C> {
+    /// Starts the clock: the loop's first operation (of `bs` bytes, as
+    /// every one) comes next. Takes the histogram `st` made before the
+    /// barrier.
+    fn start(st: &mut LoopState<'s>, bs: u64) -> Self {
+        let sh = st.sh;
+        let hist = st.hist.take().unwrap_or_default();
+        let interval = sh.interval;
+        let per_sec = (Duration::from_secs(1).as_nanos() / interval.as_nanos().max(1)) as usize;
+        let secs = sh.runtime.map_or(60, |d| d.as_secs() as usize + 2);
+        let timeline = Vec::with_capacity(secs * per_sec.max(1));
+        let rate = sh.ticks_per_sec;
+        let start = Instant::now();
+        let t_start = C::now();
+        let first = sh.runtime.map_or(TICK, |d| d.min(TICK)).min(interval);
+        Recorder {
+            hist,
+            bytes: 0,
+            ops: 0,
+            bs,
+            timeline,
+            start,
+            t_start,
+            deadline: sh.runtime.map(|d| start + d),
+            next_bin: start + interval,
+            interval,
+            event: t_start + (first.as_secs_f64() * rate) as u64,
+            bin_base: 0,
+            rate,
+            slot: st.slot,
+            sh,
+            clock: PhantomData,
+        }
+    }
+
+    /// Counts `n` operations that completed at `now` (clock ticks), each
+    /// of `latency` ticks; true when the loop is to stop (the deadline
+    /// passed, or another thread failed).
+    #[inline(always)]
+    fn done(&mut self, now: u64, latency: u64, n: u64) -> bool {
+        if n == 1 {
+            self.hist.record(latency);
+        } else {
+            self.hist.record_n(latency, n);
+        }
+        self.bytes += n * self.bs;
+        self.ops += n;
+        now >= self.event && self.event(now)
+    }
+
+    /// The slow path of [`done`](Self::done): an event.
+    #[inline(never)]
+    fn event(&mut self, now: u64) -> bool {
+        let real = Instant::now();
+        if self.deadline.is_some_and(|d| real >= d) {
+            return true;
+        }
+        self.slot.0.store(self.bytes, Ordering::Relaxed);
+        if self.sh.stop.load(Ordering::Relaxed) {
+            return true;
+        }
+        while real >= self.next_bin {
+            self.timeline.push(self.bytes - self.bin_base);
+            self.bin_base = self.bytes;
+            self.next_bin += self.interval;
+        }
+        let until = self
+            .deadline
+            .map_or(TICK, |d| d.saturating_duration_since(real).min(TICK))
+            .min(self.next_bin.saturating_duration_since(real));
+        self.event = now + (until.as_secs_f64() * self.rate) as u64;
+        false
+    }
+
+    /// The thread's figures, the clock stopped now.
+    fn finish(mut self) -> ThreadOut {
+        let t_end = C::now();
+        let end = Instant::now();
+        // Intervals the loop crossed without an event (a stall) still count.
+        while end >= self.next_bin {
+            self.timeline.push(self.bytes - self.bin_base);
+            self.bin_base = self.bytes;
+            self.next_bin += self.interval;
+        }
+        self.slot.0.store(self.bytes, Ordering::Relaxed);
+        ThreadOut {
+            bytes: self.bytes,
+            ops: self.ops,
+            hist: self.hist,
+            ticks: t_end.wrapping_sub(self.t_start),
+            timeline: self.timeline,
+            start: self.start,
+            end,
+            written: Vec::new(),
+        }
+    }
+}
+
+/// The synchronous loop ([`OneAtATime`]). The clock `C`, `WRITE` and
+/// `VERIFY` are type-level, so each combination is compiled without the
+/// others' branches.
+///
+/// Per operation: next offset, the IO, one clock read, and
+/// [`Recorder::done`]. An operation's latency is the time from the end of
+/// the previous one to the end of this one.
 #[inline(never)]
 fn run_loop<IO: BlockIo, C: Clock, const WRITE: bool, const VERIFY: bool>(
     io: &mut IO,
@@ -502,25 +881,10 @@ fn run_loop<IO: BlockIo, C: Clock, const WRITE: bool, const VERIFY: bool>(
     st: &mut LoopState<'_>,
 ) -> io::Result<ThreadOut> {
     let bs = buf.len() as u64;
-    let rate = st.sh.ticks_per_sec;
-    let to_ticks = |d: Duration| (d.as_secs_f64() * rate) as u64;
-    let mut hist = st.hist.take().unwrap_or_default();
-    let interval = st.sh.interval;
-    let per_sec = (Duration::from_secs(1).as_nanos() / interval.as_nanos().max(1)) as usize;
-    let secs = st.sh.runtime.map_or(60, |d| d.as_secs() as usize + 2);
-    let mut timeline = Vec::with_capacity(secs * per_sec.max(1));
     let max_ops = st.sh.max_ops;
-    let start = Instant::now();
-    let t_start = C::now();
-    let deadline = st.sh.runtime.map(|d| start + d);
-    let mut next_bin = start + interval;
-    let first = st.sh.runtime.map_or(TICK, |d| d.min(TICK)).min(interval);
-    let mut event = t_start + to_ticks(first);
-    let mut bin_base = 0u64;
-    let mut prev = t_start;
-    let mut bytes = 0u64;
-    let mut ops = 0u64;
-    while ops < max_ops {
+    let mut rec = Recorder::<C>::start(st, bs);
+    let mut prev = rec.t_start;
+    while rec.ops < max_ops {
         let off = offs.next();
         if WRITE {
             if VERIFY {
@@ -542,49 +906,13 @@ fn run_loop<IO: BlockIo, C: Clock, const WRITE: bool, const VERIFY: bool>(
         }
         black_box(&mut *buf);
         let now = C::now();
-        hist.record(now.wrapping_sub(prev));
+        let latency = now.wrapping_sub(prev);
         prev = now;
-        bytes += bs;
-        ops += 1;
-        if now >= event {
-            let real = Instant::now();
-            if deadline.is_some_and(|d| real >= d) {
-                break;
-            }
-            st.slot.0.store(bytes, Ordering::Relaxed);
-            if st.sh.stop.load(Ordering::Relaxed) {
-                break;
-            }
-            while real >= next_bin {
-                timeline.push(bytes - bin_base);
-                bin_base = bytes;
-                next_bin += interval;
-            }
-            let until = deadline
-                .map_or(TICK, |d| d.saturating_duration_since(real).min(TICK))
-                .min(next_bin.saturating_duration_since(real));
-            event = now + to_ticks(until);
+        if rec.done(now, latency, 1) {
+            break;
         }
     }
-    let t_end = C::now();
-    let end = Instant::now();
-    // Intervals the loop crossed without an event (a stall) still count.
-    while end >= next_bin {
-        timeline.push(bytes - bin_base);
-        bin_base = bytes;
-        next_bin += interval;
-    }
-    st.slot.0.store(bytes, Ordering::Relaxed);
-    Ok(ThreadOut {
-        bytes,
-        ops,
-        hist,
-        ticks: t_end.wrapping_sub(t_start),
-        timeline,
-        start,
-        end,
-        written: Vec::new(),
-    })
+    Ok(rec.finish())
 }
 
 fn merge(
@@ -673,6 +1001,76 @@ mod tests {
         let mut o = Offsets::new(false, 4096, 3, 1, 0);
         let got: Vec<u64> = (0..5).map(|_| o.next()).collect();
         assert_eq!(got, [4096, 8192, 0, 4096, 8192]);
+    }
+
+    /// A queue-depth engine's job on a small file: a pass counts every
+    /// read once, in the histogram too, and `--verify` checks every
+    /// block; a time-based run stops with reads in flight.
+    #[test]
+    fn qd_engines_count_and_verify_every_read() {
+        use crate::data::DataSet;
+        use crate::engine::{Engines, RunMode};
+        use crate::spec::{EngineSpec, Rw};
+
+        let dir = tempfile::tempdir().unwrap();
+        let mut data = DataSet::new(dir.path().to_path_buf(), true);
+        let (size, bs) = (4u64 << 20, 4096u64);
+        let files = data.files(size, 1, false).unwrap();
+        let mut engines = Engines::default();
+        let opts = RunOptions {
+            verify: true,
+            buf_offset: 0,
+            write_seed: 0,
+            clock: ClockKind::Instant,
+        };
+        let mode = RunMode {
+            cold: true,
+            capacity: 2 * size,
+        };
+        for (text, runtime) in [
+            ("foliocache[qd=32]", None),
+            ("foliocache[qd=5]", None),
+            ("direct[qd=32]", None),
+            ("direct[qd=1]", None),
+            ("direct[qd=32]", Some(Duration::from_millis(200))),
+            ("foliocache[qd=32]", Some(Duration::from_millis(200))),
+        ] {
+            let spec = EngineSpec::parse(text).unwrap();
+            let job = JobSpec {
+                runtime,
+                cold: true,
+                ..JobSpec::new(Rw::Randread, bs, size, vec![spec.clone()])
+            };
+            let mut prepared = match engines.prepare(&spec, &job, &files, mode) {
+                Ok((p, _)) => p,
+                Err(e) if spec.kind == crate::spec::EngineKind::Direct => {
+                    return test_support::skip_or_fail(
+                        "qd_engines_count_and_verify_every_read",
+                        format!("{e:#}"),
+                    );
+                }
+                Err(e) => panic!("{text}: {e:#}"),
+            };
+            let m = match run(&mut prepared, &job, opts, &spec.label) {
+                Err(e) if spec.kind == crate::spec::EngineKind::Direct => {
+                    // io_uring may be disabled here (EPERM, ENOSYS).
+                    return test_support::skip_or_fail(
+                        "qd_engines_count_and_verify_every_read",
+                        format!("{e:#}"),
+                    );
+                }
+                r => r.unwrap(),
+            };
+            if runtime.is_none() {
+                assert_eq!(m.ops, size / bs, "{text}: one pass");
+            } else {
+                assert!(m.ops > 0, "{text}");
+            }
+            assert_eq!(m.bytes, m.ops * bs, "{text}");
+            assert_eq!(m.hist.len(), m.ops, "{text}");
+            assert_eq!(m.thread_ops, [m.ops], "{text}");
+        }
+        engines.clear().unwrap();
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! may change the file meanwhile), fresh anonymous memory ([`AnonMap`]), a
 //! memory file ([`memfd`]), `preadv2`/`pwritev2` with flags,
 //! `posix_fadvise(DONTNEED)` (through `rustix`), `getrusage` (through `nix`),
-//! `mincore` and `rdtsc`. This is the crate's only module with `unsafe` code.
+//! `mincore` and `rdtsc`, and a job thread's own io_uring of `O_DIRECT`
+//! reads ([`ring`]). This is the crate's only module with `unsafe` code.
 
 use std::alloc::{self, Layout};
 use std::ffi::c_int;
@@ -16,6 +17,8 @@ use std::time::Duration;
 
 use memmap2::{Advice, MmapOptions};
 use rustix::io::ReadWriteFlags;
+
+pub mod ring;
 
 /// The page size the bench assumes (and O_DIRECT alignment it uses).
 pub const PAGE: usize = 4096;

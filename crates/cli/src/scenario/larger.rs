@@ -2,8 +2,11 @@
 //! reads over one file four times a memory budget M, by threads sharing
 //! it, uniform and zipfian, 2 and 8 threads; every engine held to M
 //! (foliocache's capacity plus its bookkeeping; the other engines in a
-//! memory cgroup of M). Cold: every run starts with nothing cached. See
-//! `docs/bench.md`.
+//! memory cgroup of M). Cold: every run starts with nothing cached. And
+//! one thread at queue depth 32, uniform: `foliocache[qd=32]`
+//! (`File::read_many` batches) beside `direct[qd=32]` (an io_uring of
+//! depth 32 on an `O_DIRECT` descriptor) and plain `foliocache` (one
+//! synchronous read at a time). See `docs/bench.md`.
 
 use std::time::Duration;
 
@@ -18,10 +21,16 @@ use crate::zipf::Zipf;
 /// The engines of the threaded jobs unless `--engine` gives others.
 /// mmap is shown, not targeted.
 pub const ENGINES: &[&str] = &["foliocache", "kernel", "direct", "mmap"];
-/// The engines of one thread at queue depth 32, run as a job of its own
-/// where the list is not empty: `foliocache[qd=32]` and `direct[qd=32]`
-/// belong here once the batched read API exists (issue 18).
-pub const QD_ENGINES: &[&str] = &[];
+/// The engines of the job of one thread at queue depth 32 (uniform, run
+/// unless `--engine` gives engines): foliocache's batched reads, O_DIRECT
+/// at the same depth, and foliocache's synchronous reads, which the
+/// batched ones must beat [`QD_VS_SYNC`] times.
+pub const QD_ENGINES: &[&str] = &["foliocache[qd=32]", "direct[qd=32]", "foliocache"];
+/// `foliocache[qd=32]` over `direct[qd=32]`, at least.
+pub const QD_VS_DIRECT: f64 = 0.9;
+/// `foliocache[qd=32]` over `foliocache` (one synchronous thread), at
+/// least.
+pub const QD_VS_SYNC: f64 = 3.0;
 /// The memory budget M (full, and with `--quick`) unless `--capacity`
 /// says otherwise.
 const LARGER_M: u64 = 1 << 30;
@@ -97,6 +106,11 @@ pub fn scenario(
     } else {
         Vec::new()
     };
+    let qd_job = jobs.len();
+    let qd_label = |f: fn(&EngineSpec) -> bool| super::first_label(&qd, f);
+    let qd_folio = qd_label(|e| e.kind == EngineKind::Foliocache && e.qd.is_some());
+    let qd_direct = qd_label(|e| e.kind == EngineKind::Direct && e.qd.is_some());
+    let sync_folio = qd_label(|e| e.kind == EngineKind::Foliocache && e.qd.is_none());
     if !qd.is_empty() {
         jobs.push(JobSpec {
             engines: qd,
@@ -117,6 +131,8 @@ pub fn scenario(
         judged.judged(&folio, &kernel, vs_kernel, Some(j));
         judged.judged(&folio, &direct, vs_direct, Some(j));
     }
+    judged.judged(&qd_folio, &qd_direct, Some(QD_VS_DIRECT), Some(qd_job));
+    judged.judged(&qd_folio, &sync_folio, Some(QD_VS_SYNC), Some(qd_job));
     let mut targets = judged.targets;
     if let Some(f) = &folio {
         if let Some(d) = &direct {
@@ -155,7 +171,10 @@ pub fn scenario(
              zipfian runs the hit ratio of an exact LRU of foliocache's capacity over the same \
              offsets. mmap is shown, not targeted: each fault reads around the page it wants \
              (fault-around, readahead) and under the cgroup those pages are reclaimed before \
-             they are used.",
+             they are used. Then one thread at queue depth 32, uniform: foliocache[qd=32] \
+             (File::read_many, batches of 32), direct[qd=32] (an io_uring of depth 32 on an \
+             O_DIRECT descriptor, kept full) and foliocache (one synchronous read at a time), \
+             under the same budget.",
             fmt_size(LARGER_BS),
             fmt_size(size),
             fmt_size(m),

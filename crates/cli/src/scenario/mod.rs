@@ -308,6 +308,12 @@ fn check_job(j: &JobSpec, args: &BenchArgs) -> Result<(), String> {
                 e.label
             ));
         }
+        if e.qd.is_some() && (j.rw.is_write() || j.memory) {
+            return Err(format!(
+                "engine `{}`: qd=N engines only read: use them in read jobs",
+                e.label
+            ));
+        }
         match e.kind {
             EngineKind::Direct if j.bs % PAGE as u64 != 0 => {
                 return Err(format!(

@@ -401,6 +401,11 @@ fn memory_engines_only_where_they_apply() {
     assert!(
         err(&["--scenario", "populate", "--engine", "direct"]).contains("does not populate memory")
     );
+    // qd=N engines only read.
+    for e in ["foliocache[qd=32]", "direct[qd=8]"] {
+        assert!(err(&["--rw", "randwrite", "--engine", e]).contains("only read"));
+    }
+    assert!(err(&["--scenario", "populate", "--engine", "foliocache[qd=4]"]).contains("only read"));
     // grab= is a write's insert mode: any write job takes it.
     let p = plan_of(&["--rw", "write", "--engine", "foliocache[grab=single]"]);
     assert_eq!(p.scenarios[0].jobs[0].engines[0].folio.grab, Insert::Single);
@@ -451,11 +456,23 @@ fn larger_reads_4m_at_random_under_a_budget_of_m() {
             ("uniform".to_string(), 2),
             ("uniform".to_string(), 8),
             ("zipf 0.99".to_string(), 2),
-            ("zipf 0.99".to_string(), 8)
+            ("zipf 0.99".to_string(), 8),
+            ("uniform".to_string(), 1)
         ]
     );
-    for j in &sc.jobs {
+    let (threaded, qd) = sc.jobs.split_at(4);
+    assert_eq!(
+        labels(&qd[0]),
+        ["foliocache[qd=32]", "direct[qd=32]", "foliocache"]
+    );
+    assert_eq!(
+        qd[0].engines.iter().map(|e| e.qd).collect::<Vec<_>>(),
+        [Some(32), Some(32), None]
+    );
+    for j in threaded {
         assert_eq!(labels(j), ["foliocache", "kernel", "direct", "mmap"]);
+    }
+    for j in &sc.jobs {
         assert_eq!((j.rw, j.bs, j.file_size), (Rw::Randread, 4096, 4 * m));
         assert!(j.shared && j.cold);
         assert_eq!(j.capacity, Some(cap));
@@ -481,6 +498,8 @@ fn larger_reads_4m_at_random_under_a_budget_of_m() {
             ("foliocache", "kernel", Some(1), 1.1),
             ("foliocache", "direct", Some(1), 1.0),
             ("foliocache", "kernel", Some(2), 1.5),
+            ("foliocache[qd=32]", "direct[qd=32]", Some(4), 0.9),
+            ("foliocache[qd=32]", "foliocache", Some(4), 3.0),
         ]
     );
     assert!(sc.targets.contains(&TargetSpec::CpuPerRead {
@@ -498,8 +517,13 @@ fn larger_reads_4m_at_random_under_a_budget_of_m() {
         engine: "foliocache".into(),
         max_bytes: m
     }));
-    // Every job's foliocache over kernel and direct is reported.
-    assert_eq!(sc.ratios.len(), 8);
+    // Every threaded job's foliocache over kernel and direct is reported,
+    // and the queue-depth job's two ratios.
+    assert_eq!(sc.ratios.len(), 10);
+    // Engines given on the command line replace the built-in ones: no
+    // queue-depth job then.
+    let p = plan_of(&["--scenario", "larger", "--quick", "--engine", "kernel"]);
+    assert_eq!(p.scenarios[0].jobs.len(), 4);
     // --capacity sets M, --size the file; the full run has M = 1 GiB.
     let p = plan_of(&["--scenario", "larger", "--capacity", "2M", "--size", "16M"]);
     let j = &p.scenarios[0].jobs[0];

@@ -183,7 +183,15 @@ pub struct EngineSpec {
     pub folio: FolioOptions,
     /// The anon engine's options (defaults for other engines).
     pub anon: AnonOptions,
+    /// `qd=N` (`foliocache` and `direct` only): each job thread keeps `N`
+    /// reads in flight instead of one synchronous read at a time
+    /// (`File::read_many` batches of `N`; an io_uring of depth `N` on the
+    /// `O_DIRECT` descriptor). `None`: synchronous reads.
+    pub qd: Option<usize>,
 }
+
+/// The deepest queue `qd=` takes.
+pub const MAX_QD: usize = 1024;
 
 /// Options of the `anon` engine, from `anon[...]`: the memory of
 /// foliocache's arena, for comparison (its arena asks for transparent huge
@@ -206,6 +214,7 @@ impl EngineSpec {
             kind,
             folio: FolioOptions::default(),
             anon: AnonOptions::default(),
+            qd: None,
         }
     }
 
@@ -219,7 +228,9 @@ impl EngineSpec {
     ///
     /// # Errors
     /// An unknown engine, malformed brackets, options on an engine that
-    /// takes none, or a foliocache option the library does not support.
+    /// takes none (`direct` takes only `qd=N`), a `qd=` outside
+    /// 1..=[`MAX_QD`], or a foliocache option the library does not
+    /// support.
     pub fn parse(s: &str) -> Result<EngineSpec, String> {
         let (name, opts) = match s.find('[') {
             None => (s, None),
@@ -242,8 +253,15 @@ impl EngineSpec {
             })?;
         let mut folio = FolioOptions::default();
         let mut anon = AnonOptions::default();
+        let mut qd = None;
         if let Some(opts) = opts {
-            if !matches!(kind, EngineKind::Foliocache | EngineKind::Anon) {
+            if !matches!(
+                kind,
+                EngineKind::Foliocache | EngineKind::Anon | EngineKind::Direct
+            ) {
+                if let Some(v) = opts.split(',').find_map(|o| o.trim().strip_prefix("qd=")) {
+                    parse_qd(kind, v.trim())?;
+                }
                 return Err(format!(
                     "engine `{}` takes no options (got `{s}`)",
                     kind.name()
@@ -253,7 +271,17 @@ impl EngineSpec {
                 return Err(format!("engine `{s}`: empty options"));
             }
             for opt in opts.split(',') {
+                if let Some(v) = opt.trim().strip_prefix("qd=") {
+                    qd = Some(parse_qd(kind, v.trim())?);
+                    continue;
+                }
                 match kind {
+                    EngineKind::Direct => {
+                        return Err(format!(
+                            "direct engine: unknown option `{}` (supported: qd=N)",
+                            opt.trim()
+                        ))
+                    }
                     EngineKind::Anon => match opt.trim() {
                         "thp" => anon.thp = true,
                         "populate" => anon.populate = true,
@@ -267,19 +295,44 @@ impl EngineSpec {
                 }
             }
         }
+        if qd.is_some() && folio.dontcache {
+            return Err(format!(
+                "engine `{s}`: qd= and dontcache together are not supported (a batch of \
+                 File::read_many reads with the file's default flags)"
+            ));
+        }
         Ok(EngineSpec {
             label: s.to_string(),
             kind,
             folio,
             anon,
+            qd,
         })
+    }
+}
+
+/// The depth of `qd=v` for an engine of `kind`: 1 to [`MAX_QD`], on
+/// `foliocache` or `direct`.
+fn parse_qd(kind: EngineKind, v: &str) -> Result<usize, String> {
+    if !matches!(kind, EngineKind::Foliocache | EngineKind::Direct) {
+        return Err(format!(
+            "{} engine: qd= is for foliocache and direct only",
+            kind.name()
+        ));
+    }
+    match v.parse::<usize>() {
+        Ok(n) if (1..=MAX_QD).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{} engine: qd={v}: the queue depth is a whole number from 1 to {MAX_QD}",
+            kind.name()
+        )),
     }
 }
 
 fn parse_folio_option(opt: &str, folio: &mut FolioOptions) -> Result<(), String> {
     const SUPPORTED: &str = "supported: populate=eager|lazy, folio=SIZE, \
                              insert=batched|single, ra=SIZE|kernel|off, io=uring|threads|auto, \
-                             dontcache, grab=batched|single, huge=on|off";
+                             dontcache, grab=batched|single, huge=on|off, qd=N";
     let (key, value) = match opt.split_once('=') {
         Some((k, v)) => (k.trim(), Some(v.trim())),
         None => (opt, None),
@@ -317,7 +370,10 @@ fn parse_folio_option(opt: &str, folio: &mut FolioOptions) -> Result<(), String>
         ("grab", Some("single")) => folio.grab = Insert::Single,
         ("huge", Some("on")) => folio.huge = true,
         ("huge", Some("off")) => folio.huge = false,
-        ("populate" | "folio" | "insert" | "ra" | "io" | "dontcache" | "grab" | "huge", _) => {
+        (
+            "populate" | "folio" | "insert" | "ra" | "io" | "dontcache" | "grab" | "huge" | "qd",
+            _,
+        ) => {
             return Err(format!(
                 "foliocache engine: bad option `{opt}` ({SUPPORTED})"
             ))
@@ -494,6 +550,52 @@ mod tests {
         assert!(EngineSpec::parse("kernel[insert=single]")
             .unwrap_err()
             .contains("takes no options"));
+    }
+
+    #[test]
+    fn qd_option() {
+        for (text, kind, depth) in [
+            ("foliocache[qd=32]", EngineKind::Foliocache, 32),
+            ("direct[qd=32]", EngineKind::Direct, 32),
+            ("direct[qd=1]", EngineKind::Direct, 1),
+            ("foliocache[ra=off, qd=1024]", EngineKind::Foliocache, 1024),
+        ] {
+            let s = EngineSpec::parse(text).unwrap();
+            assert_eq!((s.label.as_str(), s.kind, s.qd), (text, kind, Some(depth)));
+        }
+        assert_eq!(
+            EngineSpec::parse("foliocache[ra=off, qd=1024]")
+                .unwrap()
+                .folio
+                .readahead(),
+            ReadaheadConfig::disabled()
+        );
+        assert_eq!(EngineSpec::parse("direct").unwrap().qd, None);
+        assert_eq!(EngineSpec::plain(EngineKind::Foliocache).qd, None);
+        for bad in [
+            "foliocache[qd=0]",
+            "foliocache[qd=1025]",
+            "direct[qd=-1]",
+            "direct[qd=lots]",
+            "direct[qd=]",
+            "direct[qd=99999999999999999999999]",
+        ] {
+            let e = EngineSpec::parse(bad).unwrap_err();
+            assert!(e.contains("a whole number from 1 to 1024"), "{bad}: {e}");
+        }
+        for bad in ["kernel[qd=32]", "mmap[qd=4]", "anon[qd=2]", "fuse[qd=8]"] {
+            let e = EngineSpec::parse(bad).unwrap_err();
+            assert!(
+                e.contains("qd= is for foliocache and direct only"),
+                "{bad}: {e}"
+            );
+        }
+        let e = EngineSpec::parse("foliocache[qd]").unwrap_err();
+        assert!(e.contains("bad option `qd`") && e.contains("qd=N"), "{e}");
+        let e = EngineSpec::parse("direct[populate=lazy]").unwrap_err();
+        assert!(e.contains("supported: qd=N"), "{e}");
+        let e = EngineSpec::parse("foliocache[qd=4,dontcache]").unwrap_err();
+        assert!(e.contains("not supported"), "{e}");
     }
 
     #[test]

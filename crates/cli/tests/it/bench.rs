@@ -157,6 +157,24 @@ fn bad_arguments_exit_2_with_the_usage_line() {
         ),
         (&["bench", "--engine", "kernel[x]"], "takes no options"),
         (
+            &["bench", "--engine", "direct[qd=0]"],
+            "a whole number from 1 to 1024",
+        ),
+        (
+            &["bench", "--engine", "kernel[qd=32]"],
+            "qd= is for foliocache and direct only",
+        ),
+        (
+            &[
+                "bench",
+                "--rw",
+                "randwrite",
+                "--engine",
+                "foliocache[qd=32]",
+            ],
+            "only read",
+        ),
+        (
             &[
                 "bench", "--rw", "read", "--engine", "direct", "--bs", "1000",
             ],
@@ -1475,7 +1493,26 @@ fn larger_scenario_reports_figures_per_read_and_its_targets() {
     let s = &v["scenarios"][0];
     assert_eq!(s["name"], "larger");
     let rs = s["results"].as_array().unwrap();
-    assert_eq!(rs.len(), 16, "4 jobs x 4 engines");
+    assert_eq!(
+        rs.len(),
+        19,
+        "4 jobs x 4 engines, and the queue-depth job's 3 engines"
+    );
+    let qd: Vec<(&str, u64)> = rs
+        .iter()
+        .filter(|r| r["numjobs"] == 1)
+        .map(|r| {
+            (
+                r["engine"].as_str().unwrap(),
+                r["ops"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert_eq!(
+        qd.iter().map(|q| q.0).collect::<Vec<_>>(),
+        ["foliocache[qd=32]", "direct[qd=32]", "foliocache"]
+    );
+    assert!(qd.iter().all(|q| q.1 > 0), "{qd:?}");
     for r in rs {
         let engine = r["engine"].as_str().unwrap();
         assert_eq!(r["rw"], "randread");
@@ -1516,6 +1553,8 @@ fn larger_scenario_reports_figures_per_read_and_its_targets() {
             "foliocache bandwidth / kernel (randread, uniform, 8 jobs)",
             "foliocache bandwidth / direct (randread, uniform, 8 jobs)",
             "foliocache bandwidth / kernel (randread, zipf 0.99, 2 jobs)",
+            "foliocache[qd=32] bandwidth / direct[qd=32] (randread, uniform, 1 jobs)",
+            "foliocache[qd=32] bandwidth / foliocache (randread, uniform, 1 jobs)",
             "foliocache CPU per read - direct's (us, uniform, 8 jobs)",
             "foliocache hit ratio below an exact LRU's (points, zipf 0.99, 2 jobs)",
             "foliocache read amplification",
