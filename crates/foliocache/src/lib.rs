@@ -34,7 +34,9 @@
 //!   folios, locked or referenced, as the kernel's `filemap_*` calls hand
 //!   them out), for a program that manages folios itself.
 //! - [`File::read_many`] reads a batch of [`ReadReq`]s from one thread:
-//!   the misses of all of them go to the IO engine in one submission.
+//!   the misses of all of them go to the IO engine in one submission. A
+//!   [`ReadQueue`] pipelines a stream of reads the same way: each starts
+//!   when queued, and they complete oldest first.
 //!
 //! The modules follow the kernel's `mm/` files: `filemap` (lookup, add,
 //! read), `readahead` (windows and their IO), `truncate`, `lru`, `vmscan`
@@ -168,7 +170,7 @@ pub use cache::{Cache, CacheBuilder, CacheStats, MemoryUsage, ALLOC_WAIT, CLOSED
 pub use file::File;
 pub use flags::ReadFlags;
 pub use pressure::{PressureConfig, CALM};
-pub use read_many::ReadReq;
+pub use read_many::{Completed, ReadQueue, ReadReq};
 pub use readahead::{Advice, ReadaheadConfig, Window};
 pub use workingset::CacheStat;
 pub use write::{OpenOptions, WriteFlags, WRITE_CHUNK_PAGES};

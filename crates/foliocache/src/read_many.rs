@@ -1,6 +1,10 @@
 //! Batched reads from one thread: [`File::read_many`] starts the IO of
 //! every miss of a batch of requests at once, through the cache's IO
-//! engine, then completes the requests.
+//! engine, then completes the requests. [`ReadQueue`] does the same for
+//! a stream of reads: each starts its IO when it is queued and completes
+//! when it is taken, oldest first, so a thread that queues one read per
+//! read it takes keeps a constant number in flight instead of letting the
+//! device's queue drain at the end of every batch.
 //!
 //! # How
 //! 1. **Start the misses.** With the file's `invalidate_lock` held shared
@@ -33,8 +37,14 @@
 //!   are not created: those requests then read as `read_at` does (waiting
 //!   for memory, reading on this thread).
 //!
+//! A [`ReadQueue`] gives the same guarantees, read by read: it runs step 1
+//! for a read when it is queued ([`ReadQueue::push`]) and step 2 when it
+//! is taken ([`ReadQueue::pop`]). A read queued and never taken leaves its
+//! folios in the cache once their IO completes, as readahead does.
+//!
 //! The design section "Batched reads" of `docs/design.md` draws this.
 
+use std::collections::VecDeque;
 use std::io;
 
 use crate::arena::PAGE;
@@ -84,7 +94,7 @@ impl File {
     /// `Result` leaves room for a submission that fails as a whole.
     pub fn read_many(&self, reqs: &mut [ReadReq<'_>]) -> io::Result<()> {
         let flags = self.effective_flags(ReadFlags::NONE);
-        let started = self.start_misses(reqs, flags);
+        let started = self.start_misses(reqs.iter().map(|r| (r.offset, r.buf.len())), flags);
         for (i, r) in reqs.iter_mut().enumerate() {
             let was_started = started.get(i).copied().unwrap_or(false);
             r.result = Some(self.read_counted(r.buf, r.offset, flags, was_started));
@@ -92,11 +102,26 @@ impl File {
         Ok(())
     }
 
+    /// A queue of reads of this file, each started when queued and
+    /// completed, oldest first, when taken: see [`ReadQueue`].
+    pub fn read_queue(&self) -> ReadQueue<'_> {
+        ReadQueue {
+            file: self,
+            flags: self.effective_flags(ReadFlags::NONE),
+            queued: VecDeque::new(),
+        }
+    }
+
     /// Step 1 of [`read_many`](Self::read_many): inserts a locked folio for
-    /// every page of the requests that holds none and submits their reads
-    /// as one batch. Returns, per request, whether it started IO (a miss,
-    /// counted here once); empty when nothing was started.
-    fn start_misses(&self, reqs: &[ReadReq<'_>], flags: ReadFlags) -> Vec<bool> {
+    /// every page of the requests (`(offset, len)`) that holds none and
+    /// submits their reads as one batch. Returns, per request, whether it
+    /// started IO (a miss, counted here once); empty when nothing was
+    /// started.
+    fn start_misses(
+        &self,
+        reqs: impl ExactSizeIterator<Item = (u64, usize)>,
+        flags: ReadFlags,
+    ) -> Vec<bool> {
         let m = &*self.mapping;
         let size = self.len();
         if m.memfile || size == 0 || flags.contains(ReadFlags::NOWAIT) {
@@ -108,13 +133,13 @@ impl File {
         let mut folios = Vec::new();
         // Held until the reads are submitted, as `run_window` holds it.
         let _inv = m.invalidate_lock.read();
-        for (r, s) in reqs.iter().zip(started.iter_mut()) {
-            if r.offset >= size || r.buf.is_empty() {
+        for ((offset, len), s) in reqs.zip(started.iter_mut()) {
+            if offset >= size || len == 0 {
                 continue;
             }
-            let end = r.offset.saturating_add(r.buf.len() as u64).min(size);
+            let end = offset.saturating_add(len as u64).min(size);
             let before = folios.len();
-            let mut p = r.offset / PAGE;
+            let mut p = offset / PAGE;
             let last = (end - 1) / PAGE;
             while p <= last {
                 if let Some((first, n)) = m.span_at(p) {
@@ -153,5 +178,104 @@ impl File {
         folios.sort_unstable_by_key(|f| f.index());
         self.read_window(folios, false);
         started
+    }
+}
+
+/// Reads of one [`File`] in a pipeline, from one thread: [`push`] starts
+/// a read's IO (its misses go to the cache's IO engine at once, as
+/// [`File::read_many`]'s do) and returns; [`pop`] completes the oldest
+/// queued read into a buffer, waiting for its IO if it is still in
+/// flight. A thread that pushes one read for every read it pops keeps as
+/// many in flight as it queued at first, the way an application keeps an
+/// io_uring's queue full, while every read still goes through the cache
+/// (a hit is a copy; a page two reads want is read once).
+///
+/// The file's default flags when the queue was made apply to every read
+/// ([`File::set_default_flags`]); with `NOWAIT` no IO is started and a
+/// read that misses completes with `WouldBlock`.
+///
+/// [`push`]: ReadQueue::push
+/// [`pop`]: ReadQueue::pop
+pub struct ReadQueue<'f> {
+    file: &'f File,
+    flags: ReadFlags,
+    queued: VecDeque<Queued>,
+}
+
+/// A read in a [`ReadQueue`], started but not taken.
+struct Queued {
+    offset: u64,
+    len: usize,
+    started: bool,
+}
+
+/// A read taken from a [`ReadQueue`].
+#[derive(Debug)]
+pub struct Completed {
+    /// The offset it was queued at.
+    pub offset: u64,
+    /// The bytes read into the buffer given to [`ReadQueue::pop`] (what
+    /// [`File::read_at`] returns: short only at end of file), or the
+    /// error.
+    pub result: io::Result<usize>,
+}
+
+impl ReadQueue<'_> {
+    /// Queues a read of `len` bytes at `offset` and starts the IO of its
+    /// pages that are not cached, without waiting for it.
+    pub fn push(&mut self, offset: u64, len: usize) {
+        let started = self
+            .file
+            .start_misses(std::iter::once((offset, len)), self.flags)
+            .first()
+            .copied()
+            .unwrap_or(false);
+        self.queued.push_back(Queued {
+            offset,
+            len,
+            started,
+        });
+    }
+
+    /// Completes the oldest queued read into `buf` (its first `len`
+    /// bytes, `len` as queued), waiting for its IO if need be; `None` when
+    /// nothing is queued.
+    ///
+    /// # Errors
+    /// In [`Completed::result`]: the read's own error, as
+    /// [`File::read_at`] gives it, or `InvalidInput` if `buf` is shorter
+    /// than the read (the read then stays queued).
+    pub fn pop(&mut self, buf: &mut [u8]) -> Option<Completed> {
+        let q = self.queued.front()?;
+        let Some(dst) = buf.get_mut(..q.len) else {
+            return Some(Completed {
+                offset: q.offset,
+                result: Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "ReadQueue::pop: a buffer of {} bytes for a read of {} queued at \
+                         offset {}",
+                        buf.len(),
+                        q.len,
+                        q.offset
+                    ),
+                )),
+            });
+        };
+        let q = self.queued.pop_front()?;
+        Some(Completed {
+            offset: q.offset,
+            result: self.file.read_counted(dst, q.offset, self.flags, q.started),
+        })
+    }
+
+    /// The reads queued and not yet taken.
+    pub fn len(&self) -> usize {
+        self.queued.len()
+    }
+
+    /// Nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.queued.is_empty()
     }
 }

@@ -14,7 +14,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use backing::{FaultyBacking, MemBacking};
-use foliocache::{File, ReadReq};
+use foliocache::{File, ReadQueue, ReadReq};
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -89,6 +89,104 @@ proptest! {
         }
         assert_consistent(&c);
     }
+}
+
+/// Runs `reqs` through a [`ReadQueue`] `depth` deep: `depth` pushed, then
+/// one pushed for every one popped. Each pop must complete the oldest
+/// read, at the offset it was queued at.
+fn run_queued(f: &File, reqs: &[(u64, usize)], depth: usize) -> Vec<std::io::Result<Vec<u8>>> {
+    let mut q: ReadQueue<'_> = f.read_queue();
+    let mut next = reqs.iter();
+    let mut out = Vec::new();
+    for &(off, len) in next.by_ref().take(depth) {
+        q.push(off, len);
+    }
+    let mut expected = reqs.iter();
+    while let Some(&(off, len)) = expected.next() {
+        let mut buf = vec![0u8; len];
+        let done = q.pop(&mut buf).expect("a read is queued");
+        assert_eq!(done.offset, off, "oldest first");
+        out.push(done.result.map(|n| {
+            buf.truncate(n);
+            buf
+        }));
+        if let Some(&(o, l)) = next.next() {
+            q.push(o, l);
+        }
+    }
+    assert!(q.is_empty() && q.pop(&mut []).is_none());
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Random streams of reads through a queue of random depth against
+    /// the file's bytes, in a cache smaller than the file.
+    #[test]
+    fn queued_reads_read_the_files_bytes(
+        seed in any::<u64>(),
+        depth in 1usize..40,
+        reqs in prop::collection::vec((0u64..70 * P, 0usize..20_000), 1..80),
+    ) {
+        let data = nonzero_bytes(64 * P as usize + 1234, seed);
+        let tmp = TempFile::new("read-queue-model", &data);
+        let c = lazy_cache(32 * P as usize, 16 * P as usize);
+        let f = c.open(&tmp.path).unwrap();
+        for (r, &(off, len)) in run_queued(&f, &reqs, depth).into_iter().zip(&reqs) {
+            let got = r.unwrap();
+            prop_assert_eq!(&got[..], expect(&data, off, len), "at {} len {}", off, len);
+        }
+        assert_consistent(&c);
+    }
+}
+
+/// A queue starts each read when it is pushed: with 32 queued, all 32
+/// misses are read before the first is taken, each page once; taking
+/// them makes no more IO, and a buffer too short for the oldest read is
+/// refused without taking it.
+#[test]
+fn a_queue_starts_reads_when_pushed_and_reads_each_page_once() {
+    let data = nonzero_bytes(256 * P as usize, 3);
+    let c = lazy_cache_no_readahead(1 << 20, 1 << 20);
+    let b = Arc::new(RecordingBacking::new(MemBacking::with_data(data.clone())));
+    let f = c.open_backing(b.clone()).unwrap();
+    let mut q = f.read_queue();
+    for i in 0..32u64 {
+        q.push((i * 7 % 256) * P, P as usize);
+    }
+    // The same page again: no second read.
+    q.push(0, P as usize);
+    assert_eq!(q.len(), 33);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while b.page_runs().iter().map(|&(_, n)| n).sum::<u64>() < 32 {
+        assert!(
+            Instant::now() < deadline,
+            "the pushed reads did not start: {:?}",
+            b.page_runs()
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let mut short = [0u8; 100];
+    let refused = q.pop(&mut short).unwrap();
+    assert_eq!(refused.offset, 0);
+    assert_eq!(
+        refused.result.unwrap_err().kind(),
+        std::io::ErrorKind::InvalidInput
+    );
+    assert_eq!(q.len(), 33, "a refused pop takes nothing");
+    let mut buf = vec![0u8; P as usize];
+    for i in 0..33u64 {
+        let done = q.pop(&mut buf).unwrap();
+        let off = if i < 32 { (i * 7 % 256) * P } else { 0 };
+        assert_eq!(done.offset, off);
+        assert_eq!(done.result.unwrap(), P as usize);
+        assert_eq!(&buf[..], expect(&data, off, P as usize));
+    }
+    let pages: u64 = b.page_runs().iter().map(|&(_, n)| n).sum();
+    assert_eq!(pages, 32, "{:?}", b.page_runs());
+    assert_eq!(c.stats().misses, 32);
+    assert_consistent(&c);
 }
 
 /// A batch of misses is read with one IO per run of contiguous pages, each
