@@ -8,19 +8,19 @@
 //! | `direct`     | `pread` on an `O_DIRECT` fd                 | `pwrite`, O_DIRECT |
 //! | `dontcache`  | `preadv2(RWF_DONTCACHE)`                    | `pwritev2(..)`     |
 //! | `mmap`       | a copy out of a `MAP_SHARED` mapping        | a copy into it     |
-//! | `foliocache[qd=N]` | `File::read_many` of `N` requests at once, one buffer each | - (read jobs only) |
+//! | `foliocache[qd=N]` | `N` reads queued on a `foliocache::ReadQueue`, one taken and one queued at a time | - (read jobs only) |
 //! | `direct[qd=N]` | an io_uring of depth `N` on an `O_DIRECT` fd, kept full (`sys::ring`) | - (read jobs only) |
 //! | `anon`       | -                                           | a `memset` of fresh anonymous memory (populate only) |
 //! | `fuse`       | buffered `pread` of the file under a foliocache FUSE mount | `pwrite` there |
 //! | `fuse-null`  | buffered `pread` under a mount of `foliocache_fuse::NullFs` (zeros, no cache: the crossing alone) | - |
 //!
 //! `qd=N` (1 to 1024, `foliocache` and `direct` only) keeps `N` reads in
-//! flight from each job thread ([`Prepared::Batched`],
-//! [`Prepared::Ring`]; the loops are `job`'s): `foliocache[qd=N]` takes
-//! `N` offsets, reads them with one `File::read_many` (whose misses go to
-//! the cache's IO engine in one submission), counts every request with
-//! the batch's time as its latency (`read_many` returns when all are
-//! done, without saying when each was), and again; `direct[qd=N]` fills a
+//! flight from each job thread ([`Prepared::Queued`],
+//! [`Prepared::Ring`]; the loops are `job`'s): `foliocache[qd=N]` queues
+//! `N` reads on a `ReadQueue` (each read's misses go to the cache's IO
+//! engine when it is queued), then takes the oldest, counts it with the
+//! time from its push as its latency, and queues the next offset;
+//! `direct[qd=N]` fills a
 //! ring of `N` reads of its own and queues the next offset in each slot as
 //! its read completes, a read's latency running from its submission to
 //! its completion. Each engine is prepared (warmed, dropped, held to a
@@ -262,9 +262,9 @@ pub enum Prepared {
     Folio(Vec<foliocache::File>, FolioMode),
     /// `anon`: fresh anonymous mappings.
     Anon(Vec<AnonMap>),
-    /// `foliocache[qd=N]`: its files, read in batches of `N` requests
-    /// (`File::read_many`).
-    Batched(Vec<foliocache::File>, usize),
+    /// `foliocache[qd=N]`: its files, read `N` at a time through a
+    /// `ReadQueue`.
+    Queued(Vec<foliocache::File>, usize),
     /// `direct[qd=N]`: its `O_DIRECT` files, read through an io_uring of
     /// depth `N` per job thread.
     Ring(Vec<File>, usize),
@@ -284,7 +284,7 @@ impl Prepared {
                 fs.iter().try_for_each(File::sync_all)
             }
             Prepared::Mmap(ms) => ms.iter().try_for_each(Mmap::sync),
-            Prepared::Folio(fs, _) | Prepared::Batched(fs, _) => fs.iter().try_for_each(folio_sync),
+            Prepared::Folio(fs, _) | Prepared::Queued(fs, _) => fs.iter().try_for_each(folio_sync),
             Prepared::Anon(_) => Ok(()),
         }
     }
@@ -310,7 +310,7 @@ impl Prepared {
                 ms.iter().try_for_each(Mmap::advise_random)?;
                 Ok(true)
             }
-            Prepared::Folio(..) | Prepared::Batched(..) | Prepared::Anon(_) => Ok(false),
+            Prepared::Folio(..) | Prepared::Queued(..) | Prepared::Anon(_) => Ok(false),
         }
     }
 }
@@ -485,7 +485,7 @@ impl Engines {
                     );
                 }
                 match spec.qd {
-                    Some(depth) => Prepared::Batched(handles, depth),
+                    Some(depth) => Prepared::Queued(handles, depth),
                     None => Prepared::Folio(handles, spec.folio.mode()),
                 }
             }

@@ -24,6 +24,7 @@
 //! it is durable). CPU time is `getrusage(RUSAGE_SELF)` around the
 //! run (the threads of one engine run together, engines one after another).
 
+use std::collections::VecDeque;
 use std::hint::black_box;
 use std::io;
 use std::marker::PhantomData;
@@ -33,7 +34,6 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use foliocache::ReadReq;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::clock::{Clock, ClockKind, Mono, Tsc};
@@ -232,7 +232,7 @@ enum ThreadIo<'a> {
     SharedMap(SharedMapIo<'a>),
     Folio(FolioIo<'a>),
     /// `foliocache[qd=N]`: the file and `N`.
-    Batched(&'a foliocache::File, usize),
+    Queued(&'a foliocache::File, usize),
     /// `direct[qd=N]`: the `O_DIRECT` file and `N`.
     Ring(&'a std::fs::File, usize),
 }
@@ -285,9 +285,9 @@ fn thread_ios(prepared: &mut Prepared, n: usize, shared: bool) -> Result<Vec<Thr
             let mode = *mode;
             lend(fs, n, shared, |f| ThreadIo::Folio(FolioIo(f, mode)))
         }
-        Prepared::Batched(fs, depth) => {
+        Prepared::Queued(fs, depth) => {
             let depth = *depth;
-            lend(fs, n, shared, |f| ThreadIo::Batched(f, depth))
+            lend(fs, n, shared, |f| ThreadIo::Queued(f, depth))
         }
         Prepared::Ring(fs, depth) => {
             let depth = *depth;
@@ -355,10 +355,10 @@ pub fn run(
                 ThreadIo::Anon(io) => one!(io),
                 ThreadIo::SharedMap(io) => one!(io),
                 ThreadIo::Folio(io) => one!(io),
-                ThreadIo::Batched(file, depth) => spawn!(Batched {
+                ThreadIo::Queued(file, depth) => spawn!(Queued {
                     file,
                     depth,
-                    bufs: Vec::new()
+                    buf: None
                 }),
                 ThreadIo::Ring(file, depth) => spawn!(Ringed {
                     file,
@@ -452,7 +452,7 @@ fn watch<T>(
 
 /// A job thread's loop over its engine: one synchronous operation at a
 /// time on a [`BlockIo`] ([`OneAtATime`]), or a queue-depth engine's reads
-/// ([`Batched`], [`Ringed`]). Each is monomorphised, per clock and per
+/// ([`Queued`], [`Ringed`]). Each is monomorphised, per clock and per
 /// `WRITE`/`VERIFY`, by [`thread_main`].
 trait ThreadLoop: Send {
     /// What the loop needs before the barrier: its buffers (aligned, at
@@ -496,12 +496,12 @@ impl<IO: BlockIo> ThreadLoop for OneAtATime<IO> {
     }
 }
 
-/// `foliocache[qd=N]`: batches of `N` requests through
-/// `foliocache::File::read_many`, one buffer each.
-struct Batched<'a> {
+/// `foliocache[qd=N]`: `N` reads in flight through a
+/// `foliocache::ReadQueue`, one popped and one pushed at a time.
+struct Queued<'a> {
     file: &'a foliocache::File,
     depth: usize,
-    bufs: Vec<AlignedBuf>,
+    buf: Option<AlignedBuf>,
 }
 
 /// `direct[qd=N]`: an io_uring of depth `N` on the `O_DIRECT` descriptor
@@ -531,18 +531,17 @@ fn read_error(e: io::Error, bs: usize, off: u64) -> io::Error {
     io::Error::new(e.kind(), format!("read of {bs} bytes at offset {off}: {e}"))
 }
 
-impl ThreadLoop for Batched<'_> {
+impl ThreadLoop for Queued<'_> {
     fn setup(&mut self, bs: usize, buf_offset: usize) -> io::Result<()> {
-        self.bufs = (0..self.depth)
-            .map(|_| AlignedBuf::new(bs, buf_offset))
-            .collect::<io::Result<_>>()?;
+        self.buf = Some(AlignedBuf::new(bs, buf_offset)?);
         Ok(())
     }
 
-    /// Takes `N` offsets, reads them with one `File::read_many`, counts
-    /// every request, and again. Each request's latency is the batch's
-    /// time (`read_many` completes them all before it returns; it does not
-    /// say when each one's bytes were there).
+    /// Queues `N` reads (each starts its IO when queued), then takes the
+    /// oldest, counts it and queues the next offset: `N` reads queued all
+    /// along, as `direct[qd=N]` keeps its ring full. Each read's latency
+    /// runs from its push to the end of its pop (the copy into the
+    /// buffer).
     fn run<C: Clock, const WRITE: bool, const VERIFY: bool>(
         &mut self,
         offs: &mut Offsets,
@@ -551,48 +550,38 @@ impl ThreadLoop for Batched<'_> {
         if WRITE {
             return Err(read_only());
         }
-        if self.bufs.is_empty() {
-            return Err(no_setup());
-        }
-        let mut reqs: Vec<ReadReq<'_>> = self
-            .bufs
-            .iter_mut()
-            .map(|b| ReadReq::new(0, b.as_mut_slice()))
-            .collect();
-        let bs = reqs.first().map_or(0, |r| r.buf.len() as u64);
-        let mut rec = Recorder::<C>::start(st, bs);
+        let buf = self.buf.as_mut().ok_or_else(no_setup)?.as_mut_slice();
+        let bs = buf.len();
+        let mut rec = Recorder::<C>::start(st, bs as u64);
         let max_ops = st.sh.max_ops;
-        while rec.ops < max_ops {
-            let n = (max_ops - rec.ops).min(reqs.len() as u64) as usize;
-            let batch = &mut reqs[..n];
-            for r in batch.iter_mut() {
-                r.offset = offs.next();
-                r.result = None;
-            }
-            let t0 = C::now();
-            self.file.read_many(batch)?;
+        let mut queue = self.file.read_queue();
+        // The push time of every queued read, oldest first.
+        let mut pushed = VecDeque::with_capacity(self.depth);
+        let mut queued = 0u64;
+        while queued < max_ops && pushed.len() < self.depth {
+            pushed.push_back(C::now());
+            queue.push(offs.next(), bs);
+            queued += 1;
+        }
+        while let Some(t0) = pushed.pop_front() {
+            let done = queue.pop(buf).ok_or_else(no_setup)?;
             let now = C::now();
-            for r in batch.iter_mut() {
-                let bs = r.buf.len();
-                match r.result.take() {
-                    Some(Ok(k)) if k == bs => {}
-                    Some(Ok(k)) => return Err(short(k, bs, r.offset)),
-                    Some(Err(e)) => return Err(read_error(e, bs, r.offset)),
-                    None => {
-                        return Err(read_error(
-                            io::Error::other("File::read_many left it without a result"),
-                            bs,
-                            r.offset,
-                        ))
-                    }
-                }
-                if VERIFY {
-                    st.gen.check(FILE_SEED, r.offset, r.buf)?;
-                }
-                black_box(&mut *r.buf);
+            match done.result {
+                Ok(k) if k == bs => {}
+                Ok(k) => return Err(short(k, bs, done.offset)),
+                Err(e) => return Err(read_error(e, bs, done.offset)),
             }
-            if rec.done(now, now.wrapping_sub(t0), n as u64) {
+            if VERIFY {
+                st.gen.check(FILE_SEED, done.offset, buf)?;
+            }
+            black_box(&mut *buf);
+            if rec.done(now, now.wrapping_sub(t0), 1) {
                 break;
+            }
+            if queued < max_ops {
+                pushed.push_back(C::now());
+                queue.push(offs.next(), bs);
+                queued += 1;
             }
         }
         Ok(rec.finish())
@@ -737,7 +726,7 @@ fn short(n: usize, want: usize, off: u64) -> io::Error {
 }
 
 /// A loop's figures as it goes, and its events: what every loop
-/// ([`run_loop`], [`Batched`], [`Ringed`]) does per completed operation
+/// ([`run_loop`], [`Queued`], [`Ringed`]) does per completed operation
 /// ([`Recorder::done`]) and at the end ([`Recorder::finish`]).
 ///
 /// The fast path per completion: one histogram increment, two additions,

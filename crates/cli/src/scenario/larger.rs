@@ -4,7 +4,7 @@
 //! (foliocache's capacity plus its bookkeeping; the other engines in a
 //! memory cgroup of M). Cold: every run starts with nothing cached. And
 //! one thread at queue depth 32, uniform: `foliocache[qd=32]`
-//! (`File::read_many` batches) beside `direct[qd=32]` (an io_uring of
+//! (32 reads queued on a `ReadQueue`) beside `direct[qd=32]` (an io_uring of
 //! depth 32 on an `O_DIRECT` descriptor) and plain `foliocache` (one
 //! synchronous read at a time). See `docs/bench.md`.
 
@@ -172,7 +172,7 @@ pub fn scenario(
              offsets. mmap is shown, not targeted: each fault reads around the page it wants \
              (fault-around, readahead) and under the cgroup those pages are reclaimed before \
              they are used. Then one thread at queue depth 32, uniform: foliocache[qd=32] \
-             (File::read_many, batches of 32), direct[qd=32] (an io_uring of depth 32 on an \
+             (32 reads queued on a ReadQueue, one taken and one queued at a time), direct[qd=32] (an io_uring of depth 32 on an \
              O_DIRECT descriptor, kept full) and foliocache (one synchronous read at a time), \
              under the same budget.",
             fmt_size(LARGER_BS),

@@ -101,8 +101,7 @@ fn run_queued(f: &File, reqs: &[(u64, usize)], depth: usize) -> Vec<std::io::Res
     for &(off, len) in next.by_ref().take(depth) {
         q.push(off, len);
     }
-    let mut expected = reqs.iter();
-    while let Some(&(off, len)) = expected.next() {
+    for &(off, len) in reqs {
         let mut buf = vec![0u8; len];
         let done = q.pop(&mut buf).expect("a read is queued");
         assert_eq!(done.offset, off, "oldest first");
