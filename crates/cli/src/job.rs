@@ -531,6 +531,27 @@ fn read_error(e: io::Error, bs: usize, off: u64) -> io::Error {
     io::Error::new(e.kind(), format!("read of {bs} bytes at offset {off}: {e}"))
 }
 
+/// Checks a completed read of `bs` bytes at `off` that gave `got` into
+/// `buf`: whole, and with `VERIFY` the file's bytes.
+fn check_read<const VERIFY: bool>(
+    st: &mut LoopState<'_>,
+    got: io::Result<usize>,
+    bs: usize,
+    off: u64,
+    buf: &[u8],
+) -> io::Result<()> {
+    match got {
+        Ok(k) if k == bs => {}
+        Ok(k) => return Err(short(k, bs, off)),
+        Err(e) => return Err(read_error(e, bs, off)),
+    }
+    if VERIFY {
+        st.gen.check(FILE_SEED, off, buf)?;
+    }
+    black_box(buf);
+    Ok(())
+}
+
 impl ThreadLoop for Queued<'_> {
     fn setup(&mut self, bs: usize, buf_offset: usize) -> io::Result<()> {
         self.buf = Some(AlignedBuf::new(bs, buf_offset)?);
@@ -566,15 +587,7 @@ impl ThreadLoop for Queued<'_> {
         while let Some(t0) = pushed.pop_front() {
             let done = queue.pop(buf).ok_or_else(no_setup)?;
             let now = C::now();
-            match done.result {
-                Ok(k) if k == bs => {}
-                Ok(k) => return Err(short(k, bs, done.offset)),
-                Err(e) => return Err(read_error(e, bs, done.offset)),
-            }
-            if VERIFY {
-                st.gen.check(FILE_SEED, done.offset, buf)?;
-            }
-            black_box(&mut *buf);
+            check_read::<VERIFY>(st, done.result, bs, done.offset, buf)?;
             if rec.done(now, now.wrapping_sub(t0), 1) {
                 break;
             }
@@ -638,15 +651,8 @@ impl ThreadLoop for Ringed<'_> {
             let now = C::now();
             for &(slot, res) in &done {
                 let (off, queued) = at[slot];
-                let n = usize::try_from(res)
-                    .map_err(|_| read_error(io::Error::from_raw_os_error(-res), bs, off))?;
-                if n != bs {
-                    return Err(short(n, bs, off));
-                }
-                if VERIFY {
-                    st.gen.check(FILE_SEED, off, ring.buf(slot))?;
-                }
-                black_box(ring.buf(slot));
+                let got = usize::try_from(res).map_err(|_| io::Error::from_raw_os_error(-res));
+                check_read::<VERIFY>(st, got, bs, off, ring.buf(slot))?;
                 stop |= rec.done(now, now.wrapping_sub(queued), 1);
                 if !stop && issued < max_ops {
                     let off = offs.next();
