@@ -652,7 +652,7 @@ impl ThreadLoop for Ringed<'_> {
             for &(slot, res) in &done {
                 let (off, queued) = at[slot];
                 let got = usize::try_from(res).map_err(|_| io::Error::from_raw_os_error(-res));
-                check_read::<VERIFY>(st, got, bs, off, ring.buf(slot))?;
+                check_read::<VERIFY>(st, got, bs, off, ring.buf(slot)?)?;
                 stop |= rec.done(now, now.wrapping_sub(queued), 1);
                 if !stop && issued < max_ops {
                     let off = offs.next();

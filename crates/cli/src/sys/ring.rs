@@ -12,7 +12,10 @@
 //!
 //! # Invariants
 //! - A slot's buffer is read into by the kernel only between its `queue`
-//!   and the reap of its CQE; `in_flight` counts those slots. [`Drop`]
+//!   and the reap of its CQE; `busy` marks those slots and `in_flight`
+//!   counts them. A busy slot cannot be queued again nor its buffer
+//!   borrowed ([`DirectRing::queue`], [`DirectRing::buf`] refuse), so no
+//!   Rust reference to a buffer lives while the kernel may write it. [`Drop`]
 //!   waits for every one of them before the buffers are freed (or leaks
 //!   the buffers if it cannot wait), so the kernel never writes freed
 //!   memory.
@@ -39,6 +42,8 @@ pub struct DirectRing<'a> {
     /// One buffer per slot, page-aligned (`O_DIRECT`). `ManuallyDrop`:
     /// [`Drop`] frees them only once no read is in flight.
     bufs: ManuallyDrop<Vec<AlignedBuf>>,
+    /// Per slot: queued or in the kernel (its buffer is the kernel's).
+    busy: Vec<bool>,
     /// Slots queued or in the kernel.
     in_flight: usize,
     /// Bytes per read.
@@ -63,6 +68,7 @@ impl<'a> DirectRing<'a> {
             ring,
             file,
             bufs: ManuallyDrop::new(bufs),
+            busy: vec![false; depth],
             in_flight: 0,
             bs,
         })
@@ -79,20 +85,34 @@ impl<'a> DirectRing<'a> {
     }
 
     /// Slot `slot`'s buffer, holding what its last completed read read.
-    /// Only meaningful between the reap of its completion and its next
-    /// [`queue`](Self::queue).
-    pub fn buf(&mut self, slot: usize) -> &mut [u8] {
-        self.bufs[slot].as_mut_slice()
+    ///
+    /// # Errors
+    /// `InvalidInput` for a slot out of range, or one whose read is
+    /// queued or in flight (its buffer is the kernel's until reaped).
+    pub fn buf(&mut self, slot: usize) -> io::Result<&mut [u8]> {
+        if self.busy.get(slot).copied().unwrap_or(true) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("ring slot {slot}: no such slot, or its read is in flight"),
+            ));
+        }
+        Ok(self.bufs[slot].as_mut_slice())
     }
 
     /// Queues a read of slot `slot`'s buffer at `off`; it is entered into
     /// the kernel by the next [`wait`](Self::wait).
     ///
     /// # Errors
-    /// `InvalidInput` for a slot out of range; an error if the submission
-    /// queue is full, which it never is when a slot is queued only once
-    /// its last completion was reaped (as `job`'s loop does).
+    /// `InvalidInput` for a slot out of range or one whose read is queued
+    /// or in flight; an error if the submission queue is full, which it
+    /// never is (one entry per slot).
     pub fn queue(&mut self, slot: usize, off: u64) -> io::Result<()> {
+        if self.busy.get(slot).copied().unwrap_or(false) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("ring slot {slot}: its read is in flight"),
+            ));
+        }
         let buf = self
             .bufs
             .get_mut(slot)
@@ -108,10 +128,12 @@ impl<'a> DirectRing<'a> {
         // allocated until its CQE is reaped (`Drop` waits for every slot in
         // flight), and `self.file`'s descriptor, borrowed for `'a`, longer
         // than the ring. Nothing else reads or writes the buffer meanwhile:
-        // `buf(slot)` takes `&mut self` and the caller looks only at reaped
-        // slots.
+        // the slot was not busy (so no borrow from `buf` is alive: it takes
+        // `&mut self`, as this does) and is busy from here until its CQE
+        // is reaped, refusing `buf` and `queue` meanwhile.
         unsafe { self.ring.submission().push(&sqe) }
             .map_err(|_| io::Error::other("io_uring submission queue full"))?;
+        self.busy[slot] = true;
         self.in_flight += 1;
         Ok(())
     }
@@ -135,8 +157,12 @@ impl<'a> DirectRing<'a> {
             }
         }
         for cqe in self.ring.completion() {
+            let slot = cqe.user_data() as usize;
+            if let Some(b) = self.busy.get_mut(slot) {
+                *b = false;
+            }
             self.in_flight -= 1;
-            out.push((cqe.user_data() as usize, cqe.result()));
+            out.push((slot, cqe.result()));
         }
         Ok(())
     }
@@ -189,10 +215,18 @@ mod tests {
         done.sort();
         for (i, &(slot, res)) in done.iter().enumerate() {
             assert_eq!((slot, res), (i, 4096));
-            assert!(ring.buf(slot).iter().all(|&b| b == 3 * slot as u8 + 1));
+            assert!(ring
+                .buf(slot)
+                .unwrap()
+                .iter()
+                .all(|&b| b == 3 * slot as u8 + 1));
         }
         assert!(ring.queue(4, 0).is_err());
-        // Dropped with a read in flight: it waits for it.
+        assert!(ring.buf(4).is_err());
+        // Dropped with a read in flight: it waits for it. Meanwhile its
+        // buffer is the kernel's: neither lent nor queued again.
         ring.queue(0, 0).unwrap();
+        assert!(ring.buf(0).is_err());
+        assert!(ring.queue(0, 4096).is_err());
     }
 }
