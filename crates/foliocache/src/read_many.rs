@@ -94,9 +94,14 @@ impl File {
     /// `Result` leaves room for a submission that fails as a whole.
     pub fn read_many(&self, reqs: &mut [ReadReq<'_>]) -> io::Result<()> {
         let flags = self.effective_flags(ReadFlags::NONE);
-        let started = self.start_misses(reqs.iter().map(|r| (r.offset, r.buf.len())), flags);
+        let mut started = vec![false; reqs.len()];
+        self.start_misses(
+            reqs.iter().map(|r| (r.offset, r.buf.len())),
+            flags,
+            &mut started,
+        );
         for (i, r) in reqs.iter_mut().enumerate() {
-            let was_started = started.get(i).copied().unwrap_or(false);
+            let was_started = started[i];
             r.result = Some(self.read_counted(r.buf, r.offset, flags, was_started));
         }
         Ok(())
@@ -114,22 +119,23 @@ impl File {
 
     /// Step 1 of [`read_many`](Self::read_many): inserts a locked folio for
     /// every page of the requests (`(offset, len)`) that holds none and
-    /// submits their reads as one batch. Returns, per request, whether it
-    /// started IO (a miss, counted here once); empty when nothing was
-    /// started.
+    /// submits their reads as one batch. Sets, per request, whether it
+    /// started IO (a miss, counted here once) in `started` (as long as
+    /// `reqs`, all false on entry): the caller's memory, so a queue's
+    /// push allocates none for it.
     fn start_misses(
         &self,
-        reqs: impl ExactSizeIterator<Item = (u64, usize)>,
+        reqs: impl Iterator<Item = (u64, usize)>,
         flags: ReadFlags,
-    ) -> Vec<bool> {
+        started: &mut [bool],
+    ) {
         let m = &*self.mapping;
         let size = self.len();
         if m.memfile || size == 0 || flags.contains(ReadFlags::NOWAIT) {
-            return Vec::new();
+            return;
         }
         let dropbehind = flags.contains(ReadFlags::DONTCACHE);
         let last_page = (size - 1) / PAGE;
-        let mut started = vec![false; reqs.len()];
         let mut folios = Vec::new();
         // Held until the reads are submitted, as `run_window` holds it.
         let _inv = m.invalidate_lock.read();
@@ -177,7 +183,6 @@ impl File {
         }
         folios.sort_unstable_by_key(|f| f.index());
         self.read_window(folios, false);
-        started
     }
 }
 
@@ -224,12 +229,10 @@ impl ReadQueue<'_> {
     /// Queues a read of `len` bytes at `offset` and starts the IO of its
     /// pages that are not cached, without waiting for it.
     pub fn push(&mut self, offset: u64, len: usize) {
-        let started = self
-            .file
-            .start_misses(std::iter::once((offset, len)), self.flags)
-            .first()
-            .copied()
-            .unwrap_or(false);
+        let mut started = [false];
+        self.file
+            .start_misses(std::iter::once((offset, len)), self.flags, &mut started);
+        let started = started[0];
         self.queued.push_back(Queued {
             offset,
             len,
