@@ -32,6 +32,10 @@
 //!   `Tree::value_nodes` equal to the number of nodes in the tree that hold
 //!   only value entries (`count > 0 && count == nr_values`); a node leaving
 //!   the tree is counted out in [`Tree::retire_node`].
+//! - The same two places keep the nodes that hold only value entries on a
+//!   list, in the order they came to (the kernel's `workingset_update_node`
+//!   putting shadow nodes on a `list_lru`): [`Tree::shrink_value_nodes`]
+//!   takes the oldest without walking the tree.
 #![allow(unsafe_code)]
 
 use std::marker::PhantomData;
@@ -43,6 +47,7 @@ use crate::entry::{
 };
 use crate::error::{Error, Result};
 use crate::sync::{fence, spin_hint, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Guard, Ordering};
+use std::sync::atomic::AtomicUsize as StdAtomicUsize;
 
 /// log2 of the slots in a node.
 pub(crate) const SHIFT: u32 = 6;
@@ -78,6 +83,10 @@ pub(crate) struct Node {
     /// Sequence count: odd while a writer updates several slots of this
     /// node at once (see [`Snapshot`]).
     seq: AtomicU32,
+    /// The value-only list's neighbours (older, newer), 0 at either end or
+    /// off the list. Writers only, under the lock: plain `std` atomics (no
+    /// reader touches them, so loom has no interleaving to explore here).
+    lru: [StdAtomicUsize; 2],
 }
 
 /// Bytes one node occupies.
@@ -102,6 +111,7 @@ impl Node {
             count: AtomicU8::new(0),
             nr_values: AtomicU8::new(0),
             seq: AtomicU32::new(0),
+            lru: [StdAtomicUsize::new(0), StdAtomicUsize::new(0)],
         }
     }
 
@@ -522,8 +532,17 @@ pub(crate) struct Tree<P: Item> {
     nodes: AtomicUsize,
     /// Nodes in the tree that hold only value entries; see [`Tree::set_counts`].
     value_nodes: AtomicUsize,
+    /// Those nodes as a list, oldest (first to hold only values) at
+    /// `[OLDER]`'s end: the addresses of the list's ends, 0 when empty.
+    /// Writers only, under the lock.
+    value_list: [StdAtomicUsize; 2],
     _items: PhantomData<P>,
 }
+
+/// The older end of the value-only list, and a node's link towards it.
+const OLDER: usize = 0;
+/// The newer end, and a node's link towards it.
+const NEWER: usize = 1;
 
 impl<P: Item> Tree<P> {
     pub(crate) fn new() -> Self {
@@ -531,6 +550,7 @@ impl<P: Item> Tree<P> {
             head: AtomicUsize::new(0),
             nodes: AtomicUsize::new(0),
             value_nodes: AtomicUsize::new(0),
+            value_list: [StdAtomicUsize::new(0), StdAtomicUsize::new(0)],
             _items: PhantomData,
         }
     }
@@ -572,11 +592,55 @@ impl<P: Item> Tree<P> {
             below + usize::from(value_only(count, values))
         }
         let head = self.head.load(RLX);
-        if head == 0 {
-            0
-        } else {
-            walk(head)
+        let walked = if head == 0 { 0 } else { walk(head) };
+        // The list holds exactly those nodes, linked both ways.
+        let (mut listed, mut prev, mut w) = (0, 0, self.value_list[OLDER].load(RLX));
+        while w != 0 {
+            // SAFETY: locked; listed nodes are in the tree, alive.
+            let n = unsafe { node(w) };
+            debug_assert!(n.value_only(), "a listed node holds only values");
+            debug_assert_eq!(n.lru[OLDER].load(RLX), prev, "a listed node's back link");
+            listed += 1;
+            prev = w;
+            w = n.lru[NEWER].load(RLX);
         }
+        debug_assert_eq!(prev, self.value_list[NEWER].load(RLX), "the list's newer end");
+        debug_assert_eq!(listed, walked, "the value-only list holds every such node");
+        walked
+    }
+
+    /// Erases every entry of the oldest node on the value-only list (the
+    /// first of them to come to hold only values), so that the node, and
+    /// any ancestor it leaves empty, goes from the tree. Returns the entries
+    /// erased, or `None` if no node holds only values. Locked.
+    pub(crate) fn shrink_oldest_value_node(&self, st: &mut State, g: &Guard) -> Option<usize> {
+        let w = self.value_list[OLDER].load(RLX);
+        if w == 0 {
+            return None;
+        }
+        // SAFETY: locked; listed nodes are in the tree, alive.
+        let n = unsafe { node(w) };
+        // The node's first index: its offset in each ancestor.
+        let mut base = 0u64;
+        let mut cur = n;
+        while let Some(p) = cur.parent() {
+            base |= u64::from(cur.offset.load(RLX)) << p.shift();
+            cur = p;
+        }
+        let mut firsts = [0u64; SLOTS];
+        let mut k = 0;
+        for off in 0..SLOTS {
+            let x = n.slot(off);
+            if x != 0 && !is_sibling(x) {
+                firsts[k] = base | ((off as u64) << n.shift());
+                k += 1;
+            }
+        }
+        let mut path = Path::default();
+        for &index in &firsts[..k] {
+            self.erase(st, g, &mut path, index);
+        }
+        Some(k)
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -879,10 +943,43 @@ impl<P: Item> Tree<P> {
         if is != was {
             if is {
                 self.value_nodes.fetch_add(1, RLX);
+                self.list_push(n);
             } else {
                 self.value_nodes.fetch_sub(1, RLX);
+                self.list_unlink(n);
             }
         }
+    }
+
+    /// Puts `n` at the newer end of the value-only list. Locked.
+    fn list_push(&self, n: &Node) {
+        let tail = self.value_list[NEWER].load(RLX);
+        n.lru[OLDER].store(tail, RLX);
+        n.lru[NEWER].store(0, RLX);
+        if tail == 0 {
+            self.value_list[OLDER].store(n.addr(), RLX);
+        } else {
+            // SAFETY: locked; a listed node is in the tree (it leaves the
+            // list before it leaves the tree), so it is alive.
+            unsafe { node(tail) }.lru[NEWER].store(n.addr(), RLX);
+        }
+        self.value_list[NEWER].store(n.addr(), RLX);
+    }
+
+    /// Takes `n`, which is on the value-only list, off it. Locked.
+    fn list_unlink(&self, n: &Node) {
+        let older = n.lru[OLDER].load(RLX);
+        let newer = n.lru[NEWER].load(RLX);
+        for (side, end, other) in [(NEWER, older, newer), (OLDER, newer, older)] {
+            if end == 0 {
+                self.value_list[1 - side].store(other, RLX);
+            } else {
+                // SAFETY: locked; listed nodes are in the tree, alive.
+                unsafe { node(end) }.lru[side].store(other, RLX);
+            }
+        }
+        n.lru[OLDER].store(0, RLX);
+        n.lru[NEWER].store(0, RLX);
     }
 
     /// Adds `slots` to `n`'s non-empty slots and `values` to its value slots.
@@ -900,6 +997,7 @@ impl<P: Item> Tree<P> {
         self.nodes.fetch_sub(1, RLX);
         if n.value_only() {
             self.value_nodes.fetch_sub(1, RLX);
+            self.list_unlink(n);
         }
         st.gen = st.gen.wrapping_add(1);
         let p = n.addr() as *mut Node;

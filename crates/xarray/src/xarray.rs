@@ -618,6 +618,53 @@ impl<P: Item> XArray<P> {
         let st = self.lock.lock();
         self.tree.recount_value_nodes(&st)
     }
+
+    /// Erases the value entries of up to `max` of the nodes that hold only
+    /// value entries (those [`value_nodes`](Self::value_nodes) counts),
+    /// oldest first: in the order they came to hold only values, which for
+    /// a page cache's eviction shadows is the order of their newest
+    /// shadow's eviction (the kernel's shadow-node shrinker,
+    /// `shadow_lru_isolate`, taking nodes from the head of its `list_lru`).
+    /// Each node goes from the tree with its entries, and so does any
+    /// ancestor it leaves empty. Returns the nodes removed: fewer than
+    /// `max` only when none holding only values is left.
+    ///
+    /// The nodes are kept on a list as writers change them, so this walks
+    /// nothing: its cost is the entries it erases.
+    ///
+    /// # Locking
+    /// Takes the array's lock once per node (writers to other indices go
+    /// on between nodes); never allocates.
+    ///
+    /// ```
+    /// use xarray::{Entry, XArray};
+    ///
+    /// let xa: XArray<&'static u64> = XArray::new();
+    /// static PAGE: u64 = 0;
+    /// xa.store(0, Entry::Value(1)).unwrap(); // leaf 0..64: values only
+    /// xa.store(64, Entry::Value(2)).unwrap(); // leaf 64..128: values only
+    /// xa.store(130, Entry::Value(3)).unwrap();
+    /// xa.store(131, Entry::Item(&PAGE)).unwrap(); // leaf 128..192: not
+    /// assert_eq!(xa.value_nodes(), 2);
+    /// assert_eq!(xa.shrink_value_nodes(1), 1);
+    /// assert!(xa.load(0).is_none(), "the oldest went first");
+    /// assert!(xa.load(64).is_some());
+    /// assert_eq!(xa.shrink_value_nodes(8), 1);
+    /// assert!(xa.load(64).is_none());
+    /// assert!(xa.load(130).is_some(), "a node with an item in it stays");
+    /// ```
+    pub fn shrink_value_nodes(&self, max: usize) -> usize {
+        let mut done = 0;
+        while done < max {
+            let g = Guard::pin();
+            let mut st = self.lock.lock();
+            if self.tree.shrink_oldest_value_node(&mut st, &g).is_none() {
+                break;
+            }
+            done += 1;
+        }
+        done
+    }
 }
 
 /// Why a store did not happen.

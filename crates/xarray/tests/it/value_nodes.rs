@@ -436,6 +436,53 @@ fn dropping_an_array_of_value_nodes_frees_everything() {
     drop(xa);
 }
 
+#[test]
+fn shrink_takes_value_nodes_in_the_order_they_came_to_hold_only_values() {
+    let xa = Xa::new();
+    // Leaves 0, 1, 2, 3 (indices 0, 64, 128, 192): 1 and 3 hold an item.
+    for leaf in 0..4u64 {
+        xa.store(leaf * 64, val(leaf)).unwrap();
+        if leaf % 2 == 1 {
+            xa.store(leaf * 64 + 1, item(leaf)).unwrap();
+        }
+    }
+    assert_eq!(value_nodes(&xa), 2, "leaves 0 and 2");
+    // Leaf 3 loses its item: it is now the newest. Leaf 0 gains one and
+    // leaves the list; losing it again makes it newer than leaf 3.
+    xa.erase(193);
+    xa.store(1, item(0)).unwrap();
+    xa.erase(1);
+    assert_eq!(value_nodes(&xa), 3);
+    let present = |xa: &Xa| -> Vec<u64> { xa.iter(..).unwrap().map(|(i, _)| i).collect() };
+    assert_eq!(xa.shrink_value_nodes(1), 1);
+    assert_eq!(present(&xa), [0, 64, 65, 192], "leaf 2 was the oldest");
+    assert_eq!(xa.shrink_value_nodes(1), 1);
+    assert_eq!(present(&xa), [0, 64, 65], "then leaf 3");
+    assert_eq!(value_nodes(&xa), 1);
+    assert_eq!(xa.shrink_value_nodes(5), 1, "only leaf 0 is left to take");
+    assert_eq!(present(&xa), [64, 65]);
+    assert_eq!(value_nodes(&xa), 0);
+}
+
+#[test]
+fn shrinking_a_node_of_large_values_frees_it_and_counts_its_parent_in() {
+    let xa = Xa::new();
+    // An order-6 value and an order-0 one under one shift-6 node whose other
+    // slot holds a leaf of values: the leaf goes first, then the parent,
+    // which then holds only values, goes too.
+    xa.store(1 << 12, val(9)).unwrap(); // grow the tree
+    xa.store_order(0, 6, val(1)).unwrap();
+    xa.store(64, val(2)).unwrap();
+    xa.store(65, val(3)).unwrap();
+    let before = value_nodes(&xa);
+    assert!(before >= 1);
+    let done = xa.shrink_value_nodes(usize::MAX);
+    assert!(done >= before);
+    assert_eq!(value_nodes(&xa), 0);
+    assert_eq!(xa.len(), 0, "every entry was a value");
+    assert_eq!(xa.node_count(), 0);
+}
+
 // ---------------------------------------------------------------------------
 // The property test.
 
@@ -470,6 +517,8 @@ enum Op {
     /// Order-0 stores (`None` erases) at `start`, `start + 1`, ... through
     /// one cursor in one lock hold, which takes the cached-leaf fast path.
     CursorRun(u64, Vec<Option<Kind>>),
+    /// `shrink_value_nodes(max)`.
+    Shrink(usize),
 }
 
 fn kind() -> impl Strategy<Value = Kind> {
@@ -508,6 +557,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => index().prop_map(Op::Release),
         2 => (index(), prop::collection::vec(prop::option::weighted(0.8, kind()), 1..80))
             .prop_map(|(i, ks)| Op::CursorRun(i, ks)),
+        1 => (0usize..4).prop_map(Op::Shrink),
     ]
 }
 
@@ -552,6 +602,22 @@ fn apply(xa: &Xa, op: &Op) {
                 }
                 Ok(())
             });
+        }
+        Op::Shrink(max) => {
+            // Items (and reservations) stay; only values go.
+            let items = |xa: &Xa| -> Vec<u64> {
+                xa.iter(..)
+                    .unwrap()
+                    .filter(|(_, e)| matches!(e, Entry::Item(_)))
+                    .map(|(i, _)| i)
+                    .collect()
+            };
+            let before = items(xa);
+            let values = xa.len();
+            let done = xa.shrink_value_nodes(max);
+            assert!(done == max || xa.value_nodes() == 0, "stopped early");
+            assert_eq!(items(xa), before, "an item went");
+            assert!(done == 0 || xa.len() < values, "nodes went but no entry");
         }
     }
 }

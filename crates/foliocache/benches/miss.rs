@@ -1,0 +1,139 @@
+//! The CPU of a cache miss, with the device taken out: random 4 KiB reads
+//! of a file 256 times the cache, so nearly every read misses, from a
+//! backing that "reads" by filling the buffer with a byte of the offset
+//! (what a device's DMA costs the CPU: the buffer's bytes written, no
+//! more). Side by side in one run:
+//! - `backing`: the backing's `read_blocks` into the reader's buffer, the
+//!   limit: what an `O_DIRECT` read costs in user space here;
+//! - `foliocache`: `File::read_at` through the cache, each read a miss
+//!   that allocates a folio (evicting one, leaving a shadow), inserts it,
+//!   reads into it and copies out.
+//!
+//! The difference of the two is foliocache's own cost per miss, the
+//! figure that `foliocache bench --scenario larger` reports as CPU per read
+//! over `direct`'s; here it is free of the device's noise.
+//!
+//! Reproduce: `cargo bench -p foliocache --bench miss` (`-- --test` is a
+//! smoke run). Under `valgrind --tool=callgrind` with `-- --profile-time 5`
+//! it counts the instructions of a miss.
+
+use std::hint::black_box;
+use std::io;
+
+use backing::{Backing, BackingInfo, DataPath, IoBuf, IoBufMut};
+use criterion::{Criterion, Throughput};
+use foliocache::{Cache, Populate, ReadaheadConfig};
+
+const PAGE: u64 = 4096;
+/// The synthetic file: 4 GiB, never stored.
+const FILE: u64 = 4 << 30;
+/// The cache: a 256th of the file.
+const CAPACITY: usize = 16 << 20;
+
+/// A read-only file of `FILE` bytes whose every byte is the low byte of its
+/// block's number: reading it writes the buffers and nothing else.
+struct Synthetic;
+
+impl Backing for Synthetic {
+    fn len(&self) -> io::Result<u64> {
+        Ok(FILE)
+    }
+
+    fn read_blocks(&self, bufs: &mut [IoBufMut<'_>], offset: u64) -> io::Result<usize> {
+        let mut pos = offset;
+        for b in bufs.iter_mut() {
+            for block in b.chunks_mut(PAGE as usize) {
+                block.fill((pos / PAGE) as u8);
+                pos += PAGE;
+            }
+        }
+        Ok((pos - offset) as usize)
+    }
+
+    fn write_blocks(&self, _bufs: &[IoBuf<'_>], _offset: u64) -> io::Result<usize> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+
+    fn set_len(&self, _len: u64) -> io::Result<()> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn sync_all(&self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn punch_hole(&self, _offset: u64, _len: u64) -> io::Result<()> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+
+    fn info(&self) -> BackingInfo {
+        BackingInfo::new(
+            "synthetic",
+            DataPath::Memory,
+            "none",
+            "every byte the low byte of its block's number, written on read",
+        )
+    }
+}
+
+/// A random page offset of the file (xorshift).
+struct Offsets(u64);
+
+impl Offsets {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % (FILE / PAGE)) * PAGE
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let cache = Cache::builder()
+        .capacity(CAPACITY)
+        .populate(Populate::Eager)
+        .readahead(ReadaheadConfig::disabled())
+        .build()
+        .unwrap();
+    let file = cache.open_backing(Synthetic).unwrap();
+    let mut buf = backing::AlignedBuf::zeroed(PAGE as usize).unwrap();
+
+    let mut g = c.benchmark_group("miss_4k");
+    g.throughput(Throughput::Bytes(PAGE));
+    let mut off = Offsets(1);
+    g.bench_function("backing", |b| {
+        b.iter(|| {
+            let o = off.next();
+            let n = Synthetic
+                .read_blocks(&mut [buf.io_buf_mut()], black_box(o))
+                .unwrap();
+            assert_eq!(buf[0], (o / PAGE) as u8);
+            n
+        })
+    });
+    let mut off = Offsets(2);
+    g.bench_function("foliocache", |b| {
+        b.iter(|| {
+            let o = off.next();
+            let n = file.read_at(&mut buf, black_box(o)).unwrap();
+            assert_eq!(buf[0], (o / PAGE) as u8);
+            n
+        })
+    });
+    g.finish();
+    let s = cache.stats();
+    println!(
+        "miss_4k: foliocache {} hits, {} misses, {} evictions",
+        s.hits, s.misses, s.evictions
+    );
+}
+
+fn main() {
+    let mut c = Criterion::default().configure_from_args();
+    bench(&mut c);
+    c.final_summary();
+}
