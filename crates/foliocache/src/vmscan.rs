@@ -22,7 +22,7 @@
 
 use std::sync::Arc;
 
-use xarray::{CompareExchangeError, Entry, EntryKey, EntryRef};
+use xarray::{CompareExchangeError, Entry};
 
 use crate::cache::CacheInner;
 use crate::filemap::{FolioPtr, Mapping};
@@ -56,102 +56,27 @@ impl Mapping {
         removed
     }
 
-    /// Calls `f` with every block of this index that holds only shadows:
-    /// the 64 indices of one leaf node, or one shadow of order 6 or more
-    /// (which sits in a node of larger ones), with the refault distance of
-    /// its newest shadow at clock `now`. One lockless walk of the index.
-    pub(crate) fn shadow_blocks(&self, now: u64, mut f: impl FnMut(ShadowBlock)) {
-        if self.shadow_nodes() == 0 {
-            return;
-        }
-        let guard = self.xa.pin();
-        let Ok(mut it) = self.xa.iter_ref(.., &guard) else {
-            return;
-        };
-        // The leaf block being gathered: its first index, whether it holds
-        // only shadows so far, and the newest of them.
-        let mut cur: Option<(u64, bool, u64)> = None;
-        let flush = |cur: Option<(u64, bool, u64)>, f: &mut dyn FnMut(ShadowBlock)| {
-            if let Some((first, true, newest)) = cur {
-                f(ShadowBlock {
-                    first,
-                    order: 6,
-                    distance: newest,
-                });
-            }
-        };
-        while let Some((_, e)) = it.next() {
-            let (base, order) = it.span();
-            if order >= 6 {
-                flush(cur.take(), &mut f);
-                if let EntryRef::Value(v) = e {
-                    f(ShadowBlock {
-                        first: base,
-                        order,
-                        distance: Shadow::unpack(v).distance(now),
-                    });
-                }
-                continue;
-            }
-            let block = base & !63;
-            if cur.is_some_and(|c| c.0 != block) {
-                flush(cur.take(), &mut f);
-            }
-            let c = cur.get_or_insert((block, true, u64::MAX));
-            match e {
-                EntryRef::Item(_) => c.1 = false,
-                EntryRef::Value(v) => c.2 = c.2.min(Shadow::unpack(v).distance(now)),
-            }
-        }
-        flush(cur, &mut f);
+    /// Removes the shadows of up to `nodes` of this index's nodes that hold
+    /// only shadows, the oldest first (those whose last folio left first).
+    /// Returns the nodes removed.
+    pub(crate) fn trim_shadow_nodes(&self, nodes: usize) -> usize {
+        self.xa.shrink_value_nodes(nodes)
     }
-
-    /// Removes the shadows of a block [`shadow_blocks`](Self::shadow_blocks)
-    /// found (those still there: a folio added since stays, and so do
-    /// shadows left since). Returns whether the block held only shadows
-    /// and they all went (its node with them).
-    pub(crate) fn remove_shadow_block(&self, b: &ShadowBlock) -> bool {
-        let last = b.first + (1u64 << b.order) - 1;
-        let shadows: Vec<(u64, u64)> = {
-            let guard = self.xa.pin();
-            let Ok(it) = self.xa.iter_ref(b.first..=last, &guard) else {
-                return false;
-            };
-            let mut out = Vec::new();
-            for (i, e) in it {
-                match e {
-                    EntryRef::Value(v) => out.push((i, v)),
-                    EntryRef::Item(_) => return false,
-                }
-            }
-            out
-        };
-        let mut all = !shadows.is_empty();
-        for (i, v) in shadows {
-            all &= self
-                .xa
-                .compare_exchange(i, Some(EntryKey::Value(v)), None)
-                .is_ok();
-        }
-        all
-    }
-}
-
-/// A block of an index holding only shadows, for trimming them.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct ShadowBlock {
-    first: u64,
-    order: u32,
-    /// The refault distance of its newest shadow when it was found.
-    pub(crate) distance: u64,
 }
 
 impl CacheInner {
     /// After evictions: every [`shadow_check_every`] of them, if the index
     /// nodes holding only shadows exceed the budget, removes the oldest
-    /// shadows (whole nodes' worth) until they take three quarters of it
-    /// (the kernel's shadow-node shrinker, `count_shadow_nodes`). Called with no
-    /// lock held. One thread trims at a time; the others go on.
+    /// (whole nodes' worth) until they take three quarters of it (the
+    /// kernel's shadow-node shrinker: `count_shadow_nodes`, then
+    /// `shadow_lru_isolate` from the head of the shadow nodes' `list_lru`).
+    /// Each index keeps its shadow-only nodes on a list in the order their
+    /// last folio left, so a trim walks nothing: it costs the shadows it
+    /// removes, each paid for by the eviction that left it. Every file
+    /// gives up its oldest nodes in proportion to the nodes it holds (the
+    /// kernel's one list spans the files; ours keep each file's newest).
+    /// Called with no lock held. One thread trims at a time; the others go
+    /// on.
     fn maybe_trim_shadows(&self) {
         let evictions = self.stats.evictions.load(Ordering::Relaxed);
         let due = self.shadow_check.load(Ordering::Relaxed);
@@ -161,42 +86,20 @@ impl CacheInner {
         let Some(_one) = self.trimming.try_lock() else {
             return;
         };
-        let live = self.live_mappings();
-        // A check walks every entry of every index: the next one waits
-        // until the evictions since have paid for it, at most
-        // `TRIM_WALK_PER_EVICTION` entries walked per eviction. (A cache
-        // much smaller than its files, read at random, keeps a folio in
-        // most leaf nodes: its shadows are seldom trimmable, and checking
-        // every `shadow_check_every` evictions walked the whole index for
-        // nothing, a cost per miss that grew with the files. An eviction
-        // empties at most one node, so the budget is overshot by at most
-        // a sixteenth of the nodes.)
-        let entries: u64 = live.iter().map(|m| m.nr_folios() + m.nr_shadows()).sum();
         self.shadow_check.store(
-            evictions + shadow_check_every(self.shadow_nodes).max(entries / TRIM_WALK_PER_EVICTION),
+            evictions + shadow_check_every(self.shadow_nodes),
             Ordering::Relaxed,
         );
+        let live = self.live_mappings();
         let nodes: usize = live.iter().map(|m| m.shadow_nodes()).sum();
         if nodes <= self.shadow_nodes {
             return;
         }
-        let target = self.shadow_nodes * 3 / 4;
-        let now = self.nonresident_age.load(Ordering::Relaxed);
-        // Every shadow-only block of every file, oldest (largest refault
-        // distance of its newest shadow) first.
-        let mut blocks = Vec::new();
-        for (i, m) in live.iter().enumerate() {
-            m.shadow_blocks(now, |b| blocks.push((b, i)));
-        }
-        blocks.sort_unstable_by_key(|(b, _)| std::cmp::Reverse(b.distance));
-        let mut left = nodes;
-        for (b, i) in blocks {
-            if left <= target {
-                break;
-            }
-            if live[i].remove_shadow_block(&b) {
-                left -= 1;
-            }
+        let excess = nodes - self.shadow_nodes * 3 / 4;
+        for m in &live {
+            let held = m.shadow_nodes();
+            // Rounded up, so that the files together give up the excess.
+            m.trim_shadow_nodes((excess * held).div_ceil(nodes));
         }
     }
 
@@ -449,11 +352,7 @@ impl Isolated<'_> {
     }
 }
 
-/// Index entries a shadow check may walk per eviction since the last one
-/// (see `maybe_trim_shadows`).
-const TRIM_WALK_PER_EVICTION: u64 = 16;
-
-/// Evictions between two checks of the shadow budget (at least; see
+/// Evictions between two checks of the shadow budget (see
 /// `maybe_trim_shadows`): each eviction adds at most one shadow-only node,
 /// so the budget is overshot by at most this many nodes.
 pub(crate) fn shadow_check_every(budget_nodes: usize) -> u64 {

@@ -604,7 +604,11 @@ impl<P: Item> Tree<P> {
             prev = w;
             w = n.lru[NEWER].load(RLX);
         }
-        debug_assert_eq!(prev, self.value_list[NEWER].load(RLX), "the list's newer end");
+        debug_assert_eq!(
+            prev,
+            self.value_list[NEWER].load(RLX),
+            "the list's newer end"
+        );
         debug_assert_eq!(listed, walked, "the value-only list holds every such node");
         walked
     }

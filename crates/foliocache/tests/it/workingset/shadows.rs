@@ -235,3 +235,53 @@ fn shadow_nodes_stay_within_the_budget_and_the_oldest_go_first() {
     assert!(shadow_at(&f, newest).is_some(), "newest shadow trimmed");
     assert!(shadow_at(&f, 0).is_none(), "oldest shadow kept");
 }
+
+/// With two files, the trim takes from each in proportion to the
+/// shadow-only nodes it holds, oldest first within each: both keep their
+/// newest shadows, and together they stay within the budget. File A is
+/// read at twice B's rate, one page per leaf node.
+#[test]
+fn shadow_trimming_takes_from_every_file_in_proportion_keeping_the_newest() {
+    use backing::Backing;
+    let budget_nodes = 96;
+    let cache = Cache::builder()
+        .capacity(256 * PAGE)
+        .max_folio_size(PAGE)
+        .populate(foliocache::Populate::Lazy)
+        .readahead(foliocache::ReadaheadConfig::disabled())
+        .shadow_budget(budget_nodes * xarray::NODE_SIZE)
+        .build()
+        .unwrap();
+    let open = || {
+        let mem = MemBacking::new();
+        mem.set_len(1 << 30).unwrap();
+        cache.open_backing(mem).unwrap()
+    };
+    let (a, b) = (open(), open());
+    let mut buf = vec![1u8; PAGE];
+    let leaf = 64 * PAGE as u64;
+    let rounds = 2048u64;
+    let mut most = 0;
+    for k in 0..rounds {
+        a.read_exact_at(&mut buf, 2 * k * leaf).unwrap();
+        a.read_exact_at(&mut buf, (2 * k + 1) * leaf).unwrap();
+        b.read_exact_at(&mut buf, k * leaf).unwrap();
+        most = most.max(a.mapping().shadow_nodes() + b.mapping().shadow_nodes());
+    }
+    assert!(
+        most <= budget_nodes + 64,
+        "{most} shadow-only nodes, budget {budget_nodes}"
+    );
+    let (na, nb) = (a.mapping().shadow_nodes(), b.mapping().shadow_nodes());
+    assert!(na > 0 && nb > 0, "a: {na}, b: {nb}");
+    // A holds about twice B's nodes (rounding moves a few).
+    assert!(na + 8 >= 2 * nb && na <= 2 * nb + 8, "a: {na}, b: {nb}");
+    // Each file's newest evictions kept their shadows, its oldest lost them.
+    // (The last 256 reads are cached: 171 of A's and 85 of B's.)
+    assert!(
+        shadow_at(&a, (2 * rounds - 180) * 64).is_some(),
+        "A's newest"
+    );
+    assert!(shadow_at(&b, (rounds - 90) * 64).is_some(), "B's newest");
+    assert!(shadow_at(&a, 0).is_none() && shadow_at(&b, 0).is_none());
+}
