@@ -400,8 +400,8 @@ pub struct RunRecord {
     /// had read (`/proc/self/io`), or the whole device's where the kernel
     /// does not count those.
     pub read_amplification: Option<f64>,
-    /// For a foliocache run of a zipfian job: an exact LRU of its capacity
-    /// over the same offsets.
+    /// For a foliocache run of a random job: an exact LRU of its capacity,
+    /// Belady's MIN and an unbounded cache over the same offsets.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lru: Option<LruFigures>,
     /// Per-operation latency.

@@ -1,14 +1,15 @@
 //! A read run's figures per read: its hit ratio (foliocache's from its
 //! statistics, the page-cache engines' from the device reads the process
 //! made), its read amplification (foliocache's own reads, the others'
-//! device reads, over the bytes delivered), and for foliocache over zipfian offsets the hit ratio
-//! an exact LRU of its capacity gets over the same offsets.
+//! device reads, over the bytes delivered), and for foliocache over random
+//! offsets (uniform or zipfian) the hit ratios that an exact LRU of its
+//! capacity, Belady's MIN and an unbounded cache get over the same offsets.
 
 use crate::disk::DeviceReads;
 use crate::job::{Measured, Offsets};
 use crate::lru;
 use crate::report::{FolioFigures, LruFigures};
-use crate::spec::{Dist, JobSpec};
+use crate::spec::JobSpec;
 use crate::sys::PAGE;
 
 /// What [`figures`] gives.
@@ -70,9 +71,7 @@ pub fn figures(
         };
         p.read_amplification = read.map(|b| b as f64 / m.bytes as f64);
     }
-    if let (Some(_), Some(cap), Dist::Zipf(_), true) =
-        (folio, capacity, job.dist, job.rw.is_random())
-    {
+    if let (Some(_), Some(cap), true) = (folio, capacity, job.rw.is_random()) {
         let pages = cap / PAGE as u64;
         let mut streams: Vec<Offsets> = (0..job.numjobs)
             .map(|j| Offsets::of_thread(job, j))

@@ -167,9 +167,9 @@ pub fn scenario(
              memory figure shows); kernel, direct and mmap run with the process in a memory \
              cgroup of M. Cold: every run starts with nothing cached. Per engine: IOPS, \
              latency, hit ratio (foliocache's statistics; the others' from the device's reads), \
-             CPU per read, read amplification (device bytes over bytes delivered), and for \
-             zipfian runs the hit ratio of an exact LRU of foliocache's capacity over the same \
-             offsets. mmap is shown, not targeted: each fault reads around the page it wants \
+             CPU per read, read amplification (device bytes over bytes delivered), and the hit \
+             ratios of an exact LRU of foliocache's capacity, Belady's MIN (which knows the \
+             future) and an unbounded cache over the same offsets. mmap is shown, not targeted: each fault reads around the page it wants \
              (fault-around, readahead) and under the cgroup those pages are reclaimed before \
              they are used. Then one thread at queue depth 32, uniform: foliocache[qd=32] \
              (32 reads queued on a ReadQueue, one taken and one queued at a time), direct[qd=32] (an io_uring of depth 32 on an \
