@@ -195,8 +195,13 @@ unsafe fn node<'g>(w: usize) -> &'g Node {
     unsafe { &*(node_addr(w) as *const Node) }
 }
 
-/// Allocates a zeroed node outside the lock.
+/// Allocates a zeroed node outside the lock: one this thread freed
+/// earlier if it kept one ([`spare`]), else a new one.
 fn alloc_node() -> Result<NonNull<Node>> {
+    #[cfg(not(any(loom, miri)))]
+    if let Some(p) = spare::take() {
+        return Ok(p);
+    }
     #[cfg(not(loom))]
     {
         let layout = std::alloc::Layout::new::<Node>();
@@ -211,15 +216,96 @@ fn alloc_node() -> Result<NonNull<Node>> {
     }
 }
 
-/// Frees a node that no reader can reach.
+/// Frees a node that no reader can reach: kept for this thread's next
+/// allocation while it keeps fewer than [`spare::KEEP`], else given back.
 ///
 /// # Safety
 /// `p` came from `alloc_node`, is not in any tree (or every reader that saw
 /// it has unpinned), and is freed once.
 unsafe fn free_node(p: *mut Node) {
+    #[cfg(not(any(loom, miri)))]
+    let Err(p) = spare::keep(p) else {
+        return;
+    };
+    // SAFETY: forwarded to the caller.
+    unsafe { dealloc_node(p) };
+}
+
+/// Gives a node's memory back to the allocator.
+///
+/// # Safety
+/// As for [`free_node`].
+unsafe fn dealloc_node(p: *mut Node) {
     // SAFETY: alloc_zeroed with Layout::new::<Node>() is the allocation Box
     // uses for a Node, so Box may free it; the caller guarantees exclusivity.
     drop(unsafe { Box::from_raw(p) });
+}
+
+/// Freed nodes a thread keeps for its next allocations (the kernel keeps
+/// `radix_tree_node`s in a slab cache). An aligned allocation misses
+/// glibc's per-thread cache and takes its slow path, and a reader at random
+/// over a file many times its cache allocates and frees about one leaf per
+/// miss; a kept node costs a 576-byte clear instead. At most [`KEEP`] per
+/// thread (36 KiB), given back when the thread exits. Not under loom or
+/// Miri, which check every node's allocation and free.
+#[cfg(not(any(loom, miri)))]
+mod spare {
+    use std::cell::RefCell;
+    use std::ptr::NonNull;
+
+    use super::Node;
+
+    /// Nodes kept per thread at most.
+    pub(super) const KEEP: usize = 64;
+
+    struct Spare(Vec<NonNull<Node>>);
+
+    impl Drop for Spare {
+        fn drop(&mut self) {
+            for p in self.0.drain(..) {
+                // SAFETY: a kept node was freed (no reader can reach it)
+                // and is owned by this list alone.
+                unsafe { super::dealloc_node(p.as_ptr()) };
+            }
+        }
+    }
+
+    thread_local! {
+        static SPARE: RefCell<Spare> = const { RefCell::new(Spare(Vec::new())) };
+    }
+
+    /// A kept node, zeroed, if this thread has one.
+    pub(super) fn take() -> Option<NonNull<Node>> {
+        let p = SPARE.try_with(|s| s.borrow_mut().0.pop()).ok().flatten()?;
+        // SAFETY: the node is owned by nobody else (it left the list), and
+        // all-zero bytes are a valid Node: every field is an atomic integer.
+        unsafe { std::ptr::write_bytes(p.as_ptr(), 0, 1) };
+        Some(p)
+    }
+
+    /// Keeps the freed node `p` if this thread has room (and is not
+    /// exiting); hands it back otherwise.
+    pub(super) fn keep(p: *mut Node) -> Result<(), *mut Node> {
+        let Some(nn) = NonNull::new(p) else {
+            return Err(p);
+        };
+        let kept = SPARE.try_with(|s| {
+            let mut s = s.borrow_mut();
+            if s.0.len() >= KEEP {
+                return false;
+            }
+            if s.0.capacity() == 0 {
+                s.0.reserve_exact(KEEP);
+            }
+            s.0.push(nn);
+            true
+        });
+        if kept == Ok(true) {
+            Ok(())
+        } else {
+            Err(p)
+        }
+    }
 }
 
 /// Nodes allocated ahead of a locked operation (the kernel's `xas_nomem`
