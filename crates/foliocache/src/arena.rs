@@ -712,6 +712,39 @@ impl Arena {
         Ok(())
     }
 
+    /// Frees every `(block, order)` of `blocks` in one hold of the arena's
+    /// lock, as [`free`](Self::free) would one at a time: reclaim gives
+    /// back a batch of evicted folios for the price of one lock round trip
+    /// (the kernel's `free_unref_folios` over a `folio_batch`). A block
+    /// that [`free`](Self::free) would refuse is skipped and the others are
+    /// freed.
+    ///
+    /// # Errors
+    /// The first refusal, with the position of its block in `blocks`.
+    ///
+    /// # Example
+    /// ```
+    /// use foliocache::internals::arena::{Arena, Populate};
+    /// let arena = Arena::new(2 << 20, Populate::Lazy).unwrap();
+    /// let (a, b) = (arena.alloc(0).unwrap(), arena.alloc(1).unwrap());
+    /// arena.free_bulk(&[(a, 0), (b, 1)]).unwrap();
+    /// assert_eq!(arena.free_pages(), 512);
+    /// let (at, _) = arena.free_bulk(&[(a, 0)]).unwrap_err(); // freed already
+    /// assert_eq!(at, 0);
+    /// ```
+    pub fn free_bulk(&self, blocks: &[(PageId, u32)]) -> Result<(), (usize, ArenaError)> {
+        let mut first = None;
+        let mut buddy = self.buddy.lock();
+        for (i, &(page, order)) in blocks.iter().enumerate() {
+            if let Err(e) = buddy.free(page.0, order) {
+                first.get_or_insert((i, e));
+            }
+        }
+        self.free_pages.store(buddy.free_pages, Ordering::Relaxed);
+        drop(buddy);
+        first.map_or(Ok(()), Err)
+    }
+
     /// The address of `page`'s first byte: `PAGE_SIZE`-aligned, so a block
     /// can be handed to an `O_DIRECT` read or write as it is; the pages of
     /// a block are contiguous, so its bytes are

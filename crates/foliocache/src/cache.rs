@@ -876,6 +876,26 @@ impl CacheInner {
         }
     }
 
+    /// Frees folios as [`free_folio`](Self::free_folio) does, giving
+    /// their pages back to the arena in one hold of its lock.
+    pub(crate) fn free_folios(&self, folios: &[&Folio]) {
+        let mut blocks = Vec::with_capacity(folios.len());
+        for f in folios {
+            debug_assert_eq!(f.refcount(), 0);
+            debug_assert_eq!(f.mapping(), 0);
+            let page = PageId::new(self.page(f));
+            self.dirty_bits
+                .clear(page.index() as usize, f.nr_pages() as usize);
+            blocks.push((page, f.order()));
+        }
+        if let Err((i, e)) = self.arena.free_bulk(&blocks) {
+            // As in `free_folio`: a bug, never user input.
+            let f = folios[i];
+            log::error!("foliocache: freeing folio {f:?}: {e}");
+            debug_assert!(false, "freeing folio {f:?}: {e}");
+        }
+    }
+
     /// Drops one reference; frees the folio if it was the last.
     pub(crate) fn put(&self, f: &Folio) {
         if f.put() {

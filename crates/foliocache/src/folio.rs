@@ -625,7 +625,7 @@ impl fmt::Debug for LockedFolio<'_> {
 
 /// A locked folio whose count reclaim froze to zero: no lookup can take a
 /// reference, so once it is out of its mapping its pages can go back to
-/// the arena ([`free`](Self::free)). Dropped instead, it is unfrozen (the
+/// the arena ([`free_into`](Self::free_into)). Dropped instead, it is unfrozen (the
 /// cache's references restored) and unlocked.
 pub(crate) struct FrozenFolio<'m> {
     cache: &'m CacheInner,
@@ -634,15 +634,43 @@ pub(crate) struct FrozenFolio<'m> {
     refs: u32,
 }
 
-impl FrozenFolio<'_> {
-    /// Unlocks the folio, now in no mapping, and frees its pages.
-    pub(crate) fn free(self) {
-        let (cache, folio) = (self.cache, self.folio);
-        // (Unlocked and freed here instead of unfrozen.)
+impl<'m> FrozenFolio<'m> {
+    /// Unlocks the folio, now in no mapping, and adds it to `batch`, which
+    /// frees it with the others of the batch.
+    pub(crate) fn free_into(self, batch: &mut FreeBatch<'m>) {
+        let folio = self.folio;
+        debug_assert!(std::ptr::eq(self.cache, batch.cache));
         std::mem::forget(self);
         debug_assert_eq!(folio.mapping(), 0, "freeing a folio still in a mapping");
         folio.unlock();
-        cache.free_folio(folio);
+        batch.folios.push(folio);
+    }
+}
+
+/// Folios of one cache, unreferenced and in no mapping, to be freed
+/// together ([`CacheInner::free_folios`]: one hold of the arena's lock)
+/// when the batch drops. Only [`FrozenFolio::free_into`] adds to it, so
+/// every folio in it is one nobody else can reach.
+pub(crate) struct FreeBatch<'c> {
+    cache: &'c CacheInner,
+    folios: Vec<&'c Folio>,
+}
+
+impl<'c> FreeBatch<'c> {
+    /// An empty batch with room for `n` folios.
+    pub(crate) fn with_capacity(cache: &'c CacheInner, n: usize) -> Self {
+        FreeBatch {
+            cache,
+            folios: Vec::with_capacity(n),
+        }
+    }
+}
+
+impl Drop for FreeBatch<'_> {
+    fn drop(&mut self) {
+        if !self.folios.is_empty() {
+            self.cache.free_folios(&self.folios);
+        }
     }
 }
 

@@ -26,7 +26,7 @@ use xarray::{CompareExchangeError, Entry};
 
 use crate::cache::CacheInner;
 use crate::filemap::{FolioPtr, Mapping};
-use crate::folio::{Folio, FolioFlags, FolioRef};
+use crate::folio::{Folio, FolioFlags, FolioRef, FreeBatch};
 use crate::lru::NIL;
 use crate::sync::Ordering;
 use crate::workingset::Shadow;
@@ -246,6 +246,9 @@ impl CacheInner {
     fn shrink_folio_list<'c>(&'c self, batch: &mut Isolated<'c>, scan: &mut Scan) -> u64 {
         let mut freed = 0;
         let mut keep: Vec<(FolioRef<'_>, usize)> = Vec::new();
+        // The evicted folios' pages go back to the arena together, in one
+        // hold of its lock, when this drops (after the loop).
+        let mut free = FreeBatch::with_capacity(self, batch.folios.len());
         for (f, mi) in batch.folios.drain(..) {
             let m = &batch.mappings[mi];
             let pages = f.nr_pages();
@@ -295,9 +298,10 @@ impl CacheInner {
             self.stats.evictions.fetch_add(1, Ordering::Relaxed);
             self.stats.folios.fetch_sub(1, Ordering::Relaxed);
             self.stats.pages.fetch_sub(pages, Ordering::Relaxed);
-            f.free();
+            f.free_into(&mut free);
             freed += pages;
         }
+        drop(free);
         {
             // `putback_lru_folios`: back at the inactive head, unless the
             // folio left its mapping meanwhile (its remover found it off

@@ -162,6 +162,9 @@ enum Op {
     Free(usize),
     Bulk(u32, usize),
     BadFree(u8, usize, u32),
+    /// `free_bulk` of up to `n` live blocks from the `i`th, with a free
+    /// that must be refused (a block repeated) when `bad`.
+    FreeBulk(usize, usize, bool),
 }
 
 fn order_strategy() -> impl Strategy<Value = u32> {
@@ -174,6 +177,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         4 => any::<usize>().prop_map(Op::Free),
         1 => (order_strategy(), 0usize..40).prop_map(|(o, n)| Op::Bulk(o, n)),
         1 => (0u8..4, any::<usize>(), 0u32..=MAX_ORDER).prop_map(|(k, i, o)| Op::BadFree(k, i, o)),
+        1 => (any::<usize>(), 1usize..12, any::<bool>()).prop_map(|(i, n, b)| Op::FreeBulk(i, n, b)),
     ]
 }
 
@@ -232,6 +236,36 @@ fn step(arena: &Arena, model: &mut Model, op: &Op, seq: u64) {
             }
         }
         Op::BadFree(kind, i, order) => bad_free(arena, model, kind, i, order),
+        Op::FreeBulk(i, n, bad) => {
+            if model.live.is_empty() {
+                return;
+            }
+            let live: Vec<(u32, u32)> = model.live.iter().map(|(&p, &o)| (p, o)).collect();
+            let mut blocks: Vec<(PageId, u32)> = (0..n.min(live.len()))
+                .map(|k| live[(i + k) % live.len()])
+                .map(|(p, o)| (PageId::new(p), o))
+                .collect();
+            for &(page, order) in &blocks {
+                check_stamp(arena, page, order, model.seeds[&page.index()])
+                    .unwrap_or_else(|p| panic!("page {p} of block {page:?} was overwritten"));
+            }
+            let wrong = bad.then(|| {
+                blocks.push(blocks[0]);
+                blocks.len() - 1
+            });
+            match (arena.free_bulk(&blocks), wrong) {
+                (Ok(()), None) => {}
+                (Err((at, e)), Some(w)) => {
+                    assert_eq!(at, w, "the refused block's position");
+                    assert!(matches!(e, ArenaError::DoubleFree { .. }), "{e:?}");
+                    blocks.pop();
+                }
+                (r, w) => panic!("free_bulk gave {r:?}, the wrong block at {w:?}"),
+            }
+            for (page, _) in blocks {
+                model.release(page.index());
+            }
+        }
     }
 }
 
