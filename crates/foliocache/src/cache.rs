@@ -378,11 +378,11 @@ impl Cache {
         CacheStats {
             hits: s.hits.sum(),
             misses: s.misses.sum(),
-            folios: s.folios.load(Ordering::Relaxed),
-            bytes_cached: s.pages.load(Ordering::Relaxed) * PAGE_SIZE as u64,
-            evictions: s.evictions.load(Ordering::Relaxed),
-            io_reads: s.io_reads.load(Ordering::Relaxed),
-            io_bytes: s.io_bytes.load(Ordering::Relaxed),
+            folios: s.folios.sum(),
+            bytes_cached: s.pages.sum() * PAGE_SIZE as u64,
+            evictions: s.evictions.sum(),
+            io_reads: s.io_reads.sum(),
+            io_bytes: s.io_bytes.sum(),
             capacity_bytes: total * PAGE_SIZE as u64,
             free_bytes: free * PAGE_SIZE as u64,
             populate_time: i.arena.populate_time(),
@@ -390,8 +390,8 @@ impl Cache {
             populated_bytes: i.arena.populated_bytes() as u64,
             released_bytes: i.arena.released_bytes() as u64,
             pressure_shrinks: s.pressure_shrinks.load(Ordering::Relaxed),
-            refaults: s.refaults.load(Ordering::Relaxed),
-            activations: s.activations.load(Ordering::Relaxed),
+            refaults: s.refaults.sum(),
+            activations: s.activations.sum(),
             shadows: live.iter().map(|m| m.nr_shadows()).sum(),
             shadow_bytes: live.iter().map(|m| m.shadow_bytes() as u64).sum(),
             dropbehind_drops: s.dropbehind_drops.load(Ordering::Relaxed),
@@ -401,7 +401,7 @@ impl Cache {
             io_write_bytes: s.io_write_bytes.load(Ordering::Relaxed),
             writeback_errors: s.writeback_errors.load(Ordering::Relaxed),
             throttled: s.throttled.load(Ordering::Relaxed),
-            readahead_windows: s.readahead_windows.load(Ordering::Relaxed),
+            readahead_windows: s.readahead_windows.sum(),
         }
     }
 
@@ -432,7 +432,7 @@ impl Cache {
             shadow_bytes: live.iter().map(|m| m.shadow_bytes() as u64).sum(),
             files: live.len() as u64,
             file_bytes: live.len() as u64 * std::mem::size_of::<Mapping>() as u64,
-            cached_pages: i.stats.pages.load(Ordering::Relaxed),
+            cached_pages: i.stats.pages.sum(),
         }
     }
 
@@ -593,7 +593,10 @@ impl MemoryUsage {
 
 /// A counter that readers bump without sharing a cache line: one padded
 /// slot per shard, a thread always on the same shard, summed on demand
-/// (a hit writes nothing other threads read).
+/// (a hit writes nothing other threads read). The counters a miss bumps
+/// (IO, windows, evictions, refaults) are sharded too: as plain atomics,
+/// packed in two lines, they moved between the CPUs of concurrent readers
+/// on every miss.
 pub(crate) struct ShardedCounter {
     shards: Box<[Padded]>,
 }
@@ -633,25 +636,36 @@ impl ShardedCounter {
         c.fetch_add(n, Ordering::Relaxed);
     }
 
+    /// Takes `n` off (a gauge: one shard may go below zero, wrapping; the
+    /// sum does not).
+    #[inline]
+    pub(crate) fn sub(&self, n: u64) {
+        self.add(n.wrapping_neg());
+    }
+
+    /// The shards' sum, wrapping as [`sub`](Self::sub) does. A snapshot:
+    /// concurrent adds may be counted or not.
     pub(crate) fn sum(&self) -> u64 {
         self.shards
             .iter()
-            .map(|p| p.0.load(Ordering::Relaxed))
-            .sum()
+            .fold(0u64, |a, p| a.wrapping_add(p.0.load(Ordering::Relaxed)))
     }
 }
 
+/// The cache's counters: sharded where readers bump them on every hit or
+/// miss, plain atomics for gauges (added to and taken from) and for what
+/// only writeback, truncation or pressure moves.
 #[derive(Default)]
 pub(crate) struct Stats {
     pub(crate) hits: ShardedCounter,
     pub(crate) misses: ShardedCounter,
-    pub(crate) folios: AtomicU64,
-    pub(crate) pages: AtomicU64,
-    pub(crate) evictions: AtomicU64,
-    pub(crate) io_reads: AtomicU64,
-    pub(crate) io_bytes: AtomicU64,
-    pub(crate) refaults: AtomicU64,
-    pub(crate) activations: AtomicU64,
+    pub(crate) folios: ShardedCounter,
+    pub(crate) pages: ShardedCounter,
+    pub(crate) evictions: ShardedCounter,
+    pub(crate) io_reads: ShardedCounter,
+    pub(crate) io_bytes: ShardedCounter,
+    pub(crate) refaults: ShardedCounter,
+    pub(crate) activations: ShardedCounter,
     pub(crate) dropbehind_drops: AtomicU64,
     pub(crate) dirty_pages: AtomicU64,
     pub(crate) writeback_pages: AtomicU64,
@@ -659,7 +673,7 @@ pub(crate) struct Stats {
     pub(crate) io_write_bytes: AtomicU64,
     pub(crate) writeback_errors: AtomicU64,
     pub(crate) throttled: AtomicU64,
-    pub(crate) readahead_windows: AtomicU64,
+    pub(crate) readahead_windows: ShardedCounter,
     pub(crate) pressure_shrinks: AtomicU64,
 }
 

@@ -1070,8 +1070,8 @@ impl Mapping {
     fn account_added(&self, f: &Folio, shadow: Option<u64>) {
         let cache = self.inner();
         self.folios.fetch_add(1, Ordering::Relaxed);
-        cache.stats.folios.fetch_add(1, Ordering::Relaxed);
-        cache.stats.pages.fetch_add(f.nr_pages(), Ordering::Relaxed);
+        cache.stats.folios.add(1);
+        cache.stats.pages.add(f.nr_pages());
         if !self.memfile {
             cache.lru_add_all([(f, shadow)]);
         }
@@ -1153,8 +1153,8 @@ impl Mapping {
         let cache = self.inner();
         let pages: u64 = folios[..done].iter().map(|f| f.nr_pages()).sum();
         self.folios.fetch_add(done as u64, Ordering::Relaxed);
-        cache.stats.folios.fetch_add(done as u64, Ordering::Relaxed);
-        cache.stats.pages.fetch_add(pages, Ordering::Relaxed);
+        cache.stats.folios.add(done as u64);
+        cache.stats.pages.add(pages);
         if !refault {
             shadows.iter_mut().for_each(|s| *s = None);
         }
@@ -1278,10 +1278,10 @@ impl Mapping {
                     self.backing()
                         .read_blocks(std::slice::from_mut(&mut buf), pos + from as u64)
                 });
-            cache.stats.io_reads.fetch_add(1, Ordering::Relaxed);
+            cache.stats.io_reads.add(1);
             match r {
                 Ok(n) if from + n > got => {
-                    cache.stats.io_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                    cache.stats.io_bytes.add(n as u64);
                     got = (from + n).min(len);
                 }
                 Ok(n) => {

@@ -900,6 +900,7 @@ mod tests {
         assert!(!f.contains(15));
         assert!((16..24).all(|i| f.contains(i)));
         assert!(!f.contains(24));
+        assert!(f.put(), "the allocator's reference was the only one");
         f.init(0, u64::MAX);
         assert!(f.contains(u64::MAX));
     }

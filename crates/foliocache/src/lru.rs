@@ -138,7 +138,7 @@ impl CacheInner {
         self.list_push_head(&mut lru.active, page);
         self.nonresident_age
             .fetch_add(f.nr_pages(), Ordering::Relaxed);
-        self.stats.activations.fetch_add(1, Ordering::Relaxed);
+        self.stats.activations.add(1);
     }
 
     /// Takes a folio of `mapping` off whichever list holds it (a removal

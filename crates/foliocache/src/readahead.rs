@@ -509,7 +509,7 @@ impl Mapping {
         }
         let r = self.backing().read_blocks(&mut bufs, pos);
         drop(bufs);
-        cache.stats.io_reads.fetch_add(1, Ordering::Relaxed);
+        cache.stats.io_reads.add(1);
         self.complete_run(run, r)
     }
 
@@ -565,7 +565,7 @@ impl Mapping {
                 {
                     let m = &*held.mapping;
                     let cache = m.inner();
-                    cache.stats.io_reads.fetch_add(1, Ordering::Relaxed);
+                    cache.stats.io_reads.add(1);
                     let run: Vec<LockedFolio<'_>> = held
                         .folios
                         .iter()
@@ -605,7 +605,7 @@ impl Mapping {
         let start = first.index() * PAGE;
         let got = match r {
             Ok(n) => {
-                cache.stats.io_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                cache.stats.io_bytes.add(n as u64);
                 n as u64
             }
             Err(e) => {
@@ -759,10 +759,7 @@ impl File {
         let Some(f) = self.insert_one(slot, dropbehind) else {
             return false;
         };
-        m.inner()
-            .stats
-            .readahead_windows
-            .fetch_add(1, Ordering::Relaxed);
+        m.inner().stats.readahead_windows.add(1);
         match m.read_folio(f) {
             Ok(r) => batch.push(r),
             Err(_) => Self::shrink_window(&self.ra),
@@ -866,11 +863,7 @@ impl File {
         };
         let any = !folios.is_empty();
         if any {
-            self.mapping
-                .inner()
-                .stats
-                .readahead_windows
-                .fetch_add(1, Ordering::Relaxed);
+            self.mapping.inner().stats.readahead_windows.add(1);
         }
         self.read_window(folios, sync);
         any

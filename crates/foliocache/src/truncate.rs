@@ -219,8 +219,8 @@ impl Mapping {
             self.forget_dirty(f);
             f.set_mapping(0, f.index());
             self.folios.fetch_sub(1, Ordering::Relaxed);
-            cache.stats.folios.fetch_sub(1, Ordering::Relaxed);
-            cache.stats.pages.fetch_sub(f.nr_pages(), Ordering::Relaxed);
+            cache.stats.folios.sub(1);
+            cache.stats.pages.sub(f.nr_pages());
             let last = f.put_many(f.nr_pages() as u32);
             debug_assert!(!last, "the caller's reference keeps the folio");
         }
@@ -266,8 +266,8 @@ impl Mapping {
             self.forget_dirty(f);
             f.set_mapping(0, f.index());
             self.folios.fetch_sub(1, Ordering::Relaxed);
-            cache.stats.folios.fetch_sub(1, Ordering::Relaxed);
-            cache.stats.pages.fetch_sub(f.nr_pages(), Ordering::Relaxed);
+            cache.stats.folios.sub(1);
+            cache.stats.pages.sub(f.nr_pages());
             if f.put_many(f.nr_pages() as u32) {
                 cache.free_folio(f);
             }

@@ -78,7 +78,7 @@ impl CacheInner {
     /// Called with no lock held. One thread trims at a time; the others go
     /// on.
     fn maybe_trim_shadows(&self) {
-        let evictions = self.stats.evictions.load(Ordering::Relaxed);
+        let evictions = self.stats.evictions.sum();
         let due = self.shadow_check.load(Ordering::Relaxed);
         if evictions < due {
             return;
@@ -244,7 +244,7 @@ impl CacheInner {
     /// left their mapping meanwhile are just let go. Returns the pages
     /// freed; `batch` is empty after.
     fn shrink_folio_list<'c>(&'c self, batch: &mut Isolated<'c>, scan: &mut Scan) -> u64 {
-        let mut freed = 0;
+        let (mut freed, mut evicted) = (0, 0);
         let mut keep: Vec<(FolioRef<'_>, usize)> = Vec::new();
         // The evicted folios' pages go back to the arena together, in one
         // hold of its lock, when this drops (after the loop).
@@ -295,13 +295,15 @@ impl CacheInner {
                 *f
             );
             f.set_mapping(0, f.index());
-            self.stats.evictions.fetch_add(1, Ordering::Relaxed);
-            self.stats.folios.fetch_sub(1, Ordering::Relaxed);
-            self.stats.pages.fetch_sub(pages, Ordering::Relaxed);
             f.free_into(&mut free);
+            evicted += 1;
             freed += pages;
         }
         drop(free);
+        // The batch's counts at once (each a line other CPUs write).
+        self.stats.evictions.add(evicted);
+        self.stats.folios.sub(evicted);
+        self.stats.pages.sub(freed);
         {
             // `putback_lru_folios`: back at the inactive head, unless the
             // folio left its mapping meanwhile (its remover found it off

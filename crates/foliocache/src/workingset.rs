@@ -82,7 +82,7 @@ impl CacheInner {
     /// smaller, it would have stayed. A dropbehind folio is never
     /// activated (an uncached read changes no folio's LRU state).
     pub(crate) fn refault(&self, lru: &Lru, f: &Folio, v: u64) -> bool {
-        self.stats.refaults.fetch_add(1, Ordering::Relaxed);
+        self.stats.refaults.add(1);
         if !self.refault_detection || f.test(FolioFlags::DROPBEHIND) {
             return false;
         }
@@ -99,7 +99,7 @@ impl CacheInner {
         }
         self.nonresident_age
             .fetch_add(f.nr_pages(), Ordering::Relaxed);
-        self.stats.activations.fetch_add(1, Ordering::Relaxed);
+        self.stats.activations.add(1);
         true
     }
 

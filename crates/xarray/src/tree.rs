@@ -684,18 +684,18 @@ impl<P: Item> Tree<P> {
         while w != 0 {
             // SAFETY: locked; listed nodes are in the tree, alive.
             let n = unsafe { node(w) };
-            debug_assert!(n.value_only(), "a listed node holds only values");
-            debug_assert_eq!(n.lru[OLDER].load(RLX), prev, "a listed node's back link");
+            assert!(n.value_only(), "a listed node holds only values");
+            assert_eq!(n.lru[OLDER].load(RLX), prev, "a listed node's back link");
             listed += 1;
             prev = w;
             w = n.lru[NEWER].load(RLX);
         }
-        debug_assert_eq!(
+        assert_eq!(
             prev,
             self.value_list[NEWER].load(RLX),
             "the list's newer end"
         );
-        debug_assert_eq!(listed, walked, "the value-only list holds every such node");
+        assert_eq!(listed, walked, "the value-only list holds every such node");
         walked
     }
 
