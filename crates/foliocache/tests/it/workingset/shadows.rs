@@ -193,25 +193,36 @@ fn shrink_evicts_what_is_unused_and_leaves_shadows() {
     assert_eq!(read_all(&a, 4 * PAGE), da);
 }
 
-/// Reference 5.4: shadows cost index memory, so nodes holding only shadows
-/// are bounded (the cache's shadow budget), and the oldest go first. A
-/// sparse 1 GiB file read one page per 64 (one page per leaf node), through
-/// a 256-page cache: every eviction would leave a node of its own.
-#[test]
-fn shadow_nodes_stay_within_the_budget_and_the_oldest_go_first() {
-    use backing::Backing;
-    let budget_nodes = 128;
-    let cache = Cache::builder()
+/// A 256-page cache of one-page folios, readahead off, whose shadow-only
+/// index nodes are budgeted at `budget_nodes`.
+fn budgeted(budget_nodes: usize) -> Cache {
+    Cache::builder()
         .capacity(256 * PAGE)
         .max_folio_size(PAGE)
         .populate(foliocache::Populate::Lazy)
         .readahead(foliocache::ReadaheadConfig::disabled())
         .shadow_budget(budget_nodes * xarray::NODE_SIZE)
         .build()
-        .unwrap();
+        .unwrap()
+}
+
+/// A sparse 1 GiB file in memory, opened through `cache`.
+fn sparse_gib(cache: &Cache) -> File {
+    use backing::Backing;
     let mem = MemBacking::new();
     mem.set_len(1 << 30).unwrap();
-    let f = cache.open_backing(mem).unwrap();
+    cache.open_backing(mem).unwrap()
+}
+
+/// Reference 5.4: shadows cost index memory, so nodes holding only shadows
+/// are bounded (the cache's shadow budget), and the oldest go first. A
+/// sparse 1 GiB file read one page per 64 (one page per leaf node), through
+/// a 256-page cache: every eviction would leave a node of its own.
+#[test]
+fn shadow_nodes_stay_within_the_budget_and_the_oldest_go_first() {
+    let budget_nodes = 128;
+    let cache = budgeted(budget_nodes);
+    let f = sparse_gib(&cache);
     let mut buf = vec![1u8; PAGE];
     let leaves = (1u64 << 30) / (64 * PAGE as u64);
     let mut most = 0;
@@ -242,22 +253,9 @@ fn shadow_nodes_stay_within_the_budget_and_the_oldest_go_first() {
 /// read at twice B's rate, one page per leaf node.
 #[test]
 fn shadow_trimming_takes_from_every_file_in_proportion_keeping_the_newest() {
-    use backing::Backing;
     let budget_nodes = 96;
-    let cache = Cache::builder()
-        .capacity(256 * PAGE)
-        .max_folio_size(PAGE)
-        .populate(foliocache::Populate::Lazy)
-        .readahead(foliocache::ReadaheadConfig::disabled())
-        .shadow_budget(budget_nodes * xarray::NODE_SIZE)
-        .build()
-        .unwrap();
-    let open = || {
-        let mem = MemBacking::new();
-        mem.set_len(1 << 30).unwrap();
-        cache.open_backing(mem).unwrap()
-    };
-    let (a, b) = (open(), open());
+    let cache = budgeted(budget_nodes);
+    let (a, b) = (sparse_gib(&cache), sparse_gib(&cache));
     let mut buf = vec![1u8; PAGE];
     let leaf = 64 * PAGE as u64;
     let rounds = 2048u64;
