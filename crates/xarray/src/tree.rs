@@ -34,7 +34,7 @@
 //!   the tree is counted out in [`Tree::retire_node`].
 //! - The same two places keep the nodes that hold only value entries on a
 //!   list, in the order they came to (the kernel's `workingset_update_node`
-//!   putting shadow nodes on a `list_lru`): [`Tree::shrink_value_nodes`]
+//!   putting shadow nodes on a `list_lru`): [`Tree::shrink_oldest_value_node`]
 //!   takes the oldest without walking the tree.
 #![allow(unsafe_code)]
 
