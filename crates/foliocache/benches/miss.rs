@@ -16,12 +16,19 @@
 //! figure that `foliocache bench --scenario larger` reports as CPU per read
 //! over `direct`'s; here it is free of the device's noise.
 //!
+//! `miss_4k_2_threads` does the same from two threads sharing the file,
+//! each with its own offsets, and reports the process's CPU time (user and
+//! system, `getrusage`) per miss rather than the wall time: what the
+//! misses cost when two CPUs take the cache's locks at once (index,
+//! LRU, arena), as the scenario's threads do.
+//!
 //! Reproduce: `cargo bench -p foliocache --bench miss` (`-- --test` is a
 //! smoke run). Under `valgrind --tool=callgrind` with `-- --profile-time 5`
 //! it counts the instructions of a miss.
 
 use std::hint::black_box;
 use std::io;
+use std::time::Duration;
 
 use backing::{Backing, BackingInfo, DataPath, IoBuf, IoBufMut};
 use criterion::{Criterion, Throughput};
@@ -128,11 +135,70 @@ fn bench(c: &mut Criterion) {
         })
     });
     g.finish();
+
+    let mut g = c.benchmark_group("miss_4k_2_threads");
+    g.throughput(Throughput::Bytes(PAGE));
+    g.bench_function("backing", |b| {
+        b.iter_custom(|iters| {
+            on_threads(iters, |off, buf| {
+                let o = off.next();
+                Synthetic
+                    .read_blocks(&mut [buf.io_buf_mut()], black_box(o))
+                    .unwrap();
+                assert_eq!(buf[..8], (o / PAGE).to_le_bytes());
+            })
+        })
+    });
+    g.bench_function("foliocache", |b| {
+        b.iter_custom(|iters| {
+            on_threads(iters, |off, buf| {
+                let o = off.next();
+                file.read_at(buf, black_box(o)).unwrap();
+                assert_eq!(buf[..8], (o / PAGE).to_le_bytes());
+            })
+        })
+    });
+    g.finish();
     let s = cache.stats();
     println!(
         "miss_4k: foliocache {} hits, {} misses, {} evictions",
         s.hits, s.misses, s.evictions
     );
+}
+
+/// Runs `read` `iters` times in all from [`THREADS`] threads, each with
+/// its own offsets and buffer, and returns the process's CPU time (user
+/// and system) the runs took.
+fn on_threads(
+    iters: u64,
+    read: impl Fn(&mut Offsets, &mut backing::AlignedBuf) + Sync,
+) -> Duration {
+    let before = process_cpu();
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let read = &read;
+            s.spawn(move || {
+                let mut off = Offsets(0x9e37_79b9 + t);
+                let mut buf = backing::AlignedBuf::zeroed(PAGE as usize).unwrap();
+                for _ in 0..iters.div_ceil(THREADS) {
+                    read(&mut off, &mut buf);
+                }
+            });
+        }
+    });
+    process_cpu().saturating_sub(before)
+}
+
+/// Threads of the two-thread group.
+const THREADS: u64 = 2;
+
+/// The CPU time this process has used, user and system.
+fn process_cpu() -> Duration {
+    use nix::sys::resource::{getrusage, UsageWho};
+    let ru = getrusage(UsageWho::RUSAGE_SELF).unwrap();
+    let t =
+        |v: nix::sys::time::TimeVal| Duration::new(v.tv_sec() as u64, v.tv_usec() as u32 * 1000);
+    t(ru.user_time()) + t(ru.system_time())
 }
 
 fn main() {

@@ -8,8 +8,10 @@
 //!   LRU lock held                          LRU lock dropped
 //!   isolate_lru_folios ──────────────────▶ shrink_folio_list
 //!   inactive tail: activate / rotate /     trylock, re-check mapping and
-//!   take off the list with a reference     dirty, freeze (count → 0),
-//!   and its mapping's Arc (≤ 32 folios)    shadow into the index, free;
+//!   take off the list with a reference     dirty; per mapping, in one
+//!   and its mapping's Arc (≤ 32 folios)    index lock hold: freeze
+//!                                          (count → 0), shadow in; free
+//!                                          (one arena lock hold);
 //!                                          failures: putback_lru_folios
 //! ```
 //!
@@ -22,38 +24,77 @@
 
 use std::sync::Arc;
 
-use xarray::{CompareExchangeError, Entry};
+use xarray::{Cursor, Entry};
 
 use crate::cache::CacheInner;
 use crate::filemap::{FolioPtr, Mapping};
-use crate::folio::{Folio, FolioFlags, FolioRef, FreeBatch};
+use crate::folio::{Folio, FolioFlags, FolioRef, FreeBatch, FrozenFolio, LockedFolio};
 use crate::lru::NIL;
 use crate::sync::Ordering;
 use crate::workingset::Shadow;
 
 impl Mapping {
-    /// Replaces a folio that reclaim froze (count 0, locked) with its
-    /// eviction `shadow` (a [`Shadow`](crate::Shadow) packed). Returns
-    /// whether it was there.
-    pub(crate) fn remove_frozen(&self, f: &Folio, shadow: u64) -> bool {
-        let key = Some(Entry::Item(FolioPtr::new(f)).key());
-        // The value replaces the whole entry and keeps its order: a large
-        // folio leaves a large shadow. Replacing in place needs no node; if
-        // the index still refuses, the folio goes without a shadow.
-        let removed = match self
-            .xa
-            .compare_exchange(f.index(), key, Some(Entry::Value(shadow)))
-        {
-            Ok(_) => true,
-            Err(CompareExchangeError::Mismatch { .. }) => false,
-            Err(CompareExchangeError::Failed(_)) => {
-                self.xa.compare_exchange(f.index(), key, None).is_ok()
+    /// Evicts folios of this mapping that reclaim holds locked, in one hold
+    /// of the index lock: each is frozen (its count taken from the cache's
+    /// references and the caller's to 0; one a reader holds is left) and
+    /// replaced by its eviction shadow, aged by the eviction clock in this
+    /// order. (The kernel's `__remove_mapping` takes the lock once per
+    /// folio; a batch of reclaim here takes it once per mapping, so that
+    /// readers inserting their misses meet it once a batch.) Frozen only
+    /// inside the hold: a reader that finds a frozen folio spins until its
+    /// shadow replaces it, and never while this waits for the lock. The
+    /// frozen folios, out of the index, are appended to `frozen`; those a
+    /// reader holds go to `busy`, still locked, for the caller to unlock
+    /// once the index lock is dropped.
+    fn evict_locked<'m>(
+        &self,
+        cache: &CacheInner,
+        folios: impl IntoIterator<Item = LockedFolio<'m>>,
+        frozen: &mut Vec<FrozenFolio<'m>>,
+        busy: &mut Vec<LockedFolio<'m>>,
+    ) {
+        let first = frozen.len();
+        let mut g = self.xa.lock();
+        for f in folios {
+            // The cache's references and the caller's.
+            let refs = f.nr_pages() as u32 + 1;
+            match f.freeze(refs) {
+                Ok(f) => frozen.push(f),
+                Err(f) => busy.push(f),
             }
-        };
-        if removed {
-            self.folios.fetch_sub(1, Ordering::Relaxed);
         }
-        removed
+        let ours = &frozen[first..];
+        let pages = ours.iter().map(|f| f.nr_pages()).sum();
+        let mut age = cache.nonresident_age.fetch_add(pages, Ordering::Relaxed);
+        let mut removed = 0;
+        for f in ours {
+            let shadow = Shadow {
+                age,
+                workingset: f.test(FolioFlags::WORKINGSET),
+            }
+            .pack();
+            age += f.nr_pages();
+            // (A cursor of its own: the batch's indices are scattered, and
+            // a path kept from the last one is only walked back up.)
+            let mut cur = Cursor::new(&self.xa, f.index());
+            let key = Some(Entry::Item(FolioPtr::new(f)).key());
+            // The value replaces the whole entry and keeps its order: a
+            // large folio leaves a large shadow. Replacing in place needs
+            // no node; if the index still refuses, the folio goes without
+            // a shadow.
+            let gone = match cur.compare_exchange(&mut g, key, Entry::Value(shadow)) {
+                Ok(stored) => stored.is_ok(),
+                Err(_) => cur.key(&g).ok().flatten() == key && cur.erase(&mut g).is_ok(),
+            };
+            removed += u64::from(gone);
+        }
+        drop(g);
+        self.folios.fetch_sub(removed, Ordering::Relaxed);
+        debug_assert_eq!(
+            removed,
+            ours.len() as u64,
+            "a folio reclaim held locked was not in its mapping"
+        );
     }
 
     /// Removes the shadows of up to `nodes` of this index's nodes that hold
@@ -236,19 +277,17 @@ impl CacheInner {
 
     /// Evicts the folios [`isolate_lru_folios`](Self::isolate_lru_folios)
     /// took, with the LRU lock dropped (`shrink_folio_list`): each is
-    /// locked (without waiting), checked again (still its mapping's, still
-    /// clean), frozen (nobody else holds a reference, and now nobody can
-    /// take one), and replaced in its mapping by its eviction shadow, its
-    /// pages going back to the arena. The folios that could not go are put
+    /// locked (without waiting) and checked again (still its mapping's,
+    /// still clean); then, one index lock hold per mapping, frozen (nobody
+    /// else holds a reference, and now nobody can take one) and replaced by
+    /// its eviction shadow; the pages of the evicted go back to the arena
+    /// in one arena lock hold. The folios that could not go are put
     /// back at the inactive head in one hold of the LRU lock; those that
     /// left their mapping meanwhile are just let go. Returns the pages
     /// freed; `batch` is empty after.
     fn shrink_folio_list<'c>(&'c self, batch: &mut Isolated<'c>, scan: &mut Scan) -> u64 {
-        let (mut freed, mut evicted) = (0, 0);
         let mut keep: Vec<(FolioRef<'_>, usize)> = Vec::new();
-        // The evicted folios' pages go back to the arena together, in one
-        // hold of its lock, when this drops (after the loop).
-        let mut free = FreeBatch::with_capacity(self, batch.folios.len());
+        let mut locked: Vec<(LockedFolio<'_>, usize)> = Vec::with_capacity(batch.folios.len());
         for (f, mi) in batch.folios.drain(..) {
             let m = &batch.mappings[mi];
             let pages = f.nr_pages();
@@ -271,33 +310,39 @@ impl CacheInner {
                 scan.stuck += pages;
                 continue;
             }
-            // The cache's references and this one.
-            let f = match f.freeze(pages as u32 + 1) {
-                Ok(f) => f,
-                Err(f) => {
-                    // A reader holds it.
-                    keep.push((f.unlock(), mi));
-                    scan.stuck += pages;
-                    continue;
-                }
-            };
-            scan.stuck = 0;
-            // Frozen and locked: no reader holds it and none can get it.
-            let age = self.nonresident_age.fetch_add(pages, Ordering::Relaxed);
-            let shadow = Shadow {
-                age,
-                workingset: f.test(FolioFlags::WORKINGSET),
-            };
-            let removed = m.remove_frozen(&f, shadow.pack());
-            debug_assert!(
-                removed,
-                "an isolated folio was not in its mapping: {:?}",
-                *f
+            locked.push((f, mi));
+        }
+        // Out of their mappings, one index lock hold per mapping (a batch
+        // mostly holds one).
+        let mut frozen: Vec<FrozenFolio<'_>> = Vec::with_capacity(locked.len());
+        let mut busy = Vec::new();
+        while let Some(&(_, mi)) = locked.first() {
+            let (of_m, rest): (Vec<_>, Vec<_>) = locked.into_iter().partition(|&(_, m)| m == mi);
+            locked = rest;
+            let before = frozen.len();
+            batch.mappings[mi].evict_locked(
+                self,
+                of_m.into_iter().map(|(f, _)| f),
+                &mut frozen,
+                &mut busy,
             );
+            if frozen.len() > before {
+                scan.stuck = 0;
+            }
+            for f in busy.drain(..) {
+                // A reader holds it.
+                scan.stuck += f.nr_pages();
+                keep.push((f.unlock(), mi));
+            }
+        }
+        let freed: u64 = frozen.iter().map(|f| f.nr_pages()).sum();
+        // The evicted folios' pages go back to the arena together, in one
+        // hold of its lock, when this drops.
+        let mut free = FreeBatch::with_capacity(self, frozen.len());
+        let evicted = frozen.len() as u64;
+        for f in frozen {
             f.set_mapping(0, f.index());
             f.free_into(&mut free);
-            evicted += 1;
-            freed += pages;
         }
         drop(free);
         // The batch's counts at once (each a line other CPUs write).
