@@ -66,7 +66,9 @@ pub enum Command {
 #[command(after_help = AFTER_HELP)]
 pub struct BenchArgs {
     /// An engine to run, repeatable: foliocache, kernel, direct, dontcache,
-    /// mmap, anon (populate only), fuse (through a foliocache FUSE mount),
+    /// mmap, memcpy (copies out of memory holding the file's bytes: a
+    /// cached read's limit; reads only), anon (populate only), fuse
+    /// (through a foliocache FUSE mount),
     /// fuse-null (through a mount serving zeros with no cache: the FUSE
     /// crossing alone; reads only), optionally with options in brackets,
     /// e.g. `foliocache[insert=single,ra=kernel]` (options: see below).

@@ -262,6 +262,8 @@ pub enum Prepared {
     Folio(Vec<foliocache::File>, FolioMode),
     /// `anon`: fresh anonymous mappings.
     Anon(Vec<AnonMap>),
+    /// `memcpy`: anonymous mappings holding the data files' bytes.
+    Memcpy(Vec<AnonMap>),
     /// `foliocache[qd=N]`: its files, read `N` at a time through a
     /// `ReadQueue`.
     Queued(Vec<foliocache::File>, usize),
@@ -285,7 +287,7 @@ impl Prepared {
             }
             Prepared::Mmap(ms) => ms.iter().try_for_each(Mmap::sync),
             Prepared::Folio(fs, _) | Prepared::Queued(fs, _) => fs.iter().try_for_each(folio_sync),
-            Prepared::Anon(_) => Ok(()),
+            Prepared::Anon(_) | Prepared::Memcpy(_) => Ok(()),
         }
     }
 
@@ -310,7 +312,10 @@ impl Prepared {
                 ms.iter().try_for_each(Mmap::advise_random)?;
                 Ok(true)
             }
-            Prepared::Folio(..) | Prepared::Queued(..) | Prepared::Anon(_) => Ok(false),
+            Prepared::Folio(..)
+            | Prepared::Queued(..)
+            | Prepared::Anon(_)
+            | Prepared::Memcpy(_) => Ok(false),
         }
     }
 }
@@ -462,6 +467,31 @@ impl Engines {
             }
             EngineKind::Anon => {
                 bail!("anon engine: it only populates memory (--scenario populate)")
+            }
+            EngineKind::Memcpy => {
+                if write {
+                    bail!(
+                        "memcpy engine: it copies out of memory holding the file: read jobs only"
+                    );
+                }
+                let len =
+                    usize::try_from(job.file_size).context("--size too large for this machine")?;
+                let maps = open_all(files, false, false)?
+                    .iter()
+                    .map(|f| {
+                        let mut m = AnonMap::new(len)?;
+                        m.advise_huge_pages()?;
+                        m.load(f)?;
+                        Ok(m)
+                    })
+                    .collect::<io::Result<_>>()
+                    .context("memcpy engine: reading the data file into memory")?;
+                setup.notes.push(format!(
+                    "memcpy: the data file's {} in anonymous memory (transparent huge pages asked \
+                     for), read in before the run; each read is a copy_from_slice out of it",
+                    fmt_size(job.file_size)
+                ));
+                Prepared::Memcpy(maps)
             }
             EngineKind::Fuse => {
                 let paths = self.fuse(files, mode, write, &mut setup)?;

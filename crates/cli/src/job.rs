@@ -279,6 +279,8 @@ fn thread_ios(prepared: &mut Prepared, n: usize, shared: bool) -> Result<Vec<Thr
                 lend(ms, n, true, |m| ThreadIo::SharedMap(SharedMapIo(m)))
             }
         }
+        // Read only: every thread copies out of its file's memory.
+        Prepared::Memcpy(ms) => lend(ms, n, shared, |m| ThreadIo::SharedMap(SharedMapIo(m))),
         Prepared::Pread(fs) => lend(fs, n, shared, |f| ThreadIo::Pread(PreadIo(f))),
         Prepared::Dontcache(fs) => lend(fs, n, shared, |f| ThreadIo::Dontcache(DontcacheIo(f))),
         Prepared::Folio(fs, mode) => {

@@ -380,6 +380,18 @@ impl AnonMap {
         self.map.bytes_mut(off, n)?.fill(byte);
         Ok(())
     }
+
+    /// Fills the mapping with `file`'s first bytes, as many as the mapping
+    /// holds (the `memcpy` engine's copy of a data file).
+    ///
+    /// # Errors
+    /// The file's read error; `UnexpectedEof` if the file is shorter than
+    /// the mapping.
+    pub fn load(&mut self, file: &File) -> io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let len = self.map.bytes().len();
+        file.read_exact_at(self.map.bytes_mut(0, len)?, 0)
+    }
 }
 
 impl std::ops::Deref for AnonMap {

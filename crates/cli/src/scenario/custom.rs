@@ -15,12 +15,13 @@ const DEFAULT_SIZE: u64 = 1 << 30;
 
 /// The job as a scenario of its own, `custom`.
 pub fn scenario(args: &BenchArgs) -> Scenario {
+    let rw = args.rw.unwrap_or(Rw::Read);
     let engines = if args.engines.is_empty() {
         EngineKind::ALL
             .into_iter()
             // fuse and fuse-null by name only: they mount, and need
-            // /dev/fuse.
-            .filter(|k| k.on_files() && !k.fuse())
+            // /dev/fuse; memcpy only reads.
+            .filter(|k| k.on_files() && !k.fuse() && !(*k == EngineKind::Memcpy && rw.is_write()))
             .map(EngineSpec::plain)
             .collect()
     } else {
@@ -33,7 +34,7 @@ pub fn scenario(args: &BenchArgs) -> Scenario {
         cold: args.cold,
         memory_limit: args.memory_limit,
         ..JobSpec::new(
-            args.rw.unwrap_or(Rw::Read),
+            rw,
             args.bs.unwrap_or(DEFAULT_BS),
             args.size.unwrap_or(DEFAULT_SIZE),
             engines,

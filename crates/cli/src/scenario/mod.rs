@@ -12,7 +12,7 @@ use crate::args::{BenchArgs, SCENARIOS};
 use crate::clock::ClockKind;
 use crate::spec::{EngineKind, EngineSpec, JobSpec, Rw};
 use crate::sys::PAGE;
-use crate::targets::{RatioSpec, TargetSpec};
+use crate::targets::{Judged, RatioSpec, TargetSpec};
 use crate::units::{fmt_size, fmt_size_approx};
 
 pub mod custom;
@@ -202,8 +202,12 @@ pub struct CachedReads {
 impl CachedReads {
     /// The engines that seqread and randread run unless `--engine` says
     /// otherwise.
-    pub const ENGINES: [EngineKind; 3] =
-        [EngineKind::Foliocache, EngineKind::Kernel, EngineKind::Mmap];
+    pub const ENGINES: [EngineKind; 4] = [
+        EngineKind::Foliocache,
+        EngineKind::Kernel,
+        EngineKind::Mmap,
+        EngineKind::Memcpy,
+    ];
 
     fn new(args: &BenchArgs, quick: bool, runtime: Option<Duration>) -> CachedReads {
         let size = args
@@ -275,6 +279,31 @@ pub fn builtin_engine(spec: &str) -> Result<EngineSpec, String> {
     EngineSpec::parse(spec).map_err(|why| format!("built-in engine `{spec}`: {why}"))
 }
 
+/// foliocache's bandwidth at least this fraction of `memcpy`'s (a bare
+/// copy into the same buffer) in the cached-read scenarios.
+const MEMCPY_TARGET: f64 = 0.95;
+/// foliocache's bandwidth at least this fraction of `mmap`'s in the
+/// cached-read scenarios (4 KiB reads).
+const MMAP_TARGET: f64 = 1.0;
+
+/// foliocache's bandwidth beside the limits of a cached read, for each
+/// job `(index, with_mmap)` of a cached-read scenario: `memcpy`'s, at
+/// least [`MEMCPY_TARGET`], and, if `with_mmap`, `mmap`'s, at least
+/// [`MMAP_TARGET`]. Where an engine does not run, no ratio.
+fn copy_limits(j: &mut Judged, engines: &[EngineSpec], jobs: &[(usize, bool)]) {
+    let folio = first_label(engines, |e| {
+        e.kind == EngineKind::Foliocache && e.qd.is_none() && !e.folio.dontcache
+    });
+    let memcpy = first_label(engines, |e| e.kind == EngineKind::Memcpy);
+    let mmap = first_label(engines, |e| e.kind == EngineKind::Mmap);
+    for &(job, with_mmap) in jobs {
+        j.judged(&folio, &memcpy, Some(MEMCPY_TARGET), Some(job));
+        if with_mmap {
+            j.judged(&folio, &mmap, Some(MMAP_TARGET), Some(job));
+        }
+    }
+}
+
 /// The label of the first of `engines` that `f` accepts.
 fn first_label(engines: &[EngineSpec], f: impl Fn(&EngineSpec) -> bool) -> Option<String> {
     engines.iter().find(|e| f(e)).map(|e| e.label.clone())
@@ -333,6 +362,12 @@ fn check_job(j: &JobSpec, args: &BenchArgs) -> Result<(), String> {
                      mount: leave it out of --scenario uncached",
                     k.name()
                 ))
+            }
+            EngineKind::Memcpy if j.rw.is_write() => {
+                return Err(
+                    "memcpy engine: it copies out of memory holding the file: read jobs only"
+                        .into(),
+                )
             }
             EngineKind::FuseNull if j.rw.is_write() || j.memory => {
                 return Err(

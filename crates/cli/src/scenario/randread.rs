@@ -3,11 +3,14 @@
 
 use super::{CachedReads, Scenario};
 use crate::spec::Rw;
+use crate::targets::Judged;
 use crate::units::fmt_size;
 
 /// The scenario.
 pub fn scenario(c: &CachedReads) -> Scenario {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut judged = Judged::default();
+    super::copy_limits(&mut judged, &c.engines, &[(0, true)]);
     Scenario {
         name: "randread".into(),
         description: format!(
@@ -17,8 +20,8 @@ pub fn scenario(c: &CachedReads) -> Scenario {
             c.cached()
         ),
         jobs: vec![c.job(Rw::Randread, 4096, cpus)],
-        ratios: Vec::new(),
-        targets: Vec::new(),
+        ratios: judged.ratios,
+        targets: judged.targets,
         detailed: false,
     }
 }

@@ -1,5 +1,6 @@
 //! `seqread`: a cached file read sequentially by one thread at 4 KiB and
-//! 64 KiB, the cost of a cache hit; at 64 KiB also through the FUSE mount.
+//! 64 KiB, the cost of a cache hit beside its limit (`memcpy`, a bare
+//! copy); at 64 KiB also through the FUSE mount.
 //! See `docs/bench.md`.
 
 use super::{CachedReads, Scenario};
@@ -20,7 +21,9 @@ pub fn scenario(c: &CachedReads) -> Scenario {
         big.engines.push(EngineSpec::plain(EngineKind::Fuse));
         big.engines.push(EngineSpec::plain(EngineKind::FuseNull));
     }
-    let judged = fuse_ratios(&c.engines, !c.given);
+    let mut judged = fuse_ratios(&c.engines, !c.given);
+    // A hit's limits: a bare copy at both sizes, mmap's at 4 KiB.
+    super::copy_limits(&mut judged, &c.engines, &[(0, true), (1, false)]);
     Scenario {
         name: "seqread".into(),
         description: format!(

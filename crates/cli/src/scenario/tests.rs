@@ -409,12 +409,72 @@ fn memory_engines_only_where_they_apply() {
     // grab= is a write's insert mode: any write job takes it.
     let p = plan_of(&["--rw", "write", "--engine", "foliocache[grab=single]"]);
     assert_eq!(p.scenarios[0].jobs[0].engines[0].folio.grab, Insert::Single);
-    // The custom job's default engines leave anon out.
+    // The custom job's default engines leave anon out, and memcpy out of
+    // writes; memcpy asked for a write is refused.
     let p = plan_of(&["--rw", "write"]);
     assert_eq!(
         labels(&p.scenarios[0].jobs[0]),
         ["foliocache", "kernel", "direct", "dontcache", "mmap"]
     );
+    let p = plan_of(&["--rw", "randread"]);
+    assert_eq!(
+        labels(&p.scenarios[0].jobs[0]),
+        [
+            "foliocache",
+            "kernel",
+            "direct",
+            "dontcache",
+            "mmap",
+            "memcpy"
+        ]
+    );
+    assert!(err(&["--rw", "write", "--engine", "memcpy"]).contains("read jobs only"));
+}
+
+#[test]
+fn cached_reads_hold_foliocache_to_the_copy_limits() {
+    let p = plan_of(&["--scenario", "seqread", "--scenario", "randread", "--quick"]);
+    let bandwidth = |sc: &Scenario| -> Vec<(String, String, f64, Option<usize>)> {
+        sc.targets
+            .iter()
+            .filter_map(|t| match t {
+                TargetSpec::Bandwidth {
+                    numerator,
+                    denominator,
+                    min,
+                    job,
+                } if numerator == "foliocache" => {
+                    Some((numerator.clone(), denominator.clone(), *min, *job))
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let t =
+        |d: &str, min: f64, job: usize| ("foliocache".to_string(), d.to_string(), min, Some(job));
+    let (seq, rand) = (&p.scenarios[0], &p.scenarios[1]);
+    for j in seq.jobs.iter().chain(&rand.jobs) {
+        assert_eq!(labels(j)[..4], ["foliocache", "kernel", "mmap", "memcpy"]);
+    }
+    assert_eq!(
+        bandwidth(seq),
+        [
+            t("memcpy", 0.95, 0),
+            t("mmap", 1.0, 0),
+            t("memcpy", 0.95, 1)
+        ]
+    );
+    assert_eq!(bandwidth(rand), [t("memcpy", 0.95, 0), t("mmap", 1.0, 0)]);
+    // Engines given without memcpy: no ratio to it, and no target.
+    let p = plan_of(&[
+        "--scenario",
+        "randread",
+        "--engine",
+        "foliocache",
+        "--engine",
+        "mmap",
+    ]);
+    assert_eq!(bandwidth(&p.scenarios[0]), [t("mmap", 1.0, 0)]);
 }
 
 #[test]

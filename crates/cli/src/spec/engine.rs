@@ -22,6 +22,10 @@ pub enum EngineKind {
     Dontcache,
     /// Copies out of (into) a shared mapping of the file.
     Mmap,
+    /// Copies (`copy_from_slice`) out of anonymous memory holding the
+    /// file's bytes, read in before the run: the limit of a cached read,
+    /// a bare memory copy into the same buffer. Reads only.
+    Memcpy,
     /// A `memset` of fresh anonymous memory (the populate scenario's
     /// floor: what first touch costs).
     Anon,
@@ -34,12 +38,13 @@ pub enum EngineKind {
 
 impl EngineKind {
     /// Every engine, in the default order.
-    pub const ALL: [EngineKind; 8] = [
+    pub const ALL: [EngineKind; 9] = [
         EngineKind::Foliocache,
         EngineKind::Kernel,
         EngineKind::Direct,
         EngineKind::Dontcache,
         EngineKind::Mmap,
+        EngineKind::Memcpy,
         EngineKind::Anon,
         EngineKind::Fuse,
         EngineKind::FuseNull,
@@ -53,6 +58,7 @@ impl EngineKind {
             EngineKind::Direct => "direct",
             EngineKind::Dontcache => "dontcache",
             EngineKind::Mmap => "mmap",
+            EngineKind::Memcpy => "memcpy",
             EngineKind::Anon => "anon",
             EngineKind::Fuse => "fuse",
             EngineKind::FuseNull => "fuse-null",

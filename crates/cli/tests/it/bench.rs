@@ -281,7 +281,7 @@ fn quick_seeds_smoke_run_writes_complete_json_and_a_plot() {
     }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
     let rs = results(&v);
-    // seqread: 2 block sizes x 3 engines; randread: 3 engines; readahead:
+    // seqread: 2 block sizes x 4 engines; randread: 4 engines; readahead:
     // 3 engines at 128 KiB and direct at 1 MiB; uncached: 4 engines alone
     // and beside the hot reader (3 if the kernel lacks RWF_DONTCACHE);
     // populate: 6 engines; write: 5 engines (4) for 2 jobs.
@@ -291,7 +291,7 @@ fn quick_seeds_smoke_run_writes_complete_json_and_a_plot() {
     let fuse = usize::from(foliocache_fuse::unavailable().is_none());
     assert_eq!(
         rs.len(),
-        13 + 2 * fuse + 2 * uncached_engines + 6 + 2 * (uncached_engines + 1)
+        16 + 2 * fuse + 2 * uncached_engines + 6 + 2 * (uncached_engines + 1)
     );
     for s in scenarios {
         let readahead = s["name"] == "readahead";
@@ -312,6 +312,9 @@ fn quick_seeds_smoke_run_writes_complete_json_and_a_plot() {
         }
         if s["name"] == "seqread" {
             check_seqread_fuse(s, fuse == 1);
+            check_copy_limits(s, &[(4096, true), (64 << 10, false)]);
+        } else if s["name"] == "randread" {
+            check_copy_limits(s, &[(4096, true)]);
         } else if !readahead {
             assert!(s.get("summary").is_none(), "{}: a summary", s["name"]);
         }
@@ -393,6 +396,55 @@ fn quick_seeds_smoke_run_writes_complete_json_and_a_plot() {
     }
 }
 
+/// A cached-read scenario's `memcpy` runs (reads of the file's bytes out
+/// of memory) and foliocache's ratios to the limits, each job's given by
+/// its block size and whether it is also held to `mmap`: `foliocache /
+/// memcpy` (target 0.95) and `foliocache / mmap` (target 1.0), each with
+/// its target line, the ratio the runs' bandwidths give.
+fn check_copy_limits(s: &Value, jobs: &[(u64, bool)]) {
+    let results = s["results"].as_array().unwrap();
+    let bw = |engine: &str, bs: u64| {
+        let r: Vec<&Value> = results
+            .iter()
+            .filter(|r| r["engine"] == engine && r["bs"] == bs)
+            .collect();
+        assert_eq!(r.len(), 1, "{engine} at {bs}: one best run");
+        r[0]["bw_bytes"].as_f64().unwrap()
+    };
+    let mut want: Vec<(String, f64)> = Vec::new();
+    for &(bs, with_mmap) in jobs {
+        assert!(bw("memcpy", bs) > 0.0);
+        want.push(("memcpy".into(), bw("foliocache", bs) / bw("memcpy", bs)));
+        if with_mmap {
+            want.push(("mmap".into(), bw("foliocache", bs) / bw("mmap", bs)));
+        }
+    }
+    let ratios: Vec<&Value> = s["summary"]["ratios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["numerator"] == "foliocache")
+        .collect();
+    assert_eq!(ratios.len(), want.len(), "{ratios:?}");
+    for (r, (d, best)) in ratios.iter().zip(&want) {
+        assert_eq!(r["denominator"], d.as_str(), "{r}");
+        let target = if d == "memcpy" { 0.95 } else { 1.0 };
+        assert_eq!(r["target"].as_f64(), Some(target), "{r}");
+        let got = r["best"].as_f64().unwrap();
+        assert!((got - best).abs() < 1e-9 * best, "{r}: best ratio");
+    }
+    let targets = s["summary"]["targets"].as_array().unwrap();
+    let copy_targets = targets
+        .iter()
+        .filter(|t| {
+            t["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("foliocache bandwidth"))
+        })
+        .count();
+    assert_eq!(copy_targets, want.len(), "{targets:?}");
+}
+
 /// seqread's `fuse` and `fuse-null` runs (64 KiB only), its ratios
 /// `fuse / kernel` (the target), `fuse-null / kernel` and
 /// `fuse / fuse-null`
@@ -428,7 +480,7 @@ fn check_seqread_fuse(s: &Value, fuse: bool) {
         })
         .collect();
     assert_eq!(
-        named,
+        named[..3],
         [
             ("fuse", "kernel", Some(0.5)),
             ("fuse-null", "kernel", None),
@@ -436,7 +488,11 @@ fn check_seqread_fuse(s: &Value, fuse: bool) {
         ]
     );
     let targets = s["summary"]["targets"].as_array().unwrap();
-    assert_eq!(targets.len(), 1, "{targets:?}");
+    let fuse_targets = targets
+        .iter()
+        .filter(|t| t["name"].as_str().is_some_and(|n| n.starts_with("fuse")))
+        .count();
+    assert_eq!(fuse_targets, 1, "{targets:?}");
 }
 
 /// A tiny custom job through the FUSE mount, reads and writes verified:
@@ -1165,7 +1221,15 @@ fn check_record(r: &Value, readahead: bool, cpus: u64) {
             assert_eq!(r["page_cache"]["when"], "after drop");
         }
     } else {
-        assert!(["foliocache", "kernel", "mmap", "fuse", "fuse-null"].contains(&engine));
+        assert!([
+            "foliocache",
+            "kernel",
+            "mmap",
+            "memcpy",
+            "fuse",
+            "fuse-null"
+        ]
+        .contains(&engine));
         assert!([4096, 65536].contains(&r["bs"].as_u64().unwrap()));
         assert_eq!(r["cold"], false);
         assert!(r["seconds"].as_f64().unwrap() > 0.1, "{engine}: seconds");
@@ -1180,6 +1244,16 @@ fn check_record(r: &Value, readahead: bool, cpus: u64) {
             // Direct IO through the mount: nothing in the page cache.
             assert_eq!(r["bs"], 65536);
             assert!(r["page_cache"].is_null());
+        } else if engine == "memcpy" {
+            // The file's bytes in anonymous memory: no page cache to warm.
+            assert!(r["capacity"].is_null() && r["page_cache"].is_null());
+            let notes = r["notes"].as_array().unwrap();
+            assert!(
+                notes
+                    .iter()
+                    .any(|n| n.as_str().unwrap().starts_with("memcpy:")),
+                "{notes:?}"
+            );
         } else {
             assert!(r["capacity"].is_null());
             assert_eq!(r["page_cache"]["when"], "after warming");
@@ -1261,13 +1335,14 @@ fn verified(rw: &str, engines: &[&str], extra: &[&str]) {
     }
 }
 
-const READERS: [&str; 6] = [
+const READERS: [&str; 7] = [
     "foliocache",
     "foliocache[dontcache]",
     "kernel",
     "direct",
     "dontcache",
     "mmap",
+    "memcpy",
 ];
 const WRITERS: [&str; 6] = [
     "foliocache",
@@ -1299,6 +1374,7 @@ fn misaligned_buffers_read_the_right_data() {
             "kernel",
             "dontcache",
             "mmap",
+            "memcpy",
         ],
         &["--buf-offset", "8"],
     );
