@@ -456,10 +456,11 @@ pub fn dist_of(r: &RunRecord) -> String {
         .map_or(String::new(), |d| format!(", {d}, {} jobs", r.numjobs))
 }
 
-/// How a ratio's target names its job: `write`, `randread, zipf 0.99, 2
-/// jobs`.
+/// How a ratio's target names its job: `write 64KiB`, `randread 4KiB,
+/// zipf 0.99, 2 jobs` (the block size tells apart a scenario's jobs of
+/// one pattern, as seqread's 4 KiB and 64 KiB).
 pub fn job_of_ratio(r: &RunRecord) -> String {
-    format!("{}{}", r.rw, dist_of(r))
+    format!("{} {}{}", r.rw, fmt_size(r.bs), dist_of(r))
 }
 
 /// Writes `report` as pretty JSON to `path`.

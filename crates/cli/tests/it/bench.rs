@@ -782,7 +782,10 @@ fn check_write(s: &Value, size: u64, repeat: usize, runtime: Option<f64>) {
         .any(|r| r["name"] == "foliocache / kernel (randwrite 4KiB)" && r["target"].is_null()));
     let targets = sum["targets"].as_array().unwrap();
     assert_eq!(targets.len(), 1);
-    assert_eq!(targets[0]["name"], "foliocache bandwidth / kernel (write)");
+    assert_eq!(
+        targets[0]["name"],
+        "foliocache bandwidth / kernel (write 64KiB)"
+    );
     assert!(targets[0]["met"].is_boolean());
 }
 
@@ -1635,11 +1638,11 @@ fn larger_scenario_reports_figures_per_read_and_its_targets() {
     assert_eq!(
         targets,
         [
-            "foliocache bandwidth / kernel (randread, uniform, 8 jobs)",
-            "foliocache bandwidth / direct (randread, uniform, 8 jobs)",
-            "foliocache bandwidth / kernel (randread, zipf 0.99, 2 jobs)",
-            "foliocache[qd=32] bandwidth / direct[qd=32] (randread, uniform, 1 jobs)",
-            "foliocache[qd=32] bandwidth / foliocache (randread, uniform, 1 jobs)",
+            "foliocache bandwidth / kernel (randread 4KiB, uniform, 8 jobs)",
+            "foliocache bandwidth / direct (randread 4KiB, uniform, 8 jobs)",
+            "foliocache bandwidth / kernel (randread 4KiB, zipf 0.99, 2 jobs)",
+            "foliocache[qd=32] bandwidth / direct[qd=32] (randread 4KiB, uniform, 1 jobs)",
+            "foliocache[qd=32] bandwidth / foliocache (randread 4KiB, uniform, 1 jobs)",
             "foliocache CPU per read - direct's (us, uniform, 8 jobs)",
             "foliocache hit ratio below an exact LRU's (points, zipf 0.99, 2 jobs)",
             "foliocache read amplification",
