@@ -402,6 +402,7 @@ impl Cache {
             writeback_errors: s.writeback_errors.load(Ordering::Relaxed),
             throttled: s.throttled.load(Ordering::Relaxed),
             readahead_windows: s.readahead_windows.sum(),
+            pin_copies: s.pin_copies.load(Ordering::Relaxed),
         }
     }
 
@@ -523,6 +524,10 @@ pub struct CacheStats {
     /// Readahead windows built (synchronous and asynchronous, and those of
     /// `File::readahead`), counting those that inserted a folio.
     pub readahead_windows: u64,
+    /// Folios a writer (a write, or truncation zeroing part of one) found
+    /// pinned ([`File::pin`](crate::File::pin)) and copied, to write the
+    /// copy and leave the pinned bytes as they were.
+    pub pin_copies: u64,
 }
 
 /// Where a [`Cache`]'s memory goes, from [`Cache::memory`].
@@ -675,6 +680,7 @@ pub(crate) struct Stats {
     pub(crate) throttled: AtomicU64,
     pub(crate) readahead_windows: ShardedCounter,
     pub(crate) pressure_shrinks: AtomicU64,
+    pub(crate) pin_copies: AtomicU64,
 }
 
 pub(crate) struct CacheInner {

@@ -454,17 +454,27 @@ impl File {
             if buf.len() < n {
                 buf.resize(n, 0);
             }
-            let mut done = 0;
-            while done < n {
-                match self.read_at(&mut buf[done..n], offset + done as u64) {
-                    Ok(0) => break,
-                    Ok(k) => done += k,
-                    Err(e) if done == 0 => return Err(e),
-                    Err(_) => break,
-                }
-            }
+            let done = self.read_up_to(&mut buf[..n], offset)?;
             Ok(f(&buf[..done]))
         })
+    }
+
+    /// Reads until `buf` is full or the file ends; returns the bytes read.
+    ///
+    /// # Errors
+    /// As [`read_at`](Self::read_at), when no byte could be read (an error
+    /// after some stops the read short).
+    pub(crate) fn read_up_to(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let mut done = 0;
+        while done < buf.len() {
+            match self.read_at(&mut buf[done..], offset + done as u64) {
+                Ok(0) => break,
+                Ok(k) => done += k,
+                Err(e) if done == 0 => return Err(e),
+                Err(_) => break,
+            }
+        }
+        Ok(done)
     }
 
     /// Reads exactly `buf.len()` bytes at `offset`.

@@ -101,6 +101,7 @@ use xarray::{Cursor, Entry, EntryRef, Error as XaError, Item, XArray, XaGuard};
 use crate::arena::PageId;
 use crate::cache::{Cache, CacheInner};
 pub use crate::folio::{Folio, FolioFlags, FolioRef, LockedFolio};
+use crate::pin::WritableFolio;
 use crate::readahead::Insert;
 pub use crate::workingset::Shadow;
 // (`size` and `handles`: see the note in `Mapping`.)
@@ -1474,15 +1475,17 @@ impl Mapping {
         g(bytes)
     }
 
-    /// Copies `src` into a locked folio at byte `from`.
-    pub(crate) fn copy_in(&self, f: &LockedFolio<'_>, from: usize, src: &[u8]) {
+    /// Copies `src` into a locked folio at byte `from` (one no pin
+    /// borrows: [`Mapping::writable`]).
+    pub(crate) fn copy_in(&self, f: &WritableFolio<'_>, from: usize, src: &[u8]) {
         assert!(
             from + src.len() <= (f.nr_pages() * PAGE) as usize,
             "copy_in past the folio's end"
         );
         let dst = self.inner().arena.page_ptr(f.page()).as_ptr();
-        // SAFETY: the folio is locked by the caller (no other writer) and
-        // referenced (not freed); `from + src.len()` lies inside it (checked
+        // SAFETY: the folio is locked by the caller (no other writer),
+        // referenced (not freed) and not pinned (no `&[u8]` of a pin reads
+        // it: `WritableFolio`); `from + src.len()` lies inside it (checked
         // above); `src` is a caller buffer, distinct from arena memory the
         // caller holds locked. Readers of an uptodate folio copy out
         // without the lock: a read racing a write of the same bytes may see
@@ -1491,14 +1494,15 @@ impl Mapping {
         unsafe { crate::copy::copy_to_shared(src.as_ptr(), dst.add(from), src.len()) };
     }
 
-    /// Zeroes `len` bytes of a locked folio from byte `from`.
-    pub(crate) fn zero_folio(&self, f: &LockedFolio<'_>, from: usize, len: usize) {
+    /// Zeroes `len` bytes of a locked folio (one no pin borrows) from byte
+    /// `from`.
+    pub(crate) fn zero_folio(&self, f: &WritableFolio<'_>, from: usize, len: usize) {
         assert!(
             from + len <= (f.nr_pages() * PAGE) as usize,
             "zero_folio past the folio's end"
         );
         let dst = self.inner().arena.page_ptr(f.page()).as_ptr();
-        // SAFETY: as in `copy_in`: locked, referenced, in bounds; readers
+        // SAFETY: as in `copy_in`: locked, unpinned, referenced, in bounds; readers
         // may copy the bytes meanwhile (`zero_shared`).
         unsafe { crate::copy::zero_shared(dst.add(from), len) };
     }

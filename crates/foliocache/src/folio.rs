@@ -96,6 +96,9 @@ pub struct Folio {
     lru_prev: AtomicU32,
     lru_next: AtomicU32,
     order: AtomicU8,
+    /// Pins of its bytes ([`crate::Pinned`]): while it is not zero, no
+    /// writer writes them in place (the protocol: `pin.rs`).
+    pins: AtomicU32,
     /// Under loom, this folio's queue in the parking lot: a count of
     /// wake-ups (`unpark_all`; see `sleep_while_locked`).
     #[cfg(loom)]
@@ -112,6 +115,7 @@ impl Default for Folio {
             lru_prev: AtomicU32::new(u32::MAX),
             lru_next: AtomicU32::new(u32::MAX),
             order: AtomicU8::new(0),
+            pins: AtomicU32::new(0),
             #[cfg(loom)]
             wakeups: AtomicU32::new(0),
         }
@@ -388,6 +392,35 @@ impl Folio {
         }
     }
 
+    // ---- pins ------------------------------------------------------------------
+
+    /// Pins the folio's bytes unless it is locked (the reader's side of the
+    /// protocol in `pin.rs`): counts a pin, then looks at the lock bit
+    /// across a sequentially consistent fence. A locker fences between
+    /// taking the lock and reading the count ([`LockedFolio::is_pinned`]),
+    /// so of the two, at least one sees the other: either this sees the
+    /// lock (and takes its pin back), or the locker sees the pin. Reading
+    /// an unlocked folio here, acquire, also orders this thread's reads of
+    /// the bytes after the last locker's writes. Returns whether it pinned.
+    /// The caller holds a reference.
+    pub(crate) fn try_pin(&self) -> bool {
+        self.pins.fetch_add(1, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        if self.flags.load(Ordering::Acquire) & FolioFlags::LOCKED.bits() != 0 {
+            self.unpin();
+            return false;
+        }
+        true
+    }
+
+    /// Drops a pin taken by [`try_pin`](Self::try_pin): release, so the
+    /// pinner's reads of the bytes come before the writes of a locker that
+    /// sees the count without it.
+    pub(crate) fn unpin(&self) {
+        let old = self.pins.fetch_sub(1, Ordering::Release);
+        debug_assert!(old > 0, "unpin of an unpinned folio");
+    }
+
     // ---- LRU links -----------------------------------------------------------
 
     /// LRU neighbours (arena page numbers; `u32::MAX` for none). Only the
@@ -541,6 +574,17 @@ impl<'m> LockedFolio<'m> {
     /// The folio's arena page (its first).
     pub(crate) fn page(&self) -> PageId {
         page_of(self.cache, self.folio)
+    }
+
+    /// Whether the folio's bytes are pinned ([`crate::Pinned`]): a writer
+    /// holding the lock asks before it writes them, and a folio that is
+    /// pinned gets a copy to write instead (`Mapping::unshare`). With the
+    /// lock held no new pin can start (a pin backs off a locked folio), so
+    /// a `false` stays true until this guard goes. The locker's side of the
+    /// protocol of [`Folio::try_pin`].
+    pub(crate) fn is_pinned(&self) -> bool {
+        fence(Ordering::SeqCst);
+        self.folio.pins.load(Ordering::Acquire) != 0
     }
 
     /// Marks the folio uptodate without filling it: its bytes are whatever

@@ -122,8 +122,8 @@
 //! - Files that other processes write while you cache them: the cache is
 //!   coherent within one process (every handle of a file opened through one
 //!   [`Cache`] shares its mapping), not with writers outside it.
-//! - Memory-mapped access: the cache hands out copies (or a borrowed slice
-//!   under a lock, [`File::read_with`]), not mappings.
+//! - Memory-mapped access: the cache hands out copies, or borrowed slices
+//!   ([`File::pin`], [`File::read_with`]), not mappings.
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
@@ -152,6 +152,8 @@ mod flags;
 #[allow(unsafe_code)]
 mod folio;
 mod lru;
+#[allow(unsafe_code)]
+mod pin;
 mod pressure;
 mod read_many;
 #[allow(unsafe_code)]
@@ -169,6 +171,7 @@ pub use arena::Populate;
 pub use cache::{Cache, CacheBuilder, CacheStats, MemoryUsage, ALLOC_WAIT, CLOSED_DIRTY_KEEP};
 pub use file::File;
 pub use flags::ReadFlags;
+pub use pin::Pinned;
 pub use pressure::{PressureConfig, CALM};
 pub use read_many::{Completed, ReadQueue, ReadReq};
 pub use readahead::{Advice, ReadaheadConfig, Window};

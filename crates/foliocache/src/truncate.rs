@@ -104,7 +104,12 @@ impl InvalidateLocked<'_> {
                     } else if f.test(FolioFlags::UPTODATE) {
                         let a = from.max(fs);
                         let b = to.min(fe);
-                        m.zero_folio(&f, (a - fs) as usize, (b - a) as usize);
+                        // (A folio a pin borrows is copied first, or, with
+                        // no memory for the copy, goes if clean: see
+                        // `writable_to_cut`.)
+                        if let Some(f) = m.writable_to_cut(f) {
+                            m.zero_folio(&f, (a - fs) as usize, (b - a) as usize);
+                        }
                     }
                 }
             }

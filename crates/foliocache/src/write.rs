@@ -562,6 +562,14 @@ impl File {
             let mut ranges = Vec::with_capacity(folios.len());
             let mut folios = folios.into_iter();
             for f in folios.by_ref() {
+                // A folio a pin borrows is copied, and the copy written.
+                let f = match m.writable(f) {
+                    Ok(f) => f,
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                };
                 let fs = f.index() * PAGE;
                 let fe = fs + f.nr_pages() * PAGE;
                 let ws = pos.max(fs);
@@ -586,7 +594,7 @@ impl File {
                 // one place writes back only there).
                 let first = (ws - fs) / PAGE;
                 ranges.push((first, (we - fs).div_ceil(PAGE) - first));
-                done.push(f);
+                done.push(f.into_locked());
             }
             m.mark_dirty(done.iter().zip(ranges.iter().copied()));
             // (`pos` starts at the write's offset: a piece whose first

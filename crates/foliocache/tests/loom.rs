@@ -5,8 +5,9 @@
 //! completions, an uncached read's drop at its end against another
 //! reader (`folio_end_dropbehind`), a write against reclaim (a dirty folio is
 //! never evicted), the folio lock against reclaim, writeback against
-//! truncation and hole punching, and a write against the writeback of its
-//! folio.
+//! truncation and hole punching, a write against the writeback of its
+//! folio, and a pin of a folio's bytes against a write or truncation of
+//! them.
 //!
 //! Run with:
 //! `RUSTFLAGS="--cfg loom" cargo test -p foliocache --release --test loom`
@@ -1198,5 +1199,103 @@ fn k_close_races_the_flusher() {
         assert_eq!((s.dirty_bytes, s.writeback_bytes), (0, 0), "{s:?}");
         assert_eq!(s.folios, 0, "the closed file's folios stayed: {s:?}");
         assert_eq!(s.free_bytes, s.capacity_bytes, "{s:?}");
+    });
+}
+
+// ---------------------------------------------------------------------------
+// (l) A pin against a write of its folio, and against truncation (the
+// protocol of `pin.rs`). A pin counts itself, fences, and backs off a
+// locked folio; a writer, holding the lock, fences and reads the count, and
+// copies a pinned folio instead of writing it (swapping the copy into the
+// index). Whatever the interleaving: the pin's bytes are all old or all new
+// and do not change while it lives (it reads them twice, around a loom
+// yield, a point where the writer may run whole), a write that returned is
+// what the file reads afterwards and what its backing gets, and every page
+// comes back once the pin and the files go (the copied-from folio freed by
+// its last pin). The cache has two pages: room for the copy.
+
+/// One page of `tag` cached in a two-page cache, through a writable file.
+fn pin_setup() -> (Cache, Arc<MemBacking>, File) {
+    let c = cache(2);
+    let mem = Arc::new(MemBacking::with_data(data(0xa)));
+    let a = c.open_backing(mem.clone()).unwrap();
+    read_page(&a, 0xa).unwrap();
+    (c, mem, a)
+}
+
+/// Pins the page and checks its bytes are one version whole, and stay so.
+fn pin_and_check(a: &File, old: &[u8], new: &[u8]) {
+    let p = a.pin(0, PAGE).unwrap();
+    let first = p.to_vec();
+    assert!(first == old || first == new, "a pin of torn bytes");
+    thread::yield_now();
+    assert!(p[..] == first[..], "pinned bytes changed under the pin");
+}
+
+#[test]
+fn l_pin_races_a_write_of_its_folio() {
+    model("l_pin_races_a_write_of_its_folio", 2, || {
+        let (c, mem, a) = pin_setup();
+        let (old, new) = (data(0xa), data(0x5));
+        let (w, ()) = race(
+            {
+                let (a, new) = (a.clone(), new.clone());
+                move || a.write_at(&new, 0).map(|_| ())
+            },
+            {
+                let (a, old, new) = (a.clone(), old.clone(), new.clone());
+                move || pin_and_check(&a, &old, &new)
+            },
+        );
+        w.unwrap();
+        let mut buf = vec![0u8; PAGE];
+        a.read_exact_at(&mut buf, 0).unwrap();
+        assert!(buf == new, "the write is what the file reads");
+        assert!(c.stats().pin_copies <= 1);
+        drop(a);
+        assert!(mem.contents().unwrap() == new, "the backing lost the write");
+        let s = c.stats();
+        assert_eq!(s.folios, 0, "{s:?}");
+        assert_eq!(s.free_bytes, s.capacity_bytes, "a page leaked: {s:?}");
+    });
+}
+
+#[test]
+fn l_pin_races_truncation_of_its_folio() {
+    model("l_pin_races_truncation_of_its_folio", 2, || {
+        let (c, _mem, a) = pin_setup();
+        let old = data(0xa);
+        let mut cut = old.clone();
+        cut[100..].fill(0);
+        let (t, ()) = race(
+            {
+                let a = a.clone();
+                move || a.set_len(100)
+            },
+            {
+                let (a, old, cut) = (a.clone(), old.clone(), cut.clone());
+                move || {
+                    // A pin after the cut has 100 bytes: compare those.
+                    let p = a.pin(0, PAGE).unwrap();
+                    let first = p.to_vec();
+                    thread::yield_now();
+                    assert!(p[..] == first[..], "pinned bytes changed under the pin");
+                    let whole = first.len() == PAGE;
+                    if whole {
+                        assert!(first == old || first == cut, "a pin of torn bytes");
+                    } else {
+                        assert!(first[..] == old[..100], "{} bytes", first.len());
+                    }
+                }
+            },
+        );
+        t.unwrap();
+        a.set_len(PAGE as u64).unwrap();
+        let mut buf = vec![0u8; PAGE];
+        a.read_exact_at(&mut buf, 0).unwrap();
+        assert!(buf == cut, "the cut part reads as zeros");
+        drop(a);
+        let s = c.stats();
+        assert_eq!(s.free_bytes, s.capacity_bytes, "a page leaked: {s:?}");
     });
 }

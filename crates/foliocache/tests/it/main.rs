@@ -12,9 +12,10 @@ mod arena;
 mod memory;
 
 /// Reads through the cache: against the file read directly, in place
-/// (`read_with`), under memory pressure, and never another file's bytes.
+/// (`read_with`), borrowed (`pin`), under memory pressure, and never another file's bytes.
 mod read {
     mod basic;
+    mod pin;
     mod pressure;
     mod security;
     mod with;

@@ -1,0 +1,417 @@
+//! Pins: reads that borrow the cache's bytes instead of copying them
+//! ([`File::pin`]), for callers that parse in place (B-tree pages, SSTable
+//! blocks, a VM's memory).
+//!
+//! # The protocol
+//! A pin is a count in the folio's descriptor. A reader takes one without
+//! any lock ([`Folio::try_pin`](crate::folio::Folio::try_pin)): it counts
+//! itself, fences, and backs off if the folio is locked. Every writer of an
+//! uptodate folio's bytes (a write's copy-in, truncation's zeroing of a cut
+//! folio) holds the folio lock, and asks, under it, whether the folio is
+//! pinned ([`LockedFolio::is_pinned`], the other side of the fence). So a
+//! pin and a writer never both go ahead on one folio's bytes: either the
+//! pin sees the lock and takes itself back, or the writer sees the pin.
+//! Having the lock, the writer holds off new pins until it unlocks.
+//!
+//! A writer that finds its folio pinned does not wait for the pin (a pin
+//! may be held for as long as its owner likes, by the thread that writes
+//! next): it **copies** the folio into a new one, swaps the new one into
+//! the file's index in place of the old (same index, order, marks, dirty
+//! pages), and writes the copy ([`Mapping::writable`]; the kernel's folio
+//! migration, `folio_migrate_mapping`, does the same swap). The old folio
+//! leaves the file with its bytes unchanged; the pins keep it (their
+//! references) until the last one goes, and then it is freed. So a pin is
+//! a snapshot of its bytes as they were when it was taken, whatever
+//! happens to the file meanwhile:
+//! - a write of the range: the pin keeps the old bytes; reads (and new
+//!   pins) see the new ones;
+//! - truncation, or a hole punched, over the range: the pin keeps the old
+//!   bytes (a folio wholly cut leaves the file as it would unpinned; one
+//!   cut in part is copied before its tail is zeroed);
+//! - reclaim: a pinned folio is referenced, and reclaim skips referenced
+//!   folios, so a pin also keeps its bytes in memory;
+//! - the [`Cache`](crate::Cache) handle dropped: the cache lives as long as
+//!   any [`File`] of it, and a pin borrows its `File`, so the file cannot
+//!   go before its pins (the borrow checker refuses it).
+//!
+//! The one case where a writer waits for pins: truncation or a hole punch
+//! that must zero part of a pinned folio that is dirty (or of a memory
+//! file), when the cache has no free folio to copy it to even after
+//! reclaim. Its data cannot be dropped and cannot be written over, so the
+//! truncation waits until the pins go.
+//!
+//! # What is pinned in place, and what is not
+//! A range inside one cached, uptodate folio, whose lock is free, is
+//! pinned in place. Anything else (not cached yet, across two folios,
+//! locked by IO, a readahead marker, an uncached read) is read as
+//! [`File::read_at`] reads it, bringing it into the cache; then the pin is
+//! tried in place again, and if that still cannot be had (the range spans
+//! folios), the pin holds a copy of the bytes in its own buffer.
+//! [`Pinned::is_borrowed`] says which.
+
+use std::io;
+use std::ptr::NonNull;
+
+use xarray::Entry;
+
+use crate::arena::PAGE;
+use crate::file::File;
+use crate::filemap::{FolioPtr, FolioRef, LockedFolio, Mapping};
+use crate::folio::FolioFlags;
+use crate::sync::Ordering;
+use crate::ReadFlags;
+
+/// Bytes of a file, borrowed from the cache where they can be
+/// ([`File::pin`]). Dereferences to them as `&[u8]`; they do not change
+/// while the pin lives (it is a snapshot: see the module documentation of
+/// `pin.rs`, and [`File::pin`]).
+pub struct Pinned<'f> {
+    bytes: Bytes<'f>,
+}
+
+enum Bytes<'f> {
+    /// Borrowed from a pinned folio: `len` bytes at `ptr`, inside it.
+    Folio {
+        folio: FolioRef<'f>,
+        ptr: NonNull<u8>,
+        len: usize,
+    },
+    /// A copy of the bytes in a buffer of the pin's own.
+    Owned(Vec<u8>),
+}
+
+// SAFETY: a pin is a shared borrow of immutable bytes (the folio's are not
+// written while it is pinned, see `Deref`), plus a folio reference, whose
+// release (`CacheInner::put`) is thread-safe; sending it to another thread,
+// or sharing it, hands out nothing a `&[u8]` would not.
+unsafe impl Send for Pinned<'_> {}
+// SAFETY: as for `Send`: `&Pinned` gives only `&[u8]` and the length.
+unsafe impl Sync for Pinned<'_> {}
+
+impl Pinned<'_> {
+    /// Whether the bytes are borrowed from the cache (zero copy), rather
+    /// than copied into a buffer of the pin's own.
+    pub fn is_borrowed(&self) -> bool {
+        matches!(self.bytes, Bytes::Folio { .. })
+    }
+
+    fn owned(v: Vec<u8>) -> Self {
+        Pinned {
+            bytes: Bytes::Owned(v),
+        }
+    }
+}
+
+impl std::ops::Deref for Pinned<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match &self.bytes {
+            // SAFETY: `ptr..ptr + len` lies inside the folio (checked when
+            // the pin was made), whose bytes are initialised (it was
+            // uptodate, which is never cleared while a folio is in use) and
+            // stay allocated while `folio` holds its reference. Nothing
+            // writes them while the pin is counted: every writer of an
+            // uptodate folio's bytes holds its lock, asks `is_pinned` under
+            // it, and writes a copy instead (`Mapping::writable`), and a
+            // folio's other writers (its fill) write it before it is
+            // uptodate. Racing readers only read. The borrow ends with
+            // `self`, before `Drop` takes the pin back.
+            Bytes::Folio { ptr, len, .. } => unsafe {
+                std::slice::from_raw_parts(ptr.as_ptr(), *len)
+            },
+            Bytes::Owned(v) => v,
+        }
+    }
+}
+
+impl AsRef<[u8]> for Pinned<'_> {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
+impl Drop for Pinned<'_> {
+    fn drop(&mut self) {
+        if let Bytes::Folio { folio, .. } = &self.bytes {
+            // (Then `folio` drops its reference.)
+            folio.unpin();
+        }
+    }
+}
+
+impl std::fmt::Debug for Pinned<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pinned")
+            .field("len", &self.len())
+            .field("borrowed", &self.is_borrowed())
+            .finish()
+    }
+}
+
+impl File {
+    /// The file's bytes `offset..offset + len`, borrowed from the cache
+    /// where they lie in one cached folio (no copy), else read into a
+    /// buffer of the pin's own; fewer at end of file, none at or past it
+    /// (an empty pin, as [`read_at`](Self::read_at) returns 0). A range
+    /// not cached is read in first, as `read_at` would, and then pinned in
+    /// place if it now can be.
+    ///
+    /// The bytes never change while the pin lives: a write of the range
+    /// meanwhile goes to a copy of the folio that replaces it in the file
+    /// (the pin keeps the old bytes, reads see the new), and truncation
+    /// leaves them too. A pin keeps its folio in memory (reclaim skips it):
+    /// hold pins for the time a parse takes, not as a cache of their own,
+    /// or the cache fills with them. The module documentation of `pin.rs`
+    /// has the protocol.
+    ///
+    /// ```
+    /// let cache = foliocache::Cache::builder().capacity(1 << 20).build()?;
+    /// let file = cache.memfile("pages", 8192)?;
+    /// file.write_at(b"header", 0)?;
+    /// let page = file.pin(0, 4096)?;
+    /// assert_eq!(&page[..6], b"header");
+    /// file.write_at(b"HEADER", 0)?; // to a copy of the folio: no wait
+    /// assert_eq!(&page[..6], b"header"); // the pin's bytes stay
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    ///
+    /// A pin borrows its file, so the file (and the cache behind it)
+    /// outlives it:
+    /// ```compile_fail
+    /// let cache = foliocache::Cache::builder().capacity(1 << 20).build()?;
+    /// let file = cache.memfile("pages", 8192)?;
+    /// let page = file.pin(0, 4096)?;
+    /// drop(file); // error: `file` is borrowed by `page`
+    /// let _ = page.len();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`read_at`](Self::read_at), when no byte could be read.
+    pub fn pin(&self, offset: u64, len: usize) -> io::Result<Pinned<'_>> {
+        let size = self.len();
+        if offset >= size || len == 0 {
+            return Ok(Pinned::owned(Vec::new()));
+        }
+        let n = (offset.saturating_add(len as u64).min(size) - offset) as usize;
+        let cached = !self
+            .effective_flags(ReadFlags::NONE)
+            .contains(ReadFlags::DONTCACHE);
+        if cached {
+            if let Some(p) = self.pin_cached(offset, n, true) {
+                return Ok(p);
+            }
+        }
+        let mut v = vec![0u8; n];
+        let done = self.read_up_to(&mut v, offset)?;
+        if cached && done == n {
+            // (The read counted the access and the hit or miss.)
+            if let Some(p) = self.pin_cached(offset, n, false) {
+                return Ok(p);
+            }
+        }
+        v.truncate(done);
+        Ok(Pinned::owned(v))
+    }
+
+    /// Pins `offset..offset + n` in place if it lies in one cached,
+    /// uptodate, unlocked folio of this file (not a readahead marker, not
+    /// dropbehind: those take the read path, which deals with them).
+    /// `count`: mark the access and count a hit, as a read's hit does.
+    fn pin_cached(&self, offset: u64, n: usize, count: bool) -> Option<Pinned<'_>> {
+        let m = &*self.mapping;
+        let (f, sequential) = m.get_for_read(offset, n);
+        let f = f?;
+        let start = f.index() * PAGE;
+        let ff = f.flags();
+        let cache = m.inner();
+        let base = cache.arena.page_ptr(f.page()).as_ptr();
+        let ptr = NonNull::new(base.wrapping_add((offset - start) as usize))?;
+        if !ff.contains(FolioFlags::UPTODATE)
+            || ff.intersects(FolioFlags::READAHEAD.union(FolioFlags::DROPBEHIND))
+            || offset + n as u64 > start + f.nr_pages() * PAGE
+            || !f.try_pin()
+        {
+            return None;
+        }
+        // Still this file's: not swapped out for a copy by a writer, nor
+        // truncated, between the lookup and the pin (its bytes would be
+        // a moment old; the read path gives the current ones).
+        if f.mapping() != m.id() {
+            f.unpin();
+            return None;
+        }
+        if count {
+            if !(sequential && offset > start) {
+                cache.mark_accessed(&f, ff);
+            }
+            cache.stats.hits.add(1);
+        }
+        Some(Pinned {
+            bytes: Bytes::Folio {
+                folio: f,
+                ptr,
+                len: n,
+            },
+        })
+    }
+}
+
+/// A locked folio whose bytes its holder may write: not pinned, and no pin
+/// can start while the guard lives (it holds the lock). Made by
+/// [`Mapping::writable`]; the functions that write a folio's bytes take it.
+pub(crate) struct WritableFolio<'m>(LockedFolio<'m>);
+
+impl<'m> WritableFolio<'m> {
+    /// The lock guard, for what follows the writing.
+    pub(crate) fn into_locked(self) -> LockedFolio<'m> {
+        self.0
+    }
+}
+
+/// Whether a locked folio may be pinned. A folio not uptodate has no pin:
+/// pins are taken on uptodate folios only, and the flag stays until the
+/// folio is freed. (A pin backing off counts itself for a moment, which
+/// need not make a writer copy.)
+fn maybe_pinned(f: &LockedFolio<'_>) -> bool {
+    f.test(FolioFlags::UPTODATE) && f.is_pinned()
+}
+
+impl<'m> std::ops::Deref for WritableFolio<'m> {
+    type Target = LockedFolio<'m>;
+    fn deref(&self) -> &LockedFolio<'m> {
+        &self.0
+    }
+}
+
+impl Mapping {
+    /// Makes a locked folio of this mapping writable: itself if it is not
+    /// pinned, else a copy swapped in for it (see the module documentation
+    /// of `pin.rs`), returned locked; the old folio leaves the mapping and
+    /// unlocks, kept by its pins until they go.
+    ///
+    /// # Errors
+    /// `OutOfMemory` when the folio is pinned and no free folio of its size
+    /// could be had (after one reclaim pass); the folio is unlocked and
+    /// unchanged.
+    pub(crate) fn writable<'m>(&'m self, f: LockedFolio<'m>) -> io::Result<WritableFolio<'m>> {
+        if !maybe_pinned(&f) {
+            return Ok(WritableFolio(f));
+        }
+        self.unshare(f).map(WritableFolio).map_err(|(_, e)| e)
+    }
+
+    /// [`writable`](Self::writable) for truncation or a hole punch, which
+    /// zero the cut part of a folio and cannot fail (the backing is cut
+    /// already): with no memory for the copy, a clean folio leaves the
+    /// mapping instead (`None`: it is read again from the cut backing when
+    /// needed), and a dirty one (or a memory file's, whose only copy it is)
+    /// is waited for until its pins go.
+    pub(crate) fn writable_to_cut<'m>(&'m self, f: LockedFolio<'m>) -> Option<WritableFolio<'m>> {
+        if !maybe_pinned(&f) {
+            return Some(WritableFolio(f));
+        }
+        match self.unshare(f) {
+            Ok(copy) => Some(WritableFolio(copy)),
+            Err((f, _)) if !self.memfile && !f.test(FolioFlags::DIRTY) => {
+                self.remove_locked(&f);
+                None
+            }
+            Err((f, _)) => {
+                // (The lock holds off new pins: the count only falls.)
+                while f.is_pinned() {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                Some(WritableFolio(f))
+            }
+        }
+    }
+
+    /// Swaps a copy in for a pinned, locked folio of this mapping: the same
+    /// index, order, index marks (dirty), dirty pages and aging bits; the
+    /// copy is returned locked, the old folio leaves the mapping.
+    fn unshare<'m>(
+        &'m self,
+        old: LockedFolio<'m>,
+    ) -> Result<LockedFolio<'m>, (LockedFolio<'m>, io::Error)> {
+        debug_assert_eq!(old.mapping(), self.id());
+        let cache = self.inner();
+        let Some(new) = self.new_folio_nowait(old.order()) else {
+            return Err((
+                old,
+                io::Error::new(
+                    io::ErrorKind::OutOfMemory,
+                    "foliocache: a write met a pinned folio (File::pin) and the cache has no free \
+                     folio to copy it to",
+                ),
+            ));
+        };
+        let pages = old.nr_pages();
+        copy_folio(cache, &old, &new);
+        for bit in [FolioFlags::REFERENCED, FolioFlags::WORKINGSET] {
+            if old.test(bit) {
+                new.test_and_set(bit);
+            }
+        }
+        if old.test(FolioFlags::ACTIVE) {
+            // (The copy starts on the inactive list; its next access
+            // activates it.)
+            new.test_and_set(FolioFlags::REFERENCED);
+        }
+        new.mark_uptodate();
+        new.get_many(pages as u32);
+        new.set_mapping(self.id(), old.index());
+        let key = Entry::Item(FolioPtr::new(&old)).key();
+        // Replacing an entry in place keeps its order and marks (the dirty
+        // mark) and needs no node: it does not fail while the old folio,
+        // locked, is there. (If it did, nothing has changed yet.)
+        let swapped = self.xa.compare_exchange(
+            old.index(),
+            Some(key),
+            Some(Entry::Item(FolioPtr::new(&new))),
+        );
+        if let Err(e) = swapped {
+            debug_assert!(false, "a locked folio left its mapping: {e:?}");
+            new.set_mapping(0, old.index());
+            new.put_many(pages as u32);
+            return Err((
+                old,
+                io::Error::other("foliocache: a pinned folio could not be swapped for its copy"),
+            ));
+        }
+        // The dirty pages move with the data (writeback, which would take
+        // them, needs the old folio's lock, held here, and now finds the
+        // new one, locked too).
+        if old.test_and_clear(FolioFlags::DIRTY) {
+            let (from, to) = (old.page().index() as usize, new.page().index() as usize);
+            for (a, c) in cache.dirty_bits.take_runs(from, pages as usize) {
+                cache.dirty_bits.set(to + a, c);
+            }
+            new.test_and_set(FolioFlags::DIRTY);
+        }
+        if !self.memfile {
+            cache.lru_del(&old, self.id());
+            cache.lru_add_all([(new.folio(), None)]);
+        }
+        old.set_mapping(0, old.index());
+        let last = old.put_many(pages as u32);
+        debug_assert!(!last, "the caller's reference keeps the folio");
+        cache.stats.pin_copies.fetch_add(1, Ordering::Relaxed);
+        Ok(new)
+    }
+}
+
+/// Copies a folio's bytes into a fresh one of the same order.
+fn copy_folio(cache: &crate::cache::CacheInner, old: &LockedFolio<'_>, new: &LockedFolio<'_>) {
+    assert_eq!(old.order(), new.order(), "copy_folio: orders differ");
+    let len = (old.nr_pages() * PAGE) as usize;
+    let src = cache.arena.page_ptr(old.page()).as_ptr();
+    let dst = cache.arena.page_ptr(new.page()).as_ptr();
+    // SAFETY: both folios are referenced and locked by the caller, `len`
+    // bytes each (same order), distinct folios of the arena. `new` is in
+    // no mapping: nobody else can reach its bytes. `old`'s may be read
+    // meanwhile (readers copying out, pins), never written: its writers
+    // hold its lock. So the source is shared bytes (read through the shared
+    // copy) and the destination the caller's own.
+    unsafe { crate::copy::copy_from_shared(src, dst, len) };
+}
