@@ -206,6 +206,13 @@ pub struct BenchArgs {
           value_parser = clap::value_parser!(u16).range(0..4096))]
     pub buf_offset: u16,
 
+    /// Do something with the bytes every read gives: sum them as 8-byte
+    /// words. Copy engines sum the buffer they copied into; mmap and
+    /// foliocache[pin] sum the bytes in place (zero copy). seqread and
+    /// randread add foliocache[pin] to their default engines.
+    #[arg(long, conflicts_with = "verify")]
+    pub consume: bool,
+
     /// What times each operation: the CPU's TSC (where the kernel's
     /// clocksource is tsc) or std's Instant.
     #[arg(long, value_enum, default_value_t = ClockKind::Auto)]

@@ -104,6 +104,19 @@ pub trait BlockIo: Send {
     /// # Errors
     /// The engine's IO error.
     fn write(&mut self, buf: &[u8], off: u64) -> io::Result<usize>;
+
+    /// A read for `--consume`: the bytes read, and their
+    /// [`sum_words`](crate::consume::sum_words). A copy engine (this
+    /// default) reads into `buf` and sums it; an engine that can reach
+    /// the bytes where they lie sums them there and leaves `buf` alone.
+    ///
+    /// # Errors
+    /// The engine's IO error.
+    #[inline]
+    fn read_consume(&mut self, buf: &mut [u8], off: u64) -> io::Result<(usize, u64)> {
+        let n = self.read(buf, off)?;
+        Ok((n, crate::consume::sum_words(&buf[..n])))
+    }
 }
 
 /// `pread`/`pwrite` on a file descriptor: `kernel` (buffered) or `direct`
@@ -146,6 +159,11 @@ impl BlockIo for MmapIo<'_> {
         Ok(buf.len())
     }
     #[inline]
+    fn read_consume(&mut self, buf: &mut [u8], off: u64) -> io::Result<(usize, u64)> {
+        let bytes = self.0.slice(off as usize, buf.len())?;
+        Ok((bytes.len(), crate::consume::sum_words(bytes)))
+    }
+    #[inline]
     fn write(&mut self, buf: &[u8], off: u64) -> io::Result<usize> {
         self.0.copy_in(off as usize, buf)?;
         Ok(buf.len())
@@ -153,16 +171,27 @@ impl BlockIo for MmapIo<'_> {
 }
 
 /// Copies out of a mapping that all the job's threads read (`--shared`
-/// with several threads, `mmap` or `anon`): read-only, since a write would
-/// race the other threads' copies (`validate` refuses such write jobs
-/// before they get here).
-pub struct SharedMapIo<'a>(pub &'a Mapping);
+/// with several threads, `mmap` or `anon`; `memcpy`'s anonymous copy of
+/// the file): read-only, since a write would race the other threads'
+/// copies (`validate` refuses such write jobs before they get here).
+/// `--consume` sums the bytes in place if the second field says so
+/// (`mmap`), else in the buffer copied to (`memcpy`, a copy engine).
+pub struct SharedMapIo<'a>(pub &'a Mapping, pub bool);
 
 impl BlockIo for SharedMapIo<'_> {
     #[inline]
     fn read(&mut self, buf: &mut [u8], off: u64) -> io::Result<usize> {
         self.0.copy_out(off as usize, buf)?;
         Ok(buf.len())
+    }
+    #[inline]
+    fn read_consume(&mut self, buf: &mut [u8], off: u64) -> io::Result<(usize, u64)> {
+        if !self.1 {
+            self.read(buf, off)?;
+            return Ok((buf.len(), crate::consume::sum_words(buf)));
+        }
+        let bytes = self.0.slice(off as usize, buf.len())?;
+        Ok((bytes.len(), crate::consume::sum_words(bytes)))
     }
     fn write(&mut self, _: &[u8], _: u64) -> io::Result<usize> {
         Err(io::Error::new(
@@ -233,6 +262,9 @@ pub struct FolioMode {
     pub read: ReadFlags,
     /// Every write is uncached (`WriteFlags::DONTCACHE`).
     pub dontcache_writes: bool,
+    /// Reads pin (`foliocache[pin]`: `File::pin`): the pinned bytes are
+    /// copied to the buffer, or with `--consume` summed in place.
+    pub pin: bool,
 }
 
 /// Reads and writes through foliocache's `File`.
@@ -241,7 +273,21 @@ pub struct FolioIo<'a>(pub &'a foliocache::File, pub FolioMode);
 impl BlockIo for FolioIo<'_> {
     #[inline]
     fn read(&mut self, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        if self.1.pin {
+            let p = self.0.pin(off, buf.len())?;
+            buf[..p.len()].copy_from_slice(&p);
+            return Ok(p.len());
+        }
         self.0.read_at_flags(buf, off, self.1.read)
+    }
+    #[inline]
+    fn read_consume(&mut self, buf: &mut [u8], off: u64) -> io::Result<(usize, u64)> {
+        if self.1.pin {
+            let p = self.0.pin(off, buf.len())?;
+            return Ok((p.len(), crate::consume::sum_words(&p)));
+        }
+        let n = self.read(buf, off)?;
+        Ok((n, crate::consume::sum_words(&buf[..n])))
     }
     #[inline]
     fn write(&mut self, buf: &[u8], off: u64) -> io::Result<usize> {
@@ -1147,6 +1193,7 @@ impl FolioOptions {
         FolioMode {
             read: self.read_flags(),
             dontcache_writes: self.dontcache,
+            pin: self.pin,
         }
     }
 }

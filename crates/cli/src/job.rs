@@ -61,6 +61,8 @@ pub struct RunOptions {
     pub verify: bool,
     /// Bytes past a page boundary where each thread's buffer starts.
     pub buf_offset: usize,
+    /// `--consume`: every read's bytes are summed (`crate::consume`).
+    pub consume: bool,
     /// The seed of the content a verifying write run writes.
     pub write_seed: u64,
     /// The clock that times operations (resolved: `Tsc` or `Instant`).
@@ -266,7 +268,7 @@ fn thread_ios(prepared: &mut Prepared, n: usize, shared: bool) -> Result<Vec<Thr
                     .map(|m| ThreadIo::Mmap(MmapIo(m)))
                     .collect()
             } else {
-                lend(ms, n, true, |m| ThreadIo::SharedMap(SharedMapIo(m)))
+                lend(ms, n, true, |m| ThreadIo::SharedMap(SharedMapIo(m, true)))
             }
         }
         Prepared::Anon(ms) => {
@@ -276,11 +278,13 @@ fn thread_ios(prepared: &mut Prepared, n: usize, shared: bool) -> Result<Vec<Thr
                     .map(|m| ThreadIo::Anon(AnonIo(m)))
                     .collect()
             } else {
-                lend(ms, n, true, |m| ThreadIo::SharedMap(SharedMapIo(m)))
+                lend(ms, n, true, |m| ThreadIo::SharedMap(SharedMapIo(m, false)))
             }
         }
         // Read only: every thread copies out of its file's memory.
-        Prepared::Memcpy(ms) => lend(ms, n, shared, |m| ThreadIo::SharedMap(SharedMapIo(m))),
+        Prepared::Memcpy(ms) => lend(ms, n, shared, |m| {
+            ThreadIo::SharedMap(SharedMapIo(m, false))
+        }),
         Prepared::Pread(fs) => lend(fs, n, shared, |f| ThreadIo::Pread(PreadIo(f))),
         Prepared::Dontcache(fs) => lend(fs, n, shared, |f| ThreadIo::Dontcache(DontcacheIo(f))),
         Prepared::Folio(fs, mode) => {
@@ -549,6 +553,9 @@ fn check_read<const VERIFY: bool>(
     }
     if VERIFY {
         st.gen.check(FILE_SEED, off, buf)?;
+    }
+    if st.sh.opts.consume {
+        black_box(crate::consume::sum_words(buf));
     }
     black_box(buf);
     Ok(())
@@ -879,6 +886,8 @@ fn run_loop<IO: BlockIo, C: Clock, const WRITE: bool, const VERIFY: bool>(
 ) -> io::Result<ThreadOut> {
     let bs = buf.len() as u64;
     let max_ops = st.sh.max_ops;
+    // (`--consume` and `--verify` do not go together: `check_job`.)
+    let consume = st.sh.opts.consume && !VERIFY;
     let mut rec = Recorder::<C>::start(st, bs);
     let mut prev = rec.t_start;
     while rec.ops < max_ops {
@@ -892,6 +901,12 @@ fn run_loop<IO: BlockIo, C: Clock, const WRITE: bool, const VERIFY: bool>(
             if n != buf.len() {
                 return Err(short(n, buf.len(), off));
             }
+        } else if consume {
+            let (n, sum) = io.read_consume(buf, off)?;
+            if n != buf.len() {
+                return Err(short(n, buf.len(), off));
+            }
+            black_box(sum);
         } else {
             let n = io.read(buf, off)?;
             if n != buf.len() {
@@ -1017,6 +1032,7 @@ mod tests {
         let opts = RunOptions {
             verify: true,
             buf_offset: 0,
+            consume: false,
             write_seed: 0,
             clock: ClockKind::Instant,
         };

@@ -35,6 +35,7 @@ mod args;
 mod bench;
 mod cgroup;
 mod clock;
+mod consume;
 mod data;
 mod disk;
 mod engine;

@@ -425,6 +425,9 @@ pub struct RunRecord {
     pub runtime_s: Option<f64>,
     /// Bytes past a page boundary of each thread's buffer.
     pub buf_offset: usize,
+    /// `--consume`: every read's bytes were summed (in place by `mmap` and
+    /// `foliocache[pin]`).
+    pub consume: bool,
     /// Whether every cache was dropped before the run.
     pub cold: bool,
     /// Bandwidths of every repeat, in run order (this record is the best).

@@ -116,6 +116,7 @@ fn setup<'a>(engines: &mut Engines, spec: &'a EngineSpec, ctx: &RunCtx<'a>) -> R
         // fuse-null's files are zeros, not the generator's data.
         verify: plan.verify && spec.kind != EngineKind::FuseNull,
         buf_offset: plan.buf_offset,
+        consume: plan.consume,
         write_seed: ctx.write_seed,
         clock: plan.clock,
     };
@@ -479,6 +480,7 @@ fn measured_record(m: Measured, job: &JobSpec, ctx: &RunCtx<'_>, secs: f64) -> R
         }),
         runtime_s: job.runtime.map(|d| d.as_secs_f64()),
         buf_offset: ctx.plan.buf_offset,
+        consume: ctx.plan.consume,
         cold: ctx.mode.cold,
         ..RunRecord::default()
     }

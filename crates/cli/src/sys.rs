@@ -160,6 +160,16 @@ impl Mapping {
         Ok(())
     }
 
+    /// The `n` bytes at `off`, in place (what `--consume` sums for mmap).
+    ///
+    /// # Errors
+    /// `UnexpectedEof` if the range leaves the mapping.
+    #[inline]
+    pub fn slice(&self, off: usize, n: usize) -> io::Result<&[u8]> {
+        let bytes = self.bytes();
+        Ok(&bytes[Self::range(bytes.len(), off, n)?])
+    }
+
     /// `madvise(2)` over the whole mapping, for advice that changes no
     /// contents (populate, huge pages).
     fn advise(&self, advice: Advice) -> io::Result<()> {

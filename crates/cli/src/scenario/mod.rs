@@ -71,6 +71,8 @@ pub struct Plan {
     pub verify: bool,
     /// `--buf-offset`.
     pub buf_offset: usize,
+    /// `--consume`.
+    pub consume: bool,
     /// `--capacity`.
     pub capacity: Option<u64>,
     /// `--quick`.
@@ -154,6 +156,7 @@ pub fn plan(args: &BenchArgs) -> Result<Plan, String> {
         cold: args.cold,
         verify: args.verify,
         buf_offset: args.buf_offset as usize,
+        consume: args.consume,
         capacity: args.capacity,
         quick,
         clock: args.clock.resolve(),
@@ -197,6 +200,8 @@ pub struct CachedReads {
     pub runtime: Option<Duration>,
     /// `--cold`.
     pub cold: bool,
+    /// `--consume`.
+    pub consume: bool,
 }
 
 impl CachedReads {
@@ -217,7 +222,12 @@ impl CachedReads {
         let engines = if given {
             args.engines.clone()
         } else {
-            Self::ENGINES.map(EngineSpec::plain).to_vec()
+            let mut e = Self::ENGINES.map(EngineSpec::plain).to_vec();
+            if args.consume {
+                // Zero copy: what `--consume` is there to weigh.
+                e.insert(1, EngineSpec::pin());
+            }
+            e
         };
         CachedReads {
             size,
@@ -225,6 +235,7 @@ impl CachedReads {
             given,
             runtime,
             cold: args.cold,
+            consume: args.consume,
         }
     }
 
@@ -286,21 +297,32 @@ const MEMCPY_TARGET: f64 = 0.95;
 /// cached-read scenarios (4 KiB reads).
 const MMAP_TARGET: f64 = 1.0;
 
+/// `foliocache[pin]`'s bandwidth at least this multiple of `mmap`'s with
+/// `--consume` (4 KiB reads): both read the bytes in place, and a pin
+/// costs no page-table walk over 4 KiB pages.
+const PIN_TARGET: f64 = 1.2;
+
 /// foliocache's bandwidth beside the limits of a cached read, for each
 /// job `(index, with_mmap)` of a cached-read scenario: `memcpy`'s, at
 /// least [`MEMCPY_TARGET`], and, if `with_mmap`, `mmap`'s, at least
-/// [`MMAP_TARGET`]. Where an engine does not run, no ratio.
-fn copy_limits(j: &mut Judged, engines: &[EngineSpec], jobs: &[(usize, bool)]) {
+/// [`MMAP_TARGET`]; `foliocache[pin]`'s beside `mmap`'s (with
+/// `consume`, at least [`PIN_TARGET`]) and beside foliocache's copy.
+/// Where an engine does not run, no ratio.
+fn copy_limits(j: &mut Judged, c: &CachedReads, jobs: &[(usize, bool)]) {
+    let engines = &c.engines;
     let folio = first_label(engines, |e| {
-        e.kind == EngineKind::Foliocache && e.qd.is_none() && !e.folio.dontcache
+        e.kind == EngineKind::Foliocache && e.qd.is_none() && !e.folio.dontcache && !e.folio.pin
     });
+    let pin = first_label(engines, |e| e.kind == EngineKind::Foliocache && e.folio.pin);
     let memcpy = first_label(engines, |e| e.kind == EngineKind::Memcpy);
     let mmap = first_label(engines, |e| e.kind == EngineKind::Mmap);
     for &(job, with_mmap) in jobs {
         j.judged(&folio, &memcpy, Some(MEMCPY_TARGET), Some(job));
         if with_mmap {
             j.judged(&folio, &mmap, Some(MMAP_TARGET), Some(job));
+            j.judged(&pin, &mmap, c.consume.then_some(PIN_TARGET), Some(job));
         }
+        j.judged(&pin, &folio, None, Some(job));
     }
 }
 

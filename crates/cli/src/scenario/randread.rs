@@ -10,7 +10,7 @@ use crate::units::fmt_size;
 pub fn scenario(c: &CachedReads) -> Scenario {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut judged = Judged::default();
-    super::copy_limits(&mut judged, &c.engines, &[(0, true)]);
+    super::copy_limits(&mut judged, c, &[(0, true)]);
     Scenario {
         name: "randread".into(),
         description: format!(

@@ -23,7 +23,7 @@ pub fn scenario(c: &CachedReads) -> Scenario {
     }
     let mut judged = fuse_ratios(&c.engines, !c.given);
     // A hit's limits: a bare copy at both sizes, mmap's at 4 KiB.
-    super::copy_limits(&mut judged, &c.engines, &[(0, true), (1, false)]);
+    super::copy_limits(&mut judged, c, &[(0, true), (1, false)]);
     Scenario {
         name: "seqread".into(),
         description: format!(

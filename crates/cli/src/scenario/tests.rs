@@ -478,6 +478,50 @@ fn cached_reads_hold_foliocache_to_the_copy_limits() {
 }
 
 #[test]
+fn consume_adds_the_pin_engine_and_holds_it_to_mmap() {
+    let pin_targets = |sc: &Scenario| -> Vec<(String, f64, Option<usize>)> {
+        sc.targets
+            .iter()
+            .filter_map(|t| match t {
+                TargetSpec::Bandwidth {
+                    numerator,
+                    denominator,
+                    min,
+                    job,
+                } if numerator == "foliocache[pin]" => Some((denominator.clone(), *min, *job)),
+                _ => None,
+            })
+            .collect()
+    };
+    let p = plan_of(&["--scenario", "seqread", "--scenario", "randread", "--quick"]);
+    for sc in &p.scenarios {
+        assert!(!labels(&sc.jobs[0]).contains(&"foliocache[pin]"));
+        assert!(pin_targets(sc).is_empty());
+    }
+    let p = plan_of(&[
+        "--scenario",
+        "seqread",
+        "--scenario",
+        "randread",
+        "--quick",
+        "--consume",
+    ]);
+    assert!(p.consume);
+    for sc in &p.scenarios {
+        assert_eq!(
+            labels(&sc.jobs[0])[..5],
+            ["foliocache", "foliocache[pin]", "kernel", "mmap", "memcpy"]
+        );
+        // At 4 KiB (job 0), where mmap runs in the scenario's ratios.
+        assert_eq!(pin_targets(sc), [("mmap".to_string(), 1.2, Some(0))]);
+        // foliocache's own targets are still the copy's, not the pin's.
+        assert!(sc.targets.iter().any(|t| matches!(t,
+            TargetSpec::Bandwidth { numerator, denominator, .. }
+                if numerator == "foliocache" && denominator == "memcpy")));
+    }
+}
+
+#[test]
 fn uncached_refuses_a_tiny_cache() {
     let mut argv = vec![
         "foliocache",

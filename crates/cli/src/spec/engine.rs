@@ -125,6 +125,10 @@ pub struct FolioOptions {
     /// Whether the arena asks for transparent huge pages (`huge=on|off`;
     /// on by default, as the library: `CacheBuilder::huge_pages`).
     pub huge: bool,
+    /// Reads borrow the cache's bytes (`pin`: `File::pin`) instead of
+    /// copying them out: copied from the pin to the buffer, or, with
+    /// `--consume`, summed in place.
+    pub pin: bool,
 }
 
 impl Default for FolioOptions {
@@ -138,6 +142,7 @@ impl Default for FolioOptions {
             dontcache: false,
             grab: Insert::Batched,
             huge: true,
+            pin: false,
         }
     }
 }
@@ -224,6 +229,18 @@ impl EngineSpec {
         }
     }
 
+    /// `foliocache[pin]`: reads that borrow the cache's bytes.
+    pub fn pin() -> Self {
+        EngineSpec {
+            label: "foliocache[pin]".to_string(),
+            folio: FolioOptions {
+                pin: true,
+                ..FolioOptions::default()
+            },
+            ..EngineSpec::plain(EngineKind::Foliocache)
+        }
+    }
+
     /// Whether this engine is warmed before a warm run: a caching kind
     /// ([`EngineKind::cached`]) whose reads are not uncached.
     pub fn cached(&self) -> bool {
@@ -301,6 +318,12 @@ impl EngineSpec {
                 }
             }
         }
+        if folio.pin && (folio.dontcache || qd.is_some()) {
+            return Err(format!(
+                "engine `{s}`: pin borrows cached bytes one read at a time: not with \
+                 dontcache or qd="
+            ));
+        }
         if qd.is_some() && folio.dontcache {
             return Err(format!(
                 "engine `{s}`: qd= and dontcache together are not supported (a batch of \
@@ -338,7 +361,7 @@ fn parse_qd(kind: EngineKind, v: &str) -> Result<usize, String> {
 fn parse_folio_option(opt: &str, folio: &mut FolioOptions) -> Result<(), String> {
     const SUPPORTED: &str = "supported: populate=eager|lazy, folio=SIZE, \
                              insert=batched|single, ra=SIZE|kernel|off, io=uring|threads|auto, \
-                             dontcache, grab=batched|single, huge=on|off, qd=N";
+                             dontcache, grab=batched|single, huge=on|off, pin, qd=N";
     let (key, value) = match opt.split_once('=') {
         Some((k, v)) => (k.trim(), Some(v.trim())),
         None => (opt, None),
@@ -372,12 +395,14 @@ fn parse_folio_option(opt: &str, folio: &mut FolioOptions) -> Result<(), String>
         ("io", Some("threads")) => folio.io = IoKind::Threads,
         ("io", Some("auto")) => folio.io = IoKind::Auto,
         ("dontcache", None) => folio.dontcache = true,
+        ("pin", None) => folio.pin = true,
         ("grab", Some("batched")) => folio.grab = Insert::Batched,
         ("grab", Some("single")) => folio.grab = Insert::Single,
         ("huge", Some("on")) => folio.huge = true,
         ("huge", Some("off")) => folio.huge = false,
         (
-            "populate" | "folio" | "insert" | "ra" | "io" | "dontcache" | "grab" | "huge" | "qd",
+            "populate" | "folio" | "insert" | "ra" | "io" | "dontcache" | "grab" | "huge" | "pin"
+            | "qd",
             _,
         ) => {
             return Err(format!(
@@ -396,6 +421,25 @@ fn parse_folio_option(opt: &str, folio: &mut FolioOptions) -> Result<(), String>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pin_is_an_option_of_foliocache_alone_and_one_read_at_a_time() {
+        let e = EngineSpec::parse("foliocache[pin]").unwrap();
+        assert!(e.folio.pin && e.kind == EngineKind::Foliocache);
+        assert_eq!(e, EngineSpec::pin());
+        assert!(e.folio.mode().pin);
+        assert!(!EngineSpec::parse("foliocache").unwrap().folio.mode().pin);
+        for bad in ["foliocache[pin,dontcache]", "foliocache[pin,qd=4]"] {
+            let err = EngineSpec::parse(bad).unwrap_err();
+            assert!(err.contains("one read at a time"), "{bad}: {err}");
+        }
+        assert!(EngineSpec::parse("foliocache[pin=1]")
+            .unwrap_err()
+            .contains("bad option"));
+        assert!(EngineSpec::parse("mmap[pin]")
+            .unwrap_err()
+            .contains("takes no options"));
+    }
 
     #[test]
     fn plain_names() {

@@ -1338,9 +1338,10 @@ fn verified(rw: &str, engines: &[&str], extra: &[&str]) {
     }
 }
 
-const READERS: [&str; 7] = [
+const READERS: [&str; 8] = [
     "foliocache",
     "foliocache[dontcache]",
+    "foliocache[pin]",
     "kernel",
     "direct",
     "dontcache",
@@ -1381,6 +1382,42 @@ fn misaligned_buffers_read_the_right_data() {
         ],
         &["--buf-offset", "8"],
     );
+}
+
+/// `--consume` on every reader: each run reads all its bytes (the copy
+/// engines summing their buffer, mmap and foliocache[pin] the bytes in
+/// place), and the record says so.
+#[test]
+fn consume_runs_every_reader_and_is_recorded() {
+    let readers: Vec<&str> = READERS
+        .iter()
+        .copied()
+        .filter(|e| !["direct", "dontcache"].contains(e) || engine_runs_here(e))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec![
+        "--rw",
+        "randread",
+        "--bs",
+        "4k",
+        "--size",
+        "2M",
+        "--numjobs",
+        "2",
+        "--shared",
+        "--consume",
+    ];
+    for e in &readers {
+        args.extend_from_slice(&["--engine", e]);
+    }
+    let v = bench_json(dir.path(), &args);
+    let rs = results(&v);
+    assert_eq!(rs.len(), readers.len());
+    for r in rs {
+        assert_eq!(r["consume"], true, "{}", r["engine"]);
+        assert_eq!(r["bytes"], 2 * (2 << 20), "{}", r["engine"]);
+    }
+    assert_usage_error(&["bench", "--consume", "--verify"], "cannot be used with");
 }
 
 #[test]
