@@ -38,7 +38,10 @@
 //! that must zero part of a pinned folio that is dirty (or of a memory
 //! file), when the cache has no free folio to copy it to even after
 //! reclaim. Its data cannot be dropped and cannot be written over, so the
-//! truncation waits until the pins go.
+//! truncation waits until the pins go, holding the file's locks: if the
+//! pin's holder meanwhile waits for the truncation (a read of the same
+//! file that misses, which needs `invalidate_lock`), neither goes on. A
+//! cache with room for one more folio never gets there.
 //!
 //! # What is pinned in place, and what is not
 //! A range inside one cached, uptodate folio, whose lock is free, is
