@@ -392,6 +392,9 @@ fn main() {
         .populate(Populate::Eager)
         .build()
         .expect("building the cache");
+    // The copy routines the cache's build chose (`FOLIOCACHE_COPY` forces
+    // one: `copy.rs`'s module docs).
+    eprint!("{}", copy::calibration_report());
     let file = cache.open(&path).expect("opening through foliocache");
     let std_file = StdFile::open(&path).expect("opening the file");
     let map = Map::new(&std_file, size as usize).expect("mmap");

@@ -21,10 +21,12 @@
 //! The calibration runs once per process, when the first [`Cache`] is built
 //! or at the first copy that needs it if none was: it times every
 //! available routine on 4 KiB and 64 KiB copies, each into a destination
-//! aligned like its source and one 16 bytes off, on buffers touched first
-//! (first touch of memory costs microseconds per page on our VMs), after a
-//! warm-up round, taking the minimum of many short runs with the routines
-//! interleaved; about a millisecond in all. Each of these four classes gets
+//! aligned like its source and one 16 bytes off, from a source flushed
+//! out of the CPU caches first (what a hit copies from: a page cache holds
+//! data larger than they are), on buffers touched first (first touch of
+//! memory costs microseconds per page on our VMs), after a warm-up round,
+//! taking the minimum of several short runs with the routines
+//! interleaved; a few milliseconds in all. Each of these four classes gets
 //! its own winner, and a copy picks its class at call time from its length
 //! (under or from [`LARGE`]) and whether `src` and `dst` share their
 //! alignment within a cache line (`(src ^ dst) % 64`). A routine within 2 %
@@ -70,22 +72,28 @@
 //!   routines (and `rep stosb` for [`zero_shared`]), each **one** `asm!`
 //!   block. To the compiler a block is opaque (no `nomem`, no `readonly`):
 //!   it may read and write what the pointers reach, as the byte loop would.
-//!   To the CPU, each of its loads and stores, whatever its width (1 to 8
-//!   bytes for general registers, 16, 32 or 64 for vector ones, one byte at
-//!   a time for `rep movsb`), reads each byte it covers as some byte
-//!   written there and writes each byte it covers whole: x86 never tears a
-//!   byte, whatever the width, alignment or cache line split of the access,
-//!   and a vector access that races a store may see some of its bytes old
-//!   and others new, which the per-byte definition allows (its bytes are not
-//!   one atomic unit, and need not be). Each routine loads every source
-//!   byte once and stores every destination byte once, in address order
-//!   within each step (no overlapping head or tail stores). So each is a
-//!   valid implementation of "one relaxed atomic byte access per byte", of
-//!   each of the shared functions, and the routines may race one another:
-//!   a process may pick different ones for different classes of copy, and
-//!   all of them, with `rep stosb`, act on bytes the same way.
-//!   `copy_nonoverlapping` is not such a block (the compiler may assume no
-//!   race on its bytes), so `memcpy` is never used for shared bytes.
+//!   To the CPU, a load or store of any width (1 to 8 bytes in general
+//!   registers, 16, 32 or 64 in vector ones, in whatever pieces and order
+//!   its microcode picks for `rep movsb`) is, byte by byte, what the
+//!   definition asks: x86 promises
+//!   a wide or unaligned access no atomicity as a whole (it may be carried
+//!   out as several accesses, and a racing store may leave some of its
+//!   bytes old and others new), but it never tears a byte: each byte a
+//!   load covers is read as a byte some store wrote there, each byte a
+//!   store covers is written whole with its value, and no byte outside
+//!   the operand is written (there is no read-modify-write of neighbouring
+//!   bytes). A wide access is therefore a set of one-byte relaxed accesses,
+//!   which is all the definition requires (a copy's bytes never had to be
+//!   one atomic unit). Each routine loads every source byte once and
+//!   stores every destination byte once, forward (no overlapping head or
+//!   tail stores that would write a byte twice). So each is a valid
+//!   implementation of "one relaxed atomic byte access per byte", of each
+//!   of the shared functions, and the routines may race one another and
+//!   `rep stosb`: a process may use different ones for different classes
+//!   of copy (and threads of one process always agree, since the choice is
+//!   made once). `copy_nonoverlapping` is not such a block (the compiler
+//!   may assume nothing races its bytes), so `memcpy` is never used for
+//!   shared bytes.
 //! - everywhere else, and under loom and Miri: the byte loop itself
 //!   (`copy_bytes`, `zero_bytes_atomic`), which Miri's data race detector
 //!   checks as atomics (the tests race copies on three threads). It moves a
@@ -549,6 +557,10 @@ mod tests {
         assert!(!chosen.is_empty());
         eprintln!("{}", calibration_report());
         #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
-        assert!(calibration_report().contains(chosen), "{}", calibration_report());
+        assert!(
+            calibration_report().contains(chosen),
+            "{}",
+            calibration_report()
+        );
     }
 }

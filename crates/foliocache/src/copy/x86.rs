@@ -10,6 +10,9 @@ use std::time::{Duration, Instant};
 
 use super::LARGE;
 
+/// A copy routine as a function: `(src, dst, len)`.
+pub(super) type CopyFn = unsafe fn(*const u8, *mut u8, usize);
+
 /// A copy routine.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(super) enum Routine {
@@ -60,7 +63,7 @@ impl Routine {
     }
 
     /// The routine as a function.
-    pub(super) fn func(self) -> unsafe fn(*const u8, *mut u8, usize) {
+    pub(super) fn func(self) -> CopyFn {
         match self {
             Movsb => movsb,
             Memcpy => memcpy,
@@ -237,7 +240,19 @@ unsafe fn avx2(src: *const u8, dst: *mut u8, len: usize) {
     // writes `len` bytes forward to `dst` (rdi), each once, which the
     // caller guarantees valid and disjoint; the CPU runs its instructions
     // (the caller's contract); it declares every register it changes.
-    unsafe { vector_copy!(src, dst, len, 32, "vmovdqu", "ymm", "ymmword", [1, 2, 4, 8, 16], [16, 8, 4, 2, 1]) };
+    unsafe {
+        vector_copy!(
+            src,
+            dst,
+            len,
+            32,
+            "vmovdqu",
+            "ymm",
+            "ymmword",
+            [1, 2, 4, 8, 16],
+            [16, 8, 4, 2, 1]
+        )
+    };
 }
 
 /// The `avx512` routine: 64-byte `vmovdqu64` loads and stores.
@@ -247,7 +262,19 @@ unsafe fn avx2(src: *const u8, dst: *mut u8, len: usize) {
 /// CPU has AVX-512F ([`Routine::available`]).
 unsafe fn avx512(src: *const u8, dst: *mut u8, len: usize) {
     // SAFETY: as `avx2`'s, with AVX-512F.
-    unsafe { vector_copy!(src, dst, len, 64, "vmovdqu64", "zmm", "zmmword", [1, 2, 4, 8, 16, 32], [32, 16, 8, 4, 2, 1]) };
+    unsafe {
+        vector_copy!(
+            src,
+            dst,
+            len,
+            64,
+            "vmovdqu64",
+            "zmm",
+            "zmmword",
+            [1, 2, 4, 8, 16, 32],
+            [32, 16, 8, 4, 2, 1]
+        )
+    };
 }
 
 /// What the calibration found and chose.
@@ -269,7 +296,11 @@ static CALIBRATION: OnceLock<Calibration> = OnceLock::new();
 pub(super) fn calibration() -> &'static Calibration {
     CALIBRATION.get_or_init(|| {
         let cal = Calibration::run();
-        let pack = |t: &[Routine; 4]| t.iter().enumerate().fold(0, |a, (i, r)| a | (*r as u32) << (8 * i));
+        let pack = |t: &[Routine; 4]| {
+            t.iter()
+                .enumerate()
+                .fold(0, |a, (i, r)| a | (*r as u32) << (8 * i))
+        };
         PLAIN.store(pack(&cal.plain), Relaxed);
         SHARED.store(pack(&cal.shared), Relaxed);
         cal
@@ -277,7 +308,7 @@ pub(super) fn calibration() -> &'static Calibration {
 }
 
 /// Rounds of the calibration, the first a warm-up.
-const ROUNDS: usize = 20;
+const ROUNDS: usize = 10;
 /// A routine this close to the fastest (as a fraction) counts as fast as
 /// it, and the earlier in [`ROUTINES`] wins.
 const TIE: f64 = 0.02;
@@ -348,7 +379,9 @@ fn describe(t: &[Routine; 4]) -> String {
     if t.iter().all(|r| *r == t[0]) {
         return t[0].name().to_owned();
     }
-    let names: Vec<String> = (0..4).map(|c| format!("{} {}", class_name(c), t[c].name())).collect();
+    let names: Vec<String> = (0..4)
+        .map(|c| format!("{} {}", class_name(c), t[c].name()))
+        .collect();
     names.join(", ")
 }
 
@@ -358,23 +391,33 @@ fn forced() -> Option<Routine> {
     match ROUTINES.into_iter().find(|r| r.name() == v) {
         Some(r) if r.available() => Some(r),
         Some(r) => {
-            log::warn!("FOLIOCACHE_COPY={v}: this CPU lacks {}; calibrating instead", r.name());
+            log::warn!(
+                "FOLIOCACHE_COPY={v}: this CPU lacks {}; calibrating instead",
+                r.name()
+            );
             None
         }
         None => {
-            log::warn!("FOLIOCACHE_COPY={v}: not movsb, avx2, avx512 or memcpy; calibrating instead");
+            log::warn!(
+                "FOLIOCACHE_COPY={v}: not movsb, avx2, avx512 or memcpy; calibrating instead"
+            );
             None
         }
     }
 }
 
 /// Times every available routine on every class: per round, per class,
-/// each routine in turn (starting one further each round), a few copies
-/// between two clock readings; keeps each one's best time per copy. The
-/// buffers are written first (their pages faulted in), round 0 only warms.
-/// A 4 KiB copy walks its source through 64 KiB (as a reader walks a
-/// folio), a 64 KiB one copies it whole; both land in one fixed
-/// destination, page-aligned plus the class's offset.
+/// each routine in turn (starting one further each round), between two
+/// clock readings; keeps each one's best time per copy. The buffers are
+/// written first (their pages faulted in), and round 0 only warms.
+///
+/// The source is what a hit copies from: memory the CPU caches do not
+/// hold (a page cache is for data larger than them), read forward as a
+/// sequential reader does; so before each timed run its 64 KiB are flushed
+/// from the caches (`clflush`), and the run then copies them once: sixteen
+/// 4 KiB copies walking it, or one 64 KiB copy. The destination stays in
+/// the caches, as a reader's buffer reused read after read does: one fixed
+/// buffer, page-aligned plus the class's offset.
 fn measure() -> [[Option<f64>; 4]; 4] {
     const SPAN: usize = 64 << 10;
     const PAGE: usize = 4096;
@@ -387,17 +430,18 @@ fn measure() -> [[Option<f64>; 4]; 4] {
     let mut ns = [[None; 4]; 4];
     for round in 0..ROUNDS {
         for (c, &(len, off)) in CLASSES.iter().enumerate() {
-            let reps = (2 * SPAN / len).min(16);
+            let reps = SPAN / len;
             for k in 0..avail.len() {
                 let i = avail[(k + round) % avail.len()];
                 let f = ROUTINES[i].func();
+                flush(s, SPAN);
                 let t = Instant::now();
                 for rep in 0..reps {
-                    // SAFETY: `s + (rep * len) % SPAN` has `len` bytes
-                    // before `SPAN`, `d + off` has `len` bytes inside
-                    // `dst`, a distinct buffer; the routine is available;
-                    // no other thread sees either buffer.
-                    unsafe { f(s.add((rep * len) % SPAN), d.add(off), len) };
+                    // SAFETY: `s + rep * len` has `len` bytes before
+                    // `SPAN`, `d + off` has `len` bytes inside `dst`, a
+                    // distinct buffer; the routine is available; no other
+                    // thread sees either buffer.
+                    unsafe { f(s.add(rep * len), d.add(off), len) };
                     black_box(d);
                 }
                 let per = t.elapsed().as_nanos() as f64 / reps as f64;
@@ -412,10 +456,43 @@ fn measure() -> [[Option<f64>; 4]; 4] {
     ns
 }
 
+/// Evicts `len` bytes from `p` on from every CPU cache, and waits for it:
+/// with `clflushopt` where the CPU has it (CPUID leaf 7, EBX bit 23; many
+/// in flight at once), else `clflush` (SSE2, every x86-64 CPU; one at a
+/// time, several times slower).
+fn flush(p: *const u8, len: usize) {
+    static OPT: OnceLock<bool> = OnceLock::new();
+    // (CPUID is a safe intrinsic since Rust 1.87; the block serves older
+    // ones.)
+    #[allow(unused_unsafe)]
+    // SAFETY: CPUID is available on every x86-64 CPU; leaf 7 exists when
+    // leaf 0 reports a maximum of 7 or more.
+    let opt = *OPT.get_or_init(|| unsafe {
+        use std::arch::x86_64::{__cpuid, __cpuid_count};
+        __cpuid(0).eax >= 7 && __cpuid_count(7, 0).ebx & (1 << 23) != 0
+    });
+    for line in (0..len).step_by(64) {
+        let at = p.wrapping_add(line);
+        // SAFETY: CLFLUSHOPT (where CPUID says so) or CLFLUSH of an
+        // address inside the caller's buffer: it writes back and evicts the
+        // line, changing no byte of memory.
+        unsafe {
+            if opt {
+                std::arch::asm!("clflushopt byte ptr [{}]", in(reg) at, options(nostack, preserves_flags));
+            } else {
+                std::arch::x86_64::_mm_clflush(at);
+            }
+        }
+    }
+    // SAFETY: MFENCE (SSE2) orders the flushes before the loads that
+    // follow; it touches no memory.
+    unsafe { std::arch::x86_64::_mm_mfence() };
+}
+
 /// Every available routine, as `(name, function, may copy shared bytes)`:
 /// the tests run each, whatever the calibration chose.
 #[cfg(test)]
-pub(super) fn candidates() -> Vec<(&'static str, unsafe fn(*const u8, *mut u8, usize), bool)> {
+pub(super) fn candidates() -> Vec<(&'static str, CopyFn, bool)> {
     ROUTINES
         .into_iter()
         .filter(|r| r.available())
