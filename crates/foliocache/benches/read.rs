@@ -32,7 +32,7 @@
 //!
 //! each into a page-aligned destination (`aligned`) and into one 8 bytes
 //! past a page boundary (`dst+8`): callers' buffers are not always aligned,
-//! and glibc's `memcpy` (`rep movsb` at these sizes) can be much slower when
+//! and glibc's `memcpy` can be much slower when
 //! source and destination disagree in alignment on some CPUs (on others,
 //! for copies out of DRAM, the misaligned case is the faster one: measure
 //! both). One iteration is a batch of [`BATCH`] reads; throughput is in

@@ -153,8 +153,10 @@ pub fn calibration_report() -> String {
     String::new()
 }
 
-/// `dst.copy_from_slice(src)` with the read path's copy: what a cache hit
-/// costs at the least (benchmarks use it as the floor).
+/// `dst.copy_from_slice(src)` with [`copy`]: what a cache hit costs at the
+/// least (benchmarks use it as the floor). Its routine is the calibration's
+/// choice for private bytes, which may be `memcpy` where a hit's copy
+/// (shared bytes) cannot use it; `FOLIOCACHE_COPY` makes both the same.
 ///
 /// # Panics
 /// If the lengths differ, as `copy_from_slice` does.
