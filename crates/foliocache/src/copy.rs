@@ -387,6 +387,8 @@ mod tests {
     /// shared bytes, whatever the calibration chose: so all are tested on
     /// every build that has them.
     fn shared_fns() -> Vec<(Copy, Zero, Copy)> {
+        // (Mutated only where the routines exist.)
+        #[allow(unused_mut)]
         let mut fns: Vec<(Copy, Zero, Copy)> = vec![
             (copy_shared, zero_shared, copy_shared),
             (copy_to_shared, zero_shared, copy_from_shared),
@@ -413,6 +415,7 @@ mod tests {
     /// The plain copies: [`copy`], and on x86-64 every routine the host
     /// has (`memcpy` among them).
     fn plain_fns() -> Vec<(&'static str, Copy)> {
+        // (Mutated only where the routines exist.)
         #[allow(unused_mut)]
         let mut fns: Vec<(&'static str, Copy)> = vec![("copy", copy)];
         #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
