@@ -180,32 +180,28 @@ macro_rules! step {
 
 /// A vector copy routine's one `asm!` block: from 256 bytes up, head steps
 /// of 1, 2, ... bytes until `dst` is aligned to the vector width `$v`
-/// (loads stay unaligned: split loads cost less than split stores); then 4
-/// vectors a turn, then one, then tail steps of the remaining count's bits;
-/// `vzeroupper` last. Every byte is loaded once and stored once.
-/// `$mov` is the vector move, `$r`/`$w` the register prefix and operand
-/// size, `$head`/`$tail` the step sizes.
+/// (loads stay unaligned: split loads cost less than split stores); then
+/// `$n` vectors a turn (registers `$i`: 256 bytes a turn for both routines;
+/// AVX2 with 4 vectors, 128 bytes, copied a 4 KiB source from memory about
+/// 35 % slower than `rep movsb` here, with 8 about 5-25 %), then one, then
+/// tail steps of the remaining count's bits; `vzeroupper` last. Every byte
+/// is loaded once and stored once. `$mov` is the vector move, `$r`/`$w`
+/// the register prefix and operand size, `$head`/`$tail` the step sizes.
 macro_rules! vector_copy {
     ($src:ident, $dst:ident, $len:ident, $v:literal, $mov:literal, $r:literal, $w:literal,
-     [$($head:tt),*], [$($tail:tt),*]) => {
+     $n:literal, [$($i:literal),*], [$($head:tt),*], [$($tail:tt),*]) => {
         std::arch::asm!(
             "cmp rcx, 256",
             "jb 3f",
             $(step!("dil", $head),)*
             "2:",
-            concat!("cmp rcx, 4 * ", $v),
+            concat!("cmp rcx, ", $n, " * ", $v),
             "jb 3f",
-            concat!($mov, " ", $r, "0, ", $w, " ptr [rsi]"),
-            concat!($mov, " ", $r, "1, ", $w, " ptr [rsi + ", $v, "]"),
-            concat!($mov, " ", $r, "2, ", $w, " ptr [rsi + 2 * ", $v, "]"),
-            concat!($mov, " ", $r, "3, ", $w, " ptr [rsi + 3 * ", $v, "]"),
-            concat!($mov, " ", $w, " ptr [rdi], ", $r, "0"),
-            concat!($mov, " ", $w, " ptr [rdi + ", $v, "], ", $r, "1"),
-            concat!($mov, " ", $w, " ptr [rdi + 2 * ", $v, "], ", $r, "2"),
-            concat!($mov, " ", $w, " ptr [rdi + 3 * ", $v, "], ", $r, "3"),
-            concat!("add rsi, 4 * ", $v),
-            concat!("add rdi, 4 * ", $v),
-            concat!("sub rcx, 4 * ", $v),
+            $(concat!($mov, " ", $r, $i, ", ", $w, " ptr [rsi + ", $i, " * ", $v, "]"),)*
+            $(concat!($mov, " ", $w, " ptr [rdi + ", $i, " * ", $v, "], ", $r, $i),)*
+            concat!("add rsi, ", $n, " * ", $v),
+            concat!("add rdi, ", $n, " * ", $v),
+            concat!("sub rcx, ", $n, " * ", $v),
             "jmp 2b",
             "3:",
             concat!("cmp rcx, ", $v),
@@ -249,6 +245,8 @@ unsafe fn avx2(src: *const u8, dst: *mut u8, len: usize) {
             "vmovdqu",
             "ymm",
             "ymmword",
+            8,
+            [0, 1, 2, 3, 4, 5, 6, 7],
             [1, 2, 4, 8, 16],
             [16, 8, 4, 2, 1]
         )
@@ -271,6 +269,8 @@ unsafe fn avx512(src: *const u8, dst: *mut u8, len: usize) {
             "vmovdqu64",
             "zmm",
             "zmmword",
+            4,
+            [0, 1, 2, 3],
             [1, 2, 4, 8, 16, 32],
             [32, 16, 8, 4, 2, 1]
         )
