@@ -97,9 +97,11 @@ fn run_plan(args: &BenchArgs, plan: &Plan, argv: &[String]) -> Result<()> {
         plan.clock.name()
     );
     out!(
-        "host: {} CPUs, Linux {}; data in {}{}{}{}",
+        "host: {} CPUs ({}), Linux {}; foliocache's copy: {}; data in {}{}{}{}",
         host.cpus,
+        host.cpu,
         host.kernel,
+        host.copy,
         data.dir().display(),
         if plan.quick { "; quick" } else { "" },
         if plan.cold { "; cold caches" } else { "" },

@@ -44,6 +44,12 @@ pub struct Host {
     pub cpus: usize,
     /// `uname -r`.
     pub kernel: String,
+    /// The CPU's model name (`/proc/cpuinfo`), or "unknown".
+    pub cpu: String,
+    /// The copy routines foliocache's calibration chose on this host
+    /// (`foliocache::internals::copy::chosen`; `FOLIOCACHE_COPY` forces
+    /// one).
+    pub copy: String,
 }
 
 impl Host {
@@ -54,6 +60,14 @@ impl Host {
             kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
                 .map(|s| s.trim().to_string())
                 .unwrap_or_else(|_| "unknown".into()),
+            cpu: std::fs::read_to_string("/proc/cpuinfo")
+                .ok()
+                .and_then(|s| {
+                    let line = s.lines().find(|l| l.starts_with("model name"))?;
+                    Some(line.split_once(':')?.1.trim().to_string())
+                })
+                .unwrap_or_else(|| "unknown".into()),
+            copy: foliocache::internals::copy::chosen().to_string(),
         }
     }
 }

@@ -32,7 +32,7 @@
 //!
 //! each into a page-aligned destination (`aligned`) and into one 8 bytes
 //! past a page boundary (`dst+8`): callers' buffers are not always aligned,
-//! and glibc's `memcpy` (`rep movsb` at these sizes) can be much slower when
+//! and glibc's `memcpy` can be much slower when
 //! source and destination disagree in alignment on some CPUs (on others,
 //! for copies out of DRAM, the misaligned case is the faster one: measure
 //! both). One iteration is a batch of [`BATCH`] reads; throughput is in
@@ -392,6 +392,9 @@ fn main() {
         .populate(Populate::Eager)
         .build()
         .expect("building the cache");
+    // The copy routines the cache's build chose (`FOLIOCACHE_COPY` forces
+    // one: `copy.rs`'s module docs).
+    eprint!("{}", copy::calibration_report());
     let file = cache.open(&path).expect("opening through foliocache");
     let std_file = StdFile::open(&path).expect("opening the file");
     let map = Map::new(&std_file, size as usize).expect("mmap");

@@ -1,15 +1,44 @@
 //! Copying folio bytes out to a caller's buffer.
 //!
-//! The bar for a cache hit is a memory copy, so the copy itself matters.
-//! glibc's `memcpy` of 4 KiB from an aligned source runs at a speed that
-//! depends on the destination's offset (its vector loop suffers from 4 KiB
-//! aliasing when source and destination share their low address bits;
-//! which offset is slow differs between CPUs), while a plain `rep movsb`
-//! (fast with ERMS/FSRM) holds one speed at every destination offset
-//! (`benches/read.rs`; figures in `docs/bench.md`). So on x86-64 with
-//! ERMS, copies of [`REP_MOVSB_MIN`]
-//! bytes or more use `rep movsb` directly, whatever the alignment; shorter
-//! ones, other CPUs and other architectures use `copy_nonoverlapping`.
+//! The bar for a cache hit is a memory copy, so the copy itself matters,
+//! and the fastest copy differs between hosts: `rep movsb` (fast with
+//! ERMS/FSRM) beat glibc's vector `memcpy` on one (AMD Zen 4), ran about
+//! 10 % slower per byte than glibc's AVX-512 loop for 4 KiB copies on
+//! another (Intel Xeon), and glibc's `memcpy` into a destination 16 bytes
+//! off alignment ran 7x slower than into an aligned one on a third (AMD
+//! Zen 3) (`docs/bench.md`, "The copy of a hit"). So nothing here is
+//! tuned to one host: on x86-64, copies of [`CHOSEN_MIN`] bytes or more go
+//! through the routine a short calibration found fastest on the host
+//! running them ([`calibrate`]; [`chosen`] names it), one of:
+//! - `movsb`: `rep movsb`;
+//! - `avx2`: a loop of 32-byte `vmovdqu` loads and stores, where the CPU
+//!   and the OS support AVX2;
+//! - `avx512`: a loop of 64-byte `vmovdqu64` loads and stores, where they
+//!   support AVX-512F;
+//! - `memcpy`: `copy_nonoverlapping` (glibc's `memcpy`), for [`copy`] only,
+//!   never for shared bytes (below).
+//!
+//! The calibration runs once per process, when the first [`Cache`] is built
+//! or at the first copy that needs it if none was: it times every
+//! available routine on 4 KiB and 64 KiB copies, each into a destination
+//! aligned like its source and one 16 bytes off, from a source flushed
+//! out of the CPU caches first (what a hit copies from: a page cache holds
+//! data larger than they are), on buffers touched first (first touch of
+//! memory costs microseconds per page on our VMs), after a warm-up round,
+//! taking the minimum of several short runs with the routines
+//! interleaved; a few milliseconds in all. Each of these four classes gets
+//! its own winner, and a copy picks its class at call time from its length
+//! (under or from [`LARGE`]) and whether `src` and `dst` share their
+//! alignment within a cache line (`(src ^ dst) % 64`). A routine within 2 %
+//! of the fastest is preferred in the order `movsb`, `memcpy`, `avx2`,
+//! `avx512` (the simpler first, so noise does not flip a choice).
+//! `FOLIOCACHE_COPY=movsb|avx2|avx512|memcpy` in the environment forces one
+//! routine for every class (`memcpy` forces it for [`copy`] only: the
+//! shared functions keep the calibrated choice); a routine the host lacks,
+//! or another value, is ignored with a warning. Shorter copies, other
+//! architectures, loom and Miri use `copy_nonoverlapping` in [`copy`].
+//!
+//! [`Cache`]: crate::Cache
 //!
 //! # Copies that race: the shared functions
 //! A reader copies an uptodate folio out without the folio lock, so it can
@@ -37,15 +66,34 @@
 //! head or tail) on the other. One byte is the only size every range agrees
 //! on.
 //!
-//! Two implementations, one per build, so every racing access of a build is
-//! of the same kind:
-//! - x86-64 (not loom, not Miri): `rep movsb` / `rep stosb` in an `asm!`
-//!   block. To the compiler the block is opaque (no `nomem`, no `readonly`):
-//!   it may read and write what the pointers reach, as the byte loop would,
-//!   and the instruction's accesses are defined by the CPU under concurrent
-//!   writes (no byte is torn). So it is a valid implementation of each of
-//!   the shared functions, at `rep movsb`'s speed (FSRM makes short copies
-//!   fast).
+//! Two kinds of implementation, one per build, so every racing access of a
+//! build is of the same kind:
+//! - x86-64 (not loom, not Miri): the `movsb`, `avx2` and `avx512`
+//!   routines (and `rep stosb` for [`zero_shared`]), each **one** `asm!`
+//!   block. To the compiler a block is opaque (no `nomem`, no `readonly`):
+//!   it may read and write what the pointers reach, as the byte loop would.
+//!   To the CPU, a load or store of any width (1 to 8 bytes in general
+//!   registers, 16, 32 or 64 in vector ones, in whatever pieces and order
+//!   its microcode picks for `rep movsb`) is, byte by byte, what the
+//!   definition asks: x86 promises
+//!   a wide or unaligned access no atomicity as a whole (it may be carried
+//!   out as several accesses, and a racing store may leave some of its
+//!   bytes old and others new), but it never tears a byte: each byte a
+//!   load covers is read as a byte some store wrote there, each byte a
+//!   store covers is written whole with its value, and no byte outside
+//!   the operand is written (there is no read-modify-write of neighbouring
+//!   bytes). A wide access is therefore a set of one-byte relaxed accesses,
+//!   which is all the definition requires (a copy's bytes never had to be
+//!   one atomic unit). Each routine loads every source byte once and
+//!   stores every destination byte once, forward (no overlapping head or
+//!   tail stores that would write a byte twice). So each is a valid
+//!   implementation of "one relaxed atomic byte access per byte", of each
+//!   of the shared functions, and the routines may race one another and
+//!   `rep stosb`: a process may use different ones for different classes
+//!   of copy (and threads of one process always agree, since the choice is
+//!   made once). `copy_nonoverlapping` is not such a block (the compiler
+//!   may assume nothing races its bytes), so `memcpy` is never used for
+//!   shared bytes.
 //! - everywhere else, and under loom and Miri: the byte loop itself
 //!   (`copy_bytes`, `zero_bytes_atomic`), which Miri's data race detector
 //!   checks as atomics (the tests race copies on three threads). It moves a
@@ -65,11 +113,50 @@
 
 use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
 
-/// Copies from this length up go through `rep movsb` (where it is fast).
-pub const REP_MOVSB_MIN: usize = 256;
+/// Copies from this length up go through the routine the calibration
+/// chose (see the module docs of `copy.rs`); [`copy`] copies shorter ones
+/// with `copy_nonoverlapping`.
+pub const CHOSEN_MIN: usize = 256;
 
-/// `dst.copy_from_slice(src)` with the read path's copy: what a cache hit
-/// costs at the least (benchmarks use it as the floor).
+/// Copies from this length up are of the calibration's large class (timed
+/// on 64 KiB copies), shorter ones of its small class (timed on 4 KiB): the
+/// geometric middle of the two.
+pub const LARGE: usize = 16 << 10;
+
+/// Runs the calibration that chooses the copy routines now, if it has not
+/// run in this process yet (the first [`Cache`](crate::Cache) build calls
+/// it; otherwise the first copy that needs it does). A no-op off x86-64
+/// and under loom and Miri.
+pub fn calibrate() {
+    #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
+    x86::calibration();
+}
+
+/// The routines chosen for this host, as the calibration (or
+/// `FOLIOCACHE_COPY`) left them: one name if one routine serves every
+/// class of copy, else each class's; and [`copy`]'s own if it differs
+/// from the shared functions'. Calibrates first if needed.
+pub fn chosen() -> &'static str {
+    #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
+    return &x86::calibration().chosen;
+    #[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
+    "byte loop (shared), memcpy (plain)"
+}
+
+/// What the calibration measured, a line per class of copy: each
+/// available routine's best time per copy and its rate. Empty off x86-64
+/// and under loom and Miri.
+pub fn calibration_report() -> String {
+    #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
+    return x86::calibration().report();
+    #[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
+    String::new()
+}
+
+/// `dst.copy_from_slice(src)` with [`copy`]: what a cache hit costs at the
+/// least (benchmarks use it as the floor). Its routine is the calibration's
+/// choice for private bytes, which may be `memcpy` where a hit's copy
+/// (shared bytes) cannot use it; `FOLIOCACHE_COPY` makes both the same.
 ///
 /// # Panics
 /// If the lengths differ, as `copy_from_slice` does.
@@ -88,9 +175,10 @@ pub fn copy_from_slice(dst: &mut [u8], src: &[u8]) {
 #[inline]
 pub unsafe fn copy(src: *const u8, dst: *mut u8, len: usize) {
     #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
-    if len >= REP_MOVSB_MIN && erms::fast() {
-        // SAFETY: the caller's contract is `rep_movsb`'s.
-        unsafe { rep_movsb(src, dst, len) };
+    if len >= CHOSEN_MIN {
+        // SAFETY: the caller's contract is the chosen routine's; nothing
+        // races a plain copy (the caller's contract).
+        unsafe { x86::copy::<false>(src, dst, len) };
         return;
     }
     // SAFETY: the caller's contract.
@@ -101,7 +189,7 @@ pub unsafe fn copy(src: *const u8, dst: *mut u8, len: usize) {
 /// module docs of `copy.rs`): one relaxed atomic byte load from `src` and one
 /// relaxed atomic byte store to `dst` per byte, so a copy racing a write
 /// of the same bytes gets some mix of old and new bytes, never anything
-/// else. `rep movsb` on x86-64; the byte-atomic loop elsewhere and under
+/// else. The chosen `asm!` routine on x86-64; the byte-atomic loop elsewhere and under
 /// loom and Miri. Where one side is known to be the caller's own buffer,
 /// [`copy_from_shared`] and [`copy_to_shared`] say so and spare it the
 /// atomics.
@@ -122,7 +210,7 @@ pub unsafe fn copy_shared(src: *const u8, dst: *mut u8, len: usize) {
 /// Copies `len` bytes out of shared bytes (a reader's copy-out of an
 /// uptodate folio, which a writer may copy into meanwhile) into the
 /// caller's own buffer: a relaxed atomic byte load per byte of `src`,
-/// plain stores to `dst`; `rep movsb` on x86-64.
+/// plain stores to `dst`; the chosen `asm!` routine on x86-64.
 ///
 /// # Safety
 /// As [`copy`], and: `src`'s bytes may be written meanwhile only by this
@@ -137,7 +225,7 @@ pub unsafe fn copy_from_shared(src: *const u8, dst: *mut u8, len: usize) {
 /// Copies `len` bytes from the caller's own buffer into shared bytes (a
 /// writer's copy-in to a locked folio, which readers may copy out
 /// meanwhile): plain loads from `src`, a relaxed atomic byte store per
-/// byte of `dst`; `rep movsb` on x86-64.
+/// byte of `dst`; the chosen `asm!` routine on x86-64.
 ///
 /// # Safety
 /// As [`copy`], and: `dst`'s bytes may be read or written meanwhile only
@@ -180,30 +268,9 @@ pub unsafe fn zero_shared(dst: *mut u8, len: usize) {
     };
 }
 
-/// `rep movsb`: `len` bytes forward from `src` to `dst`.
-///
-/// # Safety
-/// As [`copy`].
-#[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
-#[inline(always)]
-unsafe fn rep_movsb(src: *const u8, dst: *mut u8, len: usize) {
-    // SAFETY: the caller's contract is exactly what `rep movsb` needs: it
-    // reads `len` bytes forward from `src` (rsi) and writes `len` bytes
-    // forward to `dst` (rdi); the direction flag is clear at every Rust
-    // function boundary (SysV ABI).
-    unsafe {
-        std::arch::asm!(
-            "rep movsb",
-            inout("rcx") len => _,
-            inout("rdi") dst => _,
-            inout("rsi") src => _,
-            options(nostack, preserves_flags)
-        );
-    }
-}
-
-/// The shared copies: `rep movsb` on x86-64 (which is each of them, see
-/// the module docs), [`copy_bytes`] with these sides atomic elsewhere.
+/// The shared copies: the chosen `asm!` routine on x86-64 (each of which
+/// is each of them, see the module docs), [`copy_bytes`] with these sides
+/// atomic elsewhere.
 ///
 /// # Safety
 /// As [`copy`], with concurrent accesses only as the public function
@@ -215,10 +282,10 @@ unsafe fn shared_copy<const ATOMIC_SRC: bool, const ATOMIC_DST: bool>(
     len: usize,
 ) {
     #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
-    // SAFETY: the caller's contract is `rep_movsb`'s; racing it is
+    // SAFETY: the caller's contract is the routine's; racing it is
     // defined (the module docs).
     unsafe {
-        rep_movsb(src, dst, len)
+        x86::copy::<true>(src, dst, len)
     };
     #[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
     // SAFETY: the caller's contract.
@@ -305,44 +372,7 @@ pub fn prefetch(p: *const u8) {
 }
 
 #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
-mod erms {
-    use std::sync::atomic::{AtomicU8, Ordering};
-
-    /// 0: not probed yet; 1: slow; 2: fast.
-    static STATE: AtomicU8 = AtomicU8::new(0);
-
-    /// Whether the CPU has enhanced `rep movsb` (ERMS, CPUID leaf 7 EBX
-    /// bit 9) or fast short `rep movsb` (FSRM, EDX bit 4).
-    /// `FOLIOCACHE_COPY=memcpy` in the environment turns it off (to measure
-    /// the other path).
-    #[inline]
-    pub(super) fn fast() -> bool {
-        match STATE.load(Ordering::Relaxed) {
-            0 => probe(),
-            s => s == 2,
-        }
-    }
-
-    #[cold]
-    fn probe() -> bool {
-        // SAFETY: CPUID is available on every x86-64 CPU; leaf 7 exists
-        // when leaf 0 reports a maximum of 7 or more. (The intrinsics are
-        // safe functions since Rust 1.87; the block serves older ones.)
-        #[allow(unused_unsafe)]
-        let fast = unsafe {
-            let max = std::arch::x86_64::__cpuid(0).eax;
-            if max < 7 {
-                false
-            } else {
-                let r = std::arch::x86_64::__cpuid_count(7, 0);
-                r.ebx & (1 << 9) != 0 || r.edx & (1 << 4) != 0
-            }
-        };
-        let fast = fast && std::env::var_os("FOLIOCACHE_COPY").is_none_or(|v| v != "memcpy");
-        STATE.store(if fast { 2 } else { 1 }, Ordering::Relaxed);
-        fast
-    }
-}
+mod x86;
 
 #[cfg(test)]
 mod tests {
@@ -352,22 +382,46 @@ mod tests {
     type Zero = unsafe fn(*mut u8, usize);
 
     /// Shared functions as a writer and a reader use them: (copy in, zero,
-    /// copy out). The public ones, and the byte loops they are off x86-64
-    /// and under Miri, so both are tested on every build.
-    const SHARED: [(Copy, Zero, Copy); 4] = [
-        (copy_shared, zero_shared, copy_shared),
-        (copy_to_shared, zero_shared, copy_from_shared),
-        (
-            copy_bytes::<true, true>,
-            zero_bytes_atomic,
-            copy_bytes::<true, true>,
-        ),
-        (
-            copy_bytes::<false, true>,
-            zero_bytes_atomic,
-            copy_bytes::<true, false>,
-        ),
-    ];
+    /// copy out). The public ones, the byte loops they are off x86-64 and
+    /// under Miri, and on x86-64 every routine the host has that may copy
+    /// shared bytes, whatever the calibration chose: so all are tested on
+    /// every build that has them.
+    fn shared_fns() -> Vec<(Copy, Zero, Copy)> {
+        // (Mutated only where the routines exist.)
+        #[allow(unused_mut)]
+        let mut fns: Vec<(Copy, Zero, Copy)> = vec![
+            (copy_shared, zero_shared, copy_shared),
+            (copy_to_shared, zero_shared, copy_from_shared),
+            (
+                copy_bytes::<true, true>,
+                zero_bytes_atomic,
+                copy_bytes::<true, true>,
+            ),
+            (
+                copy_bytes::<false, true>,
+                zero_bytes_atomic,
+                copy_bytes::<true, false>,
+            ),
+        ];
+        #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
+        for (_, f, shared) in x86::candidates() {
+            if shared {
+                fns.push((f, zero_shared, f));
+            }
+        }
+        fns
+    }
+
+    /// The plain copies: [`copy`], and on x86-64 every routine the host
+    /// has (`memcpy` among them).
+    fn plain_fns() -> Vec<(&'static str, Copy)> {
+        // (Mutated only where the routines exist.)
+        #[allow(unused_mut)]
+        let mut fns: Vec<(&'static str, Copy)> = vec![("copy", copy)];
+        #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
+        fns.extend(x86::candidates().into_iter().map(|(name, f, _)| (name, f)));
+        fns
+    }
 
     /// Small under Miri (which runs ~1000x slower), real sizes otherwise.
     const fn sized(native: usize, miri: usize) -> usize {
@@ -380,11 +434,11 @@ mod tests {
 
     #[test]
     fn shared_copies_and_zero_are_exact() {
-        let n = sized(9000, 300);
+        let n = sized(20_000, 300);
         let src: Vec<u8> = (0..n as u32).map(|i| (i * 13 + 1) as u8).collect();
         let mut dst = vec![0xEEu8; n + 100];
         let cases = [(0, 0), (1, 3), (100, 8), (255, 1), (n / 2, 16), (n - 1, 0)];
-        for (copy_in, zero, copy_out) in SHARED {
+        for (copy_in, zero, copy_out) in shared_fns() {
             for copy in [copy_in, copy_out] {
                 for (len, off) in cases {
                     dst.fill(0xEE);
@@ -408,7 +462,7 @@ mod tests {
         // in only load from it (atomically for `copy_shared`, which Tree
         // Borrows accepts through a shared borrow; see the module docs).
         static SRC: &[u8] = b"read-only bytes of a write";
-        for (copy_in, _, _) in SHARED {
+        for (copy_in, _, _) in shared_fns() {
             let mut dst = [0u8; 26];
             // SAFETY: `SRC` is readable for its length, `dst` writable and
             // distinct; no other thread.
@@ -465,7 +519,7 @@ mod tests {
 
     #[test]
     fn racing_shared_copies_see_old_or_new_bytes() {
-        for fns in SHARED {
+        for fns in shared_fns() {
             race(fns);
         }
     }
@@ -481,22 +535,37 @@ mod tests {
                 .chain([1023, 1024, 4095, 4096, 4097, 8192, 16_384, 19_000])
                 .collect()
         };
-        for len in lens {
-            for (so, doff) in [(0, 0), (0, 8), (1, 0), (3, 17), (4096, 16), (7, 64)] {
-                if so + len > src.len() || doff + len + 2 > dst.len() {
-                    continue;
+        for (name, copy) in plain_fns() {
+            for &len in &lens {
+                for (so, doff) in [(0, 0), (0, 8), (1, 0), (3, 17), (4096, 16), (7, 64)] {
+                    if so + len > src.len() || doff + len + 2 > dst.len() {
+                        continue;
+                    }
+                    dst.fill(0xEE);
+                    // SAFETY: both ranges are in bounds of distinct vectors.
+                    unsafe { copy(src.as_ptr().add(so), dst.as_mut_ptr().add(doff + 1), len) };
+                    assert_eq!(
+                        &dst[doff + 1..doff + 1 + len],
+                        &src[so..so + len],
+                        "{name} len {len}"
+                    );
+                    assert_eq!(dst[doff], 0xEE, "{name}: no byte before");
+                    assert_eq!(dst[doff + 1 + len], 0xEE, "{name}: no byte after");
                 }
-                dst.fill(0xEE);
-                // SAFETY: both ranges are in bounds of distinct vectors.
-                unsafe { copy(src.as_ptr().add(so), dst.as_mut_ptr().add(doff + 1), len) };
-                assert_eq!(
-                    &dst[doff + 1..doff + 1 + len],
-                    &src[so..so + len],
-                    "len {len}"
-                );
-                assert_eq!(dst[doff], 0xEE, "no byte before");
-                assert_eq!(dst[doff + 1 + len], 0xEE, "no byte after");
             }
         }
+    }
+
+    #[test]
+    fn names_its_choice() {
+        let chosen = chosen();
+        assert!(!chosen.is_empty());
+        eprintln!("{}", calibration_report());
+        #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
+        assert!(
+            calibration_report().contains(chosen),
+            "{}",
+            calibration_report()
+        );
     }
 }

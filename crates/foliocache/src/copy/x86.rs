@@ -1,0 +1,508 @@
+//! The x86-64 copy routines and the calibration that chooses among them
+//! (the module docs of `copy.rs` say why each may copy shared bytes, and
+//! how the choice is made).
+
+use std::fmt::Write as _;
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use super::LARGE;
+
+/// A copy routine as a function: `(src, dst, len)`.
+pub(super) type CopyFn = unsafe fn(*const u8, *mut u8, usize);
+
+/// A copy routine.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Routine {
+    /// `rep movsb`.
+    Movsb = 1,
+    /// `copy_nonoverlapping` (not for shared bytes).
+    Memcpy = 2,
+    /// 32-byte `vmovdqu` loads and stores.
+    Avx2 = 3,
+    /// 64-byte `vmovdqu64` loads and stores.
+    Avx512 = 4,
+}
+
+use Routine::*;
+
+/// The routines in the calibration's order of preference (the simpler
+/// first).
+pub(super) const ROUTINES: [Routine; 4] = [Movsb, Memcpy, Avx2, Avx512];
+
+/// The calibration's classes of copy, by index: bit 0 set for a
+/// destination off its source's alignment within a cache line, bit 1 for a
+/// large copy. Each as (length, destination offset) timed.
+const CLASSES: [(usize, usize); 4] = [(4096, 0), (4096, 16), (64 << 10, 0), (64 << 10, 16)];
+
+impl Routine {
+    /// The name `FOLIOCACHE_COPY` and [`super::chosen`] use.
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Movsb => "movsb",
+            Memcpy => "memcpy",
+            Avx2 => "avx2",
+            Avx512 => "avx512",
+        }
+    }
+
+    /// Whether the CPU and the OS support it (std's detection checks both).
+    pub(super) fn available(self) -> bool {
+        match self {
+            Movsb | Memcpy => true,
+            Avx2 => std::is_x86_feature_detected!("avx2"),
+            Avx512 => std::is_x86_feature_detected!("avx512f"),
+        }
+    }
+
+    /// Whether it may copy shared bytes (one opaque `asm!` block).
+    pub(super) fn shared(self) -> bool {
+        self != Memcpy
+    }
+
+    /// The routine as a function.
+    pub(super) fn func(self) -> CopyFn {
+        match self {
+            Movsb => movsb,
+            Memcpy => memcpy,
+            Avx2 => avx2,
+            Avx512 => avx512,
+        }
+    }
+
+    /// The routine of discriminant `i` (`movsb`, which every CPU runs, for
+    /// anything else).
+    fn from_index(i: u32) -> Routine {
+        match i {
+            2 => Memcpy,
+            3 => Avx2,
+            4 => Avx512,
+            _ => Movsb,
+        }
+    }
+}
+
+/// The chosen routines of [`super::copy`] and of the shared functions: a
+/// byte per class (its index in [`CLASSES`]), each a [`Routine`]'s
+/// discriminant; 0 until the calibration has run.
+static PLAIN: AtomicU32 = AtomicU32::new(0);
+static SHARED: AtomicU32 = AtomicU32::new(0);
+
+/// Copies with the routine chosen for this copy's class: of the shared
+/// functions' choices if `SHARED_BYTES`, else of [`super::copy`]'s.
+///
+/// # Safety
+/// As [`super::copy`]; if `SHARED_BYTES`, racing accesses as the shared
+/// functions allow, else none.
+#[inline(always)]
+pub(super) unsafe fn copy<const SHARED_BYTES: bool>(src: *const u8, dst: *mut u8, len: usize) {
+    let table = if SHARED_BYTES { &SHARED } else { &PLAIN };
+    let mut choices = table.load(Relaxed);
+    if choices == 0 {
+        calibration();
+        choices = table.load(Relaxed);
+    }
+    let class = u32::from((src as usize ^ dst as usize) % 64 != 0) | u32::from(len >= LARGE) << 1;
+    let routine = Routine::from_index((choices >> (8 * class)) & 0xff);
+    // SAFETY: the caller's contract is every routine's; the calibration
+    // chose an available one, and only shared ones for `SHARED`.
+    unsafe {
+        match routine {
+            Movsb => movsb(src, dst, len),
+            Memcpy => memcpy(src, dst, len),
+            Avx2 => avx2(src, dst, len),
+            Avx512 => avx512(src, dst, len),
+        }
+    }
+}
+
+/// `copy_nonoverlapping`: the `memcpy` routine.
+///
+/// # Safety
+/// As [`super::copy`], with no racing access.
+unsafe fn memcpy(src: *const u8, dst: *mut u8, len: usize) {
+    // SAFETY: the caller's contract.
+    unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
+}
+
+/// `rep movsb`: `len` bytes forward from `src` to `dst`.
+///
+/// # Safety
+/// As [`super::copy`]; racing accesses as the shared functions allow.
+#[inline(always)]
+unsafe fn movsb(src: *const u8, dst: *mut u8, len: usize) {
+    // SAFETY: the caller's contract is exactly what `rep movsb` needs: it
+    // reads `len` bytes forward from `src` (rsi) and writes `len` bytes
+    // forward to `dst` (rdi); the direction flag is clear at every Rust
+    // function boundary (SysV ABI).
+    unsafe {
+        std::arch::asm!(
+            "rep movsb",
+            inout("rcx") len => _,
+            inout("rdi") dst => _,
+            inout("rsi") src => _,
+            options(nostack, preserves_flags)
+        );
+    }
+}
+
+/// One step of a vector routine's head or tail: if register `$reg` has the
+/// bit of value `$n` set, moves `$n` bytes from `[rsi]` to `[rdi]` and
+/// advances both pointers and the count (rcx) by `$n`. Uses rax or the
+/// low part of vector register 0.
+macro_rules! step {
+    ($reg:literal, 1) => {
+        step!(@ $reg, 1, "movzx eax, byte ptr [rsi]", "mov byte ptr [rdi], al")
+    };
+    ($reg:literal, 2) => {
+        step!(@ $reg, 2, "movzx eax, word ptr [rsi]", "mov word ptr [rdi], ax")
+    };
+    ($reg:literal, 4) => {
+        step!(@ $reg, 4, "mov eax, dword ptr [rsi]", "mov dword ptr [rdi], eax")
+    };
+    ($reg:literal, 8) => {
+        step!(@ $reg, 8, "mov rax, qword ptr [rsi]", "mov qword ptr [rdi], rax")
+    };
+    ($reg:literal, 16) => {
+        step!(@ $reg, 16, "vmovdqu xmm0, xmmword ptr [rsi]", "vmovdqu xmmword ptr [rdi], xmm0")
+    };
+    ($reg:literal, 32) => {
+        step!(@ $reg, 32, "vmovdqu ymm0, ymmword ptr [rsi]", "vmovdqu ymmword ptr [rdi], ymm0")
+    };
+    (@ $reg:literal, $n:literal, $load:literal, $store:literal) => {
+        concat!(
+            "test ", $reg, ", ", $n, "\n",
+            "jz 8f\n",
+            $load, "\n",
+            $store, "\n",
+            "add rsi, ", $n, "\n",
+            "add rdi, ", $n, "\n",
+            "sub rcx, ", $n, "\n",
+            "8:\n",
+        )
+    };
+}
+
+/// A vector copy routine's one `asm!` block: from 256 bytes up, head steps
+/// of 1, 2, ... bytes until `dst` is aligned to the vector width `$v`
+/// (loads stay unaligned: split loads cost less than split stores); then
+/// `$n` vectors a turn (registers `$i`: 256 bytes a turn for both routines;
+/// AVX2 with 4 vectors, 128 bytes, copied a 4 KiB source from memory about
+/// 35 % slower than `rep movsb` here, with 8 about 5-25 %), then one, then
+/// tail steps of the remaining count's bits; `vzeroupper` last. Every byte
+/// is loaded once and stored once. `$mov` is the vector move, `$r`/`$w`
+/// the register prefix and operand size, `$head`/`$tail` the step sizes.
+macro_rules! vector_copy {
+    ($src:ident, $dst:ident, $len:ident, $v:literal, $mov:literal, $r:literal, $w:literal,
+     $n:literal, [$($i:literal),*], [$($head:tt),*], [$($tail:tt),*]) => {
+        std::arch::asm!(
+            "cmp rcx, 256",
+            "jb 3f",
+            $(step!("dil", $head),)*
+            "2:",
+            concat!("cmp rcx, ", $n, " * ", $v),
+            "jb 3f",
+            $(concat!($mov, " ", $r, $i, ", ", $w, " ptr [rsi + ", $i, " * ", $v, "]"),)*
+            $(concat!($mov, " ", $w, " ptr [rdi + ", $i, " * ", $v, "], ", $r, $i),)*
+            concat!("add rsi, ", $n, " * ", $v),
+            concat!("add rdi, ", $n, " * ", $v),
+            concat!("sub rcx, ", $n, " * ", $v),
+            "jmp 2b",
+            "3:",
+            concat!("cmp rcx, ", $v),
+            "jb 4f",
+            concat!($mov, " ", $r, "0, ", $w, " ptr [rsi]"),
+            concat!($mov, " ", $w, " ptr [rdi], ", $r, "0"),
+            concat!("add rsi, ", $v),
+            concat!("add rdi, ", $v),
+            concat!("sub rcx, ", $v),
+            "jmp 3b",
+            "4:",
+            $(step!("cl", $tail),)*
+            "vzeroupper",
+            inout("rcx") $len => _,
+            inout("rdi") $dst => _,
+            inout("rsi") $src => _,
+            // Every caller-saved register, vector ones of every width
+            // among them, without this function needing the features.
+            clobber_abi("C"),
+            options(nostack)
+        )
+    };
+}
+
+/// The `avx2` routine: 32-byte `vmovdqu` loads and stores.
+///
+/// # Safety
+/// As [`super::copy`]; racing accesses as the shared functions allow; the
+/// CPU has AVX2 ([`Routine::available`]).
+unsafe fn avx2(src: *const u8, dst: *mut u8, len: usize) {
+    // SAFETY: the block reads `len` bytes forward from `src` (rsi) and
+    // writes `len` bytes forward to `dst` (rdi), each once, which the
+    // caller guarantees valid and disjoint; the CPU runs its instructions
+    // (the caller's contract); it declares every register it changes.
+    unsafe {
+        vector_copy!(
+            src,
+            dst,
+            len,
+            32,
+            "vmovdqu",
+            "ymm",
+            "ymmword",
+            8,
+            [0, 1, 2, 3, 4, 5, 6, 7],
+            [1, 2, 4, 8, 16],
+            [16, 8, 4, 2, 1]
+        )
+    };
+}
+
+/// The `avx512` routine: 64-byte `vmovdqu64` loads and stores.
+///
+/// # Safety
+/// As [`super::copy`]; racing accesses as the shared functions allow; the
+/// CPU has AVX-512F ([`Routine::available`]).
+unsafe fn avx512(src: *const u8, dst: *mut u8, len: usize) {
+    // SAFETY: as `avx2`'s, with AVX-512F.
+    unsafe {
+        vector_copy!(
+            src,
+            dst,
+            len,
+            64,
+            "vmovdqu64",
+            "zmm",
+            "zmmword",
+            4,
+            [0, 1, 2, 3],
+            [1, 2, 4, 8, 16, 32],
+            [32, 16, 8, 4, 2, 1]
+        )
+    };
+}
+
+/// What the calibration found and chose.
+pub(super) struct Calibration {
+    /// Best time per copy in nanoseconds, by class and [`ROUTINES`] index;
+    /// `None` for a routine the host lacks.
+    ns: [[Option<f64>; 4]; 4],
+    plain: [Routine; 4],
+    shared: [Routine; 4],
+    took: Duration,
+    /// [`super::chosen`]'s answer.
+    pub(super) chosen: String,
+}
+
+static CALIBRATION: OnceLock<Calibration> = OnceLock::new();
+
+/// The calibration, run on the first call (the choices are stored before
+/// it returns).
+pub(super) fn calibration() -> &'static Calibration {
+    CALIBRATION.get_or_init(|| {
+        let cal = Calibration::run();
+        let pack = |t: &[Routine; 4]| {
+            t.iter()
+                .enumerate()
+                .fold(0, |a, (i, r)| a | (*r as u32) << (8 * i))
+        };
+        PLAIN.store(pack(&cal.plain), Relaxed);
+        SHARED.store(pack(&cal.shared), Relaxed);
+        cal
+    })
+}
+
+/// Rounds of the calibration, the first a warm-up.
+const ROUNDS: usize = 10;
+/// A routine this close to the fastest (as a fraction) counts as fast as
+/// it, and the earlier in [`ROUTINES`] wins.
+const TIE: f64 = 0.02;
+
+impl Calibration {
+    fn run() -> Calibration {
+        let start = Instant::now();
+        let ns = measure();
+        let pick = |c: usize, shared: bool| {
+            let ok = |i: usize| ns[c][i].filter(|_| !shared || ROUTINES[i].shared());
+            let best = (0..4).filter_map(ok).fold(f64::INFINITY, f64::min);
+            let i = (0..4).find(|&i| ok(i).is_some_and(|t| t <= best * (1.0 + TIE)));
+            ROUTINES[i.unwrap_or(0)]
+        };
+        let mut plain: [Routine; 4] = std::array::from_fn(|c| pick(c, false));
+        let mut shared: [Routine; 4] = std::array::from_fn(|c| pick(c, true));
+        let forced = forced();
+        if let Some(r) = forced {
+            plain = [r; 4];
+            if r.shared() {
+                shared = [r; 4];
+            }
+        }
+        let mut chosen = describe(&shared);
+        if plain != shared {
+            let _ = write!(chosen, "; plain copy: {}", describe(&plain));
+        }
+        if let Some(r) = forced {
+            let _ = write!(chosen, " (FOLIOCACHE_COPY={})", r.name());
+        }
+        Calibration {
+            ns,
+            plain,
+            shared,
+            took: start.elapsed(),
+            chosen,
+        }
+    }
+
+    /// A line per class: each routine's time and rate, and the choices.
+    pub(super) fn report(&self) -> String {
+        let mut out = format!("copy calibration ({:.2?}): {}\n", self.took, self.chosen);
+        for (c, &(len, off)) in CLASSES.iter().enumerate() {
+            let _ = write!(out, "  {}:", class_name(c));
+            for (i, r) in ROUTINES.iter().enumerate() {
+                if let Some(t) = self.ns[c][i] {
+                    let gib = len as f64 / t / 1.073_741_824;
+                    let _ = write!(out, " {} {t:.0} ns ({gib:.1} GiB/s)", r.name());
+                }
+            }
+            let _ = writeln!(
+                out,
+                "; chosen {} (plain {}) [{len} B, dst +{off}]",
+                self.shared[c].name(),
+                self.plain[c].name()
+            );
+        }
+        out
+    }
+}
+
+fn class_name(c: usize) -> &'static str {
+    ["4K", "4K dst+16", "64K", "64K dst+16"][c]
+}
+
+/// One name if every class has the same routine, else each class's.
+fn describe(t: &[Routine; 4]) -> String {
+    if t.iter().all(|r| *r == t[0]) {
+        return t[0].name().to_owned();
+    }
+    let names: Vec<String> = (0..4)
+        .map(|c| format!("{} {}", class_name(c), t[c].name()))
+        .collect();
+    names.join(", ")
+}
+
+/// The routine `FOLIOCACHE_COPY` forces, if it names an available one.
+fn forced() -> Option<Routine> {
+    let v = std::env::var("FOLIOCACHE_COPY").ok()?;
+    match ROUTINES.into_iter().find(|r| r.name() == v) {
+        Some(r) if r.available() => Some(r),
+        Some(r) => {
+            log::warn!(
+                "FOLIOCACHE_COPY={v}: this CPU lacks {}; calibrating instead",
+                r.name()
+            );
+            None
+        }
+        None => {
+            log::warn!(
+                "FOLIOCACHE_COPY={v}: not movsb, avx2, avx512 or memcpy; calibrating instead"
+            );
+            None
+        }
+    }
+}
+
+/// Times every available routine on every class: per round, per class,
+/// each routine in turn (starting one further each round), between two
+/// clock readings; keeps each one's best time per copy. The buffers are
+/// written first (their pages faulted in), and round 0 only warms.
+///
+/// The source is what a hit copies from: memory the CPU caches do not
+/// hold (a page cache is for data larger than them), read forward as a
+/// sequential reader does; so before each timed run its 64 KiB are flushed
+/// from the caches (`clflush`), and the run then copies them once: sixteen
+/// 4 KiB copies walking it, or one 64 KiB copy. The destination stays in
+/// the caches, as a reader's buffer reused read after read does: one fixed
+/// buffer, page-aligned plus the class's offset.
+fn measure() -> [[Option<f64>; 4]; 4] {
+    const SPAN: usize = 64 << 10;
+    const PAGE: usize = 4096;
+    let src: Vec<u8> = (0..SPAN + PAGE).map(|i| i as u8).collect();
+    let mut dst = vec![0x5a_u8; SPAN + 2 * PAGE];
+    let s = src[src.as_ptr().align_offset(PAGE)..].as_ptr();
+    let at = dst.as_ptr().align_offset(PAGE);
+    let d = dst[at..].as_mut_ptr();
+    let avail: Vec<usize> = (0..4).filter(|&i| ROUTINES[i].available()).collect();
+    let mut ns = [[None; 4]; 4];
+    for round in 0..ROUNDS {
+        for (c, &(len, off)) in CLASSES.iter().enumerate() {
+            let reps = SPAN / len;
+            for k in 0..avail.len() {
+                let i = avail[(k + round) % avail.len()];
+                let f = ROUTINES[i].func();
+                flush(s, SPAN);
+                let t = Instant::now();
+                for rep in 0..reps {
+                    // SAFETY: `s + rep * len` has `len` bytes before
+                    // `SPAN`, `d + off` has `len` bytes inside `dst`, a
+                    // distinct buffer; the routine is available; no other
+                    // thread sees either buffer.
+                    unsafe { f(s.add(rep * len), d.add(off), len) };
+                    black_box(d);
+                }
+                let per = t.elapsed().as_nanos() as f64 / reps as f64;
+                if round > 0 {
+                    let best: &mut Option<f64> = &mut ns[c][i];
+                    *best = Some(best.map_or(per, |b| b.min(per)));
+                }
+            }
+        }
+    }
+    black_box(&dst);
+    ns
+}
+
+/// Evicts `len` bytes from `p` on from every CPU cache, and waits for it:
+/// with `clflushopt` where the CPU has it (CPUID leaf 7, EBX bit 23; many
+/// in flight at once), else `clflush` (SSE2, every x86-64 CPU; one at a
+/// time, several times slower).
+fn flush(p: *const u8, len: usize) {
+    static OPT: OnceLock<bool> = OnceLock::new();
+    // (CPUID is a safe intrinsic since Rust 1.87; the block serves older
+    // ones.)
+    #[allow(unused_unsafe)]
+    // SAFETY: CPUID is available on every x86-64 CPU; leaf 7 exists when
+    // leaf 0 reports a maximum of 7 or more.
+    let opt = *OPT.get_or_init(|| unsafe {
+        use std::arch::x86_64::{__cpuid, __cpuid_count};
+        __cpuid(0).eax >= 7 && __cpuid_count(7, 0).ebx & (1 << 23) != 0
+    });
+    for line in (0..len).step_by(64) {
+        let at = p.wrapping_add(line);
+        // SAFETY: CLFLUSHOPT (where CPUID says so) or CLFLUSH of an
+        // address inside the caller's buffer: it writes back and evicts the
+        // line, changing no byte of memory.
+        unsafe {
+            if opt {
+                std::arch::asm!("clflushopt byte ptr [{}]", in(reg) at, options(nostack, preserves_flags));
+            } else {
+                std::arch::x86_64::_mm_clflush(at);
+            }
+        }
+    }
+    // SAFETY: MFENCE (SSE2) orders the flushes before the loads that
+    // follow; it touches no memory.
+    unsafe { std::arch::x86_64::_mm_mfence() };
+}
+
+/// Every available routine, as `(name, function, may copy shared bytes)`:
+/// the tests run each, whatever the calibration chose.
+#[cfg(test)]
+pub(super) fn candidates() -> Vec<(&'static str, CopyFn, bool)> {
+    ROUTINES
+        .into_iter()
+        .filter(|r| r.available())
+        .map(|r| (r.name(), r.func(), r.shared()))
+        .collect()
+}
