@@ -48,9 +48,13 @@
 //! pinned in place. Anything else (not cached yet, across two folios,
 //! locked by IO, a readahead marker, an uncached read) is read as
 //! [`File::read_at`] reads it, bringing it into the cache; then the pin is
-//! tried in place again, and if that still cannot be had (the range spans
-//! folios), the pin holds a copy of the bytes in its own buffer.
-//! [`Pinned::is_borrowed`] says which.
+//! tried in place again (a folio busy with a writer or IO a few times), and
+//! if that still cannot be had (the range spans folios, the folio stayed
+//! busy), the pin holds a copy of the bytes in its own buffer.
+//! [`Pinned::is_borrowed`] says which. A pin in place is never torn: no
+//! write was under way when it was taken, and none is while it lives. A
+//! copy is what a read returns: a write racing it may show in part (some
+//! bytes old, some new), as in a read.
 
 use std::io;
 use std::ptr::NonNull;
@@ -159,6 +163,11 @@ impl File {
     /// not cached is read in first, as `read_at` would, and then pinned in
     /// place if it now can be.
     ///
+    /// A pin in place holds the bytes as they were between writes: a write
+    /// racing the pin shows whole or not at all. A copy (the range spans
+    /// folios, or its folio stayed busy) is what a read returns: a racing
+    /// write may show in part. [`Pinned::is_borrowed`] says which.
+    ///
     /// The bytes never change while the pin lives: a write of the range
     /// meanwhile goes to a copy of the folio that replaces it in the file
     /// (the pin keeps the old bytes, reads see the new), and truncation
@@ -201,16 +210,23 @@ impl File {
             .effective_flags(ReadFlags::NONE)
             .contains(ReadFlags::DONTCACHE);
         if cached {
-            if let Some(p) = self.pin_cached(offset, n, true) {
+            if let Ok(p) = self.pin_cached(offset, n, true) {
                 return Ok(p);
             }
         }
         let mut v = vec![0u8; n];
         let done = self.read_up_to(&mut v, offset)?;
         if cached && done == n {
-            // (The read counted the access and the hit or miss.)
-            if let Some(p) = self.pin_cached(offset, n, false) {
-                return Ok(p);
+            // (The read counted the access and the hit or miss.) A folio
+            // busy (locked by a writer or by IO, or just swapped for a
+            // copy) is tried again a while: a pin in place is never torn,
+            // where the copy just read may hold part of a racing write.
+            for _ in 0..BUSY_TRIES {
+                match self.pin_cached(offset, n, false) {
+                    Ok(p) => return Ok(p),
+                    Err(Busy(true)) => std::thread::yield_now(),
+                    Err(Busy(false)) => break,
+                }
             }
         }
         v.truncate(done);
@@ -221,28 +237,34 @@ impl File {
     /// uptodate, unlocked folio of this file (not a readahead marker, not
     /// dropbehind: those take the read path, which deals with them).
     /// `count`: mark the access and count a hit, as a read's hit does.
-    fn pin_cached(&self, offset: u64, n: usize, count: bool) -> Option<Pinned<'_>> {
+    ///
+    /// # Errors
+    /// [`Busy`]`(true)` when the folio is there but busy (locked, or
+    /// swapped out since the lookup): worth another try soon.
+    fn pin_cached(&self, offset: u64, n: usize, count: bool) -> Result<Pinned<'_>, Busy> {
         let m = &*self.mapping;
         let (f, sequential) = m.get_for_read(offset, n);
-        let f = f?;
+        let f = f.ok_or(Busy(false))?;
         let start = f.index() * PAGE;
         let ff = f.flags();
         let cache = m.inner();
         let base = cache.arena.page_ptr(f.page()).as_ptr();
-        let ptr = NonNull::new(base.wrapping_add((offset - start) as usize))?;
+        let ptr = NonNull::new(base.wrapping_add((offset - start) as usize)).ok_or(Busy(false))?;
         if !ff.contains(FolioFlags::UPTODATE)
             || ff.intersects(FolioFlags::READAHEAD.union(FolioFlags::DROPBEHIND))
             || offset + n as u64 > start + f.nr_pages() * PAGE
-            || !f.try_pin()
         {
-            return None;
+            return Err(Busy(false));
+        }
+        if !f.try_pin() {
+            return Err(Busy(true));
         }
         // Still this file's: not swapped out for a copy by a writer, nor
         // truncated, between the lookup and the pin (its bytes would be
         // a moment old; the read path gives the current ones).
         if f.mapping() != m.id() {
             f.unpin();
-            return None;
+            return Err(Busy(true));
         }
         if count {
             if !(sequential && offset > start) {
@@ -250,7 +272,7 @@ impl File {
             }
             cache.stats.hits.add(1);
         }
-        Some(Pinned {
+        Ok(Pinned {
             bytes: Bytes::Folio {
                 folio: f,
                 ptr,
@@ -259,6 +281,14 @@ impl File {
         })
     }
 }
+
+/// Why a pin in place could not be had: `true` if its folio was busy
+/// (locked, or swapped for a copy), which soon passes.
+struct Busy(bool);
+
+/// How many times a pin tries a busy folio again (yielding between) before
+/// it settles for a copy.
+const BUSY_TRIES: u32 = 64;
 
 /// A locked folio whose bytes its holder may write: not pinned, and no pin
 /// can start while the guard lives (it holds the lock). Made by

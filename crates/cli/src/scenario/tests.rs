@@ -431,27 +431,28 @@ fn memory_engines_only_where_they_apply() {
     assert!(err(&["--rw", "write", "--engine", "memcpy"]).contains("read jobs only"));
 }
 
+/// A scenario's bandwidth targets of engine `numerator`: (denominator,
+/// minimum, job).
+fn bandwidth_targets(sc: &Scenario, numerator: &str) -> Vec<(String, f64, Option<usize>)> {
+    sc.targets
+        .iter()
+        .filter_map(|t| match t {
+            TargetSpec::Bandwidth {
+                numerator: n,
+                denominator,
+                min,
+                job,
+            } if n == numerator => Some((denominator.clone(), *min, *job)),
+            _ => None,
+        })
+        .collect()
+}
+
 #[test]
 fn cached_reads_hold_foliocache_to_the_copy_limits() {
     let p = plan_of(&["--scenario", "seqread", "--scenario", "randread", "--quick"]);
-    let bandwidth = |sc: &Scenario| -> Vec<(String, String, f64, Option<usize>)> {
-        sc.targets
-            .iter()
-            .filter_map(|t| match t {
-                TargetSpec::Bandwidth {
-                    numerator,
-                    denominator,
-                    min,
-                    job,
-                } if numerator == "foliocache" => {
-                    Some((numerator.clone(), denominator.clone(), *min, *job))
-                }
-                _ => None,
-            })
-            .collect()
-    };
-    let t =
-        |d: &str, min: f64, job: usize| ("foliocache".to_string(), d.to_string(), min, Some(job));
+    let bandwidth = |sc: &Scenario| bandwidth_targets(sc, "foliocache");
+    let t = |d: &str, min: f64, job: usize| (d.to_string(), min, Some(job));
     let (seq, rand) = (&p.scenarios[0], &p.scenarios[1]);
     for j in seq.jobs.iter().chain(&rand.jobs) {
         assert_eq!(labels(j)[..4], ["foliocache", "kernel", "mmap", "memcpy"]);
@@ -479,20 +480,7 @@ fn cached_reads_hold_foliocache_to_the_copy_limits() {
 
 #[test]
 fn consume_adds_the_pin_engine_and_holds_it_to_mmap() {
-    let pin_targets = |sc: &Scenario| -> Vec<(String, f64, Option<usize>)> {
-        sc.targets
-            .iter()
-            .filter_map(|t| match t {
-                TargetSpec::Bandwidth {
-                    numerator,
-                    denominator,
-                    min,
-                    job,
-                } if numerator == "foliocache[pin]" => Some((denominator.clone(), *min, *job)),
-                _ => None,
-            })
-            .collect()
-    };
+    let pin_targets = |sc: &Scenario| bandwidth_targets(sc, "foliocache[pin]");
     let p = plan_of(&["--scenario", "seqread", "--scenario", "randread", "--quick"]);
     for sc in &p.scenarios {
         assert!(!labels(&sc.jobs[0]).contains(&"foliocache[pin]"));

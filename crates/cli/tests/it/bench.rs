@@ -1293,31 +1293,29 @@ fn engine_runs_here(engine: &str) -> bool {
     false
 }
 
-/// Runs `args` with `--verify` on `engines` and checks every result says
-/// the data was right.
-fn verified(rw: &str, engines: &[&str], extra: &[&str]) {
+/// Runs a job of two threads reading (or writing) 2 MiB each in 4 KiB
+/// blocks (`rw`), with `extra` arguments, on those of `engines` that run
+/// here; returns them and the JSON.
+fn two_jobs_of_2m<'e>(rw: &str, engines: &[&'e str], extra: &[&str]) -> (Vec<&'e str>, Value) {
     let engines: Vec<&str> = engines
         .iter()
         .copied()
         .filter(|e| !["direct", "dontcache"].contains(e) || engine_runs_here(e))
         .collect();
     let dir = tempfile::tempdir().unwrap();
-    let mut args = vec![
-        "--rw",
-        rw,
-        "--bs",
-        "4k",
-        "--size",
-        "2M",
-        "--numjobs",
-        "2",
-        "--verify",
-    ];
+    let mut args = vec!["--rw", rw, "--bs", "4k", "--size", "2M", "--numjobs", "2"];
     for e in &engines {
         args.extend_from_slice(&["--engine", e]);
     }
     args.extend_from_slice(extra);
     let v = bench_json(dir.path(), &args);
+    (engines, v)
+}
+
+/// Runs `args` with `--verify` on `engines` and checks every result says
+/// the data was right.
+fn verified(rw: &str, engines: &[&str], extra: &[&str]) {
+    let (engines, v) = two_jobs_of_2m(rw, engines, &[&["--verify"], extra].concat());
     assert_eq!(v["verify"], true);
     let rs = results(&v);
     assert_eq!(rs.len(), engines.len());
@@ -1389,28 +1387,7 @@ fn misaligned_buffers_read_the_right_data() {
 /// place), and the record says so.
 #[test]
 fn consume_runs_every_reader_and_is_recorded() {
-    let readers: Vec<&str> = READERS
-        .iter()
-        .copied()
-        .filter(|e| !["direct", "dontcache"].contains(e) || engine_runs_here(e))
-        .collect();
-    let dir = tempfile::tempdir().unwrap();
-    let mut args = vec![
-        "--rw",
-        "randread",
-        "--bs",
-        "4k",
-        "--size",
-        "2M",
-        "--numjobs",
-        "2",
-        "--shared",
-        "--consume",
-    ];
-    for e in &readers {
-        args.extend_from_slice(&["--engine", e]);
-    }
-    let v = bench_json(dir.path(), &args);
+    let (readers, v) = two_jobs_of_2m("randread", &READERS, &["--shared", "--consume"]);
     let rs = results(&v);
     assert_eq!(rs.len(), readers.len());
     for r in rs {
