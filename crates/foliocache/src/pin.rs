@@ -224,7 +224,7 @@ impl File {
             for _ in 0..BUSY_TRIES {
                 match self.pin_cached(offset, n, false) {
                     Ok(p) => return Ok(p),
-                    Err(Busy(true)) => std::thread::yield_now(),
+                    Err(Busy(true)) => busy_wait(),
                     Err(Busy(false)) => break,
                 }
             }
@@ -287,8 +287,18 @@ impl File {
 struct Busy(bool);
 
 /// How many times a pin tries a busy folio again (yielding between) before
-/// it settles for a copy.
-const BUSY_TRIES: u32 = 64;
+/// it settles for a copy. (Under loom, twice: each try is a lookup whose
+/// every atomic multiplies the interleavings a model explores.)
+const BUSY_TRIES: u32 = if cfg!(loom) { 2 } else { 64 };
+
+/// Lets the thread holding a busy folio go on: a yield of the thread (of
+/// loom's model thread, under loom).
+fn busy_wait() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    std::thread::yield_now();
+}
 
 /// A locked folio whose bytes its holder may write: not pinned, and no pin
 /// can start while the guard lives (it holds the lock). Made by
