@@ -666,13 +666,16 @@ impl Mapping {
                 .collect();
             out.push(cut);
         }
-        self.dirty_pages.fetch_sub(pages, Ordering::Relaxed);
-        cache.stats.dirty_pages.fetch_sub(pages, Ordering::Relaxed);
+        // Under writeback before no longer dirty: a reader of the two
+        // counts (a caller waiting for everything written, reclaim asking
+        // whether waiting helps) never sees both at zero mid-way.
         let all: u64 = run.iter().map(|f| f.nr_pages()).sum();
         cache
             .stats
             .writeback_pages
             .fetch_add(all, Ordering::Relaxed);
+        self.dirty_pages.fetch_sub(pages, Ordering::Relaxed);
+        cache.stats.dirty_pages.fetch_sub(pages, Ordering::Relaxed);
         out
     }
 

@@ -205,6 +205,14 @@ pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
+/// Whether every byte written has reached the backing: nothing dirty and
+/// nothing under writeback (a folio's dirty pages stop counting as dirty
+/// when its writeback starts, before the backing has them).
+pub fn all_written(c: &foliocache::Cache) -> bool {
+    let s = c.stats();
+    s.dirty_bytes == 0 && s.writeback_bytes == 0
+}
+
 /// The OS error number of an error, panicking on success or a non-OS error.
 #[track_caller]
 pub fn errno<T: std::fmt::Debug>(what: &str, r: io::Result<T>) -> i32 {

@@ -33,7 +33,9 @@ use backing::{FaultyBacking, MemBacking, Op};
 use foliocache::{Cache, File, ReadFlags, WriteFlags};
 
 use crate::common::write as wcommon;
-use wcommon::{assert_same, cache_dirty, nonzero_bytes, read_all, wait_until, within, HANG, PAGE};
+use wcommon::{
+    all_written, assert_same, cache_dirty, nonzero_bytes, read_all, wait_until, within, HANG, PAGE,
+};
 
 const KIB: usize = 1024;
 const MIB: usize = 1024 * KIB;
@@ -395,9 +397,7 @@ fn background_flusher() {
                 });
                 c.owed = Some(e);
             }
-            None => wait_until("the flusher writes everything", || {
-                cache.stats().dirty_bytes == 0
-            }),
+            None => wait_until("the flusher writes everything", || all_written(&cache)),
         }
         c.recover_and_check();
     });

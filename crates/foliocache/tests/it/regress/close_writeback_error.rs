@@ -22,7 +22,7 @@ use std::sync::Arc;
 use backing::{FaultyBacking, MemBacking, Op};
 use foliocache::{Cache, Populate};
 
-use crate::common::write::wait_until;
+use crate::common::write::{all_written, wait_until};
 
 fn cache() -> Cache {
     // No background writeback below the capacity: the close writes back.
@@ -52,9 +52,7 @@ fn a_failed_writeback_at_close_keeps_the_data_and_the_flusher_writes_it_later() 
     );
     b.clear();
     // The flusher's next full round (every 5 s) writes it.
-    wait_until("the flusher writes the closed file", || {
-        c.stats().dirty_bytes == 0
-    });
+    wait_until("the flusher writes the closed file", || all_written(&c));
     let disk = b.inner().contents().unwrap();
     assert!(disk == data, "the backing holds every byte written");
 }
