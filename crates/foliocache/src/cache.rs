@@ -51,7 +51,7 @@ use crate::folio::{Folio, FolioTable};
 use crate::lru::Lru;
 use crate::pressure::PressureConfig;
 use crate::readahead::ReadaheadConfig;
-use crate::sync::{AtomicU64, Mutex, Ordering};
+use crate::sync::{AtomicU64, Mutex, Ordering, StatU64};
 use crate::vmscan::shadow_check_every;
 use backing::aio::{IoEngine, IoEngineConfig};
 
@@ -611,7 +611,7 @@ pub(crate) struct ShardedCounter {
 
 #[repr(align(128))]
 #[derive(Default)]
-struct Padded(AtomicU64);
+struct Padded(StatU64);
 
 const SHARDS: usize = 32;
 
@@ -663,6 +663,8 @@ impl ShardedCounter {
 /// The cache's counters: sharded where readers bump them on every hit or
 /// miss, plain atomics for gauges (added to and taken from) and for what
 /// only writeback, truncation or pressure moves.
+/// Counters that only count are [`StatU64`]s, outside the loom models;
+/// the two gauges that writeback and reclaim decide on are the shim's.
 #[derive(Default)]
 pub(crate) struct Stats {
     pub(crate) hits: ShardedCounter,
@@ -674,16 +676,16 @@ pub(crate) struct Stats {
     pub(crate) io_bytes: ShardedCounter,
     pub(crate) refaults: ShardedCounter,
     pub(crate) activations: ShardedCounter,
-    pub(crate) dropbehind_drops: AtomicU64,
+    pub(crate) dropbehind_drops: StatU64,
     pub(crate) dirty_pages: AtomicU64,
     pub(crate) writeback_pages: AtomicU64,
-    pub(crate) io_writes: AtomicU64,
-    pub(crate) io_write_bytes: AtomicU64,
-    pub(crate) writeback_errors: AtomicU64,
-    pub(crate) throttled: AtomicU64,
+    pub(crate) io_writes: StatU64,
+    pub(crate) io_write_bytes: StatU64,
+    pub(crate) writeback_errors: StatU64,
+    pub(crate) throttled: StatU64,
     pub(crate) readahead_windows: ShardedCounter,
-    pub(crate) pressure_shrinks: AtomicU64,
-    pub(crate) pin_copies: AtomicU64,
+    pub(crate) pressure_shrinks: StatU64,
+    pub(crate) pin_copies: StatU64,
 }
 
 pub(crate) struct CacheInner {

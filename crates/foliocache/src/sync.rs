@@ -130,6 +130,14 @@ atomic_int!(
     usize
 );
 
+/// A statistics counter: `std`'s `AtomicU64`, even under loom. The
+/// counters that only count (hits, misses, IO, evictions, writeback
+/// errors) order nothing, and no protocol waits on them; as loom atomics,
+/// each update was one more scheduling point in every model, multiplying
+/// the interleavings explored without adding a behaviour. The gauges that
+/// decide (dirty pages, pages under writeback) stay loom's.
+pub(crate) type StatU64 = std::sync::atomic::AtomicU64;
+
 /// Called in a lockless reader's retry loop (a folio being removed under
 /// it). Under loom a yield, so the model lets the remover run.
 #[inline]
