@@ -3,12 +3,12 @@
 //! conventions are in `docs/capi.md`. Nothing here but the translation to
 //! and from the Rust API underneath:
 //!
-//! - caches and files are integer handles into tables ([`handle`]), so a
+//! - caches and files are integer handles into tables (module `handle`), so a
 //!   stale or bogus handle is `EBADF`, never a dangling pointer;
 //! - a failing call returns -1 and sets `errno`, and the thread's last
-//!   error message ([`error`]); a panic is caught and reported as `EIO`;
+//!   error message (module `error`); a panic is caught and reported as `EIO`;
 //! - structs passed by pointer begin with their size, so old and new
-//!   headers interoperate ([`sized`]).
+//!   headers interoperate (module `sized`).
 //!
 //! Only the functions taking a pointer (a path, a buffer, a struct) are
 //! `unsafe`: the pointer is the caller's to get right. Every other one is

@@ -180,8 +180,9 @@ mod tests {
         };
         let p = ptr::from_ref(&new).cast::<V2>();
         // SAFETY: `new` is 24 bytes, as its size says.
+        let v = unsafe { read_in(p) }.unwrap();
         assert_eq!(
-            unsafe { read_in(p) }.unwrap(),
+            v,
             V2 {
                 size: 24,
                 a: 1,
