@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
 
 /// The profile's output directory (`target/release`): this executable is
-/// `target/release/deps/c_api-<hash>`.
+/// `target/release/deps/it-<hash>`.
 fn profile_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("the test's executable");
     exe.parent()
