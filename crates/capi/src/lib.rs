@@ -71,106 +71,69 @@ pub struct CacheOptions {
 
 // SAFETY: `repr(C)`, the size first, then a `u32` and `u64`s: no padding,
 // integers only.
-unsafe impl SizedStruct for CacheOptions {
-    fn set_size(&mut self, bytes: u32) {
-        self.size = bytes;
-    }
+unsafe impl SizedStruct for CacheOptions {}
+
+/// Declares `CacheStats` with these `u64` fields, in this order (the C
+/// layout), each that of [`fc::CacheStats`] of the same name, and its
+/// conversion from it.
+macro_rules! cache_stats {
+    ($($field:ident),* $(,)?) => {
+        /// `struct fc_cache_stats`: a cache's figures, each field that of
+        /// [`fc::CacheStats`] of the same name.
+        #[repr(C)]
+        #[derive(Clone, Copy, Default, Debug)]
+        pub struct CacheStats {
+            /// The struct's size in bytes as the caller knows it; the
+            /// library sets it to the bytes it wrote.
+            pub size: u32,
+            /// Zero.
+            pub reserved: u32,
+            $(
+                #[doc = concat!("[`fc::CacheStats::", stringify!($field), "`]")]
+                pub $field: u64,
+            )*
+        }
+
+        impl From<fc::CacheStats> for CacheStats {
+            fn from(s: fc::CacheStats) -> Self {
+                CacheStats {
+                    size: 0,
+                    reserved: 0,
+                    $($field: s.$field,)*
+                }
+            }
+        }
+    };
 }
 
-/// `struct fc_cache_stats`: a cache's figures (`CacheStats`).
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug)]
-pub struct CacheStats {
-    /// The struct's size in bytes as the caller knows it; the library
-    /// sets it to the bytes it wrote.
-    pub size: u32,
-    /// Zero.
-    pub reserved: u32,
-    /// Folio lookups by reads that found the data cached.
-    pub hits: u64,
-    /// Folios a read had to create and fill from the backing.
-    pub misses: u64,
-    /// Folios in the cache now.
-    pub folios: u64,
-    /// Bytes of folios in the cache now.
-    pub bytes_cached: u64,
-    /// Folios evicted by reclaim.
-    pub evictions: u64,
-    /// Reads issued to backing files.
-    pub io_reads: u64,
-    /// Bytes those reads returned.
-    pub io_bytes: u64,
-    /// The arena's size.
-    pub capacity_bytes: u64,
-    /// Arena bytes not holding a folio.
-    pub free_bytes: u64,
-    /// What the cache may hold now (less than the capacity while memory
-    /// pressure has it shrunk).
-    pub allowed_bytes: u64,
-    /// Arena memory faulted in.
-    pub populated_bytes: u64,
-    /// Folios read again after reclaim evicted them.
-    pub refaults: u64,
-    /// Folios moved to the active list.
-    pub activations: u64,
-    /// Eviction shadows in the index of every open file.
-    pub shadows: u64,
-    /// Bytes of dirty folios.
-    pub dirty_bytes: u64,
-    /// Bytes of folios being written back now.
-    pub writeback_bytes: u64,
-    /// Writes issued to backing files.
-    pub io_writes: u64,
-    /// Bytes those writes wrote.
-    pub io_write_bytes: u64,
-    /// Writeback runs that failed.
-    pub writeback_errors: u64,
-    /// Writes throttled by the dirty limit.
-    pub throttled: u64,
-    /// Readahead windows built.
-    pub readahead_windows: u64,
-    /// Folios dropped after an uncached read or write.
-    pub dropbehind_drops: u64,
-}
+cache_stats!(
+    hits,
+    misses,
+    folios,
+    bytes_cached,
+    evictions,
+    io_reads,
+    io_bytes,
+    capacity_bytes,
+    free_bytes,
+    allowed_bytes,
+    populated_bytes,
+    refaults,
+    activations,
+    shadows,
+    dirty_bytes,
+    writeback_bytes,
+    io_writes,
+    io_write_bytes,
+    writeback_errors,
+    throttled,
+    readahead_windows,
+    dropbehind_drops,
+);
 
 // SAFETY: `repr(C)`, the size first, then a `u32` and `u64`s: no padding,
 // integers only.
-unsafe impl SizedStruct for CacheStats {
-    fn set_size(&mut self, bytes: u32) {
-        self.size = bytes;
-    }
-}
-
-impl From<fc::CacheStats> for CacheStats {
-    fn from(s: fc::CacheStats) -> Self {
-        CacheStats {
-            size: 0,
-            reserved: 0,
-            hits: s.hits,
-            misses: s.misses,
-            folios: s.folios,
-            bytes_cached: s.bytes_cached,
-            evictions: s.evictions,
-            io_reads: s.io_reads,
-            io_bytes: s.io_bytes,
-            capacity_bytes: s.capacity_bytes,
-            free_bytes: s.free_bytes,
-            allowed_bytes: s.allowed_bytes,
-            populated_bytes: s.populated_bytes,
-            refaults: s.refaults,
-            activations: s.activations,
-            shadows: s.shadows,
-            dirty_bytes: s.dirty_bytes,
-            writeback_bytes: s.writeback_bytes,
-            io_writes: s.io_writes,
-            io_write_bytes: s.io_write_bytes,
-            writeback_errors: s.writeback_errors,
-            throttled: s.throttled,
-            readahead_windows: s.readahead_windows,
-            dropbehind_drops: s.dropbehind_drops,
-        }
-    }
-}
+unsafe impl SizedStruct for CacheStats {}
 
 fn einval(message: impl Into<String>) -> Error {
     Error::new(libc::EINVAL, message)
@@ -495,4 +458,26 @@ pub extern "C" fn fc_size(file: i64) -> i64 {
 #[no_mangle]
 pub extern "C" fn fc_last_error() -> *const c_char {
     error::last_error()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sizes `include/foliocache.h` declares (its C test checks
+    /// them too): a field added on one side only fails here or there.
+    #[test]
+    fn struct_sizes_match_the_header() {
+        assert_eq!(std::mem::size_of::<CacheOptions>(), 48);
+        assert_eq!(std::mem::size_of::<CacheStats>(), 8 + 22 * 8);
+    }
+
+    #[test]
+    fn stats_mirror_the_rust_api() {
+        let cache = Cache::builder().capacity(1 << 20).build().unwrap();
+        let s = CacheStats::from(cache.stats());
+        assert_eq!(s.capacity_bytes, 1 << 20);
+        assert_eq!(s.free_bytes, 1 << 20);
+        assert_eq!((s.size, s.reserved, s.hits), (0, 0, 0));
+    }
 }

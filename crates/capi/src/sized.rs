@@ -16,10 +16,7 @@ use crate::error::{Error, Result};
 /// The type is `repr(C)`, begins with a `u32` field that holds its size,
 /// has no padding, and every bit pattern of its bytes is a valid value
 /// (integers only), the default one being all zeros.
-pub(crate) unsafe trait SizedStruct: Copy + Default {
-    /// Sets the leading size field.
-    fn set_size(&mut self, bytes: u32);
-}
+pub(crate) unsafe trait SizedStruct: Copy + Default {}
 
 /// Checks a pointer from C and reads the size its struct begins with.
 ///
@@ -96,8 +93,9 @@ pub(crate) unsafe fn write_out<T: SizedStruct>(dst: *mut T, mut value: T) -> Res
     // SAFETY: the caller's promise.
     let size = unsafe { size_at(dst) }?;
     let n = size.min(size_of::<T>());
-    // `n` fits: at most `size`, which came from a `u32`.
-    value.set_size(n as u32);
+    // SAFETY: `value` is a `T`, which begins with its `u32` size
+    // (`SizedStruct`); `n` fits, being at most `size`, from a `u32`.
+    unsafe { ptr::from_mut(&mut value).cast::<u32>().write(n as u32) };
     // SAFETY: `dst` is writable for `size` bytes (the caller's promise)
     // and `value` readable for `size_of::<T>()`; the copy takes the
     // smaller; `value` is a local, so they do not overlap.
@@ -118,11 +116,7 @@ mod tests {
     }
 
     // SAFETY: `repr(C)`, the size first, integers only, no padding.
-    unsafe impl SizedStruct for V2 {
-        fn set_size(&mut self, bytes: u32) {
-            self.size = bytes;
-        }
-    }
+    unsafe impl SizedStruct for V2 {}
 
     // Aligned as `V2`, so that a pointer to it may pass for one.
     #[repr(C, align(8))]
@@ -133,11 +127,7 @@ mod tests {
     }
 
     // SAFETY: `repr(C)`, the size first, integers only, no padding.
-    unsafe impl SizedStruct for V1 {
-        fn set_size(&mut self, bytes: u32) {
-            self.size = bytes;
-        }
-    }
+    unsafe impl SizedStruct for V1 {}
 
     #[repr(C)]
     #[derive(Clone, Copy, Default, Debug, PartialEq)]
@@ -147,11 +137,7 @@ mod tests {
     }
 
     // SAFETY: `repr(C)`, the size first, integers only, no padding.
-    unsafe impl SizedStruct for V3 {
-        fn set_size(&mut self, bytes: u32) {
-            self.v2.size = bytes;
-        }
-    }
+    unsafe impl SizedStruct for V3 {}
 
     #[test]
     fn an_older_caller_gets_defaults() {

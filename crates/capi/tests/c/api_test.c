@@ -103,6 +103,9 @@ static void check_backing(const char *path) {
 }
 
 static void test_options(void) {
+    /* The sizes the library's struct have (its Rust tests check them). */
+    CHECK(sizeof(struct fc_cache_options) == 48);
+    CHECK(sizeof(struct fc_cache_stats) == 8 + 22 * 8);
     struct fc_cache_options o = FC_CACHE_OPTIONS_INIT;
     o.flags = 1u << 31;
     CHECK_ERR(fc_cache_new_with(&o), EINVAL);
@@ -123,6 +126,7 @@ static void test_options(void) {
     big.newer = 1;
     CHECK_ERR(fc_cache_new_with(&big.o), E2BIG);
     big.newer = 0;
+    big.o.shadow_budget = 1 << 20; /* the last field: known to the library */
     fc_cache_t c = fc_cache_new_with(&big.o);
     CHECK(c > 0);
     struct fc_cache_stats s = FC_CACHE_STATS_INIT;
