@@ -57,9 +57,12 @@ impl<T> Table<T> {
     /// Adds `object` to the table and returns its new handle (`EMFILE`
     /// once every handle has been given out).
     pub(crate) fn insert(&self, object: T) -> Result<i64> {
-        let handle = NEXT_HANDLE
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |h| h.checked_add(1))
-            .map_err(|_| Error::new(libc::EMFILE, "foliocache: out of handles"))?;
+        // Past `i64::MAX` the counter wraps to negative handles: refused
+        // (2^63 handles later, which no process reaches).
+        let handle = NEXT_HANDLE.fetch_add(1, Ordering::Relaxed);
+        if handle <= 0 {
+            return Err(Error::new(libc::EMFILE, "foliocache: out of handles"));
+        }
         self.shard(handle)
             .write()
             .unwrap_or_else(PoisonError::into_inner)

@@ -472,6 +472,37 @@ mod tests {
         assert_eq!(std::mem::size_of::<CacheStats>(), 8 + 22 * 8);
     }
 
+    /// Any option value builds a cache or fails with an error of its own,
+    /// never a panic (reported as `EIO`).
+    #[test]
+    fn extreme_options_are_no_panics() {
+        let base = CacheOptions {
+            capacity: 1 << 20,
+            flags: FC_CACHE_NO_PRESSURE,
+            ..CacheOptions::default()
+        };
+        let fields: [fn(&mut CacheOptions) -> &mut u64; 5] = [
+            |o| &mut o.capacity,
+            |o| &mut o.max_folio_size,
+            |o| &mut o.dirty_limit,
+            |o| &mut o.dirty_background,
+            |o| &mut o.shadow_budget,
+        ];
+        for field in fields {
+            for value in [1, 4095, 4097, u64::MAX / 2, u64::MAX] {
+                let mut o = base;
+                *field(&mut o) = value;
+                let r = call(-2, || new_cache(&o));
+                if r > 0 {
+                    assert_eq!(fc_cache_destroy(r), 0);
+                } else {
+                    let errno = std::io::Error::last_os_error().raw_os_error();
+                    assert_ne!(errno, Some(libc::EIO), "{o:?}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn stats_mirror_the_rust_api() {
         let cache = Cache::builder().capacity(1 << 20).build().unwrap();
