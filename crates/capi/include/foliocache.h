@@ -8,11 +8,12 @@
  *   was never returned, or is of the other kind makes a call fail with
  *   EBADF; it never reaches freed memory.
  * - A function that fails returns -1 and sets errno; fc_last_error()
- *   describes the calling thread's last failure. A function that succeeds
- *   leaves errno alone. Errors from the system keep their errno (ENOENT,
- *   EACCES, EIO, ENOSPC, ...); the library's own are listed with each
- *   function. An internal error (a bug: a panic inside the library) is
- *   reported as EIO and never crosses into the caller.
+ *   describes the calling thread's last failure. As with POSIX calls,
+ *   errno means something only after a failure (a call that succeeds may
+ *   change it, retrying a system call). Errors from the system keep their
+ *   errno (ENOENT, EACCES, EIO, ENOSPC, ...); the library's own are listed
+ *   with each function. An internal error (a bug: a panic inside the
+ *   library) is reported as EIO and never crosses into the caller.
  * - Every function is thread-safe: any thread may call any function on any
  *   handle at any time. A handle closed while another thread is in a call
  *   on it stays usable by that call; the object goes when the call
