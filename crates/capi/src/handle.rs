@@ -1,0 +1,183 @@
+//! Handles: what C holds instead of pointers. A table maps each live
+//! handle to its object, as the kernel's file table maps descriptors, so
+//! that a handle used after it was closed, closed twice, never opened, or
+//! of the wrong kind is an `EBADF` and never a dangling pointer.
+//!
+//! Handles are never reused: one counter numbers the handles of every
+//! table, so a stale handle cannot name a newer object, and a cache's
+//! handle passed as a file's names no file. A lookup clones the object's
+//! `Arc` out of the table, so a call runs on its object even if another
+//! thread closes the handle meanwhile; the object goes when the last call
+//! using it returns. Tables are sharded by handle, each shard behind its
+//! own lock, held only for a map operation (never while an object drops:
+//! a file's drop writes its dirty data back).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
+
+use crate::error::{Error, Result};
+
+/// Shards of a table: calls on different handles take different locks.
+const SHARDS: usize = 16;
+
+/// The next handle to give out, in any table (handles start at 1).
+static NEXT_HANDLE: AtomicI64 = AtomicI64::new(1);
+
+/// A table of live handles to objects of one kind.
+pub(crate) struct Table<T> {
+    /// What the objects are, for messages ("cache", "file").
+    what: &'static str,
+    shards: [RwLock<BTreeMap<i64, Arc<T>>>; SHARDS],
+}
+
+impl<T> Table<T> {
+    /// An empty table of `what`s.
+    pub(crate) const fn new(what: &'static str) -> Self {
+        Table {
+            what,
+            shards: [const { RwLock::new(BTreeMap::new()) }; SHARDS],
+        }
+    }
+
+    fn shard(&self, handle: i64) -> &RwLock<BTreeMap<i64, Arc<T>>> {
+        &self.shards[handle.unsigned_abs() as usize % SHARDS]
+    }
+
+    fn bad(&self, handle: i64) -> Error {
+        Error::new(
+            libc::EBADF,
+            format!(
+                "foliocache: {handle} is not an open {} handle (closed, or never opened)",
+                self.what
+            ),
+        )
+    }
+
+    /// Adds `object` to the table and returns its new handle (`EMFILE`
+    /// once every handle has been given out).
+    pub(crate) fn insert(&self, object: T) -> Result<i64> {
+        // Past `i64::MAX` the counter wraps to negative handles: refused
+        // (2^63 handles later, which no process reaches).
+        let handle = NEXT_HANDLE.fetch_add(1, Ordering::Relaxed);
+        if handle <= 0 {
+            return Err(Error::new(libc::EMFILE, "foliocache: out of handles"));
+        }
+        self.shard(handle)
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(handle, Arc::new(object));
+        Ok(handle)
+    }
+
+    /// The object of `handle` (`EBADF` if it names none in this table).
+    pub(crate) fn get(&self, handle: i64) -> Result<Arc<T>> {
+        self.shard(handle)
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&handle)
+            .cloned()
+            .ok_or_else(|| self.bad(handle))
+    }
+
+    /// Takes `handle` out of the table and returns its object, to drop
+    /// once the table's lock is released (`EBADF` if it names none).
+    pub(crate) fn remove(&self, handle: i64) -> Result<Arc<T>> {
+        let object = self
+            .shard(handle)
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&handle);
+        object.ok_or_else(|| self.bad(handle))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    #[test]
+    fn insert_get_remove() {
+        let t = Table::new("thing");
+        let a = t.insert(10).unwrap();
+        let b = t.insert(20).unwrap();
+        assert!(a > 0 && b > a);
+        assert_eq!(*t.get(a).unwrap(), 10);
+        assert_eq!(*t.get(b).unwrap(), 20);
+        assert_eq!(*t.remove(a).unwrap(), 10);
+        let e = t.get(a).unwrap_err();
+        assert_eq!(e.errno, libc::EBADF);
+        assert!(e.message.contains("thing"), "{}", e.message);
+        assert_eq!(t.remove(a).unwrap_err().errno, libc::EBADF);
+        assert_eq!(*t.get(b).unwrap(), 20);
+    }
+
+    #[test]
+    fn bad_handles_are_ebadf() {
+        let t: Table<u8> = Table::new("thing");
+        for h in [0, -1, i64::MIN, i64::MAX, 12345] {
+            assert_eq!(t.get(h).unwrap_err().errno, libc::EBADF);
+            assert_eq!(t.remove(h).unwrap_err().errno, libc::EBADF);
+        }
+    }
+
+    #[test]
+    fn handles_are_never_reused_across_tables() {
+        let caches = Table::new("cache");
+        let files = Table::new("file");
+        let c = caches.insert(1).unwrap();
+        caches.remove(c).unwrap();
+        let f = files.insert(2).unwrap();
+        assert_ne!(c, f);
+        assert_eq!(caches.get(f).unwrap_err().errno, libc::EBADF);
+        assert_eq!(files.get(c).unwrap_err().errno, libc::EBADF);
+    }
+
+    /// Counts its drops.
+    struct Tracked<'a>(&'a AtomicUsize);
+
+    impl Drop for Tracked<'_> {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn an_object_outlives_its_handle_while_in_use() {
+        static DROPS: AtomicUsize = AtomicUsize::new(0);
+        let t = Table::new("thing");
+        let h = t.insert(Tracked(&DROPS)).unwrap();
+        let in_use = t.get(h).unwrap();
+        drop(t.remove(h).unwrap());
+        assert_eq!(DROPS.load(Ordering::Relaxed), 0);
+        drop(in_use);
+        assert_eq!(DROPS.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn concurrent_use_and_close() {
+        let t = Table::new("thing");
+        let handles: Vec<i64> = (0..64).map(|i| t.insert(i).unwrap()).collect();
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    for &h in &handles {
+                        match t.get(h) {
+                            Ok(v) => assert!(*v < 64),
+                            Err(e) => assert_eq!(e.errno, libc::EBADF),
+                        }
+                    }
+                });
+            }
+            s.spawn(|| {
+                for &h in &handles {
+                    t.remove(h).unwrap();
+                }
+            });
+        });
+        for &h in &handles {
+            assert_eq!(t.get(h).unwrap_err().errno, libc::EBADF);
+        }
+    }
+}

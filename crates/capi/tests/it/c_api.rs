@@ -1,0 +1,132 @@
+//! The C API as C uses it: each program of `tests/c/` is compiled with
+//! `cc` against `include/foliocache.h` and the `libfoliocache.so` of this
+//! test's profile, and run on an empty temporary directory; it must exit
+//! 0. A C++ program checks that the header declares C linkage.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
+
+/// The profile's output directory (`target/release`): this executable is
+/// `target/release/deps/it-<hash>`.
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's executable");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("the test runs from <target>/<profile>/deps")
+        .to_path_buf()
+}
+
+/// Builds `libfoliocache.so` in this test's target directory and profile
+/// (cargo does not build a cdylib for its package's integration tests;
+/// up to date, this is a no-op) once, and returns the directory holding
+/// it.
+fn library_dir() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(build_library).clone()
+}
+
+fn build_library() -> PathBuf {
+    let dir = profile_dir();
+    let profile = match dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") => "dev",
+        Some(name) => name,
+        None => panic!("no profile directory in {}", dir.display()),
+    };
+    let target_dir = dir.parent().expect("the target directory");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(cargo)
+        .args([
+            "build",
+            "-p",
+            "foliocache-capi",
+            "--profile",
+            profile,
+            "--manifest-path",
+        ])
+        .arg(Path::new(MANIFEST_DIR).join("Cargo.toml"))
+        .env("CARGO_TARGET_DIR", target_dir)
+        .status()
+        .expect("running cargo build");
+    assert!(status.success(), "cargo build -p foliocache-capi failed");
+    let lib = dir.join("libfoliocache.so");
+    assert!(
+        lib.exists(),
+        "{} missing after the build (a --target build? this test expects the host's layout)",
+        lib.display()
+    );
+    dir
+}
+
+/// Runs a command, panicking with its output unless it exits 0.
+fn run(cmd: &mut Command) -> Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({})\n--- stdout\n{}\n--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Compiles `source` with `compiler` and `flags` against the header and
+/// the library, into `exe`.
+fn compile(compiler: &str, flags: &[&str], source: &Path, exe: &Path, lib_dir: &Path) {
+    run(Command::new(compiler)
+        .args(flags)
+        .args(["-Wall", "-Wextra", "-Werror", "-pedantic", "-pthread", "-I"])
+        .arg(Path::new(MANIFEST_DIR).join("include"))
+        .arg(source)
+        .arg("-L")
+        .arg(lib_dir)
+        .args(["-lfoliocache", "-o"])
+        .arg(exe));
+}
+
+#[test]
+fn c_programs_pass() {
+    let lib_dir = library_dir();
+    let sources: Vec<PathBuf> = std::fs::read_dir(Path::new(MANIFEST_DIR).join("tests/c"))
+        .expect("tests/c")
+        .map(|e| e.expect("a directory entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "c"))
+        .collect();
+    assert!(!sources.is_empty(), "no C test programs in tests/c");
+    let build = tempfile::tempdir().expect("a temporary directory");
+    for source in &sources {
+        let exe = build.path().join(source.file_stem().expect("a file name"));
+        compile("cc", &["-std=c99"], source, &exe, &lib_dir);
+        let data = tempfile::tempdir().expect("a temporary directory");
+        let out = run(Command::new(&exe)
+            .arg(data.path())
+            .env("LD_LIBRARY_PATH", &lib_dir));
+        print!(
+            "{}: {}",
+            source.display(),
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+}
+
+#[test]
+fn the_header_declares_c_linkage_for_cpp() {
+    let lib_dir = library_dir();
+    let build = tempfile::tempdir().expect("a temporary directory");
+    let source = build.path().join("linkage.cpp");
+    std::fs::write(
+        &source,
+        "#include \"foliocache.h\"\n\
+         #include <cerrno>\n\
+         int main() { return fc_size(-1) == -1 && errno == EBADF && *fc_last_error() ? 0 : 1; }\n",
+    )
+    .expect("writing the C++ source");
+    let exe = build.path().join("linkage");
+    compile("c++", &["-std=c++11"], &source, &exe, &lib_dir);
+    run(Command::new(&exe).env("LD_LIBRARY_PATH", &lib_dir));
+}
