@@ -605,6 +605,13 @@ impl MemoryUsage {
 /// (IO, windows, evictions, refaults) are sharded too: as plain atomics,
 /// packed in two lines, they moved between the CPUs of concurrent readers
 /// on every miss.
+///
+/// A thread owns its shard alone while at most [`OWNED_SHARDS`] threads
+/// count at once (see [`shard::Shard`]): it then adds with a load and a store,
+/// not a read-modify-write, whose lock (on x86) would wait for the
+/// thread's earlier stores, the bytes the read before copied out among
+/// them, on every hit. Threads beyond those share the last
+/// [`SHARED_SHARDS`] slots with atomic adds.
 pub(crate) struct ShardedCounter {
     shards: Box<[Padded]>,
 }
@@ -613,35 +620,107 @@ pub(crate) struct ShardedCounter {
 #[derive(Default)]
 struct Padded(StatU64);
 
-const SHARDS: usize = 32;
+/// Shards a thread can own alone (one bit each of [`OWNED`]).
+const OWNED_SHARDS: usize = 32;
+/// Shards the threads past those share.
+const SHARED_SHARDS: usize = 4;
+
+// (Process-wide std atomics even under loom: they only hand out shards and
+// order nothing the models check; a loom atomic cannot be a static.)
+#[allow(clippy::disallowed_types)]
+mod shard {
+    use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+
+    use super::{OWNED_SHARDS, SHARED_SHARDS};
+
+    /// The owned shards taken, one bit each.
+    static OWNED: AtomicU32 = AtomicU32::new(0);
+    /// Spreads the sharing threads over the shared shards.
+    static NEXT_SHARED: AtomicUsize = AtomicUsize::new(0);
+
+    /// A thread's shard, for every [`ShardedCounter`](super::ShardedCounter)
+    /// of every cache: an owned one (its bit in [`OWNED`], given back when
+    /// the thread exits, acquire and release, so the next owner's loads
+    /// see the last one's stores), or a shared one.
+    pub(super) struct Shard {
+        pub(super) index: usize,
+        pub(super) owned: bool,
+    }
+
+    impl Shard {
+        fn claim() -> Shard {
+            let mut taken = OWNED.load(Ordering::Relaxed);
+            loop {
+                let free = !taken;
+                if free == 0 {
+                    let i = NEXT_SHARED.fetch_add(1, Ordering::Relaxed) % SHARED_SHARDS;
+                    return Shard {
+                        index: OWNED_SHARDS + i,
+                        owned: false,
+                    };
+                }
+                let bit = free.trailing_zeros();
+                match OWNED.compare_exchange_weak(
+                    taken,
+                    taken | 1 << bit,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => {
+                        return Shard {
+                            index: bit as usize,
+                            owned: true,
+                        }
+                    }
+                    Err(now) => taken = now,
+                }
+            }
+        }
+    }
+
+    impl Drop for Shard {
+        fn drop(&mut self) {
+            if self.owned {
+                OWNED.fetch_and(!(1 << self.index), Ordering::Release);
+            }
+        }
+    }
+
+    thread_local! {
+        static SHARD: Shard = Shard::claim();
+    }
+
+    /// This thread's shard and whether it owns it; a shared one while the
+    /// thread's locals are being torn down.
+    #[inline]
+    pub(super) fn current() -> (usize, bool) {
+        SHARD
+            .try_with(|s| (s.index, s.owned))
+            .unwrap_or((OWNED_SHARDS, false))
+    }
+}
 
 impl Default for ShardedCounter {
     fn default() -> Self {
         ShardedCounter {
-            shards: (0..SHARDS).map(|_| Padded::default()).collect(),
+            shards: (0..OWNED_SHARDS + SHARED_SHARDS)
+                .map(|_| Padded::default())
+                .collect(),
         }
     }
 }
 
 impl ShardedCounter {
     #[inline]
-    // (The shard picker's static: see below.)
-    #[allow(clippy::disallowed_types)]
     pub(crate) fn add(&self, n: u64) {
-        thread_local! {
-            static SHARD: usize = {
-                // A std atomic even under loom (a loom atomic cannot be a
-                // static): it only picks a shard and orders nothing.
-                use std::sync::atomic::AtomicUsize;
-                static NEXT: AtomicUsize = AtomicUsize::new(0);
-                NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % SHARDS
-            };
-        }
-        let i = SHARD.with(|s| *s);
+        let (i, owned) = shard::current();
         let c = &self.shards[i].0;
-        // Threads beyond SHARDS share slots, so this stays a read-modify-
-        // write; without sharing, the line stays in this core's cache.
-        c.fetch_add(n, Ordering::Relaxed);
+        if owned {
+            // Only this thread writes this slot.
+            c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+        } else {
+            c.fetch_add(n, Ordering::Relaxed);
+        }
     }
 
     /// Takes `n` off (a gauge: one shard may go below zero, wrapping; the
@@ -975,5 +1054,46 @@ impl CacheInner {
         let mut all = self.mappings.lock();
         all.retain(|w| w.strong_count() > 0);
         all.iter().filter_map(Weak::upgrade).collect()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sharded_counts_are_exact_with_more_threads_than_owned_shards() {
+        // More threads than shards to own, in waves, so shards are owned,
+        // given back at exit and owned again, and some threads share; each
+        // wave starts together, so owners and sharers overlap.
+        let c = ShardedCounter::default();
+        // Long enough that threads overlap on both CPUs (at 200k a thread
+        // finished within its time slice and a broken ownership passed).
+        const PER: u64 = if cfg!(debug_assertions) {
+            200_000
+        } else {
+            5_000_000
+        };
+        const WAVES: usize = 3;
+        let per_wave = OWNED_SHARDS + SHARED_SHARDS;
+        for wave in 0..WAVES {
+            let start = std::sync::Barrier::new(per_wave);
+            std::thread::scope(|s| {
+                for t in 0..per_wave {
+                    let (c, start) = (&c, &start);
+                    s.spawn(move || {
+                        start.wait();
+                        for i in 0..PER {
+                            c.add(1);
+                            if (i as usize + t + wave) % 7 == 0 {
+                                c.sub(1);
+                                c.add(1);
+                            }
+                        }
+                    });
+                }
+            });
+        }
+        assert_eq!(c.sum(), (WAVES * per_wave) as u64 * PER);
     }
 }

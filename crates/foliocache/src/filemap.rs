@@ -449,26 +449,31 @@ impl Mapping {
 
     /// Turns a folio seen under a pin into a counted reference, if it is
     /// still the one at `index`.
-    fn try_ref<'m>(
-        &'m self,
-        f: &Folio,
-        index: u64,
-        guard: &xarray::ReadGuard,
-    ) -> Option<FolioRef<'m>> {
+    ///
+    /// With the reference taken, the folio cannot be freed, so its
+    /// identity is the check instead of a second walk of the index (the
+    /// kernel's `xas_reload`): a folio in this mapping that covers `index`
+    /// is the entry there, as a mapping holds one folio per index, and
+    /// every removal clears the folio's mapping under the index lock before
+    /// it drops the cache's references. (A folio being added has its
+    /// mapping set just before it is stored: found so, it is new, locked
+    /// and not yet uptodate, which a hit checks; or the uptodate copy a
+    /// writer swaps in for a pinned folio, whose bytes are the old one's.)
+    /// The descriptor may have been freed and reused since the walk found
+    /// it: the check then refuses it, or finds it back in this mapping at
+    /// `index`, which is as good.
+    fn try_ref<'m>(&'m self, f: &Folio, index: u64) -> Option<FolioRef<'m>> {
         let cache = self.inner();
         let page = cache.table.page_of(f)?;
         let folio = cache.table.get(page)?;
         if !folio.try_get() {
             return None;
         }
-        match self.xa.load_ref(index, guard) {
-            Some(EntryRef::Item(g)) if std::ptr::eq(folio, g) => {
-                Some(FolioRef::adopt(cache, folio))
-            }
-            _ => {
-                cache.put(folio);
-                None
-            }
+        if folio.mapping() == self.id() && folio.contains(index) {
+            Some(FolioRef::adopt(cache, folio))
+        } else {
+            cache.put(folio);
+            None
         }
     }
 
@@ -481,7 +486,7 @@ impl Mapping {
                 None => return None,
                 Some(EntryRef::Value(v)) => return Some(MappingEntry::Shadow(v)),
                 Some(EntryRef::Item(f)) => {
-                    if let Some(r) = self.try_ref(f, index, &guard) {
+                    if let Some(r) = self.try_ref(f, index) {
                         return Some(MappingEntry::Folio(r));
                     }
                     spin_hint();
@@ -518,7 +523,7 @@ impl Mapping {
                     if !sequential {
                         self.prefetch(f, offset, len);
                     }
-                    if let Some(r) = self.try_ref(f, index, &guard) {
+                    if let Some(r) = self.try_ref(f, index) {
                         return (Some(r), sequential);
                     }
                     spin_hint();
@@ -1208,7 +1213,7 @@ impl Mapping {
                 break;
             }
             let EntryRef::Item(f) = e else { break };
-            let Some(r) = self.try_ref(f, i, &guard) else {
+            let Some(r) = self.try_ref(f, i) else {
                 break;
             };
             let end = r.index() + r.nr_pages();
