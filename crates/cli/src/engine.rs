@@ -114,9 +114,25 @@ pub trait BlockIo: Send {
     /// The engine's IO error.
     #[inline]
     fn read_consume(&mut self, buf: &mut [u8], off: u64) -> io::Result<(usize, u64)> {
-        let n = self.read(buf, off)?;
-        Ok((n, crate::consume::sum_words(&buf[..n])))
+        copy_and_sum(self, buf, off)
     }
+}
+
+/// `--consume` for a copy: reads into `buf` and sums what was read.
+#[inline]
+fn copy_and_sum<B: BlockIo + ?Sized>(
+    io: &mut B,
+    buf: &mut [u8],
+    off: u64,
+) -> io::Result<(usize, u64)> {
+    let n = io.read(buf, off)?;
+    Ok(summed(&buf[..n]))
+}
+
+/// `--consume`'s result for `bytes`: their count and their sum.
+#[inline]
+fn summed(bytes: &[u8]) -> (usize, u64) {
+    (bytes.len(), crate::consume::sum_words(bytes))
 }
 
 /// `pread`/`pwrite` on a file descriptor: `kernel` (buffered) or `direct`
@@ -160,8 +176,7 @@ impl BlockIo for MmapIo<'_> {
     }
     #[inline]
     fn read_consume(&mut self, buf: &mut [u8], off: u64) -> io::Result<(usize, u64)> {
-        let bytes = self.0.slice(off as usize, buf.len())?;
-        Ok((bytes.len(), crate::consume::sum_words(bytes)))
+        Ok(summed(self.0.slice(off as usize, buf.len())?))
     }
     #[inline]
     fn write(&mut self, buf: &[u8], off: u64) -> io::Result<usize> {
@@ -187,11 +202,9 @@ impl BlockIo for SharedMapIo<'_> {
     #[inline]
     fn read_consume(&mut self, buf: &mut [u8], off: u64) -> io::Result<(usize, u64)> {
         if !self.1 {
-            self.read(buf, off)?;
-            return Ok((buf.len(), crate::consume::sum_words(buf)));
+            return copy_and_sum(self, buf, off);
         }
-        let bytes = self.0.slice(off as usize, buf.len())?;
-        Ok((bytes.len(), crate::consume::sum_words(bytes)))
+        Ok(summed(self.0.slice(off as usize, buf.len())?))
     }
     fn write(&mut self, _: &[u8], _: u64) -> io::Result<usize> {
         Err(io::Error::new(
@@ -283,11 +296,9 @@ impl BlockIo for FolioIo<'_> {
     #[inline]
     fn read_consume(&mut self, buf: &mut [u8], off: u64) -> io::Result<(usize, u64)> {
         if self.1.pin {
-            let p = self.0.pin(off, buf.len())?;
-            return Ok((p.len(), crate::consume::sum_words(&p)));
+            return Ok(summed(&self.0.pin(off, buf.len())?));
         }
-        let n = self.read(buf, off)?;
-        Ok((n, crate::consume::sum_words(&buf[..n])))
+        copy_and_sum(self, buf, off)
     }
     #[inline]
     fn write(&mut self, buf: &[u8], off: u64) -> io::Result<usize> {
