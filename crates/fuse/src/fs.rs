@@ -79,6 +79,9 @@ pub struct FolioFs {
     /// The server's effective user and group (owner of the control file).
     owner: (u32, u32),
     shut: AtomicBool,
+    /// The kernel maps the files shared (`FUSE_DIRECT_IO_ALLOW_MMAP` was
+    /// agreed at init).
+    shared_mmap: AtomicBool,
     /// The writeback error of the shutdown, for [`crate::serve`] to report.
     sync_error: Arc<Mutex<Option<String>>>,
 }
@@ -208,6 +211,7 @@ impl FolioFs {
             chown_created: unistd::geteuid().is_root(),
             owner: (unistd::geteuid().as_raw(), unistd::getegid().as_raw()),
             shut: AtomicBool::new(false),
+            shared_mmap: AtomicBool::new(false),
             sync_error: Arc::new(Mutex::new(None)),
         })
     }
@@ -234,6 +238,13 @@ impl FolioFs {
             *self.sync_error.lock() = Some(e.to_string());
         }
         r
+    }
+
+    /// Whether the kernel lets programs map the mount's files shared
+    /// (`MAP_SHARED`): it has `FUSE_DIRECT_IO_ALLOW_MMAP` (Linux 6.6 and
+    /// later). Known once the mount is up; false before.
+    pub fn shared_mmap(&self) -> bool {
+        self.shared_mmap.load(Ordering::Relaxed)
     }
 
     /// Where [`shutdown`](Self::shutdown) leaves its writeback error, if
@@ -658,6 +669,70 @@ impl FolioFs {
         }
     }
 
+    /// Serves `fallocate(2)` on an open file, keeping the cache and the
+    /// backing in agreement:
+    /// - `PUNCH_HOLE | KEEP_SIZE`: [`File::punch_hole`] (the backing's
+    ///   blocks punched, the cached folios dropped or zeroed);
+    /// - `0` and `KEEP_SIZE` (preallocation): the backing allocates the
+    ///   range (its size left alone), then, without `KEEP_SIZE`, the cache
+    ///   grows the file to the range's end if it was shorter
+    ///   ([`File::set_len`], which sets the backing's size too);
+    /// - `ZERO_RANGE` (with or without `KEEP_SIZE`): a hole punched as
+    ///   above (so cached pages read as zeros, dirty ones included), then
+    ///   the range preallocated as above: a local filesystem's zeroed
+    ///   range is allocated;
+    /// - anything else `EOPNOTSUPP`. `COLLAPSE_RANGE` and `INSERT_RANGE`
+    ///   never come: the kernel's FUSE client refuses them itself (it
+    ///   passes on `KEEP_SIZE`, `PUNCH_HOLE` and `ZERO_RANGE` only).
+    ///
+    /// The kernel holds the inode's lock across a fallocate and across
+    /// each write, so the size checked here does not move under us.
+    fn do_fallocate(&self, fh: FileHandle, offset: u64, len: u64, mode: i32) -> Res<()> {
+        let h = self.file_of(fh)?;
+        let Handle::File { file, inode } = &*h else {
+            return Err(Errno::ENODEV);
+        };
+        let keep = FallocateFlags::FALLOC_FL_KEEP_SIZE;
+        let punch = FallocateFlags::FALLOC_FL_PUNCH_HOLE;
+        let zero = FallocateFlags::FALLOC_FL_ZERO_RANGE;
+        let mode = FallocateFlags::from_bits(mode).ok_or(Errno::EOPNOTSUPP)?;
+        let zeroing = if mode == punch | keep {
+            None
+        } else if mode == FallocateFlags::empty() || mode == keep {
+            Some(false)
+        } else if mode == zero || mode == zero | keep {
+            Some(true)
+        } else {
+            return Err(Errno::EOPNOTSUPP);
+        };
+        if !file.is_writable() {
+            return Err(Errno::EBADF);
+        }
+        let end = offset
+            .checked_add(len)
+            .filter(|&e| e <= i64::MAX as u64)
+            .ok_or(Errno::EFBIG)?;
+        let Some(zeroing) = zeroing else {
+            return file.punch_hole(offset, len).map_err(|e| io_errno(&e));
+        };
+        if zeroing {
+            file.punch_hole(offset, len).map_err(|e| io_errno(&e))?;
+        }
+        // The blocks, on a descriptor of the backing inode's own (the
+        // cache's is O_DIRECT and its own); the size stays the cache's.
+        let fd = fcntl::open(
+            inode.proc_path().as_str(),
+            OFlag::O_WRONLY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(nix_errno)?;
+        fcntl::fallocate(&fd, keep, offset as i64, len as i64).map_err(nix_errno)?;
+        if !mode.contains(keep) && end > file.len() {
+            file.set_len(end).map_err(|e| io_errno(&e))?;
+        }
+        Ok(())
+    }
+
     /// The figures `foliocache stat` shows, as JSON: the cache's, and
     /// cachestat of each path (relative to the mount root) asked for.
     pub(crate) fn stats_json(&self, paths: &[String]) -> serde_json::Value {
@@ -679,6 +754,7 @@ impl FolioFs {
             "cache": control::cache_stats_json(&self.cache.stats()),
             "io_engine": self.cache.io_engine_name(),
             "dontcache": self.dontcache,
+            "shared_mmap": self.shared_mmap(),
             "files": files,
         })
     }
@@ -729,6 +805,23 @@ impl Drop for FolioFs {
 impl Filesystem for FolioFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
         let _ = config.add_capabilities(fuser::InitFlags::FUSE_PARALLEL_DIROPS);
+        // Shared mappings of files opened with direct IO (kernel 6.6 and
+        // later): the kernel then keeps the mapped pages in its page cache,
+        // writes their dirty ones back (through `write`, so into our cache)
+        // before every direct read or write of their range, and drops the
+        // pages a direct write covers, so mappings and read/write agree.
+        let mmap = config
+            .add_capabilities(fuser::InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP)
+            .is_ok();
+        self.shared_mmap.store(mmap, Ordering::Relaxed);
+        if !mmap {
+            log::warn!(
+                "foliocache-fuse: this kernel (FUSE ABI {:?}) cannot map direct-IO files \
+                 shared (FUSE_DIRECT_IO_ALLOW_MMAP needs Linux 6.6 or later): a shared \
+                 mmap of a file on the mount fails with ENODEV; private mappings work",
+                config.kernel_abi()
+            );
+        }
         let _ = config.set_max_write(MAX_IO);
         Ok(())
     }
@@ -1208,23 +1301,7 @@ impl Filesystem for FolioFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        let r = (|| {
-            let h = self.file_of(fh)?;
-            let Handle::File { file, .. } = &*h else {
-                return Err(Errno::ENODEV);
-            };
-            if mode
-                != (FallocateFlags::FALLOC_FL_PUNCH_HOLE | FallocateFlags::FALLOC_FL_KEEP_SIZE)
-                    .bits()
-            {
-                return Err(Errno::EOPNOTSUPP);
-            }
-            if !file.is_writable() {
-                return Err(Errno::EBADF);
-            }
-            file.punch_hole(offset, length).map_err(|e| io_errno(&e))
-        })();
-        match r {
+        match self.do_fallocate(fh, offset, length, mode) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }

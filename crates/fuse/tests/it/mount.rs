@@ -256,7 +256,7 @@ fn bad_offsets_and_modes_get_a_local_filesystems_errno() {
         errno(&f.read_at(&mut buf, i64::MAX as u64 - 10).unwrap_err()),
         libc::EINVAL
     );
-    // Fallocate: a hole punched reads as zeros; other modes unsupported.
+    // Fallocate: a hole punched reads as zeros; a bad mode unsupported.
     use nix::fcntl::{fallocate, FallocateFlags};
     fallocate(
         &f,
@@ -270,8 +270,9 @@ fn bad_offsets_and_modes_get_a_local_filesystems_errno() {
     assert!(hole.iter().all(|&b| b == 0));
     assert_eq!(f.metadata().expect("stat").len(), 10_000);
     assert_eq!(
-        fallocate(&f, FallocateFlags::empty(), 0, 1 << 20).unwrap_err(),
-        nix::errno::Errno::EOPNOTSUPP
+        fallocate(&f, FallocateFlags::FALLOC_FL_PUNCH_HOLE, 0, 4096).unwrap_err(),
+        nix::errno::Errno::EOPNOTSUPP,
+        "a hole punched must keep the size"
     );
     // Reading a directory.
     let mut d = fs::File::open(&m.mnt).expect("open dir");
@@ -450,6 +451,210 @@ fn dontcache_mount_leaves_nothing_cached_after_reads() {
         v["cache"]["dropbehind_drops"].as_u64().unwrap_or(0) > 0,
         "{v}"
     );
+}
+
+/// A mapping of `len` bytes of `f` from offset 0 (`shared`: `MAP_SHARED`,
+/// else `MAP_PRIVATE`), unmapped on drop.
+struct Map {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Map {
+    fn new(f: &fs::File, len: usize, shared: bool) -> std::io::Result<Map> {
+        use std::os::fd::AsRawFd;
+        let flags = if shared {
+            libc::MAP_SHARED
+        } else {
+            libc::MAP_PRIVATE
+        };
+        // SAFETY: a fresh mapping chosen by the kernel (no address given),
+        // of a descriptor that is open; nothing else refers to it.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                f.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Map {
+            ptr: p.cast(),
+            len,
+        })
+    }
+
+    /// Bytes `off..off + len` of the mapping (the caller keeps them inside
+    /// the file's size: a page wholly past its end faults with SIGBUS).
+    fn read(&self, off: usize, len: usize) -> Vec<u8> {
+        assert!(off + len <= self.len);
+        let mut v = vec![0u8; len];
+        // SAFETY: the range is inside the mapping (checked above), which
+        // lives as long as `self`; `v` is a separate allocation.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr.add(off), v.as_mut_ptr(), len) };
+        v
+    }
+
+    /// Stores `data` at `off` through the mapping (inside the file's size,
+    /// as [`Map::read`]).
+    fn write(&self, off: usize, data: &[u8]) {
+        assert!(off + data.len() <= self.len);
+        // SAFETY: as in `read`; the mapping is writable.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.add(off), data.len()) };
+    }
+
+    /// `msync(MS_SYNC)` of the whole mapping.
+    fn sync(&self) -> std::io::Result<()> {
+        // SAFETY: the address and length are this live mapping's own.
+        if unsafe { libc::msync(self.ptr.cast(), self.len, libc::MS_SYNC) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Map {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, unmapped once; no reference
+        // into it outlives `self` (`read` copies out).
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// Shared mappings and read/write agree both ways: stores through a
+/// mapping are seen by `read()` (the kernel writes the mapped pages back
+/// through the server before a direct read of their range) and reach the
+/// backing after msync or munmap; `write()` is seen by a mapping made
+/// before it; a private mapping sees the file, keeps its own stores, and
+/// a punched or zeroed range reads as zeros through a mapping.
+#[test]
+fn shared_mappings_and_read_write_agree() {
+    if !fuse_ok("shared_mappings_and_read_write_agree") {
+        return;
+    }
+    use nix::fcntl::{fallocate, FallocateFlags};
+    let mut m = Mounted::new();
+    const LEN: usize = 1 << 20;
+    let data = pattern(LEN, 11);
+    fs::write(m.p("m"), &data).expect("write");
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(m.p("m"))
+        .expect("open");
+    let map = Map::new(&f, LEN, true).unwrap_or_else(|e| {
+        panic!("shared mmap of a file on the mount: {e} (needs FUSE_DIRECT_IO_ALLOW_MMAP, Linux 6.6)")
+    });
+    assert!(map.read(0, LEN) == data, "the mapping sees the file");
+    // A store through the mapping, then read(): no msync needed.
+    map.write(5000, b"through the map");
+    let mut buf = [0u8; 15];
+    f.read_exact_at(&mut buf, 5000).expect("pread");
+    assert_eq!(&buf, b"through the map");
+    // write() after the mapping was made: the mapping sees it.
+    f.write_all_at(b"by write", 300_000).expect("pwrite");
+    assert_eq!(map.read(300_000, 8), b"by write");
+    // Stored, then synced: the backing has it once the cache writes back.
+    map.write(700_000, b"synced");
+    map.sync().expect("msync");
+    f.sync_data().expect("fsync");
+    let mut back = [0u8; 6];
+    fs::File::open(m.backing.join("m"))
+        .expect("open backing")
+        .read_exact_at(&mut back, 700_000)
+        .expect("read backing");
+    assert_eq!(&back, b"synced");
+    // Zeroed and punched ranges read as zeros in the mapping.
+    fallocate(&f, FallocateFlags::FALLOC_FL_ZERO_RANGE, 300_000, 8).expect("zero range");
+    assert_eq!(map.read(300_000, 8), [0u8; 8]);
+    fallocate(
+        &f,
+        FallocateFlags::FALLOC_FL_PUNCH_HOLE | FallocateFlags::FALLOC_FL_KEEP_SIZE,
+        16384,
+        8192,
+    )
+    .expect("punch");
+    assert!(map.read(16384, 8192).iter().all(|&b| b == 0));
+    // Stored, then unmapped without msync: read() and the backing see it.
+    map.write(900_000, b"unmapped");
+    drop(map);
+    let mut unmapped = [0u8; 8];
+    f.read_exact_at(&mut unmapped, 900_000).expect("pread");
+    assert_eq!(&unmapped, b"unmapped");
+    // A private mapping: the file's bytes; its stores stay its own.
+    let private = Map::new(&f, LEN, false).expect("private mmap");
+    assert_eq!(private.read(5000, 15), b"through the map");
+    private.write(0, b"private");
+    f.read_exact_at(&mut back, 0).expect("pread");
+    assert_eq!(&back[..], &data[..6]);
+    drop(private);
+    drop(f);
+    m.unmount();
+    let back = fs::read(m.backing.join("m")).expect("backing");
+    assert_eq!(&back[5000..5015], b"through the map");
+    assert_eq!(&back[900_000..900_008], b"unmapped");
+    assert!(back[16384..24576].iter().all(|&b| b == 0));
+}
+
+/// fallocate through the mount: preallocation grows the file (or not,
+/// with `KEEP_SIZE`) and allocates the backing's blocks; `ZERO_RANGE`
+/// zeros data the cache holds dirty; collapse and insert are refused as
+/// the kernel's FUSE client refuses them.
+#[test]
+fn fallocate_modes_reach_the_backing_and_the_cache() {
+    if !fuse_ok("fallocate_modes_reach_the_backing_and_the_cache") {
+        return;
+    }
+    use nix::fcntl::{fallocate, FallocateFlags as F};
+    let m = Mounted::new();
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(m.p("a"))
+        .expect("create");
+    f.write_all_at(&pattern(10_000, 4), 0).expect("write");
+    let blocks = || fs::metadata(m.backing.join("a")).expect("stat").blocks();
+    // Preallocation past the end: the size grows, the blocks are there.
+    fallocate(&f, F::empty(), 0, 1 << 20).expect("fallocate 0");
+    assert_eq!(f.metadata().expect("stat").len(), 1 << 20);
+    assert_eq!(fs::metadata(m.backing.join("a")).expect("stat").len(), 1 << 20);
+    assert!(blocks() >= 2048, "allocated: {} blocks", blocks());
+    let got = fs::read(m.p("a")).expect("read");
+    assert_eq!(&got[..10_000], &pattern(10_000, 4)[..]);
+    assert!(got[10_000..].iter().all(|&b| b == 0));
+    // KEEP_SIZE: blocks past the end, the size unchanged.
+    fallocate(&f, F::FALLOC_FL_KEEP_SIZE, 1 << 20, 1 << 20).expect("keep size");
+    assert_eq!(f.metadata().expect("stat").len(), 1 << 20);
+    assert!(blocks() >= 4096, "allocated: {} blocks", blocks());
+    // ZERO_RANGE over dirty cached data, unaligned, then growing the file.
+    f.write_all_at(&[0xaa; 20_000], 100_000).expect("write");
+    fallocate(&f, F::FALLOC_FL_ZERO_RANGE, 101_001, 5000).expect("zero range");
+    let mut buf = vec![0u8; 20_000];
+    f.read_exact_at(&mut buf, 100_000).expect("read");
+    assert!(buf[..1001].iter().all(|&b| b == 0xaa));
+    assert!(buf[1001..6001].iter().all(|&b| b == 0));
+    assert!(buf[6001..].iter().all(|&b| b == 0xaa));
+    fallocate(&f, F::FALLOC_FL_ZERO_RANGE, (1 << 20) - 10, 4000).expect("zero growing");
+    assert_eq!(f.metadata().expect("stat").len(), (1 << 20) + 3990);
+    for mode in [F::FALLOC_FL_COLLAPSE_RANGE, F::FALLOC_FL_INSERT_RANGE] {
+        assert_eq!(
+            fallocate(&f, mode, 0, 4096).unwrap_err(),
+            nix::errno::Errno::EOPNOTSUPP,
+            "{mode:?}"
+        );
+    }
+    f.sync_all().expect("fsync");
+    let back = fs::read(m.backing.join("a")).expect("backing");
+    assert_eq!(back.len(), (1 << 20) + 3990);
+    assert!(back[101_001..106_001].iter().all(|&b| b == 0));
+    assert!(back[106_001..120_000].iter().all(|&b| b == 0xaa));
 }
 
 /// A small xorshift generator: reproducible runs without a dependency.
