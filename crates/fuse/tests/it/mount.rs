@@ -727,6 +727,28 @@ fn random_operations_match_a_model() {
     }
 }
 
+/// Checks that the kernel and the server both hold `len` bytes of `f`,
+/// before the exerciser touches its mapping below `len`. Were either
+/// shorter, the access would fault with SIGBUS, killing this process (the
+/// server's too) while the mapping may hold dirty pages: its teardown then
+/// waits forever for their writeback by the dead server. A size wrong
+/// here fails the test instead.
+fn sizes_agree(f: &fs::File, len: usize) -> Result<(), String> {
+    let kernel = f.metadata().map_err(|e| format!("stat: {e}"))?.len();
+    let mut last = [0u8; 1];
+    let server = f
+        .read_at(&mut last, len as u64 - 1)
+        .map_err(|e| format!("read: {e}"))?;
+    if kernel != len as u64 || server != 1 {
+        return Err(format!(
+            "size {len} expected before a mapped access: the kernel has {kernel}, \
+             the server {} at the last byte",
+            if server == 1 { "it" } else { "nothing" }
+        ));
+    }
+    Ok(())
+}
+
 /// `ops` random operations on file `name` within `span` bytes (see
 /// `random_operations_match_a_model`); returns the model of the file.
 fn exercise(m: &Mounted, name: &str, span: u64, ops: u64, seed: u64) -> Vec<u8> {
@@ -786,6 +808,7 @@ fn exercise(m: &Mounted, name: &str, span: u64, ops: u64, seed: u64) -> Vec<u8> 
                 assert!(buf[..got] == model[start..end], "{}: read data", ctx());
             }
             56..=61 if !model.is_empty() => {
+                sizes_agree(&f, model.len()).unwrap_or_else(|e| panic!("{}: {e}", ctx()));
                 let off = rng.below(model.len() as u64) as usize;
                 let len = (1 + rng.below(65_536) as usize).min(model.len() - off);
                 assert!(
@@ -795,6 +818,7 @@ fn exercise(m: &Mounted, name: &str, span: u64, ops: u64, seed: u64) -> Vec<u8> 
                 );
             }
             62..=67 if !model.is_empty() => {
+                sizes_agree(&f, model.len()).unwrap_or_else(|e| panic!("{}: {e}", ctx()));
                 let off = rng.below(model.len() as u64) as usize;
                 let len = (1 + rng.below(20_000) as usize).min(model.len() - off);
                 let data = rng.bytes(len);
