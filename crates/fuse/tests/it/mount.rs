@@ -15,7 +15,7 @@ use fuser::BackgroundSession;
 use test_support::skip_or_fail;
 
 /// True if the test may go on; prints why not, or panics under CI.
-fn fuse_ok(test: &str) -> bool {
+pub(crate) fn fuse_ok(test: &str) -> bool {
     match foliocache_fuse::unavailable() {
         None => true,
         Some(why) => {
@@ -25,10 +25,12 @@ fn fuse_ok(test: &str) -> bool {
     }
 }
 
-struct Mounted {
+/// A temporary backing directory mounted in this process (shared with
+/// the other modules' tests).
+pub(crate) struct Mounted {
     _tmp: tempfile::TempDir,
-    backing: PathBuf,
-    mnt: PathBuf,
+    pub(crate) backing: PathBuf,
+    pub(crate) mnt: PathBuf,
     session: Option<BackgroundSession>,
     opts: MountOptions,
 }
@@ -38,7 +40,7 @@ impl Mounted {
         Self::with(MountOptions::new(64 << 20))
     }
 
-    fn with(opts: MountOptions) -> Mounted {
+    pub(crate) fn with(opts: MountOptions) -> Mounted {
         let tmp = tempfile::tempdir().expect("tempdir");
         let backing = tmp.path().join("backing");
         let mnt = tmp.path().join("mnt");
@@ -60,13 +62,13 @@ impl Mounted {
         self.session = Some(s);
     }
 
-    fn unmount(&mut self) {
+    pub(crate) fn unmount(&mut self) {
         if let Some(s) = self.session.take() {
             s.umount_and_join().expect("unmount");
         }
     }
 
-    fn p(&self, rel: &str) -> PathBuf {
+    pub(crate) fn p(&self, rel: &str) -> PathBuf {
         self.mnt.join(rel)
     }
 }
