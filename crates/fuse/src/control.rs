@@ -11,7 +11,7 @@
 //! 2. read from offset 0 (seek back after writing) to end of file: one
 //!    JSON object,
 //!    `{"cache": {...CacheStats..., "hit_ratio": f}, "io_engine": s,
-//!    "dontcache": b, "files": [{"path": s, "cached": n, "dirty": n,
+//!    "dontcache": b, "shared_mmap": b, "files": [{"path": s, "cached": n, "dirty": n,
 //!    "writeback": n, "evicted": n, "recently_evicted": n} | {"path": s,
 //!    "error": s}]}` and a newline. The figures are taken at the read at
 //!    offset 0; later offsets read the same snapshot.

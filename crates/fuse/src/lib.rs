@@ -39,11 +39,26 @@
 //! `setattr` of the times writes the file back first and then sets them,
 //! so `touch -d` and `cp -p` keep theirs.
 //!
+//! Memory maps: the files are direct IO toward the kernel, which maps
+//! them shared only with `FUSE_DIRECT_IO_ALLOW_MMAP` (Linux 6.6 and
+//! later; asked for at init, reported by [`FolioFs::shared_mmap`] and the
+//! control file). The mapped pages then live in the kernel's page cache,
+//! a second copy kept coherent by the kernel: it writes a mapping's dirty
+//! pages back through the server (so into the cache) before every direct
+//! read or write of their range, at `msync` and when the mapping goes,
+//! and drops the mapped pages a direct write, a truncate, a hole punch or
+//! a zeroed range covers. A page fault that races a `write()` of the same
+//! page may keep the bytes from before it in the mapping until the next
+//! write there (the kernel drops the pages before sending the write, not
+//! after). On older kernels a shared mapping fails with `ENODEV` (logged
+//! at mount); private ones work everywhere.
+//!
+//! `fallocate`: hole punching, preallocation (with and without
+//! `KEEP_SIZE`) and `ZERO_RANGE` reach the backing with the cache kept
+//! coherent; the kernel's FUSE client refuses `COLLAPSE_RANGE` and
+//! `INSERT_RANGE` itself (`EOPNOTSUPP`).
+//!
 //! Limits, known:
-//! - shared writable `mmap` of a file on the mount fails with `ENODEV`
-//!   (the files are direct IO toward the kernel, and the kernel's page
-//!   cache would be a second, incoherent copy); private mappings (and so
-//!   running programs) work;
 //! - `mknod` makes FIFOs and sockets; devices are refused (`EPERM`);
 //! - a directory is read whole at `opendir` (its listing is a snapshot);
 //! - `st_ino` through the mount is the server's node id (stable while the

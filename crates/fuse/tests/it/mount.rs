@@ -68,6 +68,16 @@ impl Mounted {
         }
     }
 
+    /// The mount's figures, read from its control file (no paths asked).
+    fn figures(&self) -> serde_json::Value {
+        let mut answer = String::new();
+        fs::File::open(self.p(CONTROL_NAME))
+            .expect("control")
+            .read_to_string(&mut answer)
+            .expect("answer");
+        serde_json::from_str(&answer).expect("json")
+    }
+
     pub(crate) fn p(&self, rel: &str) -> PathBuf {
         self.mnt.join(rel)
     }
@@ -443,12 +453,7 @@ fn dontcache_mount_leaves_nothing_cached_after_reads() {
     let data = pattern(2 << 20, 5);
     fs::write(m.backing.join("f"), &data).expect("write backing");
     assert_eq!(fs::read(m.p("f")).expect("read"), data);
-    let mut answer = String::new();
-    fs::File::open(m.p(CONTROL_NAME))
-        .expect("control")
-        .read_to_string(&mut answer)
-        .expect("answer");
-    let v: serde_json::Value = serde_json::from_str(&answer).expect("json");
+    let v = m.figures();
     assert!(
         v["cache"]["dropbehind_drops"].as_u64().unwrap_or(0) > 0,
         "{v}"
@@ -485,10 +490,7 @@ impl Map {
         if p == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error());
         }
-        Ok(Map {
-            ptr: p.cast(),
-            len,
-        })
+        Ok(Map { ptr: p.cast(), len })
     }
 
     /// Bytes `off..off + len` of the mapping (the caller keeps them inside
@@ -528,6 +530,23 @@ impl Drop for Map {
     }
 }
 
+/// True if the mount's control file says the kernel maps its files
+/// shared (`FUSE_DIRECT_IO_ALLOW_MMAP`, Linux 6.6); otherwise prints why
+/// `test` skips (a failure under CI).
+fn shared_mmap_ok(test: &str, m: &Mounted) -> bool {
+    let v = m.figures();
+    let ok = v["shared_mmap"]
+        .as_bool()
+        .expect("shared_mmap in the figures");
+    if !ok {
+        skip_or_fail(
+            test,
+            "this kernel cannot map direct-IO FUSE files shared (FUSE_DIRECT_IO_ALLOW_MMAP: Linux 6.6)",
+        );
+    }
+    ok
+}
+
 /// Shared mappings and read/write agree both ways: stores through a
 /// mapping are seen by `read()` (the kernel writes the mapped pages back
 /// through the server before a direct read of their range) and reach the
@@ -541,6 +560,9 @@ fn shared_mappings_and_read_write_agree() {
     }
     use nix::fcntl::{fallocate, FallocateFlags};
     let mut m = Mounted::new();
+    if !shared_mmap_ok("shared_mappings_and_read_write_agree", &m) {
+        return;
+    }
     const LEN: usize = 1 << 20;
     let data = pattern(LEN, 11);
     fs::write(m.p("m"), &data).expect("write");
@@ -549,9 +571,7 @@ fn shared_mappings_and_read_write_agree() {
         .write(true)
         .open(m.p("m"))
         .expect("open");
-    let map = Map::new(&f, LEN, true).unwrap_or_else(|e| {
-        panic!("shared mmap of a file on the mount: {e} (needs FUSE_DIRECT_IO_ALLOW_MMAP, Linux 6.6)")
-    });
+    let map = Map::new(&f, LEN, true).expect("shared mmap");
     assert!(map.read(0, LEN) == data, "the mapping sees the file");
     // A store through the mapping, then read(): no msync needed.
     map.write(5000, b"through the map");
@@ -626,7 +646,10 @@ fn fallocate_modes_reach_the_backing_and_the_cache() {
     // Preallocation past the end: the size grows, the blocks are there.
     fallocate(&f, F::empty(), 0, 1 << 20).expect("fallocate 0");
     assert_eq!(f.metadata().expect("stat").len(), 1 << 20);
-    assert_eq!(fs::metadata(m.backing.join("a")).expect("stat").len(), 1 << 20);
+    assert_eq!(
+        fs::metadata(m.backing.join("a")).expect("stat").len(),
+        1 << 20
+    );
     assert!(blocks() >= 2048, "allocated: {} blocks", blocks());
     let got = fs::read(m.p("a")).expect("read");
     assert_eq!(&got[..10_000], &pattern(10_000, 4)[..]);
@@ -711,6 +734,9 @@ fn random_operations_match_a_model() {
     let seed: u64 = test_support::env_or("FUSE_EXERCISER_SEED", 0x9e37_79b9_7f4a_7c15);
     // A small cache, so reclaim and writeback run during the test.
     let mut m = Mounted::with(MountOptions::new(8 << 20));
+    if !shared_mmap_ok("random_operations_match_a_model", &m) {
+        return;
+    }
     let started = std::time::Instant::now();
     let small = exercise(&m, "small", 3 << 20, ops - ops / 4, seed);
     let half = started.elapsed();
@@ -885,7 +911,10 @@ fn exercise(m: &Mounted, name: &str, span: u64, ops: u64, seed: u64) -> Vec<u8> 
     }
     drop(map);
     drop(f);
-    assert!(fs::read(m.p(name)).expect("read all") == model, "{name}: whole file");
+    assert!(
+        fs::read(m.p(name)).expect("read all") == model,
+        "{name}: whole file"
+    );
     model
 }
 
