@@ -47,11 +47,10 @@
 //! pages back through the server (so into the cache) before every direct
 //! read or write of their range, at `msync` and when the mapping goes,
 //! and drops the mapped pages a direct write, a truncate, a hole punch or
-//! a zeroed range covers. A page fault that races a `write()` of the same
-//! page may keep the bytes from before it in the mapping until the next
-//! write there (the kernel drops the pages before sending the write, not
-//! after). On older kernels a shared mapping fails with `ENODEV` (logged
-//! at mount); private ones work everywhere.
+//! a zeroed range covers (before it sends the write: a fault racing the
+//! write could in principle bring back the old bytes; not seen on 6.18,
+//! see docs/design.md section 11). On older kernels a shared mapping fails
+//! with `ENODEV` (logged at mount); private ones work everywhere.
 //!
 //! `fallocate`: hole punching, preallocation (with and without
 //! `KEEP_SIZE`) and `ZERO_RANGE` reach the backing with the cache kept
