@@ -1,0 +1,47 @@
+//! `tests/c/calls.c` under the library: every intercepted call and the
+//! defined behaviours (stdio, mmap, fork, exec, O_APPEND, threads), then
+//! the files it leaves checked through the kernel.
+
+use crate::support::{compile, pattern, preloaded};
+
+#[test]
+fn every_call_and_behaviour() {
+    let build = tempfile::tempdir().expect("a temporary directory");
+    let exe = compile("calls", build.path());
+    let data = tempfile::tempdir().expect("a temporary directory");
+    let out = crate::support::checked(preloaded(&exe, data.path()).arg(data.path()));
+    print!("{}", String::from_utf8_lossy(&out.stdout));
+
+    // Left open and dirty at exit: written back by the exit handler.
+    let exit = std::fs::read(data.path().join("exit.bin")).expect("exit.bin");
+    assert_eq!(exit.len(), 100_000);
+    assert!(exit
+        .iter()
+        .enumerate()
+        .all(|(i, &b)| b == pattern(7, i as u64)));
+
+    // Four threads' disjoint blocks.
+    let threads = std::fs::read(data.path().join("threads.bin")).expect("threads.bin");
+    assert_eq!(threads.len(), 4 * 64 * 4096);
+    assert!(threads
+        .iter()
+        .enumerate()
+        .all(|(i, &b)| b == pattern(6, i as u64)));
+
+    let append = std::fs::read(data.path().join("append.bin")).expect("append.bin");
+    assert_eq!(append, b"XbcdefghijkL");
+}
+
+/// With no served directory, everything passes through (and the library
+/// loads and runs a program untouched).
+#[test]
+fn nothing_served_without_directories() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let out = crate::support::checked(
+        preloaded("sh", dir.path())
+            .env_remove("FOLIOCACHE_PRELOAD_DIRS")
+            .args(["-c", "echo hello > \"$0/f\" && cat \"$0/f\""])
+            .arg(dir.path()),
+    );
+    assert_eq!(out.stdout, b"hello\n");
+}
