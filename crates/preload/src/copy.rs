@@ -58,103 +58,65 @@ impl Side {
         }
     }
 
-    /// Reads into `buf` (short at end of file).
+    /// Reads into (`write`: writes from) the `len` bytes at `p`, once:
+    /// the count done.
     ///
     /// # Safety
-    /// `offset` is NULL or valid for reads and writes.
-    unsafe fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
+    /// `offset` is NULL or valid for reads and writes; `p` is valid for
+    /// writes (`write`: reads) of `len` bytes.
+    unsafe fn io(&self, p: *mut u8, len: usize, write: bool) -> io::Result<usize> {
         // SAFETY: the caller's promise.
         let at = unsafe { self.at() }?;
-        let n = match &self.desc {
-            Some(d) => {
-                let v = [iovec {
-                    iov_base: buf.as_mut_ptr().cast(),
-                    iov_len: buf.len(),
-                }];
-                // SAFETY: `buf` is valid for writes of its length.
-                unsafe { read_iov(d, &v, at, ReadFlags::NONE) }?
-            }
-            None => {
-                let p = buf.as_mut_ptr().cast::<c_void>();
-                // SAFETY: `buf` is valid for writes of its length.
-                let r = unsafe {
-                    match at {
-                        Some(at) => {
-                            real!(pread: unsafe extern "C" fn(c_int, *mut c_void, usize, off_t) -> isize)(
-                                self.fd,
-                                p,
-                                buf.len(),
-                                at as off_t,
-                            )
-                        }
-                        None => {
-                            real!(read: unsafe extern "C" fn(c_int, *mut c_void, usize) -> isize)(
-                                self.fd,
-                                p,
-                                buf.len(),
-                            )
-                        }
-                    }
-                };
-                usize::try_from(r).map_err(|_| io::Error::last_os_error())?
+        let v = [iovec {
+            iov_base: p.cast(),
+            iov_len: len,
+        }];
+        // SAFETY: the caller's promise, for `p`.
+        let n = unsafe {
+            match (&self.desc, write, at) {
+                (Some(d), false, _) => read_iov(d, &v, at, ReadFlags::NONE)?,
+                (Some(d), true, _) => write_iov(d, &v, at, WriteHow::default())?,
+                (None, false, Some(at)) => {
+                    kernel(real!(pread: Pread)(self.fd, p.cast(), len, at as off_t))?
+                }
+                (None, false, None) => kernel(real!(read: Read)(self.fd, p.cast(), len))?,
+                (None, true, Some(at)) => {
+                    kernel(real!(pwrite: Pwrite)(self.fd, p.cast(), len, at as off_t))?
+                }
+                (None, true, None) => kernel(real!(write: Write)(self.fd, p.cast(), len))?,
             }
         };
         // SAFETY: the caller's promise.
         unsafe { self.advance(n) };
         Ok(n)
     }
+}
 
-    /// Writes all of `buf`.
-    ///
-    /// # Safety
-    /// `offset` is NULL or valid for reads and writes.
-    unsafe fn write(&self, mut buf: &[u8]) -> io::Result<()> {
-        while !buf.is_empty() {
-            // SAFETY: the caller's promise.
-            let at = unsafe { self.at() }?;
-            let n = match &self.desc {
-                Some(d) => {
-                    let v = [iovec {
-                        iov_base: buf.as_ptr().cast_mut().cast(),
-                        iov_len: buf.len(),
-                    }];
-                    // SAFETY: `buf` is valid for reads of its length.
-                    unsafe { write_iov(d, &v, at, WriteHow::default()) }?
-                }
-                None => {
-                    let p = buf.as_ptr().cast::<c_void>();
-                    // SAFETY: `buf` is valid for reads of its length.
-                    let r = unsafe {
-                        match at {
-                            Some(at) => {
-                                real!(pwrite: unsafe extern "C" fn(c_int, *const c_void, usize, off_t) -> isize)(
-                                    self.fd,
-                                    p,
-                                    buf.len(),
-                                    at as off_t,
-                                )
-                            }
-                            None => {
-                                real!(write: unsafe extern "C" fn(c_int, *const c_void, usize) -> isize)(
-                                    self.fd,
-                                    p,
-                                    buf.len(),
-                                )
-                            }
-                        }
-                    };
-                    usize::try_from(r).map_err(|_| io::Error::last_os_error())?
-                }
-            };
-            if n == 0 {
-                return Err(err(libc::EIO));
-            }
-            // SAFETY: the caller's promise.
-            unsafe { self.advance(n) };
-            buf = &buf[n..];
+/// The C prototypes of the kernel-side calls a copy makes.
+type Read = unsafe extern "C" fn(c_int, *mut c_void, usize) -> isize;
+type Pread = unsafe extern "C" fn(c_int, *mut c_void, usize, off_t) -> isize;
+type Write = unsafe extern "C" fn(c_int, *const c_void, usize) -> isize;
+type Pwrite = unsafe extern "C" fn(c_int, *const c_void, usize, off_t) -> isize;
+
+/// A system call's count, or its error.
+fn kernel(r: isize) -> io::Result<usize> {
+    usize::try_from(r).map_err(|_| io::Error::last_os_error())
+}
+
+/// Writes all of `buf` to `dst`.
+///
+/// # Safety
+/// `dst`'s offset is NULL or valid for reads and writes.
+unsafe fn write_all(dst: &Side, mut buf: &[u8]) -> io::Result<()> {
+    while !buf.is_empty() {
+        // SAFETY: the caller's promise; `buf` is valid for reads of its
+        // length, and only read.
+        match unsafe { dst.io(buf.as_ptr().cast_mut(), buf.len(), true) }? {
+            0 => return Err(err(libc::EIO)),
+            n => buf = &buf[n..],
         }
-        Ok(())
     }
+    Ok(())
 }
 
 /// Copies up to `len` bytes from `src` to `dst` through a buffer; stops
@@ -168,15 +130,15 @@ unsafe fn copy(src: &Side, dst: &Side, len: usize) -> io::Result<usize> {
     let mut done = 0;
     while done < len {
         let want = (len - done).min(buf.len());
-        // SAFETY: the caller's promise.
-        let n = match unsafe { src.read(&mut buf[..want]) } {
+        // SAFETY: the caller's promise; `buf` holds `want` bytes.
+        let n = match unsafe { src.io(buf.as_mut_ptr(), want, false) } {
             Ok(0) => break,
             Ok(n) => n,
             Err(_) if done > 0 => break,
             Err(e) => return Err(e),
         };
-        // SAFETY: the caller's promise.
-        match unsafe { dst.write(&buf[..n]) } {
+        // SAFETY: the caller's promise; `buf` holds `n` bytes read.
+        match unsafe { write_all(dst, &buf[..n]) } {
             Ok(()) => done += n,
             Err(_) if done > 0 => break,
             Err(e) => return Err(e),
@@ -265,31 +227,22 @@ pub unsafe extern "C" fn sendfile(
     }
 }
 
-/// `splice(2)`: a served file on either side is handed to the kernel
-/// first.
-///
-/// # Safety
-/// As `splice(2)`.
-#[no_mangle]
-pub unsafe extern "C" fn splice(
-    fd_in: c_int,
-    off_in: *mut loff_t,
-    fd_out: c_int,
-    off_out: *mut loff_t,
-    len: usize,
-    flags: c_uint,
-) -> isize {
-    for fd in [fd_in, fd_out] {
+/// Hands the files of the served fds among `fds` to the kernel.
+fn hand_served(fds: [c_int; 2]) {
+    for fd in fds {
         if let Some(d) = lookup(fd) {
             hand_to_kernel(d.key);
         }
     }
-    // SAFETY: the caller's promise, passed on.
-    unsafe {
-        real!(splice: unsafe extern "C" fn(c_int, *mut loff_t, c_int, *mut loff_t, usize, c_uint) -> isize)(
-            fd_in, off_in, fd_out, off_out, len, flags,
-        )
-    }
+}
+
+crate::after! { hand_served([fd_in, fd_out]) =>
+    /// `splice(2)`: a served file on either side is handed to the kernel
+    /// first.
+    ///
+    /// # Safety
+    /// As `splice(2)`.
+    fn splice(fd_in: c_int, off_in: *mut loff_t, fd_out: c_int, off_out: *mut loff_t, len: usize, flags: c_uint) -> isize;
 }
 
 /// `FICLONE`: `_IOW(0x94, 9, int)`.

@@ -81,16 +81,13 @@ pub unsafe extern "C" fn freopen(
     })
 }
 
-/// `fdopen(3)`: a served fd's file is handed to the kernel first (the
-/// fd's kernel position set to the program's), then the stream made.
-///
-/// # Safety
-/// As `fdopen(3)`.
-#[no_mangle]
-pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE {
-    hand_fd_to_kernel(fd);
-    // SAFETY: the caller's promise, passed on.
-    unsafe { real!(fdopen: unsafe extern "C" fn(c_int, *const c_char) -> *mut FILE)(fd, mode) }
+crate::after! { hand_fd_to_kernel(fd) =>
+    /// `fdopen(3)`: a served fd's file is handed to the kernel first (the
+    /// fd's kernel position set to the program's), then the stream made.
+    ///
+    /// # Safety
+    /// As `fdopen(3)`.
+    fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE;
 }
 
 crate::aliases! {
@@ -102,163 +99,86 @@ crate::aliases! {
 /// Argument and environment vectors.
 type Vector = *const *const c_char;
 
-/// `execve(2)`: every file is handed to the kernel first (written back,
-/// positions set), and the library passes through from then on (also if
-/// the call fails).
-///
-/// # Safety
-/// As `execve(2)`.
-#[no_mangle]
-pub unsafe extern "C" fn execve(path: *const c_char, argv: Vector, envp: Vector) -> c_int {
-    hand_all_to_kernel();
-    // SAFETY: the caller's promise, passed on.
-    unsafe {
-        real!(execve: unsafe extern "C" fn(*const c_char, Vector, Vector) -> c_int)(
-            path, argv, envp,
-        )
-    }
+crate::after! { hand_all_to_kernel() =>
+    /// `execve(2)`: every file is handed to the kernel first (written
+    /// back, positions set), and the library passes through from then on
+    /// (also if the call fails).
+    ///
+    /// # Safety
+    /// As `execve(2)`.
+    fn execve(path: *const c_char, argv: Vector, envp: Vector) -> c_int;
+
+    /// `execv(3)`: as [`execve`].
+    ///
+    /// # Safety
+    /// As `execv(3)`.
+    fn execv(path: *const c_char, argv: Vector) -> c_int;
+
+    /// `execvp(3)`: as [`execve`].
+    ///
+    /// # Safety
+    /// As `execvp(3)`.
+    fn execvp(file: *const c_char, argv: Vector) -> c_int;
+
+    /// `execvpe(3)`: as [`execve`].
+    ///
+    /// # Safety
+    /// As `execvpe(3)`.
+    fn execvpe(file: *const c_char, argv: Vector, envp: Vector) -> c_int;
+
+    /// `fexecve(3)`: as [`execve`].
+    ///
+    /// # Safety
+    /// As `fexecve(3)`.
+    fn fexecve(fd: c_int, argv: Vector, envp: Vector) -> c_int;
+
+    /// `execveat(2)`: as [`execve`].
+    ///
+    /// # Safety
+    /// As `execveat(2)`.
+    fn execveat(dirfd: c_int, path: *const c_char, argv: Vector, envp: Vector, flags: c_int) -> c_int;
 }
 
-/// `execv(3)`: as [`execve`].
-///
-/// # Safety
-/// As `execv(3)`.
-#[no_mangle]
-pub unsafe extern "C" fn execv(path: *const c_char, argv: Vector) -> c_int {
-    hand_all_to_kernel();
-    // SAFETY: the caller's promise, passed on.
-    unsafe { real!(execv: unsafe extern "C" fn(*const c_char, Vector) -> c_int)(path, argv) }
-}
+crate::after! { write_back_all() =>
+    /// `posix_spawn(3)`: the data written back (and synced) and positions
+    /// set first, so the program it starts sees them; this process keeps
+    /// its cache. (File actions and attributes as opaque pointers.)
+    ///
+    /// # Safety
+    /// As `posix_spawn(3)`.
+    fn posix_spawn(
+        pid: *mut pid_t,
+        path: *const c_char,
+        actions: *const c_void,
+        attr: *const c_void,
+        argv: Vector,
+        envp: Vector
+    ) -> c_int;
 
-/// `execvp(3)`: as [`execve`].
-///
-/// # Safety
-/// As `execvp(3)`.
-#[no_mangle]
-pub unsafe extern "C" fn execvp(file: *const c_char, argv: Vector) -> c_int {
-    hand_all_to_kernel();
-    // SAFETY: the caller's promise, passed on.
-    unsafe { real!(execvp: unsafe extern "C" fn(*const c_char, Vector) -> c_int)(file, argv) }
-}
+    /// `posix_spawnp(3)`: as [`posix_spawn`].
+    ///
+    /// # Safety
+    /// As `posix_spawnp(3)`.
+    fn posix_spawnp(
+        pid: *mut pid_t,
+        file: *const c_char,
+        actions: *const c_void,
+        attr: *const c_void,
+        argv: Vector,
+        envp: Vector
+    ) -> c_int;
 
-/// `execvpe(3)`: as [`execve`].
-///
-/// # Safety
-/// As `execvpe(3)`.
-#[no_mangle]
-pub unsafe extern "C" fn execvpe(file: *const c_char, argv: Vector, envp: Vector) -> c_int {
-    hand_all_to_kernel();
-    // SAFETY: the caller's promise, passed on.
-    unsafe {
-        real!(execvpe: unsafe extern "C" fn(*const c_char, Vector, Vector) -> c_int)(
-            file, argv, envp,
-        )
-    }
-}
+    /// `system(3)`: as [`posix_spawn`].
+    ///
+    /// # Safety
+    /// As `system(3)`.
+    fn system(command: *const c_char) -> c_int;
 
-/// `fexecve(3)`: as [`execve`].
-///
-/// # Safety
-/// As `fexecve(3)`.
-#[no_mangle]
-pub unsafe extern "C" fn fexecve(fd: c_int, argv: Vector, envp: Vector) -> c_int {
-    hand_all_to_kernel();
-    // SAFETY: the caller's promise, passed on.
-    unsafe { real!(fexecve: unsafe extern "C" fn(c_int, Vector, Vector) -> c_int)(fd, argv, envp) }
-}
-
-/// `execveat(2)`: as [`execve`].
-///
-/// # Safety
-/// As `execveat(2)`.
-#[no_mangle]
-pub unsafe extern "C" fn execveat(
-    dirfd: c_int,
-    path: *const c_char,
-    argv: Vector,
-    envp: Vector,
-    flags: c_int,
-) -> c_int {
-    hand_all_to_kernel();
-    // SAFETY: the caller's promise, passed on.
-    unsafe {
-        real!(execveat: unsafe extern "C" fn(c_int, *const c_char, Vector, Vector, c_int) -> c_int)(
-            dirfd, path, argv, envp, flags,
-        )
-    }
-}
-
-/// The `posix_spawn` function type (file actions and attributes as
-/// opaque pointers).
-type SpawnFn = unsafe extern "C" fn(
-    *mut pid_t,
-    *const c_char,
-    *const c_void,
-    *const c_void,
-    Vector,
-    Vector,
-) -> c_int;
-
-/// `posix_spawn(3)`: the data written back (and synced) and positions set
-/// first, so the program it starts sees them; this process keeps its
-/// cache.
-///
-/// # Safety
-/// As `posix_spawn(3)`.
-#[no_mangle]
-pub unsafe extern "C" fn posix_spawn(
-    pid: *mut pid_t,
-    path: *const c_char,
-    actions: *const c_void,
-    attr: *const c_void,
-    argv: Vector,
-    envp: Vector,
-) -> c_int {
-    write_back_all();
-    // SAFETY: the caller's promise, passed on.
-    unsafe { real!(posix_spawn: SpawnFn)(pid, path, actions, attr, argv, envp) }
-}
-
-/// `posix_spawnp(3)`: as [`posix_spawn`].
-///
-/// # Safety
-/// As `posix_spawnp(3)`.
-#[no_mangle]
-pub unsafe extern "C" fn posix_spawnp(
-    pid: *mut pid_t,
-    file: *const c_char,
-    actions: *const c_void,
-    attr: *const c_void,
-    argv: Vector,
-    envp: Vector,
-) -> c_int {
-    write_back_all();
-    // SAFETY: the caller's promise, passed on.
-    unsafe { real!(posix_spawnp: SpawnFn)(pid, file, actions, attr, argv, envp) }
-}
-
-/// `system(3)`: as [`posix_spawn`].
-///
-/// # Safety
-/// As `system(3)`.
-#[no_mangle]
-pub unsafe extern "C" fn system(command: *const c_char) -> c_int {
-    write_back_all();
-    // SAFETY: the caller's promise, passed on.
-    unsafe { real!(system: unsafe extern "C" fn(*const c_char) -> c_int)(command) }
-}
-
-/// `popen(3)`: as [`posix_spawn`].
-///
-/// # Safety
-/// As `popen(3)`.
-#[no_mangle]
-pub unsafe extern "C" fn popen(command: *const c_char, mode: *const c_char) -> *mut FILE {
-    write_back_all();
-    // SAFETY: the caller's promise, passed on.
-    unsafe {
-        real!(popen: unsafe extern "C" fn(*const c_char, *const c_char) -> *mut FILE)(command, mode)
-    }
+    /// `popen(3)`: as [`posix_spawn`].
+    ///
+    /// # Safety
+    /// As `popen(3)`.
+    fn popen(command: *const c_char, mode: *const c_char) -> *mut FILE;
 }
 
 /// `fork`'s prepare handler: a child sees every byte written back.

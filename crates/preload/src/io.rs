@@ -261,82 +261,6 @@ fn at_or_position(offset: off_t) -> Option<off_t> {
     (offset != -1).then_some(offset)
 }
 
-/// `read(2)`.
-///
-/// # Safety
-/// As `read(2)`: `buf` is valid for writes of `count` bytes.
-#[no_mangle]
-pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, count: usize) -> isize {
-    on_fd(
-        fd,
-        -1,
-        // SAFETY: the caller's promise, passed on.
-        || unsafe {
-            real!(read: unsafe extern "C" fn(c_int, *mut c_void, usize) -> isize)(fd, buf, count)
-        },
-        // SAFETY: the caller's promise, one buffer.
-        |d| unsafe { serve_read(d, &one(buf, count), 1, None, 0) },
-    )
-}
-
-/// `pread(2)`.
-///
-/// # Safety
-/// As `pread(2)`: `buf` is valid for writes of `count` bytes.
-#[no_mangle]
-pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, count: usize, offset: off_t) -> isize {
-    on_fd(
-        fd,
-        -1,
-        // SAFETY: the caller's promise, passed on.
-        || unsafe {
-            real!(pread: unsafe extern "C" fn(c_int, *mut c_void, usize, off_t) -> isize)(
-                fd, buf, count, offset,
-            )
-        },
-        // SAFETY: the caller's promise, one buffer.
-        |d| unsafe { serve_read(d, &one(buf, count), 1, Some(offset), 0) },
-    )
-}
-
-/// `readv(2)`.
-///
-/// # Safety
-/// As `readv(2)`: `iov` holds `cnt` buffers, each valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> isize {
-    on_fd(
-        fd,
-        -1,
-        // SAFETY: the caller's promise, passed on.
-        || unsafe {
-            real!(readv: unsafe extern "C" fn(c_int, *const iovec, c_int) -> isize)(fd, iov, cnt)
-        },
-        // SAFETY: the caller's promise.
-        |d| unsafe { serve_read(d, iov, cnt, None, 0) },
-    )
-}
-
-/// `preadv(2)`.
-///
-/// # Safety
-/// As `preadv(2)`: `iov` holds `cnt` buffers, each valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn preadv(fd: c_int, iov: *const iovec, cnt: c_int, offset: off_t) -> isize {
-    on_fd(
-        fd,
-        -1,
-        // SAFETY: the caller's promise, passed on.
-        || unsafe {
-            real!(preadv: unsafe extern "C" fn(c_int, *const iovec, c_int, off_t) -> isize)(
-                fd, iov, cnt, offset,
-            )
-        },
-        // SAFETY: the caller's promise.
-        |d| unsafe { serve_read(d, iov, cnt, Some(offset), 0) },
-    )
-}
-
 /// The `RWF_*` flags a read takes: `RWF_NOWAIT` (the cache's `NOWAIT`),
 /// `RWF_HIPRI` (no meaning here).
 fn read_flags(flags: c_int) -> io::Result<ReadFlags> {
@@ -345,114 +269,6 @@ fn read_flags(flags: c_int) -> io::Result<ReadFlags> {
         0 => Ok(ReadFlags::NONE),
         _ => Err(err(libc::EOPNOTSUPP)),
     }
-}
-
-/// `preadv2(2)`: an offset of -1 reads at the position.
-///
-/// # Safety
-/// As `preadv2(2)`: `iov` holds `cnt` buffers, each valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn preadv2(
-    fd: c_int,
-    iov: *const iovec,
-    cnt: c_int,
-    offset: off_t,
-    flags: c_int,
-) -> isize {
-    on_fd(
-        fd,
-        -1,
-        // SAFETY: the caller's promise, passed on.
-        || unsafe {
-            real!(preadv2: unsafe extern "C" fn(c_int, *const iovec, c_int, off_t, c_int) -> isize)(
-                fd, iov, cnt, offset, flags,
-            )
-        },
-        // SAFETY: the caller's promise.
-        |d| unsafe { serve_read(d, iov, cnt, at_or_position(offset), flags) },
-    )
-}
-
-/// `write(2)`.
-///
-/// # Safety
-/// As `write(2)`: `buf` is valid for reads of `count` bytes.
-#[no_mangle]
-pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: usize) -> isize {
-    on_fd(
-        fd,
-        -1,
-        // SAFETY: the caller's promise, passed on.
-        || unsafe {
-            real!(write: unsafe extern "C" fn(c_int, *const c_void, usize) -> isize)(fd, buf, count)
-        },
-        // SAFETY: the caller's promise, one buffer.
-        |d| unsafe { serve_write(d, &one(buf, count), 1, None, 0) },
-    )
-}
-
-/// `pwrite(2)`. On an `O_APPEND` fd the data goes to the end of the file,
-/// as Linux's does.
-///
-/// # Safety
-/// As `pwrite(2)`: `buf` is valid for reads of `count` bytes.
-#[no_mangle]
-pub unsafe extern "C" fn pwrite(
-    fd: c_int,
-    buf: *const c_void,
-    count: usize,
-    offset: off_t,
-) -> isize {
-    on_fd(
-        fd,
-        -1,
-        // SAFETY: the caller's promise, passed on.
-        || unsafe {
-            real!(pwrite: unsafe extern "C" fn(c_int, *const c_void, usize, off_t) -> isize)(
-                fd, buf, count, offset,
-            )
-        },
-        // SAFETY: the caller's promise, one buffer.
-        |d| unsafe { serve_write(d, &one(buf, count), 1, Some(offset), 0) },
-    )
-}
-
-/// `writev(2)`.
-///
-/// # Safety
-/// As `writev(2)`: `iov` holds `cnt` buffers, each valid for reads.
-#[no_mangle]
-pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> isize {
-    on_fd(
-        fd,
-        -1,
-        // SAFETY: the caller's promise, passed on.
-        || unsafe {
-            real!(writev: unsafe extern "C" fn(c_int, *const iovec, c_int) -> isize)(fd, iov, cnt)
-        },
-        // SAFETY: the caller's promise.
-        |d| unsafe { serve_write(d, iov, cnt, None, 0) },
-    )
-}
-
-/// `pwritev(2)`.
-///
-/// # Safety
-/// As `pwritev(2)`: `iov` holds `cnt` buffers, each valid for reads.
-#[no_mangle]
-pub unsafe extern "C" fn pwritev(fd: c_int, iov: *const iovec, cnt: c_int, offset: off_t) -> isize {
-    on_fd(
-        fd,
-        -1,
-        // SAFETY: the caller's promise, passed on.
-        || unsafe {
-            real!(pwritev: unsafe extern "C" fn(c_int, *const iovec, c_int, off_t) -> isize)(
-                fd, iov, cnt, offset,
-            )
-        },
-        // SAFETY: the caller's promise.
-        |d| unsafe { serve_write(d, iov, cnt, Some(offset), 0) },
-    )
 }
 
 /// The `RWF_*` flags a write takes: `RWF_DSYNC` and `RWF_SYNC` (written
@@ -468,78 +284,23 @@ fn write_how(flags: c_int) -> io::Result<WriteHow> {
     })
 }
 
-/// `pwritev2(2)`: an offset of -1 writes at the position.
-///
-/// # Safety
-/// As `pwritev2(2)`: `iov` holds `cnt` buffers, each valid for reads.
-#[no_mangle]
-pub unsafe extern "C" fn pwritev2(
-    fd: c_int,
-    iov: *const iovec,
-    cnt: c_int,
-    offset: off_t,
-    flags: c_int,
-) -> isize {
-    on_fd(
-        fd,
-        -1,
-        // SAFETY: the caller's promise, passed on.
-        || unsafe {
-            real!(pwritev2: unsafe extern "C" fn(c_int, *const iovec, c_int, off_t, c_int) -> isize)(
-                fd, iov, cnt, offset, flags,
-            )
-        },
-        // SAFETY: the caller's promise.
-        |d| unsafe { serve_write(d, iov, cnt, at_or_position(offset), flags) },
-    )
-}
-
-/// `lseek(2)`, with `SEEK_DATA` and `SEEK_HOLE` as on a filesystem without
-/// holes (data up to the end, a hole there).
-#[no_mangle]
-pub extern "C" fn lseek(fd: c_int, offset: off_t, whence: c_int) -> off_t {
-    on_fd(
-        fd,
-        -1,
-        // SAFETY: integers only.
-        || unsafe {
-            real!(lseek: unsafe extern "C" fn(c_int, off_t, c_int) -> off_t)(fd, offset, whence)
-        },
-        |d| {
-            let mut pos = d.pos.lock();
-            let len = i64::try_from(d.file.len()).map_err(|_| err(libc::EOVERFLOW))?;
-            let new = match whence {
-                libc::SEEK_SET => Some(offset),
-                libc::SEEK_CUR => (*pos as i64).checked_add(offset),
-                libc::SEEK_END => len.checked_add(offset),
-                libc::SEEK_DATA | libc::SEEK_HOLE if offset >= len => return Err(err(libc::ENXIO)),
-                libc::SEEK_DATA => Some(offset),
-                libc::SEEK_HOLE => Some(len),
-                _ => return Err(err(libc::EINVAL)),
-            };
-            let new = new.filter(|&n| n >= 0).ok_or_else(|| err(libc::EINVAL))?;
-            *pos = new as u64;
-            Ok(new)
-        },
-    )
-}
-
-/// `ftruncate(2)`.
-#[no_mangle]
-pub extern "C" fn ftruncate(fd: c_int, length: off_t) -> c_int {
-    on_fd(
-        fd,
-        -1,
-        // SAFETY: integers only.
-        || unsafe { real!(ftruncate: unsafe extern "C" fn(c_int, off_t) -> c_int)(fd, length) },
-        |d| {
-            if !d.writable {
-                return Err(err(libc::EINVAL));
-            }
-            d.file.set_len(unsigned(length)?)?;
-            Ok(0)
-        },
-    )
+/// `lseek` on a served description, with `SEEK_DATA` and `SEEK_HOLE` as on
+/// a filesystem without holes (data up to the end, a hole there).
+fn seek(d: &Desc, offset: off_t, whence: c_int) -> io::Result<off_t> {
+    let mut pos = d.pos.lock();
+    let len = i64::try_from(d.file.len()).map_err(|_| err(libc::EOVERFLOW))?;
+    let new = match whence {
+        libc::SEEK_SET => Some(offset),
+        libc::SEEK_CUR => (*pos as i64).checked_add(offset),
+        libc::SEEK_END => len.checked_add(offset),
+        libc::SEEK_DATA | libc::SEEK_HOLE if offset >= len => return Err(err(libc::ENXIO)),
+        libc::SEEK_DATA => Some(offset),
+        libc::SEEK_HOLE => Some(len),
+        _ => return Err(err(libc::EINVAL)),
+    };
+    let new = new.filter(|&n| n >= 0).ok_or_else(|| err(libc::EINVAL))?;
+    *pos = new as u64;
+    Ok(new)
 }
 
 /// The real `fallocate`.
@@ -587,29 +348,154 @@ fn allocate(
     Ok(())
 }
 
-/// `fallocate(2)`: mode 0 (allocate, growing the size), `KEEP_SIZE`
-/// (passed to the kernel), `PUNCH_HOLE | KEEP_SIZE` (through the cache);
-/// any other mode `EOPNOTSUPP`.
-#[no_mangle]
-pub extern "C" fn fallocate(fd: c_int, mode: c_int, offset: off_t, len: off_t) -> c_int {
-    on_fd(
-        fd,
-        -1,
-        || match real_fallocate(fd, mode, offset, len) {
-            Ok(()) => 0,
-            Err(_) => -1,
-        },
-        |d| {
-            const PUNCH: c_int = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
-            match mode {
-                0 => allocate(d, fd, offset, len, false)?,
-                libc::FALLOC_FL_KEEP_SIZE => real_fallocate(fd, mode, offset, len)?,
-                PUNCH => d.file.punch_hole(unsigned(offset)?, unsigned(len)?)?,
-                _ => return Err(err(libc::EOPNOTSUPP)),
-            }
-            Ok(0)
-        },
-    )
+/// `fallocate` on a served description: mode 0 (allocate, growing the
+/// size), `KEEP_SIZE` (the kernel's), `PUNCH_HOLE | KEEP_SIZE` (through
+/// the cache); any other mode `EOPNOTSUPP`.
+fn fallocate_served(
+    d: &Desc,
+    fd: c_int,
+    mode: c_int,
+    offset: off_t,
+    len: off_t,
+) -> io::Result<c_int> {
+    const PUNCH: c_int = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+    match mode {
+        0 => allocate(d, fd, offset, len, false)?,
+        libc::FALLOC_FL_KEEP_SIZE => real_fallocate(fd, mode, offset, len)?,
+        PUNCH => d.file.punch_hole(unsigned(offset)?, unsigned(len)?)?,
+        _ => return Err(err(libc::EOPNOTSUPP)),
+    }
+    Ok(0)
+}
+
+crate::fd_calls! {
+    /// `read(2)`.
+    ///
+    /// # Safety
+    /// As `read(2)`: `buf` is valid for writes of `count` bytes.
+    fn read(fd: c_int, buf: *mut c_void, count: usize) -> isize =
+        |d| serve_read(d, &one(buf, count), 1, None, 0);
+
+    /// `pread(2)`.
+    ///
+    /// # Safety
+    /// As `pread(2)`: `buf` is valid for writes of `count` bytes.
+    fn pread(fd: c_int, buf: *mut c_void, count: usize, offset: off_t) -> isize =
+        |d| serve_read(d, &one(buf, count), 1, Some(offset), 0);
+
+    /// `readv(2)`.
+    ///
+    /// # Safety
+    /// As `readv(2)`: `iov` holds `cnt` buffers, each valid for writes.
+    fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> isize =
+        |d| serve_read(d, iov, cnt, None, 0);
+
+    /// `preadv(2)`.
+    ///
+    /// # Safety
+    /// As `preadv(2)`: `iov` holds `cnt` buffers, each valid for writes.
+    fn preadv(fd: c_int, iov: *const iovec, cnt: c_int, offset: off_t) -> isize =
+        |d| serve_read(d, iov, cnt, Some(offset), 0);
+
+    /// `preadv2(2)`: an offset of -1 reads at the position.
+    ///
+    /// # Safety
+    /// As `preadv2(2)`: `iov` holds `cnt` buffers, each valid for writes.
+    fn preadv2(fd: c_int, iov: *const iovec, cnt: c_int, offset: off_t, flags: c_int) -> isize =
+        |d| serve_read(d, iov, cnt, at_or_position(offset), flags);
+
+    /// `write(2)`.
+    ///
+    /// # Safety
+    /// As `write(2)`: `buf` is valid for reads of `count` bytes.
+    fn write(fd: c_int, buf: *const c_void, count: usize) -> isize =
+        |d| serve_write(d, &one(buf, count), 1, None, 0);
+
+    /// `pwrite(2)`. On an `O_APPEND` fd the data goes to the end of the
+    /// file, as Linux's does.
+    ///
+    /// # Safety
+    /// As `pwrite(2)`: `buf` is valid for reads of `count` bytes.
+    fn pwrite(fd: c_int, buf: *const c_void, count: usize, offset: off_t) -> isize =
+        |d| serve_write(d, &one(buf, count), 1, Some(offset), 0);
+
+    /// `writev(2)`.
+    ///
+    /// # Safety
+    /// As `writev(2)`: `iov` holds `cnt` buffers, each valid for reads.
+    fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> isize =
+        |d| serve_write(d, iov, cnt, None, 0);
+
+    /// `pwritev(2)`.
+    ///
+    /// # Safety
+    /// As `pwritev(2)`: `iov` holds `cnt` buffers, each valid for reads.
+    fn pwritev(fd: c_int, iov: *const iovec, cnt: c_int, offset: off_t) -> isize =
+        |d| serve_write(d, iov, cnt, Some(offset), 0);
+
+    /// `pwritev2(2)`: an offset of -1 writes at the position.
+    ///
+    /// # Safety
+    /// As `pwritev2(2)`: `iov` holds `cnt` buffers, each valid for reads.
+    fn pwritev2(fd: c_int, iov: *const iovec, cnt: c_int, offset: off_t, flags: c_int) -> isize =
+        |d| serve_write(d, iov, cnt, at_or_position(offset), flags);
+
+    /// `lseek(2)` (see `seek`).
+    ///
+    /// # Safety
+    /// None beyond `lseek(2)`'s (integers only).
+    fn lseek(fd: c_int, offset: off_t, whence: c_int) -> off_t = |d| seek(d, offset, whence);
+
+    /// `ftruncate(2)`.
+    ///
+    /// # Safety
+    /// None beyond `ftruncate(2)`'s (integers only).
+    fn ftruncate(fd: c_int, length: off_t) -> c_int = |d| {
+        if !d.writable {
+            return Err(err(libc::EINVAL));
+        }
+        d.file.set_len(unsigned(length)?).map(|()| 0)
+    };
+
+    /// `fallocate(2)` (see `fallocate_served`).
+    ///
+    /// # Safety
+    /// None beyond `fallocate(2)`'s (integers only).
+    fn fallocate(fd: c_int, mode: c_int, offset: off_t, len: off_t) -> c_int =
+        |d| fallocate_served(d, fd, mode, offset, len);
+
+    /// `fsync(2)`: the file's dirty data written back, then synced.
+    ///
+    /// # Safety
+    /// None beyond `fsync(2)`'s (an integer only).
+    fn fsync(fd: c_int) -> c_int = |d| d.file.sync_all().map(|()| 0);
+
+    /// `fdatasync(2)`.
+    ///
+    /// # Safety
+    /// None beyond `fdatasync(2)`'s (an integer only).
+    fn fdatasync(fd: c_int) -> c_int = |d| d.file.sync_data().map(|()| 0);
+
+    /// `sync_file_range(2)`: the whole file written back and synced (more
+    /// than asked, never less).
+    ///
+    /// # Safety
+    /// None beyond `sync_file_range(2)`'s (integers only).
+    fn sync_file_range(fd: c_int, offset: off_t, nbytes: off_t, flags: c_uint) -> c_int = |d| {
+        if offset < 0 || nbytes < 0 || flags & !7 != 0 {
+            return Err(err(libc::EINVAL));
+        }
+        d.file.sync_data().map(|()| 0)
+    };
+
+    /// `readahead(2)`: the range read into the cache.
+    ///
+    /// # Safety
+    /// None beyond `readahead(2)`'s (integers only).
+    fn readahead(fd: c_int, offset: off_t, count: usize) -> isize = |d| {
+        let len = u64::try_from(count).map_err(|_| err(libc::EINVAL))?;
+        d.file.advise(unsigned(offset)?, len.max(1), Advice::WillNeed).map(|()| 0)
+    };
 }
 
 /// A function that returns an error number rather than setting `errno`
@@ -648,52 +534,6 @@ pub extern "C" fn posix_fallocate(fd: c_int, offset: off_t, len: off_t) -> c_int
     )
 }
 
-/// `fsync(2)`: the file's dirty data written back, then synced.
-#[no_mangle]
-pub extern "C" fn fsync(fd: c_int) -> c_int {
-    on_fd(
-        fd,
-        -1,
-        // SAFETY: an integer only.
-        || unsafe { real!(fsync: unsafe extern "C" fn(c_int) -> c_int)(fd) },
-        |d| d.file.sync_all().map(|()| 0),
-    )
-}
-
-/// `fdatasync(2)`.
-#[no_mangle]
-pub extern "C" fn fdatasync(fd: c_int) -> c_int {
-    on_fd(
-        fd,
-        -1,
-        // SAFETY: an integer only.
-        || unsafe { real!(fdatasync: unsafe extern "C" fn(c_int) -> c_int)(fd) },
-        |d| d.file.sync_data().map(|()| 0),
-    )
-}
-
-/// `sync_file_range(2)`: the whole file written back and synced (more
-/// than asked, never less).
-#[no_mangle]
-pub extern "C" fn sync_file_range(fd: c_int, offset: off_t, nbytes: off_t, flags: c_uint) -> c_int {
-    on_fd(
-        fd,
-        -1,
-        // SAFETY: integers only.
-        || unsafe {
-            real!(sync_file_range: unsafe extern "C" fn(c_int, off_t, off_t, c_uint) -> c_int)(
-                fd, offset, nbytes, flags,
-            )
-        },
-        |d| {
-            if offset < 0 || nbytes < 0 {
-                return Err(err(libc::EINVAL));
-            }
-            d.file.sync_data().map(|()| 0)
-        },
-    )
-}
-
 /// `posix_fadvise(2)`: the cache's own advice for the file.
 #[no_mangle]
 pub extern "C" fn posix_fadvise(fd: c_int, offset: off_t, len: off_t, advice: c_int) -> c_int {
@@ -716,25 +556,6 @@ pub extern "C" fn posix_fadvise(fd: c_int, offset: off_t, len: off_t, advice: c_
                 _ => return Err(err(libc::EINVAL)),
             };
             d.file.advise(unsigned(offset)?, unsigned(len)?, advice)
-        },
-    )
-}
-
-/// `readahead(2)`: the range read into the cache.
-#[no_mangle]
-pub extern "C" fn readahead(fd: c_int, offset: off_t, count: usize) -> isize {
-    on_fd(
-        fd,
-        -1,
-        // SAFETY: integers only.
-        || unsafe {
-            real!(readahead: unsafe extern "C" fn(c_int, off_t, usize) -> isize)(fd, offset, count)
-        },
-        |d| {
-            let len = u64::try_from(count).map_err(|_| err(libc::EINVAL))?;
-            d.file
-                .advise(unsigned(offset)?, len.max(1), Advice::WillNeed)?;
-            Ok(0)
         },
     )
 }

@@ -28,6 +28,57 @@ compile_error!("foliocache-preload interposes glibc on 64-bit Linux only");
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 compile_error!("foliocache-preload reads variadic arguments as x86_64 and aarch64 pass them");
 
+/// Defines interposed calls whose first argument is an fd:
+/// `fn name(fd: c_int, args...) -> ret = |d| body;` runs `body` on the
+/// fd's description when the cache serves it (inside the library; an
+/// error returns -1 with `errno` set), and the C library's `name`
+/// otherwise. The attributes before `fn` (the documentation, with its
+/// `# Safety`) go on the function.
+macro_rules! fd_calls {
+    ($(
+        $(#[$attr:meta])*
+        fn $name:ident($fd:ident: c_int $(, $arg:ident: $ty:ty)*) -> $ret:ty = |$d:ident| $body:expr;
+    )*) => {$(
+        $(#[$attr])*
+        #[no_mangle]
+        #[allow(unused_unsafe)]
+        pub unsafe extern "C" fn $name($fd: ::std::ffi::c_int $(, $arg: $ty)*) -> $ret {
+            $crate::io::on_fd(
+                $fd,
+                -1,
+                // SAFETY: the caller's promise (this function's), passed on.
+                || unsafe {
+                    $crate::real::real!($name: unsafe extern "C" fn(::std::ffi::c_int $(, $ty)*) -> $ret)(
+                        $fd $(, $arg)*
+                    )
+                },
+                // SAFETY: the caller's promise (this function's).
+                |$d| unsafe { $body },
+            )
+        }
+    )*};
+}
+pub(crate) use fd_calls;
+
+/// Defines interposed calls that run `$first` (given the arguments), then
+/// the C library's own: `first => fn name(args...) -> ret;`. The
+/// attributes before `fn` go on the function.
+macro_rules! after {
+    ($first:expr => $(
+        $(#[$attr:meta])*
+        fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;
+    )*) => {$(
+        $(#[$attr])*
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+            $first;
+            // SAFETY: the caller's promise (this function's), passed on.
+            unsafe { $crate::real::real!($name: unsafe extern "C" fn($($ty),*) -> $ret)($($arg),*) }
+        }
+    )*};
+}
+pub(crate) use after;
+
 mod copy;
 mod fds;
 mod handoff;
@@ -42,8 +93,6 @@ pub use state::{ENV_CAPACITY, ENV_DIRS};
 /// `*64` names glibc exports beside the calls that take an offset or a
 /// stat buffer, the same functions on a 64-bit target (`off_t` and
 /// `off64_t`, `struct stat` and `struct stat64` are one).
-#[macro_export]
-#[doc(hidden)]
 macro_rules! aliases {
     ($($alias:ident => $name:ident ($($arg:ident : $ty:ty),*) -> $ret:ty;)*) => {$(
         #[doc = concat!("`", stringify!($alias), "`: [`", stringify!($name), "`].")]
@@ -58,6 +107,7 @@ macro_rules! aliases {
         }
     )*};
 }
+pub(crate) use aliases;
 
 /// 1 if the cache serves `fd`, else 0: for tests and diagnostics (a
 /// program finds it with `dlsym(RTLD_DEFAULT,

@@ -73,46 +73,35 @@ fn sqlite3_builds_and_checks_a_database() {
     }
 }
 
+/// A fio job writing two files at random with crc32c verify headers, in
+/// two threads (fio's processes would be children of `fork`, which pass
+/// through), then verifying them (or, with `--verify_only`, verifying
+/// only).
+fn fio(mut cmd: Command, dir: &Path, extra: &str) -> String {
+    cmd.args([
+        "--name=verify",
+        "--ioengine=psync",
+        "--rw=randwrite",
+        "--bs=4k",
+        "--size=32m",
+        "--numjobs=2",
+        "--thread",
+        "--verify=crc32c",
+        "--verify_fatal=1",
+        extra,
+    ])
+    .arg(format!("--directory={}", dir.display()));
+    String::from_utf8_lossy(&checked(&mut cmd).stdout).into_owned()
+}
+
 #[test]
 fn fio_verifies_crc32c() {
     if !installed("fio", "fio_verifies_crc32c") {
         return;
     }
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let out = checked(
-        preloaded("fio", dir.path())
-            .args([
-                "--name=verify",
-                "--ioengine=psync",
-                "--rw=randwrite",
-                "--bs=4k",
-                "--size=32m",
-                "--numjobs=2",
-                "--thread",
-                "--verify=crc32c",
-                "--do_verify=1",
-                "--verify_fatal=1",
-                "--output-format=terse",
-            ])
-            .arg(format!("--directory={}", dir.path().display())),
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = fio(preloaded("fio", dir.path()), dir.path(), "--do_verify=1");
     assert!(!text.contains("verify: bad"), "{text}");
     // The files verify through the kernel too, after the run.
-    checked(
-        Command::new("fio")
-            .args([
-                "--name=verify",
-                "--ioengine=psync",
-                "--rw=randwrite",
-                "--bs=4k",
-                "--size=32m",
-                "--numjobs=2",
-                "--thread",
-                "--verify=crc32c",
-                "--verify_only",
-                "--verify_fatal=1",
-            ])
-            .arg(format!("--directory={}", dir.path().display())),
-    );
+    fio(Command::new("fio"), dir.path(), "--verify_only");
 }
