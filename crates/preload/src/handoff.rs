@@ -10,7 +10,9 @@ use std::ffi::{c_char, c_int, c_void};
 use libc::{off_t, pid_t, FILE};
 
 use crate::real::real;
-use crate::state::{hand_all_to_kernel, hand_fd_to_kernel, hand_to_kernel, lookup, write_back_all};
+use crate::state::{
+    hand_all_to_kernel, hand_stream, hand_to_kernel, lookup, release_stream, write_back_all,
+};
 
 /// `mmap(2)`: a mapping of a served file hands the file to the kernel
 /// first (written back; its fds plain from then on), so the mapping and
@@ -40,13 +42,23 @@ pub unsafe extern "C" fn mmap(
     }
 }
 
-/// A stream just opened: its file, if under a served directory, leaves
-/// the cache (written back first) for the rest of the process, since
-/// stdio reads and writes its fd with the C library's internal calls.
+/// The fd of a stream (-1 for NULL).
+fn stream_fd(f: *mut FILE) -> c_int {
+    if f.is_null() {
+        -1
+    } else {
+        // SAFETY: a non-NULL `f` is an open stream (the caller's promise
+        // to the stdio function interposed).
+        unsafe { libc::fileno(f) }
+    }
+}
+
+/// A stream just opened: its file, if under a served directory, is the
+/// kernel's while the stream is open (`state::hand_stream`), since stdio
+/// reads and writes its fd with the C library's internal calls.
 fn stream(f: *mut FILE) -> *mut FILE {
     if !f.is_null() {
-        // SAFETY: `f` is an open stream.
-        hand_fd_to_kernel(unsafe { libc::fileno(f) });
+        hand_stream(stream_fd(f));
     }
     f
 }
@@ -81,9 +93,24 @@ pub unsafe extern "C" fn freopen(
     })
 }
 
-crate::after! { hand_fd_to_kernel(fd) =>
-    /// `fdopen(3)`: a served fd's file is handed to the kernel first (the
-    /// fd's kernel position set to the program's), then the stream made.
+/// `fclose(3)`: when the stream was the last on a file it handed to the
+/// kernel, the cache serves the file's later opens again.
+///
+/// # Safety
+/// As `fclose(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn fclose(f: *mut FILE) -> c_int {
+    let fd = stream_fd(f);
+    // SAFETY: the caller's promise, passed on.
+    let r = unsafe { real!(fclose: unsafe extern "C" fn(*mut FILE) -> c_int)(f) };
+    release_stream(fd);
+    r
+}
+
+crate::after! { hand_stream(fd) =>
+    /// `fdopen(3)`: as [`stream`] says, first (a served fd's file is handed
+    /// to the kernel with the fd's kernel position set to the program's),
+    /// then the stream made.
     ///
     /// # Safety
     /// As `fdopen(3)`.
@@ -192,8 +219,10 @@ extern "C" fn in_child() {
     crate::state::pass_through_for_good();
 }
 
-/// At exit: every file handed to the kernel, written back.
+/// At exit: the figures if asked for, and every file handed to the
+/// kernel, written back.
 extern "C" fn at_exit() {
+    crate::state::report();
     hand_all_to_kernel();
 }
 

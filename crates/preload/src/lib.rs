@@ -87,7 +87,7 @@ mod real;
 mod stat;
 mod state;
 
-pub use state::{ENV_CAPACITY, ENV_DIRS};
+pub use state::{ENV_CAPACITY, ENV_DIRS, ENV_STATS};
 
 /// Defines `$alias` as a call of `$name` with the same arguments: the
 /// `*64` names glibc exports beside the calls that take an offset or a

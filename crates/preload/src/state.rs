@@ -9,7 +9,7 @@
 //! fds share their `Desc`, as the kernel's share an open file description.
 
 use std::cell::Cell;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::ffi::c_int;
 use std::io;
 use std::mem::ManuallyDrop;
@@ -28,6 +28,9 @@ use crate::real::write_stderr;
 /// The environment variable naming the directories whose files the cache
 /// serves, `:`-separated.
 pub const ENV_DIRS: &str = "FOLIOCACHE_PRELOAD_DIRS";
+/// The environment variable that, set to anything but empty, has the
+/// library print one line of figures on stderr at exit.
+pub const ENV_STATS: &str = "FOLIOCACHE_PRELOAD_STATS";
 /// The environment variable giving the cache's capacity in bytes (a `k`,
 /// `m` or `g` suffix multiplies by 2^10, 2^20, 2^30).
 pub const ENV_CAPACITY: &str = "FOLIOCACHE_PRELOAD_CAPACITY";
@@ -218,6 +221,33 @@ impl Drop for Desc {
     }
 }
 
+/// Opens the cache served (for [`report`]).
+static OPENS: AtomicUsize = AtomicUsize::new(0);
+
+/// With [`ENV_STATS`] set, one line on stderr: the opens served and the
+/// cache's figures.
+pub(crate) fn report() {
+    if passing_through() || std::env::var_os(ENV_STATS).is_none_or(|v| v.is_empty()) {
+        return;
+    }
+    inside((), || {
+        let s = built_cache().map(Cache::stats).unwrap_or_default();
+        warn(&format!(
+            "pid {}: {} opens served; {} hits, {} misses; {} reads ({} bytes) and {} writes \
+             ({} bytes) on the files",
+            std::process::id(),
+            OPENS.load(Ordering::Relaxed),
+            s.hits,
+            s.misses,
+            s.io_reads,
+            s.io_bytes,
+            s.io_writes,
+            s.io_write_bytes
+        ));
+        Ok(())
+    });
+}
+
 /// Shards of the fd table.
 const SHARDS: usize = 16;
 
@@ -347,12 +377,76 @@ pub(crate) fn forget_range(first: c_int, last: c_int) {
     });
 }
 
-/// Files handed to the kernel (mapped, opened by stdio, `O_APPEND`
-/// changed): not served again in this process.
-static HANDED: Mutex<Option<HashSet<(u64, u64)>>> = Mutex::new(None);
+/// Why a file is the kernel's, not the cache's.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Handed {
+    /// For the rest of the process: it was mapped, its `O_APPEND` changed,
+    /// a stream was opened on it while the cache served it, or it was
+    /// opened while a stream was (that fd is the kernel's, untracked).
+    ForGood,
+    /// While this many streams are open on it (opened when the cache
+    /// served no fd of it): served again after their `fclose`.
+    Streams(usize),
+}
 
-fn handed(key: (u64, u64)) -> bool {
-    HANDED.lock().as_ref().is_some_and(|h| h.contains(&key))
+/// The files handed to the kernel.
+static HANDED: Mutex<BTreeMap<(u64, u64), Handed>> = Mutex::new(BTreeMap::new());
+/// The fd of each stream holding a [`Handed::Streams`] count, and its file.
+static STREAM_FDS: Mutex<BTreeMap<c_int, (u64, u64)>> = Mutex::new(BTreeMap::new());
+
+/// Whether `key` is the kernel's now; an open refused for a stream's sake
+/// makes it so for good (the fd it returns is plain).
+fn handed_on_open(key: (u64, u64)) -> bool {
+    let mut handed = HANDED.lock();
+    match handed.get_mut(&key) {
+        None => false,
+        Some(h) => {
+            *h = Handed::ForGood;
+            true
+        }
+    }
+}
+
+/// A stream just opened on `fd`: its file, if under a served directory,
+/// is the kernel's while the stream is open (stdio reads and writes with
+/// the C library's internal calls), or for good if the cache served it,
+/// written back first.
+pub(crate) fn hand_stream(fd: c_int) {
+    if let Some(d) = lookup(fd) {
+        hand_to_kernel(d.key);
+        return;
+    }
+    if !serving() {
+        return;
+    }
+    let Some(key) = inside(None, || Ok(served_key(fd))) else {
+        return;
+    };
+    if cached_size(key).is_some() {
+        hand_to_kernel(key);
+        return;
+    }
+    let mut handed = HANDED.lock();
+    let h = handed.entry(key).or_insert(Handed::Streams(0));
+    if let Handed::Streams(n) = h {
+        *n += 1;
+        STREAM_FDS.lock().insert(fd, key);
+    }
+}
+
+/// The stream on `fd` was closed: its file's count goes down, and the
+/// cache serves it again when none is left.
+pub(crate) fn release_stream(fd: c_int) {
+    let Some(key) = STREAM_FDS.lock().remove(&fd) else {
+        return;
+    };
+    let mut handed = HANDED.lock();
+    if let Some(Handed::Streams(n)) = handed.get_mut(&key) {
+        *n -= 1;
+        if *n == 0 {
+            handed.remove(&key);
+        }
+    }
 }
 
 /// The fd's device and inode, if it is a regular file.
@@ -396,7 +490,7 @@ pub(crate) fn adopt(fd: c_int, flags: c_int) {
         let Some(key) = served_key(fd) else {
             return Ok(());
         };
-        if handed(key) {
+        if handed_on_open(key) {
             return Ok(());
         }
         let Some(cache) = cache() else {
@@ -435,6 +529,7 @@ pub(crate) fn adopt(fd: c_int, flags: c_int) {
             append,
         };
         drop(TABLE.set(fd, Some(Arc::new(desc))));
+        OPENS.fetch_add(1, Ordering::Relaxed);
         Ok(())
     });
 }
@@ -456,7 +551,7 @@ fn sync_position(fd: c_int, desc: &Desc) {
 /// through.
 pub(crate) fn hand_to_kernel(key: (u64, u64)) {
     inside((), || {
-        HANDED.lock().get_or_insert_with(HashSet::new).insert(key);
+        HANDED.lock().insert(key, Handed::ForGood);
         let taken = TABLE.take(|_, d| d.key == key);
         let mut synced = false;
         for (fd, desc) in &taken {
@@ -470,18 +565,6 @@ pub(crate) fn hand_to_kernel(key: (u64, u64)) {
         }
         Ok(())
     });
-}
-
-/// Hands the file open at `fd` to the kernel, if the cache serves it or
-/// it lies under a served directory (a stdio stream's fd).
-pub(crate) fn hand_fd_to_kernel(fd: c_int) {
-    if let Some(d) = lookup(fd) {
-        hand_to_kernel(d.key);
-    } else if serving() {
-        if let Some(key) = inside(None, || Ok(served_key(fd))) {
-            hand_to_kernel(key);
-        }
-    }
 }
 
 /// Writes back and syncs every dirty byte and sets the kernel's position

@@ -384,7 +384,18 @@ static void test_stdio(void) {
     CHECK(fclose(f) == 0);
     CHECK(kernel_pread(q, line, sizeof line, 0) == 9 && memcmp(line, "head tail", 9) == 0);
 
-    /* A stream written first: opens of the file are then the kernel's. */
+    /* A stream opened and closed while no fd of its file was served: the
+     * cache serves the file again afterwards. */
+    const char *t = path_of("fopen-closed.bin");
+    f = fopen(t, "w");
+    CHECK(f != NULL && fputs("by stdio", f) >= 0 && fclose(f) == 0);
+    fd = open(t, O_RDWR);
+    CHECK(fd >= 0 && served(fd));
+    CHECK(read(fd, line, 8) == 8 && memcmp(line, "by stdio", 8) == 0);
+    close(fd);
+
+    /* A stream open when the file is opened: that open is the kernel's,
+     * and so is the file from then on. */
     const char *r = path_of("fopen-first.bin");
     f = fopen(r, "w");
     CHECK(f != NULL && fputs("stream", f) >= 0 && fflush(f) == 0);
@@ -393,6 +404,9 @@ static void test_stdio(void) {
     CHECK(read(fd, line, 6) == 6 && memcmp(line, "stream", 6) == 0);
     close(fd);
     fclose(f);
+    fd = open(r, O_RDONLY);
+    CHECK(fd >= 0 && !served(fd));
+    close(fd);
 }
 
 /* mmap: the file goes to the kernel, written back first. */

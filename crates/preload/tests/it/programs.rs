@@ -14,11 +14,7 @@ fn installed(program: &str, test: &str) -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        let reason = format!("{program} is not installed");
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("{test}: {reason} (CI=true)");
-        }
-        println!("skipping {test}: {reason}");
+        test_support::skip_or_fail(test, format!("{program} is not installed"));
     }
     ok
 }
@@ -44,9 +40,23 @@ fn build_sql(journal: &str) -> String {
 /// What the checks print: the rows, a sum, and `PRAGMA integrity_check`.
 const QUERY: &str = "SELECT count(*), sum(k) FROM t; SELECT count(*) FROM t WHERE k BETWEEN 100 AND 200; PRAGMA integrity_check;";
 
-fn sqlite(cmd: &mut Command, db: &Path, sql: &str) -> String {
+/// Runs sqlite3 on `db`: its output, and its stderr.
+fn sqlite(cmd: &mut Command, db: &Path, sql: &str) -> (String, String) {
     let out = checked(cmd.arg(db).arg(sql));
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (text(&out.stdout), text(&out.stderr))
+}
+
+/// The number before `what` in the library's figures line.
+fn figure(stderr: &str, what: &str) -> u64 {
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("foliocache-preload: pid"))
+        .unwrap_or_else(|| panic!("no figures in {stderr:?}"));
+    let before = line.split(what).next().expect("a split");
+    let n = before.trim_end().rsplit([' ', '(']).next().expect("a word");
+    n.parse()
+        .unwrap_or_else(|_| panic!("no {what} in {line:?}"))
 }
 
 #[test]
@@ -57,14 +67,19 @@ fn sqlite3_builds_and_checks_a_database() {
     for journal in ["delete", "wal"] {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let db = dir.path().join("test.db");
-        sqlite(
-            &mut preloaded("sqlite3", dir.path()),
-            &db,
-            &build_sql(journal),
-        );
-        let through = sqlite(&mut preloaded("sqlite3", dir.path()), &db, QUERY);
+        // With the figures line, to check the cache served the files.
+        let with_stats = || {
+            let mut cmd = preloaded("sqlite3", dir.path());
+            cmd.env("FOLIOCACHE_PRELOAD_STATS", "1");
+            cmd
+        };
+        let (_, err) = sqlite(&mut with_stats(), &db, &build_sql(journal));
+        assert!(figure(&err, "opens served") >= 2, "{err}");
+        assert!(figure(&err, "writes") > 0, "{err}");
+        let (through, err) = sqlite(&mut with_stats(), &db, QUERY);
+        assert!(figure(&err, "hits") > 0, "{err}");
         // The same answers from the kernel alone, on the files left behind.
-        let plain = sqlite(&mut Command::new("sqlite3"), &db, QUERY);
+        let (plain, _) = sqlite(&mut Command::new("sqlite3"), &db, QUERY);
         assert_eq!(through, plain, "{journal}");
         let lines: Vec<&str> = plain.lines().collect();
         assert_eq!(lines.len(), 3, "{journal}: {plain}");
@@ -77,7 +92,7 @@ fn sqlite3_builds_and_checks_a_database() {
 /// two threads (fio's processes would be children of `fork`, which pass
 /// through), then verifying them (or, with `--verify_only`, verifying
 /// only).
-fn fio(mut cmd: Command, dir: &Path, extra: &str) -> String {
+fn fio(mut cmd: Command, dir: &Path, extra: &str) -> (String, String) {
     cmd.args([
         "--name=verify",
         "--ioengine=psync",
@@ -91,7 +106,9 @@ fn fio(mut cmd: Command, dir: &Path, extra: &str) -> String {
         extra,
     ])
     .arg(format!("--directory={}", dir.display()));
-    String::from_utf8_lossy(&checked(&mut cmd).stdout).into_owned()
+    let out = checked(&mut cmd);
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (text(&out.stdout), text(&out.stderr))
 }
 
 #[test]
@@ -100,8 +117,14 @@ fn fio_verifies_crc32c() {
         return;
     }
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let text = fio(preloaded("fio", dir.path()), dir.path(), "--do_verify=1");
+    let mut cmd = preloaded("fio", dir.path());
+    cmd.env("FOLIOCACHE_PRELOAD_STATS", "1");
+    let (text, err) = fio(cmd, dir.path(), "--do_verify=1");
     assert!(!text.contains("verify: bad"), "{text}");
+    // Both files were served, written back and read.
+    assert!(figure(&err, "opens served") >= 2, "{err}");
+    assert!(figure(&err, "writes") > 0, "{err}");
+    assert!(figure(&err, "hits") + figure(&err, "misses") > 0, "{err}");
     // The files verify through the kernel too, after the run.
     fio(Command::new("fio"), dir.path(), "--verify_only");
 }
