@@ -650,3 +650,51 @@ pub(crate) unsafe fn truncate_served(
         Ok(0)
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_binary_suffixes() {
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size(" 64k"), Some(64 << 10));
+        assert_eq!(parse_size("256M"), Some(256 << 20));
+        assert_eq!(parse_size("1g"), Some(1 << 30));
+        for bad in ["", "k", "12x", "-1", "1.5g", "99999999999999999999g"] {
+            assert_eq!(parse_size(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn errors_keep_their_errno_or_map_by_kind() {
+        assert_eq!(errno_of(&err(libc::ENOSPC)), libc::ENOSPC);
+        use io::ErrorKind as K;
+        for (kind, errno) in [
+            (K::InvalidInput, libc::EINVAL),
+            (K::PermissionDenied, libc::EBADF),
+            (K::FileTooLarge, libc::EFBIG),
+            (K::WouldBlock, libc::EAGAIN),
+            (K::Other, libc::EIO),
+        ] {
+            assert_eq!(errno_of(&io::Error::new(kind, "x")), errno, "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn inside_sets_errno_on_failure_only_and_catches_panics() {
+        // SAFETY: this thread's errno.
+        let errno = || unsafe { *libc::__errno_location() };
+        // SAFETY: as above.
+        unsafe { *libc::__errno_location() = 0 };
+        assert_eq!(inside(-1, || Ok(5)), 5);
+        assert_eq!(errno(), 0);
+        assert_eq!(inside(-1, || Err(err(libc::EBADF))), -1);
+        assert_eq!(errno(), libc::EBADF);
+        assert_eq!(inside(-1, || -> io::Result<i32> { panic!("a bug") }), -1);
+        assert_eq!(errno(), libc::EIO);
+        // Inside, every call passes through; outside again, not.
+        assert!(inside(false, || Ok(passing_through())));
+        assert!(!passing_through());
+    }
+}
