@@ -1,6 +1,7 @@
 //! `tests/c/calls.c` under the library: every intercepted call and the
 //! defined behaviours (stdio, mmap, fork, exec, O_APPEND, threads), then
-//! the files it leaves checked through the kernel.
+//! the files it leaves checked through the kernel; and a random exerciser
+//! against a model.
 
 use crate::support::{compile, pattern, preloaded};
 
@@ -44,4 +45,27 @@ fn nothing_served_without_directories() {
             .arg(dir.path()),
     );
     assert_eq!(out.stdout, b"hello\n");
+}
+
+/// `tests/c/exerciser.c`: seeded random operations on three files checked
+/// against a model, then the files checked through the kernel, under a
+/// cache small enough (2 MiB) that reclaim and writeback run throughout.
+/// `FOLIOCACHE_PRELOAD_SEEDS` seeds (default 8) of
+/// `FOLIOCACHE_PRELOAD_OPS` operations (default 5000).
+#[test]
+fn random_operations_match_a_model() {
+    let build = tempfile::tempdir().expect("a temporary directory");
+    let exe = compile("exerciser", build.path());
+    let seeds: u64 = test_support::env_or("FOLIOCACHE_PRELOAD_SEEDS", 8);
+    let ops: u64 = test_support::env_or("FOLIOCACHE_PRELOAD_OPS", 5000);
+    for seed in 1..=seeds {
+        let data = tempfile::tempdir().expect("a temporary directory");
+        crate::support::checked(
+            preloaded(&exe, data.path())
+                .env("FOLIOCACHE_PRELOAD_CAPACITY", "2m")
+                .arg(data.path())
+                .arg(seed.to_string())
+                .arg(ops.to_string()),
+        );
+    }
 }
