@@ -198,7 +198,7 @@ pub(crate) unsafe fn write_iov(
             n
         }
     };
-    if how.sync {
+    if how.sync || d.sync_writes {
         d.file.sync_data()?;
     }
     Ok(n)

@@ -210,6 +210,9 @@ pub(crate) struct Desc {
     pub(crate) writable: bool,
     /// `O_APPEND`.
     pub(crate) append: bool,
+    /// `O_DSYNC` or `O_SYNC`: every write is written back and synced
+    /// before it returns.
+    pub(crate) sync_writes: bool,
 }
 
 impl Drop for Desc {
@@ -527,6 +530,7 @@ pub(crate) fn adopt(fd: c_int, flags: c_int) {
             readable,
             writable,
             append,
+            sync_writes: flags & libc::O_DSYNC != 0,
         };
         drop(TABLE.set(fd, Some(Arc::new(desc))));
         OPENS.fetch_add(1, Ordering::Relaxed);

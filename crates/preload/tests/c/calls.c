@@ -190,6 +190,16 @@ static void test_open_read_write(void) {
     CHECK(read(fd, got, 1) == -1 && errno == EBADF);
 }
 
+/* O_DSYNC: each write is on the file when it returns. */
+static void test_dsync(void) {
+    const char *p = path_of("dsync.bin");
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_DSYNC, 0644);
+    CHECK(served(fd) && write(fd, "durable", 7) == 7);
+    char got[8] = {0};
+    CHECK(kernel_pread(p, got, 7, 0) == 7 && memcmp(got, "durable", 7) == 0);
+    close(fd);
+}
+
 /* Close writes back: the kernel holds the data after the last close. */
 static void test_close_writes_back(void) {
     enum { N = 3 * 65536 + 123 };
@@ -512,6 +522,45 @@ static void *worker(void *arg) {
     return NULL;
 }
 
+/* Threads writing records through one shared position: no two land on
+ * each other, none is torn. */
+static int shared_fd;
+
+static void *appender(void *arg) {
+    unsigned char rec[BS];
+    memset(rec, (int)(long)arg + 1, BS);
+    for (int i = 0; i < PER; i++)
+        if (write(shared_fd, rec, BS) != BS)
+            return (void *)1;
+    return NULL;
+}
+
+static void test_threads_share_a_position(void) {
+    shared_fd = open(path_of("shared-pos.bin"), O_RDWR | O_CREAT | O_TRUNC, 0644);
+    pthread_t th[THREADS];
+    for (long t = 0; t < THREADS; t++)
+        CHECK(pthread_create(&th[t], NULL, appender, (void *)t) == 0);
+    for (int t = 0; t < THREADS; t++) {
+        void *r;
+        CHECK(pthread_join(th[t], &r) == 0 && r == NULL);
+    }
+    CHECK(lseek(shared_fd, 0, SEEK_CUR) == (long)THREADS * PER * BS);
+    int count[THREADS + 1] = {0};
+    unsigned char rec[BS];
+    for (int i = 0; i < THREADS * PER; i++) {
+        CHECK(pread(shared_fd, rec, BS, (long)i * BS) == BS);
+        int ok = rec[0] >= 1 && rec[0] <= THREADS;
+        for (int j = 1; j < BS && ok; j++)
+            ok = rec[j] == rec[0];
+        CHECK(ok);
+        if (ok)
+            count[rec[0]]++;
+    }
+    for (int t = 1; t <= THREADS; t++)
+        CHECK(count[t] == PER);
+    close(shared_fd);
+}
+
 static void test_threads(void) {
     tfd = open(path_of("threads.bin"), O_RDWR | O_CREAT | O_TRUNC, 0644);
     pthread_t th[THREADS];
@@ -549,6 +598,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     test_open_read_write();
+    test_dsync();
     test_close_writes_back();
     test_dup();
     test_append();
@@ -559,6 +609,7 @@ int main(int argc, char **argv) {
     test_fork();
     test_exec(argv[0]);
     test_threads();
+    test_threads_share_a_position();
     test_exit_writes_back();
     if (failures) {
         fprintf(stderr, "%d checks failed\n", failures);
