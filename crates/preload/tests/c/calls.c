@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <spawn.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
@@ -537,6 +538,43 @@ static int exec_reader(int fd) {
     return 0;
 }
 
+/* posix_spawn and system: the program started sees the data written
+ * through the cache; this process keeps serving the file. */
+extern char **environ;
+
+static void test_spawn(void) {
+    const char *p = path_of("spawn.bin");
+    int fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    CHECK(served(fd) && write(fd, "spawned\n", 8) == 8);
+    char *argv[] = {"grep", "-q", "spawned", (char *)p, NULL};
+    pid_t pid;
+    int status;
+    CHECK(posix_spawnp(&pid, "grep", NULL, NULL, argv, environ) == 0);
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK(pwrite(fd, "systemd\n", 8, 8) == 8);
+    char cmd[PATH_MAX + 32];
+    snprintf(cmd, sizeof cmd, "grep -q systemd '%s'", p);
+    CHECK(system(cmd) == 0);
+    CHECK(served(fd));
+    close(fd);
+}
+
+/* splice: the file goes to the kernel first. */
+static void test_splice(void) {
+    const char *p = path_of("splice.bin");
+    int fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    CHECK(served(fd) && write(fd, "spliced", 7) == 7);
+    int pp[2];
+    CHECK(pipe(pp) == 0);
+    loff_t off = 0;
+    CHECK(splice(fd, &off, pp[1], NULL, 7, 0) == 7 && !served(fd));
+    char got[8] = {0};
+    CHECK(read(pp[0], got, 7) == 7 && memcmp(got, "spliced", 7) == 0);
+    close(pp[0]);
+    close(pp[1]);
+    close(fd);
+}
+
 /* Threads: disjoint writes and reads at once, then checked. */
 enum { THREADS = 4, PER = 64, BS = 4096 };
 static int tfd;
@@ -642,6 +680,8 @@ int main(int argc, char **argv) {
     test_mmap();
     test_fork();
     test_exec(argv[0]);
+    test_spawn();
+    test_splice();
     test_threads();
     test_threads_share_a_position();
     test_exit_writes_back();
