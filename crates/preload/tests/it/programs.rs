@@ -105,7 +105,9 @@ fn fio(mut cmd: Command, dir: &Path, extra: &str) -> (String, String) {
         "--verify_fatal=1",
         extra,
     ])
-    .arg(format!("--directory={}", dir.display()));
+    .arg(format!("--directory={}", dir.display()))
+    // (fio saves its verify state files in its working directory.)
+    .current_dir(dir);
     let out = checked(&mut cmd);
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     (text(&out.stdout), text(&out.stderr))
