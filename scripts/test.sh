@@ -11,9 +11,11 @@ cd "$(dirname "$0")/.."
 step() { printf '\n==> %s\n' "$*"; }
 
 # The FUSE mount's tests need fusermount3 (package fuse3; as root only to
-# unmount) and fio (the verified workloads through the mount).
+# unmount) and fio (the verified workloads through the mount); the
+# interposer's, fio and sqlite3.
 missing=()
 command -v fio >/dev/null 2>&1 || missing+=(fio)
+command -v sqlite3 >/dev/null 2>&1 || missing+=(sqlite3)
 command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
