@@ -2,7 +2,7 @@
 //! programs under the library.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::OnceLock;
 
 pub const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
@@ -11,53 +11,19 @@ pub const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
 pub const CAPACITY: &str = "64m";
 
 /// `libfoliocache_preload.so` of this test's target directory and
-/// profile, built once (cargo builds no cdylib for its own package's
-/// integration tests; when up to date the build is a no-op).
+/// profile, built once.
 pub fn library() -> &'static Path {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
     LIB.get_or_init(|| {
-        // This executable is <target>/<profile>/deps/it-<hash>.
-        let exe = std::env::current_exe().expect("the test's executable");
-        let out = exe.ancestors().nth(2).expect("<target>/<profile>");
-        let profile = match out.file_name().and_then(|n| n.to_str()) {
-            Some("debug") => "dev",
-            Some(p) => p,
-            None => panic!("no profile in {}", out.display()),
-        };
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        checked(
-            Command::new(cargo)
-                .args([
-                    "build",
-                    "-p",
-                    "foliocache-preload",
-                    "--profile",
-                    profile,
-                    "--manifest-path",
-                ])
-                .arg(Path::new(MANIFEST_DIR).join("Cargo.toml"))
-                .env("CARGO_TARGET_DIR", out.parent().expect("<target>")),
-        );
-        let lib = out.join("libfoliocache_preload.so");
-        assert!(lib.exists(), "{} missing after the build", lib.display());
-        lib
+        test_support::build_cdylib(
+            MANIFEST_DIR,
+            "foliocache-preload",
+            "libfoliocache_preload.so",
+        )
     })
 }
 
-/// Runs `cmd`; its output, or a panic showing it unless it exits 0.
-pub fn checked(cmd: &mut Command) -> Output {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}\n--- stdout\n{}\n--- stderr\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
+pub use test_support::run_checked as checked;
 
 /// `program` set to run under the library, serving `dir`.
 pub fn preloaded(program: impl AsRef<std::ffi::OsStr>, dir: &Path) -> Command {
