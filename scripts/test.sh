@@ -12,11 +12,12 @@ step() { printf '\n==> %s\n' "$*"; }
 
 # The FUSE mount's tests need fusermount3 (package fuse3; as root only to
 # unmount), fio (the verified workloads through the mount), sqlite3 and
-# db_bench (rocksdb-tools): real programs through the mount.
+# db_bench (rocksdb-tools): real programs through the mount; the
+# interposer's, fio and sqlite3.
 missing=()
 command -v fio >/dev/null 2>&1 || missing+=(fio)
-command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
 command -v sqlite3 >/dev/null 2>&1 || missing+=(sqlite3)
+command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
 command -v db_bench >/dev/null 2>&1 || missing+=(rocksdb-tools)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -13,7 +13,10 @@ use std::sync::Arc;
 use rustix::fs::OFlags;
 
 use crate::buf::{IoBuf, IoBufMut};
-use crate::{check_end, check_io, check_io_range, sys, Backing, BackingInfo, DataPath, BLOCK};
+use crate::sync::{AtomicU64, Ordering};
+use crate::{
+    check_end, check_io, check_io_range, sys, Backing, BackingInfo, DataPath, BLOCK, MAX_FILE_SIZE,
+};
 
 /// How to open a [`FileBacking`]: `std::fs::OpenOptions` plus the choice of
 /// buffered IO.
@@ -206,6 +209,10 @@ pub struct FileBacking {
     path: PathBuf,
     fallback: Option<Fallback>,
     dio: Option<sys::DioAlign>,
+    /// A file size its filesystem was found to allow
+    /// ([`check_size`](Backing::check_size)'s probes): anything up to it
+    /// is.
+    size_ok: AtomicU64,
 }
 
 impl FileBacking {
@@ -257,6 +264,7 @@ impl FileBacking {
             path: path.to_path_buf(),
             fallback,
             dio,
+            size_ok: AtomicU64::new(0),
         };
         match fallback {
             None | Some(Fallback::Requested) => {}
@@ -427,6 +435,45 @@ impl Backing for FileBacking {
             return Ok(());
         }
         sys::punch_hole(self.file.as_fd(), offset, len)
+    }
+
+    /// Probes the filesystem's largest file size: the kernel checks the
+    /// end of an `fallocate` range against it for every mode before
+    /// anything else (`vfs_fallocate`), and a hole punched past end of
+    /// file changes nothing. One probe at the next power of two covers
+    /// every size below it, so a growing file pays a probe per doubling.
+    /// A filesystem that cannot punch holes cannot say: the size is
+    /// allowed, and a write past its limit fails at writeback.
+    fn check_size(&self, size: u64) -> io::Result<()> {
+        if size > MAX_FILE_SIZE {
+            return Err(io::Error::from_raw_os_error(libc::EFBIG));
+        }
+        if size <= self.size_ok.load(Ordering::Relaxed) || size <= self.len()? {
+            return Ok(());
+        }
+        let probe = |end: u64| {
+            // A byte at `end - 1`: past end of file (the caller's promise).
+            match sys::punch_hole(self.file.as_fd(), end - 1, 1) {
+                Ok(()) => Ok(true),
+                Err(e) if e.raw_os_error() == Some(libc::EFBIG) => Err(e),
+                Err(_) => Ok(false),
+            }
+        };
+        let wide = size
+            .checked_next_power_of_two()
+            .unwrap_or(MAX_FILE_SIZE)
+            .min(MAX_FILE_SIZE);
+        let ok = match probe(wide) {
+            Ok(true) => wide,
+            Ok(false) => return Ok(()),
+            Err(_) if wide > size => match probe(size)? {
+                true => size,
+                false => return Ok(()),
+            },
+            Err(e) => return Err(e),
+        };
+        self.size_ok.fetch_max(ok, Ordering::Relaxed);
+        Ok(())
     }
 
     fn info(&self) -> BackingInfo {

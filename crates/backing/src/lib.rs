@@ -311,6 +311,28 @@ pub trait Backing: Send + Sync + 'static {
     ///   punch holes.
     fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()>;
 
+    /// Whether the store can hold a file of `size` bytes: `Ok`, or the
+    /// error a write that made the file that large would get (for a file,
+    /// `EFBIG` past its filesystem's largest file size). A cache calls it
+    /// before it takes a write that extends the file, so that a write the
+    /// store could never hold fails when it is made, not at writeback.
+    /// The default accepts anything up to [`MAX_FILE_SIZE`].
+    ///
+    /// It never changes the data. The caller makes sure that no byte at or
+    /// past `size - 1` is written meanwhile (the file's extending writes
+    /// are serialised, and it is larger than the file): a probe may punch
+    /// a hole there.
+    ///
+    /// # Errors
+    /// [`io::ErrorKind::FileTooLarge`] past [`MAX_FILE_SIZE`]; the store's
+    /// error for a size it cannot hold.
+    fn check_size(&self, size: u64) -> io::Result<()> {
+        if size > MAX_FILE_SIZE {
+            return Err(io::Error::from_raw_os_error(libc::EFBIG));
+        }
+        Ok(())
+    }
+
     /// What this backing is and how its data travels.
     fn info(&self) -> BackingInfo;
 
@@ -394,6 +416,9 @@ macro_rules! forward_backing {
             }
             fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
                 (**self).punch_hole(offset, len)
+            }
+            fn check_size(&self, size: u64) -> io::Result<()> {
+                (**self).check_size(size)
             }
             fn info(&self) -> BackingInfo {
                 (**self).info()

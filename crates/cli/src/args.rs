@@ -59,6 +59,9 @@ pub enum Command {
     Mount(crate::mount::MountArgs),
     /// A running mount's cache figures, and cachestat per file.
     Stat(crate::mount::StatArgs),
+    /// Run a program with its file calls on DIRs served by a foliocache
+    /// inside it (LD_PRELOAD of libfoliocache_preload.so).
+    Run(crate::launch::RunArgs),
 }
 
 /// Options of `foliocache bench`.

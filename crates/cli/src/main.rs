@@ -42,6 +42,7 @@ mod engine;
 mod hist;
 mod hot;
 mod job;
+mod launch;
 mod lru;
 mod mount;
 mod plot;
@@ -87,6 +88,7 @@ fn main() -> ExitCode {
         },
         Command::Mount(a) => run_plain(mount::mount(&a)),
         Command::Stat(a) => run_plain(mount::stat(&a)),
+        Command::Run(a) => run_plain(launch::run(&a)),
     }
 }
 
@@ -114,7 +116,7 @@ fn print_parse_error(e: &clap::Error) {
     // The usage of the subcommand named, bench's if none is.
     let sub = std::env::args()
         .nth(1)
-        .filter(|a| matches!(a.as_str(), "mount" | "stat"))
+        .filter(|a| matches!(a.as_str(), "mount" | "stat" | "run"))
         .unwrap_or_else(|| "bench".into());
     let usage = cmd
         .find_subcommand_mut(&sub)

@@ -319,7 +319,9 @@ impl File {
     ///
     /// # Errors
     /// - `PermissionDenied`: not opened for writing.
-    /// - `FileTooLarge`: the write would end past `i64::MAX` bytes.
+    /// - `FileTooLarge`: the write would end past `i64::MAX` bytes, or past
+    ///   the largest file the backing's filesystem holds (`EFBIG`, as a
+    ///   local filesystem's `pwrite` fails; nothing is written).
     /// - `StorageFull`: a memory file's data would exceed the cache.
     /// - A backing read error for a partial folio; a writeback error when
     ///   the writer was throttled (the cache over its dirty limit) and the
@@ -374,7 +376,15 @@ impl File {
             }
             let g = m.inode_lock.write();
             let offset = if append { m.size() } else { offset };
-            end_of(offset)?;
+            let end = end_of(offset)?;
+            if end > m.size() && !m.memfile {
+                // A write the store could never hold fails now, with the
+                // error a local filesystem gives (`EFBIG` past its largest
+                // file), not at writeback. (Extending writes are
+                // serialised by this lock, and `end` is past the file:
+                // the backing's probe may punch a hole at `end - 1`.)
+                m.backing().check_size(end)?;
+            }
             break (offset, InodeGuard::Exclusive(g));
         };
         let dontcache = flags.contains(WriteFlags::DONTCACHE) && !m.memfile;

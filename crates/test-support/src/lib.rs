@@ -7,7 +7,9 @@
 //! - **Test data and knobs** ([`nonzero_bytes`], [`random_bytes`],
 //!   [`env_or`], [`proptest_cases`]).
 //! - **Re-running the test binary** on one test in a child process
-//!   ([`test_path`]).
+//!   ([`test_path`]); **other programs**: run and checked
+//!   ([`run_checked`]), and a workspace `cdylib` built for a test
+//!   ([`build_cdylib`]).
 //! - **The xarray's reference model** ([`model`]), shared by the xarray's
 //!   proptest model and the fuzz target.
 //!
@@ -79,4 +81,61 @@ pub fn test_path(module: &str, name: &str) -> String {
         Some((_crate, path)) => format!("{path}::{name}"),
         None => name.to_string(),
     }
+}
+
+/// Runs `cmd`; its output, or a panic showing the command, its status and
+/// its output unless it exits 0.
+pub fn run_checked(cmd: &mut std::process::Command) -> std::process::Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The shared object `file` of the workspace package `package` (a
+/// `cdylib`), built in the running test's target directory and profile
+/// (cargo builds no `cdylib` for its package's own integration tests; up
+/// to date, the build is a no-op). `manifest_dir` is the package's
+/// `CARGO_MANIFEST_DIR`. Returns the object's path.
+pub fn build_cdylib(manifest_dir: &str, package: &str, file: &str) -> std::path::PathBuf {
+    use std::path::Path;
+    // This executable is <target>/<profile>/deps/<test>-<hash>.
+    let exe = std::env::current_exe().expect("the test's executable");
+    let out = exe
+        .ancestors()
+        .nth(2)
+        .expect("the test runs from <target>/<profile>/deps");
+    let profile = match out.file_name().and_then(|n| n.to_str()) {
+        Some("debug") => "dev",
+        Some(p) => p,
+        None => panic!("no profile directory in {}", out.display()),
+    };
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    run_checked(
+        std::process::Command::new(cargo)
+            .args([
+                "build",
+                "-p",
+                package,
+                "--profile",
+                profile,
+                "--manifest-path",
+            ])
+            .arg(Path::new(manifest_dir).join("Cargo.toml"))
+            .env("CARGO_TARGET_DIR", out.parent().expect("<target>")),
+    );
+    let lib = out.join(file);
+    assert!(
+        lib.exists(),
+        "{} missing after the build (a --target build? this expects the host's layout)",
+        lib.display()
+    );
+    lib
 }

@@ -511,3 +511,39 @@ fn usable_as_a_trait_object() {
     assert_eq!(b.len().unwrap(), B);
     assert_eq!(boxed.info().kind, "file");
 }
+
+/// `check_size` answers as the filesystem does (the kernel's own `pwrite`
+/// at the same place is the reference) and changes nothing: not the data,
+/// not the size, not the blocks allocated.
+#[test]
+fn check_size_answers_as_the_filesystem_and_changes_nothing() {
+    use std::os::unix::fs::FileExt;
+    let dir = TempDir::new("check-size");
+    let path = dir.join("f");
+    let data = vec![7u8; 2 * B as usize];
+    fs::write(&path, &data).unwrap();
+    let f = FileBacking::open(&path, &rw()).expect("open");
+    let plain = fs::File::create(dir.join("plain")).unwrap();
+    let blocks = fs::metadata(&path).unwrap().blocks();
+    assert!(f.check_size(B).is_ok(), "smaller than the file");
+    for size in [1u64 << 30, 1 << 44, 17 << 40, 1 << 50, i64::MAX as u64] {
+        let want = plain
+            .write_at(b"z", size - 1)
+            .map(|_| ())
+            .map_err(|e| e.raw_os_error());
+        let got = f.check_size(size).map_err(|e| e.raw_os_error());
+        assert_eq!(got, want, "a file of {size} bytes");
+        // Twice: the second may answer from what the first found.
+        assert_eq!(f.check_size(size).map_err(|e| e.raw_os_error()), want);
+    }
+    assert_eq!(
+        f.check_size(i64::MAX as u64 + 1)
+            .unwrap_err()
+            .raw_os_error(),
+        Some(libc::EFBIG)
+    );
+    let meta = fs::metadata(&path).unwrap();
+    assert_eq!(meta.len(), data.len() as u64, "the size is unchanged");
+    assert_eq!(meta.blocks(), blocks, "nothing allocated or freed");
+    assert!(fs::read(&path).unwrap() == data, "the data is unchanged");
+}

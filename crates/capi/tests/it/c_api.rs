@@ -4,76 +4,23 @@
 //! 0. A C++ program checks that the header declares C linkage.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::OnceLock;
 
 const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
 
-/// The profile's output directory (`target/release`): this executable is
-/// `target/release/deps/it-<hash>`.
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's executable");
-    exe.parent()
-        .and_then(Path::parent)
-        .expect("the test runs from <target>/<profile>/deps")
-        .to_path_buf()
-}
-
-/// Builds `libfoliocache.so` in this test's target directory and profile
-/// (cargo does not build a cdylib for its package's integration tests;
-/// up to date, this is a no-op) once, and returns the directory holding
-/// it.
+/// The directory holding `libfoliocache.so` of this test's target
+/// directory and profile, built once.
 fn library_dir() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(build_library).clone()
+    DIR.get_or_init(|| {
+        let lib = test_support::build_cdylib(MANIFEST_DIR, "foliocache-capi", "libfoliocache.so");
+        lib.parent().expect("the profile directory").to_path_buf()
+    })
+    .clone()
 }
 
-fn build_library() -> PathBuf {
-    let dir = profile_dir();
-    let profile = match dir.file_name().and_then(|n| n.to_str()) {
-        Some("debug") => "dev",
-        Some(name) => name,
-        None => panic!("no profile directory in {}", dir.display()),
-    };
-    let target_dir = dir.parent().expect("the target directory");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = Command::new(cargo)
-        .args([
-            "build",
-            "-p",
-            "foliocache-capi",
-            "--profile",
-            profile,
-            "--manifest-path",
-        ])
-        .arg(Path::new(MANIFEST_DIR).join("Cargo.toml"))
-        .env("CARGO_TARGET_DIR", target_dir)
-        .status()
-        .expect("running cargo build");
-    assert!(status.success(), "cargo build -p foliocache-capi failed");
-    let lib = dir.join("libfoliocache.so");
-    assert!(
-        lib.exists(),
-        "{} missing after the build (a --target build? this test expects the host's layout)",
-        lib.display()
-    );
-    dir
-}
-
-/// Runs a command, panicking with its output unless it exits 0.
-fn run(cmd: &mut Command) -> Output {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({})\n--- stdout\n{}\n--- stderr\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
+use test_support::run_checked as run;
 
 /// Compiles `source` with `compiler` and `flags` against the header and
 /// the library, into `exe`.

@@ -8,9 +8,13 @@ use crate::spec::{EngineKind, EngineSpec, Rw};
 use crate::targets::Judged;
 use crate::units::fmt_size;
 
-/// The target for the FUSE mount: 64 KiB cached sequential reads
-/// through it at least this fraction of the kernel's buffered reads.
-const FUSE_TARGET: f64 = 0.5;
+/// The target for the FUSE mount: 64 KiB cached sequential reads through
+/// it at least this fraction of `fuse-null`'s, the same reads through a
+/// server that answers zeros from one buffer, with no cache: the
+/// crossing's own ceiling on this machine. (Against the kernel's buffered
+/// reads no FUSE server comes near: the crossing is two context switches
+/// and a copy per request; docs/bench.md, "The FUSE crossing".)
+const FUSE_TARGET: f64 = 0.9;
 
 /// The scenario.
 pub fn scenario(c: &CachedReads) -> Scenario {
@@ -41,9 +45,9 @@ pub fn scenario(c: &CachedReads) -> Scenario {
 
 /// The ratios at 64 KiB (the second job) where their engines run
 /// (`default`: the default engines, which add fuse and fuse-null):
-/// `fuse / kernel` (the target's), `fuse-null / kernel` (the crossing's
-/// ceiling: no FUSE server can do better) and `fuse / fuse-null` (how
-/// close the mount comes to that ceiling).
+/// `fuse / kernel`, `fuse-null / kernel` (the crossing's ceiling: no FUSE
+/// server can do better) and `fuse / fuse-null` (the target's: how close
+/// the mount comes to that ceiling).
 fn fuse_ratios(engines: &[EngineSpec], default: bool) -> Judged {
     let label = |k: EngineKind| {
         if default {
@@ -55,8 +59,8 @@ fn fuse_ratios(engines: &[EngineSpec], default: bool) -> Judged {
     let kernel = super::first_label(engines, |e| e.kind == EngineKind::Kernel);
     let (fuse, null) = (label(EngineKind::Fuse), label(EngineKind::FuseNull));
     let mut j = Judged::default();
-    j.judged(&fuse, &kernel, Some(FUSE_TARGET), Some(1));
+    j.judged(&fuse, &kernel, None, Some(1));
     j.judged(&null, &kernel, None, Some(1));
-    j.judged(&fuse, &null, None, Some(1));
+    j.judged(&fuse, &null, Some(FUSE_TARGET), Some(1));
     j
 }

@@ -5,5 +5,7 @@
 /// `foliocache bench` and the command line: usage errors, the quick smoke
 /// run with its JSON and plot checked, verified runs of every engine.
 mod bench;
+/// `foliocache run`: the launcher of the LD_PRELOAD interposer.
+mod launch;
 /// `foliocache mount` and `foliocache stat`: signals, restarts, unmounts.
 mod mount;

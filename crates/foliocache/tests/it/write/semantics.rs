@@ -459,6 +459,38 @@ fn a_memfile_takes_a_write_ending_exactly_at_i64_max() {
     assert_eq!(c.stats().folios, 0, "set_len(0) frees the memfile's folio");
 }
 
+/// A write its filesystem could never hold fails when it is made, with
+/// the error the kernel gives a plain `pwrite` at the same place (`EFBIG`
+/// past the largest file: 16 TiB on ext4 with 4 KiB blocks), and changes
+/// nothing; a write the filesystem holds, far past end of file, is taken.
+#[test]
+fn a_write_past_the_filesystems_largest_file_fails_at_once_as_the_kernels() {
+    use std::os::unix::fs::FileExt;
+    let c = cache(MIB, 16 * KIB);
+    let tmp = TempPath::with_data("efbig", b"data");
+    let plain = TempPath::new("efbig-plain");
+    let kernel = std::fs::File::create(&plain.path).unwrap();
+    let f = open_rw(&c, &tmp.path);
+    for at in [i64::MAX as u64 - 1, 1 << 50, 17 << 40] {
+        let want = kernel.write_at(b"z", at).map_err(|e| e.raw_os_error());
+        let got = f.write_at(b"z", at).map_err(|e| e.raw_os_error());
+        assert_eq!(got, want, "a 1-byte write at {at}");
+        if got.is_err() {
+            assert_eq!(f.len(), 4, "a refused write leaves the size");
+            assert_eq!(c.stats().dirty_bytes, 0, "a refused write dirties nothing");
+        }
+    }
+    // One the filesystem holds (ext4: 1 GiB is far below its limit).
+    let at = 1u64 << 30;
+    kernel
+        .write_at(b"z", at)
+        .expect("the kernel takes a write at 1 GiB");
+    f.write_all_at(b"z", at).unwrap();
+    f.sync_all().unwrap();
+    assert_eq!(std::fs::metadata(&tmp.path).unwrap().len(), at + 1);
+    assert_eq!(read_vec(&f, 0, 4).unwrap(), b"data");
+}
+
 // ---- uncached writes --------------------------------------------------------------
 
 #[test]

@@ -1,0 +1,175 @@
+//! `foliocache run`: runs a program under `libfoliocache_preload.so`, so
+//! its file calls on the given directories are served by a foliocache
+//! inside it (docs/preload.md). The library is found next to this binary
+//! (`target/release/` after `cargo build --release -p foliocache-preload`);
+//! the launcher sets `LD_PRELOAD` and the library's variables and
+//! executes the program in its place.
+
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+
+use crate::units::parse_size;
+
+/// The library's file name.
+const LIBRARY: &str = "libfoliocache_preload.so";
+
+/// Options of `foliocache run`.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// The cache's memory, e.g. 256M or 1G (default: the library's, 256 MiB).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub capacity: Option<u64>,
+
+    /// A directory whose files the cache serves (repeatable).
+    #[arg(long = "dir", value_name = "DIR", required = true)]
+    pub dirs: Vec<PathBuf>,
+
+    /// The program to run and its arguments, after `--`.
+    #[arg(value_name = "PROGRAM", required = true, last = true)]
+    pub command: Vec<OsString>,
+}
+
+/// `libfoliocache_preload.so` beside the binary `exe`, or an error saying
+/// what to build.
+fn library_beside(exe: &Path) -> Result<PathBuf> {
+    let dir = exe
+        .parent()
+        .context("the foliocache binary has no directory")?;
+    let lib = dir.join(LIBRARY);
+    if !lib.is_file() {
+        bail!(
+            "{LIBRARY} is not in {} (next to this foliocache binary): build it with \
+             `cargo build --release -p foliocache-preload` (or the profile this binary \
+             was built with)",
+            dir.display()
+        );
+    }
+    Ok(lib)
+}
+
+/// The variables the program runs with: `LD_PRELOAD` with the library
+/// first (before any the environment had), the directories (canonical,
+/// `:`-separated) and the capacity.
+fn environment(args: &RunArgs, lib: &Path) -> Result<Vec<(&'static str, OsString)>> {
+    let mut preload = OsString::from(lib);
+    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {
+        preload.push(":");
+        preload.push(old);
+    }
+    let mut dirs = OsString::new();
+    for (i, dir) in args.dirs.iter().enumerate() {
+        let canonical = dir
+            .canonicalize()
+            .with_context(|| format!("--dir {}", dir.display()))?;
+        if !canonical.is_dir() {
+            bail!("--dir {}: not a directory", dir.display());
+        }
+        if canonical.as_os_str().as_encoded_bytes().contains(&b':') {
+            bail!(
+                "--dir {}: a path with `:` cannot be passed on",
+                canonical.display()
+            );
+        }
+        if i > 0 {
+            dirs.push(":");
+        }
+        dirs.push(canonical);
+    }
+    let mut env = vec![("LD_PRELOAD", preload), ("FOLIOCACHE_PRELOAD_DIRS", dirs)];
+    if let Some(bytes) = args.capacity {
+        env.push(("FOLIOCACHE_PRELOAD_CAPACITY", bytes.to_string().into()));
+    }
+    Ok(env)
+}
+
+/// Executes the program under the library; returns only on an error.
+pub fn run(args: &RunArgs) -> Result<()> {
+    let exe = std::env::current_exe().context("locating the foliocache binary")?;
+    let lib = library_beside(&exe)?;
+    let env = environment(args, &lib)?;
+    let (program, rest) = args.command.split_first().context("no program to run")?;
+    let mut cmd = Command::new(program);
+    cmd.args(rest).envs(env);
+    if args.capacity.is_none() {
+        cmd.env_remove("FOLIOCACHE_PRELOAD_CAPACITY");
+    }
+    let e = cmd.exec();
+    Err(e).with_context(|| format!("running {}", Path::new(program).display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(dirs: Vec<PathBuf>, capacity: Option<u64>) -> RunArgs {
+        RunArgs {
+            capacity,
+            dirs,
+            command: vec!["true".into()],
+        }
+    }
+
+    #[test]
+    fn a_missing_library_says_what_to_build() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = library_beside(&dir.path().join("foliocache")).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("cargo build --release -p foliocache-preload"),
+            "{e}"
+        );
+        std::fs::write(dir.path().join(LIBRARY), b"").unwrap();
+        assert_eq!(
+            library_beside(&dir.path().join("foliocache")).unwrap(),
+            dir.path().join(LIBRARY)
+        );
+    }
+
+    #[test]
+    fn the_environment_names_canonical_dirs_and_the_capacity() {
+        let a = tempfile::tempdir().unwrap();
+        let b = tempfile::tempdir().unwrap();
+        let relative = a.path().join("..").join(a.path().file_name().unwrap());
+        let env = environment(
+            &args(vec![relative, b.path().into()], Some(1 << 20)),
+            Path::new("/lib/x.so"),
+        )
+        .unwrap();
+        let get = |k: &str| env.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone());
+        assert!(get("LD_PRELOAD")
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("/lib/x.so"));
+        let want = format!(
+            "{}:{}",
+            a.path().canonicalize().unwrap().display(),
+            b.path().canonicalize().unwrap().display()
+        );
+        assert_eq!(
+            get("FOLIOCACHE_PRELOAD_DIRS").unwrap(),
+            OsString::from(want)
+        );
+        assert_eq!(get("FOLIOCACHE_PRELOAD_CAPACITY").unwrap(), "1048576");
+        let env = environment(&args(vec![b.path().into()], None), Path::new("/x.so")).unwrap();
+        assert!(env.iter().all(|(n, _)| *n != "FOLIOCACHE_PRELOAD_CAPACITY"));
+    }
+
+    #[test]
+    fn a_missing_or_plain_file_dir_is_an_error() {
+        let a = tempfile::tempdir().unwrap();
+        let file = a.path().join("f");
+        std::fs::write(&file, b"").unwrap();
+        for bad in [a.path().join("missing"), file] {
+            let e = environment(&args(vec![bad.clone()], None), Path::new("/x.so")).unwrap_err();
+            assert!(
+                format!("{e:#}").contains(&bad.display().to_string()),
+                "{e:#}"
+            );
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! What the cache cannot serve, handed to the kernel with the data
+//! written back first: mappings and stdio streams of served files (the
+//! file leaves the cache for the rest of the process), children of `fork`
+//! (they pass through), programs started by `exec` (every file leaves the
+//! cache), by `posix_spawn`, `system` or `popen` (they see the data
+//! written back), and the process's exit.
+
+use std::ffi::{c_char, c_int, c_void};
+
+use libc::{off_t, pid_t, FILE};
+
+use crate::real::real;
+use crate::state::{
+    hand_all_to_kernel, hand_stream, hand_to_kernel, lookup, release_stream, write_back_all,
+};
+
+/// `mmap(2)`: a mapping of a served file hands the file to the kernel
+/// first (written back; its fds plain from then on), so the mapping and
+/// every later call see the same data.
+///
+/// # Safety
+/// As `mmap(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn mmap(
+    addr: *mut c_void,
+    len: usize,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    offset: off_t,
+) -> *mut c_void {
+    if fd >= 0 && flags & libc::MAP_ANONYMOUS == 0 {
+        if let Some(d) = lookup(fd) {
+            hand_to_kernel(d.key);
+        }
+    }
+    // SAFETY: the caller's promise, passed on.
+    unsafe {
+        real!(mmap: unsafe extern "C" fn(*mut c_void, usize, c_int, c_int, c_int, off_t) -> *mut c_void)(
+            addr, len, prot, flags, fd, offset,
+        )
+    }
+}
+
+/// The fd of a stream (-1 for NULL).
+fn stream_fd(f: *mut FILE) -> c_int {
+    if f.is_null() {
+        -1
+    } else {
+        // SAFETY: a non-NULL `f` is an open stream (the caller's promise
+        // to the stdio function interposed).
+        unsafe { libc::fileno(f) }
+    }
+}
+
+/// A stream just opened: its file, if under a served directory, is the
+/// kernel's while the stream is open (`state::hand_stream`), since stdio
+/// reads and writes its fd with the C library's internal calls.
+fn stream(f: *mut FILE) -> *mut FILE {
+    if !f.is_null() {
+        hand_stream(stream_fd(f));
+    }
+    f
+}
+
+/// `fopen(3)`: see [`stream`].
+///
+/// # Safety
+/// As `fopen(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut FILE {
+    // SAFETY: the caller's promise, passed on.
+    stream(unsafe {
+        real!(fopen: unsafe extern "C" fn(*const c_char, *const c_char) -> *mut FILE)(path, mode)
+    })
+}
+
+/// `freopen(3)`: see [`stream`].
+///
+/// # Safety
+/// As `freopen(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn freopen(
+    path: *const c_char,
+    mode: *const c_char,
+    f: *mut FILE,
+) -> *mut FILE {
+    // SAFETY: the caller's promise, passed on.
+    stream(unsafe {
+        real!(freopen: unsafe extern "C" fn(*const c_char, *const c_char, *mut FILE) -> *mut FILE)(
+            path, mode, f,
+        )
+    })
+}
+
+/// `fclose(3)`: when the stream was the last on a file it handed to the
+/// kernel, the cache serves the file's later opens again.
+///
+/// # Safety
+/// As `fclose(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn fclose(f: *mut FILE) -> c_int {
+    let fd = stream_fd(f);
+    // SAFETY: the caller's promise, passed on.
+    let r = unsafe { real!(fclose: unsafe extern "C" fn(*mut FILE) -> c_int)(f) };
+    release_stream(fd);
+    r
+}
+
+crate::after! { hand_stream(fd) =>
+    /// `fdopen(3)`: as [`stream`] says, first (a served fd's file is handed
+    /// to the kernel with the fd's kernel position set to the program's),
+    /// then the stream made.
+    ///
+    /// # Safety
+    /// As `fdopen(3)`.
+    fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE;
+}
+
+crate::aliases! {
+    mmap64 => mmap(addr: *mut c_void, len: usize, prot: c_int, flags: c_int, fd: c_int, offset: off_t) -> *mut c_void;
+    fopen64 => fopen(path: *const c_char, mode: *const c_char) -> *mut FILE;
+    freopen64 => freopen(path: *const c_char, mode: *const c_char, f: *mut FILE) -> *mut FILE;
+}
+
+/// Argument and environment vectors.
+type Vector = *const *const c_char;
+
+crate::after! { hand_all_to_kernel() =>
+    /// `execve(2)`: every file is handed to the kernel first (written
+    /// back, positions set), and the library passes through from then on
+    /// (also if the call fails).
+    ///
+    /// # Safety
+    /// As `execve(2)`.
+    fn execve(path: *const c_char, argv: Vector, envp: Vector) -> c_int;
+
+    /// `execv(3)`: as [`execve`].
+    ///
+    /// # Safety
+    /// As `execv(3)`.
+    fn execv(path: *const c_char, argv: Vector) -> c_int;
+
+    /// `execvp(3)`: as [`execve`].
+    ///
+    /// # Safety
+    /// As `execvp(3)`.
+    fn execvp(file: *const c_char, argv: Vector) -> c_int;
+
+    /// `execvpe(3)`: as [`execve`].
+    ///
+    /// # Safety
+    /// As `execvpe(3)`.
+    fn execvpe(file: *const c_char, argv: Vector, envp: Vector) -> c_int;
+
+    /// `fexecve(3)`: as [`execve`].
+    ///
+    /// # Safety
+    /// As `fexecve(3)`.
+    fn fexecve(fd: c_int, argv: Vector, envp: Vector) -> c_int;
+
+    /// `execveat(2)`: as [`execve`].
+    ///
+    /// # Safety
+    /// As `execveat(2)`.
+    fn execveat(dirfd: c_int, path: *const c_char, argv: Vector, envp: Vector, flags: c_int) -> c_int;
+}
+
+crate::after! { write_back_all() =>
+    /// `posix_spawn(3)`: the data written back (and synced) and positions
+    /// set first, so the program it starts sees them; this process keeps
+    /// its cache. (File actions and attributes as opaque pointers.)
+    ///
+    /// # Safety
+    /// As `posix_spawn(3)`.
+    fn posix_spawn(
+        pid: *mut pid_t,
+        path: *const c_char,
+        actions: *const c_void,
+        attr: *const c_void,
+        argv: Vector,
+        envp: Vector
+    ) -> c_int;
+
+    /// `posix_spawnp(3)`: as [`posix_spawn`].
+    ///
+    /// # Safety
+    /// As `posix_spawnp(3)`.
+    fn posix_spawnp(
+        pid: *mut pid_t,
+        file: *const c_char,
+        actions: *const c_void,
+        attr: *const c_void,
+        argv: Vector,
+        envp: Vector
+    ) -> c_int;
+
+    /// `system(3)`: as [`posix_spawn`].
+    ///
+    /// # Safety
+    /// As `system(3)`.
+    fn system(command: *const c_char) -> c_int;
+
+    /// `popen(3)`: as [`posix_spawn`].
+    ///
+    /// # Safety
+    /// As `popen(3)`.
+    fn popen(command: *const c_char, mode: *const c_char) -> *mut FILE;
+}
+
+/// `fork`'s prepare handler: a child sees every byte written back.
+extern "C" fn before_fork() {
+    write_back_all();
+}
+
+/// `fork`'s child handler: the child passes through (the cache's threads
+/// did not follow it).
+extern "C" fn in_child() {
+    crate::state::pass_through_for_good();
+}
+
+/// At exit: the figures if asked for, and every file handed to the
+/// kernel, written back.
+extern "C" fn at_exit() {
+    crate::state::report();
+    hand_all_to_kernel();
+}
+
+/// Registers the fork and exit handlers (the library's constructor).
+pub(crate) fn register() {
+    // SAFETY: the handlers are `extern "C"` functions of this library,
+    // which is never unloaded (a preloaded object).
+    unsafe {
+        libc::pthread_atfork(Some(before_fork), None, Some(in_child));
+        libc::atexit(at_exit);
+    }
+}

@@ -1,0 +1,591 @@
+//! Reads, writes, positions, sizes, syncs and advice on intercepted fds.
+//! Every single-buffer call is its vectored form with one buffer, and
+//! every vectored call comes to [`read_iov`] or [`write_iov`].
+
+use std::ffi::{c_int, c_uint, c_void};
+use std::io;
+
+use fc::{Advice, ReadFlags};
+use libc::{iovec, off_t};
+
+use crate::real::real;
+use crate::state::{err, inside, lookup, Desc};
+
+/// Runs `body` on the description of `fd` when the cache serves it
+/// (inside the library; an error returns `fail` with `errno` set), else
+/// `pass`.
+pub(crate) fn on_fd<T>(
+    fd: c_int,
+    fail: T,
+    pass: impl FnOnce() -> T,
+    body: impl FnOnce(&Desc) -> io::Result<T>,
+) -> T {
+    match lookup(fd) {
+        None => pass(),
+        Some(d) => inside(fail, || body(&d)),
+    }
+}
+
+/// The most buffers a vectored call takes (the kernel's `UIO_MAXIOV`).
+const IOV_MAX: usize = 1024;
+
+/// A non-negative offset, size or length (`EINVAL` for a negative one).
+fn unsigned(v: i64) -> io::Result<u64> {
+    u64::try_from(v).map_err(|_| err(libc::EINVAL))
+}
+
+/// The buffers of a vectored call, checked as the kernel does: at most
+/// `IOV_MAX` of them, their total within `ssize_t`.
+///
+/// # Safety
+/// `iov` points to `cnt` readable `iovec`s (when `cnt > 0`), unchanged for
+/// `'a`.
+unsafe fn iovecs<'a>(iov: *const iovec, cnt: c_int) -> io::Result<&'a [iovec]> {
+    let cnt = usize::try_from(cnt).map_err(|_| err(libc::EINVAL))?;
+    if cnt > IOV_MAX {
+        return Err(err(libc::EINVAL));
+    }
+    if cnt == 0 {
+        return Ok(&[]);
+    }
+    if iov.is_null() {
+        return Err(err(libc::EFAULT));
+    }
+    // SAFETY: the caller's promise, `cnt` entries.
+    let v = unsafe { std::slice::from_raw_parts(iov, cnt) };
+    let total = v
+        .iter()
+        .try_fold(0usize, |t, b| t.checked_add(b.iov_len))
+        .filter(|&t| t <= isize::MAX as usize);
+    match total {
+        Some(_) => Ok(v),
+        None => Err(err(libc::EINVAL)),
+    }
+}
+
+/// Reads into the buffers at `offset`; short only at end of file (or an
+/// error after some bytes, reported by the next call).
+///
+/// # Safety
+/// Each buffer is valid for writes of its length and not otherwise
+/// accessed during the call.
+unsafe fn read_at(d: &Desc, iov: &[iovec], offset: u64, flags: ReadFlags) -> io::Result<usize> {
+    if !d.readable {
+        return Err(err(libc::EBADF));
+    }
+    let mut done = 0usize;
+    for v in iov.iter().filter(|v| v.iov_len > 0) {
+        // SAFETY: the caller's promise; a non-empty buffer is non-NULL
+        // (else the kernel's read would fail: so does this one).
+        let buf = unsafe { buffer_mut(v)? };
+        match d.file.read_at_flags(buf, offset + done as u64, flags) {
+            Ok(n) => {
+                done += n;
+                if n < v.iov_len {
+                    break;
+                }
+            }
+            Err(_) if done > 0 => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+/// The bytes of a non-empty buffer.
+///
+/// # Safety
+/// The buffer is valid for writes of its length, not otherwise accessed
+/// while the slice lives.
+unsafe fn buffer_mut<'a>(v: &iovec) -> io::Result<&'a mut [u8]> {
+    if v.iov_base.is_null() {
+        return Err(err(libc::EFAULT));
+    }
+    // SAFETY: the caller's promise; the length is within `isize::MAX`
+    // (checked by `iovecs`).
+    Ok(unsafe { std::slice::from_raw_parts_mut(v.iov_base.cast::<u8>(), v.iov_len) })
+}
+
+/// Reads at `at`, or at the position (which moves) when `None`.
+///
+/// # Safety
+/// As [`read_at`].
+pub(crate) unsafe fn read_iov(
+    d: &Desc,
+    iov: &[iovec],
+    at: Option<u64>,
+    flags: ReadFlags,
+) -> io::Result<usize> {
+    match at {
+        // SAFETY: the caller's promise.
+        Some(offset) => unsafe { read_at(d, iov, offset, flags) },
+        None => {
+            let mut pos = d.pos.lock();
+            // SAFETY: the caller's promise.
+            let n = unsafe { read_at(d, iov, *pos, flags) }?;
+            *pos += n as u64;
+            Ok(n)
+        }
+    }
+}
+
+/// Writes the buffers at `offset` (at the end of the file for an
+/// `O_APPEND` fd: the cache's append is atomic), all of them, as one
+/// write.
+///
+/// # Safety
+/// Each buffer is valid for reads of its length and not written during
+/// the call.
+unsafe fn write_at(d: &Desc, iov: &[iovec], offset: u64) -> io::Result<usize> {
+    let bufs: Vec<&[u8]> = iov
+        .iter()
+        .filter(|v| v.iov_len > 0)
+        .map(|v| {
+            if v.iov_base.is_null() {
+                return Err(err(libc::EFAULT));
+            }
+            // SAFETY: the caller's promise; the length is within
+            // `isize::MAX` (checked by `iovecs`).
+            Ok(unsafe { std::slice::from_raw_parts(v.iov_base.cast::<u8>(), v.iov_len) })
+        })
+        .collect::<io::Result<_>>()?;
+    match bufs.as_slice() {
+        [] => Ok(0),
+        [one] => d.file.write_at(one, offset),
+        more => d.file.write_at(&more.concat(), offset),
+    }
+}
+
+/// How a write goes.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct WriteHow {
+    /// Written back and synced before the call returns (`RWF_DSYNC`,
+    /// `RWF_SYNC`).
+    pub(crate) sync: bool,
+    /// At the end of the file (`RWF_APPEND`).
+    pub(crate) append: bool,
+}
+
+/// Writes at `at`, or at the position (which moves) when `None`.
+///
+/// # Safety
+/// As [`write_at`].
+pub(crate) unsafe fn write_iov(
+    d: &Desc,
+    iov: &[iovec],
+    at: Option<u64>,
+    how: WriteHow,
+) -> io::Result<usize> {
+    if !d.writable {
+        return Err(err(libc::EBADF));
+    }
+    let n = match at {
+        Some(offset) => {
+            let offset = if how.append { d.file.len() } else { offset };
+            // SAFETY: the caller's promise.
+            unsafe { write_at(d, iov, offset) }?
+        }
+        None => {
+            let mut pos = d.pos.lock();
+            let offset = if how.append { d.file.len() } else { *pos };
+            // SAFETY: the caller's promise.
+            let n = unsafe { write_at(d, iov, offset) }?;
+            *pos = if d.append || how.append {
+                d.file.len()
+            } else {
+                offset + n as u64
+            };
+            n
+        }
+    };
+    if how.sync || d.sync_writes {
+        d.file.sync_data()?;
+    }
+    Ok(n)
+}
+
+/// A byte count as `ssize_t`.
+fn count(n: io::Result<usize>) -> io::Result<isize> {
+    // At most the buffers' total, which `iovecs` bounds by `isize::MAX`.
+    n.map(|n| n as isize)
+}
+
+/// One buffer as a vector.
+fn one(buf: *const c_void, len: usize) -> iovec {
+    iovec {
+        iov_base: buf.cast_mut(),
+        iov_len: len,
+    }
+}
+
+/// The body of every read: the buffers, at `at` (`None`: the position),
+/// with `RWF_*` flags.
+///
+/// # Safety
+/// `iov` holds `cnt` buffers, each valid for writes of its length and not
+/// otherwise accessed during the call.
+unsafe fn serve_read(
+    d: &Desc,
+    iov: *const iovec,
+    cnt: c_int,
+    at: Option<off_t>,
+    flags: c_int,
+) -> io::Result<isize> {
+    let flags = read_flags(flags)?;
+    let at = at.map(unsigned).transpose()?;
+    // SAFETY: the caller's promise.
+    count(unsafe { iovecs(iov, cnt).and_then(|v| read_iov(d, v, at, flags)) })
+}
+
+/// The body of every write: the buffers, at `at` (`None`: the position),
+/// with `RWF_*` flags.
+///
+/// # Safety
+/// `iov` holds `cnt` buffers, each valid for reads of its length and not
+/// written during the call.
+unsafe fn serve_write(
+    d: &Desc,
+    iov: *const iovec,
+    cnt: c_int,
+    at: Option<off_t>,
+    flags: c_int,
+) -> io::Result<isize> {
+    let how = write_how(flags)?;
+    let at = at.map(unsigned).transpose()?;
+    // SAFETY: the caller's promise.
+    count(unsafe { iovecs(iov, cnt).and_then(|v| write_iov(d, v, at, how)) })
+}
+
+/// An offset of `preadv2`/`pwritev2`: -1 is the position.
+fn at_or_position(offset: off_t) -> Option<off_t> {
+    (offset != -1).then_some(offset)
+}
+
+/// The `RWF_*` flags a read takes: `RWF_NOWAIT` (the cache's `NOWAIT`),
+/// `RWF_HIPRI` (no meaning here).
+fn read_flags(flags: c_int) -> io::Result<ReadFlags> {
+    match flags & !(libc::RWF_HIPRI | libc::RWF_NOWAIT) {
+        0 if flags & libc::RWF_NOWAIT != 0 => Ok(ReadFlags::NOWAIT),
+        0 => Ok(ReadFlags::NONE),
+        _ => Err(err(libc::EOPNOTSUPP)),
+    }
+}
+
+/// The `RWF_*` flags a write takes: `RWF_DSYNC` and `RWF_SYNC` (written
+/// back and synced), `RWF_APPEND`, `RWF_HIPRI` (no meaning here).
+fn write_how(flags: c_int) -> io::Result<WriteHow> {
+    let known = libc::RWF_HIPRI | libc::RWF_DSYNC | libc::RWF_SYNC | libc::RWF_APPEND;
+    if flags & !known != 0 {
+        return Err(err(libc::EOPNOTSUPP));
+    }
+    Ok(WriteHow {
+        sync: flags & (libc::RWF_DSYNC | libc::RWF_SYNC) != 0,
+        append: flags & libc::RWF_APPEND != 0,
+    })
+}
+
+/// `lseek` on a served description, with `SEEK_DATA` and `SEEK_HOLE` as on
+/// a filesystem without holes (data up to the end, a hole there).
+fn seek(d: &Desc, offset: off_t, whence: c_int) -> io::Result<off_t> {
+    let mut pos = d.pos.lock();
+    let len = i64::try_from(d.file.len()).map_err(|_| err(libc::EOVERFLOW))?;
+    let new = match whence {
+        libc::SEEK_SET => Some(offset),
+        libc::SEEK_CUR => (*pos as i64).checked_add(offset),
+        libc::SEEK_END => len.checked_add(offset),
+        libc::SEEK_DATA | libc::SEEK_HOLE if offset >= len => return Err(err(libc::ENXIO)),
+        libc::SEEK_DATA => Some(offset),
+        libc::SEEK_HOLE => Some(len),
+        _ => return Err(err(libc::EINVAL)),
+    };
+    let new = new.filter(|&n| n >= 0).ok_or_else(|| err(libc::EINVAL))?;
+    *pos = new as u64;
+    Ok(new)
+}
+
+/// The real `fallocate`.
+fn real_fallocate(fd: c_int, mode: c_int, offset: off_t, len: off_t) -> io::Result<()> {
+    // SAFETY: integers only.
+    let r = unsafe {
+        real!(fallocate: unsafe extern "C" fn(c_int, c_int, off_t, off_t) -> c_int)(
+            fd, mode, offset, len,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Allocates `len` bytes at `offset` of a served file: the kernel reserves
+/// the blocks (keeping its size), and the cache's size grows to the end
+/// of the range. With `reserve_optional`, a filesystem that cannot reserve
+/// blocks is no error (`posix_fallocate`).
+fn allocate(
+    d: &Desc,
+    fd: c_int,
+    offset: off_t,
+    len: off_t,
+    reserve_optional: bool,
+) -> io::Result<()> {
+    if !d.writable {
+        return Err(err(libc::EBADF));
+    }
+    if len <= 0 {
+        return Err(err(libc::EINVAL));
+    }
+    let end = unsigned(offset)?
+        .checked_add(len as u64)
+        .ok_or_else(|| err(libc::EFBIG))?;
+    match real_fallocate(fd, libc::FALLOC_FL_KEEP_SIZE, offset, len) {
+        Err(e) if reserve_optional && e.raw_os_error() == Some(libc::EOPNOTSUPP) => {}
+        r => r?,
+    }
+    if end > d.file.len() {
+        d.file.set_len(end)?;
+    }
+    Ok(())
+}
+
+/// `fallocate` on a served description: mode 0 (allocate, growing the
+/// size), `KEEP_SIZE` (the kernel's), `PUNCH_HOLE | KEEP_SIZE` (through
+/// the cache); any other mode `EOPNOTSUPP`.
+fn fallocate_served(
+    d: &Desc,
+    fd: c_int,
+    mode: c_int,
+    offset: off_t,
+    len: off_t,
+) -> io::Result<c_int> {
+    const PUNCH: c_int = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+    match mode {
+        0 => allocate(d, fd, offset, len, false)?,
+        libc::FALLOC_FL_KEEP_SIZE => real_fallocate(fd, mode, offset, len)?,
+        PUNCH => d.file.punch_hole(unsigned(offset)?, unsigned(len)?)?,
+        _ => return Err(err(libc::EOPNOTSUPP)),
+    }
+    Ok(0)
+}
+
+crate::fd_calls! {
+    /// `read(2)`.
+    ///
+    /// # Safety
+    /// As `read(2)`: `buf` is valid for writes of `count` bytes.
+    fn read(fd: c_int, buf: *mut c_void, count: usize) -> isize =
+        |d| serve_read(d, &one(buf, count), 1, None, 0);
+
+    /// `pread(2)`.
+    ///
+    /// # Safety
+    /// As `pread(2)`: `buf` is valid for writes of `count` bytes.
+    fn pread(fd: c_int, buf: *mut c_void, count: usize, offset: off_t) -> isize =
+        |d| serve_read(d, &one(buf, count), 1, Some(offset), 0);
+
+    /// `readv(2)`.
+    ///
+    /// # Safety
+    /// As `readv(2)`: `iov` holds `cnt` buffers, each valid for writes.
+    fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> isize =
+        |d| serve_read(d, iov, cnt, None, 0);
+
+    /// `preadv(2)`.
+    ///
+    /// # Safety
+    /// As `preadv(2)`: `iov` holds `cnt` buffers, each valid for writes.
+    fn preadv(fd: c_int, iov: *const iovec, cnt: c_int, offset: off_t) -> isize =
+        |d| serve_read(d, iov, cnt, Some(offset), 0);
+
+    /// `preadv2(2)`: an offset of -1 reads at the position.
+    ///
+    /// # Safety
+    /// As `preadv2(2)`: `iov` holds `cnt` buffers, each valid for writes.
+    fn preadv2(fd: c_int, iov: *const iovec, cnt: c_int, offset: off_t, flags: c_int) -> isize =
+        |d| serve_read(d, iov, cnt, at_or_position(offset), flags);
+
+    /// `write(2)`.
+    ///
+    /// # Safety
+    /// As `write(2)`: `buf` is valid for reads of `count` bytes.
+    fn write(fd: c_int, buf: *const c_void, count: usize) -> isize =
+        |d| serve_write(d, &one(buf, count), 1, None, 0);
+
+    /// `pwrite(2)`. On an `O_APPEND` fd the data goes to the end of the
+    /// file, as Linux's does.
+    ///
+    /// # Safety
+    /// As `pwrite(2)`: `buf` is valid for reads of `count` bytes.
+    fn pwrite(fd: c_int, buf: *const c_void, count: usize, offset: off_t) -> isize =
+        |d| serve_write(d, &one(buf, count), 1, Some(offset), 0);
+
+    /// `writev(2)`.
+    ///
+    /// # Safety
+    /// As `writev(2)`: `iov` holds `cnt` buffers, each valid for reads.
+    fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> isize =
+        |d| serve_write(d, iov, cnt, None, 0);
+
+    /// `pwritev(2)`.
+    ///
+    /// # Safety
+    /// As `pwritev(2)`: `iov` holds `cnt` buffers, each valid for reads.
+    fn pwritev(fd: c_int, iov: *const iovec, cnt: c_int, offset: off_t) -> isize =
+        |d| serve_write(d, iov, cnt, Some(offset), 0);
+
+    /// `pwritev2(2)`: an offset of -1 writes at the position.
+    ///
+    /// # Safety
+    /// As `pwritev2(2)`: `iov` holds `cnt` buffers, each valid for reads.
+    fn pwritev2(fd: c_int, iov: *const iovec, cnt: c_int, offset: off_t, flags: c_int) -> isize =
+        |d| serve_write(d, iov, cnt, at_or_position(offset), flags);
+
+    /// `lseek(2)` (see `seek`).
+    ///
+    /// # Safety
+    /// None beyond `lseek(2)`'s (integers only).
+    fn lseek(fd: c_int, offset: off_t, whence: c_int) -> off_t = |d| seek(d, offset, whence);
+
+    /// `ftruncate(2)`.
+    ///
+    /// # Safety
+    /// None beyond `ftruncate(2)`'s (integers only).
+    fn ftruncate(fd: c_int, length: off_t) -> c_int = |d| {
+        if !d.writable {
+            return Err(err(libc::EINVAL));
+        }
+        d.file.set_len(unsigned(length)?).map(|()| 0)
+    };
+
+    /// `fallocate(2)` (see `fallocate_served`).
+    ///
+    /// # Safety
+    /// None beyond `fallocate(2)`'s (integers only).
+    fn fallocate(fd: c_int, mode: c_int, offset: off_t, len: off_t) -> c_int =
+        |d| fallocate_served(d, fd, mode, offset, len);
+
+    /// `fsync(2)`: the file's dirty data written back, then synced.
+    ///
+    /// # Safety
+    /// None beyond `fsync(2)`'s (an integer only).
+    fn fsync(fd: c_int) -> c_int = |d| d.file.sync_all().map(|()| 0);
+
+    /// `fdatasync(2)`.
+    ///
+    /// # Safety
+    /// None beyond `fdatasync(2)`'s (an integer only).
+    fn fdatasync(fd: c_int) -> c_int = |d| d.file.sync_data().map(|()| 0);
+
+    /// `sync_file_range(2)`: the whole file written back and synced (more
+    /// than asked, never less).
+    ///
+    /// # Safety
+    /// None beyond `sync_file_range(2)`'s (integers only).
+    fn sync_file_range(fd: c_int, offset: off_t, nbytes: off_t, flags: c_uint) -> c_int = |d| {
+        if offset < 0 || nbytes < 0 || flags & !7 != 0 {
+            return Err(err(libc::EINVAL));
+        }
+        d.file.sync_data().map(|()| 0)
+    };
+
+    /// `readahead(2)`: the range read into the cache.
+    ///
+    /// # Safety
+    /// None beyond `readahead(2)`'s (integers only).
+    fn readahead(fd: c_int, offset: off_t, count: usize) -> isize = |d| {
+        let len = u64::try_from(count).map_err(|_| err(libc::EINVAL))?;
+        d.file.advise(unsigned(offset)?, len.max(1), Advice::WillNeed).map(|()| 0)
+    };
+}
+
+/// A function that returns an error number rather than setting `errno`
+/// (`posix_fallocate`, `posix_fadvise`): runs `body` as [`on_fd`] does,
+/// keeping `errno` as it was.
+fn returning_errno(
+    fd: c_int,
+    pass: impl FnOnce() -> c_int,
+    body: impl FnOnce(&Desc) -> io::Result<()>,
+) -> c_int {
+    // SAFETY: `__errno_location` returns this thread's errno.
+    let saved = unsafe { *libc::__errno_location() };
+    let r = on_fd(fd, -1, pass, |d| body(d).map(|()| 0));
+    if r == -1 {
+        // SAFETY: as above.
+        let errno = unsafe { *libc::__errno_location() };
+        // SAFETY: as above.
+        unsafe { *libc::__errno_location() = saved };
+        return errno;
+    }
+    r
+}
+
+/// `posix_fallocate(3)`: the kernel reserves what it can; the size grows.
+#[no_mangle]
+pub extern "C" fn posix_fallocate(fd: c_int, offset: off_t, len: off_t) -> c_int {
+    returning_errno(
+        fd,
+        // SAFETY: integers only.
+        || unsafe {
+            real!(posix_fallocate: unsafe extern "C" fn(c_int, off_t, off_t) -> c_int)(
+                fd, offset, len,
+            )
+        },
+        |d| allocate(d, fd, offset, len, true),
+    )
+}
+
+/// `posix_fadvise(2)`: the cache's own advice for the file.
+#[no_mangle]
+pub extern "C" fn posix_fadvise(fd: c_int, offset: off_t, len: off_t, advice: c_int) -> c_int {
+    returning_errno(
+        fd,
+        // SAFETY: integers only.
+        || unsafe {
+            real!(posix_fadvise: unsafe extern "C" fn(c_int, off_t, off_t, c_int) -> c_int)(
+                fd, offset, len, advice,
+            )
+        },
+        |d| {
+            let advice = match advice {
+                libc::POSIX_FADV_NORMAL => Advice::Normal,
+                libc::POSIX_FADV_RANDOM => Advice::Random,
+                libc::POSIX_FADV_SEQUENTIAL => Advice::Sequential,
+                libc::POSIX_FADV_WILLNEED => Advice::WillNeed,
+                libc::POSIX_FADV_DONTNEED => Advice::DontNeed,
+                libc::POSIX_FADV_NOREUSE => Advice::NoReuse,
+                _ => return Err(err(libc::EINVAL)),
+            };
+            d.file.advise(unsigned(offset)?, unsigned(len)?, advice)
+        },
+    )
+}
+
+/// `sync(2)`: the cache's dirty data written back and synced first.
+#[no_mangle]
+pub extern "C" fn sync() {
+    crate::state::write_back_all();
+    // SAFETY: no arguments.
+    unsafe { real!(sync: unsafe extern "C" fn())() }
+}
+
+/// `syncfs(2)`: the cache's dirty data written back and synced first.
+#[no_mangle]
+pub extern "C" fn syncfs(fd: c_int) -> c_int {
+    crate::state::write_back_all();
+    // SAFETY: an integer only.
+    unsafe { real!(syncfs: unsafe extern "C" fn(c_int) -> c_int)(fd) }
+}
+
+crate::aliases! {
+    pread64 => pread(fd: c_int, buf: *mut c_void, count: usize, offset: off_t) -> isize;
+    preadv64 => preadv(fd: c_int, iov: *const iovec, cnt: c_int, offset: off_t) -> isize;
+    preadv64v2 => preadv2(fd: c_int, iov: *const iovec, cnt: c_int, offset: off_t, flags: c_int) -> isize;
+    pwrite64 => pwrite(fd: c_int, buf: *const c_void, count: usize, offset: off_t) -> isize;
+    pwritev64 => pwritev(fd: c_int, iov: *const iovec, cnt: c_int, offset: off_t) -> isize;
+    pwritev64v2 => pwritev2(fd: c_int, iov: *const iovec, cnt: c_int, offset: off_t, flags: c_int) -> isize;
+    lseek64 => lseek(fd: c_int, offset: off_t, whence: c_int) -> off_t;
+    ftruncate64 => ftruncate(fd: c_int, length: off_t) -> c_int;
+    fallocate64 => fallocate(fd: c_int, mode: c_int, offset: off_t, len: off_t) -> c_int;
+    posix_fallocate64 => posix_fallocate(fd: c_int, offset: off_t, len: off_t) -> c_int;
+    posix_fadvise64 => posix_fadvise(fd: c_int, offset: off_t, len: off_t, advice: c_int) -> c_int;
+}

@@ -1,0 +1,704 @@
+//! The interposer's state: the configuration, the one cache, the table of
+//! intercepted file descriptors, and the guard that lets the library's own
+//! calls pass through.
+//!
+//! Every intercepted fd is a real kernel fd (opened by the real `open`,
+//! so `fchmod`, `flock` or `fcntl` locks on it work as ever) with an entry
+//! here: a [`Desc`], the open file description's part the cache serves
+//! (the foliocache [`File`], the position, the access mode). Duplicated
+//! fds share their `Desc`, as the kernel's share an open file description.
+
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::ffi::c_int;
+use std::io;
+use std::mem::ManuallyDrop;
+use std::os::fd::BorrowedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::panic::{self, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use fc::{Cache, File};
+use parking_lot::{Mutex, RwLock};
+
+use crate::real::write_stderr;
+
+/// The environment variable naming the directories whose files the cache
+/// serves, `:`-separated.
+pub const ENV_DIRS: &str = "FOLIOCACHE_PRELOAD_DIRS";
+/// The environment variable that, set to anything but empty, has the
+/// library print one line of figures on stderr at exit.
+pub const ENV_STATS: &str = "FOLIOCACHE_PRELOAD_STATS";
+/// The environment variable giving the cache's capacity in bytes (a `k`,
+/// `m` or `g` suffix multiplies by 2^10, 2^20, 2^30).
+pub const ENV_CAPACITY: &str = "FOLIOCACHE_PRELOAD_CAPACITY";
+
+thread_local! {
+    /// Set while this thread runs the library's own code: every
+    /// interposed call it makes then passes through.
+    static INSIDE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Set for good in a child of `fork` and once the process exits or
+/// executes another program: every call passes through.
+static PASSTHROUGH: AtomicBool = AtomicBool::new(false);
+
+/// Whether this thread is inside the library (or the library is off).
+pub(crate) fn passing_through() -> bool {
+    PASSTHROUGH.load(Ordering::Relaxed) || INSIDE.with(Cell::get)
+}
+
+/// Turns the library off for the rest of the process.
+pub(crate) fn pass_through_for_good() {
+    PASSTHROUGH.store(true, Ordering::Relaxed);
+}
+
+/// Runs `f` as the library's own code (its calls pass through), catching
+/// a panic, which is reported as `EIO`. The thread's `errno` is that of
+/// the error `f` returns, else left as it was.
+pub(crate) fn inside<T>(fail: T, f: impl FnOnce() -> io::Result<T>) -> T {
+    let was = INSIDE.with(|i| i.replace(true));
+    // SAFETY: `__errno_location` returns this thread's errno, valid for the
+    // thread's life.
+    let saved = unsafe { *libc::__errno_location() };
+    let r = panic::catch_unwind(AssertUnwindSafe(f));
+    INSIDE.with(|i| i.set(was));
+    let errno = match r {
+        Ok(Ok(v)) => {
+            // SAFETY: as above.
+            unsafe { *libc::__errno_location() = saved };
+            return v;
+        }
+        Ok(Err(e)) => errno_of(&e),
+        Err(_) => {
+            write_stderr(b"foliocache-preload: internal error (a panic), reported as EIO\n");
+            libc::EIO
+        }
+    };
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = errno };
+    fail
+}
+
+/// The `errno` value of an error: the system call's own, else one for the
+/// kinds the cache reports.
+pub(crate) fn errno_of(e: &io::Error) -> c_int {
+    use io::ErrorKind as K;
+    e.raw_os_error().unwrap_or(match e.kind() {
+        K::InvalidInput | K::InvalidData => libc::EINVAL,
+        K::PermissionDenied => libc::EBADF,
+        K::OutOfMemory => libc::ENOMEM,
+        K::StorageFull => libc::ENOSPC,
+        K::FileTooLarge => libc::EFBIG,
+        K::WouldBlock => libc::EAGAIN,
+        K::Unsupported => libc::EOPNOTSUPP,
+        _ => libc::EIO,
+    })
+}
+
+/// An error with this `errno` value.
+pub(crate) fn err(errno: c_int) -> io::Error {
+    io::Error::from_raw_os_error(errno)
+}
+
+/// The configuration, read from the environment once.
+struct Config {
+    /// The directories served, canonical.
+    dirs: Vec<PathBuf>,
+    /// The cache's capacity (0: the library's default).
+    capacity: usize,
+}
+
+/// A size in bytes, with an optional binary `k`, `m` or `g` suffix.
+fn parse_size(s: &str) -> Option<usize> {
+    let s = s.trim();
+    let (digits, shift) = match s.as_bytes().last()?.to_ascii_lowercase() {
+        b'k' => (&s[..s.len() - 1], 10),
+        b'm' => (&s[..s.len() - 1], 20),
+        b'g' => (&s[..s.len() - 1], 30),
+        _ => (s, 0),
+    };
+    digits.parse::<usize>().ok()?.checked_mul(1 << shift)
+}
+
+impl Config {
+    fn from_env() -> Config {
+        let mut dirs = Vec::new();
+        if let Some(list) = std::env::var_os(ENV_DIRS) {
+            for dir in list
+                .as_bytes()
+                .split(|&b| b == b':')
+                .filter(|d| !d.is_empty())
+            {
+                let dir = Path::new(std::ffi::OsStr::from_bytes(dir));
+                match std::fs::canonicalize(dir) {
+                    Ok(d) => dirs.push(d),
+                    Err(e) => warn(&format!("{ENV_DIRS}: {}: {e}; not served", dir.display())),
+                }
+            }
+        }
+        let capacity = match std::env::var(ENV_CAPACITY) {
+            Err(_) => 0,
+            Ok(s) => parse_size(&s).unwrap_or_else(|| {
+                warn(&format!(
+                    "{ENV_CAPACITY}={s}: not a size; the default is used"
+                ));
+                0
+            }),
+        };
+        Config { dirs, capacity }
+    }
+}
+
+/// A line on stderr, prefixed with the library's name.
+pub(crate) fn warn(msg: &str) {
+    write_stderr(format!("foliocache-preload: {msg}\n").as_bytes());
+}
+
+/// The configuration (read on first use, inside the library).
+fn config() -> &'static Config {
+    static CONFIG: OnceLock<Config> = OnceLock::new();
+    CONFIG.get_or_init(Config::from_env)
+}
+
+/// Whether any directory is served: when none is, every open passes
+/// through at once.
+pub(crate) fn serving() -> bool {
+    !passing_through() && inside(false, || Ok(!config().dirs.is_empty()))
+}
+
+/// The cache: built on first use, `None` if it could not be (said once
+/// on stderr; every file then passes through).
+static CACHE: OnceLock<Option<Cache>> = OnceLock::new();
+
+/// The cache, built now if it was not yet.
+fn cache() -> Option<&'static Cache> {
+    CACHE
+        .get_or_init(|| {
+            let mut b = Cache::builder();
+            if config().capacity > 0 {
+                b = b.capacity(config().capacity);
+            }
+            b.build()
+                .map_err(|e| warn(&format!("building the cache: {e}; files pass through")))
+                .ok()
+        })
+        .as_ref()
+}
+
+/// The cache if it was built (at exit and fork, building one would be
+/// pointless).
+fn built_cache() -> Option<&'static Cache> {
+    CACHE.get().and_then(Option::as_ref)
+}
+
+/// An intercepted open file description.
+pub(crate) struct Desc {
+    /// The file in the cache (dropped by `Desc`'s drop, inside the
+    /// library: the last handle writes back).
+    pub(crate) file: ManuallyDrop<File>,
+    /// Device and inode.
+    pub(crate) key: (u64, u64),
+    /// The file position, locked for the whole of a read or write that
+    /// uses it (the kernel's `f_pos_lock`).
+    pub(crate) pos: Mutex<u64>,
+    /// Opened for reading (`O_RDONLY` or `O_RDWR`).
+    pub(crate) readable: bool,
+    /// Opened for writing (`O_WRONLY` or `O_RDWR`).
+    pub(crate) writable: bool,
+    /// `O_APPEND`.
+    pub(crate) append: bool,
+    /// `O_DSYNC` or `O_SYNC`: every write is written back and synced
+    /// before it returns.
+    pub(crate) sync_writes: bool,
+}
+
+impl Drop for Desc {
+    fn drop(&mut self) {
+        let was = INSIDE.with(|i| i.replace(true));
+        // SAFETY: dropped once, here; `file` is not used afterwards.
+        unsafe { ManuallyDrop::drop(&mut self.file) };
+        INSIDE.with(|i| i.set(was));
+    }
+}
+
+/// Opens the cache served (for [`report`]).
+static OPENS: AtomicUsize = AtomicUsize::new(0);
+
+/// With [`ENV_STATS`] set, one line on stderr: the opens served and the
+/// cache's figures.
+pub(crate) fn report() {
+    if passing_through() || std::env::var_os(ENV_STATS).is_none_or(|v| v.is_empty()) {
+        return;
+    }
+    inside((), || {
+        let s = built_cache().map(Cache::stats).unwrap_or_default();
+        warn(&format!(
+            "pid {}: {} opens served; {} hits, {} misses; {} reads ({} bytes) and {} writes \
+             ({} bytes) on the files",
+            std::process::id(),
+            OPENS.load(Ordering::Relaxed),
+            s.hits,
+            s.misses,
+            s.io_reads,
+            s.io_bytes,
+            s.io_writes,
+            s.io_write_bytes
+        ));
+        Ok(())
+    });
+}
+
+/// Shards of the fd table.
+const SHARDS: usize = 16;
+
+/// The intercepted fds, sharded by number. A shard's lock is held only
+/// for a map operation, never across a call into the cache.
+struct Table {
+    shards: [RwLock<BTreeMap<c_int, Arc<Desc>>>; SHARDS],
+    /// Entries in all shards: 0 lets every call pass through unlocked.
+    count: AtomicUsize,
+}
+
+static TABLE: Table = Table {
+    shards: [const { RwLock::new(BTreeMap::new()) }; SHARDS],
+    count: AtomicUsize::new(0),
+};
+
+impl Table {
+    fn shard(&self, fd: c_int) -> &RwLock<BTreeMap<c_int, Arc<Desc>>> {
+        &self.shards[fd.unsigned_abs() as usize % SHARDS]
+    }
+
+    fn get(&self, fd: c_int) -> Option<Arc<Desc>> {
+        if self.count.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        self.shard(fd).read().get(&fd).cloned()
+    }
+
+    /// Sets `fd`'s entry (`None`: removes it); returns the one it had.
+    fn set(&self, fd: c_int, desc: Option<Arc<Desc>>) -> Option<Arc<Desc>> {
+        let mut shard = self.shard(fd).write();
+        let old = match desc {
+            Some(d) => {
+                let old = shard.insert(fd, d);
+                if old.is_none() {
+                    self.count.fetch_add(1, Ordering::AcqRel);
+                }
+                old
+            }
+            None => shard.remove(&fd),
+        };
+        if old.is_some() && !shard.contains_key(&fd) {
+            self.count.fetch_sub(1, Ordering::AcqRel);
+        }
+        old
+    }
+
+    /// Removes the entries `pick` chooses; returns them.
+    fn take(&self, mut pick: impl FnMut(c_int, &Desc) -> bool) -> Vec<(c_int, Arc<Desc>)> {
+        let mut taken = Vec::new();
+        for shard in &self.shards {
+            let mut shard = shard.write();
+            let fds: Vec<c_int> = shard
+                .iter()
+                .filter(|(&fd, d)| pick(fd, d))
+                .map(|(&fd, _)| fd)
+                .collect();
+            for fd in fds {
+                if let Some(d) = shard.remove(&fd) {
+                    self.count.fetch_sub(1, Ordering::AcqRel);
+                    taken.push((fd, d));
+                }
+            }
+        }
+        taken
+    }
+
+    /// Every entry, one fd for each description.
+    fn descs(&self) -> Vec<(c_int, Arc<Desc>)> {
+        let mut all: Vec<(c_int, Arc<Desc>)> = Vec::new();
+        if self.count.load(Ordering::Acquire) == 0 {
+            return all;
+        }
+        for shard in &self.shards {
+            for (&fd, d) in shard.read().iter() {
+                if !all.iter().any(|(_, e)| Arc::ptr_eq(e, d)) {
+                    all.push((fd, d.clone()));
+                }
+            }
+        }
+        all
+    }
+}
+
+/// The entry of an fd the cache serves; `None` for any other fd, and
+/// always while passing through.
+pub(crate) fn lookup(fd: c_int) -> Option<Arc<Desc>> {
+    if fd < 0 || passing_through() {
+        return None;
+    }
+    TABLE.get(fd)
+}
+
+/// Whether `fd` is served by the cache (for tests and diagnostics).
+pub(crate) fn is_served(fd: c_int) -> bool {
+    lookup(fd).is_some()
+}
+
+/// Gives `to` the entry of `from` (an fd `dup`ed from it), or none.
+/// The entry `to` had goes (dropped inside the library).
+pub(crate) fn dup_entry(from: Option<Arc<Desc>>, to: c_int) {
+    let old = TABLE.set(to, from);
+    inside((), || {
+        drop(old);
+        Ok(())
+    });
+}
+
+/// Forgets `fd` (before it is closed); its description goes when its last
+/// fd does, writing the file back if it was the file's last.
+pub(crate) fn forget(fd: c_int) {
+    if fd < 0 || TABLE.count.load(Ordering::Acquire) == 0 {
+        return;
+    }
+    dup_entry(None, fd);
+}
+
+/// Forgets every fd in `first..=last` (`close_range`, `closefrom`).
+pub(crate) fn forget_range(first: c_int, last: c_int) {
+    if TABLE.count.load(Ordering::Acquire) == 0 {
+        return;
+    }
+    let taken = TABLE.take(|fd, _| (first..=last).contains(&fd));
+    inside((), || {
+        drop(taken);
+        Ok(())
+    });
+}
+
+/// Why a file is the kernel's, not the cache's.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Handed {
+    /// For the rest of the process: it was mapped, its `O_APPEND` changed,
+    /// a stream was opened on it while the cache served it, or it was
+    /// opened while a stream was (that fd is the kernel's, untracked).
+    ForGood,
+    /// While this many streams are open on it (opened when the cache
+    /// served no fd of it): served again after their `fclose`.
+    Streams(usize),
+}
+
+/// The files handed to the kernel.
+static HANDED: Mutex<BTreeMap<(u64, u64), Handed>> = Mutex::new(BTreeMap::new());
+/// The fd of each stream holding a [`Handed::Streams`] count, and its file.
+static STREAM_FDS: Mutex<BTreeMap<c_int, (u64, u64)>> = Mutex::new(BTreeMap::new());
+
+/// Whether `key` is the kernel's now; an open refused for a stream's sake
+/// makes it so for good (the fd it returns is plain).
+fn handed_on_open(key: (u64, u64)) -> bool {
+    let mut handed = HANDED.lock();
+    match handed.get_mut(&key) {
+        None => false,
+        Some(h) => {
+            *h = Handed::ForGood;
+            true
+        }
+    }
+}
+
+/// A stream just opened on `fd`: its file, if under a served directory,
+/// is the kernel's while the stream is open (stdio reads and writes with
+/// the C library's internal calls), or for good if the cache served it,
+/// written back first.
+pub(crate) fn hand_stream(fd: c_int) {
+    if let Some(d) = lookup(fd) {
+        hand_to_kernel(d.key);
+        return;
+    }
+    if !serving() {
+        return;
+    }
+    let Some(key) = inside(None, || Ok(served_key(fd))) else {
+        return;
+    };
+    if cached_size(key).is_some() {
+        hand_to_kernel(key);
+        return;
+    }
+    let mut handed = HANDED.lock();
+    let h = handed.entry(key).or_insert(Handed::Streams(0));
+    if let Handed::Streams(n) = h {
+        *n += 1;
+        STREAM_FDS.lock().insert(fd, key);
+    }
+}
+
+/// The stream on `fd` was closed: its file's count goes down, and the
+/// cache serves it again when none is left.
+pub(crate) fn release_stream(fd: c_int) {
+    let Some(key) = STREAM_FDS.lock().remove(&fd) else {
+        return;
+    };
+    let mut handed = HANDED.lock();
+    if let Some(Handed::Streams(n)) = handed.get_mut(&key) {
+        *n -= 1;
+        if *n == 0 {
+            handed.remove(&key);
+        }
+    }
+}
+
+/// The fd's device and inode, if it is a regular file.
+fn regular_key(fd: BorrowedFd<'_>) -> Option<(u64, u64)> {
+    let st = rustix::fs::fstat(fd).ok()?;
+    if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
+        return None;
+    }
+    Some((st.st_dev, st.st_ino))
+}
+
+/// `/proc/self/fd/<fd>`: the fd's file, whatever its name now.
+fn proc_path(fd: c_int) -> PathBuf {
+    PathBuf::from(format!("/proc/self/fd/{fd}"))
+}
+
+/// Whether the file open at `fd` lies under a served directory.
+fn under_dirs(fd: c_int) -> bool {
+    let Ok(target) = std::fs::read_link(proc_path(fd)) else {
+        return false;
+    };
+    config().dirs.iter().any(|d| target.starts_with(d))
+}
+
+/// The fd's key if it is a regular file under a served directory.
+fn served_key(fd: c_int) -> Option<(u64, u64)> {
+    // SAFETY: `fd` is open (just returned by `open`), borrowed for the
+    // calls below only.
+    let key = regular_key(unsafe { BorrowedFd::borrow_raw(fd) })?;
+    under_dirs(fd).then_some(key)
+}
+
+/// After the real `open` returned `fd` with `flags`: if the file is a
+/// regular one under a served directory, opens it in the cache and
+/// records the fd. Any failure leaves the fd a plain kernel fd.
+pub(crate) fn adopt(fd: c_int, flags: c_int) {
+    if flags & (libc::O_PATH | libc::O_DIRECTORY) != 0 {
+        return;
+    }
+    inside((), || {
+        let Some(key) = served_key(fd) else {
+            return Ok(());
+        };
+        if handed_on_open(key) {
+            return Ok(());
+        }
+        let Some(cache) = cache() else {
+            return Ok(());
+        };
+        let (readable, writable) = match flags & libc::O_ACCMODE {
+            libc::O_RDONLY => (true, false),
+            libc::O_WRONLY => (false, true),
+            _ => (true, true),
+        };
+        let append = flags & libc::O_APPEND != 0;
+        let mut options = cache.open_options();
+        options
+            .read(true)
+            .write(writable)
+            .append(append && writable);
+        // The kernel's open did the rest (creating, truncating): the
+        // cache opens the very file the fd holds.
+        let file = match options.open(proc_path(fd)) {
+            Ok(f) => f,
+            Err(e) => {
+                warn(&format!("fd {fd}: {e}; passed through"));
+                return Ok(());
+            }
+        };
+        if flags & libc::O_TRUNC != 0 && writable {
+            // The open cut the file: the cache follows, if it held it.
+            file.set_len(0)?;
+        }
+        let desc = Desc {
+            file: ManuallyDrop::new(file),
+            key,
+            pos: Mutex::new(0),
+            readable,
+            writable,
+            append,
+            sync_writes: flags & libc::O_DSYNC != 0,
+        };
+        drop(TABLE.set(fd, Some(Arc::new(desc))));
+        OPENS.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    });
+}
+
+/// Sets the kernel's position of `fd` to the description's, so the fd
+/// reads on where the program left it once the kernel serves it.
+fn sync_position(fd: c_int, desc: &Desc) {
+    let pos = *desc.pos.lock();
+    // SAFETY: `fd` is the description's open fd, borrowed for the call.
+    let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+    if let Err(e) = rustix::fs::seek(fd, rustix::fs::SeekFrom::Start(pos)) {
+        warn(&format!("setting the position of a handed fd: {e}"));
+    }
+}
+
+/// Hands the file `key` to the kernel for the rest of the process: its
+/// fds leave the table, its dirty data is written back, the kernel's
+/// position of each is set to the program's, and later opens of it pass
+/// through.
+pub(crate) fn hand_to_kernel(key: (u64, u64)) {
+    inside((), || {
+        HANDED.lock().insert(key, Handed::ForGood);
+        let taken = TABLE.take(|_, d| d.key == key);
+        let mut synced = false;
+        for (fd, desc) in &taken {
+            if !synced {
+                synced = true;
+                if let Err(e) = desc.file.sync_data() {
+                    warn(&format!("writing back a file handed to the kernel: {e}"));
+                }
+            }
+            sync_position(*fd, desc);
+        }
+        Ok(())
+    });
+}
+
+/// Writes back and syncs every dirty byte and sets the kernel's position
+/// of every fd to the program's: the state a child of `fork`, or the
+/// program `posix_spawn` or `system` starts, sees.
+pub(crate) fn write_back_all() {
+    if passing_through() {
+        return;
+    }
+    inside((), || {
+        let descs = TABLE.descs();
+        for (fd, d) in &descs {
+            sync_position(*fd, d);
+        }
+        if let Some(cache) = built_cache() {
+            if let Err(e) = cache.sync_all() {
+                warn(&format!("writing back: {e}"));
+            }
+        }
+        Ok(())
+    });
+}
+
+/// Hands every file to the kernel and turns the library off: at exit and
+/// before an `exec`. Each fd's kernel position is set to the program's,
+/// then the descriptions go, and the last handle of each file writes it
+/// back (as a close does: no `fsync`).
+pub(crate) fn hand_all_to_kernel() {
+    if passing_through() {
+        return;
+    }
+    inside((), || {
+        let taken = TABLE.take(|_, _| true);
+        for (fd, d) in &taken {
+            sync_position(*fd, d);
+        }
+        drop(taken);
+        Ok(())
+    });
+    pass_through_for_good();
+}
+
+/// The size the cache holds for the file `key`, if it serves it.
+pub(crate) fn cached_size(key: (u64, u64)) -> Option<u64> {
+    if passing_through() || TABLE.count.load(Ordering::Acquire) == 0 {
+        return None;
+    }
+    let desc = TABLE
+        .shards
+        .iter()
+        .find_map(|s| s.read().values().find(|d| d.key == key).cloned())?;
+    Some(inside(0, || Ok(desc.file.len())))
+}
+
+/// `truncate` of a path whose file the cache serves: through the cache (a
+/// writable handle opened on the path, sharing the file's cached data).
+/// `None` when the cache does not serve the file.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string.
+pub(crate) unsafe fn truncate_served(
+    path: *const std::ffi::c_char,
+    length: libc::off_t,
+) -> Option<c_int> {
+    if path.is_null() || passing_through() || TABLE.count.load(Ordering::Acquire) == 0 {
+        return None;
+    }
+    // SAFETY: the caller's promise.
+    let path = Path::new(std::ffi::OsStr::from_bytes(
+        unsafe { std::ffi::CStr::from_ptr(path) }.to_bytes(),
+    ));
+    let st = inside(None, || Ok(rustix::fs::stat(path).ok()))?;
+    cached_size((st.st_dev, st.st_ino))?;
+    let cache = built_cache()?;
+    Some(inside(-1, || {
+        let len = u64::try_from(length).map_err(|_| err(libc::EINVAL))?;
+        cache
+            .open_options()
+            .read(true)
+            .write(true)
+            .open(path)?
+            .set_len(len)?;
+        Ok(0)
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_binary_suffixes() {
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size(" 64k"), Some(64 << 10));
+        assert_eq!(parse_size("256M"), Some(256 << 20));
+        assert_eq!(parse_size("1g"), Some(1 << 30));
+        for bad in ["", "k", "12x", "-1", "1.5g", "99999999999999999999g"] {
+            assert_eq!(parse_size(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn errors_keep_their_errno_or_map_by_kind() {
+        assert_eq!(errno_of(&err(libc::ENOSPC)), libc::ENOSPC);
+        use io::ErrorKind as K;
+        for (kind, errno) in [
+            (K::InvalidInput, libc::EINVAL),
+            (K::PermissionDenied, libc::EBADF),
+            (K::FileTooLarge, libc::EFBIG),
+            (K::WouldBlock, libc::EAGAIN),
+            (K::Other, libc::EIO),
+        ] {
+            assert_eq!(errno_of(&io::Error::new(kind, "x")), errno, "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn inside_sets_errno_on_failure_only_and_catches_panics() {
+        // SAFETY: this thread's errno.
+        let errno = || unsafe { *libc::__errno_location() };
+        // SAFETY: as above.
+        unsafe { *libc::__errno_location() = 0 };
+        assert_eq!(inside(-1, || Ok(5)), 5);
+        assert_eq!(errno(), 0);
+        assert_eq!(inside(-1, || Err(err(libc::EBADF))), -1);
+        assert_eq!(errno(), libc::EBADF);
+        assert_eq!(inside(-1, || -> io::Result<i32> { panic!("a bug") }), -1);
+        assert_eq!(errno(), libc::EIO);
+        // Inside, every call passes through; outside again, not.
+        assert!(inside(false, || Ok(passing_through())));
+        assert!(!passing_through());
+    }
+}

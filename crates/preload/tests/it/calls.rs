@@ -1,0 +1,71 @@
+//! `tests/c/calls.c` under the library: every intercepted call and the
+//! defined behaviours (stdio, mmap, fork, exec, O_APPEND, threads), then
+//! the files it leaves checked through the kernel; and a random exerciser
+//! against a model.
+
+use crate::support::{compile, pattern, preloaded};
+
+#[test]
+fn every_call_and_behaviour() {
+    let build = tempfile::tempdir().expect("a temporary directory");
+    let exe = compile("calls", build.path());
+    let data = tempfile::tempdir().expect("a temporary directory");
+    let out = crate::support::checked(preloaded(&exe, data.path()).arg(data.path()));
+    print!("{}", String::from_utf8_lossy(&out.stdout));
+
+    // Left open and dirty at exit: written back by the exit handler.
+    let exit = std::fs::read(data.path().join("exit.bin")).expect("exit.bin");
+    assert_eq!(exit.len(), 100_000);
+    assert!(exit
+        .iter()
+        .enumerate()
+        .all(|(i, &b)| b == pattern(7, i as u64)));
+
+    // Four threads' disjoint blocks.
+    let threads = std::fs::read(data.path().join("threads.bin")).expect("threads.bin");
+    assert_eq!(threads.len(), 4 * 64 * 4096);
+    assert!(threads
+        .iter()
+        .enumerate()
+        .all(|(i, &b)| b == pattern(6, i as u64)));
+
+    let append = std::fs::read(data.path().join("append.bin")).expect("append.bin");
+    assert_eq!(append, b"XbcdefghijkL");
+}
+
+/// With no served directory, everything passes through (and the library
+/// loads and runs a program untouched).
+#[test]
+fn nothing_served_without_directories() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let out = crate::support::checked(
+        preloaded("sh", dir.path())
+            .env_remove("FOLIOCACHE_PRELOAD_DIRS")
+            .args(["-c", "echo hello > \"$0/f\" && cat \"$0/f\""])
+            .arg(dir.path()),
+    );
+    assert_eq!(out.stdout, b"hello\n");
+}
+
+/// `tests/c/exerciser.c`: seeded random operations on three files checked
+/// against a model, then the files checked through the kernel, under a
+/// cache small enough (2 MiB) that reclaim and writeback run throughout.
+/// `FOLIOCACHE_PRELOAD_SEEDS` seeds (default 8) of
+/// `FOLIOCACHE_PRELOAD_OPS` operations (default 5000).
+#[test]
+fn random_operations_match_a_model() {
+    let build = tempfile::tempdir().expect("a temporary directory");
+    let exe = compile("exerciser", build.path());
+    let seeds: u64 = test_support::env_or("FOLIOCACHE_PRELOAD_SEEDS", 8);
+    let ops: u64 = test_support::env_or("FOLIOCACHE_PRELOAD_OPS", 5000);
+    for seed in 1..=seeds {
+        let data = tempfile::tempdir().expect("a temporary directory");
+        crate::support::checked(
+            preloaded(&exe, data.path())
+                .env("FOLIOCACHE_PRELOAD_CAPACITY", "2m")
+                .arg(data.path())
+                .arg(seed.to_string())
+                .arg(ops.to_string()),
+        );
+    }
+}

@@ -1,0 +1,8 @@
+//! The integration tests of foliocache-preload: one binary, a module a
+//! theme (`calls`: the C programs of `tests/c/`, every call and a random
+//! exerciser, run under the built library; `programs`: real programs,
+//! sqlite3 and fio, run under it).
+
+mod calls;
+mod programs;
+mod support;

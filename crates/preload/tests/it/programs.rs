@@ -1,0 +1,132 @@
+//! Real programs under the library: sqlite3 builds, queries and checks a
+//! database; fio writes and verifies with crc32c. Each is skipped, with
+//! the reason printed, when not installed (failed under `CI=true`).
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::support::{checked, preloaded};
+
+/// Whether `program` runs; if not, skips (or fails under CI) saying so.
+fn installed(program: &str, test: &str) -> bool {
+    let ok = Command::new(program)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        test_support::skip_or_fail(test, format!("{program} is not installed"));
+    }
+    ok
+}
+
+/// The SQL that builds the database: a table of 20,000 rows in 20
+/// transactions, an index, updates and deletes.
+fn build_sql(journal: &str) -> String {
+    let mut sql = format!("PRAGMA journal_mode={journal};\nCREATE TABLE t(id INTEGER PRIMARY KEY, k INTEGER, v TEXT);\n");
+    for batch in 0..20 {
+        sql.push_str("BEGIN;\n");
+        let first = batch * 1000;
+        sql.push_str(&format!(
+            "WITH RECURSIVE n(i) AS (SELECT {first} UNION ALL SELECT i + 1 FROM n WHERE i < {last}) \
+             INSERT INTO t(id, k, v) SELECT i, (i * 7919) % 10007, printf('row-%08d-%s', i, hex(randomblob(20))) FROM n;\n",
+            last = first + 999
+        ));
+        sql.push_str("COMMIT;\n");
+    }
+    sql.push_str("CREATE INDEX t_k ON t(k);\nUPDATE t SET k = k + 1 WHERE id % 3 = 0;\nDELETE FROM t WHERE id % 10 = 0;\n");
+    sql
+}
+
+/// What the checks print: the rows, a sum, and `PRAGMA integrity_check`.
+const QUERY: &str = "SELECT count(*), sum(k) FROM t; SELECT count(*) FROM t WHERE k BETWEEN 100 AND 200; PRAGMA integrity_check;";
+
+/// Runs sqlite3 on `db`: its output, and its stderr.
+fn sqlite(cmd: &mut Command, db: &Path, sql: &str) -> (String, String) {
+    let out = checked(cmd.arg(db).arg(sql));
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (text(&out.stdout), text(&out.stderr))
+}
+
+/// The number before `what` in the library's figures line.
+fn figure(stderr: &str, what: &str) -> u64 {
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("foliocache-preload: pid"))
+        .unwrap_or_else(|| panic!("no figures in {stderr:?}"));
+    let before = line.split(what).next().expect("a split");
+    let n = before.trim_end().rsplit([' ', '(']).next().expect("a word");
+    n.parse()
+        .unwrap_or_else(|_| panic!("no {what} in {line:?}"))
+}
+
+#[test]
+fn sqlite3_builds_and_checks_a_database() {
+    if !installed("sqlite3", "sqlite3_builds_and_checks_a_database") {
+        return;
+    }
+    for journal in ["delete", "wal"] {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let db = dir.path().join("test.db");
+        // With the figures line, to check the cache served the files.
+        let with_stats = || {
+            let mut cmd = preloaded("sqlite3", dir.path());
+            cmd.env("FOLIOCACHE_PRELOAD_STATS", "1");
+            cmd
+        };
+        let (_, err) = sqlite(&mut with_stats(), &db, &build_sql(journal));
+        assert!(figure(&err, "opens served") >= 2, "{err}");
+        assert!(figure(&err, "writes") > 0, "{err}");
+        let (through, err) = sqlite(&mut with_stats(), &db, QUERY);
+        assert!(figure(&err, "hits") > 0, "{err}");
+        // The same answers from the kernel alone, on the files left behind.
+        let (plain, _) = sqlite(&mut Command::new("sqlite3"), &db, QUERY);
+        assert_eq!(through, plain, "{journal}");
+        let lines: Vec<&str> = plain.lines().collect();
+        assert_eq!(lines.len(), 3, "{journal}: {plain}");
+        assert!(lines[0].starts_with("18000|"), "{journal}: {plain}");
+        assert_eq!(lines[2], "ok", "{journal}");
+    }
+}
+
+/// A fio job writing two files at random with crc32c verify headers, in
+/// two threads (fio's processes would be children of `fork`, which pass
+/// through), then verifying them (or, with `--verify_only`, verifying
+/// only).
+fn fio(mut cmd: Command, dir: &Path, extra: &str) -> (String, String) {
+    cmd.args([
+        "--name=verify",
+        "--ioengine=psync",
+        "--rw=randwrite",
+        "--bs=4k",
+        "--size=32m",
+        "--numjobs=2",
+        "--thread",
+        "--verify=crc32c",
+        "--verify_fatal=1",
+        extra,
+    ])
+    .arg(format!("--directory={}", dir.display()))
+    // (fio saves its verify state files in its working directory.)
+    .current_dir(dir);
+    let out = checked(&mut cmd);
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (text(&out.stdout), text(&out.stderr))
+}
+
+#[test]
+fn fio_verifies_crc32c() {
+    if !installed("fio", "fio_verifies_crc32c") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let mut cmd = preloaded("fio", dir.path());
+    cmd.env("FOLIOCACHE_PRELOAD_STATS", "1");
+    let (text, err) = fio(cmd, dir.path(), "--do_verify=1");
+    assert!(!text.contains("verify: bad"), "{text}");
+    // Both files were served, written back and read.
+    assert!(figure(&err, "opens served") >= 2, "{err}");
+    assert!(figure(&err, "writes") > 0, "{err}");
+    assert!(figure(&err, "hits") + figure(&err, "misses") > 0, "{err}");
+    // The files verify through the kernel too, after the run.
+    fio(Command::new("fio"), dir.path(), "--verify_only");
+}

@@ -1,0 +1,58 @@
+//! Building `libfoliocache_preload.so` and C programs, and running
+//! programs under the library.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+pub const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
+
+/// The cache's capacity in the tests' runs.
+pub const CAPACITY: &str = "64m";
+
+/// `libfoliocache_preload.so` of this test's target directory and
+/// profile, built once.
+pub fn library() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        test_support::build_cdylib(
+            MANIFEST_DIR,
+            "foliocache-preload",
+            "libfoliocache_preload.so",
+        )
+    })
+}
+
+pub use test_support::run_checked as checked;
+
+/// `program` set to run under the library, serving `dir`.
+pub fn preloaded(program: impl AsRef<std::ffi::OsStr>, dir: &Path) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.env("LD_PRELOAD", library())
+        .env("FOLIOCACHE_PRELOAD_DIRS", dir)
+        .env("FOLIOCACHE_PRELOAD_CAPACITY", CAPACITY);
+    cmd
+}
+
+/// Compiles `tests/c/<name>.c` into `out_dir`; returns the executable.
+pub fn compile(name: &str, out_dir: &Path) -> PathBuf {
+    let exe = out_dir.join(name);
+    checked(
+        Command::new("cc")
+            .args(["-std=c11", "-O1", "-Wall", "-Wextra", "-Werror", "-pthread"])
+            .arg(
+                Path::new(MANIFEST_DIR)
+                    .join("tests/c")
+                    .join(format!("{name}.c")),
+            )
+            .arg("-ldl")
+            .arg("-o")
+            .arg(&exe),
+    );
+    exe
+}
+
+/// Byte `i` of the C programs' test pattern for `seed` (`pat` there).
+pub fn pattern(seed: u64, i: u64) -> u8 {
+    (i.wrapping_mul(31) + seed * 7 + (i >> 12)) as u8
+}
