@@ -1,6 +1,7 @@
 //! fio through the mount, with verification: sequential and random
-//! writes by several jobs, with `pwrite` and with fio's `mmap` engine
-//! (stores through shared mappings), each read back and checked
+//! writes by several jobs into files fio preallocates, with `pwrite` and
+//! with fio's `mmap` engine (stores through shared mappings), each read
+//! back and checked
 //! (`--verify=crc32c`). Skipped (with the reason printed) where FUSE or
 //! fio is missing (`apt-get install fio`), a failure under `CI=true`.
 
@@ -9,7 +10,7 @@ use std::process::Command;
 
 use foliocache_fuse::MountOptions;
 
-use crate::programs::{ready, succeeded};
+use crate::programs::{ready, stdout_of};
 
 #[test]
 fn fio_writes_verify_through_the_mount() {
@@ -31,24 +32,24 @@ fn fio_writes_verify_through_the_mount() {
         ("mmap", "write", "64k"),
         ("mmap", "randwrite", "4k"),
     ] {
-        let out = Command::new("fio")
-            .arg(format!("--name=v-{engine}-{rw}-{bs}"))
-            .arg(format!("--directory={}", mnt.display()))
-            .args([
-                &format!("--rw={rw}"),
-                &format!("--bs={bs}"),
-                &format!("--ioengine={engine}"),
-                "--size=12M",
-                "--numjobs=3",
-                "--fallocate=none",
-                "--verify=crc32c",
-                "--verify_fatal=1",
-                "--verify_state_save=0",
-                "--group_reporting",
-            ])
-            .output()
-            .expect("run fio");
-        succeeded(&format!("fio {engine} {rw} {bs}"), out);
+        stdout_of(
+            Command::new("fio")
+                .arg(format!("--name=v-{engine}-{rw}-{bs}"))
+                .arg(format!("--directory={}", mnt.display()))
+                .args([
+                    &format!("--rw={rw}"),
+                    &format!("--bs={bs}"),
+                    &format!("--ioengine={engine}"),
+                    "--size=12M",
+                    "--numjobs=3",
+                    // fio preallocates each file (fallocate mode 0).
+                    "--fallocate=native",
+                    "--verify=crc32c",
+                    "--verify_fatal=1",
+                    "--verify_state_save=0",
+                    "--group_reporting",
+                ]),
+        );
     }
     session.umount_and_join().expect("unmount");
 }

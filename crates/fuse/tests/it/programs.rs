@@ -8,10 +8,10 @@
 
 use std::fs;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 use foliocache_fuse::MountOptions;
-use test_support::skip_or_fail;
+use test_support::{run_checked, skip_or_fail};
 
 use crate::mount::{fuse_ok, Mounted};
 
@@ -32,16 +32,9 @@ pub(crate) fn ready(test: &str, program: &str, package: &str) -> bool {
     found
 }
 
-/// `out` if its program succeeded; a panic with its output otherwise.
-pub(crate) fn succeeded(what: &str, out: Output) -> String {
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{what} failed ({}):\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+/// Runs `cmd` (a panic with its output unless it exits 0): its stdout.
+pub(crate) fn stdout_of(cmd: &mut Command) -> String {
+    String::from_utf8_lossy(&run_checked(cmd).stdout).into_owned()
 }
 
 /// Rows the script leaves: ids 1..=20000 less the multiples of 11.
@@ -58,14 +51,13 @@ fn blob_bytes() -> u64 {
 
 /// Runs `sql` with `sqlite3` on the database `db`.
 fn sqlite(db: &Path, sql: &str) -> String {
-    let out = Command::new("sqlite3")
-        .arg("-batch")
-        .arg("-bail")
-        .arg(db)
-        .arg(sql)
-        .output()
-        .expect("run sqlite3");
-    succeeded(&format!("sqlite3 {sql:?}"), out)
+    stdout_of(
+        Command::new("sqlite3")
+            .arg("-batch")
+            .arg("-bail")
+            .arg(db)
+            .arg(sql),
+    )
 }
 
 /// Builds a database through the mount, changes and queries it, checks
@@ -140,15 +132,14 @@ fn db_bench_fills_and_reads_back_with_checksums() {
     fs::create_dir(&db).expect("mkdir");
     const NUM: u64 = 100_000;
     let run = |benchmarks: &str, extra: &[&str]| {
-        let out = Command::new("db_bench")
-            .arg(format!("--db={}", db.display()))
-            .arg(format!("--benchmarks={benchmarks}"))
-            .arg(format!("--num={NUM}"))
-            .args(["--verify_checksum=1", "--threads=1", "--progress_reports=0"])
-            .args(extra)
-            .output()
-            .expect("run db_bench");
-        succeeded(&format!("db_bench {benchmarks} {extra:?}"), out)
+        stdout_of(
+            Command::new("db_bench")
+                .arg(format!("--db={}", db.display()))
+                .arg(format!("--benchmarks={benchmarks}"))
+                .arg(format!("--num={NUM}"))
+                .args(["--verify_checksum=1", "--threads=1", "--progress_reports=0"])
+                .args(extra),
+        )
     };
     run("fillseq", &[]);
     for extra in [&[][..], &["--mmap_read=1"][..]] {
