@@ -268,6 +268,16 @@ fn bad_offsets_and_modes_get_a_local_filesystems_errno() {
         errno(&f.read_at(&mut buf, i64::MAX as u64 - 10).unwrap_err()),
         libc::EINVAL
     );
+    // A write past the backing filesystem's largest file: EFBIG at once,
+    // as a local filesystem's, and nothing changes (it was taken, and
+    // failed only at writeback and unmount).
+    use std::os::unix::fs::FileExt as _;
+    assert_eq!(
+        errno(&f.write_at(b"z", i64::MAX as u64 - 2).unwrap_err()),
+        libc::EFBIG
+    );
+    assert_eq!(f.metadata().expect("stat").len(), 10_000);
+    f.sync_all().expect("nothing owed to the backing");
     // Fallocate: a hole punched reads as zeros; a bad mode unsupported.
     use nix::fcntl::{fallocate, FallocateFlags};
     fallocate(
