@@ -36,41 +36,8 @@ impl From<io::Error> for Error {
 /// What a call returns: a value, or an error for C.
 pub(crate) type Result<T> = std::result::Result<T, Error>;
 
-/// The `errno` value of an `io::Error`: the OS's own when it came from a
-/// system call, else one for its kind (`EIO` for a kind with none).
-pub(crate) fn errno_of(e: &io::Error) -> i32 {
-    use io::ErrorKind as K;
-    if let Some(errno) = e.raw_os_error() {
-        return errno;
-    }
-    match e.kind() {
-        K::NotFound => libc::ENOENT,
-        K::PermissionDenied => libc::EACCES,
-        K::AlreadyExists => libc::EEXIST,
-        K::WouldBlock => libc::EAGAIN,
-        K::InvalidInput | K::InvalidData => libc::EINVAL,
-        K::TimedOut => libc::ETIMEDOUT,
-        K::Interrupted => libc::EINTR,
-        K::Unsupported => libc::EOPNOTSUPP,
-        K::OutOfMemory => libc::ENOMEM,
-        K::StorageFull => libc::ENOSPC,
-        K::FileTooLarge => libc::EFBIG,
-        K::NotADirectory => libc::ENOTDIR,
-        K::IsADirectory => libc::EISDIR,
-        K::DirectoryNotEmpty => libc::ENOTEMPTY,
-        K::ReadOnlyFilesystem => libc::EROFS,
-        K::ResourceBusy => libc::EBUSY,
-        K::Deadlock => libc::EDEADLK,
-        K::CrossesDevices => libc::EXDEV,
-        K::TooManyLinks => libc::EMLINK,
-        K::ArgumentListTooLong => libc::E2BIG,
-        K::StaleNetworkFileHandle => libc::ESTALE,
-        K::QuotaExceeded => libc::EDQUOT,
-        K::BrokenPipe => libc::EPIPE,
-        // UnexpectedEof, WriteZero, Other and kinds added later.
-        _ => libc::EIO,
-    }
-}
+/// The `errno` value of an `io::Error` (the library's own mapping).
+pub(crate) use fc::errno_of;
 
 thread_local! {
     /// The message of this thread's last failed call (empty before one).

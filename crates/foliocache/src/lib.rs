@@ -146,6 +146,7 @@ mod cache;
 // loom models check.)
 #[allow(clippy::disallowed_types)]
 mod copy;
+mod errno;
 mod file;
 #[allow(unsafe_code)]
 pub mod filemap;
@@ -170,6 +171,7 @@ mod writeback;
 
 pub use arena::Populate;
 pub use cache::{Cache, CacheBuilder, CacheStats, MemoryUsage, ALLOC_WAIT, CLOSED_DIRTY_KEEP};
+pub use errno::errno_of;
 pub use file::File;
 pub use flags::ReadFlags;
 pub use pin::Pinned;

@@ -8,41 +8,11 @@ use std::io;
 
 use fuser::Errno;
 
-/// The errno for `e`: its OS error number if it has one, else one chosen
-/// by its kind (`FileTooLarge` -> `EFBIG`, `StorageFull` -> `ENOSPC`,
-/// `InvalidInput` -> `EINVAL`, `OutOfMemory` -> `ENOMEM`, `WouldBlock` ->
-/// `EAGAIN`, `Unsupported` -> `EOPNOTSUPP`, `PermissionDenied` ->
-/// `EACCES`, `NotFound` -> `ENOENT`, ...), `EIO` for the rest.
+/// The errno for `e`: the library's mapping ([`foliocache::errno_of`]):
+/// its OS error number if it has one, else one chosen by its kind, `EIO`
+/// for the rest.
 pub fn io_errno(e: &io::Error) -> Errno {
-    if let Some(n) = e.raw_os_error() {
-        return Errno::from_i32(n);
-    }
-    use io::ErrorKind as K;
-    match e.kind() {
-        K::NotFound => Errno::ENOENT,
-        K::PermissionDenied => Errno::EACCES,
-        K::AlreadyExists => Errno::EEXIST,
-        K::WouldBlock => Errno::EAGAIN,
-        K::InvalidInput => Errno::EINVAL,
-        K::InvalidData => Errno::EIO,
-        K::Interrupted => Errno::EINTR,
-        K::Unsupported => Errno::EOPNOTSUPP,
-        K::OutOfMemory => Errno::ENOMEM,
-        K::FileTooLarge => Errno::EFBIG,
-        K::StorageFull => Errno::ENOSPC,
-        K::NotADirectory => Errno::ENOTDIR,
-        K::IsADirectory => Errno::EISDIR,
-        K::DirectoryNotEmpty => Errno::ENOTEMPTY,
-        K::ReadOnlyFilesystem => Errno::EROFS,
-        K::CrossesDevices => Errno::EXDEV,
-        K::TooManyLinks => Errno::EMLINK,
-        K::InvalidFilename => Errno::ENAMETOOLONG,
-        K::ResourceBusy => Errno::EBUSY,
-        K::Deadlock => Errno::EDEADLK,
-        K::ArgumentListTooLong => Errno::E2BIG,
-        K::UnexpectedEof => Errno::EIO,
-        _ => Errno::EIO,
-    }
+    Errno::from_i32(foliocache::errno_of(e))
 }
 
 /// The errno of a failed `nix` call.

@@ -82,20 +82,15 @@ pub(crate) fn inside<T>(fail: T, f: impl FnOnce() -> io::Result<T>) -> T {
     fail
 }
 
-/// The `errno` value of an error: the system call's own, else one for the
-/// kinds the cache reports.
+/// The `errno` value of an error: the library's mapping
+/// ([`fc::errno_of`]), but `EBADF` for a write on a handle opened
+/// read-only (`PermissionDenied` without an OS error), as `write(2)` on
+/// such an fd gives.
 pub(crate) fn errno_of(e: &io::Error) -> c_int {
-    use io::ErrorKind as K;
-    e.raw_os_error().unwrap_or(match e.kind() {
-        K::InvalidInput | K::InvalidData => libc::EINVAL,
-        K::PermissionDenied => libc::EBADF,
-        K::OutOfMemory => libc::ENOMEM,
-        K::StorageFull => libc::ENOSPC,
-        K::FileTooLarge => libc::EFBIG,
-        K::WouldBlock => libc::EAGAIN,
-        K::Unsupported => libc::EOPNOTSUPP,
-        _ => libc::EIO,
-    })
+    if e.raw_os_error().is_none() && e.kind() == io::ErrorKind::PermissionDenied {
+        return libc::EBADF;
+    }
+    fc::errno_of(e)
 }
 
 /// An error with this `errno` value.
