@@ -113,33 +113,6 @@ mod tests {
     }
 
     #[test]
-    fn os_errors_keep_their_errno() {
-        for errno in [libc::ENOENT, libc::EIO, libc::ENOSPC, libc::EBADF] {
-            assert_eq!(errno_of(&io::Error::from_raw_os_error(errno)), errno);
-        }
-    }
-
-    #[test]
-    fn kinds_map_to_errno() {
-        use io::ErrorKind as K;
-        for (kind, errno) in [
-            (K::NotFound, libc::ENOENT),
-            (K::PermissionDenied, libc::EACCES),
-            (K::AlreadyExists, libc::EEXIST),
-            (K::WouldBlock, libc::EAGAIN),
-            (K::InvalidInput, libc::EINVAL),
-            (K::OutOfMemory, libc::ENOMEM),
-            (K::StorageFull, libc::ENOSPC),
-            (K::FileTooLarge, libc::EFBIG),
-            (K::Unsupported, libc::EOPNOTSUPP),
-            (K::UnexpectedEof, libc::EIO),
-            (K::Other, libc::EIO),
-        ] {
-            assert_eq!(errno_of(&io::Error::new(kind, "x")), errno, "{kind:?}");
-        }
-    }
-
-    #[test]
     fn failure_sets_errno_and_message() {
         let r = call(-1, || Err(Error::new(libc::EBADF, "no such\0handle")));
         assert_eq!(r, -1);

@@ -51,3 +51,35 @@ pub fn errno_of(e: &io::Error) -> i32 {
         _ => libc::EIO,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn os_errors_keep_their_errno() {
+        for errno in [libc::ENOENT, libc::EIO, libc::ENOSPC, libc::EBADF] {
+            assert_eq!(errno_of(&io::Error::from_raw_os_error(errno)), errno);
+        }
+    }
+
+    #[test]
+    fn kinds_map_to_errno() {
+        use io::ErrorKind as K;
+        for (kind, errno) in [
+            (K::NotFound, libc::ENOENT),
+            (K::PermissionDenied, libc::EACCES),
+            (K::AlreadyExists, libc::EEXIST),
+            (K::WouldBlock, libc::EAGAIN),
+            (K::InvalidInput, libc::EINVAL),
+            (K::OutOfMemory, libc::ENOMEM),
+            (K::StorageFull, libc::ENOSPC),
+            (K::FileTooLarge, libc::EFBIG),
+            (K::Unsupported, libc::EOPNOTSUPP),
+            (K::UnexpectedEof, libc::EIO),
+            (K::Other, libc::EIO),
+        ] {
+            assert_eq!(errno_of(&io::Error::new(kind, "x")), errno, "{kind:?}");
+        }
+    }
+}
