@@ -210,12 +210,23 @@ fn relative(mnt: &Path, f: &Path) -> Result<String> {
         .ok_or_else(|| anyhow!("{}: not UTF-8", f.display()))
 }
 
+/// How the mount's files can be memory-mapped: shared and private where
+/// the kernel granted `FUSE_DIRECT_IO_ALLOW_MMAP` at init, private only
+/// where it did not (docs/design.md, "Memory maps").
+fn mmap_mode(v: &serde_json::Value) -> &'static str {
+    match v["shared_mmap"].as_bool() {
+        Some(true) => "shared and private",
+        Some(false) => "private only (the kernel lacks FUSE_DIRECT_IO_ALLOW_MMAP)",
+        None => "?",
+    }
+}
+
 fn print_text(v: &serde_json::Value) {
     let c = &v["cache"];
     let n = |k: &str| c[k].as_u64().unwrap_or(0);
     let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
     println!(
-        "cache: {:.1} MiB of {:.1} MiB cached ({} folios), {:.1} MiB dirty, {:.1} MiB under writeback  [io: {}{}]",
+        "cache: {:.1} MiB of {:.1} MiB cached ({} folios), {:.1} MiB dirty, {:.1} MiB under writeback  [io: {}{}; mmap: {}]",
         mib(n("bytes_cached")),
         mib(n("capacity_bytes")),
         n("folios"),
@@ -223,6 +234,7 @@ fn print_text(v: &serde_json::Value) {
         mib(n("writeback_bytes")),
         v["io_engine"].as_str().unwrap_or("?"),
         if v["dontcache"].as_bool() == Some(true) { ", dontcache" } else { "" },
+        mmap_mode(v),
     );
     println!(
         "reads: {} hits, {} misses, hit ratio {:.1} %; {} backing reads ({:.1} MiB)",

@@ -726,6 +726,28 @@ impl File {
         self.ra.state.lock().win
     }
 
+    /// Drops every cached folio of the file, dirty ones included, without
+    /// writing them back, and every eviction shadow; then takes the file's
+    /// size from the backing. Afterwards the file reads as its backing
+    /// holds it, and the writes that were not yet written back are lost,
+    /// for every handle of the file.
+    ///
+    /// For data no one can read again: the kernel drops an unlinked
+    /// inode's dirty pages at its last close (`truncate_inode_pages_final`
+    /// from `evict`), and the mount does the same (docs/design.md, the
+    /// mount). Also to give up writes that a failing backing cannot take,
+    /// or to reread a file that another program changed. Waits for folios
+    /// under IO. A folio that a [`Pinned`](crate::Pinned) borrows leaves
+    /// the file too; the pin keeps its bytes until it goes.
+    ///
+    /// # Errors
+    /// `InvalidInput` for a memory file (its folios are its only copy);
+    /// the backing's error if it cannot report its size (then nothing
+    /// changed).
+    pub fn discard(&self) -> io::Result<()> {
+        self.mapping.discard()
+    }
+
     /// Access advice for `len` bytes at `offset` (`len == 0`: to end of
     /// file), as `posix_fadvise`: [`Advice::Normal`], `Sequential` and
     /// `Random` set this file's readahead behaviour; `WillNeed` reads the

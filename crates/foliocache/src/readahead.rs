@@ -778,7 +778,7 @@ impl File {
             f.test_and_set(FolioFlags::DROPBEHIND);
         }
         if m.add_folio(&f, slot.index).is_err() {
-            Self::discard([f]);
+            Self::give_back([f]);
             return None;
         }
         Some(f)
@@ -921,7 +921,7 @@ impl File {
                 rest.push(f);
             }
         }
-        Self::discard(rest);
+        Self::give_back(rest);
         if !holes.is_empty() {
             out.extend(holes);
             out.sort_by_key(|f| f.index());
@@ -949,7 +949,7 @@ impl File {
                     out.push(f);
                     continue;
                 }
-                Self::discard([f]);
+                Self::give_back([f]);
             }
             if !self.fill_holes(s.index, 1 << s.order, dropbehind, &mut out) {
                 break;
@@ -983,7 +983,7 @@ impl File {
             if m.add_folio(&f, p).is_ok() {
                 out.push(f);
             } else {
-                Self::discard([f]);
+                Self::give_back([f]);
             }
             p += 1;
         }
@@ -991,7 +991,7 @@ impl File {
     }
 
     /// Gives back folios that were never inserted.
-    fn discard<'m>(folios: impl IntoIterator<Item = LockedFolio<'m>>) {
+    fn give_back<'m>(folios: impl IntoIterator<Item = LockedFolio<'m>>) {
         for f in folios {
             f.test_and_clear(FolioFlags::READAHEAD);
             f.test_and_clear(FolioFlags::DROPBEHIND);

@@ -39,6 +39,30 @@ impl Mapping {
         Ok(())
     }
 
+    /// [`File::discard`]'s work.
+    ///
+    /// [`File::discard`]: crate::File::discard
+    pub(crate) fn discard(&self) -> io::Result<()> {
+        if self.memfile {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "discard: a memory file's folios are its only copy of its data",
+            ));
+        }
+        let _i = self.inode_lock.write();
+        let inv = self.lock_invalidate();
+        // No writeback runs meanwhile: none writes back a folio about to go,
+        // and none starts on one after its removal was decided.
+        let _wb = self.wb_lock.lock();
+        // The size first: if the backing cannot say, nothing has changed.
+        let size = self.backing().len()?;
+        inv.truncate_bytes(0, u64::MAX);
+        // No folio is left and none can come until the guard goes: readers
+        // from now on read the backing, to its size.
+        self.set_size(size);
+        Ok(())
+    }
+
     /// Takes `invalidate_lock` exclusively: no reader creates a folio of
     /// this file until the guard goes, so the folios of a range can be
     /// taken out for good ([`InvalidateLocked::truncate_bytes`]).

@@ -221,14 +221,20 @@ impl FolioFs {
         &self.cache
     }
 
-    /// Writes back every dirty folio and drops the cache's handles: what
-    /// unmounting does (also on drop). Idempotent.
+    /// Writes back every dirty folio (but an unlinked file's, which goes
+    /// unwritten) and drops the cache's handles: what unmounting does (also
+    /// on drop). Idempotent.
     ///
     /// # Errors
     /// The first writeback error of [`Cache::sync_all`].
     pub fn shutdown(&self) -> io::Result<()> {
         if self.shut.swap(true, Ordering::AcqRel) {
             return Ok(());
+        }
+        // The data of unlinked files goes unwritten, as at their last close:
+        // the mount going away closes them.
+        for inode in self.inodes.all() {
+            inode.discard_if_unlinked();
         }
         let r = self.cache.sync_all();
         self.handles.lock().clear();

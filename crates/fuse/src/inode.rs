@@ -57,6 +57,28 @@ impl Inode {
         format!("/proc/self/fd/{}", self.fd.as_raw_fd())
     }
 
+    /// Drops the cache's data of a regular file whose backing inode has
+    /// no name left (unlinked, or replaced by a rename), dirty data
+    /// unwritten: once its last open has closed no one can read it again,
+    /// so writing it back would only cost IO (and, were the writeback to
+    /// fail, an unmount's error). The kernel does the same at an unlinked
+    /// inode's `evict` (`truncate_inode_pages_final`). A name made for it
+    /// meanwhile (`linkat` of an `O_TMPFILE`, say) keeps it.
+    pub fn discard_if_unlinked(&self) {
+        let cached = self.cached.lock();
+        let Some(file) = cached.as_ref() else {
+            return;
+        };
+        match nix::sys::stat::fstat(&self.fd) {
+            Ok(st) if st.st_nlink == 0 => {
+                if let Err(e) = file.discard() {
+                    log::warn!("foliocache-fuse: dropping an unlinked file's data: {e}");
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// The size the cache holds for the file, if it has it open.
     pub fn cached_len(&self) -> Option<u64> {
         self.cached.lock().as_ref().map(|f| f.len())
@@ -147,7 +169,8 @@ impl InodeTable {
 
     /// The kernel forgets `n` lookups of `id`; at none the node goes (and
     /// with it the cache's handle on the file, whose drop writes its dirty
-    /// data back once no open handle is left).
+    /// data back once no open handle is left; an unlinked file's is
+    /// dropped instead: [`Inode::discard_if_unlinked`]).
     pub fn forget(&self, id: u64, n: u64) {
         let gone = {
             let mut t = self.tables.lock();
@@ -166,7 +189,11 @@ impl InodeTable {
             }
             e
         };
-        // Dropped with no table lock held: a last handle's drop writes back.
+        // Dropped with no table lock held: a last handle's drop writes back
+        // (an unlinked file's data goes unwritten: no one can read it).
+        if let Some(e) = &gone {
+            e.inode.discard_if_unlinked();
+        }
         drop(gone);
     }
 

@@ -46,8 +46,10 @@ mod workingset {
 }
 
 /// The write path: a model of random writes, POSIX semantics, durability
-/// seen by another process, stress with real threads.
+/// seen by another process, stress with real threads, discarding a file's
+/// unwritten data.
 mod write {
+    mod discard;
     mod durability;
     mod model;
     mod semantics;

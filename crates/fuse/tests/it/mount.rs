@@ -192,6 +192,48 @@ fn rename_and_unlink_follow_the_file() {
 }
 
 #[test]
+fn an_unlinked_files_data_goes_unwritten_at_its_last_close() {
+    if !fuse_ok("an_unlinked_files_data_goes_unwritten_at_its_last_close") {
+        return;
+    }
+    let m = Mounted::new();
+    let len = 2 << 20;
+    let written = |m: &Mounted| m.figures()["cache"]["io_write_bytes"].as_u64().unwrap();
+    // The flusher writes everything dirty every few seconds, and may do so
+    // between a try's write and its unlink: then that try proves nothing.
+    // Without the discard every try writes the data back.
+    for attempt in 0..3 {
+        let name = format!("u{attempt}");
+        let mut w = fs::File::create(m.p(&name)).expect("create");
+        // The backing inode, seen from outside the mount.
+        let outside = fs::File::open(m.backing.join(&name)).expect("open backing");
+        let before = written(&m);
+        w.write_all(&pattern(len, 3)).expect("write");
+        fs::remove_file(m.p(&name)).expect("unlink");
+        drop(w);
+        // The node goes once the kernel forgets it; with it the data.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let c = &m.figures()["cache"];
+            if c["dirty_bytes"].as_u64() == Some(0) && c["writeback_bytes"].as_u64() == Some(0) {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "still dirty: {c}");
+            thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let size = outside.metadata().expect("fstat").len();
+        if written(&m) == before && size == 0 {
+            return;
+        }
+        eprintln!(
+            "try {attempt}: {} bytes written back, backing size {size}",
+            written(&m) - before
+        );
+    }
+    panic!("an unlinked, closed file's dirty data was written back in every try");
+}
+
+#[test]
 fn directories_and_their_errors() {
     if !fuse_ok("directories_and_their_errors") {
         return;
