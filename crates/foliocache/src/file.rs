@@ -391,12 +391,13 @@ impl File {
     /// Calls `f` with the file's bytes `offset..offset + len` (fewer at end
     /// of file, none at or past it), without copying them when it can: if
     /// the range lies in one cached, uptodate folio whose lock is free, `f`
-    /// reads them in place, with the folio locked while it runs (a writer
-    /// of that folio waits; readers do not). Otherwise the bytes are read
-    /// as [`read_at`](Self::read_at) reads them into a buffer of this
+    /// reads them in place, pinned while it runs (as [`pin`](Self::pin): a
+    /// writer of that folio meanwhile writes a copy of it, without
+    /// waiting, and `f`'s bytes do not change). Otherwise the bytes are
+    /// read as [`read_at`](Self::read_at) reads them into a buffer of this
     /// thread's, and `f` gets that. For a server that sends cached data on
-    /// (a FUSE reply) with one copy instead of two. `f` must not write this
-    /// file (it could wait for the lock it is holding).
+    /// (a FUSE reply) with one copy instead of two, and no allocation when
+    /// the range spans folios.
     ///
     /// # Errors
     /// As [`read_at`](Self::read_at), when no byte could be read.
@@ -410,34 +411,13 @@ impl File {
         if offset >= size || len == 0 {
             return Ok(f(&[]));
         }
-        let end = offset.saturating_add(len as u64).min(size);
-        let n = (end - offset) as usize;
-        let m = &*self.mapping;
-        let cache = m.inner();
+        let n = (offset.saturating_add(len as u64).min(size) - offset) as usize;
         if !self
             .effective_flags(ReadFlags::NONE)
             .contains(ReadFlags::DONTCACHE)
-            && !m.memfile
         {
-            let (hit, sequential) = m.get_for_read(offset, n);
-            if let Some(fo) = hit {
-                let start = fo.index() * PAGE;
-                if end <= start + fo.nr_pages() * PAGE {
-                    if let Ok(fo) = fo.try_lock() {
-                        let ff = fo.flags();
-                        if fo.mapping() == m.id()
-                            && fo.contains(offset / PAGE)
-                            && ff.contains(FolioFlags::UPTODATE)
-                            && !ff.intersects(FolioFlags::READAHEAD.union(FolioFlags::DROPBEHIND))
-                        {
-                            if !(sequential && offset > start) {
-                                cache.mark_accessed(&fo, ff);
-                            }
-                            cache.stats.hits.add(1);
-                            return Ok(m.with_locked_bytes(&fo, (offset - start) as usize, n, f));
-                        }
-                    }
-                }
+            if let Ok(p) = self.pin_cached(offset, n, true) {
+                return Ok(f(&p));
             }
         }
         thread_local! {

@@ -1455,31 +1455,6 @@ fn no_free_folio() -> io::Error {
 
 /// Write-side primitives: copying into folios, dirty state, writeback IO.
 impl Mapping {
-    /// Calls `g` with bytes `from..from + len` of a folio the caller holds
-    /// locked and uptodate, in place (no copy).
-    pub(crate) fn with_locked_bytes<R>(
-        &self,
-        f: &LockedFolio<'_>,
-        from: usize,
-        len: usize,
-        g: impl FnOnce(&[u8]) -> R,
-    ) -> R {
-        assert!(
-            from + len <= (f.nr_pages() * PAGE) as usize,
-            "with_locked_bytes past the folio's end"
-        );
-        assert!(f.test(FolioFlags::UPTODATE));
-        let base = self.inner().arena.page_ptr(f.page()).as_ptr();
-        // SAFETY: the folio is uptodate (its bytes are initialised) and
-        // referenced (not freed), and the caller holds its lock until `g`
-        // returns: every writer of a folio's bytes (a write, truncation's
-        // zeroing, a read filling it) holds the lock, so nothing writes
-        // them while the slice lives (it does not outlive `g`); the range
-        // is inside the folio (asserted above).
-        let bytes = unsafe { std::slice::from_raw_parts(base.add(from), len) };
-        g(bytes)
-    }
-
     /// Copies `src` into a locked folio at byte `from` (one no pin
     /// borrows: [`Mapping::writable`]).
     pub(crate) fn copy_in(&self, f: &WritableFolio<'_>, from: usize, src: &[u8]) {

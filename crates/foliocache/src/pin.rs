@@ -241,7 +241,12 @@ impl File {
     /// # Errors
     /// [`Busy`]`(true)` when the folio is there but busy (locked, or
     /// swapped out since the lookup): worth another try soon.
-    fn pin_cached(&self, offset: u64, n: usize, count: bool) -> Result<Pinned<'_>, Busy> {
+    pub(crate) fn pin_cached(
+        &self,
+        offset: u64,
+        n: usize,
+        count: bool,
+    ) -> Result<Pinned<'_>, Busy> {
         let m = &*self.mapping;
         let (f, sequential) = m.get_for_read(offset, n);
         let f = f.ok_or(Busy(false))?;
@@ -284,7 +289,7 @@ impl File {
 
 /// Why a pin in place could not be had: `true` if its folio was busy
 /// (locked, or swapped for a copy), which soon passes.
-struct Busy(bool);
+pub(crate) struct Busy(bool);
 
 /// How many times a pin tries a busy folio again (yielding between) before
 /// it settles for a copy. (Under loom, twice: each try is a lookup whose

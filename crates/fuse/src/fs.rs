@@ -42,12 +42,6 @@ const MAX_IO: u32 = 1 << 20;
 
 type Res<T> = Result<T, Errno>;
 
-thread_local! {
-    /// Each serving thread's read buffer (grown to the largest read, at
-    /// most the kernel's max read).
-    static READ_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
 /// An open file, directory or control file.
 enum Handle {
     File {
@@ -596,9 +590,9 @@ impl FolioFs {
         Ok((attr, fh))
     }
 
-    /// Serves a read: the data goes to `reply` from a buffer of the
-    /// serving thread's, reused from read to read (no allocation, no
-    /// zeroing on the hot path).
+    /// Serves a read: the data goes to `reply` from the cache's memory in
+    /// place, or from a buffer of the serving thread's, reused from read
+    /// to read (no allocation, no zeroing on the hot path).
     fn do_read(&self, fh: FileHandle, offset: u64, size: u32, reply: ReplyData) {
         let h = match self.file_of(fh) {
             Ok(h) => h,
@@ -612,32 +606,20 @@ impl FolioFs {
             }
             Handle::Dir { .. } => return reply.error(Errno::EISDIR),
         };
-        // Copied out into this thread's buffer, then into the reply.
-        // (Replying from the cache's memory in place, `File::read_with`,
-        // measured slower for 64 KiB reads by dd through a mount.)
-        READ_BUF.with(|cell| {
-            let mut buf = cell.borrow_mut();
-            let want = size as usize;
-            if buf.len() < want {
-                buf.resize(want, 0);
+        // Replied from the cache's memory in place where the range lies in
+        // one cached folio (pinned while the reply is written: the kernel's
+        // copy into the reader's buffer is then the only one, and a writer
+        // meanwhile writes a copy of the folio), else from a buffer of this
+        // thread's (`File::read_with`).
+        let mut reply = Some(reply);
+        let r = file.read_with(offset, size as usize, |b| {
+            if let Some(r) = reply.take() {
+                r.data(b);
             }
-            let mut done = 0;
-            while done < want {
-                let Some(off) = offset.checked_add(done as u64) else {
-                    break;
-                };
-                match file.read_at(&mut buf[done..want], off) {
-                    Ok(0) => break,
-                    Ok(n) => done += n,
-                    Err(e) if done > 0 => {
-                        log::debug!("short read: {e}");
-                        break;
-                    }
-                    Err(e) => return reply.error(io_errno(&e)),
-                }
-            }
-            reply.data(&buf[..done]);
         });
+        if let (Err(e), Some(r)) = (r, reply) {
+            r.error(io_errno(&e));
+        }
     }
 
     fn do_write(&self, fh: FileHandle, offset: u64, data: &[u8]) -> Res<u32> {
