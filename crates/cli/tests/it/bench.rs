@@ -27,6 +27,11 @@ fn text(b: &[u8]) -> String {
 
 /// Runs a bench that must succeed and returns its JSON.
 fn bench_json(dir: &Path, args: &[&str]) -> Value {
+    bench_json_and_text(dir, args).0
+}
+
+/// [`bench_json`], and what the bench printed.
+pub(crate) fn bench_json_and_text(dir: &Path, args: &[&str]) -> (Value, String) {
     let json = dir.join("out.json");
     let data = dir.join("data");
     let mut all = vec!["bench", "--dir", data.to_str().unwrap()];
@@ -42,7 +47,8 @@ fn bench_json(dir: &Path, args: &[&str]) -> Value {
         text(&out.stdout),
         text(&out.stderr)
     );
-    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+    let v = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    (v, text(&out.stdout))
 }
 
 /// [`bench_json`] in a temporary directory of its own.
@@ -94,7 +100,11 @@ fn bad_arguments_exit_2_with_the_usage_line() {
         (
             &["bench", "--scenario", "fill"],
             "unknown scenario `fill` (available: seqread, randread, readahead, uncached, \
-             populate, write, larger)",
+             populate, write, larger, programs)",
+        ),
+        (
+            &["bench", "--scenario", "programs", "--engine", "kernel"],
+            "programs scenario: --engine does not apply",
         ),
         (
             &["bench", "--memory-limit", "64M"],
