@@ -67,6 +67,16 @@ fn target_names(summary: &Value) -> Vec<&str> {
         .collect()
 }
 
+/// A result's notes.
+pub(crate) fn notes_of(r: &Value) -> Vec<&str> {
+    r["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect()
+}
+
 fn results(v: &Value) -> Vec<&Value> {
     v["scenarios"]
         .as_array()
@@ -532,12 +542,7 @@ fn fuse_engine_runs_a_custom_job_through_a_mount() {
         assert_eq!(f["bytes"], 4 << 20, "{f}");
         assert!(f["bw_bytes"].as_f64().unwrap() > 0.0);
         assert!(f["ratio_to_kernel"].as_f64().unwrap() > 0.0);
-        let notes: Vec<&str> = f["notes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|n| n.as_str().unwrap())
-            .collect();
+        let notes = notes_of(f);
         assert!(notes.iter().any(|n| n.starts_with("verify:")), "{notes:?}");
         let served = notes
             .iter()
@@ -628,12 +633,7 @@ fn check_populate(s: &Value, size: u64, repeat: usize, settle: f64) {
         let bw = r["bw_bytes"].as_f64().unwrap();
         assert!((bw - size as f64 / secs).abs() <= 1e-6 * bw, "{engine}");
         assert!(r["device"].is_null() || r["device"].is_object());
-        let notes: Vec<&str> = r["notes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|n| n.as_str().unwrap())
-            .collect();
+        let notes = notes_of(r);
         assert!(
             notes
                 .iter()
@@ -1329,12 +1329,7 @@ fn verified(rw: &str, engines: &[&str], extra: &[&str]) {
     let rs = results(&v);
     assert_eq!(rs.len(), engines.len());
     for r in rs {
-        let notes: Vec<&str> = r["notes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|n| n.as_str().unwrap())
-            .collect();
+        let notes = notes_of(r);
         assert!(
             notes.iter().any(|n| n.starts_with("verify:")),
             "{}: {notes:?}",
@@ -1451,12 +1446,7 @@ fn readahead_scenario_reads_the_right_data_on_every_engine() {
         ]
     );
     for r in rs {
-        let notes: Vec<&str> = r["notes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|n| n.as_str().unwrap())
-            .collect();
+        let notes = notes_of(r);
         assert!(
             notes.contains(&"verify: every block read matched the generator"),
             "{}: {notes:?}",

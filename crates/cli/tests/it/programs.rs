@@ -9,7 +9,7 @@ use std::process::Command;
 use serde_json::Value;
 use test_support::skip_or_fail;
 
-use crate::bench::bench_json_and_text;
+use crate::bench::{bench_json_and_text, notes_of};
 use crate::launch::build_library;
 
 const BENCHMARKS: [&str; 3] = ["fillseq", "readseq", "readrandom"];
@@ -103,12 +103,7 @@ fn programs_scenario_runs_db_bench_three_ways() {
         } else {
             assert_eq!(r["capacity"], (4 * keys * 216).div_ceil(1 << 20) << 20);
         }
-        let notes: Vec<&str> = r["notes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|n| n.as_str().unwrap())
-            .collect();
+        let notes = notes_of(r);
         assert!(
             notes[0].starts_with(&format!("db_bench: {b} ")),
             "{notes:?}"
