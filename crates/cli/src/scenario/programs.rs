@@ -134,8 +134,8 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
              benchmarks.",
             fmt_size_approx(raw),
             fmt_size(BLOCK_CACHE),
-            fmt_size_approx(capacity),
-            fmt_size_approx(capacity),
+            fmt_size(capacity),
+            fmt_size(capacity),
         ),
         jobs: Vec::new(),
         ratios: judged.ratios,
@@ -417,7 +417,7 @@ fn tail(s: &str) -> String {
 }
 
 /// What [`run`] gives: every round's records, `runs[benchmark][way][round]`
-/// (`None`: skipped, `db_bench` missing), and the notes.
+/// (`None`: skipped, `db_bench` missing).
 pub type Rounds = Option<Vec<Vec<Vec<RunRecord>>>>;
 
 /// Runs the scenario `sc` (built by [`scenario`]) `repeat` rounds in
@@ -454,6 +454,14 @@ pub fn run(
         Ok(d.canonicalize()?)
     };
     let (ext4, backing, interposer) = (dir(EXT4)?, dir("backing")?, dir(INTERPOSER)?);
+    if db.capacity < 2 * db.raw_bytes() {
+        notes.push(format!(
+            "programs: the caches ({}, --capacity) are less than twice the raw data ({}): \
+             the database and its log may not fit",
+            fmt_size_approx(db.capacity),
+            fmt_size_approx(db.raw_bytes())
+        ));
+    }
     if !on_ext4(&ext4) {
         notes.push(format!(
             "programs: the data directory {} is not on ext4: the `{EXT4}` way runs on its \
