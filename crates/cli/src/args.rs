@@ -25,8 +25,10 @@ pub const SCENARIOS: [&str; 6] = [
 ];
 
 /// The scenarios `--scenario` takes that `--seeds` does not run: too long
-/// for the reference set (`larger`: 16 cold runs of a file 4x memory).
-pub const BY_NAME: [&str; 1] = ["larger"];
+/// for the reference set (`larger`: 16 cold runs of a file 4x memory;
+/// `programs`: an outside program, `db_bench`, three ways, a minute with
+/// `--quick`).
+pub const BY_NAME: [&str; 2] = ["larger", "programs"];
 
 /// Every scenario `--scenario` takes: [`SCENARIOS`], then [`BY_NAME`].
 pub fn all_scenarios() -> Vec<&'static str> {
@@ -144,8 +146,8 @@ pub struct BenchArgs {
     pub memory_limit: Option<u64>,
 
     /// Run a named scenario (repeatable): seqread, randread, readahead,
-    /// uncached, populate, write (the reference set), larger (by name
-    /// only).
+    /// uncached, populate, write (the reference set), larger, programs (by
+    /// name only).
     #[arg(long = "scenario", value_name = "NAME", value_parser = parse_scenario,
           conflicts_with = "seeds")]
     pub scenarios: Vec<&'static str>,
@@ -245,7 +247,12 @@ then an eighth of it at random in 4 KiB, one pass, fsync inside the
 figures: foliocache, foliocache[dontcache], kernel, direct, dontcache).
 By name only: larger (random 4 KiB reads of a file 4x a memory budget M,
 1G, 256M with --quick, --capacity; uniform and zipfian, 2 and 8 threads,
-cold: foliocache within M, kernel, direct and mmap in a memory cgroup of M).
+cold: foliocache within M, kernel, direct and mmap in a memory cgroup of M);
+programs (RocksDB's db_bench, where installed: fillseq, readseq and
+readrandom with checksums, 1M keys, 200k with --quick, --size / 216 bytes;
+on the data directory (ext4), through a foliocache FUSE mount and under the
+interposer, libfoliocache_preload.so; caches of --capacity, default 4x the
+data).
 foliocache engine options: populate=eager|lazy, folio=SIZE,
 insert=batched|single, ra=SIZE|kernel|off, io=uring|threads|auto, dontcache
 (every read with ReadFlags::DONTCACHE, from an empty cache; every write with
@@ -329,7 +336,7 @@ mod tests {
         assert!(
             e.contains(
                 "unknown scenario `fill` (available: seqread, randread, readahead, uncached, \
-                 populate, write, larger)"
+                 populate, write, larger, programs)"
             ),
             "{e}"
         );

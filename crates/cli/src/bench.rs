@@ -191,8 +191,37 @@ struct JobFiles {
 
 impl Bench<'_> {
     /// Runs a scenario: its files, the engines that cannot run here left
-    /// out with a note, its memory limit, then its rounds.
-    fn scenario(&mut self, args: &BenchArgs, mut sc: Scenario) -> Result<ScenarioReport> {
+    /// out with a note, its memory limit, then its rounds (or, for a
+    /// scenario running a program itself, its rounds by
+    /// [`scenario::programs::run`]).
+    fn scenario(&mut self, args: &BenchArgs, sc: Scenario) -> Result<ScenarioReport> {
+        let Some(db) = &sc.programs else {
+            return self.job_scenario(args, sc);
+        };
+        let mut notes = Vec::new();
+        let say = |line: &str| out!("{line}");
+        let runs =
+            scenario::programs::run(db, self.data.dir(), self.plan.repeat, &mut notes, &say)?;
+        let summary = runs
+            .as_ref()
+            .and_then(|r| targets::evaluate(&sc.ratios, &sc.targets, r));
+        Ok(ScenarioReport {
+            name: sc.name,
+            description: sc.description,
+            results: runs
+                .into_iter()
+                .flatten()
+                .flat_map(|r| best_of(r, scenario::programs::EXT4))
+                .collect(),
+            summary,
+            memory_limit: None,
+            notes,
+            detailed: sc.detailed,
+        })
+    }
+
+    /// [`Bench::scenario`] of a scenario of jobs.
+    fn job_scenario(&mut self, args: &BenchArgs, mut sc: Scenario) -> Result<ScenarioReport> {
         let setups = sc
             .jobs
             .iter()
@@ -216,7 +245,10 @@ impl Bench<'_> {
         Ok(ScenarioReport {
             name: sc.name,
             description: sc.description,
-            results: runs.into_iter().flat_map(best_of).collect(),
+            results: runs
+                .into_iter()
+                .flat_map(|r| best_of(r, EngineKind::Kernel.name()))
+                .collect(),
             summary,
             memory_limit,
             notes,
@@ -320,8 +352,8 @@ impl Bench<'_> {
 }
 
 /// Each engine's best run, with every run's bandwidth and the ratio to
-/// `kernel`.
-fn best_of(runs: Vec<Vec<RunRecord>>) -> Vec<RunRecord> {
+/// the engine labelled `baseline` (`kernel`).
+fn best_of(runs: Vec<Vec<RunRecord>>, baseline: &str) -> Vec<RunRecord> {
     let mut best: Vec<RunRecord> = runs
         .into_iter()
         .filter_map(|rs| {
@@ -335,7 +367,7 @@ fn best_of(runs: Vec<Vec<RunRecord>>) -> Vec<RunRecord> {
         .collect();
     let kernel = best
         .iter()
-        .find(|r| r.engine == EngineKind::Kernel.name())
+        .find(|r| r.engine == baseline)
         .map(|r| r.bw_bytes)
         .filter(|&k| k > 0.0);
     for r in &mut best {

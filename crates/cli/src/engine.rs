@@ -964,10 +964,11 @@ pub struct FuseFigures {
 
 /// The `fuse` engine's mount: the data directory served by
 /// `foliocache-fuse` in this process at a temporary mount point (or the
-/// `fuse-null` engine's, by its `NullFs`).
+/// `fuse-null` engine's, by its `NullFs`); also the `programs` scenario's
+/// mount, which `db_bench` runs through.
 /// Dropping it unmounts (errors ignored); [`FuseMount::unmount`] reports
 /// them.
-struct FuseMount {
+pub(crate) struct FuseMount {
     session: Option<fuser::BackgroundSession>,
     /// The mount point (removed after the unmount: fields drop after
     /// [`Drop::drop`]).
@@ -982,7 +983,7 @@ impl FuseMount {
     /// Mounts `backing` with a cache of `capacity` bytes (`None`: its
     /// files as zeros, by `NullFs`) at a new temporary directory (outside
     /// `backing`).
-    fn new(backing: &std::path::Path, capacity: Option<u64>) -> Result<FuseMount> {
+    pub(crate) fn new(backing: &std::path::Path, capacity: Option<u64>) -> Result<FuseMount> {
         let mk = |at: &std::path::Path| {
             tempfile::Builder::new()
                 .prefix("foliocache-bench-mnt-")
@@ -1023,7 +1024,7 @@ impl FuseMount {
         })
     }
 
-    fn mountpoint(&self) -> &std::path::Path {
+    pub(crate) fn mountpoint(&self) -> &std::path::Path {
         self.dir.path()
     }
 
@@ -1037,7 +1038,7 @@ impl FuseMount {
 
     /// The cache's figures from the control file (`None` if it cannot be
     /// read).
-    fn cache_figures(&self) -> Option<FuseFigures> {
+    pub(crate) fn cache_figures(&self) -> Option<FuseFigures> {
         let text =
             std::fs::read_to_string(self.mountpoint().join(foliocache_fuse::CONTROL_NAME)).ok()?;
         let v: serde_json::Value = serde_json::from_str(&text).ok()?;
@@ -1051,7 +1052,7 @@ impl FuseMount {
 
     /// Unmounts, waits for the server (which writes every dirty folio
     /// back), and removes the mount point.
-    fn unmount(mut self) -> Result<()> {
+    pub(crate) fn unmount(mut self) -> Result<()> {
         if let Some(s) = self.session.take() {
             s.umount_and_join().with_context(|| {
                 format!("fuse engine: unmounting {}", self.mountpoint().display())

@@ -87,8 +87,16 @@ fn environment(args: &RunArgs, lib: &Path) -> Result<Vec<(&'static str, OsString
     Ok(env)
 }
 
-/// Executes the program under the library; returns only on an error.
-pub fn run(args: &RunArgs) -> Result<()> {
+/// A command that runs `args.command` under the library beside this
+/// binary, with the library's variables set (and no capacity inherited
+/// from the environment when `args` gives none); not started. The bench's
+/// `programs` scenario starts `db_bench` with it, `foliocache run` executes
+/// it in its place.
+///
+/// # Errors
+/// No library beside this binary (what to build), a directory that
+/// cannot be passed on, or no program.
+pub fn preloaded(args: &RunArgs) -> Result<Command> {
     let exe = std::env::current_exe().context("locating the foliocache binary")?;
     let lib = library_beside(&exe)?;
     let env = environment(args, &lib)?;
@@ -98,8 +106,14 @@ pub fn run(args: &RunArgs) -> Result<()> {
     if args.capacity.is_none() {
         cmd.env_remove("FOLIOCACHE_PRELOAD_CAPACITY");
     }
-    let e = cmd.exec();
-    Err(e).with_context(|| format!("running {}", Path::new(program).display()))
+    Ok(cmd)
+}
+
+/// Executes the program under the library; returns only on an error.
+pub fn run(args: &RunArgs) -> Result<()> {
+    let e = preloaded(args)?.exec();
+    let program = args.command.first().map_or(Path::new(""), Path::new);
+    Err(e).with_context(|| format!("running {}", program.display()))
 }
 
 #[cfg(test)]

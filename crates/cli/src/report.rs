@@ -169,7 +169,7 @@ pub struct Ratio {
 }
 
 /// Latency percentiles, in nanoseconds.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Latency {
     /// Median.
     pub p50: u64,
@@ -397,7 +397,9 @@ pub struct RunRecord {
     /// `uniform`), where its scenario names it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dist: Option<String>,
-    /// CPU microseconds (user and system) per operation.
+    /// CPU microseconds (user and system) per operation (null where not
+    /// measured: the `programs` scenario's runs, whose one process runs
+    /// several benchmarks).
     pub cpu_us_per_op: f64,
     /// Of a read run: the share of reads served without reading the
     /// device (null where it cannot be told; `hit_ratio_from` says how).
@@ -422,7 +424,8 @@ pub struct RunRecord {
     pub lat_ns: Latency,
     /// CPU seconds.
     pub cpu_s: Cpu,
-    /// CPU seconds (user and system) per GiB read or written.
+    /// CPU seconds (user and system) per GiB read or written (null where
+    /// not measured, as `cpu_us_per_op`; `cpu_s` is then 0).
     pub cpu_s_per_gib: f64,
     /// foliocache's capacity in bytes (null for other engines).
     pub capacity: Option<u64>,
@@ -914,7 +917,11 @@ pub fn table(sc: &ScenarioReport, repeat: u32) -> String {
             fmt_ns(r.lat_ns.p50),
             fmt_ns(r.lat_ns.p75),
             fmt_ns(r.lat_ns.p99),
-            format!("{:.2}+{:.2}s", r.cpu_s.user, r.cpu_s.sys),
+            if r.cpu_s_per_gib.is_nan() {
+                "-".to_string()
+            } else {
+                format!("{:.2}+{:.2}s", r.cpu_s.user, r.cpu_s.sys)
+            },
             r.ratio_to_kernel
                 .map_or("-".to_string(), |x| format!("{x:.2}x")),
             spread(&r.repeats_bw_bytes)

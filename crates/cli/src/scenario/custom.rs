@@ -62,5 +62,6 @@ pub fn scenario(args: &BenchArgs) -> Scenario {
         ratios: Vec::new(),
         targets: Vec::new(),
         detailed: false,
+        programs: None,
     }
 }

@@ -185,5 +185,6 @@ pub fn scenario(
         ratios: judged.ratios,
         targets,
         detailed: false,
+        programs: None,
     })
 }

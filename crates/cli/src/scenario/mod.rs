@@ -3,8 +3,11 @@
 //!
 //! One file per scenario, each building its jobs, ratios and targets:
 //! [`seqread`], [`randread`], [`readahead`], [`uncached`], [`populate`],
-//! [`write`](mod@write), [`larger`] (by name only), and [`custom`] for a job given by `--rw`/`--bs`. What each
-//! measures, why, and its figures are in `docs/bench.md`.
+//! [`write`](mod@write), [`larger`] (by name only), [`programs`] (by name
+//! only: RocksDB's `db_bench` on ext4, through the FUSE mount and under the
+//! interposer, which it runs itself), and [`custom`] for a job given by
+//! `--rw`/`--bs`. What each measures, why, and its figures are in
+//! `docs/bench.md`.
 
 use std::time::Duration;
 
@@ -18,6 +21,7 @@ use crate::units::{fmt_size, fmt_size_approx};
 pub mod custom;
 pub mod larger;
 pub mod populate;
+pub mod programs;
 pub mod randread;
 pub mod readahead;
 pub mod seqread;
@@ -56,6 +60,8 @@ pub struct Scenario {
     /// Print each engine's timeline, CPU per GiB, cache figures and hot
     /// reader below the table.
     pub detailed: bool,
+    /// A program the scenario runs itself instead of jobs (`programs`).
+    pub programs: Option<programs::DbBench>,
 }
 
 /// Everything one invocation runs.
@@ -179,6 +185,7 @@ fn build(
         "populate" => populate::scenario(args, quick),
         "write" => write::scenario(args, quick),
         "larger" => larger::scenario(args, quick, runtime),
+        "programs" => programs::scenario(args, quick),
         other => Err(format!(
             "unknown scenario `{other}` (available: {})",
             crate::args::all_scenarios().join(", ")

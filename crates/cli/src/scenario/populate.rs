@@ -158,5 +158,6 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
         ratios,
         targets,
         detailed: false,
+        programs: None,
     })
 }

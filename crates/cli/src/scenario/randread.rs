@@ -23,5 +23,6 @@ pub fn scenario(c: &CachedReads) -> Scenario {
         ratios: judged.ratios,
         targets: judged.targets,
         detailed: false,
+        programs: None,
     }
 }

@@ -85,6 +85,7 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
         ratios,
         targets: Vec::new(),
         detailed: false,
+        programs: None,
     })
 }
 

@@ -40,6 +40,7 @@ pub fn scenario(c: &CachedReads) -> Scenario {
         ratios: judged.ratios,
         targets: judged.targets,
         detailed: false,
+        programs: None,
     }
 }
 

@@ -671,3 +671,67 @@ fn memory_limit_limits_a_custom_job_only() {
     assert!(bad(&["--rw", "read", "--memory-limit", "64k"]), "too small");
     assert!(bad(&["--rw", "read", "--memory-limit", "lots"]));
 }
+
+#[test]
+fn programs_fills_and_reads_keys_three_ways_with_the_issues_targets() {
+    let p = plan_of(&["--scenario", "programs", "--quick"]);
+    let sc = &p.scenarios[0];
+    assert_eq!(sc.name, "programs");
+    assert!(sc.jobs.is_empty());
+    let db = sc.programs.as_ref().expect("db_bench's settings");
+    assert_eq!(db.keys, 200_000);
+    // 4x the raw data (200,000 x 216 bytes), in whole MiB.
+    assert_eq!(db.capacity, 165 << 20);
+    let targets: Vec<(String, String, Option<usize>, f64)> = sc
+        .targets
+        .iter()
+        .map(|t| match t {
+            TargetSpec::Bandwidth {
+                numerator,
+                denominator,
+                job,
+                min,
+            } => (numerator.clone(), denominator.clone(), *job, *min),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    let i = |j, min| ("interposer".to_string(), "ext4".to_string(), Some(j), min);
+    assert_eq!(targets, [i(0, 0.9), i(1, 1.0), i(2, 1.3)]);
+    assert_eq!(sc.ratios.len(), 6);
+    assert!(sc
+        .ratios
+        .iter()
+        .any(|r| r.numerator == "mount" && r.job == Some(2) && r.target.is_none()));
+    // --size sets the keys, --capacity the caches; the full run has 1M keys.
+    let p = plan_of(&[
+        "--scenario",
+        "programs",
+        "--size",
+        "2M",
+        "--capacity",
+        "64M",
+    ]);
+    let db = p.scenarios[0].programs.as_ref().unwrap();
+    assert_eq!((db.keys, db.capacity), ((2 << 20) / 216, 64 << 20));
+    let p = plan_of(&["--scenario", "programs"]);
+    assert_eq!(p.scenarios[0].programs.as_ref().unwrap().keys, 1_000_000);
+    // Not in the reference set.
+    let p = plan_of(&["--seeds"]);
+    assert!(p.scenarios.iter().all(|s| s.programs.is_none()));
+}
+
+#[test]
+fn programs_refuses_engines_and_too_few_keys() {
+    for (args, want) in [
+        (&["--engine", "kernel"][..], "--engine does not apply"),
+        (&["--size", "100k"][..], "at least 1000"),
+    ] {
+        let mut argv = vec!["foliocache", "bench", "--scenario", "programs"];
+        argv.extend_from_slice(args);
+        let Command::Bench(b) = Cli::try_parse_from(argv).unwrap().command else {
+            unreachable!("a bench command line")
+        };
+        let e = plan(&b).unwrap_err();
+        assert!(e.contains(want), "{e}");
+    }
+}

@@ -160,5 +160,6 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
         ratios,
         targets,
         detailed: true,
+        programs: None,
     })
 }

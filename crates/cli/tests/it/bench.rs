@@ -27,6 +27,11 @@ fn text(b: &[u8]) -> String {
 
 /// Runs a bench that must succeed and returns its JSON.
 fn bench_json(dir: &Path, args: &[&str]) -> Value {
+    bench_json_and_text(dir, args).0
+}
+
+/// [`bench_json`], and what the bench printed.
+pub(crate) fn bench_json_and_text(dir: &Path, args: &[&str]) -> (Value, String) {
     let json = dir.join("out.json");
     let data = dir.join("data");
     let mut all = vec!["bench", "--dir", data.to_str().unwrap()];
@@ -42,7 +47,8 @@ fn bench_json(dir: &Path, args: &[&str]) -> Value {
         text(&out.stdout),
         text(&out.stderr)
     );
-    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+    let v = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    (v, text(&out.stdout))
 }
 
 /// [`bench_json`] in a temporary directory of its own.
@@ -58,6 +64,16 @@ fn target_names(summary: &Value) -> Vec<&str> {
         .unwrap()
         .iter()
         .map(|t| t["name"].as_str().unwrap())
+        .collect()
+}
+
+/// A result's notes.
+pub(crate) fn notes_of(r: &Value) -> Vec<&str> {
+    r["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
         .collect()
 }
 
@@ -94,7 +110,11 @@ fn bad_arguments_exit_2_with_the_usage_line() {
         (
             &["bench", "--scenario", "fill"],
             "unknown scenario `fill` (available: seqread, randread, readahead, uncached, \
-             populate, write, larger)",
+             populate, write, larger, programs)",
+        ),
+        (
+            &["bench", "--scenario", "programs", "--engine", "kernel"],
+            "programs scenario: --engine does not apply",
         ),
         (
             &["bench", "--memory-limit", "64M"],
@@ -522,12 +542,7 @@ fn fuse_engine_runs_a_custom_job_through_a_mount() {
         assert_eq!(f["bytes"], 4 << 20, "{f}");
         assert!(f["bw_bytes"].as_f64().unwrap() > 0.0);
         assert!(f["ratio_to_kernel"].as_f64().unwrap() > 0.0);
-        let notes: Vec<&str> = f["notes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|n| n.as_str().unwrap())
-            .collect();
+        let notes = notes_of(f);
         assert!(notes.iter().any(|n| n.starts_with("verify:")), "{notes:?}");
         let served = notes
             .iter()
@@ -618,12 +633,7 @@ fn check_populate(s: &Value, size: u64, repeat: usize, settle: f64) {
         let bw = r["bw_bytes"].as_f64().unwrap();
         assert!((bw - size as f64 / secs).abs() <= 1e-6 * bw, "{engine}");
         assert!(r["device"].is_null() || r["device"].is_object());
-        let notes: Vec<&str> = r["notes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|n| n.as_str().unwrap())
-            .collect();
+        let notes = notes_of(r);
         assert!(
             notes
                 .iter()
@@ -1319,12 +1329,7 @@ fn verified(rw: &str, engines: &[&str], extra: &[&str]) {
     let rs = results(&v);
     assert_eq!(rs.len(), engines.len());
     for r in rs {
-        let notes: Vec<&str> = r["notes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|n| n.as_str().unwrap())
-            .collect();
+        let notes = notes_of(r);
         assert!(
             notes.iter().any(|n| n.starts_with("verify:")),
             "{}: {notes:?}",
@@ -1441,12 +1446,7 @@ fn readahead_scenario_reads_the_right_data_on_every_engine() {
         ]
     );
     for r in rs {
-        let notes: Vec<&str> = r["notes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|n| n.as_str().unwrap())
-            .collect();
+        let notes = notes_of(r);
         assert!(
             notes.contains(&"verify: every block read matched the generator"),
             "{}: {notes:?}",

@@ -9,7 +9,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_foliocache");
 
 /// Builds `libfoliocache_preload.so` beside the binary (its target
 /// directory and profile).
-fn build_library() {
+pub(crate) fn build_library() {
     let out = Path::new(BIN).parent().expect("the binary's directory");
     let profile = match out.file_name().and_then(|n| n.to_str()) {
         Some("debug") => "dev",

@@ -9,3 +9,5 @@ mod bench;
 mod launch;
 /// `foliocache mount` and `foliocache stat`: signals, restarts, unmounts.
 mod mount;
+/// `foliocache bench --scenario programs`: `db_bench` three ways.
+mod programs;

@@ -1,0 +1,196 @@
+//! `foliocache bench --scenario programs`: RocksDB's `db_bench` on the
+//! data directory, through a FUSE mount and under the interposer, its
+//! table, ratios, targets and JSON; and without `db_bench`, a line saying
+//! it skipped. The run skips (with the reason) where `db_bench` or FUSE
+//! is missing, and fails under `CI=true`.
+
+use std::process::Command;
+
+use serde_json::Value;
+use test_support::skip_or_fail;
+
+use crate::bench::{bench_json_and_text, notes_of};
+use crate::launch::build_library;
+
+const BENCHMARKS: [&str; 3] = ["fillseq", "readseq", "readrandom"];
+const WAYS: [&str; 3] = ["ext4", "mount", "interposer"];
+
+/// True if `program` is on `PATH`.
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
+}
+
+#[test]
+fn programs_scenario_runs_db_bench_three_ways() {
+    let test = "programs_scenario_runs_db_bench_three_ways";
+    if !on_path("db_bench") {
+        return skip_or_fail(test, "no db_bench on PATH (apt-get install rocksdb-tools)");
+    }
+    if !on_path("fusermount3") {
+        return skip_or_fail(test, "no fusermount3 on PATH (apt-get install fuse3)");
+    }
+    if let Some(why) = foliocache_fuse::unavailable() {
+        return skip_or_fail(test, why);
+    }
+    build_library();
+    let dir = tempfile::tempdir().unwrap();
+    // 9,709 keys: a few seconds a way.
+    let (v, out) = bench_json_and_text(
+        dir.path(),
+        &["--scenario", "programs", "--quick", "--size", "2M"],
+    );
+    let keys = (2u64 << 20) / 216;
+    // The table: a group of rows per benchmark, one per way.
+    assert!(
+        out.contains("== programs: A real program: RocksDB's db_bench"),
+        "{out}"
+    );
+    for b in BENCHMARKS {
+        let at = out
+            .find(&format!("\n{b} bs=216B j=1 "))
+            .unwrap_or_else(|| panic!("no {b} rows:\n{out}"));
+        let rows: Vec<&str> = out[at + 1..].lines().take(3).collect();
+        for (row, way) in rows.iter().zip(WAYS) {
+            assert!(row.split_whitespace().any(|w| w == way), "{b}: {row}");
+        }
+        for way in ["interposer", "mount"] {
+            let ratio = format!("   {way} / ext4 ({b} 216B) ");
+            assert!(out.contains(&ratio), "no `{ratio}`:\n{out}");
+        }
+        let target = format!(" interposer bandwidth / ext4 ({b} 216B): at least ");
+        let line = out
+            .lines()
+            .find(|l| l.contains(&target))
+            .unwrap_or_else(|| panic!("no target `{target}`:\n{out}"));
+        assert!(
+            line.contains("[met]") || line.contains("[NOT MET]"),
+            "{line}"
+        );
+    }
+    // Each way's round lines, two rounds.
+    for way in WAYS {
+        for round in 1..=2 {
+            let says = format!("{way}: programs (round {round} of 2): fillseq ");
+            assert!(out.contains(&says), "no `{says}`:\n{out}");
+        }
+    }
+
+    // The JSON: a record per benchmark and way, the best of 2 rounds.
+    let sc = &v["scenarios"][0];
+    assert_eq!(sc["name"], "programs");
+    let rs = sc["results"].as_array().unwrap();
+    assert_eq!(rs.len(), 9, "{rs:#?}");
+    for (i, r) in rs.iter().enumerate() {
+        let (b, way) = (BENCHMARKS[i / 3], WAYS[i % 3]);
+        assert_eq!(
+            (r["rw"].as_str(), r["engine"].as_str()),
+            (Some(b), Some(way))
+        );
+        assert_eq!(r["bs"], 216);
+        assert_eq!(r["ops"], keys, "{r:#}");
+        assert_eq!(r["file_size"], keys * 216);
+        let iops = r["iops"].as_f64().unwrap();
+        assert!(iops > 0.0, "{r:#}");
+        assert!((r["bw_bytes"].as_f64().unwrap() - iops * 216.0).abs() < 1.0);
+        assert_eq!(r["repeats_bw_bytes"].as_array().unwrap().len(), 2);
+        assert!(r["lat_ns"]["p50"].as_u64().unwrap() > 0, "{r:#}");
+        assert!(r["cpu_s_per_gib"].is_null(), "not measured: {r:#}");
+        let ratio = r["ratio_to_kernel"].as_f64().unwrap();
+        if way == "ext4" {
+            assert_eq!(ratio, 1.0);
+            assert!(r["capacity"].is_null());
+        } else {
+            assert_eq!(r["capacity"], (4 * keys * 216).div_ceil(1 << 20) << 20);
+        }
+        let notes = notes_of(r);
+        assert!(
+            notes[0].starts_with(&format!("db_bench: {b} ")),
+            "{notes:?}"
+        );
+        if b == "readrandom" {
+            assert!(
+                notes[0].ends_with(&format!("({keys} of {keys} found)")),
+                "{notes:?}"
+            );
+        }
+        if way == "interposer" {
+            assert!(
+                notes.iter().any(|n| n.contains(" opens served; ")),
+                "{notes:?}"
+            );
+        }
+        if way == "mount" {
+            assert!(
+                notes.iter().any(|n| n.contains("the mount's cache: ")),
+                "{notes:?}"
+            );
+        }
+    }
+    let ratios = sc["summary"]["ratios"].as_array().unwrap();
+    let names: Vec<&str> = ratios.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    let want: Vec<String> = BENCHMARKS
+        .iter()
+        .flat_map(|b| ["interposer", "mount"].map(|w| format!("{w} / ext4 ({b} 216B)")))
+        .collect();
+    assert_eq!(names, want);
+    for r in ratios {
+        assert_eq!(r["per_round"].as_array().unwrap().len(), 2, "{r:#}");
+    }
+    let targets = sc["summary"]["targets"].as_array().unwrap();
+    let got: Vec<(&str, f64)> = targets
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap(),
+                t["threshold"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("interposer bandwidth / ext4 (fillseq 216B)", 0.9),
+            ("interposer bandwidth / ext4 (readseq 216B)", 1.0),
+            ("interposer bandwidth / ext4 (readrandom 216B)", 1.3),
+        ]
+    );
+    for t in targets {
+        assert!(t["met"].is_boolean(), "{t:#}");
+        assert_eq!(t["per_run"].as_array().unwrap().len(), 2, "{t:#}");
+    }
+    // Nothing left behind: the databases and the mount are gone.
+    let left: Vec<_> = std::fs::read_dir(dir.path().join("data"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn programs_scenario_without_db_bench_says_so_and_skips() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_foliocache"))
+        .args(["bench", "--scenario", "programs", "--quick", "--json"])
+        .arg(&json)
+        .arg("--dir")
+        .arg(dir.path().join("data"))
+        .env("PATH", dir.path())
+        .output()
+        .expect("running foliocache");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = "programs: skipped: db_bench is not on PATH (apt-get install rocksdb-tools)";
+    assert!(text.contains(line), "{text}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let sc = &v["scenarios"][0];
+    assert_eq!(sc["name"], "programs");
+    assert!(sc["results"].as_array().unwrap().is_empty());
+    assert!(sc["summary"].is_null());
+    assert!(sc["notes"][0].as_str().unwrap().starts_with(line));
+}
