@@ -44,30 +44,28 @@ static void collect(char **argv, ptrdiff_t argc, const char *arg, va_list *ap) {
         argv[i] = va_arg(*ap, char *);
 }
 
+/* Declares `argv` (on the stack, sized for the list) holding `arg` and
+ * the list after it, and `ap` left past the list's NULL (va_end'ed by the
+ * caller); returns -1 from the caller for an overlong list. */
+#define COLLECT_ARGV(argv, ap, arg)                                            \
+    va_list ap;                                                                \
+    va_start(ap, arg);                                                         \
+    ptrdiff_t argc = count(ap);                                                \
+    va_end(ap);                                                                \
+    if (argc < 0)                                                              \
+        return -1;                                                             \
+    char *argv[argc + 1];                                                      \
+    va_start(ap, arg);                                                         \
+    collect(argv, argc, arg, &ap)
+
 HIDDEN int foliocache_preload_execl(const char *path, const char *arg, ...) {
-    va_list ap;
-    va_start(ap, arg);
-    ptrdiff_t argc = count(ap);
-    va_end(ap);
-    if (argc < 0)
-        return -1;
-    char *argv[argc + 1];
-    va_start(ap, arg);
-    collect(argv, argc, arg, &ap);
+    COLLECT_ARGV(argv, ap, arg);
     va_end(ap);
     return execve(path, argv, environ);
 }
 
 HIDDEN int foliocache_preload_execle(const char *path, const char *arg, ...) {
-    va_list ap;
-    va_start(ap, arg);
-    ptrdiff_t argc = count(ap);
-    va_end(ap);
-    if (argc < 0)
-        return -1;
-    char *argv[argc + 1];
-    va_start(ap, arg);
-    collect(argv, argc, arg, &ap);
+    COLLECT_ARGV(argv, ap, arg);
     /* The environment follows the NULL. */
     char *const *envp = va_arg(ap, char *const *);
     va_end(ap);
@@ -75,15 +73,7 @@ HIDDEN int foliocache_preload_execle(const char *path, const char *arg, ...) {
 }
 
 HIDDEN int foliocache_preload_execlp(const char *file, const char *arg, ...) {
-    va_list ap;
-    va_start(ap, arg);
-    ptrdiff_t argc = count(ap);
-    va_end(ap);
-    if (argc < 0)
-        return -1;
-    char *argv[argc + 1];
-    va_start(ap, arg);
-    collect(argv, argc, arg, &ap);
+    COLLECT_ARGV(argv, ap, arg);
     va_end(ap);
     return execvpe(file, argv, environ);
 }
