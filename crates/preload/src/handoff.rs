@@ -166,6 +166,47 @@ crate::after! { hand_all_to_kernel() =>
     fn execveat(dirfd: c_int, path: *const c_char, argv: Vector, envp: Vector, flags: c_int) -> c_int;
 }
 
+/// Defines exported `execl`-style functions (variadic in C) as jumps to
+/// their bodies in `c/exec.c`: `name => body;`. A naked function's jump
+/// leaves the caller's registers and stack as they came, so the C body
+/// reads the variadic list as the caller passed it; the body collects the
+/// list into an argv, as glibc's own does, and calls this library's
+/// `execve` or `execvpe`. (glibc's `execl`, `execle`, `execlp` call its
+/// internal `__execve`/`__execvpe`, which interposing `execve` does not
+/// catch.)
+macro_rules! variadic_execs {
+    ($($(#[$attr:meta])* $name:ident => $body:ident;)*) => {$(
+        $(#[$attr])*
+        ///
+        /// # Safety
+        #[doc = concat!("As `", stringify!($name), "(3)`: a NULL-terminated list of")]
+        /// NUL-terminated strings follows `arg`.
+        // SAFETY: the body is a jump to a C function of the same
+        // signature, which returns to this function's caller.
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(path: *const c_char, arg: *const c_char) -> c_int {
+            extern "C" {
+                fn $body(path: *const c_char, arg: *const c_char, ...) -> c_int;
+            }
+            #[cfg(target_arch = "x86_64")]
+            ::std::arch::naked_asm!("jmp {}", sym $body);
+            #[cfg(target_arch = "aarch64")]
+            ::std::arch::naked_asm!("b {}", sym $body);
+        }
+    )*};
+}
+
+variadic_execs! {
+    /// `execl(3)`: as [`execve`] with the arguments listed and `environ`.
+    execl => foliocache_preload_execl;
+    /// `execle(3)`: as [`execve`] with the arguments listed and the
+    /// environment after them.
+    execle => foliocache_preload_execle;
+    /// `execlp(3)`: as [`execvpe`] with the arguments listed and `environ`.
+    execlp => foliocache_preload_execlp;
+}
+
 crate::after! { write_back_all() =>
     /// `posix_spawn(3)`: the data written back (and synced) and positions
     /// set first, so the program it starts sees them; this process keeps

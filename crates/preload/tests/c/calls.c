@@ -500,47 +500,85 @@ static void test_fork(void) {
 }
 
 /* exec: every file goes to the kernel first; the new program finds the
- * data and the position on the inherited fd. Run as a fresh program
- * ("exec-writer": a fork child would pass through already), which writes
- * through the cache and execs "exec-reader". */
+ * data and the position on the inherited fd, whichever exec function
+ * started it. Each runs as a fresh program ("exec-writer": a fork child
+ * would pass through already), which writes through the cache and execs
+ * "exec-reader" with the function named. glibc's execl, execle, execlp,
+ * execv and execvp reach the kernel through its internal __execve and
+ * __execvpe, which no interposer sees: each needs its own. */
+extern char **environ;
+
+static const char *const EXECS[] = {"execve", "execv",  "execvp",  "execvpe", "execl",
+                                    "execle", "execlp", "fexecve", "execveat"};
+
 static void test_exec(const char *self) {
-    pid_t pid = fork();
-    if (pid == 0) {
-        execl(self, self, "exec-writer", dir, (char *)NULL);
-        _exit(127);
+    for (size_t i = 0; i < sizeof EXECS / sizeof EXECS[0]; i++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            execl(self, self, "exec-writer", dir, EXECS[i], (char *)NULL);
+            _exit(127);
+        }
+        int status;
+        CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status));
+        if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
+            fprintf(stderr, "%s: exec-writer or exec-reader failed with %d\n", EXECS[i],
+                    WEXITSTATUS(status));
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     }
-    int status;
-    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
-static int exec_writer(const char *self) {
-    const char *p = path_of("exec.bin");
-    int fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0644);
+/* exec.<how>.bin: the file the writer writes and the reader checks. */
+static const char *exec_file(const char *how) {
+    static char name[64];
+    snprintf(name, sizeof name, "exec.%s.bin", how);
+    return path_of(name);
+}
+
+static int exec_writer(const char *self, const char *how) {
+    int fd = open(exec_file(how), O_RDWR | O_CREAT | O_TRUNC, 0644);
     if (fd < 0 || !served(fd))
         return 1;
     if (write(fd, "written before exec", 19) != 19 || lseek(fd, 8, SEEK_SET) != 8)
         return 2;
     char fdarg[16];
     snprintf(fdarg, sizeof fdarg, "%d", fd);
-    char *argv[] = {(char *)self, "exec-reader", (char *)dir, fdarg, NULL};
-    execv(self, argv);
+    char *d = (char *)dir, *h = (char *)how;
+    char *argv[] = {(char *)self, "exec-reader", d, h, fdarg, NULL};
+    if (strcmp(how, "execve") == 0)
+        execve(self, argv, environ);
+    else if (strcmp(how, "execv") == 0)
+        execv(self, argv);
+    else if (strcmp(how, "execvp") == 0)
+        execvp(self, argv);
+    else if (strcmp(how, "execvpe") == 0)
+        execvpe(self, argv, environ);
+    else if (strcmp(how, "execl") == 0)
+        execl(self, self, "exec-reader", d, h, fdarg, (char *)NULL);
+    else if (strcmp(how, "execle") == 0)
+        execle(self, self, "exec-reader", d, h, fdarg, (char *)NULL, environ);
+    else if (strcmp(how, "execlp") == 0)
+        execlp(self, self, "exec-reader", d, h, fdarg, (char *)NULL);
+    else if (strcmp(how, "fexecve") == 0) {
+        int exe = open(self, O_RDONLY | O_CLOEXEC);
+        fexecve(exe, argv, environ);
+    } else if (strcmp(how, "execveat") == 0)
+        execveat(AT_FDCWD, self, argv, environ, 0);
     return 3;
 }
 
-static int exec_reader(int fd) {
+static int exec_reader(const char *how, int fd) {
     char b[32] = {0};
     if (served(fd))
         return 4;
     if (read(fd, b, 6) != 6 || memcmp(b, "before", 6) != 0) /* at 8 */
         return 5;
-    if (kernel_size(path_of("exec.bin")) != 19)
+    if (kernel_size(exec_file(how)) != 19)
         return 6;
     return 0;
 }
 
 /* posix_spawn and system: the program started sees the data written
  * through the cache; this process keeps serving the file. */
-extern char **environ;
 
 static void test_spawn(void) {
     const char *p = path_of("spawn.bin");
@@ -660,10 +698,10 @@ int main(int argc, char **argv) {
         return 2;
     }
     dir = argv[1];
-    if (strcmp(argv[1], "exec-writer") == 0 && argc == 3 && (dir = argv[2]))
-        return exec_writer(argv[0]);
-    if (strcmp(argv[1], "exec-reader") == 0 && argc == 4 && (dir = argv[2]))
-        return exec_reader(atoi(argv[3]));
+    if (strcmp(argv[1], "exec-writer") == 0 && argc == 4 && (dir = argv[2]))
+        return exec_writer(argv[0], argv[3]);
+    if (strcmp(argv[1], "exec-reader") == 0 && argc == 5 && (dir = argv[2]))
+        return exec_reader(argv[3], atoi(argv[4]));
     if (!dlsym(RTLD_DEFAULT, "foliocache_preload_served")) {
         fprintf(stderr, "not running under libfoliocache_preload.so\n");
         return 2;
