@@ -164,6 +164,8 @@ mod sync;
 mod truncate;
 #[allow(unsafe_code)]
 mod vmscan;
+#[allow(unsafe_code)]
+mod wbpool;
 mod workingset;
 mod write;
 #[allow(unsafe_code)]
