@@ -51,7 +51,12 @@ use crate::arena::PAGE;
 
 /// The most pages one writeback IO carries (16 MiB): runs are cut there so
 /// a long dirty file is written in pieces other threads can interleave with.
+/// Also the most pages of one batch of runs (`Mapping::dirty_batch`).
 pub(crate) const MAX_RUN_PAGES: u64 = 4096;
+
+/// The most runs of dirty folios written back together (their writes go
+/// out side by side through the writeback pool).
+const MAX_BATCH_RUNS: usize = 256;
 
 /// How often the flusher writes back whatever is dirty, even below the
 /// background threshold.
@@ -370,15 +375,9 @@ impl Mapping {
         let mut index = first;
         let mut past_eof = false;
         while index <= last {
-            let (run, next) = self.dirty_run(index, last);
+            let (run, next) = self.dirty_batch(index, last);
             if run.is_empty() {
-                match next {
-                    Some(n) => {
-                        index = n;
-                        continue;
-                    }
-                    None => break,
-                }
+                break;
             }
             // The size now: extending writes set it before they unlock
             // their folios, so it covers every byte of these. Pages past
@@ -410,11 +409,10 @@ impl Mapping {
                     result = Err(e);
                 }
             }
-            let end = run.last().map(|f| f.index() + f.nr_pages());
             let run: Vec<FolioRef<'_>> = run.into_iter().map(LockedFolio::unlock).collect();
             self.after_writeback(&run);
-            match end {
-                Some(e) if e > index => index = e,
+            match next {
+                Some(n) if n > index => index = n,
                 _ => break,
             }
         }
@@ -431,14 +429,47 @@ impl Mapping {
         result
     }
 
+    /// The dirty folios written back together from page `index`: runs of
+    /// contiguous dirty folios in index order, up to `last`,
+    /// [`MAX_RUN_PAGES`] pages and [`MAX_BATCH_RUNS`] runs, all locked.
+    /// Their writes go out side by side (the pool), so scattered small dirty
+    /// folios do not wait for the device one by one, as the kernel's block
+    /// plug (`blk_start_plug` around `writeback_iter`'s loop) sends a batch
+    /// of a file's writes together. Folio locks are taken in index order
+    /// only, as the lock order asks. Returns the folios (none: nothing dirty
+    /// left in the range) and the page to look at next (`None`: none).
+    fn dirty_batch(&self, mut index: u64, last: u64) -> (Vec<LockedFolio<'_>>, Option<u64>) {
+        let mut batch: Vec<LockedFolio<'_>> = Vec::new();
+        let (mut pages, mut runs) = (0u64, 0usize);
+        while index <= last && pages < MAX_RUN_PAGES && runs < MAX_BATCH_RUNS {
+            let (run, next) = self.dirty_run(index, last, MAX_RUN_PAGES - pages);
+            if !run.is_empty() {
+                runs += 1;
+                pages += run.iter().map(|f| f.nr_pages()).sum::<u64>();
+                batch.extend(run);
+            }
+            match next {
+                Some(n) if n > index => index = n,
+                _ => return (batch, None),
+            }
+        }
+        (batch, Some(index))
+    }
+
     /// The next run of contiguous dirty folios from page `index` (locked,
-    /// still dirty, in this mapping), up to `last` and [`MAX_RUN_PAGES`];
-    /// or none, with the page to look at next.
-    fn dirty_run(&self, index: u64, last: u64) -> (Vec<LockedFolio<'_>>, Option<u64>) {
+    /// still dirty, in this mapping), up to `last` and about `max_pages`
+    /// (a first folio larger than that is taken whole); or none, with the
+    /// page to look at next.
+    fn dirty_run(
+        &self,
+        index: u64,
+        last: u64,
+        max_pages: u64,
+    ) -> (Vec<LockedFolio<'_>>, Option<u64>) {
         let mut run: Vec<LockedFolio<'_>> = Vec::new();
         let mut next = index;
         let mut pages = 0;
-        while next <= last && pages < MAX_RUN_PAGES {
+        while next <= last && pages < max_pages {
             let Some(i) = self.find_marked(next, last, DIRTY_MARK) else {
                 break;
             };

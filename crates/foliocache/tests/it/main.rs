@@ -50,6 +50,7 @@ mod workingset {
 mod write {
     mod durability;
     mod model;
+    mod pool;
     mod semantics;
     mod smoke;
     mod stress;
