@@ -7,7 +7,9 @@
 //!   a marked search that skips clean subtrees.
 //! - [`Mapping::writeback`] walks the dirty folios of a range in index
 //!   order, one writeback of a file at a time (its `wb_lock`), and writes
-//!   each contiguous run (up to [`MAX_RUN_PAGES`]) as one vectored write.
+//!   each contiguous run (up to [`MAX_RUN_PAGES`]) as one vectored write;
+//!   up to [`MAX_BATCH_RUNS`] runs are locked and written together, their
+//!   writes side by side on the cache's writeback pool (`wbpool.rs`).
 //!   A folio is locked, marked clean and under writeback before its IO and
 //!   stays locked until it completes: a writer of that folio waits for the
 //!   IO (the kernel's stable pages), a reader of it does not (it copies an
@@ -24,6 +26,8 @@
 //!   passes the background threshold (or reclaim met a dirty folio), and
 //!   every [`FLUSH_INTERVAL`] writes back everything dirty (the kernel's
 //!   periodic writeback of expired data, without per-folio ages).
+//! - The dirty limit and background threshold default to shares of what
+//!   the cache may hold now (`CacheInner::dirty_limit`).
 //! - A writer that finds the cache over its dirty limit writes back its own
 //!   file first; if its file has nothing dirty it
 //!   waits for the flusher. Dirty data never fills the cache, so reclaim
