@@ -201,15 +201,18 @@ impl CacheBuilder {
 
     /// Dirty bytes above which a writer is throttled: it writes back its
     /// own file's dirty data before it writes more (the kernel's
-    /// `dirty_ratio`). Default: half the capacity. At least one page.
+    /// `dirty_bytes`). Default: three quarters of what the cache may hold
+    /// at the time (its capacity, less what memory pressure took back), as
+    /// the kernel's `dirty_ratio` is a share of the memory it could dirty.
+    /// At least one page.
     pub fn dirty_limit(mut self, bytes: usize) -> Self {
         self.dirty_limit = Some(bytes);
         self
     }
 
     /// Dirty bytes above which the background flusher starts writing back
-    /// (the kernel's `dirty_background_ratio`). Default: a quarter of the
-    /// capacity, and never above the dirty limit.
+    /// (the kernel's `dirty_background_bytes`). Default: half the dirty
+    /// limit (the kernel's ratios), and never above it.
     pub fn dirty_background(mut self, bytes: usize) -> Self {
         self.dirty_background = Some(bytes);
         self
@@ -259,14 +262,8 @@ impl CacheBuilder {
         };
         let pages = arena.capacity_pages() as u64;
         let page = PAGE_SIZE as u64;
-        let dirty_limit = self
-            .dirty_limit
-            .map_or(pages / 2, |b| (b as u64).div_ceil(page))
-            .max(1);
-        let dirty_background = self
-            .dirty_background
-            .map_or(pages / 4, |b| (b as u64).div_ceil(page))
-            .min(dirty_limit);
+        let dirty_limit = self.dirty_limit.map(|b| (b as u64).div_ceil(page).max(1));
+        let dirty_background = self.dirty_background.map(|b| (b as u64).div_ceil(page));
         let cache = Cache {
             inner: Arc::new(CacheInner {
                 arena,
@@ -284,9 +281,13 @@ impl CacheBuilder {
                 shadow_check: AtomicU64::new(shadow_check_every(shadow_nodes)),
                 trimming: parking_lot::Mutex::new(()),
                 closed_dirty: parking_lot::Mutex::new(Vec::new()),
-                dirty_limit,
-                dirty_background,
+                dirty_limit_set: dirty_limit,
+                dirty_background_set: dirty_background,
                 flusher: Arc::new(crate::writeback::Flusher::default()),
+                #[cfg(not(loom))]
+                wb_pool: crate::wbpool::WbPool::new(crate::wbpool::WB_WORKERS),
+                #[cfg(loom)]
+                wb_pool: crate::wbpool::WbPool::inline(),
                 dirty_bits: crate::writeback::PageBits::new(pages as usize),
             }),
         };
@@ -809,13 +810,18 @@ pub(crate) struct CacheInner {
     /// the models, and nothing is held while it is.
     #[allow(clippy::disallowed_types)]
     pub(crate) closed_dirty: parking_lot::Mutex<Vec<(Arc<Mapping>, std::time::Instant)>>,
-    /// Dirty pages above which writers are throttled.
-    pub(crate) dirty_limit: u64,
-    /// Dirty pages above which the flusher writes back.
+    /// Dirty pages above which writers are throttled, if the builder set
+    /// it (else a share of the budget: `CacheInner::dirty_limit`).
+    pub(crate) dirty_limit_set: Option<u64>,
+    /// Dirty pages above which the flusher writes back, if the builder set
+    /// it (else half the limit: `CacheInner::dirty_background`).
     #[cfg_attr(loom, allow(dead_code))]
-    pub(crate) dirty_background: u64,
+    pub(crate) dirty_background_set: Option<u64>,
     /// The background writeback thread's wake-up.
     pub(crate) flusher: Arc<crate::writeback::Flusher>,
+    /// The threads that carry a writeback run's writes side by side
+    /// (started with the flusher, joined when the cache goes).
+    pub(crate) wb_pool: crate::wbpool::WbPool,
     /// One bit per arena page: dirty (written since its folio was last
     /// written back). A large folio written in a few places writes back
     /// only those pages (the kernel's per-block dirty state of iomap). A

@@ -56,7 +56,7 @@
 //! │  │               set_len/punch_hole exclusive) -- Mapping::truncate_to
 //! │  └─ wb_lock (per file, one writeback at a time) -- Mapping::truncate_to
 //! │     └─ folio lock (sleeping; several only in index order)
-//! │           -- Mapping::writeback (dirty_run), InvalidateLocked::truncate_bytes
+//! │           -- Mapping::writeback (dirty_batch), InvalidateLocked::truncate_bytes
 //! ├─ folio lock -- File::write_at (Mapping::grab_folios)
 //! │  ├─ index lock (per file, the xarray's) -- Mapping::add_folio,
 //! │  │     remove_locked, mark_dirty, start_writeback, remove_frozen
@@ -85,8 +85,11 @@
 //! └─ mapping table (per cache) -- CacheInner::live_mappings
 //!    (dropped before the trimmer takes each file's index lock)
 //!
-//! closed_dirty (per cache) and the flusher's wake-up: leaf locks, held
-//! only to move a list or a flag.
+//! closed_dirty (per cache), the flusher's wake-up and the writeback
+//! pool's queue and batch counters (`wbpool.rs`): leaf locks, held only to
+//! move a list, a flag or a count. The pool's jobs (backing writes) take no
+//! lock of the cache: `Mapping::writeback` waits for them holding its
+//! `wb_lock` and folio locks.
 //! ```
 //!
 //! A name ending in `_locked` takes a folio its caller holds locked (a
@@ -164,6 +167,8 @@ mod sync;
 mod truncate;
 #[allow(unsafe_code)]
 mod vmscan;
+#[allow(unsafe_code)]
+mod wbpool;
 mod workingset;
 mod write;
 #[allow(unsafe_code)]

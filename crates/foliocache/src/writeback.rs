@@ -7,7 +7,9 @@
 //!   a marked search that skips clean subtrees.
 //! - [`Mapping::writeback`] walks the dirty folios of a range in index
 //!   order, one writeback of a file at a time (its `wb_lock`), and writes
-//!   each contiguous run (up to [`MAX_RUN_PAGES`]) as one vectored write.
+//!   each contiguous run (up to [`MAX_RUN_PAGES`]) as one vectored write;
+//!   up to [`MAX_BATCH_RUNS`] runs are locked and written together, their
+//!   writes side by side on the cache's writeback pool (`wbpool.rs`).
 //!   A folio is locked, marked clean and under writeback before its IO and
 //!   stays locked until it completes: a writer of that folio waits for the
 //!   IO (the kernel's stable pages), a reader of it does not (it copies an
@@ -24,6 +26,8 @@
 //!   passes the background threshold (or reclaim met a dirty folio), and
 //!   every [`FLUSH_INTERVAL`] writes back everything dirty (the kernel's
 //!   periodic writeback of expired data, without per-folio ages).
+//! - The dirty limit and background threshold default to shares of what
+//!   the cache may hold now (`CacheInner::dirty_limit`).
 //! - A writer that finds the cache over its dirty limit writes back its own
 //!   file first; if its file has nothing dirty it
 //!   waits for the flusher. Dirty data never fills the cache, so reclaim
@@ -51,7 +55,12 @@ use crate::arena::PAGE;
 
 /// The most pages one writeback IO carries (16 MiB): runs are cut there so
 /// a long dirty file is written in pieces other threads can interleave with.
+/// Also the most pages of one batch of runs (`Mapping::dirty_batch`).
 pub(crate) const MAX_RUN_PAGES: u64 = 4096;
+
+/// The most runs of dirty folios written back together (their writes go
+/// out side by side through the writeback pool).
+const MAX_BATCH_RUNS: usize = 256;
 
 /// How often the flusher writes back whatever is dirty, even below the
 /// background threshold.
@@ -254,9 +263,37 @@ impl Flusher {
     }
 }
 
+/// The default dirty limit's share of what the cache may hold, as
+/// (numerator, denominator): the kernel's `dirty_ratio` is a share of the
+/// memory it could dirty (`global_dirtyable_memory`: free and file pages),
+/// and all of a cache's memory is file pages. A quarter stays clean for
+/// readers and new folios.
+const DIRTY_SHARE: (u64, u64) = (3, 4);
+
 impl CacheInner {
     fn dirty(&self) -> u64 {
         self.stats.dirty_pages.load(Ordering::Relaxed)
+    }
+
+    /// Dirty pages above which writers are throttled (the limit of
+    /// `balance_dirty_pages`, from `domain_dirty_limits`): the builder's,
+    /// else [`DIRTY_SHARE`] of what the cache may hold now (its capacity,
+    /// less what memory pressure took back: the arena's limit), so a cache
+    /// that shrinks holds less dirty data, as the kernel's limit follows
+    /// the memory available.
+    pub(crate) fn dirty_limit(&self) -> u64 {
+        self.dirty_limit_set
+            .unwrap_or_else(|| self.arena.limit_pages() as u64 * DIRTY_SHARE.0 / DIRTY_SHARE.1)
+            .max(1)
+    }
+
+    /// Dirty pages above which the flusher writes back: the builder's, else
+    /// half the dirty limit (the kernel's default `dirty_background_ratio`
+    /// against its `dirty_ratio`); never above the limit.
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) fn dirty_background(&self) -> u64 {
+        let limit = self.dirty_limit();
+        self.dirty_background_set.unwrap_or(limit / 2).min(limit)
     }
 
     /// One round of the flusher: over the background threshold, write
@@ -267,14 +304,14 @@ impl CacheInner {
     #[cfg_attr(loom, allow(dead_code))]
     fn flush(&self, all: bool) {
         self.retry_closed(all);
-        if !all && self.dirty() <= self.dirty_background {
+        if !all && self.dirty() <= self.dirty_background() {
             return;
         }
         let mut live = self.live_mappings();
         live.retain(|m| m.dirty_pages.load(Ordering::Relaxed) > 0);
         live.sort_by_key(|m| std::cmp::Reverse(m.dirty_pages.load(Ordering::Relaxed)));
         for m in &live {
-            if !all && self.dirty() <= self.dirty_background / 2 {
+            if !all && self.dirty() <= self.dirty_background() / 2 {
                 break;
             }
             let _ = m.writeback(0, u64::MAX);
@@ -342,15 +379,9 @@ impl Mapping {
         let mut index = first;
         let mut past_eof = false;
         while index <= last {
-            let (run, next) = self.dirty_run(index, last);
+            let (run, next) = self.dirty_batch(index, last);
             if run.is_empty() {
-                match next {
-                    Some(n) => {
-                        index = n;
-                        continue;
-                    }
-                    None => break,
-                }
+                break;
             }
             // The size now: extending writes set it before they unlock
             // their folios, so it covers every byte of these. Pages past
@@ -382,11 +413,10 @@ impl Mapping {
                     result = Err(e);
                 }
             }
-            let end = run.last().map(|f| f.index() + f.nr_pages());
             let run: Vec<FolioRef<'_>> = run.into_iter().map(LockedFolio::unlock).collect();
             self.after_writeback(&run);
-            match end {
-                Some(e) if e > index => index = e,
+            match next {
+                Some(n) if n > index => index = n,
                 _ => break,
             }
         }
@@ -403,14 +433,47 @@ impl Mapping {
         result
     }
 
+    /// The dirty folios written back together from page `index`: runs of
+    /// contiguous dirty folios in index order, up to `last`,
+    /// [`MAX_RUN_PAGES`] pages and [`MAX_BATCH_RUNS`] runs, all locked.
+    /// Their writes go out side by side (the pool), so scattered small dirty
+    /// folios do not wait for the device one by one, as the kernel's block
+    /// plug (`blk_start_plug` around `writeback_iter`'s loop) sends a batch
+    /// of a file's writes together. Folio locks are taken in index order
+    /// only, as the lock order asks. Returns the folios (none: nothing dirty
+    /// left in the range) and the page to look at next (`None`: none).
+    fn dirty_batch(&self, mut index: u64, last: u64) -> (Vec<LockedFolio<'_>>, Option<u64>) {
+        let mut batch: Vec<LockedFolio<'_>> = Vec::new();
+        let (mut pages, mut runs) = (0u64, 0usize);
+        while index <= last && pages < MAX_RUN_PAGES && runs < MAX_BATCH_RUNS {
+            let (run, next) = self.dirty_run(index, last, MAX_RUN_PAGES - pages);
+            if !run.is_empty() {
+                runs += 1;
+                pages += run.iter().map(|f| f.nr_pages()).sum::<u64>();
+                batch.extend(run);
+            }
+            match next {
+                Some(n) if n > index => index = n,
+                _ => return (batch, None),
+            }
+        }
+        (batch, Some(index))
+    }
+
     /// The next run of contiguous dirty folios from page `index` (locked,
-    /// still dirty, in this mapping), up to `last` and [`MAX_RUN_PAGES`];
-    /// or none, with the page to look at next.
-    fn dirty_run(&self, index: u64, last: u64) -> (Vec<LockedFolio<'_>>, Option<u64>) {
+    /// still dirty, in this mapping), up to `last` and about `max_pages`
+    /// (a first folio larger than that is taken whole); or none, with the
+    /// page to look at next.
+    fn dirty_run(
+        &self,
+        index: u64,
+        last: u64,
+        max_pages: u64,
+    ) -> (Vec<LockedFolio<'_>>, Option<u64>) {
         let mut run: Vec<LockedFolio<'_>> = Vec::new();
         let mut next = index;
         let mut pages = 0;
-        while next <= last && pages < MAX_RUN_PAGES {
+        while next <= last && pages < max_pages {
             let Some(i) = self.find_marked(next, last, DIRTY_MARK) else {
                 break;
             };
@@ -502,23 +565,23 @@ impl Mapping {
     /// dirty limit for [`THROTTLE_WAIT`].
     pub(crate) fn throttle(&self) -> io::Result<()> {
         let cache = self.inner();
-        if self.memfile || cache.dirty() <= cache.dirty_limit {
+        if self.memfile || cache.dirty() <= cache.dirty_limit() {
             return Ok(());
         }
         cache.stats.throttled.fetch_add(1, Ordering::Relaxed);
         cache.flusher.kick();
         let start = Instant::now();
         let errors = cache.stats.writeback_errors.load(Ordering::Relaxed);
-        while cache.dirty() > cache.dirty_limit {
+        while cache.dirty() > cache.dirty_limit() {
             if self.dirty_pages.load(Ordering::Relaxed) > 0 {
                 if let Err(e) = self.writeback(0, u64::MAX) {
-                    if cache.dirty() > cache.dirty_limit {
+                    if cache.dirty() > cache.dirty_limit() {
                         // The backing's error as it gave it (its errno is
                         // what a caller, or a FUSE reply, needs).
                         log::warn!(
                             "foliocache: over the dirty limit ({} bytes) and writing back {:?} \
                              failed: {e}",
-                            cache.dirty_limit * PAGE,
+                            cache.dirty_limit() * PAGE,
                             self.path
                         );
                         return Err(e);
@@ -539,7 +602,7 @@ impl Mapping {
                     io::ErrorKind::StorageFull,
                     format!(
                         "foliocache: the cache stayed over its dirty limit ({} bytes) for {:?}",
-                        cache.dirty_limit * PAGE,
+                        cache.dirty_limit() * PAGE,
                         THROTTLE_WAIT
                     ),
                 ));
@@ -702,8 +765,8 @@ impl Mapping {
     /// Writes the dirty page runs of a locked run of folios covering
     /// contiguous pages: pages that follow each other in the file, across
     /// folios too, go as one vectored write; each gap starts another. Many
-    /// writes (scattered dirty pages) are spread over up to
-    /// [`WRITEBACK_THREADS`] threads so several are in flight. Every write
+    /// writes (scattered dirty pages) go through the cache's writeback pool
+    /// (`wbpool.rs`) so several are in flight. Every write
     /// is tried. Returns the bytes written or the first error, and the page
     /// runs (per folio) whose write failed, to be marked dirty again.
     pub(crate) fn write_dirty(
@@ -754,45 +817,25 @@ impl Mapping {
             cache.stats.io_write_bytes.fetch_add(n, Ordering::Relaxed);
             Ok(n)
         };
-        let threads = if cfg!(loom) || segs.len() < PARALLEL_WRITES_MIN {
-            1
-        } else {
-            (segs.len() / PARALLEL_WRITES_MIN).clamp(1, WRITEBACK_THREADS)
-        };
-        // Every write is tried, whatever the others did.
-        let results: Vec<io::Result<u64>> = if threads == 1 {
+        // Every write is tried, whatever the others did. Scattered dirty
+        // pages make many small writes that each wait for the device: the
+        // cache's writeback pool keeps several in flight.
+        let results: Vec<io::Result<u64>> = if segs.len() < PARALLEL_WRITES_MIN {
             segs.iter().map(write).collect()
         } else {
-            // Scattered dirty pages: each write is small and waits for the
-            // device, so keep several in flight (the kernel's flusher has
-            // the block layer's queue for that).
-            std::thread::scope(|scope| {
-                let parts: Vec<_> = (0..threads)
-                    .map(|k| {
-                        let (segs, write) = (&segs, &write);
-                        scope.spawn(move || -> Vec<(usize, io::Result<u64>)> {
-                            (k..segs.len())
-                                .step_by(threads)
-                                .map(|j| (j, write(&segs[j])))
-                                .collect()
-                        })
-                    })
-                    .collect();
-                let mut all: Vec<(usize, io::Result<u64>)> = Vec::with_capacity(segs.len());
-                // (A thread that panicked leaves its writes failed.)
-                for h in parts {
-                    if let Ok(v) = h.join() {
-                        all.extend(v);
-                    }
-                }
-                let mut out: Vec<io::Result<u64>> = (0..segs.len())
-                    .map(|_| Err(io::Error::other("writeback thread panicked")))
-                    .collect();
-                for (j, r) in all {
-                    out[j] = r;
-                }
-                out
-            })
+            let slots: Vec<std::sync::OnceLock<io::Result<u64>>> =
+                segs.iter().map(|_| std::sync::OnceLock::new()).collect();
+            cache.wb_pool.run(segs.len(), &|j| {
+                let _ = slots[j].set(write(&segs[j]));
+            });
+            // (A job that panicked leaves its write failed.)
+            slots
+                .into_iter()
+                .map(|s| {
+                    s.into_inner()
+                        .unwrap_or_else(|| Err(io::Error::other("writeback job panicked")))
+                })
+                .collect()
         };
         let mut total = Ok(0u64);
         for (seg, r) in segs.iter().zip(results) {
@@ -816,11 +859,9 @@ impl Mapping {
     }
 }
 
-/// The most threads one writeback run's writes are spread over.
-pub(crate) const WRITEBACK_THREADS: usize = 4;
-
-/// Writes per thread below which a run's writes go one after another.
-const PARALLEL_WRITES_MIN: usize = 8;
+/// Writes in a run below which they go one after another on the caller's
+/// thread (handing them to the pool costs more than it saves).
+const PARALLEL_WRITES_MIN: usize = 4;
 
 /// The index mark of dirty folios (the kernel's `PAGECACHE_TAG_DIRTY`).
 pub(crate) const DIRTY_MARK: xarray::Mark = xarray::Mark::MARK_0;

@@ -52,6 +52,7 @@ mod write {
     mod discard;
     mod durability;
     mod model;
+    mod pool;
     mod semantics;
     mod smoke;
     mod stress;
