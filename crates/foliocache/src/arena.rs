@@ -302,6 +302,11 @@ pub struct Arena {
     limit_pages: AtomicUsize,
     /// The allocator's state.
     buddy: Mutex<Buddy>,
+    /// Kicked when allocation starts a whole 2 MiB block while chunks not
+    /// yet faulted in remain: the thread that faults in the next ones
+    /// ahead of allocation ([`Arena::populate_ahead`]), if the owner set
+    /// one ([`Arena::set_ahead`]).
+    ahead: std::sync::OnceLock<std::sync::Arc<crate::kick::Kick>>,
 }
 
 // SAFETY: the raw pointer in `region` is only used to compute addresses
@@ -417,6 +422,7 @@ impl Arena {
             free_pages: AtomicUsize::new(pages as usize),
             limit_pages: AtomicUsize::new(pages as usize),
             buddy: Mutex::new(buddy),
+            ahead: std::sync::OnceLock::new(),
         })
     }
 
@@ -453,15 +459,20 @@ impl Arena {
             return None;
         }
         let mut buddy = self.buddy.lock();
+        let chunks_free = buddy.counts[MAX_ORDER as usize];
         let page = buddy.alloc(order);
         self.free_pages.store(buddy.free_pages, Ordering::Relaxed);
         let fresh = match page {
             Some(p) => buddy.mark_populated(p >> MAX_ORDER),
             _ => false,
         };
+        let kick = buddy.wants_ahead(chunks_free);
         drop(buddy);
         if let (true, Some(p)) = (fresh, page) {
             self.populate_chunks(p >> MAX_ORDER, 1);
+        }
+        if kick {
+            self.kick_ahead();
         }
         page.map(PageId)
     }
@@ -495,6 +506,7 @@ impl Arena {
         out.reserve(n.min(self.pages as usize >> order));
         let mut fresh: Vec<u32> = Vec::new();
         let mut buddy = self.buddy.lock();
+        let chunks_free = buddy.counts[MAX_ORDER as usize];
         let mut got = 0;
         while got < n {
             match buddy.alloc(order) {
@@ -509,20 +521,79 @@ impl Arena {
             got += 1;
         }
         self.free_pages.store(buddy.free_pages, Ordering::Relaxed);
+        let kick = buddy.wants_ahead(chunks_free);
         drop(buddy);
-        // One call per run of adjacent fresh chunks: a window that takes
-        // several chunks faults them in at once.
-        fresh.sort_unstable();
-        let mut i = 0;
-        while i < fresh.len() {
-            let mut j = i + 1;
-            while j < fresh.len() && fresh[j] == fresh[j - 1] + 1 {
-                j += 1;
-            }
-            self.populate_chunks(fresh[i], (j - i) as u32);
-            i = j;
+        self.populate_runs(&mut fresh);
+        if kick {
+            self.kick_ahead();
         }
         got
+    }
+
+    /// Faults in `chunks` (marked populated by the caller), one call per
+    /// run of adjacent ones: a window that takes several chunks faults
+    /// them in at once.
+    fn populate_runs(&self, chunks: &mut [u32]) {
+        chunks.sort_unstable();
+        let mut i = 0;
+        while i < chunks.len() {
+            let mut j = i + 1;
+            while j < chunks.len() && chunks[j] == chunks[j - 1] + 1 {
+                j += 1;
+            }
+            self.populate_chunks(chunks[i], (j - i) as u32);
+            i = j;
+        }
+    }
+
+    /// Sets the wake-up of the thread that calls
+    /// [`populate_ahead`](Self::populate_ahead): kicked whenever allocation
+    /// starts a whole 2 MiB block while chunks not yet faulted in remain.
+    /// Once; later calls change nothing.
+    pub(crate) fn set_ahead(&self, kick: std::sync::Arc<crate::kick::Kick>) {
+        let _ = self.ahead.set(kick);
+    }
+
+    fn kick_ahead(&self) {
+        if let Some(k) = self.ahead.get() {
+            k.kick();
+        }
+    }
+
+    /// Faults in, ahead of allocation, the chunks that allocation starts
+    /// next: of the first `chunks` whole free 2 MiB blocks (the lowest, the
+    /// ones [`alloc`](Self::alloc) splits next), those not faulted in yet,
+    /// as far as the limit leaves room to allocate them. Returns how many
+    /// it faulted in. For a thread of its own beside the allocating ones
+    /// (the cache's, with [`Populate::Lazy`]): allocation then finds its
+    /// chunks populated, and its caller does not pay their first touch. A
+    /// block allocated from such a chunk before the call returns is only
+    /// touched as the call touches it (faulting it in is harmless to its
+    /// contents, as in [`alloc`](Self::alloc)).
+    ///
+    /// # Locking
+    /// Takes the arena lock for a scan of `chunks` free blocks; faults
+    /// the memory in with the lock dropped.
+    pub fn populate_ahead(&self, chunks: usize) -> usize {
+        let mut todo: Vec<u32> = Vec::with_capacity(chunks);
+        {
+            let mut buddy = self.buddy.lock();
+            let allocated = buddy.pages as usize - buddy.free_pages;
+            let room = buddy.limit.saturating_sub(allocated) / CHUNK_PAGES as usize;
+            let mut from = 0;
+            for _ in 0..chunks.min(room) {
+                let Some(slot) = buddy.free[MAX_ORDER as usize].next_set(from) else {
+                    break;
+                };
+                from = slot + 1;
+                // A whole free block of the top order is one chunk.
+                if buddy.mark_populated(slot as u32) {
+                    todo.push(slot as u32);
+                }
+            }
+        }
+        self.populate_runs(&mut todo);
+        todo.len()
     }
 
     /// Faults `count` chunks from `first` in (`MADV_POPULATE_WRITE`, the
@@ -1206,6 +1277,21 @@ impl SummaryBitmap {
         }
     }
 
+    /// The lowest set slot at or after `from` (a scan of the bottom
+    /// level's words: for the few top-order blocks a chunk scan visits).
+    fn next_set(&self, from: usize) -> Option<usize> {
+        let words = &self.levels[0];
+        let mut w = from / 64;
+        let mut bits = *words.get(w)? & (u64::MAX << (from % 64));
+        loop {
+            if bits != 0 {
+                return Some(w * 64 + bits.trailing_zeros() as usize);
+            }
+            w += 1;
+            bits = *words.get(w)?;
+        }
+    }
+
     /// The lowest set slot.
     fn first_set(&self) -> Option<usize> {
         let top = self.levels.last()?;
@@ -1317,6 +1403,13 @@ impl Buddy {
     /// Number of chunks (the last one may be partial).
     fn chunks(&self) -> usize {
         self.pages.div_ceil(CHUNK_PAGES) as usize
+    }
+
+    /// Whether the thread that populates ahead should look again: an
+    /// allocation (or a batch) took a whole free 2 MiB block (there were
+    /// `chunks_free` before it), and chunks not faulted in remain.
+    fn wants_ahead(&self, chunks_free: usize) -> bool {
+        self.counts[MAX_ORDER as usize] < chunks_free && self.populated_chunks < self.chunks()
     }
 
     /// Marks `chunk` populated; returns whether it was not.

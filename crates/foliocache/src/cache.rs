@@ -70,6 +70,39 @@ const ALLOC_WAIT_ROUNDS: u32 = 0;
 /// dirty folios (the flusher is making clean ones).
 const DIRTY_WAIT_FACTOR: u32 = 10;
 
+/// Chunks of 2 MiB the populater keeps faulted in ahead of allocation
+/// (with [`Populate::Lazy`]): 8 MiB, a few readahead windows, so a
+/// stream of misses finds its memory ready while resident memory stays
+/// within a few MiB of what is cached.
+#[cfg(not(loom))]
+const AHEAD_CHUNKS: usize = 4;
+
+/// Starts the populater of a lazily populated cache: a thread that faults
+/// in the chunks allocation takes next ([`Arena::populate_ahead`]) each
+/// time allocation starts one, so that a miss does not pay the first
+/// touch of fresh memory (a zeroed page per 4 KiB: as much as the read
+/// itself, `docs/design.md`, "Memory: population and pressure") where a
+/// CPU is idle to pay it instead. The kernel's page cache has no such
+/// cost (it allocates pages it never zeroes); anonymous memory has. Like
+/// the flusher, it holds the cache only while it works and exits once the
+/// cache is gone.
+#[cfg(not(loom))]
+fn spawn_populater(inner: &Arc<CacheInner>) -> io::Result<()> {
+    let kick = Arc::new(crate::kick::Kick::default());
+    inner.arena.set_ahead(kick.clone());
+    let weak = Arc::downgrade(inner);
+    std::thread::Builder::new()
+        .name("foliocache-populate".into())
+        .spawn(move || loop {
+            let kicked = kick.wait(Duration::from_millis(500));
+            let Some(inner) = weak.upgrade() else { return };
+            if kicked {
+                inner.arena.populate_ahead(AHEAD_CHUNKS);
+            }
+        })?;
+    Ok(())
+}
+
 fn alloc_backoff(round: u32) {
     if round < 16 {
         std::thread::yield_now();
@@ -292,7 +325,11 @@ impl CacheBuilder {
             }),
         };
         #[cfg(not(loom))]
-        crate::writeback::Flusher::spawn(&cache.inner)?;
+        crate::writeback::spawn_flusher(&cache.inner)?;
+        #[cfg(not(loom))]
+        if self.populate == Populate::Lazy {
+            spawn_populater(&cache.inner)?;
+        }
         #[cfg(not(loom))]
         crate::pressure::spawn(&cache.inner, &self.pressure, &limits)?;
         Ok(cache)

@@ -156,6 +156,7 @@ pub mod filemap;
 mod flags;
 #[allow(unsafe_code)]
 mod folio;
+mod kick;
 mod lru;
 #[allow(unsafe_code)]
 mod pin;

@@ -113,7 +113,6 @@ impl WbPool {
             let shared = pool.shared.clone();
             match std::thread::Builder::new()
                 .name(format!("foliocache-wb{k}"))
-                .stack_size(256 << 10)
                 .spawn(move || worker(&shared))
             {
                 Ok(h) => pool.workers.push(h),

@@ -211,56 +211,33 @@ impl ErrSeq {
     }
 }
 
-/// The background flusher's wake-up: a flag and a condition variable.
-/// Plain `parking_lot` ones: the flusher thread does not run under loom.
-#[derive(Default)]
-#[allow(clippy::disallowed_types)]
-pub(crate) struct Flusher {
-    kicked: parking_lot::Mutex<bool>,
-    cv: parking_lot::Condvar,
-}
+/// The background flusher's wake-up ([`Kick`](crate::kick::Kick)).
+pub(crate) type Flusher = crate::kick::Kick;
 
-impl Flusher {
-    /// Asks the flusher to look at the dirty data now. Never blocks for
-    /// long: callers hold the LRU lock.
-    pub(crate) fn kick(&self) {
-        if let Some(mut k) = self.kicked.try_lock() {
-            *k = true;
-        }
-        self.cv.notify_one();
-    }
-
-    /// Starts the flusher thread of a cache. It holds the cache only while
-    /// it works, and exits once the cache is gone.
-    #[cfg(not(loom))]
-    pub(crate) fn spawn(inner: &std::sync::Arc<CacheInner>) -> io::Result<()> {
-        let weak = std::sync::Arc::downgrade(inner);
-        let f = inner.flusher.clone();
-        std::thread::Builder::new()
-            .name("foliocache-flush".into())
-            .spawn(move || {
-                let mut last_full = Instant::now();
-                loop {
-                    {
-                        // No strong reference to the cache while asleep:
-                        // it goes when its last user drops it, and this
-                        // thread notices within the wait.
-                        let mut k = f.kicked.lock();
-                        if !*k {
-                            f.cv.wait_for(&mut k, Duration::from_millis(500));
-                        }
-                        *k = false;
-                    }
-                    let Some(inner) = weak.upgrade() else { return };
-                    let full = last_full.elapsed() >= FLUSH_INTERVAL;
-                    if full {
-                        last_full = Instant::now();
-                    }
-                    inner.flush(full);
+/// Starts the flusher thread of a cache. It holds the cache only while it
+/// works, and exits once the cache is gone.
+#[cfg(not(loom))]
+pub(crate) fn spawn_flusher(inner: &std::sync::Arc<CacheInner>) -> io::Result<()> {
+    let weak = std::sync::Arc::downgrade(inner);
+    let f = inner.flusher.clone();
+    std::thread::Builder::new()
+        .name("foliocache-flush".into())
+        .spawn(move || {
+            let mut last_full = Instant::now();
+            loop {
+                // No strong reference to the cache while asleep: it
+                // goes when its last user drops it, and this thread
+                // notices within the wait.
+                f.wait(Duration::from_millis(500));
+                let Some(inner) = weak.upgrade() else { return };
+                let full = last_full.elapsed() >= FLUSH_INTERVAL;
+                if full {
+                    last_full = Instant::now();
                 }
-            })?;
-        Ok(())
-    }
+                inner.flush(full);
+            }
+        })?;
+    Ok(())
 }
 
 /// The default dirty limit's share of what the cache may hold, as

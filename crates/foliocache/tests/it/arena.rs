@@ -465,6 +465,47 @@ fn big_orders_fit_only_where_aligned_blocks_fit() {
     arena.check_consistency().unwrap();
 }
 
+#[test]
+fn populate_ahead_faults_in_the_chunks_allocation_takes_next() {
+    const CHUNK: usize = 2 << 20;
+    let arena = Arena::new(8 * CHUNK, Populate::Lazy).unwrap();
+    assert_eq!(arena.populated_bytes(), 0);
+    // A page of chunk 0: that chunk is faulted in by the allocation.
+    let a = arena.alloc(0).unwrap();
+    assert_eq!(arena.populated_bytes(), CHUNK);
+    // The next two whole free blocks, chunks 1 and 2.
+    assert_eq!(arena.populate_ahead(2), 2);
+    assert_eq!(arena.populated_bytes(), 3 * CHUNK);
+    // Still the next two: nothing more to do.
+    assert_eq!(arena.populate_ahead(2), 0);
+    // Allocation takes them and faults nothing in.
+    let b = arena.alloc(MAX_ORDER).unwrap();
+    let c = arena.alloc(MAX_ORDER).unwrap();
+    assert_eq!((b, c), (PageId::new(512), PageId::new(1024)));
+    assert_eq!(arena.populated_bytes(), 3 * CHUNK);
+    assert_eq!(arena.populate_ahead(2), 2, "chunks 3 and 4");
+    assert_eq!(arena.populated_bytes(), 5 * CHUNK);
+    // The limit leaves room for one more chunk only (and a page).
+    let allocated = 8 * 512 - arena.free_pages();
+    arena.set_limit_pages(allocated + 512 + 1);
+    assert_eq!(
+        arena.populate_ahead(8),
+        0,
+        "chunks 3 and 4 are the next, done"
+    );
+    arena.set_limit_pages(allocated + 3 * 512);
+    assert_eq!(arena.populate_ahead(8), 1, "room for 3: chunks 3, 4 and 5");
+    assert_eq!(arena.populated_bytes(), 6 * CHUNK);
+    arena.set_limit_pages(usize::MAX);
+    // The contents of allocated blocks are not touched.
+    stamp(&arena, a, 0, 7);
+    assert_eq!(arena.populate_ahead(8), 2, "chunks 6 and 7");
+    assert_eq!(check_stamp(&arena, a, 0, 7), Ok(()));
+    assert_eq!(arena.populated_bytes(), 8 * CHUNK);
+    assert_eq!(arena.populate_ahead(8), 0);
+    arena.check_consistency().unwrap();
+}
+
 // ---------------------------------------------------------------------------
 // Refused frees leave the arena as it was.
 

@@ -180,6 +180,40 @@ fn large_cache_builds_small_and_grows_with_data() {
 }
 
 #[test]
+fn a_lazy_cache_faults_memory_in_ahead_of_its_misses() {
+    const DATA_BYTES: usize = 16 * MIB;
+    let file = data_file("ahead", DATA_BYTES);
+    let cache = Cache::builder().capacity(256 * MIB).build().unwrap();
+    let f = cache.open(&file.path).unwrap();
+    read_through(&f, DATA_BYTES);
+    cache.wait_io_idle();
+    // The populater (another thread) faults in the chunks allocation takes
+    // next: a few MiB beyond what the reads took.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let ahead = loop {
+        let s = cache.stats();
+        let ahead = s.populated_bytes.saturating_sub(s.bytes_cached);
+        if ahead >= 4 * MIB as u64 || Instant::now() > deadline {
+            break ahead;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let s = cache.stats();
+    assert!(
+        ahead >= 4 * MIB as u64,
+        "populated {} MiB for {} MiB cached: nothing ahead",
+        s.populated_bytes / MIB as u64,
+        s.bytes_cached / MIB as u64
+    );
+    assert!(
+        s.populated_bytes <= s.bytes_cached + 16 * MIB as u64,
+        "populated {} MiB for {} MiB cached: too far ahead",
+        s.populated_bytes / MIB as u64,
+        s.bytes_cached / MIB as u64
+    );
+}
+
+#[test]
 fn capacity_above_memory_fails_naming_both_figures() {
     let total = meminfo("MemTotal");
     let capacity = total + (1 << 30);
