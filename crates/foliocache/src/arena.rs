@@ -56,6 +56,7 @@
 //! | [`Arena::new`] | nothing | with [`Populate::Eager`]: faults in the whole capacity | yes |
 //! | [`Arena::release_free`] | the arena lock, twice per 64 MiB window | `madvise` with the lock dropped | yes |
 //! | [`Arena::alloc`], [`Arena::free`], [`Arena::alloc_bulk`] | the arena lock, O(MAX_ORDER) work | on the lock | `alloc_bulk` grows the caller's `Vec` before taking the lock |
+//! | [`Arena::populate_ahead`] | the arena lock, O(chunks) work | `madvise` with the lock dropped | before taking the lock |
 //! | [`Arena::free_blocks`], [`Arena::largest_free_order`] | the arena lock | on the lock | no |
 //! | [`Arena::free_pages`], [`Arena::page_ptr`], other accessors | nothing | never | no |
 //!
@@ -575,7 +576,9 @@ impl Arena {
     /// Takes the arena lock for a scan of `chunks` free blocks; faults
     /// the memory in with the lock dropped.
     pub fn populate_ahead(&self, chunks: usize) -> usize {
-        let mut todo: Vec<u32> = Vec::with_capacity(chunks);
+        // (Room for every chunk there is: no allocation under the lock.)
+        let mut todo: Vec<u32> =
+            Vec::with_capacity(chunks.min(self.pages.div_ceil(CHUNK_PAGES) as usize));
         {
             let mut buddy = self.buddy.lock();
             let allocated = buddy.pages as usize - buddy.free_pages;

@@ -503,6 +503,7 @@ fn populate_ahead_faults_in_the_chunks_allocation_takes_next() {
     assert_eq!(check_stamp(&arena, a, 0, 7), Ok(()));
     assert_eq!(arena.populated_bytes(), 8 * CHUNK);
     assert_eq!(arena.populate_ahead(8), 0);
+    assert_eq!(arena.populate_ahead(usize::MAX), 0, "any count is taken");
     arena.check_consistency().unwrap();
 }
 
