@@ -47,7 +47,7 @@ use std::time::Duration;
 
 use crate::arena::{Arena, PageId, Populate, MAX_ORDER, PAGE_SIZE};
 use crate::filemap::Mapping;
-use crate::folio::{Folio, FolioTable};
+use crate::folio::{Folio, FolioFlags, FolioTable};
 use crate::lru::Lru;
 use crate::pressure::PressureConfig;
 use crate::readahead::ReadaheadConfig;
@@ -382,6 +382,14 @@ impl Cache {
             }
         }
         freed * PAGE_SIZE as u64
+    }
+
+    /// Checks the LRU lists' consistency (see `CacheInner::check_lru`).
+    /// For tests.
+    #[cfg(feature = "internals")]
+    #[doc(hidden)]
+    pub fn check_lru(&self) -> Result<(), String> {
+        self.inner.check_lru()
     }
 
     /// The engine that runs readahead IO: `"io_uring (depth 256)"`,
@@ -1011,6 +1019,7 @@ impl CacheInner {
     pub(crate) fn free_folio(&self, f: &Folio) {
         debug_assert_eq!(f.refcount(), 0);
         debug_assert_eq!(f.mapping(), 0);
+        debug_assert!(!f.test(FolioFlags::LRU), "freeing a folio on a list: {f:?}");
         let page = PageId::new(self.page(f));
         // (Clear already, unless a dirty folio was dropped: a new owner of
         // these pages starts clean.)
@@ -1030,6 +1039,7 @@ impl CacheInner {
         for f in folios {
             debug_assert_eq!(f.refcount(), 0);
             debug_assert_eq!(f.mapping(), 0);
+            debug_assert!(!f.test(FolioFlags::LRU), "freeing a folio on a list: {f:?}");
             let page = PageId::new(self.page(f));
             self.dirty_bits
                 .clear(page.index() as usize, f.nr_pages() as usize);

@@ -60,7 +60,7 @@
 //! ├─ folio lock -- File::write_at (Mapping::grab_folios)
 //! │  ├─ index lock (per file, the xarray's) -- Mapping::add_folio,
 //! │  │     remove_locked, mark_dirty, start_writeback, remove_frozen
-//! │  ├─ LRU lock (per cache) -- lru_add_all, lru_del, remove_locked
+//! │  ├─ LRU lock (per cache) -- lru_add_all, lru_detach, remove_locked
 //! │  │  └─ the flusher's wake-up -- Flusher::kick (reclaim met a dirty
 //! │  │        folio)
 //! │  ├─ buddy lock (the arena's) -- CacheInner::alloc_folio (a write's

@@ -2,7 +2,7 @@
 //! threaded through the folio descriptors, under one lock. Folios enter at
 //! the inactive head (or the active head when a shadow says they were
 //! evicted too soon), are activated by a second access (`folio_mark_accessed`),
-//! and leave through reclaim ([`crate::vmscan`]) or removal (`lru_del`).
+//! and leave through reclaim ([`crate::vmscan`]) or removal (`lru_detach`).
 
 use crate::cache::CacheInner;
 use crate::folio::{Folio, FolioFlags};
@@ -141,27 +141,95 @@ impl CacheInner {
         self.stats.activations.add(1);
     }
 
-    /// Takes a folio of `mapping` off whichever list holds it (a removal
-    /// that is not reclaim: an IO error, a truncation, a file closing).
-    /// Returns whether it was on one: not when reclaim has it isolated
-    /// (reclaim then finds it gone from `mapping` and lets it go). A folio
-    /// that is no longer `mapping`'s is left alone: its descriptor may have
-    /// been evicted and reused by another mapping since the caller found it
-    /// (the check is under the LRU lock, which a reused folio takes to go
-    /// back on a list after its new mapping is set).
-    pub(crate) fn lru_del(&self, f: &Folio, mapping: usize) -> bool {
+    /// Takes a folio out of `mapping` as the LRU lists see it: under the
+    /// LRU lock, if it is still `mapping`'s, off whichever list holds it
+    /// (none when reclaim has it isolated) and its mapping cleared, in one
+    /// hold. Returns whether it was `mapping`'s. The caller has already
+    /// taken it out of the index (a removal that is not reclaim: an IO
+    /// error, a truncation, an unshared pin, a file closing).
+    ///
+    /// One hold for both, because reclaim puts a folio it isolated and
+    /// could not evict back on a list only if it is still its mapping's,
+    /// judged under this lock (`shrink_folio_list`'s putback): a putback
+    /// either comes first, and this takes the folio off the list again, or
+    /// finds it in no mapping. (Clearing the mapping after dropping the
+    /// lock let a putback in between leave a folio in no mapping on a list,
+    /// freed there once its last reference went, for the next reclaim
+    /// scan to follow its cleared mapping.) A folio that is no longer
+    /// `mapping`'s is left alone: its descriptor may have been evicted and
+    /// reused by another mapping since the caller found it (a reused folio
+    /// takes this lock to go on a list after its new mapping is set).
+    pub(crate) fn lru_detach(&self, f: &Folio, mapping: usize) -> bool {
         let page = self.page(f);
         let mut lru = self.lru.lock();
-        if f.mapping() != mapping || !f.test_and_clear(FolioFlags::LRU) {
+        if f.mapping() != mapping {
             return false;
         }
-        let lru = &mut *lru;
-        let list = if f.test_and_clear(FolioFlags::ACTIVE) {
-            &mut lru.active
-        } else {
-            &mut lru.inactive
-        };
-        self.list_remove(list, page);
+        if f.test_and_clear(FolioFlags::LRU) {
+            let lru = &mut *lru;
+            let list = if f.test_and_clear(FolioFlags::ACTIVE) {
+                &mut lru.active
+            } else {
+                &mut lru.inactive
+            };
+            self.list_remove(list, page);
+        }
+        f.set_mapping(0, f.index());
         true
+    }
+
+    /// Walks both lists under the LRU lock and checks what every holder of
+    /// it relies on: each folio on a list is in a mapping, has `LRU` set and
+    /// `ACTIVE` set exactly when on the active list, its links agree with
+    /// its neighbours', and each list's page count is the sum of its
+    /// folios'. Also that no folio off the lists has `LRU` set. For the
+    /// tests, through [`Cache::check_lru`](crate::Cache::check_lru).
+    #[cfg(feature = "internals")]
+    pub(crate) fn check_lru(&self) -> Result<(), String> {
+        let lru = self.lru.lock();
+        let mut on_lists = std::collections::HashSet::new();
+        for (name, list, active) in [
+            ("inactive", &lru.inactive, false),
+            ("active", &lru.active, true),
+        ] {
+            let (mut prev, mut page, mut pages) = (NIL, list.head, 0);
+            while page != NIL {
+                if !on_lists.insert(page) {
+                    return Err(format!("page {page} is on the lists twice ({name})"));
+                }
+                let f = self.folio(page);
+                let flags = f.flags();
+                if f.mapping() == 0 {
+                    return Err(format!("{name} list holds a folio in no mapping: {f:?}"));
+                }
+                if !flags.contains(FolioFlags::LRU) || flags.contains(FolioFlags::ACTIVE) != active
+                {
+                    return Err(format!(
+                        "{name} list holds a folio flagged {flags:?}: {f:?}"
+                    ));
+                }
+                let (p, next) = f.lru_links();
+                if p != prev {
+                    return Err(format!("{name} list: {f:?} links back to {p}, not {prev}"));
+                }
+                pages += f.nr_pages();
+                (prev, page) = (page, next);
+            }
+            if prev != list.tail || pages != list.pages {
+                return Err(format!(
+                    "{name} list: tail {} and {} pages recorded, {prev} and {pages} found",
+                    list.tail, list.pages
+                ));
+            }
+        }
+        for page in 0..self.arena.capacity_pages() as u32 {
+            let Some(f) = self.table.get(page as usize) else {
+                continue;
+            };
+            if f.test(FolioFlags::LRU) && !on_lists.contains(&page) {
+                return Err(format!("a folio off the lists has LRU set: {f:?}"));
+            }
+        }
+        Ok(())
     }
 }

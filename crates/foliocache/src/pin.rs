@@ -437,11 +437,10 @@ impl Mapping {
             }
             new.test_and_set(FolioFlags::DIRTY);
         }
+        self.detach(&old);
         if !self.memfile {
-            cache.lru_del(&old, self.id());
             cache.lru_add_all([(new.folio(), None)]);
         }
-        old.set_mapping(0, old.index());
         let last = old.put_many(pages as u32);
         debug_assert!(!last, "the caller's reference keeps the folio");
         cache.stats.pin_copies.fetch_add(1, Ordering::Relaxed);

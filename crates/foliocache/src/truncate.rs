@@ -8,7 +8,7 @@ use xarray::{Entry, EntryKey, EntryRef, Item};
 
 use crate::arena::PAGE;
 use crate::filemap::{FolioPtr, FolioRef, LockedFolio, Mapping, MappingEntry};
-use crate::folio::FolioFlags;
+use crate::folio::{Folio, FolioFlags};
 use crate::sync::Ordering;
 use std::io;
 
@@ -243,10 +243,9 @@ impl Mapping {
         let key = Entry::Item(FolioPtr::new(f)).key();
         let removed = self.xa.compare_exchange(f.index(), Some(key), None).is_ok();
         if removed {
-            cache.lru_del(f, self.id());
+            self.detach(f);
             // (The index mark went with the entry.)
             self.forget_dirty(f);
-            f.set_mapping(0, f.index());
             self.folios.fetch_sub(1, Ordering::Relaxed);
             cache.stats.folios.sub(1);
             cache.stats.pages.sub(f.nr_pages());
@@ -256,11 +255,28 @@ impl Mapping {
         removed
     }
 
+    /// Clears the mapping of a folio this mapping's index no longer holds,
+    /// if it is still this mapping's, taking it off the LRU lists in the
+    /// same hold of their lock (`CacheInner::lru_detach`). A memory file's
+    /// folios are on no list and reclaim never reaches them: no lock.
+    /// Returns whether it was this mapping's.
+    pub(crate) fn detach(&self, f: &Folio) -> bool {
+        if !self.memfile {
+            return self.inner().lru_detach(f, self.id());
+        }
+        let ours = f.mapping() == self.id();
+        if ours {
+            f.set_mapping(0, f.index());
+        }
+        ours
+    }
+
     /// Removes every folio (the mapping is being dropped: nobody else can
-    /// look them up). Each folio is taken off the LRU first, under its lock,
-    /// so reclaim never reaches a mapping that is going away; one that
-    /// reclaim already took was evicted by it, and its descriptor may since
-    /// hold another mapping's folio, which `lru_del` leaves alone.
+    /// look them up). Each folio is taken off the LRU and out of the mapping
+    /// under the LRU lock, so reclaim never reaches a mapping that is going
+    /// away; one that reclaim already took was evicted by it, and its
+    /// descriptor may since hold another mapping's folio, which `detach`
+    /// leaves alone.
     ///
     /// The index itself is left as it is: it goes with the mapping, and
     /// once every folio is off the LRU nothing else can reach it, so its
@@ -286,14 +302,13 @@ impl Mapping {
             else {
                 continue;
             };
-            // A memory file's folios are on no list (and reclaim never
-            // reaches them); any other folio off the lists was evicted.
-            let ours = cache.lru_del(f, self.id()) || (self.memfile && f.mapping() == self.id());
-            if !ours {
+            // One that is not this mapping's any more was evicted (and
+            // its descriptor perhaps reused): reclaim held this mapping
+            // alive until it had cleared the mapping of all it evicted.
+            if !self.detach(f) {
                 continue;
             }
             self.forget_dirty(f);
-            f.set_mapping(0, f.index());
             self.folios.fetch_sub(1, Ordering::Relaxed);
             cache.stats.folios.sub(1);
             cache.stats.pages.sub(f.nr_pages());

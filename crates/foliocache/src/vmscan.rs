@@ -266,7 +266,7 @@ impl CacheInner {
                 continue;
             };
             // Off the lists, with a reference and its mapping held: nothing
-            // else takes it off a list (`lru_del` finds `LRU` clear), and
+            // else takes it off a list (`lru_detach` finds `LRU` clear), and
             // the mapping cannot go while it is isolated.
             f.test_and_clear(FolioFlags::LRU);
             f.get_many(1);
@@ -351,10 +351,11 @@ impl CacheInner {
         self.stats.pages.sub(freed);
         {
             // `putback_lru_folios`: back at the inactive head, unless the
-            // folio left its mapping meanwhile (its remover found it off
-            // the lists and left that to us). Taken even with nothing to
+            // folio left its mapping meanwhile (its remover, finding it off
+            // the lists, cleared its mapping under this lock: `lru_detach`,
+            // so this test and that removal cannot interleave). Taken even with nothing to
             // put back: a mapping this batch held may go once its `Arc`
-            // below does, and its drop's `lru_del` must see every eviction
+            // below does, and its drop's `lru_detach` must see every eviction
             // made here (each folio's `mapping` cleared). The `Arc`'s own
             // ordering gives that too; the lock also says it to the loom
             // models, which do not see `std`'s `Arc`.

@@ -333,7 +333,7 @@ fn a_file_close_races_eviction() {
     // evicts A's folio and reuses its page and descriptor for B's. The
     // close found A's folio in A's index before the eviction and must not
     // take it off the LRU, uncount it and free it once it is B's: that left
-    // a freed folio in B's index (found by this model; `Cache::lru_del` now
+    // a freed folio in B's index (found by this model; `lru_detach` now
     // checks the folio's mapping under the LRU lock).
     model("a_file_close_races_eviction", 3, || {
         let (c, a, b) = one_page_cache_holding_a();
@@ -895,6 +895,45 @@ fn h_truncate_holds_the_lock_against_reclaim() {
         }
         check_closed(&c, vec![a, b]);
     });
+}
+
+/// (h3): truncation to 0 removes A's cached folio while B's read reclaims
+/// for the cache's only page. Reclaim may have isolated the folio (off the
+/// lists, with a reference) and then fail to lock it, which truncation
+/// holds: it puts the folio back on the inactive list if it is still A's.
+/// The removal takes it out of A under the LRU lock, so the putback either
+/// comes first (and the removal takes it off the list again) or finds it
+/// gone: a folio that left its file is never left on a list, where the
+/// next reclaim would follow its cleared mapping, and never freed there.
+#[test]
+fn h_truncate_to_zero_races_reclaim_putting_the_folio_back() {
+    model(
+        "h_truncate_to_zero_races_reclaim_putting_the_folio_back",
+        2,
+        || {
+            let (c, a, b) = one_page_cache_holding_a();
+            let (t, rb) = race(
+                {
+                    let a = a.clone();
+                    move || a.set_len(0)
+                },
+                {
+                    let b = b.clone();
+                    move || read_page(&b, 0xb)
+                },
+            );
+            t.unwrap();
+            assert!(rb.is_ok() || is_oom(&rb), "{rb:?}");
+            c.check_lru().unwrap();
+            assert_eq!(a.mapping().nr_folios(), 0, "A was cut to nothing");
+            check_accounting(&c, &[&a, &b]);
+            check_settled(&b);
+            // Whatever is on the lists can be reclaimed.
+            c.shrink(u64::MAX);
+            c.check_lru().unwrap();
+            check_closed(&c, vec![a, b]);
+        },
+    );
 }
 
 // ---------------------------------------------------------------------------

@@ -72,5 +72,6 @@ mod regress {
     mod close_writeback_error;
     mod dontcache_write_error;
     mod failed_write_size;
+    mod lru_putback;
     mod read_past_truncate;
 }

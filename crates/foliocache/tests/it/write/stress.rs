@@ -905,10 +905,12 @@ fn chaos_on_one_range_ends_with_the_cache_and_the_disk_agreeing() {
             }
         });
         let what = format!("capacity {cap}, max folio {folio}");
+        c.check_lru().unwrap_or_else(|e| panic!("{what}: {e}"));
         let cached = read_all(&f);
         f.sync_all().unwrap();
         assert_same(&format!("{what}: disk vs cache"), &disk(&tmp.path), &cached);
         c.shrink(u64::MAX);
+        c.check_lru().unwrap_or_else(|e| panic!("{what}: {e}"));
         assert_same(
             &format!("{what}: cache after eviction"),
             &read_all(&f),
