@@ -353,12 +353,13 @@ impl CacheInner {
             // `putback_lru_folios`: back at the inactive head, unless the
             // folio left its mapping meanwhile (its remover, finding it off
             // the lists, cleared its mapping under this lock: `lru_detach`,
-            // so this test and that removal cannot interleave). Taken even with nothing to
-            // put back: a mapping this batch held may go once its `Arc`
-            // below does, and its drop's `lru_detach` must see every eviction
-            // made here (each folio's `mapping` cleared). The `Arc`'s own
-            // ordering gives that too; the lock also says it to the loom
-            // models, which do not see `std`'s `Arc`.
+            // so this test and that removal cannot interleave). Taken even
+            // with nothing to put back: a mapping this batch held may go
+            // once its `Arc` below does, and its drop's `lru_detach` must
+            // see every eviction made here (each folio's `mapping`
+            // cleared). The `Arc`'s own ordering gives that too; the lock
+            // also says it to the loom models, which do not see `std`'s
+            // `Arc`.
             let mut lru = self.lru.lock();
             for (f, mi) in &keep {
                 if f.mapping() == batch.mappings[*mi].id() && !f.test_and_set(FolioFlags::LRU) {
