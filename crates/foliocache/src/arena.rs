@@ -551,6 +551,7 @@ impl Arena {
     /// [`populate_ahead`](Self::populate_ahead): kicked whenever allocation
     /// starts a whole 2 MiB block while chunks not yet faulted in remain.
     /// Once; later calls change nothing.
+    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn set_ahead(&self, kick: std::sync::Arc<crate::kick::Kick>) {
         let _ = self.ahead.set(kick);
     }
@@ -558,6 +559,14 @@ impl Arena {
     fn kick_ahead(&self) {
         if let Some(k) = self.ahead.get() {
             k.kick();
+        }
+    }
+
+    /// Wakes the populater for the last time, as its owner goes: it finds
+    /// the cache gone and exits now rather than at its next timeout.
+    pub(crate) fn release_ahead(&self) {
+        if let Some(k) = self.ahead.get() {
+            k.kick_surely();
         }
     }
 

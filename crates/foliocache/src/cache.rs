@@ -322,6 +322,7 @@ impl CacheBuilder {
                 #[cfg(loom)]
                 wb_pool: crate::wbpool::WbPool::inline(),
                 dirty_bits: crate::writeback::PageBits::new(pages as usize),
+                watch_stop: std::sync::OnceLock::new(),
             }),
         };
         #[cfg(not(loom))]
@@ -873,6 +874,8 @@ pub(crate) struct CacheInner {
     /// folio's bits change only under its lock (or while it is free);
     /// neighbouring small folios share words, hence atomic bit operations.
     pub(crate) dirty_bits: crate::writeback::PageBits,
+    /// The pressure watcher's wake-up at the drop, if it runs.
+    pub(crate) watch_stop: std::sync::OnceLock<Arc<crate::pressure::WatchStop>>,
 }
 
 /// The default shadow budget: one index node per this many pages of
@@ -882,6 +885,22 @@ const SHADOW_PAGES_PER_NODE: usize = 24;
 /// How long a closed file whose writeback keeps failing stays cached
 /// (see `CacheInner::closed_dirty`) before its dirty data is given up.
 pub const CLOSED_DIRTY_KEEP: Duration = Duration::from_secs(60);
+
+impl Drop for CacheInner {
+    /// Wakes the background threads that hold the cache weakly (the
+    /// flusher, the populater, the pressure watcher): they find it gone and exit now, so a
+    /// dropped cache leaves none of its threads behind for their next
+    /// timeout. (The writeback pool's workers are joined by its own drop.)
+    /// Not joined: the last reference may be the one a background thread
+    /// holds while it works, and this drop then runs on that thread.
+    fn drop(&mut self) {
+        self.flusher.kick_surely();
+        self.arena.release_ahead();
+        if let Some(w) = self.watch_stop.get() {
+            w.stop();
+        }
+    }
+}
 
 impl CacheInner {
     pub(crate) fn folio(&self, page: u32) -> &Folio {

@@ -24,6 +24,15 @@ impl Kick {
         self.cv.notify_one();
     }
 
+    /// Like [`kick`](Self::kick), but waits for the flag's lock, so the
+    /// kick is never lost to a thread between its check and its sleep:
+    /// for the owner's drop (no lock held), after which the thread must
+    /// notice at once that the owner is gone.
+    pub(crate) fn kick_surely(&self) {
+        *self.kicked.lock() = true;
+        self.cv.notify_one();
+    }
+
     /// Sleeps until kicked or for `timeout`, clears the kick, and returns
     /// whether there was one.
     #[cfg_attr(loom, allow(dead_code))]

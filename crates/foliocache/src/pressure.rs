@@ -30,8 +30,9 @@
 //! blocks back to the OS (`MADV_DONTNEED`). Once memory has not been short
 //! for [`CALM`] and the headroom is above twice the reserve, it raises the
 //! limit again, by what the headroom allows, up to the capacity. The
-//! thread holds only a weak reference while it sleeps and exits once the
-//! cache is dropped, as the flusher does.
+//! thread holds only a weak reference while it sleeps and exits as soon as
+//! the cache is dropped (the drop wakes it: [`WatchStop`]), as the flusher
+//! does.
 
 // Under loom there is no watcher thread (the models cannot run it).
 #![cfg_attr(loom, allow(dead_code, unused_imports))]
@@ -415,21 +416,70 @@ impl Psi {
             }
         }
     }
+}
 
-    /// Waits up to `timeout`; returns whether the trigger fired.
-    fn wait(&self, timeout: Duration) -> bool {
-        use rustix::event::{poll, PollFd, PollFlags, Timespec};
-        let mut fds = [PollFd::new(&self.0, PollFlags::PRI)];
-        let ts = Timespec {
-            tv_sec: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
-            tv_nsec: timeout.subsec_nanos().into(),
-        };
-        match poll(&mut fds, Some(&ts)) {
-            Ok(n) => n > 0 && fds[0].revents().contains(PollFlags::PRI),
-            Err(_) => {
-                std::thread::sleep(timeout);
-                false
-            }
+/// The watcher's wake-up at its cache's drop: an eventfd, polled beside
+/// the PSI trigger, that the drop writes ([`WatchStop::stop`]), so the
+/// thread exits at once rather than at the end of its interval.
+pub(crate) struct WatchStop(rustix::fd::OwnedFd);
+
+impl WatchStop {
+    fn new() -> io::Result<WatchStop> {
+        use rustix::event::{eventfd, EventfdFlags};
+        Ok(WatchStop(eventfd(
+            0,
+            EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK,
+        )?))
+    }
+
+    /// Wakes the watcher for the last time.
+    pub(crate) fn stop(&self) {
+        let _ = rustix::io::write(&self.0, &1u64.to_ne_bytes());
+    }
+}
+
+/// How a watcher's wait ended.
+#[cfg(not(loom))]
+enum Woken {
+    /// The interval passed.
+    Timeout,
+    /// The PSI trigger fired: tasks stalled on memory.
+    Stall,
+    /// The cache was dropped.
+    Stop,
+}
+
+/// Waits up to `timeout` for the PSI trigger (if armed) or the stop.
+#[cfg(not(loom))]
+fn wait(psi: Option<&Psi>, stop: &WatchStop, timeout: Duration) -> Woken {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let ts = Timespec {
+        tv_sec: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
+        tv_nsec: timeout.subsec_nanos().into(),
+    };
+    // The stop first; the trigger second, where there is one.
+    let mut fds = [
+        PollFd::new(&stop.0, PollFlags::IN),
+        match psi {
+            Some(p) => PollFd::new(&p.0, PollFlags::PRI),
+            None => PollFd::new(&stop.0, PollFlags::empty()),
+        },
+    ];
+    let fds = &mut fds[..1 + usize::from(psi.is_some())];
+    match poll(fds, Some(&ts)) {
+        Ok(0) => Woken::Timeout,
+        Ok(_) if fds[0].revents().contains(PollFlags::IN) => Woken::Stop,
+        Ok(_)
+            if fds
+                .get(1)
+                .is_some_and(|f| f.revents().contains(PollFlags::PRI)) =>
+        {
+            Woken::Stall
+        }
+        Ok(_) => Woken::Timeout,
+        Err(_) => {
+            std::thread::sleep(timeout);
+            Woken::Timeout
         }
     }
 }
@@ -473,24 +523,24 @@ pub(crate) fn spawn(
         _ => PathBuf::from("/proc/pressure/memory"),
     };
     let psi = cfg.psi.then(|| Psi::arm(&psi_file)).flatten();
+    let stop = Arc::new(WatchStop::new()?);
+    let _ = inner.watch_stop.set(stop.clone());
     let weak = Arc::downgrade(inner);
     std::thread::Builder::new()
         .name("foliocache-pressure".into())
-        .spawn(move || watch_loop(&weak, &watch, psi.as_ref()))?;
+        .spawn(move || watch_loop(&weak, &watch, psi.as_ref(), &stop))?;
     Ok(())
 }
 
 /// The watcher's loop: wait, measure, shrink or grow; until the cache goes.
 #[cfg(not(loom))]
-fn watch_loop(weak: &Weak<CacheInner>, w: &Watch, psi: Option<&Psi>) {
+fn watch_loop(weak: &Weak<CacheInner>, w: &Watch, psi: Option<&Psi>, stop: &WatchStop) {
     let mut last_short: Option<Instant> = None;
     loop {
-        let stalled = match psi {
-            Some(p) => p.wait(w.interval),
-            None => {
-                std::thread::sleep(w.interval);
-                false
-            }
+        let stalled = match wait(psi, stop, w.interval) {
+            Woken::Stop => return,
+            Woken::Stall => true,
+            Woken::Timeout => false,
         };
         let Some(inner) = weak.upgrade() else { return };
         let headroom = MemoryLimits::read().headroom();
