@@ -365,20 +365,18 @@ fn write_runs_seq_and_random_writes_with_per_job_ratios() {
         (first.numerator.as_str(), first.denominator.as_str()),
         ("foliocache", "kernel")
     );
-    assert_eq!((first.target, first.job), (Some(1.0), Some(0)));
-    assert!(sc
-        .ratios
-        .iter()
-        .any(|r| r.job == Some(1) && r.numerator == "foliocache" && r.target.is_none()));
-    assert_eq!(
-        sc.targets,
-        [TargetSpec::Bandwidth {
-            numerator: "foliocache".into(),
-            denominator: "kernel".into(),
-            job: Some(0),
-            min: 1.0
-        }]
-    );
+    assert_eq!((first.target, first.job), (Some(1.3), Some(0)));
+    assert!(sc.ratios.iter().any(|r| r.job == Some(1)
+        && r.numerator == "foliocache"
+        && r.denominator == "kernel"
+        && r.target == Some(1.0)));
+    let target = |job, min| TargetSpec::Bandwidth {
+        numerator: "foliocache".into(),
+        denominator: "kernel".into(),
+        job: Some(job),
+        min,
+    };
+    assert_eq!(sc.targets, [target(0, 1.3), target(1, 1.0)]);
     let p = plan_of(&["--scenario", "write", "--runtime", "2", "--cold"]);
     assert!(p.scenarios[0]
         .jobs
