@@ -568,7 +568,11 @@ impl File {
             }
             let size = m.size();
             let mut failed = None;
-            let mut done = Vec::with_capacity(folios.len());
+            // The folios to write, where in each, and which bytes of `buf`:
+            // copied together once all are ready (folios adjacent in memory
+            // take one copy: `Mapping::copy_in`).
+            let mut ready = Vec::with_capacity(folios.len());
+            let mut parts = Vec::with_capacity(folios.len());
             let mut ranges = Vec::with_capacity(folios.len());
             let mut folios = folios.into_iter();
             for f in folios.by_ref() {
@@ -595,17 +599,25 @@ impl File {
                         break;
                     }
                 }
-                let from = (ws - offset) as usize;
-                let to = (we - offset) as usize;
-                m.copy_in(&f, (ws - fs) as usize, &buf[from..to]);
-                f.mark_uptodate();
+                parts.push((
+                    (ws - fs) as usize,
+                    (ws - offset) as usize..(we - offset) as usize,
+                ));
                 pos = we;
                 // The pages written are dirty (a large folio written in
                 // one place writes back only there).
                 let first = (ws - fs) / PAGE;
                 ranges.push((first, (we - fs).div_ceil(PAGE) - first));
-                done.push(f.into_locked());
+                ready.push(f);
             }
+            m.copy_in(&ready, &parts, buf);
+            let done: Vec<_> = ready
+                .into_iter()
+                .map(|f| {
+                    f.mark_uptodate();
+                    f.into_locked()
+                })
+                .collect();
             m.mark_dirty(done.iter().zip(ranges.iter().copied()));
             // (`pos` starts at the write's offset: a piece whose first
             // folio failed wrote nothing and must not extend the file.)

@@ -71,6 +71,38 @@ fn put_in_state(f: &File, model: &Model, state: State) {
 // ---- partial folios and EOF -----------------------------------------------------
 
 #[test]
+fn a_write_across_new_and_cached_small_folios_lands_every_byte_in_place() {
+    // A write's copy is one per run of folios adjacent in the arena: new
+    // folios of one batch are, cached ones scattered among them are not
+    // (every third page read first, so the batch's folios fill the gaps
+    // around them). Offsets inside pages at both ends, and a piece longer
+    // than the cache's piece size, check the runs' edges.
+    for max_folio in [PAGE, 16 * KIB] {
+        let data = nonzero_bytes(3 * MIB, 7);
+        let tmp = TempPath::with_data("runs", &data);
+        let c = cache_no_ra(8 * MIB, max_folio);
+        let f = open_rw(&c, &tmp.path);
+        let mut model = Model { data };
+        for page in (0..model.data.len() / PAGE).step_by(3) {
+            let off = (page * PAGE) as u64;
+            assert_same(
+                "caching read",
+                &read_vec(&f, off, 1).unwrap(),
+                model.read(off, 1),
+            );
+        }
+        for (off, len) in [(100, 2 * MIB + 5000), (PAGE as u64 * 7 + 1, 300 * KIB)] {
+            let buf = nonzero_bytes(len, off ^ 0x5a);
+            f.write_all_at(&buf, off).unwrap();
+            model.write(off, &buf);
+            assert_same("read after the write", &read_all(&f), &model.data);
+        }
+        f.sync_all().unwrap();
+        assert_same("the file after sync", &disk(&tmp.path), &model.data);
+    }
+}
+
+#[test]
 fn a_partial_folio_write_reads_the_rest_of_the_folio_first() {
     for max_folio in [PAGE, 64 * KIB] {
         let data = nonzero_bytes(256 * KIB, 1);
