@@ -888,11 +888,12 @@ pub const CLOSED_DIRTY_KEEP: Duration = Duration::from_secs(60);
 
 impl Drop for CacheInner {
     /// Wakes the background threads that hold the cache weakly (the
-    /// flusher, the populater, the pressure watcher): they find it gone and exit now, so a
-    /// dropped cache leaves none of its threads behind for their next
-    /// timeout. (The writeback pool's workers are joined by its own drop.)
-    /// Not joined: the last reference may be the one a background thread
-    /// holds while it works, and this drop then runs on that thread.
+    /// flusher, the populater, the pressure watcher): they find it gone
+    /// and exit now, so a dropped cache leaves none of its threads behind
+    /// for their next timeout. (The writeback pool's workers are joined by
+    /// its own drop.) Not joined: the last reference may be the one a
+    /// background thread holds while it works, and this drop then runs on
+    /// that thread.
     fn drop(&mut self) {
         self.flusher.kick_surely();
         self.arena.release_ahead();

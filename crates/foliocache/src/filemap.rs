@@ -1469,8 +1469,8 @@ impl Mapping {
     /// new folios are allocated in ascending pages
     /// ([`new_folios_planned`](Self::new_folios_planned)), so a write
     /// across a range of small folios is one long copy, as into one large
-    /// folio, rather than one short copy per folio (`docs/design.md`,
-    /// "Writes").
+    /// folio, rather than one short copy per folio (`docs/design.md`, the
+    /// write path).
     pub(crate) fn copy_in(
         &self,
         folios: &[WritableFolio<'_>],
