@@ -573,7 +573,6 @@ impl File {
             // take one copy: `Mapping::copy_in`).
             let mut ready = Vec::with_capacity(folios.len());
             let mut parts = Vec::with_capacity(folios.len());
-            let mut ranges = Vec::with_capacity(folios.len());
             let mut folios = folios.into_iter();
             for f in folios.by_ref() {
                 // A folio a pin borrows is copied, and the copy written.
@@ -604,10 +603,6 @@ impl File {
                     (ws - offset) as usize..(we - offset) as usize,
                 ));
                 pos = we;
-                // The pages written are dirty (a large folio written in
-                // one place writes back only there).
-                let first = (ws - fs) / PAGE;
-                ranges.push((first, (we - fs).div_ceil(PAGE) - first));
                 ready.push(f);
             }
             m.copy_in(&ready, &parts, buf);
@@ -618,7 +613,13 @@ impl File {
                     f.into_locked()
                 })
                 .collect();
-            m.mark_dirty(done.iter().zip(ranges.iter().copied()));
+            // The pages written are dirty (a large folio written in one
+            // place writes back only there).
+            let pages = parts.iter().map(|(from, r)| {
+                let first = (*from as u64) / PAGE;
+                (first, ((*from + r.len()) as u64).div_ceil(PAGE) - first)
+            });
+            m.mark_dirty(done.iter().zip(pages));
             // (`pos` starts at the write's offset: a piece whose first
             // folio failed wrote nothing and must not extend the file.)
             if !done.is_empty() && pos > m.size() {
