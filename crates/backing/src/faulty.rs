@@ -52,9 +52,11 @@ pub enum Op {
     PunchHole,
     /// [`Backing::len`] (and so `is_empty`).
     Len,
+    /// [`Backing::collapse_range`] and [`Backing::insert_range`].
+    ShiftRange,
 }
 
-const NR_OPS: usize = 6;
+const NR_OPS: usize = 7;
 
 impl Op {
     fn index(self) -> usize {
@@ -65,6 +67,7 @@ impl Op {
             Op::SetLen => 3,
             Op::PunchHole => 4,
             Op::Len => 5,
+            Op::ShiftRange => 6,
         }
     }
 }
@@ -130,6 +133,8 @@ pub struct FaultStats {
     pub set_lens: u64,
     /// `punch_hole` calls.
     pub punch_holes: u64,
+    /// `collapse_range` and `insert_range` calls.
+    pub shifts: u64,
     /// `len` calls.
     pub len_calls: u64,
     /// Bytes returned by successful reads.
@@ -150,6 +155,7 @@ struct Counters {
     syncs: AtomicU64,
     set_lens: AtomicU64,
     punch_holes: AtomicU64,
+    shifts: AtomicU64,
     len_calls: AtomicU64,
     bytes_read: AtomicU64,
     bytes_written: AtomicU64,
@@ -331,6 +337,7 @@ impl<B: Backing> FaultyBacking<B> {
             syncs: g(&c.syncs),
             set_lens: g(&c.set_lens),
             punch_holes: g(&c.punch_holes),
+            shifts: g(&c.shifts),
             len_calls: g(&c.len_calls),
             bytes_read: g(&c.bytes_read),
             bytes_written: g(&c.bytes_written),
@@ -348,6 +355,7 @@ impl<B: Backing> FaultyBacking<B> {
             &c.syncs,
             &c.set_lens,
             &c.punch_holes,
+            &c.shifts,
             &c.len_calls,
             &c.bytes_read,
             &c.bytes_written,
@@ -514,6 +522,18 @@ impl<B: Backing> Backing for FaultyBacking<B> {
         check_io_range(offset, len)?;
         self.simple(Op::PunchHole, &self.counters.punch_holes)?;
         self.inner.punch_hole(offset, len)
+    }
+
+    fn collapse_range(&self, offset: u64, len: u64) -> io::Result<()> {
+        check_io_range(offset, len)?;
+        self.simple(Op::ShiftRange, &self.counters.shifts)?;
+        self.inner.collapse_range(offset, len)
+    }
+
+    fn insert_range(&self, offset: u64, len: u64) -> io::Result<()> {
+        check_io_range(offset, len)?;
+        self.simple(Op::ShiftRange, &self.counters.shifts)?;
+        self.inner.insert_range(offset, len)
     }
 
     fn info(&self) -> BackingInfo {

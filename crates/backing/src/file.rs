@@ -437,6 +437,17 @@ impl Backing for FileBacking {
         sys::punch_hole(self.file.as_fd(), offset, len)
     }
 
+    fn collapse_range(&self, offset: u64, len: u64) -> io::Result<()> {
+        // The kernel checks the range against the file (`EINVAL`).
+        check_io_range(offset, len)?;
+        sys::shift_range(self.file.as_fd(), crate::Shift::Collapse, offset, len)
+    }
+
+    fn insert_range(&self, offset: u64, len: u64) -> io::Result<()> {
+        check_io_range(offset, len)?;
+        sys::shift_range(self.file.as_fd(), crate::Shift::Insert, offset, len)
+    }
+
     /// Probes the filesystem's largest file size: the kernel checks the
     /// end of an `fallocate` range against it for every mode before
     /// anything else (`vfs_fallocate`), and a hole punched past end of

@@ -311,6 +311,43 @@ pub trait Backing: Send + Sync + 'static {
     ///   punch holes.
     fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()>;
 
+    /// Removes `[offset, offset + len)` from the file and moves the data
+    /// after it down by `len` bytes: the file shrinks by `len`
+    /// (`fallocate(FALLOC_FL_COLLAPSE_RANGE)`). The default refuses
+    /// (`EOPNOTSUPP`), as a filesystem without the mode does.
+    ///
+    /// # Errors
+    /// - [`io::ErrorKind::InvalidInput`] (`EINVAL`) if `offset` or `len` is
+    ///   not a multiple of [`BLOCK`], `len` is 0, or the range reaches end
+    ///   of file (the kernel's rule: a collapse that would cut the end off
+    ///   is a truncate).
+    /// - `EOPNOTSUPP` where the store cannot shift data; the store's error.
+    ///
+    /// Either way nothing has changed.
+    fn collapse_range(&self, offset: u64, len: u64) -> io::Result<()> {
+        let _ = (offset, len);
+        Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
+    }
+
+    /// Moves the data from `offset` up by `len` bytes, leaving a hole of
+    /// `len` bytes at `offset`: the file grows by `len`
+    /// (`fallocate(FALLOC_FL_INSERT_RANGE)`). The default refuses
+    /// (`EOPNOTSUPP`).
+    ///
+    /// # Errors
+    /// - [`io::ErrorKind::InvalidInput`] (`EINVAL`) if `offset` or `len` is
+    ///   not a multiple of [`BLOCK`], `len` is 0, or `offset` is at or past
+    ///   end of file (growing a file is `set_len`'s).
+    /// - `EFBIG` if the file would grow past [`MAX_FILE_SIZE`] (or its
+    ///   filesystem's largest size).
+    /// - `EOPNOTSUPP` where the store cannot shift data; the store's error.
+    ///
+    /// Either way nothing has changed.
+    fn insert_range(&self, offset: u64, len: u64) -> io::Result<()> {
+        let _ = (offset, len);
+        Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
+    }
+
     /// Whether the store can hold a file of `size` bytes: `Ok`, or the
     /// error a write that made the file that large would get (for a file,
     /// `EFBIG` past its filesystem's largest file size). A cache calls it
@@ -417,6 +454,12 @@ macro_rules! forward_backing {
             fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
                 (**self).punch_hole(offset, len)
             }
+            fn collapse_range(&self, offset: u64, len: u64) -> io::Result<()> {
+                (**self).collapse_range(offset, len)
+            }
+            fn insert_range(&self, offset: u64, len: u64) -> io::Result<()> {
+                (**self).insert_range(offset, len)
+            }
             fn check_size(&self, size: u64) -> io::Result<()> {
                 (**self).check_size(size)
             }
@@ -473,6 +516,70 @@ pub(crate) fn check_end(offset: u64, len: u64) -> io::Result<()> {
                  ({MAX_FILE_SIZE} bytes)"
             ),
         )),
+    }
+}
+
+/// Which way [`Backing::collapse_range`] and [`Backing::insert_range`]
+/// move a file's data, for the checks they share ([`Shift::check`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shift {
+    /// Remove a range; the data after it moves down
+    /// (`FALLOC_FL_COLLAPSE_RANGE`).
+    Collapse,
+    /// Insert a hole; the data from it moves up (`FALLOC_FL_INSERT_RANGE`).
+    Insert,
+}
+
+impl Shift {
+    /// The call's name, for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Shift::Collapse => "collapse_range",
+            Shift::Insert => "insert_range",
+        }
+    }
+
+    /// Checks a shift of `len` bytes at `offset` in a file of `size`
+    /// bytes, as the kernel's `ext4_collapse_range` and `ext4_insert_range`
+    /// do: whole [`BLOCK`]s, a non-empty range, a collapse that ends before
+    /// end of file, an insert that starts before it and leaves the file
+    /// within [`MAX_FILE_SIZE`].
+    ///
+    /// ```
+    /// use backing::{Shift, BLOCK};
+    /// let b = BLOCK as u64;
+    /// assert!(Shift::Collapse.check(b, b, 3 * b).is_ok());
+    /// assert!(Shift::Collapse.check(b, 2 * b, 3 * b).is_err()); // reaches the end
+    /// assert!(Shift::Insert.check(3 * b, b, 3 * b).is_err()); // starts at the end
+    /// assert!(Shift::Insert.check(b, 100, 3 * b).is_err()); // not whole blocks
+    /// ```
+    ///
+    /// # Errors
+    /// [`io::ErrorKind::InvalidInput`] (`EINVAL`), or `EFBIG` for an insert
+    /// past [`MAX_FILE_SIZE`].
+    pub fn check(self, offset: u64, len: u64, size: u64) -> io::Result<()> {
+        check_io_range(offset, len)?;
+        let invalid = |why: String| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} of {len} bytes at offset {offset}: {why}", self.name()),
+            )
+        };
+        if len == 0 {
+            return Err(invalid("the range is empty".into()));
+        }
+        match self {
+            Shift::Insert if offset >= size => Err(invalid(format!(
+                "it starts at or past end of file ({size} bytes)"
+            ))),
+            Shift::Insert if size.checked_add(len).is_none_or(|s| s > MAX_FILE_SIZE) => {
+                Err(io::Error::from_raw_os_error(libc::EFBIG))
+            }
+            Shift::Collapse if offset + len >= size => Err(invalid(format!(
+                "it reaches end of file ({size} bytes): that is a truncate"
+            ))),
+            _ => Ok(()),
+        }
     }
 }
 

@@ -16,7 +16,7 @@ use std::io;
 
 use crate::buf::{IoBuf, IoBufMut};
 use crate::sync::{read, write, RwLock};
-use crate::{check_end, check_io, check_io_range, Backing, BackingInfo, DataPath, BLOCK};
+use crate::{check_end, check_io, check_io_range, Backing, BackingInfo, DataPath, Shift, BLOCK};
 
 const B: u64 = BLOCK as u64;
 
@@ -228,6 +228,33 @@ impl Backing for MemBacking {
         for k in doomed {
             inner.pages.remove(&k);
         }
+        Ok(())
+    }
+
+    fn collapse_range(&self, offset: u64, len: u64) -> io::Result<()> {
+        let mut inner = write(&self.inner);
+        Shift::Collapse.check(offset, len, inner.len)?;
+        let (first, n) = (offset / B, len / B);
+        // The pages from the range's end on move down by `n`; the range's
+        // own go.
+        let moved = inner.pages.split_off(&(first + n));
+        drop(inner.pages.split_off(&first));
+        inner
+            .pages
+            .extend(moved.into_iter().map(|(k, p)| (k - n, p)));
+        inner.len -= len;
+        Ok(())
+    }
+
+    fn insert_range(&self, offset: u64, len: u64) -> io::Result<()> {
+        let mut inner = write(&self.inner);
+        Shift::Insert.check(offset, len, inner.len)?;
+        let (first, n) = (offset / B, len / B);
+        let moved = inner.pages.split_off(&first);
+        inner
+            .pages
+            .extend(moved.into_iter().map(|(k, p)| (k + n, p)));
+        inner.len += len;
         Ok(())
     }
 

@@ -159,6 +159,23 @@ pub(crate) fn punch_hole(fd: BorrowedFd<'_>, offset: u64, len: u64) -> io::Resul
     retry_eintr(|| rustix::fs::fallocate(fd, mode, off, l))
 }
 
+/// `fallocate(FALLOC_FL_INSERT_RANGE)` or
+/// `fallocate(FALLOC_FL_COLLAPSE_RANGE)` over `[offset, offset + len)`;
+/// EINTR retried.
+pub(crate) fn shift_range(
+    fd: BorrowedFd<'_>,
+    shift: crate::Shift,
+    offset: u64,
+    len: u64,
+) -> io::Result<()> {
+    let (off, l) = (check_off(offset)?, check_off(len)?);
+    let mode = match shift {
+        crate::Shift::Insert => FallocateFlags::INSERT_RANGE,
+        crate::Shift::Collapse => FallocateFlags::COLLAPSE_RANGE,
+    };
+    retry_eintr(|| rustix::fs::fallocate(fd, mode, off, l))
+}
+
 /// `posix_fadvise(POSIX_FADV_DONTNEED)` over `[offset, offset + len)`
 /// (`len == 0` means "to the end of the file"): the kernel starts writeback
 /// of dirty pages there and drops the clean ones from its page cache.

@@ -164,6 +164,7 @@ mod pressure;
 mod read_many;
 #[allow(unsafe_code)]
 mod readahead;
+mod shift;
 mod sync;
 mod truncate;
 #[allow(unsafe_code)]

@@ -298,7 +298,7 @@ enum InodeGuard<'a> {
 
 /// Writing.
 impl File {
-    fn check_writable(&self) -> io::Result<()> {
+    pub(crate) fn check_writable(&self) -> io::Result<()> {
         if !self.is_writable() {
             return Err(io::Error::new(
                 io::ErrorKind::PermissionDenied,

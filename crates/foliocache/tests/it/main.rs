@@ -54,6 +54,7 @@ mod write {
     mod model;
     mod pool;
     mod semantics;
+    mod shift;
     mod smoke;
     mod stress;
 }

@@ -258,6 +258,28 @@ impl Model {
         self.data[start..end].fill(0);
     }
 
+    /// `fallocate(COLLAPSE_RANGE)` (`insert == false`) or
+    /// `fallocate(INSERT_RANGE)` of `len` bytes at `off`, if the file
+    /// allows it (whole 4 KiB blocks, a non-empty range, a collapse ending
+    /// before end of file, an insert starting before it): returns whether
+    /// it did, and changes nothing if not.
+    pub fn shift(&mut self, insert: bool, off: u64, len: u64) -> bool {
+        let size = self.len();
+        let valid = off % 4096 == 0
+            && len % 4096 == 0
+            && len > 0
+            && if insert { off < size } else { off + len < size };
+        if valid {
+            let (off, len) = (off as usize, len as usize);
+            if insert {
+                self.data.splice(off..off, std::iter::repeat_n(0, len));
+            } else {
+                self.data.drain(off..off + len);
+            }
+        }
+        valid
+    }
+
     /// What `read_at(len, off)` returns.
     pub fn read(&self, off: u64, len: usize) -> &[u8] {
         let start = off.min(self.data.len() as u64) as usize;

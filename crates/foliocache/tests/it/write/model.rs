@@ -1,6 +1,7 @@
 //! Property tests of the write path against a `Vec<u8>` model
 //! (tests that can fail: a wrong byte is a counterexample): random sequences of `write_at`,
-//! `read_at`, `set_len`, `punch_hole`, `sync_data`/`sync_all`,
+//! `read_at`, `set_len`, `punch_hole`, `collapse_range`/`insert_range`,
+//! `sync_data`/`sync_all`,
 //! `Cache::sync_all`, eviction and re-opening, on a real file through a
 //! small cache (so writeback under pressure and reclaim happen), with the
 //! backing file read directly with `std::fs` after every sync and compared
@@ -62,6 +63,14 @@ enum Op {
         off: u64,
         len: u64,
     },
+    /// `collapse_range` (or, `insert`, `insert_range`) of `blocks` 4 KiB
+    /// blocks at block `block`: refused (nothing changes) unless the model
+    /// allows it; on a memfile always refused (`Unsupported`).
+    Shift {
+        insert: bool,
+        block: u64,
+        blocks: u64,
+    },
     SyncData,
     SyncAll,
     /// `Cache::sync_all`.
@@ -109,6 +118,8 @@ fn op(reopen: bool) -> impl Strategy<Value = Op> {
             .prop_map(|(off, len, dont_need)| Op::Advise { off, len: len as u64, dont_need }),
         2 => offset().prop_map(Op::SetLen),
         2 => (offset(), length()).prop_map(|(off, len)| Op::Punch { off, len: len as u64 }),
+        2 => (any::<bool>(), 0..MAX_OFF / 4096, prop_oneof![3 => 1u64..=4, 2 => 1u64..=160, 1 => 0u64..=600])
+            .prop_map(|(insert, block, blocks)| Op::Shift { insert, block, blocks }),
         1 => Just(Op::SyncData),
         1 => Just(Op::SyncAll),
         1 => Just(Op::CacheSync),
@@ -276,6 +287,26 @@ fn run_file(cap: usize, folio: usize, insert: Insert, initial: usize, ops: &[Op]
                     .unwrap_or_else(|e| panic!("{what}: {e}"));
                 r.model.punch(off, len);
             }
+            Op::Shift {
+                insert,
+                block,
+                blocks,
+            } => {
+                let (off, len) = (block * 4096, blocks * 4096);
+                let res = if insert {
+                    r.f().insert_range(off, len)
+                } else {
+                    r.f().collapse_range(off, len)
+                };
+                match (r.model.shift(insert, off, len), res) {
+                    (true, Ok(())) => {}
+                    (false, Err(e)) => {
+                        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{what}: {e}")
+                    }
+                    (true, Err(e)) => panic!("{what}: refused: {e}"),
+                    (false, Ok(())) => panic!("{what}: done, but the file does not allow it"),
+                }
+            }
             Op::SyncData => {
                 r.f().sync_data().unwrap_or_else(|e| panic!("{what}: {e}"));
                 r.check_disk(&tmp.path, &what);
@@ -389,6 +420,20 @@ fn run_memfile(folio: usize, initial: u64, ops: &[Op]) {
                 f.punch_hole(off, len)
                     .unwrap_or_else(|e| panic!("{what}: {e}"));
                 model.punch(off, len);
+            }
+            Op::Shift {
+                insert,
+                block,
+                blocks,
+            } => {
+                let (off, len) = (block * 4096, blocks * 4096);
+                let res = if insert {
+                    f.insert_range(off, len)
+                } else {
+                    f.collapse_range(off, len)
+                };
+                let e = res.expect_err(&format!("{what}: a memfile's data does not move"));
+                assert_eq!(e.kind(), std::io::ErrorKind::Unsupported, "{what}: {e}");
             }
             Op::SyncData => f.sync_data().unwrap_or_else(|e| panic!("{what}: {e}")),
             Op::SyncAll => f.sync_all().unwrap_or_else(|e| panic!("{what}: {e}")),

@@ -1,0 +1,134 @@
+//! Moving a file's data: collapsing a range out of it and inserting a hole
+//! into it (`fallocate(FALLOC_FL_COLLAPSE_RANGE)` and
+//! `fallocate(FALLOC_FL_INSERT_RANGE)`), with the cache kept coherent.
+//!
+//! Every byte from the range's start to end of file changes place, so the
+//! cache cannot keep what it holds there. It does what ext4 does for these
+//! modes (`ext4_collapse_range`, `ext4_insert_range`): with the file's
+//! writers and folio creation shut out, it writes back every dirty page
+//! from the range's start on (`filemap_write_and_wait_range` to the end),
+//! asks the backing to move the data, then drops every cached folio and
+//! shadow from the range's start on (`truncate_pagecache`; a large folio
+//! across the start goes whole) and sets the new size. Reads after it read the moved data from the backing.
+//!
+//! ```text
+//!  inode_lock (exclusive)      no writer, no set_len, no punch_hole
+//!  check the range against the cache's size   -> EINVAL / EFBIG, nothing done
+//!  writeback(start..)          dirty data from the start on reaches the backing
+//!  invalidate_lock (exclusive) no reader creates a folio meanwhile
+//!  wb_lock                     no writeback meanwhile
+//!  backing.collapse_range / insert_range      -> its error: nothing moved,
+//!                                                the cache still right
+//!  drop folios and shadows from the start on (waiting for reads in flight)
+//!  size -= len / size += len
+//! ```
+//!
+//! A read that runs beside the shift sees each page either before or
+//! after it: a page it finds cached is the old data, one it reads in after
+//! the backing moved is the new (a folio being read in from the start on
+//! when the backing moves is dropped once its read ends, so no folio keeps
+//! data read from a place that moved). A memory file holds its only copy of
+//! its data in its folios and refuses both calls (`EOPNOTSUPP`, as tmpfs
+//! does).
+
+use std::io;
+
+use backing::Shift;
+
+use crate::arena::PAGE;
+use crate::file::File;
+use crate::filemap::Mapping;
+
+impl File {
+    /// Removes `len` bytes at `offset` from the file and moves the data
+    /// after them down, so the file shrinks by `len`
+    /// (`fallocate(FALLOC_FL_COLLAPSE_RANGE)`). Dirty data from `offset` on
+    /// is written back first; the cached data from `offset` on is dropped
+    /// after the backing moved (see `shift.rs`).
+    ///
+    /// # Errors
+    /// - `PermissionDenied` if the handle is not writable.
+    /// - `InvalidInput` (`EINVAL`) if `offset` or `len` is not a multiple
+    ///   of [`backing::BLOCK`], `len` is 0, or the range reaches end of file
+    ///   (use [`set_len`](Self::set_len)): nothing is done.
+    /// - `Unsupported` (`EOPNOTSUPP`) for a memory file, or from a backing
+    ///   that cannot shift data: nothing has moved.
+    /// - A writeback error (nothing has moved; the data stays dirty), or
+    ///   the backing's error (nothing has moved).
+    pub fn collapse_range(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.check_writable()?;
+        self.mapping().shift_range(Shift::Collapse, offset, len)
+    }
+
+    /// Inserts a hole of `len` bytes at `offset`, moving the data from
+    /// there up, so the file grows by `len`
+    /// (`fallocate(FALLOC_FL_INSERT_RANGE)`). Dirty data from `offset` on
+    /// is written back first; the cached data from `offset` on is dropped
+    /// after the backing moved (see `shift.rs`).
+    ///
+    /// # Errors
+    /// - `PermissionDenied` if the handle is not writable.
+    /// - `InvalidInput` (`EINVAL`) if `offset` or `len` is not a multiple
+    ///   of [`backing::BLOCK`], `len` is 0, or `offset` is at or past end
+    ///   of file (use [`set_len`](Self::set_len)); `EFBIG` if the file
+    ///   would grow past the largest file size: nothing is done.
+    /// - `Unsupported` (`EOPNOTSUPP`) for a memory file, or from a backing
+    ///   that cannot shift data: nothing has moved.
+    /// - A writeback error (nothing has moved; the data stays dirty), or
+    ///   the backing's error (nothing has moved).
+    pub fn insert_range(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.check_writable()?;
+        self.mapping().shift_range(Shift::Insert, offset, len)
+    }
+}
+
+impl Mapping {
+    /// [`File::collapse_range`] and [`File::insert_range`]'s work.
+    fn shift_range(&self, shift: Shift, offset: u64, len: u64) -> io::Result<()> {
+        if self.memfile {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!(
+                    "{}: a memory file's folios are its only copy of its data, and they \
+                     do not move",
+                    shift.name()
+                ),
+            ));
+        }
+        let _i = self.inode_lock.write();
+        let size = self.size();
+        shift.check(offset, len, size)?;
+        // Everything dirty from the range's start on reaches the backing
+        // before the backing moves it. No writer can dirty more: this
+        // thread holds `inode_lock`.
+        self.writeback(offset / PAGE, u64::MAX)?;
+        let inv = self.lock_invalidate();
+        let _wb = self.wb_lock.lock();
+        // Written back, the backing holds the file as the cache sees it, to
+        // its size (a write's last block cuts the backing back to the size
+        // at writeback; `set_len` sets both at once). Made sure of, since
+        // the backing's size is what it checks the range against.
+        let backing = self.backing();
+        if backing.len()? != size {
+            backing.set_len(size)?;
+        }
+        match shift {
+            Shift::Collapse => backing.collapse_range(offset, len)?,
+            Shift::Insert => backing.insert_range(offset, len)?,
+        }
+        // Nothing from `offset` on is where it was: every folio and shadow
+        // there goes (clean: written back above), then the size changes. A
+        // large folio across `offset` goes whole: zeroing its part past
+        // `offset`, as a truncate does, would leave zeros where the moved
+        // data belongs. (It cannot change meanwhile: no folio is created
+        // under `invalidate_lock`.)
+        let index = offset / PAGE;
+        let span = 1u64 << self.xa.get_order(index);
+        inv.truncate_bytes((index & !(span - 1)) * PAGE, u64::MAX);
+        self.set_size(match shift {
+            Shift::Collapse => size - len,
+            Shift::Insert => size + len,
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,230 @@
+//! `File::collapse_range` and `File::insert_range` (`shift.rs`): the data
+//! moves on the backing and in what the cache serves, dirty data included;
+//! bad ranges, read-only handles and memory files are refused with nothing
+//! changed; a failing writeback or backing leaves the file as it was.
+
+use std::io::ErrorKind;
+use std::sync::Arc;
+
+use backing::{FaultyBacking, MemBacking, Op};
+use foliocache::File;
+
+use crate::common::write::{
+    assert_same, cache, cache_dirty, disk, nonzero_bytes, open_rw, read_all, Model, TempPath,
+};
+
+const KIB: u64 = 1024;
+const MIB: u64 = 1024 * KIB;
+const B: u64 = 4096;
+
+/// Shifts `f` and the model the same way; the call must succeed.
+fn shift(f: &File, m: &mut Model, insert: bool, off: u64, len: u64) {
+    let r = if insert {
+        f.insert_range(off, len)
+    } else {
+        f.collapse_range(off, len)
+    };
+    r.unwrap_or_else(|e| panic!("shift (insert {insert}) of {len} at {off}: {e}"));
+    assert!(
+        m.shift(insert, off, len),
+        "the model refuses what the file did"
+    );
+    assert_eq!(f.len(), m.len(), "len() after the shift");
+}
+
+#[test]
+fn a_collapse_inside_a_large_clean_folio_moves_the_data_behind_it() {
+    // One aligned 1 MiB write makes large folios; synced, they are clean
+    // and stay cached across the collapse point.
+    let tmp = TempPath::with_data("shift-large", &[]);
+    let c = cache(16 * MIB as usize, 2 * MIB as usize);
+    let f = open_rw(&c, &tmp.path);
+    let mut m = Model::default();
+    let data = nonzero_bytes(MIB as usize, 1);
+    f.write_all_at(&data, 0).unwrap();
+    m.write(0, &data);
+    f.sync_all().unwrap();
+    assert_eq!(f.cachestat(0, MIB).unwrap().cached, MIB / B);
+    shift(&f, &mut m, false, 8 * KIB, B);
+    assert_same("read after a collapse at 8 KiB", &read_all(&f), &m.data);
+    shift(&f, &mut m, true, 12 * KIB, 3 * B);
+    assert_same("read after an insert at 12 KiB", &read_all(&f), &m.data);
+    assert_same("the backing file", &disk(&tmp.path), &m.data);
+}
+
+#[test]
+fn dirty_data_on_both_sides_is_written_and_moved() {
+    let tmp = TempPath::with_data("shift-dirty", &nonzero_bytes(3 * MIB as usize, 2));
+    // No background writeback: what is dirty stays so until the shift.
+    let c = cache_dirty(
+        32 * MIB as usize,
+        256 * KIB as usize,
+        32 * MIB as usize,
+        32 * MIB as usize,
+    );
+    let f = open_rw(&c, &tmp.path);
+    let mut m = Model {
+        data: disk(&tmp.path),
+    };
+    // Cache part of it, dirty bits before, across and after the shifts
+    // (unaligned, one extending the file).
+    let _ = read_all(&f);
+    for (off, len, seed) in [
+        (5000, 70_000, 3),
+        (1_000_000, 9, 4),
+        (2 * MIB - 7, 200_000, 5),
+        (3 * MIB + 100, 5000, 6),
+    ] {
+        let buf = nonzero_bytes(len, seed);
+        f.write_all_at(&buf, off).unwrap();
+        m.write(off, &buf);
+    }
+    assert!(c.stats().dirty_bytes > 0);
+    shift(&f, &mut m, false, 64 * KIB, 100 * B);
+    assert_same("after a collapse", &read_all(&f), &m.data);
+    shift(&f, &mut m, true, 2 * MIB, 17 * B);
+    assert_same("after an insert", &read_all(&f), &m.data);
+    // The holes read as zeros through the cache and on the backing.
+    let buf = nonzero_bytes(300, 7);
+    f.write_all_at(&buf, 2 * MIB + 5).unwrap();
+    m.write(2 * MIB + 5, &buf);
+    f.sync_all().unwrap();
+    assert_same("the backing file after sync", &disk(&tmp.path), &m.data);
+    drop(f);
+    // A new cache reads what the backing holds.
+    let f = open_rw(&cache(8 * MIB as usize, 64 * KIB as usize), &tmp.path);
+    assert_same("through a new cache", &read_all(&f), &m.data);
+}
+
+#[test]
+fn bad_ranges_are_refused_and_change_nothing() {
+    let tmp = TempPath::with_data("shift-bad", &nonzero_bytes(64 * KIB as usize, 8));
+    let c = cache(4 * MIB as usize, 64 * KIB as usize);
+    let f = open_rw(&c, &tmp.path);
+    let mut m = Model {
+        data: disk(&tmp.path),
+    };
+    let buf = nonzero_bytes(10, 9);
+    f.write_all_at(&buf, 20_000).unwrap();
+    m.write(20_000, &buf);
+    let size = m.len();
+    for (insert, off, len, why) in [
+        (false, 100, B, "an unaligned offset"),
+        (false, B, 100, "an unaligned length"),
+        (false, B, 0, "an empty range"),
+        (false, size - B, B, "a collapse that reaches end of file"),
+        (false, 0, size, "a collapse of the whole file"),
+        (false, size, B, "a collapse past end of file"),
+        (true, size, B, "an insert at end of file"),
+        (true, size + B, B, "an insert past end of file"),
+        (true, B, 0, "an empty insert"),
+    ] {
+        let r = if insert {
+            f.insert_range(off, len)
+        } else {
+            f.collapse_range(off, len)
+        };
+        let e = r.expect_err(why);
+        assert_eq!(e.kind(), ErrorKind::InvalidInput, "{why}: {e}");
+        assert_eq!(f.len(), size, "{why}: len()");
+        assert_same(why, &read_all(&f), &m.data);
+    }
+    // Still dirty (a refused shift writes nothing back), then durable.
+    assert!(c.stats().dirty_bytes > 0, "a refused shift wrote back");
+    f.sync_all().unwrap();
+    assert_same("the backing file", &disk(&tmp.path), &m.data);
+    // An insert past the largest file size.
+    let e = f.insert_range(0, u64::MAX / B * B).unwrap_err();
+    assert!(
+        e.raw_os_error() == Some(libc::EFBIG) || e.kind() == ErrorKind::InvalidInput,
+        "{e}"
+    );
+}
+
+#[test]
+fn read_only_handles_and_memory_files_are_refused() {
+    let tmp = TempPath::with_data("shift-ro", &nonzero_bytes(64 * KIB as usize, 10));
+    let c = cache(4 * MIB as usize, 64 * KIB as usize);
+    let ro = c.open(&tmp.path).unwrap();
+    assert_eq!(
+        ro.collapse_range(0, B).unwrap_err().kind(),
+        ErrorKind::PermissionDenied
+    );
+    assert_eq!(
+        ro.insert_range(0, B).unwrap_err().kind(),
+        ErrorKind::PermissionDenied
+    );
+    let mem = c.memfile("shift-mem", 64 * KIB).unwrap();
+    mem.write_all_at(&[1; 100], 0).unwrap();
+    for e in [
+        mem.collapse_range(0, B).unwrap_err(),
+        mem.insert_range(0, B).unwrap_err(),
+    ] {
+        assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+    }
+    assert_eq!(mem.len(), 64 * KIB);
+}
+
+/// A shift through a cache over a fault-injecting memory backing, with
+/// some of the file dirty.
+fn faulty_file() -> (
+    foliocache::Cache,
+    File,
+    Arc<FaultyBacking<MemBacking>>,
+    Model,
+) {
+    let c = cache_dirty(
+        8 * MIB as usize,
+        64 * KIB as usize,
+        8 * MIB as usize,
+        8 * MIB as usize,
+    );
+    let b = Arc::new(FaultyBacking::new(MemBacking::new()));
+    let f = c.open_backing(b.clone()).unwrap();
+    let mut m = Model::default();
+    let data = nonzero_bytes(MIB as usize, 11);
+    f.write_all_at(&data, 0).unwrap();
+    m.write(0, &data);
+    f.sync_all().unwrap();
+    let buf = nonzero_bytes(5000, 12);
+    f.write_all_at(&buf, 300_000).unwrap();
+    m.write(300_000, &buf);
+    (c, f, b, m)
+}
+
+#[test]
+fn a_failing_backing_shift_leaves_the_file_as_it_was() {
+    let (_c, f, b, mut m) = faulty_file();
+    b.fail_nth(Op::ShiftRange, 1, libc::EIO);
+    let e = f.collapse_range(64 * KIB, 4 * B).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+    assert_same("after the failed collapse", &read_all(&f), &m.data);
+    assert_same("the backing", &b.inner().contents().unwrap(), &m.data);
+    // The next one goes through, and the backing agrees.
+    shift(&f, &mut m, false, 64 * KIB, 4 * B);
+    assert_same("after the collapse", &read_all(&f), &m.data);
+    f.sync_all().unwrap();
+    assert_same("the backing after", &b.inner().contents().unwrap(), &m.data);
+}
+
+#[test]
+fn a_failing_writeback_stops_the_shift_before_anything_moves() {
+    let (_c, f, b, m) = faulty_file();
+    b.fail_nth(Op::Write, 1, libc::ENOSPC);
+    let e = f.insert_range(128 * KIB, B).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ENOSPC), "{e}");
+    assert_eq!(b.stats().shifts, 0, "the backing was asked to move data");
+    assert_same("after the failed insert", &read_all(&f), &m.data);
+    // The data is still there, dirty, and a sync writes it. (The first
+    // sync reports the failed writeback once more, as the kernel's errseq
+    // does to every descriptor that has not seen it; the data is retried.)
+    if let Err(e) = f.sync_all() {
+        assert_eq!(e.raw_os_error(), Some(libc::ENOSPC), "{e}");
+        f.sync_all().unwrap();
+    }
+    assert_same(
+        "the backing after a sync",
+        &b.inner().contents().unwrap(),
+        &m.data,
+    );
+}
