@@ -348,9 +348,33 @@ fn allocate(
     Ok(())
 }
 
+/// Zeroes `len` bytes at `offset` of a served file
+/// (`fallocate(FALLOC_FL_ZERO_RANGE)`): through the cache (its hole punch
+/// deallocates the whole blocks and writes zeros over the partial ones),
+/// then the blocks are reserved as [`allocate`] does (the size growing to
+/// the end of the range, unless `keep_size`).
+fn zero_range(d: &Desc, fd: c_int, keep_size: bool, offset: off_t, len: off_t) -> io::Result<()> {
+    if !d.writable {
+        return Err(err(libc::EBADF));
+    }
+    if len <= 0 {
+        return Err(err(libc::EINVAL));
+    }
+    d.file.punch_hole(unsigned(offset)?, len as u64)?;
+    if keep_size {
+        real_fallocate(fd, libc::FALLOC_FL_KEEP_SIZE, offset, len)
+    } else {
+        allocate(d, fd, offset, len, false)
+    }
+}
+
 /// `fallocate` on a served description: mode 0 (allocate, growing the
 /// size), `KEEP_SIZE` (the kernel's), `PUNCH_HOLE | KEEP_SIZE` (through
-/// the cache); any other mode `EOPNOTSUPP`.
+/// the cache), `ZERO_RANGE` with or without `KEEP_SIZE` ([`zero_range`]),
+/// `COLLAPSE_RANGE` and `INSERT_RANGE` (the cache's `collapse_range` and
+/// `insert_range`: dirty data written back, the backing's data moved, the
+/// cache dropped from the range on); any other mode `EOPNOTSUPP`, as the
+/// filesystem would give.
 fn fallocate_served(
     d: &Desc,
     fd: c_int,
@@ -358,11 +382,22 @@ fn fallocate_served(
     offset: off_t,
     len: off_t,
 ) -> io::Result<c_int> {
-    const PUNCH: c_int = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+    const KEEP: c_int = libc::FALLOC_FL_KEEP_SIZE;
+    const PUNCH: c_int = libc::FALLOC_FL_PUNCH_HOLE | KEEP;
+    const ZERO: c_int = libc::FALLOC_FL_ZERO_RANGE;
+    const ZERO_KEEP: c_int = ZERO | KEEP;
+    const COLLAPSE: c_int = libc::FALLOC_FL_COLLAPSE_RANGE;
+    const INSERT: c_int = libc::FALLOC_FL_INSERT_RANGE;
+    if matches!(mode, PUNCH | COLLAPSE | INSERT) && !d.writable {
+        return Err(err(libc::EBADF));
+    }
     match mode {
         0 => allocate(d, fd, offset, len, false)?,
-        libc::FALLOC_FL_KEEP_SIZE => real_fallocate(fd, mode, offset, len)?,
+        KEEP => real_fallocate(fd, mode, offset, len)?,
         PUNCH => d.file.punch_hole(unsigned(offset)?, unsigned(len)?)?,
+        ZERO | ZERO_KEEP => zero_range(d, fd, mode == ZERO_KEEP, offset, len)?,
+        COLLAPSE => d.file.collapse_range(unsigned(offset)?, unsigned(len)?)?,
+        INSERT => d.file.insert_range(unsigned(offset)?, unsigned(len)?)?,
         _ => return Err(err(libc::EOPNOTSUPP)),
     }
     Ok(0)

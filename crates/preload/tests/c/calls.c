@@ -354,7 +354,30 @@ static void test_sizes_and_stat(void) {
     CHECK(pread(fd, got, 8192, 0) == 8192 && matches(got, 3, 0, 4096));
     for (int i = 4096; i < 8192; i++)
         CHECK(got[i] == 0);
-    CHECK(fallocate(fd, FALLOC_FL_COLLAPSE_RANGE, 0, 4096) == -1 && errno == EOPNOTSUPP);
+    /* Zeroing, then moving data: collapse a block out, insert one back. */
+    CHECK(fallocate(fd, FALLOC_FL_ZERO_RANGE, 100, 200) == 0 && fsize(fd) == 32000);
+    CHECK(pread(fd, got, 4096, 0) == 4096 && matches(got, 3, 0, 100) &&
+          matches(got + 300, 3, 300, 3796));
+    for (int i = 100; i < 300; i++)
+        CHECK(got[i] == 0);
+    CHECK(fallocate(fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, 32000, 5000) == 0 &&
+          fsize(fd) == 32000);
+    CHECK(fallocate(fd, FALLOC_FL_ZERO_RANGE, 32000, 1000) == 0 && fsize(fd) == 33000);
+    CHECK(pwrite(fd, buf, 8192, 8192) == 8192);
+    CHECK(fallocate(fd, FALLOC_FL_COLLAPSE_RANGE, 4096, 4096) == 0 && fsize(fd) == 33000 - 4096);
+    CHECK(pread(fd, got, 8192, 4096) == 8192 && matches(got, 3, 0, 8192));
+    CHECK(fallocate(fd, FALLOC_FL_INSERT_RANGE, 4096, 8192) == 0 && fsize(fd) == 33000 + 4096);
+    CHECK(pread(fd, got, 8192, 4096) == 8192);
+    for (int i = 0; i < 8192; i++)
+        CHECK(got[i] == 0);
+    CHECK(pread(fd, got, 8192, 12288) == 8192 && matches(got, 3, 0, 8192));
+    CHECK(fallocate(fd, FALLOC_FL_COLLAPSE_RANGE, 100, 4096) == -1 && errno == EINVAL);
+    CHECK(fallocate(fd, FALLOC_FL_COLLAPSE_RANGE, 36864, 4096) == -1 && errno == EINVAL);
+    CHECK(fallocate(fd, FALLOC_FL_INSERT_RANGE, 40960, 4096) == -1 && errno == EINVAL);
+    fsync(fd);
+    CHECK(kernel_size(p) == 33000 + 4096);
+    CHECK(kernel_pread(p, got, 8192, 12288) == 8192 && matches(got, 3, 0, 8192));
+    CHECK(pwrite(fd, buf, 4096, 0) == 4096); /* the first block as before, for the checks below */
     CHECK(truncate(p, 6000) == 0 && fsize(fd) == 6000);
     CHECK(truncate64(p, 7000) == 0 && fsize(fd) == 7000);
 

@@ -1,7 +1,8 @@
 /* A random exerciser: a seeded sequence of file operations on a few files
  * (opens with each access mode, O_APPEND and O_TRUNC, duplicates, closes,
  * positioned and positional reads and writes, vectored ones, seeks,
- * truncation, hole punching, syncs, stats), each checked against a model
+ * truncation, hole punching, zeroing, collapsing and inserting ranges,
+ * syncs, stats), each checked against a model
  * of the files' bytes, sizes and descriptions' positions. At the end every
  * fd is closed and each file is compared with the model through raw
  * system calls (the kernel's view: the data must have been written back).
@@ -247,6 +248,68 @@ static void op_punch(int s) {
         memset(model[f] + off, 0, (off + n < size[f] ? off + n : size[f]) - off);
 }
 
+/* fallocate(ZERO_RANGE), with or without KEEP_SIZE: zeros, and the size
+ * grows to the range's end unless kept. */
+static void op_zero(int s) {
+    struct desc *d = &descs[fd_desc[s]];
+    int f = d->file;
+    int keep = (int)below(2);
+    long off = below(size[f] + 5000), n = 1 + below(100000);
+    if (off + n > MAXSZ)
+        return;
+    int r = fallocate(fds[s], FALLOC_FL_ZERO_RANGE | (keep ? FALLOC_FL_KEEP_SIZE : 0), off, n);
+    if (!d->writable) {
+        if (r != -1 || errno != EBADF)
+            FAIL("zero range on a read-only fd returned %d", r);
+        return;
+    }
+    if (r != 0)
+        FAIL("zero range %ld at %ld (keep size %d): errno %d", n, off, keep, errno);
+    if (!keep && off + n > size[f])
+        model_truncate(f, off + n);
+    if (off < size[f])
+        memset(model[f] + off, 0, (off + n < size[f] ? off + n : size[f]) - off);
+}
+
+/* fallocate(COLLAPSE_RANGE) or fallocate(INSERT_RANGE): whole blocks,
+ * mostly, moved down or up; a range the file does not allow (unaligned, a
+ * collapse reaching end of file, an insert at or past it) fails with
+ * EINVAL and changes nothing. */
+static void op_shift(int s) {
+    struct desc *d = &descs[fd_desc[s]];
+    int f = d->file;
+    int insert = (int)below(2);
+    long n = 4096 * (1 + below(below(4) ? 4 : 64));
+    long off = 4096 * below(size[f] / 4096 + 2);
+    if (below(8) == 0)
+        off += 1 + below(4095);
+    if (insert && size[f] + n > MAXSZ)
+        return;
+    int r = fallocate(fds[s], insert ? FALLOC_FL_INSERT_RANGE : FALLOC_FL_COLLAPSE_RANGE, off, n);
+    if (!d->writable) {
+        if (r != -1 || errno != EBADF)
+            FAIL("shift on a read-only fd returned %d", r);
+        return;
+    }
+    int ok = off % 4096 == 0 && (insert ? off < size[f] : off + n < size[f]);
+    if (!ok) {
+        if (r != -1 || errno != EINVAL)
+            FAIL("shift (insert %d) of %ld at %ld in %ld bytes: returned %d, errno %d, want EINVAL",
+                 insert, n, off, size[f], r, errno);
+        return;
+    }
+    if (r != 0)
+        FAIL("shift (insert %d) of %ld at %ld in %ld bytes: errno %d", insert, n, off, size[f], errno);
+    if (insert) {
+        memmove(model[f] + off + n, model[f] + off, size[f] - off);
+        memset(model[f] + off, 0, n);
+        size[f] += n;
+    } else {
+        memmove(model[f] + off, model[f] + off + n, size[f] - off - n);
+        size[f] -= n;
+    }
+}
+
 static void op_stat(int s) {
     struct stat st;
     int f = descs[fd_desc[s]].file;
@@ -293,6 +356,8 @@ int main(int argc, char **argv) {
         case 14: op_punch(s); break;
         case 15: op_stat(s); break;
         case 16: op_sync(s); break;
+        case 17: op_zero(s); break;
+        case 18: op_shift(s); break;
         default: op_read(s, 1, 0); break;
         }
     }
