@@ -249,6 +249,27 @@ int fc_ftruncate(fc_file_t file, int64_t size);
  */
 int fc_punch_hole(fc_file_t file, int64_t offset, int64_t len);
 
+/*
+ * Removes `len` bytes at `offset` and moves the data after them down, so
+ * the file shrinks by `len`, as fallocate(2) with FALLOC_FL_COLLAPSE_RANGE.
+ * The file's dirty data from `offset` on is written back first, and what
+ * the cache holds from there is dropped once the backing file has moved.
+ * Returns 0, or -1 with errno set: EBADF; EACCES (opened O_RDONLY); EINVAL
+ * (a negative value, `offset` or `len` not a multiple of 4096, `len` 0, or
+ * a range that reaches end of file; then nothing is done); EOPNOTSUPP (a
+ * filesystem that cannot move data); a writeback or the backing file's
+ * error (then nothing has moved).
+ */
+int fc_collapse_range(fc_file_t file, int64_t offset, int64_t len);
+
+/*
+ * Inserts a hole of `len` bytes at `offset` and moves the data from there
+ * up, so the file grows by `len`, as fallocate(2) with
+ * FALLOC_FL_INSERT_RANGE; as fc_collapse_range otherwise. EINVAL also for
+ * an `offset` at or past end of file; EFBIG past the largest file size.
+ */
+int fc_insert_range(fc_file_t file, int64_t offset, int64_t len);
+
 /* The file's size in bytes (as the cache knows it: writes past the end and
  * fc_ftruncate change it at once), or -1 with errno EBADF. */
 int64_t fc_size(fc_file_t file);

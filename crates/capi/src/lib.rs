@@ -444,6 +444,25 @@ pub extern "C" fn fc_punch_hole(file: i64, offset: i64, len: i64) -> c_int {
     })
 }
 
+/// `fc_collapse_range`: removes `len` bytes at `offset`, moving the data
+/// after them down, as `fallocate(2)` with `FALLOC_FL_COLLAPSE_RANGE`.
+#[no_mangle]
+pub extern "C" fn fc_collapse_range(file: i64, offset: i64, len: i64) -> c_int {
+    on_file(file, |f| {
+        Ok(f.collapse_range(unsigned(offset, "offset")?, unsigned(len, "length")?)?)
+    })
+}
+
+/// `fc_insert_range`: inserts a hole of `len` bytes at `offset`, moving
+/// the data from there up, as `fallocate(2)` with
+/// `FALLOC_FL_INSERT_RANGE`.
+#[no_mangle]
+pub extern "C" fn fc_insert_range(file: i64, offset: i64, len: i64) -> c_int {
+    on_file(file, |f| {
+        Ok(f.insert_range(unsigned(offset, "offset")?, unsigned(len, "length")?)?)
+    })
+}
+
 /// `fc_size`: the file's size in bytes, or -1 with `errno` set.
 #[no_mangle]
 pub extern "C" fn fc_size(file: i64) -> i64 {

@@ -188,6 +188,30 @@ static void test_read_write(fc_cache_t cache, const char *dir) {
     CHECK(fc_fsync(f) == 0);
     check_backing(path);
 
+    /* Moving data: a block collapsed out, two inserted (dirty data before
+     * and after), each as the model moves it. */
+    memset(model + 8192, 0x5a, 3000);
+    CHECK(fc_pwrite(f, model + 8192, 3000, 8192) == 3000);
+    r = fc_collapse_range(f, 4096, 4096);
+    CHECK(r == 0 || errno == EOPNOTSUPP);
+    if (r == 0) {
+        memmove(model + 4096, model + 8192, model_size - 8192);
+        model_size -= 4096;
+        check_content(f);
+        CHECK(fc_insert_range(f, 8192, 8192) == 0);
+        memmove(model + 16384, model + 8192, model_size - 8192);
+        memset(model + 8192, 0, 8192);
+        model_size += 8192;
+        check_content(f);
+        CHECK_ERR(fc_collapse_range(f, 100, 4096), EINVAL);
+        CHECK_ERR(fc_collapse_range(f, 0, model_size), EINVAL);
+        CHECK_ERR(fc_insert_range(f, model_size, 4096), EINVAL);
+        CHECK_ERR(fc_insert_range(f, 4096, 0), EINVAL);
+        check_content(f);
+        CHECK(fc_fsync(f) == 0);
+        check_backing(path);
+    }
+
     /* Another handle, read-only, sees the same data; it cannot write. */
     fc_file_t ro = fc_open(cache, path, O_RDONLY, 0);
     CHECK(ro > 0);
@@ -195,6 +219,8 @@ static void test_read_write(fc_cache_t cache, const char *dir) {
     CHECK_ERR(fc_pwrite(ro, "x", 1, 0), EACCES);
     CHECK_ERR(fc_ftruncate(ro, 0), EACCES);
     CHECK_ERR(fc_punch_hole(ro, 0, 1), EACCES);
+    CHECK_ERR(fc_collapse_range(ro, 0, 4096), EACCES);
+    CHECK_ERR(fc_insert_range(ro, 0, 4096), EACCES);
     CHECK(fc_close(ro) == 0);
 
     /* Append: writes go to the end, whatever the offset. */
@@ -243,6 +269,8 @@ static void test_bad_arguments(fc_cache_t cache, const char *dir) {
         CHECK_ERR(fc_fdatasync(h), EBADF);
         CHECK_ERR(fc_ftruncate(h, 0), EBADF);
         CHECK_ERR(fc_punch_hole(h, 0, 1), EBADF);
+        CHECK_ERR(fc_collapse_range(h, 0, 4096), EBADF);
+        CHECK_ERR(fc_insert_range(h, 0, 4096), EBADF);
         CHECK_ERR(fc_size(h), EBADF);
         CHECK_ERR(fc_close(h), EBADF);
     }
@@ -266,6 +294,8 @@ static void test_bad_arguments(fc_cache_t cache, const char *dir) {
     CHECK_ERR(fc_ftruncate(f, -1), EINVAL);
     CHECK_ERR(fc_punch_hole(f, -1, 1), EINVAL);
     CHECK_ERR(fc_punch_hole(f, 0, -1), EINVAL);
+    CHECK_ERR(fc_collapse_range(f, -4096, 4096), EINVAL);
+    CHECK_ERR(fc_insert_range(f, 0, -4096), EINVAL);
     CHECK(fc_close(f) == 0);
 
     CHECK_ERR(fc_open(cache, NULL, O_RDONLY, 0), EFAULT);
