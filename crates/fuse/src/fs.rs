@@ -669,9 +669,13 @@ impl FolioFs {
     ///   above (so cached pages read as zeros, dirty ones included), then
     ///   the range preallocated as above: a local filesystem's zeroed
     ///   range is allocated;
-    /// - anything else `EOPNOTSUPP`. `COLLAPSE_RANGE` and `INSERT_RANGE`
-    ///   never come: the kernel's FUSE client refuses them itself (it
-    ///   passes on `KEEP_SIZE`, `PUNCH_HOLE` and `ZERO_RANGE` only).
+    /// - `COLLAPSE_RANGE`, `INSERT_RANGE`: [`File::collapse_range`],
+    ///   [`File::insert_range`] (dirty data written back, the backing's
+    ///   data moved, the cache dropped from the offset on). The kernel's
+    ///   FUSE client refuses both itself up to Linux 6.18 at least (it
+    ///   passes on `KEEP_SIZE`, `PUNCH_HOLE` and `ZERO_RANGE` only), so
+    ///   through such a kernel they answer `EOPNOTSUPP` without coming here;
+    /// - anything else `EOPNOTSUPP`.
     ///
     /// The kernel holds the inode's lock across a fallocate and across
     /// each write, so the size checked here does not move under us.
@@ -684,6 +688,19 @@ impl FolioFs {
         let punch = FallocateFlags::FALLOC_FL_PUNCH_HOLE;
         let zero = FallocateFlags::FALLOC_FL_ZERO_RANGE;
         let mode = FallocateFlags::from_bits(mode).ok_or(Errno::EOPNOTSUPP)?;
+        if mode == FallocateFlags::FALLOC_FL_COLLAPSE_RANGE
+            || mode == FallocateFlags::FALLOC_FL_INSERT_RANGE
+        {
+            if !file.is_writable() {
+                return Err(Errno::EBADF);
+            }
+            let r = if mode == FallocateFlags::FALLOC_FL_COLLAPSE_RANGE {
+                file.collapse_range(offset, len)
+            } else {
+                file.insert_range(offset, len)
+            };
+            return r.map_err(|e| io_errno(&e));
+        }
         let zeroing = if mode == punch | keep {
             None
         } else if mode == FallocateFlags::empty() || mode == keep {
