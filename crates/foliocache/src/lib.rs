@@ -50,10 +50,12 @@
 //! upper one.
 //!
 //! ```text
-//! inode_lock (per file, rwsem: writers shared, extending writes, set_len
-//! │           and punch_hole exclusive)
+//! inode_lock (per file, rwsem: writers shared, extending writes, set_len,
+//! │           punch_hole, collapse_range and insert_range exclusive)
+//! ├─ wb_lock -- Mapping::throttle, Mapping::shift_range (writeback first)
 //! ├─ invalidate_lock (per file, rwsem: a read's folio creation shared,
-//! │  │               set_len/punch_hole exclusive) -- Mapping::truncate_to
+//! │  │               set_len/punch_hole/collapse/insert exclusive)
+//! │  │               -- Mapping::truncate_to, Mapping::shift_range
 //! │  └─ wb_lock (per file, one writeback at a time) -- Mapping::truncate_to
 //! │     └─ folio lock (sleeping; several only in index order)
 //! │           -- Mapping::writeback (dirty_batch), InvalidateLocked::truncate_bytes

@@ -7,7 +7,8 @@
 //! initial file, and a sequence of operations on up to three handles of the
 //! file (`reopen`ed: each has its own writeback error report): `write_at`
 //! (cached or `DONTCACHE`), `read_at` (plain, `DONTCACHE`, `NOWAIT`),
-//! `set_len`, `punch_hole`, `sync_data`/`sync_all`, `Cache::sync_all`,
+//! `set_len`, `punch_hole`, `collapse_range`/`insert_range`,
+//! `sync_data`/`sync_all`, `Cache::sync_all`,
 //! eviction (`Cache::shrink`), `advise`, closing every handle and opening
 //! the backing again, and arming and clearing the rules of
 //! [`FaultyBacking`]: the n-th read/write/sync/set_len/punch failing once or
@@ -35,6 +36,11 @@
 //!   punch was refused changes nothing; one that failed later (an edge
 //!   block's read) has punched the whole blocks inside (zeros) and each
 //!   edge byte is old or zero.
+//! - A `collapse_range` or `insert_range` that the file allows (whole
+//!   blocks, a collapse ending before end of file, an insert starting
+//!   before it) moves the model's bytes as it says, or fails (faults armed)
+//!   having moved nothing; one the file does not allow fails with
+//!   `InvalidInput` and changes nothing.
 //! - A sync that fails is allowed only while faults are armed or a fault
 //!   fired since that handle last synced. A sync that returns `Ok` means
 //!   the backing holds the file: its bytes and length must match the model
@@ -117,6 +123,27 @@ impl Image {
             if !a.contains(&b) {
                 a.push(b);
             }
+        }
+    }
+
+    /// `collapse_range` (the bytes `off..off + len` go, those after move
+    /// down) or, `insert`, `insert_range` (zeros for certain at
+    /// `off..off + len`, the bytes from `off` move up).
+    fn shift(&mut self, insert: bool, off: u64, len: u64) {
+        let (off, len) = (off as usize, len as usize);
+        let moved = self.alt.split_off(&off);
+        if insert {
+            self.vals.splice(off..off, std::iter::repeat_n(0, len));
+            self.alt
+                .extend(moved.into_iter().map(|(i, a)| (i + len, a)));
+        } else {
+            self.vals.drain(off..off + len);
+            self.alt.extend(
+                moved
+                    .into_iter()
+                    .filter(|&(i, _)| i >= off + len)
+                    .map(|(i, a)| (i - len, a)),
+            );
         }
     }
 
@@ -232,6 +259,12 @@ enum RawOp {
         len: u32,
         handle: u8,
     },
+    Shift {
+        insert: bool,
+        block: u16,
+        blocks: u8,
+        handle: u8,
+    },
     Sync {
         all: bool,
         handle: u8,
@@ -295,12 +328,13 @@ fn length(raw: u16) -> u64 {
 
 /// The backing operations a countdown may be set on (`Len` is left alone:
 /// opening needs it).
-const NTH_OPS: [BOp; 5] = [
+const NTH_OPS: [BOp; 6] = [
     BOp::Read,
     BOp::Write,
     BOp::Sync,
     BOp::SetLen,
     BOp::PunchHole,
+    BOp::ShiftRange,
 ];
 
 // ---------------------------------------------------------------------------
@@ -547,6 +581,48 @@ impl Run {
                             }
                         }
                     }
+                }
+            }
+            RawOp::Shift {
+                insert,
+                block,
+                blocks,
+                handle,
+            } => {
+                let b = BLOCK as u64;
+                // Whole blocks up to just past end of file, now and then an
+                // unaligned offset or an empty range.
+                let mut off = u64::from(block & 0x7fff) % (SPAN / b + 2) * b;
+                if block & 0x8000 != 0 && blocks & 1 != 0 {
+                    off += 1;
+                }
+                let len = u64::from(blocks % 33) * b;
+                let size = self.image.len();
+                if insert && size + len > 4 * SPAN {
+                    // (The file stays small.)
+                    return;
+                }
+                let valid =
+                    off % b == 0 && len > 0 && if insert { off < size } else { off + len < size };
+                let h = self.handle(handle);
+                let f = &self.handles[h].file;
+                let r = if insert {
+                    f.insert_range(off, len)
+                } else {
+                    f.collapse_range(off, len)
+                };
+                self.note_faults();
+                match r {
+                    Ok(()) => {
+                        assert!(valid, "{what}: done, but the file does not allow it");
+                        self.image.shift(insert, off, len);
+                    }
+                    Err(e) if !valid => assert_eq!(
+                        e.kind(),
+                        io::ErrorKind::InvalidInput,
+                        "{what}: a range the file does not allow: {e}"
+                    ),
+                    Err(e) => self.allow_error(&e, false, &what),
                 }
             }
             RawOp::Sync { all, handle } => {
