@@ -228,3 +228,104 @@ fn a_failing_writeback_stops_the_shift_before_anything_moves() {
         &m.data,
     );
 }
+
+/// Page `i` of the stress file: the number `i + 1` in every 8-byte word
+/// (0 is a hole).
+fn tagged_pages(n: u64) -> Vec<u8> {
+    (0..n)
+        .flat_map(|i| std::iter::repeat_n(i + 1, B as usize / 8))
+        .flat_map(u64::to_le_bytes)
+        .collect()
+}
+
+#[test]
+fn reads_beside_shifts_see_each_page_before_or_after() {
+    // One thread collapses a block out and inserts it back (a hole, then
+    // its page written again), over and over at random places, and checks
+    // the whole file after each round; two threads read pages and 64 KiB
+    // runs meanwhile. Page `i` holds its tag `i + 1`; while block `k <= i`
+    // is out, the next page's tag `i + 2`; while `i == k` is a hole, zeros,
+    // or zeros and its tag while its page is written back into the hole (a
+    // read beside a write may see both). A page is never another's, never
+    // stale from a place the data left.
+    use std::sync::atomic::Ordering::SeqCst;
+    const PAGES: u64 = 256;
+    let tmp = TempPath::with_data("shift-stress", &tagged_pages(PAGES));
+    let c = cache(8 * MIB as usize, 64 * KIB as usize);
+    let f = open_rw(&c, &tmp.path);
+    // The shifter's round (odd while a block is out or a hole is open) and
+    // where; a reader that saw one round throughout knows which pages may
+    // be moved or zero.
+    #[allow(clippy::disallowed_types)] // a test's counters, no protocol
+    let (round, hole) = (
+        std::sync::atomic::AtomicU64::new(0),
+        std::sync::atomic::AtomicU64::new(0),
+    );
+    let rounds = if cfg!(debug_assertions) { 40 } else { 300 };
+    std::thread::scope(|s| {
+        for t in 0..2u64 {
+            let (f, round, hole) = (f.reopen(), &round, &hole);
+            s.spawn(move || {
+                let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ t;
+                let mut buf = vec![0u8; 64 * KIB as usize];
+                let mut reads = 0u64;
+                loop {
+                    let r0 = round.load(SeqCst);
+                    if r0 == u64::MAX && reads >= 100 {
+                        break;
+                    }
+                    let k = hole.load(SeqCst);
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let first = x % PAGES;
+                    let len = if x & 1 == 0 { B } else { 64 * KIB };
+                    let got = f.read_at(&mut buf[..len as usize], first * B).unwrap();
+                    // One round throughout: the hole and the moved pages are
+                    // where `k` says.
+                    let known = round.load(SeqCst) == r0 && r0 != u64::MAX;
+                    for (j, page) in buf[..got - got % B as usize].chunks(B as usize).enumerate() {
+                        let i = first + j as u64;
+                        let mut tags: Vec<u64> = page
+                            .chunks(8)
+                            .map(|w| u64::from_le_bytes(w.try_into().unwrap()))
+                            .collect();
+                        tags.sort_unstable();
+                        tags.dedup();
+                        let moved = !known || (r0 % 2 == 1 && i >= k);
+                        let open = !known || (r0 % 2 == 1 && i == k);
+                        let ok = match tags[..] {
+                            [t] => t == i + 1 || (moved && t == i + 2) || (open && t == 0),
+                            [0, t] => open && t == i + 1,
+                            _ => false,
+                        };
+                        assert!(
+                            ok,
+                            "page {i}: tags {tags:?} (round {r0}, block {k}, known {known})"
+                        );
+                    }
+                    reads += 1;
+                }
+            });
+        }
+        let mut x = 12345u64;
+        let want = tagged_pages(PAGES);
+        for n in 0..rounds {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let k = x % (PAGES - 1);
+            hole.store(k, SeqCst);
+            round.store(2 * n + 1, SeqCst);
+            f.collapse_range(k * B, B).unwrap();
+            f.insert_range(k * B, B).unwrap();
+            f.write_all_at(&want[(k * B) as usize..((k + 1) * B) as usize], k * B)
+                .unwrap();
+            round.store(2 * n + 2, SeqCst);
+            assert_same(&format!("round {n}, block {k}"), &read_all(&f), &want);
+        }
+        round.store(u64::MAX, SeqCst);
+    });
+    f.sync_all().unwrap();
+    assert_same("the backing file", &disk(&tmp.path), &tagged_pages(PAGES));
+}
