@@ -225,6 +225,18 @@ impl Run {
     }
 }
 
+/// [`Op::Shift`] on `f`: the byte offset and length, and what the call
+/// returned.
+fn shift(f: &File, insert: bool, block: u64, blocks: u64) -> (u64, u64, std::io::Result<()>) {
+    let (off, len) = (block * 4096, blocks * 4096);
+    let r = if insert {
+        f.insert_range(off, len)
+    } else {
+        f.collapse_range(off, len)
+    };
+    (off, len, r)
+}
+
 /// `insert`: how this run's writes create folios (batched by default, or
 /// one at a time: the same semantics).
 fn run_file(cap: usize, folio: usize, insert: Insert, initial: usize, ops: &[Op]) {
@@ -292,12 +304,7 @@ fn run_file(cap: usize, folio: usize, insert: Insert, initial: usize, ops: &[Op]
                 block,
                 blocks,
             } => {
-                let (off, len) = (block * 4096, blocks * 4096);
-                let res = if insert {
-                    r.f().insert_range(off, len)
-                } else {
-                    r.f().collapse_range(off, len)
-                };
+                let (off, len, res) = shift(r.f(), insert, block, blocks);
                 match (r.model.shift(insert, off, len), res) {
                     (true, Ok(())) => {}
                     (false, Err(e)) => {
@@ -426,12 +433,7 @@ fn run_memfile(folio: usize, initial: u64, ops: &[Op]) {
                 block,
                 blocks,
             } => {
-                let (off, len) = (block * 4096, blocks * 4096);
-                let res = if insert {
-                    f.insert_range(off, len)
-                } else {
-                    f.collapse_range(off, len)
-                };
+                let (_, _, res) = shift(&f, insert, block, blocks);
                 let e = res.expect_err(&format!("{what}: a memfile's data does not move"));
                 assert_eq!(e.kind(), std::io::ErrorKind::Unsupported, "{what}: {e}");
             }
