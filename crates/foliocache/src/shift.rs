@@ -9,7 +9,8 @@
 //! from the range's start on (`filemap_write_and_wait_range` to the end),
 //! asks the backing to move the data, then drops every cached folio and
 //! shadow from the range's start on (`truncate_pagecache`; a large folio
-//! across the start goes whole) and sets the new size. Reads after it read the moved data from the backing.
+//! across the start goes whole) and sets the new size. Reads after it read
+//! the moved data from the backing.
 //!
 //! ```text
 //!  inode_lock (exclusive)      no writer, no set_len, no punch_hole
@@ -17,10 +18,10 @@
 //!  writeback(start..)          dirty data from the start on reaches the backing
 //!  invalidate_lock (exclusive) no reader creates a folio meanwhile
 //!  wb_lock                     no writeback meanwhile
-//!  backing.collapse_range / insert_range      -> its error: nothing moved,
-//!                                                the cache still right
+//!  backing.collapse_range / insert_range
 //!  drop folios and shadows from the start on (waiting for reads in flight)
-//!  size -= len / size += len
+//!  size -= len / size += len   (after the backing's error: its size, and
+//!                               the error)
 //! ```
 //!
 //! A read that runs beside the shift sees each page either before or
@@ -54,7 +55,9 @@ impl File {
     /// - `Unsupported` (`EOPNOTSUPP`) for a memory file, or from a backing
     ///   that cannot shift data: nothing has moved.
     /// - A writeback error (nothing has moved; the data stays dirty), or
-    ///   the backing's error (nothing has moved).
+    ///   the backing's error (a filesystem moves nothing then; the cache
+    ///   drops what it held from `offset` on either way, so it serves what
+    ///   the backing holds).
     pub fn collapse_range(&self, offset: u64, len: u64) -> io::Result<()> {
         self.check_writable()?;
         self.mapping().shift_range(Shift::Collapse, offset, len)
@@ -75,7 +78,8 @@ impl File {
     /// - `Unsupported` (`EOPNOTSUPP`) for a memory file, or from a backing
     ///   that cannot shift data: nothing has moved.
     /// - A writeback error (nothing has moved; the data stays dirty), or
-    ///   the backing's error (nothing has moved).
+    ///   the backing's error (as for
+    ///   [`collapse_range`](Self::collapse_range)).
     pub fn insert_range(&self, offset: u64, len: u64) -> io::Result<()> {
         self.check_writable()?;
         self.mapping().shift_range(Shift::Insert, offset, len)
@@ -112,23 +116,35 @@ impl Mapping {
         if backing.len()? != size {
             backing.set_len(size)?;
         }
-        match shift {
-            Shift::Collapse => backing.collapse_range(offset, len)?,
-            Shift::Insert => backing.insert_range(offset, len)?,
-        }
+        let moved = match shift {
+            Shift::Collapse => backing.collapse_range(offset, len),
+            Shift::Insert => backing.insert_range(offset, len),
+        };
         // Nothing from `offset` on is where it was: every folio and shadow
         // there goes (clean: written back above), then the size changes. A
         // large folio across `offset` goes whole: zeroing its part past
         // `offset`, as a truncate does, would leave zeros where the moved
         // data belongs. (It cannot change meanwhile: no folio is created
-        // under `invalidate_lock`.)
+        // under `invalidate_lock`.) Also after an error: a backing that
+        // failed should have moved nothing, but the cache does not count
+        // on it, and reads from the backing what it holds now.
         let index = offset / PAGE;
         let span = 1u64 << self.xa.get_order(index);
         inv.truncate_bytes((index & !(span - 1)) * PAGE, u64::MAX);
-        self.set_size(match shift {
-            Shift::Collapse => size - len,
-            Shift::Insert => size + len,
-        });
-        Ok(())
+        match moved {
+            Ok(()) => {
+                self.set_size(match shift {
+                    Shift::Collapse => size - len,
+                    Shift::Insert => size + len,
+                });
+                Ok(())
+            }
+            Err(e) => {
+                if let Ok(now) = backing.len() {
+                    self.set_size(now);
+                }
+                Err(e)
+            }
+        }
     }
 }

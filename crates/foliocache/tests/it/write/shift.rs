@@ -6,7 +6,7 @@
 use std::io::ErrorKind;
 use std::sync::Arc;
 
-use backing::{FaultyBacking, MemBacking, Op};
+use backing::{Backing, BackingInfo, FaultyBacking, IoBuf, IoBufMut, MemBacking, Op};
 use foliocache::File;
 
 use crate::common::write::{
@@ -205,6 +205,63 @@ fn a_failing_backing_shift_leaves_the_file_as_it_was() {
     assert_same("after the collapse", &read_all(&f), &m.data);
     f.sync_all().unwrap();
     assert_same("the backing after", &b.inner().contents().unwrap(), &m.data);
+}
+
+/// A memory backing whose `collapse_range` moves the data and then
+/// reports a failure: a filesystem should not, and the cache must not
+/// count on it.
+struct MovesThenFails(MemBacking);
+
+impl Backing for MovesThenFails {
+    fn len(&self) -> std::io::Result<u64> {
+        self.0.len()
+    }
+    fn read_blocks(&self, bufs: &mut [IoBufMut<'_>], offset: u64) -> std::io::Result<usize> {
+        self.0.read_blocks(bufs, offset)
+    }
+    fn write_blocks(&self, bufs: &[IoBuf<'_>], offset: u64) -> std::io::Result<usize> {
+        self.0.write_blocks(bufs, offset)
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.0.set_len(len)
+    }
+    fn sync_data(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn sync_all(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn punch_hole(&self, offset: u64, len: u64) -> std::io::Result<()> {
+        self.0.punch_hole(offset, len)
+    }
+    fn collapse_range(&self, offset: u64, len: u64) -> std::io::Result<()> {
+        self.0.collapse_range(offset, len)?;
+        Err(std::io::Error::from_raw_os_error(libc::EIO))
+    }
+    fn info(&self) -> BackingInfo {
+        self.0.info()
+    }
+}
+
+#[test]
+fn after_a_backing_error_the_cache_serves_what_the_backing_holds() {
+    let c = cache(8 * MIB as usize, 64 * KIB as usize);
+    let b = Arc::new(MovesThenFails(MemBacking::new()));
+    let f = c.open_backing(b.clone()).unwrap();
+    let mut m = Model::default();
+    let data = nonzero_bytes(MIB as usize, 13);
+    f.write_all_at(&data, 0).unwrap();
+    m.write(0, &data);
+    let _ = read_all(&f);
+    let e = f.collapse_range(100 * KIB, 5 * B).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+    // The backing moved the data: so does what the cache serves.
+    assert!(m.shift(false, 100 * KIB, 5 * B));
+    assert_eq!(f.len(), m.len());
+    assert_same("after the failed collapse", &read_all(&f), &m.data);
+    // (What is dirty before the offset stayed so.)
+    f.sync_all().unwrap();
+    assert_same("the backing", &b.0.contents().unwrap(), &m.data);
 }
 
 #[test]
