@@ -524,6 +524,10 @@ impl<B: Backing> Backing for FaultyBacking<B> {
         self.inner.punch_hole(offset, len)
     }
 
+    fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.inner.allocate(offset, len)
+    }
+
     fn collapse_range(&self, offset: u64, len: u64) -> io::Result<()> {
         check_io_range(offset, len)?;
         self.simple(Op::ShiftRange, &self.counters.shifts)?;

@@ -437,6 +437,11 @@ impl Backing for FileBacking {
         sys::punch_hole(self.file.as_fd(), offset, len)
     }
 
+    fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
+        crate::check_allocate(offset, len)?;
+        sys::allocate(self.file.as_fd(), offset, len)
+    }
+
     fn collapse_range(&self, offset: u64, len: u64) -> io::Result<()> {
         // The kernel checks the range against the file (`EINVAL`).
         check_io_range(offset, len)?;

@@ -311,6 +311,20 @@ pub trait Backing: Send + Sync + 'static {
     ///   punch holes.
     fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()>;
 
+    /// Reserves the store's space for `[offset, offset + len)` without
+    /// changing the size or the data (`fallocate(FALLOC_FL_KEEP_SIZE)`),
+    /// so later writes there cannot fail for want of space. The default
+    /// refuses (`EOPNOTSUPP`), as a filesystem that cannot reserve does.
+    ///
+    /// # Errors
+    /// [`io::ErrorKind::InvalidInput`] if `len` is 0 or the range ends past
+    /// [`MAX_FILE_SIZE`]; `EOPNOTSUPP` where the store cannot reserve; the
+    /// store's error (`ENOSPC`).
+    fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
+        let _ = (offset, len);
+        Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
+    }
+
     /// Removes `[offset, offset + len)` from the file and moves the data
     /// after it down by `len` bytes: the file shrinks by `len`
     /// (`fallocate(FALLOC_FL_COLLAPSE_RANGE)`). The default refuses
@@ -454,6 +468,9 @@ macro_rules! forward_backing {
             fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
                 (**self).punch_hole(offset, len)
             }
+            fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
+                (**self).allocate(offset, len)
+            }
             fn collapse_range(&self, offset: u64, len: u64) -> io::Result<()> {
                 (**self).collapse_range(offset, len)
             }
@@ -517,6 +534,18 @@ pub(crate) fn check_end(offset: u64, len: u64) -> io::Result<()> {
             ),
         )),
     }
+}
+
+/// Checks a [`Backing::allocate`] range: non-empty, ending within
+/// [`MAX_FILE_SIZE`].
+pub(crate) fn check_allocate(offset: u64, len: u64) -> io::Result<()> {
+    if len == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("allocate of 0 bytes at offset {offset}: the range is empty"),
+        ));
+    }
+    check_end(offset, len)
 }
 
 /// Which way [`Backing::collapse_range`] and [`Backing::insert_range`]

@@ -231,6 +231,12 @@ impl Backing for MemBacking {
         Ok(())
     }
 
+    /// Nothing to reserve: pages are made as they are written (within the
+    /// space limit, which is checked then).
+    fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
+        crate::check_allocate(offset, len)
+    }
+
     fn collapse_range(&self, offset: u64, len: u64) -> io::Result<()> {
         let mut inner = write(&self.inner);
         Shift::Collapse.check(offset, len, inner.len)?;

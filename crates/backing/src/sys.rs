@@ -159,6 +159,13 @@ pub(crate) fn punch_hole(fd: BorrowedFd<'_>, offset: u64, len: u64) -> io::Resul
     retry_eintr(|| rustix::fs::fallocate(fd, mode, off, l))
 }
 
+/// `fallocate(FALLOC_FL_KEEP_SIZE)` over `[offset, offset + len)`: the
+/// blocks reserved, the size kept; EINTR retried.
+pub(crate) fn allocate(fd: BorrowedFd<'_>, offset: u64, len: u64) -> io::Result<()> {
+    let (off, l) = (check_off(offset)?, check_off(len)?);
+    retry_eintr(|| rustix::fs::fallocate(fd, FallocateFlags::KEEP_SIZE, off, l))
+}
+
 /// `fallocate(FALLOC_FL_INSERT_RANGE)` or
 /// `fallocate(FALLOC_FL_COLLAPSE_RANGE)` over `[offset, offset + len)`;
 /// EINTR retried.

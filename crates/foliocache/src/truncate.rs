@@ -17,6 +17,31 @@ impl Mapping {
     /// open): see [`File::set_len`].
     pub(crate) fn truncate_to(&self, size: u64) -> io::Result<()> {
         let _i = self.inode_lock.write();
+        self.truncate_to_locked(size)
+    }
+
+    /// [`File::allocate`]'s work: the backing reserves the range (a memory
+    /// file has nothing to reserve: its folios are made as it is written),
+    /// then, unless `keep_size`, the file grows to the range's end if it is
+    /// shorter, the size checked and set in one hold of `inode_lock` (a
+    /// write that extends the file meanwhile is not cut back).
+    ///
+    /// [`File::allocate`]: crate::File::allocate
+    pub(crate) fn allocate(&self, offset: u64, len: u64, keep_size: bool) -> io::Result<()> {
+        let _i = self.inode_lock.write();
+        if !self.memfile {
+            self.backing().allocate(offset, len)?;
+        }
+        let end = offset + len;
+        if !keep_size && end > self.size() {
+            self.truncate_to_locked(end)?;
+        }
+        Ok(())
+    }
+
+    /// [`truncate_to`](Self::truncate_to) for a caller holding
+    /// `inode_lock` exclusively.
+    fn truncate_to_locked(&self, size: u64) -> io::Result<()> {
         let inv = self.lock_invalidate();
         let old = self.size();
         if size == old {

@@ -271,6 +271,14 @@ impl Cache {
     }
 }
 
+/// `offset + len`, if it is within the largest file size.
+fn end_within_limit(offset: u64, len: u64) -> io::Result<u64> {
+    offset
+        .checked_add(len)
+        .filter(|&e| e <= backing::MAX_FILE_SIZE)
+        .ok_or_else(|| too_large(format_args!("{offset} + {len}")))
+}
+
 fn check_size(end: u64) -> io::Result<()> {
     if end > backing::MAX_FILE_SIZE {
         return Err(too_large(end));
@@ -355,12 +363,7 @@ impl File {
         let m = self.mapping();
         let len = buf.len() as u64;
         let append = self.is_append();
-        let end_of = |offset: u64| {
-            offset
-                .checked_add(len)
-                .filter(|&e| e <= backing::MAX_FILE_SIZE)
-                .ok_or_else(|| too_large(format_args!("{offset} + {len}")))
-        };
+        let end_of = |offset: u64| end_within_limit(offset, len);
         // Inside the file: shared; extending or appending: exclusive.
         let (offset, guard) = loop {
             if !append {
@@ -457,6 +460,31 @@ impl File {
         self.check_writable()?;
         check_size(size)?;
         self.mapping().truncate_to(size)
+    }
+
+    /// Reserves the backing's space for `len` bytes at `offset` and, unless
+    /// `keep_size`, grows the file to the range's end if it is shorter, as
+    /// `fallocate(2)` with mode 0 (or `FALLOC_FL_KEEP_SIZE`): later writes
+    /// there cannot fail for want of space. The data does not change (a
+    /// grown part reads as zeros). The size is checked and grown in one
+    /// hold of the file's lock, so a write that extends the file meanwhile
+    /// is never cut back. A memory file has nothing to reserve (its folios
+    /// are made as it is written): only its size grows.
+    ///
+    /// # Errors
+    /// `PermissionDenied` if not writable; `InvalidInput` if `len` is 0;
+    /// `FileTooLarge` past `i64::MAX`; the backing's error (`EOPNOTSUPP`
+    /// where its filesystem cannot reserve, `ENOSPC`): then nothing changed.
+    pub fn allocate(&self, offset: u64, len: u64, keep_size: bool) -> io::Result<()> {
+        self.check_writable()?;
+        if len == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("allocate: 0 bytes at offset {offset}"),
+            ));
+        }
+        end_within_limit(offset, len)?;
+        self.mapping().allocate(offset, len, keep_size)
     }
 
     /// Deallocates `len` bytes at `offset`, keeping the size

@@ -661,10 +661,9 @@ impl FolioFs {
     /// backing in agreement:
     /// - `PUNCH_HOLE | KEEP_SIZE`: [`File::punch_hole`] (the backing's
     ///   blocks punched, the cached folios dropped or zeroed);
-    /// - `0` and `KEEP_SIZE` (preallocation): the backing allocates the
-    ///   range (its size left alone), then, without `KEEP_SIZE`, the cache
-    ///   grows the file to the range's end if it was shorter
-    ///   ([`File::set_len`], which sets the backing's size too);
+    /// - `0` and `KEEP_SIZE` (preallocation): [`File::allocate`] (the
+    ///   backing reserves the range; without `KEEP_SIZE` the file grows to
+    ///   the range's end if it was shorter, the backing's size too);
     /// - `ZERO_RANGE` (with or without `KEEP_SIZE`): a hole punched as
     ///   above (so cached pages read as zeros, dirty ones included), then
     ///   the range preallocated as above: a local filesystem's zeroed
@@ -676,12 +675,9 @@ impl FolioFs {
     ///   passes on `KEEP_SIZE`, `PUNCH_HOLE` and `ZERO_RANGE` only), so
     ///   through such a kernel they answer `EOPNOTSUPP` without coming here;
     /// - anything else `EOPNOTSUPP`.
-    ///
-    /// The kernel holds the inode's lock across a fallocate and across
-    /// each write, so the size checked here does not move under us.
     fn do_fallocate(&self, fh: FileHandle, offset: u64, len: u64, mode: i32) -> Res<()> {
         let h = self.file_of(fh)?;
-        let Handle::File { file, inode } = &*h else {
+        let Handle::File { file, .. } = &*h else {
             return Err(Errno::ENODEV);
         };
         let keep = FallocateFlags::FALLOC_FL_KEEP_SIZE;
@@ -713,29 +709,17 @@ impl FolioFs {
         if !file.is_writable() {
             return Err(Errno::EBADF);
         }
-        let end = offset
-            .checked_add(len)
-            .filter(|&e| e <= i64::MAX as u64)
-            .ok_or(Errno::EFBIG)?;
+        if offset.checked_add(len).is_none_or(|e| e > i64::MAX as u64) {
+            return Err(Errno::EFBIG);
+        }
         let Some(zeroing) = zeroing else {
             return file.punch_hole(offset, len).map_err(|e| io_errno(&e));
         };
         if zeroing {
             file.punch_hole(offset, len).map_err(|e| io_errno(&e))?;
         }
-        // The blocks, on a descriptor of the backing inode's own (the
-        // cache's is O_DIRECT and its own); the size stays the cache's.
-        let fd = fcntl::open(
-            inode.proc_path().as_str(),
-            OFlag::O_WRONLY | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(nix_errno)?;
-        fcntl::fallocate(&fd, keep, offset as i64, len as i64).map_err(nix_errno)?;
-        if !mode.contains(keep) && end > file.len() {
-            file.set_len(end).map_err(|e| io_errno(&e))?;
-        }
-        Ok(())
+        file.allocate(offset, len, mode.contains(keep))
+            .map_err(|e| io_errno(&e))
     }
 
     /// The figures `foliocache stat` shows, as JSON: the cache's, and

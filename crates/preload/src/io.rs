@@ -303,30 +303,17 @@ fn seek(d: &Desc, offset: off_t, whence: c_int) -> io::Result<off_t> {
     Ok(new)
 }
 
-/// The real `fallocate`.
-fn real_fallocate(fd: c_int, mode: c_int, offset: off_t, len: off_t) -> io::Result<()> {
-    // SAFETY: integers only.
-    let r = unsafe {
-        real!(fallocate: unsafe extern "C" fn(c_int, c_int, off_t, off_t) -> c_int)(
-            fd, mode, offset, len,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-/// Allocates `len` bytes at `offset` of a served file: the kernel reserves
-/// the blocks (keeping its size), and the cache's size grows to the end
-/// of the range. With `reserve_optional`, a filesystem that cannot reserve
-/// blocks is no error (`posix_fallocate`).
+/// Allocates `len` bytes at `offset` of a served file (`File::allocate`:
+/// the backing reserves the blocks, and the size grows to the end of the
+/// range, unless `keep_size`, in one hold of the file's lock, so a write
+/// that extends the file meanwhile is not cut back). With
+/// `reserve_optional`, a filesystem that cannot reserve blocks is no error
+/// (`posix_fallocate`): the size still grows.
 fn allocate(
     d: &Desc,
-    fd: c_int,
     offset: off_t,
     len: off_t,
+    keep_size: bool,
     reserve_optional: bool,
 ) -> io::Result<()> {
     if !d.writable {
@@ -335,17 +322,21 @@ fn allocate(
     if len <= 0 {
         return Err(err(libc::EINVAL));
     }
-    let end = unsigned(offset)?
-        .checked_add(len as u64)
-        .ok_or_else(|| err(libc::EFBIG))?;
-    match real_fallocate(fd, libc::FALLOC_FL_KEEP_SIZE, offset, len) {
-        Err(e) if reserve_optional && e.raw_os_error() == Some(libc::EOPNOTSUPP) => {}
-        r => r?,
+    let (offset, len) = (unsigned(offset)?, len as u64);
+    match d.file.allocate(offset, len, keep_size) {
+        Err(e) if reserve_optional && e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+            // (Where nothing can be reserved, the size alone, as glibc's
+            // emulation leaves it; a write extending the file between the
+            // check and the growth would be cut back: filesystems without
+            // `fallocate` only.)
+            let end = offset.checked_add(len).ok_or_else(|| err(libc::EFBIG))?;
+            if !keep_size && end > d.file.len() {
+                d.file.set_len(end)?;
+            }
+            Ok(())
+        }
+        r => r,
     }
-    if end > d.file.len() {
-        d.file.set_len(end)?;
-    }
-    Ok(())
 }
 
 /// Zeroes `len` bytes at `offset` of a served file
@@ -353,7 +344,7 @@ fn allocate(
 /// deallocates the whole blocks and writes zeros over the partial ones),
 /// then the blocks are reserved as [`allocate`] does (the size growing to
 /// the end of the range, unless `keep_size`).
-fn zero_range(d: &Desc, fd: c_int, keep_size: bool, offset: off_t, len: off_t) -> io::Result<()> {
+fn zero_range(d: &Desc, keep_size: bool, offset: off_t, len: off_t) -> io::Result<()> {
     if !d.writable {
         return Err(err(libc::EBADF));
     }
@@ -361,27 +352,16 @@ fn zero_range(d: &Desc, fd: c_int, keep_size: bool, offset: off_t, len: off_t) -
         return Err(err(libc::EINVAL));
     }
     d.file.punch_hole(unsigned(offset)?, len as u64)?;
-    if keep_size {
-        real_fallocate(fd, libc::FALLOC_FL_KEEP_SIZE, offset, len)
-    } else {
-        allocate(d, fd, offset, len, false)
-    }
+    allocate(d, offset, len, keep_size, false)
 }
 
-/// `fallocate` on a served description: mode 0 (allocate, growing the
-/// size), `KEEP_SIZE` (the kernel's), `PUNCH_HOLE | KEEP_SIZE` (through
-/// the cache), `ZERO_RANGE` with or without `KEEP_SIZE` ([`zero_range`]),
+/// `fallocate` on a served description: mode 0 and `KEEP_SIZE`
+/// ([`allocate`]), `PUNCH_HOLE | KEEP_SIZE` (through the cache), `ZERO_RANGE` with or without `KEEP_SIZE` ([`zero_range`]),
 /// `COLLAPSE_RANGE` and `INSERT_RANGE` (the cache's `collapse_range` and
 /// `insert_range`: dirty data written back, the backing's data moved, the
 /// cache dropped from the range on); any other mode `EOPNOTSUPP`, as the
 /// filesystem would give.
-fn fallocate_served(
-    d: &Desc,
-    fd: c_int,
-    mode: c_int,
-    offset: off_t,
-    len: off_t,
-) -> io::Result<c_int> {
+fn fallocate_served(d: &Desc, mode: c_int, offset: off_t, len: off_t) -> io::Result<c_int> {
     const KEEP: c_int = libc::FALLOC_FL_KEEP_SIZE;
     const PUNCH: c_int = libc::FALLOC_FL_PUNCH_HOLE | KEEP;
     const ZERO: c_int = libc::FALLOC_FL_ZERO_RANGE;
@@ -392,10 +372,10 @@ fn fallocate_served(
         return Err(err(libc::EBADF));
     }
     match mode {
-        0 => allocate(d, fd, offset, len, false)?,
-        KEEP => real_fallocate(fd, mode, offset, len)?,
+        0 => allocate(d, offset, len, false, false)?,
+        KEEP => allocate(d, offset, len, true, false)?,
         PUNCH => d.file.punch_hole(unsigned(offset)?, unsigned(len)?)?,
-        ZERO | ZERO_KEEP => zero_range(d, fd, mode == ZERO_KEEP, offset, len)?,
+        ZERO | ZERO_KEEP => zero_range(d, mode == ZERO_KEEP, offset, len)?,
         COLLAPSE => d.file.collapse_range(unsigned(offset)?, unsigned(len)?)?,
         INSERT => d.file.insert_range(unsigned(offset)?, unsigned(len)?)?,
         _ => return Err(err(libc::EOPNOTSUPP)),
@@ -497,7 +477,7 @@ crate::fd_calls! {
     /// # Safety
     /// None beyond `fallocate(2)`'s (integers only).
     fn fallocate(fd: c_int, mode: c_int, offset: off_t, len: off_t) -> c_int =
-        |d| fallocate_served(d, fd, mode, offset, len);
+        |d| fallocate_served(d, mode, offset, len);
 
     /// `fsync(2)`: the file's dirty data written back, then synced.
     ///
@@ -565,7 +545,7 @@ pub extern "C" fn posix_fallocate(fd: c_int, offset: off_t, len: off_t) -> c_int
                 fd, offset, len,
             )
         },
-        |d| allocate(d, fd, offset, len, true),
+        |d| allocate(d, offset, len, false, true),
     )
 }
 

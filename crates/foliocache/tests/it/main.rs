@@ -49,6 +49,7 @@ mod workingset {
 /// seen by another process, stress with real threads, discarding a file's
 /// unwritten data.
 mod write {
+    mod allocate;
     mod discard;
     mod durability;
     mod model;
