@@ -103,11 +103,59 @@ fn spawn_populater(inner: &Arc<CacheInner>) -> io::Result<()> {
     Ok(())
 }
 
-fn alloc_backoff(round: u32) {
-    if round < 16 {
-        std::thread::yield_now();
-    } else {
-        std::thread::sleep(Duration::from_millis(1));
+/// The bounded wait of a caller that needs a free folio and found none to
+/// reclaim: [`ALLOC_WAIT`], or [`DIRTY_WAIT_FACTOR`] times that while the
+/// cache holds dirty folios or folios under writeback (the flusher, kicked
+/// at each step, is making clean ones). Taken by [`CacheInner::alloc_folio`]
+/// and by a write whose folio is pinned with no free folio to copy it to
+/// (which waits with no folio locked, for memory or for the pins to go).
+pub(crate) struct AllocWait {
+    round: u32,
+    writeback: bool,
+}
+
+impl AllocWait {
+    pub(crate) fn new() -> Self {
+        AllocWait {
+            round: 0,
+            writeback: false,
+        }
+    }
+
+    /// Waits one step (16 yields, then 1 ms sleeps), kicking the flusher
+    /// when there is dirty data; `false`, without waiting, once the wait
+    /// is over (the caller fails).
+    pub(crate) fn wait(&mut self, cache: &CacheInner) -> bool {
+        self.writeback = cache.stats.dirty_pages.load(Ordering::Relaxed)
+            + cache.stats.writeback_pages.load(Ordering::Relaxed)
+            > 0;
+        if self.writeback {
+            cache.flusher.kick();
+        }
+        let rounds = if self.writeback {
+            ALLOC_WAIT_ROUNDS * DIRTY_WAIT_FACTOR
+        } else {
+            ALLOC_WAIT_ROUNDS
+        };
+        if self.round >= rounds {
+            return false;
+        }
+        if self.round < 16 {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        self.round += 1;
+        true
+    }
+
+    /// How long the wait that just ended lasted, for its error message.
+    pub(crate) fn waited(&self) -> Duration {
+        if self.writeback {
+            ALLOC_WAIT * DIRTY_WAIT_FACTOR
+        } else {
+            ALLOC_WAIT
+        }
     }
 }
 
@@ -931,7 +979,7 @@ impl CacheInner {
     /// `OutOfMemory` when nothing could be reclaimed for about
     /// [`ALLOC_WAIT`]: every cached folio stayed locked or referenced.
     pub(crate) fn alloc_folio(&self, order: u32) -> io::Result<&Folio> {
-        let mut round = 0u32;
+        let mut wait = AllocWait::new();
         loop {
             for o in (0..=order).rev() {
                 if let Some(p) = self.arena.alloc(o) {
@@ -948,20 +996,7 @@ impl CacheInner {
             // reclaim waits for writeback too). Nobody waits here holding a
             // folio lock (a write that holds some takes only what is free),
             // so the flusher can always go on.
-            let writeback = self.stats.dirty_pages.load(Ordering::Relaxed)
-                + self.stats.writeback_pages.load(Ordering::Relaxed)
-                > 0;
-            if writeback {
-                self.flusher.kick();
-            }
-            let rounds = if writeback {
-                ALLOC_WAIT_ROUNDS * DIRTY_WAIT_FACTOR
-            } else {
-                ALLOC_WAIT_ROUNDS
-            };
-            if round < rounds {
-                alloc_backoff(round);
-                round += 1;
+            if wait.wait(self) {
                 continue;
             }
             return Err(io::Error::new(
@@ -971,11 +1006,7 @@ impl CacheInner {
                      use (locked, referenced, or dirty) for {:?}; use a larger capacity, fewer \
                      concurrent readers or a lower dirty limit",
                     self.arena.capacity_bytes(),
-                    if writeback {
-                        ALLOC_WAIT * DIRTY_WAIT_FACTOR
-                    } else {
-                        ALLOC_WAIT
-                    }
+                    wait.waited()
                 ),
             ));
         }

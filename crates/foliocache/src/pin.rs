@@ -15,7 +15,7 @@
 //!
 //! A writer that finds its folio pinned does not wait for the pin (a pin
 //! may be held for as long as its owner likes, by the thread that writes
-//! next): it **copies** the folio into a new one, swaps the new one into
+//! next) when it can help it: it **copies** the folio into a new one, swaps the new one into
 //! the file's index in place of the old (same index, order, marks, dirty
 //! pages), and writes the copy ([`Mapping::writable`]; the kernel's folio
 //! migration, `folio_migrate_mapping`, does the same swap). The old folio
@@ -34,7 +34,16 @@
 //!   any [`File`] of it, and a pin borrows its `File`, so the file cannot
 //!   go before its pins (the borrow checker refuses it).
 //!
-//! The one case where a writer waits for pins: truncation or a hole punch
+//! With no free folio for the copy (after a reclaim pass), a write waits
+//! as an allocation does ([`ALLOC_WAIT`](crate::ALLOC_WAIT), ten times that
+//! while dirty data is being written back), with no folio locked, for
+//! memory or for the pins to go, trying again at each step; then it fails
+//! with `OutOfMemory`, the folio unchanged. Short pins (a mount's read
+//! reply pins its folio until the reply is written, and the woken reader
+//! may write the page before that) so never fail a write; a pin held
+//! longer than the wait does, as a cache full of them fails allocations.
+//!
+//! The one case where a writer waits for pins with locks held: truncation or a hole punch
 //! that must zero part of a pinned folio that is dirty (or of a memory
 //! file), when the cache has no free folio to copy it to even after
 //! reclaim. Its data cannot be dropped and cannot be written over, so the
@@ -171,7 +180,9 @@ impl File {
     /// The bytes never change while the pin lives: a write of the range
     /// meanwhile goes to a copy of the folio that replaces it in the file
     /// (the pin keeps the old bytes, reads see the new), and truncation
-    /// leaves them too. A pin keeps its folio in memory (reclaim skips it):
+    /// leaves them too. With no free folio for that copy, the write waits
+    /// (bounded, as an allocation) for memory or for the pin to go, then
+    /// fails with `OutOfMemory`. A pin keeps its folio in memory (reclaim skips it):
     /// hold pins for the time a parse takes, not as a cache of their own,
     /// or the cache fills with them. The module documentation of `pin.rs`
     /// has the protocol.

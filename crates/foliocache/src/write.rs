@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use backing::{Backing, BackingInfo, DataPath, FileOptions, IoBuf, IoBufMut};
 
-use crate::cache::Cache;
+use crate::cache::{AllocWait, Cache};
 use crate::file::File;
 use crate::filemap::Mapping;
 use crate::folio::FolioFlags;
@@ -333,7 +333,10 @@ impl File {
     /// - `StorageFull`: a memory file's data would exceed the cache.
     /// - A backing read error for a partial folio; a writeback error when
     ///   the writer was throttled (the cache over its dirty limit) and the
-    ///   writeback failed; `OutOfMemory` if every folio is in use.
+    ///   writeback failed; `OutOfMemory` if every folio stayed in use for
+    ///   [`ALLOC_WAIT`](crate::ALLOC_WAIT) (ten times that while dirty data
+    ///   is written back), or a folio the write covers stayed pinned
+    ///   ([`File::pin`]) that long with no free folio to copy it to.
     ///
     /// On an error, the folios before the failing one may have been
     /// written (and the file extended to their end).
@@ -579,6 +582,10 @@ impl File {
         // by one of them).
         let piece = (m.inner().arena.capacity_pages() as u64 / 8).clamp(1, WRITE_CHUNK_PAGES);
         let mut pos = offset;
+        // A folio pinned (`File::pin`, or a mount's reply in flight) with
+        // no free folio to copy it to: the write waits, with no folio
+        // locked, for memory or for the pins to go, as an allocation does.
+        let mut pinned_wait = AllocWait::new();
         while pos < end {
             let index = pos / PAGE;
             let last = (end - 1) / PAGE;
@@ -595,7 +602,9 @@ impl File {
                 return Err(self.write_error(e));
             }
             let size = m.size();
+            let piece_start = pos;
             let mut failed = None;
+            let mut pinned = None;
             // The folios to write, where in each, and which bytes of `buf`:
             // copied together once all are ready (folios adjacent in memory
             // take one copy: `Mapping::copy_in`).
@@ -607,7 +616,7 @@ impl File {
                 let f = match m.writable(f) {
                     Ok(f) => f,
                     Err(e) => {
-                        failed = Some(e);
+                        pinned = Some(e);
                         break;
                     }
                 };
@@ -660,7 +669,7 @@ impl File {
             if let Some(e) = failed {
                 return Err(e);
             }
-            if uncached {
+            if uncached && pos > piece_start {
                 // The piece is written (copied in, dirty): as the kernel's
                 // RWF_DONTCACHE write, which only kicks its writeback, the
                 // write succeeds whatever the writeback meets. Its error is
@@ -669,6 +678,18 @@ impl File {
                 // (Returning it here would tell the caller that bytes the
                 // cache holds and will write were not written.)
                 let _ = m.writeback(first, (pos - 1) / PAGE);
+            }
+            if pos > piece_start {
+                pinned_wait = AllocWait::new();
+            }
+            if let Some(e) = pinned {
+                // Nothing is locked now: wait, then go on from `pos`.
+                if !pinned_wait.wait(m.inner()) {
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("{e} (waited {:?})", pinned_wait.waited()),
+                    ));
+                }
             }
         }
         Ok(())

@@ -217,6 +217,41 @@ fn a_write_with_every_folio_pinned_fails_and_changes_nothing() {
     assert_eq!(&now[100..110], &[9; 10]);
 }
 
+/// A pin that goes while a write waits for room to copy its folio: the
+/// write goes on (in place) instead of failing. A mount's read reply pins
+/// its folio until the reply is written, and the reader, woken by the
+/// reply, may write the same page before that pin goes: SQLite's write of
+/// a WAL frame header failed with `ENOMEM` through a full mount so.
+#[test]
+fn a_write_waits_for_a_pin_to_go_when_there_is_no_room_to_copy() {
+    let c = cache(4, 4096);
+    let d = data(4 * PAGE);
+    let f = mem_file(&c, &d);
+    for round in 0..20u8 {
+        let mut pins: Vec<_> = (0..4).map(|i| f.pin(i * P, PAGE).unwrap()).collect();
+        assert!(pins.iter().all(|p| p.is_borrowed()));
+        let writing = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let w = s.spawn(|| {
+                writing.store(true, Ordering::SeqCst);
+                f.write_at(&[round; 10], 100)
+            });
+            while !writing.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            // (The write meets the pin, most rounds, and waits for it.)
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            drop(pins.remove(0));
+            w.join().unwrap().expect("the write waits for the pin");
+        });
+        let mut now = vec![0u8; 4 * PAGE];
+        f.read_exact_at(&mut now, 0).unwrap();
+        assert_eq!(&now[100..110], &[round; 10]);
+        assert_eq!(&now[110..], &d[110..], "round {round}");
+        assert_eq!(&pins[0][..], &d[PAGE..2 * PAGE], "a pin keeps its bytes");
+    }
+}
+
 #[test]
 fn a_truncation_with_no_memory_drops_a_clean_pinned_folio_and_waits_for_a_dirty_one() {
     let c = cache(2, 4096);
