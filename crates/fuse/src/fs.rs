@@ -684,12 +684,13 @@ impl FolioFs {
         let punch = FallocateFlags::FALLOC_FL_PUNCH_HOLE;
         let zero = FallocateFlags::FALLOC_FL_ZERO_RANGE;
         let mode = FallocateFlags::from_bits(mode).ok_or(Errno::EOPNOTSUPP)?;
+        // (As `vfs_fallocate`: flags it does not know, then the descriptor.)
+        if !file.is_writable() {
+            return Err(Errno::EBADF);
+        }
         if mode == FallocateFlags::FALLOC_FL_COLLAPSE_RANGE
             || mode == FallocateFlags::FALLOC_FL_INSERT_RANGE
         {
-            if !file.is_writable() {
-                return Err(Errno::EBADF);
-            }
             let r = if mode == FallocateFlags::FALLOC_FL_COLLAPSE_RANGE {
                 file.collapse_range(offset, len)
             } else {
@@ -706,9 +707,6 @@ impl FolioFs {
         } else {
             return Err(Errno::EOPNOTSUPP);
         };
-        if !file.is_writable() {
-            return Err(Errno::EBADF);
-        }
         if offset.checked_add(len).is_none_or(|e| e > i64::MAX as u64) {
             return Err(Errno::EFBIG);
         }
