@@ -1,6 +1,8 @@
 //! Asynchronous, batched block reads: an [`IoEngine`] takes a batch of
 //! [`ReadOp`]s, issues them together, and completes each one by calling its
-//! callback from the engine's own thread.
+//! callback from the engine's own thread. It also writes batches
+//! ([`IoEngine::write_all`]: writeback's scattered pages), issued together
+//! the same way, with the caller waiting for the last.
 //!
 //! # Why
 //! Readahead reads a whole window of folios at once. Issued one `preadv` at
@@ -107,14 +109,15 @@ use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use crate::sync::{bump, AtomicU64, Ordering};
-use crate::{check_io_range, Backing};
+use crate::sync::{bump, lock, wait, AtomicU64, Condvar, Mutex, Ordering};
+use crate::{check_io_range, Backing, IoBuf, IoBufMut};
 
 mod pool;
 #[allow(unsafe_code)]
 mod uring;
 
 pub use crate::buf::RawBuf;
+use crate::buf::RawSrc;
 
 use pool::Pool;
 use uring::Uring;
@@ -206,7 +209,7 @@ impl IoEngineConfig {
     }
 }
 
-/// The callback of a [`ReadOp`].
+/// The callback of a [`ReadOp`] (and of the engine's own write ops).
 pub type ReadCallback = Box<dyn FnOnce(io::Result<usize>) + Send>;
 
 /// One asynchronous read: the bytes of `backing` starting at `offset`, into
@@ -259,17 +262,6 @@ impl ReadOp {
     pub fn is_empty(&self) -> bool {
         self.bufs.iter().all(RawBuf::is_empty)
     }
-
-    /// The file to read through io_uring: the backing has one, and the op
-    /// is valid and not empty (other ops go to the pool, where
-    /// `read_blocks` reports what is wrong with them).
-    fn uring_file(&self) -> Option<Arc<File>> {
-        let len = self.len()?;
-        if len == 0 || check_io_range(self.offset, len as u64).is_err() {
-            return None;
-        }
-        self.backing.raw_file()
-    }
 }
 
 impl fmt::Debug for ReadOp {
@@ -279,6 +271,153 @@ impl fmt::Debug for ReadOp {
             .field("offset", &self.offset)
             .field("bufs", &self.bufs)
             .finish_non_exhaustive()
+    }
+}
+
+/// One write of [`IoEngine::write_all`]: the bytes of `bufs`, in order,
+/// to `backing` at `offset` (a multiple of [`BLOCK`](crate::BLOCK)), as
+/// [`Backing::write_blocks`] writes them.
+#[derive(Clone, Copy)]
+pub struct WriteReq<'a> {
+    /// Where to write.
+    pub backing: &'a Arc<dyn Backing>,
+    /// The file offset.
+    pub offset: u64,
+    /// What to write, in order.
+    pub bufs: &'a [IoBuf<'a>],
+}
+
+impl fmt::Debug for WriteReq<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WriteReq")
+            .field("backing", &self.backing.info().kind)
+            .field("offset", &self.offset)
+            .field("bufs", &self.bufs)
+            .finish()
+    }
+}
+
+/// A write op: what [`IoEngine::write_all`] submits for one [`WriteReq`].
+pub(crate) struct WriteOp {
+    backing: Arc<dyn Backing>,
+    offset: u64,
+    segs: Vec<RawSrc>,
+    done: ReadCallback,
+}
+
+/// What the engine carries: a caller's read, or one write of `write_all`.
+pub(crate) enum Op {
+    Read(ReadOp),
+    Write(WriteOp),
+}
+
+impl Op {
+    fn is_write(&self) -> bool {
+        matches!(self, Op::Write(_))
+    }
+
+    fn offset(&self) -> u64 {
+        match self {
+            Op::Read(op) => op.offset,
+            Op::Write(op) => op.offset,
+        }
+    }
+
+    /// The buffers, as (address, length): the kernel writes into a read's
+    /// and reads from a write's.
+    fn segs(&self) -> Vec<(*mut u8, usize)> {
+        match self {
+            Op::Read(op) => op.bufs.iter().map(|b| (b.as_ptr(), b.len())).collect(),
+            Op::Write(op) => op
+                .segs
+                .iter()
+                .map(|s| (s.as_ptr().cast_mut(), s.len()))
+                .collect(),
+        }
+    }
+
+    /// The total length in bytes, `None` if it overflows.
+    fn len(&self) -> Option<usize> {
+        match self {
+            Op::Read(op) => op.len(),
+            Op::Write(op) => op
+                .segs
+                .iter()
+                .try_fold(0usize, |acc, s| acc.checked_add(s.len())),
+        }
+    }
+
+    /// The file to use through io_uring: the backing has one, and the op
+    /// is valid and not empty (other ops go to the pool, where
+    /// `read_blocks` or `write_blocks` reports what is wrong with them).
+    fn uring_file(&self) -> Option<Arc<File>> {
+        let len = self.len()?;
+        if len == 0 || check_io_range(self.offset(), len as u64).is_err() {
+            return None;
+        }
+        match self {
+            Op::Read(op) => op.backing.raw_file(),
+            Op::Write(op) => op.backing.raw_file(),
+        }
+    }
+
+    /// Zeroes a read's buffers from byte `from` on (a read that stopped at
+    /// end of file); nothing for a write.
+    fn zero_from(&mut self, from: usize) {
+        if let Op::Read(op) = self {
+            let mut bufs: Vec<IoBufMut<'_>> = op.bufs.iter_mut().map(RawBuf::io_buf_mut).collect();
+            crate::zero_from(&mut bufs, from);
+        }
+    }
+
+    /// Runs the op with `read_blocks` or `write_blocks` on this thread and
+    /// completes it.
+    fn run(mut self, stats: &Stats) {
+        let res = match &mut self {
+            Op::Read(op) => {
+                let mut io: Vec<IoBufMut<'_>> =
+                    op.bufs.iter_mut().map(RawBuf::io_buf_mut).collect();
+                op.backing.read_blocks(&mut io, op.offset)
+            }
+            Op::Write(op) => {
+                let bufs: Vec<IoBuf<'_>> = op.segs.iter().map(RawSrc::io_buf).collect();
+                op.backing.write_blocks(&bufs, op.offset)
+            }
+        };
+        self.finish(res, stats, false);
+    }
+
+    /// Completes the op with `res`: drops its buffers, tells the backing
+    /// what was done through its [`raw_file`](Backing::raw_file) when
+    /// `raw`, and calls the callback.
+    fn finish(self, res: io::Result<usize>, stats: &Stats, raw: bool) {
+        let (backing, offset, done) = match self {
+            Op::Read(ReadOp {
+                backing,
+                offset,
+                bufs,
+                done,
+            }) => {
+                drop(bufs);
+                (backing, offset, done)
+            }
+            Op::Write(WriteOp {
+                backing,
+                offset,
+                segs,
+                done,
+            }) => {
+                drop(segs);
+                (backing, offset, done)
+            }
+        };
+        if let (true, Ok(n)) = (raw, &res) {
+            if *n > 0 {
+                backing.after_raw_io(offset, *n as u64);
+            }
+        }
+        drop(backing);
+        stats.complete(done, res);
     }
 }
 
@@ -294,20 +433,22 @@ pub struct EngineStats {
     /// fits the free room, more for larger batches, resubmissions and
     /// retries.
     pub enters: u64,
-    /// Ops submitted.
+    /// Ops submitted: reads, and the writes of [`IoEngine::write_all`].
     pub ops: u64,
-    /// Ops read through io_uring.
+    /// Of those, writes.
+    pub writes: u64,
+    /// Ops run through io_uring.
     pub uring_ops: u64,
-    /// Ops read with `read_blocks` on the pool (all of them for
-    /// [`EngineKind::Threads`]).
+    /// Ops run with `read_blocks` or `write_blocks` on the pool (all of
+    /// them for [`EngineKind::Threads`]).
     pub pool_ops: u64,
     /// Ops completed: counted just before the callback is called, so a
     /// callback sees itself counted.
     pub completed: u64,
     /// Bytes reported by ops that succeeded.
     pub bytes: u64,
-    /// Resubmissions through io_uring: the rest of a short read, a read
-    /// over more than `IOV_MAX` buffers, or a retry after `EAGAIN`,
+    /// Resubmissions through io_uring: the rest of a short read or write,
+    /// an op over more than `IOV_MAX` buffers, or a retry after `EAGAIN`,
     /// `EINTR` or `ECANCELED`.
     pub resubmits: u64,
     /// Ops completed with an error.
@@ -322,6 +463,7 @@ pub(crate) struct Stats {
     batches: AtomicU64,
     enters: AtomicU64,
     ops: AtomicU64,
+    writes: AtomicU64,
     uring_ops: AtomicU64,
     pool_ops: AtomicU64,
     completed: AtomicU64,
@@ -338,6 +480,7 @@ impl Stats {
             batches: g(&self.batches),
             enters: g(&self.enters),
             ops: g(&self.ops),
+            writes: g(&self.writes),
             uring_ops: g(&self.uring_ops),
             pool_ops: g(&self.pool_ops),
             completed: g(&self.completed),
@@ -361,7 +504,7 @@ impl Stats {
         if let Err(payload) = outcome {
             bump(&self.callback_panics, 1);
             log::error!(
-                "aio: a read callback panicked ({}); the engine goes on, but whatever \
+                "aio: an IO callback panicked ({}); the engine goes on, but whatever \
                  the callback should have done after the panic did not happen",
                 panic_message(payload.as_ref())
             );
@@ -522,6 +665,12 @@ impl IoEngine {
     /// the pool's mutex briefly. Never calls a callback itself, except if
     /// no pool thread can be started (see the [module docs](self)).
     pub fn submit(&self, batch: Vec<ReadOp>) {
+        self.submit_ops(batch.into_iter().map(Op::Read).collect());
+    }
+
+    /// Submits reads and writes: to the ring those it can take, the rest to
+    /// the pool.
+    fn submit_ops(&self, batch: Vec<Op>) {
         let e = &*self.inner;
         bump(&e.stats.batches, 1);
         bump(&e.stats.ops, batch.len() as u64);
@@ -533,8 +682,8 @@ impl IoEngine {
         let mut pooled = Vec::new();
         for op in batch {
             match op.uring_file() {
-                Some(file) => direct.push((op, file)),
-                None => pooled.push(op),
+                Some(file) if !op.is_write() || uring.writes() => direct.push((op, file)),
+                _ => pooled.push(op),
             }
         }
         if !pooled.is_empty() {
@@ -545,10 +694,159 @@ impl IoEngine {
         }
     }
 
+    /// Writes every request (each as [`Backing::write_blocks`] would) side
+    /// by side, and returns once all of them completed: their results, in
+    /// the order of `reqs`. Under io_uring, the writes to backings with a
+    /// [`raw_file`](Backing::raw_file) go out together, as
+    /// [`submit`](Self::submit)'s reads do (one `io_uring_enter` for as
+    /// many as fit the free room), so scattered blocks keep the device's
+    /// queue full from one thread; the others, and every write under
+    /// [`EngineKind::Threads`], run with `write_blocks` on the pool. Called
+    /// from an engine thread (a callback), it writes on that thread, one
+    /// request after another, rather than wait for the engine it would
+    /// hold up.
+    ///
+    /// A short write is resubmitted for the rest; a write that makes no
+    /// progress fails with [`io::ErrorKind::WriteZero`]. Every request is
+    /// tried whatever the others give.
+    ///
+    /// # Locking
+    /// As [`submit`](Self::submit), then sleeps until the last write
+    /// completes.
+    #[allow(unsafe_code)]
+    pub fn write_all(&self, reqs: &[WriteReq<'_>]) -> Vec<io::Result<usize>> {
+        if reqs.is_empty() {
+            return Vec::new();
+        }
+        bump(&self.inner.stats.writes, reqs.len() as u64);
+        if on_engine_thread() {
+            return reqs
+                .iter()
+                .map(|r| r.backing.write_blocks(r.bufs, r.offset))
+                .collect();
+        }
+        let latch = Arc::new(Latch::new(reqs.len()));
+        // Declared before the ops: however this call ends, it waits until
+        // every op completed or was dropped, so no op outlives the buffers
+        // it borrows from `reqs`.
+        let all = WaitAll(&latch);
+        let ops = reqs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let ticket = Ticket {
+                    latch: latch.clone(),
+                    index: i,
+                    res: None,
+                };
+                Op::Write(WriteOp {
+                    backing: r.backing.clone(),
+                    offset: r.offset,
+                    // SAFETY: the bytes are `reqs`' borrows, valid and
+                    // unwritten (`IoBuf`) until this call returns, which
+                    // is after every op completed or was dropped, and so
+                    // after every `RawSrc` is gone (`all`, below).
+                    segs: r.bufs.iter().map(|&b| unsafe { RawSrc::new(b) }).collect(),
+                    done: Box::new(move |res| ticket.complete(res)),
+                })
+            })
+            .collect();
+        self.submit_ops(ops);
+        drop(all);
+        let results = std::mem::take(&mut lock(&latch.state).results);
+        results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(io::Error::other("a write op was lost"))))
+            .collect()
+    }
+
     /// The counters so far.
     pub fn stats(&self) -> EngineStats {
         self.inner.stats.snapshot()
     }
+}
+
+/// What [`IoEngine::write_all`] waits on: the results, and how many ops
+/// have not completed.
+struct Latch {
+    state: Mutex<LatchState>,
+    all_done: Condvar,
+}
+
+struct LatchState {
+    left: usize,
+    results: Vec<Option<io::Result<usize>>>,
+}
+
+impl Latch {
+    fn new(n: usize) -> Latch {
+        Latch {
+            state: Mutex::new(LatchState {
+                left: n,
+                results: (0..n).map(|_| None).collect(),
+            }),
+            all_done: Condvar::new(),
+        }
+    }
+}
+
+/// Waits, when dropped, until every op of its latch completed or was
+/// dropped.
+struct WaitAll<'l>(&'l Latch);
+
+impl Drop for WaitAll<'_> {
+    fn drop(&mut self) {
+        let mut st = lock(&self.0.state);
+        while st.left > 0 {
+            st = wait(&self.0.all_done, st);
+        }
+    }
+}
+
+/// A write op's share of its latch, held by its callback: counted off when
+/// the callback runs, or when the op is dropped without running (then with
+/// an error), so the waiter never waits for an op that is gone.
+struct Ticket {
+    latch: Arc<Latch>,
+    index: usize,
+    res: Option<io::Result<usize>>,
+}
+
+impl Ticket {
+    fn complete(mut self, res: io::Result<usize>) {
+        self.res = Some(res);
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let res = self
+            .res
+            .take()
+            .unwrap_or_else(|| Err(io::Error::other("the write was dropped before it ran")));
+        let mut st = lock(&self.latch.state);
+        st.results[self.index] = Some(res);
+        st.left -= 1;
+        if st.left == 0 {
+            self.latch.all_done.notify_all();
+        }
+    }
+}
+
+thread_local! {
+    /// Whether this thread is one of an engine's (completion or pool).
+    static ENGINE_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks this thread as an engine's own, for [`on_engine_thread`].
+pub(crate) fn mark_engine_thread() {
+    ENGINE_THREAD.with(|t| t.set(true));
+}
+
+/// Whether this thread is an engine's (where waiting for ops could wait
+/// for this thread itself).
+fn on_engine_thread() -> bool {
+    ENGINE_THREAD.with(std::cell::Cell::get)
 }
 
 impl fmt::Debug for IoEngine {

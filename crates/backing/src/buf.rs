@@ -641,3 +641,54 @@ impl fmt::Debug for RawBuf {
             .finish()
     }
 }
+
+/// The bytes of an [`IoBuf`] that an engine's write op carries across
+/// threads: its address and length without its lifetime
+/// (`IoEngine::write_all`, which waits for the op, keeps the borrow).
+/// Crate-private: only that call makes one.
+pub(crate) struct RawSrc {
+    ptr: *const u8,
+    len: usize,
+}
+
+// SAFETY: a `RawSrc` stands for shared, read-only access to bytes nobody
+// writes while it lives (the contract of `RawSrc::new`), like a `&[u8]`,
+// which is `Send`.
+unsafe impl Send for RawSrc {}
+
+impl RawSrc {
+    /// The bytes of `buf`, for an op that outlives the borrow's lifetime.
+    ///
+    /// # Safety
+    /// The bytes must stay valid, and nothing may write them, until the
+    /// `RawSrc` is dropped.
+    pub(crate) unsafe fn new(buf: IoBuf<'_>) -> RawSrc {
+        RawSrc {
+            ptr: buf.buf.as_ptr(),
+            len: buf.buf.len(),
+        }
+    }
+
+    /// The start address.
+    pub(crate) fn as_ptr(&self) -> *const u8 {
+        self.ptr
+    }
+
+    /// The length in bytes (a multiple of [`BLOCK`]).
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The bytes as an [`IoBuf`] again, borrowed from `self`, e.g. for
+    /// [`Backing::write_blocks`](crate::Backing::write_blocks).
+    pub(crate) fn io_buf(&self) -> IoBuf<'_> {
+        if self.len == 0 {
+            return IoBuf { buf: &[] };
+        }
+        // SAFETY: `RawSrc::new`'s contract: the bytes are valid and
+        // unwritten while `self` lives, which the borrow of `self` spans;
+        // they came from an `IoBuf`, so they are initialised and aligned.
+        let buf = unsafe { std::slice::from_raw_parts(self.ptr, self.len) };
+        IoBuf { buf }
+    }
+}

@@ -505,17 +505,18 @@ impl Backing for FileBacking {
         )
     }
 
-    /// The file, on both data paths: `O_DIRECT` reads of it need nothing
-    /// else, and in the buffered fallback
-    /// [`after_raw_read`](Backing::after_raw_read) drops what was read.
+    /// The file, on both data paths: `O_DIRECT` reads and writes of it need
+    /// nothing else, and in the buffered fallback
+    /// [`after_raw_io`](Backing::after_raw_io) drops what was read or
+    /// written.
     fn raw_file(&self) -> Option<Arc<File>> {
         Some(self.file.clone())
     }
 
-    /// In the buffered fallback, drops the range just read from the
-    /// kernel's page cache (`POSIX_FADV_DONTNEED`), as `read_blocks` does
-    /// after its `preadv`; nothing for `O_DIRECT`.
-    fn after_raw_read(&self, offset: u64, len: u64) {
+    /// In the buffered fallback, drops the range just read or written from
+    /// the kernel's page cache (`POSIX_FADV_DONTNEED`), as `read_blocks` and
+    /// `write_blocks` do after their system calls; nothing for `O_DIRECT`.
+    fn after_raw_io(&self, offset: u64, len: u64) {
         self.drop_behind(offset, len);
     }
 }

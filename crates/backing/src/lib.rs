@@ -40,7 +40,10 @@
 //!   thread with what `read_blocks` would have returned. Backings with a
 //!   file descriptor ([`Backing::raw_file`]) are read through the ring;
 //!   memory and fault-injecting backings go to the pool, so their rules
-//!   apply to asynchronous reads too.
+//!   apply to asynchronous reads too. [`aio::IoEngine::write_all`] writes
+//!   a batch the same way (each write doing what `write_blocks` would)
+//!   and returns when all of them completed, so it borrows its buffers
+//!   safely.
 //!
 //! # Locking
 //! | type | takes | may sleep | allocates |
@@ -49,6 +52,7 @@
 //! | [`MemBacking`] | its `RwLock`: shared for `read_blocks`/`len`, exclusive otherwise | on the lock | pages on `write_blocks` |
 //! | [`FaultyBacking`] | its rule mutex, briefly, never across the inner call or an injected delay | injected latency, and whatever the inner backing does | a bounce buffer for an injected short read |
 //! | [`aio::IoEngine::submit`] | the ring's submission mutex for the batch (io_uring), or the pool's queue mutex briefly | waiting for room when `queue_depth` ops are in flight; in `io_uring_enter` | a box per op, the pool's queue |
+//! | [`aio::IoEngine::write_all`] | as `submit`, then the batch's latch until its last write completes | as `submit`, and until the writes complete | a box and a buffer list per write |
 //! | [`aio`] completion and pool threads | the submission mutex once per batch of completions; the queue mutex to take an op; neither across a callback or a backing call | in `io_uring_enter(GETEVENTS)`, in `read_blocks` | no |
 //!
 //! Lock order: the backings' locks are leaves; a backing never calls back
@@ -82,8 +86,9 @@
 //!
 //! # When not to use it
 //! For small or unaligned IO, or when the kernel's page cache is what you
-//! want, use `std::fs::File`. Writes are synchronous only (`pwritev`);
-//! [`aio`] does reads. For a general-purpose async runtime over io_uring
+//! want, use `std::fs::File`. [`aio`] reads asynchronously; its writes
+//! ([`aio::IoEngine::write_all`]) go out together but the call waits for
+//! them. For a general-purpose async runtime over io_uring
 //! (sockets, timers, futures), use one (tokio-uring, glommio): [`aio`] is a
 //! callback engine for batches of block reads and nothing more.
 #![deny(unsafe_code)]
@@ -388,14 +393,18 @@ pub trait Backing: Send + Sync + 'static {
     fn info(&self) -> BackingInfo;
 
     /// The open file that an asynchronous engine ([`aio::IoEngine`]) may
-    /// read directly instead of calling [`read_blocks`](Self::read_blocks),
-    /// or `None` (the default) to have every read go through `read_blocks`.
+    /// read and write directly instead of calling
+    /// [`read_blocks`](Self::read_blocks) and
+    /// [`write_blocks`](Self::write_blocks), or `None` (the default) to have
+    /// every read and write go through those.
     ///
     /// Return `Some` only if a plain positional read of the file's
     /// descriptor (`preadv`, io_uring `READV`) at [`BLOCK`]-aligned offsets
     /// into [`BLOCK`]-aligned buffers, looped over short reads until end of
-    /// file and followed by [`after_raw_read`](Self::after_raw_read), gives
-    /// what `read_blocks` would.
+    /// file and followed by [`after_raw_io`](Self::after_raw_io), gives
+    /// what `read_blocks` would, and a positional write (`pwritev`, io_uring
+    /// `WRITEV`), looped over short writes and followed by `after_raw_io`,
+    /// does what `write_blocks` would.
     ///
     /// The engine keeps the returned `Arc` until the read is done, so the
     /// descriptor it reads stays open, and the same file, whatever the
@@ -429,14 +438,14 @@ pub trait Backing: Send + Sync + 'static {
         None
     }
 
-    /// Called by an asynchronous engine after it read `len > 0` bytes at
-    /// `offset` through [`raw_file`](Self::raw_file), for whatever
-    /// `read_blocks` does after its system call. The default does nothing;
-    /// [`FileBacking`]'s buffered fallback drops the range from the
-    /// kernel's page cache (`POSIX_FADV_DONTNEED`), as its `read_blocks`
-    /// does. Runs on the engine's completion thread: keep it short and do
+    /// Called by an asynchronous engine after it read or wrote `len > 0`
+    /// bytes at `offset` through [`raw_file`](Self::raw_file), for whatever
+    /// `read_blocks` or `write_blocks` does after its system call. The
+    /// default does nothing; [`FileBacking`]'s buffered fallback drops the
+    /// range from the kernel's page cache (`POSIX_FADV_DONTNEED`), as its
+    /// `read_blocks` and `write_blocks` do. Runs on the engine's completion thread: keep it short and do
     /// not block.
-    fn after_raw_read(&self, offset: u64, len: u64) {
+    fn after_raw_io(&self, offset: u64, len: u64) {
         let _ = (offset, len);
     }
 }
@@ -486,8 +495,8 @@ macro_rules! forward_backing {
             fn raw_file(&self) -> Option<Arc<File>> {
                 (**self).raw_file()
             }
-            fn after_raw_read(&self, offset: u64, len: u64) {
-                (**self).after_raw_read(offset, len)
+            fn after_raw_io(&self, offset: u64, len: u64) {
+                (**self).after_raw_io(offset, len)
             }
         }
     };

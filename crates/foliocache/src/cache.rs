@@ -53,7 +53,7 @@ use crate::pressure::PressureConfig;
 use crate::readahead::ReadaheadConfig;
 use crate::sync::{AtomicU64, Mutex, Ordering, StatU64};
 use crate::vmscan::shadow_check_every;
-use backing::aio::{IoEngine, IoEngineConfig};
+use backing::aio::{EngineStats, IoEngine, IoEngineConfig};
 
 /// How long an allocation waits for a pinned cache to free a folio before
 /// it fails with `OutOfMemory` (16 yields, then 1 ms sleeps).
@@ -448,6 +448,14 @@ impl Cache {
             Some(e) => e.name(),
             None => "synchronous".to_string(),
         }
+    }
+
+    /// The IO engine's counters: readahead's reads, and the writeback
+    /// writes that went out together through it (`IoEngine::write_all`,
+    /// for files with a descriptor under io_uring); `None` without an
+    /// engine (under loom).
+    pub fn io_engine_stats(&self) -> Option<EngineStats> {
+        self.inner.io.as_ref().map(IoEngine::stats)
     }
 
     /// Waits until no readahead IO is in flight: every asynchronous window

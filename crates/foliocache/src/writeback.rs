@@ -9,7 +9,9 @@
 //!   order, one writeback of a file at a time (its `wb_lock`), and writes
 //!   each contiguous run (up to [`MAX_RUN_PAGES`]) as one vectored write;
 //!   up to [`MAX_BATCH_RUNS`] runs are locked and written together, their
-//!   writes side by side on the cache's writeback pool (`wbpool.rs`).
+//!   writes in flight at once: through the cache's io_uring
+//!   (`IoEngine::write_all`) for a backing with a descriptor, else side
+//!   by side on the cache's writeback pool (`wbpool.rs`).
 //!   A folio is locked, marked clean and under writeback before its IO and
 //!   stays locked until it completes: a writer of that folio waits for the
 //!   IO (the kernel's stable pages), a reader of it does not (it copies an
@@ -48,6 +50,7 @@ use crate::filemap::{FolioRef, LockedFolio, Mapping, MappingEntry};
 use crate::folio::Folio;
 use crate::folio::FolioFlags;
 use crate::sync::{AtomicU64, Ordering};
+use backing::aio::{EngineKind, WriteReq};
 use backing::IoBuf;
 use xarray::Cursor;
 
@@ -59,7 +62,7 @@ use crate::arena::PAGE;
 pub(crate) const MAX_RUN_PAGES: u64 = 4096;
 
 /// The most runs of dirty folios written back together (their writes go
-/// out side by side through the writeback pool).
+/// out together, through io_uring or the writeback pool).
 const MAX_BATCH_RUNS: usize = 256;
 
 /// How often the flusher writes back whatever is dirty, even below the
@@ -413,8 +416,8 @@ impl Mapping {
     /// The dirty folios written back together from page `index`: runs of
     /// contiguous dirty folios in index order, up to `last`,
     /// [`MAX_RUN_PAGES`] pages and [`MAX_BATCH_RUNS`] runs, all locked.
-    /// Their writes go out side by side (the pool), so scattered small dirty
-    /// folios do not wait for the device one by one, as the kernel's block
+    /// Their writes go out together (io_uring or the pool), so scattered
+    /// small dirty folios do not wait for the device one by one, as the kernel's block
     /// plug (`blk_start_plug` around `writeback_iter`'s loop) sends a batch
     /// of a file's writes together. Folio locks are taken in index order
     /// only, as the lock order asks. Returns the folios (none: nothing dirty
@@ -742,9 +745,8 @@ impl Mapping {
     /// Writes the dirty page runs of a locked run of folios covering
     /// contiguous pages: pages that follow each other in the file, across
     /// folios too, go as one vectored write; each gap starts another. Many
-    /// writes (scattered dirty pages) go through the cache's writeback pool
-    /// (`wbpool.rs`) so several are in flight. Every write
-    /// is tried. Returns the bytes written or the first error, and the page
+    /// writes (scattered dirty pages) go out together, through the cache's
+    /// io_uring or its writeback pool (`wbpool.rs`). Every write is tried. Returns the bytes written or the first error, and the page
     /// runs (per folio) whose write failed, to be marked dirty again.
     pub(crate) fn write_dirty(
         &self,
@@ -787,18 +789,35 @@ impl Mapping {
             }
         }
         let backing = self.backing();
-        let write = |(at, bufs, _): &Seg<'_>| -> io::Result<u64> {
-            let r = backing.write_blocks(bufs, *at);
+        let count = |r: io::Result<usize>| -> io::Result<u64> {
             cache.stats.io_writes.fetch_add(1, Ordering::Relaxed);
             let n = r? as u64;
             cache.stats.io_write_bytes.fetch_add(n, Ordering::Relaxed);
             Ok(n)
         };
+        let write = |(at, bufs, _): &Seg<'_>| count(backing.write_blocks(bufs, *at));
         // Every write is tried, whatever the others did. Scattered dirty
-        // pages make many small writes that each wait for the device: the
-        // cache's writeback pool keeps several in flight.
+        // pages make many small writes that each wait for the device: they
+        // go out together, through the cache's io_uring where the backing
+        // has a file for it (the whole batch in the device's queue at once,
+        // from this thread, as the kernel's plugged writeback sends it),
+        // else side by side on the writeback pool.
+        let uring = cache
+            .io
+            .as_ref()
+            .filter(|e| e.kind() == EngineKind::Uring && backing.raw_file().is_some());
         let results: Vec<io::Result<u64>> = if segs.len() < PARALLEL_WRITES_MIN {
             segs.iter().map(write).collect()
+        } else if let Some(engine) = uring {
+            let reqs: Vec<WriteReq<'_>> = segs
+                .iter()
+                .map(|(at, bufs, _)| WriteReq {
+                    backing: &backing,
+                    offset: *at,
+                    bufs,
+                })
+                .collect();
+            engine.write_all(&reqs).into_iter().map(count).collect()
         } else {
             let slots: Vec<std::sync::OnceLock<io::Result<u64>>> =
                 segs.iter().map(|_| std::sync::OnceLock::new()).collect();

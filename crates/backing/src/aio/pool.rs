@@ -1,11 +1,12 @@
-//! The thread pool: threads that take [`ReadOp`]s from a queue, call
-//! [`Backing::read_blocks`](crate::Backing::read_blocks) and then the op's
-//! callback. The whole engine where io_uring is missing; under io_uring,
+//! The thread pool: threads that take ops from a queue, call
+//! [`Backing::read_blocks`](crate::Backing::read_blocks) (or
+//! `write_blocks`, for the writes of `IoEngine::write_all`) and then the
+//! op's callback. The whole engine where io_uring is missing; under io_uring,
 //! the path of ops whose backing has no file descriptor (memory, fault
 //! injection), started on first use.
 //!
 //! ```text
-//!  submit ──> queue (VecDeque, mutex + condvar) ──> thread 1: read_blocks, callback
+//!  submit ──> queue (VecDeque, mutex + condvar) ──> thread 1: read/write_blocks, callback
 //!                                              └──> thread 2: ...
 //! ```
 
@@ -14,9 +15,8 @@ use std::io;
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 
-use super::{RawBuf, ReadOp, Stats};
+use super::{mark_engine_thread, Op, Stats};
 use crate::sync::{bump, lock, wait, AtomicBool, Condvar, Mutex, Ordering};
-use crate::IoBufMut;
 
 /// A pool of reader threads; dropping it finishes the queued ops and joins
 /// the threads.
@@ -36,7 +36,7 @@ struct Shared {
 }
 
 struct Queue {
-    ops: VecDeque<ReadOp>,
+    ops: VecDeque<Op>,
     closing: bool,
 }
 
@@ -82,14 +82,14 @@ impl Pool {
     /// Queues `ops` for the pool's threads, starting them if needed. If no
     /// thread can be started at all, runs the ops here, callbacks included
     /// (and logs why).
-    pub(super) fn submit(&self, ops: Vec<ReadOp>) {
+    pub(super) fn submit(&self, ops: Vec<Op>) {
         if ops.is_empty() {
             return;
         }
         if let Err(e) = self.start() {
             if lock(&self.threads).is_empty() {
                 log::error!(
-                    "aio: cannot start a pool thread ({e}); running {} reads on the \
+                    "aio: cannot start a pool thread ({e}); running {} ops on the \
                      submitting thread",
                     ops.len()
                 );
@@ -131,6 +131,7 @@ impl Drop for Pool {
 /// A pool thread: runs queued ops until the pool closes and the queue is
 /// empty.
 fn worker(shared: &Shared) {
+    mark_engine_thread();
     loop {
         let op = {
             let mut q = lock(&shared.queue);
@@ -148,20 +149,8 @@ fn worker(shared: &Shared) {
     }
 }
 
-/// Reads `op` with `read_blocks` and completes it.
-fn run(stats: &Stats, op: ReadOp) {
+/// Runs `op` with `read_blocks` or `write_blocks` and completes it.
+fn run(stats: &Stats, op: Op) {
     bump(&stats.pool_ops, 1);
-    let ReadOp {
-        backing,
-        offset,
-        mut bufs,
-        done,
-    } = op;
-    let res = {
-        let mut io: Vec<IoBufMut<'_>> = bufs.iter_mut().map(RawBuf::io_buf_mut).collect();
-        backing.read_blocks(&mut io, offset)
-    };
-    drop(bufs);
-    drop(backing);
-    stats.complete(done, res);
+    op.run(stats);
 }

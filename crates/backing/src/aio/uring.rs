@@ -2,16 +2,18 @@
 //! thread. All of the crate's io_uring code, and its `unsafe`, is here.
 //!
 //! ```text
-//!  submitters ──lock sq──> push one SQE per op (user_data = Box<InFlight> pointer)
+//!  submitters ──lock sq──> push one SQE per op, a read or a write
+//!                          (user_data = Box<InFlight> pointer)
 //!                          └─> ONE io_uring_enter(to_submit = n) ──> kernel
 //!                                                                      │ CQEs
 //!  completion thread <── io_uring_enter(GETEVENTS, min 1) <────────────┘
 //!    reap every CQE: Box::from_raw(user_data)
 //!      res < 0  ──> EAGAIN/EINTR/ECANCELED: resubmit (bounded); else Err(errno)
-//!      res == 0 or ends inside a block ──> EOF: zero the rest, Ok(count)
-//!      short, whole blocks ──> resubmit the rest (same slot)
+//!      read: res == 0 or ends inside a block ──> EOF: zero the rest, Ok(count)
+//!      write: res == 0 ──> Err(WriteZero)
+//!      short (a read: whole blocks) ──> resubmit the rest (same slot)
 //!    lock sq: free the slots, push resubmits and backlog, one enter, wake waiters
-//!    then, unlocked: after_raw_read, callback (caught if it panics)
+//!    then, unlocked: after_raw_io, callback (caught if it panics)
 //! ```
 //!
 //! # Invariants
@@ -48,17 +50,17 @@ use std::time::Duration;
 use io_uring::{opcode, squeue, types, EnterFlags, IoUring, Probe};
 
 use super::pool::Pool;
-use super::{RawBuf, ReadOp, Stats};
+use super::{mark_engine_thread, Op, Stats};
 use crate::sync::{bump, lock, wait, Condvar, Mutex};
 use crate::sys::{locate, IOV_MAX};
-use crate::{zero_from, IoBufMut, BLOCK};
+use crate::BLOCK;
 
 /// `user_data` of the NOP that wakes the completion thread at shutdown
 /// (never a box pointer, which is non-null).
 const WAKE: u64 = 0;
 
-/// The most bytes one `IORING_OP_READ` asks for (its length is a `u32`);
-/// the rest of a longer buffer is read by a resubmission.
+/// The most bytes one `IORING_OP_READ` or `IORING_OP_WRITE` asks for (its
+/// length is a `u32`); the rest of a longer buffer goes in a resubmission.
 const MAX_READ: usize = 1 << 30;
 
 /// How often one op is retried after `EAGAIN`, `EINTR` or `ECANCELED`
@@ -86,6 +88,10 @@ struct Ring {
     depth: u32,
     /// Whether `IORING_OP_READ` is there (for one-buffer reads).
     has_read: bool,
+    /// Whether `IORING_OP_WRITEV` is there (else writes go to the pool).
+    has_writev: bool,
+    /// Whether `IORING_OP_WRITE` is there (for one-buffer writes).
+    has_write: bool,
     /// Whether `io_uring_enter` takes a timeout (`IORING_FEAT_EXT_ARG`).
     ext_arg: bool,
     sq: Mutex<SqState>,
@@ -112,9 +118,9 @@ struct SqState {
     unconsumed: VecDeque<u64>,
     /// Ops submitted from the completion thread (by callbacks) that found
     /// no room: pushed as slots free up.
-    backlog: VecDeque<(ReadOp, Arc<File>)>,
+    backlog: VecDeque<(Op, Arc<File>)>,
     /// Ops for the pool, handed over once the mutex is released.
-    reroute: Vec<ReadOp>,
+    reroute: Vec<Op>,
     /// Submitters waiting on `room`.
     waiting: u32,
     /// The engine is being dropped.
@@ -125,24 +131,25 @@ struct SqState {
 
 /// An op in the kernel's hands: the box behind an entry's `user_data`.
 struct InFlight {
-    op: ReadOp,
-    /// The file the entry reads: its descriptor stays open while the box
+    op: Op,
+    /// The file the entry reads or writes: its descriptor stays open while the box
     /// lives, which is until the entry's CQE is reaped.
     file: Arc<File>,
     /// The op's total length.
     total: usize,
-    /// Bytes read so far (by earlier, short completions).
+    /// Bytes read or written so far (by earlier, short completions).
     done: usize,
     /// Retries after EAGAIN, EINTR or ECANCELED.
     retries: u32,
-    /// The iovec array of a `READV` entry; the kernel reads it. `libc`'s
-    /// type, because `io_uring`'s `Readv` takes a `*const libc::iovec` (the
-    /// buffers are raw pointers of a submitted op, not `IoSliceMut` borrows).
+    /// The iovec array of a `READV` or `WRITEV` entry; the kernel reads it.
+    /// `libc`'s type, because `io_uring`'s `Readv` takes a
+    /// `*const libc::iovec` (the buffers are raw pointers of a submitted
+    /// op, not `IoSliceMut` borrows).
     iov: Vec<libc::iovec>,
 }
 
 impl InFlight {
-    fn new(op: ReadOp, file: Arc<File>) -> Box<InFlight> {
+    fn new(op: Op, file: Arc<File>) -> Box<InFlight> {
         // `uring_file` let only ops with a valid length through.
         let total = op.len().unwrap_or(0);
         Box::new(InFlight {
@@ -155,26 +162,35 @@ impl InFlight {
         })
     }
 
-    /// The entry that reads the op's remaining bytes (`done < total`):
-    /// `READ` when they are in one buffer, else `READV` over at most
-    /// [`IOV_MAX`] buffers (a resubmission reads the rest). `user_data` is
-    /// left for the caller.
-    fn entry(&mut self, has_read: bool) -> squeue::Entry {
-        let offset = self.op.offset + self.done as u64;
+    /// The entry that reads or writes the op's remaining bytes
+    /// (`done < total`): `READ` / `WRITE` when they are in one buffer (and
+    /// `one`, the ring has that opcode), else `READV` / `WRITEV` over at
+    /// most [`IOV_MAX`] buffers (a resubmission does the rest).
+    /// `user_data` is left for the caller.
+    fn entry(&mut self, one: bool) -> squeue::Entry {
+        let offset = self.op.offset() + self.done as u64;
         let remaining = self.total - self.done;
-        let (first, skip) = locate(self.op.bufs.iter().map(RawBuf::len), self.done);
-        let mut segs = self.op.bufs[first..]
+        let all = self.op.segs();
+        let (first, skip) = locate(all.iter().map(|&(_, len)| len), self.done);
+        let mut segs = all[first..]
             .iter()
             .enumerate()
-            .filter_map(|(i, b)| {
+            .filter_map(|(i, &(p, len))| {
                 let s = if i == 0 { skip } else { 0 };
-                (b.len() > s).then(|| (b.as_ptr().wrapping_add(s), b.len() - s))
+                (len > s).then(|| (p.wrapping_add(s), len - s))
             });
         let fd = types::Fd(self.file.as_raw_fd());
         let head = segs.next().unwrap_or((std::ptr::null_mut(), 0));
-        if has_read && head.1 == remaining {
+        let write = self.op.is_write();
+        if one && head.1 == remaining {
             let len = remaining.min(MAX_READ) as u32;
-            return opcode::Read::new(fd, head.0, len).offset(offset).build();
+            return if write {
+                opcode::Write::new(fd, head.0.cast_const(), len)
+                    .offset(offset)
+                    .build()
+            } else {
+                opcode::Read::new(fd, head.0, len).offset(offset).build()
+            };
         }
         self.iov.clear();
         self.iov.extend(
@@ -186,15 +202,16 @@ impl InFlight {
                     iov_len: l,
                 }),
         );
-        opcode::Readv::new(fd, self.iov.as_ptr(), self.iov.len() as u32)
-            .offset(offset)
-            .build()
-    }
-
-    /// Zeroes the buffers past `done` (a read that stopped at EOF).
-    fn zero_tail(&mut self) {
-        let mut bufs: Vec<IoBufMut<'_>> = self.op.bufs.iter_mut().map(RawBuf::io_buf_mut).collect();
-        zero_from(&mut bufs, self.done);
+        let n = self.iov.len() as u32;
+        if write {
+            opcode::Writev::new(fd, self.iov.as_ptr(), n)
+                .offset(offset)
+                .build()
+        } else {
+            opcode::Readv::new(fd, self.iov.as_ptr(), n)
+                .offset(offset)
+                .build()
+        }
     }
 }
 
@@ -218,22 +235,29 @@ impl Uring {
     pub(super) fn new(depth: u32, stats: Arc<Stats>, pool: Arc<Pool>) -> io::Result<Uring> {
         let ring = setup(depth)?;
         let mut probe = Probe::new();
-        let has_read = match ring.submitter().register_probe(&mut probe) {
+        let (has_read, has_writev, has_write) = match ring.submitter().register_probe(&mut probe) {
             Ok(()) if !probe.is_supported(opcode::Readv::CODE) => {
                 return Err(io::Error::new(
                     io::ErrorKind::Unsupported,
                     "this kernel's io_uring does not support IORING_OP_READV",
                 ))
             }
-            Ok(()) => probe.is_supported(opcode::Read::CODE),
-            // Kernels before 5.6 cannot be probed; they have READV (5.1).
-            Err(_) => false,
+            Ok(()) => (
+                probe.is_supported(opcode::Read::CODE),
+                probe.is_supported(opcode::Writev::CODE),
+                probe.is_supported(opcode::Write::CODE),
+            ),
+            // Kernels before 5.6 cannot be probed; they have READV and
+            // WRITEV (5.1).
+            Err(_) => (false, true, false),
         };
         let ext_arg = ring.params().is_feature_ext_arg();
         let ring = Arc::new(Ring {
             ring,
             depth,
             has_read,
+            has_writev,
+            has_write,
             ext_arg,
             sq: Mutex::new(SqState::default()),
             room: Condvar::new(),
@@ -255,8 +279,13 @@ impl Uring {
     }
 
     /// Submits `ops` (each with its backing's file); see [`Ring::submit`].
-    pub(super) fn submit(&self, ops: Vec<(ReadOp, Arc<File>)>) {
+    pub(super) fn submit(&self, ops: Vec<(Op, Arc<File>)>) {
         self.ring.submit(ops);
+    }
+
+    /// Whether the ring takes writes (`IORING_OP_WRITEV`).
+    pub(super) fn writes(&self) -> bool {
+        self.ring.has_writev
     }
 
     /// Test hook: makes every later `io_uring_enter` for submission fail
@@ -305,7 +334,7 @@ impl Ring {
     /// Pushes every op, then submits them with one `io_uring_enter`; when
     /// the ring is full, submits what is pushed and waits for room (or, on
     /// the completion thread, leaves the rest in the backlog).
-    fn submit(&self, ops: Vec<(ReadOp, Arc<File>)>) {
+    fn submit(&self, ops: Vec<(Op, Arc<File>)>) {
         let own = self.on_completion_thread();
         let mut pending = ops.into_iter().peekable();
         let mut st = lock(&self.sq);
@@ -351,13 +380,20 @@ impl Ring {
             return;
         }
         let mut f = f;
-        let entry = f.entry(self.has_read);
+        let one = if f.op.is_write() {
+            self.has_write
+        } else {
+            self.has_read
+        };
+        let entry = f.entry(one);
         let ud = Box::into_raw(f) as u64;
         let entry = entry.user_data(ud);
         // SAFETY: the `sq` mutex is held (`st` is borrowed from its guard),
         // so no other SubmissionQueue of this ring exists. The entry points
-        // at the op's buffers (valid and ours until the callback, by
-        // `RawBuf::new`'s contract) and at the iovec array in the box
+        // at the op's buffers (a read's: valid and ours until the callback,
+        // by `RawBuf::new`'s contract; a write's: borrowed, unwritten, by
+        // the `write_all` call that waits for the op's callback or drop)
+        // and at the iovec array in the box
         // behind `ud`, and names the descriptor of the box's `Arc<File>`;
         // the box is reclaimed only when the entry's CQE is reaped, or by
         // `fail_ring` if the kernel never took the entry, so all of it
@@ -432,7 +468,7 @@ impl Ring {
     /// nothing is submitted through the ring again.
     fn fail_ring(&self, st: &mut SqState, e: &io::Error) {
         log::error!(
-            "aio: io_uring_enter failed ({e}); the ring is given up: the {} reads it did \
+            "aio: io_uring_enter failed ({e}); the ring is given up: the {} ops it did \
              not take, and every later one, run on the thread pool",
             st.unconsumed.iter().filter(|&&ud| ud != WAKE).count()
         );
@@ -450,7 +486,7 @@ impl Ring {
             st.in_flight -= 1;
             st.reroute.push(f.op);
         }
-        let backlog: Vec<ReadOp> = st.backlog.drain(..).map(|(op, _)| op).collect();
+        let backlog: Vec<Op> = st.backlog.drain(..).map(|(op, _)| op).collect();
         st.reroute.extend(backlog);
         self.room.notify_all();
     }
@@ -458,6 +494,7 @@ impl Ring {
     /// The completion thread: reaps CQEs and completes ops until the engine
     /// closes with nothing in flight.
     fn completion_loop(&self) {
+        mark_engine_thread();
         let mut cqes: Vec<(u64, i32)> = Vec::new();
         let mut wait_failed = false;
         loop {
@@ -546,7 +583,7 @@ impl Ring {
             }
             // SAFETY: every CQE but the WAKE NOP's carries the `user_data`
             // of one entry pushed by `push`, a pointer from `Box::into_raw`;
-            // a read entry completes exactly once, and `fail_ring` only
+            // a read or write entry completes exactly once, and `fail_ring` only
             // reclaims entries the kernel never took, so this is the only
             // reclaim of this box.
             let mut f = unsafe { Box::from_raw(ud as *mut InFlight) };
@@ -566,11 +603,26 @@ impl Ring {
             if f.done >= f.total {
                 let total = f.total;
                 finished.push((f, Ok(total)));
+            } else if f.op.is_write() {
+                if n == 0 {
+                    let e = io::Error::new(
+                        io::ErrorKind::WriteZero,
+                        format!(
+                            "the kernel wrote 0 bytes at offset {}",
+                            f.op.offset() + f.done as u64
+                        ),
+                    );
+                    finished.push((f, Err(e)));
+                } else {
+                    // A direct write that stopped inside a block cannot go
+                    // on from there: the rest fails with EINVAL.
+                    again.push(f);
+                }
             } else if n == 0 || f.done % BLOCK != 0 {
                 // End of file (a read ends inside a block only there, and a
                 // direct read cannot go on from an unaligned offset).
-                f.zero_tail();
                 let done = f.done;
+                f.op.zero_from(done);
                 finished.push((f, Ok(done)));
             } else {
                 again.push(f);
@@ -599,20 +651,7 @@ impl Ring {
         self.pool.submit(reroute);
         bump(&self.stats.uring_ops, finished.len() as u64);
         for (f, res) in finished {
-            let ReadOp {
-                backing,
-                offset,
-                bufs,
-                done,
-            } = f.op;
-            drop(bufs);
-            if let Ok(n) = res {
-                if n > 0 {
-                    backing.after_raw_read(offset, n as u64);
-                }
-            }
-            drop(backing);
-            self.stats.complete(done, res);
+            f.op.finish(res, &self.stats, true);
         }
     }
 }
@@ -620,7 +659,9 @@ impl Ring {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::aio::{IoEngine, IoEngineConfig};
+    use crate::aio::{IoEngine, IoEngineConfig, ReadOp, WriteOp};
+    use crate::buf::RawSrc;
+    use crate::RawBuf;
     use crate::{AlignedBuf, Backing, FileBacking, FileOptions};
     use std::sync::mpsc;
 
@@ -642,7 +683,7 @@ mod tests {
         let mem_backing: Arc<dyn Backing> = Arc::new(crate::MemBacking::new());
         let op = ReadOp::new(mem_backing, 8 * BLOCK as u64, bufs, |_| {});
         let null = Arc::new(std::fs::File::open("/dev/null").unwrap());
-        let mut f = InFlight::new(op, null);
+        let mut f = InFlight::new(Op::Read(op), null);
         assert_eq!(f.total, 6 * BLOCK);
         let iov = |f: &InFlight| {
             f.iov
@@ -670,6 +711,44 @@ mod tests {
         let e = f.entry(false);
         assert_eq!(e.get_opcode(), u32::from(opcode::Readv::CODE));
         assert_eq!(iov(&f), vec![(4 * BLOCK, 2 * BLOCK)]);
+    }
+
+    #[test]
+    fn a_write_entry_writes_the_remaining_bytes() {
+        let mem = crate::AlignedBuf::zeroed(4 * BLOCK).unwrap();
+        let segs: Vec<RawSrc> = [(0, 3 * BLOCK), (3 * BLOCK, BLOCK)]
+            .iter()
+            // SAFETY: `mem` outlives the op and is not written meanwhile.
+            .map(|&(at, len)| unsafe {
+                RawSrc::new(crate::IoBuf::new(&mem[at..at + len]).unwrap())
+            })
+            .collect();
+        let op = Op::Write(WriteOp {
+            backing: Arc::new(crate::MemBacking::new()),
+            offset: 2 * BLOCK as u64,
+            segs,
+            done: Box::new(|_| {}),
+        });
+        let null = Arc::new(std::fs::File::open("/dev/null").unwrap());
+        let mut f = InFlight::new(op, null);
+        assert_eq!(f.total, 4 * BLOCK);
+        let e = f.entry(true);
+        assert_eq!(e.get_opcode(), u32::from(opcode::Writev::CODE));
+        assert_eq!(f.iov.len(), 2);
+        // After a short write of 3 blocks: the last buffer alone, as WRITE
+        // where the ring has it.
+        f.done = 3 * BLOCK;
+        let e = f.entry(true);
+        assert_eq!(e.get_opcode(), u32::from(opcode::Write::CODE));
+        let e = f.entry(false);
+        assert_eq!(e.get_opcode(), u32::from(opcode::Writev::CODE));
+        assert_eq!(
+            f.iov
+                .iter()
+                .map(|v| (v.iov_base as usize - mem.as_ptr() as usize, v.iov_len))
+                .collect::<Vec<_>>(),
+            vec![(3 * BLOCK, BLOCK)]
+        );
     }
 
     #[test]

@@ -25,7 +25,12 @@ use test_support::skip_or_fail;
 const PATIENCE: Duration = Duration::from_secs(30);
 
 /// An engine of `kind`, or `None` (skipped) where io_uring is missing.
-fn engine_with(kind: EngineKind, depth: u32, threads: usize, test: &str) -> Option<IoEngine> {
+pub(crate) fn engine_with(
+    kind: EngineKind,
+    depth: u32,
+    threads: usize,
+    test: &str,
+) -> Option<IoEngine> {
     let cfg = IoEngineConfig::new()
         .kind(kind)
         .queue_depth(depth)
@@ -137,15 +142,15 @@ impl Arena {
 
 /// What most tests start from: an engine, and a file of random bytes in a
 /// temporary directory (removed when `dir` drops).
-struct Fx {
-    engine: IoEngine,
-    file: Arc<FileBacking>,
-    data: Vec<u8>,
-    dir: TempDir,
+pub(crate) struct Fx {
+    pub(crate) engine: IoEngine,
+    pub(crate) file: Arc<FileBacking>,
+    pub(crate) data: Vec<u8>,
+    pub(crate) dir: TempDir,
 }
 
 /// An engine of `kind` (see [`engine_with`]) and a `len`-byte file.
-fn fixture(
+pub(crate) fn fixture(
     kind: EngineKind,
     depth: u32,
     threads: usize,
@@ -176,11 +181,16 @@ fn expected(data: &[u8], off: usize, len: usize) -> (usize, Vec<u8>) {
 }
 
 /// A file on CARGO_TARGET_TMPDIR (O_DIRECT) holding `len` random bytes.
-fn data_file(dir: &TempDir, name: &str, len: usize, seed: u64) -> (Arc<FileBacking>, Vec<u8>) {
+pub(crate) fn data_file(
+    dir: &TempDir,
+    name: &str,
+    len: usize,
+    seed: u64,
+) -> (Arc<FileBacking>, Vec<u8>) {
     data_file_with(dir, name, len, seed, false)
 }
 
-fn data_file_with(
+pub(crate) fn data_file_with(
     dir: &TempDir,
     name: &str,
     len: usize,
@@ -857,44 +867,50 @@ fn buffered_fallback_files_are_dropped_behind(kind: EngineKind) {
         .all(|&x| x == 0));
 }
 
-/// Generates one `#[test]` per suite function in a module for `kind`.
+/// Generates one `#[test]` per suite function in a module for `kind`
+/// (`aio_write.rs` uses it too).
 macro_rules! suite {
-    ($module:ident, $kind:expr) => {
+    ($module:ident, $kind:expr; $($name:ident),* $(,)?) => {
         mod $module {
             use super::*;
-            suite!(@tests $kind;
-                random_batches_of_a_file_read_the_right_bytes,
-                random_batches_of_memory_read_the_right_bytes,
-                eof_inside_a_block_is_short_and_zero_filled,
-                eof_at_a_block_boundary_is_short_and_zero_filled,
-                reads_past_eof_return_0_with_zeroed_buffers,
-                empty_and_invalid_ops_complete_with_their_result,
-                injected_errors_reach_their_op_only,
-                kernel_errors_reach_their_op_only,
-                short_reads_injected_by_fault_rules_reach_the_op,
-                more_buffers_than_iov_max_read_in_parts,
-                batches_larger_than_the_queue_depth_all_complete,
-                dropping_the_engine_completes_ops_in_flight,
-                concurrent_submitters_all_get_their_bytes,
-                a_panicking_callback_does_not_stop_the_engine,
-                callbacks_may_submit_more_ops,
-                the_last_engine_may_be_dropped_in_a_callback,
-                buffered_fallback_files_are_dropped_behind,
-            );
+            $(
+                #[test]
+                fn $name() {
+                    super::$name($kind);
+                }
+            )*
         }
     };
-    (@tests $kind:expr; $($name:ident),* $(,)?) => {
-        $(
-            #[test]
-            fn $name() {
-                super::$name($kind);
-            }
-        )*
+}
+pub(crate) use suite;
+
+/// Every test of this suite, per engine.
+macro_rules! read_suite {
+    ($module:ident, $kind:expr) => {
+        suite!($module, $kind;
+            random_batches_of_a_file_read_the_right_bytes,
+            random_batches_of_memory_read_the_right_bytes,
+            eof_inside_a_block_is_short_and_zero_filled,
+            eof_at_a_block_boundary_is_short_and_zero_filled,
+            reads_past_eof_return_0_with_zeroed_buffers,
+            empty_and_invalid_ops_complete_with_their_result,
+            injected_errors_reach_their_op_only,
+            kernel_errors_reach_their_op_only,
+            short_reads_injected_by_fault_rules_reach_the_op,
+            more_buffers_than_iov_max_read_in_parts,
+            batches_larger_than_the_queue_depth_all_complete,
+            dropping_the_engine_completes_ops_in_flight,
+            concurrent_submitters_all_get_their_bytes,
+            a_panicking_callback_does_not_stop_the_engine,
+            callbacks_may_submit_more_ops,
+            the_last_engine_may_be_dropped_in_a_callback,
+            buffered_fallback_files_are_dropped_behind,
+        );
     };
 }
 
-suite!(uring, EngineKind::Uring);
-suite!(threads, EngineKind::Threads);
+read_suite!(uring, EngineKind::Uring);
+read_suite!(threads, EngineKind::Threads);
 
 #[test]
 fn auto_picks_io_uring_here() {

@@ -6,6 +6,8 @@ mod common;
 /// The asynchronous engines (io_uring, the thread pool) and their
 /// completions.
 mod aio;
+/// Writes through the asynchronous engines (`IoEngine::write_all`).
+mod aio_write;
 /// Aligned buffers and the alignment checks.
 mod buf;
 /// The buffered fallback where `O_DIRECT` is refused.

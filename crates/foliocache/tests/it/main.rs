@@ -58,6 +58,7 @@ mod write {
     mod shift;
     mod smoke;
     mod stress;
+    mod uring;
 }
 
 /// Fault injection at the IO seam (`backing::FaultyBacking`): reads,

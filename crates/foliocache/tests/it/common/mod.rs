@@ -76,7 +76,7 @@ use std::io;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use backing::{Backing, BackingInfo, IoBuf, IoBufMut};
+use backing::{Backing, IoBufMut};
 use foliocache::filemap::FolioFlags;
 use foliocache::filemap::{Mapping, MappingEntry};
 
@@ -102,6 +102,62 @@ impl IoRecord {
         (self.offset / 4096, self.len / 4096)
     }
 }
+
+/// Forwards the named [`Backing`] methods to `self.$field`, inside the
+/// `impl Backing` of a test wrapper that changes the others.
+macro_rules! forward_backing {
+    ($f:ident: $($m:ident),* $(,)?) => { $(crate::common::forward_backing!(@ $f $m);)* };
+    (@ $f:ident len) => {
+        fn len(&self) -> ::std::io::Result<u64> {
+            self.$f.len()
+        }
+    };
+    (@ $f:ident read_blocks) => {
+        fn read_blocks(
+            &self,
+            bufs: &mut [::backing::IoBufMut<'_>],
+            offset: u64,
+        ) -> ::std::io::Result<usize> {
+            self.$f.read_blocks(bufs, offset)
+        }
+    };
+    (@ $f:ident write_blocks) => {
+        fn write_blocks(&self, bufs: &[::backing::IoBuf<'_>], offset: u64) -> ::std::io::Result<usize> {
+            self.$f.write_blocks(bufs, offset)
+        }
+    };
+    (@ $f:ident set_len) => {
+        fn set_len(&self, len: u64) -> ::std::io::Result<()> {
+            self.$f.set_len(len)
+        }
+    };
+    (@ $f:ident sync_data) => {
+        fn sync_data(&self) -> ::std::io::Result<()> {
+            self.$f.sync_data()
+        }
+    };
+    (@ $f:ident sync_all) => {
+        fn sync_all(&self) -> ::std::io::Result<()> {
+            self.$f.sync_all()
+        }
+    };
+    (@ $f:ident punch_hole) => {
+        fn punch_hole(&self, offset: u64, len: u64) -> ::std::io::Result<()> {
+            self.$f.punch_hole(offset, len)
+        }
+    };
+    (@ $f:ident check_size) => {
+        fn check_size(&self, size: u64) -> ::std::io::Result<()> {
+            self.$f.check_size(size)
+        }
+    };
+    (@ $f:ident info) => {
+        fn info(&self) -> ::backing::BackingInfo {
+            self.$f.info()
+        }
+    };
+}
+pub(crate) use forward_backing;
 
 /// A [`Backing`] that forwards to `inner` and logs every `read_blocks`
 /// call (offset, length, result) after the inner call returns, so a folio
@@ -151,9 +207,7 @@ impl<B: Backing> RecordingBacking<B> {
 }
 
 impl<B: Backing> Backing for RecordingBacking<B> {
-    fn len(&self) -> io::Result<u64> {
-        self.inner.len()
-    }
+    forward_backing!(inner: len, write_blocks, set_len, sync_data, sync_all, punch_hole, info);
     fn read_blocks(&self, bufs: &mut [IoBufMut<'_>], offset: u64) -> io::Result<usize> {
         let len = bufs.iter().map(|b| b.len() as u64).sum();
         let r = self.inner.read_blocks(bufs, offset);
@@ -167,24 +221,6 @@ impl<B: Backing> Backing for RecordingBacking<B> {
             result,
         });
         r
-    }
-    fn write_blocks(&self, bufs: &[IoBuf<'_>], offset: u64) -> io::Result<usize> {
-        self.inner.write_blocks(bufs, offset)
-    }
-    fn set_len(&self, len: u64) -> io::Result<()> {
-        self.inner.set_len(len)
-    }
-    fn sync_data(&self) -> io::Result<()> {
-        self.inner.sync_data()
-    }
-    fn sync_all(&self) -> io::Result<()> {
-        self.inner.sync_all()
-    }
-    fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
-        self.inner.punch_hole(offset, len)
-    }
-    fn info(&self) -> BackingInfo {
-        self.inner.info()
     }
     // No raw_file: asynchronous reads must come through read_blocks.
 }

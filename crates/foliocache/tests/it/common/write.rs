@@ -115,6 +115,19 @@ pub fn open_rw(c: &Cache, path: &Path) -> File {
 #[allow(unused_imports)]
 pub use test_support::nonzero_bytes;
 
+/// Writes `pages` single pages, every other page from page 0, through `f`;
+/// returns the file's model.
+#[allow(dead_code)]
+pub fn write_scattered(f: &File, pages: u64, seed: u64) -> Model {
+    let mut model = Model::default();
+    for i in 0..pages {
+        let d = nonzero_bytes(PAGE, seed + i);
+        f.write_all_at(&d, 2 * i * P).unwrap();
+        model.write(2 * i * P, &d);
+    }
+    model
+}
+
 /// Reads `len` bytes at `off` (short at EOF).
 pub fn read_vec(f: &File, off: u64, len: usize) -> io::Result<Vec<u8>> {
     let mut buf = vec![0u8; len];

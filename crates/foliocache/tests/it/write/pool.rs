@@ -13,11 +13,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use backing::{Backing, BackingInfo, FaultyBacking, IoBuf, IoBufMut, MemBacking};
+use backing::{Backing, FaultyBacking, IoBuf, MemBacking};
 use foliocache::Cache;
 
+use crate::common::forward_backing;
 use crate::common::write as wcommon;
-use wcommon::{all_written, assert_same, cache_dirty, errno, nonzero_bytes, Model, P, PAGE};
+use wcommon::{all_written, assert_same, cache_dirty, errno, write_scattered, P, PAGE};
 
 const KIB: usize = 1024;
 const MIB: usize = 1024 * KIB;
@@ -32,12 +33,9 @@ struct InFlight {
 }
 
 impl Backing for InFlight {
-    fn len(&self) -> io::Result<u64> {
-        self.inner.len()
-    }
-    fn read_blocks(&self, bufs: &mut [IoBufMut<'_>], offset: u64) -> io::Result<usize> {
-        self.inner.read_blocks(bufs, offset)
-    }
+    forward_backing!(
+        inner: len, read_blocks, set_len, sync_data, sync_all, punch_hole, check_size, info
+    );
     fn write_blocks(&self, bufs: &[IoBuf<'_>], offset: u64) -> io::Result<usize> {
         let n = self.now.fetch_add(1, Ordering::SeqCst) + 1;
         self.most.fetch_max(n, Ordering::SeqCst);
@@ -50,24 +48,6 @@ impl Backing for InFlight {
         let r = self.inner.write_blocks(bufs, offset);
         self.now.fetch_sub(1, Ordering::SeqCst);
         r
-    }
-    fn set_len(&self, len: u64) -> io::Result<()> {
-        self.inner.set_len(len)
-    }
-    fn sync_data(&self) -> io::Result<()> {
-        self.inner.sync_data()
-    }
-    fn sync_all(&self) -> io::Result<()> {
-        self.inner.sync_all()
-    }
-    fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
-        self.inner.punch_hole(offset, len)
-    }
-    fn check_size(&self, size: u64) -> io::Result<()> {
-        self.inner.check_size(size)
-    }
-    fn info(&self) -> BackingInfo {
-        self.inner.info()
     }
 }
 
@@ -90,18 +70,6 @@ impl InFlight {
 /// throttle below its capacity).
 fn quiet(max_folio: usize) -> Cache {
     cache_dirty(8 * MIB, max_folio, 8 * MIB, 8 * MIB)
-}
-
-/// Writes `pages` single pages, every other page from page 0, through `f`;
-/// returns the file's model.
-fn write_scattered(f: &foliocache::File, pages: u64, seed: u64) -> Model {
-    let mut model = Model::default();
-    for i in 0..pages {
-        let d = nonzero_bytes(PAGE, seed + i);
-        f.write_all_at(&d, 2 * i * P).unwrap();
-        model.write(2 * i * P, &d);
-    }
-    model
 }
 
 #[test]
