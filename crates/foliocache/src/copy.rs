@@ -16,7 +16,11 @@
 //! - `avx512`: a loop of 64-byte `vmovdqu64` loads and stores, where they
 //!   support AVX-512F;
 //! - `memcpy`: `copy_nonoverlapping` (glibc's `memcpy`), for [`copy`] only,
-//!   never for shared bytes (below).
+//!   never for shared bytes (below);
+//! - `stream`: 16-byte `movdqu` loads and non-temporal `movntdq` stores,
+//!   which write whole cache lines to memory without reading them first:
+//!   about twice `rep movsb`'s rate into memory the CPU caches do not
+//!   hold, half of it into memory they do.
 //!
 //! The calibration runs once per process, when the first [`Cache`] is built
 //! or at the first copy that needs it if none was: it times every
@@ -26,13 +30,16 @@
 //! data larger than they are), on buffers touched first (first touch of
 //! memory costs microseconds per page on our VMs), after a warm-up round,
 //! taking the minimum of several short runs with the routines
-//! interleaved; a few milliseconds in all. Each of these four classes gets
-//! its own winner, and a copy picks its class at call time from its length
-//! (under or from [`LARGE`]) and whether `src` and `dst` share their
-//! alignment within a cache line (`(src ^ dst) % 64`). A routine within 2 %
+//! interleaved; and a fifth class, *bulk*: one 256 KiB copy into a
+//! destination flushed from the caches too (new folios that a bulk write
+//! fills: memory nothing touched lately). A few milliseconds in all. Each
+//! class gets its own winner, and a copy picks its class at call time: the
+//! bulk class for a [`copy_to_fresh`] of [`BULK`] bytes or more, else from
+//! its length (under or from [`LARGE`]) and whether `src` and `dst` share
+//! their alignment within a cache line (`(src ^ dst) % 64`). A routine within 2 %
 //! of the fastest is preferred in the order `movsb`, `memcpy`, `avx2`,
-//! `avx512` (the simpler first, so noise does not flip a choice).
-//! `FOLIOCACHE_COPY=movsb|avx2|avx512|memcpy` in the environment forces one
+//! `avx512`, `stream` (the simpler first, so noise does not flip a choice).
+//! `FOLIOCACHE_COPY=movsb|avx2|avx512|stream|memcpy` in the environment forces one
 //! routine for every class (`memcpy` forces it for [`copy`] only: the
 //! shared functions keep the calibrated choice); a routine the host lacks,
 //! or another value, is ignored with a warning. Shorter copies, other
@@ -48,7 +55,8 @@
 //! that may be accessed by two threads at once, one of them writing
 //! (*shared* bytes: folio memory), are accessed only through this module's
 //! shared functions: [`copy_from_shared`] (out of them, into a buffer of the
-//! caller's own), [`copy_to_shared`] (into them), [`zero_shared`], and
+//! caller's own), [`copy_to_shared`] (into them; [`copy_to_fresh`] into
+//! memory a write has just allocated), [`zero_shared`], and
 //! [`copy_shared`] (either way: both sides treated as shared). Each is
 //! defined as **one relaxed atomic access per shared byte**: a relaxed
 //! `AtomicU8` load per byte read from shared memory, a relaxed `AtomicU8`
@@ -68,9 +76,9 @@
 //!
 //! Two kinds of implementation, one per build, so every racing access of a
 //! build is of the same kind:
-//! - x86-64 (not loom, not Miri): the `movsb`, `avx2` and `avx512`
-//!   routines (and `rep stosb` for [`zero_shared`]), each **one** `asm!`
-//!   block. To the compiler a block is opaque (no `nomem`, no `readonly`):
+//! - x86-64 (not loom, not Miri): the `movsb`, `avx2`, `avx512` and
+//!   `stream` routines (and `rep stosb` for [`zero_shared`]), each **one**
+//!   `asm!` block. To the compiler a block is opaque (no `nomem`, no `readonly`):
 //!   it may read and write what the pointers reach, as the byte loop would.
 //!   To the CPU, a load or store of any width (1 to 8 bytes in general
 //!   registers, 16, 32 or 64 in vector ones, in whatever pieces and order
@@ -86,7 +94,11 @@
 //!   which is all the definition requires (a copy's bytes never had to be
 //!   one atomic unit). Each routine loads every source byte once and
 //!   stores every destination byte once, forward (no overlapping head or
-//!   tail stores that would write a byte twice). So each is a valid
+//!   tail stores that would write a byte twice). `stream`'s non-temporal
+//!   stores are weakly ordered among themselves, which relaxed accesses
+//!   allow, and its closing `sfence` orders them before every later store
+//!   of the thread, so a release that follows (the folio's unlock)
+//!   publishes them as it does the other routines' stores. So each is a valid
 //!   implementation of "one relaxed atomic byte access per byte", of each
 //!   of the shared functions, and the routines may race one another and
 //!   `rep stosb`: a process may use different ones for different classes
@@ -122,6 +134,11 @@ pub const CHOSEN_MIN: usize = 256;
 /// on 64 KiB copies), shorter ones of its small class (timed on 4 KiB): the
 /// geometric middle of the two.
 pub const LARGE: usize = 16 << 10;
+
+/// A [`copy_to_fresh`] from this length up is of the calibration's bulk
+/// class (timed on 256 KiB copies into memory out of the caches); shorter
+/// ones copy as [`copy_to_shared`] does.
+pub const BULK: usize = 64 << 10;
 
 /// Runs the calibration that chooses the copy routines now, if it has not
 /// run in this process yet (the first [`Cache`](crate::Cache) build calls
@@ -178,7 +195,7 @@ pub unsafe fn copy(src: *const u8, dst: *mut u8, len: usize) {
     if len >= CHOSEN_MIN {
         // SAFETY: the caller's contract is the chosen routine's; nothing
         // races a plain copy (the caller's contract).
-        unsafe { x86::copy::<false>(src, dst, len) };
+        unsafe { x86::copy::<false, false>(src, dst, len) };
         return;
     }
     // SAFETY: the caller's contract.
@@ -204,7 +221,7 @@ pub unsafe fn copy(src: *const u8, dst: *mut u8, len: usize) {
 #[inline]
 pub unsafe fn copy_shared(src: *const u8, dst: *mut u8, len: usize) {
     // SAFETY: the caller's contract, with both sides shared.
-    unsafe { shared_copy::<true, true>(src, dst, len) };
+    unsafe { shared_copy::<true, true, false>(src, dst, len) };
 }
 
 /// Copies `len` bytes out of shared bytes (a reader's copy-out of an
@@ -219,7 +236,7 @@ pub unsafe fn copy_shared(src: *const u8, dst: *mut u8, len: usize) {
 #[inline]
 pub unsafe fn copy_from_shared(src: *const u8, dst: *mut u8, len: usize) {
     // SAFETY: the caller's contract, with `src` shared and `dst` private.
-    unsafe { shared_copy::<true, false>(src, dst, len) };
+    unsafe { shared_copy::<true, false, false>(src, dst, len) };
 }
 
 /// Copies `len` bytes from the caller's own buffer into shared bytes (a
@@ -235,7 +252,23 @@ pub unsafe fn copy_from_shared(src: *const u8, dst: *mut u8, len: usize) {
 #[inline]
 pub unsafe fn copy_to_shared(src: *const u8, dst: *mut u8, len: usize) {
     // SAFETY: the caller's contract, with `src` private and `dst` shared.
-    unsafe { shared_copy::<false, true>(src, dst, len) };
+    unsafe { shared_copy::<false, true, false>(src, dst, len) };
+}
+
+/// [`copy_to_shared`] into memory that nothing has touched lately: the
+/// folios a write has just allocated and fills whole (a bulk load, a VM's
+/// memory being populated). From [`BULK`] bytes up it copies with the
+/// routine the calibration found fastest into memory out of the CPU caches
+/// (`stream`, past the caches, where that wins); otherwise, and for
+/// shorter copies, as [`copy_to_shared`]. Correct whatever the memory
+/// holds: the choice is only about speed.
+///
+/// # Safety
+/// As [`copy_to_shared`].
+#[inline]
+pub unsafe fn copy_to_fresh(src: *const u8, dst: *mut u8, len: usize) {
+    // SAFETY: the caller's contract, with `src` private and `dst` shared.
+    unsafe { shared_copy::<false, true, true>(src, dst, len) };
 }
 
 /// Zeroes `len` shared bytes (of a locked folio, which readers may copy
@@ -269,14 +302,14 @@ pub unsafe fn zero_shared(dst: *mut u8, len: usize) {
 }
 
 /// The shared copies: the chosen `asm!` routine on x86-64 (each of which
-/// is each of them, see the module docs), [`copy_bytes`] with these sides
-/// atomic elsewhere.
+/// is each of them, see the module docs; of the bulk class if `FRESH`),
+/// [`copy_bytes`] with these sides atomic elsewhere.
 ///
 /// # Safety
 /// As [`copy`], with concurrent accesses only as the public function
 /// that calls this allows.
 #[inline(always)]
-unsafe fn shared_copy<const ATOMIC_SRC: bool, const ATOMIC_DST: bool>(
+unsafe fn shared_copy<const ATOMIC_SRC: bool, const ATOMIC_DST: bool, const FRESH: bool>(
     src: *const u8,
     dst: *mut u8,
     len: usize,
@@ -285,7 +318,7 @@ unsafe fn shared_copy<const ATOMIC_SRC: bool, const ATOMIC_DST: bool>(
     // SAFETY: the caller's contract is the routine's; racing it is
     // defined (the module docs).
     unsafe {
-        x86::copy::<true>(src, dst, len)
+        x86::copy::<true, FRESH>(src, dst, len)
     };
     #[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
     // SAFETY: the caller's contract.
@@ -392,6 +425,7 @@ mod tests {
         let mut fns: Vec<(Copy, Zero, Copy)> = vec![
             (copy_shared, zero_shared, copy_shared),
             (copy_to_shared, zero_shared, copy_from_shared),
+            (copy_to_fresh, zero_shared, copy_from_shared),
             (
                 copy_bytes::<true, true>,
                 zero_bytes_atomic,

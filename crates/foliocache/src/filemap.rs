@@ -1464,24 +1464,30 @@ fn no_free_folio() -> io::Error {
 impl Mapping {
     /// Copies a write's bytes into locked folios that no pin borrows
     /// ([`Mapping::writable`]): `parts[i]` is where folio `i`'s part
-    /// starts in it and which bytes of `src` it takes. One copy per run of
-    /// folios whose parts adjoin both in `src` and in the arena: a batch's
-    /// new folios are allocated in ascending pages
+    /// starts in it, which bytes of `src` it takes, and whether the folio
+    /// is fresh (created by this write, which fills it whole: its memory
+    /// came from the free pool, untouched lately). One copy per run of
+    /// folios whose parts adjoin both in `src` and in the arena, fresh or
+    /// not alike: a batch's new folios are allocated in ascending pages
     /// ([`new_folios_planned`](Self::new_folios_planned)), so a write
     /// across a range of small folios is one long copy, as into one large
     /// folio, rather than one short copy per folio (`docs/design.md`, the
-    /// write path).
+    /// write path). A fresh run copies with `copy::copy_to_fresh` (past
+    /// the CPU caches, from `copy::BULK` bytes up, where the host's
+    /// calibration found that faster).
     pub(crate) fn copy_in(
         &self,
         folios: &[WritableFolio<'_>],
-        parts: &[(usize, std::ops::Range<usize>)],
+        parts: &[(usize, std::ops::Range<usize>, bool)],
         src: &[u8],
     ) {
         assert_eq!(folios.len(), parts.len(), "copy_in: a part per folio");
         let arena = &self.inner().arena;
-        // The run so far: where it goes, and which bytes of `src`.
-        let mut run: Option<(*mut u8, std::ops::Range<usize>)> = None;
-        let flush = |dst: *mut u8, r: std::ops::Range<usize>| {
+        // The run so far: where it goes, which bytes of `src`, and whether
+        // its folios are fresh.
+        let mut run: Option<(*mut u8, std::ops::Range<usize>, bool)> = None;
+        let flush = |dst: *mut u8, r: std::ops::Range<usize>, fresh: bool| {
+            let from = src[r.clone()].as_ptr();
             // SAFETY: `dst..dst + r.len()` is the union of adjoining parts,
             // each inside a folio of `folios` (checked below), which the
             // caller holds locked (no other writer), referenced (not freed)
@@ -1493,9 +1499,15 @@ impl Mapping {
             // may see either, as with the kernel's page cache; both sides
             // use `copy`'s shared functions, whose accesses are defined
             // under that race.
-            unsafe { crate::copy::copy_to_shared(src[r.clone()].as_ptr(), dst, r.len()) };
+            unsafe {
+                if fresh {
+                    crate::copy::copy_to_fresh(from, dst, r.len());
+                } else {
+                    crate::copy::copy_to_shared(from, dst, r.len());
+                }
+            }
         };
-        for (f, (from, r)) in folios.iter().zip(parts) {
+        for (f, (from, r, fresh)) in folios.iter().zip(parts) {
             assert!(
                 r.start <= r.end
                     && r.end <= src.len()
@@ -1504,19 +1516,21 @@ impl Mapping {
             );
             let dst = arena.page_ptr(f.page()).as_ptr().wrapping_add(*from);
             match &mut run {
-                Some((d, rr)) if d.wrapping_add(rr.len()) == dst && rr.end == r.start => {
+                Some((d, rr, fr))
+                    if d.wrapping_add(rr.len()) == dst && rr.end == r.start && *fr == *fresh =>
+                {
                     rr.end = r.end;
                 }
                 _ => {
-                    if let Some((d, rr)) = run.take() {
-                        flush(d, rr);
+                    if let Some((d, rr, fr)) = run.take() {
+                        flush(d, rr, fr);
                     }
-                    run = Some((dst, r.clone()));
+                    run = Some((dst, r.clone(), *fresh));
                 }
             }
         }
-        if let Some((d, rr)) = run {
-            flush(d, rr);
+        if let Some((d, rr, fr)) = run {
+            flush(d, rr, fr);
         }
     }
 

@@ -625,8 +625,10 @@ impl File {
                 let ws = pos.max(fs);
                 let we = end.min(fe);
                 // A new folio the write covers only in part: the rest from
-                // the backing, or zeros past end of file.
-                if !f.test(FolioFlags::UPTODATE) && (ws > fs || we < fe) {
+                // the backing, or zeros past end of file. One it covers
+                // whole is fresh: nothing but this copy touches its memory.
+                let fresh = !f.test(FolioFlags::UPTODATE);
+                if fresh && (ws > fs || we < fe) {
                     if m.memfile || fs >= size {
                         m.zero_folio(&f, 0, (fe - fs) as usize);
                     } else if let Err(e) = m.fill_folio(&f) {
@@ -638,6 +640,7 @@ impl File {
                 parts.push((
                     (ws - fs) as usize,
                     (ws - offset) as usize..(we - offset) as usize,
+                    fresh && ws == fs && we == fe,
                 ));
                 pos = we;
                 ready.push(f);
@@ -652,7 +655,7 @@ impl File {
                 .collect();
             // The pages written are dirty (a large folio written in one
             // place writes back only there).
-            let pages = parts.iter().map(|(from, r)| {
+            let pages = parts.iter().map(|(from, r, _)| {
                 let first = (*from as u64) / PAGE;
                 (first, ((*from + r.len()) as u64).div_ceil(PAGE) - first)
             });

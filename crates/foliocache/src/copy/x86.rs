@@ -4,11 +4,11 @@
 
 use std::fmt::Write as _;
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use super::LARGE;
+use super::{BULK, LARGE};
 
 /// A copy routine as a function: `(src, dst, len)`.
 pub(super) type CopyFn = unsafe fn(*const u8, *mut u8, usize);
@@ -24,18 +24,39 @@ pub(super) enum Routine {
     Avx2 = 3,
     /// 64-byte `vmovdqu64` loads and stores.
     Avx512 = 4,
+    /// `movdqu` loads and non-temporal `movntdq` stores (SSE2), past the
+    /// CPU caches, then `sfence`.
+    Stream = 5,
 }
 
 use Routine::*;
 
 /// The routines in the calibration's order of preference (the simpler
 /// first).
-pub(super) const ROUTINES: [Routine; 4] = [Movsb, Memcpy, Avx2, Avx512];
+pub(super) const ROUTINES: [Routine; R] = [Movsb, Memcpy, Avx2, Avx512, Stream];
 
-/// The calibration's classes of copy, by index: bit 0 set for a
-/// destination off its source's alignment within a cache line, bit 1 for a
-/// large copy. Each as (length, destination offset) timed.
-const CLASSES: [(usize, usize); 4] = [(4096, 0), (4096, 16), (64 << 10, 0), (64 << 10, 16)];
+/// How many routines there are.
+const R: usize = 5;
+
+/// The calibration's classes of copy, by index: for 0 to 3, bit 0 set for
+/// a destination off its source's alignment within a cache line, bit 1 for
+/// a large copy; each as (length, destination offset) timed, into a
+/// destination the CPU caches hold (a reader's buffer). Class 4, [`BULK`]:
+/// a long copy into memory the caches do not hold (new folios a bulk write
+/// fills), timed into a destination flushed first.
+const CLASSES: [(usize, usize); C] = [
+    (4096, 0),
+    (4096, 16),
+    (64 << 10, 0),
+    (64 << 10, 16),
+    (256 << 10, 0),
+];
+
+/// How many classes there are.
+const C: usize = 5;
+
+/// The class of fresh, long copies ([`super::copy_to_fresh`]).
+const BULK_CLASS: usize = 4;
 
 impl Routine {
     /// The name `FOLIOCACHE_COPY` and [`super::chosen`] use.
@@ -45,13 +66,14 @@ impl Routine {
             Memcpy => "memcpy",
             Avx2 => "avx2",
             Avx512 => "avx512",
+            Stream => "stream",
         }
     }
 
     /// Whether the CPU and the OS support it (std's detection checks both).
     pub(super) fn available(self) -> bool {
         match self {
-            Movsb | Memcpy => true,
+            Movsb | Memcpy | Stream => true,
             Avx2 => std::is_x86_feature_detected!("avx2"),
             Avx512 => std::is_x86_feature_detected!("avx512f"),
         }
@@ -69,6 +91,7 @@ impl Routine {
             Memcpy => memcpy,
             Avx2 => avx2,
             Avx512 => avx512,
+            Stream => stream,
         }
     }
 
@@ -79,6 +102,7 @@ impl Routine {
             2 => Memcpy,
             3 => Avx2,
             4 => Avx512,
+            5 => Stream,
             _ => Movsb,
         }
     }
@@ -87,25 +111,34 @@ impl Routine {
 /// The chosen routines of [`super::copy`] and of the shared functions: a
 /// byte per class (its index in [`CLASSES`]), each a [`Routine`]'s
 /// discriminant; 0 until the calibration has run.
-static PLAIN: AtomicU32 = AtomicU32::new(0);
-static SHARED: AtomicU32 = AtomicU32::new(0);
+static PLAIN: AtomicU64 = AtomicU64::new(0);
+static SHARED: AtomicU64 = AtomicU64::new(0);
 
 /// Copies with the routine chosen for this copy's class: of the shared
-/// functions' choices if `SHARED_BYTES`, else of [`super::copy`]'s.
+/// functions' choices if `SHARED_BYTES`, else of [`super::copy`]'s; of the
+/// bulk class if `FRESH` and `len` is [`BULK`] or more.
 ///
 /// # Safety
 /// As [`super::copy`]; if `SHARED_BYTES`, racing accesses as the shared
 /// functions allow, else none.
 #[inline(always)]
-pub(super) unsafe fn copy<const SHARED_BYTES: bool>(src: *const u8, dst: *mut u8, len: usize) {
+pub(super) unsafe fn copy<const SHARED_BYTES: bool, const FRESH: bool>(
+    src: *const u8,
+    dst: *mut u8,
+    len: usize,
+) {
     let table = if SHARED_BYTES { &SHARED } else { &PLAIN };
     let mut choices = table.load(Relaxed);
     if choices == 0 {
         calibration();
         choices = table.load(Relaxed);
     }
-    let class = u32::from((src as usize ^ dst as usize) % 64 != 0) | u32::from(len >= LARGE) << 1;
-    let routine = Routine::from_index((choices >> (8 * class)) & 0xff);
+    let class = if FRESH && len >= BULK {
+        BULK_CLASS as u32
+    } else {
+        u32::from((src as usize ^ dst as usize) % 64 != 0) | u32::from(len >= LARGE) << 1
+    };
+    let routine = Routine::from_index(((choices >> (8 * class)) & 0xff) as u32);
     // SAFETY: the caller's contract is every routine's; the calibration
     // chose an available one, and only shared ones for `SHARED`.
     unsafe {
@@ -114,6 +147,7 @@ pub(super) unsafe fn copy<const SHARED_BYTES: bool>(src: *const u8, dst: *mut u8
             Memcpy => memcpy(src, dst, len),
             Avx2 => avx2(src, dst, len),
             Avx512 => avx512(src, dst, len),
+            Stream => stream(src, dst, len),
         }
     }
 }
@@ -284,13 +318,79 @@ unsafe fn avx512(src: *const u8, dst: *mut u8, len: usize) {
     };
 }
 
+/// The `stream` routine: `rep movsb` up to `dst`'s next 64-byte boundary,
+/// then 64 bytes a turn with four `movdqu` loads and four non-temporal
+/// `movntdq` stores (SSE2, every x86-64 CPU: a whole cache line written
+/// past the caches, without reading it first), `rep movsb` for the tail,
+/// and `sfence` last, so the stores are ordered before anything the
+/// caller does next (a release that publishes them, as for the other
+/// routines). Every byte is loaded once and stored once, forward. Faster
+/// only into memory the caches do not hold: about 2x `rep movsb` into a
+/// page not touched lately on the Intel host of `docs/bench.md`, 2x slower
+/// into a buffer in the caches; the calibration times it on both.
+///
+/// # Safety
+/// As [`super::copy`]; racing accesses as the shared functions allow.
+unsafe fn stream(src: *const u8, dst: *mut u8, len: usize) {
+    // SAFETY: the block reads `len` bytes forward from `src` (rsi) and
+    // writes `len` bytes forward to `dst` (rdi), each once (head: `rdx =
+    // min(-dst % 64, len)` bytes by `rep movsb`; then `len / 64` lines,
+    // each four 16-byte loads and stores, the stores to 16-byte aligned
+    // addresses as `movntdq` needs; then the tail by `rep movsb`), which
+    // the caller guarantees valid and disjoint; SSE2 is part of x86-64;
+    // the direction flag is clear at every Rust function boundary; it
+    // declares every register it changes.
+    unsafe {
+        std::arch::asm!(
+            "mov rdx, rdi",
+            "neg rdx",
+            "and rdx, 63",
+            "cmp rdx, rcx",
+            "cmova rdx, rcx",
+            "sub rcx, rdx",
+            "xchg rcx, rdx",
+            "rep movsb",
+            "mov rcx, rdx",
+            "shr rdx, 6",
+            "and rcx, 63",
+            "test rdx, rdx",
+            "jz 3f",
+            "2:",
+            "movdqu xmm0, xmmword ptr [rsi]",
+            "movdqu xmm1, xmmword ptr [rsi + 16]",
+            "movdqu xmm2, xmmword ptr [rsi + 32]",
+            "movdqu xmm3, xmmword ptr [rsi + 48]",
+            "movntdq xmmword ptr [rdi], xmm0",
+            "movntdq xmmword ptr [rdi + 16], xmm1",
+            "movntdq xmmword ptr [rdi + 32], xmm2",
+            "movntdq xmmword ptr [rdi + 48], xmm3",
+            "add rsi, 64",
+            "add rdi, 64",
+            "dec rdx",
+            "jnz 2b",
+            "3:",
+            "rep movsb",
+            "sfence",
+            inout("rcx") len => _,
+            inout("rdi") dst => _,
+            inout("rsi") src => _,
+            out("rdx") _,
+            out("xmm0") _,
+            out("xmm1") _,
+            out("xmm2") _,
+            out("xmm3") _,
+            options(nostack)
+        );
+    }
+}
+
 /// What the calibration found and chose.
 pub(super) struct Calibration {
     /// Best time per copy in nanoseconds, by class and [`ROUTINES`] index;
     /// `None` for a routine the host lacks.
-    ns: [[Option<f64>; 4]; 4],
-    plain: [Routine; 4],
-    shared: [Routine; 4],
+    ns: [[Option<f64>; R]; C],
+    plain: [Routine; C],
+    shared: [Routine; C],
     took: Duration,
     /// [`super::chosen`]'s answer.
     pub(super) chosen: String,
@@ -303,10 +403,10 @@ static CALIBRATION: OnceLock<Calibration> = OnceLock::new();
 pub(super) fn calibration() -> &'static Calibration {
     CALIBRATION.get_or_init(|| {
         let cal = Calibration::run();
-        let pack = |t: &[Routine; 4]| {
+        let pack = |t: &[Routine; C]| {
             t.iter()
                 .enumerate()
-                .fold(0, |a, (i, r)| a | (*r as u32) << (8 * i))
+                .fold(0, |a, (i, r)| a | (*r as u64) << (8 * i))
         };
         PLAIN.store(pack(&cal.plain), Relaxed);
         SHARED.store(pack(&cal.shared), Relaxed);
@@ -326,17 +426,17 @@ impl Calibration {
         let ns = measure();
         let pick = |c: usize, shared: bool| {
             let ok = |i: usize| ns[c][i].filter(|_| !shared || ROUTINES[i].shared());
-            let best = (0..4).filter_map(ok).fold(f64::INFINITY, f64::min);
-            let i = (0..4).find(|&i| ok(i).is_some_and(|t| t <= best * (1.0 + TIE)));
+            let best = (0..R).filter_map(ok).fold(f64::INFINITY, f64::min);
+            let i = (0..R).find(|&i| ok(i).is_some_and(|t| t <= best * (1.0 + TIE)));
             ROUTINES[i.unwrap_or(0)]
         };
-        let mut plain: [Routine; 4] = std::array::from_fn(|c| pick(c, false));
-        let mut shared: [Routine; 4] = std::array::from_fn(|c| pick(c, true));
+        let mut plain: [Routine; C] = std::array::from_fn(|c| pick(c, false));
+        let mut shared: [Routine; C] = std::array::from_fn(|c| pick(c, true));
         let forced = forced();
         if let Some(r) = forced {
-            plain = [r; 4];
+            plain = [r; C];
             if r.shared() {
-                shared = [r; 4];
+                shared = [r; C];
             }
         }
         let mut chosen = describe(&shared);
@@ -378,15 +478,15 @@ impl Calibration {
 }
 
 fn class_name(c: usize) -> &'static str {
-    ["4K", "4K dst+16", "64K", "64K dst+16"][c]
+    ["4K", "4K dst+16", "64K", "64K dst+16", "bulk"][c]
 }
 
 /// One name if every class has the same routine, else each class's.
-fn describe(t: &[Routine; 4]) -> String {
+fn describe(t: &[Routine; C]) -> String {
     if t.iter().all(|r| *r == t[0]) {
         return t[0].name().to_owned();
     }
-    let names: Vec<String> = (0..4)
+    let names: Vec<String> = (0..C)
         .map(|c| format!("{} {}", class_name(c), t[c].name()))
         .collect();
     names.join(", ")
@@ -406,7 +506,8 @@ fn forced() -> Option<Routine> {
         }
         None => {
             log::warn!(
-                "FOLIOCACHE_COPY={v}: not movsb, avx2, avx512 or memcpy; calibrating instead"
+                "FOLIOCACHE_COPY={v}: not movsb, avx2, avx512, stream or memcpy; calibrating \
+                 instead"
             );
             None
         }
@@ -418,36 +519,47 @@ fn forced() -> Option<Routine> {
 /// clock readings; keeps each one's best time per copy. The buffers are
 /// written first (their pages faulted in), and round 0 only warms.
 ///
-/// The source is what a hit copies from: memory the CPU caches do not
-/// hold (a page cache is for data larger than them), read forward as a
-/// sequential reader does; so before each timed run its 64 KiB are flushed
-/// from the caches (`clflush`), and the run then copies them once: sixteen
-/// 4 KiB copies walking it, or one 64 KiB copy. The destination stays in
-/// the caches, as a reader's buffer reused read after read does: one fixed
-/// buffer, page-aligned plus the class's offset.
-fn measure() -> [[Option<f64>; 4]; 4] {
-    const SPAN: usize = 64 << 10;
+/// For the four classes of a hit's copy, the source is what a hit copies
+/// from: memory the CPU caches do not hold (a page cache is for data
+/// larger than they are), read forward as a sequential reader does; so
+/// before each timed run its 64 KiB are flushed from the caches
+/// (`clflush`), and the run then copies them once: sixteen 4 KiB copies
+/// walking it, or one 64 KiB copy. The destination stays in the caches, as
+/// a reader's buffer reused read after read does: one fixed buffer,
+/// page-aligned plus the class's offset. For the bulk class, source and
+/// destination are both flushed first, and the run is one copy of their
+/// whole length: a bulk write filling memory nothing touched lately.
+fn measure() -> [[Option<f64>; R]; C] {
+    const SPAN: usize = 256 << 10;
     const PAGE: usize = 4096;
     let src: Vec<u8> = (0..SPAN + PAGE).map(|i| i as u8).collect();
     let mut dst = vec![0x5a_u8; SPAN + 2 * PAGE];
     let s = src[src.as_ptr().align_offset(PAGE)..].as_ptr();
     let at = dst.as_ptr().align_offset(PAGE);
     let d = dst[at..].as_mut_ptr();
-    let avail: Vec<usize> = (0..4).filter(|&i| ROUTINES[i].available()).collect();
-    let mut ns = [[None; 4]; 4];
+    let avail: Vec<usize> = (0..R).filter(|&i| ROUTINES[i].available()).collect();
+    let mut ns = [[None; R]; C];
     for round in 0..ROUNDS {
         for (c, &(len, off)) in CLASSES.iter().enumerate() {
-            let reps = SPAN / len;
+            let (span, bulk) = if c == BULK_CLASS {
+                (len, true)
+            } else {
+                (64 << 10, false)
+            };
+            let reps = span / len;
             for k in 0..avail.len() {
                 let i = avail[(k + round) % avail.len()];
                 let f = ROUTINES[i].func();
-                flush(s, SPAN);
+                flush(s, span);
+                if bulk {
+                    flush(d, span);
+                }
                 let t = Instant::now();
                 for rep in 0..reps {
                     // SAFETY: `s + rep * len` has `len` bytes before
-                    // `SPAN`, `d + off` has `len` bytes inside `dst`, a
-                    // distinct buffer; the routine is available; no other
-                    // thread sees either buffer.
+                    // `span` <= `SPAN`, `d + off` has `len` bytes inside
+                    // `dst`, a distinct buffer; the routine is available;
+                    // no other thread sees either buffer.
                     unsafe { f(s.add(rep * len), d.add(off), len) };
                     black_box(d);
                 }
