@@ -323,16 +323,20 @@ impl Op {
         }
     }
 
-    /// The buffers, as (address, length): the kernel writes into a read's
-    /// and reads from a write's.
-    fn segs(&self) -> Vec<(*mut u8, usize)> {
+    /// How many buffers the op has.
+    fn nsegs(&self) -> usize {
         match self {
-            Op::Read(op) => op.bufs.iter().map(|b| (b.as_ptr(), b.len())).collect(),
-            Op::Write(op) => op
-                .segs
-                .iter()
-                .map(|s| (s.as_ptr().cast_mut(), s.len()))
-                .collect(),
+            Op::Read(op) => op.bufs.len(),
+            Op::Write(op) => op.segs.len(),
+        }
+    }
+
+    /// Buffer `i` (`i < nsegs()`) as (address, length): the kernel writes
+    /// into a read's and reads from a write's.
+    fn seg(&self, i: usize) -> (*mut u8, usize) {
+        match self {
+            Op::Read(op) => (op.bufs[i].as_ptr(), op.bufs[i].len()),
+            Op::Write(op) => (op.segs[i].as_ptr().cast_mut(), op.segs[i].len()),
         }
     }
 

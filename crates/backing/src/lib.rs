@@ -443,8 +443,8 @@ pub trait Backing: Send + Sync + 'static {
     /// `read_blocks` or `write_blocks` does after its system call. The
     /// default does nothing; [`FileBacking`]'s buffered fallback drops the
     /// range from the kernel's page cache (`POSIX_FADV_DONTNEED`), as its
-    /// `read_blocks` and `write_blocks` do. Runs on the engine's completion thread: keep it short and do
-    /// not block.
+    /// `read_blocks` and `write_blocks` do. Runs on the engine's completion
+    /// thread: keep it short and do not block.
     fn after_raw_io(&self, offset: u64, len: u64) {
         let _ = (offset, len);
     }

@@ -746,8 +746,9 @@ impl Mapping {
     /// contiguous pages: pages that follow each other in the file, across
     /// folios too, go as one vectored write; each gap starts another. Many
     /// writes (scattered dirty pages) go out together, through the cache's
-    /// io_uring or its writeback pool (`wbpool.rs`). Every write is tried. Returns the bytes written or the first error, and the page
-    /// runs (per folio) whose write failed, to be marked dirty again.
+    /// io_uring or its writeback pool (`wbpool.rs`). Every write is tried.
+    /// Returns the bytes written or the first error, and the page runs (per
+    /// folio) whose write failed, to be marked dirty again.
     pub(crate) fn write_dirty(
         &self,
         run: &[LockedFolio<'_>],

@@ -170,12 +170,13 @@ impl InFlight {
     fn entry(&mut self, one: bool) -> squeue::Entry {
         let offset = self.op.offset() + self.done as u64;
         let remaining = self.total - self.done;
-        let all = self.op.segs();
-        let (first, skip) = locate(all.iter().map(|&(_, len)| len), self.done);
-        let mut segs = all[first..]
-            .iter()
+        let op = &self.op;
+        let n = op.nsegs();
+        let (first, skip) = locate((0..n).map(|i| op.seg(i).1), self.done);
+        let mut segs = (first..n)
+            .map(|i| op.seg(i))
             .enumerate()
-            .filter_map(|(i, &(p, len))| {
+            .filter_map(|(i, (p, len))| {
                 let s = if i == 0 { skip } else { 0 };
                 (len > s).then(|| (p.wrapping_add(s), len - s))
             });

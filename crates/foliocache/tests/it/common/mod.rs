@@ -122,7 +122,11 @@ macro_rules! forward_backing {
         }
     };
     (@ $f:ident write_blocks) => {
-        fn write_blocks(&self, bufs: &[::backing::IoBuf<'_>], offset: u64) -> ::std::io::Result<usize> {
+        fn write_blocks(
+            &self,
+            bufs: &[::backing::IoBuf<'_>],
+            offset: u64,
+        ) -> ::std::io::Result<usize> {
             self.$f.write_blocks(bufs, offset)
         }
     };
