@@ -2,7 +2,10 @@
 //! and joined when the cache goes, that carry the writes of one writeback
 //! run side by side, so scattered dirty pages keep several writes in
 //! flight (the kernel's flusher, `wb_workfn`, gets that from the block
-//! layer's queue). See docs/design.md, section 9.
+//! layer's queue). It serves backings without a file descriptor (memory,
+//! fault injection) and hosts without io_uring: a file with a descriptor
+//! writes back through the cache's ring instead (`IoEngine::write_all`).
+//! See docs/design.md, section 9.
 //!
 //! [`WbPool::run`] runs jobs `0..n` of one closure and returns once every
 //! one has returned. The caller takes part: it posts at most one ticket
