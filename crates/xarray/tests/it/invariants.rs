@@ -61,18 +61,33 @@ fn probes(base: u64, order: u32) -> Vec<u64> {
 }
 
 /// Runs deferred epoch garbage (items and nodes retired by writers) until
-/// `done` holds; crossbeam-epoch frees retired memory only after the global
-/// epoch has advanced, so pin and flush repeatedly.
+/// `done` holds, for up to [`EPOCH_PATIENCE`]; crossbeam-epoch frees retired
+/// memory only after the global epoch has advanced, so pin and flush
+/// repeatedly. The epoch is global: a thread of another test of this binary
+/// that is pinned and off its CPU holds it back until it runs again, which
+/// on a loaded 2-CPU machine took longer than 100,000 yields (a CI run of
+/// 2026-11-25 failed that way). So the bound is time, not tries: memory that
+/// is never released (a leak) still fails the caller's assertion.
 fn flush_epoch_until(mut done: impl FnMut() -> bool) -> bool {
-    for _ in 0..100_000 {
+    let deadline = std::time::Instant::now() + EPOCH_PATIENCE;
+    let mut tries = 0u32;
+    while std::time::Instant::now() < deadline {
         if done() {
             return true;
         }
         crossbeam_epoch::pin().flush();
-        std::thread::yield_now();
+        tries += 1;
+        if tries < 100_000 {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
     done()
 }
+
+/// How long [`flush_epoch_until`] keeps flushing.
+const EPOCH_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
 
 fn all_marks(xa: &Xa, index: u64) -> [bool; 3] {
     [
