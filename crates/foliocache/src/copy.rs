@@ -239,6 +239,28 @@ pub unsafe fn copy_from_shared(src: *const u8, dst: *mut u8, len: usize) {
     unsafe { shared_copy::<true, false, false>(src, dst, len) };
 }
 
+/// [`copy_from_shared`] with the runner-up routine of the calibration for
+/// this copy's class (its own choice where nothing else may copy shared
+/// bytes, and off x86-64, under loom and Miri): the alternative a reader's
+/// tuning tries (`seqtune.rs`).
+///
+/// # Safety
+/// As [`copy_from_shared`].
+#[inline]
+pub unsafe fn copy_from_shared_alt(src: *const u8, dst: *mut u8, len: usize) {
+    #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
+    // SAFETY: the caller's contract is the routine's; racing it is
+    // defined (the module docs).
+    unsafe {
+        x86::copy_alt(src, dst, len)
+    };
+    #[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
+    // SAFETY: the caller's contract.
+    unsafe {
+        copy_from_shared(src, dst, len)
+    };
+}
+
 /// Copies `len` bytes from the caller's own buffer into shared bytes (a
 /// writer's copy-in to a locked folio, which readers may copy out
 /// meanwhile): plain loads from `src`, a relaxed atomic byte store per

@@ -4,7 +4,10 @@
 
 use std::fmt::Write as _;
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicU64,
+    Ordering::{Relaxed, SeqCst},
+};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -49,8 +52,11 @@ const CLASSES: [(usize, usize); C] = [
     (4096, 16),
     (64 << 10, 0),
     (64 << 10, 16),
-    (256 << 10, 0),
+    (BULK_LEN, 0),
 ];
+
+/// The bulk class's length.
+const BULK_LEN: usize = 256 << 10;
 
 /// How many classes there are.
 const C: usize = 5;
@@ -113,6 +119,9 @@ impl Routine {
 /// discriminant; 0 until the calibration has run.
 static PLAIN: AtomicU64 = AtomicU64::new(0);
 static SHARED: AtomicU64 = AtomicU64::new(0);
+/// Each class's runner-up among the shared routines (its choice where it
+/// has none): the other routine [`super::copy_from_shared_alt`] tries.
+static SHARED_ALT: AtomicU64 = AtomicU64::new(0);
 
 /// Copies with the routine chosen for this copy's class: of the shared
 /// functions' choices if `SHARED_BYTES`, else of [`super::copy`]'s; of the
@@ -128,6 +137,27 @@ pub(super) unsafe fn copy<const SHARED_BYTES: bool, const FRESH: bool>(
     len: usize,
 ) {
     let table = if SHARED_BYTES { &SHARED } else { &PLAIN };
+    // SAFETY: the caller's contract.
+    unsafe { copy_by::<FRESH>(table, src, dst, len) }
+}
+
+/// [`copy`] of shared bytes with each class's runner-up routine.
+///
+/// # Safety
+/// As [`copy`] with `SHARED_BYTES`.
+#[inline(always)]
+pub(super) unsafe fn copy_alt(src: *const u8, dst: *mut u8, len: usize) {
+    // SAFETY: the caller's contract; the runner-ups are shared routines.
+    unsafe { copy_by::<false>(&SHARED_ALT, src, dst, len) }
+}
+
+/// Copies with the routine `table` holds for this copy's class.
+///
+/// # Safety
+/// As [`copy`]; racing accesses only if `table` holds shared routines
+/// ([`SHARED`], [`SHARED_ALT`]) and as the shared functions allow.
+#[inline(always)]
+unsafe fn copy_by<const FRESH: bool>(table: &AtomicU64, src: *const u8, dst: *mut u8, len: usize) {
     let mut choices = table.load(Relaxed);
     if choices == 0 {
         calibration();
@@ -140,7 +170,8 @@ pub(super) unsafe fn copy<const SHARED_BYTES: bool, const FRESH: bool>(
     };
     let routine = Routine::from_index(((choices >> (8 * class)) & 0xff) as u32);
     // SAFETY: the caller's contract is every routine's; the calibration
-    // chose an available one, and only shared ones for `SHARED`.
+    // chose an available one, and only shared ones for `SHARED` and
+    // `SHARED_ALT`.
     unsafe {
         match routine {
             Movsb => movsb(src, dst, len),
@@ -391,6 +422,7 @@ pub(super) struct Calibration {
     ns: [[Option<f64>; R]; C],
     plain: [Routine; C],
     shared: [Routine; C],
+    shared_alt: [Routine; C],
     took: Duration,
     /// [`super::chosen`]'s answer.
     pub(super) chosen: String,
@@ -409,13 +441,14 @@ pub(super) fn calibration() -> &'static Calibration {
                 .fold(0, |a, (i, r)| a | (*r as u64) << (8 * i))
         };
         PLAIN.store(pack(&cal.plain), Relaxed);
+        SHARED_ALT.store(pack(&cal.shared_alt), Relaxed);
         SHARED.store(pack(&cal.shared), Relaxed);
         cal
     })
 }
 
 /// Rounds of the calibration, the first a warm-up.
-const ROUNDS: usize = 10;
+const ROUNDS: usize = 8;
 /// A routine this close to the fastest (as a fraction) counts as fast as
 /// it, and the earlier in [`ROUTINES`] wins.
 const TIE: f64 = 0.02;
@@ -432,11 +465,20 @@ impl Calibration {
         };
         let mut plain: [Routine; C] = std::array::from_fn(|c| pick(c, false));
         let mut shared: [Routine; C] = std::array::from_fn(|c| pick(c, true));
+        let mut shared_alt: [Routine; C] = std::array::from_fn(|c| {
+            let other =
+                |i: usize| ns[c][i].filter(|_| ROUTINES[i].shared() && ROUTINES[i] != shared[c]);
+            let best = (0..R).filter_map(other).fold(f64::INFINITY, f64::min);
+            (0..R)
+                .find(|&i| other(i) == Some(best))
+                .map_or(shared[c], |i| ROUTINES[i])
+        });
         let forced = forced();
         if let Some(r) = forced {
             plain = [r; C];
             if r.shared() {
                 shared = [r; C];
+                shared_alt = [r; C];
             }
         }
         let mut chosen = describe(&shared);
@@ -450,6 +492,7 @@ impl Calibration {
             ns,
             plain,
             shared,
+            shared_alt,
             took: start.elapsed(),
             chosen,
         }
@@ -468,9 +511,10 @@ impl Calibration {
             }
             let _ = writeln!(
                 out,
-                "; chosen {} (plain {}) [{len} B, dst +{off}]",
+                "; chosen {} (plain {}, runner-up {}) [{len} B, dst +{off}]",
                 self.shared[c].name(),
-                self.plain[c].name()
+                self.plain[c].name(),
+                self.shared_alt[c].name()
             );
         }
         out
@@ -519,36 +563,53 @@ fn forced() -> Option<Routine> {
 /// clock readings; keeps each one's best time per copy. The buffers are
 /// written first (their pages faulted in), and round 0 only warms.
 ///
-/// For the four classes of a hit's copy, the source is what a hit copies
-/// from: memory the CPU caches do not hold (a page cache is for data
-/// larger than they are), read forward as a sequential reader does; so
-/// before each timed run its 64 KiB are flushed from the caches
-/// (`clflush`), and the run then copies them once: sixteen 4 KiB copies
-/// walking it, or one 64 KiB copy. The destination stays in the caches, as
-/// a reader's buffer reused read after read does: one fixed buffer,
-/// page-aligned plus the class's offset. For the bulk class, source and
+/// For the four classes of a hit's copy, the run is what a sequential
+/// reader's hits do: copies of the class's length walking a 256 KiB source
+/// flushed from the CPU caches first (`clflush`; a page cache holds data
+/// larger than they are), 64 of 4 KiB or 4 of 64 KiB, each between two
+/// locked read-modify-writes of a counter, as a hit's copy sits between
+/// taking and dropping its folio's reference (a locked instruction waits
+/// for the loads and stores before it, so it decides how much of one copy
+/// overlaps the next). The destination stays in the caches, as a reader's
+/// buffer reused read after read does: one fixed buffer, page-aligned plus
+/// the class's offset. Shorter runs ranked the routines otherwise than the
+/// reads did: on the Intel host of `docs/bench.md`, one 64 KiB copy or
+/// sixteen 4 KiB ones without the locked pair put `avx2` and `avx512`
+/// within a few percent of each other, either way round from one process
+/// to the next, while sequential hits ran 15-25 % faster with `avx2` (4
+/// KiB: 10.4-11.4 against 9.1-9.3 GiB/s; 64 KiB: 12.1-12.6 against 10.0);
+/// these runs rank them so every time. For the bulk class, source and
 /// destination are both flushed first, and the run is one copy of their
 /// whole length: a bulk write filling memory nothing touched lately.
 fn measure() -> [[Option<f64>; R]; C] {
-    const SPAN: usize = 256 << 10;
+    /// A hit class's span.
+    const STREAM: usize = 256 << 10;
+    /// The source: the longest span a class walks.
+    const SPAN: usize = if STREAM > BULK_LEN { STREAM } else { BULK_LEN };
     const PAGE: usize = 4096;
     let src: Vec<u8> = (0..SPAN + PAGE).map(|i| i as u8).collect();
-    let mut dst = vec![0x5a_u8; SPAN + 2 * PAGE];
+    let mut dst = vec![0x5a_u8; BULK_LEN + 2 * PAGE];
     let s = src[src.as_ptr().align_offset(PAGE)..].as_ptr();
     let at = dst.as_ptr().align_offset(PAGE);
     let d = dst[at..].as_mut_ptr();
     let avail: Vec<usize> = (0..R).filter(|&i| ROUTINES[i].available()).collect();
+    let refs = AtomicU64::new(0);
     let mut ns = [[None; R]; C];
     for round in 0..ROUNDS {
         for (c, &(len, off)) in CLASSES.iter().enumerate() {
-            let (span, bulk) = if c == BULK_CLASS {
-                (len, true)
-            } else {
-                (64 << 10, false)
-            };
+            let bulk = c == BULK_CLASS;
+            let span = if bulk { len } else { STREAM };
             let reps = span / len;
-            for k in 0..avail.len() {
-                let i = avail[(k + round) % avail.len()];
+            // `stream` only where its stores can pay: into a destination
+            // the caches hold (a hit's), they evict it, 2-3x slower than
+            // the others on every host measured (`docs/bench.md`).
+            let timed: Vec<usize> = avail
+                .iter()
+                .copied()
+                .filter(|&i| bulk || ROUTINES[i] != Stream)
+                .collect();
+            for k in 0..timed.len() {
+                let i = timed[(k + round) % timed.len()];
                 let f = ROUTINES[i].func();
                 flush(s, span);
                 if bulk {
@@ -556,12 +617,18 @@ fn measure() -> [[Option<f64>; R]; C] {
                 }
                 let t = Instant::now();
                 for rep in 0..reps {
+                    if !bulk {
+                        refs.fetch_add(1, SeqCst);
+                    }
                     // SAFETY: `s + rep * len` has `len` bytes before
                     // `span` <= `SPAN`, `d + off` has `len` bytes inside
                     // `dst`, a distinct buffer; the routine is available;
                     // no other thread sees either buffer.
                     unsafe { f(s.add(rep * len), d.add(off), len) };
                     black_box(d);
+                    if !bulk {
+                        refs.fetch_sub(1, SeqCst);
+                    }
                 }
                 let per = t.elapsed().as_nanos() as f64 / reps as f64;
                 if round > 0 {

@@ -18,6 +18,7 @@ mod read {
     mod pin;
     mod pressure;
     mod security;
+    mod seqtune;
     mod with;
 }
 
