@@ -25,14 +25,16 @@
 //! The calibration runs once per process, when the first [`Cache`] is built
 //! or at the first copy that needs it if none was: it times every
 //! available routine on 4 KiB and 64 KiB copies, each into a destination
-//! aligned like its source and one 16 bytes off, from a source flushed
-//! out of the CPU caches first (what a hit copies from: a page cache holds
-//! data larger than they are), on buffers touched first (first touch of
-//! memory costs microseconds per page on our VMs), after a warm-up round,
-//! taking the minimum of several short runs with the routines
+//! aligned like its source and one 16 bytes off, as a sequential reader's
+//! hits make them: a run of copies walking 256 KiB of source flushed out
+//! of the CPU caches first (what a hit copies from: a page cache holds
+//! data larger than they are), each copy between two locked instructions
+//! (a hit's reference taken and dropped); on buffers touched first (first
+//! touch of memory costs microseconds per page on our VMs), after a
+//! warm-up round, taking the minimum of several runs with the routines
 //! interleaved; and a fifth class, *bulk*: one 256 KiB copy into a
 //! destination flushed from the caches too (new folios that a bulk write
-//! fills: memory nothing touched lately). A few milliseconds in all. Each
+//! fills: memory nothing touched lately). About 8 ms in all. Each
 //! class gets its own winner, and a copy picks its class at call time: the
 //! bulk class for a [`copy_to_fresh`] of [`BULK`] bytes or more, else from
 //! its length (under or from [`LARGE`]) and whether `src` and `dst` share
@@ -237,28 +239,6 @@ pub unsafe fn copy_shared(src: *const u8, dst: *mut u8, len: usize) {
 pub unsafe fn copy_from_shared(src: *const u8, dst: *mut u8, len: usize) {
     // SAFETY: the caller's contract, with `src` shared and `dst` private.
     unsafe { shared_copy::<true, false, false>(src, dst, len) };
-}
-
-/// [`copy_from_shared`] with the runner-up routine of the calibration for
-/// this copy's class (its own choice where nothing else may copy shared
-/// bytes, and off x86-64, under loom and Miri): the alternative a reader's
-/// tuning tries (`seqtune.rs`).
-///
-/// # Safety
-/// As [`copy_from_shared`].
-#[inline]
-pub unsafe fn copy_from_shared_alt(src: *const u8, dst: *mut u8, len: usize) {
-    #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
-    // SAFETY: the caller's contract is the routine's; racing it is
-    // defined (the module docs).
-    unsafe {
-        x86::copy_alt(src, dst, len)
-    };
-    #[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
-    // SAFETY: the caller's contract.
-    unsafe {
-        copy_from_shared(src, dst, len)
-    };
 }
 
 /// Copies `len` bytes from the caller's own buffer into shared bytes (a

@@ -26,7 +26,6 @@ use crate::sync::{AtomicU64, Ordering};
 use crate::workingset::CacheStat;
 
 use crate::arena::PAGE;
-use crate::seqtune;
 
 /// A file opened through a [`Cache`]. Cheap to share between threads
 /// (`&File` reads concurrently; clone it for ownership).
@@ -244,7 +243,6 @@ impl File {
         // writes nothing other threads read. A marker or a dropbehind
         // folio takes the batch path, which starts the next window or
         // deals with the flag.)
-        let clock = seqtune::start();
         let (hit, sequential) = m.get_for_read(offset, (end - offset) as usize);
         // No folio at `offset` a moment ago: the miss path need not look
         // again before it reads.
@@ -262,23 +260,9 @@ impl File {
                     cache.mark_accessed(&f, ff);
                 }
                 let n = (end - offset) as usize;
-                let from = (offset - start) as usize;
-                let tuned = sequential && n <= seqtune::MAX;
-                if tuned {
-                    let arm = seqtune::arm();
-                    if arm.ahead {
-                        m.prefetch(&f, end, seqtune::AHEAD * n);
-                    }
-                    m.copy_out_by(&f, from, &mut buf[..n], arm.alt);
-                } else {
-                    m.copy_out(&f, from, &mut buf[..n]);
-                }
+                m.copy_out(&f, (offset - start) as usize, &mut buf[..n]);
                 if !started {
                     cache.stats.hits.add(1);
-                }
-                drop(f);
-                if tuned {
-                    seqtune::done(clock, n);
                 }
                 return Ok(n);
             }

@@ -501,8 +501,8 @@ impl Mapping {
     /// the first bytes of the read are prefetched before the reference is
     /// taken (an atomic read-modify-write, which waits for everything before
     /// it), so a random hit's miss on its data overlaps the lookup instead
-    /// of following it. A sequential reader's prefetch is the read path's
-    /// (ahead of it, if its tuning finds that faster: `seqtune.rs`). `None` for
+    /// of following it. A sequential reader is left to the hardware
+    /// prefetcher: prefetching its next page cost it throughput. `None` for
     /// a hole or a shadow. Also says whether the read continues this
     /// thread's previous read of this mapping (the read path then does not
     /// count a second access to the folio where that one ended).
@@ -521,7 +521,7 @@ impl Mapping {
                 None | Some(EntryRef::Value(_)) => return (None, sequential),
                 Some(EntryRef::Item(f)) => {
                     if !sequential {
-                        self.prefetch(f, offset, len.min(PREFETCH_BYTES));
+                        self.prefetch(f, offset, len);
                     }
                     if let Some(r) = self.try_ref(f, index) {
                         return (Some(r), sequential);
@@ -532,12 +532,12 @@ impl Mapping {
         }
     }
 
-    /// Prefetches `f`'s bytes from file byte `offset`, up to `len` of them.
-    /// `f` need not be referenced: it may be freed or reused meanwhile,
+    /// Prefetches up to [`PREFETCH_BYTES`] of `f`'s bytes from file byte
+    /// `offset`. `f` is not referenced: it may be freed or reused meanwhile,
     /// which only wastes the prefetch (the arena stays mapped, and a
     /// prefetch never faults or changes memory).
     #[inline]
-    pub(crate) fn prefetch(&self, f: &Folio, offset: u64, len: usize) {
+    fn prefetch(&self, f: &Folio, offset: u64, len: usize) {
         let cache = self.inner();
         let Some(page) = cache.table.page_of(f) else {
             return;
@@ -549,7 +549,7 @@ impl Mapping {
         }
         let base = cache.arena.page_ptr(PageId::new(page as u32)).as_ptr();
         let start = base.wrapping_add(within as usize);
-        let bytes = (size - within).min(len as u64) as usize;
+        let bytes = (size - within).min(len.min(PREFETCH_BYTES) as u64) as usize;
         let mut line = 0;
         while line < bytes {
             crate::copy::prefetch(start.wrapping_add(line));
@@ -1430,12 +1430,6 @@ impl Mapping {
 
     /// Copies `dst.len()` bytes from byte `from` of an uptodate folio.
     pub(crate) fn copy_out(&self, f: &FolioRef<'_>, from: usize, dst: &mut [u8]) {
-        self.copy_out_by(f, from, dst, false);
-    }
-
-    /// [`copy_out`](Self::copy_out), with the calibration's runner-up
-    /// routine if `alt` (`seqtune.rs`).
-    pub(crate) fn copy_out_by(&self, f: &FolioRef<'_>, from: usize, dst: &mut [u8], alt: bool) {
         assert!(from + dst.len() <= (f.nr_pages() * PAGE) as usize);
         debug_assert!(f.test(FolioFlags::UPTODATE));
         let src = self.inner().arena.page_ptr(f.page()).as_ptr();
@@ -1445,14 +1439,7 @@ impl Mapping {
         // caller buffer.
         // A writer may copy into it meanwhile: both sides use `copy`'s
         // shared functions, whose accesses are defined under that race.
-        unsafe {
-            let (src, to, n) = (src.add(from), dst.as_mut_ptr(), dst.len());
-            if alt {
-                crate::copy::copy_from_shared_alt(src, to, n);
-            } else {
-                crate::copy::copy_from_shared(src, to, n);
-            }
-        }
+        unsafe { crate::copy::copy_from_shared(src.add(from), dst.as_mut_ptr(), dst.len()) };
     }
 }
 

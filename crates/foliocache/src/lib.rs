@@ -166,8 +166,6 @@ mod pressure;
 mod read_many;
 #[allow(unsafe_code)]
 mod readahead;
-#[cfg_attr(not(feature = "internals"), allow(dead_code, unreachable_pub))]
-mod seqtune;
 mod shift;
 mod sync;
 mod truncate;
@@ -209,8 +207,4 @@ pub mod internals {
         pub use crate::copy::*;
     }
     pub use crate::readahead::Insert;
-    /// How a thread copies its sequential small hits.
-    pub mod seqtune {
-        pub use crate::seqtune::{arms, chosen, force, Arm};
-    }
 }

@@ -119,9 +119,6 @@ impl Routine {
 /// discriminant; 0 until the calibration has run.
 static PLAIN: AtomicU64 = AtomicU64::new(0);
 static SHARED: AtomicU64 = AtomicU64::new(0);
-/// Each class's runner-up among the shared routines (its choice where it
-/// has none): the other routine [`super::copy_from_shared_alt`] tries.
-static SHARED_ALT: AtomicU64 = AtomicU64::new(0);
 
 /// Copies with the routine chosen for this copy's class: of the shared
 /// functions' choices if `SHARED_BYTES`, else of [`super::copy`]'s; of the
@@ -137,27 +134,6 @@ pub(super) unsafe fn copy<const SHARED_BYTES: bool, const FRESH: bool>(
     len: usize,
 ) {
     let table = if SHARED_BYTES { &SHARED } else { &PLAIN };
-    // SAFETY: the caller's contract.
-    unsafe { copy_by::<FRESH>(table, src, dst, len) }
-}
-
-/// [`copy`] of shared bytes with each class's runner-up routine.
-///
-/// # Safety
-/// As [`copy`] with `SHARED_BYTES`.
-#[inline(always)]
-pub(super) unsafe fn copy_alt(src: *const u8, dst: *mut u8, len: usize) {
-    // SAFETY: the caller's contract; the runner-ups are shared routines.
-    unsafe { copy_by::<false>(&SHARED_ALT, src, dst, len) }
-}
-
-/// Copies with the routine `table` holds for this copy's class.
-///
-/// # Safety
-/// As [`copy`]; racing accesses only if `table` holds shared routines
-/// ([`SHARED`], [`SHARED_ALT`]) and as the shared functions allow.
-#[inline(always)]
-unsafe fn copy_by<const FRESH: bool>(table: &AtomicU64, src: *const u8, dst: *mut u8, len: usize) {
     let mut choices = table.load(Relaxed);
     if choices == 0 {
         calibration();
@@ -170,8 +146,7 @@ unsafe fn copy_by<const FRESH: bool>(table: &AtomicU64, src: *const u8, dst: *mu
     };
     let routine = Routine::from_index(((choices >> (8 * class)) & 0xff) as u32);
     // SAFETY: the caller's contract is every routine's; the calibration
-    // chose an available one, and only shared ones for `SHARED` and
-    // `SHARED_ALT`.
+    // chose an available one, and only shared ones for `SHARED`.
     unsafe {
         match routine {
             Movsb => movsb(src, dst, len),
@@ -422,7 +397,6 @@ pub(super) struct Calibration {
     ns: [[Option<f64>; R]; C],
     plain: [Routine; C],
     shared: [Routine; C],
-    shared_alt: [Routine; C],
     took: Duration,
     /// [`super::chosen`]'s answer.
     pub(super) chosen: String,
@@ -441,7 +415,6 @@ pub(super) fn calibration() -> &'static Calibration {
                 .fold(0, |a, (i, r)| a | (*r as u64) << (8 * i))
         };
         PLAIN.store(pack(&cal.plain), Relaxed);
-        SHARED_ALT.store(pack(&cal.shared_alt), Relaxed);
         SHARED.store(pack(&cal.shared), Relaxed);
         cal
     })
@@ -465,20 +438,11 @@ impl Calibration {
         };
         let mut plain: [Routine; C] = std::array::from_fn(|c| pick(c, false));
         let mut shared: [Routine; C] = std::array::from_fn(|c| pick(c, true));
-        let mut shared_alt: [Routine; C] = std::array::from_fn(|c| {
-            let other =
-                |i: usize| ns[c][i].filter(|_| ROUTINES[i].shared() && ROUTINES[i] != shared[c]);
-            let best = (0..R).filter_map(other).fold(f64::INFINITY, f64::min);
-            (0..R)
-                .find(|&i| other(i) == Some(best))
-                .map_or(shared[c], |i| ROUTINES[i])
-        });
         let forced = forced();
         if let Some(r) = forced {
             plain = [r; C];
             if r.shared() {
                 shared = [r; C];
-                shared_alt = [r; C];
             }
         }
         let mut chosen = describe(&shared);
@@ -492,7 +456,6 @@ impl Calibration {
             ns,
             plain,
             shared,
-            shared_alt,
             took: start.elapsed(),
             chosen,
         }
@@ -511,10 +474,9 @@ impl Calibration {
             }
             let _ = writeln!(
                 out,
-                "; chosen {} (plain {}, runner-up {}) [{len} B, dst +{off}]",
+                "; chosen {} (plain {}) [{len} B, dst +{off}]",
                 self.shared[c].name(),
-                self.plain[c].name(),
-                self.shared_alt[c].name()
+                self.plain[c].name()
             );
         }
         out

@@ -18,7 +18,6 @@ mod read {
     mod pin;
     mod pressure;
     mod security;
-    mod seqtune;
     mod with;
 }
 
