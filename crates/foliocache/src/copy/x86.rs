@@ -537,15 +537,13 @@ fn forced() -> Option<Routine> {
 /// for the loads and stores before it, so it decides how much of one copy
 /// overlaps the next). The destination stays in the caches, as a reader's
 /// buffer reused read after read does: one fixed buffer, page-aligned plus
-/// the class's offset. Shorter runs ranked the routines otherwise than the
-/// reads did: on the Intel host of `docs/bench.md`, one 64 KiB copy or
-/// sixteen 4 KiB ones without the locked pair put `avx2` and `avx512`
-/// within a few percent of each other, either way round from one process
-/// to the next, while sequential hits ran 15-25 % faster with `avx2` (4
-/// KiB: 10.4-11.4 against 9.1-9.3 GiB/s; 64 KiB: 12.1-12.6 against 10.0);
-/// these runs rank them so every time. For the bulk class, source and
-/// destination are both flushed first, and the run is one copy of their
-/// whole length: a bulk write filling memory nothing touched lately.
+/// the class's offset. Shorter runs, or runs without the locked pair,
+/// ranked the routines otherwise than the reads did, and not the same way
+/// from one process to the next; these rank them as the reads do
+/// (`docs/bench.md`, "Timing a hit's classes as a stream of hits"). For
+/// the bulk class, source and destination are both flushed first, and the
+/// run is one copy of their whole length: a bulk write filling memory
+/// nothing touched lately.
 fn measure() -> [[Option<f64>; R]; C] {
     /// A hit class's span.
     const STREAM: usize = 256 << 10;
@@ -566,8 +564,8 @@ fn measure() -> [[Option<f64>; R]; C] {
             let span = if bulk { len } else { STREAM };
             let reps = span / len;
             // `stream` only where its stores can pay: into a destination
-            // the caches hold (a hit's), they evict it, 2-3x slower than
-            // the others on every host measured (`docs/bench.md`).
+            // the caches hold (a hit's) they evict it, and it never won
+            // such a class on any host measured (`docs/bench.md`).
             let timed: Vec<usize> = avail
                 .iter()
                 .copied()
