@@ -34,7 +34,7 @@
 //! warm-up round, taking the minimum of several runs with the routines
 //! interleaved; and a fifth class, *bulk*: one 256 KiB copy into a
 //! destination flushed from the caches too (new folios that a bulk write
-//! fills: memory nothing touched lately). About 8 ms in all. Each
+//! fills: memory nothing touched lately). A few milliseconds in all. Each
 //! class gets its own winner, and a copy picks its class at call time: the
 //! bulk class for a [`copy_to_fresh`] of [`BULK`] bytes or more, else from
 //! its length (under or from [`LARGE`]) and whether `src` and `dst` share

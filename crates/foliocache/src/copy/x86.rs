@@ -241,8 +241,9 @@ macro_rules! vector_copy {
             "cmp rcx, 256",
             "jb 3f",
             $(step!("dil", $head),)*
-            // (The loop on a cache line of its own: where it sat moved
-            // sequential hits' throughput between builds.)
+            // (The loop on a cache line of its own, so its placement is
+            // the same in every build: sequential hits' throughput moved
+            // between builds with changes elsewhere, `docs/bench.md`.)
             ".p2align 6",
             "2:",
             concat!("cmp rcx, ", $n, " * ", $v),
@@ -556,6 +557,14 @@ fn measure() -> [[Option<f64>; R]; C] {
     let at = dst.as_ptr().align_offset(PAGE);
     let d = dst[at..].as_mut_ptr();
     let avail: Vec<usize> = (0..R).filter(|&i| ROUTINES[i].available()).collect();
+    // `stream` only where its stores can pay: into a destination the caches
+    // hold (a hit's) they evict it, and it never won such a class on any
+    // host measured (`docs/bench.md`).
+    let for_hits: Vec<usize> = avail
+        .iter()
+        .copied()
+        .filter(|&i| ROUTINES[i] != Stream)
+        .collect();
     let refs = AtomicU64::new(0);
     let mut ns = [[None; R]; C];
     for round in 0..ROUNDS {
@@ -563,14 +572,7 @@ fn measure() -> [[Option<f64>; R]; C] {
             let bulk = c == BULK_CLASS;
             let span = if bulk { len } else { STREAM };
             let reps = span / len;
-            // `stream` only where its stores can pay: into a destination
-            // the caches hold (a hit's) they evict it, and it never won
-            // such a class on any host measured (`docs/bench.md`).
-            let timed: Vec<usize> = avail
-                .iter()
-                .copied()
-                .filter(|&i| bulk || ROUTINES[i] != Stream)
-                .collect();
+            let timed = if bulk { &avail } else { &for_hits };
             for k in 0..timed.len() {
                 let i = timed[(k + round) % timed.len()];
                 let f = ROUTINES[i].func();
