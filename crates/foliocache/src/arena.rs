@@ -398,7 +398,7 @@ impl Arena {
             Populate::Lazy => Duration::ZERO,
             Populate::Eager => {
                 let start = Instant::now();
-                let how = region.populate(false)?;
+                let how = region.populate("folio arena", false)?;
                 let took = start.elapsed();
                 log::info!(
                     "arena: faulted in {} MiB in {:.3} s ({:.2} GiB/s) by {how}",
@@ -510,6 +510,16 @@ impl Arena {
         let chunks_free = buddy.counts[MAX_ORDER as usize];
         let mut got = 0;
         while got < n {
+            // A whole block the batch uses up: its pieces in one step.
+            if let Some((page, from)) = buddy.alloc_whole(order, n - got) {
+                let pieces = 1u32 << (from - order);
+                out.extend((0..pieces).map(|i| PageId(page + (i << order))));
+                if buddy.mark_populated(page >> MAX_ORDER) {
+                    fresh.push(page >> MAX_ORDER);
+                }
+                got += pieces as usize;
+                continue;
+            }
             match buddy.alloc(order) {
                 Some(page) => {
                     out.push(PageId(page));
@@ -975,7 +985,7 @@ impl fmt::Debug for Arena {
 
 /// How a region was faulted in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum PopulateMethod {
+pub(crate) enum PopulateMethod {
     /// `madvise(MADV_POPULATE_WRITE)`, Linux 5.14+.
     Madvise,
     /// A volatile write of one byte per page.
@@ -1100,8 +1110,10 @@ impl Region {
 
     /// Faults every page of the region in, writable, before anyone uses
     /// it: `MADV_POPULATE_WRITE`, or, where the kernel does not know it
-    /// (`EINVAL`, before 5.14) or `force_touch` is set, a write per page.
-    fn populate(&self, force_touch: bool) -> io::Result<PopulateMethod> {
+    /// (`EINVAL`, before 5.14) or `force_touch` is set, a write of a zero
+    /// byte per page (so a region whose zero bytes are its valid state
+    /// keeps it). `what` names the region in an error.
+    pub(crate) fn populate(&self, what: &str, force_touch: bool) -> io::Result<PopulateMethod> {
         if !force_touch {
             match self.populate_parallel() {
                 Ok(()) => return Ok(PopulateMethod::Madvise),
@@ -1110,14 +1122,14 @@ impl Region {
                     return Err(io::Error::new(
                         err.kind(),
                         format!(
-                            "faulting in the {} MiB folio arena (MADV_POPULATE_WRITE): \
+                            "faulting in the {} MiB {what} (MADV_POPULATE_WRITE): \
                              {err}; choose a smaller capacity or Populate::Lazy",
                             self.len >> 20
                         ),
                     ))
                 }
             }
-            log::info!("arena: MADV_POPULATE_WRITE unsupported, touching each page instead");
+            log::info!("{what}: MADV_POPULATE_WRITE unsupported, touching each page instead");
         }
         let base = self.ptr.as_ptr();
         for offset in (0..self.len).step_by(PAGE_SIZE) {
@@ -1228,6 +1240,22 @@ impl Drop for Region {
 /// Bit `i` of a word slice.
 fn bit(words: &[u64], i: usize) -> bool {
     words[i / 64] & (1 << (i % 64)) != 0
+}
+
+/// Sets bits `from..from + n` of `words`, a word at a time.
+fn set_bits(words: &mut [u64], from: usize, n: usize) {
+    let (mut i, end) = (from, from + n);
+    while i < end {
+        let b = i % 64;
+        let take = (64 - b).min(end - i);
+        let mask = if take == 64 {
+            u64::MAX
+        } else {
+            ((1u64 << take) - 1) << b
+        };
+        words[i / 64] |= mask;
+        i += take;
+    }
 }
 
 /// A bitmap with a summary hierarchy: level 0 holds one bit per slot, each
@@ -1494,6 +1522,36 @@ impl Buddy {
         self.allocated[order as usize][slot / 64] |= 1 << (slot % 64);
         self.free_pages -= 1 << order;
         Some(page)
+    }
+
+    /// Takes a whole free block of the smallest order above `order` that
+    /// has one, if `want` order-`order` blocks would use it all, and marks
+    /// its `2^(from - order)` pieces allocated at `order`: what as many
+    /// calls of [`alloc`](Self::alloc) would hand out (they split that
+    /// same block and take its pieces in ascending order), in one step.
+    /// Returns its first page and order, or `None` (no such block, a batch
+    /// too short for it, a free block of `order` itself to take first, or
+    /// the limit): then allocate one block at a time.
+    fn alloc_whole(&mut self, order: u32, want: usize) -> Option<(u32, u32)> {
+        let from = (order..=MAX_ORDER).find(|&o| self.counts[o as usize] > 0)?;
+        let pieces = 1usize << (from - order);
+        if from == order
+            || want < pieces
+            || self.pages as usize - self.free_pages + (1 << from) > self.limit
+        {
+            return None;
+        }
+        let slot = self.free[from as usize].first_set()?;
+        self.free[from as usize].clear(slot);
+        self.counts[from as usize] -= 1;
+        let page = (slot as u32) << from;
+        set_bits(
+            &mut self.allocated[order as usize],
+            (page >> order) as usize,
+            pieces,
+        );
+        self.free_pages -= 1 << from;
+        Some((page, from))
     }
 
     /// See [`Arena::free`].
@@ -1784,7 +1842,10 @@ mod tests {
     #[cfg_attr(miri, ignore = "mincore: Miri has no page residency")]
     fn touch_fallback_faults_every_page() {
         let region = Region::map_aligned(64 * PAGE_SIZE, MAX_BLOCK_BYTES).unwrap();
-        assert_eq!(region.populate(true).unwrap(), PopulateMethod::Touch);
+        assert_eq!(
+            region.populate("test region", true).unwrap(),
+            PopulateMethod::Touch
+        );
         let mut vec = vec![0u8; 64];
         // A raw call: neither rustix nor nix wraps mincore.
         // SAFETY: the range is our mapping; vec has one byte per page.

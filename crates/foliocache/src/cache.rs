@@ -336,7 +336,8 @@ impl CacheBuilder {
         // Chooses the copy routines now (once per process, about a
         // millisecond) rather than in the first hit: `copy.rs`'s docs.
         crate::copy::calibrate();
-        let table = FolioTable::with_huge_pages(arena.capacity_pages(), self.huge_pages)?;
+        let table =
+            FolioTable::with_huge_pages(arena.capacity_pages(), self.huge_pages, self.populate)?;
         let shadow_nodes = match self.shadow_budget {
             Some(bytes) => bytes / xarray::NODE_SIZE,
             None => arena.capacity_pages() / SHADOW_PAGES_PER_NODE,

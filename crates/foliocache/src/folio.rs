@@ -784,18 +784,30 @@ impl FolioTable {
     /// advised for transparent huge pages, as the arena is. Nothing is
     /// written at build: a free descriptor is all zeros (its LRU links are
     /// set when it goes on a list), so the table's memory is faulted in as
-    /// the arena's is, with use.
+    /// the arena's is: with use, or all at build with [`Populate::Eager`].
+    ///
+    /// [`Populate::Eager`]: crate::arena::Populate::Eager
     #[cfg(test)]
     pub(crate) fn new(pages: usize) -> io::Result<Self> {
-        Self::with_huge_pages(pages, true)
+        Self::with_huge_pages(pages, true, crate::arena::Populate::Lazy)
     }
 
     /// [`new`](Self::new), asking for huge pages only if `huge` (a cache
-    /// built without them for its arena does without them here too).
+    /// built without them for its arena does without them here too), and
+    /// faulted in at once with [`Populate::Eager`], as the arena is (else
+    /// each of a cache's first allocations that reaches a new page of
+    /// descriptors traps into the kernel: a populated cache's first writes
+    /// would pay a fault for about every hundred 4 KiB folios).
+    ///
+    /// [`Populate::Eager`]: crate::arena::Populate::Eager
     ///
     /// # Errors
-    /// The OS refusing the mapping (`ENOMEM`).
-    pub(crate) fn with_huge_pages(pages: usize, huge: bool) -> io::Result<Self> {
+    /// The OS refusing the mapping (`ENOMEM`), or the populate failing.
+    pub(crate) fn with_huge_pages(
+        pages: usize,
+        huge: bool,
+        populate: crate::arena::Populate,
+    ) -> io::Result<Self> {
         let size =
             (std::mem::size_of::<Folio>() * pages.max(1)).next_multiple_of(crate::arena::PAGE_SIZE);
         #[cfg(not(loom))]
@@ -809,6 +821,9 @@ impl FolioTable {
             if align == HUGE {
                 memory.advise_huge_pages();
             }
+            if populate == crate::arena::Populate::Eager {
+                memory.populate("folio descriptor table", false)?;
+            }
             // A `Folio` is integer atomics (outside loom): the mapping's
             // zero bytes are valid descriptors, free ones.
             Ok(FolioTable {
@@ -819,7 +834,7 @@ impl FolioTable {
         }
         #[cfg(loom)]
         {
-            let _ = huge;
+            let _ = (huge, populate);
             let layout = std::alloc::Layout::from_size_align(size, std::mem::align_of::<Folio>())
                 .map_err(|_| io::Error::from(io::ErrorKind::OutOfMemory))?;
             // SAFETY: `layout` has a non-zero size.

@@ -105,6 +105,17 @@ impl Model {
         c
     }
 
+    /// The block an allocation of `order` takes: the lowest-addressed free
+    /// block of the smallest order that has one at or above `order` (split
+    /// down to its first `2^order` pages).
+    fn pick(&self, order: u32) -> Option<u32> {
+        self.free_blocks()
+            .into_iter()
+            .filter(|&(o, _)| o >= order)
+            .min()
+            .map(|(_, page)| page)
+    }
+
     fn allocated_pages(&self) -> usize {
         self.used.iter().filter(|&&u| u).count()
     }
@@ -192,9 +203,15 @@ fn step(arena: &Arena, model: &mut Model, op: &Op, seq: u64) {
     match *op {
         Op::Alloc(order) => {
             let expect = can(order);
+            let want = model.pick(order);
             match arena.alloc(order) {
                 Some(page) => {
                     assert!(expect, "alloc({order}) succeeded with no free block >= it");
+                    assert_eq!(
+                        Some(page.index()),
+                        want,
+                        "alloc({order}) took another block"
+                    );
                     model.take(page.index(), order).unwrap();
                     stamp(arena, page, order, seq);
                     model.seeds.insert(page.index(), seq);
@@ -216,6 +233,7 @@ fn step(arena: &Arena, model: &mut Model, op: &Op, seq: u64) {
             let mut out = vec![PageId::new(u32::MAX)];
             let got = arena.alloc_bulk(order, n, &mut out);
             assert_eq!(out.len(), 1 + got, "alloc_bulk appends what it reports");
+            assert!(got <= n, "alloc_bulk({order}, {n}) took {got} blocks");
             assert_eq!(
                 out[0],
                 PageId::new(u32::MAX),
@@ -228,7 +246,14 @@ fn step(arena: &Arena, model: &mut Model, op: &Op, seq: u64) {
                     "alloc_bulk stopped early with memory left"
                 );
             }
+            // The blocks as many single allocations would take, in their
+            // order (a block the batch uses whole is taken at once).
             for &page in &out[1..] {
+                assert_eq!(
+                    Some(page.index()),
+                    model.pick(order),
+                    "alloc_bulk({order}, {n}) took another block than alloc would"
+                );
                 model.take(page.index(), order).unwrap();
                 let seed = seq << 20 | u64::from(page.index());
                 stamp(arena, page, order, seed);
