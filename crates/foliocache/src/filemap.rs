@@ -1069,6 +1069,22 @@ impl Mapping {
                 cur.split(g, order)?;
             }
         }
+        self.store_in_hold(g, cur, f, index)?;
+        Ok(Ok(shadow.map(|s| s.0)))
+    }
+
+    /// The store of [`add_in_hold`](Self::add_in_hold), into a range the
+    /// caller found empty under this hold of the lock: the folio takes the
+    /// cache's references for its pages and its identity, and goes in.
+    /// `Err(NeedNodes)` changes nothing.
+    fn store_in_hold(
+        &self,
+        g: &mut XaGuard<'_, FolioPtr>,
+        cur: &mut Cursor<'_, FolioPtr>,
+        f: &Folio,
+        index: u64,
+    ) -> Result<(), XaError> {
+        cur.set_order(f.order())?;
         f.get_many(f.nr_pages() as u32);
         f.set_mapping(self.id(), index);
         cur.set_index(index);
@@ -1077,7 +1093,7 @@ impl Mapping {
             f.put_many(f.nr_pages() as u32);
             return Err(e);
         }
-        Ok(Ok(shadow.map(|s| s.0)))
+        Ok(())
     }
 
     fn account_added(&self, f: &Folio, shadow: Option<u64>) {
@@ -1128,15 +1144,34 @@ impl Mapping {
         let mut index = start;
         let mut stop = None;
         let mut shadows = Vec::with_capacity(folios.len());
+        let end = start + pages;
         'hold: while done < folios.len() {
             let mut g = self.xa.lock();
+            // One walk over the rest of the range: when it holds nothing
+            // (no folio, no shadow: a file being written for the first
+            // time), each folio goes in with its store alone, without a
+            // walk of its own for conflicts and shadows.
+            cur.set_index(index);
+            let empty = match cur.find(&g, end - 1) {
+                Ok(found) => found.is_none(),
+                Err(e) => {
+                    stop = Some(AddError::Index(e));
+                    break 'hold;
+                }
+            };
             while done < folios.len() {
                 let f = &folios[done];
                 if let Err(e) = self.check_new(f, index) {
                     stop = Some(e);
                     break 'hold;
                 }
-                match self.add_in_hold(&mut g, &mut cur, f, index) {
+                let added = if empty {
+                    self.store_in_hold(&mut g, &mut cur, f, index)
+                        .map(|()| Ok(None))
+                } else {
+                    self.add_in_hold(&mut g, &mut cur, f, index)
+                };
+                match added {
                     Ok(Ok(shadow)) => {
                         shadows.push(shadow);
                         index += f.nr_pages();
