@@ -249,7 +249,7 @@ pub struct FineTimeline {
 }
 
 /// foliocache's figures for a run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct FolioFigures {
     /// `eager` or `lazy`.
     pub populate: &'static str,
@@ -336,7 +336,7 @@ pub struct LruFigures {
 }
 
 /// foliocache's readahead settings for a run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Readahead {
     /// The largest window, in 4 KiB pages (0: readahead off).
     pub max_pages: u64,

@@ -34,6 +34,18 @@ pub enum TargetSpec {
         /// The least ratio.
         min: f64,
     },
+    /// The ratio of the writes alone (each run's time less its setup: a
+    /// memory job of two foliocache engines, [`Ratio`]'s
+    /// `writes_alone_per_round`) of `numerator / denominator` is at least
+    /// `min` in every round.
+    WritesAlone {
+        /// The engine above the line.
+        numerator: String,
+        /// The engine below it.
+        denominator: String,
+        /// The least ratio, of every round.
+        min: f64,
+    },
     /// CPU seconds per GiB of `engine` over `than`'s in job `job`, median
     /// of the rounds, is at most `max`.
     CpuPerGib {
@@ -290,6 +302,11 @@ fn check_targets(
                         .map(report::job_of_ratio);
                     target_bandwidth(ratios, numerator, denominator, *job, of, *min)
                 }
+                TargetSpec::WritesAlone {
+                    numerator,
+                    denominator,
+                    min,
+                } => target_writes_alone(ratios, numerator, denominator, *min),
                 TargetSpec::CpuPerGib {
                     job,
                     engine,
@@ -436,6 +453,36 @@ fn target_bandwidth(
     c
 }
 
+/// [`TargetSpec::WritesAlone`]: the least round's ratio of the writes
+/// alone, from the scenario's ratio of the same engines.
+fn target_writes_alone(ratios: &[Ratio], num: &str, den: &str, min: f64) -> TargetCheck {
+    let mut c = check(
+        format!("{num} / {den}, the writes alone, every round"),
+        ">=",
+        min,
+    );
+    let Some(rounds) = ratios
+        .iter()
+        .find(|r| r.numerator == num && r.denominator == den)
+        .and_then(|r| r.writes_alone_per_round.as_ref())
+    else {
+        c.detail = format!(
+            "not checked: {num} or {den} did not run, or a run's setup was not timed apart"
+        );
+        return c;
+    };
+    let least = rounds.iter().copied().fold(f64::INFINITY, f64::min);
+    c.per_run = rounds.clone();
+    c.value = Some(least);
+    c.met = Some(least >= min);
+    c.detail = format!(
+        "at least {} in every round, least {least:.2}x (rounds: {})",
+        fmt_ratio(min),
+        fmt_runs(rounds, |x| format!("{x:.2}x"))
+    );
+    c
+}
+
 /// Holds `engine`'s runs against `other`'s round by round: `f` of each
 /// pair (a round where it gives nothing left out) into `c.per_run`, their
 /// median into `c.value`, met if at most `c.threshold`. `None`, with the
@@ -565,7 +612,9 @@ fn ignored_dontcache(runs: &[Vec<Vec<RunRecord>>], t: &TargetSpec) -> Option<Str
         | TargetSpec::LruGap { engine, .. }
         | TargetSpec::ReadAmplification { engine, .. }
         | TargetSpec::Memory { engine, .. } => engine,
-        TargetSpec::Bandwidth { numerator, .. } => numerator,
+        TargetSpec::Bandwidth { numerator, .. } | TargetSpec::WritesAlone { numerator, .. } => {
+            numerator
+        }
     };
     let folio: Vec<&RunRecord> = runs
         .iter()
@@ -645,5 +694,63 @@ mod tests {
         assert_eq!(d.best, 0.5);
         assert_eq!(d.per_round, [0.5, 1.0]);
         assert!(summarise(&[], &runs).is_none());
+    }
+
+    /// A memory run of 1 GiB in `seconds`, `setup` of them the cache's build.
+    fn mem(engine: &str, seconds: f64, setup: Option<f64>) -> RunRecord {
+        RunRecord {
+            bytes: 1 << 30,
+            seconds,
+            bw_bytes: (1u64 << 30) as f64 / seconds,
+            setup_s: setup,
+            foliocache: Some(report::FolioFigures::default()),
+            ..rec(engine, 0.0)
+        }
+    }
+
+    #[test]
+    fn writes_alone_target_holds_every_round_not_the_median() {
+        let spec = RatioSpec {
+            numerator: "batched".into(),
+            denominator: "single".into(),
+            target: Some(1.0),
+            job: None,
+        };
+        let target = TargetSpec::WritesAlone {
+            numerator: "batched".into(),
+            denominator: "single".into(),
+            min: 1.1,
+        };
+        // Writes alone: 0.5 s against 0.6 (1.2x), 0.5 against 0.55 (1.1x),
+        // 0.5 against 0.52 (1.04x); whole runs swing with the setup.
+        let runs = |single_writes: [f64; 3]| {
+            vec![vec![
+                vec![
+                    mem("batched", 1.5, Some(1.0)),
+                    mem("batched", 1.0, Some(0.5)),
+                    mem("batched", 2.5, Some(2.0)),
+                ],
+                single_writes
+                    .iter()
+                    .map(|w| mem("single", 1.0 + w, Some(1.0)))
+                    .collect(),
+            ]]
+        };
+        let s = evaluate(&[spec.clone()], &[target.clone()], &runs([0.6, 0.55, 0.52])).unwrap();
+        let c = &s.targets[0];
+        assert_eq!(c.met, Some(false), "{c:?}");
+        assert!(
+            (c.value.unwrap() - 0.5f64.recip() * 0.52).abs() < 1e-9,
+            "{c:?}"
+        );
+        assert_eq!(c.per_run.len(), 3);
+        let s = evaluate(&[spec.clone()], &[target.clone()], &runs([0.6, 0.56, 0.58])).unwrap();
+        assert_eq!(s.targets[0].met, Some(true), "{:?}", s.targets[0]);
+        // A run whose setup was not timed apart: not checked.
+        let mut r = runs([0.6, 0.56, 0.58]);
+        r[0][1][0].setup_s = None;
+        let s = evaluate(&[spec], &[target], &r).unwrap();
+        assert_eq!(s.targets[0].met, None, "{:?}", s.targets[0]);
+        assert!(s.targets[0].detail.starts_with("not checked"));
     }
 }

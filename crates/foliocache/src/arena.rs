@@ -115,7 +115,8 @@ const POPULATE_RETRIES: u32 = 16;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Populate {
     /// Fault every page in at build (`MADV_POPULATE_WRITE`, or touching
-    /// each page on kernels older than 5.14), and record how long it took
+    /// each page on kernels older than 5.14; a cache faults its folio
+    /// descriptors in with its arena), and record how long it took
     /// in the arena's `populate_time` (the cache's
     /// [`CacheStats::populate_time`](crate::CacheStats::populate_time)): for a program that would rather pay
     /// the whole first-touch cost before it serves, at a build time and a
@@ -481,7 +482,10 @@ impl Arena {
     /// Allocates up to `n` blocks of `2^order` pages in one lock hold,
     /// appends them to `out`, and returns how many it appended: fewer than
     /// `n` when no free block of order `>= order` is left. Readahead uses
-    /// it to allocate a whole window at once.
+    /// it to allocate a whole window at once, and a write the folios it
+    /// creates. The blocks are those `n` calls of [`alloc`](Self::alloc)
+    /// would give, in the same order; a larger free block that the batch
+    /// would split and use up is taken in one step.
     ///
     /// Returns 0 if `order > MAX_ORDER`.
     ///

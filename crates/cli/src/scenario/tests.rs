@@ -237,6 +237,7 @@ fn uncached_targets_follow_the_engines_given() {
         .map(|t| match t {
             TargetSpec::Flat { .. } => "flat",
             TargetSpec::Bandwidth { .. } => "bw",
+            TargetSpec::WritesAlone { .. } => "writes",
             TargetSpec::CpuPerGib { .. } => "cpu",
             TargetSpec::HitRatio { .. } => "hits",
             TargetSpec::CpuPerRead { .. }
@@ -293,7 +294,7 @@ fn populate_fills_fresh_memory_once_in_2mib_writes() {
         r,
         [
             (POPULATE_FOLIO, "anon", Some(1.0 / 1.05)),
-            (POPULATE_FOLIO, POPULATE_SINGLE, Some(1.1)),
+            (POPULATE_FOLIO, POPULATE_SINGLE, Some(1.0)),
             (POPULATE_LARGE, "anon", None),
             (POPULATE_FOLIO, POPULATE_LARGE, None),
             (POPULATE_FOLIO, "anon[thp]", None),
@@ -319,7 +320,17 @@ fn populate_fills_fresh_memory_once_in_2mib_writes() {
             "foliocache[grab=single,folio=4k,huge=off]"
         )
     );
-    assert_eq!(sc.targets.len(), 2);
+    // Against anon on time; against one folio at a time on whole runs
+    // (median) and on the writes alone (every round).
+    assert_eq!(sc.targets.len(), 3);
+    assert_eq!(
+        sc.targets[2],
+        TargetSpec::WritesAlone {
+            numerator: POPULATE_FOLIO.into(),
+            denominator: POPULATE_SINGLE.into(),
+            min: 1.1,
+        }
+    );
     assert_eq!(
         plan_of(&["--scenario", "populate"]).scenarios[0].jobs[0].file_size,
         3 << 30
