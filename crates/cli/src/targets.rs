@@ -736,7 +736,8 @@ mod tests {
                     .collect(),
             ]]
         };
-        let s = evaluate(&[spec.clone()], &[target.clone()], &runs([0.6, 0.55, 0.52])).unwrap();
+        let (specs, targets) = ([spec], [target]);
+        let s = evaluate(&specs, &targets, &runs([0.6, 0.55, 0.52])).unwrap();
         let c = &s.targets[0];
         assert_eq!(c.met, Some(false), "{c:?}");
         assert!(
@@ -744,12 +745,12 @@ mod tests {
             "{c:?}"
         );
         assert_eq!(c.per_run.len(), 3);
-        let s = evaluate(&[spec.clone()], &[target.clone()], &runs([0.6, 0.56, 0.58])).unwrap();
+        let s = evaluate(&specs, &targets, &runs([0.6, 0.56, 0.58])).unwrap();
         assert_eq!(s.targets[0].met, Some(true), "{:?}", s.targets[0]);
         // A run whose setup was not timed apart: not checked.
         let mut r = runs([0.6, 0.56, 0.58]);
         r[0][1][0].setup_s = None;
-        let s = evaluate(&[spec], &[target], &r).unwrap();
+        let s = evaluate(&specs, &targets, &r).unwrap();
         assert_eq!(s.targets[0].met, None, "{:?}", s.targets[0]);
         assert!(s.targets[0].detail.starts_with("not checked"));
     }
