@@ -1151,9 +1151,17 @@ impl Mapping {
             // (no folio, no shadow: a file being written for the first
             // time), each folio goes in with its store alone, without a
             // walk of its own for conflicts and shadows.
-            cur.set_index(index);
-            let empty = match cur.find(&g, end - 1) {
-                Ok(found) => found.is_none(),
+            // (At order 0: the cursor keeps the last store's order, whose
+            // alignment would start the walk before `index`.)
+            let empty = match cur
+                .set_order(0)
+                .and_then(|()| {
+                    cur.set_index(index);
+                    cur.find(&g, end - 1)
+                })
+                .map(|found| found.is_none())
+            {
+                Ok(empty) => empty,
                 Err(e) => {
                     stop = Some(AddError::Index(e));
                     break 'hold;

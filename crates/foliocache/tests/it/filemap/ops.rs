@@ -182,6 +182,36 @@ fn add_folio_range_inserts_a_prefix_up_to_the_first_conflict() {
     assert_eq!(buf, data[2 * PAGE..6 * PAGE]);
 }
 
+/// A range of mixed orders into an empty range goes in whole, each folio
+/// at its own index (`add_range`'s empty-range path: a store each, the
+/// cursor set to each folio's order), and reads back the file's bytes.
+/// (Ranges over a conflict: the test above; over shadows:
+/// `workingset::shadows`.)
+#[test]
+fn add_folio_range_of_mixed_orders_fills_an_empty_range() {
+    let (_c, f, data) = file(16);
+    let m = f.mapping();
+    let orders = [2u32, 0, 0, 1, 2];
+    let folios: Vec<_> = orders.iter().map(|&o| m.new_folio(o).unwrap()).collect();
+    assert_eq!(m.add_folio_range(&folios, 4).unwrap(), 5);
+    let want = [4u64, 8, 9, 10, 12];
+    for (folio, &at) in folios.into_iter().zip(&want) {
+        assert_eq!(folio.index(), at);
+        m.read_folio(folio).unwrap();
+    }
+    for (&at, &o) in want.iter().zip(&orders) {
+        for page in at..at + (1 << o) {
+            match m.get_entry(page) {
+                Some(MappingEntry::Folio(g)) => assert_eq!(g.index(), at, "page {page}"),
+                other => panic!("page {page}: {other:?}"),
+            }
+        }
+    }
+    let mut buf = vec![0u8; 12 * PAGE];
+    f.read_at(&mut buf, 4 * PAGE as u64).unwrap();
+    assert_eq!(buf, data[4 * PAGE..16 * PAGE]);
+}
+
 #[test]
 fn get_read_batch_returns_one_contiguous_run_and_stops_at_a_hole() {
     let (_c, f, _) = file_small_folios(16);
