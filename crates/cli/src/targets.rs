@@ -433,10 +433,7 @@ fn target_bandwidth(
 ) -> TargetCheck {
     let of = of.map_or(String::new(), |w| format!(" ({w})"));
     let mut c = check(format!("{num} bandwidth / {den}{of}"), ">=", min);
-    let Some(r) = ratios
-        .iter()
-        .find(|r| r.numerator == num && r.denominator == den && r.job_index == job)
-    else {
+    let Some(r) = ratio_of(ratios, num, den, job) else {
         c.detail = format!("not checked: {num} or {den} did not run");
         return c;
     };
@@ -453,6 +450,19 @@ fn target_bandwidth(
     c
 }
 
+/// The scenario's ratio `num / den` of job `job` (`None`: of the first
+/// job that ran each engine).
+fn ratio_of<'r>(
+    ratios: &'r [Ratio],
+    num: &str,
+    den: &str,
+    job: Option<usize>,
+) -> Option<&'r Ratio> {
+    ratios
+        .iter()
+        .find(|r| r.numerator == num && r.denominator == den && r.job_index == job)
+}
+
 /// [`TargetSpec::WritesAlone`]: the least round's ratio of the writes
 /// alone, from the scenario's ratio of the same engines.
 fn target_writes_alone(ratios: &[Ratio], num: &str, den: &str, min: f64) -> TargetCheck {
@@ -461,10 +471,8 @@ fn target_writes_alone(ratios: &[Ratio], num: &str, den: &str, min: f64) -> Targ
         ">=",
         min,
     );
-    let Some(rounds) = ratios
-        .iter()
-        .find(|r| r.numerator == num && r.denominator == den)
-        .and_then(|r| r.writes_alone_per_round.as_ref())
+    let Some(rounds) =
+        ratio_of(ratios, num, den, None).and_then(|r| r.writes_alone_per_round.as_ref())
     else {
         c.detail = format!(
             "not checked: {num} or {den} did not run, or a run's setup was not timed apart"

@@ -514,26 +514,21 @@ impl Arena {
         let chunks_free = buddy.counts[MAX_ORDER as usize];
         let mut got = 0;
         while got < n {
-            // A whole block the batch uses up: its pieces in one step.
-            if let Some((page, from)) = buddy.alloc_whole(order, n - got) {
-                let pieces = 1u32 << (from - order);
-                out.extend((0..pieces).map(|i| PageId(page + (i << order))));
-                if buddy.mark_populated(page >> MAX_ORDER) {
-                    fresh.push(page >> MAX_ORDER);
-                }
-                got += pieces as usize;
-                continue;
+            // A whole block the batch uses up: its pieces in one step; else
+            // one block.
+            let (page, pieces) = match buddy.alloc_whole(order, n - got) {
+                Some((page, from)) => (page, 1u32 << (from - order)),
+                None => match buddy.alloc(order) {
+                    Some(page) => (page, 1),
+                    None => break,
+                },
+            };
+            out.extend((0..pieces).map(|i| PageId(page + (i << order))));
+            // (A block of at most `MAX_ORDER` lies in one chunk.)
+            if buddy.mark_populated(page >> MAX_ORDER) {
+                fresh.push(page >> MAX_ORDER);
             }
-            match buddy.alloc(order) {
-                Some(page) => {
-                    out.push(PageId(page));
-                    if buddy.mark_populated(page >> MAX_ORDER) {
-                        fresh.push(page >> MAX_ORDER);
-                    }
-                }
-                None => break,
-            }
-            got += 1;
+            got += pieces as usize;
         }
         self.free_pages.store(buddy.free_pages, Ordering::Relaxed);
         let kick = buddy.wants_ahead(chunks_free);
