@@ -497,16 +497,45 @@ impl Mapping {
 
     /// The folio holding byte `offset`, with a reference, for a read of
     /// `len` bytes from there: [`get_entry`](Self::get_entry) for the read
-    /// path's hit. Unless the read continues this thread's previous one,
-    /// the first bytes of the read are prefetched before the reference is
-    /// taken (an atomic read-modify-write, which waits for everything before
-    /// it), so a random hit's miss on its data overlaps the lookup instead
-    /// of following it. A sequential reader is left to the hardware
-    /// prefetcher: prefetching its next page cost it throughput. `None` for
-    /// a hole or a shadow. Also says whether the read continues this
-    /// thread's previous read of this mapping (the read path then does not
-    /// count a second access to the folio where that one ended).
+    /// path's hit (a pin's: `pin.rs`). `None` for a hole or a shadow. Also
+    /// says whether the read continues this thread's previous read of this
+    /// mapping (the read path then does not count a second access to the
+    /// folio where that one ended).
     pub(crate) fn get_for_read(&self, offset: u64, len: usize) -> (Option<FolioRef<'_>>, bool) {
+        match self.lookup_for_read(offset, len, None) {
+            (ReadHit::Found(f), sequential) => (Some(f), sequential),
+            (_, sequential) => (None, sequential),
+        }
+    }
+
+    /// The read path's hit (`filemap_read`'s first lookup): copies the
+    /// `buf.len()` bytes from file byte `offset` into `buf` with no
+    /// reference on their folio when it can ([`ReadHit::Copied`]: the
+    /// whole request inside one uptodate folio, with no flag for the slow
+    /// path to act on and no activation due; with
+    /// [`CacheBuilder::unreferenced_hits`](crate::CacheBuilder::unreferenced_hits)),
+    /// else returns the folio with
+    /// a reference, or that none is there; and whether the read continues
+    /// this thread's previous read of this mapping, as
+    /// [`get_for_read`](Self::get_for_read).
+    pub(crate) fn read_hit(&self, offset: u64, buf: &mut [u8]) -> (ReadHit<'_>, bool) {
+        let len = buf.len();
+        self.lookup_for_read(offset, len, Some(buf))
+    }
+
+    /// [`get_for_read`](Self::get_for_read) and [`read_hit`](Self::read_hit).
+    ///
+    /// Unless the read continues this thread's previous read, the first
+    /// bytes of the read are prefetched before anything else, so a random
+    /// hit's miss on its data overlaps the lookup instead of following it.
+    /// A sequential reader is left to the hardware prefetcher: prefetching
+    /// its next page cost it throughput.
+    fn lookup_for_read(
+        &self,
+        offset: u64,
+        len: usize,
+        mut copy: Option<&mut [u8]>,
+    ) -> (ReadHit<'_>, bool) {
         thread_local! {
             /// The mapping and the byte where this thread's last read ended.
             static NEXT: std::cell::Cell<(usize, u64)> = const { std::cell::Cell::new((0, u64::MAX)) };
@@ -515,21 +544,103 @@ impl Mapping {
         let sequential =
             NEXT.with(|n| n.replace((id, offset.saturating_add(len as u64))) == (id, offset));
         let index = offset / PAGE;
+        // Held over the copy: a folio found under this pin keeps its pages
+        // until the pin is dropped, whatever happens to it meanwhile
+        // (`limbo.rs`).
+        let cache = self.inner();
+        let unreferenced = cache.unreferenced_hits;
+        let _reader = cache.limbo.reader();
         let guard = self.xa.pin();
         loop {
             match self.xa.load_ref(index, &guard) {
-                None | Some(EntryRef::Value(_)) => return (None, sequential),
+                None | Some(EntryRef::Value(_)) => return (ReadHit::Absent, sequential),
                 Some(EntryRef::Item(f)) => {
                     if !sequential {
                         self.prefetch(f, offset, len);
                     }
+                    if let Some(buf) = copy.as_deref_mut().filter(|_| unreferenced) {
+                        if self.copy_unreferenced(f, index, offset, buf, sequential) {
+                            return (ReadHit::Copied, sequential);
+                        }
+                    }
                     if let Some(r) = self.try_ref(f, index) {
-                        return (Some(r), sequential);
+                        return (ReadHit::Found(r), sequential);
                     }
                     spin_hint();
                 }
             }
         }
+    }
+
+    /// Copies `buf.len()` bytes from file byte `offset` out of `f`, found
+    /// at `index` under the caller's epoch pin, with no reference on it:
+    /// if `f` is this mapping's folio covering the whole range, uptodate,
+    /// with neither `READAHEAD` nor `DROPBEHIND` (the slow path acts on
+    /// those), and the access needs no activation (which moves the folio
+    /// between lists: the referenced path does it). Sets `REFERENCED` on a
+    /// first access. Returns whether it copied.
+    ///
+    /// Why the bytes are this file's: the checks read `f`'s identity and
+    /// flags after the walk found it; `UPTODATE`, read with acquire, is set
+    /// with release after the bytes were filled. `f` may be removed from
+    /// the index and freed at any point after the checks, but its pages go
+    /// back to the arena only after the caller's pin is dropped
+    /// (`limbo.rs`), so nothing allocates them, fills them or gives them
+    /// back to the OS during the copy: the copy reads the bytes the folio
+    /// held when it was in this file, as a referenced copy racing the same
+    /// removal would. A writer may write into it meanwhile, with `copy`'s
+    /// shared functions, as against a referenced reader. A descriptor
+    /// reused before the walk found it is some folio the index held during
+    /// the pin: the identity check refuses it unless it is this mapping's
+    /// at `index`, which is as good.
+    #[inline]
+    fn copy_unreferenced(
+        &self,
+        f: &Folio,
+        index: u64,
+        offset: u64,
+        buf: &mut [u8],
+        sequential: bool,
+    ) -> bool {
+        let cache = self.inner();
+        let ff = f.flags();
+        if !ff.contains(FolioFlags::UPTODATE)
+            || ff.intersects(FolioFlags::READAHEAD.union(FolioFlags::DROPBEHIND))
+            || f.mapping() != self.id()
+            || !f.contains(index)
+        {
+            return false;
+        }
+        let start = f.index() * PAGE;
+        let size = f.nr_pages() * PAGE;
+        let within = offset - start;
+        if within + buf.len() as u64 > size {
+            return false;
+        }
+        // A read that goes on in the folio where this thread's previous
+        // read ended is not a new access (as `File::read_counted`'s).
+        if !(sequential && within > 0) {
+            if !ff.contains(FolioFlags::REFERENCED) {
+                f.set_if_clear(FolioFlags::REFERENCED);
+            } else if !ff.intersects(FolioFlags::ACTIVE.union(FolioFlags::ACTIVATE)) {
+                return false;
+            }
+        }
+        let Some(page) = cache.table.page_of(f) else {
+            return false;
+        };
+        let src = cache.arena.page_ptr(PageId::new(page as u32)).as_ptr();
+        // SAFETY: `f` covered `index` in this mapping under the caller's
+        // pin and was uptodate (acquire): its `size` bytes from `src` are
+        // initialised arena memory, and stay out of the allocator until
+        // the pin is dropped (`limbo.rs`); `within + buf.len()` lies inside
+        // them; `buf` is a distinct caller buffer. A writer may copy into
+        // them meanwhile: both sides use `copy`'s shared functions, whose
+        // accesses are defined under that race.
+        unsafe {
+            crate::copy::copy_from_shared(src.add(within as usize), buf.as_mut_ptr(), buf.len())
+        };
+        true
     }
 
     /// Prefetches up to [`PREFETCH_BYTES`] of `f`'s bytes from file byte
@@ -1484,6 +1595,16 @@ impl Mapping {
         // shared functions, whose accesses are defined under that race.
         unsafe { crate::copy::copy_from_shared(src.add(from), dst.as_mut_ptr(), dst.len()) };
     }
+}
+
+/// What [`Mapping::read_hit`] found.
+pub(crate) enum ReadHit<'m> {
+    /// It copied the bytes, without a reference.
+    Copied,
+    /// The folio at the offset, with a reference, for the read path.
+    Found(FolioRef<'m>),
+    /// No folio there (a hole or a shadow).
+    Absent,
 }
 
 /// How many times a read that stopped short of a backing that is longer

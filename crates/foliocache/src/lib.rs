@@ -159,6 +159,7 @@ mod flags;
 #[allow(unsafe_code)]
 mod folio;
 mod kick;
+mod limbo;
 mod lru;
 #[allow(unsafe_code)]
 mod pin;

@@ -173,8 +173,14 @@ impl CacheInner {
     /// cache pays one isolation (one LRU lock hold) and one shadow trim per
     /// batch of misses, not per miss. (In a small cache the batch is at
     /// most a 128th of the capacity: reclaim there stays close to the
-    /// exact LRU the workingset tests check.)
+    /// exact LRU the workingset tests check.) Nothing, while the pages of
+    /// folios freed lately and waiting out their grace period
+    /// (`limbo.rs`) cover `want`: they come back once the hits of their
+    /// time end, and evicting data the cache can keep would cost a miss.
     pub(crate) fn direct_reclaim(&self, want: u64) -> u64 {
+        if self.limbo.pages() as u64 >= want {
+            return 0;
+        }
         let batch = (self.arena.capacity_pages() as u64 / 128).min(ISOLATE_BATCH as u64);
         self.reclaim(want.max(batch))
     }

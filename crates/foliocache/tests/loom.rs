@@ -1,6 +1,7 @@
 //! Loom models of the cache's concurrency protocols: the speculative
 //! lookup against removal (`filemap_get_entry` against
-//! `filemap_remove_folio`), readers racing to fill
+//! `filemap_remove_folio`), a hit with no reference against eviction and
+//! reuse of its page (`limbo.rs`), readers racing to fill
 //! one folio, with and without a failing read, readahead's marker and
 //! completions, an uncached read's drop at its end against another
 //! reader (`folio_end_dropbehind`), a write against reclaim (a dirty folio is
@@ -325,6 +326,62 @@ fn a_read_races_eviction_of_the_same_page() {
         check_settled(&b);
         check_closed(&c, vec![a, b]);
     });
+}
+
+#[test]
+fn a_hit_without_a_reference_races_eviction_and_reuse_for_another_file() {
+    // A's folio is active, so A's read is a hit that takes no reference
+    // (`Mapping::read_hit`): it holds only its pin (under loom, the
+    // limbo's count of hits in flight) while B's read evicts the folio
+    // and needs its page for B's bytes. The page must not be refilled
+    // while the hit copies from it: A's reader gets A's bytes, or (having
+    // found the folio gone) fills a new one or runs out of memory; never
+    // B's bytes.
+    model(
+        "a_hit_without_a_reference_races_eviction_and_reuse_for_another_file",
+        3,
+        || {
+            let c = Cache::builder()
+                .capacity(PAGE)
+                .populate(Populate::Lazy)
+                .readahead(ReadaheadConfig::disabled())
+                .unreferenced_hits(true)
+                .build()
+                .unwrap();
+            let a = mem_file(&c, 0xa);
+            let b = mem_file(&c, 0xb);
+            read_page(&a, 0xa).unwrap();
+            // The second access activates it; later hits need nothing
+            // more from the folio than its bytes.
+            read_page(&a, 0xa).unwrap();
+            assert!(
+                a.mapping()
+                    .get_folio(0, FgpFlags::empty())
+                    .unwrap()
+                    .test(FolioFlags::ACTIVE),
+                "A's folio should be active"
+            );
+            let (evict, read) = race(
+                {
+                    let b = b.clone();
+                    move || read_page(&b, 0xb)
+                },
+                {
+                    let a = a.clone();
+                    move || read_page(&a, 0xa)
+                },
+            );
+            assert!(evict.is_ok() || is_oom(&evict), "{evict:?}");
+            assert!(read.is_ok() || is_oom(&read), "{read:?}");
+            assert!(
+                check_accounting(&c, &[&a, &b]) <= 1,
+                "two folios in one page"
+            );
+            check_settled(&a);
+            check_settled(&b);
+            check_closed(&c, vec![a, b]);
+        },
+    );
 }
 
 #[test]

@@ -380,12 +380,34 @@ fn tagged_bytes(id: u64, len: usize) -> Vec<u8> {
 
 #[test]
 fn files_read_concurrently_through_a_small_cache_never_see_each_others_bytes() {
-    let files = 4u64;
     // ~125 pages of files through 40 pages of cache. The capacity exceeds
     // what 8 readers can hold at once (one folio of at most 4 pages each),
     // so every read must succeed: with less, a read may legitimately fail
     // with OutOfMemory when every folio is in use at that moment.
-    let c = cache(40 * PAGE, 4 * PAGE, Populate::Lazy);
+    read_files_concurrently(cache(40 * PAGE, 4 * PAGE, Populate::Lazy));
+}
+
+#[test]
+fn hits_without_a_reference_never_see_another_files_bytes_under_eviction() {
+    // The same through hits that copy under their pin alone, while every
+    // folio they copy from may be evicted and its pages reused for another
+    // file (`limbo.rs`).
+    read_files_concurrently(
+        Cache::builder()
+            .capacity(40 * PAGE)
+            .max_folio_size(4 * PAGE)
+            .populate(Populate::Lazy)
+            .unreferenced_hits(true)
+            .build()
+            .unwrap(),
+    );
+}
+
+/// Four files, two over O_DIRECT files and two in memory, each byte
+/// tagged with its file, read at random by 8 threads through `c`: every
+/// read returns its own file's bytes, and nothing leaks.
+fn read_files_concurrently(c: Cache) {
+    let files = 4u64;
     let mut tmps = Vec::new();
     let mut opened = Vec::new();
     for id in 0..files {
