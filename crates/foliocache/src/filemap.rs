@@ -549,7 +549,7 @@ impl Mapping {
         // (`limbo.rs`).
         let cache = self.inner();
         let unreferenced = cache.unreferenced_hits;
-        let _reader = cache.limbo.reader();
+        let _reader = unreferenced.then(|| cache.limbo.reader());
         let guard = self.xa.pin();
         loop {
             match self.xa.load_ref(index, &guard) {
