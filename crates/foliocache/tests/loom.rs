@@ -306,26 +306,33 @@ fn a_read_races_eviction_of_the_same_page() {
     // it never copies another file's bytes.
     model("a_read_races_eviction_of_the_same_page", 3, || {
         let (c, a, b) = one_page_cache_holding_a();
-        let (evict, read) = race(
-            {
-                let b = b.clone();
-                move || read_page(&b, 0xb)
-            },
-            {
-                let a = a.clone();
-                move || read_page(&a, 0xa)
-            },
-        );
-        assert!(evict.is_ok() || is_oom(&evict), "{evict:?}");
-        assert!(read.is_ok() || is_oom(&read), "{read:?}");
-        assert!(
-            check_accounting(&c, &[&a, &b]) <= 1,
-            "two folios in one page"
-        );
-        check_settled(&a);
-        check_settled(&b);
-        check_closed(&c, vec![a, b]);
+        read_a_while_b_evicts_it(c, a, b);
     });
+}
+
+/// A's page 0 read while B's read evicts A's folio from the one-page
+/// cache and takes its page: each read gets its own file's bytes or runs
+/// out of memory, and the cache ends consistent.
+fn read_a_while_b_evicts_it(c: Cache, a: File, b: File) {
+    let (evict, read) = race(
+        {
+            let b = b.clone();
+            move || read_page(&b, 0xb)
+        },
+        {
+            let a = a.clone();
+            move || read_page(&a, 0xa)
+        },
+    );
+    assert!(evict.is_ok() || is_oom(&evict), "{evict:?}");
+    assert!(read.is_ok() || is_oom(&read), "{read:?}");
+    assert!(
+        check_accounting(&c, &[&a, &b]) <= 1,
+        "two folios in one page"
+    );
+    check_settled(&a);
+    check_settled(&b);
+    check_closed(&c, vec![a, b]);
 }
 
 #[test]
@@ -361,25 +368,7 @@ fn a_hit_without_a_reference_races_eviction_and_reuse_for_another_file() {
                     .test(FolioFlags::ACTIVE),
                 "A's folio should be active"
             );
-            let (evict, read) = race(
-                {
-                    let b = b.clone();
-                    move || read_page(&b, 0xb)
-                },
-                {
-                    let a = a.clone();
-                    move || read_page(&a, 0xa)
-                },
-            );
-            assert!(evict.is_ok() || is_oom(&evict), "{evict:?}");
-            assert!(read.is_ok() || is_oom(&read), "{read:?}");
-            assert!(
-                check_accounting(&c, &[&a, &b]) <= 1,
-                "two folios in one page"
-            );
-            check_settled(&a);
-            check_settled(&b);
-            check_closed(&c, vec![a, b]);
+            read_a_while_b_evicts_it(c, a, b);
         },
     );
 }
