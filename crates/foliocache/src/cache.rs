@@ -254,13 +254,15 @@ impl CacheBuilder {
     /// read inside one cached folio copies under the epoch pin of its
     /// index walk and writes no shared cache line, and every folio the
     /// cache frees waits out a grace period (the end of every pin held
-    /// when it was freed) before its pages are allocated again. Sequential
-    /// and random 4 KiB hits ran about 7-10 % faster this way. Off by
-    /// default while the grace period's cost is measured: a thread
-    /// preempted in the middle of a hit holds every freed page back for
-    /// its time slice, and an allocation then waits for them (up to about
-    /// 50 ms) or reclaims. How it is sound: `docs/design.md`, "A hit
-    /// without a reference".
+    /// when it was freed) before its pages are allocated again. Cached
+    /// 4 KiB hits ran 5-8 % faster this way (21 % into a misaligned
+    /// buffer). Off by default for the grace period's cost: freed pages
+    /// come back later, so a cache whose stream evicts as it reads evicts
+    /// more and keeps less of a hot set beside it, and a thread preempted
+    /// in the middle of a hit holds every freed page back for its time
+    /// slice (an allocation then waits for them, up to about 50 ms, or
+    /// reclaims). How it is sound, and the figures: `docs/design.md`, "A
+    /// hit without a reference".
     pub fn unreferenced_hits(mut self, on: bool) -> Self {
         self.unreferenced_hits = on;
         self
