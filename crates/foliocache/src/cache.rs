@@ -1021,12 +1021,12 @@ impl CacheInner {
         loop {
             for o in (0..=order).rev() {
                 // Retired pages are waited for at the last order only.
-                let wait = if o == 0 {
+                let settle = if o == 0 {
                     crate::limbo::SETTLE_WAIT
                 } else {
                     crate::limbo::SETTLE_BRIEF
                 };
-                if let Some(p) = self.arena_alloc(o, wait) {
+                if let Some(p) = self.arena_alloc(o, settle) {
                     let f = self.folio(p.index());
                     f.init(o, 0);
                     return Ok(f);
@@ -1102,10 +1102,7 @@ impl CacheInner {
     ) -> usize {
         let mut pages = Vec::with_capacity(n);
         let mut got = self.arena.alloc_bulk(order, n, &mut pages);
-        if got < n
-            && self.limbo.pages() > 0
-            && self.limbo.settle(&self.arena, crate::limbo::SETTLE_BRIEF) > 0
-        {
+        if got < n && self.limbo.settle(&self.arena, crate::limbo::SETTLE_BRIEF) > 0 {
             got += self.arena.alloc_bulk(order, n - got, &mut pages);
         }
         for p in pages {
@@ -1124,7 +1121,7 @@ impl CacheInner {
             if let Some(p) = self.arena.alloc(order) {
                 return Some(p);
             }
-            if self.limbo.pages() == 0 || self.limbo.settle(&self.arena, wait) == 0 {
+            if self.limbo.settle(&self.arena, wait) == 0 {
                 return None;
             }
         }

@@ -18,7 +18,7 @@ use std::sync::{Arc, Weak};
 use backing::{Backing, BackingInfo, FileBacking, FileOptions};
 
 use crate::cache::Cache;
-use crate::filemap::{fit_order, AddError, FolioRef, Mapping, ReadHit, BATCH};
+use crate::filemap::{fit_order, serves_hit, AddError, FolioRef, Mapping, ReadHit, BATCH};
 use crate::flags::ReadFlags;
 use crate::folio::FolioFlags;
 use crate::readahead::{self, Advice, Insert, Readahead, ReadaheadConfig, Window};
@@ -260,10 +260,7 @@ impl File {
             ReadHit::Found(f) => {
                 let start = f.index() * PAGE;
                 let ff = f.flags();
-                if ff.contains(FolioFlags::UPTODATE)
-                    && !ff.intersects(FolioFlags::READAHEAD.union(FolioFlags::DROPBEHIND))
-                    && end <= start + f.nr_pages() * PAGE
-                {
+                if serves_hit(&f, ff, end) {
                     // A read that goes on in the folio where this thread's
                     // previous read ended is not a new access.
                     if !(sequential && offset > start) {

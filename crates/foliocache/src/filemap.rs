@@ -101,6 +101,7 @@ use xarray::{Cursor, Entry, EntryRef, Error as XaError, Item, XArray, XaGuard};
 use crate::arena::PageId;
 use crate::cache::{Cache, CacheInner};
 pub use crate::folio::{Folio, FolioFlags, FolioRef, LockedFolio};
+use crate::lru::Access;
 use crate::pin::WritableFolio;
 use crate::readahead::Insert;
 pub use crate::workingset::Shadow;
@@ -604,26 +605,19 @@ impl Mapping {
     ) -> bool {
         let cache = self.inner();
         let ff = f.flags();
-        if !ff.contains(FolioFlags::UPTODATE)
-            || ff.intersects(FolioFlags::READAHEAD.union(FolioFlags::DROPBEHIND))
-            || f.mapping() != self.id()
-            || !f.contains(index)
-        {
+        let end = offset + buf.len() as u64;
+        if f.mapping() != self.id() || !f.contains(index) || !serves_hit(f, ff, end) {
             return false;
         }
         let start = f.index() * PAGE;
-        let size = f.nr_pages() * PAGE;
         let within = offset - start;
-        if within + buf.len() as u64 > size {
-            return false;
-        }
         // A read that goes on in the folio where this thread's previous
         // read ended is not a new access (as `File::read_counted`'s).
         if !(sequential && within > 0) {
-            if !ff.contains(FolioFlags::REFERENCED) {
-                f.set_if_clear(FolioFlags::REFERENCED);
-            } else if !ff.intersects(FolioFlags::ACTIVE.union(FolioFlags::ACTIVATE)) {
-                return false;
+            match Access::of(ff) {
+                Access::Nothing => {}
+                Access::Reference => f.set_if_clear(FolioFlags::REFERENCED),
+                Access::Activate => return false,
             }
         }
         let Some(page) = cache.table.page_of(f) else {
@@ -1595,6 +1589,17 @@ impl Mapping {
         // shared functions, whose accesses are defined under that race.
         unsafe { crate::copy::copy_from_shared(src.add(from), dst.as_mut_ptr(), dst.len()) };
     }
+}
+
+/// Whether the read path's hit may serve a read ending at file byte `end`
+/// (and starting inside it) from `f`, whose flags are `ff`: uptodate,
+/// neither `READAHEAD` nor `DROPBEHIND` (the batch path acts on those),
+/// and the whole read inside it.
+#[inline]
+pub(crate) fn serves_hit(f: &Folio, ff: FolioFlags, end: u64) -> bool {
+    ff.contains(FolioFlags::UPTODATE)
+        && !ff.intersects(FolioFlags::READAHEAD.union(FolioFlags::DROPBEHIND))
+        && end <= (f.index() + f.nr_pages()) * PAGE
 }
 
 /// What [`Mapping::read_hit`] found.

@@ -63,10 +63,15 @@ struct Shared {
 impl Shared {
     /// Moves `blocks`, whose grace period has ended, to the ready list.
     fn make_ready(&self, blocks: Vec<(PageId, u32)>) {
-        let n: usize = blocks.iter().map(|&(_, o)| 1usize << o).sum();
+        let n = pages_in(&blocks);
         self.ready.lock().extend(blocks);
         self.ready_pages.fetch_add(n, Ordering::Release);
     }
+}
+
+/// Pages in `blocks` (first page, order).
+fn pages_in(blocks: &[(PageId, u32)]) -> usize {
+    blocks.iter().map(|&(_, o)| 1usize << o).sum()
 }
 
 /// A hit in flight, for loom's model of the grace period (nothing outside
@@ -123,7 +128,7 @@ impl Limbo {
         if blocks.is_empty() {
             return;
         }
-        let n: usize = blocks.iter().map(|&(_, o)| 1usize << o).sum();
+        let n = pages_in(&blocks);
         self.shared.pages.fetch_add(n, Ordering::Relaxed);
         #[cfg(not(loom))]
         {
@@ -161,7 +166,7 @@ impl Limbo {
             return 0;
         }
         let blocks = std::mem::take(&mut *self.shared.ready.lock());
-        let n: usize = blocks.iter().map(|&(_, o)| 1usize << o).sum();
+        let n = pages_in(&blocks);
         self.shared.ready_pages.fetch_sub(n, Ordering::Relaxed);
         if let Err((i, e)) = arena.free_bulk(&blocks) {
             // The retired blocks and the arena disagree: a bug, never
@@ -186,6 +191,9 @@ impl Limbo {
         // period ends when no hit is in flight, which waiting cannot hurry.)
         #[cfg(loom)]
         let _ = wait;
+        if self.pages() == 0 {
+            return 0;
+        }
         let got = self.drain(arena);
         #[cfg(not(loom))]
         if got == 0 {

@@ -35,6 +35,32 @@ pub(crate) struct Lru {
     pub(crate) active: List,
 }
 
+/// What an access to a folio asks of it, from its flags
+/// (`folio_mark_accessed`): nothing (a dropbehind folio, or one active or
+/// already flagged for activation), `REFERENCED` set (a first access), or
+/// activation (a second access while inactive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    Nothing,
+    Reference,
+    Activate,
+}
+
+impl Access {
+    #[inline]
+    pub(crate) fn of(flags: FolioFlags) -> Access {
+        if flags.intersects(FolioFlags::DROPBEHIND) {
+            Access::Nothing
+        } else if !flags.contains(FolioFlags::REFERENCED) {
+            Access::Reference
+        } else if !flags.intersects(FolioFlags::ACTIVE.union(FolioFlags::ACTIVATE)) {
+            Access::Activate
+        } else {
+            Access::Nothing
+        }
+    }
+}
+
 impl CacheInner {
     pub(crate) fn list_push_head(&self, list: &mut List, page: u32) {
         let f = self.folio(page);
@@ -100,13 +126,10 @@ impl CacheInner {
     /// to do, which is the common case.
     #[inline]
     pub(crate) fn mark_accessed(&self, f: &Folio, flags: FolioFlags) {
-        if flags.intersects(FolioFlags::DROPBEHIND) {
-            return;
-        }
-        if !flags.contains(FolioFlags::REFERENCED) {
-            f.set_if_clear(FolioFlags::REFERENCED);
-        } else if !flags.intersects(FolioFlags::ACTIVE.union(FolioFlags::ACTIVATE)) {
-            self.activate(f);
+        match Access::of(flags) {
+            Access::Nothing => {}
+            Access::Reference => f.set_if_clear(FolioFlags::REFERENCED),
+            Access::Activate => self.activate(f),
         }
     }
 

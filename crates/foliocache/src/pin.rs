@@ -266,10 +266,7 @@ impl File {
         let cache = m.inner();
         let base = cache.arena.page_ptr(f.page()).as_ptr();
         let ptr = NonNull::new(base.wrapping_add((offset - start) as usize)).ok_or(Busy(false))?;
-        if !ff.contains(FolioFlags::UPTODATE)
-            || ff.intersects(FolioFlags::READAHEAD.union(FolioFlags::DROPBEHIND))
-            || offset + n as u64 > start + f.nr_pages() * PAGE
-        {
+        if !crate::filemap::serves_hit(&f, ff, offset + n as u64) {
             return Err(Busy(false));
         }
         if !f.try_pin() {
