@@ -527,8 +527,10 @@ impl Mapping {
     /// [`get_for_read`](Self::get_for_read) and [`read_hit`](Self::read_hit).
     ///
     /// Unless the read continues this thread's previous read, the first
-    /// bytes of the read are prefetched before anything else, so a random
-    /// hit's miss on its data overlaps the lookup instead of following it.
+    /// bytes of the read are prefetched as soon as the index walk ends,
+    /// before the folio's descriptor is read ([`prefetch`](Self::prefetch)),
+    /// so a random hit's miss on its data overlaps the rest of the lookup
+    /// instead of following it.
     /// A sequential reader is left to the hardware prefetcher: prefetching
     /// its next page cost it throughput.
     fn lookup_for_read(
@@ -553,11 +555,11 @@ impl Mapping {
         let _reader = unreferenced.then(|| cache.limbo.reader());
         let guard = self.xa.pin();
         loop {
-            match self.xa.load_ref(index, &guard) {
-                None | Some(EntryRef::Value(_)) => return (ReadHit::Absent, sequential),
-                Some(EntryRef::Item(f)) => {
+            match self.xa.load_ref_with_start(index, &guard) {
+                None | Some((EntryRef::Value(_), _)) => return (ReadHit::Absent, sequential),
+                Some((EntryRef::Item(f), first)) => {
                     if !sequential {
-                        self.prefetch(f, offset, len);
+                        self.prefetch(f, first, offset, len);
                     }
                     if let Some(buf) = copy.as_deref_mut().filter(|_| unreferenced) {
                         if self.copy_unreferenced(f, index, offset, buf, sequential) {
@@ -637,24 +639,34 @@ impl Mapping {
         true
     }
 
-    /// Prefetches up to [`PREFETCH_BYTES`] of `f`'s bytes from file byte
-    /// `offset`. `f` is not referenced: it may be freed or reused meanwhile,
-    /// which only wastes the prefetch (the arena stays mapped, and a
-    /// prefetch never faults or changes memory).
+    /// Prefetches up to [`PREFETCH_BYTES`] from file byte `offset`, in
+    /// `f`, whose first index the index walk reported as `first`
+    /// (`XArray::load_ref_with_start`). The address comes from `f`'s place
+    /// in the descriptor table and from the walk, without reading `f`: the
+    /// data's miss overlaps the miss on the descriptor instead of
+    /// following it. Nothing is checked: `f` is not referenced and may be
+    /// freed or reused meanwhile, and `first` may be stale. A wrong address
+    /// only wastes the prefetch (it stays inside the arena, which stays
+    /// mapped, and a prefetch never faults or changes memory).
     #[inline]
-    fn prefetch(&self, f: &Folio, offset: u64, len: usize) {
+    fn prefetch(&self, f: &Folio, first: u64, offset: u64, len: usize) {
         let cache = self.inner();
-        let Some(page) = cache.table.page_of(f) else {
+        let Some(head) = cache.table.page_of(f) else {
             return;
         };
-        let size = f.nr_pages() * PAGE;
-        let within = offset.wrapping_sub(f.index().wrapping_mul(PAGE));
-        if within >= size {
+        let Some(page) = (offset / PAGE)
+            .checked_sub(first)
+            .and_then(|d| usize::try_from(d).ok())
+            .and_then(|d| d.checked_add(head))
+            .filter(|&p| p < cache.arena.capacity_pages())
+        else {
             return;
-        }
-        let base = cache.arena.page_ptr(PageId::new(page as u32)).as_ptr();
-        let start = base.wrapping_add(within as usize);
-        let bytes = (size - within).min(len.min(PREFETCH_BYTES) as u64) as usize;
+        };
+        let within = (offset % PAGE) as usize;
+        let start = cache.arena.page_ptr(PageId::new(page as u32)).as_ptr();
+        let start = start.wrapping_add(within);
+        let left = cache.arena.capacity_bytes() - page * PAGE as usize - within;
+        let bytes = len.min(PREFETCH_BYTES).min(left);
         let mut line = 0;
         while line < bytes {
             crate::copy::prefetch(start.wrapping_add(line));

@@ -787,24 +787,54 @@ impl<P: Item> Tree<P> {
     /// The slot word covering `index` (an entry copy, ZERO, or 0), with one
     /// load per level.
     #[inline]
-    pub(crate) fn load(&self, index: u64, _g: &Guard) -> usize {
+    pub(crate) fn load(&self, index: u64, g: &Guard) -> usize {
+        self.load_with_start(index, g).0
+    }
+
+    /// [`load`](Self::load), and the first index of the entry the word
+    /// belongs to, read from its slot's place in its node (the canonical
+    /// slot before a run of sibling copies), never from the entry: for a
+    /// reader that wants to compute with it before it touches the entry's
+    /// own memory. `index` itself where the word is no entry. A reader
+    /// racing a store of another shape may get a wrong start: a hint, to
+    /// be checked against the entry.
+    #[inline]
+    pub(crate) fn load_with_start(&self, index: u64, _g: &Guard) -> (usize, u64) {
         let mut w = self.head.load(ACQ);
         if w == 0 {
-            return 0;
+            return (0, index);
         }
         // SAFETY: a node word loaded from the head while pinned.
         let root = unsafe { node(w) };
         let shift = root.shift();
         if shift + SHIFT < 64 && index >> (shift + SHIFT) != 0 {
-            return 0;
+            return (0, index);
         }
         // A child's shift is its parent's minus SHIFT: computing it saves
         // touching the header cache line of every node on the way down.
         let (mut n, mut shift) = (root, shift);
         loop {
-            w = n.slot(((index >> shift) & 63) as usize);
+            let off = ((index >> shift) & 63) as usize;
+            w = n.slot(off);
             if !is_node(w) {
-                return w;
+                if !is_entry(w) {
+                    return (w, index);
+                }
+                // Sibling copies follow their canonical slot, in the same
+                // node (usually the same cache line).
+                let mut c = off;
+                if is_sibling(w) {
+                    while c > 0 && is_sibling(n.slot(c - 1)) {
+                        c -= 1;
+                    }
+                    c = c.saturating_sub(1);
+                }
+                let node_base = if shift + SHIFT >= 64 {
+                    0
+                } else {
+                    index & !((1u64 << (shift + SHIFT)) - 1)
+                };
+                return (w, node_base | ((c as u64) << shift));
             }
             // SAFETY: a node word loaded from a live (or retired but not yet
             // freed, since we are pinned) node.

@@ -208,6 +208,22 @@ impl<P: Item> XArray<P> {
         self.tree.ref_word(crate::entry::canonical(w), &guard.g)
     }
 
+    /// [`load_ref`](Self::load_ref), and the first index of the entry
+    /// found, taken from where its slot sits in the tree rather than from
+    /// the item: a caller can compute with it (say, prefetch the item's
+    /// data) before it touches the item's memory. Exact when no store
+    /// races the load; a hint otherwise, to check against the item.
+    #[inline]
+    pub fn load_ref_with_start<'g>(
+        &'g self,
+        index: u64,
+        guard: &'g ReadGuard,
+    ) -> Option<(EntryRef<'g, P::Target>, u64)> {
+        let (w, start) = self.tree.load_with_start(index, &guard.g);
+        let e = self.tree.ref_word(crate::entry::canonical(w), &guard.g)?;
+        Some((e, start))
+    }
+
     /// Is there an entry (not a reservation) at `index`?
     pub fn contains(&self, index: u64) -> bool {
         let g = Guard::pin();

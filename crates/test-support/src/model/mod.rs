@@ -716,6 +716,20 @@ pub fn probe(xa: &Xa, m: &Model, i: u64) {
         "load_ref({i}) = {:?}, expected {want:?}",
         xa.load_ref(i, &g)
     );
+    // With no store racing it, the start it reports is exact: the first
+    // index of the entry covering `i`.
+    let with_start = xa.load_ref_with_start(i, &g);
+    assert!(
+        ref_same_opt(&with_start.map(|(e, _)| e), &want),
+        "load_ref_with_start({i}): entry differs from {want:?}"
+    );
+    if let Some((_, start)) = with_start {
+        assert_eq!(
+            Some(start),
+            m.covering(i).map(|(b, _)| b),
+            "load_ref_with_start({i}): start"
+        );
+    }
 }
 
 /// Compares everything readable without the lock: emptiness, marks,

@@ -117,6 +117,9 @@ fn load_anywhere_in_multi_order_entry_returns_it() {
                 xa.load_ref(i, &g).and_then(|r| r.item().copied()),
                 Some(u64::from(order))
             );
+            let (r, start) = xa.load_ref_with_start(i, &g).unwrap();
+            assert_eq!(r.item().copied(), Some(u64::from(order)));
+            assert_eq!(start, base, "start of the entry at {i}, order {order}");
         }
         assert_eq!(
             xa.load(base - 1),
@@ -138,6 +141,8 @@ fn load_anywhere_in_an_entry_at_the_top_of_the_index_space_returns_it() {
     xa.store_order(hi, MAX_ORDER, val(7)).unwrap();
     for i in [hi, hi + 1, hi + (1 << 40), u64::MAX - 1, u64::MAX] {
         assert_eq!(xa.load(i), Some(val(7)), "index {i:#x}");
+        let g = xa.pin();
+        assert_eq!(xa.load_ref_with_start(i, &g).map(|(_, s)| s), Some(hi));
         assert_eq!(xa.get_order(i), MAX_ORDER);
     }
     assert_eq!(xa.load(hi - 1), None);
