@@ -788,7 +788,7 @@ impl<P: Item> Tree<P> {
     /// load per level.
     #[inline]
     pub(crate) fn load(&self, index: u64, g: &Guard) -> usize {
-        self.load_with_start(index, g).0
+        self.walk(index, g).map_or(0, |(_, _, _, w)| w)
     }
 
     /// [`load`](Self::load), and the first index of the entry the word
@@ -799,42 +799,52 @@ impl<P: Item> Tree<P> {
     /// racing a store of another shape may get a wrong start: a hint, to
     /// be checked against the entry.
     #[inline]
-    pub(crate) fn load_with_start(&self, index: u64, _g: &Guard) -> (usize, u64) {
-        let mut w = self.head.load(ACQ);
+    pub(crate) fn load_with_start(&self, index: u64, g: &Guard) -> (usize, u64) {
+        let (n, shift, off, w) = match self.walk(index, g) {
+            Some(t) if is_entry(t.3) => t,
+            other => return (other.map_or(0, |t| t.3), index),
+        };
+        // Sibling copies follow their canonical slot, in the same node
+        // (usually the same cache line).
+        let mut c = off;
+        if is_sibling(w) {
+            while c > 0 && is_sibling(n.slot(c - 1)) {
+                c -= 1;
+            }
+            c = c.saturating_sub(1);
+        }
+        let node_base = if shift + SHIFT >= 64 {
+            0
+        } else {
+            index & !((1u64 << (shift + SHIFT)) - 1)
+        };
+        (w, node_base | ((c as u64) << shift))
+    }
+
+    /// The lockless walk to `index`: the node holding its slot, that
+    /// node's shift, the slot's offset and the word in it (not a node);
+    /// `None` when the tree is empty or does not reach `index`. One load
+    /// per level.
+    #[inline]
+    fn walk<'g>(&self, index: u64, _g: &'g Guard) -> Option<(&'g Node, u32, usize, usize)> {
+        let w = self.head.load(ACQ);
         if w == 0 {
-            return (0, index);
+            return None;
         }
         // SAFETY: a node word loaded from the head while pinned.
         let root = unsafe { node(w) };
         let shift = root.shift();
         if shift + SHIFT < 64 && index >> (shift + SHIFT) != 0 {
-            return (0, index);
+            return None;
         }
         // A child's shift is its parent's minus SHIFT: computing it saves
         // touching the header cache line of every node on the way down.
         let (mut n, mut shift) = (root, shift);
         loop {
             let off = ((index >> shift) & 63) as usize;
-            w = n.slot(off);
+            let w = n.slot(off);
             if !is_node(w) {
-                if !is_entry(w) {
-                    return (w, index);
-                }
-                // Sibling copies follow their canonical slot, in the same
-                // node (usually the same cache line).
-                let mut c = off;
-                if is_sibling(w) {
-                    while c > 0 && is_sibling(n.slot(c - 1)) {
-                        c -= 1;
-                    }
-                    c = c.saturating_sub(1);
-                }
-                let node_base = if shift + SHIFT >= 64 {
-                    0
-                } else {
-                    index & !((1u64 << (shift + SHIFT)) - 1)
-                };
-                return (w, node_base | ((c as u64) << shift));
+                return Some((n, shift, off, w));
             }
             // SAFETY: a node word loaded from a live (or retired but not yet
             // freed, since we are pinned) node.
