@@ -1133,9 +1133,23 @@ impl CacheInner {
         self.arena.free_pages() + self.limbo.pages()
     }
 
+    /// Whether freeing `f` must wait for the hits in flight: with
+    /// [`CacheBuilder::unreferenced_hits`], a hit copies without a
+    /// reference only from a folio it saw `UPTODATE`, and the flag is
+    /// cleared only when the pages start a new folio (`Folio::init`). A
+    /// folio that never became uptodate (a fill that failed, a readahead
+    /// plan given up before its folios were inserted) was never copied
+    /// from, so its pages go straight back: retiring them would only keep
+    /// them from the next allocation. The free sees the flag if it was
+    /// set: whoever set it held a reference, and the last reference's
+    /// drop (or the freeze) acquires what every earlier drop released.
+    fn needs_grace(&self, f: &Folio) -> bool {
+        self.unreferenced_hits && f.test(FolioFlags::UPTODATE)
+    }
+
     /// Gives a folio whose last reference was dropped back to the arena:
-    /// with [`CacheBuilder::unreferenced_hits`], once no hit can be
-    /// copying from it (`limbo.rs`).
+    /// once no hit can be copying from it, if one could
+    /// ([`needs_grace`](Self::needs_grace), `limbo.rs`).
     pub(crate) fn free_folio(&self, f: &Folio) {
         debug_assert_eq!(f.refcount(), 0);
         debug_assert_eq!(f.mapping(), 0);
@@ -1145,7 +1159,7 @@ impl CacheInner {
         // these pages starts clean.)
         self.dirty_bits
             .clear(page.index() as usize, f.nr_pages() as usize);
-        if self.unreferenced_hits {
+        if self.needs_grace(f) {
             self.limbo.retire(vec![(page, f.order())]);
         } else if let Err(e) = self.arena.free(page, f.order()) {
             // The descriptor and the arena disagree: a bug, never user input.
@@ -1155,23 +1169,32 @@ impl CacheInner {
     }
 
     /// Frees folios as [`free_folio`](Self::free_folio) does, in one hold
-    /// of the arena's lock (or retired together).
+    /// of the arena's lock (those that need it retired together).
     pub(crate) fn free_folios(&self, folios: &[&Folio]) {
         let mut blocks = Vec::with_capacity(folios.len());
-        for f in folios {
+        let mut retired = Vec::new();
+        let mut freed = Vec::with_capacity(folios.len());
+        for &f in folios {
             debug_assert_eq!(f.refcount(), 0);
             debug_assert_eq!(f.mapping(), 0);
             debug_assert!(!f.test(FolioFlags::LRU), "freeing a folio on a list: {f:?}");
             let page = PageId::new(self.page(f));
             self.dirty_bits
                 .clear(page.index() as usize, f.nr_pages() as usize);
-            blocks.push((page, f.order()));
+            if self.needs_grace(f) {
+                retired.push((page, f.order()));
+            } else {
+                blocks.push((page, f.order()));
+                freed.push(f);
+            }
         }
-        if self.unreferenced_hits {
-            self.limbo.retire(blocks);
-        } else if let Err((i, e)) = self.arena.free_bulk(&blocks) {
+        self.limbo.retire(retired);
+        if blocks.is_empty() {
+            return;
+        }
+        if let Err((i, e)) = self.arena.free_bulk(&blocks) {
             // As in `free_folio`: a bug, never user input.
-            let f = folios[i];
+            let f = freed[i];
             log::error!("foliocache: freeing folio {f:?}: {e}");
             debug_assert!(false, "freeing folio {f:?}: {e}");
         }
