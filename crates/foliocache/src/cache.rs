@@ -253,16 +253,16 @@ impl CacheBuilder {
     /// Cache hits that take no reference on their folio (default off): a
     /// read inside one cached folio copies under the epoch pin of its
     /// index walk and writes no shared cache line, and every folio the
-    /// cache frees waits out a grace period (the end of every pin held
-    /// when it was freed) before its pages are allocated again. Cached
-    /// 4 KiB hits ran 5-8 % faster this way (21 % into a misaligned
-    /// buffer). Off by default for the grace period's cost: freed pages
-    /// come back later, so a cache whose stream evicts as it reads evicts
-    /// more and keeps less of a hot set beside it, and a thread preempted
-    /// in the middle of a hit holds every freed page back for its time
-    /// slice (an allocation then waits for them, up to about 50 ms, or
-    /// reclaims). How it is sound, and the figures: `docs/design.md`, "A
-    /// hit without a reference".
+    /// cache frees after it was uptodate waits out a grace period (the
+    /// end of every pin held when it was freed) before its pages are
+    /// allocated again. Cached 4 KiB hits ran 3-8 % faster this way (21 %
+    /// into a misaligned buffer). Off by default for the grace period's
+    /// cost where threads outnumber CPUs: a thread preempted in the middle
+    /// of a hit (or of any index walk in the process) holds the pages
+    /// freed meanwhile back for its time slice, and an allocation then
+    /// waits for them (up to about 1 ms for readahead, 50 ms for a
+    /// reader's own page) or reclaims. How it is sound, and the figures:
+    /// `docs/design.md`, "A hit without a reference".
     pub fn unreferenced_hits(mut self, on: bool) -> Self {
         self.unreferenced_hits = on;
         self
@@ -1295,5 +1295,50 @@ mod tests {
             });
         }
         assert_eq!(c.sum(), (WAVES * per_wave) as u64 * PER);
+    }
+
+    /// With hits that take no reference, only a folio that was uptodate
+    /// waits out a grace period when freed: one that never was (a failed
+    /// fill, a readahead plan given up) goes straight back to the arena,
+    /// alone or in a batch with others that wait.
+    #[test]
+    fn only_folios_a_hit_could_copy_from_wait_for_a_grace_period() {
+        let c = Cache::builder()
+            .capacity(16 * PAGE_SIZE)
+            .unreferenced_hits(true)
+            .build()
+            .unwrap();
+        let i = &c.inner;
+        let pages = i.arena.capacity_pages();
+        // Held, so that retired pages cannot come back during the test.
+        let pin = crossbeam_epoch::pin();
+        let never = i.alloc_folio(0).unwrap();
+        i.put(never);
+        assert_eq!(i.limbo.pages(), 0, "a folio never uptodate was retired");
+        assert_eq!(i.arena.free_pages(), pages);
+
+        let filled = i.alloc_folio(1).unwrap();
+        filled.mark_uptodate();
+        i.put(filled);
+        assert_eq!(i.limbo.pages(), 2, "an uptodate folio was not retired");
+        assert_eq!(i.arena.free_pages(), pages - 2);
+
+        let (a, b) = (i.alloc_folio(0).unwrap(), i.alloc_folio(0).unwrap());
+        b.mark_uptodate();
+        // Their last references dropped; freed together, as reclaim does.
+        assert!(a.put() && b.put());
+        i.free_folios(&[a, b]);
+        assert_eq!(i.limbo.pages(), 3);
+        assert_eq!(i.arena.free_pages(), pages - 3);
+        drop(pin);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while i.limbo.pages() > 0 {
+            i.limbo.settle(&i.arena, crate::limbo::SETTLE_BRIEF);
+            assert!(
+                std::time::Instant::now() < deadline,
+                "retired pages never came back"
+            );
+        }
+        assert_eq!(i.arena.free_pages(), pages);
     }
 }

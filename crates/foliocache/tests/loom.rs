@@ -825,9 +825,19 @@ fn g_write_races_reclaim() {
 // other half: a thread locking a folio that reclaim is removing.
 
 /// Sets up (h1): an empty one-page cache and two one-page files; A's first
-/// backing read fails when `fail_a`.
-fn h_setup(fail_a: bool) -> (Cache, Arc<FaultyBacking<MemBacking>>, File, File) {
-    let c = cache(1);
+/// backing read fails when `fail_a`; hits take no reference when
+/// `unreferenced` (`CacheBuilder::unreferenced_hits`).
+fn h_setup(
+    fail_a: bool,
+    unreferenced: bool,
+) -> (Cache, Arc<FaultyBacking<MemBacking>>, File, File) {
+    let c = Cache::builder()
+        .capacity(PAGE)
+        .populate(Populate::Lazy)
+        .readahead(ReadaheadConfig::disabled())
+        .unreferenced_hits(unreferenced)
+        .build()
+        .unwrap();
     let faulty = Arc::new(FaultyBacking::new(MemBacking::with_data(data(0xa))));
     if fail_a {
         faulty.fail_nth_read(1, libc::EIO);
@@ -845,8 +855,8 @@ fn h_setup(fail_a: bool) -> (Cache, Arc<FaultyBacking<MemBacking>>, File, File) 
 /// unreferenced it may evict it. With `fail_a`, A's fill fails and A's
 /// reader removes its locked folio (off the LRU too) while B's reclaim may
 /// be scanning the list. Every byte copied is the file's own.
-fn h1_model(fail_a: bool) {
-    let (c, faulty, a, b) = h_setup(fail_a);
+fn h1_model(fail_a: bool, unreferenced: bool) {
+    let (c, faulty, a, b) = h_setup(fail_a, unreferenced);
     let (rb, ra) = race(
         {
             let b = b.clone();
@@ -888,15 +898,29 @@ fn h1_model(fail_a: bool) {
 #[test]
 fn h_reclaim_skips_a_folio_locked_for_its_fill() {
     model("h_reclaim_skips_a_folio_locked_for_its_fill", 2, || {
-        h1_model(false)
+        h1_model(false, false)
     });
 }
 
 #[test]
 fn h_reclaim_races_a_failed_fill_leaving_the_lru() {
     model("h_reclaim_races_a_failed_fill_leaving_the_lru", 2, || {
-        h1_model(true)
+        h1_model(true, false)
     });
+}
+
+/// (h1) with hits that take no reference: A's folio, never uptodate, goes
+/// straight back to the arena when its fill fails (only a folio a hit
+/// could copy from waits out a grace period), and B's reclaim or
+/// allocation may take its page at once; B still reads only its own bytes
+/// and nothing is left over.
+#[test]
+fn h_a_failed_fill_is_freed_at_once_with_hits_without_a_reference() {
+    model(
+        "h_a_failed_fill_is_freed_at_once_with_hits_without_a_reference",
+        2,
+        || h1_model(true, true),
+    );
 }
 
 /// (h2): truncation locks A's cached folio to zero its tail (a shrink to
