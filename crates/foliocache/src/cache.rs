@@ -1173,7 +1173,6 @@ impl CacheInner {
     pub(crate) fn free_folios(&self, folios: &[&Folio]) {
         let mut blocks = Vec::with_capacity(folios.len());
         let mut retired = Vec::new();
-        let mut freed = Vec::with_capacity(folios.len());
         for &f in folios {
             debug_assert_eq!(f.refcount(), 0);
             debug_assert_eq!(f.mapping(), 0);
@@ -1185,7 +1184,6 @@ impl CacheInner {
                 retired.push((page, f.order()));
             } else {
                 blocks.push((page, f.order()));
-                freed.push(f);
             }
         }
         self.limbo.retire(retired);
@@ -1194,7 +1192,7 @@ impl CacheInner {
         }
         if let Err((i, e)) = self.arena.free_bulk(&blocks) {
             // As in `free_folio`: a bug, never user input.
-            let f = freed[i];
+            let f = self.folio(blocks[i].0.index());
             log::error!("foliocache: freeing folio {f:?}: {e}");
             debug_assert!(false, "freeing folio {f:?}: {e}");
         }

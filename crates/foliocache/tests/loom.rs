@@ -105,10 +105,17 @@ fn data(tag: u8) -> Vec<u8> {
 /// and the windows' extra steps multiply (a)'s states). Readahead has its
 /// own models, (d) and (e).
 fn cache(pages: usize) -> Cache {
+    cache_hits(pages, false)
+}
+
+/// [`cache`], with hits that take no reference when `unreferenced`
+/// (`CacheBuilder::unreferenced_hits`).
+fn cache_hits(pages: usize, unreferenced: bool) -> Cache {
     Cache::builder()
         .capacity(pages * PAGE)
         .populate(Populate::Lazy)
         .readahead(ReadaheadConfig::disabled())
+        .unreferenced_hits(unreferenced)
         .build()
         .unwrap()
 }
@@ -348,13 +355,7 @@ fn a_hit_without_a_reference_races_eviction_and_reuse_for_another_file() {
         "a_hit_without_a_reference_races_eviction_and_reuse_for_another_file",
         3,
         || {
-            let c = Cache::builder()
-                .capacity(PAGE)
-                .populate(Populate::Lazy)
-                .readahead(ReadaheadConfig::disabled())
-                .unreferenced_hits(true)
-                .build()
-                .unwrap();
+            let c = cache_hits(1, true);
             let a = mem_file(&c, 0xa);
             let b = mem_file(&c, 0xb);
             read_page(&a, 0xa).unwrap();
@@ -831,13 +832,7 @@ fn h_setup(
     fail_a: bool,
     unreferenced: bool,
 ) -> (Cache, Arc<FaultyBacking<MemBacking>>, File, File) {
-    let c = Cache::builder()
-        .capacity(PAGE)
-        .populate(Populate::Lazy)
-        .readahead(ReadaheadConfig::disabled())
-        .unreferenced_hits(unreferenced)
-        .build()
-        .unwrap();
+    let c = cache_hits(1, unreferenced);
     let faulty = Arc::new(FaultyBacking::new(MemBacking::with_data(data(0xa))));
     if fail_a {
         faulty.fail_nth_read(1, libc::EIO);
