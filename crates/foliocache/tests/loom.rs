@@ -317,11 +317,10 @@ fn a_read_races_eviction_of_the_same_page() {
     });
 }
 
-/// A's page 0 read while B's read evicts A's folio from the one-page
-/// cache and takes its page: each read gets its own file's bytes or runs
-/// out of memory, and the cache ends consistent.
-fn read_a_while_b_evicts_it(c: Cache, a: File, b: File) {
-    let (evict, read) = race(
+/// B's page 0 and A's page 0 read at once, on two threads: (B's result,
+/// A's result).
+fn race_reads(a: &File, b: &File) -> (io::Result<()>, io::Result<()>) {
+    race(
         {
             let b = b.clone();
             move || read_page(&b, 0xb)
@@ -330,7 +329,14 @@ fn read_a_while_b_evicts_it(c: Cache, a: File, b: File) {
             let a = a.clone();
             move || read_page(&a, 0xa)
         },
-    );
+    )
+}
+
+/// A's page 0 read while B's read evicts A's folio from the one-page
+/// cache and takes its page: each read gets its own file's bytes or runs
+/// out of memory, and the cache ends consistent.
+fn read_a_while_b_evicts_it(c: Cache, a: File, b: File) {
+    let (evict, read) = race_reads(&a, &b);
     assert!(evict.is_ok() || is_oom(&evict), "{evict:?}");
     assert!(read.is_ok() || is_oom(&read), "{read:?}");
     assert!(
@@ -852,16 +858,7 @@ fn h_setup(
 /// be scanning the list. Every byte copied is the file's own.
 fn h1_model(fail_a: bool, unreferenced: bool) {
     let (c, faulty, a, b) = h_setup(fail_a, unreferenced);
-    let (rb, ra) = race(
-        {
-            let b = b.clone();
-            move || read_page(&b, 0xb)
-        },
-        {
-            let a = a.clone();
-            move || read_page(&a, 0xa)
-        },
-    );
+    let (rb, ra) = race_reads(&a, &b);
     assert!(rb.is_ok() || is_oom(&rb), "{rb:?}");
     match &ra {
         Err(e) if fail_a && !is_oom(&ra) => {
