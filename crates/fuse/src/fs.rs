@@ -219,20 +219,56 @@ impl FolioFs {
     /// unwritten) and drops the cache's handles: what unmounting does (also
     /// on drop). Idempotent.
     ///
+    /// Each file the kernel knows is written back and synced on its own,
+    /// so that one file's failure never keeps the others' data from the
+    /// backing, and is reported with the file's backing path. A failed
+    /// file's data stays dirty until the cache goes, and is lost with it:
+    /// the error is what says so.
+    ///
     /// # Errors
-    /// The first writeback error of [`Cache::sync_all`].
+    /// Every file whose writeback or sync failed, by path, with the first
+    /// one's error kind; or [`Cache::sync_all`]'s error for data no node
+    /// holds any more.
     pub fn shutdown(&self) -> io::Result<()> {
         if self.shut.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        // The data of unlinked files goes unwritten, as at their last close:
-        // the mount going away closes them.
+        let mut failed: Vec<(String, io::Error)> = Vec::new();
         for inode in self.inodes.all() {
+            // The data of unlinked files goes unwritten, as at their last
+            // close: the mount going away closes them.
             inode.discard_if_unlinked();
+            let Some(file) = inode.cached.lock().clone() else {
+                continue;
+            };
+            if let Err(e) = file.sync_all() {
+                let path = std::fs::read_link(inode.proc_path()).map_or_else(
+                    |_| format!("inode {}", inode.key.1),
+                    |p| p.display().to_string(),
+                );
+                log::error!("foliocache-fuse: writeback of {path} at unmount failed: {e}");
+                failed.push((path, e));
+            }
         }
-        let r = self.cache.sync_all();
+        // What is left: data of files the kernel has forgotten (written
+        // back by now, unless a failure left it dirty).
+        let rest = self.cache.sync_all();
         self.handles.lock().clear();
         self.inodes.drop_cached();
+        let r = match (failed.first(), rest) {
+            (None, r) => r,
+            (Some((_, first)), _) => {
+                let list: Vec<String> = failed.iter().map(|(p, e)| format!("{p}: {e}")).collect();
+                Err(io::Error::new(
+                    first.kind(),
+                    format!(
+                        "{} file(s) not written back: {}",
+                        failed.len(),
+                        list.join("; ")
+                    ),
+                ))
+            }
+        };
         if let Err(e) = &r {
             log::error!("foliocache-fuse: writeback at unmount failed: {e}");
             *self.sync_error.lock() = Some(e.to_string());

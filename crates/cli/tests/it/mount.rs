@@ -53,12 +53,18 @@ fn dirs() -> Dirs {
 
 /// Starts `foliocache mount --foreground` and waits for it to be up.
 fn start(d: &Dirs) -> Child {
+    start_with_stderr(d, Stdio::inherit())
+}
+
+/// [`start`], the server's messages sent to `stderr`.
+fn start_with_stderr(d: &Dirs, stderr: Stdio) -> Child {
     let mut child = Command::new(BIN)
         .arg("mount")
         .arg(&d.backing)
         .arg(&d.mnt)
         .args(["--capacity", "64M", "--foreground"])
         .stdout(Stdio::piped())
+        .stderr(stderr)
         .spawn()
         .expect("spawn foliocache mount");
     let out = child.stdout.take().expect("stdout");
@@ -158,6 +164,93 @@ fn sigterm_drops_an_unlinked_open_files_data_and_unmounts_cleanly() {
         eprintln!("try {attempt}: the unlinked file's backing holds {size} bytes");
     }
     panic!("an unlinked file's dirty data was written back at unmount in every try");
+}
+
+/// Makes a file immutable (`chattr +i`) until dropped: ext4 then refuses
+/// writes through descriptors opened before (`EPERM`).
+struct Immutable(PathBuf);
+
+impl Immutable {
+    fn set(path: &Path) -> Result<Immutable, String> {
+        let out = Command::new("chattr")
+            .arg("+i")
+            .arg(path)
+            .output()
+            .map_err(|e| format!("running chattr: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "chattr +i {}: {}",
+                path.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(Immutable(path.to_path_buf()))
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        let _ = Command::new("chattr").arg("-i").arg(&self.0).status();
+    }
+}
+
+/// One file whose writeback fails at unmount (its backing made immutable
+/// under the server, which has it open: ext4 refuses the writes with
+/// `EPERM`) does not keep the others' data from the backing: the server
+/// still unmounts, names the file in its error and exits with a failure.
+#[test]
+fn a_failed_writeback_at_unmount_names_its_file_and_the_others_are_written() {
+    let test = "a_failed_writeback_at_unmount_names_its_file_and_the_others_are_written";
+    if !fuse_ok(test) {
+        return;
+    }
+    let d = dirs();
+    let log = d.backing.with_file_name("server.log");
+    let mut child = start_with_stderr(&d, fs::File::create(&log).expect("log").into());
+    let names = ["before", "refused", "after"];
+    // Created through the mount first, so that the server holds each
+    // backing open for writing before one is made immutable.
+    let files: Vec<fs::File> = names
+        .iter()
+        .map(|n| fs::File::create(d.mnt.join(n)).expect("create"))
+        .collect();
+    let immutable = match Immutable::set(&d.backing.join("refused")) {
+        Ok(g) => g,
+        Err(why) => {
+            signal(&child, nix::sys::signal::Signal::SIGTERM);
+            wait(&mut child);
+            skip_or_fail(test, format!("cannot make a backing file immutable: {why}"));
+            return;
+        }
+    };
+    let data = |i: usize| -> Vec<u8> { (0..300_000).map(|j| (j * 13 + i) as u8).collect() };
+    for (i, f) in files.iter().enumerate() {
+        std::io::Write::write_all(&mut &*f, &data(i)).expect("write through the mount");
+    }
+    // Closing may already report the refused file's error (a flush that
+    // writes back): the unmount's report is what is checked here.
+    drop(files);
+    signal(&child, nix::sys::signal::Signal::SIGTERM);
+    let status = wait(&mut child);
+    drop(immutable);
+    let said = fs::read_to_string(&log).expect("server log");
+    assert!(!status.success(), "the exit status hid the failure: {said}");
+    assert!(!is_mounted(&d.mnt), "still mounted");
+    let refused = d.backing.join("refused").canonicalize().expect("path");
+    assert!(
+        said.contains("not written back") && said.contains(refused.to_str().unwrap()),
+        "the refused file is not named: {said}"
+    );
+    for (i, n) in names.iter().enumerate() {
+        if *n != "refused" {
+            assert!(!said.contains(&format!("/{n}:")), "{n} named: {said}");
+            assert_eq!(
+                fs::read(d.backing.join(n)).expect("backing"),
+                data(i),
+                "{n}"
+            );
+        }
+    }
 }
 
 #[test]
