@@ -3,7 +3,12 @@
 //! on a normally opened file) and a copy out of a `MAP_SHARED` mapping; and
 //! against the floor of any cache, `bare_copy`: the same copy routine
 //! ([`foliocache::internals::copy`]) from the file's bytes held in arena memory of
-//! the same kind, with no lookup at all.
+//! the same kind, with no lookup at all; and `indexed_copy`: that copy with
+//! its block found by a walk of an `xarray` index of the mapping's shape
+//! (one order-9 entry per 2 MiB block) under an epoch pin, as a hit finds
+//! its folio: what the index alone costs, with no descriptor, no check and
+//! no count. foliocache's distance from `indexed_copy` is the rest of its
+//! hit.
 //!
 //! Reproduce: `cargo bench -p foliocache --bench read`
 //! (`FOLIOCACHE_BENCH_SIZE=<bytes, or with a K/M/G suffix>` shrinks the
@@ -25,7 +30,7 @@
 //! foliocache run did no IO, and warns if `mincore` finds a page of the file
 //! missing from the kernel page cache after a warming pass.
 //!
-//! # Workloads (one criterion group each, all three readers in it)
+//! # Workloads (one criterion group each, every reader in it)
 //! - `read_4k_seq`: 4 KiB reads walking the file, wrapping at its end;
 //! - `read_4k_rand`: 4 KiB reads at uniformly random page offsets;
 //! - `read_64k_seq`: 64 KiB reads walking the file.
@@ -51,6 +56,7 @@ use criterion::{BenchmarkGroup, Criterion, Throughput};
 use foliocache::internals::arena::{Arena, PageId};
 use foliocache::internals::copy;
 use foliocache::{Cache, Populate};
+use xarray::{Entry, EntryRef, XArray};
 
 /// Reads per criterion iteration.
 const BATCH: usize = 256;
@@ -245,6 +251,39 @@ impl Bare {
         self.arena.page_ptr(self.blocks[i]).as_ptr()
     }
 
+    /// An index of the blocks of the same shape as a mapping's: one
+    /// order-9 value entry per block, holding its first arena page.
+    fn index(&self) -> XArray<&'static u64> {
+        let xa = XArray::new();
+        for (i, p) in self.blocks.iter().enumerate() {
+            let first = (i as u64) * (GRAIN / 4096);
+            xa.store_order(first, 9, Entry::Value(u64::from(p.index())))
+                .expect("storing a block");
+        }
+        xa
+    }
+
+    /// [`read`](Self::read) of a read inside one block, the block found by
+    /// a walk of `index` under an epoch pin, as a hit finds its folio: the
+    /// floor of a cache with this index, with no descriptor, check or
+    /// count.
+    fn read_indexed(&self, index: &XArray<&'static u64>, dst: &mut [u8], off: u64) -> usize {
+        let guard = index.pin();
+        let Some((EntryRef::Value(first_page), start)) =
+            index.load_ref_with_start(off / 4096, &guard)
+        else {
+            panic!("no block at {off}");
+        };
+        let within = (off - start * 4096) as usize;
+        assert!(within + dst.len() <= GRAIN as usize, "a read across blocks");
+        let base = self.arena.page_ptr(PageId::new(first_page as u32)).as_ptr();
+        // SAFETY: inside the block whose first page the index holds,
+        // written once in `new`, only read since.
+        let src = unsafe { std::slice::from_raw_parts(base.add(within), dst.len()) };
+        copy::copy_from_slice(dst, src);
+        dst.len()
+    }
+
     /// Copies `dst.len()` bytes at file offset `off` (the workloads' reads
     /// lie inside one block; the content check's may straddle two).
     fn read(&self, dst: &mut [u8], off: u64) -> usize {
@@ -390,6 +429,7 @@ fn main() {
     let cache = Cache::builder()
         .capacity(capacity)
         .populate(Populate::Eager)
+        .unreferenced_hits(std::env::var_os("FC_UNREF").is_some())
         .build()
         .expect("building the cache");
     // The copy routines the cache's build chose (`FOLIOCACHE_COPY` forces
@@ -399,6 +439,7 @@ fn main() {
     let std_file = StdFile::open(&path).expect("opening the file");
     let map = Map::new(&std_file, size as usize).expect("mmap");
     let bare = Bare::new(&std_file, size).expect("the bare copy's arena");
+    let index = bare.index();
 
     // Warm foliocache: one pass of 2 MiB reads (2 MiB folios).
     let t = Instant::now();
@@ -490,6 +531,14 @@ fn main() {
             "bare_copy",
             || {},
             |dst, off| bare.read(dst, off),
+        );
+        bench_reader(
+            &mut g,
+            w,
+            size,
+            "indexed_copy",
+            || {},
+            |dst, off| bare.read_indexed(&index, dst, off),
         );
         g.finish();
     }
