@@ -98,7 +98,7 @@ use std::sync::Arc;
 use backing::{Backing, BackingInfo, IoBufMut};
 use xarray::{Cursor, Entry, EntryRef, Error as XaError, Item, XArray, XaGuard};
 
-use crate::arena::PageId;
+use crate::arena::{PageId, MAX_ORDER};
 use crate::cache::{Cache, CacheInner};
 pub use crate::folio::{Folio, FolioFlags, FolioRef, LockedFolio};
 use crate::lru::Access;
@@ -291,6 +291,9 @@ pub struct Mapping {
     /// A memory file: no backing store, folios never evicted nor written
     /// back, kept off the LRU lists.
     pub(crate) memfile: bool,
+    /// Where the mapping's 2 MiB folios start in the arena, as walks last
+    /// found them: lets a hit skip the walk (`huge_hints.rs`).
+    huge: crate::huge_hints::HugeHints,
     // (`size` and `handles` are std atomics even under loom: loom atomics
     // there would add a scheduling point to every read and every clone of
     // a handle for nothing the models check. `dirty_pages` is loom's:
@@ -359,6 +362,7 @@ impl Mapping {
             path: None,
             folios: AtomicU64::new(0),
             memfile: false,
+            huge: Default::default(),
             inode_lock: crate::sync::RwLock::new(()),
             invalidate_lock: crate::sync::RwLock::new(()),
             wb_lock: crate::sync::Mutex::new(()),
@@ -443,9 +447,10 @@ impl Mapping {
         self.xa.value_node_bytes()
     }
 
-    /// Bytes of index memory (nodes), for the cache's budget.
+    /// Bytes of index memory (nodes, and the table of 2 MiB folios a hit
+    /// reads before it walks), for the cache's budget.
     pub fn index_bytes(&self) -> usize {
-        self.xa.memory_bytes()
+        self.xa.memory_bytes() + self.huge.bytes()
     }
 
     /// Turns a folio seen under a pin into a counted reference, if it is
@@ -461,8 +466,9 @@ impl Mapping {
     /// and not yet uptodate, which a hit checks; or the uptodate copy a
     /// writer swaps in for a pinned folio, whose bytes are the old one's.)
     /// The descriptor may have been freed and reused since the walk found
-    /// it: the check then refuses it, or finds it back in this mapping at
-    /// `index`, which is as good.
+    /// it, or since a walk left it in the hints a hit read instead
+    /// (`huge_hints.rs`): the check then refuses it, or finds it back in
+    /// this mapping at `index`, which is as good.
     fn try_ref<'m>(&'m self, f: &Folio, index: u64) -> Option<FolioRef<'m>> {
         let cache = self.inner();
         let page = cache.table.page_of(f)?;
@@ -554,20 +560,27 @@ impl Mapping {
         let unreferenced = cache.unreferenced_hits;
         let _reader = unreferenced.then(|| cache.limbo.reader());
         let guard = self.xa.pin();
+        // A 2 MiB folio where a walk last found one: checked as a walk's
+        // find is, so a stale hint only costs the walk that follows.
+        if let Some(f) = self.huge.get(index).and_then(|p| cache.table.get(p)) {
+            let first = index & !((1u64 << MAX_ORDER) - 1);
+            let hit = self.hit_on(f, first, offset, len, copy.as_deref_mut(), sequential);
+            if let Some(hit) = hit {
+                return (hit, sequential);
+            }
+        }
         loop {
             match self.xa.load_ref_with_start(index, &guard) {
-                None | Some((EntryRef::Value(_), _)) => return (ReadHit::Absent, sequential),
+                None | Some((EntryRef::Value(_), _)) => {
+                    self.huge.note(index, None, || self.size());
+                    return (ReadHit::Absent, sequential);
+                }
                 Some((EntryRef::Item(f), first)) => {
-                    if !sequential {
-                        self.prefetch(f, first, offset, len);
-                    }
-                    if let Some(buf) = copy.as_deref_mut().filter(|_| unreferenced) {
-                        if self.copy_unreferenced(f, index, offset, buf, sequential) {
-                            return (ReadHit::Copied, sequential);
-                        }
-                    }
-                    if let Some(r) = self.try_ref(f, index) {
-                        return (ReadHit::Found(r), sequential);
+                    let found = cache.table.page_of(f).map(|page| (f.order(), page));
+                    self.huge.note(index, found, || self.size());
+                    let hit = self.hit_on(f, first, offset, len, copy.as_deref_mut(), sequential);
+                    if let Some(hit) = hit {
+                        return (hit, sequential);
                     }
                     spin_hint();
                 }
@@ -575,31 +588,68 @@ impl Mapping {
         }
     }
 
-    /// Copies `buf.len()` bytes from file byte `offset` out of `f`, found
-    /// at `index` under the caller's epoch pin, with no reference on it:
-    /// if `f` is this mapping's folio covering the whole range, uptodate,
-    /// with neither `READAHEAD` nor `DROPBEHIND` (the slow path acts on
-    /// those), and the access needs no activation (which moves the folio
-    /// between lists: the referenced path does it). Sets `REFERENCED` on a
-    /// first access. Returns whether it copied.
+    /// A hit on `f`, found under the caller's epoch pin (by the walk, which
+    /// reported `first` as its first index, or by the hints, which expect
+    /// it there) for a read at `offset` of `len` bytes into `copy` if
+    /// given: the bytes copied with no reference
+    /// ([`copy_unreferenced`](Self::copy_unreferenced), with hits that take
+    /// none), else `f` with a reference if it is this mapping's folio at
+    /// `index`; `None` if neither.
+    #[inline(always)]
+    fn hit_on<'m>(
+        &'m self,
+        f: &Folio,
+        first: u64,
+        offset: u64,
+        len: usize,
+        copy: Option<&mut [u8]>,
+        sequential: bool,
+    ) -> Option<ReadHit<'m>> {
+        let index = offset / PAGE;
+        if !sequential {
+            self.prefetch(f, first, offset, len);
+        }
+        if let Some(buf) = copy.filter(|_| self.inner().unreferenced_hits) {
+            if self.copy_unreferenced(f, first, index, offset, buf, sequential) {
+                return Some(ReadHit::Copied);
+            }
+        }
+        self.try_ref(f, index).map(ReadHit::Found)
+    }
+
+    /// Copies `buf.len()` bytes from file byte `offset` (page `index`) out
+    /// of `f`, named under the caller's epoch pin by the walk (which
+    /// reported `first` as its first index) or by the hints (which expect
+    /// it to start there), with no reference on it: if `f` is this
+    /// mapping's folio starting at `first` and covering the whole range,
+    /// uptodate, with neither `READAHEAD` nor `DROPBEHIND` (the slow path
+    /// acts on those), and the access needs no activation (which moves the
+    /// folio between lists: the referenced path does it). Sets
+    /// `REFERENCED` on a first access. Returns whether it copied.
     ///
     /// Why the bytes are this file's: the checks read `f`'s identity and
-    /// flags after the walk found it; `UPTODATE`, read with acquire, is set
-    /// with release after the bytes were filled. `f` may be removed from
-    /// the index and freed at any point after the checks, but its pages go
-    /// back to the arena only after the caller's pin is dropped
-    /// (`limbo.rs`), so nothing allocates them, fills them or gives them
+    /// flags after the pin was taken; `UPTODATE`, read with acquire, is set
+    /// with release after the bytes were filled. A folio's mapping is set
+    /// just before it is stored in the index and cleared, under the index
+    /// lock, when it is removed, before it is freed: so a folio found with
+    /// this mapping at `index` is in the index, or is being removed by a
+    /// call this read races (a descriptor freed and reused since the walk
+    /// or the hint named it is refused, or is this mapping's at `index`,
+    /// which is as good). Its pages go back to the arena only after every
+    /// pin held when it was freed is dropped (`limbo.rs`), the caller's
+    /// among them, so nothing allocates them, fills them or gives them
     /// back to the OS during the copy: the copy reads the bytes the folio
     /// held when it was in this file, as a referenced copy racing the same
     /// removal would. A writer may write into it meanwhile, with `copy`'s
-    /// shared functions, as against a referenced reader. A descriptor
-    /// reused before the walk found it is some folio the index held during
-    /// the pin: the identity check refuses it unless it is this mapping's
-    /// at `index`, which is as good.
+    /// shared functions, as against a referenced reader. The copy's
+    /// address comes from `first`, which the check found equal to the
+    /// folio's index: it does not wait for the descriptor's load, only the
+    /// checks do, which the CPU predicts.
     #[inline]
     fn copy_unreferenced(
         &self,
         f: &Folio,
+        first: u64,
         index: u64,
         offset: u64,
         buf: &mut [u8],
@@ -608,11 +658,14 @@ impl Mapping {
         let cache = self.inner();
         let ff = f.flags();
         let end = offset + buf.len() as u64;
-        if f.mapping() != self.id() || !f.contains(index) || !serves_hit(f, ff, end) {
+        if f.mapping() != self.id()
+            || f.index() != first
+            || !f.contains(index)
+            || !serves_hit(f, ff, end)
+        {
             return false;
         }
-        let start = f.index() * PAGE;
-        let within = offset - start;
+        let within = offset - first * PAGE;
         // A read that goes on in the folio where this thread's previous
         // read ended is not a new access (as `File::read_counted`'s).
         if !(sequential && within > 0) {

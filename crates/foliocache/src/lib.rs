@@ -158,6 +158,7 @@ pub mod filemap;
 mod flags;
 #[allow(unsafe_code)]
 mod folio;
+mod huge_hints;
 mod kick;
 mod limbo;
 mod lru;

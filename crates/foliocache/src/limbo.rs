@@ -10,7 +10,10 @@
 //! sound is this module: every folio the cache frees is *retired* here, and
 //! its pages go back to the arena only once every epoch pin that was held
 //! when it was retired has been dropped. A hit found the folio in the index
-//! under its pin; the folio was removed from the index before it was freed;
+//! under its pin, or found it named by the mapping's hints with its
+//! mapping still set (`huge_hints.rs`); the folio was removed from the
+//! index, and its mapping cleared, before it was freed (and the retire
+//! pushes a bag, behind a `SeqCst` fence, after both);
 //! so the pages it copies cannot be allocated again, filled through a
 //! `&mut [u8]` by a backing, or given back to the OS while it copies. The
 //! grace period is crossbeam-epoch's global one, which every index pin

@@ -473,3 +473,162 @@ fn read_files_concurrently(c: Cache) {
     let s = c.stats();
     assert_eq!((s.folios, s.free_bytes), (0, s.capacity_bytes), "{s:?}");
 }
+
+/// Reads `len` bytes at `off` of `f` and checks them against `data`.
+fn expect_bytes(f: &File, data: &[u8], off: u64, len: usize, what: &str) {
+    let mut buf = vec![SENTINEL; len];
+    let n = f
+        .read_at(&mut buf, off)
+        .unwrap_or_else(|e| panic!("{what}: read_at({off}, {len}): {e}"));
+    let end = data.len().min(off as usize + len);
+    assert_eq!(
+        n,
+        end.saturating_sub(off as usize),
+        "{what}: count at {off}"
+    );
+    if let Some(i) = buf[..n]
+        .iter()
+        .zip(&data[off as usize..end])
+        .position(|(g, w)| g != w)
+    {
+        panic!(
+            "{what}: read_at({off}, {len}): wrong byte {:#04x} at file offset {}, want {:#04x}",
+            buf[i],
+            off as usize + i,
+            data[off as usize + i]
+        );
+    }
+}
+
+/// 2 MiB of pages: the arena's largest folio, the one a hit finds without
+/// a walk when a walk found it there before (`huge_hints.rs`).
+const HUGE: usize = 2 << 20;
+
+/// A hit that looks where a walk last found a 2 MiB folio never returns a
+/// folio that went since (`huge_hints.rs`). File A fills the cache with
+/// 2 MiB folios and every one is read, so that the hints name their pages;
+/// A is truncated away and file B fills the same pages. A, grown back as a
+/// hole, reads zeros, not B's bytes; written again with new bytes (in
+/// pages B's folios leave), it reads those, never B's nor its old ones
+/// nor another block's. Both ways a hit copies.
+#[test]
+fn a_hit_where_a_2m_folio_was_never_returns_what_took_its_place() {
+    const BLOCKS: usize = 8;
+    let span = (BLOCKS * HUGE) as u64;
+    let offsets =
+        || (0..BLOCKS as u64).flat_map(|k| [k * HUGE as u64 + 5 * P, k * HUGE as u64 + 77]);
+    for unreferenced in [false, true] {
+        let what = if unreferenced {
+            "unreferenced"
+        } else {
+            "referenced"
+        };
+        // A write's piece is at most an eighth of the cache: 2 MiB here,
+        // so each aligned 2 MiB written is one folio, and 8 fill the arena.
+        let c = Cache::builder()
+            .capacity(BLOCKS * HUGE)
+            .max_folio_size(HUGE)
+            .unreferenced_hits(unreferenced)
+            .build()
+            .unwrap();
+        let a_old = a_bytes(BLOCKS * HUGE, 1);
+        let a = c.open_backing(MemBacking::new()).unwrap();
+        a.write_all_at(&a_old, 0).unwrap();
+        assert_eq!(c.stats().folios, BLOCKS as u64, "{what}: A in 2 MiB folios");
+        for off in offsets() {
+            expect_bytes(&a, &a_old, off, 3000, what);
+        }
+        a.set_len(0).unwrap();
+        let b_data = b_bytes(BLOCKS * HUGE, 2);
+        let b = c.open_backing(MemBacking::new()).unwrap();
+        b.write_all_at(&b_data, 0).unwrap();
+        let s = c.stats();
+        assert_eq!(
+            (s.folios, s.bytes_cached),
+            (BLOCKS as u64, span),
+            "{what}: B in all of it"
+        );
+        a.set_len(span).unwrap();
+        let zeros = vec![0u8; BLOCKS * HUGE];
+        for off in offsets() {
+            expect_bytes(&a, &zeros, off, 3000, &format!("{what}, A a hole"));
+        }
+        // Bytes of neither, a different one in each block.
+        let a_new: Vec<u8> = (0..BLOCKS * HUGE)
+            .map(|i| ((i / HUGE) as u8 * 16 + (i % 13) as u8) | 0x80)
+            .collect();
+        a.write_all_at(&a_new, 0).unwrap();
+        for off in offsets() {
+            expect_bytes(&a, &a_new, off, 3000, &format!("{what}, A rewritten"));
+        }
+        for off in offsets() {
+            expect_bytes(&b, &b_data, off, 3000, &format!("{what}, B"));
+        }
+        drop((a, b));
+        check_consistent(&c);
+    }
+}
+
+/// [`read_files_concurrently`] with 2 MiB folios: threads write whole
+/// aligned 2 MiB blocks again with the bytes they hold (each a 2 MiB folio
+/// when it is not cached), read whole blocks, and read short pieces at
+/// random, through a cache that holds four fifths of the data, so that 2
+/// MiB folios are evicted and their pages reused for other files while
+/// hits look where walks last found them. Both ways a hit copies.
+#[test]
+fn files_in_2m_folios_read_concurrently_never_see_each_others_bytes() {
+    for unreferenced in [false, true] {
+        // A write's piece is at most an eighth of the cache: 2 MiB here.
+        let c = Cache::builder()
+            .capacity(8 * HUGE)
+            .max_folio_size(HUGE)
+            .populate(Populate::Lazy)
+            .unreferenced_hits(unreferenced)
+            .build()
+            .unwrap();
+        let opened: Vec<(File, Vec<u8>)> = (0..3u64)
+            .map(|id| {
+                let data = tagged_bytes(id, 3 * HUGE + 4096 * id as usize + 1);
+                let f = c.open_backing(MemBacking::new()).unwrap();
+                f.write_all_at(&data, 0).unwrap();
+                (f, data)
+            })
+            .collect();
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let opened = &opened;
+                s.spawn(move || {
+                    let mut rng = StdRng::seed_from_u64(2000 + t);
+                    let mut buf = vec![0u8; HUGE + 64];
+                    for i in 0..300 {
+                        let id = rng.gen_range(0..opened.len());
+                        let (f, data) = &opened[id];
+                        let block = rng.gen_range(0..data.len() / HUGE) * HUGE;
+                        if i % 8 == 0 {
+                            f.write_all_at(&data[block..block + HUGE], block as u64)
+                                .unwrap();
+                            continue;
+                        }
+                        let (off, n) = if i % 8 == 1 {
+                            (block as u64, HUGE)
+                        } else {
+                            let n = rng.gen_range(1..3 * PAGE);
+                            (rng.gen_range(0..data.len() as u64), n)
+                        };
+                        let shift = rng.gen_range(0..64);
+                        let dst = &mut buf[shift..shift + n];
+                        let got = f.read_at(dst, off).unwrap();
+                        let want = data.len().saturating_sub(off as usize).min(n);
+                        assert_eq!(got, want, "file {id} at {off}+{n}");
+                        assert!(
+                            dst[..got] == data[off as usize..off as usize + got],
+                            "file {id} at {off}+{n} (unreferenced {unreferenced}): wrong bytes"
+                        );
+                    }
+                });
+            }
+        });
+        let s = check_consistent(&c);
+        assert!(s.evictions > 0, "{s:?}");
+    }
+}
