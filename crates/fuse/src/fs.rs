@@ -219,56 +219,57 @@ impl FolioFs {
     /// unwritten) and drops the cache's handles: what unmounting does (also
     /// on drop). Idempotent.
     ///
-    /// Each file the kernel knows is written back and synced on its own,
-    /// so that one file's failure never keeps the others' data from the
-    /// backing, and is reported with the file's backing path. A failed
-    /// file's data stays dirty until the cache goes, and is lost with it:
-    /// the error is what says so.
+    /// When the writeback fails, each file the kernel knows is synced
+    /// again on its own, which reports the error its handle has not yet
+    /// seen (`Cache::sync_all` tried every file, so one file's failure kept
+    /// no other's data from the backing): the error names each failed file
+    /// by its backing path. A failed file's data stays dirty until the
+    /// cache goes, and is lost with it: the error is what says so.
     ///
     /// # Errors
     /// Every file whose writeback or sync failed, by path, with the first
-    /// one's error kind; or [`Cache::sync_all`]'s error for data no node
-    /// holds any more.
+    /// one's error kind; [`Cache::sync_all`]'s error if no file the kernel
+    /// knows reports one (a file it has forgotten failed).
     pub fn shutdown(&self) -> io::Result<()> {
         if self.shut.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        let mut failed: Vec<(String, io::Error)> = Vec::new();
-        for inode in self.inodes.all() {
-            // The data of unlinked files goes unwritten, as at their last
-            // close: the mount going away closes them.
+        // The data of unlinked files goes unwritten, as at their last close:
+        // the mount going away closes them.
+        let inodes = self.inodes.all();
+        for inode in &inodes {
             inode.discard_if_unlinked();
-            let Some(file) = inode.cached.lock().clone() else {
-                continue;
-            };
-            if let Err(e) = file.sync_all() {
-                let path = std::fs::read_link(inode.proc_path()).map_or_else(
-                    |_| format!("inode {}", inode.key.1),
-                    |p| p.display().to_string(),
-                );
-                log::error!("foliocache-fuse: writeback of {path} at unmount failed: {e}");
-                failed.push((path, e));
-            }
         }
-        // What is left: data of files the kernel has forgotten (written
-        // back by now, unless a failure left it dirty).
-        let rest = self.cache.sync_all();
-        self.handles.lock().clear();
-        self.inodes.drop_cached();
-        let r = match (failed.first(), rest) {
-            (None, r) => r,
-            (Some((_, first)), _) => {
+        let mut r = self.cache.sync_all();
+        if let Err(e) = &r {
+            let failed: Vec<(String, io::Error)> = inodes
+                .iter()
+                .filter_map(|inode| {
+                    let file = inode.cached.lock().clone()?;
+                    let e = file.sync_all().err()?;
+                    let path = std::fs::read_link(inode.proc_path()).map_or_else(
+                        |_| format!("inode {}", inode.key.1),
+                        |p| p.display().to_string(),
+                    );
+                    Some((path, e))
+                })
+                .collect();
+            if !failed.is_empty() {
                 let list: Vec<String> = failed.iter().map(|(p, e)| format!("{p}: {e}")).collect();
-                Err(io::Error::new(
-                    first.kind(),
+                r = Err(io::Error::new(
+                    failed[0].1.kind(),
                     format!(
                         "{} file(s) not written back: {}",
                         failed.len(),
                         list.join("; ")
                     ),
-                ))
+                ));
+            } else {
+                log::debug!("foliocache-fuse: the failed writeback was of a forgotten file: {e}");
             }
-        };
+        }
+        self.handles.lock().clear();
+        self.inodes.drop_cached();
         if let Err(e) = &r {
             log::error!("foliocache-fuse: writeback at unmount failed: {e}");
             *self.sync_error.lock() = Some(e.to_string());
