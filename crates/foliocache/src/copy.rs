@@ -41,6 +41,20 @@
 //! their alignment within a cache line (`(src ^ dst) % 64`). A routine within 2 %
 //! of the fastest is preferred in the order `movsb`, `memcpy`, `avx2`,
 //! `avx512`, `stream` (the simpler first, so noise does not flip a choice).
+//!
+//! A random reader's hits are of two classes of their own, *scattered*
+//! (4 KiB, the destination aligned like the source or not): their copies
+//! come from places no stream led to, through memory larger than the
+//! caches and the TLB's reach, and which routine does best there is not
+//! what the streams above say. They are timed where such hits land: the
+//! first cache built with an arena of [`SCATTERED_MIN`] bytes or more,
+//! populated at build ([`Populate::Eager`]), times them over its arena
+//! before anything uses it ([`calibrate_scattered`]; until then, and in a
+//! process that never builds one, they copy as the 4 KiB classes). Timed
+//! alone, scattered copies put the routines within a few per cent of one
+//! another, while the hits themselves did not: so a routine within 10 %
+//! of the fastest there yields to the simpler one. [`copy_hit_from_shared`]
+//! takes a hit's class from whether it continues its thread's last read.
 //! `FOLIOCACHE_COPY=movsb|avx2|avx512|stream|memcpy` in the environment forces one
 //! routine for every class (`memcpy` forces it for [`copy`] only: the
 //! shared functions keep the calibrated choice); a routine the host lacks,
@@ -48,6 +62,7 @@
 //! architectures, loom and Miri use `copy_nonoverlapping` in [`copy`].
 //!
 //! [`Cache`]: crate::Cache
+//! [`Populate::Eager`]: crate::Populate::Eager
 //!
 //! # Copies that race: the shared functions
 //! A reader copies an uptodate folio out without the folio lock, so it can
@@ -151,13 +166,41 @@ pub fn calibrate() {
     x86::calibration();
 }
 
+/// The least memory a cache's arena must have, populated, for its build to
+/// time the scattered classes over it ([`calibrate_scattered`]): far more
+/// than the CPU caches hold and the TLB reaches, as a cache's data is.
+pub(crate) const SCATTERED_MIN: usize = 256 << 20;
+
+/// Times the copy of a random reader's hits over `len` bytes of memory
+/// from `base` (a new cache's arena, populated and unused: at least
+/// [`SCATTERED_MIN`] bytes for the timing to mean anything), once per
+/// process: the calibration's scattered classes, which copy as the 4 KiB
+/// ones until then (see [`copy_hit_from_shared`]). A no-op off x86-64 and
+/// under loom and Miri.
+///
+/// # Safety
+/// `len` bytes from `base` are mapped and readable; nothing writes them
+/// meanwhile except through this module's shared functions.
+pub(crate) unsafe fn calibrate_scattered(base: *const u8, len: usize) {
+    #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
+    // SAFETY: the caller's contract.
+    unsafe {
+        x86::calibrate_scattered(base, len)
+    };
+    #[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
+    let _ = (base, len);
+}
+
 /// The routines chosen for this host, as the calibration (or
 /// `FOLIOCACHE_COPY`) left them: one name if one routine serves every
 /// class of copy, else each class's; and [`copy`]'s own if it differs
 /// from the shared functions'. Calibrates first if needed.
 pub fn chosen() -> &'static str {
     #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
-    return &x86::calibration().chosen;
+    return match x86::CHOSEN_ALL.get() {
+        Some(all) => all,
+        None => &x86::calibration().chosen,
+    };
     #[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
     "byte loop (shared), memcpy (plain)"
 }
@@ -197,7 +240,7 @@ pub unsafe fn copy(src: *const u8, dst: *mut u8, len: usize) {
     if len >= CHOSEN_MIN {
         // SAFETY: the caller's contract is the chosen routine's; nothing
         // races a plain copy (the caller's contract).
-        unsafe { x86::copy::<false, false>(src, dst, len) };
+        unsafe { x86::copy::<false, false, false>(src, dst, len) };
         return;
     }
     // SAFETY: the caller's contract.
@@ -223,7 +266,7 @@ pub unsafe fn copy(src: *const u8, dst: *mut u8, len: usize) {
 #[inline]
 pub unsafe fn copy_shared(src: *const u8, dst: *mut u8, len: usize) {
     // SAFETY: the caller's contract, with both sides shared.
-    unsafe { shared_copy::<true, true, false>(src, dst, len) };
+    unsafe { shared_copy::<true, true, false, false>(src, dst, len) };
 }
 
 /// Copies `len` bytes out of shared bytes (a reader's copy-out of an
@@ -238,7 +281,28 @@ pub unsafe fn copy_shared(src: *const u8, dst: *mut u8, len: usize) {
 #[inline]
 pub unsafe fn copy_from_shared(src: *const u8, dst: *mut u8, len: usize) {
     // SAFETY: the caller's contract, with `src` shared and `dst` private.
-    unsafe { shared_copy::<true, false, false>(src, dst, len) };
+    unsafe { shared_copy::<true, false, false, false>(src, dst, len) };
+}
+
+/// [`copy_from_shared`] for a cache hit: `random` for one that does not
+/// continue the reading thread's previous read, whose copy comes from a
+/// place no stream led to. Under [`LARGE`] bytes, such a copy is of the
+/// calibration's scattered classes, whose routines were timed on copies
+/// from scattered places: the routine fastest for a stream of copies
+/// was not the fastest for scattered ones on every host (`docs/bench.md`,
+/// "Random hits: a class of their own").
+///
+/// # Safety
+/// As [`copy_from_shared`].
+#[inline]
+pub unsafe fn copy_hit_from_shared(src: *const u8, dst: *mut u8, len: usize, random: bool) {
+    if random {
+        // SAFETY: the caller's contract, with `src` shared and `dst` private.
+        unsafe { shared_copy::<true, false, false, true>(src, dst, len) };
+    } else {
+        // SAFETY: as above.
+        unsafe { shared_copy::<true, false, false, false>(src, dst, len) };
+    }
 }
 
 /// Copies `len` bytes from the caller's own buffer into shared bytes (a
@@ -254,7 +318,7 @@ pub unsafe fn copy_from_shared(src: *const u8, dst: *mut u8, len: usize) {
 #[inline]
 pub unsafe fn copy_to_shared(src: *const u8, dst: *mut u8, len: usize) {
     // SAFETY: the caller's contract, with `src` private and `dst` shared.
-    unsafe { shared_copy::<false, true, false>(src, dst, len) };
+    unsafe { shared_copy::<false, true, false, false>(src, dst, len) };
 }
 
 /// [`copy_to_shared`] into memory that nothing has touched lately: the
@@ -270,7 +334,7 @@ pub unsafe fn copy_to_shared(src: *const u8, dst: *mut u8, len: usize) {
 #[inline]
 pub unsafe fn copy_to_fresh(src: *const u8, dst: *mut u8, len: usize) {
     // SAFETY: the caller's contract, with `src` private and `dst` shared.
-    unsafe { shared_copy::<false, true, true>(src, dst, len) };
+    unsafe { shared_copy::<false, true, true, false>(src, dst, len) };
 }
 
 /// Zeroes `len` shared bytes (of a locked folio, which readers may copy
@@ -311,7 +375,12 @@ pub unsafe fn zero_shared(dst: *mut u8, len: usize) {
 /// As [`copy`], with concurrent accesses only as the public function
 /// that calls this allows.
 #[inline(always)]
-unsafe fn shared_copy<const ATOMIC_SRC: bool, const ATOMIC_DST: bool, const FRESH: bool>(
+unsafe fn shared_copy<
+    const ATOMIC_SRC: bool,
+    const ATOMIC_DST: bool,
+    const FRESH: bool,
+    const RANDOM: bool,
+>(
     src: *const u8,
     dst: *mut u8,
     len: usize,
@@ -320,7 +389,7 @@ unsafe fn shared_copy<const ATOMIC_SRC: bool, const ATOMIC_DST: bool, const FRES
     // SAFETY: the caller's contract is the routine's; racing it is
     // defined (the module docs).
     unsafe {
-        x86::copy::<true, FRESH>(src, dst, len)
+        x86::copy::<true, FRESH, RANDOM>(src, dst, len)
     };
     #[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
     // SAFETY: the caller's contract.
@@ -428,6 +497,8 @@ mod tests {
             (copy_shared, zero_shared, copy_shared),
             (copy_to_shared, zero_shared, copy_from_shared),
             (copy_to_fresh, zero_shared, copy_from_shared),
+            (copy_to_shared, zero_shared, hit_copy::<true>),
+            (copy_to_shared, zero_shared, hit_copy::<false>),
             (
                 copy_bytes::<true, true>,
                 zero_bytes_atomic,
@@ -446,6 +517,60 @@ mod tests {
             }
         }
         fns
+    }
+
+    /// [`copy_hit_from_shared`] of a random hit (`RANDOM`) or of a
+    /// sequential one, as a [`Copy`].
+    ///
+    /// # Safety
+    /// As [`copy_hit_from_shared`].
+    unsafe fn hit_copy<const RANDOM: bool>(src: *const u8, dst: *mut u8, len: usize) {
+        // SAFETY: the caller's contract.
+        unsafe { copy_hit_from_shared(src, dst, len, RANDOM) };
+    }
+
+    /// The scattered classes, timed over memory of the test's own, name a
+    /// routine that may copy shared bytes in the choices and the report,
+    /// and hits copy exactly through it, aligned or not.
+    #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
+    #[test]
+    fn scattered_classes_are_timed_over_the_memory_given_and_used_by_random_hits() {
+        if std::env::var_os("FOLIOCACHE_COPY").is_some() {
+            return;
+        }
+        let mem: Vec<u8> = (0..8u32 << 20).map(|i| (i * 7 + 3) as u8).collect();
+        // SAFETY: `mem` is readable for its length and nothing writes it.
+        unsafe { calibrate_scattered(mem.as_ptr(), mem.len()) };
+        let chosen = chosen();
+        let report = calibration_report();
+        for class in ["4K random", "4K random dst+16"] {
+            let line = report
+                .lines()
+                .find(|l| l.trim_start().starts_with(&format!("{class}:")))
+                .unwrap_or_else(|| panic!("no line for {class} in {report}"));
+            assert!(line.contains("movsb") && line.contains(" ns "), "{line}");
+            assert!(
+                !line.contains("memcpy") && !line.contains("stream"),
+                "{line}"
+            );
+            let pick = chosen
+                .split(", ")
+                .find_map(|c| c.strip_prefix(&format!("{class} ")))
+                .unwrap_or_else(|| panic!("no choice for {class} in {chosen:?}"));
+            let pick = pick.split(';').next().unwrap_or(pick);
+            assert!(
+                ["movsb", "avx2", "avx512"].contains(&pick),
+                "{class}: {pick}"
+            );
+        }
+        let src = &mem[4096..4096 + 4096];
+        for off in [0, 16, 1] {
+            let mut dst = vec![0u8; 4096 + 64];
+            // SAFETY: `src` readable, `dst[off..]` writable for 4096
+            // bytes, distinct; nothing else touches either.
+            unsafe { copy_hit_from_shared(src.as_ptr(), dst.as_mut_ptr().add(off), 4096, true) };
+            assert_eq!(&dst[off..off + 4096], src);
+        }
     }
 
     /// The plain copies: [`copy`], and on x86-64 every routine the host

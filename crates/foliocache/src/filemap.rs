@@ -687,7 +687,12 @@ impl Mapping {
         // them meanwhile: both sides use `copy`'s shared functions, whose
         // accesses are defined under that race.
         unsafe {
-            crate::copy::copy_from_shared(src.add(within as usize), buf.as_mut_ptr(), buf.len())
+            crate::copy::copy_hit_from_shared(
+                src.add(within as usize),
+                buf.as_mut_ptr(),
+                buf.len(),
+                !sequential,
+            )
         };
         true
     }
@@ -1641,8 +1646,10 @@ impl Mapping {
         cs
     }
 
-    /// Copies `dst.len()` bytes from byte `from` of an uptodate folio.
-    pub(crate) fn copy_out(&self, f: &FolioRef<'_>, from: usize, dst: &mut [u8]) {
+    /// Copies `dst.len()` bytes from byte `from` of an uptodate folio;
+    /// `random` for a hit that does not continue the thread's previous
+    /// read (`copy::copy_hit_from_shared`).
+    pub(crate) fn copy_out(&self, f: &FolioRef<'_>, from: usize, dst: &mut [u8], random: bool) {
         assert!(from + dst.len() <= (f.nr_pages() * PAGE) as usize);
         debug_assert!(f.test(FolioFlags::UPTODATE));
         let src = self.inner().arena.page_ptr(f.page()).as_ptr();
@@ -1652,7 +1659,9 @@ impl Mapping {
         // caller buffer.
         // A writer may copy into it meanwhile: both sides use `copy`'s
         // shared functions, whose accesses are defined under that race.
-        unsafe { crate::copy::copy_from_shared(src.add(from), dst.as_mut_ptr(), dst.len()) };
+        unsafe {
+            crate::copy::copy_hit_from_shared(src.add(from), dst.as_mut_ptr(), dst.len(), random)
+        };
     }
 }
 

@@ -46,23 +46,33 @@ const R: usize = 5;
 /// a large copy; each as (length, destination offset) timed, into a
 /// destination the CPU caches hold (a reader's buffer). Class 4, [`BULK`]:
 /// a long copy into memory the caches do not hold (new folios a bulk write
-/// fills), timed into a destination flushed first.
+/// fills), timed into a destination flushed first. Classes 5 and 6: small
+/// copies from scattered places ([`RANDOM_CLASS`] and the one after it,
+/// the destination off alignment), a random reader's hits, which follow no
+/// stream the hardware prefetchers could have run ahead of.
 const CLASSES: [(usize, usize); C] = [
     (4096, 0),
     (4096, 16),
     (64 << 10, 0),
     (64 << 10, 16),
     (BULK_LEN, 0),
+    (4096, 0),
+    (4096, 16),
 ];
 
 /// The bulk class's length.
 const BULK_LEN: usize = 256 << 10;
 
-/// How many classes there are.
-const C: usize = 5;
+/// How many classes there are (a byte each in [`PLAIN`] and [`SHARED`]).
+const C: usize = 7;
 
 /// The class of fresh, long copies ([`super::copy_to_fresh`]).
 const BULK_CLASS: usize = 4;
+
+/// The first class of scattered small copies ([`super::copy_hit_from_shared`]
+/// of a read that does not continue the thread's last one); the next one is
+/// its misaligned twin.
+const RANDOM_CLASS: usize = 5;
 
 impl Routine {
     /// The name `FOLIOCACHE_COPY` and [`super::chosen`] use.
@@ -122,13 +132,14 @@ static SHARED: AtomicU64 = AtomicU64::new(0);
 
 /// Copies with the routine chosen for this copy's class: of the shared
 /// functions' choices if `SHARED_BYTES`, else of [`super::copy`]'s; of the
-/// bulk class if `FRESH` and `len` is [`BULK`] or more.
+/// bulk class if `FRESH` and `len` is [`BULK`] or more; of a scattered
+/// class if `RANDOM` and `len` is under [`LARGE`].
 ///
 /// # Safety
 /// As [`super::copy`]; if `SHARED_BYTES`, racing accesses as the shared
 /// functions allow, else none.
 #[inline(always)]
-pub(super) unsafe fn copy<const SHARED_BYTES: bool, const FRESH: bool>(
+pub(super) unsafe fn copy<const SHARED_BYTES: bool, const FRESH: bool, const RANDOM: bool>(
     src: *const u8,
     dst: *mut u8,
     len: usize,
@@ -139,10 +150,13 @@ pub(super) unsafe fn copy<const SHARED_BYTES: bool, const FRESH: bool>(
         calibration();
         choices = table.load(Relaxed);
     }
+    let misaligned = u32::from((src as usize ^ dst as usize) % 64 != 0);
     let class = if FRESH && len >= BULK {
         BULK_CLASS as u32
+    } else if RANDOM && len < LARGE {
+        RANDOM_CLASS as u32 | misaligned
     } else {
-        u32::from((src as usize ^ dst as usize) % 64 != 0) | u32::from(len >= LARGE) << 1
+        misaligned | u32::from(len >= LARGE) << 1
     };
     let routine = Routine::from_index(((choices >> (8 * class)) & 0xff) as u32);
     // SAFETY: the caller's contract is every routine's; the calibration
@@ -413,11 +427,6 @@ static CALIBRATION: OnceLock<Calibration> = OnceLock::new();
 pub(super) fn calibration() -> &'static Calibration {
     CALIBRATION.get_or_init(|| {
         let cal = Calibration::run();
-        let pack = |t: &[Routine; C]| {
-            t.iter()
-                .enumerate()
-                .fold(0, |a, (i, r)| a | (*r as u64) << (8 * i))
-        };
         PLAIN.store(pack(&cal.plain), Relaxed);
         SHARED.store(pack(&cal.shared), Relaxed);
         cal
@@ -440,8 +449,17 @@ impl Calibration {
             let i = (0..R).find(|&i| ok(i).is_some_and(|t| t <= best * (1.0 + TIE)));
             ROUTINES[i.unwrap_or(0)]
         };
-        let mut plain: [Routine; C] = std::array::from_fn(|c| pick(c, false));
-        let mut shared: [Routine; C] = std::array::from_fn(|c| pick(c, true));
+        // The scattered classes copy as the 4 KiB ones until an arena large
+        // enough to time them is built (`calibrate_scattered`).
+        let as_timed = |c: usize| {
+            if c >= RANDOM_CLASS {
+                c - RANDOM_CLASS
+            } else {
+                c
+            }
+        };
+        let mut plain: [Routine; C] = std::array::from_fn(|c| pick(as_timed(c), false));
+        let mut shared: [Routine; C] = std::array::from_fn(|c| pick(as_timed(c), true));
         let forced = forced();
         if let Some(r) = forced {
             plain = [r; C];
@@ -468,19 +486,40 @@ impl Calibration {
     /// A line per class: each routine's time and rate, and the choices.
     pub(super) fn report(&self) -> String {
         let mut out = format!("copy calibration ({:.2?}): {}\n", self.took, self.chosen);
+        let scattered = SCATTERED.get();
         for (c, &(len, off)) in CLASSES.iter().enumerate() {
             let _ = write!(out, "  {}:", class_name(c));
+            let ns = if c >= RANDOM_CLASS {
+                match scattered {
+                    Some(t) => &t.ns[c - RANDOM_CLASS],
+                    None => {
+                        let _ = writeln!(
+                            out,
+                            " as {} (not timed: no populated arena of {} MiB or more built yet)",
+                            class_name(c - RANDOM_CLASS),
+                            super::SCATTERED_MIN >> 20
+                        );
+                        continue;
+                    }
+                }
+            } else {
+                &self.ns[c]
+            };
             for (i, r) in ROUTINES.iter().enumerate() {
-                if let Some(t) = self.ns[c][i] {
+                if let Some(t) = ns[i] {
                     let gib = len as f64 / t / 1.073_741_824;
                     let _ = write!(out, " {} {t:.0} ns ({gib:.1} GiB/s)", r.name());
                 }
             }
+            let (shared, plain) = match (c >= RANDOM_CLASS, scattered) {
+                (true, Some(t)) => (t.chosen[c - RANDOM_CLASS], t.chosen[c - RANDOM_CLASS]),
+                _ => (self.shared[c], self.plain[c]),
+            };
             let _ = writeln!(
                 out,
                 "; chosen {} (plain {}) [{len} B, dst +{off}]",
-                self.shared[c].name(),
-                self.plain[c].name()
+                shared.name(),
+                plain.name()
             );
         }
         out
@@ -488,7 +527,15 @@ impl Calibration {
 }
 
 fn class_name(c: usize) -> &'static str {
-    ["4K", "4K dst+16", "64K", "64K dst+16", "bulk"][c]
+    [
+        "4K",
+        "4K dst+16",
+        "64K",
+        "64K dst+16",
+        "bulk",
+        "4K random",
+        "4K random dst+16",
+    ][c]
 }
 
 /// One name if every class has the same routine, else each class's.
@@ -529,8 +576,8 @@ fn forced() -> Option<Routine> {
 /// clock readings; keeps each one's best time per copy. The buffers are
 /// written first (their pages faulted in), and round 0 only warms.
 ///
-/// For the four classes of a hit's copy, the run is what a sequential
-/// reader's hits do: copies of the class's length walking a 256 KiB source
+/// For the four sequential classes of a hit's copy, the run is what a
+/// sequential reader's hits do: copies of the class's length walking a 256 KiB source
 /// flushed from the CPU caches first (`clflush`; a page cache holds data
 /// larger than they are), 64 of 4 KiB or 4 of 64 KiB, each between two
 /// locked read-modify-writes of a counter, as a hit's copy sits between
@@ -544,7 +591,8 @@ fn forced() -> Option<Routine> {
 /// (`docs/bench.md`, "Timing a hit's classes as a stream of hits"). For
 /// the bulk class, source and destination are both flushed first, and the
 /// run is one copy of their whole length: a bulk write filling memory
-/// nothing touched lately.
+/// nothing touched lately. The scattered classes are not timed here (see
+/// [`calibrate_scattered`]).
 fn measure() -> [[Option<f64>; R]; C] {
     /// A hit class's span.
     const STREAM: usize = 256 << 10;
@@ -568,7 +616,7 @@ fn measure() -> [[Option<f64>; R]; C] {
     let refs = AtomicU64::new(0);
     let mut ns = [[None; R]; C];
     for round in 0..ROUNDS {
-        for (c, &(len, off)) in CLASSES.iter().enumerate() {
+        for (c, &(len, off)) in CLASSES.iter().enumerate().take(RANDOM_CLASS) {
             let bulk = c == BULK_CLASS;
             let span = if bulk { len } else { STREAM };
             let reps = span / len;
@@ -605,6 +653,132 @@ fn measure() -> [[Option<f64>; R]; C] {
     }
     black_box(&dst);
     ns
+}
+
+/// A routine this close to the fastest on a scattered class (as a
+/// fraction) counts as fast as it, and the earlier in [`ROUTINES`] wins
+/// (`movsb` first). Wider than [`TIE`]: timed alone, scattered copies put
+/// the routines within a few per cent of one another in every process,
+/// either way round, while random hits copied by `rep movsb` ran 10-25 %
+/// faster than by either vector loop on one host, and no slower on the
+/// two others measured (`docs/bench.md`, "Random hits: a class of their
+/// own"). A routine has to be clearly faster on its own to be chosen over
+/// it.
+const SCATTERED_TIE: f64 = 0.10;
+
+/// What [`calibrate_scattered`] measured and chose.
+pub(super) struct Scattered {
+    /// Best time per copy, by scattered class and [`ROUTINES`] index.
+    ns: [[Option<f64>; R]; 2],
+    chosen: [Routine; 2],
+}
+
+static SCATTERED: OnceLock<Scattered> = OnceLock::new();
+
+/// [`super::chosen`]'s answer once the scattered classes are timed.
+pub(super) static CHOSEN_ALL: OnceLock<String> = OnceLock::new();
+
+/// Times the scattered classes (a random reader's 4 KiB hits, aligned and
+/// 16 bytes off) over `len` bytes from `base`, once per process, and
+/// makes their fastest routine the one those copies use (unless
+/// `FOLIOCACHE_COPY` forces one). A copy from a place no stream led to
+/// waits for memory, and with a cache's data larger than the TLB's reach,
+/// for a page walk too: which routine does best there is not what copies
+/// that walk 256 KiB say, nor copies scattered over memory the caches
+/// hold (the two ranked the routines in opposite ways on one host:
+/// `docs/bench.md`, "Random hits: a class of their own"). So they are
+/// timed where random hits land: over memory as large as a cache's, here
+/// a new cache's arena, populated and not yet used. Each round copies
+/// from 64 places drawn at random over it, each copy between the locked
+/// pair a sequential class's run has; only the routines that may copy
+/// shared bytes are timed (only hits use these classes).
+///
+/// # Safety
+/// `len` bytes from `base` are mapped and readable; nothing writes them
+/// meanwhile except through `copy.rs`'s shared functions.
+pub(super) unsafe fn calibrate_scattered(base: *const u8, len: usize) {
+    let cal = calibration();
+    if len < 4096 || forced().is_some() {
+        return;
+    }
+    SCATTERED.get_or_init(|| {
+        const COPIES: usize = 64;
+        const LEN: usize = 4096;
+        let pieces = len / LEN;
+        let mut dst = vec![0x5a_u8; 3 * LEN];
+        let at = dst.as_ptr().align_offset(LEN);
+        let d = dst[at..].as_mut_ptr();
+        let timed: Vec<usize> = (0..R)
+            .filter(|&i| ROUTINES[i].available() && ROUTINES[i].shared() && ROUTINES[i] != Stream)
+            .collect();
+        let refs = AtomicU64::new(0);
+        let mut rng: u64 = 0x9e37_79b9_7f4a_7c15 ^ base as u64;
+        let mut ns = [[None; R]; 2];
+        for round in 0..ROUNDS {
+            for (k, off) in [0usize, 16].into_iter().enumerate() {
+                for j in 0..timed.len() {
+                    let i = timed[(j + round) % timed.len()];
+                    let f = ROUTINES[i].func();
+                    let places: [usize; COPIES] = std::array::from_fn(|_| {
+                        rng ^= rng << 13;
+                        rng ^= rng >> 7;
+                        rng ^= rng << 17;
+                        (rng % pieces as u64) as usize
+                    });
+                    let t = Instant::now();
+                    for &p in &places {
+                        refs.fetch_add(1, SeqCst);
+                        // SAFETY: `p < pieces`, so `base + p * LEN` has
+                        // `LEN` readable bytes (the caller's contract), read
+                        // as shared bytes by a shared routine; `d + off`
+                        // has `LEN` bytes inside `dst`, a distinct buffer.
+                        unsafe { f(base.add(p * LEN), d.add(off), LEN) };
+                        black_box(d);
+                        refs.fetch_sub(1, SeqCst);
+                    }
+                    let per = t.elapsed().as_nanos() as f64 / COPIES as f64;
+                    if round > 0 {
+                        let best: &mut Option<f64> = &mut ns[k][i];
+                        *best = Some(best.map_or(per, |b| b.min(per)));
+                    }
+                }
+            }
+        }
+        black_box(&dst);
+        let chosen: [Routine; 2] = std::array::from_fn(|k| {
+            let best = ns[k].iter().flatten().fold(f64::INFINITY, |a, &b| a.min(b));
+            let i = (0..R).find(|&i| ns[k][i].is_some_and(|t| t <= best * (1.0 + SCATTERED_TIE)));
+            ROUTINES[i.unwrap_or(0)]
+        });
+        for (table, own) in [(&SHARED, &cal.shared), (&PLAIN, &cal.plain)] {
+            let mut t = *own;
+            t[RANDOM_CLASS] = chosen[0];
+            t[RANDOM_CLASS + 1] = chosen[1];
+            table.store(pack(&t), Relaxed);
+        }
+        let mut all = describe(&{
+            let mut t = cal.shared;
+            t[RANDOM_CLASS] = chosen[0];
+            t[RANDOM_CLASS + 1] = chosen[1];
+            t
+        });
+        if cal.plain != cal.shared {
+            let mut t = cal.plain;
+            t[RANDOM_CLASS] = chosen[0];
+            t[RANDOM_CLASS + 1] = chosen[1];
+            let _ = write!(all, "; plain copy: {}", describe(&t));
+        }
+        let _ = CHOSEN_ALL.set(all);
+        Scattered { ns, chosen }
+    });
+}
+
+/// The choices of `t`, a byte per class, as [`PLAIN`] and [`SHARED`] hold
+/// them.
+fn pack(t: &[Routine; C]) -> u64 {
+    t.iter()
+        .enumerate()
+        .fold(0, |a, (i, r)| a | (*r as u64) << (8 * i))
 }
 
 /// Evicts `len` bytes from `p` on from every CPU cache, and waits for it:
