@@ -485,7 +485,8 @@ impl Calibration {
 
     /// A line per class: each routine's time and rate, and the choices.
     pub(super) fn report(&self) -> String {
-        let mut out = format!("copy calibration ({:.2?}): {}\n", self.took, self.chosen);
+        let chosen = CHOSEN_ALL.get().unwrap_or(&self.chosen);
+        let mut out = format!("copy calibration ({:.2?}): {chosen}\n", self.took);
         let scattered = SCATTERED.get();
         for (c, &(len, off)) in CLASSES.iter().enumerate() {
             let _ = write!(out, "  {}:", class_name(c));
