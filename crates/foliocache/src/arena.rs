@@ -887,11 +887,14 @@ impl Arena {
     }
 
     /// Times the copies of random hits over this arena, if it is large
-    /// enough and nothing has used it yet (`copy::calibrate_scattered`:
-    /// once per process, at the first such cache's build).
+    /// enough and populated whole (`copy::calibrate_scattered`: once per
+    /// process, at the first such cache's build, before anything uses it).
+    ///
+    /// # Locking
+    /// Takes the arena lock (to read how much is populated).
     pub(crate) fn time_scattered_copies(&self) {
         let len = self.capacity_bytes();
-        if len < crate::copy::SCATTERED_MIN {
+        if len < crate::copy::SCATTERED_MIN || self.populated_bytes() < len {
             return;
         }
         // SAFETY: the arena maps `capacity_bytes()` from its first page for

@@ -443,12 +443,7 @@ impl Calibration {
     fn run() -> Calibration {
         let start = Instant::now();
         let ns = measure();
-        let pick = |c: usize, shared: bool| {
-            let ok = |i: usize| ns[c][i].filter(|_| !shared || ROUTINES[i].shared());
-            let best = (0..R).filter_map(ok).fold(f64::INFINITY, f64::min);
-            let i = (0..R).find(|&i| ok(i).is_some_and(|t| t <= best * (1.0 + TIE)));
-            ROUTINES[i.unwrap_or(0)]
-        };
+        let pick = |c: usize, shared: bool| fastest(&ns[c], TIE, |r| !shared || r.shared());
         // The scattered classes copy as the 4 KiB ones until an arena large
         // enough to time them is built (`calibrate_scattered`).
         let as_timed = |c: usize| {
@@ -467,10 +462,7 @@ impl Calibration {
                 shared = [r; C];
             }
         }
-        let mut chosen = describe(&shared);
-        if plain != shared {
-            let _ = write!(chosen, "; plain copy: {}", describe(&plain));
-        }
+        let mut chosen = describe_both(&shared, &plain);
         if let Some(r) = forced {
             let _ = write!(chosen, " (FOLIOCACHE_COPY={})", r.name());
         }
@@ -746,32 +738,39 @@ pub(super) unsafe fn calibrate_scattered(base: *const u8, len: usize) {
             }
         }
         black_box(&dst);
-        let chosen: [Routine; 2] = std::array::from_fn(|k| {
-            let best = ns[k].iter().flatten().fold(f64::INFINITY, |a, &b| a.min(b));
-            let i = (0..R).find(|&i| ns[k][i].is_some_and(|t| t <= best * (1.0 + SCATTERED_TIE)));
-            ROUTINES[i.unwrap_or(0)]
-        });
-        for (table, own) in [(&SHARED, &cal.shared), (&PLAIN, &cal.plain)] {
+        let chosen: [Routine; 2] =
+            std::array::from_fn(|k| fastest(&ns[k], SCATTERED_TIE, |_| true));
+        let with_scattered = |own: &[Routine; C]| {
             let mut t = *own;
-            t[RANDOM_CLASS] = chosen[0];
-            t[RANDOM_CLASS + 1] = chosen[1];
-            table.store(pack(&t), Relaxed);
-        }
-        let mut all = describe(&{
-            let mut t = cal.shared;
-            t[RANDOM_CLASS] = chosen[0];
-            t[RANDOM_CLASS + 1] = chosen[1];
+            t[RANDOM_CLASS..].copy_from_slice(&chosen);
             t
-        });
-        if cal.plain != cal.shared {
-            let mut t = cal.plain;
-            t[RANDOM_CLASS] = chosen[0];
-            t[RANDOM_CLASS + 1] = chosen[1];
-            let _ = write!(all, "; plain copy: {}", describe(&t));
-        }
-        let _ = CHOSEN_ALL.set(all);
+        };
+        let (shared, plain) = (with_scattered(&cal.shared), with_scattered(&cal.plain));
+        SHARED.store(pack(&shared), Relaxed);
+        PLAIN.store(pack(&plain), Relaxed);
+        let _ = CHOSEN_ALL.set(describe_both(&shared, &plain));
         Scattered { ns, chosen }
     });
+}
+
+/// The earliest routine of [`ROUTINES`] that `ok` allows whose time in
+/// `ns` is within `tie` (a fraction) of the fastest such one's (`movsb`
+/// if none was timed).
+fn fastest(ns: &[Option<f64>; R], tie: f64, ok: impl Fn(Routine) -> bool) -> Routine {
+    let time = |i: usize| ns[i].filter(|_| ok(ROUTINES[i]));
+    let best = (0..R).filter_map(time).fold(f64::INFINITY, f64::min);
+    let i = (0..R).find(|&i| time(i).is_some_and(|t| t <= best * (1.0 + tie)));
+    ROUTINES[i.unwrap_or(0)]
+}
+
+/// [`super::chosen`]'s answer for these choices: the shared functions',
+/// and the plain copy's where they differ.
+fn describe_both(shared: &[Routine; C], plain: &[Routine; C]) -> String {
+    let mut out = describe(shared);
+    if plain != shared {
+        let _ = write!(out, "; plain copy: {}", describe(plain));
+    }
+    out
 }
 
 /// The choices of `t`, a byte per class, as [`PLAIN`] and [`SHARED`] hold
