@@ -553,13 +553,17 @@ impl Mapping {
         let sequential =
             NEXT.with(|n| n.replace((id, offset.saturating_add(len as u64))) == (id, offset));
         let index = offset / PAGE;
-        // Held over the copy: a folio found under this pin keeps its pages
-        // until the pin is dropped, whatever happens to it meanwhile
-        // (`limbo.rs`).
         let cache = self.inner();
         let unreferenced = cache.unreferenced_hits;
         let _reader = unreferenced.then(|| cache.limbo.reader());
-        let guard = self.xa.pin();
+        // The walk's pin. With hits that take no reference it is taken
+        // first and held over the copy, a hint's included: a folio found
+        // under it keeps its pages until it is dropped, whatever happens to
+        // the folio meanwhile (`limbo.rs`). A referenced hit on a hint
+        // needs none (the hints and the descriptors live as long as the
+        // cache, and the reference is the check), so it is taken only if
+        // the walk is.
+        let early = unreferenced.then(|| self.xa.pin());
         // A 2 MiB folio where a walk last found one: checked as a walk's
         // find is, so a stale hint only costs the walk that follows.
         if let Some(f) = self.huge.get(index).and_then(|p| cache.table.get(p)) {
@@ -569,6 +573,7 @@ impl Mapping {
                 return (hit, sequential);
             }
         }
+        let guard = early.unwrap_or_else(|| self.xa.pin());
         loop {
             match self.xa.load_ref_with_start(index, &guard) {
                 None | Some((EntryRef::Value(_), _)) => {
