@@ -48,7 +48,8 @@ pub struct Host {
     pub cpu: String,
     /// The copy routines foliocache's calibration chose on this host
     /// (`foliocache::internals::copy::chosen`; `FOLIOCACHE_COPY` forces
-    /// one).
+    /// one), as they stood after the last scenario: random hits' routines
+    /// are chosen by timing the first ones.
     pub copy: String,
 }
 
@@ -67,7 +68,7 @@ impl Host {
                     Some(line.split_once(':')?.1.trim().to_string())
                 })
                 .unwrap_or_else(|| "unknown".into()),
-            copy: foliocache::internals::copy::chosen().to_string(),
+            copy: foliocache::internals::copy::chosen(),
         }
     }
 }

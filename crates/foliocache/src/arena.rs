@@ -886,23 +886,6 @@ impl Arena {
         self.pages as usize
     }
 
-    /// Times the copies of random hits over this arena, if it is large
-    /// enough and populated whole (`copy::calibrate_scattered`: once per
-    /// process, at the first such cache's build, before anything uses it).
-    ///
-    /// # Locking
-    /// Takes the arena lock (to read how much is populated).
-    pub(crate) fn time_scattered_copies(&self) {
-        let len = self.capacity_bytes();
-        if len < crate::copy::SCATTERED_MIN || self.populated_bytes() < len {
-            return;
-        }
-        // SAFETY: the arena maps `capacity_bytes()` from its first page for
-        // as long as it lives (`&self`), and its bytes are written only
-        // through `copy`'s shared functions (or by the OS).
-        unsafe { crate::copy::calibrate_scattered(self.page_ptr(PageId(0)).as_ptr(), len) };
-    }
-
     /// The arena's size in bytes, `capacity_pages() * PAGE_SIZE`: exactly
     /// what is mapped.
     pub fn capacity_bytes(&self) -> usize {

@@ -356,7 +356,6 @@ impl CacheBuilder {
         // Chooses the copy routines now (once per process, about a
         // millisecond) rather than in the first hit: `copy.rs`'s docs.
         crate::copy::calibrate();
-        arena.time_scattered_copies();
         let table =
             FolioTable::with_huge_pages(arena.capacity_pages(), self.huge_pages, self.populate)?;
         let shadow_nodes = match self.shadow_budget {

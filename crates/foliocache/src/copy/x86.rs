@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 use super::{BULK, LARGE};
 
+mod trial;
+
 /// A copy routine as a function: `(src, dst, len)`.
 pub(super) type CopyFn = unsafe fn(*const u8, *mut u8, usize);
 
@@ -74,6 +76,11 @@ const BULK_CLASS: usize = 4;
 /// its misaligned twin.
 const RANDOM_CLASS: usize = 5;
 
+/// Set in a scattered class's byte of [`SHARED`] (and [`PLAIN`]) while its
+/// routine is on trial (`trial.rs`); the byte's routine is then the 4 KiB
+/// class's, for the report.
+const ON_TRIAL: u64 = 0x80;
+
 impl Routine {
     /// The name `FOLIOCACHE_COPY` and [`super::chosen`] use.
     pub(super) fn name(self) -> &'static str {
@@ -126,7 +133,8 @@ impl Routine {
 
 /// The chosen routines of [`super::copy`] and of the shared functions: a
 /// byte per class (its index in [`CLASSES`]), each a [`Routine`]'s
-/// discriminant; 0 until the calibration has run.
+/// discriminant, with [`ON_TRIAL`] set in a scattered class's while its
+/// trial runs; 0 until the calibration has run.
 static PLAIN: AtomicU64 = AtomicU64::new(0);
 static SHARED: AtomicU64 = AtomicU64::new(0);
 
@@ -154,11 +162,18 @@ pub(super) unsafe fn copy<const SHARED_BYTES: bool, const FRESH: bool, const RAN
     let class = if FRESH && len >= BULK {
         BULK_CLASS as u32
     } else if RANDOM && len < LARGE {
-        RANDOM_CLASS as u32 | misaligned
+        RANDOM_CLASS as u32 + misaligned
     } else {
         misaligned | u32::from(len >= LARGE) << 1
     };
-    let routine = Routine::from_index(((choices >> (8 * class)) & 0xff) as u32);
+    let byte = (choices >> (8 * class)) & 0xff;
+    if RANDOM && byte & ON_TRIAL != 0 {
+        // SAFETY: the caller's contract (only the shared functions make
+        // random copies, and their contract is the trial's).
+        unsafe { trial::copy(class as usize - RANDOM_CLASS, src, dst, len) };
+        return;
+    }
+    let routine = Routine::from_index(byte as u32);
     // SAFETY: the caller's contract is every routine's; the calibration
     // chose an available one, and only shared ones for `SHARED`.
     unsafe {
@@ -416,8 +431,8 @@ pub(super) struct Calibration {
     plain: [Routine; C],
     shared: [Routine; C],
     took: Duration,
-    /// [`super::chosen`]'s answer.
-    pub(super) chosen: String,
+    /// The routine `FOLIOCACHE_COPY` forced, if any (then no trial runs).
+    forced: Option<Routine>,
 }
 
 static CALIBRATION: OnceLock<Calibration> = OnceLock::new();
@@ -427,8 +442,9 @@ static CALIBRATION: OnceLock<Calibration> = OnceLock::new();
 pub(super) fn calibration() -> &'static Calibration {
     CALIBRATION.get_or_init(|| {
         let cal = Calibration::run();
-        PLAIN.store(pack(&cal.plain), Relaxed);
-        SHARED.store(pack(&cal.shared), Relaxed);
+        let trial = cal.forced.is_none();
+        PLAIN.store(pack(&cal.plain, trial), Relaxed);
+        SHARED.store(pack(&cal.shared, trial), Relaxed);
         cal
     })
 }
@@ -444,8 +460,8 @@ impl Calibration {
         let start = Instant::now();
         let ns = measure();
         let pick = |c: usize, shared: bool| fastest(&ns[c], TIE, |r| !shared || r.shared());
-        // The scattered classes copy as the 4 KiB ones until an arena large
-        // enough to time them is built (`calibrate_scattered`).
+        // The scattered classes are timed on random hits (`trial.rs`): until
+        // then they are reported as the 4 KiB ones.
         let as_timed = |c: usize| {
             if c >= RANDOM_CLASS {
                 c - RANDOM_CLASS
@@ -462,52 +478,44 @@ impl Calibration {
                 shared = [r; C];
             }
         }
-        let mut chosen = describe_both(&shared, &plain);
-        if let Some(r) = forced {
-            let _ = write!(chosen, " (FOLIOCACHE_COPY={})", r.name());
-        }
         Calibration {
             ns,
             plain,
             shared,
             took: start.elapsed(),
-            chosen,
+            forced,
         }
+    }
+
+    /// [`super::chosen`]'s answer: the routines the tables hold now.
+    pub(super) fn chosen(&self) -> String {
+        let mut out = describe_both(SHARED.load(Relaxed), PLAIN.load(Relaxed));
+        if let Some(r) = self.forced {
+            let _ = write!(out, " (FOLIOCACHE_COPY={})", r.name());
+        }
+        out
     }
 
     /// A line per class: each routine's time and rate, and the choices.
     pub(super) fn report(&self) -> String {
-        let chosen = CHOSEN_ALL.get().unwrap_or(&self.chosen);
-        let mut out = format!("copy calibration ({:.2?}): {chosen}\n", self.took);
-        let scattered = SCATTERED.get();
+        let mut out = format!("copy calibration ({:.2?}): {}\n", self.took, self.chosen());
         for (c, &(len, off)) in CLASSES.iter().enumerate() {
             let _ = write!(out, "  {}:", class_name(c));
-            let ns = if c >= RANDOM_CLASS {
-                match scattered {
-                    Some(t) => &t.ns[c - RANDOM_CLASS],
-                    None => {
-                        let _ = writeln!(
-                            out,
-                            " as {} (not timed: no populated arena of {} MiB or more built yet)",
-                            class_name(c - RANDOM_CLASS),
-                            super::SCATTERED_MIN >> 20
-                        );
-                        continue;
-                    }
-                }
-            } else {
-                &self.ns[c]
-            };
+            if c >= RANDOM_CLASS {
+                let how = match self.forced {
+                    Some(r) => format!(" {} (forced; not timed)", r.name()),
+                    None => trial::report(c - RANDOM_CLASS),
+                };
+                let _ = writeln!(out, "{how} [{len} B, dst +{off}, scattered]");
+                continue;
+            }
             for (i, r) in ROUTINES.iter().enumerate() {
-                if let Some(t) = ns[i] {
+                if let Some(t) = self.ns[c][i] {
                     let gib = len as f64 / t / 1.073_741_824;
                     let _ = write!(out, " {} {t:.0} ns ({gib:.1} GiB/s)", r.name());
                 }
             }
-            let (shared, plain) = match (c >= RANDOM_CLASS, scattered) {
-                (true, Some(t)) => (t.chosen[c - RANDOM_CLASS], t.chosen[c - RANDOM_CLASS]),
-                _ => (self.shared[c], self.plain[c]),
-            };
+            let (shared, plain) = (self.shared[c], self.plain[c]);
             let _ = writeln!(
                 out,
                 "; chosen {} (plain {}) [{len} B, dst +{off}]",
@@ -531,13 +539,23 @@ fn class_name(c: usize) -> &'static str {
     ][c]
 }
 
-/// One name if every class has the same routine, else each class's.
-fn describe(t: &[Routine; C]) -> String {
-    if t.iter().all(|r| *r == t[0]) {
-        return t[0].name().to_owned();
+/// The choices of a table packed as [`SHARED`] and [`PLAIN`] hold them:
+/// one name if every class has the same routine, else each class's (a
+/// scattered class on trial as such).
+fn describe(table: u64) -> String {
+    let name = |c: usize| {
+        let byte = (table >> (8 * c)) & 0xff;
+        if byte & ON_TRIAL != 0 {
+            "on trial"
+        } else {
+            Routine::from_index(byte as u32).name()
+        }
+    };
+    if (1..C).all(|c| name(c) == name(0)) {
+        return name(0).to_owned();
     }
     let names: Vec<String> = (0..C)
-        .map(|c| format!("{} {}", class_name(c), t[c].name()))
+        .map(|c| format!("{} {}", class_name(c), name(c)))
         .collect();
     names.join(", ")
 }
@@ -584,8 +602,8 @@ fn forced() -> Option<Routine> {
 /// (`docs/bench.md`, "Timing a hit's classes as a stream of hits"). For
 /// the bulk class, source and destination are both flushed first, and the
 /// run is one copy of their whole length: a bulk write filling memory
-/// nothing touched lately. The scattered classes are not timed here (see
-/// [`calibrate_scattered`]).
+/// nothing touched lately. The scattered classes are not timed here: the
+/// random hits themselves are (`trial.rs`).
 fn measure() -> [[Option<f64>; R]; C] {
     /// A hit class's span.
     const STREAM: usize = 256 << 10;
@@ -648,111 +666,6 @@ fn measure() -> [[Option<f64>; R]; C] {
     ns
 }
 
-/// A routine this close to the fastest on a scattered class (as a
-/// fraction) counts as fast as it, and the earlier in [`ROUTINES`] wins
-/// (`movsb` first). Wider than [`TIE`]: timed alone, scattered copies put
-/// the routines within a few per cent of one another in every process,
-/// either way round, while random hits copied by `rep movsb` ran 10-25 %
-/// faster than by either vector loop on one host, and no slower on the
-/// two others measured (`docs/bench.md`, "Random hits: a class of their
-/// own"). A routine has to be clearly faster on its own to be chosen over
-/// it.
-const SCATTERED_TIE: f64 = 0.10;
-
-/// What [`calibrate_scattered`] measured and chose.
-pub(super) struct Scattered {
-    /// Best time per copy, by scattered class and [`ROUTINES`] index.
-    ns: [[Option<f64>; R]; 2],
-    chosen: [Routine; 2],
-}
-
-static SCATTERED: OnceLock<Scattered> = OnceLock::new();
-
-/// [`super::chosen`]'s answer once the scattered classes are timed.
-pub(super) static CHOSEN_ALL: OnceLock<String> = OnceLock::new();
-
-/// Times the scattered classes (a random reader's 4 KiB hits, aligned and
-/// 16 bytes off) over `len` bytes from `base`, once per process, and
-/// makes their fastest routine the one those copies use (unless
-/// `FOLIOCACHE_COPY` forces one). A copy from a place no stream led to
-/// waits for memory, and with a cache's data larger than the TLB's reach,
-/// for a page walk too: which routine does best there is not what copies
-/// that walk 256 KiB say, nor copies scattered over memory the caches
-/// hold (the two ranked the routines in opposite ways on one host:
-/// `docs/bench.md`, "Random hits: a class of their own"). So they are
-/// timed where random hits land: over memory as large as a cache's, here
-/// a new cache's arena, populated and not yet used. Each round copies
-/// from 64 places drawn at random over it, each copy between the locked
-/// pair a sequential class's run has; only the routines that may copy
-/// shared bytes are timed (only hits use these classes).
-///
-/// # Safety
-/// `len` bytes from `base` are mapped and readable; nothing writes them
-/// meanwhile except through `copy.rs`'s shared functions.
-pub(super) unsafe fn calibrate_scattered(base: *const u8, len: usize) {
-    let cal = calibration();
-    if len < 4096 || forced().is_some() {
-        return;
-    }
-    SCATTERED.get_or_init(|| {
-        const COPIES: usize = 64;
-        const LEN: usize = 4096;
-        let pieces = len / LEN;
-        let mut dst = vec![0x5a_u8; 3 * LEN];
-        let at = dst.as_ptr().align_offset(LEN);
-        let d = dst[at..].as_mut_ptr();
-        let timed: Vec<usize> = (0..R)
-            .filter(|&i| ROUTINES[i].available() && ROUTINES[i].shared() && ROUTINES[i] != Stream)
-            .collect();
-        let refs = AtomicU64::new(0);
-        let mut rng: u64 = 0x9e37_79b9_7f4a_7c15 ^ base as u64;
-        let mut ns = [[None; R]; 2];
-        for round in 0..ROUNDS {
-            for (k, off) in [0usize, 16].into_iter().enumerate() {
-                for j in 0..timed.len() {
-                    let i = timed[(j + round) % timed.len()];
-                    let f = ROUTINES[i].func();
-                    let places: [usize; COPIES] = std::array::from_fn(|_| {
-                        rng ^= rng << 13;
-                        rng ^= rng >> 7;
-                        rng ^= rng << 17;
-                        (rng % pieces as u64) as usize
-                    });
-                    let t = Instant::now();
-                    for &p in &places {
-                        refs.fetch_add(1, SeqCst);
-                        // SAFETY: `p < pieces`, so `base + p * LEN` has
-                        // `LEN` readable bytes (the caller's contract), read
-                        // as shared bytes by a shared routine; `d + off`
-                        // has `LEN` bytes inside `dst`, a distinct buffer.
-                        unsafe { f(base.add(p * LEN), d.add(off), LEN) };
-                        black_box(d);
-                        refs.fetch_sub(1, SeqCst);
-                    }
-                    let per = t.elapsed().as_nanos() as f64 / COPIES as f64;
-                    if round > 0 {
-                        let best: &mut Option<f64> = &mut ns[k][i];
-                        *best = Some(best.map_or(per, |b| b.min(per)));
-                    }
-                }
-            }
-        }
-        black_box(&dst);
-        let chosen: [Routine; 2] =
-            std::array::from_fn(|k| fastest(&ns[k], SCATTERED_TIE, |_| true));
-        let with_scattered = |own: &[Routine; C]| {
-            let mut t = *own;
-            t[RANDOM_CLASS..].copy_from_slice(&chosen);
-            t
-        };
-        let (shared, plain) = (with_scattered(&cal.shared), with_scattered(&cal.plain));
-        SHARED.store(pack(&shared), Relaxed);
-        PLAIN.store(pack(&plain), Relaxed);
-        let _ = CHOSEN_ALL.set(describe_both(&shared, &plain));
-        Scattered { ns, chosen }
-    });
-}
-
 /// The earliest routine of [`ROUTINES`] that `ok` allows whose time in
 /// `ns` is within `tie` (a fraction) of the fastest such one's (`movsb`
 /// if none was timed).
@@ -763,9 +676,9 @@ fn fastest(ns: &[Option<f64>; R], tie: f64, ok: impl Fn(Routine) -> bool) -> Rou
     ROUTINES[i.unwrap_or(0)]
 }
 
-/// [`super::chosen`]'s answer for these choices: the shared functions',
-/// and the plain copy's where they differ.
-fn describe_both(shared: &[Routine; C], plain: &[Routine; C]) -> String {
+/// [`super::chosen`]'s answer for these tables: the shared functions'
+/// choices, and the plain copy's where they differ.
+fn describe_both(shared: u64, plain: u64) -> String {
     let mut out = describe(shared);
     if plain != shared {
         let _ = write!(out, "; plain copy: {}", describe(plain));
@@ -774,11 +687,16 @@ fn describe_both(shared: &[Routine; C], plain: &[Routine; C]) -> String {
 }
 
 /// The choices of `t`, a byte per class, as [`PLAIN`] and [`SHARED`] hold
-/// them.
-fn pack(t: &[Routine; C]) -> u64 {
-    t.iter()
-        .enumerate()
-        .fold(0, |a, (i, r)| a | (*r as u64) << (8 * i))
+/// them; the scattered classes marked [`ON_TRIAL`] if `trial`.
+fn pack(t: &[Routine; C], trial: bool) -> u64 {
+    t.iter().enumerate().fold(0, |a, (i, r)| {
+        let on_trial = if trial && i >= RANDOM_CLASS {
+            ON_TRIAL
+        } else {
+            0
+        };
+        a | (*r as u64 | on_trial) << (8 * i)
+    })
 }
 
 /// Evicts `len` bytes from `p` on from every CPU cache, and waits for it:
@@ -812,6 +730,13 @@ fn flush(p: *const u8, len: usize) {
     // SAFETY: MFENCE (SSE2) orders the flushes before the loads that
     // follow; it touches no memory.
     unsafe { std::arch::x86_64::_mm_mfence() };
+}
+
+/// Whether scattered class `class` (0: aligned, 1: 16 bytes off) has been
+/// decided by its trial.
+#[cfg(test)]
+pub(super) fn trial_decided(class: usize) -> bool {
+    trial::decided(class)
 }
 
 /// Every available routine, as `(name, function, may copy shared bytes)`:
