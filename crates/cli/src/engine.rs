@@ -385,6 +385,10 @@ pub struct Setup {
     /// Page-cache residency of the data after warming or dropping:
     /// (resident pages, pages, "after warming" / "after drop").
     pub residency: Option<(usize, usize, &'static str)>,
+    /// `mmap` and `memcpy`: bytes of the mappings the kernel maps with
+    /// 2 MiB entries before the run (the page cache's 2 MiB folios; the
+    /// anonymous copy's transparent huge pages), and bytes mapped.
+    pub huge_mapped: Option<(u64, u64)>,
     /// foliocache's figures before the measurement.
     pub folio_before: Option<FolioBefore>,
     /// A memory job's setup, part of its run: the time to map the memory,
@@ -512,13 +516,18 @@ impl Engines {
                 if !mode.cold {
                     // Residency is what the mapping sees once faulted in.
                     let (mut resident, mut pages) = (0, 0);
+                    let (mut huge, mut mapped) = (0, 0);
                     for m in &maps {
                         m.prefault(write);
                         let (r, n) = m.resident_pages().context("mincore")?;
                         resident += r;
                         pages += n;
+                        let (h, b) = m.huge_mapped().context("reading /proc/self/smaps")?;
+                        huge += h;
+                        mapped += b;
                     }
                     setup.residency = Some((resident, pages, "after warming"));
+                    setup.huge_mapped = Some((huge, mapped));
                 }
                 Prepared::Mmap(maps)
             }
@@ -541,8 +550,15 @@ impl Engines {
                         m.load(f)?;
                         Ok(m)
                     })
-                    .collect::<io::Result<_>>()
+                    .collect::<io::Result<Vec<AnonMap>>>()
                     .context("memcpy engine: reading the data file into memory")?;
+                let (mut huge, mut mapped) = (0, 0);
+                for m in &maps {
+                    let (h, b) = m.huge_mapped().context("reading /proc/self/smaps")?;
+                    huge += h;
+                    mapped += b;
+                }
+                setup.huge_mapped = Some((huge, mapped));
                 setup.notes.push(format!(
                     "memcpy: the data file's {} in anonymous memory (transparent huge pages asked \
                      for), read in before the run; each read is a copy_from_slice out of it",

@@ -358,6 +358,18 @@ pub struct Residency {
     pub when: &'static str,
 }
 
+/// How a run's memory was mapped (`mmap`, `memcpy`): by 2 MiB page-table
+/// entries where the page cache holds the file in 2 MiB folios (or the
+/// anonymous copy has transparent huge pages), else by 4 KiB ones, each
+/// a TLB entry of its own.
+#[derive(Debug, Clone, Serialize)]
+pub struct HugeMapped {
+    /// Bytes mapped by 2 MiB entries.
+    pub huge_bytes: u64,
+    /// Bytes mapped.
+    pub bytes: u64,
+}
+
 /// One engine's run of one job (its `Default` is an empty record, which
 /// a run fills in).
 #[derive(Debug, Clone, Default, Serialize)]
@@ -457,6 +469,10 @@ pub struct RunRecord {
     pub device: Option<crate::disk::DeviceReads>,
     /// Kernel page-cache residency of the data before the run.
     pub page_cache: Option<Residency>,
+    /// How the engine's mapping was mapped before the run (`mmap`,
+    /// `memcpy`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub huge_mapped: Option<HugeMapped>,
     /// The memory limit the run ran under (kernel engines of a scenario
     /// that limits them).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -656,6 +672,14 @@ pub fn block(r: &RunRecord, scenario: &str, run: Option<(u32, u32)>) -> String {
             s,
             "    page cache {}: {} of {} pages resident",
             p.when, p.resident_pages, p.pages
+        );
+    }
+    if let Some(h) = &r.huge_mapped {
+        let _ = writeln!(
+            s,
+            "    mapped by 2 MiB entries: {} of {}; the rest by 4 KiB ones",
+            fmt_size_approx(h.huge_bytes),
+            fmt_size_approx(h.bytes)
         );
     }
     for n in &r.notes {

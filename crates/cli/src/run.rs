@@ -17,7 +17,8 @@ use crate::engine::{Engines, FolioBefore, Prepared, RunMode, Setup};
 use crate::hot::{self, HotFile, MissProbe};
 use crate::job::{self, Measured, RunOptions};
 use crate::report::{
-    self, Cpu, FineTimeline, FolioFigures, HotFigures, Latency, MemoryLimit, Residency, RunRecord,
+    self, Cpu, FineTimeline, FolioFigures, HotFigures, HugeMapped, Latency, MemoryLimit, Residency,
+    RunRecord,
 };
 use crate::scenario::Plan;
 use crate::spec::{EngineKind, EngineSpec, JobSpec};
@@ -387,6 +388,10 @@ fn record(
             pages: p,
             when,
         }),
+        huge_mapped: s
+            .setup
+            .huge_mapped
+            .map(|(huge_bytes, bytes)| HugeMapped { huge_bytes, bytes }),
         memory_limit,
         hot,
         notes,
