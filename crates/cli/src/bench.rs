@@ -348,6 +348,7 @@ impl Bench<'_> {
                     mode: RunMode {
                         cold: job.cold,
                         capacity: setup.capacity,
+                        consume: plan.consume,
                     },
                     write_seed: FILE_SEED ^ self.round_seed.wrapping_mul(0xd6e8_feb8_6659_fd93),
                 };

@@ -319,8 +319,9 @@ pub enum Prepared {
     Folio(Vec<foliocache::File>, FolioMode),
     /// `anon`: fresh anonymous mappings.
     Anon(Vec<AnonMap>),
-    /// `memcpy`: anonymous mappings holding the data files' bytes.
-    Memcpy(Vec<AnonMap>),
+    /// `memcpy`: anonymous mappings holding the data files' bytes, and
+    /// whether `--consume` sums them in place (`memcpy[inplace]`).
+    Memcpy(Vec<AnonMap>, bool),
     /// `foliocache[qd=N]`: its files, read `N` at a time through a
     /// `ReadQueue`.
     Queued(Vec<foliocache::File>, usize),
@@ -344,7 +345,7 @@ impl Prepared {
             }
             Prepared::Mmap(ms) => ms.iter().try_for_each(Mmap::sync),
             Prepared::Folio(fs, _) | Prepared::Queued(fs, _) => fs.iter().try_for_each(folio_sync),
-            Prepared::Anon(_) | Prepared::Memcpy(_) => Ok(()),
+            Prepared::Anon(_) | Prepared::Memcpy(..) => Ok(()),
         }
     }
 
@@ -372,7 +373,7 @@ impl Prepared {
             Prepared::Folio(..)
             | Prepared::Queued(..)
             | Prepared::Anon(_)
-            | Prepared::Memcpy(_) => Ok(false),
+            | Prepared::Memcpy(..) => Ok(false),
         }
     }
 }
@@ -451,6 +452,8 @@ pub struct RunMode {
     pub cold: bool,
     /// foliocache's capacity (`--capacity`, or 1.25x the data).
     pub capacity: u64,
+    /// `--consume`: every read's bytes are summed.
+    pub consume: bool,
 }
 
 impl Engines {
@@ -559,12 +562,18 @@ impl Engines {
                     mapped += b;
                 }
                 setup.huge_mapped = Some((huge, mapped));
+                let read = if spec.inplace && mode.consume {
+                    "each read's bytes are summed where they lie (zero copy's limit)"
+                } else {
+                    "each read is a copy_from_slice out of it"
+                };
                 setup.notes.push(format!(
-                    "memcpy: the data file's {} in anonymous memory (transparent huge pages asked \
-                     for), read in before the run; each read is a copy_from_slice out of it",
+                    "{}: the data file's {} in anonymous memory (transparent huge pages asked \
+                     for), read in before the run; {read}",
+                    spec.label,
                     fmt_size(job.file_size)
                 ));
-                Prepared::Memcpy(maps)
+                Prepared::Memcpy(maps, spec.inplace)
             }
             EngineKind::Fuse => {
                 let paths = self.fuse(files, mode, write, &mut setup)?;

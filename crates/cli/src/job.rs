@@ -282,9 +282,12 @@ fn thread_ios(prepared: &mut Prepared, n: usize, shared: bool) -> Result<Vec<Thr
             }
         }
         // Read only: every thread copies out of its file's memory.
-        Prepared::Memcpy(ms) => lend(ms, n, shared, |m| {
-            ThreadIo::SharedMap(SharedMapIo(m, false))
-        }),
+        Prepared::Memcpy(ms, inplace) => {
+            let inplace = *inplace;
+            lend(ms, n, shared, |m| {
+                ThreadIo::SharedMap(SharedMapIo(m, inplace))
+            })
+        }
         Prepared::Pread(fs) => lend(fs, n, shared, |f| ThreadIo::Pread(PreadIo(f))),
         Prepared::Dontcache(fs) => lend(fs, n, shared, |f| ThreadIo::Dontcache(DontcacheIo(f))),
         Prepared::Folio(fs, mode) => {
@@ -1039,6 +1042,7 @@ mod tests {
         let mode = RunMode {
             cold: true,
             capacity: 2 * size,
+            consume: false,
         };
         for (text, runtime) in [
             ("foliocache[qd=32]", None),

@@ -231,8 +231,11 @@ impl CachedReads {
         } else {
             let mut e = Self::ENGINES.map(EngineSpec::plain).to_vec();
             if args.consume {
-                // Zero copy: what `--consume` is there to weigh.
+                // Zero copy: what `--consume` is there to weigh, and its
+                // limit (the bytes summed where they lie in memory, with
+                // no lookup).
                 e.insert(1, EngineSpec::pin());
+                e.push(EngineSpec::memcpy_inplace());
             }
             e
         };
@@ -313,7 +316,8 @@ const PIN_TARGET: f64 = 1.2;
 /// job `(index, with_mmap)` of a cached-read scenario: `memcpy`'s, at
 /// least [`MEMCPY_TARGET`], and, if `with_mmap`, `mmap`'s, at least
 /// [`MMAP_TARGET`]; `foliocache[pin]`'s beside `mmap`'s (with
-/// `consume`, at least [`PIN_TARGET`]) and beside foliocache's copy.
+/// `consume`, at least [`PIN_TARGET`]), beside foliocache's copy, and,
+/// with `consume`, beside `memcpy[inplace]`'s (zero copy's limit).
 /// Where an engine does not run, no ratio.
 fn copy_limits(j: &mut Judged, c: &CachedReads, jobs: &[(usize, bool)]) {
     let engines = &c.engines;
@@ -321,7 +325,9 @@ fn copy_limits(j: &mut Judged, c: &CachedReads, jobs: &[(usize, bool)]) {
         e.kind == EngineKind::Foliocache && e.qd.is_none() && !e.folio.dontcache && !e.folio.pin
     });
     let pin = first_label(engines, |e| e.kind == EngineKind::Foliocache && e.folio.pin);
-    let memcpy = first_label(engines, |e| e.kind == EngineKind::Memcpy);
+    let memcpy = first_label(engines, |e| e.kind == EngineKind::Memcpy && !e.inplace);
+    let inplace =
+        first_label(engines, |e| e.kind == EngineKind::Memcpy && e.inplace).filter(|_| c.consume);
     let mmap = first_label(engines, |e| e.kind == EngineKind::Mmap);
     for &(job, with_mmap) in jobs {
         j.judged(&folio, &memcpy, Some(MEMCPY_TARGET), Some(job));
@@ -330,6 +336,7 @@ fn copy_limits(j: &mut Judged, c: &CachedReads, jobs: &[(usize, bool)]) {
             j.judged(&pin, &mmap, c.consume.then_some(PIN_TARGET), Some(job));
         }
         j.judged(&pin, &folio, None, Some(job));
+        j.judged(&pin, &inplace, None, Some(job));
     }
 }
 

@@ -493,6 +493,7 @@ fn consume_adds_the_pin_engine_and_holds_it_to_mmap() {
     let p = plan_of(&["--scenario", "seqread", "--scenario", "randread", "--quick"]);
     for sc in &p.scenarios {
         assert!(!labels(&sc.jobs[0]).contains(&"foliocache[pin]"));
+        assert!(!labels(&sc.jobs[0]).contains(&"memcpy[inplace]"));
         assert!(pin_targets(sc).is_empty());
     }
     let p = plan_of(&[
@@ -506,9 +507,27 @@ fn consume_adds_the_pin_engine_and_holds_it_to_mmap() {
     assert!(p.consume);
     for sc in &p.scenarios {
         assert_eq!(
-            labels(&sc.jobs[0])[..5],
-            ["foliocache", "foliocache[pin]", "kernel", "mmap", "memcpy"]
+            labels(&sc.jobs[0]),
+            [
+                "foliocache",
+                "foliocache[pin]",
+                "kernel",
+                "mmap",
+                "memcpy",
+                "memcpy[inplace]"
+            ]
         );
+        // The pin beside zero copy's limit, in every job, with no target;
+        // foliocache's copy is still held to the copying memcpy.
+        let r = ratios_of(sc);
+        assert!(
+            r.contains(&("foliocache[pin]", "memcpy[inplace]", None)),
+            "{r:?}"
+        );
+        assert!(r.contains(&("foliocache", "memcpy", Some(0.95))), "{r:?}");
+        assert!(!r
+            .iter()
+            .any(|&(n, d, _)| n == "foliocache" && d == "memcpy[inplace]"));
         // At 4 KiB (job 0), where mmap runs in the scenario's ratios.
         assert_eq!(pin_targets(sc), [("mmap".to_string(), 1.2, Some(0))]);
         // foliocache's own targets are still the copy's, not the pin's.

@@ -24,7 +24,9 @@ pub enum EngineKind {
     Mmap,
     /// Copies (`copy_from_slice`) out of anonymous memory holding the
     /// file's bytes, read in before the run: the limit of a cached read,
-    /// a bare memory copy into the same buffer. Reads only.
+    /// a bare memory copy into the same buffer. Reads only. With
+    /// `inplace` and `--consume`, the bytes are summed where they lie
+    /// instead: the limit of a zero-copy read.
     Memcpy,
     /// A `memset` of fresh anonymous memory (the populate scenario's
     /// floor: what first touch costs).
@@ -199,6 +201,11 @@ pub struct EngineSpec {
     pub folio: FolioOptions,
     /// The anon engine's options (defaults for other engines).
     pub anon: AnonOptions,
+    /// `memcpy[inplace]`: with `--consume`, each read's bytes are summed
+    /// where they lie in the memory holding the file (no lookup, no copy:
+    /// what a zero-copy read such as `foliocache[pin]` can at best reach);
+    /// without it, they are copied as by `memcpy`.
+    pub inplace: bool,
     /// `qd=N` (`foliocache` and `direct` only): each job thread keeps `N`
     /// reads in flight instead of one synchronous read at a time
     /// (`File::read_many` batches of `N`; an io_uring of depth `N` on the
@@ -230,7 +237,17 @@ impl EngineSpec {
             kind,
             folio: FolioOptions::default(),
             anon: AnonOptions::default(),
+            inplace: false,
             qd: None,
+        }
+    }
+
+    /// `memcpy[inplace]`: the limit of a zero-copy read.
+    pub fn memcpy_inplace() -> Self {
+        EngineSpec {
+            label: "memcpy[inplace]".to_string(),
+            inplace: true,
+            ..EngineSpec::plain(EngineKind::Memcpy)
         }
     }
 
@@ -281,11 +298,12 @@ impl EngineSpec {
             })?;
         let mut folio = FolioOptions::default();
         let mut anon = AnonOptions::default();
+        let mut inplace = false;
         let mut qd = None;
         if let Some(opts) = opts {
             if !matches!(
                 kind,
-                EngineKind::Foliocache | EngineKind::Anon | EngineKind::Direct
+                EngineKind::Foliocache | EngineKind::Anon | EngineKind::Direct | EngineKind::Memcpy
             ) {
                 if let Some(v) = opts.split(',').find_map(|o| o.trim().strip_prefix("qd=")) {
                     parse_qd(kind, v.trim())?;
@@ -310,6 +328,14 @@ impl EngineSpec {
                             opt.trim()
                         ))
                     }
+                    EngineKind::Memcpy => match opt.trim() {
+                        "inplace" => inplace = true,
+                        other => {
+                            return Err(format!(
+                                "memcpy engine: unknown option `{other}` (supported: inplace)"
+                            ))
+                        }
+                    },
                     EngineKind::Anon => match opt.trim() {
                         "thp" => anon.thp = true,
                         "populate" => anon.populate = true,
@@ -340,6 +366,7 @@ impl EngineSpec {
             kind,
             folio,
             anon,
+            inplace,
             qd,
         })
     }
@@ -447,6 +474,31 @@ mod tests {
         assert!(EngineSpec::parse("mmap[pin]")
             .unwrap_err()
             .contains("takes no options"));
+    }
+
+    #[test]
+    fn inplace_is_an_option_of_memcpy_alone() {
+        let e = EngineSpec::parse("memcpy[inplace]").unwrap();
+        assert!(e.inplace && e.kind == EngineKind::Memcpy);
+        assert_eq!(e, EngineSpec::memcpy_inplace());
+        assert!(!EngineSpec::parse("memcpy").unwrap().inplace);
+        let err = EngineSpec::parse("memcpy[pin]").unwrap_err();
+        assert!(
+            err.contains("unknown option `pin` (supported: inplace)"),
+            "{err}"
+        );
+        let err = EngineSpec::parse("memcpy[qd=4]").unwrap_err();
+        assert!(
+            err.contains("qd= is for foliocache and direct only"),
+            "{err}"
+        );
+        for other in ["mmap[inplace]", "kernel[inplace]"] {
+            let err = EngineSpec::parse(other).unwrap_err();
+            assert!(err.contains("takes no options"), "{other}: {err}");
+        }
+        assert!(EngineSpec::parse("foliocache[inplace]")
+            .unwrap_err()
+            .contains("option `inplace` is not supported"));
     }
 
     #[test]

@@ -1356,7 +1356,7 @@ fn verified(rw: &str, engines: &[&str], extra: &[&str]) {
     }
 }
 
-const READERS: [&str; 8] = [
+const READERS: [&str; 9] = [
     "foliocache",
     "foliocache[dontcache]",
     "foliocache[pin]",
@@ -1365,6 +1365,7 @@ const READERS: [&str; 8] = [
     "dontcache",
     "mmap",
     "memcpy",
+    "memcpy[inplace]",
 ];
 const WRITERS: [&str; 6] = [
     "foliocache",
@@ -1403,8 +1404,8 @@ fn misaligned_buffers_read_the_right_data() {
 }
 
 /// `--consume` on every reader: each run reads all its bytes (the copy
-/// engines summing their buffer, mmap and foliocache[pin] the bytes in
-/// place), and the record says so.
+/// engines summing their buffer, mmap, foliocache[pin] and
+/// memcpy[inplace] the bytes in place), and the record says so.
 #[test]
 fn consume_runs_every_reader_and_is_recorded() {
     let (readers, v) = two_jobs_of_2m("randread", &READERS, &["--shared", "--consume"]);
@@ -1413,6 +1414,14 @@ fn consume_runs_every_reader_and_is_recorded() {
     for r in rs {
         assert_eq!(r["consume"], true, "{}", r["engine"]);
         assert_eq!(r["bytes"], 2 * (2 << 20), "{}", r["engine"]);
+        let notes = notes_of(r);
+        let in_place = notes.iter().any(|n| n.contains("summed where they lie"));
+        assert_eq!(
+            in_place,
+            r["engine"] == "memcpy[inplace]",
+            "{}: {notes:?}",
+            r["engine"]
+        );
     }
     assert_usage_error(&["bench", "--consume", "--verify"], "cannot be used with");
 }
