@@ -273,9 +273,9 @@ impl EngineSpec {
     ///
     /// # Errors
     /// An unknown engine, malformed brackets, options on an engine that
-    /// takes none (`direct` takes only `qd=N`), a `qd=` outside
-    /// 1..=[`MAX_QD`], or a foliocache option the library does not
-    /// support.
+    /// takes none (`direct` takes only `qd=N`, `memcpy` only `inplace`),
+    /// a `qd=` outside 1..=[`MAX_QD`], or a foliocache option the library
+    /// does not support.
     pub fn parse(s: &str) -> Result<EngineSpec, String> {
         let (name, opts) = match s.find('[') {
             None => (s, None),
