@@ -84,7 +84,7 @@ use rustix::io::Errno;
 
 use crate::spec::engine::{EngineKind, EngineSpec, FolioOptions};
 use crate::spec::JobSpec;
-use crate::sys::{self, AlignedBuf, AnonMap, Mapping, Mmap};
+use crate::sys::{self, huge_mapped_all, AlignedBuf, AnonMap, Mapping, Mmap};
 use crate::units::fmt_size;
 
 /// Buffered passes at most, to get a file fully into the page cache.
@@ -519,18 +519,17 @@ impl Engines {
                 if !mode.cold {
                     // Residency is what the mapping sees once faulted in.
                     let (mut resident, mut pages) = (0, 0);
-                    let (mut huge, mut mapped) = (0, 0);
                     for m in &maps {
                         m.prefault(write);
                         let (r, n) = m.resident_pages().context("mincore")?;
                         resident += r;
                         pages += n;
-                        let (h, b) = m.huge_mapped().context("reading /proc/self/smaps")?;
-                        huge += h;
-                        mapped += b;
                     }
                     setup.residency = Some((resident, pages, "after warming"));
-                    setup.huge_mapped = Some((huge, mapped));
+                    setup.huge_mapped = Some(
+                        huge_mapped_all(maps.iter().map(|m| &**m))
+                            .context("reading /proc/self/smaps")?,
+                    );
                 }
                 Prepared::Mmap(maps)
             }
@@ -555,13 +554,10 @@ impl Engines {
                     })
                     .collect::<io::Result<Vec<AnonMap>>>()
                     .context("memcpy engine: reading the data file into memory")?;
-                let (mut huge, mut mapped) = (0, 0);
-                for m in &maps {
-                    let (h, b) = m.huge_mapped().context("reading /proc/self/smaps")?;
-                    huge += h;
-                    mapped += b;
-                }
-                setup.huge_mapped = Some((huge, mapped));
+                setup.huge_mapped = Some(
+                    huge_mapped_all(maps.iter().map(|m| &**m))
+                        .context("reading /proc/self/smaps")?,
+                );
                 let read = if spec.inplace && mode.consume {
                     "each read's bytes are summed where they lie (zero copy's limit)"
                 } else {

@@ -188,22 +188,28 @@ impl Mapping {
         let bytes = self.bytes();
         mincore(bytes.as_ptr(), bytes.len())
     }
+}
 
-    /// Bytes of the mapping the kernel maps with 2 MiB page-table entries
-    /// now, and bytes mapped: a file's pages held in the page cache's
-    /// 2 MiB folios are mapped so (`FilePmdMapped` in `/proc/self/smaps`),
-    /// an anonymous mapping's transparent huge pages too (`AnonHugePages`).
-    /// A read of such memory takes no TLB miss per 4 KiB page.
-    ///
-    /// # Errors
-    /// Reading `/proc/self/smaps`.
-    pub fn huge_mapped(&self) -> io::Result<(u64, u64)> {
-        let bytes = self.bytes();
+/// Bytes of `maps` that the kernel maps with 2 MiB page-table entries
+/// now, and bytes mapped, summed over them (one reading of
+/// `/proc/self/smaps` for all): a file's pages held in the page cache's
+/// 2 MiB folios are mapped so (`FilePmdMapped`), an anonymous mapping's
+/// transparent huge pages too (`AnonHugePages`). A read of such memory
+/// takes no TLB miss per 4 KiB page.
+///
+/// # Errors
+/// Reading `/proc/self/smaps`.
+pub fn huge_mapped_all<'a>(maps: impl IntoIterator<Item = &'a Mapping>) -> io::Result<(u64, u64)> {
+    let smaps = std::fs::read_to_string("/proc/self/smaps")?;
+    Ok(maps.into_iter().fold((0, 0), |(huge, mapped), m| {
+        let bytes = m.bytes();
         let start = bytes.as_ptr() as u64;
-        let smaps = std::fs::read_to_string("/proc/self/smaps")?;
         let len = bytes.len() as u64;
-        Ok((huge_mapped_in(&smaps, start, start + len), len))
-    }
+        (
+            huge + huge_mapped_in(&smaps, start, start + len),
+            mapped + len,
+        )
+    }))
 }
 
 /// Bytes that `smaps` (the text of `/proc/<pid>/smaps`) counts as mapped
@@ -609,7 +615,7 @@ FilePmdMapped:         0 kB
         // truncates while the mapping lives.
         let m = unsafe { Mmap::new(&f, 1 << 20, false) }.unwrap();
         m.prefault(false);
-        let (huge, len) = m.huge_mapped().unwrap();
+        let (huge, len) = huge_mapped_all([&*m]).unwrap();
         assert_eq!(len, 1 << 20);
         // (1 MiB cannot hold a 2 MiB entry.)
         assert_eq!(huge, 0);
