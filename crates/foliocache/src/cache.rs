@@ -251,14 +251,15 @@ impl CacheBuilder {
     }
 
     /// Cache hits that take no reference on their folio (default off): a
-    /// read inside one cached folio copies under the epoch pin of its
-    /// index walk and writes no shared cache line, and every folio the
-    /// cache frees after it was uptodate waits out a grace period (the
-    /// end of every pin held when it was freed) before its pages are
-    /// allocated again. Cached 4 KiB hits ran 3-8 % faster this way (21 %
-    /// into a misaligned buffer). Off by default for the grace period's
+    /// read inside one cached folio copies while its thread's reader slot
+    /// of this cache says a hit is in flight, and writes no shared cache
+    /// line, and every folio the cache frees after it was uptodate waits
+    /// out a grace period (the end of every hit in flight when it was
+    /// freed) before its pages are allocated again. Cached 4 KiB hits ran
+    /// 3-8 % faster this way (21 % into a misaligned buffer), random hits
+    /// from the CPU's caches 13-16 %. Off by default for the grace period's
     /// cost where threads outnumber CPUs: a thread preempted in the middle
-    /// of a hit (or of any index walk in the process) holds the pages
+    /// of a hit of this cache holds the pages
     /// freed meanwhile back for its time slice, and an allocation then
     /// waits for them (up to about 1 ms for readahead, 50 ms for a
     /// reader's own page) or reclaims. How it is sound, and the figures:
@@ -749,6 +750,20 @@ struct Padded(StatU64);
 
 /// Shards a thread can own alone (one bit each of [`OWNED`]).
 const OWNED_SHARDS: usize = 32;
+
+/// Reader slots of a cache (`limbo.rs`): one per shard a thread can own,
+/// the thread's own.
+pub(crate) const SLOTS: usize = OWNED_SHARDS;
+
+/// The shard this thread owns alone, if it owns one: its reader slot's
+/// number (`limbo.rs`).
+#[cfg(not(loom))]
+#[inline]
+pub(crate) fn owned_shard() -> Option<usize> {
+    let (i, owned) = shard::current();
+    owned.then_some(i)
+}
+
 /// Shards the threads past those share.
 const SHARED_SHARDS: usize = 4;
 
@@ -1308,8 +1323,9 @@ mod tests {
             .unwrap();
         let i = &c.inner;
         let pages = i.arena.capacity_pages();
-        // Held, so that retired pages cannot come back during the test.
-        let pin = crossbeam_epoch::pin();
+        // A hit in flight, so that retired pages cannot come back during
+        // the test.
+        let hit = i.limbo.reader_on(0).unwrap();
         let never = i.alloc_folio(0).unwrap();
         i.put(never);
         assert_eq!(i.limbo.pages(), 0, "a folio never uptodate was retired");
@@ -1328,7 +1344,7 @@ mod tests {
         i.free_folios(&[a, b]);
         assert_eq!(i.limbo.pages(), 3);
         assert_eq!(i.arena.free_pages(), pages - 3);
-        drop(pin);
+        drop(hit);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         while i.limbo.pages() > 0 {
             i.limbo.settle(&i.arena, crate::limbo::SETTLE_BRIEF);

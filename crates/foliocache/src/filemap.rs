@@ -101,6 +101,7 @@ use xarray::{Cursor, Entry, EntryRef, Error as XaError, Item, XArray, XaGuard};
 use crate::arena::{PageId, MAX_ORDER};
 use crate::cache::{Cache, CacheInner};
 pub use crate::folio::{Folio, FolioFlags, FolioRef, LockedFolio};
+use crate::limbo::Reader;
 use crate::lru::Access;
 use crate::pin::WritableFolio;
 use crate::readahead::Insert;
@@ -554,26 +555,35 @@ impl Mapping {
             NEXT.with(|n| n.replace((id, offset.saturating_add(len as u64))) == (id, offset));
         let index = offset / PAGE;
         let cache = self.inner();
-        let unreferenced = cache.unreferenced_hits;
-        let _reader = unreferenced.then(|| cache.limbo.reader());
-        // The walk's pin. With hits that take no reference it is taken
-        // first and held over the copy, a hint's included: a folio found
-        // under it keeps its pages until it is dropped, whatever happens to
-        // the folio meanwhile (`limbo.rs`). A referenced hit on a hint
-        // needs none (the hints and the descriptors live as long as the
-        // cache, and the reference is the check), so it is taken only if
-        // the walk is.
-        let early = unreferenced.then(|| self.xa.pin());
         // A 2 MiB folio where a walk last found one: checked as a walk's
-        // find is, so a stale hint only costs the walk that follows.
-        if let Some(f) = self.huge.get(index).and_then(|p| cache.table.get(p)) {
-            let first = index & !((1u64 << MAX_ORDER) - 1);
-            let hit = self.hit_on(f, first, offset, len, copy.as_deref_mut(), sequential);
-            if let Some(hit) = hit {
+        // find is, so a stale hint only costs the walk that follows. Its
+        // data is prefetched first, before anything orders this thread's
+        // loads (the hint names a page whatever it holds now).
+        let first = index & !((1u64 << MAX_ORDER) - 1);
+        let hint = self.huge.get(index).and_then(|p| cache.table.get(p));
+        if let Some(f) = hint.filter(|_| !sequential) {
+            self.prefetch(f, first, offset, len);
+        }
+        // With hits that take no reference, the hit is announced in this
+        // thread's reader slot before any descriptor is checked, and stays
+        // so over the copy: a folio checked after it keeps its pages until
+        // it ends, whatever happens to the folio meanwhile (`limbo.rs`).
+        // Without a slot, the hit takes a reference. A referenced hit on a
+        // hint needs no epoch pin (the hints and the descriptors live as
+        // long as the cache, and the reference is the check): only the
+        // walk takes one.
+        let reader = if cache.unreferenced_hits {
+            cache.limbo.reader()
+        } else {
+            None
+        };
+        if let Some(f) = hint {
+            let inside = reader.as_ref().zip(copy.as_deref_mut());
+            if let Some(hit) = self.hit_on(f, first, offset, inside, sequential) {
                 return (hit, sequential);
             }
         }
-        let guard = early.unwrap_or_else(|| self.xa.pin());
+        let guard = self.xa.pin();
         loop {
             match self.xa.load_ref_with_start(index, &guard) {
                 None | Some((EntryRef::Value(_), _)) => {
@@ -583,7 +593,11 @@ impl Mapping {
                 Some((EntryRef::Item(f), first)) => {
                     let found = cache.table.page_of(f).map(|page| (f.order(), page));
                     self.huge.note(index, found, || self.size());
-                    let hit = self.hit_on(f, first, offset, len, copy.as_deref_mut(), sequential);
+                    if !sequential {
+                        self.prefetch(f, first, offset, len);
+                    }
+                    let inside = reader.as_ref().zip(copy.as_deref_mut());
+                    let hit = self.hit_on(f, first, offset, inside, sequential);
                     if let Some(hit) = hit {
                         return (hit, sequential);
                     }
@@ -593,12 +607,12 @@ impl Mapping {
         }
     }
 
-    /// A hit on `f`, found under the caller's epoch pin (by the walk, which
-    /// reported `first` as its first index, or by the hints, which expect
-    /// it there) for a read at `offset` of `len` bytes into `copy` if
-    /// given: the bytes copied with no reference
-    /// ([`copy_unreferenced`](Self::copy_unreferenced), with hits that take
-    /// none), else `f` with a reference if it is this mapping's folio at
+    /// A hit on `f`, found by the walk (under the caller's epoch pin; it
+    /// reported `first` as its first index) or by the hints (which expect
+    /// it there), for a read at `offset`, its first bytes prefetched by
+    /// the caller: with `copy` (the caller's hit announced, and its
+    /// buffer), the bytes copied with no reference
+    /// ([`copy_unreferenced`](Self::copy_unreferenced)), else `f` with a reference if it is this mapping's folio at
     /// `index`; `None` if neither.
     #[inline(always)]
     fn hit_on<'m>(
@@ -606,26 +620,22 @@ impl Mapping {
         f: &Folio,
         first: u64,
         offset: u64,
-        len: usize,
-        copy: Option<&mut [u8]>,
+        copy: Option<(&Reader<'_>, &mut [u8])>,
         sequential: bool,
     ) -> Option<ReadHit<'m>> {
         let index = offset / PAGE;
-        if !sequential {
-            self.prefetch(f, first, offset, len);
-        }
-        if let Some(buf) = copy.filter(|_| self.inner().unreferenced_hits) {
-            if self.copy_unreferenced(f, first, index, offset, buf, sequential) {
+        if let Some((inside, buf)) = copy {
+            if self.copy_unreferenced(inside, f, first, offset, buf, sequential) {
                 return Some(ReadHit::Copied);
             }
         }
         self.try_ref(f, index).map(ReadHit::Found)
     }
 
-    /// Copies `buf.len()` bytes from file byte `offset` (page `index`) out
-    /// of `f`, named under the caller's epoch pin by the walk (which
-    /// reported `first` as its first index) or by the hints (which expect
-    /// it to start there), with no reference on it: if `f` is this
+    /// Copies `buf.len()` bytes from file byte `offset` out
+    /// of `f`, named by the walk (which reported `first` as its first
+    /// index) or by the hints (which expect it to start there), with no
+    /// reference on it, inside the hit `inside` announced: if `f` is this
     /// mapping's folio starting at `first` and covering the whole range,
     /// uptodate, with neither `READAHEAD` nor `DROPBEHIND` (the slow path
     /// acts on those), and the access needs no activation (which moves the
@@ -633,7 +643,7 @@ impl Mapping {
     /// `REFERENCED` on a first access. Returns whether it copied.
     ///
     /// Why the bytes are this file's: the checks read `f`'s identity and
-    /// flags after the pin was taken; `UPTODATE`, read with acquire, is set
+    /// flags after the hit was announced; `UPTODATE`, read with acquire, is set
     /// with release after the bytes were filled. A folio's mapping is set
     /// just before it is stored in the index and cleared, under the index
     /// lock, when it is removed, before it is freed: so a folio found with
@@ -641,7 +651,7 @@ impl Mapping {
     /// call this read races (a descriptor freed and reused since the walk
     /// or the hint named it is refused, or is this mapping's at `index`,
     /// which is as good). Its pages go back to the arena only after every
-    /// pin held when it was freed is dropped (`limbo.rs`), the caller's
+    /// hit in flight when it was freed has ended (`limbo.rs`), `inside`
     /// among them, so nothing allocates them, fills them or gives them
     /// back to the OS during the copy: the copy reads the bytes the folio
     /// held when it was in this file, as a referenced copy racing the same
@@ -653,14 +663,18 @@ impl Mapping {
     #[inline]
     fn copy_unreferenced(
         &self,
+        inside: &Reader<'_>,
         f: &Folio,
         first: u64,
-        index: u64,
         offset: u64,
         buf: &mut [u8],
         sequential: bool,
     ) -> bool {
         let cache = self.inner();
+        if !inside.of(&cache.limbo) {
+            return false;
+        }
+        let index = offset / PAGE;
         let ff = f.flags();
         let end = offset + buf.len() as u64;
         if f.mapping() != self.id()
@@ -684,10 +698,10 @@ impl Mapping {
             return false;
         };
         let src = cache.arena.page_ptr(PageId::new(page as u32)).as_ptr();
-        // SAFETY: `f` covered `index` in this mapping under the caller's
-        // pin and was uptodate (acquire): its `size` bytes from `src` are
-        // initialised arena memory, and stay out of the allocator until
-        // the pin is dropped (`limbo.rs`); `within + buf.len()` lies inside
+        // SAFETY: `f` covered `index` in this mapping, checked inside the
+        // hit `inside` announced in this cache, and was uptodate (acquire):
+        // its `size` bytes from `src` are initialised arena memory, and
+        // stay out of the allocator until `inside` is dropped (`limbo.rs`); `within + buf.len()` lies inside
         // them; `buf` is a distinct caller buffer. A writer may copy into
         // them meanwhile: both sides use `copy`'s shared functions, whose
         // accesses are defined under that race.

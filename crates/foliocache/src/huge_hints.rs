@@ -23,9 +23,11 @@
 //! index lock, when it is removed, before the folio is freed; so a folio
 //! found with this mapping at this index is in the index, or is being
 //! removed by a call the read races. With hits that take no reference, the
-//! pages it copies from go back to the arena only after the hit's epoch
-//! pin is dropped (`limbo.rs`): the mapping's clear precedes the retire,
-//! as a walk's unlink does. A slot names a descriptor of the cache's own
+//! pages it copies from go back to the arena only after the hit ends
+//! (its reader slot, `limbo.rs`): the mapping's clear precedes the
+//! retire, and the hit checks the descriptor only after it announced
+//! itself (the slot is read before, for the prefetch: it only names a
+//! page). A slot names a descriptor of the cache's own
 //! table only (checked), so a slot from any time names some descriptor.
 //!
 //! The table has one slot per 2 MiB of the file's size when it is made (on

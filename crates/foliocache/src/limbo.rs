@@ -5,71 +5,77 @@
 //!
 //! The kernel's lockless readers take a speculative reference
 //! (`folio_try_get`) because a page freed under them may be reused at once.
-//! A hit here holds an epoch pin instead (the one its index walk takes
-//! anyway, held over the copy) and writes nothing shared. What makes that
-//! sound is this module: every folio the cache frees is *retired* here, and
-//! its pages go back to the arena only once every epoch pin that was held
-//! when it was retired has been dropped. A hit found the folio in the index
-//! under its pin, or found it named by the mapping's hints with its
-//! mapping still set (`huge_hints.rs`); the folio was removed from the
-//! index, and its mapping cleared, before it was freed (and the retire
-//! pushes a bag, behind a `SeqCst` fence, after both);
-//! so the pages it copies cannot be allocated again, filled through a
-//! `&mut [u8]` by a backing, or given back to the OS while it copies. The
-//! grace period is crossbeam-epoch's global one, which every index pin
-//! (`xarray`'s, crossbeam's default collector) is part of: retiring defers
-//! a closure that moves the blocks to a ready list, and flushes it so that
-//! it does not wait in this thread's local bag.
+//! A hit here announces itself instead, in its thread's *reader slot* of
+//! this cache, and writes nothing shared. What makes that sound is this
+//! module: every folio the cache frees is *retired* here, and its pages go
+//! back to the arena only once every hit that was in flight when it was
+//! retired has ended. So the pages a hit copies cannot be allocated again,
+//! filled through a `&mut [u8]` by a backing, or given back to the OS while
+//! it copies.
+//!
+//! The protocol (the store-buffering pattern, with a `SeqCst` fence on
+//! each side):
+//! - A hit ([`Limbo::reader`]) makes its slot odd, then a `SeqCst` fence,
+//!   and only then reads the hints, the index and the descriptor it copies
+//!   from; it makes the slot even again (release) when the copy is done.
+//! - A folio is removed from its index and its mapping cleared before it
+//!   is freed; [`Limbo::retire`] then issues a `SeqCst` fence and records
+//!   the slots it sees odd. The blocks become the arena's once each of
+//!   those slots has moved on (an acquire load sees another value: the
+//!   hit's copy happened before).
+//! - Between the two fences, one comes first. If the hit's, the retire sees
+//!   the hit's slot odd and waits for it. If the retire's, the hit sees the
+//!   folio gone (its mapping cleared: the check refuses it) or, if the
+//!   descriptor was allocated again since, whatever its new owner set,
+//!   which it checks the same way.
+//!
+//! A slot belongs to a thread: the one that owns the statistics shard of
+//! the same number (`cache.rs`, `shard`), so each cache has one slot per
+//! shard and a hit's announcement is a store to a line only its thread
+//! writes, and the fence; the retire reads only the slots of the shards
+//! owned at the time. A thread with no shard of its own (more than there
+//! are, or its thread-locals torn down), or already inside a hit, gets no
+//! slot: its hit takes a reference instead.
 //!
 //! The arena takes the ready blocks back lazily: at an allocation the arena
-//! cannot serve ([`Limbo::settle`], which also pushes the epoch on, briefly,
-//! when pages are still waiting) and when the cache's figures are read.
-//! Pages in limbo count as free in those figures: they hold no data and
-//! will be allocatable in microseconds (a pin lasts one copy).
+//! cannot serve ([`Limbo::settle`], which waits briefly when pages are still
+//! waiting) and when the cache's figures are read. Pages in limbo count as
+//! free in those figures: they hold no data and will be allocatable in
+//! microseconds (a hit lasts one copy).
 //!
-//! Under loom (`--cfg loom`) crossbeam is not modelled (the index's nodes
-//! leak instead, `xarray::sync`); the grace period is modelled as a count
-//! of hits in flight: [`Limbo::reader`] raises it for a hit's whole walk
-//! and copy, and [`Limbo::settle`] gives retired blocks back only when it
-//! reads zero after a `SeqCst` fence (the store-buffering pattern: a hit
-//! that the fence orders after the settle walks an index without the
-//! folio). That checks the hit's side of the protocol: what it validates,
+//! Under loom (`--cfg loom`) the same protocol runs, with the slot of each
+//! of the model's threads handed out in the order they first hit (a loom
+//! thread-local), so the models check it as it is: what a hit validates,
 //! in what order, and that a folio it copies from is never reused under it.
 
-use std::sync::Arc;
+use std::marker::PhantomData;
 
 use crate::arena::{Arena, PageId};
-use crate::sync::{AtomicUsize, Mutex, Ordering};
+use crate::sync::{fence, AtomicU64, AtomicUsize, Mutex, Ordering};
 
-/// The cache's retired folios (one per cache; see the module docs).
+/// The cache's reader slots and retired folios (one per cache; see the
+/// module docs).
 pub(crate) struct Limbo {
-    shared: Arc<Shared>,
-}
-
-/// What the deferred closures reach: kept by them past the cache's drop,
-/// so a closure that runs after it touches only this.
-struct Shared {
-    /// Blocks (first page, order) whose grace period has ended.
-    ready: Mutex<Vec<(PageId, u32)>>,
-    /// Pages in `ready`.
-    ready_pages: AtomicUsize,
-    /// Pages retired and not yet given back to the arena (ready or not).
+    /// One per shard a thread can own: odd while its thread's hit is in
+    /// flight. Only that thread writes it.
+    slots: Box<[Slot]>,
+    /// Blocks retired, each batch with the slots (number, value) it waits
+    /// to see move on.
+    waiting: Mutex<Vec<Retired>>,
+    /// Pages retired and not yet given back to the arena.
     pages: AtomicUsize,
-    /// Under loom: blocks retired, waiting for no hit to be in flight.
-    #[cfg(loom)]
-    waiting: Mutex<Vec<(PageId, u32)>>,
-    /// Under loom: hits in flight.
-    #[cfg(loom)]
-    readers: AtomicUsize,
 }
 
-impl Shared {
-    /// Moves `blocks`, whose grace period has ended, to the ready list.
-    fn make_ready(&self, blocks: Vec<(PageId, u32)>) {
-        let n = pages_in(&blocks);
-        self.ready.lock().extend(blocks);
-        self.ready_pages.fetch_add(n, Ordering::Release);
-    }
+/// A reader slot, on a line of its own.
+#[repr(align(128))]
+#[derive(Default)]
+struct Slot(AtomicU64);
+
+/// Blocks (first page, order) retired together, and the hits in flight
+/// then: (slot, odd value seen).
+struct Retired {
+    blocks: Vec<(PageId, u32)>,
+    readers: Vec<(usize, u64)>,
 }
 
 /// Pages in `blocks` (first page, order).
@@ -77,146 +83,211 @@ fn pages_in(blocks: &[(PageId, u32)]) -> usize {
     blocks.iter().map(|&(_, o)| 1usize << o).sum()
 }
 
-/// A hit in flight, for loom's model of the grace period (nothing outside
-/// loom: there the hit's index pin is the witness).
+/// A hit in flight ([`Limbo::reader`]): its slot stays odd, holding back
+/// every folio retired meanwhile, until it is dropped. Tied to its thread
+/// (the slot is the thread's) and to the cache.
 pub(crate) struct Reader<'a> {
-    #[cfg(loom)]
-    limbo: &'a Limbo,
-    #[cfg(not(loom))]
-    _limbo: std::marker::PhantomData<&'a Limbo>,
+    slot: &'a AtomicU64,
+    entered: u64,
+    _thread: PhantomData<*const ()>,
+}
+
+impl Reader<'_> {
+    /// Whether this is a hit of `limbo`'s cache (a hit of another cache
+    /// holds back nothing of this one).
+    #[inline]
+    pub(crate) fn of(&self, limbo: &Limbo) -> bool {
+        limbo
+            .slots
+            .as_ptr_range()
+            .contains(&std::ptr::from_ref(self.slot).cast())
+    }
+}
+
+impl Drop for Reader<'_> {
+    fn drop(&mut self) {
+        // Release: a retire that sees the slot move on (acquire) sees the
+        // hit's copy done.
+        self.slot.store(self.entered + 1, Ordering::Release);
+    }
+}
+
+/// This thread's slot number, if it has one (the shard it owns).
+#[cfg(not(loom))]
+fn this_thread() -> Option<usize> {
+    crate::cache::owned_shard()
+}
+
+/// The slots a retire reads: all of them (a slot no thread has used is a
+/// line no thread writes, and stays in the retiring CPU's cache).
+#[cfg(not(loom))]
+fn claimed() -> u64 {
+    u64::MAX >> (64 - crate::cache::SLOTS)
 }
 
 #[cfg(loom)]
-impl Drop for Reader<'_> {
-    fn drop(&mut self) {
-        self.limbo.shared.readers.fetch_sub(1, Ordering::Release);
-    }
+loom::lazy_static! {
+    /// Under loom: slots handed out so far in this execution.
+    static ref NEXT_SLOT: loom::sync::atomic::AtomicUsize = loom::sync::atomic::AtomicUsize::new(0);
+}
+
+#[cfg(loom)]
+loom::thread_local! {
+    /// Under loom: this model thread's slot.
+    static SLOT: usize = NEXT_SLOT.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Under loom: the slots a model's threads may have (more than any model
+/// runs; each slot a retire reads is one more scheduling point of every
+/// model).
+#[cfg(loom)]
+const LOOM_SLOTS: usize = 4;
+
+#[cfg(loom)]
+fn this_thread() -> Option<usize> {
+    Some(SLOT.with(|s| *s)).filter(|&s| s < LOOM_SLOTS)
+}
+
+#[cfg(loom)]
+fn claimed() -> u64 {
+    (1u64 << LOOM_SLOTS) - 1
 }
 
 impl Limbo {
     pub(crate) fn new() -> Self {
         Limbo {
-            shared: Arc::new(Shared {
-                ready: Mutex::new(Vec::new()),
-                ready_pages: AtomicUsize::new(0),
-                pages: AtomicUsize::new(0),
-                #[cfg(loom)]
-                waiting: Mutex::new(Vec::new()),
-                #[cfg(loom)]
-                readers: AtomicUsize::new(0),
-            }),
+            slots: (0..crate::cache::SLOTS).map(|_| Slot::default()).collect(),
+            waiting: Mutex::new(Vec::new()),
+            pages: AtomicUsize::new(0),
         }
     }
 
-    /// Marks a hit in flight, for the whole of its walk and copy: a no-op
-    /// outside loom, where the hit's index pin is what a retire waits for.
+    /// Announces a hit in flight, for the whole of its lookup and copy
+    /// (the module docs' protocol): `None` if this thread has no slot, or
+    /// is inside a hit of this cache already.
     #[inline]
-    pub(crate) fn reader(&self) -> Reader<'_> {
-        #[cfg(loom)]
-        {
-            self.shared.readers.fetch_add(1, Ordering::SeqCst);
-            crate::sync::fence(Ordering::SeqCst);
-            Reader { limbo: self }
+    pub(crate) fn reader(&self) -> Option<Reader<'_>> {
+        self.reader_on(this_thread()?)
+    }
+
+    /// [`reader`](Self::reader) on slot `i` (tests stand for a thread's
+    /// hit with it).
+    #[inline]
+    pub(crate) fn reader_on(&self, i: usize) -> Option<Reader<'_>> {
+        let slot = &self.slots.get(i)?.0;
+        let now = slot.load(Ordering::Relaxed);
+        if now & 1 == 1 {
+            return None;
         }
-        #[cfg(not(loom))]
-        Reader {
-            _limbo: std::marker::PhantomData,
-        }
+        // Release as well: a retire that reads a later value of the slot
+        // than the last exit's sees that exit's copy done.
+        slot.store(now + 1, Ordering::Release);
+        fence(Ordering::SeqCst);
+        Some(Reader {
+            slot,
+            entered: now + 1,
+            _thread: PhantomData,
+        })
     }
 
     /// Retires freed blocks (first page, order): each was removed from
-    /// every index before this call, and holds no reference. The arena
-    /// gets them back once no epoch pin held now remains.
+    /// every index, and its folio's mapping cleared, before this call, and
+    /// holds no reference. The arena gets them back once every hit in
+    /// flight now has ended.
     pub(crate) fn retire(&self, blocks: Vec<(PageId, u32)>) {
         if blocks.is_empty() {
             return;
         }
-        let n = pages_in(&blocks);
-        self.shared.pages.fetch_add(n, Ordering::Relaxed);
-        #[cfg(not(loom))]
-        {
-            let shared = self.shared.clone();
-            let guard = crossbeam_epoch::pin();
-            guard.defer(move || shared.make_ready(blocks));
-            // Out of this thread's bag, so that another thread's collection
-            // (or a settle) can run it: a thread that frees and then idles
-            // would otherwise keep the pages until it pins 64 more times.
-            guard.flush();
+        self.pages.fetch_add(pages_in(&blocks), Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        let mut claimed = claimed();
+        let mut readers = Vec::new();
+        while claimed != 0 {
+            let i = claimed.trailing_zeros() as usize;
+            claimed &= claimed - 1;
+            if let Some(slot) = self.slots.get(i) {
+                // (`SeqCst`, which costs a relaxed load's instruction on
+                // x86, as loom models the pattern only so.)
+                let v = slot.0.load(Ordering::SeqCst);
+                if v & 1 == 1 {
+                    readers.push((i, v));
+                }
+            }
         }
-        #[cfg(loom)]
-        self.shared.waiting.lock().extend(blocks);
+        self.waiting.lock().push(Retired { blocks, readers });
+    }
+
+    /// Whether this thread is inside a hit of this cache.
+    #[cfg(not(loom))]
+    fn in_hit(&self) -> bool {
+        this_thread()
+            .and_then(|i| self.slots.get(i))
+            .is_some_and(|s| s.0.load(Ordering::Relaxed) & 1 == 1)
     }
 
     /// Pages retired and not yet back in the arena.
     pub(crate) fn pages(&self) -> usize {
-        self.shared.pages.load(Ordering::Relaxed)
+        self.pages.load(Ordering::Relaxed)
     }
 
     /// Gives the blocks whose grace period has ended back to `arena`, in
     /// one hold of its lock; returns how many pages. Never waits.
     pub(crate) fn drain(&self, arena: &Arena) -> usize {
-        #[cfg(loom)]
-        {
-            crate::sync::fence(Ordering::SeqCst);
-            if self.shared.readers.load(Ordering::SeqCst) == 0 {
-                let waiting = std::mem::take(&mut *self.shared.waiting.lock());
-                if !waiting.is_empty() {
-                    self.shared.make_ready(waiting);
-                }
-            }
-        }
-        if self.shared.ready_pages.load(Ordering::Acquire) == 0 {
+        if self.pages() == 0 {
             return 0;
         }
-        let blocks = std::mem::take(&mut *self.shared.ready.lock());
+        let mut blocks = Vec::new();
+        self.waiting.lock().retain_mut(|r| {
+            r.readers
+                .retain(|&(i, v)| self.slots[i].0.load(Ordering::Acquire) == v);
+            if r.readers.is_empty() {
+                blocks.append(&mut r.blocks);
+            }
+            !r.readers.is_empty()
+        });
+        if blocks.is_empty() {
+            return 0;
+        }
         let n = pages_in(&blocks);
-        self.shared.ready_pages.fetch_sub(n, Ordering::Relaxed);
         if let Err((i, e)) = arena.free_bulk(&blocks) {
             // The retired blocks and the arena disagree: a bug, never
             // user input (as `CacheInner::free_folio`'s).
             log::error!("foliocache: freeing block {:?}: {e}", blocks[i]);
             debug_assert!(false, "freeing block {:?}: {e}", blocks[i]);
         }
-        self.shared.pages.fetch_sub(n, Ordering::Relaxed);
+        self.pages.fetch_sub(n, Ordering::Relaxed);
         n
     }
 
     /// [`drain`](Self::drain), and while pages are still waiting and none
-    /// came back, pushes the epoch on and drains again, for at most
-    /// `wait`: for an allocation the arena could not serve, which would
-    /// rather wait for a hit to end (microseconds, unless its thread lost
-    /// its CPU mid-copy) than evict a folio. Returns how many pages went
-    /// back. A thread that holds an epoch pin itself holds back what was
-    /// retired in its epoch, so it stops after the pushes that can free
-    /// older retirements.
+    /// came back, drains again for at most `wait`: for an allocation the
+    /// arena could not serve, which would rather wait for a hit to end
+    /// (a copy's time, unless its thread lost its CPU mid-copy) than evict
+    /// a folio. Returns how many pages went back.
     pub(crate) fn settle(&self, arena: &Arena, wait: std::time::Duration) -> usize {
-        // (Under loom the drain is the whole of it: the model's grace
-        // period ends when no hit is in flight, which waiting cannot hurry.)
+        // (Under loom the drain is the whole of it: waiting cannot hurry
+        // the model's hits.)
         #[cfg(loom)]
         let _ = wait;
-        if self.pages() == 0 {
-            return 0;
-        }
         let got = self.drain(arena);
+        // (A thread inside a hit of this cache holds back what was
+        // retired since: it would wait for itself.)
         #[cfg(not(loom))]
-        if got == 0 {
-            let pinned = crossbeam_epoch::is_pinned();
+        if got == 0 && self.pages() > 0 && !self.in_hit() {
             let start = std::time::Instant::now();
-            let mut pushes = 0;
-            while self.pages() > 0 {
-                crossbeam_epoch::pin().flush();
-                pushes += 1;
+            let mut tries = 0u32;
+            while self.pages() > 0 && start.elapsed() < wait {
+                tries += 1;
+                if tries >= 64 {
+                    std::thread::sleep(std::time::Duration::from_micros(20));
+                } else if tries >= 4 {
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
                 let got = self.drain(arena);
                 if got > 0 {
                     return got;
-                }
-                if (pinned && pushes >= 3) || start.elapsed() >= wait {
-                    break;
-                }
-                if pushes >= 64 {
-                    std::thread::sleep(std::time::Duration::from_micros(20));
-                } else if pushes >= 4 {
-                    std::thread::yield_now();
                 }
             }
         }
@@ -224,13 +295,13 @@ impl Limbo {
     }
 }
 
-/// How long an allocation that may not wait lets [`Limbo::settle`] push
-/// the epoch on: long beside a hit's pin (one copy, microseconds).
+/// How long an allocation that may not wait lets [`Limbo::settle`] wait
+/// for the hits in flight: long beside a hit (one copy, microseconds).
 pub(crate) const SETTLE_BRIEF: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// How long an allocation that may wait (a reader's own folio) waits for
-/// retired pages before it reclaims: a reader preempted mid-copy holds the
-/// epoch for its time slice, and evicting a folio the cache could keep
+/// retired pages before it reclaims: a reader preempted mid-copy holds its
+/// slot for its time slice, and evicting a folio the cache could keep
 /// costs a later miss.
 pub(crate) const SETTLE_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
 
@@ -239,64 +310,81 @@ mod tests {
     use super::*;
     use crate::arena::Populate;
 
-    /// Settles until nothing waits: other tests' threads pin the same
-    /// global epoch for moments at a time, so one settle may not do.
-    fn settle_all(limbo: &Limbo, arena: &Arena) {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while limbo.pages() > 0 {
-            limbo.settle(arena, SETTLE_BRIEF);
-            assert!(
-                std::time::Instant::now() < deadline,
-                "retired pages never came back"
-            );
-        }
-    }
-
     #[test]
-    fn retired_blocks_come_back_once_the_pins_of_their_time_end() {
+    fn retired_blocks_come_back_once_the_hits_of_their_time_end() {
         let arena = Arena::new(64 * 4096, Populate::Lazy).unwrap();
         let limbo = Limbo::new();
         let a = arena.alloc(2).unwrap();
         let b = arena.alloc(0).unwrap();
         assert_eq!(arena.free_pages(), 64 - 5);
-        let guard = crossbeam_epoch::pin();
-        limbo.retire(vec![(a, 2), (b, 0)]);
-        assert_eq!(limbo.pages(), 5);
-        // This thread's own pin keeps them: settle only drains.
+        // Nothing in flight: they come back at the first drain.
+        limbo.retire(vec![(a, 2)]);
+        assert_eq!(limbo.pages(), 4);
+        assert_eq!(limbo.drain(&arena), 4);
+        assert_eq!(arena.free_pages(), 64 - 1);
+        // A hit in flight on another slot holds back what is retired
+        // while it lasts, however long a settle waits; a hit that begins
+        // after the retire does not.
+        let hit = limbo.reader_on(3).unwrap();
+        limbo.retire(vec![(b, 0)]);
+        let later = limbo.reader_on(5).unwrap();
         assert_eq!(limbo.settle(&arena, SETTLE_BRIEF), 0);
-        assert_eq!(arena.free_pages(), 64 - 5);
-        drop(guard);
-        settle_all(&limbo, &arena);
+        assert_eq!(limbo.pages(), 1);
+        assert_eq!(arena.free_pages(), 64 - 1);
+        drop(hit);
+        assert_eq!(limbo.settle(&arena, SETTLE_BRIEF), 1);
+        drop(later);
+        assert_eq!(limbo.pages(), 0);
         assert_eq!(arena.free_pages(), 64);
         arena.check_consistency().unwrap();
     }
 
     #[test]
-    fn a_pin_on_another_thread_holds_retired_pages_until_it_ends() {
+    fn a_slot_announces_one_hit_at_a_time() {
+        let limbo = Limbo::new();
+        let hit = limbo.reader_on(0).unwrap();
+        // Inside a hit already: no second announcement (whose end would
+        // make the slot even while the first still copies).
+        assert!(limbo.reader_on(0).is_none());
+        assert!(
+            limbo.reader_on(crate::cache::SLOTS).is_none(),
+            "no such slot"
+        );
+        drop(hit);
+        assert!(limbo.reader_on(0).is_some());
+    }
+
+    #[test]
+    fn a_hit_on_another_thread_holds_retired_pages_until_it_ends() {
         let arena = Arena::new(16 * 4096, Populate::Lazy).unwrap();
         let limbo = Limbo::new();
         let p = arena.alloc(0).unwrap();
         let (to_reader, reader_rx) = std::sync::mpsc::channel::<()>();
-        let (to_main, main_rx) = std::sync::mpsc::channel::<()>();
+        let (to_main, main_rx) = std::sync::mpsc::channel::<bool>();
+        let limbo = &limbo;
         std::thread::scope(|s| {
             s.spawn(move || {
-                let guard = crossbeam_epoch::pin();
-                to_main.send(()).unwrap();
+                // This thread's own slot, if it owns a shard (other tests'
+                // threads may hold them all).
+                let hit = limbo.reader();
+                to_main.send(hit.is_some()).unwrap();
                 reader_rx.recv().unwrap();
-                drop(guard);
-                to_main.send(()).unwrap();
+                drop(hit);
+                to_main.send(true).unwrap();
             });
-            main_rx.recv().unwrap();
+            let announced = main_rx.recv().unwrap();
             limbo.retire(vec![(p, 0)]);
-            // The reader pinned before the retire: nothing comes back,
-            // however often the epoch is pushed.
-            for _ in 0..4 {
-                assert_eq!(limbo.settle(&arena, SETTLE_BRIEF), 0);
+            if announced {
+                // The hit began before the retire: nothing comes back,
+                // however long the settles wait.
+                for _ in 0..4 {
+                    assert_eq!(limbo.settle(&arena, SETTLE_BRIEF), 0);
+                }
+                assert_eq!(arena.free_pages(), 15);
             }
-            assert_eq!(arena.free_pages(), 15);
             to_reader.send(()).unwrap();
             main_rx.recv().unwrap();
-            settle_all(&limbo, &arena);
+            assert_eq!(limbo.settle(&arena, SETTLE_BRIEF), 1);
             assert_eq!(arena.free_pages(), 16);
         });
     }
