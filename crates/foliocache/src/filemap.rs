@@ -612,8 +612,9 @@ impl Mapping {
     /// it there), for a read at `offset`, its first bytes prefetched by
     /// the caller: with `copy` (the caller's hit announced, and its
     /// buffer), the bytes copied with no reference
-    /// ([`copy_unreferenced`](Self::copy_unreferenced)), else `f` with a reference if it is this mapping's folio at
-    /// `index`; `None` if neither.
+    /// ([`copy_unreferenced`](Self::copy_unreferenced)), else `f` with a
+    /// reference if it is this mapping's folio at `index`; `None` if
+    /// neither.
     #[inline(always)]
     fn hit_on<'m>(
         &'m self,
@@ -632,8 +633,8 @@ impl Mapping {
         self.try_ref(f, index).map(ReadHit::Found)
     }
 
-    /// Copies `buf.len()` bytes from file byte `offset` out
-    /// of `f`, named by the walk (which reported `first` as its first
+    /// Copies `buf.len()` bytes from file byte `offset` out of `f`, named
+    /// by the walk (which reported `first` as its first
     /// index) or by the hints (which expect it to start there), with no
     /// reference on it, inside the hit `inside` announced: if `f` is this
     /// mapping's folio starting at `first` and covering the whole range,
@@ -643,8 +644,8 @@ impl Mapping {
     /// `REFERENCED` on a first access. Returns whether it copied.
     ///
     /// Why the bytes are this file's: the checks read `f`'s identity and
-    /// flags after the hit was announced; `UPTODATE`, read with acquire, is set
-    /// with release after the bytes were filled. A folio's mapping is set
+    /// flags after the hit was announced; `UPTODATE`, read with acquire,
+    /// is set with release after the bytes were filled. A folio's mapping is set
     /// just before it is stored in the index and cleared, under the index
     /// lock, when it is removed, before it is freed: so a folio found with
     /// this mapping at `index` is in the index, or is being removed by a
@@ -701,10 +702,11 @@ impl Mapping {
         // SAFETY: `f` covered `index` in this mapping, checked inside the
         // hit `inside` announced in this cache, and was uptodate (acquire):
         // its `size` bytes from `src` are initialised arena memory, and
-        // stay out of the allocator until `inside` is dropped (`limbo.rs`); `within + buf.len()` lies inside
-        // them; `buf` is a distinct caller buffer. A writer may copy into
-        // them meanwhile: both sides use `copy`'s shared functions, whose
-        // accesses are defined under that race.
+        // stay out of the allocator until `inside` is dropped
+        // (`limbo.rs`); `within + buf.len()` lies inside them; `buf` is a
+        // distinct caller buffer. A writer may copy into them meanwhile:
+        // both sides use `copy`'s shared functions, whose accesses are
+        // defined under that race.
         unsafe {
             crate::copy::copy_hit_from_shared(
                 src.add(within as usize),

@@ -351,8 +351,8 @@ fn read_a_while_b_evicts_it(c: Cache, a: File, b: File) {
 #[test]
 fn a_hit_without_a_reference_races_eviction_and_reuse_for_another_file() {
     // A's folio is active, so A's read is a hit that takes no reference
-    // (`Mapping::read_hit`): it holds only its pin (under loom, the
-    // limbo's count of hits in flight) while B's read evicts the folio
+    // (`Mapping::read_hit`): it holds only its reader slot (`limbo.rs`,
+    // the same protocol under loom) while B's read evicts the folio
     // and needs its page for B's bytes. The page must not be refilled
     // while the hit copies from it: A's reader gets A's bytes, or (having
     // found the folio gone) fills a new one or runs out of memory; never
