@@ -185,7 +185,7 @@ impl Default for CacheBuilder {
             readahead: ReadaheadConfig::default(),
             io: IoEngineConfig::default(),
             refault_detection: true,
-            unreferenced_hits: false,
+            unreferenced_hits: true,
             shadow_budget: None,
             dirty_limit: None,
             dirty_background: None,
@@ -250,20 +250,22 @@ impl CacheBuilder {
         self
     }
 
-    /// Cache hits that take no reference on their folio (default off): a
-    /// read inside one cached folio copies while its thread's reader slot
-    /// of this cache says a hit is in flight, and writes no shared cache
-    /// line, and every folio the cache frees after it was uptodate waits
-    /// out a grace period (the end of every hit in flight when it was
-    /// freed) before its pages are allocated again. Cached 4 KiB hits ran
-    /// 3-8 % faster this way (21 % into a misaligned buffer), random hits
-    /// from the CPU's caches 13-16 %. Off by default for the grace period's
-    /// cost where threads outnumber CPUs: a thread preempted in the middle
-    /// of a hit of this cache holds the pages
-    /// freed meanwhile back for its time slice, and an allocation then
-    /// waits for them (up to about 1 ms for readahead, 50 ms for a
-    /// reader's own page) or reclaims. How it is sound, and the figures:
-    /// `docs/design.md`, "A hit without a reference".
+    /// Cache hits that take no reference on their folio (default on): a
+    /// read inside one cached folio announces the folio in its thread's
+    /// reader slot of this cache, copies, and writes no shared cache line;
+    /// a folio the cache frees after it was uptodate goes back to the
+    /// arena once no hit announced on it is in flight (at once, nearly
+    /// always). Random 4 KiB hits from the CPU's caches ran 13-16 % faster
+    /// this way, from memory about as fast; sequential 4 KiB hits 3-8 %
+    /// faster (21 % into a misaligned buffer). Off, every hit takes a
+    /// reference on its folio, as the kernel's `filemap_get_read_batch`
+    /// does, and a thread preempted in the middle of a hit holds back
+    /// nothing freed: the choice for a program with many more threads than
+    /// CPUs hitting a cache whose memory is short (such a thread holds the
+    /// one folio it reads for its time slice, and an allocation that needs
+    /// exactly those pages waits for them, up to about 1 ms for readahead
+    /// and 50 ms for a reader's own page, or reclaims). How it is sound,
+    /// and the figures: `docs/design.md`, "A hit without a reference".
     pub fn unreferenced_hits(mut self, on: bool) -> Self {
         self.unreferenced_hits = on;
         self
@@ -1175,7 +1177,7 @@ impl CacheInner {
         self.dirty_bits
             .clear(page.index() as usize, f.nr_pages() as usize);
         if self.needs_grace(f) {
-            self.limbo.retire(vec![(page, f.order())]);
+            self.limbo.retire(&self.arena, &[(page, f.order())]);
         } else if let Err(e) = self.arena.free(page, f.order()) {
             // The descriptor and the arena disagree: a bug, never user input.
             log::error!("foliocache: freeing folio {f:?}: {e}");
@@ -1201,7 +1203,7 @@ impl CacheInner {
                 blocks.push((page, f.order()));
             }
         }
-        self.limbo.retire(retired);
+        self.limbo.retire(&self.arena, &retired);
         if blocks.is_empty() {
             return;
         }
@@ -1323,28 +1325,33 @@ mod tests {
             .unwrap();
         let i = &c.inner;
         let pages = i.arena.capacity_pages();
-        // A hit in flight, so that retired pages cannot come back during
-        // the test.
-        let hit = i.limbo.reader_on(0).unwrap();
+        // Each folio freed with a hit in flight on it (on slots of their
+        // own: a hit holds back only the folio it announced).
         let never = i.alloc_folio(0).unwrap();
+        let hit0 = i.limbo.reader_on(0, i.page(never)).unwrap();
         i.put(never);
         assert_eq!(i.limbo.pages(), 0, "a folio never uptodate was retired");
         assert_eq!(i.arena.free_pages(), pages);
 
         let filled = i.alloc_folio(1).unwrap();
+        let hit1 = i.limbo.reader_on(1, i.page(filled)).unwrap();
         filled.mark_uptodate();
         i.put(filled);
         assert_eq!(i.limbo.pages(), 2, "an uptodate folio was not retired");
         assert_eq!(i.arena.free_pages(), pages - 2);
 
         let (a, b) = (i.alloc_folio(0).unwrap(), i.alloc_folio(0).unwrap());
+        let hits = [
+            i.limbo.reader_on(2, i.page(a)).unwrap(),
+            i.limbo.reader_on(3, i.page(b)).unwrap(),
+        ];
         b.mark_uptodate();
         // Their last references dropped; freed together, as reclaim does.
         assert!(a.put() && b.put());
         i.free_folios(&[a, b]);
         assert_eq!(i.limbo.pages(), 3);
         assert_eq!(i.arena.free_pages(), pages - 3);
-        drop(hit);
+        drop((hit0, hit1, hits));
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         while i.limbo.pages() > 0 {
             i.limbo.settle(&i.arena, crate::limbo::SETTLE_BRIEF);

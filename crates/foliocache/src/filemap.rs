@@ -560,24 +560,27 @@ impl Mapping {
         // data is prefetched first, before anything orders this thread's
         // loads (the hint names a page whatever it holds now).
         let first = index & !((1u64 << MAX_ORDER) - 1);
-        let hint = self.huge.get(index).and_then(|p| cache.table.get(p));
-        if let Some(f) = hint.filter(|_| !sequential) {
+        let hint = self
+            .huge
+            .get(index)
+            .and_then(|p| Some((p, cache.table.get(p)?)));
+        if let Some((_, f)) = hint.filter(|_| !sequential) {
             self.prefetch(f, first, offset, len);
         }
-        // With hits that take no reference, the hit is announced in this
-        // thread's reader slot before any descriptor is checked, and stays
-        // so over the copy: a folio checked after it keeps its pages until
-        // it ends, whatever happens to the folio meanwhile (`limbo.rs`).
-        // Without a slot, the hit takes a reference. A referenced hit on a
-        // hint needs no epoch pin (the hints and the descriptors live as
-        // long as the cache, and the reference is the check): only the
-        // walk takes one.
-        let reader = if cache.unreferenced_hits {
-            cache.limbo.reader()
-        } else {
-            None
-        };
-        if let Some(f) = hint {
+        // With hits that take no reference, the hit announces the folio in
+        // this thread's reader slot before it checks the descriptor, and
+        // stays so over the copy: a folio checked after it keeps its pages
+        // until it ends, whatever happens to the folio meanwhile
+        // (`limbo.rs`). Without a slot, the hit takes a reference. A
+        // referenced hit on a hint needs no epoch pin (the hints and the
+        // descriptors live as long as the cache, and the reference is the
+        // check): only the walk takes one.
+        let unreferenced = cache.unreferenced_hits;
+        let mut reader = None;
+        if let Some((page, f)) = hint {
+            if unreferenced {
+                reader = cache.limbo.reader(page as u32);
+            }
             let inside = reader.as_ref().zip(copy.as_deref_mut());
             if let Some(hit) = self.hit_on(f, first, offset, inside, sequential) {
                 return (hit, sequential);
@@ -595,6 +598,12 @@ impl Mapping {
                     self.huge.note(index, found, || self.size());
                     if !sequential {
                         self.prefetch(f, first, offset, len);
+                    }
+                    if let Some((_, page)) = found.filter(|_| unreferenced) {
+                        match reader.as_mut() {
+                            Some(r) => r.move_to(page as u32),
+                            None => reader = cache.limbo.reader(page as u32),
+                        }
                     }
                     let inside = reader.as_ref().zip(copy.as_deref_mut());
                     let hit = self.hit_on(f, first, offset, inside, sequential);
@@ -672,9 +681,6 @@ impl Mapping {
         sequential: bool,
     ) -> bool {
         let cache = self.inner();
-        if !inside.of(&cache.limbo) {
-            return false;
-        }
         let index = offset / PAGE;
         let ff = f.flags();
         let end = offset + buf.len() as u64;
@@ -698,6 +704,9 @@ impl Mapping {
         let Some(page) = cache.table.page_of(f) else {
             return false;
         };
+        if !inside.covers(&cache.limbo, page as u32) {
+            return false;
+        }
         let src = cache.arena.page_ptr(PageId::new(page as u32)).as_ptr();
         // SAFETY: `f` covered `index` in this mapping, checked inside the
         // hit `inside` announced in this cache, and was uptodate (acquire):

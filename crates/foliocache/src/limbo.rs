@@ -5,43 +5,49 @@
 //!
 //! The kernel's lockless readers take a speculative reference
 //! (`folio_try_get`) because a page freed under them may be reused at once.
-//! A hit here announces itself instead, in its thread's *reader slot* of
-//! this cache, and writes nothing shared. What makes that sound is this
-//! module: every folio the cache frees is *retired* here, and its pages go
-//! back to the arena only once every hit that was in flight when it was
-//! retired has ended. So the pages a hit copies cannot be allocated again,
-//! filled through a `&mut [u8]` by a backing, or given back to the OS while
-//! it copies.
+//! A hit here announces the folio it reads instead, in its thread's
+//! *reader slot* of this cache, and writes nothing shared. What makes that
+//! sound is this module: every folio the cache frees after it was uptodate
+//! is *retired* here, and its pages go back to the arena only once no hit
+//! that announced it when it was retired is still in flight. So the pages
+//! a hit copies cannot be allocated again, filled through a `&mut [u8]` by
+//! a backing, or given back to the OS while it copies.
 //!
 //! The protocol (the store-buffering pattern, with a `SeqCst` fence on
 //! each side):
-//! - A hit ([`Limbo::reader`]) makes its slot odd, then a `SeqCst` fence,
-//!   and only then reads the hints, the index and the descriptor it copies
-//!   from; it makes the slot even again (release) when the copy is done.
+//! - A hit ([`Limbo::reader`], [`Reader::move_to`]) stores in its slot an
+//!   odd value naming the folio's first arena page, then a `SeqCst` fence,
+//!   and only then checks the descriptor it copies from; it makes the slot
+//!   even again (release) when the copy is done. The copy checks that the
+//!   hit announced that folio, of this cache ([`Reader::covers`]).
 //! - A folio is removed from its index and its mapping cleared before it
 //!   is freed; [`Limbo::retire`] then issues a `SeqCst` fence and records
-//!   the slots it sees odd. The blocks become the arena's once each of
+//!   the slots it sees odd and naming a page of the retired blocks. With
+//!   none, the blocks go back to the arena at once; else once each of
 //!   those slots has moved on (an acquire load sees another value: the
 //!   hit's copy happened before).
 //! - Between the two fences, one comes first. If the hit's, the retire sees
-//!   the hit's slot odd and waits for it. If the retire's, the hit sees the
-//!   folio gone (its mapping cleared: the check refuses it) or, if the
+//!   the hit's announcement and waits for it. If the retire's, the hit sees
+//!   the folio gone (its mapping cleared: the check refuses it) or, if the
 //!   descriptor was allocated again since, whatever its new owner set,
 //!   which it checks the same way.
+//! - A folio's pages are one arena block from its allocation to its free
+//!   (folios are never split), so the first page names all of them.
 //!
 //! A slot belongs to a thread: the one that owns the statistics shard of
 //! the same number (`cache.rs`, `shard`), so each cache has one slot per
 //! shard and a hit's announcement is a store to a line only its thread
-//! writes, and the fence; the retire reads only the slots of the shards
-//! owned at the time. A thread with no shard of its own (more than there
-//! are, or its thread-locals torn down), or already inside a hit, gets no
-//! slot: its hit takes a reference instead.
+//! writes, and the fence. A thread with no shard of its own (more than
+//! there are, or its thread-locals torn down), or already inside a hit,
+//! gets no slot: its hit takes a reference instead. A thread preempted in
+//! the middle of a hit holds back only the folio it reads, which its hit
+//! found in use.
 //!
-//! The arena takes the ready blocks back lazily: at an allocation the arena
-//! cannot serve ([`Limbo::settle`], which waits briefly when pages are still
-//! waiting) and when the cache's figures are read. Pages in limbo count as
-//! free in those figures: they hold no data and will be allocatable in
-//! microseconds (a hit lasts one copy).
+//! The arena takes the blocks that had to wait back lazily: at an
+//! allocation the arena cannot serve ([`Limbo::settle`], which waits
+//! briefly when pages are still waiting) and when the cache's figures are
+//! read. Pages in limbo count as free in those figures: they hold no data
+//! and will be allocatable in microseconds (a hit lasts one copy).
 //!
 //! Under loom (`--cfg loom`) the same protocol runs, with the slot of each
 //! of the model's threads handed out in the order they first hit (a loom
@@ -78,29 +84,71 @@ struct Retired {
     readers: Vec<(usize, u64)>,
 }
 
+/// Gives `blocks` (first page, order), whose grace period has ended, back
+/// to `arena` in one hold of its lock.
+fn free_to(arena: &Arena, blocks: &[(PageId, u32)]) {
+    if let Err((i, e)) = arena.free_bulk(blocks) {
+        // The retired blocks and the arena disagree: a bug, never user
+        // input (as `CacheInner::free_folio`'s).
+        log::error!("foliocache: freeing block {:?}: {e}", blocks[i]);
+        debug_assert!(false, "freeing block {:?}: {e}", blocks[i]);
+    }
+}
+
 /// Pages in `blocks` (first page, order).
 fn pages_in(blocks: &[(PageId, u32)]) -> usize {
     blocks.iter().map(|&(_, o)| 1usize << o).sum()
 }
 
-/// A hit in flight ([`Limbo::reader`]): its slot stays odd, holding back
-/// every folio retired meanwhile, until it is dropped. Tied to its thread
-/// (the slot is the thread's) and to the cache.
+/// A hit in flight ([`Limbo::reader`]): its slot stays odd, naming the
+/// folio it reads and holding back that folio's pages if they are retired
+/// meanwhile, until it is dropped. Tied to its thread (the slot is the
+/// thread's) and to the cache.
 pub(crate) struct Reader<'a> {
     slot: &'a AtomicU64,
+    /// The slot's value: [`announcing`] the folio's first page.
     entered: u64,
     _thread: PhantomData<*const ()>,
 }
 
+/// A slot's value while a hit is in flight: odd, with the first arena page
+/// of the folio the hit reads, and a count of the thread's announcements
+/// in the bits above (so that every announcement, and every end, writes a
+/// value the slot did not hold just before: a retire that saw one value
+/// knows the hit it saw has ended when it reads another).
+fn announcing(count: u64, page: u32) -> u64 {
+    count << COUNT_SHIFT | u64::from(page) << 1 | 1
+}
+
+/// Where a slot's count of announcements starts.
+const COUNT_SHIFT: u32 = 33;
+
+/// The first page of the folio a slot's odd value names.
+fn announced_page(v: u64) -> u64 {
+    (v >> 1) & u64::from(u32::MAX)
+}
+
 impl Reader<'_> {
-    /// Whether this is a hit of `limbo`'s cache (a hit of another cache
-    /// holds back nothing of this one).
+    /// Whether this hit, of `limbo`'s cache, announced the folio whose
+    /// first arena page is `page` (a hit of another cache, or of another
+    /// folio, holds back nothing of this one).
     #[inline]
-    pub(crate) fn of(&self, limbo: &Limbo) -> bool {
-        limbo
-            .slots
-            .as_ptr_range()
-            .contains(&std::ptr::from_ref(self.slot).cast())
+    pub(crate) fn covers(&self, limbo: &Limbo, page: u32) -> bool {
+        announced_page(self.entered) == u64::from(page)
+            && limbo
+                .slots
+                .as_ptr_range()
+                .contains(&std::ptr::from_ref(self.slot).cast())
+    }
+
+    /// Announces the folio whose first arena page is `page` instead, for
+    /// the rest of the hit: a folio checked after this keeps its pages
+    /// until the hit ends.
+    #[inline]
+    pub(crate) fn move_to(&mut self, page: u32) {
+        self.entered = announcing((self.entered >> COUNT_SHIFT) + 1, page);
+        self.slot.store(self.entered, Ordering::Release);
+        fence(Ordering::SeqCst);
     }
 }
 
@@ -108,7 +156,10 @@ impl Drop for Reader<'_> {
     fn drop(&mut self) {
         // Release: a retire that sees the slot move on (acquire) sees the
         // hit's copy done.
-        self.slot.store(self.entered + 1, Ordering::Release);
+        self.slot.store(
+            self.entered >> COUNT_SHIFT << COUNT_SHIFT,
+            Ordering::Release,
+        );
     }
 }
 
@@ -162,30 +213,32 @@ impl Limbo {
         }
     }
 
-    /// Announces a hit in flight, for the whole of its lookup and copy
-    /// (the module docs' protocol): `None` if this thread has no slot, or
-    /// is inside a hit of this cache already.
+    /// Announces a hit in flight on the folio whose first arena page is
+    /// `page`, for the rest of its lookup and its copy (the module docs'
+    /// protocol): `None` if this thread has no slot, or is inside a hit of
+    /// this cache already.
     #[inline]
-    pub(crate) fn reader(&self) -> Option<Reader<'_>> {
-        self.reader_on(this_thread()?)
+    pub(crate) fn reader(&self, page: u32) -> Option<Reader<'_>> {
+        self.reader_on(this_thread()?, page)
     }
 
     /// [`reader`](Self::reader) on slot `i` (tests stand for a thread's
     /// hit with it).
     #[inline]
-    pub(crate) fn reader_on(&self, i: usize) -> Option<Reader<'_>> {
+    pub(crate) fn reader_on(&self, i: usize, page: u32) -> Option<Reader<'_>> {
         let slot = &self.slots.get(i)?.0;
         let now = slot.load(Ordering::Relaxed);
         if now & 1 == 1 {
             return None;
         }
+        let entered = announcing((now >> COUNT_SHIFT) + 1, page);
         // Release as well: a retire that reads a later value of the slot
-        // than the last exit's sees that exit's copy done.
-        slot.store(now + 1, Ordering::Release);
+        // than the last end's sees that end's copy done.
+        slot.store(entered, Ordering::Release);
         fence(Ordering::SeqCst);
         Some(Reader {
             slot,
-            entered: now + 1,
+            entered,
             _thread: PhantomData,
         })
     }
@@ -193,12 +246,13 @@ impl Limbo {
     /// Retires freed blocks (first page, order): each was removed from
     /// every index, and its folio's mapping cleared, before this call, and
     /// holds no reference. The arena gets them back once every hit in
-    /// flight now has ended.
-    pub(crate) fn retire(&self, blocks: Vec<(PageId, u32)>) {
+    /// flight now on one of them has ended (a hit on another folio holds
+    /// back nothing: a thread preempted mid-hit keeps one folio's pages,
+    /// which its hit found in use, not every page freed meanwhile).
+    pub(crate) fn retire(&self, arena: &Arena, blocks: &[(PageId, u32)]) {
         if blocks.is_empty() {
             return;
         }
-        self.pages.fetch_add(pages_in(&blocks), Ordering::Relaxed);
         fence(Ordering::SeqCst);
         let mut claimed = claimed();
         let mut readers = Vec::new();
@@ -209,12 +263,26 @@ impl Limbo {
                 // (`SeqCst`, which costs a relaxed load's instruction on
                 // x86, as loom models the pattern only so.)
                 let v = slot.0.load(Ordering::SeqCst);
-                if v & 1 == 1 {
+                let page = announced_page(v);
+                let on = |&(first, order): &(PageId, u32)| {
+                    let first = u64::from(first.index());
+                    (first..first + (1u64 << order)).contains(&page)
+                };
+                if v & 1 == 1 && blocks.iter().any(on) {
                     readers.push((i, v));
                 }
             }
         }
-        self.waiting.lock().push(Retired { blocks, readers });
+        if readers.is_empty() {
+            // No hit on them in flight: back at once.
+            free_to(arena, blocks);
+            return;
+        }
+        self.pages.fetch_add(pages_in(blocks), Ordering::Relaxed);
+        self.waiting.lock().push(Retired {
+            blocks: blocks.to_vec(),
+            readers,
+        });
     }
 
     /// Whether this thread is inside a hit of this cache.
@@ -249,12 +317,7 @@ impl Limbo {
             return 0;
         }
         let n = pages_in(&blocks);
-        if let Err((i, e)) = arena.free_bulk(&blocks) {
-            // The retired blocks and the arena disagree: a bug, never
-            // user input (as `CacheInner::free_folio`'s).
-            log::error!("foliocache: freeing block {:?}: {e}", blocks[i]);
-            debug_assert!(false, "freeing block {:?}: {e}", blocks[i]);
-        }
+        free_to(arena, &blocks);
         self.pages.fetch_sub(n, Ordering::Relaxed);
         n
     }
@@ -317,23 +380,24 @@ mod tests {
         let a = arena.alloc(2).unwrap();
         let b = arena.alloc(0).unwrap();
         assert_eq!(arena.free_pages(), 64 - 5);
-        // Nothing in flight: they come back at the first drain.
-        limbo.retire(vec![(a, 2)]);
-        assert_eq!(limbo.pages(), 4);
-        assert_eq!(limbo.drain(&arena), 4);
+        // Nothing in flight: back at once.
+        limbo.retire(&arena, &[(a, 2)]);
+        assert_eq!(limbo.pages(), 0);
         assert_eq!(arena.free_pages(), 64 - 1);
-        // A hit in flight on another slot holds back what is retired
-        // while it lasts, however long a settle waits; a hit that begins
-        // after the retire does not.
-        let hit = limbo.reader_on(3).unwrap();
-        limbo.retire(vec![(b, 0)]);
-        let later = limbo.reader_on(5).unwrap();
+        // A hit in flight on another slot holds back the folio it reads
+        // if that is retired while it lasts, however long a settle waits;
+        // a hit on another folio does not, nor a hit that begins after
+        // the retire.
+        let hit = limbo.reader_on(3, b.index()).unwrap();
+        let elsewhere = limbo.reader_on(4, b.index() + 1).unwrap();
+        limbo.retire(&arena, &[(b, 0)]);
+        let later = limbo.reader_on(5, b.index()).unwrap();
         assert_eq!(limbo.settle(&arena, SETTLE_BRIEF), 0);
         assert_eq!(limbo.pages(), 1);
         assert_eq!(arena.free_pages(), 64 - 1);
         drop(hit);
         assert_eq!(limbo.settle(&arena, SETTLE_BRIEF), 1);
-        drop(later);
+        drop((elsewhere, later));
         assert_eq!(limbo.pages(), 0);
         assert_eq!(arena.free_pages(), 64);
         arena.check_consistency().unwrap();
@@ -342,16 +406,22 @@ mod tests {
     #[test]
     fn a_slot_announces_one_hit_at_a_time() {
         let limbo = Limbo::new();
-        let hit = limbo.reader_on(0).unwrap();
+        let mut hit = limbo.reader_on(0, 7).unwrap();
+        assert!(hit.covers(&limbo, 7) && !hit.covers(&limbo, 8));
         // Inside a hit already: no second announcement (whose end would
         // make the slot even while the first still copies).
-        assert!(limbo.reader_on(0).is_none());
+        assert!(limbo.reader_on(0, 7).is_none());
         assert!(
-            limbo.reader_on(crate::cache::SLOTS).is_none(),
+            limbo.reader_on(crate::cache::SLOTS, 7).is_none(),
             "no such slot"
         );
+        // The hit moves to another folio (its walk found another).
+        hit.move_to(8);
+        assert!(hit.covers(&limbo, 8) && !hit.covers(&limbo, 7));
+        // Not this cache's hit.
+        assert!(!hit.covers(&Limbo::new(), 8));
         drop(hit);
-        assert!(limbo.reader_on(0).is_some());
+        assert!(limbo.reader_on(0, 7).is_some());
     }
 
     #[test]
@@ -366,14 +436,14 @@ mod tests {
             s.spawn(move || {
                 // This thread's own slot, if it owns a shard (other tests'
                 // threads may hold them all).
-                let hit = limbo.reader();
+                let hit = limbo.reader(p.index());
                 to_main.send(hit.is_some()).unwrap();
                 reader_rx.recv().unwrap();
                 drop(hit);
                 to_main.send(true).unwrap();
             });
             let announced = main_rx.recv().unwrap();
-            limbo.retire(vec![(p, 0)]);
+            limbo.retire(&arena, &[(p, 0)]);
             if announced {
                 // The hit began before the retire: nothing comes back,
                 // however long the settles wait.
@@ -384,7 +454,7 @@ mod tests {
             }
             to_reader.send(()).unwrap();
             main_rx.recv().unwrap();
-            assert_eq!(limbo.settle(&arena, SETTLE_BRIEF), 1);
+            assert_eq!(limbo.settle(&arena, SETTLE_BRIEF), usize::from(announced));
             assert_eq!(arena.free_pages(), 16);
         });
     }
