@@ -185,7 +185,7 @@ impl Default for CacheBuilder {
             readahead: ReadaheadConfig::default(),
             io: IoEngineConfig::default(),
             refault_detection: true,
-            unreferenced_hits: true,
+            unreferenced_hits: false,
             shadow_budget: None,
             dirty_limit: None,
             dirty_background: None,
@@ -250,22 +250,21 @@ impl CacheBuilder {
         self
     }
 
-    /// Cache hits that take no reference on their folio (default on): a
+    /// Cache hits that take no reference on their folio (default off): a
     /// read inside one cached folio announces the folio in its thread's
     /// reader slot of this cache, copies, and writes no shared cache line;
     /// a folio the cache frees after it was uptodate goes back to the
     /// arena once no hit announced on it is in flight (at once, nearly
-    /// always). Random 4 KiB hits from the CPU's caches ran 13-16 % faster
-    /// this way, from memory about as fast; sequential 4 KiB hits 3-8 %
-    /// faster (21 % into a misaligned buffer). Off, every hit takes a
-    /// reference on its folio, as the kernel's `filemap_get_read_batch`
-    /// does, and a thread preempted in the middle of a hit holds back
-    /// nothing freed: the choice for a program with many more threads than
-    /// CPUs hitting a cache whose memory is short (such a thread holds the
-    /// one folio it reads for its time slice, and an allocation that needs
-    /// exactly those pages waits for them, up to about 1 ms for readahead
-    /// and 50 ms for a reader's own page, or reclaims). How it is sound,
-    /// and the figures: `docs/design.md`, "A hit without a reference".
+    /// always). Random 4 KiB hits from the CPU's caches ran 9-16 % faster
+    /// this way, from memory into an aligned buffer up to 5 % faster; but
+    /// random hits from memory into a buffer 16 bytes off alignment ran
+    /// 15-20 % slower (the announcement's fence waits for the last copy's
+    /// stores), which keeps it off by default. A thread preempted in the
+    /// middle of a hit holds the one folio it reads for its time slice: an
+    /// allocation that needs exactly those pages waits for them (up to
+    /// about 1 ms for readahead, 50 ms for a reader's own page) or
+    /// reclaims. How it is sound, and the figures: `docs/design.md`, "A hit
+    /// without a reference".
     pub fn unreferenced_hits(mut self, on: bool) -> Self {
         self.unreferenced_hits = on;
         self

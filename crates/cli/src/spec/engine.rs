@@ -132,7 +132,7 @@ pub struct FolioOptions {
     /// `--consume`, summed in place.
     pub pin: bool,
     /// Hits copy with no reference on their folio
-    /// (`hits=unreferenced|referenced`; unreferenced by default, as the
+    /// (`hits=unreferenced|referenced`; referenced by default, as the
     /// library: `CacheBuilder::unreferenced_hits`).
     pub unreferenced_hits: bool,
 }
@@ -149,7 +149,7 @@ impl Default for FolioOptions {
             grab: Insert::Batched,
             huge: true,
             pin: false,
-            unreferenced_hits: true,
+            unreferenced_hits: false,
         }
     }
 }
@@ -622,7 +622,7 @@ mod tests {
         assert_eq!(s.folio.max_folio, Some(4096));
         assert_eq!(s.folio.grab, Insert::Single);
         assert!(EngineSpec::parse("foliocache[huge=on]").unwrap().folio.huge);
-        assert!(plain.folio.unreferenced_hits);
+        assert!(!plain.folio.unreferenced_hits);
         let s = EngineSpec::parse("foliocache[hits=unreferenced]").unwrap();
         assert!(s.folio.unreferenced_hits);
         let s = EngineSpec::parse("foliocache[hits=referenced]").unwrap();
