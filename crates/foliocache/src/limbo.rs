@@ -147,8 +147,7 @@ impl Reader<'_> {
     #[inline]
     pub(crate) fn move_to(&mut self, page: u32) {
         self.entered = announcing((self.entered >> COUNT_SHIFT) + 1, page);
-        self.slot.store(self.entered, Ordering::Release);
-        fence(Ordering::SeqCst);
+        announce(self.slot, self.entered);
     }
 }
 
@@ -169,11 +168,23 @@ fn this_thread() -> Option<usize> {
     crate::cache::owned_shard()
 }
 
-/// The slots a retire reads: all of them (a slot no thread has used is a
-/// line no thread writes, and stays in the retiring CPU's cache).
+/// Stores `value` (odd, [`announcing`] a folio) in a hit's `slot`, then
+/// issues the hit's side of the protocol's fence: the descriptor checks
+/// and the copy that follow come after it.
+#[inline]
+fn announce(slot: &AtomicU64, value: u64) {
+    // Release as well: a retire that reads a later value of the slot than
+    // the last end's sees that end's copy done.
+    slot.store(value, Ordering::Release);
+    fence(Ordering::SeqCst);
+}
+
+/// How many slots (the first ones) a retire reads: all of them (a slot no
+/// thread has used is a line no thread writes, and stays in the retiring
+/// CPU's cache).
 #[cfg(not(loom))]
-fn claimed() -> u64 {
-    u64::MAX >> (64 - crate::cache::SLOTS)
+fn slots_read() -> usize {
+    crate::cache::SLOTS
 }
 
 #[cfg(loom)]
@@ -188,11 +199,11 @@ loom::thread_local! {
     static SLOT: usize = NEXT_SLOT.fetch_add(1, Ordering::Relaxed);
 }
 
-/// Under loom: the slots a model's threads may have (more than any model
-/// runs; each slot a retire reads is one more scheduling point of every
-/// model).
+/// Under loom: the slots a model's threads may have, as many as the
+/// threads a model runs (each slot a retire reads is one more scheduling
+/// point of every model; a thread past them takes a reference).
 #[cfg(loom)]
-const LOOM_SLOTS: usize = 4;
+const LOOM_SLOTS: usize = 3;
 
 #[cfg(loom)]
 fn this_thread() -> Option<usize> {
@@ -200,8 +211,8 @@ fn this_thread() -> Option<usize> {
 }
 
 #[cfg(loom)]
-fn claimed() -> u64 {
-    (1u64 << LOOM_SLOTS) - 1
+fn slots_read() -> usize {
+    LOOM_SLOTS
 }
 
 impl Limbo {
@@ -232,10 +243,7 @@ impl Limbo {
             return None;
         }
         let entered = announcing((now >> COUNT_SHIFT) + 1, page);
-        // Release as well: a retire that reads a later value of the slot
-        // than the last end's sees that end's copy done.
-        slot.store(entered, Ordering::Release);
-        fence(Ordering::SeqCst);
+        announce(slot, entered);
         Some(Reader {
             slot,
             entered,
@@ -254,23 +262,18 @@ impl Limbo {
             return;
         }
         fence(Ordering::SeqCst);
-        let mut claimed = claimed();
         let mut readers = Vec::new();
-        while claimed != 0 {
-            let i = claimed.trailing_zeros() as usize;
-            claimed &= claimed - 1;
-            if let Some(slot) = self.slots.get(i) {
-                // (`SeqCst`, which costs a relaxed load's instruction on
-                // x86, as loom models the pattern only so.)
-                let v = slot.0.load(Ordering::SeqCst);
-                let page = announced_page(v);
-                let on = |&(first, order): &(PageId, u32)| {
-                    let first = u64::from(first.index());
-                    (first..first + (1u64 << order)).contains(&page)
-                };
-                if v & 1 == 1 && blocks.iter().any(on) {
-                    readers.push((i, v));
-                }
+        for (i, slot) in self.slots.iter().take(slots_read()).enumerate() {
+            // (`SeqCst`, which costs a relaxed load's instruction on x86,
+            // as loom models the pattern only so.)
+            let v = slot.0.load(Ordering::SeqCst);
+            let page = announced_page(v);
+            let on = |&(first, order): &(PageId, u32)| {
+                let first = u64::from(first.index());
+                (first..first + (1u64 << order)).contains(&page)
+            };
+            if v & 1 == 1 && blocks.iter().any(on) {
+                readers.push((i, v));
             }
         }
         if readers.is_empty() {
