@@ -256,15 +256,15 @@ impl CacheBuilder {
     /// a folio the cache frees after it was uptodate goes back to the
     /// arena once no hit announced on it is in flight (at once, nearly
     /// always). Random 4 KiB hits from the CPU's caches ran 9-16 % faster
-    /// this way, from memory into an aligned buffer up to 5 % faster; but
-    /// random hits from memory into a buffer 16 bytes off alignment ran
-    /// 15-20 % slower (the announcement's fence waits for the last copy's
-    /// stores), which keeps it off by default. A thread preempted in the
-    /// middle of a hit holds the one folio it reads for its time slice: an
-    /// allocation that needs exactly those pages waits for them (up to
-    /// about 1 ms for readahead, 50 ms for a reader's own page) or
-    /// reclaims. How it is sound, and the figures: `docs/design.md`, "A hit
-    /// without a reference".
+    /// this way; from memory, about as fast as referenced hits, at either
+    /// buffer alignment, and some runs into a buffer 16 bytes off
+    /// alignment 15-20 % slower (not the announcement's fence: a build
+    /// without it ran no faster), which keeps it off by default. A thread
+    /// preempted in the middle of a hit holds the one folio it reads for
+    /// its time slice: an allocation that needs exactly those pages waits
+    /// for them (up to about 1 ms for readahead, 50 ms for a reader's own
+    /// page) or reclaims. How it is sound, and the figures:
+    /// `docs/design.md`, "A hit without a reference".
     pub fn unreferenced_hits(mut self, on: bool) -> Self {
         self.unreferenced_hits = on;
         self
