@@ -1,15 +1,11 @@
-//! `File`: a file read through the cache.
+//! `File`: a handle on a file read and written through the cache.
 //!
-//! The read loop (`filemap_read`, `filemap_get_pages`): fetch a batch of referenced,
-//! contiguous folios for the request in one lockless walk
-//! ([`Mapping::get_read_batch`]) and copy out of them. On a miss, start
-//! synchronous readahead (`page_cache_sync_ra`, [`crate::readahead`]): a window of
-//! folios allocated, inserted locked, and read in runs, one IO per run of
-//! contiguous folios; then look again. A folio carrying the readahead marker
-//! starts the next window (`page_cache_async_ra`). If readahead made nothing (memory short, or
-//! off), create the largest folio that fits the request at an aligned index
-//! and read it. A second reader that misses on the same index finds the
-//! locked folio and sleeps on its lock instead of issuing a second IO.
+//! A handle is thin: its mapping (shared by every handle of the file), its
+//! readahead state (shared by clones, as by duplicated descriptors), its
+//! access mode and its writeback-error cursor. Its methods call down into
+//! the mapping and are never called back: a read is [`Mapping::read`]
+//! (`filemap.rs`: the hit, the batch lookup, readahead, the miss), a write
+//! is `write.rs`'s.
 
 use std::io;
 use std::path::Path;
@@ -18,9 +14,8 @@ use std::sync::{Arc, Weak};
 use backing::{Backing, BackingInfo, FileBacking, FileOptions};
 
 use crate::cache::Cache;
-use crate::filemap::{fit_order, serves_hit, AddError, FolioRef, Mapping, ReadHit, BATCH};
+use crate::filemap::Mapping;
 use crate::flags::ReadFlags;
-use crate::folio::FolioFlags;
 use crate::readahead::{self, Advice, Insert, Readahead, ReadaheadConfig, Window};
 use crate::sync::{AtomicU64, Ordering};
 use crate::workingset::CacheStat;
@@ -220,7 +215,8 @@ impl File {
     /// [`read_at_flags`](Self::read_at_flags), for a read whose miss was
     /// counted and whose IO was started already when `started` (by
     /// [`read_many`](Self::read_many)): its folios are then not counted as
-    /// hits.
+    /// hits. The read itself is the mapping's ([`Mapping::read`]), with
+    /// this handle's readahead state and flags.
     pub(crate) fn read_counted(
         &self,
         buf: &mut [u8],
@@ -228,172 +224,8 @@ impl File {
         flags: ReadFlags,
         started: bool,
     ) -> io::Result<usize> {
-        let size = self.len();
-        if offset >= size || buf.is_empty() {
-            return Ok(0);
-        }
-        let flags = self.effective_flags(flags);
-        let uncached = flags.contains(ReadFlags::DONTCACHE);
-        let m = &*self.mapping;
-        let cache = m.inner();
-        let end = offset.saturating_add(buf.len() as u64).min(size);
-        // The common hit: the whole request inside one cached folio. One
-        // lockless lookup and the copy, with no reference taken when the
-        // folio needs nothing else (`Mapping::read_hit`); no batch, no
-        // range walk.
-        // (It leaves the readahead state alone, `prev_pos` included: a hit
-        // writes nothing other threads read. A marker or a dropbehind
-        // folio takes the batch path, which starts the next window or
-        // deals with the flag.)
-        let n = (end - offset) as usize;
-        let (hit, sequential) = m.read_hit(offset, &mut buf[..n]);
-        // No folio at `offset` a moment ago: the miss path need not look
-        // again before it reads.
-        let mut absent = matches!(hit, ReadHit::Absent);
-        match hit {
-            ReadHit::Copied => {
-                if !started {
-                    cache.stats.hits.add(1);
-                }
-                return Ok(n);
-            }
-            ReadHit::Found(f) => {
-                let start = f.index() * PAGE;
-                let ff = f.flags();
-                if serves_hit(&f, ff, end) {
-                    // A read that goes on in the folio where this thread's
-                    // previous read ended is not a new access.
-                    if !(sequential && offset > start) {
-                        cache.mark_accessed(&f, ff);
-                    }
-                    m.copy_out(&f, (offset - start) as usize, &mut buf[..n], !sequential);
-                    if !started {
-                        cache.stats.hits.add(1);
-                    }
-                    return Ok(n);
-                }
-            }
-            ReadHit::Absent => {}
-        }
-        if m.memfile {
-            return Ok(self.read_mem(buf, offset, end));
-        }
-        let mut pos = offset;
-        let mut copied = 0usize;
-        let mut batch: Vec<FolioRef<'_>> = Vec::with_capacity(BATCH);
-        let (mut size, mut end) = (size, end);
-        while pos < end {
-            let got = self.get_pages(pos / PAGE, end, flags, absent, &mut batch);
-            absent = false;
-            let missed = match got {
-                Ok(missed) => missed,
-                Err(e) => {
-                    if copied == 0 {
-                        return Err(e);
-                    }
-                    break;
-                }
-            };
-            // The size again, now that the folios are uptodate (the
-            // kernel's filemap_read): a truncate cuts the backing and sets
-            // the size before it drops the folios past it, holding
-            // `invalidate_lock`, which a miss's folio creation takes
-            // shared. So a folio filled from a backing already cut (zeros
-            // past the new end) was filled after the new size was set, and
-            // this sees it: those bytes are past the end, not data.
-            let now = self.len();
-            if now < size {
-                size = now;
-                end = end.min(size);
-                if pos >= end {
-                    batch.clear();
-                    break;
-                }
-            }
-            for f in batch.drain(..) {
-                if pos >= end {
-                    break;
-                }
-                let start = f.index() * PAGE;
-                let from = (pos - start) as usize;
-                let n = (f.nr_pages() * PAGE - from as u64).min(end - pos) as usize;
-                let mut ff = f.flags();
-                if ff.contains(FolioFlags::DROPBEHIND) && !uncached {
-                    // A cached read claims a folio an uncached one brought
-                    // in: it stays (the kernel's own `filemap_read` would
-                    // keep the flag; here a cached reader's use wins).
-                    f.test_and_clear(FolioFlags::DROPBEHIND);
-                    ff = f.flags();
-                }
-                if !(copied == 0 && sequential && offset > start) {
-                    cache.mark_accessed(&f, ff);
-                }
-                m.copy_out(&f, from, &mut buf[copied..copied + n], false);
-                if !missed && !started {
-                    cache.stats.hits.add(1);
-                }
-                // Dropped once read through to its end (or to end of file):
-                // a stream reading a large folio in pieces keeps it until
-                // its last piece.
-                let folio_end = (start + f.nr_pages() * PAGE).min(size);
-                if uncached && ff.contains(FolioFlags::DROPBEHIND) && pos + n as u64 >= folio_end {
-                    m.drop_behind(&f);
-                }
-                pos += n as u64;
-                copied += n;
-            }
-        }
-        self.ra
-            .prev_pos
-            .store(offset + copied as u64, Ordering::Relaxed);
-        Ok(copied)
-    }
-
-    /// A memory file's read of bytes `offset..end` (the batched lookup of
-    /// `filemap_get_folios_contig`):
-    /// the folios present come in batches from one lockless walk each
-    /// ([`Mapping::get_folios_contig`]); a hole, of any length (a missing
-    /// large folio included), is copied out as zeros up to the next folio,
-    /// with no allocation and no per-page lookup. Returns the bytes copied.
-    fn read_mem(&self, buf: &mut [u8], offset: u64, end: u64) -> usize {
-        let m = &*self.mapping;
-        let cache = m.inner();
-        let last = (end - 1) / PAGE;
-        let mut pos = offset;
-        let mut batch: Vec<FolioRef<'_>> = Vec::with_capacity(BATCH);
-        'outer: while pos < end {
-            let mut from = pos / PAGE;
-            m.get_folios_contig(&mut from, last, &mut batch);
-            if batch.is_empty() {
-                let next = m.next_present(pos / PAGE, last + 1);
-                let stop = next.saturating_mul(PAGE).min(end);
-                if stop > pos {
-                    let at = (pos - offset) as usize;
-                    buf[at..at + (stop - pos) as usize].fill(0);
-                    pos = stop;
-                }
-                continue;
-            }
-            for f in batch.drain(..) {
-                if !f.test(FolioFlags::UPTODATE) {
-                    // Being written for the first time: wait for the writer.
-                    f.wait_unlocked();
-                    if f.mapping() != m.id() || !f.test(FolioFlags::UPTODATE) {
-                        continue 'outer;
-                    }
-                }
-                let start = f.index() * PAGE;
-                if start + f.nr_pages() * PAGE <= pos {
-                    continue;
-                }
-                let n = ((start + f.nr_pages() * PAGE).min(end) - pos) as usize;
-                let at = (pos - offset) as usize;
-                m.copy_out(&f, (pos - start) as usize, &mut buf[at..at + n], false);
-                cache.stats.hits.add(1);
-                pos += n as u64;
-            }
-        }
-        (end - offset) as usize
+        self.mapping
+            .read(&self.ra, buf, offset, self.effective_flags(flags), started)
     }
 
     /// Calls `f` with the file's bytes `offset..offset + len` (fewer at end
@@ -485,105 +317,6 @@ impl File {
             }
         }
         Ok(())
-    }
-
-    /// Fills `batch` with uptodate, referenced folios covering a contiguous
-    /// run from page `index` (`filemap_get_pages`): a batch lookup; on a miss,
-    /// synchronous readahead and a second lookup, and if that found nothing
-    /// the folio is created and read; a marker folio starts the next window;
-    /// a last folio still being read is waited for only when it is the
-    /// first (partial progress first). `absent`: the caller just found no
-    /// folio at `index` (the first lookup is skipped). Returns whether this
-    /// read started the IO for its first folio: a miss (counted once in the cache's
-    /// misses; its folios are then not counted as hits). A read that finds
-    /// another's IO in flight and waits for it is a hit.
-    fn get_pages<'m>(
-        &'m self,
-        index: u64,
-        end: u64,
-        flags: ReadFlags,
-        absent: bool,
-        batch: &mut Vec<FolioRef<'m>>,
-    ) -> io::Result<bool> {
-        let m = &*self.mapping;
-        let last = (end - 1) / PAGE;
-        let nowait = flags.contains(ReadFlags::NOWAIT);
-        let dropbehind = flags.contains(ReadFlags::DONTCACHE);
-        let mut missed = false;
-        let mut absent = absent;
-        loop {
-            if !std::mem::take(&mut absent) {
-                m.get_read_batch(index, last, batch);
-            }
-            if batch.is_empty() {
-                if nowait {
-                    return Err(would_block());
-                }
-                missed |= self.sync_readahead(index, last - index + 1, dropbehind, batch);
-                if batch.is_empty() {
-                    m.get_read_batch(index, last, batch);
-                }
-            }
-            let Some(tail) = batch.last() else {
-                match self.create(index, last, dropbehind)? {
-                    Some(f) => {
-                        batch.push(f);
-                        missed = true;
-                        break;
-                    }
-                    None => continue,
-                }
-            };
-            if tail.test(FolioFlags::READAHEAD) {
-                self.async_readahead(tail, last, dropbehind);
-            }
-            if tail.test(FolioFlags::UPTODATE) {
-                break;
-            }
-            if batch.len() > 1 {
-                batch.pop();
-                break;
-            }
-            if nowait {
-                batch.clear();
-                return Err(would_block());
-            }
-            // Being read (by readahead or another reader), or its read
-            // failed: wait for the lock, then look again.
-            let f = batch.pop().expect("one folio").lock();
-            if f.mapping() != m.id() {
-                // Removed while we slept (its read failed): start over.
-                continue;
-            }
-            batch.push(m.read_folio(f)?);
-            break;
-        }
-        if missed {
-            m.inner().stats.misses.add(1);
-        }
-        Ok(missed)
-    }
-
-    /// Creates, inserts and reads the folio for a miss at `index`. `None`
-    /// when another reader inserted one first (look it up again).
-    fn create(&self, index: u64, last: u64, dropbehind: bool) -> io::Result<Option<FolioRef<'_>>> {
-        let m = &*self.mapping;
-        // No folio is read from blocks being punched or truncated.
-        let _inv = m.invalidate_lock.read();
-        let mut order = fit_order(index, last.saturating_add(1), m.inner().max_order);
-        loop {
-            let f = m.new_folio(order)?;
-            if dropbehind {
-                f.test_and_set(FolioFlags::DROPBEHIND);
-            }
-            let got = f.order();
-            match m.add_folio(&f, index) {
-                Ok(_) => return m.read_folio(f).map(Some),
-                Err(AddError::Exists) if got > 0 => order = got - 1,
-                Err(AddError::Exists) => return Ok(None),
-                Err(other) => return Err(other.into()),
-            }
-        }
     }
 }
 
@@ -714,6 +447,19 @@ impl File {
         self.ra.state.lock().win
     }
 
+    /// Starts reading `len` bytes at `offset` into the cache (like
+    /// `readahead(2)` or `POSIX_FADV_WILLNEED`), in windows of up to 2 MiB,
+    /// skipping what is cached. At most half the cache's capacity is read;
+    /// the rest of a larger range is left for later reads. IO errors are
+    /// not reported here (a later read of those bytes reports them).
+    ///
+    /// # Errors
+    /// None today; the `Result` leaves room for asynchronous submission
+    /// errors.
+    pub fn readahead(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.mapping.readahead_range(&self.ra, offset, len)
+    }
+
     /// Drops every cached folio of the file, dirty ones included, without
     /// writing them back, and every eviction shadow; then takes the file's
     /// size from the backing. Afterwards the file reads as its backing
@@ -789,13 +535,6 @@ impl File {
             }
         }
     }
-}
-
-fn would_block() -> io::Error {
-    io::Error::new(
-        io::ErrorKind::WouldBlock,
-        "foliocache: the data is not cached and the read asked not to wait (NOWAIT)",
-    )
 }
 
 /// The positioned reads and writes of [`std::fs::File`], so code written

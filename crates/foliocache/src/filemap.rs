@@ -6,6 +6,21 @@
 //! folios from its own IO) uses them directly through
 //! [`File::mapping`](crate::File::mapping).
 //!
+//! # The read path (`filemap_read`)
+//! [`File`](crate::File)'s reads come down to one call here, `Mapping::read`,
+//! with the handle's readahead state. The common hit is one lockless lookup
+//! and a copy. Otherwise a batch of referenced, contiguous folios for the
+//! request comes from one lockless walk ([`Mapping::get_read_batch`]) and is
+//! copied out. On a miss, synchronous readahead (`page_cache_sync_ra`,
+//! `readahead.rs`) allocates a window of folios, inserts them locked and
+//! reads them in runs, one IO per run of contiguous folios; then the batch
+//! is looked up again. A folio carrying the readahead marker starts the next
+//! window (`page_cache_async_ra`). If readahead made nothing (memory short,
+//! or off), the largest folio that fits the request at an aligned index is
+//! created and read (`filemap_create_folio`). A second reader that misses on
+//! the same index finds the locked folio and sleeps on its lock instead of
+//! issuing a second IO.
+//!
 //! The index is an [`xarray::XArray`] of pointers into the cache's
 //! descriptor table, which lives as long as the cache. A folio in a mapping
 //! holds `2^order` references for the cache; every lookup that returns a
@@ -100,11 +115,12 @@ use xarray::{Cursor, Entry, EntryRef, Error as XaError, Item, XArray, XaGuard};
 
 use crate::arena::{PageId, MAX_ORDER};
 use crate::cache::{Cache, CacheInner};
+use crate::flags::ReadFlags;
 pub use crate::folio::{Folio, FolioFlags, FolioRef, LockedFolio};
 use crate::limbo::Reader;
 use crate::lru::Access;
 use crate::pin::WritableFolio;
-use crate::readahead::Insert;
+use crate::readahead::{Insert, Readahead};
 pub use crate::workingset::Shadow;
 // (`size` and `handles`: see the note in `Mapping`.)
 #[allow(clippy::disallowed_types)]
@@ -1693,6 +1709,307 @@ impl Mapping {
             crate::copy::copy_hit_from_shared(src.add(from), dst.as_mut_ptr(), dst.len(), random)
         };
     }
+}
+
+/// The read path, as `mm/filemap.c` keeps it: `filemap_read` (the hit,
+/// then batches copied out), `filemap_get_pages` (a batch lookup, readahead
+/// on a miss, a folio created and read when readahead made none) and
+/// `filemap_create_folio`, side by side. `File`'s reads call [`Mapping::read`]
+/// and nothing here calls back into the handle: readahead is entered with
+/// the handle's [`Readahead`] state as an argument (`readahead.rs`).
+impl Mapping {
+    /// The read path (`filemap_read`): up to `buf.len()` bytes at
+    /// `offset`, short only at end of file, for a handle whose readahead
+    /// state is `ra` and whose flags (its defaults and the read's own) are
+    /// `flags`. The hit first; then batches of folios
+    /// ([`get_pages`](Self::get_pages)) copied out one after another, with
+    /// drop-behind for an uncached read and accessed marks. A read whose
+    /// miss was counted and whose IO was started already (`started`, by
+    /// `File::read_many`) does not count its folios as hits.
+    ///
+    /// # Errors
+    /// As `File::read_at`: a backing error for a folio the read needed if
+    /// no byte was copied before it; `WouldBlock` with `NOWAIT`.
+    pub(crate) fn read(
+        self: &Arc<Self>,
+        ra: &Arc<Readahead>,
+        buf: &mut [u8],
+        offset: u64,
+        flags: ReadFlags,
+        started: bool,
+    ) -> io::Result<usize> {
+        let size = self.size();
+        if offset >= size || buf.is_empty() {
+            return Ok(0);
+        }
+        let uncached = flags.contains(ReadFlags::DONTCACHE);
+        let cache = self.inner();
+        let end = offset.saturating_add(buf.len() as u64).min(size);
+        // The common hit: the whole request inside one cached folio. One
+        // lockless lookup and the copy, with no reference taken when the
+        // folio needs nothing else (`Mapping::read_hit`); no batch, no
+        // range walk.
+        // (It leaves the readahead state alone, `prev_pos` included: a hit
+        // writes nothing other threads read. A marker or a dropbehind
+        // folio takes the batch path, which starts the next window or
+        // deals with the flag.)
+        let n = (end - offset) as usize;
+        let (hit, sequential) = self.read_hit(offset, &mut buf[..n]);
+        // No folio at `offset` a moment ago: the miss path need not look
+        // again before it reads.
+        let mut absent = matches!(hit, ReadHit::Absent);
+        match hit {
+            ReadHit::Copied => {
+                if !started {
+                    cache.stats.hits.add(1);
+                }
+                return Ok(n);
+            }
+            ReadHit::Found(f) => {
+                let start = f.index() * PAGE;
+                let ff = f.flags();
+                if serves_hit(&f, ff, end) {
+                    // A read that goes on in the folio where this thread's
+                    // previous read ended is not a new access.
+                    if !(sequential && offset > start) {
+                        cache.mark_accessed(&f, ff);
+                    }
+                    self.copy_out(&f, (offset - start) as usize, &mut buf[..n], !sequential);
+                    if !started {
+                        cache.stats.hits.add(1);
+                    }
+                    return Ok(n);
+                }
+            }
+            ReadHit::Absent => {}
+        }
+        if self.memfile {
+            return Ok(self.read_mem(buf, offset, end));
+        }
+        let mut pos = offset;
+        let mut copied = 0usize;
+        let mut batch: Vec<FolioRef<'_>> = Vec::with_capacity(BATCH);
+        let (mut size, mut end) = (size, end);
+        while pos < end {
+            let got = self.get_pages(ra, pos / PAGE, end, flags, absent, &mut batch);
+            absent = false;
+            let missed = match got {
+                Ok(missed) => missed,
+                Err(e) => {
+                    if copied == 0 {
+                        return Err(e);
+                    }
+                    break;
+                }
+            };
+            // The size again, now that the folios are uptodate (the
+            // kernel's filemap_read): a truncate cuts the backing and sets
+            // the size before it drops the folios past it, holding
+            // `invalidate_lock`, which a miss's folio creation takes
+            // shared. So a folio filled from a backing already cut (zeros
+            // past the new end) was filled after the new size was set, and
+            // this sees it: those bytes are past the end, not data.
+            let now = self.size();
+            if now < size {
+                size = now;
+                end = end.min(size);
+                if pos >= end {
+                    batch.clear();
+                    break;
+                }
+            }
+            for f in batch.drain(..) {
+                if pos >= end {
+                    break;
+                }
+                let start = f.index() * PAGE;
+                let from = (pos - start) as usize;
+                let n = (f.nr_pages() * PAGE - from as u64).min(end - pos) as usize;
+                let mut ff = f.flags();
+                if ff.contains(FolioFlags::DROPBEHIND) && !uncached {
+                    // A cached read claims a folio an uncached one brought
+                    // in: it stays (the kernel's own `filemap_read` would
+                    // keep the flag; here a cached reader's use wins).
+                    f.test_and_clear(FolioFlags::DROPBEHIND);
+                    ff = f.flags();
+                }
+                if !(copied == 0 && sequential && offset > start) {
+                    cache.mark_accessed(&f, ff);
+                }
+                self.copy_out(&f, from, &mut buf[copied..copied + n], false);
+                if !missed && !started {
+                    cache.stats.hits.add(1);
+                }
+                // Dropped once read through to its end (or to end of file):
+                // a stream reading a large folio in pieces keeps it until
+                // its last piece.
+                let folio_end = (start + f.nr_pages() * PAGE).min(size);
+                if uncached && ff.contains(FolioFlags::DROPBEHIND) && pos + n as u64 >= folio_end {
+                    self.drop_behind(&f);
+                }
+                pos += n as u64;
+                copied += n;
+            }
+        }
+        ra.prev_pos.store(offset + copied as u64, Ordering::Relaxed);
+        Ok(copied)
+    }
+
+    /// A memory file's read of bytes `offset..end` (the batched lookup of
+    /// `filemap_get_folios_contig`):
+    /// the folios present come in batches from one lockless walk each
+    /// ([`Mapping::get_folios_contig`]); a hole, of any length (a missing
+    /// large folio included), is copied out as zeros up to the next folio,
+    /// with no allocation and no per-page lookup. Returns the bytes copied.
+    fn read_mem(&self, buf: &mut [u8], offset: u64, end: u64) -> usize {
+        let cache = self.inner();
+        let last = (end - 1) / PAGE;
+        let mut pos = offset;
+        let mut batch: Vec<FolioRef<'_>> = Vec::with_capacity(BATCH);
+        'outer: while pos < end {
+            let mut from = pos / PAGE;
+            self.get_folios_contig(&mut from, last, &mut batch);
+            if batch.is_empty() {
+                let next = self.next_present(pos / PAGE, last + 1);
+                let stop = next.saturating_mul(PAGE).min(end);
+                if stop > pos {
+                    let at = (pos - offset) as usize;
+                    buf[at..at + (stop - pos) as usize].fill(0);
+                    pos = stop;
+                }
+                continue;
+            }
+            for f in batch.drain(..) {
+                if !f.test(FolioFlags::UPTODATE) {
+                    // Being written for the first time: wait for the writer.
+                    f.wait_unlocked();
+                    if f.mapping() != self.id() || !f.test(FolioFlags::UPTODATE) {
+                        continue 'outer;
+                    }
+                }
+                let start = f.index() * PAGE;
+                if start + f.nr_pages() * PAGE <= pos {
+                    continue;
+                }
+                let n = ((start + f.nr_pages() * PAGE).min(end) - pos) as usize;
+                let at = (pos - offset) as usize;
+                self.copy_out(&f, (pos - start) as usize, &mut buf[at..at + n], false);
+                cache.stats.hits.add(1);
+                pos += n as u64;
+            }
+        }
+        (end - offset) as usize
+    }
+
+    /// Fills `batch` with uptodate, referenced folios covering a contiguous
+    /// run from page `index` (`filemap_get_pages`): a batch lookup; on a miss,
+    /// synchronous readahead and a second lookup, and if that found nothing
+    /// the folio is created and read; a marker folio starts the next window;
+    /// a last folio still being read is waited for only when it is the
+    /// first (partial progress first). `absent`: the caller just found no
+    /// folio at `index` (the first lookup is skipped). Returns whether this
+    /// read started the IO for its first folio: a miss (counted once in the cache's
+    /// misses; its folios are then not counted as hits). A read that finds
+    /// another's IO in flight and waits for it is a hit.
+    fn get_pages<'m>(
+        self: &'m Arc<Self>,
+        ra: &Arc<Readahead>,
+        index: u64,
+        end: u64,
+        flags: ReadFlags,
+        absent: bool,
+        batch: &mut Vec<FolioRef<'m>>,
+    ) -> io::Result<bool> {
+        let last = (end - 1) / PAGE;
+        let nowait = flags.contains(ReadFlags::NOWAIT);
+        let dropbehind = flags.contains(ReadFlags::DONTCACHE);
+        let mut missed = false;
+        let mut absent = absent;
+        loop {
+            if !std::mem::take(&mut absent) {
+                self.get_read_batch(index, last, batch);
+            }
+            if batch.is_empty() {
+                if nowait {
+                    return Err(would_block());
+                }
+                missed |= self.sync_readahead(ra, index, last - index + 1, dropbehind, batch);
+                if batch.is_empty() {
+                    self.get_read_batch(index, last, batch);
+                }
+            }
+            let Some(tail) = batch.last() else {
+                match self.create_folio(index, last, dropbehind)? {
+                    Some(f) => {
+                        batch.push(f);
+                        missed = true;
+                        break;
+                    }
+                    None => continue,
+                }
+            };
+            if tail.test(FolioFlags::READAHEAD) {
+                self.async_readahead(ra, tail, last, dropbehind);
+            }
+            if tail.test(FolioFlags::UPTODATE) {
+                break;
+            }
+            if batch.len() > 1 {
+                batch.pop();
+                break;
+            }
+            if nowait {
+                batch.clear();
+                return Err(would_block());
+            }
+            // Being read (by readahead or another reader), or its read
+            // failed: wait for the lock, then look again.
+            let f = batch.pop().expect("one folio").lock();
+            if f.mapping() != self.id() {
+                // Removed while we slept (its read failed): start over.
+                continue;
+            }
+            batch.push(self.read_folio(f)?);
+            break;
+        }
+        if missed {
+            self.inner().stats.misses.add(1);
+        }
+        Ok(missed)
+    }
+
+    /// Creates, inserts and reads the folio for a miss at `index`. `None`
+    /// when another reader inserted one first (look it up again).
+    fn create_folio(
+        &self,
+        index: u64,
+        last: u64,
+        dropbehind: bool,
+    ) -> io::Result<Option<FolioRef<'_>>> {
+        // No folio is read from blocks being punched or truncated.
+        let _inv = self.invalidate_lock.read();
+        let mut order = fit_order(index, last.saturating_add(1), self.inner().max_order);
+        loop {
+            let f = self.new_folio(order)?;
+            if dropbehind {
+                f.test_and_set(FolioFlags::DROPBEHIND);
+            }
+            let got = f.order();
+            match self.add_folio(&f, index) {
+                Ok(_) => return self.read_folio(f).map(Some),
+                Err(AddError::Exists) if got > 0 => order = got - 1,
+                Err(AddError::Exists) => return Ok(None),
+                Err(other) => return Err(other.into()),
+            }
+        }
+    }
+}
+
+fn would_block() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::WouldBlock,
+        "foliocache: the data is not cached and the read asked not to wait (NOWAIT)",
+    )
 }
 
 /// Whether the read path's hit may serve a read ending at file byte `end`

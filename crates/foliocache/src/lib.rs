@@ -72,8 +72,9 @@
 //! └─ readahead state (per handle) -- taken and dropped before any folio
 //!    lock (File::readahead plans a window, then builds it unlocked)
 //!
-//! invalidate_lock (shared) -- File::read_at's miss (create, sync_readahead),
-//! │                            File::read_many's misses (start_misses)
+//! invalidate_lock (shared) -- Mapping::read's miss (create_folio,
+//! │                            sync_readahead), File::read_many's misses
+//! │                            (start_misses)
 //! └─ folio lock, index lock, LRU lock, buddy lock, as above
 //!
 //! LRU lock -- reclaim's isolate_lru_folios takes folios off the lists

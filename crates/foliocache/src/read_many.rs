@@ -162,7 +162,7 @@ impl File {
                         order: 0,
                         marker: false,
                     };
-                    folios.extend(self.insert_one(slot, dropbehind));
+                    folios.extend(m.insert_one(slot, dropbehind));
                 } else {
                     let win = Window {
                         start: p,
@@ -172,7 +172,7 @@ impl File {
                     let max_order = m.inner().max_order;
                     let mut order = max_order;
                     let slots = plan(&win, &mut order, max_order, last_page);
-                    folios.extend(self.insert_batched(&slots, dropbehind));
+                    folios.extend(m.insert_batched(&slots, dropbehind));
                 }
                 p = q;
             }
@@ -182,7 +182,7 @@ impl File {
             }
         }
         folios.sort_unstable_by_key(|f| f.index());
-        self.read_window(folios, false);
+        self.mapping.read_window(&self.ra, folios, false);
     }
 }
 

@@ -40,7 +40,6 @@ use backing::aio::ReadOp;
 use backing::{IoBufMut, RawBuf};
 
 use crate::arena::PAGE;
-use crate::file::File;
 use crate::filemap::{AddError, FolioRef, LockedFolio, Mapping};
 use crate::folio::{Folio, FolioFlags};
 use crate::sync::{AtomicU32, AtomicU64, Mutex, Ordering};
@@ -439,6 +438,13 @@ impl std::fmt::Debug for Readahead {
 }
 
 impl Readahead {
+    /// After an IO error: a quarter of the window (the kernel's
+    /// `shrink_readahead_size_eio`).
+    fn shrink_window(&self) {
+        let mut st = self.state.lock();
+        st.ra_pages /= 4;
+    }
+
     pub(crate) fn new(cfg: ReadaheadConfig) -> Self {
         Readahead {
             state: Mutex::new(RaState::new(cfg)),
@@ -644,29 +650,32 @@ impl Mapping {
 }
 
 /// Readahead IO: windows planned by `RaState`, allocated, inserted and read.
-impl File {
-    /// Starts reading `len` bytes at `offset` into the cache (like
-    /// `readahead(2)` or `POSIX_FADV_WILLNEED`), in windows of up to 2 MiB,
-    /// skipping what is cached. At most half the cache's capacity is read;
-    /// the rest of a larger range is left for later reads. IO errors are
-    /// not reported here (a later read of those bytes reports them).
+/// The read path (`Mapping::read`) and `File`'s calls enter here with the
+/// handle's [`Readahead`] state; nothing here calls back into the handle.
+impl Mapping {
+    /// `File::readahead`: reads `len` bytes at `offset` into the cache in
+    /// windows of up to 2 MiB, skipping what is cached, at most half the
+    /// cache's capacity; IO errors are left for the reads of those bytes.
     ///
     /// # Errors
-    /// None today; the `Result` leaves room for asynchronous submission
-    /// errors.
-    pub fn readahead(&self, offset: u64, len: u64) -> io::Result<()> {
-        let size = self.len();
-        if offset >= size || len == 0 || self.mapping.memfile {
+    /// None today.
+    pub(crate) fn readahead_range(
+        self: &Arc<Self>,
+        ra: &Arc<Readahead>,
+        offset: u64,
+        len: u64,
+    ) -> io::Result<()> {
+        let size = self.size();
+        if offset >= size || len == 0 || self.memfile {
             return Ok(());
         }
-        let m = &*self.mapping;
         let end = offset.saturating_add(len).min(size);
         let last_page = (size - 1) / PAGE;
-        let cap_pages = (m.inner().arena.capacity_pages() as u64 / 2).max(1);
+        let cap_pages = (self.inner().arena.capacity_pages() as u64 / 2).max(1);
         let first = offset / PAGE;
         let last = ((end - 1) / PAGE).min(first + cap_pages - 1);
-        let insert = self.ra.state.lock().cfg.insert;
-        let max_order = m.inner().max_order;
+        let insert = ra.state.lock().cfg.insert;
+        let max_order = self.inner().max_order;
         let mut index = first;
         while index <= last {
             let pages = (last - index + 1).min(512);
@@ -677,7 +686,7 @@ impl File {
             };
             let mut order = max_order;
             let slots = plan(&win, &mut order, max_order, last_page);
-            self.run_window(&slots, insert, false, false);
+            self.run_window(ra, &slots, insert, false, false);
             index += pages;
         }
         Ok(())
@@ -689,27 +698,27 @@ impl File {
     /// it to `batch`, uptodate and referenced, sparing the caller its
     /// lookup.
     pub(crate) fn sync_readahead<'m>(
-        &'m self,
+        self: &'m Arc<Self>,
+        ra: &Arc<Readahead>,
         index: u64,
         req: u64,
         dropbehind: bool,
         batch: &mut Vec<FolioRef<'m>>,
     ) -> bool {
-        let m = &*self.mapping;
-        let size = m.size();
+        let size = self.size();
         if size == 0 {
             return false;
         }
         let last_page = (size - 1) / PAGE;
-        let max_order = m.inner().max_order;
-        let prev_pos = self.ra.prev_pos.load(Ordering::Relaxed);
+        let max_order = self.inner().max_order;
+        let prev_pos = ra.prev_pos.load(Ordering::Relaxed);
         // The decision works on a copy of the state, so the lock is held
         // only to copy it and to publish a new window: the look-back's
         // index walks run unlocked, and readers of one handle missing at
         // once do not queue on it. (The kernel's `file_ra_state` has no
         // lock at all; two misses racing here may both start a window, as
         // they may there.)
-        let mut st = self.ra.state.lock().clone();
+        let mut st = ra.state.lock().clone();
         let slots = match st.sync(index, req, prev_pos, |from, max| self.prev_miss(from, max)) {
             None => return false,
             Some(SyncPlan::Plain { start, pages: 1 }) if start <= last_page => {
@@ -720,7 +729,7 @@ impl File {
                     order: 0,
                     marker: false,
                 };
-                return self.read_one(slot, dropbehind, batch);
+                return self.read_one(ra, slot, dropbehind, batch);
             }
             Some(SyncPlan::Plain { start, pages }) => {
                 let win = Window {
@@ -733,7 +742,7 @@ impl File {
             }
             Some(SyncPlan::Window(win, mut order)) => {
                 let slots = plan(&win, &mut order, max_order, last_page);
-                let mut cur = self.ra.state.lock();
+                let mut cur = ra.state.lock();
                 cur.win = win;
                 cur.order = order;
                 slots
@@ -741,28 +750,33 @@ impl File {
         };
         if let [slot] = slots[..] {
             if !slot.marker {
-                return self.read_one(slot, dropbehind, batch);
+                return self.read_one(ra, slot, dropbehind, batch);
             }
         }
         let insert = st.cfg.insert;
-        self.run_window(&slots, insert, true, dropbehind)
+        self.run_window(ra, &slots, insert, true, dropbehind)
     }
 
     /// A miss whose plan is one folio and no marker (a random read, or
     /// readahead off: `page_cache_sync_ra`'s `force_page_cache_ra` of the
     /// request alone): allocated, inserted and read on this thread, with
     /// none of a window's batches. Returns whether it inserted the folio.
-    fn read_one<'m>(&'m self, slot: Slot, dropbehind: bool, batch: &mut Vec<FolioRef<'m>>) -> bool {
-        let m = &*self.mapping;
+    fn read_one<'m>(
+        &'m self,
+        ra: &Readahead,
+        slot: Slot,
+        dropbehind: bool,
+        batch: &mut Vec<FolioRef<'m>>,
+    ) -> bool {
         // As in `run_window`: inserted locked before the lock is let go.
-        let _inv = m.invalidate_lock.read();
+        let _inv = self.invalidate_lock.read();
         let Some(f) = self.insert_one(slot, dropbehind) else {
             return false;
         };
-        m.inner().stats.readahead_windows.add(1);
-        match m.read_folio(f) {
+        self.inner().stats.readahead_windows.add(1);
+        match self.read_folio(f) {
             Ok(r) => batch.push(r),
-            Err(_) => Self::shrink_window(&self.ra),
+            Err(_) => ra.shrink_window(),
         }
         true
     }
@@ -772,12 +786,11 @@ impl File {
     /// is short or the place is taken. The caller holds `invalidate_lock`
     /// shared.
     pub(crate) fn insert_one(&self, slot: Slot, dropbehind: bool) -> Option<LockedFolio<'_>> {
-        let m = &*self.mapping;
-        let f = m.new_folio_nowait(slot.order)?;
+        let f = self.new_folio_nowait(slot.order)?;
         if dropbehind {
             f.test_and_set(FolioFlags::DROPBEHIND);
         }
-        if m.add_folio(&f, slot.index).is_err() {
+        if self.add_folio(&f, slot.index).is_err() {
             Self::give_back([f]);
             return None;
         }
@@ -786,21 +799,26 @@ impl File {
 
     /// Asynchronous readahead: a read reached `marker` (a folio carrying the
     /// readahead flag) wanting pages up to `last` (`page_cache_async_ra`).
-    pub(crate) fn async_readahead(&self, marker: &FolioRef<'_>, last: u64, dropbehind: bool) {
+    pub(crate) fn async_readahead(
+        self: &Arc<Self>,
+        ra: &Arc<Readahead>,
+        marker: &FolioRef<'_>,
+        last: u64,
+        dropbehind: bool,
+    ) {
         if marker.test(FolioFlags::WRITEBACK) || !marker.test_and_clear(FolioFlags::READAHEAD) {
             return;
         }
-        let m = &*self.mapping;
-        let size = m.size();
+        let size = self.size();
         if size == 0 {
             return;
         }
         let last_page = (size - 1) / PAGE;
-        let max_order = m.inner().max_order;
+        let max_order = self.inner().max_order;
         let (index, pages) = (marker.index(), marker.nr_pages());
         let req = last.saturating_sub(index) + 1;
         let (slots, insert) = {
-            let mut st = self.ra.state.lock();
+            let mut st = ra.state.lock();
             let Some((win, mut order)) =
                 st.on_marker(index, pages, req, |from, max| self.next_miss(from, max))
             else {
@@ -810,7 +828,7 @@ impl File {
             st.order = order;
             (slots, st.cfg.insert)
         };
-        self.run_window(&slots, insert, false, dropbehind);
+        self.run_window(ra, &slots, insert, false, dropbehind);
     }
 
     /// The first page at or before `from`, within `max` pages, holding no
@@ -822,7 +840,7 @@ impl File {
             if from - i >= max {
                 return Some(i);
             }
-            match self.mapping.span_at(i) {
+            match self.span_at(i) {
                 None => return Some(i),
                 Some((0, _)) => return None,
                 Some((first, _)) => i = first - 1,
@@ -838,7 +856,7 @@ impl File {
             if i - from >= max {
                 return Some(i);
             }
-            match self.mapping.span_at(i) {
+            match self.span_at(i) {
                 None => return Some(i),
                 Some((first, n)) => i = first.checked_add(n)?,
             }
@@ -850,22 +868,29 @@ impl File {
     /// hand-off), else through the IO engine as one submission. Returns
     /// whether it inserted any folio. An uncached read's windows are
     /// `dropbehind`.
-    fn run_window(&self, slots: &[Slot], insert: Insert, sync: bool, dropbehind: bool) -> bool {
+    fn run_window(
+        self: &Arc<Self>,
+        ra: &Arc<Readahead>,
+        slots: &[Slot],
+        insert: Insert,
+        sync: bool,
+        dropbehind: bool,
+    ) -> bool {
         if slots.is_empty() {
             return false;
         }
         // No folio is read from blocks being punched or truncated: the
         // window's folios are in the index, locked, before this is let go.
-        let _inv = self.mapping.invalidate_lock.read();
+        let _inv = self.invalidate_lock.read();
         let folios = match insert {
             Insert::Batched => self.insert_batched(slots, dropbehind),
             Insert::Single => self.insert_single(slots, dropbehind),
         };
         let any = !folios.is_empty();
         if any {
-            self.mapping.inner().stats.readahead_windows.add(1);
+            self.inner().stats.readahead_windows.add(1);
         }
-        self.read_window(folios, sync);
+        self.read_window(ra, folios, sync);
         any
     }
 
@@ -876,11 +901,10 @@ impl File {
     /// insertion goes on after it. Returns the folios inserted (locked, not
     /// uptodate), in index order.
     pub(crate) fn insert_batched(&self, slots: &[Slot], dropbehind: bool) -> Vec<LockedFolio<'_>> {
-        let m = &*self.mapping;
         // The whole window's memory first: one bulk allocation per order
         // (a window has one or two), handed out in plan order.
         let orders: Vec<u32> = slots.iter().map(|s| s.order).collect();
-        let Some(folios) = m.new_folios_planned(&orders, true) else {
+        let Some(folios) = self.new_folios_planned(&orders, true) else {
             return self.insert_single(slots, dropbehind);
         };
         for (f, s) in folios.iter().zip(slots) {
@@ -895,7 +919,7 @@ impl File {
         let mut holes = Vec::new();
         let mut i = 0;
         while i < folios.len() {
-            match m.add_folio_range(&folios[i..], slots[i].index) {
+            match self.add_folio_range(&folios[i..], slots[i].index) {
                 Ok(n) => {
                     inserted[i..i + n].iter_mut().for_each(|x| *x = true);
                     i += n;
@@ -935,17 +959,16 @@ impl File {
     /// replaced by one-page folios in its holes; the window ends where
     /// memory runs out.
     fn insert_single(&self, slots: &[Slot], dropbehind: bool) -> Vec<LockedFolio<'_>> {
-        let m = &*self.mapping;
         let mut out = Vec::with_capacity(slots.len());
         for s in slots {
-            if let Some(f) = m.new_folio_nowait(s.order) {
+            if let Some(f) = self.new_folio_nowait(s.order) {
                 if s.marker {
                     f.test_and_set(FolioFlags::READAHEAD);
                 }
                 if dropbehind {
                     f.test_and_set(FolioFlags::DROPBEHIND);
                 }
-                if m.add_folio(&f, s.index).is_ok() {
+                if self.add_folio(&f, s.index).is_ok() {
                     out.push(f);
                     continue;
                 }
@@ -967,20 +990,19 @@ impl File {
         dropbehind: bool,
         out: &mut Vec<LockedFolio<'m>>,
     ) -> bool {
-        let m = &*self.mapping;
         let mut p = start;
         while p < start + n {
-            if let Some((first, count)) = m.span_at(p) {
+            if let Some((first, count)) = self.span_at(p) {
                 p = first + count;
                 continue;
             }
-            let Some(f) = m.new_folio_nowait(0) else {
+            let Some(f) = self.new_folio_nowait(0) else {
                 return false;
             };
             if dropbehind {
                 f.test_and_set(FolioFlags::DROPBEHIND);
             }
-            if m.add_folio(&f, p).is_ok() {
+            if self.add_folio(&f, p).is_ok() {
                 out.push(f);
             } else {
                 Self::give_back([f]);
@@ -1002,7 +1024,12 @@ impl File {
     /// error quarters this file's readahead (the kernel's
     /// `shrink_readahead_size_eio`) and drops the run's
     /// folios (readers that need them read them again themselves).
-    pub(crate) fn read_window(&self, folios: Vec<LockedFolio<'_>>, sync: bool) {
+    pub(crate) fn read_window(
+        self: &Arc<Self>,
+        ra: &Arc<Readahead>,
+        folios: Vec<LockedFolio<'_>>,
+        sync: bool,
+    ) {
         let mut runs: Vec<Vec<LockedFolio<'_>>> = Vec::new();
         for f in folios {
             match runs.last_mut() {
@@ -1021,20 +1048,13 @@ impl File {
         }
         if sync && runs.len() == 1 {
             let run = runs.pop().expect("one run");
-            if self.mapping.read_folios(run).is_err() {
-                Self::shrink_window(&self.ra);
+            if self.read_folios(run).is_err() {
+                ra.shrink_window();
             }
             return;
         }
-        let ra = self.ra.clone();
-        self.mapping
-            .submit_runs(runs, Arc::new(move || Self::shrink_window(&ra)));
-    }
-
-    /// After an IO error: a quarter of the window (the kernel's rule).
-    fn shrink_window(ra: &Readahead) {
-        let mut st = ra.state.lock();
-        st.ra_pages /= 4;
+        let ra = ra.clone();
+        self.submit_runs(runs, Arc::new(move || ra.shrink_window()));
     }
 }
 
