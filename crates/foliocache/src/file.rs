@@ -16,6 +16,7 @@ use backing::{Backing, BackingInfo, FileBacking, FileOptions};
 use crate::cache::Cache;
 use crate::filemap::Mapping;
 use crate::flags::ReadFlags;
+use crate::pin::Pinned;
 use crate::readahead::{self, Advice, Insert, Readahead, ReadaheadConfig, Window};
 use crate::sync::{AtomicU64, Ordering};
 use crate::workingset::CacheStat;
@@ -256,7 +257,7 @@ impl File {
             .effective_flags(ReadFlags::NONE)
             .contains(ReadFlags::DONTCACHE)
         {
-            if let Ok(p) = self.pin_cached(offset, n, true) {
+            if let Ok(p) = self.mapping.pin_cached(offset, n, true) {
                 return Ok(f(&p));
             }
         }
@@ -534,6 +535,80 @@ impl File {
                 Ok(())
             }
         }
+    }
+}
+
+/// Borrowed reads: the cached bytes in place (`pin.rs`).
+impl File {
+    /// The file's bytes `offset..offset + len`, borrowed from the cache
+    /// where they lie in one cached folio (no copy), else read into a
+    /// buffer of the pin's own; fewer at end of file, none at or past it
+    /// (an empty pin, as [`read_at`](Self::read_at) returns 0). A range
+    /// not cached is read in first, as `read_at` would, and then pinned in
+    /// place if it now can be.
+    ///
+    /// A pin in place holds the bytes as they were between writes: a write
+    /// racing the pin shows whole or not at all. A copy (the range spans
+    /// folios, or its folio stayed busy) is what a read returns: a racing
+    /// write may show in part. [`Pinned::is_borrowed`] says which.
+    ///
+    /// The bytes never change while the pin lives: a write of the range
+    /// meanwhile goes to a copy of the folio that replaces it in the file
+    /// (the pin keeps the old bytes, reads see the new), and truncation
+    /// leaves them too. With no free folio for that copy, the write waits
+    /// (bounded, as an allocation) for memory or for the pin to go, then
+    /// fails with `OutOfMemory`. A pin keeps its folio in memory (reclaim skips it):
+    /// hold pins for the time a parse takes, not as a cache of their own,
+    /// or the cache fills with them. The module documentation of `pin.rs`
+    /// has the protocol.
+    ///
+    /// ```
+    /// let cache = foliocache::Cache::builder().capacity(1 << 20).build()?;
+    /// let file = cache.memfile("pages", 8192)?;
+    /// file.write_at(b"header", 0)?;
+    /// let page = file.pin(0, 4096)?;
+    /// assert_eq!(&page[..6], b"header");
+    /// file.write_at(b"HEADER", 0)?; // to a copy of the folio: no wait
+    /// assert_eq!(&page[..6], b"header"); // the pin's bytes stay
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    ///
+    /// A pin borrows its file, so the file (and the cache behind it)
+    /// outlives it:
+    /// ```compile_fail
+    /// let cache = foliocache::Cache::builder().capacity(1 << 20).build()?;
+    /// let file = cache.memfile("pages", 8192)?;
+    /// let page = file.pin(0, 4096)?;
+    /// drop(file); // error: `file` is borrowed by `page`
+    /// let _ = page.len();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`read_at`](Self::read_at), when no byte could be read.
+    pub fn pin(&self, offset: u64, len: usize) -> io::Result<Pinned<'_>> {
+        let size = self.len();
+        if offset >= size || len == 0 {
+            return Ok(Pinned::owned(Vec::new()));
+        }
+        let n = (offset.saturating_add(len as u64).min(size) - offset) as usize;
+        let cached = !self
+            .effective_flags(ReadFlags::NONE)
+            .contains(ReadFlags::DONTCACHE);
+        if cached {
+            if let Ok(p) = self.mapping.pin_cached(offset, n, true) {
+                return Ok(p);
+            }
+        }
+        let mut v = vec![0u8; n];
+        let done = self.read_up_to(&mut v, offset)?;
+        if cached && done == n {
+            if let Some(p) = self.mapping.pin_busy(offset, n) {
+                return Ok(p);
+            }
+        }
+        v.truncate(done);
+        Ok(Pinned::owned(v))
     }
 }
 

@@ -1,5 +1,5 @@
 //! Pins: reads that borrow the cache's bytes instead of copying them
-//! ([`File::pin`]), for callers that parse in place (B-tree pages, SSTable
+//! ([`File::pin`](crate::File::pin)), for callers that parse in place (B-tree pages, SSTable
 //! blocks, a VM's memory).
 //!
 //! # The protocol
@@ -31,7 +31,7 @@
 //! - reclaim: a pinned folio is referenced, and reclaim skips referenced
 //!   folios, so a pin also keeps its bytes in memory;
 //! - the [`Cache`](crate::Cache) handle dropped: the cache lives as long as
-//!   any [`File`] of it, and a pin borrows its `File`, so the file cannot
+//!   any [`File`](crate::File) of it, and a pin borrows its `File`, so the file cannot
 //!   go before its pins (the borrow checker refuses it).
 //!
 //! With no free folio for the copy (after a reclaim pass), a write waits
@@ -56,7 +56,7 @@
 //! A range inside one cached, uptodate folio, whose lock is free, is
 //! pinned in place. Anything else (not cached yet, across two folios,
 //! locked by IO, a readahead marker, an uncached read) is read as
-//! [`File::read_at`] reads it, bringing it into the cache; then the pin is
+//! [`File::read_at`](crate::File::read_at) reads it, bringing it into the cache; then the pin is
 //! tried in place again (a folio busy with a writer or IO a few times), and
 //! if that still cannot be had (the range spans folios, the folio stayed
 //! busy), the pin holds a copy of the bytes in its own buffer.
@@ -71,16 +71,14 @@ use std::ptr::NonNull;
 use xarray::Entry;
 
 use crate::arena::PAGE;
-use crate::file::File;
 use crate::filemap::{FolioPtr, FolioRef, LockedFolio, Mapping};
 use crate::folio::FolioFlags;
 use crate::sync::Ordering;
-use crate::ReadFlags;
 
 /// Bytes of a file, borrowed from the cache where they can be
-/// ([`File::pin`]). Dereferences to them as `&[u8]`; they do not change
+/// ([`File::pin`](crate::File::pin)). Dereferences to them as `&[u8]`; they do not change
 /// while the pin lives (it is a snapshot: see the module documentation of
-/// `pin.rs`, and [`File::pin`]).
+/// `pin.rs`, and [`File::pin`](crate::File::pin)).
 pub struct Pinned<'f> {
     bytes: Bytes<'f>,
 }
@@ -111,7 +109,7 @@ impl Pinned<'_> {
         matches!(self.bytes, Bytes::Folio { .. })
     }
 
-    fn owned(v: Vec<u8>) -> Self {
+    pub(crate) fn owned(v: Vec<u8>) -> Self {
         Pinned {
             bytes: Bytes::Owned(v),
         }
@@ -164,137 +162,6 @@ impl std::fmt::Debug for Pinned<'_> {
     }
 }
 
-impl File {
-    /// The file's bytes `offset..offset + len`, borrowed from the cache
-    /// where they lie in one cached folio (no copy), else read into a
-    /// buffer of the pin's own; fewer at end of file, none at or past it
-    /// (an empty pin, as [`read_at`](Self::read_at) returns 0). A range
-    /// not cached is read in first, as `read_at` would, and then pinned in
-    /// place if it now can be.
-    ///
-    /// A pin in place holds the bytes as they were between writes: a write
-    /// racing the pin shows whole or not at all. A copy (the range spans
-    /// folios, or its folio stayed busy) is what a read returns: a racing
-    /// write may show in part. [`Pinned::is_borrowed`] says which.
-    ///
-    /// The bytes never change while the pin lives: a write of the range
-    /// meanwhile goes to a copy of the folio that replaces it in the file
-    /// (the pin keeps the old bytes, reads see the new), and truncation
-    /// leaves them too. With no free folio for that copy, the write waits
-    /// (bounded, as an allocation) for memory or for the pin to go, then
-    /// fails with `OutOfMemory`. A pin keeps its folio in memory (reclaim skips it):
-    /// hold pins for the time a parse takes, not as a cache of their own,
-    /// or the cache fills with them. The module documentation of `pin.rs`
-    /// has the protocol.
-    ///
-    /// ```
-    /// let cache = foliocache::Cache::builder().capacity(1 << 20).build()?;
-    /// let file = cache.memfile("pages", 8192)?;
-    /// file.write_at(b"header", 0)?;
-    /// let page = file.pin(0, 4096)?;
-    /// assert_eq!(&page[..6], b"header");
-    /// file.write_at(b"HEADER", 0)?; // to a copy of the folio: no wait
-    /// assert_eq!(&page[..6], b"header"); // the pin's bytes stay
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    ///
-    /// A pin borrows its file, so the file (and the cache behind it)
-    /// outlives it:
-    /// ```compile_fail
-    /// let cache = foliocache::Cache::builder().capacity(1 << 20).build()?;
-    /// let file = cache.memfile("pages", 8192)?;
-    /// let page = file.pin(0, 4096)?;
-    /// drop(file); // error: `file` is borrowed by `page`
-    /// let _ = page.len();
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    ///
-    /// # Errors
-    /// As [`read_at`](Self::read_at), when no byte could be read.
-    pub fn pin(&self, offset: u64, len: usize) -> io::Result<Pinned<'_>> {
-        let size = self.len();
-        if offset >= size || len == 0 {
-            return Ok(Pinned::owned(Vec::new()));
-        }
-        let n = (offset.saturating_add(len as u64).min(size) - offset) as usize;
-        let cached = !self
-            .effective_flags(ReadFlags::NONE)
-            .contains(ReadFlags::DONTCACHE);
-        if cached {
-            if let Ok(p) = self.pin_cached(offset, n, true) {
-                return Ok(p);
-            }
-        }
-        let mut v = vec![0u8; n];
-        let done = self.read_up_to(&mut v, offset)?;
-        if cached && done == n {
-            // (The read counted the access and the hit or miss.) A folio
-            // busy (locked by a writer or by IO, or just swapped for a
-            // copy) is tried again a while: a pin in place is never torn,
-            // where the copy just read may hold part of a racing write.
-            for _ in 0..BUSY_TRIES {
-                match self.pin_cached(offset, n, false) {
-                    Ok(p) => return Ok(p),
-                    Err(Busy(true)) => busy_wait(),
-                    Err(Busy(false)) => break,
-                }
-            }
-        }
-        v.truncate(done);
-        Ok(Pinned::owned(v))
-    }
-
-    /// Pins `offset..offset + n` in place if it lies in one cached,
-    /// uptodate, unlocked folio of this file (not a readahead marker, not
-    /// dropbehind: those take the read path, which deals with them).
-    /// `count`: mark the access and count a hit, as a read's hit does.
-    ///
-    /// # Errors
-    /// [`Busy`]`(true)` when the folio is there but busy (locked, or
-    /// swapped out since the lookup): worth another try soon.
-    pub(crate) fn pin_cached(
-        &self,
-        offset: u64,
-        n: usize,
-        count: bool,
-    ) -> Result<Pinned<'_>, Busy> {
-        let m = &*self.mapping;
-        let (f, sequential) = m.get_for_read(offset, n);
-        let f = f.ok_or(Busy(false))?;
-        let start = f.index() * PAGE;
-        let ff = f.flags();
-        let cache = m.inner();
-        let base = cache.arena.page_ptr(f.page()).as_ptr();
-        let ptr = NonNull::new(base.wrapping_add((offset - start) as usize)).ok_or(Busy(false))?;
-        if !crate::filemap::serves_hit(&f, ff, offset + n as u64) {
-            return Err(Busy(false));
-        }
-        if !f.try_pin() {
-            return Err(Busy(true));
-        }
-        // Still this file's: not swapped out for a copy by a writer, nor
-        // truncated, between the lookup and the pin (its bytes would be
-        // a moment old; the read path gives the current ones).
-        if f.mapping() != m.id() {
-            f.unpin();
-            return Err(Busy(true));
-        }
-        if count {
-            if !(sequential && offset > start) {
-                cache.mark_accessed(&f, ff);
-            }
-            cache.stats.hits.add(1);
-        }
-        Ok(Pinned {
-            bytes: Bytes::Folio {
-                folio: f,
-                ptr,
-                len: n,
-            },
-        })
-    }
-}
-
 /// Why a pin in place could not be had: `true` if its folio was busy
 /// (locked, or swapped for a copy), which soon passes.
 pub(crate) struct Busy(bool);
@@ -341,6 +208,74 @@ impl<'m> std::ops::Deref for WritableFolio<'m> {
 }
 
 impl Mapping {
+    /// A pin in place of `offset..offset + n` after a read brought it in
+    /// (`File::pin`): a folio busy (locked by a writer or by IO, or just
+    /// swapped for a copy) is tried again a while, then `None`.
+    pub(crate) fn pin_busy(&self, offset: u64, n: usize) -> Option<Pinned<'_>> {
+        // (The read counted the access and the hit or miss.) A folio
+        // busy (locked by a writer or by IO, or just swapped for a
+        // copy) is tried again a while: a pin in place is never torn,
+        // where the copy just read may hold part of a racing write.
+        for _ in 0..BUSY_TRIES {
+            match self.pin_cached(offset, n, false) {
+                Ok(p) => return Some(p),
+                Err(Busy(true)) => busy_wait(),
+                Err(Busy(false)) => break,
+            }
+        }
+        None
+    }
+
+    /// Pins `offset..offset + n` in place if it lies in one cached,
+    /// uptodate, unlocked folio of this mapping (not a readahead marker, not
+    /// dropbehind: those take the read path, which deals with them).
+    /// `count`: mark the access and count a hit, as a read's hit does.
+    ///
+    /// # Errors
+    /// [`Busy`]`(true)` when the folio is there but busy (locked, or
+    /// swapped out since the lookup): worth another try soon.
+    pub(crate) fn pin_cached(
+        &self,
+        offset: u64,
+        n: usize,
+        count: bool,
+    ) -> Result<Pinned<'_>, Busy> {
+        let m = self;
+        let (f, sequential) = m.get_for_read(offset, n);
+        let f = f.ok_or(Busy(false))?;
+        let start = f.index() * PAGE;
+        let ff = f.flags();
+        let cache = m.inner();
+        let base = cache.arena.page_ptr(f.page()).as_ptr();
+        let ptr = NonNull::new(base.wrapping_add((offset - start) as usize)).ok_or(Busy(false))?;
+        if !crate::filemap::serves_hit(&f, ff, offset + n as u64) {
+            return Err(Busy(false));
+        }
+        if !f.try_pin() {
+            return Err(Busy(true));
+        }
+        // Still this file's: not swapped out for a copy by a writer, nor
+        // truncated, between the lookup and the pin (its bytes would be
+        // a moment old; the read path gives the current ones).
+        if f.mapping() != m.id() {
+            f.unpin();
+            return Err(Busy(true));
+        }
+        if count {
+            if !(sequential && offset > start) {
+                cache.mark_accessed(&f, ff);
+            }
+            cache.stats.hits.add(1);
+        }
+        Ok(Pinned {
+            bytes: Bytes::Folio {
+                folio: f,
+                ptr,
+                len: n,
+            },
+        })
+    }
+
     /// Makes a locked folio of this mapping writable: itself if it is not
     /// pinned, else a copy swapped in for it (see the module documentation
     /// of `pin.rs`), returned locked; the old folio leaves the mapping and
