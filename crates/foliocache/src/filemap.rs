@@ -328,7 +328,7 @@ pub struct Mapping {
     /// changes the backing's size.
     pub(crate) wb_lock: crate::sync::Mutex<()>,
     /// Writeback errors, reported once per handle (the kernel's errseq).
-    pub(crate) wb_err: crate::writeback::ErrSeq,
+    pub(crate) wb_err: crate::errseq::ErrSeq,
     /// Pages of dirty folios.
     pub(crate) dirty_pages: AtomicU64,
     /// Open handles ([`File`](crate::File)s) on this mapping: the last one
@@ -383,7 +383,7 @@ impl Mapping {
             inode_lock: crate::sync::RwLock::new(()),
             invalidate_lock: crate::sync::RwLock::new(()),
             wb_lock: crate::sync::Mutex::new(()),
-            wb_err: crate::writeback::ErrSeq::default(),
+            wb_err: crate::errseq::ErrSeq::default(),
             dirty_pages: AtomicU64::new(0),
             handles: StdAtomicU64::new(0),
         }

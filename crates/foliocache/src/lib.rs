@@ -153,6 +153,7 @@ mod cache;
 #[allow(clippy::disallowed_types)]
 mod copy;
 mod errno;
+mod errseq;
 mod file;
 #[allow(unsafe_code)]
 pub mod filemap;
