@@ -266,7 +266,7 @@ impl File {
                     if !(sequential && offset > start) {
                         cache.mark_accessed(&f, ff);
                     }
-                    m.copy_out(&f, (offset - start) as usize, &mut buf[..n], !sequential);
+                    m.copy_out(&f, (offset - start) as usize, &mut buf[..n]);
                     if !started {
                         cache.stats.hits.add(1);
                     }
@@ -328,7 +328,7 @@ impl File {
                 if !(copied == 0 && sequential && offset > start) {
                     cache.mark_accessed(&f, ff);
                 }
-                m.copy_out(&f, from, &mut buf[copied..copied + n], false);
+                m.copy_out(&f, from, &mut buf[copied..copied + n]);
                 if !missed && !started {
                     cache.stats.hits.add(1);
                 }
@@ -388,7 +388,7 @@ impl File {
                 }
                 let n = ((start + f.nr_pages() * PAGE).min(end) - pos) as usize;
                 let at = (pos - offset) as usize;
-                m.copy_out(&f, (pos - start) as usize, &mut buf[at..at + n], false);
+                m.copy_out(&f, (pos - start) as usize, &mut buf[at..at + n]);
                 cache.stats.hits.add(1);
                 pos += n as u64;
             }
