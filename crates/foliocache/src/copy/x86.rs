@@ -517,7 +517,7 @@ fn forced() -> Option<Routine> {
 /// Rounds of [`measure`], the first a warm-up.
 const ROUNDS: usize = 8;
 
-/// [`super::report`]'s answer: every available routine timed on every
+/// [`super::time_routines`]'s answer: every available routine timed on every
 /// class ([`measure`]), a line per class with each one's best time per
 /// copy and its rate, and the routine the choice gives that class.
 pub(super) fn report() -> String {
