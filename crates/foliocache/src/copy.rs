@@ -17,9 +17,10 @@
 //! from the CPU's features alone ([`chosen`] names it and why), as the
 //! kernel's alternatives and glibc's resolvers choose their copies:
 //! - where the CPU has ERMS or FSRM, `rep movsb` for every copy of shared
-//!   bytes: those features promise that the microcode moves whole lines
-//!   whatever the length and alignment, which is why the kernel's
-//!   `copy_user_generic` and `memcpy` use `rep movsb` on such CPUs;
+//!   bytes: those features mark `rep movsb` as fast (ERMS for long
+//!   copies, FSRM for short ones too), which is why the kernel's
+//!   `copy_user_generic` and `memcpy` use `rep movsb` on CPUs with FSRM
+//!   (and did with ERMS: `copy_user_enhanced_fast_string`, `memcpy_erms`);
 //! - without them, the widest vector loop the CPU and the OS support
 //!   (`avx512`, then `avx2`): a `rep movsb` without the fast-string
 //!   promise may be far slower than a loop of wide loads and stores;
