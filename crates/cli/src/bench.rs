@@ -72,7 +72,7 @@ fn reproduce(argv: &[String]) -> String {
 
 fn run_plan(args: &BenchArgs, plan: &Plan, argv: &[String]) -> Result<()> {
     let t0 = Instant::now();
-    let mut host = Host::this();
+    let host = Host::this();
     let command = reproduce(argv);
     // The data directory: --dir, or a temporary one (removed at the end
     // unless --keep).
@@ -126,18 +126,6 @@ fn run_plan(args: &BenchArgs, plan: &Plan, argv: &[String]) -> Result<()> {
         let rep = bench.scenario(args, sc.clone())?;
         out!("{}", report::table(&rep, plan.repeat));
         reports.push(rep);
-        // The copies of random hits are chosen by timing the first ones
-        // (`foliocache`'s `copy/x86/trial.rs`): say when that happened.
-        let copy = foliocache::internals::copy::chosen();
-        if copy != host.copy {
-            out!("foliocache's copy since this scenario's runs: {copy}");
-            for l in foliocache::internals::copy::calibration_report().lines() {
-                if l.contains("random") {
-                    out!("  {}", l.trim());
-                }
-            }
-            host.copy = copy;
-        }
     }
     bench.engines.clear()?;
 

@@ -46,10 +46,9 @@ pub struct Host {
     pub kernel: String,
     /// The CPU's model name (`/proc/cpuinfo`), or "unknown".
     pub cpu: String,
-    /// The copy routines foliocache's calibration chose on this host
+    /// The copy routine foliocache chose from this CPU's features, and why
     /// (`foliocache::internals::copy::chosen`; `FOLIOCACHE_COPY` forces
-    /// one), as they stood after the last scenario: random hits' routines
-    /// are chosen by timing the first ones.
+    /// one).
     pub copy: String,
 }
 

@@ -433,9 +433,9 @@ fn main() {
         .unreferenced_hits(std::env::var_os("FOLIOCACHE_BENCH_UNREFERENCED").is_some())
         .build()
         .expect("building the cache");
-    // The copy routines the cache's build chose (`FOLIOCACHE_COPY` forces
-    // one: `copy.rs`'s module docs).
-    eprint!("{}", copy::calibration_report());
+    // The copy routine chosen (`FOLIOCACHE_COPY` forces one: `copy.rs`'s
+    // module docs), and every routine timed on the classes of copy.
+    eprint!("{}", copy::time_routines());
     let file = cache.open(&path).expect("opening through foliocache");
     let std_file = StdFile::open(&path).expect("opening the file");
     let map = Map::new(&std_file, size as usize).expect("mmap");

@@ -15,6 +15,17 @@
 //! page cache holds the file dirty or clean. Workloads: 4 KiB and 64 KiB
 //! writes walking the file, wrapping at its end. Both engines run in the
 //! same process; throughput is in bytes written.
+//!
+//! `copy_bulk_256k` and `copy_bulk_2048k`: the bulk class of foliocache's
+//! copies (`copy::copy_to_fresh` of `copy::BULK` bytes or more: new folios
+//! a write fills whole), every routine that may copy shared bytes
+//! (`copy::routines`) side by side, copying 256 KiB or 2 MiB from one
+//! source buffer (a write's data, in the CPU caches) into a 512 MiB region
+//! walked in order and faulted in first: each copy's destination was last
+//! touched a whole walk before, out of the caches, as a fresh folio's
+//! memory is. Throughput is in bytes copied. `cargo bench -p foliocache
+//! --bench write -- copy_bulk` runs these alone (what decided the bulk
+//! class's routine: `docs/measurements/2026-11-26-copy-routine.md`).
 
 use std::hint::black_box;
 use std::os::unix::fs::FileExt;
@@ -22,6 +33,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput};
+use foliocache::internals::copy;
 use foliocache::{Cache, Populate};
 
 const FILE: u64 = 64 << 20;
@@ -92,5 +104,38 @@ fn bench(c: &mut Criterion) {
     let _ = std::fs::remove_file(&k_path);
 }
 
-criterion::criterion_group!(benches, bench);
+/// The `copy_bulk_*` groups (see the module docs).
+fn bulk_copy(c: &mut Criterion) {
+    const REGION: usize = 512 << 20;
+    const PAGE: usize = 4096;
+    let smoke = std::env::args().any(|a| a == "--test");
+    let src: Vec<u8> = (0..2usize << 20).map(|i| (i * 7 + 1) as u8).collect();
+    // Written whole: every page faulted in before anything is timed.
+    let mut region = vec![0x5au8; REGION + PAGE];
+    let at = region.as_ptr().align_offset(PAGE);
+    let dst = region[at..].as_mut_ptr();
+    for len in [256usize << 10, 2 << 20] {
+        let mut g = c.benchmark_group(format!("copy_bulk_{}k", len >> 10));
+        g.throughput(Throughput::Bytes(len as u64));
+        if !smoke {
+            g.measurement_time(Duration::from_secs(3));
+        }
+        for (name, f) in copy::routines() {
+            let mut off = 0;
+            g.bench_function(name, |b| {
+                b.iter(|| {
+                    // SAFETY: `src` has `len` bytes; `dst + off` has `len`
+                    // bytes inside `region` (`off + len <= REGION`), a
+                    // distinct buffer; nothing else accesses either.
+                    unsafe { f(src.as_ptr(), dst.add(off), len) };
+                    off = (off + len) % REGION;
+                })
+            });
+        }
+        g.finish();
+    }
+    black_box(&region);
+}
+
+criterion::criterion_group!(benches, bench, bulk_copy);
 criterion::criterion_main!(benches);

@@ -355,9 +355,6 @@ impl CacheBuilder {
         #[cfg(loom)]
         let io = None;
         let arena = Arena::with_huge_pages(self.capacity, self.populate, self.huge_pages)?;
-        // Chooses the copy routines now (once per process, about a
-        // millisecond) rather than in the first hit: `copy.rs`'s docs.
-        crate::copy::calibrate();
         let table =
             FolioTable::with_huge_pages(arena.capacity_pages(), self.huge_pages, self.populate)?;
         let shadow_nodes = match self.shadow_budget {

@@ -1,15 +1,8 @@
 //! Copying folio bytes out to a caller's buffer.
 //!
-//! The bar for a cache hit is a memory copy, so the copy itself matters,
-//! and the fastest copy differs between hosts: `rep movsb` (fast with
-//! ERMS/FSRM) beat glibc's vector `memcpy` on one (AMD Zen 4), ran about
-//! 10 % slower per byte than glibc's AVX-512 loop for 4 KiB copies on
-//! another (Intel Xeon), and glibc's `memcpy` into a destination 16 bytes
-//! off alignment ran 7x slower than into an aligned one on a third (AMD
-//! Zen 3) (`docs/bench.md`, "The copy of a hit"). So nothing here is
-//! tuned to one host: on x86-64, copies of [`CHOSEN_MIN`] bytes or more go
-//! through the routine a short calibration found fastest on the host
-//! running them ([`calibrate`]; [`chosen`] names it), one of:
+//! The bar for a cache hit is a memory copy, so the copy itself matters.
+//! On x86-64, copies of [`CHOSEN_MIN`] bytes or more go through one of
+//! these routines:
 //! - `movsb`: `rep movsb`;
 //! - `avx2`: a loop of 32-byte `vmovdqu` loads and stores, where the CPU
 //!   and the OS support AVX2;
@@ -18,50 +11,42 @@
 //! - `memcpy`: `copy_nonoverlapping` (glibc's `memcpy`), for [`copy`] only,
 //!   never for shared bytes (below);
 //! - `stream`: 16-byte `movdqu` loads and non-temporal `movntdq` stores,
-//!   which write whole cache lines to memory without reading them first:
-//!   about twice `rep movsb`'s rate into memory the CPU caches do not
-//!   hold, half of it into memory they do.
+//!   which write whole cache lines to memory without reading them first.
 //!
-//! The calibration runs once per process, when the first [`Cache`] is built
-//! or at the first copy that needs it if none was: it times every
-//! available routine on 4 KiB and 64 KiB copies, each into a destination
-//! aligned like its source and one 16 bytes off, as a sequential reader's
-//! hits make them: a run of copies walking 256 KiB of source flushed out
-//! of the CPU caches first (what a hit copies from: a page cache holds
-//! data larger than they are), each copy between two locked instructions
-//! (a hit's reference taken and dropped); on buffers touched first (first
-//! touch of memory costs microseconds per page on our VMs), after a
-//! warm-up round, taking the minimum of several runs with the routines
-//! interleaved; and a fifth class, *bulk*: one 256 KiB copy into a
-//! destination flushed from the caches too (new folios that a bulk write
-//! fills: memory nothing touched lately). A few milliseconds in all. Each
-//! class gets its own winner, and a copy picks its class at call time: the
-//! bulk class for a [`copy_to_fresh`] of [`BULK`] bytes or more, else from
-//! its length (under or from [`LARGE`]) and whether `src` and `dst` share
-//! their alignment within a cache line (`(src ^ dst) % 64`). A routine within 2 %
-//! of the fastest is preferred in the order `movsb`, `memcpy`, `avx2`,
-//! `avx512`, `stream` (the simpler first, so noise does not flip a choice).
+//! Which one serves a copy is chosen once per process, at the first copy,
+//! from the CPU's features alone ([`chosen`] names it and why), as the
+//! kernel's alternatives and glibc's resolvers choose their copies:
+//! - where the CPU has ERMS or FSRM, `rep movsb` for every copy of shared
+//!   bytes: those features mark `rep movsb` as fast (ERMS for long
+//!   copies, FSRM for short ones too), which is why the kernel's
+//!   `copy_user_generic` and `memcpy` use `rep movsb` on CPUs with FSRM
+//!   (and did with ERMS: `copy_user_enhanced_fast_string`, `memcpy_erms`);
+//! - without them, the widest vector loop the CPU and the OS support
+//!   (`avx512`, then `avx2`): a `rep movsb` without the fast-string
+//!   promise may be far slower than a loop of wide loads and stores;
+//!   else `movsb`;
+//! - the *bulk* class, a [`copy_to_fresh`] of [`BULK`] bytes or more (new
+//!   folios that a bulk write fills: memory nothing touched lately):
+//!   `stream` on every CPU, since a store to a line the caches do not
+//!   hold first reads it (read for ownership) and a non-temporal store
+//!   writes the whole line without, which is why glibc's `memcpy` turns
+//!   to non-temporal stores above a size too (`stream` is slower into
+//!   memory the caches hold, so only this class uses it);
+//! - [`copy`] (private bytes): the shared copies' routine.
 //!
-//! A random reader's hits are of two classes of their own, *scattered*
-//! (4 KiB, the destination aligned like the source or not): their copies
-//! come from places no stream led to, through memory larger than the
-//! caches and the TLB's reach, and which routine does best there is
-//! neither what the streams above say nor what scattered copies timed
-//! alone say: it is decided by how each copy overlaps the hit around it.
-//! So the hits themselves are timed (`copy/x86/trial.rs`): until a
-//! scattered class is decided, its hits are copied by each candidate
-//! routine in turn, in blocks of 64 timed as the reader runs them, and
-//! after a few thousand hits the class goes to the routine with the
-//! fastest median block (one within 3 % of it yields to the simpler).
-//! [`copy_hit_from_shared`] takes a hit's class from whether it continues
-//! its thread's last read.
-//! `FOLIOCACHE_COPY=movsb|avx2|avx512|stream|memcpy` in the environment forces one
-//! routine for every class (`memcpy` forces it for [`copy`] only: the
-//! shared functions keep the calibrated choice); a routine the host lacks,
-//! or another value, is ignored with a warning. Shorter copies, other
-//! architectures, loom and Miri use `copy_nonoverlapping` in [`copy`].
-//!
-//! [`Cache`]: crate::Cache
+//! Timing the routines inside each process instead (a calibration at the
+//! first build, trials of random hits) chose differently from one process
+//! to the next on one host, with noise deciding: a choice that flips is no
+//! choice. So timing is left to the benchmarks: [`time_routines`] times
+//! every routine on the classes of copy a hit and a bulk write make, and
+//! [`routines`] hands them out to be timed side by side (figures:
+//! `docs/measurements/2026-11-26-copy-routine.md`).
+//! `FOLIOCACHE_COPY=movsb|avx2|avx512|stream|memcpy` in the environment
+//! forces one routine for every class (`memcpy` forces it for [`copy`]
+//! only: the shared functions keep the features' choice); a routine the
+//! host lacks, or another value, is ignored with a warning. Shorter
+//! copies, other architectures, loom and Miri use `copy_nonoverlapping` in
+//! [`copy`].
 //!
 //! # Copies that race: the shared functions
 //! A reader copies an uptodate folio out without the folio lock, so it can
@@ -141,57 +126,60 @@
 
 use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
 
-/// Copies from this length up go through the routine the calibration
-/// chose (see the module docs of `copy.rs`); [`copy`] copies shorter ones
-/// with `copy_nonoverlapping`.
+/// Copies from this length up go through the chosen routine (see the
+/// module docs of `copy.rs`); [`copy`] copies shorter ones with
+/// `copy_nonoverlapping`.
 pub const CHOSEN_MIN: usize = 256;
 
-/// Copies from this length up are of the calibration's large class (timed
-/// on 64 KiB copies), shorter ones of its small class (timed on 4 KiB): the
-/// geometric middle of the two.
-pub const LARGE: usize = 16 << 10;
-
-/// A [`copy_to_fresh`] from this length up is of the calibration's bulk
-/// class (timed on 256 KiB copies into memory out of the caches); shorter
-/// ones copy as [`copy_to_shared`] does.
+/// A [`copy_to_fresh`] from this length up is of the bulk class (see the
+/// module docs of `copy.rs`); shorter ones copy as [`copy_to_shared`] does.
 pub const BULK: usize = 64 << 10;
 
-/// Runs the calibration that chooses the copy routines now, if it has not
-/// run in this process yet (the first [`Cache`](crate::Cache) build calls
-/// it; otherwise the first copy that needs it does). A no-op off x86-64
-/// and under loom and Miri.
-pub fn calibrate() {
-    #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
-    x86::calibration();
-}
-
-/// The routines chosen for this host, as the calibration (or
-/// `FOLIOCACHE_COPY`) and the scattered classes' trials have left them so
-/// far: one name if one routine serves every class of copy, else each
-/// class's ("on trial" for a scattered class not yet decided); and
-/// [`copy`]'s own if it differs from the shared functions'. Calibrates
-/// first if needed.
+/// The routines chosen for this process, and why: the shared functions'
+/// (with the bulk class's if it differs) and the CPU features or the
+/// `FOLIOCACHE_COPY` that chose it; then [`copy`]'s own if it differs,
+/// e.g. `movsb (ERMS)`. Chooses first if nothing has yet.
 pub fn chosen() -> String {
     #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
-    return x86::calibration().chosen();
+    return x86::choice().describe();
     #[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
     "byte loop (shared), memcpy (plain)".to_owned()
 }
 
-/// What the calibration measured, a line per class of copy: each
-/// available routine's best time per copy and its rate. Empty off x86-64
-/// and under loom and Miri.
-pub fn calibration_report() -> String {
+/// Times every copy routine this CPU has on the classes of copy a hit and
+/// a bulk write make, a few milliseconds: a line per class with each
+/// routine's best time per copy and its rate, and the routine chosen for
+/// it. For benchmarks and tools: the cache never calls it (the choice
+/// does not depend on timing). Empty off x86-64 and under loom and Miri.
+pub fn time_routines() -> String {
     #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
-    return x86::calibration().report();
+    return x86::report();
     #[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
     String::new()
 }
 
+/// A copy routine as a function: `(src, dst, len)`.
+pub type CopyFn = unsafe fn(*const u8, *mut u8, usize);
+
+/// Every copy routine this CPU has that may copy shared bytes, by the
+/// names `FOLIOCACHE_COPY` takes (`movsb`, `avx2`, `avx512`, `stream`),
+/// whatever the choice: for benchmarks that time them side by side. Each
+/// has [`copy_shared`]'s contract. Empty off x86-64 and under loom and
+/// Miri.
+pub fn routines() -> Vec<(&'static str, CopyFn)> {
+    #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
+    return x86::candidates()
+        .into_iter()
+        .filter(|&(_, _, shared)| shared)
+        .map(|(name, f, _)| (name, f))
+        .collect();
+    #[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
+    Vec::new()
+}
+
 /// `dst.copy_from_slice(src)` with [`copy`]: what a cache hit costs at the
-/// least (benchmarks use it as the floor). Its routine is the calibration's
-/// choice for private bytes, which may be `memcpy` where a hit's copy
-/// (shared bytes) cannot use it; `FOLIOCACHE_COPY` makes both the same.
+/// least (benchmarks use it as the floor). Its routine is the one chosen
+/// for private bytes: the shared copies' unless `FOLIOCACHE_COPY=memcpy`.
 ///
 /// # Panics
 /// If the lengths differ, as `copy_from_slice` does.
@@ -213,7 +201,7 @@ pub unsafe fn copy(src: *const u8, dst: *mut u8, len: usize) {
     if len >= CHOSEN_MIN {
         // SAFETY: the caller's contract is the chosen routine's; nothing
         // races a plain copy (the caller's contract).
-        unsafe { x86::copy::<false, false, false>(src, dst, len) };
+        unsafe { x86::copy::<false, false>(src, dst, len) };
         return;
     }
     // SAFETY: the caller's contract.
@@ -239,7 +227,7 @@ pub unsafe fn copy(src: *const u8, dst: *mut u8, len: usize) {
 #[inline]
 pub unsafe fn copy_shared(src: *const u8, dst: *mut u8, len: usize) {
     // SAFETY: the caller's contract, with both sides shared.
-    unsafe { shared_copy::<true, true, false, false>(src, dst, len) };
+    unsafe { shared_copy::<true, true, false>(src, dst, len) };
 }
 
 /// Copies `len` bytes out of shared bytes (a reader's copy-out of an
@@ -254,28 +242,7 @@ pub unsafe fn copy_shared(src: *const u8, dst: *mut u8, len: usize) {
 #[inline]
 pub unsafe fn copy_from_shared(src: *const u8, dst: *mut u8, len: usize) {
     // SAFETY: the caller's contract, with `src` shared and `dst` private.
-    unsafe { shared_copy::<true, false, false, false>(src, dst, len) };
-}
-
-/// [`copy_from_shared`] for a cache hit: `random` for one that does not
-/// continue the reading thread's previous read, whose copy comes from a
-/// place no stream led to. Under [`LARGE`] bytes, such a copy is of the
-/// scattered classes, whose routines are chosen by timing these copies
-/// in the hits that make them (see the module docs): the routine fastest
-/// for a stream of copies was not the fastest for scattered ones on every
-/// host (`docs/bench.md`, "Random hits: a class of their own").
-///
-/// # Safety
-/// As [`copy_from_shared`].
-#[inline]
-pub unsafe fn copy_hit_from_shared(src: *const u8, dst: *mut u8, len: usize, random: bool) {
-    if random {
-        // SAFETY: the caller's contract, with `src` shared and `dst` private.
-        unsafe { shared_copy::<true, false, false, true>(src, dst, len) };
-    } else {
-        // SAFETY: as above.
-        unsafe { shared_copy::<true, false, false, false>(src, dst, len) };
-    }
+    unsafe { shared_copy::<true, false, false>(src, dst, len) };
 }
 
 /// Copies `len` bytes from the caller's own buffer into shared bytes (a
@@ -291,23 +258,22 @@ pub unsafe fn copy_hit_from_shared(src: *const u8, dst: *mut u8, len: usize, ran
 #[inline]
 pub unsafe fn copy_to_shared(src: *const u8, dst: *mut u8, len: usize) {
     // SAFETY: the caller's contract, with `src` private and `dst` shared.
-    unsafe { shared_copy::<false, true, false, false>(src, dst, len) };
+    unsafe { shared_copy::<false, true, false>(src, dst, len) };
 }
 
 /// [`copy_to_shared`] into memory that nothing has touched lately: the
 /// folios a write has just allocated and fills whole (a bulk load, a VM's
-/// memory being populated). From [`BULK`] bytes up it copies with the
-/// routine the calibration found fastest into memory out of the CPU caches
-/// (`stream`, past the caches, where that wins); otherwise, and for
-/// shorter copies, as [`copy_to_shared`]. Correct whatever the memory
-/// holds: the choice is only about speed.
+/// memory being populated). From [`BULK`] bytes up it copies with the bulk
+/// class's routine (see the module docs of `copy.rs`); shorter copies as
+/// [`copy_to_shared`]. Correct whatever the memory holds: the choice is
+/// only about speed.
 ///
 /// # Safety
 /// As [`copy_to_shared`].
 #[inline]
 pub unsafe fn copy_to_fresh(src: *const u8, dst: *mut u8, len: usize) {
     // SAFETY: the caller's contract, with `src` private and `dst` shared.
-    unsafe { shared_copy::<false, true, true, false>(src, dst, len) };
+    unsafe { shared_copy::<false, true, true>(src, dst, len) };
 }
 
 /// Zeroes `len` shared bytes (of a locked folio, which readers may copy
@@ -348,12 +314,7 @@ pub unsafe fn zero_shared(dst: *mut u8, len: usize) {
 /// As [`copy`], with concurrent accesses only as the public function
 /// that calls this allows.
 #[inline(always)]
-unsafe fn shared_copy<
-    const ATOMIC_SRC: bool,
-    const ATOMIC_DST: bool,
-    const FRESH: bool,
-    const RANDOM: bool,
->(
+unsafe fn shared_copy<const ATOMIC_SRC: bool, const ATOMIC_DST: bool, const FRESH: bool>(
     src: *const u8,
     dst: *mut u8,
     len: usize,
@@ -362,7 +323,7 @@ unsafe fn shared_copy<
     // SAFETY: the caller's contract is the routine's; racing it is
     // defined (the module docs).
     unsafe {
-        x86::copy::<true, FRESH, RANDOM>(src, dst, len)
+        x86::copy::<true, FRESH>(src, dst, len)
     };
     #[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
     // SAFETY: the caller's contract.
@@ -461,8 +422,8 @@ mod tests {
     /// Shared functions as a writer and a reader use them: (copy in, zero,
     /// copy out). The public ones, the byte loops they are off x86-64 and
     /// under Miri, and on x86-64 every routine the host has that may copy
-    /// shared bytes, whatever the calibration chose: so all are tested on
-    /// every build that has them.
+    /// shared bytes, whatever the choice: so all are tested on every build
+    /// that has them.
     fn shared_fns() -> Vec<(Copy, Zero, Copy)> {
         // (Mutated only where the routines exist.)
         #[allow(unused_mut)]
@@ -470,8 +431,6 @@ mod tests {
             (copy_shared, zero_shared, copy_shared),
             (copy_to_shared, zero_shared, copy_from_shared),
             (copy_to_fresh, zero_shared, copy_from_shared),
-            (copy_to_shared, zero_shared, hit_copy::<true>),
-            (copy_to_shared, zero_shared, hit_copy::<false>),
             (
                 copy_bytes::<true, true>,
                 zero_bytes_atomic,
@@ -490,93 +449,6 @@ mod tests {
             }
         }
         fns
-    }
-
-    /// [`copy_hit_from_shared`] of a random hit (`RANDOM`) or of a
-    /// sequential one, as a [`Copy`].
-    ///
-    /// # Safety
-    /// As [`copy_hit_from_shared`].
-    unsafe fn hit_copy<const RANDOM: bool>(src: *const u8, dst: *mut u8, len: usize) {
-        // SAFETY: the caller's contract.
-        unsafe { copy_hit_from_shared(src, dst, len, RANDOM) };
-    }
-
-    /// Random hits decide the scattered classes by timing themselves: a
-    /// few thousand of them from memory of the test's own (every copy
-    /// exact meanwhile, whichever routine its block used) leave each class
-    /// to a routine that may copy shared bytes, named in the choices and
-    /// in the report with each candidate's time per hit.
-    #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
-    #[test]
-    fn random_hits_decide_the_scattered_classes_by_timing_themselves() {
-        if std::env::var_os("FOLIOCACHE_COPY").is_some() {
-            return;
-        }
-        calibrate();
-        let all: Vec<u8> = (0..16u32 << 20).map(|i| (i * 7 + 3) as u8).collect();
-        let mut buf = vec![0u8; 4096 + 128];
-        // Both start at a multiple of 64, so the class is the offset's.
-        let mem = &all[all.as_ptr().align_offset(64)..];
-        let at = buf.as_ptr().align_offset(64);
-        let dst = &mut buf[at..];
-        let pages = mem.len() / 4096;
-        let mut rng: u64 = 0x2545_f491_4f6c_dd1d;
-        // A class at a time (a thread's block is of one class); ten times
-        // the hits a trial needs, at most (other tests' random hits may
-        // take part).
-        for (class, off) in [(0, 0), (1, 16)] {
-            for hit in 0..10 * 3 * 24 * 64 {
-                if x86::trial_decided(class) {
-                    break;
-                }
-                rng ^= rng << 13;
-                rng ^= rng >> 7;
-                rng ^= rng << 17;
-                let at = (rng % pages as u64) as usize * 4096;
-                // SAFETY: `mem[at..]` readable and `dst[off..]` writable
-                // for 4096 bytes, distinct; nothing else touches either.
-                unsafe {
-                    copy_hit_from_shared(
-                        mem.as_ptr().add(at),
-                        dst.as_mut_ptr().add(off),
-                        4096,
-                        true,
-                    )
-                };
-                assert_eq!(&dst[off..off + 4096], &mem[at..at + 4096], "hit {hit}");
-            }
-            assert!(x86::trial_decided(class), "class {class} undecided");
-        }
-        let chosen = chosen();
-        let report = calibration_report();
-        for class in ["4K random", "4K random dst+16"] {
-            let line = report
-                .lines()
-                .find(|l| l.trim_start().starts_with(&format!("{class}:")))
-                .unwrap_or_else(|| panic!("no line for {class} in {report}"));
-            assert!(line.contains("movsb") && line.contains(" ns/hit"), "{line}");
-            assert!(
-                !line.contains("memcpy") && !line.contains("stream"),
-                "{line}"
-            );
-            if chosen.contains(", ") {
-                let pick = chosen
-                    .split(", ")
-                    .find_map(|c| c.strip_prefix(&format!("{class} ")))
-                    .unwrap_or_else(|| panic!("no choice for {class} in {chosen:?}"));
-                let pick = pick.split(';').next().unwrap_or(pick);
-                assert!(
-                    ["movsb", "avx2", "avx512"].contains(&pick),
-                    "{class}: {pick}"
-                );
-            } else {
-                assert!(
-                    ["movsb", "avx2", "avx512"].contains(&chosen.as_str()),
-                    "{chosen}"
-                );
-            }
-        }
     }
 
     /// The plain copies: [`copy`], and on x86-64 every routine the host
@@ -724,20 +596,36 @@ mod tests {
     }
 
     #[test]
-    fn names_its_choice() {
+    fn names_its_choice_and_times_every_routine() {
         let chosen = chosen();
         assert!(!chosen.is_empty());
-        let report = calibration_report();
+        let report = time_routines();
         eprintln!("{report}");
-        // (The scattered classes' trials may end between the two calls,
-        // which changes their names: the stream classes' stay.)
         #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
+        {
+            assert!(report.contains(&chosen), "{chosen:?} not in {report}");
+            for (name, _) in routines() {
+                assert!(
+                    report.contains(&format!(" {name} ")),
+                    "{name} not in {report}"
+                );
+            }
+        }
+    }
+
+    /// The choice is made once and is the same every time it is asked
+    /// for, as many times and from as many threads as ask.
+    #[test]
+    fn the_choice_is_stable() {
+        let first = chosen();
+        let others: Vec<String> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..4).map(|_| s.spawn(chosen)).collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
         assert!(
-            chosen
-                .split(", ")
-                .filter(|c| !c.contains("random"))
-                .all(|c| report.contains(c.split(';').next().unwrap_or(c))),
-            "{chosen:?} not in {report}"
+            others.iter().all(|c| *c == first),
+            "{first:?} then {others:?}"
         );
+        assert_eq!(chosen(), first);
     }
 }

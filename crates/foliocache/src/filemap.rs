@@ -733,12 +733,7 @@ impl Mapping {
         // both sides use `copy`'s shared functions, whose accesses are
         // defined under that race.
         unsafe {
-            crate::copy::copy_hit_from_shared(
-                src.add(within as usize),
-                buf.as_mut_ptr(),
-                buf.len(),
-                !sequential,
-            )
+            crate::copy::copy_from_shared(src.add(within as usize), buf.as_mut_ptr(), buf.len())
         };
         true
     }
@@ -1692,10 +1687,8 @@ impl Mapping {
         cs
     }
 
-    /// Copies `dst.len()` bytes from byte `from` of an uptodate folio;
-    /// `random` for a hit that does not continue the thread's previous
-    /// read (`copy::copy_hit_from_shared`).
-    pub(crate) fn copy_out(&self, f: &FolioRef<'_>, from: usize, dst: &mut [u8], random: bool) {
+    /// Copies `dst.len()` bytes from byte `from` of an uptodate folio.
+    pub(crate) fn copy_out(&self, f: &FolioRef<'_>, from: usize, dst: &mut [u8]) {
         assert!(from + dst.len() <= (f.nr_pages() * PAGE) as usize);
         debug_assert!(f.test(FolioFlags::UPTODATE));
         let src = self.inner().arena.page_ptr(f.page()).as_ptr();
@@ -1705,9 +1698,7 @@ impl Mapping {
         // caller buffer.
         // A writer may copy into it meanwhile: both sides use `copy`'s
         // shared functions, whose accesses are defined under that race.
-        unsafe {
-            crate::copy::copy_hit_from_shared(src.add(from), dst.as_mut_ptr(), dst.len(), random)
-        };
+        unsafe { crate::copy::copy_from_shared(src.add(from), dst.as_mut_ptr(), dst.len()) };
     }
 }
 
@@ -1774,7 +1765,7 @@ impl Mapping {
                     if !(sequential && offset > start) {
                         cache.mark_accessed(&f, ff);
                     }
-                    self.copy_out(&f, (offset - start) as usize, &mut buf[..n], !sequential);
+                    self.copy_out(&f, (offset - start) as usize, &mut buf[..n]);
                     if !started {
                         cache.stats.hits.add(1);
                     }
@@ -1836,7 +1827,7 @@ impl Mapping {
                 if !(copied == 0 && sequential && offset > start) {
                     cache.mark_accessed(&f, ff);
                 }
-                self.copy_out(&f, from, &mut buf[copied..copied + n], false);
+                self.copy_out(&f, from, &mut buf[copied..copied + n]);
                 if !missed && !started {
                     cache.stats.hits.add(1);
                 }
@@ -1893,7 +1884,7 @@ impl Mapping {
                 }
                 let n = ((start + f.nr_pages() * PAGE).min(end) - pos) as usize;
                 let at = (pos - offset) as usize;
-                self.copy_out(&f, (pos - start) as usize, &mut buf[at..at + n], false);
+                self.copy_out(&f, (pos - start) as usize, &mut buf[at..at + n]);
                 cache.stats.hits.add(1);
                 pos += n as u64;
             }
@@ -2062,9 +2053,8 @@ impl Mapping {
     /// ([`new_folios_planned`](Self::new_folios_planned)), so a write
     /// across a range of small folios is one long copy, as into one large
     /// folio, rather than one short copy per folio (`docs/design.md`, the
-    /// write path). A fresh run copies with `copy::copy_to_fresh` (past
-    /// the CPU caches, from `copy::BULK` bytes up, where the host's
-    /// calibration found that faster).
+    /// write path). A fresh run copies with `copy::copy_to_fresh` (the
+    /// bulk class's routine from `copy::BULK` bytes up).
     pub(crate) fn copy_in(
         &self,
         folios: &[WritableFolio<'_>],

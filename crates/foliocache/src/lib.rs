@@ -147,9 +147,9 @@ mod arena;
 mod cache;
 #[allow(unsafe_code)]
 #[cfg_attr(not(feature = "internals"), allow(dead_code, unreachable_pub))]
-// (Its atomics are memory accesses of the copy, and statics that record
-// the copy routines the calibration chose: never part of a protocol the
-// loom models check.)
+// (Its atomics are memory accesses of the copy, and a static that records
+// the copy routines chosen: never part of a protocol the loom models
+// check.)
 #[allow(clippy::disallowed_types)]
 mod copy;
 mod errno;

@@ -1,19 +1,14 @@
-//! The x86-64 copy routines and the calibration that chooses among them
-//! (the module docs of `copy.rs` say why each may copy shared bytes, and
-//! how the choice is made).
+//! The x86-64 copy routines, the choice among them (the module docs of
+//! `copy.rs` say why each may copy shared bytes, and by what rule one is
+//! chosen), and a timing of each for the benchmarks ([`report`]).
 
 use std::fmt::Write as _;
 use std::hint::black_box;
-use std::sync::atomic::{
-    AtomicU64,
-    Ordering::{Relaxed, SeqCst},
-};
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use super::{BULK, LARGE};
-
-mod trial;
+use super::BULK;
 
 /// A copy routine as a function: `(src, dst, len)`.
 pub(super) type CopyFn = unsafe fn(*const u8, *mut u8, usize);
@@ -22,64 +17,48 @@ pub(super) type CopyFn = unsafe fn(*const u8, *mut u8, usize);
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(super) enum Routine {
     /// `rep movsb`.
-    Movsb = 1,
+    Movsb,
     /// `copy_nonoverlapping` (not for shared bytes).
-    Memcpy = 2,
+    Memcpy,
     /// 32-byte `vmovdqu` loads and stores.
-    Avx2 = 3,
+    Avx2,
     /// 64-byte `vmovdqu64` loads and stores.
-    Avx512 = 4,
+    Avx512,
     /// `movdqu` loads and non-temporal `movntdq` stores (SSE2), past the
     /// CPU caches, then `sfence`.
-    Stream = 5,
+    Stream,
 }
 
 use Routine::*;
 
-/// The routines in the calibration's order of preference (the simpler
-/// first).
+/// Every routine, in the order the timing report lists them.
 pub(super) const ROUTINES: [Routine; R] = [Movsb, Memcpy, Avx2, Avx512, Stream];
 
 /// How many routines there are.
 const R: usize = 5;
 
-/// The calibration's classes of copy, by index: for 0 to 3, bit 0 set for
-/// a destination off its source's alignment within a cache line, bit 1 for
-/// a large copy; each as (length, destination offset) timed, into a
-/// destination the CPU caches hold (a reader's buffer). Class 4, [`BULK`]:
-/// a long copy into memory the caches do not hold (new folios a bulk write
-/// fills), timed into a destination flushed first. Classes 5 and 6: small
-/// copies from scattered places ([`RANDOM_CLASS`] and the one after it,
-/// the destination off alignment), a random reader's hits, which follow no
-/// stream the hardware prefetchers could have run ahead of.
+/// The classes of copy the timing report times, by index: for 0 to 3, bit
+/// 0 set for a destination off its source's alignment within a cache
+/// line, bit 1 for a large copy; each as (length, destination offset)
+/// timed, into a destination the CPU caches hold (a reader's buffer).
+/// Class 4, [`BULK`]: a long copy into memory the caches do not hold (new
+/// folios a bulk write fills), timed into a destination flushed first.
 const CLASSES: [(usize, usize); C] = [
     (4096, 0),
     (4096, 16),
     (64 << 10, 0),
     (64 << 10, 16),
     (BULK_LEN, 0),
-    (4096, 0),
-    (4096, 16),
 ];
 
-/// The bulk class's length.
+/// The bulk class's length in the timing report.
 const BULK_LEN: usize = 256 << 10;
 
-/// How many classes there are (a byte each in [`PLAIN`] and [`SHARED`]).
-const C: usize = 7;
+/// How many classes the timing report times.
+const C: usize = 5;
 
 /// The class of fresh, long copies ([`super::copy_to_fresh`]).
 const BULK_CLASS: usize = 4;
-
-/// The first class of scattered small copies ([`super::copy_hit_from_shared`]
-/// of a read that does not continue the thread's last one); the next one is
-/// its misaligned twin.
-const RANDOM_CLASS: usize = 5;
-
-/// Set in a scattered class's byte of [`SHARED`] (and [`PLAIN`]) while its
-/// routine is on trial (`trial.rs`); the byte's routine is then the 4 KiB
-/// class's, for the report.
-const ON_TRIAL: u64 = 0x80;
 
 impl Routine {
     /// The name `FOLIOCACHE_COPY` and [`super::chosen`] use.
@@ -117,65 +96,155 @@ impl Routine {
             Stream => stream,
         }
     }
+}
 
-    /// The routine of discriminant `i` (`movsb`, which every CPU runs, for
-    /// anything else).
-    fn from_index(i: u32) -> Routine {
-        match i {
-            2 => Memcpy,
-            3 => Avx2,
-            4 => Avx512,
-            5 => Stream,
-            _ => Movsb,
+/// What the choice of routine reads from the CPU: CPUID's, and for the
+/// vector routines the OS's support for their register state too.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct Features {
+    /// ERMS, fast `rep movsb`/`rep stosb` (CPUID leaf 7, EBX bit 9).
+    erms: bool,
+    /// FSRM, fast short `rep movsb` (CPUID leaf 7, EDX bit 4).
+    fsrm: bool,
+    /// AVX2, with the OS saving the YMM state.
+    avx2: bool,
+    /// AVX-512F, with the OS saving the ZMM state.
+    avx512: bool,
+}
+
+impl Features {
+    /// This CPU's.
+    fn this() -> Features {
+        // (CPUID is a safe intrinsic since Rust 1.87; the block serves older
+        // ones.)
+        #[allow(unused_unsafe)]
+        // SAFETY: CPUID is available on every x86-64 CPU; leaf 7 exists when
+        // leaf 0 reports a maximum of 7 or more.
+        let (ebx, edx) = unsafe {
+            use std::arch::x86_64::{__cpuid, __cpuid_count};
+            if __cpuid(0).eax >= 7 {
+                let l7 = __cpuid_count(7, 0);
+                (l7.ebx, l7.edx)
+            } else {
+                (0, 0)
+            }
+        };
+        Features {
+            erms: ebx & (1 << 9) != 0,
+            fsrm: edx & (1 << 4) != 0,
+            avx2: Avx2.available(),
+            avx512: Avx512.available(),
         }
     }
 }
 
-/// The chosen routines of [`super::copy`] and of the shared functions: a
-/// byte per class (its index in [`CLASSES`]), each a [`Routine`]'s
-/// discriminant, with [`ON_TRIAL`] set in a scattered class's while its
-/// trial runs; 0 until the calibration has run.
-static PLAIN: AtomicU64 = AtomicU64::new(0);
-static SHARED: AtomicU64 = AtomicU64::new(0);
+/// The routines chosen for this process (see the module docs of
+/// `copy.rs`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) struct Choice {
+    /// The shared functions' routine, bar the bulk class.
+    shared: Routine,
+    /// The routine of the bulk class (a [`super::copy_to_fresh`] of
+    /// [`BULK`] bytes or more).
+    bulk: Routine,
+    /// [`super::copy`]'s routine (private bytes).
+    plain: Routine,
+    /// The features that decided `shared`, for [`super::chosen`].
+    why: &'static str,
+    /// The routine `FOLIOCACHE_COPY` forced, if any.
+    forced: Option<Routine>,
+}
 
-/// Copies with the routine chosen for this copy's class: of the shared
-/// functions' choices if `SHARED_BYTES`, else of [`super::copy`]'s; of the
-/// bulk class if `FRESH` and `len` is [`BULK`] or more; of a scattered
-/// class if `RANDOM` and `len` is under [`LARGE`].
+impl Choice {
+    /// The rule of the module docs of `copy.rs`: `rep movsb` where the CPU
+    /// has ERMS or FSRM, else the widest vector loop the CPU and the OS
+    /// support, else `rep movsb`; `stream` for the bulk class; the plain
+    /// copy as the shared ones; then `forced` (an available routine) for
+    /// every class it may serve.
+    fn new(f: Features, forced: Option<Routine>) -> Choice {
+        let (shared, why) = if f.erms {
+            (Movsb, "ERMS")
+        } else if f.fsrm {
+            (Movsb, "FSRM")
+        } else if f.avx512 {
+            (Avx512, "no ERMS; AVX-512F")
+        } else if f.avx2 {
+            (Avx2, "no ERMS; AVX2")
+        } else {
+            (Movsb, "no ERMS, no AVX2")
+        };
+        let mut c = Choice {
+            shared,
+            bulk: Stream,
+            plain: shared,
+            why,
+            forced,
+        };
+        if let Some(r) = forced {
+            c.plain = r;
+            if r.shared() {
+                c.shared = r;
+                c.bulk = r;
+            }
+        }
+        c
+    }
+
+    /// [`super::chosen`]'s answer: the shared functions' routine (and the
+    /// bulk class's if it differs) and why, then the plain copy's if it
+    /// differs.
+    pub(super) fn describe(&self) -> String {
+        let mut out = self.shared.name().to_owned();
+        if self.bulk != self.shared {
+            let _ = write!(out, ", bulk {}", self.bulk.name());
+        }
+        match self.forced {
+            Some(r) if r.shared() => {
+                let _ = write!(out, " (FOLIOCACHE_COPY={})", r.name());
+            }
+            _ => {
+                let _ = write!(out, " ({})", self.why);
+            }
+        }
+        if self.plain != self.shared {
+            let _ = write!(out, "; plain copy: {}", self.plain.name());
+            if let Some(r) = self.forced {
+                let _ = write!(out, " (FOLIOCACHE_COPY={})", r.name());
+            }
+        }
+        out
+    }
+}
+
+/// The choice for this process, made at the first call.
+pub(super) fn choice() -> &'static Choice {
+    static CHOICE: OnceLock<Choice> = OnceLock::new();
+    CHOICE.get_or_init(|| Choice::new(Features::this(), forced()))
+}
+
+/// Copies with the routine chosen for this copy: the plain copy's unless
+/// `SHARED_BYTES`; else the bulk class's if `FRESH` and `len` is [`BULK`]
+/// or more, the shared functions' otherwise.
 ///
 /// # Safety
 /// As [`super::copy`]; if `SHARED_BYTES`, racing accesses as the shared
 /// functions allow, else none.
 #[inline(always)]
-pub(super) unsafe fn copy<const SHARED_BYTES: bool, const FRESH: bool, const RANDOM: bool>(
+pub(super) unsafe fn copy<const SHARED_BYTES: bool, const FRESH: bool>(
     src: *const u8,
     dst: *mut u8,
     len: usize,
 ) {
-    let table = if SHARED_BYTES { &SHARED } else { &PLAIN };
-    let mut choices = table.load(Relaxed);
-    if choices == 0 {
-        calibration();
-        choices = table.load(Relaxed);
-    }
-    let misaligned = u32::from((src as usize ^ dst as usize) % 64 != 0);
-    let class = if FRESH && len >= BULK {
-        BULK_CLASS as u32
-    } else if RANDOM && len < LARGE {
-        RANDOM_CLASS as u32 + misaligned
+    let c = choice();
+    let routine = if !SHARED_BYTES {
+        c.plain
+    } else if FRESH && len >= BULK {
+        c.bulk
     } else {
-        misaligned | u32::from(len >= LARGE) << 1
+        c.shared
     };
-    let byte = (choices >> (8 * class)) & 0xff;
-    if RANDOM && byte & ON_TRIAL != 0 {
-        // SAFETY: the caller's contract (only the shared functions make
-        // random copies, and their contract is the trial's).
-        unsafe { trial::copy(class as usize - RANDOM_CLASS, src, dst, len) };
-        return;
-    }
-    let routine = Routine::from_index(byte as u32);
-    // SAFETY: the caller's contract is every routine's; the calibration
-    // chose an available one, and only shared ones for `SHARED`.
+    // SAFETY: the caller's contract is every routine's; the choice is of
+    // available ones, and only shared ones for `SHARED_BYTES`.
     unsafe {
         match routine {
             Movsb => movsb(src, dst, len),
@@ -363,10 +432,9 @@ unsafe fn avx512(src: *const u8, dst: *mut u8, len: usize) {
 /// past the caches, without reading it first), `rep movsb` for the tail,
 /// and `sfence` last, so the stores are ordered before anything the
 /// caller does next (a release that publishes them, as for the other
-/// routines). Every byte is loaded once and stored once, forward. Faster
-/// only into memory the caches do not hold: about 2x `rep movsb` into a
-/// page not touched lately on the Intel host of `docs/bench.md`, 2x slower
-/// into a buffer in the caches; the calibration times it on both.
+/// routines). Every byte is loaded once and stored once, forward. It can
+/// only be faster into memory the caches do not hold, and is slower into
+/// a buffer they hold; the timing report times it on both ([`report`]).
 ///
 /// # Safety
 /// As [`super::copy`]; racing accesses as the shared functions allow.
@@ -423,143 +491,6 @@ unsafe fn stream(src: *const u8, dst: *mut u8, len: usize) {
     }
 }
 
-/// What the calibration found and chose.
-pub(super) struct Calibration {
-    /// Best time per copy in nanoseconds, by class and [`ROUTINES`] index;
-    /// `None` for a routine the host lacks.
-    ns: [[Option<f64>; R]; C],
-    plain: [Routine; C],
-    shared: [Routine; C],
-    took: Duration,
-    /// The routine `FOLIOCACHE_COPY` forced, if any (then no trial runs).
-    forced: Option<Routine>,
-}
-
-static CALIBRATION: OnceLock<Calibration> = OnceLock::new();
-
-/// The calibration, run on the first call (the choices are stored before
-/// it returns).
-pub(super) fn calibration() -> &'static Calibration {
-    CALIBRATION.get_or_init(|| {
-        let cal = Calibration::run();
-        let trial = cal.forced.is_none();
-        PLAIN.store(pack(&cal.plain, trial), Relaxed);
-        SHARED.store(pack(&cal.shared, trial), Relaxed);
-        cal
-    })
-}
-
-/// Rounds of the calibration, the first a warm-up.
-const ROUNDS: usize = 8;
-/// A routine this close to the fastest (as a fraction) counts as fast as
-/// it, and the earlier in [`ROUTINES`] wins.
-const TIE: f64 = 0.02;
-
-impl Calibration {
-    fn run() -> Calibration {
-        let start = Instant::now();
-        let ns = measure();
-        let pick = |c: usize, shared: bool| fastest(&ns[c], TIE, |r| !shared || r.shared());
-        // The scattered classes are timed on random hits (`trial.rs`): until
-        // then they are reported as the 4 KiB ones.
-        let as_timed = |c: usize| {
-            if c >= RANDOM_CLASS {
-                c - RANDOM_CLASS
-            } else {
-                c
-            }
-        };
-        let mut plain: [Routine; C] = std::array::from_fn(|c| pick(as_timed(c), false));
-        let mut shared: [Routine; C] = std::array::from_fn(|c| pick(as_timed(c), true));
-        let forced = forced();
-        if let Some(r) = forced {
-            plain = [r; C];
-            if r.shared() {
-                shared = [r; C];
-            }
-        }
-        Calibration {
-            ns,
-            plain,
-            shared,
-            took: start.elapsed(),
-            forced,
-        }
-    }
-
-    /// [`super::chosen`]'s answer: the routines the tables hold now.
-    pub(super) fn chosen(&self) -> String {
-        let mut out = describe_both(SHARED.load(Relaxed), PLAIN.load(Relaxed));
-        if let Some(r) = self.forced {
-            let _ = write!(out, " (FOLIOCACHE_COPY={})", r.name());
-        }
-        out
-    }
-
-    /// A line per class: each routine's time and rate, and the choices.
-    pub(super) fn report(&self) -> String {
-        let mut out = format!("copy calibration ({:.2?}): {}\n", self.took, self.chosen());
-        for (c, &(len, off)) in CLASSES.iter().enumerate() {
-            let _ = write!(out, "  {}:", class_name(c));
-            if c >= RANDOM_CLASS {
-                let how = match self.forced {
-                    Some(r) => format!(" {} (forced; not timed)", r.name()),
-                    None => trial::report(c - RANDOM_CLASS),
-                };
-                let _ = writeln!(out, "{how} [{len} B, dst +{off}, scattered]");
-                continue;
-            }
-            for (i, r) in ROUTINES.iter().enumerate() {
-                if let Some(t) = self.ns[c][i] {
-                    let gib = len as f64 / t / 1.073_741_824;
-                    let _ = write!(out, " {} {t:.0} ns ({gib:.1} GiB/s)", r.name());
-                }
-            }
-            let (shared, plain) = (self.shared[c], self.plain[c]);
-            let _ = writeln!(
-                out,
-                "; chosen {} (plain {}) [{len} B, dst +{off}]",
-                shared.name(),
-                plain.name()
-            );
-        }
-        out
-    }
-}
-
-fn class_name(c: usize) -> &'static str {
-    [
-        "4K",
-        "4K dst+16",
-        "64K",
-        "64K dst+16",
-        "bulk",
-        "4K random",
-        "4K random dst+16",
-    ][c]
-}
-
-/// The choices of a table packed as [`SHARED`] and [`PLAIN`] hold them:
-/// one name if every class has the same routine, else each class's (a
-/// scattered class on trial as such).
-fn describe(table: u64) -> String {
-    let name = |c: usize| {
-        let byte = (table >> (8 * c)) & 0xff;
-        if byte & ON_TRIAL != 0 {
-            "on trial"
-        } else {
-            Routine::from_index(byte as u32).name()
-        }
-    };
-    if (1..C).all(|c| name(c) == name(0)) {
-        return name(0).to_owned();
-    }
-    let names: Vec<String> = (0..C)
-        .map(|c| format!("{} {}", class_name(c), name(c)))
-        .collect();
-    names.join(", ")
-}
-
 /// The routine `FOLIOCACHE_COPY` forces, if it names an available one.
 fn forced() -> Option<Routine> {
     let v = std::env::var("FOLIOCACHE_COPY").ok()?;
@@ -567,19 +498,62 @@ fn forced() -> Option<Routine> {
         Some(r) if r.available() => Some(r),
         Some(r) => {
             log::warn!(
-                "FOLIOCACHE_COPY={v}: this CPU lacks {}; calibrating instead",
+                "FOLIOCACHE_COPY={v}: this CPU lacks {}; choosing from the CPU's features \
+                 instead",
                 r.name()
             );
             None
         }
         None => {
             log::warn!(
-                "FOLIOCACHE_COPY={v}: not movsb, avx2, avx512, stream or memcpy; calibrating \
-                 instead"
+                "FOLIOCACHE_COPY={v}: not movsb, avx2, avx512, stream or memcpy; choosing from \
+                 the CPU's features instead"
             );
             None
         }
     }
+}
+
+/// Rounds of [`measure`], the first a warm-up.
+const ROUNDS: usize = 8;
+
+/// [`super::time_routines`]'s answer: every available routine timed on every
+/// class ([`measure`]), a line per class with each one's best time per
+/// copy and its rate, and the routine the choice gives that class.
+pub(super) fn report() -> String {
+    let start = Instant::now();
+    let ns = measure();
+    let c = choice();
+    let mut out = format!(
+        "copy routines timed ({:.2?}); chosen: {}\n",
+        start.elapsed(),
+        c.describe()
+    );
+    for (class, &(len, off)) in CLASSES.iter().enumerate() {
+        let _ = write!(out, "  {}:", class_name(class));
+        for (i, r) in ROUTINES.iter().enumerate() {
+            if let Some(t) = ns[class][i] {
+                let gib = len as f64 / t / 1.073_741_824;
+                let _ = write!(out, " {} {t:.0} ns ({gib:.1} GiB/s)", r.name());
+            }
+        }
+        let shared = if class == BULK_CLASS {
+            c.bulk
+        } else {
+            c.shared
+        };
+        let _ = writeln!(
+            out,
+            "; chosen {} (plain {}) [{len} B, dst +{off}]",
+            shared.name(),
+            c.plain.name()
+        );
+    }
+    out
+}
+
+fn class_name(c: usize) -> &'static str {
+    ["4K", "4K dst+16", "64K", "64K dst+16", "bulk"][c]
 }
 
 /// Times every available routine on every class: per round, per class,
@@ -587,8 +561,8 @@ fn forced() -> Option<Routine> {
 /// clock readings; keeps each one's best time per copy. The buffers are
 /// written first (their pages faulted in), and round 0 only warms.
 ///
-/// For the four sequential classes of a hit's copy, the run is what a
-/// sequential reader's hits do: copies of the class's length walking a 256 KiB source
+/// For the four classes of a hit's copy, the run is what a sequential
+/// reader's hits do: copies of the class's length walking a 256 KiB source
 /// flushed from the CPU caches first (`clflush`; a page cache holds data
 /// larger than they are), 64 of 4 KiB or 4 of 64 KiB, each between two
 /// locked read-modify-writes of a counter, as a hit's copy sits between
@@ -596,14 +570,10 @@ fn forced() -> Option<Routine> {
 /// for the loads and stores before it, so it decides how much of one copy
 /// overlaps the next). The destination stays in the caches, as a reader's
 /// buffer reused read after read does: one fixed buffer, page-aligned plus
-/// the class's offset. Shorter runs, or runs without the locked pair,
-/// ranked the routines otherwise than the reads did, and not the same way
-/// from one process to the next; these rank them as the reads do
-/// (`docs/bench.md`, "Timing a hit's classes as a stream of hits"). For
-/// the bulk class, source and destination are both flushed first, and the
-/// run is one copy of their whole length: a bulk write filling memory
-/// nothing touched lately. The scattered classes are not timed here: the
-/// random hits themselves are (`trial.rs`).
+/// the class's offset (`docs/bench.md`, "Timing a hit's classes as a
+/// stream of hits"). For the bulk class, source and destination are both
+/// flushed first, and the run is one copy of their whole length: a bulk
+/// write filling memory nothing touched lately.
 fn measure() -> [[Option<f64>; R]; C] {
     /// A hit class's span.
     const STREAM: usize = 256 << 10;
@@ -627,7 +597,7 @@ fn measure() -> [[Option<f64>; R]; C] {
     let refs = AtomicU64::new(0);
     let mut ns = [[None; R]; C];
     for round in 0..ROUNDS {
-        for (c, &(len, off)) in CLASSES.iter().enumerate().take(RANDOM_CLASS) {
+        for (c, &(len, off)) in CLASSES.iter().enumerate() {
             let bulk = c == BULK_CLASS;
             let span = if bulk { len } else { STREAM };
             let reps = span / len;
@@ -666,39 +636,6 @@ fn measure() -> [[Option<f64>; R]; C] {
     ns
 }
 
-/// The earliest routine of [`ROUTINES`] that `ok` allows whose time in
-/// `ns` is within `tie` (a fraction) of the fastest such one's (`movsb`
-/// if none was timed).
-fn fastest(ns: &[Option<f64>; R], tie: f64, ok: impl Fn(Routine) -> bool) -> Routine {
-    let time = |i: usize| ns[i].filter(|_| ok(ROUTINES[i]));
-    let best = (0..R).filter_map(time).fold(f64::INFINITY, f64::min);
-    let i = (0..R).find(|&i| time(i).is_some_and(|t| t <= best * (1.0 + tie)));
-    ROUTINES[i.unwrap_or(0)]
-}
-
-/// [`super::chosen`]'s answer for these tables: the shared functions'
-/// choices, and the plain copy's where they differ.
-fn describe_both(shared: u64, plain: u64) -> String {
-    let mut out = describe(shared);
-    if plain != shared {
-        let _ = write!(out, "; plain copy: {}", describe(plain));
-    }
-    out
-}
-
-/// The choices of `t`, a byte per class, as [`PLAIN`] and [`SHARED`] hold
-/// them; the scattered classes marked [`ON_TRIAL`] if `trial`.
-fn pack(t: &[Routine; C], trial: bool) -> u64 {
-    t.iter().enumerate().fold(0, |a, (i, r)| {
-        let on_trial = if trial && i >= RANDOM_CLASS {
-            ON_TRIAL
-        } else {
-            0
-        };
-        a | (*r as u64 | on_trial) << (8 * i)
-    })
-}
-
 /// Evicts `len` bytes from `p` on from every CPU cache, and waits for it:
 /// with `clflushopt` where the CPU has it (CPUID leaf 7, EBX bit 23; many
 /// in flight at once), else `clflush` (SSE2, every x86-64 CPU; one at a
@@ -732,20 +669,80 @@ fn flush(p: *const u8, len: usize) {
     unsafe { std::arch::x86_64::_mm_mfence() };
 }
 
-/// Whether scattered class `class` (0: aligned, 1: 16 bytes off) has been
-/// decided by its trial.
-#[cfg(test)]
-pub(super) fn trial_decided(class: usize) -> bool {
-    trial::decided(class)
-}
-
 /// Every available routine, as `(name, function, may copy shared bytes)`:
-/// the tests run each, whatever the calibration chose.
-#[cfg(test)]
+/// the tests run each, whatever the choice, and the benchmarks time those
+/// that may copy shared bytes ([`super::routines`]).
 pub(super) fn candidates() -> Vec<(&'static str, CopyFn, bool)> {
     ROUTINES
         .into_iter()
         .filter(|r| r.available())
         .map(|r| (r.name(), r.func(), r.shared()))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const fn features(erms: bool, fsrm: bool, avx2: bool, avx512: bool) -> Features {
+        Features {
+            erms,
+            fsrm,
+            avx2,
+            avx512,
+        }
+    }
+
+    /// The rule of the module docs of `copy.rs`, feature by feature.
+    #[test]
+    fn the_choice_follows_the_cpu_features() {
+        let pick = |f: Features| {
+            let c = Choice::new(f, None);
+            assert_eq!(c.plain, c.shared, "{f:?}");
+            (c.shared, c.bulk, c.describe())
+        };
+        let all = features(true, true, true, true);
+        let erms = "movsb, bulk stream (ERMS)".to_owned();
+        assert_eq!(pick(all), (Movsb, Stream, erms));
+        let fsrm = features(false, true, true, true);
+        let fsrm_only = "movsb, bulk stream (FSRM)".to_owned();
+        assert_eq!(pick(fsrm), (Movsb, Stream, fsrm_only));
+        let wide = features(false, false, true, true);
+        assert_eq!(pick(wide).0, Avx512);
+        assert_eq!(pick(features(false, false, true, false)).0, Avx2);
+        assert_eq!(pick(features(false, false, false, false)).0, Movsb);
+        assert_eq!(pick(features(false, false, false, false)).1, Stream);
+        // A pure function of its inputs: the same answer every time.
+        assert_eq!(Choice::new(wide, None), Choice::new(wide, None));
+        assert_eq!(choice(), choice());
+        assert_eq!(
+            *choice(),
+            Choice::new(Features::this(), choice().forced),
+            "the process's choice is the rule's"
+        );
+    }
+
+    /// `FOLIOCACHE_COPY`'s routine serves every class it may: a shared
+    /// one all of them, `memcpy` the plain copy only.
+    #[test]
+    fn a_forced_routine_overrides_the_features() {
+        let erms = features(true, false, true, true);
+        for r in [Avx2, Avx512, Stream] {
+            let c = Choice::new(erms, Some(r));
+            assert_eq!((c.shared, c.bulk, c.plain), (r, r, r));
+            assert_eq!(
+                c.describe(),
+                format!("{} (FOLIOCACHE_COPY={})", r.name(), r.name())
+            );
+        }
+        let c = Choice::new(erms, Some(Memcpy));
+        assert_eq!((c.shared, c.bulk, c.plain), (Movsb, Stream, Memcpy));
+        assert_eq!(
+            c.describe(),
+            "movsb, bulk stream (ERMS); plain copy: memcpy (FOLIOCACHE_COPY=memcpy)"
+        );
+        let c = Choice::new(erms, Some(Movsb));
+        assert_eq!((c.shared, c.bulk, c.plain), (Movsb, Movsb, Movsb));
+        assert_eq!(c.describe(), "movsb (FOLIOCACHE_COPY=movsb)");
+    }
 }
