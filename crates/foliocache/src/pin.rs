@@ -323,6 +323,14 @@ impl<'m> WritableFolio<'m> {
     pub(crate) fn into_locked(self) -> LockedFolio<'m> {
         self.0
     }
+
+    /// Fills the folio from the backing if it is not uptodate (a write's
+    /// partial folio): [`Mapping::fill_folio`], which needs the guard
+    /// itself (`&mut`), never handed out here: what it holds must stay a
+    /// folio no pin borrows.
+    pub(crate) fn fill_from(&mut self, m: &Mapping) -> io::Result<()> {
+        m.fill_folio(&mut self.0)
+    }
 }
 
 /// Whether a locked folio may be pinned. A folio not uptodate has no pin:

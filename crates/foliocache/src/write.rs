@@ -613,7 +613,7 @@ impl File {
             let mut folios = folios.into_iter();
             for f in folios.by_ref() {
                 // A folio a pin borrows is copied, and the copy written.
-                let f = match m.writable(f) {
+                let mut f = match m.writable(f) {
                     Ok(f) => f,
                     Err(e) => {
                         pinned = Some(e);
@@ -631,7 +631,7 @@ impl File {
                 if fresh && (ws > fs || we < fe) {
                     if m.memfile || fs >= size {
                         m.zero_folio(&f, 0, (fe - fs) as usize);
-                    } else if let Err(e) = m.fill_folio(&f) {
+                    } else if let Err(e) = f.fill_from(m) {
                         // The folio left the mapping (and unlocks here).
                         failed = Some(e);
                         break;
