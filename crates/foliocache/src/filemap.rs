@@ -246,7 +246,15 @@ impl std::fmt::Display for AddError {
     }
 }
 
-impl std::error::Error for AddError {}
+impl std::error::Error for AddError {
+    /// The index's own error, for [`AddError::Index`].
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            AddError::Index(e) => Some(e),
+            AddError::Exists | AddError::Invalid(_) => None,
+        }
+    }
+}
 
 impl From<AddError> for io::Error {
     fn from(e: AddError) -> io::Error {

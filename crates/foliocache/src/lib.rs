@@ -151,7 +151,6 @@ mod cache;
 // loom models check.)
 #[allow(clippy::disallowed_types)]
 mod copy;
-mod errno;
 mod file;
 // Unsafe: the index's item type, a hit's and a write's copies, reclaim's folio-to-mapping step.
 #[allow(unsafe_code)]
@@ -182,21 +181,21 @@ mod write;
 mod writeback;
 
 pub use arena::Populate;
-pub use cache::{Cache, CacheBuilder, CacheStats, MemoryUsage, ALLOC_WAIT, CLOSED_DIRTY_KEEP};
-pub use errno::errno_of;
+pub use cache::{Cache, CacheBuilder, CacheStats, MemoryUsage};
 pub use file::File;
 pub use flags::ReadFlags;
 pub use pin::Pinned;
-pub use pressure::{PressureConfig, CALM};
+pub use pressure::PressureConfig;
 pub use read_many::{Completed, ReadQueue, ReadReq};
 pub use readahead::{Advice, ReadaheadConfig, Window};
 pub use workingset::CacheStat;
-pub use write::{OpenOptions, WriteFlags, WRITE_CHUNK_PAGES};
+pub use write::{OpenOptions, WriteFlags};
 
 /// What the benchmarks and the crate's own tests reach inside the cache:
-/// the arena and the copy routines on their own, and the A/B switches that
+/// the arena and the copy routines on their own, the A/B switches that
 /// compare a mechanism with the one it replaced (one folio at a time
-/// against batches). Not part of the API: enabled by the `internals`
+/// against batches), and the tuning the tests check against (a write's
+/// piece size). Not part of the API: enabled by the `internals`
 /// feature, hidden from the documentation, changed without notice.
 #[cfg(feature = "internals")]
 #[doc(hidden)]
@@ -210,4 +209,5 @@ pub mod internals {
         pub use crate::copy::*;
     }
     pub use crate::readahead::Insert;
+    pub use crate::write::WRITE_CHUNK_PAGES;
 }

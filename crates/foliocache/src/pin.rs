@@ -35,7 +35,7 @@
 //!   go before its pins (the borrow checker refuses it).
 //!
 //! With no free folio for the copy (after a reclaim pass), a write waits
-//! as an allocation does ([`ALLOC_WAIT`](crate::ALLOC_WAIT), ten times that
+//! as an allocation does ([`ALLOC_WAIT`](crate::cache::ALLOC_WAIT), ten times that
 //! while dirty data is being written back), with no folio locked, for
 //! memory or for the pins to go, trying again at each step; then it fails
 //! with `OutOfMemory`, the folio unchanged. Short pins (a mount's read
