@@ -44,6 +44,10 @@
 //!   a batch the same way (each write doing what `write_blocks` would)
 //!   and returns when all of them completed, so it borrows its buffers
 //!   safely.
+//! - [`errno_of`]: the `errno` a POSIX caller gets for an [`io::Error`]
+//!   (its OS error number, else the one a local filesystem gives for its
+//!   kind), for the C ABI, the interposer and the FUSE mount above the
+//!   cache.
 //!
 //! # Locking
 //! | type | takes | may sleep | allocates |
@@ -97,6 +101,7 @@
 pub mod aio;
 #[allow(unsafe_code)]
 mod buf;
+mod errno;
 mod faulty;
 mod file;
 mod mem;
@@ -110,6 +115,7 @@ use std::io;
 use std::sync::Arc;
 
 pub use buf::{AlignedBuf, IoBuf, IoBufMut, Misaligned, MisalignedKind, RawBuf};
+pub use errno::errno_of;
 pub use faulty::{FaultStats, FaultyBacking, Op};
 pub use file::{FileBacking, FileOptions};
 pub use mem::MemBacking;

@@ -37,7 +37,7 @@ impl From<io::Error> for Error {
 pub(crate) type Result<T> = std::result::Result<T, Error>;
 
 /// The `errno` value of an `io::Error` (the library's own mapping).
-pub(crate) use fc::errno_of;
+pub(crate) use backing::errno_of;
 
 thread_local! {
     /// The message of this thread's last failed call (empty before one).

@@ -57,7 +57,7 @@ use backing::aio::{EngineStats, IoEngine, IoEngineConfig};
 
 /// How long an allocation waits for a pinned cache to free a folio before
 /// it fails with `OutOfMemory` (16 yields, then 1 ms sleeps).
-pub const ALLOC_WAIT: Duration = Duration::from_millis(200);
+pub(crate) const ALLOC_WAIT: Duration = Duration::from_millis(200);
 
 #[cfg(not(loom))]
 const ALLOC_WAIT_ROUNDS: u32 = 16 + 200;
@@ -983,7 +983,7 @@ const SHADOW_PAGES_PER_NODE: usize = 24;
 
 /// How long a closed file whose writeback keeps failing stays cached
 /// (see `CacheInner::closed_dirty`) before its dirty data is given up.
-pub const CLOSED_DIRTY_KEEP: Duration = Duration::from_secs(60);
+pub(crate) const CLOSED_DIRTY_KEEP: Duration = Duration::from_secs(60);
 
 impl Drop for CacheInner {
     /// Wakes the background threads that hold the cache weakly (the

@@ -642,8 +642,7 @@ impl Clone for File {
 impl Drop for File {
     /// The last handle on a file writes its dirty data back before it goes.
     /// If that fails, the cache keeps the file (its dirty data and its
-    /// error) and the flusher retries it, for up to
-    /// [`CLOSED_DIRTY_KEEP`](crate::CLOSED_DIRTY_KEEP); a reopen
+    /// error) and the flusher retries it, for up to 60 s; a reopen
     /// meanwhile shares it, and its next sync reports the error.
     /// (`sync_data` before the close sees the error directly.)
     fn drop(&mut self) {

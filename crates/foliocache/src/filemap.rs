@@ -110,7 +110,7 @@ use std::path::PathBuf;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use backing::{Backing, BackingInfo, IoBufMut};
+use backing::{Backing, BackingInfo};
 use xarray::{Cursor, Entry, EntryRef, Error as XaError, Item, XArray, XaGuard};
 
 use crate::arena::{PageId, MAX_ORDER};
@@ -262,7 +262,15 @@ impl std::fmt::Display for AddError {
     }
 }
 
-impl std::error::Error for AddError {}
+impl std::error::Error for AddError {
+    /// The index's own error, for [`AddError::Index`].
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            AddError::Index(e) => Some(e),
+            AddError::Exists | AddError::Invalid(_) => None,
+        }
+    }
+}
 
 impl From<AddError> for io::Error {
     fn from(e: AddError) -> io::Error {
@@ -396,6 +404,27 @@ impl Mapping {
     /// The identity recorded in a folio's `mapping` field.
     pub(crate) fn id(&self) -> usize {
         self as *const Mapping as usize
+    }
+
+    /// The mapping of a folio on one of the cache's LRU lists, held (reclaim's
+    /// step from a folio to its file), or `None` when the mapping is being
+    /// dropped or the folio is on no list. `_lru` is the lists themselves,
+    /// borrowed from the guard of the cache's LRU lock: the proof that the
+    /// caller holds it.
+    pub(crate) fn of_listed(_lru: &crate::lru::Lru, f: &Folio) -> Option<Arc<Mapping>> {
+        if !f.test(FolioFlags::LRU) {
+            return None;
+        }
+        // SAFETY: under the LRU lock, a folio with `LRU` set is in a live
+        // mapping, the one its `mapping` field records (`Mapping::id`): the
+        // flag is set only under that lock on a folio in a mapping
+        // (`lru_add_all`, reclaim's putback), and a mapping clears it on
+        // every folio of its own, under that lock, before its memory goes
+        // (`lru_detach`, from `remove_all` in its drop). The mapping is
+        // only read, and only its `Weak` to itself, which tells whether it
+        // is being dropped.
+        let m = unsafe { &*(f.mapping() as *const Mapping) };
+        m.this.upgrade()
     }
 
     /// The file's size in bytes now.
@@ -1502,15 +1531,15 @@ impl Mapping {
     /// # Errors
     /// The backing's error; `InvalidInput` if the folio is not this
     /// mapping's.
-    pub fn read_folio<'m>(&self, f: LockedFolio<'m>) -> io::Result<FolioRef<'m>> {
-        self.fill_folio(&f)?;
+    pub fn read_folio<'m>(&self, mut f: LockedFolio<'m>) -> io::Result<FolioRef<'m>> {
+        self.fill_folio(&mut f)?;
         Ok(f.unlock())
     }
 
     /// [`read_folio`](Self::read_folio) without the unlock: the folio stays
     /// locked, uptodate on success, out of the mapping on error (a write
     /// fills a partial folio this way before copying into it).
-    pub(crate) fn fill_folio(&self, f: &LockedFolio<'_>) -> io::Result<()> {
+    pub(crate) fn fill_folio(&self, f: &mut LockedFolio<'_>) -> io::Result<()> {
         if f.mapping() != self.id() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -1523,7 +1552,6 @@ impl Mapping {
         }
         let cache = self.inner();
         let len = (f.nr_pages() * PAGE) as usize;
-        let ptr = cache.arena.page_ptr(f.page()).as_ptr();
         let pos = f.index() * PAGE;
         // The bytes the file has for this folio: all of it, or up to EOF.
         let want = if self.memfile {
@@ -1539,17 +1567,12 @@ impl Mapping {
             // backing may (wrongly) stop short mid-file; what it returned
             // before that block is kept.
             let from = got / backing::BLOCK * backing::BLOCK;
-            // SAFETY: the folio is locked and not uptodate: no other thread
-            // reads or writes its memory (readers copy only uptodate folios;
-            // reclaim cannot free it while we hold a reference); the arena
-            // gives `len` bytes at `ptr`, 4 KiB aligned, for the cache's
-            // lifetime, and `from` is a block boundary inside them.
-            let r = unsafe { IoBufMut::from_raw_parts(ptr.add(from), len - from) }
-                .map_err(io::Error::from)
-                .and_then(|mut buf| {
-                    self.backing()
-                        .read_blocks(std::slice::from_mut(&mut buf), pos + from as u64)
-                });
+            // (Locked and not uptodate, checked above: its memory is this
+            // read's. `from` is a block boundary inside it.)
+            let (_, mut buf) = f.fill_buf().split_at(from).expect("a block boundary");
+            let r = self
+                .backing()
+                .read_blocks(std::slice::from_mut(&mut buf), pos + from as u64);
             cache.stats.io_reads.add(1);
             match r {
                 Ok(n) if from + n > got => {
@@ -1596,9 +1619,9 @@ impl Mapping {
             self.remove_locked(f);
             return Err(e);
         }
-        // SAFETY: as above; zeroes the part past end of file, and any bytes
-        // a previous owner of this memory left there.
-        unsafe { std::ptr::write_bytes(ptr.add(got), 0, len - got) };
+        // Zeroes the part past end of file, and any bytes a previous owner
+        // of this memory left there.
+        f.fill_buf()[got..].fill(0);
         f.test_and_clear(FolioFlags::ERROR);
         f.mark_uptodate();
         Ok(())

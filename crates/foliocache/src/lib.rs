@@ -135,16 +135,16 @@
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
-// Unsafe code lives in these modules only: the arena's mapping and buddy
-// allocator, the folio lock's parking, the copies in and out of arena
-// memory, the index item type and the read path's IO buffers (filemap,
-// readahead, writeback), and reclaim's step from a folio to its mapping.
-// (The arena and the copy routines are also the benchmarks' own, through
-// `internals`: what only those use is dead code without it.)
+// Unsafe code lives only in the modules marked `allow(unsafe_code)`, each
+// with its reason. (The arena and the copy routines are also the
+// benchmarks' own, through `internals`: what only those use is dead code
+// without it.)
+// Unsafe: maps the arena and hands out its memory by address.
 #[allow(unsafe_code)]
 #[cfg_attr(not(feature = "internals"), allow(dead_code, unreachable_pub))]
 mod arena;
 mod cache;
+// Unsafe: copies in and out of arena memory by address, racing readers.
 #[allow(unsafe_code)]
 #[cfg_attr(not(feature = "internals"), allow(dead_code, unreachable_pub))]
 // (Its atomics are memory accesses of the copy, and a static that records
@@ -152,52 +152,52 @@ mod cache;
 // check.)
 #[allow(clippy::disallowed_types)]
 mod copy;
-mod errno;
 mod errseq;
 mod file;
+// Unsafe: the index's item type, a hit's and a write's copies, reclaim's folio-to-mapping step.
 #[allow(unsafe_code)]
 pub mod filemap;
 mod flags;
+// Unsafe: the folio lock's parking, the descriptor table, a locked folio's memory for IO.
 #[allow(unsafe_code)]
 mod folio;
 mod huge_hints;
 mod kick;
 mod limbo;
 mod lru;
+// Unsafe: a pin lends a folio's bytes as a slice, across threads.
 #[allow(unsafe_code)]
 mod pin;
 mod pressure;
 mod read_many;
-#[allow(unsafe_code)]
 mod readahead;
 mod shift;
 mod sync;
 mod truncate;
-#[allow(unsafe_code)]
 mod vmscan;
+// Unsafe: a pool job borrows the caller's closure for the call's length.
 #[allow(unsafe_code)]
 mod wbpool;
 mod workingset;
 mod write;
-#[allow(unsafe_code)]
 mod writeback;
 
 pub use arena::Populate;
-pub use cache::{Cache, CacheBuilder, CacheStats, MemoryUsage, ALLOC_WAIT, CLOSED_DIRTY_KEEP};
-pub use errno::errno_of;
+pub use cache::{Cache, CacheBuilder, CacheStats, MemoryUsage};
 pub use file::File;
 pub use flags::ReadFlags;
 pub use pin::Pinned;
-pub use pressure::{PressureConfig, CALM};
+pub use pressure::PressureConfig;
 pub use read_many::{Completed, ReadQueue, ReadReq};
 pub use readahead::{Advice, ReadaheadConfig, Window};
 pub use workingset::CacheStat;
-pub use write::{OpenOptions, WriteFlags, WRITE_CHUNK_PAGES};
+pub use write::{OpenOptions, WriteFlags};
 
 /// What the benchmarks and the crate's own tests reach inside the cache:
-/// the arena and the copy routines on their own, and the A/B switches that
+/// the arena and the copy routines on their own, the A/B switches that
 /// compare a mechanism with the one it replaced (one folio at a time
-/// against batches). Not part of the API: enabled by the `internals`
+/// against batches), and the tuning the tests check against (a write's
+/// piece size). Not part of the API: enabled by the `internals`
 /// feature, hidden from the documentation, changed without notice.
 #[cfg(feature = "internals")]
 #[doc(hidden)]
@@ -211,4 +211,5 @@ pub mod internals {
         pub use crate::copy::*;
     }
     pub use crate::readahead::Insert;
+    pub use crate::write::WRITE_CHUNK_PAGES;
 }

@@ -35,7 +35,7 @@
 //!   go before its pins (the borrow checker refuses it).
 //!
 //! With no free folio for the copy (after a reclaim pass), a write waits
-//! as an allocation does ([`ALLOC_WAIT`](crate::ALLOC_WAIT), ten times that
+//! as an allocation does ([`ALLOC_WAIT`](crate::cache::ALLOC_WAIT), ten times that
 //! while dirty data is being written back), with no folio locked, for
 //! memory or for the pins to go, trying again at each step; then it fails
 //! with `OutOfMemory`, the folio unchanged. Short pins (a mount's read
@@ -189,6 +189,14 @@ impl<'m> WritableFolio<'m> {
     /// The lock guard, for what follows the writing.
     pub(crate) fn into_locked(self) -> LockedFolio<'m> {
         self.0
+    }
+
+    /// Fills the folio from the backing if it is not uptodate (a write's
+    /// partial folio): [`Mapping::fill_folio`], which needs the guard
+    /// itself (`&mut`), never handed out here: what it holds must stay a
+    /// folio no pin borrows.
+    pub(crate) fn fill_from(&mut self, m: &Mapping) -> io::Result<()> {
+        m.fill_folio(&mut self.0)
     }
 }
 

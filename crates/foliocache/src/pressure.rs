@@ -49,7 +49,7 @@ use crate::sync::Ordering;
 
 /// How long memory must have stayed plentiful before the watcher lets the
 /// cache grow again.
-pub const CALM: Duration = Duration::from_secs(2);
+pub(crate) const CALM: Duration = Duration::from_secs(2);
 
 /// The PSI trigger the watcher arms: woken when tasks stalled on memory
 /// for 150 ms within 1 s (`psi_trigger_create`: "some", stall, window, in

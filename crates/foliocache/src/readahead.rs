@@ -33,15 +33,13 @@
 //! cannot flush a small cache.
 
 use std::io;
-use std::ptr::NonNull;
 use std::sync::Arc;
 
-use backing::aio::ReadOp;
-use backing::{IoBufMut, RawBuf};
+use backing::IoBufMut;
 
 use crate::arena::PAGE;
 use crate::filemap::{AddError, FolioRef, LockedFolio, Mapping};
-use crate::folio::{Folio, FolioFlags};
+use crate::folio::{EngineReads, FolioFlags};
 use crate::sync::{AtomicU32, AtomicU64, Mutex, Ordering};
 
 /// How a window's folios enter the index (an A/B switch: see `internals`).
@@ -454,18 +452,6 @@ impl Readahead {
     }
 }
 
-/// The folios of a run being read by the IO engine: their references, and
-/// their mapping kept alive until the completion.
-struct InFlight {
-    mapping: Arc<Mapping>,
-    folios: Vec<NonNull<Folio>>,
-}
-
-// SAFETY: the pointers are counted references to descriptors in the cache's
-// table, which is `Sync`; they are only turned back into `FolioRef`s (on the
-// engine's thread) while `mapping` keeps the cache alive.
-unsafe impl Send for InFlight {}
-
 /// Reading runs of folios: one IO per run of contiguous folios, waited for
 /// (`read_pages`) or through the IO engine.
 impl Mapping {
@@ -502,17 +488,9 @@ impl Mapping {
         let first = &run[0];
         let cache = self.inner();
         let pos = first.index() * PAGE;
-        let mut bufs = Vec::with_capacity(run.len());
-        for f in &run {
-            let len = (f.nr_pages() * PAGE) as usize;
-            let ptr = cache.arena.page_ptr(f.page()).as_ptr();
-            // SAFETY: each folio is locked and not uptodate, so no other
-            // thread reads or writes its memory, and referenced, so it is
-            // not freed; the arena gives `len` 4 KiB-aligned bytes at `ptr`.
-            // Distinct folios are distinct memory.
-            let buf = unsafe { IoBufMut::from_raw_parts(ptr, len) }.map_err(io::Error::from)?;
-            bufs.push(buf);
-        }
+        // (Each folio is locked and not uptodate, checked above: its
+        // memory is the read's. Distinct folios are distinct memory.)
+        let mut bufs: Vec<IoBufMut<'_>> = run.iter_mut().map(LockedFolio::fill_buf).collect();
         let r = self.backing().read_blocks(&mut bufs, pos);
         drop(bufs);
         cache.stats.io_reads.add(1);
@@ -540,61 +518,35 @@ impl Mapping {
             }
             return;
         };
-        let cache_arc = self.cache.inner.clone();
-        let mut ops = Vec::with_capacity(runs.len());
+        let mut reads = EngineReads::with_capacity(runs.len());
         for run in runs {
             let Some(first) = run.first() else { continue };
             let offset = first.index() * PAGE;
-            let mut bufs = Vec::with_capacity(run.len());
-            for f in &run {
-                let ptr = cache.arena.page_ptr(f.page()).as_ptr();
-                let len = (f.nr_pages() * PAGE) as usize;
-                // SAFETY: the folio is locked and not uptodate, so no other
-                // thread reads or writes its memory until the completion
-                // below unlocks it (after the engine dropped the buffer);
-                // the reference the completion takes over keeps it from
-                // being freed; the arena's memory stays mapped while the
-                // cache lives, which the mapping's `Arc` in the completion
-                // guarantees. Arena pages are 4 KiB aligned.
-                let buf = unsafe { RawBuf::new(ptr, len) }.expect("arena folios are block aligned");
-                bufs.push(buf);
-            }
-            let held = InFlight {
-                mapping: self.clone(),
-                folios: run.into_iter().map(LockedFolio::into_raw).collect(),
-            };
+            // The mapping goes with the read, kept alive until the
+            // completion.
+            let mapping = self.clone();
             let on_error = on_error.clone();
-            let inner = cache_arc.clone();
-            ops.push(ReadOp::new(self.backing(), offset, bufs, move |r| {
-                // The whole struct, not its fields (it is what is `Send`).
-                let held = held;
-                {
-                    let m = &*held.mapping;
-                    let cache = m.inner();
+            reads.push(
+                &self.cache.inner,
+                self.backing(),
+                offset,
+                run,
+                move |cache, run, r| {
                     cache.stats.io_reads.add(1);
-                    let run: Vec<LockedFolio<'_>> = held
-                        .folios
-                        .iter()
-                        // SAFETY: each pointer is a guard of this cache's
-                        // folio that `into_raw` handed over, taken back
-                        // once here; `held` keeps the mapping, so the
-                        // cache, alive.
-                        .map(|&p| unsafe { LockedFolio::from_raw(cache, p) })
-                        .collect();
-                    if m.complete_run(run, r).is_err() {
+                    if mapping.complete_run(run, r).is_err() {
                         on_error();
                     }
-                }
-                // The mapping may go now (its file closed meanwhile): only
-                // then is this run finished.
-                drop(held);
-                inner.io_in_flight.fetch_sub(1, Ordering::Release);
-            }));
+                    // The mapping may go now (its file closed meanwhile):
+                    // only then is this run finished.
+                    drop(mapping);
+                    cache.io_in_flight.fetch_sub(1, Ordering::Release);
+                },
+            );
         }
         cache
             .io_in_flight
-            .fetch_add(ops.len() as u64, Ordering::Relaxed);
-        engine.submit(ops);
+            .fetch_add(reads.len() as u64, Ordering::Relaxed);
+        reads.submit(engine);
     }
 
     /// Completes the folios of a run after its read returned `r` (bytes from
@@ -623,19 +575,17 @@ impl Mapping {
             }
         };
         let mut result = Ok(());
-        for f in run {
+        for mut f in run {
             let pos = f.index() * PAGE;
             let len = f.nr_pages() * PAGE;
             // What the file has for this folio, and what the read brought.
             let want = len.min(self.size().saturating_sub(pos));
             let have = (start + got).saturating_sub(pos).min(len);
             if have >= want {
-                let ptr = cache.arena.page_ptr(f.page()).as_ptr();
-                // SAFETY: locked, not uptodate, referenced (as in
-                // `read_folios`); zeroes from `have` to the folio's end:
-                // bytes past end of file, which the backing zeroed already
-                // up to the block, and any a previous owner left.
-                unsafe { std::ptr::write_bytes(ptr.add(have as usize), 0, (len - have) as usize) };
+                // Zeroes from `have` to the folio's end: bytes past end of
+                // file, which the backing zeroed already up to the block,
+                // and any a previous owner left.
+                f.fill_buf()[have as usize..].fill(0);
                 f.test_and_clear(FolioFlags::ERROR);
                 f.mark_uptodate();
             } else if let Err(e) = self.read_folio(f) {

@@ -253,15 +253,9 @@ impl CacheInner {
                 _ if busy.intersects(FolioFlags::LOCKED) => None,
                 Some(i) => Some(i),
                 None => {
-                    // SAFETY: a folio on an LRU list is in a live mapping:
-                    // a mapping takes every folio of its own off the lists,
-                    // under this lock, before its memory goes (`remove_all`,
-                    // from its drop), and this one is still on a list with
-                    // the lock held. The mapping is only read, and only
-                    // its `Weak` to itself, which tells whether it is being
-                    // dropped.
-                    let m = unsafe { &*(f.mapping() as *const Mapping) };
-                    m.this.upgrade().map(|m| {
+                    // (Off the list just now, but `LRU` still set and the
+                    // lock held: its mapping is alive, unless being dropped.)
+                    Mapping::of_listed(lru, f).map(|m| {
                         batch.mappings.push(m);
                         batch.mappings.len() - 1
                     })

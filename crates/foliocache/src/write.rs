@@ -36,6 +36,7 @@ use crate::arena::PAGE;
 /// The most pages one step of a write grabs and locks at once (4 MiB, and
 /// never more than an eighth of the cache): a large write goes in pieces,
 /// so it never holds more than this locked.
+#[cfg_attr(not(feature = "internals"), allow(unreachable_pub))]
 pub const WRITE_CHUNK_PAGES: u64 = 1024;
 
 bitflags::bitflags! {
@@ -334,8 +335,7 @@ impl File {
     /// - A backing read error for a partial folio; a writeback error when
     ///   the writer was throttled (the cache over its dirty limit) and the
     ///   writeback failed; `OutOfMemory` if every folio stayed in use for
-    ///   [`ALLOC_WAIT`](crate::ALLOC_WAIT) (ten times that while dirty data
-    ///   is written back), or a folio the write covers stayed pinned
+    ///   about 200 ms (ten times that while dirty data is written back), or a folio the write covers stayed pinned
     ///   ([`File::pin`]) that long with no free folio to copy it to.
     ///
     /// On an error, the folios before the failing one may have been
@@ -613,7 +613,7 @@ impl File {
             let mut folios = folios.into_iter();
             for f in folios.by_ref() {
                 // A folio a pin borrows is copied, and the copy written.
-                let f = match m.writable(f) {
+                let mut f = match m.writable(f) {
                     Ok(f) => f,
                     Err(e) => {
                         pinned = Some(e);
@@ -631,7 +631,7 @@ impl File {
                 if fresh && (ws > fs || we < fe) {
                     if m.memfile || fs >= size {
                         m.zero_folio(&f, 0, (fe - fs) as usize);
-                    } else if let Err(e) = m.fill_folio(&f) {
+                    } else if let Err(e) = f.fill_from(m) {
                         // The folio left the mapping (and unlocks here).
                         failed = Some(e);
                         break;

@@ -301,7 +301,7 @@ impl Mapping {
         let mut index = first;
         let mut past_eof = false;
         while index <= last {
-            let (run, next) = self.dirty_batch(index, last);
+            let (mut run, next) = self.dirty_batch(index, last);
             if run.is_empty() {
                 break;
             }
@@ -323,7 +323,7 @@ impl Mapping {
             }
             // Every write is tried; only the pages of those that failed are
             // dirty again.
-            let (r, failed) = self.write_dirty(&run, &dirty);
+            let (r, failed) = self.write_dirty(&mut run, &dirty);
             self.end_writeback(&run, &failed);
             if let Err(e) = r {
                 self.inner()
@@ -693,7 +693,7 @@ impl Mapping {
     /// folio) whose write failed, to be marked dirty again.
     pub(crate) fn write_dirty(
         &self,
-        run: &[LockedFolio<'_>],
+        run: &mut [LockedFolio<'_>],
         dirty: &[Vec<(u64, u64)>],
     ) -> (io::Result<u64>, Vec<Vec<(u64, u64)>>) {
         let cache = self.inner();
@@ -703,24 +703,19 @@ impl Mapping {
         let mut segs: Vec<Seg<'_>> = Vec::new();
         let mut failed: Vec<Vec<(u64, u64)>> = vec![Vec::new(); run.len()];
         let mut seg_end = 0u64;
-        for (i, (f, runs)) in run.iter().zip(dirty).enumerate() {
-            let base = cache.arena.page_ptr(f.page()).as_ptr();
+        for (i, (f, runs)) in run.iter_mut().zip(dirty).enumerate() {
+            let (index, pages) = (f.index(), f.nr_pages());
+            // The folio is locked: no writer changes its bytes while the IO
+            // reads them.
+            let bytes = f.bytes_buf();
             for &(a, n) in runs {
-                assert!(a + n <= f.nr_pages(), "dirty pages past the folio");
-                let at = (f.index() + a) * PAGE;
-                // SAFETY: the folio is locked (no writer changes it while
-                // the IO reads it) and referenced (not freed); pages
-                // `a..a + n` lie inside it (asserted above); arena pages
-                // are 4 KiB aligned.
-                let buf = match unsafe {
-                    IoBuf::from_raw_parts(base.add((a * PAGE) as usize), (n * PAGE) as usize)
-                } {
-                    Ok(b) => b,
-                    Err(e) => {
-                        failed[i].push((a, n));
-                        return (Err(e.into()), failed);
-                    }
-                };
+                assert!(a + n <= pages, "dirty pages past the folio");
+                let at = (index + a) * PAGE;
+                let buf = bytes
+                    .split_at((a * PAGE) as usize)
+                    .and_then(|(_, rest)| rest.split_at((n * PAGE) as usize))
+                    .map(|(b, _)| b)
+                    .expect("whole pages of a folio are block aligned");
                 match segs.last_mut() {
                     Some((_, bufs, pieces)) if at == seg_end => {
                         bufs.push(buf);

@@ -8,11 +8,11 @@ use std::io;
 
 use fuser::Errno;
 
-/// The errno for `e`: the library's mapping ([`foliocache::errno_of`]):
+/// The errno for `e`: the library's mapping ([`backing::errno_of`]):
 /// its OS error number if it has one, else one chosen by its kind, `EIO`
 /// for the rest.
 pub fn io_errno(e: &io::Error) -> Errno {
-    Errno::from_i32(foliocache::errno_of(e))
+    Errno::from_i32(backing::errno_of(e))
 }
 
 /// The errno of a failed `nix` call.

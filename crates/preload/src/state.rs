@@ -83,14 +83,14 @@ pub(crate) fn inside<T>(fail: T, f: impl FnOnce() -> io::Result<T>) -> T {
 }
 
 /// The `errno` value of an error: the library's mapping
-/// ([`fc::errno_of`]), but `EBADF` for a write on a handle opened
+/// ([`backing::errno_of`]), but `EBADF` for a write on a handle opened
 /// read-only (`PermissionDenied` without an OS error), as `write(2)` on
 /// such an fd gives.
 pub(crate) fn errno_of(e: &io::Error) -> c_int {
     if e.raw_os_error().is_none() && e.kind() == io::ErrorKind::PermissionDenied {
         return libc::EBADF;
     }
-    fc::errno_of(e)
+    backing::errno_of(e)
 }
 
 /// An error with this `errno` value.

@@ -129,6 +129,21 @@ fn add_folio_rejects_misaligned_folios() {
     big.unlock();
 }
 
+/// An index failure is the source of the `AddError` that carries it; the
+/// other kinds have none.
+#[test]
+fn add_error_source_is_the_index_error() {
+    use std::error::Error as _;
+    let e = AddError::Index(xarray::Error::AllocFailed);
+    let src = e.source().expect("an index error has a source");
+    assert!(matches!(
+        src.downcast_ref::<xarray::Error>(),
+        Some(xarray::Error::AllocFailed)
+    ));
+    assert!(AddError::Exists.source().is_none());
+    assert!(AddError::Invalid("misaligned").source().is_none());
+}
+
 /// A folio of one cache offered to another cache's mapping is refused
 /// with an error (its descriptor is not in that cache's table: added, its
 /// lookups and its reclaim would have nothing to point at).

@@ -162,7 +162,7 @@ fn a_write_larger_than_the_cache_is_throttled_not_failed() {
     assert!(s.throttled > 0, "{s:?}");
     // The limit plus one piece of the write at most.
     assert!(
-        s.dirty_bytes <= (2 << 20) + 4 * foliocache::WRITE_CHUNK_PAGES * 4096,
+        s.dirty_bytes <= (2 << 20) + 4 * foliocache::internals::WRITE_CHUNK_PAGES * 4096,
         "{s:?}"
     );
     f.sync_all().unwrap();

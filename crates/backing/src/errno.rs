@@ -1,5 +1,5 @@
-//! The `errno` a POSIX caller gets for an error of the cache: what the C
-//! ABI, the interposer and the FUSE mount answer.
+//! The `errno` a POSIX caller gets for an IO error: what foliocache's C
+//! ABI, its interposer and its FUSE mount answer.
 
 use std::io;
 
@@ -14,9 +14,9 @@ use std::io;
 ///
 /// ```
 /// use std::io;
-/// assert_eq!(foliocache::errno_of(&io::Error::from_raw_os_error(libc::ENOSPC)), libc::ENOSPC);
-/// assert_eq!(foliocache::errno_of(&io::Error::new(io::ErrorKind::FileTooLarge, "x")), libc::EFBIG);
-/// assert_eq!(foliocache::errno_of(&io::Error::other("x")), libc::EIO);
+/// assert_eq!(backing::errno_of(&io::Error::from_raw_os_error(libc::ENOSPC)), libc::ENOSPC);
+/// assert_eq!(backing::errno_of(&io::Error::new(io::ErrorKind::FileTooLarge, "x")), libc::EFBIG);
+/// assert_eq!(backing::errno_of(&io::Error::other("x")), libc::EIO);
 /// ```
 pub fn errno_of(e: &io::Error) -> i32 {
     use io::ErrorKind as K;
