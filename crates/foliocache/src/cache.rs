@@ -48,10 +48,10 @@ use std::time::Duration;
 use crate::arena::{Arena, PageId, Populate, MAX_ORDER, PAGE_SIZE};
 use crate::filemap::Mapping;
 use crate::folio::{Folio, FolioFlags, FolioTable};
-use crate::lru::Lru;
+use crate::lru::{LruVec, Lruv};
 use crate::pressure::PressureConfig;
 use crate::readahead::ReadaheadConfig;
-use crate::sync::{AtomicU64, Mutex, Ordering, StatU64};
+use crate::sync::{AtomicU64, Ordering, StatU64};
 use crate::vmscan::shadow_check_every;
 use backing::aio::{EngineStats, IoEngine, IoEngineConfig};
 
@@ -369,14 +369,12 @@ impl CacheBuilder {
             inner: Arc::new(CacheInner {
                 arena,
                 table,
-                lru: Mutex::new(Lru::default()),
+                lruvec: LruVec::new(self.refault_detection),
                 stats: Stats::default(),
                 max_order: self.max_folio_order,
                 readahead: self.readahead,
                 io,
                 io_in_flight: AtomicU64::new(0),
-                nonresident_age: AtomicU64::new(0),
-                refault_detection: self.refault_detection,
                 unreferenced_hits: self.unreferenced_hits,
                 mappings: parking_lot::Mutex::new(Vec::new()),
                 shadow_nodes,
@@ -460,7 +458,7 @@ impl Cache {
     #[cfg(feature = "internals")]
     #[doc(hidden)]
     pub fn check_lru(&self) -> Result<(), String> {
-        self.inner.check_lru()
+        self.inner.lru().check()
     }
 
     /// The engine that runs readahead IO: `"io_uring (depth 256)"`,
@@ -913,7 +911,8 @@ pub(crate) struct CacheInner {
     /// them (`limbo.rs`).
     pub(crate) limbo: crate::limbo::Limbo,
     pub(crate) table: FolioTable,
-    pub(crate) lru: Mutex<Lru>,
+    /// The LRU lists and the eviction clock ([`CacheInner::lru`]).
+    lruvec: LruVec,
     pub(crate) stats: Stats,
     pub(crate) max_order: u32,
     pub(crate) readahead: ReadaheadConfig,
@@ -923,10 +922,6 @@ pub(crate) struct CacheInner {
     /// (including dropping what it held: a closed file's mapping goes when
     /// its last run completes).
     pub(crate) io_in_flight: AtomicU64,
-    /// The eviction clock: pages evicted so far (the kernel's
-    /// `nonresident_age`), recorded in every shadow.
-    pub(crate) nonresident_age: AtomicU64,
-    pub(crate) refault_detection: bool,
     /// Hits copy without a reference, and freed folios go through
     /// `limbo` ([`CacheBuilder::unreferenced_hits`]).
     pub(crate) unreferenced_hits: bool,
@@ -1003,6 +998,12 @@ impl Drop for CacheInner {
 }
 
 impl CacheInner {
+    /// The LRU lists' operations (`lru.rs`).
+    #[inline]
+    pub(crate) fn lru(&self) -> Lruv<'_> {
+        Lruv::new(&self.lruvec, &self.table, &self.stats)
+    }
+
     pub(crate) fn folio(&self, page: u32) -> &Folio {
         self.table
             .get(page as usize)

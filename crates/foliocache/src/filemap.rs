@@ -411,7 +411,7 @@ impl Mapping {
     /// dropped or the folio is on no list. `_lru` is the lists themselves,
     /// borrowed from the guard of the cache's LRU lock: the proof that the
     /// caller holds it.
-    pub(crate) fn of_listed(_lru: &crate::lru::Lru, f: &Folio) -> Option<Arc<Mapping>> {
+    pub(crate) fn of_listed(_lru: &crate::lru::Lists, f: &Folio) -> Option<Arc<Mapping>> {
         if !f.test(FolioFlags::LRU) {
             return None;
         }
@@ -869,7 +869,7 @@ impl Mapping {
             match self.add_folio(&f, at) {
                 Ok(_) => {
                     if flags.contains(FgpFlags::ACCESSED) {
-                        self.inner().mark_accessed(&f, f.flags());
+                        self.inner().lru().mark_accessed(&f, f.flags());
                     }
                     return Ok(f);
                 }
@@ -886,7 +886,7 @@ impl Mapping {
             f.test_and_clear(FolioFlags::DROPBEHIND);
         }
         if flags.contains(FgpFlags::ACCESSED) {
-            self.inner().mark_accessed(f, f.flags());
+            self.inner().lru().mark_accessed(f, f.flags());
         }
     }
 
@@ -982,7 +982,7 @@ impl Mapping {
                 if !dontcache {
                     f.test_and_clear(FolioFlags::DROPBEHIND);
                 }
-                self.inner().mark_accessed(&f, f.flags());
+                self.inner().lru().mark_accessed(&f, f.flags());
                 next = f.index() + f.nr_pages();
                 out.push(f);
             }
@@ -1347,7 +1347,7 @@ impl Mapping {
         cache.stats.folios.add(1);
         cache.stats.pages.add(f.nr_pages());
         if !self.memfile {
-            cache.lru_add_all([(f, shadow)]);
+            cache.lru().add_all([(f, shadow)]);
         }
     }
 
@@ -1460,7 +1460,9 @@ impl Mapping {
             shadows.iter_mut().for_each(|s| *s = None);
         }
         if !self.memfile {
-            cache.lru_add_all(folios[..done].iter().map(|f| f.folio()).zip(shadows));
+            cache
+                .lru()
+                .add_all(folios[..done].iter().map(|f| f.folio()).zip(shadows));
         }
         match stop {
             Some(e) if done == 0 => Err(e),
@@ -1679,7 +1681,7 @@ impl Mapping {
             return cs;
         }
         let cache = self.inner();
-        let (now, active) = cache.workingset_now();
+        let (now, active) = crate::workingset::now(&cache.lru());
         let guard = self.xa.pin();
         let Ok(mut it) = self.xa.iter_ref(first..=last, &guard) else {
             return cs;
@@ -1786,7 +1788,7 @@ impl Mapping {
                     // A read that goes on in the folio where this thread's
                     // previous read ended is not a new access.
                     if !(sequential && offset > start) {
-                        cache.mark_accessed(&f, ff);
+                        cache.lru().mark_accessed(&f, ff);
                     }
                     self.copy_out(&f, (offset - start) as usize, &mut buf[..n]);
                     if !started {
@@ -1848,7 +1850,7 @@ impl Mapping {
                     ff = f.flags();
                 }
                 if !(copied == 0 && sequential && offset > start) {
-                    cache.mark_accessed(&f, ff);
+                    cache.lru().mark_accessed(&f, ff);
                 }
                 self.copy_out(&f, from, &mut buf[copied..copied + n]);
                 if !missed && !started {

@@ -1000,6 +1000,12 @@ impl FolioTable {
         unsafe { std::slice::from_raw_parts(self.folios.as_ptr(), self.len) }
     }
 
+    /// How many descriptors: the arena's pages.
+    #[cfg(feature = "internals")]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
     /// The descriptor of arena page `page`, if in range.
     pub(crate) fn get(&self, page: usize) -> Option<&Folio> {
         self.as_slice().get(page)

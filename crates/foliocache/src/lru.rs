@@ -4,9 +4,9 @@
 //! evicted too soon), are activated by a second access (`folio_mark_accessed`),
 //! and leave through reclaim ([`crate::vmscan`]) or removal (`lru_detach`).
 
-use crate::cache::CacheInner;
-use crate::folio::{Folio, FolioFlags};
-use crate::sync::Ordering;
+use crate::cache::Stats;
+use crate::folio::{Folio, FolioFlags, FolioTable};
+use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering};
 
 /// Sentinel for "no page" in the LRU links.
 pub(crate) const NIL: u32 = u32::MAX;
@@ -30,7 +30,7 @@ impl Default for List {
 }
 
 #[derive(Default)]
-pub(crate) struct Lru {
+pub(crate) struct Lists {
     pub(crate) inactive: List,
     pub(crate) active: List,
 }
@@ -61,7 +61,86 @@ impl Access {
     }
 }
 
-impl CacheInner {
+/// The LRU lists of a cache and the workingset's eviction clock beside
+/// them (the kernel's `lruvec`, with its `nonresident_age`). Reached
+/// through [`Lruv`], which pairs it with what its operations read.
+pub(crate) struct LruVec {
+    lists: Mutex<Lists>,
+    /// The eviction clock: pages evicted or activated so far (the
+    /// kernel's `nonresident_age`), recorded in every shadow.
+    nonresident_age: AtomicU64,
+    /// Whether a refault may activate its folio (`workingset_refault`).
+    refault_detection: bool,
+}
+
+impl LruVec {
+    /// Empty lists; `refault_detection` as the builder said.
+    pub(crate) fn new(refault_detection: bool) -> Self {
+        LruVec {
+            lists: Mutex::new(Lists::default()),
+            nonresident_age: AtomicU64::new(0),
+            refault_detection,
+        }
+    }
+}
+
+/// The LRU operations: a cache's [`LruVec`] with the descriptor table that
+/// turns the lists' page numbers into folios and the counters the
+/// operations bump. Made by `CacheInner::lru`, for the length of a call.
+#[derive(Clone, Copy)]
+pub(crate) struct Lruv<'c> {
+    vec: &'c LruVec,
+    table: &'c FolioTable,
+    stats: &'c Stats,
+}
+
+impl<'c> Lruv<'c> {
+    #[inline]
+    pub(crate) fn new(vec: &'c LruVec, table: &'c FolioTable, stats: &'c Stats) -> Self {
+        Lruv { vec, table, stats }
+    }
+
+    /// The lists, locked (the LRU lock).
+    pub(crate) fn lock(&self) -> MutexGuard<'c, Lists> {
+        self.vec.lists.lock()
+    }
+
+    /// The folio of arena page `page`, which the lists name.
+    fn folio(&self, page: u32) -> &'c Folio {
+        self.table
+            .get(page as usize)
+            .expect("LRU links name arena pages")
+    }
+
+    /// The arena page of `f`, a folio of this cache.
+    fn page(&self, f: &Folio) -> u32 {
+        self.table
+            .page_of(f)
+            .expect("folio from this cache's table") as u32
+    }
+
+    /// Whether a refault may activate its folio.
+    pub(crate) fn refault_detection(&self) -> bool {
+        self.vec.refault_detection
+    }
+
+    /// The eviction clock now.
+    pub(crate) fn age(&self) -> u64 {
+        self.vec.nonresident_age.load(Ordering::Relaxed)
+    }
+
+    /// Moves the eviction clock on by `pages`; returns where it was.
+    pub(crate) fn advance_age(&self, pages: u64) -> u64 {
+        self.vec.nonresident_age.fetch_add(pages, Ordering::Relaxed)
+    }
+
+    /// The cache's counters.
+    pub(crate) fn stats(&self) -> &'c Stats {
+        self.stats
+    }
+}
+
+impl Lruv<'_> {
     pub(crate) fn list_push_head(&self, list: &mut List, page: u32) {
         let f = self.folio(page);
         f.set_lru_links(NIL, list.head);
@@ -99,11 +178,8 @@ impl CacheInner {
     /// test (`workingset_refault`) decides between the active and the inactive
     /// list. Pass no shadow for a folio a write created (a write over a
     /// shadow never activates).
-    pub(crate) fn lru_add_all<'f>(
-        &self,
-        folios: impl IntoIterator<Item = (&'f Folio, Option<u64>)>,
-    ) {
-        let mut lru = self.lru.lock();
+    pub(crate) fn add_all<'f>(&self, folios: impl IntoIterator<Item = (&'f Folio, Option<u64>)>) {
+        let mut lru = self.lock();
         let lru = &mut *lru;
         for (f, shadow) in folios {
             if f.test_and_set(FolioFlags::LRU) {
@@ -111,7 +187,7 @@ impl CacheInner {
             }
             let page = self.page(f);
             if let Some(v) = shadow {
-                if self.refault(lru, f, v) {
+                if crate::workingset::refault(self, lru, f, v) {
                     self.list_push_head(&mut lru.active, page);
                     continue;
                 }
@@ -141,7 +217,7 @@ impl CacheInner {
         if f.test_and_set(FolioFlags::ACTIVATE) {
             return;
         }
-        let Some(mut lru) = self.lru.try_lock() else {
+        let Some(mut lru) = self.vec.lists.try_lock() else {
             return;
         };
         // Still on the inactive list (the flags that say so change only
@@ -154,13 +230,12 @@ impl CacheInner {
     }
 
     /// Moves an inactive folio, already off its list, to the active list.
-    pub(crate) fn activate_on(&self, lru: &mut Lru, f: &Folio, page: u32) {
+    pub(crate) fn activate_on(&self, lru: &mut Lists, f: &Folio, page: u32) {
         f.test_and_clear(FolioFlags::ACTIVATE);
         f.test_and_clear(FolioFlags::REFERENCED);
         f.test_and_set(FolioFlags::ACTIVE);
         self.list_push_head(&mut lru.active, page);
-        self.nonresident_age
-            .fetch_add(f.nr_pages(), Ordering::Relaxed);
+        self.advance_age(f.nr_pages());
         self.stats.activations.add(1);
     }
 
@@ -182,9 +257,9 @@ impl CacheInner {
     /// `mapping`'s is left alone: its descriptor may have been evicted and
     /// reused by another mapping since the caller found it (a reused folio
     /// takes this lock to go on a list after its new mapping is set).
-    pub(crate) fn lru_detach(&self, f: &Folio, mapping: usize) -> bool {
+    pub(crate) fn detach(&self, f: &Folio, mapping: usize) -> bool {
         let page = self.page(f);
-        let mut lru = self.lru.lock();
+        let mut lru = self.lock();
         if f.mapping() != mapping {
             return false;
         }
@@ -208,8 +283,8 @@ impl CacheInner {
     /// folios'. Also that no folio off the lists has `LRU` set. For the
     /// tests, through [`Cache::check_lru`](crate::Cache::check_lru).
     #[cfg(feature = "internals")]
-    pub(crate) fn check_lru(&self) -> Result<(), String> {
-        let lru = self.lru.lock();
+    pub(crate) fn check(&self) -> Result<(), String> {
+        let lru = self.lock();
         let mut on_lists = std::collections::HashSet::new();
         for (name, list, active) in [
             ("inactive", &lru.inactive, false),
@@ -245,7 +320,7 @@ impl CacheInner {
                 ));
             }
         }
-        for page in 0..self.arena.capacity_pages() as u32 {
+        for page in 0..self.table.len() as u32 {
             let Some(f) = self.table.get(page as usize) else {
                 continue;
             };

@@ -271,7 +271,7 @@ impl Mapping {
         }
         if count {
             if !(sequential && offset > start) {
-                cache.mark_accessed(&f, ff);
+                cache.lru().mark_accessed(&f, ff);
             }
             cache.stats.hits.add(1);
         }
@@ -390,7 +390,7 @@ impl Mapping {
         }
         self.detach(&old);
         if !self.memfile {
-            cache.lru_add_all([(new.folio(), None)]);
+            cache.lru().add_all([(new.folio(), None)]);
         }
         let last = old.put_many(pages as u32);
         debug_assert!(!last, "the caller's reference keeps the folio");

@@ -148,6 +148,14 @@ pub(crate) fn spin_hint() {
     std::hint::spin_loop();
 }
 
+/// The guard of the crate's [`Mutex`].
+#[cfg(not(loom))]
+pub(crate) type MutexGuard<'a, T> = parking_lot::MutexGuard<'a, T>;
+
+/// The guard of the crate's [`Mutex`] under loom.
+#[cfg(loom)]
+pub(crate) type MutexGuard<'a, T> = loom::sync::MutexGuard<'a, T>;
+
 /// The crate's mutex: `parking_lot`'s (no poisoning, `lock()` returns the
 /// guard).
 #[cfg(not(loom))]

@@ -287,7 +287,7 @@ impl Mapping {
     /// Returns whether it was this mapping's.
     pub(crate) fn detach(&self, f: &Folio) -> bool {
         if !self.memfile {
-            return self.inner().lru_detach(f, self.id());
+            return self.inner().lru().detach(f, self.id());
         }
         let ours = f.mapping() == self.id();
         if ours {

@@ -65,7 +65,7 @@ impl Mapping {
         }
         let ours = &frozen[first..];
         let pages = ours.iter().map(|f| f.nr_pages()).sum();
-        let mut age = cache.nonresident_age.fetch_add(pages, Ordering::Relaxed);
+        let mut age = cache.lru().advance_age(pages);
         let mut removed = 0;
         for f in ours {
             let shadow = Shadow {
@@ -199,7 +199,8 @@ impl CacheInner {
     /// a locked one is rotated (and the flusher asked to write the dirty
     /// ones back).
     fn isolate_lru_folios<'c>(&'c self, want: u64, scan: &mut Scan, batch: &mut Isolated<'c>) {
-        let mut lru = self.lru.lock();
+        let lruv = self.lru();
+        let mut lru = lruv.lock();
         let lru = &mut *lru;
         let budget = scan
             .budget
@@ -217,12 +218,12 @@ impl CacheInner {
                 // so (PG_workingset).
                 let page = lru.active.tail;
                 let f = self.folio(page);
-                self.list_remove(&mut lru.active, page);
+                lruv.list_remove(&mut lru.active, page);
                 // (An `ACTIVATE` left from an access made before the folio
                 // reached a list goes too: it asked for what happened.)
                 f.fetch_clear(FolioFlags::ACTIVE.union(FolioFlags::ACTIVATE));
                 f.test_and_set(FolioFlags::WORKINGSET);
-                self.list_push_head(&mut lru.inactive, page);
+                lruv.list_push_head(&mut lru.inactive, page);
                 continue;
             }
             let page = lru.inactive.tail;
@@ -230,13 +231,13 @@ impl CacheInner {
                 break;
             }
             let f = self.folio(page);
-            self.list_remove(&mut lru.inactive, page);
+            lruv.list_remove(&mut lru.inactive, page);
             // Used once (or not at all) since it came in: it goes, unless
             // it was accessed twice while inactive.
             if f.fetch_clear(FolioFlags::REFERENCED)
                 .contains(FolioFlags::ACTIVATE)
             {
-                self.activate_on(lru, f, page);
+                lruv.activate_on(lru, f, page);
                 continue;
             }
             let busy = f.flags();
@@ -244,7 +245,7 @@ impl CacheInner {
                 // Never dropped dirty: rotated, and the flusher asked to
                 // write it back (the kernel sets PG_reclaim and wakes the
                 // flusher).
-                self.list_push_head(&mut lru.inactive, page);
+                lruv.list_push_head(&mut lru.inactive, page);
                 scan.stuck += f.nr_pages();
                 self.flusher.kick();
                 continue;
@@ -264,7 +265,7 @@ impl CacheInner {
             let Some(mapping) = mapping else {
                 // Locked (being read, written or truncated), or its file is
                 // going: rotated (a going file takes its folios off itself).
-                self.list_push_head(&mut lru.inactive, page);
+                lruv.list_push_head(&mut lru.inactive, page);
                 scan.stuck += f.nr_pages();
                 continue;
             };
@@ -363,11 +364,12 @@ impl CacheInner {
             // cleared). The `Arc`'s own ordering gives that too; the lock
             // also says it to the loom models, which do not see `std`'s
             // `Arc`.
-            let mut lru = self.lru.lock();
+            let lruv = self.lru();
+            let mut lru = lruv.lock();
             for (f, mi) in &keep {
                 if f.mapping() == batch.mappings[*mi].id() && !f.test_and_set(FolioFlags::LRU) {
                     let page = self.page(f);
-                    self.list_push_head(&mut lru.inactive, page);
+                    lruv.list_push_head(&mut lru.inactive, page);
                 }
             }
         }

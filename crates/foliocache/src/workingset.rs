@@ -11,10 +11,8 @@
 //!
 //! [`Mapping::add_folio`]: crate::filemap::Mapping::add_folio
 
-use crate::cache::CacheInner;
 use crate::folio::{Folio, FolioFlags};
-use crate::lru::Lru;
-use crate::sync::Ordering;
+use crate::lru::{Lists, Lruv};
 
 use xarray::MAX_VALUE;
 
@@ -74,41 +72,38 @@ pub struct CacheStat {
     pub recently_evicted: u64,
 }
 
-impl CacheInner {
-    /// The refault test for a folio added over shadow `v`, under the LRU
-    /// lock: counts the refault, and activates the folio (returns true)
-    /// when the pages evicted or activated since its eviction are no more
-    /// than the active list holds: had the active list been that much
-    /// smaller, it would have stayed. A dropbehind folio is never
-    /// activated (an uncached read changes no folio's LRU state).
-    pub(crate) fn refault(&self, lru: &Lru, f: &Folio, v: u64) -> bool {
-        self.stats.refaults.add(1);
-        if !self.refault_detection || f.test(FolioFlags::DROPBEHIND) {
-            return false;
-        }
-        let shadow = Shadow::unpack(v);
-        let now = self.nonresident_age.load(Ordering::Relaxed);
-        if shadow.distance(now) > lru.active.pages {
-            return false;
-        }
-        f.test_and_set(FolioFlags::ACTIVE);
-        if shadow.workingset {
-            // It was in the working set before: say so again (the kernel's
-            // "restore").
-            f.test_and_set(FolioFlags::WORKINGSET);
-        }
-        self.nonresident_age
-            .fetch_add(f.nr_pages(), Ordering::Relaxed);
-        self.stats.activations.add(1);
-        true
+/// The refault test for a folio added over shadow `v`, under the LRU
+/// lock (`lists` is the guard's): counts the refault, and activates the
+/// folio (returns true) when the pages evicted or activated since its
+/// eviction are no more than the active list holds: had the active list
+/// been that much smaller, it would have stayed. A dropbehind folio is
+/// never activated (an uncached read changes no folio's LRU state).
+/// (`workingset_refault`.)
+pub(crate) fn refault(lru: &Lruv<'_>, lists: &Lists, f: &Folio, v: u64) -> bool {
+    lru.stats().refaults.add(1);
+    if !lru.refault_detection() || f.test(FolioFlags::DROPBEHIND) {
+        return false;
     }
+    let shadow = Shadow::unpack(v);
+    if shadow.distance(lru.age()) > lists.active.pages {
+        return false;
+    }
+    f.test_and_set(FolioFlags::ACTIVE);
+    if shadow.workingset {
+        // It was in the working set before: say so again (the kernel's
+        // "restore").
+        f.test_and_set(FolioFlags::WORKINGSET);
+    }
+    lru.advance_age(f.nr_pages());
+    lru.stats().activations.add(1);
+    true
+}
 
-    /// The eviction clock now and the active list's pages: what the
-    /// refault test compares a shadow's distance with (`workingset_refault`).
-    pub(crate) fn workingset_now(&self) -> (u64, u64) {
-        let active = self.lru.lock().active.pages;
-        (self.nonresident_age.load(Ordering::Relaxed), active)
-    }
+/// The eviction clock now and the active list's pages: what the refault
+/// test compares a shadow's distance with (`workingset_refault`).
+pub(crate) fn now(lru: &Lruv<'_>) -> (u64, u64) {
+    let active = lru.lock().active.pages;
+    (lru.age(), active)
 }
 
 #[cfg(test)]
