@@ -172,6 +172,7 @@ mod pressure;
 mod read_many;
 mod readahead;
 mod shift;
+mod stats;
 mod sync;
 mod truncate;
 mod vmscan;

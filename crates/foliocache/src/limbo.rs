@@ -165,7 +165,7 @@ impl Drop for Reader<'_> {
 /// This thread's slot number, if it has one (the shard it owns).
 #[cfg(not(loom))]
 fn this_thread() -> Option<usize> {
-    crate::cache::owned_shard()
+    crate::stats::owned_shard()
 }
 
 /// Stores `value` (odd, [`announcing`] a folio) in a hit's `slot`, then
@@ -184,7 +184,7 @@ fn announce(slot: &AtomicU64, value: u64) {
 /// CPU's cache).
 #[cfg(not(loom))]
 fn slots_read() -> usize {
-    crate::cache::SLOTS
+    crate::stats::SLOTS
 }
 
 #[cfg(loom)]
@@ -218,7 +218,7 @@ fn slots_read() -> usize {
 impl Limbo {
     pub(crate) fn new() -> Self {
         Limbo {
-            slots: (0..crate::cache::SLOTS).map(|_| Slot::default()).collect(),
+            slots: (0..crate::stats::SLOTS).map(|_| Slot::default()).collect(),
             waiting: Mutex::new(Vec::new()),
             pages: AtomicUsize::new(0),
         }
@@ -415,7 +415,7 @@ mod tests {
         // make the slot even while the first still copies).
         assert!(limbo.reader_on(0, 7).is_none());
         assert!(
-            limbo.reader_on(crate::cache::SLOTS, 7).is_none(),
+            limbo.reader_on(crate::stats::SLOTS, 7).is_none(),
             "no such slot"
         );
         // The hit moves to another folio (its walk found another).

@@ -4,8 +4,8 @@
 //! evicted too soon), are activated by a second access (`folio_mark_accessed`),
 //! and leave through reclaim ([`crate::vmscan`]) or removal (`lru_detach`).
 
-use crate::cache::Stats;
 use crate::folio::{Folio, FolioFlags, FolioTable};
+use crate::stats::Stats;
 use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering};
 
 /// Sentinel for "no page" in the LRU links.

@@ -1,0 +1,229 @@
+//! The cache's counters (`Cache::stats`): sharded where readers bump
+//! them on every hit or miss, so that a hit writes nothing another thread
+//! reads; plain atomics for gauges and for what only writeback, truncation
+//! or pressure moves.
+
+use crate::sync::{AtomicU64, Ordering, StatU64};
+
+/// A counter that readers bump without sharing a cache line: one padded
+/// slot per shard, a thread always on the same shard, summed on demand
+/// (a hit writes nothing other threads read). The counters a miss bumps
+/// (IO, windows, evictions, refaults) are sharded too: as plain atomics,
+/// packed in two lines, they moved between the CPUs of concurrent readers
+/// on every miss.
+///
+/// A thread owns its shard alone while at most [`OWNED_SHARDS`] threads
+/// count at once (see [`shard::Shard`]): it then adds with a load and a store,
+/// not a read-modify-write, whose lock (on x86) would wait for the
+/// thread's earlier stores, the bytes the read before copied out among
+/// them, on every hit. Threads beyond those share the last
+/// [`SHARED_SHARDS`] slots with atomic adds.
+pub(crate) struct ShardedCounter {
+    shards: Box<[Padded]>,
+}
+
+#[repr(align(128))]
+#[derive(Default)]
+struct Padded(StatU64);
+
+/// Shards a thread can own alone (one bit each of [`OWNED`]).
+const OWNED_SHARDS: usize = 32;
+
+/// Reader slots of a cache (`limbo.rs`): one per shard a thread can own,
+/// the thread's own.
+pub(crate) const SLOTS: usize = OWNED_SHARDS;
+
+/// The shard this thread owns alone, if it owns one: its reader slot's
+/// number (`limbo.rs`).
+#[cfg(not(loom))]
+#[inline]
+pub(crate) fn owned_shard() -> Option<usize> {
+    let (i, owned) = shard::current();
+    owned.then_some(i)
+}
+
+/// Shards the threads past those share.
+const SHARED_SHARDS: usize = 4;
+
+// (Process-wide std atomics even under loom: they only hand out shards and
+// order nothing the models check; a loom atomic cannot be a static.)
+#[allow(clippy::disallowed_types)]
+mod shard {
+    use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+
+    use super::{OWNED_SHARDS, SHARED_SHARDS};
+
+    /// The owned shards taken, one bit each.
+    static OWNED: AtomicU32 = AtomicU32::new(0);
+    /// Spreads the sharing threads over the shared shards.
+    static NEXT_SHARED: AtomicUsize = AtomicUsize::new(0);
+
+    /// A thread's shard, for every [`ShardedCounter`](super::ShardedCounter)
+    /// of every cache: an owned one (its bit in [`OWNED`], given back when
+    /// the thread exits, acquire and release, so the next owner's loads
+    /// see the last one's stores), or a shared one.
+    pub(super) struct Shard {
+        pub(super) index: usize,
+        pub(super) owned: bool,
+    }
+
+    impl Shard {
+        fn claim() -> Shard {
+            let mut taken = OWNED.load(Ordering::Relaxed);
+            loop {
+                let free = !taken;
+                if free == 0 {
+                    let i = NEXT_SHARED.fetch_add(1, Ordering::Relaxed) % SHARED_SHARDS;
+                    return Shard {
+                        index: OWNED_SHARDS + i,
+                        owned: false,
+                    };
+                }
+                let bit = free.trailing_zeros();
+                match OWNED.compare_exchange_weak(
+                    taken,
+                    taken | 1 << bit,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => {
+                        return Shard {
+                            index: bit as usize,
+                            owned: true,
+                        }
+                    }
+                    Err(now) => taken = now,
+                }
+            }
+        }
+    }
+
+    impl Drop for Shard {
+        fn drop(&mut self) {
+            if self.owned {
+                OWNED.fetch_and(!(1 << self.index), Ordering::Release);
+            }
+        }
+    }
+
+    thread_local! {
+        static SHARD: Shard = Shard::claim();
+    }
+
+    /// This thread's shard and whether it owns it; a shared one while the
+    /// thread's locals are being torn down.
+    #[inline]
+    pub(super) fn current() -> (usize, bool) {
+        SHARD
+            .try_with(|s| (s.index, s.owned))
+            .unwrap_or((OWNED_SHARDS, false))
+    }
+}
+
+impl Default for ShardedCounter {
+    fn default() -> Self {
+        ShardedCounter {
+            shards: (0..OWNED_SHARDS + SHARED_SHARDS)
+                .map(|_| Padded::default())
+                .collect(),
+        }
+    }
+}
+
+impl ShardedCounter {
+    #[inline]
+    pub(crate) fn add(&self, n: u64) {
+        let (i, owned) = shard::current();
+        let c = &self.shards[i].0;
+        if owned {
+            // Only this thread writes this slot.
+            c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+        } else {
+            c.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Takes `n` off (a gauge: one shard may go below zero, wrapping; the
+    /// sum does not).
+    #[inline]
+    pub(crate) fn sub(&self, n: u64) {
+        self.add(n.wrapping_neg());
+    }
+
+    /// The shards' sum, wrapping as [`sub`](Self::sub) does. A snapshot:
+    /// concurrent adds may be counted or not.
+    pub(crate) fn sum(&self) -> u64 {
+        self.shards
+            .iter()
+            .fold(0u64, |a, p| a.wrapping_add(p.0.load(Ordering::Relaxed)))
+    }
+}
+
+/// The cache's counters: sharded where readers bump them on every hit or
+/// miss, plain atomics for gauges (added to and taken from) and for what
+/// only writeback, truncation or pressure moves.
+/// Counters that only count are [`StatU64`]s, outside the loom models;
+/// the two gauges that writeback and reclaim decide on are the shim's.
+#[derive(Default)]
+pub(crate) struct Stats {
+    pub(crate) hits: ShardedCounter,
+    pub(crate) misses: ShardedCounter,
+    pub(crate) folios: ShardedCounter,
+    pub(crate) pages: ShardedCounter,
+    pub(crate) evictions: ShardedCounter,
+    pub(crate) io_reads: ShardedCounter,
+    pub(crate) io_bytes: ShardedCounter,
+    pub(crate) refaults: ShardedCounter,
+    pub(crate) activations: ShardedCounter,
+    pub(crate) dropbehind_drops: StatU64,
+    pub(crate) dirty_pages: AtomicU64,
+    pub(crate) writeback_pages: AtomicU64,
+    pub(crate) io_writes: StatU64,
+    pub(crate) io_write_bytes: StatU64,
+    pub(crate) writeback_errors: StatU64,
+    pub(crate) throttled: StatU64,
+    pub(crate) readahead_windows: ShardedCounter,
+    pub(crate) pressure_shrinks: StatU64,
+    pub(crate) pin_copies: StatU64,
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sharded_counts_are_exact_with_more_threads_than_owned_shards() {
+        // More threads than shards to own, in waves, so shards are owned,
+        // given back at exit and owned again, and some threads share; each
+        // wave starts together, so owners and sharers overlap.
+        let c = ShardedCounter::default();
+        // Long enough that threads overlap on both CPUs (at 200k a thread
+        // finished within its time slice and a broken ownership passed).
+        const PER: u64 = if cfg!(debug_assertions) {
+            200_000
+        } else {
+            5_000_000
+        };
+        const WAVES: usize = 3;
+        let per_wave = OWNED_SHARDS + SHARED_SHARDS;
+        for wave in 0..WAVES {
+            let start = std::sync::Barrier::new(per_wave);
+            std::thread::scope(|s| {
+                for t in 0..per_wave {
+                    let (c, start) = (&c, &start);
+                    s.spawn(move || {
+                        start.wait();
+                        for i in 0..PER {
+                            c.add(1);
+                            if (i as usize + t + wave) % 7 == 0 {
+                                c.sub(1);
+                                c.add(1);
+                            }
+                        }
+                    });
+                }
+            });
+        }
+        assert_eq!(c.sum(), (WAVES * per_wave) as u64 * PER);
+    }
+}
