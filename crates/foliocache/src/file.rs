@@ -18,7 +18,7 @@ use std::sync::{Arc, Weak};
 use backing::{Backing, BackingInfo, FileBacking, FileOptions};
 
 use crate::cache::Cache;
-use crate::filemap::{fit_order, serves_hit, AddError, FolioRef, Mapping, ReadHit, BATCH};
+use crate::filemap::{fit_order, serves_hit, AddError, FolioRef, Mapping, BATCH};
 use crate::flags::ReadFlags;
 use crate::folio::FolioFlags;
 use crate::readahead::{self, Advice, Insert, Readahead, ReadaheadConfig, Window};
@@ -238,42 +238,31 @@ impl File {
         let cache = m.inner();
         let end = offset.saturating_add(buf.len() as u64).min(size);
         // The common hit: the whole request inside one cached folio. One
-        // lockless lookup and the copy, with no reference taken when the
-        // folio needs nothing else (`Mapping::read_hit`); no batch, no
-        // range walk.
+        // lockless lookup, no batch, no range walk.
         // (It leaves the readahead state alone, `prev_pos` included: a hit
         // writes nothing other threads read. A marker or a dropbehind
         // folio takes the batch path, which starts the next window or
         // deals with the flag.)
-        let n = (end - offset) as usize;
-        let (hit, sequential) = m.read_hit(offset, &mut buf[..n]);
+        let (hit, sequential) = m.get_for_read(offset, (end - offset) as usize);
         // No folio at `offset` a moment ago: the miss path need not look
         // again before it reads.
-        let mut absent = matches!(hit, ReadHit::Absent);
-        match hit {
-            ReadHit::Copied => {
+        let mut absent = hit.is_none();
+        if let Some(f) = hit {
+            let start = f.index() * PAGE;
+            let ff = f.flags();
+            if serves_hit(&f, ff, end) {
+                // A read that goes on in the folio where this thread's
+                // previous read ended is not a new access.
+                if !(sequential && offset > start) {
+                    cache.mark_accessed(&f, ff);
+                }
+                let n = (end - offset) as usize;
+                m.copy_out(&f, (offset - start) as usize, &mut buf[..n], !sequential);
                 if !started {
                     cache.stats.hits.add(1);
                 }
                 return Ok(n);
             }
-            ReadHit::Found(f) => {
-                let start = f.index() * PAGE;
-                let ff = f.flags();
-                if serves_hit(&f, ff, end) {
-                    // A read that goes on in the folio where this thread's
-                    // previous read ended is not a new access.
-                    if !(sequential && offset > start) {
-                        cache.mark_accessed(&f, ff);
-                    }
-                    m.copy_out(&f, (offset - start) as usize, &mut buf[..n], !sequential);
-                    if !started {
-                        cache.stats.hits.add(1);
-                    }
-                    return Ok(n);
-                }
-            }
-            ReadHit::Absent => {}
         }
         if m.memfile {
             return Ok(self.read_mem(buf, offset, end));

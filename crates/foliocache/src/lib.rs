@@ -160,7 +160,6 @@ mod flags;
 mod folio;
 mod huge_hints;
 mod kick;
-mod limbo;
 mod lru;
 #[allow(unsafe_code)]
 mod pin;
