@@ -258,8 +258,7 @@ insert=batched|single, ra=SIZE|kernel|off, io=uring|threads|auto, dontcache
 (every read with ReadFlags::DONTCACHE, from an empty cache; every write with
 WriteFlags::DONTCACHE), grab=batched|single (how writes create their
 folios: File::set_write_insert), huge=on|off (the arena's transparent huge
-pages: CacheBuilder::huge_pages), hits=referenced|unreferenced (hits that
-copy under their pin alone: CacheBuilder::unreferenced_hits).
+pages: CacheBuilder::huge_pages).
 anon engine options: thp (MADV_HUGEPAGE), populate (MADV_POPULATE_WRITE
 first, in the run's setup).";
 

@@ -1121,7 +1121,6 @@ fn build_cache(spec: &EngineSpec, capacity: u64) -> Result<Cache> {
         .capacity(usize::try_from(capacity).context("capacity too large")?)
         .populate(spec.folio.populate)
         .huge_pages(spec.folio.huge)
-        .unreferenced_hits(spec.folio.unreferenced_hits)
         .readahead(spec.folio.readahead())
         .io_engine(IoEngineConfig::new().kind(spec.folio.io));
     if let Some(f) = spec.folio.max_folio {

@@ -13,8 +13,7 @@
 //! Reproduce: `cargo bench -p foliocache --bench read`
 //! (`FOLIOCACHE_BENCH_SIZE=<bytes, or with a K/M/G suffix>` shrinks the
 //! file; `-- --test` is a smoke run on 16 MiB unless the variable says
-//! otherwise; `FOLIOCACHE_BENCH_UNREFERENCED=1` builds the cache with
-//! hits that take no reference, `CacheBuilder::unreferenced_hits`).
+//! otherwise).
 //!
 //! # Setup
 //! One file of 1 GiB of pseudo-random bytes under `CARGO_TARGET_TMPDIR`
@@ -430,7 +429,6 @@ fn main() {
     let cache = Cache::builder()
         .capacity(capacity)
         .populate(Populate::Eager)
-        .unreferenced_hits(std::env::var_os("FOLIOCACHE_BENCH_UNREFERENCED").is_some())
         .build()
         .expect("building the cache");
     // The copy routine chosen (`FOLIOCACHE_COPY` forces one: `copy.rs`'s

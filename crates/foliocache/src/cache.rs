@@ -169,7 +169,6 @@ pub struct CacheBuilder {
     readahead: ReadaheadConfig,
     io: IoEngineConfig,
     pub(crate) refault_detection: bool,
-    unreferenced_hits: bool,
     shadow_budget: Option<usize>,
     dirty_limit: Option<usize>,
     dirty_background: Option<usize>,
@@ -186,7 +185,6 @@ impl Default for CacheBuilder {
             readahead: ReadaheadConfig::default(),
             io: IoEngineConfig::default(),
             refault_detection: true,
-            unreferenced_hits: false,
             shadow_budget: None,
             dirty_limit: None,
             dirty_background: None,
@@ -248,26 +246,6 @@ impl CacheBuilder {
     #[doc(hidden)]
     pub fn refault_detection(mut self, on: bool) -> Self {
         self.refault_detection = on;
-        self
-    }
-
-    /// Cache hits that take no reference on their folio (default off): a
-    /// read inside one cached folio announces the folio in its thread's
-    /// reader slot of this cache, copies, and writes no shared cache line;
-    /// a folio the cache frees after it was uptodate goes back to the
-    /// arena once no hit announced on it is in flight (at once, nearly
-    /// always). Random 4 KiB hits from the CPU's caches ran 9-16 % faster
-    /// this way; from memory, about as fast as referenced hits, at either
-    /// buffer alignment, and some runs into a buffer 16 bytes off
-    /// alignment 15-20 % slower (not the announcement's fence: a build
-    /// without it ran no faster), which keeps it off by default. A thread
-    /// preempted in the middle of a hit holds the one folio it reads for
-    /// its time slice: an allocation that needs exactly those pages waits
-    /// for them (up to about 1 ms for readahead, 50 ms for a reader's own
-    /// page) or reclaims. How it is sound, and the figures:
-    /// `docs/design.md`, "A hit without a reference".
-    pub fn unreferenced_hits(mut self, on: bool) -> Self {
-        self.unreferenced_hits = on;
         self
     }
 
@@ -376,7 +354,6 @@ impl CacheBuilder {
                 readahead: self.readahead,
                 io,
                 io_in_flight: AtomicU64::new(0),
-                unreferenced_hits: self.unreferenced_hits,
                 mappings: parking_lot::Mutex::new(Vec::new()),
                 shadow_nodes,
                 shadow_check: AtomicU64::new(shadow_check_every(shadow_nodes)),
@@ -390,7 +367,6 @@ impl CacheBuilder {
                 #[cfg(loom)]
                 wb_pool: crate::wbpool::WbPool::inline(),
                 dirty_bits: crate::writeback::PageBits::new(pages as usize),
-                limbo: crate::limbo::Limbo::new(),
                 watch_stop: std::sync::OnceLock::new(),
             }),
         };
@@ -499,8 +475,7 @@ impl Cache {
     pub fn stats(&self) -> CacheStats {
         let i = &self.inner;
         let s = &i.stats;
-        i.limbo.drain(&i.arena);
-        let free = i.free_pages() as u64;
+        let free = i.arena.free_pages() as u64;
         let total = i.arena.capacity_pages() as u64;
         let live = i.live_mappings();
         CacheStats {
@@ -726,9 +701,6 @@ impl MemoryUsage {
 
 pub(crate) struct CacheInner {
     pub(crate) arena: Arena,
-    /// Freed folios' pages, back to `arena` once no hit can copy from
-    /// them (`limbo.rs`).
-    pub(crate) limbo: crate::limbo::Limbo,
     pub(crate) table: FolioTable,
     /// The LRU lists and the eviction clock ([`CacheInner::lru`]).
     lruvec: LruVec,
@@ -741,9 +713,6 @@ pub(crate) struct CacheInner {
     /// (including dropping what it held: a closed file's mapping goes when
     /// its last run completes).
     pub(crate) io_in_flight: AtomicU64,
-    /// Hits copy without a reference, and freed folios go through
-    /// `limbo` ([`CacheBuilder::unreferenced_hits`]).
-    pub(crate) unreferenced_hits: bool,
     /// Every open file's mapping (dead ones pruned as we go): for the
     /// figures summed over files, and for trimming shadows. (This lock and
     /// `trimming` are plain locks even under loom: nothing inside them is
@@ -853,13 +822,7 @@ impl CacheInner {
         let mut wait = AllocWait::new();
         loop {
             for o in (0..=order).rev() {
-                // Retired pages are waited for at the last order only.
-                let settle = if o == 0 {
-                    crate::limbo::SETTLE_WAIT
-                } else {
-                    crate::limbo::SETTLE_BRIEF
-                };
-                if let Some(p) = self.arena_alloc(o, settle) {
+                if let Some(p) = self.arena.alloc(o) {
                     let f = self.folio(p.index());
                     f.init(o, 0);
                     return Ok(f);
@@ -895,7 +858,7 @@ impl CacheInner {
     /// waits, through [`alloc_folio`](Self::alloc_folio)).
     pub(crate) fn try_alloc_folio(&self, order: u32) -> Option<&Folio> {
         for attempt in 0..2 {
-            if let Some(p) = self.arena_alloc(order, crate::limbo::SETTLE_BRIEF) {
+            if let Some(p) = self.arena.alloc(order) {
                 let f = self.folio(p.index());
                 f.init(order, 0);
                 return Some(f);
@@ -934,10 +897,7 @@ impl CacheInner {
         out: &mut Vec<&'c Folio>,
     ) -> usize {
         let mut pages = Vec::with_capacity(n);
-        let mut got = self.arena.alloc_bulk(order, n, &mut pages);
-        if got < n && self.limbo.settle(&self.arena, crate::limbo::SETTLE_BRIEF) > 0 {
-            got += self.arena.alloc_bulk(order, n - got, &mut pages);
-        }
+        let got = self.arena.alloc_bulk(order, n, &mut pages);
         for p in pages {
             let f = self.folio(p.index());
             f.init(order, 0);
@@ -946,43 +906,7 @@ impl CacheInner {
         got
     }
 
-    /// A block of `order` from the arena; when it has none, the pages of
-    /// folios freed lately (`limbo.rs`), waited for while they come back,
-    /// before any reclaim.
-    fn arena_alloc(&self, order: u32, wait: Duration) -> Option<PageId> {
-        loop {
-            if let Some(p) = self.arena.alloc(order) {
-                return Some(p);
-            }
-            if self.limbo.settle(&self.arena, wait) == 0 {
-                return None;
-            }
-        }
-    }
-
-    /// Arena pages free now or soon: the arena's, and the freed folios'
-    /// waiting out their grace period (`limbo.rs`), which hold no data.
-    pub(crate) fn free_pages(&self) -> usize {
-        self.arena.free_pages() + self.limbo.pages()
-    }
-
-    /// Whether freeing `f` must wait for the hits in flight: with
-    /// [`CacheBuilder::unreferenced_hits`], a hit copies without a
-    /// reference only from a folio it saw `UPTODATE`, and the flag is
-    /// cleared only when the pages start a new folio (`Folio::init`). A
-    /// folio that never became uptodate (a fill that failed, a readahead
-    /// plan given up before its folios were inserted) was never copied
-    /// from, so its pages go straight back: retiring them would only keep
-    /// them from the next allocation. The free sees the flag if it was
-    /// set: whoever set it held a reference, and the last reference's
-    /// drop (or the freeze) acquires what every earlier drop released.
-    fn needs_grace(&self, f: &Folio) -> bool {
-        self.unreferenced_hits && f.test(FolioFlags::UPTODATE)
-    }
-
-    /// Gives a folio whose last reference was dropped back to the arena:
-    /// once no hit can be copying from it, if one could
-    /// ([`needs_grace`](Self::needs_grace), `limbo.rs`).
+    /// Gives a folio whose last reference was dropped back to the arena.
     pub(crate) fn free_folio(&self, f: &Folio) {
         debug_assert_eq!(f.refcount(), 0);
         debug_assert_eq!(f.mapping(), 0);
@@ -992,40 +916,29 @@ impl CacheInner {
         // these pages starts clean.)
         self.dirty_bits
             .clear(page.index() as usize, f.nr_pages() as usize);
-        if self.needs_grace(f) {
-            self.limbo.retire(&self.arena, &[(page, f.order())]);
-        } else if let Err(e) = self.arena.free(page, f.order()) {
+        if let Err(e) = self.arena.free(page, f.order()) {
             // The descriptor and the arena disagree: a bug, never user input.
             log::error!("foliocache: freeing folio {f:?}: {e}");
             debug_assert!(false, "freeing folio {f:?}: {e}");
         }
     }
 
-    /// Frees folios as [`free_folio`](Self::free_folio) does, in one hold
-    /// of the arena's lock (those that need it retired together).
+    /// Frees folios as [`free_folio`](Self::free_folio) does, giving
+    /// their pages back to the arena in one hold of its lock.
     pub(crate) fn free_folios(&self, folios: &[&Folio]) {
         let mut blocks = Vec::with_capacity(folios.len());
-        let mut retired = Vec::new();
-        for &f in folios {
+        for f in folios {
             debug_assert_eq!(f.refcount(), 0);
             debug_assert_eq!(f.mapping(), 0);
             debug_assert!(!f.test(FolioFlags::LRU), "freeing a folio on a list: {f:?}");
             let page = PageId::new(self.page(f));
             self.dirty_bits
                 .clear(page.index() as usize, f.nr_pages() as usize);
-            if self.needs_grace(f) {
-                retired.push((page, f.order()));
-            } else {
-                blocks.push((page, f.order()));
-            }
-        }
-        self.limbo.retire(&self.arena, &retired);
-        if blocks.is_empty() {
-            return;
+            blocks.push((page, f.order()));
         }
         if let Err((i, e)) = self.arena.free_bulk(&blocks) {
             // As in `free_folio`: a bug, never user input.
-            let f = self.folio(blocks[i].0.index());
+            let f = folios[i];
             log::error!("foliocache: freeing folio {f:?}: {e}");
             debug_assert!(false, "freeing folio {f:?}: {e}");
         }
@@ -1085,61 +998,5 @@ impl CacheInner {
         let mut all = self.mappings.lock();
         all.retain(|w| w.strong_count() > 0);
         all.iter().filter_map(Weak::upgrade).collect()
-    }
-}
-
-#[cfg(all(test, not(loom)))]
-mod tests {
-    use super::*;
-
-    /// With hits that take no reference, only a folio that was uptodate
-    /// waits out a grace period when freed: one that never was (a failed
-    /// fill, a readahead plan given up) goes straight back to the arena,
-    /// alone or in a batch with others that wait.
-    #[test]
-    fn only_folios_a_hit_could_copy_from_wait_for_a_grace_period() {
-        let c = Cache::builder()
-            .capacity(16 * PAGE_SIZE)
-            .unreferenced_hits(true)
-            .build()
-            .unwrap();
-        let i = &c.inner;
-        let pages = i.arena.capacity_pages();
-        // Each folio freed with a hit in flight on it (on slots of their
-        // own: a hit holds back only the folio it announced).
-        let never = i.alloc_folio(0).unwrap();
-        let hit0 = i.limbo.reader_on(0, i.page(never)).unwrap();
-        i.put(never);
-        assert_eq!(i.limbo.pages(), 0, "a folio never uptodate was retired");
-        assert_eq!(i.arena.free_pages(), pages);
-
-        let filled = i.alloc_folio(1).unwrap();
-        let hit1 = i.limbo.reader_on(1, i.page(filled)).unwrap();
-        filled.mark_uptodate();
-        i.put(filled);
-        assert_eq!(i.limbo.pages(), 2, "an uptodate folio was not retired");
-        assert_eq!(i.arena.free_pages(), pages - 2);
-
-        let (a, b) = (i.alloc_folio(0).unwrap(), i.alloc_folio(0).unwrap());
-        let hits = [
-            i.limbo.reader_on(2, i.page(a)).unwrap(),
-            i.limbo.reader_on(3, i.page(b)).unwrap(),
-        ];
-        b.mark_uptodate();
-        // Their last references dropped; freed together, as reclaim does.
-        assert!(a.put() && b.put());
-        i.free_folios(&[a, b]);
-        assert_eq!(i.limbo.pages(), 3);
-        assert_eq!(i.arena.free_pages(), pages - 3);
-        drop((hit0, hit1, hits));
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while i.limbo.pages() > 0 {
-            i.limbo.settle(&i.arena, crate::limbo::SETTLE_BRIEF);
-            assert!(
-                std::time::Instant::now() < deadline,
-                "retired pages never came back"
-            );
-        }
-        assert_eq!(i.arena.free_pages(), pages);
     }
 }

@@ -117,8 +117,6 @@ use crate::arena::{PageId, MAX_ORDER};
 use crate::cache::{Cache, CacheInner};
 use crate::flags::ReadFlags;
 pub use crate::folio::{Folio, FolioFlags, FolioRef, LockedFolio};
-use crate::limbo::Reader;
-use crate::lru::Access;
 use crate::pin::WritableFolio;
 use crate::readahead::{Insert, Readahead};
 pub use crate::workingset::Shadow;
@@ -550,33 +548,10 @@ impl Mapping {
 
     /// The folio holding byte `offset`, with a reference, for a read of
     /// `len` bytes from there: [`get_entry`](Self::get_entry) for the read
-    /// path's hit (a pin's: `pin.rs`). `None` for a hole or a shadow. Also
-    /// says whether the read continues this thread's previous read of this
-    /// mapping (the read path then does not count a second access to the
-    /// folio where that one ended).
-    pub(crate) fn get_for_read(&self, offset: u64, len: usize) -> (Option<FolioRef<'_>>, bool) {
-        match self.lookup_for_read(offset, len, None) {
-            (ReadHit::Found(f), sequential) => (Some(f), sequential),
-            (_, sequential) => (None, sequential),
-        }
-    }
-
-    /// The read path's hit (`filemap_read`'s first lookup): copies the
-    /// `buf.len()` bytes from file byte `offset` into `buf` with no
-    /// reference on their folio when it can ([`ReadHit::Copied`]: the
-    /// whole request inside one uptodate folio, with no flag for the slow
-    /// path to act on and no activation due; with
-    /// [`CacheBuilder::unreferenced_hits`](crate::CacheBuilder::unreferenced_hits)),
-    /// else returns the folio with
-    /// a reference, or that none is there; and whether the read continues
-    /// this thread's previous read of this mapping, as
-    /// [`get_for_read`](Self::get_for_read).
-    pub(crate) fn read_hit(&self, offset: u64, buf: &mut [u8]) -> (ReadHit<'_>, bool) {
-        let len = buf.len();
-        self.lookup_for_read(offset, len, Some(buf))
-    }
-
-    /// [`get_for_read`](Self::get_for_read) and [`read_hit`](Self::read_hit).
+    /// path's hit (`filemap_read`'s first lookup) and a pin's (`pin.rs`).
+    /// `None` for a hole or a shadow. Also says whether the read continues
+    /// this thread's previous read of this mapping (the read path then does
+    /// not count a second access to the folio where that one ended).
     ///
     /// Unless the read continues this thread's previous read, the first
     /// bytes of the read are prefetched as soon as the index walk ends,
@@ -585,12 +560,7 @@ impl Mapping {
     /// instead of following it.
     /// A sequential reader is left to the hardware prefetcher: prefetching
     /// its next page cost it throughput.
-    fn lookup_for_read(
-        &self,
-        offset: u64,
-        len: usize,
-        mut copy: Option<&mut [u8]>,
-    ) -> (ReadHit<'_>, bool) {
+    pub(crate) fn get_for_read(&self, offset: u64, len: usize) -> (Option<FolioRef<'_>>, bool) {
         thread_local! {
             /// The mapping and the byte where this thread's last read ended.
             static NEXT: std::cell::Cell<(usize, u64)> = const { std::cell::Cell::new((0, u64::MAX)) };
@@ -603,32 +573,17 @@ impl Mapping {
         // A 2 MiB folio where a walk last found one: checked as a walk's
         // find is, so a stale hint only costs the walk that follows. Its
         // data is prefetched first, before anything orders this thread's
-        // loads (the hint names a page whatever it holds now).
-        let first = index & !((1u64 << MAX_ORDER) - 1);
-        let hint = self
-            .huge
-            .get(index)
-            .and_then(|p| Some((p, cache.table.get(p)?)));
-        if let Some((_, f)) = hint.filter(|_| !sequential) {
-            self.prefetch(f, first, offset, len);
-        }
-        // With hits that take no reference, the hit announces the folio in
-        // this thread's reader slot before it checks the descriptor, and
-        // stays so over the copy: a folio checked after it keeps its pages
-        // until it ends, whatever happens to the folio meanwhile
-        // (`limbo.rs`). Without a slot, the hit takes a reference. A
-        // referenced hit on a hint needs no epoch pin (the hints and the
-        // descriptors live as long as the cache, and the reference is the
-        // check): only the walk takes one.
-        let unreferenced = cache.unreferenced_hits;
-        let mut reader = None;
-        if let Some((page, f)) = hint {
-            if unreferenced {
-                reader = cache.limbo.reader(page as u32);
+        // loads (the hint names a page whatever it holds now). A hit on a
+        // hint needs no epoch pin (the hints and the descriptors live as
+        // long as the cache, and the reference is the check): only the
+        // walk takes one.
+        if let Some(f) = self.huge.get(index).and_then(|p| cache.table.get(p)) {
+            if !sequential {
+                let first = index & !((1u64 << MAX_ORDER) - 1);
+                self.prefetch(f, first, offset, len);
             }
-            let inside = reader.as_ref().zip(copy.as_deref_mut());
-            if let Some(hit) = self.hit_on(f, first, offset, inside, sequential) {
-                return (hit, sequential);
+            if let Some(r) = self.try_ref(f, index) {
+                return (Some(r), sequential);
             }
         }
         let guard = self.xa.pin();
@@ -636,7 +591,7 @@ impl Mapping {
             match self.xa.load_ref_with_start(index, &guard) {
                 None | Some((EntryRef::Value(_), _)) => {
                     self.huge.note(index, None, || self.size());
-                    return (ReadHit::Absent, sequential);
+                    return (None, sequential);
                 }
                 Some((EntryRef::Item(f), first)) => {
                     let found = cache.table.page_of(f).map(|page| (f.order(), page));
@@ -644,127 +599,13 @@ impl Mapping {
                     if !sequential {
                         self.prefetch(f, first, offset, len);
                     }
-                    if let Some((_, page)) = found.filter(|_| unreferenced) {
-                        match reader.as_mut() {
-                            Some(r) => r.move_to(page as u32),
-                            None => reader = cache.limbo.reader(page as u32),
-                        }
-                    }
-                    let inside = reader.as_ref().zip(copy.as_deref_mut());
-                    let hit = self.hit_on(f, first, offset, inside, sequential);
-                    if let Some(hit) = hit {
-                        return (hit, sequential);
+                    if let Some(r) = self.try_ref(f, index) {
+                        return (Some(r), sequential);
                     }
                     spin_hint();
                 }
             }
         }
-    }
-
-    /// A hit on `f`, found by the walk (under the caller's epoch pin; it
-    /// reported `first` as its first index) or by the hints (which expect
-    /// it there), for a read at `offset`, its first bytes prefetched by
-    /// the caller: with `copy` (the caller's hit announced, and its
-    /// buffer), the bytes copied with no reference
-    /// ([`copy_unreferenced`](Self::copy_unreferenced)), else `f` with a
-    /// reference if it is this mapping's folio at `index`; `None` if
-    /// neither.
-    #[inline(always)]
-    fn hit_on<'m>(
-        &'m self,
-        f: &Folio,
-        first: u64,
-        offset: u64,
-        copy: Option<(&Reader<'_>, &mut [u8])>,
-        sequential: bool,
-    ) -> Option<ReadHit<'m>> {
-        let index = offset / PAGE;
-        if let Some((inside, buf)) = copy {
-            if self.copy_unreferenced(inside, f, first, offset, buf, sequential) {
-                return Some(ReadHit::Copied);
-            }
-        }
-        self.try_ref(f, index).map(ReadHit::Found)
-    }
-
-    /// Copies `buf.len()` bytes from file byte `offset` out of `f`, named
-    /// by the walk (which reported `first` as its first
-    /// index) or by the hints (which expect it to start there), with no
-    /// reference on it, inside the hit `inside` announced: if `f` is this
-    /// mapping's folio starting at `first` and covering the whole range,
-    /// uptodate, with neither `READAHEAD` nor `DROPBEHIND` (the slow path
-    /// acts on those), and the access needs no activation (which moves the
-    /// folio between lists: the referenced path does it). Sets
-    /// `REFERENCED` on a first access. Returns whether it copied.
-    ///
-    /// Why the bytes are this file's: the checks read `f`'s identity and
-    /// flags after the hit was announced; `UPTODATE`, read with acquire,
-    /// is set with release after the bytes were filled. A folio's mapping is set
-    /// just before it is stored in the index and cleared, under the index
-    /// lock, when it is removed, before it is freed: so a folio found with
-    /// this mapping at `index` is in the index, or is being removed by a
-    /// call this read races (a descriptor freed and reused since the walk
-    /// or the hint named it is refused, or is this mapping's at `index`,
-    /// which is as good). Its pages go back to the arena only after every
-    /// hit in flight when it was freed has ended (`limbo.rs`), `inside`
-    /// among them, so nothing allocates them, fills them or gives them
-    /// back to the OS during the copy: the copy reads the bytes the folio
-    /// held when it was in this file, as a referenced copy racing the same
-    /// removal would. A writer may write into it meanwhile, with `copy`'s
-    /// shared functions, as against a referenced reader. The copy's
-    /// address comes from `first`, which the check found equal to the
-    /// folio's index: it does not wait for the descriptor's load, only the
-    /// checks do, which the CPU predicts.
-    #[inline]
-    fn copy_unreferenced(
-        &self,
-        inside: &Reader<'_>,
-        f: &Folio,
-        first: u64,
-        offset: u64,
-        buf: &mut [u8],
-        sequential: bool,
-    ) -> bool {
-        let cache = self.inner();
-        let index = offset / PAGE;
-        let ff = f.flags();
-        let end = offset + buf.len() as u64;
-        if f.mapping() != self.id()
-            || f.index() != first
-            || !f.contains(index)
-            || !serves_hit(f, ff, end)
-        {
-            return false;
-        }
-        let within = offset - first * PAGE;
-        // A read that goes on in the folio where this thread's previous
-        // read ended is not a new access (as `File::read_counted`'s).
-        if !(sequential && within > 0) {
-            match Access::of(ff) {
-                Access::Nothing => {}
-                Access::Reference => f.set_if_clear(FolioFlags::REFERENCED),
-                Access::Activate => return false,
-            }
-        }
-        let Some(page) = cache.table.page_of(f) else {
-            return false;
-        };
-        if !inside.covers(&cache.limbo, page as u32) {
-            return false;
-        }
-        let src = cache.arena.page_ptr(PageId::new(page as u32)).as_ptr();
-        // SAFETY: `f` covered `index` in this mapping, checked inside the
-        // hit `inside` announced in this cache, and was uptodate (acquire):
-        // its `size` bytes from `src` are initialised arena memory, and
-        // stay out of the allocator until `inside` is dropped
-        // (`limbo.rs`); `within + buf.len()` lies inside them; `buf` is a
-        // distinct caller buffer. A writer may copy into them meanwhile:
-        // both sides use `copy`'s shared functions, whose accesses are
-        // defined under that race.
-        unsafe {
-            crate::copy::copy_from_shared(src.add(within as usize), buf.as_mut_ptr(), buf.len())
-        };
-        true
     }
 
     /// Prefetches up to [`PREFETCH_BYTES`] from file byte `offset`, in
@@ -1762,42 +1603,31 @@ impl Mapping {
         let cache = self.inner();
         let end = offset.saturating_add(buf.len() as u64).min(size);
         // The common hit: the whole request inside one cached folio. One
-        // lockless lookup and the copy, with no reference taken when the
-        // folio needs nothing else (`Mapping::read_hit`); no batch, no
-        // range walk.
+        // lockless lookup, no batch, no range walk.
         // (It leaves the readahead state alone, `prev_pos` included: a hit
         // writes nothing other threads read. A marker or a dropbehind
         // folio takes the batch path, which starts the next window or
         // deals with the flag.)
-        let n = (end - offset) as usize;
-        let (hit, sequential) = self.read_hit(offset, &mut buf[..n]);
+        let (hit, sequential) = self.get_for_read(offset, (end - offset) as usize);
         // No folio at `offset` a moment ago: the miss path need not look
         // again before it reads.
-        let mut absent = matches!(hit, ReadHit::Absent);
-        match hit {
-            ReadHit::Copied => {
+        let mut absent = hit.is_none();
+        if let Some(f) = hit {
+            let start = f.index() * PAGE;
+            let ff = f.flags();
+            if serves_hit(&f, ff, end) {
+                // A read that goes on in the folio where this thread's
+                // previous read ended is not a new access.
+                if !(sequential && offset > start) {
+                    cache.lru().mark_accessed(&f, ff);
+                }
+                let n = (end - offset) as usize;
+                self.copy_out(&f, (offset - start) as usize, &mut buf[..n]);
                 if !started {
                     cache.stats.hits.add(1);
                 }
                 return Ok(n);
             }
-            ReadHit::Found(f) => {
-                let start = f.index() * PAGE;
-                let ff = f.flags();
-                if serves_hit(&f, ff, end) {
-                    // A read that goes on in the folio where this thread's
-                    // previous read ended is not a new access.
-                    if !(sequential && offset > start) {
-                        cache.lru().mark_accessed(&f, ff);
-                    }
-                    self.copy_out(&f, (offset - start) as usize, &mut buf[..n]);
-                    if !started {
-                        cache.stats.hits.add(1);
-                    }
-                    return Ok(n);
-                }
-            }
-            ReadHit::Absent => {}
         }
         if self.memfile {
             return Ok(self.read_mem(buf, offset, end));
@@ -2037,16 +1867,6 @@ pub(crate) fn serves_hit(f: &Folio, ff: FolioFlags, end: u64) -> bool {
     ff.contains(FolioFlags::UPTODATE)
         && !ff.intersects(FolioFlags::READAHEAD.union(FolioFlags::DROPBEHIND))
         && end <= (f.index() + f.nr_pages()) * PAGE
-}
-
-/// What [`Mapping::read_hit`] found.
-pub(crate) enum ReadHit<'m> {
-    /// It copied the bytes, without a reference.
-    Copied,
-    /// The folio at the offset, with a reference, for the read path.
-    Found(FolioRef<'m>),
-    /// No folio there (a hole or a shadow).
-    Absent,
 }
 
 /// How many times a read that stopped short of a backing that is longer

@@ -13,22 +13,18 @@
 //! The table is a hint, never the truth. A slot is written (relaxed) when
 //! a walk finds a 2 MiB folio there, cleared when a walk finds anything
 //! else, and never kept up to date by removal, splits or reuse: a hit that
-//! reads a slot checks the descriptor it names exactly as it checks one a
-//! walk found (its mapping, its first index, that it covers the read,
-//! that it is uptodate; or, on the referenced path, after taking its
-//! reference), and walks when a check fails. What makes a descriptor that
-//! passes those checks as good as the walk's is the same as for a
-//! descriptor the walk found and that was reused since: a folio's mapping
-//! is set just before it is stored in the index and cleared, under the
-//! index lock, when it is removed, before the folio is freed; so a folio
+//! reads a slot takes a reference on the descriptor it names and checks it
+//! exactly as it checks one a walk found (its mapping, that it covers the
+//! index; then that it is uptodate and covers the read), and walks when a
+//! check fails. What makes a descriptor that passes those checks as good as
+//! the walk's is the same as for a descriptor the walk found and that was
+//! reused since: a folio's mapping is set just before it is stored in the
+//! index and cleared, under the index lock, when it is removed, before the
+//! folio is freed, and the reference keeps it from being freed; so a folio
 //! found with this mapping at this index is in the index, or is being
-//! removed by a call the read races. With hits that take no reference, the
-//! pages it copies from go back to the arena only after the hit ends
-//! (its reader slot, `limbo.rs`): the mapping's clear precedes the
-//! retire, and the hit checks the descriptor only after it announced
-//! itself (the slot is read before, for the prefetch: it only names a
-//! page). A slot names a descriptor of the cache's own
-//! table only (checked), so a slot from any time names some descriptor.
+//! removed by a call the read races. A slot names a descriptor of the
+//! cache's own table only (checked), so a slot from any time names some
+//! descriptor.
 //!
 //! The table has one slot per 2 MiB of the file's size when it is made (on
 //! the first 2 MiB folio a walk finds), rounded up to a power of two and

@@ -163,7 +163,6 @@ mod flags;
 mod folio;
 mod huge_hints;
 mod kick;
-mod limbo;
 mod lru;
 // Unsafe: a pin lends a folio's bytes as a slice, across threads.
 #[allow(unsafe_code)]

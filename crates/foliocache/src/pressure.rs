@@ -573,20 +573,18 @@ impl CacheInner {
     /// [`CacheStats::pressure_shrinks`]: crate::CacheStats::pressure_shrinks
     pub(crate) fn shrink_for_pressure(&self, pages: usize, floor: usize) {
         let a = &self.arena;
-        let used = a.capacity_pages() - self.free_pages();
+        let used = a.capacity_pages() - a.free_pages();
         let target = used.min(a.limit_pages()).saturating_sub(pages).max(floor);
         if target < a.limit_pages() {
             a.set_limit_pages(target);
         }
-        let mut used = a.capacity_pages() - self.free_pages();
+        let mut used = a.capacity_pages() - a.free_pages();
         while used > target {
             if self.reclaim((used - target) as u64) == 0 {
                 break;
             }
-            used = a.capacity_pages() - self.free_pages();
+            used = a.capacity_pages() - a.free_pages();
         }
-        // Freed folios' pages first: only the arena's free pages go back.
-        self.limbo.settle(a, crate::limbo::SETTLE_BRIEF);
         let released = a.release_free();
         self.stats.pressure_shrinks.fetch_add(1, Ordering::Relaxed);
         log::info!(

@@ -29,19 +29,6 @@ struct Padded(StatU64);
 /// Shards a thread can own alone (one bit each of [`OWNED`]).
 const OWNED_SHARDS: usize = 32;
 
-/// Reader slots of a cache (`limbo.rs`): one per shard a thread can own,
-/// the thread's own.
-pub(crate) const SLOTS: usize = OWNED_SHARDS;
-
-/// The shard this thread owns alone, if it owns one: its reader slot's
-/// number (`limbo.rs`).
-#[cfg(not(loom))]
-#[inline]
-pub(crate) fn owned_shard() -> Option<usize> {
-    let (i, owned) = shard::current();
-    owned.then_some(i)
-}
-
 /// Shards the threads past those share.
 const SHARED_SHARDS: usize = 4;
 

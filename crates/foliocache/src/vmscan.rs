@@ -173,19 +173,10 @@ impl CacheInner {
     /// cache pays one isolation (one LRU lock hold) and one shadow trim per
     /// batch of misses, not per miss. (In a small cache the batch is at
     /// most a 128th of the capacity: reclaim there stays close to the
-    /// exact LRU the workingset tests check.) The pages of folios freed
-    /// lately and waiting out their grace period (`limbo.rs`) count
-    /// against `want`: they come back once the hits of their time end,
-    /// and evicting data the cache can keep would cost a miss.
+    /// exact LRU the workingset tests check.)
     pub(crate) fn direct_reclaim(&self, want: u64) -> u64 {
         let batch = (self.arena.capacity_pages() as u64 / 128).min(ISOLATE_BATCH as u64);
-        // (The batch's surplus too: pages in limbo are the surplus a
-        // batch before left, on their way back.)
-        let limbo = self.limbo.pages() as u64;
-        if want <= limbo {
-            return 0;
-        }
-        self.reclaim(want.max(batch).saturating_sub(limbo))
+        self.reclaim(want.max(batch))
     }
 
     /// Takes up to [`ISOLATE_BATCH`] folios, about `want` pages, off the

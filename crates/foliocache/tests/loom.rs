@@ -1,7 +1,6 @@
 //! Loom models of the cache's concurrency protocols: the speculative
 //! lookup against removal (`filemap_get_entry` against
-//! `filemap_remove_folio`), a hit with no reference against eviction and
-//! reuse of its page (`limbo.rs`), readers racing to fill
+//! `filemap_remove_folio`), readers racing to fill
 //! one folio, with and without a failing read, readahead's marker and
 //! completions, an uncached read's drop at its end against another
 //! reader (`folio_end_dropbehind`), a write against reclaim (a dirty folio is
@@ -105,17 +104,10 @@ fn data(tag: u8) -> Vec<u8> {
 /// and the windows' extra steps multiply (a)'s states). Readahead has its
 /// own models, (d) and (e).
 fn cache(pages: usize) -> Cache {
-    cache_hits(pages, false)
-}
-
-/// [`cache`], with hits that take no reference when `unreferenced`
-/// (`CacheBuilder::unreferenced_hits`).
-fn cache_hits(pages: usize, unreferenced: bool) -> Cache {
     Cache::builder()
         .capacity(pages * PAGE)
         .populate(Populate::Lazy)
         .readahead(ReadaheadConfig::disabled())
-        .unreferenced_hits(unreferenced)
         .build()
         .unwrap()
 }
@@ -313,7 +305,16 @@ fn a_read_races_eviction_of_the_same_page() {
     // it never copies another file's bytes.
     model("a_read_races_eviction_of_the_same_page", 3, || {
         let (c, a, b) = one_page_cache_holding_a();
-        read_a_while_b_evicts_it(c, a, b);
+        let (evict, read) = race_reads(&a, &b);
+        assert!(evict.is_ok() || is_oom(&evict), "{evict:?}");
+        assert!(read.is_ok() || is_oom(&read), "{read:?}");
+        assert!(
+            check_accounting(&c, &[&a, &b]) <= 1,
+            "two folios in one page"
+        );
+        check_settled(&a);
+        check_settled(&b);
+        check_closed(&c, vec![a, b]);
     });
 }
 
@@ -330,54 +331,6 @@ fn race_reads(a: &File, b: &File) -> (io::Result<()>, io::Result<()>) {
             move || read_page(&a, 0xa)
         },
     )
-}
-
-/// A's page 0 read while B's read evicts A's folio from the one-page
-/// cache and takes its page: each read gets its own file's bytes or runs
-/// out of memory, and the cache ends consistent.
-fn read_a_while_b_evicts_it(c: Cache, a: File, b: File) {
-    let (evict, read) = race_reads(&a, &b);
-    assert!(evict.is_ok() || is_oom(&evict), "{evict:?}");
-    assert!(read.is_ok() || is_oom(&read), "{read:?}");
-    assert!(
-        check_accounting(&c, &[&a, &b]) <= 1,
-        "two folios in one page"
-    );
-    check_settled(&a);
-    check_settled(&b);
-    check_closed(&c, vec![a, b]);
-}
-
-#[test]
-fn a_hit_without_a_reference_races_eviction_and_reuse_for_another_file() {
-    // A's folio is active, so A's read is a hit that takes no reference
-    // (`Mapping::read_hit`): it holds only its reader slot (`limbo.rs`,
-    // the same protocol under loom) while B's read evicts the folio
-    // and needs its page for B's bytes. The page must not be refilled
-    // while the hit copies from it: A's reader gets A's bytes, or (having
-    // found the folio gone) fills a new one or runs out of memory; never
-    // B's bytes.
-    model(
-        "a_hit_without_a_reference_races_eviction_and_reuse_for_another_file",
-        3,
-        || {
-            let c = cache_hits(1, true);
-            let a = mem_file(&c, 0xa);
-            let b = mem_file(&c, 0xb);
-            read_page(&a, 0xa).unwrap();
-            // The second access activates it; later hits need nothing
-            // more from the folio than its bytes.
-            read_page(&a, 0xa).unwrap();
-            assert!(
-                a.mapping()
-                    .get_folio(0, FgpFlags::empty())
-                    .unwrap()
-                    .test(FolioFlags::ACTIVE),
-                "A's folio should be active"
-            );
-            read_a_while_b_evicts_it(c, a, b);
-        },
-    );
 }
 
 #[test]
@@ -832,13 +785,9 @@ fn g_write_races_reclaim() {
 // other half: a thread locking a folio that reclaim is removing.
 
 /// Sets up (h1): an empty one-page cache and two one-page files; A's first
-/// backing read fails when `fail_a`; hits take no reference when
-/// `unreferenced` (`CacheBuilder::unreferenced_hits`).
-fn h_setup(
-    fail_a: bool,
-    unreferenced: bool,
-) -> (Cache, Arc<FaultyBacking<MemBacking>>, File, File) {
-    let c = cache_hits(1, unreferenced);
+/// backing read fails when `fail_a`.
+fn h_setup(fail_a: bool) -> (Cache, Arc<FaultyBacking<MemBacking>>, File, File) {
+    let c = cache(1);
     let faulty = Arc::new(FaultyBacking::new(MemBacking::with_data(data(0xa))));
     if fail_a {
         faulty.fail_nth_read(1, libc::EIO);
@@ -856,8 +805,8 @@ fn h_setup(
 /// unreferenced it may evict it. With `fail_a`, A's fill fails and A's
 /// reader removes its locked folio (off the LRU too) while B's reclaim may
 /// be scanning the list. Every byte copied is the file's own.
-fn h1_model(fail_a: bool, unreferenced: bool) {
-    let (c, faulty, a, b) = h_setup(fail_a, unreferenced);
+fn h1_model(fail_a: bool) {
+    let (c, faulty, a, b) = h_setup(fail_a);
     let (rb, ra) = race_reads(&a, &b);
     assert!(rb.is_ok() || is_oom(&rb), "{rb:?}");
     match &ra {
@@ -890,29 +839,15 @@ fn h1_model(fail_a: bool, unreferenced: bool) {
 #[test]
 fn h_reclaim_skips_a_folio_locked_for_its_fill() {
     model("h_reclaim_skips_a_folio_locked_for_its_fill", 2, || {
-        h1_model(false, false)
+        h1_model(false)
     });
 }
 
 #[test]
 fn h_reclaim_races_a_failed_fill_leaving_the_lru() {
     model("h_reclaim_races_a_failed_fill_leaving_the_lru", 2, || {
-        h1_model(true, false)
+        h1_model(true)
     });
-}
-
-/// (h1) with hits that take no reference: A's folio, never uptodate, goes
-/// straight back to the arena when its fill fails (only a folio a hit
-/// could copy from waits out a grace period), and B's reclaim or
-/// allocation may take its page at once; B still reads only its own bytes
-/// and nothing is left over.
-#[test]
-fn h_a_failed_fill_is_freed_at_once_with_hits_without_a_reference() {
-    model(
-        "h_a_failed_fill_is_freed_at_once_with_hits_without_a_reference",
-        2,
-        || h1_model(true, true),
-    );
 }
 
 /// (h2): truncation locks A's cached folio to zero its tail (a shrink to

@@ -131,10 +131,6 @@ pub struct FolioOptions {
     /// copying them out: copied from the pin to the buffer, or, with
     /// `--consume`, summed in place.
     pub pin: bool,
-    /// Hits copy with no reference on their folio
-    /// (`hits=unreferenced|referenced`; referenced by default, as the
-    /// library: `CacheBuilder::unreferenced_hits`).
-    pub unreferenced_hits: bool,
 }
 
 impl Default for FolioOptions {
@@ -149,7 +145,6 @@ impl Default for FolioOptions {
             grab: Insert::Batched,
             huge: true,
             pin: false,
-            unreferenced_hits: false,
         }
     }
 }
@@ -393,8 +388,7 @@ fn parse_qd(kind: EngineKind, v: &str) -> Result<usize, String> {
 fn parse_folio_option(opt: &str, folio: &mut FolioOptions) -> Result<(), String> {
     const SUPPORTED: &str = "supported: populate=eager|lazy, folio=SIZE, \
                              insert=batched|single, ra=SIZE|kernel|off, io=uring|threads|auto, \
-                             dontcache, grab=batched|single, huge=on|off, pin, \
-                             hits=referenced|unreferenced, qd=N";
+                             dontcache, grab=batched|single, huge=on|off, pin, qd=N";
     let (key, value) = match opt.split_once('=') {
         Some((k, v)) => (k.trim(), Some(v.trim())),
         None => (opt, None),
@@ -433,11 +427,9 @@ fn parse_folio_option(opt: &str, folio: &mut FolioOptions) -> Result<(), String>
         ("grab", Some("single")) => folio.grab = Insert::Single,
         ("huge", Some("on")) => folio.huge = true,
         ("huge", Some("off")) => folio.huge = false,
-        ("hits", Some("referenced")) => folio.unreferenced_hits = false,
-        ("hits", Some("unreferenced")) => folio.unreferenced_hits = true,
         (
             "populate" | "folio" | "insert" | "ra" | "io" | "dontcache" | "grab" | "huge" | "pin"
-            | "hits" | "qd",
+            | "qd",
             _,
         ) => {
             return Err(format!(
@@ -622,13 +614,6 @@ mod tests {
         assert_eq!(s.folio.max_folio, Some(4096));
         assert_eq!(s.folio.grab, Insert::Single);
         assert!(EngineSpec::parse("foliocache[huge=on]").unwrap().folio.huge);
-        assert!(!plain.folio.unreferenced_hits);
-        let s = EngineSpec::parse("foliocache[hits=unreferenced]").unwrap();
-        assert!(s.folio.unreferenced_hits);
-        let s = EngineSpec::parse("foliocache[hits=referenced]").unwrap();
-        assert!(!s.folio.unreferenced_hits);
-        let e = EngineSpec::parse("foliocache[hits=none]").unwrap_err();
-        assert!(e.contains("bad option `hits=none`"), "{e}");
         for bad in ["foliocache[huge]", "foliocache[huge=no]"] {
             let e = EngineSpec::parse(bad).unwrap_err();
             assert!(e.contains("bad option") && e.contains("huge=on|off"), "{e}");

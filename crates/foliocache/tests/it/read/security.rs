@@ -387,22 +387,6 @@ fn files_read_concurrently_through_a_small_cache_never_see_each_others_bytes() {
     read_files_concurrently(cache(40 * PAGE, 4 * PAGE, Populate::Lazy));
 }
 
-#[test]
-fn hits_without_a_reference_never_see_another_files_bytes_under_eviction() {
-    // The same through hits that copy under their pin alone, while every
-    // folio they copy from may be evicted and its pages reused for another
-    // file (`limbo.rs`).
-    read_files_concurrently(
-        Cache::builder()
-            .capacity(40 * PAGE)
-            .max_folio_size(4 * PAGE)
-            .populate(Populate::Lazy)
-            .unreferenced_hits(true)
-            .build()
-            .unwrap(),
-    );
-}
-
 /// Four files, two over O_DIRECT files and two in memory, each byte
 /// tagged with its file, read at random by 8 threads through `c`: every
 /// read returns its own file's bytes, and nothing leaks.
@@ -510,63 +494,55 @@ const HUGE: usize = 2 << 20;
 /// A is truncated away and file B fills the same pages. A, grown back as a
 /// hole, reads zeros, not B's bytes; written again with new bytes (in
 /// pages B's folios leave), it reads those, never B's nor its old ones
-/// nor another block's. Both ways a hit copies.
+/// nor another block's.
 #[test]
 fn a_hit_where_a_2m_folio_was_never_returns_what_took_its_place() {
     const BLOCKS: usize = 8;
     let span = (BLOCKS * HUGE) as u64;
     let offsets =
         || (0..BLOCKS as u64).flat_map(|k| [k * HUGE as u64 + 5 * P, k * HUGE as u64 + 77]);
-    for unreferenced in [false, true] {
-        let what = if unreferenced {
-            "unreferenced"
-        } else {
-            "referenced"
-        };
-        // A write's piece is at most an eighth of the cache: 2 MiB here,
-        // so each aligned 2 MiB written is one folio, and 8 fill the arena.
-        let c = Cache::builder()
-            .capacity(BLOCKS * HUGE)
-            .max_folio_size(HUGE)
-            .unreferenced_hits(unreferenced)
-            .build()
-            .unwrap();
-        let a_old = a_bytes(BLOCKS * HUGE, 1);
-        let a = c.open_backing(MemBacking::new()).unwrap();
-        a.write_all_at(&a_old, 0).unwrap();
-        assert_eq!(c.stats().folios, BLOCKS as u64, "{what}: A in 2 MiB folios");
-        for off in offsets() {
-            expect_bytes(&a, &a_old, off, 3000, what);
-        }
-        a.set_len(0).unwrap();
-        let b_data = b_bytes(BLOCKS * HUGE, 2);
-        let b = c.open_backing(MemBacking::new()).unwrap();
-        b.write_all_at(&b_data, 0).unwrap();
-        let s = c.stats();
-        assert_eq!(
-            (s.folios, s.bytes_cached),
-            (BLOCKS as u64, span),
-            "{what}: B in all of it"
-        );
-        a.set_len(span).unwrap();
-        let zeros = vec![0u8; BLOCKS * HUGE];
-        for off in offsets() {
-            expect_bytes(&a, &zeros, off, 3000, &format!("{what}, A a hole"));
-        }
-        // Bytes of neither, a different one in each block.
-        let a_new: Vec<u8> = (0..BLOCKS * HUGE)
-            .map(|i| ((i / HUGE) as u8 * 16 + (i % 13) as u8) | 0x80)
-            .collect();
-        a.write_all_at(&a_new, 0).unwrap();
-        for off in offsets() {
-            expect_bytes(&a, &a_new, off, 3000, &format!("{what}, A rewritten"));
-        }
-        for off in offsets() {
-            expect_bytes(&b, &b_data, off, 3000, &format!("{what}, B"));
-        }
-        drop((a, b));
-        check_consistent(&c);
+    // A write's piece is at most an eighth of the cache: 2 MiB here,
+    // so each aligned 2 MiB written is one folio, and 8 fill the arena.
+    let c = Cache::builder()
+        .capacity(BLOCKS * HUGE)
+        .max_folio_size(HUGE)
+        .build()
+        .unwrap();
+    let a_old = a_bytes(BLOCKS * HUGE, 1);
+    let a = c.open_backing(MemBacking::new()).unwrap();
+    a.write_all_at(&a_old, 0).unwrap();
+    assert_eq!(c.stats().folios, BLOCKS as u64, "A in 2 MiB folios");
+    for off in offsets() {
+        expect_bytes(&a, &a_old, off, 3000, "A");
     }
+    a.set_len(0).unwrap();
+    let b_data = b_bytes(BLOCKS * HUGE, 2);
+    let b = c.open_backing(MemBacking::new()).unwrap();
+    b.write_all_at(&b_data, 0).unwrap();
+    let s = c.stats();
+    assert_eq!(
+        (s.folios, s.bytes_cached),
+        (BLOCKS as u64, span),
+        "B in all of it"
+    );
+    a.set_len(span).unwrap();
+    let zeros = vec![0u8; BLOCKS * HUGE];
+    for off in offsets() {
+        expect_bytes(&a, &zeros, off, 3000, "A a hole");
+    }
+    // Bytes of neither, a different one in each block.
+    let a_new: Vec<u8> = (0..BLOCKS * HUGE)
+        .map(|i| ((i / HUGE) as u8 * 16 + (i % 13) as u8) | 0x80)
+        .collect();
+    a.write_all_at(&a_new, 0).unwrap();
+    for off in offsets() {
+        expect_bytes(&a, &a_new, off, 3000, "A rewritten");
+    }
+    for off in offsets() {
+        expect_bytes(&b, &b_data, off, 3000, "B");
+    }
+    drop((a, b));
+    check_consistent(&c);
 }
 
 /// [`read_files_concurrently`] with 2 MiB folios: threads write whole
@@ -574,61 +550,58 @@ fn a_hit_where_a_2m_folio_was_never_returns_what_took_its_place() {
 /// when it is not cached), read whole blocks, and read short pieces at
 /// random, through a cache that holds four fifths of the data, so that 2
 /// MiB folios are evicted and their pages reused for other files while
-/// hits look where walks last found them. Both ways a hit copies.
+/// hits look where walks last found them.
 #[test]
 fn files_in_2m_folios_read_concurrently_never_see_each_others_bytes() {
-    for unreferenced in [false, true] {
-        // A write's piece is at most an eighth of the cache: 2 MiB here.
-        let c = Cache::builder()
-            .capacity(8 * HUGE)
-            .max_folio_size(HUGE)
-            .populate(Populate::Lazy)
-            .unreferenced_hits(unreferenced)
-            .build()
-            .unwrap();
-        let opened: Vec<(File, Vec<u8>)> = (0..3u64)
-            .map(|id| {
-                let data = tagged_bytes(id, 3 * HUGE + 4096 * id as usize + 1);
-                let f = c.open_backing(MemBacking::new()).unwrap();
-                f.write_all_at(&data, 0).unwrap();
-                (f, data)
-            })
-            .collect();
-        std::thread::scope(|s| {
-            for t in 0..4u64 {
-                let opened = &opened;
-                s.spawn(move || {
-                    let mut rng = StdRng::seed_from_u64(2000 + t);
-                    let mut buf = vec![0u8; HUGE + 64];
-                    for i in 0..300 {
-                        let id = rng.gen_range(0..opened.len());
-                        let (f, data) = &opened[id];
-                        let block = rng.gen_range(0..data.len() / HUGE) * HUGE;
-                        if i % 8 == 0 {
-                            f.write_all_at(&data[block..block + HUGE], block as u64)
-                                .unwrap();
-                            continue;
-                        }
-                        let (off, n) = if i % 8 == 1 {
-                            (block as u64, HUGE)
-                        } else {
-                            let n = rng.gen_range(1..3 * PAGE);
-                            (rng.gen_range(0..data.len() as u64), n)
-                        };
-                        let shift = rng.gen_range(0..64);
-                        let dst = &mut buf[shift..shift + n];
-                        let got = f.read_at(dst, off).unwrap();
-                        let want = data.len().saturating_sub(off as usize).min(n);
-                        assert_eq!(got, want, "file {id} at {off}+{n}");
-                        assert!(
-                            dst[..got] == data[off as usize..off as usize + got],
-                            "file {id} at {off}+{n} (unreferenced {unreferenced}): wrong bytes"
-                        );
+    // A write's piece is at most an eighth of the cache: 2 MiB here.
+    let c = Cache::builder()
+        .capacity(8 * HUGE)
+        .max_folio_size(HUGE)
+        .populate(Populate::Lazy)
+        .build()
+        .unwrap();
+    let opened: Vec<(File, Vec<u8>)> = (0..3u64)
+        .map(|id| {
+            let data = tagged_bytes(id, 3 * HUGE + 4096 * id as usize + 1);
+            let f = c.open_backing(MemBacking::new()).unwrap();
+            f.write_all_at(&data, 0).unwrap();
+            (f, data)
+        })
+        .collect();
+    std::thread::scope(|s| {
+        for t in 0..4u64 {
+            let opened = &opened;
+            s.spawn(move || {
+                let mut rng = StdRng::seed_from_u64(2000 + t);
+                let mut buf = vec![0u8; HUGE + 64];
+                for i in 0..300 {
+                    let id = rng.gen_range(0..opened.len());
+                    let (f, data) = &opened[id];
+                    let block = rng.gen_range(0..data.len() / HUGE) * HUGE;
+                    if i % 8 == 0 {
+                        f.write_all_at(&data[block..block + HUGE], block as u64)
+                            .unwrap();
+                        continue;
                     }
-                });
-            }
-        });
-        let s = check_consistent(&c);
-        assert!(s.evictions > 0, "{s:?}");
-    }
+                    let (off, n) = if i % 8 == 1 {
+                        (block as u64, HUGE)
+                    } else {
+                        let n = rng.gen_range(1..3 * PAGE);
+                        (rng.gen_range(0..data.len() as u64), n)
+                    };
+                    let shift = rng.gen_range(0..64);
+                    let dst = &mut buf[shift..shift + n];
+                    let got = f.read_at(dst, off).unwrap();
+                    let want = data.len().saturating_sub(off as usize).min(n);
+                    assert_eq!(got, want, "file {id} at {off}+{n}");
+                    assert!(
+                        dst[..got] == data[off as usize..off as usize + got],
+                        "file {id} at {off}+{n}: wrong bytes"
+                    );
+                }
+            });
+        }
+    });
+    let s = check_consistent(&c);
+    assert!(s.evictions > 0, "{s:?}");
 }
