@@ -45,9 +45,9 @@ use std::io;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use crate::arena::{Arena, PageId, Populate, MAX_ORDER, PAGE_SIZE};
+use crate::arena::{Arena, Populate, MAX_ORDER, PAGE_SIZE};
 use crate::filemap::Mapping;
-use crate::folio::{Folio, FolioFlags, FolioTable};
+use crate::folio::{Folio, FolioTable, Memory, MemoryOwner};
 use crate::lru::{LruVec, Lruv};
 use crate::pressure::PressureConfig;
 use crate::readahead::ReadaheadConfig;
@@ -90,7 +90,7 @@ const AHEAD_CHUNKS: usize = 4;
 #[cfg(not(loom))]
 fn spawn_populater(inner: &Arc<CacheInner>) -> io::Result<()> {
     let kick = Arc::new(crate::kick::Kick::default());
-    inner.arena.set_ahead(kick.clone());
+    inner.mem.arena.set_ahead(kick.clone());
     let weak = Arc::downgrade(inner);
     std::thread::Builder::new()
         .name("foliocache-populate".into())
@@ -98,7 +98,7 @@ fn spawn_populater(inner: &Arc<CacheInner>) -> io::Result<()> {
             let kicked = kick.wait(Duration::from_millis(500));
             let Some(inner) = weak.upgrade() else { return };
             if kicked {
-                inner.arena.populate_ahead(AHEAD_CHUNKS);
+                inner.mem.arena.populate_ahead(AHEAD_CHUNKS);
             }
         })?;
     Ok(())
@@ -340,14 +340,12 @@ impl CacheBuilder {
             Some(bytes) => bytes / xarray::NODE_SIZE,
             None => arena.capacity_pages() / SHADOW_PAGES_PER_NODE,
         };
-        let pages = arena.capacity_pages() as u64;
         let page = PAGE_SIZE as u64;
         let dirty_limit = self.dirty_limit.map(|b| (b as u64).div_ceil(page).max(1));
         let dirty_background = self.dirty_background.map(|b| (b as u64).div_ceil(page));
         let cache = Cache {
             inner: Arc::new(CacheInner {
-                arena,
-                table,
+                mem: Memory::new(arena, table),
                 lruvec: LruVec::new(self.refault_detection),
                 stats: Stats::default(),
                 max_order: self.max_folio_order,
@@ -366,7 +364,6 @@ impl CacheBuilder {
                 wb_pool: crate::wbpool::WbPool::new(crate::wbpool::WB_WORKERS),
                 #[cfg(loom)]
                 wb_pool: crate::wbpool::WbPool::inline(),
-                dirty_bits: crate::writeback::PageBits::new(pages as usize),
                 watch_stop: std::sync::OnceLock::new(),
             }),
         };
@@ -475,8 +472,8 @@ impl Cache {
     pub fn stats(&self) -> CacheStats {
         let i = &self.inner;
         let s = &i.stats;
-        let free = i.arena.free_pages() as u64;
-        let total = i.arena.capacity_pages() as u64;
+        let free = i.mem.arena.free_pages() as u64;
+        let total = i.mem.arena.capacity_pages() as u64;
         let live = i.live_mappings();
         CacheStats {
             hits: s.hits.sum(),
@@ -488,10 +485,10 @@ impl Cache {
             io_bytes: s.io_bytes.sum(),
             capacity_bytes: total * PAGE_SIZE as u64,
             free_bytes: free * PAGE_SIZE as u64,
-            populate_time: i.arena.populate_time(),
-            allowed_bytes: (i.arena.limit_pages() * PAGE_SIZE) as u64,
-            populated_bytes: i.arena.populated_bytes() as u64,
-            released_bytes: i.arena.released_bytes() as u64,
+            populate_time: i.mem.arena.populate_time(),
+            allowed_bytes: (i.mem.arena.limit_pages() * PAGE_SIZE) as u64,
+            populated_bytes: i.mem.arena.populated_bytes() as u64,
+            released_bytes: i.mem.arena.released_bytes() as u64,
             pressure_shrinks: s.pressure_shrinks.load(Ordering::Relaxed),
             refaults: s.refaults.sum(),
             activations: s.activations.sum(),
@@ -525,13 +522,13 @@ impl Cache {
     /// them.
     pub fn memory(&self) -> MemoryUsage {
         let i = &self.inner;
-        let pages = i.arena.capacity_pages() as u64;
+        let pages = i.mem.arena.capacity_pages() as u64;
         let live = i.live_mappings();
         MemoryUsage {
             arena_bytes: pages * PAGE_SIZE as u64,
             descriptor_bytes: pages * FolioTable::bytes_per_page() as u64,
-            allocator_bytes: i.arena.metadata_bytes() as u64,
-            dirty_bitmap_bytes: i.dirty_bits.bytes() as u64,
+            allocator_bytes: i.mem.arena.metadata_bytes() as u64,
+            dirty_bitmap_bytes: i.mem.dirty_bits.bytes() as u64,
             index_bytes: live.iter().map(|m| m.index_bytes() as u64).sum(),
             shadow_bytes: live.iter().map(|m| m.shadow_bytes() as u64).sum(),
             files: live.len() as u64,
@@ -700,8 +697,8 @@ impl MemoryUsage {
 }
 
 pub(crate) struct CacheInner {
-    pub(crate) arena: Arena,
-    pub(crate) table: FolioTable,
+    /// The arena, its descriptors and its pages' dirty bits.
+    pub(crate) mem: Memory,
     /// The LRU lists and the eviction clock ([`CacheInner::lru`]).
     lruvec: LruVec,
     pub(crate) stats: Stats,
@@ -750,12 +747,6 @@ pub(crate) struct CacheInner {
     /// The threads that carry a writeback run's writes side by side
     /// (started with the flusher, joined when the cache goes).
     pub(crate) wb_pool: crate::wbpool::WbPool,
-    /// One bit per arena page: dirty (written since its folio was last
-    /// written back). A large folio written in a few places writes back
-    /// only those pages (the kernel's per-block dirty state of iomap). A
-    /// folio's bits change only under its lock (or while it is free);
-    /// neighbouring small folios share words, hence atomic bit operations.
-    pub(crate) dirty_bits: crate::writeback::PageBits,
     /// The pressure watcher's wake-up at the drop, if it runs.
     pub(crate) watch_stop: std::sync::OnceLock<Arc<crate::pressure::WatchStop>>,
 }
@@ -778,7 +769,7 @@ impl Drop for CacheInner {
     /// that thread.
     fn drop(&mut self) {
         self.flusher.kick_surely();
-        self.arena.release_ahead();
+        self.mem.arena.release_ahead();
         if let Some(w) = self.watch_stop.get() {
             w.stop();
         }
@@ -789,19 +780,7 @@ impl CacheInner {
     /// The LRU lists' operations (`lru.rs`).
     #[inline]
     pub(crate) fn lru(&self) -> Lruv<'_> {
-        Lruv::new(&self.lruvec, &self.table, &self.stats)
-    }
-
-    pub(crate) fn folio(&self, page: u32) -> &Folio {
-        self.table
-            .get(page as usize)
-            .expect("LRU links name arena pages")
-    }
-
-    pub(crate) fn page(&self, f: &Folio) -> u32 {
-        self.table
-            .page_of(f)
-            .expect("folio from this cache's table") as u32
+        Lruv::new(&self.lruvec, &self.mem.table, &self.stats)
     }
 
     /// Allocates a folio of `order` or, failing that, of the largest smaller
@@ -822,9 +801,7 @@ impl CacheInner {
         let mut wait = AllocWait::new();
         loop {
             for o in (0..=order).rev() {
-                if let Some(p) = self.arena.alloc(o) {
-                    let f = self.folio(p.index());
-                    f.init(o, 0);
+                if let Some(f) = self.mem.alloc(o) {
                     return Ok(f);
                 }
             }
@@ -845,7 +822,7 @@ impl CacheInner {
                     "foliocache: the cache ({} bytes) is full and every folio in it stayed in \
                      use (locked, referenced, or dirty) for {:?}; use a larger capacity, fewer \
                      concurrent readers or a lower dirty limit",
-                    self.arena.capacity_bytes(),
+                    self.mem.arena.capacity_bytes(),
                     wait.waited()
                 ),
             ));
@@ -858,9 +835,7 @@ impl CacheInner {
     /// waits, through [`alloc_folio`](Self::alloc_folio)).
     pub(crate) fn try_alloc_folio(&self, order: u32) -> Option<&Folio> {
         for attempt in 0..2 {
-            if let Some(p) = self.arena.alloc(order) {
-                let f = self.folio(p.index());
-                f.init(order, 0);
+            if let Some(f) = self.mem.alloc(order) {
                 return Some(f);
             }
             if attempt == 0 && self.direct_reclaim(1 << order) == 0 {
@@ -880,75 +855,11 @@ impl CacheInner {
         n: usize,
         out: &mut Vec<&'c Folio>,
     ) -> usize {
-        let mut got = self.arena_alloc_bulk(order, n, out);
+        let mut got = self.mem.alloc_bulk(order, n, out);
         if got < n && self.direct_reclaim(((n - got) as u64) << order) > 0 {
-            got += self.arena_alloc_bulk(order, n - got, out);
+            got += self.mem.alloc_bulk(order, n - got, out);
         }
         got
-    }
-
-    /// Up to `n` folios of exactly `order` straight from the arena, in one
-    /// hold of its lock, with no reclaim: each with one reference, in no
-    /// mapping. Returns how many were added to `out`.
-    pub(crate) fn arena_alloc_bulk<'c>(
-        &'c self,
-        order: u32,
-        n: usize,
-        out: &mut Vec<&'c Folio>,
-    ) -> usize {
-        let mut pages = Vec::with_capacity(n);
-        let got = self.arena.alloc_bulk(order, n, &mut pages);
-        for p in pages {
-            let f = self.folio(p.index());
-            f.init(order, 0);
-            out.push(f);
-        }
-        got
-    }
-
-    /// Gives a folio whose last reference was dropped back to the arena.
-    pub(crate) fn free_folio(&self, f: &Folio) {
-        debug_assert_eq!(f.refcount(), 0);
-        debug_assert_eq!(f.mapping(), 0);
-        debug_assert!(!f.test(FolioFlags::LRU), "freeing a folio on a list: {f:?}");
-        let page = PageId::new(self.page(f));
-        // (Clear already, unless a dirty folio was dropped: a new owner of
-        // these pages starts clean.)
-        self.dirty_bits
-            .clear(page.index() as usize, f.nr_pages() as usize);
-        if let Err(e) = self.arena.free(page, f.order()) {
-            // The descriptor and the arena disagree: a bug, never user input.
-            log::error!("foliocache: freeing folio {f:?}: {e}");
-            debug_assert!(false, "freeing folio {f:?}: {e}");
-        }
-    }
-
-    /// Frees folios as [`free_folio`](Self::free_folio) does, giving
-    /// their pages back to the arena in one hold of its lock.
-    pub(crate) fn free_folios(&self, folios: &[&Folio]) {
-        let mut blocks = Vec::with_capacity(folios.len());
-        for f in folios {
-            debug_assert_eq!(f.refcount(), 0);
-            debug_assert_eq!(f.mapping(), 0);
-            debug_assert!(!f.test(FolioFlags::LRU), "freeing a folio on a list: {f:?}");
-            let page = PageId::new(self.page(f));
-            self.dirty_bits
-                .clear(page.index() as usize, f.nr_pages() as usize);
-            blocks.push((page, f.order()));
-        }
-        if let Err((i, e)) = self.arena.free_bulk(&blocks) {
-            // As in `free_folio`: a bug, never user input.
-            let f = folios[i];
-            log::error!("foliocache: freeing folio {f:?}: {e}");
-            debug_assert!(false, "freeing folio {f:?}: {e}");
-        }
-    }
-
-    /// Drops one reference; frees the folio if it was the last.
-    pub(crate) fn put(&self, f: &Folio) {
-        if f.put() {
-            self.free_folio(f);
-        }
     }
 
     /// Records a new file's mapping. Dead entries are pruned whenever the
@@ -998,5 +909,11 @@ impl CacheInner {
         let mut all = self.mappings.lock();
         all.retain(|w| w.strong_count() > 0);
         all.iter().filter_map(Weak::upgrade).collect()
+    }
+}
+
+impl MemoryOwner for CacheInner {
+    fn memory(&self) -> &Memory {
+        &self.mem
     }
 }

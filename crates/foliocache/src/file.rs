@@ -120,7 +120,7 @@ impl Cache {
             ra: Arc::new(Readahead::new(
                 self.inner
                     .readahead
-                    .for_capacity(self.inner.arena.capacity_pages() as u64),
+                    .for_capacity(self.inner.mem.arena.capacity_pages() as u64),
             )),
             writable: false,
             append: false,
@@ -432,7 +432,7 @@ impl File {
     /// the window state starts over. Windows are capped at an eighth of
     /// the cache (not below 128 KiB).
     pub fn set_readahead(&self, cfg: ReadaheadConfig) {
-        let cap = self.mapping.inner().arena.capacity_pages() as u64;
+        let cap = self.mapping.inner().mem.arena.capacity_pages() as u64;
         let mut st = self.ra.state.lock();
         *st = readahead::RaState::new(cfg.for_capacity(cap));
     }

@@ -515,15 +515,15 @@ impl Mapping {
     /// this mapping at `index`, which is as good.
     fn try_ref<'m>(&'m self, f: &Folio, index: u64) -> Option<FolioRef<'m>> {
         let cache = self.inner();
-        let page = cache.table.page_of(f)?;
-        let folio = cache.table.get(page)?;
+        let page = cache.mem.table.page_of(f)?;
+        let folio = cache.mem.table.get(page)?;
         if !folio.try_get() {
             return None;
         }
         if folio.mapping() == self.id() && folio.contains(index) {
-            Some(FolioRef::adopt(cache, folio))
+            Some(FolioRef::adopt(&cache.mem, folio))
         } else {
-            cache.put(folio);
+            cache.mem.put(folio);
             None
         }
     }
@@ -577,7 +577,7 @@ impl Mapping {
         // hint needs no epoch pin (the hints and the descriptors live as
         // long as the cache, and the reference is the check): only the
         // walk takes one.
-        if let Some(f) = self.huge.get(index).and_then(|p| cache.table.get(p)) {
+        if let Some(f) = self.huge.get(index).and_then(|p| cache.mem.table.get(p)) {
             if !sequential {
                 let first = index & !((1u64 << MAX_ORDER) - 1);
                 self.prefetch(f, first, offset, len);
@@ -594,7 +594,7 @@ impl Mapping {
                     return (None, sequential);
                 }
                 Some((EntryRef::Item(f), first)) => {
-                    let found = cache.table.page_of(f).map(|page| (f.order(), page));
+                    let found = cache.mem.table.page_of(f).map(|page| (f.order(), page));
                     self.huge.note(index, found, || self.size());
                     if !sequential {
                         self.prefetch(f, first, offset, len);
@@ -620,21 +620,21 @@ impl Mapping {
     #[inline]
     fn prefetch(&self, f: &Folio, first: u64, offset: u64, len: usize) {
         let cache = self.inner();
-        let Some(head) = cache.table.page_of(f) else {
+        let Some(head) = cache.mem.table.page_of(f) else {
             return;
         };
         let Some(page) = (offset / PAGE)
             .checked_sub(first)
             .and_then(|d| usize::try_from(d).ok())
             .and_then(|d| d.checked_add(head))
-            .filter(|&p| p < cache.arena.capacity_pages())
+            .filter(|&p| p < cache.mem.arena.capacity_pages())
         else {
             return;
         };
         let within = (offset % PAGE) as usize;
-        let start = cache.arena.page_ptr(PageId::new(page as u32)).as_ptr();
+        let start = cache.mem.arena.page_ptr(PageId::new(page as u32)).as_ptr();
         let start = start.wrapping_add(within);
-        let left = cache.arena.capacity_bytes() - page * PAGE as usize - within;
+        let left = cache.mem.arena.capacity_bytes() - page * PAGE as usize - within;
         let bytes = len.min(PREFETCH_BYTES).min(left);
         let mut line = 0;
         while line < bytes {
@@ -980,7 +980,7 @@ impl Mapping {
             let got = if reclaim {
                 cache.try_alloc_folios(order.min(cache.max_order), want, &mut raw)
             } else {
-                cache.arena_alloc_bulk(order, want, &mut raw)
+                cache.mem.alloc_bulk(order, want, &mut raw)
             };
             // (Dropped, never inserted, if the plan fails.) Reversed, so
             // that the pops below hand out the arena's lowest pages first:
@@ -992,7 +992,7 @@ impl Mapping {
             pools.push(
                 raw.into_iter()
                     .rev()
-                    .map(|f| LockedFolio::new_fresh(cache, f))
+                    .map(|f| LockedFolio::new_fresh(&cache.mem, f))
                     .collect(),
             );
             if got < want {
@@ -1063,7 +1063,7 @@ impl Mapping {
     pub fn new_folio(&self, order: u32) -> io::Result<LockedFolio<'_>> {
         let cache = self.inner();
         let f = cache.alloc_folio(order.min(cache.max_order))?;
-        Ok(LockedFolio::new_fresh(cache, f))
+        Ok(LockedFolio::new_fresh(&cache.mem, f))
     }
 
     /// Adds a locked folio that is in no mapping at `index` (a multiple of
@@ -1086,7 +1086,7 @@ impl Mapping {
     }
 
     fn check_new(&self, f: &Folio, index: u64) -> Result<(), AddError> {
-        if self.inner().table.page_of(f).is_none() {
+        if self.inner().mem.table.page_of(f).is_none() {
             return Err(AddError::Invalid("the folio is another cache's"));
         }
         if f.mapping() != 0 {
@@ -1476,7 +1476,7 @@ impl Mapping {
     pub(crate) fn new_folio_nowait(&self, order: u32) -> Option<LockedFolio<'_>> {
         let cache = self.inner();
         let f = cache.try_alloc_folio(order.min(cache.max_order))?;
-        Some(LockedFolio::new_fresh(cache, f))
+        Some(LockedFolio::new_fresh(&cache.mem, f))
     }
 
     /// Up to `n` new locked folios of exactly `order`, in no mapping,
@@ -1488,7 +1488,10 @@ impl Mapping {
         let cache = self.inner();
         let mut raw = Vec::with_capacity(n);
         let got = cache.try_alloc_folios(order.min(cache.max_order), n, &mut raw);
-        out.extend(raw.into_iter().map(|f| LockedFolio::new_fresh(cache, f)));
+        out.extend(
+            raw.into_iter()
+                .map(|f| LockedFolio::new_fresh(&cache.mem, f)),
+        );
         got
     }
 
@@ -1557,7 +1560,7 @@ impl Mapping {
     pub(crate) fn copy_out(&self, f: &FolioRef<'_>, from: usize, dst: &mut [u8]) {
         assert!(from + dst.len() <= (f.nr_pages() * PAGE) as usize);
         debug_assert!(f.test(FolioFlags::UPTODATE));
-        let src = self.inner().arena.page_ptr(f.page()).as_ptr();
+        let src = self.inner().mem.arena.page_ptr(f.page()).as_ptr();
         // SAFETY: the folio is uptodate and referenced: its bytes are
         // initialised, nobody writes them, and reclaim cannot free them;
         // `from + dst.len()` lies inside the folio; `dst` is a distinct
@@ -1907,7 +1910,7 @@ impl Mapping {
         src: &[u8],
     ) {
         assert_eq!(folios.len(), parts.len(), "copy_in: a part per folio");
-        let arena = &self.inner().arena;
+        let arena = &self.inner().mem.arena;
         // The run so far: where it goes, which bytes of `src`, and whether
         // its folios are fresh.
         let mut run: Option<(*mut u8, std::ops::Range<usize>, bool)> = None;
@@ -1966,7 +1969,7 @@ impl Mapping {
             from + len <= (f.nr_pages() * PAGE) as usize,
             "zero_folio past the folio's end"
         );
-        let dst = self.inner().arena.page_ptr(f.page()).as_ptr();
+        let dst = self.inner().mem.arena.page_ptr(f.page()).as_ptr();
         // SAFETY: as in `copy_in`: locked, unpinned, referenced, in bounds; readers
         // may copy the bytes meanwhile (`zero_shared`).
         unsafe { crate::copy::zero_shared(dst.add(from), len) };

@@ -36,8 +36,7 @@ use backing::{Backing, IoBuf, IoBufMut, RawBuf};
 #[cfg(not(loom))]
 use parking_lot_core::{DEFAULT_PARK_TOKEN, DEFAULT_UNPARK_TOKEN};
 
-use crate::arena::PageId;
-use crate::cache::CacheInner;
+use crate::arena::{Arena, PageId};
 use crate::sync::{fence, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 bitflags::bitflags! {
@@ -452,20 +451,20 @@ impl Folio {
 /// the last reference goes, but check [`Folio::mapping`] under the lock
 /// before relying on where it is.
 pub struct FolioRef<'m> {
-    cache: &'m CacheInner,
+    mem: &'m Memory,
     folio: &'m Folio,
 }
 
 impl<'m> FolioRef<'m> {
     /// Wraps a reference the caller already took on `folio`.
-    pub(crate) fn adopt(cache: &'m CacheInner, folio: &'m Folio) -> Self {
-        FolioRef { cache, folio }
+    pub(crate) fn adopt(mem: &'m Memory, folio: &'m Folio) -> Self {
+        FolioRef { mem, folio }
     }
 
     /// Takes another reference on `folio`, which the caller holds one on.
-    fn another(cache: &'m CacheInner, folio: &'m Folio) -> Self {
+    fn another(mem: &'m Memory, folio: &'m Folio) -> Self {
         folio.get_many(1);
-        FolioRef { cache, folio }
+        FolioRef { mem, folio }
     }
 
     /// The descriptor, for as long as the mapping lives.
@@ -475,7 +474,7 @@ impl<'m> FolioRef<'m> {
 
     /// The folio's arena page (its first).
     pub(crate) fn page(&self) -> PageId {
-        page_of(self.cache, self.folio)
+        page_of(self.mem, self.folio)
     }
 
     /// Takes the folio lock, sleeping while another thread holds it (the
@@ -506,17 +505,17 @@ impl<'m> FolioRef<'m> {
 
     /// This reference, now owned by a guard of the lock the caller took.
     fn into_locked(self) -> LockedFolio<'m> {
-        let (cache, folio) = (self.cache, self.folio);
+        let (mem, folio) = (self.mem, self.folio);
         // (The reference moves to the guard: `FolioRef` holds nothing else.)
         std::mem::forget(self);
-        LockedFolio { cache, folio }
+        LockedFolio { mem, folio }
     }
 }
 
 impl Clone for FolioRef<'_> {
     /// Another reference on the same folio.
     fn clone(&self) -> Self {
-        FolioRef::another(self.cache, self.folio)
+        FolioRef::another(self.mem, self.folio)
     }
 }
 
@@ -529,7 +528,7 @@ impl std::ops::Deref for FolioRef<'_> {
 
 impl Drop for FolioRef<'_> {
     fn drop(&mut self) {
-        self.cache.put(self.folio);
+        self.mem.put(self.folio);
     }
 }
 
@@ -551,23 +550,23 @@ impl fmt::Debug for FolioRef<'_> {
 /// IO's completion, which unlocks them.
 #[must_use = "dropping the guard unlocks the folio at once"]
 pub struct LockedFolio<'m> {
-    cache: &'m CacheInner,
+    mem: &'m Memory,
     folio: &'m Folio,
 }
 
 impl<'m> LockedFolio<'m> {
     /// Releases the lock, waking its waiters, and keeps the reference.
     pub fn unlock(self) -> FolioRef<'m> {
-        let (cache, folio) = (self.cache, self.folio);
+        let (mem, folio) = (self.mem, self.folio);
         // (The unlock is done here and the reference handed on.)
         std::mem::forget(self);
         folio.unlock();
-        FolioRef { cache, folio }
+        FolioRef { mem, folio }
     }
 
     /// Another reference on the folio (the lock stays with this guard).
     pub fn to_ref(&self) -> FolioRef<'m> {
-        FolioRef::another(self.cache, self.folio)
+        FolioRef::another(self.mem, self.folio)
     }
 
     /// The descriptor, for as long as the mapping lives.
@@ -577,7 +576,7 @@ impl<'m> LockedFolio<'m> {
 
     /// The folio's arena page (its first).
     pub(crate) fn page(&self) -> PageId {
-        page_of(self.cache, self.folio)
+        page_of(self.mem, self.folio)
     }
 
     /// Whether the folio's bytes are pinned ([`crate::Pinned`]): a writer
@@ -602,10 +601,10 @@ impl<'m> LockedFolio<'m> {
 
     /// A fresh folio from the allocator (one reference, the caller's; in no
     /// mapping), locked: nobody else can know of it, so the lock is free.
-    pub(crate) fn new_fresh(cache: &'m CacheInner, folio: &'m Folio) -> Self {
+    pub(crate) fn new_fresh(mem: &'m Memory, folio: &'m Folio) -> Self {
         let locked = folio.trylock();
         debug_assert!(locked, "a fresh folio is unlocked");
-        LockedFolio { cache, folio }
+        LockedFolio { mem, folio }
     }
 
     /// Reclaim's freeze (`folio_ref_freeze`): sets the count from `refs`
@@ -618,11 +617,11 @@ impl<'m> LockedFolio<'m> {
         if !self.folio.freeze(refs) {
             return Err(self);
         }
-        let (cache, folio) = (self.cache, self.folio);
+        let (mem, folio) = (self.mem, self.folio);
         // (The references, this guard's among them, are frozen away.)
         std::mem::forget(self);
         Ok(FrozenFolio {
-            cache,
+            mem,
             folio,
             refs: refs - 1,
         })
@@ -654,7 +653,7 @@ impl<'m> LockedFolio<'m> {
             "fill_buf: the folio is uptodate, readers may copy out of it"
         );
         let len = (self.folio.nr_pages() * crate::arena::PAGE) as usize;
-        let ptr = self.cache.arena.page_ptr(self.page()).as_ptr();
+        let ptr = self.mem.arena.page_ptr(self.page()).as_ptr();
         // SAFETY: the folio is locked by this guard and not uptodate (see
         // the `impl`'s comment): no other thread reads or writes its
         // memory, and the `&mut` borrow of the guard keeps this thread from
@@ -667,7 +666,7 @@ impl<'m> LockedFolio<'m> {
     /// The folio's bytes, for a write to send (writeback).
     pub(crate) fn bytes_buf(&mut self) -> IoBuf<'_> {
         let len = (self.folio.nr_pages() * crate::arena::PAGE) as usize;
-        let ptr = self.cache.arena.page_ptr(self.page()).as_ptr();
+        let ptr = self.mem.arena.page_ptr(self.page()).as_ptr();
         // SAFETY: the folio is locked by this guard (see the `impl`'s
         // comment): no other thread writes its memory (readers only read
         // it), and the `&mut` borrow of the guard keeps this thread from
@@ -693,8 +692,8 @@ pub(crate) struct EngineReads {
 /// A run's guards while its read is in flight: the folios' pages, each
 /// still locked and referenced by the guard given up for it, and the cache
 /// (with the arena's memory) kept alive until the completion.
-struct InFlight {
-    cache: Arc<CacheInner>,
+struct InFlight<O> {
+    owner: Arc<O>,
     pages: Vec<PageId>,
 }
 
@@ -719,21 +718,22 @@ impl EngineReads {
     ///
     /// # Panics
     /// If a folio is another cache's, or uptodate.
-    pub(crate) fn push<F>(
+    pub(crate) fn push<O: MemoryOwner, F>(
         &mut self,
-        cache: &Arc<CacheInner>,
+        owner: &Arc<O>,
         backing: Arc<dyn Backing>,
         offset: u64,
         run: Vec<LockedFolio<'_>>,
         done: F,
     ) where
-        F: for<'c> FnOnce(&'c CacheInner, Vec<LockedFolio<'c>>, io::Result<usize>) + Send + 'static,
+        F: for<'c> FnOnce(&'c O, Vec<LockedFolio<'c>>, io::Result<usize>) + Send + 'static,
     {
+        let mem = owner.memory();
         let mut bufs = Vec::with_capacity(run.len());
         let mut pages = Vec::with_capacity(run.len());
         for f in &run {
             assert!(
-                std::ptr::eq(f.cache, &**cache),
+                std::ptr::eq(f.mem, mem),
                 "EngineReads: a folio of another cache"
             );
             assert!(
@@ -742,7 +742,7 @@ impl EngineReads {
             );
             let page = f.page();
             let len = (f.folio.nr_pages() * crate::arena::PAGE) as usize;
-            let ptr = cache.arena.page_ptr(page).as_ptr();
+            let ptr = mem.arena.page_ptr(page).as_ptr();
             // SAFETY: the folio is locked and not uptodate, so no other
             // thread reads or writes its memory (see `LockedFolio::fill_buf`)
             // until the completion below gets its guard back, which is after
@@ -760,23 +760,21 @@ impl EngineReads {
             std::mem::forget(f);
         }
         let held = InFlight {
-            cache: cache.clone(),
+            owner: owner.clone(),
             pages,
         };
         self.ops.push(ReadOp::new(backing, offset, bufs, move |r| {
-            let cache = &*held.cache;
+            let owner = &*held.owner;
+            let mem = owner.memory();
             let run = held
                 .pages
                 .iter()
                 .map(|&page| LockedFolio {
-                    cache,
-                    folio: cache
-                        .table
-                        .get(page.index() as usize)
-                        .expect("a page of this cache"),
+                    mem,
+                    folio: mem.folio(page.index()),
                 })
                 .collect();
-            done(cache, run, r);
+            done(owner, run, r);
         }));
     }
 
@@ -796,7 +794,7 @@ impl std::ops::Deref for LockedFolio<'_> {
 impl Drop for LockedFolio<'_> {
     fn drop(&mut self) {
         self.folio.unlock();
-        self.cache.put(self.folio);
+        self.mem.put(self.folio);
     }
 }
 
@@ -811,7 +809,7 @@ impl fmt::Debug for LockedFolio<'_> {
 /// the arena ([`free_into`](Self::free_into)). Dropped instead, it is unfrozen (the
 /// cache's references restored) and unlocked.
 pub(crate) struct FrozenFolio<'m> {
-    cache: &'m CacheInner,
+    mem: &'m Memory,
     folio: &'m Folio,
     /// The cache's references, restored if the folio stays.
     refs: u32,
@@ -822,7 +820,7 @@ impl<'m> FrozenFolio<'m> {
     /// frees it with the others of the batch.
     pub(crate) fn free_into(self, batch: &mut FreeBatch<'m>) {
         let folio = self.folio;
-        debug_assert!(std::ptr::eq(self.cache, batch.cache));
+        debug_assert!(std::ptr::eq(self.mem, batch.mem));
         std::mem::forget(self);
         debug_assert_eq!(folio.mapping(), 0, "freeing a folio still in a mapping");
         folio.unlock();
@@ -831,19 +829,19 @@ impl<'m> FrozenFolio<'m> {
 }
 
 /// Folios of one cache, unreferenced and in no mapping, to be freed
-/// together ([`CacheInner::free_folios`]: one hold of the arena's lock)
+/// together ([`Memory::free_folios`]: one hold of the arena's lock)
 /// when the batch drops. Only [`FrozenFolio::free_into`] adds to it, so
 /// every folio in it is one nobody else can reach.
 pub(crate) struct FreeBatch<'c> {
-    cache: &'c CacheInner,
+    mem: &'c Memory,
     folios: Vec<&'c Folio>,
 }
 
 impl<'c> FreeBatch<'c> {
     /// An empty batch with room for `n` folios.
-    pub(crate) fn with_capacity(cache: &'c CacheInner, n: usize) -> Self {
+    pub(crate) fn with_capacity(mem: &'c Memory, n: usize) -> Self {
         FreeBatch {
-            cache,
+            mem,
             folios: Vec::with_capacity(n),
         }
     }
@@ -852,7 +850,7 @@ impl<'c> FreeBatch<'c> {
 impl Drop for FreeBatch<'_> {
     fn drop(&mut self) {
         if !self.folios.is_empty() {
-            self.cache.free_folios(&self.folios);
+            self.mem.free_folios(&self.folios);
         }
     }
 }
@@ -871,9 +869,217 @@ impl Drop for FrozenFolio<'_> {
     }
 }
 
-/// The arena page of one of `cache`'s descriptors.
-fn page_of(cache: &CacheInner, folio: &Folio) -> PageId {
-    PageId::new(cache.table.page_of(folio).expect("folio of this cache") as u32)
+/// A cache's memory: the arena, the descriptor table over its pages, and
+/// the pages' dirty bits. Folio references and locks ([`FolioRef`],
+/// [`LockedFolio`]) point here, to give their folio back when the last
+/// reference goes. Allocation that reclaims when the arena is empty is the
+/// cache's (`CacheInner::alloc_folio`): this takes only what is free.
+pub(crate) struct Memory {
+    pub(crate) arena: Arena,
+    pub(crate) table: FolioTable,
+    /// One bit per arena page: dirty (written since its folio was last
+    /// written back). A large folio written in a few places writes back
+    /// only those pages (the kernel's per-block dirty state of iomap). A
+    /// folio's bits change only under its lock (or while it is free);
+    /// neighbouring small folios share words, hence atomic bit operations.
+    pub(crate) dirty_bits: PageBits,
+}
+
+impl Memory {
+    /// The memory of an arena, with a descriptor table over its pages.
+    pub(crate) fn new(arena: Arena, table: FolioTable) -> Self {
+        let pages = arena.capacity_pages();
+        Memory {
+            arena,
+            table,
+            dirty_bits: PageBits::new(pages),
+        }
+    }
+
+    /// The folio of arena page `page`.
+    pub(crate) fn folio(&self, page: u32) -> &Folio {
+        self.table
+            .get(page as usize)
+            .expect("a page of this cache's arena")
+    }
+
+    /// The arena page of `f`, a folio of this cache.
+    pub(crate) fn page(&self, f: &Folio) -> u32 {
+        self.table
+            .page_of(f)
+            .expect("folio from this cache's table") as u32
+    }
+
+    /// A free folio of exactly `order`, with one reference (the caller's)
+    /// and in no mapping; `None` when the arena has no free block of that
+    /// order.
+    pub(crate) fn alloc(&self, order: u32) -> Option<&Folio> {
+        let p = self.arena.alloc(order)?;
+        let f = self.folio(p.index());
+        f.init(order, 0);
+        Some(f)
+    }
+
+    /// Up to `n` free folios of exactly `order`, in one hold of the
+    /// arena's lock: each with one reference, in no mapping. Returns how
+    /// many were added to `out`.
+    pub(crate) fn alloc_bulk<'c>(
+        &'c self,
+        order: u32,
+        n: usize,
+        out: &mut Vec<&'c Folio>,
+    ) -> usize {
+        let mut pages = Vec::with_capacity(n);
+        let got = self.arena.alloc_bulk(order, n, &mut pages);
+        for p in pages {
+            let f = self.folio(p.index());
+            f.init(order, 0);
+            out.push(f);
+        }
+        got
+    }
+
+    /// Gives a folio whose last reference was dropped back to the arena.
+    pub(crate) fn free_folio(&self, f: &Folio) {
+        debug_assert_eq!(f.refcount(), 0);
+        debug_assert_eq!(f.mapping(), 0);
+        debug_assert!(!f.test(FolioFlags::LRU), "freeing a folio on a list: {f:?}");
+        let page = PageId::new(self.page(f));
+        // (Clear already, unless a dirty folio was dropped: a new owner of
+        // these pages starts clean.)
+        self.dirty_bits
+            .clear(page.index() as usize, f.nr_pages() as usize);
+        if let Err(e) = self.arena.free(page, f.order()) {
+            // The descriptor and the arena disagree: a bug, never user input.
+            log::error!("foliocache: freeing folio {f:?}: {e}");
+            debug_assert!(false, "freeing folio {f:?}: {e}");
+        }
+    }
+
+    /// Frees folios as [`free_folio`](Self::free_folio) does, giving
+    /// their pages back to the arena in one hold of its lock.
+    pub(crate) fn free_folios(&self, folios: &[&Folio]) {
+        let mut blocks = Vec::with_capacity(folios.len());
+        for f in folios {
+            debug_assert_eq!(f.refcount(), 0);
+            debug_assert_eq!(f.mapping(), 0);
+            debug_assert!(!f.test(FolioFlags::LRU), "freeing a folio on a list: {f:?}");
+            let page = PageId::new(self.page(f));
+            self.dirty_bits
+                .clear(page.index() as usize, f.nr_pages() as usize);
+            blocks.push((page, f.order()));
+        }
+        if let Err((i, e)) = self.arena.free_bulk(&blocks) {
+            // As in `free_folio`: a bug, never user input.
+            let f = folios[i];
+            log::error!("foliocache: freeing folio {f:?}: {e}");
+            debug_assert!(false, "freeing folio {f:?}: {e}");
+        }
+    }
+
+    /// Drops one reference; frees the folio if it was the last.
+    pub(crate) fn put(&self, f: &Folio) {
+        if f.put() {
+            self.free_folio(f);
+        }
+    }
+}
+
+/// What owns a cache's [`Memory`] and keeps it alive: an IO in flight
+/// holds it (`EngineReads`) so the arena stays mapped until the read
+/// completes.
+pub(crate) trait MemoryOwner: Send + Sync + 'static {
+    /// The memory owned.
+    fn memory(&self) -> &Memory;
+}
+
+/// A bitmap with one bit per arena page (see [`Memory::dirty_bits`]).
+/// Its words are std atomics even under loom: a folio's bits change only
+/// under its folio lock, which the models do see; the atomics only keep
+/// neighbouring folios' bits in one word apart.
+#[allow(clippy::disallowed_types)]
+pub(crate) struct PageBits(Box<[std::sync::atomic::AtomicU64]>);
+
+impl PageBits {
+    #[allow(clippy::disallowed_types)]
+    pub(crate) fn new(pages: usize) -> PageBits {
+        PageBits(
+            (0..pages.div_ceil(64))
+                .map(|_| std::sync::atomic::AtomicU64::new(0))
+                .collect(),
+        )
+    }
+
+    /// Bytes of the bitmap.
+    pub(crate) fn bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.0)
+    }
+
+    /// The words and masks covering bits `start..start + n`.
+    fn spans(start: usize, n: usize) -> impl Iterator<Item = (usize, u64)> {
+        let end = start + n;
+        let mut at = start;
+        std::iter::from_fn(move || {
+            if at >= end {
+                return None;
+            }
+            let word = at / 64;
+            let lo = at % 64;
+            let hi = (end - word * 64).min(64);
+            let mask = if hi - lo == 64 {
+                u64::MAX
+            } else {
+                ((1u64 << (hi - lo)) - 1) << lo
+            };
+            at = word * 64 + hi;
+            Some((word, mask))
+        })
+    }
+
+    /// Sets bits `start..start + n`; returns how many were clear.
+    pub(crate) fn set(&self, start: usize, n: usize) -> u64 {
+        let mut newly = 0;
+        for (w, m) in Self::spans(start, n) {
+            let old = self.0[w].fetch_or(m, std::sync::atomic::Ordering::Relaxed);
+            newly += u64::from((m & !old).count_ones());
+        }
+        newly
+    }
+
+    /// Clears bits `start..start + n`; returns how many were set.
+    pub(crate) fn clear(&self, start: usize, n: usize) -> u64 {
+        let mut was = 0;
+        for (w, m) in Self::spans(start, n) {
+            let old = self.0[w].fetch_and(!m, std::sync::atomic::Ordering::Relaxed);
+            was += u64::from((m & old).count_ones());
+        }
+        was
+    }
+
+    /// Clears bits `start..start + n` and returns the runs that were set,
+    /// as (first bit relative to `start`, count), in order.
+    pub(crate) fn take_runs(&self, start: usize, n: usize) -> Vec<(usize, usize)> {
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        for (w, m) in Self::spans(start, n) {
+            let old = self.0[w].fetch_and(!m, std::sync::atomic::Ordering::Relaxed) & m;
+            let mut bits = old;
+            while bits != 0 {
+                let b = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let at = w * 64 + b - start;
+                match runs.last_mut() {
+                    Some((first, count)) if *first + *count == at => *count += 1,
+                    _ => runs.push((at, 1)),
+                }
+            }
+        }
+        runs
+    }
+}
+
+/// The arena page of one of `mem`'s descriptors.
+fn page_of(mem: &Memory, folio: &Folio) -> PageId {
+    PageId::new(mem.page(folio))
 }
 
 impl fmt::Debug for Folio {
@@ -1055,6 +1261,23 @@ mod tests {
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
     use std::time::Duration;
+
+    #[test]
+    fn page_bits_set_clear_and_take_runs_across_words() {
+        let b = PageBits::new(300);
+        b.set(3, 2);
+        b.set(60, 10); // crosses a word
+        b.set(128, 64); // a whole word
+        b.set(299, 1);
+        assert_eq!(b.take_runs(0, 8), vec![(3, 2)]);
+        assert_eq!(b.take_runs(0, 8), vec![], "taken means cleared");
+        assert_eq!(b.take_runs(50, 250), vec![(10, 10), (78, 64), (249, 1)]);
+        assert_eq!(b.set(0, 300), 300);
+        assert_eq!(b.set(10, 5), 0, "already set");
+        assert_eq!(b.clear(1, 298), 298);
+        assert_eq!(b.clear(1, 298), 0);
+        assert_eq!(b.take_runs(0, 300), vec![(0, 1), (299, 1)]);
+    }
 
     #[test]
     fn descriptor_fits_the_kernel_budget_per_page() {

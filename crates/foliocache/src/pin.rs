@@ -96,7 +96,7 @@ enum Bytes<'f> {
 
 // SAFETY: a pin is a shared borrow of immutable bytes (the folio's are not
 // written while it is pinned, see `Deref`), plus a folio reference, whose
-// release (`CacheInner::put`) is thread-safe; sending it to another thread,
+// release (`Memory::put`) is thread-safe; sending it to another thread,
 // or sharing it, hands out nothing a `&[u8]` would not.
 unsafe impl Send for Pinned<'_> {}
 // SAFETY: as for `Send`: `&Pinned` gives only `&[u8]` and the length.
@@ -254,7 +254,7 @@ impl Mapping {
         let start = f.index() * PAGE;
         let ff = f.flags();
         let cache = m.inner();
-        let base = cache.arena.page_ptr(f.page()).as_ptr();
+        let base = cache.mem.arena.page_ptr(f.page()).as_ptr();
         let ptr = NonNull::new(base.wrapping_add((offset - start) as usize)).ok_or(Busy(false))?;
         if !crate::filemap::serves_hit(&f, ff, offset + n as u64) {
             return Err(Busy(false));
@@ -383,8 +383,8 @@ impl Mapping {
         // new one, locked too).
         if old.test_and_clear(FolioFlags::DIRTY) {
             let (from, to) = (old.page().index() as usize, new.page().index() as usize);
-            for (a, c) in cache.dirty_bits.take_runs(from, pages as usize) {
-                cache.dirty_bits.set(to + a, c);
+            for (a, c) in cache.mem.dirty_bits.take_runs(from, pages as usize) {
+                cache.mem.dirty_bits.set(to + a, c);
             }
             new.test_and_set(FolioFlags::DIRTY);
         }
@@ -403,8 +403,8 @@ impl Mapping {
 fn copy_folio(cache: &crate::cache::CacheInner, old: &LockedFolio<'_>, new: &LockedFolio<'_>) {
     assert_eq!(old.order(), new.order(), "copy_folio: orders differ");
     let len = (old.nr_pages() * PAGE) as usize;
-    let src = cache.arena.page_ptr(old.page()).as_ptr();
-    let dst = cache.arena.page_ptr(new.page()).as_ptr();
+    let src = cache.mem.arena.page_ptr(old.page()).as_ptr();
+    let dst = cache.mem.arena.page_ptr(new.page()).as_ptr();
     // SAFETY: both folios are referenced and locked by the caller, `len`
     // bytes each (same order), distinct folios of the arena. `new` is in
     // no mapping: nobody else can reach its bytes. `old`'s may be read

@@ -506,7 +506,7 @@ pub(crate) fn spawn(
     if !cfg.enabled {
         return Ok(());
     }
-    let capacity = inner.arena.capacity_pages();
+    let capacity = inner.mem.arena.capacity_pages();
     let watch = Watch {
         floor: cfg
             .floor
@@ -555,7 +555,7 @@ fn watch_loop(weak: &Weak<CacheInner>, w: &Watch, psi: Option<&Psi>, stop: &Watc
             // What is missing, or a sixteenth of the cache on a stall.
             let missing = match headroom {
                 Some(h) if h < w.reserve => (w.reserve - h).div_ceil(PAGE_SIZE as u64) as usize,
-                _ => inner.arena.capacity_pages() / 16,
+                _ => inner.mem.arena.capacity_pages() / 16,
             };
             inner.shrink_for_pressure(missing, w.floor);
         } else if last_short.is_none_or(|t| t.elapsed() >= CALM) {
@@ -572,7 +572,7 @@ impl CacheInner {
     ///
     /// [`CacheStats::pressure_shrinks`]: crate::CacheStats::pressure_shrinks
     pub(crate) fn shrink_for_pressure(&self, pages: usize, floor: usize) {
-        let a = &self.arena;
+        let a = &self.mem.arena;
         let used = a.capacity_pages() - a.free_pages();
         let target = used.min(a.limit_pages()).saturating_sub(pages).max(floor);
         if target < a.limit_pages() {
@@ -597,7 +597,7 @@ impl CacheInner {
 
     /// Raises the cache's limit by at most `pages`, up to the capacity.
     pub(crate) fn grow_after_pressure(&self, pages: usize) {
-        let a = &self.arena;
+        let a = &self.mem.arena;
         let limit = a.limit_pages();
         if limit < a.capacity_pages() && pages > 0 {
             a.set_limit_pages(limit.saturating_add(pages));

@@ -621,7 +621,7 @@ impl Mapping {
         }
         let end = offset.saturating_add(len).min(size);
         let last_page = (size - 1) / PAGE;
-        let cap_pages = (self.inner().arena.capacity_pages() as u64 / 2).max(1);
+        let cap_pages = (self.inner().mem.arena.capacity_pages() as u64 / 2).max(1);
         let first = offset / PAGE;
         let last = ((end - 1) / PAGE).min(first + cap_pages - 1);
         let insert = ra.state.lock().cfg.insert;

@@ -327,9 +327,10 @@ impl Mapping {
             };
             let addr = p.as_ptr().as_ptr() as usize;
             let Some(f) = cache
+                .mem
                 .table
                 .page_of_addr(addr)
-                .and_then(|pg| cache.table.get(pg))
+                .and_then(|pg| cache.mem.table.get(pg))
             else {
                 continue;
             };
@@ -344,7 +345,7 @@ impl Mapping {
             cache.stats.folios.sub(1);
             cache.stats.pages.sub(f.nr_pages());
             if f.put_many(f.nr_pages() as u32) {
-                cache.free_folio(f);
+                cache.mem.free_folio(f);
             }
         }
     }

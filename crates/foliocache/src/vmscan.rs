@@ -175,7 +175,7 @@ impl CacheInner {
     /// most a 128th of the capacity: reclaim there stays close to the
     /// exact LRU the workingset tests check.)
     pub(crate) fn direct_reclaim(&self, want: u64) -> u64 {
-        let batch = (self.arena.capacity_pages() as u64 / 128).min(ISOLATE_BATCH as u64);
+        let batch = (self.mem.arena.capacity_pages() as u64 / 128).min(ISOLATE_BATCH as u64);
         self.reclaim(want.max(batch))
     }
 
@@ -208,7 +208,7 @@ impl CacheInner {
                 // It was in the working set once, and its shadow will say
                 // so (PG_workingset).
                 let page = lru.active.tail;
-                let f = self.folio(page);
+                let f = self.mem.folio(page);
                 lruv.list_remove(&mut lru.active, page);
                 // (An `ACTIVATE` left from an access made before the folio
                 // reached a list goes too: it asked for what happened.)
@@ -221,7 +221,7 @@ impl CacheInner {
             if page == NIL {
                 break;
             }
-            let f = self.folio(page);
+            let f = self.mem.folio(page);
             lruv.list_remove(&mut lru.inactive, page);
             // Used once (or not at all) since it came in: it goes, unless
             // it was accessed twice while inactive.
@@ -266,7 +266,7 @@ impl CacheInner {
             f.test_and_clear(FolioFlags::LRU);
             f.get_many(1);
             pages += f.nr_pages();
-            batch.folios.push((FolioRef::adopt(self, f), mapping));
+            batch.folios.push((FolioRef::adopt(&self.mem, f), mapping));
         }
     }
 
@@ -333,7 +333,7 @@ impl CacheInner {
         let freed: u64 = frozen.iter().map(|f| f.nr_pages()).sum();
         // The evicted folios' pages go back to the arena together, in one
         // hold of its lock, when this drops.
-        let mut free = FreeBatch::with_capacity(self, frozen.len());
+        let mut free = FreeBatch::with_capacity(&self.mem, frozen.len());
         let evicted = frozen.len() as u64;
         for f in frozen {
             f.set_mapping(0, f.index());
@@ -359,7 +359,7 @@ impl CacheInner {
             let mut lru = lruv.lock();
             for (f, mi) in &keep {
                 if f.mapping() == batch.mappings[*mi].id() && !f.test_and_set(FolioFlags::LRU) {
-                    let page = self.page(f);
+                    let page = self.mem.page(f);
                     lruv.list_push_head(&mut lru.inactive, page);
                 }
             }

@@ -408,7 +408,7 @@ impl File {
                     "foliocache: no space for memory file {:?}: the cache ({} bytes) is full \
                      (memory files are never evicted)",
                     self.path().unwrap_or(Path::new("")),
-                    self.mapping().inner().arena.capacity_bytes()
+                    self.mapping().inner().mem.arena.capacity_bytes()
                 ),
             );
         }
@@ -580,7 +580,7 @@ impl File {
         // A piece locks at most an eighth of the cache (a small cache
         // shared by several writers and readers must not be locked whole
         // by one of them).
-        let piece = (m.inner().arena.capacity_pages() as u64 / 8).clamp(1, WRITE_CHUNK_PAGES);
+        let piece = (m.inner().mem.arena.capacity_pages() as u64 / 8).clamp(1, WRITE_CHUNK_PAGES);
         let mut pos = offset;
         // A folio pinned (`File::pin`, or a mount's reply in flight) with
         // no free folio to copy it to: the write waits, with no folio

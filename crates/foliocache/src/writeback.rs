@@ -72,90 +72,6 @@ pub(crate) const FLUSH_INTERVAL: Duration = Duration::from_secs(5);
 /// flusher to bring the cache under its dirty limit before it fails.
 const THROTTLE_WAIT: Duration = Duration::from_secs(30);
 
-/// A bitmap with one bit per arena page (see `CacheInner::dirty_bits`).
-/// Its words are std atomics even under loom: a folio's bits change only
-/// under its folio lock, which the models do see; the atomics only keep
-/// neighbouring folios' bits in one word apart.
-#[allow(clippy::disallowed_types)]
-pub(crate) struct PageBits(Box<[std::sync::atomic::AtomicU64]>);
-
-impl PageBits {
-    #[allow(clippy::disallowed_types)]
-    pub(crate) fn new(pages: usize) -> PageBits {
-        PageBits(
-            (0..pages.div_ceil(64))
-                .map(|_| std::sync::atomic::AtomicU64::new(0))
-                .collect(),
-        )
-    }
-
-    /// Bytes of the bitmap.
-    pub(crate) fn bytes(&self) -> usize {
-        std::mem::size_of_val(&*self.0)
-    }
-
-    /// The words and masks covering bits `start..start + n`.
-    fn spans(start: usize, n: usize) -> impl Iterator<Item = (usize, u64)> {
-        let end = start + n;
-        let mut at = start;
-        std::iter::from_fn(move || {
-            if at >= end {
-                return None;
-            }
-            let word = at / 64;
-            let lo = at % 64;
-            let hi = (end - word * 64).min(64);
-            let mask = if hi - lo == 64 {
-                u64::MAX
-            } else {
-                ((1u64 << (hi - lo)) - 1) << lo
-            };
-            at = word * 64 + hi;
-            Some((word, mask))
-        })
-    }
-
-    /// Sets bits `start..start + n`; returns how many were clear.
-    pub(crate) fn set(&self, start: usize, n: usize) -> u64 {
-        let mut newly = 0;
-        for (w, m) in Self::spans(start, n) {
-            let old = self.0[w].fetch_or(m, std::sync::atomic::Ordering::Relaxed);
-            newly += u64::from((m & !old).count_ones());
-        }
-        newly
-    }
-
-    /// Clears bits `start..start + n`; returns how many were set.
-    pub(crate) fn clear(&self, start: usize, n: usize) -> u64 {
-        let mut was = 0;
-        for (w, m) in Self::spans(start, n) {
-            let old = self.0[w].fetch_and(!m, std::sync::atomic::Ordering::Relaxed);
-            was += u64::from((m & old).count_ones());
-        }
-        was
-    }
-
-    /// Clears bits `start..start + n` and returns the runs that were set,
-    /// as (first bit relative to `start`, count), in order.
-    pub(crate) fn take_runs(&self, start: usize, n: usize) -> Vec<(usize, usize)> {
-        let mut runs: Vec<(usize, usize)> = Vec::new();
-        for (w, m) in Self::spans(start, n) {
-            let old = self.0[w].fetch_and(!m, std::sync::atomic::Ordering::Relaxed) & m;
-            let mut bits = old;
-            while bits != 0 {
-                let b = bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                let at = w * 64 + b - start;
-                match runs.last_mut() {
-                    Some((first, count)) if *first + *count == at => *count += 1,
-                    _ => runs.push((at, 1)),
-                }
-            }
-        }
-        runs
-    }
-}
-
 /// The background flusher's wake-up ([`Kick`](crate::kick::Kick)).
 pub(crate) type Flusher = crate::kick::Kick;
 
@@ -205,7 +121,7 @@ impl CacheInner {
     /// the memory available.
     pub(crate) fn dirty_limit(&self) -> u64 {
         self.dirty_limit_set
-            .unwrap_or_else(|| self.arena.limit_pages() as u64 * DIRTY_SHARE.0 / DIRTY_SHARE.1)
+            .unwrap_or_else(|| self.mem.arena.limit_pages() as u64 * DIRTY_SHARE.0 / DIRTY_SHARE.1)
             .max(1)
     }
 
@@ -583,6 +499,7 @@ impl Mapping {
         for (f, (first, n)) in dirty {
             debug_assert!(first + n <= f.nr_pages());
             pages += cache
+                .mem
                 .dirty_bits
                 .set(f.page().index() as usize + first as usize, n as usize);
             if !f.test_and_set(FolioFlags::DIRTY) {
@@ -605,10 +522,10 @@ impl Mapping {
     pub(crate) fn forget_dirty(&self, f: &Folio) {
         if f.test_and_clear(FolioFlags::DIRTY) {
             let cache = self.inner();
-            let Some(page) = cache.table.page_of(f) else {
+            let Some(page) = cache.mem.table.page_of(f) else {
                 return;
             };
-            let pages = cache.dirty_bits.clear(page, f.nr_pages() as usize);
+            let pages = cache.mem.dirty_bits.clear(page, f.nr_pages() as usize);
             self.dirty_pages.fetch_sub(pages, Ordering::Relaxed);
             cache.stats.dirty_pages.fetch_sub(pages, Ordering::Relaxed);
         }
@@ -642,7 +559,7 @@ impl Mapping {
         let mut pages = 0;
         for (f, &lim) in run.iter().zip(limit) {
             let n = f.nr_pages() as usize;
-            let runs = cache.dirty_bits.take_runs(f.page().index() as usize, n);
+            let runs = cache.mem.dirty_bits.take_runs(f.page().index() as usize, n);
             pages += runs.iter().map(|&(_, c)| c as u64).sum::<u64>();
             let cut: Vec<(u64, u64)> = runs
                 .into_iter()
@@ -799,25 +716,3 @@ const PARALLEL_WRITES_MIN: usize = 4;
 
 /// The index mark of dirty folios (the kernel's `PAGECACHE_TAG_DIRTY`).
 pub(crate) const DIRTY_MARK: xarray::Mark = xarray::Mark::MARK_0;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn page_bits_set_clear_and_take_runs_across_words() {
-        let b = PageBits::new(300);
-        b.set(3, 2);
-        b.set(60, 10); // crosses a word
-        b.set(128, 64); // a whole word
-        b.set(299, 1);
-        assert_eq!(b.take_runs(0, 8), vec![(3, 2)]);
-        assert_eq!(b.take_runs(0, 8), vec![], "taken means cleared");
-        assert_eq!(b.take_runs(50, 250), vec![(10, 10), (78, 64), (249, 1)]);
-        assert_eq!(b.set(0, 300), 300);
-        assert_eq!(b.set(10, 5), 0, "already set");
-        assert_eq!(b.clear(1, 298), 298);
-        assert_eq!(b.clear(1, 298), 0);
-        assert_eq!(b.take_runs(0, 300), vec![(0, 1), (299, 1)]);
-    }
-}
