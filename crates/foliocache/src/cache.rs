@@ -42,34 +42,18 @@
 //! See the crate documentation: one order for every lock.
 
 use std::io;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::arena::{Arena, Populate, MAX_ORDER, PAGE_SIZE};
-use crate::filemap::Mapping;
-use crate::folio::{Folio, FolioTable, Memory, MemoryOwner};
-use crate::lru::{LruVec, Lruv};
+use crate::bdi::Bdi;
+use crate::folio::{FolioTable, Memory};
+use crate::mm::{CacheInner, Io};
 use crate::pressure::PressureConfig;
 use crate::readahead::ReadaheadConfig;
-use crate::stats::Stats;
-use crate::sync::{AtomicU64, Ordering};
-use crate::vmscan::shadow_check_every;
+use crate::sync::Ordering;
+use crate::vmscan::Reclaim;
 use backing::aio::{EngineStats, IoEngine, IoEngineConfig};
-
-/// How long an allocation waits for a pinned cache to free a folio before
-/// it fails with `OutOfMemory` (16 yields, then 1 ms sleeps).
-pub(crate) const ALLOC_WAIT: Duration = Duration::from_millis(200);
-
-#[cfg(not(loom))]
-const ALLOC_WAIT_ROUNDS: u32 = 16 + 200;
-/// Under loom the wait is left out: it only repeats the allocation and the
-/// reclaim the models already explore, and would multiply their states.
-#[cfg(loom)]
-const ALLOC_WAIT_ROUNDS: u32 = 0;
-
-/// How many times [`ALLOC_WAIT`] an allocation waits when the cache holds
-/// dirty folios (the flusher is making clean ones).
-const DIRTY_WAIT_FACTOR: u32 = 10;
 
 /// Chunks of 2 MiB the populater keeps faulted in ahead of allocation
 /// (with [`Populate::Lazy`]): 8 MiB, a few readahead windows, so a
@@ -102,62 +86,6 @@ fn spawn_populater(inner: &Arc<CacheInner>) -> io::Result<()> {
             }
         })?;
     Ok(())
-}
-
-/// The bounded wait of a caller that needs a free folio and found none to
-/// reclaim: [`ALLOC_WAIT`], or [`DIRTY_WAIT_FACTOR`] times that while the
-/// cache holds dirty folios or folios under writeback (the flusher, kicked
-/// at each step, is making clean ones). Taken by [`CacheInner::alloc_folio`]
-/// and by a write whose folio is pinned with no free folio to copy it to
-/// (which waits with no folio locked, for memory or for the pins to go).
-pub(crate) struct AllocWait {
-    round: u32,
-    writeback: bool,
-}
-
-impl AllocWait {
-    pub(crate) fn new() -> Self {
-        AllocWait {
-            round: 0,
-            writeback: false,
-        }
-    }
-
-    /// Waits one step (16 yields, then 1 ms sleeps), kicking the flusher
-    /// when there is dirty data; `false`, without waiting, once the wait
-    /// is over (the caller fails).
-    pub(crate) fn wait(&mut self, cache: &CacheInner) -> bool {
-        self.writeback = cache.stats.dirty_pages.load(Ordering::Relaxed)
-            + cache.stats.writeback_pages.load(Ordering::Relaxed)
-            > 0;
-        if self.writeback {
-            cache.flusher.kick();
-        }
-        let rounds = if self.writeback {
-            ALLOC_WAIT_ROUNDS * DIRTY_WAIT_FACTOR
-        } else {
-            ALLOC_WAIT_ROUNDS
-        };
-        if self.round >= rounds {
-            return false;
-        }
-        if self.round < 16 {
-            std::thread::yield_now();
-        } else {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        self.round += 1;
-        true
-    }
-
-    /// How long the wait that just ended lasted, for its error message.
-    pub(crate) fn waited(&self) -> Duration {
-        if self.writeback {
-            ALLOC_WAIT * DIRTY_WAIT_FACTOR
-        } else {
-            ALLOC_WAIT
-        }
-    }
 }
 
 /// Configures and builds a [`Cache`].
@@ -317,9 +245,6 @@ impl CacheBuilder {
     /// Also starts the background flusher thread and, unless
     /// [`PressureConfig::off`], the pressure watcher; both exit when the
     /// cache is dropped.
-    // (Builds the plain locks of `CacheInner`: `mappings`, `trimming`,
-    // `closed_dirty`, each with its reason there.)
-    #[allow(clippy::disallowed_types)]
     pub fn build(self) -> io::Result<Cache> {
         // Under loom, readahead IO runs on the reader's thread (loom cannot
         // model the engine's threads).
@@ -344,28 +269,13 @@ impl CacheBuilder {
         let dirty_limit = self.dirty_limit.map(|b| (b as u64).div_ceil(page).max(1));
         let dirty_background = self.dirty_background.map(|b| (b as u64).div_ceil(page));
         let cache = Cache {
-            inner: Arc::new(CacheInner {
-                mem: Memory::new(arena, table),
-                lruvec: LruVec::new(self.refault_detection),
-                stats: Stats::default(),
-                max_order: self.max_folio_order,
-                readahead: self.readahead,
-                io,
-                io_in_flight: AtomicU64::new(0),
-                mappings: parking_lot::Mutex::new(Vec::new()),
-                shadow_nodes,
-                shadow_check: AtomicU64::new(shadow_check_every(shadow_nodes)),
-                trimming: parking_lot::Mutex::new(()),
-                closed_dirty: parking_lot::Mutex::new(Vec::new()),
-                dirty_limit_set: dirty_limit,
-                dirty_background_set: dirty_background,
-                flusher: Arc::new(crate::writeback::Flusher::default()),
-                #[cfg(not(loom))]
-                wb_pool: crate::wbpool::WbPool::new(crate::wbpool::WB_WORKERS),
-                #[cfg(loom)]
-                wb_pool: crate::wbpool::WbPool::inline(),
-                watch_stop: std::sync::OnceLock::new(),
-            }),
+            inner: Arc::new(CacheInner::new(
+                Memory::new(arena, table),
+                Io::new(io, self.max_folio_order, self.readahead),
+                Reclaim::new(shadow_nodes),
+                Bdi::new(dirty_limit, dirty_background),
+                self.refault_detection,
+            )),
         };
         #[cfg(not(loom))]
         crate::writeback::spawn_flusher(&cache.inner)?;
@@ -419,7 +329,7 @@ impl Cache {
         let pages = bytes.div_ceil(PAGE_SIZE as u64);
         let mut freed = 0;
         while freed < pages {
-            match self.inner.reclaim(pages - freed) {
+            match crate::vmscan::reclaim(&self.inner, pages - freed) {
                 0 => break,
                 n => freed += n,
             }
@@ -438,7 +348,7 @@ impl Cache {
     /// The engine that runs readahead IO: `"io_uring (depth 256)"`,
     /// `"threads (2)"`, or `"synchronous"` (under loom).
     pub fn io_engine_name(&self) -> String {
-        match &self.inner.io {
+        match &self.inner.io.engine {
             Some(e) => e.name(),
             None => "synchronous".to_string(),
         }
@@ -449,7 +359,7 @@ impl Cache {
     /// for files with a descriptor under io_uring); `None` without an
     /// engine (under loom).
     pub fn io_engine_stats(&self) -> Option<EngineStats> {
-        self.inner.io.as_ref().map(IoEngine::stats)
+        self.inner.io.engine.as_ref().map(IoEngine::stats)
     }
 
     /// Waits until no readahead IO is in flight: every asynchronous window
@@ -458,7 +368,7 @@ impl Cache {
     /// readahead; this does.)
     pub fn wait_io_idle(&self) {
         let mut spins = 0u32;
-        while self.inner.io_in_flight.load(Ordering::Acquire) != 0 {
+        while self.inner.io.in_flight.load(Ordering::Acquire) != 0 {
             if spins < 64 {
                 spins += 1;
                 std::thread::yield_now();
@@ -532,7 +442,7 @@ impl Cache {
             index_bytes: live.iter().map(|m| m.index_bytes() as u64).sum(),
             shadow_bytes: live.iter().map(|m| m.shadow_bytes() as u64).sum(),
             files: live.len() as u64,
-            file_bytes: live.len() as u64 * std::mem::size_of::<Mapping>() as u64,
+            file_bytes: live.len() as u64 * std::mem::size_of::<crate::filemap::Mapping>() as u64,
             cached_pages: i.stats.pages.sum(),
         }
     }
@@ -696,224 +606,6 @@ impl MemoryUsage {
     }
 }
 
-pub(crate) struct CacheInner {
-    /// The arena, its descriptors and its pages' dirty bits.
-    pub(crate) mem: Memory,
-    /// The LRU lists and the eviction clock ([`CacheInner::lru`]).
-    lruvec: LruVec,
-    pub(crate) stats: Stats,
-    pub(crate) max_order: u32,
-    pub(crate) readahead: ReadaheadConfig,
-    /// Asynchronous readahead IO (`None` under loom: synchronous).
-    pub(crate) io: Option<IoEngine>,
-    /// Runs submitted to `io` whose completion has not finished yet
-    /// (including dropping what it held: a closed file's mapping goes when
-    /// its last run completes).
-    pub(crate) io_in_flight: AtomicU64,
-    /// Every open file's mapping (dead ones pruned as we go): for the
-    /// figures summed over files, and for trimming shadows. (This lock and
-    /// `trimming` are plain locks even under loom: nothing inside them is
-    /// part of a modelled protocol, and no model thread can be switched
-    /// out while holding them.)
-    #[allow(clippy::disallowed_types)]
-    mappings: parking_lot::Mutex<Vec<Weak<Mapping>>>,
-    /// The shadow budget, in index nodes holding only shadows.
-    pub(crate) shadow_nodes: usize,
-    /// The eviction count at which to check the shadow budget next.
-    pub(crate) shadow_check: AtomicU64,
-    /// Held by the one thread trimming shadows (a plain lock: see
-    /// `mappings`).
-    #[allow(clippy::disallowed_types)]
-    pub(crate) trimming: parking_lot::Mutex<()>,
-    /// Closed files whose writeback failed at their close, with when: kept
-    /// (their dirty data cached, their mapping registered, so a reopen
-    /// shares it and its next sync reports the error) while the flusher
-    /// retries them, for at most [`CLOSED_DIRTY_KEEP`]. (Each holds the
-    /// cache too: the cache goes at the latest that long after its last
-    /// user, once the last of them is written or given up.) A plain lock
-    /// even under loom: the flusher, which retries them, does not run in
-    /// the models, and nothing is held while it is.
-    #[allow(clippy::disallowed_types)]
-    pub(crate) closed_dirty: parking_lot::Mutex<Vec<(Arc<Mapping>, std::time::Instant)>>,
-    /// Dirty pages above which writers are throttled, if the builder set
-    /// it (else a share of the budget: `CacheInner::dirty_limit`).
-    pub(crate) dirty_limit_set: Option<u64>,
-    /// Dirty pages above which the flusher writes back, if the builder set
-    /// it (else half the limit: `CacheInner::dirty_background`).
-    #[cfg_attr(loom, allow(dead_code))]
-    pub(crate) dirty_background_set: Option<u64>,
-    /// The background writeback thread's wake-up.
-    pub(crate) flusher: Arc<crate::writeback::Flusher>,
-    /// The threads that carry a writeback run's writes side by side
-    /// (started with the flusher, joined when the cache goes).
-    pub(crate) wb_pool: crate::wbpool::WbPool,
-    /// The pressure watcher's wake-up at the drop, if it runs.
-    pub(crate) watch_stop: std::sync::OnceLock<Arc<crate::pressure::WatchStop>>,
-}
-
 /// The default shadow budget: one index node per this many pages of
 /// capacity.
 const SHADOW_PAGES_PER_NODE: usize = 24;
-
-/// How long a closed file whose writeback keeps failing stays cached
-/// (see `CacheInner::closed_dirty`) before its dirty data is given up.
-pub(crate) const CLOSED_DIRTY_KEEP: Duration = Duration::from_secs(60);
-
-impl Drop for CacheInner {
-    /// Wakes the background threads that hold the cache weakly (the
-    /// flusher, the populater, the pressure watcher): they find it gone
-    /// and exit now, so a dropped cache leaves none of its threads behind
-    /// for their next timeout. (The writeback pool's workers are joined by
-    /// its own drop.) Not joined: the last reference may be the one a
-    /// background thread holds while it works, and this drop then runs on
-    /// that thread.
-    fn drop(&mut self) {
-        self.flusher.kick_surely();
-        self.mem.arena.release_ahead();
-        if let Some(w) = self.watch_stop.get() {
-            w.stop();
-        }
-    }
-}
-
-impl CacheInner {
-    /// The LRU lists' operations (`lru.rs`).
-    #[inline]
-    pub(crate) fn lru(&self) -> Lruv<'_> {
-        Lruv::new(&self.lruvec, &self.mem.table, &self.stats)
-    }
-
-    /// Allocates a folio of `order` or, failing that, of the largest smaller
-    /// order the arena can give, reclaiming when it can give none. The folio
-    /// comes back with one reference (the caller's), in no mapping.
-    ///
-    /// When nothing can be reclaimed because every folio is locked or held
-    /// by a reader, it waits a little before giving up: readers hold folios
-    /// only while they copy out, and no caller holds a folio reference
-    /// while it allocates, so a short wait usually frees one (the kernel
-    /// would wait indefinitely; we bound it so a cache pinned by slow IO
-    /// fails a read instead of hanging it).
-    ///
-    /// # Errors
-    /// `OutOfMemory` when nothing could be reclaimed for about
-    /// [`ALLOC_WAIT`]: every cached folio stayed locked or referenced.
-    pub(crate) fn alloc_folio(&self, order: u32) -> io::Result<&Folio> {
-        let mut wait = AllocWait::new();
-        loop {
-            for o in (0..=order).rev() {
-                if let Some(f) = self.mem.alloc(o) {
-                    return Ok(f);
-                }
-            }
-            if self.direct_reclaim(1 << order) > 0 {
-                continue;
-            }
-            // Dirty folios, or folios under writeback, become clean as the
-            // flusher writes them: worth waiting longer for (the kernel's
-            // reclaim waits for writeback too). Nobody waits here holding a
-            // folio lock (a write that holds some takes only what is free),
-            // so the flusher can always go on.
-            if wait.wait(self) {
-                continue;
-            }
-            return Err(io::Error::new(
-                io::ErrorKind::OutOfMemory,
-                format!(
-                    "foliocache: the cache ({} bytes) is full and every folio in it stayed in \
-                     use (locked, referenced, or dirty) for {:?}; use a larger capacity, fewer \
-                     concurrent readers or a lower dirty limit",
-                    self.mem.arena.capacity_bytes(),
-                    wait.waited()
-                ),
-            ));
-        }
-    }
-
-    /// A folio of exactly `order`, for readahead: from the arena, or after
-    /// one reclaim pass; `None` rather than waiting (a window shrinks or
-    /// falls back when memory is short; only the folio a reader needs
-    /// waits, through [`alloc_folio`](Self::alloc_folio)).
-    pub(crate) fn try_alloc_folio(&self, order: u32) -> Option<&Folio> {
-        for attempt in 0..2 {
-            if let Some(f) = self.mem.alloc(order) {
-                return Some(f);
-            }
-            if attempt == 0 && self.direct_reclaim(1 << order) == 0 {
-                break;
-            }
-        }
-        None
-    }
-
-    /// Up to `n` folios of exactly `order` for a readahead window, taken
-    /// from the arena in one hold of its lock (one more after one reclaim
-    /// pass if it was short), each with one reference and in no mapping.
-    /// Returns how many were added to `out`; never waits.
-    pub(crate) fn try_alloc_folios<'c>(
-        &'c self,
-        order: u32,
-        n: usize,
-        out: &mut Vec<&'c Folio>,
-    ) -> usize {
-        let mut got = self.mem.alloc_bulk(order, n, out);
-        if got < n && self.direct_reclaim(((n - got) as u64) << order) > 0 {
-            got += self.mem.alloc_bulk(order, n - got, out);
-        }
-        got
-    }
-
-    /// Records a new file's mapping. Dead entries are pruned whenever the
-    /// list doubles, so a program that opens and closes many files keeps
-    /// it at about twice the files open.
-    pub(crate) fn register(&self, m: &Arc<Mapping>) {
-        let mut all = self.mappings.lock();
-        if all.len() >= 64 && all.len().is_power_of_two() {
-            all.retain(|w| w.strong_count() > 0);
-        }
-        all.push(Arc::downgrade(m));
-    }
-
-    /// The mapping of the file `key` (device, inode) if one is open in this
-    /// cache, else the one `make` builds, registered; in one hold of the
-    /// registry lock, so two threads opening a file get one mapping.
-    /// Returns it and whether it is new.
-    pub(crate) fn find_or_register(
-        &self,
-        key: (u64, u64),
-        make: impl FnOnce(Weak<Mapping>) -> Mapping,
-    ) -> (Arc<Mapping>, bool) {
-        let mut all = self.mappings.lock();
-        if let Some(m) = all
-            .iter()
-            .filter_map(Weak::upgrade)
-            .find(|m| m.key == Some(key))
-        {
-            return (m, false);
-        }
-        if all.len() >= 64 && all.len().is_power_of_two() {
-            all.retain(|w| w.strong_count() > 0);
-        }
-        let m = Arc::new_cyclic(|this| {
-            let mut mapping = make(this.clone());
-            mapping.key = Some(key);
-            mapping
-        });
-        all.push(Arc::downgrade(&m));
-        (m, true)
-    }
-
-    /// The mappings of the files open now (each kept alive by the returned
-    /// `Arc` until it is dropped: drop them with no cache lock held, as the
-    /// last one may be the file's and its drop takes the LRU lock).
-    pub(crate) fn live_mappings(&self) -> Vec<Arc<Mapping>> {
-        let mut all = self.mappings.lock();
-        all.retain(|w| w.strong_count() > 0);
-        all.iter().filter_map(Weak::upgrade).collect()
-    }
-}
-
-impl MemoryOwner for CacheInner {
-    fn memory(&self) -> &Memory {
-        &self.mem
-    }
-}

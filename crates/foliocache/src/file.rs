@@ -14,9 +14,9 @@ use std::sync::{Arc, Weak};
 use backing::{Backing, BackingInfo, FileBacking, FileOptions};
 
 use crate::cache::Cache;
+use crate::filemap::pin::Pinned;
 use crate::filemap::Mapping;
 use crate::flags::ReadFlags;
-use crate::pin::Pinned;
 use crate::readahead::{self, Advice, Insert, Readahead, ReadaheadConfig, Window};
 use crate::sync::{AtomicU64, Ordering};
 use crate::workingset::CacheStat;
@@ -72,7 +72,7 @@ impl Cache {
         let size = backing.len()?;
         let backing: Arc<dyn Backing> = Arc::new(backing);
         let (mapping, new) = self.inner.find_or_register((md.dev(), md.ino()), |this| {
-            let mut m = Mapping::new(this, self.clone(), backing.clone(), size);
+            let mut m = Mapping::new(this, self.inner.clone(), backing.clone(), size);
             m.path = Some(path.to_path_buf());
             m
         });
@@ -99,7 +99,7 @@ impl Cache {
     pub fn open_backing(&self, backing: impl Backing) -> io::Result<File> {
         let size = backing.len()?;
         Ok(self
-            .file(|this| Mapping::new(this, self.clone(), Arc::new(backing), size))
+            .file(|this| Mapping::new(this, self.inner.clone(), Arc::new(backing), size))
             .with_access(true, false))
     }
 
@@ -119,6 +119,7 @@ impl Cache {
             mapping,
             ra: Arc::new(Readahead::new(
                 self.inner
+                    .io
                     .readahead
                     .for_capacity(self.inner.mem.arena.capacity_pages() as u64),
             )),
@@ -652,11 +653,7 @@ impl Drop for File {
                     "foliocache: writing back {:?} as it closed: {e}; kept cached and retried",
                     self.mapping.path
                 );
-                self.mapping
-                    .inner()
-                    .closed_dirty
-                    .lock()
-                    .push((self.mapping.clone(), std::time::Instant::now()));
+                self.mapping.inner().keep_closed_dirty(self.mapping.clone());
             }
         }
     }

@@ -143,6 +143,7 @@
 #[allow(unsafe_code)]
 #[cfg_attr(not(feature = "internals"), allow(dead_code, unreachable_pub))]
 mod arena;
+mod bdi;
 mod cache;
 // Unsafe: copies in and out of arena memory by address, racing readers.
 #[allow(unsafe_code)]
@@ -154,7 +155,8 @@ mod cache;
 mod copy;
 mod errseq;
 mod file;
-// Unsafe: the index's item type, a hit's and a write's copies, reclaim's folio-to-mapping step.
+// Unsafe: the index's item type, a hit's and a write's copies, reclaim's
+// folio-to-mapping step, a pin's loan of a folio's bytes (`filemap::pin`).
 #[allow(unsafe_code)]
 pub mod filemap;
 mod flags;
@@ -164,9 +166,7 @@ mod folio;
 mod huge_hints;
 mod kick;
 mod lru;
-// Unsafe: a pin lends a folio's bytes as a slice, across threads.
-#[allow(unsafe_code)]
-mod pin;
+mod mm;
 mod pressure;
 mod read_many;
 mod readahead;
@@ -185,8 +185,8 @@ mod writeback;
 pub use arena::Populate;
 pub use cache::{Cache, CacheBuilder, CacheStats, MemoryUsage};
 pub use file::File;
+pub use filemap::pin::Pinned;
 pub use flags::ReadFlags;
-pub use pin::Pinned;
 pub use pressure::PressureConfig;
 pub use read_many::{Completed, ReadQueue, ReadReq};
 pub use readahead::{Advice, ReadaheadConfig, Window};

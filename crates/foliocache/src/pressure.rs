@@ -44,7 +44,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use crate::arena::PAGE_SIZE;
-use crate::cache::CacheInner;
+use crate::mm::CacheInner;
 use crate::sync::Ordering;
 
 /// How long memory must have stayed plentiful before the watcher lets the
@@ -524,7 +524,8 @@ pub(crate) fn spawn(
     };
     let psi = cfg.psi.then(|| Psi::arm(&psi_file)).flatten();
     let stop = Arc::new(WatchStop::new()?);
-    let _ = inner.watch_stop.set(stop.clone());
+    let on_drop = stop.clone();
+    inner.set_on_drop(Box::new(move || on_drop.stop()));
     let weak = Arc::downgrade(inner);
     std::thread::Builder::new()
         .name("foliocache-pressure".into())
@@ -557,51 +558,49 @@ fn watch_loop(weak: &Weak<CacheInner>, w: &Watch, psi: Option<&Psi>, stop: &Watc
                 Some(h) if h < w.reserve => (w.reserve - h).div_ceil(PAGE_SIZE as u64) as usize,
                 _ => inner.mem.arena.capacity_pages() / 16,
             };
-            inner.shrink_for_pressure(missing, w.floor);
+            shrink_for_pressure(&inner, missing, w.floor);
         } else if last_short.is_none_or(|t| t.elapsed() >= CALM) {
             let spare = headroom.map_or(u64::MAX, |h| h.saturating_sub(2 * w.reserve));
-            inner.grow_after_pressure((spare / PAGE_SIZE as u64) as usize);
+            grow_after_pressure(&inner, (spare / PAGE_SIZE as u64) as usize);
         }
     }
 }
 
-impl CacheInner {
-    /// Lowers the cache's limit by `pages` below what it holds now (never
-    /// below `floor`), evicts until it fits, and gives the free arena
-    /// memory back to the OS. Counted in [`CacheStats::pressure_shrinks`].
-    ///
-    /// [`CacheStats::pressure_shrinks`]: crate::CacheStats::pressure_shrinks
-    pub(crate) fn shrink_for_pressure(&self, pages: usize, floor: usize) {
-        let a = &self.mem.arena;
-        let used = a.capacity_pages() - a.free_pages();
-        let target = used.min(a.limit_pages()).saturating_sub(pages).max(floor);
-        if target < a.limit_pages() {
-            a.set_limit_pages(target);
-        }
-        let mut used = a.capacity_pages() - a.free_pages();
-        while used > target {
-            if self.reclaim((used - target) as u64) == 0 {
-                break;
-            }
-            used = a.capacity_pages() - a.free_pages();
-        }
-        let released = a.release_free();
-        self.stats.pressure_shrinks.fetch_add(1, Ordering::Relaxed);
-        log::info!(
-            "foliocache: memory is short: limit {} MiB, {} MiB cached, {} MiB given back",
-            (a.limit_pages() * PAGE_SIZE) >> 20,
-            (used * PAGE_SIZE) >> 20,
-            released >> 20
-        );
+/// Lowers the cache's limit by `pages` below what it holds now (never
+/// below `floor`), evicts until it fits, and gives the free arena
+/// memory back to the OS. Counted in [`CacheStats::pressure_shrinks`].
+///
+/// [`CacheStats::pressure_shrinks`]: crate::CacheStats::pressure_shrinks
+pub(crate) fn shrink_for_pressure(cache: &CacheInner, pages: usize, floor: usize) {
+    let a = &cache.mem.arena;
+    let used = a.capacity_pages() - a.free_pages();
+    let target = used.min(a.limit_pages()).saturating_sub(pages).max(floor);
+    if target < a.limit_pages() {
+        a.set_limit_pages(target);
     }
-
-    /// Raises the cache's limit by at most `pages`, up to the capacity.
-    pub(crate) fn grow_after_pressure(&self, pages: usize) {
-        let a = &self.mem.arena;
-        let limit = a.limit_pages();
-        if limit < a.capacity_pages() && pages > 0 {
-            a.set_limit_pages(limit.saturating_add(pages));
+    let mut used = a.capacity_pages() - a.free_pages();
+    while used > target {
+        if crate::vmscan::reclaim(cache, (used - target) as u64) == 0 {
+            break;
         }
+        used = a.capacity_pages() - a.free_pages();
+    }
+    let released = a.release_free();
+    cache.stats.pressure_shrinks.fetch_add(1, Ordering::Relaxed);
+    log::info!(
+        "foliocache: memory is short: limit {} MiB, {} MiB cached, {} MiB given back",
+        (a.limit_pages() * PAGE_SIZE) >> 20,
+        (used * PAGE_SIZE) >> 20,
+        released >> 20
+    );
+}
+
+/// Raises the cache's limit by at most `pages`, up to the capacity.
+pub(crate) fn grow_after_pressure(cache: &CacheInner, pages: usize) {
+    let a = &cache.mem.arena;
+    let limit = a.limit_pages();
+    if limit < a.capacity_pages() && pages > 0 {
+        a.set_limit_pages(limit.saturating_add(pages));
     }
 }
 

@@ -169,7 +169,7 @@ impl File {
                         size: q - p,
                         async_size: 0,
                     };
-                    let max_order = m.inner().max_order;
+                    let max_order = m.inner().io.max_order;
                     let mut order = max_order;
                     let slots = plan(&win, &mut order, max_order, last_page);
                     folios.extend(m.insert_batched(&slots, dropbehind));

@@ -26,11 +26,11 @@ use std::sync::Arc;
 
 use xarray::{Cursor, Entry};
 
-use crate::cache::CacheInner;
 use crate::filemap::{FolioPtr, Mapping};
 use crate::folio::{Folio, FolioFlags, FolioRef, FreeBatch, FrozenFolio, LockedFolio};
 use crate::lru::NIL;
-use crate::sync::Ordering;
+use crate::mm::CacheInner;
+use crate::sync::{AtomicU64, Ordering};
 use crate::workingset::Shadow;
 
 impl Mapping {
@@ -105,271 +105,300 @@ impl Mapping {
     }
 }
 
-impl CacheInner {
-    /// After evictions: every [`shadow_check_every`] of them, if the index
-    /// nodes holding only shadows exceed the budget, removes the oldest
-    /// (whole nodes' worth) until they take three quarters of it (the
-    /// kernel's shadow-node shrinker: `count_shadow_nodes`, then
-    /// `shadow_lru_isolate` from the head of the shadow nodes' `list_lru`).
-    /// Each index keeps its shadow-only nodes on a list in the order their
-    /// last folio left, so a trim walks nothing: it costs the shadows it
-    /// removes, each paid for by the eviction that left it. Every file
-    /// gives up its oldest nodes in proportion to the nodes it holds (the
-    /// kernel's one list spans the files; ours keep each file's newest).
-    /// Called with no lock held. One thread trims at a time; the others go
-    /// on.
-    fn maybe_trim_shadows(&self) {
-        let evictions = self.stats.evictions.sum();
-        let due = self.shadow_check.load(Ordering::Relaxed);
-        if evictions < due {
-            return;
+/// Reclaim's state in a cache: the shadow budget and when to check it,
+/// and the one trimmer at a time.
+pub(crate) struct Reclaim {
+    /// The shadow budget, in index nodes holding only shadows.
+    shadow_nodes: usize,
+    /// The eviction count at which to check the shadow budget next.
+    shadow_check: AtomicU64,
+    /// Held by the one thread trimming shadows (a plain lock even under
+    /// loom: nothing inside it is part of a modelled protocol, and no
+    /// model thread can be switched out while holding it).
+    #[allow(clippy::disallowed_types)]
+    trimming: parking_lot::Mutex<()>,
+}
+
+impl Reclaim {
+    /// A budget of `shadow_nodes` index nodes of shadows.
+    #[allow(clippy::disallowed_types)]
+    pub(crate) fn new(shadow_nodes: usize) -> Reclaim {
+        Reclaim {
+            shadow_nodes,
+            shadow_check: AtomicU64::new(shadow_check_every(shadow_nodes)),
+            trimming: parking_lot::Mutex::new(()),
         }
-        let Some(_one) = self.trimming.try_lock() else {
-            return;
+    }
+}
+
+/// After evictions: every [`shadow_check_every`] of them, if the index
+/// nodes holding only shadows exceed the budget, removes the oldest
+/// (whole nodes' worth) until they take three quarters of it (the
+/// kernel's shadow-node shrinker: `count_shadow_nodes`, then
+/// `shadow_lru_isolate` from the head of the shadow nodes' `list_lru`).
+/// Each index keeps its shadow-only nodes on a list in the order their
+/// last folio left, so a trim walks nothing: it costs the shadows it
+/// removes, each paid for by the eviction that left it. Every file
+/// gives up its oldest nodes in proportion to the nodes it holds (the
+/// kernel's one list spans the files; ours keep each file's newest).
+/// Called with no lock held. One thread trims at a time; the others go
+/// on.
+fn maybe_trim_shadows(cache: &CacheInner) {
+    let evictions = cache.stats.evictions.sum();
+    let due = cache.reclaim.shadow_check.load(Ordering::Relaxed);
+    if evictions < due {
+        return;
+    }
+    let Some(_one) = cache.reclaim.trimming.try_lock() else {
+        return;
+    };
+    cache.reclaim.shadow_check.store(
+        evictions + shadow_check_every(cache.reclaim.shadow_nodes),
+        Ordering::Relaxed,
+    );
+    let live = cache.live_mappings();
+    let nodes: usize = live.iter().map(|m| m.shadow_nodes()).sum();
+    if nodes <= cache.reclaim.shadow_nodes {
+        return;
+    }
+    let excess = nodes - cache.reclaim.shadow_nodes * 3 / 4;
+    for m in &live {
+        let held = m.shadow_nodes();
+        // Rounded up, so that the files together give up the excess.
+        m.trim_shadow_nodes((excess * held).div_ceil(nodes));
+    }
+}
+
+/// Evicts folios until about `want` pages went back to the arena, or a
+/// full pass found nothing to evict. Returns the pages freed.
+pub(crate) fn reclaim(cache: &CacheInner, want: u64) -> u64 {
+    let mut scan = Scan {
+        budget: None,
+        stuck: 0,
+    };
+    let mut batch = Isolated::default();
+    let mut freed = 0;
+    while freed < want {
+        isolate_lru_folios(cache, want - freed, &mut scan, &mut batch);
+        if batch.folios.is_empty() {
+            break;
+        }
+        freed += shrink_folio_list(cache, &mut batch, &mut scan);
+    }
+    if freed > 0 {
+        maybe_trim_shadows(cache);
+    }
+    freed
+}
+
+/// Reclaim for an allocation that found the arena short of `want`
+/// pages: at least [`ISOLATE_BATCH`] pages, as the kernel's
+/// `try_to_free_pages` asks for at least `SWAP_CLUSTER_MAX`. The
+/// surplus stays free in the arena for the next allocations, so a full
+/// cache pays one isolation (one LRU lock hold) and one shadow trim per
+/// batch of misses, not per miss. (In a small cache the batch is at
+/// most a 128th of the capacity: reclaim there stays close to the
+/// exact LRU the workingset tests check.)
+pub(crate) fn direct_reclaim(cache: &CacheInner, want: u64) -> u64 {
+    let batch = (cache.mem.arena.capacity_pages() as u64 / 128).min(ISOLATE_BATCH as u64);
+    reclaim(cache, want.max(batch))
+}
+
+/// Takes up to [`ISOLATE_BATCH`] folios, about `want` pages, off the
+/// inactive tail in one hold of the LRU lock (`isolate_lru_folios`),
+/// each with a reference and its mapping kept alive, for
+/// [`shrink_folio_list`](shrink_folio_list) to evict with the
+/// lock dropped. On the way, as the kernel's scan does: the inactive
+/// list is refilled from the active tail when it is the shorter one
+/// (or after a whole lap found nothing to take); a folio accessed twice
+/// while inactive is activated; a dirty folio, one under writeback, or
+/// a locked one is rotated (and the flusher asked to write the dirty
+/// ones back).
+fn isolate_lru_folios<'c>(
+    cache: &'c CacheInner,
+    want: u64,
+    scan: &mut Scan,
+    batch: &mut Isolated<'c>,
+) {
+    let lruv = cache.lru();
+    let mut lru = lruv.lock();
+    let lru = &mut *lru;
+    let budget = scan
+        .budget
+        .get_or_insert(2 * (lru.active.pages + lru.inactive.pages) + 2);
+    let mut pages = 0;
+    while pages < want && batch.folios.len() < ISOLATE_BATCH && *budget > 0 {
+        *budget -= 1;
+        if lru.active.tail != NIL
+            && (lru.inactive.pages < lru.active.pages || scan.stuck >= lru.inactive.pages)
+        {
+            // Refill the inactive list from the active tail. As the
+            // kernel does for file folios nobody maps, referenced or
+            // not: the bit stays, so one more access reactivates it.
+            // It was in the working set once, and its shadow will say
+            // so (PG_workingset).
+            let page = lru.active.tail;
+            let f = cache.mem.folio(page);
+            lruv.list_remove(&mut lru.active, page);
+            // (An `ACTIVATE` left from an access made before the folio
+            // reached a list goes too: it asked for what happened.)
+            f.fetch_clear(FolioFlags::ACTIVE.union(FolioFlags::ACTIVATE));
+            f.test_and_set(FolioFlags::WORKINGSET);
+            lruv.list_push_head(&mut lru.inactive, page);
+            continue;
+        }
+        let page = lru.inactive.tail;
+        if page == NIL {
+            break;
+        }
+        let f = cache.mem.folio(page);
+        lruv.list_remove(&mut lru.inactive, page);
+        // Used once (or not at all) since it came in: it goes, unless
+        // it was accessed twice while inactive.
+        if f.fetch_clear(FolioFlags::REFERENCED)
+            .contains(FolioFlags::ACTIVATE)
+        {
+            lruv.activate_on(lru, f, page);
+            continue;
+        }
+        let busy = f.flags();
+        if busy.intersects(FolioFlags::DIRTY.union(FolioFlags::WRITEBACK)) {
+            // Never dropped dirty: rotated, and the flusher asked to
+            // write it back (the kernel sets PG_reclaim and wakes the
+            // flusher).
+            lruv.list_push_head(&mut lru.inactive, page);
+            scan.stuck += f.nr_pages();
+            cache.bdi.kick();
+            continue;
+        }
+        let mapping = match batch.mapping_of(f) {
+            _ if busy.intersects(FolioFlags::LOCKED) => None,
+            Some(i) => Some(i),
+            None => {
+                // (Off the list just now, but `LRU` still set and the
+                // lock held: its mapping is alive, unless being dropped.)
+                Mapping::of_listed(lru, f).map(|m| {
+                    batch.mappings.push(m);
+                    batch.mappings.len() - 1
+                })
+            }
         };
-        self.shadow_check.store(
-            evictions + shadow_check_every(self.shadow_nodes),
-            Ordering::Relaxed,
-        );
-        let live = self.live_mappings();
-        let nodes: usize = live.iter().map(|m| m.shadow_nodes()).sum();
-        if nodes <= self.shadow_nodes {
-            return;
-        }
-        let excess = nodes - self.shadow_nodes * 3 / 4;
-        for m in &live {
-            let held = m.shadow_nodes();
-            // Rounded up, so that the files together give up the excess.
-            m.trim_shadow_nodes((excess * held).div_ceil(nodes));
-        }
-    }
-
-    /// Evicts folios until about `want` pages went back to the arena, or a
-    /// full pass found nothing to evict. Returns the pages freed.
-    pub(crate) fn reclaim(&self, want: u64) -> u64 {
-        let mut scan = Scan {
-            budget: None,
-            stuck: 0,
+        let Some(mapping) = mapping else {
+            // Locked (being read, written or truncated), or its file is
+            // going: rotated (a going file takes its folios off itself).
+            lruv.list_push_head(&mut lru.inactive, page);
+            scan.stuck += f.nr_pages();
+            continue;
         };
-        let mut batch = Isolated::default();
-        let mut freed = 0;
-        while freed < want {
-            self.isolate_lru_folios(want - freed, &mut scan, &mut batch);
-            if batch.folios.is_empty() {
-                break;
-            }
-            freed += self.shrink_folio_list(&mut batch, &mut scan);
-        }
-        if freed > 0 {
-            self.maybe_trim_shadows();
-        }
-        freed
+        // Off the lists, with a reference and its mapping held: nothing
+        // else takes it off a list (`lru_detach` finds `LRU` clear), and
+        // the mapping cannot go while it is isolated.
+        f.test_and_clear(FolioFlags::LRU);
+        f.get_many(1);
+        pages += f.nr_pages();
+        batch.folios.push((FolioRef::adopt(&cache.mem, f), mapping));
     }
+}
 
-    /// Reclaim for an allocation that found the arena short of `want`
-    /// pages: at least [`ISOLATE_BATCH`] pages, as the kernel's
-    /// `try_to_free_pages` asks for at least `SWAP_CLUSTER_MAX`. The
-    /// surplus stays free in the arena for the next allocations, so a full
-    /// cache pays one isolation (one LRU lock hold) and one shadow trim per
-    /// batch of misses, not per miss. (In a small cache the batch is at
-    /// most a 128th of the capacity: reclaim there stays close to the
-    /// exact LRU the workingset tests check.)
-    pub(crate) fn direct_reclaim(&self, want: u64) -> u64 {
-        let batch = (self.mem.arena.capacity_pages() as u64 / 128).min(ISOLATE_BATCH as u64);
-        self.reclaim(want.max(batch))
-    }
-
-    /// Takes up to [`ISOLATE_BATCH`] folios, about `want` pages, off the
-    /// inactive tail in one hold of the LRU lock (`isolate_lru_folios`),
-    /// each with a reference and its mapping kept alive, for
-    /// [`shrink_folio_list`](Self::shrink_folio_list) to evict with the
-    /// lock dropped. On the way, as the kernel's scan does: the inactive
-    /// list is refilled from the active tail when it is the shorter one
-    /// (or after a whole lap found nothing to take); a folio accessed twice
-    /// while inactive is activated; a dirty folio, one under writeback, or
-    /// a locked one is rotated (and the flusher asked to write the dirty
-    /// ones back).
-    fn isolate_lru_folios<'c>(&'c self, want: u64, scan: &mut Scan, batch: &mut Isolated<'c>) {
-        let lruv = self.lru();
-        let mut lru = lruv.lock();
-        let lru = &mut *lru;
-        let budget = scan
-            .budget
-            .get_or_insert(2 * (lru.active.pages + lru.inactive.pages) + 2);
-        let mut pages = 0;
-        while pages < want && batch.folios.len() < ISOLATE_BATCH && *budget > 0 {
-            *budget -= 1;
-            if lru.active.tail != NIL
-                && (lru.inactive.pages < lru.active.pages || scan.stuck >= lru.inactive.pages)
-            {
-                // Refill the inactive list from the active tail. As the
-                // kernel does for file folios nobody maps, referenced or
-                // not: the bit stays, so one more access reactivates it.
-                // It was in the working set once, and its shadow will say
-                // so (PG_workingset).
-                let page = lru.active.tail;
-                let f = self.mem.folio(page);
-                lruv.list_remove(&mut lru.active, page);
-                // (An `ACTIVATE` left from an access made before the folio
-                // reached a list goes too: it asked for what happened.)
-                f.fetch_clear(FolioFlags::ACTIVE.union(FolioFlags::ACTIVATE));
-                f.test_and_set(FolioFlags::WORKINGSET);
-                lruv.list_push_head(&mut lru.inactive, page);
-                continue;
-            }
-            let page = lru.inactive.tail;
-            if page == NIL {
-                break;
-            }
-            let f = self.mem.folio(page);
-            lruv.list_remove(&mut lru.inactive, page);
-            // Used once (or not at all) since it came in: it goes, unless
-            // it was accessed twice while inactive.
-            if f.fetch_clear(FolioFlags::REFERENCED)
-                .contains(FolioFlags::ACTIVATE)
-            {
-                lruv.activate_on(lru, f, page);
-                continue;
-            }
-            let busy = f.flags();
-            if busy.intersects(FolioFlags::DIRTY.union(FolioFlags::WRITEBACK)) {
-                // Never dropped dirty: rotated, and the flusher asked to
-                // write it back (the kernel sets PG_reclaim and wakes the
-                // flusher).
-                lruv.list_push_head(&mut lru.inactive, page);
-                scan.stuck += f.nr_pages();
-                self.flusher.kick();
-                continue;
-            }
-            let mapping = match batch.mapping_of(f) {
-                _ if busy.intersects(FolioFlags::LOCKED) => None,
-                Some(i) => Some(i),
-                None => {
-                    // (Off the list just now, but `LRU` still set and the
-                    // lock held: its mapping is alive, unless being dropped.)
-                    Mapping::of_listed(lru, f).map(|m| {
-                        batch.mappings.push(m);
-                        batch.mappings.len() - 1
-                    })
-                }
-            };
-            let Some(mapping) = mapping else {
-                // Locked (being read, written or truncated), or its file is
-                // going: rotated (a going file takes its folios off itself).
-                lruv.list_push_head(&mut lru.inactive, page);
-                scan.stuck += f.nr_pages();
-                continue;
-            };
-            // Off the lists, with a reference and its mapping held: nothing
-            // else takes it off a list (`lru_detach` finds `LRU` clear), and
-            // the mapping cannot go while it is isolated.
-            f.test_and_clear(FolioFlags::LRU);
-            f.get_many(1);
-            pages += f.nr_pages();
-            batch.folios.push((FolioRef::adopt(&self.mem, f), mapping));
-        }
-    }
-
-    /// Evicts the folios [`isolate_lru_folios`](Self::isolate_lru_folios)
-    /// took, with the LRU lock dropped (`shrink_folio_list`): each is
-    /// locked (without waiting) and checked again (still its mapping's,
-    /// still clean); then, one index lock hold per mapping, frozen (nobody
-    /// else holds a reference, and now nobody can take one) and replaced by
-    /// its eviction shadow; the pages of the evicted go back to the arena
-    /// in one arena lock hold. The folios that could not go are put
-    /// back at the inactive head in one hold of the LRU lock; those that
-    /// left their mapping meanwhile are just let go. Returns the pages
-    /// freed; `batch` is empty after.
-    fn shrink_folio_list<'c>(&'c self, batch: &mut Isolated<'c>, scan: &mut Scan) -> u64 {
-        let mut keep: Vec<(FolioRef<'_>, usize)> = Vec::new();
-        let mut locked: Vec<(LockedFolio<'_>, usize)> = Vec::with_capacity(batch.folios.len());
-        for (f, mi) in batch.folios.drain(..) {
-            let m = &batch.mappings[mi];
-            let pages = f.nr_pages();
-            let f = match f.try_lock() {
-                Ok(f) => f,
-                Err(f) => {
-                    keep.push((f, mi));
-                    scan.stuck += pages;
-                    continue;
-                }
-            };
-            if f.mapping() != m.id() {
-                // Truncated (or its read failed) meanwhile: not on a list
-                // any more, and not ours to put back.
-                continue;
-            }
-            if f.test(FolioFlags::DIRTY) || f.test(FolioFlags::WRITEBACK) {
-                // Written to since it was isolated.
-                keep.push((f.unlock(), mi));
+/// Evicts the folios [`isolate_lru_folios`](isolate_lru_folios)
+/// took, with the LRU lock dropped (`shrink_folio_list`): each is
+/// locked (without waiting) and checked again (still its mapping's,
+/// still clean); then, one index lock hold per mapping, frozen (nobody
+/// else holds a reference, and now nobody can take one) and replaced by
+/// its eviction shadow; the pages of the evicted go back to the arena
+/// in one arena lock hold. The folios that could not go are put
+/// back at the inactive head in one hold of the LRU lock; those that
+/// left their mapping meanwhile are just let go. Returns the pages
+/// freed; `batch` is empty after.
+fn shrink_folio_list<'c>(cache: &'c CacheInner, batch: &mut Isolated<'c>, scan: &mut Scan) -> u64 {
+    let mut keep: Vec<(FolioRef<'_>, usize)> = Vec::new();
+    let mut locked: Vec<(LockedFolio<'_>, usize)> = Vec::with_capacity(batch.folios.len());
+    for (f, mi) in batch.folios.drain(..) {
+        let m = &batch.mappings[mi];
+        let pages = f.nr_pages();
+        let f = match f.try_lock() {
+            Ok(f) => f,
+            Err(f) => {
+                keep.push((f, mi));
                 scan.stuck += pages;
                 continue;
             }
-            locked.push((f, mi));
+        };
+        if f.mapping() != m.id() {
+            // Truncated (or its read failed) meanwhile: not on a list
+            // any more, and not ours to put back.
+            continue;
         }
-        // Out of their mappings, one index lock hold per mapping (a batch
-        // mostly holds one).
-        let mut frozen: Vec<FrozenFolio<'_>> = Vec::with_capacity(locked.len());
-        let mut busy = Vec::new();
-        while let Some(&(_, mi)) = locked.first() {
-            let (of_m, rest): (Vec<_>, Vec<_>) = locked.into_iter().partition(|&(_, m)| m == mi);
-            locked = rest;
-            let before = frozen.len();
-            batch.mappings[mi].evict_locked(
-                self,
-                of_m.into_iter().map(|(f, _)| f),
-                &mut frozen,
-                &mut busy,
-            );
-            if frozen.len() > before {
-                scan.stuck = 0;
-            }
-            for f in busy.drain(..) {
-                // A reader holds it.
-                scan.stuck += f.nr_pages();
-                keep.push((f.unlock(), mi));
-            }
+        if f.test(FolioFlags::DIRTY) || f.test(FolioFlags::WRITEBACK) {
+            // Written to since it was isolated.
+            keep.push((f.unlock(), mi));
+            scan.stuck += pages;
+            continue;
         }
-        let freed: u64 = frozen.iter().map(|f| f.nr_pages()).sum();
-        // The evicted folios' pages go back to the arena together, in one
-        // hold of its lock, when this drops.
-        let mut free = FreeBatch::with_capacity(&self.mem, frozen.len());
-        let evicted = frozen.len() as u64;
-        for f in frozen {
-            f.set_mapping(0, f.index());
-            f.free_into(&mut free);
-        }
-        drop(free);
-        // The batch's counts at once (each a line other CPUs write).
-        self.stats.evictions.add(evicted);
-        self.stats.folios.sub(evicted);
-        self.stats.pages.sub(freed);
-        {
-            // `putback_lru_folios`: back at the inactive head, unless the
-            // folio left its mapping meanwhile (its remover, finding it off
-            // the lists, cleared its mapping under this lock: `lru_detach`,
-            // so this test and that removal cannot interleave). Taken even
-            // with nothing to put back: a mapping this batch held may go
-            // once its `Arc` below does, and its drop's `lru_detach` must
-            // see every eviction made here (each folio's `mapping`
-            // cleared). The `Arc`'s own ordering gives that too; the lock
-            // also says it to the loom models, which do not see `std`'s
-            // `Arc`.
-            let lruv = self.lru();
-            let mut lru = lruv.lock();
-            for (f, mi) in &keep {
-                if f.mapping() == batch.mappings[*mi].id() && !f.test_and_set(FolioFlags::LRU) {
-                    let page = self.mem.page(f);
-                    lruv.list_push_head(&mut lru.inactive, page);
-                }
-            }
-        }
-        // The references, then the mappings (a file closed meanwhile goes
-        // here: its drop takes the LRU lock), with no lock held.
-        drop(keep);
-        batch.mappings.clear();
-        freed
+        locked.push((f, mi));
     }
+    // Out of their mappings, one index lock hold per mapping (a batch
+    // mostly holds one).
+    let mut frozen: Vec<FrozenFolio<'_>> = Vec::with_capacity(locked.len());
+    let mut busy = Vec::new();
+    while let Some(&(_, mi)) = locked.first() {
+        let (of_m, rest): (Vec<_>, Vec<_>) = locked.into_iter().partition(|&(_, m)| m == mi);
+        locked = rest;
+        let before = frozen.len();
+        batch.mappings[mi].evict_locked(
+            cache,
+            of_m.into_iter().map(|(f, _)| f),
+            &mut frozen,
+            &mut busy,
+        );
+        if frozen.len() > before {
+            scan.stuck = 0;
+        }
+        for f in busy.drain(..) {
+            // A reader holds it.
+            scan.stuck += f.nr_pages();
+            keep.push((f.unlock(), mi));
+        }
+    }
+    let freed: u64 = frozen.iter().map(|f| f.nr_pages()).sum();
+    // The evicted folios' pages go back to the arena together, in one
+    // hold of its lock, when this drops.
+    let mut free = FreeBatch::with_capacity(&cache.mem, frozen.len());
+    let evicted = frozen.len() as u64;
+    for f in frozen {
+        f.set_mapping(0, f.index());
+        f.free_into(&mut free);
+    }
+    drop(free);
+    // The batch's counts at once (each a line other CPUs write).
+    cache.stats.evictions.add(evicted);
+    cache.stats.folios.sub(evicted);
+    cache.stats.pages.sub(freed);
+    {
+        // `putback_lru_folios`: back at the inactive head, unless the
+        // folio left its mapping meanwhile (its remover, finding it off
+        // the lists, cleared its mapping under this lock: `lru_detach`,
+        // so this test and that removal cannot interleave). Taken even
+        // with nothing to put back: a mapping this batch held may go
+        // once its `Arc` below does, and its drop's `lru_detach` must
+        // see every eviction made here (each folio's `mapping`
+        // cleared). The `Arc`'s own ordering gives that too; the lock
+        // also says it to the loom models, which do not see `std`'s
+        // `Arc`.
+        let lruv = cache.lru();
+        let mut lru = lruv.lock();
+        for (f, mi) in &keep {
+            if f.mapping() == batch.mappings[*mi].id() && !f.test_and_set(FolioFlags::LRU) {
+                let page = cache.mem.page(f);
+                lruv.list_push_head(&mut lru.inactive, page);
+            }
+        }
+    }
+    // The references, then the mappings (a file closed meanwhile goes
+    // here: its drop takes the LRU lock), with no lock held.
+    drop(keep);
+    batch.mappings.clear();
+    freed
 }
 
 /// The most folios one hold of the LRU lock isolates for reclaim (the

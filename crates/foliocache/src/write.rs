@@ -26,10 +26,11 @@ use std::sync::Arc;
 
 use backing::{Backing, BackingInfo, DataPath, FileOptions, IoBuf, IoBufMut};
 
-use crate::cache::{AllocWait, Cache};
+use crate::cache::Cache;
 use crate::file::File;
 use crate::filemap::Mapping;
 use crate::folio::FolioFlags;
+use crate::mm::AllocWait;
 
 use crate::arena::PAGE;
 
@@ -263,7 +264,7 @@ impl Cache {
             name: name.to_string(),
         };
         let file = self.file(|this| {
-            let mut mapping = Mapping::new(this, self.clone(), Arc::new(backing), size);
+            let mut mapping = Mapping::new(this, self.inner.clone(), Arc::new(backing), size);
             mapping.memfile = true;
             mapping.path = Some(name.into());
             mapping

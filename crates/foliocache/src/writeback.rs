@@ -43,10 +43,10 @@
 use std::io;
 use std::time::{Duration, Instant};
 
-use crate::cache::{CacheInner, CLOSED_DIRTY_KEEP};
 use crate::filemap::{FolioRef, LockedFolio, Mapping, MappingEntry};
 use crate::folio::Folio;
 use crate::folio::FolioFlags;
+use crate::mm::CacheInner;
 use crate::sync::Ordering;
 use backing::aio::{EngineKind, WriteReq};
 use backing::IoBuf;
@@ -72,15 +72,16 @@ pub(crate) const FLUSH_INTERVAL: Duration = Duration::from_secs(5);
 /// flusher to bring the cache under its dirty limit before it fails.
 const THROTTLE_WAIT: Duration = Duration::from_secs(30);
 
-/// The background flusher's wake-up ([`Kick`](crate::kick::Kick)).
-pub(crate) type Flusher = crate::kick::Kick;
+/// How long a closed file whose writeback keeps failing stays cached
+/// (see `CacheInner::keep_closed_dirty`) before its dirty data is given up.
+pub(crate) const CLOSED_DIRTY_KEEP: Duration = Duration::from_secs(60);
 
 /// Starts the flusher thread of a cache. It holds the cache only while it
 /// works, and exits once the cache is gone.
 #[cfg(not(loom))]
 pub(crate) fn spawn_flusher(inner: &std::sync::Arc<CacheInner>) -> io::Result<()> {
     let weak = std::sync::Arc::downgrade(inner);
-    let f = inner.flusher.clone();
+    let f = inner.bdi.flusher();
     std::thread::Builder::new()
         .name("foliocache-flush".into())
         .spawn(move || {
@@ -95,7 +96,7 @@ pub(crate) fn spawn_flusher(inner: &std::sync::Arc<CacheInner>) -> io::Result<()
                 if full {
                     last_full = Instant::now();
                 }
-                inner.flush(full);
+                flush(&inner, full);
             }
         })?;
     Ok(())
@@ -108,91 +109,89 @@ pub(crate) fn spawn_flusher(inner: &std::sync::Arc<CacheInner>) -> io::Result<()
 /// readers and new folios.
 const DIRTY_SHARE: (u64, u64) = (3, 4);
 
-impl CacheInner {
-    fn dirty(&self) -> u64 {
-        self.stats.dirty_pages.load(Ordering::Relaxed)
-    }
-
-    /// Dirty pages above which writers are throttled (the limit of
-    /// `balance_dirty_pages`, from `domain_dirty_limits`): the builder's,
-    /// else [`DIRTY_SHARE`] of what the cache may hold now (its capacity,
-    /// less what memory pressure took back: the arena's limit), so a cache
-    /// that shrinks holds less dirty data, as the kernel's limit follows
-    /// the memory available.
-    pub(crate) fn dirty_limit(&self) -> u64 {
-        self.dirty_limit_set
-            .unwrap_or_else(|| self.mem.arena.limit_pages() as u64 * DIRTY_SHARE.0 / DIRTY_SHARE.1)
-            .max(1)
-    }
-
-    /// Dirty pages above which the flusher writes back: the builder's, else
-    /// half the dirty limit (the kernel's default `dirty_background_ratio`
-    /// against its `dirty_ratio`); never above the limit.
-    #[cfg_attr(loom, allow(dead_code))]
-    pub(crate) fn dirty_background(&self) -> u64 {
-        let limit = self.dirty_limit();
-        self.dirty_background_set.unwrap_or(limit / 2).min(limit)
-    }
-
-    /// One round of the flusher: over the background threshold, write
-    /// back files (the dirtiest first) until under half of it; with `all`,
-    /// write back everything dirty. Errors are recorded in each file's
-    /// error sequence for its next sync.
-    // (No flusher thread under loom.)
-    #[cfg_attr(loom, allow(dead_code))]
-    fn flush(&self, all: bool) {
-        self.retry_closed(all);
-        if !all && self.dirty() <= self.dirty_background() {
-            return;
-        }
-        let mut live = self.live_mappings();
-        live.retain(|m| m.dirty_pages.load(Ordering::Relaxed) > 0);
-        live.sort_by_key(|m| std::cmp::Reverse(m.dirty_pages.load(Ordering::Relaxed)));
-        for m in &live {
-            if !all && self.dirty() <= self.dirty_background() / 2 {
-                break;
-            }
-            let _ = m.writeback(0, u64::MAX);
-        }
-        // The mappings go with no lock held (the last one may be a closed
-        // file's, whose drop writes back and takes locks).
-        drop(live);
-    }
+fn dirty(cache: &CacheInner) -> u64 {
+    cache.stats.dirty_pages.load(Ordering::Relaxed)
 }
 
-impl CacheInner {
-    /// The closed files kept because their writeback failed
-    /// (`closed_dirty`): those now clean (written by a reopen's sync, say)
-    /// go; with `retry`, the others are written back again and go if that
-    /// works; those kept for [`CLOSED_DIRTY_KEEP`] go anyway, their dirty
-    /// data with them (logged). The mappings are dropped with no lock held.
-    #[cfg_attr(loom, allow(dead_code))]
-    fn retry_closed(&self, retry: bool) {
-        let kept: Vec<_> = std::mem::take(&mut *self.closed_dirty.lock());
-        if kept.is_empty() {
-            return;
-        }
-        let mut keep = Vec::new();
-        let mut gone = Vec::new();
-        for (m, since) in kept {
-            let clean = m.dirty_pages.load(Ordering::Relaxed) == 0
-                || (retry && m.writeback(0, u64::MAX).is_ok());
-            if clean {
-                gone.push(m);
-            } else if since.elapsed() >= CLOSED_DIRTY_KEEP {
-                log::error!(
-                    "foliocache: giving up the dirty data of closed file {:?}: its writeback \
-                     has failed for {CLOSED_DIRTY_KEEP:?}",
-                    m.path
-                );
-                gone.push(m);
-            } else {
-                keep.push((m, since));
-            }
-        }
-        self.closed_dirty.lock().extend(keep);
-        drop(gone);
+/// Dirty pages above which writers are throttled (the limit of
+/// `balance_dirty_pages`, from `domain_dirty_limits`): the builder's,
+/// else [`DIRTY_SHARE`] of what the cache may hold now (its capacity,
+/// less what memory pressure took back: the arena's limit), so a cache
+/// that shrinks holds less dirty data, as the kernel's limit follows
+/// the memory available.
+pub(crate) fn dirty_limit(cache: &CacheInner) -> u64 {
+    cache
+        .bdi
+        .limit_set()
+        .unwrap_or_else(|| cache.mem.arena.limit_pages() as u64 * DIRTY_SHARE.0 / DIRTY_SHARE.1)
+        .max(1)
+}
+
+/// Dirty pages above which the flusher writes back: the builder's, else
+/// half the dirty limit (the kernel's default `dirty_background_ratio`
+/// against its `dirty_ratio`); never above the limit.
+#[cfg_attr(loom, allow(dead_code))]
+pub(crate) fn dirty_background(cache: &CacheInner) -> u64 {
+    let limit = dirty_limit(cache);
+    cache.bdi.background_set().unwrap_or(limit / 2).min(limit)
+}
+
+/// One round of the flusher: over the background threshold, write
+/// back files (the dirtiest first) until under half of it; with `all`,
+/// write back everything dirty. Errors are recorded in each file's
+/// error sequence for its next sync.
+// (No flusher thread under loom.)
+#[cfg_attr(loom, allow(dead_code))]
+fn flush(cache: &CacheInner, all: bool) {
+    retry_closed(cache, all);
+    if !all && dirty(cache) <= dirty_background(cache) {
+        return;
     }
+    let mut live = cache.live_mappings();
+    live.retain(|m| m.dirty_pages.load(Ordering::Relaxed) > 0);
+    live.sort_by_key(|m| std::cmp::Reverse(m.dirty_pages.load(Ordering::Relaxed)));
+    for m in &live {
+        if !all && dirty(cache) <= dirty_background(cache) / 2 {
+            break;
+        }
+        let _ = m.writeback(0, u64::MAX);
+    }
+    // The mappings go with no lock held (the last one may be a closed
+    // file's, whose drop writes back and takes locks).
+    drop(live);
+}
+
+/// The closed files kept because their writeback failed
+/// (`closed_dirty`): those now clean (written by a reopen's sync, say)
+/// go; with `retry`, the others are written back again and go if that
+/// works; those kept for [`CLOSED_DIRTY_KEEP`] go anyway, their dirty
+/// data with them (logged). The mappings are dropped with no lock held.
+#[cfg_attr(loom, allow(dead_code))]
+fn retry_closed(cache: &CacheInner, retry: bool) {
+    let kept = cache.take_closed_dirty();
+    if kept.is_empty() {
+        return;
+    }
+    let mut keep = Vec::new();
+    let mut gone = Vec::new();
+    for (m, since) in kept {
+        let clean = m.dirty_pages.load(Ordering::Relaxed) == 0
+            || (retry && m.writeback(0, u64::MAX).is_ok());
+        if clean {
+            gone.push(m);
+        } else if since.elapsed() >= CLOSED_DIRTY_KEEP {
+            log::error!(
+                "foliocache: giving up the dirty data of closed file {:?}: its writeback \
+                 has failed for {CLOSED_DIRTY_KEEP:?}",
+                m.path
+            );
+            gone.push(m);
+        } else {
+            keep.push((m, since));
+        }
+    }
+    cache.put_back_closed_dirty(keep);
+    drop(gone);
 }
 
 impl Mapping {
@@ -403,23 +402,23 @@ impl Mapping {
     /// dirty limit for [`THROTTLE_WAIT`].
     pub(crate) fn throttle(&self) -> io::Result<()> {
         let cache = self.inner();
-        if self.memfile || cache.dirty() <= cache.dirty_limit() {
+        if self.memfile || dirty(cache) <= dirty_limit(cache) {
             return Ok(());
         }
         cache.stats.throttled.fetch_add(1, Ordering::Relaxed);
-        cache.flusher.kick();
+        cache.bdi.kick();
         let start = Instant::now();
         let errors = cache.stats.writeback_errors.load(Ordering::Relaxed);
-        while cache.dirty() > cache.dirty_limit() {
+        while dirty(cache) > dirty_limit(cache) {
             if self.dirty_pages.load(Ordering::Relaxed) > 0 {
                 if let Err(e) = self.writeback(0, u64::MAX) {
-                    if cache.dirty() > cache.dirty_limit() {
+                    if dirty(cache) > dirty_limit(cache) {
                         // The backing's error as it gave it (its errno is
                         // what a caller, or a FUSE reply, needs).
                         log::warn!(
                             "foliocache: over the dirty limit ({} bytes) and writing back {:?} \
                              failed: {e}",
-                            cache.dirty_limit() * PAGE,
+                            dirty_limit(cache) * PAGE,
                             self.path
                         );
                         return Err(e);
@@ -440,12 +439,12 @@ impl Mapping {
                     io::ErrorKind::StorageFull,
                     format!(
                         "foliocache: the cache stayed over its dirty limit ({} bytes) for {:?}",
-                        cache.dirty_limit() * PAGE,
+                        dirty_limit(cache) * PAGE,
                         THROTTLE_WAIT
                     ),
                 ));
             }
-            cache.flusher.kick();
+            cache.bdi.kick();
             std::thread::sleep(Duration::from_millis(1));
         }
         Ok(())
@@ -659,6 +658,7 @@ impl Mapping {
         // else side by side on the writeback pool.
         let uring = cache
             .io
+            .engine
             .as_ref()
             .filter(|e| e.kind() == EngineKind::Uring && backing.raw_file().is_some());
         let results: Vec<io::Result<u64>> = if segs.len() < PARALLEL_WRITES_MIN {
@@ -676,7 +676,7 @@ impl Mapping {
         } else {
             let slots: Vec<std::sync::OnceLock<io::Result<u64>>> =
                 segs.iter().map(|_| std::sync::OnceLock::new()).collect();
-            cache.wb_pool.run(segs.len(), &|j| {
+            cache.bdi.pool().run(segs.len(), &|j| {
                 let _ = slots[j].set(write(&segs[j]));
             });
             // (A job that panicked leaves its write failed.)

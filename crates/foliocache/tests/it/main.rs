@@ -4,6 +4,10 @@
 
 mod common;
 
+/// The modules in layers: no import goes up a layer, no import cycle is
+/// longer than three modules (`docs/design.md`).
+mod layering;
+
 /// The page arena: allocation by order, splitting and merging, populate.
 mod arena;
 

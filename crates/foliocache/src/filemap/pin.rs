@@ -400,7 +400,7 @@ impl Mapping {
 }
 
 /// Copies a folio's bytes into a fresh one of the same order.
-fn copy_folio(cache: &crate::cache::CacheInner, old: &LockedFolio<'_>, new: &LockedFolio<'_>) {
+fn copy_folio(cache: &crate::mm::CacheInner, old: &LockedFolio<'_>, new: &LockedFolio<'_>) {
     assert_eq!(old.order(), new.order(), "copy_folio: orders differ");
     let len = (old.nr_pages() * PAGE) as usize;
     let src = cache.mem.arena.page_ptr(old.page()).as_ptr();

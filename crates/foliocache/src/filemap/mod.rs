@@ -114,11 +114,9 @@ use backing::{Backing, BackingInfo};
 use xarray::{Cursor, Entry, EntryRef, Error as XaError, Item, XArray, XaGuard};
 
 use crate::arena::{PageId, MAX_ORDER};
-use crate::cache::{Cache, CacheInner};
-use crate::flags::ReadFlags;
 pub use crate::folio::{Folio, FolioFlags, FolioRef, LockedFolio};
-use crate::pin::WritableFolio;
-use crate::readahead::{Insert, Readahead};
+use crate::mm::CacheInner;
+use crate::readahead::Insert;
 pub use crate::workingset::Shadow;
 // (`size` and `handles`: see the note in `Mapping`.)
 #[allow(clippy::disallowed_types)]
@@ -127,6 +125,13 @@ use std::sync::atomic::AtomicU64 as StdAtomicU64;
 use crate::sync::{spin_hint, AtomicU64, Ordering};
 
 use crate::arena::PAGE;
+
+// Borrowed folios (`File::pin`), and the write side's guard against them.
+pub(crate) mod pin;
+// The read path and readahead's IO.
+mod read;
+
+use pin::WritableFolio;
 
 /// The most folios one batch lookup returns (the kernel's `folio_batch`).
 pub const BATCH: usize = 31;
@@ -287,7 +292,8 @@ pub struct Mapping {
     /// from a folio on an LRU list, holds it while it evicts the folio with
     /// the LRU lock dropped (and skips a mapping being dropped).
     pub(crate) this: std::sync::Weak<Mapping>,
-    pub(crate) cache: Cache,
+    /// The cache this file is in.
+    cache: Arc<CacheInner>,
     /// Where the data comes from and goes to. Replaced only when a file
     /// first opened read-only is opened for writing (the new descriptor
     /// can write back).
@@ -368,7 +374,7 @@ impl Mapping {
     #[allow(clippy::disallowed_types)]
     pub(crate) fn new(
         this: std::sync::Weak<Mapping>,
-        cache: Cache,
+        cache: Arc<CacheInner>,
         backing: Arc<dyn Backing>,
         size: u64,
     ) -> Mapping {
@@ -395,8 +401,14 @@ impl Mapping {
         }
     }
 
+    /// The cache this file is in.
     pub(crate) fn inner(&self) -> &CacheInner {
-        &self.cache.inner
+        &self.cache
+    }
+
+    /// The cache this file is in, to keep it alive (an IO in flight).
+    pub(crate) fn inner_arc(&self) -> &Arc<CacheInner> {
+        &self.cache
     }
 
     /// The identity recorded in a folio's `mapping` field.
@@ -698,7 +710,7 @@ impl Mapping {
             if !flags.contains(FgpFlags::CREAT) {
                 return Err(not_found());
             }
-            let mut order = flags.get_order().min(self.inner().max_order);
+            let mut order = flags.get_order().min(self.inner().io.max_order);
             while order > 0 && index % (1 << order) != 0 {
                 order -= 1;
             }
@@ -888,7 +900,7 @@ impl Mapping {
         if insert == Insert::Single {
             return self.create_one(start, end, out, dontcache, may_wait);
         }
-        let max = self.inner().max_order;
+        let max = self.inner().io.max_order;
         let mut folios = self.alloc_plan(start, end, max);
         let mut at = start + folios.iter().map(|f| f.nr_pages()).sum::<u64>();
         while at < end {
@@ -978,7 +990,7 @@ impl Mapping {
             let want = plan.iter().filter(|&&o| o == order).count();
             let mut raw = Vec::with_capacity(want);
             let got = if reclaim {
-                cache.try_alloc_folios(order.min(cache.max_order), want, &mut raw)
+                cache.try_alloc_folios(order.min(cache.io.max_order), want, &mut raw)
             } else {
                 cache.mem.alloc_bulk(order, want, &mut raw)
             };
@@ -1018,7 +1030,7 @@ impl Mapping {
         dontcache: bool,
         may_wait: bool,
     ) -> io::Result<Option<u64>> {
-        let max = self.inner().max_order;
+        let max = self.inner().io.max_order;
         let mut at = start;
         while at < end {
             let order = fit_order(at, end, max);
@@ -1062,7 +1074,7 @@ impl Mapping {
     /// `OutOfMemory` when every cached folio is in use.
     pub fn new_folio(&self, order: u32) -> io::Result<LockedFolio<'_>> {
         let cache = self.inner();
-        let f = cache.alloc_folio(order.min(cache.max_order))?;
+        let f = cache.alloc_folio(order.min(cache.io.max_order))?;
         Ok(LockedFolio::new_fresh(&cache.mem, f))
     }
 
@@ -1475,7 +1487,7 @@ impl Mapping {
     /// one reclaim pass (readahead then shrinks or falls back).
     pub(crate) fn new_folio_nowait(&self, order: u32) -> Option<LockedFolio<'_>> {
         let cache = self.inner();
-        let f = cache.try_alloc_folio(order.min(cache.max_order))?;
+        let f = cache.try_alloc_folio(order.min(cache.io.max_order))?;
         Some(LockedFolio::new_fresh(&cache.mem, f))
     }
 
@@ -1487,7 +1499,7 @@ impl Mapping {
     pub fn new_folios<'m>(&'m self, order: u32, n: usize, out: &mut Vec<LockedFolio<'m>>) -> usize {
         let cache = self.inner();
         let mut raw = Vec::with_capacity(n);
-        let got = cache.try_alloc_folios(order.min(cache.max_order), n, &mut raw);
+        let got = cache.try_alloc_folios(order.min(cache.io.max_order), n, &mut raw);
         out.extend(
             raw.into_iter()
                 .map(|f| LockedFolio::new_fresh(&cache.mem, f)),
@@ -1569,296 +1581,6 @@ impl Mapping {
         // shared functions, whose accesses are defined under that race.
         unsafe { crate::copy::copy_from_shared(src.add(from), dst.as_mut_ptr(), dst.len()) };
     }
-}
-
-/// The read path, as `mm/filemap.c` keeps it: `filemap_read` (the hit,
-/// then batches copied out), `filemap_get_pages` (a batch lookup, readahead
-/// on a miss, a folio created and read when readahead made none) and
-/// `filemap_create_folio`, side by side. `File`'s reads call [`Mapping::read`]
-/// and nothing here calls back into the handle: readahead is entered with
-/// the handle's [`Readahead`] state as an argument (`readahead.rs`).
-impl Mapping {
-    /// The read path (`filemap_read`): up to `buf.len()` bytes at
-    /// `offset`, short only at end of file, for a handle whose readahead
-    /// state is `ra` and whose flags (its defaults and the read's own) are
-    /// `flags`. The hit first; then batches of folios
-    /// ([`get_pages`](Self::get_pages)) copied out one after another, with
-    /// drop-behind for an uncached read and accessed marks. A read whose
-    /// miss was counted and whose IO was started already (`started`, by
-    /// `File::read_many`) does not count its folios as hits.
-    ///
-    /// # Errors
-    /// As `File::read_at`: a backing error for a folio the read needed if
-    /// no byte was copied before it; `WouldBlock` with `NOWAIT`.
-    pub(crate) fn read(
-        self: &Arc<Self>,
-        ra: &Arc<Readahead>,
-        buf: &mut [u8],
-        offset: u64,
-        flags: ReadFlags,
-        started: bool,
-    ) -> io::Result<usize> {
-        let size = self.size();
-        if offset >= size || buf.is_empty() {
-            return Ok(0);
-        }
-        let uncached = flags.contains(ReadFlags::DONTCACHE);
-        let cache = self.inner();
-        let end = offset.saturating_add(buf.len() as u64).min(size);
-        // The common hit: the whole request inside one cached folio. One
-        // lockless lookup, no batch, no range walk.
-        // (It leaves the readahead state alone, `prev_pos` included: a hit
-        // writes nothing other threads read. A marker or a dropbehind
-        // folio takes the batch path, which starts the next window or
-        // deals with the flag.)
-        let (hit, sequential) = self.get_for_read(offset, (end - offset) as usize);
-        // No folio at `offset` a moment ago: the miss path need not look
-        // again before it reads.
-        let mut absent = hit.is_none();
-        if let Some(f) = hit {
-            let start = f.index() * PAGE;
-            let ff = f.flags();
-            if serves_hit(&f, ff, end) {
-                // A read that goes on in the folio where this thread's
-                // previous read ended is not a new access.
-                if !(sequential && offset > start) {
-                    cache.lru().mark_accessed(&f, ff);
-                }
-                let n = (end - offset) as usize;
-                self.copy_out(&f, (offset - start) as usize, &mut buf[..n]);
-                if !started {
-                    cache.stats.hits.add(1);
-                }
-                return Ok(n);
-            }
-        }
-        if self.memfile {
-            return Ok(self.read_mem(buf, offset, end));
-        }
-        let mut pos = offset;
-        let mut copied = 0usize;
-        let mut batch: Vec<FolioRef<'_>> = Vec::with_capacity(BATCH);
-        let (mut size, mut end) = (size, end);
-        while pos < end {
-            let got = self.get_pages(ra, pos / PAGE, end, flags, absent, &mut batch);
-            absent = false;
-            let missed = match got {
-                Ok(missed) => missed,
-                Err(e) => {
-                    if copied == 0 {
-                        return Err(e);
-                    }
-                    break;
-                }
-            };
-            // The size again, now that the folios are uptodate (the
-            // kernel's filemap_read): a truncate cuts the backing and sets
-            // the size before it drops the folios past it, holding
-            // `invalidate_lock`, which a miss's folio creation takes
-            // shared. So a folio filled from a backing already cut (zeros
-            // past the new end) was filled after the new size was set, and
-            // this sees it: those bytes are past the end, not data.
-            let now = self.size();
-            if now < size {
-                size = now;
-                end = end.min(size);
-                if pos >= end {
-                    batch.clear();
-                    break;
-                }
-            }
-            for f in batch.drain(..) {
-                if pos >= end {
-                    break;
-                }
-                let start = f.index() * PAGE;
-                let from = (pos - start) as usize;
-                let n = (f.nr_pages() * PAGE - from as u64).min(end - pos) as usize;
-                let mut ff = f.flags();
-                if ff.contains(FolioFlags::DROPBEHIND) && !uncached {
-                    // A cached read claims a folio an uncached one brought
-                    // in: it stays (the kernel's own `filemap_read` would
-                    // keep the flag; here a cached reader's use wins).
-                    f.test_and_clear(FolioFlags::DROPBEHIND);
-                    ff = f.flags();
-                }
-                if !(copied == 0 && sequential && offset > start) {
-                    cache.lru().mark_accessed(&f, ff);
-                }
-                self.copy_out(&f, from, &mut buf[copied..copied + n]);
-                if !missed && !started {
-                    cache.stats.hits.add(1);
-                }
-                // Dropped once read through to its end (or to end of file):
-                // a stream reading a large folio in pieces keeps it until
-                // its last piece.
-                let folio_end = (start + f.nr_pages() * PAGE).min(size);
-                if uncached && ff.contains(FolioFlags::DROPBEHIND) && pos + n as u64 >= folio_end {
-                    self.drop_behind(&f);
-                }
-                pos += n as u64;
-                copied += n;
-            }
-        }
-        ra.prev_pos.store(offset + copied as u64, Ordering::Relaxed);
-        Ok(copied)
-    }
-
-    /// A memory file's read of bytes `offset..end` (the batched lookup of
-    /// `filemap_get_folios_contig`):
-    /// the folios present come in batches from one lockless walk each
-    /// ([`Mapping::get_folios_contig`]); a hole, of any length (a missing
-    /// large folio included), is copied out as zeros up to the next folio,
-    /// with no allocation and no per-page lookup. Returns the bytes copied.
-    fn read_mem(&self, buf: &mut [u8], offset: u64, end: u64) -> usize {
-        let cache = self.inner();
-        let last = (end - 1) / PAGE;
-        let mut pos = offset;
-        let mut batch: Vec<FolioRef<'_>> = Vec::with_capacity(BATCH);
-        'outer: while pos < end {
-            let mut from = pos / PAGE;
-            self.get_folios_contig(&mut from, last, &mut batch);
-            if batch.is_empty() {
-                let next = self.next_present(pos / PAGE, last + 1);
-                let stop = next.saturating_mul(PAGE).min(end);
-                if stop > pos {
-                    let at = (pos - offset) as usize;
-                    buf[at..at + (stop - pos) as usize].fill(0);
-                    pos = stop;
-                }
-                continue;
-            }
-            for f in batch.drain(..) {
-                if !f.test(FolioFlags::UPTODATE) {
-                    // Being written for the first time: wait for the writer.
-                    f.wait_unlocked();
-                    if f.mapping() != self.id() || !f.test(FolioFlags::UPTODATE) {
-                        continue 'outer;
-                    }
-                }
-                let start = f.index() * PAGE;
-                if start + f.nr_pages() * PAGE <= pos {
-                    continue;
-                }
-                let n = ((start + f.nr_pages() * PAGE).min(end) - pos) as usize;
-                let at = (pos - offset) as usize;
-                self.copy_out(&f, (pos - start) as usize, &mut buf[at..at + n]);
-                cache.stats.hits.add(1);
-                pos += n as u64;
-            }
-        }
-        (end - offset) as usize
-    }
-
-    /// Fills `batch` with uptodate, referenced folios covering a contiguous
-    /// run from page `index` (`filemap_get_pages`): a batch lookup; on a miss,
-    /// synchronous readahead and a second lookup, and if that found nothing
-    /// the folio is created and read; a marker folio starts the next window;
-    /// a last folio still being read is waited for only when it is the
-    /// first (partial progress first). `absent`: the caller just found no
-    /// folio at `index` (the first lookup is skipped). Returns whether this
-    /// read started the IO for its first folio: a miss (counted once in the cache's
-    /// misses; its folios are then not counted as hits). A read that finds
-    /// another's IO in flight and waits for it is a hit.
-    fn get_pages<'m>(
-        self: &'m Arc<Self>,
-        ra: &Arc<Readahead>,
-        index: u64,
-        end: u64,
-        flags: ReadFlags,
-        absent: bool,
-        batch: &mut Vec<FolioRef<'m>>,
-    ) -> io::Result<bool> {
-        let last = (end - 1) / PAGE;
-        let nowait = flags.contains(ReadFlags::NOWAIT);
-        let dropbehind = flags.contains(ReadFlags::DONTCACHE);
-        let mut missed = false;
-        let mut absent = absent;
-        loop {
-            if !std::mem::take(&mut absent) {
-                self.get_read_batch(index, last, batch);
-            }
-            if batch.is_empty() {
-                if nowait {
-                    return Err(would_block());
-                }
-                missed |= self.sync_readahead(ra, index, last - index + 1, dropbehind, batch);
-                if batch.is_empty() {
-                    self.get_read_batch(index, last, batch);
-                }
-            }
-            let Some(tail) = batch.last() else {
-                match self.create_folio(index, last, dropbehind)? {
-                    Some(f) => {
-                        batch.push(f);
-                        missed = true;
-                        break;
-                    }
-                    None => continue,
-                }
-            };
-            if tail.test(FolioFlags::READAHEAD) {
-                self.async_readahead(ra, tail, last, dropbehind);
-            }
-            if tail.test(FolioFlags::UPTODATE) {
-                break;
-            }
-            if batch.len() > 1 {
-                batch.pop();
-                break;
-            }
-            if nowait {
-                batch.clear();
-                return Err(would_block());
-            }
-            // Being read (by readahead or another reader), or its read
-            // failed: wait for the lock, then look again.
-            let f = batch.pop().expect("one folio").lock();
-            if f.mapping() != self.id() {
-                // Removed while we slept (its read failed): start over.
-                continue;
-            }
-            batch.push(self.read_folio(f)?);
-            break;
-        }
-        if missed {
-            self.inner().stats.misses.add(1);
-        }
-        Ok(missed)
-    }
-
-    /// Creates, inserts and reads the folio for a miss at `index`. `None`
-    /// when another reader inserted one first (look it up again).
-    fn create_folio(
-        &self,
-        index: u64,
-        last: u64,
-        dropbehind: bool,
-    ) -> io::Result<Option<FolioRef<'_>>> {
-        // No folio is read from blocks being punched or truncated.
-        let _inv = self.invalidate_lock.read();
-        let mut order = fit_order(index, last.saturating_add(1), self.inner().max_order);
-        loop {
-            let f = self.new_folio(order)?;
-            if dropbehind {
-                f.test_and_set(FolioFlags::DROPBEHIND);
-            }
-            let got = f.order();
-            match self.add_folio(&f, index) {
-                Ok(_) => return self.read_folio(f).map(Some),
-                Err(AddError::Exists) if got > 0 => order = got - 1,
-                Err(AddError::Exists) => return Ok(None),
-                Err(other) => return Err(other.into()),
-            }
-        }
-    }
-}
-
-fn would_block() -> io::Error {
-    io::Error::new(
-        io::ErrorKind::WouldBlock,
-        "foliocache: the data is not cached and the read asked not to wait (NOWAIT)",
-    )
 }
 
 /// Whether the read path's hit may serve a read ending at file byte `end`
