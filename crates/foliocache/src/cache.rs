@@ -1,42 +1,21 @@
-//! The cache: one arena of folio memory, one descriptor per page, the LRU
-//! lists and the statistics, shared by every file opened through it.
+//! The public cache: [`Cache`], built by [`CacheBuilder`], and its
+//! figures ([`CacheStats`], [`MemoryUsage`]). Building one makes its parts,
+//! ties them together in a `CacheInner` (`mm.rs`) and starts its background
+//! threads: the flusher (`writeback.rs`), the populater of a lazily
+//! populated arena, and the pressure watcher (`pressure.rs`).
 //!
 //! ```text
-//!   Cache ──Arc──> CacheInner { arena, table, lru, stats }
-//!     │                 ^
-//!   open(path)          │ (each File keeps the inner alive)
-//!     v                 │
-//!   File ──> FileInner { mapping: xarray index -> folio, backing: O_DIRECT file }
+//!   Cache ──Arc──> CacheInner (mm.rs)
+//!     │              mem: Memory (folio.rs)        arena, descriptors, dirty bits
+//!     │              stats: Stats (stats.rs)       the counters
+//!     │              io: Io (mm.rs)                IO engine, read settings
+//!     │              reclaim: Reclaim (vmscan.rs)  shadow budget
+//!     │              bdi: Bdi (bdi.rs)             flusher, writeback pool, dirty limits
+//!     │              LRU lists (lru.rs), files open (mm.rs)
+//!   open(path)         ^
+//!     v                │ (each mapping keeps the cache alive)
+//!   File ──> Mapping (filemap): index -> folio, backing: an O_DIRECT file
 //! ```
-//!
-//! # Reclaim and the workingset (`mm/vmscan.c`, `mm/workingset.c`)
-//! New folios go to the head of the inactive list, or of the active list
-//! when they replace an eviction shadow whose refault distance (pages
-//! evicted or activated since) is within the active list's size. A read
-//! marks a folio accessed as the kernel's `folio_mark_accessed` does: the
-//! first access sets `REFERENCED`, a second one while it is inactive
-//! activates it (moved at once if the LRU lock is free, else flagged
-//! `ACTIVATE` for the next LRU pass; either way a hit writes a folio's
-//! flags at most twice per trip through the inactive list). A read that
-//! continues in the folio where the same thread's previous read ended does
-//! not count as a new access, so a stream of small reads through a large
-//! folio uses it once. Dropbehind folios are never marked.
-//!
-//! Reclaim takes folios from the inactive tail (a batch at a time off the
-//! list under the LRU lock, then evicted with it dropped: see `vmscan`): one
-//! flagged `ACTIVATE` is activated; a locked one, or one with references
-//! beyond the cache's, is rotated; any other, referenced once or not at all, is frozen, removed
-//! from its mapping leaving a shadow, and its pages go back to the arena
-//! (a folio used once is not worth keeping over the working set: the
-//! kernel's rule for unmapped file folios). When the inactive list is
-//! shorter than the active one, the active tail is moved to the inactive
-//! head, flagged `WORKINGSET` and keeping its `REFERENCED` bit, so one more
-//! access brings it back. Every activation and every eviction advances the
-//! eviction clock (`nonresident_age`).
-//!
-//! Reclaim never evicts a dirty folio or one under writeback: it rotates
-//! it and wakes the flusher ([`crate::writeback`]). Memory files' folios are
-//! on no list.
 //!
 //! # Lock order
 //! See the crate documentation: one order for every lock.
@@ -337,7 +316,7 @@ impl Cache {
         freed * PAGE_SIZE as u64
     }
 
-    /// Checks the LRU lists' consistency (see `CacheInner::check_lru`).
+    /// Checks the LRU lists' consistency (see `Lruv::check` in `lru.rs`).
     /// For tests.
     #[cfg(feature = "internals")]
     #[doc(hidden)]

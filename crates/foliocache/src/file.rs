@@ -539,7 +539,7 @@ impl File {
     }
 }
 
-/// Borrowed reads: the cached bytes in place (`pin.rs`).
+/// Borrowed reads: the cached bytes in place (`filemap/pin.rs`).
 impl File {
     /// The file's bytes `offset..offset + len`, borrowed from the cache
     /// where they lie in one cached folio (no copy), else read into a
@@ -560,7 +560,7 @@ impl File {
     /// (bounded, as an allocation) for memory or for the pin to go, then
     /// fails with `OutOfMemory`. A pin keeps its folio in memory (reclaim skips it):
     /// hold pins for the time a parse takes, not as a cache of their own,
-    /// or the cache fills with them. The module documentation of `pin.rs`
+    /// or the cache fills with them. The module documentation of `filemap/pin.rs`
     /// has the protocol.
     ///
     /// ```

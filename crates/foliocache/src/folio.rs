@@ -100,7 +100,7 @@ pub struct Folio {
     lru_next: AtomicU32,
     order: AtomicU8,
     /// Pins of its bytes ([`crate::Pinned`]): while it is not zero, no
-    /// writer writes them in place (the protocol: `pin.rs`).
+    /// writer writes them in place (the protocol: `filemap/pin.rs`).
     pins: AtomicU32,
     /// Under loom, this folio's queue in the parking lot: a count of
     /// wake-ups (`unpark_all`; see `sleep_while_locked`).
@@ -398,7 +398,7 @@ impl Folio {
     // ---- pins ------------------------------------------------------------------
 
     /// Pins the folio's bytes unless it is locked (the reader's side of the
-    /// protocol in `pin.rs`): counts a pin, then looks at the lock bit
+    /// protocol in `filemap/pin.rs`): counts a pin, then looks at the lock bit
     /// across a sequentially consistent fence. A locker fences between
     /// taking the lock and reading the count ([`LockedFolio::is_pinned`]),
     /// so of the two, at least one sees the other: either this sees the

@@ -39,10 +39,15 @@
 //!   when queued, and they complete oldest first.
 //!
 //! The modules follow the kernel's `mm/` files: `filemap` (lookup, add,
-//! read), `readahead` (windows and their IO), `truncate`, `lru`, `vmscan`
-//! (reclaim and shadow trimming), `writeback`, `workingset`, `folio` and
-//! the `arena` (the page allocator). `docs/design.md` in the repository
-//! draws them.
+//! the read path and readahead's IO, pins), `readahead` (the windows),
+//! `truncate`, `lru`, `vmscan` (reclaim and shadow trimming), `writeback`
+//! (with `bdi`, its control), `workingset`, `folio` (descriptors and the
+//! cache's memory), `mm` (allocation that reclaims, the state the parts
+//! share) and the `arena` (the page allocator). They form layers: a module
+//! names only modules of its own layer and below, and the one import
+//! cycle is `filemap`, `mm` and `vmscan` (the kernel's `filemap.c`,
+//! `page_alloc.c` and `vmscan.c`). `docs/design.md` in the repository
+//! draws them, and a test (`tests/it/layering.rs`) keeps them so.
 //!
 //! # Locking
 //! Every lock, outermost first. A thread holding a lock takes only locks
@@ -65,7 +70,7 @@
 //! │  ├─ LRU lock (per cache) -- lru_add_all, lru_detach, remove_locked
 //! │  │  └─ the flusher's wake-up -- Flusher::kick (reclaim met a dirty
 //! │  │        folio)
-//! │  ├─ buddy lock (the arena's) -- CacheInner::alloc_folio (a write's
+//! │  ├─ buddy lock (the arena's) -- mm's alloc_folio (a write's
 //! │  │     gap), FrozenFolio::free (reclaim)
 //! │  └─ backing lock (per file, held only to clone the backing) --
 //! │        Mapping::backing, for the IO that fills or writes the folio
@@ -85,7 +90,7 @@
 //!             folios that stay
 //!
 //! trimming (per cache, one shadow trimmer) -- vmscan's maybe_trim_shadows
-//! └─ mapping table (per cache) -- CacheInner::live_mappings
+//! └─ mapping table (per cache) -- mm's live_mappings
 //!    (dropped before the trimmer takes each file's index lock)
 //!
 //! closed_dirty (per cache), the flusher's wake-up and the writeback

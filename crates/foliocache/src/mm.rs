@@ -208,6 +208,7 @@ impl CacheInner {
 
     /// Sets what runs when the cache goes (once; a second call is
     /// ignored): the pressure watcher's wake-up.
+    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn set_on_drop(&self, f: Box<dyn Fn() + Send + Sync>) {
         let _ = self.on_drop.set(f);
     }

@@ -282,7 +282,7 @@ impl Mapping {
 
     /// Clears the mapping of a folio this mapping's index no longer holds,
     /// if it is still this mapping's, taking it off the LRU lists in the
-    /// same hold of their lock (`CacheInner::lru_detach`). A memory file's
+    /// same hold of their lock (`Lruv::detach`). A memory file's
     /// folios are on no list and reclaim never reaches them: no lock.
     /// Returns whether it was this mapping's.
     pub(crate) fn detach(&self, f: &Folio) -> bool {

@@ -21,6 +21,35 @@
 //! LRU lock still guarantees the mapping is alive. Truncation may take an
 //! isolated folio out of its mapping meanwhile; reclaim then only drops its
 //! reference.
+//!
+//! # The LRU rules (`mm/vmscan.c`, `mm/workingset.c`)
+//! New folios go to the head of the inactive list, or of the active list
+//! when they replace an eviction shadow whose refault distance (pages
+//! evicted or activated since) is within the active list's size. A read
+//! marks a folio accessed as the kernel's `folio_mark_accessed` does: the
+//! first access sets `REFERENCED`, a second one while it is inactive
+//! activates it (moved at once if the LRU lock is free, else flagged
+//! `ACTIVATE` for the next LRU pass; either way a hit writes a folio's
+//! flags at most twice per trip through the inactive list). A read that
+//! continues in the folio where the same thread's previous read ended does
+//! not count as a new access, so a stream of small reads through a large
+//! folio uses it once. Dropbehind folios are never marked.
+//!
+//! Reclaim takes folios from the inactive tail (a batch at a time off the
+//! list under the LRU lock, then evicted with it dropped, above): one
+//! flagged `ACTIVATE` is activated; a locked one, or one with references
+//! beyond the cache's, is rotated; any other, referenced once or not at all, is frozen, removed
+//! from its mapping leaving a shadow, and its pages go back to the arena
+//! (a folio used once is not worth keeping over the working set: the
+//! kernel's rule for unmapped file folios). When the inactive list is
+//! shorter than the active one, the active tail is moved to the inactive
+//! head, flagged `WORKINGSET` and keeping its `REFERENCED` bit, so one more
+//! access brings it back. Every activation and every eviction advances the
+//! eviction clock (`nonresident_age`).
+//!
+//! Reclaim never evicts a dirty folio or one under writeback: it rotates
+//! it and wakes the flusher ([`crate::writeback`]). Memory files' folios are
+//! on no list.
 
 use std::sync::Arc;
 

@@ -230,8 +230,6 @@ impl Backing for NoBacking {
     }
 }
 
-impl Mapping {}
-
 impl Cache {
     /// Options for opening a file for reading and writing through the
     /// cache, as [`std::fs::OpenOptions`].

@@ -29,7 +29,7 @@
 //!   every [`FLUSH_INTERVAL`] writes back everything dirty (the kernel's
 //!   periodic writeback of expired data, without per-folio ages).
 //! - The dirty limit and background threshold default to shares of what
-//!   the cache may hold now (`CacheInner::dirty_limit`).
+//!   the cache may hold now ([`dirty_limit`]).
 //! - A writer that finds the cache over its dirty limit writes back its own
 //!   file first; if its file has nothing dirty it
 //!   waits for the flusher. Dirty data never fills the cache, so reclaim
@@ -457,7 +457,7 @@ impl Mapping {
     /// dirty goes to the backing now (the kernel writes a closed file's
     /// dirty pages back later; a mapping cannot stay without a handle
     /// unless the cache keeps it, which it does when this fails: see
-    /// `CacheInner::closed_dirty`).
+    /// `CacheInner::keep_closed_dirty`).
     ///
     /// # Errors
     /// The writeback's (also in the file's error sequence).

@@ -560,7 +560,7 @@ impl Mapping {
 
     /// The folio holding byte `offset`, with a reference, for a read of
     /// `len` bytes from there: [`get_entry`](Self::get_entry) for the read
-    /// path's hit (`filemap_read`'s first lookup) and a pin's (`pin.rs`).
+    /// path's hit (`filemap_read`'s first lookup) and a pin's (`pin.rs` here).
     /// `None` for a hole or a shadow. Also says whether the read continues
     /// this thread's previous read of this mapping (the read path then does
     /// not count a second access to the folio where that one ended).
