@@ -941,15 +941,8 @@ impl Memory {
 
     /// Gives a folio whose last reference was dropped back to the arena.
     pub(crate) fn free_folio(&self, f: &Folio) {
-        debug_assert_eq!(f.refcount(), 0);
-        debug_assert_eq!(f.mapping(), 0);
-        debug_assert!(!f.test(FolioFlags::LRU), "freeing a folio on a list: {f:?}");
-        let page = PageId::new(self.page(f));
-        // (Clear already, unless a dirty folio was dropped: a new owner of
-        // these pages starts clean.)
-        self.dirty_bits
-            .clear(page.index() as usize, f.nr_pages() as usize);
-        if let Err(e) = self.arena.free(page, f.order()) {
+        let (page, order) = self.released(f);
+        if let Err(e) = self.arena.free(page, order) {
             // The descriptor and the arena disagree: a bug, never user input.
             log::error!("foliocache: freeing folio {f:?}: {e}");
             debug_assert!(false, "freeing folio {f:?}: {e}");
@@ -959,22 +952,26 @@ impl Memory {
     /// Frees folios as [`free_folio`](Self::free_folio) does, giving
     /// their pages back to the arena in one hold of its lock.
     pub(crate) fn free_folios(&self, folios: &[&Folio]) {
-        let mut blocks = Vec::with_capacity(folios.len());
-        for f in folios {
-            debug_assert_eq!(f.refcount(), 0);
-            debug_assert_eq!(f.mapping(), 0);
-            debug_assert!(!f.test(FolioFlags::LRU), "freeing a folio on a list: {f:?}");
-            let page = PageId::new(self.page(f));
-            self.dirty_bits
-                .clear(page.index() as usize, f.nr_pages() as usize);
-            blocks.push((page, f.order()));
-        }
+        let blocks: Vec<_> = folios.iter().map(|f| self.released(f)).collect();
         if let Err((i, e)) = self.arena.free_bulk(&blocks) {
             // As in `free_folio`: a bug, never user input.
             let f = folios[i];
             log::error!("foliocache: freeing folio {f:?}: {e}");
             debug_assert!(false, "freeing folio {f:?}: {e}");
         }
+    }
+
+    /// The block of `f`, unreferenced, in no mapping and on no list, on its
+    /// way back to the arena: its pages' dirty bits cleared (already, unless
+    /// a dirty folio was dropped: a new owner of these pages starts clean).
+    fn released(&self, f: &Folio) -> (PageId, u32) {
+        debug_assert_eq!(f.refcount(), 0);
+        debug_assert_eq!(f.mapping(), 0);
+        debug_assert!(!f.test(FolioFlags::LRU), "freeing a folio on a list: {f:?}");
+        let page = PageId::new(self.page(f));
+        self.dirty_bits
+            .clear(page.index() as usize, f.nr_pages() as usize);
+        (page, f.order())
     }
 
     /// Drops one reference; frees the folio if it was the last.
