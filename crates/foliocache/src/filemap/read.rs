@@ -37,6 +37,7 @@ impl Mapping {
     /// # Errors
     /// As `File::read_at`: a backing error for a folio the read needed if
     /// no byte was copied before it; `WouldBlock` with `NOWAIT`.
+    #[inline]
     pub(crate) fn read(
         self: &Arc<Self>,
         ra: &Arc<Readahead>,
@@ -49,7 +50,6 @@ impl Mapping {
         if offset >= size || buf.is_empty() {
             return Ok(0);
         }
-        let uncached = flags.contains(ReadFlags::DONTCACHE);
         let cache = self.inner();
         let end = offset.saturating_add(buf.len() as u64).min(size);
         // The common hit: the whole request inside one cached folio. One
@@ -61,7 +61,7 @@ impl Mapping {
         let (hit, sequential) = self.get_for_read(offset, (end - offset) as usize);
         // No folio at `offset` a moment ago: the miss path need not look
         // again before it reads.
-        let mut absent = hit.is_none();
+        let absent = hit.is_none();
         if let Some(f) = hit {
             let start = f.index() * PAGE;
             let ff = f.flags();
@@ -79,6 +79,39 @@ impl Mapping {
                 return Ok(n);
             }
         }
+        self.read_batches(
+            ra,
+            buf,
+            offset,
+            flags,
+            started,
+            (absent, sequential),
+            size,
+            end,
+        )
+    }
+
+    /// The read path past the hit ([`read`](Self::read)'s): a memory
+    /// file's holes and folios, or batches of folios from `get_pages`
+    /// (readahead, the miss) copied out one after another. `absent`: the
+    /// hit found no folio at `offset`; `sequential`: the read continues
+    /// this thread's last one; `size` and `end`: the file's size and the
+    /// read's end as the hit saw them.
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn read_batches(
+        self: &Arc<Self>,
+        ra: &Arc<Readahead>,
+        buf: &mut [u8],
+        offset: u64,
+        flags: ReadFlags,
+        started: bool,
+        (mut absent, sequential): (bool, bool),
+        size: u64,
+        end: u64,
+    ) -> io::Result<usize> {
+        let uncached = flags.contains(ReadFlags::DONTCACHE);
+        let cache = self.inner();
         if self.memfile {
             return Ok(self.read_mem(buf, offset, end));
         }
