@@ -6,7 +6,8 @@
 //! 2^order pages (so a folio can go to an `O_DIRECT` read as it is), and pay
 //! the cost of faulting memory in once, not on every cache miss. The first
 //! touch of fresh memory (a page fault that zeroes the page) can cost as much
-//! as a cold kernel read of that page (`docs/bench.md`). So the arena
+//! as a cold kernel read of that page
+//! (`docs/measurements/2026-11-22-first-touch.md`). So the arena
 //! maps its whole capacity at build (virtual memory only) and pays the
 //! first touch in batches: by default a 2 MiB chunk at a time, in one
 //! `MADV_POPULATE_WRITE` (the kernel's `madvise_populate`), the first time
@@ -360,7 +361,8 @@ impl Arena {
     /// pages. Without them every 4 KiB page is faulted on its own: more
     /// TLB misses on cache hits, but a first touch of huge pages (zeroing
     /// and, with `defrag=madvise`, compacting 2 MiB at a time) can be
-    /// several times slower than of 4 KiB pages (`docs/bench.md`), so a
+    /// several times slower than of 4 KiB pages
+    /// (`docs/measurements/2026-11-22-first-touch.md`), so a
     /// cache whose memory is filled once by writes (a VM's memory file)
     /// may populate faster without them.
     ///
@@ -1146,7 +1148,7 @@ impl Region {
     /// [`POPULATE_THREADS`] threads (one per CPU) for a region of
     /// [`POPULATE_SPLIT`] or more: the first touch of fresh memory costs
     /// the host most of the time, and several threads fault it in faster
-    /// than one (`docs/bench.md`). The first error is returned
+    /// than one. The first error is returned
     /// (`EINVAL` where the kernel does not know the advice).
     fn populate_parallel(&self) -> io::Result<()> {
         // Miri has no `madvise`: as a kernel without the advice, so the

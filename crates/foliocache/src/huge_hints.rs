@@ -3,9 +3,9 @@
 //!
 //! A cache hit is a lookup and a copy, and at random offsets the lookup's
 //! instructions stand between one copy's last misses and the next copy's
-//! first: a walk of index lines the CPU cache holds cost a random 4 KiB
-//! hit about 10 % of its rate, as measured (`docs/bench.md`, "What a random
-//! hit costs beyond its copy"). A folio of the arena's largest order (2 MiB)
+//! first: even a walk of index lines the CPU cache holds delays the next
+//! copy's misses, and costs a random 4 KiB hit a measurable share of its
+//! rate (`docs/measurements/2026-11-25-random-hit-cost.md`). A folio of the arena's largest order (2 MiB)
 //! starts at a multiple of its size in the file, so the arena page where it
 //! starts is the one fact a hit needs from the index, and a table keyed by
 //! `index >> MAX_ORDER` holds it in one load.

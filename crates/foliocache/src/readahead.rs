@@ -23,10 +23,11 @@
 //! cache, which we bypass), so our windows are all the device sees. A
 //! virtio disk delivers in proportion to the reads in flight, and one with
 //! `read_ahead_kb` = 8192 gives the kernel's buffered reads 8 MiB windows:
-//! with 2 MiB windows, cold sequential reads fell behind the kernel's and
-//! had a much longer tail latency (the `readahead` scenario in
-//! `docs/bench.md`: `foliocache bench --scenario readahead --quick --engine
-//! foliocache --engine 'foliocache[ra=8m]' --engine kernel`). A window
+//! with 2 MiB windows, cold sequential reads fall behind the kernel's and
+//! have a much longer tail latency
+//! (`docs/measurements/2026-11-22-readahead-window.md`: `foliocache bench
+//! --scenario readahead --quick --engine foliocache --engine
+//! 'foliocache[ra=8m]' --engine kernel`). A window
 //! still starts at 4 pages for a 4 KiB read and only grows for a sequential
 //! stream, so random readers do not pay for it; and a file's windows are
 //! capped at an eighth of the cache (but not below 128 KiB), so a stream

@@ -326,9 +326,10 @@ macro_rules! step {
 /// A vector copy routine's one `asm!` block: from 256 bytes up, head steps
 /// of 1, 2, ... bytes until `dst` is aligned to the vector width `$v`
 /// (loads stay unaligned: split loads cost less than split stores); then
-/// `$n` vectors a turn (registers `$i`: 256 bytes a turn for both routines;
-/// AVX2 with 4 vectors, 128 bytes, copied a 4 KiB source from memory about
-/// 35 % slower than `rep movsb` here, with 8 about 5-25 %), then one, then
+/// `$n` vectors a turn (registers `$i`: 256 bytes a turn for both routines,
+/// AVX2's 8 as AVX-512's 4: a turn of 128 bytes left AVX2's 4 KiB copy
+/// from memory well behind `rep movsb`'s,
+/// `docs/measurements/2026-11-23-copy-calibration.md`), then one, then
 /// tail steps of the remaining count's bits; `vzeroupper` last. Every byte
 /// is loaded once and stored once. `$mov` is the vector move, `$r`/`$w`
 /// the register prefix and operand size, `$head`/`$tail` the step sizes.
@@ -341,7 +342,8 @@ macro_rules! vector_copy {
             $(step!("dil", $head),)*
             // (The loop on a cache line of its own, so its placement is
             // the same in every build: sequential hits' throughput moved
-            // between builds with changes elsewhere, `docs/bench.md`.)
+            // between builds with changes elsewhere,
+            // `docs/measurements/2026-11-25-sequential-hit-prefetch-ahead.md`.)
             ".p2align 6",
             "2:",
             concat!("cmp rcx, ", $n, " * ", $v),
@@ -570,8 +572,9 @@ fn class_name(c: usize) -> &'static str {
 /// for the loads and stores before it, so it decides how much of one copy
 /// overlaps the next). The destination stays in the caches, as a reader's
 /// buffer reused read after read does: one fixed buffer, page-aligned plus
-/// the class's offset (`docs/bench.md`, "Timing a hit's classes as a
-/// stream of hits"). For the bulk class, source and destination are both
+/// the class's offset: timed so, the routines rank as the reads themselves
+/// rank them (`docs/measurements/2026-11-25-copy-classes-as-stream.md`).
+/// For the bulk class, source and destination are both
 /// flushed first, and the run is one copy of their whole length: a bulk
 /// write filling memory nothing touched lately.
 fn measure() -> [[Option<f64>; R]; C] {
@@ -587,8 +590,8 @@ fn measure() -> [[Option<f64>; R]; C] {
     let d = dst[at..].as_mut_ptr();
     let avail: Vec<usize> = (0..R).filter(|&i| ROUTINES[i].available()).collect();
     // `stream` only where its stores can pay: into a destination the caches
-    // hold (a hit's) they evict it, and it never won such a class on any
-    // host measured (`docs/bench.md`).
+    // hold (a hit's) they evict it, and it runs slower there
+    // (`docs/measurements/2026-11-24-copy-bulk-stream.md`).
     let for_hits: Vec<usize> = avail
         .iter()
         .copied()

@@ -998,9 +998,9 @@ impl Mapping {
             // that the pops below hand out the arena's lowest pages first:
             // a range's folios then ascend in memory as its indices do,
             // as one at a time would have them. Descending, a write's copy
-            // into a range of 4 KiB folios ran about 5 % slower (the
-            // hardware prefetches ascending streams; `docs/bench.md`,
-            // populate).
+            // into a range of 4 KiB folios runs slower (the hardware
+            // prefetches ascending streams;
+            // `docs/measurements/2026-11-24-write-copy-order.md`).
             pools.push(
                 raw.into_iter()
                     .rev()
@@ -1611,7 +1611,8 @@ fn no_free_folio() -> io::Error {
     )
 }
 
-/// Write-side primitives: copying into folios, dirty state, writeback IO.
+/// Writing folio bytes: a write's copy into its locked folios, and the
+/// zeroing of part of one.
 impl Mapping {
     /// Copies a write's bytes into locked folios that no pin borrows
     /// ([`Mapping::writable`]): `parts[i]` is where folio `i`'s part
