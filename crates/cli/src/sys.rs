@@ -269,7 +269,8 @@ fn mincore(ptr: *const u8, len: usize) -> io::Result<(usize, usize)> {
 /// several threads may read one mapping at once; [`copy_in`](Self::copy_in)
 /// takes `&mut self`, so a thread writing a mapping owns it for the time of
 /// the copy and nothing of this process reads or writes it meanwhile (the
-/// bench gives each writing thread its own mapping, `job::run`). What
+/// bench gives each writing thread its own mapping: the `mmap` engine's
+/// `threads`, `engine::mmap`). What
 /// other processes and descriptors may do to the file is
 /// [`new`](Self::new)'s contract. (A copy in through a shared borrow, the
 /// race this type once allowed, does not compile; the crate is a binary, so

@@ -1,0 +1,190 @@
+//! What a job thread's loop records as it goes ([`Recorder`]): the
+//! histogram, the bytes and operations, the timeline, and the events
+//! (progress published, the stop flag, the deadline) that the fast path
+//! of every operation checks with one compare; and what the loop shares
+//! with the coordinator ([`Shared`], [`Slot`]) and hands back
+//! ([`ThreadOut`]).
+
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use super::RunOptions;
+use crate::clock::Clock;
+use crate::data::Generator;
+use crate::hist::Histogram;
+
+/// How often a thread publishes its progress and looks at the stop flag.
+const TICK: Duration = Duration::from_millis(100);
+
+/// A thread's published progress, alone on its cache lines.
+#[repr(align(128))]
+#[derive(Default)]
+pub(super) struct Slot(pub(super) AtomicU64);
+
+/// What one thread's loop needs besides its IO.
+pub(super) struct Shared<'a> {
+    pub(super) barrier: &'a Barrier,
+    pub(super) stop: &'a AtomicBool,
+    pub(super) runtime: Option<Duration>,
+    pub(super) max_ops: u64,
+    pub(super) opts: RunOptions,
+    pub(super) ticks_per_sec: f64,
+    /// The timeline's interval (a second, or a fraction of one).
+    pub(super) interval: Duration,
+}
+
+/// One thread's figures.
+pub(super) struct ThreadOut {
+    pub(super) bytes: u64,
+    pub(super) ops: u64,
+    pub(super) hist: Histogram,
+    /// Clock ticks from `start` to `end`.
+    pub(super) ticks: u64,
+    /// Bytes completed in each full timeline interval since `start`.
+    pub(super) timeline: Vec<u64>,
+    pub(super) start: Instant,
+    pub(super) end: Instant,
+    pub(super) written: Vec<bool>,
+}
+
+/// A thread's state in its loop besides its IO and its [`Recorder`].
+pub(super) struct LoopState<'a> {
+    /// The histogram, made before the barrier; the loop takes it.
+    pub(super) hist: Option<Histogram>,
+    pub(super) gen: Generator,
+    pub(super) written: Vec<bool>,
+    pub(super) slot: &'a Slot,
+    pub(super) sh: &'a Shared<'a>,
+}
+
+/// A loop's figures as it goes, and its events: what every loop
+/// ([`super::loops`]) does per completed operation
+/// ([`Recorder::done`]) and at the end ([`Recorder::finish`]).
+///
+/// The fast path per completion: one histogram increment, two additions,
+/// one compare against the next event. Events (every [`TICK`], and the
+/// deadline) take the slow path ([`Recorder::event`]): `Instant` for real
+/// time, publish progress, look at the stop flag, close finished
+/// intervals of the timeline. Events fall on the timeline's interval
+/// boundaries too, so an interval holds the bytes of its own time (give or
+/// take one operation), not of the tick that noticed its end.
+pub(super) struct Recorder<'s, C: Clock> {
+    hist: Histogram,
+    bytes: u64,
+    pub(super) ops: u64,
+    /// Bytes per operation.
+    bs: u64,
+    timeline: Vec<u64>,
+    start: Instant,
+    pub(super) t_start: u64,
+    deadline: Option<Instant>,
+    next_bin: Instant,
+    interval: Duration,
+    /// The clock's time of the next event.
+    event: u64,
+    bin_base: u64,
+    rate: f64,
+    slot: &'s Slot,
+    sh: &'s Shared<'s>,
+    clock: PhantomData<C>,
+}
+
+impl<'s, C: Clock> Recorder<'s, C> {
+    /// Starts the clock: the loop's first operation (of `bs` bytes, as
+    /// every one) comes next. Takes the histogram `st` made before the
+    /// barrier.
+    pub(super) fn start(st: &mut LoopState<'s>, bs: u64) -> Self {
+        let sh = st.sh;
+        let hist = st.hist.take().unwrap_or_default();
+        let interval = sh.interval;
+        let per_sec = (Duration::from_secs(1).as_nanos() / interval.as_nanos().max(1)) as usize;
+        let secs = sh.runtime.map_or(60, |d| d.as_secs() as usize + 2);
+        let timeline = Vec::with_capacity(secs * per_sec.max(1));
+        let rate = sh.ticks_per_sec;
+        let start = Instant::now();
+        let t_start = C::now();
+        let first = sh.runtime.map_or(TICK, |d| d.min(TICK)).min(interval);
+        Recorder {
+            hist,
+            bytes: 0,
+            ops: 0,
+            bs,
+            timeline,
+            start,
+            t_start,
+            deadline: sh.runtime.map(|d| start + d),
+            next_bin: start + interval,
+            interval,
+            event: t_start + (first.as_secs_f64() * rate) as u64,
+            bin_base: 0,
+            rate,
+            slot: st.slot,
+            sh,
+            clock: PhantomData,
+        }
+    }
+
+    /// Counts `n` operations that completed at `now` (clock ticks), each
+    /// of `latency` ticks; true when the loop is to stop (the deadline
+    /// passed, or another thread failed).
+    #[inline(always)]
+    pub(super) fn done(&mut self, now: u64, latency: u64, n: u64) -> bool {
+        if n == 1 {
+            self.hist.record(latency);
+        } else {
+            self.hist.record_n(latency, n);
+        }
+        self.bytes += n * self.bs;
+        self.ops += n;
+        now >= self.event && self.event(now)
+    }
+
+    /// The slow path of [`done`](Self::done): an event.
+    #[inline(never)]
+    fn event(&mut self, now: u64) -> bool {
+        let real = Instant::now();
+        if self.deadline.is_some_and(|d| real >= d) {
+            return true;
+        }
+        self.slot.0.store(self.bytes, Ordering::Relaxed);
+        if self.sh.stop.load(Ordering::Relaxed) {
+            return true;
+        }
+        while real >= self.next_bin {
+            self.timeline.push(self.bytes - self.bin_base);
+            self.bin_base = self.bytes;
+            self.next_bin += self.interval;
+        }
+        let until = self
+            .deadline
+            .map_or(TICK, |d| d.saturating_duration_since(real).min(TICK))
+            .min(self.next_bin.saturating_duration_since(real));
+        self.event = now + (until.as_secs_f64() * self.rate) as u64;
+        false
+    }
+
+    /// The thread's figures, the clock stopped now.
+    pub(super) fn finish(mut self) -> ThreadOut {
+        let t_end = C::now();
+        let end = Instant::now();
+        // Intervals the loop crossed without an event (a stall) still count.
+        while end >= self.next_bin {
+            self.timeline.push(self.bytes - self.bin_base);
+            self.bin_base = self.bytes;
+            self.next_bin += self.interval;
+        }
+        self.slot.0.store(self.bytes, Ordering::Relaxed);
+        ThreadOut {
+            bytes: self.bytes,
+            ops: self.ops,
+            hist: self.hist,
+            ticks: t_end.wrapping_sub(self.t_start),
+            timeline: self.timeline,
+            start: self.start,
+            end,
+            written: Vec::new(),
+        }
+    }
+}
