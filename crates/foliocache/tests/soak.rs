@@ -32,9 +32,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use foliocache::{Cache, File, Populate, WriteFlags};
+use foliocache::{Cache, File, WriteFlags};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use test_support::cache::TestCache;
 
 #[path = "it/common/write.rs"]
 mod wcommon;
@@ -241,11 +242,7 @@ fn writers_readers_cutters_replacers_and_syncs_over_many_files_in_a_small_cache(
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("foliocache-soak-{}", std::process::id()));
     fs::create_dir_all(&dir).unwrap();
-    let cache = Cache::builder()
-        .capacity(CAPACITY)
-        .populate(Populate::Lazy)
-        .build()
-        .unwrap();
+    let cache = TestCache::new().capacity(CAPACITY).build();
     let slots = (0..FILES)
         .map(|s| {
             let path = dir.join(format!("file-{s}"));

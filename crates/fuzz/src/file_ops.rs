@@ -62,7 +62,8 @@ use std::sync::Arc;
 use arbitrary::{Arbitrary, Unstructured};
 use backing::aio::{EngineKind, IoEngineConfig};
 use backing::{FaultyBacking, MemBacking, Op as BOp, BLOCK};
-use foliocache::{Advice, Cache, File, Populate, ReadFlags, WriteFlags};
+use foliocache::{Advice, Cache, File, ReadFlags, WriteFlags};
+use test_support::cache::{faulty_file, TestCache};
 
 type Faulty = Arc<FaultyBacking<MemBacking>>;
 
@@ -379,10 +380,9 @@ impl Run {
         } else {
             capacity
         };
-        let cache = Cache::builder()
+        let cache = TestCache::new()
             .capacity(capacity)
-            .max_folio_size(max_folio)
-            .populate(Populate::Lazy)
+            .max_folio(max_folio)
             .dirty_limit(capacity / 2)
             .dirty_background(background)
             // Readahead windows go to one pool thread (a memory backing
@@ -392,14 +392,10 @@ impl Run {
                 threads: 1,
                 ..IoEngineConfig::default()
             })
-            .build()
-            .expect("build the cache");
+            .build();
         let initial = u64::from(setup.initial) * (SPAN / 4) / u64::from(u16::MAX);
         let init = pattern(initial as usize, data.len() as u8, usize::MAX / 2);
-        let backing = Arc::new(FaultyBacking::new(MemBacking::with_data(init.clone())));
-        let file = cache
-            .open_backing(backing.clone())
-            .expect("open the backing");
+        let (file, backing) = faulty_file(&cache, &init);
         let mut image = Image::default();
         image.write(0, &init);
         Run {

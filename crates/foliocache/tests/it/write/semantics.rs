@@ -17,10 +17,9 @@ use backing::{FaultyBacking, MemBacking};
 use foliocache::{Cache, File, WriteFlags};
 
 use crate::common::write as wcommon;
-use wcommon::{
-    assert_same, cache, cache_dirty, cache_no_ra, disk, nonzero_bytes, open_rw, read_all, read_vec,
-    Model, TempPath, P, PAGE,
-};
+use test_support::cache::TestCache;
+use test_support::TempPath;
+use wcommon::{assert_same, disk, nonzero_bytes, open_rw, read_all, read_vec, Model, P, PAGE};
 
 const KIB: usize = 1024;
 const MIB: usize = 1024 * KIB;
@@ -80,7 +79,11 @@ fn a_write_across_new_and_cached_small_folios_lands_every_byte_in_place() {
     for max_folio in [PAGE, 16 * KIB] {
         let data = nonzero_bytes(3 * MIB, 7);
         let tmp = TempPath::with_data("runs", &data);
-        let c = cache_no_ra(8 * MIB, max_folio);
+        let c = TestCache::new()
+            .capacity(8 * MIB)
+            .max_folio(max_folio)
+            .no_readahead()
+            .build();
         let f = open_rw(&c, &tmp.path);
         let mut model = Model { data };
         for page in (0..model.data.len() / PAGE).step_by(3) {
@@ -107,7 +110,11 @@ fn a_partial_folio_write_reads_the_rest_of_the_folio_first() {
     for max_folio in [PAGE, 64 * KIB] {
         let data = nonzero_bytes(256 * KIB, 1);
         let tmp = TempPath::with_data("partial", &data);
-        let c = cache_no_ra(4 * MIB, max_folio);
+        let c = TestCache::new()
+            .capacity(4 * MIB)
+            .max_folio(max_folio)
+            .no_readahead()
+            .build();
         let f = open_rw(&c, &tmp.path);
         let mut model = Model { data };
         // 10 bytes in the middle of an uncached page of a large folio's range.
@@ -149,7 +156,7 @@ fn a_write_past_eof_inside_the_last_folio_extends_and_the_gap_reads_zeros() {
     let data = nonzero_bytes(5000, 2);
     for cached_first in [false, true] {
         let tmp = TempPath::with_data("past-eof", &data);
-        let c = cache(MIB, 64 * KIB);
+        let c = TestCache::new().capacity(MIB).max_folio(64 * KIB).build();
         let f = open_rw(&c, &tmp.path);
         if cached_first {
             // The last folio is cached, its bytes past EOF zero.
@@ -175,7 +182,10 @@ fn a_write_past_eof_inside_the_last_folio_extends_and_the_gap_reads_zeros() {
 fn a_write_folios_past_eof_extends_and_the_whole_gap_reads_zeros() {
     let data = nonzero_bytes(5000, 4);
     let tmp = TempPath::with_data("far-eof", &data);
-    let c = cache(512 * KIB, 64 * KIB);
+    let c = TestCache::new()
+        .capacity(512 * KIB)
+        .max_folio(64 * KIB)
+        .build();
     let f = open_rw(&c, &tmp.path);
     let far = 10 * MIB as u64 + 123;
     let buf = nonzero_bytes(7000, 5);
@@ -206,7 +216,7 @@ fn a_write_folios_past_eof_extends_and_the_whole_gap_reads_zeros() {
 
 #[test]
 fn a_read_past_the_new_eof_returns_zero_bytes_and_at_eof_is_short() {
-    let c = cache(MIB, 16 * KIB);
+    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
     let tmp = TempPath::new("short");
     let f = open_rw(&c, &tmp.path);
     assert_eq!(f.len(), 0);
@@ -228,7 +238,10 @@ fn set_len_shrink_then_grow_reads_zeros_past_the_old_end_in_every_state() {
         for state in STATES {
             let data = nonzero_bytes(3 * PAGE + 100 + 64 * KIB, 6);
             let tmp = TempPath::with_data("shrink-grow", &data);
-            let c = cache(4 * MIB, max_folio);
+            let c = TestCache::new()
+                .capacity(4 * MIB)
+                .max_folio(max_folio)
+                .build();
             let f = open_rw(&c, &tmp.path);
             let mut model = Model { data };
             put_in_state(&f, &model, state);
@@ -256,7 +269,10 @@ fn set_len_shrink_then_grow_reads_zeros_past_the_old_end_in_every_state() {
             assert_same(&format!("{what}: on disk"), &disk(&tmp.path), &model.data);
             // And from disk again, not from the cache.
             drop(f);
-            let c2 = cache(4 * MIB, max_folio);
+            let c2 = TestCache::new()
+                .capacity(4 * MIB)
+                .max_folio(max_folio)
+                .build();
             let f2 = open_rw(&c2, &tmp.path);
             assert_same(&format!("{what}: reopened"), &read_all(&f2), &model.data);
         }
@@ -267,7 +283,7 @@ fn set_len_shrink_then_grow_reads_zeros_past_the_old_end_in_every_state() {
 fn set_len_shrink_of_a_memory_backing_truncates_it() {
     let data = nonzero_bytes(40_000, 7);
     let b = Arc::new(FaultyBacking::new(MemBacking::with_data(data.clone())));
-    let c = cache(MIB, 16 * KIB);
+    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
     let f = c.open_backing(b.clone()).unwrap();
     assert!(f.is_writable(), "open_backing files are writable");
     f.write_all_at(&[1u8; 1000], 30_000).unwrap();
@@ -298,7 +314,10 @@ fn punch_hole_at_unaligned_offsets_zeroes_exactly_the_range_in_every_state() {
             for &(off, len) in &holes {
                 let data = nonzero_bytes(size, off ^ len);
                 let tmp = TempPath::with_data("punch", &data);
-                let c = cache(4 * MIB, max_folio);
+                let c = TestCache::new()
+                    .capacity(4 * MIB)
+                    .max_folio(max_folio)
+                    .build();
                 let f = open_rw(&c, &tmp.path);
                 let mut model = Model { data };
                 put_in_state(&f, &model, state);
@@ -324,7 +343,7 @@ fn punch_hole_at_unaligned_offsets_zeroes_exactly_the_range_in_every_state() {
 fn punch_hole_past_eof_changes_nothing() {
     let data = nonzero_bytes(10_000, 8);
     let tmp = TempPath::with_data("punch-past", &data);
-    let c = cache(MIB, 16 * KIB);
+    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
     let f = open_rw(&c, &tmp.path);
     f.punch_hole(10_000, 1 << 20).unwrap();
     f.punch_hole(1 << 30, 5).unwrap();
@@ -338,7 +357,11 @@ fn punch_hole_past_eof_changes_nothing() {
 fn punch_hole_drops_the_cached_folios_inside_the_range() {
     let data = nonzero_bytes(64 * PAGE, 9);
     let tmp = TempPath::with_data("punch-drop", &data);
-    let c = cache_no_ra(4 * MIB, PAGE);
+    let c = TestCache::new()
+        .capacity(4 * MIB)
+        .max_folio(PAGE)
+        .no_readahead()
+        .build();
     let f = open_rw(&c, &tmp.path);
     assert_eq!(read_all(&f), data);
     assert_eq!(f.cachestat(0, 0).unwrap().cached, 64);
@@ -358,7 +381,11 @@ fn punch_hole_drops_the_cached_folios_inside_the_range() {
 fn cachestat_and_stats_count_dirty_pages_and_drop_to_zero_after_sync() {
     let tmp = TempPath::new("figures");
     // No background flushing below the capacity: the counts stay put.
-    let c = cache_dirty(4 * MIB, PAGE, 4 * MIB, 4 * MIB);
+    let c = TestCache::new()
+        .capacity(4 * MIB)
+        .max_folio(PAGE)
+        .quiet()
+        .build();
     let f = open_rw(&c, &tmp.path);
     let before = c.stats();
     f.write_all_at(&nonzero_bytes(10 * PAGE, 10), 0).unwrap();
@@ -385,7 +412,11 @@ fn cachestat_and_stats_count_dirty_pages_and_drop_to_zero_after_sync() {
 #[test]
 fn sync_writes_a_contiguous_dirty_run_as_one_io_and_separate_runs_as_separate_ios() {
     let b = Arc::new(FaultyBacking::new(MemBacking::new()));
-    let c = cache_dirty(4 * MIB, PAGE, 4 * MIB, 4 * MIB);
+    let c = TestCache::new()
+        .capacity(4 * MIB)
+        .max_folio(PAGE)
+        .quiet()
+        .build();
     let f = c.open_backing(b.clone()).unwrap();
     f.write_all_at(&nonzero_bytes(40 * PAGE, 11), 0).unwrap();
     f.sync_data().unwrap();
@@ -407,7 +438,7 @@ fn dirty_folios_are_written_back_before_reclaim_evicts_them() {
     let other = nonzero_bytes(4 * MIB, 12);
     let other_tmp = TempPath::with_data("pressure-other", &other);
     let tmp = TempPath::new("pressure-dirty");
-    let c = cache(MIB, 64 * KIB);
+    let c = TestCache::new().capacity(MIB).max_folio(64 * KIB).build();
     let f = open_rw(&c, &tmp.path);
     let data = nonzero_bytes(600 * KIB + 5, 13);
     f.write_all_at(&data, 0).unwrap();
@@ -426,7 +457,7 @@ fn dirty_folios_are_written_back_before_reclaim_evicts_them() {
 fn a_file_opened_read_only_refuses_writes() {
     let data = nonzero_bytes(10_000, 14);
     let tmp = TempPath::with_data("ro", &data);
-    let c = cache(MIB, 16 * KIB);
+    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
     for f in [
         c.open(&tmp.path).unwrap(),
         c.open_options().read(true).open(&tmp.path).unwrap(),
@@ -452,7 +483,7 @@ fn a_file_opened_read_only_refuses_writes() {
 #[test]
 fn a_write_ending_past_i64_max_is_file_too_large_and_changes_nothing() {
     let tmp = TempPath::new("too-large");
-    let c = cache(MIB, 16 * KIB);
+    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
     let f = open_rw(&c, &tmp.path);
     f.write_all_at(b"abc", 0).unwrap();
     let max = i64::MAX as u64;
@@ -477,7 +508,7 @@ fn a_write_ending_past_i64_max_is_file_too_large_and_changes_nothing() {
 
 #[test]
 fn a_memfile_takes_a_write_ending_exactly_at_i64_max() {
-    let c = cache(MIB, 16 * KIB);
+    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
     let f = c.memfile("edge", 0).unwrap();
     let last = i64::MAX as u64 - 1;
     f.write_all_at(b"z", last).unwrap();
@@ -498,7 +529,7 @@ fn a_memfile_takes_a_write_ending_exactly_at_i64_max() {
 #[test]
 fn a_write_past_the_filesystems_largest_file_fails_at_once_as_the_kernels() {
     use std::os::unix::fs::FileExt;
-    let c = cache(MIB, 16 * KIB);
+    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
     let tmp = TempPath::with_data("efbig", b"data");
     let plain = TempPath::new("efbig-plain");
     let kernel = std::fs::File::create(&plain.path).unwrap();
@@ -530,7 +561,11 @@ fn an_uncached_write_leaves_none_of_the_folios_it_created_cached() {
     for max_folio in [PAGE, 64 * KIB] {
         let old = nonzero_bytes(32 * PAGE, 15);
         let tmp = TempPath::with_data("dontcache-new", &old);
-        let c = cache_no_ra(4 * MIB, max_folio);
+        let c = TestCache::new()
+            .capacity(4 * MIB)
+            .max_folio(max_folio)
+            .no_readahead()
+            .build();
         let f = open_rw(&c, &tmp.path);
         let what = format!("max folio {max_folio}");
         // Over existing (uncached) data, partly unaligned, and past EOF.
@@ -564,7 +599,11 @@ fn an_uncached_write_leaves_none_of_the_folios_it_created_cached() {
 fn an_uncached_write_keeps_the_folios_that_were_cached_before() {
     let old = nonzero_bytes(32 * PAGE, 17);
     let tmp = TempPath::with_data("dontcache-old", &old);
-    let c = cache_no_ra(4 * MIB, PAGE);
+    let c = TestCache::new()
+        .capacity(4 * MIB)
+        .max_folio(PAGE)
+        .no_readahead()
+        .build();
     let f = open_rw(&c, &tmp.path);
     // Pages 0..8 cached clean, 8..10 cached dirty.
     assert_eq!(read_vec(&f, 0, 8 * PAGE).unwrap(), &old[..8 * PAGE]);
@@ -604,7 +643,7 @@ fn an_uncached_write_larger_than_the_cache_succeeds_and_leaves_nothing_cached() 
     // kernel).
     for max_folio in [PAGE, 64 * KIB] {
         let b = Arc::new(FaultyBacking::new(MemBacking::new()));
-        let c = cache(MIB, max_folio);
+        let c = TestCache::new().capacity(MIB).max_folio(max_folio).build();
         let f = c.open_backing(b.clone()).unwrap();
         let data = nonzero_bytes(2 * MIB + 7, 28);
         let what = format!("2 MiB uncached write into a 1 MiB cache, max folio {max_folio}");
@@ -627,7 +666,7 @@ fn an_uncached_write_larger_than_the_cache_succeeds_and_leaves_nothing_cached() 
 fn a_plain_write_larger_than_the_cache_succeeds() {
     for max_folio in [PAGE, 64 * KIB] {
         let b = Arc::new(FaultyBacking::new(MemBacking::new()));
-        let c = cache(MIB, max_folio);
+        let c = TestCache::new().capacity(MIB).max_folio(max_folio).build();
         let f = c.open_backing(b.clone()).unwrap();
         let data = nonzero_bytes(3 * MIB + 7, 29);
         f.write_all_at(&data, 0).unwrap();
@@ -640,7 +679,11 @@ fn a_plain_write_larger_than_the_cache_succeeds() {
 #[test]
 fn a_cached_write_after_an_uncached_one_is_cached() {
     let tmp = TempPath::new("dontcache-then-cached");
-    let c = cache_no_ra(4 * MIB, PAGE);
+    let c = TestCache::new()
+        .capacity(4 * MIB)
+        .max_folio(PAGE)
+        .no_readahead()
+        .build();
     let f = open_rw(&c, &tmp.path);
     f.write_at_flags(&[3u8; 4 * PAGE], 0, WriteFlags::DONTCACHE)
         .unwrap();
@@ -678,7 +721,7 @@ fn write_flags_behave_like_read_flags() {
 fn append_writes_at_the_end_whatever_the_offset() {
     let data = nonzero_bytes(5000, 20);
     let tmp = TempPath::with_data("append", &data);
-    let c = cache(MIB, 16 * KIB);
+    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
     let f = c
         .open_options()
         .read(true)
@@ -702,7 +745,7 @@ fn append_writes_at_the_end_whatever_the_offset() {
 #[test]
 fn create_new_on_an_existing_path_fails_already_exists() {
     let tmp = TempPath::with_data("create-new", b"hello");
-    let c = cache(MIB, 16 * KIB);
+    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
     let e = c
         .open_options()
         .write(true)
@@ -727,7 +770,7 @@ fn create_new_on_an_existing_path_fails_already_exists() {
 #[test]
 fn without_create_a_missing_path_is_not_found() {
     let tmp = TempPath::new("missing");
-    let c = cache(MIB, 16 * KIB);
+    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
     let e = c
         .open_options()
         .read(true)
@@ -741,7 +784,7 @@ fn without_create_a_missing_path_is_not_found() {
 #[test]
 fn truncate_empties_an_existing_file() {
     let tmp = TempPath::with_data("truncate", &nonzero_bytes(50_000, 22));
-    let c = cache(MIB, 16 * KIB);
+    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
     let f = c
         .open_options()
         .read(true)
@@ -760,7 +803,7 @@ fn truncate_empties_an_existing_file() {
 #[test]
 fn mode_sets_the_permissions_of_a_created_file() {
     let tmp = TempPath::new("mode");
-    let c = cache(MIB, 16 * KIB);
+    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
     let _f = c
         .open_options()
         .write(true)
@@ -775,7 +818,7 @@ fn mode_sets_the_permissions_of_a_created_file() {
 #[test]
 fn a_file_opened_write_only_is_writable() {
     let tmp = TempPath::new("wronly");
-    let c = cache(MIB, 16 * KIB);
+    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
     let f = c
         .open_options()
         .write(true)
@@ -792,7 +835,7 @@ fn a_file_opened_write_only_is_writable() {
 
 #[test]
 fn a_memfile_hole_reads_zeros_and_allocates_nothing() {
-    let c = cache(MIB, 64 * KIB);
+    let c = TestCache::new().capacity(MIB).max_folio(64 * KIB).build();
     let f = c.memfile("holes", 64 * MIB as u64).unwrap();
     assert!(f.is_memfile());
     assert_eq!(f.len(), 64 * MIB as u64);
@@ -819,7 +862,7 @@ fn a_memfile_hole_reads_zeros_and_allocates_nothing() {
 fn memfile_data_is_never_evicted_by_read_pressure() {
     let other = nonzero_bytes(4 * MIB, 23);
     let tmp = TempPath::with_data("memfile-pressure", &other);
-    let c = cache(MIB, 64 * KIB);
+    let c = TestCache::new().capacity(MIB).max_folio(64 * KIB).build();
     let m = c.memfile("keep", 0).unwrap();
     let data = nonzero_bytes(256 * KIB + 17, 24);
     m.write_all_at(&data, 0).unwrap();
@@ -839,7 +882,7 @@ fn memfile_data_is_never_evicted_by_read_pressure() {
 
 #[test]
 fn writing_more_than_the_capacity_to_a_memfile_fails_storage_full_and_the_cache_recovers() {
-    let c = cache(MIB, 64 * KIB);
+    let c = TestCache::new().capacity(MIB).max_folio(64 * KIB).build();
     let m = c.memfile("full", 0).unwrap();
     let chunk = nonzero_bytes(64 * KIB, 25);
     let mut written = 0u64;
@@ -879,7 +922,10 @@ fn writing_more_than_the_capacity_to_a_memfile_fails_storage_full_and_the_cache_
 
 #[test]
 fn memfile_set_len_and_punch_hole_free_memory_and_read_zeros() {
-    let c = cache(4 * MIB, 64 * KIB);
+    let c = TestCache::new()
+        .capacity(4 * MIB)
+        .max_folio(64 * KIB)
+        .build();
     let m = c.memfile("shrink", 0).unwrap();
     let data = nonzero_bytes(MIB + 999, 27);
     m.write_all_at(&data, 0).unwrap();
@@ -909,7 +955,7 @@ fn memfile_set_len_and_punch_hole_free_memory_and_read_zeros() {
 
 #[test]
 fn a_memfile_is_separate_from_other_memfiles_of_the_same_name() {
-    let c = cache(MIB, 16 * KIB);
+    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
     let a = c.memfile("same", 0).unwrap();
     let b = c.memfile("same", 0).unwrap();
     a.write_all_at(b"aaaa", 0).unwrap();
@@ -919,7 +965,7 @@ fn a_memfile_is_separate_from_other_memfiles_of_the_same_name() {
 
 #[test]
 fn memfile_clones_and_reopened_handles_share_the_data() {
-    let c = cache(MIB, 16 * KIB);
+    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
     let a = c.memfile("shared", 0).unwrap();
     let b = a.clone();
     let r = a.reopen();
@@ -933,7 +979,7 @@ fn memfile_clones_and_reopened_handles_share_the_data() {
 
 #[test]
 fn a_memfile_sync_succeeds_and_writes_nothing() {
-    let c = cache(MIB, 16 * KIB);
+    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
     let m = c.memfile("sync", 0).unwrap();
     m.write_all_at(&[9u8; 3 * PAGE], 0).unwrap();
     let before = c.stats();
@@ -959,7 +1005,7 @@ fn _assert_send_sync() {
 #[test]
 fn an_empty_write_changes_nothing_even_past_eof() {
     let tmp = TempPath::with_data("empty-write", b"hello");
-    let c = cache(MIB, 16 * KIB);
+    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
     let f = open_rw(&c, &tmp.path);
     assert_eq!(f.write_at(&[], 1 << 20).unwrap(), 0);
     assert_eq!(f.write_at_flags(&[], 3, WriteFlags::DONTCACHE).unwrap(), 0);
@@ -974,7 +1020,7 @@ fn an_empty_write_changes_nothing_even_past_eof() {
 #[test]
 fn set_len_past_i64_max_fails_and_keeps_the_size() {
     let tmp = TempPath::with_data("set-len-max", b"hello");
-    let c = cache(MIB, 16 * KIB);
+    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
     let f = open_rw(&c, &tmp.path);
     assert!(f.set_len(i64::MAX as u64 + 1).is_err());
     assert!(f.set_len(u64::MAX).is_err());
@@ -989,7 +1035,7 @@ fn set_len_past_i64_max_fails_and_keeps_the_size() {
 #[test]
 fn a_read_only_handle_can_sync() {
     let tmp = TempPath::with_data("ro-sync", b"hello");
-    let c = cache(MIB, 16 * KIB);
+    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
     let f = c.open(&tmp.path).unwrap();
     f.sync_data().unwrap();
     f.sync_all().unwrap();
@@ -1001,7 +1047,10 @@ fn concurrent_appends_each_land_whole_at_a_distinct_offset() {
     const REC: usize = 1000;
     const PER: usize = 200;
     let tmp = TempPath::new("append-mt");
-    let c = cache(512 * KIB, 16 * KIB);
+    let c = TestCache::new()
+        .capacity(512 * KIB)
+        .max_folio(16 * KIB)
+        .build();
     let f = c
         .open_options()
         .read(true)
@@ -1054,7 +1103,7 @@ fn concurrent_appends_each_land_whole_at_a_distinct_offset() {
 fn two_opens_of_one_path_in_one_cache_see_each_others_writes() {
     let data = nonzero_bytes(100_000, 30);
     let tmp = TempPath::with_data("two-opens", &data);
-    let c = cache(MIB, 16 * KIB);
+    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
     // A read-only handle first, with the data cached.
     let r = c.open(&tmp.path).unwrap();
     assert_eq!(read_all(&r), data);
@@ -1106,7 +1155,7 @@ fn two_opens_of_one_path_in_one_cache_see_each_others_writes() {
 fn an_open_with_truncate_empties_the_file_for_handles_already_open() {
     let data = nonzero_bytes(30_000, 31);
     let tmp = TempPath::with_data("trunc-shared", &data);
-    let c = cache(MIB, 16 * KIB);
+    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
     let f = open_rw(&c, &tmp.path);
     assert_eq!(read_all(&f), data);
     f.write_all_at(b"dirty", 10).unwrap();
@@ -1128,7 +1177,12 @@ fn an_open_with_truncate_empties_the_file_for_handles_already_open() {
 #[test]
 fn a_writer_never_runs_far_past_the_dirty_limit() {
     let limit = 128 * KIB;
-    let c = cache_dirty(4 * MIB, 16 * KIB, limit, limit / 2);
+    let c = TestCache::new()
+        .capacity(4 * MIB)
+        .max_folio(16 * KIB)
+        .dirty_limit(limit)
+        .dirty_background(limit / 2)
+        .build();
     let b = Arc::new(FaultyBacking::new(MemBacking::new()));
     // Slow writeback, so the flusher alone cannot keep up.
     b.set_write_latency(std::time::Duration::from_millis(2));
@@ -1155,7 +1209,12 @@ fn a_writer_never_runs_far_past_the_dirty_limit() {
 #[test]
 fn the_flusher_writes_back_above_the_background_threshold_without_a_sync() {
     let background = 64 * KIB;
-    let c = cache_dirty(4 * MIB, 16 * KIB, 4 * MIB, background);
+    let c = TestCache::new()
+        .capacity(4 * MIB)
+        .max_folio(16 * KIB)
+        .dirty_limit(4 * MIB)
+        .dirty_background(background)
+        .build();
     let b = Arc::new(FaultyBacking::new(MemBacking::new()));
     let f = c.open_backing(b.clone()).unwrap();
     let data = nonzero_bytes(512 * KIB, 33);
@@ -1181,7 +1240,10 @@ fn the_flusher_writes_back_above_the_background_threshold_without_a_sync() {
 
 #[test]
 fn dirty_data_below_the_background_threshold_is_written_within_the_flush_interval() {
-    let c = cache(4 * MIB, 16 * KIB);
+    let c = TestCache::new()
+        .capacity(4 * MIB)
+        .max_folio(16 * KIB)
+        .build();
     let b = Arc::new(FaultyBacking::new(MemBacking::new()));
     let f = c.open_backing(b.clone()).unwrap();
     let data = nonzero_bytes(10_000, 34);
@@ -1202,7 +1264,7 @@ fn dirty_data_below_the_background_threshold_is_written_within_the_flush_interva
 
 #[test]
 fn open_options_refuse_the_combinations_std_refuses() {
-    let c = cache(MIB, 16 * KIB);
+    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
     let existing = TempPath::with_data("opts", b"keep");
     let fresh = TempPath::new("opts-fresh");
     // As std::fs::OpenOptions: no access mode; create or truncate without
@@ -1253,7 +1315,11 @@ fn open_options_refuse_the_combinations_std_refuses() {
 
 #[test]
 fn dropping_dirty_folios_by_set_len_or_punch_uncounts_them() {
-    let c = cache_dirty(4 * MIB, PAGE, 4 * MIB, 4 * MIB);
+    let c = TestCache::new()
+        .capacity(4 * MIB)
+        .max_folio(PAGE)
+        .quiet()
+        .build();
     let b = Arc::new(FaultyBacking::new(MemBacking::new()));
     let f = c.open_backing(b.clone()).unwrap();
     f.write_all_at(&nonzero_bytes(20 * PAGE, 35), 0).unwrap();
@@ -1274,7 +1340,10 @@ fn dropping_dirty_folios_by_set_len_or_punch_uncounts_them() {
 fn memfile_data_does_not_throttle_writers_of_other_files() {
     // A memfile's data can never be written back: it must not count
     // against the dirty limit, or every other writer would wait on it.
-    let c = cache(4 * MIB, 64 * KIB); // dirty limit 2 MiB
+    let c = TestCache::new()
+        .capacity(4 * MIB)
+        .max_folio(64 * KIB)
+        .build(); // dirty limit 2 MiB
     let m = c.memfile("big", 0).unwrap();
     m.write_all_at(&nonzero_bytes(3 * MIB, 36), 0).unwrap();
     let tmp = TempPath::new("beside-memfile");
@@ -1307,7 +1376,10 @@ fn nothing_that_drops_clean_folios_drops_memfile_data() {
     // A memfile's folios are its only copy: uncached reads and writes,
     // DontNeed, NoReuse, shrink and reclaim must all leave them.
     use foliocache::{Advice, ReadFlags};
-    let c = cache(2 * MIB, 16 * KIB);
+    let c = TestCache::new()
+        .capacity(2 * MIB)
+        .max_folio(16 * KIB)
+        .build();
     let m = c.memfile("only-copy", 0).unwrap();
     let data = nonzero_bytes(300 * KIB, 38);
     m.write_at_flags(&data, 0, WriteFlags::DONTCACHE).unwrap();
@@ -1334,7 +1406,11 @@ fn dont_need_keeps_dirty_folios_and_drops_clean_ones() {
     use foliocache::Advice;
     let old = nonzero_bytes(32 * PAGE, 39);
     let tmp = TempPath::with_data("dontneed-dirty", &old);
-    let c = cache_no_ra(4 * MIB, PAGE);
+    let c = TestCache::new()
+        .capacity(4 * MIB)
+        .max_folio(PAGE)
+        .no_readahead()
+        .build();
     let f = open_rw(&c, &tmp.path);
     assert_eq!(read_all(&f), old);
     let dirty = nonzero_bytes(8 * PAGE, 40);
@@ -1357,7 +1433,11 @@ fn dont_need_keeps_dirty_folios_and_drops_clean_ones() {
 fn a_large_folio_written_in_a_few_places_writes_back_only_those_pages() {
     let old = nonzero_bytes(2 * MIB, 41);
     let b = Arc::new(FaultyBacking::new(MemBacking::with_data(old.clone())));
-    let c = cache_dirty(8 * MIB, 2 * MIB, 8 * MIB, 8 * MIB);
+    let c = TestCache::new()
+        .capacity(8 * MIB)
+        .max_folio(2 * MIB)
+        .quiet()
+        .build();
     let f = c.open_backing(b.clone()).unwrap();
     assert_eq!(read_all(&f), old);
     b.reset_stats();
@@ -1402,7 +1482,7 @@ fn writes_through_a_buffered_fallback_backing_reach_the_file() {
     )
     .unwrap();
     assert!(!inner.is_direct());
-    let c = cache(MIB, 16 * KIB);
+    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
     let f = c.open_backing(inner).unwrap();
     let mut model = Model { data: old };
     let a = nonzero_bytes(70_001, 43);
@@ -1426,7 +1506,7 @@ fn writes_through_a_buffered_fallback_backing_reach_the_file() {
 fn a_path_replaced_on_disk_opens_the_new_file_not_the_open_one() {
     // Opens share a file by its identity (device, inode), not its name.
     let tmp = TempPath::with_data("replaced", b"old file");
-    let c = cache(MIB, 16 * KIB);
+    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
     let f = open_rw(&c, &tmp.path);
     f.write_all_at(b"OLD", 0).unwrap(); // dirty in the cache
     std::fs::remove_file(&tmp.path).unwrap();
@@ -1459,7 +1539,11 @@ fn an_uncached_write_into_a_large_folio_leaves_its_other_dirty_pages_dirty() {
     // back its own range: page 10 must still be written by the next sync.
     let old = nonzero_bytes(2 * MIB, 44);
     let b = Arc::new(FaultyBacking::new(MemBacking::with_data(old.clone())));
-    let c = cache_dirty(8 * MIB, 2 * MIB, 8 * MIB, 8 * MIB);
+    let c = TestCache::new()
+        .capacity(8 * MIB)
+        .max_folio(2 * MIB)
+        .quiet()
+        .build();
     let f = c.open_backing(b.clone()).unwrap();
     assert_eq!(read_all(&f), old);
     let mut model = Model { data: old };
@@ -1493,7 +1577,7 @@ fn an_uncached_write_into_a_large_folio_leaves_its_other_dirty_pages_dirty() {
 fn a_write_a_tebibyte_out_makes_a_sparse_file_of_that_size() {
     use std::os::unix::fs::FileExt;
     let tmp = TempPath::new("sparse-tib");
-    let c = cache(MIB, 64 * KIB);
+    let c = TestCache::new().capacity(MIB).max_folio(64 * KIB).build();
     let f = open_rw(&c, &tmp.path);
     let far = (1u64 << 40) - 3;
     f.write_all_at(b"0123456789", far).unwrap();
@@ -1520,7 +1604,12 @@ fn small_writes_into_large_folios_are_not_throttled_below_the_dirty_limit() {
     // 256 KiB limit: nobody waits (a count of whole folios would say 64 MiB).
     let old = nonzero_bytes(2 * MIB, 47);
     let b = Arc::new(FaultyBacking::new(MemBacking::with_data(old.clone())));
-    let c = cache_dirty(8 * MIB, 2 * MIB, 256 * KIB, 256 * KIB);
+    let c = TestCache::new()
+        .capacity(8 * MIB)
+        .max_folio(2 * MIB)
+        .dirty_limit(256 * KIB)
+        .dirty_background(256 * KIB)
+        .build();
     let f = c.open_backing(b.clone()).unwrap();
     assert_eq!(read_all(&f), old);
     let mut model = Model { data: old };

@@ -2,15 +2,12 @@
 //! checks the bytes, through the cache and on the backing file.
 
 use foliocache::{Cache, WriteFlags};
+use test_support::cache::TestCache;
 
 fn tmp(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("fc-wsmoke-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir.join(name)
-}
-
-fn cache(cap: usize) -> Cache {
-    Cache::builder().capacity(cap).build().unwrap()
 }
 
 /// `path` created (or emptied) and opened for reading and writing.
@@ -26,7 +23,7 @@ fn create(c: &Cache, path: &std::path::Path) -> foliocache::File {
 
 #[test]
 fn write_read_sync_reaches_the_file() {
-    let c = cache(8 << 20);
+    let c = TestCache::new().capacity(8 << 20).build();
     let p = tmp("a");
     let f = create(&c, &p);
     let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 + 3) as u8).collect();
@@ -46,7 +43,7 @@ fn write_read_sync_reaches_the_file() {
 
 #[test]
 fn partial_write_reads_the_rest_and_shrink_zeroes() {
-    let c = cache(8 << 20);
+    let c = TestCache::new().capacity(8 << 20).build();
     let p = tmp("b");
     std::fs::write(&p, vec![b'x'; 20000]).unwrap();
     let f = c.open_options().read(true).write(true).open(&p).unwrap();
@@ -67,7 +64,7 @@ fn partial_write_reads_the_rest_and_shrink_zeroes() {
 
 #[test]
 fn punch_hole_zeroes_exactly() {
-    let c = cache(8 << 20);
+    let c = TestCache::new().capacity(8 << 20).build();
     let p = tmp("c");
     std::fs::write(&p, vec![b'y'; 40000]).unwrap();
     let f = c.open_options().read(true).write(true).open(&p).unwrap();
@@ -83,7 +80,7 @@ fn punch_hole_zeroes_exactly() {
 
 #[test]
 fn memfile_holes_and_data() {
-    let c = cache(4 << 20);
+    let c = TestCache::new().capacity(4 << 20).build();
     let m = c.memfile("guest", 3 << 20).unwrap();
     m.write_at(&[7u8; 10000], 1 << 20).unwrap();
     let before = c.stats().folios;
@@ -99,7 +96,7 @@ fn memfile_holes_and_data() {
 
 #[test]
 fn dontcache_write_leaves_nothing_new() {
-    let c = cache(8 << 20);
+    let c = TestCache::new().capacity(8 << 20).build();
     let p = tmp("d");
     let f = create(&c, &p);
     f.write_at_flags(&[5u8; 1 << 20], 0, WriteFlags::DONTCACHE)
@@ -110,7 +107,7 @@ fn dontcache_write_leaves_nothing_new() {
 
 #[test]
 fn every_open_of_a_file_shares_one_mapping() {
-    let c = cache(8 << 20);
+    let c = TestCache::new().capacity(8 << 20).build();
     let p = tmp("e");
     std::fs::write(&p, vec![b'a'; 10000]).unwrap();
     // Read-only first: its folios are cached.
@@ -147,11 +144,10 @@ fn every_open_of_a_file_shares_one_mapping() {
 
 #[test]
 fn a_write_larger_than_the_cache_is_throttled_not_failed() {
-    let c = Cache::builder()
+    let c = TestCache::new()
         .capacity(8 << 20)
         .dirty_limit(2 << 20)
-        .build()
-        .unwrap();
+        .build();
     let p = tmp("f");
     let f = create(&c, &p);
     let data: Vec<u8> = (0..(40u32 << 20))
@@ -171,11 +167,10 @@ fn a_write_larger_than_the_cache_is_throttled_not_failed() {
 
 #[test]
 fn one_folio_at_a_time_writes_the_same_bytes() {
-    let c = Cache::builder()
+    let c = TestCache::new()
         .capacity(8 << 20)
-        .max_folio_size(64 << 10)
-        .build()
-        .unwrap();
+        .max_folio(64 << 10)
+        .build();
     let m = c.memfile("single", 0).unwrap();
     m.set_write_insert(foliocache::internals::Insert::Single);
     assert_eq!(m.write_insert(), foliocache::internals::Insert::Single);
@@ -191,7 +186,7 @@ fn one_folio_at_a_time_writes_the_same_bytes() {
 
 #[test]
 fn a_large_folio_written_in_two_places_writes_back_only_those_pages() {
-    let c = cache(16 << 20);
+    let c = TestCache::new().capacity(16 << 20).build();
     let p = tmp("g");
     std::fs::write(&p, vec![b'q'; 4 << 20]).unwrap();
     let f = c.open_options().read(true).write(true).open(&p).unwrap();
@@ -229,7 +224,7 @@ fn file_ext_reads_and_writes_through_the_cache() {
         f.read_exact_at(&mut back, 5000)?;
         Ok(back)
     }
-    let c = cache(4 << 20);
+    let c = TestCache::new().capacity(4 << 20).build();
     let path = tmp("file_ext");
     let f = create(&c, &path);
     assert_eq!(roundtrip(&f).unwrap(), b"through FileExt");

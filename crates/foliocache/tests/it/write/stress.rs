@@ -36,7 +36,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::common::write as wcommon;
-use wcommon::{assert_same, cache, disk, open_rw, read_all, Model, TempPath, HANG};
+use test_support::cache::TestCache;
+use test_support::TempPath;
+use wcommon::{assert_same, disk, open_rw, read_all, Model, HANG};
 
 const KIB: usize = 1024;
 
@@ -261,7 +263,10 @@ fn stress(tag: &str, capacity: usize, max_folio: usize, writers: usize, dontcach
     initial.extend(&punch.data);
     initial.extend(&tail.data);
     let tmp = TempPath::with_data(tag, &initial);
-    let c = cache(capacity, max_folio);
+    let c = TestCache::new()
+        .capacity(capacity)
+        .max_folio(max_folio)
+        .build();
     let f = open_rw(&c, &tmp.path);
     let readers = 2;
     let threads = writers + readers + 2;
@@ -417,7 +422,10 @@ fn writers_readers_truncate_punch_and_sync_in_one_2_mib_folio() {
 #[test]
 fn concurrent_writes_in_a_small_cache_make_no_read_or_write_fail() {
     let tmp = TempPath::with_data("small-cache", &wcommon::nonzero_bytes(1 << 20, 1));
-    let c = cache(256 * KIB, 64 * KIB);
+    let c = TestCache::new()
+        .capacity(256 * KIB)
+        .max_folio(64 * KIB)
+        .build();
     let f = open_rw(&c, &tmp.path);
     let stop = Arc::new(AtomicBool::new(false));
     let run = secs();
@@ -472,7 +480,10 @@ fn readers_racing_shrink_punch_and_rewrite_see_no_stale_version() {
     const SIZE: u64 = 300_000;
     const R: usize = 7; // the region's id in `pat`
     let tmp = TempPath::new("race-shrink");
-    let c = cache(512 * KIB, 16 * KIB);
+    let c = TestCache::new()
+        .capacity(512 * KIB)
+        .max_folio(16 * KIB)
+        .build();
     let f = open_rw(&c, &tmp.path);
     f.write_all_at(&(0..SIZE).map(|o| pat(R, 0, o)).collect::<Vec<u8>>(), 0)
         .unwrap();
@@ -580,7 +591,10 @@ fn readers_racing_shrink_punch_and_rewrite_see_no_stale_version() {
 fn writers_racing_to_create_the_same_folios_never_fail() {
     const SPAN: u64 = 1 << 20;
     let tmp = TempPath::new("race-create");
-    let c = cache(512 * KIB, 16 * KIB);
+    let c = TestCache::new()
+        .capacity(512 * KIB)
+        .max_folio(16 * KIB)
+        .build();
     let f = open_rw(&c, &tmp.path);
     f.set_len(SPAN).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
@@ -675,8 +689,18 @@ fn writers_racing_to_create_the_same_folios_never_fail() {
 fn partial_writes_and_reads_in_a_hole_while_a_sync_extends_the_backing_do_not_fail() {
     // Without readahead (the reader's own read) and with it (windows read
     // by the IO engine).
-    hole_race(wcommon::cache_no_ra(4 << 20, 4096), secs());
-    hole_race(cache(4 << 20, 4096), secs());
+    hole_race(
+        TestCache::new()
+            .capacity(4 << 20)
+            .max_folio(4096)
+            .no_readahead()
+            .build(),
+        secs(),
+    );
+    hole_race(
+        TestCache::new().capacity(4 << 20).max_folio(4096).build(),
+        secs(),
+    );
 }
 
 fn hole_race(c: Cache, run: Duration) {
@@ -733,7 +757,10 @@ fn hole_race(c: Cache, run: Duration) {
 fn writers_filling_a_memfile_stop_with_storage_full_and_keep_what_they_wrote() {
     let other = wcommon::nonzero_bytes(512 * KIB, 90);
     let tmp = TempPath::with_data("memfull-other", &other);
-    let c = cache(1024 * KIB, 16 * KIB);
+    let c = TestCache::new()
+        .capacity(1024 * KIB)
+        .max_folio(16 * KIB)
+        .build();
     let m = c.memfile("full", 0).unwrap();
     let g = c.open(&tmp.path).unwrap();
     let results = wcommon::within(HANG, "filling a memfile from two threads", move || {
@@ -800,7 +827,10 @@ fn threads_opening_and_closing_one_path_see_their_own_writes() {
     const THREADS: usize = 4;
     const REGION: u64 = 30_001;
     let tmp = TempPath::with_data("open-close", &vec![0u8; THREADS * REGION as usize]);
-    let c = cache(512 * KIB, 16 * KIB);
+    let c = TestCache::new()
+        .capacity(512 * KIB)
+        .max_folio(16 * KIB)
+        .build();
     let stop = Arc::new(AtomicBool::new(false));
     let run = secs();
     let threads: Vec<_> = (0..THREADS)
@@ -854,7 +884,7 @@ fn chaos_on_one_range_ends_with_the_cache_and_the_disk_agreeing() {
     for (cap, folio) in [(256 * KIB, 16 * KIB), (1024 * KIB, 64 * KIB)] {
         const SPAN: u64 = 512 * 1024;
         let tmp = TempPath::new("chaos");
-        let c = cache(cap, folio);
+        let c = TestCache::new().capacity(cap).max_folio(folio).build();
         let f = open_rw(&c, &tmp.path);
         let stop = Arc::new(AtomicBool::new(false));
         let threads: Vec<_> = (0..4u64)
@@ -917,7 +947,7 @@ fn chaos_on_one_range_ends_with_the_cache_and_the_disk_agreeing() {
             &cached,
         );
         // A new cache over the same path: the same file.
-        let fresh = cache(cap, folio);
+        let fresh = TestCache::new().capacity(cap).max_folio(folio).build();
         let g = fresh.open(&tmp.path).unwrap();
         assert_same(&format!("{what}: a new cache"), &read_all(&g), &cached);
     }
