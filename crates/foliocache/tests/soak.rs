@@ -13,7 +13,7 @@
 //! `sync_data` and `Cache::sync_all`. Regions are not page-aligned, so
 //! neighbours share folios; each region has a read-write lock, so the
 //! model is exact (the interleavings inside a region are
-//! checked by tests/it/write/stress.rs).
+//! checked by tests/it/write/visible/stress.rs).
 //!
 //! A watchdog fails the test if the threads do not finish soon after the
 //! time is up (a deadlock). At the end, after `sync_all`: every file

@@ -1,6 +1,6 @@
-//! Helpers for the write-path suites (`write::*`, `faults::writes`,
-//! `faults::matrix`), which import this module as `wcommon`; the `soak`
-//! binary includes it with `#[path]`.
+//! Helpers for the write-path suites (`write::*`, `faults::matrix`), which
+//! import this module as `wcommon`; the `soak` binary includes it with
+//! `#[path]`.
 #![allow(dead_code)]
 // The tests drive and count their own threads with std atomics and locks;
 // the shim rule (clippy.toml) is for the crate's protocols.
@@ -118,6 +118,30 @@ pub fn within<T: Send + 'static>(
             Ok(()) => unreachable!("sent nothing but returned"),
         },
     }
+}
+
+/// How long each write stress test runs: `FOLIOCACHE_STRESS_SECS` (2 s by
+/// default).
+pub fn stress_secs() -> Duration {
+    let s = std::env::var("FOLIOCACHE_STRESS_SECS")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .unwrap_or(2.0);
+    Duration::from_secs_f64(s)
+}
+
+/// splitmix64's finaliser: the stress tests' patterns.
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// Byte `o` (offset inside the region) of version `v` of region `r`, in the
+/// stress tests: never zero, so a zero is never data.
+pub fn pat(r: usize, v: u64, o: u64) -> u8 {
+    (mix(((r as u64) << 48) ^ (v << 24) ^ o) as u8) | 1
 }
 
 /// Polls `cond` every millisecond until it holds; panics after [`HANG`].

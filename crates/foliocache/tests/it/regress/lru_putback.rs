@@ -2,7 +2,7 @@
 //! freed there; the next reclaim scan followed its cleared mapping and the
 //! process died of SIGSEGV (`isolate_lru_folios`).
 //!
-//! Found by the chaos stress test (write/stress.rs), 1 run in 3 under gdb.
+//! Found by the chaos stress test (write/visible/stress.rs), 1 run in 3 under gdb.
 //!
 //! Why: reclaim isolates folios off the inactive list (a reference each),
 //! then tries to lock them; one it cannot lock goes back on the list if it

@@ -1,6 +1,7 @@
-//! Fault injection on the write path (through `backing::FaultyBacking` over
-//! a `MemBacking`): writeback (`write_blocks`) and sync failing with `EIO` or
-//! `ENOSPC`, once, for good, or past a space limit.
+//! Error reporting on the write path, with faults injected at the IO seam
+//! (`backing::FaultyBacking` over a `MemBacking`): writeback
+//! (`write_blocks`) and sync failing with `EIO` or `ENOSPC`, once, for
+//! good, or past a space limit.
 //!
 //! What must hold (the kernel's errseq, `filemap_check_wb_err`):
 //! - the error reaches the caller of `sync_data`/`sync_all`, once per

@@ -148,7 +148,7 @@ fn geometry() -> impl Strategy<Value = (usize, usize)> {
 /// [`geometry`] from the `min`-th capacity on (the thread tests start at
 /// 1 MiB: a write locks as much of the cache as it grabs, and in a 256 KiB
 /// cache concurrent threads can find every folio locked and get
-/// `OutOfMemory`, which `write::stress` reports on its own).
+/// `OutOfMemory`, which `write::visible::stress` reports on its own).
 fn geometry_from(min: usize) -> impl Strategy<Value = (usize, usize)> {
     (min..6).prop_flat_map(|ci| {
         let cap = [256 * KIB, 512 * KIB, MIB, 2 * MIB, 4 * MIB, 8 * MIB][ci];
@@ -391,7 +391,7 @@ proptest! {
 
 fn run_memfile(folio: usize, initial: u64, ops: &[Op]) {
     // Room for the largest file the ops can make, in the largest folios,
-    // so nothing here is StorageFull (tests/it/write/semantics.rs covers it).
+    // so nothing here is StorageFull (`write::memfile` covers it).
     let cache = TestCache::new().capacity(16 * MIB).max_folio(folio).build();
     let mut f = cache.memfile("model", initial).unwrap();
     assert!(f.is_memfile() && f.is_writable());
