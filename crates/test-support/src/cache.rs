@@ -1,7 +1,8 @@
 //! One way for tests to build a cache ([`TestCache`]) and open files in it
 //! over the backing a test needs: memory ([`mem_file`]), memory behind
 //! fault injection ([`faulty_file`]), or a real file on the target's
-//! filesystem, where `O_DIRECT` works ([`TempPath`], [`open_rw`]).
+//! filesystem, where `O_DIRECT` works ([`TempPath`](crate::TempPath),
+//! [`open_rw`]).
 //!
 //! ```text
 //! use test_support::cache::{faulty_file, TestCache};
@@ -33,12 +34,13 @@ const PAGE: usize = 4096;
 /// it.
 ///
 /// Each method sets one thing and says which [`CacheBuilder`] setting it
-/// is; [`configure`](Self::configure) reaches any other.
+/// is.
 #[derive(Debug)]
 #[must_use = "a TestCache does nothing until `build`"]
 pub struct TestCache {
     builder: CacheBuilder,
-    capacity: usize,
+    /// The capacity set, for [`quiet`](Self::quiet).
+    capacity: Option<usize>,
     quiet: bool,
 }
 
@@ -53,14 +55,14 @@ impl TestCache {
     pub fn new() -> Self {
         TestCache {
             builder: Cache::builder(),
-            capacity: 256 << 20,
+            capacity: None,
             quiet: false,
         }
     }
 
     /// A capacity of `bytes` ([`CacheBuilder::capacity`]).
     pub fn capacity(mut self, bytes: usize) -> Self {
-        self.capacity = bytes;
+        self.capacity = Some(bytes);
         self.builder = self.builder.capacity(bytes);
         self
     }
@@ -103,9 +105,10 @@ impl TestCache {
         self
     }
 
-    /// Both dirty thresholds at the capacity (whatever order the methods
-    /// come in): nothing is written back in the background, and no writer
-    /// throttled, below it, so only syncs, closes and the test write back.
+    /// Both dirty thresholds at the capacity (set by [`capacity`](Self::capacity)
+    /// or [`pages`](Self::pages), before or after): nothing is written back
+    /// in the background, and no writer throttled, below it, so only syncs,
+    /// closes and the test write back.
     pub fn quiet(mut self) -> Self {
         self.quiet = true;
         self
@@ -142,17 +145,14 @@ impl TestCache {
         self
     }
 
-    /// Any other [`CacheBuilder`] setting.
-    pub fn configure(mut self, f: impl FnOnce(CacheBuilder) -> CacheBuilder) -> Self {
-        self.builder = f(self.builder);
-        self
-    }
-
     /// The cache, or the builder's error (for a test of that error).
     pub fn try_build(self) -> io::Result<Cache> {
         let mut b = self.builder;
         if self.quiet {
-            b = b.dirty_limit(self.capacity).dirty_background(self.capacity);
+            let cap = self
+                .capacity
+                .expect("TestCache::quiet needs a capacity (capacity or pages)");
+            b = b.dirty_limit(cap).dirty_background(cap);
         }
         b.build()
     }

@@ -13,7 +13,7 @@
 //!   ([`build_cdylib`]).
 //! - **The xarray's reference model** ([`model`]), shared by the xarray's
 //!   proptest model and the fuzz target.
-//! - **The test cache** ([`cache`], with the `cache` feature): one builder
+//! - **The test cache** (`cache`, with the `cache` feature): one builder
 //!   for every test that builds a cache, and files over memory, fault
 //!   injection or the disk.
 //!
