@@ -105,7 +105,7 @@ fn data(tag: u8) -> Vec<u8> {
 /// and the windows' extra steps multiply (a)'s states). Readahead has its
 /// own models, (d) and (e).
 fn cache(pages: usize) -> Cache {
-    TestCache::new().pages(pages).no_readahead().build()
+    TestCache::pages(pages).no_readahead().build()
 }
 
 fn mem_file(cache: &Cache, tag: u8) -> File {
@@ -529,8 +529,7 @@ fn c_reader_races_a_failing_read() {
 
 /// Windows of at most `max` pages, one-page folios, a cache of `pages`.
 fn ra_cache(pages: usize, max: u64) -> Cache {
-    TestCache::new()
-        .pages(pages)
+    TestCache::pages(pages)
         .max_folio(PAGE)
         .readahead(ReadaheadConfig::new(max, max))
         .build()

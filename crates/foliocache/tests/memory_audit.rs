@@ -271,7 +271,7 @@ fn audit_one(
     unsafe { libc::malloc_trim(0) };
     audit.baseline = rss();
     audit.sampler.take();
-    let mut b = TestCache::new().capacity(audit.capacity as usize);
+    let mut b = TestCache::bytes(audit.capacity as usize);
     if let Some(m) = max_folio {
         b = b.max_folio(m);
     }

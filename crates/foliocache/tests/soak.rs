@@ -242,7 +242,7 @@ fn writers_readers_cutters_replacers_and_syncs_over_many_files_in_a_small_cache(
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("foliocache-soak-{}", std::process::id()));
     fs::create_dir_all(&dir).unwrap();
-    let cache = TestCache::new().capacity(CAPACITY).build();
+    let cache = TestCache::bytes(CAPACITY).build();
     let slots = (0..FILES)
         .map(|s| {
             let path = dir.join(format!("file-{s}"));

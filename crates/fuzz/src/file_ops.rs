@@ -381,8 +381,7 @@ impl Run {
         } else {
             capacity
         };
-        let cache = TestCache::new()
-            .capacity(capacity)
+        let cache = TestCache::bytes(capacity)
             .max_folio(max_folio)
             .dirty_limit(capacity / 2)
             .dirty_background(background)

@@ -9,7 +9,7 @@
 //!
 //! // 64 pages, folios of at most 16 KiB, no readahead, no writeback
 //! // until a sync or the capacity.
-//! let c = TestCache::new().pages(64).max_folio(16 << 10).no_readahead().quiet().build();
+//! let c = TestCache::pages(64).max_folio(16 << 10).no_readahead().quiet().build();
 //! let (f, backing) = faulty_file(&c, b"initial bytes");
 //! backing.fail_nth(backing::Op::Write, 1, libc::EIO);
 //! ```
@@ -28,7 +28,8 @@ use foliocache::{Cache, CacheBuilder, File, Populate, PressureConfig, ReadaheadC
 /// The cache's page.
 const PAGE: usize = 4096;
 
-/// A cache for a test: [`Cache::builder`]'s defaults (256 MiB, folios up to
+/// A cache for a test: a capacity ([`bytes`](Self::bytes) or
+/// [`pages`](Self::pages)), then [`Cache::builder`]'s defaults (folios up to
 /// 2 MiB, the default readahead, the arena populated lazily, the pressure
 /// watcher on) unless a method says otherwise; [`build`](Self::build) makes
 /// it.
@@ -39,37 +40,24 @@ const PAGE: usize = 4096;
 #[must_use = "a TestCache does nothing until `build`"]
 pub struct TestCache {
     builder: CacheBuilder,
-    /// The capacity set, for [`quiet`](Self::quiet).
-    capacity: Option<usize>,
+    /// The capacity, for [`quiet`](Self::quiet).
+    capacity: usize,
     quiet: bool,
 }
 
-impl Default for TestCache {
-    fn default() -> Self {
-        TestCache::new()
-    }
-}
-
 impl TestCache {
-    /// The defaults of [`Cache::builder`].
-    pub fn new() -> Self {
+    /// A cache of `capacity` bytes ([`CacheBuilder::capacity`]).
+    pub fn bytes(capacity: usize) -> Self {
         TestCache {
-            builder: Cache::builder(),
-            capacity: None,
+            builder: Cache::builder().capacity(capacity),
+            capacity,
             quiet: false,
         }
     }
 
-    /// A capacity of `bytes` ([`CacheBuilder::capacity`]).
-    pub fn capacity(mut self, bytes: usize) -> Self {
-        self.capacity = Some(bytes);
-        self.builder = self.builder.capacity(bytes);
-        self
-    }
-
-    /// A capacity of `n` pages of 4 KiB.
-    pub fn pages(self, n: usize) -> Self {
-        self.capacity(n * PAGE)
+    /// A cache of `n` pages of 4 KiB.
+    pub fn pages(n: usize) -> Self {
+        TestCache::bytes(n * PAGE)
     }
 
     /// Folios of at most `bytes` ([`CacheBuilder::max_folio_size`]).
@@ -105,9 +93,8 @@ impl TestCache {
         self
     }
 
-    /// Both dirty thresholds at the capacity (set by [`capacity`](Self::capacity)
-    /// or [`pages`](Self::pages), before or after): nothing is written back
-    /// in the background, and no writer throttled, below it, so only syncs,
+    /// Both dirty thresholds at the capacity: nothing is written back in
+    /// the background, and no writer throttled, below it, so only syncs,
     /// closes and the test write back.
     pub fn quiet(mut self) -> Self {
         self.quiet = true;
@@ -149,10 +136,7 @@ impl TestCache {
     pub fn try_build(self) -> io::Result<Cache> {
         let mut b = self.builder;
         if self.quiet {
-            let cap = self
-                .capacity
-                .expect("TestCache::quiet needs a capacity (capacity or pages)");
-            b = b.dirty_limit(cap).dirty_background(cap);
+            b = b.dirty_limit(self.capacity).dirty_background(self.capacity);
         }
         b.build()
     }

@@ -204,8 +204,7 @@ fn grew(before: &CacheStats, after: &CacheStats) -> (u64, u64, u64, u64) {
 /// inside it short of EOF. No shadow anywhere.
 #[test]
 fn uncached_reads_return_the_right_bytes_and_drop_what_they_read_through() {
-    let c = TestCache::new()
-        .capacity(8 * MIB)
+    let c = TestCache::bytes(8 * MIB)
         .max_folio(64 * KIB as usize)
         .no_readahead()
         .build();
@@ -284,8 +283,7 @@ fn uncached_reads_return_the_right_bytes_and_drop_what_they_read_through() {
 /// (uncached, without IO) drops it, and nothing is left.
 #[test]
 fn a_random_sweep_of_uncached_reads_leaves_nothing_cached() {
-    let c = TestCache::new()
-        .capacity(8 * MIB)
+    let c = TestCache::bytes(8 * MIB)
         .max_folio(64 * KIB as usize)
         .no_readahead()
         .build();
@@ -352,8 +350,7 @@ fn a_random_sweep_of_uncached_reads_leaves_nothing_cached() {
 /// folio over a 10000-byte file) goes when a read reaches EOF.
 #[test]
 fn an_uncached_read_to_eof_drops_a_folio_straddling_it() {
-    let c = TestCache::new()
-        .capacity(4 * MIB)
+    let c = TestCache::bytes(4 * MIB)
         .max_folio(64 * KIB as usize)
         .no_readahead()
         .build();
@@ -383,8 +380,7 @@ fn an_uncached_read_to_eof_drops_a_folio_straddling_it() {
 /// (an uncached read drops only the folios it created).
 #[test]
 fn folios_cached_before_an_uncached_read_stay_cached() {
-    let c = TestCache::new()
-        .capacity(8 * MIB)
+    let c = TestCache::bytes(8 * MIB)
         .max_folio(64 * KIB as usize)
         .no_readahead()
         .build();
@@ -436,8 +432,7 @@ fn folios_cached_before_an_uncached_read_stay_cached() {
 /// dropbehind folio never goes to the active list.
 #[test]
 fn an_uncached_read_over_shadows_consumes_them_and_activates_nothing() {
-    let c = TestCache::new()
-        .capacity(8 * MIB)
+    let c = TestCache::bytes(8 * MIB)
         .max_folio(64 * KIB as usize)
         .no_readahead()
         .build();
@@ -519,8 +514,7 @@ fn an_uncached_read_over_shadows_consumes_them_and_activates_nothing() {
 /// the piece that reaches its end, then goes; no piece does IO or marks it.
 #[test]
 fn a_large_folio_read_in_pieces_stays_until_its_last_piece() {
-    let c = TestCache::new()
-        .capacity(8 * MIB)
+    let c = TestCache::bytes(8 * MIB)
         .max_folio(64 * KIB as usize)
         .no_readahead()
         .build();
@@ -566,8 +560,7 @@ fn a_large_folio_read_in_pieces_stays_until_its_last_piece() {
 /// Read 4 KiB at a time, it stays until its last page is read.
 #[test]
 fn a_readahead_folio_read_in_pieces_stays_until_its_last_piece() {
-    let c = TestCache::new()
-        .capacity(16 * MIB)
+    let c = TestCache::bytes(16 * MIB)
         .max_folio(2 * MIB)
         .readahead(ReadaheadConfig::kernel())
         .build();
@@ -609,8 +602,7 @@ fn a_readahead_folio_read_in_pieces_stays_until_its_last_piece() {
 /// few windows, and at the end nothing is cached and no shadow is left.
 #[test]
 fn an_uncached_stream_reads_each_byte_once_and_leaves_nothing() {
-    let c = TestCache::new()
-        .capacity(16 * MIB)
+    let c = TestCache::bytes(16 * MIB)
         .max_folio(2 * MIB)
         .readahead(ReadaheadConfig::kernel())
         .build();
@@ -664,8 +656,7 @@ fn an_uncached_stream_reads_each_byte_once_and_leaves_nothing() {
 /// window that cached read starts is not dropbehind.
 #[test]
 fn readahead_windows_of_uncached_reads_are_dropbehind_until_a_cached_read_claims_them() {
-    let c = TestCache::new()
-        .capacity(16 * MIB)
+    let c = TestCache::bytes(16 * MIB)
         .max_folio(2 * MIB)
         .readahead(ReadaheadConfig::kernel())
         .build();
@@ -738,8 +729,7 @@ fn readahead_windows_of_uncached_reads_are_dropbehind_until_a_cached_read_claims
 /// without claims it (it stays).
 #[test]
 fn a_plain_get_folio_claims_a_dropbehind_folio_and_a_dontcache_one_does_not() {
-    let c = TestCache::new()
-        .capacity(8 * MIB)
+    let c = TestCache::bytes(8 * MIB)
         .max_folio(64 * KIB as usize)
         .no_readahead()
         .build();
@@ -775,8 +765,7 @@ fn a_plain_get_folio_claims_a_dropbehind_folio_and_a_dontcache_one_does_not() {
 /// dropbehind; the next uncached read through it, unlocked, drops it.
 #[test]
 fn a_dropbehind_folio_locked_by_another_thread_is_read_and_kept() {
-    let c = TestCache::new()
-        .capacity(8 * MIB)
+    let c = TestCache::bytes(8 * MIB)
         .max_folio(64 * KIB as usize)
         .no_readahead()
         .build();
@@ -841,8 +830,7 @@ fn a_dropbehind_folio_locked_by_another_thread_is_read_and_kept() {
 /// bytes_cached say 0); its memory goes back when the reference is dropped.
 #[test]
 fn an_extra_reference_keeps_a_detached_folio_not_a_cached_one() {
-    let c = TestCache::new()
-        .capacity(8 * MIB)
+    let c = TestCache::bytes(8 * MIB)
         .max_folio(64 * KIB as usize)
         .no_readahead()
         .build();
@@ -878,8 +866,7 @@ fn an_extra_reference_keeps_a_detached_folio_not_a_cached_one() {
 /// folio in the same cache, sets REFERENCED and then activates it.
 #[test]
 fn uncached_reads_never_mark_the_folios_they_create_accessed() {
-    let c = TestCache::new()
-        .capacity(8 * MIB)
+    let c = TestCache::bytes(8 * MIB)
         .max_folio(64 * KIB as usize)
         .no_readahead()
         .build();
@@ -926,8 +913,7 @@ fn uncached_reads_never_mark_the_folios_they_create_accessed() {
 /// defaults, starting empty, and changing either side leaves the other.
 #[test]
 fn default_flags_apply_to_the_handle_and_its_clones_not_to_a_reopened_one() {
-    let c = TestCache::new()
-        .capacity(8 * MIB)
+    let c = TestCache::bytes(8 * MIB)
         .max_folio(64 * KIB as usize)
         .no_readahead()
         .build();
@@ -980,8 +966,7 @@ fn default_flags_apply_to_the_handle_and_its_clones_not_to_a_reopened_one() {
 /// `Advice::Normal` cancels it.
 #[test]
 fn noreuse_advice_makes_reads_uncached_until_normal() {
-    let c = TestCache::new()
-        .capacity(8 * MIB)
+    let c = TestCache::bytes(8 * MIB)
         .max_folio(64 * KIB as usize)
         .no_readahead()
         .build();
@@ -1023,8 +1008,7 @@ fn noreuse_advice_makes_reads_uncached_until_normal() {
 /// counted.
 #[test]
 fn dontneed_drops_clean_unused_folios_and_shadows_in_range_only() {
-    let c = TestCache::new()
-        .capacity(8 * MIB)
+    let c = TestCache::bytes(8 * MIB)
         .max_folio(16 * KIB as usize)
         .no_readahead()
         .build();
@@ -1083,8 +1067,7 @@ fn dontneed_drops_clean_unused_folios_and_shadows_in_range_only() {
 /// endbyte is also EOF"). `len == 0` (to the end) drops it as well.
 #[test]
 fn dontneed_to_end_of_file_drops_the_partial_last_page() {
-    let c = TestCache::new()
-        .capacity(8 * MIB)
+    let c = TestCache::bytes(8 * MIB)
         .max_folio(PAGE)
         .no_readahead()
         .build();
@@ -1123,14 +1106,12 @@ fn would_block(f: &File, off: u64, len: usize, flags: ReadFlags) {
 fn nowait_reads_return_cached_data_only_and_start_no_io() {
     for ra in [false, true] {
         let c = if ra {
-            TestCache::new()
-                .capacity(8 * MIB)
+            TestCache::bytes(8 * MIB)
                 .max_folio(2 * MIB)
                 .readahead(ReadaheadConfig::kernel())
                 .build()
         } else {
-            TestCache::new()
-                .capacity(8 * MIB)
+            TestCache::bytes(8 * MIB)
                 .max_folio(64 * KIB as usize)
                 .no_readahead()
                 .build()
@@ -1189,8 +1170,7 @@ fn read_flags_n(f: &File, data: &[u8], off: u64, len: usize, flags: ReadFlags) -
 /// with WouldBlock instead of waiting for it.
 #[test]
 fn nowait_read_of_a_folio_being_read_would_block_without_waiting() {
-    let c = TestCache::new()
-        .capacity(8 * MIB)
+    let c = TestCache::bytes(8 * MIB)
         .max_folio(64 * KIB as usize)
         .no_readahead()
         .build();
@@ -1224,8 +1204,7 @@ fn nowait_read_of_a_folio_being_read_would_block_without_waiting() {
 /// counts nothing; an unaligned range counts every page it touches.
 #[test]
 fn cachestat_len_zero_means_to_the_end() {
-    let c = TestCache::new()
-        .capacity(8 * MIB)
+    let c = TestCache::bytes(8 * MIB)
         .max_folio(PAGE)
         .no_readahead()
         .build();
@@ -1249,8 +1228,7 @@ fn cachestat_len_zero_means_to_the_end() {
 /// only their pages inside it.
 #[test]
 fn cachestat_counts_only_the_pages_of_a_large_entry_inside_the_range() {
-    let c = TestCache::new()
-        .capacity(8 * MIB)
+    let c = TestCache::bytes(8 * MIB)
         .max_folio(64 * KIB as usize)
         .no_readahead()
         .build();
@@ -1286,8 +1264,7 @@ fn cachestat_counts_only_the_pages_of_a_large_entry_inside_the_range() {
 /// pages.
 #[test]
 fn cachestat_matches_the_index_page_by_page() {
-    let c = TestCache::new()
-        .capacity(8 * MIB)
+    let c = TestCache::bytes(8 * MIB)
         .max_folio(64 * KIB as usize)
         .no_readahead()
         .build();
@@ -1360,8 +1337,7 @@ fn cachestat_after_evictions_counts_shadows() {
     // A shadow budget that holds the shadows of the whole 4 MiB file (16
     // nodes of 64), so that no shadow is trimmed and the evicted count
     // can only grow.
-    let c = TestCache::new()
-        .capacity(MIB)
+    let c = TestCache::bytes(MIB)
         .max_folio(64 * KIB as usize)
         .no_readahead()
         .shadow_budget(16 * xarray::NODE_SIZE)
@@ -1391,8 +1367,7 @@ fn cachestat_after_evictions_counts_shadows() {
 /// offset is fine.
 #[test]
 fn cachestat_rejects_an_overflowing_range() {
-    let c = TestCache::new()
-        .capacity(4 * MIB)
+    let c = TestCache::bytes(4 * MIB)
         .max_folio(PAGE)
         .no_readahead()
         .build();
@@ -1427,8 +1402,7 @@ fn cachestat_rejects_an_overflowing_range() {
 /// right.
 #[test]
 fn concurrent_cached_and_uncached_readers_see_the_right_bytes() {
-    let c = TestCache::new()
-        .capacity(4 * MIB)
+    let c = TestCache::bytes(4 * MIB)
         .max_folio(256 * KIB as usize)
         .readahead(ReadaheadConfig::kernel())
         .build();

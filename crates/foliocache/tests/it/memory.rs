@@ -131,7 +131,7 @@ fn large_cache_builds_small_and_grows_with_data() {
     };
     let before = rss();
     let start = Instant::now();
-    let cache = TestCache::new().capacity(capacity).build();
+    let cache = TestCache::bytes(capacity).build();
     let took = start.elapsed();
     let built = rss();
     let stats = cache.stats();
@@ -184,7 +184,7 @@ fn large_cache_builds_small_and_grows_with_data() {
 fn a_lazy_cache_faults_memory_in_ahead_of_its_misses() {
     const DATA_BYTES: usize = 16 * MIB;
     let file = data_file("ahead", DATA_BYTES);
-    let cache = TestCache::new().capacity(256 * MIB).build();
+    let cache = TestCache::bytes(256 * MIB).build();
     let f = cache.open(&file.path).unwrap();
     read_through(&f, DATA_BYTES);
     cache.wait_io_idle();
@@ -218,10 +218,7 @@ fn a_lazy_cache_faults_memory_in_ahead_of_its_misses() {
 fn capacity_above_memory_fails_naming_both_figures() {
     let total = meminfo("MemTotal");
     let capacity = total + (1 << 30);
-    let err = TestCache::new()
-        .capacity(capacity as usize)
-        .try_build()
-        .unwrap_err();
+    let err = TestCache::bytes(capacity as usize).try_build().unwrap_err();
     assert_eq!(err.kind(), io::ErrorKind::OutOfMemory, "{err}");
     let msg = err.to_string();
     assert!(msg.contains(&capacity.to_string()), "{msg}");
@@ -350,8 +347,7 @@ fn pressure_cache() {
     let dir = PathBuf::from(std::env::var_os(CGROUP).unwrap());
     let data = PathBuf::from(std::env::var_os(DATA).unwrap());
     fs::write(dir.join("cgroup.procs"), std::process::id().to_string()).unwrap();
-    let cache = TestCache::new()
-        .capacity(CAPACITY)
+    let cache = TestCache::bytes(CAPACITY)
         .pressure(
             PressureConfig::default()
                 .interval(Duration::from_millis(50))

@@ -81,7 +81,7 @@ proptest! {
     ) {
         let data = nonzero_bytes(64 * P as usize + 1234, seed);
         let tmp = TempPath::with_data("read-many-model", &data);
-        let c = TestCache::new().capacity(32 * P as usize).max_folio(16 * P as usize).build();
+        let c = TestCache::bytes(32 * P as usize).max_folio(16 * P as usize).build();
         let f = c.open(&tmp.path).unwrap();
         for batch in &batches {
             for (r, &(off, len)) in run(&f, batch).into_iter().zip(batch) {
@@ -132,7 +132,7 @@ proptest! {
     ) {
         let data = nonzero_bytes(64 * P as usize + 1234, seed);
         let tmp = TempPath::with_data("read-queue-model", &data);
-        let c = TestCache::new().capacity(32 * P as usize).max_folio(16 * P as usize).build();
+        let c = TestCache::bytes(32 * P as usize).max_folio(16 * P as usize).build();
         let f = c.open(&tmp.path).unwrap();
         for (r, &(off, len)) in run_queued(&f, &reqs, depth).into_iter().zip(&reqs) {
             let got = r.unwrap();
@@ -149,8 +149,7 @@ proptest! {
 #[test]
 fn a_queue_starts_reads_when_pushed_and_reads_each_page_once() {
     let data = nonzero_bytes(256 * P as usize, 3);
-    let c = TestCache::new()
-        .capacity(1 << 20)
+    let c = TestCache::bytes(1 << 20)
         .max_folio(1 << 20)
         .no_readahead()
         .build();
@@ -199,8 +198,7 @@ fn a_queue_starts_reads_when_pushed_and_reads_each_page_once() {
 #[test]
 fn misses_are_read_once_and_hits_not_at_all() {
     let data = nonzero_bytes(256 * P as usize, 1);
-    let c = TestCache::new()
-        .capacity(1 << 20)
+    let c = TestCache::bytes(1 << 20)
         .max_folio(1 << 20)
         .no_readahead()
         .build();
@@ -225,10 +223,7 @@ fn misses_are_read_once_and_hits_not_at_all() {
 fn edge_requests() {
     let data = nonzero_bytes(10 * P as usize + 100, 2);
     let tmp = TempPath::with_data("read-many-edges", &data);
-    let c = TestCache::new()
-        .capacity(1 << 20)
-        .max_folio(1 << 16)
-        .build();
+    let c = TestCache::bytes(1 << 20).max_folio(1 << 16).build();
     let f = c.open(&tmp.path).unwrap();
     let reqs = [
         (10 * P, 4096),
@@ -251,8 +246,7 @@ fn edge_requests() {
 #[test]
 fn a_failed_read_fails_only_the_requests_that_need_it() {
     let data = nonzero_bytes(128 * P as usize, 3);
-    let c = TestCache::new()
-        .capacity(1 << 20)
+    let c = TestCache::bytes(1 << 20)
         .max_folio(1 << 16)
         .no_readahead()
         .build();
@@ -290,8 +284,7 @@ fn libc_eio() -> i32 {
 #[test]
 fn concurrent_readers_share_the_io() {
     let data = nonzero_bytes(512 * P as usize, 4);
-    let c = TestCache::new()
-        .capacity(4 << 20)
+    let c = TestCache::bytes(4 << 20)
         .max_folio(1 << 16)
         .no_readahead()
         .build();
@@ -335,10 +328,7 @@ fn concurrent_readers_share_the_io() {
 fn read_many_races_truncate() {
     let data = nonzero_bytes(256 * P as usize, 5);
     let tmp = TempPath::with_data("read-many-truncate", &data);
-    let c = TestCache::new()
-        .capacity(512 * 1024)
-        .max_folio(1 << 16)
-        .build();
+    let c = TestCache::bytes(512 * 1024).max_folio(1 << 16).build();
     let f = c
         .open_options()
         .read(true)

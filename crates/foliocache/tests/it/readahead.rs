@@ -190,8 +190,7 @@ impl Drop for Watchdog {
 /// with exactly one request.
 #[test]
 fn kernel_windows_follow_the_worked_example() {
-    let c = TestCache::new()
-        .capacity(8 << 20)
+    let c = TestCache::bytes(8 << 20)
         .max_folio(PAGE)
         .readahead(ReadaheadConfig::kernel())
         .build();
@@ -256,8 +255,7 @@ fn kernel_windows_follow_the_worked_example() {
 /// window it starts is the next 2 MiB as one folio.
 #[test]
 fn two_mib_reads_make_two_mib_folios() {
-    let c = TestCache::new()
-        .capacity(32 << 20)
+    let c = TestCache::bytes(32 << 20)
         .max_folio(2 << 20)
         .readahead(two_mib())
         .build();
@@ -292,8 +290,7 @@ fn two_mib_reads_make_two_mib_folios() {
 /// (`page_cache_ra_order`).
 #[test]
 fn async_windows_grow_their_folio_order() {
-    let c = TestCache::new()
-        .capacity(32 << 20)
+    let c = TestCache::bytes(32 << 20)
         .max_folio(2 << 20)
         .readahead(two_mib())
         .build();
@@ -385,8 +382,7 @@ fn async_windows_grow_their_folio_order() {
 #[test]
 fn windows_are_capped_at_an_eighth_of_the_cache() {
     for (capacity, cap) in [(1usize << 20, 32u64), (4 << 20, 128), (64 << 20, 2048)] {
-        let c = TestCache::new()
-            .capacity(capacity)
+        let c = TestCache::bytes(capacity)
             .max_folio(64 << 10)
             .readahead(ReadaheadConfig::default())
             .build();
@@ -419,8 +415,7 @@ fn windows_are_capped_at_an_eighth_of_the_cache() {
 /// window.
 #[test]
 fn scattered_reads_read_only_their_request() {
-    let c = TestCache::new()
-        .capacity(8 << 20)
+    let c = TestCache::bytes(8 << 20)
         .max_folio(PAGE)
         .readahead(ReadaheadConfig::kernel())
         .build();
@@ -463,8 +458,7 @@ fn sorted(v: &[(u64, u64)]) -> Vec<(u64, u64)> {
 /// built; `Advice::Normal` turns readahead back on.
 #[test]
 fn random_advice_reads_exactly_the_request() {
-    let c = TestCache::new()
-        .capacity(8 << 20)
+    let c = TestCache::bytes(8 << 20)
         .max_folio(PAGE)
         .readahead(ReadaheadConfig::kernel())
         .build();
@@ -501,8 +495,7 @@ fn random_advice_reads_exactly_the_request() {
 /// `Advice::Normal` brings it back to 32 for the next stream.
 #[test]
 fn sequential_advice_doubles_the_window_and_normal_restores_it() {
-    let c = TestCache::new()
-        .capacity(8 << 20)
+    let c = TestCache::bytes(8 << 20)
         .max_folio(PAGE)
         .readahead(ReadaheadConfig::kernel())
         .build();
@@ -576,8 +569,7 @@ fn sequential_advice_doubles_the_window_and_normal_restores_it() {
 fn one_reader_of_many_starts_the_next_window() {
     const THREADS: usize = 8;
     let _w = Watchdog::new("one_reader_of_many_starts_the_next_window", 4 * HANG);
-    let c = TestCache::new()
-        .capacity(8 << 20)
+    let c = TestCache::bytes(8 << 20)
         .max_folio(PAGE)
         .readahead(ReadaheadConfig::kernel())
         .build();
@@ -623,8 +615,7 @@ fn concurrent_sequential_readers_read_each_page_once() {
         "concurrent_sequential_readers_read_each_page_once",
         3 * HANG,
     );
-    let c = TestCache::new()
-        .capacity(8 << 20)
+    let c = TestCache::bytes(8 << 20)
         .max_folio(PAGE)
         .readahead(ReadaheadConfig::kernel())
         .build();
@@ -666,8 +657,7 @@ fn concurrent_sequential_readers_read_each_page_once() {
 /// writes nothing past them into the caller's buffer.
 #[test]
 fn windows_stop_at_end_of_file() {
-    let c = TestCache::new()
-        .capacity(8 << 20)
+    let c = TestCache::bytes(8 << 20)
         .max_folio(PAGE)
         .readahead(ReadaheadConfig::kernel())
         .build();
@@ -708,8 +698,7 @@ fn windows_stop_at_end_of_file() {
 /// to order 0), no request reaches past the last page, bytes are right.
 #[test]
 fn large_folio_windows_stop_at_end_of_file() {
-    let c = TestCache::new()
-        .capacity(32 << 20)
+    let c = TestCache::bytes(32 << 20)
         .max_folio(2 << 20)
         .readahead(two_mib())
         .build();
@@ -749,8 +738,7 @@ fn large_folio_windows_stop_at_end_of_file() {
 /// `Advice::WillNeed` does the same.
 #[test]
 fn readahead_fills_the_range_and_reads_then_do_no_io() {
-    let c = TestCache::new()
-        .capacity(32 << 20)
+    let c = TestCache::bytes(32 << 20)
         .max_folio(2 << 20)
         .readahead(two_mib())
         .build();
@@ -796,8 +784,7 @@ fn readahead_fills_the_range_and_reads_then_do_no_io() {
 /// reader holds and folios straddling the range's edges.
 #[test]
 fn dontneed_drops_unused_folios_inside_the_range() {
-    let c = TestCache::new()
-        .capacity(8 << 20)
+    let c = TestCache::bytes(8 << 20)
         .max_folio(PAGE)
         .readahead(ReadaheadConfig::kernel())
         .build();
@@ -827,8 +814,7 @@ fn dontneed_drops_unused_folios_inside_the_range() {
     assert_eq!((m.nr_folios(), m.nr_shadows()), (0, 0));
 
     // Large folios: only the one wholly inside goes.
-    let c = TestCache::new()
-        .capacity(8 << 20)
+    let c = TestCache::bytes(8 << 20)
         .max_folio(16 * PAGE)
         .readahead(ReadaheadConfig::default())
         .build();
@@ -851,8 +837,7 @@ fn dontneed_drops_unused_folios_inside_the_range() {
 /// taken for a refault of data the program said it no longer needs.
 #[test]
 fn dontneed_clears_eviction_shadows_in_the_range() {
-    let c = TestCache::new()
-        .capacity(8 << 20)
+    let c = TestCache::bytes(8 << 20)
         .max_folio(PAGE)
         .readahead(ReadaheadConfig::kernel())
         .build();
@@ -885,8 +870,7 @@ fn dontneed_clears_eviction_shadows_in_the_range() {
 fn windows_race_invalidation() {
     let _w = Watchdog::new("windows_race_invalidation", 3 * HANG);
     for insert in [Insert::Batched, Insert::Single] {
-        let c = TestCache::new()
-            .capacity(8 << 20)
+        let c = TestCache::bytes(8 << 20)
             .max_folio(16 * PAGE)
             .readahead(ReadaheadConfig::default().with_insert(insert))
             .build();
@@ -943,8 +927,7 @@ fn windows_race_invalidation() {
 #[test]
 fn the_marker_reader_does_not_wait_for_the_async_window() {
     const LATENCY: Duration = Duration::from_millis(300);
-    let c = TestCache::new()
-        .capacity(8 << 20)
+    let c = TestCache::bytes(8 << 20)
         .max_folio(PAGE)
         .readahead(ReadaheadConfig::kernel())
         .build();
@@ -981,8 +964,7 @@ fn the_marker_reader_does_not_wait_for_the_async_window() {
 /// folios go back to the arena, nothing is left in the cache.
 #[test]
 fn closing_a_file_with_windows_in_flight_gives_its_folios_back() {
-    let c = TestCache::new()
-        .capacity(8 << 20)
+    let c = TestCache::bytes(8 << 20)
         .max_folio(64 << 10)
         .readahead(ReadaheadConfig::default())
         .build();
@@ -1048,8 +1030,7 @@ fn concurrent_readers_of_one_file_under_reclaim() {
         ReadaheadConfig::default(),
         ReadaheadConfig::kernel().with_insert(Insert::Single),
     ] {
-        let c = TestCache::new()
-            .capacity(2 << 20)
+        let c = TestCache::bytes(2 << 20)
             .max_folio(64 << 10)
             .readahead(cfg)
             .build();
@@ -1073,8 +1054,7 @@ fn concurrent_readers_of_several_files_under_reclaim() {
         "concurrent_readers_of_several_files_under_reclaim",
         3 * HANG,
     );
-    let c = TestCache::new()
-        .capacity(4 << 20)
+    let c = TestCache::bytes(4 << 20)
         .max_folio(256 << 10)
         .readahead(ReadaheadConfig::default())
         .build();
@@ -1108,8 +1088,7 @@ const EBADMSG: i32 = libc::EBADMSG;
 /// need page 40 fail with the injected errno until the fault is cleared.
 #[test]
 fn a_failing_window_fails_only_the_reads_that_need_it() {
-    let c = TestCache::new()
-        .capacity(8 << 20)
+    let c = TestCache::bytes(8 << 20)
         .max_folio(PAGE)
         .readahead(ReadaheadConfig::kernel())
         .build();
@@ -1200,8 +1179,7 @@ fn a_failing_window_fails_only_the_reads_that_need_it() {
 fn concurrent_readers_fail_only_on_the_bad_page() {
     let _w = Watchdog::new("concurrent_readers_fail_only_on_the_bad_page", 3 * HANG);
     for round in 0..5 {
-        let c = TestCache::new()
-            .capacity(8 << 20)
+        let c = TestCache::bytes(8 << 20)
             .max_folio(PAGE)
             .readahead(ReadaheadConfig::kernel())
             .build();
@@ -1242,8 +1220,7 @@ fn concurrent_readers_fail_only_on_the_bad_page() {
 fn batched_and_single_insertion_build_the_same_folios() {
     let data = nonzero_bytes(8 << 20, 20);
     let run = |insert: Insert| {
-        let c = TestCache::new()
-            .capacity(32 << 20)
+        let c = TestCache::bytes(32 << 20)
             .max_folio(2 << 20)
             .readahead(ReadaheadConfig::default().with_insert(insert))
             .build();
@@ -1282,8 +1259,7 @@ fn batched_and_single_insertion_build_the_same_folios() {
 
 #[test]
 fn reopened_handles_have_their_own_readahead_state() {
-    let c = TestCache::new()
-        .capacity(8 << 20)
+    let c = TestCache::bytes(8 << 20)
         .max_folio(PAGE)
         .readahead(ReadaheadConfig::kernel())
         .build();

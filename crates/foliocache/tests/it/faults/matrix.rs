@@ -33,7 +33,7 @@ use backing::{FaultyBacking, MemBacking, Op};
 use foliocache::{Cache, File, ReadFlags, WriteFlags};
 
 use crate::common::write as wcommon;
-use test_support::cache::TestCache;
+use test_support::cache::{faulty_file, TestCache};
 use wcommon::{all_written, assert_same, nonzero_bytes, read_all, wait_until, within, HANG, PAGE};
 
 const KIB: usize = 1024;
@@ -76,10 +76,12 @@ struct Cell {
 }
 
 impl Cell {
-    fn new(what: String, cache: Cache) -> Cell {
+    /// The cell `what`: a file of `SIZE` bytes over a faulty memory backing,
+    /// through a cache built from `cache`.
+    fn new(what: String, cache: TestCache) -> Cell {
+        let cache = cache.build();
         let model = nonzero_bytes(SIZE, 7);
-        let b = Arc::new(FaultyBacking::new(MemBacking::with_data(model.clone())));
-        let file = cache.open_backing(b.clone()).unwrap();
+        let (file, b) = faulty_file(&cache, &model);
         Cell {
             what,
             cache,
@@ -233,11 +235,7 @@ fn read_miss_without_readahead() {
     row("read miss", |fault, what| {
         let mut c = Cell::new(
             what,
-            TestCache::new()
-                .capacity(2 * MIB)
-                .max_folio(64 * KIB)
-                .no_readahead()
-                .build(),
+            TestCache::bytes(2 * MIB).max_folio(64 * KIB).no_readahead(),
         );
         c.arm(fault, Op::Read, 0);
         let r = read_check(&c, 40 * KIB as u64 + 17, 20 * KIB, ReadFlags::NONE);
@@ -249,13 +247,7 @@ fn read_miss_without_readahead() {
 #[test]
 fn readahead_windows() {
     row("readahead", |fault, what| {
-        let mut c = Cell::new(
-            what,
-            TestCache::new()
-                .capacity(2 * MIB)
-                .max_folio(64 * KIB)
-                .build(),
-        );
+        let mut c = Cell::new(what, TestCache::bytes(2 * MIB).max_folio(64 * KIB));
         c.arm(fault, Op::Read, 0);
         // A stream: the first read fails (or not), and so may any window.
         let mut off = 0u64;
@@ -278,13 +270,7 @@ fn readahead_windows() {
 #[test]
 fn uncached_read() {
     row("uncached read", |fault, what| {
-        let mut c = Cell::new(
-            what,
-            TestCache::new()
-                .capacity(2 * MIB)
-                .max_folio(64 * KIB)
-                .build(),
-        );
+        let mut c = Cell::new(what, TestCache::bytes(2 * MIB).max_folio(64 * KIB));
         c.arm(fault, Op::Read, 0);
         let r = read_check(&c, 64 * KIB as u64, 128 * KIB, ReadFlags::DONTCACHE);
         c.check_result(&r, fault.errno(), "the read");
@@ -303,14 +289,7 @@ fn uncached_read() {
 #[test]
 fn write_into_a_block_not_cached() {
     row("partial write", |fault, what| {
-        let mut c = Cell::new(
-            what,
-            TestCache::new()
-                .capacity(2 * MIB)
-                .max_folio(64 * KIB)
-                .quiet()
-                .build(),
-        );
+        let mut c = Cell::new(what, TestCache::bytes(2 * MIB).max_folio(64 * KIB).quiet());
         c.arm(fault, Op::Read, 0);
         let before = c.model.clone();
         let r = c.write(&[0xab; 100], 5000, WriteFlags::NONE);
@@ -338,14 +317,7 @@ fn sync_row(all: bool) {
 }
 
 fn sync_cell(fault: Fault, what: String, all: bool) {
-    let mut c = Cell::new(
-        what,
-        TestCache::new()
-            .capacity(2 * MIB)
-            .max_folio(64 * KIB)
-            .quiet()
-            .build(),
-    );
+    let mut c = Cell::new(what, TestCache::bytes(2 * MIB).max_folio(64 * KIB).quiet());
     let data = nonzero_bytes(200 * KIB, 3);
     c.write(&data, 256 * KIB as u64, WriteFlags::NONE).unwrap();
     c.arm(fault, Op::Write, 300 * KIB as u64);
@@ -382,14 +354,7 @@ fn sync_all_writeback() {
 #[test]
 fn the_backings_own_sync() {
     row("backing fsync", |fault, what| {
-        let mut c = Cell::new(
-            what,
-            TestCache::new()
-                .capacity(2 * MIB)
-                .max_folio(64 * KIB)
-                .quiet()
-                .build(),
-        );
+        let mut c = Cell::new(what, TestCache::bytes(2 * MIB).max_folio(64 * KIB).quiet());
         c.write(&nonzero_bytes(10 * KIB, 4), 8, WriteFlags::NONE)
             .unwrap();
         match fault {
@@ -413,12 +378,10 @@ fn background_flusher() {
         // Writeback starts past 32 KiB dirty.
         let mut c = Cell::new(
             what,
-            TestCache::new()
-                .capacity(2 * MIB)
+            TestCache::bytes(2 * MIB)
                 .max_folio(64 * KIB)
                 .dirty_limit(2 * MIB)
-                .dirty_background(32 * KIB)
-                .build(),
+                .dirty_background(32 * KIB),
         );
         c.arm(fault, Op::Write, 200 * KIB as u64);
         c.write(
@@ -450,12 +413,10 @@ fn throttled_writer() {
         // Writers past 64 KiB dirty write back first.
         let mut c = Cell::new(
             what,
-            TestCache::new()
-                .capacity(2 * MIB)
+            TestCache::bytes(2 * MIB)
                 .max_folio(16 * KIB)
                 .dirty_limit(64 * KIB)
-                .dirty_background(32 * KIB)
-                .build(),
+                .dirty_background(32 * KIB),
         );
         c.arm(fault, Op::Write, 128 * KIB as u64);
         let chunk = nonzero_bytes(4 * KIB, 6);
@@ -482,14 +443,7 @@ fn throttled_writer() {
 #[test]
 fn uncached_write() {
     row("uncached write", |fault, what| {
-        let mut c = Cell::new(
-            what,
-            TestCache::new()
-                .capacity(2 * MIB)
-                .max_folio(64 * KIB)
-                .quiet()
-                .build(),
-        );
+        let mut c = Cell::new(what, TestCache::bytes(2 * MIB).max_folio(64 * KIB).quiet());
         c.arm(fault, Op::Write, 300 * KIB as u64);
         let data = nonzero_bytes(128 * KIB, 8);
         let r = c.write(&data, 256 * KIB as u64, WriteFlags::DONTCACHE);
@@ -511,14 +465,7 @@ fn uncached_write() {
 #[test]
 fn set_len() {
     row("set_len", |fault, what| {
-        let mut c = Cell::new(
-            what,
-            TestCache::new()
-                .capacity(2 * MIB)
-                .max_folio(64 * KIB)
-                .quiet()
-                .build(),
-        );
+        let mut c = Cell::new(what, TestCache::bytes(2 * MIB).max_folio(64 * KIB).quiet());
         c.write(
             &nonzero_bytes(4 * KIB, 9),
             500 * KIB as u64,
@@ -545,14 +492,7 @@ fn set_len() {
 #[test]
 fn punch_hole() {
     row("punch_hole", |fault, what| {
-        let mut c = Cell::new(
-            what,
-            TestCache::new()
-                .capacity(2 * MIB)
-                .max_folio(64 * KIB)
-                .quiet()
-                .build(),
-        );
+        let mut c = Cell::new(what, TestCache::bytes(2 * MIB).max_folio(64 * KIB).quiet());
         read_all(&c.file);
         match fault {
             Fault::Eio | Fault::Enospc => {

@@ -89,11 +89,7 @@ fn assert_consistent(c: &Cache) -> CacheStats {
 fn a_failed_read_fails_exactly_the_read_that_needed_the_bytes_over_an_o_direct_file() {
     let data = nonzero_bytes(16 * PAGE, 1);
     let tmp = TempPath::with_data("eio", &data);
-    let c = TestCache::new()
-        .pages(64)
-        .max_folio(PAGE)
-        .no_readahead()
-        .build();
+    let c = TestCache::pages(64).max_folio(PAGE).no_readahead().build();
     let (f, b) = open_file(&c, &tmp);
     assert!(f.info().is_direct(), "ext4 takes O_DIRECT: {}", f.info());
     b.fail_reads_in(5 * P, P, libc::EIO);
@@ -134,8 +130,7 @@ fn a_failed_read_fails_exactly_the_read_that_needed_the_bytes_over_an_o_direct_f
 #[test]
 fn every_injected_errno_reaches_the_caller_unchanged() {
     let data = nonzero_bytes(8 * PAGE, 2);
-    let c = TestCache::new()
-        .pages(32)
+    let c = TestCache::pages(32)
         .max_folio(4 * PAGE)
         .no_readahead()
         .build();
@@ -167,8 +162,7 @@ fn a_failed_read_leaves_no_uptodate_folio_and_is_read_again_once_the_fault_clear
     for max_folio in [PAGE, 16 * PAGE] {
         let data = nonzero_bytes(64 * PAGE, 3);
         let tmp = TempPath::with_data("reread", &data);
-        let c = TestCache::new()
-            .pages(256)
+        let c = TestCache::pages(256)
             .max_folio(max_folio)
             .no_readahead()
             .build();
@@ -220,11 +214,7 @@ fn io_reads_counts_every_read_issued_to_the_backing_including_failed_ones() {
     // `CacheStats::io_reads` is documented as "Reads issued to backings".
     // A read that the backing failed was issued all the same.
     let data = nonzero_bytes(8 * PAGE, 4);
-    let c = TestCache::new()
-        .pages(32)
-        .max_folio(PAGE)
-        .no_readahead()
-        .build();
+    let c = TestCache::pages(32).max_folio(PAGE).no_readahead().build();
     let (f, b) = faulty_file(&c, &data);
     read_vec(&f, 0, PAGE).unwrap();
     b.fail_nth_read(1, libc::EIO);
@@ -243,11 +233,7 @@ fn io_reads_counts_every_read_issued_to_the_backing_including_failed_ones() {
 fn other_ranges_keep_working_while_a_fault_is_active() {
     let len = 40 * PAGE + 777;
     let data = nonzero_bytes(len, 5);
-    let c = TestCache::new()
-        .pages(16)
-        .max_folio(PAGE)
-        .no_readahead()
-        .build();
+    let c = TestCache::pages(16).max_folio(PAGE).no_readahead().build();
     let (f, b) = faulty_file(&c, &data);
     // Pages 8..12 are a bad region for the whole test.
     let (bad_lo, bad_hi) = (8 * P, 12 * P);
@@ -320,8 +306,7 @@ fn other_ranges_keep_working_while_a_fault_is_active() {
 #[test]
 fn concurrent_readers_of_a_failing_folio_all_get_the_error_and_none_hangs() {
     let data = nonzero_bytes(16 * PAGE, 6);
-    let c = TestCache::new()
-        .pages(64)
+    let c = TestCache::pages(64)
         .max_folio(4 * PAGE)
         .no_readahead()
         .build();
@@ -359,8 +344,7 @@ fn waiters_on_a_folio_whose_read_failed_retry_and_get_the_right_bytes() {
     // Only the first IO fails; readers that slept on its lock must retry
     // (one new IO), not inherit the error or a half-read folio.
     let data = nonzero_bytes(16 * PAGE, 7);
-    let c = TestCache::new()
-        .pages(64)
+    let c = TestCache::pages(64)
         .max_folio(4 * PAGE)
         .no_readahead()
         .build();
@@ -416,8 +400,7 @@ fn a_dead_device_fails_every_miss_but_hits_still_work_and_nothing_leaks() {
     let data = nonzero_bytes(len, 8);
     // Room for the 4 cached pages plus a 2-page folio per reader, so the
     // failing misses never need to evict the cached pages.
-    let c = TestCache::new()
-        .pages(16)
+    let c = TestCache::pages(16)
         .max_folio(2 * PAGE)
         .no_readahead()
         .build();
@@ -479,8 +462,7 @@ fn a_dead_device_fails_every_miss_but_hits_still_work_and_nothing_leaks() {
 fn errors_under_memory_pressure_keep_the_byte_counts_consistent() {
     let len = 200 * PAGE + 99;
     let data = nonzero_bytes(len, 9);
-    let c = TestCache::new()
-        .pages(12)
+    let c = TestCache::pages(12)
         .max_folio(4 * PAGE)
         .no_readahead()
         .build();
@@ -578,11 +560,7 @@ impl<B: backing::Backing> ShortRead for FaultyBacking<B> {
 fn a_short_read_inside_a_page_mid_file_never_returns_zeros_or_wrong_bytes() {
     // Minimal: one-page folio, the backing returns 100 of its 4096 bytes.
     let data = nonzero_bytes(8 * PAGE, 10);
-    let c = TestCache::new()
-        .pages(32)
-        .max_folio(PAGE)
-        .no_readahead()
-        .build();
+    let c = TestCache::pages(32).max_folio(PAGE).no_readahead().build();
     let (f, b) = faulty_file(&c, &data);
     check_short_read(&f, &*b, &data, 2 * P, PAGE, 100);
 }
@@ -591,11 +569,7 @@ fn a_short_read_inside_a_page_mid_file_never_returns_zeros_or_wrong_bytes() {
 fn a_spurious_eof_mid_file_never_returns_zeros_or_a_short_count() {
     // The backing returns 0 bytes in the middle of the file.
     let data = nonzero_bytes(8 * PAGE, 11);
-    let c = TestCache::new()
-        .pages(32)
-        .max_folio(PAGE)
-        .no_readahead()
-        .build();
+    let c = TestCache::pages(32).max_folio(PAGE).no_readahead().build();
     let (f, b) = faulty_file(&c, &data);
     check_short_read(&f, &*b, &data, 3 * P, PAGE, 0);
 }
@@ -605,8 +579,7 @@ fn a_short_read_at_a_block_boundary_of_a_large_folio_never_returns_zeros() {
     // A 16 KiB folio of which the backing returns only the first 4 KiB.
     let data = nonzero_bytes(32 * PAGE, 12);
     let tmp = TempPath::with_data("short", &data);
-    let c = TestCache::new()
-        .pages(64)
+    let c = TestCache::pages(64)
         .max_folio(4 * PAGE)
         .no_readahead()
         .build();
@@ -620,8 +593,7 @@ fn a_short_read_that_ends_at_the_real_eof_is_not_a_short_read() {
     // the backing's count is the EOF count and the read is exact.
     let len = 2 * PAGE + 2000;
     let data = nonzero_bytes(len, 13);
-    let c = TestCache::new()
-        .pages(32)
+    let c = TestCache::pages(32)
         .max_folio(4 * PAGE)
         .no_readahead()
         .build();
@@ -640,8 +612,7 @@ fn concurrent_readers_of_a_slow_folio_share_one_io_and_all_get_the_right_bytes()
     for max_folio in [PAGE, 16 * PAGE] {
         let data = nonzero_bytes(64 * PAGE, 14);
         let tmp = TempPath::with_data("slow", &data);
-        let c = TestCache::new()
-            .pages(256)
+        let c = TestCache::pages(256)
             .max_folio(max_folio)
             .no_readahead()
             .build();
@@ -692,8 +663,7 @@ fn readers_of_parts_of_a_folio_being_read_wait_for_it_instead_of_reading_again()
     // The first reader creates a 64 KiB folio and its IO is slow; readers
     // that then ask for any part of it sleep on its lock.
     let data = nonzero_bytes(64 * PAGE, 15);
-    let c = TestCache::new()
-        .pages(128)
+    let c = TestCache::pages(128)
         .max_folio(16 * PAGE)
         .no_readahead()
         .build();

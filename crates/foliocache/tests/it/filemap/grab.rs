@@ -47,8 +47,7 @@ fn settle(m: &Mapping, got: Vec<LockedFolio<'_>>, index: u64, pages: u64) -> (us
 
 #[test]
 fn an_empty_aligned_range_gets_the_largest_folios() {
-    let c = TestCache::new()
-        .pages(4096)
+    let c = TestCache::pages(4096)
         .max_folio(2 << 20)
         .no_readahead()
         .build();
@@ -66,8 +65,7 @@ fn an_empty_aligned_range_gets_the_largest_folios() {
 
 #[test]
 fn an_unaligned_range_is_cut_into_aligned_folios() {
-    let c = TestCache::new()
-        .pages(4096)
+    let c = TestCache::pages(4096)
         .max_folio(2 << 20)
         .no_readahead()
         .build();
@@ -102,8 +100,7 @@ fn an_unaligned_range_is_cut_into_aligned_folios() {
 
 #[test]
 fn present_folios_are_locked_and_the_gaps_created() {
-    let c = TestCache::new()
-        .pages(4096)
+    let c = TestCache::pages(4096)
         .max_folio(64 << 10)
         .no_readahead()
         .build();
@@ -124,11 +121,7 @@ fn present_folios_are_locked_and_the_gaps_created() {
 
 #[test]
 fn a_grab_over_shadows_skips_the_refault_test() {
-    let c = TestCache::new()
-        .pages(64)
-        .max_folio(PAGE)
-        .no_readahead()
-        .build();
+    let c = TestCache::pages(64).max_folio(PAGE).no_readahead().build();
     let f = file(&c, 256);
     let mut buf = vec![0u8; PAGE];
     for p in 0..256u64 {
@@ -158,11 +151,7 @@ fn a_grab_over_shadows_skips_the_refault_test() {
 
 #[test]
 fn bad_ranges_and_a_full_cache_give_errors() {
-    let c = TestCache::new()
-        .pages(16)
-        .max_folio(PAGE)
-        .no_readahead()
-        .build();
+    let c = TestCache::pages(16).max_folio(PAGE).no_readahead().build();
     let f = file(&c, 64);
     let m = f.mapping();
     let mut out = Vec::new();
@@ -184,8 +173,7 @@ fn bad_ranges_and_a_full_cache_give_errors() {
 /// every `dontneed`-th round drops the range again. Then every page must
 /// read right and the accounting agree.
 fn grab_from_threads(single: fn(u64) -> bool, seed: u64, dontneed: Option<u64>) {
-    let c = TestCache::new()
-        .pages(1024)
+    let c = TestCache::pages(1024)
         .max_folio(64 << 10)
         .no_readahead()
         .build();
@@ -243,8 +231,7 @@ fn threads_grabbing_overlapping_ranges_each_get_one_folio_per_index() {
 
 #[test]
 fn the_one_at_a_time_path_makes_the_same_folios() {
-    let c = TestCache::new()
-        .pages(4096)
+    let c = TestCache::pages(4096)
         .max_folio(2 << 20)
         .no_readahead()
         .build();

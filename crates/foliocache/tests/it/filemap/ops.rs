@@ -27,8 +27,7 @@ fn file_with(pages: usize, max_folio: usize) -> (Cache, File, Vec<u8>) {
     let data: Vec<u8> = (0..pages * PAGE)
         .map(|i| (i / PAGE) as u8 ^ (i as u8) | 1)
         .collect();
-    let cache = TestCache::new()
-        .capacity(8 << 20)
+    let cache = TestCache::bytes(8 << 20)
         .max_folio(max_folio)
         // Each read makes exactly the folio it needs: the layouts below
         // depend on it.

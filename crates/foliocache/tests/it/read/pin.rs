@@ -30,8 +30,7 @@ fn warm(f: &File, len: usize) {
 
 #[test]
 fn a_cached_range_is_borrowed_and_counted_as_a_hit() {
-    let c = TestCache::new()
-        .pages(64)
+    let c = TestCache::pages(64)
         .max_folio(64 << 10)
         .no_readahead()
         .build();
@@ -58,11 +57,7 @@ fn a_cached_range_is_borrowed_and_counted_as_a_hit() {
 
 #[test]
 fn a_range_across_folios_is_a_copy_with_the_same_bytes() {
-    let c = TestCache::new()
-        .pages(64)
-        .max_folio(4096)
-        .no_readahead()
-        .build();
+    let c = TestCache::pages(64).max_folio(4096).no_readahead().build();
     let d = data(64 << 10);
     let f = mem_file(&c, &d);
     let p = f.pin(4000, 10_000).unwrap();
@@ -76,8 +71,7 @@ fn a_range_across_folios_is_a_copy_with_the_same_bytes() {
 
 #[test]
 fn past_end_of_file_a_pin_is_cut_or_empty() {
-    let c = TestCache::new()
-        .pages(64)
+    let c = TestCache::pages(64)
         .max_folio(64 << 10)
         .no_readahead()
         .build();
@@ -94,8 +88,7 @@ fn past_end_of_file_a_pin_is_cut_or_empty() {
 
 #[test]
 fn a_write_while_pinned_goes_to_a_copy_and_the_pin_keeps_its_bytes() {
-    let c = TestCache::new()
-        .pages(64)
+    let c = TestCache::pages(64)
         .max_folio(64 << 10)
         .no_readahead()
         .build();
@@ -135,8 +128,7 @@ fn a_write_while_pinned_goes_to_a_copy_and_the_pin_keeps_its_bytes() {
 
 #[test]
 fn a_dirty_pinned_folio_written_again_keeps_its_dirty_pages() {
-    let c = TestCache::new()
-        .pages(64)
+    let c = TestCache::pages(64)
         .max_folio(64 << 10)
         .no_readahead()
         .build();
@@ -163,8 +155,7 @@ fn a_dirty_pinned_folio_written_again_keeps_its_dirty_pages() {
 
 #[test]
 fn truncation_and_a_hole_leave_a_pin_as_it_was() {
-    let c = TestCache::new()
-        .pages(64)
+    let c = TestCache::pages(64)
         .max_folio(64 << 10)
         .no_readahead()
         .build();
@@ -198,8 +189,7 @@ fn truncation_and_a_hole_leave_a_pin_as_it_was() {
 
 #[test]
 fn reclaim_skips_a_pinned_folio_and_the_cache_handle_may_go() {
-    let c = TestCache::new()
-        .pages(64)
+    let c = TestCache::pages(64)
         .max_folio(64 << 10)
         .no_readahead()
         .build();
@@ -219,11 +209,7 @@ fn reclaim_skips_a_pinned_folio_and_the_cache_handle_may_go() {
 #[test]
 fn a_write_with_every_folio_pinned_fails_and_changes_nothing() {
     // Four one-page folios, all pinned: a write has nowhere to copy to.
-    let c = TestCache::new()
-        .pages(4)
-        .max_folio(4096)
-        .no_readahead()
-        .build();
+    let c = TestCache::pages(4).max_folio(4096).no_readahead().build();
     let d = data(4 * PAGE);
     let f = mem_file(&c, &d);
     let pins: Vec<_> = (0..4).map(|i| f.pin(i * P, PAGE).unwrap()).collect();
@@ -247,11 +233,7 @@ fn a_write_with_every_folio_pinned_fails_and_changes_nothing() {
 /// a WAL frame header failed with `ENOMEM` through a full mount so.
 #[test]
 fn a_write_waits_for_a_pin_to_go_when_there_is_no_room_to_copy() {
-    let c = TestCache::new()
-        .pages(4)
-        .max_folio(4096)
-        .no_readahead()
-        .build();
+    let c = TestCache::pages(4).max_folio(4096).no_readahead().build();
     let d = data(4 * PAGE);
     let f = mem_file(&c, &d);
     for round in 0..20u8 {
@@ -281,11 +263,7 @@ fn a_write_waits_for_a_pin_to_go_when_there_is_no_room_to_copy() {
 
 #[test]
 fn a_truncation_with_no_memory_drops_a_clean_pinned_folio_and_waits_for_a_dirty_one() {
-    let c = TestCache::new()
-        .pages(2)
-        .max_folio(4096)
-        .no_readahead()
-        .build();
+    let c = TestCache::pages(2).max_folio(4096).no_readahead().build();
     let d = data(2 * PAGE);
     let t = TempPath::with_data("pin-cut-oom", &d);
     let f = open_rw(&c, &t.path);
@@ -329,8 +307,7 @@ fn a_truncation_with_no_memory_drops_a_clean_pinned_folio_and_waits_for_a_dirty_
 
 #[test]
 fn memory_files_pin_too() {
-    let c = TestCache::new()
-        .pages(64)
+    let c = TestCache::pages(64)
         .max_folio(64 << 10)
         .no_readahead()
         .build();
@@ -354,8 +331,7 @@ fn memory_files_pin_too() {
 #[test]
 fn pins_racing_writes_and_reclaim_see_whole_snapshots_of_their_own_file() {
     const PAGES: u64 = 32;
-    let c = TestCache::new()
-        .pages(24)
+    let c = TestCache::pages(24)
         .max_folio(16 << 10)
         .no_readahead()
         .build();

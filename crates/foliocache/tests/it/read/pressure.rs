@@ -106,8 +106,7 @@ fn every_folio_locked_by_a_slow_read_gives_out_of_memory_then_recovers() {
     let folios = 4;
     let data = random_bytes(64 * PAGE, 1);
     // Readahead off: one IO per reader, each holding its one folio.
-    let c = TestCache::new()
-        .pages(folios)
+    let c = TestCache::pages(folios)
         .max_folio(PAGE)
         .no_readahead()
         .build();
@@ -186,7 +185,7 @@ fn many_threads_over_many_files_read_the_right_bytes_with_a_capacity_far_below_t
     // must succeed (with capacity <= readers x max folio, a read may
     // legitimately fail with OutOfMemory when every folio is in use).
     let max_folio = 8 * PAGE;
-    let c = TestCache::new().pages(128).max_folio(max_folio).build();
+    let c = TestCache::pages(128).max_folio(max_folio).build();
     let sizes = [
         3 << 20,
         (2 << 20) + 1,
@@ -281,7 +280,7 @@ fn every_destination_alignment_and_every_boundary_reads_exactly_the_right_bytes(
     let len = 9 * 16 * PAGE + 2 * PAGE + 777; // ends inside a page, past whole folios
     let data = random_bytes(len, 20);
     let tmp = TempPath::with_data("align", &data);
-    let c = TestCache::new().pages(24).max_folio(16 * PAGE).build();
+    let c = TestCache::pages(24).max_folio(16 * PAGE).build();
     let mem = c.open_backing(MemBacking::with_data(data.clone())).unwrap();
     let file = c.open(&tmp.path).unwrap();
     let l = len as u64;
@@ -341,7 +340,7 @@ fn every_destination_alignment_and_every_boundary_reads_exactly_the_right_bytes(
 fn read_exact_at_fills_any_buffer_across_folios_or_fails_at_eof() {
     let len = 50 * PAGE + 3;
     let data = random_bytes(len, 21);
-    let c = TestCache::new().pages(8).max_folio(4 * PAGE).build();
+    let c = TestCache::pages(8).max_folio(4 * PAGE).build();
     let f = c.open_backing(MemBacking::with_data(data.clone())).unwrap();
     let mut rng = StdRng::seed_from_u64(21);
     for _ in 0..2000 {
@@ -409,7 +408,7 @@ proptest! {
 
     #[test]
     fn random_reads_match_a_vec_model((data, capacity, max_folio, ops) in case()) {
-        let c = TestCache::new().capacity(capacity).max_folio(max_folio).build();
+        let c = TestCache::bytes(capacity).max_folio(max_folio).build();
         let f = c.open_backing(MemBacking::with_data(data.clone())).unwrap();
         prop_assert_eq!(f.len(), data.len() as u64);
         let mut buf = Vec::new();

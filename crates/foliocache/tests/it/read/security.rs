@@ -167,8 +167,7 @@ fn a_short_file_read_into_evicted_memory_of_another_file_sees_only_its_own_bytes
         (2 << 20, Populate::Lazy),
     ] {
         let capacity = 16 * PAGE;
-        let c = TestCache::new()
-            .capacity(capacity)
+        let c = TestCache::bytes(capacity)
             .max_folio(max_folio)
             .populate(populate)
             .build();
@@ -209,7 +208,7 @@ fn a_short_file_read_into_evicted_memory_of_another_file_sees_only_its_own_bytes
 
 #[test]
 fn a_one_byte_file_returns_one_byte_and_nothing_of_the_page_it_was_read_into() {
-    let c = TestCache::new().pages(8).max_folio(16 * PAGE).build();
+    let c = TestCache::pages(8).max_folio(16 * PAGE).build();
     let a_data = a_bytes(32 * PAGE, 2);
     let a_tmp = TempPath::with_data("a1", &a_data);
     let a = c.open(&a_tmp.path).unwrap();
@@ -235,7 +234,7 @@ fn a_one_byte_file_returns_one_byte_and_nothing_of_the_page_it_was_read_into() {
 
 #[test]
 fn an_empty_file_reads_nothing_and_does_no_io() {
-    let c = TestCache::new().pages(8).max_folio(16 * PAGE).build();
+    let c = TestCache::pages(8).max_folio(16 * PAGE).build();
     let a_data = a_bytes(32 * PAGE, 3);
     let a_tmp = TempPath::with_data("a0", &a_data);
     let a = c.open(&a_tmp.path).unwrap();
@@ -267,7 +266,7 @@ fn an_empty_file_reads_nothing_and_does_no_io() {
 #[test]
 fn interleaved_files_never_see_each_others_bytes_single_threaded() {
     // A and B take turns evicting each other, folio by folio.
-    let c = TestCache::new().pages(6).max_folio(4 * PAGE).build();
+    let c = TestCache::pages(6).max_folio(4 * PAGE).build();
     let a_data = a_bytes(40 * PAGE + 3, 4);
     let b_data = b_bytes(40 * PAGE + 2049, 5);
     let a = c
@@ -305,7 +304,7 @@ fn a_short_backing_read_into_evicted_memory_never_exposes_the_previous_owner() {
         (PAGE, 4 * PAGE),
         (PAGE + 5, 4 * PAGE),
     ] {
-        let c = TestCache::new().pages(16).max_folio(max_folio).build();
+        let c = TestCache::pages(16).max_folio(max_folio).build();
         let a_data = a_bytes(64 * PAGE, 8);
         let a = c
             .open_backing(MemBacking::with_data(a_data.clone()))
@@ -379,7 +378,7 @@ fn files_read_concurrently_through_a_small_cache_never_see_each_others_bytes() {
     // what 8 readers can hold at once (one folio of at most 4 pages each),
     // so every read must succeed: with less, a read may legitimately fail
     // with OutOfMemory when every folio is in use at that moment.
-    read_files_concurrently(TestCache::new().pages(40).max_folio(4 * PAGE).build());
+    read_files_concurrently(TestCache::pages(40).max_folio(4 * PAGE).build());
 }
 
 /// Four files, two over O_DIRECT files and two in memory, each byte
@@ -498,10 +497,7 @@ fn a_hit_where_a_2m_folio_was_never_returns_what_took_its_place() {
         || (0..BLOCKS as u64).flat_map(|k| [k * HUGE as u64 + 5 * P, k * HUGE as u64 + 77]);
     // A write's piece is at most an eighth of the cache: 2 MiB here,
     // so each aligned 2 MiB written is one folio, and 8 fill the arena.
-    let c = TestCache::new()
-        .capacity(BLOCKS * HUGE)
-        .max_folio(HUGE)
-        .build();
+    let c = TestCache::bytes(BLOCKS * HUGE).max_folio(HUGE).build();
     let a_old = a_bytes(BLOCKS * HUGE, 1);
     let a = c.open_backing(MemBacking::new()).unwrap();
     a.write_all_at(&a_old, 0).unwrap();
@@ -548,7 +544,7 @@ fn a_hit_where_a_2m_folio_was_never_returns_what_took_its_place() {
 #[test]
 fn files_in_2m_folios_read_concurrently_never_see_each_others_bytes() {
     // A write's piece is at most an eighth of the cache: 2 MiB here.
-    let c = TestCache::new().capacity(8 * HUGE).max_folio(HUGE).build();
+    let c = TestCache::bytes(8 * HUGE).max_folio(HUGE).build();
     let opened: Vec<(File, Vec<u8>)> = (0..3u64)
         .map(|id| {
             let data = tagged_bytes(id, 3 * HUGE + 4096 * id as usize + 1);

@@ -27,7 +27,7 @@ use test_support::cache::TestCache;
 
 #[test]
 fn close_after_a_failed_size_cut_leaves_the_backing_at_the_file_size() {
-    let cache = TestCache::new().capacity(1 << 20).build();
+    let cache = TestCache::bytes(1 << 20).build();
     let b = Arc::new(FaultyBacking::new(MemBacking::new()));
     let f = cache.open_backing(b.clone()).unwrap();
     let data = vec![0x5Au8; 5000];

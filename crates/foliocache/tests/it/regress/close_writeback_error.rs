@@ -26,8 +26,7 @@ use test_support::cache::TestCache;
 
 #[test]
 fn a_failed_writeback_at_close_keeps_the_data_and_the_flusher_writes_it_later() {
-    let c = TestCache::new()
-        .capacity(2 << 20)
+    let c = TestCache::bytes(2 << 20)
         .max_folio(64 << 10)
         // No background writeback below the capacity: the close writes back.
         .quiet()
@@ -52,8 +51,7 @@ fn a_failed_writeback_at_close_keeps_the_data_and_the_flusher_writes_it_later() 
 
 #[test]
 fn a_kept_closed_file_is_reached_by_cache_sync_all_which_reports_its_error() {
-    let c = TestCache::new()
-        .capacity(2 << 20)
+    let c = TestCache::bytes(2 << 20)
         .max_folio(64 << 10)
         // No background writeback below the capacity: the close writes back.
         .quiet()

@@ -25,10 +25,7 @@ use test_support::cache::TestCache;
 
 #[test]
 fn an_uncached_write_whose_writeback_fails_succeeds_and_the_next_sync_reports_it() {
-    let cache = TestCache::new()
-        .capacity(1 << 20)
-        .max_folio(64 << 10)
-        .build();
+    let cache = TestCache::bytes(1 << 20).max_folio(64 << 10).build();
     let b = Arc::new(FaultyBacking::new(MemBacking::new()));
     let f = cache.open_backing(b.clone()).unwrap();
     b.fail_from_nth(Op::Write, 1, libc::EIO);

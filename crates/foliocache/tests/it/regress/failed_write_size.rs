@@ -27,7 +27,7 @@ use test_support::cache::TestCache;
 
 #[test]
 fn a_failed_write_past_the_end_that_wrote_nothing_keeps_the_size() {
-    let cache = TestCache::new().capacity(1 << 20).max_folio(4096).build();
+    let cache = TestCache::bytes(1 << 20).max_folio(4096).build();
     let data = vec![0x5Au8; 5000];
     let b = Arc::new(FaultyBacking::new(MemBacking::with_data(data.clone())));
     let f = cache.open_backing(b.clone()).unwrap();

@@ -42,8 +42,7 @@ const PAGES: usize = 8;
 fn truncation_racing_reclaim_never_leaves_a_removed_folio_on_a_list() {
     // Twice the cache in data, so the readers' misses reclaim too.
     let cache = Arc::new(
-        TestCache::new()
-            .pages(2 * PAGES)
+        TestCache::pages(2 * PAGES)
             .max_folio(PAGE)
             .no_readahead()
             .build(),

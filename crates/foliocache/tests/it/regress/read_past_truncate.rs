@@ -41,8 +41,7 @@ fn a_read_racing_a_truncate_stops_at_the_new_end_and_returns_no_zeros() {
     for round in 0..3 {
         let data: Vec<u8> = (0..4 * PAGE).map(|i| (i % 251) as u8 + 1).collect();
         let b = Arc::new(FaultyBacking::new(MemBacking::with_data(data.clone())));
-        let cache = TestCache::new()
-            .capacity(1 << 20)
+        let cache = TestCache::bytes(1 << 20)
             .max_folio(PAGE)
             .no_readahead()
             .build();

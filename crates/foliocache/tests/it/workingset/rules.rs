@@ -68,11 +68,7 @@ fn loop_hit_ratio(
 
 #[test]
 fn a_first_read_references_a_folio_and_a_second_activates_it() {
-    let cache = TestCache::new()
-        .pages(64)
-        .max_folio(PAGE)
-        .no_readahead()
-        .build();
+    let cache = TestCache::pages(64).max_folio(PAGE).no_readahead().build();
     let f = file(&cache, 1, 8);
     read_pages(&f, [3], 1);
     let fl = flags_at(&f, 3).unwrap();
@@ -97,8 +93,7 @@ fn a_first_read_references_a_folio_and_a_second_activates_it() {
 #[test]
 fn small_reads_continuing_through_one_folio_count_as_one_access() {
     // One 64 KiB folio, then sixteen 4 KiB reads straight through it.
-    let cache = TestCache::new()
-        .pages(64)
+    let cache = TestCache::pages(64)
         .max_folio(64 << 10)
         .no_readahead()
         .build();
@@ -127,11 +122,7 @@ fn small_reads_continuing_through_one_folio_count_as_one_access() {
 fn reclaim_evicts_folios_used_once_before_folios_used_twice() {
     // A hot set of a quarter of the cache, read twice (active), then a
     // stream of four times the cache read once: the hot set stays whole.
-    let cache = TestCache::new()
-        .pages(256)
-        .max_folio(PAGE)
-        .no_readahead()
-        .build();
+    let cache = TestCache::pages(256).max_folio(PAGE).no_readahead().build();
     let hot = file(&cache, 4, 64);
     read_pages(&hot, 0..64, 4);
     read_pages(&hot, (0..64).rev(), 4);
@@ -147,8 +138,7 @@ fn a_refault_within_the_active_size_starts_active_and_one_beyond_it_inactive() {
     // A refault whose distance (evictions since its eviction) is within the
     // active list's size starts active. Active list: 50 pages of `x` (read twice). Then 400
     // pages of `y` read once, and 200 of them evicted, oldest first.
-    let cache = TestCache::new()
-        .pages(1024)
+    let cache = TestCache::pages(1024)
         .max_folio(PAGE)
         .no_readahead()
         .build();
@@ -202,8 +192,7 @@ fn a_refault_within_the_active_size_starts_active_and_one_beyond_it_inactive() {
 
 #[test]
 fn refault_detection_off_never_activates_a_refault() {
-    let cache = TestCache::new()
-        .pages(1024)
+    let cache = TestCache::pages(1024)
         .max_folio(PAGE)
         .no_readahead()
         .refault_detection(false)
@@ -222,11 +211,7 @@ fn refault_detection_off_never_activates_a_refault() {
 
 #[test]
 fn a_deactivated_folio_leaves_a_workingset_shadow() {
-    let cache = TestCache::new()
-        .pages(64)
-        .max_folio(PAGE)
-        .no_readahead()
-        .build();
+    let cache = TestCache::pages(64).max_folio(PAGE).no_readahead().build();
     let x = file(&cache, 8, 48);
     read_pages(&x, 0..48, 8);
     read_pages(&x, 0..48, 8); // all active: 48 of 64 pages
@@ -261,8 +246,7 @@ fn a_deactivated_folio_leaves_a_workingset_shadow() {
 #[test]
 fn refault_detection_lets_a_new_working_set_displace_a_stale_one() {
     let run = |detect: bool| {
-        let cache = TestCache::new()
-            .pages(1024)
+        let cache = TestCache::pages(1024)
             .max_folio(PAGE)
             .no_readahead()
             .refault_detection(detect)
@@ -295,8 +279,7 @@ fn refault_detection_lets_a_new_working_set_displace_a_stale_one() {
 #[test]
 fn a_loop_larger_than_the_cache_thrashes_with_or_without_detection() {
     let run = |detect: bool| {
-        let cache = TestCache::new()
-            .pages(1024)
+        let cache = TestCache::pages(1024)
             .max_folio(PAGE)
             .no_readahead()
             .refault_detection(detect)

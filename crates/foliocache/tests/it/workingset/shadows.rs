@@ -45,8 +45,7 @@ fn shadow_at(f: &File, index: u64) -> Option<Shadow> {
 
 /// A 4 MiB cache; file `a` (4 MiB, 2 MiB folios) read, then `b` evicts it.
 fn evicted(max_folio: usize) -> (Cache, File, Vec<u8>, File) {
-    let cache = TestCache::new()
-        .capacity(4 * MIB)
+    let cache = TestCache::bytes(4 * MIB)
         .max_folio(max_folio)
         .no_readahead()
         .build();
@@ -136,8 +135,7 @@ fn shadows_record_the_workingset_bit_of_deactivated_folios() {
     // list is only refilled while it is smaller than the active one.)
     // A shadow budget of one node per 16 pages, so that b's shadows do not
     // push all of a's out.
-    let cache = TestCache::new()
-        .capacity(MIB)
+    let cache = TestCache::bytes(MIB)
         .max_folio(PAGE)
         .no_readahead()
         .shadow_budget(MIB / PAGE / 16 * xarray::NODE_SIZE)
@@ -170,8 +168,7 @@ fn shadows_record_the_workingset_bit_of_deactivated_folios() {
 
 #[test]
 fn shrink_evicts_what_is_unused_and_leaves_shadows() {
-    let cache = TestCache::new()
-        .capacity(4 * MIB)
+    let cache = TestCache::bytes(4 * MIB)
         .max_folio(64 << 10)
         .no_readahead()
         .build();
@@ -213,8 +210,7 @@ fn sparse_gib(cache: &Cache) -> File {
 #[test]
 fn shadow_nodes_stay_within_the_budget_and_the_oldest_go_first() {
     let budget_nodes = 128;
-    let cache = TestCache::new()
-        .pages(256)
+    let cache = TestCache::pages(256)
         .max_folio(PAGE)
         .no_readahead()
         .shadow_budget(budget_nodes * xarray::NODE_SIZE)
@@ -251,8 +247,7 @@ fn shadow_nodes_stay_within_the_budget_and_the_oldest_go_first() {
 #[test]
 fn shadow_trimming_takes_from_every_file_in_proportion_keeping_the_newest() {
     let budget_nodes = 96;
-    let cache = TestCache::new()
-        .pages(256)
+    let cache = TestCache::pages(256)
         .max_folio(PAGE)
         .no_readahead()
         .shadow_budget(budget_nodes * xarray::NODE_SIZE)

@@ -78,8 +78,7 @@ fn read_counting(cache: &Cache, f: &File, page: usize, tag: u8) -> bool {
 #[test]
 fn a_hot_set_stays_cached_while_cold_misses_stream_past() {
     let (hot_pages, cold_pages) = (400, 8000);
-    let cache = TestCache::new()
-        .pages(CAPACITY)
+    let cache = TestCache::pages(CAPACITY)
         .max_folio(PAGE)
         .no_readahead()
         .build();
@@ -151,8 +150,7 @@ fn zipfian_reads_hit_at_least_as_often_as_an_exact_lru() {
         let rank = cdf.partition_point(|&c| c < u).min(pages - 1);
         rank * 2_654_435_761 % pages
     };
-    let cache = TestCache::new()
-        .pages(CAPACITY)
+    let cache = TestCache::pages(CAPACITY)
         .max_folio(PAGE)
         .no_readahead()
         .build();

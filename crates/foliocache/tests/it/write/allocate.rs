@@ -20,8 +20,7 @@ fn allocated(path: &std::path::Path) -> u64 {
 #[test]
 fn allocate_reserves_and_grows_keep_size_only_reserves() {
     let tmp = TempPath::with_data("allocate", &nonzero_bytes(10_000, 1));
-    let c = TestCache::new()
-        .capacity(8 * MIB as usize)
+    let c = TestCache::bytes(8 * MIB as usize)
         .max_folio(64 * KIB as usize)
         .build();
     let f = open_rw(&c, &tmp.path);
@@ -59,8 +58,7 @@ fn allocate_reserves_and_grows_keep_size_only_reserves() {
 #[test]
 fn allocate_refuses_bad_input_and_read_only_handles() {
     let tmp = TempPath::with_data("allocate-bad", &nonzero_bytes(4096, 3));
-    let c = TestCache::new()
-        .capacity(4 * MIB as usize)
+    let c = TestCache::bytes(4 * MIB as usize)
         .max_folio(64 * KIB as usize)
         .build();
     let f = open_rw(&c, &tmp.path);
@@ -98,8 +96,7 @@ fn an_extending_write_beside_an_allocate_is_never_cut_back() {
     // The size is checked and grown under the file's lock: an allocate that
     // read the old size cannot set a smaller one over a write's.
     let tmp = TempPath::with_data("allocate-race", &[]);
-    let c = TestCache::new()
-        .capacity(8 * MIB as usize)
+    let c = TestCache::bytes(8 * MIB as usize)
         .max_folio(64 * KIB as usize)
         .build();
     let f = open_rw(&c, &tmp.path);

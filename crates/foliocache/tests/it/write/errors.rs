@@ -48,8 +48,7 @@ fn contents(b: &Faulty) -> Vec<u8> {
 // ---- one failure, then recovery ------------------------------------------------
 
 fn one_failed_writeback(errno_: i32, max_folio: usize, sync_all: bool) {
-    let c = TestCache::new()
-        .capacity(4 * MIB)
+    let c = TestCache::bytes(4 * MIB)
         .max_folio(max_folio)
         .quiet()
         .build();
@@ -118,11 +117,7 @@ fn enospc_on_writeback_is_reported_by_the_next_sync_once_and_the_data_is_retried
 #[test]
 fn a_failed_backing_sync_is_reported_and_the_next_sync_succeeds() {
     for e in [libc::EIO, libc::ENOSPC] {
-        let c = TestCache::new()
-            .capacity(MIB)
-            .max_folio(16 * KIB)
-            .quiet()
-            .build();
+        let c = TestCache::bytes(MIB).max_folio(16 * KIB).quiet().build();
         let (f, b) = open_faulty(&c);
         let data = nonzero_bytes(50_000, 1);
         f.write_all_at(&data, 0).unwrap();
@@ -143,11 +138,7 @@ fn a_failed_backing_sync_is_reported_and_the_next_sync_succeeds() {
 
 #[test]
 fn a_failure_only_in_one_range_keeps_that_range_dirty_and_writes_the_rest() {
-    let c = TestCache::new()
-        .capacity(4 * MIB)
-        .max_folio(PAGE)
-        .quiet()
-        .build();
+    let c = TestCache::bytes(4 * MIB).max_folio(PAGE).quiet().build();
     let (f, b) = open_faulty(&c);
     let data = nonzero_bytes(64 * PAGE, 2);
     f.write_all_at(&data, 0).unwrap();
@@ -178,8 +169,7 @@ fn a_failure_only_in_one_range_keeps_that_range_dirty_and_writes_the_rest() {
 
 #[test]
 fn a_dead_device_fails_every_sync_until_it_comes_back_and_loses_nothing() {
-    let c = TestCache::new()
-        .capacity(2 * MIB)
+    let c = TestCache::bytes(2 * MIB)
         .max_folio(64 * KIB)
         .quiet()
         .build();
@@ -225,11 +215,7 @@ fn a_dead_device_fails_every_sync_until_it_comes_back_and_loses_nothing() {
 
 #[test]
 fn a_clone_shares_the_error_report_and_reopen_gets_its_own() {
-    let c = TestCache::new()
-        .capacity(MIB)
-        .max_folio(16 * KIB)
-        .quiet()
-        .build();
+    let c = TestCache::bytes(MIB).max_folio(16 * KIB).quiet().build();
     let (f, b) = open_faulty(&c);
     let g = f.clone();
     let r = f.reopen();
@@ -255,11 +241,7 @@ fn a_clone_shares_the_error_report_and_reopen_gets_its_own() {
 
 #[test]
 fn a_clone_that_syncs_first_consumes_the_report_for_the_original() {
-    let c = TestCache::new()
-        .capacity(MIB)
-        .max_folio(16 * KIB)
-        .quiet()
-        .build();
+    let c = TestCache::bytes(MIB).max_folio(16 * KIB).quiet().build();
     let (f, b) = open_faulty(&c);
     let g = f.clone();
     f.write_all_at(&nonzero_bytes(10_000, 5), 0).unwrap();
@@ -271,8 +253,7 @@ fn a_clone_that_syncs_first_consumes_the_report_for_the_original() {
 #[test]
 fn an_error_hit_by_the_background_flusher_is_reported_by_the_next_sync() {
     // Background writeback from 16 KiB of dirty data on.
-    let c = TestCache::new()
-        .capacity(4 * MIB)
+    let c = TestCache::bytes(4 * MIB)
         .max_folio(PAGE)
         .dirty_limit(2 * MIB)
         .dirty_background(16 * KIB)
@@ -303,8 +284,7 @@ fn an_error_hit_by_the_background_flusher_is_reported_by_the_next_sync() {
 #[test]
 fn enospc_past_a_space_limit_reaches_sync_and_the_data_lands_once_space_is_back() {
     for max_folio in [PAGE, 64 * KIB] {
-        let c = TestCache::new()
-            .capacity(4 * MIB)
+        let c = TestCache::bytes(4 * MIB)
             .max_folio(max_folio)
             .quiet()
             .build();
@@ -345,8 +325,7 @@ fn enospc_past_a_space_limit_reaches_sync_and_the_data_lands_once_space_is_back(
 /// backing, the file and the cache.
 fn throttled_writer(e: i32) -> (io::Error, u64, Faulty, File, Cache) {
     within(HANG, "a writer throttled on failing writeback", move || {
-        let c = TestCache::new()
-            .capacity(MIB)
+        let c = TestCache::bytes(MIB)
             .max_folio(16 * KIB)
             .dirty_limit(64 * KIB)
             .dirty_background(32 * KIB)
@@ -421,10 +400,7 @@ fn a_throttled_writer_gets_the_writeback_error_instead_of_hanging() {
 fn one_failed_writeback_under_pressure_loses_no_acknowledged_write() {
     // A cache much smaller than the data: writeback happens in the
     // flusher, in throttled writers and in reclaim. The 3rd write IO fails.
-    let c = TestCache::new()
-        .capacity(256 * KIB)
-        .max_folio(16 * KIB)
-        .build();
+    let c = TestCache::bytes(256 * KIB).max_folio(16 * KIB).build();
     let (f, b) = open_faulty(&c);
     b.fail_nth(Op::Write, 3, libc::EIO);
     let data = nonzero_bytes(2 * MIB + 5, 9);
@@ -464,8 +440,7 @@ fn one_failed_writeback_under_pressure_loses_no_acknowledged_write() {
 
 #[test]
 fn a_slow_failing_writeback_does_not_block_reads_of_other_files() {
-    let c = TestCache::new()
-        .capacity(2 * MIB)
+    let c = TestCache::bytes(2 * MIB)
         .max_folio(16 * KIB)
         .dirty_limit(MIB)
         .dirty_background(64 * KIB)
@@ -491,8 +466,7 @@ fn a_slow_failing_writeback_does_not_block_reads_of_other_files() {
 
 #[test]
 fn cache_sync_all_reports_a_failed_writeback_and_each_handle_still_sees_it() {
-    let c = TestCache::new()
-        .capacity(2 * MIB)
+    let c = TestCache::bytes(2 * MIB)
         .max_folio(16 * KIB)
         .quiet()
         .build();
@@ -528,11 +502,7 @@ fn a_failed_write_of_a_partial_folio_read_reports_the_read_error_and_changes_not
     // file keeps its old bytes and size.
     let data = nonzero_bytes(64 * PAGE, 13);
     let b = Arc::new(FaultyBacking::new(MemBacking::with_data(data.clone())));
-    let c = TestCache::new()
-        .capacity(MIB)
-        .max_folio(PAGE)
-        .no_readahead()
-        .build();
+    let c = TestCache::bytes(MIB).max_folio(PAGE).no_readahead().build();
     let f = c.open_backing(b.clone()).unwrap();
     b.fail_reads_in(5 * P, P, libc::EIO);
     assert_eq!(
@@ -568,8 +538,7 @@ fn a_failed_writeback_to_a_real_file_is_retried_and_the_file_ends_right() {
     )
     .unwrap();
     let b = Arc::new(FaultyBacking::new(inner));
-    let c = TestCache::new()
-        .capacity(4 * MIB)
+    let c = TestCache::bytes(4 * MIB)
         .max_folio(64 * KIB)
         .quiet()
         .build();
@@ -668,12 +637,8 @@ mod model {
     fn run(folio: usize, capacity: Option<usize>, ops: &[FOp]) {
         let pressure = capacity.is_some();
         let c = match capacity {
-            None => TestCache::new()
-                .capacity(16 * MIB)
-                .max_folio(folio)
-                .quiet()
-                .build(),
-            Some(cap) => TestCache::new().capacity(cap).max_folio(folio).build(),
+            None => TestCache::bytes(16 * MIB).max_folio(folio).quiet().build(),
+            Some(cap) => TestCache::bytes(cap).max_folio(folio).build(),
         };
         let (f, b) = open_faulty(&c);
         let mut model = Model::default();
@@ -783,11 +748,7 @@ fn a_failed_backing_punch_never_brings_back_older_data() {
     for sync_first in [false, true] {
         let old = vec![0xD0u8; 32 * PAGE];
         let b = Arc::new(FaultyBacking::new(MemBacking::with_data(old)));
-        let c = TestCache::new()
-            .capacity(MIB)
-            .max_folio(PAGE)
-            .quiet()
-            .build();
+        let c = TestCache::bytes(MIB).max_folio(PAGE).quiet().build();
         let f = c.open_backing(b.clone()).unwrap();
         let x = vec![0x11u8; 16 * PAGE];
         f.write_all_at(&x, 4 * P).unwrap();
@@ -826,11 +787,7 @@ fn concurrent_syncs_on_several_handles_each_report_the_error_once() {
     // is dirty data), so each handle's first sync reports it and its
     // second does not.
     for _ in 0..20 {
-        let c = TestCache::new()
-            .capacity(MIB)
-            .max_folio(16 * KIB)
-            .quiet()
-            .build();
+        let c = TestCache::bytes(MIB).max_folio(16 * KIB).quiet().build();
         let (f, b) = open_faulty(&c);
         let handles: Vec<File> = (0..4).map(|_| f.reopen()).collect();
         let data = nonzero_bytes(200_000, 15);
@@ -863,11 +820,7 @@ fn concurrent_syncs_on_several_handles_each_report_the_error_once() {
 fn a_failed_run_in_a_large_folio_keeps_only_its_pages_dirty_and_loses_none() {
     let old = nonzero_bytes(2 * MIB, 16);
     let b = Arc::new(FaultyBacking::new(MemBacking::with_data(old.clone())));
-    let c = TestCache::new()
-        .capacity(8 * MIB)
-        .max_folio(2 * MIB)
-        .quiet()
-        .build();
+    let c = TestCache::bytes(8 * MIB).max_folio(2 * MIB).quiet().build();
     let f = c.open_backing(b.clone()).unwrap();
     assert_eq!(read_all(&f), old);
     let mut model = Model { data: old };
@@ -897,11 +850,7 @@ fn a_failed_run_in_a_large_folio_keeps_only_its_pages_dirty_and_loses_none() {
 
 #[test]
 fn a_handle_opened_after_an_error_was_reported_does_not_report_it_again() {
-    let c = TestCache::new()
-        .capacity(MIB)
-        .max_folio(16 * KIB)
-        .quiet()
-        .build();
+    let c = TestCache::bytes(MIB).max_folio(16 * KIB).quiet().build();
     let (f, b) = open_faulty(&c);
     f.write_all_at(&nonzero_bytes(20_000, 21), 0).unwrap();
     b.fail_nth(Op::Write, 1, libc::EIO);
@@ -919,11 +868,7 @@ fn a_handle_opened_after_an_error_was_reported_does_not_report_it_again() {
 fn scattered(seed: u64) -> (Cache, File, Faulty, Model) {
     let old = nonzero_bytes(2 * MIB, seed);
     let b = Arc::new(FaultyBacking::new(MemBacking::with_data(old.clone())));
-    let c = TestCache::new()
-        .capacity(8 * MIB)
-        .max_folio(2 * MIB)
-        .quiet()
-        .build();
+    let c = TestCache::bytes(8 * MIB).max_folio(2 * MIB).quiet().build();
     let f = c.open_backing(b.clone()).unwrap();
     assert_eq!(read_all(&f), old);
     let mut model = Model { data: old };

@@ -21,7 +21,7 @@ const MIB: usize = 1024 * KIB;
 
 #[test]
 fn memfile_holes_and_data() {
-    let c = TestCache::new().capacity(4 << 20).build();
+    let c = TestCache::bytes(4 << 20).build();
     let m = c.memfile("guest", 3 << 20).unwrap();
     m.write_at(&[7u8; 10000], 1 << 20).unwrap();
     let before = c.stats().folios;
@@ -37,7 +37,7 @@ fn memfile_holes_and_data() {
 
 #[test]
 fn a_memfile_hole_reads_zeros_and_allocates_nothing() {
-    let c = TestCache::new().capacity(MIB).max_folio(64 * KIB).build();
+    let c = TestCache::bytes(MIB).max_folio(64 * KIB).build();
     let f = c.memfile("holes", 64 * MIB as u64).unwrap();
     assert!(f.is_memfile());
     assert_eq!(f.len(), 64 * MIB as u64);
@@ -62,7 +62,7 @@ fn a_memfile_hole_reads_zeros_and_allocates_nothing() {
 
 #[test]
 fn a_memfile_takes_a_write_ending_exactly_at_i64_max() {
-    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
+    let c = TestCache::bytes(MIB).max_folio(16 * KIB).build();
     let f = c.memfile("edge", 0).unwrap();
     let last = i64::MAX as u64 - 1;
     f.write_all_at(b"z", last).unwrap();
@@ -78,10 +78,7 @@ fn a_memfile_takes_a_write_ending_exactly_at_i64_max() {
 
 #[test]
 fn memfile_set_len_and_punch_hole_free_memory_and_read_zeros() {
-    let c = TestCache::new()
-        .capacity(4 * MIB)
-        .max_folio(64 * KIB)
-        .build();
+    let c = TestCache::bytes(4 * MIB).max_folio(64 * KIB).build();
     let m = c.memfile("shrink", 0).unwrap();
     let data = nonzero_bytes(MIB + 999, 27);
     m.write_all_at(&data, 0).unwrap();
@@ -111,7 +108,7 @@ fn memfile_set_len_and_punch_hole_free_memory_and_read_zeros() {
 
 #[test]
 fn a_memfile_is_separate_from_other_memfiles_of_the_same_name() {
-    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
+    let c = TestCache::bytes(MIB).max_folio(16 * KIB).build();
     let a = c.memfile("same", 0).unwrap();
     let b = c.memfile("same", 0).unwrap();
     a.write_all_at(b"aaaa", 0).unwrap();
@@ -121,7 +118,7 @@ fn a_memfile_is_separate_from_other_memfiles_of_the_same_name() {
 
 #[test]
 fn memfile_clones_and_reopened_handles_share_the_data() {
-    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
+    let c = TestCache::bytes(MIB).max_folio(16 * KIB).build();
     let a = c.memfile("shared", 0).unwrap();
     let b = a.clone();
     let r = a.reopen();
@@ -135,7 +132,7 @@ fn memfile_clones_and_reopened_handles_share_the_data() {
 
 #[test]
 fn a_memfile_sync_succeeds_and_writes_nothing() {
-    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
+    let c = TestCache::bytes(MIB).max_folio(16 * KIB).build();
     let m = c.memfile("sync", 0).unwrap();
     m.write_all_at(&[9u8; 3 * PAGE], 0).unwrap();
     let before = c.stats();
@@ -154,7 +151,7 @@ fn a_memfile_sync_succeeds_and_writes_nothing() {
 fn memfile_data_is_never_evicted_by_read_pressure() {
     let other = nonzero_bytes(4 * MIB, 23);
     let tmp = TempPath::with_data("memfile-pressure", &other);
-    let c = TestCache::new().capacity(MIB).max_folio(64 * KIB).build();
+    let c = TestCache::bytes(MIB).max_folio(64 * KIB).build();
     let m = c.memfile("keep", 0).unwrap();
     let data = nonzero_bytes(256 * KIB + 17, 24);
     m.write_all_at(&data, 0).unwrap();
@@ -177,10 +174,7 @@ fn nothing_that_drops_clean_folios_drops_memfile_data() {
     // A memfile's folios are its only copy: uncached reads and writes,
     // DontNeed, NoReuse, shrink and reclaim must all leave them.
     use foliocache::{Advice, ReadFlags};
-    let c = TestCache::new()
-        .capacity(2 * MIB)
-        .max_folio(16 * KIB)
-        .build();
+    let c = TestCache::bytes(2 * MIB).max_folio(16 * KIB).build();
     let m = c.memfile("only-copy", 0).unwrap();
     let data = nonzero_bytes(300 * KIB, 38);
     m.write_at_flags(&data, 0, WriteFlags::DONTCACHE).unwrap();
@@ -206,10 +200,7 @@ fn nothing_that_drops_clean_folios_drops_memfile_data() {
 fn memfile_data_does_not_throttle_writers_of_other_files() {
     // A memfile's data can never be written back: it must not count
     // against the dirty limit, or every other writer would wait on it.
-    let c = TestCache::new()
-        .capacity(4 * MIB)
-        .max_folio(64 * KIB)
-        .build(); // dirty limit 2 MiB
+    let c = TestCache::bytes(4 * MIB).max_folio(64 * KIB).build(); // dirty limit 2 MiB
     let m = c.memfile("big", 0).unwrap();
     m.write_all_at(&nonzero_bytes(3 * MIB, 36), 0).unwrap();
     let tmp = TempPath::new("beside-memfile");
@@ -239,7 +230,7 @@ fn memfile_data_does_not_throttle_writers_of_other_files() {
 
 #[test]
 fn writing_more_than_the_capacity_to_a_memfile_fails_storage_full_and_the_cache_recovers() {
-    let c = TestCache::new().capacity(MIB).max_folio(64 * KIB).build();
+    let c = TestCache::bytes(MIB).max_folio(64 * KIB).build();
     let m = c.memfile("full", 0).unwrap();
     let chunk = nonzero_bytes(64 * KIB, 25);
     let mut written = 0u64;
@@ -286,10 +277,7 @@ fn writing_more_than_the_capacity_to_a_memfile_fails_storage_full_and_the_cache_
 fn writers_filling_a_memfile_stop_with_storage_full_and_keep_what_they_wrote() {
     let other = wcommon::nonzero_bytes(512 * KIB, 90);
     let tmp = TempPath::with_data("memfull-other", &other);
-    let c = TestCache::new()
-        .capacity(1024 * KIB)
-        .max_folio(16 * KIB)
-        .build();
+    let c = TestCache::bytes(1024 * KIB).max_folio(16 * KIB).build();
     let m = c.memfile("full", 0).unwrap();
     let g = c.open(&tmp.path).unwrap();
     let results = wcommon::within(HANG, "filling a memfile from two threads", move || {

@@ -21,7 +21,7 @@ const MIB: usize = 1024 * KIB;
 fn a_file_opened_read_only_refuses_writes() {
     let data = nonzero_bytes(10_000, 14);
     let tmp = TempPath::with_data("ro", &data);
-    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
+    let c = TestCache::bytes(MIB).max_folio(16 * KIB).build();
     for f in [
         c.open(&tmp.path).unwrap(),
         c.open_options().read(true).open(&tmp.path).unwrap(),
@@ -47,7 +47,7 @@ fn a_file_opened_read_only_refuses_writes() {
 #[test]
 fn a_file_opened_write_only_is_writable() {
     let tmp = TempPath::new("wronly");
-    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
+    let c = TestCache::bytes(MIB).max_folio(16 * KIB).build();
     let f = c
         .open_options()
         .write(true)
@@ -63,7 +63,7 @@ fn a_file_opened_write_only_is_writable() {
 #[test]
 fn a_read_only_handle_can_sync() {
     let tmp = TempPath::with_data("ro-sync", b"hello");
-    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
+    let c = TestCache::bytes(MIB).max_folio(16 * KIB).build();
     let f = c.open(&tmp.path).unwrap();
     f.sync_data().unwrap();
     f.sync_all().unwrap();
@@ -74,7 +74,7 @@ fn a_read_only_handle_can_sync() {
 fn append_writes_at_the_end_whatever_the_offset() {
     let data = nonzero_bytes(5000, 20);
     let tmp = TempPath::with_data("append", &data);
-    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
+    let c = TestCache::bytes(MIB).max_folio(16 * KIB).build();
     let f = c
         .open_options()
         .read(true)
@@ -100,10 +100,7 @@ fn concurrent_appends_each_land_whole_at_a_distinct_offset() {
     const REC: usize = 1000;
     const PER: usize = 200;
     let tmp = TempPath::new("append-mt");
-    let c = TestCache::new()
-        .capacity(512 * KIB)
-        .max_folio(16 * KIB)
-        .build();
+    let c = TestCache::bytes(512 * KIB).max_folio(16 * KIB).build();
     let f = c
         .open_options()
         .read(true)
@@ -153,7 +150,7 @@ fn concurrent_appends_each_land_whole_at_a_distinct_offset() {
 #[test]
 fn create_new_on_an_existing_path_fails_already_exists() {
     let tmp = TempPath::with_data("create-new", b"hello");
-    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
+    let c = TestCache::bytes(MIB).max_folio(16 * KIB).build();
     let e = c
         .open_options()
         .write(true)
@@ -178,7 +175,7 @@ fn create_new_on_an_existing_path_fails_already_exists() {
 #[test]
 fn without_create_a_missing_path_is_not_found() {
     let tmp = TempPath::new("missing");
-    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
+    let c = TestCache::bytes(MIB).max_folio(16 * KIB).build();
     let e = c
         .open_options()
         .read(true)
@@ -192,7 +189,7 @@ fn without_create_a_missing_path_is_not_found() {
 #[test]
 fn truncate_empties_an_existing_file() {
     let tmp = TempPath::with_data("truncate", &nonzero_bytes(50_000, 22));
-    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
+    let c = TestCache::bytes(MIB).max_folio(16 * KIB).build();
     let f = c
         .open_options()
         .read(true)
@@ -211,7 +208,7 @@ fn truncate_empties_an_existing_file() {
 #[test]
 fn mode_sets_the_permissions_of_a_created_file() {
     let tmp = TempPath::new("mode");
-    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
+    let c = TestCache::bytes(MIB).max_folio(16 * KIB).build();
     let _f = c
         .open_options()
         .write(true)
@@ -225,7 +222,7 @@ fn mode_sets_the_permissions_of_a_created_file() {
 
 #[test]
 fn open_options_refuse_the_combinations_std_refuses() {
-    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
+    let c = TestCache::bytes(MIB).max_folio(16 * KIB).build();
     let existing = TempPath::with_data("opts", b"keep");
     let fresh = TempPath::new("opts-fresh");
     // As std::fs::OpenOptions: no access mode; create or truncate without

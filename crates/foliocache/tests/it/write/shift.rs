@@ -37,8 +37,7 @@ fn a_collapse_inside_a_large_clean_folio_moves_the_data_behind_it() {
     // One aligned 1 MiB write makes large folios; synced, they are clean
     // and stay cached across the collapse point.
     let tmp = TempPath::with_data("shift-large", &[]);
-    let c = TestCache::new()
-        .capacity(16 * MIB as usize)
+    let c = TestCache::bytes(16 * MIB as usize)
         .max_folio(2 * MIB as usize)
         .build();
     let f = open_rw(&c, &tmp.path);
@@ -59,8 +58,7 @@ fn a_collapse_inside_a_large_clean_folio_moves_the_data_behind_it() {
 fn dirty_data_on_both_sides_is_written_and_moved() {
     let tmp = TempPath::with_data("shift-dirty", &nonzero_bytes(3 * MIB as usize, 2));
     // No background writeback: what is dirty stays so until the shift.
-    let c = TestCache::new()
-        .capacity(32 * MIB as usize)
+    let c = TestCache::bytes(32 * MIB as usize)
         .max_folio(256 * KIB as usize)
         .quiet()
         .build();
@@ -95,8 +93,7 @@ fn dirty_data_on_both_sides_is_written_and_moved() {
     drop(f);
     // A new cache reads what the backing holds.
     let f = open_rw(
-        &TestCache::new()
-            .capacity(8 * MIB as usize)
+        &TestCache::bytes(8 * MIB as usize)
             .max_folio(64 * KIB as usize)
             .build(),
         &tmp.path,
@@ -107,8 +104,7 @@ fn dirty_data_on_both_sides_is_written_and_moved() {
 #[test]
 fn bad_ranges_are_refused_and_change_nothing() {
     let tmp = TempPath::with_data("shift-bad", &nonzero_bytes(64 * KIB as usize, 8));
-    let c = TestCache::new()
-        .capacity(4 * MIB as usize)
+    let c = TestCache::bytes(4 * MIB as usize)
         .max_folio(64 * KIB as usize)
         .build();
     let f = open_rw(&c, &tmp.path);
@@ -155,8 +151,7 @@ fn bad_ranges_are_refused_and_change_nothing() {
 #[test]
 fn read_only_handles_and_memory_files_are_refused() {
     let tmp = TempPath::with_data("shift-ro", &nonzero_bytes(64 * KIB as usize, 10));
-    let c = TestCache::new()
-        .capacity(4 * MIB as usize)
+    let c = TestCache::bytes(4 * MIB as usize)
         .max_folio(64 * KIB as usize)
         .build();
     let ro = c.open(&tmp.path).unwrap();
@@ -187,8 +182,7 @@ fn faulty_file() -> (
     Arc<FaultyBacking<MemBacking>>,
     Model,
 ) {
-    let c = TestCache::new()
-        .capacity(8 * MIB as usize)
+    let c = TestCache::bytes(8 * MIB as usize)
         .max_folio(64 * KIB as usize)
         .quiet()
         .build();
@@ -258,8 +252,7 @@ impl Backing for MovesThenFails {
 
 #[test]
 fn after_a_backing_error_the_cache_serves_what_the_backing_holds() {
-    let c = TestCache::new()
-        .capacity(8 * MIB as usize)
+    let c = TestCache::bytes(8 * MIB as usize)
         .max_folio(64 * KIB as usize)
         .build();
     let b = Arc::new(MovesThenFails(MemBacking::new()));
@@ -324,8 +317,7 @@ fn reads_beside_shifts_see_each_page_before_or_after() {
     use std::sync::atomic::Ordering::SeqCst;
     const PAGES: u64 = 256;
     let tmp = TempPath::with_data("shift-stress", &tagged_pages(PAGES));
-    let c = TestCache::new()
-        .capacity(8 * MIB as usize)
+    let c = TestCache::bytes(8 * MIB as usize)
         .max_folio(64 * KIB as usize)
         .build();
     let f = open_rw(&c, &tmp.path);

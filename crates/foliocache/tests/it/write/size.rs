@@ -81,7 +81,7 @@ fn put_in_state(f: &File, model: &Model, state: State) {
 
 #[test]
 fn partial_write_reads_the_rest_and_shrink_zeroes() {
-    let c = TestCache::new().capacity(8 << 20).build();
+    let c = TestCache::bytes(8 << 20).build();
     let p = TempPath::new("smoke-b");
     std::fs::write(&p, vec![b'x'; 20000]).unwrap();
     let f = c.open_options().read(true).write(true).open(&p).unwrap();
@@ -102,7 +102,7 @@ fn partial_write_reads_the_rest_and_shrink_zeroes() {
 
 #[test]
 fn punch_hole_zeroes_exactly() {
-    let c = TestCache::new().capacity(8 << 20).build();
+    let c = TestCache::bytes(8 << 20).build();
     let p = TempPath::new("smoke-c");
     std::fs::write(&p, vec![b'y'; 40000]).unwrap();
     let f = c.open_options().read(true).write(true).open(&p).unwrap();
@@ -121,7 +121,7 @@ fn a_write_past_eof_inside_the_last_folio_extends_and_the_gap_reads_zeros() {
     let data = nonzero_bytes(5000, 2);
     for cached_first in [false, true] {
         let tmp = TempPath::with_data("past-eof", &data);
-        let c = TestCache::new().capacity(MIB).max_folio(64 * KIB).build();
+        let c = TestCache::bytes(MIB).max_folio(64 * KIB).build();
         let f = open_rw(&c, &tmp.path);
         if cached_first {
             // The last folio is cached, its bytes past EOF zero.
@@ -147,10 +147,7 @@ fn a_write_past_eof_inside_the_last_folio_extends_and_the_gap_reads_zeros() {
 fn a_write_folios_past_eof_extends_and_the_whole_gap_reads_zeros() {
     let data = nonzero_bytes(5000, 4);
     let tmp = TempPath::with_data("far-eof", &data);
-    let c = TestCache::new()
-        .capacity(512 * KIB)
-        .max_folio(64 * KIB)
-        .build();
+    let c = TestCache::bytes(512 * KIB).max_folio(64 * KIB).build();
     let f = open_rw(&c, &tmp.path);
     let far = 10 * MIB as u64 + 123;
     let buf = nonzero_bytes(7000, 5);
@@ -181,7 +178,7 @@ fn a_write_folios_past_eof_extends_and_the_whole_gap_reads_zeros() {
 
 #[test]
 fn a_read_past_the_new_eof_returns_zero_bytes_and_at_eof_is_short() {
-    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
+    let c = TestCache::bytes(MIB).max_folio(16 * KIB).build();
     let tmp = TempPath::new("short");
     let f = open_rw(&c, &tmp.path);
     assert_eq!(f.len(), 0);
@@ -198,7 +195,7 @@ fn a_read_past_the_new_eof_returns_zero_bytes_and_at_eof_is_short() {
 #[test]
 fn an_empty_write_changes_nothing_even_past_eof() {
     let tmp = TempPath::with_data("empty-write", b"hello");
-    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
+    let c = TestCache::bytes(MIB).max_folio(16 * KIB).build();
     let f = open_rw(&c, &tmp.path);
     assert_eq!(f.write_at(&[], 1 << 20).unwrap(), 0);
     assert_eq!(f.write_at_flags(&[], 3, WriteFlags::DONTCACHE).unwrap(), 0);
@@ -214,7 +211,7 @@ fn an_empty_write_changes_nothing_even_past_eof() {
 fn a_write_a_tebibyte_out_makes_a_sparse_file_of_that_size() {
     use std::os::unix::fs::FileExt;
     let tmp = TempPath::new("sparse-tib");
-    let c = TestCache::new().capacity(MIB).max_folio(64 * KIB).build();
+    let c = TestCache::bytes(MIB).max_folio(64 * KIB).build();
     let f = open_rw(&c, &tmp.path);
     let far = (1u64 << 40) - 3;
     f.write_all_at(b"0123456789", far).unwrap();
@@ -241,10 +238,7 @@ fn set_len_shrink_then_grow_reads_zeros_past_the_old_end_in_every_state() {
         for state in STATES {
             let data = nonzero_bytes(3 * PAGE + 100 + 64 * KIB, 6);
             let tmp = TempPath::with_data("shrink-grow", &data);
-            let c = TestCache::new()
-                .capacity(4 * MIB)
-                .max_folio(max_folio)
-                .build();
+            let c = TestCache::bytes(4 * MIB).max_folio(max_folio).build();
             let f = open_rw(&c, &tmp.path);
             let mut model = Model { data };
             put_in_state(&f, &model, state);
@@ -272,10 +266,7 @@ fn set_len_shrink_then_grow_reads_zeros_past_the_old_end_in_every_state() {
             assert_same(&format!("{what}: on disk"), &disk(&tmp.path), &model.data);
             // And from disk again, not from the cache.
             drop(f);
-            let c2 = TestCache::new()
-                .capacity(4 * MIB)
-                .max_folio(max_folio)
-                .build();
+            let c2 = TestCache::bytes(4 * MIB).max_folio(max_folio).build();
             let f2 = open_rw(&c2, &tmp.path);
             assert_same(&format!("{what}: reopened"), &read_all(&f2), &model.data);
         }
@@ -286,7 +277,7 @@ fn set_len_shrink_then_grow_reads_zeros_past_the_old_end_in_every_state() {
 fn set_len_shrink_of_a_memory_backing_truncates_it() {
     let data = nonzero_bytes(40_000, 7);
     let b = Arc::new(FaultyBacking::new(MemBacking::with_data(data.clone())));
-    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
+    let c = TestCache::bytes(MIB).max_folio(16 * KIB).build();
     let f = c.open_backing(b.clone()).unwrap();
     assert!(f.is_writable(), "open_backing files are writable");
     f.write_all_at(&[1u8; 1000], 30_000).unwrap();
@@ -315,10 +306,7 @@ fn punch_hole_at_unaligned_offsets_zeroes_exactly_the_range_in_every_state() {
             for &(off, len) in &holes {
                 let data = nonzero_bytes(size, off ^ len);
                 let tmp = TempPath::with_data("punch", &data);
-                let c = TestCache::new()
-                    .capacity(4 * MIB)
-                    .max_folio(max_folio)
-                    .build();
+                let c = TestCache::bytes(4 * MIB).max_folio(max_folio).build();
                 let f = open_rw(&c, &tmp.path);
                 let mut model = Model { data };
                 put_in_state(&f, &model, state);
@@ -344,7 +332,7 @@ fn punch_hole_at_unaligned_offsets_zeroes_exactly_the_range_in_every_state() {
 fn punch_hole_past_eof_changes_nothing() {
     let data = nonzero_bytes(10_000, 8);
     let tmp = TempPath::with_data("punch-past", &data);
-    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
+    let c = TestCache::bytes(MIB).max_folio(16 * KIB).build();
     let f = open_rw(&c, &tmp.path);
     f.punch_hole(10_000, 1 << 20).unwrap();
     f.punch_hole(1 << 30, 5).unwrap();
@@ -358,8 +346,7 @@ fn punch_hole_past_eof_changes_nothing() {
 fn punch_hole_drops_the_cached_folios_inside_the_range() {
     let data = nonzero_bytes(64 * PAGE, 9);
     let tmp = TempPath::with_data("punch-drop", &data);
-    let c = TestCache::new()
-        .capacity(4 * MIB)
+    let c = TestCache::bytes(4 * MIB)
         .max_folio(PAGE)
         .no_readahead()
         .build();
@@ -379,7 +366,7 @@ fn punch_hole_drops_the_cached_folios_inside_the_range() {
 #[test]
 fn a_write_ending_past_i64_max_is_file_too_large_and_changes_nothing() {
     let tmp = TempPath::new("too-large");
-    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
+    let c = TestCache::bytes(MIB).max_folio(16 * KIB).build();
     let f = open_rw(&c, &tmp.path);
     f.write_all_at(b"abc", 0).unwrap();
     let max = i64::MAX as u64;
@@ -405,7 +392,7 @@ fn a_write_ending_past_i64_max_is_file_too_large_and_changes_nothing() {
 #[test]
 fn set_len_past_i64_max_fails_and_keeps_the_size() {
     let tmp = TempPath::with_data("set-len-max", b"hello");
-    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
+    let c = TestCache::bytes(MIB).max_folio(16 * KIB).build();
     let f = open_rw(&c, &tmp.path);
     assert!(f.set_len(i64::MAX as u64 + 1).is_err());
     assert!(f.set_len(u64::MAX).is_err());
@@ -424,7 +411,7 @@ fn set_len_past_i64_max_fails_and_keeps_the_size() {
 #[test]
 fn a_write_past_the_filesystems_largest_file_fails_at_once_as_the_kernels() {
     use std::os::unix::fs::FileExt;
-    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
+    let c = TestCache::bytes(MIB).max_folio(16 * KIB).build();
     let tmp = TempPath::with_data("efbig", b"data");
     let plain = TempPath::new("efbig-plain");
     let kernel = std::fs::File::create(&plain.path).unwrap();
@@ -460,10 +447,7 @@ fn readers_racing_shrink_punch_and_rewrite_see_no_stale_version() {
     const SIZE: u64 = 300_000;
     const R: usize = 7; // the region's id in `pat`
     let tmp = TempPath::new("race-shrink");
-    let c = TestCache::new()
-        .capacity(512 * KIB)
-        .max_folio(16 * KIB)
-        .build();
+    let c = TestCache::bytes(512 * KIB).max_folio(16 * KIB).build();
     let f = open_rw(&c, &tmp.path);
     f.write_all_at(&(0..SIZE).map(|o| pat(R, 0, o)).collect::<Vec<u8>>(), 0)
         .unwrap();
@@ -573,15 +557,14 @@ fn partial_writes_and_reads_in_a_hole_while_a_sync_extends_the_backing_do_not_fa
     // Without readahead (the reader's own read) and with it (windows read
     // by the IO engine).
     hole_race(
-        TestCache::new()
-            .capacity(4 << 20)
+        TestCache::bytes(4 << 20)
             .max_folio(4096)
             .no_readahead()
             .build(),
         stress_secs(),
     );
     hole_race(
-        TestCache::new().capacity(4 << 20).max_folio(4096).build(),
+        TestCache::bytes(4 << 20).max_folio(4096).build(),
         stress_secs(),
     );
 }

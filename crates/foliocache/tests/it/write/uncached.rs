@@ -20,7 +20,7 @@ const MIB: usize = 1024 * KIB;
 
 #[test]
 fn dontcache_write_leaves_nothing_new() {
-    let c = TestCache::new().capacity(8 << 20).build();
+    let c = TestCache::bytes(8 << 20).build();
     let p = TempPath::new("smoke-d");
     let f = open_rw(&c, &p.path);
     f.write_at_flags(&[5u8; 1 << 20], 0, WriteFlags::DONTCACHE)
@@ -34,8 +34,7 @@ fn an_uncached_write_leaves_none_of_the_folios_it_created_cached() {
     for max_folio in [PAGE, 64 * KIB] {
         let old = nonzero_bytes(32 * PAGE, 15);
         let tmp = TempPath::with_data("dontcache-new", &old);
-        let c = TestCache::new()
-            .capacity(4 * MIB)
+        let c = TestCache::bytes(4 * MIB)
             .max_folio(max_folio)
             .no_readahead()
             .build();
@@ -72,8 +71,7 @@ fn an_uncached_write_leaves_none_of_the_folios_it_created_cached() {
 fn an_uncached_write_keeps_the_folios_that_were_cached_before() {
     let old = nonzero_bytes(32 * PAGE, 17);
     let tmp = TempPath::with_data("dontcache-old", &old);
-    let c = TestCache::new()
-        .capacity(4 * MIB)
+    let c = TestCache::bytes(4 * MIB)
         .max_folio(PAGE)
         .no_readahead()
         .build();
@@ -116,7 +114,7 @@ fn an_uncached_write_larger_than_the_cache_succeeds_and_leaves_nothing_cached() 
     // kernel).
     for max_folio in [PAGE, 64 * KIB] {
         let b = Arc::new(FaultyBacking::new(MemBacking::new()));
-        let c = TestCache::new().capacity(MIB).max_folio(max_folio).build();
+        let c = TestCache::bytes(MIB).max_folio(max_folio).build();
         let f = c.open_backing(b.clone()).unwrap();
         let data = nonzero_bytes(2 * MIB + 7, 28);
         let what = format!("2 MiB uncached write into a 1 MiB cache, max folio {max_folio}");
@@ -141,11 +139,7 @@ fn an_uncached_write_into_a_large_folio_leaves_its_other_dirty_pages_dirty() {
     // back its own range: page 10 must still be written by the next sync.
     let old = nonzero_bytes(2 * MIB, 44);
     let b = Arc::new(FaultyBacking::new(MemBacking::with_data(old.clone())));
-    let c = TestCache::new()
-        .capacity(8 * MIB)
-        .max_folio(2 * MIB)
-        .quiet()
-        .build();
+    let c = TestCache::bytes(8 * MIB).max_folio(2 * MIB).quiet().build();
     let f = c.open_backing(b.clone()).unwrap();
     assert_eq!(read_all(&f), old);
     let mut model = Model { data: old };
@@ -178,8 +172,7 @@ fn an_uncached_write_into_a_large_folio_leaves_its_other_dirty_pages_dirty() {
 #[test]
 fn a_cached_write_after_an_uncached_one_is_cached() {
     let tmp = TempPath::new("dontcache-then-cached");
-    let c = TestCache::new()
-        .capacity(4 * MIB)
+    let c = TestCache::bytes(4 * MIB)
         .max_folio(PAGE)
         .no_readahead()
         .build();

@@ -18,7 +18,7 @@ const MIB: usize = 1024 * KIB;
 
 #[test]
 fn write_read_sync_reaches_the_file() {
-    let c = TestCache::new().capacity(8 << 20).build();
+    let c = TestCache::bytes(8 << 20).build();
     let p = TempPath::new("smoke-a");
     let f = open_rw(&c, &p.path);
     let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 + 3) as u8).collect();
@@ -46,8 +46,7 @@ fn a_write_across_new_and_cached_small_folios_lands_every_byte_in_place() {
     for max_folio in [PAGE, 16 * KIB] {
         let data = nonzero_bytes(3 * MIB, 7);
         let tmp = TempPath::with_data("runs", &data);
-        let c = TestCache::new()
-            .capacity(8 * MIB)
+        let c = TestCache::bytes(8 * MIB)
             .max_folio(max_folio)
             .no_readahead()
             .build();
@@ -77,8 +76,7 @@ fn a_partial_folio_write_reads_the_rest_of_the_folio_first() {
     for max_folio in [PAGE, 64 * KIB] {
         let data = nonzero_bytes(256 * KIB, 1);
         let tmp = TempPath::with_data("partial", &data);
-        let c = TestCache::new()
-            .capacity(4 * MIB)
+        let c = TestCache::bytes(4 * MIB)
             .max_folio(max_folio)
             .no_readahead()
             .build();
@@ -120,10 +118,7 @@ fn a_partial_folio_write_reads_the_rest_of_the_folio_first() {
 
 #[test]
 fn one_folio_at_a_time_writes_the_same_bytes() {
-    let c = TestCache::new()
-        .capacity(8 << 20)
-        .max_folio(64 << 10)
-        .build();
+    let c = TestCache::bytes(8 << 20).max_folio(64 << 10).build();
     let m = c.memfile("single", 0).unwrap();
     m.set_write_insert(foliocache::internals::Insert::Single);
     assert_eq!(m.write_insert(), foliocache::internals::Insert::Single);
@@ -148,7 +143,7 @@ fn file_ext_reads_and_writes_through_the_cache() {
         f.read_exact_at(&mut back, 5000)?;
         Ok(back)
     }
-    let c = TestCache::new().capacity(4 << 20).build();
+    let c = TestCache::bytes(4 << 20).build();
     let path = TempPath::new("smoke-file_ext");
     let f = open_rw(&c, &path.path);
     assert_eq!(roundtrip(&f).unwrap(), b"through FileExt");
@@ -176,7 +171,7 @@ fn writes_through_a_buffered_fallback_backing_reach_the_file() {
     )
     .unwrap();
     assert!(!inner.is_direct());
-    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
+    let c = TestCache::bytes(MIB).max_folio(16 * KIB).build();
     let f = c.open_backing(inner).unwrap();
     let mut model = Model { data: old };
     let a = nonzero_bytes(70_001, 43);

@@ -27,7 +27,7 @@ const MIB: usize = 1024 * KIB;
 
 #[test]
 fn every_open_of_a_file_shares_one_mapping() {
-    let c = TestCache::new().capacity(8 << 20).build();
+    let c = TestCache::bytes(8 << 20).build();
     let p = TempPath::new("smoke-e");
     std::fs::write(&p, vec![b'a'; 10000]).unwrap();
     // Read-only first: its folios are cached.
@@ -66,7 +66,7 @@ fn every_open_of_a_file_shares_one_mapping() {
 fn two_opens_of_one_path_in_one_cache_see_each_others_writes() {
     let data = nonzero_bytes(100_000, 30);
     let tmp = TempPath::with_data("two-opens", &data);
-    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
+    let c = TestCache::bytes(MIB).max_folio(16 * KIB).build();
     // A read-only handle first, with the data cached.
     let r = c.open(&tmp.path).unwrap();
     assert_eq!(read_all(&r), data);
@@ -118,7 +118,7 @@ fn two_opens_of_one_path_in_one_cache_see_each_others_writes() {
 fn an_open_with_truncate_empties_the_file_for_handles_already_open() {
     let data = nonzero_bytes(30_000, 31);
     let tmp = TempPath::with_data("trunc-shared", &data);
-    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
+    let c = TestCache::bytes(MIB).max_folio(16 * KIB).build();
     let f = open_rw(&c, &tmp.path);
     assert_eq!(read_all(&f), data);
     f.write_all_at(b"dirty", 10).unwrap();
@@ -139,7 +139,7 @@ fn an_open_with_truncate_empties_the_file_for_handles_already_open() {
 fn a_path_replaced_on_disk_opens_the_new_file_not_the_open_one() {
     // Opens share a file by its identity (device, inode), not its name.
     let tmp = TempPath::with_data("replaced", b"old file");
-    let c = TestCache::new().capacity(MIB).max_folio(16 * KIB).build();
+    let c = TestCache::bytes(MIB).max_folio(16 * KIB).build();
     let f = open_rw(&c, &tmp.path);
     f.write_all_at(b"OLD", 0).unwrap(); // dirty in the cache
     std::fs::remove_file(&tmp.path).unwrap();
@@ -176,10 +176,7 @@ fn threads_opening_and_closing_one_path_see_their_own_writes() {
     const THREADS: usize = 4;
     const REGION: u64 = 30_001;
     let tmp = TempPath::with_data("open-close", &vec![0u8; THREADS * REGION as usize]);
-    let c = TestCache::new()
-        .capacity(512 * KIB)
-        .max_folio(16 * KIB)
-        .build();
+    let c = TestCache::bytes(512 * KIB).max_folio(16 * KIB).build();
     let stop = Arc::new(AtomicBool::new(false));
     let run = stress_secs();
     let threads: Vec<_> = (0..THREADS)

@@ -248,7 +248,7 @@ fn run_file(cap: usize, folio: usize, insert: Insert, initial: usize, ops: &[Op]
         f
     };
     let tmp = TempPath::with_data("model", &nonzero_bytes(initial, initial as u64));
-    let cache = TestCache::new().capacity(cap).max_folio(folio).build();
+    let cache = TestCache::bytes(cap).max_folio(folio).build();
     let file = open(&cache, &tmp.path);
     let mut r = Run {
         cap,
@@ -336,7 +336,7 @@ fn run_file(cap: usize, folio: usize, insert: Insert, initial: usize, ops: &[Op]
                 r.files.clear();
                 r.check_disk(&tmp.path, &format!("{what}: after dropping the handles"));
                 if new_cache {
-                    r.cache = TestCache::new().capacity(cap).max_folio(folio).build();
+                    r.cache = TestCache::bytes(cap).max_folio(folio).build();
                 }
                 r.files.push(open(&r.cache, &tmp.path));
             }
@@ -392,7 +392,7 @@ proptest! {
 fn run_memfile(folio: usize, initial: u64, ops: &[Op]) {
     // Room for the largest file the ops can make, in the largest folios,
     // so nothing here is StorageFull (`write::memfile` covers it).
-    let cache = TestCache::new().capacity(16 * MIB).max_folio(folio).build();
+    let cache = TestCache::bytes(16 * MIB).max_folio(folio).build();
     let mut f = cache.memfile("model", initial).unwrap();
     assert!(f.is_memfile() && f.is_writable());
     let mut model = Model::default();
@@ -617,7 +617,7 @@ fn run_threads(
     let n = per_thread.len();
     let initial = nonzero_bytes(total as usize, total);
     let tmp = TempPath::with_data("model-mt", &initial);
-    let cache = TestCache::new().capacity(cap).max_folio(folio).build();
+    let cache = TestCache::bytes(cap).max_folio(folio).build();
     let f = if memfile {
         let f = cache.memfile("model-mt", 0).unwrap();
         f.write_all_at(&initial, 0).unwrap();

@@ -240,10 +240,7 @@ fn stress(tag: &str, capacity: usize, max_folio: usize, writers: usize, dontcach
     initial.extend(&punch.data);
     initial.extend(&tail.data);
     let tmp = TempPath::with_data(tag, &initial);
-    let c = TestCache::new()
-        .capacity(capacity)
-        .max_folio(max_folio)
-        .build();
+    let c = TestCache::bytes(capacity).max_folio(max_folio).build();
     let f = open_rw(&c, &tmp.path);
     let readers = 2;
     let threads = writers + readers + 2;
@@ -399,10 +396,7 @@ fn writers_readers_truncate_punch_and_sync_in_one_2_mib_folio() {
 #[test]
 fn concurrent_writes_in_a_small_cache_make_no_read_or_write_fail() {
     let tmp = TempPath::with_data("small-cache", &wcommon::nonzero_bytes(1 << 20, 1));
-    let c = TestCache::new()
-        .capacity(256 * KIB)
-        .max_folio(64 * KIB)
-        .build();
+    let c = TestCache::bytes(256 * KIB).max_folio(64 * KIB).build();
     let f = open_rw(&c, &tmp.path);
     let stop = Arc::new(AtomicBool::new(false));
     let run = stress_secs();
@@ -455,10 +449,7 @@ fn concurrent_writes_in_a_small_cache_make_no_read_or_write_fail() {
 fn writers_racing_to_create_the_same_folios_never_fail() {
     const SPAN: u64 = 1 << 20;
     let tmp = TempPath::new("race-create");
-    let c = TestCache::new()
-        .capacity(512 * KIB)
-        .max_folio(16 * KIB)
-        .build();
+    let c = TestCache::bytes(512 * KIB).max_folio(16 * KIB).build();
     let f = open_rw(&c, &tmp.path);
     f.set_len(SPAN).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
@@ -552,7 +543,7 @@ fn chaos_on_one_range_ends_with_the_cache_and_the_disk_agreeing() {
     for (cap, folio) in [(256 * KIB, 16 * KIB), (1024 * KIB, 64 * KIB)] {
         const SPAN: u64 = 512 * 1024;
         let tmp = TempPath::new("chaos");
-        let c = TestCache::new().capacity(cap).max_folio(folio).build();
+        let c = TestCache::bytes(cap).max_folio(folio).build();
         let f = open_rw(&c, &tmp.path);
         let stop = Arc::new(AtomicBool::new(false));
         let threads: Vec<_> = (0..4u64)
@@ -615,7 +606,7 @@ fn chaos_on_one_range_ends_with_the_cache_and_the_disk_agreeing() {
             &cached,
         );
         // A new cache over the same path: the same file.
-        let fresh = TestCache::new().capacity(cap).max_folio(folio).build();
+        let fresh = TestCache::bytes(cap).max_folio(folio).build();
         let g = fresh.open(&tmp.path).unwrap();
         assert_same(&format!("{what}: a new cache"), &read_all(&g), &cached);
     }

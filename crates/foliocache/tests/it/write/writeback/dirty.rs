@@ -23,11 +23,7 @@ const MIB: usize = 1024 * KIB;
 fn cachestat_and_stats_count_dirty_pages_and_drop_to_zero_after_sync() {
     let tmp = TempPath::new("figures");
     // No background flushing below the capacity: the counts stay put.
-    let c = TestCache::new()
-        .capacity(4 * MIB)
-        .max_folio(PAGE)
-        .quiet()
-        .build();
+    let c = TestCache::bytes(4 * MIB).max_folio(PAGE).quiet().build();
     let f = open_rw(&c, &tmp.path);
     let before = c.stats();
     f.write_all_at(&nonzero_bytes(10 * PAGE, 10), 0).unwrap();
@@ -53,11 +49,7 @@ fn cachestat_and_stats_count_dirty_pages_and_drop_to_zero_after_sync() {
 
 #[test]
 fn dropping_dirty_folios_by_set_len_or_punch_uncounts_them() {
-    let c = TestCache::new()
-        .capacity(4 * MIB)
-        .max_folio(PAGE)
-        .quiet()
-        .build();
+    let c = TestCache::bytes(4 * MIB).max_folio(PAGE).quiet().build();
     let b = Arc::new(FaultyBacking::new(MemBacking::new()));
     let f = c.open_backing(b.clone()).unwrap();
     f.write_all_at(&nonzero_bytes(20 * PAGE, 35), 0).unwrap();
@@ -77,11 +69,7 @@ fn dropping_dirty_folios_by_set_len_or_punch_uncounts_them() {
 #[test]
 fn sync_writes_a_contiguous_dirty_run_as_one_io_and_separate_runs_as_separate_ios() {
     let b = Arc::new(FaultyBacking::new(MemBacking::new()));
-    let c = TestCache::new()
-        .capacity(4 * MIB)
-        .max_folio(PAGE)
-        .quiet()
-        .build();
+    let c = TestCache::bytes(4 * MIB).max_folio(PAGE).quiet().build();
     let f = c.open_backing(b.clone()).unwrap();
     f.write_all_at(&nonzero_bytes(40 * PAGE, 11), 0).unwrap();
     f.sync_data().unwrap();
@@ -100,7 +88,7 @@ fn sync_writes_a_contiguous_dirty_run_as_one_io_and_separate_runs_as_separate_io
 
 #[test]
 fn a_large_folio_written_in_two_places_writes_back_only_those_pages() {
-    let c = TestCache::new().capacity(16 << 20).build();
+    let c = TestCache::bytes(16 << 20).build();
     let p = TempPath::new("smoke-g");
     std::fs::write(&p, vec![b'q'; 4 << 20]).unwrap();
     let f = c.open_options().read(true).write(true).open(&p).unwrap();
@@ -131,11 +119,7 @@ fn a_large_folio_written_in_two_places_writes_back_only_those_pages() {
 fn a_large_folio_written_in_a_few_places_writes_back_only_those_pages() {
     let old = nonzero_bytes(2 * MIB, 41);
     let b = Arc::new(FaultyBacking::new(MemBacking::with_data(old.clone())));
-    let c = TestCache::new()
-        .capacity(8 * MIB)
-        .max_folio(2 * MIB)
-        .quiet()
-        .build();
+    let c = TestCache::bytes(8 * MIB).max_folio(2 * MIB).quiet().build();
     let f = c.open_backing(b.clone()).unwrap();
     assert_eq!(read_all(&f), old);
     b.reset_stats();
@@ -166,10 +150,7 @@ fn a_large_folio_written_in_a_few_places_writes_back_only_those_pages() {
 
 #[test]
 fn a_write_larger_than_the_cache_is_throttled_not_failed() {
-    let c = TestCache::new()
-        .capacity(8 << 20)
-        .dirty_limit(2 << 20)
-        .build();
+    let c = TestCache::bytes(8 << 20).dirty_limit(2 << 20).build();
     let p = TempPath::new("smoke-f");
     let f = open_rw(&c, &p.path);
     let data: Vec<u8> = (0..(40u32 << 20))
@@ -191,7 +172,7 @@ fn a_write_larger_than_the_cache_is_throttled_not_failed() {
 fn a_plain_write_larger_than_the_cache_succeeds() {
     for max_folio in [PAGE, 64 * KIB] {
         let b = Arc::new(FaultyBacking::new(MemBacking::new()));
-        let c = TestCache::new().capacity(MIB).max_folio(max_folio).build();
+        let c = TestCache::bytes(MIB).max_folio(max_folio).build();
         let f = c.open_backing(b.clone()).unwrap();
         let data = nonzero_bytes(3 * MIB + 7, 29);
         f.write_all_at(&data, 0).unwrap();
@@ -204,8 +185,7 @@ fn a_plain_write_larger_than_the_cache_succeeds() {
 #[test]
 fn a_writer_never_runs_far_past_the_dirty_limit() {
     let limit = 128 * KIB;
-    let c = TestCache::new()
-        .capacity(4 * MIB)
+    let c = TestCache::bytes(4 * MIB)
         .max_folio(16 * KIB)
         .dirty_limit(limit)
         .dirty_background(limit / 2)
@@ -239,8 +219,7 @@ fn small_writes_into_large_folios_are_not_throttled_below_the_dirty_limit() {
     // 256 KiB limit: nobody waits (a count of whole folios would say 64 MiB).
     let old = nonzero_bytes(2 * MIB, 47);
     let b = Arc::new(FaultyBacking::new(MemBacking::with_data(old.clone())));
-    let c = TestCache::new()
-        .capacity(8 * MIB)
+    let c = TestCache::bytes(8 * MIB)
         .max_folio(2 * MIB)
         .dirty_limit(256 * KIB)
         .dirty_background(256 * KIB)
@@ -264,8 +243,7 @@ fn small_writes_into_large_folios_are_not_throttled_below_the_dirty_limit() {
 #[test]
 fn the_flusher_writes_back_above_the_background_threshold_without_a_sync() {
     let background = 64 * KIB;
-    let c = TestCache::new()
-        .capacity(4 * MIB)
+    let c = TestCache::bytes(4 * MIB)
         .max_folio(16 * KIB)
         .dirty_limit(4 * MIB)
         .dirty_background(background)
@@ -295,10 +273,7 @@ fn the_flusher_writes_back_above_the_background_threshold_without_a_sync() {
 
 #[test]
 fn dirty_data_below_the_background_threshold_is_written_within_the_flush_interval() {
-    let c = TestCache::new()
-        .capacity(4 * MIB)
-        .max_folio(16 * KIB)
-        .build();
+    let c = TestCache::bytes(4 * MIB).max_folio(16 * KIB).build();
     let b = Arc::new(FaultyBacking::new(MemBacking::new()));
     let f = c.open_backing(b.clone()).unwrap();
     let data = nonzero_bytes(10_000, 34);
@@ -322,7 +297,7 @@ fn dirty_folios_are_written_back_before_reclaim_evicts_them() {
     let other = nonzero_bytes(4 * MIB, 12);
     let other_tmp = TempPath::with_data("pressure-other", &other);
     let tmp = TempPath::new("pressure-dirty");
-    let c = TestCache::new().capacity(MIB).max_folio(64 * KIB).build();
+    let c = TestCache::bytes(MIB).max_folio(64 * KIB).build();
     let f = open_rw(&c, &tmp.path);
     let data = nonzero_bytes(600 * KIB + 5, 13);
     f.write_all_at(&data, 0).unwrap();
@@ -340,8 +315,7 @@ fn dont_need_keeps_dirty_folios_and_drops_clean_ones() {
     use foliocache::Advice;
     let old = nonzero_bytes(32 * PAGE, 39);
     let tmp = TempPath::with_data("dontneed-dirty", &old);
-    let c = TestCache::new()
-        .capacity(4 * MIB)
+    let c = TestCache::bytes(4 * MIB)
         .max_folio(PAGE)
         .no_readahead()
         .build();

@@ -71,8 +71,7 @@ fn scattered_dirty_pages_are_written_side_by_side_on_the_pool() {
     // Small folios (one run each, batched) and large ones (one run with
     // scattered dirty pages).
     for max_folio in [PAGE, 64 * KIB] {
-        let c = TestCache::new()
-            .capacity(8 * MIB)
+        let c = TestCache::bytes(8 * MIB)
             .max_folio(max_folio)
             .quiet()
             .build();
@@ -98,8 +97,7 @@ fn scattered_dirty_pages_are_written_side_by_side_on_the_pool() {
 #[test]
 fn a_failed_write_on_the_pool_reaches_the_sync_and_only_its_pages_stay_dirty() {
     for max_folio in [PAGE, 64 * KIB] {
-        let c = TestCache::new()
-            .capacity(8 * MIB)
+        let c = TestCache::bytes(8 * MIB)
             .max_folio(max_folio)
             .quiet()
             .build();
@@ -129,11 +127,7 @@ fn a_failed_write_on_the_pool_reaches_the_sync_and_only_its_pages_stay_dirty() {
 
 #[test]
 fn a_failed_write_on_the_pool_at_close_keeps_the_data_for_cache_sync_all() {
-    let c = TestCache::new()
-        .capacity(8 * MIB)
-        .max_folio(PAGE)
-        .quiet()
-        .build();
+    let c = TestCache::bytes(8 * MIB).max_folio(PAGE).quiet().build();
     let b = InFlight::new();
     let f = c.open_backing(b.clone()).unwrap();
     let model = write_scattered(&f, 32, 3);
@@ -150,8 +144,7 @@ fn a_failed_write_on_the_pool_at_close_keeps_the_data_for_cache_sync_all() {
 
 #[test]
 fn many_files_writing_back_at_once_all_finish_and_keep_their_errors_apart() {
-    let c = TestCache::new()
-        .capacity(8 * MIB)
+    let c = TestCache::bytes(8 * MIB)
         .max_folio(16 * KIB)
         .quiet()
         .build();

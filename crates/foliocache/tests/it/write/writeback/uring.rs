@@ -46,8 +46,7 @@ fn scattered_dirty_pages_go_out_together_through_the_ring() {
     for max_folio in [PAGE, 64 * KIB] {
         let Some(c) = with_uring(
             // Writes back only when asked.
-            TestCache::new()
-                .capacity(8 * MIB)
+            TestCache::bytes(8 * MIB)
                 .max_folio(max_folio)
                 .quiet()
                 .build(),
@@ -110,11 +109,7 @@ impl Backing for ReadOnlyRing {
 fn a_write_the_kernel_fails_in_the_ring_reaches_the_sync_and_its_pages_stay_dirty() {
     let Some(c) = with_uring(
         // Writes back only when asked.
-        TestCache::new()
-            .capacity(8 * MIB)
-            .max_folio(PAGE)
-            .quiet()
-            .build(),
+        TestCache::bytes(8 * MIB).max_folio(PAGE).quiet().build(),
         "a_write_the_kernel_fails_in_the_ring",
     ) else {
         return;
@@ -155,8 +150,7 @@ fn a_write_the_kernel_fails_in_the_ring_reaches_the_sync_and_its_pages_stay_dirt
 fn writers_and_syncs_of_many_files_at_once_all_land() {
     let Some(c) = with_uring(
         // Writes back only when asked.
-        TestCache::new()
-            .capacity(8 * MIB)
+        TestCache::bytes(8 * MIB)
             .max_folio(16 * KIB)
             .quiet()
             .build(),
