@@ -82,7 +82,7 @@ fn put_in_state(f: &File, model: &Model, state: State) {
 #[test]
 fn partial_write_reads_the_rest_and_shrink_zeroes() {
     let c = TestCache::bytes(8 << 20).build();
-    let p = TempPath::new("smoke-b");
+    let p = TempPath::new("partial-shrink");
     std::fs::write(&p, vec![b'x'; 20000]).unwrap();
     let f = c.open_options().read(true).write(true).open(&p).unwrap();
     f.write_at(b"hello", 5000).unwrap();
@@ -103,7 +103,7 @@ fn partial_write_reads_the_rest_and_shrink_zeroes() {
 #[test]
 fn punch_hole_zeroes_exactly() {
     let c = TestCache::bytes(8 << 20).build();
-    let p = TempPath::new("smoke-c");
+    let p = TempPath::new("punch-exact");
     std::fs::write(&p, vec![b'y'; 40000]).unwrap();
     let f = c.open_options().read(true).write(true).open(&p).unwrap();
     f.punch_hole(1000, 20000).unwrap();

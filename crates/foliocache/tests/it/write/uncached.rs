@@ -21,7 +21,7 @@ const MIB: usize = 1024 * KIB;
 #[test]
 fn dontcache_write_leaves_nothing_new() {
     let c = TestCache::bytes(8 << 20).build();
-    let p = TempPath::new("smoke-d");
+    let p = TempPath::new("dontcache-nothing-new");
     let f = open_rw(&c, &p.path);
     f.write_at_flags(&[5u8; 1 << 20], 0, WriteFlags::DONTCACHE)
         .unwrap();

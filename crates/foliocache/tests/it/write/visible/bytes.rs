@@ -19,7 +19,7 @@ const MIB: usize = 1024 * KIB;
 #[test]
 fn write_read_sync_reaches_the_file() {
     let c = TestCache::bytes(8 << 20).build();
-    let p = TempPath::new("smoke-a");
+    let p = TempPath::new("write-read-sync");
     let f = open_rw(&c, &p.path);
     let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 + 3) as u8).collect();
     assert_eq!(f.write_at(&data, 12345).unwrap(), data.len());
@@ -144,7 +144,7 @@ fn file_ext_reads_and_writes_through_the_cache() {
         Ok(back)
     }
     let c = TestCache::bytes(4 << 20).build();
-    let path = TempPath::new("smoke-file_ext");
+    let path = TempPath::new("file-ext");
     let f = open_rw(&c, &path.path);
     assert_eq!(roundtrip(&f).unwrap(), b"through FileExt");
     f.sync_all().unwrap();

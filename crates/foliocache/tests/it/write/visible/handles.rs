@@ -28,7 +28,7 @@ const MIB: usize = 1024 * KIB;
 #[test]
 fn every_open_of_a_file_shares_one_mapping() {
     let c = TestCache::bytes(8 << 20).build();
-    let p = TempPath::new("smoke-e");
+    let p = TempPath::new("every-open");
     std::fs::write(&p, vec![b'a'; 10000]).unwrap();
     // Read-only first: its folios are cached.
     let r = c.open(&p).unwrap();

@@ -89,7 +89,7 @@ fn sync_writes_a_contiguous_dirty_run_as_one_io_and_separate_runs_as_separate_io
 #[test]
 fn a_large_folio_written_in_two_places_writes_back_only_those_pages() {
     let c = TestCache::bytes(16 << 20).build();
-    let p = TempPath::new("smoke-g");
+    let p = TempPath::new("large-folio-two-places");
     std::fs::write(&p, vec![b'q'; 4 << 20]).unwrap();
     let f = c.open_options().read(true).write(true).open(&p).unwrap();
     // Cached in large folios by a read.
@@ -151,7 +151,7 @@ fn a_large_folio_written_in_a_few_places_writes_back_only_those_pages() {
 #[test]
 fn a_write_larger_than_the_cache_is_throttled_not_failed() {
     let c = TestCache::bytes(8 << 20).dirty_limit(2 << 20).build();
-    let p = TempPath::new("smoke-f");
+    let p = TempPath::new("throttled");
     let f = open_rw(&c, &p.path);
     let data: Vec<u8> = (0..(40u32 << 20))
         .map(|i| (i >> 12) as u8 ^ i as u8)
