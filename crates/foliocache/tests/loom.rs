@@ -39,8 +39,9 @@ use std::time::Instant;
 use backing::{Backing, BackingInfo, FaultyBacking, IoBuf, IoBufMut, MemBacking};
 use foliocache::filemap::FolioFlags;
 use foliocache::filemap::{FgpFlags, Mapping, MappingEntry};
-use foliocache::{Cache, File, Populate, ReadaheadConfig};
+use foliocache::{Cache, File, ReadaheadConfig};
 use loom::thread;
+use test_support::cache::TestCache;
 
 const PAGE: usize = 4096;
 
@@ -104,12 +105,7 @@ fn data(tag: u8) -> Vec<u8> {
 /// and the windows' extra steps multiply (a)'s states). Readahead has its
 /// own models, (d) and (e).
 fn cache(pages: usize) -> Cache {
-    Cache::builder()
-        .capacity(pages * PAGE)
-        .populate(Populate::Lazy)
-        .readahead(ReadaheadConfig::disabled())
-        .build()
-        .unwrap()
+    TestCache::pages(pages).no_readahead().build()
 }
 
 fn mem_file(cache: &Cache, tag: u8) -> File {
@@ -533,13 +529,10 @@ fn c_reader_races_a_failing_read() {
 
 /// Windows of at most `max` pages, one-page folios, a cache of `pages`.
 fn ra_cache(pages: usize, max: u64) -> Cache {
-    Cache::builder()
-        .capacity(pages * PAGE)
-        .max_folio_size(PAGE)
-        .populate(Populate::Lazy)
+    TestCache::pages(pages)
+        .max_folio(PAGE)
         .readahead(ReadaheadConfig::new(max, max))
         .build()
-        .unwrap()
 }
 
 /// The bytes of an `n`-page file tagged `tag` (each page distinct).

@@ -49,6 +49,7 @@ use std::time::Duration;
 use foliocache::{Cache, MemoryUsage};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use test_support::cache::TestCache;
 
 const PAGE: u64 = 4096;
 const MIB: u64 = 1 << 20;
@@ -270,11 +271,11 @@ fn audit_one(
     unsafe { libc::malloc_trim(0) };
     audit.baseline = rss();
     audit.sampler.take();
-    let mut b = Cache::builder().capacity(audit.capacity as usize);
+    let mut b = TestCache::bytes(audit.capacity as usize);
     if let Some(m) = max_folio {
-        b = b.max_folio_size(m);
+        b = b.max_folio(m);
     }
-    let cache = b.build().unwrap();
+    let cache = b.build();
     audit.phase(config, "built (lazy populate, the default)", &cache, true);
 
     // Cold streams: every file read start to end, one thread each.

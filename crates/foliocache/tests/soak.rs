@@ -13,7 +13,7 @@
 //! `sync_data` and `Cache::sync_all`. Regions are not page-aligned, so
 //! neighbours share folios; each region has a read-write lock, so the
 //! model is exact (the interleavings inside a region are
-//! checked by tests/it/write/stress.rs).
+//! checked by tests/it/write/visible/stress.rs).
 //!
 //! A watchdog fails the test if the threads do not finish soon after the
 //! time is up (a deadlock). At the end, after `sync_all`: every file
@@ -32,9 +32,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use foliocache::{Cache, File, Populate, WriteFlags};
+use foliocache::{Cache, File, WriteFlags};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use test_support::cache::TestCache;
 
 #[path = "it/common/write.rs"]
 mod wcommon;
@@ -241,11 +242,7 @@ fn writers_readers_cutters_replacers_and_syncs_over_many_files_in_a_small_cache(
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("foliocache-soak-{}", std::process::id()));
     fs::create_dir_all(&dir).unwrap();
-    let cache = Cache::builder()
-        .capacity(CAPACITY)
-        .populate(Populate::Lazy)
-        .build()
-        .unwrap();
+    let cache = TestCache::bytes(CAPACITY).build();
     let slots = (0..FILES)
         .map(|s| {
             let path = dir.join(format!("file-{s}"));

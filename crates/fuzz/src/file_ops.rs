@@ -62,7 +62,8 @@ use std::sync::Arc;
 use arbitrary::{Arbitrary, Unstructured};
 use backing::aio::{EngineKind, IoEngineConfig};
 use backing::{FaultyBacking, MemBacking, Op as BOp, BLOCK};
-use foliocache::{Advice, Cache, File, Populate, ReadFlags, WriteFlags};
+use foliocache::{Advice, Cache, File, ReadFlags, WriteFlags};
+use test_support::cache::{faulty_file, TestCache};
 
 type Faulty = Arc<FaultyBacking<MemBacking>>;
 
@@ -234,7 +235,8 @@ struct Setup {
     initial: u16,
 }
 
-/// One operation, with raw fields scaled by `Run::apply`.
+/// One operation, with raw fields, scaled by the `Run` method that applies
+/// it (`check_*`, `arm_*`).
 #[derive(Arbitrary, Debug)]
 enum RawOp {
     Write {
@@ -379,10 +381,8 @@ impl Run {
         } else {
             capacity
         };
-        let cache = Cache::builder()
-            .capacity(capacity)
-            .max_folio_size(max_folio)
-            .populate(Populate::Lazy)
+        let cache = TestCache::bytes(capacity)
+            .max_folio(max_folio)
             .dirty_limit(capacity / 2)
             .dirty_background(background)
             // Readahead windows go to one pool thread (a memory backing
@@ -392,14 +392,10 @@ impl Run {
                 threads: 1,
                 ..IoEngineConfig::default()
             })
-            .build()
-            .expect("build the cache");
+            .build();
         let initial = u64::from(setup.initial) * (SPAN / 4) / u64::from(u16::MAX);
         let init = pattern(initial as usize, data.len() as u8, usize::MAX / 2);
-        let backing = Arc::new(FaultyBacking::new(MemBacking::with_data(init.clone())));
-        let file = cache
-            .open_backing(backing.clone())
-            .expect("open the backing");
+        let (file, backing) = faulty_file(&cache, &init);
         let mut image = Image::default();
         image.write(0, &init);
         Run {
@@ -462,6 +458,9 @@ impl Run {
         self.backing.inner().contents().expect("backing contents")
     }
 
+    /// Runs `op` (one `check_*` or `arm_*` per operation, as the kernel's
+    /// `test_xarray.c` has one `check_*` per case), then checks every
+    /// handle's `len()` against the model.
     fn apply(&mut self, op: &RawOp) {
         let what = format!("step {} {op:?}", self.step);
         match *op {
@@ -471,265 +470,46 @@ impl Run {
                 seed,
                 uncached,
                 handle,
-            } => {
-                let off = pos(off);
-                let len = length(len);
-                let buf = pattern(len as usize, seed, self.step);
-                let flags = if uncached {
-                    WriteFlags::DONTCACHE
-                } else {
-                    WriteFlags::NONE
-                };
-                let old = self.image.len();
-                let h = self.handle(handle);
-                let r = self.handles[h].file.write_at_flags(&buf, off, flags);
-                self.note_faults();
-                match r {
-                    Ok(n) => {
-                        assert_eq!(n, buf.len(), "{what}: write_at is never short");
-                        self.image.write(off, &buf);
-                    }
-                    Err(e) => {
-                        self.allow_error(&e, false, &what);
-                        let new = self.handles[h].file.len();
-                        if self.debug {
-                            eprintln!("{what}: failed: {e}; size {old} -> {new}");
-                        }
-                        let end = off + len;
-                        if new != old {
-                            assert!(
-                                new > old && new > off && new <= end,
-                                "{what}: failed ({e}) and left the size at {new} (was {old}): \
-                                 a failed write may only extend the file past its offset, to \
-                                 at most its end"
-                            );
-                            // A prefix of whole folios went in: the data up to the
-                            // new size is the write's.
-                            self.image.resize(new);
-                            let k = (new - off) as usize;
-                            self.image.write(off, &buf[..k]);
-                        } else {
-                            let stop = end.min(old);
-                            for i in off..stop {
-                                self.image.add(i as usize, buf[(i - off) as usize]);
-                            }
-                        }
-                    }
-                }
-            }
+            } => self.check_write(off, len, seed, uncached, handle, &what),
             RawOp::Read {
                 off,
                 len,
                 flags,
                 handle,
-            } => {
-                let off = pos(off);
-                let len = length(len) as usize;
-                let rf =
-                    [ReadFlags::NONE, ReadFlags::DONTCACHE, ReadFlags::NOWAIT][flags as usize % 3];
-                let h = self.handle(handle);
-                self.read_check(h, off, len, rf, &what);
-            }
-            RawOp::SetLen { size, handle } => {
-                let size = u64::from(size) % (SPAN + 64 * KIB);
-                let h = self.handle(handle);
-                let r = self.handles[h].file.set_len(size);
-                self.note_faults();
-                match r {
-                    Ok(()) => self.image.resize(size),
-                    Err(e) => self.allow_error(&e, false, &what),
-                }
-            }
-            RawOp::Punch { off, len, handle } => {
-                let off = pos(off);
-                let len = if len & 1 == 0 {
-                    length(len as u16)
-                } else {
-                    u64::from(len >> 1) % SPAN
-                };
-                let h = self.handle(handle);
-                let punches = self.backing.stats().punch_holes;
-                let r = self.handles[h].file.punch_hole(off, len);
-                let called = self.backing.stats().punch_holes > punches;
-                self.note_faults();
-                let end = (off + len).min(self.image.len());
-                match r {
-                    Ok(()) => {
-                        for i in off..end {
-                            self.image.fix(i as usize, 0);
-                        }
-                    }
-                    Err(e) => {
-                        self.allow_error(&e, false, &what);
-                        let refused = called
-                            && self.punch_rule.is_some_and(|(at, sticky)| {
-                                let n = punches + 1;
-                                n == at || (sticky && n >= at)
-                            });
-                        if !refused {
-                            // The whole blocks are punched, the edges may be zeroed.
-                            let b = BLOCK as u64;
-                            let inner_start = off.div_ceil(b) * b;
-                            let inner_end = end / b * b;
-                            for i in off..end {
-                                if inner_start < inner_end && (inner_start..inner_end).contains(&i)
-                                {
-                                    self.image.fix(i as usize, 0);
-                                } else {
-                                    self.image.add(i as usize, 0);
-                                }
-                            }
-                        }
-                    }
-                }
-            }
+            } => self.check_read(off, len, flags, handle, &what),
+            RawOp::SetLen { size, handle } => self.check_set_len(size, handle, &what),
+            RawOp::Punch { off, len, handle } => self.check_punch(off, len, handle, &what),
             RawOp::Shift {
                 insert,
                 block,
                 blocks,
                 handle,
             } => {
-                let b = BLOCK as u64;
-                // Whole blocks up to just past end of file, now and then an
-                // unaligned offset or an empty range.
-                let mut off = u64::from(block & 0x7fff) % (SPAN / b + 2) * b;
-                if block & 0x8000 != 0 && blocks & 1 != 0 {
-                    off += 1;
-                }
-                let len = u64::from(blocks % 33) * b;
-                let size = self.image.len();
-                if insert && size + len > 4 * SPAN {
-                    // (The file stays small.)
+                if !self.check_shift(insert, block, blocks, handle, &what) {
                     return;
                 }
-                let valid =
-                    off % b == 0 && len > 0 && if insert { off < size } else { off + len < size };
-                let h = self.handle(handle);
-                let f = &self.handles[h].file;
-                let r = if insert {
-                    f.insert_range(off, len)
-                } else {
-                    f.collapse_range(off, len)
-                };
-                self.note_faults();
-                match r {
-                    Ok(()) => {
-                        assert!(valid, "{what}: done, but the file does not allow it");
-                        self.image.shift(insert, off, len);
-                    }
-                    Err(e) if !valid => assert_eq!(
-                        e.kind(),
-                        io::ErrorKind::InvalidInput,
-                        "{what}: a range the file does not allow: {e}"
-                    ),
-                    Err(e) => self.allow_error(&e, false, &what),
-                }
             }
-            RawOp::Sync { all, handle } => {
-                let h = self.handle(handle);
-                let f = &self.handles[h].file;
-                let r = if all { f.sync_all() } else { f.sync_data() };
-                self.note_faults();
-                match r {
-                    Ok(()) => {
-                        let b = self.backing_bytes();
-                        self.image.check_durable(&b, &what);
-                    }
-                    Err(e) => {
-                        self.allow_error(&e, self.handles[h].unreported, &what);
-                    }
-                }
-                self.handles[h].unreported = false;
-            }
-            RawOp::CacheSyncAll => {
-                let r = self.cache.sync_all();
-                self.note_faults();
-                match r {
-                    Ok(()) => {
-                        self.cache_unreported = false;
-                        let b = self.backing_bytes();
-                        self.image.check_durable(&b, &what);
-                    }
-                    Err(e) => self.allow_error(&e, self.cache_unreported, &what),
-                }
-            }
-            RawOp::Evict => {
-                self.cache.shrink(u64::MAX);
-            }
+            RawOp::Sync { all, handle } => self.check_sync(all, handle, &what),
+            RawOp::CacheSyncAll => self.check_cache_sync_all(&what),
+            RawOp::Evict => self.evict(),
             RawOp::Advise {
                 off,
                 len,
                 dont_need,
-            } => {
-                let advice = if dont_need {
-                    Advice::DontNeed
-                } else {
-                    Advice::WillNeed
-                };
-                let r = self.handles[0]
-                    .file
-                    .advise(pos(off), u64::from(len) % SPAN, advice);
-                self.note_faults();
-                if let Err(e) = r {
-                    self.allow_error(&e, false, &what);
-                }
-            }
-            RawOp::Reopen => {
-                if self.handles.len() < 3 {
-                    let file = self.handles[0].file.reopen();
-                    // A new handle reports an error no handle has seen yet
-                    // (errseq_sample); one may be unseen only if some
-                    // handle has not synced since a fault fired.
-                    let unreported = self.handles.iter().any(|h| h.unreported);
-                    self.handles.push(Handle { file, unreported });
-                }
-            }
-            RawOp::DropHandle { handle } => {
-                if self.handles.len() > 1 {
-                    let h = self.handle(handle);
-                    self.handles.remove(h);
-                }
-            }
+            } => self.check_advise(off, len, dont_need, &what),
+            RawOp::Reopen => self.reopen(),
+            RawOp::DropHandle { handle } => self.drop_handle(handle),
             RawOp::CloseAndOpen => self.close_and_open(&what),
             RawOp::FailNth {
                 op,
                 n,
                 sticky,
                 enospc,
-            } => {
-                let bop = NTH_OPS[op as usize % NTH_OPS.len()];
-                let n = u64::from(n % 8) + 1;
-                let errno = if enospc { libc::ENOSPC } else { libc::EIO };
-                if sticky {
-                    self.backing.fail_from_nth(bop, n, errno);
-                } else {
-                    self.backing.fail_nth(bop, n, errno);
-                }
-                if bop == BOp::PunchHole {
-                    self.punch_rule = Some((self.backing.stats().punch_holes + n, sticky));
-                }
-                self.armed = true;
-            }
-            RawOp::FailReadsIn { off, len } => {
-                self.backing
-                    .fail_reads_in(pos(off), length(len).max(1), libc::EIO);
-                self.armed = true;
-            }
-            RawOp::FailWritesIn { off, len } => {
-                self.backing
-                    .fail_writes_in(pos(off), length(len).max(1), libc::EIO);
-                self.armed = true;
-            }
-            RawOp::SpaceLimit { limit } => {
-                self.backing
-                    .set_space_limit(Some(u64::from(limit) % (SPAN + 64 * KIB)));
-                self.armed = true;
-            }
-            RawOp::ShortRead { n, max } => {
-                self.backing
-                    .short_read_nth(u64::from(n % 8) + 1, usize::from(max) % (2 * BLOCK));
-                self.armed = true;
-            }
+            } => self.arm_fail_nth(op, n, sticky, enospc),
+            RawOp::FailReadsIn { off, len } => self.arm_fail_reads_in(off, len),
+            RawOp::FailWritesIn { off, len } => self.arm_fail_writes_in(off, len),
+            RawOp::SpaceLimit { limit } => self.arm_space_limit(limit),
+            RawOp::ShortRead { n, max } => self.arm_short_read(n, max),
             RawOp::Clear => self.clear(),
         }
         self.note_faults();
@@ -743,6 +523,303 @@ impl Run {
             );
         }
         self.check_len(&what);
+    }
+
+    /// `write_at` (cached, or `DONTCACHE`): `Ok` is in the model, all of it;
+    /// a failure may have written a prefix of whole folios and extended
+    /// the file to its end, no further, or left each byte old or new.
+    fn check_write(
+        &mut self,
+        off: u32,
+        len: u16,
+        seed: u8,
+        uncached: bool,
+        handle: u8,
+        what: &str,
+    ) {
+        let off = pos(off);
+        let len = length(len);
+        let buf = pattern(len as usize, seed, self.step);
+        let flags = if uncached {
+            WriteFlags::DONTCACHE
+        } else {
+            WriteFlags::NONE
+        };
+        let old = self.image.len();
+        let h = self.handle(handle);
+        let r = self.handles[h].file.write_at_flags(&buf, off, flags);
+        self.note_faults();
+        match r {
+            Ok(n) => {
+                assert_eq!(n, buf.len(), "{what}: write_at is never short");
+                self.image.write(off, &buf);
+            }
+            Err(e) => {
+                self.allow_error(&e, false, what);
+                let new = self.handles[h].file.len();
+                if self.debug {
+                    eprintln!("{what}: failed: {e}; size {old} -> {new}");
+                }
+                let end = off + len;
+                if new != old {
+                    assert!(
+                        new > old && new > off && new <= end,
+                        "{what}: failed ({e}) and left the size at {new} (was {old}): \
+                         a failed write may only extend the file past its offset, to \
+                         at most its end"
+                    );
+                    // A prefix of whole folios went in: the data up to the
+                    // new size is the write's.
+                    self.image.resize(new);
+                    let k = (new - off) as usize;
+                    self.image.write(off, &buf[..k]);
+                } else {
+                    let stop = end.min(old);
+                    for i in off..stop {
+                        self.image.add(i as usize, buf[(i - off) as usize]);
+                    }
+                }
+            }
+        }
+    }
+
+    /// `read_at` (plain, `DONTCACHE` or `NOWAIT`), checked by
+    /// [`read_check`](Self::read_check).
+    fn check_read(&mut self, off: u32, len: u16, flags: u8, handle: u8, what: &str) {
+        let off = pos(off);
+        let len = length(len) as usize;
+        let rf = [ReadFlags::NONE, ReadFlags::DONTCACHE, ReadFlags::NOWAIT][flags as usize % 3];
+        let h = self.handle(handle);
+        self.read_check(h, off, len, rf, what);
+    }
+
+    /// `set_len`: `Ok` sets the model's size; a failure changes nothing.
+    fn check_set_len(&mut self, size: u32, handle: u8, what: &str) {
+        let size = u64::from(size) % (SPAN + 64 * KIB);
+        let h = self.handle(handle);
+        let r = self.handles[h].file.set_len(size);
+        self.note_faults();
+        match r {
+            Ok(()) => self.image.resize(size),
+            Err(e) => self.allow_error(&e, false, what),
+        }
+    }
+
+    /// `punch_hole`: `Ok` zeroes the range; a failure whose backing punch
+    /// was refused changes nothing, one that failed later has punched the
+    /// whole blocks inside, and each edge byte is old or zero.
+    fn check_punch(&mut self, off: u32, len: u32, handle: u8, what: &str) {
+        let off = pos(off);
+        let len = if len & 1 == 0 {
+            length(len as u16)
+        } else {
+            u64::from(len >> 1) % SPAN
+        };
+        let h = self.handle(handle);
+        let punches = self.backing.stats().punch_holes;
+        let r = self.handles[h].file.punch_hole(off, len);
+        let called = self.backing.stats().punch_holes > punches;
+        self.note_faults();
+        let end = (off + len).min(self.image.len());
+        match r {
+            Ok(()) => {
+                for i in off..end {
+                    self.image.fix(i as usize, 0);
+                }
+            }
+            Err(e) => {
+                self.allow_error(&e, false, what);
+                let refused = called
+                    && self.punch_rule.is_some_and(|(at, sticky)| {
+                        let n = punches + 1;
+                        n == at || (sticky && n >= at)
+                    });
+                if !refused {
+                    // The whole blocks are punched, the edges may be zeroed.
+                    let b = BLOCK as u64;
+                    let inner_start = off.div_ceil(b) * b;
+                    let inner_end = end / b * b;
+                    for i in off..end {
+                        if inner_start < inner_end && (inner_start..inner_end).contains(&i) {
+                            self.image.fix(i as usize, 0);
+                        } else {
+                            self.image.add(i as usize, 0);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// `collapse_range` or `insert_range`: one the file allows moves the
+    /// model's bytes or fails (faults armed) having moved nothing; one it
+    /// does not allow fails with `InvalidInput`. Returns `false`, having
+    /// done nothing, for an insert that would make the file too large.
+    fn check_shift(
+        &mut self,
+        insert: bool,
+        block: u16,
+        blocks: u8,
+        handle: u8,
+        what: &str,
+    ) -> bool {
+        let b = BLOCK as u64;
+        // Whole blocks up to just past end of file, now and then an
+        // unaligned offset or an empty range.
+        let mut off = u64::from(block & 0x7fff) % (SPAN / b + 2) * b;
+        if block & 0x8000 != 0 && blocks & 1 != 0 {
+            off += 1;
+        }
+        let len = u64::from(blocks % 33) * b;
+        let size = self.image.len();
+        if insert && size + len > 4 * SPAN {
+            // (The file stays small.)
+            return false;
+        }
+        let valid = off % b == 0 && len > 0 && if insert { off < size } else { off + len < size };
+        let h = self.handle(handle);
+        let f = &self.handles[h].file;
+        let r = if insert {
+            f.insert_range(off, len)
+        } else {
+            f.collapse_range(off, len)
+        };
+        self.note_faults();
+        match r {
+            Ok(()) => {
+                assert!(valid, "{what}: done, but the file does not allow it");
+                self.image.shift(insert, off, len);
+            }
+            Err(e) if !valid => assert_eq!(
+                e.kind(),
+                io::ErrorKind::InvalidInput,
+                "{what}: a range the file does not allow: {e}"
+            ),
+            Err(e) => self.allow_error(&e, false, what),
+        }
+        true
+    }
+
+    /// `sync_data` or `sync_all` of one handle: `Ok` means the backing is
+    /// the file; a failure needs a fault armed, or one fired since that
+    /// handle last synced.
+    fn check_sync(&mut self, all: bool, handle: u8, what: &str) {
+        let h = self.handle(handle);
+        let f = &self.handles[h].file;
+        let r = if all { f.sync_all() } else { f.sync_data() };
+        self.note_faults();
+        match r {
+            Ok(()) => {
+                let b = self.backing_bytes();
+                self.image.check_durable(&b, what);
+            }
+            Err(e) => {
+                self.allow_error(&e, self.handles[h].unreported, what);
+            }
+        }
+        self.handles[h].unreported = false;
+    }
+
+    /// `Cache::sync_all`: as [`check_sync`](Self::check_sync), for the
+    /// cache's own report.
+    fn check_cache_sync_all(&mut self, what: &str) {
+        let r = self.cache.sync_all();
+        self.note_faults();
+        match r {
+            Ok(()) => {
+                self.cache_unreported = false;
+                let b = self.backing_bytes();
+                self.image.check_durable(&b, what);
+            }
+            Err(e) => self.allow_error(&e, self.cache_unreported, what),
+        }
+    }
+
+    /// `advise` (`DontNeed` or `WillNeed`) on handle 0: the contents do not
+    /// change; an error needs a fault armed.
+    fn check_advise(&mut self, off: u32, len: u32, dont_need: bool, what: &str) {
+        let advice = if dont_need {
+            Advice::DontNeed
+        } else {
+            Advice::WillNeed
+        };
+        let r = self.handles[0]
+            .file
+            .advise(pos(off), u64::from(len) % SPAN, advice);
+        self.note_faults();
+        if let Err(e) = r {
+            self.allow_error(&e, false, what);
+        }
+    }
+
+    /// A new handle (`reopen`), up to three.
+    fn reopen(&mut self) {
+        if self.handles.len() < 3 {
+            let file = self.handles[0].file.reopen();
+            // A new handle reports an error no handle has seen yet
+            // (errseq_sample); one may be unseen only if some
+            // handle has not synced since a fault fired.
+            let unreported = self.handles.iter().any(|h| h.unreported);
+            self.handles.push(Handle { file, unreported });
+        }
+    }
+
+    /// Drops a handle, never the last.
+    fn drop_handle(&mut self, handle: u8) {
+        if self.handles.len() > 1 {
+            let h = self.handle(handle);
+            self.handles.remove(h);
+        }
+    }
+
+    /// Arms the `n`-th call of one backing operation to fail (once, or from
+    /// then on) with `EIO` or `ENOSPC`.
+    fn arm_fail_nth(&mut self, op: u8, n: u8, sticky: bool, enospc: bool) {
+        let bop = NTH_OPS[op as usize % NTH_OPS.len()];
+        let n = u64::from(n % 8) + 1;
+        let errno = if enospc { libc::ENOSPC } else { libc::EIO };
+        if sticky {
+            self.backing.fail_from_nth(bop, n, errno);
+        } else {
+            self.backing.fail_nth(bop, n, errno);
+        }
+        if bop == BOp::PunchHole {
+            self.punch_rule = Some((self.backing.stats().punch_holes + n, sticky));
+        }
+        self.armed = true;
+    }
+
+    /// Fails reads of a range with `EIO`.
+    fn arm_fail_reads_in(&mut self, off: u32, len: u16) {
+        self.backing
+            .fail_reads_in(pos(off), length(len).max(1), libc::EIO);
+        self.armed = true;
+    }
+
+    /// Fails writes of a range with `EIO`.
+    fn arm_fail_writes_in(&mut self, off: u32, len: u16) {
+        self.backing
+            .fail_writes_in(pos(off), length(len).max(1), libc::EIO);
+        self.armed = true;
+    }
+
+    /// Limits the backing's space (`ENOSPC` past it).
+    fn arm_space_limit(&mut self, limit: u32) {
+        self.backing
+            .set_space_limit(Some(u64::from(limit) % (SPAN + 64 * KIB)));
+        self.armed = true;
+    }
+
+    /// Makes the `n`-th read short, at most `max` bytes.
+    fn arm_short_read(&mut self, n: u8, max: u16) {
+        self.backing
+            .short_read_nth(u64::from(n % 8) + 1, usize::from(max) % (2 * BLOCK));
+        self.armed = true;
+    }
+
+    /// Evicts everything reclaim can (`Cache::shrink`).
+    fn evict(&mut self) {
+        self.cache.shrink(u64::MAX);
     }
 
     /// Removes every fault rule, once no readahead IO is in flight.

@@ -5,23 +5,31 @@
 //!   root, FUSE, fio, `cmp`) prints why it skips and passes on a laptop,
 //!   and fails under `CI=true`, where the test command installs everything.
 //! - **Test data and knobs** ([`nonzero_bytes`], [`random_bytes`],
-//!   [`env_or`], [`proptest_cases`]).
+//!   [`env_or`], [`proptest_cases`]); **temporary files** on the target's
+//!   filesystem, where `O_DIRECT` works ([`TempPath`]).
 //! - **Re-running the test binary** on one test in a child process
 //!   ([`test_path`]); **other programs**: run and checked
 //!   ([`run_checked`]), and a workspace `cdylib` built for a test
 //!   ([`build_cdylib`]).
 //! - **The xarray's reference model** ([`model`]), shared by the xarray's
 //!   proptest model and the fuzz target.
+//! - **The test cache** (`cache`, with the `cache` feature): one builder
+//!   for every test that builds a cache, and files over memory, fault
+//!   injection or the disk.
 //!
 //! `docs/testing.md` describes how the tests are organised.
 
 use std::fmt::Display;
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rand::rngs::StdRng;
 use rand::{Rng, RngCore, SeedableRng};
 
+#[cfg(feature = "cache")]
+pub mod cache;
 pub mod model;
 
 /// Whether the tests run under CI (`CI=true`), where a missing kernel
@@ -70,6 +78,70 @@ pub fn random_bytes(seed: u64, len: usize) -> Vec<u8> {
     let mut v = vec![0u8; len];
     StdRng::seed_from_u64(seed).fill_bytes(&mut v);
     v
+}
+
+/// The running test's temporary directory: `tmp` in its target directory
+/// (cargo's `CARGO_TARGET_TMPDIR`), on the target's filesystem rather than
+/// a `tmpfs` `/tmp` that may refuse `O_DIRECT`; the system's temporary
+/// directory if this executable is not where cargo puts tests
+/// (`<target>/<profile>/deps/`).
+pub fn target_tmpdir() -> PathBuf {
+    let exe = std::env::current_exe().ok();
+    let target = exe.as_deref().and_then(|exe| {
+        let deps = exe.parent()?;
+        (deps.file_name()? == "deps").then_some(deps.parent()?.parent()?)
+    });
+    match target {
+        Some(t) => t.join("tmp"),
+        None => std::env::temp_dir(),
+    }
+}
+
+/// A path in [`target_tmpdir`] that does not exist yet, unique in the
+/// process; whatever is there is removed on drop.
+#[derive(Debug)]
+pub struct TempPath {
+    /// Where.
+    pub path: PathBuf,
+}
+
+impl TempPath {
+    /// A fresh path named after `tag`.
+    pub fn new(tag: &str) -> TempPath {
+        static SEQ: AtomicUsize = AtomicUsize::new(0);
+        let dir = target_tmpdir().join("foliocache-tests");
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
+        let path = dir.join(format!(
+            "{tag}-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_file(&path);
+        TempPath { path }
+    }
+
+    /// A fresh path holding `data`, written and synced with `std::fs`.
+    pub fn with_data(tag: &str, data: &[u8]) -> TempPath {
+        let t = TempPath::new(tag);
+        std::fs::write(&t.path, data)
+            .unwrap_or_else(|e| panic!("writing {}: {e}", t.path.display()));
+        std::fs::File::open(&t.path)
+            .and_then(|f| f.sync_all())
+            .unwrap_or_else(|e| panic!("syncing {}: {e}", t.path.display()));
+        t
+    }
+}
+
+impl AsRef<Path> for TempPath {
+    fn as_ref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for TempPath {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
 }
 
 /// The name the test harness gives the test function `name` of the module

@@ -13,6 +13,12 @@
 //! Every step is checked through `File::cachestat` and `Cache::stats`, and
 //! every byte read against the backing's data. Reads are logged by
 //! [`common::RecordingBacking`] where the test counts IO.
+//!
+//! Most caches have no readahead: a miss creates the largest aligned folio
+//! (up to the cache's largest) inside the request's pages, so the folios a
+//! read creates are known exactly. Those with the kernel's readahead
+//! (32-page windows) and folios up to 2 MiB make the window [0, 32) of a
+//! 64 KiB read at 0 as two order-4 folios, the second carrying the marker.
 
 use std::io;
 use std::sync::mpsc;
@@ -23,14 +29,13 @@ use std::time::Duration;
 use backing::MemBacking;
 use foliocache::filemap::FolioFlags;
 use foliocache::filemap::{FgpFlags, MappingEntry};
-use foliocache::{
-    Advice, Cache, CacheStat, CacheStats, File, Populate, ReadFlags, ReadaheadConfig,
-};
+use foliocache::{Advice, Cache, CacheStat, CacheStats, File, ReadFlags, ReadaheadConfig};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::common;
-use common::{lazy_cache_no_readahead, nonzero_bytes, settled, RecordingBacking};
+use common::{nonzero_bytes, settled, RecordingBacking};
+use test_support::cache::TestCache;
 
 const PAGE: usize = 4096;
 const P: u64 = PAGE as u64;
@@ -42,26 +47,6 @@ const MIB: usize = 1 << 20;
 const BLOCKED: Duration = Duration::from_secs(5);
 
 type Rec = Arc<RecordingBacking<MemBacking>>;
-
-/// No readahead: a miss creates the largest aligned folio (up to
-/// `max_folio`) inside the request's pages, so the folios a read creates
-/// are known exactly.
-fn plain_cache(capacity: usize, max_folio: usize) -> Cache {
-    lazy_cache_no_readahead(capacity, max_folio)
-}
-
-/// The kernel's readahead (32-page windows) and folios up to 2 MiB: a
-/// 64 KiB read at 0 makes the window [0, 32) as two order-4 folios, the
-/// second carrying the marker.
-fn ra_cache(capacity: usize) -> Cache {
-    Cache::builder()
-        .capacity(capacity)
-        .max_folio_size(2 * MIB)
-        .populate(Populate::Lazy)
-        .readahead(ReadaheadConfig::kernel())
-        .build()
-        .unwrap()
-}
 
 /// `data` in memory, read through `c`, its reads logged.
 fn open(c: &Cache, data: &[u8]) -> (File, Rec) {
@@ -219,7 +204,10 @@ fn grew(before: &CacheStats, after: &CacheStats) -> (u64, u64, u64, u64) {
 /// inside it short of EOF. No shadow anywhere.
 #[test]
 fn uncached_reads_return_the_right_bytes_and_drop_what_they_read_through() {
-    let c = plain_cache(8 * MIB, 64 * KIB as usize);
+    let c = TestCache::bytes(8 * MIB)
+        .max_folio(64 * KIB as usize)
+        .no_readahead()
+        .build();
     let size = 300 * KIB as usize + 123;
     let data = nonzero_bytes(size, 1);
     let s = size as u64;
@@ -295,7 +283,10 @@ fn uncached_reads_return_the_right_bytes_and_drop_what_they_read_through() {
 /// (uncached, without IO) drops it, and nothing is left.
 #[test]
 fn a_random_sweep_of_uncached_reads_leaves_nothing_cached() {
-    let c = plain_cache(8 * MIB, 64 * KIB as usize);
+    let c = TestCache::bytes(8 * MIB)
+        .max_folio(64 * KIB as usize)
+        .no_readahead()
+        .build();
     let size = MIB + 777;
     let data = nonzero_bytes(size, 2);
     let (f, _b) = open(&c, &data);
@@ -359,7 +350,10 @@ fn a_random_sweep_of_uncached_reads_leaves_nothing_cached() {
 /// folio over a 10000-byte file) goes when a read reaches EOF.
 #[test]
 fn an_uncached_read_to_eof_drops_a_folio_straddling_it() {
-    let c = plain_cache(4 * MIB, 64 * KIB as usize);
+    let c = TestCache::bytes(4 * MIB)
+        .max_folio(64 * KIB as usize)
+        .no_readahead()
+        .build();
     let data = nonzero_bytes(10_000, 4);
     let (f, _b) = open(&c, &data);
     let m = f.mapping();
@@ -386,7 +380,10 @@ fn an_uncached_read_to_eof_drops_a_folio_straddling_it() {
 /// (an uncached read drops only the folios it created).
 #[test]
 fn folios_cached_before_an_uncached_read_stay_cached() {
-    let c = plain_cache(8 * MIB, 64 * KIB as usize);
+    let c = TestCache::bytes(8 * MIB)
+        .max_folio(64 * KIB as usize)
+        .no_readahead()
+        .build();
     let data = nonzero_bytes(256 * KIB as usize, 5);
     let (f, b) = open(&c, &data);
     cread(&f, &data, 0, 64 * KIB as usize); // order 4 at 0
@@ -435,7 +432,10 @@ fn folios_cached_before_an_uncached_read_stay_cached() {
 /// dropbehind folio never goes to the active list.
 #[test]
 fn an_uncached_read_over_shadows_consumes_them_and_activates_nothing() {
-    let c = plain_cache(8 * MIB, 64 * KIB as usize);
+    let c = TestCache::bytes(8 * MIB)
+        .max_folio(64 * KIB as usize)
+        .no_readahead()
+        .build();
     // `a` is read twice: active, 16 pages. `b` read once, then evicted.
     let da = nonzero_bytes(64 * KIB as usize, 6);
     let db = nonzero_bytes(256 * KIB as usize, 7);
@@ -514,7 +514,10 @@ fn an_uncached_read_over_shadows_consumes_them_and_activates_nothing() {
 /// the piece that reaches its end, then goes; no piece does IO or marks it.
 #[test]
 fn a_large_folio_read_in_pieces_stays_until_its_last_piece() {
-    let c = plain_cache(8 * MIB, 64 * KIB as usize);
+    let c = TestCache::bytes(8 * MIB)
+        .max_folio(64 * KIB as usize)
+        .no_readahead()
+        .build();
     let data = nonzero_bytes(256 * KIB as usize, 8);
     let (f, _b) = open(&c, &data);
     let m = f.mapping();
@@ -557,7 +560,10 @@ fn a_large_folio_read_in_pieces_stays_until_its_last_piece() {
 /// Read 4 KiB at a time, it stays until its last page is read.
 #[test]
 fn a_readahead_folio_read_in_pieces_stays_until_its_last_piece() {
-    let c = ra_cache(16 * MIB);
+    let c = TestCache::bytes(16 * MIB)
+        .max_folio(2 * MIB)
+        .readahead(ReadaheadConfig::kernel())
+        .build();
     let data = nonzero_bytes(MIB, 9);
     let (f, _b) = open(&c, &data);
     uread(&f, &data, 0, 64 * KIB as usize);
@@ -596,7 +602,10 @@ fn a_readahead_folio_read_in_pieces_stays_until_its_last_piece() {
 /// few windows, and at the end nothing is cached and no shadow is left.
 #[test]
 fn an_uncached_stream_reads_each_byte_once_and_leaves_nothing() {
-    let c = ra_cache(16 * MIB);
+    let c = TestCache::bytes(16 * MIB)
+        .max_folio(2 * MIB)
+        .readahead(ReadaheadConfig::kernel())
+        .build();
     let size = 4 * MIB + 1234;
     let data = nonzero_bytes(size, 10);
     let (f, b) = open(&c, &data);
@@ -647,7 +656,10 @@ fn an_uncached_stream_reads_each_byte_once_and_leaves_nothing() {
 /// window that cached read starts is not dropbehind.
 #[test]
 fn readahead_windows_of_uncached_reads_are_dropbehind_until_a_cached_read_claims_them() {
-    let c = ra_cache(16 * MIB);
+    let c = TestCache::bytes(16 * MIB)
+        .max_folio(2 * MIB)
+        .readahead(ReadaheadConfig::kernel())
+        .build();
     let data = nonzero_bytes(MIB, 11);
     let (f, _b) = open(&c, &data);
     uread(&f, &data, 0, 64 * KIB as usize);
@@ -717,7 +729,10 @@ fn readahead_windows_of_uncached_reads_are_dropbehind_until_a_cached_read_claims
 /// without claims it (it stays).
 #[test]
 fn a_plain_get_folio_claims_a_dropbehind_folio_and_a_dontcache_one_does_not() {
-    let c = plain_cache(8 * MIB, 64 * KIB as usize);
+    let c = TestCache::bytes(8 * MIB)
+        .max_folio(64 * KIB as usize)
+        .no_readahead()
+        .build();
     let data = nonzero_bytes(256 * KIB as usize, 12);
     let (f, _b) = open(&c, &data);
     let m = f.mapping();
@@ -750,7 +765,10 @@ fn a_plain_get_folio_claims_a_dropbehind_folio_and_a_dontcache_one_does_not() {
 /// dropbehind; the next uncached read through it, unlocked, drops it.
 #[test]
 fn a_dropbehind_folio_locked_by_another_thread_is_read_and_kept() {
-    let c = plain_cache(8 * MIB, 64 * KIB as usize);
+    let c = TestCache::bytes(8 * MIB)
+        .max_folio(64 * KIB as usize)
+        .no_readahead()
+        .build();
     let data = Arc::new(nonzero_bytes(256 * KIB as usize, 13));
     let (f, _b) = open(&c, &data);
     let m = f.mapping();
@@ -812,7 +830,10 @@ fn a_dropbehind_folio_locked_by_another_thread_is_read_and_kept() {
 /// bytes_cached say 0); its memory goes back when the reference is dropped.
 #[test]
 fn an_extra_reference_keeps_a_detached_folio_not_a_cached_one() {
-    let c = plain_cache(8 * MIB, 64 * KIB as usize);
+    let c = TestCache::bytes(8 * MIB)
+        .max_folio(64 * KIB as usize)
+        .no_readahead()
+        .build();
     let cap = c.stats().capacity_bytes;
     let data = nonzero_bytes(256 * KIB as usize, 14);
     let (f, _b) = open(&c, &data);
@@ -845,7 +866,10 @@ fn an_extra_reference_keeps_a_detached_folio_not_a_cached_one() {
 /// folio in the same cache, sets REFERENCED and then activates it.
 #[test]
 fn uncached_reads_never_mark_the_folios_they_create_accessed() {
-    let c = plain_cache(8 * MIB, 64 * KIB as usize);
+    let c = TestCache::bytes(8 * MIB)
+        .max_folio(64 * KIB as usize)
+        .no_readahead()
+        .build();
     let data = nonzero_bytes(256 * KIB as usize, 15);
     let (f, _b) = open(&c, &data);
     let activations = c.stats().activations;
@@ -889,7 +913,10 @@ fn uncached_reads_never_mark_the_folios_they_create_accessed() {
 /// defaults, starting empty, and changing either side leaves the other.
 #[test]
 fn default_flags_apply_to_the_handle_and_its_clones_not_to_a_reopened_one() {
-    let c = plain_cache(8 * MIB, 64 * KIB as usize);
+    let c = TestCache::bytes(8 * MIB)
+        .max_folio(64 * KIB as usize)
+        .no_readahead()
+        .build();
     let data = nonzero_bytes(512 * KIB as usize, 16);
     let (f, _b) = open(&c, &data);
     let w = 64 * KIB;
@@ -939,7 +966,10 @@ fn default_flags_apply_to_the_handle_and_its_clones_not_to_a_reopened_one() {
 /// `Advice::Normal` cancels it.
 #[test]
 fn noreuse_advice_makes_reads_uncached_until_normal() {
-    let c = plain_cache(8 * MIB, 64 * KIB as usize);
+    let c = TestCache::bytes(8 * MIB)
+        .max_folio(64 * KIB as usize)
+        .no_readahead()
+        .build();
     let data = nonzero_bytes(512 * KIB as usize, 17);
     let (f, _b) = open(&c, &data);
     let w = 64 * KIB;
@@ -978,7 +1008,10 @@ fn noreuse_advice_makes_reads_uncached_until_normal() {
 /// counted.
 #[test]
 fn dontneed_drops_clean_unused_folios_and_shadows_in_range_only() {
-    let c = plain_cache(8 * MIB, 16 * KIB as usize);
+    let c = TestCache::bytes(8 * MIB)
+        .max_folio(16 * KIB as usize)
+        .no_readahead()
+        .build();
     let data = nonzero_bytes(256 * KIB as usize, 18);
     let (f, _b) = open(&c, &data);
     for i in 0..16 {
@@ -1034,7 +1067,10 @@ fn dontneed_drops_clean_unused_folios_and_shadows_in_range_only() {
 /// endbyte is also EOF"). `len == 0` (to the end) drops it as well.
 #[test]
 fn dontneed_to_end_of_file_drops_the_partial_last_page() {
-    let c = plain_cache(8 * MIB, PAGE);
+    let c = TestCache::bytes(8 * MIB)
+        .max_folio(PAGE)
+        .no_readahead()
+        .build();
     let data = nonzero_bytes(10_000, 19);
     let (f, _b) = open(&c, &data);
     cread(&f, &data, 0, data.len());
@@ -1070,9 +1106,15 @@ fn would_block(f: &File, off: u64, len: usize, flags: ReadFlags) {
 fn nowait_reads_return_cached_data_only_and_start_no_io() {
     for ra in [false, true] {
         let c = if ra {
-            ra_cache(8 * MIB)
+            TestCache::bytes(8 * MIB)
+                .max_folio(2 * MIB)
+                .readahead(ReadaheadConfig::kernel())
+                .build()
         } else {
-            plain_cache(8 * MIB, 64 * KIB as usize)
+            TestCache::bytes(8 * MIB)
+                .max_folio(64 * KIB as usize)
+                .no_readahead()
+                .build()
         };
         let data = nonzero_bytes(256 * KIB as usize, 20);
         let (f, b) = open(&c, &data);
@@ -1128,7 +1170,10 @@ fn read_flags_n(f: &File, data: &[u8], off: u64, len: usize, flags: ReadFlags) -
 /// with WouldBlock instead of waiting for it.
 #[test]
 fn nowait_read_of_a_folio_being_read_would_block_without_waiting() {
-    let c = plain_cache(8 * MIB, 64 * KIB as usize);
+    let c = TestCache::bytes(8 * MIB)
+        .max_folio(64 * KIB as usize)
+        .no_readahead()
+        .build();
     let data = Arc::new(nonzero_bytes(256 * KIB as usize, 21));
     let (f, _b) = open(&c, &data);
     let m = f.mapping();
@@ -1159,7 +1204,10 @@ fn nowait_read_of_a_folio_being_read_would_block_without_waiting() {
 /// counts nothing; an unaligned range counts every page it touches.
 #[test]
 fn cachestat_len_zero_means_to_the_end() {
-    let c = plain_cache(8 * MIB, PAGE);
+    let c = TestCache::bytes(8 * MIB)
+        .max_folio(PAGE)
+        .no_readahead()
+        .build();
     let data = nonzero_bytes(256 * KIB as usize + 5, 22);
     let (f, _b) = open(&c, &data);
     cread(&f, &data, 0, data.len());
@@ -1180,7 +1228,10 @@ fn cachestat_len_zero_means_to_the_end() {
 /// only their pages inside it.
 #[test]
 fn cachestat_counts_only_the_pages_of_a_large_entry_inside_the_range() {
-    let c = plain_cache(8 * MIB, 64 * KIB as usize);
+    let c = TestCache::bytes(8 * MIB)
+        .max_folio(64 * KIB as usize)
+        .no_readahead()
+        .build();
     let data = nonzero_bytes(256 * KIB as usize, 23);
     let (f, _b) = open(&c, &data);
     cread(&f, &data, 64 * KIB, 64 * KIB as usize); // order 4 at 16
@@ -1213,7 +1264,10 @@ fn cachestat_counts_only_the_pages_of_a_large_entry_inside_the_range() {
 /// pages.
 #[test]
 fn cachestat_matches_the_index_page_by_page() {
-    let c = plain_cache(8 * MIB, 64 * KIB as usize);
+    let c = TestCache::bytes(8 * MIB)
+        .max_folio(64 * KIB as usize)
+        .no_readahead()
+        .build();
     let size = MIB + 100;
     let data = nonzero_bytes(size, 24);
     let (f, _b) = open(&c, &data);
@@ -1283,14 +1337,11 @@ fn cachestat_after_evictions_counts_shadows() {
     // A shadow budget that holds the shadows of the whole 4 MiB file (16
     // nodes of 64), so that no shadow is trimmed and the evicted count
     // can only grow.
-    let c = Cache::builder()
-        .capacity(MIB)
-        .max_folio_size(64 * KIB as usize)
-        .populate(Populate::Lazy)
-        .readahead(ReadaheadConfig::disabled())
+    let c = TestCache::bytes(MIB)
+        .max_folio(64 * KIB as usize)
+        .no_readahead()
         .shadow_budget(16 * xarray::NODE_SIZE)
-        .build()
-        .unwrap();
+        .build();
     let data = nonzero_bytes(4 * MIB, 26);
     let (f, _b) = open(&c, &data);
     for i in 0..64 {
@@ -1316,7 +1367,10 @@ fn cachestat_after_evictions_counts_shadows() {
 /// offset is fine.
 #[test]
 fn cachestat_rejects_an_overflowing_range() {
-    let c = plain_cache(4 * MIB, PAGE);
+    let c = TestCache::bytes(4 * MIB)
+        .max_folio(PAGE)
+        .no_readahead()
+        .build();
     let data = nonzero_bytes(64 * KIB as usize, 27);
     let (f, _b) = open(&c, &data);
     cread(&f, &data, 0, data.len());
@@ -1348,13 +1402,10 @@ fn cachestat_rejects_an_overflowing_range() {
 /// right.
 #[test]
 fn concurrent_cached_and_uncached_readers_see_the_right_bytes() {
-    let c = Cache::builder()
-        .capacity(4 * MIB)
-        .max_folio_size(256 * KIB as usize)
-        .populate(Populate::Lazy)
+    let c = TestCache::bytes(4 * MIB)
+        .max_folio(256 * KIB as usize)
         .readahead(ReadaheadConfig::kernel())
-        .build()
-        .unwrap();
+        .build();
     let datas = [
         Arc::new(nonzero_bytes(2 * MIB, 28)),
         Arc::new(nonzero_bytes(3 * MIB + 777, 29)),

@@ -49,28 +49,55 @@ mod workingset {
     mod skew;
 }
 
-/// The write path: a model of random writes, POSIX semantics, durability
-/// seen by another process, stress with real threads, discarding a file's
-/// unwritten data.
+/// The write path, a module per behaviour it specifies; each holds its
+/// properties, and its model and stress tests where it has them.
 mod write {
-    mod allocate;
-    mod discard;
+    /// What a write makes visible, and to whom: the bytes through the
+    /// cache and on the backing, every handle and open of a path sharing
+    /// one file, the whole write path against a file image (`model`), and
+    /// writers, readers and syncs on real threads (`stress`).
+    mod visible {
+        mod bytes;
+        mod handles;
+        mod model;
+        mod stress;
+    }
+    /// What a sync promises, seen from another process.
     mod durability;
-    mod model;
-    mod pool;
-    mod semantics;
+    /// Opening for writing: `OpenOptions` and what a handle may do.
+    mod open;
+    /// The file's size and holes: extending writes, `set_len`,
+    /// `punch_hole`, the largest file, and races on them.
+    mod size;
+    /// Dirty data and its writeback: the counts, the dirty limit and
+    /// throttling, the flusher (`dirty`); writeback on the pool and
+    /// through io_uring.
+    mod writeback {
+        mod dirty;
+        mod pool;
+        mod uring;
+    }
+    /// `allocate` (`fallocate`).
+    mod allocate;
+    /// `discard`: a file's unwritten data dropped.
+    mod discard;
+    /// Error reporting (errseq): a failed writeback or sync reported once
+    /// per handle, the data kept and retried.
+    mod errors;
+    /// Memfiles: files with no backing.
+    mod memfile;
+    /// `collapse_range` and `insert_range`.
     mod shift;
-    mod smoke;
-    mod stress;
-    mod uring;
+    /// Uncached writes (`DONTCACHE`).
+    mod uncached;
 }
 
-/// Fault injection at the IO seam (`backing::FaultyBacking`): reads,
-/// writeback and sync, and the matrix of every path against every fault.
+/// Fault injection at the IO seam (`backing::FaultyBacking`): reads, and
+/// the matrix of every path against every fault (the write path's errors
+/// are `write::errors`).
 mod faults {
     mod matrix;
     mod reads;
-    mod writes;
 }
 
 /// Regression tests, one a bug found and fixed.

@@ -14,10 +14,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use foliocache::{Cache, PressureConfig};
+use foliocache::PressureConfig;
 use test_support::{skip_or_fail, test_path};
 
-use crate::common::TempFile;
+use test_support::cache::TestCache;
+use test_support::TempPath;
 
 const MIB: usize = 1 << 20;
 /// The environment variable that tells a re-run test binary its part.
@@ -79,8 +80,8 @@ fn wait(child: &mut Child, what: &str, limit: Duration) -> std::process::ExitSta
 }
 
 /// A file of `bytes` whose every 4 KiB page starts with its index.
-fn data_file(tag: &str, bytes: usize) -> TempFile {
-    let file = TempFile::new(tag, &[]);
+fn data_file(tag: &str, bytes: usize) -> TempPath {
+    let file = TempPath::with_data(tag, &[]);
     let mut f = io::BufWriter::new(fs::File::create(&file.path).unwrap());
     let mut page = vec![0xa5u8; 4096];
     for i in 0..bytes / 4096 {
@@ -130,7 +131,7 @@ fn large_cache_builds_small_and_grows_with_data() {
     };
     let before = rss();
     let start = Instant::now();
-    let cache = Cache::builder().capacity(capacity).build().unwrap();
+    let cache = TestCache::bytes(capacity).build();
     let took = start.elapsed();
     let built = rss();
     let stats = cache.stats();
@@ -183,7 +184,7 @@ fn large_cache_builds_small_and_grows_with_data() {
 fn a_lazy_cache_faults_memory_in_ahead_of_its_misses() {
     const DATA_BYTES: usize = 16 * MIB;
     let file = data_file("ahead", DATA_BYTES);
-    let cache = Cache::builder().capacity(256 * MIB).build().unwrap();
+    let cache = TestCache::bytes(256 * MIB).build();
     let f = cache.open(&file.path).unwrap();
     read_through(&f, DATA_BYTES);
     cache.wait_io_idle();
@@ -217,10 +218,7 @@ fn a_lazy_cache_faults_memory_in_ahead_of_its_misses() {
 fn capacity_above_memory_fails_naming_both_figures() {
     let total = meminfo("MemTotal");
     let capacity = total + (1 << 30);
-    let err = Cache::builder()
-        .capacity(capacity as usize)
-        .build()
-        .unwrap_err();
+    let err = TestCache::bytes(capacity as usize).try_build().unwrap_err();
     assert_eq!(err.kind(), io::ErrorKind::OutOfMemory, "{err}");
     let msg = err.to_string();
     assert!(msg.contains(&capacity.to_string()), "{msg}");
@@ -349,15 +347,13 @@ fn pressure_cache() {
     let dir = PathBuf::from(std::env::var_os(CGROUP).unwrap());
     let data = PathBuf::from(std::env::var_os(DATA).unwrap());
     fs::write(dir.join("cgroup.procs"), std::process::id().to_string()).unwrap();
-    let cache = Cache::builder()
-        .capacity(CAPACITY)
+    let cache = TestCache::bytes(CAPACITY)
         .pressure(
             PressureConfig::default()
                 .interval(Duration::from_millis(50))
                 .floor(32 * MIB),
         )
-        .build()
-        .unwrap();
+        .build();
     let f = cache.open(&data).unwrap();
     read_through(&f, CAPACITY + 64 * MIB);
     cache.wait_io_idle();

@@ -19,7 +19,9 @@ use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::common::{lazy_cache, lazy_cache_no_readahead, RecordingBacking, TempFile};
+use crate::common::RecordingBacking;
+use test_support::cache::TestCache;
+use test_support::TempPath;
 
 const P: u64 = 4096;
 
@@ -78,8 +80,8 @@ proptest! {
             prop::collection::vec((0u64..70 * P, 0usize..20_000), 1..40), 1..4),
     ) {
         let data = nonzero_bytes(64 * P as usize + 1234, seed);
-        let tmp = TempFile::new("read-many-model", &data);
-        let c = lazy_cache(32 * P as usize, 16 * P as usize);
+        let tmp = TempPath::with_data("read-many-model", &data);
+        let c = TestCache::bytes(32 * P as usize).max_folio(16 * P as usize).build();
         let f = c.open(&tmp.path).unwrap();
         for batch in &batches {
             for (r, &(off, len)) in run(&f, batch).into_iter().zip(batch) {
@@ -129,8 +131,8 @@ proptest! {
         reqs in prop::collection::vec((0u64..70 * P, 0usize..20_000), 1..80),
     ) {
         let data = nonzero_bytes(64 * P as usize + 1234, seed);
-        let tmp = TempFile::new("read-queue-model", &data);
-        let c = lazy_cache(32 * P as usize, 16 * P as usize);
+        let tmp = TempPath::with_data("read-queue-model", &data);
+        let c = TestCache::bytes(32 * P as usize).max_folio(16 * P as usize).build();
         let f = c.open(&tmp.path).unwrap();
         for (r, &(off, len)) in run_queued(&f, &reqs, depth).into_iter().zip(&reqs) {
             let got = r.unwrap();
@@ -147,7 +149,10 @@ proptest! {
 #[test]
 fn a_queue_starts_reads_when_pushed_and_reads_each_page_once() {
     let data = nonzero_bytes(256 * P as usize, 3);
-    let c = lazy_cache_no_readahead(1 << 20, 1 << 20);
+    let c = TestCache::bytes(1 << 20)
+        .max_folio(1 << 20)
+        .no_readahead()
+        .build();
     let b = Arc::new(RecordingBacking::new(MemBacking::with_data(data.clone())));
     let f = c.open_backing(b.clone()).unwrap();
     let mut q = f.read_queue();
@@ -193,7 +198,10 @@ fn a_queue_starts_reads_when_pushed_and_reads_each_page_once() {
 #[test]
 fn misses_are_read_once_and_hits_not_at_all() {
     let data = nonzero_bytes(256 * P as usize, 1);
-    let c = lazy_cache_no_readahead(1 << 20, 1 << 20);
+    let c = TestCache::bytes(1 << 20)
+        .max_folio(1 << 20)
+        .no_readahead()
+        .build();
     let b = Arc::new(RecordingBacking::new(MemBacking::with_data(data.clone())));
     let f = c.open_backing(b.clone()).unwrap();
     let reqs: Vec<(u64, usize)> = (0..32).map(|i| ((i * 7 % 256) * P, P as usize)).collect();
@@ -214,8 +222,8 @@ fn misses_are_read_once_and_hits_not_at_all() {
 #[test]
 fn edge_requests() {
     let data = nonzero_bytes(10 * P as usize + 100, 2);
-    let tmp = TempFile::new("read-many-edges", &data);
-    let c = lazy_cache(1 << 20, 1 << 16);
+    let tmp = TempPath::with_data("read-many-edges", &data);
+    let c = TestCache::bytes(1 << 20).max_folio(1 << 16).build();
     let f = c.open(&tmp.path).unwrap();
     let reqs = [
         (10 * P, 4096),
@@ -238,7 +246,10 @@ fn edge_requests() {
 #[test]
 fn a_failed_read_fails_only_the_requests_that_need_it() {
     let data = nonzero_bytes(128 * P as usize, 3);
-    let c = lazy_cache_no_readahead(1 << 20, 1 << 16);
+    let c = TestCache::bytes(1 << 20)
+        .max_folio(1 << 16)
+        .no_readahead()
+        .build();
     let b = Arc::new(FaultyBacking::new(MemBacking::with_data(data.clone())));
     let f = c.open_backing(b.clone()).unwrap();
     b.fail_reads_in(40 * P, 8 * P, libc_eio());
@@ -273,7 +284,10 @@ fn libc_eio() -> i32 {
 #[test]
 fn concurrent_readers_share_the_io() {
     let data = nonzero_bytes(512 * P as usize, 4);
-    let c = lazy_cache_no_readahead(4 << 20, 1 << 16);
+    let c = TestCache::bytes(4 << 20)
+        .max_folio(1 << 16)
+        .no_readahead()
+        .build();
     let b = Arc::new(RecordingBacking::new(FaultyBacking::new(
         MemBacking::with_data(data.clone()),
     )));
@@ -313,8 +327,8 @@ fn concurrent_readers_share_the_io() {
 #[test]
 fn read_many_races_truncate() {
     let data = nonzero_bytes(256 * P as usize, 5);
-    let tmp = TempFile::new("read-many-truncate", &data);
-    let c = lazy_cache(512 * 1024, 1 << 16);
+    let tmp = TempPath::with_data("read-many-truncate", &data);
+    let c = TestCache::bytes(512 * 1024).max_folio(1 << 16).build();
     let f = c
         .open_options()
         .read(true)

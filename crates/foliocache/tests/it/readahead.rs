@@ -15,7 +15,8 @@
 //! log.
 //!
 //! Figures are exact wherever the algorithm is deterministic (one reader):
-//! the windows of the reference's worked example, one request per window,
+//! the windows of the reference's worked example (the kernel's readahead,
+//! 32-page windows, over one-page folios), one request per window,
 //! folio orders. Multi-threaded tests check what must hold whatever the
 //! interleaving: every byte right, nothing left locked, no page read twice,
 //! one window per marker.
@@ -35,36 +36,20 @@ use foliocache::filemap::FolioFlags;
 use foliocache::filemap::{Mapping, MappingEntry};
 use foliocache::internals::Insert;
 use foliocache::Window;
-use foliocache::{Advice, Cache, File, Populate, ReadaheadConfig};
+use foliocache::{Advice, Cache, File, ReadaheadConfig};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::common;
-use common::{nonzero_bytes, settled, wait_uptodate, RecordingBacking, TempFile, HANG};
+use common::{nonzero_bytes, settled, wait_uptodate, RecordingBacking, HANG};
+use test_support::cache::TestCache;
+use test_support::TempPath;
 
 const PAGE: usize = 4096;
 const P: u64 = PAGE as u64;
 
 type Rec = Arc<RecordingBacking<MemBacking>>;
 type FaultyRec = Arc<RecordingBacking<FaultyBacking<MemBacking>>>;
-
-/// A cache with `cfg` readahead, folios up to `max_folio` bytes, lazily
-/// populated.
-fn cache_with(capacity: usize, max_folio: usize, cfg: ReadaheadConfig) -> Cache {
-    Cache::builder()
-        .capacity(capacity)
-        .max_folio_size(max_folio)
-        .populate(Populate::Lazy)
-        .readahead(cfg)
-        .build()
-        .unwrap()
-}
-
-/// The kernel's readahead (32-page windows) over order-0 folios, as in
-/// the reference's worked example.
-fn kernel_cache(capacity: usize) -> Cache {
-    cache_with(capacity, PAGE, ReadaheadConfig::kernel())
-}
 
 /// 2 MiB windows (512 pages), batched: the exact figures of the large-folio
 /// tests are worked out for this, so they do not move when the default is
@@ -205,7 +190,10 @@ impl Drop for Watchdog {
 /// with exactly one request.
 #[test]
 fn kernel_windows_follow_the_worked_example() {
-    let c = kernel_cache(8 << 20);
+    let c = TestCache::bytes(8 << 20)
+        .max_folio(PAGE)
+        .readahead(ReadaheadConfig::kernel())
+        .build();
     let data = nonzero_bytes(256 * PAGE, 1);
     let (f, rec) = open_rec(&c, &data);
     assert_eq!(f.readahead_window(), Window::default());
@@ -267,7 +255,10 @@ fn kernel_windows_follow_the_worked_example() {
 /// window it starts is the next 2 MiB as one folio.
 #[test]
 fn two_mib_reads_make_two_mib_folios() {
-    let c = cache_with(32 << 20, 2 << 20, two_mib());
+    let c = TestCache::bytes(32 << 20)
+        .max_folio(2 << 20)
+        .readahead(two_mib())
+        .build();
     let data = nonzero_bytes(16 << 20, 2);
     let (f, rec) = open_rec(&c, &data);
     for i in 0..4u64 {
@@ -299,7 +290,10 @@ fn two_mib_reads_make_two_mib_folios() {
 /// (`page_cache_ra_order`).
 #[test]
 fn async_windows_grow_their_folio_order() {
-    let c = cache_with(32 << 20, 2 << 20, two_mib());
+    let c = TestCache::bytes(32 << 20)
+        .max_folio(2 << 20)
+        .readahead(two_mib())
+        .build();
     let data = nonzero_bytes(4 << 20, 3);
     let (f, rec) = open_rec(&c, &data);
     let mut changes = Vec::new();
@@ -388,7 +382,10 @@ fn async_windows_grow_their_folio_order() {
 #[test]
 fn windows_are_capped_at_an_eighth_of_the_cache() {
     for (capacity, cap) in [(1usize << 20, 32u64), (4 << 20, 128), (64 << 20, 2048)] {
-        let c = cache_with(capacity, 64 << 10, ReadaheadConfig::default());
+        let c = TestCache::bytes(capacity)
+            .max_folio(64 << 10)
+            .readahead(ReadaheadConfig::default())
+            .build();
         let data = nonzero_bytes(2 << 20, 24);
         let (f, _rec) = open_rec(&c, &data);
         let cfg = f.readahead_config();
@@ -418,7 +415,10 @@ fn windows_are_capped_at_an_eighth_of_the_cache() {
 /// window.
 #[test]
 fn scattered_reads_read_only_their_request() {
-    let c = kernel_cache(8 << 20);
+    let c = TestCache::bytes(8 << 20)
+        .max_folio(PAGE)
+        .readahead(ReadaheadConfig::kernel())
+        .build();
     let data = nonzero_bytes(2048 * PAGE, 4);
     let (f, rec) = open_rec(&c, &data);
     let mut want = Vec::new();
@@ -458,7 +458,10 @@ fn sorted(v: &[(u64, u64)]) -> Vec<(u64, u64)> {
 /// built; `Advice::Normal` turns readahead back on.
 #[test]
 fn random_advice_reads_exactly_the_request() {
-    let c = kernel_cache(8 << 20);
+    let c = TestCache::bytes(8 << 20)
+        .max_folio(PAGE)
+        .readahead(ReadaheadConfig::kernel())
+        .build();
     let data = nonzero_bytes(512 * PAGE, 5);
     let (f, rec) = open_rec(&c, &data);
     f.advise(0, 0, Advice::Random).unwrap();
@@ -492,7 +495,10 @@ fn random_advice_reads_exactly_the_request() {
 /// `Advice::Normal` brings it back to 32 for the next stream.
 #[test]
 fn sequential_advice_doubles_the_window_and_normal_restores_it() {
-    let c = kernel_cache(8 << 20);
+    let c = TestCache::bytes(8 << 20)
+        .max_folio(PAGE)
+        .readahead(ReadaheadConfig::kernel())
+        .build();
     let data = nonzero_bytes(512 * PAGE, 6);
     let (f, rec) = open_rec(&c, &data);
     let windows = |upto: u64| {
@@ -563,7 +569,10 @@ fn sequential_advice_doubles_the_window_and_normal_restores_it() {
 fn one_reader_of_many_starts_the_next_window() {
     const THREADS: usize = 8;
     let _w = Watchdog::new("one_reader_of_many_starts_the_next_window", 4 * HANG);
-    let c = kernel_cache(8 << 20);
+    let c = TestCache::bytes(8 << 20)
+        .max_folio(PAGE)
+        .readahead(ReadaheadConfig::kernel())
+        .build();
     for round in 0..100 {
         let data = Arc::new(nonzero_bytes(64 * PAGE, 100 + round));
         let (f, rec) = open_rec(&c, &data);
@@ -606,7 +615,10 @@ fn concurrent_sequential_readers_read_each_page_once() {
         "concurrent_sequential_readers_read_each_page_once",
         3 * HANG,
     );
-    let c = kernel_cache(8 << 20);
+    let c = TestCache::bytes(8 << 20)
+        .max_folio(PAGE)
+        .readahead(ReadaheadConfig::kernel())
+        .build();
     for round in 0..10 {
         let data = nonzero_bytes(1024 * PAGE, 200 + round);
         let (f, rec) = open_rec(&c, &data);
@@ -645,7 +657,10 @@ fn concurrent_sequential_readers_read_each_page_once() {
 /// writes nothing past them into the caller's buffer.
 #[test]
 fn windows_stop_at_end_of_file() {
-    let c = kernel_cache(8 << 20);
+    let c = TestCache::bytes(8 << 20)
+        .max_folio(PAGE)
+        .readahead(ReadaheadConfig::kernel())
+        .build();
     let size = 10 * PAGE + 100;
     let data = nonzero_bytes(size, 7);
     let (f, rec) = open_rec(&c, &data);
@@ -683,7 +698,10 @@ fn windows_stop_at_end_of_file() {
 /// to order 0), no request reaches past the last page, bytes are right.
 #[test]
 fn large_folio_windows_stop_at_end_of_file() {
-    let c = cache_with(32 << 20, 2 << 20, two_mib());
+    let c = TestCache::bytes(32 << 20)
+        .max_folio(2 << 20)
+        .readahead(two_mib())
+        .build();
     let size = (3 << 20) + 100;
     let data = nonzero_bytes(size, 8);
     let (f, rec) = open_rec(&c, &data);
@@ -720,7 +738,10 @@ fn large_folio_windows_stop_at_end_of_file() {
 /// `Advice::WillNeed` does the same.
 #[test]
 fn readahead_fills_the_range_and_reads_then_do_no_io() {
-    let c = cache_with(32 << 20, 2 << 20, two_mib());
+    let c = TestCache::bytes(32 << 20)
+        .max_folio(2 << 20)
+        .readahead(two_mib())
+        .build();
     let data = nonzero_bytes(4 << 20, 9);
     let (f, rec) = open_rec(&c, &data);
     read_page(&f, &data, 300);
@@ -763,7 +784,10 @@ fn readahead_fills_the_range_and_reads_then_do_no_io() {
 /// reader holds and folios straddling the range's edges.
 #[test]
 fn dontneed_drops_unused_folios_inside_the_range() {
-    let c = kernel_cache(8 << 20);
+    let c = TestCache::bytes(8 << 20)
+        .max_folio(PAGE)
+        .readahead(ReadaheadConfig::kernel())
+        .build();
     let data = nonzero_bytes(64 * PAGE, 10);
     let (f, _rec) = open_rec(&c, &data);
     let m = f.mapping();
@@ -790,7 +814,10 @@ fn dontneed_drops_unused_folios_inside_the_range() {
     assert_eq!((m.nr_folios(), m.nr_shadows()), (0, 0));
 
     // Large folios: only the one wholly inside goes.
-    let c = cache_with(8 << 20, 16 * PAGE, ReadaheadConfig::default());
+    let c = TestCache::bytes(8 << 20)
+        .max_folio(16 * PAGE)
+        .readahead(ReadaheadConfig::default())
+        .build();
     let (f, _rec) = open_rec(&c, &data);
     let m = f.mapping();
     f.readahead(0, 64 * P).unwrap();
@@ -810,7 +837,10 @@ fn dontneed_drops_unused_folios_inside_the_range() {
 /// taken for a refault of data the program said it no longer needs.
 #[test]
 fn dontneed_clears_eviction_shadows_in_the_range() {
-    let c = kernel_cache(8 << 20);
+    let c = TestCache::bytes(8 << 20)
+        .max_folio(PAGE)
+        .readahead(ReadaheadConfig::kernel())
+        .build();
     let data = nonzero_bytes(64 * PAGE, 11);
     let (f, _rec) = open_rec(&c, &data);
     let m = f.mapping();
@@ -840,11 +870,10 @@ fn dontneed_clears_eviction_shadows_in_the_range() {
 fn windows_race_invalidation() {
     let _w = Watchdog::new("windows_race_invalidation", 3 * HANG);
     for insert in [Insert::Batched, Insert::Single] {
-        let c = cache_with(
-            8 << 20,
-            16 * PAGE,
-            ReadaheadConfig::default().with_insert(insert),
-        );
+        let c = TestCache::bytes(8 << 20)
+            .max_folio(16 * PAGE)
+            .readahead(ReadaheadConfig::default().with_insert(insert))
+            .build();
         let data = Arc::new(nonzero_bytes(4 << 20, 12));
         let faulty = Arc::new(FaultyBacking::new(MemBacking::with_data(data.to_vec())));
         faulty.set_read_latency(Duration::from_micros(20));
@@ -898,7 +927,10 @@ fn windows_race_invalidation() {
 #[test]
 fn the_marker_reader_does_not_wait_for_the_async_window() {
     const LATENCY: Duration = Duration::from_millis(300);
-    let c = kernel_cache(8 << 20);
+    let c = TestCache::bytes(8 << 20)
+        .max_folio(PAGE)
+        .readahead(ReadaheadConfig::kernel())
+        .build();
     let data = nonzero_bytes(64 * PAGE, 22);
     let (f, rec) = open_faulty(&c, &data);
     rec.inner().set_read_latency(LATENCY);
@@ -932,7 +964,10 @@ fn the_marker_reader_does_not_wait_for_the_async_window() {
 /// folios go back to the arena, nothing is left in the cache.
 #[test]
 fn closing_a_file_with_windows_in_flight_gives_its_folios_back() {
-    let c = cache_with(8 << 20, 64 << 10, ReadaheadConfig::default());
+    let c = TestCache::bytes(8 << 20)
+        .max_folio(64 << 10)
+        .readahead(ReadaheadConfig::default())
+        .build();
     for round in 0..20u64 {
         let data = nonzero_bytes(2 << 20, 23 + round);
         let (f, rec) = open_faulty(&c, &data);
@@ -995,7 +1030,10 @@ fn concurrent_readers_of_one_file_under_reclaim() {
         ReadaheadConfig::default(),
         ReadaheadConfig::kernel().with_insert(Insert::Single),
     ] {
-        let c = cache_with(2 << 20, 64 << 10, cfg);
+        let c = TestCache::bytes(2 << 20)
+            .max_folio(64 << 10)
+            .readahead(cfg)
+            .build();
         let data = Arc::new(nonzero_bytes(16 << 20, 14));
         let f = c
             .open_backing(MemBacking::with_data(data.to_vec()))
@@ -1016,13 +1054,16 @@ fn concurrent_readers_of_several_files_under_reclaim() {
         "concurrent_readers_of_several_files_under_reclaim",
         3 * HANG,
     );
-    let c = cache_with(4 << 20, 256 << 10, ReadaheadConfig::default());
+    let c = TestCache::bytes(4 << 20)
+        .max_folio(256 << 10)
+        .readahead(ReadaheadConfig::default())
+        .build();
     let mut tmps = Vec::new();
     let mut files = Vec::new();
     for i in 0..4 {
         // Sizes not a multiple of the page, for the EOF paths.
         let data = Arc::new(nonzero_bytes((4 << 20) - 1000 * i, 16 + i as u64));
-        let tmp = TempFile::new("readahead-several", &data);
+        let tmp = TempPath::with_data("readahead-several", &data);
         files.push((c.open(&tmp.path).unwrap(), data));
         tmps.push(tmp);
     }
@@ -1047,7 +1088,10 @@ const EBADMSG: i32 = libc::EBADMSG;
 /// need page 40 fail with the injected errno until the fault is cleared.
 #[test]
 fn a_failing_window_fails_only_the_reads_that_need_it() {
-    let c = kernel_cache(8 << 20);
+    let c = TestCache::bytes(8 << 20)
+        .max_folio(PAGE)
+        .readahead(ReadaheadConfig::kernel())
+        .build();
     let data = nonzero_bytes(128 * PAGE, 18);
     let (f, rec) = open_faulty(&c, &data);
     let m = f.mapping();
@@ -1135,7 +1179,10 @@ fn a_failing_window_fails_only_the_reads_that_need_it() {
 fn concurrent_readers_fail_only_on_the_bad_page() {
     let _w = Watchdog::new("concurrent_readers_fail_only_on_the_bad_page", 3 * HANG);
     for round in 0..5 {
-        let c = kernel_cache(8 << 20);
+        let c = TestCache::bytes(8 << 20)
+            .max_folio(PAGE)
+            .readahead(ReadaheadConfig::kernel())
+            .build();
         let data = nonzero_bytes(128 * PAGE, 19 + round);
         let (f, rec) = open_faulty(&c, &data);
         rec.inner().fail_reads_in(40 * P, P, EBADMSG);
@@ -1173,11 +1220,10 @@ fn concurrent_readers_fail_only_on_the_bad_page() {
 fn batched_and_single_insertion_build_the_same_folios() {
     let data = nonzero_bytes(8 << 20, 20);
     let run = |insert: Insert| {
-        let c = cache_with(
-            32 << 20,
-            2 << 20,
-            ReadaheadConfig::default().with_insert(insert),
-        );
+        let c = TestCache::bytes(32 << 20)
+            .max_folio(2 << 20)
+            .readahead(ReadaheadConfig::default().with_insert(insert))
+            .build();
         assert_eq!(
             c.open_backing(MemBacking::new())
                 .unwrap()
@@ -1213,7 +1259,10 @@ fn batched_and_single_insertion_build_the_same_folios() {
 
 #[test]
 fn reopened_handles_have_their_own_readahead_state() {
-    let c = kernel_cache(8 << 20);
+    let c = TestCache::bytes(8 << 20)
+        .max_folio(PAGE)
+        .readahead(ReadaheadConfig::kernel())
+        .build();
     let data = nonzero_bytes(512 * PAGE, 21);
     let (f, rec) = open_rec(&c, &data);
     for p in 0..=4 {

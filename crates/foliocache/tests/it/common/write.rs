@@ -1,6 +1,6 @@
-//! Helpers for the write-path suites (`write::*`, `faults::writes`,
-//! `faults::matrix`), which import this module as `wcommon`; the `soak`
-//! binary includes it with `#[path]`.
+//! Helpers for the write-path suites (`write::*`, `faults::matrix`), which
+//! import this module as `wcommon`; the `soak` binary includes it with
+//! `#[path]`.
 #![allow(dead_code)]
 // The tests drive and count their own threads with std atomics and locks;
 // the shim rule (clippy.toml) is for the crate's protocols.
@@ -8,12 +8,11 @@
 
 use std::fs;
 use std::io;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::Path;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use foliocache::{Cache, File, Populate};
+use foliocache::File;
 
 /// A page.
 pub const PAGE: usize = 4096;
@@ -23,97 +22,9 @@ pub const P: u64 = PAGE as u64;
 /// it a hang.
 pub const HANG: Duration = Duration::from_secs(30);
 
-/// A cache of `capacity` bytes with folios of at most `max_folio` bytes,
-/// populated lazily (the suites build many caches).
-pub fn cache(capacity: usize, max_folio: usize) -> Cache {
-    Cache::builder()
-        .capacity(capacity)
-        .max_folio_size(max_folio)
-        .populate(Populate::Lazy)
-        .build()
-        .unwrap()
-}
-
-/// [`cache`] without readahead: a read caches only the folios it needs,
-/// so tests can say exactly what is cached.
-pub fn cache_no_ra(capacity: usize, max_folio: usize) -> Cache {
-    Cache::builder()
-        .capacity(capacity)
-        .max_folio_size(max_folio)
-        .populate(Populate::Lazy)
-        .readahead(foliocache::ReadaheadConfig::disabled())
-        .build()
-        .unwrap()
-}
-
-/// [`cache`] with explicit dirty thresholds.
-pub fn cache_dirty(capacity: usize, max_folio: usize, limit: usize, background: usize) -> Cache {
-    Cache::builder()
-        .capacity(capacity)
-        .max_folio_size(max_folio)
-        .populate(Populate::Lazy)
-        .dirty_limit(limit)
-        .dirty_background(background)
-        .build()
-        .unwrap()
-}
-
-/// A path on the target's filesystem (ext4 here: O_DIRECT works) that does
-/// not exist yet; whatever is there is removed on drop.
-pub struct TempPath {
-    /// Where.
-    pub path: PathBuf,
-}
-
-impl TempPath {
-    /// A fresh path named after `tag`.
-    pub fn new(tag: &str) -> TempPath {
-        static SEQ: AtomicUsize = AtomicUsize::new(0);
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("foliocache-write-tests");
-        fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(format!(
-            "{tag}-{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = fs::remove_file(&path);
-        TempPath { path }
-    }
-
-    /// A fresh path holding `data`, written and synced with std::fs.
-    pub fn with_data(tag: &str, data: &[u8]) -> TempPath {
-        let t = TempPath::new(tag);
-        fs::write(&t.path, data).unwrap();
-        fs::File::open(&t.path).unwrap().sync_all().unwrap();
-        t
-    }
-}
-
-impl AsRef<Path> for TempPath {
-    fn as_ref(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl Drop for TempPath {
-    fn drop(&mut self) {
-        let _ = fs::remove_file(&self.path);
-    }
-}
-
-/// Opens `path` read-write, creating it, through `c`.
-pub fn open_rw(c: &Cache, path: &Path) -> File {
-    c.open_options()
-        .read(true)
-        .write(true)
-        .create(true)
-        .open(path)
-        .unwrap_or_else(|e| panic!("open {} read-write: {e}", path.display()))
-}
-
 // The `soak` binary includes this module and uses only part of it.
 #[allow(unused_imports)]
-pub use test_support::nonzero_bytes;
+pub use test_support::{cache::open_rw, nonzero_bytes, TempPath};
 
 /// Writes `pages` single pages, every other page from page 0, through `f`;
 /// returns the file's model.
@@ -207,6 +118,30 @@ pub fn within<T: Send + 'static>(
             Ok(()) => unreachable!("sent nothing but returned"),
         },
     }
+}
+
+/// How long each write stress test runs: `FOLIOCACHE_STRESS_SECS` (2 s by
+/// default).
+pub fn stress_secs() -> Duration {
+    let s = std::env::var("FOLIOCACHE_STRESS_SECS")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .unwrap_or(2.0);
+    Duration::from_secs_f64(s)
+}
+
+/// splitmix64's finaliser: the stress tests' patterns.
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// Byte `o` (offset inside the region) of version `v` of region `r`, in the
+/// stress tests: never zero, so a zero is never data.
+pub fn pat(r: usize, v: u64, o: u64) -> u8 {
+    (mix(((r as u64) << 48) ^ (v << 24) ^ o) as u8) | 1
 }
 
 /// Polls `cond` every millisecond until it holds; panics after [`HANG`].

@@ -33,9 +33,8 @@ use backing::{FaultyBacking, MemBacking, Op};
 use foliocache::{Cache, File, ReadFlags, WriteFlags};
 
 use crate::common::write as wcommon;
-use wcommon::{
-    all_written, assert_same, cache_dirty, nonzero_bytes, read_all, wait_until, within, HANG, PAGE,
-};
+use test_support::cache::{faulty_file, TestCache};
+use wcommon::{all_written, assert_same, nonzero_bytes, read_all, wait_until, within, HANG, PAGE};
 
 const KIB: usize = 1024;
 const MIB: usize = 1024 * KIB;
@@ -77,10 +76,12 @@ struct Cell {
 }
 
 impl Cell {
-    fn new(what: String, cache: Cache) -> Cell {
+    /// The cell `what`: a file of `SIZE` bytes over a faulty memory backing,
+    /// through a cache built from `cache`.
+    fn new(what: String, cache: TestCache) -> Cell {
+        let cache = cache.build();
         let model = nonzero_bytes(SIZE, 7);
-        let b = Arc::new(FaultyBacking::new(MemBacking::with_data(model.clone())));
-        let file = cache.open_backing(b.clone()).unwrap();
+        let (file, b) = faulty_file(&cache, &model);
         Cell {
             what,
             cache,
@@ -206,12 +207,6 @@ impl Cell {
     }
 }
 
-/// A cache of 2 MiB, folios up to 64 KiB, no background writeback below
-/// its capacity.
-fn quiet() -> Cache {
-    cache_dirty(2 * MIB, 64 * KIB, 2 * MIB, 2 * MIB)
-}
-
 /// Runs `cell` for every fault, each within [`HANG`].
 fn row(path: &'static str, cell: fn(Fault, String)) {
     for fault in FAULTS {
@@ -238,7 +233,10 @@ fn read_check(c: &Cell, off: u64, len: usize, flags: ReadFlags) -> io::Result<us
 #[test]
 fn read_miss_without_readahead() {
     row("read miss", |fault, what| {
-        let mut c = Cell::new(what, wcommon::cache_no_ra(2 * MIB, 64 * KIB));
+        let mut c = Cell::new(
+            what,
+            TestCache::bytes(2 * MIB).max_folio(64 * KIB).no_readahead(),
+        );
         c.arm(fault, Op::Read, 0);
         let r = read_check(&c, 40 * KIB as u64 + 17, 20 * KIB, ReadFlags::NONE);
         c.check_result(&r, fault.errno(), "the read");
@@ -249,7 +247,7 @@ fn read_miss_without_readahead() {
 #[test]
 fn readahead_windows() {
     row("readahead", |fault, what| {
-        let mut c = Cell::new(what, wcommon::cache(2 * MIB, 64 * KIB));
+        let mut c = Cell::new(what, TestCache::bytes(2 * MIB).max_folio(64 * KIB));
         c.arm(fault, Op::Read, 0);
         // A stream: the first read fails (or not), and so may any window.
         let mut off = 0u64;
@@ -272,7 +270,7 @@ fn readahead_windows() {
 #[test]
 fn uncached_read() {
     row("uncached read", |fault, what| {
-        let mut c = Cell::new(what, wcommon::cache(2 * MIB, 64 * KIB));
+        let mut c = Cell::new(what, TestCache::bytes(2 * MIB).max_folio(64 * KIB));
         c.arm(fault, Op::Read, 0);
         let r = read_check(&c, 64 * KIB as u64, 128 * KIB, ReadFlags::DONTCACHE);
         c.check_result(&r, fault.errno(), "the read");
@@ -291,7 +289,7 @@ fn uncached_read() {
 #[test]
 fn write_into_a_block_not_cached() {
     row("partial write", |fault, what| {
-        let mut c = Cell::new(what, quiet());
+        let mut c = Cell::new(what, TestCache::bytes(2 * MIB).max_folio(64 * KIB).quiet());
         c.arm(fault, Op::Read, 0);
         let before = c.model.clone();
         let r = c.write(&[0xab; 100], 5000, WriteFlags::NONE);
@@ -319,7 +317,7 @@ fn sync_row(all: bool) {
 }
 
 fn sync_cell(fault: Fault, what: String, all: bool) {
-    let mut c = Cell::new(what, quiet());
+    let mut c = Cell::new(what, TestCache::bytes(2 * MIB).max_folio(64 * KIB).quiet());
     let data = nonzero_bytes(200 * KIB, 3);
     c.write(&data, 256 * KIB as u64, WriteFlags::NONE).unwrap();
     c.arm(fault, Op::Write, 300 * KIB as u64);
@@ -356,7 +354,7 @@ fn sync_all_writeback() {
 #[test]
 fn the_backings_own_sync() {
     row("backing fsync", |fault, what| {
-        let mut c = Cell::new(what, quiet());
+        let mut c = Cell::new(what, TestCache::bytes(2 * MIB).max_folio(64 * KIB).quiet());
         c.write(&nonzero_bytes(10 * KIB, 4), 8, WriteFlags::NONE)
             .unwrap();
         match fault {
@@ -378,7 +376,13 @@ fn the_backings_own_sync() {
 fn background_flusher() {
     row("flusher", |fault, what| {
         // Writeback starts past 32 KiB dirty.
-        let mut c = Cell::new(what, cache_dirty(2 * MIB, 64 * KIB, 2 * MIB, 32 * KIB));
+        let mut c = Cell::new(
+            what,
+            TestCache::bytes(2 * MIB)
+                .max_folio(64 * KIB)
+                .dirty_limit(2 * MIB)
+                .dirty_background(32 * KIB),
+        );
         c.arm(fault, Op::Write, 200 * KIB as u64);
         c.write(
             &nonzero_bytes(256 * KIB, 5),
@@ -407,7 +411,13 @@ fn background_flusher() {
 fn throttled_writer() {
     row("throttled writer", |fault, what| {
         // Writers past 64 KiB dirty write back first.
-        let mut c = Cell::new(what, cache_dirty(2 * MIB, 16 * KIB, 64 * KIB, 32 * KIB));
+        let mut c = Cell::new(
+            what,
+            TestCache::bytes(2 * MIB)
+                .max_folio(16 * KIB)
+                .dirty_limit(64 * KIB)
+                .dirty_background(32 * KIB),
+        );
         c.arm(fault, Op::Write, 128 * KIB as u64);
         let chunk = nonzero_bytes(4 * KIB, 6);
         let mut r = Ok(0);
@@ -433,7 +443,7 @@ fn throttled_writer() {
 #[test]
 fn uncached_write() {
     row("uncached write", |fault, what| {
-        let mut c = Cell::new(what, quiet());
+        let mut c = Cell::new(what, TestCache::bytes(2 * MIB).max_folio(64 * KIB).quiet());
         c.arm(fault, Op::Write, 300 * KIB as u64);
         let data = nonzero_bytes(128 * KIB, 8);
         let r = c.write(&data, 256 * KIB as u64, WriteFlags::DONTCACHE);
@@ -455,7 +465,7 @@ fn uncached_write() {
 #[test]
 fn set_len() {
     row("set_len", |fault, what| {
-        let mut c = Cell::new(what, quiet());
+        let mut c = Cell::new(what, TestCache::bytes(2 * MIB).max_folio(64 * KIB).quiet());
         c.write(
             &nonzero_bytes(4 * KIB, 9),
             500 * KIB as u64,
@@ -482,7 +492,7 @@ fn set_len() {
 #[test]
 fn punch_hole() {
     row("punch_hole", |fault, what| {
-        let mut c = Cell::new(what, quiet());
+        let mut c = Cell::new(what, TestCache::bytes(2 * MIB).max_folio(64 * KIB).quiet());
         read_all(&c.file);
         match fault {
             Fault::Eio | Fault::Enospc => {

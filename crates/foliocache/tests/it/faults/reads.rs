@@ -18,7 +18,7 @@ use std::io::{self};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-use backing::{FaultyBacking, FileBacking, FileOptions, MemBacking, Op};
+use backing::{FaultyBacking, FileBacking, FileOptions, Op};
 use foliocache::{Cache, CacheStats, File};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -27,7 +27,8 @@ use crate::common;
 // Readahead off: these tests place faults on the IO of one miss and count
 // IOs; readahead's own error handling is tested in tests/it/readahead.rs.
 use common::write::{wait_until, within};
-use common::{lazy_cache_no_readahead as cache, TempFile};
+use test_support::cache::{faulty_file, TestCache};
+use test_support::TempPath;
 
 const PAGE: usize = 4096;
 const P: u64 = PAGE as u64;
@@ -41,18 +42,10 @@ fn nonzero_bytes(len: usize, seed: u64) -> Vec<u8> {
     (0..len).map(|_| rng.gen_range(1..=255u8)).collect()
 }
 
-type FaultyMem = Arc<FaultyBacking<MemBacking>>;
 type FaultyFile = Arc<FaultyBacking<FileBacking>>;
 
-/// A fault-injecting memory file opened through `c`; the handle arms faults.
-fn open_mem(c: &Cache, data: &[u8]) -> (File, FaultyMem) {
-    let b = Arc::new(FaultyBacking::new(MemBacking::with_data(data.to_vec())));
-    let f = c.open_backing(b.clone()).unwrap();
-    (f, b)
-}
-
 /// A fault-injecting O_DIRECT file opened through `c`.
-fn open_file(c: &Cache, tmp: &TempFile) -> (File, FaultyFile) {
+fn open_file(c: &Cache, tmp: &TempPath) -> (File, FaultyFile) {
     let inner = FileBacking::open(&tmp.path, &FileOptions::new().read(true)).unwrap();
     let b = Arc::new(FaultyBacking::new(inner));
     let f = c.open_backing(b.clone()).unwrap();
@@ -95,8 +88,8 @@ fn assert_consistent(c: &Cache) -> CacheStats {
 #[test]
 fn a_failed_read_fails_exactly_the_read_that_needed_the_bytes_over_an_o_direct_file() {
     let data = nonzero_bytes(16 * PAGE, 1);
-    let tmp = TempFile::new("eio", &data);
-    let c = cache(64 * PAGE, PAGE);
+    let tmp = TempPath::with_data("eio", &data);
+    let c = TestCache::pages(64).max_folio(PAGE).no_readahead().build();
     let (f, b) = open_file(&c, &tmp);
     assert!(f.info().is_direct(), "ext4 takes O_DIRECT: {}", f.info());
     b.fail_reads_in(5 * P, P, libc::EIO);
@@ -137,8 +130,11 @@ fn a_failed_read_fails_exactly_the_read_that_needed_the_bytes_over_an_o_direct_f
 #[test]
 fn every_injected_errno_reaches_the_caller_unchanged() {
     let data = nonzero_bytes(8 * PAGE, 2);
-    let c = cache(32 * PAGE, 4 * PAGE);
-    let (f, b) = open_mem(&c, &data);
+    let c = TestCache::pages(32)
+        .max_folio(4 * PAGE)
+        .no_readahead()
+        .build();
+    let (f, b) = faulty_file(&c, &data);
     for (i, e) in [
         libc::EIO,
         libc::ENXIO,
@@ -165,8 +161,11 @@ fn every_injected_errno_reaches_the_caller_unchanged() {
 fn a_failed_read_leaves_no_uptodate_folio_and_is_read_again_once_the_fault_clears() {
     for max_folio in [PAGE, 16 * PAGE] {
         let data = nonzero_bytes(64 * PAGE, 3);
-        let tmp = TempFile::new("reread", &data);
-        let c = cache(256 * PAGE, max_folio);
+        let tmp = TempPath::with_data("reread", &data);
+        let c = TestCache::pages(256)
+            .max_folio(max_folio)
+            .no_readahead()
+            .build();
         let (f, b) = open_file(&c, &tmp);
         // A bad sector in the middle of the folio the read will create.
         b.fail_reads_in(16 * P + max_folio as u64 / 2, 1, libc::EIO);
@@ -215,8 +214,8 @@ fn io_reads_counts_every_read_issued_to_the_backing_including_failed_ones() {
     // `CacheStats::io_reads` is documented as "Reads issued to backings".
     // A read that the backing failed was issued all the same.
     let data = nonzero_bytes(8 * PAGE, 4);
-    let c = cache(32 * PAGE, PAGE);
-    let (f, b) = open_mem(&c, &data);
+    let c = TestCache::pages(32).max_folio(PAGE).no_readahead().build();
+    let (f, b) = faulty_file(&c, &data);
     read_vec(&f, 0, PAGE).unwrap();
     b.fail_nth_read(1, libc::EIO);
     assert_eq!(errno(read_vec(&f, P, PAGE)), libc::EIO);
@@ -234,8 +233,8 @@ fn io_reads_counts_every_read_issued_to_the_backing_including_failed_ones() {
 fn other_ranges_keep_working_while_a_fault_is_active() {
     let len = 40 * PAGE + 777;
     let data = nonzero_bytes(len, 5);
-    let c = cache(16 * PAGE, PAGE);
-    let (f, b) = open_mem(&c, &data);
+    let c = TestCache::pages(16).max_folio(PAGE).no_readahead().build();
+    let (f, b) = faulty_file(&c, &data);
     // Pages 8..12 are a bad region for the whole test.
     let (bad_lo, bad_hi) = (8 * P, 12 * P);
     b.fail_reads_in(bad_lo, bad_hi - bad_lo, libc::EIO);
@@ -307,8 +306,11 @@ fn other_ranges_keep_working_while_a_fault_is_active() {
 #[test]
 fn concurrent_readers_of_a_failing_folio_all_get_the_error_and_none_hangs() {
     let data = nonzero_bytes(16 * PAGE, 6);
-    let c = cache(64 * PAGE, 4 * PAGE);
-    let (f, b) = open_mem(&c, &data);
+    let c = TestCache::pages(64)
+        .max_folio(4 * PAGE)
+        .no_readahead()
+        .build();
+    let (f, b) = faulty_file(&c, &data);
     b.fail_reads_in(4 * P, 4 * P, libc::EIO);
     b.set_read_latency(Duration::from_millis(100));
     let readers = 8;
@@ -342,8 +344,11 @@ fn waiters_on_a_folio_whose_read_failed_retry_and_get_the_right_bytes() {
     // Only the first IO fails; readers that slept on its lock must retry
     // (one new IO), not inherit the error or a half-read folio.
     let data = nonzero_bytes(16 * PAGE, 7);
-    let c = cache(64 * PAGE, 4 * PAGE);
-    let (f, b) = open_mem(&c, &data);
+    let c = TestCache::pages(64)
+        .max_folio(4 * PAGE)
+        .no_readahead()
+        .build();
+    let (f, b) = faulty_file(&c, &data);
     b.fail_nth_read(1, libc::EIO);
     b.set_read_latency(Duration::from_millis(150));
     let readers = 8;
@@ -395,8 +400,11 @@ fn a_dead_device_fails_every_miss_but_hits_still_work_and_nothing_leaks() {
     let data = nonzero_bytes(len, 8);
     // Room for the 4 cached pages plus a 2-page folio per reader, so the
     // failing misses never need to evict the cached pages.
-    let c = cache(16 * PAGE, 2 * PAGE);
-    let (f, b) = open_mem(&c, &data);
+    let c = TestCache::pages(16)
+        .max_folio(2 * PAGE)
+        .no_readahead()
+        .build();
+    let (f, b) = faulty_file(&c, &data);
     // Cache pages 0..4, then the device dies.
     assert_eq!(read_vec(&f, 0, 4 * PAGE).unwrap(), &data[..4 * PAGE]);
     b.fail_from_nth(Op::Read, 1, libc::EIO);
@@ -454,8 +462,11 @@ fn a_dead_device_fails_every_miss_but_hits_still_work_and_nothing_leaks() {
 fn errors_under_memory_pressure_keep_the_byte_counts_consistent() {
     let len = 200 * PAGE + 99;
     let data = nonzero_bytes(len, 9);
-    let c = cache(12 * PAGE, 4 * PAGE);
-    let (f, b) = open_mem(&c, &data);
+    let c = TestCache::pages(12)
+        .max_folio(4 * PAGE)
+        .no_readahead()
+        .build();
+    let (f, b) = faulty_file(&c, &data);
     let mut rng = StdRng::seed_from_u64(9);
     let (mut ok, mut failed) = (0, 0);
     for i in 0..3000u64 {
@@ -549,8 +560,8 @@ impl<B: backing::Backing> ShortRead for FaultyBacking<B> {
 fn a_short_read_inside_a_page_mid_file_never_returns_zeros_or_wrong_bytes() {
     // Minimal: one-page folio, the backing returns 100 of its 4096 bytes.
     let data = nonzero_bytes(8 * PAGE, 10);
-    let c = cache(32 * PAGE, PAGE);
-    let (f, b) = open_mem(&c, &data);
+    let c = TestCache::pages(32).max_folio(PAGE).no_readahead().build();
+    let (f, b) = faulty_file(&c, &data);
     check_short_read(&f, &*b, &data, 2 * P, PAGE, 100);
 }
 
@@ -558,8 +569,8 @@ fn a_short_read_inside_a_page_mid_file_never_returns_zeros_or_wrong_bytes() {
 fn a_spurious_eof_mid_file_never_returns_zeros_or_a_short_count() {
     // The backing returns 0 bytes in the middle of the file.
     let data = nonzero_bytes(8 * PAGE, 11);
-    let c = cache(32 * PAGE, PAGE);
-    let (f, b) = open_mem(&c, &data);
+    let c = TestCache::pages(32).max_folio(PAGE).no_readahead().build();
+    let (f, b) = faulty_file(&c, &data);
     check_short_read(&f, &*b, &data, 3 * P, PAGE, 0);
 }
 
@@ -567,8 +578,11 @@ fn a_spurious_eof_mid_file_never_returns_zeros_or_a_short_count() {
 fn a_short_read_at_a_block_boundary_of_a_large_folio_never_returns_zeros() {
     // A 16 KiB folio of which the backing returns only the first 4 KiB.
     let data = nonzero_bytes(32 * PAGE, 12);
-    let tmp = TempFile::new("short", &data);
-    let c = cache(64 * PAGE, 4 * PAGE);
+    let tmp = TempPath::with_data("short", &data);
+    let c = TestCache::pages(64)
+        .max_folio(4 * PAGE)
+        .no_readahead()
+        .build();
     let (f, b) = open_file(&c, &tmp);
     check_short_read(&f, &*b, &data, 4 * P, 4 * PAGE, PAGE);
 }
@@ -579,8 +593,11 @@ fn a_short_read_that_ends_at_the_real_eof_is_not_a_short_read() {
     // the backing's count is the EOF count and the read is exact.
     let len = 2 * PAGE + 2000;
     let data = nonzero_bytes(len, 13);
-    let c = cache(32 * PAGE, 4 * PAGE);
-    let (f, b) = open_mem(&c, &data);
+    let c = TestCache::pages(32)
+        .max_folio(4 * PAGE)
+        .no_readahead()
+        .build();
+    let (f, b) = faulty_file(&c, &data);
     b.short_read_nth(1, PAGE);
     let got = read_vec(&f, 2 * P, 3 * PAGE).unwrap();
     assert_eq!(got, &data[2 * PAGE..]);
@@ -594,8 +611,11 @@ fn a_short_read_that_ends_at_the_real_eof_is_not_a_short_read() {
 fn concurrent_readers_of_a_slow_folio_share_one_io_and_all_get_the_right_bytes() {
     for max_folio in [PAGE, 16 * PAGE] {
         let data = nonzero_bytes(64 * PAGE, 14);
-        let tmp = TempFile::new("slow", &data);
-        let c = cache(256 * PAGE, max_folio);
+        let tmp = TempPath::with_data("slow", &data);
+        let c = TestCache::pages(256)
+            .max_folio(max_folio)
+            .no_readahead()
+            .build();
         let (f, b) = open_file(&c, &tmp);
         b.set_read_latency(Duration::from_millis(200));
         let readers = 8;
@@ -643,8 +663,11 @@ fn readers_of_parts_of_a_folio_being_read_wait_for_it_instead_of_reading_again()
     // The first reader creates a 64 KiB folio and its IO is slow; readers
     // that then ask for any part of it sleep on its lock.
     let data = nonzero_bytes(64 * PAGE, 15);
-    let c = cache(128 * PAGE, 16 * PAGE);
-    let (f, b) = open_mem(&c, &data);
+    let c = TestCache::pages(128)
+        .max_folio(16 * PAGE)
+        .no_readahead()
+        .build();
+    let (f, b) = faulty_file(&c, &data);
     b.set_read_latency(Duration::from_millis(300));
     let data = Arc::new(data);
     let (f2, data2) = (f.clone(), data.clone());

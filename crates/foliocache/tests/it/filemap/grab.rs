@@ -8,19 +8,10 @@ use std::sync::Arc;
 use backing::MemBacking;
 use foliocache::filemap::FolioFlags;
 use foliocache::filemap::{LockedFolio, Mapping};
-use foliocache::{Cache, File, Populate, ReadaheadConfig};
+use foliocache::{Cache, File};
+use test_support::cache::TestCache;
 
 const PAGE: usize = 4096;
-
-fn cache(pages: usize, max_folio: usize) -> Cache {
-    Cache::builder()
-        .capacity(pages * PAGE)
-        .max_folio_size(max_folio)
-        .populate(Populate::Lazy)
-        .readahead(ReadaheadConfig::disabled())
-        .build()
-        .unwrap()
-}
 
 fn file(c: &Cache, pages: usize) -> File {
     let data: Vec<u8> = (0..pages * PAGE)
@@ -56,7 +47,10 @@ fn settle(m: &Mapping, got: Vec<LockedFolio<'_>>, index: u64, pages: u64) -> (us
 
 #[test]
 fn an_empty_aligned_range_gets_the_largest_folios() {
-    let c = cache(4096, 2 << 20);
+    let c = TestCache::pages(4096)
+        .max_folio(2 << 20)
+        .no_readahead()
+        .build();
     let f = file(&c, 2048);
     let m = f.mapping();
     let mut out = Vec::new();
@@ -71,7 +65,10 @@ fn an_empty_aligned_range_gets_the_largest_folios() {
 
 #[test]
 fn an_unaligned_range_is_cut_into_aligned_folios() {
-    let c = cache(4096, 2 << 20);
+    let c = TestCache::pages(4096)
+        .max_folio(2 << 20)
+        .no_readahead()
+        .build();
     let f = file(&c, 2048);
     let m = f.mapping();
     let mut out = Vec::new();
@@ -103,7 +100,10 @@ fn an_unaligned_range_is_cut_into_aligned_folios() {
 
 #[test]
 fn present_folios_are_locked_and_the_gaps_created() {
-    let c = cache(4096, 64 << 10);
+    let c = TestCache::pages(4096)
+        .max_folio(64 << 10)
+        .no_readahead()
+        .build();
     let f = file(&c, 256);
     let m = f.mapping();
     let mut buf = vec![0u8; 64 << 10];
@@ -121,7 +121,7 @@ fn present_folios_are_locked_and_the_gaps_created() {
 
 #[test]
 fn a_grab_over_shadows_skips_the_refault_test() {
-    let c = cache(64, PAGE);
+    let c = TestCache::pages(64).max_folio(PAGE).no_readahead().build();
     let f = file(&c, 256);
     let mut buf = vec![0u8; PAGE];
     for p in 0..256u64 {
@@ -151,7 +151,7 @@ fn a_grab_over_shadows_skips_the_refault_test() {
 
 #[test]
 fn bad_ranges_and_a_full_cache_give_errors() {
-    let c = cache(16, PAGE);
+    let c = TestCache::pages(16).max_folio(PAGE).no_readahead().build();
     let f = file(&c, 64);
     let m = f.mapping();
     let mut out = Vec::new();
@@ -173,7 +173,10 @@ fn bad_ranges_and_a_full_cache_give_errors() {
 /// every `dontneed`-th round drops the range again. Then every page must
 /// read right and the accounting agree.
 fn grab_from_threads(single: fn(u64) -> bool, seed: u64, dontneed: Option<u64>) {
-    let c = cache(1024, 64 << 10);
+    let c = TestCache::pages(1024)
+        .max_folio(64 << 10)
+        .no_readahead()
+        .build();
     let f = Arc::new(file(&c, 512));
     let threads: Vec<_> = (0..4u64)
         .map(|t| {
@@ -228,7 +231,10 @@ fn threads_grabbing_overlapping_ranges_each_get_one_folio_per_index() {
 
 #[test]
 fn the_one_at_a_time_path_makes_the_same_folios() {
-    let c = cache(4096, 2 << 20);
+    let c = TestCache::pages(4096)
+        .max_folio(2 << 20)
+        .no_readahead()
+        .build();
     let f = file(&c, 2048);
     let m = f.mapping();
     let mut buf = vec![0u8; 16 * PAGE];

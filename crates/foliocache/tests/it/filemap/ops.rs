@@ -9,7 +9,8 @@ use std::io::ErrorKind;
 use backing::MemBacking;
 use foliocache::filemap::FolioFlags;
 use foliocache::filemap::{AddError, FgpFlags, MappingEntry, BATCH};
-use foliocache::{Cache, File, Populate, ReadaheadConfig};
+use foliocache::{Cache, File};
+use test_support::cache::TestCache;
 
 const PAGE: usize = 4096;
 
@@ -26,15 +27,12 @@ fn file_with(pages: usize, max_folio: usize) -> (Cache, File, Vec<u8>) {
     let data: Vec<u8> = (0..pages * PAGE)
         .map(|i| (i / PAGE) as u8 ^ (i as u8) | 1)
         .collect();
-    let cache = Cache::builder()
-        .capacity(8 << 20)
-        .max_folio_size(max_folio)
-        .populate(Populate::Lazy)
+    let cache = TestCache::bytes(8 << 20)
+        .max_folio(max_folio)
         // Each read makes exactly the folio it needs: the layouts below
         // depend on it.
-        .readahead(ReadaheadConfig::disabled())
-        .build()
-        .unwrap();
+        .no_readahead()
+        .build();
     let f = cache
         .open_backing(MemBacking::with_data(data.clone()))
         .unwrap();

@@ -6,9 +6,9 @@ use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use foliocache::{Cache, Populate};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use test_support::cache::TestCache;
 
 fn temp_file(name: &str, len: usize, seed: u64) -> (PathBuf, Vec<u8>) {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("foliocache-read");
@@ -22,18 +22,10 @@ fn temp_file(name: &str, len: usize, seed: u64) -> (PathBuf, Vec<u8>) {
     (path, data)
 }
 
-fn cache(capacity: usize) -> Cache {
-    Cache::builder()
-        .capacity(capacity)
-        .populate(Populate::Lazy)
-        .build()
-        .unwrap()
-}
-
 #[test]
 fn second_read_is_a_hit_with_no_io() {
     let (path, data) = temp_file("hit", 1 << 20, 1);
-    let c = cache(8 << 20);
+    let c = TestCache::bytes(8 << 20).build();
     let f = c.open(&path).unwrap();
     assert!(f.info().is_direct(), "ext4 accepts O_DIRECT: {}", f.info());
     let mut buf = vec![0u8; 4096];
@@ -50,7 +42,7 @@ fn second_read_is_a_hit_with_no_io() {
 #[test]
 fn a_large_aligned_read_makes_one_large_folio_and_one_io() {
     let (path, data) = temp_file("large", 4 << 20, 2);
-    let c = cache(16 << 20);
+    let c = TestCache::bytes(16 << 20).build();
     let f = c.open(&path).unwrap();
     let mut buf = vec![0u8; 1 << 20];
     assert_eq!(f.read_at(&mut buf, 1 << 20).unwrap(), 1 << 20);
@@ -66,7 +58,7 @@ fn a_large_aligned_read_makes_one_large_folio_and_one_io() {
 fn reads_stop_at_eof_and_the_tail_of_the_last_folio_reads_as_file_bytes() {
     let len = 3 * 4096 + 123;
     let (path, data) = temp_file("eof", len, 3);
-    let c = cache(1 << 20);
+    let c = TestCache::bytes(1 << 20).build();
     let f = c.open(&path).unwrap();
     assert_eq!(f.len(), len as u64);
     let mut buf = vec![0xAAu8; 10000];
@@ -89,7 +81,7 @@ fn random_reads_match_pread_under_constant_reclaim_from_threads() {
     let len = 24 << 20;
     let (path, _) = temp_file("diff", len, 4);
     // A capacity of one sixth of the file: reclaim runs all the time.
-    let c = cache(4 << 20);
+    let c = TestCache::bytes(4 << 20).build();
     let f = c.open(&path).unwrap();
     let direct = Arc::new(fs::File::open(&path).unwrap());
     let threads: Vec<_> = (0..3)
@@ -132,12 +124,7 @@ fn readers_that_briefly_hold_every_folio_do_not_make_others_fail() {
     // cache pinned waits for one to be released instead of failing.
     let len = 64 * 4096;
     let (path, data) = temp_file("pinned", len, 5);
-    let c = Cache::builder()
-        .capacity(8 * 4096)
-        .max_folio_size(4096)
-        .populate(Populate::Lazy)
-        .build()
-        .unwrap();
+    let c = TestCache::bytes(8 * 4096).max_folio(4096).build();
     let f = c.open(&path).unwrap();
     let data = Arc::new(data);
     let threads: Vec<_> = (0..8)

@@ -9,19 +9,14 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use backing::MemBacking;
-use foliocache::{Cache, File};
+use foliocache::File;
 
-use crate::common::write::{disk, open_rw, TempPath, P, PAGE};
+use crate::common::write::{disk, open_rw, P, PAGE};
+use test_support::cache::{mem_file, TestCache};
+use test_support::TempPath;
 
 fn data(n: usize) -> Vec<u8> {
     (0..n as u32).map(|i| (i * 7 + 3) as u8).collect()
-}
-
-/// A cache of `pages` pages, folios of at most `max_folio`, no readahead
-/// (so tests say exactly what is cached).
-fn cache(pages: usize, max_folio: usize) -> Cache {
-    crate::common::lazy_cache_no_readahead(pages * PAGE, max_folio)
 }
 
 /// Reads the file's first `len` bytes in 64 KiB pieces: with no readahead
@@ -33,13 +28,12 @@ fn warm(f: &File, len: usize) {
     }
 }
 
-fn mem_file(c: &Cache, d: &[u8]) -> File {
-    c.open_backing(MemBacking::with_data(d.to_vec())).unwrap()
-}
-
 #[test]
 fn a_cached_range_is_borrowed_and_counted_as_a_hit() {
-    let c = cache(64, 64 << 10);
+    let c = TestCache::pages(64)
+        .max_folio(64 << 10)
+        .no_readahead()
+        .build();
     let d = data(256 << 10);
     let f = mem_file(&c, &d);
     // A miss: read in, then pinned in place (the read counted it).
@@ -63,7 +57,7 @@ fn a_cached_range_is_borrowed_and_counted_as_a_hit() {
 
 #[test]
 fn a_range_across_folios_is_a_copy_with_the_same_bytes() {
-    let c = cache(64, 4096);
+    let c = TestCache::pages(64).max_folio(4096).no_readahead().build();
     let d = data(64 << 10);
     let f = mem_file(&c, &d);
     let p = f.pin(4000, 10_000).unwrap();
@@ -77,7 +71,10 @@ fn a_range_across_folios_is_a_copy_with_the_same_bytes() {
 
 #[test]
 fn past_end_of_file_a_pin_is_cut_or_empty() {
-    let c = cache(64, 64 << 10);
+    let c = TestCache::pages(64)
+        .max_folio(64 << 10)
+        .no_readahead()
+        .build();
     let d = data(10_000);
     let f = mem_file(&c, &d);
     let p = f.pin(9000, 5000).unwrap();
@@ -91,7 +88,10 @@ fn past_end_of_file_a_pin_is_cut_or_empty() {
 
 #[test]
 fn a_write_while_pinned_goes_to_a_copy_and_the_pin_keeps_its_bytes() {
-    let c = cache(64, 64 << 10);
+    let c = TestCache::pages(64)
+        .max_folio(64 << 10)
+        .no_readahead()
+        .build();
     let t = TempPath::with_data("pin-write", &data(128 << 10));
     let f = open_rw(&c, &t.path);
     let before = data(128 << 10);
@@ -128,7 +128,10 @@ fn a_write_while_pinned_goes_to_a_copy_and_the_pin_keeps_its_bytes() {
 
 #[test]
 fn a_dirty_pinned_folio_written_again_keeps_its_dirty_pages() {
-    let c = cache(64, 64 << 10);
+    let c = TestCache::pages(64)
+        .max_folio(64 << 10)
+        .no_readahead()
+        .build();
     let t = TempPath::with_data("pin-dirty", &data(64 << 10));
     let f = open_rw(&c, &t.path);
     let mut want = data(64 << 10);
@@ -152,7 +155,10 @@ fn a_dirty_pinned_folio_written_again_keeps_its_dirty_pages() {
 
 #[test]
 fn truncation_and_a_hole_leave_a_pin_as_it_was() {
-    let c = cache(64, 64 << 10);
+    let c = TestCache::pages(64)
+        .max_folio(64 << 10)
+        .no_readahead()
+        .build();
     let d = data(128 << 10);
     let t = TempPath::with_data("pin-truncate", &d);
     let f = open_rw(&c, &t.path);
@@ -183,7 +189,10 @@ fn truncation_and_a_hole_leave_a_pin_as_it_was() {
 
 #[test]
 fn reclaim_skips_a_pinned_folio_and_the_cache_handle_may_go() {
-    let c = cache(64, 64 << 10);
+    let c = TestCache::pages(64)
+        .max_folio(64 << 10)
+        .no_readahead()
+        .build();
     let d = data(256 << 10);
     let f = mem_file(&c, &d);
     let p = f.pin(70_000, 1000).unwrap();
@@ -200,7 +209,7 @@ fn reclaim_skips_a_pinned_folio_and_the_cache_handle_may_go() {
 #[test]
 fn a_write_with_every_folio_pinned_fails_and_changes_nothing() {
     // Four one-page folios, all pinned: a write has nowhere to copy to.
-    let c = cache(4, 4096);
+    let c = TestCache::pages(4).max_folio(4096).no_readahead().build();
     let d = data(4 * PAGE);
     let f = mem_file(&c, &d);
     let pins: Vec<_> = (0..4).map(|i| f.pin(i * P, PAGE).unwrap()).collect();
@@ -224,7 +233,7 @@ fn a_write_with_every_folio_pinned_fails_and_changes_nothing() {
 /// a WAL frame header failed with `ENOMEM` through a full mount so.
 #[test]
 fn a_write_waits_for_a_pin_to_go_when_there_is_no_room_to_copy() {
-    let c = cache(4, 4096);
+    let c = TestCache::pages(4).max_folio(4096).no_readahead().build();
     let d = data(4 * PAGE);
     let f = mem_file(&c, &d);
     for round in 0..20u8 {
@@ -254,7 +263,7 @@ fn a_write_waits_for_a_pin_to_go_when_there_is_no_room_to_copy() {
 
 #[test]
 fn a_truncation_with_no_memory_drops_a_clean_pinned_folio_and_waits_for_a_dirty_one() {
-    let c = cache(2, 4096);
+    let c = TestCache::pages(2).max_folio(4096).no_readahead().build();
     let d = data(2 * PAGE);
     let t = TempPath::with_data("pin-cut-oom", &d);
     let f = open_rw(&c, &t.path);
@@ -298,7 +307,10 @@ fn a_truncation_with_no_memory_drops_a_clean_pinned_folio_and_waits_for_a_dirty_
 
 #[test]
 fn memory_files_pin_too() {
-    let c = cache(64, 64 << 10);
+    let c = TestCache::pages(64)
+        .max_folio(64 << 10)
+        .no_readahead()
+        .build();
     let f = c.memfile("pins", 100_000).unwrap();
     f.write_at(&[7; 5000], 1000).unwrap();
     let p = f.pin(0, 8192).unwrap();
@@ -319,7 +331,10 @@ fn memory_files_pin_too() {
 #[test]
 fn pins_racing_writes_and_reclaim_see_whole_snapshots_of_their_own_file() {
     const PAGES: u64 = 32;
-    let c = cache(24, 16 << 10);
+    let c = TestCache::pages(24)
+        .max_folio(16 << 10)
+        .no_readahead()
+        .build();
     let files: Vec<File> = (0..2u8)
         .map(|tag| mem_file(&c, &vec![tag * 64; PAGES as usize * PAGE]))
         .collect();

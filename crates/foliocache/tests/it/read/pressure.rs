@@ -18,8 +18,8 @@ use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::common;
-use common::{lazy_cache as cache, TempFile};
+use test_support::cache::TestCache;
+use test_support::TempPath;
 
 const PAGE: usize = 4096;
 const P: u64 = PAGE as u64;
@@ -106,7 +106,10 @@ fn every_folio_locked_by_a_slow_read_gives_out_of_memory_then_recovers() {
     let folios = 4;
     let data = random_bytes(64 * PAGE, 1);
     // Readahead off: one IO per reader, each holding its one folio.
-    let c = common::lazy_cache_no_readahead(folios * PAGE, PAGE);
+    let c = TestCache::pages(folios)
+        .max_folio(PAGE)
+        .no_readahead()
+        .build();
     let b = Arc::new(FaultyBacking::new(MemBacking::with_data(data.clone())));
     let f = c.open_backing(b.clone()).unwrap();
     b.set_read_latency(Duration::from_millis(1500));
@@ -182,7 +185,7 @@ fn many_threads_over_many_files_read_the_right_bytes_with_a_capacity_far_below_t
     // must succeed (with capacity <= readers x max folio, a read may
     // legitimately fail with OutOfMemory when every folio is in use).
     let max_folio = 8 * PAGE;
-    let c = cache(128 * PAGE, max_folio);
+    let c = TestCache::pages(128).max_folio(max_folio).build();
     let sizes = [
         3 << 20,
         (2 << 20) + 1,
@@ -198,7 +201,7 @@ fn many_threads_over_many_files_read_the_right_bytes_with_a_capacity_far_below_t
     for (i, &len) in sizes.iter().enumerate() {
         let data = Arc::new(random_bytes(len, 10 + i as u64));
         let f = if i % 2 == 0 {
-            let t = TempFile::new("many", &data);
+            let t = TempPath::with_data("many", &data);
             let f = c.open(&t.path).unwrap();
             assert!(f.info().is_direct(), "{}", f.info());
             tmps.push(t);
@@ -276,8 +279,8 @@ fn many_threads_over_many_files_read_the_right_bytes_with_a_capacity_far_below_t
 fn every_destination_alignment_and_every_boundary_reads_exactly_the_right_bytes() {
     let len = 9 * 16 * PAGE + 2 * PAGE + 777; // ends inside a page, past whole folios
     let data = random_bytes(len, 20);
-    let tmp = TempFile::new("align", &data);
-    let c = cache(24 * PAGE, 16 * PAGE);
+    let tmp = TempPath::with_data("align", &data);
+    let c = TestCache::pages(24).max_folio(16 * PAGE).build();
     let mem = c.open_backing(MemBacking::with_data(data.clone())).unwrap();
     let file = c.open(&tmp.path).unwrap();
     let l = len as u64;
@@ -337,7 +340,7 @@ fn every_destination_alignment_and_every_boundary_reads_exactly_the_right_bytes(
 fn read_exact_at_fills_any_buffer_across_folios_or_fails_at_eof() {
     let len = 50 * PAGE + 3;
     let data = random_bytes(len, 21);
-    let c = cache(8 * PAGE, 4 * PAGE);
+    let c = TestCache::pages(8).max_folio(4 * PAGE).build();
     let f = c.open_backing(MemBacking::with_data(data.clone())).unwrap();
     let mut rng = StdRng::seed_from_u64(21);
     for _ in 0..2000 {
@@ -405,7 +408,7 @@ proptest! {
 
     #[test]
     fn random_reads_match_a_vec_model((data, capacity, max_folio, ops) in case()) {
-        let c = cache(capacity, max_folio);
+        let c = TestCache::bytes(capacity).max_folio(max_folio).build();
         let f = c.open_backing(MemBacking::with_data(data.clone())).unwrap();
         prop_assert_eq!(f.len(), data.len() as u64);
         let mut buf = Vec::new();

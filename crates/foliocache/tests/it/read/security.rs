@@ -17,8 +17,8 @@ use foliocache::{Cache, CacheStats, File, Populate};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::common;
-use common::TempFile;
+use test_support::cache::TestCache;
+use test_support::TempPath;
 
 const PAGE: usize = 4096;
 const P: u64 = PAGE as u64;
@@ -26,15 +26,6 @@ const P: u64 = PAGE as u64;
 /// No file of these tests contains this byte: A's bytes are 0x80..=0xFF,
 /// B's are 0x01..=0x7E.
 const SENTINEL: u8 = 0x7F;
-
-fn cache(capacity: usize, max_folio: usize, populate: Populate) -> Cache {
-    Cache::builder()
-        .capacity(capacity)
-        .max_folio_size(max_folio)
-        .populate(populate)
-        .build()
-        .unwrap()
-}
 
 /// File A's bytes: random, all with the high bit set.
 fn a_bytes(len: usize, seed: u64) -> Vec<u8> {
@@ -176,9 +167,12 @@ fn a_short_file_read_into_evicted_memory_of_another_file_sees_only_its_own_bytes
         (2 << 20, Populate::Lazy),
     ] {
         let capacity = 16 * PAGE;
-        let c = cache(capacity, max_folio, populate);
+        let c = TestCache::bytes(capacity)
+            .max_folio(max_folio)
+            .populate(populate)
+            .build();
         let a_data = a_bytes(64 * PAGE, 1);
-        let a_tmp = TempFile::new("a", &a_data);
+        let a_tmp = TempPath::with_data("a", &a_data);
         let a = c.open(&a_tmp.path).unwrap();
         for (i, len) in [5 * PAGE + 1234, PAGE - 1, 3 * PAGE + 1, 14 * PAGE + 4095]
             .into_iter()
@@ -186,7 +180,7 @@ fn a_short_file_read_into_evicted_memory_of_another_file_sees_only_its_own_bytes
         {
             fill_with_a(&c, &a, &a_data);
             let b_data = b_bytes(len, 100 + i as u64);
-            let b_tmp = TempFile::new("b", &b_data);
+            let b_tmp = TempPath::with_data("b", &b_data);
             let b = c.open(&b_tmp.path).unwrap();
             assert_eq!(b.len(), len as u64);
             let what = format!("O_DIRECT B of {len} bytes, max folio {max_folio}");
@@ -214,12 +208,12 @@ fn a_short_file_read_into_evicted_memory_of_another_file_sees_only_its_own_bytes
 
 #[test]
 fn a_one_byte_file_returns_one_byte_and_nothing_of_the_page_it_was_read_into() {
-    let c = cache(8 * PAGE, 16 * PAGE, Populate::Lazy);
+    let c = TestCache::pages(8).max_folio(16 * PAGE).build();
     let a_data = a_bytes(32 * PAGE, 2);
-    let a_tmp = TempFile::new("a1", &a_data);
+    let a_tmp = TempPath::with_data("a1", &a_data);
     let a = c.open(&a_tmp.path).unwrap();
     let one = [0x42u8];
-    let one_tmp = TempFile::new("one", &one);
+    let one_tmp = TempPath::with_data("one", &one);
     let f = c.open(&one_tmp.path).unwrap();
     let m = c.open_backing(MemBacking::with_data(one.to_vec())).unwrap();
     for (file, what) in [(&f, "O_DIRECT 1-byte file"), (&m, "memory 1-byte file")] {
@@ -240,12 +234,12 @@ fn a_one_byte_file_returns_one_byte_and_nothing_of_the_page_it_was_read_into() {
 
 #[test]
 fn an_empty_file_reads_nothing_and_does_no_io() {
-    let c = cache(8 * PAGE, 16 * PAGE, Populate::Lazy);
+    let c = TestCache::pages(8).max_folio(16 * PAGE).build();
     let a_data = a_bytes(32 * PAGE, 3);
-    let a_tmp = TempFile::new("a0", &a_data);
+    let a_tmp = TempPath::with_data("a0", &a_data);
     let a = c.open(&a_tmp.path).unwrap();
     fill_with_a(&c, &a, &a_data);
-    let empty_tmp = TempFile::new("empty", &[]);
+    let empty_tmp = TempPath::with_data("empty", &[]);
     let e = c.open(&empty_tmp.path).unwrap();
     let m = c.open_backing(MemBacking::new()).unwrap();
     for (file, what) in [(&e, "O_DIRECT empty file"), (&m, "memory empty file")] {
@@ -272,13 +266,13 @@ fn an_empty_file_reads_nothing_and_does_no_io() {
 #[test]
 fn interleaved_files_never_see_each_others_bytes_single_threaded() {
     // A and B take turns evicting each other, folio by folio.
-    let c = cache(6 * PAGE, 4 * PAGE, Populate::Lazy);
+    let c = TestCache::pages(6).max_folio(4 * PAGE).build();
     let a_data = a_bytes(40 * PAGE + 3, 4);
     let b_data = b_bytes(40 * PAGE + 2049, 5);
     let a = c
         .open_backing(MemBacking::with_data(a_data.clone()))
         .unwrap();
-    let b_tmp = TempFile::new("bi", &b_data);
+    let b_tmp = TempPath::with_data("bi", &b_data);
     let b = c.open(&b_tmp.path).unwrap();
     let mut rng = StdRng::seed_from_u64(6);
     for _ in 0..2000 {
@@ -310,7 +304,7 @@ fn a_short_backing_read_into_evicted_memory_never_exposes_the_previous_owner() {
         (PAGE, 4 * PAGE),
         (PAGE + 5, 4 * PAGE),
     ] {
-        let c = cache(16 * PAGE, max_folio, Populate::Lazy);
+        let c = TestCache::pages(16).max_folio(max_folio).build();
         let a_data = a_bytes(64 * PAGE, 8);
         let a = c
             .open_backing(MemBacking::with_data(a_data.clone()))
@@ -384,7 +378,7 @@ fn files_read_concurrently_through_a_small_cache_never_see_each_others_bytes() {
     // what 8 readers can hold at once (one folio of at most 4 pages each),
     // so every read must succeed: with less, a read may legitimately fail
     // with OutOfMemory when every folio is in use at that moment.
-    read_files_concurrently(cache(40 * PAGE, 4 * PAGE, Populate::Lazy));
+    read_files_concurrently(TestCache::pages(40).max_folio(4 * PAGE).build());
 }
 
 /// Four files, two over O_DIRECT files and two in memory, each byte
@@ -398,7 +392,7 @@ fn read_files_concurrently(c: Cache) {
         let len = (20 + 7 * id as usize) * PAGE + 123 * id as usize + 1;
         let data = Arc::new(tagged_bytes(id, len));
         let f = if id % 2 == 0 {
-            let t = TempFile::new("tag", &data);
+            let t = TempPath::with_data("tag", &data);
             let f = c.open(&t.path).unwrap();
             tmps.push(t);
             f
@@ -503,11 +497,7 @@ fn a_hit_where_a_2m_folio_was_never_returns_what_took_its_place() {
         || (0..BLOCKS as u64).flat_map(|k| [k * HUGE as u64 + 5 * P, k * HUGE as u64 + 77]);
     // A write's piece is at most an eighth of the cache: 2 MiB here,
     // so each aligned 2 MiB written is one folio, and 8 fill the arena.
-    let c = Cache::builder()
-        .capacity(BLOCKS * HUGE)
-        .max_folio_size(HUGE)
-        .build()
-        .unwrap();
+    let c = TestCache::bytes(BLOCKS * HUGE).max_folio(HUGE).build();
     let a_old = a_bytes(BLOCKS * HUGE, 1);
     let a = c.open_backing(MemBacking::new()).unwrap();
     a.write_all_at(&a_old, 0).unwrap();
@@ -554,12 +544,7 @@ fn a_hit_where_a_2m_folio_was_never_returns_what_took_its_place() {
 #[test]
 fn files_in_2m_folios_read_concurrently_never_see_each_others_bytes() {
     // A write's piece is at most an eighth of the cache: 2 MiB here.
-    let c = Cache::builder()
-        .capacity(8 * HUGE)
-        .max_folio_size(HUGE)
-        .populate(Populate::Lazy)
-        .build()
-        .unwrap();
+    let c = TestCache::bytes(8 * HUGE).max_folio(HUGE).build();
     let opened: Vec<(File, Vec<u8>)> = (0..3u64)
         .map(|id| {
             let data = tagged_bytes(id, 3 * HUGE + 4096 * id as usize + 1);

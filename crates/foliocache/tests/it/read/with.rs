@@ -4,7 +4,7 @@
 //! the caller's bytes.
 
 use backing::MemBacking;
-use foliocache::Cache;
+use test_support::cache::TestCache;
 
 fn data(n: usize) -> Vec<u8> {
     (0..n as u32).map(|i| (i * 13 + 5) as u8).collect()
@@ -12,7 +12,7 @@ fn data(n: usize) -> Vec<u8> {
 
 #[test]
 fn gives_what_read_at_gives_in_place_or_not() {
-    let c = Cache::builder().capacity(8 << 20).build().unwrap();
+    let c = TestCache::bytes(8 << 20).build();
     let d = data(3 << 20);
     let f = c.open_backing(MemBacking::with_data(d.clone())).unwrap();
     // First: a miss, read through the buffer.
@@ -40,7 +40,7 @@ fn gives_what_read_at_gives_in_place_or_not() {
 
 #[test]
 fn a_writer_of_the_folio_neither_waits_nor_changes_the_readers_bytes() {
-    let c = Cache::builder().capacity(8 << 20).build().unwrap();
+    let c = TestCache::bytes(8 << 20).build();
     let f = c
         .open_backing(MemBacking::with_data(vec![1u8; 1 << 20]))
         .unwrap();
@@ -70,7 +70,7 @@ fn a_writer_of_the_folio_neither_waits_nor_changes_the_readers_bytes() {
 
 #[test]
 fn readahead_windows_are_counted() {
-    let c = Cache::builder().capacity(8 << 20).build().unwrap();
+    let c = TestCache::bytes(8 << 20).build();
     let f = c
         .open_backing(MemBacking::with_data(data(2 << 20)))
         .unwrap();

@@ -23,15 +23,11 @@
 use std::sync::Arc;
 
 use backing::{FaultyBacking, MemBacking, Op};
-use foliocache::{Cache, Populate};
+use test_support::cache::TestCache;
 
 #[test]
 fn close_after_a_failed_size_cut_leaves_the_backing_at_the_file_size() {
-    let cache = Cache::builder()
-        .capacity(1 << 20)
-        .populate(Populate::Lazy)
-        .build()
-        .unwrap();
+    let cache = TestCache::bytes(1 << 20).build();
     let b = Arc::new(FaultyBacking::new(MemBacking::new()));
     let f = cache.open_backing(b.clone()).unwrap();
     let data = vec![0x5Au8; 5000];

@@ -20,25 +20,17 @@
 use std::sync::Arc;
 
 use backing::{FaultyBacking, MemBacking, Op};
-use foliocache::{Cache, Populate};
 
 use crate::common::write::{all_written, wait_until};
-
-fn cache() -> Cache {
-    // No background writeback below the capacity: the close writes back.
-    Cache::builder()
-        .capacity(2 << 20)
-        .max_folio_size(64 << 10)
-        .populate(Populate::Lazy)
-        .dirty_limit(2 << 20)
-        .dirty_background(2 << 20)
-        .build()
-        .unwrap()
-}
+use test_support::cache::TestCache;
 
 #[test]
 fn a_failed_writeback_at_close_keeps_the_data_and_the_flusher_writes_it_later() {
-    let c = cache();
+    let c = TestCache::bytes(2 << 20)
+        .max_folio(64 << 10)
+        // No background writeback below the capacity: the close writes back.
+        .quiet()
+        .build();
     let b = Arc::new(FaultyBacking::new(MemBacking::new()));
     let f = c.open_backing(b.clone()).unwrap();
     let data: Vec<u8> = (0..300_000u32).map(|i| (i % 241) as u8 + 1).collect();
@@ -59,7 +51,11 @@ fn a_failed_writeback_at_close_keeps_the_data_and_the_flusher_writes_it_later() 
 
 #[test]
 fn a_kept_closed_file_is_reached_by_cache_sync_all_which_reports_its_error() {
-    let c = cache();
+    let c = TestCache::bytes(2 << 20)
+        .max_folio(64 << 10)
+        // No background writeback below the capacity: the close writes back.
+        .quiet()
+        .build();
     let b = Arc::new(FaultyBacking::new(MemBacking::new()));
     let f = c.open_backing(b.clone()).unwrap();
     let data = vec![0x5au8; 100_000];

@@ -20,16 +20,12 @@
 use std::sync::Arc;
 
 use backing::{FaultyBacking, MemBacking, Op};
-use foliocache::{Cache, Populate, WriteFlags};
+use foliocache::WriteFlags;
+use test_support::cache::TestCache;
 
 #[test]
 fn an_uncached_write_whose_writeback_fails_succeeds_and_the_next_sync_reports_it() {
-    let cache = Cache::builder()
-        .capacity(1 << 20)
-        .max_folio_size(64 << 10)
-        .populate(Populate::Lazy)
-        .build()
-        .unwrap();
+    let cache = TestCache::bytes(1 << 20).max_folio(64 << 10).build();
     let b = Arc::new(FaultyBacking::new(MemBacking::new()));
     let f = cache.open_backing(b.clone()).unwrap();
     b.fail_from_nth(Op::Write, 1, libc::EIO);

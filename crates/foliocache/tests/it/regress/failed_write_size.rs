@@ -23,16 +23,11 @@
 use std::sync::Arc;
 
 use backing::{FaultyBacking, MemBacking};
-use foliocache::{Cache, Populate};
+use test_support::cache::TestCache;
 
 #[test]
 fn a_failed_write_past_the_end_that_wrote_nothing_keeps_the_size() {
-    let cache = Cache::builder()
-        .capacity(1 << 20)
-        .max_folio_size(4096)
-        .populate(Populate::Lazy)
-        .build()
-        .unwrap();
+    let cache = TestCache::bytes(1 << 20).max_folio(4096).build();
     let data = vec![0x5Au8; 5000];
     let b = Arc::new(FaultyBacking::new(MemBacking::with_data(data.clone())));
     let f = cache.open_backing(b.clone()).unwrap();

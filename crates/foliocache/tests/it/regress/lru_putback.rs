@@ -2,7 +2,7 @@
 //! freed there; the next reclaim scan followed its cleared mapping and the
 //! process died of SIGSEGV (`isolate_lru_folios`).
 //!
-//! Found by the chaos stress test (write/stress.rs), 1 run in 3 under gdb.
+//! Found by the chaos stress test (write/visible/stress.rs), 1 run in 3 under gdb.
 //!
 //! Why: reclaim isolates folios off the inactive list (a reference each),
 //! then tries to lock them; one it cannot lock goes back on the list if it
@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use backing::MemBacking;
 
-use crate::common::lazy_cache_no_readahead;
+use test_support::cache::TestCache;
 
 const PAGE: usize = 4096;
 const PAGES: usize = 8;
@@ -41,7 +41,12 @@ const PAGES: usize = 8;
 #[test]
 fn truncation_racing_reclaim_never_leaves_a_removed_folio_on_a_list() {
     // Twice the cache in data, so the readers' misses reclaim too.
-    let cache = Arc::new(lazy_cache_no_readahead(2 * PAGES * PAGE, PAGE));
+    let cache = Arc::new(
+        TestCache::pages(2 * PAGES)
+            .max_folio(PAGE)
+            .no_readahead()
+            .build(),
+    );
     let cut = cache
         .open_backing(MemBacking::with_data(vec![7; PAGES * PAGE]))
         .unwrap();

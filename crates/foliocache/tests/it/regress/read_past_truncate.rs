@@ -32,8 +32,7 @@ use std::time::Duration;
 
 use backing::{FaultyBacking, MemBacking};
 
-use crate::common;
-use common::lazy_cache_no_readahead;
+use test_support::cache::TestCache;
 
 const PAGE: usize = 4096;
 
@@ -42,7 +41,10 @@ fn a_read_racing_a_truncate_stops_at_the_new_end_and_returns_no_zeros() {
     for round in 0..3 {
         let data: Vec<u8> = (0..4 * PAGE).map(|i| (i % 251) as u8 + 1).collect();
         let b = Arc::new(FaultyBacking::new(MemBacking::with_data(data.clone())));
-        let cache = lazy_cache_no_readahead(1 << 20, PAGE);
+        let cache = TestCache::bytes(1 << 20)
+            .max_folio(PAGE)
+            .no_readahead()
+            .build();
         let f = cache.open_backing(b.clone()).unwrap();
         b.set_read_latency(Duration::from_millis(300));
         let reader = {

@@ -11,20 +11,10 @@
 use backing::MemBacking;
 use foliocache::filemap::FolioFlags;
 use foliocache::filemap::{MappingEntry, Shadow};
-use foliocache::{Cache, File, Populate, ReadFlags, ReadaheadConfig};
+use foliocache::{Cache, File, ReadFlags};
+use test_support::cache::TestCache;
 
 const PAGE: usize = 4096;
-
-pub(super) fn cache(pages: usize, max_folio: usize, refault_detection: bool) -> Cache {
-    Cache::builder()
-        .capacity(pages * PAGE)
-        .max_folio_size(max_folio)
-        .populate(Populate::Lazy)
-        .readahead(ReadaheadConfig::disabled())
-        .refault_detection(refault_detection)
-        .build()
-        .unwrap()
-}
 
 pub(super) fn file(cache: &Cache, tag: u8, pages: usize) -> File {
     let data: Vec<u8> = (0..pages * PAGE)
@@ -78,7 +68,7 @@ fn loop_hit_ratio(
 
 #[test]
 fn a_first_read_references_a_folio_and_a_second_activates_it() {
-    let cache = cache(64, PAGE, true);
+    let cache = TestCache::pages(64).max_folio(PAGE).no_readahead().build();
     let f = file(&cache, 1, 8);
     read_pages(&f, [3], 1);
     let fl = flags_at(&f, 3).unwrap();
@@ -103,7 +93,10 @@ fn a_first_read_references_a_folio_and_a_second_activates_it() {
 #[test]
 fn small_reads_continuing_through_one_folio_count_as_one_access() {
     // One 64 KiB folio, then sixteen 4 KiB reads straight through it.
-    let cache = cache(64, 64 << 10, true);
+    let cache = TestCache::pages(64)
+        .max_folio(64 << 10)
+        .no_readahead()
+        .build();
     let f = file(&cache, 2, 16);
     let mut big = vec![0u8; 64 << 10];
     f.read_exact_at(&mut big, 0).unwrap();
@@ -129,7 +122,7 @@ fn small_reads_continuing_through_one_folio_count_as_one_access() {
 fn reclaim_evicts_folios_used_once_before_folios_used_twice() {
     // A hot set of a quarter of the cache, read twice (active), then a
     // stream of four times the cache read once: the hot set stays whole.
-    let cache = cache(256, PAGE, true);
+    let cache = TestCache::pages(256).max_folio(PAGE).no_readahead().build();
     let hot = file(&cache, 4, 64);
     read_pages(&hot, 0..64, 4);
     read_pages(&hot, (0..64).rev(), 4);
@@ -145,7 +138,10 @@ fn a_refault_within_the_active_size_starts_active_and_one_beyond_it_inactive() {
     // A refault whose distance (evictions since its eviction) is within the
     // active list's size starts active. Active list: 50 pages of `x` (read twice). Then 400
     // pages of `y` read once, and 200 of them evicted, oldest first.
-    let cache = cache(1024, PAGE, true);
+    let cache = TestCache::pages(1024)
+        .max_folio(PAGE)
+        .no_readahead()
+        .build();
     let x = file(&cache, 6, 50);
     read_pages(&x, 0..50, 6);
     read_pages(&x, (0..50).rev(), 6);
@@ -196,7 +192,11 @@ fn a_refault_within_the_active_size_starts_active_and_one_beyond_it_inactive() {
 
 #[test]
 fn refault_detection_off_never_activates_a_refault() {
-    let cache = cache(1024, PAGE, false);
+    let cache = TestCache::pages(1024)
+        .max_folio(PAGE)
+        .no_readahead()
+        .refault_detection(false)
+        .build();
     let x = file(&cache, 6, 50);
     read_pages(&x, 0..50, 6);
     read_pages(&x, (0..50).rev(), 6);
@@ -211,7 +211,7 @@ fn refault_detection_off_never_activates_a_refault() {
 
 #[test]
 fn a_deactivated_folio_leaves_a_workingset_shadow() {
-    let cache = cache(64, PAGE, true);
+    let cache = TestCache::pages(64).max_folio(PAGE).no_readahead().build();
     let x = file(&cache, 8, 48);
     read_pages(&x, 0..48, 8);
     read_pages(&x, 0..48, 8); // all active: 48 of 64 pages
@@ -246,7 +246,11 @@ fn a_deactivated_folio_leaves_a_workingset_shadow() {
 #[test]
 fn refault_detection_lets_a_new_working_set_displace_a_stale_one() {
     let run = |detect: bool| {
-        let cache = cache(1024, PAGE, detect);
+        let cache = TestCache::pages(1024)
+            .max_folio(PAGE)
+            .no_readahead()
+            .refault_detection(detect)
+            .build();
         let stale = file(&cache, 10, 460);
         read_pages(&stale, 0..460, 10);
         read_pages(&stale, 0..460, 10);
@@ -275,7 +279,11 @@ fn refault_detection_lets_a_new_working_set_displace_a_stale_one() {
 #[test]
 fn a_loop_larger_than_the_cache_thrashes_with_or_without_detection() {
     let run = |detect: bool| {
-        let cache = cache(1024, PAGE, detect);
+        let cache = TestCache::pages(1024)
+            .max_folio(PAGE)
+            .no_readahead()
+            .refault_detection(detect)
+            .build();
         let f = file(&cache, 12, 1280);
         loop_hit_ratio(&cache, &f, 1280, 12, 2, 4)
     };

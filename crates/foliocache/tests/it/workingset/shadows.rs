@@ -9,10 +9,9 @@ use foliocache::filemap::FolioFlags;
 use foliocache::filemap::{FgpFlags, MappingEntry, Shadow};
 use foliocache::{Cache, File};
 
-use crate::common;
 // Readahead off: these tests shape the cache by the folios each read
 // creates and by which ones are read again.
-use common::lazy_cache_no_readahead as lazy_cache;
+use test_support::cache::TestCache;
 
 const PAGE: usize = 4096;
 const MIB: usize = 1 << 20;
@@ -46,7 +45,10 @@ fn shadow_at(f: &File, index: u64) -> Option<Shadow> {
 
 /// A 4 MiB cache; file `a` (4 MiB, 2 MiB folios) read, then `b` evicts it.
 fn evicted(max_folio: usize) -> (Cache, File, Vec<u8>, File) {
-    let cache = lazy_cache(4 * MIB, max_folio);
+    let cache = TestCache::bytes(4 * MIB)
+        .max_folio(max_folio)
+        .no_readahead()
+        .build();
     let da = data(0x11, 4 * MIB);
     let a = open(&cache, &da);
     assert_eq!(read_all(&a, 2 * MIB), da);
@@ -133,14 +135,11 @@ fn shadows_record_the_workingset_bit_of_deactivated_folios() {
     // list is only refilled while it is smaller than the active one.)
     // A shadow budget of one node per 16 pages, so that b's shadows do not
     // push all of a's out.
-    let cache = Cache::builder()
-        .capacity(MIB)
-        .max_folio_size(PAGE)
-        .populate(foliocache::Populate::Lazy)
-        .readahead(foliocache::ReadaheadConfig::disabled())
+    let cache = TestCache::bytes(MIB)
+        .max_folio(PAGE)
+        .no_readahead()
         .shadow_budget(MIB / PAGE / 16 * xarray::NODE_SIZE)
-        .build()
-        .unwrap();
+        .build();
     let da = data(0x33, 3 * MIB / 4);
     let a = open(&cache, &da);
     let db = data(0x44, 4 * MIB);
@@ -169,7 +168,10 @@ fn shadows_record_the_workingset_bit_of_deactivated_folios() {
 
 #[test]
 fn shrink_evicts_what_is_unused_and_leaves_shadows() {
-    let cache = lazy_cache(4 * MIB, 64 << 10);
+    let cache = TestCache::bytes(4 * MIB)
+        .max_folio(64 << 10)
+        .no_readahead()
+        .build();
     let da = data(0x55, 2 * MIB);
     let a = open(&cache, &da);
     assert_eq!(read_all(&a, 64 << 10), da);
@@ -193,19 +195,6 @@ fn shrink_evicts_what_is_unused_and_leaves_shadows() {
     assert_eq!(read_all(&a, 4 * PAGE), da);
 }
 
-/// A 256-page cache of one-page folios, readahead off, whose shadow-only
-/// index nodes are budgeted at `budget_nodes`.
-fn budgeted(budget_nodes: usize) -> Cache {
-    Cache::builder()
-        .capacity(256 * PAGE)
-        .max_folio_size(PAGE)
-        .populate(foliocache::Populate::Lazy)
-        .readahead(foliocache::ReadaheadConfig::disabled())
-        .shadow_budget(budget_nodes * xarray::NODE_SIZE)
-        .build()
-        .unwrap()
-}
-
 /// A sparse 1 GiB file in memory, opened through `cache`.
 fn sparse_gib(cache: &Cache) -> File {
     use backing::Backing;
@@ -221,7 +210,11 @@ fn sparse_gib(cache: &Cache) -> File {
 #[test]
 fn shadow_nodes_stay_within_the_budget_and_the_oldest_go_first() {
     let budget_nodes = 128;
-    let cache = budgeted(budget_nodes);
+    let cache = TestCache::pages(256)
+        .max_folio(PAGE)
+        .no_readahead()
+        .shadow_budget(budget_nodes * xarray::NODE_SIZE)
+        .build();
     let f = sparse_gib(&cache);
     let mut buf = vec![1u8; PAGE];
     let leaves = (1u64 << 30) / (64 * PAGE as u64);
@@ -254,7 +247,11 @@ fn shadow_nodes_stay_within_the_budget_and_the_oldest_go_first() {
 #[test]
 fn shadow_trimming_takes_from_every_file_in_proportion_keeping_the_newest() {
     let budget_nodes = 96;
-    let cache = budgeted(budget_nodes);
+    let cache = TestCache::pages(256)
+        .max_folio(PAGE)
+        .no_readahead()
+        .shadow_budget(budget_nodes * xarray::NODE_SIZE)
+        .build();
     let (a, b) = (sparse_gib(&cache), sparse_gib(&cache));
     let mut buf = vec![1u8; PAGE];
     let leaf = 64 * PAGE as u64;

@@ -16,8 +16,9 @@ use std::collections::{BTreeMap, HashMap};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::rules::{cache, file, read_pages};
+use super::rules::{file, read_pages};
 use foliocache::{Cache, File};
+use test_support::cache::TestCache;
 
 const PAGE: usize = 4096;
 const CAPACITY: usize = 1024;
@@ -77,7 +78,10 @@ fn read_counting(cache: &Cache, f: &File, page: usize, tag: u8) -> bool {
 #[test]
 fn a_hot_set_stays_cached_while_cold_misses_stream_past() {
     let (hot_pages, cold_pages) = (400, 8000);
-    let cache = cache(CAPACITY, PAGE, true);
+    let cache = TestCache::pages(CAPACITY)
+        .max_folio(PAGE)
+        .no_readahead()
+        .build();
     let hot = file(&cache, 1, hot_pages);
     let cold = file(&cache, 2, cold_pages);
     let mut lru = Lru::new(CAPACITY);
@@ -146,7 +150,10 @@ fn zipfian_reads_hit_at_least_as_often_as_an_exact_lru() {
         let rank = cdf.partition_point(|&c| c < u).min(pages - 1);
         rank * 2_654_435_761 % pages
     };
-    let cache = cache(CAPACITY, PAGE, true);
+    let cache = TestCache::pages(CAPACITY)
+        .max_folio(PAGE)
+        .no_readahead()
+        .build();
     let f = file(&cache, 3, pages);
     let mut lru = Lru::new(CAPACITY);
     let (warm, measured) = (20_000, 40_000);

@@ -5,9 +5,9 @@
 use std::io::ErrorKind;
 use std::os::unix::fs::MetadataExt;
 
-use crate::common::write::{
-    assert_same, cache, disk, nonzero_bytes, open_rw, read_all, Model, TempPath,
-};
+use crate::common::write::{assert_same, disk, nonzero_bytes, open_rw, read_all, Model};
+use test_support::cache::TestCache;
+use test_support::TempPath;
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
@@ -20,7 +20,9 @@ fn allocated(path: &std::path::Path) -> u64 {
 #[test]
 fn allocate_reserves_and_grows_keep_size_only_reserves() {
     let tmp = TempPath::with_data("allocate", &nonzero_bytes(10_000, 1));
-    let c = cache(8 * MIB as usize, 64 * KIB as usize);
+    let c = TestCache::bytes(8 * MIB as usize)
+        .max_folio(64 * KIB as usize)
+        .build();
     let f = open_rw(&c, &tmp.path);
     let mut m = Model {
         data: disk(&tmp.path),
@@ -56,7 +58,9 @@ fn allocate_reserves_and_grows_keep_size_only_reserves() {
 #[test]
 fn allocate_refuses_bad_input_and_read_only_handles() {
     let tmp = TempPath::with_data("allocate-bad", &nonzero_bytes(4096, 3));
-    let c = cache(4 * MIB as usize, 64 * KIB as usize);
+    let c = TestCache::bytes(4 * MIB as usize)
+        .max_folio(64 * KIB as usize)
+        .build();
     let f = open_rw(&c, &tmp.path);
     assert_eq!(
         f.allocate(0, 0, false).unwrap_err().kind(),
@@ -92,7 +96,9 @@ fn an_extending_write_beside_an_allocate_is_never_cut_back() {
     // The size is checked and grown under the file's lock: an allocate that
     // read the old size cannot set a smaller one over a write's.
     let tmp = TempPath::with_data("allocate-race", &[]);
-    let c = cache(8 * MIB as usize, 64 * KIB as usize);
+    let c = TestCache::bytes(8 * MIB as usize)
+        .max_folio(64 * KIB as usize)
+        .build();
     let f = open_rw(&c, &tmp.path);
     for round in 0..200u64 {
         f.set_len(0).unwrap();

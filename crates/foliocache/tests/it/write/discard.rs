@@ -6,7 +6,9 @@
 use std::io::ErrorKind;
 
 use crate::common::write as wcommon;
-use wcommon::{assert_same, cache, disk, nonzero_bytes, open_rw, read_all, TempPath, PAGE};
+use test_support::cache::TestCache;
+use test_support::TempPath;
+use wcommon::{assert_same, disk, nonzero_bytes, open_rw, read_all, PAGE};
 
 const KIB: usize = 1024;
 const MIB: usize = 1024 * KIB;
@@ -16,7 +18,7 @@ fn discard_drops_unwritten_writes_and_the_file_reads_its_backing() {
     for max_folio in [PAGE, 64 * KIB] {
         let data = nonzero_bytes(5 * PAGE + 100, 11);
         let tmp = TempPath::with_data("discard", &data);
-        let c = cache(4 * MIB, max_folio);
+        let c = TestCache::bytes(4 * MIB).max_folio(max_folio).build();
         let f = open_rw(&c, &tmp.path);
         let what = format!("max folio {max_folio}");
         // Cached and clean, then overwritten and extended: dirty.
@@ -56,7 +58,7 @@ fn discard_drops_unwritten_writes_and_the_file_reads_its_backing() {
 fn discard_rereads_a_file_another_program_changed() {
     let data = nonzero_bytes(3 * PAGE, 13);
     let tmp = TempPath::with_data("discard-reread", &data);
-    let c = cache(4 * MIB, 64 * KIB);
+    let c = TestCache::bytes(4 * MIB).max_folio(64 * KIB).build();
     let f = open_rw(&c, &tmp.path);
     assert_same("cached", &read_all(&f), &data);
     // Changed and grown behind the cache's back: the cache still has the
@@ -77,7 +79,7 @@ fn discard_rereads_a_file_another_program_changed() {
 fn a_pin_keeps_its_bytes_through_a_discard() {
     let data = nonzero_bytes(16 * KIB, 15);
     let tmp = TempPath::with_data("discard-pin", &data);
-    let c = cache(4 * MIB, 16 * KIB);
+    let c = TestCache::bytes(4 * MIB).max_folio(16 * KIB).build();
     let f = open_rw(&c, &tmp.path);
     f.write_all_at(&[0xAB; 8 * KIB], 0).unwrap();
     let pin = f.pin(0, 16 * KIB).unwrap();
@@ -90,7 +92,7 @@ fn a_pin_keeps_its_bytes_through_a_discard() {
 
 #[test]
 fn a_memory_file_refuses_discard_and_keeps_its_data() {
-    let c = cache(4 * MIB, 64 * KIB);
+    let c = TestCache::bytes(4 * MIB).max_folio(64 * KIB).build();
     let f = c.memfile("discard-mem", 0).unwrap();
     f.write_all_at(&[7u8; 10_000], 0).unwrap();
     let e = f.discard().unwrap_err();

@@ -18,7 +18,9 @@ use foliocache::Cache;
 use test_support::{skip_or_fail, test_path};
 
 use crate::common::write as wcommon;
-use wcommon::{cache, disk, nonzero_bytes, open_rw, read_all, Model, TempPath, P};
+use test_support::cache::TestCache;
+use test_support::TempPath;
+use wcommon::{disk, nonzero_bytes, open_rw, read_all, Model, P};
 
 const KIB: usize = 1024;
 const MIB: usize = 1024 * KIB;
@@ -109,7 +111,7 @@ fn assert_seen(what: &str, path: &Path, want: &[u8]) {
 #[test]
 fn after_sync_all_another_process_sees_the_data() {
     let tmp = TempPath::new("sync-all");
-    let c = cache(MIB, 64 * KIB);
+    let c = TestCache::bytes(MIB).max_folio(64 * KIB).build();
     let f = open_rw(&c, &tmp.path);
     let mut model = Model::default();
     // More than the cache, unaligned, with overwrites.
@@ -126,7 +128,7 @@ fn after_sync_all_another_process_sees_the_data() {
 #[test]
 fn after_sync_data_another_process_sees_the_data_and_the_grown_size() {
     let tmp = TempPath::with_data("sync-data", &nonzero_bytes(10_000, 3));
-    let c = cache(MIB, 16 * KIB);
+    let c = TestCache::bytes(MIB).max_folio(16 * KIB).build();
     let f = open_rw(&c, &tmp.path);
     let mut model = Model {
         data: disk(&tmp.path),
@@ -151,7 +153,7 @@ fn after_sync_data_another_process_sees_the_data_and_the_grown_size() {
 
 #[test]
 fn after_cache_sync_all_another_process_sees_every_open_file() {
-    let c = cache(2 * MIB, 64 * KIB);
+    let c = TestCache::bytes(2 * MIB).max_folio(64 * KIB).build();
     let paths: Vec<TempPath> = (0..3).map(|_| TempPath::new("cache-sync")).collect();
     let mut want = Vec::new();
     let files: Vec<_> = paths
@@ -180,7 +182,7 @@ fn after_cache_sync_all_another_process_sees_every_open_file() {
 #[test]
 fn dropping_the_last_handle_writes_dirty_data_back() {
     let tmp = TempPath::with_data("drop", &nonzero_bytes(20_000, 5));
-    let c = cache(MIB, 16 * KIB);
+    let c = TestCache::bytes(MIB).max_folio(16 * KIB).build();
     let f = open_rw(&c, &tmp.path);
     let g = f.clone();
     let r = f.reopen();
@@ -200,7 +202,7 @@ fn dropping_the_last_handle_writes_dirty_data_back() {
     );
     assert_seen("after dropping every handle", &tmp.path, &model.data);
     // And a new cache reads it back.
-    let c2 = cache(MIB, 16 * KIB);
+    let c2 = TestCache::bytes(MIB).max_folio(16 * KIB).build();
     assert_eq!(read_all(&open_rw(&c2, &tmp.path)), model.data);
 }
 
@@ -209,7 +211,7 @@ fn dropping_the_cache_after_the_file_writes_dirty_data_back() {
     let tmp = TempPath::new("drop-cache");
     let data = nonzero_bytes(MIB + 1, 7);
     {
-        let c: Cache = cache(4 * MIB, 64 * KIB);
+        let c: Cache = TestCache::bytes(4 * MIB).max_folio(64 * KIB).build();
         let f = open_rw(&c, &tmp.path);
         f.write_all_at(&data, 0).unwrap();
         // Dropped in the opposite order of the test above: the cache
@@ -218,14 +220,14 @@ fn dropping_the_cache_after_the_file_writes_dirty_data_back() {
         drop(f);
     }
     assert_seen("after dropping the cache and the file", &tmp.path, &data);
-    let c2 = cache(MIB, 16 * KIB);
+    let c2 = TestCache::bytes(MIB).max_folio(16 * KIB).build();
     assert_eq!(read_all(&open_rw(&c2, &tmp.path)), data);
 }
 
 #[test]
 fn a_dirty_file_dropped_then_cache_sync_all_leaves_nothing_dirty() {
     let tmp = TempPath::new("drop-then-sync");
-    let c = cache(MIB, 16 * KIB);
+    let c = TestCache::bytes(MIB).max_folio(16 * KIB).build();
     let data = nonzero_bytes(40 * P as usize + 3, 8);
     {
         let f = open_rw(&c, &tmp.path);
@@ -239,7 +241,7 @@ fn a_dirty_file_dropped_then_cache_sync_all_leaves_nothing_dirty() {
 #[test]
 fn an_uncached_write_then_sync_is_seen_by_another_process() {
     let tmp = TempPath::new("dontcache-durable");
-    let c = cache(MIB, 64 * KIB);
+    let c = TestCache::bytes(MIB).max_folio(64 * KIB).build();
     let f = open_rw(&c, &tmp.path);
     let data = nonzero_bytes(2 * MIB + 7, 9);
     f.write_at_flags(&data, 0, foliocache::WriteFlags::DONTCACHE)
@@ -255,7 +257,11 @@ fn dropping_the_last_handle_while_the_flusher_works_writes_back_before_drop_retu
     // written the data back when drop returns, not leave it to whoever
     // lets go of the file last: a reopen would read stale bytes.
     use std::sync::Arc;
-    let c = wcommon::cache_dirty(4 * MIB, 64 * KIB, 4 * MIB, 64 * KIB);
+    let c = TestCache::bytes(4 * MIB)
+        .max_folio(64 * KIB)
+        .dirty_limit(4 * MIB)
+        .dirty_background(64 * KIB)
+        .build();
     let b = Arc::new(backing::FaultyBacking::new(backing::MemBacking::new()));
     b.set_write_latency(std::time::Duration::from_millis(300));
     let f = c.open_backing(b.clone()).unwrap();
@@ -282,7 +288,7 @@ fn child_writes_syncs_and_aborts() {
     let Ok(path) = std::env::var(ABORT_ENV) else {
         return;
     };
-    let c = cache(MIB, 64 * KIB);
+    let c = TestCache::bytes(MIB).max_folio(64 * KIB).build();
     let f = open_rw(&c, Path::new(&path));
     f.write_all_at(&nonzero_bytes(3 * MIB + 5, 20), 0).unwrap();
     f.sync_data().unwrap();

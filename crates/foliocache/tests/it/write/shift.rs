@@ -9,9 +9,9 @@ use std::sync::Arc;
 use backing::{Backing, BackingInfo, FaultyBacking, IoBuf, IoBufMut, MemBacking, Op};
 use foliocache::File;
 
-use crate::common::write::{
-    assert_same, cache, cache_dirty, disk, nonzero_bytes, open_rw, read_all, Model, TempPath,
-};
+use crate::common::write::{assert_same, disk, nonzero_bytes, open_rw, read_all, Model};
+use test_support::cache::TestCache;
+use test_support::TempPath;
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
@@ -37,7 +37,9 @@ fn a_collapse_inside_a_large_clean_folio_moves_the_data_behind_it() {
     // One aligned 1 MiB write makes large folios; synced, they are clean
     // and stay cached across the collapse point.
     let tmp = TempPath::with_data("shift-large", &[]);
-    let c = cache(16 * MIB as usize, 2 * MIB as usize);
+    let c = TestCache::bytes(16 * MIB as usize)
+        .max_folio(2 * MIB as usize)
+        .build();
     let f = open_rw(&c, &tmp.path);
     let mut m = Model::default();
     let data = nonzero_bytes(MIB as usize, 1);
@@ -56,12 +58,10 @@ fn a_collapse_inside_a_large_clean_folio_moves_the_data_behind_it() {
 fn dirty_data_on_both_sides_is_written_and_moved() {
     let tmp = TempPath::with_data("shift-dirty", &nonzero_bytes(3 * MIB as usize, 2));
     // No background writeback: what is dirty stays so until the shift.
-    let c = cache_dirty(
-        32 * MIB as usize,
-        256 * KIB as usize,
-        32 * MIB as usize,
-        32 * MIB as usize,
-    );
+    let c = TestCache::bytes(32 * MIB as usize)
+        .max_folio(256 * KIB as usize)
+        .quiet()
+        .build();
     let f = open_rw(&c, &tmp.path);
     let mut m = Model {
         data: disk(&tmp.path),
@@ -92,14 +92,21 @@ fn dirty_data_on_both_sides_is_written_and_moved() {
     assert_same("the backing file after sync", &disk(&tmp.path), &m.data);
     drop(f);
     // A new cache reads what the backing holds.
-    let f = open_rw(&cache(8 * MIB as usize, 64 * KIB as usize), &tmp.path);
+    let f = open_rw(
+        &TestCache::bytes(8 * MIB as usize)
+            .max_folio(64 * KIB as usize)
+            .build(),
+        &tmp.path,
+    );
     assert_same("through a new cache", &read_all(&f), &m.data);
 }
 
 #[test]
 fn bad_ranges_are_refused_and_change_nothing() {
     let tmp = TempPath::with_data("shift-bad", &nonzero_bytes(64 * KIB as usize, 8));
-    let c = cache(4 * MIB as usize, 64 * KIB as usize);
+    let c = TestCache::bytes(4 * MIB as usize)
+        .max_folio(64 * KIB as usize)
+        .build();
     let f = open_rw(&c, &tmp.path);
     let mut m = Model {
         data: disk(&tmp.path),
@@ -144,7 +151,9 @@ fn bad_ranges_are_refused_and_change_nothing() {
 #[test]
 fn read_only_handles_and_memory_files_are_refused() {
     let tmp = TempPath::with_data("shift-ro", &nonzero_bytes(64 * KIB as usize, 10));
-    let c = cache(4 * MIB as usize, 64 * KIB as usize);
+    let c = TestCache::bytes(4 * MIB as usize)
+        .max_folio(64 * KIB as usize)
+        .build();
     let ro = c.open(&tmp.path).unwrap();
     assert_eq!(
         ro.collapse_range(0, B).unwrap_err().kind(),
@@ -173,12 +182,10 @@ fn faulty_file() -> (
     Arc<FaultyBacking<MemBacking>>,
     Model,
 ) {
-    let c = cache_dirty(
-        8 * MIB as usize,
-        64 * KIB as usize,
-        8 * MIB as usize,
-        8 * MIB as usize,
-    );
+    let c = TestCache::bytes(8 * MIB as usize)
+        .max_folio(64 * KIB as usize)
+        .quiet()
+        .build();
     let b = Arc::new(FaultyBacking::new(MemBacking::new()));
     let f = c.open_backing(b.clone()).unwrap();
     let mut m = Model::default();
@@ -245,7 +252,9 @@ impl Backing for MovesThenFails {
 
 #[test]
 fn after_a_backing_error_the_cache_serves_what_the_backing_holds() {
-    let c = cache(8 * MIB as usize, 64 * KIB as usize);
+    let c = TestCache::bytes(8 * MIB as usize)
+        .max_folio(64 * KIB as usize)
+        .build();
     let b = Arc::new(MovesThenFails(MemBacking::new()));
     let f = c.open_backing(b.clone()).unwrap();
     let mut m = Model::default();
@@ -308,7 +317,9 @@ fn reads_beside_shifts_see_each_page_before_or_after() {
     use std::sync::atomic::Ordering::SeqCst;
     const PAGES: u64 = 256;
     let tmp = TempPath::with_data("shift-stress", &tagged_pages(PAGES));
-    let c = cache(8 * MIB as usize, 64 * KIB as usize);
+    let c = TestCache::bytes(8 * MIB as usize)
+        .max_folio(64 * KIB as usize)
+        .build();
     let f = open_rw(&c, &tmp.path);
     // The shifter's round (odd while a block is out or a hole is open) and
     // where; a reader that saw one round throughout knows which pages may

@@ -1,6 +1,7 @@
-//! Fault injection on the write path (through `backing::FaultyBacking` over
-//! a `MemBacking`): writeback (`write_blocks`) and sync failing with `EIO` or
-//! `ENOSPC`, once, for good, or past a space limit.
+//! Error reporting on the write path, with faults injected at the IO seam
+//! (`backing::FaultyBacking` over a `MemBacking`): writeback
+//! (`write_blocks`) and sync failing with `EIO` or `ENOSPC`, once, for
+//! good, or past a space limit.
 //!
 //! What must hold (the kernel's errseq, `filemap_check_wb_err`):
 //! - the error reaches the caller of `sync_data`/`sync_all`, once per
@@ -21,9 +22,9 @@ use backing::{FaultyBacking, MemBacking, Op};
 use foliocache::{Cache, File};
 
 use crate::common::write as wcommon;
+use test_support::cache::TestCache;
 use wcommon::{
-    assert_same, cache, cache_dirty, errno, nonzero_bytes, read_all, read_vec, wait_until, within,
-    Model, HANG, P, PAGE,
+    assert_same, errno, nonzero_bytes, read_all, read_vec, wait_until, within, Model, HANG, P, PAGE,
 };
 
 const KIB: usize = 1024;
@@ -44,16 +45,13 @@ fn contents(b: &Faulty) -> Vec<u8> {
     b.inner().contents().unwrap()
 }
 
-/// A cache that does no background writeback below its capacity, so only
-/// syncs (and the test) write back.
-fn quiet_cache(capacity: usize, max_folio: usize) -> Cache {
-    cache_dirty(capacity, max_folio, capacity, capacity)
-}
-
 // ---- one failure, then recovery ------------------------------------------------
 
 fn one_failed_writeback(errno_: i32, max_folio: usize, sync_all: bool) {
-    let c = quiet_cache(4 * MIB, max_folio);
+    let c = TestCache::bytes(4 * MIB)
+        .max_folio(max_folio)
+        .quiet()
+        .build();
     let (f, b) = open_faulty(&c);
     let data = nonzero_bytes(300 * KIB + 11, errno_ as u64);
     f.write_all_at(&data, 0).unwrap();
@@ -119,7 +117,7 @@ fn enospc_on_writeback_is_reported_by_the_next_sync_once_and_the_data_is_retried
 #[test]
 fn a_failed_backing_sync_is_reported_and_the_next_sync_succeeds() {
     for e in [libc::EIO, libc::ENOSPC] {
-        let c = quiet_cache(MIB, 16 * KIB);
+        let c = TestCache::bytes(MIB).max_folio(16 * KIB).quiet().build();
         let (f, b) = open_faulty(&c);
         let data = nonzero_bytes(50_000, 1);
         f.write_all_at(&data, 0).unwrap();
@@ -140,7 +138,7 @@ fn a_failed_backing_sync_is_reported_and_the_next_sync_succeeds() {
 
 #[test]
 fn a_failure_only_in_one_range_keeps_that_range_dirty_and_writes_the_rest() {
-    let c = quiet_cache(4 * MIB, PAGE);
+    let c = TestCache::bytes(4 * MIB).max_folio(PAGE).quiet().build();
     let (f, b) = open_faulty(&c);
     let data = nonzero_bytes(64 * PAGE, 2);
     f.write_all_at(&data, 0).unwrap();
@@ -171,7 +169,10 @@ fn a_failure_only_in_one_range_keeps_that_range_dirty_and_writes_the_rest() {
 
 #[test]
 fn a_dead_device_fails_every_sync_until_it_comes_back_and_loses_nothing() {
-    let c = quiet_cache(2 * MIB, 64 * KIB);
+    let c = TestCache::bytes(2 * MIB)
+        .max_folio(64 * KIB)
+        .quiet()
+        .build();
     let (f, b) = open_faulty(&c);
     let mut model = Model::default();
     let data = nonzero_bytes(200_000, 3);
@@ -214,7 +215,7 @@ fn a_dead_device_fails_every_sync_until_it_comes_back_and_loses_nothing() {
 
 #[test]
 fn a_clone_shares_the_error_report_and_reopen_gets_its_own() {
-    let c = quiet_cache(MIB, 16 * KIB);
+    let c = TestCache::bytes(MIB).max_folio(16 * KIB).quiet().build();
     let (f, b) = open_faulty(&c);
     let g = f.clone();
     let r = f.reopen();
@@ -240,7 +241,7 @@ fn a_clone_shares_the_error_report_and_reopen_gets_its_own() {
 
 #[test]
 fn a_clone_that_syncs_first_consumes_the_report_for_the_original() {
-    let c = quiet_cache(MIB, 16 * KIB);
+    let c = TestCache::bytes(MIB).max_folio(16 * KIB).quiet().build();
     let (f, b) = open_faulty(&c);
     let g = f.clone();
     f.write_all_at(&nonzero_bytes(10_000, 5), 0).unwrap();
@@ -252,7 +253,11 @@ fn a_clone_that_syncs_first_consumes_the_report_for_the_original() {
 #[test]
 fn an_error_hit_by_the_background_flusher_is_reported_by_the_next_sync() {
     // Background writeback from 16 KiB of dirty data on.
-    let c = cache_dirty(4 * MIB, PAGE, 2 * MIB, 16 * KIB);
+    let c = TestCache::bytes(4 * MIB)
+        .max_folio(PAGE)
+        .dirty_limit(2 * MIB)
+        .dirty_background(16 * KIB)
+        .build();
     let (f, b) = open_faulty(&c);
     let r = f.reopen();
     b.fail_nth(Op::Write, 1, libc::EIO);
@@ -279,7 +284,10 @@ fn an_error_hit_by_the_background_flusher_is_reported_by_the_next_sync() {
 #[test]
 fn enospc_past_a_space_limit_reaches_sync_and_the_data_lands_once_space_is_back() {
     for max_folio in [PAGE, 64 * KIB] {
-        let c = quiet_cache(4 * MIB, max_folio);
+        let c = TestCache::bytes(4 * MIB)
+            .max_folio(max_folio)
+            .quiet()
+            .build();
         let (f, b) = open_faulty(&c);
         let data = nonzero_bytes(256 * KIB + 100, 7);
         f.write_all_at(&data, 0).unwrap();
@@ -317,7 +325,11 @@ fn enospc_past_a_space_limit_reaches_sync_and_the_data_lands_once_space_is_back(
 /// backing, the file and the cache.
 fn throttled_writer(e: i32) -> (io::Error, u64, Faulty, File, Cache) {
     within(HANG, "a writer throttled on failing writeback", move || {
-        let c = cache_dirty(MIB, 16 * KIB, 64 * KIB, 32 * KIB);
+        let c = TestCache::bytes(MIB)
+            .max_folio(16 * KIB)
+            .dirty_limit(64 * KIB)
+            .dirty_background(32 * KIB)
+            .build();
         let (f, b) = open_faulty(&c);
         b.fail_from_nth(Op::Write, 1, e);
         let chunk = nonzero_bytes(4 * KIB, 8);
@@ -388,7 +400,7 @@ fn a_throttled_writer_gets_the_writeback_error_instead_of_hanging() {
 fn one_failed_writeback_under_pressure_loses_no_acknowledged_write() {
     // A cache much smaller than the data: writeback happens in the
     // flusher, in throttled writers and in reclaim. The 3rd write IO fails.
-    let c = cache(256 * KIB, 16 * KIB);
+    let c = TestCache::bytes(256 * KIB).max_folio(16 * KIB).build();
     let (f, b) = open_faulty(&c);
     b.fail_nth(Op::Write, 3, libc::EIO);
     let data = nonzero_bytes(2 * MIB + 5, 9);
@@ -428,7 +440,11 @@ fn one_failed_writeback_under_pressure_loses_no_acknowledged_write() {
 
 #[test]
 fn a_slow_failing_writeback_does_not_block_reads_of_other_files() {
-    let c = cache_dirty(2 * MIB, 16 * KIB, MIB, 64 * KIB);
+    let c = TestCache::bytes(2 * MIB)
+        .max_folio(16 * KIB)
+        .dirty_limit(MIB)
+        .dirty_background(64 * KIB)
+        .build();
     let (f, b) = open_faulty(&c);
     b.set_write_latency(Duration::from_millis(200));
     b.fail_from_nth(Op::Write, 1, libc::EIO);
@@ -450,7 +466,10 @@ fn a_slow_failing_writeback_does_not_block_reads_of_other_files() {
 
 #[test]
 fn cache_sync_all_reports_a_failed_writeback_and_each_handle_still_sees_it() {
-    let c = quiet_cache(2 * MIB, 16 * KIB);
+    let c = TestCache::bytes(2 * MIB)
+        .max_folio(16 * KIB)
+        .quiet()
+        .build();
     let (f, b) = open_faulty(&c);
     let (g, b2) = open_faulty(&c);
     let data = nonzero_bytes(100_000, 12);
@@ -483,7 +502,7 @@ fn a_failed_write_of_a_partial_folio_read_reports_the_read_error_and_changes_not
     // file keeps its old bytes and size.
     let data = nonzero_bytes(64 * PAGE, 13);
     let b = Arc::new(FaultyBacking::new(MemBacking::with_data(data.clone())));
-    let c = wcommon::cache_no_ra(MIB, PAGE);
+    let c = TestCache::bytes(MIB).max_folio(PAGE).no_readahead().build();
     let f = c.open_backing(b.clone()).unwrap();
     b.fail_reads_in(5 * P, P, libc::EIO);
     assert_eq!(
@@ -519,7 +538,10 @@ fn a_failed_writeback_to_a_real_file_is_retried_and_the_file_ends_right() {
     )
     .unwrap();
     let b = Arc::new(FaultyBacking::new(inner));
-    let c = quiet_cache(4 * MIB, 64 * KIB);
+    let c = TestCache::bytes(4 * MIB)
+        .max_folio(64 * KIB)
+        .quiet()
+        .build();
     let f = c.open_backing(b.clone()).unwrap();
     let data = nonzero_bytes(300_001, 14);
     f.write_all_at(&data, 0).unwrap();
@@ -615,8 +637,8 @@ mod model {
     fn run(folio: usize, capacity: Option<usize>, ops: &[FOp]) {
         let pressure = capacity.is_some();
         let c = match capacity {
-            None => quiet_cache(16 * MIB, folio),
-            Some(cap) => cache(cap, folio),
+            None => TestCache::bytes(16 * MIB).max_folio(folio).quiet().build(),
+            Some(cap) => TestCache::bytes(cap).max_folio(folio).build(),
         };
         let (f, b) = open_faulty(&c);
         let mut model = Model::default();
@@ -726,7 +748,7 @@ fn a_failed_backing_punch_never_brings_back_older_data() {
     for sync_first in [false, true] {
         let old = vec![0xD0u8; 32 * PAGE];
         let b = Arc::new(FaultyBacking::new(MemBacking::with_data(old)));
-        let c = quiet_cache(MIB, PAGE);
+        let c = TestCache::bytes(MIB).max_folio(PAGE).quiet().build();
         let f = c.open_backing(b.clone()).unwrap();
         let x = vec![0x11u8; 16 * PAGE];
         f.write_all_at(&x, 4 * P).unwrap();
@@ -765,7 +787,7 @@ fn concurrent_syncs_on_several_handles_each_report_the_error_once() {
     // is dirty data), so each handle's first sync reports it and its
     // second does not.
     for _ in 0..20 {
-        let c = quiet_cache(MIB, 16 * KIB);
+        let c = TestCache::bytes(MIB).max_folio(16 * KIB).quiet().build();
         let (f, b) = open_faulty(&c);
         let handles: Vec<File> = (0..4).map(|_| f.reopen()).collect();
         let data = nonzero_bytes(200_000, 15);
@@ -798,7 +820,7 @@ fn concurrent_syncs_on_several_handles_each_report_the_error_once() {
 fn a_failed_run_in_a_large_folio_keeps_only_its_pages_dirty_and_loses_none() {
     let old = nonzero_bytes(2 * MIB, 16);
     let b = Arc::new(FaultyBacking::new(MemBacking::with_data(old.clone())));
-    let c = quiet_cache(8 * MIB, 2 * MIB);
+    let c = TestCache::bytes(8 * MIB).max_folio(2 * MIB).quiet().build();
     let f = c.open_backing(b.clone()).unwrap();
     assert_eq!(read_all(&f), old);
     let mut model = Model { data: old };
@@ -828,7 +850,7 @@ fn a_failed_run_in_a_large_folio_keeps_only_its_pages_dirty_and_loses_none() {
 
 #[test]
 fn a_handle_opened_after_an_error_was_reported_does_not_report_it_again() {
-    let c = quiet_cache(MIB, 16 * KIB);
+    let c = TestCache::bytes(MIB).max_folio(16 * KIB).quiet().build();
     let (f, b) = open_faulty(&c);
     f.write_all_at(&nonzero_bytes(20_000, 21), 0).unwrap();
     b.fail_nth(Op::Write, 1, libc::EIO);
@@ -846,7 +868,7 @@ fn a_handle_opened_after_an_error_was_reported_does_not_report_it_again() {
 fn scattered(seed: u64) -> (Cache, File, Faulty, Model) {
     let old = nonzero_bytes(2 * MIB, seed);
     let b = Arc::new(FaultyBacking::new(MemBacking::with_data(old.clone())));
-    let c = quiet_cache(8 * MIB, 2 * MIB);
+    let c = TestCache::bytes(8 * MIB).max_folio(2 * MIB).quiet().build();
     let f = c.open_backing(b.clone()).unwrap();
     assert_eq!(read_all(&f), old);
     let mut model = Model { data: old };

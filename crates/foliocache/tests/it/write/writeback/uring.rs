@@ -18,17 +18,15 @@ use test_support::skip_or_fail;
 
 use crate::common::forward_backing;
 use crate::common::write as wcommon;
-use wcommon::{
-    all_written, assert_same, cache_dirty, disk, errno, open_rw, write_scattered, TempPath, P, PAGE,
-};
+use test_support::cache::TestCache;
+use test_support::TempPath;
+use wcommon::{all_written, assert_same, disk, errno, open_rw, write_scattered, P, PAGE};
 
 const KIB: usize = 1024;
 const MIB: usize = 1024 * KIB;
 
-/// A cache that writes back only when asked, or `None` (skipped) where
-/// io_uring is missing.
-fn quiet(max_folio: usize, test: &str) -> Option<Cache> {
-    let c = cache_dirty(8 * MIB, max_folio, 8 * MIB, 8 * MIB);
+/// `c`, or `None` (skipped) where its engine is not io_uring.
+fn with_uring(c: Cache, test: &str) -> Option<Cache> {
     if !c.io_engine_name().starts_with("io_uring") {
         skip_or_fail(test, format_args!("the cache runs {}", c.io_engine_name()));
         return None;
@@ -46,8 +44,12 @@ fn scattered_dirty_pages_go_out_together_through_the_ring() {
     // Small folios (a run each) and large ones (scattered dirty pages
     // inside them).
     for max_folio in [PAGE, 64 * KIB] {
-        let Some(c) = quiet(
-            max_folio,
+        let Some(c) = with_uring(
+            // Writes back only when asked.
+            TestCache::bytes(8 * MIB)
+                .max_folio(max_folio)
+                .quiet()
+                .build(),
             "scattered_dirty_pages_go_out_together_through_the_ring",
         ) else {
             return;
@@ -105,7 +107,11 @@ impl Backing for ReadOnlyRing {
 
 #[test]
 fn a_write_the_kernel_fails_in_the_ring_reaches_the_sync_and_its_pages_stay_dirty() {
-    let Some(c) = quiet(PAGE, "a_write_the_kernel_fails_in_the_ring") else {
+    let Some(c) = with_uring(
+        // Writes back only when asked.
+        TestCache::bytes(8 * MIB).max_folio(PAGE).quiet().build(),
+        "a_write_the_kernel_fails_in_the_ring",
+    ) else {
         return;
     };
     let path = TempPath::new("uring-fails");
@@ -142,7 +148,14 @@ fn a_write_the_kernel_fails_in_the_ring_reaches_the_sync_and_its_pages_stay_dirt
 
 #[test]
 fn writers_and_syncs_of_many_files_at_once_all_land() {
-    let Some(c) = quiet(16 * KIB, "writers_and_syncs_of_many_files_at_once_all_land") else {
+    let Some(c) = with_uring(
+        // Writes back only when asked.
+        TestCache::bytes(8 * MIB)
+            .max_folio(16 * KIB)
+            .quiet()
+            .build(),
+        "writers_and_syncs_of_many_files_at_once_all_land",
+    ) else {
         return;
     };
     std::thread::scope(|s| {

@@ -14,11 +14,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use backing::{Backing, FaultyBacking, IoBuf, MemBacking};
-use foliocache::Cache;
 
 use crate::common::forward_backing;
 use crate::common::write as wcommon;
-use wcommon::{all_written, assert_same, cache_dirty, errno, write_scattered, P, PAGE};
+use test_support::cache::TestCache;
+use wcommon::{all_written, assert_same, errno, write_scattered, P, PAGE};
 
 const KIB: usize = 1024;
 const MIB: usize = 1024 * KIB;
@@ -66,18 +66,15 @@ impl InFlight {
     }
 }
 
-/// A cache that writes back only when asked (no background writeback, no
-/// throttle below its capacity).
-fn quiet(max_folio: usize) -> Cache {
-    cache_dirty(8 * MIB, max_folio, 8 * MIB, 8 * MIB)
-}
-
 #[test]
 fn scattered_dirty_pages_are_written_side_by_side_on_the_pool() {
     // Small folios (one run each, batched) and large ones (one run with
     // scattered dirty pages).
     for max_folio in [PAGE, 64 * KIB] {
-        let c = quiet(max_folio);
+        let c = TestCache::bytes(8 * MIB)
+            .max_folio(max_folio)
+            .quiet()
+            .build();
         let b = InFlight::new();
         b.inner.set_write_latency(Duration::from_millis(2));
         let f = c.open_backing(b.clone()).unwrap();
@@ -100,7 +97,10 @@ fn scattered_dirty_pages_are_written_side_by_side_on_the_pool() {
 #[test]
 fn a_failed_write_on_the_pool_reaches_the_sync_and_only_its_pages_stay_dirty() {
     for max_folio in [PAGE, 64 * KIB] {
-        let c = quiet(max_folio);
+        let c = TestCache::bytes(8 * MIB)
+            .max_folio(max_folio)
+            .quiet()
+            .build();
         let b = InFlight::new();
         let f = c.open_backing(b.clone()).unwrap();
         let model = write_scattered(&f, 64, 2);
@@ -127,7 +127,7 @@ fn a_failed_write_on_the_pool_reaches_the_sync_and_only_its_pages_stay_dirty() {
 
 #[test]
 fn a_failed_write_on_the_pool_at_close_keeps_the_data_for_cache_sync_all() {
-    let c = quiet(PAGE);
+    let c = TestCache::bytes(8 * MIB).max_folio(PAGE).quiet().build();
     let b = InFlight::new();
     let f = c.open_backing(b.clone()).unwrap();
     let model = write_scattered(&f, 32, 3);
@@ -144,7 +144,10 @@ fn a_failed_write_on_the_pool_at_close_keeps_the_data_for_cache_sync_all() {
 
 #[test]
 fn many_files_writing_back_at_once_all_finish_and_keep_their_errors_apart() {
-    let c = quiet(16 * KIB);
+    let c = TestCache::bytes(8 * MIB)
+        .max_folio(16 * KIB)
+        .quiet()
+        .build();
     std::thread::scope(|s| {
         for k in 0..6u64 {
             let c = &c;

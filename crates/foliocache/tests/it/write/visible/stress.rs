@@ -11,12 +11,11 @@
 //!
 //! Beside it, smaller races, each checked byte by byte: writers and a
 //! reader sharing a cache smaller than their working set (nobody may fail
-//! for want of a folio); readers racing shrink, punch and whole rewrites
-//! (no stale version); writers racing to create the same folios while an
-//! evictor opens gaps; writes and reads in a hole while a sync extends the
-//! backing; two writers filling a memfile; threads opening and closing one
-//! path; and chaos on one range, after which the cache, the disk and a new
-//! cache must agree.
+//! for want of a folio); writers racing to create the same folios while an
+//! evictor opens gaps; and chaos on one range, after which the cache, the
+//! disk and a new cache must agree. (The races on a file's size are in
+//! `write::size`, those on a memfile in `write::memfile`, those opening and
+//! closing one path in `write::visible::handles`.)
 //!
 //! Runs 2 s per test; `FOLIOCACHE_STRESS_SECS` makes it longer.
 
@@ -36,7 +35,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::common::write as wcommon;
-use wcommon::{assert_same, cache, disk, open_rw, read_all, Model, TempPath, HANG};
+use test_support::cache::TestCache;
+use test_support::TempPath;
+use wcommon::{assert_same, disk, open_rw, pat, read_all, stress_secs, Model, HANG};
 
 const KIB: usize = 1024;
 
@@ -49,28 +50,6 @@ const PUNCH: u64 = REGIONS as u64 * RS;
 /// The setter's tail region: [TAIL, TAIL + TAIL_MAX), the file ends in it.
 const TAIL: u64 = PUNCH + RS;
 const TAIL_MAX: u64 = 100_000;
-
-fn secs() -> Duration {
-    let s = std::env::var("FOLIOCACHE_STRESS_SECS")
-        .ok()
-        .and_then(|s| s.parse::<f64>().ok())
-        .unwrap_or(2.0);
-    Duration::from_secs_f64(s)
-}
-
-fn mix(mut x: u64) -> u64 {
-    // splitmix64's finaliser
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
-
-/// Byte `o` (offset inside the region) of version `v` of region `r`: never
-/// zero, so a zero is never data.
-fn pat(r: usize, v: u64, o: u64) -> u8 {
-    (mix(((r as u64) << 48) ^ (v << 24) ^ o) as u8) | 1
-}
 
 fn region_bytes(r: usize, v: u64) -> Vec<u8> {
     (0..RS).map(|o| pat(r, v, o)).collect()
@@ -261,7 +240,7 @@ fn stress(tag: &str, capacity: usize, max_folio: usize, writers: usize, dontcach
     initial.extend(&punch.data);
     initial.extend(&tail.data);
     let tmp = TempPath::with_data(tag, &initial);
-    let c = cache(capacity, max_folio);
+    let c = TestCache::bytes(capacity).max_folio(max_folio).build();
     let f = open_rw(&c, &tmp.path);
     let readers = 2;
     let threads = writers + readers + 2;
@@ -318,7 +297,7 @@ fn stress(tag: &str, capacity: usize, max_folio: usize, writers: usize, dontcach
     drop(tx);
     // The watchdog: stop after the run time, then every thread must end
     // within HANG.
-    let run = secs();
+    let run = stress_secs();
     let mut finished = vec![false; threads];
     let mut early = None;
     if let Ok(id) = rx.recv_timeout(run) {
@@ -417,10 +396,10 @@ fn writers_readers_truncate_punch_and_sync_in_one_2_mib_folio() {
 #[test]
 fn concurrent_writes_in_a_small_cache_make_no_read_or_write_fail() {
     let tmp = TempPath::with_data("small-cache", &wcommon::nonzero_bytes(1 << 20, 1));
-    let c = cache(256 * KIB, 64 * KIB);
+    let c = TestCache::bytes(256 * KIB).max_folio(64 * KIB).build();
     let f = open_rw(&c, &tmp.path);
     let stop = Arc::new(AtomicBool::new(false));
-    let run = secs();
+    let run = stress_secs();
     let writers: Vec<_> = (0..2u64)
         .map(|w| {
             let (f, stop) = (f.clone(), stop.clone());
@@ -461,116 +440,6 @@ fn concurrent_writes_in_a_small_cache_make_no_read_or_write_fail() {
     eprintln!("small cache: {reads} reads, writes {writes:?} in {run:?}");
 }
 
-/// One thread rewrites a region wholly (version `v`), shrinks it, punches
-/// holes in it, in a loop; readers read it all the time. A byte a reader
-/// gets is zero (a hole, or past a shrink) or from a version that could
-/// be there: never from a version older than the last whole rewrite that
-/// finished before the read began, never garbage. A syncer and an evictor
-/// run beside them.
-#[test]
-fn readers_racing_shrink_punch_and_rewrite_see_no_stale_version() {
-    const SIZE: u64 = 300_000;
-    const R: usize = 7; // the region's id in `pat`
-    let tmp = TempPath::new("race-shrink");
-    let c = cache(512 * KIB, 16 * KIB);
-    let f = open_rw(&c, &tmp.path);
-    f.write_all_at(&(0..SIZE).map(|o| pat(R, 0, o)).collect::<Vec<u8>>(), 0)
-        .unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let started = Arc::new(AtomicU64::new(0));
-    let full_done = Arc::new(AtomicU64::new(0));
-    let run = secs();
-    let setter = {
-        let (f, stop, started, full_done) =
-            (f.clone(), stop.clone(), started.clone(), full_done.clone());
-        std::thread::spawn(move || {
-            let mut rng = StdRng::seed_from_u64(50);
-            let mut v = 0u64;
-            while !stop.load(SeqCst) {
-                match rng.gen_range(0..3) {
-                    0 => {
-                        v += 1;
-                        started.store(v, SeqCst);
-                        let bytes: Vec<u8> = (0..SIZE).map(|o| pat(R, v, o)).collect();
-                        f.write_all_at(&bytes, 0).unwrap();
-                        full_done.store(v, SeqCst);
-                    }
-                    1 => f.set_len(rng.gen_range(0..=SIZE)).unwrap(),
-                    _ => {
-                        let off = rng.gen_range(0..SIZE);
-                        f.punch_hole(off, rng.gen_range(1..=SIZE - off)).unwrap();
-                    }
-                }
-            }
-            v
-        })
-    };
-    let readers: Vec<_> = (0..2u64)
-        .map(|i| {
-            let (f, stop, started, full_done) =
-                (f.clone(), stop.clone(), started.clone(), full_done.clone());
-            std::thread::spawn(move || {
-                let mut rng = StdRng::seed_from_u64(60 + i);
-                let mut buf = vec![0u8; SIZE as usize];
-                let mut reads = 0u64;
-                while !stop.load(SeqCst) {
-                    let off = rng.gen_range(0..SIZE);
-                    let len = rng.gen_range(1..=SIZE - off) as usize;
-                    let lo = full_done.load(SeqCst);
-                    let n = f.read_at(&mut buf[..len], off).unwrap();
-                    let hi = started.load(SeqCst);
-                    for (k, &b) in buf[..n].iter().enumerate() {
-                        let o = off + k as u64;
-                        if b != 0 && !(lo..=hi).any(|v| pat(R, v, o) == b) {
-                            panic!(
-                                "reader {i}: byte {o} is {b:#04x}: not zero and from no \
-                                 version in {lo}..={hi}"
-                            );
-                        }
-                    }
-                    reads += 1;
-                }
-                reads
-            })
-        })
-        .collect();
-    let helper = {
-        let (f, c, stop) = (f.clone(), c.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let mut i = 0u64;
-            while !stop.load(SeqCst) {
-                if i % 2 == 0 {
-                    f.sync_data().unwrap();
-                } else {
-                    c.shrink(64 * KIB as u64);
-                }
-                i += 1;
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        })
-    };
-    std::thread::sleep(run);
-    stop.store(true, SeqCst);
-    let joined = wcommon::within(HANG, "the racing threads to stop", move || {
-        let v = setter.join();
-        let r: Vec<_> = readers.into_iter().map(|h| h.join()).collect();
-        let h = helper.join();
-        (v, r, h)
-    });
-    let (v, r, h) = joined;
-    let v = v.unwrap_or_else(|p| std::panic::resume_unwind(p));
-    let reads: Vec<u64> = r
-        .into_iter()
-        .map(|x| x.unwrap_or_else(|p| std::panic::resume_unwind(p)))
-        .collect();
-    h.unwrap_or_else(|p| std::panic::resume_unwind(p));
-    eprintln!("race-shrink: {v} rewrites, reads {reads:?}");
-    // The end state agrees between the cache and the disk.
-    let cached = read_all(&f);
-    f.sync_all().unwrap();
-    assert_same("race-shrink: disk vs cache", &disk(&tmp.path), &cached);
-}
-
 /// Four threads write small pieces at random offsets of one range at once
 /// (so they race to create the same folios), while another evicts all the
 /// time (so gaps keep opening) and two read. Every write must succeed; at the end every
@@ -580,11 +449,11 @@ fn readers_racing_shrink_punch_and_rewrite_see_no_stale_version() {
 fn writers_racing_to_create_the_same_folios_never_fail() {
     const SPAN: u64 = 1 << 20;
     let tmp = TempPath::new("race-create");
-    let c = cache(512 * KIB, 16 * KIB);
+    let c = TestCache::bytes(512 * KIB).max_folio(16 * KIB).build();
     let f = open_rw(&c, &tmp.path);
     f.set_len(SPAN).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
-    let run = secs();
+    let run = stress_secs();
     let writers: Vec<_> = (0..4u8)
         .map(|t| {
             let (f, stop) = (f.clone(), stop.clone());
@@ -665,186 +534,6 @@ fn writers_racing_to_create_the_same_folios_never_fail() {
     }
 }
 
-/// The file is grown in the cache (dirty data far past the backing's end)
-/// and a syncer keeps writing that back, which extends the backing. A
-/// write or a read in the hole between the backing's old end and the far
-/// data reads a block the backing does not have yet (zeros): it must not
-/// fail because the backing grew between the read and the look at its
-/// length.
-#[test]
-fn partial_writes_and_reads_in_a_hole_while_a_sync_extends_the_backing_do_not_fail() {
-    // Without readahead (the reader's own read) and with it (windows read
-    // by the IO engine).
-    hole_race(wcommon::cache_no_ra(4 << 20, 4096), secs());
-    hole_race(cache(4 << 20, 4096), secs());
-}
-
-fn hole_race(c: Cache, run: Duration) {
-    let tmp = TempPath::new("hole-race");
-    let f = open_rw(&c, &tmp.path);
-    let stop = Arc::new(AtomicBool::new(false));
-    let syncer = {
-        let (f, stop) = (f.clone(), stop.clone());
-        std::thread::spawn(move || {
-            while !stop.load(SeqCst) {
-                f.sync_data().unwrap();
-            }
-        })
-    };
-    let start = Instant::now();
-    let (mut write_errors, mut read_errors, mut first) = (0, 0, None);
-    let mut rounds = 0u64;
-    while start.elapsed() < run {
-        f.set_len(0).unwrap();
-        f.write_all_at(&[1u8; 4096], 1 << 20).unwrap();
-        for k in 0..8u64 {
-            let at = k * 131_072;
-            if let Err(e) = f.write_at(b"0123456789", at + 100) {
-                write_errors += 1;
-                first.get_or_insert(format!("round {rounds}: write of 10 at {}: {e}", at + 100));
-            }
-            let mut buf = [0xAAu8; 10];
-            match f.read_at(&mut buf, at + 65_536) {
-                Ok(n) => assert_eq!(&buf[..n], &[0u8; 10][..n], "a hole reads as zeros"),
-                Err(e) => {
-                    read_errors += 1;
-                    first.get_or_insert(format!("round {rounds}: read at {}: {e}", at + 65_536));
-                }
-            }
-        }
-        rounds += 1;
-    }
-    stop.store(true, SeqCst);
-    wcommon::within(HANG, "the syncer to stop", move || syncer.join())
-        .unwrap_or_else(|p| std::panic::resume_unwind(p));
-    assert_eq!(
-        (write_errors, read_errors),
-        (0, 0),
-        "{rounds} rounds; failed writes and reads; the first: {first:?}"
-    );
-}
-
-/// Two threads fill a memfile in a 1 MiB cache until it is full, while a
-/// third reads another file through the same cache: the writers stop with
-/// `StorageFull` (not hang, not another error), everything acknowledged
-/// reads back, and the reader never fails while the cache has clean folios
-/// of its own to reuse... until the memfile takes them all, when it may.
-#[test]
-fn writers_filling_a_memfile_stop_with_storage_full_and_keep_what_they_wrote() {
-    let other = wcommon::nonzero_bytes(512 * KIB, 90);
-    let tmp = TempPath::with_data("memfull-other", &other);
-    let c = cache(1024 * KIB, 16 * KIB);
-    let m = c.memfile("full", 0).unwrap();
-    let g = c.open(&tmp.path).unwrap();
-    let results = wcommon::within(HANG, "filling a memfile from two threads", move || {
-        let writers: Vec<_> = (0..2u64)
-            .map(|t| {
-                let m = m.clone();
-                std::thread::spawn(move || {
-                    let chunk = wcommon::nonzero_bytes(16 * KIB, 91 + t);
-                    let mut acked = 0u64;
-                    loop {
-                        let off = t * (4 << 20) + acked * chunk.len() as u64;
-                        match m.write_at(&chunk, off) {
-                            Ok(n) => {
-                                assert_eq!(n, chunk.len());
-                                acked += 1;
-                            }
-                            Err(e) => return (acked, e.kind(), e.to_string()),
-                        }
-                    }
-                })
-            })
-            .collect();
-        let mut buf = vec![0u8; 64 * KIB];
-        // (Once the memfile holds the whole cache, a read waits for a
-        // folio and then fails: a few reads are enough.)
-        for i in 0..8u64 {
-            let off = (i * 48 * KIB as u64) % other.len() as u64;
-            if let Ok(n) = g.read_at(&mut buf, off) {
-                assert_eq!(&buf[..n], &other[off as usize..off as usize + n]);
-            }
-        }
-        let r: Vec<_> = writers.into_iter().map(|h| h.join().unwrap()).collect();
-        (r, m)
-    });
-    let (results, m) = results;
-    let mut total = 0;
-    for (t, (acked, kind, msg)) in results.iter().enumerate() {
-        assert_eq!(*kind, std::io::ErrorKind::StorageFull, "writer {t}: {msg}");
-        let chunk = wcommon::nonzero_bytes(16 * KIB, 91 + t as u64);
-        for i in 0..*acked {
-            let off = t as u64 * (4 << 20) + i * chunk.len() as u64;
-            assert_eq!(
-                wcommon::read_vec(&m, off, chunk.len()).unwrap(),
-                chunk,
-                "writer {t}, chunk {i}"
-            );
-        }
-        total += acked * 16 * KIB as u64;
-    }
-    assert!(
-        total >= 512 * KIB as u64,
-        "only {total} bytes fit in a 1 MiB cache"
-    );
-    assert!(total <= 1024 * KIB as u64, "{total} bytes in a 1 MiB cache");
-}
-
-/// Threads open one path, write their own region, read it back, and drop
-/// the handle, over and over: the last handle's writeback races new opens
-/// (which must share the file still registered, or read what that
-/// writeback wrote). Every read sees the thread's own last write; at the
-/// end the file on disk holds every region's last version.
-#[test]
-fn threads_opening_and_closing_one_path_see_their_own_writes() {
-    const THREADS: usize = 4;
-    const REGION: u64 = 30_001;
-    let tmp = TempPath::with_data("open-close", &vec![0u8; THREADS * REGION as usize]);
-    let c = cache(512 * KIB, 16 * KIB);
-    let stop = Arc::new(AtomicBool::new(false));
-    let run = secs();
-    let threads: Vec<_> = (0..THREADS)
-        .map(|t| {
-            let (c, stop, path) = (c.clone(), stop.clone(), tmp.path.clone());
-            std::thread::spawn(move || {
-                let base = t as u64 * REGION;
-                let mut v = 0u64;
-                while !stop.load(SeqCst) {
-                    let f = open_rw(&c, &path);
-                    let got = wcommon::read_vec(&f, base, REGION as usize).unwrap();
-                    let want: Vec<u8> = if v == 0 {
-                        vec![0; REGION as usize]
-                    } else {
-                        (0..REGION).map(|o| pat(t, v, o)).collect()
-                    };
-                    assert_same(&format!("thread {t} after reopening, at v{v}"), &got, &want);
-                    v += 1;
-                    let bytes: Vec<u8> = (0..REGION).map(|o| pat(t, v, o)).collect();
-                    f.write_all_at(&bytes, base).unwrap();
-                    drop(f);
-                }
-                v
-            })
-        })
-        .collect();
-    std::thread::sleep(run);
-    stop.store(true, SeqCst);
-    let versions = wcommon::within(HANG, "the openers to stop", move || {
-        threads.into_iter().map(|h| h.join()).collect::<Vec<_>>()
-    });
-    let mut want = Vec::new();
-    for (t, v) in versions.into_iter().enumerate() {
-        let v = v.unwrap_or_else(|p| std::panic::resume_unwind(p));
-        want.extend((0..REGION).map(|o| pat(t, v, o)));
-    }
-    // Every handle is gone: the data must be in the file.
-    assert_same(
-        "the file after every handle closed",
-        &disk(&tmp.path),
-        &want,
-    );
-}
-
 /// Four threads do anything to one range at once: writes (some uncached),
 /// set_len, punches, reads, syncs, evictions. No model can say what the
 /// bytes are, but once they stop and a sync returns, the cache, the disk,
@@ -854,7 +543,7 @@ fn chaos_on_one_range_ends_with_the_cache_and_the_disk_agreeing() {
     for (cap, folio) in [(256 * KIB, 16 * KIB), (1024 * KIB, 64 * KIB)] {
         const SPAN: u64 = 512 * 1024;
         let tmp = TempPath::new("chaos");
-        let c = cache(cap, folio);
+        let c = TestCache::bytes(cap).max_folio(folio).build();
         let f = open_rw(&c, &tmp.path);
         let stop = Arc::new(AtomicBool::new(false));
         let threads: Vec<_> = (0..4u64)
@@ -895,7 +584,7 @@ fn chaos_on_one_range_ends_with_the_cache_and_the_disk_agreeing() {
                 })
             })
             .collect();
-        std::thread::sleep(secs() / 2);
+        std::thread::sleep(stress_secs() / 2);
         stop.store(true, SeqCst);
         wcommon::within(HANG, "the chaos threads to stop", move || {
             for t in threads {
@@ -917,7 +606,7 @@ fn chaos_on_one_range_ends_with_the_cache_and_the_disk_agreeing() {
             &cached,
         );
         // A new cache over the same path: the same file.
-        let fresh = cache(cap, folio);
+        let fresh = TestCache::bytes(cap).max_folio(folio).build();
         let g = fresh.open(&tmp.path).unwrap();
         assert_same(&format!("{what}: a new cache"), &read_all(&g), &cached);
     }

@@ -26,7 +26,9 @@ use foliocache::{Advice, Cache, File, ReadFlags, WriteFlags};
 use proptest::prelude::*;
 
 use crate::common::write as wcommon;
-use wcommon::{assert_same, cache, cases, disk, nonzero_bytes, open_rw, read_all, Model, TempPath};
+use test_support::cache::TestCache;
+use test_support::TempPath;
+use wcommon::{assert_same, cases, disk, nonzero_bytes, open_rw, read_all, Model};
 
 const KIB: usize = 1024;
 const MIB: usize = 1024 * KIB;
@@ -146,7 +148,7 @@ fn geometry() -> impl Strategy<Value = (usize, usize)> {
 /// [`geometry`] from the `min`-th capacity on (the thread tests start at
 /// 1 MiB: a write locks as much of the cache as it grabs, and in a 256 KiB
 /// cache concurrent threads can find every folio locked and get
-/// `OutOfMemory`, which `write::stress` reports on its own).
+/// `OutOfMemory`, which `write::visible::stress` reports on its own).
 fn geometry_from(min: usize) -> impl Strategy<Value = (usize, usize)> {
     (min..6).prop_flat_map(|ci| {
         let cap = [256 * KIB, 512 * KIB, MIB, 2 * MIB, 4 * MIB, 8 * MIB][ci];
@@ -246,7 +248,7 @@ fn run_file(cap: usize, folio: usize, insert: Insert, initial: usize, ops: &[Op]
         f
     };
     let tmp = TempPath::with_data("model", &nonzero_bytes(initial, initial as u64));
-    let cache = cache(cap, folio);
+    let cache = TestCache::bytes(cap).max_folio(folio).build();
     let file = open(&cache, &tmp.path);
     let mut r = Run {
         cap,
@@ -334,7 +336,7 @@ fn run_file(cap: usize, folio: usize, insert: Insert, initial: usize, ops: &[Op]
                 r.files.clear();
                 r.check_disk(&tmp.path, &format!("{what}: after dropping the handles"));
                 if new_cache {
-                    r.cache = wcommon::cache(cap, folio);
+                    r.cache = TestCache::bytes(cap).max_folio(folio).build();
                 }
                 r.files.push(open(&r.cache, &tmp.path));
             }
@@ -389,8 +391,8 @@ proptest! {
 
 fn run_memfile(folio: usize, initial: u64, ops: &[Op]) {
     // Room for the largest file the ops can make, in the largest folios,
-    // so nothing here is StorageFull (tests/it/write/semantics.rs covers it).
-    let cache = cache(16 * MIB, folio);
+    // so nothing here is StorageFull (`write::memfile` covers it).
+    let cache = TestCache::bytes(16 * MIB).max_folio(folio).build();
     let mut f = cache.memfile("model", initial).unwrap();
     assert!(f.is_memfile() && f.is_writable());
     let mut model = Model::default();
@@ -615,7 +617,7 @@ fn run_threads(
     let n = per_thread.len();
     let initial = nonzero_bytes(total as usize, total);
     let tmp = TempPath::with_data("model-mt", &initial);
-    let cache = cache(cap, folio);
+    let cache = TestCache::bytes(cap).max_folio(folio).build();
     let f = if memfile {
         let f = cache.memfile("model-mt", 0).unwrap();
         f.write_all_at(&initial, 0).unwrap();
