@@ -358,21 +358,21 @@ fn best_of(runs: Vec<Vec<RunRecord>>, baseline: &str) -> Vec<RunRecord> {
     let mut best: Vec<RunRecord> = runs
         .into_iter()
         .filter_map(|rs| {
-            let bws: Vec<f64> = rs.iter().map(|r| r.bw_bytes).collect();
+            let bws: Vec<f64> = rs.iter().map(|r| r.perf.bw_bytes).collect();
             let mut b = rs
                 .into_iter()
-                .max_by(|a, b| a.bw_bytes.total_cmp(&b.bw_bytes))?;
-            b.repeats_bw_bytes = bws;
+                .max_by(|a, b| a.perf.bw_bytes.total_cmp(&b.perf.bw_bytes))?;
+            b.best.repeats_bw_bytes = bws;
             Some(b)
         })
         .collect();
     let kernel = best
         .iter()
         .find(|r| r.engine == baseline)
-        .map(|r| r.bw_bytes)
+        .map(|r| r.perf.bw_bytes)
         .filter(|&k| k > 0.0);
     for r in &mut best {
-        r.ratio_to_kernel = kernel.map(|k| r.bw_bytes / k);
+        r.best.ratio_to_kernel = kernel.map(|k| r.perf.bw_bytes / k);
     }
     best
 }

@@ -211,20 +211,20 @@ fn summarise(specs: &[RatioSpec], runs: &[Vec<Vec<RunRecord>>]) -> Option<Summar
         .iter()
         .filter_map(|s| {
             let (num, den) = (find(&s.numerator, s.job)?, find(&s.denominator, s.job)?);
-            let best = |rs: &[RunRecord]| rs.iter().map(|r| r.bw_bytes).fold(0.0, f64::max);
+            let best = |rs: &[RunRecord]| rs.iter().map(|r| r.perf.bw_bytes).fold(0.0, f64::max);
             let per_round: Vec<f64> = num
                 .iter()
                 .zip(den)
-                .filter(|(_, d)| d.bw_bytes > 0.0)
-                .map(|(n, d)| n.bw_bytes / d.bw_bytes)
+                .filter(|(_, d)| d.perf.bw_bytes > 0.0)
+                .map(|(n, d)| n.perf.bw_bytes / d.perf.bw_bytes)
                 .collect();
             let median = report::median(&per_round);
             // A memory job's writes without their setup (the cache's build),
             // for two foliocache engines (whose setups are alike).
             let writes_bw = |r: &RunRecord| {
-                r.foliocache.as_ref()?;
-                let t = r.seconds - r.setup_s?;
-                (t > 0.0).then(|| r.bytes as f64 / t)
+                r.cache.foliocache.as_ref()?;
+                let t = r.perf.seconds - r.timing.setup_s?;
+                (t > 0.0).then(|| r.perf.bytes as f64 / t)
             };
             let writes_alone: Option<Vec<f64>> = num
                 .iter()
@@ -235,11 +235,19 @@ fn summarise(specs: &[RatioSpec], runs: &[Vec<Vec<RunRecord>>]) -> Option<Summar
             let writes_alone_median = writes_alone.as_deref().map(report::median);
             let b = best(den);
             let of_job = s.job.and_then(|_| num.first()).map_or(String::new(), |r| {
-                format!(" ({} {}{})", r.rw, fmt_size(r.bs), report::dist_of(r))
+                format!(
+                    " ({} {}{})",
+                    r.job.rw,
+                    fmt_size(r.job.bs),
+                    report::dist_of(r)
+                )
             });
             Some(Ratio {
                 name: format!("{} / {}{of_job}", s.numerator, s.denominator),
-                job: s.job.and_then(|_| num.first()).map(|r| r.rw.to_string()),
+                job: s
+                    .job
+                    .and_then(|_| num.first())
+                    .map(|r| r.job.rw.to_string()),
                 job_index: s.job,
                 numerator: s.numerator.clone(),
                 denominator: s.denominator.clone(),
@@ -388,7 +396,9 @@ fn target_flat(runs: &[RunRecord], engine: &str, min: f64) -> TargetCheck {
     if flats.iter().any(Option::is_none) {
         c.detail = format!(
             "not checked: a run of {:.2} s has fewer than 3 timeline intervals after its first",
-            runs.iter().map(|r| r.seconds).fold(f64::INFINITY, f64::min)
+            runs.iter()
+                .map(|r| r.perf.seconds)
+                .fold(f64::INFINITY, f64::min)
         );
         return c;
     }
@@ -538,11 +548,11 @@ fn target_cpu(
 ) -> TargetCheck {
     let mut c = check(format!("{engine} CPU s/GiB / {other}'s"), "<=", max);
     let Some(med) = paired_median(&mut c, runs, than, engine, other, |r, t| {
-        (t.cpu_s_per_gib > 0.0).then(|| r.cpu_s_per_gib / t.cpu_s_per_gib)
+        (t.perf.cpu_s_per_gib > 0.0).then(|| r.perf.cpu_s_per_gib / t.perf.cpu_s_per_gib)
     }) else {
         return c;
     };
-    let per = |rs| fmt_figures(rs, |r| r.cpu_s_per_gib, 3);
+    let per = |rs| fmt_figures(rs, |r| r.perf.cpu_s_per_gib, 3);
     c.detail = format!(
         "at most {max:.1}x, median of the rounds {med:.2}x ({engine} {} s/GiB, {other} {} s/GiB)",
         per(runs),
@@ -630,7 +640,8 @@ fn ignored_dontcache(runs: &[Vec<Vec<RunRecord>>], t: &TargetSpec) -> Option<Str
         .flatten()
         .filter(|r| &r.engine == engine)
         .filter(|r| {
-            r.foliocache
+            r.cache
+                .foliocache
                 .as_ref()
                 .is_some_and(|f| f.read_flags == "DONTCACHE")
         })
@@ -647,17 +658,24 @@ fn ignored_dontcache(runs: &[Vec<Vec<RunRecord>>], t: &TargetSpec) -> Option<Str
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::{Perf, RunJob};
 
     fn rec(engine: &str, bw: f64) -> RunRecord {
         RunRecord {
             engine: engine.into(),
-            rw: "read",
-            bs: 4096,
-            numjobs: 1,
-            file_size: 4096,
-            seconds: 1.0,
-            bw_bytes: bw,
-            cold: true,
+            job: RunJob {
+                rw: "read",
+                bs: 4096,
+                numjobs: 1,
+                file_size: 4096,
+                cold: true,
+                ..RunJob::default()
+            },
+            perf: Perf {
+                seconds: 1.0,
+                bw_bytes: bw,
+                ..Perf::default()
+            },
             ..RunRecord::default()
         }
     }
@@ -706,14 +724,12 @@ mod tests {
 
     /// A memory run of 1 GiB in `seconds`, `setup` of them the cache's build.
     fn mem(engine: &str, seconds: f64, setup: Option<f64>) -> RunRecord {
-        RunRecord {
-            bytes: 1 << 30,
-            seconds,
-            bw_bytes: (1u64 << 30) as f64 / seconds,
-            setup_s: setup,
-            foliocache: Some(report::FolioFigures::default()),
-            ..rec(engine, 0.0)
-        }
+        let mut r = rec(engine, (1u64 << 30) as f64 / seconds);
+        r.perf.bytes = 1 << 30;
+        r.perf.seconds = seconds;
+        r.timing.setup_s = setup;
+        r.cache.foliocache = Some(report::FolioFigures::default());
+        r
     }
 
     #[test]
@@ -757,7 +773,7 @@ mod tests {
         assert_eq!(s.targets[0].met, Some(true), "{:?}", s.targets[0]);
         // A run whose setup was not timed apart: not checked.
         let mut r = runs([0.6, 0.56, 0.58]);
-        r[0][1][0].setup_s = None;
+        r[0][1][0].timing.setup_s = None;
         let s = evaluate(&specs, &targets, &r).unwrap();
         assert_eq!(s.targets[0].met, None, "{:?}", s.targets[0]);
         assert!(s.targets[0].detail.starts_with("not checked"));

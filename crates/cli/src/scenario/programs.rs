@@ -25,7 +25,7 @@ use super::Scenario;
 use crate::args::BenchArgs;
 use crate::engine::{FuseFigures, FuseMount};
 use crate::launch::{self, RunArgs};
-use crate::report::{Latency, RunRecord};
+use crate::report::{Latency, MemoryFigures, Perf, RunJob, RunRecord};
 use crate::targets::Judged;
 use crate::units::{fmt_size, fmt_size_approx};
 
@@ -547,20 +547,29 @@ impl Ways<'_> {
     fn record(&self, way: &str, name: &'static str, r: &DbResult, notes: Vec<String>) -> RunRecord {
         RunRecord {
             engine: way.to_string(),
-            rw: name,
-            bs: KV_BYTES,
-            numjobs: 1,
-            file_size: self.db.raw_bytes(),
-            bytes: r.ops * KV_BYTES,
-            ops: r.ops,
-            seconds: r.seconds,
-            bw_bytes: r.ops_per_s * KV_BYTES as f64,
-            iops: r.ops_per_s,
-            lat_ns: r.lat.unwrap_or_default(),
-            // Not measured: one process runs several benchmarks.
-            cpu_us_per_op: f64::NAN,
-            cpu_s_per_gib: f64::NAN,
-            capacity: (way != EXT4).then_some(self.db.capacity),
+            job: RunJob {
+                rw: name,
+                bs: KV_BYTES,
+                numjobs: 1,
+                file_size: self.db.raw_bytes(),
+                ..RunJob::default()
+            },
+            perf: Perf {
+                bytes: r.ops * KV_BYTES,
+                ops: r.ops,
+                seconds: r.seconds,
+                bw_bytes: r.ops_per_s * KV_BYTES as f64,
+                iops: r.ops_per_s,
+                lat_ns: r.lat.unwrap_or_default(),
+                // Not measured: one process runs several benchmarks.
+                cpu_us_per_op: f64::NAN,
+                cpu_s_per_gib: f64::NAN,
+                ..Perf::default()
+            },
+            memory: MemoryFigures {
+                capacity: (way != EXT4).then_some(self.db.capacity),
+                ..MemoryFigures::default()
+            },
             notes,
             ..RunRecord::default()
         }
@@ -599,9 +608,9 @@ fn records_line(records: &[RunRecord], round: u32, repeat: u32) -> String {
         let _ = write!(
             s,
             " {} {:.0} ops/s {:.1} MB/s;",
-            r.rw,
-            r.iops,
-            r.bw_bytes / f64::from(1 << 20)
+            r.job.rw,
+            r.perf.iops,
+            r.perf.bw_bytes / f64::from(1 << 20)
         );
     }
     s.pop();
