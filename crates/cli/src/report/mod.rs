@@ -160,9 +160,9 @@ pub struct Ratio {
     /// scenario whose jobs run the same engines.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub job: Option<String>,
-    /// The index of that job (not in the JSON: `job` names it).
+    /// That job's name in its scenario (not in the JSON: `job` says it).
     #[serde(skip)]
-    pub job_index: Option<usize>,
+    pub job_name: Option<crate::targets::JobName>,
     /// Of the two engines' best runs (the figures in the table).
     pub best: f64,
     /// Of the two engines' runs in each round, in round order (runs seconds
