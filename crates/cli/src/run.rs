@@ -23,8 +23,8 @@ use crate::scenario::Plan;
 use crate::spec::{EngineKind, EngineSpec, JobSpec};
 use crate::units::fmt_size_approx;
 
+mod figures;
 mod per_read;
-mod record;
 
 /// The read amplification above which an mmap run under a memory limit
 /// gets a note saying why.
@@ -87,7 +87,8 @@ struct Staged<'a> {
     hot: Option<HotOpen<'a>>,
 }
 
-/// A hot reader's measured figures, before they become [`HotFigures`].
+/// A hot reader's measured figures, before they become
+/// [`HotFigures`](crate::report::HotFigures).
 struct HotRun {
     ready: hot::Ready,
     reads: u64,
@@ -307,7 +308,7 @@ fn record(
     let memory_limit = cgroup_figures(job, s.limit.as_ref(), s.page_cache, ctx.cgroups);
     // Removes the cgroup (and the page cache charged to it).
     drop(s.limit);
-    let hot = hot.map(|h| record::hot_figures(&h, job));
+    let hot = hot.map(|h| figures::hot(&h, job));
     if hot.is_some() {
         notes.push(
             "the hot reader ran beside the job: its CPU time is in the run's CPU figures".into(),
@@ -358,7 +359,7 @@ fn record(
         device.as_ref(),
         capacity,
     );
-    notes.extend(record::mmap_collapse(spec, job, &per_read));
+    notes.extend(figures::mmap_collapse(spec, job, &per_read));
     // A memory job's setup is part of its time.
     let seconds = m.seconds + setup_s.unwrap_or(0.0);
     cpu_notes(&m, seconds.max(1e-9), spec, ctx, &mut notes);
@@ -384,9 +385,9 @@ fn record(
         },
         hot,
         notes,
-        ..record::measured(m, job, ctx, seconds, setup_s)
+        ..figures::measured(m, job, ctx, seconds, setup_s)
     };
-    rec.notes.extend(record::dontcache_ignored(&rec));
+    rec.notes.extend(figures::dontcache_ignored(&rec));
     Ok(rec)
 }
 

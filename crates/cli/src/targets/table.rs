@@ -296,43 +296,40 @@ impl<E: Copy> Target<E> {
     }
 
     /// Held to at least `bound` (a figure that must be high).
-    pub const fn at_least(mut self, bound: f64) -> Self {
-        assert!(self.figure.at_least(), "a figure held to at most");
-        self.bound = Bound::Held(bound);
-        self
+    pub const fn at_least(self, bound: f64) -> Self {
+        let fits = self.figure.at_least();
+        self.bounded(Bound::Held(bound), fits)
     }
 
     /// Held to at most `bound` (a figure that must be low).
-    pub const fn at_most(mut self, bound: f64) -> Self {
-        assert!(!self.figure.at_least(), "a figure held to at least");
-        self.bound = Bound::Held(bound);
-        self
+    pub const fn at_most(self, bound: f64) -> Self {
+        let fits = !self.figure.at_least();
+        self.bounded(Bound::Held(bound), fits)
     }
 
     /// At most the scenario's memory budget (a figure that must be low).
-    pub const fn within_budget(mut self) -> Self {
-        assert!(!self.figure.at_least(), "a figure held to at least");
-        self.bound = Bound::Budget;
-        self
+    pub const fn within_budget(self) -> Self {
+        let fits = !self.figure.at_least();
+        self.bounded(Bound::Budget, fits)
     }
 
     /// `bound` shown beside the ratio, not checked (a bandwidth row).
-    pub const fn shown(mut self, bound: f64) -> Self {
-        assert!(
-            matches!(self.figure, Figure::Bandwidth { .. }),
-            "only a ratio shows a bound"
-        );
-        self.bound = Bound::Shown(bound);
-        self
+    pub const fn shown(self, bound: f64) -> Self {
+        let fits = matches!(self.figure, Figure::Bandwidth { .. });
+        self.bounded(Bound::Shown(bound), fits)
     }
 
     /// Held to at least `bound` with `--consume` (a bandwidth row).
-    pub const fn at_least_with_consume(mut self, bound: f64) -> Self {
-        assert!(
-            matches!(self.figure, Figure::Bandwidth { .. }),
-            "only a ratio is held with --consume"
-        );
-        self.bound = Bound::HeldWithConsume(bound);
+    pub const fn at_least_with_consume(self, bound: f64) -> Self {
+        let fits = matches!(self.figure, Figure::Bandwidth { .. });
+        self.bounded(Bound::HeldWithConsume(bound), fits)
+    }
+
+    /// The row with `bound`, which `fits` its figure (a table that gives a
+    /// figure a bound it does not take does not compile).
+    const fn bounded(mut self, bound: Bound, fits: bool) -> Self {
+        assert!(fits, "a bound this row's figure does not take");
+        self.bound = bound;
         self
     }
 }

@@ -1,6 +1,6 @@
 //! The record in words: the fio-like block printed as a run ends
-//! ([`block`]), and a scenario's side-by-side table with the tables
-//! below it, its ratios and its targets ([`table`]); and the words and
+//! ([`block`](fn@block)), and a scenario's side-by-side table with the tables
+//! below it, its ratios and its targets ([`table`](fn@table)); and the words and
 //! figures they share (a memory limit, the hot reader, a timeline).
 
 use std::fmt::Write as _;

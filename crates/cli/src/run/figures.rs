@@ -79,7 +79,7 @@ pub fn measured(
 }
 
 /// The hot reader's figures.
-pub fn hot_figures(h: &HotRun, job: &JobSpec) -> HotFigures {
+pub fn hot(h: &HotRun, job: &JobSpec) -> HotFigures {
     HotFigures {
         file_size: job.hot.map_or(0, |s| s.file_size),
         bs: job.hot.map_or(0, |s| s.bs),
