@@ -19,6 +19,7 @@ use crate::targets::{
 };
 use crate::units::{fmt_size, fmt_size_approx};
 use crate::zipf::Zipf;
+use Role::{Direct, Folio, Kernel, QdDirect, QdFolio, SyncFolio};
 
 /// The engines of the threaded jobs unless `--engine` gives others.
 /// mmap is shown, not targeted.
@@ -87,31 +88,22 @@ pub enum Role {
 /// queue depth 32 over direct and over one synchronous read at a time;
 /// CPU per read beside direct's, the hit ratio beside an exact LRU's,
 /// read amplification, and the cache's memory within M.
+#[rustfmt::skip]
 pub const TARGETS: &[Target<Role>] = &[
-    bandwidth(Role::Folio, Role::Kernel).of(UNIFORM_2),
-    bandwidth(Role::Folio, Role::Direct).of(UNIFORM_2),
-    bandwidth(Role::Folio, Role::Kernel)
-        .of(UNIFORM_8)
-        .at_least(1.1),
-    bandwidth(Role::Folio, Role::Direct)
-        .of(UNIFORM_8)
-        .at_least(1.0),
-    bandwidth(Role::Folio, Role::Kernel)
-        .of(ZIPF_2)
-        .at_least(1.5),
-    bandwidth(Role::Folio, Role::Direct).of(ZIPF_2),
-    bandwidth(Role::Folio, Role::Kernel).of(ZIPF_8),
-    bandwidth(Role::Folio, Role::Direct).of(ZIPF_8),
-    bandwidth(Role::QdFolio, Role::QdDirect)
-        .of(QD)
-        .at_least(QD_VS_DIRECT),
-    bandwidth(Role::QdFolio, Role::SyncFolio)
-        .of(QD)
-        .at_least(QD_VS_SYNC),
-    cpu_per_read(Role::Folio, Role::Direct, UNIFORM_8).at_most(1.0),
-    lru_gap(Role::Folio, ZIPF_2).at_most(2.0),
-    read_amplification(Role::Folio).at_most(1.05),
-    memory(Role::Folio).within_budget(),
+    bandwidth(Folio, Kernel).of(UNIFORM_2),
+    bandwidth(Folio, Direct).of(UNIFORM_2),
+    bandwidth(Folio, Kernel).of(UNIFORM_8).at_least(1.1),
+    bandwidth(Folio, Direct).of(UNIFORM_8).at_least(1.0),
+    bandwidth(Folio, Kernel).of(ZIPF_2).at_least(1.5),
+    bandwidth(Folio, Direct).of(ZIPF_2),
+    bandwidth(Folio, Kernel).of(ZIPF_8),
+    bandwidth(Folio, Direct).of(ZIPF_8),
+    bandwidth(QdFolio, QdDirect).of(QD).at_least(QD_VS_DIRECT),
+    bandwidth(QdFolio, SyncFolio).of(QD).at_least(QD_VS_SYNC),
+    cpu_per_read(Folio, Direct, UNIFORM_8).at_most(1.0),
+    lru_gap(Folio, ZIPF_2).at_most(2.0),
+    read_amplification(Folio).at_most(1.05),
+    memory(Folio).within_budget(),
 ];
 /// foliocache's bookkeeping as a fraction of its capacity that the
 /// capacity leaves room for: `Cache::memory`'s documentation puts it at

@@ -1,13 +1,16 @@
 //! What a bench invocation runs: named scenarios, or one custom job from
 //! the command line, resolved into a [`Plan`].
 //!
-//! One file per scenario, each building its jobs, ratios and targets:
-//! [`seqread`], [`randread`], [`readahead`], [`uncached`], [`populate`],
-//! [`write`](mod@write), [`larger`] (by name only), [`programs`] (by name
-//! only: RocksDB's `db_bench` on ext4, through the FUSE mount and under the
-//! interposer, which it runs itself), and [`custom`] for a job given by
-//! `--rw`/`--bs`. What each measures, why, and its figures are in
-//! `docs/bench.md`.
+//! One file per scenario, each building its jobs, each job named
+//! ([`ScenarioJob`]), and keeping its ratios and targets in one table
+//! (its `TARGETS`: rows of a figure of its engines, by role, of a job, by
+//! name, and a bound; [`crate::targets::judge`] resolves the table
+//! against the engines that run): [`seqread`], [`randread`],
+//! [`readahead`], [`uncached`], [`populate`], [`write`](mod@write),
+//! [`larger`] (by name only), [`programs`] (by name only: RocksDB's
+//! `db_bench` on ext4, through the FUSE mount and under the interposer,
+//! which it runs itself), and [`custom`] for a job given by `--rw`/`--bs`.
+//! What each measures, why, and its figures are in `docs/bench.md`.
 
 use std::time::Duration;
 

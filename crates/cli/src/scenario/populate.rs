@@ -14,6 +14,7 @@ use crate::spec::{EngineKind, JobSpec, Rw};
 use crate::sys::PAGE;
 use crate::targets::{self, bandwidth, writes_alone, Given, Judged, Target};
 use crate::units::{fmt_size, fmt_size_approx};
+use Role::{Anon, AnonThp, Folio, Kernel, Large, Single};
 
 /// The engines unless `--engine` gives others: [`POPULATE_FOLIO`]
 /// (`File::write_at` into a memfile of a new cache), [`POPULATE_SINGLE`]
@@ -94,15 +95,16 @@ pub enum Role {
 /// anonymous memset (on time) and against one folio at a time (on whole
 /// runs, and on the writes alone in every round); then each way of
 /// filling memory beside the others.
+#[rustfmt::skip]
 pub const TARGETS: &[Target<Role>] = &[
-    bandwidth(Role::Folio, Role::Anon).at_least(1.0 / POPULATE_MAX_TIME_VS_ANON),
-    bandwidth(Role::Folio, Role::Single).at_least(POPULATE_MIN_VS_SINGLE),
-    writes_alone(Role::Folio, Role::Single).at_least(POPULATE_MIN_VS_SINGLE_WRITES),
-    bandwidth(Role::Large, Role::Anon),
-    bandwidth(Role::Folio, Role::Large),
-    bandwidth(Role::Folio, Role::AnonThp),
-    bandwidth(Role::Folio, Role::Kernel),
-    bandwidth(Role::Kernel, Role::Anon),
+    bandwidth(Folio, Anon).at_least(1.0 / POPULATE_MAX_TIME_VS_ANON),
+    bandwidth(Folio, Single).at_least(POPULATE_MIN_VS_SINGLE),
+    writes_alone(Folio, Single).at_least(POPULATE_MIN_VS_SINGLE_WRITES),
+    bandwidth(Large, Anon),
+    bandwidth(Folio, Large),
+    bandwidth(Folio, AnonThp),
+    bandwidth(Folio, Kernel),
+    bandwidth(Kernel, Anon),
 ];
 
 /// The scenario: memory of `--size` (else [`POPULATE_SIZE`],

@@ -47,6 +47,7 @@ pub const READSEQ: &str = "readseq";
 pub const READRANDOM: &str = "readrandom";
 /// The scenario's ratios and targets, per benchmark: the interposer's
 /// ops/s over ext4's (the targets), and the mount's.
+#[rustfmt::skip]
 pub const TARGETS: &[Target<&str>] = &[
     bandwidth(INTERPOSER, EXT4).of(FILLSEQ).at_least(0.9),
     bandwidth(MOUNT, EXT4).of(FILLSEQ),

@@ -13,14 +13,11 @@ pub const RANDREAD_4K: &str = "4KiB";
 /// The scenario's ratios and targets: a hit's limits, a bare copy's and
 /// mmap's; the pin (with `--consume`) beside mmap, foliocache's copy and
 /// zero copy's limit.
+#[rustfmt::skip]
 pub const TARGETS: &[Target<Cached>] = &[
-    bandwidth(Folio, Memcpy)
-        .of(RANDREAD_4K)
-        .at_least(MEMCPY_TARGET),
+    bandwidth(Folio, Memcpy).of(RANDREAD_4K).at_least(MEMCPY_TARGET),
     bandwidth(Folio, Mmap).of(RANDREAD_4K).at_least(MMAP_TARGET),
-    bandwidth(Pin, Mmap)
-        .of(RANDREAD_4K)
-        .at_least_with_consume(PIN_TARGET),
+    bandwidth(Pin, Mmap).of(RANDREAD_4K).at_least_with_consume(PIN_TARGET),
     bandwidth(Pin, Folio).of(RANDREAD_4K),
     bandwidth(Pin, Inplace).of(RANDREAD_4K),
 ];

@@ -97,6 +97,7 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
 /// The targets the ratios show, not checked: the default foliocache
 /// engine over the kernel, direct and one folio at a time, by label
 /// (another foliocache engine's ratios show none).
+#[rustfmt::skip]
 pub const TARGETS: &[Target<&str>] = &[
     bandwidth("foliocache", "kernel").shown(1.0),
     bandwidth("foliocache", "direct").shown(0.9),

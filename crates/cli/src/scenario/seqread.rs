@@ -28,20 +28,17 @@ const FUSE_TARGET: f64 = 0.9;
 /// comes to that ceiling). A hit's limits: a bare copy at both sizes,
 /// mmap's at 4 KiB; the pin (with `--consume`) beside mmap, foliocache's
 /// copy and zero copy's limit.
+#[rustfmt::skip]
 pub const TARGETS: &[Target<Cached>] = &[
     bandwidth(Fuse, Kernel).of(READ_64K),
     bandwidth(FuseNull, Kernel).of(READ_64K),
     bandwidth(Fuse, FuseNull).of(READ_64K).at_least(FUSE_TARGET),
     bandwidth(Folio, Memcpy).of(READ_4K).at_least(MEMCPY_TARGET),
     bandwidth(Folio, Mmap).of(READ_4K).at_least(MMAP_TARGET),
-    bandwidth(Pin, Mmap)
-        .of(READ_4K)
-        .at_least_with_consume(PIN_TARGET),
+    bandwidth(Pin, Mmap).of(READ_4K).at_least_with_consume(PIN_TARGET),
     bandwidth(Pin, Folio).of(READ_4K),
     bandwidth(Pin, Inplace).of(READ_4K),
-    bandwidth(Folio, Memcpy)
-        .of(READ_64K)
-        .at_least(MEMCPY_TARGET),
+    bandwidth(Folio, Memcpy).of(READ_64K).at_least(MEMCPY_TARGET),
     bandwidth(Pin, Folio).of(READ_64K),
     bandwidth(Pin, Inplace).of(READ_64K),
 ];

@@ -9,6 +9,7 @@ use crate::args::BenchArgs;
 use crate::spec::{EngineKind, EngineSpec, HotSpec, JobSpec, Rw};
 use crate::targets::{self, bandwidth, cpu_per_gib, flat, hit_ratio, Given, Judged, Target};
 use crate::units::{fmt_period, fmt_size, fmt_size_approx};
+use Role::{Cached, Dontcache, Kernel, Uncached};
 
 /// The engines unless `--engine` gives others: `foliocache` (cached: the
 /// cache fills and then reclaims), `foliocache[dontcache]` (every read
@@ -57,15 +58,16 @@ pub enum Role {
 /// The scenario's ratios and targets: the uncached stream flat alone, as
 /// fast as the cached one and as the kernel's uncached reads, at no more
 /// CPU than the latter, and the hot reader's hits kept beside it.
+#[rustfmt::skip]
 pub const TARGETS: &[Target<Role>] = &[
-    flat(Role::Uncached, ALONE).at_least(0.8),
-    bandwidth(Role::Uncached, Role::Cached).at_least(1.0),
-    bandwidth(Role::Uncached, Role::Dontcache).at_least(1.0),
-    cpu_per_gib(Role::Uncached, Role::Dontcache, ALONE).at_most(1.0),
-    hit_ratio(Role::Uncached, BESIDE).at_least(0.99),
-    bandwidth(Role::Uncached, Role::Kernel),
-    bandwidth(Role::Cached, Role::Kernel),
-    bandwidth(Role::Dontcache, Role::Kernel),
+    flat(Uncached, ALONE).at_least(0.8),
+    bandwidth(Uncached, Cached).at_least(1.0),
+    bandwidth(Uncached, Dontcache).at_least(1.0),
+    cpu_per_gib(Uncached, Dontcache, ALONE).at_most(1.0),
+    hit_ratio(Uncached, BESIDE).at_least(0.99),
+    bandwidth(Uncached, Kernel),
+    bandwidth(Cached, Kernel),
+    bandwidth(Dontcache, Kernel),
 ];
 /// Timeline intervals per second (50 ms: a stream lasts a second or two).
 const UNCACHED_BINS: u32 = 20;

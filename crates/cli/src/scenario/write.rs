@@ -11,6 +11,7 @@ use crate::args::BenchArgs;
 use crate::spec::{EngineKind, EngineSpec, JobSpec, Rw};
 use crate::targets::{self, bandwidth, Given, Judged, Target};
 use crate::units::fmt_size;
+use Role::{Direct, Dontcache, Folio, FolioUncached, Kernel};
 
 /// The engines unless `--engine` gives others: `foliocache`,
 /// `foliocache[dontcache]`, `kernel` (`pwrite`), `direct` (`O_DIRECT`)
@@ -58,21 +59,18 @@ pub enum Role {
 /// The scenario's ratios and targets, for each job: foliocache over the
 /// kernel (the targets), foliocache's uncached writes over the kernel's,
 /// and each uncached engine over the kernel.
+#[rustfmt::skip]
 pub const TARGETS: &[Target<Role>] = &[
-    bandwidth(Role::Folio, Role::Kernel)
-        .of(SEQUENTIAL)
-        .at_least(WRITE_SEQ_TARGET),
-    bandwidth(Role::FolioUncached, Role::Dontcache).of(SEQUENTIAL),
-    bandwidth(Role::FolioUncached, Role::Kernel).of(SEQUENTIAL),
-    bandwidth(Role::Direct, Role::Kernel).of(SEQUENTIAL),
-    bandwidth(Role::Dontcache, Role::Kernel).of(SEQUENTIAL),
-    bandwidth(Role::Folio, Role::Kernel)
-        .of(RANDOM)
-        .at_least(WRITE_RAND_TARGET),
-    bandwidth(Role::FolioUncached, Role::Dontcache).of(RANDOM),
-    bandwidth(Role::FolioUncached, Role::Kernel).of(RANDOM),
-    bandwidth(Role::Direct, Role::Kernel).of(RANDOM),
-    bandwidth(Role::Dontcache, Role::Kernel).of(RANDOM),
+    bandwidth(Folio, Kernel).of(SEQUENTIAL).at_least(WRITE_SEQ_TARGET),
+    bandwidth(FolioUncached, Dontcache).of(SEQUENTIAL),
+    bandwidth(FolioUncached, Kernel).of(SEQUENTIAL),
+    bandwidth(Direct, Kernel).of(SEQUENTIAL),
+    bandwidth(Dontcache, Kernel).of(SEQUENTIAL),
+    bandwidth(Folio, Kernel).of(RANDOM).at_least(WRITE_RAND_TARGET),
+    bandwidth(FolioUncached, Dontcache).of(RANDOM),
+    bandwidth(FolioUncached, Kernel).of(RANDOM),
+    bandwidth(Direct, Kernel).of(RANDOM),
+    bandwidth(Dontcache, Kernel).of(RANDOM),
 ];
 
 /// The scenario: one pass each (time-based with `--runtime`), warm like
