@@ -22,7 +22,7 @@ use crate::report::{self, Host, MemoryLimit, Report, RunRecord, ScenarioReport};
 use crate::run;
 use crate::scenario::{self, Plan, Scenario};
 use crate::spec::{default_capacity, EngineKind, JobSpec};
-use crate::targets;
+use crate::targets::{self, JobRuns};
 use crate::units::fmt_size_approx;
 
 /// Why a bench did not complete.
@@ -211,7 +211,7 @@ impl Bench<'_> {
             results: runs
                 .into_iter()
                 .flatten()
-                .flat_map(|r| best_of(r, scenario::programs::EXT4))
+                .flat_map(|r| best_of(r.engines, scenario::programs::EXT4))
                 .collect(),
             summary,
             memory_limit: None,
@@ -223,8 +223,7 @@ impl Bench<'_> {
     /// [`Bench::scenario`] of a scenario of jobs.
     fn job_scenario(&mut self, args: &BenchArgs, mut sc: Scenario) -> Result<ScenarioReport> {
         let setups = sc
-            .jobs
-            .iter()
+            .specs()
             .map(|job| self.job_files(job))
             .collect::<Result<Vec<_>>>()?;
         let mut notes = Vec::new();
@@ -247,7 +246,7 @@ impl Bench<'_> {
             description: sc.description,
             results: runs
                 .into_iter()
-                .flat_map(|r| best_of(r, EngineKind::Kernel.name()))
+                .flat_map(|r| best_of(r.engines, EngineKind::Kernel.name()))
                 .collect(),
             summary,
             memory_limit,
@@ -283,7 +282,7 @@ impl Bench<'_> {
     /// The scenario's memory limit, if it sets one, as the machine allows
     /// it; a note if it does not.
     fn memory_limit(&mut self, sc: &Scenario, notes: &mut Vec<String>) -> Option<MemoryLimit> {
-        let l = sc.jobs.iter().find_map(|j| j.memory_limit)?;
+        let l = sc.specs().find_map(|j| j.memory_limit)?;
         let avail = self.cgroups.get_or_insert_with(Availability::probe);
         let status = run::scenario_limit(avail, l);
         if status.limit_bytes.is_none() {
@@ -302,22 +301,24 @@ impl Bench<'_> {
         Some(status)
     }
 
-    /// Every round's runs, `runs[job][engine][round]`. Each round runs
-    /// every engine of every job, the order reversed from one round to
-    /// the next, so engines compared across jobs (readahead's direct at
-    /// 1 MiB) run minutes apart at most.
-    fn rounds(&mut self, sc: &Scenario, setups: &[JobFiles]) -> Result<Vec<Vec<Vec<RunRecord>>>> {
+    /// Every round's runs of each job, by engine. Each round runs every
+    /// engine of every job, the order reversed from one round to the
+    /// next, so engines compared across jobs (readahead's direct at 1 MiB)
+    /// run minutes apart at most.
+    fn rounds(&mut self, sc: &Scenario, setups: &[JobFiles]) -> Result<Vec<JobRuns>> {
         let plan = self.plan;
         let pairs: Vec<(usize, usize)> = sc
-            .jobs
-            .iter()
+            .specs()
             .enumerate()
             .flat_map(|(j, job)| (0..job.engines.len()).map(move |e| (j, e)))
             .collect();
-        let mut runs: Vec<Vec<Vec<RunRecord>>> = sc
+        let mut runs: Vec<JobRuns> = sc
             .jobs
             .iter()
-            .map(|j| vec![Vec::new(); j.engines.len()])
+            .map(|j| JobRuns {
+                job: j.name,
+                engines: vec![Vec::new(); j.spec.engines.len()],
+            })
             .collect();
         for round in 0..plan.repeat {
             let mut order = pairs.clone();
@@ -325,7 +326,7 @@ impl Bench<'_> {
                 order.reverse();
             }
             for (j, e) in order {
-                let (job, setup) = (&sc.jobs[j], &setups[j]);
+                let (job, setup) = (&sc.jobs[j].spec, &setups[j]);
                 self.round_seed += 1;
                 let ctx = run::RunCtx {
                     plan,
@@ -345,7 +346,7 @@ impl Bench<'_> {
                     .with_context(|| format!("{}: {} on {}", sc.name, job.title(), spec.label))?;
                 let which = (plan.repeat > 1).then_some((round + 1, plan.repeat));
                 out!("{}", report::block(&rec, &sc.name, which));
-                runs[j][e].push(rec);
+                runs[j].engines[e].push(rec);
             }
         }
         Ok(runs)
@@ -358,21 +359,21 @@ fn best_of(runs: Vec<Vec<RunRecord>>, baseline: &str) -> Vec<RunRecord> {
     let mut best: Vec<RunRecord> = runs
         .into_iter()
         .filter_map(|rs| {
-            let bws: Vec<f64> = rs.iter().map(|r| r.bw_bytes).collect();
+            let bws: Vec<f64> = rs.iter().map(|r| r.perf.bw_bytes).collect();
             let mut b = rs
                 .into_iter()
-                .max_by(|a, b| a.bw_bytes.total_cmp(&b.bw_bytes))?;
-            b.repeats_bw_bytes = bws;
+                .max_by(|a, b| a.perf.bw_bytes.total_cmp(&b.perf.bw_bytes))?;
+            b.best.repeats_bw_bytes = bws;
             Some(b)
         })
         .collect();
     let kernel = best
         .iter()
         .find(|r| r.engine == baseline)
-        .map(|r| r.bw_bytes)
+        .map(|r| r.perf.bw_bytes)
         .filter(|&k| k > 0.0);
     for r in &mut best {
-        r.ratio_to_kernel = kernel.map(|k| r.bw_bytes / k);
+        r.best.ratio_to_kernel = kernel.map(|k| r.perf.bw_bytes / k);
     }
     best
 }
@@ -382,8 +383,7 @@ fn best_of(runs: Vec<Vec<RunRecord>>, baseline: &str) -> Vec<RunRecord> {
 /// asked for by name fails instead, with the reason); the note saying so.
 fn drop_unsupported_dontcache(sc: &mut Scenario, file: &std::path::Path) -> Option<String> {
     let has = |sc: &Scenario| {
-        sc.jobs
-            .iter()
+        sc.specs()
             .any(|j| j.engines.iter().any(|e| e.kind == EngineKind::Dontcache))
     };
     if !has(sc) {
@@ -394,9 +394,9 @@ fn drop_unsupported_dontcache(sc: &mut Scenario, file: &std::path::Path) -> Opti
         .and_then(|f| crate::engine::probe_dontcache(&f));
     let why = probe.err()?;
     for j in &mut sc.jobs {
-        j.engines.retain(|e| e.kind != EngineKind::Dontcache);
+        j.spec.engines.retain(|e| e.kind != EngineKind::Dontcache);
     }
-    sc.jobs.retain(|j| !j.engines.is_empty());
+    sc.jobs.retain(|j| !j.spec.engines.is_empty());
     Some(format!(
         "{}: the dontcache engine is left out: {why:#}",
         sc.name
@@ -410,10 +410,7 @@ fn drop_unsupported_dontcache(sc: &mut Scenario, file: &std::path::Path) -> Opti
 /// # Errors
 /// The scenario has nothing left to run.
 fn drop_unavailable_fuse(sc: &mut Scenario) -> Result<Option<String>> {
-    let has = sc
-        .jobs
-        .iter()
-        .any(|j| j.engines.iter().any(|e| e.kind.fuse()));
+    let has = sc.specs().any(|j| j.engines.iter().any(|e| e.kind.fuse()));
     if !has {
         return Ok(None);
     }
@@ -421,9 +418,9 @@ fn drop_unavailable_fuse(sc: &mut Scenario) -> Result<Option<String>> {
         return Ok(None);
     };
     for j in &mut sc.jobs {
-        j.engines.retain(|e| !e.kind.fuse());
+        j.spec.engines.retain(|e| !e.kind.fuse());
     }
-    sc.jobs.retain(|j| !j.engines.is_empty());
+    sc.jobs.retain(|j| !j.spec.engines.is_empty());
     if sc.jobs.is_empty() {
         bail!(
             "{}: the fuse engines cannot run here ({why}) and no other engine is left",

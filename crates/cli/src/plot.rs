@@ -42,20 +42,20 @@ fn panels(scenarios: &[ScenarioReport]) -> Vec<Panel> {
             let title = format!(
                 "{}: {} bs={} numjobs={}{}",
                 sc.name,
-                r.rw,
-                fmt_size(r.bs),
-                r.numjobs,
+                r.job.rw,
+                fmt_size(r.job.bs),
+                r.job.numjobs,
                 if r.hot.is_some() {
                     " beside a hot reader"
                 } else {
                     ""
                 }
             );
-            let line = match &r.fine_timeline {
+            let line = match &r.timing.fine_timeline {
                 Some(t) if !t.bw_bytes.is_empty() => {
                     (r.engine.clone(), t.bw_bytes.clone(), t.interval_s)
                 }
-                _ => (r.engine.clone(), r.timeline_bw_bytes.clone(), 1.0),
+                _ => (r.engine.clone(), r.timing.timeline_bw_bytes.clone(), 1.0),
             };
             match out.iter_mut().find(|p| p.title == title) {
                 Some(p) => p.series.push(line),

@@ -17,13 +17,13 @@ use crate::engine::{Engines, FolioBefore, Prepared, RunMode, Setup};
 use crate::hot::{self, HotFile, MissProbe};
 use crate::job::{self, Measured, RunOptions};
 use crate::report::{
-    self, Cpu, FineTimeline, FolioFigures, HotFigures, HugeMapped, Latency, MemoryLimit, Residency,
-    RunRecord,
+    self, CacheFigures, FolioFigures, HugeMapped, MemoryFigures, MemoryLimit, Residency, RunRecord,
 };
 use crate::scenario::Plan;
 use crate::spec::{EngineKind, EngineSpec, JobSpec};
-use crate::units::{fmt_size_approx, GIB_F64};
+use crate::units::fmt_size_approx;
 
+mod figures;
 mod per_read;
 
 /// The read amplification above which an mmap run under a memory limit
@@ -87,7 +87,8 @@ struct Staged<'a> {
     hot: Option<HotOpen<'a>>,
 }
 
-/// A hot reader's measured figures, before they become [`HotFigures`].
+/// A hot reader's measured figures, before they become
+/// [`HotFigures`](crate::report::HotFigures).
 struct HotRun {
     ready: hot::Ready,
     reads: u64,
@@ -307,7 +308,7 @@ fn record(
     let memory_limit = cgroup_figures(job, s.limit.as_ref(), s.page_cache, ctx.cgroups);
     // Removes the cgroup (and the page cache charged to it).
     drop(s.limit);
-    let hot = hot.map(|h| hot_figures(&h, job));
+    let hot = hot.map(|h| figures::hot(&h, job));
     if hot.is_some() {
         notes.push(
             "the hot reader ran beside the job: its CPU time is in the run's CPU figures".into(),
@@ -358,63 +359,35 @@ fn record(
         device.as_ref(),
         capacity,
     );
-    if let (EngineKind::Mmap, Some(limit), Some(amp)) =
-        (spec.kind, job.memory_limit, per_read.read_amplification)
-    {
-        if amp > MMAP_COLLAPSE {
-            notes.push(format!(
-                "mmap read {amp:.0} bytes from the device per byte delivered: a fault reads \
-                 around the page it wants (readahead, do_sync_mmap_readahead) and fault-around \
-                 maps its neighbours (filemap_map_pages), and under the memory limit of {} \
-                 those pages are reclaimed before they are read: why mmap collapses on data \
-                 larger than memory",
-                fmt_size_approx(limit)
-            ));
-        }
-    }
+    notes.extend(figures::mmap_collapse(spec, job, &per_read));
     // A memory job's setup is part of its time.
     let seconds = m.seconds + setup_s.unwrap_or(0.0);
-    let secs = seconds.max(1e-9);
-    cpu_notes(&m, secs, spec, ctx, &mut notes);
+    cpu_notes(&m, seconds.max(1e-9), spec, ctx, &mut notes);
     let mut rec = RunRecord {
         engine: spec.label.clone(),
-        seconds,
-        setup_s,
-        capacity,
-        foliocache,
-        device,
-        page_cache: s.setup.residency.map(|(r, p, when)| Residency {
-            resident_pages: r,
-            pages: p,
-            when,
-        }),
-        huge_mapped: s
-            .setup
-            .huge_mapped
-            .map(|(huge_bytes, bytes)| HugeMapped { huge_bytes, bytes }),
-        memory_limit,
+        cache: CacheFigures {
+            foliocache,
+            device,
+            page_cache: s.setup.residency.map(|(r, p, when)| Residency {
+                resident_pages: r,
+                pages: p,
+                when,
+            }),
+            ..per_read
+        },
+        memory: MemoryFigures {
+            capacity,
+            huge_mapped: s
+                .setup
+                .huge_mapped
+                .map(|(huge_bytes, bytes)| HugeMapped { huge_bytes, bytes }),
+            memory_limit,
+        },
         hot,
         notes,
-        dist: job.dist_name(),
-        hit_ratio: per_read.hit_ratio,
-        hit_ratio_from: per_read.hit_ratio_from,
-        read_amplification: per_read.read_amplification,
-        lru: per_read.lru,
-        ..measured_record(m, job, ctx, secs)
+        ..figures::measured(m, job, ctx, seconds, setup_s)
     };
-    if report::dontcache_ignored(&rec) {
-        let f = rec
-            .foliocache
-            .as_ref()
-            .map_or((0, 0), |f| (f.evictions, f.bytes_cached));
-        rec.notes.push(format!(
-            "warning: no folio was dropped behind these DONTCACHE reads (dropbehind_drops \
-             unchanged), yet {} folios were evicted and {} is cached at the end: the library \
-             does not act on ReadFlags::DONTCACHE yet, so these are cached reads",
-            f.0,
-            fmt_size_approx(f.1)
-        ));
-    }
+    rec.notes.extend(figures::dontcache_ignored(&rec));
     Ok(rec)
 }
 
@@ -438,56 +411,6 @@ fn cpu_notes(
              machine during the run (a noisy figure)"
                 .into(),
         );
-    }
-}
-
-/// The record's measured fields (bandwidth, latency, CPU, timelines) over
-/// `secs` seconds; the caller fills in the rest.
-fn measured_record(m: Measured, job: &JobSpec, ctx: &RunCtx<'_>, secs: f64) -> RunRecord {
-    let ns = |ticks: f64| (ticks * m.ns_per_tick).round() as u64;
-    RunRecord {
-        rw: job.rw.name(),
-        bs: job.bs,
-        numjobs: job.numjobs,
-        shared: job.shared,
-        file_size: job.file_size,
-        bytes: m.bytes,
-        ops: m.ops,
-        seconds: secs,
-        sync_s: m.sync_s,
-        bw_bytes: m.bytes as f64 / secs,
-        iops: m.ops as f64 / secs,
-        cpu_us_per_op: if m.ops > 0 {
-            (m.cpu_user + m.cpu_sys) * 1e6 / m.ops as f64
-        } else {
-            0.0
-        },
-        lat_ns: Latency {
-            p50: ns(m.hist.percentile(0.50) as f64),
-            p75: ns(m.hist.percentile(0.75) as f64),
-            p99: ns(m.hist.percentile(0.99) as f64),
-            mean: m.hist.mean() * m.ns_per_tick,
-            max: ns(m.hist.max() as f64),
-        },
-        cpu_s: Cpu {
-            user: m.cpu_user,
-            sys: m.cpu_sys,
-        },
-        cpu_s_per_gib: if m.bytes > 0 {
-            (m.cpu_user + m.cpu_sys) / (m.bytes as f64 / GIB_F64)
-        } else {
-            0.0
-        },
-        timeline_bw_bytes: m.timeline,
-        fine_timeline: (job.bins_per_second > 1).then(|| FineTimeline {
-            interval_s: job.interval().as_secs_f64(),
-            bw_bytes: m.fine_timeline,
-        }),
-        runtime_s: job.runtime.map(|d| d.as_secs_f64()),
-        buf_offset: ctx.plan.buf_offset,
-        consume: ctx.plan.consume,
-        cold: ctx.mode.cold,
-        ..RunRecord::default()
     }
 }
 
@@ -538,27 +461,6 @@ pub fn scenario_limit(avail: &Availability, limit: u64) -> MemoryLimit {
         peak_bytes: None,
         limit_hits: None,
         reason,
-    }
-}
-
-/// The hot reader's figures.
-fn hot_figures(h: &HotRun, job: &JobSpec) -> HotFigures {
-    HotFigures {
-        file_size: job.hot.map_or(0, |s| s.file_size),
-        bs: job.hot.map_or(0, |s| s.bs),
-        warm_cached_pages: h.ready.cached_pages,
-        pages: h.ready.pages,
-        reads: h.reads,
-        misses: h.misses,
-        hit_ratio: (h.ready.probe != MissProbe::Unavailable && h.reads > 0)
-            .then(|| (h.reads - h.misses) as f64 / h.reads as f64),
-        reads_per_s: if h.seconds > 0.0 {
-            h.reads as f64 / h.seconds
-        } else {
-            0.0
-        },
-        miss_detection: h.ready.probe.describe().to_string(),
-        rate_limit_per_s: job.hot.map_or(0, |s| s.rate),
     }
 }
 

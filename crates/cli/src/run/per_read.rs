@@ -8,25 +8,14 @@
 use crate::disk::DeviceReads;
 use crate::job::{Measured, Offsets};
 use crate::lru;
-use crate::report::{FolioFigures, LruFigures};
+use crate::report::{CacheFigures, FolioFigures, LruFigures};
 use crate::spec::JobSpec;
 use crate::sys::PAGE;
 
-/// What [`figures`] gives.
-pub struct PerRead {
-    /// [`crate::report::RunRecord::hit_ratio`].
-    pub hit_ratio: Option<f64>,
-    /// [`crate::report::RunRecord::hit_ratio_from`].
-    pub hit_ratio_from: Option<&'static str>,
-    /// [`crate::report::RunRecord::read_amplification`].
-    pub read_amplification: Option<f64>,
-    /// [`crate::report::RunRecord::lru`].
-    pub lru: Option<LruFigures>,
-}
-
-/// The figures of run `m` of `job`: `page_cache` for an engine on the
-/// kernel's page cache, `folio` for a foliocache engine (of capacity
-/// `capacity`), `device` the device's reads over the run.
+/// The figures per read of run `m` of `job` (the other cache figures left
+/// to the caller): `page_cache` for an engine on the kernel's page cache,
+/// `folio` for a foliocache engine (of capacity `capacity`), `device` the
+/// device's reads over the run.
 pub fn figures(
     m: &Measured,
     job: &JobSpec,
@@ -34,13 +23,8 @@ pub fn figures(
     folio: Option<&FolioFigures>,
     device: Option<&DeviceReads>,
     capacity: Option<u64>,
-) -> PerRead {
-    let mut p = PerRead {
-        hit_ratio: None,
-        hit_ratio_from: None,
-        read_amplification: None,
-        lru: None,
-    };
+) -> CacheFigures {
+    let mut p = CacheFigures::default();
     if job.rw.is_write() || job.memory || m.ops == 0 {
         return p;
     }

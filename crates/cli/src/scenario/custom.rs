@@ -3,11 +3,13 @@
 
 use std::time::Duration;
 
-use super::Scenario;
+use super::{Scenario, ScenarioJob};
 use crate::args::BenchArgs;
 use crate::spec::{EngineKind, EngineSpec, JobSpec, Rw};
 use crate::units::fmt_size;
 
+/// The job's name: the scenario's only one.
+pub const CUSTOM: &str = "custom";
 /// A custom job's block size unless `--bs` says otherwise.
 const DEFAULT_BS: u64 = 4096;
 /// A custom job's file size unless `--size` says otherwise.
@@ -58,7 +60,7 @@ pub fn scenario(args: &BenchArgs) -> Scenario {
                 ", warm caches"
             }
         ),
-        jobs: vec![job],
+        jobs: vec![ScenarioJob::new(CUSTOM, job)],
         ratios: Vec::new(),
         targets: Vec::new(),
         detailed: false,

@@ -10,13 +10,16 @@
 
 use std::time::Duration;
 
-use super::Scenario;
+use super::{Scenario, ScenarioJob};
 use crate::args::BenchArgs;
 use crate::spec::{Dist, EngineKind, EngineSpec, JobSpec, Rw};
 use crate::sys::PAGE;
-use crate::targets::{Judged, TargetSpec};
+use crate::targets::{
+    self, bandwidth, cpu_per_read, lru_gap, memory, read_amplification, Given, Judged, Target,
+};
 use crate::units::{fmt_size, fmt_size_approx};
 use crate::zipf::Zipf;
+use Role::{Direct, Folio, Kernel, QdDirect, QdFolio, SyncFolio};
 
 /// The engines of the threaded jobs unless `--engine` gives others.
 /// mmap is shown, not targeted.
@@ -43,6 +46,65 @@ const LARGER_BS: u64 = 4096;
 pub const THETA: f64 = 0.99;
 /// The thread counts.
 pub const THREADS: [usize; 2] = [2, 8];
+/// The threaded jobs: name, zipfian (else uniform), threads.
+const THREADED: [(&str, bool, usize); 4] = [
+    (UNIFORM_2, false, THREADS[0]),
+    (UNIFORM_8, false, THREADS[1]),
+    (ZIPF_2, true, THREADS[0]),
+    (ZIPF_8, true, THREADS[1]),
+];
+/// Uniform offsets, 2 threads.
+pub const UNIFORM_2: &str = "uniform, 2 jobs";
+/// Uniform offsets, 8 threads.
+pub const UNIFORM_8: &str = "uniform, 8 jobs";
+/// Zipfian offsets, 2 threads.
+pub const ZIPF_2: &str = "zipf, 2 jobs";
+/// Zipfian offsets, 8 threads.
+pub const ZIPF_8: &str = "zipf, 8 jobs";
+/// One thread at queue depth 32, uniform ([`QD_ENGINES`]).
+pub const QD: &str = "qd=32";
+
+/// The engines the table names: the first of the threaded jobs' engines
+/// of each kind, and those of the queue-depth job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The threaded jobs' first foliocache engine.
+    Folio,
+    /// Their first `kernel`.
+    Kernel,
+    /// Their first `direct`.
+    Direct,
+    /// `foliocache[qd=32]`: 32 reads queued on a `ReadQueue`.
+    QdFolio,
+    /// `direct[qd=32]`: an io_uring of depth 32 on `O_DIRECT`.
+    QdDirect,
+    /// The queue-depth job's plain `foliocache`: one synchronous read at a
+    /// time.
+    SyncFolio,
+}
+
+/// The scenario's ratios and targets: foliocache over the kernel and
+/// direct in every threaded job (held where the issue sets a bound); at
+/// queue depth 32 over direct and over one synchronous read at a time;
+/// CPU per read beside direct's, the hit ratio beside an exact LRU's,
+/// read amplification, and the cache's memory within M.
+#[rustfmt::skip]
+pub const TARGETS: &[Target<Role>] = &[
+    bandwidth(Folio, Kernel).of(UNIFORM_2),
+    bandwidth(Folio, Direct).of(UNIFORM_2),
+    bandwidth(Folio, Kernel).of(UNIFORM_8).at_least(1.1),
+    bandwidth(Folio, Direct).of(UNIFORM_8).at_least(1.0),
+    bandwidth(Folio, Kernel).of(ZIPF_2).at_least(1.5),
+    bandwidth(Folio, Direct).of(ZIPF_2),
+    bandwidth(Folio, Kernel).of(ZIPF_8),
+    bandwidth(Folio, Direct).of(ZIPF_8),
+    bandwidth(QdFolio, QdDirect).of(QD).at_least(QD_VS_DIRECT),
+    bandwidth(QdFolio, SyncFolio).of(QD).at_least(QD_VS_SYNC),
+    cpu_per_read(Folio, Direct, UNIFORM_8).at_most(1.0),
+    lru_gap(Folio, ZIPF_2).at_most(2.0),
+    read_amplification(Folio).at_most(1.05),
+    memory(Folio).within_budget(),
+];
 /// foliocache's bookkeeping as a fraction of its capacity that the
 /// capacity leaves room for: `Cache::memory`'s documentation puts it at
 /// under 2 % for a densely filled cache (descriptors, allocator, dirty
@@ -93,98 +155,81 @@ pub fn scenario(
         memory_limit: Some(m),
         ..JobSpec::new(Rw::Randread, LARGER_BS, size, engines.clone())
     };
-    let mut jobs = Vec::new();
-    for dist in [Dist::Uniform, Dist::Zipf(zipf)] {
-        for n in THREADS {
-            jobs.push(job(dist, n));
-        }
-    }
-    // Job indices, as built above.
-    let (uniform8, zipf2) = (1, 2);
+    let mut jobs: Vec<ScenarioJob> = THREADED
+        .iter()
+        .map(|&(name, zipfian, n)| {
+            let dist = if zipfian {
+                Dist::Zipf(zipf)
+            } else {
+                Dist::Uniform
+            };
+            ScenarioJob::new(name, job(dist, n))
+        })
+        .collect();
     let qd = if args.engines.is_empty() {
         super::builtin_engines(QD_ENGINES)?
     } else {
         Vec::new()
     };
-    let qd_job = jobs.len();
-    let qd_label = |f: fn(&EngineSpec) -> bool| super::first_label(&qd, f);
-    let qd_folio = qd_label(|e| e.kind == EngineKind::Foliocache && e.qd.is_some());
-    let qd_direct = qd_label(|e| e.kind == EngineKind::Direct && e.qd.is_some());
-    let sync_folio = qd_label(|e| e.kind == EngineKind::Foliocache && e.qd.is_none());
-    if !qd.is_empty() {
-        jobs.push(JobSpec {
-            engines: qd,
-            ..job(Dist::Uniform, 1)
-        });
-    }
-    let label = |f: fn(&EngineSpec) -> bool| super::first_label(&engines, f);
-    let folio = label(|e| e.kind == EngineKind::Foliocache);
-    let kernel = label(|e| e.kind == EngineKind::Kernel);
-    let direct = label(|e| e.kind == EngineKind::Direct);
-    let mut judged = Judged::default();
-    for j in 0..THREADS.len() * 2 {
-        let (vs_kernel, vs_direct) = match j {
-            _ if j == uniform8 => (Some(1.1), Some(1.0)),
-            _ if j == zipf2 => (Some(1.5), None),
-            _ => (None, None),
+    let label = |role| {
+        let (list, f): (&[EngineSpec], fn(&EngineSpec) -> bool) = match role {
+            Role::Folio => (&engines, |e| e.kind == EngineKind::Foliocache),
+            Role::Kernel => (&engines, |e| e.kind == EngineKind::Kernel),
+            Role::Direct => (&engines, |e| e.kind == EngineKind::Direct),
+            Role::QdFolio => (&qd, |e| e.kind == EngineKind::Foliocache && e.qd.is_some()),
+            Role::QdDirect => (&qd, |e| e.kind == EngineKind::Direct && e.qd.is_some()),
+            Role::SyncFolio => (&qd, |e| e.kind == EngineKind::Foliocache && e.qd.is_none()),
         };
-        judged.judged(&folio, &kernel, vs_kernel, Some(j));
-        judged.judged(&folio, &direct, vs_direct, Some(j));
-    }
-    judged.judged(&qd_folio, &qd_direct, Some(QD_VS_DIRECT), Some(qd_job));
-    judged.judged(&qd_folio, &sync_folio, Some(QD_VS_SYNC), Some(qd_job));
-    let mut targets = judged.targets;
-    if let Some(f) = &folio {
-        if let Some(d) = &direct {
-            targets.push(TargetSpec::CpuPerRead {
-                job: uniform8,
-                engine: f.clone(),
-                than: d.clone(),
-                plus_us: 1.0,
-            });
-        }
-        targets.push(TargetSpec::LruGap {
-            job: zipf2,
-            engine: f.clone(),
-            max_points: 2.0,
-        });
-        targets.push(TargetSpec::ReadAmplification {
-            engine: f.clone(),
-            max: 1.05,
-        });
-        targets.push(TargetSpec::Memory {
-            engine: f.clone(),
-            max_bytes: m,
-        });
+        super::first_label(list, f)
+    };
+    let given = Given {
+        consume: false,
+        budget: Some(m),
+    };
+    let Judged { ratios, targets } = targets::judge(TARGETS, label, given);
+    if !qd.is_empty() {
+        jobs.push(ScenarioJob::new(
+            QD,
+            JobSpec {
+                engines: qd,
+                ..job(Dist::Uniform, 1)
+            },
+        ));
     }
     Ok(Scenario {
         name: "larger".into(),
-        description: format!(
-            "Data larger than memory: random {} reads over one {} file shared by the threads, \
-             4x a memory budget M = {} (--capacity); uniform, and zipfian (theta {THETA}, \
-             YCSB's generator, ranks spread over the file by a permutation); {} threads. \
-             foliocache's capacity is {} (M less room for its bookkeeping, which the cache's \
-             memory figure shows); kernel, direct and mmap run with the process in a memory \
-             cgroup of M. Cold: every run starts with nothing cached. Per engine: IOPS, \
-             latency, hit ratio (foliocache's statistics; the others' from the device's reads), \
-             CPU per read, read amplification (device bytes over bytes delivered), and the hit \
-             ratios of an exact LRU of foliocache's capacity, Belady's MIN (which knows the \
-             future) and an unbounded cache over the same offsets. mmap is shown, not targeted: each fault reads around the page it wants \
-             (fault-around, readahead) and under the cgroup those pages are reclaimed before \
-             they are used. Then one thread at queue depth 32, uniform: foliocache[qd=32] \
-             (32 reads queued on a ReadQueue, one taken and one queued at a time), direct[qd=32] (an io_uring of depth 32 on an \
-             O_DIRECT descriptor, kept full) and foliocache (one synchronous read at a time), \
-             under the same budget.",
-            fmt_size(LARGER_BS),
-            fmt_size(size),
-            fmt_size(m),
-            THREADS.map(|n| n.to_string()).join(" and "),
-            fmt_size(capacity),
-        ),
+        description: description(size, m, capacity),
         jobs,
-        ratios: judged.ratios,
+        ratios,
         targets,
         detailed: false,
         programs: None,
     })
+}
+
+/// The scenario's description: reads of a `size` file under a budget of
+/// `m`, foliocache's capacity `capacity`.
+fn description(size: u64, m: u64, capacity: u64) -> String {
+    format!(
+        "Data larger than memory: random {} reads over one {} file shared by the threads, \
+         4x a memory budget M = {} (--capacity); uniform, and zipfian (theta {THETA}, \
+         YCSB's generator, ranks spread over the file by a permutation); {} threads. \
+         foliocache's capacity is {} (M less room for its bookkeeping, which the cache's \
+         memory figure shows); kernel, direct and mmap run with the process in a memory \
+         cgroup of M. Cold: every run starts with nothing cached. Per engine: IOPS, \
+         latency, hit ratio (foliocache's statistics; the others' from the device's reads), \
+         CPU per read, read amplification (device bytes over bytes delivered), and the hit \
+         ratios of an exact LRU of foliocache's capacity, Belady's MIN (which knows the \
+         future) and an unbounded cache over the same offsets. mmap is shown, not targeted: each fault reads around the page it wants \
+         (fault-around, readahead) and under the cgroup those pages are reclaimed before \
+         they are used. Then one thread at queue depth 32, uniform: foliocache[qd=32] \
+         (32 reads queued on a ReadQueue, one taken and one queued at a time), direct[qd=32] (an io_uring of depth 32 on an \
+         O_DIRECT descriptor, kept full) and foliocache (one synchronous read at a time), \
+         under the same budget.",
+        fmt_size(LARGER_BS),
+        fmt_size(size),
+        fmt_size(m),
+        THREADS.map(|n| n.to_string()).join(" and "),
+        fmt_size(capacity),
+    )
 }

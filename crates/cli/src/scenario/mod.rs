@@ -1,13 +1,16 @@
 //! What a bench invocation runs: named scenarios, or one custom job from
 //! the command line, resolved into a [`Plan`].
 //!
-//! One file per scenario, each building its jobs, ratios and targets:
-//! [`seqread`], [`randread`], [`readahead`], [`uncached`], [`populate`],
-//! [`write`](mod@write), [`larger`] (by name only), [`programs`] (by name
-//! only: RocksDB's `db_bench` on ext4, through the FUSE mount and under the
-//! interposer, which it runs itself), and [`custom`] for a job given by
-//! `--rw`/`--bs`. What each measures, why, and its figures are in
-//! `docs/bench.md`.
+//! One file per scenario, each building its jobs, each job named
+//! ([`ScenarioJob`]), and keeping its ratios and targets in one table
+//! (its `TARGETS`: rows of a figure of its engines, by role, of a job, by
+//! name, and a bound; [`crate::targets::judge`] resolves the table
+//! against the engines that run): [`seqread`], [`randread`],
+//! [`readahead`], [`uncached`], [`populate`], [`write`](mod@write),
+//! [`larger`] (by name only), [`programs`] (by name only: RocksDB's
+//! `db_bench` on ext4, through the FUSE mount and under the interposer,
+//! which it runs itself), and [`custom`] for a job given by `--rw`/`--bs`.
+//! What each measures, why, and its figures are in `docs/bench.md`.
 
 use std::time::Duration;
 
@@ -15,7 +18,7 @@ use crate::args::{BenchArgs, SCENARIOS};
 use crate::clock::ClockKind;
 use crate::spec::{EngineKind, EngineSpec, JobSpec, Rw};
 use crate::sys::PAGE;
-use crate::targets::{Judged, RatioSpec, TargetSpec};
+use crate::targets::{self, Given, JobName, Judged, RatioSpec, Target, TargetSpec};
 use crate::units::{fmt_size, fmt_size_approx};
 
 pub mod custom;
@@ -49,19 +52,50 @@ pub struct Scenario {
     pub name: String,
     /// What it measures, in a sentence or two.
     pub description: String,
-    /// The jobs. Their runs interleave: each round runs every engine of
-    /// every job, in alternating order.
-    pub jobs: Vec<JobSpec>,
+    /// The jobs, each by its name. Their runs interleave: each round runs
+    /// every engine of every job, in alternating order.
+    pub jobs: Vec<ScenarioJob>,
     /// Bandwidth ratios between engines (possibly of different jobs) to
-    /// report beside the table.
+    /// report beside the table: the scenario's table resolved to the
+    /// engines that run ([`crate::targets::judge`]).
     pub ratios: Vec<RatioSpec>,
-    /// The targets, checked in the summary (met or not).
+    /// The targets, checked in the summary (met or not): from the
+    /// same table.
     pub targets: Vec<TargetSpec>,
     /// Print each engine's timeline, CPU per GiB, cache figures and hot
     /// reader below the table.
     pub detailed: bool,
     /// A program the scenario runs itself instead of jobs (`programs`).
     pub programs: Option<programs::DbBench>,
+}
+
+impl Scenario {
+    /// The job named `name`.
+    #[cfg(test)]
+    pub fn job(&self, name: &str) -> Option<&JobSpec> {
+        self.jobs.iter().find(|j| j.name == name).map(|j| &j.spec)
+    }
+
+    /// The jobs, without their names.
+    pub fn specs(&self) -> impl Iterator<Item = &JobSpec> {
+        self.jobs.iter().map(|j| &j.spec)
+    }
+}
+
+/// A job of a scenario, and the name its scenario's table gives it.
+#[derive(Debug, Clone)]
+pub struct ScenarioJob {
+    /// Its name in the scenario (`4KiB`, `alone`, `zipf, 8 jobs`).
+    pub name: JobName,
+    /// The job.
+    pub spec: JobSpec,
+}
+
+impl ScenarioJob {
+    /// `spec`, named `name`.
+    pub fn new(name: JobName, spec: JobSpec) -> ScenarioJob {
+        ScenarioJob { name, spec }
+    }
 }
 
 /// Everything one invocation runs.
@@ -111,15 +145,13 @@ pub fn plan(args: &BenchArgs) -> Result<Plan, String> {
             .map(|n| build(n, args, quick, rt))
             .collect::<Result<Vec<_>, _>>()?
     };
-    for s in &scenarios {
-        for j in &s.jobs {
-            check_job(j, args)?;
-        }
+    for j in scenarios.iter().flat_map(Scenario::specs) {
+        check_job(j, args)?;
     }
     if args.hot_rate.is_some()
         && !scenarios
             .iter()
-            .flat_map(|s| &s.jobs)
+            .flat_map(Scenario::specs)
             .any(|j| j.hot.is_some())
     {
         return Err(
@@ -128,7 +160,7 @@ pub fn plan(args: &BenchArgs) -> Result<Plan, String> {
                 .into(),
         );
     }
-    if args.settle.is_some() && !scenarios.iter().flat_map(|s| &s.jobs).any(|j| j.memory) {
+    if args.settle.is_some() && !scenarios.iter().flat_map(Scenario::specs).any(|j| j.memory) {
         return Err(
             "--settle paces the populate scenario's runs: add --scenario populate (or --seeds)"
                 .into(),
@@ -259,6 +291,51 @@ impl CachedReads {
         }
     }
 
+    /// The label of the engine playing `role` in the scenario: the first
+    /// of the engines that plays it; for `Fuse` and `FuseNull` with the
+    /// default engines, which add them to a job, their names.
+    pub fn label(&self, role: Cached) -> Option<String> {
+        let kind = |k: EngineKind| first_label(&self.engines, move |e| e.kind == k);
+        let fuse = |k: EngineKind| {
+            if self.given {
+                kind(k)
+            } else {
+                Some(k.name().to_string())
+            }
+        };
+        match role {
+            Cached::Folio => first_label(&self.engines, |e| {
+                e.kind == EngineKind::Foliocache
+                    && e.qd.is_none()
+                    && !e.folio.dontcache
+                    && !e.folio.pin
+            }),
+            Cached::Pin => first_label(&self.engines, |e| {
+                e.kind == EngineKind::Foliocache && e.folio.pin
+            }),
+            Cached::Memcpy => first_label(&self.engines, |e| {
+                e.kind == EngineKind::Memcpy && !e.inplace
+            }),
+            Cached::Inplace => {
+                first_label(&self.engines, |e| e.kind == EngineKind::Memcpy && e.inplace)
+                    .filter(|_| self.consume)
+            }
+            Cached::Mmap => kind(EngineKind::Mmap),
+            Cached::Kernel => kind(EngineKind::Kernel),
+            Cached::Fuse => fuse(EngineKind::Fuse),
+            Cached::FuseNull => fuse(EngineKind::FuseNull),
+        }
+    }
+
+    /// `table` resolved to the scenario's engines ([`CachedReads::label`]).
+    pub fn judge(&self, table: &[Target<Cached>]) -> Judged {
+        let given = Given {
+            consume: self.consume,
+            budget: None,
+        };
+        targets::judge(table, |r| self.label(r), given)
+    }
+
     /// How the description says the file starts.
     pub fn cached(&self) -> &'static str {
         if self.cold {
@@ -300,45 +377,40 @@ pub fn builtin_engine(spec: &str) -> Result<EngineSpec, String> {
     EngineSpec::parse(spec).map_err(|why| format!("built-in engine `{spec}`: {why}"))
 }
 
+/// The engines the tables of the cached-read scenarios (seqread,
+/// randread) name, each found by [`CachedReads::label`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cached {
+    /// The first foliocache engine that copies (not `pin`, `dontcache` or
+    /// `qd=`).
+    Folio,
+    /// The first `foliocache[pin]`: zero copy.
+    Pin,
+    /// The first `memcpy` that copies: a cached read's limit.
+    Memcpy,
+    /// The first `memcpy[inplace]`, with `--consume` only: zero copy's
+    /// limit.
+    Inplace,
+    /// The first `mmap`.
+    Mmap,
+    /// The first `kernel`.
+    Kernel,
+    /// `fuse`.
+    Fuse,
+    /// `fuse-null`: the FUSE crossing alone.
+    FuseNull,
+}
+
 /// foliocache's bandwidth at least this fraction of `memcpy`'s (a bare
 /// copy into the same buffer) in the cached-read scenarios.
-const MEMCPY_TARGET: f64 = 0.95;
+pub const MEMCPY_TARGET: f64 = 0.95;
 /// foliocache's bandwidth at least this fraction of `mmap`'s in the
 /// cached-read scenarios (4 KiB reads).
-const MMAP_TARGET: f64 = 1.0;
-
+pub const MMAP_TARGET: f64 = 1.0;
 /// `foliocache[pin]`'s bandwidth at least this multiple of `mmap`'s with
 /// `--consume` (4 KiB reads): both read the bytes in place, and a pin
 /// costs no page-table walk over 4 KiB pages.
-const PIN_TARGET: f64 = 1.2;
-
-/// foliocache's bandwidth beside the limits of a cached read, for each
-/// job `(index, with_mmap)` of a cached-read scenario: `memcpy`'s, at
-/// least [`MEMCPY_TARGET`], and, if `with_mmap`, `mmap`'s, at least
-/// [`MMAP_TARGET`]; `foliocache[pin]`'s beside `mmap`'s (with
-/// `consume`, at least [`PIN_TARGET`]), beside foliocache's copy, and,
-/// with `consume`, beside `memcpy[inplace]`'s (zero copy's limit).
-/// Where an engine does not run, no ratio.
-fn copy_limits(j: &mut Judged, c: &CachedReads, jobs: &[(usize, bool)]) {
-    let engines = &c.engines;
-    let folio = first_label(engines, |e| {
-        e.kind == EngineKind::Foliocache && e.qd.is_none() && !e.folio.dontcache && !e.folio.pin
-    });
-    let pin = first_label(engines, |e| e.kind == EngineKind::Foliocache && e.folio.pin);
-    let memcpy = first_label(engines, |e| e.kind == EngineKind::Memcpy && !e.inplace);
-    let inplace =
-        first_label(engines, |e| e.kind == EngineKind::Memcpy && e.inplace).filter(|_| c.consume);
-    let mmap = first_label(engines, |e| e.kind == EngineKind::Mmap);
-    for &(job, with_mmap) in jobs {
-        j.judged(&folio, &memcpy, Some(MEMCPY_TARGET), Some(job));
-        if with_mmap {
-            j.judged(&folio, &mmap, Some(MMAP_TARGET), Some(job));
-            j.judged(&pin, &mmap, c.consume.then_some(PIN_TARGET), Some(job));
-        }
-        j.judged(&pin, &folio, None, Some(job));
-        j.judged(&pin, &inplace, None, Some(job));
-    }
-}
+pub const PIN_TARGET: f64 = 1.2;
 
 /// The label of the first of `engines` that `f` accepts.
 fn first_label(engines: &[EngineSpec], f: impl Fn(&EngineSpec) -> bool) -> Option<String> {

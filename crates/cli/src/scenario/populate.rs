@@ -8,12 +8,13 @@ use std::time::Duration;
 
 use foliocache::internals::Insert;
 
-use super::Scenario;
+use super::{Scenario, ScenarioJob};
 use crate::args::BenchArgs;
 use crate::spec::{EngineKind, JobSpec, Rw};
 use crate::sys::PAGE;
-use crate::targets::{Judged, TargetSpec};
+use crate::targets::{self, bandwidth, writes_alone, Given, Judged, Target};
 use crate::units::{fmt_size, fmt_size_approx};
+use Role::{Anon, AnonThp, Folio, Kernel, Large, Single};
 
 /// The engines unless `--engine` gives others: [`POPULATE_FOLIO`]
 /// (`File::write_at` into a memfile of a new cache), [`POPULATE_SINGLE`]
@@ -67,6 +68,44 @@ const POPULATE_MAX_TIME_VS_ANON: f64 = 1.05;
 /// out) in every round, and on whole runs at the median of the rounds.
 const POPULATE_MIN_VS_SINGLE_WRITES: f64 = 1.1;
 const POPULATE_MIN_VS_SINGLE: f64 = 1.0;
+
+/// The job: memory filled once.
+pub const POPULATE: &str = "populate";
+
+/// The engines the table names: the defaults (or engines of the same
+/// options), or else the first foliocache engine that grabs in batches
+/// and the first that grabs one at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// [`POPULATE_FOLIO`].
+    Folio,
+    /// [`POPULATE_SINGLE`].
+    Single,
+    /// [`POPULATE_LARGE`].
+    Large,
+    /// `anon`.
+    Anon,
+    /// `anon[thp]`.
+    AnonThp,
+    /// `kernel`.
+    Kernel,
+}
+
+/// The scenario's ratios and targets: batched population against the
+/// anonymous memset (on time) and against one folio at a time (on whole
+/// runs, and on the writes alone in every round); then each way of
+/// filling memory beside the others.
+#[rustfmt::skip]
+pub const TARGETS: &[Target<Role>] = &[
+    bandwidth(Folio, Anon).at_least(1.0 / POPULATE_MAX_TIME_VS_ANON),
+    bandwidth(Folio, Single).at_least(POPULATE_MIN_VS_SINGLE),
+    writes_alone(Folio, Single).at_least(POPULATE_MIN_VS_SINGLE_WRITES),
+    bandwidth(Large, Anon),
+    bandwidth(Folio, Large),
+    bandwidth(Folio, AnonThp),
+    bandwidth(Folio, Kernel),
+    bandwidth(Kernel, Anon),
+];
 
 /// The scenario: memory of `--size` (else [`POPULATE_SIZE`],
 /// [`POPULATE_QUICK_SIZE`] with `--quick`), each run after a pause of
@@ -124,22 +163,15 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
     let anon = find("anon")?;
     let anon_thp = find("anon[thp]")?;
     let kernel = find("kernel")?;
-    let mut judged = Judged::default();
-    judged.judged(&folio, &anon, Some(1.0 / POPULATE_MAX_TIME_VS_ANON), None);
-    judged.judged(&folio, &single, Some(POPULATE_MIN_VS_SINGLE), None);
-    if let (Some(n), Some(d)) = (&folio, &single) {
-        judged.targets.push(TargetSpec::WritesAlone {
-            numerator: n.clone(),
-            denominator: d.clone(),
-            min: POPULATE_MIN_VS_SINGLE_WRITES,
-        });
-    }
-    judged.judged(&large, &anon, None, None);
-    judged.judged(&folio, &large, None, None);
-    judged.judged(&folio, &anon_thp, None, None);
-    judged.judged(&folio, &kernel, None, None);
-    judged.judged(&kernel, &anon, None, None);
-    let Judged { ratios, targets } = judged;
+    let label = |role| match role {
+        Role::Folio => folio.clone(),
+        Role::Single => single.clone(),
+        Role::Large => large.clone(),
+        Role::Anon => anon.clone(),
+        Role::AnonThp => anon_thp.clone(),
+        Role::Kernel => kernel.clone(),
+    };
+    let Judged { ratios, targets } = targets::judge(TARGETS, label, Given::default());
     Ok(Scenario {
         name: "populate".into(),
         description: format!(
@@ -167,7 +199,7 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
             POPULATE_MIN_VS_SINGLE_WRITES,
             POPULATE_MIN_VS_SINGLE,
         ),
-        jobs: vec![job],
+        jobs: vec![ScenarioJob::new(POPULATE, job)],
         ratios,
         targets,
         detailed: false,

@@ -3,10 +3,10 @@
 //! ceiling. Cold whatever `--cold` says, one pass (a second would be warm,
 //! so `--runtime` does not apply). See `docs/bench.md`.
 
-use super::Scenario;
+use super::{Scenario, ScenarioJob};
 use crate::args::BenchArgs;
 use crate::spec::{default_capacity, EngineKind, EngineSpec, JobSpec, Rw};
-use crate::targets::RatioSpec;
+use crate::targets::{self, bandwidth, Given, RatioSpec, Target};
 use crate::units::{fmt_size, fmt_size_approx};
 
 /// The engines unless `--engine` gives others (every one runs at
@@ -17,6 +17,11 @@ pub const ENGINES: &[&str] = &[
     "kernel",
     "direct",
 ];
+/// The jobs: the reads under test, at [`RA_BS`], and `direct`'s, at
+/// [`RA_DIRECT_BS`].
+pub const READS: &str = "reads";
+/// `direct`'s job.
+pub const DIRECT: &str = "direct";
 /// The file size per thread (full, and with `--quick`).
 const RA_SIZE: u64 = 1 << 30;
 const RA_QUICK_SIZE: u64 = 256 << 20;
@@ -49,10 +54,10 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
     let capacity = args.capacity.unwrap_or_else(|| default_capacity(data));
     let mut jobs = Vec::new();
     if !reads.is_empty() {
-        jobs.push(job(RA_BS, reads));
+        jobs.push(ScenarioJob::new(READS, job(RA_BS, reads)));
     }
     if !direct.is_empty() {
-        jobs.push(job(RA_DIRECT_BS, direct));
+        jobs.push(ScenarioJob::new(DIRECT, job(RA_DIRECT_BS, direct)));
     }
     Ok(Scenario {
         name: "readahead".into(),
@@ -89,12 +94,23 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
     })
 }
 
+/// The targets the ratios show, not checked: the default foliocache
+/// engine over the kernel, direct and one folio at a time, by label
+/// (another foliocache engine's ratios show none).
+#[rustfmt::skip]
+pub const TARGETS: &[Target<&str>] = &[
+    bandwidth("foliocache", "kernel").shown(1.0),
+    bandwidth("foliocache", "direct").shown(0.9),
+    bandwidth("foliocache", "foliocache[insert=single]").shown(1.0),
+];
+
 /// The first foliocache engine over the kernel, direct, and every other
-/// foliocache engine (with the targets where it sets one).
+/// foliocache engine, each with the target [`TARGETS`] shows for it.
 fn ratios(reads: &[EngineSpec], direct: &[EngineSpec]) -> Vec<RatioSpec> {
     let Some(num) = reads.iter().find(|e| e.kind == EngineKind::Foliocache) else {
         return Vec::new();
     };
+    let shown = targets::judge(TARGETS, |e| Some(e.to_string()), Given::default()).ratios;
     let others = reads
         .iter()
         .filter(|e| e.kind == EngineKind::Kernel)
@@ -108,11 +124,10 @@ fn ratios(reads: &[EngineSpec], direct: &[EngineSpec]) -> Vec<RatioSpec> {
         .map(|den| RatioSpec {
             numerator: num.label.clone(),
             denominator: den.label.clone(),
-            target: match (num.label.as_str(), den.label.as_str()) {
-                ("foliocache", "kernel" | "foliocache[insert=single]") => Some(1.0),
-                ("foliocache", "direct") => Some(0.9),
-                _ => None,
-            },
+            target: shown
+                .iter()
+                .find(|r| r.numerator == num.label && r.denominator == den.label)
+                .and_then(|r| r.target),
             job: None,
         })
         .collect()

@@ -3,10 +3,16 @@
 //! copy); at 64 KiB also through the FUSE mount.
 //! See `docs/bench.md`.
 
-use super::{CachedReads, Scenario};
+use super::Cached::{Folio, Fuse, FuseNull, Inplace, Kernel, Memcpy, Mmap, Pin};
+use super::{Cached, CachedReads, Scenario, ScenarioJob, MEMCPY_TARGET, MMAP_TARGET, PIN_TARGET};
 use crate::spec::{EngineKind, EngineSpec, Rw};
-use crate::targets::Judged;
+use crate::targets::{bandwidth, Judged, Target};
 use crate::units::fmt_size;
+
+/// The jobs: one thread reading 4 KiB, and 64 KiB, at a time.
+pub const READ_4K: &str = "4KiB";
+/// The 64 KiB job.
+pub const READ_64K: &str = "64KiB";
 
 /// The target for the FUSE mount: 64 KiB cached sequential reads through
 /// it at least this fraction of `fuse-null`'s, the same reads through a
@@ -15,6 +21,27 @@ use crate::units::fmt_size;
 /// reads no FUSE server comes near: the crossing is two context switches
 /// and a copy per request; docs/bench.md, "The FUSE crossing".)
 const FUSE_TARGET: f64 = 0.9;
+
+/// The scenario's ratios and targets. At 64 KiB, the mount: `fuse` and
+/// `fuse-null` (the crossing's ceiling: no FUSE server can do better)
+/// over the kernel, and `fuse` over `fuse-null` (how close the mount
+/// comes to that ceiling). A hit's limits: a bare copy at both sizes,
+/// mmap's at 4 KiB; the pin (with `--consume`) beside mmap, foliocache's
+/// copy and zero copy's limit.
+#[rustfmt::skip]
+pub const TARGETS: &[Target<Cached>] = &[
+    bandwidth(Fuse, Kernel).of(READ_64K),
+    bandwidth(FuseNull, Kernel).of(READ_64K),
+    bandwidth(Fuse, FuseNull).of(READ_64K).at_least(FUSE_TARGET),
+    bandwidth(Folio, Memcpy).of(READ_4K).at_least(MEMCPY_TARGET),
+    bandwidth(Folio, Mmap).of(READ_4K).at_least(MMAP_TARGET),
+    bandwidth(Pin, Mmap).of(READ_4K).at_least_with_consume(PIN_TARGET),
+    bandwidth(Pin, Folio).of(READ_4K),
+    bandwidth(Pin, Inplace).of(READ_4K),
+    bandwidth(Folio, Memcpy).of(READ_64K).at_least(MEMCPY_TARGET),
+    bandwidth(Pin, Folio).of(READ_64K),
+    bandwidth(Pin, Inplace).of(READ_64K),
+];
 
 /// The scenario.
 pub fn scenario(c: &CachedReads) -> Scenario {
@@ -25,9 +52,7 @@ pub fn scenario(c: &CachedReads) -> Scenario {
         big.engines.push(EngineSpec::plain(EngineKind::Fuse));
         big.engines.push(EngineSpec::plain(EngineKind::FuseNull));
     }
-    let mut judged = fuse_ratios(&c.engines, !c.given);
-    // A hit's limits: a bare copy at both sizes, mmap's at 4 KiB.
-    super::copy_limits(&mut judged, c, &[(0, true), (1, false)]);
+    let Judged { ratios, targets } = c.judge(TARGETS);
     Scenario {
         name: "seqread".into(),
         description: format!(
@@ -36,32 +61,13 @@ pub fn scenario(c: &CachedReads) -> Scenario {
             fmt_size(c.size),
             c.cached()
         ),
-        jobs: vec![c.job(Rw::Read, 4096, 1), big],
-        ratios: judged.ratios,
-        targets: judged.targets,
+        jobs: vec![
+            ScenarioJob::new(READ_4K, c.job(Rw::Read, 4096, 1)),
+            ScenarioJob::new(READ_64K, big),
+        ],
+        ratios,
+        targets,
         detailed: false,
         programs: None,
     }
-}
-
-/// The ratios at 64 KiB (the second job) where their engines run
-/// (`default`: the default engines, which add fuse and fuse-null):
-/// `fuse / kernel`, `fuse-null / kernel` (the crossing's ceiling: no FUSE
-/// server can do better) and `fuse / fuse-null` (the target's: how close
-/// the mount comes to that ceiling).
-fn fuse_ratios(engines: &[EngineSpec], default: bool) -> Judged {
-    let label = |k: EngineKind| {
-        if default {
-            Some(k.name().to_string())
-        } else {
-            super::first_label(engines, |e| e.kind == k)
-        }
-    };
-    let kernel = super::first_label(engines, |e| e.kind == EngineKind::Kernel);
-    let (fuse, null) = (label(EngineKind::Fuse), label(EngineKind::FuseNull));
-    let mut j = Judged::default();
-    j.judged(&fuse, &kernel, None, Some(1));
-    j.judged(&null, &kernel, None, Some(1));
-    j.judged(&fuse, &null, Some(FUSE_TARGET), Some(1));
-    j
 }

@@ -4,11 +4,12 @@
 //! (`RWF_DONTCACHE`, `ReadFlags::DONTCACHE`) spare the hot set. See
 //! `docs/bench.md`.
 
-use super::Scenario;
+use super::{Scenario, ScenarioJob};
 use crate::args::BenchArgs;
 use crate::spec::{EngineKind, EngineSpec, HotSpec, JobSpec, Rw};
-use crate::targets::{Judged, TargetSpec};
+use crate::targets::{self, bandwidth, cpu_per_gib, flat, hit_ratio, Given, Judged, Target};
 use crate::units::{fmt_period, fmt_size, fmt_size_approx};
+use Role::{Cached, Dontcache, Kernel, Uncached};
 
 /// The engines unless `--engine` gives others: `foliocache` (cached: the
 /// cache fills and then reclaims), `foliocache[dontcache]` (every read
@@ -35,6 +36,39 @@ const HOT_BS: u64 = 4096;
 /// any stream. The hit ratios measured at each rate are in
 /// `docs/bench.md`.
 pub const DEFAULT_HOT_RATE: u64 = 16384;
+/// The jobs: the stream alone, and beside the hot reader.
+pub const ALONE: &str = "alone";
+/// The stream beside the hot reader.
+pub const BESIDE: &str = "beside the hot reader";
+
+/// The engines the table names, each the first of the engine list that
+/// plays it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// A foliocache engine with `dontcache`: every read uncached.
+    Uncached,
+    /// A foliocache engine without it: the cache fills, then reclaims.
+    Cached,
+    /// `kernel`.
+    Kernel,
+    /// `dontcache`: the kernel's uncached reads (`RWF_DONTCACHE`).
+    Dontcache,
+}
+
+/// The scenario's ratios and targets: the uncached stream flat alone, as
+/// fast as the cached one and as the kernel's uncached reads, at no more
+/// CPU than the latter, and the hot reader's hits kept beside it.
+#[rustfmt::skip]
+pub const TARGETS: &[Target<Role>] = &[
+    flat(Uncached, ALONE).at_least(0.8),
+    bandwidth(Uncached, Cached).at_least(1.0),
+    bandwidth(Uncached, Dontcache).at_least(1.0),
+    cpu_per_gib(Uncached, Dontcache, ALONE).at_most(1.0),
+    hit_ratio(Uncached, BESIDE).at_least(0.99),
+    bandwidth(Uncached, Kernel),
+    bandwidth(Cached, Kernel),
+    bandwidth(Dontcache, Kernel),
+];
 /// Timeline intervals per second (50 ms: a stream lasts a second or two).
 const UNCACHED_BINS: u32 = 20;
 
@@ -77,48 +111,16 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
         }),
         ..stream.clone()
     };
-    // The roles, by the first engine of each kind.
-    let label = |f: fn(&EngineSpec) -> bool| super::first_label(&engines, f);
-    let folio_uncached = label(|e| e.kind == EngineKind::Foliocache && e.folio.dontcache);
-    let folio_cached = label(|e| e.kind == EngineKind::Foliocache && !e.folio.dontcache);
-    let kernel = label(|e| e.kind == EngineKind::Kernel);
-    let dontcache = label(|e| e.kind == EngineKind::Dontcache);
-    let mut judged = Judged::default();
-    judged.ratio(&folio_uncached, &folio_cached, Some(1.0), None);
-    judged.ratio(&folio_uncached, &dontcache, Some(1.0), None);
-    judged.ratio(&folio_uncached, &kernel, None, None);
-    judged.ratio(&folio_cached, &kernel, None, None);
-    judged.ratio(&dontcache, &kernel, None, None);
-    let ratios = judged.ratios;
-    let mut targets = Vec::new();
-    if let Some(u) = &folio_uncached {
-        targets.push(TargetSpec::Flat {
-            job: 0,
-            engine: u.clone(),
-            min: 0.8,
-        });
-        for d in [&folio_cached, &dontcache].into_iter().flatten() {
-            targets.push(TargetSpec::Bandwidth {
-                numerator: u.clone(),
-                denominator: d.clone(),
-                job: None,
-                min: 1.0,
-            });
-        }
-        if let Some(d) = &dontcache {
-            targets.push(TargetSpec::CpuPerGib {
-                job: 0,
-                engine: u.clone(),
-                than: d.clone(),
-                max: 1.0,
-            });
-        }
-        targets.push(TargetSpec::HitRatio {
-            job: 1,
-            engine: u.clone(),
-            min: 0.99,
-        });
-    }
+    let label = |role| {
+        let f: fn(&EngineSpec) -> bool = match role {
+            Role::Uncached => |e| e.kind == EngineKind::Foliocache && e.folio.dontcache,
+            Role::Cached => |e| e.kind == EngineKind::Foliocache && !e.folio.dontcache,
+            Role::Kernel => |e| e.kind == EngineKind::Kernel,
+            Role::Dontcache => |e| e.kind == EngineKind::Dontcache,
+        };
+        super::first_label(&engines, f)
+    };
+    let Judged { ratios, targets } = targets::judge(TARGETS, label, Given::default());
     Ok(Scenario {
         name: "uncached".into(),
         description: format!(
@@ -156,7 +158,10 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
                  to it, and kept beside an uncached one"
             },
         ),
-        jobs: vec![stream, beside],
+        jobs: vec![
+            ScenarioJob::new(ALONE, stream),
+            ScenarioJob::new(BESIDE, beside),
+        ],
         ratios,
         targets,
         detailed: true,

@@ -6,11 +6,12 @@
 
 use std::time::Duration;
 
-use super::Scenario;
+use super::{Scenario, ScenarioJob};
 use crate::args::BenchArgs;
 use crate::spec::{EngineKind, EngineSpec, JobSpec, Rw};
-use crate::targets::Judged;
+use crate::targets::{self, bandwidth, Given, Judged, Target};
 use crate::units::fmt_size;
+use Role::{Direct, Dontcache, Folio, FolioUncached, Kernel};
 
 /// The engines unless `--engine` gives others: `foliocache`,
 /// `foliocache[dontcache]`, `kernel` (`pwrite`), `direct` (`O_DIRECT`)
@@ -34,6 +35,44 @@ const WRITE_RAND_BS: u64 = 4 << 10;
 const WRITE_SEQ_TARGET: f64 = 1.3;
 const WRITE_RAND_TARGET: f64 = 1.0;
 
+/// The jobs: sequential writes, and random ones.
+pub const SEQUENTIAL: &str = "sequential";
+/// The random writes.
+pub const RANDOM: &str = "random";
+
+/// The engines the table names, each the first of the engine list that
+/// plays it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// A foliocache engine without `dontcache`.
+    Folio,
+    /// A foliocache engine with `dontcache` (`WriteFlags::DONTCACHE`).
+    FolioUncached,
+    /// `kernel`: `pwrite`.
+    Kernel,
+    /// `direct`: `O_DIRECT`.
+    Direct,
+    /// `dontcache`: `RWF_DONTCACHE`.
+    Dontcache,
+}
+
+/// The scenario's ratios and targets, for each job: foliocache over the
+/// kernel (the targets), foliocache's uncached writes over the kernel's,
+/// and each uncached engine over the kernel.
+#[rustfmt::skip]
+pub const TARGETS: &[Target<Role>] = &[
+    bandwidth(Folio, Kernel).of(SEQUENTIAL).at_least(WRITE_SEQ_TARGET),
+    bandwidth(FolioUncached, Dontcache).of(SEQUENTIAL),
+    bandwidth(FolioUncached, Kernel).of(SEQUENTIAL),
+    bandwidth(Direct, Kernel).of(SEQUENTIAL),
+    bandwidth(Dontcache, Kernel).of(SEQUENTIAL),
+    bandwidth(Folio, Kernel).of(RANDOM).at_least(WRITE_RAND_TARGET),
+    bandwidth(FolioUncached, Dontcache).of(RANDOM),
+    bandwidth(FolioUncached, Kernel).of(RANDOM),
+    bandwidth(Direct, Kernel).of(RANDOM),
+    bandwidth(Dontcache, Kernel).of(RANDOM),
+];
+
 /// The scenario: one pass each (time-based with `--runtime`), warm like
 /// the read scenarios unless `--cold`; foliocache reopens the file for
 /// each run.
@@ -54,30 +93,23 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
     };
     let seq_bs = WRITE_SEQ_BS.min(size);
     let jobs = vec![
-        job(Rw::Write, seq_bs, size),
-        job(Rw::Randwrite, WRITE_RAND_BS.min(rand_size), rand_size),
+        ScenarioJob::new(SEQUENTIAL, job(Rw::Write, seq_bs, size)),
+        ScenarioJob::new(
+            RANDOM,
+            job(Rw::Randwrite, WRITE_RAND_BS.min(rand_size), rand_size),
+        ),
     ];
-    let label = |f: fn(&EngineSpec) -> bool| super::first_label(&engines, f);
-    let folio = label(|e| e.kind == EngineKind::Foliocache && !e.folio.dontcache);
-    let folio_uncached = label(|e| e.kind == EngineKind::Foliocache && e.folio.dontcache);
-    let kernel = label(|e| e.kind == EngineKind::Kernel);
-    let direct = label(|e| e.kind == EngineKind::Direct);
-    let dontcache = label(|e| e.kind == EngineKind::Dontcache);
-    let mut judged = Judged::default();
-    for j in 0..jobs.len() {
-        let job = Some(j);
-        let target = if j == 0 {
-            WRITE_SEQ_TARGET
-        } else {
-            WRITE_RAND_TARGET
+    let label = |role| {
+        let f: fn(&EngineSpec) -> bool = match role {
+            Role::Folio => |e| e.kind == EngineKind::Foliocache && !e.folio.dontcache,
+            Role::FolioUncached => |e| e.kind == EngineKind::Foliocache && e.folio.dontcache,
+            Role::Kernel => |e| e.kind == EngineKind::Kernel,
+            Role::Direct => |e| e.kind == EngineKind::Direct,
+            Role::Dontcache => |e| e.kind == EngineKind::Dontcache,
         };
-        judged.judged(&folio, &kernel, Some(target), job);
-        judged.judged(&folio_uncached, &dontcache, None, job);
-        judged.judged(&folio_uncached, &kernel, None, job);
-        judged.judged(&direct, &kernel, None, job);
-        judged.judged(&dontcache, &kernel, None, job);
-    }
-    let Judged { ratios, targets } = judged;
+        super::first_label(&engines, f)
+    };
+    let Judged { ratios, targets } = targets::judge(TARGETS, label, Given::default());
     let cached = if args.cold {
         "cold (--cold: each engine starts with the file out of every cache)"
     } else {

@@ -22,11 +22,11 @@ pub fn cpu(
         plus_us,
     );
     let Some(med) = paired_median(&mut c, runs, than, engine, other, |r, t| {
-        Some(r.cpu_us_per_op - t.cpu_us_per_op)
+        Some(r.perf.cpu_us_per_op - t.perf.cpu_us_per_op)
     }) else {
         return c;
     };
-    let per = |rs| fmt_figures(rs, |r| r.cpu_us_per_op, 2);
+    let per = |rs| fmt_figures(rs, |r| r.perf.cpu_us_per_op, 2);
     c.detail = format!(
         "at most {plus_us:.1} us more, median of the rounds {med:+.2} us ({engine} {} us, \
          {other} {} us per read)",
@@ -47,7 +47,7 @@ pub fn lru_gap(runs: &[RunRecord], engine: &str, max_points: f64) -> TargetCheck
     );
     let pairs: Option<Vec<(f64, f64)>> = runs
         .iter()
-        .map(|r| Some((r.hit_ratio?, r.lru.as_ref()?.hit_ratio)))
+        .map(|r| Some((r.cache.hit_ratio?, r.cache.lru.as_ref()?.hit_ratio)))
         .collect();
     let Some(pairs) = pairs.filter(|p| !p.is_empty()) else {
         c.detail = format!("not checked: {engine} did not run a zipfian job with its hit ratio");
@@ -72,7 +72,7 @@ pub fn lru_gap(runs: &[RunRecord], engine: &str, max_points: f64) -> TargetCheck
 /// `engine`'s read amplification at most `max` in every run.
 pub fn amplification(runs: &[&RunRecord], engine: &str, max: f64) -> TargetCheck {
     let mut c = check(format!("{engine} read amplification"), "<=", max);
-    let v: Option<Vec<f64>> = runs.iter().map(|r| r.read_amplification).collect();
+    let v: Option<Vec<f64>> = runs.iter().map(|r| r.cache.read_amplification).collect();
     let Some(v) = v.filter(|v| !v.is_empty()) else {
         c.detail =
             format!("not checked: {engine} did not run, or a run's device reads are unknown");
@@ -87,8 +87,8 @@ pub fn amplification(runs: &[&RunRecord], engine: &str, max: f64) -> TargetCheck
     let own: Vec<String> = runs
         .iter()
         .filter_map(|r| {
-            let f = r.foliocache.as_ref()?;
-            (r.bytes > 0).then(|| format!("{:.3}", f.io_bytes as f64 / r.bytes as f64))
+            let f = r.cache.foliocache.as_ref()?;
+            (r.perf.bytes > 0).then(|| format!("{:.3}", f.io_bytes as f64 / r.perf.bytes as f64))
         })
         .collect();
     c.detail = format!(
@@ -112,7 +112,7 @@ pub fn memory(runs: &[&RunRecord], engine: &str, max_bytes: u64) -> TargetCheck 
     let mut c = check(format!("{engine} memory within M"), "<=", max_bytes as f64);
     let v: Option<Vec<f64>> = runs
         .iter()
-        .map(|r| r.foliocache.as_ref().map(|f| f.memory_bytes as f64))
+        .map(|r| r.cache.foliocache.as_ref().map(|f| f.memory_bytes as f64))
         .collect();
     let Some(v) = v.filter(|v| !v.is_empty()) else {
         c.detail = format!("not checked: {engine} did not run");

@@ -1,0 +1,298 @@
+//! The plans the command line and the scenarios resolve into: the
+//! reference set and the options that shape it here; each scenario's
+//! jobs, ratios and targets in [`reads`], [`uncached_reads`] and
+//! [`writes`].
+
+use clap::Parser;
+
+use super::*;
+use crate::args::{Cli, Command};
+use crate::targets::{Figure, Given, JobName, Target};
+
+mod reads;
+mod uncached_reads;
+mod writes;
+
+/// Every scenario's built-in engine list given as text, by scenario
+/// (seqread's and randread's are typed: [`CachedReads::ENGINES`]).
+const BUILTIN_ENGINES: [(&str, &[&str]); 6] = [
+    ("larger", larger::ENGINES),
+    ("larger qd=32", larger::QD_ENGINES),
+    ("readahead", readahead::ENGINES),
+    ("uncached", uncached::ENGINES),
+    ("populate", populate::ENGINES),
+    ("write", write::ENGINES),
+];
+
+#[test]
+fn every_builtin_engine_spec_parses() {
+    for (scenario, list) in BUILTIN_ENGINES {
+        let engines = builtin_engines(list).unwrap_or_else(|e| panic!("{scenario}: {e}"));
+        let labels: Vec<&str> = engines.iter().map(|e| e.label.as_str()).collect();
+        assert_eq!(labels, list, "{scenario}");
+    }
+    // A bad spec in a built-in list is an error, never dropped.
+    let e = builtin_engines(&["foliocache", "foliocache[bogus]", "kernel"]).unwrap_err();
+    assert!(
+        e.starts_with("built-in engine `foliocache[bogus]`: "),
+        "{e}"
+    );
+    assert!(builtin_engines(&["kernal"]).is_err());
+}
+
+/// The plan of `foliocache bench ARGS`, or why there is none.
+fn try_plan(args: &[&str]) -> Result<Plan, String> {
+    let mut argv = vec!["foliocache", "bench"];
+    argv.extend_from_slice(args);
+    let Command::Bench(b) = Cli::try_parse_from(argv).unwrap().command else {
+        unreachable!("a bench command line")
+    };
+    plan(&b)
+}
+
+fn plan_of(args: &[&str]) -> Plan {
+    try_plan(args).unwrap()
+}
+
+/// Why `foliocache bench ARGS` does not run.
+fn plan_err(args: &[&str]) -> String {
+    try_plan(args).unwrap_err()
+}
+
+/// A scenario's ratios: numerator, denominator, target.
+fn ratios_of(sc: &Scenario) -> Vec<(&str, &str, Option<f64>)> {
+    sc.ratios
+        .iter()
+        .map(|r| (r.numerator.as_str(), r.denominator.as_str(), r.target))
+        .collect()
+}
+
+fn labels(j: &JobSpec) -> Vec<&str> {
+    j.engines.iter().map(|e| e.label.as_str()).collect()
+}
+
+/// The only scenario of `p`.
+fn only(p: &Plan) -> &Scenario {
+    assert_eq!(p.scenarios.len(), 1);
+    &p.scenarios[0]
+}
+
+/// The job named `name` of `sc`.
+fn job<'a>(sc: &'a Scenario, name: &str) -> &'a JobSpec {
+    sc.job(name)
+        .unwrap_or_else(|| panic!("{}: no job `{name}`", sc.name))
+}
+
+/// The names of `sc`'s jobs, in order.
+fn job_names(sc: &Scenario) -> Vec<JobName> {
+    sc.jobs.iter().map(|j| j.name).collect()
+}
+
+/// A scenario's bandwidth targets of engine `numerator`: (denominator,
+/// minimum, job).
+fn bandwidth_targets(sc: &Scenario, numerator: &str) -> Vec<(String, f64, Option<JobName>)> {
+    sc.targets
+        .iter()
+        .filter_map(|t| match &t.figure {
+            Figure::Bandwidth {
+                numerator: n,
+                denominator,
+                job,
+            } if n == numerator => Some((denominator.clone(), t.bound, *job)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_default_run_has_every_scenario_and_only_readahead_uncached_and_populate_are_cold() {
+    let p = plan_of(&[]);
+    assert!(p.quick);
+    let names: Vec<&str> = p.scenarios.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, SCENARIOS);
+    for s in &p.scenarios {
+        for j in s.specs() {
+            let cold = ["readahead", "uncached", "populate"].contains(&s.name.as_str());
+            assert_eq!(j.cold, cold, "{}", s.name);
+        }
+    }
+    let p = plan_of(&["--seeds", "--cold"]);
+    assert!(p.scenarios.iter().flat_map(Scenario::specs).all(|j| j.cold));
+}
+
+/// Holds `sc` (built with its default engines and `--consume`) to its
+/// `table`: every job the table names is one of `jobs` (the scenario's,
+/// or the benchmarks of a scenario that runs a program), and every row's
+/// engines run, so that each bandwidth row is a ratio and each held row a
+/// target.
+fn check_table<E: Copy + std::fmt::Debug>(sc: &Scenario, table: &[Target<E>], jobs: &[JobName]) {
+    for t in table {
+        if let Some(j) = t.figure.job() {
+            assert!(jobs.contains(&j), "{}: {t:?} names no job", sc.name);
+        }
+    }
+    // Every role played: the rows the scenario's engines resolve.
+    let all = crate::targets::judge(
+        table,
+        |_| Some(String::new()),
+        Given {
+            consume: true,
+            budget: Some(1),
+        },
+    );
+    let (ratios, held) = (all.ratios.len(), all.targets.len());
+    assert_eq!(sc.ratios.len(), ratios, "{}: a row left out", sc.name);
+    assert_eq!(sc.targets.len(), held, "{}: a target left out", sc.name);
+}
+
+#[test]
+fn every_table_names_its_scenarios_jobs_and_engines() {
+    let mut args: Vec<&str> = crate::args::all_scenarios()
+        .into_iter()
+        .flat_map(|s| ["--scenario", s])
+        .collect();
+    args.push("--consume");
+    let p = plan_of(&args);
+    let sc = |name: &str| p.scenarios.iter().find(|s| s.name == name).unwrap();
+    check_table(sc("seqread"), seqread::TARGETS, &job_names(sc("seqread")));
+    check_table(
+        sc("randread"),
+        randread::TARGETS,
+        &job_names(sc("randread")),
+    );
+    check_table(
+        sc("uncached"),
+        uncached::TARGETS,
+        &job_names(sc("uncached")),
+    );
+    check_table(
+        sc("populate"),
+        populate::TARGETS,
+        &job_names(sc("populate")),
+    );
+    check_table(sc("write"), write::TARGETS, &job_names(sc("write")));
+    check_table(sc("larger"), larger::TARGETS, &job_names(sc("larger")));
+    check_table(sc("programs"), programs::TARGETS, &programs::BENCHMARKS);
+    // readahead's table gives the targets its ratios show.
+    let ra = sc("readahead");
+    let shown: Vec<Option<f64>> = ra.ratios.iter().map(|r| r.target).collect();
+    assert_eq!(shown, [Some(1.0), Some(0.9), Some(1.0)]);
+    assert!(ra.targets.is_empty());
+}
+
+#[test]
+fn memory_engines_only_where_they_apply() {
+    assert!(plan_err(&["--rw", "write", "--engine", "anon"]).contains("only populates memory"));
+    assert!(plan_err(&["--scenario", "populate", "--engine", "direct"])
+        .contains("does not populate memory"));
+    // qd=N engines only read.
+    for e in ["foliocache[qd=32]", "direct[qd=8]"] {
+        assert!(plan_err(&["--rw", "randwrite", "--engine", e]).contains("only read"));
+    }
+    assert!(
+        plan_err(&["--scenario", "populate", "--engine", "foliocache[qd=4]"]).contains("only read")
+    );
+    // grab= is a write's insert mode: any write job takes it.
+    let p = plan_of(&["--rw", "write", "--engine", "foliocache[grab=single]"]);
+    let custom = |p: &Plan| labels(job(only(p), custom::CUSTOM)).join(" ");
+    assert_eq!(
+        job(only(&p), custom::CUSTOM).engines[0].folio.grab,
+        foliocache::internals::Insert::Single
+    );
+    // The custom job's default engines leave anon out, and memcpy out of
+    // writes; memcpy asked for a write is refused.
+    assert_eq!(
+        custom(&plan_of(&["--rw", "write"])),
+        "foliocache kernel direct dontcache mmap"
+    );
+    assert_eq!(
+        custom(&plan_of(&["--rw", "randread"])),
+        "foliocache kernel direct dontcache mmap memcpy"
+    );
+    assert!(plan_err(&["--rw", "write", "--engine", "memcpy"]).contains("read jobs only"));
+}
+
+#[test]
+fn memory_limit_limits_a_custom_job_only() {
+    let limit = |args: &[&str]| job(only(&plan_of(args)), custom::CUSTOM).memory_limit;
+    assert_eq!(
+        limit(&["--rw", "randread", "--memory-limit", "64M"]),
+        Some(64 << 20)
+    );
+    assert_eq!(limit(&["--rw", "randread"]), None);
+    let bad = |args: &[&str]| {
+        let mut argv = vec!["foliocache", "bench"];
+        argv.extend_from_slice(args);
+        match Cli::try_parse_from(argv) {
+            Err(_) => true,
+            Ok(c) => {
+                let Command::Bench(b) = c.command else {
+                    return false;
+                };
+                plan(&b).is_err()
+            }
+        }
+    };
+    assert!(bad(&["--memory-limit", "64M"]), "no custom job");
+    assert!(bad(&["--scenario", "larger", "--memory-limit", "64M"]));
+    assert!(bad(&["--rw", "read", "--memory-limit", "64k"]), "too small");
+    assert!(bad(&["--rw", "read", "--memory-limit", "lots"]));
+}
+
+#[test]
+fn programs_fills_and_reads_keys_three_ways_with_the_issues_targets() {
+    use programs::{FILLSEQ, READRANDOM, READSEQ};
+    let p = plan_of(&["--scenario", "programs", "--quick"]);
+    let sc = only(&p);
+    assert_eq!(sc.name, "programs");
+    assert!(sc.jobs.is_empty());
+    let db = sc.programs.as_ref().expect("db_bench's settings");
+    assert_eq!(db.keys, 200_000);
+    // 4x the raw data (200,000 x 216 bytes), in whole MiB.
+    assert_eq!(db.capacity, 165 << 20);
+    assert!(
+        sc.targets
+            .iter()
+            .all(|t| matches!(t.figure, Figure::Bandwidth { .. })),
+        "{:?}",
+        sc.targets
+    );
+    let i = |j, min| ("ext4".to_string(), min, Some(j));
+    assert_eq!(
+        bandwidth_targets(sc, "interposer"),
+        [i(FILLSEQ, 0.9), i(READSEQ, 1.0), i(READRANDOM, 1.3)]
+    );
+    assert_eq!(sc.targets.len(), 3);
+    assert_eq!(sc.ratios.len(), 6);
+    assert!(sc
+        .ratios
+        .iter()
+        .any(|r| r.numerator == "mount" && r.job == Some(READRANDOM) && r.target.is_none()));
+    // --size sets the keys, --capacity the caches; the full run has 1M keys.
+    let p = plan_of(&[
+        "--scenario",
+        "programs",
+        "--size",
+        "2M",
+        "--capacity",
+        "64M",
+    ]);
+    let db = only(&p).programs.as_ref().unwrap();
+    assert_eq!((db.keys, db.capacity), ((2 << 20) / 216, 64 << 20));
+    let p = plan_of(&["--scenario", "programs"]);
+    assert_eq!(only(&p).programs.as_ref().unwrap().keys, 1_000_000);
+    // Not in the reference set.
+    let p = plan_of(&["--seeds"]);
+    assert!(p.scenarios.iter().all(|s| s.programs.is_none()));
+}
+
+#[test]
+fn programs_refuses_engines_and_too_few_keys() {
+    for (args, want) in [
+        (&["--engine", "kernel"][..], "--engine does not apply"),
+        (&["--size", "100k"][..], "at least 1000"),
+    ] {
+        let e = plan_err(&[&["--scenario", "programs"][..], args].concat());
+        assert!(e.contains(want), "{e}");
+    }
+}
