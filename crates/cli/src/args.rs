@@ -171,7 +171,7 @@ pub struct BenchArgs {
     /// once it is read twice while inactive, and a cached stream at device
     /// speed sweeps the inactive list in a fraction of a second: at this
     /// rate a cached stream takes a good part of the hot set, an uncached
-    /// one leaves it (docs/bench.md has the figures). Unthrottled, every
+    /// one leaves it (`docs/measurements/2026-11-22-uncached.md` has the figures). Unthrottled, every
     /// page is read several times a second, turns active, and stays beside
     /// any stream.
     #[arg(long, value_name = "N")]

@@ -12,8 +12,8 @@
 //! ```
 //!
 //! Timing: one clock read per operation ([`crate::clock`]: the TSC, or
-//! `Instant::now()`; the report states what a read costs, and
-//! `docs/bench.md` what it costs here). An operation's latency is the
+//! `Instant::now()`; the report states what a read costs;
+//! `docs/measurements/2026-11-22-clock.md` why each was chosen). An operation's latency is the
 //! time between the end of the previous operation and the end of this one, so it includes the loop's
 //! own few nanoseconds (the next offset, the histogram increment) and
 //! nothing else; every engine runs the very same loop, monomorphised for

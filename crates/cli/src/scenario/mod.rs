@@ -10,7 +10,8 @@
 //! [`larger`] (by name only), [`programs`] (by name only: RocksDB's
 //! `db_bench` on ext4, through the FUSE mount and under the interposer,
 //! which it runs itself), and [`custom`] for a job given by `--rw`/`--bs`.
-//! What each measures, why, and its figures are in `docs/bench.md`.
+//! What each measures and why is in `docs/bench.md`; the figures behind
+//! its choices in `docs/measurements/`.
 
 use std::time::Duration;
 

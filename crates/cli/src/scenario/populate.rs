@@ -37,7 +37,7 @@ const POPULATE_BS: u64 = 2 << 20;
 /// hand memory left free back to its host after a while, and the next
 /// first touch of it then costs more; without the pause a run would reuse
 /// the pages the run before it freed, still backed, and look faster. The
-/// costs measured are in `docs/bench.md`.
+/// costs measured are in `docs/measurements/2026-11-22-first-touch.md`.
 pub const POPULATE_SETTLE: Duration = Duration::from_millis(2000);
 /// The foliocache engine the targets judge: `File::write_at` into a
 /// memfile, whose writes grab their folios with `grab_folios`, 4 KiB
@@ -53,7 +53,8 @@ pub const POPULATE_LARGE: &str = "foliocache[huge=off,folio=2m]";
 /// 4 KiB folios, as the scenario's description says it: eager population
 /// with `MADV_POPULATE_WRITE` keeps the page faults out of the writes,
 /// and 4 KiB pages fault in faster than the transparent huge pages the
-/// arena asks for by default (the measurements are in `docs/bench.md`).
+/// arena asks for by default (the measurements are in
+/// `docs/measurements/2026-11-22-first-touch.md`).
 pub const POPULATE_MODE_WHY: &str = "huge=off with populate=eager: the arena is faulted in at \
      build as 4 KiB pages with MADV_POPULATE_WRITE (0.9-2.7 GiB/s on this VM, against \
      0.26-0.45 GiB/s for the transparent huge pages the arena asks for by default; anon[thp] \

@@ -19,7 +19,7 @@ pub const READ_64K: &str = "64KiB";
 /// server that answers zeros from one buffer, with no cache: the
 /// crossing's own ceiling on this machine. (Against the kernel's buffered
 /// reads no FUSE server comes near: the crossing is two context switches
-/// and a copy per request; docs/bench.md, "The FUSE crossing".)
+/// and a copy per request; `docs/measurements/2026-11-22-fuse-crossing.md`.)
 const FUSE_TARGET: f64 = 0.9;
 
 /// The scenario's ratios and targets. At 64 KiB, the mount: `fuse` and

@@ -34,7 +34,7 @@ const HOT_BS: u64 = 4096;
 /// uncached one does not: what the experiment shows. At 0 (as fast as it
 /// can) every page is read often enough to turn active and stay beside
 /// any stream. The hit ratios measured at each rate are in
-/// `docs/bench.md`.
+/// `docs/measurements/2026-11-22-uncached.md`.
 pub const DEFAULT_HOT_RATE: u64 = 16384;
 /// The jobs: the stream alone, and beside the hot reader.
 pub const ALONE: &str = "alone";
