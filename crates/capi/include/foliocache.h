@@ -42,6 +42,21 @@
 extern "C" {
 #endif
 
+/* ---- Version ----------------------------------------------------------- */
+
+/* The version of this header (the crate's, semantic versioning). The
+ * shared object's SONAME is libfoliocache.so.0. */
+#define FOLIOCACHE_VERSION_MAJOR 0
+#define FOLIOCACHE_VERSION_MINOR 1
+#define FOLIOCACHE_VERSION_PATCH 0
+
+/*
+ * The version of the library loaded, as "MAJOR.MINOR.PATCH" (a static
+ * string): compare it with the FOLIOCACHE_VERSION_* macros of the header a
+ * program was built with.
+ */
+const char *fc_version(void);
+
 /* A cache: one arena of memory, shared by the files opened through it. */
 typedef int64_t fc_cache_t;
 /* A file opened through a cache. */

@@ -472,6 +472,20 @@ pub extern "C" fn fc_size(file: i64) -> i64 {
     })
 }
 
+/// The crate's version, NUL-terminated, for `fc_version`.
+const VERSION: &CStr =
+    match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
+        Ok(v) => v,
+        Err(_) => panic!("the crate's version holds a NUL"),
+    };
+
+/// `fc_version`: the library's version, `"MAJOR.MINOR.PATCH"` (the
+/// crate's), a static string.
+#[no_mangle]
+pub extern "C" fn fc_version() -> *const c_char {
+    VERSION.as_ptr()
+}
+
 /// `fc_last_error`: the message of the calling thread's last failed call
 /// (an empty string before one), valid until its next failed call.
 #[no_mangle]
@@ -520,6 +534,13 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_version_is_the_crates() {
+        // SAFETY: `fc_version` returns a static NUL-terminated string.
+        let v = unsafe { CStr::from_ptr(fc_version()) };
+        assert_eq!(v.to_str().unwrap(), env!("CARGO_PKG_VERSION"));
     }
 
     #[test]

@@ -102,6 +102,14 @@ static void check_backing(const char *path) {
     close(fd);
 }
 
+/* The library loaded is the version of the header compiled against. */
+static void test_version(void) {
+    char want[32];
+    snprintf(want, sizeof want, "%d.%d.%d", FOLIOCACHE_VERSION_MAJOR, FOLIOCACHE_VERSION_MINOR,
+             FOLIOCACHE_VERSION_PATCH);
+    CHECK(strcmp(fc_version(), want) == 0);
+}
+
 static void test_options(void) {
     /* The sizes the library's struct have (its Rust tests check them). */
     CHECK(sizeof(struct fc_cache_options) == 48);
@@ -362,6 +370,7 @@ int main(int argc, char **argv) {
     }
     const char *dir = argv[1];
     CHECK(strcmp(fc_last_error(), "") == 0);
+    test_version();
     test_options();
 
     struct fc_cache_options o = FC_CACHE_OPTIONS_INIT;

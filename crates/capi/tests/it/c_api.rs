@@ -7,17 +7,34 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
+pub(crate) const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
 
-/// The directory holding `libfoliocache.so` of this test's target
-/// directory and profile, built once.
-fn library_dir() -> PathBuf {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
+/// `libfoliocache.so` of this test's target directory and profile, built
+/// once, with the link `libfoliocache.so.0` (its SONAME, which programs
+/// linked against it load) beside it.
+pub(crate) fn library() -> PathBuf {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
         let lib = test_support::build_cdylib(MANIFEST_DIR, "foliocache-capi", "libfoliocache.so");
-        lib.parent().expect("the profile directory").to_path_buf()
+        let soname = lib.with_file_name("libfoliocache.so.0");
+        match std::fs::remove_file(&soname) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => panic!("removing {}: {e}", soname.display()),
+        }
+        std::os::unix::fs::symlink("libfoliocache.so", &soname)
+            .unwrap_or_else(|e| panic!("linking {}: {e}", soname.display()));
+        lib
     })
     .clone()
+}
+
+/// The directory holding [`library`].
+fn library_dir() -> PathBuf {
+    library()
+        .parent()
+        .expect("the profile directory")
+        .to_path_buf()
 }
 
 use test_support::run_checked as run;
@@ -36,6 +53,13 @@ fn compile(compiler: &str, flags: &[&str], source: &Path, exe: &Path, lib_dir: &
         .arg(exe));
 }
 
+/// The compilations of each C program: plain, and as distributions build
+/// packages (optimized, with glibc's fortified calls).
+const FLAG_SETS: [(&str, &[&str]); 2] = [
+    ("plain", &["-std=c99"]),
+    ("fortified", &["-std=c99", "-O2", "-D_FORTIFY_SOURCE=2"]),
+];
+
 #[test]
 fn c_programs_pass() {
     let lib_dir = library_dir();
@@ -47,17 +71,20 @@ fn c_programs_pass() {
     assert!(!sources.is_empty(), "no C test programs in tests/c");
     let build = tempfile::tempdir().expect("a temporary directory");
     for source in &sources {
-        let exe = build.path().join(source.file_stem().expect("a file name"));
-        compile("cc", &["-std=c99"], source, &exe, &lib_dir);
-        let data = tempfile::tempdir().expect("a temporary directory");
-        let out = run(Command::new(&exe)
-            .arg(data.path())
-            .env("LD_LIBRARY_PATH", &lib_dir));
-        print!(
-            "{}: {}",
-            source.display(),
-            String::from_utf8_lossy(&out.stdout)
-        );
+        let stem = source.file_stem().expect("a file name");
+        for (tag, flags) in FLAG_SETS {
+            let exe = build.path().join(stem).with_extension(tag);
+            compile("cc", flags, source, &exe, &lib_dir);
+            let data = tempfile::tempdir().expect("a temporary directory");
+            let out = run(Command::new(&exe)
+                .arg(data.path())
+                .env("LD_LIBRARY_PATH", &lib_dir));
+            print!(
+                "{} ({tag}): {}",
+                source.display(),
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
     }
 }
 
