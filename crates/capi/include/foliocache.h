@@ -28,8 +28,12 @@
  * - Data written is in the cache until written back (by the flusher, a
  *   sync, or the close of the file's last handle). The cache lives in this
  *   process: close files, or sync them, before the process exits;
- *   data still dirty at exit is lost. A child of fork() must not use the
- *   parent's caches or files.
+ *   data still dirty at exit is lost (docs/capi.md: what _exit, SIGKILL
+ *   and power loss lose).
+ * - Handles belong to the process that made them: in a child of fork(),
+ *   every call on a handle of its parent fails with EBADF (and changes
+ *   nothing: the parent's files stay as the parent has them); the child
+ *   may build caches and open files of its own.
  */
 #ifndef FOLIOCACHE_H
 #define FOLIOCACHE_H
@@ -110,7 +114,8 @@ fc_cache_t fc_cache_new(uint64_t capacity);
  * Builds a cache with `opts` (NULL: every default). Unknown flags are
  * EINVAL; so is a `size` under 4. A `size` larger than this library's
  * struct is accepted if the extra bytes are zero, else E2BIG (a field the
- * library does not know). Other errors as fc_cache_new.
+ * library does not know); a `size` above 4096 (a page) is E2BIG without
+ * reading past this library's struct. Other errors as fc_cache_new.
  */
 fc_cache_t fc_cache_new_with(const struct fc_cache_options *opts);
 
@@ -188,11 +193,15 @@ int fc_cache_stats(fc_cache_t cache, struct fc_cache_stats *out);
  * other flag is EINVAL. A file opened O_WRONLY can also be read through
  * its handle.
  *
+ * Only regular files are cached: a directory is EISDIR, anything else (a
+ * FIFO, a socket, a device) EINVAL, refused before it is opened (an
+ * open(2) of a FIFO would block until a writer came).
+ *
  * Returns the file's handle, or -1 with errno set: the error of open(2)
- * (ENOENT, EEXIST, EACCES, EISDIR, ...); EBADF (not a live cache
- * handle); EFAULT (NULL path); EINVAL (flags or mode: an unsupported flag,
- * O_EXCL without O_CREAT, O_CREAT or O_TRUNC without write access, O_TRUNC
- * with O_APPEND, mode bits beyond 07777).
+ * (ENOENT, EEXIST, EACCES, ...); EISDIR (a directory); EBADF (not a live
+ * cache handle); EFAULT (NULL path); EINVAL (not a regular file; flags or
+ * mode: an unsupported flag, O_EXCL without O_CREAT, O_CREAT or O_TRUNC
+ * without write access, O_TRUNC with O_APPEND, mode bits beyond 07777).
  */
 fc_file_t fc_open(fc_cache_t cache, const char *path, int flags, unsigned int mode);
 

@@ -11,10 +11,18 @@
 //! using it returns. Tables are sharded by handle, each shard behind its
 //! own lock, held only for a map operation (never while an object drops:
 //! a file's drop writes its dirty data back).
+//!
+//! Handles belong to the process that made them. A child of `fork()` has
+//! a copy of the tables but not the caches' threads, and a file's writes
+//! or close there would write the parent's file behind its back (its
+//! size as cached at the fork, its dirty data twice): every handle
+//! records the process that made it, and any use from another process is
+//! an `EBADF` that says so. The current process is known without a system
+//! call: a `pthread_atfork` handler updates it in each child.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
 use crate::error::{Error, Result};
 
@@ -24,11 +32,49 @@ const SHARDS: usize = 16;
 /// The next handle to give out, in any table (handles start at 1).
 static NEXT_HANDLE: AtomicI64 = AtomicI64::new(1);
 
+/// This process's id, set when the first handle is made and in each
+/// child of `fork()` by [`in_child`] (0 before the first handle).
+static PID: AtomicI32 = AtomicI32::new(0);
+
+/// The `pthread_atfork` child handler: the child's id.
+extern "C" fn in_child() {
+    // SAFETY: `getpid` has no preconditions (and is async-signal-safe, as
+    // a fork handler must be).
+    PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
+}
+
+/// This process's id, registering [`in_child`] the first time: `ENOMEM`
+/// if it cannot be registered (then no handle is made, since a child
+/// could not be told from its parent).
+fn this_process() -> Result<i32> {
+    static REGISTERED: OnceLock<i32> = OnceLock::new();
+    let r = *REGISTERED.get_or_init(|| {
+        in_child();
+        // SAFETY: `in_child` is a function of this library, which is
+        // never unloaded while its handles live (glibc's `pthread_atfork`
+        // also forgets the handlers of a library when it is unloaded).
+        unsafe { libc::pthread_atfork(None, None, Some(in_child)) }
+    });
+    if r != 0 {
+        return Err(Error::new(
+            r,
+            "foliocache: cannot register a fork handler (pthread_atfork)",
+        ));
+    }
+    Ok(PID.load(Ordering::Relaxed))
+}
+
+/// An object of a table and the process that made its handle.
+struct Entry<T> {
+    pid: i32,
+    object: Arc<T>,
+}
+
 /// A table of live handles to objects of one kind.
 pub(crate) struct Table<T> {
     /// What the objects are, for messages ("cache", "file").
     what: &'static str,
-    shards: [RwLock<BTreeMap<i64, Arc<T>>>; SHARDS],
+    shards: [RwLock<BTreeMap<i64, Entry<T>>>; SHARDS],
 }
 
 impl<T> Table<T> {
@@ -40,7 +86,7 @@ impl<T> Table<T> {
         }
     }
 
-    fn shard(&self, handle: i64) -> &RwLock<BTreeMap<i64, Arc<T>>> {
+    fn shard(&self, handle: i64) -> &RwLock<BTreeMap<i64, Entry<T>>> {
         &self.shards[handle.unsigned_abs() as usize % SHARDS]
     }
 
@@ -54,9 +100,31 @@ impl<T> Table<T> {
         )
     }
 
+    /// `EBADF` for a handle of process `pid` used in this one, its child.
+    fn forked(&self, handle: i64, pid: i32) -> Error {
+        Error::new(
+            libc::EBADF,
+            format!(
+                "foliocache: {} handle {handle} belongs to process {pid}: a child of fork() \
+                 cannot use its parent's handles (open its own)",
+                self.what
+            ),
+        )
+    }
+
+    /// The entry of `handle` found in the table, if it is this process's.
+    fn live<'a>(&self, handle: i64, entry: Option<&'a Entry<T>>) -> Result<&'a Entry<T>> {
+        match entry {
+            None => Err(self.bad(handle)),
+            Some(e) if e.pid != PID.load(Ordering::Relaxed) => Err(self.forked(handle, e.pid)),
+            Some(e) => Ok(e),
+        }
+    }
+
     /// Adds `object` to the table and returns its new handle (`EMFILE`
     /// once every handle has been given out).
     pub(crate) fn insert(&self, object: T) -> Result<i64> {
+        let pid = this_process()?;
         // Past `i64::MAX` the counter wraps to negative handles: refused
         // (2^63 handles later, which no process reaches).
         let handle = NEXT_HANDLE.fetch_add(1, Ordering::Relaxed);
@@ -66,29 +134,37 @@ impl<T> Table<T> {
         self.shard(handle)
             .write()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(handle, Arc::new(object));
+            .insert(
+                handle,
+                Entry {
+                    pid,
+                    object: Arc::new(object),
+                },
+            );
         Ok(handle)
     }
 
-    /// The object of `handle` (`EBADF` if it names none in this table).
+    /// The object of `handle` (`EBADF` if it names none in this table, or
+    /// one of another process).
     pub(crate) fn get(&self, handle: i64) -> Result<Arc<T>> {
-        self.shard(handle)
+        let shard = self
+            .shard(handle)
             .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&handle)
-            .cloned()
-            .ok_or_else(|| self.bad(handle))
+            .unwrap_or_else(PoisonError::into_inner);
+        Ok(self.live(handle, shard.get(&handle))?.object.clone())
     }
 
     /// Takes `handle` out of the table and returns its object, to drop
-    /// once the table's lock is released (`EBADF` if it names none).
+    /// once the table's lock is released (`EBADF` if it names none, or one
+    /// of another process: that stays, never dropped in this one).
     pub(crate) fn remove(&self, handle: i64) -> Result<Arc<T>> {
-        let object = self
+        let mut shard = self
             .shard(handle)
             .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&handle);
-        object.ok_or_else(|| self.bad(handle))
+            .unwrap_or_else(PoisonError::into_inner);
+        self.live(handle, shard.get(&handle))?;
+        let entry = shard.remove(&handle).ok_or_else(|| self.bad(handle))?;
+        Ok(entry.object)
     }
 }
 

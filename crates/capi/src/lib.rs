@@ -16,6 +16,7 @@
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, OsStr};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -262,6 +263,40 @@ const OPEN_FLAGS: c_int = libc::O_ACCMODE
     | libc::O_DIRECT
     | libc::O_LARGEFILE;
 
+/// Refuses what is at `path` unless it is a regular file (or nothing yet,
+/// for `O_CREAT` to make one): a directory is `EISDIR`, anything else
+/// (a FIFO, a socket, a device) `EINVAL`. Checked before the open, which
+/// on a FIFO would block until another process opened its other end.
+fn regular_file(path: &Path) -> Result<()> {
+    let kind = match std::fs::metadata(path) {
+        Ok(md) => md.file_type(),
+        // The open reports it (ENOENT, EACCES, ...), or creates the file.
+        Err(_) => return Ok(()),
+    };
+    if kind.is_file() {
+        return Ok(());
+    }
+    if kind.is_dir() {
+        return Err(Error::new(
+            libc::EISDIR,
+            format!("foliocache: {} is a directory", path.display()),
+        ));
+    }
+    let what = if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else {
+        "a character device"
+    };
+    Err(einval(format!(
+        "foliocache: {} is {what}: only regular files are cached",
+        path.display()
+    )))
+}
+
 /// Opens `path` under `cache` with `open(2)`'s flags and mode.
 fn open(cache: i64, path: &Path, flags: c_int, mode: c_uint) -> Result<i64> {
     if flags & !OPEN_FLAGS != 0 {
@@ -285,6 +320,7 @@ fn open(cache: i64, path: &Path, flags: c_int, mode: c_uint) -> Result<i64> {
         return Err(einval(format!("foliocache: an invalid mode {mode:#o}")));
     }
     let cache = CACHES.get(cache)?;
+    regular_file(path)?;
     let mut options = cache.open_options();
     options
         .read(read)

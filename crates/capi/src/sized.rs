@@ -3,7 +3,10 @@
 //! that either side may be built against an older or newer header (the
 //! kernel's `copy_struct_from_user` convention): the fields both know are
 //! exchanged, a field the caller lacks takes its default (zero), and a
-//! field the library lacks must be zero (else `E2BIG`).
+//! field the library lacks must be zero (else `E2BIG`). As the kernel's
+//! `openat2` and `clone3`, a size above a page is `E2BIG` before anything
+//! past the library's own struct is read: a garbage size (an uninitialised
+//! field) is an error, not a read of megabytes past the caller's struct.
 
 use std::mem::size_of;
 use std::ptr;
@@ -17,6 +20,10 @@ use crate::error::{Error, Result};
 /// has no padding, and every bit pattern of its bytes is a valid value
 /// (integers only), the default one being all zeros.
 pub(crate) unsafe trait SizedStruct: Copy + Default {}
+
+/// The largest struct size accepted (a page, as the kernel's limit for
+/// `openat2`'s and `clone3`'s structs); above it, `E2BIG`.
+const MAX_SIZE: usize = 4096;
 
 /// Checks a pointer from C and reads the size its struct begins with.
 ///
@@ -70,6 +77,12 @@ pub(crate) unsafe fn read_in<T: SizedStruct>(src: *const T) -> Result<T> {
         )
     };
     if size > ours {
+        if size > MAX_SIZE {
+            return Err(Error::new(
+                libc::E2BIG,
+                format!("foliocache: a struct size of {size} bytes (more than a page)"),
+            ));
+        }
         // SAFETY: `src` is readable for `size` bytes (the caller's
         // promise), of which these are the last `size - ours`.
         let tail = unsafe { std::slice::from_raw_parts(src.cast::<u8>().add(ours), size - ours) };

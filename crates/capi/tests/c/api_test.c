@@ -18,29 +18,7 @@
 #include <unistd.h>
 
 #include "foliocache.h"
-
-static int failures;
-
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s (errno %d, last error: %s)\n", \
-                    __FILE__, __LINE__, #cond, errno, fc_last_error());               \
-            failures++;                                                               \
-        }                                                                             \
-    } while (0)
-
-/* `call` fails with -1 and errno `err`. */
-#define CHECK_ERR(call, err)                                                       \
-    do {                                                                           \
-        errno = 0;                                                                 \
-        long long r_ = (long long)(call);                                          \
-        if (r_ != -1 || errno != (err)) {                                          \
-            fprintf(stderr, "%s:%d: %s returned %lld, errno %d (%s), wanted %s\n", \
-                    __FILE__, __LINE__, #call, r_, errno, strerror(errno), #err);  \
-            failures++;                                                            \
-        }                                                                          \
-    } while (0)
+#include "check.h"
 
 static char path_buf[4096];
 

@@ -1,0 +1,158 @@
+/*
+ * Misuse the C API must refuse, as the kernel refuses it: run by
+ * tests/it/c_api.rs as `misuse_test DIR` (DIR: an empty temporary
+ * directory). Exits 0 when every check passes; otherwise prints each
+ * failing check and exits 1. An alarm kills it if a call blocks.
+ */
+#define _DEFAULT_SOURCE
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "foliocache.h"
+#include "check.h"
+
+static char path_buf[4096];
+
+static const char *path_in(const char *dir, const char *name) {
+    snprintf(path_buf, sizeof path_buf, "%s/%s", dir, name);
+    return path_buf;
+}
+
+/* A cache of 1 MiB with no pressure watcher, from options at `o`. */
+static fc_cache_t small_cache(struct fc_cache_options *o) {
+    o->capacity = 1 << 20;
+    o->flags = FC_CACHE_NO_PRESSURE;
+    return fc_cache_new_with(o);
+}
+
+/* A struct size above a page is E2BIG without a read past the struct:
+ * the struct ends a page followed by an inaccessible one. */
+static void test_struct_size(void) {
+    long page = sysconf(_SC_PAGESIZE);
+    unsigned char *map = mmap(NULL, 2 * (size_t)page, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(map != MAP_FAILED);
+    if (map == MAP_FAILED) {
+        return;
+    }
+    CHECK(mprotect(map + page, (size_t)page, PROT_NONE) == 0);
+    struct fc_cache_options *o =
+        (struct fc_cache_options *)(map + page - sizeof(struct fc_cache_options));
+    memset(o, 0, sizeof *o);
+    o->size = 2 * (uint32_t)page;
+    CHECK_ERR(small_cache(o), E2BIG);
+    o->size = UINT32_MAX;
+    CHECK_ERR(small_cache(o), E2BIG);
+    /* Its own size, at the very end of the page, is read and no further. */
+    o->size = sizeof *o;
+    fc_cache_t cache = small_cache(o);
+    CHECK(cache > 0);
+    CHECK(fc_cache_destroy(cache) == 0);
+    /* A page-sized struct from a newer header: zeros are fine, a nonzero
+     * byte at its end is a field this library does not know. */
+    o = (struct fc_cache_options *)map;
+    memset(map, 0, (size_t)page);
+    o->size = (uint32_t)page;
+    cache = small_cache(o);
+    CHECK(cache > 0);
+    CHECK(fc_cache_destroy(cache) == 0);
+    map[page - 1] = 1;
+    CHECK_ERR(small_cache(o), E2BIG);
+    munmap(map, 2 * (size_t)page);
+}
+
+/* Only regular files: a FIFO is refused at once (open(2) of one would
+ * block until a writer came), a directory is EISDIR. */
+static void test_special_files(fc_cache_t cache, const char *dir) {
+    CHECK(mkfifo(path_in(dir, "fifo"), 0644) == 0);
+    CHECK_ERR(fc_open(cache, path_in(dir, "fifo"), O_RDONLY, 0), EINVAL);
+    CHECK(strstr(fc_last_error(), "FIFO") != NULL);
+    CHECK_ERR(fc_open(cache, path_in(dir, "fifo"), O_WRONLY, 0), EINVAL);
+    CHECK_ERR(fc_open(cache, path_in(dir, "fifo"), O_RDWR | O_CREAT, 0644), EINVAL);
+    CHECK_ERR(fc_open(cache, dir, O_RDONLY, 0), EISDIR);
+    CHECK_ERR(fc_open(cache, dir, O_RDWR, 0), EISDIR);
+    CHECK_ERR(fc_open(cache, "/dev/null", O_RDWR, 0), EINVAL);
+}
+
+/* A child of fork() gets a clear error from the parent's handles, and
+ * its calls change nothing of the parent's file; its own work. */
+static void test_fork(fc_cache_t cache, const char *dir) {
+    fc_file_t f = fc_open(cache, path_in(dir, "forked"), O_RDWR | O_CREAT, 0644);
+    CHECK(f > 0);
+    static char data[8192];
+    memset(data, 'p', sizeof data);
+    CHECK(fc_pwrite(f, data, sizeof data, 0) == (ssize_t)sizeof data);
+    CHECK(fc_fsync(f) == 0);
+    CHECK(fc_pwrite(f, "dirty", 5, sizeof data) == 5); /* dirty at fork */
+    fflush(NULL);
+    pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+        alarm(60); /* the parent's alarm is not inherited */
+        char b[4];
+        CHECK_ERR(fc_pread(f, b, sizeof b, 0), EBADF);
+        CHECK(strstr(fc_last_error(), "fork") != NULL);
+        CHECK_ERR(fc_pwrite(f, "c", 1, 0), EBADF);
+        CHECK_ERR(fc_ftruncate(f, 0), EBADF);
+        CHECK_ERR(fc_fsync(f), EBADF);
+        CHECK_ERR(fc_size(f), EBADF);
+        CHECK_ERR(fc_close(f), EBADF);
+        CHECK_ERR(fc_cache_sync_all(cache), EBADF);
+        CHECK_ERR(fc_cache_destroy(cache), EBADF);
+        /* The child's own caches and files work. */
+        struct fc_cache_options o = FC_CACHE_OPTIONS_INIT;
+        fc_cache_t mine = small_cache(&o);
+        CHECK(mine > 0);
+        fc_file_t g = fc_open(mine, path_in(dir, "child"), O_RDWR | O_CREAT, 0644);
+        CHECK(g > 0);
+        CHECK(fc_pwrite(g, "c", 1, 0) == 1);
+        CHECK(fc_close(g) == 0);
+        CHECK(fc_cache_destroy(mine) == 0);
+        _exit(failures ? 1 : 0);
+    }
+    int status = 0;
+    CHECK(waitpid(child, &status, 0) == child);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    /* The parent's file is as the parent left it. */
+    CHECK(fc_size(f) == (int64_t)sizeof data + 5);
+    char b[5];
+    CHECK(fc_pread(f, b, 5, sizeof data) == 5 && memcmp(b, "dirty", 5) == 0);
+    CHECK(fc_close(f) == 0);
+    struct stat st;
+    CHECK(stat(path_in(dir, "forked"), &st) == 0 && st.st_size == (off_t)sizeof data + 5);
+    CHECK(stat(path_in(dir, "child"), &st) == 0 && st.st_size == 1);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s DIR\n", argv[0]);
+        return 2;
+    }
+    const char *dir = argv[1];
+    alarm(60);
+    test_struct_size();
+    struct fc_cache_options o = FC_CACHE_OPTIONS_INIT;
+    fc_cache_t cache = small_cache(&o);
+    CHECK(cache > 0);
+    if (cache <= 0) {
+        return 1;
+    }
+    test_special_files(cache, dir);
+    test_fork(cache, dir);
+    CHECK(fc_cache_destroy(cache) == 0);
+    if (failures) {
+        fprintf(stderr, "%d checks failed\n", failures);
+        return 1;
+    }
+    printf("all checks passed\n");
+    return 0;
+}
