@@ -191,7 +191,11 @@ int fc_cache_stats(fc_cache_t cache, struct fc_cache_stats *out);
  * write goes to the end of the file); O_CLOEXEC, O_DIRECT and O_LARGEFILE
  * are accepted and change nothing (the library always uses them). Any
  * other flag is EINVAL. A file opened O_WRONLY can also be read through
- * its handle.
+ * its handle, if the caller may read it; O_WRONLY needs no read permission
+ * (as open(2)'s), but then the cache cannot read the file: reads fail with
+ * EBADF, and so does a write into part of a 4 KiB block that is neither
+ * cached nor past the end of the file (whole blocks, appends and a file
+ * being written from empty work).
  *
  * Only regular files are cached: a directory is EISDIR, anything else (a
  * FIFO, a socket, a device) EINVAL, refused before it is opened (an

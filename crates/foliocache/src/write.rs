@@ -140,7 +140,10 @@ impl OpenOptions {
     /// Opens `path` with these options. The file is opened with `O_DIRECT`
     /// (with the buffered fallback where the filesystem refuses it) and,
     /// when writable, for reading too: the cache reads the rest of a folio
-    /// a write covers only in part.
+    /// a write covers only in part. Write-only options on a file the
+    /// caller may not read open it write-only: then reads, and writes
+    /// into part of a block that is neither cached nor past the end of
+    /// the file, fail with the backing's `EBADF`.
     ///
     /// # Errors
     /// `InvalidInput` for a combination `std::fs::OpenOptions` refuses
@@ -174,7 +177,16 @@ impl OpenOptions {
             .create_new(self.create_new)
             .truncate(self.truncate)
             .mode(self.mode);
-        let file = self.cache.open_path(path, &opts, writable, self.truncate)?;
+        let file = match self.cache.open_path(path, &opts, writable, self.truncate) {
+            // Write-only access, as `open(2)`'s `O_WRONLY`, needs no read
+            // permission: without it the backing is opened write-only, and
+            // a write into part of a block neither cached nor past the end
+            // fails (`EBADF`: the cache cannot read the rest of the block).
+            Err(e) if !self.read && e.kind() == io::ErrorKind::PermissionDenied => self
+                .cache
+                .open_path(path, &opts.read(false), writable, self.truncate)?,
+            r => r?,
+        };
         Ok(file.with_access(writable, self.append))
     }
 }

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,6 +97,7 @@ static void test_fork(fc_cache_t cache, const char *dir) {
     fflush(NULL);
     pid_t child = fork();
     CHECK(child >= 0);
+    int before = failures;
     if (child == 0) {
         alarm(60); /* the parent's alarm is not inherited */
         char b[4];
@@ -117,7 +119,7 @@ static void test_fork(fc_cache_t cache, const char *dir) {
         CHECK(fc_pwrite(g, "c", 1, 0) == 1);
         CHECK(fc_close(g) == 0);
         CHECK(fc_cache_destroy(mine) == 0);
-        _exit(failures ? 1 : 0);
+        _exit(failures > before);
     }
     int status = 0;
     CHECK(waitpid(child, &status, 0) == child);
@@ -130,6 +132,74 @@ static void test_fork(fc_cache_t cache, const char *dir) {
     struct stat st;
     CHECK(stat(path_in(dir, "forked"), &st) == 0 && st.st_size == (off_t)sizeof data + 5);
     CHECK(stat(path_in(dir, "child"), &st) == 0 && st.st_size == 1);
+}
+
+/* The uid and gid of nobody, to drop root's permission bypass. */
+#define NOBODY 65534
+
+/* O_WRONLY needs no read permission, as open(2)'s: run as a user who may
+ * write the file and not read it (root reads anything, so as root the
+ * check runs in a child as nobody). Whole blocks and writes past the end
+ * work; a write into part of a block neither cached nor past the end
+ * (which the cache would have to read) fails, leaving the file as it was. */
+static void test_write_only(const char *dir) {
+    char sub[4096], path[4096];
+    snprintf(sub, sizeof sub, "%s/wo", dir);
+    snprintf(path, sizeof path, "%s/wo/file", dir);
+    CHECK(chmod(dir, 0711) == 0 && mkdir(sub, 0700) == 0);
+    static char block[4096];
+    memset(block, 'a', sizeof block);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0200);
+    CHECK(fd >= 0 && write(fd, block, sizeof block) == (ssize_t)sizeof block);
+    CHECK(write(fd, block, sizeof block) == (ssize_t)sizeof block);
+    close(fd);
+    int root = geteuid() == 0;
+    if (root) {
+        CHECK(chown(sub, NOBODY, NOBODY) == 0 && chown(path, NOBODY, NOBODY) == 0);
+    }
+    fflush(NULL);
+    pid_t child = root ? fork() : 0;
+    CHECK(child >= 0);
+    int before = failures;
+    if (child == 0) {
+        if (root) {
+            alarm(60);
+            CHECK(setgroups(0, NULL) == 0 && setgid(NOBODY) == 0 && setuid(NOBODY) == 0);
+        }
+        CHECK_ERR(open(path, O_RDONLY), EACCES); /* what is under test */
+        struct fc_cache_options o = FC_CACHE_OPTIONS_INIT;
+        fc_cache_t cache = small_cache(&o);
+        CHECK(cache > 0);
+        CHECK_ERR(fc_open(cache, path, O_RDWR, 0), EACCES);
+        fc_file_t f = fc_open(cache, path, O_WRONLY, 0);
+        CHECK(f > 0);
+        memset(block, 'b', sizeof block);
+        CHECK(fc_pwrite(f, block, sizeof block, sizeof block) == (ssize_t)sizeof block);
+        CHECK(fc_pwrite(f, "tail", 4, 2 * sizeof block) == 4);
+        CHECK(fc_pwrite(f, "B", 1, sizeof block + 1) == 1); /* cached */
+        CHECK_ERR(fc_pwrite(f, "x", 1, 1), EBADF); /* would need a read */
+        char b[1];
+        CHECK_ERR(fc_pread(f, b, 1, 0), EBADF);
+        CHECK(fc_fsync(f) == 0);
+        CHECK(fc_close(f) == 0);
+        CHECK(fc_cache_destroy(cache) == 0);
+        if (root) {
+            _exit(failures > before);
+        }
+    } else {
+        int status = 0;
+        CHECK(waitpid(child, &status, 0) == child);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    /* The file, as plain calls see it (as root, or after a chmod). */
+    CHECK(chmod(path, 0600) == 0);
+    static char got[2 * 4096 + 8];
+    fd = open(path, O_RDONLY);
+    CHECK(fd >= 0 && read(fd, got, sizeof got) == 2 * 4096 + 4);
+    close(fd);
+    CHECK(got[0] == 'a' && got[1] == 'a' && got[4095] == 'a');
+    CHECK(got[4096] == 'b' && got[4097] == 'B' && got[8191] == 'b');
+    CHECK(memcmp(got + 8192, "tail", 4) == 0);
 }
 
 int main(int argc, char **argv) {
@@ -148,6 +218,7 @@ int main(int argc, char **argv) {
     }
     test_special_files(cache, dir);
     test_fork(cache, dir);
+    test_write_only(dir);
     CHECK(fc_cache_destroy(cache) == 0);
     if (failures) {
         fprintf(stderr, "%d checks failed\n", failures);
