@@ -32,8 +32,10 @@
  *   and power loss lose).
  * - Handles belong to the process that made them: in a child of fork(),
  *   every call on a handle of its parent fails with EBADF (and changes
- *   nothing: the parent's files stay as the parent has them); the child
- *   may build caches and open files of its own.
+ *   nothing: the parent's files stay as the parent has them). A child of
+ *   a process that made a cache cannot make caches either (EPERM: the
+ *   parent's cache threads may have held the library's locks at the
+ *   fork); it may exec a program that does.
  */
 #ifndef FOLIOCACHE_H
 #define FOLIOCACHE_H
@@ -104,7 +106,8 @@ struct fc_cache_options {
  * Also starts the cache's flusher thread (and its memory-pressure watcher).
  *
  * Returns the cache's handle, or -1 with errno set:
- * EINVAL a capacity under one page; ENOMEM a capacity above what the
+ * EINVAL a capacity under one page; EPERM in a child of fork() made after
+ * this library made a cache; ENOMEM a capacity above what the
  * process may use (its cgroup's limit, the machine's available memory) or
  * a refused mapping; EMFILE no handles left.
  */

@@ -18,10 +18,13 @@
 //! size as cached at the fork, its dirty data twice): every handle
 //! records the process that made it, and any use from another process is
 //! an `EBADF` that says so. The current process is known without a system
-//! call: a `pthread_atfork` handler updates it in each child.
+//! call: a `pthread_atfork` handler updates it in each child. The tables'
+//! locks are taken around each fork, so that the child finds none held.
 
+use std::any::Any;
+use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
 use crate::error::{Error, Result};
@@ -33,35 +36,98 @@ const SHARDS: usize = 16;
 static NEXT_HANDLE: AtomicI64 = AtomicI64::new(1);
 
 /// This process's id, set when the first handle is made and in each
-/// child of `fork()` by [`in_child`] (0 before the first handle).
+/// child of `fork()` by [`after_fork_in_child`] (0 before the first
+/// handle).
 static PID: AtomicI32 = AtomicI32::new(0);
 
-/// The `pthread_atfork` child handler: the child's id.
-extern "C" fn in_child() {
-    // SAFETY: `getpid` has no preconditions (and is async-signal-safe, as
-    // a fork handler must be).
-    PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
+/// This process's id, from [`PID`].
+fn this_process() -> i32 {
+    match PID.load(Ordering::Relaxed) {
+        0 => {
+            // SAFETY: `getpid` has no preconditions.
+            let pid = unsafe { libc::getpid() };
+            PID.store(pid, Ordering::Relaxed);
+            pid
+        }
+        pid => pid,
+    }
 }
 
-/// This process's id, registering [`in_child`] the first time: `ENOMEM`
-/// if it cannot be registered (then no handle is made, since a child
-/// could not be told from its parent).
-fn this_process() -> Result<i32> {
+thread_local! {
+    /// The shard locks a fork's `prepare` handler took, which its parent
+    /// and child handlers release: they run in the forking thread, and
+    /// the child's one thread is a copy of it.
+    static FORK_GUARDS: RefCell<Vec<Box<dyn Any>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The parent's fork handler: releases the tables' locks.
+extern "C" fn after_fork_in_parent() {
+    // (During the thread's exit the guards are gone already.)
+    let _ = FORK_GUARDS.try_with(|g| g.borrow_mut().clear());
+}
+
+/// Whether this process is a child of `fork()` made after this library
+/// made a cache (set by [`after_fork_in_child`]).
+static FORKED: AtomicBool = AtomicBool::new(false);
+
+/// The child's fork handler: records its pid and that it is a child, and
+/// releases the tables' locks (a futex word each: no other lock is needed
+/// to release them).
+extern "C" fn after_fork_in_child() {
+    // SAFETY: `getpid` has no preconditions.
+    PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
+    FORKED.store(true, Ordering::Relaxed);
+    after_fork_in_parent();
+}
+
+/// `EPERM` in a child of `fork()` made after this library made a cache:
+/// the parent's cache threads may have held locks of the library's
+/// (parking_lot's, the allocator's of the arena) at the fork, which stay
+/// held in the child, so a cache made there could hang. POSIX allows a
+/// child of a multithreaded process only async-signal-safe calls until it
+/// execs; the parent's handles are refused anyway ([`Table::get`]).
+pub(crate) fn check_not_forked() -> Result<()> {
+    if FORKED.load(Ordering::Relaxed) {
+        return Err(Error::new(
+            libc::EPERM,
+            format!(
+                "foliocache: process {} is a child of fork() made after its parent made a cache: \
+                 it cannot make caches (exec, or make them before any cache is made)",
+                this_process()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Registers the fork handlers, once: `prepare`, which locks every table
+/// ([`Table::lock_for_fork`]) so that no other thread holds a table's lock
+/// when the child is made (the child would wait for it forever), and this
+/// module's parent and child handlers. `ENOMEM` if they cannot be
+/// registered (then no cache is made, since a child could not be told from
+/// its parent).
+pub(crate) fn at_fork(prepare: extern "C" fn()) -> Result<()> {
     static REGISTERED: OnceLock<i32> = OnceLock::new();
     let r = *REGISTERED.get_or_init(|| {
-        in_child();
-        // SAFETY: `in_child` is a function of this library, which is
+        this_process();
+        // SAFETY: the handlers are functions of this library, which is
         // never unloaded while its handles live (glibc's `pthread_atfork`
         // also forgets the handlers of a library when it is unloaded).
-        unsafe { libc::pthread_atfork(None, None, Some(in_child)) }
+        unsafe {
+            libc::pthread_atfork(
+                Some(prepare),
+                Some(after_fork_in_parent),
+                Some(after_fork_in_child),
+            )
+        }
     });
     if r != 0 {
         return Err(Error::new(
             r,
-            "foliocache: cannot register a fork handler (pthread_atfork)",
+            "foliocache: cannot register the fork handlers (pthread_atfork)",
         ));
     }
-    Ok(PID.load(Ordering::Relaxed))
+    Ok(())
 }
 
 /// An object of a table and the process that made its handle.
@@ -121,10 +187,23 @@ impl<T> Table<T> {
         }
     }
 
+    /// Before a fork (the `prepare` handler of [`at_fork`]): takes the
+    /// lock of every shard, in order, until the fork's parent and child
+    /// handlers release them.
+    pub(crate) fn lock_for_fork(&'static self)
+    where
+        T: 'static,
+    {
+        for shard in &self.shards {
+            let guard = shard.write().unwrap_or_else(PoisonError::into_inner);
+            let _ = FORK_GUARDS.try_with(|g| g.borrow_mut().push(Box::new(guard)));
+        }
+    }
+
     /// Adds `object` to the table and returns its new handle (`EMFILE`
     /// once every handle has been given out).
     pub(crate) fn insert(&self, object: T) -> Result<i64> {
-        let pid = this_process()?;
+        let pid = this_process();
         // Past `i64::MAX` the counter wraps to negative handles: refused
         // (2^63 handles later, which no process reaches).
         let handle = NEXT_HANDLE.fetch_add(1, Ordering::Relaxed);

@@ -159,8 +159,17 @@ fn option(
     Ok(set(builder, bytes))
 }
 
+/// Before a fork: takes every table's locks (`handle::at_fork`).
+extern "C" fn lock_tables_for_fork() {
+    CACHES.lock_for_fork();
+    FILES.lock_for_fork();
+}
+
 /// Builds a cache from options and gives it a handle.
 fn new_cache(o: &CacheOptions) -> Result<i64> {
+    handle::check_not_forked()?;
+    // Before the first handle: every other is opened through a cache.
+    handle::at_fork(lock_tables_for_fork)?;
     if o.flags & !FC_CACHE_FLAGS != 0 {
         return Err(einval(format!(
             "foliocache: unknown cache flags {:#x}",
