@@ -20,13 +20,6 @@
 #include "foliocache.h"
 #include "check.h"
 
-static char path_buf[4096];
-
-static const char *path_in(const char *dir, const char *name) {
-    snprintf(path_buf, sizeof path_buf, "%s/%s", dir, name);
-    return path_buf;
-}
-
 /* The expected content of the file under test, and its size. */
 static unsigned char model[2 << 20];
 static int64_t model_size;
@@ -373,10 +366,5 @@ int main(int argc, char **argv) {
     CHECK(fc_pread(f, b, sizeof b, 0) == (ssize_t)sizeof b);
     CHECK(fc_close(f) == 0);
 
-    if (failures) {
-        fprintf(stderr, "%d checks failed\n", failures);
-        return 1;
-    }
-    printf("all checks passed\n");
-    return 0;
+    return finish();
 }

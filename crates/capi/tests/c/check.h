@@ -1,6 +1,7 @@
 /*
- * The checks of the C tests: CHECK(cond) and CHECK_ERR(call, errno) print
- * what failed and count it in `failures`; a program exits 1 if any did.
+ * What the C tests share: CHECK(cond) and CHECK_ERR(call, errno) print
+ * what failed and count it in `failures`; finish() is a program's exit
+ * status (1 if any did); path_in(dir, name) joins a path.
  * Include after <errno.h>, <stdio.h>, <string.h> and "foliocache.h".
  */
 #ifndef CHECK_H
@@ -28,5 +29,23 @@ static int failures;
             failures++;                                                            \
         }                                                                          \
     } while (0)
+
+/* DIR/NAME, in a buffer the next call reuses. */
+static char path_buf[4096];
+
+static const char *path_in(const char *dir, const char *name) {
+    snprintf(path_buf, sizeof path_buf, "%s/%s", dir, name);
+    return path_buf;
+}
+
+/* Says how many checks failed, if any: the program's exit status. */
+static int finish(void) {
+    if (failures) {
+        fprintf(stderr, "%d checks failed\n", failures);
+        return 1;
+    }
+    printf("all checks passed\n");
+    return 0;
+}
 
 #endif /* CHECK_H */

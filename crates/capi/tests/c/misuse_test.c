@@ -22,13 +22,6 @@
 #include "foliocache.h"
 #include "check.h"
 
-static char path_buf[4096];
-
-static const char *path_in(const char *dir, const char *name) {
-    snprintf(path_buf, sizeof path_buf, "%s/%s", dir, name);
-    return path_buf;
-}
-
 /* A cache of 1 MiB with no pressure watcher, from options at `o`. */
 static fc_cache_t small_cache(struct fc_cache_options *o) {
     o->capacity = 1 << 20;
@@ -278,10 +271,5 @@ int main(int argc, char **argv) {
     test_fork(cache, dir);
     test_fork_while_busy(cache, dir);
     CHECK(fc_cache_destroy(cache) == 0);
-    if (failures) {
-        fprintf(stderr, "%d checks failed\n", failures);
-        return 1;
-    }
-    printf("all checks passed\n");
-    return 0;
+    return finish();
 }
