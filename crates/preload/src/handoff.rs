@@ -11,7 +11,8 @@ use libc::{off_t, pid_t, FILE};
 
 use crate::real::real;
 use crate::state::{
-    hand_all_to_kernel, hand_stream, hand_to_kernel, lookup, release_stream, write_back_all,
+    hand_all_to_kernel, hand_path, hand_stream, hand_to_kernel, lookup, prepare_fork,
+    release_stream, write_back_all,
 };
 
 /// `mmap(2)`: a mapping of a served file hands the file to the kernel
@@ -63,7 +64,9 @@ fn stream(f: *mut FILE) -> *mut FILE {
     f
 }
 
-/// `fopen(3)`: see [`stream`].
+/// `fopen(3)`: a file the cache serves is handed to the kernel before the
+/// open (`state::hand_path`: its dirty data must not land after a
+/// truncating mode's cut); then see [`stream`].
 ///
 /// # Safety
 /// As `fopen(3)`.
@@ -71,11 +74,12 @@ fn stream(f: *mut FILE) -> *mut FILE {
 pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut FILE {
     // SAFETY: the caller's promise, passed on.
     stream(unsafe {
+        hand_path(path);
         real!(fopen: unsafe extern "C" fn(*const c_char, *const c_char) -> *mut FILE)(path, mode)
     })
 }
 
-/// `freopen(3)`: see [`stream`].
+/// `freopen(3)`: as [`fopen`].
 ///
 /// # Safety
 /// As `freopen(3)`.
@@ -87,6 +91,7 @@ pub unsafe extern "C" fn freopen(
 ) -> *mut FILE {
     // SAFETY: the caller's promise, passed on.
     stream(unsafe {
+        hand_path(path);
         real!(freopen: unsafe extern "C" fn(*const c_char, *const c_char, *mut FILE) -> *mut FILE)(
             path, mode, f,
         )
@@ -249,9 +254,23 @@ crate::after! { write_back_all() =>
     fn popen(command: *const c_char, mode: *const c_char) -> *mut FILE;
 }
 
-/// `fork`'s prepare handler: a child sees every byte written back.
+/// `fork`'s prepare handler: a child sees every byte written back, and
+/// the files it could write are the kernel's (`state::prepare_fork`).
 extern "C" fn before_fork() {
-    write_back_all();
+    prepare_fork();
+}
+
+/// `vfork(2)`: a `fork`. A child of `vfork` shares the parent's memory,
+/// and with it the table: a close in it would take the parent's entries
+/// (and run the parent's close of its files), an `exec` would turn the
+/// library off in the parent. A `fork` child has its own copy and passes
+/// through; POSIX allows a `vfork` to be a `fork` (a child of `vfork`
+/// may only call `_exit` or an `exec`, which behave the same in both).
+#[no_mangle]
+pub extern "C" fn vfork() -> pid_t {
+    // SAFETY: no arguments; the C library's `fork`, which runs the
+    // handlers `register` installs.
+    unsafe { libc::fork() }
 }
 
 /// `fork`'s child handler: the child passes through (the cache's threads

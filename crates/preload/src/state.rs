@@ -355,17 +355,22 @@ pub(crate) fn dup_entry(from: Option<Arc<Desc>>, to: c_int) {
 }
 
 /// Forgets `fd` (before it is closed); its description goes when its last
-/// fd does, writing the file back if it was the file's last.
+/// fd does, writing the file back if it was the file's last. Nothing
+/// while passing through: in a child of `fork` the table is the parent's
+/// copy, and closing its files there would run the parent's close (set
+/// the file's size to the one cached at the fork, take locks the parent's
+/// threads held).
 pub(crate) fn forget(fd: c_int) {
-    if fd < 0 || TABLE.count.load(Ordering::Acquire) == 0 {
+    if fd < 0 || passing_through() || TABLE.count.load(Ordering::Acquire) == 0 {
         return;
     }
     dup_entry(None, fd);
 }
 
-/// Forgets every fd in `first..=last` (`close_range`, `closefrom`).
+/// Forgets every fd in `first..=last` (`close_range`, `closefrom`);
+/// nothing while passing through, as [`forget`].
 pub(crate) fn forget_range(first: c_int, last: c_int) {
-    if TABLE.count.load(Ordering::Acquire) == 0 {
+    if passing_through() || TABLE.count.load(Ordering::Acquire) == 0 {
         return;
     }
     let taken = TABLE.take(|fd, _| (first..=last).contains(&fd));
@@ -587,6 +592,30 @@ pub(crate) fn write_back_all() {
     });
 }
 
+/// Before `fork`: a child could write through any fd it inherits, so
+/// every file with a description open for writing is handed to the
+/// kernel for good (the parent's fds of it are plain from then on, and a
+/// write or close by the child is one on the shared open file
+/// description, as without the library); the rest is written back with
+/// the positions set ([`write_back_all`]).
+pub(crate) fn prepare_fork() {
+    if passing_through() {
+        return;
+    }
+    let writable = inside(Vec::new(), || {
+        let descs = TABLE.descs();
+        Ok(descs
+            .iter()
+            .filter(|(_, d)| d.writable)
+            .map(|(_, d)| d.key)
+            .collect::<Vec<_>>())
+    });
+    for key in writable {
+        hand_to_kernel(key);
+    }
+    write_back_all();
+}
+
 /// Hands every file to the kernel and turns the library off: at exit and
 /// before an `exec`. Each fd's kernel position is set to the program's,
 /// then the descriptions go, and the last handle of each file writes it
@@ -618,6 +647,38 @@ pub(crate) fn cached_size(key: (u64, u64)) -> Option<u64> {
     Some(inside(0, || Ok(desc.file.len())))
 }
 
+/// The path of a file the cache serves, and the file's key; `None` for
+/// any other path.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string, unchanged for `'a`.
+unsafe fn served_path<'a>(path: *const std::ffi::c_char) -> Option<(&'a Path, (u64, u64))> {
+    if path.is_null() || passing_through() || TABLE.count.load(Ordering::Acquire) == 0 {
+        return None;
+    }
+    // SAFETY: the caller's promise.
+    let path = Path::new(std::ffi::OsStr::from_bytes(
+        unsafe { std::ffi::CStr::from_ptr(path) }.to_bytes(),
+    ));
+    let st = inside(None, || Ok(rustix::fs::stat(path).ok()))?;
+    let key = (st.st_dev, st.st_ino);
+    cached_size(key)?;
+    Some((path, key))
+}
+
+/// Before a stream is opened on `path` (`fopen`, `freopen`): a file the
+/// cache serves is handed to the kernel first, so its dirty data is
+/// written back before the open (which may truncate it), never after.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string.
+pub(crate) unsafe fn hand_path(path: *const std::ffi::c_char) {
+    // SAFETY: the caller's promise.
+    if let Some((_, key)) = unsafe { served_path(path) } {
+        hand_to_kernel(key);
+    }
+}
+
 /// `truncate` of a path whose file the cache serves: through the cache (a
 /// writable handle opened on the path, sharing the file's cached data).
 /// `None` when the cache does not serve the file.
@@ -628,15 +689,8 @@ pub(crate) unsafe fn truncate_served(
     path: *const std::ffi::c_char,
     length: libc::off_t,
 ) -> Option<c_int> {
-    if path.is_null() || passing_through() || TABLE.count.load(Ordering::Acquire) == 0 {
-        return None;
-    }
     // SAFETY: the caller's promise.
-    let path = Path::new(std::ffi::OsStr::from_bytes(
-        unsafe { std::ffi::CStr::from_ptr(path) }.to_bytes(),
-    ));
-    let st = inside(None, || Ok(rustix::fs::stat(path).ok()))?;
-    cached_size((st.st_dev, st.st_ino))?;
+    let (path, _) = unsafe { served_path(path) }?;
     let cache = built_cache()?;
     Some(inside(-1, || {
         let len = u64::try_from(length).map_err(|_| err(libc::EINVAL))?;

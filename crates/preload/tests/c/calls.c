@@ -474,6 +474,19 @@ static void test_stdio(void) {
     fd = open(r, O_RDONLY);
     CHECK(fd >= 0 && !served(fd));
     close(fd);
+
+    /* fopen "w" of a file with dirty data in the cache: the stream's
+     * truncation holds (the data is written back before the open, not
+     * after it). */
+    const char *w = path_of("fopen-truncates.bin");
+    unsigned char big[8192];
+    fill(big, 8, 0, sizeof big);
+    fd = open(w, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    CHECK(served(fd) && write(fd, big, sizeof big) == sizeof big);
+    f = fopen(w, "w");
+    CHECK(f != NULL && !served(fd) && fputs("x", f) >= 0 && fclose(f) == 0);
+    CHECK(kernel_size(w) == 1 && fsize(fd) == 1);
+    close(fd);
 }
 
 /* mmap: the file goes to the kernel, written back first. */
@@ -517,9 +530,70 @@ static void test_fork(void) {
     }
     int status;
     CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    /* The parent keeps its cache and its own position. */
-    CHECK(served(fd) && lseek(fd, 0, SEEK_CUR) == 7);
+    /* The child could write through the fd it inherited: the file is the
+     * kernel's in the parent from the fork on, and the position is the
+     * one the child moved, shared as an open file description's. */
+    CHECK(!served(fd) && lseek(fd, 0, SEEK_CUR) == 11);
     close(fd);
+}
+
+/* A child of fork that writes to an inherited served fd and closes it (by
+ * close, dup2 over it, or close_range) runs no close of the parent's
+ * cache: the file holds the parent's writes and the child's, as with the
+ * kernel alone. A read-only fd stays served in the parent. */
+static void test_fork_child_closes(void) {
+    static const char *const how[] = {"close", "dup2", "close_range"};
+    for (int i = 0; i < 3; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "fork-log.%s.bin", how[i]);
+        const char *p = path_of(name);
+        int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+        CHECK(served(fd) && write(fd, "p\n", 2) == 2);
+        int ro = open(p, O_RDONLY);
+        CHECK(served(ro));
+        pid_t pid = fork();
+        if (pid == 0) {
+            int bad = write(fd, "c\n", 2) != 2;
+            if (i == 0)
+                bad |= close(fd) != 0;
+            else if (i == 1)
+                bad |= dup2(2, fd) != fd;
+            else
+                bad |= close_range(3, ~0U, 0) != 0;
+            _exit(bad);
+        }
+        int status;
+        CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        CHECK(write(fd, "P\n", 2) == 2);
+        CHECK(close(fd) == 0);
+        char got[16] = {0};
+        CHECK(kernel_size(p) == 6 && kernel_pread(p, got, sizeof got, 0) == 6 &&
+              memcmp(got, "p\nc\nP\n", 6) == 0);
+        CHECK(fsize(ro) == 6);
+        close(ro);
+    }
+}
+
+/* vfork: a child that closes every fd leaves the parent's table as it
+ * was (the child is a fork's, with its own table). */
+static void test_vfork_close_range(void) {
+    const char *p = path_of("vfork.bin");
+    int fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    CHECK(served(fd) && write(fd, "vforked", 7) == 7);
+    close(fd);
+    int ro = open(p, O_RDONLY);
+    CHECK(served(ro));
+    pid_t pid = vfork();
+    if (pid == 0) {
+        close_range(3, ~0U, 0);
+        _exit(0);
+    }
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status));
+    char got[8] = {0};
+    CHECK(served(ro) && pread(ro, got, 8, 0) == 7 && memcmp(got, "vforked", 7) == 0);
+    close(ro);
+    CHECK(kernel_size(p) == 7);
 }
 
 /* exec: every file goes to the kernel first; the new program finds the
@@ -740,6 +814,8 @@ int main(int argc, char **argv) {
     test_stdio();
     test_mmap();
     test_fork();
+    test_fork_child_closes();
+    test_vfork_close_range();
     test_exec(argv[0]);
     test_spawn();
     test_splice();
