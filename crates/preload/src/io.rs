@@ -591,6 +591,41 @@ pub extern "C" fn syncfs(fd: c_int) -> c_int {
     unsafe { real!(syncfs: unsafe extern "C" fn(c_int) -> c_int)(fd) }
 }
 
+extern "C" {
+    /// glibc's report of a fortified call's overflow: prints
+    /// `*** buffer overflow detected ***` and aborts.
+    fn __chk_fail() -> !;
+}
+
+/// Defines the fortified reads `_FORTIFY_SOURCE` calls where a buffer's
+/// size is known and the length is not: `chk => name(args) into buf of
+/// buflen;` checks the length against the buffer's size as glibc's does
+/// (`__chk_fail` past it), then is `name`.
+macro_rules! fortified {
+    ($($chk:ident => $name:ident($($arg:ident: $ty:ty),*) into $buf:ident, $len:ident;)*) => {$(
+        #[doc = concat!("`", stringify!($chk), "`: [`", stringify!($name), "`] after glibc's")]
+        /// check that the length fits the buffer's size.
+        ///
+        /// # Safety
+        #[doc = concat!("As [`", stringify!($name), "`]; `buflen` is at most the buffer's size.")]
+        #[no_mangle]
+        pub unsafe extern "C" fn $chk($($arg: $ty,)* buflen: usize) -> isize {
+            if $len > buflen {
+                // SAFETY: no arguments; it does not return.
+                unsafe { __chk_fail() }
+            }
+            // SAFETY: the caller's promise, passed on.
+            unsafe { $name($($arg),*) }
+        }
+    )*};
+}
+
+fortified! {
+    __read_chk => read(fd: c_int, buf: *mut c_void, count: usize) into buf, count;
+    __pread_chk => pread(fd: c_int, buf: *mut c_void, count: usize, offset: off_t) into buf, count;
+    __pread64_chk => pread(fd: c_int, buf: *mut c_void, count: usize, offset: off_t) into buf, count;
+}
+
 crate::aliases! {
     pread64 => pread(fd: c_int, buf: *mut c_void, count: usize, offset: off_t) -> isize;
     preadv64 => preadv(fd: c_int, iov: *const iovec, cnt: c_int, offset: off_t) -> isize;

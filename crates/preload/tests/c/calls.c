@@ -191,6 +191,65 @@ static void test_open_read_write(void) {
     CHECK(read(fd, got, 1) == -1 && errno == EBADF);
 }
 
+/* The fortified reads, which -D_FORTIFY_SOURCE=2 calls where a buffer's
+ * size is known and the length is not, and the stat functions a program
+ * linked against glibc before 2.33 calls (kept by glibc as compatibility
+ * symbols, bound here by version as such a program binds them): called
+ * directly, each serves the cache's bytes and size. */
+ssize_t __read_chk(int fd, void *buf, size_t nbytes, size_t buflen);
+ssize_t __pread_chk(int fd, void *buf, size_t nbytes, off_t offset, size_t buflen);
+ssize_t __pread64_chk(int fd, void *buf, size_t nbytes, off64_t offset, size_t buflen);
+#if defined(__x86_64__)
+#define OLD_GLIBC "GLIBC_2.2.5"
+#define OLD_GLIBC_AT "GLIBC_2.4"
+#elif defined(__aarch64__)
+#define OLD_GLIBC "GLIBC_2.17"
+#define OLD_GLIBC_AT "GLIBC_2.17"
+#endif
+int __fxstat64(int ver, int fd, struct stat64 *buf);
+int __xstat64(int ver, const char *path, struct stat64 *buf);
+int __lxstat64(int ver, const char *path, struct stat64 *buf);
+int __fxstatat64(int ver, int dirfd, const char *path, struct stat64 *buf, int flags);
+int __fxstat(int ver, int fd, struct stat *buf);
+int __xstat(int ver, const char *path, struct stat *buf);
+__asm__(".symver __fxstat64, __fxstat64@" OLD_GLIBC);
+__asm__(".symver __xstat64, __xstat64@" OLD_GLIBC);
+__asm__(".symver __lxstat64, __lxstat64@" OLD_GLIBC);
+__asm__(".symver __fxstatat64, __fxstatat64@" OLD_GLIBC_AT);
+__asm__(".symver __fxstat, __fxstat@" OLD_GLIBC);
+__asm__(".symver __xstat, __xstat@" OLD_GLIBC);
+
+/* A length the compiler cannot see: a fortified read of it into a buffer
+ * of known size is __read_chk. */
+static size_t opaque(size_t n) {
+    volatile size_t v = n;
+    return v;
+}
+
+static void test_fortified_and_old_stat(void) {
+    const char *p = path_of("fortified.bin");
+    unsigned char buf[8192], got[4096];
+    fill(buf, 9, 0, sizeof buf);
+    int fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    CHECK(served(fd) && write(fd, buf, sizeof buf) == sizeof buf);
+    CHECK(lseek(fd, 100, SEEK_SET) == 100);
+    CHECK(__read_chk(fd, got, 1000, sizeof got) == 1000 && matches(got, 9, 100, 1000));
+    CHECK(lseek(fd, 0, SEEK_CUR) == 1100);
+    CHECK(__pread_chk(fd, got, 2000, 3000, sizeof got) == 2000 && matches(got, 9, 3000, 2000));
+    CHECK(__pread64_chk(fd, got, 4096, 4096, sizeof got) == 4096 && matches(got, 9, 4096, 4096));
+    CHECK(read(fd, got, opaque(500)) == 500 && matches(got, 9, 1100, 500));
+    CHECK(pread(fd, got, opaque(600), 7000) == 600 && matches(got, 9, 7000, 600));
+    struct stat64 st64;
+    struct stat st;
+    CHECK(__fxstat64(1, fd, &st64) == 0 && st64.st_size == 8192);
+    CHECK(__xstat64(1, p, &st64) == 0 && st64.st_size == 8192);
+    CHECK(__lxstat64(1, p, &st64) == 0 && st64.st_size == 8192);
+    CHECK(__fxstatat64(1, AT_FDCWD, p, &st64, 0) == 0 && st64.st_size == 8192);
+    CHECK(__fxstat(1, fd, &st) == 0 && st.st_size == 8192);
+    CHECK(__xstat(1, p, &st) == 0 && st.st_size == 8192);
+    close(fd);
+}
+
 /* O_DSYNC: each write is on the file when it returns. */
 static void test_dsync(void) {
     const char *p = path_of("dsync.bin");
@@ -804,6 +863,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     test_open_read_write();
+    test_fortified_and_old_stat();
     test_dsync();
     test_other_process();
     test_close_writes_back();
