@@ -71,7 +71,7 @@ fn random_operations_match_a_model() {
     for (seed, exe) in (1..=seeds).flat_map(|s| exes.iter().map(move |e| (s, e))) {
         let data = tempfile::tempdir().expect("a temporary directory");
         crate::support::checked(
-            preloaded(&exe, data.path())
+            preloaded(exe, data.path())
                 .env("FOLIOCACHE_PRELOAD_CAPACITY", "2m")
                 .arg(data.path())
                 .arg(seed.to_string())
