@@ -250,6 +250,70 @@ static void test_fortified_and_old_stat(void) {
     close(fd);
 }
 
+/* What the kernel refuses is refused: copy_file_range of overlapping
+ * ranges in one file or with flags (EINVAL), a copy whose write fails
+ * (neither offset moved), a buffer no process could map (EFAULT), and a
+ * vectored append whose total cannot be gathered in memory (ENOMEM, where
+ * overcommit does not promise any size). */
+static void test_refusals(void) {
+    const char *p = path_of("refuse.bin");
+    const char *q = path_of("refuse-out.bin");
+    unsigned char buf[8192], got[8192];
+    fill(buf, 10, 0, sizeof buf);
+    int fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    CHECK(served(fd) && write(fd, buf, sizeof buf) == sizeof buf);
+    loff_t in = 0, out = 100;
+    CHECK(copy_file_range(fd, &in, fd, &out, 1000, 0) == -1 && errno == EINVAL && in == 0 &&
+          out == 100);
+    CHECK(lseek(fd, 500, SEEK_SET) == 500);
+    CHECK(copy_file_range(fd, NULL, fd, NULL, 1000, 0) == -1 && errno == EINVAL);
+    in = 0, out = 4096;
+    CHECK(copy_file_range(fd, &in, fd, &out, 1000, 0) == 1000 && in == 1000 && out == 5096);
+    CHECK(pread(fd, got, 1000, 4096) == 1000 && matches(got, 10, 0, 1000));
+    int other = open(q, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    in = 0, out = 0;
+    CHECK(copy_file_range(fd, &in, other, &out, 1000, 1) == -1 && errno == EINVAL);
+    CHECK(fsize(other) == 0);
+    int ro = open(q, O_RDONLY);
+    CHECK(served(ro));
+    CHECK(copy_file_range(fd, &in, ro, &out, 1000, 0) == -1 && errno == EBADF && in == 0 &&
+          out == 0);
+    CHECK(lseek(fd, 10, SEEK_SET) == 10);
+    CHECK(copy_file_range(fd, NULL, ro, NULL, 1000, 0) == -1 && errno == EBADF &&
+          lseek(fd, 0, SEEK_CUR) == 10);
+    close(ro);
+    close(other);
+
+    void *bad = (void *)opaque(1);
+    CHECK(read(fd, bad, 10) == -1 && errno == EFAULT);
+    CHECK(pread(fd, bad, 10, 0) == -1 && errno == EFAULT);
+    CHECK(write(fd, bad, 10) == -1 && errno == EFAULT);
+    struct iovec badv[2] = {{buf, 10}, {bad, 10}};
+    CHECK(readv(fd, badv, 2) == -1 && errno == EFAULT);
+    CHECK(lseek(fd, 0, SEEK_CUR) == 10 && fsize(fd) == 8192);
+
+    char mode = 0;
+    int oc = open("/proc/sys/vm/overcommit_memory", O_RDONLY);
+    CHECK(oc >= 0 && read(oc, &mode, 1) == 1);
+    close(oc);
+    size_t each = (size_t)64 << 30;
+    void *big = mmap(NULL, each, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    CHECK(big != MAP_FAILED);
+    int ap = open(p, O_WRONLY | O_APPEND);
+    if (mode == '1') {
+        printf("refusals: vm.overcommit_memory is 1, the vectored append of 64 TiB not tried\n");
+    } else if (big != MAP_FAILED) {
+        static struct iovec v[1024];
+        for (int i = 0; i < 1024; i++)
+            v[i] = (struct iovec){big, each};
+        CHECK(served(ap) && writev(ap, v, 1024) == -1 && errno == ENOMEM);
+        CHECK(fsize(ap) == 8192);
+    }
+    munmap(big, each);
+    close(ap);
+    close(fd);
+}
+
 /* O_DSYNC: each write is on the file when it returns. */
 static void test_dsync(void) {
     const char *p = path_of("dsync.bin");
@@ -864,6 +928,7 @@ int main(int argc, char **argv) {
     }
     test_open_read_write();
     test_fortified_and_old_stat();
+    test_refusals();
     test_dsync();
     test_other_process();
     test_close_writes_back();
