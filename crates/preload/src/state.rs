@@ -276,7 +276,27 @@ impl Table {
 
     /// Sets `fd`'s entry (`None`: removes it); returns the one it had.
     fn set(&self, fd: c_int, desc: Option<Arc<Desc>>) -> Option<Arc<Desc>> {
+        self.set_around(fd, desc, || (0, true)).1
+    }
+
+    /// Runs `call`, a real call that closes `fd` or puts another file on
+    /// it, with `fd`'s shard locked, and sets `fd`'s entry to `desc` in
+    /// the same hold when `call` says so (its result, and whether it
+    /// changed the fd): no other thread finds an entry for an fd that no
+    /// longer holds its file, nor loses the fresh entry of a file opened
+    /// on the number meanwhile. Returns the result and the entry `fd`
+    /// had.
+    fn set_around(
+        &self,
+        fd: c_int,
+        desc: Option<Arc<Desc>>,
+        call: impl FnOnce() -> (c_int, bool),
+    ) -> (c_int, Option<Arc<Desc>>) {
         let mut shard = self.shard(fd).write();
+        let (r, changed) = call();
+        if !changed {
+            return (r, None);
+        }
         let old = match desc {
             Some(d) => {
                 let old = shard.insert(fd, d);
@@ -290,14 +310,31 @@ impl Table {
         if old.is_some() && !shard.contains_key(&fd) {
             self.count.fetch_sub(1, Ordering::AcqRel);
         }
-        old
+        (r, old)
     }
 
     /// Removes the entries `pick` chooses; returns them.
-    fn take(&self, mut pick: impl FnMut(c_int, &Desc) -> bool) -> Vec<(c_int, Arc<Desc>)> {
+    fn take(&self, pick: impl FnMut(c_int, &Desc) -> bool) -> Vec<(c_int, Arc<Desc>)> {
+        self.take_around(pick, || 0).1
+    }
+
+    /// Runs `call`, a real call that closes fds, with every shard locked
+    /// (in order: no other holder takes two), then, unless it failed,
+    /// removes the entries `pick` chooses in the same hold, as
+    /// [`Table::set_around`] does for one fd. Returns the result and the
+    /// entries removed.
+    fn take_around(
+        &self,
+        mut pick: impl FnMut(c_int, &Desc) -> bool,
+        call: impl FnOnce() -> c_int,
+    ) -> (c_int, Vec<(c_int, Arc<Desc>)>) {
+        let mut shards: Vec<_> = self.shards.iter().map(RwLock::write).collect();
+        let r = call();
         let mut taken = Vec::new();
-        for shard in &self.shards {
-            let mut shard = shard.write();
+        if r < 0 {
+            return (r, taken);
+        }
+        for shard in &mut shards {
             let fds: Vec<c_int> = shard
                 .iter()
                 .filter(|(&fd, d)| pick(fd, d))
@@ -310,7 +347,7 @@ impl Table {
                 }
             }
         }
-        taken
+        (r, taken)
     }
 
     /// Every entry, one fd for each description.
@@ -344,40 +381,74 @@ pub(crate) fn is_served(fd: c_int) -> bool {
     lookup(fd).is_some()
 }
 
-/// Gives `to` the entry of `from` (an fd `dup`ed from it), or none.
-/// The entry `to` had goes (dropped inside the library).
-pub(crate) fn dup_entry(from: Option<Arc<Desc>>, to: c_int) {
-    let old = TABLE.set(to, from);
+/// Drops descriptions inside the library (the last handle of a file
+/// writes it back), `errno` kept.
+fn drop_inside<T>(old: T) {
     inside((), || {
         drop(old);
         Ok(())
     });
 }
 
-/// Forgets `fd` (before it is closed); its description goes when its last
-/// fd does, writing the file back if it was the file's last. Nothing
-/// while passing through: in a child of `fork` the table is the parent's
-/// copy, and closing its files there would run the parent's close (set
-/// the file's size to the one cached at the fork, take locks the parent's
-/// threads held).
-pub(crate) fn forget(fd: c_int) {
-    if fd < 0 || passing_through() || TABLE.count.load(Ordering::Acquire) == 0 {
-        return;
-    }
-    dup_entry(None, fd);
+/// Whether the table is to be left alone: while passing through (in a
+/// child of `fork` the table is the parent's copy, and closing its files
+/// there would run the parent's close: set the file's size to the one
+/// cached at the fork, take locks the parent's threads held), or with no
+/// entry.
+fn table_untouched() -> bool {
+    passing_through() || TABLE.count.load(Ordering::Acquire) == 0
 }
 
-/// Forgets every fd in `first..=last` (`close_range`, `closefrom`);
-/// nothing while passing through, as [`forget`].
-pub(crate) fn forget_range(first: c_int, last: c_int) {
-    if passing_through() || TABLE.count.load(Ordering::Acquire) == 0 {
+/// Runs `dup`, the real call that duplicates `from` onto `to` (`dup2`,
+/// `dup3`), with `to`'s entry replaced by `from`'s, or removed, as
+/// [`Table::set_around`] does; its result.
+pub(crate) fn dup_onto(from: c_int, to: c_int, dup: impl FnOnce() -> c_int) -> c_int {
+    if to < 0 || table_untouched() {
+        return dup();
+    }
+    let desc = lookup(from);
+    let (r, old) = TABLE.set_around(to, desc, || {
+        let r = dup();
+        (r, r >= 0 && r != from)
+    });
+    drop_inside(old);
+    r
+}
+
+/// Gives `to`, an fd the kernel just made a duplicate of `from` (`dup`,
+/// `F_DUPFD`: a number that was free), the entry of `from`, or none.
+pub(crate) fn dup_entry(from: c_int, to: c_int) {
+    if to < 0 || to == from || table_untouched() {
         return;
     }
-    let taken = TABLE.take(|fd, _| (first..=last).contains(&fd));
-    inside((), || {
-        drop(taken);
-        Ok(())
-    });
+    drop_inside(TABLE.set(to, lookup(from)));
+}
+
+/// Runs `close`, the real call that closes `fd`, with `fd`'s entry
+/// removed in the same hold of its shard ([`Table::set_around`]): a
+/// write racing with the close either goes through the cache or finds the
+/// fd closed, never the kernel's fd behind the cache. The description
+/// goes when its last fd does, writing the file back if it was the
+/// file's last. The table is left alone while passing through.
+pub(crate) fn closing(fd: c_int, close: impl FnOnce() -> c_int) -> c_int {
+    if fd < 0 || table_untouched() {
+        return close();
+    }
+    let (r, old) = TABLE.set_around(fd, None, || (close(), true));
+    drop_inside(old);
+    r
+}
+
+/// Runs `close`, the real call that closes every fd in `first..=last`
+/// (`close_range`, `closefrom`), with their entries removed in the same
+/// hold of the table ([`Table::take_around`]), as [`closing`] does.
+pub(crate) fn closing_range(first: c_int, last: c_int, close: impl FnOnce() -> c_int) -> c_int {
+    if table_untouched() {
+        return close();
+    }
+    let (r, taken) = TABLE.take_around(|fd, _| (first..=last).contains(&fd), close);
+    drop_inside(taken);
+    r
 }
 
 /// Why a file is the kernel's, not the cache's.

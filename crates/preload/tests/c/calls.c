@@ -890,6 +890,47 @@ static void test_threads_share_a_position(void) {
     close(shared_fd);
 }
 
+/* A close racing with writes on the same fd from another thread: each
+ * write either lands through the cache at the shared position or fails
+ * with EBADF (none goes to the kernel's fd behind the cache's back). */
+static int race_fd;
+static volatile int race_started;
+static long race_ok;
+
+static void *race_writer(void *arg) {
+    (void)arg;
+    for (;;) {
+        ssize_t r = write(race_fd, "Z", 1);
+        if (r != 1)
+            return r == -1 && errno == EBADF ? NULL : (void *)1;
+        race_ok++;
+        __atomic_store_n(&race_started, 1, __ATOMIC_RELEASE);
+    }
+}
+
+static void test_close_races(void) {
+    enum { N = 12 << 20 };
+    static unsigned char buf[N];
+    for (int round = 0; round < 5; round++) {
+        const char *p = path_of("close-race.bin");
+        fill(buf, 11, 0, N);
+        race_fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0644);
+        CHECK(served(race_fd) && write(race_fd, buf, N) == N);
+        race_ok = 0;
+        race_started = 0;
+        pthread_t th;
+        CHECK(pthread_create(&th, NULL, race_writer, NULL) == 0);
+        while (!__atomic_load_n(&race_started, __ATOMIC_ACQUIRE))
+            ;
+        CHECK(close(race_fd) == 0);
+        void *r;
+        CHECK(pthread_join(th, &r) == 0 && r == NULL);
+        CHECK(kernel_size(p) == N + race_ok);
+        CHECK(kernel_pread(p, buf, 4096, 0) == 4096 && matches(buf, 11, 0, 4096));
+    }
+
+}
+
 static void test_threads(void) {
     tfd = open(path_of("threads.bin"), O_RDWR | O_CREAT | O_TRUNC, 0644);
     pthread_t th[THREADS];
@@ -945,6 +986,7 @@ int main(int argc, char **argv) {
     test_spawn();
     test_splice();
     test_threads();
+    test_close_races();
     test_threads_share_a_position();
     test_exit_writes_back();
     if (failures) {
