@@ -523,11 +523,32 @@ pub(crate) fn release_stream(fd: c_int) {
     }
 }
 
-/// The fd's device and inode, if it is a regular file.
+/// Filesystems that store data but give their files a device number of
+/// major 0 (an anonymous one, as procfs and sysfs have): tmpfs, btrfs,
+/// overlayfs, ZFS, bcachefs.
+const ANONYMOUS_DEVICE_STORES: [i64; 5] = [
+    0x0102_1994,
+    0x9123_683e,
+    0x794c_7630,
+    0x2fc1_2fc1,
+    0xca45_1a4e,
+];
+
+/// The fd's device and inode, if it is a regular file of a filesystem
+/// that stores data: one on a block device (major number not 0), or one
+/// of [`ANONYMOUS_DEVICE_STORES`]. Files of procfs, sysfs and the like
+/// (generated on each read, with sizes of 0 or 4096 that do not bound
+/// their data), and of network or FUSE filesystems, are not.
 fn regular_key(fd: BorrowedFd<'_>) -> Option<(u64, u64)> {
     let st = rustix::fs::fstat(fd).ok()?;
     if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
         return None;
+    }
+    if rustix::fs::major(st.st_dev) == 0 {
+        let fs = rustix::fs::fstatfs(fd).ok()?;
+        if !ANONYMOUS_DEVICE_STORES.contains(&(fs.f_type as i64)) {
+            return None;
+        }
     }
     Some((st.st_dev, st.st_ino))
 }

@@ -3,6 +3,8 @@
 //! the files it leaves checked through the kernel; and a random exerciser
 //! against a model.
 
+use std::path::Path;
+
 use crate::support::{compile, pattern, preloaded, Build, BUILDS};
 
 /// `tests/c/calls.c`, built plain and fortified, each run on a fresh
@@ -54,6 +56,23 @@ fn nothing_served_without_directories() {
             .arg(dir.path()),
     );
     assert_eq!(out.stdout, b"hello\n");
+}
+
+/// Only regular files of filesystems that store data are served: with the
+/// directories `/proc:/sys` or `/`, files of procfs and sysfs read as
+/// without the library (the cache would read them as empty).
+#[test]
+fn pseudo_filesystems_are_not_served() {
+    for dirs in ["/proc:/sys", "/"] {
+        let out = crate::support::checked(preloaded("sh", Path::new(dirs)).args([
+            "-c",
+            "cat /proc/meminfo /proc/self/status /sys/kernel/mm/transparent_hugepage/enabled \
+                 2>/dev/null || cat /proc/meminfo /proc/self/status",
+        ]));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("MemTotal:"), "{dirs}: {text:?}");
+        assert!(text.contains("\nPid:"), "{dirs}: {text:?}");
+    }
 }
 
 /// `tests/c/exerciser.c`, built plain and fortified: seeded random
