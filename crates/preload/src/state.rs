@@ -17,7 +17,7 @@ use std::os::fd::BorrowedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use fc::{Cache, File};
@@ -53,6 +53,17 @@ pub(crate) fn passing_through() -> bool {
 /// Turns the library off for the rest of the process.
 pub(crate) fn pass_through_for_good() {
     PASSTHROUGH.store(true, Ordering::Relaxed);
+}
+
+/// Runs `f`, which takes locks of the library's state, with every
+/// interposed call of this thread passing through meanwhile: a signal
+/// handler that interrupts it (and closes the fd number the kernel just
+/// freed, say) never waits for a lock its own thread holds.
+pub(crate) fn holding<T>(f: impl FnOnce() -> T) -> T {
+    let was = INSIDE.with(|i| i.replace(true));
+    let r = f();
+    INSIDE.with(|i| i.set(was));
+    r
 }
 
 /// Runs `f` as the library's own code (its calls pass through), catching
@@ -158,6 +169,16 @@ fn config() -> &'static Config {
     CONFIG.get_or_init(Config::from_env)
 }
 
+/// Reads the configuration now (the library's constructor), so that no
+/// open, from a signal handler perhaps, is the first to read it (which
+/// allocates).
+pub(crate) fn configure() {
+    inside((), || {
+        config();
+        Ok(())
+    });
+}
+
 /// Whether any directory is served: when none is, every open passes
 /// through at once.
 pub(crate) fn serving() -> bool {
@@ -212,6 +233,7 @@ pub(crate) struct Desc {
 
 impl Drop for Desc {
     fn drop(&mut self) {
+        key_bucket(self.key).fetch_sub(1, Ordering::AcqRel);
         let was = INSIDE.with(|i| i.replace(true));
         // SAFETY: dropped once, here; `file` is not used afterwards.
         unsafe { ManuallyDrop::drop(&mut self.file) };
@@ -249,29 +271,90 @@ pub(crate) fn report() {
 /// Shards of the fd table.
 const SHARDS: usize = 16;
 
+/// The fds the table can hold: those numbered this or more are never
+/// served (Linux's default ceiling of `RLIMIT_NOFILE`, `fs.nr_open`).
+const MAX_FDS: usize = 1 << 20;
+
+/// Buckets of the filter of served files' keys ([`KEYS`]).
+const KEY_BUCKETS: usize = 4096;
+
 /// The intercepted fds, sharded by number. A shard's lock is held only
-/// for a map operation, never across a call into the cache.
+/// for a map operation (and the real call that closes or replaces the
+/// fd), never across a call into the cache.
 struct Table {
     shards: [RwLock<BTreeMap<c_int, Arc<Desc>>>; SHARDS],
     /// Entries in all shards: 0 lets every call pass through unlocked.
     count: AtomicUsize,
+    /// One bit an fd, set while it has an entry (changed under its
+    /// shard's lock): a call on an fd whose bit is clear passes through
+    /// with no lock taken and no allocation, as async-signal-safe as
+    /// the C library's call.
+    marks: [AtomicU64; MAX_FDS / 64],
 }
 
 static TABLE: Table = Table {
     shards: [const { RwLock::new(BTreeMap::new()) }; SHARDS],
     count: AtomicUsize::new(0),
+    marks: [const { AtomicU64::new(0) }; MAX_FDS / 64],
 };
+
+/// Live descriptions by a hash of their file's key: a stat of a file
+/// whose bucket is 0 is not corrected, with no lock taken (a stat from a
+/// signal handler is as safe as the C library's).
+static KEYS: [AtomicUsize; KEY_BUCKETS] = [const { AtomicUsize::new(0) }; KEY_BUCKETS];
+
+/// The [`KEYS`] bucket of a file.
+fn key_bucket(key: (u64, u64)) -> &'static AtomicUsize {
+    let h = key.0.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ key.1;
+    &KEYS[(h as usize) % KEY_BUCKETS]
+}
 
 impl Table {
     fn shard(&self, fd: c_int) -> &RwLock<BTreeMap<c_int, Arc<Desc>>> {
         &self.shards[fd.unsigned_abs() as usize % SHARDS]
     }
 
+    /// Whether `fd` has an entry, read with no lock.
+    fn marked(&self, fd: c_int) -> bool {
+        let Ok(n) = usize::try_from(fd) else {
+            return false;
+        };
+        n < MAX_FDS && self.marks[n / 64].load(Ordering::Acquire) & (1 << (n % 64)) != 0
+    }
+
+    /// Whether any fd in `first..=last` has an entry, read with no lock.
+    fn any_marked(&self, first: c_int, last: c_int) -> bool {
+        let (Ok(first), Ok(last)) = (usize::try_from(first), usize::try_from(last)) else {
+            return false;
+        };
+        if first >= MAX_FDS || first > last {
+            return false;
+        }
+        let last = last.min(MAX_FDS - 1);
+        (first / 64..=last / 64).any(|w| {
+            let lo = if w == first / 64 { first % 64 } else { 0 };
+            let hi = if w == last / 64 { last % 64 } else { 63 };
+            let mask = (u64::MAX >> (63 - hi)) & (u64::MAX << lo);
+            self.marks[w].load(Ordering::Acquire) & mask != 0
+        })
+    }
+
+    /// Sets or clears `fd`'s bit (under its shard's lock).
+    fn mark(&self, fd: c_int, on: bool) {
+        let n = fd as usize;
+        let bit = 1u64 << (n % 64);
+        if on {
+            self.marks[n / 64].fetch_or(bit, Ordering::AcqRel);
+        } else {
+            self.marks[n / 64].fetch_and(!bit, Ordering::AcqRel);
+        }
+    }
+
     fn get(&self, fd: c_int) -> Option<Arc<Desc>> {
-        if self.count.load(Ordering::Acquire) == 0 {
+        if !self.marked(fd) {
             return None;
         }
-        self.shard(fd).read().get(&fd).cloned()
+        holding(|| self.shard(fd).read().get(&fd).cloned())
     }
 
     /// Sets `fd`'s entry (`None`: removes it); returns the one it had.
@@ -292,6 +375,16 @@ impl Table {
         desc: Option<Arc<Desc>>,
         call: impl FnOnce() -> (c_int, bool),
     ) -> (c_int, Option<Arc<Desc>>) {
+        holding(|| self.set_locked(fd, desc, call))
+    }
+
+    /// [`Table::set_around`]'s body, run [`holding`].
+    fn set_locked(
+        &self,
+        fd: c_int,
+        desc: Option<Arc<Desc>>,
+        call: impl FnOnce() -> (c_int, bool),
+    ) -> (c_int, Option<Arc<Desc>>) {
         let mut shard = self.shard(fd).write();
         let (r, changed) = call();
         if !changed {
@@ -299,13 +392,17 @@ impl Table {
         }
         let old = match desc {
             Some(d) => {
+                self.mark(fd, true);
                 let old = shard.insert(fd, d);
                 if old.is_none() {
                     self.count.fetch_add(1, Ordering::AcqRel);
                 }
                 old
             }
-            None => shard.remove(&fd),
+            None => {
+                self.mark(fd, false);
+                shard.remove(&fd)
+            }
         };
         if old.is_some() && !shard.contains_key(&fd) {
             self.count.fetch_sub(1, Ordering::AcqRel);
@@ -325,6 +422,15 @@ impl Table {
     /// entries removed.
     fn take_around(
         &self,
+        pick: impl FnMut(c_int, &Desc) -> bool,
+        call: impl FnOnce() -> c_int,
+    ) -> (c_int, Vec<(c_int, Arc<Desc>)>) {
+        holding(|| self.take_locked(pick, call))
+    }
+
+    /// [`Table::take_around`]'s body, run [`holding`].
+    fn take_locked(
+        &self,
         mut pick: impl FnMut(c_int, &Desc) -> bool,
         call: impl FnOnce() -> c_int,
     ) -> (c_int, Vec<(c_int, Arc<Desc>)>) {
@@ -342,6 +448,7 @@ impl Table {
                 .collect();
             for fd in fds {
                 if let Some(d) = shard.remove(&fd) {
+                    self.mark(fd, false);
                     self.count.fetch_sub(1, Ordering::AcqRel);
                     taken.push((fd, d));
                 }
@@ -350,7 +457,8 @@ impl Table {
         (r, taken)
     }
 
-    /// Every entry, one fd for each description.
+    /// Every entry, one fd for each description (called inside the
+    /// library only).
     fn descs(&self) -> Vec<(c_int, Arc<Desc>)> {
         let mut all: Vec<(c_int, Arc<Desc>)> = Vec::new();
         if self.count.load(Ordering::Acquire) == 0 {
@@ -390,23 +498,24 @@ fn drop_inside<T>(old: T) {
     });
 }
 
-/// Whether the table is to be left alone: while passing through (in a
+/// Whether `fd`'s entry is to be left alone: while passing through (in a
 /// child of `fork` the table is the parent's copy, and closing its files
 /// there would run the parent's close: set the file's size to the one
-/// cached at the fork, take locks the parent's threads held), or with no
-/// entry.
-fn table_untouched() -> bool {
-    passing_through() || TABLE.count.load(Ordering::Acquire) == 0
+/// cached at the fork, take locks the parent's threads held), or when it
+/// has none (no lock taken).
+fn untouched(fd: c_int) -> bool {
+    passing_through() || !TABLE.marked(fd)
 }
 
 /// Runs `dup`, the real call that duplicates `from` onto `to` (`dup2`,
 /// `dup3`), with `to`'s entry replaced by `from`'s, or removed, as
-/// [`Table::set_around`] does; its result.
+/// [`Table::set_around`] does; its result. With neither served, the
+/// call alone.
 pub(crate) fn dup_onto(from: c_int, to: c_int, dup: impl FnOnce() -> c_int) -> c_int {
-    if to < 0 || table_untouched() {
+    let desc = lookup(from);
+    if desc.is_none() && untouched(to) {
         return dup();
     }
-    let desc = lookup(from);
     let (r, old) = TABLE.set_around(to, desc, || {
         let r = dup();
         (r, r >= 0 && r != from)
@@ -418,10 +527,13 @@ pub(crate) fn dup_onto(from: c_int, to: c_int, dup: impl FnOnce() -> c_int) -> c
 /// Gives `to`, an fd the kernel just made a duplicate of `from` (`dup`,
 /// `F_DUPFD`: a number that was free), the entry of `from`, or none.
 pub(crate) fn dup_entry(from: c_int, to: c_int) {
-    if to < 0 || to == from || table_untouched() {
+    if to < 0 || to == from {
         return;
     }
-    drop_inside(TABLE.set(to, lookup(from)));
+    let desc = lookup(from);
+    if desc.is_some() || !untouched(to) {
+        drop_inside(TABLE.set(to, desc));
+    }
 }
 
 /// Runs `close`, the real call that closes `fd`, with `fd`'s entry
@@ -431,7 +543,7 @@ pub(crate) fn dup_entry(from: c_int, to: c_int) {
 /// goes when its last fd does, writing the file back if it was the
 /// file's last. The table is left alone while passing through.
 pub(crate) fn closing(fd: c_int, close: impl FnOnce() -> c_int) -> c_int {
-    if fd < 0 || table_untouched() {
+    if untouched(fd) {
         return close();
     }
     let (r, old) = TABLE.set_around(fd, None, || (close(), true));
@@ -443,7 +555,7 @@ pub(crate) fn closing(fd: c_int, close: impl FnOnce() -> c_int) -> c_int {
 /// (`close_range`, `closefrom`), with their entries removed in the same
 /// hold of the table ([`Table::take_around`]), as [`closing`] does.
 pub(crate) fn closing_range(first: c_int, last: c_int, close: impl FnOnce() -> c_int) -> c_int {
-    if table_untouched() {
+    if passing_through() || !TABLE.any_marked(first, last) {
         return close();
     }
     let (r, taken) = TABLE.take_around(|fd, _| (first..=last).contains(&fd), close);
@@ -558,11 +670,42 @@ fn proc_path(fd: c_int) -> PathBuf {
     PathBuf::from(format!("/proc/self/fd/{fd}"))
 }
 
-/// Whether the file open at `fd` lies under a served directory.
+/// Writes `n` in decimal at the start of `buf` (10 bytes hold any).
+fn decimal(mut n: u32, buf: &mut [u8]) {
+    let mut digits = [0u8; 10];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    buf[..digits.len() - i].copy_from_slice(&digits[i..]);
+}
+
+/// Whether the file open at `fd` lies under a served directory: its
+/// name read from `/proc/self/fd/<fd>` into buffers on the stack (no
+/// allocation: an open of a file outside the directories is as
+/// async-signal-safe as the C library's).
 fn under_dirs(fd: c_int) -> bool {
-    let Ok(target) = std::fs::read_link(proc_path(fd)) else {
+    let mut link = *b"/proc/self/fd/\0\0\0\0\0\0\0\0\0\0\0\0";
+    decimal(fd.unsigned_abs(), &mut link[14..24]);
+    let mut target = [0u8; libc::PATH_MAX as usize];
+    // SAFETY: `link` is NUL-terminated (the digits of a c_int leave NULs
+    // after them); `target` is valid for writes of its length.
+    let n = unsafe {
+        libc::readlink(
+            link.as_ptr().cast(),
+            target.as_mut_ptr().cast(),
+            target.len(),
+        )
+    };
+    let Ok(n) = usize::try_from(n) else {
         return false;
     };
+    let target = Path::new(std::ffi::OsStr::from_bytes(&target[..n]));
     config().dirs.iter().any(|d| target.starts_with(d))
 }
 
@@ -578,7 +721,7 @@ fn served_key(fd: c_int) -> Option<(u64, u64)> {
 /// regular one under a served directory, opens it in the cache and
 /// records the fd. Any failure leaves the fd a plain kernel fd.
 pub(crate) fn adopt(fd: c_int, flags: c_int) {
-    if flags & (libc::O_PATH | libc::O_DIRECTORY) != 0 {
+    if flags & (libc::O_PATH | libc::O_DIRECTORY) != 0 || fd as usize >= MAX_FDS {
         return;
     }
     inside((), || {
@@ -615,6 +758,7 @@ pub(crate) fn adopt(fd: c_int, flags: c_int) {
             // The open cut the file: the cache follows, if it held it.
             file.set_len(0)?;
         }
+        key_bucket(key).fetch_add(1, Ordering::AcqRel);
         let desc = Desc {
             file: ManuallyDrop::new(file),
             key,
@@ -729,13 +873,13 @@ pub(crate) fn hand_all_to_kernel() {
 
 /// The size the cache holds for the file `key`, if it serves it.
 pub(crate) fn cached_size(key: (u64, u64)) -> Option<u64> {
-    if passing_through() || TABLE.count.load(Ordering::Acquire) == 0 {
+    if passing_through() || key_bucket(key).load(Ordering::Acquire) == 0 {
         return None;
     }
     let desc = TABLE
         .shards
         .iter()
-        .find_map(|s| s.read().values().find(|d| d.key == key).cloned())?;
+        .find_map(|s| holding(|| s.read().values().find(|d| d.key == key).cloned()))?;
     Some(inside(0, || Ok(desc.file.len())))
 }
 
@@ -809,6 +953,37 @@ mod tests {
         for bad in ["", "k", "12x", "-1", "1.5g", "99999999999999999999g"] {
             assert_eq!(parse_size(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn decimals_fill_a_buffer() {
+        for (n, text) in [(0, "0"), (7, "7"), (1234, "1234"), (u32::MAX, "4294967295")] {
+            let mut buf = [0u8; 10];
+            decimal(n, &mut buf);
+            assert_eq!(&buf[..text.len()], text.as_bytes());
+            assert!(buf[text.len()..].iter().all(|&b| b == 0));
+        }
+    }
+
+    #[test]
+    fn marks_are_found_in_ranges() {
+        let t = Table {
+            shards: [const { RwLock::new(BTreeMap::new()) }; SHARDS],
+            count: AtomicUsize::new(0),
+            marks: [const { AtomicU64::new(0) }; MAX_FDS / 64],
+        };
+        assert!(!t.any_marked(0, c_int::MAX));
+        for fd in [0, 63, 64, 130, (MAX_FDS - 1) as c_int] {
+            t.mark(fd, true);
+            assert!(t.marked(fd) && !t.marked(fd + 1));
+            assert!(t.any_marked(fd, fd) && t.any_marked(0, c_int::MAX));
+            assert!(t.any_marked((fd - 70).max(0), fd));
+            assert!(!t.any_marked(fd + 1, c_int::MAX));
+            assert!(fd == 0 || !t.any_marked(0, fd - 1));
+            t.mark(fd, false);
+            assert!(!t.marked(fd) && !t.any_marked(0, c_int::MAX));
+        }
+        assert!(!t.marked(-1) && !t.marked(MAX_FDS as c_int) && !t.any_marked(5, 4));
     }
 
     #[test]

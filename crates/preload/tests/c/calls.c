@@ -18,7 +18,9 @@
 #include <string.h>
 #include <spawn.h>
 #include <sys/ioctl.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/time.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -944,6 +946,79 @@ static void test_threads(void) {
     close(tfd);
 }
 
+/* A signal handler's calls on fds and files the cache does not serve
+ * (open and close of a file outside the directories, a write to a
+ * self-pipe) while the interrupted code opens and closes served files
+ * (holding the table's locks, allocating): as async-signal-safe as the C
+ * library's, so no deadlock. A watchdog thread ends the process if the
+ * loop does not finish. */
+static const char *signal_self;
+static int signal_pipe[2];
+static volatile long signals;
+
+static void on_alarm(int sig) {
+    (void)sig;
+    int saved = errno;
+    int fd = open(signal_self, O_RDONLY);
+    if (fd >= 0)
+        close(fd);
+    if (write(signal_pipe[1], "s", 1) == 1)
+        signals++;
+    errno = saved;
+}
+
+static void *watchdog(void *arg) {
+    (void)arg;
+    sleep(60);
+    static const char msg[] = "signals: the loop did not finish in 60 s (a deadlock)\n";
+    (void)!write(2, msg, sizeof msg - 1);
+    _exit(3);
+}
+
+static void test_signal_safety(const char *self) {
+    signal_self = self;
+    CHECK(pipe2(signal_pipe, O_NONBLOCK) == 0);
+    /* The pipe's write end in the served fds' shards (16 of them). */
+    int hi = fcntl(signal_pipe[1], F_DUPFD, 64);
+    CHECK(hi >= 64);
+    close(signal_pipe[1]);
+    signal_pipe[1] = hi;
+    CHECK(write(signal_pipe[1], "s", 1) == 1);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    pthread_t dog;
+    CHECK(pthread_create(&dog, NULL, watchdog, NULL) == 0);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    struct sigaction sa = {0};
+    sa.sa_handler = on_alarm;
+    sa.sa_flags = SA_RESTART;
+    CHECK(sigaction(SIGALRM, &sa, NULL) == 0);
+    struct itimerval every = {{0, 200}, {0, 200}};
+    CHECK(setitimer(ITIMER_REAL, &every, NULL) == 0);
+    const char *p = path_of("signals.bin");
+    char drain[4096];
+    for (int i = 0; i < 3000; i++) {
+        int fds[16];
+        for (int j = 0; j < 16; j++)
+            fds[j] = open(p, O_RDWR | O_CREAT, 0644);
+        CHECK(pwrite(fds[0], "x", 1, i) == 1);
+        for (int j = 0; j < 16; j++)
+            close(fds[j]);
+        while (read(signal_pipe[0], drain, sizeof drain) > 0)
+            ;
+    }
+    struct itimerval off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &off, NULL);
+    signal(SIGALRM, SIG_DFL);
+    pthread_cancel(dog);
+    pthread_join(dog, NULL);
+    CHECK(signals > 0);
+    CHECK(kernel_size(p) == 3000);
+    close(signal_pipe[0]);
+    close(signal_pipe[1]);
+}
+
 /* Left open and dirty: written back at exit (the harness checks). */
 static void test_exit_writes_back(void) {
     enum { N = 100000 };
@@ -987,6 +1062,7 @@ int main(int argc, char **argv) {
     test_splice();
     test_threads();
     test_close_races();
+    test_signal_safety(argv[0]);
     test_threads_share_a_position();
     test_exit_writes_back();
     if (failures) {
