@@ -547,8 +547,38 @@ pub(crate) fn closing(fd: c_int, close: impl FnOnce() -> c_int) -> c_int {
         return close();
     }
     let (r, old) = TABLE.set_around(fd, None, || (close(), true));
+    let r = match &old {
+        Some(d) if r == 0 && d.writable && Arc::strong_count(d) == 1 => {
+            inside(-1, || write_back_closed(fd, d).map(|()| 0))
+        }
+        _ => r,
+    };
     drop_inside(old);
     r
+}
+
+/// The file's device and inode, as a message names them.
+fn file_name(key: (u64, u64)) -> String {
+    format!(
+        "the file of device {}:{}, inode {}",
+        rustix::fs::major(key.0),
+        rustix::fs::minor(key.0),
+        key.1
+    )
+}
+
+/// The last fd of a description open for writing closed: the file's
+/// dirty data is written back now (no `fsync`), so that a failure (a full
+/// filesystem: `ENOSPC`, `EIO`) fails this `close`, as the kernel's
+/// `write` would have, and is said on stderr.
+fn write_back_closed(fd: c_int, d: &Desc) -> io::Result<()> {
+    d.file.mapping().writeback(0, u64::MAX).inspect_err(|e| {
+        warn(&format!(
+            "close of fd {fd}: writing back {}: {e}; the close fails, the data not written \
+             stays cached and is retried while the process runs",
+            file_name(d.key)
+        ));
+    })
 }
 
 /// Runs `close`, the real call that closes every fd in `first..=last`
@@ -866,9 +896,30 @@ pub(crate) fn hand_all_to_kernel() {
             sync_position(*fd, d);
         }
         drop(taken);
+        report_unwritten();
         Ok(())
     });
     pass_through_for_good();
+}
+
+/// Once every file is closed (at exit, before an `exec`): if dirty data
+/// is left (a writeback failed: a full filesystem), one more try, and
+/// what it could not write said on stderr, since it is lost when the
+/// process ends.
+fn report_unwritten() {
+    let Some(cache) = built_cache() else {
+        return;
+    };
+    let dirty = cache.stats().dirty_bytes;
+    if dirty == 0 {
+        return;
+    }
+    if let Err(e) = cache.sync_all() {
+        warn(&format!(
+            "pid {}: {dirty} bytes written to files could not be written back ({e}): lost",
+            std::process::id()
+        ));
+    }
 }
 
 /// The size the cache holds for the file `key`, if it serves it.
