@@ -12,7 +12,7 @@ use libc::{off_t, pid_t, FILE};
 use crate::real::real;
 use crate::state::{
     hand_all_to_kernel, hand_path, hand_stream, hand_to_kernel, lookup, prepare_fork,
-    release_stream, write_back_all,
+    release_stream, take_stream, write_back_all,
 };
 
 /// `mmap(2)`: a mapping of a served file hands the file to the kernel
@@ -79,7 +79,8 @@ pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut
     })
 }
 
-/// `freopen(3)`: as [`fopen`].
+/// `freopen(3)`: the old stream released as [`fclose`] does, then as
+/// [`fopen`].
 ///
 /// # Safety
 /// As `freopen(3)`.
@@ -89,26 +90,31 @@ pub unsafe extern "C" fn freopen(
     mode: *const c_char,
     f: *mut FILE,
 ) -> *mut FILE {
+    let old = take_stream(stream_fd(f));
     // SAFETY: the caller's promise, passed on.
-    stream(unsafe {
+    let new = unsafe {
         hand_path(path);
         real!(freopen: unsafe extern "C" fn(*const c_char, *const c_char, *mut FILE) -> *mut FILE)(
             path, mode, f,
         )
-    })
+    };
+    release_stream(old);
+    stream(new)
 }
 
 /// `fclose(3)`: when the stream was the last on a file it handed to the
-/// kernel, the cache serves the file's later opens again.
+/// kernel, the cache serves the file's later opens again. (The stream's
+/// record goes before the real call, while its fd is open; its file's
+/// count after, once the stream is flushed and closed.)
 ///
 /// # Safety
 /// As `fclose(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn fclose(f: *mut FILE) -> c_int {
-    let fd = stream_fd(f);
+    let key = take_stream(stream_fd(f));
     // SAFETY: the caller's promise, passed on.
     let r = unsafe { real!(fclose: unsafe extern "C" fn(*mut FILE) -> c_int)(f) };
-    release_stream(fd);
+    release_stream(key);
     r
 }
 

@@ -650,10 +650,21 @@ pub(crate) fn hand_stream(fd: c_int) {
     }
 }
 
-/// The stream on `fd` was closed: its file's count goes down, and the
-/// cache serves it again when none is left.
-pub(crate) fn release_stream(fd: c_int) {
-    let Some(key) = STREAM_FDS.lock().remove(&fd) else {
+/// The stream on `fd` is about to be closed (`fclose`, `freopen`): its
+/// record goes now, while the fd is still open, so that a stream another
+/// thread opens on the number once it is free keeps its own. Returns the
+/// file, for [`release_stream`] after the real call.
+pub(crate) fn take_stream(fd: c_int) -> Option<(u64, u64)> {
+    if fd < 0 {
+        return None;
+    }
+    STREAM_FDS.lock().remove(&fd)
+}
+
+/// A stream on the file `key` ([`take_stream`]'s) was closed: the file's
+/// count goes down, and the cache serves it again when none is left.
+pub(crate) fn release_stream(key: Option<(u64, u64)>) {
+    let Some(key) = key else {
         return;
     };
     let mut handed = HANDED.lock();

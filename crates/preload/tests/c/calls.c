@@ -600,6 +600,20 @@ static void test_stdio(void) {
     CHECK(fd >= 0 && !served(fd));
     close(fd);
 
+    /* freopen of a stream onto another file releases the first: with no
+     * stream left on it, the cache serves it again. */
+    const char *fa = path_of("freopen-a.bin"), *fb = path_of("freopen-b.bin");
+    f = fopen(fa, "w");
+    CHECK(f != NULL && fputs("a", f) >= 0);
+    f = freopen(fb, "w", f);
+    CHECK(f != NULL && fputs("b", f) >= 0 && fclose(f) == 0);
+    fd = open(fa, O_RDONLY);
+    CHECK(fd >= 0 && served(fd));
+    close(fd);
+    fd = open(fb, O_RDONLY);
+    CHECK(fd >= 0 && served(fd) && read(fd, line, 2) == 1 && line[0] == 'b');
+    close(fd);
+
     /* fopen "w" of a file with dirty data in the cache: the stream's
      * truncation holds (the data is written back before the open, not
      * after it). */
