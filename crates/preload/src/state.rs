@@ -339,9 +339,13 @@ impl Table {
         })
     }
 
-    /// Sets or clears `fd`'s bit (under its shard's lock).
+    /// Sets or clears `fd`'s bit (under its shard's lock; `fd` is below
+    /// [`MAX_FDS`], see [`servable`]).
     fn mark(&self, fd: c_int, on: bool) {
         let n = fd as usize;
+        if n >= MAX_FDS {
+            return;
+        }
         let bit = 1u64 << (n % 64);
         if on {
             self.marks[n / 64].fetch_or(bit, Ordering::AcqRel);
@@ -375,39 +379,31 @@ impl Table {
         desc: Option<Arc<Desc>>,
         call: impl FnOnce() -> (c_int, bool),
     ) -> (c_int, Option<Arc<Desc>>) {
-        holding(|| self.set_locked(fd, desc, call))
-    }
-
-    /// [`Table::set_around`]'s body, run [`holding`].
-    fn set_locked(
-        &self,
-        fd: c_int,
-        desc: Option<Arc<Desc>>,
-        call: impl FnOnce() -> (c_int, bool),
-    ) -> (c_int, Option<Arc<Desc>>) {
-        let mut shard = self.shard(fd).write();
-        let (r, changed) = call();
-        if !changed {
-            return (r, None);
-        }
-        let old = match desc {
-            Some(d) => {
-                self.mark(fd, true);
-                let old = shard.insert(fd, d);
-                if old.is_none() {
-                    self.count.fetch_add(1, Ordering::AcqRel);
+        holding(|| {
+            let mut shard = self.shard(fd).write();
+            let (r, changed) = call();
+            if !changed {
+                return (r, None);
+            }
+            let old = match desc {
+                Some(d) => {
+                    self.mark(fd, true);
+                    let old = shard.insert(fd, d);
+                    if old.is_none() {
+                        self.count.fetch_add(1, Ordering::AcqRel);
+                    }
+                    old
                 }
-                old
+                None => {
+                    self.mark(fd, false);
+                    shard.remove(&fd)
+                }
+            };
+            if old.is_some() && !shard.contains_key(&fd) {
+                self.count.fetch_sub(1, Ordering::AcqRel);
             }
-            None => {
-                self.mark(fd, false);
-                shard.remove(&fd)
-            }
-        };
-        if old.is_some() && !shard.contains_key(&fd) {
-            self.count.fetch_sub(1, Ordering::AcqRel);
-        }
-        (r, old)
+            (r, old)
+        })
     }
 
     /// Removes the entries `pick` chooses; returns them.
@@ -422,39 +418,32 @@ impl Table {
     /// entries removed.
     fn take_around(
         &self,
-        pick: impl FnMut(c_int, &Desc) -> bool,
-        call: impl FnOnce() -> c_int,
-    ) -> (c_int, Vec<(c_int, Arc<Desc>)>) {
-        holding(|| self.take_locked(pick, call))
-    }
-
-    /// [`Table::take_around`]'s body, run [`holding`].
-    fn take_locked(
-        &self,
         mut pick: impl FnMut(c_int, &Desc) -> bool,
         call: impl FnOnce() -> c_int,
     ) -> (c_int, Vec<(c_int, Arc<Desc>)>) {
-        let mut shards: Vec<_> = self.shards.iter().map(RwLock::write).collect();
-        let r = call();
-        let mut taken = Vec::new();
-        if r < 0 {
-            return (r, taken);
-        }
-        for shard in &mut shards {
-            let fds: Vec<c_int> = shard
-                .iter()
-                .filter(|(&fd, d)| pick(fd, d))
-                .map(|(&fd, _)| fd)
-                .collect();
-            for fd in fds {
-                if let Some(d) = shard.remove(&fd) {
-                    self.mark(fd, false);
-                    self.count.fetch_sub(1, Ordering::AcqRel);
-                    taken.push((fd, d));
+        holding(|| {
+            let mut shards: Vec<_> = self.shards.iter().map(RwLock::write).collect();
+            let r = call();
+            let mut taken = Vec::new();
+            if r < 0 {
+                return (r, taken);
+            }
+            for shard in &mut shards {
+                let fds: Vec<c_int> = shard
+                    .iter()
+                    .filter(|(&fd, d)| pick(fd, d))
+                    .map(|(&fd, _)| fd)
+                    .collect();
+                for fd in fds {
+                    if let Some(d) = shard.remove(&fd) {
+                        self.mark(fd, false);
+                        self.count.fetch_sub(1, Ordering::AcqRel);
+                        taken.push((fd, d));
+                    }
                 }
             }
-        }
-        (r, taken)
+            (r, taken)
+        })
     }
 
     /// Every entry, one fd for each description (called inside the
@@ -512,7 +501,10 @@ fn untouched(fd: c_int) -> bool {
 /// [`Table::set_around`] does; its result. With neither served, the
 /// call alone.
 pub(crate) fn dup_onto(from: c_int, to: c_int, dup: impl FnOnce() -> c_int) -> c_int {
-    let desc = lookup(from);
+    if to < 0 {
+        return dup();
+    }
+    let desc = servable(lookup(from), to);
     if desc.is_none() && untouched(to) {
         return dup();
     }
@@ -530,9 +522,22 @@ pub(crate) fn dup_entry(from: c_int, to: c_int) {
     if to < 0 || to == from {
         return;
     }
-    let desc = lookup(from);
+    let desc = servable(lookup(from), to);
     if desc.is_some() || !untouched(to) {
         drop_inside(TABLE.set(to, desc));
+    }
+}
+
+/// The description a duplicate numbered `to` gets: `desc`, unless `to` is
+/// [`MAX_FDS`] or more, which the table cannot hold: then the file is
+/// handed to the kernel, so that both fds are plain and coherent.
+fn servable(desc: Option<Arc<Desc>>, to: c_int) -> Option<Arc<Desc>> {
+    match desc {
+        Some(d) if usize::try_from(to).is_ok_and(|n| n >= MAX_FDS) => {
+            hand_to_kernel(d.key);
+            None
+        }
+        d => d,
     }
 }
 
