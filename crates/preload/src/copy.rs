@@ -1,8 +1,8 @@
 //! Calls that move data between fds, or change a file, inside the kernel:
 //! for a file the cache serves they would bypass it (and the cache would
 //! then write its stale view back). `copy_file_range` and `sendfile` copy
-//! through the cache instead (refusing what the kernel refuses); `splice` hands a served file to the kernel
-//! first; a reflink (`FICLONE`, `FICLONERANGE`, `FIDEDUPERANGE`) touching
+//! through the cache instead (refusing what the kernel refuses); `splice`
+//! hands a served file to the kernel first; a reflink (`FICLONE`, `FICLONERANGE`, `FIDEDUPERANGE`) touching
 //! a served file is refused with `EOPNOTSUPP`, which makes `cp` copy;
 //! `truncate` by path goes through the cache when it serves the file.
 
@@ -60,7 +60,14 @@ impl Side {
         }
         match &self.desc {
             Some(d) => Ok(*d.pos.lock()),
-            None => kernel_offset(self.fd, 0, libc::SEEK_CUR),
+            // (A pipe or socket: not a side these calls take.)
+            None => kernel_offset(self.fd, 0, libc::SEEK_CUR).map_err(|e| {
+                if e.raw_os_error() == Some(libc::ESPIPE) {
+                    err(libc::EINVAL)
+                } else {
+                    e
+                }
+            }),
         }
     }
 

@@ -636,11 +636,11 @@ extern "C" {
 }
 
 /// Defines the fortified reads `_FORTIFY_SOURCE` calls where a buffer's
-/// size is known and the length is not: `chk => name(args) into buf of
-/// buflen;` checks the length against the buffer's size as glibc's does
-/// (`__chk_fail` past it), then is `name`.
+/// size is known and the length is not: `chk => name(args) checking
+/// len;` takes the buffer's size (`buflen`) after `args`, checks `len`
+/// against it as glibc's does (`__chk_fail` past it), then is `name`.
 macro_rules! fortified {
-    ($($chk:ident => $name:ident($($arg:ident: $ty:ty),*) into $buf:ident, $len:ident;)*) => {$(
+    ($($chk:ident => $name:ident($($arg:ident: $ty:ty),*) checking $len:ident;)*) => {$(
         #[doc = concat!("`", stringify!($chk), "`: [`", stringify!($name), "`] after glibc's")]
         /// check that the length fits the buffer's size.
         ///
@@ -659,9 +659,9 @@ macro_rules! fortified {
 }
 
 fortified! {
-    __read_chk => read(fd: c_int, buf: *mut c_void, count: usize) into buf, count;
-    __pread_chk => pread(fd: c_int, buf: *mut c_void, count: usize, offset: off_t) into buf, count;
-    __pread64_chk => pread(fd: c_int, buf: *mut c_void, count: usize, offset: off_t) into buf, count;
+    __read_chk => read(fd: c_int, buf: *mut c_void, count: usize) checking count;
+    __pread_chk => pread(fd: c_int, buf: *mut c_void, count: usize, offset: off_t) checking count;
+    __pread64_chk => pread(fd: c_int, buf: *mut c_void, count: usize, offset: off_t) checking count;
 }
 
 crate::aliases! {
