@@ -279,6 +279,23 @@ pub extern "C" fn vfork() -> pid_t {
     unsafe { libc::fork() }
 }
 
+/// `_Fork` (glibc 2.34): a `fork` that runs no fork handlers (it may be
+/// called from a signal handler), so its child is turned to pass through
+/// here, as `fork`'s is by [`in_child`]. Nothing is written back or
+/// handed over first (not safe where `_Fork` may run): the child sees the
+/// data written back so far, and the parent keeps serving the files it
+/// shares with the child.
+#[no_mangle]
+#[allow(non_snake_case)]
+pub extern "C" fn _Fork() -> pid_t {
+    // SAFETY: no arguments.
+    let pid = unsafe { real!(_Fork: unsafe extern "C" fn() -> pid_t)() };
+    if pid == 0 {
+        crate::state::pass_through_for_good();
+    }
+    pid
+}
+
 /// `fork`'s child handler: the child passes through (the cache's threads
 /// did not follow it).
 extern "C" fn in_child() {

@@ -713,6 +713,25 @@ static void test_fork_child_closes(void) {
     }
 }
 
+/* _Fork (no fork handlers): the child passes through all the same. */
+static void test_underscore_fork(void) {
+    const char *p = path_of("underscore-fork.bin");
+    int fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    CHECK(served(fd) && write(fd, "kept", 4) == 4);
+    pid_t pid = _Fork();
+    if (pid == 0) {
+        int bad = served(fd);
+        bad |= close(fd) != 0;
+        _exit(bad);
+    }
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    char got[8] = {0};
+    CHECK(served(fd) && pread(fd, got, 8, 0) == 4 && memcmp(got, "kept", 4) == 0);
+    close(fd);
+    CHECK(kernel_size(p) == 4);
+}
+
 /* vfork: a child that closes every fd leaves the parent's table as it
  * was (the child is a fork's, with its own table). */
 static void test_vfork_close_range(void) {
@@ -1071,6 +1090,7 @@ int main(int argc, char **argv) {
     test_fork();
     test_fork_child_closes();
     test_vfork_close_range();
+    test_underscore_fork();
     test_exec(argv[0]);
     test_spawn();
     test_splice();
