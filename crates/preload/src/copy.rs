@@ -1,13 +1,14 @@
 //! Calls that move data between fds, or change a file, inside the kernel:
 //! for a file the cache serves they would bypass it (and the cache would
 //! then write its stale view back). `copy_file_range` and `sendfile` copy
-//! through the cache instead; `splice` hands a served file to the kernel
-//! first; a reflink (`FICLONE`, `FICLONERANGE`, `FIDEDUPERANGE`) touching
+//! through the cache instead (refusing what the kernel refuses); `splice`
+//! hands a served file to the kernel first; a reflink (`FICLONE`, `FICLONERANGE`, `FIDEDUPERANGE`) touching
 //! a served file is refused with `EOPNOTSUPP`, which makes `cp` copy;
 //! `truncate` by path goes through the cache when it serves the file.
 
 use std::ffi::{c_char, c_int, c_uint, c_ulong, c_void};
 use std::io;
+use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
 use fc::ReadFlags;
@@ -47,53 +48,111 @@ impl Side {
         u64::try_from(at).map(Some).map_err(|_| err(libc::EINVAL))
     }
 
-    /// Moves the given offset on by `n`.
+    /// Where the side reads or writes now: the offset given, else the
+    /// position (the description's, or the kernel's).
     ///
     /// # Safety
-    /// `offset` is NULL or valid for writes.
-    unsafe fn advance(&self, n: usize) {
-        if !self.offset.is_null() {
-            // SAFETY: the caller's promise.
-            unsafe { *self.offset += n as loff_t };
+    /// `offset` is NULL or valid for reads.
+    unsafe fn start(&self) -> io::Result<u64> {
+        // SAFETY: the caller's promise.
+        if let Some(at) = unsafe { self.at() }? {
+            return Ok(at);
+        }
+        match &self.desc {
+            Some(d) => Ok(*d.pos.lock()),
+            // (A pipe or socket: not a side these calls take.)
+            None => kernel_offset(self.fd, 0, libc::SEEK_CUR).map_err(|e| {
+                if e.raw_os_error() == Some(libc::ESPIPE) {
+                    err(libc::EINVAL)
+                } else {
+                    e
+                }
+            }),
         }
     }
 
-    /// Reads into (`write`: writes from) the `len` bytes at `p`, once:
-    /// the count done.
+    /// Sets where the side reads on: the offset given, else the position.
     ///
     /// # Safety
-    /// `offset` is NULL or valid for reads and writes; `p` is valid for
-    /// writes (`write`: reads) of `len` bytes.
-    unsafe fn io(&self, p: *mut u8, len: usize, write: bool) -> io::Result<usize> {
-        // SAFETY: the caller's promise.
-        let at = unsafe { self.at() }?;
+    /// `offset` is NULL or valid for writes.
+    unsafe fn set(&self, to: u64) -> io::Result<()> {
+        if !self.offset.is_null() {
+            // SAFETY: the caller's promise.
+            unsafe { *self.offset = to as loff_t };
+            return Ok(());
+        }
+        match &self.desc {
+            Some(d) => *d.pos.lock() = to,
+            None => {
+                kernel_offset(self.fd, to as off_t, libc::SEEK_SET)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The file's device, inode and size (the cache's size when served).
+    fn file(&self) -> io::Result<((u64, u64), u64)> {
+        // SAFETY: an fd, borrowed for the call (an fd closed meanwhile is
+        // the error `fstat` gives).
+        let st = rustix::fs::fstat(unsafe { BorrowedFd::borrow_raw(self.fd) })?;
+        let size = match &self.desc {
+            Some(d) => d.file.len(),
+            None => st.st_size as u64,
+        };
+        Ok(((st.st_dev, st.st_ino), size))
+    }
+
+    /// Reads into the `len` bytes at `p` from `at`, once, moving nothing:
+    /// the count read.
+    ///
+    /// # Safety
+    /// `p` is valid for writes of `len` bytes.
+    unsafe fn read_at(&self, p: *mut u8, len: usize, at: u64) -> io::Result<usize> {
         let v = [iovec {
             iov_base: p.cast(),
             iov_len: len,
         }];
+        // SAFETY: the caller's promise.
+        unsafe {
+            match &self.desc {
+                Some(d) => read_iov(d, &v, Some(at), ReadFlags::NONE),
+                None => kernel(real!(pread: Pread)(self.fd, p.cast(), len, at as off_t)),
+            }
+        }
+    }
+
+    /// Writes from the `len` bytes at `p`, once, at the offset (moved on)
+    /// or the position: the count written.
+    ///
+    /// # Safety
+    /// `offset` is NULL or valid for reads and writes; `p` is valid for
+    /// reads of `len` bytes.
+    unsafe fn write(&self, p: *const u8, len: usize) -> io::Result<usize> {
+        // SAFETY: the caller's promise.
+        let at = unsafe { self.at() }?;
+        let v = [iovec {
+            iov_base: p.cast_mut().cast(),
+            iov_len: len,
+        }];
         // SAFETY: the caller's promise, for `p`.
         let n = unsafe {
-            match (&self.desc, write, at) {
-                (Some(d), false, _) => read_iov(d, &v, at, ReadFlags::NONE)?,
-                (Some(d), true, _) => write_iov(d, &v, at, WriteHow::default())?,
-                (None, false, Some(at)) => {
-                    kernel(real!(pread: Pread)(self.fd, p.cast(), len, at as off_t))?
-                }
-                (None, false, None) => kernel(real!(read: Read)(self.fd, p.cast(), len))?,
-                (None, true, Some(at)) => {
+            match (&self.desc, at) {
+                (Some(d), _) => write_iov(d, &v, at, WriteHow::default())?,
+                (None, Some(at)) => {
                     kernel(real!(pwrite: Pwrite)(self.fd, p.cast(), len, at as off_t))?
                 }
-                (None, true, None) => kernel(real!(write: Write)(self.fd, p.cast(), len))?,
+                (None, None) => kernel(real!(write: Write)(self.fd, p.cast(), len))?,
             }
         };
-        // SAFETY: the caller's promise.
-        unsafe { self.advance(n) };
+        if let Some(at) = at {
+            // SAFETY: the caller's promise.
+            unsafe { self.set(at + n as u64) }?;
+        }
         Ok(n)
     }
 }
 
 /// The C prototypes of the kernel-side calls a copy makes.
-type Read = unsafe extern "C" fn(c_int, *mut c_void, usize) -> isize;
 type Pread = unsafe extern "C" fn(c_int, *mut c_void, usize, off_t) -> isize;
 type Write = unsafe extern "C" fn(c_int, *const c_void, usize) -> isize;
 type Pwrite = unsafe extern "C" fn(c_int, *const c_void, usize, off_t) -> isize;
@@ -103,52 +162,100 @@ fn kernel(r: isize) -> io::Result<usize> {
     usize::try_from(r).map_err(|_| io::Error::last_os_error())
 }
 
-/// Writes all of `buf` to `dst`.
+/// The real `lseek` of a kernel fd.
+fn kernel_offset(fd: c_int, offset: off_t, whence: c_int) -> io::Result<u64> {
+    // SAFETY: integers only.
+    let r = unsafe {
+        real!(lseek: unsafe extern "C" fn(c_int, off_t, c_int) -> off_t)(fd, offset, whence)
+    };
+    u64::try_from(r).map_err(|_| io::Error::last_os_error())
+}
+
+/// Writes all of `buf` to `dst`: the bytes written, and the error that
+/// stopped it short, if one did.
 ///
 /// # Safety
 /// `dst`'s offset is NULL or valid for reads and writes.
-unsafe fn write_all(dst: &Side, mut buf: &[u8]) -> io::Result<()> {
-    while !buf.is_empty() {
+unsafe fn write_all(dst: &Side, buf: &[u8]) -> (usize, Option<io::Error>) {
+    let mut done = 0;
+    while done < buf.len() {
         // SAFETY: the caller's promise; `buf` is valid for reads of its
         // length, and only read.
-        match unsafe { dst.io(buf.as_ptr().cast_mut(), buf.len(), true) }? {
-            0 => return Err(err(libc::EIO)),
-            n => buf = &buf[n..],
+        match unsafe { dst.write(buf[done..].as_ptr(), buf.len() - done) } {
+            Ok(0) => return (done, Some(err(libc::EIO))),
+            Ok(n) => done += n,
+            Err(e) => return (done, Some(e)),
         }
     }
-    Ok(())
+    (done, None)
 }
 
 /// Copies up to `len` bytes from `src` to `dst` through a buffer; stops
 /// at end of file. Returns the bytes copied (an error after some bytes
-/// ends the copy early, as the kernel's does).
+/// ends the copy early, as the kernel's does). The source is read at
+/// explicit offsets and moved on, at the end, by the bytes written only.
 ///
 /// # Safety
 /// The sides' offsets are NULL or valid for reads and writes.
 unsafe fn copy(src: &Side, dst: &Side, len: usize) -> io::Result<usize> {
+    // SAFETY: the caller's promise.
+    let start = unsafe { src.start() }?;
     let mut buf = vec![0u8; len.min(1 << 20)];
     let mut done = 0;
+    let mut failed = None;
     while done < len {
         let want = (len - done).min(buf.len());
-        // SAFETY: the caller's promise; `buf` holds `want` bytes.
-        let n = match unsafe { src.io(buf.as_mut_ptr(), want, false) } {
+        // SAFETY: `buf` holds `want` bytes.
+        let n = match unsafe { src.read_at(buf.as_mut_ptr(), want, start + done as u64) } {
             Ok(0) => break,
             Ok(n) => n,
-            Err(_) if done > 0 => break,
-            Err(e) => return Err(e),
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
         };
         // SAFETY: the caller's promise; `buf` holds `n` bytes read.
-        match unsafe { write_all(dst, &buf[..n]) } {
-            Ok(()) => done += n,
-            Err(_) if done > 0 => break,
-            Err(e) => return Err(e),
+        let (written, e) = unsafe { write_all(dst, &buf[..n]) };
+        done += written;
+        if e.is_some() {
+            failed = e;
+            break;
         }
     }
-    Ok(done)
+    // SAFETY: the caller's promise.
+    unsafe { src.set(start + done as u64) }?;
+    match failed {
+        Some(e) if done == 0 => Err(e),
+        _ => Ok(done),
+    }
 }
 
-/// A copy between two fds, through the cache when it serves either;
-/// `pass` otherwise.
+/// `copy_file_range`'s refusals, as the kernel's: nonzero flags, and
+/// ranges that overlap in one file (`EINVAL`); the length is first cut
+/// at the source's end, as the kernel cuts it.
+///
+/// # Safety
+/// The sides' offsets are NULL or valid for reads.
+unsafe fn check_ranges(src: &Side, dst: &Side, len: usize, flags: c_uint) -> io::Result<()> {
+    if flags != 0 {
+        return Err(err(libc::EINVAL));
+    }
+    let (key_in, size_in) = src.file()?;
+    let (key_out, _) = dst.file()?;
+    if key_in != key_out {
+        return Ok(());
+    }
+    // SAFETY: the caller's promise.
+    let (pos_in, pos_out) = unsafe { (src.start()?, dst.start()?) };
+    let count = size_in.saturating_sub(pos_in).min(len as u64);
+    if count > 0 && pos_out < pos_in + count && pos_in < pos_out + count {
+        return Err(err(libc::EINVAL));
+    }
+    Ok(())
+}
+
+/// A copy between two fds, through the cache when it serves either
+/// (`check` first, on the sides); `pass` otherwise.
 ///
 /// # Safety
 /// The offsets are NULL or valid for reads and writes.
@@ -158,15 +265,19 @@ unsafe fn copy_or(
     fd_out: c_int,
     off_out: *mut loff_t,
     len: usize,
+    check: impl FnOnce(&Side, &Side) -> io::Result<()>,
     pass: impl FnOnce() -> isize,
 ) -> isize {
     let (src, dst) = (Side::new(fd_in, off_in), Side::new(fd_out, off_out));
     if src.desc.is_none() && dst.desc.is_none() {
         return pass();
     }
-    // SAFETY: the caller's promise; the count is at most `len`, which a
-    // buffer bounds by `isize::MAX`.
-    inside(-1, || unsafe { copy(&src, &dst, len) }.map(|n| n as isize))
+    inside(-1, || {
+        check(&src, &dst)?;
+        // SAFETY: the caller's promise; the count is at most `len`,
+        // which a buffer bounds by `isize::MAX`.
+        unsafe { copy(&src, &dst, len) }.map(|n| n as isize)
+    })
 }
 
 /// `copy_file_range(2)`: through the cache when it serves either fd.
@@ -190,6 +301,8 @@ pub unsafe extern "C" fn copy_file_range(
             fd_out,
             off_out,
             len.min(isize::MAX as usize),
+            // (The offsets: the caller's promise, as for the copy.)
+            |src, dst| check_ranges(src, dst, len, flags),
             || {
                 real!(copy_file_range: unsafe extern "C" fn(c_int, *mut loff_t, c_int, *mut loff_t, usize, c_uint) -> isize)(
                     fd_in, off_in, fd_out, off_out, len, flags,
@@ -218,6 +331,7 @@ pub unsafe extern "C" fn sendfile(
             out_fd,
             std::ptr::null_mut(),
             count.min(isize::MAX as usize),
+            |_, _| Ok(()),
             || {
                 real!(sendfile: unsafe extern "C" fn(c_int, c_int, *mut off_t, usize) -> isize)(
                     out_fd, in_fd, offset, count,

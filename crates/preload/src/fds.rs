@@ -5,7 +5,9 @@
 use std::ffi::{c_char, c_int, c_uint, c_ulong};
 
 use crate::real::real;
-use crate::state::{adopt, dup_entry, forget, forget_range, hand_to_kernel, lookup, serving};
+use crate::state::{
+    adopt, closing, closing_range, dup_entry, dup_onto, hand_to_kernel, lookup, serving,
+};
 
 /// The fd an open returned, adopted if the cache serves its file.
 fn adopted(fd: c_int, flags: c_int) -> c_int {
@@ -95,46 +97,46 @@ crate::aliases! {
     __openat64_2 => __openat_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int;
 }
 
-/// `close(2)`: the entry goes first (so a concurrent open that gets the
-/// number keeps its own), then the fd. The file is written back when its
-/// last fd goes.
+/// `close(2)`: the fd closed and its entry removed in one hold of the
+/// table (`state::closing`). The file is written back when its last fd
+/// goes.
 #[no_mangle]
 pub extern "C" fn close(fd: c_int) -> c_int {
-    forget(fd);
     // SAFETY: an integer only.
-    unsafe { real!(close: unsafe extern "C" fn(c_int) -> c_int)(fd) }
+    closing(fd, || unsafe {
+        real!(close: unsafe extern "C" fn(c_int) -> c_int)(fd)
+    })
 }
 
-/// `close_range(2)`.
+/// `close_range(2)`: as [`close`] for each fd closed (`CLOSE_RANGE_CLOEXEC`
+/// closes none).
 #[no_mangle]
 pub extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int {
-    if flags & libc::CLOSE_RANGE_CLOEXEC as c_int == 0 {
-        let clamp = |n: c_uint| c_int::try_from(n).unwrap_or(c_int::MAX);
-        forget_range(clamp(first), clamp(last));
-    }
     // SAFETY: integers only.
-    unsafe {
+    let call = || unsafe {
         real!(close_range: unsafe extern "C" fn(c_uint, c_uint, c_int) -> c_int)(first, last, flags)
+    };
+    if flags & libc::CLOSE_RANGE_CLOEXEC as c_int != 0 {
+        return call();
     }
+    let clamp = |n: c_uint| c_int::try_from(n).unwrap_or(c_int::MAX);
+    closing_range(clamp(first), clamp(last), call)
 }
 
-/// `closefrom(3)`.
+/// `closefrom(3)`: as [`close`] for each fd closed.
 #[no_mangle]
 pub extern "C" fn closefrom(lowfd: c_int) {
-    forget_range(lowfd.max(0), c_int::MAX);
-    // SAFETY: an integer only.
-    unsafe { real!(closefrom: unsafe extern "C" fn(c_int))(lowfd) }
+    closing_range(lowfd.max(0), c_int::MAX, || {
+        // SAFETY: an integer only.
+        unsafe { real!(closefrom: unsafe extern "C" fn(c_int))(lowfd) };
+        0
+    });
 }
 
-/// After a duplication of `from` to `to` returned `to`: `to` shares the
-/// entry of `from`, or has none.
+/// After a duplication of `from` returned `to`, a number that was free:
+/// `to` shares the entry of `from`, or has none.
 fn duplicated(from: c_int, to: c_int) -> c_int {
-    if to >= 0 && to != from {
-        match lookup(from) {
-            Some(d) => dup_entry(Some(d), to),
-            None => forget(to),
-        }
-    }
+    dup_entry(from, to);
     to
 }
 
@@ -147,22 +149,23 @@ pub extern "C" fn dup(fd: c_int) -> c_int {
     })
 }
 
-/// `dup2(2)`.
+/// `dup2(2)`: `to` replaced and its entry with it in one hold of the
+/// table (`state::dup_onto`).
 #[no_mangle]
 pub extern "C" fn dup2(from: c_int, to: c_int) -> c_int {
-    // SAFETY: integers only.
-    duplicated(from, unsafe {
-        real!(dup2: unsafe extern "C" fn(c_int, c_int) -> c_int)(from, to)
+    dup_onto(from, to, || {
+        // SAFETY: integers only.
+        unsafe { real!(dup2: unsafe extern "C" fn(c_int, c_int) -> c_int)(from, to) }
     })
 }
 
-/// `dup3(2)`.
+/// `dup3(2)`: as [`dup2`].
 #[no_mangle]
 pub extern "C" fn dup3(from: c_int, to: c_int, flags: c_int) -> c_int {
-    // SAFETY: integers only.
-    let r =
-        unsafe { real!(dup3: unsafe extern "C" fn(c_int, c_int, c_int) -> c_int)(from, to, flags) };
-    duplicated(from, r)
+    dup_onto(from, to, || {
+        // SAFETY: integers only.
+        unsafe { real!(dup3: unsafe extern "C" fn(c_int, c_int, c_int) -> c_int)(from, to, flags) }
+    })
 }
 
 /// The real `fcntl`: variadic in C.

@@ -11,7 +11,8 @@ use libc::{off_t, pid_t, FILE};
 
 use crate::real::real;
 use crate::state::{
-    hand_all_to_kernel, hand_stream, hand_to_kernel, lookup, release_stream, write_back_all,
+    hand_all_to_kernel, hand_path, hand_stream, hand_to_kernel, lookup, prepare_fork,
+    release_stream, take_stream, write_back_all,
 };
 
 /// `mmap(2)`: a mapping of a served file hands the file to the kernel
@@ -63,7 +64,9 @@ fn stream(f: *mut FILE) -> *mut FILE {
     f
 }
 
-/// `fopen(3)`: see [`stream`].
+/// `fopen(3)`: a file the cache serves is handed to the kernel before the
+/// open (`state::hand_path`: its dirty data must not land after a
+/// truncating mode's cut); then see [`stream`].
 ///
 /// # Safety
 /// As `fopen(3)`.
@@ -71,11 +74,13 @@ fn stream(f: *mut FILE) -> *mut FILE {
 pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut FILE {
     // SAFETY: the caller's promise, passed on.
     stream(unsafe {
+        hand_path(path);
         real!(fopen: unsafe extern "C" fn(*const c_char, *const c_char) -> *mut FILE)(path, mode)
     })
 }
 
-/// `freopen(3)`: see [`stream`].
+/// `freopen(3)`: the old stream released as [`fclose`] does, then as
+/// [`fopen`].
 ///
 /// # Safety
 /// As `freopen(3)`.
@@ -85,25 +90,31 @@ pub unsafe extern "C" fn freopen(
     mode: *const c_char,
     f: *mut FILE,
 ) -> *mut FILE {
+    let old = take_stream(stream_fd(f));
     // SAFETY: the caller's promise, passed on.
-    stream(unsafe {
+    let new = unsafe {
+        hand_path(path);
         real!(freopen: unsafe extern "C" fn(*const c_char, *const c_char, *mut FILE) -> *mut FILE)(
             path, mode, f,
         )
-    })
+    };
+    release_stream(old);
+    stream(new)
 }
 
 /// `fclose(3)`: when the stream was the last on a file it handed to the
-/// kernel, the cache serves the file's later opens again.
+/// kernel, the cache serves the file's later opens again. (The stream's
+/// record goes before the real call, while its fd is open; its file's
+/// count after, once the stream is flushed and closed.)
 ///
 /// # Safety
 /// As `fclose(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn fclose(f: *mut FILE) -> c_int {
-    let fd = stream_fd(f);
+    let key = take_stream(stream_fd(f));
     // SAFETY: the caller's promise, passed on.
     let r = unsafe { real!(fclose: unsafe extern "C" fn(*mut FILE) -> c_int)(f) };
-    release_stream(fd);
+    release_stream(key);
     r
 }
 
@@ -249,9 +260,40 @@ crate::after! { write_back_all() =>
     fn popen(command: *const c_char, mode: *const c_char) -> *mut FILE;
 }
 
-/// `fork`'s prepare handler: a child sees every byte written back.
+/// `fork`'s prepare handler: a child sees every byte written back, and
+/// the files it could write are the kernel's (`state::prepare_fork`).
 extern "C" fn before_fork() {
-    write_back_all();
+    prepare_fork();
+}
+
+/// `vfork(2)`: a `fork`. A child of `vfork` shares the parent's memory,
+/// and with it the table: a close in it would take the parent's entries
+/// (and run the parent's close of its files), an `exec` would turn the
+/// library off in the parent. A `fork` child has its own copy and passes
+/// through; POSIX allows a `vfork` to be a `fork` (a child of `vfork`
+/// may only call `_exit` or an `exec`, which behave the same in both).
+#[no_mangle]
+pub extern "C" fn vfork() -> pid_t {
+    // SAFETY: no arguments; the C library's `fork`, which runs the
+    // handlers `register` installs.
+    unsafe { libc::fork() }
+}
+
+/// `_Fork` (glibc 2.34): a `fork` that runs no fork handlers (it may be
+/// called from a signal handler), so its child is turned to pass through
+/// here, as `fork`'s is by [`in_child`]. Nothing is written back or
+/// handed over first (not safe where `_Fork` may run): the child sees the
+/// data written back so far, and the parent keeps serving the files it
+/// shares with the child.
+#[no_mangle]
+#[allow(non_snake_case)]
+pub extern "C" fn _Fork() -> pid_t {
+    // SAFETY: no arguments.
+    let pid = unsafe { real!(_Fork: unsafe extern "C" fn() -> pid_t)() };
+    if pid == 0 {
+        crate::state::pass_through_for_good();
+    }
+    pid
 }
 
 /// `fork`'s child handler: the child passes through (the cache's threads

@@ -92,15 +92,34 @@ unsafe fn read_at(d: &Desc, iov: &[iovec], offset: u64, flags: ReadFlags) -> io:
     Ok(done)
 }
 
+/// The highest address of user memory any process of the target can
+/// map: 57-bit virtual addresses on x86_64 (five-level paging), 52-bit on
+/// aarch64.
+#[cfg(target_arch = "x86_64")]
+const USER_END: usize = 1 << 56;
+#[cfg(target_arch = "aarch64")]
+const USER_END: usize = 1 << 52;
+
+/// `EFAULT` for a non-empty buffer no process could have mapped: in the
+/// first page (NULL, or a small integer passed as a pointer) or past the
+/// end of user memory, where the kernel's copy would fail. (A buffer in
+/// user memory that is not mapped is not detected: the copy faults as a
+/// program's own would.)
+fn user_buffer(v: &iovec) -> io::Result<()> {
+    let base = v.iov_base as usize;
+    if base < 4096 || base.checked_add(v.iov_len).is_none_or(|end| end > USER_END) {
+        return Err(err(libc::EFAULT));
+    }
+    Ok(())
+}
+
 /// The bytes of a non-empty buffer.
 ///
 /// # Safety
 /// The buffer is valid for writes of its length, not otherwise accessed
 /// while the slice lives.
 unsafe fn buffer_mut<'a>(v: &iovec) -> io::Result<&'a mut [u8]> {
-    if v.iov_base.is_null() {
-        return Err(err(libc::EFAULT));
-    }
+    user_buffer(v)?;
     // SAFETY: the caller's promise; the length is within `isize::MAX`
     // (checked by `iovecs`).
     Ok(unsafe { std::slice::from_raw_parts_mut(v.iov_base.cast::<u8>(), v.iov_len) })
@@ -130,8 +149,11 @@ pub(crate) unsafe fn read_iov(
 }
 
 /// Writes the buffers at `offset` (at the end of the file for an
-/// `O_APPEND` fd: the cache's append is atomic), all of them, as one
-/// write.
+/// `O_APPEND` fd: the cache's append is atomic). On an `O_APPEND` fd
+/// several buffers are gathered into one write, so that they land
+/// together (`ENOMEM` when their total cannot be allocated); elsewhere
+/// they are written one after the other, the count of those written
+/// returned if one fails after some.
 ///
 /// # Safety
 /// Each buffer is valid for reads of its length and not written during
@@ -141,9 +163,7 @@ unsafe fn write_at(d: &Desc, iov: &[iovec], offset: u64) -> io::Result<usize> {
         .iter()
         .filter(|v| v.iov_len > 0)
         .map(|v| {
-            if v.iov_base.is_null() {
-                return Err(err(libc::EFAULT));
-            }
+            user_buffer(v)?;
             // SAFETY: the caller's promise; the length is within
             // `isize::MAX` (checked by `iovecs`).
             Ok(unsafe { std::slice::from_raw_parts(v.iov_base.cast::<u8>(), v.iov_len) })
@@ -152,7 +172,25 @@ unsafe fn write_at(d: &Desc, iov: &[iovec], offset: u64) -> io::Result<usize> {
     match bufs.as_slice() {
         [] => Ok(0),
         [one] => d.file.write_at(one, offset),
-        more => d.file.write_at(&more.concat(), offset),
+        more if d.append => {
+            let mut all = Vec::new();
+            all.try_reserve_exact(more.iter().map(|b| b.len()).sum())
+                .map_err(|_| err(libc::ENOMEM))?;
+            more.iter().for_each(|b| all.extend_from_slice(b));
+            d.file.write_at(&all, offset)
+        }
+        more => {
+            let mut done = 0usize;
+            for b in more {
+                match d.file.write_at(b, offset + done as u64) {
+                    Ok(n) if n < b.len() => return Ok(done + n),
+                    Ok(n) => done += n,
+                    Err(_) if done > 0 => break,
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(done)
+        }
     }
 }
 
@@ -589,6 +627,41 @@ pub extern "C" fn syncfs(fd: c_int) -> c_int {
     crate::state::write_back_all();
     // SAFETY: an integer only.
     unsafe { real!(syncfs: unsafe extern "C" fn(c_int) -> c_int)(fd) }
+}
+
+extern "C" {
+    /// glibc's report of a fortified call's overflow: prints
+    /// `*** buffer overflow detected ***` and aborts.
+    fn __chk_fail() -> !;
+}
+
+/// Defines the fortified reads `_FORTIFY_SOURCE` calls where a buffer's
+/// size is known and the length is not: `chk => name(args) checking
+/// len;` takes the buffer's size (`buflen`) after `args`, checks `len`
+/// against it as glibc's does (`__chk_fail` past it), then is `name`.
+macro_rules! fortified {
+    ($($chk:ident => $name:ident($($arg:ident: $ty:ty),*) checking $len:ident;)*) => {$(
+        #[doc = concat!("`", stringify!($chk), "`: [`", stringify!($name), "`] after glibc's")]
+        /// check that the length fits the buffer's size.
+        ///
+        /// # Safety
+        #[doc = concat!("As [`", stringify!($name), "`]; `buflen` is at most the buffer's size.")]
+        #[no_mangle]
+        pub unsafe extern "C" fn $chk($($arg: $ty,)* buflen: usize) -> isize {
+            if $len > buflen {
+                // SAFETY: no arguments; it does not return.
+                unsafe { __chk_fail() }
+            }
+            // SAFETY: the caller's promise, passed on.
+            unsafe { $name($($arg),*) }
+        }
+    )*};
+}
+
+fortified! {
+    __read_chk => read(fd: c_int, buf: *mut c_void, count: usize) checking count;
+    __pread_chk => pread(fd: c_int, buf: *mut c_void, count: usize, offset: off_t) checking count;
+    __pread64_chk => pread(fd: c_int, buf: *mut c_void, count: usize, offset: off_t) checking count;
 }
 
 crate::aliases! {

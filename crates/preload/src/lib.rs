@@ -117,10 +117,11 @@ pub extern "C" fn foliocache_preload_served(fd: std::ffi::c_int) -> std::ffi::c_
     state::is_served(fd).into()
 }
 
-/// The library's constructor: registers the fork and exit handlers. (The
-/// configuration and the cache wait for the first open.)
+/// The library's constructor: registers the fork and exit handlers and
+/// reads the configuration. (The cache waits for the first open.)
 extern "C" fn init() {
     handoff::register();
+    state::configure();
 }
 
 /// Runs [`init`] when the library is loaded.

@@ -154,3 +154,33 @@ crate::aliases! {
     lstat64 => lstat(path: *const c_char, buf: *mut libc::stat) -> c_int;
     fstatat64 => fstatat(dirfd: c_int, path: *const c_char, buf: *mut libc::stat, flags: c_int) -> c_int;
 }
+
+/// Defines the stat functions of glibc before 2.33 (`__fxstat64` and
+/// family: a program linked against an older glibc calls them, and
+/// glibc keeps them as compatibility symbols) as the current ones: `old
+/// => name(args);`. The version argument is ignored: on the supported
+/// targets every version glibc accepts fills the one `struct stat`.
+macro_rules! versioned {
+    ($($old:ident => $name:ident($($arg:ident: $ty:ty),*);)*) => {$(
+        #[doc = concat!("`", stringify!($old), "`: [`", stringify!($name), "`], the version ignored.")]
+        ///
+        /// # Safety
+        #[doc = concat!("As [`", stringify!($name), "`].")]
+        #[no_mangle]
+        pub unsafe extern "C" fn $old(_ver: c_int, $($arg: $ty),*) -> c_int {
+            // SAFETY: the caller's promise, passed on.
+            unsafe { $name($($arg),*) }
+        }
+    )*};
+}
+
+versioned! {
+    __fxstat => fstat(fd: c_int, buf: *mut libc::stat);
+    __fxstat64 => fstat(fd: c_int, buf: *mut libc::stat);
+    __xstat => stat(path: *const c_char, buf: *mut libc::stat);
+    __xstat64 => stat(path: *const c_char, buf: *mut libc::stat);
+    __lxstat => lstat(path: *const c_char, buf: *mut libc::stat);
+    __lxstat64 => lstat(path: *const c_char, buf: *mut libc::stat);
+    __fxstatat => fstatat(dirfd: c_int, path: *const c_char, buf: *mut libc::stat, flags: c_int);
+    __fxstatat64 => fstatat(dirfd: c_int, path: *const c_char, buf: *mut libc::stat, flags: c_int);
+}

@@ -17,7 +17,7 @@ use std::os::fd::BorrowedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use fc::{Cache, File};
@@ -53,6 +53,17 @@ pub(crate) fn passing_through() -> bool {
 /// Turns the library off for the rest of the process.
 pub(crate) fn pass_through_for_good() {
     PASSTHROUGH.store(true, Ordering::Relaxed);
+}
+
+/// Runs `f`, which takes locks of the library's state, with every
+/// interposed call of this thread passing through meanwhile: a signal
+/// handler that interrupts it (and closes the fd number the kernel just
+/// freed, say) never waits for a lock its own thread holds.
+pub(crate) fn holding<T>(f: impl FnOnce() -> T) -> T {
+    let was = INSIDE.with(|i| i.replace(true));
+    let r = f();
+    INSIDE.with(|i| i.set(was));
+    r
 }
 
 /// Runs `f` as the library's own code (its calls pass through), catching
@@ -158,6 +169,16 @@ fn config() -> &'static Config {
     CONFIG.get_or_init(Config::from_env)
 }
 
+/// Reads the configuration now (the library's constructor), so that no
+/// open, from a signal handler perhaps, is the first to read it (which
+/// allocates).
+pub(crate) fn configure() {
+    inside((), || {
+        config();
+        Ok(())
+    });
+}
+
 /// Whether any directory is served: when none is, every open passes
 /// through at once.
 pub(crate) fn serving() -> bool {
@@ -212,6 +233,7 @@ pub(crate) struct Desc {
 
 impl Drop for Desc {
     fn drop(&mut self) {
+        key_bucket(self.key).fetch_sub(1, Ordering::AcqRel);
         let was = INSIDE.with(|i| i.replace(true));
         // SAFETY: dropped once, here; `file` is not used afterwards.
         unsafe { ManuallyDrop::drop(&mut self.file) };
@@ -249,71 +271,183 @@ pub(crate) fn report() {
 /// Shards of the fd table.
 const SHARDS: usize = 16;
 
+/// The fds the table can hold: those numbered this or more are never
+/// served (Linux's default ceiling of `RLIMIT_NOFILE`, `fs.nr_open`).
+const MAX_FDS: usize = 1 << 20;
+
+/// Buckets of the filter of served files' keys ([`KEYS`]).
+const KEY_BUCKETS: usize = 4096;
+
 /// The intercepted fds, sharded by number. A shard's lock is held only
-/// for a map operation, never across a call into the cache.
+/// for a map operation (and the real call that closes or replaces the
+/// fd), never across a call into the cache.
 struct Table {
     shards: [RwLock<BTreeMap<c_int, Arc<Desc>>>; SHARDS],
     /// Entries in all shards: 0 lets every call pass through unlocked.
     count: AtomicUsize,
+    /// One bit an fd, set while it has an entry (changed under its
+    /// shard's lock): a call on an fd whose bit is clear passes through
+    /// with no lock taken and no allocation, as async-signal-safe as
+    /// the C library's call.
+    marks: [AtomicU64; MAX_FDS / 64],
 }
 
 static TABLE: Table = Table {
     shards: [const { RwLock::new(BTreeMap::new()) }; SHARDS],
     count: AtomicUsize::new(0),
+    marks: [const { AtomicU64::new(0) }; MAX_FDS / 64],
 };
+
+/// Live descriptions by a hash of their file's key: a stat of a file
+/// whose bucket is 0 is not corrected, with no lock taken (a stat from a
+/// signal handler is as safe as the C library's).
+static KEYS: [AtomicUsize; KEY_BUCKETS] = [const { AtomicUsize::new(0) }; KEY_BUCKETS];
+
+/// The [`KEYS`] bucket of a file.
+fn key_bucket(key: (u64, u64)) -> &'static AtomicUsize {
+    let h = key.0.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ key.1;
+    &KEYS[(h as usize) % KEY_BUCKETS]
+}
 
 impl Table {
     fn shard(&self, fd: c_int) -> &RwLock<BTreeMap<c_int, Arc<Desc>>> {
         &self.shards[fd.unsigned_abs() as usize % SHARDS]
     }
 
+    /// Whether `fd` has an entry, read with no lock.
+    fn marked(&self, fd: c_int) -> bool {
+        let Ok(n) = usize::try_from(fd) else {
+            return false;
+        };
+        n < MAX_FDS && self.marks[n / 64].load(Ordering::Acquire) & (1 << (n % 64)) != 0
+    }
+
+    /// Whether any fd in `first..=last` has an entry, read with no lock.
+    fn any_marked(&self, first: c_int, last: c_int) -> bool {
+        let (Ok(first), Ok(last)) = (usize::try_from(first), usize::try_from(last)) else {
+            return false;
+        };
+        if first >= MAX_FDS || first > last {
+            return false;
+        }
+        let last = last.min(MAX_FDS - 1);
+        (first / 64..=last / 64).any(|w| {
+            let lo = if w == first / 64 { first % 64 } else { 0 };
+            let hi = if w == last / 64 { last % 64 } else { 63 };
+            let mask = (u64::MAX >> (63 - hi)) & (u64::MAX << lo);
+            self.marks[w].load(Ordering::Acquire) & mask != 0
+        })
+    }
+
+    /// Sets or clears `fd`'s bit (under its shard's lock; `fd` is below
+    /// [`MAX_FDS`], see [`servable`]).
+    fn mark(&self, fd: c_int, on: bool) {
+        let n = fd as usize;
+        if n >= MAX_FDS {
+            return;
+        }
+        let bit = 1u64 << (n % 64);
+        if on {
+            self.marks[n / 64].fetch_or(bit, Ordering::AcqRel);
+        } else {
+            self.marks[n / 64].fetch_and(!bit, Ordering::AcqRel);
+        }
+    }
+
     fn get(&self, fd: c_int) -> Option<Arc<Desc>> {
-        if self.count.load(Ordering::Acquire) == 0 {
+        if !self.marked(fd) {
             return None;
         }
-        self.shard(fd).read().get(&fd).cloned()
+        holding(|| self.shard(fd).read().get(&fd).cloned())
     }
 
     /// Sets `fd`'s entry (`None`: removes it); returns the one it had.
     fn set(&self, fd: c_int, desc: Option<Arc<Desc>>) -> Option<Arc<Desc>> {
-        let mut shard = self.shard(fd).write();
-        let old = match desc {
-            Some(d) => {
-                let old = shard.insert(fd, d);
-                if old.is_none() {
-                    self.count.fetch_add(1, Ordering::AcqRel);
-                }
-                old
+        self.set_around(fd, desc, || (0, true)).1
+    }
+
+    /// Runs `call`, a real call that closes `fd` or puts another file on
+    /// it, with `fd`'s shard locked, and sets `fd`'s entry to `desc` in
+    /// the same hold when `call` says so (its result, and whether it
+    /// changed the fd): no other thread finds an entry for an fd that no
+    /// longer holds its file, nor loses the fresh entry of a file opened
+    /// on the number meanwhile. Returns the result and the entry `fd`
+    /// had.
+    fn set_around(
+        &self,
+        fd: c_int,
+        desc: Option<Arc<Desc>>,
+        call: impl FnOnce() -> (c_int, bool),
+    ) -> (c_int, Option<Arc<Desc>>) {
+        holding(|| {
+            let mut shard = self.shard(fd).write();
+            let (r, changed) = call();
+            if !changed {
+                return (r, None);
             }
-            None => shard.remove(&fd),
-        };
-        if old.is_some() && !shard.contains_key(&fd) {
-            self.count.fetch_sub(1, Ordering::AcqRel);
-        }
-        old
+            let old = match desc {
+                Some(d) => {
+                    self.mark(fd, true);
+                    let old = shard.insert(fd, d);
+                    if old.is_none() {
+                        self.count.fetch_add(1, Ordering::AcqRel);
+                    }
+                    old
+                }
+                None => {
+                    self.mark(fd, false);
+                    shard.remove(&fd)
+                }
+            };
+            if old.is_some() && !shard.contains_key(&fd) {
+                self.count.fetch_sub(1, Ordering::AcqRel);
+            }
+            (r, old)
+        })
     }
 
     /// Removes the entries `pick` chooses; returns them.
-    fn take(&self, mut pick: impl FnMut(c_int, &Desc) -> bool) -> Vec<(c_int, Arc<Desc>)> {
-        let mut taken = Vec::new();
-        for shard in &self.shards {
-            let mut shard = shard.write();
-            let fds: Vec<c_int> = shard
-                .iter()
-                .filter(|(&fd, d)| pick(fd, d))
-                .map(|(&fd, _)| fd)
-                .collect();
-            for fd in fds {
-                if let Some(d) = shard.remove(&fd) {
-                    self.count.fetch_sub(1, Ordering::AcqRel);
-                    taken.push((fd, d));
-                }
-            }
-        }
-        taken
+    fn take(&self, pick: impl FnMut(c_int, &Desc) -> bool) -> Vec<(c_int, Arc<Desc>)> {
+        self.take_around(pick, || 0).1
     }
 
-    /// Every entry, one fd for each description.
+    /// Runs `call`, a real call that closes fds, with every shard locked
+    /// (in order: no other holder takes two), then, unless it failed,
+    /// removes the entries `pick` chooses in the same hold, as
+    /// [`Table::set_around`] does for one fd. Returns the result and the
+    /// entries removed.
+    fn take_around(
+        &self,
+        mut pick: impl FnMut(c_int, &Desc) -> bool,
+        call: impl FnOnce() -> c_int,
+    ) -> (c_int, Vec<(c_int, Arc<Desc>)>) {
+        holding(|| {
+            let mut shards: Vec<_> = self.shards.iter().map(RwLock::write).collect();
+            let r = call();
+            let mut taken = Vec::new();
+            if r < 0 {
+                return (r, taken);
+            }
+            for shard in &mut shards {
+                let fds: Vec<c_int> = shard
+                    .iter()
+                    .filter(|(&fd, d)| pick(fd, d))
+                    .map(|(&fd, _)| fd)
+                    .collect();
+                for fd in fds {
+                    if let Some(d) = shard.remove(&fd) {
+                        self.mark(fd, false);
+                        self.count.fetch_sub(1, Ordering::AcqRel);
+                        taken.push((fd, d));
+                    }
+                }
+            }
+            (r, taken)
+        })
+    }
+
+    /// Every entry, one fd for each description (called inside the
+    /// library only).
     fn descs(&self) -> Vec<(c_int, Arc<Desc>)> {
         let mut all: Vec<(c_int, Arc<Desc>)> = Vec::new();
         if self.count.load(Ordering::Acquire) == 0 {
@@ -344,35 +478,124 @@ pub(crate) fn is_served(fd: c_int) -> bool {
     lookup(fd).is_some()
 }
 
-/// Gives `to` the entry of `from` (an fd `dup`ed from it), or none.
-/// The entry `to` had goes (dropped inside the library).
-pub(crate) fn dup_entry(from: Option<Arc<Desc>>, to: c_int) {
-    let old = TABLE.set(to, from);
+/// Drops descriptions inside the library (the last handle of a file
+/// writes it back), `errno` kept.
+fn drop_inside<T>(old: T) {
     inside((), || {
         drop(old);
         Ok(())
     });
 }
 
-/// Forgets `fd` (before it is closed); its description goes when its last
-/// fd does, writing the file back if it was the file's last.
-pub(crate) fn forget(fd: c_int) {
-    if fd < 0 || TABLE.count.load(Ordering::Acquire) == 0 {
-        return;
-    }
-    dup_entry(None, fd);
+/// Whether `fd`'s entry is to be left alone: while passing through (in a
+/// child of `fork` the table is the parent's copy, and closing its files
+/// there would run the parent's close: set the file's size to the one
+/// cached at the fork, take locks the parent's threads held), or when it
+/// has none (no lock taken).
+fn untouched(fd: c_int) -> bool {
+    passing_through() || !TABLE.marked(fd)
 }
 
-/// Forgets every fd in `first..=last` (`close_range`, `closefrom`).
-pub(crate) fn forget_range(first: c_int, last: c_int) {
-    if TABLE.count.load(Ordering::Acquire) == 0 {
+/// Runs `dup`, the real call that duplicates `from` onto `to` (`dup2`,
+/// `dup3`), with `to`'s entry replaced by `from`'s, or removed, as
+/// [`Table::set_around`] does; its result. With neither served, the
+/// call alone.
+pub(crate) fn dup_onto(from: c_int, to: c_int, dup: impl FnOnce() -> c_int) -> c_int {
+    if to < 0 {
+        return dup();
+    }
+    let desc = servable(lookup(from), to);
+    if desc.is_none() && untouched(to) {
+        return dup();
+    }
+    let (r, old) = TABLE.set_around(to, desc, || {
+        let r = dup();
+        (r, r >= 0 && r != from)
+    });
+    drop_inside(old);
+    r
+}
+
+/// Gives `to`, an fd the kernel just made a duplicate of `from` (`dup`,
+/// `F_DUPFD`: a number that was free), the entry of `from`, or none.
+pub(crate) fn dup_entry(from: c_int, to: c_int) {
+    if to < 0 || to == from {
         return;
     }
-    let taken = TABLE.take(|fd, _| (first..=last).contains(&fd));
-    inside((), || {
-        drop(taken);
-        Ok(())
-    });
+    let desc = servable(lookup(from), to);
+    if desc.is_some() || !untouched(to) {
+        drop_inside(TABLE.set(to, desc));
+    }
+}
+
+/// The description a duplicate numbered `to` gets: `desc`, unless `to` is
+/// [`MAX_FDS`] or more, which the table cannot hold: then the file is
+/// handed to the kernel, so that both fds are plain and coherent.
+fn servable(desc: Option<Arc<Desc>>, to: c_int) -> Option<Arc<Desc>> {
+    match desc {
+        Some(d) if usize::try_from(to).is_ok_and(|n| n >= MAX_FDS) => {
+            hand_to_kernel(d.key);
+            None
+        }
+        d => d,
+    }
+}
+
+/// Runs `close`, the real call that closes `fd`, with `fd`'s entry
+/// removed in the same hold of its shard ([`Table::set_around`]): a
+/// write racing with the close either goes through the cache or finds the
+/// fd closed, never the kernel's fd behind the cache. The description
+/// goes when its last fd does, writing the file back if it was the
+/// file's last. The table is left alone while passing through.
+pub(crate) fn closing(fd: c_int, close: impl FnOnce() -> c_int) -> c_int {
+    if untouched(fd) {
+        return close();
+    }
+    let (r, old) = TABLE.set_around(fd, None, || (close(), true));
+    let r = match &old {
+        Some(d) if r == 0 && d.writable && Arc::strong_count(d) == 1 => {
+            inside(-1, || write_back_closed(fd, d).map(|()| 0))
+        }
+        _ => r,
+    };
+    drop_inside(old);
+    r
+}
+
+/// The file's device and inode, as a message names them.
+fn file_name(key: (u64, u64)) -> String {
+    format!(
+        "the file of device {}:{}, inode {}",
+        rustix::fs::major(key.0),
+        rustix::fs::minor(key.0),
+        key.1
+    )
+}
+
+/// The last fd of a description open for writing closed: the file's
+/// dirty data is written back now (no `fsync`), so that a failure (a full
+/// filesystem: `ENOSPC`, `EIO`) fails this `close`, as the kernel's
+/// `write` would have, and is said on stderr.
+fn write_back_closed(fd: c_int, d: &Desc) -> io::Result<()> {
+    d.file.mapping().writeback(0, u64::MAX).inspect_err(|e| {
+        warn(&format!(
+            "close of fd {fd}: writing back {}: {e}; the close fails, the data not written \
+             stays cached and is retried while the process runs",
+            file_name(d.key)
+        ));
+    })
+}
+
+/// Runs `close`, the real call that closes every fd in `first..=last`
+/// (`close_range`, `closefrom`), with their entries removed in the same
+/// hold of the table ([`Table::take_around`]), as [`closing`] does.
+pub(crate) fn closing_range(first: c_int, last: c_int, close: impl FnOnce() -> c_int) -> c_int {
+    if passing_through() || !TABLE.any_marked(first, last) {
+        return close();
+    }
+    let (r, taken) = TABLE.take_around(|fd, _| (first..=last).contains(&fd), close);
+    drop_inside(taken);
+    r
 }
 
 /// Why a file is the kernel's, not the cache's.
@@ -432,10 +655,21 @@ pub(crate) fn hand_stream(fd: c_int) {
     }
 }
 
-/// The stream on `fd` was closed: its file's count goes down, and the
-/// cache serves it again when none is left.
-pub(crate) fn release_stream(fd: c_int) {
-    let Some(key) = STREAM_FDS.lock().remove(&fd) else {
+/// The stream on `fd` is about to be closed (`fclose`, `freopen`): its
+/// record goes now, while the fd is still open, so that a stream another
+/// thread opens on the number once it is free keeps its own. Returns the
+/// file, for [`release_stream`] after the real call.
+pub(crate) fn take_stream(fd: c_int) -> Option<(u64, u64)> {
+    if fd < 0 {
+        return None;
+    }
+    STREAM_FDS.lock().remove(&fd)
+}
+
+/// A stream on the file `key` ([`take_stream`]'s) was closed: the file's
+/// count goes down, and the cache serves it again when none is left.
+pub(crate) fn release_stream(key: Option<(u64, u64)>) {
+    let Some(key) = key else {
         return;
     };
     let mut handed = HANDED.lock();
@@ -447,11 +681,32 @@ pub(crate) fn release_stream(fd: c_int) {
     }
 }
 
-/// The fd's device and inode, if it is a regular file.
+/// Filesystems that store data but give their files a device number of
+/// major 0 (an anonymous one, as procfs and sysfs have): tmpfs, btrfs,
+/// overlayfs, ZFS, bcachefs.
+const ANONYMOUS_DEVICE_STORES: [i64; 5] = [
+    0x0102_1994,
+    0x9123_683e,
+    0x794c_7630,
+    0x2fc1_2fc1,
+    0xca45_1a4e,
+];
+
+/// The fd's device and inode, if it is a regular file of a filesystem
+/// that stores data: one on a block device (major number not 0), or one
+/// of [`ANONYMOUS_DEVICE_STORES`]. Files of procfs, sysfs and the like
+/// (generated on each read, with sizes of 0 or 4096 that do not bound
+/// their data), and of network or FUSE filesystems, are not.
 fn regular_key(fd: BorrowedFd<'_>) -> Option<(u64, u64)> {
     let st = rustix::fs::fstat(fd).ok()?;
     if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
         return None;
+    }
+    if rustix::fs::major(st.st_dev) == 0 {
+        let fs = rustix::fs::fstatfs(fd).ok()?;
+        if !ANONYMOUS_DEVICE_STORES.contains(&(fs.f_type as i64)) {
+            return None;
+        }
     }
     Some((st.st_dev, st.st_ino))
 }
@@ -461,11 +716,42 @@ fn proc_path(fd: c_int) -> PathBuf {
     PathBuf::from(format!("/proc/self/fd/{fd}"))
 }
 
-/// Whether the file open at `fd` lies under a served directory.
+/// Writes `n` in decimal at the start of `buf` (10 bytes hold any).
+fn decimal(mut n: u32, buf: &mut [u8]) {
+    let mut digits = [0u8; 10];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    buf[..digits.len() - i].copy_from_slice(&digits[i..]);
+}
+
+/// Whether the file open at `fd` lies under a served directory: its
+/// name read from `/proc/self/fd/<fd>` into buffers on the stack (no
+/// allocation: an open of a file outside the directories is as
+/// async-signal-safe as the C library's).
 fn under_dirs(fd: c_int) -> bool {
-    let Ok(target) = std::fs::read_link(proc_path(fd)) else {
+    let mut link = *b"/proc/self/fd/\0\0\0\0\0\0\0\0\0\0\0\0";
+    decimal(fd.unsigned_abs(), &mut link[14..24]);
+    let mut target = [0u8; libc::PATH_MAX as usize];
+    // SAFETY: `link` is NUL-terminated (the digits of a c_int leave NULs
+    // after them); `target` is valid for writes of its length.
+    let n = unsafe {
+        libc::readlink(
+            link.as_ptr().cast(),
+            target.as_mut_ptr().cast(),
+            target.len(),
+        )
+    };
+    let Ok(n) = usize::try_from(n) else {
         return false;
     };
+    let target = Path::new(std::ffi::OsStr::from_bytes(&target[..n]));
     config().dirs.iter().any(|d| target.starts_with(d))
 }
 
@@ -481,7 +767,7 @@ fn served_key(fd: c_int) -> Option<(u64, u64)> {
 /// regular one under a served directory, opens it in the cache and
 /// records the fd. Any failure leaves the fd a plain kernel fd.
 pub(crate) fn adopt(fd: c_int, flags: c_int) {
-    if flags & (libc::O_PATH | libc::O_DIRECTORY) != 0 {
+    if flags & (libc::O_PATH | libc::O_DIRECTORY) != 0 || fd as usize >= MAX_FDS {
         return;
     }
     inside((), || {
@@ -518,6 +804,7 @@ pub(crate) fn adopt(fd: c_int, flags: c_int) {
             // The open cut the file: the cache follows, if it held it.
             file.set_len(0)?;
         }
+        key_bucket(key).fetch_add(1, Ordering::AcqRel);
         let desc = Desc {
             file: ManuallyDrop::new(file),
             key,
@@ -587,6 +874,30 @@ pub(crate) fn write_back_all() {
     });
 }
 
+/// Before `fork`: a child could write through any fd it inherits, so
+/// every file with a description open for writing is handed to the
+/// kernel for good (the parent's fds of it are plain from then on, and a
+/// write or close by the child is one on the shared open file
+/// description, as without the library); the rest is written back with
+/// the positions set ([`write_back_all`]).
+pub(crate) fn prepare_fork() {
+    if passing_through() {
+        return;
+    }
+    let writable = inside(Vec::new(), || {
+        let descs = TABLE.descs();
+        Ok(descs
+            .iter()
+            .filter(|(_, d)| d.writable)
+            .map(|(_, d)| d.key)
+            .collect::<Vec<_>>())
+    });
+    for key in writable {
+        hand_to_kernel(key);
+    }
+    write_back_all();
+}
+
 /// Hands every file to the kernel and turns the library off: at exit and
 /// before an `exec`. Each fd's kernel position is set to the program's,
 /// then the descriptions go, and the last handle of each file writes it
@@ -601,21 +912,74 @@ pub(crate) fn hand_all_to_kernel() {
             sync_position(*fd, d);
         }
         drop(taken);
+        report_unwritten();
         Ok(())
     });
     pass_through_for_good();
 }
 
+/// Once every file is closed (at exit, before an `exec`): if dirty data
+/// is left (a writeback failed: a full filesystem), one more try, and
+/// what it could not write said on stderr, since it is lost when the
+/// process ends.
+fn report_unwritten() {
+    let Some(cache) = built_cache() else {
+        return;
+    };
+    let dirty = cache.stats().dirty_bytes;
+    if dirty == 0 {
+        return;
+    }
+    if let Err(e) = cache.sync_all() {
+        warn(&format!(
+            "pid {}: {dirty} bytes written to files could not be written back ({e}): lost",
+            std::process::id()
+        ));
+    }
+}
+
 /// The size the cache holds for the file `key`, if it serves it.
 pub(crate) fn cached_size(key: (u64, u64)) -> Option<u64> {
-    if passing_through() || TABLE.count.load(Ordering::Acquire) == 0 {
+    if passing_through() || key_bucket(key).load(Ordering::Acquire) == 0 {
         return None;
     }
     let desc = TABLE
         .shards
         .iter()
-        .find_map(|s| s.read().values().find(|d| d.key == key).cloned())?;
+        .find_map(|s| holding(|| s.read().values().find(|d| d.key == key).cloned()))?;
     Some(inside(0, || Ok(desc.file.len())))
+}
+
+/// The path of a file the cache serves, and the file's key; `None` for
+/// any other path.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string, unchanged for `'a`.
+unsafe fn served_path<'a>(path: *const std::ffi::c_char) -> Option<(&'a Path, (u64, u64))> {
+    if path.is_null() || passing_through() || TABLE.count.load(Ordering::Acquire) == 0 {
+        return None;
+    }
+    // SAFETY: the caller's promise.
+    let path = Path::new(std::ffi::OsStr::from_bytes(
+        unsafe { std::ffi::CStr::from_ptr(path) }.to_bytes(),
+    ));
+    let st = inside(None, || Ok(rustix::fs::stat(path).ok()))?;
+    let key = (st.st_dev, st.st_ino);
+    cached_size(key)?;
+    Some((path, key))
+}
+
+/// Before a stream is opened on `path` (`fopen`, `freopen`): a file the
+/// cache serves is handed to the kernel first, so its dirty data is
+/// written back before the open (which may truncate it), never after.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string.
+pub(crate) unsafe fn hand_path(path: *const std::ffi::c_char) {
+    // SAFETY: the caller's promise.
+    if let Some((_, key)) = unsafe { served_path(path) } {
+        hand_to_kernel(key);
+    }
 }
 
 /// `truncate` of a path whose file the cache serves: through the cache (a
@@ -628,15 +992,8 @@ pub(crate) unsafe fn truncate_served(
     path: *const std::ffi::c_char,
     length: libc::off_t,
 ) -> Option<c_int> {
-    if path.is_null() || passing_through() || TABLE.count.load(Ordering::Acquire) == 0 {
-        return None;
-    }
     // SAFETY: the caller's promise.
-    let path = Path::new(std::ffi::OsStr::from_bytes(
-        unsafe { std::ffi::CStr::from_ptr(path) }.to_bytes(),
-    ));
-    let st = inside(None, || Ok(rustix::fs::stat(path).ok()))?;
-    cached_size((st.st_dev, st.st_ino))?;
+    let (path, _) = unsafe { served_path(path) }?;
     let cache = built_cache()?;
     Some(inside(-1, || {
         let len = u64::try_from(length).map_err(|_| err(libc::EINVAL))?;
@@ -663,6 +1020,37 @@ mod tests {
         for bad in ["", "k", "12x", "-1", "1.5g", "99999999999999999999g"] {
             assert_eq!(parse_size(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn decimals_fill_a_buffer() {
+        for (n, text) in [(0, "0"), (7, "7"), (1234, "1234"), (u32::MAX, "4294967295")] {
+            let mut buf = [0u8; 10];
+            decimal(n, &mut buf);
+            assert_eq!(&buf[..text.len()], text.as_bytes());
+            assert!(buf[text.len()..].iter().all(|&b| b == 0));
+        }
+    }
+
+    #[test]
+    fn marks_are_found_in_ranges() {
+        let t = Table {
+            shards: [const { RwLock::new(BTreeMap::new()) }; SHARDS],
+            count: AtomicUsize::new(0),
+            marks: [const { AtomicU64::new(0) }; MAX_FDS / 64],
+        };
+        assert!(!t.any_marked(0, c_int::MAX));
+        for fd in [0, 63, 64, 130, (MAX_FDS - 1) as c_int] {
+            t.mark(fd, true);
+            assert!(t.marked(fd) && !t.marked(fd + 1));
+            assert!(t.any_marked(fd, fd) && t.any_marked(0, c_int::MAX));
+            assert!(t.any_marked((fd - 70).max(0), fd));
+            assert!(!t.any_marked(fd + 1, c_int::MAX));
+            assert!(fd == 0 || !t.any_marked(0, fd - 1));
+            t.mark(fd, false);
+            assert!(!t.marked(fd) && !t.any_marked(0, c_int::MAX));
+        }
+        assert!(!t.marked(-1) && !t.marked(MAX_FDS as c_int) && !t.any_marked(5, 4));
     }
 
     #[test]

@@ -18,7 +18,9 @@
 #include <string.h>
 #include <spawn.h>
 #include <sys/ioctl.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/time.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -189,6 +191,129 @@ static void test_open_read_write(void) {
     close(fd);
     /* A closed fd is the kernel's EBADF. */
     CHECK(read(fd, got, 1) == -1 && errno == EBADF);
+}
+
+/* The fortified reads, which -D_FORTIFY_SOURCE=2 calls where a buffer's
+ * size is known and the length is not, and the stat functions a program
+ * linked against glibc before 2.33 calls (kept by glibc as compatibility
+ * symbols, bound here by version as such a program binds them): called
+ * directly, each serves the cache's bytes and size. */
+ssize_t __read_chk(int fd, void *buf, size_t nbytes, size_t buflen);
+ssize_t __pread_chk(int fd, void *buf, size_t nbytes, off_t offset, size_t buflen);
+ssize_t __pread64_chk(int fd, void *buf, size_t nbytes, off64_t offset, size_t buflen);
+#if defined(__x86_64__)
+#define OLD_GLIBC "GLIBC_2.2.5"
+#define OLD_GLIBC_AT "GLIBC_2.4"
+#elif defined(__aarch64__)
+#define OLD_GLIBC "GLIBC_2.17"
+#define OLD_GLIBC_AT "GLIBC_2.17"
+#endif
+int __fxstat64(int ver, int fd, struct stat64 *buf);
+int __xstat64(int ver, const char *path, struct stat64 *buf);
+int __lxstat64(int ver, const char *path, struct stat64 *buf);
+int __fxstatat64(int ver, int dirfd, const char *path, struct stat64 *buf, int flags);
+int __fxstat(int ver, int fd, struct stat *buf);
+int __xstat(int ver, const char *path, struct stat *buf);
+__asm__(".symver __fxstat64, __fxstat64@" OLD_GLIBC);
+__asm__(".symver __xstat64, __xstat64@" OLD_GLIBC);
+__asm__(".symver __lxstat64, __lxstat64@" OLD_GLIBC);
+__asm__(".symver __fxstatat64, __fxstatat64@" OLD_GLIBC_AT);
+__asm__(".symver __fxstat, __fxstat@" OLD_GLIBC);
+__asm__(".symver __xstat, __xstat@" OLD_GLIBC);
+
+/* A length the compiler cannot see: a fortified read of it into a buffer
+ * of known size is __read_chk. */
+static size_t opaque(size_t n) {
+    volatile size_t v = n;
+    return v;
+}
+
+static void test_fortified_and_old_stat(void) {
+    const char *p = path_of("fortified.bin");
+    unsigned char buf[8192], got[4096];
+    fill(buf, 9, 0, sizeof buf);
+    int fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    CHECK(served(fd) && write(fd, buf, sizeof buf) == sizeof buf);
+    CHECK(lseek(fd, 100, SEEK_SET) == 100);
+    CHECK(__read_chk(fd, got, 1000, sizeof got) == 1000 && matches(got, 9, 100, 1000));
+    CHECK(lseek(fd, 0, SEEK_CUR) == 1100);
+    CHECK(__pread_chk(fd, got, 2000, 3000, sizeof got) == 2000 && matches(got, 9, 3000, 2000));
+    CHECK(__pread64_chk(fd, got, 4096, 4096, sizeof got) == 4096 && matches(got, 9, 4096, 4096));
+    CHECK(read(fd, got, opaque(500)) == 500 && matches(got, 9, 1100, 500));
+    CHECK(pread(fd, got, opaque(600), 7000) == 600 && matches(got, 9, 7000, 600));
+    struct stat64 st64;
+    struct stat st;
+    CHECK(__fxstat64(1, fd, &st64) == 0 && st64.st_size == 8192);
+    CHECK(__xstat64(1, p, &st64) == 0 && st64.st_size == 8192);
+    CHECK(__lxstat64(1, p, &st64) == 0 && st64.st_size == 8192);
+    CHECK(__fxstatat64(1, AT_FDCWD, p, &st64, 0) == 0 && st64.st_size == 8192);
+    CHECK(__fxstat(1, fd, &st) == 0 && st.st_size == 8192);
+    CHECK(__xstat(1, p, &st) == 0 && st.st_size == 8192);
+    close(fd);
+}
+
+/* What the kernel refuses is refused: copy_file_range of overlapping
+ * ranges in one file or with flags (EINVAL), a copy whose write fails
+ * (neither offset moved), a buffer no process could map (EFAULT), and a
+ * vectored append whose total cannot be gathered in memory (ENOMEM, where
+ * overcommit does not promise any size). */
+static void test_refusals(void) {
+    const char *p = path_of("refuse.bin");
+    const char *q = path_of("refuse-out.bin");
+    unsigned char buf[8192], got[8192];
+    fill(buf, 10, 0, sizeof buf);
+    int fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    CHECK(served(fd) && write(fd, buf, sizeof buf) == sizeof buf);
+    loff_t in = 0, out = 100;
+    CHECK(copy_file_range(fd, &in, fd, &out, 1000, 0) == -1 && errno == EINVAL && in == 0 &&
+          out == 100);
+    CHECK(lseek(fd, 500, SEEK_SET) == 500);
+    CHECK(copy_file_range(fd, NULL, fd, NULL, 1000, 0) == -1 && errno == EINVAL);
+    in = 0, out = 4096;
+    CHECK(copy_file_range(fd, &in, fd, &out, 1000, 0) == 1000 && in == 1000 && out == 5096);
+    CHECK(pread(fd, got, 1000, 4096) == 1000 && matches(got, 10, 0, 1000));
+    int other = open(q, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    in = 0, out = 0;
+    CHECK(copy_file_range(fd, &in, other, &out, 1000, 1) == -1 && errno == EINVAL);
+    CHECK(fsize(other) == 0);
+    int ro = open(q, O_RDONLY);
+    CHECK(served(ro));
+    CHECK(copy_file_range(fd, &in, ro, &out, 1000, 0) == -1 && errno == EBADF && in == 0 &&
+          out == 0);
+    CHECK(lseek(fd, 10, SEEK_SET) == 10);
+    CHECK(copy_file_range(fd, NULL, ro, NULL, 1000, 0) == -1 && errno == EBADF &&
+          lseek(fd, 0, SEEK_CUR) == 10);
+    close(ro);
+    close(other);
+
+    void *bad = (void *)opaque(1);
+    CHECK(read(fd, bad, 10) == -1 && errno == EFAULT);
+    CHECK(pread(fd, bad, 10, 0) == -1 && errno == EFAULT);
+    CHECK(write(fd, bad, 10) == -1 && errno == EFAULT);
+    struct iovec badv[2] = {{buf, 10}, {bad, 10}};
+    CHECK(readv(fd, badv, 2) == -1 && errno == EFAULT);
+    CHECK(lseek(fd, 0, SEEK_CUR) == 10 && fsize(fd) == 8192);
+
+    char mode = 0;
+    int oc = open("/proc/sys/vm/overcommit_memory", O_RDONLY);
+    CHECK(oc >= 0 && read(oc, &mode, 1) == 1);
+    close(oc);
+    size_t each = (size_t)64 << 30;
+    void *big = mmap(NULL, each, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    CHECK(big != MAP_FAILED);
+    int ap = open(p, O_WRONLY | O_APPEND);
+    if (mode == '1') {
+        printf("refusals: vm.overcommit_memory is 1, the vectored append of 64 TiB not tried\n");
+    } else if (big != MAP_FAILED) {
+        static struct iovec v[1024];
+        for (int i = 0; i < 1024; i++)
+            v[i] = (struct iovec){big, each};
+        CHECK(served(ap) && writev(ap, v, 1024) == -1 && errno == ENOMEM);
+        CHECK(fsize(ap) == 8192);
+    }
+    munmap(big, each);
+    close(ap);
+    close(fd);
 }
 
 /* O_DSYNC: each write is on the file when it returns. */
@@ -474,6 +599,33 @@ static void test_stdio(void) {
     fd = open(r, O_RDONLY);
     CHECK(fd >= 0 && !served(fd));
     close(fd);
+
+    /* freopen of a stream onto another file releases the first: with no
+     * stream left on it, the cache serves it again. */
+    const char *fa = path_of("freopen-a.bin"), *fb = path_of("freopen-b.bin");
+    f = fopen(fa, "w");
+    CHECK(f != NULL && fputs("a", f) >= 0);
+    f = freopen(fb, "w", f);
+    CHECK(f != NULL && fputs("b", f) >= 0 && fclose(f) == 0);
+    fd = open(fa, O_RDONLY);
+    CHECK(fd >= 0 && served(fd));
+    close(fd);
+    fd = open(fb, O_RDONLY);
+    CHECK(fd >= 0 && served(fd) && read(fd, line, 2) == 1 && line[0] == 'b');
+    close(fd);
+
+    /* fopen "w" of a file with dirty data in the cache: the stream's
+     * truncation holds (the data is written back before the open, not
+     * after it). */
+    const char *w = path_of("fopen-truncates.bin");
+    unsigned char big[8192];
+    fill(big, 8, 0, sizeof big);
+    fd = open(w, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    CHECK(served(fd) && write(fd, big, sizeof big) == sizeof big);
+    f = fopen(w, "w");
+    CHECK(f != NULL && !served(fd) && fputs("x", f) >= 0 && fclose(f) == 0);
+    CHECK(kernel_size(w) == 1 && fsize(fd) == 1);
+    close(fd);
 }
 
 /* mmap: the file goes to the kernel, written back first. */
@@ -517,9 +669,89 @@ static void test_fork(void) {
     }
     int status;
     CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    /* The parent keeps its cache and its own position. */
-    CHECK(served(fd) && lseek(fd, 0, SEEK_CUR) == 7);
+    /* The child could write through the fd it inherited: the file is the
+     * kernel's in the parent from the fork on, and the position is the
+     * one the child moved, shared as an open file description's. */
+    CHECK(!served(fd) && lseek(fd, 0, SEEK_CUR) == 11);
     close(fd);
+}
+
+/* A child of fork that writes to an inherited served fd and closes it (by
+ * close, dup2 over it, or close_range) runs no close of the parent's
+ * cache: the file holds the parent's writes and the child's, as with the
+ * kernel alone. A read-only fd stays served in the parent. */
+static void test_fork_child_closes(void) {
+    static const char *const how[] = {"close", "dup2", "close_range"};
+    for (int i = 0; i < 3; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "fork-log.%s.bin", how[i]);
+        const char *p = path_of(name);
+        int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+        CHECK(served(fd) && write(fd, "p\n", 2) == 2);
+        int ro = open(p, O_RDONLY);
+        CHECK(served(ro));
+        pid_t pid = fork();
+        if (pid == 0) {
+            int bad = write(fd, "c\n", 2) != 2;
+            if (i == 0)
+                bad |= close(fd) != 0;
+            else if (i == 1)
+                bad |= dup2(2, fd) != fd;
+            else
+                bad |= close_range(3, ~0U, 0) != 0;
+            _exit(bad);
+        }
+        int status;
+        CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        CHECK(write(fd, "P\n", 2) == 2);
+        CHECK(close(fd) == 0);
+        char got[16] = {0};
+        CHECK(kernel_size(p) == 6 && kernel_pread(p, got, sizeof got, 0) == 6 &&
+              memcmp(got, "p\nc\nP\n", 6) == 0);
+        CHECK(fsize(ro) == 6);
+        close(ro);
+    }
+}
+
+/* _Fork (no fork handlers): the child passes through all the same. */
+static void test_underscore_fork(void) {
+    const char *p = path_of("underscore-fork.bin");
+    int fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    CHECK(served(fd) && write(fd, "kept", 4) == 4);
+    pid_t pid = _Fork();
+    if (pid == 0) {
+        int bad = served(fd);
+        bad |= close(fd) != 0;
+        _exit(bad);
+    }
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    char got[8] = {0};
+    CHECK(served(fd) && pread(fd, got, 8, 0) == 4 && memcmp(got, "kept", 4) == 0);
+    close(fd);
+    CHECK(kernel_size(p) == 4);
+}
+
+/* vfork: a child that closes every fd leaves the parent's table as it
+ * was (the child is a fork's, with its own table). */
+static void test_vfork_close_range(void) {
+    const char *p = path_of("vfork.bin");
+    int fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    CHECK(served(fd) && write(fd, "vforked", 7) == 7);
+    close(fd);
+    int ro = open(p, O_RDONLY);
+    CHECK(served(ro));
+    pid_t pid = vfork();
+    if (pid == 0) {
+        close_range(3, ~0U, 0);
+        _exit(0);
+    }
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status));
+    char got[8] = {0};
+    CHECK(served(ro) && pread(ro, got, 8, 0) == 7 && memcmp(got, "vforked", 7) == 0);
+    close(ro);
+    CHECK(kernel_size(p) == 7);
 }
 
 /* exec: every file goes to the kernel first; the new program finds the
@@ -693,6 +925,47 @@ static void test_threads_share_a_position(void) {
     close(shared_fd);
 }
 
+/* A close racing with writes on the same fd from another thread: each
+ * write either lands through the cache at the shared position or fails
+ * with EBADF (none goes to the kernel's fd behind the cache's back). */
+static int race_fd;
+static volatile int race_started;
+static long race_ok;
+
+static void *race_writer(void *arg) {
+    (void)arg;
+    for (;;) {
+        ssize_t r = write(race_fd, "Z", 1);
+        if (r != 1)
+            return r == -1 && errno == EBADF ? NULL : (void *)1;
+        race_ok++;
+        __atomic_store_n(&race_started, 1, __ATOMIC_RELEASE);
+    }
+}
+
+static void test_close_races(void) {
+    enum { N = 12 << 20 };
+    static unsigned char buf[N];
+    for (int round = 0; round < 5; round++) {
+        const char *p = path_of("close-race.bin");
+        fill(buf, 11, 0, N);
+        race_fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0644);
+        CHECK(served(race_fd) && write(race_fd, buf, N) == N);
+        race_ok = 0;
+        race_started = 0;
+        pthread_t th;
+        CHECK(pthread_create(&th, NULL, race_writer, NULL) == 0);
+        while (!__atomic_load_n(&race_started, __ATOMIC_ACQUIRE))
+            ;
+        CHECK(close(race_fd) == 0);
+        void *r;
+        CHECK(pthread_join(th, &r) == 0 && r == NULL);
+        CHECK(kernel_size(p) == N + race_ok);
+        CHECK(kernel_pread(p, buf, 4096, 0) == 4096 && matches(buf, 11, 0, 4096));
+    }
+
+}
+
 static void test_threads(void) {
     tfd = open(path_of("threads.bin"), O_RDWR | O_CREAT | O_TRUNC, 0644);
     pthread_t th[THREADS];
@@ -704,6 +977,79 @@ static void test_threads(void) {
     }
     CHECK(fsize(tfd) == (long)THREADS * PER * BS);
     close(tfd);
+}
+
+/* A signal handler's calls on fds and files the cache does not serve
+ * (open and close of a file outside the directories, a write to a
+ * self-pipe) while the interrupted code opens and closes served files
+ * (holding the table's locks, allocating): as async-signal-safe as the C
+ * library's, so no deadlock. A watchdog thread ends the process if the
+ * loop does not finish. */
+static const char *signal_self;
+static int signal_pipe[2];
+static volatile long signals;
+
+static void on_alarm(int sig) {
+    (void)sig;
+    int saved = errno;
+    int fd = open(signal_self, O_RDONLY);
+    if (fd >= 0)
+        close(fd);
+    if (write(signal_pipe[1], "s", 1) == 1)
+        signals++;
+    errno = saved;
+}
+
+static void *watchdog(void *arg) {
+    (void)arg;
+    sleep(60);
+    static const char msg[] = "signals: the loop did not finish in 60 s (a deadlock)\n";
+    (void)!write(2, msg, sizeof msg - 1);
+    _exit(3);
+}
+
+static void test_signal_safety(const char *self) {
+    signal_self = self;
+    CHECK(pipe2(signal_pipe, O_NONBLOCK) == 0);
+    /* The pipe's write end in the served fds' shards (16 of them). */
+    int hi = fcntl(signal_pipe[1], F_DUPFD, 64);
+    CHECK(hi >= 64);
+    close(signal_pipe[1]);
+    signal_pipe[1] = hi;
+    CHECK(write(signal_pipe[1], "s", 1) == 1);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    pthread_t dog;
+    CHECK(pthread_create(&dog, NULL, watchdog, NULL) == 0);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    struct sigaction sa = {0};
+    sa.sa_handler = on_alarm;
+    sa.sa_flags = SA_RESTART;
+    CHECK(sigaction(SIGALRM, &sa, NULL) == 0);
+    struct itimerval every = {{0, 200}, {0, 200}};
+    CHECK(setitimer(ITIMER_REAL, &every, NULL) == 0);
+    const char *p = path_of("signals.bin");
+    char drain[4096];
+    for (int i = 0; i < 3000; i++) {
+        int fds[16];
+        for (int j = 0; j < 16; j++)
+            fds[j] = open(p, O_RDWR | O_CREAT, 0644);
+        CHECK(pwrite(fds[0], "x", 1, i) == 1);
+        for (int j = 0; j < 16; j++)
+            close(fds[j]);
+        while (read(signal_pipe[0], drain, sizeof drain) > 0)
+            ;
+    }
+    struct itimerval off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &off, NULL);
+    signal(SIGALRM, SIG_DFL);
+    pthread_cancel(dog);
+    pthread_join(dog, NULL);
+    CHECK(signals > 0);
+    CHECK(kernel_size(p) == 3000);
+    close(signal_pipe[0]);
+    close(signal_pipe[1]);
 }
 
 /* Left open and dirty: written back at exit (the harness checks). */
@@ -730,6 +1076,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     test_open_read_write();
+    test_fortified_and_old_stat();
+    test_refusals();
     test_dsync();
     test_other_process();
     test_close_writes_back();
@@ -740,10 +1088,15 @@ int main(int argc, char **argv) {
     test_stdio();
     test_mmap();
     test_fork();
+    test_fork_child_closes();
+    test_vfork_close_range();
+    test_underscore_fork();
     test_exec(argv[0]);
     test_spawn();
     test_splice();
     test_threads();
+    test_close_races();
+    test_signal_safety(argv[0]);
     test_threads_share_a_position();
     test_exit_writes_back();
     if (failures) {

@@ -3,13 +3,24 @@
 //! the files it leaves checked through the kernel; and a random exerciser
 //! against a model.
 
-use crate::support::{compile, pattern, preloaded};
+use std::path::Path;
 
+use crate::support::{compile, pattern, preloaded, Build, BUILDS};
+
+/// `tests/c/calls.c`, built plain and fortified, each run on a fresh
+/// directory.
 #[test]
 fn every_call_and_behaviour() {
-    let build = tempfile::tempdir().expect("a temporary directory");
-    let exe = compile("calls", build.path());
+    for build in BUILDS {
+        every_call_and_behaviour_in(build);
+    }
+}
+
+fn every_call_and_behaviour_in(build: Build) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let exe = compile("calls", dir.path(), build);
     let data = tempfile::tempdir().expect("a temporary directory");
+    println!("{build:?}:");
     let out = crate::support::checked(preloaded(&exe, data.path()).arg(data.path()));
     print!("{}", String::from_utf8_lossy(&out.stdout));
 
@@ -47,21 +58,39 @@ fn nothing_served_without_directories() {
     assert_eq!(out.stdout, b"hello\n");
 }
 
-/// `tests/c/exerciser.c`: seeded random operations on three files checked
+/// Only regular files of filesystems that store data are served: with the
+/// directories `/proc:/sys` or `/`, files of procfs and sysfs read as
+/// without the library (the cache would read them as empty).
+#[test]
+fn pseudo_filesystems_are_not_served() {
+    for dirs in ["/proc:/sys", "/"] {
+        let out = crate::support::checked(preloaded("sh", Path::new(dirs)).args([
+            "-c",
+            "cat /proc/meminfo /proc/self/status /sys/kernel/mm/transparent_hugepage/enabled \
+                 2>/dev/null || cat /proc/meminfo /proc/self/status",
+        ]));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("MemTotal:"), "{dirs}: {text:?}");
+        assert!(text.contains("\nPid:"), "{dirs}: {text:?}");
+    }
+}
+
+/// `tests/c/exerciser.c`, built plain and fortified: seeded random
+/// operations on three files checked
 /// against a model, then the files checked through the kernel, under a
 /// cache small enough (2 MiB) that reclaim and writeback run throughout.
 /// `FOLIOCACHE_PRELOAD_SEEDS` seeds (default 8) of
 /// `FOLIOCACHE_PRELOAD_OPS` operations (default 5000).
 #[test]
 fn random_operations_match_a_model() {
-    let build = tempfile::tempdir().expect("a temporary directory");
-    let exe = compile("exerciser", build.path());
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let exes = BUILDS.map(|b| compile("exerciser", dir.path(), b));
     let seeds: u64 = test_support::env_or("FOLIOCACHE_PRELOAD_SEEDS", 8);
     let ops: u64 = test_support::env_or("FOLIOCACHE_PRELOAD_OPS", 5000);
-    for seed in 1..=seeds {
+    for (seed, exe) in (1..=seeds).flat_map(|s| exes.iter().map(move |e| (s, e))) {
         let data = tempfile::tempdir().expect("a temporary directory");
         crate::support::checked(
-            preloaded(&exe, data.path())
+            preloaded(exe, data.path())
                 .env("FOLIOCACHE_PRELOAD_CAPACITY", "2m")
                 .arg(data.path())
                 .arg(seed.to_string())

@@ -130,3 +130,78 @@ fn fio_verifies_crc32c() {
     // The files verify through the kernel too, after the run.
     fio(Command::new("fio"), dir.path(), "--verify_only");
 }
+
+/// A tmpfs mounted for a test, unmounted when dropped.
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    /// A tmpfs of `size` at `at` (created), or `None` (skipped, or failed
+    /// under CI, saying why) when it cannot be mounted.
+    fn mount(at: &Path, size: &str, test: &str) -> Option<Tmpfs> {
+        std::fs::create_dir(at).expect("a mount point");
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(at)
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(Tmpfs(at.to_path_buf())),
+            Ok(o) => {
+                let why = String::from_utf8_lossy(&o.stderr).into_owned();
+                test_support::skip_or_fail(test, format!("mounting a tmpfs: {why}"));
+                None
+            }
+            Err(e) => {
+                test_support::skip_or_fail(test, format!("mount: {e}"));
+                None
+            }
+        }
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// On a full filesystem (a tmpfs of 1 MiB), `cp` of a 3 MB file fails as
+/// it does without the library: the data is cached at `write`, and the
+/// `close` that writes it back reports `ENOSPC` (and says so on stderr).
+#[test]
+fn cp_onto_a_full_filesystem_fails() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let Some(full) = Tmpfs::mount(
+        &dir.path().join("full"),
+        "1m",
+        "cp_onto_a_full_filesystem_fails",
+    ) else {
+        return;
+    };
+    let big = dir.path().join("big");
+    let data: Vec<u8> = (0..3_000_000u32)
+        .map(|i| (i * 31 + i / 4096) as u8)
+        .collect();
+    std::fs::write(&big, &data).expect("the source");
+    let dest = full.0.join("x");
+    let plain = Command::new("cp")
+        .arg(&big)
+        .arg(&dest)
+        .output()
+        .expect("cp");
+    assert!(
+        !plain.status.success(),
+        "cp alone fills the tmpfs and fails"
+    );
+    std::fs::remove_file(&dest).expect("the partial copy");
+    let out = preloaded("cp", &full.0)
+        .arg(&big)
+        .arg(&dest)
+        .output()
+        .expect("cp under the library");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "cp exited 0 under the library: {err}"
+    );
+    assert!(err.contains("No space left on device"), "{err}");
+}

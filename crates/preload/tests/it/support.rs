@@ -34,12 +34,32 @@ pub fn preloaded(program: impl AsRef<std::ffi::OsStr>, dir: &Path) -> Command {
     cmd
 }
 
-/// Compiles `tests/c/<name>.c` into `out_dir`; returns the executable.
-pub fn compile(name: &str, out_dir: &Path) -> PathBuf {
-    let exe = out_dir.join(name);
+/// How a C test program is compiled.
+#[derive(Clone, Copy, Debug)]
+pub enum Build {
+    /// `-O1`.
+    Plain,
+    /// `-O2 -D_FORTIFY_SOURCE=2`, as most distributions build packages:
+    /// reads into buffers of known size call `__read_chk`,
+    /// `__pread64_chk`, opens `__open_2`.
+    Fortified,
+}
+
+/// Both builds, for the tests that run a program each way.
+pub const BUILDS: [Build; 2] = [Build::Plain, Build::Fortified];
+
+/// Compiles `tests/c/<name>.c` into `out_dir` as `build` says; returns
+/// the executable.
+pub fn compile(name: &str, out_dir: &Path, build: Build) -> PathBuf {
+    let exe = out_dir.join(format!("{name}-{build:?}"));
+    let flags: &[&str] = match build {
+        Build::Plain => &["-O1"],
+        Build::Fortified => &["-O2", "-D_FORTIFY_SOURCE=2"],
+    };
     checked(
         Command::new("cc")
-            .args(["-std=c11", "-O1", "-Wall", "-Wextra", "-Werror", "-pthread"])
+            .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pthread"])
+            .args(flags)
             .arg(
                 Path::new(MANIFEST_DIR)
                     .join("tests/c")
