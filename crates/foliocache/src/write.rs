@@ -351,6 +351,20 @@ impl File {
     ///
     /// On an error, the folios before the failing one may have been
     /// written (and the file extended to their end).
+    ///
+    /// # Space on the backing
+    /// A write reserves no space on the backing's filesystem: a full disk
+    /// (`ENOSPC`) or an IO error appears when the data is written back,
+    /// not here (ext4 reserves blocks at `write(2)` for its delayed
+    /// allocation; this cache does not). The error is reported
+    /// by the next [`sync_data`](Self::sync_data) or
+    /// [`sync_all`](Self::sync_all) of every handle (once each, as the
+    /// kernel's errseq), by a write that was throttled into that
+    /// writeback, and the data stays dirty in the cache meanwhile (the
+    /// last handle's close keeps the file for the flusher's retries: see
+    /// [`File`]'s `Drop`). A program that must know before it
+    /// acknowledges data syncs it; one that must not fail later reserves
+    /// the space first with [`allocate`](Self::allocate) (`fallocate`).
     pub fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
         self.write_at_flags(buf, offset, WriteFlags::NONE)
     }
