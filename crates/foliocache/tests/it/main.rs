@@ -100,6 +100,16 @@ mod faults {
     mod reads;
 }
 
+/// Power loss: random operation sequences over a backing that records
+/// every change and sync, and every crash state of the record checked
+/// against what the syncs acknowledged (`test_support::crash`); and
+/// broken backings that the check must catch.
+mod crash {
+    mod broken;
+    mod driver;
+    mod random;
+}
+
 /// Regression tests, one a bug found and fixed.
 mod regress {
     mod close_size;
