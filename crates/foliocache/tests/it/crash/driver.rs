@@ -26,16 +26,22 @@ pub type Rec = RecordingBacking<MemBacking>;
 /// broken backing), or nothing.
 pub type Wrap<'a> = &'a dyn Fn(Arc<Rec>) -> Arc<dyn Backing>;
 
-/// The cache a sequence runs in: 12 pages, folios up to 16 KiB, at most
-/// half of it dirty; `flusher` gives the background flusher a low
-/// threshold (2 pages), so it writes back at times the program does not
-/// choose; without it, only syncs, closes, eviction and throttled writers
-/// write back.
+/// The cache a sequence runs in: 12 pages, folios up to 8 KiB, at most
+/// 2 pages dirty before a writer writes back; `flusher` gives the
+/// background flusher a threshold of 1 page, so it writes back at times
+/// the program does not choose; without it, only syncs, closes, eviction
+/// and throttled writers write back.
+///
+/// Dirty pages, with a write's (up to 3 pages), leave room for a read's
+/// folio: the cache counts dirty pages but evicts whole folios, and its
+/// flusher, kicked by reclaim, writes back only above its threshold, so
+/// a few dirty pages in large folios can hold all of a small cache (an
+/// allocation then fails after 2 s).
 pub fn cache(flusher: bool) -> Cache {
     TestCache::pages(12)
-        .max_folio(4 * B)
-        .dirty_limit(6 * B)
-        .dirty_background(if flusher { 2 } else { 6 } * B)
+        .max_folio(2 * B)
+        .dirty_limit(2 * B)
+        .dirty_background(if flusher { 1 } else { 2 } * B)
         .build()
 }
 
@@ -66,7 +72,7 @@ pub fn run(cache: &Cache, seed: u64, ops: usize, wrap: Wrap<'_>) -> Sequence {
             .unwrap_or_else(|e| panic!("open_backing: {e}"))
     };
     let mut file: File = open(&rec);
-    let mut trace = String::new();
+    let mut trace = format!("sequence of seed {seed}\n");
     for n in 0..ops {
         let mut img = program.image().to_vec();
         let size = img.len();
@@ -76,7 +82,7 @@ pub fn run(cache: &Cache, seed: u64, ops: usize, wrap: Wrap<'_>) -> Sequence {
             // A write, sometimes uncached; bytes unique to this op.
             0..=39 => {
                 let off = rng.gen_range(0..MAX_FILE - 1);
-                let len = rng.gen_range(1..=(3 * B).min(MAX_FILE - off));
+                let len = rng.gen_range(1..=(2 * B).min(MAX_FILE - off));
                 let data = test_support::nonzero_bytes(len, seed ^ (n as u64) << 32);
                 let flags = if rng.gen_ratio(1, 8) {
                     WriteFlags::DONTCACHE
@@ -89,8 +95,10 @@ pub fn run(cache: &Cache, seed: u64, ops: usize, wrap: Wrap<'_>) -> Sequence {
                 }
                 img[off..off + len].copy_from_slice(&data);
                 program.begin(&rec, img);
-                let wrote = file.write_at_flags(&data, off as u64, flags);
-                assert_eq!(wrote.ok(), Some(len), "{trace}");
+                let wrote = file
+                    .write_at_flags(&data, off as u64, flags)
+                    .unwrap_or_else(|e| panic!("{trace}{e}"));
+                assert_eq!(wrote, len, "{trace}");
             }
             40..=49 => {
                 let to = rng.gen_range(0..=MAX_FILE);
@@ -140,6 +148,18 @@ pub fn run(cache: &Cache, seed: u64, ops: usize, wrap: Wrap<'_>) -> Sequence {
                 drop(file);
                 file = open(&rec);
                 assert_eq!(file.len(), size as u64, "size after reopen\n{trace}");
+            }
+            95..=97 => {
+                let off = rng.gen_range(0..MAX_FILE - 1);
+                let len = rng.gen_range(1..=(2 * B).min(MAX_FILE - off));
+                let keep_size = rng.gen_bool(0.5);
+                let _ = writeln!(trace, "allocate({off}, {len}, keep_size: {keep_size})");
+                if !keep_size && off + len > size {
+                    img.resize(off + len, 0);
+                }
+                program.begin(&rec, img);
+                file.allocate(off as u64, len as u64, keep_size)
+                    .unwrap_or_else(|e| panic!("{trace}{e}"));
             }
             _ => {
                 let _ = writeln!(trace, "sleep 1 ms");
