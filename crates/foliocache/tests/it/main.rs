@@ -116,6 +116,7 @@ mod regress {
     mod close_writeback_error;
     mod dontcache_write_error;
     mod failed_write_size;
+    mod late_mapping_drop;
     mod lru_putback;
     mod read_past_truncate;
 }
