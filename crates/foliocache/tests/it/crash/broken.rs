@@ -24,10 +24,10 @@ fn caught(wrap: &dyn Fn(Arc<Rec>) -> Arc<dyn Backing>) -> String {
     let explore = explore(
         1,
         40,
-        u64::MAX,
-        SEQUENCES,
+        (u64::MAX, SEQUENCES),
         Explore { random: 4, seed: 0 },
         wrap,
+        false,
     );
     match explore {
         Ok((checked, n)) => panic!("{n} sequences, {checked:?}, and no violation found"),
@@ -44,6 +44,9 @@ struct LyingSync {
 
 impl Backing for LyingSync {
     forward_backing!(rec: len, read_blocks, write_blocks, set_len, punch_hole, check_size, info);
+    fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.rec.allocate(offset, len)
+    }
     fn sync_data(&self) -> io::Result<()> {
         if self.all {
             self.rec.sync_data()
@@ -94,6 +97,9 @@ impl Unordered {
 
 impl Backing for Unordered {
     forward_backing!(rec: check_size, info);
+    fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.rec.allocate(offset, len)
+    }
     /// The size with the queued writes, which stay queued.
     fn len(&self) -> io::Result<u64> {
         let queued = self
@@ -151,6 +157,9 @@ struct Corrupting {
 
 impl Backing for Corrupting {
     forward_backing!(rec: len, read_blocks, set_len, sync_data, sync_all, punch_hole, check_size, info);
+    fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.rec.allocate(offset, len)
+    }
     fn write_blocks(&self, bufs: &[IoBuf<'_>], offset: u64) -> io::Result<usize> {
         let mut buf = AlignedBuf::zeroed(bufs.iter().map(|b| b.len()).sum())?;
         let mut at = 0;
@@ -176,7 +185,7 @@ fn a_recording_that_drops_a_sync_is_caught() {
     let c = cache(false);
     let explore = Explore { random: 4, seed: 0 };
     let lost = (0..SEQUENCES).find_map(|seed| {
-        let seq = run(&c, seed, 40, &|rec| rec);
+        let seq = run(&c, seed, 40, &|rec| rec, true);
         check(&seq.program, &seq.log, &explore).expect("the good run passes");
         let without: Vec<Recorded> = seq
             .log

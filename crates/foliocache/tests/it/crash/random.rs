@@ -27,10 +27,12 @@ fn no_acknowledged_write_is_lost() {
     let (checked, sequences) = explore(
         seed,
         ops,
-        states,
-        states, // a sequence checks many states: this bound is never the one reached
+        // A sequence checks many states: the bound on sequences is never
+        // the one reached.
+        (states, states),
         Explore { random: 8, seed: 0 },
         &direct,
+        true,
     )
     .unwrap_or_else(|e| panic!("{e}"));
     eprintln!(
