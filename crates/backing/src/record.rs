@@ -6,7 +6,9 @@
 //! shift) or makes it durable (a sync) is appended to the log when the
 //! inner backing has done it, under one lock held across the inner call:
 //! the log's order is the order in which the inner backing saw them, and
-//! a write logged before a sync completed before that sync began. Calls
+//! a write logged before a sync completed before that sync began. Reads
+//! are logged too, when they return (not under the lock: they run side
+//! by side). Calls
 //! the inner backing fails are logged as [`Recorded::Failed`] (a failed
 //! write may have written any prefix, so a crash test treats the file as
 //! unknown from there). The caller may put its own notes in the same log
@@ -65,6 +67,19 @@ pub enum Recorded {
     Failed,
     /// The caller's note ([`RecordingBacking::note`]).
     Note(u64),
+    /// [`Backing::read_blocks`] of `len` bytes at `offset`, logged when it
+    /// returned (reads run side by side: the log is not held across them,
+    /// so a read is logged after every change that completed before it
+    /// began, and before any caller sees its data).
+    Read {
+        /// The file offset asked for.
+        offset: u64,
+        /// The bytes asked for (the buffers' total length).
+        len: u64,
+        /// What the inner backing returned: bytes read, or the OS error
+        /// (`-1` for an error without one).
+        result: Result<u64, i32>,
+    },
 }
 
 impl fmt::Debug for Recorded {
@@ -80,13 +95,19 @@ impl fmt::Debug for Recorded {
             Recorded::Sync { all } => write!(f, "Sync {{ all: {all} }}"),
             Recorded::Failed => f.write_str("Failed"),
             Recorded::Note(n) => write!(f, "Note({n})"),
+            Recorded::Read {
+                offset,
+                len,
+                result,
+            } => write!(f, "Read({offset}, {len}) -> {result:?}"),
         }
     }
 }
 
-/// Wraps a [`Backing`] and logs, in order, every change and sync that
-/// reaches it ([`Recorded`]), for crash tests. Reads, `len` and the other
-/// calls that change nothing pass through unlogged.
+/// Wraps a [`Backing`] and logs, in order, every change, sync and read
+/// that reaches it ([`Recorded`]), for crash tests and tests that count
+/// IO. `len` and the other calls that change nothing pass through
+/// unlogged.
 ///
 /// ```
 /// use backing::{AlignedBuf, Backing, MemBacking, Recorded, RecordingBacking, BLOCK};
@@ -133,6 +154,11 @@ impl<B: Backing> RecordingBacking<B> {
         lock(&self.log).clone()
     }
 
+    /// Forgets the log so far.
+    pub fn clear(&self) {
+        lock(&self.log).clear();
+    }
+
     /// Runs `call` on the inner backing with the log locked, and logs
     /// `entry` (made from the result) after it.
     fn logged<T>(
@@ -153,7 +179,18 @@ impl<B: Backing> Backing for RecordingBacking<B> {
     }
 
     fn read_blocks(&self, bufs: &mut [IoBufMut<'_>], offset: u64) -> io::Result<usize> {
-        self.inner.read_blocks(bufs, offset)
+        let len = bufs.iter().map(|b| b.len() as u64).sum();
+        let r = self.inner.read_blocks(bufs, offset);
+        let result = match &r {
+            Ok(n) => Ok(*n as u64),
+            Err(e) => Err(e.raw_os_error().unwrap_or(-1)),
+        };
+        lock(&self.log).push(Recorded::Read {
+            offset,
+            len,
+            result,
+        });
+        r
     }
 
     fn write_blocks(&self, bufs: &[IoBuf<'_>], offset: u64) -> io::Result<usize> {
@@ -215,7 +252,7 @@ impl<B: Backing> Backing for RecordingBacking<B> {
             "recording",
             inner.data_path,
             inner.engine,
-            format!("every change and sync logged, over {inner}"),
+            format!("every change, sync and read logged, over {inner}"),
         )
     }
 }

@@ -449,6 +449,7 @@ pub fn check(program: &Program, log: &[Recorded], explore: &Explore) -> Result<C
                     String::new(),
                 ))
             }
+            Recorded::Read { .. } => {}
             Recorded::Sync { all } => {
                 cut(i, &pending, &durable, lo, hi, syncs)?;
                 for e in pending.drain(..) {
