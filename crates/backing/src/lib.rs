@@ -32,6 +32,10 @@
 //!   - [`FaultyBacking`]: wraps any backing and injects failures, short
 //!     reads, latency and `ENOSPC`, deterministically, configured at run
 //!     time.
+//!   - [`RecordingBacking`]: wraps any backing and logs every change,
+//!     sync and read that reaches it, in order ([`Recorded`]), for crash
+//!     tests that build the states a power cut could leave, and tests
+//!     that count IO.
 //! - [`aio`]: asynchronous, batched reads. An [`aio::IoEngine`] takes a
 //!   batch of [`aio::ReadOp`]s (a backing, an offset, [`RawBuf`]s, a
 //!   callback), submits it at once through io_uring (one `io_uring_enter`
@@ -55,6 +59,7 @@
 //! | [`FileBacking`] | nothing of ours; one or a few system calls per operation | in the kernel (IO) | only an iovec array for more than 16 buffers |
 //! | [`MemBacking`] | its `RwLock`: shared for `read_blocks`/`len`, exclusive otherwise | on the lock | pages on `write_blocks` |
 //! | [`FaultyBacking`] | its rule mutex, briefly, never across the inner call or an injected delay | injected latency, and whatever the inner backing does | a bounce buffer for an injected short read |
+//! | [`RecordingBacking`] | its log mutex, across the inner call of a change or sync (so the log's order is the inner backing's), after a read | on the lock, and whatever the inner backing does | the log's entry (a copy of a write's data) |
 //! | [`aio::IoEngine::submit`] | the ring's submission mutex for the batch (io_uring), or the pool's queue mutex briefly | waiting for room when `queue_depth` ops are in flight; in `io_uring_enter` | a box per op, the pool's queue |
 //! | [`aio::IoEngine::write_all`] | as `submit`, then the batch's latch until its last write completes | as `submit`, and until the writes complete | a box and a buffer list per write |
 //! | [`aio`] completion and pool threads | the submission mutex once per batch of completions; the queue mutex to take an op; neither across a callback or a backing call | in `io_uring_enter(GETEVENTS)`, in `read_blocks` | no |
@@ -105,6 +110,7 @@ mod errno;
 mod faulty;
 mod file;
 mod mem;
+mod record;
 mod sync;
 #[allow(unsafe_code)]
 mod sys;
@@ -119,6 +125,7 @@ pub use errno::errno_of;
 pub use faulty::{FaultStats, FaultyBacking, Op};
 pub use file::{FileBacking, FileOptions};
 pub use mem::MemBacking;
+pub use record::{Recorded, RecordingBacking};
 
 /// The unit of all IO, in bytes: file offsets, buffer addresses and buffer
 /// lengths are multiples of it. It equals the page size, and is a multiple

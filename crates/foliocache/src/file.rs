@@ -648,7 +648,13 @@ impl Drop for File {
     /// (`sync_data` before the close sees the error directly.)
     fn drop(&mut self) {
         if self.mapping.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
-            if let Err(e) = self.mapping.close_handle() {
+            let closed = self.mapping.close_handle();
+            // (A later open of the path that shares the mapping closes it
+            // again, and sets this anew.)
+            self.mapping
+                .closed_clean
+                .store(closed.is_ok(), Ordering::Release);
+            if let Err(e) = closed {
                 log::warn!(
                     "foliocache: writing back {:?} as it closed: {e}; kept cached and retried",
                     self.mapping.path

@@ -16,6 +16,10 @@
 //! - **The test cache** (`cache`, with the `cache` feature): one builder
 //!   for every test that builds a cache, and files over memory, fault
 //!   injection or the disk.
+//! - **Crash states** (`crash`, with the `cache` feature): what a power
+//!   cut could leave of a file, built from a `backing::RecordingBacking`'s
+//!   log, and the check that each keeps what every acknowledged sync
+//!   promised.
 //!
 //! `docs/testing.md` describes how the tests are organised.
 
@@ -30,6 +34,8 @@ use rand::{Rng, RngCore, SeedableRng};
 
 #[cfg(feature = "cache")]
 pub mod cache;
+#[cfg(feature = "cache")]
+pub mod crash;
 pub mod model;
 
 /// Whether the tests run under CI (`CI=true`), where a missing kernel

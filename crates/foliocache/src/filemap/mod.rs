@@ -349,13 +349,25 @@ pub struct Mapping {
     /// backing before the data is there.
     #[allow(clippy::disallowed_types)]
     pub(crate) handles: StdAtomicU64,
+    /// The last handle's close wrote everything back and made the
+    /// backing's size the file's: the drop has nothing left to do, and
+    /// must not set the size again (an asynchronous read may hold the
+    /// mapping past the close, while the file is opened again and
+    /// changed through another mapping).
+    #[allow(clippy::disallowed_types)]
+    pub(crate) closed_clean: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for Mapping {
     fn drop(&mut self) {
         // The last handle wrote the dirty data back already (see
-        // `close_handle`), or the cache kept the mapping until that
-        // worked or it gave up; one last try.
+        // `close_handle`): nothing to do (and the backing may be another
+        // open's by now). Or the cache kept the mapping until that worked
+        // or it gave up; one last try.
+        if self.closed_clean.load(std::sync::atomic::Ordering::Acquire) {
+            self.remove_all();
+            return;
+        }
         if let Err(e) = self.close_handle() {
             log::error!(
                 "foliocache: {:?} goes with dirty data its writeback could not write: {e}",
@@ -398,6 +410,7 @@ impl Mapping {
             wb_err: crate::errseq::ErrSeq::default(),
             dirty_pages: AtomicU64::new(0),
             handles: StdAtomicU64::new(0),
+            closed_clean: std::sync::atomic::AtomicBool::new(false),
         }
     }
 

@@ -100,12 +100,23 @@ mod faults {
     mod reads;
 }
 
+/// Power loss: random operation sequences over a backing that records
+/// every change and sync, and every crash state of the record checked
+/// against what the syncs acknowledged (`test_support::crash`); and
+/// broken backings that the check must catch.
+mod crash {
+    mod broken;
+    mod driver;
+    mod random;
+}
+
 /// Regression tests, one a bug found and fixed.
 mod regress {
     mod close_size;
     mod close_writeback_error;
     mod dontcache_write_error;
     mod failed_write_size;
+    mod late_mapping_drop;
     mod lru_putback;
     mod read_past_truncate;
 }

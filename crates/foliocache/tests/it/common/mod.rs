@@ -10,11 +10,9 @@ pub mod write;
 // Readahead helpers (tests/it/readahead.rs): a backing that records its reads,
 // and waits for asynchronous windows to settle.
 
-use std::io;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use backing::{Backing, IoBufMut};
+use backing::{Backing, Recorded};
 use foliocache::filemap::FolioFlags;
 use foliocache::filemap::{Mapping, MappingEntry};
 
@@ -103,31 +101,42 @@ pub(crate) use forward_backing;
 
 /// A [`Backing`] that forwards to `inner` and logs every `read_blocks`
 /// call (offset, length, result) after the inner call returns, so a folio
-/// found uptodate was read by a call already in the log. It has no
-/// `raw_file`, so an asynchronous engine reads it through `read_blocks` on its
-/// pool threads, and those reads are logged too.
-pub struct RecordingBacking<B> {
-    inner: B,
-    log: Mutex<Vec<IoRecord>>,
+/// found uptodate was read by a call already in the log: the reads of a
+/// [`backing::RecordingBacking`]'s log. It has no `raw_file`, so an
+/// asynchronous engine reads it through `read_blocks` on its pool
+/// threads, and those reads are logged too.
+pub struct RecordingBacking<B: Backing> {
+    rec: backing::RecordingBacking<B>,
 }
 
 impl<B: Backing> RecordingBacking<B> {
     /// Wraps `inner` with an empty log.
     pub fn new(inner: B) -> Self {
         RecordingBacking {
-            inner,
-            log: Mutex::new(Vec::new()),
+            rec: backing::RecordingBacking::new(inner),
         }
     }
 
     /// The wrapped backing (to arm faults on a `FaultyBacking`).
     pub fn inner(&self) -> &B {
-        &self.inner
+        self.rec.inner()
     }
 
     /// Every read so far, in the order they returned.
     pub fn log(&self) -> Vec<IoRecord> {
-        self.log.lock().unwrap().clone()
+        let reads = self.rec.log().into_iter().filter_map(|e| match e {
+            Recorded::Read {
+                offset,
+                len,
+                result,
+            } => Some(IoRecord {
+                offset,
+                len,
+                result,
+            }),
+            _ => None,
+        });
+        reads.collect()
     }
 
     /// The reads so far as (first page, pages), sorted by page.
@@ -139,31 +148,17 @@ impl<B: Backing> RecordingBacking<B> {
 
     /// Forgets the reads so far.
     pub fn clear(&self) {
-        self.log.lock().unwrap().clear();
+        self.rec.clear();
     }
 
     /// Reads so far.
     pub fn reads(&self) -> usize {
-        self.log.lock().unwrap().len()
+        self.log().len()
     }
 }
 
 impl<B: Backing> Backing for RecordingBacking<B> {
-    forward_backing!(inner: len, write_blocks, set_len, sync_data, sync_all, punch_hole, info);
-    fn read_blocks(&self, bufs: &mut [IoBufMut<'_>], offset: u64) -> io::Result<usize> {
-        let len = bufs.iter().map(|b| b.len() as u64).sum();
-        let r = self.inner.read_blocks(bufs, offset);
-        let result = match &r {
-            Ok(n) => Ok(*n as u64),
-            Err(e) => Err(e.raw_os_error().unwrap_or(-1)),
-        };
-        self.log.lock().unwrap().push(IoRecord {
-            offset,
-            len,
-            result,
-        });
-        r
-    }
+    forward_backing!(rec: len, read_blocks, write_blocks, set_len, sync_data, sync_all, punch_hole, info);
     // No raw_file: asynchronous reads must come through read_blocks.
 }
 
