@@ -118,12 +118,18 @@ impl FileOptions {
         o.read(self.read)
             .write(self.write)
             .mode(self.mode)
-            // std adds O_CLOEXEC itself.
-            .custom_flags(if direct {
-                OFlags::DIRECT.bits() as i32
-            } else {
-                0
-            });
+            // std adds O_CLOEXEC itself. O_NONBLOCK so that the open of a
+            // FIFO returns at once (to be refused by `FileBacking::open`)
+            // instead of waiting for its other end; cleared once the
+            // file is known to be regular.
+            .custom_flags(
+                (if direct {
+                    OFlags::DIRECT
+                } else {
+                    OFlags::empty()
+                } | OFlags::NONBLOCK)
+                    .bits() as i32,
+            );
         if create_new {
             o.create_new(true);
         } else {
@@ -235,6 +241,10 @@ impl FileBacking {
     /// `AlreadyExists` for `create_new`, ...), and `InvalidInput` for
     /// inconsistent options (e.g. `create` without `write`, or neither
     /// `read` nor `write`), as `std::fs::OpenOptions` reports them.
+    /// Only regular files: a directory is `EISDIR` (`IsADirectory`), a
+    /// FIFO, a socket or a device `InvalidInput`. The open is made with
+    /// `O_NONBLOCK`, so that a FIFO is refused at once rather than waited
+    /// on, and the flag is cleared once the file is known to be regular.
     pub fn open(path: impl AsRef<Path>, opts: &FileOptions) -> io::Result<FileBacking> {
         let path = path.as_ref();
         let (file, mut fallback) = if opts.force_buffered {
@@ -252,6 +262,7 @@ impl FileBacking {
                 Err(e) => return Err(e),
             }
         };
+        sys::only_regular(file.as_fd(), path)?;
         let dio = sys::dio_align(file.as_fd()).unwrap_or(None);
         if fallback.is_none() {
             if let Some(needs) = dio_fallback(dio) {

@@ -228,6 +228,37 @@ pub(crate) fn clear_o_direct(fd: BorrowedFd<'_>) -> io::Result<()> {
     Ok(())
 }
 
+/// Refuses what is not a regular file (a directory is `EISDIR`; a FIFO,
+/// a socket or a device `InvalidInput`: the cache holds a file's bytes by
+/// offset, with its size from `fstat`), and clears the `O_NONBLOCK` the
+/// open was made with (so that a FIFO could not block it): on a regular
+/// file it would make io_uring fail reads with `EAGAIN` instead of
+/// waiting for them.
+pub(crate) fn only_regular(fd: BorrowedFd<'_>, path: &std::path::Path) -> io::Result<()> {
+    let mode = rustix::fs::FileType::from_raw_mode(rustix::fs::fstat(fd)?.st_mode);
+    let what = match mode {
+        rustix::fs::FileType::RegularFile => {
+            let flags = rustix::fs::fcntl_getfl(fd)?;
+            rustix::fs::fcntl_setfl(fd, flags - OFlags::NONBLOCK)?;
+            return Ok(());
+        }
+        rustix::fs::FileType::Directory => {
+            return Err(io::Error::from_raw_os_error(Errno::ISDIR.raw_os_error()))
+        }
+        rustix::fs::FileType::Fifo => "a FIFO",
+        rustix::fs::FileType::Socket => "a socket",
+        rustix::fs::FileType::BlockDevice => "a block device",
+        _ => "a character device",
+    };
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!(
+            "{} is {what}: only regular files are cached",
+            path.display()
+        ),
+    ))
+}
+
 /// Whether `O_DIRECT` is set on the open file description.
 pub(crate) fn has_o_direct(fd: BorrowedFd<'_>) -> io::Result<bool> {
     Ok(rustix::fs::fcntl_getfl(fd)?.contains(OFlags::DIRECT))

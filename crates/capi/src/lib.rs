@@ -274,8 +274,9 @@ const OPEN_FLAGS: c_int = libc::O_ACCMODE
 
 /// Refuses what is at `path` unless it is a regular file (or nothing yet,
 /// for `O_CREAT` to make one): a directory is `EISDIR`, anything else
-/// (a FIFO, a socket, a device) `EINVAL`. Checked before the open, which
-/// on a FIFO would block until another process opened its other end.
+/// (a FIFO, a socket, a device) `EINVAL`, with a message that names it.
+/// The backing's open checks again what it opened (with `O_NONBLOCK`, so
+/// that a FIFO swapped in meanwhile cannot block it).
 fn regular_file(path: &Path) -> Result<()> {
     let kind = match std::fs::metadata(path) {
         Ok(md) => md.file_type(),

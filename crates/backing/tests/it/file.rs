@@ -547,3 +547,27 @@ fn check_size_answers_as_the_filesystem_and_changes_nothing() {
     assert_eq!(meta.blocks(), blocks, "nothing allocated or freed");
     assert!(fs::read(&path).unwrap() == data, "the data is unchanged");
 }
+
+#[test]
+fn only_regular_files_open_and_a_fifo_does_not_block() {
+    let dir = TempDir::new("only_regular");
+    // A directory: EISDIR, read-only (which open(2) itself allows).
+    let e = FileBacking::open(dir.join("."), &FileOptions::new()).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EISDIR), "{e}");
+    // A FIFO with no writer: open(2) would wait for one; refused at once,
+    // read-only and read-write.
+    let fifo = dir.join("fifo");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: `c` is a NUL-terminated path that lives across the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    for opts in [FileOptions::new(), FileOptions::new().write(true)] {
+        let e = FileBacking::open(&fifo, &opts).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        assert!(e.to_string().contains("a FIFO"), "{e}");
+    }
+    // A regular file opens without O_NONBLOCK left on it.
+    let f = FileBacking::open(dir.join("data"), &rw()).unwrap();
+    // SAFETY: F_GETFL on an fd the backing owns, alive across the call.
+    let fl = unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(f.file()), libc::F_GETFL) };
+    assert_eq!(fl & libc::O_NONBLOCK, 0);
+}
