@@ -7,7 +7,7 @@
 //! the cost of faulting memory in once, not on every cache miss. The first
 //! touch of fresh memory (a page fault that zeroes the page) can cost as much
 //! as a cold kernel read of that page
-//! (`docs/measurements/2026-11-22-first-touch.md`). So the arena
+//! (the note "First touch of memory" in `docs/measurements/`). So the arena
 //! maps its whole capacity at build (virtual memory only) and pays the
 //! first touch in batches: by default a 2 MiB chunk at a time, in one
 //! `MADV_POPULATE_WRITE` (the kernel's `madvise_populate`), the first time
@@ -362,7 +362,7 @@ impl Arena {
     /// TLB misses on cache hits, but a first touch of huge pages (zeroing
     /// and, with `defrag=madvise`, compacting 2 MiB at a time) can be
     /// several times slower than of 4 KiB pages
-    /// (`docs/measurements/2026-11-22-first-touch.md`), so a
+    /// (the note "First touch of memory" in `docs/measurements/`), so a
     /// cache whose memory is filled once by writes (a VM's memory file)
     /// may populate faster without them.
     ///

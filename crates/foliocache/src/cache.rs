@@ -173,7 +173,7 @@ impl CacheBuilder {
     /// fewer TLB misses on hits; but their first touch (zeroing, and
     /// compacting with `defrag=madvise`, 2 MiB at a time) can be several
     /// times slower than of 4 KiB pages
-    /// (`docs/measurements/2026-11-22-first-touch.md`).
+    /// (the note "First touch of memory" in `docs/measurements/`).
     pub fn huge_pages(mut self, on: bool) -> Self {
         self.huge_pages = on;
         self

@@ -40,7 +40,7 @@
 //! choice. So timing is left to the benchmarks: [`time_routines`] times
 //! every routine on the classes of copy a hit and a bulk write make, and
 //! [`routines`] hands them out to be timed side by side (figures:
-//! `docs/measurements/2026-11-26-copy-routine.md`).
+//! the note "The copy routine" in `docs/measurements/`).
 //! `FOLIOCACHE_COPY=movsb|avx2|avx512|stream|memcpy` in the environment
 //! forces one routine for every class (`memcpy` forces it for [`copy`]
 //! only: the shared functions keep the features' choice); a routine the

@@ -5,7 +5,7 @@
 //! instructions stand between one copy's last misses and the next copy's
 //! first: even a walk of index lines the CPU cache holds delays the next
 //! copy's misses, and costs a random 4 KiB hit a measurable share of its
-//! rate (`docs/measurements/2026-11-25-random-hit-cost.md`). A folio of the arena's largest order (2 MiB)
+//! rate (the note "What a random hit costs beyond its copy" in `docs/measurements/`). A folio of the arena's largest order (2 MiB)
 //! starts at a multiple of its size in the file, so the arena page where it
 //! starts is the one fact a hit needs from the index, and a table keyed by
 //! `index >> MAX_ORDER` holds it in one load.

@@ -25,7 +25,7 @@
 //! `read_ahead_kb` = 8192 gives the kernel's buffered reads 8 MiB windows:
 //! with 2 MiB windows, cold sequential reads fall behind the kernel's and
 //! have a much longer tail latency
-//! (`docs/measurements/2026-11-22-readahead-window.md`: `foliocache bench
+//! (the note "Readahead's default window" in `docs/measurements/`: `foliocache bench
 //! --scenario readahead --quick --engine foliocache --engine
 //! 'foliocache[ra=8m]' --engine kernel`). A window
 //! still starts at 4 pages for a 4 KiB read and only grows for a sequential

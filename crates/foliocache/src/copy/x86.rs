@@ -328,8 +328,8 @@ macro_rules! step {
 /// (loads stay unaligned: split loads cost less than split stores); then
 /// `$n` vectors a turn (registers `$i`: 256 bytes a turn for both routines,
 /// AVX2's 8 as AVX-512's 4: a turn of 128 bytes left AVX2's 4 KiB copy
-/// from memory well behind `rep movsb`'s,
-/// `docs/measurements/2026-11-23-copy-calibration.md`), then one, then
+/// from memory well behind `rep movsb`'s: the note "The copy of a hit: a
+/// calibration per process" in `docs/measurements/`), then one, then
 /// tail steps of the remaining count's bits; `vzeroupper` last. Every byte
 /// is loaded once and stored once. `$mov` is the vector move, `$r`/`$w`
 /// the register prefix and operand size, `$head`/`$tail` the step sizes.
@@ -343,7 +343,7 @@ macro_rules! vector_copy {
             // (The loop on a cache line of its own, so its placement is
             // the same in every build: sequential hits' throughput moved
             // between builds with changes elsewhere,
-            // `docs/measurements/2026-11-25-sequential-hit-prefetch-ahead.md`.)
+            // the note "Sequential 4 KiB hits: prefetching ahead" in `docs/measurements/`.)
             ".p2align 6",
             "2:",
             concat!("cmp rcx, ", $n, " * ", $v),
@@ -573,7 +573,7 @@ fn class_name(c: usize) -> &'static str {
 /// overlaps the next). The destination stays in the caches, as a reader's
 /// buffer reused read after read does: one fixed buffer, page-aligned plus
 /// the class's offset: timed so, the routines rank as the reads themselves
-/// rank them (`docs/measurements/2026-11-25-copy-classes-as-stream.md`).
+/// rank them (the note "Timing a hit's copy classes as a stream of hits" in `docs/measurements/`).
 /// For the bulk class, source and destination are both
 /// flushed first, and the run is one copy of their whole length: a bulk
 /// write filling memory nothing touched lately.
@@ -591,7 +591,7 @@ fn measure() -> [[Option<f64>; R]; C] {
     let avail: Vec<usize> = (0..R).filter(|&i| ROUTINES[i].available()).collect();
     // `stream` only where its stores can pay: into a destination the caches
     // hold (a hit's) they evict it, and it runs slower there
-    // (`docs/measurements/2026-11-24-copy-bulk-stream.md`).
+    // (the note "Bulk writes into fresh memory" in `docs/measurements/`).
     let for_hits: Vec<usize> = avail
         .iter()
         .copied()

@@ -1013,7 +1013,7 @@ impl Mapping {
             // as one at a time would have them. Descending, a write's copy
             // into a range of 4 KiB folios runs slower (the hardware
             // prefetches ascending streams;
-            // `docs/measurements/2026-11-24-write-copy-order.md`).
+            // the note "A write's new folios in ascending order" in `docs/measurements/`).
             pools.push(
                 raw.into_iter()
                     .rev()
