@@ -22,7 +22,8 @@
 //! - A writer changing several slots of a node (or slots and their mark
 //!   bits) at once does it inside the node's sequence count; a reader that
 //!   needs an entry's span or marks takes a [`Snapshot`] between two even
-//!   reads of it.
+//!   reads of it, and reads the slot again after the marks (a store and a
+//!   later mark of one slot are single-slot updates, outside the count).
 //! - Outside such a section, mark bit `i` of a node is set iff slot `i`
 //!   holds a canonical entry with that mark, or a node with any bit of that
 //!   mark set; empty slots, reservations and sibling copies carry none.
@@ -574,7 +575,20 @@ impl Snapshot {
             }
             let (c, slots) = entry_span(n, off, w);
             let marks = match filter {
-                Filter::Marked(_) => std::array::from_fn(|m| n.marked(m, c)),
+                Filter::Marked(_) => {
+                    let marks = std::array::from_fn(|m| n.marked(m, c));
+                    // A single-slot store and a mark change are two updates
+                    // outside any sequence section: the marks just loaded
+                    // may be those of an entry stored after `w` (replaced,
+                    // then marked). The slot still holding `w` after the
+                    // marks' (acquire) loads pairs them: the marks are
+                    // `w`'s. (Value words can repeat; an equal word is an
+                    // equal entry, as every caller compares entries.)
+                    if n.slot(off) != w {
+                        continue;
+                    }
+                    marks
+                }
                 _ => [false; NR_MARKS],
             };
             if n.read_valid(s) {

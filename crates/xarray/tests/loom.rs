@@ -621,3 +621,34 @@ fn f_split_into_new_nodes_keeps_every_index_marked() {
         assert_eq!(xa.count(..).unwrap(), 128);
     });
 }
+
+// ---------------------------------------------------------------------------
+// (g) One slot changes entry, then the new entry is marked: two single-slot
+// updates, outside any sequence section.
+
+#[test]
+fn g_marked_search_never_pairs_an_old_entry_with_a_later_mark() {
+    // 5 holds an unmarked entry; the writer replaces it (the mark stays
+    // clear) and then marks the new one. A marked search may return nothing
+    // or the new entry, never the old one: it was never marked. A reader
+    // that loads the slot (old entry) and only then the mark bit (set for
+    // the new entry) would pair them.
+    model("g_old_entry_new_mark", 3, || {
+        let xa = Arc::new(Xa::new());
+        xa.store(5, val(1)).unwrap();
+        xa.store(6, val(6)).unwrap();
+        race(
+            &xa,
+            |xa| {
+                xa.store(5, val(2)).unwrap();
+                xa.set_mark(5, M);
+            },
+            |xa| {
+                // Starting at 5, the search examines 5's slot itself (as an
+                // iteration does after returning the entry before it).
+                let f = xa.find_marked(5, 63, M).map(|(i, e)| (i, e.value()));
+                assert_ne!(f, Some((5, Some(1))), "returned the never-marked entry");
+            },
+        );
+    });
+}
