@@ -59,7 +59,7 @@ export PROPTEST_CASES="${PROPTEST_CASES:-4}"
 start=$SECONDS
 
 step "miri: xarray nodes (building, shrinking and freeing trees)"
-cargo +nightly miri test -p xarray --test it "$@" regress_node_free_provenance::
+cargo +nightly miri test -p foliocache-xarray --test it "$@" regress_node_free_provenance::
 
 step "miri: foliocache arena (buddy allocator, region)"
 cargo +nightly miri test -p foliocache --lib "$@" arena::
@@ -69,7 +69,7 @@ step "miri: foliocache shared copies (byte atomics racing on three threads)"
 cargo +nightly miri test -p foliocache --lib "$@" copy::
 
 step "miri: backing IO buffers"
-cargo +nightly miri test -p backing --test it "$@" buf::
+cargo +nightly miri test -p foliocache-backing --test it "$@" buf::
 
 if [ "${MIRI_FULL:-0}" = 1 ]; then
   # The xarray's whole suites: every node operation (stores, erases,
@@ -78,7 +78,7 @@ if [ "${MIRI_FULL:-0}" = 1 ]; then
   # the entries, and the three files take well over an hour here.
   step "miri: xarray invariants, value nodes and the model (MIRI_FULL=1)"
   for module in invariants value_nodes model; do
-    cargo +nightly miri test -p xarray --test it "$@" "$module::"
+    cargo +nightly miri test -p foliocache-xarray --test it "$@" "$module::"
   done
 fi
 

@@ -1,6 +1,6 @@
 //! Batched asynchronous reads against a loop of synchronous ones: one
 //! readahead-sized window of `O_DIRECT` reads, issued
-//! - `uring`: as ONE batch through the io_uring engine (`backing::aio`,
+//! - `uring`: as ONE batch through the io_uring engine (`foliocache_backing::aio`,
 //!   one `io_uring_enter`), waiting for every callback;
 //! - `threads`: as one batch through the thread-pool engine (2 threads
 //!   calling `preadv`);
@@ -11,7 +11,7 @@
 //! of 4 KiB (a 2 MiB window of small ones). Throughput is in bytes read.
 //!
 //! Reproduce: `cd /work/main && CARGO_TARGET_DIR=/work/main/target/h-aio
-//! cargo bench -p backing --bench aio` (`-- --test` is a smoke run on a
+//! cargo bench -p foliocache-backing --bench aio` (`-- --test` is a smoke run on a
 //! 16 MiB file).
 //!
 //! # Setup and noise
@@ -32,14 +32,14 @@ use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use backing::aio::{EngineKind, IoEngine, IoEngineConfig, ReadOp};
-use backing::{AlignedBuf, Backing, FileBacking, FileOptions, IoBufMut, RawBuf, BLOCK};
 use criterion::{Criterion, Throughput};
+use foliocache_backing::aio::{EngineKind, IoEngine, IoEngineConfig, ReadOp};
+use foliocache_backing::{AlignedBuf, Backing, FileBacking, FileOptions, IoBufMut, RawBuf, BLOCK};
 
 const FULL_SIZE: usize = 256 << 20;
 const SMOKE_SIZE: usize = 16 << 20;
 const REPRODUCE: &str = "cd /work/main && CARGO_TARGET_DIR=/work/main/target/h-aio \
-                         cargo bench -p backing --bench aio";
+                         cargo bench -p foliocache-backing --bench aio";
 /// Rounds of the interleaved report (each reads one window per variant).
 const ROUNDS: usize = 200;
 

@@ -73,8 +73,8 @@
 //! # Example
 //! ```
 //! use std::sync::{mpsc, Arc};
-//! use backing::aio::{IoEngine, IoEngineConfig, ReadOp};
-//! use backing::{AlignedBuf, Backing, MemBacking, RawBuf, BLOCK};
+//! use foliocache_backing::aio::{IoEngine, IoEngineConfig, ReadOp};
+//! use foliocache_backing::{AlignedBuf, Backing, MemBacking, RawBuf, BLOCK};
 //!
 //! let engine = IoEngine::new(IoEngineConfig::default())?;
 //! println!("{}", engine.name()); // "io_uring (depth 256)" or "threads (2)"
@@ -154,7 +154,7 @@ impl fmt::Display for EngineKind {
 /// queue depth 256, 2 threads.
 ///
 /// ```
-/// use backing::aio::{EngineKind, IoEngineConfig};
+/// use foliocache_backing::aio::{EngineKind, IoEngineConfig};
 ///
 /// let cfg = IoEngineConfig::new().kind(EngineKind::Threads).threads(4);
 /// assert_eq!((cfg.kind, cfg.queue_depth, cfg.threads), (EngineKind::Threads, 256, 4));

@@ -50,7 +50,7 @@ pub enum MisalignedKind {
 /// `Misaligned`.
 ///
 /// ```
-/// use backing::{AlignedBuf, IoBufMut, MisalignedKind, BLOCK};
+/// use foliocache_backing::{AlignedBuf, IoBufMut, MisalignedKind, BLOCK};
 ///
 /// let mut mem = AlignedBuf::zeroed(2 * BLOCK)?;
 /// // One byte past an aligned address is misaligned.
@@ -125,10 +125,10 @@ fn check(addr: usize, len: usize) -> Result<(), Misaligned> {
     if len == 0 {
         return Ok(());
     }
-    if addr % BLOCK != 0 {
+    if !addr.is_multiple_of(BLOCK) {
         return Err(Misaligned::new(MisalignedKind::Address, addr as u64));
     }
-    if len % BLOCK != 0 {
+    if !len.is_multiple_of(BLOCK) {
         return Err(Misaligned::new(MisalignedKind::Length, len as u64));
     }
     Ok(())
@@ -140,7 +140,7 @@ fn check(addr: usize, len: usize) -> Result<(), Misaligned> {
 /// It dereferences to `[u8]`, so it reads and writes like the slice it wraps.
 ///
 /// ```
-/// use backing::{AlignedBuf, IoBufMut, BLOCK};
+/// use foliocache_backing::{AlignedBuf, IoBufMut, BLOCK};
 ///
 /// let mut mem = AlignedBuf::zeroed(2 * BLOCK)?;
 /// let mut buf = IoBufMut::new(&mut mem)?;
@@ -232,7 +232,7 @@ impl<'a> IoBufMut<'a> {
     /// [`BLOCK`]. It consumes `self` either way; split a
     /// [`reborrow`](Self::reborrow) to keep the whole buffer usable.
     pub fn split_at(self, mid: usize) -> Option<(IoBufMut<'a>, IoBufMut<'a>)> {
-        if mid > self.buf.len() || mid % BLOCK != 0 {
+        if mid > self.buf.len() || !mid.is_multiple_of(BLOCK) {
             return None;
         }
         let (a, b) = self.buf.split_at_mut(mid);
@@ -286,7 +286,7 @@ impl fmt::Debug for IoBufMut<'_> {
 /// the slice it wraps.
 ///
 /// ```
-/// use backing::{AlignedBuf, IoBuf, BLOCK};
+/// use foliocache_backing::{AlignedBuf, IoBuf, BLOCK};
 ///
 /// let mem = AlignedBuf::zeroed(BLOCK)?;
 /// let buf = IoBuf::new(&mem)?;
@@ -356,7 +356,7 @@ impl<'a> IoBuf<'a> {
     /// Splits into `[0, mid)` and `[mid, len)`, both still aligned; `None`
     /// when `mid` is past the end or not a multiple of [`BLOCK`].
     pub fn split_at(self, mid: usize) -> Option<(IoBuf<'a>, IoBuf<'a>)> {
-        if mid > self.buf.len() || mid % BLOCK != 0 {
+        if mid > self.buf.len() || !mid.is_multiple_of(BLOCK) {
             return None;
         }
         let (a, b) = self.buf.split_at(mid);
@@ -404,7 +404,7 @@ impl fmt::Debug for IoBuf<'_> {
 /// benchmarks). It dereferences to `[u8]`.
 ///
 /// ```
-/// use backing::{AlignedBuf, Backing, IoBuf, IoBufMut, MemBacking, BLOCK};
+/// use foliocache_backing::{AlignedBuf, Backing, IoBuf, IoBufMut, MemBacking, BLOCK};
 ///
 /// let mem = MemBacking::new();
 /// let mut data = AlignedBuf::zeroed(BLOCK)?;
@@ -436,7 +436,7 @@ impl AlignedBuf {
     ///   at all (over `isize::MAX`).
     /// - [`io::ErrorKind::OutOfMemory`] if the allocator refuses.
     pub fn zeroed(len: usize) -> io::Result<Self> {
-        if len % BLOCK != 0 {
+        if !len.is_multiple_of(BLOCK) {
             return Err(Misaligned::new(MisalignedKind::Length, len as u64).into());
         }
         if len == 0 {
@@ -547,7 +547,7 @@ impl fmt::Debug for AlignedBuf {
 /// access to its bytes, and an op owns its buffers until it completes.
 ///
 /// ```
-/// use backing::{AlignedBuf, RawBuf, BLOCK};
+/// use foliocache_backing::{AlignedBuf, RawBuf, BLOCK};
 ///
 /// let mut mem = AlignedBuf::zeroed(2 * BLOCK)?;
 /// // SAFETY: `mem` outlives `raw` and is not used while `raw` lives.

@@ -14,9 +14,9 @@ use std::io;
 ///
 /// ```
 /// use std::io;
-/// assert_eq!(backing::errno_of(&io::Error::from_raw_os_error(libc::ENOSPC)), libc::ENOSPC);
-/// assert_eq!(backing::errno_of(&io::Error::new(io::ErrorKind::FileTooLarge, "x")), libc::EFBIG);
-/// assert_eq!(backing::errno_of(&io::Error::other("x")), libc::EIO);
+/// assert_eq!(foliocache_backing::errno_of(&io::Error::from_raw_os_error(libc::ENOSPC)), libc::ENOSPC);
+/// assert_eq!(foliocache_backing::errno_of(&io::Error::new(io::ErrorKind::FileTooLarge, "x")), libc::EFBIG);
+/// assert_eq!(foliocache_backing::errno_of(&io::Error::other("x")), libc::EIO);
 /// ```
 pub fn errno_of(e: &io::Error) -> i32 {
     use io::ErrorKind as K;

@@ -172,7 +172,7 @@ struct Counters {
 /// module docs list the order in which rules apply.
 ///
 /// ```
-/// use backing::{AlignedBuf, Backing, FaultyBacking, MemBacking, Op, BLOCK};
+/// use foliocache_backing::{AlignedBuf, Backing, FaultyBacking, MemBacking, Op, BLOCK};
 ///
 /// let b = FaultyBacking::new(MemBacking::with_data(vec![1; 2 * BLOCK]));
 /// let mut buf = AlignedBuf::zeroed(BLOCK)?;

@@ -25,7 +25,7 @@ use crate::{
 /// [`FileOptions::new`] (and `Default`) is read-only, `O_DIRECT`.
 ///
 /// ```
-/// use backing::FileOptions;
+/// use foliocache_backing::FileOptions;
 ///
 /// let opts = FileOptions::new().write(true).create(true).mode(0o600);
 /// assert!(opts.read && opts.write && opts.create && !opts.force_buffered);
@@ -195,7 +195,7 @@ fn dio_fallback(dio: Option<sys::DioAlign>) -> Option<Fallback> {
 /// inside a block at end of file.
 ///
 /// ```
-/// use backing::{AlignedBuf, Backing, FileBacking, FileOptions, BLOCK};
+/// use foliocache_backing::{AlignedBuf, Backing, FileBacking, FileOptions, BLOCK};
 ///
 /// let path = std::env::temp_dir().join(format!("backing-file-doc-{}", std::process::id()));
 /// let f = FileBacking::open(&path, &FileOptions::new().write(true).create_new(true))?;

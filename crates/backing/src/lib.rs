@@ -74,7 +74,7 @@
 //!
 //! # Example
 //! ```
-//! use backing::{AlignedBuf, Backing, FileBacking, FileOptions, BLOCK};
+//! use foliocache_backing::{AlignedBuf, Backing, FileBacking, FileOptions, BLOCK};
 //!
 //! let path = std::env::temp_dir().join(format!("backing-doc-{}", std::process::id()));
 //! let file = FileBacking::open(&path, &FileOptions::new().write(true).create(true).truncate(true))?;
@@ -231,7 +231,7 @@ impl fmt::Display for BackingInfo {
 ///
 /// # Example
 /// ```
-/// use backing::{AlignedBuf, Backing, MemBacking, BLOCK};
+/// use foliocache_backing::{AlignedBuf, Backing, MemBacking, BLOCK};
 ///
 /// fn first_block(b: &dyn Backing) -> std::io::Result<(usize, AlignedBuf)> {
 ///     let mut buf = AlignedBuf::zeroed(BLOCK)?;
@@ -427,7 +427,7 @@ pub trait Backing: Send + Sync + 'static {
     ///
     /// ```compile_fail
     /// use std::{io, os::fd::RawFd};
-    /// use backing::{Backing, BackingInfo, DataPath, IoBuf, IoBufMut};
+    /// use foliocache_backing::{Backing, BackingInfo, DataPath, IoBuf, IoBufMut};
     ///
     /// struct AnyFd(RawFd);
     /// impl Backing for AnyFd {
@@ -523,7 +523,7 @@ forward_backing!(Box<B>);
 /// [`MAX_FILE_SIZE`]. For implementors of [`Backing`] outside this crate.
 ///
 /// ```
-/// use backing::{check_io_range, BLOCK};
+/// use foliocache_backing::{check_io_range, BLOCK};
 ///
 /// assert!(check_io_range(BLOCK as u64, 2 * BLOCK as u64).is_ok());
 /// let err = check_io_range(100, BLOCK as u64).unwrap_err();
@@ -535,10 +535,10 @@ forward_backing!(Box<B>);
 /// [`io::ErrorKind::InvalidInput`], carrying [`Misaligned`] for an alignment
 /// problem, or a message naming the range when it is too large.
 pub fn check_io_range(offset: u64, len: u64) -> io::Result<()> {
-    if offset % BLOCK as u64 != 0 {
+    if !offset.is_multiple_of(BLOCK as u64) {
         return Err(Misaligned::new(MisalignedKind::Offset, offset).into());
     }
-    if len % BLOCK as u64 != 0 {
+    if !len.is_multiple_of(BLOCK as u64) {
         return Err(Misaligned::new(MisalignedKind::Length, len).into());
     }
     check_end(offset, len)
@@ -597,7 +597,7 @@ impl Shift {
     /// within [`MAX_FILE_SIZE`].
     ///
     /// ```
-    /// use backing::{Shift, BLOCK};
+    /// use foliocache_backing::{Shift, BLOCK};
     /// let b = BLOCK as u64;
     /// assert!(Shift::Collapse.check(b, b, 3 * b).is_ok());
     /// assert!(Shift::Collapse.check(b, 2 * b, 3 * b).is_err()); // reaches the end

@@ -39,7 +39,7 @@ struct Inner {
 /// - `sync_data`/`sync_all` do nothing and succeed.
 ///
 /// ```
-/// use backing::{AlignedBuf, Backing, MemBacking, BLOCK};
+/// use foliocache_backing::{AlignedBuf, Backing, MemBacking, BLOCK};
 ///
 /// let mem = MemBacking::with_limit(BLOCK as u64);
 /// let data = AlignedBuf::zeroed(BLOCK)?;

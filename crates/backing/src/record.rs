@@ -110,7 +110,7 @@ impl fmt::Debug for Recorded {
 /// unlogged.
 ///
 /// ```
-/// use backing::{AlignedBuf, Backing, MemBacking, Recorded, RecordingBacking, BLOCK};
+/// use foliocache_backing::{AlignedBuf, Backing, MemBacking, Recorded, RecordingBacking, BLOCK};
 ///
 /// let b = RecordingBacking::new(MemBacking::new());
 /// let mut data = AlignedBuf::zeroed(BLOCK)?;

@@ -34,22 +34,29 @@ pub struct RunArgs {
     pub command: Vec<OsString>,
 }
 
-/// `libfoliocache_preload.so` beside the binary `exe`, or an error saying
-/// what to build.
-fn library_beside(exe: &Path) -> Result<PathBuf> {
+/// Where the library is looked for, relative to the directory of the
+/// `foliocache` binary: beside it (a development build: `cargo build
+/// --release` puts both in target/release), then where scripts/install.sh
+/// puts it (`PREFIX/bin/foliocache`, `PREFIX/lib/foliocache/`).
+const SEARCH: [&str; 2] = ["", "../lib/foliocache"];
+
+/// `libfoliocache_preload.so` for the binary `exe` (see [`SEARCH`]), or an
+/// error saying where it was looked for and what to build.
+fn library_for(exe: &Path) -> Result<PathBuf> {
     let dir = exe
         .parent()
         .context("the foliocache binary has no directory")?;
-    let lib = dir.join(LIBRARY);
-    if !lib.is_file() {
-        bail!(
-            "{LIBRARY} is not in {} (next to this foliocache binary): build it with \
-             `cargo build --release -p foliocache-preload` (or the profile this binary \
-             was built with)",
-            dir.display()
-        );
+    let candidates: Vec<PathBuf> = SEARCH.iter().map(|d| dir.join(d).join(LIBRARY)).collect();
+    if let Some(lib) = candidates.iter().find(|l| l.is_file()) {
+        return Ok(lib.clone());
     }
-    Ok(lib)
+    let looked: Vec<String> = candidates.iter().map(|c| c.display().to_string()).collect();
+    bail!(
+        "{LIBRARY} is in none of {}: build it with `cargo build --release` at the \
+         workspace's root (or `-p foliocache-preload` in the profile this binary was \
+         built with), or install both with scripts/install.sh",
+        looked.join(", ")
+    )
 }
 
 /// The variables the program runs with: `LD_PRELOAD` with the library
@@ -98,7 +105,7 @@ fn environment(args: &RunArgs, lib: &Path) -> Result<Vec<(&'static str, OsString
 /// cannot be passed on, or no program.
 pub fn preloaded(args: &RunArgs) -> Result<Command> {
     let exe = std::env::current_exe().context("locating the foliocache binary")?;
-    let lib = library_beside(&exe)?;
+    let lib = library_for(&exe)?;
     let env = environment(args, &lib)?;
     let (program, rest) = args.command.split_first().context("no program to run")?;
     let mut cmd = Command::new(program);
@@ -129,19 +136,25 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_library_says_what_to_build() {
+    fn the_library_is_found_beside_the_binary_or_where_install_puts_it() {
         let dir = tempfile::tempdir().unwrap();
-        let e = library_beside(&dir.path().join("foliocache")).unwrap_err();
+        let bin = dir.path().join("bin");
+        let exe = bin.join("foliocache");
+        std::fs::create_dir_all(&bin).unwrap();
+        let e = library_for(&exe).unwrap_err().to_string();
         assert!(
-            e.to_string()
-                .contains("cargo build --release -p foliocache-preload"),
+            e.contains("cargo build --release") && e.contains("scripts/install.sh"),
             "{e}"
         );
-        std::fs::write(dir.path().join(LIBRARY), b"").unwrap();
-        assert_eq!(
-            library_beside(&dir.path().join("foliocache")).unwrap(),
-            dir.path().join(LIBRARY)
-        );
+        // Installed: PREFIX/bin/foliocache, PREFIX/lib/foliocache/.
+        let installed = dir.path().join("lib/foliocache");
+        std::fs::create_dir_all(&installed).unwrap();
+        std::fs::write(installed.join(LIBRARY), b"").unwrap();
+        let found = library_for(&exe).unwrap();
+        assert_eq!(found.canonicalize().unwrap(), installed.join(LIBRARY));
+        // A development build: beside the binary, found first.
+        std::fs::write(bin.join(LIBRARY), b"").unwrap();
+        assert_eq!(library_for(&exe).unwrap(), bin.join(LIBRARY));
     }
 
     #[test]

@@ -46,7 +46,7 @@ pub fn fmt_size(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut i = 0;
     let mut v = n;
-    while i + 1 < UNITS.len() && v >= 1024 && v % 1024 == 0 {
+    while i + 1 < UNITS.len() && v >= 1024 && v.is_multiple_of(1024) {
         v /= 1024;
         i += 1;
     }

@@ -202,7 +202,7 @@ mod tests {
                         start.wait();
                         for i in 0..PER {
                             c.add(1);
-                            if (i as usize + t + wave) % 7 == 0 {
+                            if (i as usize + t + wave).is_multiple_of(7) {
                                 c.sub(1);
                                 c.add(1);
                             }

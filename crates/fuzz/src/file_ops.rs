@@ -676,7 +676,8 @@ impl Run {
             // (The file stays small.)
             return false;
         }
-        let valid = off % b == 0 && len > 0 && if insert { off < size } else { off + len < size };
+        let valid =
+            off.is_multiple_of(b) && len > 0 && if insert { off < size } else { off + len < size };
         let h = self.handle(handle);
         let f = &self.handles[h].file;
         let r = if insert {

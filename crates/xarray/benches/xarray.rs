@@ -42,10 +42,10 @@ use std::time::{Duration, Instant};
 
 use criterion::measurement::WallTime;
 use criterion::{criterion_group, BatchSize, BenchmarkGroup, Criterion, Throughput};
+use foliocache_xarray::{Cursor, Entry, EntryRef, Error, XArray};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
-use xarray::{Cursor, Entry, EntryRef, Error, XArray};
 
 /// Entries in the read fixture: indices `0..N`.
 const N: usize = 1 << 20;
@@ -63,7 +63,7 @@ const WRITER_BASE: u64 = 1 << 22;
 const WRITER_SPAN: u64 = 4096;
 
 /// The command that reproduces these numbers.
-const REPRODUCE: &str = "cargo bench -p xarray --bench xarray";
+const REPRODUCE: &str = "cargo bench -p foliocache-xarray --bench xarray";
 
 /// `N` leaked `u64`s, 8-byte aligned: the `&'static u64` items.
 fn values() -> &'static [u64] {
@@ -130,7 +130,11 @@ fn addr(r: &u64) -> usize {
     r as *const u64 as usize
 }
 
-fn xa_load_ref_batch(xa: &XArray<&'static u64>, batch: &[u64], guard: &xarray::ReadGuard) -> usize {
+fn xa_load_ref_batch(
+    xa: &XArray<&'static u64>,
+    batch: &[u64],
+    guard: &foliocache_xarray::ReadGuard,
+) -> usize {
     let mut acc = 0usize;
     for &i in batch {
         if let Some(EntryRef::Item(r)) = xa.load_ref(black_box(i), guard) {
@@ -482,7 +486,7 @@ fn run_concurrent(
 fn pace(ops: &mut u32, pause: Option<Duration>) {
     if let Some(d) = pause {
         *ops += 1;
-        if *ops % 16 == 0 {
+        if (*ops).is_multiple_of(16) {
             std::thread::sleep(d);
         }
     }

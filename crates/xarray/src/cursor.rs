@@ -4,7 +4,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use xarray::{Cursor, Entry, Error, XArray};
+//! use foliocache_xarray::{Cursor, Entry, Error, XArray};
 //!
 //! let xa = XArray::new();
 //! let mut cur = Cursor::new(&xa, 0);

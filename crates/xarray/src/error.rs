@@ -75,7 +75,7 @@ pub enum Error {
     WrongArray,
 }
 
-/// Short for `Result<T, xarray::Error>`.
+/// Short for `Result<T, foliocache_xarray::Error>`.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl fmt::Display for Error {

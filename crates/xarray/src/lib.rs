@@ -52,7 +52,7 @@
 //! # Example
 //! ```
 //! use std::sync::Arc;
-//! use xarray::{Entry, Mark, XArray};
+//! use foliocache_xarray::{Entry, Mark, XArray};
 //!
 //! let xa: XArray<Arc<String>> = XArray::new();
 //! xa.store_order(512, 9, Entry::Item(Arc::new("a 2 MiB folio".into()))).unwrap();

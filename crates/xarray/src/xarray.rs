@@ -194,8 +194,8 @@ impl<P: Item> XArray<P> {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// let xa = xarray::XArray::new();
-    /// xa.store(7, xarray::Entry::Item(Arc::new("seven"))).unwrap();
+    /// let xa = foliocache_xarray::XArray::new();
+    /// xa.store(7, foliocache_xarray::Entry::Item(Arc::new("seven"))).unwrap();
     /// let guard = xa.pin();
     /// assert_eq!(xa.load_ref(7, &guard).and_then(|e| e.item()), Some(&"seven"));
     /// ```
@@ -583,7 +583,7 @@ impl<P: Item> XArray<P> {
     /// Lockless; never blocks, never allocates.
     ///
     /// ```
-    /// use xarray::{Entry, XArray};
+    /// use foliocache_xarray::{Entry, XArray};
     ///
     /// let xa: XArray<&'static u64> = XArray::new();
     /// xa.store(1, Entry::Value(7)).unwrap();
@@ -608,7 +608,7 @@ impl<P: Item> XArray<P> {
     /// Lockless; never blocks, never allocates.
     ///
     /// ```
-    /// use xarray::{Entry, XArray};
+    /// use foliocache_xarray::{Entry, XArray};
     ///
     /// let xa: XArray<&'static u64> = XArray::new();
     /// let empty = xa.memory_bytes();
@@ -653,7 +653,7 @@ impl<P: Item> XArray<P> {
     /// on between nodes); never allocates.
     ///
     /// ```
-    /// use xarray::{Entry, XArray};
+    /// use foliocache_xarray::{Entry, XArray};
     ///
     /// let xa: XArray<&'static u64> = XArray::new();
     /// static PAGE: u64 = 0;

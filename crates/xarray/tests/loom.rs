@@ -1,7 +1,7 @@
 //! Loom models of the lockless-reader versus writer protocol.
 //!
 //! Run with:
-//! `RUSTFLAGS="--cfg loom" cargo test -p xarray --release --test loom`
+//! `RUSTFLAGS="--cfg loom" cargo test -p foliocache-xarray --release --test loom`
 //!
 //! Under loom the crate's atomics and lock are loom's and epoch reclamation
 //! is a leak (see `src/sync.rs`), so these models check publication and
@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use foliocache_xarray::{Entry, Mark, XArray};
 use loom::thread;
-use xarray::{Entry, Mark, XArray};
 
 type Xa = XArray<&'static u64>;
 const M: Mark = Mark::MARK_0;

@@ -1,4 +1,4 @@
-//! The asynchronous engine (`backing::aio`): every test of the suite runs
+//! The asynchronous engine (`foliocache_backing::aio`): every test of the suite runs
 //! on both engines (`mod uring`, `mod threads` at the bottom), against real
 //! `O_DIRECT` files on CARGO_TARGET_TMPDIR, memory and fault injection.
 //! io_uring missing is "skipped" here and a failure under CI=true.
@@ -11,12 +11,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use backing::aio::{EngineKind, IoEngine, IoEngineConfig, ReadOp, MAX_QUEUE_DEPTH};
-use backing::{
+use common::{kernel_cached_pages, random_bytes, TempDir, B};
+use foliocache_backing::aio::{EngineKind, IoEngine, IoEngineConfig, ReadOp, MAX_QUEUE_DEPTH};
+use foliocache_backing::{
     AlignedBuf, Backing, BackingInfo, DataPath, FaultyBacking, FileBacking, FileOptions, IoBuf,
     IoBufMut, MemBacking, Op, RawBuf, BLOCK,
 };
-use common::{kernel_cached_pages, random_bytes, TempDir, B};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use test_support::skip_or_fail;

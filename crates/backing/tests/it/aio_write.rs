@@ -8,12 +8,12 @@ use crate::common;
 
 use std::sync::{Arc, Barrier};
 
-use backing::aio::{EngineKind, IoEngine, ReadOp, WriteReq};
-use backing::{
+use common::{kernel_cached_pages, random_bytes, TempDir};
+use foliocache_backing::aio::{EngineKind, IoEngine, ReadOp, WriteReq};
+use foliocache_backing::{
     AlignedBuf, Backing, FaultyBacking, FileBacking, FileOptions, IoBuf, IoBufMut, MemBacking, Op,
     RawBuf, BLOCK,
 };
-use common::{kernel_cached_pages, random_bytes, TempDir};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 

@@ -3,7 +3,7 @@
 
 use std::io;
 
-use backing::{AlignedBuf, IoBuf, IoBufMut, Misaligned, MisalignedKind, BLOCK};
+use foliocache_backing::{AlignedBuf, IoBuf, IoBufMut, Misaligned, MisalignedKind, BLOCK};
 
 #[test]
 fn aligned_memory_is_accepted() {

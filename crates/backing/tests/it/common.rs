@@ -8,7 +8,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use backing::{AlignedBuf, BLOCK};
+use foliocache_backing::{AlignedBuf, BLOCK};
 
 /// `BLOCK` as u64.
 pub const B: u64 = BLOCK as u64;

@@ -14,8 +14,8 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 
-use backing::{Backing, DataPath, FileBacking, FileOptions, BLOCK};
 use common::{aligned_from, filled, random_bytes, TempDir, B};
+use foliocache_backing::{Backing, DataPath, FileBacking, FileOptions, BLOCK};
 use test_support::skip_or_fail;
 
 /// Collects every log record, for the tests to look for their warnings.

@@ -6,8 +6,10 @@ use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use backing::{Backing, DataPath, FaultyBacking, FileBacking, FileOptions, MemBacking, Op, BLOCK};
 use common::{aligned_from, filled, random_bytes, TempDir, B};
+use foliocache_backing::{
+    Backing, DataPath, FaultyBacking, FileBacking, FileOptions, MemBacking, Op, BLOCK,
+};
 
 fn faulty(blocks: usize) -> (FaultyBacking<MemBacking>, Vec<u8>) {
     let data = random_bytes(blocks as u64, blocks * BLOCK);
@@ -54,7 +56,7 @@ fn without_rules_every_call_passes_through_and_is_counted() {
     assert_eq!((s.bytes_read, s.bytes_written), (2 * B, B));
     assert_eq!((s.injected_errors, s.short_reads), (0, 0));
     f.reset_stats();
-    assert_eq!(f.stats(), backing::FaultStats::default());
+    assert_eq!(f.stats(), foliocache_backing::FaultStats::default());
 }
 
 #[test]

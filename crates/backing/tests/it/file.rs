@@ -10,11 +10,11 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use backing::{
+use common::{aligned_from, filled, kernel_cached_pages, random_bytes, TempDir, B};
+use foliocache_backing::{
     AlignedBuf, Backing, DataPath, FileBacking, FileOptions, IoBuf, IoBufMut, Misaligned,
     MisalignedKind, BLOCK, MAX_FILE_SIZE,
 };
-use common::{aligned_from, filled, kernel_cached_pages, random_bytes, TempDir, B};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use test_support::skip_or_fail;

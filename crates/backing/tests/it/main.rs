@@ -1,4 +1,4 @@
-//! The IO engines' integration tests, one binary (`cargo test -p backing
+//! The IO engines' integration tests, one binary (`cargo test -p foliocache-backing
 //! --test it`), a module per engine or theme: see `docs/testing.md`.
 
 mod common;

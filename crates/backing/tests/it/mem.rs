@@ -6,8 +6,10 @@ use crate::common;
 
 use std::io;
 
-use backing::{AlignedBuf, Backing, DataPath, IoBufMut, MemBacking, BLOCK, MAX_FILE_SIZE};
 use common::{aligned_from, filled, random_bytes, B};
+use foliocache_backing::{
+    AlignedBuf, Backing, DataPath, IoBufMut, MemBacking, BLOCK, MAX_FILE_SIZE,
+};
 use proptest::prelude::*;
 
 #[test]

@@ -453,7 +453,7 @@ fn check_job(j: &JobSpec, args: &BenchArgs) -> Result<(), String> {
             ));
         }
         match e.kind {
-            EngineKind::Direct if j.bs % PAGE as u64 != 0 => {
+            EngineKind::Direct if !j.bs.is_multiple_of(PAGE as u64) => {
                 return Err(format!(
                     "direct engine: --bs must be a multiple of 4096 for O_DIRECT (got {})",
                     j.bs

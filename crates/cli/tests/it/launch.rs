@@ -7,8 +7,8 @@ use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_foliocache");
 
-/// Builds `libfoliocache_preload.so` beside the binary (its target
-/// directory and profile).
+/// Builds `libfoliocache_preload.so` and `libfoliocache.so` beside the
+/// binary (its target directory and profile).
 pub(crate) fn build_library() {
     let out = Path::new(BIN).parent().expect("the binary's directory");
     let profile = match out.file_name().and_then(|n| n.to_str()) {
@@ -18,14 +18,15 @@ pub(crate) fn build_library() {
     };
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(cargo)
-        .args(["build", "-p", "foliocache-preload", "--profile", profile])
+        .args(["build", "-p", "foliocache-preload", "-p", "foliocache-capi"])
+        .args(["--profile", profile])
         .env(
             "CARGO_TARGET_DIR",
             out.parent().expect("the target directory"),
         )
         .status()
         .expect("running cargo build");
-    assert!(status.success(), "cargo build -p foliocache-preload failed");
+    assert!(status.success(), "cargo build of the two libraries failed");
 }
 
 #[test]
@@ -41,10 +42,101 @@ fn run_without_the_library_says_what_to_build() {
         .expect("running foliocache run");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("cargo build --release"), "{err}");
+}
+
+/// The root's `cargo build --release` builds what `foliocache run` loads:
+/// the workspace's default members are the binary and both libraries.
+#[test]
+fn the_default_build_includes_both_libraries() {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--no-deps"])
+        // At the root: inside a member's directory, cargo's default is
+        // that member.
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
+        .output()
+        .expect("running cargo metadata");
     assert!(
-        err.contains("cargo build --release -p foliocache-preload"),
-        "{err}"
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let id_of = |name: &str| {
+        meta["packages"]
+            .as_array()
+            .expect("packages")
+            .iter()
+            .find(|p| p["name"] == name)
+            .map(|p| p["id"].clone())
+            .unwrap_or_else(|| panic!("no package {name}"))
+    };
+    let defaults = meta["workspace_default_members"]
+        .as_array()
+        .expect("workspace_default_members");
+    for name in ["foliocache-cli", "foliocache-preload", "foliocache-capi"] {
+        assert!(
+            defaults.contains(&id_of(name)),
+            "{name} not a default member"
+        );
+    }
+}
+
+/// scripts/install.sh into a temporary prefix: the installed binary finds
+/// the installed interposer (PREFIX/lib/foliocache) and a program runs
+/// under it, reading what the cache serves.
+#[test]
+fn the_installed_binary_runs_a_program_under_the_installed_library() {
+    build_library();
+    let prefix = tempfile::tempdir().expect("tempdir");
+    let out_dir = Path::new(BIN).parent().expect("the binary's directory");
+    let install = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/install.sh");
+    let status = Command::new("sh")
+        .arg(&install)
+        .arg("--no-build")
+        .arg(prefix.path())
+        .env("BUILD_DIR", out_dir)
+        .status()
+        .expect("running scripts/install.sh");
+    assert!(status.success(), "scripts/install.sh failed");
+    for f in [
+        "bin/foliocache",
+        "lib/foliocache/libfoliocache_preload.so",
+        "lib/libfoliocache.so.0",
+        "include/foliocache.h",
+        "lib/pkgconfig/foliocache.pc",
+    ] {
+        assert!(prefix.path().join(f).exists(), "{f} not installed");
+    }
+    let data = tempfile::tempdir().expect("tempdir");
+    std::fs::write(data.path().join("f"), b"served\n").expect("writing f");
+    let out = Command::new(prefix.path().join("bin/foliocache"))
+        .args(["run", "--capacity", "16M", "--dir"])
+        .arg(data.path())
+        .args(["--", "sh", "-c", "echo \"$LD_PRELOAD\"; cat \"$0\"/f"])
+        .arg(data.path())
+        .output()
+        .expect("running the installed foliocache");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut lines = text.lines();
+    let preload = lines.next().unwrap_or_default();
+    assert_eq!(
+        Path::new(preload.split(':').next().unwrap_or_default())
+            .canonicalize()
+            .expect("the preloaded library exists"),
+        prefix
+            .path()
+            .join("lib/foliocache/libfoliocache_preload.so")
+            .canonicalize()
+            .unwrap()
+    );
+    assert_eq!(lines.next(), Some("served"));
 }
 
 #[test]

@@ -190,7 +190,7 @@ unsafe impl Item for FolioPtr {
 /// larger than a page does.
 pub(crate) fn fit_order(at: u64, end: u64, max: u32) -> u32 {
     let mut order = max;
-    while order > 0 && (at % (1 << order) != 0 || at.saturating_add(1 << order) > end) {
+    while order > 0 && (!at.is_multiple_of(1 << order) || at.saturating_add(1 << order) > end) {
         order -= 1;
     }
     order
@@ -724,7 +724,7 @@ impl Mapping {
                 return Err(not_found());
             }
             let mut order = flags.get_order().min(self.inner().io.max_order);
-            while order > 0 && index % (1 << order) != 0 {
+            while order > 0 && !index.is_multiple_of(1 << order) {
                 order -= 1;
             }
             let f = self.new_folio(order)?;
@@ -939,7 +939,7 @@ impl Mapping {
         let mut index = start;
         let mut keep = 0;
         for f in &folios {
-            if index % f.nr_pages() != 0 {
+            if !index.is_multiple_of(f.nr_pages()) {
                 break;
             }
             index += f.nr_pages();
@@ -1117,7 +1117,7 @@ impl Mapping {
         if f.mapping() != 0 {
             return Err(AddError::Invalid("the folio is already in a mapping"));
         }
-        if index % f.nr_pages() != 0 {
+        if !index.is_multiple_of(f.nr_pages()) {
             return Err(AddError::Invalid(
                 "the index is not a multiple of the folio's size",
             ));

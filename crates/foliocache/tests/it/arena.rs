@@ -122,7 +122,7 @@ impl Model {
 
     fn take(&mut self, page: u32, order: u32) -> Result<(), String> {
         let (s, e) = (page as usize, page as usize + (1 << order));
-        if page % (1 << order) != 0 {
+        if !page.is_multiple_of(1 << order) {
             return Err(format!("page {page} misaligned for order {order}"));
         }
         if e > self.pages as usize {

@@ -246,7 +246,7 @@ fn uncached_reads_return_the_right_bytes_and_drop_what_they_read_through() {
         );
         assert_eq!(ios, misses, "{what}: one IO per folio created");
         assert!(io_bytes >= n as u64, "{what}: io_bytes {io_bytes} < {n}");
-        let keeps_last = end % P != 0 && end < s;
+        let keeps_last = !end.is_multiple_of(P) && end < s;
         assert_eq!(
             drops,
             misses - keeps_last as u64,
@@ -318,7 +318,7 @@ fn a_random_sweep_of_uncached_reads_leaves_nothing_cached() {
                 "round {round}: more than the last folio"
             );
             assert!(
-                end % P != 0 && end < size as u64,
+                !end.is_multiple_of(P) && end < size as u64,
                 "round {round}: kept {start}+{pages}"
             );
             assert!(

@@ -899,7 +899,7 @@ fn windows_race_invalidation() {
                 let mut rng = StdRng::seed_from_u64(13);
                 let mut n = 0u64;
                 while !stop.load(Ordering::Relaxed) {
-                    if n % 4 == 0 {
+                    if n.is_multiple_of(4) {
                         f.mapping().invalidate(0, u64::MAX);
                     } else {
                         let off = rng.gen_range(0..4u64 << 20);

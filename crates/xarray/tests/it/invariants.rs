@@ -12,11 +12,11 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
-use xarray::{
+use foliocache_xarray::{
     CompareExchangeError, Cursor, Entry, Error, Mark, XArray, MAX_ORDER, MAX_SPLIT_NODES, MAX_VALUE,
 };
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 
 type Xa = XArray<Arc<u64>>;
 type E = Entry<Arc<u64>>;
@@ -997,7 +997,8 @@ fn paused_cursor_visits_the_same_sequence_as_an_unpaused_one() {
     let xa = pause_tree();
     for start in [0u64, 1, 3, 100, 1000, 70000, u64::MAX] {
         for marked in [false, true] {
-            let find = |cur: &mut Cursor<'_, Arc<u64>>, g: &xarray::XaGuard<'_, Arc<u64>>| {
+            let find = |cur: &mut Cursor<'_, Arc<u64>>,
+                        g: &foliocache_xarray::XaGuard<'_, Arc<u64>>| {
                 let r = if marked {
                     cur.find_marked(g, u64::MAX, Mark::MARK_0).unwrap()
                 } else {
@@ -1090,7 +1091,7 @@ fn paused_cursor_batch_of_stores_equals_an_unpaused_batch() {
                 }
                 Err(e) => panic!("{e}"),
             }
-            if i % 7 == 0 {
+            if i.is_multiple_of(7) {
                 cur.set_mark(&mut g, Mark::MARK_0).unwrap();
             }
             if pause {

@@ -1,4 +1,4 @@
-//! The xarray's integration tests, one binary (`cargo test -p xarray
+//! The xarray's integration tests, one binary (`cargo test -p foliocache-xarray
 //! --test it`), a module per theme. The loom models are a binary of their
 //! own (`--test loom`, built with `--cfg loom`): see `docs/testing.md`.
 

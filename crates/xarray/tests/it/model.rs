@@ -37,9 +37,9 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
+use foliocache_xarray::{Cursor, Entry, Error, Mark, XArray, MAX_VALUE, NR_MARKS};
 use proptest::prelude::*;
 use test_support::model::*;
-use xarray::{Cursor, Entry, Error, Mark, XArray, MAX_VALUE, NR_MARKS};
 
 fn cfg() -> ProptestConfig {
     let mut c = ProptestConfig {
@@ -741,7 +741,7 @@ fn compare_exchange_uses_identity() {
     xa.store(1, Entry::Item(a.clone())).unwrap();
     let twin = Entry::Item(Arc::new(10u64));
     match xa.compare_exchange(1, Some(twin.key()), Some(Entry::Value(1))) {
-        Err(xarray::CompareExchangeError::Mismatch { current, new }) => {
+        Err(foliocache_xarray::CompareExchangeError::Mismatch { current, new }) => {
             assert_same(&current, &Some(Entry::Item(a.clone())), "current");
             assert_eq!(new, Some(Entry::Value(1)));
         }

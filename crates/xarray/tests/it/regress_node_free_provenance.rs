@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use xarray::{Entry, XArray};
+use foliocache_xarray::{Entry, XArray};
 
 /// Stores enough entries to grow the tree three levels (64 slots a node),
 /// then drops it: `Tree::drop` frees every node.

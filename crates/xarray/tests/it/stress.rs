@@ -16,9 +16,9 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use foliocache_xarray::{Cursor, Entry, EntryRef, Error, Mark, XArray};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use xarray::{Cursor, Entry, EntryRef, Error, Mark, XArray};
 
 const M: Mark = Mark::MARK_0;
 
@@ -515,7 +515,7 @@ fn with_nodes<'a, T>(
     cur: &mut Cursor<'a, Arc<Payload>>,
     mut op: impl FnMut(
         &mut Cursor<'a, Arc<Payload>>,
-        &mut xarray::XaGuard<'a, Arc<Payload>>,
+        &mut foliocache_xarray::XaGuard<'a, Arc<Payload>>,
     ) -> Result<T, Error>,
 ) -> T {
     loop {
@@ -896,7 +896,7 @@ fn index_never_reads_empty_while_a_multi_order_entry_replaces_smaller_ones() {
                 xa.store_order(64, 6, Entry::Item(tracker.item(64, 6, false)))
                     .unwrap();
                 xa.split(64, 0).unwrap();
-                if cycles % 2 == 0 {
+                if cycles.is_multiple_of(2) {
                     // Order-0 items of their own, in the leaf the split built.
                     for i in 64..128 {
                         xa.store(i, Entry::Item(tracker.item(i, 0, false))).unwrap();

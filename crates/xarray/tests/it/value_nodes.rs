@@ -15,8 +15,8 @@
 
 use std::sync::Arc;
 
+use foliocache_xarray::{Cursor, Entry, EntryKey, Error, XArray};
 use proptest::prelude::*;
-use xarray::{Cursor, Entry, EntryKey, Error, XArray};
 
 type Xa = XArray<Arc<u64>>;
 type E = Entry<Arc<u64>>;
@@ -54,7 +54,7 @@ fn with_cursor(
     start: u64,
     mut f: impl FnMut(
         &mut Cursor<'_, Arc<u64>>,
-        &mut xarray::XaGuard<'_, Arc<u64>>,
+        &mut foliocache_xarray::XaGuard<'_, Arc<u64>>,
     ) -> Result<(), Error>,
 ) {
     let mut cur = Cursor::new(xa, start);

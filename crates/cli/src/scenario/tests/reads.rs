@@ -173,7 +173,10 @@ fn larger_reads_4m_at_random_under_a_budget_of_m() {
     assert_eq!(sc.name, "larger");
     let m = 256u64 << 20;
     let cap = larger::folio_capacity(m);
-    assert!(cap < m && cap >= m - m / 32 && cap % 4096 == 0, "{cap}");
+    assert!(
+        cap < m && cap >= m - m / 32 && cap.is_multiple_of(4096),
+        "{cap}"
+    );
     let threaded = [UNIFORM_2, UNIFORM_8, ZIPF_2, ZIPF_8];
     assert_eq!(job_names(sc), [&threaded[..], &[QD]].concat());
     let shape: Vec<(String, usize)> = sc.specs().map(|j| (j.dist.name(), j.numjobs)).collect();

@@ -213,8 +213,8 @@ impl Model {
     /// it did, and changes nothing if not.
     pub fn shift(&mut self, insert: bool, off: u64, len: u64) -> bool {
         let size = self.len();
-        let valid = off % 4096 == 0
-            && len % 4096 == 0
+        let valid = off.is_multiple_of(4096)
+            && len.is_multiple_of(4096)
             && len > 0
             && if insert { off < size } else { off + len < size };
         if valid {

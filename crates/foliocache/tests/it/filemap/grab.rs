@@ -198,7 +198,7 @@ fn grab_from_threads(single: fn(u64) -> bool, seed: u64, dontneed: Option<u64>) 
                     };
                     assert!(got.unwrap() >= count);
                     settle(m, out, index, count);
-                    if dontneed.is_some_and(|d| x % d == 0) {
+                    if dontneed.is_some_and(|d| x.is_multiple_of(d)) {
                         f.advise(
                             index * PAGE as u64,
                             count * PAGE as u64,

@@ -514,7 +514,7 @@ fn readers_racing_shrink_punch_and_rewrite_see_no_stale_version() {
         std::thread::spawn(move || {
             let mut i = 0u64;
             while !stop.load(SeqCst) {
-                if i % 2 == 0 {
+                if i.is_multiple_of(2) {
                     f.sync_data().unwrap();
                 } else {
                     c.shrink(64 * KIB as u64);
