@@ -30,6 +30,7 @@ use crate::folio::{FolioTable, Memory};
 use crate::mm::{CacheInner, Io};
 use crate::pressure::PressureConfig;
 use crate::readahead::ReadaheadConfig;
+use crate::stats::Latencies;
 use crate::sync::Ordering;
 use crate::vmscan::Reclaim;
 use backing::aio::{EngineStats, IoEngine, IoEngineConfig};
@@ -393,6 +394,8 @@ impl Cache {
             throttled: s.throttled.load(Ordering::Relaxed),
             readahead_windows: s.readahead_windows.sum(),
             pin_copies: s.pin_copies.load(Ordering::Relaxed),
+            miss_latency: s.miss_latency.snapshot(),
+            sync_latency: s.sync_latency.snapshot(),
         }
     }
 
@@ -518,6 +521,12 @@ pub struct CacheStats {
     /// pinned ([`File::pin`](crate::File::pin)) and copied, to write the
     /// copy and leave the pinned bytes as they were.
     pub pin_copies: u64,
+    /// How long reads that missed waited for their data (from finding the
+    /// folio absent to holding it filled).
+    pub miss_latency: Latencies,
+    /// How long `File::sync_data` and `File::sync_all` took (writeback and
+    /// the backing's flush).
+    pub sync_latency: Latencies,
 }
 
 /// Where a [`Cache`]'s memory goes, from [`Cache::memory`].

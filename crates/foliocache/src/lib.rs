@@ -171,6 +171,8 @@ mod folio;
 mod huge_hints;
 mod kick;
 mod lru;
+#[cfg(feature = "prometheus")]
+pub mod metrics;
 mod mm;
 mod pressure;
 mod read_many;
@@ -195,6 +197,7 @@ pub use flags::ReadFlags;
 pub use pressure::PressureConfig;
 pub use read_many::{Completed, ReadQueue, ReadReq};
 pub use readahead::{Advice, ReadaheadConfig, Window};
+pub use stats::{Latencies, LATENCY_BUCKETS};
 pub use workingset::CacheStat;
 pub use write::{OpenOptions, WriteFlags};
 

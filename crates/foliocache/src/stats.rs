@@ -172,6 +172,95 @@ pub(crate) struct Stats {
     pub(crate) readahead_windows: ShardedCounter,
     pub(crate) pressure_shrinks: StatU64,
     pub(crate) pin_copies: StatU64,
+    /// How long a read that missed waited for its data.
+    pub(crate) miss_latency: LatencyHist,
+    /// How long a `sync_data`/`sync_all` of a file took.
+    pub(crate) sync_latency: LatencyHist,
+}
+
+/// Upper bounds of [`Latencies`]' buckets: powers of two of nanoseconds,
+/// from 2^10 (about 1 us) to 2^34 (about 17 s); a last bucket holds the
+/// rest.
+const FIRST_BOUND_LOG2: u32 = 10;
+/// Buckets of a [`Latencies`], the open last one included.
+pub const LATENCY_BUCKETS: usize = 26;
+
+/// A latency histogram the cache records into (a miss's wait, a sync):
+/// one counter a power-of-two bucket, with the count and the sum. Plain
+/// atomics: what it times costs an IO, so the adds are not worth sharding.
+#[derive(Default)]
+pub(crate) struct LatencyHist {
+    buckets: [StatU64; LATENCY_BUCKETS],
+    sum_ns: StatU64,
+}
+
+impl LatencyHist {
+    /// Counts one wait of `d`.
+    pub(crate) fn record(&self, d: std::time::Duration) {
+        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        // Bucket i holds (2^(9+i), 2^(10+i)] ns; 0 holds up to 2^10.
+        let log2 = 64 - ns.saturating_sub(1).leading_zeros();
+        let i = (log2.saturating_sub(FIRST_BOUND_LOG2) as usize).min(LATENCY_BUCKETS - 1);
+        self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        self.sum_ns.fetch_add(ns, Ordering::Relaxed);
+    }
+
+    /// The counts now (each bucket read once: a snapshot that concurrent
+    /// records may be partly in).
+    pub(crate) fn snapshot(&self) -> Latencies {
+        let counts: [u64; LATENCY_BUCKETS] =
+            std::array::from_fn(|i| self.buckets[i].load(Ordering::Relaxed));
+        Latencies {
+            count: counts.iter().sum(),
+            sum: std::time::Duration::from_nanos(self.sum_ns.load(Ordering::Relaxed)),
+            counts,
+        }
+    }
+}
+
+/// A latency histogram of a [`Cache`](crate::Cache), from
+/// [`Cache::stats`](crate::Cache::stats): how many waits took how long, in
+/// power-of-two buckets (about 1 us, 2 us, 4 us, ... 17 s, and longer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Latencies {
+    /// Waits counted.
+    pub count: u64,
+    /// Their total time.
+    pub sum: std::time::Duration,
+    /// Waits per bucket (not cumulative); bucket `i` is bounded above by
+    /// [`Latencies::bound`]`(i)`.
+    pub counts: [u64; LATENCY_BUCKETS],
+}
+
+impl Latencies {
+    /// Bucket `i`'s upper bound (inclusive); `None` for the last, open one
+    /// (and past the end).
+    pub fn bound(i: usize) -> Option<std::time::Duration> {
+        (i + 1 < LATENCY_BUCKETS)
+            .then(|| std::time::Duration::from_nanos(1 << (FIRST_BOUND_LOG2 + i as u32)))
+    }
+
+    /// The buckets as `(upper bound, waits at or under it)`, cumulative, as
+    /// Prometheus histograms give them; the last bound is `None` (+Inf).
+    pub fn cumulative(&self) -> impl Iterator<Item = (Option<std::time::Duration>, u64)> + '_ {
+        self.counts.iter().enumerate().scan(0u64, |acc, (i, &n)| {
+            *acc += n;
+            Some((Latencies::bound(i), *acc))
+        })
+    }
+
+    /// An estimate of quantile `q` (0.0 to 1.0): the upper bound of the
+    /// bucket it falls in (`None` when nothing was counted, or when it
+    /// falls in the open last bucket).
+    pub fn quantile(&self, q: f64) -> Option<std::time::Duration> {
+        if self.count == 0 {
+            return None;
+        }
+        let rank = ((q.clamp(0.0, 1.0) * self.count as f64).ceil() as u64).max(1);
+        self.cumulative()
+            .find(|&(_, n)| n >= rank)
+            .and_then(|(b, _)| b)
+    }
 }
 
 #[cfg(all(test, not(loom)))]
@@ -212,5 +301,32 @@ mod tests {
             });
         }
         assert_eq!(c.sum(), (WAVES * per_wave) as u64 * PER);
+    }
+
+    #[test]
+    fn latencies_land_in_the_bucket_bounded_by_the_next_power_of_two() {
+        use std::time::Duration;
+        let h = LatencyHist::default();
+        for ns in [1, 1024, 1025, 2048, 1 << 20, u64::MAX] {
+            h.record(Duration::from_nanos(ns));
+        }
+        h.record(Duration::from_secs(1 << 40));
+        let l = h.snapshot();
+        assert_eq!(l.count, 7);
+        let mut want = [0u64; LATENCY_BUCKETS];
+        want[0] = 2; // 1 ns and 1024 ns: at most 2^10
+        want[1] = 2; // 1025 and 2048: at most 2^11
+        want[10] = 1; // 2^20
+        want[LATENCY_BUCKETS - 1] = 2; // past 2^34
+        assert_eq!(l.counts, want);
+        assert_eq!(Latencies::bound(0), Some(Duration::from_nanos(1024)));
+        assert_eq!(Latencies::bound(LATENCY_BUCKETS - 1), None);
+        let cum: Vec<u64> = l.cumulative().map(|(_, n)| n).collect();
+        assert_eq!(cum.last(), Some(&7));
+        assert!(cum.windows(2).all(|w| w[0] <= w[1]));
+        assert_eq!(l.quantile(0.25), Some(Duration::from_nanos(1024)));
+        assert_eq!(l.quantile(0.5), Some(Duration::from_nanos(2048)));
+        assert_eq!(l.quantile(1.0), None);
+        assert_eq!(LatencyHist::default().snapshot().quantile(0.5), None);
     }
 }

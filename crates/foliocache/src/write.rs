@@ -466,7 +466,9 @@ impl File {
 
     fn sync(&self, all: bool) -> io::Result<()> {
         let m = self.mapping();
+        let start = std::time::Instant::now();
         let r = m.sync(all);
+        m.inner().stats.sync_latency.record(start.elapsed());
         // This handle's report: the error (ours or anyone's) once.
         let seen = m.wb_err.check_and_advance(self.wb_since());
         match (r, seen) {

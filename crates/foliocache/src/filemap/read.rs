@@ -254,6 +254,9 @@ impl Mapping {
         let dropbehind = flags.contains(ReadFlags::DONTCACHE);
         let mut missed = false;
         let mut absent = absent;
+        // When this read first found its folio absent (a miss's latency
+        // starts there; a hit never reads the clock).
+        let mut since = None;
         loop {
             if !std::mem::take(&mut absent) {
                 self.get_read_batch(index, last, batch);
@@ -262,6 +265,7 @@ impl Mapping {
                 if nowait {
                     return Err(would_block());
                 }
+                since.get_or_insert_with(std::time::Instant::now);
                 missed |= self.sync_readahead(ra, index, last - index + 1, dropbehind, batch);
                 if batch.is_empty() {
                     self.get_read_batch(index, last, batch);
@@ -302,7 +306,11 @@ impl Mapping {
             break;
         }
         if missed {
-            self.inner().stats.misses.add(1);
+            let stats = &self.inner().stats;
+            stats.misses.add(1);
+            if let Some(since) = since {
+                stats.miss_latency.record(since.elapsed());
+            }
         }
         Ok(missed)
     }

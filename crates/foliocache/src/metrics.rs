@@ -1,0 +1,496 @@
+//! A cache's figures as Prometheus metrics (the `prometheus` feature), for
+//! a service that exports its metrics through `prometheus-client`'s
+//! registry (the crate the Prometheus project keeps for Rust, with
+//! OpenMetrics text encoding).
+//!
+//! [`register`] adds a collector that reads [`Cache::stats`] and
+//! [`Cache::memory`] at each scrape: the cache counts as it always does
+//! (its sharded counters, no second set of counters on the read path), and
+//! a scrape costs a sum over the shards. The collector holds the cache
+//! weakly: a dropped cache's metrics disappear from the registry's output.
+//!
+//! ```
+//! # fn main() -> std::io::Result<()> {
+//! use prometheus_client::registry::Registry;
+//!
+//! let cache = foliocache::Cache::builder().capacity(8 << 20).build()?;
+//! let mut registry = Registry::default();
+//! // One label per cache, to tell several apart.
+//! foliocache::metrics::register(
+//!     &cache,
+//!     registry.sub_registry_with_label(("cache".into(), "main".into())),
+//! );
+//! let mut text = String::new();
+//! prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+//! assert!(text.contains("foliocache_hits_total{cache=\"main\"} 0"));
+//! # Ok(()) }
+//! ```
+
+use std::fmt;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::mm::CacheInner;
+use crate::{Cache, Latencies, LATENCY_BUCKETS};
+
+/// Registers `cache`'s metrics in `registry`, named `foliocache_*`.
+/// Register several caches under sub-registries with a label each (see
+/// the module's example).
+pub fn register(cache: &Cache, registry: &mut Registry) {
+    registry.register_collector(Box::new(CacheCollector {
+        cache: Arc::downgrade(&cache.inner),
+    }));
+}
+
+/// Reads a cache's figures at each scrape (see [`register`]).
+struct CacheCollector {
+    cache: Weak<CacheInner>,
+}
+
+impl fmt::Debug for CacheCollector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CacheCollector")
+            .field("live", &(self.cache.strong_count() > 0))
+            .finish()
+    }
+}
+
+/// What a metric is, for its descriptor.
+enum Kind {
+    Counter,
+    Gauge,
+}
+
+impl Collector for CacheCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let Some(inner) = self.cache.upgrade() else {
+            return Ok(());
+        };
+        let cache = Cache { inner };
+        let s = cache.stats();
+        let mem = cache.memory();
+        use Kind::{Counter, Gauge};
+        let figures: [(&str, &str, Kind, Option<Unit>, u64); 25] = [
+            (
+                "foliocache_hits",
+                "Folio lookups by reads that found the data cached",
+                Counter,
+                None,
+                s.hits,
+            ),
+            (
+                "foliocache_misses",
+                "Folios a read had to create and fill from the backing",
+                Counter,
+                None,
+                s.misses,
+            ),
+            (
+                "foliocache_evictions",
+                "Folios evicted by reclaim",
+                Counter,
+                None,
+                s.evictions,
+            ),
+            (
+                "foliocache_refaults",
+                "Folios read again after reclaim evicted them",
+                Counter,
+                None,
+                s.refaults,
+            ),
+            (
+                "foliocache_activations",
+                "Folios moved to the active list",
+                Counter,
+                None,
+                s.activations,
+            ),
+            (
+                "foliocache_readahead_windows",
+                "Readahead windows built",
+                Counter,
+                None,
+                s.readahead_windows,
+            ),
+            (
+                "foliocache_read_ios",
+                "Reads issued to backings",
+                Counter,
+                None,
+                s.io_reads,
+            ),
+            (
+                "foliocache_read",
+                "Bytes read from backings",
+                Counter,
+                Some(Unit::Bytes),
+                s.io_bytes,
+            ),
+            (
+                "foliocache_write_ios",
+                "Writes issued to backings",
+                Counter,
+                None,
+                s.io_writes,
+            ),
+            (
+                "foliocache_written",
+                "Bytes written back to backings",
+                Counter,
+                Some(Unit::Bytes),
+                s.io_write_bytes,
+            ),
+            (
+                "foliocache_writeback_errors",
+                "Writeback runs that failed (their folios stayed dirty)",
+                Counter,
+                None,
+                s.writeback_errors,
+            ),
+            (
+                "foliocache_throttled_writes",
+                "Writes that found the cache over its dirty limit",
+                Counter,
+                None,
+                s.throttled,
+            ),
+            (
+                "foliocache_pressure_shrinks",
+                "Times memory pressure shrank the cache",
+                Counter,
+                None,
+                s.pressure_shrinks,
+            ),
+            (
+                "foliocache_dropbehind_drops",
+                "Uncached folios dropped after use",
+                Counter,
+                None,
+                s.dropbehind_drops,
+            ),
+            (
+                "foliocache_pin_copies",
+                "Folios copied because a reader had them pinned",
+                Counter,
+                None,
+                s.pin_copies,
+            ),
+            (
+                "foliocache_folios",
+                "Folios in the cache",
+                Gauge,
+                None,
+                s.folios,
+            ),
+            (
+                "foliocache_cached",
+                "Bytes of folios in the cache",
+                Gauge,
+                Some(Unit::Bytes),
+                s.bytes_cached,
+            ),
+            (
+                "foliocache_dirty",
+                "Bytes of dirty folios",
+                Gauge,
+                Some(Unit::Bytes),
+                s.dirty_bytes,
+            ),
+            (
+                "foliocache_writeback",
+                "Bytes of folios being written back",
+                Gauge,
+                Some(Unit::Bytes),
+                s.writeback_bytes,
+            ),
+            (
+                "foliocache_capacity",
+                "The arena's size",
+                Gauge,
+                Some(Unit::Bytes),
+                s.capacity_bytes,
+            ),
+            (
+                "foliocache_allowed",
+                "What the cache may hold now (less than the capacity while pressure has it shrunk)",
+                Gauge,
+                Some(Unit::Bytes),
+                s.allowed_bytes,
+            ),
+            (
+                "foliocache_free",
+                "Arena bytes not holding a folio",
+                Gauge,
+                Some(Unit::Bytes),
+                s.free_bytes,
+            ),
+            (
+                "foliocache_populated",
+                "Arena memory faulted in",
+                Gauge,
+                Some(Unit::Bytes),
+                s.populated_bytes,
+            ),
+            (
+                "foliocache_shadows",
+                "Eviction shadows in the open files' indexes",
+                Gauge,
+                None,
+                s.shadows,
+            ),
+            (
+                "foliocache_overhead",
+                "Memory beside the arena: descriptors, allocator, indexes, shadows",
+                Gauge,
+                Some(Unit::Bytes),
+                mem.overhead_bytes(),
+            ),
+        ];
+        for (name, help, kind, unit, v) in figures {
+            match kind {
+                Kind::Counter => {
+                    let m = ConstCounter::new(v);
+                    m.encode(enc.encode_descriptor(name, help, unit.as_ref(), m.metric_type())?)?;
+                }
+                Kind::Gauge => {
+                    let m = ConstGauge::new(i64::try_from(v).unwrap_or(i64::MAX));
+                    m.encode(enc.encode_descriptor(name, help, unit.as_ref(), m.metric_type())?)?;
+                }
+            }
+        }
+        for (name, help, l) in [
+            (
+                "foliocache_miss_latency",
+                "How long reads that missed waited for their data",
+                &s.miss_latency,
+            ),
+            (
+                "foliocache_sync_latency",
+                "How long sync_data and sync_all took",
+                &s.sync_latency,
+            ),
+        ] {
+            encode_histogram(&mut enc, name, help, l)?;
+        }
+        Ok(())
+    }
+}
+
+/// One latency histogram, in seconds, with the cache's power-of-two
+/// buckets.
+fn encode_histogram(
+    enc: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    l: &Latencies,
+) -> Result<(), fmt::Error> {
+    let buckets: [(f64, u64); LATENCY_BUCKETS] = std::array::from_fn(|i| {
+        let bound = Latencies::bound(i).map_or(f64::INFINITY, |d| d.as_secs_f64());
+        (bound, l.counts[i])
+    });
+    enc.encode_descriptor(name, help, Some(&Unit::Seconds), MetricType::Histogram)?
+        .encode_histogram::<NoLabelSet>(l.sum.as_secs_f64(), l.count, &buckets, None)
+}
+
+/// A running `/metrics` endpoint, from [`serve`]; dropping it stops the
+/// server (after the request in progress).
+pub struct MetricsServer {
+    server: Arc<tiny_http::Server>,
+    addr: SocketAddr,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl fmt::Debug for MetricsServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MetricsServer")
+            .field("addr", &self.addr)
+            .finish()
+    }
+}
+
+impl MetricsServer {
+    /// The address it listens on (the port the system chose, for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for MetricsServer {
+    fn drop(&mut self) {
+        self.server.unblock();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The content type of the OpenMetrics text `prometheus-client` encodes,
+/// which Prometheus scrapes.
+const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Serves `registry` as Prometheus (OpenMetrics) text at `GET /metrics`
+/// on `addr`, from a thread of its own, until the returned server is
+/// dropped. Other paths answer 404, other methods 405. Bind to a loopback
+/// address unless the metrics may be read from elsewhere: they say which
+/// files are busy, not what they hold, but nothing authenticates a
+/// scraper.
+///
+/// # Errors
+/// The address cannot be bound (in use, not local, no permission).
+pub fn serve(addr: SocketAddr, registry: Registry) -> io::Result<MetricsServer> {
+    let server = tiny_http::Server::http(addr).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::AddrNotAvailable,
+            format!("foliocache: serving metrics on {addr}: {e}"),
+        )
+    })?;
+    let bound = match server.server_addr() {
+        tiny_http::ListenAddr::IP(a) => a,
+        #[allow(unreachable_patterns)]
+        _ => addr,
+    };
+    let server = Arc::new(server);
+    let serving = server.clone();
+    let thread = std::thread::Builder::new()
+        .name("foliocache-metrics".into())
+        .spawn(move || {
+            for req in serving.incoming_requests() {
+                let response = answer(&req, &registry);
+                // A scraper that went away is its own business.
+                let _ = req.respond(response);
+            }
+        })?;
+    Ok(MetricsServer {
+        server,
+        addr: bound,
+        thread: Some(thread),
+    })
+}
+
+/// The response to one request.
+fn answer(
+    req: &tiny_http::Request,
+    registry: &Registry,
+) -> tiny_http::Response<io::Cursor<Vec<u8>>> {
+    let text = |code: u16, body: String, content_type: &str| {
+        let header = tiny_http::Header::from_bytes(&b"Content-Type"[..], content_type.as_bytes())
+            .expect("a valid header");
+        tiny_http::Response::from_string(body)
+            .with_status_code(code)
+            .with_header(header)
+    };
+    let path = req.url().split('?').next().unwrap_or_default();
+    if path != "/metrics" {
+        return text(
+            404,
+            "not found: metrics are at /metrics\n".into(),
+            "text/plain",
+        );
+    }
+    if *req.method() != tiny_http::Method::Get && *req.method() != tiny_http::Method::Head {
+        return text(405, "only GET\n".into(), "text/plain");
+    }
+    let mut body = String::new();
+    match prometheus_client::encoding::text::encode(&mut body, registry) {
+        Ok(()) => text(200, body, CONTENT_TYPE),
+        Err(e) => text(500, format!("encoding the metrics: {e}\n"), "text/plain"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+
+    use super::*;
+
+    /// One HTTP/1.0 request; the status line and the body.
+    fn get(addr: SocketAddr, method: &str, path: &str) -> (String, String) {
+        let mut s = TcpStream::connect(addr).unwrap();
+        write!(s, "{method} {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        let status = out.lines().next().unwrap_or_default().to_string();
+        let body = out.split("\r\n\r\n").nth(1).unwrap_or_default().to_string();
+        (status, body)
+    }
+
+    /// The value of the sample line `name` (no labels) in `text`.
+    fn sample(text: &str, name: &str) -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("no {name} in:\n{text}"))
+            .parse()
+            .unwrap()
+    }
+
+    #[test]
+    fn the_endpoint_serves_counters_that_move_with_reads_and_syncs() {
+        let file = test_support::TempPath::with_data("metrics", &[7u8; 64 << 10]);
+        let path = &file.path;
+        let cache = Cache::builder().capacity(4 << 20).build().unwrap();
+        let mut registry = Registry::default();
+        register(&cache, &mut registry);
+        let server = serve("127.0.0.1:0".parse().unwrap(), registry).unwrap();
+        let addr = server.local_addr();
+
+        let (status, before) = get(addr, "GET", "/metrics");
+        assert!(status.contains("200"), "{status}");
+        assert_eq!(sample(&before, "foliocache_misses_total"), 0.0);
+        assert_eq!(
+            sample(&before, "foliocache_capacity_bytes"),
+            (4 << 20) as f64
+        );
+        assert!(before.trim_end().ends_with("# EOF"), "{before}");
+
+        let f = cache
+            .open_options()
+            .read(true)
+            .write(true)
+            .open(path)
+            .unwrap();
+        let mut buf = [0u8; 4096];
+        f.read_at(&mut buf, 0).unwrap();
+        f.read_at(&mut buf, 0).unwrap();
+        f.write_at(b"x", 0).unwrap();
+        f.sync_data().unwrap();
+        let (_, after) = get(addr, "GET", "/metrics");
+        assert!(sample(&after, "foliocache_misses_total") >= 1.0, "{after}");
+        assert!(sample(&after, "foliocache_hits_total") >= 1.0, "{after}");
+        assert!(sample(&after, "foliocache_miss_latency_seconds_count") >= 1.0);
+        assert_eq!(sample(&after, "foliocache_sync_latency_seconds_count"), 1.0);
+        assert!(
+            sample(&after, "foliocache_written_bytes_total") >= 1.0,
+            "{after}"
+        );
+        assert!(after.contains("foliocache_miss_latency_seconds_bucket{le=\"+Inf\"}"));
+
+        assert!(get(addr, "GET", "/").0.contains("404"));
+        assert!(get(addr, "POST", "/metrics").0.contains("405"));
+
+        // The collector holds the cache weakly.
+        drop(f);
+        drop(cache);
+        let (_, gone) = get(addr, "GET", "/metrics");
+        assert!(!gone.contains("foliocache_hits"), "{gone}");
+        // Stops: the serving thread is joined.
+        drop(server);
+    }
+
+    #[test]
+    fn an_address_in_use_is_an_error() {
+        let first = serve("127.0.0.1:0".parse().unwrap(), Registry::default()).unwrap();
+        let e = serve(first.local_addr(), Registry::default()).unwrap_err();
+        assert!(e.to_string().contains("serving metrics"), "{e}");
+    }
+}
