@@ -54,6 +54,7 @@ mod spec;
 mod sys;
 mod targets;
 mod units;
+mod watch;
 mod zipf;
 
 use std::process::ExitCode;

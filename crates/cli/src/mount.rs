@@ -55,6 +55,10 @@ pub struct MountArgs {
     /// Threads serving requests (default: one per CPU, 2 to 8).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
     pub threads: Option<u16>,
+    /// Serve the cache's Prometheus metrics at http://ADDR/metrics while
+    /// mounted: `PORT` (on 127.0.0.1) or `HOST:PORT`.
+    #[arg(long, value_name = "[HOST:]PORT", value_parser = crate::watch::parse_listen)]
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// Options of `foliocache stat`.
@@ -67,6 +71,14 @@ pub struct StatArgs {
     /// Print the server's JSON as it is.
     #[arg(long)]
     pub json: bool,
+    /// Print a line of rates every SECS seconds (default 1), as `vmstat`
+    /// does, until interrupted or `--count` lines.
+    #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "1",
+          value_parser = crate::watch::parse_interval, conflicts_with_all = ["json", "files"])]
+    pub watch: Option<std::time::Duration>,
+    /// With `--watch`: stop after this many lines.
+    #[arg(long, value_name = "N", requires = "watch")]
+    pub count: Option<u64>,
 }
 
 fn parse_capacity(s: &str) -> Result<u64, String> {
@@ -89,6 +101,7 @@ pub fn mount(a: &MountArgs) -> Result<()> {
     if let Some(t) = a.threads {
         opts.threads = usize::from(t);
     }
+    opts.metrics = a.metrics;
     foliocache_fuse::serve(&a.backing_dir, &a.mountpoint, &opts, || {
         println!("{READY}");
         let _ = std::io::stdout().flush();
@@ -154,11 +167,29 @@ pub fn stat(a: &StatArgs) -> Result<()> {
         .mountpoint
         .canonicalize()
         .with_context(|| format!("{}", a.mountpoint.display()))?;
+    if let Some(interval) = a.watch {
+        let mut out = std::io::stdout().lock();
+        return crate::watch::watch(&mnt, interval, a.count, &mut out);
+    }
     let mut request = String::new();
     for f in &a.files {
         request.push_str(&relative(&mnt, f)?);
         request.push('\n');
     }
+    let answer = query(&mnt, &request)?;
+    if a.json {
+        print!("{answer}");
+        return Ok(());
+    }
+    let v: serde_json::Value = serde_json::from_str(&answer).context("the server's answer")?;
+    print_text(&v);
+    Ok(())
+}
+
+/// The mount's answer (JSON) to `request` (file paths relative to the
+/// mount root, a line each; empty for the cache's figures alone), through
+/// its control file.
+pub(crate) fn query(mnt: &Path, request: &str) -> Result<String> {
     let control = mnt.join(CONTROL_NAME);
     let mut file = std::fs::OpenOptions::new()
         .read(true)
@@ -175,13 +206,7 @@ pub fn stat(a: &StatArgs) -> Result<()> {
     file.seek(SeekFrom::Start(0))?;
     let mut answer = String::new();
     file.read_to_string(&mut answer)?;
-    if a.json {
-        print!("{answer}");
-        return Ok(());
-    }
-    let v: serde_json::Value = serde_json::from_str(&answer).context("the server's answer")?;
-    print_text(&v);
-    Ok(())
+    Ok(answer)
 }
 
 /// `f` as a path relative to the mount root (the file must be under it).

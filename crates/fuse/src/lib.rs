@@ -107,6 +107,10 @@ pub struct MountOptions {
     pub allow_other: bool,
     /// Threads serving requests (at least 1).
     pub threads: usize,
+    /// Where [`serve`] serves the cache's Prometheus metrics at `/metrics`
+    /// while mounted (`None`: nowhere; [`FolioFs::cache`] gives an embedding
+    /// program the cache to register itself).
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 impl MountOptions {
@@ -120,6 +124,7 @@ impl MountOptions {
             dontcache: false,
             allow_other: false,
             threads: cpus.clamp(2, 8),
+            metrics: None,
         }
     }
 
@@ -299,6 +304,15 @@ pub fn serve(
     signals.thread_block().map_err(io::Error::from)?;
     let (b, m) = check_paths(backing_dir, mountpoint)?;
     let fs = FolioFs::new(&b, opts.build_cache()?, opts.dontcache)?;
+    // Served until this returns (the mount ended).
+    let _metrics = match opts.metrics {
+        Some(addr) => {
+            let mut registry = prometheus_client::registry::Registry::default();
+            foliocache::metrics::register(fs.cache(), &mut registry);
+            Some(foliocache::metrics::serve(addr, registry)?)
+        }
+        None => None,
+    };
     let sync_error = fs.sync_error();
     let mut session = Session::new(fs, &m, &opts.fuser_config(&b))?;
     let unmounter = Arc::new(parking_lot::Mutex::new(session.unmount_callable()));

@@ -58,11 +58,17 @@ fn start(d: &Dirs) -> Child {
 
 /// [`start`], the server's messages sent to `stderr`.
 fn start_with_stderr(d: &Dirs, stderr: Stdio) -> Child {
+    start_with(d, stderr, &[])
+}
+
+/// [`start_with_stderr`], with more options.
+fn start_with(d: &Dirs, stderr: Stdio, extra: &[&str]) -> Child {
     let mut child = Command::new(BIN)
         .arg("mount")
         .arg(&d.backing)
         .arg(&d.mnt)
         .args(["--capacity", "64M", "--foreground"])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(stderr)
         .spawn()
@@ -290,6 +296,101 @@ fn fusermount_unmount_ends_the_server_cleanly() {
     assert!(st.success());
     assert!(wait(&mut child).success());
     assert_eq!(fs::read(d.backing.join("x")).expect("backing"), b"kept");
+}
+
+/// `GET path` over HTTP/1.0: the status line and the body.
+fn http_get(addr: &str, path: &str) -> (String, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connecting to the metrics endpoint");
+    write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").expect("request");
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("response");
+    let status = out.lines().next().unwrap_or_default().to_string();
+    let body = out.split("\r\n\r\n").nth(1).unwrap_or_default().to_string();
+    (status, body)
+}
+
+/// The value of the unlabelled sample `name` in Prometheus text.
+fn sample(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {name} in:\n{text}"))
+        .parse()
+        .expect("an integer sample")
+}
+
+#[test]
+fn metrics_move_as_a_program_reads_and_writes_through_the_mount() {
+    if !fuse_ok("metrics_move_as_a_program_reads_and_writes_through_the_mount") {
+        return;
+    }
+    let d = dirs();
+    // A free port: bound, read, let go, given to the mount.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut child = start_with(&d, Stdio::inherit(), &["--metrics", &addr]);
+    let (status, before) = http_get(&addr, "/metrics");
+    assert!(status.contains("200"), "{status}");
+    fs::write(d.backing.join("a"), vec![3u8; 1 << 20]).expect("write");
+    assert_eq!(fs::read(d.mnt.join("a")).expect("read").len(), 1 << 20);
+    assert_eq!(fs::read(d.mnt.join("a")).expect("read").len(), 1 << 20);
+    fs::write(d.mnt.join("b"), vec![4u8; 256 << 10]).expect("write");
+    fs::File::open(d.mnt.join("b"))
+        .and_then(|f| f.sync_all())
+        .expect("fsync");
+    let (_, after) = http_get(&addr, "/metrics");
+    for name in [
+        "foliocache_hits_total",
+        "foliocache_misses_total",
+        "foliocache_read_bytes_total",
+    ] {
+        assert!(
+            sample(&after, name) > sample(&before, name),
+            "{name}:\n{after}"
+        );
+    }
+    assert!(
+        sample(&after, "foliocache_written_bytes_total") >= 256 << 10,
+        "{after}"
+    );
+    assert_eq!(sample(&after, "foliocache_capacity_bytes"), 64 << 20);
+    assert!(
+        sample(&after, "foliocache_sync_latency_seconds_count") >= 1,
+        "{after}"
+    );
+
+    // `stat --watch`: a heading, then a row of numbers per interval.
+    let out = Command::new(BIN)
+        .args(["stat", "--watch", "0.1", "--count", "3"])
+        .arg(&d.mnt)
+        .output()
+        .expect("stat --watch");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    assert!(
+        lines[0].contains("hits/s") && lines[0].contains("dirty MiB"),
+        "{text}"
+    );
+    for l in &lines[1..] {
+        let cells: Vec<f64> = l
+            .split_whitespace()
+            .map(|c| c.parse().unwrap_or_else(|_| panic!("a number: {c} in {l}")))
+            .collect();
+        assert_eq!(cells.len(), 9, "{l}");
+        // The last column is the bytes cached: the files read and written.
+        assert!(cells[8] >= 1.0, "{l}");
+    }
+    signal(&child, nix::sys::signal::Signal::SIGTERM);
+    assert!(wait(&mut child).success());
 }
 
 #[test]
