@@ -1662,6 +1662,8 @@ fn larger_scenario_reports_figures_per_read_and_its_targets() {
                 lru["capacity_pages"],
                 r["capacity"].as_u64().unwrap() / 4096
             );
+            // A short run's replay is exact (long ones are sampled).
+            assert_eq!(lru["sampled_one_in"], 1, "{lru}");
         } else {
             // foliocache[qd=32] replays its offsets too; the kernel's
             // engines have no capacity to replay them at.
