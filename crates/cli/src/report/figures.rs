@@ -15,6 +15,9 @@ pub struct Latency {
     pub p75: u64,
     /// 99th percentile.
     pub p99: u64,
+    /// 99.9th percentile: the tail a few slow operations in a thousand
+    /// make (a waiter overtaken, a throttled writer).
+    pub p999: u64,
     /// Mean.
     pub mean: f64,
     /// Largest.

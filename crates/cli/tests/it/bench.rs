@@ -1140,6 +1140,9 @@ fn uncached_scenario_reports_timelines_cpu_cache_figures_and_hit_ratios() {
         "throughput over time (GiB/s",
         "per 50ms:",
         "targets:",
+        // The latency tails, in the table and in each run's block.
+        "lat p99     p99.9       max",
+        ", p99.9=",
     ] {
         assert!(stdout.contains(section), "no `{section}` in:\n{stdout}");
     }
@@ -1173,12 +1176,17 @@ fn check_record(r: &Value, readahead: bool, cpus: u64) {
     assert!(r["bw_bytes"].as_f64().unwrap() > 0.0, "{engine}: bw");
     assert!(r["iops"].as_f64().unwrap() > 0.0, "{engine}: iops");
     let lat = &r["lat_ns"];
-    let (p50, p75, p99) = (
+    let (p50, p75, p99, p999, max) = (
         lat["p50"].as_u64().unwrap(),
         lat["p75"].as_u64().unwrap(),
         lat["p99"].as_u64().unwrap(),
+        lat["p999"].as_u64().unwrap(),
+        lat["max"].as_u64().unwrap(),
     );
-    assert!(p50 > 0 && p50 <= p75 && p75 <= p99, "{engine}: {lat}");
+    assert!(
+        p50 > 0 && p50 <= p75 && p75 <= p99 && p99 <= p999 && p999 <= max,
+        "{engine}: the tails in order: {lat}"
+    );
     let cpu = &r["cpu_s"];
     let cpu_s = cpu["user"].as_f64().unwrap() + cpu["sys"].as_f64().unwrap();
     // A cold pass of a few MiB may take less CPU than getrusage counts.
