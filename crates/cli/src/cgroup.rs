@@ -575,6 +575,20 @@ cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0
         );
     }
 
+    /// An available cgroup's version, parent, home and whether it enables
+    /// the controller below the parent.
+    fn fields(a: &Availability) -> (Version, PathBuf, PathBuf, bool) {
+        match a {
+            Availability::Available {
+                version,
+                parent,
+                home,
+                enable_subtree,
+            } => (*version, parent.clone(), home.clone(), *enable_subtree),
+            Availability::Unavailable(why) => panic!("unavailable: {why}"),
+        }
+    }
+
     /// A fake cgroup v2 hierarchy in a temporary directory: the mount
     /// line for it, and a cgroup `rel` with `controllers` available,
     /// `subtree` enabled below it and `procs` in it.
@@ -607,17 +621,9 @@ cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0
         );
         let avail = plan.settle(4242).unwrap();
         let own = beside.join("foliocache-bench-4242");
-        let Availability::Available {
-            version,
-            parent,
-            home,
-            enable_subtree,
-        } = &avail
-        else {
-            panic!("{avail:?}");
-        };
+        let (version, parent, home, enable_subtree) = fields(&avail);
         assert_eq!(
-            (*version, parent, home, *enable_subtree),
+            (version, &parent, &home, enable_subtree),
             (Version::V2, &own, &own.join("main"), true)
         );
         // The bench is in the leaf; the others stay where they were.
@@ -695,17 +701,9 @@ cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0
         fs::write(root.join("a/memory.limit_in_bytes"), "max").unwrap();
         let mounts = format!("cgroup {} cgroup rw,memory 0 0\n", root.display());
         let avail = probe_v1(&mounts, "4:memory:/a\n").unwrap();
-        let Availability::Available {
-            version,
-            parent,
-            home,
-            enable_subtree,
-        } = &avail
-        else {
-            panic!("{avail:?}");
-        };
+        let (version, parent, home, enable_subtree) = fields(&avail);
         assert_eq!(
-            (*version, parent, home, *enable_subtree),
+            (version, &parent, &home, enable_subtree),
             (Version::V1, &root.join("a"), &root.join("a"), false)
         );
     }

@@ -114,12 +114,16 @@ fn summarise(specs: &[RatioSpec], runs: &[JobRuns]) -> Option<Summary> {
 
 /// The job a ratio or target of `r`'s is of ([`report::job_of_ratio`]),
 /// with `, N threads` where the scenario runs the same reads or writes at
-/// several thread counts (`scaling`, `larger`), so that it says which.
+/// several thread counts (`scaling`), so that it says which (a job with a
+/// distribution says its count already: `larger`'s).
 fn job_of_ratio(r: &RunRecord, runs: &[JobRuns]) -> String {
-    let other_count = runs
-        .iter()
-        .flat_map(|j| j.engines.iter().flatten())
-        .any(|o| o.job.rw == r.job.rw && o.job.bs == r.job.bs && o.job.numjobs != r.job.numjobs);
+    let other_count = r.job.dist.is_none()
+        && runs
+            .iter()
+            .flat_map(|j| j.engines.iter().flatten())
+            .any(|o| {
+                o.job.rw == r.job.rw && o.job.bs == r.job.bs && o.job.numjobs != r.job.numjobs
+            });
     let job = report::job_of_ratio(r);
     if other_count {
         let n = r.job.numjobs;
