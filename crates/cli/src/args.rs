@@ -27,8 +27,8 @@ pub const SCENARIOS: [&str; 6] = [
 /// The scenarios `--scenario` takes that `--seeds` does not run: too long
 /// for the reference set (`larger`: 16 cold runs of a file 4x memory;
 /// `programs`: an outside program, `db_bench`, three ways, a minute with
-/// `--quick`).
-pub const BY_NAME: [&str; 2] = ["larger", "programs"];
+/// `--quick`; `scaling`: four workloads at every thread count).
+pub const BY_NAME: [&str; 3] = ["larger", "programs", "scaling"];
 
 /// Every scenario `--scenario` takes: [`SCENARIOS`], then [`BY_NAME`].
 pub fn all_scenarios() -> Vec<&'static str> {
@@ -146,8 +146,8 @@ pub struct BenchArgs {
     pub memory_limit: Option<u64>,
 
     /// Run a named scenario (repeatable): seqread, randread, readahead,
-    /// uncached, populate, write (the reference set), larger, programs (by
-    /// name only).
+    /// uncached, populate, write (the reference set), larger, programs,
+    /// scaling (by name only).
     #[arg(long = "scenario", value_name = "NAME", value_parser = parse_scenario,
           conflicts_with = "seeds")]
     pub scenarios: Vec<&'static str>,
@@ -252,7 +252,11 @@ programs (RocksDB's db_bench, where installed: fillseq, readseq and
 readrandom with checksums, 1M keys, 200k with --quick, --size / 216 bytes;
 on the data directory (ext4), through a foliocache FUSE mount and under the
 interposer, libfoliocache_preload.so; caches of --capacity, default 4x the
-data).
+data); scaling (throughput against threads, 1, 2, 4, ... up to the CPUs and
+twice them: random and sequential 4 KiB hits of a shared 1 GiB file, 64 MiB
+with --quick, random 4 KiB writes into it, 4 s runs, 0.5 s with --quick,
+and cold sequential 128 KiB reads of a 256 MiB file per thread, 16 MiB with
+--quick: foliocache, kernel and, for hits, memcpy).
 foliocache engine options: populate=eager|lazy, folio=SIZE,
 insert=batched|single, ra=SIZE|kernel|off, io=uring|threads|auto, dontcache
 (every read with ReadFlags::DONTCACHE, from an empty cache; every write with
@@ -336,7 +340,7 @@ mod tests {
         assert!(
             e.contains(
                 "unknown scenario `fill` (available: seqread, randread, readahead, uncached, \
-                 populate, write, larger, programs)"
+                 populate, write, larger, programs, scaling)"
             ),
             "{e}"
         );

@@ -20,9 +20,25 @@
 //! for the limit is turned off for the run (`run::fit_readahead`).
 //!
 //! cgroup v2 (`memory.max`) is used where its memory controller is
-//! available to this process's cgroup and can be enabled for a child (it
-//! cannot be where the cgroup holds other processes and is not the root:
-//! cgroup v2's no-internal-process rule); otherwise cgroup v1
+//! available to this process's cgroup. The controller can be enabled for
+//! a child only in a cgroup that holds no process (cgroup v2's
+//! no-internal-process rule; the root is exempt). Where this process's
+//! cgroup holds processes (a login shell's, a container's), the bench
+//! first moves itself into a leaf of a cgroup of its own, made beside its
+//! cgroup (in the parent, whose memory controller is enabled below it, as
+//! it gives this cgroup one), the way `systemd-run` and container
+//! runtimes do, and makes the runs' cgroups there:
+//!
+//! ```text
+//!   <mount><parent of this process's cgroup>/
+//!       <this process's cgroup>/          the shell and others stay here
+//!       foliocache-bench-<pid>/           +memory below; no process
+//!           main/                         the bench between runs
+//!           foliocache-bench-<pid>-<n>/   limit C  <- the bench, during a run
+//! ```
+//!
+//! The bench stays in `main/` until it exits; the next bench removes the
+//! empty cgroups of one that no longer runs. Otherwise cgroup v1
 //! (`memory.limit_in_bytes`); otherwise none, with the reason, which the
 //! report prints. Each run gets a cgroup of its own (so its peak usage is
 //! its own), emptied and removed after the run; cgroups a killed bench
@@ -81,8 +97,12 @@ pub enum Availability {
     Available {
         /// The interface.
         version: Version,
-        /// The process's cgroup directory.
+        /// Where the runs' cgroups are made: the process's cgroup, or the
+        /// cgroup of its own it moved into.
         parent: PathBuf,
+        /// Where the process lives between runs (`parent`, or the leaf
+        /// `parent/main` where it moved).
+        home: PathBuf,
         /// Whether the parent's `cgroup.subtree_control` must get
         /// `+memory` first (v2).
         enable_subtree: bool,
@@ -99,7 +119,7 @@ impl Availability {
         let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
         let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
         let mut reasons = Vec::new();
-        match probe_v2(&mounts, &own) {
+        match probe_v2(&mounts, &own).and_then(|p| p.settle(std::process::id())) {
             Ok(a) => return cleaned(a),
             Err(e) => reasons.push(format!("cgroup v2: {e}")),
         }
@@ -114,11 +134,81 @@ impl Availability {
 fn cleaned(a: Availability) -> Availability {
     if let Availability::Available { parent, .. } = &a {
         remove_stale(parent);
+        // A cgroup of its own (see the module documentation) sits beside
+        // those of earlier benches.
+        if let Some(up) = parent.parent().filter(|_| is_own(parent)) {
+            remove_stale(up);
+        }
     }
     a
 }
 
-fn probe_v2(mounts: &str, own: &str) -> Result<Availability, String> {
+/// Whether `dir` is a bench's cgroup of its own
+/// (`foliocache-bench-<pid>`).
+fn is_own(dir: &Path) -> bool {
+    dir.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix(PREFIX))
+        .is_some_and(|rest| rest.parse::<u32>().is_ok())
+}
+
+/// What the cgroup v2 probe found: where to make the runs' cgroups, or
+/// that the process must first move into a cgroup of its own.
+#[derive(Debug, PartialEq)]
+enum V2Plan {
+    /// Runs' cgroups go in `parent` (the process's cgroup).
+    Here {
+        parent: PathBuf,
+        enable_subtree: bool,
+    },
+    /// The process's cgroup holds processes: make a cgroup of its own in
+    /// `beside` (the parent of the process's cgroup) and move into it.
+    Own { beside: PathBuf },
+}
+
+impl V2Plan {
+    /// The availability the plan gives; for [`V2Plan::Own`], after making
+    /// `beside/foliocache-bench-<pid>/main` and moving process `pid` into
+    /// it.
+    fn settle(self, pid: u32) -> Result<Availability, String> {
+        match self {
+            V2Plan::Here {
+                parent,
+                enable_subtree,
+            } => Ok(Availability::Available {
+                version: Version::V2,
+                home: parent.clone(),
+                parent,
+                enable_subtree,
+            }),
+            V2Plan::Own { beside } => {
+                let own = beside.join(format!("{PREFIX}{pid}"));
+                let home = own.join("main");
+                for d in [&own, &home] {
+                    match fs::create_dir(d) {
+                        Ok(()) => {}
+                        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                        Err(e) => return Err(format!("making {}: {e}", d.display())),
+                    }
+                }
+                fs::write(home.join("cgroup.procs"), pid.to_string()).map_err(|e| {
+                    format!(
+                        "moving the bench into a cgroup of its own, {}: {e}",
+                        home.display()
+                    )
+                })?;
+                Ok(Availability::Available {
+                    version: Version::V2,
+                    parent: own,
+                    home,
+                    enable_subtree: true,
+                })
+            }
+        }
+    }
+}
+
+fn probe_v2(mounts: &str, own: &str) -> Result<V2Plan, String> {
     let mount = mounts
         .lines()
         .map(|l| l.split_whitespace().collect::<Vec<_>>())
@@ -145,16 +235,26 @@ fn probe_v2(mounts: &str, own: &str) -> Result<Availability, String> {
     if !enabled && !is_root {
         let procs = fs::read_to_string(parent.join("cgroup.procs")).unwrap_or_default();
         if procs.lines().count() > 0 {
-            return Err(format!(
-                "the memory controller cannot be enabled below {}, which holds processes \
-                 (run the bench in a cgroup of its own)",
-                parent.display()
-            ));
+            // The controller cannot be enabled below it; its parent gave
+            // it the controller (`cgroup.controllers` lists what the
+            // parent enabled), so a cgroup made there has it.
+            let beside = parent
+                .parent()
+                .map(Path::to_path_buf)
+                .ok_or_else(|| format!("{} has no parent", parent.display()))?;
+            writable(&beside).map_err(|e| {
+                format!(
+                    "{} holds processes, so the memory controller cannot be enabled below \
+                     it, and {e} for a cgroup of the bench's own (run the bench in a cgroup \
+                     of its own)",
+                    parent.display()
+                )
+            })?;
+            return Ok(V2Plan::Own { beside });
         }
     }
     writable(&parent)?;
-    Ok(Availability::Available {
-        version: Version::V2,
+    Ok(V2Plan::Here {
         parent,
         enable_subtree: !enabled,
     })
@@ -182,6 +282,7 @@ fn probe_v1(mounts: &str, own: &str) -> Result<Availability, String> {
     writable(&parent)?;
     Ok(Availability::Available {
         version: Version::V1,
+        home: parent.clone(),
         parent,
         enable_subtree: false,
     })
@@ -221,6 +322,13 @@ fn remove_stale(parent: &Path) {
         };
         let pid = rest.split('-').next().unwrap_or("");
         if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
+            // A cgroup of its own holds `main` and maybe a run's: those
+            // first (a cgroup goes only once it has no child).
+            if let Ok(children) = fs::read_dir(e.path()) {
+                for c in children.flatten().filter(|c| c.path().is_dir()) {
+                    let _ = fs::remove_dir(c.path());
+                }
+            }
             let _ = fs::remove_dir(e.path());
         }
     }
@@ -231,6 +339,8 @@ fn remove_stale(parent: &Path) {
 pub struct MemCgroup {
     dir: PathBuf,
     parent: PathBuf,
+    /// Where the process goes back to after a run.
+    home: PathBuf,
     version: Version,
     limit: u64,
     /// `+memory` was written to the parent's subtree control (and is taken
@@ -256,12 +366,13 @@ impl MemCgroup {
     /// cgroup failed.
     pub fn create(avail: &Availability, limit: u64) -> Result<MemCgroup> {
         static NEXT: AtomicU32 = AtomicU32::new(0);
-        let (version, parent, enable_subtree) = match avail {
+        let (version, parent, home, enable_subtree) = match avail {
             Availability::Available {
                 version,
                 parent,
+                home,
                 enable_subtree,
-            } => (*version, parent.clone(), *enable_subtree),
+            } => (*version, parent.clone(), home.clone(), *enable_subtree),
             Availability::Unavailable(why) => bail!("no memory cgroup: {why}"),
         };
         let mut enabled_subtree = false;
@@ -275,6 +386,7 @@ impl MemCgroup {
         let cg = MemCgroup {
             dir,
             parent,
+            home,
             version,
             limit,
             enabled_subtree,
@@ -358,12 +470,12 @@ impl MemCgroup {
         }
     }
 
-    /// Moves every task left in the cgroup to the parent, drops the page
+    /// Moves every task left in the cgroup to its home, drops the page
     /// cache charged to it and removes it.
     fn remove(&mut self) -> io::Result<()> {
         if let Ok(procs) = fs::read_to_string(self.dir.join("cgroup.procs")) {
             for pid in procs.split_whitespace() {
-                let _ = fs::write(self.parent.join("cgroup.procs"), pid);
+                let _ = fs::write(self.home.join("cgroup.procs"), pid);
             }
         }
         let _ = match self.version {
@@ -397,8 +509,8 @@ impl Drop for MemCgroup {
     }
 }
 
-/// The process inside a [`MemCgroup`]; moves it back to the parent at
-/// drop.
+/// The process inside a [`MemCgroup`]; moves it back home (where it was
+/// before) at drop.
 #[derive(Debug)]
 pub struct Entered<'a> {
     cg: &'a MemCgroup,
@@ -407,10 +519,10 @@ pub struct Entered<'a> {
 impl Drop for Entered<'_> {
     fn drop(&mut self) {
         let pid = std::process::id().to_string();
-        if let Err(e) = fs::write(self.cg.parent.join("cgroup.procs"), &pid) {
+        if let Err(e) = fs::write(self.cg.home.join("cgroup.procs"), &pid) {
             eprintln!(
                 "warning: could not move the process back to {}: {e}",
-                self.cg.parent.display()
+                self.cg.home.display()
             );
         }
     }
@@ -461,5 +573,153 @@ cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0
             join(Path::new("/sys/fs/cgroup"), "/"),
             PathBuf::from("/sys/fs/cgroup/")
         );
+    }
+
+    /// An available cgroup's version, parent, home and whether it enables
+    /// the controller below the parent.
+    fn fields(a: &Availability) -> (Version, PathBuf, PathBuf, bool) {
+        match a {
+            Availability::Available {
+                version,
+                parent,
+                home,
+                enable_subtree,
+            } => (*version, parent.clone(), home.clone(), *enable_subtree),
+            Availability::Unavailable(why) => panic!("unavailable: {why}"),
+        }
+    }
+
+    /// A fake cgroup v2 hierarchy in a temporary directory: the mount
+    /// line for it, and a cgroup `rel` with `controllers` available,
+    /// `subtree` enabled below it and `procs` in it.
+    fn fake_v2(root: &Path, rel: &str, subtree: &str, procs: &str) -> String {
+        let dir = root.join(rel);
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("cgroup.controllers"), "cpu memory pids\n").unwrap();
+        fs::write(dir.join("cgroup.subtree_control"), subtree).unwrap();
+        fs::write(dir.join("cgroup.procs"), procs).unwrap();
+        // Its parent enabled memory below itself (that is where the
+        // controllers come from).
+        if let Some(up) = dir.parent() {
+            fs::write(up.join("cgroup.subtree_control"), "cpu memory\n").unwrap();
+        }
+        format!("cgroup2 {} cgroup2 rw,nosuid 0 0\n", root.display())
+    }
+
+    #[test]
+    fn v2_with_other_processes_in_its_cgroup_moves_into_a_cgroup_of_its_own() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let mounts = fake_v2(root, "user.slice/session-1.scope", "", "100\n200\n");
+        let plan = probe_v2(&mounts, "0::/user.slice/session-1.scope\n").unwrap();
+        let beside = root.join("user.slice");
+        assert_eq!(
+            plan,
+            V2Plan::Own {
+                beside: beside.clone()
+            }
+        );
+        let avail = plan.settle(4242).unwrap();
+        let own = beside.join("foliocache-bench-4242");
+        let (version, parent, home, enable_subtree) = fields(&avail);
+        assert_eq!(
+            (version, &parent, &home, enable_subtree),
+            (Version::V2, &own, &own.join("main"), true)
+        );
+        // The bench is in the leaf; the others stay where they were.
+        assert_eq!(
+            fs::read_to_string(home.join("cgroup.procs")).unwrap(),
+            "4242"
+        );
+        assert_eq!(
+            fs::read_to_string(root.join("user.slice/session-1.scope/cgroup.procs")).unwrap(),
+            "100\n200\n"
+        );
+        // A run's cgroup: the controller enabled in the cgroup of its own
+        // (which holds no process), the limit in the run's.
+        let cg = MemCgroup::create(&avail, 64 << 20).unwrap();
+        assert_eq!(
+            fs::read_to_string(own.join("cgroup.subtree_control")).unwrap(),
+            "+memory"
+        );
+        assert!(cg.path().starts_with(&own), "{}", cg.path().display());
+        assert_eq!(
+            fs::read_to_string(cg.path().join("memory.max")).unwrap(),
+            (64u64 << 20).to_string()
+        );
+        assert_eq!(cg.home, own.join("main"), "a run goes back to the leaf");
+        // (A fake cgroup's directory holds plain files: rmdir would refuse
+        // it, so the test does not drop it.)
+        std::mem::forget(cg);
+    }
+
+    #[test]
+    fn v2_is_used_in_place_where_its_cgroup_holds_no_process_or_is_the_root() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let mounts = fake_v2(root, "bench.scope", "", "");
+        let plan = probe_v2(&mounts, "0::/bench.scope\n").unwrap();
+        assert_eq!(
+            plan,
+            V2Plan::Here {
+                parent: root.join("bench.scope"),
+                enable_subtree: true
+            }
+        );
+        // Enabled already: nothing to enable.
+        let mounts = fake_v2(root, "ready.scope", "memory\n", "100\n");
+        let plan = probe_v2(&mounts, "0::/ready.scope\n").unwrap();
+        assert_eq!(
+            plan,
+            V2Plan::Here {
+                parent: root.join("ready.scope"),
+                enable_subtree: false
+            }
+        );
+        // The root is exempt from the no-internal-process rule.
+        fs::write(root.join("cgroup.controllers"), "memory\n").unwrap();
+        fs::write(root.join("cgroup.procs"), "1\n").unwrap();
+        fs::write(root.join("cgroup.subtree_control"), "").unwrap();
+        let plan = probe_v2(&mounts, "0::/\n").unwrap();
+        assert!(
+            matches!(
+                plan,
+                V2Plan::Here {
+                    enable_subtree: true,
+                    ..
+                }
+            ),
+            "{plan:?}"
+        );
+    }
+
+    #[test]
+    fn v1_limits_in_the_process_cgroup_and_comes_back_there() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        fs::create_dir_all(root.join("a")).unwrap();
+        fs::write(root.join("a/memory.limit_in_bytes"), "max").unwrap();
+        let mounts = format!("cgroup {} cgroup rw,memory 0 0\n", root.display());
+        let avail = probe_v1(&mounts, "4:memory:/a\n").unwrap();
+        let (version, parent, home, enable_subtree) = fields(&avail);
+        assert_eq!(
+            (version, &parent, &home, enable_subtree),
+            (Version::V1, &root.join("a"), &root.join("a"), false)
+        );
+    }
+
+    #[test]
+    fn stale_cgroups_of_its_own_go_with_their_children() {
+        let tmp = tempfile::tempdir().unwrap();
+        // No process has pid u32::MAX - 1.
+        let dead = tmp.path().join(format!("{PREFIX}{}", u32::MAX - 1));
+        fs::create_dir_all(dead.join("main")).unwrap();
+        fs::create_dir_all(dead.join(format!("{PREFIX}{}-0", u32::MAX - 1))).unwrap();
+        let alive = tmp.path().join(format!("{PREFIX}{}", std::process::id()));
+        fs::create_dir_all(alive.join("main")).unwrap();
+        remove_stale(tmp.path());
+        assert!(!dead.exists());
+        assert!(alive.join("main").exists());
+        assert!(is_own(&alive) && !is_own(&alive.join("main")));
     }
 }

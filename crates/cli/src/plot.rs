@@ -1,7 +1,9 @@
 //! `--plot PATH.svg`: throughput over time per engine, one panel per job
 //! of each scenario, with time and GiB/s axes and a legend. Each second's
 //! bandwidth is drawn as a step over that second (each interval's, for a
-//! job with a finer timeline).
+//! job with a finer timeline). The `scaling` scenario's jobs are drawn
+//! instead as throughput against threads: a panel per workload, a line
+//! per engine through its bandwidth at each thread count.
 
 use std::path::Path;
 
@@ -25,19 +27,61 @@ const COLORS: [RGBColor; 8] = [
     RGBColor(23, 190, 207),
 ];
 
-/// One line: an engine's label, its bandwidths, and the seconds each
-/// covers.
-type Series = (String, Vec<f64>, f64);
+/// One line: an engine's label and its points (x, bytes/s).
+type Series = (String, Vec<(f64, f64)>);
 
-/// One panel: a title and a line per engine.
+/// One panel: a title, what its x axis is, and a line per engine.
 struct Panel {
     title: String,
+    x_desc: &'static str,
     series: Vec<Series>,
+}
+
+impl Panel {
+    /// Adds `line` to the panel titled `title` in `out`, making it first
+    /// if there is none.
+    fn add(out: &mut Vec<Panel>, title: String, x_desc: &'static str, line: Series) {
+        match out.iter_mut().find(|p| p.title == title) {
+            Some(p) => p.series.push(line),
+            None => out.push(Panel {
+                title,
+                x_desc,
+                series: vec![line],
+            }),
+        }
+    }
+}
+
+/// The `scaling` scenario's panels: one per workload (its jobs' reads or
+/// writes), each engine's bandwidth against the job's threads.
+fn scaling_panels(sc: &ScenarioReport, out: &mut Vec<Panel>) {
+    for r in &sc.results {
+        let title = format!(
+            "{}: {} bs={}{}, throughput against threads",
+            sc.name,
+            r.job.rw,
+            fmt_size(r.job.bs),
+            if r.job.cold { " cold" } else { "" }
+        );
+        let point = (r.job.numjobs as f64, r.perf.bw_bytes);
+        match out
+            .iter_mut()
+            .find(|p| p.title == title)
+            .and_then(|p| p.series.iter_mut().find(|(e, _)| *e == r.engine))
+        {
+            Some((_, points)) => points.push(point),
+            None => Panel::add(out, title, "threads", (r.engine.clone(), vec![point])),
+        }
+    }
 }
 
 fn panels(scenarios: &[ScenarioReport]) -> Vec<Panel> {
     let mut out: Vec<Panel> = Vec::new();
     for sc in scenarios {
+        if sc.name == "scaling" {
+            scaling_panels(sc, &mut out);
+            continue;
+        }
         for r in &sc.results {
             let title = format!(
                 "{}: {} bs={} numjobs={}{}",
@@ -51,19 +95,20 @@ fn panels(scenarios: &[ScenarioReport]) -> Vec<Panel> {
                     ""
                 }
             );
-            let line = match &r.timing.fine_timeline {
-                Some(t) if !t.bw_bytes.is_empty() => {
-                    (r.engine.clone(), t.bw_bytes.clone(), t.interval_s)
-                }
-                _ => (r.engine.clone(), r.timing.timeline_bw_bytes.clone(), 1.0),
+            let (tl, step) = match &r.timing.fine_timeline {
+                Some(t) if !t.bw_bytes.is_empty() => (&t.bw_bytes, t.interval_s),
+                _ => (&r.timing.timeline_bw_bytes, 1.0),
             };
-            match out.iter_mut().find(|p| p.title == title) {
-                Some(p) => p.series.push(line),
-                None => out.push(Panel {
-                    title,
-                    series: vec![line],
-                }),
-            }
+            // Each interval's bandwidth as a step over it.
+            let steps = tl
+                .iter()
+                .enumerate()
+                .flat_map(|(s, &v)| {
+                    let x = s as f64 * step;
+                    [(x, v), (x + step, v)]
+                })
+                .collect();
+            Panel::add(&mut out, title, "time (s)", (r.engine.clone(), steps));
         }
     }
     out
@@ -84,40 +129,36 @@ pub fn draw(path: &Path, scenarios: &[ScenarioReport]) -> Result<()> {
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let areas = root.split_evenly((panels.len(), 1));
     for (area, panel) in areas.iter().zip(&panels) {
-        let secs = panel
+        let right = panel
             .series
             .iter()
-            .map(|(_, t, step)| t.len() as f64 * step)
-            .fold(0.0f64, f64::max);
-        let secs = if secs > 0.0 { secs } else { 1.0 };
+            .flat_map(|(_, p)| p.iter())
+            .fold(0.0f64, |m, &(x, _)| m.max(x));
+        let right = if right > 0.0 { right } else { 1.0 };
         let top = panel
             .series
             .iter()
-            .flat_map(|(_, t, _)| t.iter())
-            .fold(0.0f64, |m, &v| m.max(v / GIB));
+            .flat_map(|(_, p)| p.iter())
+            .fold(0.0f64, |m, &(_, v)| m.max(v / GIB));
         let top = if top > 0.0 { top * 1.15 } else { 1.0 };
         let mut chart = ChartBuilder::on(area)
             .caption(&panel.title, ("sans-serif", 20))
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(60)
-            .build_cartesian_2d(0.0..secs, 0.0..top)
+            .build_cartesian_2d(0.0..right, 0.0..top)
             .map_err(|e| err(&e))?;
         chart
             .configure_mesh()
-            .x_desc("time (s)")
+            .x_desc(panel.x_desc)
             .y_desc("throughput (GiB/s)")
             .draw()
             .map_err(|e| err(&e))?;
-        for (i, (label, tl, step)) in panel.series.iter().enumerate() {
+        for (i, (label, points)) in panel.series.iter().enumerate() {
             let color = COLORS[i % COLORS.len()];
-            let step = *step;
-            let steps = tl.iter().enumerate().flat_map(move |(s, &v)| {
-                let (y, x) = (v / GIB, s as f64 * step);
-                [(x, y), (x + step, y)]
-            });
+            let line = points.iter().map(|&(x, v)| (x, v / GIB));
             chart
-                .draw_series(LineSeries::new(steps, color.stroke_width(2)))
+                .draw_series(LineSeries::new(line, color.stroke_width(2)))
                 .map_err(|e| err(&e))?
                 .label(label.as_str())
                 .legend(move |(x, y)| {

@@ -220,4 +220,5 @@ pub mod internals {
     }
     pub use crate::readahead::Insert;
     pub use crate::write::WRITE_CHUNK_PAGES;
+    pub use crate::writeback::THROTTLE_MIN_PAGES;
 }

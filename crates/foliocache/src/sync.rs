@@ -203,6 +203,35 @@ impl<T> Mutex<T> {
     }
 }
 
+/// A mutex that hands itself to its waiters in the order they came
+/// (`parking_lot`'s `FairMutex`: every unlock with a waiter passes the
+/// lock to the first one, so no later arrival takes it first). A waiter
+/// waits for the holds of those ahead of it, and no longer: the lock of a
+/// file's writeback (`wb_lock`), held for one batch at a time, so a
+/// throttled writer waits for the batches queued before it, not for
+/// whoever keeps coming back. Under loom, loom's mutex (loom explores
+/// every order anyway).
+#[cfg(not(loom))]
+#[derive(Default)]
+pub(crate) struct FairMutex<T>(parking_lot::FairMutex<T>);
+
+#[cfg(not(loom))]
+impl<T> FairMutex<T> {
+    #[inline]
+    pub(crate) const fn new(t: T) -> Self {
+        FairMutex(parking_lot::FairMutex::new(t))
+    }
+
+    #[inline]
+    pub(crate) fn lock(&self) -> parking_lot::FairMutexGuard<'_, T> {
+        self.0.lock()
+    }
+}
+
+/// Under loom: the crate's [`Mutex`] (loom's).
+#[cfg(loom)]
+pub(crate) type FairMutex<T> = Mutex<T>;
+
 /// The crate's reader-writer lock: `parking_lot`'s. The file locks
 /// (`inode_lock`, `invalidate_lock`) are these, so that the models can
 /// race truncation against writeback and writers (a `parking_lot` lock

@@ -620,7 +620,7 @@ impl File {
             if throttle {
                 // Before each piece, with no folio locked: a write larger
                 // than the dirty limit writes back its own data as it goes.
-                m.throttle()?;
+                m.throttle(count)?;
             }
             let mut folios = Vec::new();
             let first = pos / PAGE;

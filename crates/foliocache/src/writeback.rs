@@ -6,7 +6,9 @@
 //!   dirty mark (`MARK_0`), so writeback finds them by
 //!   a marked search that skips clean subtrees.
 //! - [`Mapping::writeback`] walks the dirty folios of a range in index
-//!   order, one writeback of a file at a time (its `wb_lock`), and writes
+//!   order, one batch of a file's writeback at a time (its `wb_lock`, a
+//!   fair lock taken per batch: the flusher, a sync and throttled writers
+//!   take turns in the order they came), and writes
 //!   each contiguous run (up to [`MAX_RUN_PAGES`]) as one vectored write;
 //!   up to [`MAX_BATCH_RUNS`] runs are locked and written together, their
 //!   writes in flight at once: through the cache's io_uring
@@ -30,10 +32,13 @@
 //!   periodic writeback of expired data, without per-folio ages).
 //! - The dirty limit and background threshold default to shares of what
 //!   the cache may hold now ([`dirty_limit`]).
-//! - A writer that finds the cache over its dirty limit writes back its own
-//!   file first; if its file has nothing dirty it
-//!   waits for the flusher. Dirty data never fills the cache, so reclaim
-//!   always has clean folios to take.
+//! - A writer that finds the cache over its dirty limit writes back about
+//!   as many of its own file's dirty pages as it is about to dirty, from
+//!   where the file's last throttled writeback stopped, and goes on; if
+//!   its file has nothing dirty it waits for the flusher. Its wait is
+//!   bounded by its own pages and the batches queued ahead of it, however
+//!   fast others dirty the file. Dirty data never fills the cache, so
+//!   reclaim always has clean folios to take.
 //!
 //! # Locking
 //! As the crate's lock order says: writeback takes `wb_lock`, then the
@@ -71,6 +76,11 @@ pub(crate) const FLUSH_INTERVAL: Duration = Duration::from_secs(5);
 /// How long a throttled writer whose file has nothing dirty waits for the
 /// flusher to bring the cache under its dirty limit before it fails.
 const THROTTLE_WAIT: Duration = Duration::from_secs(30);
+
+/// The fewest pages a throttled writer writes back (256 KiB), so that
+/// small writes over the limit clean the file in batches worth an IO.
+#[cfg_attr(not(feature = "internals"), allow(unreachable_pub))]
+pub const THROTTLE_MIN_PAGES: u64 = 64;
 
 /// How long a closed file whose writeback keeps failing stays cached
 /// (see `CacheInner::keep_closed_dirty`) before its dirty data is given up.
@@ -202,61 +212,100 @@ impl Mapping {
     /// # Errors
     /// The backing's write error (also recorded for the file's handles).
     pub fn writeback(&self, first: u64, last: u64) -> io::Result<()> {
+        self.writeback_pages(first, last, u64::MAX).2
+    }
+
+    /// Writes back the dirty folios of pages `first..=last`, in index
+    /// order, until about `budget` pages are written (a folio larger than
+    /// what is left of it goes whole). `wb_lock` is taken for each batch
+    /// and let go between them, so every other writeback of the file (a
+    /// throttled writer, the flusher, a sync) waits for one batch, not
+    /// for a whole pass, and the fair lock serves them in the order they
+    /// came. Returns the pages written, the page to go on from (`None`:
+    /// the range is done) and the first error; the runs after a failed
+    /// one are still tried.
+    fn writeback_pages(
+        &self,
+        first: u64,
+        last: u64,
+        budget: u64,
+    ) -> (u64, Option<u64>, io::Result<()>) {
         if self.memfile {
-            return Ok(());
-        }
-        // Taken even when nothing is dirty: a writeback in flight (its
-        // folios already clean) finishes first, so a sync or a close that
-        // returns has seen its IO complete.
-        let _wb = self.wb_lock.lock();
-        if self.dirty_pages.load(Ordering::Relaxed) == 0 {
-            return Ok(());
+            return (0, None, Ok(()));
         }
         let mut result = Ok(());
+        let mut written = 0;
         let mut index = first;
-        let mut past_eof = false;
-        while index <= last {
-            let (mut run, next) = self.dirty_batch(index, last);
-            if run.is_empty() {
-                break;
+        while written < budget {
+            // Taken even when nothing is dirty: a batch in flight (its
+            // folios already clean) finishes first, so a sync or a close
+            // that returns has seen its IO complete.
+            let _wb = self.wb_lock.lock();
+            if self.dirty_pages.load(Ordering::Relaxed) == 0 {
+                return (written, None, result);
             }
-            // The size now: extending writes set it before they unlock
-            // their folios, so it covers every byte of these. Pages past
-            // it (a shrink raced ahead of their removal) are not written.
-            let size = self.size();
-            let limit: Vec<u64> = run
-                .iter()
-                .map(|f| {
-                    let pos = f.index() * PAGE;
-                    size.saturating_sub(pos).div_ceil(PAGE).min(f.nr_pages())
-                })
-                .collect();
-            let dirty = self.start_writeback(&run, &limit);
-            if let Some((f, runs)) = run.iter().zip(&dirty).rev().find(|(_, r)| !r.is_empty()) {
-                let (a, n) = runs[runs.len() - 1];
-                past_eof |= (f.index() + a + n) * PAGE > size;
-            }
-            // Every write is tried; only the pages of those that failed are
-            // dirty again.
-            let (r, failed) = self.write_dirty(&mut run, &dirty);
-            self.end_writeback(&run, &failed);
+            let (pages, next, r) = self.writeback_batch(index, last, budget - written);
+            written += pages;
             if let Err(e) = r {
-                self.inner()
-                    .stats
-                    .writeback_errors
-                    .fetch_add(1, Ordering::Relaxed);
-                self.wb_err.record(&e);
                 if result.is_ok() {
                     result = Err(e);
                 }
             }
-            let run: Vec<FolioRef<'_>> = run.into_iter().map(LockedFolio::unlock).collect();
-            self.after_writeback(&run);
             match next {
-                Some(n) if n > index => index = n,
-                _ => break,
+                Some(n) if n > index && n <= last => index = n,
+                _ => return (written, None, result),
             }
         }
+        (written, Some(index), result)
+    }
+
+    /// One batch of a writeback (`dirty_batch` from page `index`, up to
+    /// `last` and about `max_pages`), under `wb_lock`: started, written,
+    /// ended and unlocked; when its last block went past the size, the
+    /// backing is cut back to it. Returns the pages of the batch's folios,
+    /// the page to look at next and the error.
+    fn writeback_batch(
+        &self,
+        index: u64,
+        last: u64,
+        max_pages: u64,
+    ) -> (u64, Option<u64>, io::Result<()>) {
+        let (mut run, next) = self.dirty_batch(index, last, max_pages);
+        if run.is_empty() {
+            return (0, None, Ok(()));
+        }
+        let pages = run.iter().map(|f| f.nr_pages()).sum();
+        // The size now: extending writes set it before they unlock
+        // their folios, so it covers every byte of these. Pages past
+        // it (a shrink raced ahead of their removal) are not written.
+        let size = self.size();
+        let limit: Vec<u64> = run
+            .iter()
+            .map(|f| {
+                let pos = f.index() * PAGE;
+                size.saturating_sub(pos).div_ceil(PAGE).min(f.nr_pages())
+            })
+            .collect();
+        let dirty = self.start_writeback(&run, &limit);
+        let mut past_eof = false;
+        if let Some((f, runs)) = run.iter().zip(&dirty).rev().find(|(_, r)| !r.is_empty()) {
+            let (a, n) = runs[runs.len() - 1];
+            past_eof = (f.index() + a + n) * PAGE > size;
+        }
+        // Every write is tried; only the pages of those that failed are
+        // dirty again.
+        let (r, failed) = self.write_dirty(&mut run, &dirty);
+        self.end_writeback(&run, &failed);
+        let mut result = r.map(|_| ());
+        if let Err(e) = &result {
+            self.inner()
+                .stats
+                .writeback_errors
+                .fetch_add(1, Ordering::Relaxed);
+            self.wb_err.record(e);
+        }
+        let run: Vec<FolioRef<'_>> = run.into_iter().map(LockedFolio::unlock).collect();
+        self.after_writeback(&run);
         if past_eof {
             // The last block went past the size: cut the backing back.
             let size = self.size();
@@ -267,23 +316,31 @@ impl Mapping {
                 }
             }
         }
-        result
+        (pages, next, result)
     }
 
     /// The dirty folios written back together from page `index`: runs of
     /// contiguous dirty folios in index order, up to `last`,
-    /// [`MAX_RUN_PAGES`] pages and [`MAX_BATCH_RUNS`] runs, all locked.
+    /// [`MAX_RUN_PAGES`] pages (or about `max_pages`, when fewer: a first
+    /// folio larger than that is taken whole) and [`MAX_BATCH_RUNS`] runs,
+    /// all locked.
     /// Their writes go out together (io_uring or the pool), so scattered
     /// small dirty folios do not wait for the device one by one, as the kernel's block
     /// plug (`blk_start_plug` around `writeback_iter`'s loop) sends a batch
     /// of a file's writes together. Folio locks are taken in index order
     /// only, as the lock order asks. Returns the folios (none: nothing dirty
     /// left in the range) and the page to look at next (`None`: none).
-    fn dirty_batch(&self, mut index: u64, last: u64) -> (Vec<LockedFolio<'_>>, Option<u64>) {
+    fn dirty_batch(
+        &self,
+        mut index: u64,
+        last: u64,
+        max_pages: u64,
+    ) -> (Vec<LockedFolio<'_>>, Option<u64>) {
         let mut batch: Vec<LockedFolio<'_>> = Vec::new();
         let (mut pages, mut runs) = (0u64, 0usize);
-        while index <= last && pages < MAX_RUN_PAGES && runs < MAX_BATCH_RUNS {
-            let (run, next) = self.dirty_run(index, last, MAX_RUN_PAGES - pages);
+        let max_pages = max_pages.min(MAX_RUN_PAGES);
+        while index <= last && pages < max_pages && runs < MAX_BATCH_RUNS {
+            let (run, next) = self.dirty_run(index, last, max_pages - pages);
             if !run.is_empty() {
                 runs += 1;
                 pages += run.iter().map(|f| f.nr_pages()).sum::<u64>();
@@ -391,16 +448,27 @@ impl Mapping {
         wb.and(size_fix).and(durable)
     }
 
-    /// Called by a writer before it writes: over the cache's dirty limit,
-    /// write back this file's dirty data (then, if the cache is still over
-    /// it because of other files, wait for the flusher). A writer whose
-    /// writeback fails while the cache stays over the limit gets the error
-    /// rather than filling the cache with dirty data.
+    /// Called by a writer before it dirties up to `pages` pages: over the
+    /// cache's dirty limit, write back about as many of this file's dirty
+    /// pages (at least [`THROTTLE_MIN_PAGES`]), then go on, even if other
+    /// writers filled the room again meanwhile: each throttled writer
+    /// cleans what it dirties, so dirty data stays near the limit, and its
+    /// wait is bounded by its own pages and the batches queued ahead of it
+    /// on the file's fair `wb_lock` (the kernel's `balance_dirty_pages`
+    /// pauses a writer in proportion to what it dirtied, and lets it go).
+    /// A writer that wrote back the whole file, with others dirtying it as
+    /// fast as it cleaned, waited for their work without bound. The
+    /// writeback goes on from where the file's last throttled writeback
+    /// stopped (`wb_next`), so throttled writers take turns over the file.
+    /// If the file has nothing dirty, the writer waits for the flusher to
+    /// bring the cache under the limit. A writer whose writeback fails
+    /// while the cache stays over the limit gets the error rather than
+    /// filling the cache with dirty data.
     ///
     /// # Errors
     /// The writeback error, or `StorageFull` when the cache stayed over its
     /// dirty limit for [`THROTTLE_WAIT`].
-    pub(crate) fn throttle(&self) -> io::Result<()> {
+    pub(crate) fn throttle(&self, pages: u64) -> io::Result<()> {
         let cache = self.inner();
         if self.memfile || dirty(cache) <= dirty_limit(cache) {
             return Ok(());
@@ -409,9 +477,13 @@ impl Mapping {
         cache.bdi.kick();
         let start = Instant::now();
         let errors = cache.stats.writeback_errors.load(Ordering::Relaxed);
-        while dirty(cache) > dirty_limit(cache) {
+        let debt = pages.max(THROTTLE_MIN_PAGES);
+        let mut cleaned = 0;
+        while dirty(cache) > dirty_limit(cache) && cleaned < debt {
             if self.dirty_pages.load(Ordering::Relaxed) > 0 {
-                if let Err(e) = self.writeback(0, u64::MAX) {
+                let (n, r) = self.writeback_cyclic(debt - cleaned);
+                cleaned += n;
+                if let Err(e) = r {
                     if dirty(cache) > dirty_limit(cache) {
                         // The backing's error as it gave it (its errno is
                         // what a caller, or a FUSE reply, needs).
@@ -424,7 +496,11 @@ impl Mapping {
                         return Err(e);
                     }
                 }
-                continue;
+                if n > 0 {
+                    continue;
+                }
+                // Nothing found dirty (others' batches took it): wait as
+                // below.
             }
             if cache.stats.writeback_errors.load(Ordering::Relaxed) != errors
                 && start.elapsed() > Duration::from_millis(100)
@@ -448,6 +524,23 @@ impl Mapping {
             std::thread::sleep(Duration::from_millis(1));
         }
         Ok(())
+    }
+
+    /// Writes back about `budget` dirty pages of the file from `wb_next`
+    /// on, wrapping around to the start once, and leaves `wb_next` where
+    /// it stopped. Returns the pages written and the first error.
+    fn writeback_cyclic(&self, budget: u64) -> (u64, io::Result<()>) {
+        let from = self.wb_next.load(std::sync::atomic::Ordering::Relaxed);
+        let (mut n, mut next, mut r) = self.writeback_pages(from, u64::MAX, budget);
+        if next.is_none() && from > 0 && n < budget {
+            let (m, wrapped, r2) = self.writeback_pages(0, from - 1, budget - n);
+            n += m;
+            next = wrapped;
+            r = r.and(r2);
+        }
+        self.wb_next
+            .store(next.unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
+        (n, r)
     }
 }
 

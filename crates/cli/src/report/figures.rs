@@ -15,6 +15,9 @@ pub struct Latency {
     pub p75: u64,
     /// 99th percentile.
     pub p99: u64,
+    /// 99.9th percentile: the tail a few slow operations in a thousand
+    /// make (a waiter overtaken, a throttled writer).
+    pub p999: u64,
     /// Mean.
     pub mean: f64,
     /// Largest.
@@ -171,6 +174,9 @@ pub struct LruFigures {
     /// An unbounded cache's: 1 - the pages read for the first time over
     /// the pages read (every first read is a miss, whatever the cache).
     pub unbounded_hit_ratio: f64,
+    /// The replay took one page in this many (1: every page, exact; a
+    /// long run's is sampled: `lru.rs`).
+    pub sampled_one_in: u64,
 }
 
 /// foliocache's readahead settings for a run.

@@ -367,6 +367,7 @@ mod tests {
                     hit_ratio: 0.5,
                     min_hit_ratio: 0.6,
                     unbounded_hit_ratio: 0.7,
+                    sampled_one_in: 1,
                 }),
                 ..CacheFigures::default()
             },

@@ -47,6 +47,7 @@ pub fn measured(
                 p50: ns(m.hist.percentile(0.50) as f64),
                 p75: ns(m.hist.percentile(0.75) as f64),
                 p99: ns(m.hist.percentile(0.99) as f64),
+                p999: ns(m.hist.percentile(0.999) as f64),
                 mean: m.hist.mean() * m.ns_per_tick,
                 max: ns(m.hist.max() as f64),
             },

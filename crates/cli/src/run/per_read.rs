@@ -2,8 +2,10 @@
 //! statistics, the page-cache engines' from the device reads the process
 //! made), its read amplification (foliocache's own reads, the others'
 //! device reads, over the bytes delivered), and for foliocache over random
-//! offsets (uniform or zipfian) the hit ratios that an exact LRU of its
-//! capacity, Belady's MIN and an unbounded cache get over the same offsets.
+//! offsets (uniform or zipfian) that missed, the hit ratios that an exact
+//! LRU of its capacity, Belady's MIN and an unbounded cache get over the
+//! same offsets (a run without a miss needs no replay to judge it: no
+//! policy would have done better).
 
 use crate::disk::DeviceReads;
 use crate::job::{Measured, Offsets};
@@ -55,7 +57,8 @@ pub fn figures(
         };
         p.read_amplification = read.map(|b| b as f64 / m.bytes as f64);
     }
-    if let (Some(_), Some(cap), true) = (folio, capacity, job.rw.is_random()) {
+    let missed = folio.is_some_and(|f| f.misses > 0);
+    if let (true, Some(cap), true) = (missed, capacity, job.rw.is_random()) {
         let pages = cap / PAGE as u64;
         let mut streams: Vec<Offsets> = (0..job.numjobs)
             .map(|j| Offsets::of_thread(job, j))
@@ -72,6 +75,7 @@ pub fn figures(
             hit_ratio: r.lru,
             min_hit_ratio: r.min,
             unbounded_hit_ratio: r.unbounded,
+            sampled_one_in: r.sampled_one_in,
         });
     }
     p

@@ -9,7 +9,8 @@
 //! [`readahead`], [`uncached`], [`populate`], [`write`](mod@write),
 //! [`larger`] (by name only), [`programs`] (by name only: RocksDB's
 //! `db_bench` on ext4, through the FUSE mount and under the interposer,
-//! which it runs itself), and [`custom`] for a job given by `--rw`/`--bs`.
+//! which it runs itself), [`scaling`] (by name only: throughput against
+//! threads), and [`custom`] for a job given by `--rw`/`--bs`.
 //! What each measures and why is in `docs/bench.md`; the figures behind
 //! its choices in `docs/measurements/`.
 
@@ -28,6 +29,7 @@ pub mod populate;
 pub mod programs;
 pub mod randread;
 pub mod readahead;
+pub mod scaling;
 pub mod seqread;
 pub mod uncached;
 pub mod write;
@@ -219,6 +221,7 @@ fn build(
         "write" => write::scenario(args, quick),
         "larger" => larger::scenario(args, quick, runtime),
         "programs" => programs::scenario(args, quick),
+        "scaling" => scaling::scenario(args, quick),
         other => Err(format!(
             "unknown scenario `{other}` (available: {})",
             crate::args::all_scenarios().join(", ")

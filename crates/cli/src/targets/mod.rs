@@ -5,7 +5,6 @@
 //! [`per_read`]). The targets and why each is set are in `docs/bench.md`.
 
 use crate::report::{self, Ratio, RunRecord, Summary, TargetCheck};
-use crate::units::fmt_size;
 
 mod checks;
 mod per_read;
@@ -85,14 +84,10 @@ fn summarise(specs: &[RatioSpec], runs: &[JobRuns]) -> Option<Summary> {
                 .filter(|w| !w.is_empty());
             let writes_alone_median = writes_alone.as_deref().map(report::median);
             let b = best(den);
-            let of_job = s.job.and_then(|_| num.first()).map_or(String::new(), |r| {
-                format!(
-                    " ({} {}{})",
-                    r.job.rw,
-                    fmt_size(r.job.bs),
-                    report::dist_of(r)
-                )
-            });
+            let of_job = s
+                .job
+                .and_then(|_| num.first())
+                .map_or(String::new(), |r| format!(" ({})", job_of_ratio(r, runs)));
             Some(Ratio {
                 name: format!("{} / {}{of_job}", s.numerator, s.denominator),
                 job: s
@@ -115,6 +110,27 @@ fn summarise(specs: &[RatioSpec], runs: &[JobRuns]) -> Option<Summary> {
         ratios,
         targets: Vec::new(),
     })
+}
+
+/// The job a ratio or target of `r`'s is of ([`report::job_of_ratio`]),
+/// with `, N threads` where the scenario runs the same reads or writes at
+/// several thread counts (`scaling`), so that it says which (a job with a
+/// distribution says its count already: `larger`'s).
+fn job_of_ratio(r: &RunRecord, runs: &[JobRuns]) -> String {
+    let other_count = r.job.dist.is_none()
+        && runs
+            .iter()
+            .flat_map(|j| j.engines.iter().flatten())
+            .any(|o| {
+                o.job.rw == r.job.rw && o.job.bs == r.job.bs && o.job.numjobs != r.job.numjobs
+            });
+    let job = report::job_of_ratio(r);
+    if other_count {
+        let n = r.job.numjobs;
+        format!("{job}, {n} thread{}", if n == 1 { "" } else { "s" })
+    } else {
+        job
+    }
 }
 
 /// The runs of engine `label` in job `job` (none where it did not run).
@@ -156,7 +172,7 @@ fn check_target(t: &TargetSpec, ratios: &[Ratio], runs: &[JobRuns]) -> TargetChe
         } => {
             let of = job
                 .and_then(|j| runs.iter().find(|r| r.job == j)?.engines.first()?.first())
-                .map(report::job_of_ratio);
+                .map(|r| job_of_ratio(r, runs));
             checks::bandwidth(ratios, numerator, denominator, *job, of, b)
         }
         Figure::WritesAlone {

@@ -110,7 +110,7 @@ fn bad_arguments_exit_2_with_the_usage_line() {
         (
             &["bench", "--scenario", "fill"],
             "unknown scenario `fill` (available: seqread, randread, readahead, uncached, \
-             populate, write, larger, programs)",
+             populate, write, larger, programs, scaling)",
         ),
         (
             &["bench", "--scenario", "programs", "--engine", "kernel"],
@@ -1140,6 +1140,9 @@ fn uncached_scenario_reports_timelines_cpu_cache_figures_and_hit_ratios() {
         "throughput over time (GiB/s",
         "per 50ms:",
         "targets:",
+        // The latency tails, in the table and in each run's block.
+        "lat p99     p99.9       max",
+        ", p99.9=",
     ] {
         assert!(stdout.contains(section), "no `{section}` in:\n{stdout}");
     }
@@ -1173,12 +1176,17 @@ fn check_record(r: &Value, readahead: bool, cpus: u64) {
     assert!(r["bw_bytes"].as_f64().unwrap() > 0.0, "{engine}: bw");
     assert!(r["iops"].as_f64().unwrap() > 0.0, "{engine}: iops");
     let lat = &r["lat_ns"];
-    let (p50, p75, p99) = (
+    let (p50, p75, p99, p999, max) = (
         lat["p50"].as_u64().unwrap(),
         lat["p75"].as_u64().unwrap(),
         lat["p99"].as_u64().unwrap(),
+        lat["p999"].as_u64().unwrap(),
+        lat["max"].as_u64().unwrap(),
     );
-    assert!(p50 > 0 && p50 <= p75 && p75 <= p99, "{engine}: {lat}");
+    assert!(
+        p50 > 0 && p50 <= p75 && p75 <= p99 && p99 <= p999 && p999 <= max,
+        "{engine}: the tails in order: {lat}"
+    );
     let cpu = &r["cpu_s"];
     let cpu_s = cpu["user"].as_f64().unwrap() + cpu["sys"].as_f64().unwrap();
     // A cold pass of a few MiB may take less CPU than getrusage counts.
@@ -1662,6 +1670,8 @@ fn larger_scenario_reports_figures_per_read_and_its_targets() {
                 lru["capacity_pages"],
                 r["capacity"].as_u64().unwrap() / 4096
             );
+            // A short run's replay is exact (long ones are sampled).
+            assert_eq!(lru["sampled_one_in"], 1, "{lru}");
         } else {
             // foliocache[qd=32] replays its offsets too; the kernel's
             // engines have no capacity to replay them at.
@@ -1724,4 +1734,85 @@ fn memory_limit_puts_a_custom_job_under_a_cgroup() {
         assert_eq!(lim["limit_bytes"], 4 << 20);
         assert_eq!(kernel["memory_limit"]["limit_bytes"], 4 << 20);
     }
+}
+
+/// `--scenario scaling --quick`, shortened to seconds on 2 CPUs: every
+/// workload at 1, 2, 4, ... threads up to the CPUs and twice them, the
+/// right engines in each, the ratios named by their thread count, the
+/// random-write target at every count, and the plot of throughput against
+/// threads.
+#[test]
+fn scaling_scenario_runs_every_workload_at_every_thread_count_and_plots_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("scaling.svg");
+    let (v, stdout) = bench_json_and_text(
+        dir.path(),
+        &[
+            "--scenario",
+            "scaling",
+            "--quick",
+            "--size",
+            "4M",
+            "--runtime",
+            "0.1",
+            "--repeat",
+            "1",
+            "--plot",
+            svg.to_str().unwrap(),
+        ],
+    );
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut counts: Vec<usize> = std::iter::successors(Some(1), |t| Some(t * 2))
+        .take_while(|&t| t < cpus)
+        .collect();
+    counts.extend([cpus, 2 * cpus]);
+    let s = &v["scenarios"][0];
+    assert_eq!(s["name"], "scaling");
+    let rs = s["results"].as_array().unwrap();
+    let of = |rw: &str, bs: u64, engines: &[&str]| {
+        for &n in &counts {
+            let got: Vec<&str> = rs
+                .iter()
+                .filter(|r| r["rw"] == rw && r["bs"] == bs && r["numjobs"] == n)
+                .map(|r| r["engine"].as_str().unwrap())
+                .collect();
+            assert_eq!(got, engines, "{rw} {bs} at {n} threads");
+        }
+    };
+    of("randread", 4096, &["foliocache", "kernel", "memcpy"]);
+    of("read", 4096, &["foliocache", "kernel", "memcpy"]);
+    of("randwrite", 4096, &["foliocache", "kernel"]);
+    // The cold reads: a file per thread, one pass, out of every cache.
+    of("read", 128 << 10, &["foliocache", "kernel"]);
+    assert!(rs
+        .iter()
+        .filter(|r| r["bs"] == 128 << 10)
+        .all(|r| r["cold"] == true && r["shared"] == false));
+    assert!(rs.iter().all(|r| r["bw_bytes"].as_f64().unwrap() > 0.0));
+    let sum = &s["summary"];
+    let names = target_names(sum);
+    let want: Vec<String> = counts
+        .iter()
+        .map(|&n| {
+            format!(
+                "foliocache bandwidth / kernel (randwrite 4KiB, {n} thread{})",
+                if n == 1 { "" } else { "s" }
+            )
+        })
+        .collect();
+    assert_eq!(names, want);
+    let ratios = sum["ratios"].as_array().unwrap();
+    assert_eq!(ratios.len(), 6 * counts.len());
+    assert!(
+        ratios
+            .iter()
+            .any(|r| r["name"]
+                == format!("foliocache / memcpy (randread 4KiB, {} threads)", 2 * cpus))
+    );
+    let plot = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        plot.contains("throughput against threads"),
+        "no scaling panel"
+    );
+    assert!(stdout.contains("scaling"), "{stdout}");
 }

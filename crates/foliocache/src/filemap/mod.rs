@@ -336,9 +336,17 @@ pub struct Mapping {
     /// change the backing: no folio is read from blocks being freed (the
     /// kernel's `invalidate_lock`).
     pub(crate) invalidate_lock: crate::sync::RwLock<()>,
-    /// One writeback of this file at a time; held by truncation while it
-    /// changes the backing's size.
-    pub(crate) wb_lock: crate::sync::Mutex<()>,
+    /// One batch of this file's writeback at a time (a pass takes it
+    /// for each batch, so writers throttled on the file and the flusher
+    /// take turns, in the order they came: a fair lock); held by
+    /// truncation while it changes the backing's size.
+    pub(crate) wb_lock: crate::sync::FairMutex<()>,
+    /// The page where the last throttled writer's writeback stopped: the
+    /// next one goes on from there (the kernel's `writeback_index`), so
+    /// throttled writers take turns over the whole file. A hint, plain
+    /// even under loom: any value is a correct place to start.
+    #[allow(clippy::disallowed_types)]
+    pub(crate) wb_next: StdAtomicU64,
     /// Writeback errors, reported once per handle (the kernel's errseq).
     pub(crate) wb_err: crate::errseq::ErrSeq,
     /// Pages of dirty folios.
@@ -406,7 +414,8 @@ impl Mapping {
             huge: Default::default(),
             inode_lock: crate::sync::RwLock::new(()),
             invalidate_lock: crate::sync::RwLock::new(()),
-            wb_lock: crate::sync::Mutex::new(()),
+            wb_lock: crate::sync::FairMutex::new(()),
+            wb_next: StdAtomicU64::new(0),
             wb_err: crate::errseq::ErrSeq::default(),
             dirty_pages: AtomicU64::new(0),
             handles: StdAtomicU64::new(0),

@@ -70,11 +70,12 @@ mod write {
     /// `punch_hole`, the largest file, and races on them.
     mod size;
     /// Dirty data and its writeback: the counts, the dirty limit and
-    /// throttling, the flusher (`dirty`); writeback on the pool and
-    /// through io_uring.
+    /// throttling, the flusher (`dirty`); what a throttled writer waits
+    /// for (`throttle`); writeback on the pool and through io_uring.
     mod writeback {
         mod dirty;
         mod pool;
+        mod throttle;
         mod uring;
     }
     /// `allocate` (`fallocate`).

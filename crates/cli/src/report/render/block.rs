@@ -53,10 +53,11 @@ fn head(s: &mut String, r: &RunRecord, scenario: &str, run: Option<(u32, u32)>) 
     );
     let _ = writeln!(
         s,
-        "    lat: p50={}, p75={}, p99={}, mean={}, max={}",
+        "    lat: p50={}, p75={}, p99={}, p99.9={}, mean={}, max={}",
         fmt_ns(p.lat_ns.p50),
         fmt_ns(p.lat_ns.p75),
         fmt_ns(p.lat_ns.p99),
+        fmt_ns(p.lat_ns.p999),
         fmt_ns(p.lat_ns.mean as u64),
         fmt_ns(p.lat_ns.max)
     );

@@ -22,12 +22,14 @@ pub fn per_read(s: &mut String, sc: &ScenarioReport, ew: usize) {
     );
     let _ = writeln!(
         s,
-        "   {:<28} {:<ew$} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7} {:>7} {:>9} {:>6} {:>10} {:>10}",
+        "   {:<28} {:<ew$} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7} {:>7} {:>9} {:>6} {:>10} {:>10}",
         "job",
         "engine",
         "IOPS",
         "p50",
         "p99",
+        "p99.9",
+        "max",
         "hit",
         "LRU",
         "MIN",
@@ -42,7 +44,7 @@ pub fn per_read(s: &mut String, sc: &ScenarioReport, ew: usize) {
         let (c, p) = (&r.cache, &r.perf);
         let f = c.foliocache.as_ref();
         let mut line = format!(
-            "   {:<28} {:<ew$} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7} {:>7} {:>9.2} {:>6} {:>10} {:>10}",
+            "   {:<28} {:<ew$} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7} {:>7} {:>9.2} {:>6} {:>10} {:>10}",
             format!(
                 "{}{} j={}",
                 r.job.rw,
@@ -56,6 +58,8 @@ pub fn per_read(s: &mut String, sc: &ScenarioReport, ew: usize) {
             fmt_count(p.iops),
             fmt_ns(p.lat_ns.p50),
             fmt_ns(p.lat_ns.p99),
+            fmt_ns(p.lat_ns.p999),
+            fmt_ns(p.lat_ns.max),
             pct(c.hit_ratio),
             pct(c.lru.as_ref().map(|l| l.hit_ratio)),
             pct(c.lru.as_ref().map(|l| l.min_hit_ratio)),

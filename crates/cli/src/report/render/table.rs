@@ -72,7 +72,7 @@ fn rows(s: &mut String, sc: &ScenarioReport, repeat: u32, ew: usize) {
         .unwrap_or(0)
         .max(24);
     let mut head = format!(
-        "{:<jw$} {:<ew$} {:>13} {:>9} {:>9} {:>9} {:>9} {:>13} {:>10} {:>7}",
+        "{:<jw$} {:<ew$} {:>13} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>13} {:>10} {:>7}",
         "job",
         "engine",
         "bandwidth",
@@ -80,6 +80,8 @@ fn rows(s: &mut String, sc: &ScenarioReport, repeat: u32, ew: usize) {
         "lat p50",
         "lat p75",
         "lat p99",
+        "p99.9",
+        "max",
         "cpu usr+sys",
         "vs kernel",
         if repeat > 1 { "spread" } else { "" }
@@ -97,7 +99,7 @@ fn rows(s: &mut String, sc: &ScenarioReport, repeat: u32, ew: usize) {
         last_job = job;
         let p = &r.perf;
         let mut line = format!(
-            "{:<jw$} {:<ew$} {:>13} {:>9} {:>9} {:>9} {:>9} {:>13} {:>10} {:>7}",
+            "{:<jw$} {:<ew$} {:>13} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>13} {:>10} {:>7}",
             shown,
             r.engine,
             fmt_bw(p.bw_bytes),
@@ -105,6 +107,8 @@ fn rows(s: &mut String, sc: &ScenarioReport, repeat: u32, ew: usize) {
             fmt_ns(p.lat_ns.p50),
             fmt_ns(p.lat_ns.p75),
             fmt_ns(p.lat_ns.p99),
+            fmt_ns(p.lat_ns.p999),
+            fmt_ns(p.lat_ns.max),
             if p.cpu_s_per_gib.is_nan() {
                 "-".to_string()
             } else {

@@ -99,6 +99,7 @@ pub fn parse(out: &str) -> Result<Vec<DbResult>> {
                 lat.p50 = ns(after(&words, "P50:").unwrap_or(0.0));
                 lat.p75 = ns(after(&words, "P75:").unwrap_or(0.0));
                 lat.p99 = ns(after(&words, "P99:").unwrap_or(0.0));
+                lat.p999 = ns(after(&words, "P99.9:").unwrap_or(0.0));
             }
             _ => {}
         }
@@ -201,7 +202,10 @@ Percentiles: P50: 3.22 P75: 3.69 P99: 5.96 P99.9: 56.82 P99.99: 11657.14
         assert_eq!(f.mb_per_s, 27.6);
         assert_eq!(f.found, None);
         let lat = f.lat.unwrap();
-        assert_eq!((lat.p50, lat.p75, lat.p99), (2000, 2630, 6010));
+        assert_eq!(
+            (lat.p50, lat.p75, lat.p99, lat.p999),
+            (2000, 2630, 6010, 48_210)
+        );
         assert_eq!(lat.max, 28_102_000);
         assert!((lat.mean - 7450.0).abs() < 1e-6);
         // Its MB/s is MiB/s of keys and values: ops/s times 216 bytes.

@@ -15,13 +15,14 @@ mod writes;
 
 /// Every scenario's built-in engine list given as text, by scenario
 /// (seqread's and randread's are typed: [`CachedReads::ENGINES`]).
-const BUILTIN_ENGINES: [(&str, &[&str]); 6] = [
+const BUILTIN_ENGINES: [(&str, &[&str]); 7] = [
     ("larger", larger::ENGINES),
     ("larger qd=32", larger::QD_ENGINES),
     ("readahead", readahead::ENGINES),
     ("uncached", uncached::ENGINES),
     ("populate", populate::ENGINES),
     ("write", write::ENGINES),
+    ("scaling", scaling::ENGINES),
 ];
 
 #[test]
@@ -173,6 +174,19 @@ fn every_table_names_its_scenarios_jobs_and_engines() {
     check_table(sc("write"), write::TARGETS, &job_names(sc("write")));
     check_table(sc("larger"), larger::TARGETS, &job_names(sc("larger")));
     check_table(sc("programs"), programs::TARGETS, &programs::BENCHMARKS);
+    // scaling's rows repeat for each thread count, each of that count's
+    // job.
+    let scaling = sc("scaling");
+    let counts =
+        scaling::thread_counts(std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let jobs = job_names(scaling);
+    assert_eq!(jobs.len(), 4 * counts.len());
+    assert_eq!(scaling.ratios.len(), scaling::TARGETS.len() * counts.len());
+    assert_eq!(scaling.targets.len(), counts.len());
+    assert!(scaling
+        .ratios
+        .iter()
+        .all(|r| r.job.is_some_and(|j| jobs.contains(&j))));
     // readahead's table gives the targets its ratios show.
     let ra = sc("readahead");
     let shown: Vec<Option<f64>> = ra.ratios.iter().map(|r| r.target).collect();
