@@ -155,7 +155,7 @@ pub fn replay(
     let page = page.max(1);
     // At most this many pages per read (one more where a read is not
     // aligned to pages).
-    let per_read = bs.max(1).div_ceil(page) + u64::from(bs % page != 0);
+    let per_read = bs.max(1).div_ceil(page) + u64::from(!bs.is_multiple_of(page));
     let accesses = counts.iter().sum::<u64>().saturating_mul(per_read);
     replay_sampled(
         capacity,
