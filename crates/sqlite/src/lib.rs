@@ -118,9 +118,7 @@ mod vfs;
 use foliocache::File;
 
 /// Registers a SQLite VFS named `name` whose database files and journals
-/// go through `cache` (a clone of it is kept). The VFS lives as long as
-/// the process: SQLite has no way to know when no connection uses it any
-/// more, so it is never unregistered.
+/// go through `cache` (a clone of it is kept until [`unregister`]).
 ///
 /// # Errors
 /// `AlreadyExists` if SQLite has a VFS of that name; `InvalidInput` for a
@@ -137,4 +135,18 @@ pub fn register(name: &str, cache: &Cache) -> io::Result<()> {
 /// As [`register`].
 pub fn register_default(name: &str, cache: &Cache) -> io::Result<()> {
     vfs::register(name, cache.clone(), true)
+}
+
+/// Unregisters the VFS named `name` (made by [`register`]) and drops its
+/// clone of the cache, so that the cache's memory goes once the caller's
+/// clones do; the name can be registered again. A few hundred bytes of the
+/// VFS's tables stay allocated: a connection closed late may still call
+/// them (an open through them fails).
+///
+/// # Errors
+/// `NotFound` if no VFS of that name was registered here;
+/// `ResourceBusy` while any of its files is open (close its connections
+/// first).
+pub fn unregister(name: &str) -> io::Result<()> {
+    vfs::unregister(name)
 }

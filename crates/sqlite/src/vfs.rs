@@ -18,15 +18,17 @@
 //! # Memory
 //! SQLite allocates `szOsFile` bytes per open file and calls `xOpen` on
 //! them; an [`FcFile`] there points at a boxed [`FileState`], freed by
-//! `xClose`. A registered VFS is never unregistered: its tables and state
-//! are leaked on purpose (connections may use it until the process ends).
+//! `xClose`. A VFS's table and state are never freed (a connection closed
+//! late may still call its VFS-level methods): [`unregister`] takes it out
+//! of SQLite's list and drops its cache, once no file of it is open, and
+//! leaves the few bytes of the table behind, whose `xOpen` then fails.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use foliocache::{Cache, File};
@@ -40,7 +42,10 @@ const SECTOR: c_int = 4096;
 
 /// What the VFS keeps (`sqlite3_vfs::pAppData`).
 struct VfsState {
-    cache: Cache,
+    /// `None` once unregistered.
+    cache: Mutex<Option<Cache>>,
+    /// Files of its own open now (not those handed to the base VFS).
+    open_files: AtomicUsize,
     /// The default VFS when this one was registered (`unix` on Linux).
     base: *mut ffi::sqlite3_vfs,
     inodes: Inodes,
@@ -58,6 +63,8 @@ struct FcFile {
 
 /// One open file of the VFS's own.
 struct FileState {
+    /// Its VFS (leaked: lives for the process).
+    vfs: &'static VfsState,
     fetched: Fetched,
     /// The database's lock table (`None` for a journal: SQLite locks only
     /// the database).
@@ -112,7 +119,8 @@ pub(crate) fn register(name: &str, cache: Cache, make_default: bool) -> io::Resu
     // SAFETY: `base` is a registered VFS, which SQLite never frees.
     let (base_sz, base_path) = unsafe { ((*base).szOsFile, (*base).mxPathname) };
     let state = Box::into_raw(Box::new(VfsState {
-        cache,
+        cache: Mutex::new(Some(cache)),
+        open_files: AtomicUsize::new(0),
         base,
         inodes: Inodes::default(),
         next_conn: AtomicU64::new(1),
@@ -150,6 +158,49 @@ pub(crate) fn register(name: &str, cache: Cache, make_default: bool) -> io::Resu
             "sqlite3_vfs_register failed: {rc}"
         )));
     }
+    ours().push((name.to_string(), Ours(vfs)));
+    Ok(())
+}
+
+/// A VFS [`register`] made (the pointer, leaked, lives for the process).
+struct Ours(*mut ffi::sqlite3_vfs);
+
+// SAFETY: the pointer is only compared and handed to SQLite's thread-safe
+// registration calls; its `VfsState` is `Sync` in what it shares (a
+// mutex, atomics, the base VFS's immutable table).
+unsafe impl Send for Ours {}
+
+/// The VFSs registered and not unregistered, by name.
+fn ours() -> std::sync::MutexGuard<'static, Vec<(String, Ours)>> {
+    static OURS: Mutex<Vec<(String, Ours)>> = Mutex::new(Vec::new());
+    OURS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Takes the VFS named `name` out of SQLite's list and drops its cache;
+/// see the crate documentation.
+pub(crate) fn unregister(name: &str) -> io::Result<()> {
+    let mut ours = ours();
+    let Some(at) = ours.iter().position(|(n, _)| n == name) else {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no VFS named {name:?} was registered by foliocache_sqlite::register"),
+        ));
+    };
+    let vfs = ours[at].1 .0;
+    // SAFETY: a VFS `register` made, never freed.
+    let st = unsafe { vfs_state(vfs) };
+    let mut cache = st.cache.lock().unwrap_or_else(|e| e.into_inner());
+    let open = st.open_files.load(Ordering::Acquire);
+    if open > 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::ResourceBusy,
+            format!("the VFS {name:?} has {open} files open: close its connections first"),
+        ));
+    }
+    // SAFETY: a registered VFS; SQLite only unlinks it from its list.
+    unsafe { ffi::sqlite3_vfs_unregister(vfs) };
+    *cache = None;
+    ours.remove(at);
     Ok(())
 }
 
@@ -163,8 +214,9 @@ fn guard(f: impl FnOnce() -> c_int) -> c_int {
 ///
 /// # Safety
 /// `vfs` is a VFS that [`register`] made.
-unsafe fn vfs_state<'a>(vfs: *mut ffi::sqlite3_vfs) -> &'a VfsState {
-    // SAFETY: `register` set `pAppData` to a leaked `VfsState`.
+unsafe fn vfs_state(vfs: *mut ffi::sqlite3_vfs) -> &'static VfsState {
+    // SAFETY: `register` set `pAppData` to a leaked `VfsState`, never
+    // freed.
     unsafe { &*(*vfs).pAppData.cast::<VfsState>() }
 }
 
@@ -293,12 +345,18 @@ fn log_error(code: c_int, msg: &str) {
 }
 
 /// Opens `path` through the cache as SQLite's `flags` ask.
-fn open_state(st: &VfsState, path: &Path, flags: c_int) -> io::Result<FileState> {
+fn open_state(st: &'static VfsState, path: &Path, flags: c_int) -> io::Result<FileState> {
     let write = flags & ffi::SQLITE_OPEN_READWRITE != 0;
     let create = flags & ffi::SQLITE_OPEN_CREATE != 0;
     let exclusive = flags & ffi::SQLITE_OPEN_EXCLUSIVE != 0;
-    let file = st
-        .cache
+    let cache = st.cache.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(cache) = cache.as_ref() else {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            "the foliocache VFS was unregistered",
+        ));
+    };
+    let file = cache
         .open_options()
         .read(true)
         .write(write)
@@ -315,7 +373,10 @@ fn open_state(st: &VfsState, path: &Path, flags: c_int) -> io::Result<FileState>
     let dir_sync = (flags & ffi::SQLITE_OPEN_MAIN_JOURNAL != 0)
         .then(|| path.parent().map(Path::to_path_buf))
         .flatten();
+    // Counted under the cache's lock: `unregister` sees it.
+    st.open_files.fetch_add(1, Ordering::AcqRel);
     Ok(FileState {
+        vfs: st,
         fetched: Fetched::new(file),
         inode,
         conn: st.next_conn.fetch_add(1, Ordering::Relaxed),
@@ -341,8 +402,10 @@ unsafe extern "C" fn x_close(file: *mut ffi::sqlite3_file) -> c_int {
             *level = inode.unlock(state.conn, *level, Level::None);
         }
         let delete = state.delete_on_close.clone();
+        let vfs = state.vfs;
         // The last handle writes its dirty data back (`File`'s drop).
         drop(state);
+        vfs.open_files.fetch_sub(1, Ordering::AcqRel);
         if let Some(p) = delete {
             let _ = std::fs::remove_file(p);
         }

@@ -172,3 +172,37 @@ fn registering_a_name_twice_is_an_error() {
     let e = foliocache_sqlite::register("bad\0name", crate::common::cache()).expect_err("a NUL");
     assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
 }
+
+#[test]
+fn unregister_refuses_while_files_are_open_then_frees_the_name() {
+    let cache = foliocache::Cache::builder()
+        .capacity(1 << 20)
+        .build()
+        .unwrap();
+    foliocache_sqlite::register("foliocache-unregister", &cache).unwrap();
+    let db = Db::new("sql-unregister");
+    let c = rusqlite::Connection::open_with_flags_and_vfs(
+        db.path(),
+        rusqlite::OpenFlags::default(),
+        "foliocache-unregister",
+    )
+    .unwrap();
+    c.execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1);")
+        .unwrap();
+    let e = foliocache_sqlite::unregister("foliocache-unregister").expect_err("a file is open");
+    assert_eq!(e.kind(), std::io::ErrorKind::ResourceBusy);
+    drop(c);
+    foliocache_sqlite::unregister("foliocache-unregister").unwrap();
+    let e = rusqlite::Connection::open_with_flags_and_vfs(
+        db.path(),
+        rusqlite::OpenFlags::default(),
+        "foliocache-unregister",
+    )
+    .expect_err("the VFS is gone");
+    assert!(e.to_string().contains("no such vfs"), "{e}");
+    let e = foliocache_sqlite::unregister("foliocache-unregister").expect_err("twice");
+    assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+    // The name is free again.
+    foliocache_sqlite::register("foliocache-unregister", &cache).unwrap();
+    foliocache_sqlite::unregister("foliocache-unregister").unwrap();
+}
