@@ -27,8 +27,9 @@ pub const SCENARIOS: [&str; 6] = [
 /// The scenarios `--scenario` takes that `--seeds` does not run: too long
 /// for the reference set (`larger`: 16 cold runs of a file 4x memory;
 /// `programs`: an outside program, `db_bench`, three ways, a minute with
-/// `--quick`).
-pub const BY_NAME: [&str; 2] = ["larger", "programs"];
+/// `--quick`; `redb` and `sqlite`: databases built and measured in every
+/// configuration, at two sizes).
+pub const BY_NAME: [&str; 4] = ["larger", "programs", "redb", "sqlite"];
 
 /// Every scenario `--scenario` takes: [`SCENARIOS`], then [`BY_NAME`].
 pub fn all_scenarios() -> Vec<&'static str> {
@@ -146,8 +147,8 @@ pub struct BenchArgs {
     pub memory_limit: Option<u64>,
 
     /// Run a named scenario (repeatable): seqread, randread, readahead,
-    /// uncached, populate, write (the reference set), larger, programs (by
-    /// name only).
+    /// uncached, populate, write (the reference set), larger, programs,
+    /// redb, sqlite (by name only).
     #[arg(long = "scenario", value_name = "NAME", value_parser = parse_scenario,
           conflicts_with = "seeds")]
     pub scenarios: Vec<&'static str>,
@@ -252,7 +253,11 @@ programs (RocksDB's db_bench, where installed: fillseq, readseq and
 readrandom with checksums, 1M keys, 200k with --quick, --size / 216 bytes;
 on the data directory (ext4), through a foliocache FUSE mount and under the
 interposer, libfoliocache_preload.so; caches of --capacity, default 4x the
-data).
+data); redb (redb-bench's workloads on redb's FileBackend, its cache at 1/2
+and 3/4 of a limit M, on O_DIRECT, and on foliocache; data that fits M and
+4x M; M = --capacity, 256M, 32M with --quick; every configuration in a memory
+cgroup of M); sqlite (a speedtest1-like mix through the unix VFS and the
+foliocache VFS, with and without mmap_size; same sizes and limit).
 foliocache engine options: populate=eager|lazy, folio=SIZE,
 insert=batched|single, ra=SIZE|kernel|off, io=uring|threads|auto, dontcache
 (every read with ReadFlags::DONTCACHE, from an empty cache; every write with
@@ -336,7 +341,7 @@ mod tests {
         assert!(
             e.contains(
                 "unknown scenario `fill` (available: seqread, randread, readahead, uncached, \
-                 populate, write, larger, programs)"
+                 populate, write, larger, programs, redb, sqlite)"
             ),
             "{e}"
         );

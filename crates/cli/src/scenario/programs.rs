@@ -21,7 +21,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use super::Scenario;
+use super::{Program, Scenario};
 use crate::args::BenchArgs;
 use crate::engine::{FuseFigures, FuseMount};
 use crate::launch::{self, RunArgs};
@@ -155,7 +155,7 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
         ratios,
         targets,
         detailed: false,
-        programs: Some(DbBench { keys, capacity }),
+        programs: Some(Program::DbBench(DbBench { keys, capacity })),
     })
 }
 
