@@ -22,6 +22,7 @@
 //!                           prints one line per workload: job, ops, seconds, note
 //! ```
 
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
@@ -312,14 +313,17 @@ pub fn record(
     }
 }
 
-/// Runs every configuration (`labels`, by index) `repeat` rounds, the
-/// order reversed from one round to the next, and files each run's
+/// Runs every configuration or way (`labels`, by index) `repeat` rounds,
+/// the order reversed from one round to the next, and files each run's
 /// records under their jobs (`jobs`, in order). `run` gives a
-/// configuration's records for one round; `say` gets a line per run.
+/// configuration's records for one round; `say` gets a line per run
+/// (`LABEL: SCENARIO (round R of N): JOB OPS ops/s MB MB/s; ...`). Also the
+/// rounds of the `programs` scenario.
 ///
 /// # Errors
 /// The first run that failed.
 pub fn rounds(
+    scenario: &str,
     labels: &[&str],
     jobs: &[JobName],
     repeat: u32,
@@ -340,9 +344,19 @@ pub fn rounds(
         }
         for c in order {
             let records = run(c)?;
-            let mut line = format!("{} (round {} of {repeat}):", labels[c], round + 1);
+            let mut line = format!(
+                "{}: {scenario} (round {} of {repeat}):",
+                labels[c],
+                round + 1
+            );
             for r in records {
-                line.push_str(&format!(" {} {:.0} ops/s;", r.job.rw, r.perf.iops));
+                let _ = write!(
+                    line,
+                    " {} {:.0} ops/s {:.1} MB/s;",
+                    r.job.rw,
+                    r.perf.iops,
+                    r.perf.bw_bytes / f64::from(1 << 20)
+                );
                 if let Some(j) = runs.iter_mut().find(|j| j.job == r.job.rw) {
                     j.engines[c].push(r);
                 }
@@ -352,6 +366,119 @@ pub fn rounds(
         }
     }
     Ok(runs)
+}
+
+/// What a database scenario runs: its configurations, and at each size
+/// (its entries or rows) its jobs.
+pub struct Sizes<'a> {
+    /// `redb` or `sqlite`.
+    pub scenario: &'static str,
+    /// The configurations, in order.
+    pub configs: &'a [&'a str],
+    /// Each size's jobs: fits, 4x.
+    pub jobs: &'a [[JobName; 6]; 2],
+    /// Each size's entries or rows.
+    pub n: [u64; 2],
+    /// M.
+    pub limit: u64,
+    /// Operations of the read workloads.
+    pub ops: u64,
+    /// The raw bytes of an entry or row.
+    pub bytes_per_op: u64,
+}
+
+/// Runs every configuration at both sizes of `sz`, each in its child
+/// process under the limit ([`run_child`]), `repeat` rounds, in a
+/// temporary directory in `data_dir`; `capacity` gives foliocache's
+/// capacity in a configuration that has one. A configuration killed or
+/// failed is said, and its records carry why.
+///
+/// # Errors
+/// A child could not be started, or the directory not made.
+pub fn run_sizes(
+    sz: &Sizes<'_>,
+    data_dir: &std::path::Path,
+    repeat: u32,
+    avail: &Availability,
+    notes: &mut Vec<String>,
+    say: &dyn Fn(&str),
+    capacity: impl Fn(&str) -> Option<u64>,
+) -> Result<Vec<JobRuns>> {
+    let name = sz.scenario;
+    if let Availability::Unavailable(why) = avail {
+        notes.push(format!(
+            "{name}: no memory limit could be set ({why}): the configurations ran unlimited"
+        ));
+    }
+    let root = tempfile::Builder::new()
+        .prefix(&format!("foliocache-{name}-"))
+        .tempdir_in(data_dir)
+        .with_context(|| format!("{name}: a directory in {}", data_dir.display()))?;
+    let jobs: Vec<JobName> = sz.jobs.iter().flatten().copied().collect();
+    let runs = rounds(name, sz.configs, &jobs, repeat, say, |c| {
+        let mut records = Vec::new();
+        for (size, &n) in sz.n.iter().enumerate() {
+            let run = ChildRun {
+                scenario: name.into(),
+                config: sz.configs[c].into(),
+                path: root.path().join(format!("{size}.db")),
+                limit: sz.limit,
+                size,
+                n,
+                ops: sz.ops,
+            };
+            let (measured, limit) = run_child(avail, &run, &sz.jobs[size])?;
+            let measured = measured.unwrap_or_else(|why| {
+                say(&why);
+                failed(&sz.jobs[size], &why)
+            });
+            let cap = capacity(&run.config);
+            records.extend(measured.iter().map(|m| {
+                record(
+                    &run.config,
+                    m,
+                    sz.bytes_per_op,
+                    n * sz.bytes_per_op,
+                    cap,
+                    &limit,
+                )
+            }));
+        }
+        Ok(records)
+    })?;
+    root.close()
+        .with_context(|| format!("{name}: removing the databases"))?;
+    Ok(runs)
+}
+
+/// M for a database scenario `name` from the command line: `--capacity`,
+/// else `full` (`quick` with `--quick`), at least `min`; and the larger
+/// data, `--size` or 4 M.
+///
+/// # Errors
+/// `--engine` given (the configurations are fixed), or M below `min`.
+pub fn limit_and_size(
+    name: &str,
+    args: &crate::args::BenchArgs,
+    configs: &[&str],
+    [full, quick_m, min]: [u64; 3],
+    quick: bool,
+) -> Result<(u64, u64), String> {
+    if !args.engines.is_empty() {
+        return Err(format!(
+            "{name} scenario: --engine does not apply: its configurations are fixed ({})",
+            configs.join(", ")
+        ));
+    }
+    let limit = args.capacity.unwrap_or(if quick { quick_m } else { full });
+    if limit < min {
+        return Err(format!(
+            "{name} scenario: M = {} is too small: at least {} (--capacity)",
+            crate::units::fmt_size_approx(limit),
+            crate::units::fmt_size(min)
+        ));
+    }
+    Ok((limit, args.size.unwrap_or(4 * limit)))
 }
 
 /// Adds to every job a configuration `label`: in each round, the run of

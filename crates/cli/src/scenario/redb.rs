@@ -28,7 +28,7 @@ use redb::{
     Database, Durability, ReadableDatabase, ReadableTableMetadata, StorageBackend, TableDefinition,
 };
 
-use super::embedded::{self, scatter, ChildRun, Measured};
+use super::embedded::{self, scatter, ChildRun, Measured, Sizes};
 use super::{Program, Scenario};
 use crate::args::BenchArgs;
 use crate::cgroup::Availability;
@@ -126,21 +126,8 @@ pub struct RedbBench {
 /// # Errors
 /// `--engine` given, or M too small.
 pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
-    if !args.engines.is_empty() {
-        return Err(format!(
-            "redb scenario: --engine does not apply: its configurations are fixed ({})",
-            CONFIGS.join(", ")
-        ));
-    }
-    let limit = args.capacity.unwrap_or(if quick { QUICK_M } else { M });
-    if limit < MIN_M {
-        return Err(format!(
-            "redb scenario: M = {} is too small: at least {} (--capacity)",
-            fmt_size_approx(limit),
-            fmt_size(MIN_M)
-        ));
-    }
-    let big = args.size.unwrap_or(4 * limit);
+    let (limit, big) =
+        embedded::limit_and_size("redb", args, &CONFIGS, [M, QUICK_M, MIN_M], quick)?;
     let entries = [(limit / 4 / ENTRY).max(100), (big / ENTRY).max(100)];
     let reads = if quick { QUICK_READS } else { READS };
     let Judged { ratios, targets } =
@@ -217,42 +204,19 @@ pub fn run(
     notes: &mut Vec<String>,
     say: &dyn Fn(&str),
 ) -> Result<Vec<JobRuns>> {
-    if let Availability::Unavailable(why) = avail {
-        notes.push(format!(
-            "redb: no memory limit could be set ({why}): the configurations ran unlimited"
-        ));
-    }
-    let root = tempfile::Builder::new()
-        .prefix("foliocache-redb-")
-        .tempdir_in(data_dir)
-        .with_context(|| format!("redb: a directory in {}", data_dir.display()))?;
-    let jobs: Vec<JobName> = JOBS.iter().flatten().copied().collect();
-    let mut runs = embedded::rounds(&CONFIGS, &jobs, repeat, say, |c| {
-        let mut records = Vec::new();
-        for (size, &entries) in rb.entries.iter().enumerate() {
-            let run = ChildRun {
-                scenario: "redb".into(),
-                config: CONFIGS[c].into(),
-                path: root.path().join(format!("{size}.redb")),
-                limit: rb.limit,
-                size,
-                n: entries,
-                ops: rb.reads,
-            };
-            let (measured, limit) = embedded::run_child(avail, &run, &JOBS[size])?;
-            let measured = measured.unwrap_or_else(|why| {
-                say(&why);
-                embedded::failed(&JOBS[size], &why)
-            });
-            let capacity = (run.config == FOLIO).then(|| folio_capacity(rb.limit));
-            records.extend(measured.iter().map(|m| {
-                embedded::record(&run.config, m, ENTRY, entries * ENTRY, capacity, &limit)
-            }));
-        }
-        Ok(records)
+    let sizes = Sizes {
+        scenario: "redb",
+        configs: &CONFIGS,
+        jobs: &JOBS,
+        n: rb.entries,
+        limit: rb.limit,
+        ops: rb.reads,
+        bytes_per_op: ENTRY,
+    };
+    let mut runs = embedded::run_sizes(&sizes, data_dir, repeat, avail, notes, say, |c| {
+        (c == FOLIO).then(|| folio_capacity(rb.limit))
     })?;
     embedded::add_better(&mut runs, FILE_HALF, FILE_3_4, FILE_BETTER);
-    root.close().context("redb: removing the databases")?;
     Ok(runs)
 }
 

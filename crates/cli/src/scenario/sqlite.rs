@@ -21,10 +21,10 @@
 
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use rusqlite::{params, Connection, OpenFlags};
 
-use super::embedded::{self, scatter, ChildRun, Measured};
+use super::embedded::{self, scatter, ChildRun, Measured, Sizes};
 use super::{Program, Scenario};
 use crate::args::BenchArgs;
 use crate::cgroup::Availability;
@@ -120,21 +120,8 @@ pub struct SqliteBench {
 /// # Errors
 /// `--engine` given, or M too small.
 pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
-    if !args.engines.is_empty() {
-        return Err(format!(
-            "sqlite scenario: --engine does not apply: its configurations are fixed ({})",
-            CONFIGS.join(", ")
-        ));
-    }
-    let limit = args.capacity.unwrap_or(if quick { QUICK_M } else { M });
-    if limit < MIN_M {
-        return Err(format!(
-            "sqlite scenario: M = {} is too small: at least {} (--capacity)",
-            fmt_size_approx(limit),
-            fmt_size(MIN_M)
-        ));
-    }
-    let big = args.size.unwrap_or(4 * limit);
+    let (limit, big) =
+        embedded::limit_and_size("sqlite", args, &CONFIGS, [M, QUICK_M, MIN_M], quick)?;
     let rows = [(limit / 4 / ROW).max(1000), (big / ROW).max(1000)];
     let ops = if quick { QUICK_OPS } else { OPS };
     let Judged { ratios, targets } =
@@ -189,44 +176,18 @@ pub fn run(
     notes: &mut Vec<String>,
     say: &dyn Fn(&str),
 ) -> Result<Vec<JobRuns>> {
-    if let Availability::Unavailable(why) = avail {
-        notes.push(format!(
-            "sqlite: no memory limit could be set ({why}): the configurations ran unlimited"
-        ));
-    }
-    let root = tempfile::Builder::new()
-        .prefix("foliocache-sqlite-")
-        .tempdir_in(data_dir)
-        .with_context(|| format!("sqlite: a directory in {}", data_dir.display()))?;
-    let jobs: Vec<JobName> = JOBS.iter().flatten().copied().collect();
-    let runs = embedded::rounds(&CONFIGS, &jobs, repeat, say, |c| {
-        let mut records = Vec::new();
-        for (size, &rows) in sb.rows.iter().enumerate() {
-            let run = ChildRun {
-                scenario: "sqlite".into(),
-                config: CONFIGS[c].into(),
-                path: root.path().join(format!("{size}.db")),
-                limit: sb.limit,
-                size,
-                n: rows,
-                ops: sb.ops,
-            };
-            let (measured, limit) = embedded::run_child(avail, &run, &JOBS[size])?;
-            let measured = measured.unwrap_or_else(|why| {
-                say(&why);
-                embedded::failed(&JOBS[size], &why)
-            });
-            let capacity = (run.config != UNIX).then(|| folio_capacity(sb.limit));
-            records.extend(
-                measured
-                    .iter()
-                    .map(|m| embedded::record(&run.config, m, ROW, rows * ROW, capacity, &limit)),
-            );
-        }
-        Ok(records)
-    })?;
-    root.close().context("sqlite: removing the databases")?;
-    Ok(runs)
+    let sizes = Sizes {
+        scenario: "sqlite",
+        configs: &CONFIGS,
+        jobs: &JOBS,
+        n: sb.rows,
+        limit: sb.limit,
+        ops: sb.ops,
+        bytes_per_op: ROW,
+    };
+    embedded::run_sizes(&sizes, data_dir, repeat, avail, notes, say, |c| {
+        (c != UNIX).then(|| folio_capacity(sb.limit))
+    })
 }
 
 /// One configuration's run at one size, in its child process

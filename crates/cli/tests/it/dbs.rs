@@ -43,25 +43,42 @@ fn check_records<'a>(
     rs
 }
 
+/// `foliocache bench --scenario NAME` at the small scale, one round: its
+/// JSON (checked to be the scenario's) and what it printed.
+fn small_run(name: &str) -> (Value, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "--scenario",
+        name,
+        "--quick",
+        "--capacity",
+        "16M",
+        "--size",
+        "24M",
+        "--repeat",
+        "1",
+    ];
+    let (v, out) = bench_json_and_text(dir.path(), &args);
+    assert_eq!(v["scenarios"][0]["name"], name);
+    (v, out)
+}
+
+/// The line of the target `target` in `out`, judged met or not.
+fn assert_target_judged(out: &str, target: &str) {
+    let line = out
+        .lines()
+        .find(|l| l.contains(target))
+        .unwrap_or_else(|| panic!("no `{target}`:\n{out}"));
+    assert!(
+        line.contains("[met]") || line.contains("[NOT MET]"),
+        "{line}"
+    );
+}
+
 #[test]
 fn redb_scenario_runs_every_configuration_under_the_limit() {
-    let dir = tempfile::tempdir().unwrap();
-    let (v, out) = bench_json_and_text(
-        dir.path(),
-        &[
-            "--scenario",
-            "redb",
-            "--quick",
-            "--capacity",
-            "16M",
-            "--size",
-            "24M",
-            "--repeat",
-            "1",
-        ],
-    );
+    let (v, out) = small_run("redb");
     let sc = &v["scenarios"][0];
-    assert_eq!(sc["name"], "redb");
     let jobs: Vec<String> = ["fits", "4x"]
         .iter()
         .flat_map(|s| {
@@ -97,36 +114,16 @@ fn redb_scenario_runs_every_configuration_under_the_limit() {
     ] {
         assert!(out.contains(line), "no `{line}`:\n{out}");
     }
-    let target = "foliocache bandwidth / file (better) (random reads, 4x 174B): at least 1.15x";
-    let line = out
-        .lines()
-        .find(|l| l.contains(target))
-        .unwrap_or_else(|| panic!("no `{target}`:\n{out}"));
-    assert!(
-        line.contains("[met]") || line.contains("[NOT MET]"),
-        "{line}"
+    assert_target_judged(
+        &out,
+        "foliocache bandwidth / file (better) (random reads, 4x 174B): at least 1.15x",
     );
 }
 
 #[test]
 fn sqlite_scenario_runs_the_mix_through_both_vfs_under_the_limit() {
-    let dir = tempfile::tempdir().unwrap();
-    let (v, out) = bench_json_and_text(
-        dir.path(),
-        &[
-            "--scenario",
-            "sqlite",
-            "--quick",
-            "--capacity",
-            "16M",
-            "--size",
-            "24M",
-            "--repeat",
-            "1",
-        ],
-    );
+    let (v, out) = small_run("sqlite");
     let sc = &v["scenarios"][0];
-    assert_eq!(sc["name"], "sqlite");
     let jobs: Vec<String> = ["fits", "4x"]
         .iter()
         .flat_map(|s| {
@@ -152,13 +149,8 @@ fn sqlite_scenario_runs_the_mix_through_both_vfs_under_the_limit() {
             assert_eq!(of("mix")["ops"].as_u64().unwrap(), parts, "{c} {size}");
         }
     }
-    let target = "foliocache bandwidth / unix (mix, fits 116B): at least 1.111x";
-    let line = out
-        .lines()
-        .find(|l| l.contains(target))
-        .unwrap_or_else(|| panic!("no `{target}`:\n{out}"));
-    assert!(
-        line.contains("[met]") || line.contains("[NOT MET]"),
-        "{line}"
+    assert_target_judged(
+        &out,
+        "foliocache bandwidth / unix (mix, fits 116B): at least 1.111x",
     );
 }
