@@ -255,9 +255,9 @@ fn mix(conn: &Connection, jobs: &[JobName; 6], rows: u64, ops: u64) -> Result<Ve
     let mut parts = Vec::new();
     parts.push(embedded::timed(jobs[0], rows, || {
         let mut st = conn.prepare_cached("INSERT INTO t1 VALUES (?1, ?2, ?3)")?;
-        for chunk in (0..rows).collect::<Vec<_>>().chunks(INSERT_TX as usize) {
+        for first in (0..rows).step_by(INSERT_TX as usize) {
             conn.execute_batch("BEGIN")?;
-            for &a in chunk {
+            for a in first..(first + INSERT_TX).min(rows) {
                 st.execute(params![a as i64, b_of(a), text])?;
             }
             conn.execute_batch("COMMIT")?;
