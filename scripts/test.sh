@@ -21,6 +21,9 @@ command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
 command -v db_bench >/dev/null 2>&1 || missing+=(rocksdb-tools)
 # The C API's install test builds a program with pkg-config's flags.
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+# foliocache-sqlite links the system's libsqlite3 (rusqlite, found by
+# pkg-config).
+pkg-config --exists sqlite3 2>/dev/null || missing+=(libsqlite3-dev)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     step "installing ${missing[*]} (FUSE mount tests)"

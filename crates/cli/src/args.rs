@@ -27,8 +27,10 @@ pub const SCENARIOS: [&str; 6] = [
 /// The scenarios `--scenario` takes that `--seeds` does not run: too long
 /// for the reference set (`larger`: 16 cold runs of a file 4x memory;
 /// `programs`: an outside program, `db_bench`, three ways, a minute with
-/// `--quick`; `scaling`: four workloads at every thread count).
-pub const BY_NAME: [&str; 3] = ["larger", "programs", "scaling"];
+/// `--quick`; `scaling`: four workloads at every thread count; `redb` and
+/// `sqlite`: databases built and measured in every configuration, at two
+/// sizes).
+pub const BY_NAME: [&str; 5] = ["larger", "programs", "scaling", "redb", "sqlite"];
 
 /// Every scenario `--scenario` takes: [`SCENARIOS`], then [`BY_NAME`].
 pub fn all_scenarios() -> Vec<&'static str> {
@@ -147,7 +149,7 @@ pub struct BenchArgs {
 
     /// Run a named scenario (repeatable): seqread, randread, readahead,
     /// uncached, populate, write (the reference set), larger, programs,
-    /// scaling (by name only).
+    /// scaling, redb, sqlite (by name only).
     #[arg(long = "scenario", value_name = "NAME", value_parser = parse_scenario,
           conflicts_with = "seeds")]
     pub scenarios: Vec<&'static str>,
@@ -256,7 +258,12 @@ data); scaling (throughput against threads, 1, 2, 4, ... up to the CPUs and
 twice them: random and sequential 4 KiB hits of a shared 1 GiB file, 64 MiB
 with --quick, random 4 KiB writes into it, 4 s runs, 0.5 s with --quick,
 and cold sequential 128 KiB reads of a 256 MiB file per thread, 16 MiB with
---quick: foliocache, kernel and, for hits, memcpy).
+--quick: foliocache, kernel and, for hits, memcpy);
+redb (redb-bench's workloads on redb's FileBackend, its cache at 1/2
+and 3/4 of a limit M, on O_DIRECT, and on foliocache; data that fits M and
+4x M; M = --capacity, 256M, 32M with --quick; every configuration in a memory
+cgroup of M); sqlite (a speedtest1-like mix through the unix VFS and the
+foliocache VFS, with and without mmap_size; same sizes and limit).
 foliocache engine options: populate=eager|lazy, folio=SIZE,
 insert=batched|single, ra=SIZE|kernel|off, io=uring|threads|auto, dontcache
 (every read with ReadFlags::DONTCACHE, from an empty cache; every write with
@@ -340,7 +347,7 @@ mod tests {
         assert!(
             e.contains(
                 "unknown scenario `fill` (available: seqread, randread, readahead, uncached, \
-                 populate, write, larger, programs, scaling)"
+                 populate, write, larger, programs, scaling, redb, sqlite)"
             ),
             "{e}"
         );

@@ -20,7 +20,7 @@ use crate::data::{DataSet, FileModel, FILE_SEED};
 use crate::engine::{Engines, RunMode};
 use crate::report::{self, Host, MemoryLimit, Report, RunRecord, ScenarioReport};
 use crate::run;
-use crate::scenario::{self, Plan, Scenario};
+use crate::scenario::{self, Plan, Program, Scenario};
 use crate::spec::{default_capacity, EngineKind, JobSpec};
 use crate::targets::{self, JobRuns};
 use crate::units::fmt_size_approx;
@@ -193,15 +193,34 @@ impl Bench<'_> {
     /// Runs a scenario: its files, the engines that cannot run here left
     /// out with a note, its memory limit, then its rounds (or, for a
     /// scenario running a program itself, its rounds by
-    /// [`scenario::programs::run`]).
+    /// [`scenario::programs::run`], [`scenario::redb::run`] or
+    /// [`scenario::sqlite::run`]).
     fn scenario(&mut self, args: &BenchArgs, sc: Scenario) -> Result<ScenarioReport> {
-        let Some(db) = &sc.programs else {
+        let Some(program) = &sc.programs else {
             return self.job_scenario(args, sc);
         };
         let mut notes = Vec::new();
         let say = |line: &str| out!("{line}");
-        let runs =
-            scenario::programs::run(db, self.data.dir(), self.plan.repeat, &mut notes, &say)?;
+        let (dir, repeat) = (self.data.dir(), self.plan.repeat);
+        let (runs, baseline, memory_limit) = match program {
+            Program::DbBench(db) => (
+                scenario::programs::run(db, dir, repeat, &mut notes, &say)?,
+                scenario::programs::EXT4,
+                None,
+            ),
+            Program::Redb(rb) => {
+                let avail = self.cgroups.get_or_insert_with(Availability::probe);
+                let runs = scenario::redb::run(rb, dir, repeat, avail, &mut notes, &say)?;
+                let limit = run::scenario_limit(avail, rb.limit);
+                (Some(runs), scenario::redb::FILE_BETTER, Some(limit))
+            }
+            Program::Sqlite(sb) => {
+                let avail = self.cgroups.get_or_insert_with(Availability::probe);
+                let runs = scenario::sqlite::run(sb, dir, repeat, avail, &mut notes, &say)?;
+                let limit = run::scenario_limit(avail, sb.limit);
+                (Some(runs), scenario::sqlite::UNIX, Some(limit))
+            }
+        };
         let summary = runs
             .as_ref()
             .and_then(|r| targets::evaluate(&sc.ratios, &sc.targets, r));
@@ -211,10 +230,10 @@ impl Bench<'_> {
             results: runs
                 .into_iter()
                 .flatten()
-                .flat_map(|r| best_of(r.engines, scenario::programs::EXT4))
+                .flat_map(|r| best_of(r.engines, baseline))
                 .collect(),
             summary,
-            memory_limit: None,
+            memory_limit,
             notes,
             detailed: sc.detailed,
         })

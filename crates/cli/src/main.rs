@@ -65,6 +65,11 @@ use args::{Cli, Command};
 use bench::Failure;
 
 fn main() -> ExitCode {
+    // A configuration of the redb or sqlite scenario, in a process of its
+    // own (`scenario::embedded`).
+    if let Some(code) = scenario::embedded::child_main() {
+        return code;
+    }
     let argv: Vec<String> = std::env::args().collect();
     let cli = match Cli::try_parse_from(&argv) {
         Ok(c) => c,

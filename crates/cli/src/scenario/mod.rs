@@ -10,7 +10,9 @@
 //! [`larger`] (by name only), [`programs`] (by name only: RocksDB's
 //! `db_bench` on ext4, through the FUSE mount and under the interposer,
 //! which it runs itself), [`scaling`] (by name only: throughput against
-//! threads), and [`custom`] for a job given by `--rw`/`--bs`.
+//! threads), [`redb`](mod@redb) and [`sqlite`] (by name only: the databases
+//! embedded in the bench on their own storage and on foliocache, sharing
+//! [`embedded`]), and [`custom`] for a job given by `--rw`/`--bs`.
 //! What each measures and why is in `docs/bench.md`; the figures behind
 //! its choices in `docs/measurements/`.
 
@@ -24,13 +26,16 @@ use crate::targets::{self, Given, JobName, Judged, RatioSpec, Target, TargetSpec
 use crate::units::{fmt_size, fmt_size_approx};
 
 pub mod custom;
+pub mod embedded;
 pub mod larger;
 pub mod populate;
 pub mod programs;
 pub mod randread;
 pub mod readahead;
+pub mod redb;
 pub mod scaling;
 pub mod seqread;
+pub mod sqlite;
 pub mod uncached;
 pub mod write;
 
@@ -68,8 +73,20 @@ pub struct Scenario {
     /// Print each engine's timeline, CPU per GiB, cache figures and hot
     /// reader below the table.
     pub detailed: bool,
-    /// A program the scenario runs itself instead of jobs (`programs`).
-    pub programs: Option<programs::DbBench>,
+    /// A program the scenario runs itself instead of jobs (`programs`,
+    /// `redb`, `sqlite`).
+    pub programs: Option<Program>,
+}
+
+/// What a scenario without jobs runs itself.
+#[derive(Debug, Clone)]
+pub enum Program {
+    /// RocksDB's `db_bench` ([`programs`]).
+    DbBench(programs::DbBench),
+    /// redb, embedded ([`redb`](mod@redb)).
+    Redb(redb::RedbBench),
+    /// SQLite, embedded ([`sqlite`]).
+    Sqlite(sqlite::SqliteBench),
 }
 
 impl Scenario {
@@ -222,6 +239,8 @@ fn build(
         "larger" => larger::scenario(args, quick, runtime),
         "programs" => programs::scenario(args, quick),
         "scaling" => scaling::scenario(args, quick),
+        "redb" => redb::scenario(args, quick),
+        "sqlite" => sqlite::scenario(args, quick),
         other => Err(format!(
             "unknown scenario `{other}` (available: {})",
             crate::args::all_scenarios().join(", ")

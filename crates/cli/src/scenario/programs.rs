@@ -15,13 +15,12 @@
 //! other scenarios'.
 
 use std::ffi::OsString;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use super::Scenario;
+use super::{Program, Scenario};
 use crate::args::BenchArgs;
 use crate::engine::{FuseFigures, FuseMount};
 use crate::launch::{self, RunArgs};
@@ -155,7 +154,7 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
         ratios,
         targets,
         detailed: false,
-        programs: Some(DbBench { keys, capacity }),
+        programs: Some(Program::DbBench(DbBench { keys, capacity })),
     })
 }
 
@@ -389,28 +388,9 @@ pub fn run(
         .into_iter()
         .filter(|w| *w != MOUNT || ways.mount.is_some())
         .collect();
-    let mut runs: Vec<JobRuns> = BENCHMARKS
-        .iter()
-        .map(|&job| JobRuns {
-            job,
-            engines: vec![Vec::new(); labels.len()],
-        })
-        .collect();
-    for round in 0..repeat {
-        let mut order: Vec<usize> = (0..labels.len()).collect();
-        if round % 2 == 1 {
-            order.reverse();
-        }
-        for w in order {
-            let records = ways.round(labels[w])?;
-            say(&records_line(&records, round + 1, repeat));
-            for r in records {
-                if let Some(job) = runs.iter_mut().find(|j| j.job == r.job.rw) {
-                    job.engines[w].push(r);
-                }
-            }
-        }
-    }
+    let runs = super::embedded::rounds("programs", &labels, &BENCHMARKS, repeat, say, |w| {
+        ways.round(labels[w])
+    })?;
     drop(ways);
     if let Some(m) = mount {
         m.unmount().context("programs: the mount")?;
@@ -481,25 +461,6 @@ impl Ways<'_> {
             ..RunRecord::default()
         }
     }
-}
-
-/// A way's round in one line.
-fn records_line(records: &[RunRecord], round: u32, repeat: u32) -> String {
-    let mut s = String::new();
-    if let Some(r) = records.first() {
-        let _ = write!(s, "{}: programs (round {round} of {repeat}):", r.engine);
-    }
-    for r in records {
-        let _ = write!(
-            s,
-            " {} {:.0} ops/s {:.1} MB/s;",
-            r.job.rw,
-            r.perf.iops,
-            r.perf.bw_bytes / f64::from(1 << 20)
-        );
-    }
-    s.pop();
-    s
 }
 
 /// Whether `dir` is on ext4 (`statfs`'s `EXT4_SUPER_MAGIC`, which ext2

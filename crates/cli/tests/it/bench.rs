@@ -110,7 +110,7 @@ fn bad_arguments_exit_2_with_the_usage_line() {
         (
             &["bench", "--scenario", "fill"],
             "unknown scenario `fill` (available: seqread, randread, readahead, uncached, \
-             populate, write, larger, programs, scaling)",
+             populate, write, larger, programs, scaling, redb, sqlite)",
         ),
         (
             &["bench", "--scenario", "programs", "--engine", "kernel"],

@@ -5,6 +5,9 @@
 /// `foliocache bench` and the command line: usage errors, the quick smoke
 /// run with its JSON and plot checked, verified runs of every engine.
 mod bench;
+/// `foliocache bench --scenario redb` and `--scenario sqlite`: the
+/// databases embedded, each configuration under the memory limit.
+mod dbs;
 /// `foliocache run`: the launcher of the LD_PRELOAD interposer.
 mod launch;
 /// `foliocache mount` and `foliocache stat`: signals, restarts, unmounts.

@@ -187,6 +187,8 @@ fn every_table_names_its_scenarios_jobs_and_engines() {
         .ratios
         .iter()
         .all(|r| r.job.is_some_and(|j| jobs.contains(&j))));
+    check_table(sc("redb"), redb::TARGETS, redb::JOBS.as_flattened());
+    check_table(sc("sqlite"), sqlite::TARGETS, sqlite::JOBS.as_flattened());
     // readahead's table gives the targets its ratios show.
     let ra = sc("readahead");
     let shown: Vec<Option<f64>> = ra.ratios.iter().map(|r| r.target).collect();
@@ -253,6 +255,70 @@ fn memory_limit_limits_a_custom_job_only() {
     assert!(bad(&["--rw", "read", "--memory-limit", "lots"]));
 }
 
+/// The `programs` scenario's `db_bench` settings.
+fn db_bench(sc: &Scenario) -> &programs::DbBench {
+    match sc.programs.as_ref() {
+        Some(Program::DbBench(db)) => db,
+        other => panic!("not db_bench's settings: {other:?}"),
+    }
+}
+
+#[test]
+fn redb_runs_two_sizes_under_one_limit_with_the_issues_targets() {
+    let p = plan_of(&["--scenario", "redb", "--quick"]);
+    let sc = only(&p);
+    assert_eq!(sc.name, "redb");
+    assert!(sc.jobs.is_empty());
+    let Some(Program::Redb(rb)) = &sc.programs else {
+        panic!("not redb's settings: {:?}", sc.programs);
+    };
+    assert_eq!(rb.limit, 32 << 20);
+    // A quarter of M in raw entries (174 bytes each), and 4x M.
+    assert_eq!(rb.entries, [(8 << 20) / 174, (128 << 20) / 174]);
+    let held = bandwidth_targets(sc, redb::FOLIO);
+    let t = |job: &str, den: &str| {
+        held.iter()
+            .find(|(d, _, j)| *j == Some(job) && d == den)
+            .map(|t| t.1)
+    };
+    assert_eq!(t("random reads, 4x", redb::FILE_BETTER), Some(1.15));
+    assert_eq!(t("random reads, 4x", redb::FILE_DIRECT), Some(2.0));
+    assert_eq!(t("random reads, fits", redb::FILE_BETTER), Some(0.9));
+    assert_eq!(t("bulk load, 4x", redb::FILE_BETTER), Some(1.0));
+    assert_eq!(t("individual writes, fits", redb::FILE_BETTER), Some(1.0));
+    let p = plan_of(&["--scenario", "redb", "--capacity", "64M", "--size", "100M"]);
+    let Some(Program::Redb(rb)) = &only(&p).programs else {
+        panic!("not redb's settings");
+    };
+    assert_eq!((rb.limit, rb.entries[1]), (64 << 20, (100 << 20) / 174));
+    assert!(plan_err(&["--scenario", "redb", "--capacity", "1M"]).contains("too small"));
+    assert!(plan_err(&["--scenario", "redb", "--engine", "kernel"]).contains("does not apply"));
+}
+
+#[test]
+fn sqlite_runs_the_mix_two_sizes_with_the_issues_targets() {
+    let p = plan_of(&["--scenario", "sqlite", "--quick"]);
+    let sc = only(&p);
+    let Some(Program::Sqlite(sb)) = &sc.programs else {
+        panic!("not sqlite's settings: {:?}", sc.programs);
+    };
+    assert_eq!(sb.limit, 32 << 20);
+    assert_eq!(sb.rows, [(8 << 20) / 116, (128 << 20) / 116]);
+    let held = bandwidth_targets(sc, sqlite::FOLIO);
+    let bound = |job: &str| {
+        held.iter()
+            .find(|(d, _, j)| *j == Some(job) && d == sqlite::UNIX)
+            .map(|t| t.1)
+    };
+    // Total time at most 0.9x and 1.0x unix's: bandwidth 1/0.9 and 1.
+    assert_eq!(bound("mix, fits"), Some(1.0 / 0.9));
+    assert_eq!(bound("mix, 4x"), Some(1.0));
+    assert_eq!(sc.targets.len(), 2);
+    // Not in the reference set.
+    let p = plan_of(&["--seeds"]);
+    assert!(p.scenarios.iter().all(|s| s.programs.is_none()));
+}
+
 #[test]
 fn programs_fills_and_reads_keys_three_ways_with_the_issues_targets() {
     use programs::{FILLSEQ, READRANDOM, READSEQ};
@@ -260,7 +326,7 @@ fn programs_fills_and_reads_keys_three_ways_with_the_issues_targets() {
     let sc = only(&p);
     assert_eq!(sc.name, "programs");
     assert!(sc.jobs.is_empty());
-    let db = sc.programs.as_ref().expect("db_bench's settings");
+    let db = db_bench(sc);
     assert_eq!(db.keys, 200_000);
     // 4x the raw data (200,000 x 216 bytes), in whole MiB.
     assert_eq!(db.capacity, 165 << 20);
@@ -291,10 +357,10 @@ fn programs_fills_and_reads_keys_three_ways_with_the_issues_targets() {
         "--capacity",
         "64M",
     ]);
-    let db = only(&p).programs.as_ref().unwrap();
+    let db = db_bench(only(&p));
     assert_eq!((db.keys, db.capacity), ((2 << 20) / 216, 64 << 20));
     let p = plan_of(&["--scenario", "programs"]);
-    assert_eq!(only(&p).programs.as_ref().unwrap().keys, 1_000_000);
+    assert_eq!(db_bench(only(&p)).keys, 1_000_000);
     // Not in the reference set.
     let p = plan_of(&["--seeds"]);
     assert!(p.scenarios.iter().all(|s| s.programs.is_none()));

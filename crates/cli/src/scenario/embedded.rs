@@ -1,0 +1,515 @@
+//! What the scenarios of databases embedded in the bench (`redb`,
+//! `sqlite`) share: each configuration's run in a child process under the
+//! memory limit, the rounds in alternating order, the records of timed
+//! workloads, and a column of the better of two baselines.
+//!
+//! # The memory limit
+//! Each configuration runs at each size in a child process of its own
+//! (this binary again, told what to run by [`CHILD_ENV`]), started inside
+//! a fresh memory cgroup limited to the scenario's M ([`MemCgroup`], the
+//! one the `larger` scenario's kernel engines run in): the bench enters
+//! the cgroup, starts the child (which stays in it) and leaves. Every page
+//! the child faults in (the database's cache and heap, the kernel's page
+//! cache of its file, foliocache's arena) counts against M, so every
+//! configuration has the same memory and starts from nothing. A child
+//! that outgrows M is killed by the cgroup's OOM killer: its workloads are
+//! reported with no figures and a note, and the other configurations go
+//! on.
+//!
+//! ```text
+//!   bench ──enter cg──> spawn child ──leave cg──> wait ──> records
+//!                        └─ FOLIOCACHE_EMBEDDED_RUN=redb\tfoliocache\t...
+//!                           prints one line per workload: job, ops, seconds, note
+//! ```
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+
+use crate::cgroup::{Availability, MemCgroup};
+use crate::report::{Latency, MemoryFigures, MemoryLimit, Perf, RunJob, RunRecord};
+use crate::targets::{JobName, JobRuns};
+
+/// SplitMix64's finaliser: a bijection of `u64` that scatters neighbours
+/// (the workloads' keys and their random choices, the same in every
+/// configuration).
+pub fn scatter(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// The memory a configuration's process needs besides its caches under
+/// M = `limit` (its binary's pages, heap, threads, and foliocache's
+/// bookkeeping and arena rounding beside its capacity): a quarter of M
+/// and 4 MiB. (Measured: foliocache of 22 MiB under redb peaked at 34.5
+/// MiB, over an M of 32 MiB, with an eighth of M and at least 8 MiB.)
+pub fn headroom(limit: u64) -> u64 {
+    limit / 4 + (4 << 20)
+}
+
+/// foliocache's cache for a configuration under M = `limit`: `capacity`
+/// bytes, its pressure watcher's reserve a thirty-second of M (the default
+/// reserve, at least 16 MiB, is most of a small M: the cache would shrink
+/// to its floor at once).
+///
+/// # Errors
+/// The cache's build.
+pub fn folio_cache(capacity: u64, limit: u64) -> Result<foliocache::Cache> {
+    foliocache::Cache::builder()
+        .capacity(capacity as usize)
+        .pressure(foliocache::PressureConfig::default().reserve((limit / 32) as usize))
+        .build()
+        .context("foliocache's cache")
+}
+
+/// A workload's figures: its job, operations and time.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    /// The job (workload and size) it measured.
+    pub job: JobName,
+    /// Operations done.
+    pub ops: u64,
+    /// Seconds they took.
+    pub seconds: f64,
+    /// A fact about it (found keys, rows).
+    pub note: Option<String>,
+}
+
+/// Runs `f`, which does `ops` operations of `job`, and times it.
+///
+/// # Errors
+/// `f`'s.
+pub fn timed(
+    job: JobName,
+    ops: u64,
+    f: impl FnOnce() -> Result<Option<String>>,
+) -> Result<Measured> {
+    let t = Instant::now();
+    let note = f()?;
+    Ok(Measured {
+        job,
+        ops,
+        seconds: t.elapsed().as_secs_f64(),
+        note,
+    })
+}
+
+/// The variable that makes the binary a configuration's child process:
+/// a [`ChildRun`], its fields separated by tabs.
+pub const CHILD_ENV: &str = "FOLIOCACHE_EMBEDDED_RUN";
+
+/// One configuration's run at one size, as the child process gets it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChildRun {
+    /// The scenario: `redb` or `sqlite`.
+    pub scenario: String,
+    /// The configuration's label.
+    pub config: String,
+    /// The database file (made fresh, removed after).
+    pub path: PathBuf,
+    /// M.
+    pub limit: u64,
+    /// The size: 0 fits M, 1 is 4x.
+    pub size: usize,
+    /// Entries or rows.
+    pub n: u64,
+    /// Operations of the read (and change) workloads.
+    pub ops: u64,
+}
+
+impl ChildRun {
+    fn encode(&self) -> String {
+        format!(
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}",
+            self.scenario,
+            self.config,
+            self.path.display(),
+            self.limit,
+            self.size,
+            self.n,
+            self.ops
+        )
+    }
+
+    fn decode(s: &str) -> Result<ChildRun> {
+        let f: Vec<&str> = s.split('\t').collect();
+        let [scenario, config, path, limit, size, n, ops] = f[..] else {
+            bail!("{CHILD_ENV}: 7 fields separated by tabs, not {s:?}");
+        };
+        Ok(ChildRun {
+            scenario: scenario.into(),
+            config: config.into(),
+            path: path.into(),
+            limit: limit.parse()?,
+            size: size.parse()?,
+            n: n.parse()?,
+            ops: ops.parse()?,
+        })
+    }
+}
+
+/// In the child process ([`CHILD_ENV`] set): runs the configuration and
+/// prints a line per workload, and the exit code; `None` in any other
+/// process.
+pub fn child_main() -> Option<ExitCode> {
+    let spec = std::env::var(CHILD_ENV).ok()?;
+    let r = ChildRun::decode(&spec).and_then(|run| match run.scenario.as_str() {
+        "redb" => super::redb::one_run(&run),
+        "sqlite" => super::sqlite::one_run(&run),
+        other => bail!("{CHILD_ENV}: no scenario {other:?}"),
+    });
+    Some(match r {
+        Ok(ms) => {
+            for m in ms {
+                let note = m.note.unwrap_or_default().replace(['\t', '\n'], " ");
+                println!("{}\t{}\t{}\t{note}", m.job, m.ops, m.seconds);
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    })
+}
+
+/// Runs `run` in a child process inside a fresh memory cgroup of
+/// `run.limit` (where one can be made; otherwise unlimited, and the
+/// figures say why): its workloads' figures (by their names in `jobs`),
+/// or why it has none (killed by the OOM killer, failed), and the
+/// limit's figures.
+///
+/// # Errors
+/// The child could not be started or waited for, or its output did not
+/// parse.
+pub fn run_child(
+    avail: &Availability,
+    run: &ChildRun,
+    jobs: &[JobName],
+) -> Result<(Result<Vec<Measured>, String>, MemoryLimit)> {
+    let mut figures = crate::run::scenario_limit(avail, run.limit);
+    let mut cmd = Command::new(std::env::current_exe().context("the bench's own binary")?);
+    cmd.env(CHILD_ENV, run.encode())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let (out, cg) = match avail {
+        Availability::Available { .. } => {
+            let cg = MemCgroup::create(avail, run.limit)?;
+            let child = {
+                let _inside = cg.enter()?;
+                cmd.spawn()
+            }
+            .context("starting a configuration's process")?;
+            (child.wait_with_output()?, Some(cg))
+        }
+        Availability::Unavailable(_) => (cmd.output()?, None),
+    };
+    if let Some(cg) = &cg {
+        let usage = cg.usage();
+        figures.cgroup = Some(cg.path().display().to_string());
+        figures.peak_bytes = usage.peak_bytes;
+        figures.limit_hits = usage.limit_hits;
+    }
+    drop(cg);
+    let what = format!("{} ({}, size {})", run.scenario, run.config, run.size);
+    if !out.status.success() {
+        use std::os::unix::process::ExitStatusExt;
+        let why = if out.status.signal() == Some(libc::SIGKILL) {
+            format!(
+                "{what}: killed (SIGKILL), the memory cgroup's OOM killer: it outgrew M = {}",
+                crate::units::fmt_size(run.limit)
+            )
+        } else {
+            let err = String::from_utf8_lossy(&out.stderr);
+            format!("{what}: failed ({}): {}", out.status, err.trim())
+        };
+        return Ok((Err(why), figures));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let measured = text
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.splitn(4, '\t').collect();
+            let [job, ops, seconds, note] = f[..] else {
+                bail!("{what}: a line that is not job, ops, seconds, note: {l:?}");
+            };
+            let job = jobs
+                .iter()
+                .find(|j| **j == job)
+                .with_context(|| format!("{what}: no job {job:?}"))?;
+            Ok(Measured {
+                job,
+                ops: ops.parse()?,
+                seconds: seconds.parse()?,
+                note: (!note.is_empty()).then(|| note.to_string()),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok((Ok(measured), figures))
+}
+
+/// The figures of a run that has none: each of `jobs` with no operations
+/// and `why`.
+pub fn failed(jobs: &[JobName], why: &str) -> Vec<Measured> {
+    jobs.iter()
+        .map(|&job| Measured {
+            job,
+            ops: 0,
+            seconds: 0.0,
+            note: Some(why.to_string()),
+        })
+        .collect()
+}
+
+/// The record of configuration `config`'s workload `m`: `bytes_per_op`
+/// bytes per operation (what its bandwidth counts), over data of
+/// `data_bytes`; foliocache's `capacity` where it has one.
+pub fn record(
+    config: &str,
+    m: &Measured,
+    bytes_per_op: u64,
+    data_bytes: u64,
+    capacity: Option<u64>,
+    limit: &MemoryLimit,
+) -> RunRecord {
+    let secs = m.seconds.max(1e-9);
+    let iops = if m.ops == 0 { 0.0 } else { m.ops as f64 / secs };
+    RunRecord {
+        engine: config.to_string(),
+        job: RunJob {
+            rw: m.job,
+            bs: bytes_per_op,
+            numjobs: 1,
+            file_size: data_bytes,
+            ..RunJob::default()
+        },
+        perf: Perf {
+            bytes: m.ops * bytes_per_op,
+            ops: m.ops,
+            seconds: m.seconds,
+            bw_bytes: iops * bytes_per_op as f64,
+            iops,
+            lat_ns: Latency {
+                mean: secs * 1e9 / m.ops.max(1) as f64,
+                ..Latency::default()
+            },
+            // Not measured per workload: the database's threads and the
+            // cache's run together.
+            cpu_us_per_op: f64::NAN,
+            cpu_s_per_gib: f64::NAN,
+            ..Perf::default()
+        },
+        memory: MemoryFigures {
+            capacity,
+            memory_limit: Some(limit.clone()),
+            ..MemoryFigures::default()
+        },
+        notes: m.note.iter().cloned().collect(),
+        ..RunRecord::default()
+    }
+}
+
+/// Runs every configuration or way (`labels`, by index) `repeat` rounds,
+/// the order reversed from one round to the next, and files each run's
+/// records under their jobs (`jobs`, in order). `run` gives a
+/// configuration's records for one round; `say` gets a line per run
+/// (`LABEL: SCENARIO (round R of N): JOB OPS ops/s MB MB/s; ...`). Also the
+/// rounds of the `programs` scenario.
+///
+/// # Errors
+/// The first run that failed.
+pub fn rounds(
+    scenario: &str,
+    labels: &[&str],
+    jobs: &[JobName],
+    repeat: u32,
+    say: &dyn Fn(&str),
+    mut run: impl FnMut(usize) -> Result<Vec<RunRecord>>,
+) -> Result<Vec<JobRuns>> {
+    let mut runs: Vec<JobRuns> = jobs
+        .iter()
+        .map(|&job| JobRuns {
+            job,
+            engines: vec![Vec::new(); labels.len()],
+        })
+        .collect();
+    for round in 0..repeat {
+        let mut order: Vec<usize> = (0..labels.len()).collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for c in order {
+            let records = run(c)?;
+            let mut line = format!(
+                "{}: {scenario} (round {} of {repeat}):",
+                labels[c],
+                round + 1
+            );
+            for r in records {
+                let _ = write!(
+                    line,
+                    " {} {:.0} ops/s {:.1} MB/s;",
+                    r.job.rw,
+                    r.perf.iops,
+                    r.perf.bw_bytes / f64::from(1 << 20)
+                );
+                if let Some(j) = runs.iter_mut().find(|j| j.job == r.job.rw) {
+                    j.engines[c].push(r);
+                }
+            }
+            line.pop();
+            say(&line);
+        }
+    }
+    Ok(runs)
+}
+
+/// What a database scenario runs: its configurations, and at each size
+/// (its entries or rows) its jobs.
+pub struct Sizes<'a> {
+    /// `redb` or `sqlite`.
+    pub scenario: &'static str,
+    /// The configurations, in order.
+    pub configs: &'a [&'a str],
+    /// Each size's jobs: fits, 4x.
+    pub jobs: &'a [[JobName; 6]; 2],
+    /// Each size's entries or rows.
+    pub n: [u64; 2],
+    /// M.
+    pub limit: u64,
+    /// Operations of the read workloads.
+    pub ops: u64,
+    /// The raw bytes of an entry or row.
+    pub bytes_per_op: u64,
+}
+
+/// Runs every configuration at both sizes of `sz`, each in its child
+/// process under the limit ([`run_child`]), `repeat` rounds, in a
+/// temporary directory in `data_dir`; `capacity` gives foliocache's
+/// capacity in a configuration that has one. A configuration killed or
+/// failed is said, and its records carry why.
+///
+/// # Errors
+/// A child could not be started, or the directory not made.
+pub fn run_sizes(
+    sz: &Sizes<'_>,
+    data_dir: &std::path::Path,
+    repeat: u32,
+    avail: &Availability,
+    notes: &mut Vec<String>,
+    say: &dyn Fn(&str),
+    capacity: impl Fn(&str) -> Option<u64>,
+) -> Result<Vec<JobRuns>> {
+    let name = sz.scenario;
+    if let Availability::Unavailable(why) = avail {
+        notes.push(format!(
+            "{name}: no memory limit could be set ({why}): the configurations ran unlimited"
+        ));
+    }
+    let root = tempfile::Builder::new()
+        .prefix(&format!("foliocache-{name}-"))
+        .tempdir_in(data_dir)
+        .with_context(|| format!("{name}: a directory in {}", data_dir.display()))?;
+    let jobs: Vec<JobName> = sz.jobs.iter().flatten().copied().collect();
+    let runs = rounds(name, sz.configs, &jobs, repeat, say, |c| {
+        let mut records = Vec::new();
+        for (size, &n) in sz.n.iter().enumerate() {
+            let run = ChildRun {
+                scenario: name.into(),
+                config: sz.configs[c].into(),
+                path: root.path().join(format!("{size}.db")),
+                limit: sz.limit,
+                size,
+                n,
+                ops: sz.ops,
+            };
+            let (measured, limit) = run_child(avail, &run, &sz.jobs[size])?;
+            let measured = measured.unwrap_or_else(|why| {
+                say(&why);
+                failed(&sz.jobs[size], &why)
+            });
+            let cap = capacity(&run.config);
+            records.extend(measured.iter().map(|m| {
+                record(
+                    &run.config,
+                    m,
+                    sz.bytes_per_op,
+                    n * sz.bytes_per_op,
+                    cap,
+                    &limit,
+                )
+            }));
+        }
+        Ok(records)
+    })?;
+    root.close()
+        .with_context(|| format!("{name}: removing the databases"))?;
+    Ok(runs)
+}
+
+/// M for a database scenario `name` from the command line: `--capacity`,
+/// else `full` (`quick` with `--quick`), at least `min`; and the larger
+/// data, `--size` or 4 M.
+///
+/// # Errors
+/// `--engine` given (the configurations are fixed), or M below `min`.
+pub fn limit_and_size(
+    name: &str,
+    args: &crate::args::BenchArgs,
+    configs: &[&str],
+    [full, quick_m, min]: [u64; 3],
+    quick: bool,
+) -> Result<(u64, u64), String> {
+    if !args.engines.is_empty() {
+        return Err(format!(
+            "{name} scenario: --engine does not apply: its configurations are fixed ({})",
+            configs.join(", ")
+        ));
+    }
+    let limit = args.capacity.unwrap_or(if quick { quick_m } else { full });
+    if limit < min {
+        return Err(format!(
+            "{name} scenario: M = {} is too small: at least {} (--capacity)",
+            crate::units::fmt_size_approx(limit),
+            crate::units::fmt_size(min)
+        ));
+    }
+    Ok((limit, args.size.unwrap_or(4 * limit)))
+}
+
+/// Adds to every job a configuration `label`: in each round, the run of
+/// whichever of `a` and `b` was faster, relabelled (a note names it), so
+/// that a target can hold a configuration to the better of two baselines.
+pub fn add_better(runs: &mut [JobRuns], a: &str, b: &str, label: &str) {
+    for job in runs {
+        let col = |l: &str| {
+            job.engines
+                .iter()
+                .position(|rs| rs.first().is_some_and(|r| r.engine == l))
+        };
+        let (Some(ia), Some(ib)) = (col(a), col(b)) else {
+            continue;
+        };
+        let better: Vec<RunRecord> = job.engines[ia]
+            .iter()
+            .zip(&job.engines[ib])
+            .map(|(x, y)| {
+                let mut r = if x.perf.bw_bytes >= y.perf.bw_bytes {
+                    x.clone()
+                } else {
+                    y.clone()
+                };
+                r.notes.push(format!("the run of {}", r.engine));
+                r.engine = label.to_string();
+                r
+            })
+            .collect();
+        job.engines.push(better);
+    }
+}

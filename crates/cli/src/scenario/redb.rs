@@ -1,0 +1,517 @@
+//! `redb`: the redb database (crates.io `redb`) on its own `FileBackend`
+//! and on foliocache (`foliocache-redb`), with redb's benchmark's
+//! workloads, every configuration under one memory limit M. See
+//! `docs/bench.md` and `docs/redb.md`.
+//!
+//! Configurations (the table's engines):
+//! - `file[cache=1/2]`, `file[cache=3/4]`: redb's `FileBackend` (buffered
+//!   `pread`/`pwrite`), redb's cache at a half and three quarters of M;
+//!   the rest is the kernel's page cache;
+//! - `file[direct]`: `FileBackend` over a file opened with `O_DIRECT`
+//!   (what redb users do for a bound on memory), redb's cache at three
+//!   quarters of M;
+//! - `foliocache`: [`foliocache_redb::FolioBackend`], redb's cache at a
+//!   sixteenth of M (its write buffer), foliocache most of the rest;
+//! - `file (better)`: in each round, the faster of the two buffered
+//!   configurations, which the targets compare with.
+//!
+//! Workloads (redb-bench's, 24-byte keys and 150-byte values): bulk load
+//! in one transaction, individual writes with a commit each, random point
+//! reads, range reads, reads from 4 threads, removals; each at two sizes,
+//! data that fits M and data 4x M. Every configuration's database passes
+//! redb's integrity check after its run, or the scenario fails.
+
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use redb::{
+    Database, Durability, ReadableDatabase, ReadableTableMetadata, StorageBackend, TableDefinition,
+};
+
+use super::embedded::{self, scatter, ChildRun, Measured, Sizes};
+use super::{Program, Scenario};
+use crate::args::BenchArgs;
+use crate::cgroup::Availability;
+use crate::targets::{self, bandwidth, Given, JobName, JobRuns, Judged, Target};
+use crate::units::{fmt_size, fmt_size_approx};
+
+/// The key and value sizes (redb-bench's).
+const KEY: usize = 24;
+const VALUE: usize = 150;
+const ENTRY: u64 = (KEY + VALUE) as u64;
+/// M (full, and with `--quick`) unless `--capacity` says otherwise.
+const M: u64 = 256 << 20;
+const QUICK_M: u64 = 32 << 20;
+/// The smallest M.
+const MIN_M: u64 = 16 << 20;
+/// Random reads (full, and with `--quick`); range reads are a tenth as
+/// many ranges of [`RANGE`] entries; individual writes a hundredth.
+const READS: u64 = 1_000_000;
+const QUICK_READS: u64 = 20_000;
+/// Entries per range read.
+const RANGE: usize = 10;
+/// Threads of the threaded reads.
+const THREADS: u64 = 4;
+
+/// The configurations, by label.
+pub const FILE_HALF: &str = "file[cache=1/2]";
+/// redb's cache at three quarters of M.
+pub const FILE_3_4: &str = "file[cache=3/4]";
+/// `FileBackend` on an `O_DIRECT` file.
+pub const FILE_DIRECT: &str = "file[direct]";
+/// On foliocache.
+pub const FOLIO: &str = "foliocache";
+/// The faster buffered configuration, round by round.
+pub const FILE_BETTER: &str = "file (better)";
+/// The configurations that run, in order.
+const CONFIGS: [&str; 4] = [FILE_HALF, FILE_3_4, FILE_DIRECT, FOLIO];
+
+/// The jobs: each workload, in the order they run on one database, at
+/// each size (`fits`, `4x`).
+pub const JOBS: [[JobName; 6]; 2] = [
+    [
+        "bulk load, fits",
+        "individual writes, fits",
+        "random reads, fits",
+        "range reads, fits",
+        "4-thread reads, fits",
+        "removals, fits",
+    ],
+    [
+        "bulk load, 4x",
+        "individual writes, 4x",
+        "random reads, 4x",
+        "range reads, 4x",
+        "4-thread reads, 4x",
+        "removals, 4x",
+    ],
+];
+
+/// The scenario's ratios and targets (the issue's): foliocache over the
+/// better buffered configuration and over `O_DIRECT`.
+#[rustfmt::skip]
+pub const TARGETS: &[Target<&str>] = &[
+    bandwidth(FOLIO, FILE_BETTER).of(JOBS[1][2]).at_least(1.15),
+    bandwidth(FOLIO, FILE_DIRECT).of(JOBS[1][2]).at_least(2.0),
+    bandwidth(FOLIO, FILE_BETTER).of(JOBS[0][2]).at_least(0.9),
+    bandwidth(FOLIO, FILE_BETTER).of(JOBS[0][1]).at_least(1.0),
+    bandwidth(FOLIO, FILE_BETTER).of(JOBS[1][1]).at_least(1.0),
+    bandwidth(FOLIO, FILE_BETTER).of(JOBS[0][0]).at_least(1.0),
+    bandwidth(FOLIO, FILE_BETTER).of(JOBS[1][0]).at_least(1.0),
+    bandwidth(FOLIO, FILE_BETTER).of(JOBS[0][3]),
+    bandwidth(FOLIO, FILE_BETTER).of(JOBS[1][3]),
+    bandwidth(FOLIO, FILE_BETTER).of(JOBS[0][4]),
+    bandwidth(FOLIO, FILE_BETTER).of(JOBS[1][4]),
+    bandwidth(FOLIO, FILE_BETTER).of(JOBS[0][5]),
+    bandwidth(FOLIO, FILE_BETTER).of(JOBS[1][5]),
+    bandwidth(FOLIO, FILE_DIRECT).of(JOBS[1][0]),
+    bandwidth(FOLIO, FILE_DIRECT).of(JOBS[1][1]),
+];
+
+/// What the scenario runs.
+#[derive(Debug, Clone)]
+pub struct RedbBench {
+    /// M: every configuration's memory limit.
+    pub limit: u64,
+    /// Entries of each size: fits, 4x.
+    pub entries: [u64; 2],
+    /// Random reads per read workload.
+    pub reads: u64,
+}
+
+/// The scenario: M is `--capacity` or [`M`] ([`QUICK_M`] with
+/// `--quick`); the data that fits M is a quarter of it in raw entries,
+/// the larger `--size` or 4 M.
+///
+/// # Errors
+/// `--engine` given, or M too small.
+pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
+    let (limit, big) =
+        embedded::limit_and_size("redb", args, &CONFIGS, [M, QUICK_M, MIN_M], quick)?;
+    let entries = [(limit / 4 / ENTRY).max(100), (big / ENTRY).max(100)];
+    let reads = if quick { QUICK_READS } else { READS };
+    let Judged { ratios, targets } =
+        targets::judge(TARGETS, |c| Some(c.to_string()), Given::default());
+    Ok(Scenario {
+        name: "redb".into(),
+        description: format!(
+            "redb on its FileBackend and on foliocache, redb-bench's workloads ({KEY}-byte \
+             keys, {VALUE}-byte values): bulk load in one transaction, {} individual writes \
+             with a commit each, {reads} random point reads, {} range reads of {RANGE} entries, \
+             {reads} reads from {THREADS} threads, removal of half the entries; at two sizes: \
+             {} entries ({} raw: fits M) and {} ({} raw: 4x M). Every configuration runs in a \
+             memory cgroup of M = {} (--capacity): {FILE_HALF} and {FILE_3_4} (redb's cache at \
+             a half and three quarters of M, the kernel's page cache the rest), {FILE_DIRECT} \
+             (O_DIRECT, redb's cache at three quarters of M), {FOLIO} (redb's cache a sixteenth \
+             of M, foliocache's {}); {FILE_BETTER} is the faster of the first two, round by \
+             round. Bandwidth is operations times {ENTRY} bytes (a key and its value); latency \
+             the mean. Each database passes redb's integrity check after its run.",
+            individual_writes(reads),
+            reads / 10,
+            entries[0],
+            fmt_size_approx(entries[0] * ENTRY),
+            entries[1],
+            fmt_size_approx(entries[1] * ENTRY),
+            fmt_size(limit),
+            fmt_size(folio_capacity(limit)),
+        ),
+        jobs: Vec::new(),
+        ratios,
+        targets,
+        detailed: false,
+        programs: Some(Program::Redb(RedbBench {
+            limit,
+            entries,
+            reads,
+        })),
+    })
+}
+
+/// Individual writes for `reads` random reads.
+fn individual_writes(reads: u64) -> u64 {
+    (reads / 100).max(10)
+}
+
+/// redb's cache in each configuration, for M = `m`.
+fn redb_cache(config: &str, m: u64) -> u64 {
+    match config {
+        FILE_HALF => m / 2,
+        FILE_3_4 | FILE_DIRECT => m / 4 * 3,
+        _ => m / 16,
+    }
+}
+
+/// foliocache's capacity for M = `m`: what redb's cache leaves, less the
+/// process's own memory ([`embedded::headroom`]), in whole MiB (at least
+/// 1 MiB).
+pub fn folio_capacity(m: u64) -> u64 {
+    m.saturating_sub(m / 16 + embedded::headroom(m))
+        .max(1 << 20)
+        >> 20
+        << 20
+}
+
+/// Runs the scenario in `data_dir`.
+///
+/// # Errors
+/// A configuration failed to run, or its database failed redb's
+/// integrity check.
+pub fn run(
+    rb: &RedbBench,
+    data_dir: &Path,
+    repeat: u32,
+    avail: &Availability,
+    notes: &mut Vec<String>,
+    say: &dyn Fn(&str),
+) -> Result<Vec<JobRuns>> {
+    let sizes = Sizes {
+        scenario: "redb",
+        configs: &CONFIGS,
+        jobs: &JOBS,
+        n: rb.entries,
+        limit: rb.limit,
+        ops: rb.reads,
+        bytes_per_op: ENTRY,
+    };
+    let mut runs = embedded::run_sizes(&sizes, data_dir, repeat, avail, notes, say, |c| {
+        (c == FOLIO).then(|| folio_capacity(rb.limit))
+    })?;
+    embedded::add_better(&mut runs, FILE_HALF, FILE_3_4, FILE_BETTER);
+    Ok(runs)
+}
+
+/// A fresh database at `path` for `config`: its backend and redb's cache.
+fn open(config: &str, path: &Path, m: u64) -> Result<(Database, Option<foliocache::Cache>)> {
+    let mut b = Database::builder();
+    b.set_cache_size(redb_cache(config, m) as usize);
+    let (db, cache) = match config {
+        FOLIO => {
+            let cache = embedded::folio_cache(folio_capacity(m), m)?;
+            let backend = foliocache_redb::FolioBackend::open(&cache, path)?;
+            (b.create_with_backend(backend)?, Some(cache))
+        }
+        FILE_DIRECT => {
+            use std::os::unix::fs::OpenOptionsExt;
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .custom_flags(libc::O_DIRECT)
+                .open(path)
+                .with_context(|| format!("redb: opening {} with O_DIRECT", path.display()))?;
+            (b.create_with_backend(Aligned::new(f))?, None)
+        }
+        _ => (b.create(path)?, None),
+    };
+    Ok((db, cache))
+}
+
+/// One configuration's run at one size, in its child process
+/// ([`embedded::child_main`]): every workload on a fresh database of
+/// `run.n` entries, then redb's integrity check; the database is removed
+/// after.
+///
+/// # Errors
+/// redb's, or the check failed.
+pub fn one_run(run: &ChildRun) -> Result<Vec<Measured>> {
+    let (config, path, entries) = (run.config.as_str(), run.path.as_path(), run.n);
+    let _ = std::fs::remove_file(path);
+    let Some(jobs) = JOBS.get(run.size) else {
+        bail!("redb: no size {}", run.size);
+    };
+    let reads = run.ops;
+    let (mut db, cache) = open(config, path, run.limit)?;
+    let db_ref = &db;
+    let mut out = Vec::new();
+    out.push(embedded::timed(jobs[0], entries, || {
+        let tx = db_ref.begin_write()?;
+        {
+            let mut t = tx.open_table(TABLE)?;
+            for i in 0..entries {
+                t.insert(key(i).as_slice(), value(i).as_slice())?;
+            }
+        }
+        tx.commit()?;
+        Ok(None)
+    })?);
+    let writes = individual_writes(reads);
+    out.push(embedded::timed(jobs[1], writes, || {
+        for i in 0..writes {
+            let k = entries + i;
+            let mut tx = db_ref.begin_write()?;
+            tx.set_durability(Durability::Immediate)?;
+            tx.open_table(TABLE)?
+                .insert(key(k).as_slice(), value(k).as_slice())?;
+            tx.commit()?;
+        }
+        Ok(None)
+    })?);
+    let total = entries + writes;
+    out.push(embedded::timed(jobs[2], reads, || {
+        let found = point_reads(db_ref, total, reads, 1)?;
+        check_found(found, reads)
+    })?);
+    let ranges = (reads / 10).max(1);
+    out.push(embedded::timed(jobs[3], ranges, || {
+        let rx = db_ref.begin_read()?;
+        let t = rx.open_table(TABLE)?;
+        let mut seen = 0u64;
+        for i in 0..ranges {
+            let from = key(scatter(i ^ 0x5eed) % total);
+            for e in t.range(from.as_slice()..)?.take(RANGE) {
+                let (_, v) = e?;
+                seen += u64::from(v.value().len() == VALUE);
+            }
+        }
+        Ok(Some(format!("{seen} entries read in {ranges} ranges")))
+    })?);
+    out.push(embedded::timed(jobs[4], reads, || {
+        let found = point_reads(db_ref, total, reads, THREADS)?;
+        check_found(found, reads)
+    })?);
+    let removals = total / 2;
+    out.push(embedded::timed(jobs[5], removals, || {
+        let tx = db_ref.begin_write()?;
+        {
+            let mut t = tx.open_table(TABLE)?;
+            for i in 0..removals {
+                t.remove(key(i * 2).as_slice())?;
+            }
+        }
+        tx.commit()?;
+        Ok(None)
+    })?);
+    if !db.check_integrity()? {
+        bail!("redb ({config}): the integrity check repaired the database after the run");
+    }
+    let left = db.begin_read()?.open_table(TABLE)?.len()?;
+    if left != total - removals {
+        bail!(
+            "redb ({config}): {left} entries left, not {}",
+            total - removals
+        );
+    }
+    drop(db);
+    drop(cache);
+    let _ = std::fs::remove_file(path);
+    Ok(out)
+}
+
+/// The table.
+const TABLE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("bench");
+
+/// Entry `i`'s key: its scattered image (so keys arrive in random order,
+/// as redb-bench's random ones), then `i`, then padding.
+fn key(i: u64) -> [u8; KEY] {
+    let mut k = [0u8; KEY];
+    k[..8].copy_from_slice(&scatter(i).to_be_bytes());
+    k[8..16].copy_from_slice(&i.to_be_bytes());
+    k
+}
+
+/// Entry `i`'s value.
+fn value(i: u64) -> [u8; VALUE] {
+    let mut v = [0u8; VALUE];
+    for (n, c) in v.chunks_mut(8).enumerate() {
+        let w = scatter(i.wrapping_add(n as u64)).to_le_bytes();
+        c.copy_from_slice(&w[..c.len()]);
+    }
+    v
+}
+
+/// `reads` reads of random entries among `total`, split over `threads`
+/// threads, each in a read transaction of its own: the entries found
+/// with their values whole.
+fn point_reads(db: &Database, total: u64, reads: u64, threads: u64) -> Result<u64> {
+    std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads)
+            .map(|t| {
+                s.spawn(move || -> Result<u64> {
+                    let rx = db.begin_read()?;
+                    let tb = rx.open_table(TABLE)?;
+                    let mut found = 0;
+                    for n in (t..reads).step_by(threads as usize) {
+                        let i = scatter(n ^ (t << 48)) % total;
+                        if let Some(v) = tb.get(key(i).as_slice())? {
+                            found += u64::from(v.value() == value(i).as_slice());
+                        }
+                    }
+                    Ok(found)
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().map_err(|_| anyhow::anyhow!("a reader panicked"))?)
+            .sum()
+    })
+}
+
+/// Every read found its entry.
+fn check_found(found: u64, reads: u64) -> Result<Option<String>> {
+    if found != reads {
+        bail!("redb: {found} of {reads} random reads found their entry");
+    }
+    Ok(Some(format!("{found} of {reads} found")))
+}
+
+/// A `StorageBackend` over an `O_DIRECT` file, as a redb user must write
+/// one: redb's `FileBackend` hands the kernel redb's own buffers, which
+/// `O_DIRECT` refuses (`EINVAL`) unless they are aligned; this one reads
+/// and writes the whole 4 KiB blocks around each request through a
+/// page-aligned buffer of the thread's (an anonymous mapping, grown as
+/// needed), and a write of part of a block reads the block first.
+#[derive(Debug)]
+struct Aligned {
+    file: std::fs::File,
+    len: std::sync::Mutex<u64>,
+}
+
+/// `O_DIRECT`'s alignment here.
+const BLOCK: u64 = 4096;
+
+impl Aligned {
+    fn new(file: std::fs::File) -> Aligned {
+        let len = file.metadata().map_or(0, |m| m.len());
+        Aligned {
+            file,
+            len: std::sync::Mutex::new(len),
+        }
+    }
+
+    fn len_lock(&self) -> std::sync::MutexGuard<'_, u64> {
+        self.len.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Calls `f` with the blocks covering `offset..offset + n` (their
+    /// start and an aligned buffer of their size, zeroed or not).
+    fn with_blocks<R>(
+        offset: u64,
+        n: usize,
+        f: impl FnOnce(u64, &mut [u8]) -> std::io::Result<R>,
+    ) -> std::io::Result<R> {
+        thread_local! {
+            static BUF: std::cell::RefCell<Option<memmap2::MmapMut>> =
+                const { std::cell::RefCell::new(None) };
+        }
+        let start = offset / BLOCK * BLOCK;
+        let len = ((offset + n as u64).div_ceil(BLOCK) * BLOCK - start) as usize;
+        BUF.with(|cell| {
+            let mut buf = cell.borrow_mut();
+            if buf.as_ref().is_none_or(|m| m.len() < len) {
+                *buf = Some(memmap2::MmapMut::map_anon(len.next_power_of_two())?);
+            }
+            match buf.as_mut() {
+                Some(m) => f(start, &mut m[..len]),
+                None => Err(std::io::Error::other("no buffer")),
+            }
+        })
+    }
+}
+
+impl Aligned {
+    /// Reads the blocks at `start` into `b`, zeros past the end on disk
+    /// (a file grown by `set_len`).
+    fn read_blocks(&self, start: u64, b: &mut [u8]) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let mut got = 0;
+        while got < b.len() {
+            match self.file.read_at(&mut b[got..], start + got as u64)? {
+                0 => break,
+                k => got += k,
+            }
+        }
+        b[got..].fill(0);
+        Ok(())
+    }
+}
+
+impl StorageBackend for Aligned {
+    fn len(&self) -> std::io::Result<u64> {
+        Ok(*self.len_lock())
+    }
+
+    fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+        if offset
+            .checked_add(out.len() as u64)
+            .is_none_or(|end| end > *self.len_lock())
+        {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "read past the end of the storage",
+            ));
+        }
+        Aligned::with_blocks(offset, out.len(), |start, b| {
+            self.read_blocks(start, b)?;
+            let from = (offset - start) as usize;
+            out.copy_from_slice(&b[from..from + out.len()]);
+            Ok(())
+        })
+    }
+
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        let mut l = self.len_lock();
+        self.file.set_len(len)?;
+        *l = len;
+        Ok(())
+    }
+
+    fn sync_data(&self) -> std::io::Result<()> {
+        self.file.sync_data()
+    }
+
+    fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        Aligned::with_blocks(offset, data.len(), |start, b| {
+            let from = (offset - start) as usize;
+            if from != 0 || data.len() != b.len() {
+                self.read_blocks(start, b)?;
+            }
+            b[from..from + data.len()].copy_from_slice(data);
+            self.file.write_all_at(b, start)
+        })?;
+        let mut l = self.len_lock();
+        *l = (*l).max(offset + data.len() as u64);
+        Ok(())
+    }
+}
