@@ -114,6 +114,7 @@ mod record;
 mod sync;
 #[allow(unsafe_code)]
 mod sys;
+mod thread;
 
 use std::fmt;
 use std::fs::File;
@@ -126,6 +127,7 @@ pub use faulty::{FaultStats, FaultyBacking, Op};
 pub use file::{FileBacking, FileOptions};
 pub use mem::MemBacking;
 pub use record::{Recorded, RecordingBacking};
+pub use thread::ThreadStart;
 
 /// The unit of all IO, in bytes: file offsets, buffer addresses and buffer
 /// lengths are multiples of it. It equals the page size, and is a multiple

@@ -6,6 +6,8 @@
 
 use std::sync::Arc;
 
+use backing::ThreadStart;
+
 use crate::kick::Kick;
 use crate::wbpool::WbPool;
 
@@ -28,12 +30,16 @@ pub(crate) struct Bdi {
 impl Bdi {
     /// The control of a new cache: its pool started (run inline under
     /// loom, whose models do not run the pool's threads), the thresholds
-    /// in pages.
-    pub(crate) fn new(limit_set: Option<u64>, background_set: Option<u64>) -> Bdi {
+    /// in pages; the pool's threads run `on_start` first.
+    pub(crate) fn new(
+        limit_set: Option<u64>,
+        background_set: Option<u64>,
+        #[cfg_attr(loom, allow(unused_variables))] on_start: &ThreadStart,
+    ) -> Bdi {
         Bdi {
             flusher: Arc::new(Kick::default()),
             #[cfg(not(loom))]
-            pool: WbPool::new(crate::wbpool::WB_WORKERS),
+            pool: WbPool::new(crate::wbpool::WB_WORKERS, on_start),
             #[cfg(loom)]
             pool: WbPool::inline(),
             limit_set,

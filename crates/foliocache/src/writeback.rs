@@ -89,26 +89,27 @@ pub(crate) const CLOSED_DIRTY_KEEP: Duration = Duration::from_secs(60);
 /// Starts the flusher thread of a cache. It holds the cache only while it
 /// works, and exits once the cache is gone.
 #[cfg(not(loom))]
-pub(crate) fn spawn_flusher(inner: &std::sync::Arc<CacheInner>) -> io::Result<()> {
+pub(crate) fn spawn_flusher(
+    inner: &std::sync::Arc<CacheInner>,
+    on_start: &backing::ThreadStart,
+) -> io::Result<()> {
     let weak = std::sync::Arc::downgrade(inner);
     let f = inner.bdi.flusher();
-    std::thread::Builder::new()
-        .name("foliocache-flush".into())
-        .spawn(move || {
-            let mut last_full = Instant::now();
-            loop {
-                // No strong reference to the cache while asleep: it
-                // goes when its last user drops it, and this thread
-                // notices within the wait.
-                f.wait(Duration::from_millis(500));
-                let Some(inner) = weak.upgrade() else { return };
-                let full = last_full.elapsed() >= FLUSH_INTERVAL;
-                if full {
-                    last_full = Instant::now();
-                }
-                flush(&inner, full);
+    on_start.spawn("foliocache-flush".into(), move || {
+        let mut last_full = Instant::now();
+        loop {
+            // No strong reference to the cache while asleep: it
+            // goes when its last user drops it, and this thread
+            // notices within the wait.
+            f.wait(Duration::from_millis(500));
+            let Some(inner) = weak.upgrade() else { return };
+            let full = last_full.elapsed() >= FLUSH_INTERVAL;
+            if full {
+                last_full = Instant::now();
             }
-        })?;
+            flush(&inner, full);
+        }
+    })?;
     Ok(())
 }
 

@@ -161,6 +161,23 @@ pub fn test_path(module: &str, name: &str) -> String {
     }
 }
 
+/// A command that runs this test binary again on the one test `name` of
+/// the module whose `module_path!()` is `module` ([`test_path`]), on one
+/// thread, its output not captured: for a test whose part runs in a
+/// child process of its own (told its part by an environment variable
+/// the caller sets), away from the other tests of the binary.
+pub fn rerun_test(module: &str, name: &str) -> std::process::Command {
+    let exe = std::env::current_exe().expect("the test's executable");
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args([
+        test_path(module, name).as_str(),
+        "--exact",
+        "--nocapture",
+        "--test-threads=1",
+    ]);
+    cmd
+}
+
 /// Runs `cmd`; its output, or a panic showing the command, its status and
 /// its output unless it exits 0.
 pub fn run_checked(cmd: &mut std::process::Command) -> std::process::Output {

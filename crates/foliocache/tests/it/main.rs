@@ -111,6 +111,9 @@ mod crash {
     mod random;
 }
 
+/// The cache's own threads run the builder's start hook.
+mod threads;
+
 /// Regression tests, one a bug found and fixed.
 mod regress {
     mod close_size;

@@ -1052,6 +1052,47 @@ static void test_signal_safety(const char *self) {
     close(signal_pipe[1]);
 }
 
+/* A signal sent to the process while its own (only) thread blocks it
+ * waits for that thread: the cache's threads take none of the program's
+ * signals. Run on one of them, the handler's write on a served fd passed
+ * through to the kernel behind the cache's back (the cache's threads pass
+ * every call through), and the cache's later writeback of the same bytes
+ * overwrote it. */
+static int usr1_fd;
+static volatile pid_t usr1_tid;
+
+static void on_usr1(int sig) {
+    (void)sig;
+    int saved = errno;
+    if (pwrite(usr1_fd, "S", 1, 0) == 1)
+        __atomic_store_n(&usr1_tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
+    errno = saved;
+}
+
+static void test_signals_skip_cache_threads(void) {
+    const char *p = path_of("usr1.bin");
+    usr1_fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    CHECK(served(usr1_fd) && write(usr1_fd, "abc", 3) == 3);
+    struct sigaction sa = {0};
+    sa.sa_handler = on_usr1;
+    CHECK(sigaction(SIGUSR1, &sa, NULL) == 0);
+    sigset_t usr1, old;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    CHECK(pthread_sigmask(SIG_BLOCK, &usr1, &old) == 0);
+    CHECK(kill(getpid(), SIGUSR1) == 0);
+    /* Pending here unless another thread took it: delivered now. */
+    CHECK(pthread_sigmask(SIG_SETMASK, &old, NULL) == 0);
+    while (!__atomic_load_n(&usr1_tid, __ATOMIC_ACQUIRE))
+        ;
+    CHECK(usr1_tid == (pid_t)syscall(SYS_gettid));
+    signal(SIGUSR1, SIG_DFL);
+    char got[3] = {0};
+    CHECK(pread(usr1_fd, got, 3, 0) == 3 && memcmp(got, "Sbc", 3) == 0);
+    CHECK(close(usr1_fd) == 0);
+    CHECK(kernel_pread(p, got, 3, 0) == 3 && memcmp(got, "Sbc", 3) == 0);
+}
+
 /* Left open and dirty: written back at exit (the harness checks). */
 static void test_exit_writes_back(void) {
     enum { N = 100000 };
@@ -1097,6 +1138,7 @@ int main(int argc, char **argv) {
     test_threads();
     test_close_races();
     test_signal_safety(argv[0]);
+    test_signals_skip_cache_threads();
     test_threads_share_a_position();
     test_exit_writes_back();
     if (failures) {
