@@ -628,6 +628,42 @@ static void test_stdio(void) {
     close(fd);
 }
 
+/* A stream closed while another thread opens one on the fd number it
+ * frees: the library's fclose once released its file's count after the
+ * real fclose, by fd number, so it released the new stream's file (served
+ * again while its stream was open) and never the old one's (never served
+ * again). The shim loaded after the library (tests/c/after_fclose.c) runs
+ * the other thread's fopen just after the real fclose, every time. */
+static const char *race_b;
+static FILE *race_stream;
+
+static void fopen_b(void) { race_stream = fopen(race_b, "w"); }
+
+static void test_fclose_racing_fopen(void) {
+    void (**hook)(void) = dlsym(RTLD_DEFAULT, "after_fclose_hook");
+    CHECK(hook != NULL);
+    if (!hook)
+        return;
+    const char *a = path_of("race-a.bin");
+    race_b = path_of("race-b.bin");
+    FILE *fa = fopen(a, "w");
+    CHECK(fa != NULL && fputs("a", fa) >= 0);
+    int n = fileno(fa);
+    *hook = fopen_b;
+    CHECK(fclose(fa) == 0);
+    /* The new stream took the number the old one freed. */
+    CHECK(race_stream != NULL && fileno(race_stream) == n);
+    /* Its file is the kernel's while it is open (this open makes that for
+     * good); the old stream's file is served again. */
+    int fd = open(race_b, O_RDONLY);
+    CHECK(fd >= 0 && !served(fd));
+    close(fd);
+    fd = open(a, O_RDONLY);
+    CHECK(fd >= 0 && served(fd));
+    close(fd);
+    CHECK(race_stream && fclose(race_stream) == 0);
+}
+
 /* mmap: the file goes to the kernel, written back first. */
 static void test_mmap(void) {
     const char *p = path_of("mmap.bin");
@@ -1127,6 +1163,7 @@ int main(int argc, char **argv) {
     test_sizes_and_stat();
     test_copies();
     test_stdio();
+    test_fclose_racing_fopen();
     test_mmap();
     test_fork();
     test_fork_child_closes();

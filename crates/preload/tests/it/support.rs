@@ -72,6 +72,27 @@ pub fn compile(name: &str, out_dir: &Path, build: Build) -> PathBuf {
     exe
 }
 
+/// Compiles `tests/c/<name>.c` into `out_dir` as a shared object (to load
+/// with `LD_PRELOAD` after the library); returns its path.
+pub fn compile_shared(name: &str, out_dir: &Path) -> PathBuf {
+    let so = out_dir.join(format!("{name}.so"));
+    checked(
+        Command::new("cc")
+            .args([
+                "-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-shared", "-fPIC",
+            ])
+            .arg(
+                Path::new(MANIFEST_DIR)
+                    .join("tests/c")
+                    .join(format!("{name}.c")),
+            )
+            .arg("-ldl")
+            .arg("-o")
+            .arg(&so),
+    );
+    so
+}
+
 /// Byte `i` of the C programs' test pattern for `seed` (`pat` there).
 pub fn pattern(seed: u64, i: u64) -> u8 {
     (i.wrapping_mul(31) + seed * 7 + (i >> 12)) as u8
