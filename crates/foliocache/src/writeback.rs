@@ -563,6 +563,15 @@ impl Mapping {
         // open again longer, with zeros past its end).
         if !self.memfile && self.backing_writable() {
             self.fix_backing_size()?;
+            // The space reserved past the size for writes to come goes
+            // back (a failure leaves it reserved, the data unharmed).
+            let _i = self.inode_lock.write();
+            if let Err(e) = self.backing().release_reserved(self.size()) {
+                log::warn!(
+                    "{:?}: giving back space reserved past the end: {e}",
+                    self.path
+                );
+            }
         }
         Ok(())
     }

@@ -87,6 +87,8 @@ mod write {
     mod errors;
     /// Memfiles: files with no backing.
     mod memfile;
+    /// Space reserved at write: a full filesystem fails the write.
+    mod reserve;
     /// `collapse_range` and `insert_range`.
     mod shift;
     /// Uncached writes (`DONTCACHE`).
