@@ -49,12 +49,17 @@ fn hook_runs_once_on_every_thread_the_cache_starts() {
         return;
     }
     let before = threads();
-    let ran: Arc<Mutex<Vec<i32>>> = Arc::default();
+    let ran: Arc<Mutex<Vec<(i32, String)>>> = Arc::default();
     let seen = ran.clone();
     let cache = Cache::builder()
         .capacity(4 << 20)
         .populate(Populate::Lazy)
-        .on_thread_start(move || seen.lock().unwrap().push(nix::unistd::gettid().as_raw()))
+        .on_thread_start(move || {
+            let name = std::thread::current().name().unwrap_or("").to_string();
+            seen.lock()
+                .unwrap()
+                .push((nix::unistd::gettid().as_raw(), name));
+        })
         .build()
         .unwrap();
     // Readahead over a memory backing (no file descriptor) runs on the
@@ -63,32 +68,44 @@ fn hook_runs_once_on_every_thread_the_cache_starts() {
     let mut buf = vec![0u8; 4096];
     file.read_at(&mut buf, 0).unwrap();
     cache.wait_io_idle();
-    let started: BTreeMap<i32, String> = threads()
-        .into_iter()
-        .filter(|(tid, _)| !before.contains_key(tid))
+    let started: Vec<i32> = threads()
+        .into_keys()
+        .filter(|tid| !before.contains_key(tid))
         .collect();
-    let mut hooked = ran.lock().unwrap().clone();
+    // A thread just started may not have run its first line yet: once
+    // the cache is gone and its threads have exited, every one of them
+    // has (its hook is the first thing it runs).
+    drop(file);
+    drop(cache);
+    let mut waits = 0;
+    while threads().keys().any(|tid| started.contains(tid)) {
+        waits += 1;
+        assert!(
+            waits < 3000,
+            "the cache's threads did not exit after its drop"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let ran = ran.lock().unwrap().clone();
+    let mut hooked: Vec<i32> = ran.iter().map(|(tid, _)| *tid).collect();
     hooked.sort_unstable();
     let mut once = hooked.clone();
     once.dedup();
-    assert_eq!(hooked, once, "the hook ran twice on a thread");
+    assert_eq!(hooked, once, "the hook ran twice on a thread: {ran:?}");
     assert_eq!(
-        hooked,
-        started.keys().copied().collect::<Vec<_>>(),
-        "threads the cache started ({started:?}) against those that ran the hook"
+        hooked, started,
+        "threads the cache started against those that ran the hook ({ran:?})"
     );
-    // Names as the kernel keeps them: 15 bytes at most.
     for name in [
-        "foliocache-flus",
-        "foliocache-popu",
-        "foliocache-pres",
+        "foliocache-flush",
+        "foliocache-populate",
+        "foliocache-pressure",
         "foliocache-wb0",
         "aio-",
     ] {
         assert!(
-            started.values().any(|n| n.starts_with(name)),
-            "no thread {name}* among {started:?}"
+            ran.iter().any(|(_, n)| n.starts_with(name)),
+            "no thread {name}* among {ran:?}"
         );
     }
-    drop(file);
 }
