@@ -27,7 +27,8 @@
 //!   itself hit it. So no data a write acknowledged is dropped by a failed
 //!   writeback; a sync that succeeds after one has written it.
 //! - The flusher, one thread per cache, wakes when dirty data
-//!   passes the background threshold (or reclaim met a dirty folio), and
+//!   passes the background threshold, and when reclaim met a dirty folio
+//!   (then it writes back everything dirty, under the threshold too), and
 //!   every [`FLUSH_INTERVAL`] writes back everything dirty (the kernel's
 //!   periodic writeback of expired data, without per-folio ages).
 //! - The dirty limit and background threshold default to shares of what
@@ -149,11 +150,13 @@ pub(crate) fn dirty_background(cache: &CacheInner) -> u64 {
 
 /// One round of the flusher: over the background threshold, write
 /// back files (the dirtiest first) until under half of it; with `all`,
+/// or when reclaim asked (it met dirty folios: `Bdi::kick_for_reclaim`),
 /// write back everything dirty. Errors are recorded in each file's
 /// error sequence for its next sync.
 // (No flusher thread under loom.)
 #[cfg_attr(loom, allow(dead_code))]
 fn flush(cache: &CacheInner, all: bool) {
+    let all = cache.bdi.take_reclaim_wants() || all;
     retry_closed(cache, all);
     if !all && dirty(cache) <= dirty_background(cache) {
         return;

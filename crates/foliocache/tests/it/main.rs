@@ -125,4 +125,5 @@ mod regress {
     mod late_mapping_drop;
     mod lru_putback;
     mod read_past_truncate;
+    mod reclaim_dirty_below_background;
 }
