@@ -6,8 +6,8 @@
 //! the size goes back when the last handle closes.
 
 use std::io::ErrorKind;
-use std::os::unix::fs::MetadataExt;
 
+use crate::common::write::allocated;
 use backing::Op;
 use foliocache::File;
 use test_support::cache::{faulty_file, open_rw, TestCache};
@@ -15,11 +15,6 @@ use test_support::{TempPath, Tmpfs};
 
 const KIB: usize = 1024;
 const MIB: usize = 1024 * KIB;
-
-/// The file's allocated bytes (`st_blocks`).
-fn allocated(path: &std::path::Path) -> u64 {
-    std::fs::metadata(path).unwrap().blocks() * 512
-}
 
 /// A store that refuses the reservation (`ENOSPC`) fails the extending
 /// write itself, which writes nothing; a write inside the file reserves
