@@ -31,7 +31,7 @@ use std::thread::{Builder, JoinHandle};
 /// ```
 /// use std::sync::atomic::{AtomicUsize, Ordering};
 /// use std::sync::Arc;
-/// use backing::ThreadStart;
+/// use foliocache_backing::ThreadStart;
 ///
 /// let started = Arc::new(AtomicUsize::new(0));
 /// let seen = started.clone();
