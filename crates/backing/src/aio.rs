@@ -110,7 +110,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use crate::sync::{bump, lock, wait, AtomicU64, Condvar, Mutex, Ordering};
-use crate::{check_io_range, Backing, IoBuf, IoBufMut};
+use crate::{check_io_range, Backing, IoBuf, IoBufMut, ThreadStart};
 
 mod pool;
 #[allow(unsafe_code)]
@@ -172,6 +172,9 @@ pub struct IoEngineConfig {
     /// and the pool for ops without a file descriptor under io_uring
     /// (started on first use). At least 1. Default 2.
     pub threads: usize,
+    /// Run first on each of the engine's threads (the completion thread,
+    /// the pool's). Default: nothing.
+    pub on_thread_start: ThreadStart,
 }
 
 impl Default for IoEngineConfig {
@@ -180,6 +183,7 @@ impl Default for IoEngineConfig {
             kind: EngineKind::Auto,
             queue_depth: 256,
             threads: 2,
+            on_thread_start: ThreadStart::default(),
         }
     }
 }
@@ -205,6 +209,12 @@ impl IoEngineConfig {
     /// Sets [`threads`](Self::threads).
     pub fn threads(mut self, threads: usize) -> Self {
         self.threads = threads;
+        self
+    }
+
+    /// Sets [`on_thread_start`](Self::on_thread_start) to run `f`.
+    pub fn on_thread_start(mut self, f: impl Fn() + Send + Sync + 'static) -> Self {
+        self.on_thread_start = ThreadStart::new(f);
         self
     }
 }
@@ -594,11 +604,25 @@ impl IoEngine {
             ));
         }
         let stats = Arc::new(Stats::default());
-        let pool = Arc::new(Pool::new(cfg.threads, stats.clone()));
+        let pool = Arc::new(Pool::new(
+            cfg.threads,
+            stats.clone(),
+            cfg.on_thread_start.clone(),
+        ));
         let uring = match cfg.kind {
             EngineKind::Threads => None,
-            EngineKind::Uring => Some(Uring::new(cfg.queue_depth, stats.clone(), pool.clone())?),
-            EngineKind::Auto => match Uring::new(cfg.queue_depth, stats.clone(), pool.clone()) {
+            EngineKind::Uring => Some(Uring::new(
+                cfg.queue_depth,
+                stats.clone(),
+                pool.clone(),
+                &cfg.on_thread_start,
+            )?),
+            EngineKind::Auto => match Uring::new(
+                cfg.queue_depth,
+                stats.clone(),
+                pool.clone(),
+                &cfg.on_thread_start,
+            ) {
                 Ok(u) => Some(u),
                 Err(e) => {
                     log::warn!(

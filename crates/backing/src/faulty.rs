@@ -54,9 +54,11 @@ pub enum Op {
     Len,
     /// [`Backing::collapse_range`] and [`Backing::insert_range`].
     ShiftRange,
+    /// [`Backing::reserve`] (a failure with `ENOSPC` is a full store).
+    Reserve,
 }
 
-const NR_OPS: usize = 7;
+const NR_OPS: usize = 8;
 
 impl Op {
     fn index(self) -> usize {
@@ -68,6 +70,7 @@ impl Op {
             Op::PunchHole => 4,
             Op::Len => 5,
             Op::ShiftRange => 6,
+            Op::Reserve => 7,
         }
     }
 }
@@ -137,6 +140,8 @@ pub struct FaultStats {
     pub shifts: u64,
     /// `len` calls.
     pub len_calls: u64,
+    /// `reserve` calls.
+    pub reserves: u64,
     /// Bytes returned by successful reads.
     pub bytes_read: u64,
     /// Bytes the inner backing wrote (including the part of a write below
@@ -157,6 +162,7 @@ struct Counters {
     punch_holes: AtomicU64,
     shifts: AtomicU64,
     len_calls: AtomicU64,
+    reserves: AtomicU64,
     bytes_read: AtomicU64,
     bytes_written: AtomicU64,
     injected_errors: AtomicU64,
@@ -339,6 +345,7 @@ impl<B: Backing> FaultyBacking<B> {
             punch_holes: g(&c.punch_holes),
             shifts: g(&c.shifts),
             len_calls: g(&c.len_calls),
+            reserves: g(&c.reserves),
             bytes_read: g(&c.bytes_read),
             bytes_written: g(&c.bytes_written),
             injected_errors: g(&c.injected_errors),
@@ -357,6 +364,7 @@ impl<B: Backing> FaultyBacking<B> {
             &c.punch_holes,
             &c.shifts,
             &c.len_calls,
+            &c.reserves,
             &c.bytes_read,
             &c.bytes_written,
             &c.injected_errors,
@@ -526,6 +534,15 @@ impl<B: Backing> Backing for FaultyBacking<B> {
 
     fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
         self.inner.allocate(offset, len)
+    }
+
+    fn reserve(&self, offset: u64, end: u64) -> io::Result<()> {
+        self.simple(Op::Reserve, &self.counters.reserves)?;
+        self.inner.reserve(offset, end)
+    }
+
+    fn release_reserved(&self, size: u64) -> io::Result<()> {
+        self.inner.release_reserved(size)
     }
 
     fn collapse_range(&self, offset: u64, len: u64) -> io::Result<()> {

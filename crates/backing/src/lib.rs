@@ -114,6 +114,7 @@ mod record;
 mod sync;
 #[allow(unsafe_code)]
 mod sys;
+mod thread;
 
 use std::fmt;
 use std::fs::File;
@@ -126,6 +127,7 @@ pub use faulty::{FaultStats, FaultyBacking, Op};
 pub use file::{FileBacking, FileOptions};
 pub use mem::MemBacking;
 pub use record::{Recorded, RecordingBacking};
+pub use thread::ThreadStart;
 
 /// The unit of all IO, in bytes: file offsets, buffer addresses and buffer
 /// lengths are multiples of it. It equals the page size, and is a multiple
@@ -343,6 +345,38 @@ pub trait Backing: Send + Sync + 'static {
         Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
     }
 
+    /// A write of `[offset, end)` that extends the file is coming: reserves
+    /// the store's space for it, so that writing it back cannot fail for
+    /// want of space, as ext4's delayed allocation reserves blocks at
+    /// `write(2)`. A store may reserve ahead of `end` (so an appending
+    /// writer pays a system call per many writes), never failing for that
+    /// part; [`release_reserved`](Self::release_reserved) gives back what
+    /// is past the size. The default reserves nothing (a memory store has
+    /// no space to run out of). A store that cannot reserve (its
+    /// filesystem refuses `fallocate`) returns `Ok` and writes go on as
+    /// before: a full store then fails their writeback.
+    ///
+    /// # Errors
+    /// `ENOSPC` (kind `StorageFull`) when the store cannot hold
+    /// `[offset, end)`; the store's error (`EIO`).
+    fn reserve(&self, offset: u64, end: u64) -> io::Result<()> {
+        let _ = (offset, end);
+        Ok(())
+    }
+
+    /// The file's size is `size` for now (its last handle closed, its
+    /// data written back): gives back the space
+    /// [`reserve`](Self::reserve) took past it. The default has nothing to
+    /// give back.
+    ///
+    /// # Errors
+    /// The store's error; the space then stays reserved (the data is
+    /// unharmed).
+    fn release_reserved(&self, size: u64) -> io::Result<()> {
+        let _ = size;
+        Ok(())
+    }
+
     /// Removes `[offset, offset + len)` from the file and moves the data
     /// after it down by `len` bytes: the file shrinks by `len`
     /// (`fallocate(FALLOC_FL_COLLAPSE_RANGE)`). The default refuses
@@ -492,6 +526,12 @@ macro_rules! forward_backing {
             }
             fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
                 (**self).allocate(offset, len)
+            }
+            fn reserve(&self, offset: u64, end: u64) -> io::Result<()> {
+                (**self).reserve(offset, end)
+            }
+            fn release_reserved(&self, size: u64) -> io::Result<()> {
+                (**self).release_reserved(size)
             }
             fn collapse_range(&self, offset: u64, len: u64) -> io::Result<()> {
                 (**self).collapse_range(offset, len)

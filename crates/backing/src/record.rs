@@ -228,6 +228,14 @@ impl<B: Backing> Backing for RecordingBacking<B> {
         self.inner.allocate(offset, len)
     }
 
+    fn reserve(&self, offset: u64, end: u64) -> io::Result<()> {
+        self.inner.reserve(offset, end)
+    }
+
+    fn release_reserved(&self, size: u64) -> io::Result<()> {
+        self.inner.release_reserved(size)
+    }
+
     fn collapse_range(&self, offset: u64, len: u64) -> io::Result<()> {
         self.logged(
             |b| b.collapse_range(offset, len),

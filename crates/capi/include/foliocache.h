@@ -239,8 +239,12 @@ ssize_t fc_pread(fc_file_t file, void *buf, size_t count, int64_t offset);
  * until written back. Writing past the end extends the file; the gap reads
  * as zeros. Returns `count`, or -1 with errno set: EBADF; EACCES (the file
  * was opened O_RDONLY: pwrite(2) would say EBADF); EINVAL and EFAULT as
- * fc_pread; EFBIG (past the largest file size); an error of the backing
- * file (reading the rest of a partly written page, or a writeback when the
+ * fc_pread; EFBIG (past the largest file size); ENOSPC (a write that
+ * extends the file reserves its space on the backing's filesystem first,
+ * as ext4's delayed allocation does: a full filesystem fails it, writing
+ * nothing; where the filesystem cannot reserve, a full one fails the
+ * writeback instead, at the next sync); an error of the backing file
+ * (reading the rest of a partly written page, or a writeback when the
  * cache was over its dirty limit); ENOMEM. After an error, part of the
  * data may have been written.
  */

@@ -6,6 +6,8 @@
 
 use std::sync::Arc;
 
+use backing::ThreadStart;
+
 use crate::kick::Kick;
 use crate::wbpool::WbPool;
 
@@ -13,6 +15,12 @@ use crate::wbpool::WbPool;
 pub(crate) struct Bdi {
     /// The background writeback thread's wake-up.
     flusher: Arc<Kick>,
+    /// Reclaim met dirty folios it could not take: the flusher's next
+    /// round writes back everything dirty, whatever the thresholds say
+    /// (the kernel's `wakeup_flusher_threads(WB_REASON_VMSCAN)`). A std
+    /// atomic: the flusher does not run under loom.
+    #[allow(clippy::disallowed_types)]
+    reclaim_wants: std::sync::atomic::AtomicBool,
     /// The threads that carry a writeback run's writes side by side
     /// (started with the cache, joined when it goes).
     pool: WbPool,
@@ -28,12 +36,17 @@ pub(crate) struct Bdi {
 impl Bdi {
     /// The control of a new cache: its pool started (run inline under
     /// loom, whose models do not run the pool's threads), the thresholds
-    /// in pages.
-    pub(crate) fn new(limit_set: Option<u64>, background_set: Option<u64>) -> Bdi {
+    /// in pages; the pool's threads run `on_start` first.
+    pub(crate) fn new(
+        limit_set: Option<u64>,
+        background_set: Option<u64>,
+        #[cfg_attr(loom, allow(unused_variables))] on_start: &ThreadStart,
+    ) -> Bdi {
         Bdi {
             flusher: Arc::new(Kick::default()),
+            reclaim_wants: Default::default(),
             #[cfg(not(loom))]
-            pool: WbPool::new(crate::wbpool::WB_WORKERS),
+            pool: WbPool::new(crate::wbpool::WB_WORKERS, on_start),
             #[cfg(loom)]
             pool: WbPool::inline(),
             limit_set,
@@ -44,6 +57,24 @@ impl Bdi {
     /// Wakes the flusher (never blocks for long: see [`Kick::kick`]).
     pub(crate) fn kick(&self) {
         self.flusher.kick();
+    }
+
+    /// Wakes the flusher for reclaim, which met dirty folios: its next
+    /// round writes back everything dirty, even under the background
+    /// threshold (a few dirty pages in large folios can hold all of a
+    /// small cache's memory).
+    pub(crate) fn kick_for_reclaim(&self) {
+        self.reclaim_wants
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.kick();
+    }
+
+    /// Whether reclaim asked for writeback since the last call (which
+    /// clears the request).
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) fn take_reclaim_wants(&self) -> bool {
+        self.reclaim_wants
+            .swap(false, std::sync::atomic::Ordering::AcqRel)
     }
 
     /// Wakes the flusher so that it cannot miss it (the cache's drop).

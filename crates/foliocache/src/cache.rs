@@ -34,6 +34,7 @@ use crate::stats::Latencies;
 use crate::sync::Ordering;
 use crate::vmscan::Reclaim;
 use backing::aio::{EngineStats, IoEngine, IoEngineConfig};
+use backing::ThreadStart;
 
 /// Chunks of 2 MiB the populater keeps faulted in ahead of allocation
 /// (with [`Populate::Lazy`]): 8 MiB, a few readahead windows, so a
@@ -52,19 +53,17 @@ const AHEAD_CHUNKS: usize = 4;
 /// the flusher, it holds the cache only while it works and exits once the
 /// cache is gone.
 #[cfg(not(loom))]
-fn spawn_populater(inner: &Arc<CacheInner>) -> io::Result<()> {
+fn spawn_populater(inner: &Arc<CacheInner>, on_start: &ThreadStart) -> io::Result<()> {
     let kick = Arc::new(crate::kick::Kick::default());
     inner.mem.arena.set_ahead(kick.clone());
     let weak = Arc::downgrade(inner);
-    std::thread::Builder::new()
-        .name("foliocache-populate".into())
-        .spawn(move || loop {
-            let kicked = kick.wait(Duration::from_millis(500));
-            let Some(inner) = weak.upgrade() else { return };
-            if kicked {
-                inner.mem.arena.populate_ahead(AHEAD_CHUNKS);
-            }
-        })?;
+    on_start.spawn("foliocache-populate".into(), move || loop {
+        let kicked = kick.wait(Duration::from_millis(500));
+        let Some(inner) = weak.upgrade() else { return };
+        if kicked {
+            inner.mem.arena.populate_ahead(AHEAD_CHUNKS);
+        }
+    })?;
     Ok(())
 }
 
@@ -82,6 +81,7 @@ pub struct CacheBuilder {
     dirty_background: Option<usize>,
     huge_pages: bool,
     pressure: PressureConfig,
+    on_thread_start: ThreadStart,
 }
 
 impl Default for CacheBuilder {
@@ -98,6 +98,7 @@ impl Default for CacheBuilder {
             dirty_background: None,
             huge_pages: true,
             pressure: PressureConfig::default(),
+            on_thread_start: ThreadStart::default(),
         }
     }
 }
@@ -209,6 +210,42 @@ impl CacheBuilder {
         self
     }
 
+    /// Runs `f` first on every thread the cache starts, before the thread
+    /// does any of its work (as tokio's `Builder::on_thread_start`): the
+    /// flusher, the writeback pool's threads, the populater, the pressure
+    /// watcher, and the IO engine's threads (its completion thread, its
+    /// pool's, started on first use). It replaces a hook set in
+    /// [`io_engine`](Self::io_engine)'s configuration. The short-lived
+    /// threads that fault in a [`Populate::Eager`] arena during
+    /// [`build`](Self::build) (which make no system call but `madvise`)
+    /// do not run it.
+    ///
+    /// For a program that must tell the cache's threads from its own: an
+    /// `LD_PRELOAD` interposer that lets the cache's own calls pass
+    /// through, or one that blocks signals on threads it did not start.
+    /// `f` should neither block for long nor panic (a thread whose hook
+    /// panics ends there, see [`ThreadStart::new`]).
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    ///
+    /// let started = Arc::new(AtomicUsize::new(0));
+    /// let seen = started.clone();
+    /// let cache = foliocache::Cache::builder()
+    ///     .capacity(4 << 20)
+    ///     .on_thread_start(move || {
+    ///         seen.fetch_add(1, Ordering::Relaxed);
+    ///     })
+    ///     .build()?;
+    /// # drop(cache);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn on_thread_start(mut self, f: impl Fn() + Send + Sync + 'static) -> Self {
+        self.on_thread_start = ThreadStart::new(f);
+        self
+    }
+
     /// Maps the arena and builds the cache.
     ///
     /// With the default [`Populate::Lazy`] it takes the same time whatever
@@ -226,7 +263,10 @@ impl CacheBuilder {
     /// Also starts the background flusher thread and, unless
     /// [`PressureConfig::off`], the pressure watcher; both exit when the
     /// cache is dropped.
-    pub fn build(self) -> io::Result<Cache> {
+    pub fn build(mut self) -> io::Result<Cache> {
+        if self.on_thread_start.is_set() {
+            self.io.on_thread_start = self.on_thread_start.clone();
+        }
         // Under loom, readahead IO runs on the reader's thread (loom cannot
         // model the engine's threads).
         // (Not under loom: the models build caches by the thousand, and
@@ -254,18 +294,18 @@ impl CacheBuilder {
                 Memory::new(arena, table),
                 Io::new(io, self.max_folio_order, self.readahead),
                 Reclaim::new(shadow_nodes),
-                Bdi::new(dirty_limit, dirty_background),
+                Bdi::new(dirty_limit, dirty_background, &self.on_thread_start),
                 self.refault_detection,
             )),
         };
         #[cfg(not(loom))]
-        crate::writeback::spawn_flusher(&cache.inner)?;
+        crate::writeback::spawn_flusher(&cache.inner, &self.on_thread_start)?;
         #[cfg(not(loom))]
         if self.populate == Populate::Lazy {
-            spawn_populater(&cache.inner)?;
+            spawn_populater(&cache.inner, &self.on_thread_start)?;
         }
         #[cfg(not(loom))]
-        crate::pressure::spawn(&cache.inner, &self.pressure, &limits)?;
+        crate::pressure::spawn(&cache.inner, &self.pressure, &limits, &self.on_thread_start)?;
         Ok(cache)
     }
 }

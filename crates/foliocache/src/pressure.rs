@@ -502,6 +502,7 @@ pub(crate) fn spawn(
     inner: &Arc<CacheInner>,
     cfg: &PressureConfig,
     limits: &MemoryLimits,
+    on_start: &backing::ThreadStart,
 ) -> io::Result<()> {
     if !cfg.enabled {
         return Ok(());
@@ -527,9 +528,9 @@ pub(crate) fn spawn(
     let on_drop = stop.clone();
     inner.set_on_drop(Box::new(move || on_drop.stop()));
     let weak = Arc::downgrade(inner);
-    std::thread::Builder::new()
-        .name("foliocache-pressure".into())
-        .spawn(move || watch_loop(&weak, &watch, psi.as_ref(), &stop))?;
+    on_start.spawn("foliocache-pressure".into(), move || {
+        watch_loop(&weak, &watch, psi.as_ref(), &stop)
+    })?;
     Ok(())
 }
 

@@ -293,11 +293,11 @@ fn isolate_lru_folios<'c>(
         let busy = f.flags();
         if busy.intersects(FolioFlags::DIRTY.union(FolioFlags::WRITEBACK)) {
             // Never dropped dirty: rotated, and the flusher asked to
-            // write it back (the kernel sets PG_reclaim and wakes the
-            // flusher).
+            // write it back, whatever the dirty thresholds (the kernel
+            // sets PG_reclaim and wakes the flusher for reclaim).
             lruv.list_push_head(&mut lru.inactive, page);
             scan.stuck += f.nr_pages();
-            cache.bdi.kick();
+            cache.bdi.kick_for_reclaim();
             continue;
         }
         let mapping = match batch.mapping_of(f) {

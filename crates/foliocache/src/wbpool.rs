@@ -27,6 +27,7 @@
 // is no worker thread under loom, and `run` then calls the jobs in turn.)
 #![allow(clippy::disallowed_types)]
 
+use backing::ThreadStart;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -108,16 +109,14 @@ impl WbPool {
     }
 
     /// A pool of `workers` threads. If the OS refuses some, the pool has
-    /// fewer (at worst none: callers run their jobs alone).
+    /// fewer (at worst none: callers run their jobs alone). Each runs
+    /// `on_start` first.
     #[cfg_attr(loom, allow(dead_code))]
-    pub(crate) fn new(workers: usize) -> WbPool {
+    pub(crate) fn new(workers: usize, on_start: &ThreadStart) -> WbPool {
         let mut pool = WbPool::inline();
         for k in 0..workers {
             let shared = pool.shared.clone();
-            match std::thread::Builder::new()
-                .name(format!("foliocache-wb{k}"))
-                .spawn(move || worker(&shared))
-            {
+            match on_start.spawn(format!("foliocache-wb{k}"), move || worker(&shared)) {
                 Ok(h) => pool.workers.push(h),
                 Err(e) => {
                     log::warn!("foliocache: writeback pool: only {k} threads ({e})");
@@ -223,7 +222,7 @@ mod tests {
 
     #[test]
     fn runs_every_job_once_and_waits_for_all() {
-        let pool = WbPool::new(3);
+        let pool = WbPool::new(3, &ThreadStart::default());
         assert_eq!(pool.workers(), 3);
         for n in [0, 1, 2, 7, 100] {
             let hits: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
@@ -239,7 +238,7 @@ mod tests {
     fn jobs_run_side_by_side() {
         // Four jobs that each wait for all four: only done if the three
         // workers and the caller run them at once.
-        let pool = WbPool::new(3);
+        let pool = WbPool::new(3, &ThreadStart::default());
         let b = Barrier::new(4);
         pool.run(4, &|_| {
             b.wait();
@@ -248,7 +247,7 @@ mod tests {
 
     #[test]
     fn a_panicking_job_does_not_stop_the_others_or_the_pool() {
-        let pool = WbPool::new(2);
+        let pool = WbPool::new(2, &ThreadStart::default());
         let ok = AtomicU64::new(0);
         pool.run(10, &|i| {
             assert!(i != 3, "job 3 fails");
@@ -263,7 +262,7 @@ mod tests {
 
     #[test]
     fn many_callers_at_once_all_finish() {
-        let pool = WbPool::new(2);
+        let pool = WbPool::new(2, &ThreadStart::default());
         let total = AtomicU64::new(0);
         std::thread::scope(|s| {
             for _ in 0..8 {
@@ -281,7 +280,7 @@ mod tests {
 
     #[test]
     fn drop_joins_the_workers() {
-        let pool = WbPool::new(4);
+        let pool = WbPool::new(4, &ThreadStart::default());
         let shared = Arc::downgrade(&pool.shared);
         pool.run(16, &|_| {});
         drop(pool);

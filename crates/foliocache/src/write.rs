@@ -342,7 +342,9 @@ impl File {
     /// - `FileTooLarge`: the write would end past `i64::MAX` bytes, or past
     ///   the largest file the backing's filesystem holds (`EFBIG`, as a
     ///   local filesystem's `pwrite` fails; nothing is written).
-    /// - `StorageFull`: a memory file's data would exceed the cache.
+    /// - `StorageFull`: a memory file's data would exceed the cache; the
+    ///   backing's filesystem has no space for an extending write (see
+    ///   "Space on the backing").
     /// - A backing read error for a partial folio; a writeback error when
     ///   the writer was throttled (the cache over its dirty limit) and the
     ///   writeback failed; `OutOfMemory` if every folio stayed in use for
@@ -353,10 +355,19 @@ impl File {
     /// written (and the file extended to their end).
     ///
     /// # Space on the backing
-    /// A write reserves no space on the backing's filesystem: a full disk
+    /// A write that extends the file reserves the backing's space for its
+    /// bytes first ([`Backing::reserve`](backing::Backing::reserve): a
+    /// file on disk takes `fallocate(FALLOC_FL_KEEP_SIZE)`, ahead of the
+    /// write by an eighth of the file, 1 MiB to 64 MiB, so an appending
+    /// writer pays one system call per many writes; what is past the size
+    /// goes back when the last handle closes), as ext4's delayed
+    /// allocation reserves blocks at `write(2)`: when the filesystem is
+    /// full, this write fails with `StorageFull` (`ENOSPC`) and writes
+    /// nothing. Where the filesystem cannot reserve (`EOPNOTSUPP`: FUSE,
+    /// NFS before 4.2), and for writes inside the file (into a hole of a
+    /// sparse file, say), nothing is reserved: a full disk
     /// (`ENOSPC`) or an IO error appears when the data is written back,
-    /// not here (ext4 reserves blocks at `write(2)` for its delayed
-    /// allocation; this cache does not). The error is reported
+    /// not here. That error is reported
     /// by the next [`sync_data`](Self::sync_data) or
     /// [`sync_all`](Self::sync_all) of every handle (once each, as the
     /// kernel's errseq), by a write that was throttled into that
@@ -415,6 +426,9 @@ impl File {
                 // serialised by this lock, and `end` is past the file:
                 // the backing's probe may punch a hole at `end - 1`.)
                 m.backing().check_size(end)?;
+                // Space for it, reserved now: a full store fails this
+                // write, not its writeback.
+                m.backing().reserve(offset, end)?;
             }
             break (offset, InodeGuard::Exclusive(g));
         };

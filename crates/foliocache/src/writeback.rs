@@ -27,7 +27,8 @@
 //!   itself hit it. So no data a write acknowledged is dropped by a failed
 //!   writeback; a sync that succeeds after one has written it.
 //! - The flusher, one thread per cache, wakes when dirty data
-//!   passes the background threshold (or reclaim met a dirty folio), and
+//!   passes the background threshold, and when reclaim met a dirty folio
+//!   (then it writes back everything dirty, under the threshold too), and
 //!   every [`FLUSH_INTERVAL`] writes back everything dirty (the kernel's
 //!   periodic writeback of expired data, without per-folio ages).
 //! - The dirty limit and background threshold default to shares of what
@@ -89,26 +90,27 @@ pub(crate) const CLOSED_DIRTY_KEEP: Duration = Duration::from_secs(60);
 /// Starts the flusher thread of a cache. It holds the cache only while it
 /// works, and exits once the cache is gone.
 #[cfg(not(loom))]
-pub(crate) fn spawn_flusher(inner: &std::sync::Arc<CacheInner>) -> io::Result<()> {
+pub(crate) fn spawn_flusher(
+    inner: &std::sync::Arc<CacheInner>,
+    on_start: &backing::ThreadStart,
+) -> io::Result<()> {
     let weak = std::sync::Arc::downgrade(inner);
     let f = inner.bdi.flusher();
-    std::thread::Builder::new()
-        .name("foliocache-flush".into())
-        .spawn(move || {
-            let mut last_full = Instant::now();
-            loop {
-                // No strong reference to the cache while asleep: it
-                // goes when its last user drops it, and this thread
-                // notices within the wait.
-                f.wait(Duration::from_millis(500));
-                let Some(inner) = weak.upgrade() else { return };
-                let full = last_full.elapsed() >= FLUSH_INTERVAL;
-                if full {
-                    last_full = Instant::now();
-                }
-                flush(&inner, full);
+    on_start.spawn("foliocache-flush".into(), move || {
+        let mut last_full = Instant::now();
+        loop {
+            // No strong reference to the cache while asleep: it
+            // goes when its last user drops it, and this thread
+            // notices within the wait.
+            f.wait(Duration::from_millis(500));
+            let Some(inner) = weak.upgrade() else { return };
+            let full = last_full.elapsed() >= FLUSH_INTERVAL;
+            if full {
+                last_full = Instant::now();
             }
-        })?;
+            flush(&inner, full);
+        }
+    })?;
     Ok(())
 }
 
@@ -148,11 +150,13 @@ pub(crate) fn dirty_background(cache: &CacheInner) -> u64 {
 
 /// One round of the flusher: over the background threshold, write
 /// back files (the dirtiest first) until under half of it; with `all`,
+/// or when reclaim asked (it met dirty folios: `Bdi::kick_for_reclaim`),
 /// write back everything dirty. Errors are recorded in each file's
 /// error sequence for its next sync.
 // (No flusher thread under loom.)
 #[cfg_attr(loom, allow(dead_code))]
 fn flush(cache: &CacheInner, all: bool) {
+    let all = cache.bdi.take_reclaim_wants() || all;
     retry_closed(cache, all);
     if !all && dirty(cache) <= dirty_background(cache) {
         return;
@@ -562,6 +566,15 @@ impl Mapping {
         // open again longer, with zeros past its end).
         if !self.memfile && self.backing_writable() {
             self.fix_backing_size()?;
+            // The space reserved past the size for writes to come goes
+            // back (a failure leaves it reserved, the data unharmed).
+            let _i = self.inode_lock.write();
+            if let Err(e) = self.backing().release_reserved(self.size()) {
+                log::warn!(
+                    "{:?}: giving back space reserved past the end: {e}",
+                    self.path
+                );
+            }
         }
         Ok(())
     }

@@ -55,6 +55,36 @@ pub(crate) fn pass_through_for_good() {
     PASSTHROUGH.store(true, Ordering::Relaxed);
 }
 
+/// Run first on every thread the cache starts (its flusher, writeback
+/// pool, pressure watcher, IO engine: `CacheBuilder::on_thread_start`):
+/// every call the thread makes passes through for good, and it blocks
+/// the signals a program may catch, so that none of the program's signal
+/// handlers runs there (a handler's write on a served fd would pass
+/// through to the kernel behind the cache's back). The signals a fault
+/// raises (`SIGSEGV`, `SIGBUS`, `SIGILL`, `SIGFPE`, `SIGTRAP`, `SIGSYS`)
+/// stay unblocked: blocked, they would kill the process at once.
+fn on_cache_thread() {
+    INSIDE.with(|i| i.set(true));
+    let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: `sigfillset` initializes the set it is given; `sigdelset`
+    // and `pthread_sigmask` read an initialized set (a null old set is
+    // allowed) and change this thread's mask only.
+    unsafe {
+        libc::sigfillset(set.as_mut_ptr());
+        for sig in [
+            libc::SIGSEGV,
+            libc::SIGBUS,
+            libc::SIGILL,
+            libc::SIGFPE,
+            libc::SIGTRAP,
+            libc::SIGSYS,
+        ] {
+            libc::sigdelset(set.as_mut_ptr(), sig);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, set.as_ptr(), std::ptr::null_mut());
+    }
+}
+
 /// Runs `f`, which takes locks of the library's state, with every
 /// interposed call of this thread passing through meanwhile: a signal
 /// handler that interrupts it (and closes the fd number the kernel just
@@ -193,7 +223,7 @@ static CACHE: OnceLock<Option<Cache>> = OnceLock::new();
 fn cache() -> Option<&'static Cache> {
     CACHE
         .get_or_init(|| {
-            let mut b = Cache::builder();
+            let mut b = Cache::builder().on_thread_start(on_cache_thread);
             if config().capacity > 0 {
                 b = b.capacity(config().capacity);
             }
@@ -1082,6 +1112,31 @@ mod tests {
         assert_eq!(errno(), libc::EIO);
         // Inside, every call passes through; outside again, not.
         assert!(inside(false, || Ok(passing_through())));
+        assert!(!passing_through());
+    }
+
+    /// The cache's threads: every call passes through, even after the
+    /// library's own code returns (`inside` restores the marker it
+    /// found), and no signal a program catches is delivered there.
+    #[test]
+    fn a_cache_thread_passes_through_and_takes_no_signals() {
+        let (through, blocked) = std::thread::spawn(|| {
+            on_cache_thread();
+            inside((), || Ok(()));
+            let mut now = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+            // SAFETY: `pthread_sigmask` with no new set writes this
+            // thread's mask into `now`, which `sigismember` then reads.
+            let blocked = unsafe {
+                libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), now.as_mut_ptr());
+                [libc::SIGUSR1, libc::SIGTERM, libc::SIGALRM, libc::SIGSEGV]
+                    .map(|sig| libc::sigismember(now.as_ptr(), sig) == 1)
+            };
+            (passing_through(), blocked)
+        })
+        .join()
+        .unwrap();
+        assert!(through);
+        assert_eq!(blocked, [true, true, true, false]);
         assert!(!passing_through());
     }
 }

@@ -7,8 +7,9 @@
 //! - **Test data and knobs** ([`nonzero_bytes`], [`random_bytes`],
 //!   [`env_or`], [`proptest_cases`]); **temporary files** on the target's
 //!   filesystem, where `O_DIRECT` works ([`TempPath`]).
+//! - **A size-limited tmpfs** ([`Tmpfs`]), for a full filesystem.
 //! - **Re-running the test binary** on one test in a child process
-//!   ([`test_path`]); **other programs**: run and checked
+//!   ([`test_path`], [`rerun_test`]); **other programs**: run and checked
 //!   ([`run_checked`]), and a workspace `cdylib` built for a test
 //!   ([`build_cdylib`]).
 //! - **The xarray's reference model** ([`model`]), shared by the xarray's
@@ -159,6 +160,68 @@ pub fn test_path(module: &str, name: &str) -> String {
         Some((_crate, path)) => format!("{path}::{name}"),
         None => name.to_string(),
     }
+}
+
+/// A tmpfs mounted for a test (a filesystem that fills up: `size`
+/// bounds it), unmounted when dropped.
+#[derive(Debug)]
+pub struct Tmpfs {
+    /// The mount point.
+    pub path: PathBuf,
+}
+
+impl Tmpfs {
+    /// A tmpfs of `size` (`mount -o size=`: `1m`, `64k`) on `at`, which is
+    /// created; or `None` when it cannot be mounted (not root: skipped, or
+    /// failed under CI, saying why, for `test`).
+    pub fn mount(at: &Path, size: &str, test: &str) -> Option<Tmpfs> {
+        std::fs::create_dir_all(at).expect("a mount point");
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(at)
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(Tmpfs {
+                path: at.to_path_buf(),
+            }),
+            Ok(o) => {
+                let why = String::from_utf8_lossy(&o.stderr).into_owned();
+                skip_or_fail(test, format!("mounting a tmpfs (needs root): {why}"));
+                None
+            }
+            Err(e) => {
+                skip_or_fail(test, format!("mount: {e}"));
+                None
+            }
+        }
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        // Lazy, so that a file a failing test left open does not keep it.
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.path)
+            .status();
+    }
+}
+
+/// A command that runs this test binary again on the one test `name` of
+/// the module whose `module_path!()` is `module` ([`test_path`]), on one
+/// thread, its output not captured: for a test whose part runs in a
+/// child process of its own (told its part by an environment variable
+/// the caller sets), away from the other tests of the binary.
+pub fn rerun_test(module: &str, name: &str) -> std::process::Command {
+    let exe = std::env::current_exe().expect("the test's executable");
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args([
+        test_path(module, name).as_str(),
+        "--exact",
+        "--nocapture",
+        "--test-threads=1",
+    ]);
+    cmd
 }
 
 /// Runs `cmd`; its output, or a panic showing the command, its status and

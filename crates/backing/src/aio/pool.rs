@@ -17,6 +17,7 @@ use std::thread::{self, JoinHandle};
 
 use super::{mark_engine_thread, Op, Stats};
 use crate::sync::{bump, lock, wait, AtomicBool, Condvar, Mutex, Ordering};
+use crate::ThreadStart;
 
 /// A pool of reader threads; dropping it finishes the queued ops and joins
 /// the threads.
@@ -27,6 +28,8 @@ pub(super) struct Pool {
     /// Whether all `want` threads run (so `submit` need not look).
     started: AtomicBool,
     want: usize,
+    /// Run first on each thread.
+    on_start: ThreadStart,
 }
 
 struct Shared {
@@ -41,8 +44,9 @@ struct Queue {
 }
 
 impl Pool {
-    /// A pool of `threads` threads, none started yet.
-    pub(super) fn new(threads: usize, stats: Arc<Stats>) -> Pool {
+    /// A pool of `threads` threads, none started yet; each runs `on_start`
+    /// first.
+    pub(super) fn new(threads: usize, stats: Arc<Stats>, on_start: ThreadStart) -> Pool {
         Pool {
             shared: Arc::new(Shared {
                 queue: Mutex::new(Queue {
@@ -55,6 +59,7 @@ impl Pool {
             threads: Mutex::new(Vec::new()),
             started: AtomicBool::new(false),
             want: threads,
+            on_start,
         }
     }
 
@@ -70,9 +75,11 @@ impl Pool {
         let mut threads = lock(&self.threads);
         while threads.len() < self.want {
             let shared = self.shared.clone();
-            let handle = thread::Builder::new()
-                .name(format!("aio-pool-{}", threads.len()))
-                .spawn(move || worker(&shared))?;
+            let handle = self
+                .on_start
+                .spawn(format!("aio-pool-{}", threads.len()), move || {
+                    worker(&shared)
+                })?;
             threads.push(handle);
         }
         self.started.store(true, Ordering::Release);

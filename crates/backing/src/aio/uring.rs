@@ -53,7 +53,7 @@ use super::pool::Pool;
 use super::{mark_engine_thread, Op, Stats};
 use crate::sync::{bump, lock, wait, Condvar, Mutex};
 use crate::sys::{locate, IOV_MAX};
-use crate::BLOCK;
+use crate::{ThreadStart, BLOCK};
 
 /// `user_data` of the NOP that wakes the completion thread at shutdown
 /// (never a box pointer, which is non-null).
@@ -228,12 +228,17 @@ fn setup(depth: u32) -> io::Result<IoUring> {
 
 impl Uring {
     /// Sets up the ring, checks for `IORING_OP_READV` and starts the
-    /// completion thread.
+    /// completion thread, which runs `on_start` first.
     ///
     /// # Errors
     /// `io_uring_setup`'s error (`ENOSYS`, `EPERM`, `ENOMEM`, ...),
     /// `Unsupported` without READV, or the thread spawn's error.
-    pub(super) fn new(depth: u32, stats: Arc<Stats>, pool: Arc<Pool>) -> io::Result<Uring> {
+    pub(super) fn new(
+        depth: u32,
+        stats: Arc<Stats>,
+        pool: Arc<Pool>,
+        on_start: &ThreadStart,
+    ) -> io::Result<Uring> {
         let ring = setup(depth)?;
         let mut probe = Probe::new();
         let (has_read, has_writev, has_write) = match ring.submitter().register_probe(&mut probe) {
@@ -269,9 +274,7 @@ impl Uring {
             fail_submit: std::sync::atomic::AtomicI32::new(0),
         });
         let r = ring.clone();
-        let thread = thread::Builder::new()
-            .name("aio-uring".to_string())
-            .spawn(move || r.completion_loop())?;
+        let thread = on_start.spawn("aio-uring".to_string(), move || r.completion_loop())?;
         let _ = ring.thread.set(thread.thread().id());
         Ok(Uring {
             ring,

@@ -87,6 +87,8 @@ mod write {
     mod errors;
     /// Memfiles: files with no backing.
     mod memfile;
+    /// Space reserved at write: a full filesystem fails the write.
+    mod reserve;
     /// `collapse_range` and `insert_range`.
     mod shift;
     /// Uncached writes (`DONTCACHE`).
@@ -111,6 +113,9 @@ mod crash {
     mod random;
 }
 
+/// The cache's own threads run the builder's start hook.
+mod threads;
+
 /// Regression tests, one a bug found and fixed.
 mod regress {
     mod close_size;
@@ -120,4 +125,5 @@ mod regress {
     mod late_mapping_drop;
     mod lru_putback;
     mod read_past_truncate;
+    mod reclaim_dirty_below_background;
 }

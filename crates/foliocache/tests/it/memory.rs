@@ -11,11 +11,11 @@
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use foliocache::PressureConfig;
-use test_support::{skip_or_fail, test_path};
+use test_support::{rerun_test, skip_or_fail};
 
 use test_support::cache::TestCache;
 use test_support::TempPath;
@@ -49,14 +49,8 @@ fn meminfo(field: &str) -> u64 {
 /// Re-runs this test binary on test `name` with `role` (and `env`) and
 /// returns the child.
 fn rerun(name: &str, role: &str, env: &[(&str, &Path)]) -> Child {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([
-        test_path(module_path!(), name).as_str(),
-        "--exact",
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .env(ROLE, role);
+    let mut cmd = rerun_test(module_path!(), name);
+    cmd.env(ROLE, role);
     for (k, v) in env {
         cmd.env(k, v);
     }

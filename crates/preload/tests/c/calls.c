@@ -628,6 +628,42 @@ static void test_stdio(void) {
     close(fd);
 }
 
+/* A stream closed while another thread opens one on the fd number it
+ * frees: the library's fclose once released its file's count after the
+ * real fclose, by fd number, so it released the new stream's file (served
+ * again while its stream was open) and never the old one's (never served
+ * again). The shim loaded after the library (tests/c/after_fclose.c) runs
+ * the other thread's fopen just after the real fclose, every time. */
+static const char *race_b;
+static FILE *race_stream;
+
+static void fopen_b(void) { race_stream = fopen(race_b, "w"); }
+
+static void test_fclose_racing_fopen(void) {
+    void (**hook)(void) = dlsym(RTLD_DEFAULT, "after_fclose_hook");
+    CHECK(hook != NULL);
+    if (!hook)
+        return;
+    const char *a = path_of("race-a.bin");
+    race_b = path_of("race-b.bin");
+    FILE *fa = fopen(a, "w");
+    CHECK(fa != NULL && fputs("a", fa) >= 0);
+    int n = fileno(fa);
+    *hook = fopen_b;
+    CHECK(fclose(fa) == 0);
+    /* The new stream took the number the old one freed. */
+    CHECK(race_stream != NULL && fileno(race_stream) == n);
+    /* Its file is the kernel's while it is open (this open makes that for
+     * good); the old stream's file is served again. */
+    int fd = open(race_b, O_RDONLY);
+    CHECK(fd >= 0 && !served(fd));
+    close(fd);
+    fd = open(a, O_RDONLY);
+    CHECK(fd >= 0 && served(fd));
+    close(fd);
+    CHECK(race_stream && fclose(race_stream) == 0);
+}
+
 /* mmap: the file goes to the kernel, written back first. */
 static void test_mmap(void) {
     const char *p = path_of("mmap.bin");
@@ -1052,6 +1088,47 @@ static void test_signal_safety(const char *self) {
     close(signal_pipe[1]);
 }
 
+/* A signal sent to the process while its own (only) thread blocks it
+ * waits for that thread: the cache's threads take none of the program's
+ * signals. Run on one of them, the handler's write on a served fd passed
+ * through to the kernel behind the cache's back (the cache's threads pass
+ * every call through), and the cache's later writeback of the same bytes
+ * overwrote it. */
+static int usr1_fd;
+static volatile pid_t usr1_tid;
+
+static void on_usr1(int sig) {
+    (void)sig;
+    int saved = errno;
+    if (pwrite(usr1_fd, "S", 1, 0) == 1)
+        __atomic_store_n(&usr1_tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
+    errno = saved;
+}
+
+static void test_signals_skip_cache_threads(void) {
+    const char *p = path_of("usr1.bin");
+    usr1_fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    CHECK(served(usr1_fd) && write(usr1_fd, "abc", 3) == 3);
+    struct sigaction sa = {0};
+    sa.sa_handler = on_usr1;
+    CHECK(sigaction(SIGUSR1, &sa, NULL) == 0);
+    sigset_t usr1, old;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    CHECK(pthread_sigmask(SIG_BLOCK, &usr1, &old) == 0);
+    CHECK(kill(getpid(), SIGUSR1) == 0);
+    /* Pending here unless another thread took it: delivered now. */
+    CHECK(pthread_sigmask(SIG_SETMASK, &old, NULL) == 0);
+    while (!__atomic_load_n(&usr1_tid, __ATOMIC_ACQUIRE))
+        ;
+    CHECK(usr1_tid == (pid_t)syscall(SYS_gettid));
+    signal(SIGUSR1, SIG_DFL);
+    char got[3] = {0};
+    CHECK(pread(usr1_fd, got, 3, 0) == 3 && memcmp(got, "Sbc", 3) == 0);
+    CHECK(close(usr1_fd) == 0);
+    CHECK(kernel_pread(p, got, 3, 0) == 3 && memcmp(got, "Sbc", 3) == 0);
+}
+
 /* Left open and dirty: written back at exit (the harness checks). */
 static void test_exit_writes_back(void) {
     enum { N = 100000 };
@@ -1086,6 +1163,7 @@ int main(int argc, char **argv) {
     test_sizes_and_stat();
     test_copies();
     test_stdio();
+    test_fclose_racing_fopen();
     test_mmap();
     test_fork();
     test_fork_child_closes();
@@ -1097,6 +1175,7 @@ int main(int argc, char **argv) {
     test_threads();
     test_close_races();
     test_signal_safety(argv[0]);
+    test_signals_skip_cache_threads();
     test_threads_share_a_position();
     test_exit_writes_back();
     if (failures) {

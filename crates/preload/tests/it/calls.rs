@@ -5,10 +5,12 @@
 
 use std::path::Path;
 
-use crate::support::{compile, pattern, preloaded, Build, BUILDS};
+use crate::support::{compile, compile_shared, library, pattern, preloaded, Build, BUILDS};
 
 /// `tests/c/calls.c`, built plain and fortified, each run on a fresh
-/// directory.
+/// directory, with `tests/c/after_fclose.c` loaded after the library (a
+/// hook between the real `fclose` and the library's return, for the
+/// `fclose`/`fopen` race).
 #[test]
 fn every_call_and_behaviour() {
     for build in BUILDS {
@@ -19,9 +21,17 @@ fn every_call_and_behaviour() {
 fn every_call_and_behaviour_in(build: Build) {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let exe = compile("calls", dir.path(), build);
+    let shim = compile_shared("after_fclose", dir.path());
     let data = tempfile::tempdir().expect("a temporary directory");
     println!("{build:?}:");
-    let out = crate::support::checked(preloaded(&exe, data.path()).arg(data.path()));
+    let mut preload = library().as_os_str().to_owned();
+    preload.push(" ");
+    preload.push(&shim);
+    let out = crate::support::checked(
+        preloaded(&exe, data.path())
+            .env("LD_PRELOAD", preload)
+            .arg(data.path()),
+    );
     print!("{}", String::from_utf8_lossy(&out.stdout));
 
     // Left open and dirty at exit: written back by the exit handler.

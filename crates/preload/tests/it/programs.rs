@@ -6,6 +6,7 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::support::{checked, preloaded};
+use test_support::Tmpfs;
 
 /// Whether `program` runs; if not, skips (or fails under CI) saying so.
 fn installed(program: &str, test: &str) -> bool {
@@ -131,42 +132,13 @@ fn fio_verifies_crc32c() {
     fio(Command::new("fio"), dir.path(), "--verify_only");
 }
 
-/// A tmpfs mounted for a test, unmounted when dropped.
-struct Tmpfs(std::path::PathBuf);
-
-impl Tmpfs {
-    /// A tmpfs of `size` at `at` (created), or `None` (skipped, or failed
-    /// under CI, saying why) when it cannot be mounted.
-    fn mount(at: &Path, size: &str, test: &str) -> Option<Tmpfs> {
-        std::fs::create_dir(at).expect("a mount point");
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(at)
-            .output();
-        match out {
-            Ok(o) if o.status.success() => Some(Tmpfs(at.to_path_buf())),
-            Ok(o) => {
-                let why = String::from_utf8_lossy(&o.stderr).into_owned();
-                test_support::skip_or_fail(test, format!("mounting a tmpfs: {why}"));
-                None
-            }
-            Err(e) => {
-                test_support::skip_or_fail(test, format!("mount: {e}"));
-                None
-            }
-        }
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-    }
-}
-
 /// On a full filesystem (a tmpfs of 1 MiB), `cp` of a 3 MB file fails as
-/// it does without the library: the data is cached at `write`, and the
-/// `close` that writes it back reports `ENOSPC` (and says so on stderr).
+/// it does without the library, at the write that does not fit: a write
+/// that extends a file reserves its space on the filesystem
+/// (`fallocate`), as ext4's delayed allocation does at `write(2)`. (Before
+/// the reservation, the data was cached at `write` and only the `close`
+/// that wrote it back failed: cp said "failed to close".) What cp wrote
+/// before is in the file, and no space stays reserved past it.
 #[test]
 fn cp_onto_a_full_filesystem_fails() {
     let dir = tempfile::tempdir().expect("a temporary directory");
@@ -182,7 +154,7 @@ fn cp_onto_a_full_filesystem_fails() {
         .map(|i| (i * 31 + i / 4096) as u8)
         .collect();
     std::fs::write(&big, &data).expect("the source");
-    let dest = full.0.join("x");
+    let dest = full.path.join("x");
     let plain = Command::new("cp")
         .arg(&big)
         .arg(&dest)
@@ -193,7 +165,7 @@ fn cp_onto_a_full_filesystem_fails() {
         "cp alone fills the tmpfs and fails"
     );
     std::fs::remove_file(&dest).expect("the partial copy");
-    let out = preloaded("cp", &full.0)
+    let out = preloaded("cp", &full.path)
         .arg(&big)
         .arg(&dest)
         .output()
@@ -204,4 +176,16 @@ fn cp_onto_a_full_filesystem_fails() {
         "cp exited 0 under the library: {err}"
     );
     assert!(err.contains("No space left on device"), "{err}");
+    assert!(
+        !err.contains("close"),
+        "the close failed, not the write: {err}"
+    );
+    let copied = std::fs::read(&dest).expect("the partial copy");
+    assert!(!copied.is_empty() && data.starts_with(&copied));
+    let blocks = std::os::unix::fs::MetadataExt::blocks(&std::fs::metadata(&dest).unwrap());
+    assert!(
+        blocks * 512 <= (copied.len() as u64).next_multiple_of(4096),
+        "{blocks} blocks still allocated for {} bytes",
+        copied.len()
+    );
 }

@@ -56,9 +56,24 @@ pub fn compile(name: &str, out_dir: &Path, build: Build) -> PathBuf {
         Build::Plain => &["-O1"],
         Build::Fortified => &["-O2", "-D_FORTIFY_SOURCE=2"],
     };
+    cc(name, &[&["-pthread"], flags].concat(), &exe);
+    exe
+}
+
+/// Compiles `tests/c/<name>.c` into `out_dir` as a shared object (to load
+/// with `LD_PRELOAD` after the library); returns its path.
+pub fn compile_shared(name: &str, out_dir: &Path) -> PathBuf {
+    let so = out_dir.join(format!("{name}.so"));
+    cc(name, &["-O1", "-shared", "-fPIC"], &so);
+    so
+}
+
+/// `cc` on `tests/c/<name>.c` with warnings as errors and `flags`, into
+/// `out`.
+fn cc(name: &str, flags: &[&str], out: &Path) {
     checked(
         Command::new("cc")
-            .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pthread"])
+            .args(["-std=c11", "-Wall", "-Wextra", "-Werror"])
             .args(flags)
             .arg(
                 Path::new(MANIFEST_DIR)
@@ -67,9 +82,8 @@ pub fn compile(name: &str, out_dir: &Path, build: Build) -> PathBuf {
             )
             .arg("-ldl")
             .arg("-o")
-            .arg(&exe),
+            .arg(out),
     );
-    exe
 }
 
 /// Byte `i` of the C programs' test pattern for `seed` (`pat` there).

@@ -67,6 +67,11 @@ pub fn disk(path: &Path) -> Vec<u8> {
     fs::read(path).unwrap_or_else(|e| panic!("std::fs::read {}: {e}", path.display()))
 }
 
+/// The file's allocated bytes on its filesystem (`st_blocks`).
+pub fn allocated(path: &Path) -> u64 {
+    std::os::unix::fs::MetadataExt::blocks(&fs::metadata(path).unwrap()) * 512
+}
+
 /// Asserts `got == want` and, if not, says where they first differ
 /// (instead of printing megabytes).
 #[track_caller]

@@ -3,19 +3,13 @@
 //! write that extends the file meanwhile never cut back.
 
 use std::io::ErrorKind;
-use std::os::unix::fs::MetadataExt;
 
-use crate::common::write::{assert_same, disk, nonzero_bytes, open_rw, read_all, Model};
+use crate::common::write::{allocated, assert_same, disk, nonzero_bytes, open_rw, read_all, Model};
 use test_support::cache::TestCache;
 use test_support::TempPath;
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
-
-/// The backing file's allocated bytes (`st_blocks`).
-fn allocated(path: &std::path::Path) -> u64 {
-    std::fs::metadata(path).unwrap().blocks() * 512
-}
 
 #[test]
 fn allocate_reserves_and_grows_keep_size_only_reserves() {

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::process::Command;
 
 use foliocache::Cache;
-use test_support::{skip_or_fail, test_path};
+use test_support::{rerun_test, skip_or_fail};
 
 use crate::common::write as wcommon;
 use test_support::cache::TestCache;
@@ -50,14 +50,7 @@ fn child_reports_a_file() {
 
 /// (length, hash) of `path` as a separate process sees it.
 fn seen_by_another_process(path: &Path) -> (usize, u64) {
-    let exe = std::env::current_exe().unwrap();
-    let out = Command::new(exe)
-        .args([
-            test_path(module_path!(), "child_reports_a_file").as_str(),
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let out = rerun_test(module_path!(), "child_reports_a_file")
         .env(CHILD_ENV, path)
         .output()
         .expect("re-running the test binary");
@@ -301,13 +294,7 @@ fn child_writes_syncs_and_aborts() {
 #[test]
 fn data_synced_by_a_process_that_then_aborts_is_in_the_file() {
     let tmp = TempPath::new("abort");
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            test_path(module_path!(), "child_writes_syncs_and_aborts").as_str(),
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let out = rerun_test(module_path!(), "child_writes_syncs_and_aborts")
         .env(ABORT_ENV, &tmp.path)
         .output()
         .expect("re-running the test binary");
