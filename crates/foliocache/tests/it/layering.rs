@@ -36,6 +36,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("what works on mappings: writeback, memory pressure, truncation", &["writeback", "pressure", "truncate"]),
     ("the cache, which builds and ties the parts", &["cache"]),
     ("the handle and its operations", &["file", "write", "shift", "read_many"]),
+    ("what reads the cache from outside: its metrics", &["metrics"]),
 ];
 
 /// The longest import cycle allowed (the kernel's own `mm/` has
