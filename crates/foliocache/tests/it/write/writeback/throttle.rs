@@ -82,7 +82,9 @@ fn a_throttled_writer_writes_back_about_what_it_dirties_not_the_whole_file() {
         let (f, stop, page) = (f.clone(), stop.clone(), page.clone());
         std::thread::spawn(move || {
             let mut i = 0u64;
-            while !stop.load(Ordering::Relaxed) {
+            // At least one whole pass over the second half, so that the
+            // file ends up 8 MiB of written pages whenever it is stopped.
+            while i < pages / 2 || !stop.load(Ordering::Relaxed) {
                 f.write_all_at(&page, (pages / 2 + i % (pages / 2)) * PAGE as u64)
                     .unwrap();
                 i += 1;
