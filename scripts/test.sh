@@ -84,10 +84,12 @@ step "cargo package (${published[*]})"
 packages=()
 for name in "${published[@]}"; do packages+=(-p "$name"); done
 # Cargo builds each package against its siblings' packages through a local
-# registry, and keeps their extracted sources under the registry's nameless
-# directory (`registry/src/-HASH/`) keyed by version only: a second run at
-# the same version would build against the first run's sources. Those go.
-rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/foliocache-*
+# registry, keeps their extracted sources under the registry's nameless
+# directory (`registry/src/-HASH/`) and their builds in target/debug, both
+# keyed by version only (a registry's crates never change): a second run at
+# the same version would build against the first run's. Both go.
+rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/foliocache-* \
+  target/debug/.fingerprint/foliocache-* target/debug/deps/libfoliocache*
 cargo package --quiet --allow-dirty "${packages[@]}"
 
 step "benchmark smoke run (each benchmark once, no timing)"
