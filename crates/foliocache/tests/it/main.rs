@@ -110,6 +110,10 @@ mod crash {
     mod random;
 }
 
+/// Warm restarts: the state file saved and loaded, changed files
+/// skipped, bad state files, the capacity, the parser.
+mod warm;
+
 /// Regression tests, one a bug found and fixed.
 mod regress {
     mod close_size;
