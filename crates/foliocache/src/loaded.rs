@@ -46,7 +46,7 @@ impl Identity {
     }
 }
 
-/// The background load's progress, from [`Cache::warm_progress`].
+/// The background load's progress, from [`Cache::warm_progress`](crate::Cache::warm_progress).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct WarmProgress {
