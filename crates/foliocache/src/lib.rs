@@ -200,7 +200,7 @@ pub use loaded::WarmProgress;
 pub use pressure::PressureConfig;
 pub use read_many::{Completed, ReadQueue, ReadReq};
 pub use readahead::{Advice, ReadaheadConfig, Window};
-pub use warm::{WarmSaved, WarmStart};
+pub use warm::{WarmLoad, WarmSaved, WarmStart};
 pub use workingset::CacheStat;
 pub use write::{OpenOptions, WriteFlags};
 

@@ -185,15 +185,36 @@ impl Cache {
     /// opens it is dropped at that open. A missing state file is a cold
     /// start without a warning.
     pub fn warm_from(&self, path: impl AsRef<Path>) -> WarmStart {
+        let (start, load) = self.warm_load(path.as_ref());
+        let Some(load) = load else {
+            return start;
+        };
+        let spawned = std::thread::Builder::new()
+            .name("foliocache-warm".into())
+            .spawn(move || load.run());
+        match spawned {
+            Ok(_) => start,
+            Err(e) => {
+                self.warm.finish();
+                cold(path.as_ref(), &e)
+            }
+        }
+    }
+
+    /// [`warm_from`](Self::warm_from) with the load handed to the caller
+    /// to run on a thread of its choosing ([`WarmLoad::run`]): an
+    /// interposer runs it on a thread whose file calls it passes through.
+    /// The load is `None` on a cold start (the report says why).
+    pub fn warm_load(&self, path: impl AsRef<Path>) -> (WarmStart, Option<WarmLoad>) {
         let path = path.as_ref();
         let bytes = match std::fs::read(path) {
             Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return WarmStart::default(),
-            Err(e) => return cold(path, &e),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return (WarmStart::default(), None),
+            Err(e) => return (cold(path, &e), None),
         };
         let state = match State::decode(&bytes) {
             Ok(s) => s,
-            Err(e) => return cold(path, &e),
+            Err(e) => return (cold(path, &e), None),
         };
         let bytes = state
             .ranges
@@ -207,28 +228,25 @@ impl Cache {
             ranges: state.ranges.len() as u64,
             bytes,
         };
-        let w = &self.warm;
-        if !w.start(start.files, start.ranges, start.bytes) {
-            return WarmStart {
-                warning: Some(format!(
-                    "foliocache: {}: this cache has loaded a state file already; not loaded",
-                    path.display()
-                )),
-                ..WarmStart::default()
-            };
+        if !self.warm.start(start.files, start.ranges, start.bytes) {
+            let warning = format!(
+                "foliocache: {}: this cache has loaded a state file already; not loaded",
+                path.display()
+            );
+            return (
+                WarmStart {
+                    warning: Some(warning),
+                    ..WarmStart::default()
+                },
+                None,
+            );
         }
-        let loader = Loader {
+        let load = WarmLoad {
             inner: Arc::downgrade(&self.inner),
             warm: Arc::downgrade(&self.warm),
+            state,
         };
-        let spawned = std::thread::Builder::new()
-            .name("foliocache-warm".into())
-            .spawn(move || loader.run(state));
-        if let Err(e) = spawned {
-            w.finish();
-            return cold(path, &e);
-        }
-        start
+        (start, Some(load))
     }
 
     /// The background load's progress (all zeros when no load was
@@ -322,17 +340,32 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     result
 }
 
-/// The background load: holds the cache weakly, and ends when it goes.
-struct Loader {
+/// A warm load to run, from [`Cache::warm_load`]: it holds the cache
+/// weakly, and ends early if the cache goes.
+pub struct WarmLoad {
     inner: Weak<CacheInner>,
     warm: Weak<Loaded>,
+    state: State,
+}
+
+impl std::fmt::Debug for WarmLoad {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WarmLoad")
+            .field("files", &self.state.files.len())
+            .field("ranges", &self.state.ranges.len())
+            .finish()
+    }
 }
 
 /// A file as the loader found it: open (its handle) or skipped.
 type Opened = Option<File>;
 
-impl Loader {
-    fn run(self, state: State) {
+impl WarmLoad {
+    /// Runs the load on this thread, to its end (see
+    /// [`Cache::warm_from`]); [`Cache::warm_progress`] says how far it
+    /// got.
+    pub fn run(self) {
+        let state = self.state;
         let mut opened: HashMap<u32, Opened> = HashMap::new();
         let mut batch = 0u64;
         let mut misses = None;
