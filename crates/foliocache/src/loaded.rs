@@ -4,7 +4,8 @@
 //! is what the cache (which holds it) and an open (which takes a loaded
 //! file over) reach.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::filemap::Mapping;
@@ -75,6 +76,17 @@ pub struct WarmProgress {
     pub files_skipped: u64,
 }
 
+/// A closed file's ranges, noted for the next save.
+#[derive(Clone)]
+pub(crate) struct Remembered {
+    /// Its path.
+    pub(crate) path: PathBuf,
+    /// Its identity when noted.
+    pub(crate) identity: Identity,
+    /// Its runs of cached pages: first page, pages.
+    pub(crate) ranges: Vec<(u64, u32)>,
+}
+
 /// A cache's warm-restart state: the loader's progress and the loaded
 /// files no one opened yet.
 pub(crate) struct Loaded {
@@ -82,6 +94,11 @@ pub(crate) struct Loaded {
     /// kept (its folios too, until reclaim takes them) for the program's
     /// first open, which takes it out.
     pending: Mutex<HashMap<FileKey, (Arc<Mapping>, Identity)>>,
+    /// Files whose ranges were noted as they closed
+    /// (`Cache::remember`), most recent first, at most a capacity's
+    /// worth of pages: their folios left the cache with them, but the
+    /// next save lists them.
+    remembered: Mutex<VecDeque<Remembered>>,
     started: AtomicU64,
     done: AtomicU64,
     at_capacity: AtomicU64,
@@ -99,6 +116,7 @@ impl Loaded {
     pub(crate) fn new() -> Loaded {
         Loaded {
             pending: Mutex::new(HashMap::new()),
+            remembered: Mutex::new(VecDeque::new()),
             started: AtomicU64::default(),
             done: AtomicU64::default(),
             at_capacity: AtomicU64::default(),
@@ -110,6 +128,29 @@ impl Loaded {
             files_loaded: AtomicU64::default(),
             files_skipped: AtomicU64::default(),
         }
+    }
+
+    /// Notes a closing file's ranges, replacing an older note of the same
+    /// file, and forgets the oldest notes past `max_pages` pages.
+    pub(crate) fn remember(&self, r: Remembered, max_pages: u64) {
+        let mut list = self.remembered.lock();
+        list.retain(|o| (o.identity.dev, o.identity.ino) != (r.identity.dev, r.identity.ino));
+        list.push_front(r);
+        let mut pages = 0u64;
+        let keep = list
+            .iter()
+            .take_while(|o| {
+                pages += o.ranges.iter().map(|&(_, n)| u64::from(n)).sum::<u64>();
+                pages <= max_pages
+            })
+            .count()
+            .max(1);
+        list.truncate(keep);
+    }
+
+    /// The notes of closed files, most recent first.
+    pub(crate) fn remembered(&self) -> Vec<Remembered> {
+        self.remembered.lock().iter().cloned().collect()
     }
 
     /// Marks the load started with what the state file holds; `false` if

@@ -42,7 +42,7 @@ use crate::arena::PAGE_SIZE;
 use crate::cache::Cache;
 use crate::file::File;
 use crate::filemap::Mapping;
-use crate::loaded::{Identity, Loaded, WarmProgress};
+use crate::loaded::{Identity, Loaded, Remembered, WarmProgress};
 use crate::lru::NIL;
 use crate::mm::CacheInner;
 
@@ -151,9 +151,76 @@ impl Cache {
             }
         }
         self.walk_lru(&ids, &mut state.ranges);
-        // Files whose folios all went while the lists were walked.
         drop(live);
+        // Then the files closed since they were noted, least recently used
+        // as a group (their folios are gone from this cache), unless they
+        // are open again.
+        let listed: std::collections::HashSet<_> = state
+            .files
+            .iter()
+            .map(|f| (f.identity.dev, f.identity.ino))
+            .collect();
+        for r in self.warm.remembered() {
+            let key = (r.identity.dev, r.identity.ino);
+            if listed.contains(&key) || state.files.len() >= MAX_FILES {
+                continue;
+            }
+            let file = state.files.len() as u32;
+            state.files.push(SavedFile {
+                path: r.path,
+                identity: r.identity,
+            });
+            for (first, pages) in r.ranges {
+                if state.ranges.len() < MAX_RANGES {
+                    state.ranges.push(SavedRange { file, first, pages });
+                }
+            }
+        }
         (state, left_out)
+    }
+
+    /// Notes the ranges of `file` cached now, and its identity, for the
+    /// next [`save_state`](Self::save_state) to list even if the file has
+    /// closed by then (its folios gone from the cache): for a caller whose
+    /// files leave the cache as they close, as the interposer's do, which
+    /// calls this before their close. Notes are kept, most recent first,
+    /// up to the capacity in pages; a file noted again replaces its note.
+    /// Nothing is noted for a file that [`save_state`](Self::save_state)
+    /// would leave out (dirty data, a memory file, an unlinked file).
+    ///
+    /// # Locking
+    /// Walks the file's index without a lock (its answer is a snapshot).
+    pub fn remember(&self, file: &File) {
+        let m = file.mapping();
+        let Some(saved) = saved_file(m) else {
+            return;
+        };
+        let mut ranges: Vec<(u64, u32)> = Vec::new();
+        let mut index = 0;
+        while let Some(first) = Some(m.next_present(index, u64::MAX)).filter(|&i| i != u64::MAX) {
+            let (start, n) = m.span_at(first).unwrap_or((first, 1));
+            let start = start.max(index);
+            let end = (start + n).max(first + 1);
+            match ranges.last_mut() {
+                Some(last) if last.0 + u64::from(last.1) == start && last.1 < u32::MAX / 2 => {
+                    last.1 += (end - start) as u32
+                }
+                _ => ranges.push((start, (end - start) as u32)),
+            }
+            index = end;
+        }
+        if ranges.is_empty() {
+            return;
+        }
+        let max_pages = self.inner.mem.arena.capacity_pages() as u64;
+        self.warm.remember(
+            Remembered {
+                path: saved.path,
+                identity: saved.identity,
+                ranges,
+            },
+            max_pages,
+        );
     }
 
     /// Appends the LRU lists' folios of the files `ids` names, as runs,

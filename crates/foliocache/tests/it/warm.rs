@@ -352,3 +352,26 @@ proptest! {
         prop_assert!(!version, "a cut file is not another version");
     }
 }
+
+#[test]
+fn a_file_remembered_before_its_close_is_saved_after_it() {
+    let data = random_bytes(10, (64 * PAGE) as usize);
+    let file = TempPath::with_data("warm-remember", &data);
+    let state = TempPath::new("warm-remember-state");
+    let c = TestCache::bytes(16 << 20).no_readahead().build();
+    let f = c.open(&file.path).unwrap();
+    let mut buf = vec![0u8; (8 * PAGE) as usize];
+    f.read_exact_at(&mut buf, 16 * PAGE).unwrap();
+    c.remember(&f);
+    drop(f);
+    assert_eq!(c.stats().bytes_cached, 0, "the close took the folios");
+    c.save_state(&state.path).unwrap();
+    let s = State::decode(&fs::read(&state.path).unwrap()).unwrap();
+    assert_eq!(s.files.len(), 1, "{s:?}");
+    let ranges: Vec<(u64, u32)> = s.ranges.iter().map(|r| (r.first, r.pages)).collect();
+    assert_eq!(ranges, [(16, 8)]);
+
+    let c = TestCache::bytes(16 << 20).no_readahead().build();
+    c.warm_from(&state.path);
+    assert_eq!(loaded(&c).bytes_loaded, 8 * PAGE);
+}
