@@ -23,6 +23,9 @@
 //!   cache), the ceiling of any FUSE server, measured beside the mount.
 //! - [`serve`]: mount, serve with several threads until unmounted, SIGINT,
 //!   SIGTERM or SIGHUP, write every dirty folio back, unmount.
+//! - warm restarts (`warm.rs`): with [`MountOptions::state`], the cache's
+//!   list of cached ranges is loaded at start and saved periodically and
+//!   at unmount, so a remount starts warm.
 //!
 //! Locking: the inode table, the handle table and each control session
 //! are behind their own `parking_lot` mutex, held only for a table
@@ -77,6 +80,7 @@ pub mod errno;
 pub mod fs;
 pub mod inode;
 pub mod null;
+mod warm;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -107,6 +111,9 @@ pub struct MountOptions {
     pub allow_other: bool,
     /// Threads serving requests (at least 1).
     pub threads: usize,
+    /// The state file of warm restarts (`None`: none): loaded in the
+    /// background at start, saved periodically and at unmount.
+    pub state: Option<std::path::PathBuf>,
 }
 
 impl MountOptions {
@@ -120,6 +127,7 @@ impl MountOptions {
             dontcache: false,
             allow_other: false,
             threads: cpus.clamp(2, 8),
+            state: None,
         }
     }
 
@@ -225,7 +233,14 @@ pub fn session(
     opts: &MountOptions,
 ) -> io::Result<Session<FolioFs>> {
     let (b, m) = check_paths(backing_dir, mountpoint)?;
-    let fs = FolioFs::new(&b, opts.build_cache()?, opts.dontcache)?;
+    let mut fs = FolioFs::new(&b, opts.build_cache()?, opts.dontcache)?;
+    let _saver = match &opts.state {
+        Some(path) => {
+            fs.set_state_file(path.clone());
+            Some(warm::start(fs.cache(), path)?)
+        }
+        None => None,
+    };
     Session::new(fs, &m, &opts.fuser_config(&b))
 }
 
@@ -298,7 +313,14 @@ pub fn serve(
     signals.add(Signal::SIGHUP);
     signals.thread_block().map_err(io::Error::from)?;
     let (b, m) = check_paths(backing_dir, mountpoint)?;
-    let fs = FolioFs::new(&b, opts.build_cache()?, opts.dontcache)?;
+    let mut fs = FolioFs::new(&b, opts.build_cache()?, opts.dontcache)?;
+    let _saver = match &opts.state {
+        Some(path) => {
+            fs.set_state_file(path.clone());
+            Some(warm::start(fs.cache(), path)?)
+        }
+        None => None,
+    };
     let sync_error = fs.sync_error();
     let mut session = Session::new(fs, &m, &opts.fuser_config(&b))?;
     let unmounter = Arc::new(parking_lot::Mutex::new(session.unmount_callable()));

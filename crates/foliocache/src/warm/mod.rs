@@ -316,6 +316,29 @@ impl Cache {
         (start, Some(load))
     }
 
+    /// The page cache state of the whole file at `path` as this cache
+    /// holds it now ([`File::cachestat`] of all of it), found by device
+    /// and inode without opening the file: a warm-loaded file no program
+    /// opened yet stays the loader's (an open takes it over, and its
+    /// folios then go with that handle's close). All zeros when the cache
+    /// holds no mapping of the file.
+    ///
+    /// # Errors
+    /// The OS error of `stat(2)` on `path`.
+    pub fn cachestat_file(&self, path: impl AsRef<Path>) -> io::Result<crate::CacheStat> {
+        use std::os::unix::fs::MetadataExt;
+        let md = std::fs::metadata(path)?;
+        let key = Some((md.dev(), md.ino()));
+        let live = self.inner.live_mappings();
+        let cs = live
+            .iter()
+            .find(|m| m.key == key)
+            .map(|m| m.cachestat(0, u64::MAX))
+            .unwrap_or_default();
+        drop(live);
+        Ok(cs)
+    }
+
     /// The background load's progress (all zeros when no load was
     /// started): ranges and bytes loaded, files skipped.
     pub fn warm_progress(&self) -> WarmProgress {

@@ -375,3 +375,18 @@ fn a_file_remembered_before_its_close_is_saved_after_it() {
     c.warm_from(&state.path);
     assert_eq!(loaded(&c).bytes_loaded, 8 * PAGE);
 }
+
+#[test]
+fn cachestat_of_a_path_leaves_a_loaded_file_to_the_loader() {
+    let data = random_bytes(15, (16 * PAGE) as usize);
+    let file = TempPath::with_data("warm-peek", &data);
+    let state = TempPath::new("warm-peek-state");
+    save_after_reading(&file.path, &[(0, 16)], &state.path);
+    let c = TestCache::bytes(16 << 20).no_readahead().build();
+    c.warm_from(&state.path);
+    loaded(&c);
+    for _ in 0..2 {
+        assert_eq!(c.cachestat_file(&file.path).unwrap().cached, 16);
+    }
+    assert_eq!(c.stats().bytes_cached, 16 * PAGE, "still cached");
+}
