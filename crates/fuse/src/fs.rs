@@ -80,6 +80,8 @@ pub struct FolioFs {
     sync_error: Arc<Mutex<Option<String>>>,
     /// Where the warm-restart list is saved at unmount, if anywhere.
     state: Option<std::path::PathBuf>,
+    /// The periodic save of that list (stops when dropped).
+    saver: Option<crate::warm::Saver>,
 }
 
 /// Now, in nanoseconds since the epoch (at least 1).
@@ -210,12 +212,20 @@ impl FolioFs {
             shared_mmap: AtomicBool::new(false),
             sync_error: Arc::new(Mutex::new(None)),
             state: None,
+            saver: None,
         })
     }
 
-    /// Saves the warm-restart list to `path` at unmount ([`shutdown`](Self::shutdown)).
-    pub fn set_state_file(&mut self, path: std::path::PathBuf) {
-        self.state = Some(path);
+    /// Warm restarts with the state file at `path`: starts loading it
+    /// into the cache in the background, saves it every 30 s while the
+    /// file system lives, and at unmount ([`shutdown`](Self::shutdown)).
+    ///
+    /// # Errors
+    /// The OS error of starting the saving thread.
+    pub fn warm_restarts(&mut self, path: &Path) -> io::Result<()> {
+        self.saver = Some(crate::warm::start(&self.cache, path)?);
+        self.state = Some(path.to_path_buf());
+        Ok(())
     }
 
     /// The cache the files are served through.

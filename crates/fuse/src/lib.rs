@@ -234,13 +234,9 @@ pub fn session(
 ) -> io::Result<Session<FolioFs>> {
     let (b, m) = check_paths(backing_dir, mountpoint)?;
     let mut fs = FolioFs::new(&b, opts.build_cache()?, opts.dontcache)?;
-    let _saver = match &opts.state {
-        Some(path) => {
-            fs.set_state_file(path.clone());
-            Some(warm::start(fs.cache(), path)?)
-        }
-        None => None,
-    };
+    if let Some(path) = &opts.state {
+        fs.warm_restarts(path)?;
+    }
     Session::new(fs, &m, &opts.fuser_config(&b))
 }
 
@@ -314,13 +310,9 @@ pub fn serve(
     signals.thread_block().map_err(io::Error::from)?;
     let (b, m) = check_paths(backing_dir, mountpoint)?;
     let mut fs = FolioFs::new(&b, opts.build_cache()?, opts.dontcache)?;
-    let _saver = match &opts.state {
-        Some(path) => {
-            fs.set_state_file(path.clone());
-            Some(warm::start(fs.cache(), path)?)
-        }
-        None => None,
-    };
+    if let Some(path) = &opts.state {
+        fs.warm_restarts(path)?;
+    }
     let sync_error = fs.sync_error();
     let mut session = Session::new(fs, &m, &opts.fuser_config(&b))?;
     let unmounter = Arc::new(parking_lot::Mutex::new(session.unmount_callable()));

@@ -50,16 +50,32 @@ fn save_after_reading(path: &Path, ranges: &[(u64, u64)], state: &Path) {
     assert_eq!(saved.bytes, pages * PAGE, "{saved:?}");
 }
 
+/// A file of `pages` random pages (from `seed`), a cache that read
+/// `ranges` of it and saved its list: the file, its bytes, the list.
+fn saved(tag: &str, seed: u64, pages: u64, ranges: &[(u64, u64)]) -> (TempPath, Vec<u8>, TempPath) {
+    let data = random_bytes(seed, (pages * PAGE) as usize);
+    let file = TempPath::with_data(tag, &data);
+    let state = TempPath::new(&format!("{tag}-state"));
+    save_after_reading(&file.path, ranges, &state.path);
+    (file, data, state)
+}
+
+/// A new cache that loaded the list `state` (to the load's end), and the
+/// load's figures.
+fn load(state: &Path) -> (Cache, WarmProgress) {
+    let c = TestCache::bytes(16 << 20).no_readahead().build();
+    assert!(c.warm_from(state).found);
+    let p = loaded(&c);
+    (c, p)
+}
+
 fn cached_pages(f: &foliocache::File, first: u64, pages: u64) -> u64 {
     f.cachestat(first * PAGE, pages * PAGE).unwrap().cached
 }
 
 #[test]
 fn a_load_brings_back_the_saved_ranges_before_any_read() {
-    let data = random_bytes(1, (256 * PAGE) as usize);
-    let file = TempPath::with_data("warm-ranges", &data);
-    let state = TempPath::new("warm-ranges-state");
-    save_after_reading(&file.path, &[(0, 16), (100, 20), (200, 1)], &state.path);
+    let (file, _, state) = saved("warm-ranges", 1, 256, &[(0, 16), (100, 20), (200, 1)]);
 
     let c = TestCache::bytes(16 << 20).no_readahead().build();
     let start = c.warm_from(&state.path);
@@ -80,14 +96,8 @@ fn a_load_brings_back_the_saved_ranges_before_any_read() {
 
 #[test]
 fn loaded_ranges_read_as_hits_with_the_files_bytes() {
-    let data = random_bytes(2, (64 * PAGE) as usize);
-    let file = TempPath::with_data("warm-hits", &data);
-    let state = TempPath::new("warm-hits-state");
-    save_after_reading(&file.path, &[(0, 64)], &state.path);
-
-    let c = TestCache::bytes(16 << 20).no_readahead().build();
-    c.warm_from(&state.path);
-    loaded(&c);
+    let (file, data, state) = saved("warm-hits", 2, 64, &[(0, 64)]);
+    let (c, _) = load(&state.path);
     let io = c.stats().io_reads;
     let f = c.open(&file.path).unwrap();
     let mut buf = vec![0u8; data.len()];
@@ -98,10 +108,7 @@ fn loaded_ranges_read_as_hits_with_the_files_bytes() {
 
 #[test]
 fn the_ranges_are_saved_most_recently_used_first() {
-    let data = random_bytes(3, (64 * PAGE) as usize);
-    let file = TempPath::with_data("warm-order", &data);
-    let state = TempPath::new("warm-order-state");
-    save_after_reading(&file.path, &[(40, 4), (0, 4), (20, 4)], &state.path);
+    let (_file, _, state) = saved("warm-order", 3, 64, &[(40, 4), (0, 4), (20, 4)]);
     let s = State::decode(&fs::read(&state.path).unwrap()).unwrap();
     let firsts: Vec<u64> = s.ranges.iter().map(|r| r.first).collect();
     assert_eq!(firsts, [20, 0, 40], "{s:?}");
@@ -111,15 +118,9 @@ fn the_ranges_are_saved_most_recently_used_first() {
 /// loads the list, and checks that a read through the loaded cache
 /// returns the file's new bytes (`want`), the file counted skipped.
 fn changed_between_save_and_load(tag: &str, change: impl FnOnce(&Path) -> Vec<u8>) {
-    let data = random_bytes(4, (32 * PAGE) as usize);
-    let file = TempPath::with_data(tag, &data);
-    let state = TempPath::new(&format!("{tag}-state"));
-    save_after_reading(&file.path, &[(0, 32)], &state.path);
+    let (file, data, state) = saved(tag, 4, 32, &[(0, 32)]);
     let want = change(&file.path);
-
-    let c = TestCache::bytes(16 << 20).no_readahead().build();
-    assert!(c.warm_from(&state.path).found);
-    let p = loaded(&c);
+    let (c, p) = load(&state.path);
     assert_eq!((p.files_loaded, p.files_skipped), (0, 1), "{p:?}");
     assert_eq!(
         c.stats().bytes_cached,
@@ -166,14 +167,9 @@ fn a_file_replaced_by_rename_is_skipped() {
 
 #[test]
 fn a_file_changed_after_the_load_is_dropped_at_its_open() {
-    let data = random_bytes(7, (32 * PAGE) as usize);
-    let file = TempPath::with_data("warm-late", &data);
-    let state = TempPath::new("warm-late-state");
-    save_after_reading(&file.path, &[(0, 32)], &state.path);
-
-    let c = TestCache::bytes(16 << 20).no_readahead().build();
-    c.warm_from(&state.path);
-    assert_eq!(loaded(&c).files_loaded, 1);
+    let (file, _, state) = saved("warm-late", 7, 32, &[(0, 32)]);
+    let (c, p) = load(&state.path);
+    assert_eq!(p.files_loaded, 1);
     assert_eq!(c.stats().bytes_cached, 32 * PAGE, "loaded");
     let new = random_bytes(8, (32 * PAGE) as usize);
     let w = fs::OpenOptions::new().write(true).open(&file.path).unwrap();
@@ -191,10 +187,7 @@ fn a_file_changed_after_the_load_is_dropped_at_its_open() {
 
 #[test]
 fn a_load_stops_at_the_capacity_without_evicting() {
-    let data = random_bytes(9, (1024 * PAGE) as usize);
-    let file = TempPath::with_data("warm-capacity", &data);
-    let state = TempPath::new("warm-capacity-state");
-    save_after_reading(&file.path, &[(0, 1024)], &state.path);
+    let (_file, _, state) = saved("warm-capacity", 9, 1024, &[(0, 1024)]);
 
     let c = TestCache::bytes(1 << 20).no_readahead().build();
     assert_eq!(c.warm_from(&state.path).bytes, 1024 * PAGE);
@@ -371,20 +364,13 @@ fn a_file_remembered_before_its_close_is_saved_after_it() {
     let ranges: Vec<(u64, u32)> = s.ranges.iter().map(|r| (r.first, r.pages)).collect();
     assert_eq!(ranges, [(16, 8)]);
 
-    let c = TestCache::bytes(16 << 20).no_readahead().build();
-    c.warm_from(&state.path);
-    assert_eq!(loaded(&c).bytes_loaded, 8 * PAGE);
+    assert_eq!(load(&state.path).1.bytes_loaded, 8 * PAGE);
 }
 
 #[test]
 fn cachestat_of_a_path_leaves_a_loaded_file_to_the_loader() {
-    let data = random_bytes(15, (16 * PAGE) as usize);
-    let file = TempPath::with_data("warm-peek", &data);
-    let state = TempPath::new("warm-peek-state");
-    save_after_reading(&file.path, &[(0, 16)], &state.path);
-    let c = TestCache::bytes(16 << 20).no_readahead().build();
-    c.warm_from(&state.path);
-    loaded(&c);
+    let (file, _, state) = saved("warm-peek", 15, 16, &[(0, 16)]);
+    let (c, _) = load(&state.path);
     for _ in 0..2 {
         assert_eq!(c.cachestat_file(&file.path).unwrap().cached, 16);
     }
