@@ -22,8 +22,8 @@
 //! ctime) differs from the saved one is skipped; one that changes after
 //! it was loaded and before a program opens it is found changed at that
 //! open (its identity then against the one loaded) and its folios are
-//! dropped. Files with dirty data are not saved (their identity changes
-//! when the data is written back).
+//! dropped. A file open for writing is written back (and its backing's
+//! size fixed) before its identity is taken, as its close would.
 
 // Public for the parser's tests through `internals`.
 #[cfg_attr(not(feature = "internals"), allow(unreachable_pub))]
@@ -102,8 +102,10 @@ impl Cache {
     /// file is written to a temporary beside `path`, synced and renamed
     /// over it, so a crash leaves the old list or the new one.
     ///
-    /// Left out: files with dirty data (their identity changes when it is
-    /// written back: sync first to keep them), memory files, files
+    /// A file opened for writing is first brought to what its close would
+    /// leave (its dirty data written back, no `fsync`, and the backing's
+    /// size made the file's), so that its identity is the one it keeps.
+    /// Left out: files whose writeback fails, memory files, files
     /// unlinked since they were opened, and those opened other than by
     /// path.
     ///
@@ -185,8 +187,9 @@ impl Cache {
     /// files leave the cache as they close, as the interposer's do, which
     /// calls this before their close. Notes are kept, most recent first,
     /// up to the capacity in pages; a file noted again replaces its note.
-    /// Nothing is noted for a file that [`save_state`](Self::save_state)
-    /// would leave out (dirty data, a memory file, an unlinked file).
+    /// A file opened for writing is written back first, as
+    /// [`save_state`](Self::save_state) does; nothing is noted for a file
+    /// it would leave out.
     ///
     /// # Locking
     /// Walks the file's index without a lock (its answer is a snapshot).
@@ -362,7 +365,17 @@ fn cold(path: &Path, e: &dyn std::fmt::Display) -> WarmStart {
 /// `None` for what cannot be saved: a memory file, dirty data, a file
 /// unlinked or opened other than by path.
 fn saved_file(m: &Mapping) -> Option<SavedFile> {
-    if m.is_memfile() || m.dirty_bytes() > 0 {
+    if m.is_memfile() {
+        return None;
+    }
+    if m.backing_writable() {
+        // What its close will do, first: the data written back and the
+        // backing's size made the file's (a writeback past the end writes
+        // whole pages), so that the identity taken next is the one the
+        // file keeps once it is closed.
+        m.close_handle().ok()?;
+    }
+    if m.dirty_bytes() > 0 {
         return None;
     }
     let file = m.backing().raw_file()?;
