@@ -119,5 +119,8 @@ cargo test --release -p foliocache-cli --test it quick_seeds_smoke_run -- --noca
 # One test binary a crate (`tests/it/`, a module a theme) and the few that
 # need a process of their own (loom, memory_audit, soak, the fuzz smoke
 # run): docs/testing.md.
+# `foliocache run` and `mount` keep warm-restart state files under
+# $XDG_STATE_HOME by default: the tests' go to the target directory.
+export XDG_STATE_HOME="$PWD/target/test-state"
 step "cargo test --workspace --release"
 cargo test --workspace --release -- --skip quick_seeds_smoke_run

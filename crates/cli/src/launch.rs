@@ -13,10 +13,14 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
+use crate::state_path::StateArgs;
 use crate::units::parse_size;
 
 /// The library's file name.
 const LIBRARY: &str = "libfoliocache_preload.so";
+
+/// The library's variable naming the warm-restart state file.
+const STATE_VAR: &str = "FOLIOCACHE_PRELOAD_STATE";
 
 /// Options of `foliocache run`.
 #[derive(Debug, Clone, Args)]
@@ -28,6 +32,10 @@ pub struct RunArgs {
     /// A directory whose files the cache serves (repeatable).
     #[arg(long = "dir", value_name = "DIR", required = true)]
     pub dirs: Vec<PathBuf>,
+
+    /// Warm restarts: the state file (`--state`, `--no-state`).
+    #[command(flatten)]
+    pub state: StateArgs,
 
     /// The program to run and its arguments, after `--`.
     #[arg(value_name = "PROGRAM", required = true, last = true)]
@@ -61,7 +69,7 @@ fn library_for(exe: &Path) -> Result<PathBuf> {
 
 /// The variables the program runs with: `LD_PRELOAD` with the library
 /// first (before any the environment had), the directories (canonical,
-/// `:`-separated) and the capacity.
+/// `:`-separated), the capacity and the warm-restart state file.
 fn environment(args: &RunArgs, lib: &Path) -> Result<Vec<(&'static str, OsString)>> {
     let mut preload = OsString::from(lib);
     if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {
@@ -69,6 +77,7 @@ fn environment(args: &RunArgs, lib: &Path) -> Result<Vec<(&'static str, OsString
         preload.push(old);
     }
     let mut dirs = OsString::new();
+    let mut canonical_dirs = Vec::new();
     for (i, dir) in args.dirs.iter().enumerate() {
         let canonical = dir
             .canonicalize()
@@ -85,11 +94,15 @@ fn environment(args: &RunArgs, lib: &Path) -> Result<Vec<(&'static str, OsString
         if i > 0 {
             dirs.push(":");
         }
-        dirs.push(canonical);
+        dirs.push(&canonical);
+        canonical_dirs.push(canonical);
     }
     let mut env = vec![("LD_PRELOAD", preload), ("FOLIOCACHE_PRELOAD_DIRS", dirs)];
     if let Some(bytes) = args.capacity {
         env.push(("FOLIOCACHE_PRELOAD_CAPACITY", bytes.to_string().into()));
+    }
+    if let Some(state) = args.state.resolve(&canonical_dirs)? {
+        env.push((STATE_VAR, state.into()));
     }
     Ok(env)
 }
@@ -109,9 +122,12 @@ pub fn preloaded(args: &RunArgs) -> Result<Command> {
     let env = environment(args, &lib)?;
     let (program, rest) = args.command.split_first().context("no program to run")?;
     let mut cmd = Command::new(program);
-    cmd.args(rest).envs(env);
+    cmd.args(rest).envs(env.iter().cloned());
     if args.capacity.is_none() {
         cmd.env_remove("FOLIOCACHE_PRELOAD_CAPACITY");
+    }
+    if env.iter().all(|(n, _)| *n != STATE_VAR) {
+        cmd.env_remove(STATE_VAR);
     }
     Ok(cmd)
 }
@@ -131,6 +147,10 @@ mod tests {
         RunArgs {
             capacity,
             dirs,
+            state: StateArgs {
+                state: None,
+                no_state: true,
+            },
             command: vec!["true".into()],
         }
     }
@@ -184,6 +204,21 @@ mod tests {
         assert_eq!(get("FOLIOCACHE_PRELOAD_CAPACITY").unwrap(), "1048576");
         let env = environment(&args(vec![b.path().into()], None), Path::new("/x.so")).unwrap();
         assert!(env.iter().all(|(n, _)| *n != "FOLIOCACHE_PRELOAD_CAPACITY"));
+    }
+
+    #[test]
+    fn the_state_file_is_passed_on_unless_turned_off() {
+        let a = tempfile::tempdir().unwrap();
+        let mut run = args(vec![a.path().into()], None);
+        let env = environment(&run, Path::new("/x.so")).unwrap();
+        assert!(env.iter().all(|(n, _)| *n != STATE_VAR), "--no-state");
+        run.state = StateArgs {
+            state: Some(a.path().join("s.state")),
+            no_state: false,
+        };
+        let env = environment(&run, Path::new("/x.so")).unwrap();
+        let state = env.iter().find(|(n, _)| *n == STATE_VAR).map(|(_, v)| v);
+        assert_eq!(state, Some(&a.path().join("s.state").into_os_string()));
     }
 
     #[test]

@@ -50,6 +50,7 @@ mod report;
 mod run;
 mod scenario;
 mod spec;
+mod state_path;
 #[allow(unsafe_code)]
 mod sys;
 mod targets;

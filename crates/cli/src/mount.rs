@@ -23,6 +23,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use foliocache_fuse::{MountOptions, CONTROL_NAME};
 
+use crate::state_path::StateArgs;
 use crate::units::parse_size;
 
 /// The line a `--foreground` server prints on stdout once mounted, for a
@@ -59,6 +60,9 @@ pub struct MountArgs {
     /// mounted: `PORT` (on 127.0.0.1) or `HOST:PORT`.
     #[arg(long, value_name = "[HOST:]PORT", value_parser = crate::watch::parse_listen)]
     pub metrics: Option<std::net::SocketAddr>,
+    /// Warm restarts: the state file (`--state`, `--no-state`).
+    #[command(flatten)]
+    pub state: StateArgs,
 }
 
 /// Options of `foliocache stat`.
@@ -102,6 +106,11 @@ pub fn mount(a: &MountArgs) -> Result<()> {
         opts.threads = usize::from(t);
     }
     opts.metrics = a.metrics;
+    let backing = a
+        .backing_dir
+        .canonicalize()
+        .with_context(|| format!("{}", a.backing_dir.display()))?;
+    opts.state = a.state.resolve(&[backing])?;
     foliocache_fuse::serve(&a.backing_dir, &a.mountpoint, &opts, || {
         println!("{READY}");
         let _ = std::io::stdout().flush();
@@ -284,6 +293,9 @@ fn print_text(v: &serde_json::Value) {
         n("writeback_errors"),
         n("throttled"),
     );
+    if let Some(line) = warm_line(&v["warm"]) {
+        println!("{line}");
+    }
     if let Some(files) = v["files"].as_array() {
         for f in files {
             let path = f["path"].as_str().unwrap_or("?");
@@ -301,5 +313,52 @@ fn print_text(v: &serde_json::Value) {
                 p("recently_evicted"),
             );
         }
+    }
+}
+
+/// The warm start's progress, from the control file's `"warm"` object
+/// (`None` when no state file was loaded).
+fn warm_line(w: &serde_json::Value) -> Option<String> {
+    if w["started"].as_bool() != Some(true) {
+        return None;
+    }
+    let n = |k: &str| w[k].as_u64().unwrap_or(0);
+    let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+    let state = if w["stopped_at_capacity"].as_bool() == Some(true) {
+        "stopped at the capacity"
+    } else if w["done"].as_bool() == Some(true) {
+        "done"
+    } else {
+        "loading"
+    };
+    Some(format!(
+        "warm start ({state}): {} of {} ranges, {:.1} of {:.1} MiB loaded; {} files loaded, {} skipped (changed or gone)",
+        n("ranges_loaded"),
+        n("ranges"),
+        mib(n("bytes_loaded")),
+        mib(n("bytes")),
+        n("files_loaded"),
+        n("files_skipped"),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_warm_line_shows_progress_and_skips() {
+        let w = serde_json::json!({
+            "started": true, "done": false, "stopped_at_capacity": false,
+            "ranges": 10, "ranges_loaded": 4, "bytes": 4u64 << 20, "bytes_loaded": 1u64 << 20,
+            "files": 3, "files_loaded": 2, "files_skipped": 1,
+        });
+        let line = warm_line(&w).unwrap();
+        assert!(
+            line.contains("(loading): 4 of 10 ranges, 1.0 of 4.0 MiB"),
+            "{line}"
+        );
+        assert!(line.contains("2 files loaded, 1 skipped"), "{line}");
+        assert_eq!(warm_line(&serde_json::json!({"started": false})), None);
     }
 }

@@ -290,6 +290,7 @@ impl CacheBuilder {
         let dirty_limit = self.dirty_limit.map(|b| (b as u64).div_ceil(page).max(1));
         let dirty_background = self.dirty_background.map(|b| (b as u64).div_ceil(page));
         let cache = Cache {
+            warm: Arc::new(crate::loaded::Loaded::new()),
             inner: Arc::new(CacheInner::new(
                 Memory::new(arena, table),
                 Io::new(io, self.max_folio_order, self.readahead),
@@ -324,6 +325,9 @@ impl CacheBuilder {
 #[derive(Clone)]
 pub struct Cache {
     pub(crate) inner: Arc<CacheInner>,
+    /// Warm restarts: the background load's progress and the files it
+    /// loaded that no one opened yet (`loaded.rs`).
+    pub(crate) warm: Arc<crate::loaded::Loaded>,
 }
 
 impl std::fmt::Debug for Cache {

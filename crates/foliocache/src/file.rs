@@ -66,6 +66,26 @@ impl Cache {
         writable: bool,
         truncated: bool,
     ) -> io::Result<File> {
+        Ok(self.open_path_new(path, opts, writable, truncated)?.0)
+    }
+
+    /// Opens `path` read-only as [`open`](Self::open) does, and says
+    /// whether the file's mapping is new (no handle of this cache had the
+    /// file open): the warm loader's open.
+    pub(crate) fn open_new(&self, path: &Path) -> io::Result<(File, bool)> {
+        self.open_path_new(path, &FileOptions::new().read(true), false, false)
+    }
+
+    /// [`open_path`](Self::open_path), and whether the mapping is new. An
+    /// open that finds the file held by the warm loader takes it over
+    /// (`loaded::Loaded::adopt`: its folios go if the file changed since).
+    fn open_path_new(
+        &self,
+        path: &Path,
+        opts: &FileOptions,
+        writable: bool,
+        truncated: bool,
+    ) -> io::Result<(File, bool)> {
         use std::os::unix::fs::MetadataExt;
         let backing = FileBacking::open(path, opts)?;
         let md = backing.file().metadata()?;
@@ -87,7 +107,11 @@ impl Cache {
                 mapping.truncate_to(0)?;
             }
         }
-        Ok(self.file_on(mapping).with_access(writable, false))
+        let file = self.file_on(mapping).with_access(writable, false);
+        if !new {
+            self.warm.adopt((md.dev(), md.ino()), &md, &file.mapping);
+        }
+        Ok((file, new))
     }
 
     /// Reads and writes any [`Backing`] through the cache (a memory

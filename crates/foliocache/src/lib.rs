@@ -170,6 +170,9 @@ mod flags;
 mod folio;
 mod huge_hints;
 mod kick;
+// `Identity` is public for the state file's tests through `internals`.
+#[cfg_attr(not(feature = "internals"), allow(unreachable_pub))]
+mod loaded;
 mod lru;
 #[cfg(feature = "prometheus")]
 pub mod metrics;
@@ -182,6 +185,7 @@ mod stats;
 mod sync;
 mod truncate;
 mod vmscan;
+mod warm;
 // Unsafe: a pool job borrows the caller's closure for the call's length.
 #[allow(unsafe_code)]
 mod wbpool;
@@ -194,10 +198,12 @@ pub use cache::{Cache, CacheBuilder, CacheStats, MemoryUsage};
 pub use file::File;
 pub use filemap::pin::Pinned;
 pub use flags::ReadFlags;
+pub use loaded::WarmProgress;
 pub use pressure::PressureConfig;
 pub use read_many::{Completed, ReadQueue, ReadReq};
 pub use readahead::{Advice, ReadaheadConfig, Window};
 pub use stats::{Latencies, LATENCY_BUCKETS};
+pub use warm::{WarmLoad, WarmSaved, WarmStart};
 pub use workingset::CacheStat;
 pub use write::{OpenOptions, WriteFlags};
 
@@ -217,6 +223,10 @@ pub mod internals {
     /// The copies a hit makes.
     pub mod copy {
         pub use crate::copy::*;
+    }
+    /// The warm-restart state file's format.
+    pub mod warm {
+        pub use crate::warm::format::*;
     }
     pub use crate::readahead::Insert;
     pub use crate::write::WRITE_CHUNK_PAGES;

@@ -78,6 +78,10 @@ pub struct FolioFs {
     shared_mmap: AtomicBool,
     /// The writeback error of the shutdown, for [`crate::serve`] to report.
     sync_error: Arc<Mutex<Option<String>>>,
+    /// Where the warm-restart list is saved at unmount, if anywhere.
+    state: Option<std::path::PathBuf>,
+    /// The periodic save of that list (stops when dropped).
+    saver: Option<crate::warm::Saver>,
 }
 
 /// Now, in nanoseconds since the epoch (at least 1).
@@ -207,7 +211,21 @@ impl FolioFs {
             shut: AtomicBool::new(false),
             shared_mmap: AtomicBool::new(false),
             sync_error: Arc::new(Mutex::new(None)),
+            state: None,
+            saver: None,
         })
+    }
+
+    /// Warm restarts with the state file at `path`: starts loading it
+    /// into the cache in the background, saves it every 30 s while the
+    /// file system lives, and at unmount ([`shutdown`](Self::shutdown)).
+    ///
+    /// # Errors
+    /// The OS error of starting the saving thread.
+    pub fn warm_restarts(&mut self, path: &Path) -> io::Result<()> {
+        self.saver = Some(crate::warm::start(&self.cache, path)?);
+        self.state = Some(path.to_path_buf());
+        Ok(())
     }
 
     /// The cache the files are served through.
@@ -267,6 +285,11 @@ impl FolioFs {
             } else {
                 log::debug!("foliocache-fuse: the failed writeback was of a forgotten file: {e}");
             }
+        }
+        // The list of what is cached, before the cached files go (after
+        // the writeback: files with dirty data are left out of it).
+        if let Some(path) = &self.state {
+            crate::warm::save(&self.cache, path);
         }
         self.handles.lock().clear();
         self.inodes.drop_cached();
@@ -779,6 +802,7 @@ impl FolioFs {
             "io_engine": self.cache.io_engine_name(),
             "dontcache": self.dontcache,
             "shared_mmap": self.shared_mmap(),
+            "warm": crate::warm::progress_json(&self.cache.warm_progress()),
             "files": files,
         })
     }
@@ -812,11 +836,12 @@ impl FolioFs {
         if st.st_mode & SFlag::S_IFMT.bits() != SFlag::S_IFREG.bits() {
             return Err(nix::errno::Errno::EINVAL.into());
         }
-        let f = self.cache.open(format!(
+        // Not opened through the cache: an open would take a warm-loaded
+        // file over, and its folios would go with that handle.
+        self.cache.cachestat_file(format!(
             "/proc/self/fd/{}",
             std::os::fd::AsRawFd::as_raw_fd(&fd)
-        ))?;
-        f.cachestat(0, 0)
+        ))
     }
 }
 

@@ -23,6 +23,9 @@
 //!   cache), the ceiling of any FUSE server, measured beside the mount.
 //! - [`serve`]: mount, serve with several threads until unmounted, SIGINT,
 //!   SIGTERM or SIGHUP, write every dirty folio back, unmount.
+//! - warm restarts (`warm.rs`): with [`MountOptions::state`], the cache's
+//!   list of cached ranges is loaded at start and saved periodically and
+//!   at unmount, so a remount starts warm.
 //!
 //! Locking: the inode table, the handle table and each control session
 //! are behind their own `parking_lot` mutex, held only for a table
@@ -77,6 +80,7 @@ pub mod errno;
 pub mod fs;
 pub mod inode;
 pub mod null;
+mod warm;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -111,6 +115,9 @@ pub struct MountOptions {
     /// while mounted (`None`: nowhere; [`FolioFs::cache`] gives an embedding
     /// program the cache to register itself).
     pub metrics: Option<std::net::SocketAddr>,
+    /// The state file of warm restarts (`None`: none): loaded in the
+    /// background at start, saved periodically and at unmount.
+    pub state: Option<std::path::PathBuf>,
 }
 
 impl MountOptions {
@@ -125,6 +132,7 @@ impl MountOptions {
             allow_other: false,
             threads: cpus.clamp(2, 8),
             metrics: None,
+            state: None,
         }
     }
 
@@ -230,7 +238,10 @@ pub fn session(
     opts: &MountOptions,
 ) -> io::Result<Session<FolioFs>> {
     let (b, m) = check_paths(backing_dir, mountpoint)?;
-    let fs = FolioFs::new(&b, opts.build_cache()?, opts.dontcache)?;
+    let mut fs = FolioFs::new(&b, opts.build_cache()?, opts.dontcache)?;
+    if let Some(path) = &opts.state {
+        fs.warm_restarts(path)?;
+    }
     Session::new(fs, &m, &opts.fuser_config(&b))
 }
 
@@ -303,7 +314,10 @@ pub fn serve(
     signals.add(Signal::SIGHUP);
     signals.thread_block().map_err(io::Error::from)?;
     let (b, m) = check_paths(backing_dir, mountpoint)?;
-    let fs = FolioFs::new(&b, opts.build_cache()?, opts.dontcache)?;
+    let mut fs = FolioFs::new(&b, opts.build_cache()?, opts.dontcache)?;
+    if let Some(path) = &opts.state {
+        fs.warm_restarts(path)?;
+    }
     // Served until this returns (the mount ended).
     let _metrics = match opts.metrics {
         Some(addr) => {

@@ -86,8 +86,10 @@ mod io;
 mod real;
 mod stat;
 mod state;
+mod warm;
 
 pub use state::{ENV_CAPACITY, ENV_DIRS, ENV_STATS};
+pub use warm::{ENV_STATE, ENV_STATE_WAIT};
 
 /// Defines `$alias` as a call of `$name` with the same arguments: the
 /// `*64` names glibc exports beside the calls that take an offset or a

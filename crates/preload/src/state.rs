@@ -221,8 +221,10 @@ static CACHE: OnceLock<Option<Cache>> = OnceLock::new();
 
 /// The cache, built now if it was not yet.
 fn cache() -> Option<&'static Cache> {
-    CACHE
+    let mut built = false;
+    let cache = CACHE
         .get_or_init(|| {
+            built = true;
             let mut b = Cache::builder().on_thread_start(on_cache_thread);
             if config().capacity > 0 {
                 b = b.capacity(config().capacity);
@@ -231,7 +233,11 @@ fn cache() -> Option<&'static Cache> {
                 .map_err(|e| warn(&format!("building the cache: {e}; files pass through")))
                 .ok()
         })
-        .as_ref()
+        .as_ref();
+    if let (true, Some(c)) = (built, cache) {
+        crate::warm::start(c);
+    }
+    cache
 }
 
 /// The cache if it was built (at exit and fork, building one would be
@@ -265,6 +271,7 @@ impl Drop for Desc {
     fn drop(&mut self) {
         key_bucket(self.key).fetch_sub(1, Ordering::AcqRel);
         let was = INSIDE.with(|i| i.replace(true));
+        crate::warm::closing(built_cache(), &self.file);
         // SAFETY: dropped once, here; `file` is not used afterwards.
         unsafe { ManuallyDrop::drop(&mut self.file) };
         INSIDE.with(|i| i.set(was));
@@ -294,6 +301,9 @@ pub(crate) fn report() {
             s.io_writes,
             s.io_write_bytes
         ));
+        if let Some(line) = built_cache().and_then(crate::warm::progress_line) {
+            warn(&format!("pid {}: {line}", std::process::id()));
+        }
         Ok(())
     });
 }
@@ -941,6 +951,7 @@ pub(crate) fn hand_all_to_kernel() {
         for (fd, d) in &taken {
             sync_position(*fd, d);
         }
+        crate::warm::save_at_exit(built_cache(), taken.iter().map(|(_, d)| &*d.file));
         drop(taken);
         report_unwritten();
         Ok(())

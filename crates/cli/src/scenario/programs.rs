@@ -225,6 +225,11 @@ impl Ways<'_> {
             let mut cmd = launch::preloaded(&RunArgs {
                 capacity: Some(self.db.capacity),
                 dirs: vec![self.interposer.clone()],
+                // Each invocation starts cold, as before warm restarts.
+                state: crate::state_path::StateArgs {
+                    state: None,
+                    no_state: true,
+                },
                 command: args,
             })?;
             cmd.env(PRELOAD_STATS, "1");

@@ -14,3 +14,6 @@ mod launch;
 mod mount;
 /// `foliocache bench --scenario programs`: `db_bench` three ways.
 mod programs;
+/// Warm restarts of the mount: the list saved at unmount, loaded by the
+/// next mount.
+mod warm;

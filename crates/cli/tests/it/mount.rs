@@ -14,7 +14,7 @@ use test_support::skip_or_fail;
 
 const BIN: &str = env!("CARGO_BIN_EXE_foliocache");
 
-fn fuse_ok(test: &str) -> bool {
+pub(crate) fn fuse_ok(test: &str) -> bool {
     match foliocache_fuse::unavailable() {
         None => true,
         Some(why) => {
@@ -24,7 +24,7 @@ fn fuse_ok(test: &str) -> bool {
     }
 }
 
-fn is_mounted(mnt: &Path) -> bool {
+pub(crate) fn is_mounted(mnt: &Path) -> bool {
     let mnt = mnt.canonicalize().unwrap_or_else(|_| mnt.to_path_buf());
     fs::read_to_string("/proc/self/mountinfo")
         .unwrap_or_default()
@@ -32,13 +32,13 @@ fn is_mounted(mnt: &Path) -> bool {
         .any(|l| l.split(' ').nth(4) == Some(mnt.to_str().unwrap_or("")))
 }
 
-struct Dirs {
+pub(crate) struct Dirs {
     _tmp: tempfile::TempDir,
-    backing: PathBuf,
-    mnt: PathBuf,
+    pub(crate) backing: PathBuf,
+    pub(crate) mnt: PathBuf,
 }
 
-fn dirs() -> Dirs {
+pub(crate) fn dirs() -> Dirs {
     let tmp = tempfile::tempdir().expect("tempdir");
     let backing = tmp.path().join("backing");
     let mnt = tmp.path().join("mnt");
@@ -83,7 +83,7 @@ fn start_with(d: &Dirs, stderr: Stdio, extra: &[&str]) -> Child {
     child
 }
 
-fn wait(child: &mut Child) -> std::process::ExitStatus {
+pub(crate) fn wait(child: &mut Child) -> std::process::ExitStatus {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         if let Some(s) = child.try_wait().expect("wait") {
@@ -97,7 +97,7 @@ fn wait(child: &mut Child) -> std::process::ExitStatus {
     }
 }
 
-fn signal(child: &Child, sig: nix::sys::signal::Signal) {
+pub(crate) fn signal(child: &Child, sig: nix::sys::signal::Signal) {
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     nix::sys::signal::kill(pid, sig).expect("kill");
 }

@@ -33,9 +33,10 @@ const LAYERS: &[(&str, &[&str])] = &[
         "mappings, allocation and reclaim: the kernel's filemap, page_alloc and vmscan",
         &["filemap", "mm", "vmscan"],
     ),
-    ("what works on mappings: writeback, memory pressure, truncation", &["writeback", "pressure", "truncate"]),
+    ("what works on mappings: writeback, memory pressure, truncation", &["writeback", "pressure", "truncate", "loaded"]),
     ("the cache, which builds and ties the parts", &["cache"]),
     ("the handle and its operations", &["file", "write", "shift", "read_many"]),
+    ("warm restarts: the state file, its save and its loader", &["warm"]),
     ("what reads the cache from outside: its metrics", &["metrics"]),
 ];
 

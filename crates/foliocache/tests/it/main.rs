@@ -115,6 +115,9 @@ mod crash {
 
 /// The cache's own threads run the builder's start hook.
 mod threads;
+/// Warm restarts: the state file saved and loaded, changed files
+/// skipped, bad state files, the capacity, the parser.
+mod warm;
 
 /// Regression tests, one a bug found and fixed.
 mod regress {

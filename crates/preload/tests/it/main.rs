@@ -6,3 +6,6 @@
 mod calls;
 mod programs;
 mod support;
+/// Warm restarts: the state file saved at exit and loaded by the next
+/// run.
+mod warm;

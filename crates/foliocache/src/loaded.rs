@@ -1,0 +1,232 @@
+//! What a warm restart's load leaves in the cache for the program: the
+//! files it loaded that no program opened yet, and the load's progress.
+//! The load itself and the state file are `warm/`, above the handle; this
+//! is what the cache (which holds it) and an open (which takes a loaded
+//! file over) reach.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::filemap::Mapping;
+use crate::sync::{AtomicU64, Mutex, Ordering};
+
+/// A file as the cache's registry knows it: (device, inode).
+type FileKey = (u64, u64);
+
+/// What says a file is the one that was saved: if any field differs at
+/// load, the file changed (or was replaced) and none of its saved ranges
+/// is loaded. A write changes `ctime` (and `mtime`), a truncation `size`,
+/// a rename over it `ino`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Identity {
+    /// The device the file is on.
+    pub dev: u64,
+    /// Its inode number.
+    pub ino: u64,
+    /// Its size in bytes.
+    pub size: u64,
+    /// Its modification time, in nanoseconds since the epoch.
+    pub mtime_ns: i64,
+    /// Its status change time, in nanoseconds since the epoch.
+    pub ctime_ns: i64,
+}
+
+impl Identity {
+    /// The identity of a file as `fstat` or `stat` describes it.
+    pub fn of(md: &std::fs::Metadata) -> Identity {
+        use std::os::unix::fs::MetadataExt;
+        let ns = |s: i64, n: i64| s.saturating_mul(1_000_000_000).saturating_add(n);
+        Identity {
+            dev: md.dev(),
+            ino: md.ino(),
+            size: md.size(),
+            mtime_ns: ns(md.mtime(), md.mtime_nsec()),
+            ctime_ns: ns(md.ctime(), md.ctime_nsec()),
+        }
+    }
+}
+
+/// The background load's progress, from [`Cache::warm_progress`](crate::Cache::warm_progress).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct WarmProgress {
+    /// Whether a load was started on this cache.
+    pub started: bool,
+    /// Whether it has ended: every range tried, the arena full, or the
+    /// cache dropped.
+    pub done: bool,
+    /// Whether it stopped because the arena had no free memory left
+    /// (the rest of the list, the least recently used, was not loaded).
+    pub stopped_at_capacity: bool,
+    /// Ranges in the state file.
+    pub ranges: u64,
+    /// Ranges read (or found cached already).
+    pub ranges_loaded: u64,
+    /// Bytes in the state file's ranges.
+    pub bytes: u64,
+    /// Bytes the loader asked to read (what was cached already included).
+    pub bytes_loaded: u64,
+    /// Files in the state file.
+    pub files: u64,
+    /// Files opened and found unchanged.
+    pub files_loaded: u64,
+    /// Files skipped: changed since the save (identity), gone, or not
+    /// openable.
+    pub files_skipped: u64,
+}
+
+/// A closed file's ranges, noted for the next save.
+#[derive(Clone)]
+pub(crate) struct Remembered {
+    /// Its path.
+    pub(crate) path: PathBuf,
+    /// Its identity when noted.
+    pub(crate) identity: Identity,
+    /// Its runs of cached pages: first page, pages.
+    pub(crate) ranges: Vec<(u64, u32)>,
+}
+
+/// A cache's warm-restart state: the loader's progress and the loaded
+/// files no one opened yet.
+pub(crate) struct Loaded {
+    /// Loaded files no program opened yet, by (device, inode): each is
+    /// kept (its folios too, until reclaim takes them) for the program's
+    /// first open, which takes it out.
+    pending: Mutex<HashMap<FileKey, (Arc<Mapping>, Identity)>>,
+    /// Files whose ranges were noted as they closed
+    /// (`Cache::remember`), most recent first, at most a capacity's
+    /// worth of pages: their folios left the cache with them, but the
+    /// next save lists them.
+    remembered: Mutex<VecDeque<Remembered>>,
+    started: AtomicU64,
+    done: AtomicU64,
+    at_capacity: AtomicU64,
+    ranges: AtomicU64,
+    ranges_loaded: AtomicU64,
+    bytes: AtomicU64,
+    bytes_loaded: AtomicU64,
+    files: AtomicU64,
+    files_loaded: AtomicU64,
+    files_skipped: AtomicU64,
+}
+
+impl Loaded {
+    /// No load started, nothing pending.
+    pub(crate) fn new() -> Loaded {
+        Loaded {
+            pending: Mutex::new(HashMap::new()),
+            remembered: Mutex::new(VecDeque::new()),
+            started: AtomicU64::default(),
+            done: AtomicU64::default(),
+            at_capacity: AtomicU64::default(),
+            ranges: AtomicU64::default(),
+            ranges_loaded: AtomicU64::default(),
+            bytes: AtomicU64::default(),
+            bytes_loaded: AtomicU64::default(),
+            files: AtomicU64::default(),
+            files_loaded: AtomicU64::default(),
+            files_skipped: AtomicU64::default(),
+        }
+    }
+
+    /// Notes a closing file's ranges, replacing an older note of the same
+    /// file, and forgets the oldest notes past `max_pages` pages.
+    pub(crate) fn remember(&self, r: Remembered, max_pages: u64) {
+        let mut list = self.remembered.lock();
+        list.retain(|o| (o.identity.dev, o.identity.ino) != (r.identity.dev, r.identity.ino));
+        list.push_front(r);
+        let mut pages = 0u64;
+        let keep = list
+            .iter()
+            .take_while(|o| {
+                pages += o.ranges.iter().map(|&(_, n)| u64::from(n)).sum::<u64>();
+                pages <= max_pages
+            })
+            .count()
+            .max(1);
+        list.truncate(keep);
+    }
+
+    /// The notes of closed files, most recent first.
+    pub(crate) fn remembered(&self) -> Vec<Remembered> {
+        self.remembered.lock().iter().cloned().collect()
+    }
+
+    /// Marks the load started with what the state file holds; `false` if
+    /// one was started already.
+    pub(crate) fn start(&self, files: u64, ranges: u64, bytes: u64) -> bool {
+        if self.started.swap(1, Ordering::Relaxed) != 0 {
+            return false;
+        }
+        self.files.store(files, Ordering::Relaxed);
+        self.ranges.store(ranges, Ordering::Relaxed);
+        self.bytes.store(bytes, Ordering::Relaxed);
+        true
+    }
+
+    /// A file found unchanged, and kept for the program's open if the
+    /// loader opened it first (`pending`: its mapping and identity).
+    pub(crate) fn file_loaded(&self, pending: Option<(Arc<Mapping>, Identity)>) {
+        self.files_loaded.fetch_add(1, Ordering::Relaxed);
+        if let Some((m, id)) = pending {
+            self.pending.lock().insert((id.dev, id.ino), (m, id));
+        }
+    }
+
+    /// A file skipped: changed, gone, or not openable.
+    pub(crate) fn file_skipped(&self) {
+        self.files_skipped.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A range read (`bytes` of it asked for).
+    pub(crate) fn range_loaded(&self, bytes: u64) {
+        self.ranges_loaded.fetch_add(1, Ordering::Relaxed);
+        self.bytes_loaded.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// The load stopped at the capacity, after asking for `bytes` of its
+    /// last range.
+    pub(crate) fn at_capacity(&self, bytes: u64) {
+        self.bytes_loaded.fetch_add(bytes, Ordering::Relaxed);
+        self.at_capacity.store(1, Ordering::Relaxed);
+    }
+
+    /// The load has ended.
+    pub(crate) fn finish(&self) {
+        self.done.store(1, Ordering::Relaxed);
+    }
+
+    /// The progress counters now.
+    pub(crate) fn progress(&self) -> WarmProgress {
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        WarmProgress {
+            started: l(&self.started) != 0,
+            done: l(&self.done) != 0,
+            stopped_at_capacity: l(&self.at_capacity) != 0,
+            ranges: l(&self.ranges),
+            ranges_loaded: l(&self.ranges_loaded),
+            bytes: l(&self.bytes),
+            bytes_loaded: l(&self.bytes_loaded),
+            files: l(&self.files),
+            files_loaded: l(&self.files_loaded),
+            files_skipped: l(&self.files_skipped),
+        }
+    }
+
+    /// A program's open of the file `key`, whose mapping `mapping` it
+    /// found in the cache: if the loader holds the file, the open takes
+    /// it over, and if the file changed since it was loaded (`md`, the
+    /// open's own `fstat`, against the identity loaded), its folios go.
+    pub(crate) fn adopt(&self, key: FileKey, md: &std::fs::Metadata, mapping: &Mapping) {
+        let Some((held, identity)) = self.pending.lock().remove(&key) else {
+            return;
+        };
+        if Identity::of(md) != identity {
+            if let Err(e) = mapping.discard() {
+                log::warn!("foliocache: a warm-loaded file changed and could not be dropped: {e}");
+            }
+        }
+        drop(held);
+    }
+}
