@@ -39,6 +39,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 
+use crate::loaded::Loaded;
 use crate::mm::CacheInner;
 use crate::{Cache, Latencies, LATENCY_BUCKETS};
 
@@ -48,12 +49,14 @@ use crate::{Cache, Latencies, LATENCY_BUCKETS};
 pub fn register(cache: &Cache, registry: &mut Registry) {
     registry.register_collector(Box::new(CacheCollector {
         cache: Arc::downgrade(&cache.inner),
+        warm: Arc::downgrade(&cache.warm),
     }));
 }
 
 /// Reads a cache's figures at each scrape (see [`register`]).
 struct CacheCollector {
     cache: Weak<CacheInner>,
+    warm: Weak<Loaded>,
 }
 
 impl fmt::Debug for CacheCollector {
@@ -72,10 +75,10 @@ enum Kind {
 
 impl Collector for CacheCollector {
     fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), fmt::Error> {
-        let Some(inner) = self.cache.upgrade() else {
+        let (Some(inner), Some(warm)) = (self.cache.upgrade(), self.warm.upgrade()) else {
             return Ok(());
         };
-        let cache = Cache { inner };
+        let cache = Cache { inner, warm };
         let s = cache.stats();
         let mem = cache.memory();
         use Kind::{Counter, Gauge};
