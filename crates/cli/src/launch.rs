@@ -22,6 +22,9 @@ const LIBRARY: &str = "libfoliocache_preload.so";
 /// The library's variable naming the warm-restart state file.
 const STATE_VAR: &str = "FOLIOCACHE_PRELOAD_STATE";
 
+/// The library's variable naming the address of its metrics.
+const METRICS_VAR: &str = "FOLIOCACHE_PRELOAD_METRICS";
+
 /// Options of `foliocache run`.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
@@ -36,6 +39,11 @@ pub struct RunArgs {
     /// Warm restarts: the state file (`--state`, `--no-state`).
     #[command(flatten)]
     pub state: StateArgs,
+
+    /// Serve the cache's Prometheus metrics at http://ADDR/metrics from the
+    /// program's process: `PORT` (on 127.0.0.1) or `HOST:PORT`.
+    #[arg(long, value_name = "[HOST:]PORT", value_parser = crate::watch::parse_listen)]
+    pub metrics: Option<std::net::SocketAddr>,
 
     /// The program to run and its arguments, after `--`.
     #[arg(value_name = "PROGRAM", required = true, last = true)]
@@ -104,6 +112,9 @@ fn environment(args: &RunArgs, lib: &Path) -> Result<Vec<(&'static str, OsString
     if let Some(state) = args.state.resolve(&canonical_dirs)? {
         env.push((STATE_VAR, state.into()));
     }
+    if let Some(addr) = args.metrics {
+        env.push((METRICS_VAR, addr.to_string().into()));
+    }
     Ok(env)
 }
 
@@ -126,8 +137,11 @@ pub fn preloaded(args: &RunArgs) -> Result<Command> {
     if args.capacity.is_none() {
         cmd.env_remove("FOLIOCACHE_PRELOAD_CAPACITY");
     }
-    if env.iter().all(|(n, _)| *n != STATE_VAR) {
-        cmd.env_remove(STATE_VAR);
+    // What the options leave unset is not inherited either.
+    for var in [STATE_VAR, METRICS_VAR] {
+        if env.iter().all(|(n, _)| *n != var) {
+            cmd.env_remove(var);
+        }
     }
     Ok(cmd)
 }
@@ -151,6 +165,7 @@ mod tests {
                 state: None,
                 no_state: true,
             },
+            metrics: None,
             command: vec!["true".into()],
         }
     }

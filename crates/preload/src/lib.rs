@@ -83,6 +83,7 @@ mod copy;
 mod fds;
 mod handoff;
 mod io;
+mod metrics;
 mod real;
 mod stat;
 mod state;

@@ -236,6 +236,7 @@ fn cache() -> Option<&'static Cache> {
         .as_ref();
     if let (true, Some(c)) = (built, cache) {
         crate::warm::start(c);
+        crate::metrics::start(c);
     }
     cache
 }

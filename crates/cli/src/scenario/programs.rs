@@ -230,6 +230,7 @@ impl Ways<'_> {
                     state: None,
                     no_state: true,
                 },
+                metrics: None,
                 command: args,
             })?;
             cmd.env(PRELOAD_STATS, "1");

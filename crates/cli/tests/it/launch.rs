@@ -171,3 +171,57 @@ fn run_starts_the_program_under_the_library() {
     );
     assert_eq!(std::fs::read(dir.path().join("f")).expect("f"), b"data");
 }
+
+/// `foliocache run --metrics`: the program's own cache serves its metrics
+/// while the program runs (a shell that opens a served file, reads a line
+/// of it, and sleeps while the test scrapes).
+#[test]
+fn run_serves_the_programs_metrics_while_it_runs() {
+    use std::io::{Read, Write};
+    build_library();
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("f"), b"a line\n").expect("writing f");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let mut child = Command::new(BIN)
+        .args(["run", "--no-state", "--capacity", "16M", "--metrics"])
+        .arg(port.to_string())
+        .arg("--dir")
+        .arg(dir.path())
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "exec 3<\"$0\"/f; read -r line <&3; sleep 3",
+        ])
+        .arg(dir.path())
+        .spawn()
+        .expect("running foliocache run");
+    // The server starts at the program's first served open: wait for it
+    // (a bounded wait for the start, not a timed assertion).
+    let mut text = String::new();
+    for _ in 0..100 {
+        if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            write!(s, "GET /metrics HTTP/1.0\r\n\r\n").expect("request");
+            s.read_to_string(&mut text).expect("response");
+            if text.contains("foliocache_misses_total 1") {
+                break;
+            }
+            text.clear();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(child.wait().expect("waiting for the program").success());
+    assert!(
+        text.starts_with("HTTP/1.0 200") || text.starts_with("HTTP/1.1 200"),
+        "{text}"
+    );
+    for line in [
+        "foliocache_misses_total 1",
+        "foliocache_capacity_bytes 16777216",
+    ] {
+        assert!(text.contains(line), "no `{line}` in:\n{text}");
+    }
+}
