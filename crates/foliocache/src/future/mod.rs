@@ -1,0 +1,37 @@
+//! The async API: futures for a [`File`]'s reads, on any executor.
+//!
+//! A miss costs a future, not a thread. A read's first poll runs the
+//! blocking read's hit path with [`ReadFlags::NOWAIT`]: a hit inside one
+//! folio completes there, with no allocation, no system call and no
+//! waker. On a miss the poll starts the IO the blocking read would start
+//! (its synchronous readahead: a window, or the one folio of a random
+//! read), submitted to the cache's IO engine instead of waited for, then
+//! queues its task's waker on the lock of the first folio it needs
+//! ([`Folio::wait_unlocked_async`](crate::filemap::Folio::wait_unlocked_async))
+//! and returns `Pending`. The engine's completion fills the folio, marks
+//! it uptodate and unlocks it; the unlock wakes every task waiting on it.
+//! The woken read copies what is now cached and goes on from where it
+//! stopped. No runtime is required: the wake comes from the IO engine's
+//! completion thread, whatever executor polls the future.
+//!
+//! # Cancellation
+//! A read's IO targets the cache's folios, never the caller's buffer: the
+//! buffer is written only inside `poll`, on the polling thread, by a copy
+//! out of an uptodate folio. Dropping a read future at any point (before
+//! its first poll, while it waits, after it completed) leaves the read in
+//! flight to complete into the cache and unlock its folios, takes the
+//! future's waker back from the folio it waited on, and holds no folio
+//! reference or lock of its own: nothing touches the buffer after the
+//! drop, and the cache stays as a blocking read that was never made would
+//! leave it (with the folios it started reading cached).
+//!
+//! `docs/async.md` has the design: what wakes what, and every operation's
+//! cancellation.
+//!
+//! [`File`]: crate::File
+//! [`ReadFlags::NOWAIT`]: crate::ReadFlags::NOWAIT
+
+mod read;
+
+pub use crate::folio::WaitUnlocked;
+pub use read::{ReadAt, ReadExactAt};
