@@ -344,7 +344,10 @@ mod tests {
             ("foliocache[qd=32]", Some(Duration::from_millis(200))),
             ("foliocache[async]", None),
             ("foliocache[async,tasks=32]", None),
-            ("foliocache[async,tasks=32]", Some(Duration::from_millis(200))),
+            (
+                "foliocache[async,tasks=32]",
+                Some(Duration::from_millis(200)),
+            ),
             ("tokio-fs[tasks=8]", None),
             ("tokio-fs[tasks=8]", Some(Duration::from_millis(200))),
         ] {

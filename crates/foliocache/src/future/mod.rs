@@ -34,4 +34,4 @@
 mod read;
 
 pub use crate::folio::WaitUnlocked;
-pub use read::{ReadAt, ReadExactAt};
+pub use read::{PinAt, ReadAt, ReadExactAt};

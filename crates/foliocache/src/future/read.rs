@@ -4,11 +4,13 @@
 use std::fmt;
 use std::future::Future;
 use std::io;
+use std::ops::DerefMut;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
 use crate::arena::PAGE;
 use crate::file::File;
+use crate::filemap::pin::Pinned;
 use crate::filemap::{FgpFlags, FolioFlags};
 use crate::flags::ReadFlags;
 use crate::folio::{Folio, WaitUnlocked};
@@ -78,11 +80,104 @@ impl File {
 
 /// The future of [`File::read_at_async`]: the bytes read.
 #[must_use = "futures do nothing unless polled"]
-pub struct ReadAt<'a>(ReadState<'a>);
+pub struct ReadAt<'a>(ReadState<'a, &'a mut [u8]>);
 
 /// The future of [`File::read_exact_at_async`].
 #[must_use = "futures do nothing unless polled"]
-pub struct ReadExactAt<'a>(ReadState<'a>);
+pub struct ReadExactAt<'a>(ReadState<'a, &'a mut [u8]>);
+
+/// The async form of [`File::pin`].
+impl File {
+    /// Borrows the file's bytes `offset..offset + len` (fewer at end of
+    /// file, none at or past it) as [`pin`](File::pin) does, without
+    /// blocking the thread for a miss: a range cached in one folio is
+    /// pinned on the first poll (no allocation, no waker); otherwise the
+    /// bytes are read as [`read_at_async`](File::read_at_async) reads them
+    /// into a buffer of the future's, then pinned in place if they lie in
+    /// one folio by then, else handed over in that buffer.
+    ///
+    /// Dropped before it completes, the future frees its buffer; the IO it
+    /// started completes into the cache. No pin outlives the future
+    /// unless it completed and handed the pin over.
+    ///
+    /// # Errors
+    /// As [`pin`](File::pin), when no byte could be read.
+    pub fn pin_async(&self, offset: u64, len: usize) -> PinAt<'_> {
+        PinAt {
+            file: self,
+            offset,
+            len,
+            read: None,
+        }
+    }
+}
+
+/// The future of [`File::pin_async`].
+#[must_use = "futures do nothing unless polled"]
+pub struct PinAt<'a> {
+    file: &'a File,
+    offset: u64,
+    len: usize,
+    /// The read into the future's buffer, once the first poll missed.
+    read: Option<ReadState<'a, Vec<u8>>>,
+}
+
+impl<'a> Future for PinAt<'a> {
+    type Output = io::Result<Pinned<'a>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let file = this.file;
+        let cached = !file
+            .effective_flags(ReadFlags::NONE)
+            .contains(ReadFlags::DONTCACHE);
+        let read = match &mut this.read {
+            Some(r) => r,
+            None => {
+                let size = file.len();
+                if this.offset >= size || this.len == 0 {
+                    return Poll::Ready(Ok(Pinned::owned(Vec::new())));
+                }
+                let n =
+                    (this.offset.saturating_add(this.len as u64).min(size) - this.offset) as usize;
+                if cached {
+                    if let Ok(p) = file.mapping.pin_cached(this.offset, n, true) {
+                        return Poll::Ready(Ok(p));
+                    }
+                }
+                this.read.insert(ReadState::new(
+                    file,
+                    vec![0u8; n],
+                    this.offset,
+                    ReadFlags::NONE,
+                ))
+            }
+        };
+        let done = ready!(read.poll_read(cx))?;
+        let n = read.buf.len();
+        if cached && done == n {
+            if let Some(p) = file.mapping.pin_busy(this.offset, n) {
+                return Poll::Ready(Ok(p));
+            }
+        }
+        let mut v = std::mem::take(&mut read.buf);
+        v.truncate(done);
+        Poll::Ready(Ok(Pinned::owned(v)))
+    }
+}
+
+impl fmt::Debug for PinAt<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.read {
+            Some(r) => r.fmt("PinAt", f),
+            None => f
+                .debug_struct("PinAt")
+                .field("offset", &self.offset)
+                .field("len", &self.len)
+                .finish(),
+        }
+    }
+}
 
 impl Future for ReadAt<'_> {
     type Output = io::Result<usize>;
@@ -122,9 +217,11 @@ impl fmt::Debug for ReadExactAt<'_> {
 }
 
 /// A read in progress: `buf[..done]` holds the file's bytes from `offset`.
-struct ReadState<'a> {
+/// The buffer is the caller's (`&mut [u8]`) or the future's own (a pin's
+/// `Vec`).
+struct ReadState<'a, B> {
     file: &'a File,
-    buf: &'a mut [u8],
+    buf: B,
     offset: u64,
     /// The read's flags, the file's defaults added.
     flags: ReadFlags,
@@ -148,8 +245,8 @@ enum Miss<'a> {
     Block,
 }
 
-impl<'a> ReadState<'a> {
-    fn new(file: &'a File, buf: &'a mut [u8], offset: u64, flags: ReadFlags) -> Self {
+impl<'a, B: DerefMut<Target = [u8]>> ReadState<'a, B> {
+    fn new(file: &'a File, buf: B, offset: u64, flags: ReadFlags) -> Self {
         ReadState {
             file,
             buf,

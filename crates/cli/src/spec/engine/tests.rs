@@ -293,7 +293,10 @@ fn async_engines_take_tasks() {
         ("tokio-fs[qd=2]", "qd= is for foliocache and direct only"),
         ("tokio-fs[async]", "unknown option `async`"),
         ("kernel[tasks=2]", "takes no options"),
-        ("direct[tasks=2]", "tasks= is for foliocache and tokio-fs only"),
+        (
+            "direct[tasks=2]",
+            "tasks= is for foliocache and tokio-fs only",
+        ),
     ] {
         let err = EngineSpec::parse(text).unwrap_err();
         assert!(err.contains(why), "{text}: {err}");
