@@ -25,13 +25,20 @@
 //! drop, and the cache stays as a blocking read that was never made would
 //! leave it (with the folios it started reading cached).
 //!
+//! With the `tokio` feature, `Cursor` (`File::cursor`) reads a file
+//! through `tokio::io::AsyncRead + AsyncSeek`.
+//!
 //! `docs/async.md` has the design: what wakes what, and every operation's
 //! cancellation.
 //!
 //! [`File`]: crate::File
 //! [`ReadFlags::NOWAIT`]: crate::ReadFlags::NOWAIT
 
+#[cfg(feature = "tokio")]
+mod cursor;
 mod read;
 
 pub use crate::folio::WaitUnlocked;
+#[cfg(feature = "tokio")]
+pub use cursor::Cursor;
 pub use read::{PinAt, ReadAt, ReadExactAt};

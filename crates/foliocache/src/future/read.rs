@@ -219,7 +219,7 @@ impl fmt::Debug for ReadExactAt<'_> {
 /// A read in progress: `buf[..done]` holds the file's bytes from `offset`.
 /// The buffer is the caller's (`&mut [u8]`) or the future's own (a pin's
 /// `Vec`).
-struct ReadState<'a, B> {
+pub(super) struct ReadState<'a, B> {
     file: &'a File,
     buf: B,
     offset: u64,
@@ -233,6 +233,9 @@ struct ReadState<'a, B> {
     retries: u32,
     /// The folio lock this read waits for.
     wait: Option<WaitUnlocked<'a>>,
+    /// Return what was copied rather than wait for more (an `AsyncRead`'s
+    /// read: any bytes will do).
+    short: bool,
 }
 
 /// What a miss leads to.
@@ -246,7 +249,47 @@ enum Miss<'a> {
 }
 
 impl<'a, B: DerefMut<Target = [u8]>> ReadState<'a, B> {
-    fn new(file: &'a File, buf: B, offset: u64, flags: ReadFlags) -> Self {
+    /// This read's progress carried into a read of another buffer at
+    /// `offset` (a cursor's next `poll_read`): the folio it waits on and
+    /// whether it started IO. `short`: complete with what was copied
+    /// rather than wait for more.
+    #[cfg(feature = "tokio")]
+    pub(super) fn resume<C>(
+        from: Option<ReadState<'a, C>>,
+        file: &'a File,
+        buf: B,
+        offset: u64,
+        short: bool,
+    ) -> Self {
+        let mut st = ReadState::new(file, buf, offset, ReadFlags::NONE);
+        if let Some(old) = from {
+            if old.offset == offset {
+                st.wait = old.wait;
+                st.started = old.started;
+                st.retries = old.retries;
+            }
+        }
+        st.short = short;
+        st
+    }
+
+    /// Gives up the buffer, keeping the rest (see `resume`).
+    #[cfg(feature = "tokio")]
+    pub(super) fn park(self) -> ReadState<'a, ()> {
+        ReadState {
+            file: self.file,
+            buf: (),
+            offset: self.offset,
+            flags: self.flags,
+            done: 0,
+            started: self.started,
+            retries: self.retries,
+            wait: self.wait,
+            short: self.short,
+        }
+    }
+
+    pub(super) fn new(file: &'a File, buf: B, offset: u64, flags: ReadFlags) -> Self {
         ReadState {
             file,
             buf,
@@ -256,12 +299,13 @@ impl<'a, B: DerefMut<Target = [u8]>> ReadState<'a, B> {
             started: false,
             retries: 0,
             wait: None,
+            short: false,
         }
     }
 
     /// Reads until the buffer is full or the file ends: the bytes read, or
     /// the error if none was.
-    fn poll_read(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+    pub(super) fn poll_read(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
         loop {
             if let Some(w) = self.wait.as_mut() {
                 ready!(Pin::new(w).poll(cx));
@@ -280,6 +324,9 @@ impl<'a, B: DerefMut<Target = [u8]>> ReadState<'a, B> {
                         && !self.flags.contains(ReadFlags::NOWAIT) =>
                 {
                     match self.miss(pos, len) {
+                        Miss::Wait(_) if self.short && self.done > 0 => {
+                            return Poll::Ready(Ok(self.done))
+                        }
                         Miss::Wait(folio) => {
                             self.wait = Some(folio.wait_unlocked_async());
                             continue;

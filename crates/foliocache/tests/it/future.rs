@@ -430,3 +430,48 @@ fn pin_async_pins_a_hit_on_the_first_poll_and_reads_a_miss_without_a_thread() {
     f.write_at(b"x", 5 * P).unwrap();
     assert_eq!(c.stats().pin_copies, copies, "a pin outlived its future");
 }
+
+#[test]
+fn a_cursor_reads_and_seeks_through_tokios_traits() {
+    use tokio::io::{AsyncReadExt, AsyncSeekExt};
+    let c = TestCache::pages(8).build();
+    let data = nonzero_bytes(40 * P as usize + 123, 11);
+    let (f, _b) = faulty_file(&c, &data);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut cur = f.cursor(0);
+        let mut all = Vec::new();
+        cur.read_to_end(&mut all).await.unwrap();
+        assert!(all == data, "read_to_end");
+        assert_eq!(cur.position(), data.len() as u64);
+        f.discard().unwrap();
+        let mut buf = vec![0u8; 100];
+        assert_eq!(
+            cur.seek(io::SeekFrom::End(-100)).await.unwrap(),
+            data.len() as u64 - 100
+        );
+        cur.read_exact(&mut buf).await.unwrap();
+        assert_eq!(&buf[..], &data[data.len() - 100..]);
+        let at = cur
+            .seek(io::SeekFrom::Current(-(3 * P as i64)))
+            .await
+            .unwrap();
+        cur.read_exact(&mut buf).await.unwrap();
+        assert_eq!(&buf[..], &data[at as usize..][..100]);
+        cur.seek(io::SeekFrom::Start(7 * P - 1)).await.unwrap();
+        cur.read_exact(&mut buf).await.unwrap();
+        assert_eq!(&buf[..], &data[7 * P as usize - 1..][..100]);
+        let err = cur
+            .seek(io::SeekFrom::Current(-(1 << 40)))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        cur.seek(io::SeekFrom::Start(data.len() as u64 + 5))
+            .await
+            .unwrap();
+        assert_eq!(cur.read(&mut buf).await.unwrap(), 0, "past the end");
+    });
+    check_cache(&c, &f, 41);
+}
