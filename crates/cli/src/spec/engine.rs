@@ -430,35 +430,38 @@ impl EngineSpec {
 /// The tasks of `tasks=v` for an engine of `kind`: 1 to [`MAX_TASKS`], on
 /// `foliocache` or `tokio-fs`.
 fn parse_tasks(kind: EngineKind, v: &str) -> Result<usize, String> {
-    if !matches!(kind, EngineKind::Foliocache | EngineKind::TokioFs) {
-        return Err(format!(
-            "{} engine: tasks= is for foliocache and tokio-fs only",
-            kind.name()
-        ));
-    }
-    match v.parse::<usize>() {
-        Ok(n) if (1..=MAX_TASKS).contains(&n) => Ok(n),
-        _ => Err(format!(
-            "{} engine: tasks={v}: the number of tasks is a whole number from 1 to \
-             {MAX_TASKS}",
-            kind.name()
-        )),
-    }
+    let on = [EngineKind::Foliocache, EngineKind::TokioFs];
+    parse_count(kind, ("tasks", v), &on, MAX_TASKS, "the number of tasks")
 }
 
 /// The depth of `qd=v` for an engine of `kind`: 1 to [`MAX_QD`], on
 /// `foliocache` or `direct`.
 fn parse_qd(kind: EngineKind, v: &str) -> Result<usize, String> {
-    if !matches!(kind, EngineKind::Foliocache | EngineKind::Direct) {
+    let on = [EngineKind::Foliocache, EngineKind::Direct];
+    parse_count(kind, ("qd", v), &on, MAX_QD, "the queue depth")
+}
+
+/// A count option `key=v` of an engine of `kind`: 1 to `max`, taken only
+/// by the engines `on`; `what` names it in the error.
+fn parse_count(
+    kind: EngineKind,
+    (key, v): (&str, &str),
+    on: &[EngineKind],
+    max: usize,
+    what: &str,
+) -> Result<usize, String> {
+    if !on.contains(&kind) {
+        let names: Vec<_> = on.iter().map(|k| k.name()).collect();
         return Err(format!(
-            "{} engine: qd= is for foliocache and direct only",
-            kind.name()
+            "{} engine: {key}= is for {} only",
+            kind.name(),
+            names.join(" and ")
         ));
     }
     match v.parse::<usize>() {
-        Ok(n) if (1..=MAX_QD).contains(&n) => Ok(n),
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
         _ => Err(format!(
-            "{} engine: qd={v}: the queue depth is a whole number from 1 to {MAX_QD}",
+            "{} engine: {key}={v}: {what} is a whole number from 1 to {max}",
             kind.name()
         )),
     }
