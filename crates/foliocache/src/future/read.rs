@@ -14,6 +14,7 @@ use crate::filemap::pin::Pinned;
 use crate::filemap::{FgpFlags, FolioFlags};
 use crate::flags::ReadFlags;
 use crate::folio::{Folio, WaitUnlocked};
+use crate::sync::Ordering;
 
 /// Lookups after a miss that found the folio neither in flight nor
 /// readable (freed, or unlocked but not uptodate, between two looks)
@@ -371,11 +372,18 @@ impl<'a, B: DerefMut<Target = [u8]>> ReadState<'a, B> {
             // reports its error.
             return Miss::Block;
         }
-        let mut started = file.mapping.start_read(&file.ra, pos, len, self.flags);
+        // A read that goes on where this handle's last read ended starts
+        // the blocking read's synchronous readahead (a stream's window);
+        // any other reads just its pages, as a queued read does. Many tasks
+        // reading at random through one handle would otherwise look like
+        // streams to readahead's look-back at what is cached, and read
+        // windows nobody asked for.
+        let sequential = pos == file.ra.prev_pos.load(Ordering::Relaxed);
+        let mut started =
+            sequential && file.mapping.start_read(&file.ra, pos, len, self.flags);
         if !started {
-            // Readahead made no folio for it (memory short, or the place
-            // taken meanwhile): one folio per page missing, as a queued
-            // read's.
+            // Readahead made no folio for it, or the read is not a
+            // stream's: one folio per page missing, as a queued read's.
             let mut s = [false];
             file.start_misses(std::iter::once((pos, len)), self.flags, &mut s);
             started = s[0];

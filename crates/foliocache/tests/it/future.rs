@@ -23,14 +23,29 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 
 use foliocache::filemap::{FgpFlags, FolioFlags};
-use foliocache::{Cache, File, ReadFlags};
+use foliocache::{Cache, File, PressureConfig, ReadFlags};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::common::{nonzero_bytes, settled};
+use backing::aio::{EngineKind as IoKind, IoEngineConfig};
 use test_support::cache::{faulty_file, mem_file, TestCache};
 
 const P: u64 = 4096;
+
+/// A test cache of `pages` pages; under Miri (which runs the futures'
+/// state machines here: `scripts/miri.sh`) its IO engine is the thread
+/// pool and it watches no memory pressure, Miri having neither io_uring
+/// nor `poll`.
+fn test_cache(pages: usize) -> TestCache {
+    let t = TestCache::pages(pages);
+    if cfg!(miri) {
+        t.io_engine(IoEngineConfig::new().kind(IoKind::Threads))
+            .pressure(PressureConfig::off())
+    } else {
+        t
+    }
+}
 
 /// A waker that counts its clones and wakes, and lets a thread wait for a
 /// wake.
@@ -143,7 +158,7 @@ fn check_cache(c: &Cache, f: &File, pages: u64) {
 
 #[test]
 fn a_hit_completes_on_the_first_poll_without_a_waker() {
-    let c = TestCache::pages(16).build();
+    let c = test_cache(16).build();
     let data = nonzero_bytes(4 * P as usize, 1);
     let f = mem_file(&c, &data);
     let mut buf = vec![0u8; 100];
@@ -162,14 +177,14 @@ fn a_hit_completes_on_the_first_poll_without_a_waker() {
 
 #[test]
 fn a_miss_waits_on_the_folio_and_every_waiter_wakes_at_its_unlock() {
-    let c = TestCache::pages(16).no_readahead().build();
+    let c = test_cache(16).no_readahead().build();
     let data = nonzero_bytes(4 * P as usize, 2);
     let f = mem_file(&c, &data);
     // The folio of page 1, locked and not uptodate: a read in flight.
     let locked = f.mapping().lock_folio(1, FgpFlags::CREAT).unwrap();
-    const TASKS: usize = 50;
-    let mut bufs = vec![vec![0u8; 64]; TASKS];
-    let counters: Vec<_> = (0..TASKS).map(|_| Arc::new(Counting::default())).collect();
+    let tasks: usize = if cfg!(miri) { 6 } else { 50 };
+    let mut bufs = vec![vec![0u8; 64]; tasks];
+    let counters: Vec<_> = (0..tasks).map(|_| Arc::new(Counting::default())).collect();
     let mut futs: Vec<_> = bufs
         .iter_mut()
         .enumerate()
@@ -202,7 +217,7 @@ fn a_miss_waits_on_the_folio_and_every_waiter_wakes_at_its_unlock() {
 
 #[test]
 fn a_future_dropped_while_it_waits_takes_its_waker_back() {
-    let c = TestCache::pages(16).no_readahead().build();
+    let c = test_cache(16).no_readahead().build();
     let data = nonzero_bytes(2 * P as usize, 3);
     let f = mem_file(&c, &data);
     let locked = f.mapping().lock_folio(0, FgpFlags::CREAT).unwrap();
@@ -223,8 +238,12 @@ fn a_future_dropped_while_it_waits_takes_its_waker_back() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "200 reads: the other tests run the state machine under Miri"
+)]
 fn reads_on_minimal_executors_return_the_blocking_reads_bytes() {
-    let c = TestCache::pages(8).build();
+    let c = test_cache(8).build();
     let data = nonzero_bytes(64 * P as usize + 100, 4);
     let (f, _b) = faulty_file(&c, &data);
     let mut rng = StdRng::seed_from_u64(4);
@@ -249,7 +268,7 @@ fn reads_on_minimal_executors_return_the_blocking_reads_bytes() {
 
 #[test]
 fn a_miss_reads_the_files_bytes_and_counts_a_miss() {
-    let c = TestCache::pages(16).no_readahead().build();
+    let c = test_cache(16).no_readahead().build();
     let data = nonzero_bytes(4 * P as usize, 5);
     let (f, b) = faulty_file(&c, &data);
     let mut buf = vec![0u8; 3 * P as usize];
@@ -264,7 +283,7 @@ fn a_miss_reads_the_files_bytes_and_counts_a_miss() {
 
 #[test]
 fn nowait_reads_fail_with_would_block_and_start_nothing() {
-    let c = TestCache::pages(16).build();
+    let c = test_cache(16).build();
     let data = nonzero_bytes(4 * P as usize, 6);
     let (f, b) = faulty_file(&c, &data);
     let mut buf = vec![0u8; 10];
@@ -275,7 +294,7 @@ fn nowait_reads_fail_with_would_block_and_start_nothing() {
 
 #[test]
 fn a_failed_read_is_the_futures_error_and_leaves_the_cache_sound() {
-    let c = TestCache::pages(16).build();
+    let c = test_cache(16).build();
     let data = nonzero_bytes(8 * P as usize, 7);
     let (f, b) = faulty_file(&c, &data);
     b.fail_reads_in(2 * P, P, libc::EIO);
@@ -292,8 +311,9 @@ fn a_failed_read_is_the_futures_error_and_leaves_the_cache_sound() {
 /// with reads failing at random: the cache stays sound, and the bytes are
 /// the file's once the faults are gone.
 #[test]
+#[cfg_attr(miri, ignore = "hundreds of reads under faults: too slow for Miri")]
 fn reads_dropped_at_every_await_point_under_faults_leave_the_cache_sound() {
-    let c = TestCache::pages(12).build();
+    let c = test_cache(12).build();
     let pages = 40u64;
     let data = nonzero_bytes((pages * P) as usize, 8);
     let (f, b) = faulty_file(&c, &data);
@@ -362,7 +382,7 @@ async fn many_tasks(f: Arc<File>, data: Arc<Vec<u8>>, tasks: usize) {
 }
 
 fn runtime_case(rt: tokio::runtime::Runtime) {
-    let c = TestCache::pages(32).build();
+    let c = test_cache(32).build();
     let data = Arc::new(nonzero_bytes(256 * P as usize, 9));
     let (f, _b) = faulty_file(&c, &data);
     let f = Arc::new(f);
@@ -371,6 +391,7 @@ fn runtime_case(rt: tokio::runtime::Runtime) {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "tokio's runtime and 1280 reads: too slow for Miri")]
 fn many_tasks_on_tokios_current_thread_runtime() {
     runtime_case(
         tokio::runtime::Builder::new_current_thread()
@@ -380,6 +401,7 @@ fn many_tasks_on_tokios_current_thread_runtime() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "tokio's runtime and 1280 reads: too slow for Miri")]
 fn many_tasks_on_tokios_multi_thread_runtime() {
     runtime_case(
         tokio::runtime::Builder::new_multi_thread()
@@ -391,7 +413,7 @@ fn many_tasks_on_tokios_multi_thread_runtime() {
 
 #[test]
 fn pin_async_pins_a_hit_on_the_first_poll_and_reads_a_miss_without_a_thread() {
-    let c = TestCache::pages(16).no_readahead().build();
+    let c = test_cache(16).no_readahead().build();
     let data = nonzero_bytes(8 * P as usize, 10);
     let (f, _b) = faulty_file(&c, &data);
     // A miss: read by the IO engine, then pinned in place.
@@ -434,7 +456,7 @@ fn pin_async_pins_a_hit_on_the_first_poll_and_reads_a_miss_without_a_thread() {
 #[test]
 fn a_cursor_reads_and_seeks_through_tokios_traits() {
     use tokio::io::{AsyncReadExt, AsyncSeekExt};
-    let c = TestCache::pages(8).build();
+    let c = test_cache(8).build();
     let data = nonzero_bytes(40 * P as usize + 123, 11);
     let (f, _b) = faulty_file(&c, &data);
     let rt = tokio::runtime::Builder::new_current_thread()
