@@ -337,11 +337,11 @@ impl Mapping {
 /// An async read's miss (`crate::future`).
 impl Mapping {
     /// Starts the IO of an async read's miss at byte `offset` of a request
-    /// of `len` bytes, without waiting for it: the synchronous readahead
-    /// the blocking read would run (its window, or the one folio of a
-    /// random read), every read submitted to the IO engine. The caller then
-    /// waits on the lock of the folio it needs. Returns whether a folio was
-    /// inserted (a miss, counted here).
+    /// of `len` bytes (a stream's: the read continues the handle's last
+    /// one), without waiting for it: the synchronous readahead the
+    /// blocking read would run, every read submitted to the IO engine. The
+    /// caller then waits on the lock of the folio it needs. Returns
+    /// whether a folio was inserted (a miss, counted here).
     pub(crate) fn start_read(
         self: &Arc<Self>,
         ra: &Arc<Readahead>,

@@ -3,10 +3,12 @@
 //! A miss costs a future, not a thread. A read's first poll runs the
 //! blocking read's hit path with [`ReadFlags::NOWAIT`]: a hit inside one
 //! folio completes there, with no allocation, no system call and no
-//! waker. On a miss the poll starts the IO the blocking read would start
-//! (its synchronous readahead: a window, or the one folio of a random
-//! read), submitted to the cache's IO engine instead of waited for, then
-//! queues its task's waker on the lock of the first folio it needs
+//! waker. On a miss the poll inserts the folios it needs and submits
+//! their reads to the cache's IO engine instead of waiting for them (a
+//! read continuing the handle's last one through the blocking read's
+//! synchronous readahead, its window; any other read just its pages, as a
+//! queued read's), then queues its task's waker on the lock of the first
+//! folio it needs
 //! ([`Folio::wait_unlocked_async`](crate::filemap::Folio::wait_unlocked_async))
 //! and returns `Pending`. The engine's completion fills the folio, marks
 //! it uptodate and unlocks it; the unlock wakes every task waiting on it.

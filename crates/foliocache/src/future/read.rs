@@ -379,8 +379,7 @@ impl<'a, B: DerefMut<Target = [u8]>> ReadState<'a, B> {
         // streams to readahead's look-back at what is cached, and read
         // windows nobody asked for.
         let sequential = pos == file.ra.prev_pos.load(Ordering::Relaxed);
-        let mut started =
-            sequential && file.mapping.start_read(&file.ra, pos, len, self.flags);
+        let mut started = sequential && file.mapping.start_read(&file.ra, pos, len, self.flags);
         if !started {
             // Readahead made no folio for it, or the read is not a
             // stream's: one folio per page missing, as a queued read's.
