@@ -35,7 +35,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     ("what works on mappings: writeback, memory pressure, truncation", &["writeback", "pressure", "truncate"]),
     ("the cache, which builds and ties the parts", &["cache"]),
-    ("the handle and its operations", &["file", "write", "shift", "read_many"]),
+    ("the handle and its operations", &["file", "write", "shift", "read_many", "future"]),
 ];
 
 /// The longest import cycle allowed (the kernel's own `mm/` has
