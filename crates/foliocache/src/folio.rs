@@ -1479,6 +1479,94 @@ mod tests {
         );
     }
 
+    /// A waker counting its wakes.
+    struct CountWakes(std::sync::atomic::AtomicUsize);
+
+    impl std::task::Wake for CountWakes {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    fn wakes(c: &CountWakes) -> usize {
+        c.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The async wait's state machine on one folio (Miri runs it:
+    /// `scripts/miri.sh`): ready at once when unlocked, with no waker kept;
+    /// queued once however often it is polled; woken once by the unlock,
+    /// every task of the folio together; a dropped wait takes its waker
+    /// back; no `ASYNC_WAITERS` left behind, no waker clone leaked.
+    #[test]
+    fn async_waits_queue_once_wake_at_the_unlock_and_leave_nothing() {
+        let f = Folio::default();
+        f.init(0, 0);
+        let (a, b) = (
+            Arc::new(CountWakes(Default::default())),
+            Arc::new(CountWakes(Default::default())),
+        );
+        let (wa, wb) = (Waker::from(a.clone()), Waker::from(b.clone()));
+        let mut ready = f.wait_unlocked_async();
+        assert!(Pin::new(&mut ready)
+            .poll(&mut Context::from_waker(&wa))
+            .is_ready());
+        drop(ready);
+        assert_eq!(Arc::strong_count(&a), 2, "a ready wait keeps no waker");
+
+        assert!(f.trylock());
+        let mut w1 = f.wait_unlocked_async();
+        let mut w2 = f.wait_unlocked_async();
+        for _ in 0..3 {
+            assert!(Pin::new(&mut w1)
+                .poll(&mut Context::from_waker(&wa))
+                .is_pending());
+        }
+        assert!(Pin::new(&mut w2)
+            .poll(&mut Context::from_waker(&wb))
+            .is_pending());
+        assert!(f.test(FolioFlags::ASYNC_WAITERS));
+        // One queued clone each (and `w1`'s, `w2`'s own).
+        assert_eq!(Arc::strong_count(&a), 4);
+        f.unlock();
+        assert_eq!((wakes(&a), wakes(&b)), (1, 1), "each woken once");
+        assert!(!f.test(FolioFlags::ASYNC_WAITERS));
+        assert!(Pin::new(&mut w1)
+            .poll(&mut Context::from_waker(&wa))
+            .is_ready());
+        assert!(Pin::new(&mut w2)
+            .poll(&mut Context::from_waker(&wb))
+            .is_ready());
+        drop((w1, w2));
+
+        // Dropped while it waits: taken back, not woken by the unlock.
+        assert!(f.trylock());
+        let mut w3 = f.wait_unlocked_async();
+        assert!(Pin::new(&mut w3)
+            .poll(&mut Context::from_waker(&wa))
+            .is_pending());
+        drop(w3);
+        f.unlock();
+        assert_eq!(wakes(&a), 1, "a dropped wait was woken");
+        assert_eq!(Arc::strong_count(&a), 2, "a waker clone left queued");
+
+        // Woken from another thread's unlock.
+        assert!(f.trylock());
+        let mut w4 = f.wait_unlocked_async();
+        assert!(Pin::new(&mut w4)
+            .poll(&mut Context::from_waker(&wb))
+            .is_pending());
+        std::thread::scope(|s| {
+            s.spawn(|| f.unlock());
+        });
+        assert_eq!(wakes(&b), 2);
+        assert!(Pin::new(&mut w4)
+            .poll(&mut Context::from_waker(&wb))
+            .is_ready());
+        assert!(!f
+            .flags()
+            .intersects(FolioFlags::LOCKED | FolioFlags::ASYNC_WAITERS));
+    }
+
     #[test]
     fn try_get_never_revives_a_free_folio() {
         let f = Folio::default();
