@@ -4,7 +4,9 @@
 # nodes (tests/it/regress_node_free_provenance.rs: trees built, shrunk and
 # dropped, the nodes freed through their addresses), the folio arena
 # (crates/foliocache: `arena::` unit tests and tests/it/arena.rs, whose
-# tests stamp and check every block they get), the
+# tests stamp and check every block they get), the async wait on a folio
+# lock (crates/foliocache: `folio::tests::async*`, the waker table and the
+# wait future's states, under a second of Miri), the
 # shared copies of folio bytes (crates/foliocache: `copy::` unit tests,
 # which race copies on three threads: under Miri they are the byte-atomic
 # loops, which the data race detector checks, about 10 s) and the IO
@@ -64,6 +66,9 @@ cargo +nightly miri test -p foliocache-xarray --test it "$@" regress_node_free_p
 step "miri: foliocache arena (buddy allocator, region)"
 cargo +nightly miri test -p foliocache --lib "$@" arena::
 cargo +nightly miri test -p foliocache --test it "$@" arena::
+
+step "miri: foliocache async wait (the folio lock's waker table, the wait's state machine)"
+cargo +nightly miri test -p foliocache --lib "$@" folio::tests::async
 
 step "miri: foliocache shared copies (byte atomics racing on three threads)"
 cargo +nightly miri test -p foliocache --lib "$@" copy::

@@ -77,7 +77,10 @@ pub struct BenchArgs {
     /// cached read's limit; reads only), anon (populate only), fuse
     /// (through a foliocache FUSE mount),
     /// fuse-null (through a mount serving zeros with no cache: the FUSE
-    /// crossing alone; reads only), optionally with options in brackets,
+    /// crossing alone; reads only), tokio-fs (by name only: tokio's
+    /// spawn_blocking of a buffered pread, from tasks=N tasks on one
+    /// current-thread runtime per thread; reads only), optionally with
+    /// options in brackets,
     /// e.g. `foliocache[insert=single,ra=kernel]` (options: see below).
     /// Default: every engine that applies (each scenario's own list).
     #[arg(long = "engine", value_name = "ENGINE", value_parser = EngineSpec::parse)]
@@ -269,7 +272,10 @@ insert=batched|single, ra=SIZE|kernel|off, io=uring|threads|auto, dontcache
 (every read with ReadFlags::DONTCACHE, from an empty cache; every write with
 WriteFlags::DONTCACHE), grab=batched|single (how writes create their
 folios: File::set_write_insert), huge=on|off (the arena's transparent huge
-pages: CacheBuilder::huge_pages).
+pages: CacheBuilder::huge_pages), async and tasks=N (File::read_at_async
+from N tasks, 1 by default, on one current-thread runtime per thread; reads
+only).
+tokio-fs engine options: tasks=N (1 by default).
 anon engine options: thp (MADV_HUGEPAGE), populate (MADV_POPULATE_WRITE
 first, in the run's setup).";
 

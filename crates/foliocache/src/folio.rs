@@ -14,7 +14,7 @@
 //!  refcount: 0 = free (in the arena); the cache holds 2^order while the
 //!            folio is in a mapping; every lookup adds 1, dropped by the caller.
 //!  flags:    LOCKED WAITERS UPTODATE DIRTY WRITEBACK READAHEAD REFERENCED
-//!            ACTIVE WORKINGSET DROPBEHIND ERROR LRU ACTIVATE
+//!            ACTIVE WORKINGSET DROPBEHIND ERROR LRU ACTIVATE ASYNC_WAITERS
 //! ```
 //!
 //! # Locking
@@ -24,6 +24,12 @@
 //! contents are being read in, and by truncation and invalidation. After
 //! locking a folio found by lookup, re-check [`Folio::mapping`]: it may have
 //! been removed while the locker slept.
+//!
+//! A task waits for the lock without a thread
+//! ([`Folio::wait_unlocked_async`], the kernel's `folio_wait_bit` with a
+//! wake function): its waker goes into a hashed table of waker lists
+//! keyed by the descriptor's address, announced by `ASYNC_WAITERS`, and
+//! the unlock that sees that bit wakes every waker of the folio at once.
 
 use std::fmt;
 use std::io;
@@ -35,6 +41,10 @@ use backing::{Backing, IoBuf, IoBufMut, RawBuf};
 
 #[cfg(not(loom))]
 use parking_lot_core::{DEFAULT_PARK_TOKEN, DEFAULT_UNPARK_TOKEN};
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
 
 use crate::arena::{Arena, PageId};
 use crate::sync::{fence, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -71,6 +81,12 @@ bitflags::bitflags! {
         /// busy: the next LRU pass moves it to the active list (the kernel's
         /// per-CPU activation batch, reduced to a bit).
         const ACTIVATE = 1 << 12;
+        /// A task waits for the lock bit to clear: its waker is queued in
+        /// the folio's bucket of the async wait table (see
+        /// [`Folio::wait_unlocked_async`]). Apart from `WAITERS` so that an
+        /// unlock with only sleeping threads to wake never takes a bucket
+        /// lock, and one with none pays nothing.
+        const ASYNC_WAITERS = 1 << 13;
     }
 }
 
@@ -106,6 +122,72 @@ pub struct Folio {
     /// wake-ups (`unpark_all`; see `sleep_while_locked`).
     #[cfg(loom)]
     wakeups: AtomicU32,
+    /// Under loom, this folio's bucket of the async wait table (a static
+    /// table cannot hold loom's locks).
+    #[cfg(loom)]
+    async_waiters: WaiterList,
+}
+
+/// One bucket of the async wait table: the wakers of the tasks waiting for
+/// a folio's lock, each with its folio's key.
+type WaiterList = crate::sync::Mutex<Vec<(usize, Waker)>>;
+
+/// log2 of the buckets in the async wait table.
+#[cfg(not(loom))]
+const ASYNC_WAIT_BITS: u32 = 8;
+
+/// The async wait table: buckets of wakers hashed by folio (shared by every
+/// cache, as the parking lot's table is). A bucket is locked only by a task
+/// that registers or takes back its waker and by an unlock that saw
+/// `ASYNC_WAITERS`.
+#[cfg(not(loom))]
+static ASYNC_WAIT_TABLE: [WaiterList; 1 << ASYNC_WAIT_BITS] =
+    [const { WaiterList::new(Vec::new()) }; 1 << ASYNC_WAIT_BITS];
+
+/// The future of [`Folio::wait_unlocked_async`]: ready once the folio's
+/// lock is free.
+#[must_use = "futures do nothing unless polled"]
+pub struct WaitUnlocked<'a> {
+    folio: &'a Folio,
+    /// The waker this future queued, while it may still be queued.
+    queued: Option<Waker>,
+}
+
+impl Future for WaitUnlocked<'_> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let folio = self.folio;
+        // A task polled from another waker than the one it queued takes the
+        // old one back (the unlock would wake it for nothing).
+        if let Some(old) = self.queued.take() {
+            if !old.will_wake(cx.waker()) {
+                folio.unregister_waker(&old);
+            }
+        }
+        if !folio.is_locked() || !folio.register_waker(cx.waker()) {
+            return Poll::Ready(());
+        }
+        self.queued = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+impl Drop for WaitUnlocked<'_> {
+    fn drop(&mut self) {
+        if let Some(w) = self.queued.take() {
+            self.folio.unregister_waker(&w);
+        }
+    }
+}
+
+impl fmt::Debug for WaitUnlocked<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WaitUnlocked")
+            .field("flags", &self.folio.flags())
+            .field("queued", &self.queued.is_some())
+            .finish()
+    }
 }
 
 impl Default for Folio {
@@ -121,6 +203,8 @@ impl Default for Folio {
             pins: AtomicU32::new(0),
             #[cfg(loom)]
             wakeups: AtomicU32::new(0),
+            #[cfg(loom)]
+            async_waiters: WaiterList::new(Vec::new()),
         }
     }
 }
@@ -374,7 +458,9 @@ impl Folio {
     /// Unlocking a folio the caller did not lock is a bug, caught in debug
     /// builds.
     fn unlock(&self) {
-        let mask = !(FolioFlags::LOCKED.bits() | FolioFlags::WAITERS.bits());
+        let mask = !(FolioFlags::LOCKED.bits()
+            | FolioFlags::WAITERS.bits()
+            | FolioFlags::ASYNC_WAITERS.bits());
         let old = self.flags.fetch_and(mask, Ordering::Release);
         debug_assert!(
             old & FolioFlags::LOCKED.bits() != 0,
@@ -392,6 +478,114 @@ impl Folio {
             unsafe {
                 parking_lot_core::unpark_all(self.key(), DEFAULT_UNPARK_TOKEN);
             }
+        }
+        if old & FolioFlags::ASYNC_WAITERS.bits() != 0 {
+            self.wake_async();
+        }
+    }
+
+    // ---- waiting without a thread ------------------------------------------
+
+    /// This folio's list in the async wait table: a static table of
+    /// buckets hashed by the descriptor's address (as the parking lot's),
+    /// or under loom the folio's own.
+    fn waiters(&self) -> &WaiterList {
+        #[cfg(not(loom))]
+        {
+            let k = (self as *const Folio as usize as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            &ASYNC_WAIT_TABLE[(k >> (64 - ASYNC_WAIT_BITS)) as usize]
+        }
+        #[cfg(loom)]
+        {
+            &self.async_waiters
+        }
+    }
+
+    /// The key of this folio's entries in its bucket.
+    fn wait_key(&self) -> usize {
+        self as *const Folio as usize
+    }
+
+    /// Queues `waker` to be woken when the lock bit clears, if it is set.
+    /// Returns `false` when the folio is unlocked (nothing queued: look
+    /// again). A waker already queued for this folio (`will_wake`) is
+    /// replaced, so a task polled again while it waits stays queued once.
+    ///
+    /// Under the bucket's lock: announce `ASYNC_WAITERS`, and queue only if
+    /// the lock bit was still set then. An unlock clears both bits in one
+    /// step, so either it comes after the announcement and sees it (and
+    /// takes the bucket's lock, after this queued, to wake), or it came
+    /// before and this sees the folio unlocked and takes its announcement
+    /// back (no other registration can be running: they hold the bucket's
+    /// lock), leaving no stale bit.
+    pub(crate) fn register_waker(&self, waker: &Waker) -> bool {
+        let mut list = self.waiters().lock();
+        let old = self
+            .flags
+            .fetch_or(FolioFlags::ASYNC_WAITERS.bits(), Ordering::AcqRel);
+        if old & FolioFlags::LOCKED.bits() == 0 {
+            self.flags
+                .fetch_and(!FolioFlags::ASYNC_WAITERS.bits(), Ordering::Relaxed);
+            return false;
+        }
+        let key = self.wait_key();
+        match list
+            .iter_mut()
+            .find(|(k, w)| *k == key && w.will_wake(waker))
+        {
+            Some((_, w)) => w.clone_from(waker),
+            None => list.push((key, waker.clone())),
+        }
+        true
+    }
+
+    /// Takes back a waker queued by [`register_waker`](Self::register_waker)
+    /// for this folio, if it is still queued (a future dropped while it
+    /// waited).
+    pub(crate) fn unregister_waker(&self, waker: &Waker) {
+        let key = self.wait_key();
+        let mut list = self.waiters().lock();
+        if let Some(i) = list
+            .iter()
+            .position(|(k, w)| *k == key && w.will_wake(waker))
+        {
+            list.swap_remove(i);
+        }
+    }
+
+    /// Wakes every waker queued for this folio (an unlock that saw
+    /// `ASYNC_WAITERS`), after letting go of the bucket's lock: a waker
+    /// may run code that polls again.
+    #[cold]
+    fn wake_async(&self) {
+        let key = self.wait_key();
+        let mut woken = Vec::new();
+        {
+            let mut list = self.waiters().lock();
+            let mut i = 0;
+            while i < list.len() {
+                if list[i].0 == key {
+                    woken.push(list.swap_remove(i).1);
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        for w in woken {
+            w.wake();
+        }
+    }
+
+    /// Waits for the lock to be free without a thread: the async form of
+    /// [`wait_unlocked`](Self::wait_unlocked). The future is ready at once
+    /// when the folio is unlocked (no waker registered); otherwise its
+    /// task's waker is queued and woken by the unlock, together with every
+    /// other task waiting on this folio. Dropped while it waits, it takes
+    /// its waker back.
+    pub fn wait_unlocked_async(&self) -> WaitUnlocked<'_> {
+        WaitUnlocked {
+            folio: self,
+            queued: None,
         }
     }
 
@@ -1283,6 +1477,94 @@ mod tests {
             "{}",
             FolioTable::bytes_per_page()
         );
+    }
+
+    /// A waker counting its wakes.
+    struct CountWakes(std::sync::atomic::AtomicUsize);
+
+    impl std::task::Wake for CountWakes {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    fn wakes(c: &CountWakes) -> usize {
+        c.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The async wait's state machine on one folio (Miri runs it:
+    /// `scripts/miri.sh`): ready at once when unlocked, with no waker kept;
+    /// queued once however often it is polled; woken once by the unlock,
+    /// every task of the folio together; a dropped wait takes its waker
+    /// back; no `ASYNC_WAITERS` left behind, no waker clone leaked.
+    #[test]
+    fn async_waits_queue_once_wake_at_the_unlock_and_leave_nothing() {
+        let f = Folio::default();
+        f.init(0, 0);
+        let (a, b) = (
+            Arc::new(CountWakes(Default::default())),
+            Arc::new(CountWakes(Default::default())),
+        );
+        let (wa, wb) = (Waker::from(a.clone()), Waker::from(b.clone()));
+        let mut ready = f.wait_unlocked_async();
+        assert!(Pin::new(&mut ready)
+            .poll(&mut Context::from_waker(&wa))
+            .is_ready());
+        drop(ready);
+        assert_eq!(Arc::strong_count(&a), 2, "a ready wait keeps no waker");
+
+        assert!(f.trylock());
+        let mut w1 = f.wait_unlocked_async();
+        let mut w2 = f.wait_unlocked_async();
+        for _ in 0..3 {
+            assert!(Pin::new(&mut w1)
+                .poll(&mut Context::from_waker(&wa))
+                .is_pending());
+        }
+        assert!(Pin::new(&mut w2)
+            .poll(&mut Context::from_waker(&wb))
+            .is_pending());
+        assert!(f.test(FolioFlags::ASYNC_WAITERS));
+        // One queued clone each (and `w1`'s, `w2`'s own).
+        assert_eq!(Arc::strong_count(&a), 4);
+        f.unlock();
+        assert_eq!((wakes(&a), wakes(&b)), (1, 1), "each woken once");
+        assert!(!f.test(FolioFlags::ASYNC_WAITERS));
+        assert!(Pin::new(&mut w1)
+            .poll(&mut Context::from_waker(&wa))
+            .is_ready());
+        assert!(Pin::new(&mut w2)
+            .poll(&mut Context::from_waker(&wb))
+            .is_ready());
+        drop((w1, w2));
+
+        // Dropped while it waits: taken back, not woken by the unlock.
+        assert!(f.trylock());
+        let mut w3 = f.wait_unlocked_async();
+        assert!(Pin::new(&mut w3)
+            .poll(&mut Context::from_waker(&wa))
+            .is_pending());
+        drop(w3);
+        f.unlock();
+        assert_eq!(wakes(&a), 1, "a dropped wait was woken");
+        assert_eq!(Arc::strong_count(&a), 2, "a waker clone left queued");
+
+        // Woken from another thread's unlock.
+        assert!(f.trylock());
+        let mut w4 = f.wait_unlocked_async();
+        assert!(Pin::new(&mut w4)
+            .poll(&mut Context::from_waker(&wb))
+            .is_pending());
+        std::thread::scope(|s| {
+            s.spawn(|| f.unlock());
+        });
+        assert_eq!(wakes(&b), 2);
+        assert!(Pin::new(&mut w4)
+            .poll(&mut Context::from_waker(&wb))
+            .is_ready());
+        assert!(!f
+            .flags()
+            .intersects(FolioFlags::LOCKED | FolioFlags::ASYNC_WAITERS));
     }
 
     #[test]

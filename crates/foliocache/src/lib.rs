@@ -168,6 +168,7 @@ mod flags;
 // Unsafe: the folio lock's parking, the descriptor table, a locked folio's memory for IO.
 #[allow(unsafe_code)]
 mod folio;
+pub mod future;
 mod huge_hints;
 mod kick;
 // `Identity` is public for the state file's tests through `internals`.

@@ -123,7 +123,7 @@ impl File {
     /// started IO (a miss, counted here once) in `started` (as long as
     /// `reqs`, all false on entry): the caller's memory, so a queue's
     /// push allocates none for it.
-    fn start_misses(
+    pub(crate) fn start_misses(
         &self,
         reqs: impl Iterator<Item = (u64, usize)>,
         flags: ReadFlags,

@@ -6,8 +6,9 @@
 //! reader (`folio_end_dropbehind`), a write against reclaim (a dirty folio is
 //! never evicted), the folio lock against reclaim, writeback against
 //! truncation and hole punching, a write against the writeback of its
-//! folio, and a pin of a folio's bytes against a write or truncation of
-//! them.
+//! folio, a pin of a folio's bytes against a write or truncation of
+//! them, and an async read's waker handed to the folio lock while the
+//! read's completion unlocks it.
 //!
 //! Run with:
 //! `RUSTFLAGS="--cfg loom" cargo test -p foliocache --release --test loom`
@@ -150,7 +151,12 @@ fn check_settled(file: &File) -> bool {
             let flags = f.flags();
             assert!(flags.contains(FolioFlags::UPTODATE), "{f:?}");
             assert!(
-                !flags.intersects(FolioFlags::LOCKED | FolioFlags::WAITERS | FolioFlags::ERROR),
+                !flags.intersects(
+                    FolioFlags::LOCKED
+                        | FolioFlags::WAITERS
+                        | FolioFlags::ASYNC_WAITERS
+                        | FolioFlags::ERROR
+                ),
                 "{f:?}"
             );
             true
@@ -1327,4 +1333,103 @@ fn l_pin_races_truncation_of_its_folio() {
         let s = c.stats();
         assert_eq!(s.free_bytes, s.capacity_bytes, "a page leaked: {s:?}");
     });
+}
+
+// ---------------------------------------------------------------------------
+// (w) The async wait's waker handoff (`Folio::wait_unlocked_async`, the read
+// futures' wait): a task queues its waker on a locked folio while the
+// read's completion fills and unlocks it. The waker is never lost (a task
+// that saw the folio locked is woken: the waiter below yields until its
+// waker is woken, so a lost wake-up never ends the execution, which loom
+// reports as too many branches) and woken at
+// most once. The table queues its own clone of the waker (a `Waker` keeps
+// its task alive), so a wake that races the future's drop wakes a live
+// task, never a freed one; once both sides are done no clone is left
+// queued (a dropped future took its waker back, or the unlock took it).
+
+/// A waker counting its wakes with a loom atomic.
+struct CountWakes(loom::sync::atomic::AtomicUsize);
+
+impl std::task::Wake for CountWakes {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, loom::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A 1-page file whose folio is inserted locked and not uptodate (a read
+/// in flight), and its lock.
+fn w_setup() -> (Cache, File) {
+    let c = cache(2);
+    let f = mem_file(&c, 0x7);
+    (c, f)
+}
+
+#[test]
+fn w_a_task_waiting_on_a_folio_is_woken_by_its_fill() {
+    model(
+        "w_a_task_waiting_on_a_folio_is_woken_by_its_fill",
+        3,
+        || {
+            let (c, f) = w_setup();
+            let locked = f.mapping().lock_folio(0, FgpFlags::CREAT).unwrap();
+            let waiter = thread::spawn({
+                let f = f.clone();
+                move || {
+                    use std::future::Future;
+                    use std::task::{Context, Poll, Waker};
+                    let r = f.mapping().get_folio(0, FgpFlags::empty()).unwrap();
+                    let count = Arc::new(CountWakes(loom::sync::atomic::AtomicUsize::new(0)));
+                    let waker = Waker::from(count.clone());
+                    let mut fut = std::pin::pin!(r.wait_unlocked_async());
+                    while fut.as_mut().poll(&mut Context::from_waker(&waker)) == Poll::Pending {
+                        while count.0.load(loom::sync::atomic::Ordering::SeqCst) == 0 {
+                            thread::yield_now();
+                        }
+                        count.0.store(0, loom::sync::atomic::Ordering::SeqCst);
+                    }
+                    assert!(!r.is_locked());
+                    assert!(r.test(FolioFlags::UPTODATE), "woken before the fill");
+                }
+            });
+            f.mapping().read_folio(locked).unwrap();
+            waiter.join().unwrap();
+            read_page(&f, 0x7).unwrap();
+            assert!(check_settled(&f));
+            check_closed(&c, vec![f]);
+        },
+    );
+}
+
+#[test]
+fn w_a_dropped_wait_is_woken_at_most_once_and_leaves_no_waker() {
+    model(
+        "w_a_dropped_wait_is_woken_at_most_once_and_leaves_no_waker",
+        3,
+        || {
+            use std::future::Future;
+            use std::task::{Context, Poll, Waker};
+            let (c, f) = w_setup();
+            let locked = f.mapping().lock_folio(0, FgpFlags::CREAT).unwrap();
+            let count = Arc::new(CountWakes(loom::sync::atomic::AtomicUsize::new(0)));
+            let waiter = thread::spawn({
+                let (f, count) = (f.clone(), count.clone());
+                move || {
+                    let r = f.mapping().get_folio(0, FgpFlags::empty()).unwrap();
+                    let waker = Waker::from(count.clone());
+                    let mut fut = std::pin::pin!(r.wait_unlocked_async());
+                    fut.as_mut().poll(&mut Context::from_waker(&waker))
+                }
+            });
+            f.mapping().read_folio(locked).unwrap();
+            let first = waiter.join().unwrap();
+            let wakes = count.0.load(loom::sync::atomic::Ordering::SeqCst);
+            assert!(wakes <= 1, "woken {wakes} times");
+            if first == Poll::Ready(()) {
+                assert_eq!(wakes, 0, "a ready wait registered a waker");
+            }
+            assert_eq!(Arc::strong_count(&count), 1, "a waker left queued");
+            assert!(check_settled(&f));
+            check_closed(&c, vec![f]);
+        },
+    );
 }

@@ -17,6 +17,9 @@
 //!   copied to the buffer or, with `--consume`, summed in place.
 //! - `foliocache[qd=N]`: `N` reads queued on a `foliocache::ReadQueue`
 //!   per job thread (the loop is `job`'s).
+//! - `foliocache[async]`, `foliocache[async,tasks=N]`: `N` tasks (1 by
+//!   default) per job thread on one current-thread tokio runtime, each
+//!   reading with `File::read_at_flags_async` (the loop is `job`'s).
 //! - In a memory job (populate), writes into a memfile per job thread
 //!   (`Cache::memfile`; with `grab=single` its writes create their folios
 //!   one at a time, `File::set_write_insert(Insert::Single)`) of a new
@@ -35,7 +38,7 @@ use anyhow::{Context, Result};
 use backing::aio::IoEngineConfig;
 use foliocache::{Cache, CacheStats, Populate, ReadFlags, ReadaheadConfig, WriteFlags};
 
-use super::io::{copy_and_sum, lend, summed, BlockIo, ThreadIo};
+use super::io::{copy_and_sum, lend, summed, BlockIo, FolioTaskIo, ThreadIo};
 use super::{Engine, Kept, PageCache, Run, RunMode, Setup};
 use crate::spec::engine::{EngineSpec, FolioOptions};
 use crate::units::fmt_size;
@@ -344,11 +347,12 @@ fn build_cache(spec: &EngineSpec, capacity: u64) -> Result<Cache> {
 
 /// The `foliocache` engine: its files opened through its cache, how it
 /// reads and writes them, and, for `foliocache[qd=N]`, the depth of each
-/// thread's queue.
+/// thread's queue, or for `foliocache[async]` its tasks.
 pub(super) struct Foliocache {
     files: Vec<foliocache::File>,
     mode: FolioMode,
     depth: Option<usize>,
+    tasks: Option<usize>,
 }
 
 impl Default for Foliocache {
@@ -357,6 +361,7 @@ impl Default for Foliocache {
             files: Vec::new(),
             mode: FolioOptions::default().mode(),
             depth: None,
+            tasks: None,
         }
     }
 }
@@ -380,6 +385,7 @@ impl Engine for Foliocache {
         self.files = handles;
         self.mode = spec.folio.mode();
         self.depth = spec.qd;
+        self.tasks = spec.tasks;
         Ok(())
     }
 
@@ -394,9 +400,13 @@ impl Engine for Foliocache {
     }
 
     fn threads(&mut self, n: usize, shared: bool) -> Vec<ThreadIo<'_>> {
-        match self.depth {
-            Some(depth) => lend(&self.files, n, shared, |f| ThreadIo::Queued(f, depth)),
-            None => {
+        let flags = self.mode.read;
+        match (self.depth, self.tasks) {
+            (Some(depth), _) => lend(&self.files, n, shared, |f| ThreadIo::Queued(f, depth)),
+            (None, Some(tasks)) => lend(&self.files, n, shared, |f| {
+                ThreadIo::FolioTasks(FolioTaskIo(f, flags), tasks)
+            }),
+            (None, None) => {
                 let mode = self.mode;
                 lend(&self.files, n, shared, |f| {
                     ThreadIo::Folio(FolioIo(f, mode))

@@ -10,13 +10,17 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
+use foliocache::ReadFlags;
 use rustix::fs::OFlags;
+
+use std::future::Future;
 
 use super::anon::AnonIo;
 use super::dontcache::DontcacheIo;
 use super::folio::FolioIo;
 use super::kernel::PreadIo;
 use super::mmap::{MmapIo, SharedMapIo};
+use super::tokio_fs::TokioFsIo;
 
 /// One thread's way of doing IO on its file. The job loop is generic over
 /// it, so each engine's loop is compiled separately with no dynamic
@@ -43,6 +47,35 @@ pub trait BlockIo: Send {
     #[inline]
     fn read_consume(&mut self, buf: &mut [u8], off: u64) -> io::Result<(usize, u64)> {
         copy_and_sum(self, buf, off)
+    }
+}
+
+/// One task's read of an async engine (`tasks=N`): `job` runs `N` of
+/// them on one current-thread runtime per job thread, each reading one
+/// block at a time into its own buffer.
+pub trait TaskRead: Send {
+    /// Reads `buf.len()` bytes at `off`; the bytes read. `scratch` is the
+    /// task's own, for an engine whose reads need an owned buffer.
+    fn read<'a>(
+        &'a self,
+        buf: &'a mut [u8],
+        scratch: &'a mut Vec<u8>,
+        off: u64,
+    ) -> impl Future<Output = io::Result<usize>> + 'a;
+}
+
+/// `foliocache[async]`: `File::read_at_flags_async`.
+pub struct FolioTaskIo<'a>(pub &'a foliocache::File, pub ReadFlags);
+
+impl TaskRead for FolioTaskIo<'_> {
+    #[inline]
+    fn read<'a>(
+        &'a self,
+        buf: &'a mut [u8],
+        _: &'a mut Vec<u8>,
+        off: u64,
+    ) -> impl Future<Output = io::Result<usize>> + 'a {
+        self.0.read_at_flags_async(buf, off, self.1)
     }
 }
 
@@ -88,6 +121,10 @@ pub enum ThreadIo<'a> {
     Queued(&'a foliocache::File, usize),
     /// `direct[qd=N]`: the `O_DIRECT` file and `N`.
     Ring(&'a File, usize),
+    /// `foliocache[async,tasks=N]`: the file's async reads and `N`.
+    FolioTasks(FolioTaskIo<'a>, usize),
+    /// `tokio-fs[tasks=N]`: reads in tokio's blocking pool, and `N`.
+    TokioFs(TokioFsIo, usize),
 }
 
 /// `io` of `items[j]` for each of `n` threads `j`, or of `items[0]` for

@@ -11,6 +11,8 @@
 //! | `memcpy`     | a copy out of anonymous memory holding the file | - (read jobs only) |
 //! | `foliocache[qd=N]` | `N` reads queued on a `foliocache::ReadQueue`, one taken and one queued at a time | - (read jobs only) |
 //! | `direct[qd=N]` | an io_uring of depth `N` on an `O_DIRECT` fd, kept full (`sys::ring`) | - (read jobs only) |
+//! | `foliocache[async,tasks=N]` | `File::read_at_async` from `N` tasks on one current-thread tokio runtime per thread | - (read jobs only) |
+//! | `tokio-fs[tasks=N]` | `spawn_blocking` of a buffered `pread` from `N` tasks on one current-thread tokio runtime per thread | - (read jobs only) |
 //! | `anon`       | -                                           | a `memset` of fresh anonymous memory (populate only) |
 //! | `fuse`       | buffered `pread` of the file under a foliocache FUSE mount | `pwrite` there |
 //! | `fuse-null`  | buffered `pread` under a mount of `foliocache_fuse::NullFs` (zeros, no cache: the crossing alone) | - |
@@ -18,8 +20,8 @@
 //! Each engine is a type implementing [`Engine`], in a file of its own
 //! (variants of one engine in its file): [`folio`] (`foliocache` and its
 //! options), [`kernel`], [`direct`], [`dontcache`], [`mmap`],
-//! [`memcpy`], [`anon`], and [`fuse`] (`fuse` and `fuse-null`, whose
-//! mounts are [`fuse_mount`]'s). [`Engines::prepare`] makes a fresh one
+//! [`memcpy`], [`anon`], [`fuse`] (`fuse` and `fuse-null`, whose
+//! mounts are [`fuse_mount`]'s) and [`tokio_fs`]. [`Engines::prepare`] makes a fresh one
 //! for every run and prepares it: the kernel's page cache under the data
 //! files brought to what the engine needs ([`page_cache`]), then the
 //! engine's own preparation (open its files, build or reuse a cache,
@@ -95,12 +97,13 @@ mod kernel;
 mod memcpy;
 mod mmap;
 mod page_cache;
+mod tokio_fs;
 
 pub use dontcache::probe_dontcache;
 pub use folio::FolioBefore;
 pub(crate) use fuse_mount::{FuseFigures, FuseMount};
 use io::OpenFiles;
-pub use io::{BlockIo, ThreadIo};
+pub use io::{BlockIo, TaskRead, ThreadIo};
 pub use page_cache::{drop_files, PageCache};
 
 /// An engine of the bench, made ready for one run of a job: a type per
@@ -199,6 +202,7 @@ fn new_engine(kind: EngineKind) -> Prepared {
         EngineKind::Anon => Box::<anon::Anon>::default(),
         EngineKind::Fuse => Box::<fuse::Fuse>::default(),
         EngineKind::FuseNull => Box::<fuse::FuseNull>::default(),
+        EngineKind::TokioFs => Box::<tokio_fs::TokioFs>::default(),
     }
 }
 
@@ -313,6 +317,12 @@ impl Engines {
         if write && spec.qd.is_some() {
             bail!(
                 "{}: qd=N engines only read: use them in read jobs",
+                spec.label
+            );
+        }
+        if write && spec.tasks.is_some() {
+            bail!(
+                "{}: async engines (async, tasks=N, tokio-fs) only read: use them in read jobs",
                 spec.label
             );
         }

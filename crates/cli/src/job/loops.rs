@@ -15,7 +15,7 @@ use super::offsets::Offsets;
 use super::recorder::{LoopState, Recorder, Shared, Slot, ThreadOut};
 use crate::clock::{Clock, ClockKind, Mono, Tsc};
 use crate::data::{self, Generator, FILE_SEED};
-use crate::engine::{BlockIo, ThreadIo};
+use crate::engine::{BlockIo, TaskRead, ThreadIo};
 use crate::hist::Histogram;
 use crate::sys::ring::DirectRing;
 use crate::sys::AlignedBuf;
@@ -59,6 +59,8 @@ pub(super) fn spawn<'scope, 'env>(
             depth,
             ring: None
         }),
+        ThreadIo::FolioTasks(io, tasks) => spawn!(Tasks::new(io, tasks)),
+        ThreadIo::TokioFs(io, tasks) => spawn!(Tasks::new(io, tasks)),
     }
 }
 
@@ -122,6 +124,127 @@ struct Ringed<'a> {
     file: &'a std::fs::File,
     depth: usize,
     ring: Option<DirectRing<'a>>,
+}
+
+/// An async engine's reads (`foliocache[async,tasks=N]`, `tokio-fs`):
+/// `N` tasks on one current-thread tokio runtime, built by the job
+/// thread, each with its own buffer.
+struct Tasks<IO> {
+    io: IO,
+    tasks: usize,
+    bs: usize,
+    bufs: Vec<(AlignedBuf, Vec<u8>)>,
+    rt: Option<tokio::runtime::Runtime>,
+}
+
+impl<IO> Tasks<IO> {
+    fn new(io: IO, tasks: usize) -> Self {
+        Tasks {
+            io,
+            tasks,
+            bs: 0,
+            bufs: Vec::new(),
+            rt: None,
+        }
+    }
+}
+
+/// What the tasks of a [`Tasks`] loop share (on one thread).
+struct TaskShared<'o, 'l, 's, C: Clock> {
+    offs: &'o mut Offsets,
+    st: &'l mut LoopState<'s>,
+    rec: Recorder<'s, C>,
+    issued: u64,
+    stop: bool,
+}
+
+impl<IO: TaskRead> ThreadLoop for Tasks<IO> {
+    fn setup(&mut self, bs: usize, buf_offset: usize) -> io::Result<()> {
+        self.bs = bs;
+        self.bufs = (0..self.tasks)
+            .map(|_| Ok((AlignedBuf::new(bs, buf_offset)?, Vec::new())))
+            .collect::<io::Result<_>>()?;
+        self.rt = Some(
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?,
+        );
+        Ok(())
+    }
+
+    /// Runs the tasks until the job's operations are issued or its time
+    /// is up: each takes the next offset, reads it, counts it with the
+    /// time from the read's start to its completion as its latency, and
+    /// takes the next. The runtime polls only the tasks woken.
+    fn run<C: Clock, const WRITE: bool, const VERIFY: bool>(
+        &mut self,
+        offs: &mut Offsets,
+        st: &mut LoopState<'_>,
+    ) -> io::Result<ThreadOut> {
+        use futures_util::stream::{FuturesUnordered, StreamExt};
+        use std::cell::RefCell;
+        if WRITE {
+            return Err(read_only());
+        }
+        let rt = self.rt.as_ref().ok_or_else(no_setup)?;
+        let bs = self.bs;
+        let rec = Recorder::<C>::start(st, bs as u64);
+        let max_ops = st.sh.max_ops;
+        let shared = RefCell::new(TaskShared {
+            offs,
+            st,
+            rec,
+            issued: 0,
+            stop: false,
+        });
+        let io = &self.io;
+        let mut running: FuturesUnordered<_> = self
+            .bufs
+            .iter_mut()
+            .map(|(b, scratch)| {
+                read_task::<IO, C, VERIFY>(io, b.as_mut_slice(), scratch, &shared, max_ops)
+            })
+            .collect();
+        rt.block_on(async {
+            while let Some(r) = running.next().await {
+                r?;
+            }
+            Ok::<_, io::Error>(())
+        })?;
+        drop(running);
+        Ok(shared.into_inner().rec.finish())
+    }
+}
+
+/// One task of a [`Tasks`] loop: takes the next offset, reads it into
+/// `buf`, counts it, until the job's operations are issued or a task
+/// stopped the run.
+async fn read_task<IO: TaskRead, C: Clock, const VERIFY: bool>(
+    io: &IO,
+    buf: &mut [u8],
+    scratch: &mut Vec<u8>,
+    shared: &std::cell::RefCell<TaskShared<'_, '_, '_, C>>,
+    max_ops: u64,
+) -> io::Result<()> {
+    let bs = buf.len();
+    loop {
+        let off = {
+            let mut sh = shared.borrow_mut();
+            if sh.stop || sh.issued >= max_ops {
+                return Ok(());
+            }
+            sh.issued += 1;
+            sh.offs.next()
+        };
+        let t0 = C::now();
+        let got = io.read(buf, scratch, off).await;
+        let now = C::now();
+        let mut sh = shared.borrow_mut();
+        check_read::<VERIFY>(&mut *sh.st, got, bs, off, buf)?;
+        if sh.rec.done(now, now.wrapping_sub(t0), 1) {
+            sh.stop = true;
+        }
+    }
 }
 
 /// The error of a queue-depth engine asked to write (refused before a job

@@ -309,8 +309,8 @@ fn merge(
 mod tests {
     use super::*;
 
-    /// A queue-depth engine's job on a small file: a pass counts every
-    /// read once, in the histogram too, and `--verify` checks every
+    /// A queue-depth or async engine's job on a small file: a pass counts
+    /// every read once, in the histogram too, and `--verify` checks every
     /// block; a time-based run stops with reads in flight.
     #[test]
     fn qd_engines_count_and_verify_every_read() {
@@ -342,6 +342,14 @@ mod tests {
             ("direct[qd=1]", None),
             ("direct[qd=32]", Some(Duration::from_millis(200))),
             ("foliocache[qd=32]", Some(Duration::from_millis(200))),
+            ("foliocache[async]", None),
+            ("foliocache[async,tasks=32]", None),
+            (
+                "foliocache[async,tasks=32]",
+                Some(Duration::from_millis(200)),
+            ),
+            ("tokio-fs[tasks=8]", None),
+            ("tokio-fs[tasks=8]", Some(Duration::from_millis(200))),
         ] {
             let spec = EngineSpec::parse(text).unwrap();
             let job = JobSpec {

@@ -36,6 +36,12 @@ pub enum EngineKind {
     /// Buffered pread of a file of zeros through a mount that caches
     /// nothing (`foliocache_fuse::NullFs`): the FUSE crossing alone.
     FuseNull,
+    /// tokio's way to read a file: positional reads of a buffered file
+    /// through the runtime's blocking pool (`spawn_blocking` of
+    /// `FileExt::read_at`), from `tasks=N` tasks on one current-thread
+    /// runtime per job thread. Reads only; by name only
+    /// ([`EngineKind::BY_NAME_ONLY`]).
+    TokioFs,
 }
 
 impl EngineKind {
@@ -52,6 +58,10 @@ impl EngineKind {
         EngineKind::FuseNull,
     ];
 
+    /// The engines no scenario runs unless named (`--engine`): not in
+    /// [`ALL`](Self::ALL), which a custom job defaults to.
+    pub const BY_NAME_ONLY: [EngineKind; 1] = [EngineKind::TokioFs];
+
     /// The engine's name on the command line.
     pub fn name(self) -> &'static str {
         match self {
@@ -64,6 +74,7 @@ impl EngineKind {
             EngineKind::Anon => "anon",
             EngineKind::Fuse => "fuse",
             EngineKind::FuseNull => "fuse-null",
+            EngineKind::TokioFs => "tokio-fs",
         }
     }
 
@@ -92,7 +103,11 @@ impl EngineKind {
     pub fn cached(self) -> bool {
         matches!(
             self,
-            EngineKind::Foliocache | EngineKind::Kernel | EngineKind::Mmap | EngineKind::Fuse
+            EngineKind::Foliocache
+                | EngineKind::Kernel
+                | EngineKind::Mmap
+                | EngineKind::Fuse
+                | EngineKind::TokioFs
         )
     }
 }
@@ -206,10 +221,18 @@ pub struct EngineSpec {
     /// (`File::read_many` batches of `N`; an io_uring of depth `N` on the
     /// `O_DIRECT` descriptor). `None`: synchronous reads.
     pub qd: Option<usize>,
+    /// Async reads from `N` tasks on one current-thread runtime per job
+    /// thread: `foliocache[async]` (1 task; `tasks=N` for more:
+    /// `File::read_at_async`) and `tokio-fs` (1 task unless `tasks=N`).
+    /// `None`: synchronous reads.
+    pub tasks: Option<usize>,
 }
 
 /// The deepest queue `qd=` takes.
 pub const MAX_QD: usize = 1024;
+
+/// The most tasks `tasks=` takes.
+pub const MAX_TASKS: usize = 1024;
 
 /// Options of the `anon` engine, from `anon[...]`: the memory of
 /// foliocache's arena, for comparison (its arena asks for transparent huge
@@ -234,6 +257,11 @@ impl EngineSpec {
             anon: AnonOptions::default(),
             inplace: false,
             qd: None,
+            tasks: if kind == EngineKind::TokioFs {
+                Some(1)
+            } else {
+                None
+            },
         }
     }
 
@@ -286,19 +314,30 @@ impl EngineSpec {
         };
         let kind = EngineKind::ALL
             .into_iter()
+            .chain(EngineKind::BY_NAME_ONLY)
             .find(|k| k.name() == name)
             .ok_or_else(|| {
-                let names: Vec<_> = EngineKind::ALL.iter().map(|k| k.name()).collect();
+                let names: Vec<_> = EngineKind::ALL
+                    .iter()
+                    .chain(&EngineKind::BY_NAME_ONLY)
+                    .map(|k| k.name())
+                    .collect();
                 format!("unknown engine `{name}` (available: {})", names.join(", "))
             })?;
         let mut folio = FolioOptions::default();
         let mut anon = AnonOptions::default();
         let mut inplace = false;
         let mut qd = None;
+        let mut tasks = EngineSpec::plain(kind).tasks;
+        let mut asynchronous = false;
         if let Some(opts) = opts {
             if !matches!(
                 kind,
-                EngineKind::Foliocache | EngineKind::Anon | EngineKind::Direct | EngineKind::Memcpy
+                EngineKind::Foliocache
+                    | EngineKind::Anon
+                    | EngineKind::Direct
+                    | EngineKind::Memcpy
+                    | EngineKind::TokioFs
             ) {
                 if let Some(v) = opts.split(',').find_map(|o| o.trim().strip_prefix("qd=")) {
                     parse_qd(kind, v.trim())?;
@@ -316,7 +355,18 @@ impl EngineSpec {
                     qd = Some(parse_qd(kind, v.trim())?);
                     continue;
                 }
+                if let Some(v) = opt.trim().strip_prefix("tasks=") {
+                    tasks = Some(parse_tasks(kind, v.trim())?);
+                    continue;
+                }
                 match kind {
+                    EngineKind::TokioFs => {
+                        return Err(format!(
+                            "tokio-fs engine: unknown option `{}` (supported: tasks=N)",
+                            opt.trim()
+                        ))
+                    }
+                    EngineKind::Foliocache if opt.trim() == "async" => asynchronous = true,
                     EngineKind::Direct => {
                         return Err(format!(
                             "direct engine: unknown option `{}` (supported: qd=N)",
@@ -350,6 +400,15 @@ impl EngineSpec {
                  dontcache or qd="
             ));
         }
+        if kind == EngineKind::Foliocache && (asynchronous || tasks.is_some()) {
+            tasks = Some(tasks.unwrap_or(1));
+            if qd.is_some() || folio.pin {
+                return Err(format!(
+                    "engine `{s}`: async reads (async, tasks=N) are one read per task: not \
+                     with qd= or pin"
+                ));
+            }
+        }
         if qd.is_some() && folio.dontcache {
             return Err(format!(
                 "engine `{s}`: qd= and dontcache together are not supported (a batch of \
@@ -363,23 +422,46 @@ impl EngineSpec {
             anon,
             inplace,
             qd,
+            tasks,
         })
     }
+}
+
+/// The tasks of `tasks=v` for an engine of `kind`: 1 to [`MAX_TASKS`], on
+/// `foliocache` or `tokio-fs`.
+fn parse_tasks(kind: EngineKind, v: &str) -> Result<usize, String> {
+    let on = [EngineKind::Foliocache, EngineKind::TokioFs];
+    parse_count(kind, ("tasks", v), &on, MAX_TASKS, "the number of tasks")
 }
 
 /// The depth of `qd=v` for an engine of `kind`: 1 to [`MAX_QD`], on
 /// `foliocache` or `direct`.
 fn parse_qd(kind: EngineKind, v: &str) -> Result<usize, String> {
-    if !matches!(kind, EngineKind::Foliocache | EngineKind::Direct) {
+    let on = [EngineKind::Foliocache, EngineKind::Direct];
+    parse_count(kind, ("qd", v), &on, MAX_QD, "the queue depth")
+}
+
+/// A count option `key=v` of an engine of `kind`: 1 to `max`, taken only
+/// by the engines `on`; `what` names it in the error.
+fn parse_count(
+    kind: EngineKind,
+    (key, v): (&str, &str),
+    on: &[EngineKind],
+    max: usize,
+    what: &str,
+) -> Result<usize, String> {
+    if !on.contains(&kind) {
+        let names: Vec<_> = on.iter().map(|k| k.name()).collect();
         return Err(format!(
-            "{} engine: qd= is for foliocache and direct only",
-            kind.name()
+            "{} engine: {key}= is for {} only",
+            kind.name(),
+            names.join(" and ")
         ));
     }
     match v.parse::<usize>() {
-        Ok(n) if (1..=MAX_QD).contains(&n) => Ok(n),
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
         _ => Err(format!(
-            "{} engine: qd={v}: the queue depth is a whole number from 1 to {MAX_QD}",
+            "{} engine: {key}={v}: {what} is a whole number from 1 to {max}",
             kind.name()
         )),
     }
@@ -388,7 +470,8 @@ fn parse_qd(kind: EngineKind, v: &str) -> Result<usize, String> {
 fn parse_folio_option(opt: &str, folio: &mut FolioOptions) -> Result<(), String> {
     const SUPPORTED: &str = "supported: populate=eager|lazy, folio=SIZE, \
                              insert=batched|single, ra=SIZE|kernel|off, io=uring|threads|auto, \
-                             dontcache, grab=batched|single, huge=on|off, pin, qd=N";
+                             dontcache, grab=batched|single, huge=on|off, pin, qd=N, async, \
+                             tasks=N";
     let (key, value) = match opt.split_once('=') {
         Some((k, v)) => (k.trim(), Some(v.trim())),
         None => (opt, None),
@@ -429,7 +512,7 @@ fn parse_folio_option(opt: &str, folio: &mut FolioOptions) -> Result<(), String>
         ("huge", Some("off")) => folio.huge = false,
         (
             "populate" | "folio" | "insert" | "ra" | "io" | "dontcache" | "grab" | "huge" | "pin"
-            | "qd",
+            | "qd" | "async" | "tasks",
             _,
         ) => {
             return Err(format!(

@@ -266,7 +266,7 @@ impl Mapping {
                     return Err(would_block());
                 }
                 since.get_or_insert_with(std::time::Instant::now);
-                missed |= self.sync_readahead(ra, index, last - index + 1, dropbehind, batch);
+                missed |= self.sync_readahead(ra, index, last - index + 1, dropbehind, true, batch);
                 if batch.is_empty() {
                     self.get_read_batch(index, last, batch);
                 }
@@ -339,6 +339,39 @@ impl Mapping {
                 Err(other) => return Err(other.into()),
             }
         }
+    }
+}
+
+/// An async read's miss (`crate::future`).
+impl Mapping {
+    /// Starts the IO of an async read's miss at byte `offset` of a request
+    /// of `len` bytes (a stream's: the read continues the handle's last
+    /// one), without waiting for it: the synchronous readahead the
+    /// blocking read would run, every read submitted to the IO engine. The
+    /// caller then waits on the lock of the folio it needs. Returns
+    /// whether a folio was inserted (a miss, counted here).
+    pub(crate) fn start_read(
+        self: &Arc<Self>,
+        ra: &Arc<Readahead>,
+        offset: u64,
+        len: usize,
+        flags: ReadFlags,
+    ) -> bool {
+        let size = self.size();
+        if offset >= size || len == 0 || self.memfile {
+            return false;
+        }
+        let end = offset.saturating_add(len as u64).min(size);
+        let (index, last) = (offset / PAGE, (end - 1) / PAGE);
+        let dropbehind = flags.contains(ReadFlags::DONTCACHE);
+        let mut none = Vec::new();
+        let started =
+            self.sync_readahead(ra, index, last - index + 1, dropbehind, false, &mut none);
+        debug_assert!(none.is_empty(), "a read that does not wait gets no folio");
+        if started {
+            self.inner().stats.misses.add(1);
+        }
+        started
     }
 }
 
@@ -544,13 +577,16 @@ impl Mapping {
     /// `req` pages (`page_cache_sync_ra`). Returns whether it inserted a
     /// folio. A miss read as one folio on this thread (`read_one`) pushes
     /// it to `batch`, uptodate and referenced, sparing the caller its
-    /// lookup.
+    /// lookup. Without `wait` (an async read's miss) the same window is
+    /// built and inserted but every read goes to the IO engine, and
+    /// nothing is pushed: the caller waits on the folios' locks.
     pub(crate) fn sync_readahead<'m>(
         self: &'m Arc<Self>,
         ra: &Arc<Readahead>,
         index: u64,
         req: u64,
         dropbehind: bool,
+        wait: bool,
         batch: &mut Vec<FolioRef<'m>>,
     ) -> bool {
         let size = self.size();
@@ -577,7 +613,7 @@ impl Mapping {
                     order: 0,
                     marker: false,
                 };
-                return self.read_one(ra, slot, dropbehind, batch);
+                return self.read_one(ra, slot, dropbehind, wait, batch);
             }
             Some(SyncPlan::Plain { start, pages }) => {
                 let win = Window {
@@ -598,22 +634,24 @@ impl Mapping {
         };
         if let [slot] = slots[..] {
             if !slot.marker {
-                return self.read_one(ra, slot, dropbehind, batch);
+                return self.read_one(ra, slot, dropbehind, wait, batch);
             }
         }
         let insert = st.cfg.insert;
-        self.run_window(ra, &slots, insert, true, dropbehind)
+        self.run_window(ra, &slots, insert, wait, dropbehind)
     }
 
     /// A miss whose plan is one folio and no marker (a random read, or
     /// readahead off: `page_cache_sync_ra`'s `force_page_cache_ra` of the
     /// request alone): allocated, inserted and read on this thread, with
     /// none of a window's batches. Returns whether it inserted the folio.
+    /// Without `wait`, the read goes to the IO engine instead.
     fn read_one<'m>(
-        &'m self,
-        ra: &Readahead,
+        self: &'m Arc<Self>,
+        ra: &Arc<Readahead>,
         slot: Slot,
         dropbehind: bool,
+        wait: bool,
         batch: &mut Vec<FolioRef<'m>>,
     ) -> bool {
         // As in `run_window`: inserted locked before the lock is let go.
@@ -622,6 +660,10 @@ impl Mapping {
             return false;
         };
         self.inner().stats.readahead_windows.add(1);
+        if !wait {
+            self.read_window(ra, vec![f], false);
+            return true;
+        }
         match self.read_folio(f) {
             Ok(r) => batch.push(r),
             Err(_) => ra.shrink_window(),

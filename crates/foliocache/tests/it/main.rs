@@ -28,6 +28,8 @@ mod read {
 /// Batched reads (`File::read_many`): a model, faults, concurrency.
 mod read_many;
 
+mod future;
+
 /// Readahead: the window's size and its asynchronous marker, sequential
 /// and random streams, advice.
 mod readahead;

@@ -270,3 +270,37 @@ fn malformed_specs_are_errors() {
     let e = EngineSpec::parse("nope").unwrap_err();
     assert!(e.contains("available: foliocache, kernel, direct, dontcache, mmap"));
 }
+
+#[test]
+fn async_engines_take_tasks() {
+    for (text, tasks) in [
+        ("foliocache[async]", 1),
+        ("foliocache[async,tasks=32]", 32),
+        ("foliocache[tasks=4]", 4),
+        ("tokio-fs", 1),
+        ("tokio-fs[tasks=8]", 8),
+    ] {
+        let s = EngineSpec::parse(text).unwrap();
+        assert_eq!(s.tasks, Some(tasks), "{text}");
+        assert_eq!(s.qd, None, "{text}");
+    }
+    assert_eq!(EngineSpec::parse("foliocache").unwrap().tasks, None);
+    for (text, why) in [
+        ("foliocache[async,qd=4]", "not with qd= or pin"),
+        ("foliocache[async,pin]", "not with qd= or pin"),
+        ("foliocache[tasks=0]", "from 1 to 1024"),
+        ("tokio-fs[tasks=2000]", "from 1 to 1024"),
+        ("tokio-fs[qd=2]", "qd= is for foliocache and direct only"),
+        ("tokio-fs[async]", "unknown option `async`"),
+        ("kernel[tasks=2]", "takes no options"),
+        (
+            "direct[tasks=2]",
+            "tasks= is for foliocache and tokio-fs only",
+        ),
+    ] {
+        let err = EngineSpec::parse(text).unwrap_err();
+        assert!(err.contains(why), "{text}: {err}");
+    }
+    // By name only: not among the engines a custom job defaults to.
+    assert!(!EngineKind::ALL.contains(&EngineKind::TokioFs));
+}

@@ -1,0 +1,46 @@
+//! The async API: futures for a [`File`]'s reads, on any executor.
+//!
+//! A miss costs a future, not a thread. A read's first poll runs the
+//! blocking read's hit path with [`ReadFlags::NOWAIT`]: a hit inside one
+//! folio completes there, with no allocation, no system call and no
+//! waker. On a miss the poll inserts the folios it needs and submits
+//! their reads to the cache's IO engine instead of waiting for them (a
+//! read continuing the handle's last one through the blocking read's
+//! synchronous readahead, its window; any other read just its pages, as a
+//! queued read's), then queues its task's waker on the lock of the first
+//! folio it needs
+//! ([`Folio::wait_unlocked_async`](crate::filemap::Folio::wait_unlocked_async))
+//! and returns `Pending`. The engine's completion fills the folio, marks
+//! it uptodate and unlocks it; the unlock wakes every task waiting on it.
+//! The woken read copies what is now cached and goes on from where it
+//! stopped. No runtime is required: the wake comes from the IO engine's
+//! completion thread, whatever executor polls the future.
+//!
+//! # Cancellation
+//! A read's IO targets the cache's folios, never the caller's buffer: the
+//! buffer is written only inside `poll`, on the polling thread, by a copy
+//! out of an uptodate folio. Dropping a read future at any point (before
+//! its first poll, while it waits, after it completed) leaves the read in
+//! flight to complete into the cache and unlock its folios, takes the
+//! future's waker back from the folio it waited on, and holds no folio
+//! reference or lock of its own: nothing touches the buffer after the
+//! drop, and the cache stays as a blocking read that was never made would
+//! leave it (with the folios it started reading cached).
+//!
+//! With the `tokio` feature, `Cursor` (`File::cursor`) reads a file
+//! through `tokio::io::AsyncRead + AsyncSeek`.
+//!
+//! `docs/async.md` has the design: what wakes what, and every operation's
+//! cancellation.
+//!
+//! [`File`]: crate::File
+//! [`ReadFlags::NOWAIT`]: crate::ReadFlags::NOWAIT
+
+#[cfg(feature = "tokio")]
+mod cursor;
+mod read;
+
+pub use crate::folio::WaitUnlocked;
+#[cfg(feature = "tokio")]
+pub use cursor::Cursor;
+pub use read::{PinAt, ReadAt, ReadExactAt};
