@@ -220,6 +220,13 @@ fn a_failed_writeback_at_unmount_names_its_file_and_the_others_are_written() {
         .iter()
         .map(|n| fs::File::create(d.mnt.join(n)).expect("create"))
         .collect();
+    let data = |i: usize| -> Vec<u8> { (0..300_000).map(|j| (j * 13 + i) as u8).collect() };
+    // Written (their space reserved on the backings) before the one is
+    // made immutable: an extending write to an immutable file fails at
+    // the write, as the kernel's does; this test is about the unmount.
+    for (i, f) in files.iter().enumerate() {
+        std::io::Write::write_all(&mut &*f, &data(i)).expect("write through the mount");
+    }
     let immutable = match Immutable::set(&d.backing.join("refused")) {
         Ok(g) => g,
         Err(why) => {
@@ -229,10 +236,6 @@ fn a_failed_writeback_at_unmount_names_its_file_and_the_others_are_written() {
             return;
         }
     };
-    let data = |i: usize| -> Vec<u8> { (0..300_000).map(|j| (j * 13 + i) as u8).collect() };
-    for (i, f) in files.iter().enumerate() {
-        std::io::Write::write_all(&mut &*f, &data(i)).expect("write through the mount");
-    }
     // Closing may already report the refused file's error (a flush that
     // writes back): the unmount's report is what is checked here.
     drop(files);
