@@ -440,6 +440,8 @@ impl Cache {
             pin_copies: s.pin_copies.load(Ordering::Relaxed),
             miss_latency: s.miss_latency.snapshot(),
             sync_latency: s.sync_latency.snapshot(),
+            throttle_latency: s.throttle_latency.snapshot(),
+            read_errors: s.read_errors.load(Ordering::Relaxed),
         }
     }
 
@@ -571,6 +573,12 @@ pub struct CacheStats {
     /// How long `File::sync_data` and `File::sync_all` took (writeback and
     /// the backing's flush).
     pub sync_latency: Latencies,
+    /// How long writers over the dirty limit were held (writing back, or
+    /// waiting for the flusher), one count per throttled write.
+    pub throttle_latency: Latencies,
+    /// Reads from backings that failed (the backing's error, or a read
+    /// short of the file's size); each failed a read or a readahead.
+    pub read_errors: u64,
 }
 
 /// Where a [`Cache`]'s memory goes, from [`Cache::memory`].

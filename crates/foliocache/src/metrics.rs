@@ -82,7 +82,7 @@ impl Collector for CacheCollector {
         let s = cache.stats();
         let mem = cache.memory();
         use Kind::{Counter, Gauge};
-        let figures: [(&str, &str, Kind, Option<Unit>, u64); 25] = [
+        let figures: [(&str, &str, Kind, Option<Unit>, u64); 26] = [
             (
                 "foliocache_hits",
                 "Folio lookups by reads that found the data cached",
@@ -159,6 +159,13 @@ impl Collector for CacheCollector {
                 Counter,
                 None,
                 s.writeback_errors,
+            ),
+            (
+                "foliocache_read_errors",
+                "Reads from backings that failed",
+                Counter,
+                None,
+                s.read_errors,
             ),
             (
                 "foliocache_throttled_writes",
@@ -281,6 +288,11 @@ impl Collector for CacheCollector {
                 "foliocache_sync_latency",
                 "How long sync_data and sync_all took",
                 &s.sync_latency,
+            ),
+            (
+                "foliocache_throttle_latency",
+                "How long writers over the dirty limit were held",
+                &s.throttle_latency,
             ),
         ] {
             encode_histogram(&mut enc, name, help, l)?;
@@ -472,6 +484,11 @@ mod tests {
         assert!(sample(&after, "foliocache_hits_total") >= 1.0, "{after}");
         assert!(sample(&after, "foliocache_miss_latency_seconds_count") >= 1.0);
         assert_eq!(sample(&after, "foliocache_sync_latency_seconds_count"), 1.0);
+        assert_eq!(sample(&after, "foliocache_read_errors_total"), 0.0);
+        assert_eq!(
+            sample(&after, "foliocache_throttle_latency_seconds_count"),
+            0.0
+        );
         assert!(
             sample(&after, "foliocache_written_bytes_total") >= 1.0,
             "{after}"

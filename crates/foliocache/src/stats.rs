@@ -176,6 +176,11 @@ pub(crate) struct Stats {
     pub(crate) miss_latency: LatencyHist,
     /// How long a `sync_data`/`sync_all` of a file took.
     pub(crate) sync_latency: LatencyHist,
+    /// How long a writer over the dirty limit was held (`Mapping::throttle`).
+    pub(crate) throttle_latency: LatencyHist,
+    /// Reads from backings that failed (the backing's error, or a short
+    /// read mid-file).
+    pub(crate) read_errors: StatU64,
 }
 
 /// Upper bounds of [`Latencies`]' buckets: powers of two of nanoseconds,
@@ -205,6 +210,15 @@ impl LatencyHist {
         self.sum_ns.fetch_add(ns, Ordering::Relaxed);
     }
 
+    /// A timer that records into this histogram when dropped (every way
+    /// out of a wait is counted).
+    pub(crate) fn timer(&self) -> LatencyTimer<'_> {
+        LatencyTimer {
+            hist: self,
+            start: std::time::Instant::now(),
+        }
+    }
+
     /// The counts now (each bucket read once: a snapshot that concurrent
     /// records may be partly in).
     pub(crate) fn snapshot(&self) -> Latencies {
@@ -215,6 +229,18 @@ impl LatencyHist {
             sum: std::time::Duration::from_nanos(self.sum_ns.load(Ordering::Relaxed)),
             counts,
         }
+    }
+}
+
+/// Records the time from its creation into its histogram when dropped.
+pub(crate) struct LatencyTimer<'h> {
+    hist: &'h LatencyHist,
+    start: std::time::Instant,
+}
+
+impl Drop for LatencyTimer<'_> {
+    fn drop(&mut self) {
+        self.hist.record(self.start.elapsed());
     }
 }
 

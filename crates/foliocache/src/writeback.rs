@@ -478,6 +478,7 @@ impl Mapping {
             return Ok(());
         }
         cache.stats.throttled.fetch_add(1, Ordering::Relaxed);
+        let _wait = cache.stats.throttle_latency.timer();
         cache.bdi.kick();
         let start = Instant::now();
         let errors = cache.stats.writeback_errors.load(Ordering::Relaxed);

@@ -1482,10 +1482,12 @@ impl Mapping {
                         want - from,
                         self.info
                     );
+                    cache.stats.read_errors.fetch_add(1, Ordering::Relaxed);
                     failure = Some(io::Error::from(rustix::io::Errno::IO));
                     break;
                 }
                 Err(e) => {
+                    cache.stats.read_errors.fetch_add(1, Ordering::Relaxed);
                     failure = Some(e);
                     break;
                 }

@@ -498,6 +498,7 @@ impl Mapping {
                 n as u64
             }
             Err(e) => {
+                cache.stats.read_errors.fetch_add(1, Ordering::Relaxed);
                 for f in run {
                     f.test_and_set(FolioFlags::ERROR);
                     self.remove_locked(&f);

@@ -152,9 +152,11 @@ fn every_injected_errno_reaches_the_caller_unchanged() {
         assert_eq!(c.stats().folios, 0, "nothing cached after errno {e}");
     }
     assert_eq!(b.stats().injected_errors, 5);
+    assert_eq!(c.stats().read_errors, 5, "each failed backing read counted");
     // One-shot rules are spent: the same reads now succeed.
     assert_eq!(read_vec(&f, 0, 8 * PAGE).unwrap(), data);
     assert_consistent(&c);
+    assert_eq!(c.stats().read_errors, 5);
 }
 
 #[test]

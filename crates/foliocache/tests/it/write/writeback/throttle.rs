@@ -102,6 +102,10 @@ fn a_throttled_writer_writes_back_about_what_it_dirties_not_the_whole_file() {
     other.join().unwrap();
     let s = c.stats();
     assert!(s.throttled > 0, "8 MiB through a 2 MiB dirty limit: {s:?}");
+    assert_eq!(
+        s.throttle_latency.count, s.throttled,
+        "each throttled write's wait is in the histogram"
+    );
     assert!(
         worst <= bound,
         "a 4 KiB write over the dirty limit wrote back {worst} bytes itself, more than \
