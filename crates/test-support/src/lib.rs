@@ -224,6 +224,43 @@ pub fn rerun_test(module: &str, name: &str) -> std::process::Command {
     cmd
 }
 
+/// A crash test's writer, killed mid-write: runs the test `name` of
+/// `module` again ([`rerun_test`]) with `env` set to `value`, reads its
+/// stdout until it prints `WRITING` (its transaction under way), kills it,
+/// and returns the last `COMMITTED n` it printed before (0 if none).
+/// Panics if the child exits before it is killed.
+pub fn kill_mid_write(
+    module: &str,
+    name: &str,
+    env: &str,
+    value: impl AsRef<std::ffi::OsStr>,
+) -> u64 {
+    use std::io::BufRead;
+    let mut child = rerun_test(module, name)
+        .env(env, value)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("re-running the test binary");
+    let mut committed = 0;
+    let out = child.stdout.take().expect("the child's stdout");
+    for line in std::io::BufReader::new(out).lines() {
+        let line = line.expect("a line from the child");
+        if let Some(n) = line.strip_prefix("COMMITTED ") {
+            committed = n.parse().expect("COMMITTED and a number");
+        }
+        if line == "WRITING" {
+            break;
+        }
+    }
+    child.kill().expect("killing the writer");
+    let status = child.wait().expect("waiting for the writer");
+    assert!(
+        !status.success(),
+        "the writer was killed, not done: {status}"
+    );
+    committed
+}
+
 /// Runs `cmd`; its output, or a panic showing the command, its status and
 /// its output unless it exits 0.
 pub fn run_checked(cmd: &mut std::process::Command) -> std::process::Output {

@@ -2,13 +2,10 @@
 //! durable commits): the database reopened through the cache passes
 //! redb's integrity check, and every committed entry is there.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-
 use foliocache_redb::FolioBackend;
 use redb::{Database, ReadableDatabase, ReadableTableMetadata, TableDefinition};
 use test_support::cache::TestCache;
-use test_support::{test_path, TempPath};
+use test_support::{kill_mid_write, TempPath};
 
 const MIB: usize = 1 << 20;
 const TABLE: TableDefinition<u64, u64> = TableDefinition::new("t");
@@ -62,33 +59,13 @@ fn child_commits_then_writes_forever() {
 #[test]
 fn a_writer_killed_mid_transaction_leaves_a_whole_database() {
     let tmp = TempPath::new("redb-crash");
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            test_path(module_path!(), "child_commits_then_writes_forever").as_str(),
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CRASH_ENV, &tmp.path)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("re-running the test binary");
-    let mut committed = 0;
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        if let Some(n) = line.strip_prefix("COMMITTED ") {
-            committed = n.parse().unwrap();
-        }
-        if line == "WRITING" {
-            break;
-        }
-    }
-    // The transaction has spilled to the file: kill the writer.
-    child.kill().unwrap();
-    let status = child.wait().unwrap();
+    let committed = kill_mid_write(
+        module_path!(),
+        "child_commits_then_writes_forever",
+        CRASH_ENV,
+        &tmp.path,
+    );
     assert_eq!(committed, 3, "the child committed three transactions first");
-    assert!(!status.success(), "the child was killed");
 
     let c = TestCache::bytes(MIB).build();
     let mut db = Database::builder()

@@ -3,11 +3,8 @@
 //! back, passes `PRAGMA integrity_check`, and holds exactly the committed
 //! rows.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-
 use rusqlite::params;
-use test_support::test_path;
+use test_support::kill_mid_write;
 
 use crate::common::{integrity, open, Db};
 
@@ -65,31 +62,13 @@ fn child_commits_then_writes_forever() {
 #[test]
 fn a_writer_killed_mid_transaction_leaves_a_whole_database() {
     let db = Db::new("sqlite-crash");
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            test_path(module_path!(), "child_commits_then_writes_forever").as_str(),
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CRASH_ENV, db.path())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("re-running the test binary");
-    let mut committed = 0;
-    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
-        let line = line.unwrap();
-        if let Some(n) = line.strip_prefix("COMMITTED ") {
-            committed = n.parse().unwrap();
-        }
-        if line == "WRITING" {
-            break;
-        }
-    }
-    child.kill().unwrap();
-    let status = child.wait().unwrap();
+    let committed = kill_mid_write(
+        module_path!(),
+        "child_commits_then_writes_forever",
+        CRASH_ENV,
+        db.path(),
+    );
     assert_eq!(committed, 3, "the child committed three transactions first");
-    assert!(!status.success(), "the child was killed");
     let mut journal = db.path().as_os_str().to_owned();
     journal.push("-journal");
     assert!(
