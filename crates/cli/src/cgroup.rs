@@ -112,6 +112,20 @@ pub enum Availability {
 }
 
 impl Availability {
+    /// An available cgroup's version, parent, home and whether it enables
+    /// the controller below the parent; why not, when unavailable.
+    fn fields(&self) -> Result<(Version, PathBuf, PathBuf, bool), &str> {
+        match self {
+            Availability::Available {
+                version,
+                parent,
+                home,
+                enable_subtree,
+            } => Ok((*version, parent.clone(), home.clone(), *enable_subtree)),
+            Availability::Unavailable(why) => Err(why),
+        }
+    }
+
     /// Finds how to limit this process's memory: cgroup v2 with its memory
     /// controller, else cgroup v1's memory controller, else none (with the
     /// reasons). Removes cgroups that dead bench processes left behind.
@@ -366,15 +380,9 @@ impl MemCgroup {
     /// cgroup failed.
     pub fn create(avail: &Availability, limit: u64) -> Result<MemCgroup> {
         static NEXT: AtomicU32 = AtomicU32::new(0);
-        let (version, parent, home, enable_subtree) = match avail {
-            Availability::Available {
-                version,
-                parent,
-                home,
-                enable_subtree,
-            } => (*version, parent.clone(), home.clone(), *enable_subtree),
-            Availability::Unavailable(why) => bail!("no memory cgroup: {why}"),
-        };
+        let (version, parent, home, enable_subtree) = avail
+            .fields()
+            .map_err(|why| anyhow::anyhow!("no memory cgroup: {why}"))?;
         let mut enabled_subtree = false;
         if enable_subtree {
             write(&parent.join("cgroup.subtree_control"), "+memory")?;
@@ -575,18 +583,10 @@ cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0
         );
     }
 
-    /// An available cgroup's version, parent, home and whether it enables
-    /// the controller below the parent.
+    /// An available cgroup's fields ([`Availability::fields`]).
     fn fields(a: &Availability) -> (Version, PathBuf, PathBuf, bool) {
-        match a {
-            Availability::Available {
-                version,
-                parent,
-                home,
-                enable_subtree,
-            } => (*version, parent.clone(), home.clone(), *enable_subtree),
-            Availability::Unavailable(why) => panic!("unavailable: {why}"),
-        }
+        a.fields()
+            .unwrap_or_else(|why| panic!("unavailable: {why}"))
     }
 
     /// A fake cgroup v2 hierarchy in a temporary directory: the mount
