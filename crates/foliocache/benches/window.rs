@@ -5,8 +5,10 @@
 //! `Mapping::add_folio_range` (one hold of the index lock, one of the LRU
 //! lock), against `single`, one `new_folio` and one `add_folio` per folio
 //! (the kernel's readahead loop, one `filemap_add_folio` a folio), side by
-//! side in one run. Windows of 32 and 512 one-page folios, from 1 thread
-//! and from 2 threads inserting disjoint windows of one file at once.
+//! side in one run. Windows of 32 and 512 one-page folios, and the 8 MiB
+//! window of four 2 MiB folios that readahead builds once its folio order
+//! has ramped up, from 1 thread and from 2 threads inserting disjoint
+//! windows of one file at once.
 //!
 //! Reproduce: `cargo bench -p foliocache --bench window` (`-- --test` is a
 //! smoke run).
@@ -46,13 +48,37 @@ impl Variant {
     }
 }
 
-/// Inserts one window of `n` one-page folios at `start`; returns the folios
-/// (locked, in the mapping).
-fn insert(m: &Mapping, v: Variant, start: u64, n: u64) -> Vec<LockedFolio<'_>> {
+/// A window: `n` folios of `2^order` pages each.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+struct Shape {
+    n: u64,
+    order: u32,
+}
+
+impl Shape {
+    const ALL: [Shape; 3] = [
+        Shape { n: 32, order: 0 },
+        Shape { n: 512, order: 0 },
+        Shape { n: 4, order: 9 },
+    ];
+
+    fn pages(self) -> u64 {
+        self.n << self.order
+    }
+
+    fn name(self) -> String {
+        format!("{}x{}k", self.n, 4 << self.order)
+    }
+}
+
+/// Inserts one window at `start`; returns the folios (locked, in the
+/// mapping).
+fn insert(m: &Mapping, v: Variant, start: u64, w: Shape) -> Vec<LockedFolio<'_>> {
+    let n = w.n;
     match v {
         Variant::Batched => {
             let mut folios = Vec::with_capacity(n as usize);
-            let got = m.new_folios(0, n as usize, &mut folios);
+            let got = m.new_folios(w.order, n as usize, &mut folios);
             assert_eq!(got as u64, n, "the whole window's memory at once");
             let done = m.add_folio_range(&folios, start).expect("add_folio_range");
             assert_eq!(done as u64, n, "the whole window went in");
@@ -60,18 +86,19 @@ fn insert(m: &Mapping, v: Variant, start: u64, n: u64) -> Vec<LockedFolio<'_>> {
         }
         Variant::Single => (0..n)
             .map(|i| {
-                let f = m.new_folio(0).expect("new_folio");
-                m.add_folio(&f, start + i).expect("add_folio");
+                let f = m.new_folio(w.order).expect("new_folio");
+                m.add_folio(&f, start + (i << w.order)).expect("add_folio");
                 f
             })
             .collect(),
     }
 }
 
-/// Times `WINDOWS` windows of `n` folios inserted by each of `threads`
+/// Times `WINDOWS` windows of shape `w` inserted by each of `threads`
 /// threads (thread `t` at its own range), then removes them (untimed).
 /// Returns the longest thread's time.
-fn round(file: &File, v: Variant, n: u64, threads: u64) -> Duration {
+fn round(file: &File, v: Variant, w: Shape, threads: u64) -> Duration {
+    let n = w.pages();
     let m = file.mapping();
     let barrier = Barrier::new(threads as usize);
     let times: Vec<Duration> = std::thread::scope(|s| {
@@ -80,11 +107,11 @@ fn round(file: &File, v: Variant, n: u64, threads: u64) -> Duration {
                 let barrier = &barrier;
                 s.spawn(move || {
                     let base = t * WINDOWS * n;
-                    let mut held = Vec::with_capacity((WINDOWS * n) as usize);
+                    let mut held = Vec::with_capacity((WINDOWS * w.n) as usize);
                     barrier.wait();
                     let start = Instant::now();
-                    for w in 0..WINDOWS {
-                        held.extend(insert(m, v, base + w * n, n));
+                    for i in 0..WINDOWS {
+                        held.extend(insert(m, v, base + i * n, w));
                     }
                     let took = start.elapsed();
                     for f in held {
@@ -102,25 +129,25 @@ fn round(file: &File, v: Variant, n: u64, threads: u64) -> Duration {
     times.into_iter().max().unwrap_or_default()
 }
 
-type Means = RefCell<BTreeMap<(u64, u64, Variant), (Duration, u64)>>;
+type Means = RefCell<BTreeMap<(u64, Shape, Variant), (Duration, u64)>>;
 
 fn bench(g: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>, file: &File, means: &Means) {
     for threads in [1u64, 2] {
-        for n in [32u64, 512] {
-            g.throughput(Throughput::Elements(threads * WINDOWS * n));
+        for w in Shape::ALL {
+            g.throughput(Throughput::Elements(threads * WINDOWS * w.n));
             for v in [Variant::Batched, Variant::Single] {
-                let id = format!("{}/{n}x4k/{threads}thr", v.name());
+                let id = format!("{}/{}/{threads}thr", v.name(), w.name());
                 g.bench_function(id, |b| {
                     b.iter_custom(|iters| {
                         let mut total = Duration::ZERO;
                         for _ in 0..iters {
-                            total += round(file, v, n, threads);
+                            total += round(file, v, w, threads);
                         }
                         let mut m = means.borrow_mut();
-                        let e = m.entry((threads, n, v)).or_default();
+                        let e = m.entry((threads, w, v)).or_default();
                         e.0 += total;
                         // Per folio of one thread (the threads run at once).
-                        e.1 += iters * WINDOWS * n;
+                        e.1 += iters * WINDOWS * w.n;
                         total
                     })
                 });
@@ -136,7 +163,7 @@ fn main() {
         .sample_size(20)
         .configure_from_args();
     eprintln!("reproduce: cargo bench -p foliocache --bench window");
-    let pages = 2 * WINDOWS * 512;
+    let pages = 2 * WINDOWS * Shape::ALL.iter().map(|w| w.pages()).max().unwrap_or(1);
     let cache = Cache::builder()
         .capacity((pages * PAGE) as usize)
         .populate(Populate::Lazy)
@@ -158,10 +185,10 @@ fn main() {
         "threads", "window", "batched", "single", "ratio"
     );
     for threads in [1u64, 2] {
-        for n in [32u64, 512] {
+        for w in Shape::ALL {
             let ns = |v| {
                 means
-                    .get(&(threads, n, v))
+                    .get(&(threads, w, v))
                     .map(|(t, k): &(Duration, u64)| t.as_nanos() as f64 / (*k).max(1) as f64)
             };
             let (b, s) = (ns(Variant::Batched), ns(Variant::Single));
@@ -170,7 +197,12 @@ fn main() {
                 (Some(b), Some(s)) => format!("{:.2}x", s / b),
                 _ => "-".into(),
             };
-            eprintln!("{threads:<8} {n:>7} {:>9} {:>9} {ratio:>7}", f(b), f(s));
+            eprintln!(
+                "{threads:<8} {:>7} {:>9} {:>9} {ratio:>7}",
+                w.name(),
+                f(b),
+                f(s)
+            );
         }
     }
 }

@@ -1258,7 +1258,7 @@ impl Mapping {
     ) -> Result<usize, AddError> {
         let mut cur = Cursor::new(&self.xa, start);
         let pages: u64 = folios.iter().map(|f| f.nr_pages()).sum();
-        cur.reserve_nodes((pages / 64 + 2) as usize * 2)
+        cur.reserve_nodes(range_nodes(folios, start, start + pages))
             .map_err(AddError::Index)?;
         let mut done = 0usize;
         let mut index = start;
@@ -1732,4 +1732,30 @@ impl std::fmt::Debug for Mapping {
             .field("info", &self.info)
             .finish()
     }
+}
+
+/// Index nodes a store of `folios`, contiguous over `start..end`, may need,
+/// reserved before the lock is taken: at the lowest level the folios are
+/// stored at (a folio of order `k` takes `2^(k % 6)` slots of a node at
+/// level `k / 6`, as the kernel's `xas_set_order` places it), one node per
+/// 64 slots the range touches, and one per span at each of the three levels
+/// above (room for the tree to grow). Exact for windows of one-page folios
+/// (their leaves), a few nodes over for 2 MiB folios; an estimate sized by
+/// pages alone reserved (and freed unused) some sixty nodes for a window of
+/// four 2 MiB folios, which made batched insertion slower than one folio at
+/// a time (the note "Batched insertion with 2 MiB folios" in
+/// `docs/measurements/`). A short estimate is met by the store's
+/// `NeedNodes` and a retry.
+fn range_nodes(folios: &[LockedFolio<'_>], start: u64, end: u64) -> usize {
+    const SHIFT: u32 = 6;
+    if end <= start {
+        return 0;
+    }
+    let level = folios.iter().map(|f| f.order() / SHIFT).min().unwrap_or(0);
+    (level..level + 4)
+        .map(|l| {
+            let s = (SHIFT * (l + 1)).min(63);
+            (((end - 1) >> s) - (start >> s) + 1) as usize
+        })
+        .sum()
 }
