@@ -1258,7 +1258,8 @@ impl Mapping {
     ) -> Result<usize, AddError> {
         let mut cur = Cursor::new(&self.xa, start);
         let pages: u64 = folios.iter().map(|f| f.nr_pages()).sum();
-        cur.reserve_nodes(range_nodes(folios, start, start + pages))
+        let order = folios.iter().map(|f| f.order()).min().unwrap_or(0);
+        cur.reserve_nodes(range_nodes(order, start, start + pages))
             .map_err(AddError::Index)?;
         let mut done = 0usize;
         let mut index = start;
@@ -1734,7 +1735,8 @@ impl std::fmt::Debug for Mapping {
     }
 }
 
-/// Index nodes a store of `folios`, contiguous over `start..end`, may need,
+/// Index nodes a store of folios, contiguous over `start..end`, the smallest
+/// of order `order`, may need,
 /// reserved before the lock is taken: at the lowest level the folios are
 /// stored at (a folio of order `k` takes `2^(k % 6)` slots of a node at
 /// level `k / 6`, as the kernel's `xas_set_order` places it), one node per
@@ -1746,16 +1748,37 @@ impl std::fmt::Debug for Mapping {
 /// a time (the note "Batched insertion with 2 MiB folios" in
 /// `docs/measurements/`). A short estimate is met by the store's
 /// `NeedNodes` and a retry.
-fn range_nodes(folios: &[LockedFolio<'_>], start: u64, end: u64) -> usize {
+fn range_nodes(order: u32, start: u64, end: u64) -> usize {
     const SHIFT: u32 = 6;
     if end <= start {
         return 0;
     }
-    let level = folios.iter().map(|f| f.order() / SHIFT).min().unwrap_or(0);
+    let level = order / SHIFT;
     (level..level + 4)
         .map(|l| {
             let s = (SHIFT * (l + 1)).min(63);
             (((end - 1) >> s) - (start >> s) + 1) as usize
         })
         .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::range_nodes;
+
+    #[test]
+    fn a_window_reserves_the_nodes_of_its_folios_level() {
+        // Four 2 MiB folios (an 8 MiB window at 32 MiB): 32 slots of one
+        // node at level 1, and one node at each of the three levels above.
+        // (Sized by pages, the reservation was 68 nodes.)
+        assert_eq!(range_nodes(9, 8192, 8192 + 2048), 4);
+        // 512 one-page folios: their 8 leaves, and one node a level above,
+        // twice more above that.
+        assert_eq!(range_nodes(0, 0, 512), 8 + 1 + 1 + 1);
+        // Unaligned: the two leaves the range touches.
+        assert_eq!(range_nodes(0, 60, 68), 2 + 1 + 1 + 1);
+        // 64 KiB folios live in leaves too.
+        assert_eq!(range_nodes(4, 0, 256), 4 + 1 + 1 + 1);
+        assert_eq!(range_nodes(0, 5, 5), 0);
+    }
 }

@@ -19,7 +19,7 @@ use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::common::RecordingBacking;
+use crate::common::{assert_at_rest, RecordingBacking};
 use test_support::cache::TestCache;
 use test_support::TempPath;
 
@@ -63,11 +63,6 @@ fn run(f: &File, reqs: &[(u64, usize)]) -> Vec<std::io::Result<Vec<u8>>> {
         .collect()
 }
 
-fn assert_consistent(c: &foliocache::Cache) {
-    let s = c.stats();
-    assert_eq!(s.free_bytes + s.bytes_cached, s.capacity_bytes, "{s:?}");
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
@@ -89,7 +84,7 @@ proptest! {
                 prop_assert_eq!(&got[..], expect(&data, off, len), "at {} len {}", off, len);
             }
         }
-        assert_consistent(&c);
+        assert_at_rest(&c);
     }
 }
 
@@ -138,7 +133,7 @@ proptest! {
             let got = r.unwrap();
             prop_assert_eq!(&got[..], expect(&data, off, len), "at {} len {}", off, len);
         }
-        assert_consistent(&c);
+        assert_at_rest(&c);
     }
 }
 
@@ -190,7 +185,7 @@ fn a_queue_starts_reads_when_pushed_and_reads_each_page_once() {
     let pages: u64 = b.page_runs().iter().map(|&(_, n)| n).sum();
     assert_eq!(pages, 32, "{:?}", b.page_runs());
     assert_eq!(c.stats().misses, 32);
-    assert_consistent(&c);
+    assert_at_rest(&c);
 }
 
 /// A batch of misses is read with one IO per run of contiguous pages, each
@@ -238,7 +233,7 @@ fn edge_requests() {
     for (r, &(off, len)) in run(&f, &reqs).into_iter().zip(&reqs) {
         assert_eq!(r.unwrap(), expect(&data, off, len), "at {off}");
     }
-    assert_consistent(&c);
+    assert_at_rest(&c);
 }
 
 /// A read failing for some pages fails exactly the requests that need
@@ -267,12 +262,12 @@ fn a_failed_read_fails_only_the_requests_that_need_it() {
             }
         }
     }
-    assert_consistent(&c);
+    assert_at_rest(&c);
     b.clear_read_ranges();
     for (r, &(off, len)) in run(&f, &reqs).into_iter().zip(&reqs) {
         assert_eq!(r.unwrap(), expect(&data, off, len));
     }
-    assert_consistent(&c);
+    assert_at_rest(&c);
 }
 
 fn libc_eio() -> i32 {
@@ -318,7 +313,7 @@ fn concurrent_readers_share_the_io() {
     let all = runs.len();
     runs.dedup();
     assert_eq!(runs.len(), all, "a page was read twice: {runs:?}");
-    assert_consistent(&c);
+    assert_at_rest(&c);
 }
 
 /// `read_many` racing `set_len` (shrink and grow back) and `read_at`:
@@ -367,5 +362,5 @@ fn read_many_races_truncate() {
             }
         });
     });
-    assert_consistent(&c);
+    assert_at_rest(&c);
 }

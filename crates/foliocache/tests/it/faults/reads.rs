@@ -19,13 +19,14 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use backing::{FaultyBacking, FileBacking, FileOptions, Op};
-use foliocache::{Cache, CacheStats, File};
+use foliocache::{Cache, File};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::common;
 // Readahead off: these tests place faults on the IO of one miss and count
 // IOs; readahead's own error handling is tested in tests/it/readahead.rs.
+use common::assert_at_rest;
 use common::write::{wait_until, within};
 use test_support::cache::{faulty_file, TestCache};
 use test_support::TempPath;
@@ -68,21 +69,6 @@ fn errno<T: std::fmt::Debug>(r: io::Result<T>) -> i32 {
     }
 }
 
-/// At rest (no read in flight), every arena byte is either free or in a
-/// cached folio, and the folio counts agree.
-fn assert_consistent(c: &Cache) -> CacheStats {
-    let s = c.stats();
-    assert_eq!(
-        s.free_bytes + s.bytes_cached,
-        s.capacity_bytes,
-        "free + cached must be the capacity at rest: {s:?}"
-    );
-    assert!(s.bytes_cached <= s.capacity_bytes, "{s:?}");
-    assert_eq!(s.folios == 0, s.bytes_cached == 0, "{s:?}");
-    assert!(s.folios * P <= s.bytes_cached, "{s:?}");
-    s
-}
-
 // ---- failing reads ---------------------------------------------------------
 
 #[test]
@@ -120,7 +106,7 @@ fn a_failed_read_fails_exactly_the_read_that_needed_the_bytes_over_an_o_direct_f
         libc::EIO
     );
 
-    let s = assert_consistent(&c);
+    let s = assert_at_rest(&c);
     assert_eq!(s.folios, 2, "only pages 4 and 6 are cached: {s:?}");
     assert_eq!(s.bytes_cached, 2 * P, "{s:?}");
     drop(f);
@@ -148,14 +134,14 @@ fn every_injected_errno_reaches_the_caller_unchanged() {
         b.fail_nth(Op::Read, 1, e);
         let off = (i as u64 % 2) * 4 * P;
         assert_eq!(errno(read_vec(&f, off, 4 * PAGE)), e, "errno {e}");
-        assert_consistent(&c);
+        assert_at_rest(&c);
         assert_eq!(c.stats().folios, 0, "nothing cached after errno {e}");
     }
     assert_eq!(b.stats().injected_errors, 5);
     assert_eq!(c.stats().read_errors, 5, "each failed backing read counted");
     // One-shot rules are spent: the same reads now succeed.
     assert_eq!(read_vec(&f, 0, 8 * PAGE).unwrap(), data);
-    assert_consistent(&c);
+    assert_at_rest(&c);
     assert_eq!(c.stats().read_errors, 5);
 }
 
@@ -173,7 +159,7 @@ fn a_failed_read_leaves_no_uptodate_folio_and_is_read_again_once_the_fault_clear
         b.fail_reads_in(16 * P + max_folio as u64 / 2, 1, libc::EIO);
         let before = c.stats();
         assert_eq!(errno(read_vec(&f, 16 * P, max_folio)), libc::EIO);
-        let failed = assert_consistent(&c);
+        let failed = assert_at_rest(&c);
         assert_eq!(failed.folios, before.folios, "{failed:?}");
         assert_eq!(failed.free_bytes, failed.capacity_bytes, "{failed:?}");
         assert_eq!(b.stats().reads, 1);
@@ -191,7 +177,7 @@ fn a_failed_read_leaves_no_uptodate_folio_and_is_read_again_once_the_fault_clear
             got == data[16 * PAGE..16 * PAGE + max_folio],
             "re-read bytes (max folio {max_folio})"
         );
-        let s1 = assert_consistent(&c);
+        let s1 = assert_at_rest(&c);
         assert_eq!(
             b.stats().reads,
             r0 + 1,
@@ -293,14 +279,14 @@ fn other_ranges_keep_working_while_a_fault_is_active() {
         ok > 1000 && failed > 50,
         "both kinds of reads ran: ok {ok}, failed {failed}"
     );
-    let s = assert_consistent(&c);
+    let s = assert_at_rest(&c);
     assert!(s.evictions > 0, "reclaim ran alongside the errors: {s:?}");
     b.clear();
     assert_eq!(
         read_vec(&f, bad_lo, 4 * PAGE).unwrap(),
         &data[8 * PAGE..12 * PAGE]
     );
-    assert_consistent(&c);
+    assert_at_rest(&c);
 }
 
 // ---- nothing stays locked -------------------------------------------------------
@@ -336,7 +322,7 @@ fn concurrent_readers_of_a_failing_folio_all_get_the_error_and_none_hangs() {
     for r in &results {
         assert_eq!(*r, Err(Some(libc::EIO)), "{results:?}");
     }
-    let s = assert_consistent(&c);
+    let s = assert_at_rest(&c);
     assert_eq!(s.folios, 0, "{s:?}");
     assert_eq!(s.free_bytes, s.capacity_bytes, "{s:?}");
 }
@@ -388,7 +374,7 @@ fn waiters_on_a_folio_whose_read_failed_retry_and_get_the_right_bytes() {
         "the failed IO and one retry: {:?}",
         b.stats()
     );
-    let s = assert_consistent(&c);
+    let s = assert_at_rest(&c);
     assert_eq!(s.folios, 1, "{s:?}");
     assert_eq!(
         read_vec(&f, 8 * P, 4 * PAGE).unwrap(),
@@ -447,14 +433,14 @@ fn a_dead_device_fails_every_miss_but_hits_still_work_and_nothing_leaks() {
             }
         }
     });
-    let s = assert_consistent(&c);
+    let s = assert_at_rest(&c);
     assert_eq!(s.bytes_cached, 4 * P, "failed misses cached nothing: {s:?}");
     // The device comes back.
     b.clear();
     let mut all = vec![0u8; len];
     f.read_exact_at(&mut all, 0).unwrap();
     assert!(all == *data);
-    assert_consistent(&c);
+    assert_at_rest(&c);
     drop(f);
     assert_eq!(c.stats().free_bytes, c.stats().capacity_bytes);
     assert_eq!(c.stats().folios, 0);
@@ -491,7 +477,7 @@ fn errors_under_memory_pressure_keep_the_byte_counts_consistent() {
                 failed += 1;
             }
         }
-        assert_consistent(&c);
+        assert_at_rest(&c);
     }
     assert!(ok > 1000 && failed > 100, "ok {ok}, failed {failed}");
     assert!(c.stats().evictions > 0);
@@ -604,7 +590,7 @@ fn a_short_read_that_ends_at_the_real_eof_is_not_a_short_read() {
     let got = read_vec(&f, 2 * P, 3 * PAGE).unwrap();
     assert_eq!(got, &data[2 * PAGE..]);
     assert_eq!(b.stats().short_reads, 0, "the real read was within the cap");
-    assert_consistent(&c);
+    assert_at_rest(&c);
 }
 
 // ---- slow reads -------------------------------------------------------------------
@@ -648,7 +634,7 @@ fn concurrent_readers_of_a_slow_folio_share_one_io_and_all_get_the_right_bytes()
                 "max folio {max_folio}"
             );
         }
-        let s = assert_consistent(&c);
+        let s = assert_at_rest(&c);
         assert_eq!(
             s.io_reads,
             before.io_reads + 1,
@@ -707,7 +693,7 @@ fn readers_of_parts_of_a_folio_being_read_wait_for_it_instead_of_reading_again()
         );
     }
     assert_eq!(reads, 1, "one IO for every reader of the folio");
-    let s = assert_consistent(&c);
+    let s = assert_at_rest(&c);
     assert_eq!(s.io_reads, 1, "{s:?}");
     assert_eq!(s.folios, 1, "{s:?}");
     drop(f);
