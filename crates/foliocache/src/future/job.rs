@@ -1,0 +1,378 @@
+//! Work an async call hands to the cache's writeback pool, and the tasks
+//! waiting for its end (module documentation: `future/mod.rs`; design:
+//! `docs/async.md`, "How a sync, a throttled write and set_len wait").
+//!
+//! A [`Done`] is one job's end: its result once the job ran, and the
+//! wakers of the tasks waiting for it. The job, on a pool thread, sets the
+//! result and wakes every queued waker after letting go of the lock (a
+//! woken task may poll at once, on any thread). A task's [`Wait`] polls
+//! it: the result if it is there, else its waker queued (a waker of the
+//! same task replaced) and `Pending`; the registration and the result are
+//! set under the same lock, so a waker is never lost. A dropped `Wait`
+//! takes its waker back. Many tasks wait on one `Done` (syncs of a file
+//! sharing one writeback, throttled writers of a file sharing one), and
+//! all wake at its end.
+//!
+//! A file's jobs not yet started ([`Jobs`]) are shared: a sync joins the
+//! file's queued sync of the same kind (it has not started, so it covers
+//! every write that returned before the join), a throttled writer joins
+//! the queued throttle of its file, adding its pages. A job takes itself
+//! out of the queue as it starts; later calls queue another.
+
+use std::io;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use crate::file::File;
+use crate::sync::Mutex;
+
+/// A copy of an [`io::Error`] that many waiters can each turn back into
+/// one: the OS error number if it has one, else the kind and the message.
+#[derive(Clone, Debug)]
+pub(crate) struct SharedError {
+    kind: io::ErrorKind,
+    os: Option<i32>,
+    msg: String,
+}
+
+impl SharedError {
+    fn new(e: &io::Error) -> SharedError {
+        SharedError {
+            kind: e.kind(),
+            os: e.raw_os_error(),
+            msg: e.to_string(),
+        }
+    }
+
+    fn to_io(&self) -> io::Error {
+        match self.os {
+            Some(n) => io::Error::from_raw_os_error(n),
+            None => io::Error::new(self.kind, self.msg.clone()),
+        }
+    }
+}
+
+/// A job's result, shared by its waiters.
+type Shared = Result<(), SharedError>;
+
+/// One job's end: its result, and the tasks waiting for it.
+pub(crate) struct Done {
+    state: Mutex<DoneState>,
+}
+
+#[derive(Default)]
+struct DoneState {
+    result: Option<Shared>,
+    /// The waiting tasks, by their `Wait`'s number.
+    wakers: Vec<(u64, Waker)>,
+    next: u64,
+}
+
+impl Done {
+    pub(crate) fn new() -> Arc<Done> {
+        Arc::new(Done {
+            state: Mutex::new(DoneState::default()),
+        })
+    }
+
+    /// The job's end: its result kept, every waiting task woken (after
+    /// the lock is let go).
+    pub(crate) fn complete(&self, r: &io::Result<()>) {
+        let wakers = {
+            let mut st = self.state.lock();
+            st.result = Some(r.as_ref().map(|_| ()).map_err(SharedError::new));
+            std::mem::take(&mut st.wakers)
+        };
+        for (_, w) in wakers {
+            w.wake();
+        }
+    }
+
+    /// Tasks waiting now.
+    #[cfg(any(test, loom))]
+    pub(crate) fn waiting(&self) -> usize {
+        self.state.lock().wakers.len()
+    }
+}
+
+/// A task's wait for a [`Done`]: polled until the job ended; dropped, it
+/// takes its waker back.
+pub(crate) struct Wait {
+    done: Arc<Done>,
+    /// The number of this wait's queued waker, once it queued one.
+    id: Option<u64>,
+}
+
+impl Wait {
+    pub(crate) fn new(done: Arc<Done>) -> Wait {
+        Wait { done, id: None }
+    }
+
+    /// The job's result once it ended; else this task's waker queued.
+    pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let mut st = self.done.state.lock();
+        if let Some(r) = &st.result {
+            let r = r.as_ref().map(|_| ()).map_err(SharedError::to_io);
+            // (The completion took every waker.)
+            self.id = None;
+            return Poll::Ready(r);
+        }
+        match self.id {
+            Some(id) => {
+                if let Some((_, w)) = st.wakers.iter_mut().find(|(i, _)| *i == id) {
+                    if !w.will_wake(cx.waker()) {
+                        w.clone_from(cx.waker());
+                    }
+                }
+            }
+            None => {
+                let id = st.next;
+                st.next += 1;
+                st.wakers.push((id, cx.waker().clone()));
+                self.id = Some(id);
+            }
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for Wait {
+    fn drop(&mut self) {
+        if let Some(id) = self.id {
+            let w = {
+                let mut st = self.done.state.lock();
+                let at = st.wakers.iter().position(|(i, _)| *i == id);
+                at.map(|k| st.wakers.swap_remove(k))
+            };
+            // (The waker drops with no lock held: dropping a task's last
+            // waker may run its executor's code.)
+            drop(w);
+        }
+    }
+}
+
+/// Runs `work` on the cache's writeback pool with a handle of its own on
+/// the file (so the job outlives the future that started it, and the
+/// file, the cache with it, lives until the job ends), and ends `done`
+/// with its result, a panic's included.
+fn spawn(
+    file: &File,
+    done: Arc<Done>,
+    work: impl FnOnce(&File) -> io::Result<()> + Send + 'static,
+) {
+    let f = file.clone();
+    let pool_owner = file.mapping().inner();
+    pool_owner.bdi.pool().spawn(Box::new(move || {
+        let r = catch_unwind(AssertUnwindSafe(|| work(&f)))
+            .unwrap_or_else(|_| Err(io::Error::other("foliocache: an async job panicked")));
+        done.complete(&r);
+        // The handle goes last, after the waiters were woken (a last
+        // handle's close writes back).
+        drop(f);
+    }));
+}
+
+/// Runs `work` on the writeback pool; the wait for its end.
+pub(crate) fn run(
+    file: &File,
+    work: impl FnOnce(&File) -> io::Result<()> + Send + 'static,
+) -> Wait {
+    let done = Done::new();
+    spawn(file, done.clone(), work);
+    Wait::new(done)
+}
+
+/// A file's async jobs queued and not started, which later calls join.
+#[derive(Default)]
+pub(crate) struct Jobs {
+    pending: Mutex<Pending>,
+}
+
+#[derive(Default)]
+struct Pending {
+    /// A queued `sync_data` (0) and `sync_all` (1).
+    sync: [Option<Arc<Done>>; 2],
+    /// A queued throttle, and the pages its writers are about to dirty.
+    throttle: Option<(Arc<Done>, u64)>,
+}
+
+impl Jobs {
+    /// The wait for a sync of `file` (`all`: `sync_all`): the file's queued
+    /// one of that kind, or a new one.
+    pub(crate) fn sync(file: &File, all: bool) -> Wait {
+        let jobs = &file.mapping().async_jobs;
+        let k = usize::from(all);
+        let done = {
+            let mut p = jobs.pending.lock();
+            if let Some(d) = &p.sync[k] {
+                return Wait::new(d.clone());
+            }
+            let d = Done::new();
+            p.sync[k] = Some(d.clone());
+            d
+        };
+        let me = done.clone();
+        spawn(file, done.clone(), move |f| {
+            {
+                let mut p = f.mapping().async_jobs.pending.lock();
+                if p.sync[k].as_ref().is_some_and(|d| Arc::ptr_eq(d, &me)) {
+                    p.sync[k] = None;
+                }
+            }
+            f.sync_unreported(all)
+        });
+        Wait::new(done)
+    }
+
+    /// The wait for a throttle of `file` by a writer about to dirty
+    /// `pages` pages (`Mapping::throttle`): the file's queued one, its
+    /// pages added, or a new one.
+    pub(crate) fn throttle(file: &File, pages: u64) -> Wait {
+        let jobs = &file.mapping().async_jobs;
+        let done = {
+            let mut p = jobs.pending.lock();
+            if let Some((d, debt)) = &mut p.throttle {
+                *debt = debt.saturating_add(pages);
+                return Wait::new(d.clone());
+            }
+            let d = Done::new();
+            p.throttle = Some((d.clone(), pages));
+            d
+        };
+        let me = done.clone();
+        spawn(file, done.clone(), move |f| {
+            let m = f.mapping();
+            let debt = {
+                let mut p = m.async_jobs.pending.lock();
+                match p.throttle.take() {
+                    Some((d, debt)) if Arc::ptr_eq(&d, &me) => debt,
+                    other => {
+                        p.throttle = other;
+                        pages
+                    }
+                }
+            };
+            m.throttle(debt)
+        });
+        Wait::new(done)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+// The test's waker counts with std's atomic: test code, not a protocol
+// of the crate's (the loom models are below).
+#[allow(clippy::disallowed_types)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::Wake;
+
+    #[derive(Default)]
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn every_waiter_wakes_at_the_end_and_gets_the_error() {
+        let done = Done::new();
+        let counts: Vec<Arc<Count>> = (0..3).map(|_| Arc::default()).collect();
+        let mut waits: Vec<Wait> = (0..3).map(|_| Wait::new(done.clone())).collect();
+        for (w, c) in waits.iter_mut().zip(&counts) {
+            let waker = Waker::from(c.clone());
+            assert!(w.poll(&mut Context::from_waker(&waker)).is_pending());
+            // A second poll with the same waker queues nothing more.
+            assert!(w.poll(&mut Context::from_waker(&waker)).is_pending());
+        }
+        assert_eq!(done.waiting(), 3);
+        // A dropped wait takes its waker back.
+        drop(waits.pop());
+        assert_eq!(done.waiting(), 2);
+        done.complete(&Err(io::Error::from_raw_os_error(libc::EIO)));
+        assert_eq!(done.waiting(), 0);
+        for c in &counts[..2] {
+            assert_eq!(c.0.load(Ordering::SeqCst), 1);
+        }
+        assert_eq!(counts[2].0.load(Ordering::SeqCst), 0);
+        for mut w in waits {
+            let waker = Waker::from(counts[0].clone());
+            match w.poll(&mut Context::from_waker(&waker)) {
+                Poll::Ready(Err(e)) => assert_eq!(e.raw_os_error(), Some(libc::EIO)),
+                r => panic!("{r:?}"),
+            }
+        }
+        // A wait that starts after the end is ready at once.
+        let mut late = Wait::new(done.clone());
+        let waker = Waker::from(counts[0].clone());
+        assert!(late.poll(&mut Context::from_waker(&waker)).is_ready());
+        assert_eq!(done.waiting(), 0);
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::Wake;
+
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A task waiting on a job races the job's end: it is woken exactly
+    /// once if it saw `Pending`, never if it saw the result, and no waker
+    /// stays queued.
+    #[test]
+    fn j_a_task_waiting_on_a_job_is_woken_once_by_its_end() {
+        loom::model(|| {
+            let done = Done::new();
+            let job = {
+                let done = done.clone();
+                loom::thread::spawn(move || done.complete(&Ok(())))
+            };
+            let count = Arc::new(Count(AtomicUsize::new(0)));
+            let waker = Waker::from(count.clone());
+            let mut w = Wait::new(done.clone());
+            let first = w.poll(&mut Context::from_waker(&waker));
+            if first.is_pending() {
+                while count.0.load(Ordering::SeqCst) == 0 {
+                    loom::thread::yield_now();
+                }
+                assert!(w.poll(&mut Context::from_waker(&waker)).is_ready());
+            }
+            job.join().unwrap();
+            let wakes = count.0.load(Ordering::SeqCst);
+            assert_eq!(wakes, usize::from(first.is_pending()));
+            assert_eq!(done.waiting(), 0);
+        });
+    }
+
+    /// A wait dropped while the job ends: woken at most once, and its
+    /// waker is gone (taken back or taken by the end).
+    #[test]
+    fn j_a_dropped_wait_leaves_no_waker() {
+        loom::model(|| {
+            let done = Done::new();
+            let count = Arc::new(Count(AtomicUsize::new(0)));
+            let waiter = {
+                let (done, count) = (done.clone(), count.clone());
+                loom::thread::spawn(move || {
+                    let waker = Waker::from(count);
+                    let mut w = Wait::new(done);
+                    let _ = w.poll(&mut Context::from_waker(&waker));
+                })
+            };
+            done.complete(&Ok(()));
+            waiter.join().unwrap();
+            assert!(count.0.load(Ordering::SeqCst) <= 1);
+            assert_eq!(done.waiting(), 0);
+            assert_eq!(Arc::strong_count(&count), 1, "a waker left queued");
+        });
+    }
+}
