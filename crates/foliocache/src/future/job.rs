@@ -16,8 +16,12 @@
 //! A file's jobs not yet started ([`Jobs`]) are shared: a sync joins the
 //! file's queued sync of the same kind (it has not started, so it covers
 //! every write that returned before the join), a throttled writer joins
-//! the queued throttle of its file, adding its pages. A job takes itself
-//! out of the queue as it starts; later calls queue another.
+//! the queued throttle of its file, adding its pages. One pool thread at
+//! a time runs a file's syncs (and one its throttles), taking each queued
+//! job out of the queue as it starts it; calls meanwhile queue the next
+//! one. A burst of syncs of a file thus costs two jobs or so, and holds
+//! one pool thread, not every one of them waiting on the file's
+//! `wb_lock`.
 
 use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -154,23 +158,22 @@ impl Drop for Wait {
 
 /// Runs `work` on the cache's writeback pool with a handle of its own on
 /// the file (so the job outlives the future that started it, and the
-/// file, the cache with it, lives until the job ends), and ends `done`
-/// with its result, a panic's included.
-fn spawn(
-    file: &File,
-    done: Arc<Done>,
-    work: impl FnOnce(&File) -> io::Result<()> + Send + 'static,
-) {
+/// file, the cache with it, lives until the job ends).
+fn spawn(file: &File, work: impl FnOnce(&File) + Send + 'static) {
     let f = file.clone();
-    let pool_owner = file.mapping().inner();
-    pool_owner.bdi.pool().spawn(Box::new(move || {
-        let r = catch_unwind(AssertUnwindSafe(|| work(&f)))
-            .unwrap_or_else(|_| Err(io::Error::other("foliocache: an async job panicked")));
-        done.complete(&r);
+    file.mapping().inner().bdi.pool().spawn(Box::new(move || {
+        work(&f);
         // The handle goes last, after the waiters were woken (a last
         // handle's close writes back).
         drop(f);
     }));
+}
+
+/// Runs `work` and ends `done` with its result, a panic's included.
+fn finish(done: &Done, work: impl FnOnce() -> io::Result<()>) {
+    let r = catch_unwind(AssertUnwindSafe(work))
+        .unwrap_or_else(|_| Err(io::Error::other("foliocache: an async job panicked")));
+    done.complete(&r);
 }
 
 /// Runs `work` on the writeback pool; the wait for its end.
@@ -179,11 +182,16 @@ pub(crate) fn run(
     work: impl FnOnce(&File) -> io::Result<()> + Send + 'static,
 ) -> Wait {
     let done = Done::new();
-    spawn(file, done.clone(), work);
+    let d = done.clone();
+    spawn(file, move |f| finish(&d, || work(f)));
     Wait::new(done)
 }
 
-/// A file's async jobs queued and not started, which later calls join.
+/// A file's async syncs and throttles: queued ones, which later calls
+/// join, and whether a pool thread is running the file's syncs (or its
+/// throttles). One thread at a time runs a file's jobs of a kind, one
+/// after another, so that a burst of syncs takes one or two pool threads,
+/// not all of them waiting for the file's `wb_lock` side by side.
 #[derive(Default)]
 pub(crate) struct Jobs {
     pending: Mutex<Pending>,
@@ -195,66 +203,87 @@ struct Pending {
     sync: [Option<Arc<Done>>; 2],
     /// A queued throttle, and the pages its writers are about to dirty.
     throttle: Option<(Arc<Done>, u64)>,
+    /// A pool thread runs the file's syncs ([`SYNCS`]), its throttles
+    /// ([`THROTTLES`]).
+    running: [bool; 2],
+}
+
+/// The kinds of a file's shared jobs (indices of `Pending::running`).
+const SYNCS: usize = 0;
+const THROTTLES: usize = 1;
+
+/// One queued job of a kind, taken to run.
+enum Queued {
+    Sync(bool),
+    Throttle(u64),
+}
+
+impl Pending {
+    /// The next queued job of `kind`, taken out of the queue; none: the
+    /// runner of that kind stops (under the same lock, so a later call
+    /// starts another).
+    fn next(&mut self, kind: usize) -> Option<(Arc<Done>, Queued)> {
+        let next = if kind == SYNCS {
+            let all = self.sync[1].is_some();
+            self.sync[usize::from(all)]
+                .take()
+                .map(|d| (d, Queued::Sync(all)))
+        } else {
+            self.throttle
+                .take()
+                .map(|(d, pages)| (d, Queued::Throttle(pages)))
+        };
+        if next.is_none() {
+            self.running[kind] = false;
+        }
+        next
+    }
 }
 
 impl Jobs {
     /// The wait for a sync of `file` (`all`: `sync_all`): the file's queued
     /// one of that kind, or a new one.
     pub(crate) fn sync(file: &File, all: bool) -> Wait {
-        let jobs = &file.mapping().async_jobs;
-        let k = usize::from(all);
-        let done = {
-            let mut p = jobs.pending.lock();
-            if let Some(d) = &p.sync[k] {
-                return Wait::new(d.clone());
-            }
-            let d = Done::new();
-            p.sync[k] = Some(d.clone());
-            d
-        };
-        let me = done.clone();
-        spawn(file, done.clone(), move |f| {
-            {
-                let mut p = f.mapping().async_jobs.pending.lock();
-                if p.sync[k].as_ref().is_some_and(|d| Arc::ptr_eq(d, &me)) {
-                    p.sync[k] = None;
-                }
-            }
-            f.sync_unreported(all)
-        });
-        Wait::new(done)
+        Self::queue(file, SYNCS, |p| {
+            let slot = &mut p.sync[usize::from(all)];
+            slot.get_or_insert_with(Done::new).clone()
+        })
     }
 
     /// The wait for a throttle of `file` by a writer about to dirty
     /// `pages` pages (`Mapping::throttle`): the file's queued one, its
     /// pages added, or a new one.
     pub(crate) fn throttle(file: &File, pages: u64) -> Wait {
-        let jobs = &file.mapping().async_jobs;
-        let done = {
-            let mut p = jobs.pending.lock();
-            if let Some((d, debt)) = &mut p.throttle {
-                *debt = debt.saturating_add(pages);
-                return Wait::new(d.clone());
-            }
-            let d = Done::new();
-            p.throttle = Some((d.clone(), pages));
-            d
+        Self::queue(file, THROTTLES, |p| {
+            let (d, debt) = p.throttle.get_or_insert_with(|| (Done::new(), 0));
+            *debt = debt.saturating_add(pages);
+            d.clone()
+        })
+    }
+
+    /// Queues (or joins) a job of `kind` with `join`, and starts the
+    /// file's runner of that kind if none runs: a job on the pool that
+    /// runs the queued jobs of that kind until none is left.
+    fn queue(file: &File, kind: usize, join: impl FnOnce(&mut Pending) -> Arc<Done>) -> Wait {
+        let (done, start) = {
+            let mut p = file.mapping().async_jobs.pending.lock();
+            let done = join(&mut p);
+            (done, !std::mem::replace(&mut p.running[kind], true))
         };
-        let me = done.clone();
-        spawn(file, done.clone(), move |f| {
-            let m = f.mapping();
-            let debt = {
-                let mut p = m.async_jobs.pending.lock();
-                match p.throttle.take() {
-                    Some((d, debt)) if Arc::ptr_eq(&d, &me) => debt,
-                    other => {
-                        p.throttle = other;
-                        pages
-                    }
+        if start {
+            spawn(file, move |f| {
+                let m = f.mapping();
+                while let Some((done, job)) = {
+                    let next = m.async_jobs.pending.lock().next(kind);
+                    next
+                } {
+                    finish(&done, || match job {
+                        Queued::Sync(all) => f.sync_unreported(all),
+                        Queued::Throttle(pages) => m.throttle(pages),
+                    });
                 }
-            };
-            m.throttle(debt)
-        });
+            });
+        }
         Wait::new(done)
     }
 }
