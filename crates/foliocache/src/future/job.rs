@@ -192,9 +192,16 @@ pub(crate) fn run(
 /// throttles). One thread at a time runs a file's jobs of a kind, one
 /// after another, so that a burst of syncs takes one or two pool threads,
 /// not all of them waiting for the file's `wb_lock` side by side.
-#[derive(Default)]
 pub(crate) struct Jobs {
     pending: Mutex<Pending>,
+}
+
+impl Default for Jobs {
+    fn default() -> Jobs {
+        Jobs {
+            pending: Mutex::new(Pending::default()),
+        }
+    }
 }
 
 #[derive(Default)]

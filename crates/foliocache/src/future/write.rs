@@ -35,7 +35,10 @@ impl File {
     ///
     /// Dropped before it completes, the future has written a prefix of
     /// `buf` made of whole pieces (none if it never completed a poll that
-    /// copied one); nothing reads `buf` after the drop.
+    /// copied one); nothing reads `buf` after the drop. In append mode the
+    /// write goes whole in one poll (after the throttle of its first
+    /// piece), under one hold of the file's lock as `write_at`'s, so no
+    /// other write lands inside it.
     ///
     /// ```
     /// # let cache = foliocache::Cache::builder().capacity(1 << 20).build()?;
@@ -48,8 +51,9 @@ impl File {
     ///
     /// # Errors
     /// As [`write_at`](Self::write_at). Unlike it, a write of several
-    /// pieces does not hold the file's lock between them: a `set_len` may
-    /// come between two pieces, as between two writes.
+    /// pieces (not in append mode) does not hold the file's lock between
+    /// them: a `set_len` may come between two pieces, as between two
+    /// writes.
     pub fn write_at_async<'a>(&'a self, buf: &'a [u8], offset: u64) -> WriteAt<'a> {
         WriteAt(WriteState::new(self, buf, offset))
     }
@@ -206,7 +210,7 @@ impl<'a> WriteState<'a> {
                 return Poll::Ready(Ok(len));
             }
             // Where the piece goes (in append mode, a guess until the
-            // piece's lock finds the end of the file).
+            // write's lock finds the end of the file).
             let pos = if self.append {
                 m.size()
             } else {
@@ -217,7 +221,13 @@ impl<'a> WriteState<'a> {
             let last = end.saturating_sub(1) / PAGE;
             let count = (last - index + 1).min(file.write_piece_pages());
             let piece_end = end.min((index + count).saturating_mul(PAGE));
-            let n = (piece_end.saturating_sub(pos) as usize).clamp(1, len - self.done);
+            // An append goes whole, under one hold of the inode lock, as
+            // `write_at`'s: no other append may land between its pieces.
+            let n = if self.append {
+                len - self.done
+            } else {
+                (piece_end.saturating_sub(pos) as usize).clamp(1, len - self.done)
+            };
             if !self.throttled && m.over_dirty_limit() {
                 self.waiting = Waiting::Throttle(Jobs::throttle(file, count));
                 continue;

@@ -460,3 +460,65 @@ fn syncs_of_one_file_at_once_share_its_sync_jobs() {
             .all(|&x| x == t as u8 + 1));
     }
 }
+
+/// In append mode a write goes to the end of the file, whatever offset it
+/// names, in one run of bytes even when it takes several pieces (a cache
+/// of 16 pages writes 2 pages a piece).
+#[test]
+#[cfg_attr(miri, ignore = "a file on disk")]
+fn an_append_mode_write_goes_to_the_end_in_one_run() {
+    let c = test_cache(16).build();
+    let path = std::env::temp_dir().join(format!("foliocache-append-{}", std::process::id()));
+    std::fs::write(&path, b"head").unwrap();
+    let f = c
+        .open_options()
+        .append(true)
+        .read(true)
+        .open(&path)
+        .unwrap();
+    let body = nonzero_bytes(5 * P as usize + 7, 11);
+    let n = pollster::block_on(f.write_at_async(&body, 0)).unwrap();
+    assert_eq!(n, body.len());
+    pollster::block_on(f.write_all_at_async(b"tail", 1)).unwrap();
+    pollster::block_on(f.sync_all_async()).unwrap();
+    let on = std::fs::read(&path).unwrap();
+    assert_eq!(on.len(), 4 + body.len() + 4);
+    assert!(
+        &on[..4] == b"head"
+            && on[4..4 + body.len()] == body[..]
+            && &on[4 + body.len()..] == b"tail"
+    );
+
+    // Appenders on four threads: each write lands whole, none inside
+    // another.
+    std::fs::remove_file(&path).unwrap();
+    let path = path.with_extension("4");
+    std::fs::write(&path, b"").unwrap();
+    let f = c
+        .open_options()
+        .append(true)
+        .read(true)
+        .open(&path)
+        .unwrap();
+    let len = 5 * P as usize + 3;
+    std::thread::scope(|s| {
+        for t in 0..4u8 {
+            let f = &f;
+            s.spawn(move || {
+                for _ in 0..4 {
+                    pollster::block_on(f.write_at_async(&vec![t + 1; len], 0)).unwrap();
+                }
+            });
+        }
+    });
+    pollster::block_on(f.sync_all_async()).unwrap();
+    let on = std::fs::read(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(on.len(), 16 * len);
+    for run in on.chunks(len) {
+        assert!(
+            run.iter().all(|&x| x == run[0]),
+            "an append landed inside another"
+        );
+    }
+}
