@@ -61,7 +61,8 @@ impl SharedError {
 type Shared = Result<(), SharedError>;
 
 /// One job's end: its result, and the tasks waiting for it.
-pub(crate) struct Done {
+#[cfg_attr(not(feature = "internals"), allow(unreachable_pub))]
+pub struct Done {
     state: Mutex<DoneState>,
 }
 
@@ -73,8 +74,10 @@ struct DoneState {
     next: u64,
 }
 
+#[cfg_attr(not(feature = "internals"), allow(unreachable_pub))]
 impl Done {
-    pub(crate) fn new() -> Arc<Done> {
+    /// A job's end, not yet reached.
+    pub fn new() -> Arc<Done> {
         Arc::new(Done {
             state: Mutex::new(DoneState::default()),
         })
@@ -82,7 +85,7 @@ impl Done {
 
     /// The job's end: its result kept, every waiting task woken (after
     /// the lock is let go).
-    pub(crate) fn complete(&self, r: &io::Result<()>) {
+    pub fn complete(&self, r: &io::Result<()>) {
         let wakers = {
             let mut st = self.state.lock();
             st.result = Some(r.as_ref().map(|_| ()).map_err(SharedError::new));
@@ -95,26 +98,29 @@ impl Done {
 
     /// Tasks waiting now.
     #[cfg(any(test, loom))]
-    pub(crate) fn waiting(&self) -> usize {
+    pub fn waiting(&self) -> usize {
         self.state.lock().wakers.len()
     }
 }
 
 /// A task's wait for a [`Done`]: polled until the job ended; dropped, it
 /// takes its waker back.
-pub(crate) struct Wait {
+#[cfg_attr(not(feature = "internals"), allow(unreachable_pub))]
+pub struct Wait {
     done: Arc<Done>,
     /// The number of this wait's queued waker, once it queued one.
     id: Option<u64>,
 }
 
+#[cfg_attr(not(feature = "internals"), allow(unreachable_pub))]
 impl Wait {
-    pub(crate) fn new(done: Arc<Done>) -> Wait {
+    /// A wait for `done`.
+    pub fn new(done: Arc<Done>) -> Wait {
         Wait { done, id: None }
     }
 
     /// The job's result once it ended; else this task's waker queued.
-    pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    pub fn poll(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let mut st = self.done.state.lock();
         if let Some(r) = &st.result {
             let r = r.as_ref().map(|_| ()).map_err(SharedError::to_io);
@@ -345,70 +351,5 @@ mod tests {
         let waker = Waker::from(counts[0].clone());
         assert!(late.poll(&mut Context::from_waker(&waker)).is_ready());
         assert_eq!(done.waiting(), 0);
-    }
-}
-
-#[cfg(all(test, loom))]
-mod loom_tests {
-    use super::*;
-    use loom::sync::atomic::{AtomicUsize, Ordering};
-    use std::task::Wake;
-
-    struct Count(AtomicUsize);
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
-    /// A task waiting on a job races the job's end: it is woken exactly
-    /// once if it saw `Pending`, never if it saw the result, and no waker
-    /// stays queued.
-    #[test]
-    fn j_a_task_waiting_on_a_job_is_woken_once_by_its_end() {
-        loom::model(|| {
-            let done = Done::new();
-            let job = {
-                let done = done.clone();
-                loom::thread::spawn(move || done.complete(&Ok(())))
-            };
-            let count = Arc::new(Count(AtomicUsize::new(0)));
-            let waker = Waker::from(count.clone());
-            let mut w = Wait::new(done.clone());
-            let first = w.poll(&mut Context::from_waker(&waker));
-            if first.is_pending() {
-                while count.0.load(Ordering::SeqCst) == 0 {
-                    loom::thread::yield_now();
-                }
-                assert!(w.poll(&mut Context::from_waker(&waker)).is_ready());
-            }
-            job.join().unwrap();
-            let wakes = count.0.load(Ordering::SeqCst);
-            assert_eq!(wakes, usize::from(first.is_pending()));
-            assert_eq!(done.waiting(), 0);
-        });
-    }
-
-    /// A wait dropped while the job ends: woken at most once, and its
-    /// waker is gone (taken back or taken by the end).
-    #[test]
-    fn j_a_dropped_wait_leaves_no_waker() {
-        loom::model(|| {
-            let done = Done::new();
-            let count = Arc::new(Count(AtomicUsize::new(0)));
-            let waiter = {
-                let (done, count) = (done.clone(), count.clone());
-                loom::thread::spawn(move || {
-                    let waker = Waker::from(count);
-                    let mut w = Wait::new(done);
-                    let _ = w.poll(&mut Context::from_waker(&waker));
-                })
-            };
-            done.complete(&Ok(()));
-            waiter.join().unwrap();
-            assert!(count.0.load(Ordering::SeqCst) <= 1);
-            assert_eq!(done.waiting(), 0);
-            assert_eq!(Arc::strong_count(&count), 1, "a waker left queued");
-        });
     }
 }

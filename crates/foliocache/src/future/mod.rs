@@ -54,7 +54,7 @@
 
 #[cfg(feature = "tokio")]
 mod cursor;
-mod job;
+pub(crate) mod job;
 mod read;
 mod write;
 
