@@ -1347,6 +1347,11 @@ fn l_pin_races_truncation_of_its_folio() {
 // its task alive), so a wake that races the future's drop wakes a live
 // task, never a freed one; once both sides are done no clone is left
 // queued (a dropped future took its waker back, or the unlock took it).
+// The same for an async job's end (`future/job.rs`: a sync's, a throttled
+// writer's, a `set_len`'s, run on the writeback pool) against a task
+// polling for it: each model failed when the end took the wakers and set
+// the result in two holds of its lock (a task registered between them is
+// never woken).
 
 /// A waker counting its wakes with a loom atomic.
 struct CountWakes(loom::sync::atomic::AtomicUsize);
@@ -1440,9 +1445,9 @@ fn w_a_dropped_wait_is_woken_at_most_once_and_leaves_no_waker() {
 /// exactly once if it saw `Pending`, never if it saw the result, and no
 /// waker stays queued.
 #[test]
-fn j_a_task_waiting_on_a_job_is_woken_once_by_its_end() {
+fn w_a_task_waiting_on_an_async_job_is_woken_once_by_its_end() {
     model(
-        "j_a_task_waiting_on_a_job_is_woken_once_by_its_end",
+        "w_a_task_waiting_on_an_async_job_is_woken_once_by_its_end",
         3,
         || {
             use foliocache::internals::{AsyncDone, AsyncWait};
@@ -1477,24 +1482,28 @@ fn j_a_task_waiting_on_a_job_is_woken_once_by_its_end() {
 /// A wait on an async job dropped while the job ends: woken at most once,
 /// and its waker gone (taken back by the drop or taken by the end).
 #[test]
-fn j_a_dropped_wait_on_a_job_leaves_no_waker() {
-    model("j_a_dropped_wait_on_a_job_leaves_no_waker", 3, || {
-        use foliocache::internals::{AsyncDone, AsyncWait};
-        use std::task::{Context, Waker};
-        let done = AsyncDone::new();
-        let count = Arc::new(CountWakes(loom::sync::atomic::AtomicUsize::new(0)));
-        let waiter = thread::spawn({
-            let (done, count) = (done.clone(), count.clone());
-            move || {
-                let waker = Waker::from(count);
-                let mut w = AsyncWait::new(done);
-                let _ = w.poll(&mut Context::from_waker(&waker));
-            }
-        });
-        done.complete(&Ok(()));
-        waiter.join().unwrap();
-        assert!(count.0.load(loom::sync::atomic::Ordering::SeqCst) <= 1);
-        assert_eq!(done.waiting(), 0);
-        assert_eq!(Arc::strong_count(&count), 1, "a waker left queued");
-    });
+fn w_a_dropped_wait_on_an_async_job_leaves_no_waker() {
+    model(
+        "w_a_dropped_wait_on_an_async_job_leaves_no_waker",
+        3,
+        || {
+            use foliocache::internals::{AsyncDone, AsyncWait};
+            use std::task::{Context, Waker};
+            let done = AsyncDone::new();
+            let count = Arc::new(CountWakes(loom::sync::atomic::AtomicUsize::new(0)));
+            let waiter = thread::spawn({
+                let (done, count) = (done.clone(), count.clone());
+                move || {
+                    let waker = Waker::from(count);
+                    let mut w = AsyncWait::new(done);
+                    let _ = w.poll(&mut Context::from_waker(&waker));
+                }
+            });
+            done.complete(&Ok(()));
+            waiter.join().unwrap();
+            assert!(count.0.load(loom::sync::atomic::Ordering::SeqCst) <= 1);
+            assert_eq!(done.waiting(), 0);
+            assert_eq!(Arc::strong_count(&count), 1, "a waker left queued");
+        },
+    );
 }
