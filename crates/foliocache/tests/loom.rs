@@ -1349,9 +1349,9 @@ fn l_pin_races_truncation_of_its_folio() {
 // queued (a dropped future took its waker back, or the unlock took it).
 // The same for an async job's end (`future/job.rs`: a sync's, a throttled
 // writer's, a `set_len`'s, run on the writeback pool) against a task
-// polling for it: each model failed when the end took the wakers and set
-// the result in two holds of its lock (a task registered between them is
-// never woken).
+// polling for it: the first model failed when the end took the wakers
+// and set the result in two holds of its lock (a task registered between
+// them is never woken).
 
 /// A waker counting its wakes with a loom atomic.
 struct CountWakes(loom::sync::atomic::AtomicUsize);
