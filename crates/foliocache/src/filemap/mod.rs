@@ -341,9 +341,6 @@ pub struct Mapping {
     /// take turns, in the order they came: a fair lock); held by
     /// truncation while it changes the backing's size.
     pub(crate) wb_lock: crate::sync::FairMutex<()>,
-    /// The async syncs and throttles of the file queued and not started,
-    /// which later ones join (`future/job.rs`).
-    pub(crate) async_jobs: crate::future::Jobs,
     /// The page where the last throttled writer's writeback stopped: the
     /// next one goes on from there (the kernel's `writeback_index`), so
     /// throttled writers take turns over the whole file. A hint, plain
@@ -418,7 +415,6 @@ impl Mapping {
             inode_lock: crate::sync::RwLock::new(()),
             invalidate_lock: crate::sync::RwLock::new(()),
             wb_lock: crate::sync::FairMutex::new(()),
-            async_jobs: crate::future::Jobs::default(),
             wb_next: StdAtomicU64::new(0),
             wb_err: crate::errseq::ErrSeq::default(),
             dirty_pages: AtomicU64::new(0),

@@ -23,6 +23,7 @@
 //! one pool thread, not every one of them waiting on the file's
 //! `wb_lock`.
 
+use std::collections::BTreeMap;
 use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -198,18 +199,6 @@ pub(crate) fn run(
 /// throttles). One thread at a time runs a file's jobs of a kind, one
 /// after another, so that a burst of syncs takes one or two pool threads,
 /// not all of them waiting for the file's `wb_lock` side by side.
-pub(crate) struct Jobs {
-    pending: Mutex<Pending>,
-}
-
-impl Default for Jobs {
-    fn default() -> Jobs {
-        Jobs {
-            pending: Mutex::new(Pending::default()),
-        }
-    }
-}
-
 #[derive(Default)]
 struct Pending {
     /// A queued `sync_data` (0) and `sync_all` (1).
@@ -219,6 +208,29 @@ struct Pending {
     /// A pool thread runs the file's syncs ([`SYNCS`]), its throttles
     /// ([`THROTTLES`]).
     running: [bool; 2],
+}
+
+/// The files' [`Pending`] jobs, by the address of their mapping, present
+/// only while a runner runs (it holds a handle, so the mapping lives and
+/// its address names no other) or a job is queued (a queued job has a
+/// runner): an idle file's entry goes. One table for every cache (the
+/// calls that reach it are syncs, and writers over the dirty limit), a
+/// std mutex: a static, which no loom model reaches (they model a job's
+/// end, `Done`).
+#[allow(clippy::disallowed_types)]
+static QUEUED: std::sync::Mutex<BTreeMap<usize, Pending>> = std::sync::Mutex::new(BTreeMap::new());
+
+/// Runs `f` on `file`'s queued jobs (an idle file's entry dropped after).
+fn with_pending<R>(file: &File, f: impl FnOnce(&mut Pending) -> R) -> R {
+    let key = Arc::as_ptr(&file.mapping) as usize;
+    // (A panic never leaves the table half changed: `f` only sets fields.)
+    let mut t = QUEUED.lock().unwrap_or_else(|e| e.into_inner());
+    let p = t.entry(key).or_default();
+    let r = f(p);
+    if !p.running.contains(&true) && p.sync.iter().all(Option::is_none) && p.throttle.is_none() {
+        t.remove(&key);
+    }
+    r
 }
 
 /// The kinds of a file's shared jobs (indices of `Pending::running`).
@@ -253,6 +265,10 @@ impl Pending {
     }
 }
 
+/// The shared jobs of a file: its syncs and throttles (see the module
+/// documentation).
+pub(crate) struct Jobs;
+
 impl Jobs {
     /// The wait for a sync of `file` (`all`: `sync_all`): the file's queued
     /// one of that kind, or a new one.
@@ -278,21 +294,16 @@ impl Jobs {
     /// file's runner of that kind if none runs: a job on the pool that
     /// runs the queued jobs of that kind until none is left.
     fn queue(file: &File, kind: usize, join: impl FnOnce(&mut Pending) -> Arc<Done>) -> Wait {
-        let (done, start) = {
-            let mut p = file.mapping().async_jobs.pending.lock();
-            let done = join(&mut p);
+        let (done, start) = with_pending(file, |p| {
+            let done = join(p);
             (done, !std::mem::replace(&mut p.running[kind], true))
-        };
+        });
         if start {
             spawn(file, move |f| {
-                let m = f.mapping();
-                while let Some((done, job)) = {
-                    let next = m.async_jobs.pending.lock().next(kind);
-                    next
-                } {
+                while let Some((done, job)) = with_pending(f, |p| p.next(kind)) {
                     finish(&done, || match job {
                         Queued::Sync(all) => f.sync_unreported(all),
-                        Queued::Throttle(pages) => m.throttle(pages),
+                        Queued::Throttle(pages) => f.mapping().throttle(pages),
                     });
                 }
             });

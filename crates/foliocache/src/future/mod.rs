@@ -58,8 +58,6 @@ pub(crate) mod job;
 mod read;
 mod write;
 
-pub(crate) use job::Jobs;
-
 pub use crate::folio::WaitUnlocked;
 #[cfg(feature = "tokio")]
 pub use cursor::Cursor;

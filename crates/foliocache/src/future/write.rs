@@ -160,8 +160,9 @@ struct WriteState<'a> {
     checked: bool,
     /// The piece at `done` had its throttle.
     throttled: bool,
-    /// The piece at `done` had its partial pages read.
-    filled: bool,
+    /// Reads of partial pages the piece at `done` made (at most one per
+    /// edge: a page evicted again is read by the piece itself).
+    fills: u8,
     waiting: Waiting<'a>,
 }
 
@@ -175,7 +176,7 @@ impl<'a> WriteState<'a> {
             done: 0,
             checked: false,
             throttled: false,
-            filled: false,
+            fills: 0,
             waiting: Waiting::Nothing,
         }
     }
@@ -202,7 +203,6 @@ impl<'a> WriteState<'a> {
                     // (it reads the page again on this thread).
                     let _ = ready!(r.poll_read(cx));
                     self.waiting = Waiting::Nothing;
-                    self.filled = true;
                 }
             }
             let len = self.buf.len();
@@ -232,9 +232,9 @@ impl<'a> WriteState<'a> {
                 self.waiting = Waiting::Throttle(Jobs::throttle(file, count));
                 continue;
             }
-            if !self.filled && !self.append {
-                self.filled = true;
-                if let Some(at) = self.partial_miss(pos, pos + n as u64) {
+            if self.fills < 2 && !self.append {
+                if let Some(at) = self.partial_miss(pos, pos.saturating_add(n as u64)) {
+                    self.fills += 1;
                     self.waiting = Waiting::Fill(Box::new(ReadState::new(
                         file,
                         vec![0u8; 1],
@@ -252,7 +252,7 @@ impl<'a> WriteState<'a> {
             }
             self.done += n;
             self.throttled = false;
-            self.filled = false;
+            self.fills = 0;
         }
     }
 

@@ -194,6 +194,10 @@ fn set_len_async_grows_with_zeros_and_cuts_as_set_len() {
     // Bad input is refused on the first poll, as set_len refuses it.
     let e = pollster::block_on(f.set_len_async(u64::MAX)).unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::FileTooLarge);
+    for off in [u64::MAX - 1, u64::MAX - P, i64::MAX as u64] {
+        let e = pollster::block_on(f.write_at_async(&[1u8; 3], off)).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::FileTooLarge, "{off}");
+    }
     let path = std::env::temp_dir().join(format!("foliocache-set-len-{}", std::process::id()));
     std::fs::write(&path, &data).unwrap();
     let ro = c.open(&path).unwrap();
