@@ -526,3 +526,61 @@ fn an_append_mode_write_goes_to_the_end_in_one_run() {
         );
     }
 }
+
+/// Polls `fut` once and drops it, then waits (2 s at most) until the
+/// backing `b` saw one more sync than `before`: the dropped sync's job ran
+/// to its end (the flusher's periodic writeback is 5 s away).
+fn drop_after_one_poll_and_wait_for_its_sync<F: Future>(
+    fut: F,
+    b: &backing::FaultyBacking<backing::MemBacking>,
+    before: u64,
+) {
+    let counting = Arc::new(Counting::default());
+    let waker = counting_waker(&counting);
+    let mut fut = std::pin::pin!(fut);
+    let _ = fut.as_mut().poll(&mut Context::from_waker(&waker));
+    drop(fut);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while b.stats().syncs == before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the dropped sync's job never ran"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// A sync dropped after its first poll still runs to its end (its
+/// writeback completes, the backing's sync is called), and an error it
+/// meets is left for the handle's next sync, as `docs/async.md` says.
+#[test]
+#[cfg_attr(miri, ignore = "waits for the pool")]
+fn a_dropped_sync_still_writes_back_and_leaves_its_error_to_the_next_sync() {
+    let c = test_cache(32).build();
+    let data = nonzero_bytes(8 * P as usize, 12);
+    let (f, b) = faulty_file(&c, &data);
+    b.set_write_latency(std::time::Duration::from_millis(5));
+    f.write_all_at(&[4u8; 2 * P as usize], P).unwrap();
+    drop_after_one_poll_and_wait_for_its_sync(f.sync_data_async(), &b, b.stats().syncs);
+    check_written(&c, &f, 8);
+    assert_eq!(c.stats().dirty_bytes, 0);
+    assert!(
+        b.inner().contents().unwrap()[P as usize..][..2 * P as usize]
+            .iter()
+            .all(|&x| x == 4)
+    );
+
+    f.write_all_at(&[5u8; P as usize], 4 * P).unwrap();
+    b.fail_writes_in(0, 8 * P, libc::EIO);
+    drop_after_one_poll_and_wait_for_its_sync(f.sync_all_async(), &b, b.stats().syncs);
+    b.clear_write_ranges();
+    // The error the dropped sync met is this handle's next sync's.
+    let e = f.sync_data().unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EIO));
+    f.sync_data().unwrap();
+    assert!(
+        b.inner().contents().unwrap()[4 * P as usize..][..P as usize]
+            .iter()
+            .all(|&x| x == 5)
+    );
+}
