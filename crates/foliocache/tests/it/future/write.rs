@@ -537,7 +537,7 @@ fn drop_after_one_poll_and_wait_for_its_sync<F: Future>(
 ) {
     let counting = Arc::new(Counting::default());
     let waker = counting_waker(&counting);
-    let mut fut = std::pin::pin!(fut);
+    let mut fut = Box::pin(fut);
     let _ = fut.as_mut().poll(&mut Context::from_waker(&waker));
     drop(fut);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
