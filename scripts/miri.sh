@@ -6,7 +6,8 @@
 # (crates/foliocache: `arena::` unit tests and tests/it/arena.rs, whose
 # tests stamp and check every block they get), the async wait on a folio
 # lock (crates/foliocache: `folio::tests::async*`, the waker table and the
-# wait future's states, under a second of Miri), the
+# wait future's states, under a second of Miri; and `future::job::tests`,
+# the async jobs' end and its waiters), the
 # shared copies of folio bytes (crates/foliocache: `copy::` unit tests,
 # which race copies on three threads: under Miri they are the byte-atomic
 # loops, which the data race detector checks, about 10 s) and the IO
@@ -69,6 +70,7 @@ cargo +nightly miri test -p foliocache --test it "$@" arena::
 
 step "miri: foliocache async wait (the folio lock's waker table, the wait's state machine)"
 cargo +nightly miri test -p foliocache --lib "$@" folio::tests::async
+cargo +nightly miri test -p foliocache --lib "$@" future::job::tests
 
 step "miri: foliocache shared copies (byte atomics racing on three threads)"
 cargo +nightly miri test -p foliocache --lib "$@" copy::

@@ -229,6 +229,8 @@ pub mod internals {
     pub mod warm {
         pub use crate::warm::format::*;
     }
+    /// An async job's end and a task's wait for it (the loom models).
+    pub use crate::future::job::{Done as AsyncDone, Wait as AsyncWait};
     pub use crate::readahead::Insert;
     pub use crate::write::WRITE_CHUNK_PAGES;
     pub use crate::writeback::THROTTLE_MIN_PAGES;

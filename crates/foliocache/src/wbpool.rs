@@ -14,6 +14,11 @@
 //! batch never waits for a free worker: with every worker busy (many files
 //! writing back at once) or the queue full, its caller runs all of it.
 //!
+//! [`WbPool::spawn`] queues one detached job (an async call's sync,
+//! throttle or size change: `future/job.rs`), run by the first idle
+//! worker after the batches' tickets; with no worker it runs on the
+//! caller.
+//!
 //! # Deadlock freedom
 //! A job is one backing write of buffers its caller holds: it takes no
 //! lock of the cache (no folio lock, no `wb_lock`, no index lock) and
@@ -21,7 +26,12 @@
 //! `wb_lock`, but only for jobs already running, each of which finishes
 //! on its own; jobs nobody has claimed it runs itself. A throttled writer
 //! (`balance_dirty_pages`) or the flusher waiting in `run` therefore never
-//! waits for something only a waiting writer could give up.
+//! waits for something only a waiting writer could give up. A detached
+//! job takes the locks a blocking sync, throttled writer or `set_len`
+//! takes, in their order, and waits for no other job: a batch's caller
+//! never waits for a worker a job holds (it runs unclaimed jobs itself),
+//! and no async task holds a folio lock or the inode lock while it waits
+//! for a job.
 
 // (A plain lock, condition variables and atomics, even under loom: there
 // is no worker thread under loom, and `run` then calls the jobs in turn.)
@@ -80,9 +90,14 @@ impl Batch {
     }
 }
 
+/// A detached job of [`WbPool::spawn`].
+pub(crate) type Job = Box<dyn FnOnce() + Send>;
+
 #[derive(Default)]
 struct Queue {
     tickets: std::collections::VecDeque<Arc<Batch>>,
+    /// Detached jobs, taken after the tickets.
+    jobs: std::collections::VecDeque<Job>,
     stop: bool,
 }
 
@@ -181,16 +196,38 @@ impl WbPool {
             batch.all_done.wait(&mut d);
         }
     }
+
+    /// Runs `job` on a worker, after the tickets queued, and returns at
+    /// once; with no worker (an inline pool), runs it on the caller first.
+    /// A job that panics is caught (it must report its own end: see
+    /// `future/job.rs`).
+    pub(crate) fn spawn(&self, job: Job) {
+        if self.workers.is_empty() {
+            let _ = catch_unwind(AssertUnwindSafe(job));
+            return;
+        }
+        self.shared.queue.lock().jobs.push_back(job);
+        self.shared.wake.notify_one();
+    }
+}
+
+/// What a worker takes next.
+enum Work {
+    Ticket(Arc<Batch>),
+    Job(Job),
 }
 
 /// A worker: takes tickets until the pool stops.
 fn worker(shared: &Shared) {
     loop {
-        let ticket = {
+        let work = {
             let mut q = shared.queue.lock();
             loop {
                 if let Some(t) = q.tickets.pop_front() {
-                    break t;
+                    break Work::Ticket(t);
+                }
+                if let Some(j) = q.jobs.pop_front() {
+                    break Work::Job(j);
                 }
                 if q.stop {
                     return;
@@ -198,18 +235,29 @@ fn worker(shared: &Shared) {
                 shared.wake.wait(&mut q);
             }
         };
-        ticket.work();
+        match work {
+            Work::Ticket(t) => t.work(),
+            Work::Job(j) => {
+                let _ = catch_unwind(AssertUnwindSafe(j));
+            }
+        }
     }
 }
 
 impl Drop for WbPool {
     /// Stops and joins the threads. No batch is running: each holds the
-    /// cache that owns the pool until it returns.
+    /// cache that owns the pool until it returns. A detached job holds the
+    /// cache too (through its file): when it held the last reference, the
+    /// pool is dropped on that worker, which cannot join itself; it is
+    /// left to exit on its own (it sees `stop` once the job returns).
     fn drop(&mut self) {
         self.shared.queue.lock().stop = true;
         self.shared.wake.notify_all();
+        let me = std::thread::current().id();
         for h in self.workers.drain(..) {
-            let _ = h.join();
+            if h.thread().id() != me {
+                let _ = h.join();
+            }
         }
     }
 }
@@ -286,6 +334,48 @@ mod tests {
         drop(pool);
         // Each worker held the shared state until it returned.
         assert!(shared.upgrade().is_none(), "every worker exited");
+    }
+
+    #[test]
+    fn spawned_jobs_run_on_a_worker_and_may_drop_the_pool() {
+        let pool = WbPool::new(2, &ThreadStart::default());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let me = std::thread::current().id();
+        for i in 0..10 {
+            let tx = tx.clone();
+            pool.spawn(Box::new(move || {
+                assert_ne!(std::thread::current().id(), me);
+                tx.send(i).unwrap();
+            }));
+        }
+        let mut got: Vec<i32> = (0..10).map(|_| rx.recv().unwrap()).collect();
+        got.sort_unstable();
+        assert_eq!(got, (0..10).collect::<Vec<_>>());
+        // A job that holds the pool's last reference drops it on its
+        // worker: no self-join (which would fail), the others joined.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let holder = Arc::new(parking_lot::Mutex::new(Some(pool)));
+        let h2 = holder.clone();
+        holder.lock().as_ref().unwrap().spawn(Box::new(move || {
+            let p = h2.lock().take();
+            drop(p);
+            tx.send(()).unwrap();
+        }));
+        rx.recv().unwrap();
+        assert!(holder.lock().is_none());
+    }
+
+    #[test]
+    fn an_inline_pool_runs_spawned_jobs_on_the_caller() {
+        let pool = WbPool::inline();
+        let me = std::thread::current().id();
+        let ran = Arc::new(AtomicU64::new(0));
+        let r = ran.clone();
+        pool.spawn(Box::new(move || {
+            assert_eq!(std::thread::current().id(), me);
+            r.fetch_add(1, Ordering::Relaxed);
+        }));
+        assert_eq!(ran.load(Ordering::Relaxed), 1);
     }
 
     #[test]

@@ -399,18 +399,34 @@ impl File {
         if buf.is_empty() {
             return Ok(0);
         }
+        let (offset, guard) = self.lock_for_write(offset, buf.len() as u64, self.is_append())?;
+        let dontcache = flags.contains(WriteFlags::DONTCACHE) && !self.mapping().memfile;
+        self.write_range(buf, offset, true, dontcache)?;
+        drop(guard);
+        Ok(buf.len())
+    }
+
+    /// The file's `inode_lock` as a write of `len` bytes at `offset` takes
+    /// it (see the module documentation): shared for a write inside the
+    /// file, exclusive for one that extends it (the backing's space then
+    /// reserved) or with `append` (at the end of the file, whatever
+    /// `offset` says). Returns where the write goes and the lock.
+    fn lock_for_write(
+        &self,
+        offset: u64,
+        len: u64,
+        append: bool,
+    ) -> io::Result<(u64, InodeGuard<'_>)> {
         let m = self.mapping();
-        let len = buf.len() as u64;
-        let append = self.is_append();
         let end_of = |offset: u64| end_within_limit(offset, len);
         // Inside the file: shared; extending or appending: exclusive.
-        let (offset, guard) = loop {
+        loop {
             if !append {
                 let end = end_of(offset)?;
                 if end <= m.size() {
                     let g = m.inode_lock.read();
                     if end <= m.size() {
-                        break (offset, InodeGuard::Shared(g));
+                        return Ok((offset, InodeGuard::Shared(g)));
                     }
                     // Shrunk meanwhile: extend under the exclusive lock.
                     continue;
@@ -430,12 +446,27 @@ impl File {
                 // write, not its writeback.
                 m.backing().reserve(offset, end)?;
             }
-            break (offset, InodeGuard::Exclusive(g));
-        };
-        let dontcache = flags.contains(WriteFlags::DONTCACHE) && !m.memfile;
-        self.write_range(buf, offset, true, dontcache)?;
+            return Ok((offset, InodeGuard::Exclusive(g)));
+        }
+    }
+
+    /// One piece of an async write (`future/write.rs`): `buf` at `offset`
+    /// (at the end of the file with `append`), under the inode lock as
+    /// [`write_at`](Self::write_at) takes it, without the throttle (the
+    /// future awaited it first). Returns where it went.
+    pub(crate) fn write_piece(&self, buf: &[u8], offset: u64, append: bool) -> io::Result<u64> {
+        let (offset, guard) = self.lock_for_write(offset, buf.len() as u64, append)?;
+        self.write_range(buf, offset, false, false)?;
         drop(guard);
-        Ok(buf.len())
+        Ok(offset)
+    }
+
+    /// The most pages one piece of a write locks: an eighth of the cache,
+    /// at most [`WRITE_CHUNK_PAGES`] (a small cache shared by several
+    /// writers and readers must not be locked whole by one of them).
+    pub(crate) fn write_piece_pages(&self) -> u64 {
+        let m = self.mapping();
+        (m.inner().mem.arena.capacity_pages() as u64 / 8).clamp(1, WRITE_CHUNK_PAGES)
     }
 
     /// A memory file whose folio could not be had is full.
@@ -479,10 +510,25 @@ impl File {
     }
 
     fn sync(&self, all: bool) -> io::Result<()> {
+        let r = self.sync_unreported(all);
+        self.report_sync(r)
+    }
+
+    /// The sync itself (timed), its result not yet reported through this
+    /// handle's error sequence ([`report_sync`](Self::report_sync)).
+    pub(crate) fn sync_unreported(&self, all: bool) -> io::Result<()> {
         let m = self.mapping();
         let start = std::time::Instant::now();
         let r = m.sync(all);
         m.inner().stats.sync_latency.record(start.elapsed());
+        r
+    }
+
+    /// What a sync that gave `r` reports to this handle: its own error, or
+    /// else the first writeback error since this handle last reported one
+    /// (whoever met it), once.
+    pub(crate) fn report_sync(&self, r: io::Result<()>) -> io::Result<()> {
+        let m = self.mapping();
         // This handle's report: the error (ours or anyone's) once.
         let seen = m.wb_err.check_and_advance(self.wb_since());
         match (r, seen) {
@@ -501,9 +547,14 @@ impl File {
     /// `PermissionDenied` if not writable; `FileTooLarge` past `i64::MAX`;
     /// the backing's `set_len` error (then nothing changed).
     pub fn set_len(&self, size: u64) -> io::Result<()> {
-        self.check_writable()?;
-        check_size(size)?;
+        self.check_set_len(size)?;
         self.mapping().truncate_to(size)
+    }
+
+    /// What `set_len(size)` refuses before it changes anything.
+    pub(crate) fn check_set_len(&self, size: u64) -> io::Result<()> {
+        self.check_writable()?;
+        check_size(size)
     }
 
     /// Reserves the backing's space for `len` bytes at `offset` and, unless
@@ -618,10 +669,7 @@ impl File {
     ) -> io::Result<()> {
         let m = self.mapping();
         let end = offset + buf.len() as u64;
-        // A piece locks at most an eighth of the cache (a small cache
-        // shared by several writers and readers must not be locked whole
-        // by one of them).
-        let piece = (m.inner().mem.arena.capacity_pages() as u64 / 8).clamp(1, WRITE_CHUNK_PAGES);
+        let piece = self.write_piece_pages();
         let mut pos = offset;
         // A folio pinned (`File::pin`, or a mount's reply in flight) with
         // no free folio to copy it to: the write waits, with no folio

@@ -474,7 +474,7 @@ impl Mapping {
     /// dirty limit for [`THROTTLE_WAIT`].
     pub(crate) fn throttle(&self, pages: u64) -> io::Result<()> {
         let cache = self.inner();
-        if self.memfile || dirty(cache) <= dirty_limit(cache) {
+        if !self.over_dirty_limit() {
             return Ok(());
         }
         cache.stats.throttled.fetch_add(1, Ordering::Relaxed);
@@ -529,6 +529,13 @@ impl Mapping {
             std::thread::sleep(Duration::from_millis(1));
         }
         Ok(())
+    }
+
+    /// Whether a writer of this file is throttled now: the cache is over
+    /// its dirty limit (a memory file never is).
+    pub(crate) fn over_dirty_limit(&self) -> bool {
+        let cache = self.inner();
+        !self.memfile && dirty(cache) > dirty_limit(cache)
     }
 
     /// Writes back about `budget` dirty pages of the file from `wb_next`

@@ -7,8 +7,9 @@
 //! never evicted), the folio lock against reclaim, writeback against
 //! truncation and hole punching, a write against the writeback of its
 //! folio, a pin of a folio's bytes against a write or truncation of
-//! them, and an async read's waker handed to the folio lock while the
-//! read's completion unlocks it.
+//! them, an async read's waker handed to the folio lock while the
+//! read's completion unlocks it, and an async job's end (a sync's, a
+//! throttled writer's) against the tasks waiting for it.
 //!
 //! Run with:
 //! `RUSTFLAGS="--cfg loom" cargo test -p foliocache --release --test loom`
@@ -1346,6 +1347,11 @@ fn l_pin_races_truncation_of_its_folio() {
 // its task alive), so a wake that races the future's drop wakes a live
 // task, never a freed one; once both sides are done no clone is left
 // queued (a dropped future took its waker back, or the unlock took it).
+// The same for an async job's end (`future/job.rs`: a sync's, a throttled
+// writer's, a `set_len`'s, run on the writeback pool) against a task
+// polling for it: the first model failed when the end took the wakers
+// and set the result in two holds of its lock (a task registered between
+// them is never woken).
 
 /// A waker counting its wakes with a loom atomic.
 struct CountWakes(loom::sync::atomic::AtomicUsize);
@@ -1430,6 +1436,74 @@ fn w_a_dropped_wait_is_woken_at_most_once_and_leaves_no_waker() {
             assert_eq!(Arc::strong_count(&count), 1, "a waker left queued");
             assert!(check_settled(&f));
             check_closed(&c, vec![f]);
+        },
+    );
+}
+
+/// A task waiting on an async job (`future/job.rs`: a sync's, a throttled
+/// writer's, a `set_len`'s) races the job's end on the pool: it is woken
+/// exactly once if it saw `Pending`, never if it saw the result, and no
+/// waker stays queued.
+#[test]
+fn w_a_task_waiting_on_an_async_job_is_woken_once_by_its_end() {
+    model(
+        "w_a_task_waiting_on_an_async_job_is_woken_once_by_its_end",
+        3,
+        || {
+            use foliocache::internals::{AsyncDone, AsyncWait};
+            use std::task::{Context, Waker};
+            let done = AsyncDone::new();
+            let job = thread::spawn({
+                let done = done.clone();
+                move || done.complete(&Ok(()))
+            });
+            let count = Arc::new(CountWakes(loom::sync::atomic::AtomicUsize::new(0)));
+            let waker = Waker::from(count.clone());
+            let mut w = AsyncWait::new(done.clone());
+            let first = w.poll(&mut Context::from_waker(&waker));
+            if first.is_pending() {
+                while count.0.load(loom::sync::atomic::Ordering::SeqCst) == 0 {
+                    thread::yield_now();
+                }
+                assert!(w.poll(&mut Context::from_waker(&waker)).is_ready());
+            }
+            job.join().unwrap();
+            let wakes = count.0.load(loom::sync::atomic::Ordering::SeqCst);
+            assert_eq!(
+                wakes,
+                usize::from(first.is_pending()),
+                "woken {wakes} times"
+            );
+            assert_eq!(done.waiting(), 0);
+        },
+    );
+}
+
+/// A wait on an async job dropped while the job ends: woken at most once,
+/// and its waker gone (taken back by the drop or taken by the end).
+#[test]
+fn w_a_dropped_wait_on_an_async_job_leaves_no_waker() {
+    model(
+        "w_a_dropped_wait_on_an_async_job_leaves_no_waker",
+        3,
+        || {
+            use foliocache::internals::{AsyncDone, AsyncWait};
+            use std::task::{Context, Waker};
+            let done = AsyncDone::new();
+            let count = Arc::new(CountWakes(loom::sync::atomic::AtomicUsize::new(0)));
+            let waiter = thread::spawn({
+                let (done, count) = (done.clone(), count.clone());
+                move || {
+                    let waker = Waker::from(count);
+                    let mut w = AsyncWait::new(done);
+                    let _ = w.poll(&mut Context::from_waker(&waker));
+                }
+            });
+            done.complete(&Ok(()));
+            waiter.join().unwrap();
+            assert!(count.0.load(loom::sync::atomic::Ordering::SeqCst) <= 1);
+            assert_eq!(done.waiting(), 0);
+            assert_eq!(Arc::strong_count(&count), 1, "a waker left queued");
         },
     );
 }

@@ -50,9 +50,9 @@ pub trait BlockIo: Send {
     }
 }
 
-/// One task's read of an async engine (`tasks=N`): `job` runs `N` of
-/// them on one current-thread runtime per job thread, each reading one
-/// block at a time into its own buffer.
+/// One task's IO of an async engine (`tasks=N`): `job` runs `N` of
+/// them on one current-thread runtime per job thread, each reading (or
+/// writing) one block at a time from its own buffer.
 pub trait TaskRead: Send {
     /// Reads `buf.len()` bytes at `off`; the bytes read. `scratch` is the
     /// task's own, for an engine whose reads need an owned buffer.
@@ -62,9 +62,23 @@ pub trait TaskRead: Send {
         scratch: &'a mut Vec<u8>,
         off: u64,
     ) -> impl Future<Output = io::Result<usize>> + 'a;
+
+    /// Writes `buf` at `off`; the bytes written. An engine that only reads
+    /// (refused before a write job starts: `Engines::prepare`) fails.
+    fn write<'a>(
+        &'a self,
+        buf: &'a [u8],
+        off: u64,
+    ) -> impl Future<Output = io::Result<usize>> + 'a {
+        let _ = (buf, off);
+        std::future::ready(Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this async engine only reads",
+        )))
+    }
 }
 
-/// `foliocache[async]`: `File::read_at_flags_async`.
+/// `foliocache[async]`: `File::read_at_flags_async`, `File::write_at_async`.
 pub struct FolioTaskIo<'a>(pub &'a foliocache::File, pub ReadFlags);
 
 impl TaskRead for FolioTaskIo<'_> {
@@ -76,6 +90,15 @@ impl TaskRead for FolioTaskIo<'_> {
         off: u64,
     ) -> impl Future<Output = io::Result<usize>> + 'a {
         self.0.read_at_flags_async(buf, off, self.1)
+    }
+
+    #[inline]
+    fn write<'a>(
+        &'a self,
+        buf: &'a [u8],
+        off: u64,
+    ) -> impl Future<Output = io::Result<usize>> + 'a {
+        self.0.write_at_async(buf, off)
     }
 }
 

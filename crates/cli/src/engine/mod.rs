@@ -11,7 +11,7 @@
 //! | `memcpy`     | a copy out of anonymous memory holding the file | - (read jobs only) |
 //! | `foliocache[qd=N]` | `N` reads queued on a `foliocache::ReadQueue`, one taken and one queued at a time | - (read jobs only) |
 //! | `direct[qd=N]` | an io_uring of depth `N` on an `O_DIRECT` fd, kept full (`sys::ring`) | - (read jobs only) |
-//! | `foliocache[async,tasks=N]` | `File::read_at_async` from `N` tasks on one current-thread tokio runtime per thread | - (read jobs only) |
+//! | `foliocache[async,tasks=N]` | `File::read_at_async` from `N` tasks on one current-thread tokio runtime per thread | `File::write_at_async` from the `N` tasks |
 //! | `tokio-fs[tasks=N]` | `spawn_blocking` of a buffered `pread` from `N` tasks on one current-thread tokio runtime per thread | - (read jobs only) |
 //! | `anon`       | -                                           | a `memset` of fresh anonymous memory (populate only) |
 //! | `fuse`       | buffered `pread` of the file under a foliocache FUSE mount | `pwrite` there |
@@ -320,9 +320,9 @@ impl Engines {
                 spec.label
             );
         }
-        if write && spec.tasks.is_some() {
+        if write && spec.tasks.is_some() && spec.kind != EngineKind::Foliocache {
             bail!(
-                "{}: async engines (async, tasks=N, tokio-fs) only read: use them in read jobs",
+                "{}: tokio-fs only reads: use it in read jobs (foliocache[async] writes too)",
                 spec.label
             );
         }

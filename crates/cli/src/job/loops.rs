@@ -183,9 +183,6 @@ impl<IO: TaskRead> ThreadLoop for Tasks<IO> {
     ) -> io::Result<ThreadOut> {
         use futures_util::stream::{FuturesUnordered, StreamExt};
         use std::cell::RefCell;
-        if WRITE {
-            return Err(read_only());
-        }
         let rt = self.rt.as_ref().ok_or_else(no_setup)?;
         let bs = self.bs;
         let rec = Recorder::<C>::start(st, bs as u64);
@@ -202,7 +199,7 @@ impl<IO: TaskRead> ThreadLoop for Tasks<IO> {
             .bufs
             .iter_mut()
             .map(|(b, scratch)| {
-                read_task::<IO, C, VERIFY>(io, b.as_mut_slice(), scratch, &shared, max_ops)
+                task::<IO, C, WRITE, VERIFY>(io, b.as_mut_slice(), scratch, &shared, max_ops)
             })
             .collect();
         rt.block_on(async {
@@ -217,9 +214,10 @@ impl<IO: TaskRead> ThreadLoop for Tasks<IO> {
 }
 
 /// One task of a [`Tasks`] loop: takes the next offset, reads it into
-/// `buf`, counts it, until the job's operations are issued or a task
+/// `buf` (with `WRITE`, writes `buf` there: the job's data with
+/// `VERIFY`), counts it, until the job's operations are issued or a task
 /// stopped the run.
-async fn read_task<IO: TaskRead, C: Clock, const VERIFY: bool>(
+async fn task<IO: TaskRead, C: Clock, const WRITE: bool, const VERIFY: bool>(
     io: &IO,
     buf: &mut [u8],
     scratch: &mut Vec<u8>,
@@ -234,13 +232,30 @@ async fn read_task<IO: TaskRead, C: Clock, const VERIFY: bool>(
                 return Ok(());
             }
             sh.issued += 1;
-            sh.offs.next()
+            let off = sh.offs.next();
+            if WRITE && VERIFY {
+                data::fill(sh.st.sh.opts.write_seed, off, buf);
+                sh.st.written[(off / bs as u64) as usize] = true;
+            }
+            off
         };
         let t0 = C::now();
-        let got = io.read(buf, scratch, off).await;
+        let got = if WRITE {
+            io.write(buf, off).await
+        } else {
+            io.read(buf, scratch, off).await
+        };
         let now = C::now();
         let mut sh = shared.borrow_mut();
-        check_read::<VERIFY>(&mut *sh.st, got, bs, off, buf)?;
+        if WRITE {
+            match got {
+                Ok(n) if n == bs => {}
+                Ok(n) => return Err(short(n, bs, off)),
+                Err(e) => return Err(e),
+            }
+        } else {
+            check_read::<VERIFY>(&mut *sh.st, got, bs, off, buf)?;
+        }
         if sh.rec.done(now, now.wrapping_sub(t0), 1) {
             sh.stop = true;
         }

@@ -514,6 +514,53 @@ fn check_seqread_fuse(s: &Value, fuse: bool) {
     assert_eq!(fuse_targets, 1, "{targets:?}");
 }
 
+/// `foliocache[async,tasks=N]` writes too (`File::write_at_async` from its
+/// tasks): a randwrite job checked with `--verify` against the blocking
+/// engine; `tokio-fs` reads only and refuses the job.
+#[test]
+fn the_async_engine_runs_a_write_job() {
+    let v = bench_json_in_tmp(&[
+        "--rw",
+        "randwrite",
+        "--bs",
+        "4k",
+        "--size",
+        "4M",
+        "--engine",
+        "foliocache[async,tasks=8]",
+        "--engine",
+        "foliocache",
+        "--verify",
+    ]);
+    let rs = results(&v);
+    let engines: Vec<&str> = rs.iter().map(|r| r["engine"].as_str().unwrap()).collect();
+    assert_eq!(engines, ["foliocache[async,tasks=8]", "foliocache"]);
+    for r in &rs {
+        assert_eq!(r["bytes"], 4 << 20, "{r}");
+        let notes = notes_of(r);
+        assert!(notes.iter().any(|n| n.starts_with("verify:")), "{notes:?}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let out = run(&[
+        "bench",
+        "--dir",
+        data.to_str().unwrap(),
+        "--rw",
+        "randwrite",
+        "--size",
+        "1M",
+        "--engine",
+        "tokio-fs",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("tokio-fs only reads"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
 /// A tiny custom job through the FUSE mount, reads and writes verified:
 /// the JSON has the fuse engine's records, with the server's cache
 /// figures in the notes, and nothing is left mounted. Skipped with a

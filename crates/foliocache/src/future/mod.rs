@@ -1,4 +1,5 @@
-//! The async API: futures for a [`File`]'s reads, on any executor.
+//! The async API: futures for a [`File`]'s reads, writes, syncs and
+//! `set_len`, on any executor.
 //!
 //! A miss costs a future, not a thread. A read's first poll runs the
 //! blocking read's hit path with [`ReadFlags::NOWAIT`]: a hit inside one
@@ -27,6 +28,21 @@
 //! drop, and the cache stays as a blocking read that was never made would
 //! leave it (with the folios it started reading cached).
 //!
+//! # Writes, syncs and `set_len`
+//! A write's pieces are copied into the cache on the polling thread (the
+//! caller's buffer is read only inside `poll`); a write into cached
+//! folios under the dirty limit completes on its first poll. What a
+//! blocking write, sync or `set_len` waits for runs instead as a job on
+//! the cache's writeback pool (`future/job.rs`), whose end wakes every
+//! task waiting for it: the writeback of a writer over the dirty limit
+//! (`Mapping::throttle`, shared by the file's throttled writers), a sync's
+//! writeback and the backing's sync (shared by the file's syncs queued
+//! together), `set_len`'s truncation. A page a write covers in part and
+//! that is not cached is read first through the read futures' path. A
+//! dropped future leaves its job to run to its end (the writeback
+//! completes and ends the folios' writeback state); see `docs/async.md`
+//! for what each dropped future has done.
+//!
 //! With the `tokio` feature, `Cursor` (`File::cursor`) reads a file
 //! through `tokio::io::AsyncRead + AsyncSeek`.
 //!
@@ -38,9 +54,12 @@
 
 #[cfg(feature = "tokio")]
 mod cursor;
+pub(crate) mod job;
 mod read;
+mod write;
 
 pub use crate::folio::WaitUnlocked;
 #[cfg(feature = "tokio")]
 pub use cursor::Cursor;
 pub use read::{PinAt, ReadAt, ReadExactAt};
+pub use write::{SetLen, SyncAt, WriteAllAt, WriteAt};

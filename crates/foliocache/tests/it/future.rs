@@ -31,6 +31,9 @@ use crate::common::{nonzero_bytes, settled};
 use backing::aio::{EngineKind as IoKind, IoEngineConfig};
 use test_support::cache::{faulty_file, mem_file, TestCache};
 
+/// The writes, syncs and `set_len`.
+mod write;
+
 const P: u64 = 4096;
 
 /// A test cache of `pages` pages; under Miri (which runs the futures'
@@ -130,6 +133,26 @@ fn drive<F: Future>(fut: F) -> (F::Output, usize) {
                 pending += 1;
                 c.wait_past(seen);
             }
+        }
+    }
+}
+
+/// Polls `fut` until it returned `Pending` `k` times (waiting for a wake
+/// between polls, not after the last) or completed, then drops it.
+fn drop_after<F: Future>(fut: F, k: usize) {
+    let counting = Arc::new(Counting::default());
+    let waker = counting_waker(&counting);
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = pin!(fut);
+    let mut seen = 0;
+    while seen < k {
+        let w = counting.wakes();
+        if fut.as_mut().poll(&mut cx).is_ready() {
+            break;
+        }
+        seen += 1;
+        if seen < k {
+            counting.wait_past(w);
         }
     }
 }
@@ -331,22 +354,7 @@ fn reads_dropped_at_every_await_point_under_faults_leave_the_cache_sound() {
         let (_, total) = drive(f.read_at_async(&mut buf, off));
         for k in 0..=total {
             f.discard().unwrap();
-            let counting = Arc::new(Counting::default());
-            let waker = counting_waker(&counting);
-            let mut cx = Context::from_waker(&waker);
-            let mut fut = Box::pin(f.read_at_async(&mut buf, off));
-            let mut seen = 0;
-            while seen < k {
-                let w = counting.wakes();
-                if fut.as_mut().poll(&mut cx).is_ready() {
-                    break;
-                }
-                seen += 1;
-                if seen < k {
-                    counting.wait_past(w);
-                }
-            }
-            drop(fut);
+            drop_after(f.read_at_async(&mut buf, off), k);
             check_cache(&c, &f, pages);
         }
         b.clear_read_ranges();
