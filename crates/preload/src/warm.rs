@@ -113,10 +113,11 @@ pub(crate) fn save_at_exit<'f>(cache: Option<&Cache>, files: impl Iterator<Item 
     save(cache, path);
 }
 
-/// A description of `file` closing (its last may take the file's folios
-/// out of the cache): notes the file's cached ranges for the next save.
-pub(crate) fn closing(cache: Option<&Cache>, file: &File) {
-    if let (Some(cache), Some(_)) = (cache, state_path()) {
+/// A description of `file` closing (the cache keeps a file after its
+/// last close, `Cache::close_keeping`, but only so many, and reclaim may
+/// take them): notes the file's cached ranges for the next save.
+pub(crate) fn closing(cache: &Cache, file: &File) {
+    if state_path().is_some() {
         cache.remember(file);
     }
 }

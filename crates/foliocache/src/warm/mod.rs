@@ -42,7 +42,7 @@ use crate::arena::PAGE_SIZE;
 use crate::cache::Cache;
 use crate::file::File;
 use crate::filemap::Mapping;
-use crate::loaded::{Identity, Loaded, Remembered, WarmProgress};
+use crate::loaded::{self, Identity, Loaded, Remembered, WarmProgress};
 use crate::lru::NIL;
 use crate::mm::CacheInner;
 
@@ -54,6 +54,10 @@ const BATCH_BYTES: u64 = 8 << 20;
 /// The longest the loader pauses after a batch during which the program
 /// missed (its reads go first).
 const YIELD: Duration = Duration::from_millis(1);
+
+/// Closed files a cache keeps for a later open
+/// ([`Cache::close_keeping`]): each holds a descriptor of its file.
+const MAX_KEPT: usize = 64;
 
 /// Files a state file may name and ranges it may hold: a save stops
 /// there (the most recently used are kept).
@@ -155,24 +159,42 @@ impl Cache {
         self.walk_lru(&ids, &mut state.ranges);
         drop(live);
         // Then the files closed since they were noted, least recently used
-        // as a group (their folios are gone from this cache), unless they
-        // are open again.
-        let listed: std::collections::HashSet<_> = state
+        // as a group (their folios are gone from this cache): of a file
+        // open again and unchanged, the pages noted that it does not hold
+        // now; of one changed, or gone from its path, nothing.
+        let listed: HashMap<(u64, u64), u32> = state
             .files
             .iter()
-            .map(|f| (f.identity.dev, f.identity.ino))
+            .enumerate()
+            .map(|(i, f)| ((f.identity.dev, f.identity.ino), i as u32))
             .collect();
         for r in self.warm.remembered() {
             let key = (r.identity.dev, r.identity.ino);
-            if listed.contains(&key) || state.files.len() >= MAX_FILES {
-                continue;
-            }
-            let file = state.files.len() as u32;
-            state.files.push(SavedFile {
-                path: r.path,
-                identity: r.identity,
-            });
-            for (first, pages) in r.ranges {
+            let (file, ranges) = match listed.get(&key) {
+                Some(&i) if state.files[i as usize].identity == r.identity => {
+                    let held: Vec<(u64, u32)> = loaded::union(
+                        &[],
+                        &state
+                            .ranges
+                            .iter()
+                            .filter(|s| s.file == i)
+                            .map(|s| (s.first, s.pages))
+                            .collect::<Vec<_>>(),
+                    );
+                    (i, loaded::minus(&r.ranges, &held))
+                }
+                Some(_) => continue,
+                None if state.files.len() < MAX_FILES && still_at_path(&r) => {
+                    let file = state.files.len() as u32;
+                    state.files.push(SavedFile {
+                        path: r.path,
+                        identity: r.identity,
+                    });
+                    (file, r.ranges)
+                }
+                None => continue,
+            };
+            for (first, pages) in ranges {
                 if state.ranges.len() < MAX_RANGES {
                     state.ranges.push(SavedRange { file, first, pages });
                 }
@@ -224,6 +246,31 @@ impl Cache {
             },
             max_pages,
         );
+    }
+
+    /// Closes `file`, keeping its cached folios for a later open of the
+    /// file in this cache, as the kernel keeps a closed file's pages: for
+    /// a caller that closes and opens files again (RocksDB writes a table,
+    /// closes it and opens it to read), whose opens would otherwise find
+    /// nothing cached once the last handle closed (a caller that saves
+    /// state files [`remember`](Self::remember)s it first). Drops the
+    /// handle; if that was the file's last, the cache keeps the file, with its identity
+    /// (device, inode, size, mtime, ctime), unless it is dirty (a failed
+    /// writeback), a memory file, or unlinked. An open that finds it takes
+    /// it over and drops its folios if the identity changed (another
+    /// process wrote, truncated or replaced the file), as a warm-loaded
+    /// file's. At most 64 files are kept, the most recently closed; reclaim
+    /// takes their folios as any others', and a kept file whose folios are
+    /// all gone, or that was unlinked, is let go at the next close.
+    ///
+    /// # Locking
+    /// Takes the identity (two `fstat`s and a `readlink`) under the lock
+    /// an open of a kept file takes.
+    pub fn close_keeping(&self, file: File) {
+        let mapping = file.mapping.clone();
+        drop(file);
+        self.warm
+            .keep(mapping, MAX_KEPT, |m| saved_file(m).map(|s| s.identity));
     }
 
     /// Appends the LRU lists' folios of the files `ids` names, as runs,
@@ -391,6 +438,13 @@ fn saved_file(m: &Mapping) -> Option<SavedFile> {
         return None;
     }
     Some(SavedFile { path, identity })
+}
+
+/// Whether a noted file's path still names it, unchanged: a file
+/// deleted (a database's log once flushed) or rewritten since is left out
+/// of the list rather than skipped at every load.
+fn still_at_path(r: &Remembered) -> bool {
+    std::fs::metadata(&r.path).is_ok_and(|md| Identity::of(&md) == r.identity)
 }
 
 /// Adds a folio of `pages` at `index` to the last run if it extends it

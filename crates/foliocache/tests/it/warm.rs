@@ -367,6 +367,58 @@ fn a_file_remembered_before_its_close_is_saved_after_it() {
     assert_eq!(load(&state.path).1.bytes_loaded, 8 * PAGE);
 }
 
+/// The ranges the state file at `path` lists, in its order.
+fn listed(path: &Path) -> Vec<(u64, u32)> {
+    let s = State::decode(&fs::read(path).unwrap()).unwrap();
+    s.ranges.iter().map(|r| (r.first, r.pages)).collect()
+}
+
+#[test]
+fn a_file_read_again_after_its_close_keeps_the_note_of_all_it_held() {
+    // RocksDB writes a table, closes it, and opens it again to read its
+    // index: the kernel keeps all the table's pages, and so does the list.
+    let data = random_bytes(11, (64 * PAGE) as usize);
+    let file = TempPath::with_data("warm-renote", &data);
+    let state = TempPath::new("warm-renote-state");
+    let c = TestCache::bytes(16 << 20).no_readahead().build();
+    let mut buf = vec![0u8; (64 * PAGE) as usize];
+    let f = c.open(&file.path).unwrap();
+    f.read_exact_at(&mut buf, 0).unwrap();
+    c.remember(&f);
+    drop(f);
+    let f = c.open(&file.path).unwrap();
+    f.read_exact_at(&mut buf[..PAGE as usize], 60 * PAGE)
+        .unwrap();
+    c.remember(&f);
+    // Saved with the file open again (its two pages live), then closed.
+    c.save_state(&state.path).unwrap();
+    let mut open_again = listed(&state.path);
+    open_again.sort_unstable();
+    assert_eq!(open_again, [(0, 60), (60, 1), (61, 3)]);
+    drop(f);
+    c.save_state(&state.path).unwrap();
+    assert_eq!(listed(&state.path), [(0, 64)]);
+    assert_eq!(load(&state.path).1.bytes_loaded, 64 * PAGE);
+}
+
+#[test]
+fn a_noted_file_changed_or_deleted_since_is_not_listed() {
+    let data = random_bytes(12, (8 * PAGE) as usize);
+    let kept = TempPath::with_data("warm-note-kept", &data);
+    let gone = TempPath::with_data("warm-note-gone", &data);
+    let state = TempPath::new("warm-note-gone-state");
+    let c = TestCache::bytes(16 << 20).no_readahead().build();
+    let mut buf = vec![0u8; (8 * PAGE) as usize];
+    for p in [&kept.path, &gone.path] {
+        let f = c.open(p).unwrap();
+        f.read_exact_at(&mut buf, 0).unwrap();
+        c.remember(&f);
+    }
+    fs::remove_file(&gone.path).unwrap();
+    let saved = c.save_state(&state.path).unwrap();
+    assert_eq!((saved.files, saved.bytes), (1, 8 * PAGE), "{saved:?}");
+}
+
 #[test]
 fn cachestat_of_a_path_leaves_a_loaded_file_to_the_loader() {
     let (file, _, state) = saved("warm-peek", 15, 16, &[(0, 16)]);
@@ -393,4 +445,74 @@ fn a_file_written_through_the_cache_is_listed_as_its_close_leaves_it() {
     let (_c, p) = load(&state.path);
     assert_eq!((p.files_loaded, p.files_skipped), (1, 0), "{p:?}");
     assert_eq!(p.bytes_loaded, 10_000);
+}
+
+#[test]
+fn a_file_closed_keeping_is_found_cached_by_its_next_open() {
+    // Written, closed, opened again to read: as the kernel's page cache,
+    // the written pages are still there.
+    let file = TempPath::new("warm-keep");
+    let c = TestCache::bytes(16 << 20).no_readahead().build();
+    let f = test_support::cache::open_rw(&c, &file.path);
+    let data = random_bytes(13, (32 * PAGE) as usize);
+    f.write_all_at(&data, 0).unwrap();
+    c.close_keeping(f);
+    assert_eq!(c.stats().bytes_cached, 32 * PAGE, "kept past the close");
+    let misses = c.stats().misses;
+    let f = c.open(&file.path).unwrap();
+    assert_eq!(cached_pages(&f, 0, 32), 32);
+    let mut buf = vec![0u8; data.len()];
+    f.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(buf, data);
+    assert_eq!(c.stats().misses, misses, "every read a hit");
+    // A plain close forgets the file, as before.
+    drop(f);
+    assert_eq!(c.stats().bytes_cached, 0);
+}
+
+#[test]
+fn a_kept_file_changed_by_another_writer_is_read_afresh() {
+    let data = random_bytes(14, (16 * PAGE) as usize);
+    let file = TempPath::with_data("warm-keep-changed", &data);
+    let c = TestCache::bytes(16 << 20).no_readahead().build();
+    let f = c.open(&file.path).unwrap();
+    let mut buf = vec![0u8; data.len()];
+    f.read_exact_at(&mut buf, 0).unwrap();
+    c.close_keeping(f);
+    // Another writer, not through the cache: same size, new bytes.
+    let new = random_bytes(15, data.len());
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&file.path)
+        .unwrap()
+        .write_all_at(&new, 0)
+        .unwrap();
+    let f = c.open(&file.path).unwrap();
+    f.read_exact_at(&mut buf, 0).unwrap();
+    assert!(buf == new, "a stale byte from the kept file");
+}
+
+#[test]
+fn a_kept_file_unlinked_is_let_go_at_the_next_close() {
+    let data = random_bytes(16, (8 * PAGE) as usize);
+    let a = TempPath::with_data("warm-keep-a", &data);
+    let b = TempPath::with_data("warm-keep-b", &data);
+    let c = TestCache::bytes(16 << 20).no_readahead().build();
+    let mut buf = vec![0u8; data.len()];
+    let f = c.open(&a.path).unwrap();
+    f.read_exact_at(&mut buf, 0).unwrap();
+    c.close_keeping(f);
+    fs::remove_file(&a.path).unwrap();
+    assert_eq!(c.stats().bytes_cached, 8 * PAGE);
+    // The next close lets the unlinked file go (its descriptor too, so
+    // its blocks are freed), and keeps the other.
+    let f = c.open(&b.path).unwrap();
+    f.read_exact_at(&mut buf[..PAGE as usize], 0).unwrap();
+    c.close_keeping(f);
+    assert_eq!(c.stats().bytes_cached, PAGE);
+    // An unlinked file is not kept at all.
+    let f = c.open(&b.path).unwrap();
+    fs::remove_file(&b.path).unwrap();
+    c.close_keeping(f);
+    assert_eq!(c.stats().bytes_cached, 0);
 }
