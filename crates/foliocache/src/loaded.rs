@@ -282,6 +282,14 @@ impl Loaded {
         drop(gone);
     }
 
+    /// The note of the file `key`, if there is one.
+    pub(crate) fn noted(&self, key: FileKey) -> Option<Remembered> {
+        let list = self.remembered.lock();
+        list.iter()
+            .find(|r| (r.identity.dev, r.identity.ino) == key)
+            .cloned()
+    }
+
     /// The notes of closed files, most recent first.
     pub(crate) fn remembered(&self) -> Vec<Remembered> {
         self.remembered.lock().iter().cloned().collect()

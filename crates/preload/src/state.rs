@@ -851,6 +851,9 @@ pub(crate) fn adopt(fd: c_int, flags: c_int) {
             // The open cut the file: the cache follows, if it held it.
             file.set_len(0)?;
         }
+        if !writable {
+            crate::warm::opened(cache, &file);
+        }
         key_bucket(key).fetch_add(1, Ordering::AcqRel);
         let desc = Desc {
             file: ManuallyDrop::new(file),

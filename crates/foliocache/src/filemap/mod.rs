@@ -364,6 +364,10 @@ pub struct Mapping {
     /// changed through another mapping).
     #[allow(clippy::disallowed_types)]
     pub(crate) closed_clean: std::sync::atomic::AtomicBool,
+    /// The file's identity when this mapping was made (a file opened by
+    /// path): a file kept past its last close (`Cache::close_keeping`)
+    /// must still have it then, else another writer changed it.
+    pub(crate) opened_as: std::sync::OnceLock<crate::loaded::Identity>,
 }
 
 impl Drop for Mapping {
@@ -420,6 +424,7 @@ impl Mapping {
             dirty_pages: AtomicU64::new(0),
             handles: StdAtomicU64::new(0),
             closed_clean: std::sync::atomic::AtomicBool::new(false),
+            opened_as: std::sync::OnceLock::new(),
         }
     }
 

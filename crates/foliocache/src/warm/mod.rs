@@ -254,9 +254,14 @@ impl Cache {
     /// closes it and opens it to read), whose opens would otherwise find
     /// nothing cached once the last handle closed (a caller that saves
     /// state files [`remember`](Self::remember)s it first). Drops the
-    /// handle; if that was the file's last, the cache keeps the file, with its identity
-    /// (device, inode, size, mtime, ctime), unless it is dirty (a failed
-    /// writeback), a memory file, or unlinked. An open that finds it takes
+    /// handle; if that was the file's last, the cache keeps the file, with
+    /// its identity (device, inode, size, mtime, ctime), if this cache never
+    /// opened it for writing and it is unchanged since the cache first
+    /// opened it (another process did not write it meanwhile), and it is
+    /// not unlinked. A file this cache wrote is not kept (its own
+    /// writebacks change the times, so a foreign write between two of them
+    /// would go unseen); its [`remember`](Self::remember)ed note still
+    /// lists it for the next process. An open that finds it takes
     /// it over and drops its folios if the identity changed (another
     /// process wrote, truncated or replaced the file), as a warm-loaded
     /// file's. At most 64 files are kept, the most recently closed; reclaim
@@ -269,8 +274,42 @@ impl Cache {
     pub fn close_keeping(&self, file: File) {
         let mapping = file.mapping.clone();
         drop(file);
-        self.warm
-            .keep(mapping, MAX_KEPT, |m| saved_file(m).map(|s| s.identity));
+        self.warm.keep(mapping, MAX_KEPT, keepable);
+    }
+
+    /// Reads back into the cache, in the background (readahead: windows
+    /// of up to 2 MiB through the IO engine), the ranges
+    /// [`remember`](Self::remember) noted of `file` at its last close, if
+    /// the file is unchanged since (its identity now, from `fstat` of the
+    /// cache's descriptor, the one noted): for a file closed and opened
+    /// again that [`close_keeping`](Self::close_keeping) could not keep
+    /// (one this cache wrote), where the kernel would still hold its pages.
+    /// The bytes come from the file as it is now, so nothing stale is
+    /// read; what is cached already is skipped. Returns the bytes asked
+    /// for (0: no note, or the file changed).
+    pub fn reload_noted(&self, file: &File) -> u64 {
+        let m = file.mapping();
+        let Some(note) = m.key.and_then(|key| self.warm.noted(key)) else {
+            return 0;
+        };
+        let now = m.backing().raw_file().and_then(|f| f.metadata().ok());
+        if now.map(|md| Identity::of(&md)) != Some(note.identity) {
+            return 0;
+        }
+        let size = file.len();
+        let page = PAGE_SIZE as u64;
+        let mut asked = 0;
+        for (first, pages) in note.ranges {
+            let start = first.saturating_mul(page);
+            if start >= size {
+                break;
+            }
+            let len = (u64::from(pages) * page).min(size - start);
+            // Errors are left for the program's reads of those bytes.
+            let _ = file.readahead(start, len);
+            asked += len;
+        }
+        asked
     }
 
     /// Appends the LRU lists' folios of the files `ids` names, as runs,
@@ -438,6 +477,21 @@ fn saved_file(m: &Mapping) -> Option<SavedFile> {
         return None;
     }
     Some(SavedFile { path, identity })
+}
+
+/// The identity of a closed file to keep (`Cache::close_keeping`): one
+/// never opened for writing in this cache, unchanged since its mapping was
+/// made. Another process's write meanwhile changed its `ctime` (a fresh
+/// one: its times were read at the open, docs/warm.md), so its next open
+/// here must read afresh. A file this cache wrote is not kept: its own
+/// writebacks change the times too, and a foreign write between two of
+/// them would go unseen.
+fn keepable(m: &Mapping) -> Option<Identity> {
+    if m.backing_writable() {
+        return None;
+    }
+    let saved = saved_file(m)?;
+    (m.opened_as.get() == Some(&saved.identity)).then_some(saved.identity)
 }
 
 /// Whether a noted file's path still names it, unchanged: a file

@@ -449,25 +449,61 @@ fn a_file_written_through_the_cache_is_listed_as_its_close_leaves_it() {
 
 #[test]
 fn a_file_closed_keeping_is_found_cached_by_its_next_open() {
-    // Written, closed, opened again to read: as the kernel's page cache,
-    // the written pages are still there.
-    let file = TempPath::new("warm-keep");
-    let c = TestCache::bytes(16 << 20).no_readahead().build();
-    let f = test_support::cache::open_rw(&c, &file.path);
+    // Read, closed, opened again: as the kernel's page cache, the pages
+    // are still there.
     let data = random_bytes(13, (32 * PAGE) as usize);
-    f.write_all_at(&data, 0).unwrap();
+    let file = TempPath::with_data("warm-keep", &data);
+    let c = TestCache::bytes(16 << 20).no_readahead().build();
+    let f = c.open(&file.path).unwrap();
+    let mut buf = vec![0u8; data.len()];
+    f.read_exact_at(&mut buf, 0).unwrap();
     c.close_keeping(f);
     assert_eq!(c.stats().bytes_cached, 32 * PAGE, "kept past the close");
     let misses = c.stats().misses;
     let f = c.open(&file.path).unwrap();
     assert_eq!(cached_pages(&f, 0, 32), 32);
-    let mut buf = vec![0u8; data.len()];
+    buf.fill(0);
     f.read_exact_at(&mut buf, 0).unwrap();
     assert_eq!(buf, data);
     assert_eq!(c.stats().misses, misses, "every read a hit");
     // A plain close forgets the file, as before.
     drop(f);
     assert_eq!(c.stats().bytes_cached, 0);
+}
+
+#[test]
+fn a_file_written_through_the_cache_is_not_kept_past_its_close() {
+    let file = TempPath::new("warm-keep-written");
+    let c = TestCache::bytes(16 << 20).build();
+    let f = test_support::cache::open_rw(&c, &file.path);
+    f.write_all_at(&random_bytes(17, (4 * PAGE) as usize), 0)
+        .unwrap();
+    c.close_keeping(f);
+    assert_eq!(c.stats().bytes_cached, 0);
+}
+
+#[test]
+fn a_file_changed_by_another_writer_while_open_is_not_kept() {
+    let data = random_bytes(18, (4 * PAGE) as usize);
+    let file = TempPath::with_data("warm-keep-while-open", &data);
+    let c = TestCache::bytes(16 << 20).no_readahead().build();
+    let f = c.open(&file.path).unwrap();
+    let mut buf = vec![0u8; data.len()];
+    f.read_exact_at(&mut buf, 0).unwrap();
+    // Another writer, not through the cache, while the file is open: same
+    // size, so only the times tell.
+    let new = random_bytes(19, data.len());
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&file.path)
+        .unwrap()
+        .write_all_at(&new, 0)
+        .unwrap();
+    c.close_keeping(f);
+    assert_eq!(c.stats().bytes_cached, 0, "not kept");
+    let f = c.open(&file.path).unwrap();
+    f.read_exact_at(&mut buf, 0).unwrap();
+    assert!(buf == new, "a stale byte after the close");
 }
 
 #[test]
@@ -515,4 +551,47 @@ fn a_kept_file_unlinked_is_let_go_at_the_next_close() {
     fs::remove_file(&b.path).unwrap();
     c.close_keeping(f);
     assert_eq!(c.stats().bytes_cached, 0);
+}
+
+/// Waits until `pages` pages from 0 of `f` are cached (bounded).
+fn until_cached(f: &foliocache::File, pages: u64) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while cached_pages(f, 0, pages) < pages {
+        assert!(Instant::now() < deadline, "never cached");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn a_written_file_opened_again_reads_its_noted_ranges_back() {
+    // RocksDB writes a table, closes it, and opens it again to read: the
+    // cache did not keep it (it wrote it), but its note brings it back.
+    let file = TempPath::new("warm-reload");
+    let c = TestCache::bytes(16 << 20).build();
+    let f = test_support::cache::open_rw(&c, &file.path);
+    let data = random_bytes(20, (32 * PAGE) as usize);
+    f.write_all_at(&data, 0).unwrap();
+    c.remember(&f);
+    c.close_keeping(f);
+    assert_eq!(c.stats().bytes_cached, 0, "not kept");
+    let f = c.open(&file.path).unwrap();
+    assert_eq!(c.reload_noted(&f), 32 * PAGE);
+    until_cached(&f, 32);
+    let misses = c.stats().misses;
+    let mut buf = vec![0u8; data.len()];
+    f.read_exact_at(&mut buf, 0).unwrap();
+    assert!(buf == data);
+    assert_eq!(c.stats().misses, misses, "every read a hit");
+    drop(f);
+
+    // Changed since its note: nothing read back.
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&file.path)
+        .unwrap()
+        .write_all_at(b"new", 0)
+        .unwrap();
+    let f = c.open(&file.path).unwrap();
+    assert_eq!(c.reload_noted(&f), 0);
+    assert_eq!(cached_pages(&f, 0, 32), 0);
 }
