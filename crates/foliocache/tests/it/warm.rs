@@ -447,6 +447,24 @@ fn a_file_written_through_the_cache_is_listed_as_its_close_leaves_it() {
     assert_eq!(p.bytes_loaded, 10_000);
 }
 
+/// `path` opened in `c` and read whole: the handle.
+fn read_whole(c: &Cache, path: &Path) -> foliocache::File {
+    let f = c.open(path).unwrap();
+    let mut buf = vec![0u8; f.len() as usize];
+    f.read_exact_at(&mut buf, 0).unwrap();
+    f
+}
+
+/// `bytes` written at 0 of `path` by another writer, not through a cache.
+fn write_outside(path: &Path, bytes: &[u8]) {
+    fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .write_all_at(bytes, 0)
+        .unwrap();
+}
+
 #[test]
 fn a_file_closed_keeping_is_found_cached_by_its_next_open() {
     // Read, closed, opened again: as the kernel's page cache, the pages
@@ -454,10 +472,8 @@ fn a_file_closed_keeping_is_found_cached_by_its_next_open() {
     let data = random_bytes(13, (32 * PAGE) as usize);
     let file = TempPath::with_data("warm-keep", &data);
     let c = TestCache::bytes(16 << 20).no_readahead().build();
-    let f = c.open(&file.path).unwrap();
+    c.close_keeping(read_whole(&c, &file.path));
     let mut buf = vec![0u8; data.len()];
-    f.read_exact_at(&mut buf, 0).unwrap();
-    c.close_keeping(f);
     assert_eq!(c.stats().bytes_cached, 32 * PAGE, "kept past the close");
     let misses = c.stats().misses;
     let f = c.open(&file.path).unwrap();
@@ -487,18 +503,12 @@ fn a_file_changed_by_another_writer_while_open_is_not_kept() {
     let data = random_bytes(18, (4 * PAGE) as usize);
     let file = TempPath::with_data("warm-keep-while-open", &data);
     let c = TestCache::bytes(16 << 20).no_readahead().build();
-    let f = c.open(&file.path).unwrap();
+    let f = read_whole(&c, &file.path);
     let mut buf = vec![0u8; data.len()];
-    f.read_exact_at(&mut buf, 0).unwrap();
     // Another writer, not through the cache, while the file is open: same
     // size, so only the times tell.
     let new = random_bytes(19, data.len());
-    fs::OpenOptions::new()
-        .write(true)
-        .open(&file.path)
-        .unwrap()
-        .write_all_at(&new, 0)
-        .unwrap();
+    write_outside(&file.path, &new);
     c.close_keeping(f);
     assert_eq!(c.stats().bytes_cached, 0, "not kept");
     let f = c.open(&file.path).unwrap();
@@ -511,18 +521,11 @@ fn a_kept_file_changed_by_another_writer_is_read_afresh() {
     let data = random_bytes(14, (16 * PAGE) as usize);
     let file = TempPath::with_data("warm-keep-changed", &data);
     let c = TestCache::bytes(16 << 20).no_readahead().build();
-    let f = c.open(&file.path).unwrap();
+    c.close_keeping(read_whole(&c, &file.path));
     let mut buf = vec![0u8; data.len()];
-    f.read_exact_at(&mut buf, 0).unwrap();
-    c.close_keeping(f);
     // Another writer, not through the cache: same size, new bytes.
     let new = random_bytes(15, data.len());
-    fs::OpenOptions::new()
-        .write(true)
-        .open(&file.path)
-        .unwrap()
-        .write_all_at(&new, 0)
-        .unwrap();
+    write_outside(&file.path, &new);
     let f = c.open(&file.path).unwrap();
     f.read_exact_at(&mut buf, 0).unwrap();
     assert!(buf == new, "a stale byte from the kept file");
@@ -535,9 +538,7 @@ fn a_kept_file_unlinked_is_let_go_at_the_next_close() {
     let b = TempPath::with_data("warm-keep-b", &data);
     let c = TestCache::bytes(16 << 20).no_readahead().build();
     let mut buf = vec![0u8; data.len()];
-    let f = c.open(&a.path).unwrap();
-    f.read_exact_at(&mut buf, 0).unwrap();
-    c.close_keeping(f);
+    c.close_keeping(read_whole(&c, &a.path));
     fs::remove_file(&a.path).unwrap();
     assert_eq!(c.stats().bytes_cached, 8 * PAGE);
     // The next close lets the unlinked file go (its descriptor too, so
@@ -585,12 +586,7 @@ fn a_written_file_opened_again_reads_its_noted_ranges_back() {
     drop(f);
 
     // Changed since its note: nothing read back.
-    fs::OpenOptions::new()
-        .write(true)
-        .open(&file.path)
-        .unwrap()
-        .write_all_at(b"new", 0)
-        .unwrap();
+    write_outside(&file.path, b"new");
     let f = c.open(&file.path).unwrap();
     assert_eq!(c.reload_noted(&f), 0);
     assert_eq!(cached_pages(&f, 0, 32), 0);
