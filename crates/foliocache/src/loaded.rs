@@ -159,6 +159,21 @@ pub(crate) fn minus(a: &[(u64, u32)], b: &[(u64, u32)]) -> Vec<(u64, u32)> {
     out
 }
 
+impl Remembered {
+    /// The file's (device, inode).
+    fn key(&self) -> FileKey {
+        (self.identity.dev, self.identity.ino)
+    }
+}
+
+/// The notes of closed files, most recent first, and the files they
+/// name: an open asks whether its file has a note without a walk.
+#[derive(Default)]
+struct Notes {
+    list: VecDeque<Remembered>,
+    keys: std::collections::HashSet<FileKey>,
+}
+
 /// A cache's warm-restart state: the loader's progress and the loaded
 /// files no one opened yet.
 pub(crate) struct Loaded {
@@ -170,7 +185,7 @@ pub(crate) struct Loaded {
     /// (`Cache::remember`), most recent first, at most a capacity's
     /// worth of pages: their folios left the cache with them, but the
     /// next save lists them.
-    remembered: Mutex<VecDeque<Remembered>>,
+    remembered: Mutex<Notes>,
     /// Files closed and kept cached (`Cache::close_keeping`), most
     /// recent first: a later open takes one over as it takes a loaded
     /// file, if unchanged.
@@ -192,7 +207,7 @@ impl Loaded {
     pub(crate) fn new() -> Loaded {
         Loaded {
             pending: Mutex::new(HashMap::new()),
-            remembered: Mutex::new(VecDeque::new()),
+            remembered: Mutex::new(Notes::default()),
             kept: Mutex::new(VecDeque::new()),
             started: AtomicU64::default(),
             done: AtomicU64::default(),
@@ -215,11 +230,13 @@ impl Loaded {
     /// and opened again to read a little of it (what RocksDB does with
     /// each table it writes) keeps the note of all it wrote.
     pub(crate) fn remember(&self, mut r: Remembered, max_pages: u64) {
-        let mut list = self.remembered.lock();
+        let mut notes = self.remembered.lock();
+        let Notes { list, keys } = &mut *notes;
         let key = (r.identity.dev, r.identity.ino);
-        if let Some(i) = list
-            .iter()
-            .position(|o| (o.identity.dev, o.identity.ino) == key)
+        if let Some(i) = keys
+            .contains(&key)
+            .then(|| list.iter().position(|o| o.key() == key))
+            .flatten()
         {
             if let Some(old) = list.remove(i) {
                 if old.identity == r.identity {
@@ -228,6 +245,7 @@ impl Loaded {
             }
         }
         list.push_front(r);
+        keys.insert(key);
         let mut pages = 0u64;
         let keep = list
             .iter()
@@ -237,7 +255,9 @@ impl Loaded {
             })
             .count()
             .max(1);
-        list.truncate(keep);
+        for gone in list.drain(keep..) {
+            keys.remove(&gone.key());
+        }
     }
 
     /// Keeps `mapping`, whose last handle closed, for a later open (as the
@@ -284,15 +304,16 @@ impl Loaded {
 
     /// The note of the file `key`, if there is one.
     pub(crate) fn noted(&self, key: FileKey) -> Option<Remembered> {
-        let list = self.remembered.lock();
-        list.iter()
-            .find(|r| (r.identity.dev, r.identity.ino) == key)
-            .cloned()
+        let notes = self.remembered.lock();
+        if !notes.keys.contains(&key) {
+            return None;
+        }
+        notes.list.iter().find(|r| r.key() == key).cloned()
     }
 
     /// The notes of closed files, most recent first.
     pub(crate) fn remembered(&self) -> Vec<Remembered> {
-        self.remembered.lock().iter().cloned().collect()
+        self.remembered.lock().list.iter().cloned().collect()
     }
 
     /// Marks the load started with what the state file holds; `false` if

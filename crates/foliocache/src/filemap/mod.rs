@@ -364,10 +364,11 @@ pub struct Mapping {
     /// changed through another mapping).
     #[allow(clippy::disallowed_types)]
     pub(crate) closed_clean: std::sync::atomic::AtomicBool,
-    /// The file's identity when this mapping was made (a file opened by
+    /// The file's `fstat` when this mapping was made (a file opened by
     /// path): a file kept past its last close (`Cache::close_keeping`)
-    /// must still have it then, else another writer changed it.
-    pub(crate) opened_as: std::sync::OnceLock<crate::loaded::Identity>,
+    /// must still have the identity it gives then, else another writer
+    /// changed it.
+    pub(crate) opened_as: std::sync::OnceLock<std::fs::Metadata>,
 }
 
 impl Drop for Mapping {

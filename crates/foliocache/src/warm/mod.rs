@@ -491,7 +491,7 @@ fn keepable(m: &Mapping) -> Option<Identity> {
         return None;
     }
     let saved = saved_file(m)?;
-    (m.opened_as.get() == Some(&saved.identity)).then_some(saved.identity)
+    (m.opened_as.get().map(Identity::of) == Some(saved.identity)).then_some(saved.identity)
 }
 
 /// Whether a noted file's path still names it, unchanged: a file
