@@ -98,6 +98,7 @@ impl Cache {
         });
         if new {
             mapping.set_backing(backing, writable);
+            let _ = mapping.opened_as.set(md.clone());
         } else {
             if writable && !mapping.backing_writable() {
                 mapping.set_backing(backing, true);

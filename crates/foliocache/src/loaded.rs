@@ -76,6 +76,10 @@ pub struct WarmProgress {
     pub files_skipped: u64,
 }
 
+/// A file held for the program's next open: its key, mapping and the
+/// identity it had.
+type Pending = (FileKey, Arc<Mapping>, Identity);
+
 /// A closed file's ranges, noted for the next save.
 #[derive(Clone)]
 pub(crate) struct Remembered {
@@ -85,6 +89,89 @@ pub(crate) struct Remembered {
     pub(crate) identity: Identity,
     /// Its runs of cached pages: first page, pages.
     pub(crate) ranges: Vec<(u64, u32)>,
+}
+
+/// Whether `mapping`'s file still has a name (`fstat`'s link count).
+fn linked(mapping: &Mapping) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    mapping
+        .backing()
+        .raw_file()
+        .and_then(|f| f.metadata().ok())
+        .is_some_and(|md| md.nlink() > 0)
+}
+
+/// The runs of pages (first page, pages) in `a` or `b` (each sorted by
+/// first page, as `Cache::remember` notes them), sorted, overlapping and
+/// touching runs joined (a run at most `u32::MAX` pages).
+pub(crate) fn union(a: &[(u64, u32)], b: &[(u64, u32)]) -> Vec<(u64, u32)> {
+    let mut all: Vec<(u64, u32)> = a.iter().chain(b).copied().collect();
+    all.sort_unstable();
+    let mut out: Vec<(u64, u32)> = Vec::with_capacity(all.len());
+    for (first, pages) in all {
+        let end = first.saturating_add(u64::from(pages));
+        match out.last_mut() {
+            Some(last) if first <= last.0 + u64::from(last.1) => {
+                let joined = end.max(last.0 + u64::from(last.1)) - last.0;
+                match u32::try_from(joined) {
+                    Ok(n) => last.1 = n,
+                    Err(_) => {
+                        // Too long for one run: the rest starts a new one.
+                        let rest_first = last.0 + u64::from(last.1);
+                        out.push((rest_first, (end - rest_first) as u32));
+                    }
+                }
+            }
+            _ => out.push((first, pages)),
+        }
+    }
+    out
+}
+
+/// The runs of `a` less the pages of `b` (both sorted by first page, `b`'s
+/// runs apart), sorted.
+pub(crate) fn minus(a: &[(u64, u32)], b: &[(u64, u32)]) -> Vec<(u64, u32)> {
+    let mut out = Vec::new();
+    let mut j = 0;
+    for &(first, pages) in a {
+        let end = first + u64::from(pages);
+        let mut at = first;
+        while j < b.len() && b[j].0 + u64::from(b[j].1) <= at {
+            j += 1;
+        }
+        let mut k = j;
+        while at < end {
+            match b.get(k) {
+                Some(&(bf, bn)) if bf < end => {
+                    if bf > at {
+                        out.push((at, (bf - at) as u32));
+                    }
+                    at = at.max(bf + u64::from(bn));
+                    k += 1;
+                }
+                _ => {
+                    out.push((at, (end - at) as u32));
+                    at = end;
+                }
+            }
+        }
+    }
+    out
+}
+
+impl Remembered {
+    /// The file's (device, inode).
+    fn key(&self) -> FileKey {
+        (self.identity.dev, self.identity.ino)
+    }
+}
+
+/// The notes of closed files, most recent first, and the files they
+/// name: an open asks whether its file has a note without a walk.
+#[derive(Default)]
+struct Notes {
+    list: VecDeque<Remembered>,
+    keys: std::collections::HashSet<FileKey>,
 }
 
 /// A cache's warm-restart state: the loader's progress and the loaded
@@ -98,7 +185,11 @@ pub(crate) struct Loaded {
     /// (`Cache::remember`), most recent first, at most a capacity's
     /// worth of pages: their folios left the cache with them, but the
     /// next save lists them.
-    remembered: Mutex<VecDeque<Remembered>>,
+    remembered: Mutex<Notes>,
+    /// Files closed and kept cached (`Cache::close_keeping`), most
+    /// recent first: a later open takes one over as it takes a loaded
+    /// file, if unchanged.
+    kept: Mutex<VecDeque<Pending>>,
     started: AtomicU64,
     done: AtomicU64,
     at_capacity: AtomicU64,
@@ -116,7 +207,8 @@ impl Loaded {
     pub(crate) fn new() -> Loaded {
         Loaded {
             pending: Mutex::new(HashMap::new()),
-            remembered: Mutex::new(VecDeque::new()),
+            remembered: Mutex::new(Notes::default()),
+            kept: Mutex::new(VecDeque::new()),
             started: AtomicU64::default(),
             done: AtomicU64::default(),
             at_capacity: AtomicU64::default(),
@@ -130,12 +222,30 @@ impl Loaded {
         }
     }
 
-    /// Notes a closing file's ranges, replacing an older note of the same
-    /// file, and forgets the oldest notes past `max_pages` pages.
-    pub(crate) fn remember(&self, r: Remembered, max_pages: u64) {
-        let mut list = self.remembered.lock();
-        list.retain(|o| (o.identity.dev, o.identity.ino) != (r.identity.dev, r.identity.ino));
+    /// Notes a closing file's ranges, and forgets the oldest notes past
+    /// `max_pages` pages. An older note of the same file is merged in if
+    /// the file is unchanged since (its identity the same: the pages it
+    /// noted are the file's still, as the kernel keeps a file's pages
+    /// cached across its closes), else replaced. So a file written, closed
+    /// and opened again to read a little of it (what RocksDB does with
+    /// each table it writes) keeps the note of all it wrote.
+    pub(crate) fn remember(&self, mut r: Remembered, max_pages: u64) {
+        let mut notes = self.remembered.lock();
+        let Notes { list, keys } = &mut *notes;
+        let key = (r.identity.dev, r.identity.ino);
+        if let Some(i) = keys
+            .contains(&key)
+            .then(|| list.iter().position(|o| o.key() == key))
+            .flatten()
+        {
+            if let Some(old) = list.remove(i) {
+                if old.identity == r.identity {
+                    r.ranges = union(&old.ranges, &r.ranges);
+                }
+            }
+        }
         list.push_front(r);
+        keys.insert(key);
         let mut pages = 0u64;
         let keep = list
             .iter()
@@ -145,12 +255,65 @@ impl Loaded {
             })
             .count()
             .max(1);
-        list.truncate(keep);
+        for gone in list.drain(keep..) {
+            keys.remove(&gone.key());
+        }
+    }
+
+    /// Keeps `mapping`, whose last handle closed, for a later open (as the
+    /// kernel keeps a closed file's pages), with its identity now
+    /// (`identity`, `None` for a file not to keep: dirty, unlinked, a
+    /// memory file), unless it was opened again meanwhile. At most `max`
+    /// files are kept, the most recently closed; one whose folios all
+    /// left the cache, or whose file was unlinked since, is let go (its
+    /// descriptor closed, so an unlinked file's blocks are freed).
+    ///
+    /// The check that no handle is open and the identity are taken under
+    /// the lock that an open's [`adopt`](Self::adopt) takes after its
+    /// handle counts: an open either counts before (nothing is kept) or
+    /// finds the file kept and compares the identity taken here.
+    pub(crate) fn keep(
+        &self,
+        mapping: Arc<Mapping>,
+        max: usize,
+        identity: impl FnOnce(&Mapping) -> Option<Identity>,
+    ) {
+        let mut gone = Vec::new();
+        let mut kept = self.kept.lock();
+        if mapping.handles.load(std::sync::atomic::Ordering::Acquire) == 0 {
+            if let Some(id) = identity(&mapping) {
+                let key = (id.dev, id.ino);
+                while let Some(i) = kept.iter().position(|k| k.0 == key) {
+                    gone.extend(kept.remove(i));
+                }
+                kept.push_front((key, mapping, id));
+            }
+        }
+        let mut i = 0;
+        while i < kept.len() {
+            if i >= max || kept[i].1.nr_folios() == 0 || !linked(&kept[i].1) {
+                gone.extend(kept.remove(i));
+            } else {
+                i += 1;
+            }
+        }
+        drop(kept);
+        // The mappings let go are dropped here, outside the lock.
+        drop(gone);
+    }
+
+    /// The note of the file `key`, if there is one.
+    pub(crate) fn noted(&self, key: FileKey) -> Option<Remembered> {
+        let notes = self.remembered.lock();
+        if !notes.keys.contains(&key) {
+            return None;
+        }
+        notes.list.iter().find(|r| r.key() == key).cloned()
     }
 
     /// The notes of closed files, most recent first.
     pub(crate) fn remembered(&self) -> Vec<Remembered> {
-        self.remembered.lock().iter().cloned().collect()
+        self.remembered.lock().list.iter().cloned().collect()
     }
 
     /// Marks the load started with what the state file holds; `false` if
@@ -219,7 +382,13 @@ impl Loaded {
     /// it over, and if the file changed since it was loaded (`md`, the
     /// open's own `fstat`, against the identity loaded), its folios go.
     pub(crate) fn adopt(&self, key: FileKey, md: &std::fs::Metadata, mapping: &Mapping) {
-        let Some((held, identity)) = self.pending.lock().remove(&key) else {
+        let loaded = self.pending.lock().remove(&key);
+        let held = loaded.or_else(|| {
+            let mut kept = self.kept.lock();
+            let i = kept.iter().position(|k| k.0 == key)?;
+            kept.remove(i).map(|(_, m, id)| (m, id))
+        });
+        let Some((held, identity)) = held else {
             return;
         };
         if Identity::of(md) != identity {
@@ -228,5 +397,30 @@ impl Loaded {
             }
         }
         drop(held);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{minus, union};
+
+    #[test]
+    fn union_joins_overlapping_and_touching_runs_in_order() {
+        assert_eq!(union(&[(10, 5)], &[(0, 3)]), [(0, 3), (10, 5)]);
+        assert_eq!(union(&[(0, 10)], &[(3, 1)]), [(0, 10)]);
+        assert_eq!(union(&[(0, 10)], &[(10, 2), (5, 10)]), [(0, 15)]);
+        assert_eq!(union(&[], &[(7, 1), (2, 2)]), [(2, 2), (7, 1)]);
+        // A run cannot pass u32::MAX pages: the rest starts another.
+        let big = union(&[(0, u32::MAX)], &[(1, u32::MAX)]);
+        assert_eq!(big, [(0, u32::MAX), (u64::from(u32::MAX), 1)]);
+    }
+
+    #[test]
+    fn minus_takes_out_the_pages_held() {
+        assert_eq!(minus(&[(0, 10)], &[(2, 3)]), [(0, 2), (5, 5)]);
+        assert_eq!(minus(&[(0, 10)], &[(0, 10)]), []);
+        assert_eq!(minus(&[(0, 4), (8, 4)], &[(2, 8)]), [(0, 2), (10, 2)]);
+        assert_eq!(minus(&[(5, 5)], &[(0, 1), (20, 1)]), [(5, 5)]);
+        assert_eq!(minus(&[(0, 3), (4, 3)], &[]), [(0, 3), (4, 3)]);
     }
 }

@@ -272,9 +272,15 @@ impl Drop for Desc {
     fn drop(&mut self) {
         key_bucket(self.key).fetch_sub(1, Ordering::AcqRel);
         let was = INSIDE.with(|i| i.replace(true));
-        crate::warm::closing(built_cache(), &self.file);
-        // SAFETY: dropped once, here; `file` is not used afterwards.
-        unsafe { ManuallyDrop::drop(&mut self.file) };
+        // SAFETY: taken once, here; `file` is not used afterwards.
+        let file = unsafe { ManuallyDrop::take(&mut self.file) };
+        match built_cache() {
+            Some(cache) => {
+                crate::warm::closing(cache, &file);
+                cache.close_keeping(file);
+            }
+            None => drop(file),
+        }
         INSIDE.with(|i| i.set(was));
     }
 }
@@ -844,6 +850,9 @@ pub(crate) fn adopt(fd: c_int, flags: c_int) {
         if flags & libc::O_TRUNC != 0 && writable {
             // The open cut the file: the cache follows, if it held it.
             file.set_len(0)?;
+        }
+        if !writable {
+            crate::warm::opened(cache, &file);
         }
         key_bucket(key).fetch_add(1, Ordering::AcqRel);
         let desc = Desc {

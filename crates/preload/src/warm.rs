@@ -4,8 +4,9 @@
 //! program runs, and saves it at exit (and before an `exec`), after
 //! writing back what is dirty so that those files are listed too; a
 //! file's ranges are noted as each of its descriptions closes (the cache
-//! forgets a file at its last close), so the list holds the files the
-//! program closed too. So a
+//! keeps only so many closed files, and none it wrote), so the list
+//! holds the files the program closed too, and a read-only open of a
+//! file noted and unchanged reads its noted ranges back. So a
 //! program that runs again finds its files cached as the last run left
 //! them (`docs/preload.md`, "Warm restarts"). A crash loses at most the
 //! last period's list; a file changed meanwhile is never served from it
@@ -113,12 +114,20 @@ pub(crate) fn save_at_exit<'f>(cache: Option<&Cache>, files: impl Iterator<Item 
     save(cache, path);
 }
 
-/// A description of `file` closing (its last may take the file's folios
-/// out of the cache): notes the file's cached ranges for the next save.
-pub(crate) fn closing(cache: Option<&Cache>, file: &File) {
-    if let (Some(cache), Some(_)) = (cache, state_path()) {
-        cache.remember(file);
-    }
+/// A description of `file` closing (the cache keeps a file after its
+/// last close, `Cache::close_keeping`, but not one it wrote, nor more than
+/// so many): notes the file's cached ranges, for the next save and for
+/// [`opened`].
+pub(crate) fn closing(cache: &Cache, file: &File) {
+    cache.remember(file);
+}
+
+/// A file opened read-only: what its last close noted is read back in
+/// the background if the file is unchanged since (`Cache::reload_noted`):
+/// a file this process wrote, closed and opens again to read (RocksDB's
+/// tables) finds its pages coming, as the kernel would still hold them.
+pub(crate) fn opened(cache: &Cache, file: &File) {
+    cache.reload_noted(file);
 }
 
 /// The load's progress, for the figures line at exit (`None` when no

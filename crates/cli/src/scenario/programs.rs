@@ -30,20 +30,28 @@ use crate::units::{fmt_size, fmt_size_approx};
 
 mod output;
 
-use output::{one_line, parse, preload_figures, r_ops, DbResult};
+use output::{one_line, parse, preload_figures, r_ops, warm_line, DbResult};
 
 /// The program, and the Debian package that has it.
 pub const PROGRAM: &str = "db_bench";
 const PACKAGE: &str = "rocksdb-tools";
 /// The benchmarks measured, in the order they run; each is a job of the
 /// scenario, by its name.
-pub const BENCHMARKS: [&str; 3] = [FILLSEQ, READSEQ, READRANDOM];
+pub const BENCHMARKS: [&str; 4] = [FILLSEQ, READSEQ, READRANDOM, RESTART];
 /// A fresh database filled in key order.
 pub const FILLSEQ: &str = "fillseq";
 /// The database read in key order (the second pass of a process).
 pub const READSEQ: &str = "readseq";
 /// Every key read at random.
 pub const READRANDOM: &str = "readrandom";
+/// The restart case: a database filled in one process (the interposer
+/// saving its list of cached ranges at exit, as `foliocache run` does),
+/// then a new process (loading that list) reads [`RESTART_PERCENT`]% of its
+/// keys in order and as many at random: the random pass, measured, finds
+/// what the kernel's page cache keeps across processes on ext4.
+pub const RESTART: &str = "readrandom-restart";
+/// The restart case's reads (`--reads`), in percent of the keys.
+const RESTART_PERCENT: u64 = 30;
 /// The scenario's ratios and targets, per benchmark: the interposer's
 /// ops/s over ext4's (the issue's targets), and the mount's.
 #[rustfmt::skip]
@@ -54,6 +62,8 @@ pub const TARGETS: &[Target<&str>] = &[
     bandwidth(MOUNT, EXT4).of(READSEQ),
     bandwidth(INTERPOSER, EXT4).of(READRANDOM).at_least(1.3),
     bandwidth(MOUNT, EXT4).of(READRANDOM),
+    bandwidth(INTERPOSER, EXT4).of(RESTART).at_least(0.9),
+    bandwidth(MOUNT, EXT4).of(RESTART),
 ];
 /// The ways, by their labels (the engines of the table).
 pub const EXT4: &str = "ext4";
@@ -97,6 +107,11 @@ impl DbBench {
     fn raw_bytes(&self) -> u64 {
         self.keys * KV_BYTES
     }
+
+    /// The restart case's reads of each pass.
+    pub fn restart_reads(&self) -> u64 {
+        (self.keys * RESTART_PERCENT / 100).max(1)
+    }
 }
 
 /// The scenario: [`KEYS`] keys ([`QUICK_KEYS`] with `--quick`, or
@@ -126,6 +141,7 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
     let capacity = args
         .capacity
         .unwrap_or_else(|| (CAPACITY_FACTOR * raw).div_ceil(1 << 20) << 20);
+    let db = DbBench { keys, capacity };
     let Judged { ratios, targets } =
         targets::judge(TARGETS, |way| Some(way.to_string()), Given::default());
     Ok(Scenario {
@@ -144,17 +160,23 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
              {PROGRAM}'s ops/s, bandwidth those ops times {KV_BYTES} bytes (what its MB/s \
              counts), so bandwidth ratios are ops/s ratios; latency from its histogram; `vs \
              kernel` is over {EXT4}; CPU is not measured (-): one process runs several \
-             benchmarks.",
+             benchmarks. {RESTART}, the restart case: each way fills a fresh database again, \
+             the interposer saving its list of cached ranges at exit (`foliocache run`'s state \
+             file), and a new process, the interposer loading that list in the background, \
+             reads {} keys in order, then {} at random (measured; the kernel's page cache and \
+             the mount's keep what the fill left).",
             fmt_size_approx(raw),
             fmt_size(BLOCK_CACHE),
             fmt_size(capacity),
             fmt_size(capacity),
+            db.restart_reads(),
+            db.restart_reads(),
         ),
         jobs: Vec::new(),
         ratios,
         targets,
         detailed: false,
-        programs: Some(Program::DbBench(DbBench { keys, capacity })),
+        programs: Some(Program::DbBench(db)),
     })
 }
 
@@ -173,7 +195,19 @@ struct Ways<'a> {
     /// `--dir`).
     ext4: PathBuf,
     interposer: PathBuf,
+    /// The interposer's state file in the restart case.
+    state: PathBuf,
     mount: Option<&'a FuseMount>,
+}
+
+/// How an invocation runs: its benchmarks, on a fresh database or the
+/// existing one, and whether as the restart case (the interposer keeping
+/// its state file; reads limited to [`DbBench::restart_reads`]).
+#[derive(Clone, Copy)]
+struct Invoke<'b> {
+    benchmarks: &'b [&'b str],
+    existing: bool,
+    restart: bool,
 }
 
 /// One invocation of the program: its benchmarks' figures and what the
@@ -197,9 +231,9 @@ impl Ways<'_> {
         })
     }
 
-    /// The command running `benchmarks` on `way`'s database (an existing
-    /// one if `existing`, else a fresh one).
-    fn command(&self, way: &str, benchmarks: &str, existing: bool) -> Result<Command> {
+    /// The command running `how`'s benchmarks (`benchmarks`, joined) on
+    /// `way`'s database.
+    fn command(&self, way: &str, benchmarks: &str, how: Invoke<'_>) -> Result<Command> {
         let mut args: Vec<OsString> = vec![self.db_bench.clone().into()];
         let mut db = OsString::from("--db=");
         db.push(self.db_dir(way)?);
@@ -207,7 +241,7 @@ impl Ways<'_> {
         args.extend(
             [
                 format!("--benchmarks={benchmarks}"),
-                format!("--use_existing_db={}", u8::from(existing)),
+                format!("--use_existing_db={}", u8::from(how.existing)),
                 format!("--num={}", self.db.keys),
                 format!("--key_size={KEY_BYTES}"),
                 format!("--value_size={VALUE_BYTES}"),
@@ -221,14 +255,18 @@ impl Ways<'_> {
             ]
             .map(OsString::from),
         );
+        if how.restart && how.existing {
+            args.push(format!("--reads={}", self.db.restart_reads()).into());
+        }
         if way == INTERPOSER {
             let mut cmd = launch::preloaded(&RunArgs {
                 capacity: Some(self.db.capacity),
                 dirs: vec![self.interposer.clone()],
-                // Each invocation starts cold, as before warm restarts.
+                // Each invocation starts cold, as before warm restarts,
+                // but the restart case's.
                 state: crate::state_path::StateArgs {
-                    state: None,
-                    no_state: true,
+                    state: how.restart.then(|| self.state.clone()),
+                    no_state: !how.restart,
                 },
                 metrics: None,
                 command: args,
@@ -244,14 +282,12 @@ impl Ways<'_> {
     /// Runs `benchmarks` on `way`: their figures, checked (the program
     /// succeeded, every benchmark reported, readrandom found every key,
     /// the interposer served the files).
-    fn invoke(&self, way: &str, benchmarks: &[&str], existing: bool) -> Result<Invocation> {
+    fn invoke(&self, way: &str, how: Invoke<'_>) -> Result<Invocation> {
+        let benchmarks = how.benchmarks;
         let list = benchmarks.join(",");
         let what = || format!("programs: {PROGRAM} {list} ({way})");
         let figures0 = self.mount.and_then(FuseMount::cache_figures);
-        let out = self
-            .command(way, &list, existing)?
-            .output()
-            .with_context(what)?;
+        let out = self.command(way, &list, how)?.output().with_context(what)?;
         let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
         let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
         if !out.status.success() {
@@ -292,7 +328,10 @@ impl Ways<'_> {
                         what()
                     );
                 }
-                Some(format!("{list}: {line}"))
+                let warm = warm_line(&stderr)
+                    .map(|w| format!("; {w}"))
+                    .unwrap_or_default();
+                Some(format!("{list}: {line}{warm}"))
             }
             MOUNT => {
                 let after = self.mount.and_then(FuseMount::cache_figures);
@@ -301,6 +340,18 @@ impl Ways<'_> {
             _ => None,
         };
         Ok(Invocation { results, note })
+    }
+}
+
+impl<'b> Invoke<'b> {
+    /// `benchmarks`, on the existing database if `existing`, as the
+    /// restart case if `restart`.
+    fn new(benchmarks: &'b [&'b str], existing: bool, restart: bool) -> Invoke<'b> {
+        Invoke {
+            benchmarks,
+            existing,
+            restart,
+        }
     }
 }
 
@@ -358,6 +409,7 @@ pub fn run(
         Ok(d.canonicalize()?)
     };
     let (ext4, backing, interposer) = (dir(EXT4)?, dir("backing")?, dir(INTERPOSER)?);
+    let state = root.path().join("interposer.state");
     if db.capacity < 2 * db.raw_bytes() {
         notes.push(format!(
             "programs: the caches ({}, --capacity) are less than twice the raw data ({}): \
@@ -388,6 +440,7 @@ pub fn run(
         db,
         ext4,
         interposer,
+        state,
         mount: mount.as_ref(),
     };
     let labels: Vec<&str> = [EXT4, MOUNT, INTERPOSER]
@@ -407,18 +460,33 @@ pub fn run(
 
 impl Ways<'_> {
     /// One way's run in a round: fillseq, then readseq twice and
-    /// readrandom in a second process; a record per benchmark of
-    /// [`BENCHMARKS`].
+    /// readrandom in a second process; then the restart case (fillseq
+    /// again, and readseq and readrandom in a new process); a record per
+    /// benchmark of [`BENCHMARKS`].
     fn round(&self, way: &str) -> Result<Vec<RunRecord>> {
-        let fill = self.invoke(way, &[FILLSEQ], false)?;
+        let fill = self.invoke(way, Invoke::new(&[FILLSEQ], false, false))?;
         // The first readseq fills the interposer's cache, empty in each
         // process; the second is measured.
-        let reads = self.invoke(way, &[READSEQ, READSEQ, READRANDOM], true)?;
+        let reads = self.invoke(
+            way,
+            Invoke::new(&[READSEQ, READSEQ, READRANDOM], true, false),
+        )?;
+        // The restart case: its fill starts cold too (no list of an
+        // earlier round's files), and saves the list its reads load.
+        match std::fs::remove_file(&self.state) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e).context("programs: removing the state file")
+            }
+            _ => {}
+        }
+        let refill = self.invoke(way, Invoke::new(&[FILLSEQ], false, true))?;
+        let restart = self.invoke(way, Invoke::new(&[READSEQ, READRANDOM], true, true))?;
         let warm = &reads.results[0];
         let measured = [
             (FILLSEQ, &fill, &fill.results[0]),
             (READSEQ, &reads, &reads.results[1]),
             (READRANDOM, &reads, &reads.results[2]),
+            (RESTART, &restart, &restart.results[1]),
         ];
         Ok(measured
             .into_iter()
@@ -429,6 +497,17 @@ impl Ways<'_> {
                         "the first readseq pass, in the same process: {} ops/s",
                         r_ops(warm)
                     ));
+                }
+                if name == RESTART {
+                    notes.push(format!(
+                        "before it, in the same process: {}",
+                        one_line(&restart.results[0])
+                    ));
+                    notes.push(format!(
+                        "its fill, in the process before: {}",
+                        one_line(&refill.results[0])
+                    ));
+                    notes.extend(refill.note.clone());
                 }
                 notes.extend(inv.note.clone());
                 self.record(way, name, r, notes)

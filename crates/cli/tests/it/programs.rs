@@ -12,7 +12,7 @@ use test_support::skip_or_fail;
 use crate::bench::{bench_json_and_text, notes_of};
 use crate::launch::build_library;
 
-const BENCHMARKS: [&str; 3] = ["fillseq", "readseq", "readrandom"];
+const BENCHMARKS: [&str; 4] = ["fillseq", "readseq", "readrandom", "readrandom-restart"];
 const WAYS: [&str; 3] = ["ext4", "mount", "interposer"];
 
 /// True if `program` is on `PATH`.
@@ -80,7 +80,7 @@ fn programs_scenario_runs_db_bench_three_ways() {
     let sc = &v["scenarios"][0];
     assert_eq!(sc["name"], "programs");
     let rs = sc["results"].as_array().unwrap();
-    assert_eq!(rs.len(), 9, "{rs:#?}");
+    assert_eq!(rs.len(), 12, "{rs:#?}");
     for (i, r) in rs.iter().enumerate() {
         let (b, way) = (BENCHMARKS[i / 3], WAYS[i % 3]);
         assert_eq!(
@@ -88,7 +88,13 @@ fn programs_scenario_runs_db_bench_three_ways() {
             (Some(b), Some(way))
         );
         assert_eq!(r["bs"], 216);
-        assert_eq!(r["ops"], keys, "{r:#}");
+        // The restart case reads 30% of the keys at random.
+        let ops = if b == "readrandom-restart" {
+            keys * 3 / 10
+        } else {
+            keys
+        };
+        assert_eq!(r["ops"], ops, "{r:#}");
         assert_eq!(r["file_size"], keys * 216);
         let iops = r["iops"].as_f64().unwrap();
         assert!(iops > 0.0, "{r:#}");
@@ -104,13 +110,22 @@ fn programs_scenario_runs_db_bench_three_ways() {
             assert_eq!(r["capacity"], (4 * keys * 216).div_ceil(1 << 20) << 20);
         }
         let notes = notes_of(r);
+        // The restart case's pass is db_bench's readrandom.
+        let program_b = b.trim_end_matches("-restart");
         assert!(
-            notes[0].starts_with(&format!("db_bench: {b} ")),
+            notes[0].starts_with(&format!("db_bench: {program_b} ")),
             "{notes:?}"
         );
-        if b == "readrandom" {
+        if b.starts_with("readrandom") {
             assert!(
-                notes[0].ends_with(&format!("({keys} of {keys} found)")),
+                notes[0].ends_with(&format!("({ops} of {ops} found)")),
+                "{notes:?}"
+            );
+        }
+        if b == "readrandom-restart" && way == "interposer" {
+            // Its reads loaded the list its fill saved.
+            assert!(
+                notes.iter().any(|n| n.contains("warm start: ")),
                 "{notes:?}"
             );
         }
@@ -153,6 +168,7 @@ fn programs_scenario_runs_db_bench_three_ways() {
             ("interposer bandwidth / ext4 (fillseq 216B)", 0.9),
             ("interposer bandwidth / ext4 (readseq 216B)", 1.0),
             ("interposer bandwidth / ext4 (readrandom 216B)", 1.3),
+            ("interposer bandwidth / ext4 (readrandom-restart 216B)", 0.9),
         ]
     );
     for t in targets {

@@ -372,6 +372,11 @@ pub struct Mapping {
     /// changed through another mapping).
     #[allow(clippy::disallowed_types)]
     pub(crate) closed_clean: std::sync::atomic::AtomicBool,
+    /// The file's `fstat` when this mapping was made (a file opened by
+    /// path): a file kept past its last close (`Cache::close_keeping`)
+    /// must still have the identity it gives then, else another writer
+    /// changed it.
+    pub(crate) opened_as: std::sync::OnceLock<std::fs::Metadata>,
 }
 
 impl Drop for Mapping {
@@ -428,6 +433,7 @@ impl Mapping {
             dirty_pages: AtomicU64::new(0),
             handles: StdAtomicU64::new(0),
             closed_clean: std::sync::atomic::AtomicBool::new(false),
+            opened_as: std::sync::OnceLock::new(),
         }
     }
 

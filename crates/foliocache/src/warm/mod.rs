@@ -42,7 +42,7 @@ use crate::arena::PAGE_SIZE;
 use crate::cache::Cache;
 use crate::file::File;
 use crate::filemap::Mapping;
-use crate::loaded::{Identity, Loaded, Remembered, WarmProgress};
+use crate::loaded::{self, Identity, Loaded, Remembered, WarmProgress};
 use crate::lru::NIL;
 use crate::mm::CacheInner;
 
@@ -54,6 +54,10 @@ const BATCH_BYTES: u64 = 8 << 20;
 /// The longest the loader pauses after a batch during which the program
 /// missed (its reads go first).
 const YIELD: Duration = Duration::from_millis(1);
+
+/// Closed files a cache keeps for a later open
+/// ([`Cache::close_keeping`]): each holds a descriptor of its file.
+const MAX_KEPT: usize = 64;
 
 /// Files a state file may name and ranges it may hold: a save stops
 /// there (the most recently used are kept).
@@ -155,24 +159,42 @@ impl Cache {
         self.walk_lru(&ids, &mut state.ranges);
         drop(live);
         // Then the files closed since they were noted, least recently used
-        // as a group (their folios are gone from this cache), unless they
-        // are open again.
-        let listed: std::collections::HashSet<_> = state
+        // as a group (their folios are gone from this cache): of a file
+        // open again and unchanged, the pages noted that it does not hold
+        // now; of one changed, or gone from its path, nothing.
+        let listed: HashMap<(u64, u64), u32> = state
             .files
             .iter()
-            .map(|f| (f.identity.dev, f.identity.ino))
+            .enumerate()
+            .map(|(i, f)| ((f.identity.dev, f.identity.ino), i as u32))
             .collect();
         for r in self.warm.remembered() {
             let key = (r.identity.dev, r.identity.ino);
-            if listed.contains(&key) || state.files.len() >= MAX_FILES {
-                continue;
-            }
-            let file = state.files.len() as u32;
-            state.files.push(SavedFile {
-                path: r.path,
-                identity: r.identity,
-            });
-            for (first, pages) in r.ranges {
+            let (file, ranges) = match listed.get(&key) {
+                Some(&i) if state.files[i as usize].identity == r.identity => {
+                    let held: Vec<(u64, u32)> = loaded::union(
+                        &[],
+                        &state
+                            .ranges
+                            .iter()
+                            .filter(|s| s.file == i)
+                            .map(|s| (s.first, s.pages))
+                            .collect::<Vec<_>>(),
+                    );
+                    (i, loaded::minus(&r.ranges, &held))
+                }
+                Some(_) => continue,
+                None if state.files.len() < MAX_FILES && still_at_path(&r) => {
+                    let file = state.files.len() as u32;
+                    state.files.push(SavedFile {
+                        path: r.path,
+                        identity: r.identity,
+                    });
+                    (file, r.ranges)
+                }
+                None => continue,
+            };
+            for (first, pages) in ranges {
                 if state.ranges.len() < MAX_RANGES {
                     state.ranges.push(SavedRange { file, first, pages });
                 }
@@ -224,6 +246,70 @@ impl Cache {
             },
             max_pages,
         );
+    }
+
+    /// Closes `file`, keeping its cached folios for a later open of the
+    /// file in this cache, as the kernel keeps a closed file's pages: for
+    /// a caller that closes and opens files again (RocksDB writes a table,
+    /// closes it and opens it to read), whose opens would otherwise find
+    /// nothing cached once the last handle closed (a caller that saves
+    /// state files [`remember`](Self::remember)s it first). Drops the
+    /// handle; if that was the file's last, the cache keeps the file, with
+    /// its identity (device, inode, size, mtime, ctime), if this cache never
+    /// opened it for writing and it is unchanged since the cache first
+    /// opened it (another process did not write it meanwhile), and it is
+    /// not unlinked. A file this cache wrote is not kept (its own
+    /// writebacks change the times, so a foreign write between two of them
+    /// would go unseen); its [`remember`](Self::remember)ed note still
+    /// lists it for the next process. An open that finds it takes
+    /// it over and drops its folios if the identity changed (another
+    /// process wrote, truncated or replaced the file), as a warm-loaded
+    /// file's. At most 64 files are kept, the most recently closed; reclaim
+    /// takes their folios as any others', and a kept file whose folios are
+    /// all gone, or that was unlinked, is let go at the next close.
+    ///
+    /// # Locking
+    /// Takes the identity (two `fstat`s and a `readlink`) under the lock
+    /// an open of a kept file takes.
+    pub fn close_keeping(&self, file: File) {
+        let mapping = file.mapping.clone();
+        drop(file);
+        self.warm.keep(mapping, MAX_KEPT, keepable);
+    }
+
+    /// Reads back into the cache, in the background (readahead: windows
+    /// of up to 2 MiB through the IO engine), the ranges
+    /// [`remember`](Self::remember) noted of `file` at its last close, if
+    /// the file is unchanged since (its identity now, from `fstat` of the
+    /// cache's descriptor, the one noted): for a file closed and opened
+    /// again that [`close_keeping`](Self::close_keeping) could not keep
+    /// (one this cache wrote), where the kernel would still hold its pages.
+    /// The bytes come from the file as it is now, so nothing stale is
+    /// read; what is cached already is skipped. Returns the bytes asked
+    /// for (0: no note, or the file changed).
+    pub fn reload_noted(&self, file: &File) -> u64 {
+        let m = file.mapping();
+        let Some(note) = m.key.and_then(|key| self.warm.noted(key)) else {
+            return 0;
+        };
+        let now = m.backing().raw_file().and_then(|f| f.metadata().ok());
+        if now.map(|md| Identity::of(&md)) != Some(note.identity) {
+            return 0;
+        }
+        let size = file.len();
+        let page = PAGE_SIZE as u64;
+        let mut asked = 0;
+        for (first, pages) in note.ranges {
+            let start = first.saturating_mul(page);
+            if start >= size {
+                break;
+            }
+            let len = (u64::from(pages) * page).min(size - start);
+            // Errors are left for the program's reads of those bytes.
+            let _ = file.readahead(start, len);
+            asked += len;
+        }
+        asked
     }
 
     /// Appends the LRU lists' folios of the files `ids` names, as runs,
@@ -391,6 +477,28 @@ fn saved_file(m: &Mapping) -> Option<SavedFile> {
         return None;
     }
     Some(SavedFile { path, identity })
+}
+
+/// The identity of a closed file to keep (`Cache::close_keeping`): one
+/// never opened for writing in this cache, unchanged since its mapping was
+/// made. Another process's write meanwhile changed its `ctime` (a fresh
+/// one: its times were read at the open, docs/warm.md), so its next open
+/// here must read afresh. A file this cache wrote is not kept: its own
+/// writebacks change the times too, and a foreign write between two of
+/// them would go unseen.
+fn keepable(m: &Mapping) -> Option<Identity> {
+    if m.backing_writable() {
+        return None;
+    }
+    let saved = saved_file(m)?;
+    (m.opened_as.get().map(Identity::of) == Some(saved.identity)).then_some(saved.identity)
+}
+
+/// Whether a noted file's path still names it, unchanged: a file
+/// deleted (a database's log once flushed) or rewritten since is left out
+/// of the list rather than skipped at every load.
+fn still_at_path(r: &Remembered) -> bool {
+    std::fs::metadata(&r.path).is_ok_and(|md| Identity::of(&md) == r.identity)
 }
 
 /// Adds a folio of `pages` at `index` to the last run if it extends it

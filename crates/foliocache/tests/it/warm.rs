@@ -367,6 +367,58 @@ fn a_file_remembered_before_its_close_is_saved_after_it() {
     assert_eq!(load(&state.path).1.bytes_loaded, 8 * PAGE);
 }
 
+/// The ranges the state file at `path` lists, in its order.
+fn listed(path: &Path) -> Vec<(u64, u32)> {
+    let s = State::decode(&fs::read(path).unwrap()).unwrap();
+    s.ranges.iter().map(|r| (r.first, r.pages)).collect()
+}
+
+#[test]
+fn a_file_read_again_after_its_close_keeps_the_note_of_all_it_held() {
+    // RocksDB writes a table, closes it, and opens it again to read its
+    // index: the kernel keeps all the table's pages, and so does the list.
+    let data = random_bytes(11, (64 * PAGE) as usize);
+    let file = TempPath::with_data("warm-renote", &data);
+    let state = TempPath::new("warm-renote-state");
+    let c = TestCache::bytes(16 << 20).no_readahead().build();
+    let mut buf = vec![0u8; (64 * PAGE) as usize];
+    let f = c.open(&file.path).unwrap();
+    f.read_exact_at(&mut buf, 0).unwrap();
+    c.remember(&f);
+    drop(f);
+    let f = c.open(&file.path).unwrap();
+    f.read_exact_at(&mut buf[..PAGE as usize], 60 * PAGE)
+        .unwrap();
+    c.remember(&f);
+    // Saved with the file open again (its two pages live), then closed.
+    c.save_state(&state.path).unwrap();
+    let mut open_again = listed(&state.path);
+    open_again.sort_unstable();
+    assert_eq!(open_again, [(0, 60), (60, 1), (61, 3)]);
+    drop(f);
+    c.save_state(&state.path).unwrap();
+    assert_eq!(listed(&state.path), [(0, 64)]);
+    assert_eq!(load(&state.path).1.bytes_loaded, 64 * PAGE);
+}
+
+#[test]
+fn a_noted_file_changed_or_deleted_since_is_not_listed() {
+    let data = random_bytes(12, (8 * PAGE) as usize);
+    let kept = TempPath::with_data("warm-note-kept", &data);
+    let gone = TempPath::with_data("warm-note-gone", &data);
+    let state = TempPath::new("warm-note-gone-state");
+    let c = TestCache::bytes(16 << 20).no_readahead().build();
+    let mut buf = vec![0u8; (8 * PAGE) as usize];
+    for p in [&kept.path, &gone.path] {
+        let f = c.open(p).unwrap();
+        f.read_exact_at(&mut buf, 0).unwrap();
+        c.remember(&f);
+    }
+    fs::remove_file(&gone.path).unwrap();
+    let saved = c.save_state(&state.path).unwrap();
+    assert_eq!((saved.files, saved.bytes), (1, 8 * PAGE), "{saved:?}");
+}
+
 #[test]
 fn cachestat_of_a_path_leaves_a_loaded_file_to_the_loader() {
     let (file, _, state) = saved("warm-peek", 15, 16, &[(0, 16)]);
@@ -393,4 +445,149 @@ fn a_file_written_through_the_cache_is_listed_as_its_close_leaves_it() {
     let (_c, p) = load(&state.path);
     assert_eq!((p.files_loaded, p.files_skipped), (1, 0), "{p:?}");
     assert_eq!(p.bytes_loaded, 10_000);
+}
+
+/// `path` opened in `c` and read whole: the handle.
+fn read_whole(c: &Cache, path: &Path) -> foliocache::File {
+    let f = c.open(path).unwrap();
+    let mut buf = vec![0u8; f.len() as usize];
+    f.read_exact_at(&mut buf, 0).unwrap();
+    f
+}
+
+/// `bytes` written at 0 of `path` by another writer, not through a cache.
+fn write_outside(path: &Path, bytes: &[u8]) {
+    fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .write_all_at(bytes, 0)
+        .unwrap();
+}
+
+#[test]
+fn a_file_closed_keeping_is_found_cached_by_its_next_open() {
+    // Read, closed, opened again: as the kernel's page cache, the pages
+    // are still there.
+    let data = random_bytes(13, (32 * PAGE) as usize);
+    let file = TempPath::with_data("warm-keep", &data);
+    let c = TestCache::bytes(16 << 20).no_readahead().build();
+    c.close_keeping(read_whole(&c, &file.path));
+    let mut buf = vec![0u8; data.len()];
+    assert_eq!(c.stats().bytes_cached, 32 * PAGE, "kept past the close");
+    let misses = c.stats().misses;
+    let f = c.open(&file.path).unwrap();
+    assert_eq!(cached_pages(&f, 0, 32), 32);
+    buf.fill(0);
+    f.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(buf, data);
+    assert_eq!(c.stats().misses, misses, "every read a hit");
+    // A plain close forgets the file, as before.
+    drop(f);
+    assert_eq!(c.stats().bytes_cached, 0);
+}
+
+#[test]
+fn a_file_written_through_the_cache_is_not_kept_past_its_close() {
+    let file = TempPath::new("warm-keep-written");
+    let c = TestCache::bytes(16 << 20).build();
+    let f = test_support::cache::open_rw(&c, &file.path);
+    f.write_all_at(&random_bytes(17, (4 * PAGE) as usize), 0)
+        .unwrap();
+    c.close_keeping(f);
+    assert_eq!(c.stats().bytes_cached, 0);
+}
+
+#[test]
+fn a_file_changed_by_another_writer_while_open_is_not_kept() {
+    let data = random_bytes(18, (4 * PAGE) as usize);
+    let file = TempPath::with_data("warm-keep-while-open", &data);
+    let c = TestCache::bytes(16 << 20).no_readahead().build();
+    let f = read_whole(&c, &file.path);
+    let mut buf = vec![0u8; data.len()];
+    // Another writer, not through the cache, while the file is open: same
+    // size, so only the times tell.
+    let new = random_bytes(19, data.len());
+    write_outside(&file.path, &new);
+    c.close_keeping(f);
+    assert_eq!(c.stats().bytes_cached, 0, "not kept");
+    let f = c.open(&file.path).unwrap();
+    f.read_exact_at(&mut buf, 0).unwrap();
+    assert!(buf == new, "a stale byte after the close");
+}
+
+#[test]
+fn a_kept_file_changed_by_another_writer_is_read_afresh() {
+    let data = random_bytes(14, (16 * PAGE) as usize);
+    let file = TempPath::with_data("warm-keep-changed", &data);
+    let c = TestCache::bytes(16 << 20).no_readahead().build();
+    c.close_keeping(read_whole(&c, &file.path));
+    let mut buf = vec![0u8; data.len()];
+    // Another writer, not through the cache: same size, new bytes.
+    let new = random_bytes(15, data.len());
+    write_outside(&file.path, &new);
+    let f = c.open(&file.path).unwrap();
+    f.read_exact_at(&mut buf, 0).unwrap();
+    assert!(buf == new, "a stale byte from the kept file");
+}
+
+#[test]
+fn a_kept_file_unlinked_is_let_go_at_the_next_close() {
+    let data = random_bytes(16, (8 * PAGE) as usize);
+    let a = TempPath::with_data("warm-keep-a", &data);
+    let b = TempPath::with_data("warm-keep-b", &data);
+    let c = TestCache::bytes(16 << 20).no_readahead().build();
+    let mut buf = vec![0u8; data.len()];
+    c.close_keeping(read_whole(&c, &a.path));
+    fs::remove_file(&a.path).unwrap();
+    assert_eq!(c.stats().bytes_cached, 8 * PAGE);
+    // The next close lets the unlinked file go (its descriptor too, so
+    // its blocks are freed), and keeps the other.
+    let f = c.open(&b.path).unwrap();
+    f.read_exact_at(&mut buf[..PAGE as usize], 0).unwrap();
+    c.close_keeping(f);
+    assert_eq!(c.stats().bytes_cached, PAGE);
+    // An unlinked file is not kept at all.
+    let f = c.open(&b.path).unwrap();
+    fs::remove_file(&b.path).unwrap();
+    c.close_keeping(f);
+    assert_eq!(c.stats().bytes_cached, 0);
+}
+
+/// Waits until `pages` pages from 0 of `f` are cached (bounded).
+fn until_cached(f: &foliocache::File, pages: u64) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while cached_pages(f, 0, pages) < pages {
+        assert!(Instant::now() < deadline, "never cached");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn a_written_file_opened_again_reads_its_noted_ranges_back() {
+    // RocksDB writes a table, closes it, and opens it again to read: the
+    // cache did not keep it (it wrote it), but its note brings it back.
+    let file = TempPath::new("warm-reload");
+    let c = TestCache::bytes(16 << 20).build();
+    let f = test_support::cache::open_rw(&c, &file.path);
+    let data = random_bytes(20, (32 * PAGE) as usize);
+    f.write_all_at(&data, 0).unwrap();
+    c.remember(&f);
+    c.close_keeping(f);
+    assert_eq!(c.stats().bytes_cached, 0, "not kept");
+    let f = c.open(&file.path).unwrap();
+    assert_eq!(c.reload_noted(&f), 32 * PAGE);
+    until_cached(&f, 32);
+    let misses = c.stats().misses;
+    let mut buf = vec![0u8; data.len()];
+    f.read_exact_at(&mut buf, 0).unwrap();
+    assert!(buf == data);
+    assert_eq!(c.stats().misses, misses, "every read a hit");
+    drop(f);
+
+    // Changed since its note: nothing read back.
+    write_outside(&file.path, b"new");
+    let f = c.open(&file.path).unwrap();
+    assert_eq!(c.reload_noted(&f), 0);
+    assert_eq!(cached_pages(&f, 0, 32), 0);
 }

@@ -113,16 +113,35 @@ pub fn parse(out: &str) -> Result<Vec<DbResult>> {
     Ok(results)
 }
 
-/// The interposer's figures line (with [`super::PRELOAD_STATS`] set) in its
-/// stderr, and the opens it served.
-pub fn preload_figures(stderr: &str) -> Option<(String, u64)> {
-    // After db_bench's own messages, maybe on their line.
+/// The interposer's lines in its stderr (`foliocache-preload: pid ...`,
+/// after db_bench's own messages, maybe on their line), in order.
+fn preload_lines(stderr: &str) -> impl Iterator<Item = &str> {
     const START: &str = "foliocache-preload: pid";
-    let from = stderr.rfind(START)?;
-    let line = stderr[from..].lines().next()?;
-    let words: Vec<&str> = line.split_whitespace().collect();
-    let opens = before(&words, "opens")? as u64;
-    Some((line.to_string(), opens))
+    stderr
+        .match_indices(START)
+        .filter_map(|(at, _)| stderr[at..].lines().next())
+}
+
+/// The interposer's figures line (with [`super::PRELOAD_STATS`] set) in its
+/// stderr, and the opens it served: the last line that counts opens (a
+/// warm start's line follows it).
+pub fn preload_figures(stderr: &str) -> Option<(String, u64)> {
+    preload_lines(stderr)
+        .filter_map(|line| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let opens = before(&words, "opens")? as u64;
+            Some((line.to_string(), opens))
+        })
+        .last()
+}
+
+/// The interposer's warm start line (`... warm start: R of N ranges ...`)
+/// in its stderr, if it loaded a state file.
+pub fn warm_line(stderr: &str) -> Option<String> {
+    preload_lines(stderr)
+        .filter(|line| line.contains("warm start:"))
+        .map(str::to_string)
+        .last()
 }
 
 /// `r`'s ops/s, whole.
@@ -248,5 +267,20 @@ Percentiles: P50: 3.22 P75: 3.69 P99: 5.96 P99.9: 56.82 P99.99: 11657.14
         assert_eq!(opens, 7);
         assert!(line.starts_with("foliocache-preload: pid 12"));
         assert_eq!(preload_figures("nothing"), None);
+        assert_eq!(warm_line(err), None);
+    }
+
+    #[test]
+    fn a_warm_starts_line_after_the_figures_is_found_apart() {
+        let err = "foliocache-preload: pid 9: 12 opens served; 1 hits, 0 misses; 0 reads \
+                   (0 bytes) and 0 writes (0 bytes) on the files\n\
+                   foliocache-preload: pid 9: warm start: 3 of 3 ranges (12288 of 12288 bytes) \
+                   loaded, 2 files loaded, 1 skipped\n";
+        let (line, opens) = preload_figures(err).unwrap();
+        assert_eq!(opens, 12);
+        assert!(line.ends_with("on the files"), "{line}");
+        let warm = warm_line(err).unwrap();
+        assert!(warm.contains("3 of 3 ranges"), "{warm}");
+        assert!(!warm.contains("opens"), "{warm}");
     }
 }

@@ -321,7 +321,7 @@ fn sqlite_runs_the_mix_two_sizes_with_the_issues_targets() {
 
 #[test]
 fn programs_fills_and_reads_keys_three_ways_with_the_issues_targets() {
-    use programs::{FILLSEQ, READRANDOM, READSEQ};
+    use programs::{FILLSEQ, READRANDOM, READSEQ, RESTART};
     let p = plan_of(&["--scenario", "programs", "--quick"]);
     let sc = only(&p);
     assert_eq!(sc.name, "programs");
@@ -340,10 +340,23 @@ fn programs_fills_and_reads_keys_three_ways_with_the_issues_targets() {
     let i = |j, min| ("ext4".to_string(), min, Some(j));
     assert_eq!(
         bandwidth_targets(sc, "interposer"),
-        [i(FILLSEQ, 0.9), i(READSEQ, 1.0), i(READRANDOM, 1.3)]
+        [
+            i(FILLSEQ, 0.9),
+            i(READSEQ, 1.0),
+            i(READRANDOM, 1.3),
+            i(RESTART, 0.9)
+        ]
     );
-    assert_eq!(sc.targets.len(), 3);
-    assert_eq!(sc.ratios.len(), 6);
+    assert_eq!(sc.targets.len(), 4);
+    assert_eq!(sc.ratios.len(), 8);
+    // The restart case reads 30% of the keys in order, then as many at
+    // random, in a new process.
+    assert_eq!(db.restart_reads(), 60_000);
+    assert!(
+        sc.description.contains("60000 keys in order"),
+        "{}",
+        sc.description
+    );
     assert!(sc
         .ratios
         .iter()
