@@ -89,6 +89,24 @@ pub fn cache_note(cache: &foliocache::Cache) -> String {
     )
 }
 
+/// The bytes this process had read from and written to the storage so
+/// far (`/proc/self/io`'s `read_bytes` and `write_bytes`: what reached the
+/// block layer, the kernel's page cache misses and writeback included),
+/// for the note of a configuration's last workload; `None` where the
+/// kernel does not say.
+pub fn process_io_note() -> Option<String> {
+    let io = std::fs::read_to_string("/proc/self/io").ok()?;
+    let field = |name: &str| {
+        io.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok())
+    };
+    Some(format!(
+        "the process's storage IO over its workloads: {} MiB read, {} MiB written",
+        field("read_bytes:")? >> 20,
+        field("write_bytes:")? >> 20
+    ))
+}
+
 /// Appends `extra` to `m`'s note.
 pub fn add_note(m: &mut Measured, extra: String) {
     m.note = Some(match m.note.take() {
@@ -195,7 +213,10 @@ pub fn child_main() -> Option<ExitCode> {
         other => bail!("{CHILD_ENV}: no scenario {other:?}"),
     });
     Some(match r {
-        Ok(ms) => {
+        Ok(mut ms) => {
+            if let (Some(m), Some(io)) = (ms.last_mut(), process_io_note()) {
+                add_note(m, io);
+            }
             for m in ms {
                 let note = m.note.unwrap_or_default().replace(['\t', '\n'], " ");
                 println!("{}\t{}\t{}\t{note}", m.job, m.ops, m.seconds);

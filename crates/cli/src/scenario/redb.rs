@@ -587,11 +587,15 @@ impl MemBound {
         }
     }
 
-    fn past_end() -> std::io::Error {
-        std::io::Error::new(
-            std::io::ErrorKind::UnexpectedEof,
-            "past the end of the storage",
-        )
+    /// `offset..offset + n` lies within a storage of `len` bytes.
+    fn within(len: u64, offset: u64, n: usize) -> std::io::Result<()> {
+        if offset.checked_add(n as u64).is_none_or(|end| end > len) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "past the end of the storage",
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -602,15 +606,9 @@ impl StorageBackend for MemBound {
 
     fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
         let d = self.data.read().unwrap_or_else(|e| e.into_inner());
-        if offset
-            .checked_add(out.len() as u64)
-            .is_none_or(|end| end > d.1)
-        {
-            return Err(MemBound::past_end());
-        }
+        MemBound::within(d.1, offset, out.len())?;
         MemBound::each(offset, out.len(), |c, at, r| {
-            let n = r.len();
-            out[at..at + n].copy_from_slice(&d.0[c][r]);
+            out[at..at + r.len()].copy_from_slice(&d.0[c][r]);
         });
         Ok(())
     }
@@ -636,12 +634,7 @@ impl StorageBackend for MemBound {
 
     fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
         let mut d = self.data.write().unwrap_or_else(|e| e.into_inner());
-        if offset
-            .checked_add(data.len() as u64)
-            .is_none_or(|end| end > d.1)
-        {
-            return Err(MemBound::past_end());
-        }
+        MemBound::within(d.1, offset, data.len())?;
         MemBound::each(offset, data.len(), |c, at, r| {
             let n = r.len();
             d.0[c][r].copy_from_slice(&data[at..at + n]);
