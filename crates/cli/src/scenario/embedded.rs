@@ -71,14 +71,16 @@ pub fn folio_cache(capacity: u64, limit: u64) -> Result<foliocache::Cache> {
 }
 
 /// What foliocache's `cache` did, for a workload's note: its hits and
-/// misses, the bytes it read and wrote, and how far its pressure watcher
-/// held it below its capacity (a cache shrunk under M misses where its
-/// capacity would not).
+/// misses and a miss's mean wait (a miss's device read, what bounds a
+/// workload that misses), the bytes it read and wrote, and how far its
+/// pressure watcher held it below its capacity (a cache shrunk under M
+/// misses where its capacity would not).
 pub fn cache_note(cache: &foliocache::Cache) -> String {
     let s = cache.stats();
+    let wait = s.miss_latency.sum.as_secs_f64() * 1e6 / s.miss_latency.count.max(1) as f64;
     format!(
-        "foliocache so far: {} hits, {} misses, {} MiB read, {} MiB written, allowed {} of {} MiB \
-         ({} pressure shrinks)",
+        "foliocache so far: {} hits, {} misses (mean wait {wait:.0} us), {} MiB read, {} MiB \
+         written, allowed {} of {} MiB ({} pressure shrinks)",
         s.hits,
         s.misses,
         s.io_bytes >> 20,
