@@ -14,7 +14,10 @@
 //! configuration has the same memory and starts from nothing. A child
 //! that outgrows M is killed by the cgroup's OOM killer: its workloads are
 //! reported with no figures and a note, and the other configurations go
-//! on.
+//! on. Each child runs with one malloc arena (`one_malloc_arena`: glibc's
+//! arenas per thread kept freed cache pages and took redb past M), and a
+//! configuration that is a bound rather than a contender may run without
+//! the limit ([`Sizes::unlimited`]).
 //!
 //! ```text
 //!   bench ──enter cg──> spawn child ──leave cg──> wait ──> records
