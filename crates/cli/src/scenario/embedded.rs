@@ -219,7 +219,8 @@ pub fn child_main() -> Option<ExitCode> {
     });
     Some(match r {
         Ok(mut ms) => {
-            if let (Some(m), Some(io)) = (ms.last_mut(), process_io_note()) {
+            // (Not on workloads a configuration does not run.)
+            if let (Some(m), Some(io)) = (ms.last_mut().filter(|m| m.ops > 0), process_io_note()) {
                 add_note(m, io);
             }
             for m in ms {
