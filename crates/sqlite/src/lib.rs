@@ -17,13 +17,16 @@
 //!   with it by name (`sqlite3_open_v2`'s `zVfs`, rusqlite's
 //!   `Connection::open_with_flags_and_vfs`, a `vfs=` URI parameter), or
 //!   make it SQLite's default ([`register_default`]).
-//! - The database file and its rollback journal go through the cache
-//!   (`O_DIRECT` underneath); temporary files, statement journals and
+//! - The database file goes through the cache (`O_DIRECT` underneath);
+//!   its rollback journal, temporary files, statement journals and
 //!   super-journals go to SQLite's default VFS (`unix`), whose methods
-//!   they then use unchanged.
-//! - `xSync` is [`File::sync_data`]: every dirty page written back, then
-//!   `fdatasync`; a new journal's directory is `fsync`ed at its first sync,
-//!   as the `unix` VFS does. SQLite's durability is unchanged.
+//!   they then use unchanged (a journal is written once per transaction
+//!   and deleted at commit: a cache would only hold it, and cost each
+//!   transaction an open through the cache and a writeback).
+//! - `xSync` of the database is [`File::sync_data`]: every dirty page
+//!   written back, then `fdatasync`; the journal's is the `unix` VFS's
+//!   (with its directory `fsync`ed at its first sync). SQLite's
+//!   durability is unchanged.
 //! - `xFetch`/`xUnfetch` (SQLite's memory-mapped reads, used when `PRAGMA
 //!   mmap_size` is above zero) are [`File::pin`]s: SQLite gets a pointer
 //!   to the cached page and keeps the pin until it gives the pointer back.
@@ -117,8 +120,8 @@ mod vfs;
 #[cfg(doc)]
 use foliocache::File;
 
-/// Registers a SQLite VFS named `name` whose database files and journals
-/// go through `cache` (a clone of it is kept until [`unregister`]).
+/// Registers a SQLite VFS named `name` whose database files go through
+/// `cache` (a clone of it is kept until [`unregister`]).
 ///
 /// # Errors
 /// `AlreadyExists` if SQLite has a VFS of that name; `InvalidInput` for a

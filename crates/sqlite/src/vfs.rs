@@ -5,10 +5,20 @@
 //! # Which files go through foliocache
 //! ```text
 //!   xOpen(flags)
-//!     MAIN_DB, MAIN_JOURNAL (with a name) ──> FcFile: foliocache File (+ lock table for MAIN_DB)
-//!     anything else (temp databases and journals, statement journals,
-//!     super-journals, WAL)               ──> the default VFS's xOpen, into the same memory
+//!     MAIN_DB (with a name)              ──> FcFile: foliocache File + lock table
+//!     anything else (the rollback journal, temp databases and journals,
+//!     statement journals, super-journals, WAL)
+//!                                        ──> the default VFS's xOpen, into the same memory
 //! ```
+//! The rollback journal gains nothing from a cache: SQLite writes it once
+//! per transaction, syncs it, and deletes (or truncates) it at commit; it
+//! is read back only to roll back a hot journal. Through foliocache, each
+//! transaction paid a file open through the cache (`O_DIRECT`), space
+//! reservation and a writeback of the journal's folios before its
+//! `fdatasync`; through `unix` it is a buffered write and an `fdatasync`,
+//! and its durability (the directory `fsync`ed at the journal's first
+//! sync) is that VFS's own. Measured in
+//! docs/measurements/2026-11-26-embedded-databases-2.md.
 //! A file handed to the default VFS gets that VFS's methods (SQLite calls
 //! them directly); `szOsFile` is the larger of the two so both fit. The
 //! VFS-level calls that are not about one file (`xDelete`, `xAccess`,
@@ -66,18 +76,14 @@ struct FileState {
     /// Its VFS (leaked: lives for the process).
     vfs: &'static VfsState,
     fetched: Fetched,
-    /// The database's lock table (`None` for a journal: SQLite locks only
-    /// the database).
-    inode: Option<Arc<Inode>>,
+    /// The database's lock table.
+    inode: Arc<Inode>,
     /// This file's number in the lock table.
     conn: u64,
     /// Its lock level.
     level: Mutex<Level>,
     /// Removed at close (`SQLITE_OPEN_DELETEONCLOSE`).
     delete_on_close: Option<PathBuf>,
-    /// The directory to `fsync` at the first sync, so that a new journal's
-    /// name is durable with its contents (as the `unix` VFS does).
-    dir_sync: Mutex<Option<PathBuf>>,
     /// `PRAGMA mmap_size` as SQLite last set it (`SQLITE_FCNTL_MMAP_SIZE`).
     mmap_size: Mutex<i64>,
 }
@@ -275,8 +281,8 @@ static IO_METHODS: ffi::sqlite3_io_methods = ffi::sqlite3_io_methods {
     xUnfetch: Some(x_unfetch),
 };
 
-/// Opens a database or journal through the cache, anything else through
-/// the base VFS.
+/// Opens a database through the cache, anything else (its journal among
+/// them) through the base VFS.
 unsafe extern "C" fn x_open(
     vfs: *mut ffi::sqlite3_vfs,
     name: *const c_char,
@@ -284,7 +290,8 @@ unsafe extern "C" fn x_open(
     flags: c_int,
     out_flags: *mut c_int,
 ) -> c_int {
-    let ours = flags & (ffi::SQLITE_OPEN_MAIN_DB | ffi::SQLITE_OPEN_MAIN_JOURNAL) != 0;
+    // The database only: see the module documentation for the journal.
+    let ours = flags & ffi::SQLITE_OPEN_MAIN_DB != 0;
     if !ours || name.is_null() {
         // SAFETY: SQLite's arguments, passed on; `file` has `szOsFile`
         // bytes, at least the base VFS's.
@@ -363,16 +370,8 @@ fn open_state(st: &'static VfsState, path: &Path, flags: c_int) -> io::Result<Fi
         .create(write && create && !exclusive)
         .create_new(write && create && exclusive)
         .open(path)?;
-    let main_db = flags & ffi::SQLITE_OPEN_MAIN_DB != 0;
-    let inode = if main_db {
-        let md = std::fs::metadata(path)?;
-        Some(st.inodes.get((md.dev(), md.ino()), path)?)
-    } else {
-        None
-    };
-    let dir_sync = (flags & ffi::SQLITE_OPEN_MAIN_JOURNAL != 0)
-        .then(|| path.parent().map(Path::to_path_buf))
-        .flatten();
+    let md = std::fs::metadata(path)?;
+    let inode = st.inodes.get((md.dev(), md.ino()), path)?;
     // Counted under the cache's lock: `unregister` sees it.
     st.open_files.fetch_add(1, Ordering::AcqRel);
     Ok(FileState {
@@ -382,7 +381,6 @@ fn open_state(st: &'static VfsState, path: &Path, flags: c_int) -> io::Result<Fi
         conn: st.next_conn.fetch_add(1, Ordering::Relaxed),
         level: Mutex::new(Level::None),
         delete_on_close: (flags & ffi::SQLITE_OPEN_DELETEONCLOSE != 0).then(|| path.to_path_buf()),
-        dir_sync: Mutex::new(dir_sync),
         mmap_size: Mutex::new(0),
     })
 }
@@ -397,9 +395,9 @@ unsafe extern "C" fn x_close(file: *mut ffi::sqlite3_file) -> c_int {
     // SAFETY: made by `Box::into_raw` in `x_open`, taken once (nulled).
     let state = unsafe { Box::from_raw(state) };
     guard(move || {
-        if let Some(inode) = &state.inode {
+        {
             let mut level = state.level.lock().unwrap_or_else(|e| e.into_inner());
-            *level = inode.unlock(state.conn, *level, Level::None);
+            *level = state.inode.unlock(state.conn, *level, Level::None);
         }
         let delete = state.delete_on_close.clone();
         let vfs = state.vfs;
@@ -496,15 +494,6 @@ unsafe extern "C" fn x_sync(file: *mut ffi::sqlite3_file, _flags: c_int) -> c_in
             if s.file().sync_data().is_err() {
                 return ffi::SQLITE_IOERR_FSYNC;
             }
-            let dir = s.dir_sync.lock().unwrap_or_else(|e| e.into_inner()).take();
-            if let Some(dir) = dir {
-                if std::fs::File::open(&dir)
-                    .and_then(|d| d.sync_all())
-                    .is_err()
-                {
-                    return ffi::SQLITE_IOERR_DIR_FSYNC;
-                }
-            }
             ffi::SQLITE_OK
         })
     }
@@ -533,11 +522,8 @@ unsafe extern "C" fn x_lock(file: *mut ffi::sqlite3_file, raw: c_int) -> c_int {
     // SAFETY: a file of ours.
     unsafe {
         with_file(file, |s| {
-            let Some(inode) = &s.inode else {
-                return ffi::SQLITE_OK;
-            };
             let mut level = s.level.lock().unwrap_or_else(|e| e.into_inner());
-            let (now, r) = inode.lock(s.conn, *level, want);
+            let (now, r) = s.inode.lock(s.conn, *level, want);
             *level = now;
             match r {
                 Ok(()) => ffi::SQLITE_OK,
@@ -554,10 +540,8 @@ unsafe extern "C" fn x_unlock(file: *mut ffi::sqlite3_file, raw: c_int) -> c_int
     // SAFETY: a file of ours.
     unsafe {
         with_file(file, |s| {
-            if let Some(inode) = &s.inode {
-                let mut level = s.level.lock().unwrap_or_else(|e| e.into_inner());
-                *level = inode.unlock(s.conn, *level, to);
-            }
+            let mut level = s.level.lock().unwrap_or_else(|e| e.into_inner());
+            *level = s.inode.unlock(s.conn, *level, to);
             ffi::SQLITE_OK
         })
     }
@@ -567,7 +551,7 @@ unsafe extern "C" fn x_check_reserved_lock(file: *mut ffi::sqlite3_file, out: *m
     // SAFETY: a file of ours, and SQLite's out-parameter.
     unsafe {
         with_file(file, |s| {
-            *out = c_int::from(s.inode.as_ref().is_some_and(|i| i.reserved()));
+            *out = c_int::from(s.inode.reserved());
             ffi::SQLITE_OK
         })
     }
@@ -804,5 +788,65 @@ unsafe extern "C" fn x_current_time_int64(
             Some(f) if b.iVersion >= 2 => f(bp, out),
             _ => ffi::SQLITE_ERROR,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use rusqlite::{Connection, OpenFlags};
+
+    use super::{ffi, vfs_state};
+
+    /// The foliocache files of the VFS named `name` open now.
+    fn open_files(name: &std::ffi::CStr) -> usize {
+        // SAFETY: a NUL-terminated name; `sqlite3_vfs_find` only reads it.
+        let vfs = unsafe { ffi::sqlite3_vfs_find(name.as_ptr()) };
+        assert!(!vfs.is_null(), "the VFS is registered");
+        // SAFETY: a VFS that `register` made (the name is this test's).
+        unsafe { vfs_state(vfs) }.open_files.load(Ordering::Acquire)
+    }
+
+    #[test]
+    fn the_rollback_journal_goes_to_the_base_vfs_and_rolls_back() {
+        let cache = foliocache::Cache::builder()
+            .capacity(4 << 20)
+            .build()
+            .unwrap();
+        crate::register("foliocache-journal-test", &cache).unwrap();
+        let tmp = test_support::TempPath::new("journal");
+        let mut journal = tmp.path.clone().into_os_string();
+        journal.push("-journal");
+        let c = Connection::open_with_flags_and_vfs(
+            &tmp.path,
+            OpenFlags::default(),
+            "foliocache-journal-test",
+        )
+        .unwrap();
+        c.execute_batch(
+            "PRAGMA journal_mode=DELETE;
+             CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT);
+             INSERT INTO t VALUES (1, 'one');",
+        )
+        .unwrap();
+        c.execute_batch("BEGIN; UPDATE t SET b = 'two' WHERE a = 1;")
+            .unwrap();
+        // In the transaction: the journal holds the original page, written
+        // through `unix` (so on disk at once), and only the database is a
+        // foliocache file.
+        let on_disk = std::fs::metadata(&journal).map(|m| m.len()).unwrap_or(0);
+        assert!(on_disk > 0, "the journal is written through unix");
+        assert_eq!(
+            open_files(c"foliocache-journal-test"),
+            1,
+            "the database only"
+        );
+        c.execute_batch("ROLLBACK").unwrap();
+        let b: String = c.query_row("SELECT b FROM t", [], |r| r.get(0)).unwrap();
+        assert_eq!(b, "one", "rolled back from the journal");
+        assert!(std::fs::metadata(&journal).is_err(), "deleted at the end");
+        drop(c);
+        crate::unregister("foliocache-journal-test").unwrap();
     }
 }

@@ -14,7 +14,10 @@
 //! configuration has the same memory and starts from nothing. A child
 //! that outgrows M is killed by the cgroup's OOM killer: its workloads are
 //! reported with no figures and a note, and the other configurations go
-//! on.
+//! on. Each child runs with one malloc arena (`one_malloc_arena`: glibc's
+//! arenas per thread kept freed cache pages and took redb past M), and a
+//! configuration that is a bound rather than a contender may run without
+//! the limit ([`Sizes::unlimited`]).
 //!
 //! ```text
 //!   bench ──enter cg──> spawn child ──leave cg──> wait ──> records
@@ -45,11 +48,14 @@ pub fn scatter(mut x: u64) -> u64 {
 
 /// The memory a configuration's process needs besides its caches under
 /// M = `limit` (its binary's pages, heap, threads, and foliocache's
-/// bookkeeping and arena rounding beside its capacity): a quarter of M
-/// and 4 MiB. (Measured: foliocache of 22 MiB under redb peaked at 34.5
-/// MiB, over an M of 32 MiB, with an eighth of M and at least 8 MiB.)
+/// bookkeeping and arena rounding beside its capacity): an eighth of M
+/// and 2 MiB. (Measured with one malloc arena, [`child_main`]: redb's
+/// `foliocache` configuration at M = 32 MiB peaked at 22 MiB with a cache
+/// of 18 MiB, 4 MiB besides it; a quarter of M and 4 MiB, needed while
+/// glibc's arenas per thread held freed memory, left a third of M
+/// unused.)
 pub fn headroom(limit: u64) -> u64 {
-    limit / 4 + (4 << 20)
+    limit / 8 + (2 << 20)
 }
 
 /// foliocache's cache for a configuration under M = `limit`: `capacity`
@@ -65,6 +71,53 @@ pub fn folio_cache(capacity: u64, limit: u64) -> Result<foliocache::Cache> {
         .pressure(foliocache::PressureConfig::default().reserve((limit / 32) as usize))
         .build()
         .context("foliocache's cache")
+}
+
+/// What foliocache's `cache` did, for a workload's note: its hits and
+/// misses and a miss's mean wait (a miss's device read, what bounds a
+/// workload that misses), the bytes it read and wrote, and how far its
+/// pressure watcher held it below its capacity (a cache shrunk under M
+/// misses where its capacity would not).
+pub fn cache_note(cache: &foliocache::Cache) -> String {
+    let s = cache.stats();
+    let wait = s.miss_latency.sum.as_secs_f64() * 1e6 / s.miss_latency.count.max(1) as f64;
+    format!(
+        "foliocache so far: {} hits, {} misses (mean wait {wait:.0} us), {} MiB read, {} MiB \
+         written, allowed {} of {} MiB ({} pressure shrinks)",
+        s.hits,
+        s.misses,
+        s.io_bytes >> 20,
+        s.io_write_bytes >> 20,
+        s.allowed_bytes >> 20,
+        s.capacity_bytes >> 20,
+        s.pressure_shrinks
+    )
+}
+
+/// The bytes this process had read from and written to the storage so
+/// far (`/proc/self/io`'s `read_bytes` and `write_bytes`: what reached the
+/// block layer, the kernel's page cache misses and writeback included),
+/// for the note of a configuration's last workload; `None` where the
+/// kernel does not say.
+pub fn process_io_note() -> Option<String> {
+    let io = std::fs::read_to_string("/proc/self/io").ok()?;
+    let field = |name: &str| {
+        io.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok())
+    };
+    Some(format!(
+        "the process's storage IO over its workloads: {} MiB read, {} MiB written",
+        field("read_bytes:")? >> 20,
+        field("write_bytes:")? >> 20
+    ))
+}
+
+/// Appends `extra` to `m`'s note.
+pub fn add_note(m: &mut Measured, extra: String) {
+    m.note = Some(match m.note.take() {
+        Some(n) => format!("{n}; {extra}"),
+        None => extra,
+    });
 }
 
 /// A workload's figures: its job, operations and time.
@@ -158,13 +211,18 @@ impl ChildRun {
 /// process.
 pub fn child_main() -> Option<ExitCode> {
     let spec = std::env::var(CHILD_ENV).ok()?;
+    one_malloc_arena();
     let r = ChildRun::decode(&spec).and_then(|run| match run.scenario.as_str() {
         "redb" => super::redb::one_run(&run),
         "sqlite" => super::sqlite::one_run(&run),
         other => bail!("{CHILD_ENV}: no scenario {other:?}"),
     });
     Some(match r {
-        Ok(ms) => {
+        Ok(mut ms) => {
+            // (Not on workloads a configuration does not run.)
+            if let (Some(m), Some(io)) = (ms.last_mut().filter(|m| m.ops > 0), process_io_note()) {
+                add_note(m, io);
+            }
             for m in ms {
                 let note = m.note.unwrap_or_default().replace(['\t', '\n'], " ");
                 println!("{}\t{}\t{}\t{note}", m.job, m.ops, m.seconds);
@@ -176,6 +234,27 @@ pub fn child_main() -> Option<ExitCode> {
             ExitCode::FAILURE
         }
     })
+}
+
+/// Limits glibc's malloc to one arena in this (the child) process, for
+/// every configuration alike. With an arena per thread (glibc's default,
+/// up to 8 per CPU), the pages a database caches from its reader threads
+/// are allocated in those threads' arenas; once the readers end, what the
+/// main thread frees goes back to those arenas, which it never allocates
+/// from again, while its own arena grows anew: redb's `FileBackend` with
+/// its cache at 3/4 of M (24 MiB of 32, data 4x M) peaked at 75 MiB
+/// resident, over twice M, and the cgroup's OOM killer ended it. One
+/// arena reuses what was freed: 34 MiB resident (the cache, redb's own
+/// structures, the binary). A redb user bounding memory must do the same
+/// (`MALLOC_ARENA_MAX=1`).
+#[allow(unsafe_code)]
+fn one_malloc_arena() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: `mallopt` only sets a malloc parameter; called before this
+    // process starts any thread of its own.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
 }
 
 /// Runs `run` in a child process inside a fresh memory cgroup of
@@ -387,6 +466,9 @@ pub struct Sizes<'a> {
     pub ops: u64,
     /// The raw bytes of an entry or row.
     pub bytes_per_op: u64,
+    /// Configurations that run without the limit, with why (a bound whose
+    /// memory is not what it measures).
+    pub unlimited: &'a [(&'a str, &'a str)],
 }
 
 /// Runs every configuration at both sizes of `sz`, each in its child
@@ -428,6 +510,14 @@ pub fn run_sizes(
                 size,
                 n,
                 ops: sz.ops,
+            };
+            let unlimited;
+            let avail = match sz.unlimited.iter().find(|u| u.0 == run.config) {
+                Some((_, why)) => {
+                    unlimited = Availability::Unavailable(why.to_string());
+                    &unlimited
+                }
+                None => avail,
             };
             let (measured, limit) = run_child(avail, &run, &sz.jobs[size])?;
             let measured = measured.unwrap_or_else(|why| {

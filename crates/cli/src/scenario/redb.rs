@@ -12,6 +12,14 @@
 //!   quarters of M;
 //! - `foliocache`: [`foliocache_redb::FolioBackend`], redb's cache at a
 //!   sixteenth of M (its write buffer), foliocache most of the rest;
+//! - `memory[bound]`: a backend in memory ([`MemBound`]: chunks behind a
+//!   lock, a read is a lock and a copy, nothing else), redb's cache a
+//!   sixteenth of M as `foliocache`'s, with data that fits only, and
+//!   without the memory limit (the database in memory, beside redb's heap,
+//!   outgrows M): the most
+//!   any backend under redb's small cache could give, since each of redb's
+//!   cache misses costs redb a fresh zeroed buffer, a copy into it and an
+//!   LRU insertion whatever the backend does (see docs/redb.md);
 //! - `file (better)`: in each round, the faster of the two buffered
 //!   configurations, which the targets compare with.
 //!
@@ -61,10 +69,13 @@ pub const FILE_3_4: &str = "file[cache=3/4]";
 pub const FILE_DIRECT: &str = "file[direct]";
 /// On foliocache.
 pub const FOLIO: &str = "foliocache";
+/// [`MemBound`] under the same small redb cache as [`FOLIO`]: the bound
+/// of any backend (data that fits only).
+pub const MEM_BOUND: &str = "memory[bound]";
 /// The faster buffered configuration, round by round.
 pub const FILE_BETTER: &str = "file (better)";
 /// The configurations that run, in order.
-const CONFIGS: [&str; 4] = [FILE_HALF, FILE_3_4, FILE_DIRECT, FOLIO];
+const CONFIGS: [&str; 5] = [FILE_HALF, FILE_3_4, FILE_DIRECT, FOLIO, MEM_BOUND];
 
 /// The jobs: each workload, in the order they run on one database, at
 /// each size (`fits`, `4x`).
@@ -106,6 +117,13 @@ pub const TARGETS: &[Target<&str>] = &[
     bandwidth(FOLIO, FILE_BETTER).of(JOBS[1][5]),
     bandwidth(FOLIO, FILE_DIRECT).of(JOBS[1][0]),
     bandwidth(FOLIO, FILE_DIRECT).of(JOBS[1][1]),
+    // The bound where the data fits: what redb's miss path allows any
+    // backend under a small redb cache, and how near foliocache comes.
+    bandwidth(MEM_BOUND, FILE_BETTER).of(JOBS[0][2]),
+    bandwidth(FOLIO, MEM_BOUND).of(JOBS[0][2]),
+    bandwidth(FOLIO, MEM_BOUND).of(JOBS[0][0]),
+    bandwidth(FOLIO, MEM_BOUND).of(JOBS[0][1]),
+    bandwidth(FOLIO, MEM_BOUND).of(JOBS[0][3]),
 ];
 
 /// What the scenario runs.
@@ -143,8 +161,9 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
              memory cgroup of M = {} (--capacity): {FILE_HALF} and {FILE_3_4} (redb's cache at \
              a half and three quarters of M, the kernel's page cache the rest), {FILE_DIRECT} \
              (O_DIRECT, redb's cache at three quarters of M), {FOLIO} (redb's cache a sixteenth \
-             of M, foliocache's {}); {FILE_BETTER} is the faster of the first two, round by \
-             round. Bandwidth is operations times {ENTRY} bytes (a key and its value); latency \
+             of M, foliocache's {}), {MEM_BOUND} (a backend in memory, a lock and a copy per read, under the same small \
+             redb cache, data that fits only, run without M: the bound of any backend); {FILE_BETTER} is the \
+             faster of the first two, round by round. Bandwidth is operations times {ENTRY} bytes (a key and its value); latency \
              the mean. Each database passes redb's integrity check after its run.",
             individual_writes(reads),
             reads / 10,
@@ -212,6 +231,11 @@ pub fn run(
         limit: rb.limit,
         ops: rb.reads,
         bytes_per_op: ENTRY,
+        unlimited: &[(
+            MEM_BOUND,
+            "the in-memory bound runs without M: it measures redb's miss path, not memory \
+             (the database, with redb's heap, outgrows M where foliocache's cache holds it)",
+        )],
     };
     let mut runs = embedded::run_sizes(&sizes, data_dir, repeat, avail, notes, say, |c| {
         (c == FOLIO).then(|| folio_capacity(rb.limit))
@@ -242,6 +266,7 @@ fn open(config: &str, path: &Path, m: u64) -> Result<(Database, Option<foliocach
                 .with_context(|| format!("redb: opening {} with O_DIRECT", path.display()))?;
             (b.create_with_backend(Aligned::new(f))?, None)
         }
+        MEM_BOUND => (b.create_with_backend(MemBound::default())?, None),
         _ => (b.create(path)?, None),
     };
     Ok((db, cache))
@@ -260,10 +285,22 @@ pub fn one_run(run: &ChildRun) -> Result<Vec<Measured>> {
     let Some(jobs) = JOBS.get(run.size) else {
         bail!("redb: no size {}", run.size);
     };
+    if config == MEM_BOUND && run.size != 0 {
+        return Ok(embedded::failed(
+            jobs,
+            "not run: the in-memory bound holds the whole database in the process, and data 4x M does not fit M",
+        ));
+    }
     let reads = run.ops;
     let (mut db, cache) = open(config, path, run.limit)?;
     let db_ref = &db;
     let mut out = Vec::new();
+    // After each workload, what foliocache did so far.
+    let note = |out: &mut Vec<Measured>| {
+        if let (Some(m), Some(c)) = (out.last_mut(), &cache) {
+            embedded::add_note(m, embedded::cache_note(c));
+        }
+    };
     out.push(embedded::timed(jobs[0], entries, || {
         let tx = db_ref.begin_write()?;
         {
@@ -275,6 +312,7 @@ pub fn one_run(run: &ChildRun) -> Result<Vec<Measured>> {
         tx.commit()?;
         Ok(None)
     })?);
+    note(&mut out);
     let writes = individual_writes(reads);
     out.push(embedded::timed(jobs[1], writes, || {
         for i in 0..writes {
@@ -287,11 +325,13 @@ pub fn one_run(run: &ChildRun) -> Result<Vec<Measured>> {
         }
         Ok(None)
     })?);
+    note(&mut out);
     let total = entries + writes;
     out.push(embedded::timed(jobs[2], reads, || {
         let found = point_reads(db_ref, total, reads, 1)?;
         check_found(found, reads)
     })?);
+    note(&mut out);
     let ranges = (reads / 10).max(1);
     out.push(embedded::timed(jobs[3], ranges, || {
         let rx = db_ref.begin_read()?;
@@ -306,10 +346,12 @@ pub fn one_run(run: &ChildRun) -> Result<Vec<Measured>> {
         }
         Ok(Some(format!("{seen} entries read in {ranges} ranges")))
     })?);
+    note(&mut out);
     out.push(embedded::timed(jobs[4], reads, || {
         let found = point_reads(db_ref, total, reads, THREADS)?;
         check_found(found, reads)
     })?);
+    note(&mut out);
     let removals = total / 2;
     out.push(embedded::timed(jobs[5], removals, || {
         let tx = db_ref.begin_write()?;
@@ -322,6 +364,7 @@ pub fn one_run(run: &ChildRun) -> Result<Vec<Measured>> {
         tx.commit()?;
         Ok(None)
     })?);
+    note(&mut out);
     if !db.check_integrity()? {
         bail!("redb ({config}): the integrity check repaired the database after the run");
     }
@@ -512,6 +555,90 @@ impl StorageBackend for Aligned {
         })?;
         let mut l = self.len_lock();
         *l = (*l).max(offset + data.len() as u64);
+        Ok(())
+    }
+}
+
+/// A `StorageBackend` in memory, for the bound of what any backend could
+/// give redb ([`MEM_BOUND`]): a read is a shared lock and a copy. The
+/// storage is chunks of [`CHUNK`] bytes that are never moved, so growth
+/// costs only the new chunks (redb's `InMemoryBackend`, one `Vec` resized,
+/// briefly holds twice the database while it grows, and outgrew M).
+#[derive(Debug, Default)]
+struct MemBound {
+    /// The chunks, and the storage's length.
+    data: std::sync::RwLock<(Vec<Box<[u8]>>, u64)>,
+}
+
+/// [`MemBound`]'s chunk.
+const CHUNK: usize = 1 << 16;
+
+impl MemBound {
+    /// Calls `f` on each chunk's part of `offset..offset + n`, with that
+    /// part's position in the range.
+    fn each(offset: u64, n: usize, mut f: impl FnMut(usize, usize, std::ops::Range<usize>)) {
+        let mut done = 0;
+        while done < n {
+            let at = offset + done as u64;
+            let (c, within) = ((at / CHUNK as u64) as usize, (at % CHUNK as u64) as usize);
+            let k = (CHUNK - within).min(n - done);
+            f(c, done, within..within + k);
+            done += k;
+        }
+    }
+
+    /// `offset..offset + n` lies within a storage of `len` bytes.
+    fn within(len: u64, offset: u64, n: usize) -> std::io::Result<()> {
+        if offset.checked_add(n as u64).is_none_or(|end| end > len) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "past the end of the storage",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl StorageBackend for MemBound {
+    fn len(&self) -> std::io::Result<u64> {
+        Ok(self.data.read().unwrap_or_else(|e| e.into_inner()).1)
+    }
+
+    fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+        let d = self.data.read().unwrap_or_else(|e| e.into_inner());
+        MemBound::within(d.1, offset, out.len())?;
+        MemBound::each(offset, out.len(), |c, at, r| {
+            out[at..at + r.len()].copy_from_slice(&d.0[c][r]);
+        });
+        Ok(())
+    }
+
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        let mut d = self.data.write().unwrap_or_else(|e| e.into_inner());
+        let chunks = len.div_ceil(CHUNK as u64) as usize;
+        d.0.resize_with(chunks, || vec![0; CHUNK].into_boxed_slice());
+        if len < d.1 {
+            // What a later growth exposes again reads as zeros.
+            let tail = (len % CHUNK as u64) as usize;
+            if let Some(last) = d.0.last_mut().filter(|_| tail != 0) {
+                last[tail..].fill(0);
+            }
+        }
+        d.1 = len;
+        Ok(())
+    }
+
+    fn sync_data(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        let mut d = self.data.write().unwrap_or_else(|e| e.into_inner());
+        MemBound::within(d.1, offset, data.len())?;
+        MemBound::each(offset, data.len(), |c, at, r| {
+            let n = r.len();
+            d.0[c][r].copy_from_slice(&data[at..at + n]);
+        });
         Ok(())
     }
 }

@@ -184,6 +184,7 @@ pub fn run(
         limit: sb.limit,
         ops: sb.ops,
         bytes_per_op: ROW,
+        unlimited: &[],
     };
     embedded::run_sizes(&sizes, data_dir, repeat, avail, notes, say, |c| {
         (c != UNIX).then(|| folio_capacity(sb.limit))
@@ -217,7 +218,10 @@ pub fn one_run(run: &ChildRun) -> Result<Vec<Measured>> {
         if config == FOLIO_MMAP {
             conn.execute_batch("PRAGMA mmap_size = 1099511627776")?;
         }
-        let out = mix(&conn, jobs, rows, run.ops)?;
+        let mut out = mix(&conn, jobs, rows, run.ops)?;
+        if let (Some(m), Some(c)) = (out.last_mut(), &cache) {
+            embedded::add_note(m, embedded::cache_note(c));
+        }
         let check: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
         if check != "ok" {
             bail!("sqlite ({config}): integrity_check after the run: {check}");
