@@ -22,6 +22,12 @@
 //! one. A burst of syncs of a file thus costs two jobs or so, and holds
 //! one pool thread, not every one of them waiting on the file's
 //! `wb_lock`.
+//!
+//! A cache's memory job ([`Jobs::memory`]) is joined by every async read
+//! or write that found no memory without waiting while it runs: it waits
+//! as a blocking allocation waits for reclaim (`CacheInner::wait_for_room`),
+//! on one pool thread however many tasks wait (`docs/async.md`, "Waiting
+//! for memory").
 
 use std::collections::BTreeMap;
 use std::io;
@@ -306,6 +312,63 @@ impl Jobs {
                         Queued::Throttle(pages) => f.mapping().throttle(pages),
                     });
                 }
+            });
+        }
+        Wait::new(done)
+    }
+}
+
+/// Each cache's job making room for the async reads and writes that found
+/// no memory without waiting, by the address of the cache's shared state
+/// (`CacheInner`): present only while the job runs (it holds a handle on
+/// a file, so the cache lives and its address names no other). Joined by
+/// every task short of memory meanwhile: one pool thread per cache waits
+/// for reclaim, however many tasks wait for it. A std mutex, for the
+/// reasons of [`QUEUED`]'s.
+#[allow(clippy::disallowed_types)]
+static MEMORY: std::sync::Mutex<BTreeMap<usize, Arc<Done>>> =
+    std::sync::Mutex::new(BTreeMap::new());
+
+/// Takes a cache's memory job out of [`MEMORY`] when dropped: at the
+/// job's end (a panic's included), before its waiters wake, so that a task
+/// that comes after the end starts a job of its own.
+struct Unlist(usize);
+
+impl Drop for Unlist {
+    fn drop(&mut self) {
+        let mut t = MEMORY.lock().unwrap_or_else(|e| e.into_inner());
+        t.remove(&self.0);
+    }
+}
+
+impl Jobs {
+    /// The wait for room in `file`'s cache: its memory job running, or a
+    /// new one that waits until `pages` pages are free as an allocation
+    /// waits for reclaim (`CacheInner::wait_for_room`: direct reclaim, the
+    /// flusher kicked, the bounded wait for folios to become clean). The
+    /// task then allocates on its own poll, without waiting; if another
+    /// task took the room first it finds none and waits again. The job's
+    /// error is the blocking allocation's `OutOfMemory`.
+    pub(crate) fn memory(file: &File, pages: u64) -> Wait {
+        let key = std::ptr::from_ref(file.mapping().inner()) as usize;
+        let (done, start) = {
+            let mut t = MEMORY.lock().unwrap_or_else(|e| e.into_inner());
+            match t.get(&key) {
+                Some(d) => (d.clone(), false),
+                None => {
+                    let d = Done::new();
+                    t.insert(key, d.clone());
+                    (d, true)
+                }
+            }
+        };
+        if start {
+            let d = done.clone();
+            spawn(file, move |f| {
+                finish(&d, || {
+                    let _unlisted = Unlist(key);
+                    f.mapping().inner().wait_for_room(pages)
+                });
             });
         }
         Wait::new(done)
