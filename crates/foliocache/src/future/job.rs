@@ -426,4 +426,37 @@ mod tests {
         assert!(late.poll(&mut Context::from_waker(&waker)).is_ready());
         assert_eq!(done.waiting(), 0);
     }
+
+    /// Tasks short of memory while the cache's memory job runs join it;
+    /// its error (nothing can be freed: every folio is a memory file's)
+    /// is every waiter's, and the next call after its end starts another.
+    #[test]
+    #[cfg_attr(miri, ignore = "waits out the allocation's bounded wait")]
+    fn tasks_short_of_memory_join_the_caches_one_memory_job() {
+        let cache = crate::Cache::builder().capacity(64 * 4096).build().unwrap();
+        let file = cache.memfile("full", 0).unwrap();
+        file.write_all_at(&vec![7u8; 64 * 4096], 0).unwrap();
+        let arena = &file.mapping().inner().mem.arena;
+        assert_eq!(arena.free_pages(), 0, "the cache has room");
+        let mut first = Jobs::memory(&file, 1);
+        let mut second = Jobs::memory(&file, 4);
+        assert!(Arc::ptr_eq(&first.done, &second.done), "two memory jobs");
+        let count = Arc::new(Count::default());
+        let waker = Waker::from(count.clone());
+        let mut cx = Context::from_waker(&waker);
+        for w in [&mut first, &mut second] {
+            let r = loop {
+                match w.poll(&mut cx) {
+                    Poll::Ready(r) => break r,
+                    Poll::Pending => std::thread::sleep(std::time::Duration::from_millis(5)),
+                }
+            };
+            assert_eq!(r.unwrap_err().kind(), io::ErrorKind::OutOfMemory);
+        }
+        let third = Jobs::memory(&file, 1);
+        assert!(
+            !Arc::ptr_eq(&first.done, &third.done),
+            "a job ended is joined"
+        );
+    }
 }

@@ -54,6 +54,15 @@ fn full_of_dirt(dirt: &File, b: &backing::FaultyBacking<backing::MemBacking>, la
     b.set_write_latency(latency);
 }
 
+/// Checks the cache (`check_cache`), then writes both files back at full
+/// speed.
+fn settle(c: &Cache, dirt: &File, other: &File, b: &backing::FaultyBacking<backing::MemBacking>) {
+    check_cache(c, other, 16);
+    b.set_write_latency(Duration::ZERO);
+    other.sync_data().unwrap();
+    dirt.sync_data().unwrap();
+}
+
 #[test]
 #[cfg_attr(miri, ignore = "slow writeback on purpose")]
 fn a_read_short_of_memory_awaits_the_reclaim_instead_of_blocking() {
@@ -94,10 +103,7 @@ fn a_write_short_of_memory_awaits_the_reclaim_instead_of_blocking() {
     let mut got = vec![0u8; new.len()];
     other.read_exact_at(&mut got, 4 * P).unwrap();
     assert_eq!(got, new);
-    check_cache(&c, &other, 16);
-    b.set_write_latency(Duration::ZERO);
-    other.sync_data().unwrap();
-    dirt.sync_data().unwrap();
+    settle(&c, &dirt, &other, &b);
 }
 
 /// Tasks reading and writing on one current-thread runtime while every
@@ -143,10 +149,7 @@ fn tasks_short_of_memory_on_one_thread_all_complete() {
         other.read_exact_at(&mut got, t * P).unwrap();
         assert!(got.iter().all(|&x| x == t as u8), "page {t}");
     }
-    check_cache(&c, &other, 16);
-    b.set_write_latency(Duration::ZERO);
-    dirt.sync_data().unwrap();
-    other.sync_data().unwrap();
+    settle(&c, &dirt, &other, &b);
 }
 
 /// Reads and writes dropped after each of their `Pending`s while every
