@@ -348,7 +348,8 @@ impl Jobs {
     /// flusher kicked, the bounded wait for folios to become clean). The
     /// task then allocates on its own poll, without waiting; if another
     /// task took the room first it finds none and waits again. The job's
-    /// error is the blocking allocation's `OutOfMemory`.
+    /// error is the blocking allocation's `OutOfMemory` (its wait ran out):
+    /// its tasks then allocate as the blocking calls do.
     pub(crate) fn memory(file: &File, pages: u64) -> Wait {
         let key = std::ptr::from_ref(file.mapping().inner()) as usize;
         let (done, start) = {

@@ -335,15 +335,13 @@ impl<'a, B: DerefMut<Target = [u8]>> ReadState<'a, B> {
                 self.wait = None;
             }
             if let Some(w) = self.memory.as_mut() {
-                let r = ready!(w.poll(cx));
-                self.memory = None;
-                match r {
-                    Err(_) if self.done > 0 => return Poll::Ready(Ok(self.done)),
-                    // The blocking allocation's `OutOfMemory`, after its
-                    // wait.
-                    Err(e) => return Poll::Ready(Err(e)),
-                    Ok(()) => {}
+                if ready!(w.poll(cx)).is_err() {
+                    // The wait ran out (`OutOfMemory`): no more memory
+                    // jobs; the read goes on as the blocking read would,
+                    // which allocates (and fails) itself.
+                    self.memory_waits = MAX_MEMORY_WAITS;
                 }
+                self.memory = None;
             }
             let pos = self.offset.saturating_add(self.done as u64);
             let rest = &mut self.buf[self.done..];

@@ -211,11 +211,13 @@ impl<'a> WriteState<'a> {
                     self.waiting = Waiting::Nothing;
                 }
                 Waiting::Memory(w) => {
-                    let r = ready!(w.poll(cx));
+                    if ready!(w.poll(cx)).is_err() {
+                        // The wait ran out (`OutOfMemory`): the piece
+                        // allocates as the blocking write's does, which
+                        // reports the error if memory is still short.
+                        self.memory_waits = MAX_MEMORY_WAITS;
+                    }
                     self.waiting = Waiting::Nothing;
-                    // The blocking allocation's `OutOfMemory`, after its
-                    // wait.
-                    r?;
                 }
             }
             let len = self.buf.len();
