@@ -254,14 +254,49 @@ impl CacheInner {
     /// `OutOfMemory` when nothing could be reclaimed for about
     /// [`ALLOC_WAIT`]: every cached folio stayed locked or referenced.
     pub(crate) fn alloc_folio(&self, order: u32) -> io::Result<&Folio> {
+        self.reclaim_until(1 << order, || {
+            (0..=order).rev().find_map(|o| self.mem.alloc(o))
+        })
+    }
+
+    /// Waits, as [`alloc_folio`](Self::alloc_folio) waits (direct reclaim,
+    /// then the bounded wait for folios to become clean or unpinned, the
+    /// flusher kicked), until the arena has `pages` free pages (at least
+    /// one, at most the whole arena), allocating none: the job an async
+    /// read or write awaits when it found no memory without waiting
+    /// (`future/job.rs`, `docs/async.md`), which then allocates itself.
+    ///
+    /// # Errors
+    /// `OutOfMemory`, as `alloc_folio`, when the wait ran out.
+    pub(crate) fn wait_for_room(&self, pages: u64) -> io::Result<()> {
+        let cap = self.mem.arena.capacity_pages();
+        let want = usize::try_from(pages).unwrap_or(cap).clamp(1, cap);
+        self.reclaim_until(want as u64, || {
+            (self.mem.arena.free_pages() >= want).then_some(())
+        })
+    }
+
+    /// Whether the arena has `pages` free pages now, or after one reclaim
+    /// pass: the non-waiting test of an async write's piece
+    /// (`future/write.rs`); never waits.
+    pub(crate) fn has_room(&self, pages: u64) -> bool {
+        let free = self.mem.arena.free_pages() as u64;
+        free >= pages
+            || (vmscan::direct_reclaim(self, pages - free) > 0
+                && self.mem.arena.free_pages() as u64 >= pages)
+    }
+
+    /// The loop of the kernel's `__alloc_pages_slowpath` as this cache runs
+    /// it: `take` (an allocation, or a test for free memory) until it
+    /// gives something, with direct reclaim of `pages` between tries and,
+    /// when reclaim frees nothing, the bounded [`AllocWait`].
+    fn reclaim_until<T>(&self, pages: u64, mut take: impl FnMut() -> Option<T>) -> io::Result<T> {
         let mut wait = AllocWait::new();
         loop {
-            for o in (0..=order).rev() {
-                if let Some(f) = self.mem.alloc(o) {
-                    return Ok(f);
-                }
+            if let Some(t) = take() {
+                return Ok(t);
             }
-            if vmscan::direct_reclaim(self, 1 << order) > 0 {
+            if vmscan::direct_reclaim(self, pages) > 0 {
                 continue;
             }
             // Dirty folios, or folios under writeback, become clean as the

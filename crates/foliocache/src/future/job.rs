@@ -22,6 +22,12 @@
 //! one. A burst of syncs of a file thus costs two jobs or so, and holds
 //! one pool thread, not every one of them waiting on the file's
 //! `wb_lock`.
+//!
+//! A cache's memory job ([`Jobs::memory`]) is joined by every async read
+//! or write that found no memory without waiting while it runs: it waits
+//! as a blocking allocation waits for reclaim (`CacheInner::wait_for_room`),
+//! on one pool thread however many tasks wait (`docs/async.md`, "Waiting
+//! for memory").
 
 use std::collections::BTreeMap;
 use std::io;
@@ -312,6 +318,64 @@ impl Jobs {
     }
 }
 
+/// Each cache's job making room for the async reads and writes that found
+/// no memory without waiting, by the address of the cache's shared state
+/// (`CacheInner`): present only while the job runs (it holds a handle on
+/// a file, so the cache lives and its address names no other). Joined by
+/// every task short of memory meanwhile: one pool thread per cache waits
+/// for reclaim, however many tasks wait for it. A std mutex, for the
+/// reasons of [`QUEUED`]'s.
+#[allow(clippy::disallowed_types)]
+static MEMORY: std::sync::Mutex<BTreeMap<usize, Arc<Done>>> =
+    std::sync::Mutex::new(BTreeMap::new());
+
+/// Takes a cache's memory job out of [`MEMORY`] when dropped: at the
+/// job's end (a panic's included), before its waiters wake, so that a task
+/// that comes after the end starts a job of its own.
+struct Unlist(usize);
+
+impl Drop for Unlist {
+    fn drop(&mut self) {
+        let mut t = MEMORY.lock().unwrap_or_else(|e| e.into_inner());
+        t.remove(&self.0);
+    }
+}
+
+impl Jobs {
+    /// The wait for room in `file`'s cache: its memory job running, or a
+    /// new one that waits until `pages` pages are free as an allocation
+    /// waits for reclaim (`CacheInner::wait_for_room`: direct reclaim, the
+    /// flusher kicked, the bounded wait for folios to become clean). The
+    /// task then allocates on its own poll, without waiting; if another
+    /// task took the room first it finds none and waits again. The job's
+    /// error is the blocking allocation's `OutOfMemory` (its wait ran out):
+    /// its tasks then allocate as the blocking calls do.
+    pub(crate) fn memory(file: &File, pages: u64) -> Wait {
+        let key = std::ptr::from_ref(file.mapping().inner()) as usize;
+        let (done, start) = {
+            let mut t = MEMORY.lock().unwrap_or_else(|e| e.into_inner());
+            match t.get(&key) {
+                Some(d) => (d.clone(), false),
+                None => {
+                    let d = Done::new();
+                    t.insert(key, d.clone());
+                    (d, true)
+                }
+            }
+        };
+        if start {
+            let d = done.clone();
+            spawn(file, move |f| {
+                finish(&d, || {
+                    let _unlisted = Unlist(key);
+                    f.mapping().inner().wait_for_room(pages)
+                });
+            });
+        }
+        Wait::new(done)
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 // The test's waker counts with std's atomic: test code, not a protocol
 // of the crate's (the loom models are below).
@@ -362,5 +426,38 @@ mod tests {
         let waker = Waker::from(counts[0].clone());
         assert!(late.poll(&mut Context::from_waker(&waker)).is_ready());
         assert_eq!(done.waiting(), 0);
+    }
+
+    /// Tasks short of memory while the cache's memory job runs join it;
+    /// its error (nothing can be freed: every folio is a memory file's)
+    /// is every waiter's, and the next call after its end starts another.
+    #[test]
+    #[cfg_attr(miri, ignore = "waits out the allocation's bounded wait")]
+    fn tasks_short_of_memory_join_the_caches_one_memory_job() {
+        let cache = crate::Cache::builder().capacity(64 * 4096).build().unwrap();
+        let file = cache.memfile("full", 0).unwrap();
+        file.write_all_at(&vec![7u8; 64 * 4096], 0).unwrap();
+        let arena = &file.mapping().inner().mem.arena;
+        assert_eq!(arena.free_pages(), 0, "the cache has room");
+        let mut first = Jobs::memory(&file, 1);
+        let mut second = Jobs::memory(&file, 4);
+        assert!(Arc::ptr_eq(&first.done, &second.done), "two memory jobs");
+        let count = Arc::new(Count::default());
+        let waker = Waker::from(count.clone());
+        let mut cx = Context::from_waker(&waker);
+        for w in [&mut first, &mut second] {
+            let r = loop {
+                match w.poll(&mut cx) {
+                    Poll::Ready(r) => break r,
+                    Poll::Pending => std::thread::sleep(std::time::Duration::from_millis(5)),
+                }
+            };
+            assert_eq!(r.unwrap_err().kind(), io::ErrorKind::OutOfMemory);
+        }
+        let third = Jobs::memory(&file, 1);
+        assert!(
+            !Arc::ptr_eq(&first.done, &third.done),
+            "a job ended is joined"
+        );
     }
 }

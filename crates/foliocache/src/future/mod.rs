@@ -34,7 +34,9 @@
 //! folios under the dirty limit completes on its first poll. What a
 //! blocking write, sync or `set_len` waits for runs instead as a job on
 //! the cache's writeback pool (`future/job.rs`), whose end wakes every
-//! task waiting for it: the writeback of a writer over the dirty limit
+//! task waiting for it: the wait for reclaim of a read or write that found
+//! no memory without waiting (one job per cache, which every task short
+//! of memory joins), the writeback of a writer over the dirty limit
 //! (`Mapping::throttle`, shared by the file's throttled writers), a sync's
 //! writeback and the backing's sync (shared by the file's syncs queued
 //! together), `set_len`'s truncation. A page a write covers in part and

@@ -8,6 +8,7 @@ use std::ops::DerefMut;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
+use super::job::{Jobs, Wait};
 use crate::arena::PAGE;
 use crate::file::File;
 use crate::filemap::pin::Pinned;
@@ -20,6 +21,12 @@ use crate::sync::Ordering;
 /// readable (freed, or unlocked but not uptodate, between two looks)
 /// before the read is finished as the blocking read finishes it.
 const MAX_RETRIES: u32 = 4;
+
+/// Waits for the cache's memory job (`Jobs::memory`) one read may make
+/// before it reads the rest as the blocking read does: each ends with
+/// room made, which other tasks may take first; a read that keeps losing
+/// it waits in the blocking allocation instead, bounded as that one is.
+pub(super) const MAX_MEMORY_WAITS: u32 = 64;
 
 /// The async forms of the reads.
 impl File {
@@ -234,6 +241,12 @@ pub(super) struct ReadState<'a, B> {
     retries: u32,
     /// The folio lock this read waits for.
     wait: Option<WaitUnlocked<'a>>,
+    /// The cache's memory job this read waits for: no folio could be
+    /// inserted without waiting for reclaim.
+    memory: Option<Wait>,
+    /// Memory jobs this read waited for (see [`MAX_MEMORY_WAITS`]); after
+    /// one, a miss inserts only the page it needs.
+    memory_waits: u32,
     /// Return what was copied rather than wait for more (an `AsyncRead`'s
     /// read: any bytes will do).
     short: bool,
@@ -247,6 +260,9 @@ enum Miss<'a> {
     Again,
     /// Read the rest as the blocking read does.
     Block,
+    /// No folio could be had without waiting for reclaim: await the
+    /// cache's memory job.
+    Memory,
 }
 
 impl<'a, B: DerefMut<Target = [u8]>> ReadState<'a, B> {
@@ -266,6 +282,8 @@ impl<'a, B: DerefMut<Target = [u8]>> ReadState<'a, B> {
         if let Some(old) = from {
             if old.offset == offset {
                 st.wait = old.wait;
+                st.memory = old.memory;
+                st.memory_waits = old.memory_waits;
                 st.started = old.started;
                 st.retries = old.retries;
             }
@@ -286,6 +304,8 @@ impl<'a, B: DerefMut<Target = [u8]>> ReadState<'a, B> {
             started: self.started,
             retries: self.retries,
             wait: self.wait,
+            memory: self.memory,
+            memory_waits: self.memory_waits,
             short: self.short,
         }
     }
@@ -300,6 +320,8 @@ impl<'a, B: DerefMut<Target = [u8]>> ReadState<'a, B> {
             started: false,
             retries: 0,
             wait: None,
+            memory: None,
+            memory_waits: 0,
             short: false,
         }
     }
@@ -311,6 +333,15 @@ impl<'a, B: DerefMut<Target = [u8]>> ReadState<'a, B> {
             if let Some(w) = self.wait.as_mut() {
                 ready!(Pin::new(w).poll(cx));
                 self.wait = None;
+            }
+            if let Some(w) = self.memory.as_mut() {
+                if ready!(w.poll(cx)).is_err() {
+                    // The wait ran out (`OutOfMemory`): no more memory
+                    // jobs; the read goes on as the blocking read would,
+                    // which allocates (and fails) itself.
+                    self.memory_waits = MAX_MEMORY_WAITS;
+                }
+                self.memory = None;
             }
             let pos = self.offset.saturating_add(self.done as u64);
             let rest = &mut self.buf[self.done..];
@@ -333,6 +364,14 @@ impl<'a, B: DerefMut<Target = [u8]>> ReadState<'a, B> {
                             continue;
                         }
                         Miss::Again => continue,
+                        Miss::Memory if self.short && self.done > 0 => {
+                            return Poll::Ready(Ok(self.done))
+                        }
+                        Miss::Memory => {
+                            self.memory_waits += 1;
+                            self.memory = Some(Jobs::memory(self.file, 1));
+                            continue;
+                        }
                         Miss::Block => {
                             let rest = &mut self.buf[self.done..];
                             self.file.read_counted(rest, pos, self.flags, self.started)
@@ -378,16 +417,33 @@ impl<'a, B: DerefMut<Target = [u8]>> ReadState<'a, B> {
         // reading at random through one handle would otherwise look like
         // streams to readahead's look-back at what is cached, and read
         // windows nobody asked for.
-        let sequential = pos == file.ra.prev_pos.load(Ordering::Relaxed);
+        // After a wait for memory, only the page needed, in a folio of
+        // one page: the room the memory job made is at least that.
+        let short = self.memory_waits > 0;
+        let sequential = !short && pos == file.ra.prev_pos.load(Ordering::Relaxed);
         let mut started = sequential && file.mapping.start_read(&file.ra, pos, len, self.flags);
         if !started {
             // Readahead made no folio for it, or the read is not a
             // stream's: one folio per page missing, as a queued read's.
             let mut s = [false];
+            let len = if short { 1 } else { len };
             file.start_misses(std::iter::once((pos, len)), self.flags, &mut s);
             started = s[0];
         }
         self.started = started;
+        if !started
+            && m.span_at(pos / PAGE).is_none()
+            && self.memory_waits < MAX_MEMORY_WAITS
+            && !m.memfile
+        {
+            // Nothing inserted at `pos`, by this read or another: memory
+            // so short that no folio could be had without waiting for
+            // reclaim (`new_folio_nowait`). Where the blocking read would
+            // wait in its allocation, the task awaits the cache's memory
+            // job, then looks again.
+            self.retries -= 1;
+            return Miss::Memory;
+        }
         Miss::Again
     }
 
@@ -402,7 +458,7 @@ impl<'a, B: DerefMut<Target = [u8]>> ReadState<'a, B> {
             .field("offset", &self.offset)
             .field("len", &self.buf.len())
             .field("done", &self.done)
-            .field("waiting", &self.wait.is_some())
+            .field("waiting", &(self.wait.is_some() || self.memory.is_some()))
             .finish()
     }
 }

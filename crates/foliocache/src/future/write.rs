@@ -10,7 +10,7 @@ use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
 use super::job::{self, Jobs, Wait};
-use super::read::ReadState;
+use super::read::{ReadState, MAX_MEMORY_WAITS};
 use crate::arena::PAGE;
 use crate::file::File;
 use crate::filemap::{FgpFlags, FolioFlags};
@@ -146,6 +146,8 @@ enum Waiting<'a> {
     Throttle(Wait),
     /// The read of a page the piece covers in part.
     Fill(Box<ReadState<'a, Vec<u8>>>),
+    /// Room for the piece's new folios (`Jobs::memory`).
+    Memory(Wait),
 }
 
 /// A write in progress: `buf[..done]` is written at `offset`.
@@ -163,6 +165,9 @@ struct WriteState<'a> {
     /// Reads of partial pages the piece at `done` made (at most one per
     /// edge: a page evicted again is read by the piece itself).
     fills: u8,
+    /// Memory jobs the piece at `done` waited for (see
+    /// [`MAX_MEMORY_WAITS`]).
+    memory_waits: u32,
     waiting: Waiting<'a>,
 }
 
@@ -177,6 +182,7 @@ impl<'a> WriteState<'a> {
             checked: false,
             throttled: false,
             fills: 0,
+            memory_waits: 0,
             waiting: Waiting::Nothing,
         }
     }
@@ -202,6 +208,15 @@ impl<'a> WriteState<'a> {
                     // A failed read is the piece's own to meet and report
                     // (it reads the page again on this thread).
                     let _ = ready!(r.poll_read(cx));
+                    self.waiting = Waiting::Nothing;
+                }
+                Waiting::Memory(w) => {
+                    if ready!(w.poll(cx)).is_err() {
+                        // The wait ran out (`OutOfMemory`): the piece
+                        // allocates as the blocking write's does, which
+                        // reports the error if memory is still short.
+                        self.memory_waits = MAX_MEMORY_WAITS;
+                    }
                     self.waiting = Waiting::Nothing;
                 }
             }
@@ -244,6 +259,13 @@ impl<'a> WriteState<'a> {
                     continue;
                 }
             }
+            if self.memory_waits < MAX_MEMORY_WAITS {
+                if let Some(pages) = self.short_of_room(pos, pos.saturating_add(n as u64), count) {
+                    self.memory_waits += 1;
+                    self.waiting = Waiting::Memory(Jobs::memory(file, pages));
+                    continue;
+                }
+            }
             let piece = &self.buf[self.done..self.done + n];
             let at = file.write_piece(piece, pos, self.append)?;
             if self.append {
@@ -253,7 +275,35 @@ impl<'a> WriteState<'a> {
             self.done += n;
             self.throttled = false;
             self.fills = 0;
+            self.memory_waits = 0;
         }
+    }
+
+    /// The pages a piece over `from..to` (at most `most` pages) needs new
+    /// folios for, if the cache cannot give that many without waiting
+    /// (free, or freed by one reclaim pass: `CacheInner::has_room`); `None`
+    /// when it can, or for a memory file (whose write allocates as the
+    /// blocking write does). Where the piece would wait in its allocation
+    /// (`CacheInner::alloc_folio`), the task awaits the cache's memory job.
+    fn short_of_room(&self, from: u64, to: u64, most: u64) -> Option<u64> {
+        let m = self.file.mapping();
+        let cache = m.inner();
+        if m.memfile || cache.mem.arena.free_pages() as u64 >= most {
+            return None;
+        }
+        let (first, last) = (from / PAGE, to.saturating_sub(1) / PAGE);
+        let mut missing = 0;
+        let mut p = first;
+        while p <= last && missing < most {
+            match m.span_at(p) {
+                Some((start, n)) => p = start + n,
+                None => {
+                    missing += 1;
+                    p += 1;
+                }
+            }
+        }
+        (missing > 0 && !cache.has_room(missing)).then_some(missing)
     }
 
     /// The first page that a write of `from..to` covers only in part and

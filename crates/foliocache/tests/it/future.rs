@@ -31,6 +31,8 @@ use crate::common::{nonzero_bytes, settled};
 use backing::aio::{EngineKind as IoKind, IoEngineConfig};
 use test_support::cache::{faulty_file, mem_file, TestCache};
 
+/// Reads and writes when memory is short.
+mod reclaim;
 /// The writes, syncs and `set_len`.
 mod write;
 
