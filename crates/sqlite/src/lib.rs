@@ -55,9 +55,18 @@
 //! A process that dies releases its `flock` with its descriptors; the
 //! next open rolls back a hot journal as usual.
 //!
-//! Rust-side locks: the lock table's mutex (per file) and the pins' mutex
-//! (per open file) are leaves, held for a few instructions, never across
-//! IO; foliocache's own locks are taken inside its calls.
+//! Rust-side locks: the lock table's mutex (per file), the pins' mutex
+//! (per open file) and the sidecar table's (per VFS) are leaves, held for
+//! a few instructions, never across IO; foliocache's own locks are taken
+//! inside its calls.
+//!
+//! # A read transaction makes no system call
+//! SQLite checks for the database's journal and WAL at the start of every
+//! read transaction (`xAccess`). The VFS answers from what it knows of
+//! them while the database is open (the process holds its `flock`, and
+//! every create and delete of them goes through the VFS): the filesystem
+//! is asked once per open, not once per transaction. docs/sqlite.md has
+//! the argument.
 //!
 //! # WAL
 //! WAL needs shared memory between the connections (`xShmMap` and
@@ -113,6 +122,7 @@ use foliocache::Cache;
 #[allow(unsafe_code)]
 mod fetch;
 mod lock;
+mod sidecar;
 // Unsafe: SQLite's C VFS interface.
 #[allow(unsafe_code)]
 mod vfs;

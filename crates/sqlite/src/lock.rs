@@ -108,7 +108,7 @@ impl Inode {
 
     /// A table with no `flock`, for tests of the levels alone.
     #[cfg(test)]
-    fn unlocked() -> Inode {
+    pub(crate) fn unlocked() -> Inode {
         Inode {
             state: Mutex::default(),
             _flock: None,

@@ -23,7 +23,10 @@
 //! them directly); `szOsFile` is the larger of the two so both fit. The
 //! VFS-level calls that are not about one file (`xDelete`, `xAccess`,
 //! `xFullPathname`, randomness, time, sleep, shared libraries) are the
-//! default VFS's, called with its own `sqlite3_vfs`.
+//! default VFS's, called with its own `sqlite3_vfs`, except that the
+//! existence of an open database's journal and WAL is answered from
+//! memory once known (`sidecar.rs`), and kept known by `xOpen` and
+//! `xDelete`.
 //!
 //! # Memory
 //! SQLite allocates `szOsFile` bytes per open file and calls `xOpen` on
@@ -46,6 +49,7 @@ use rusqlite::ffi;
 
 use crate::fetch::Fetched;
 use crate::lock::{Inode, Inodes, Level};
+use crate::sidecar::{Lookup, Sidecars};
 
 /// The sector size the VFS reports: foliocache's page.
 const SECTOR: c_int = 4096;
@@ -59,6 +63,8 @@ struct VfsState {
     /// The default VFS when this one was registered (`unix` on Linux).
     base: *mut ffi::sqlite3_vfs,
     inodes: Inodes,
+    /// Whether the open databases' journals and WALs exist.
+    sidecars: Sidecars,
     /// Numbers the files opened, for the lock tables.
     next_conn: AtomicU64,
 }
@@ -96,6 +102,17 @@ impl FileState {
 
 /// Registers a VFS named `name` over `cache`; see the crate documentation.
 pub(crate) fn register(name: &str, cache: Cache, make_default: bool) -> io::Result<()> {
+    register_on(name, cache, make_default, None)
+}
+
+/// [`register`], over `base` (a registered VFS) rather than SQLite's
+/// default VFS where given.
+fn register_on(
+    name: &str,
+    cache: Cache,
+    make_default: bool,
+    base: Option<*mut ffi::sqlite3_vfs>,
+) -> io::Result<()> {
     static REGISTERING: Mutex<()> = Mutex::new(());
     let _one = REGISTERING.lock().unwrap_or_else(|e| e.into_inner());
     let cname = CString::new(name).map_err(|_| {
@@ -118,7 +135,7 @@ pub(crate) fn register(name: &str, cache: Cache, make_default: bool) -> io::Resu
         ));
     }
     // SAFETY: a null name asks for the default VFS.
-    let base = unsafe { ffi::sqlite3_vfs_find(std::ptr::null()) };
+    let base = base.unwrap_or_else(|| unsafe { ffi::sqlite3_vfs_find(std::ptr::null()) });
     if base.is_null() {
         return Err(io::Error::other("SQLite has no default VFS to build on"));
     }
@@ -129,6 +146,7 @@ pub(crate) fn register(name: &str, cache: Cache, make_default: bool) -> io::Resu
         open_files: AtomicUsize::new(0),
         base,
         inodes: Inodes::default(),
+        sidecars: Sidecars::default(),
         next_conn: AtomicU64::new(1),
     }));
     let vfs = Box::into_raw(Box::new(ffi::sqlite3_vfs {
@@ -295,13 +313,26 @@ unsafe extern "C" fn x_open(
     if !ours || name.is_null() {
         // SAFETY: SQLite's arguments, passed on; `file` has `szOsFile`
         // bytes, at least the base VFS's.
-        return unsafe {
+        let rc = unsafe {
             let (b, bp) = base(vfs);
             match b.xOpen {
                 Some(open) => open(bp, name, file, flags, out_flags),
                 None => ffi::SQLITE_CANTOPEN,
             }
         };
+        if !name.is_null() {
+            // SAFETY: SQLite's NUL-terminated name, live through the call;
+            // the VFS is ours.
+            let (n, st) = unsafe { (CStr::from_ptr(name).to_bytes(), vfs_state(vfs)) };
+            if rc == ffi::SQLITE_OK && flags & ffi::SQLITE_OPEN_DELETEONCLOSE == 0 {
+                st.sidecars.created(n);
+            } else {
+                // Failed (it may or may not be there), or to go at close
+                // without our `xDelete`.
+                st.sidecars.unknown(n);
+            }
+        }
+        return rc;
     }
     // SAFETY: `file` points at `szOsFile` writable bytes; until xOpen
     // succeeds SQLite reads only `pMethods`, null here.
@@ -372,6 +403,7 @@ fn open_state(st: &'static VfsState, path: &Path, flags: c_int) -> io::Result<Fi
         .open(path)?;
     let md = std::fs::metadata(path)?;
     let inode = st.inodes.get((md.dev(), md.ino()), path)?;
+    st.sidecars.opened(path.as_os_str().as_bytes(), &inode);
     // Counted under the cache's lock: `unregister` sees it.
     st.open_files.fetch_add(1, Ordering::AcqRel);
     Ok(FileState {
@@ -662,25 +694,60 @@ unsafe extern "C" fn x_delete(
     sync_dir: c_int,
 ) -> c_int {
     // SAFETY: SQLite's arguments, passed on to the base VFS.
-    unsafe {
+    let rc = unsafe {
         let (b, bp) = base(vfs);
         b.xDelete
             .map_or(ffi::SQLITE_IOERR_DELETE, |f| f(bp, name, sync_dir))
+    };
+    if !name.is_null() {
+        // SAFETY: SQLite's NUL-terminated name, live through the call; the
+        // VFS is ours.
+        let (n, st) = unsafe { (CStr::from_ptr(name).to_bytes(), vfs_state(vfs)) };
+        match rc {
+            ffi::SQLITE_OK | ffi::SQLITE_IOERR_DELETE_NOENT => st.sidecars.deleted(n),
+            _ => st.sidecars.unknown(n),
+        }
     }
+    rc
 }
 
+/// Whether a file exists, or may be read or written. The journal and WAL
+/// of a database open through the VFS are answered from what the VFS
+/// knows of them (`sidecar.rs`), with no system call after the first;
+/// anything else is the base VFS's.
 unsafe extern "C" fn x_access(
     vfs: *mut ffi::sqlite3_vfs,
     name: *const c_char,
     flags: c_int,
     out: *mut c_int,
 ) -> c_int {
+    let tracked =
+        (flags == ffi::SQLITE_ACCESS_EXISTS && !name.is_null() && !out.is_null()).then(|| {
+            // SAFETY: SQLite's NUL-terminated name, live through the call;
+            // the VFS is ours.
+            let (n, st) = unsafe { (CStr::from_ptr(name).to_bytes(), vfs_state(vfs)) };
+            (n, st, st.sidecars.exists(n))
+        });
+    let token = match tracked {
+        Some((_, _, Lookup::Known(exists))) => {
+            // SAFETY: SQLite's out-parameter, not null.
+            unsafe { *out = c_int::from(exists) };
+            return ffi::SQLITE_OK;
+        }
+        Some((n, st, Lookup::Ask(Some(t)))) => Some((n, st, t)),
+        _ => None,
+    };
     // SAFETY: as `x_delete`.
-    unsafe {
+    let rc = unsafe {
         let (b, bp) = base(vfs);
         b.xAccess
             .map_or(ffi::SQLITE_IOERR_ACCESS, |f| f(bp, name, flags, out))
+    };
+    if let (ffi::SQLITE_OK, Some((n, st, t))) = (rc, token) {
+        // SAFETY: the base VFS set the out-parameter, not null.
+        st.sidecars.learned(n, t, unsafe { *out } != 0);
     }
+    rc
 }
 
 unsafe extern "C" fn x_full_pathname(
@@ -793,7 +860,8 @@ unsafe extern "C" fn x_current_time_int64(
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::Ordering;
+    use std::ffi::{c_char, c_int, CStr};
+    use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
     use rusqlite::{Connection, OpenFlags};
 
@@ -848,5 +916,106 @@ mod tests {
         assert!(std::fs::metadata(&journal).is_err(), "deleted at the end");
         drop(c);
         crate::unregister("foliocache-journal-test").unwrap();
+    }
+
+    /// The `unix` VFS, and the sidecar checks made through a copy of it.
+    static UNIX: AtomicPtr<ffi::sqlite3_vfs> = AtomicPtr::new(std::ptr::null_mut());
+    static SIDECAR_CHECKS: AtomicUsize = AtomicUsize::new(0);
+
+    /// `unix`'s `xAccess`, counting the checks of journals and WALs.
+    unsafe extern "C" fn counting_access(
+        _vfs: *mut ffi::sqlite3_vfs,
+        name: *const c_char,
+        flags: c_int,
+        out: *mut c_int,
+    ) -> c_int {
+        // SAFETY: SQLite's NUL-terminated name.
+        let n = unsafe { CStr::from_ptr(name) }.to_bytes();
+        if n.ends_with(b"-journal") || n.ends_with(b"-wal") {
+            SIDECAR_CHECKS.fetch_add(1, Ordering::Relaxed);
+        }
+        let unix = UNIX.load(Ordering::Acquire);
+        // SAFETY: `unix` is the registered `unix` VFS; SQLite's arguments.
+        unsafe { ((*unix).xAccess.unwrap())(unix, name, flags, out) }
+    }
+
+    #[test]
+    fn read_transactions_check_the_journal_and_wal_once_then_from_memory() {
+        // A copy of `unix` that counts its sidecar checks, as the base.
+        // SAFETY: a registered VFS, never freed.
+        let unix = unsafe { ffi::sqlite3_vfs_find(c"unix".as_ptr()) };
+        assert!(!unix.is_null());
+        UNIX.store(unix, Ordering::Release);
+        // SAFETY: `unix` is a complete table; the copy is leaked, as a
+        // base VFS lives for the process.
+        let counting = Box::into_raw(Box::new(ffi::sqlite3_vfs {
+            xAccess: Some(counting_access),
+            pNext: std::ptr::null_mut(),
+            ..unsafe { std::ptr::read(unix) }
+        }));
+        let cache = foliocache::Cache::builder()
+            .capacity(4 << 20)
+            .build()
+            .unwrap();
+        super::register_on("foliocache-sidecar-test", cache, false, Some(counting)).unwrap();
+        let tmp = test_support::TempPath::new("sidecar");
+        let mut journal = tmp.path.clone().into_os_string();
+        journal.push("-journal");
+        let c = Connection::open_with_flags_and_vfs(
+            &tmp.path,
+            OpenFlags::default(),
+            "foliocache-sidecar-test",
+        )
+        .unwrap();
+        c.execute_batch(
+            "CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT);
+             INSERT INTO t VALUES (1, 'one');",
+        )
+        .unwrap();
+        let checks = || SIDECAR_CHECKS.load(Ordering::Relaxed);
+        let first = checks();
+        assert!(
+            first <= 2,
+            "{first} checks: the journal and the WAL once each"
+        );
+        for _ in 0..100 {
+            let b: String = c.query_row("SELECT b FROM t", [], |r| r.get(0)).unwrap();
+            assert_eq!(b, "one");
+        }
+        assert_eq!(checks(), first, "100 read transactions, no check");
+        // A write transaction creates and deletes the journal through the
+        // VFS: still known, and SQLite sees it while it exists.
+        c.execute_batch("BEGIN; UPDATE t SET b = 'two' WHERE a = 1;")
+            .unwrap();
+        assert!(std::fs::metadata(&journal).is_ok(), "the journal exists");
+        let c2 = Connection::open_with_flags_and_vfs(
+            &tmp.path,
+            OpenFlags::default(),
+            "foliocache-sidecar-test",
+        )
+        .unwrap();
+        // A second connection reads past the writer's RESERVED lock: the
+        // journal exists but is not hot (SQLite checks the lock).
+        let b: String = c2.query_row("SELECT b FROM t", [], |r| r.get(0)).unwrap();
+        assert_eq!(b, "one", "the committed row, not the writer's");
+        c.execute_batch("COMMIT").unwrap();
+        assert!(std::fs::metadata(&journal).is_err(), "deleted at commit");
+        let b: String = c2.query_row("SELECT b FROM t", [], |r| r.get(0)).unwrap();
+        assert_eq!(b, "two");
+        assert_eq!(checks(), first, "the journal's create and delete were seen");
+        drop((c, c2));
+        // Once the last connection closed, a new one asks again (another
+        // process may have left a hot journal meanwhile).
+        let c = Connection::open_with_flags_and_vfs(
+            &tmp.path,
+            OpenFlags::default(),
+            "foliocache-sidecar-test",
+        )
+        .unwrap();
+        let b: String = c.query_row("SELECT b FROM t", [], |r| r.get(0)).unwrap();
+        assert_eq!(b, "two");
+        assert!(checks() > first, "checked again after the reopen");
+        drop(c);
+        crate::unregister("foliocache-sidecar-test").unwrap();
     }
 }

@@ -94,21 +94,47 @@ pub fn cache_note(cache: &foliocache::Cache) -> String {
     )
 }
 
-/// The bytes this process had read from and written to the storage so
+/// The bytes this process has read from and written to the storage so
 /// far (`/proc/self/io`'s `read_bytes` and `write_bytes`: what reached the
-/// block layer, the kernel's page cache misses and writeback included),
-/// for the note of a configuration's last workload; `None` where the
-/// kernel does not say.
-pub fn process_io_note() -> Option<String> {
+/// block layer, the kernel's page cache misses and writeback, and
+/// `O_DIRECT` IO, of every thread); `None` where the kernel does not say.
+fn storage_io() -> Option<(u64, u64)> {
     let io = std::fs::read_to_string("/proc/self/io").ok()?;
     let field = |name: &str| {
         io.lines()
             .find_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok())
     };
+    Some((field("read_bytes:")?, field("write_bytes:")?))
+}
+
+/// The storage IO of the process so far, for the note of a
+/// configuration's last workload.
+pub fn process_io_note() -> Option<String> {
+    let (read, written) = storage_io()?;
     Some(format!(
         "the process's storage IO over its workloads: {} MiB read, {} MiB written",
-        field("read_bytes:")? >> 20,
-        field("write_bytes:")? >> 20
+        read >> 20,
+        written >> 20
+    ))
+}
+
+/// A workload's storage IO, `before` and after it, for its note: what
+/// every configuration moved to and from the device, whichever cache did
+/// it, and per operation, where a workload bound by the device shows its
+/// floor (a configuration that reads as many bytes per operation as
+/// another cannot be much faster on the same device).
+fn workload_io_note(before: (u64, u64), ops: u64) -> Option<String> {
+    let (read, written) = storage_io()?;
+    let (read, written) = (
+        read.saturating_sub(before.0),
+        written.saturating_sub(before.1),
+    );
+    let per_op = read as f64 / ops.max(1) as f64 / 1024.0;
+    Some(format!(
+        "storage IO in this workload: {:.1} MiB read ({per_op:.2} KiB per operation), {:.1} MiB \
+         written",
+        read as f64 / (1 << 20) as f64,
+        written as f64 / (1 << 20) as f64
     ))
 }
 
@@ -133,7 +159,8 @@ pub struct Measured {
     pub note: Option<String>,
 }
 
-/// Runs `f`, which does `ops` operations of `job`, and times it.
+/// Runs `f`, which does `ops` operations of `job`, and times it; its
+/// note gets the workload's storage IO ([`workload_io_note`]).
 ///
 /// # Errors
 /// `f`'s.
@@ -142,14 +169,20 @@ pub fn timed(
     ops: u64,
     f: impl FnOnce() -> Result<Option<String>>,
 ) -> Result<Measured> {
+    let io = storage_io();
     let t = Instant::now();
     let note = f()?;
-    Ok(Measured {
+    let seconds = t.elapsed().as_secs_f64();
+    let mut m = Measured {
         job,
         ops,
-        seconds: t.elapsed().as_secs_f64(),
+        seconds,
         note,
-    })
+    };
+    if let Some(io) = io.and_then(|before| workload_io_note(before, ops)) {
+        add_note(&mut m, io);
+    }
+    Ok(m)
 }
 
 /// The variable that makes the binary a configuration's child process:
