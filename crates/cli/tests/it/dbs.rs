@@ -35,6 +35,16 @@ fn check_records<'a>(
                     .any(|w| n.contains(w))),
             "{job} {config}: no figures and no reason: {r:#}"
         );
+        // Each workload that ran says what it moved to and from the device
+        // (the mix is a sum of them, not run itself).
+        if ops > 0 && !job.starts_with("mix") {
+            assert!(
+                notes
+                    .iter()
+                    .any(|n| n.contains("storage IO in this workload")),
+                "{job} {config}: no storage IO: {r:#}"
+            );
+        }
         if folio.contains(&config) {
             assert!(ops > 0, "{job} {config}: {r:#}");
             assert!(r["capacity"].as_u64().unwrap() < 16 << 20, "{r:#}");
@@ -114,6 +124,18 @@ fn redb_scenario_runs_every_configuration_under_the_limit() {
         // heap outgrew M and the OOM killer ended them).
         if config.starts_with("file[cache") {
             assert!(r["ops"].as_u64().unwrap() > 0, "{job} {config}: {r:#}");
+        }
+        // Data larger than M: every configuration reads its lookups'
+        // misses from the device, and the note says how much per lookup.
+        if job == "random reads, 4x" && r["ops"].as_u64().unwrap() > 0 {
+            let per_op: f64 = notes_of(r)
+                .iter()
+                .find_map(|n| {
+                    let (_, rest) = n.split_once(" MiB read (")?;
+                    rest.split_once(" KiB per operation")?.0.parse().ok()
+                })
+                .unwrap_or_else(|| panic!("{job} {config}: no KiB per operation: {r:#}"));
+            assert!(per_op > 0.0, "{job} {config}: {r:#}");
         }
         // The bound runs where the data fits, unlimited.
         if config == "memory[bound]" {
