@@ -961,12 +961,18 @@ mod tests {
         let tmp = test_support::TempPath::new("sidecar");
         let mut journal = tmp.path.clone().into_os_string();
         journal.push("-journal");
-        let c = Connection::open_with_flags_and_vfs(
-            &tmp.path,
-            OpenFlags::default(),
-            "foliocache-sidecar-test",
-        )
-        .unwrap();
+        let open = || {
+            Connection::open_with_flags_and_vfs(
+                &tmp.path,
+                OpenFlags::default(),
+                "foliocache-sidecar-test",
+            )
+            .unwrap()
+        };
+        let b_of = |c: &Connection| -> String {
+            c.query_row("SELECT b FROM t", [], |r| r.get(0)).unwrap()
+        };
+        let c = open();
         c.execute_batch(
             "CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT);
              INSERT INTO t VALUES (1, 'one');",
@@ -979,8 +985,7 @@ mod tests {
             "{first} checks: the journal and the WAL once each"
         );
         for _ in 0..100 {
-            let b: String = c.query_row("SELECT b FROM t", [], |r| r.get(0)).unwrap();
-            assert_eq!(b, "one");
+            assert_eq!(b_of(&c), "one");
         }
         assert_eq!(checks(), first, "100 read transactions, no check");
         // A write transaction creates and deletes the journal through the
@@ -988,32 +993,19 @@ mod tests {
         c.execute_batch("BEGIN; UPDATE t SET b = 'two' WHERE a = 1;")
             .unwrap();
         assert!(std::fs::metadata(&journal).is_ok(), "the journal exists");
-        let c2 = Connection::open_with_flags_and_vfs(
-            &tmp.path,
-            OpenFlags::default(),
-            "foliocache-sidecar-test",
-        )
-        .unwrap();
         // A second connection reads past the writer's RESERVED lock: the
         // journal exists but is not hot (SQLite checks the lock).
-        let b: String = c2.query_row("SELECT b FROM t", [], |r| r.get(0)).unwrap();
-        assert_eq!(b, "one", "the committed row, not the writer's");
+        let c2 = open();
+        assert_eq!(b_of(&c2), "one", "the committed row, not the writer's");
         c.execute_batch("COMMIT").unwrap();
         assert!(std::fs::metadata(&journal).is_err(), "deleted at commit");
-        let b: String = c2.query_row("SELECT b FROM t", [], |r| r.get(0)).unwrap();
-        assert_eq!(b, "two");
+        assert_eq!(b_of(&c2), "two");
         assert_eq!(checks(), first, "the journal's create and delete were seen");
         drop((c, c2));
         // Once the last connection closed, a new one asks again (another
         // process may have left a hot journal meanwhile).
-        let c = Connection::open_with_flags_and_vfs(
-            &tmp.path,
-            OpenFlags::default(),
-            "foliocache-sidecar-test",
-        )
-        .unwrap();
-        let b: String = c.query_row("SELECT b FROM t", [], |r| r.get(0)).unwrap();
-        assert_eq!(b, "two");
+        let c = open();
+        assert_eq!(b_of(&c), "two");
         assert!(checks() > first, "checked again after the reopen");
         drop(c);
         crate::unregister("foliocache-sidecar-test").unwrap();
