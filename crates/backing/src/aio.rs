@@ -24,7 +24,10 @@
 //! ```
 //! - [`EngineKind::Uring`]: one ring per engine, `queue_depth` ops in flight
 //!   at most, submissions under a mutex, a completion thread blocked in
-//!   `io_uring_enter(GETEVENTS)`. Ops whose backing has no
+//!   `io_uring_enter(GETEVENTS)`. The writes of [`IoEngine::write_all`],
+//!   whose caller waits for them anyway, go through a small ring of the
+//!   calling thread's own instead (`aio/caller.rs`): it submits them and
+//!   waits in one `io_uring_enter`, woken once when the last completes. Ops whose backing has no
 //!   [`raw_file`](crate::Backing::raw_file) ([`MemBacking`](crate::MemBacking),
 //!   [`FaultyBacking`](crate::FaultyBacking), so fault injection applies to
 //!   asynchronous reads too) go to a thread pool created on first use.
@@ -112,6 +115,8 @@ use std::sync::Arc;
 use crate::sync::{bump, lock, wait, AtomicU64, Condvar, Mutex, Ordering};
 use crate::{check_io_range, Backing, IoBuf, IoBufMut, ThreadStart};
 
+#[allow(unsafe_code)]
+mod caller;
 mod pool;
 #[allow(unsafe_code)]
 mod uring;
@@ -453,6 +458,11 @@ pub struct EngineStats {
     pub writes: u64,
     /// Ops run through io_uring.
     pub uring_ops: u64,
+    /// Of those, writes of [`IoEngine::write_all`] that went through the
+    /// calling thread's own ring (a thread beyond the process's limit of
+    /// such rings, or one whose ring could not be set up, uses the
+    /// engine's ring).
+    pub caller_ring_ops: u64,
     /// Ops run with `read_blocks` or `write_blocks` on the pool (all of
     /// them for [`EngineKind::Threads`]).
     pub pool_ops: u64,
@@ -479,6 +489,7 @@ pub(crate) struct Stats {
     ops: AtomicU64,
     writes: AtomicU64,
     uring_ops: AtomicU64,
+    caller_ring_ops: AtomicU64,
     pool_ops: AtomicU64,
     completed: AtomicU64,
     bytes: AtomicU64,
@@ -496,6 +507,7 @@ impl Stats {
             ops: g(&self.ops),
             writes: g(&self.writes),
             uring_ops: g(&self.uring_ops),
+            caller_ring_ops: g(&self.caller_ring_ops),
             pool_ops: g(&self.pool_ops),
             completed: g(&self.completed),
             bytes: g(&self.bytes),
@@ -699,6 +711,13 @@ impl IoEngine {
     /// Submits reads and writes: to the ring those it can take, the rest to
     /// the pool.
     fn submit_ops(&self, batch: Vec<Op>) {
+        self.route(batch, false);
+    }
+
+    /// [`submit_ops`](Self::submit_ops); with `own`, the ring's ops go
+    /// through the calling thread's ring where it has one (`caller.rs`),
+    /// and are complete when this returns.
+    fn route(&self, batch: Vec<Op>, own: bool) {
         let e = &*self.inner;
         bump(&e.stats.batches, 1);
         bump(&e.stats.ops, batch.len() as u64);
@@ -717,7 +736,15 @@ impl IoEngine {
         if !pooled.is_empty() {
             e.pool.submit(pooled);
         }
-        if !direct.is_empty() {
+        if direct.is_empty() {
+            return;
+        }
+        if own {
+            match caller::write_all(direct, uring.has_write(), &e.stats) {
+                Ok(()) => {}
+                Err(direct) => uring.submit(direct),
+            }
+        } else {
             uring.submit(direct);
         }
     }
@@ -725,11 +752,15 @@ impl IoEngine {
     /// Writes every request (each as [`Backing::write_blocks`] would) side
     /// by side, and returns once all of them completed: their results, in
     /// the order of `reqs`. Under io_uring, the writes to backings with a
-    /// [`raw_file`](Backing::raw_file) go out together, as
-    /// [`submit`](Self::submit)'s reads do (one `io_uring_enter` for as
-    /// many as fit the free room), so scattered blocks keep the device's
-    /// queue full from one thread; the others, and every write under
-    /// [`EngineKind::Threads`], run with `write_blocks` on the pool. Called
+    /// [`raw_file`](Backing::raw_file) go out together, so scattered
+    /// blocks keep the device's queue full from one thread: through a
+    /// small ring of the calling thread's own (made at its first call),
+    /// one `io_uring_enter` that submits them and sleeps until the last
+    /// completes, so the caller is woken once rather than through the
+    /// engine's completion thread (see [`EngineStats::caller_ring_ops`]
+    /// for when the engine's ring takes them instead). The others, and
+    /// every write under [`EngineKind::Threads`], run with `write_blocks`
+    /// on the pool. Called
     /// from an engine thread (a callback), it writes on that thread, one
     /// request after another, rather than wait for the engine it would
     /// hold up.
@@ -739,8 +770,10 @@ impl IoEngine {
     /// tried whatever the others give.
     ///
     /// # Locking
-    /// As [`submit`](Self::submit), then sleeps until the last write
-    /// completes.
+    /// Through the caller's ring, nothing but the ring (a thread-local),
+    /// sleeping in `io_uring_enter` until the last write completes;
+    /// otherwise as [`submit`](Self::submit), then sleeps until the last
+    /// write completes.
     #[allow(unsafe_code)]
     pub fn write_all(&self, reqs: &[WriteReq<'_>]) -> Vec<io::Result<usize>> {
         if reqs.is_empty() {
@@ -779,7 +812,7 @@ impl IoEngine {
                 })
             })
             .collect();
-        self.submit_ops(ops);
+        self.route(ops, true);
         drop(all);
         let results = std::mem::take(&mut lock(&latch.state).results);
         results

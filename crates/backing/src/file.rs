@@ -376,7 +376,7 @@ impl FileBacking {
 
 impl Backing for FileBacking {
     fn len(&self) -> io::Result<u64> {
-        Ok(self.file.metadata()?.len())
+        sys::file_size(self.file.as_fd())
     }
 
     fn read_blocks(&self, bufs: &mut [IoBufMut<'_>], offset: u64) -> io::Result<usize> {

@@ -220,6 +220,23 @@ pub(crate) fn dio_align(fd: BorrowedFd<'_>) -> io::Result<Option<DioAlign>> {
     }))
 }
 
+/// The file's size (`statx(STATX_SIZE)`; `fstat` where statx is missing).
+///
+/// Only the size is asked for: a `statx` or `fstat` that asks for the
+/// change times marks them as seen (the kernel's multigrain timestamps,
+/// 6.13+), so that the next write takes a fine-grained time and dirties
+/// the inode, whose block the next `fdatasync` then writes: a sync that
+/// asks for the size would pay an extra metadata write at every commit.
+pub(crate) fn file_size(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    match rustix::fs::statx(fd, c"", AtFlags::EMPTY_PATH, StatxFlags::SIZE) {
+        Ok(stx) if stx.stx_mask & StatxFlags::SIZE.bits() != 0 => Ok(stx.stx_size),
+        Ok(_) | Err(Errno::NOSYS | Errno::INVAL | Errno::PERM) => {
+            Ok(rustix::fs::fstat(fd)?.st_size as u64)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Clears `O_DIRECT` on an open file description (fcntl F_GETFL/F_SETFL), so
 /// later IO on it goes through the kernel page cache.
 pub(crate) fn clear_o_direct(fd: BorrowedFd<'_>) -> io::Result<()> {
@@ -281,6 +298,7 @@ fn check_off(v: u64) -> io::Result<u64> {
 mod tests {
     use super::*;
     use crate::buf::AlignedBuf;
+    use std::os::fd::AsFd;
     use crate::BLOCK;
 
     #[test]
@@ -302,6 +320,18 @@ mod tests {
         );
         assert_eq!(got(&mut bufs, 3 * BLOCK), vec![]);
         assert_eq!(got(&mut bufs, 10 * BLOCK), vec![]);
+    }
+
+    #[test]
+    fn the_size_asked_alone_is_the_files() {
+        let path = std::env::temp_dir().join(format!("backing-sys-size-{}", std::process::id()));
+        let f = std::fs::File::create(&path).unwrap();
+        for len in [0, 1, 4095, 1 << 20, 5, (1 << 40) + 3] {
+            f.set_len(len).unwrap();
+            assert_eq!(file_size(f.as_fd()).unwrap(), len);
+        }
+        drop(f);
+        std::fs::remove_file(path).unwrap();
     }
 
     #[test]

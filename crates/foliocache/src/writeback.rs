@@ -766,16 +766,19 @@ impl Mapping {
         let write = |(at, bufs, _): &Seg<'_>| count(backing.write_blocks(bufs, *at));
         // Every write is tried, whatever the others did. Scattered dirty
         // pages make many small writes that each wait for the device: they
-        // go out together, through the cache's io_uring where the backing
-        // has a file for it (the whole batch in the device's queue at once,
-        // from this thread, as the kernel's plugged writeback sends it),
-        // else side by side on the writeback pool.
+        // go out together, through io_uring where the backing has a file
+        // for it (the whole batch in the device's queue at once, from this
+        // thread's own ring, in whose `io_uring_enter` it then sleeps until
+        // the last completes, as the kernel's plugged writeback sends and
+        // waits for it), else side by side on the writeback pool.
         let uring = cache
             .io
             .engine
             .as_ref()
             .filter(|e| e.kind() == EngineKind::Uring && backing.raw_file().is_some());
-        let results: Vec<io::Result<u64>> = if segs.len() < PARALLEL_WRITES_MIN {
+        let results: Vec<io::Result<u64>> = if segs.len() < 2
+            || (uring.is_none() && segs.len() < PARALLEL_WRITES_MIN)
+        {
             segs.iter().map(write).collect()
         } else if let Some(engine) = uring {
             let reqs: Vec<WriteReq<'_>> = segs
@@ -824,8 +827,11 @@ impl Mapping {
     }
 }
 
-/// Writes in a run below which they go one after another on the caller's
-/// thread (handing them to the pool costs more than it saves).
+/// Writes in a batch below which, without io_uring, they go one after
+/// another on the caller's thread (handing them to the pool costs more
+/// than it saves). Through io_uring two writes already go together: the
+/// caller submits them on its own ring and waits in the kernel once
+/// (`IoEngine::write_all`), cheaper than a second `pwritev`.
 const PARALLEL_WRITES_MIN: usize = 4;
 
 /// The index mark of dirty folios (the kernel's `PAGECACHE_TAG_DIRTY`).

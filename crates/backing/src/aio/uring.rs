@@ -1,5 +1,6 @@
 //! The io_uring engine: one ring, submissions under a mutex, one completion
-//! thread. All of the crate's io_uring code, and its `unsafe`, is here.
+//! thread. All of the crate's io_uring code, and its `unsafe`, is here and
+//! in `caller.rs` (the callers' own rings of `write_all`).
 //!
 //! ```text
 //!  submitters ──lock sq──> push one SQE per op, a read or a write
@@ -69,7 +70,7 @@ const MAX_RETRIES: u32 = 16;
 
 /// How often `io_uring_enter` is tried on a transient error (`EINTR`,
 /// `EAGAIN`, `EBUSY`), 100 us apart, before the ring is given up.
-const SUBMIT_TRIES: u32 = 10_000;
+pub(super) const SUBMIT_TRIES: u32 = 10_000;
 
 /// The longest the completion thread sleeps in one wait, so that it looks
 /// at the engine's state now and then even if no completion comes.
@@ -130,8 +131,8 @@ struct SqState {
 }
 
 /// An op in the kernel's hands: the box behind an entry's `user_data`.
-struct InFlight {
-    op: Op,
+pub(super) struct InFlight {
+    pub(super) op: Op,
     /// The file the entry reads or writes: its descriptor stays open while the box
     /// lives, which is until the entry's CQE is reaped.
     file: Arc<File>,
@@ -149,7 +150,7 @@ struct InFlight {
 }
 
 impl InFlight {
-    fn new(op: Op, file: Arc<File>) -> Box<InFlight> {
+    pub(super) fn new(op: Op, file: Arc<File>) -> Box<InFlight> {
         // `uring_file` let only ops with a valid length through.
         let total = op.len().unwrap_or(0);
         Box::new(InFlight {
@@ -167,7 +168,7 @@ impl InFlight {
     /// `one`, the ring has that opcode), else `READV` / `WRITEV` over at
     /// most [`IOV_MAX`] buffers (a resubmission does the rest).
     /// `user_data` is left for the caller.
-    fn entry(&mut self, one: bool) -> squeue::Entry {
+    pub(super) fn entry(&mut self, one: bool) -> squeue::Entry {
         let offset = self.op.offset() + self.done as u64;
         let remaining = self.total - self.done;
         let op = &self.op;
@@ -216,10 +217,64 @@ impl InFlight {
     }
 }
 
+/// What one CQE left of an op: finished with its result, or to be
+/// submitted again for the rest.
+pub(super) enum Settled {
+    /// The op is done: every byte, a read's end of file, or an error.
+    Done(Box<InFlight>, io::Result<usize>),
+    /// The rest of a short read or write, or a retry after `EAGAIN`,
+    /// `EINTR` or `ECANCELED` (at most [`MAX_RETRIES`]).
+    Again(Box<InFlight>),
+}
+
+impl InFlight {
+    /// Takes the result `res` of the op's entry (bytes, or `-errno`).
+    pub(super) fn settle(mut self: Box<Self>, res: i32) -> Settled {
+        if res < 0 {
+            let errno = -res;
+            let transient = matches!(errno, libc::EAGAIN | libc::EINTR | libc::ECANCELED);
+            if transient && self.retries < MAX_RETRIES {
+                self.retries += 1;
+                return Settled::Again(self);
+            }
+            return Settled::Done(self, Err(io::Error::from_raw_os_error(errno)));
+        }
+        let n = res as usize;
+        self.done += n;
+        if self.done >= self.total {
+            let total = self.total;
+            Settled::Done(self, Ok(total))
+        } else if self.op.is_write() {
+            if n == 0 {
+                let e = io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    format!(
+                        "the kernel wrote 0 bytes at offset {}",
+                        self.op.offset() + self.done as u64
+                    ),
+                );
+                Settled::Done(self, Err(e))
+            } else {
+                // A direct write that stopped inside a block cannot go
+                // on from there: the rest fails with EINVAL.
+                Settled::Again(self)
+            }
+        } else if n == 0 || !self.done.is_multiple_of(BLOCK) {
+            // End of file (a read ends inside a block only there, and a
+            // direct read cannot go on from an unaligned offset).
+            let done = self.done;
+            self.op.zero_from(done);
+            Settled::Done(self, Ok(done))
+        } else {
+            Settled::Again(self)
+        }
+    }
+}
+
 /// Sets up a ring of `depth` entries, with `IORING_SETUP_SUBMIT_ALL`
 /// (5.18+: an entry that fails at submission does not stop the ones after
 /// it) where the kernel has it.
-fn setup(depth: u32) -> io::Result<IoUring> {
+pub(super) fn setup(depth: u32) -> io::Result<IoUring> {
     match IoUring::builder().setup_submit_all().build(depth) {
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => IoUring::builder().build(depth),
         r => r,
@@ -290,6 +345,11 @@ impl Uring {
     /// Whether the ring takes writes (`IORING_OP_WRITEV`).
     pub(super) fn writes(&self) -> bool {
         self.ring.has_writev
+    }
+
+    /// Whether the kernel has `IORING_OP_WRITE` (for one-buffer writes).
+    pub(super) fn has_write(&self) -> bool {
+        self.ring.has_write
     }
 
     /// Test hook: makes every later `io_uring_enter` for submission fail
@@ -590,46 +650,10 @@ impl Ring {
             // a read or write entry completes exactly once, and `fail_ring` only
             // reclaims entries the kernel never took, so this is the only
             // reclaim of this box.
-            let mut f = unsafe { Box::from_raw(ud as *mut InFlight) };
-            if res < 0 {
-                let errno = -res;
-                let transient = matches!(errno, libc::EAGAIN | libc::EINTR | libc::ECANCELED);
-                if transient && f.retries < MAX_RETRIES {
-                    f.retries += 1;
-                    again.push(f);
-                } else {
-                    finished.push((f, Err(io::Error::from_raw_os_error(errno))));
-                }
-                continue;
-            }
-            let n = res as usize;
-            f.done += n;
-            if f.done >= f.total {
-                let total = f.total;
-                finished.push((f, Ok(total)));
-            } else if f.op.is_write() {
-                if n == 0 {
-                    let e = io::Error::new(
-                        io::ErrorKind::WriteZero,
-                        format!(
-                            "the kernel wrote 0 bytes at offset {}",
-                            f.op.offset() + f.done as u64
-                        ),
-                    );
-                    finished.push((f, Err(e)));
-                } else {
-                    // A direct write that stopped inside a block cannot go
-                    // on from there: the rest fails with EINVAL.
-                    again.push(f);
-                }
-            } else if n == 0 || f.done % BLOCK != 0 {
-                // End of file (a read ends inside a block only there, and a
-                // direct read cannot go on from an unaligned offset).
-                let done = f.done;
-                f.op.zero_from(done);
-                finished.push((f, Ok(done)));
-            } else {
-                again.push(f);
+            let f = unsafe { Box::from_raw(ud as *mut InFlight) };
+            match f.settle(res) {
+                Settled::Done(f, r) => finished.push((f, r)),
+                Settled::Again(f) => again.push(f),
             }
         }
         bump(&self.stats.resubmits, again.len() as u64);

@@ -136,6 +136,8 @@ fn random_writes_land_every_byte(kind: EngineKind) {
     assert_eq!(s.writes, 8 * 2 * 40);
     if kind == EngineKind::Uring {
         assert!(s.uring_ops >= s.writes && s.pool_ops == 0, "{s:?}");
+        // From this thread's own ring, which it waits in.
+        assert_eq!(s.caller_ring_ops, s.writes, "{s:?}");
     } else {
         assert_eq!(s.pool_ops, s.writes, "{s:?}");
     }

@@ -1,0 +1,408 @@
+//! The caller's ring: [`IoEngine::write_all`](super::IoEngine::write_all)
+//! under io_uring submits its writes to a small ring of the calling
+//! thread's own and sleeps in that ring's `io_uring_enter` until the last
+//! one completes.
+//!
+//! # Why
+//! A write submitted through the engine's shared ring completes after
+//! three wake-ups: the kernel completes a direct write as task work of the
+//! thread that submitted it, so the caller, asleep on its latch, is woken
+//! to post the CQE; the completion thread wakes in
+//! `io_uring_enter(GETEVENTS)` to reap it; and it wakes the caller. A
+//! sync's writeback of a few scattered pages (a database commit) pays
+//! that on every commit. On the caller's own ring the caller waits in
+//! `io_uring_enter(GETEVENTS, min_complete = all in flight)`: the task
+//! work runs in that wait, and the caller wakes once, when the batch is
+//! done, as the kernel's own sync waits for its writeback
+//! (`filemap_fdatawait_range`).
+//!
+//! ```text
+//!  write_all ──> this thread's ring (made at its first write_all)
+//!                push an SQE per write (up to DEPTH at once)
+//!                ONE io_uring_enter(to_submit = n, GETEVENTS, min = in flight)
+//!                reap: done ──> the op's callback (its latch slot)
+//!                      short or EAGAIN/EINTR ──> pushed again
+//! ```
+//!
+//! # Limits
+//! - One ring per thread, of [`DEPTH`] entries, made at the thread's first
+//!   batch and closed when the thread exits; at most [`MAX_RINGS`] in the
+//!   process. A thread beyond that, or one whose ring cannot be set up
+//!   (`EMFILE`, a memory-lock limit), uses the shared ring, as before.
+//! - A ring belongs to the process that made it: after `fork`, a child's
+//!   thread makes its own rather than share its parent's queues.
+//! - If `io_uring_enter` fails for good, the thread gives its ring up: the
+//!   writes the kernel took are waited for (the completion queue polled),
+//!   the others run with `write_blocks` on this thread, and the thread's
+//!   later batches use the shared ring.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::fs::File;
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use io_uring::IoUring;
+
+use super::uring::{setup, InFlight, Settled, SUBMIT_TRIES};
+use super::{Op, Stats};
+use crate::sync::{bump, AtomicU64, Ordering};
+
+/// Entries of a caller's ring: the most writes in flight from one call (a
+/// larger batch goes in parts, each part pushed as the last completes).
+const DEPTH: u32 = 64;
+
+/// The most callers' rings in the process at once.
+const MAX_RINGS: u64 = 256;
+
+/// Callers' rings alive now.
+static RINGS: AtomicU64 = AtomicU64::new(0);
+
+/// A thread's ring, and the process that made it.
+struct OwnRing {
+    ring: IoUring,
+    pid: u32,
+}
+
+impl OwnRing {
+    /// A ring for this thread, if the process has room for one and the
+    /// kernel sets it up.
+    fn new() -> Option<Box<OwnRing>> {
+        if RINGS.fetch_add(1, Ordering::Relaxed) >= MAX_RINGS {
+            RINGS.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        match setup(DEPTH) {
+            Ok(ring) => Some(Box::new(OwnRing {
+                ring,
+                pid: std::process::id(),
+            })),
+            Err(e) => {
+                RINGS.fetch_sub(1, Ordering::Relaxed);
+                log::debug!(
+                    "aio: no ring of this thread's own ({e}); its writes use the shared ring"
+                );
+                None
+            }
+        }
+    }
+}
+
+impl Drop for OwnRing {
+    fn drop(&mut self) {
+        RINGS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A thread's state: no ring yet, its ring, or none to be had.
+enum Slot {
+    Unset,
+    Ready(Box<OwnRing>),
+    Unavailable,
+}
+
+thread_local! {
+    static OWN: RefCell<Slot> = const { RefCell::new(Slot::Unset) };
+    /// Test hook: this thread's `io_uring_enter`s fail with this errno.
+    #[cfg(test)]
+    static FAIL_ENTER: std::cell::Cell<i32> = const { std::cell::Cell::new(0) };
+}
+
+/// One `io_uring_enter`: submits what is pushed and waits for `want`
+/// completions.
+fn enter(ring: &IoUring, want: usize) -> std::io::Result<usize> {
+    #[cfg(test)]
+    {
+        let errno = FAIL_ENTER.with(std::cell::Cell::get);
+        if errno != 0 {
+            return Err(std::io::Error::from_raw_os_error(errno));
+        }
+    }
+    ring.submit_and_wait(want)
+}
+
+/// Runs every write of `ops` through this thread's ring and returns once
+/// each has completed (its callback called), or hands `ops` back untouched
+/// when this thread has no ring. `one`: the kernel has `IORING_OP_WRITE`.
+pub(super) fn write_all(
+    ops: Vec<(Op, Arc<File>)>,
+    one: bool,
+    stats: &Stats,
+) -> Result<(), Vec<(Op, Arc<File>)>> {
+    OWN.with(|slot| {
+        let Ok(mut slot) = slot.try_borrow_mut() else {
+            return Err(ops);
+        };
+        if matches!(&*slot, Slot::Ready(r) if r.pid != std::process::id()) {
+            // Made by the parent of this process: its queues are shared
+            // with it. Dropping it here unmaps and closes this process's
+            // copies only.
+            *slot = Slot::Unset;
+        }
+        if matches!(*slot, Slot::Unset) {
+            *slot = OwnRing::new().map_or(Slot::Unavailable, Slot::Ready);
+        }
+        let Slot::Ready(own) = &mut *slot else {
+            return Err(ops);
+        };
+        if !run(&mut own.ring, ops, one, stats) {
+            *slot = Slot::Unavailable;
+        }
+        Ok(())
+    })
+}
+
+/// Writes `ops` through `ring` until each is done. Returns false if the
+/// ring failed (then every op was still completed, the ones it did not
+/// take with `write_blocks`).
+fn run(ring: &mut IoUring, ops: Vec<(Op, Arc<File>)>, one: bool, stats: &Stats) -> bool {
+    let mut slots: Vec<Option<Box<InFlight>>> = ops
+        .into_iter()
+        .map(|(op, file)| Some(InFlight::new(op, file)))
+        .collect();
+    // Ops to push, ops pushed that the kernel has not taken (oldest
+    // first), and ops pushed or in the kernel.
+    let mut todo: VecDeque<usize> = (0..slots.len()).collect();
+    let mut pushed: VecDeque<usize> = VecDeque::new();
+    let mut in_flight = 0usize;
+    let mut broken = false;
+    let mut tries = 0;
+    while in_flight > 0 || !todo.is_empty() {
+        if broken {
+            // Only ops the kernel took are left in flight: their CQEs come
+            // (the task work that posts them runs as this thread returns
+            // from the sleep).
+            thread::sleep(Duration::from_millis(1));
+        } else {
+            while in_flight < DEPTH as usize {
+                let Some(i) = todo.pop_front() else {
+                    break;
+                };
+                let f = slots[i].as_mut().expect("an op to push is in its slot");
+                let entry = f.entry(one).user_data(i as u64);
+                // SAFETY: this thread owns the ring (a thread-local of its
+                // own process), so no other submission queue of it exists.
+                // The entry points at the op's buffers (borrowed, unwritten,
+                // by the `write_all` call that waits for every op's callback
+                // before it returns) and at the iovec array in the op's box,
+                // and names the descriptor of the box's `Arc<File>`; the box
+                // stays in `slots` until the entry's CQE is reaped, and this
+                // function returns only when no entry the kernel took is
+                // left (`in_flight == 0`), so all of it outlives the
+                // operation.
+                if unsafe { ring.submission().push(&entry) }.is_err() {
+                    // Not expected: `in_flight < DEPTH` leaves room.
+                    todo.push_front(i);
+                    break;
+                }
+                pushed.push_back(i);
+                in_flight += 1;
+            }
+            match enter(ring, in_flight) {
+                Ok(n) => {
+                    if n > 0 {
+                        bump(&stats.enters, 1);
+                    }
+                    tries = 0;
+                }
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EINTR | libc::EAGAIN | libc::EBUSY)
+                    ) && tries < SUBMIT_TRIES =>
+                {
+                    tries += 1;
+                    if e.raw_os_error() != Some(libc::EINTR) {
+                        thread::sleep(Duration::from_micros(100));
+                    }
+                }
+                Err(e) => {
+                    log::error!(
+                        "aio: io_uring_enter on this thread's ring failed ({e}); its writes \
+                         run on this thread, and its later ones go through the shared ring"
+                    );
+                    broken = true;
+                }
+            }
+            // The kernel takes entries in order: what is left in the SQ is
+            // the newest of `pushed`.
+            let left = ring.submission().len();
+            while pushed.len() > left {
+                pushed.pop_front();
+            }
+            if broken {
+                // Never taken, and never will be: the ring is given up.
+                for i in pushed.drain(..).rev() {
+                    in_flight -= 1;
+                    todo.push_front(i);
+                }
+            }
+        }
+        let cqes: Vec<(u64, i32)> = ring
+            .completion()
+            .map(|c| (c.user_data(), c.result()))
+            .collect();
+        for (ud, res) in cqes {
+            let Some(f) = slots.get_mut(ud as usize).and_then(Option::take) else {
+                continue;
+            };
+            in_flight -= 1;
+            match f.settle(res) {
+                Settled::Done(f, r) => {
+                    bump(&stats.uring_ops, 1);
+                    bump(&stats.caller_ring_ops, 1);
+                    f.op.finish(r, stats, true);
+                }
+                Settled::Again(f) => {
+                    bump(&stats.resubmits, 1);
+                    slots[ud as usize] = Some(f);
+                    todo.push_front(ud as usize);
+                }
+            }
+        }
+        if broken {
+            for i in todo.drain(..) {
+                if let Some(f) = slots[i].take() {
+                    bump(&stats.pool_ops, 1);
+                    f.op.run(stats);
+                }
+            }
+        }
+    }
+    !broken
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aio::{IoEngine, IoEngineConfig, WriteReq};
+    use crate::{AlignedBuf, Backing, FileBacking, FileOptions, IoBuf, IoBufMut, BLOCK};
+
+    /// An io_uring engine and a fresh `O_DIRECT` file; `None` (skipped)
+    /// where io_uring is missing.
+    fn setup_file(test: &str) -> Option<(IoEngine, Arc<dyn Backing>, std::path::PathBuf)> {
+        let engine = match IoEngine::new(IoEngineConfig::new().kind(crate::aio::EngineKind::Uring))
+        {
+            Ok(e) => e,
+            Err(e) => {
+                test_support::skip_or_fail(test, format_args!("io_uring missing: {e}"));
+                return None;
+            }
+        };
+        let path =
+            std::env::temp_dir().join(format!("backing-caller-{test}-{}", std::process::id()));
+        let file = FileBacking::open(
+            &path,
+            &FileOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true),
+        )
+        .unwrap();
+        Some((engine, Arc::new(file), path))
+    }
+
+    /// Writes block `i` of a source to block `n - 1 - i` of the file,
+    /// for each of its `n` blocks, in one `write_all`; checks every result
+    /// and the file's bytes.
+    fn write_reversed(engine: &IoEngine, file: &Arc<dyn Backing>, n: usize, seed: usize) {
+        let mut src = AlignedBuf::zeroed(n * BLOCK).unwrap();
+        for (i, b) in src.iter_mut().enumerate() {
+            *b = (i / BLOCK * 7 + i % 251 + seed) as u8;
+        }
+        let bufs: Vec<[IoBuf<'_>; 1]> = src
+            .chunks(BLOCK)
+            .map(|c| [IoBuf::new(c).unwrap()])
+            .collect();
+        let reqs: Vec<WriteReq<'_>> = (0..n)
+            .map(|i| WriteReq {
+                backing: file,
+                offset: ((n - 1 - i) * BLOCK) as u64,
+                bufs: &bufs[i],
+            })
+            .collect();
+        for r in engine.write_all(&reqs) {
+            assert_eq!(r.unwrap(), BLOCK);
+        }
+        let mut got = AlignedBuf::zeroed(n * BLOCK).unwrap();
+        let read = file
+            .read_blocks(&mut [IoBufMut::new(&mut got[..]).unwrap()], 0)
+            .unwrap();
+        assert_eq!(read, n * BLOCK);
+        for i in 0..n {
+            let at = (n - 1 - i) * BLOCK;
+            assert!(
+                got[at..at + BLOCK] == src[i * BLOCK..(i + 1) * BLOCK],
+                "block {i}"
+            );
+        }
+    }
+
+    /// Runs `f` on a thread of its own (its thread-locals fresh).
+    fn on_new_thread(f: impl FnOnce() + Send) {
+        std::thread::scope(|s| {
+            s.spawn(f);
+        });
+    }
+
+    #[test]
+    fn a_batch_larger_than_the_ring_goes_through_it_in_parts() {
+        let Some((engine, file, path)) = setup_file("larger_than_ring") else {
+            return;
+        };
+        let n = 3 * DEPTH as usize + 5;
+        on_new_thread(|| write_reversed(&engine, &file, n, 0));
+        let s = engine.stats();
+        assert_eq!(
+            (s.writes, s.caller_ring_ops, s.pool_ops),
+            (n as u64, n as u64, 0),
+            "{s:?}"
+        );
+        assert!(s.enters >= 4, "{s:?}");
+        std::fs::remove_file(path).unwrap();
+    }
+
+    #[test]
+    fn a_thread_without_a_ring_of_its_own_writes_through_the_engines() {
+        let Some((engine, file, path)) = setup_file("no_own_ring") else {
+            return;
+        };
+        on_new_thread(|| {
+            OWN.with(|s| *s.borrow_mut() = Slot::Unavailable);
+            write_reversed(&engine, &file, 20, 0);
+        });
+        let s = engine.stats();
+        assert_eq!((s.uring_ops, s.caller_ring_ops), (20, 0), "{s:?}");
+        std::fs::remove_file(path).unwrap();
+    }
+
+    #[test]
+    fn a_failed_enter_gives_the_ring_up_and_every_write_still_lands() {
+        let Some((engine, file, path)) = setup_file("failed_enter") else {
+            return;
+        };
+        on_new_thread(|| {
+            // The ring works, then its enter fails for good: the writes it
+            // never took run on this thread.
+            write_reversed(&engine, &file, 10, 0);
+            assert_eq!(engine.stats().caller_ring_ops, 10);
+            FAIL_ENTER.with(|e| e.set(libc::EFAULT));
+            write_reversed(&engine, &file, 10, 1);
+            let s = engine.stats();
+            assert_eq!((s.caller_ring_ops, s.pool_ops), (10, 10), "{s:?}");
+            OWN.with(|s| assert!(matches!(*s.borrow(), Slot::Unavailable)));
+            // Later batches of this thread go through the engine's ring.
+            FAIL_ENTER.with(|e| e.set(0));
+            write_reversed(&engine, &file, 10, 2);
+            let s = engine.stats();
+            assert_eq!(
+                (s.caller_ring_ops, s.pool_ops, s.uring_ops),
+                (10, 10, 20),
+                "{s:?}"
+            );
+        });
+        std::fs::remove_file(path).unwrap();
+    }
+}
