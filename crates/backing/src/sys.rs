@@ -298,8 +298,8 @@ fn check_off(v: u64) -> io::Result<u64> {
 mod tests {
     use super::*;
     use crate::buf::AlignedBuf;
-    use std::os::fd::AsFd;
     use crate::BLOCK;
+    use std::os::fd::AsFd;
 
     #[test]
     fn segments_skip_whole_buffers_and_into_one() {

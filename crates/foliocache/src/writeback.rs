@@ -776,9 +776,8 @@ impl Mapping {
             .engine
             .as_ref()
             .filter(|e| e.kind() == EngineKind::Uring && backing.raw_file().is_some());
-        let results: Vec<io::Result<u64>> = if segs.len() < 2
-            || (uring.is_none() && segs.len() < PARALLEL_WRITES_MIN)
-        {
+        let together = segs.len() >= PARALLEL_WRITES_MIN || (uring.is_some() && segs.len() > 1);
+        let results: Vec<io::Result<u64>> = if !together {
             segs.iter().map(write).collect()
         } else if let Some(engine) = uring {
             let reqs: Vec<WriteReq<'_>> = segs
