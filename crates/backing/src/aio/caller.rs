@@ -50,8 +50,10 @@ use super::{Op, Stats};
 use crate::sync::{bump, AtomicU64, Ordering};
 
 /// Entries of a caller's ring: the most writes in flight from one call (a
-/// larger batch goes in parts, each part pushed as the last completes).
-const DEPTH: u32 = 64;
+/// larger batch goes in parts, each once the one before completed). The
+/// engine's default depth: writeback's batches of scattered pages (up to
+/// 256 runs) keep the device's queue as full as through the engine's ring.
+const DEPTH: u32 = 256;
 
 /// The most callers' rings in the process at once.
 const MAX_RINGS: u64 = 256;
