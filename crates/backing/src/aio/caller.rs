@@ -30,7 +30,9 @@
 //!   process. A thread beyond that, or one whose ring cannot be set up
 //!   (`EMFILE`, a memory-lock limit), uses the shared ring, as before.
 //! - A ring belongs to the process that made it: after `fork`, a child's
-//!   thread makes its own rather than share its parent's queues.
+//!   thread makes its own rather than share its parent's queues, and
+//!   leaves the inherited one unclosed (its descriptor number may name
+//!   another file by then).
 //! - If `io_uring_enter` fails for good, the thread gives its ring up: the
 //!   writes the kernel took are waited for (the completion queue polled),
 //!   the others run with `write_blocks` on this thread, and the thread's
@@ -39,6 +41,7 @@
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::fs::File;
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
@@ -63,7 +66,8 @@ static RINGS: AtomicU64 = AtomicU64::new(0);
 
 /// A thread's ring, and the process that made it.
 struct OwnRing {
-    ring: IoUring,
+    /// Closed and unmapped on drop only in the process that made it.
+    ring: ManuallyDrop<IoUring>,
     pid: u32,
 }
 
@@ -77,7 +81,7 @@ impl OwnRing {
         }
         match setup(DEPTH) {
             Ok(ring) => Some(Box::new(OwnRing {
-                ring,
+                ring: ManuallyDrop::new(ring),
                 pid: std::process::id(),
             })),
             Err(e) => {
@@ -94,6 +98,16 @@ impl OwnRing {
 impl Drop for OwnRing {
     fn drop(&mut self) {
         RINGS.fetch_sub(1, Ordering::Relaxed);
+        // A child of a `fork` inherited the ring: its descriptor number
+        // may have been closed and reused for another file since (a child
+        // often closes what it does not know), so it is left alone, not
+        // closed: the mapping and the descriptor (close-on-exec) go with
+        // the process.
+        if self.pid == std::process::id() {
+            // SAFETY: the ring is dropped once, here, and never used
+            // after (this is the owner's drop).
+            unsafe { ManuallyDrop::drop(&mut self.ring) };
+        }
     }
 }
 
@@ -137,9 +151,9 @@ pub(super) fn write_all(
             return Err(ops);
         };
         if matches!(&*slot, Slot::Ready(r) if r.pid != std::process::id()) {
-            // Made by the parent of this process: its queues are shared
-            // with it. Dropping it here unmaps and closes this process's
-            // copies only.
+            // Made by the parent of this process (inherited through
+            // `fork`): its queues are shared with the parent. This process
+            // makes its own; the inherited one is left alone (its drop).
             *slot = Slot::Unset;
         }
         if matches!(*slot, Slot::Unset) {
