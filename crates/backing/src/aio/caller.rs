@@ -41,6 +41,7 @@
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::fs::File;
+use std::io;
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
 use std::thread;
@@ -127,12 +128,12 @@ thread_local! {
 
 /// One `io_uring_enter`: submits what is pushed and waits for `want`
 /// completions.
-fn enter(ring: &IoUring, want: usize) -> std::io::Result<usize> {
+fn enter(ring: &IoUring, want: usize) -> io::Result<usize> {
     #[cfg(test)]
     {
         let errno = FAIL_ENTER.with(std::cell::Cell::get);
         if errno != 0 {
-            return Err(std::io::Error::from_raw_os_error(errno));
+            return Err(io::Error::from_raw_os_error(errno));
         }
     }
     ring.submit_and_wait(want)
@@ -215,37 +216,40 @@ fn run(ring: &mut IoUring, ops: Vec<(Op, Arc<File>)>, one: bool, stats: &Stats) 
                 pushed.push_back(i);
                 in_flight += 1;
             }
-            match enter(ring, in_flight) {
-                Ok(n) => {
-                    if n > 0 {
-                        bump(&stats.enters, 1);
-                    }
-                    tries = 0;
-                }
-                Err(e)
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(libc::EINTR | libc::EAGAIN | libc::EBUSY)
-                    ) && tries < SUBMIT_TRIES =>
-                {
-                    tries += 1;
-                    if e.raw_os_error() != Some(libc::EINTR) {
-                        thread::sleep(Duration::from_micros(100));
-                    }
-                }
-                Err(e) => {
-                    log::error!(
-                        "aio: io_uring_enter on this thread's ring failed ({e}); its writes \
-                         run on this thread, and its later ones go through the shared ring"
-                    );
-                    broken = true;
-                }
-            }
+            let res = enter(ring, in_flight);
             // The kernel takes entries in order: what is left in the SQ is
             // the newest of `pushed`.
             let left = ring.submission().len();
             while pushed.len() > left {
                 pushed.pop_front();
+            }
+            if matches!(res, Ok(n) if n > 0) {
+                bump(&stats.enters, 1);
+            }
+            // Transient: an interrupted or refused enter, or one that left
+            // entries untaken (the kernel short of memory); tried again,
+            // 100 us apart, before the ring is given up.
+            let errno = res.as_ref().err().and_then(io::Error::raw_os_error);
+            let transient = match &res {
+                Ok(_) => left > 0,
+                Err(_) => matches!(errno, Some(libc::EINTR | libc::EAGAIN | libc::EBUSY)),
+            };
+            if res.is_ok() && left == 0 {
+                tries = 0;
+            } else if transient && tries < SUBMIT_TRIES {
+                tries += 1;
+                if errno != Some(libc::EINTR) {
+                    thread::sleep(Duration::from_micros(100));
+                }
+            } else {
+                let why = res
+                    .err()
+                    .unwrap_or_else(|| io::Error::other("the kernel takes no entries"));
+                log::error!(
+                    "aio: io_uring_enter on this thread's ring failed ({why}); its writes \
+                     run on this thread, and its later ones go through the shared ring"
+                );
+                broken = true;
             }
             if broken {
                 // Never taken, and never will be: the ring is given up.
