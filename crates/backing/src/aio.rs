@@ -27,7 +27,8 @@
 //!   `io_uring_enter(GETEVENTS)`. The writes of [`IoEngine::write_all`],
 //!   whose caller waits for them anyway, go through a small ring of the
 //!   calling thread's own instead (`aio/caller.rs`): it submits them and
-//!   waits in one `io_uring_enter`, woken once when the last completes. Ops whose backing has no
+//!   waits in one `io_uring_enter`, woken once when the last completes.
+//!   Ops whose backing has no
 //!   [`raw_file`](crate::Backing::raw_file) ([`MemBacking`](crate::MemBacking),
 //!   [`FaultyBacking`](crate::FaultyBacking), so fault injection applies to
 //!   asynchronous reads too) go to a thread pool created on first use.
@@ -760,10 +761,9 @@ impl IoEngine {
     /// engine's completion thread (see [`EngineStats::caller_ring_ops`]
     /// for when the engine's ring takes them instead). The others, and
     /// every write under [`EngineKind::Threads`], run with `write_blocks`
-    /// on the pool. Called
-    /// from an engine thread (a callback), it writes on that thread, one
-    /// request after another, rather than wait for the engine it would
-    /// hold up.
+    /// on the pool. Called from an engine thread (a callback), it writes
+    /// on that thread, one request after another, rather than wait for the
+    /// engine it would hold up.
     ///
     /// A short write is resubmitted for the rest; a write that makes no
     /// progress fails with [`io::ErrorKind::WriteZero`]. Every request is
