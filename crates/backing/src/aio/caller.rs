@@ -367,62 +367,65 @@ mod tests {
         });
     }
 
+    /// Runs `f` with an io_uring engine and a fresh file, removed after;
+    /// skipped where io_uring is missing.
+    fn with_file(test: &str, f: impl FnOnce(&IoEngine, &Arc<dyn Backing>)) {
+        if let Some((engine, file, path)) = setup_file(test) {
+            f(&engine, &file);
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+
     #[test]
     fn a_batch_larger_than_the_ring_goes_through_it_in_parts() {
-        let Some((engine, file, path)) = setup_file("larger_than_ring") else {
-            return;
-        };
-        let n = 3 * DEPTH as usize + 5;
-        on_new_thread(|| write_reversed(&engine, &file, n, 0));
-        let s = engine.stats();
-        assert_eq!(
-            (s.writes, s.caller_ring_ops, s.pool_ops),
-            (n as u64, n as u64, 0),
-            "{s:?}"
-        );
-        assert!(s.enters >= 4, "{s:?}");
-        std::fs::remove_file(path).unwrap();
+        with_file("larger_than_ring", |engine, file| {
+            let n = 3 * DEPTH as usize + 5;
+            on_new_thread(|| write_reversed(engine, file, n, 0));
+            let s = engine.stats();
+            assert_eq!(
+                (s.writes, s.caller_ring_ops, s.pool_ops),
+                (n as u64, n as u64, 0),
+                "{s:?}"
+            );
+            assert!(s.enters >= 4, "{s:?}");
+        });
     }
 
     #[test]
     fn a_thread_without_a_ring_of_its_own_writes_through_the_engines() {
-        let Some((engine, file, path)) = setup_file("no_own_ring") else {
-            return;
-        };
-        on_new_thread(|| {
-            OWN.with(|s| *s.borrow_mut() = Slot::Unavailable);
-            write_reversed(&engine, &file, 20, 0);
+        with_file("no_own_ring", |engine, file| {
+            on_new_thread(|| {
+                OWN.with(|s| *s.borrow_mut() = Slot::Unavailable);
+                write_reversed(engine, file, 20, 0);
+            });
+            let s = engine.stats();
+            assert_eq!((s.uring_ops, s.caller_ring_ops), (20, 0), "{s:?}");
         });
-        let s = engine.stats();
-        assert_eq!((s.uring_ops, s.caller_ring_ops), (20, 0), "{s:?}");
-        std::fs::remove_file(path).unwrap();
     }
 
     #[test]
     fn a_failed_enter_gives_the_ring_up_and_every_write_still_lands() {
-        let Some((engine, file, path)) = setup_file("failed_enter") else {
-            return;
-        };
-        on_new_thread(|| {
-            // The ring works, then its enter fails for good: the writes it
-            // never took run on this thread.
-            write_reversed(&engine, &file, 10, 0);
-            assert_eq!(engine.stats().caller_ring_ops, 10);
-            FAIL_ENTER.with(|e| e.set(libc::EFAULT));
-            write_reversed(&engine, &file, 10, 1);
-            let s = engine.stats();
-            assert_eq!((s.caller_ring_ops, s.pool_ops), (10, 10), "{s:?}");
-            OWN.with(|s| assert!(matches!(*s.borrow(), Slot::Unavailable)));
-            // Later batches of this thread go through the engine's ring.
-            FAIL_ENTER.with(|e| e.set(0));
-            write_reversed(&engine, &file, 10, 2);
-            let s = engine.stats();
-            assert_eq!(
-                (s.caller_ring_ops, s.pool_ops, s.uring_ops),
-                (10, 10, 20),
-                "{s:?}"
-            );
+        with_file("failed_enter", |engine, file| {
+            on_new_thread(|| {
+                // The ring works, then its enter fails for good: the writes
+                // it never took run on this thread.
+                write_reversed(engine, file, 10, 0);
+                assert_eq!(engine.stats().caller_ring_ops, 10);
+                FAIL_ENTER.with(|e| e.set(libc::EFAULT));
+                write_reversed(engine, file, 10, 1);
+                let s = engine.stats();
+                assert_eq!((s.caller_ring_ops, s.pool_ops), (10, 10), "{s:?}");
+                OWN.with(|s| assert!(matches!(*s.borrow(), Slot::Unavailable)));
+                // Later batches of this thread go through the engine's ring.
+                FAIL_ENTER.with(|e| e.set(0));
+                write_reversed(engine, file, 10, 2);
+                let s = engine.stats();
+                assert_eq!(
+                    (s.caller_ring_ops, s.pool_ops, s.uring_ops),
+                    (10, 10, 20),
+                    "{s:?}"
+                );
+            });
         });
-        std::fs::remove_file(path).unwrap();
     }
 }
