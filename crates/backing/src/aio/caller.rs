@@ -182,17 +182,17 @@ fn run(ring: &mut IoUring, ops: Vec<(Op, Arc<File>)>, one: bool, stats: &Stats) 
     // first), and ops pushed or in the kernel.
     let mut todo: VecDeque<usize> = (0..slots.len()).collect();
     let mut pushed: VecDeque<usize> = VecDeque::new();
-    let mut in_flight = 0usize;
+    let mut in_flight = InKernel(0);
     let mut broken = false;
     let mut tries = 0;
-    while in_flight > 0 || !todo.is_empty() {
+    while in_flight.0 > 0 || !todo.is_empty() {
         if broken {
             // Only ops the kernel took are left in flight: their CQEs come
             // (the task work that posts them runs as this thread returns
             // from the sleep).
             thread::sleep(Duration::from_millis(1));
         } else {
-            while in_flight < DEPTH as usize {
+            while in_flight.0 < DEPTH as usize {
                 let Some(i) = todo.pop_front() else {
                     break;
                 };
@@ -206,17 +206,18 @@ fn run(ring: &mut IoUring, ops: Vec<(Op, Arc<File>)>, one: bool, stats: &Stats) 
                 // and names the descriptor of the box's `Arc<File>`; the box
                 // stays in `slots` until the entry's CQE is reaped, and this
                 // function returns only when no entry the kernel took is
-                // left (`in_flight == 0`), so all of it outlives the
-                // operation.
+                // left (`in_flight` at 0; a panic that would unwind with any
+                // left aborts first: `in_flight`, declared after `slots`, is
+                // dropped before it), so all of it outlives the operation.
                 if unsafe { ring.submission().push(&entry) }.is_err() {
                     // Not expected: `in_flight < DEPTH` leaves room.
                     todo.push_front(i);
                     break;
                 }
                 pushed.push_back(i);
-                in_flight += 1;
+                in_flight.0 += 1;
             }
-            let res = enter(ring, in_flight);
+            let res = enter(ring, in_flight.0);
             // The kernel takes entries in order: what is left in the SQ is
             // the newest of `pushed`.
             let left = ring.submission().len();
@@ -254,7 +255,7 @@ fn run(ring: &mut IoUring, ops: Vec<(Op, Arc<File>)>, one: bool, stats: &Stats) 
             if broken {
                 // Never taken, and never will be: the ring is given up.
                 for i in pushed.drain(..).rev() {
-                    in_flight -= 1;
+                    in_flight.0 -= 1;
                     todo.push_front(i);
                 }
             }
@@ -267,7 +268,7 @@ fn run(ring: &mut IoUring, ops: Vec<(Op, Arc<File>)>, one: bool, stats: &Stats) 
             let Some(f) = slots.get_mut(ud as usize).and_then(Option::take) else {
                 continue;
             };
-            in_flight -= 1;
+            in_flight.0 -= 1;
             match f.settle(res) {
                 Settled::Done(f, r) => {
                     bump(&stats.uring_ops, 1);
@@ -291,6 +292,26 @@ fn run(ring: &mut IoUring, ops: Vec<(Op, Arc<File>)>, one: bool, stats: &Stats) 
         }
     }
     !broken
+}
+
+/// How many of a call's entries are pushed or in the kernel. Were a
+/// panic to unwind out of [`run`] with any (an invariant broken, or a
+/// backing's `write_blocks` panicking after the ring failed), the caller's
+/// buffers would be freed while the kernel may still read them, and an
+/// entry left in the queue would go out with a later batch: the process
+/// aborts instead.
+struct InKernel(usize);
+
+impl Drop for InKernel {
+    fn drop(&mut self) {
+        if self.0 > 0 {
+            log::error!(
+                "aio: unwinding with {} writes in this thread's ring; aborting",
+                self.0
+            );
+            std::process::abort();
+        }
+    }
 }
 
 #[cfg(test)]
