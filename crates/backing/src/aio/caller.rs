@@ -16,8 +16,18 @@
 //! done, as the kernel's own sync waits for its writeback
 //! (`filemap_fdatawait_range`).
 //!
+//! The ring is set up with `IORING_SETUP_DEFER_TASKRUN` (6.1+, which
+//! needs `IORING_SETUP_SINGLE_ISSUER`: one thread submits, as here) where
+//! the kernel has it. Without it each write's completion queues task work
+//! and wakes the waiting thread, which posts that one CQE, finds fewer
+//! than `min_complete` and sleeps again: a batch of 8 writes woke it 8
+//! times. Deferred, the completions wait on the ring's own list and the
+//! thread is woken once, when they number `min_complete`
+//! (docs/measurements/2026-11-27-embedded-databases-5.md).
+//!
 //! ```text
-//!  write_all ──> this thread's ring (made at its first write_all)
+//!  write_all ──> this thread's ring (made at its first write_all,
+//!                deferred task work where the kernel has it)
 //!                push an SQE per write (up to DEPTH at once)
 //!                ONE io_uring_enter(to_submit = n, GETEVENTS, min = in flight)
 //!                reap: done ──> the op's callback (its latch slot)
@@ -70,6 +80,9 @@ struct OwnRing {
     /// Closed and unmapped on drop only in the process that made it.
     ring: ManuallyDrop<IoUring>,
     pid: u32,
+    /// Set up with `IORING_SETUP_DEFER_TASKRUN`: completions are posted
+    /// only inside this thread's `io_uring_enter(GETEVENTS)`.
+    deferred: bool,
 }
 
 impl OwnRing {
@@ -80,10 +93,11 @@ impl OwnRing {
             RINGS.fetch_sub(1, Ordering::Relaxed);
             return None;
         }
-        match setup(DEPTH) {
-            Ok(ring) => Some(Box::new(OwnRing {
+        match setup_deferred(DEPTH) {
+            Ok((ring, deferred)) => Some(Box::new(OwnRing {
                 ring: ManuallyDrop::new(ring),
                 pid: std::process::id(),
+                deferred,
             })),
             Err(e) => {
                 RINGS.fetch_sub(1, Ordering::Relaxed);
@@ -93,6 +107,27 @@ impl OwnRing {
                 None
             }
         }
+    }
+}
+
+/// Sets up a ring of `depth` entries for this thread alone: with
+/// `IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN` (and
+/// `SUBMIT_ALL`) where the kernel has them (6.1+), as [`setup`] where not.
+/// Returns the ring and whether its task work is deferred.
+fn setup_deferred(depth: u32) -> io::Result<(IoUring, bool)> {
+    #[cfg(test)]
+    if NO_DEFER.with(std::cell::Cell::get) {
+        return setup(depth).map(|r| (r, false));
+    }
+    match IoUring::builder()
+        .setup_submit_all()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .build(depth)
+    {
+        Ok(ring) => Ok((ring, true)),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => setup(depth).map(|r| (r, false)),
+        Err(e) => Err(e),
     }
 }
 
@@ -121,14 +156,27 @@ enum Slot {
 
 thread_local! {
     static OWN: RefCell<Slot> = const { RefCell::new(Slot::Unset) };
-    /// Test hook: this thread's `io_uring_enter`s fail with this errno.
+    /// Test hook: this thread's `io_uring_enter`s that submit fail with
+    /// this errno.
     #[cfg(test)]
     static FAIL_ENTER: std::cell::Cell<i32> = const { std::cell::Cell::new(0) };
+    /// Test hook: this thread's next enter submits without waiting (as
+    /// one that a signal cut short) and without failing, so the ring can
+    /// fail with writes in flight.
+    #[cfg(test)]
+    static NO_WAIT_ONCE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Test hook: this thread's ring is set up without deferred task work.
+    #[cfg(test)]
+    static NO_DEFER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// One `io_uring_enter`: submits what is pushed and waits for `want`
 /// completions.
 fn enter(ring: &IoUring, want: usize) -> io::Result<usize> {
+    #[cfg(test)]
+    if NO_WAIT_ONCE.with(|w| w.replace(false)) {
+        return ring.submit();
+    }
     #[cfg(test)]
     {
         let errno = FAIL_ENTER.with(std::cell::Cell::get);
@@ -137,6 +185,24 @@ fn enter(ring: &IoUring, want: usize) -> io::Result<usize> {
         }
     }
     ring.submit_and_wait(want)
+}
+
+/// `IORING_ENTER_GETEVENTS` (the uapi's value; the `io-uring` crate keeps
+/// its constants private).
+const ENTER_GETEVENTS: u32 = 1;
+
+/// An `io_uring_enter` that submits nothing and waits for `want`
+/// completions: after the ring was given up, with entries pushed that it
+/// must never take. On a deferred ring it is also what posts the CQEs of
+/// the writes the kernel took.
+fn reap(ring: &IoUring, want: usize) -> io::Result<usize> {
+    let want = u32::try_from(want).unwrap_or(u32::MAX);
+    // SAFETY: no submission (`to_submit` 0) and no argument: the call only
+    // runs this ring's completions and waits for them.
+    unsafe {
+        ring.submitter()
+            .enter::<libc::sigset_t>(0, want, ENTER_GETEVENTS, None)
+    }
 }
 
 /// Runs every write of `ops` through this thread's ring and returns once
@@ -163,17 +229,23 @@ pub(super) fn write_all(
         let Slot::Ready(own) = &mut *slot else {
             return Err(ops);
         };
-        if !run(&mut own.ring, ops, one, stats) {
+        if !run(&mut own.ring, own.deferred, ops, one, stats) {
             *slot = Slot::Unavailable;
         }
         Ok(())
     })
 }
 
-/// Writes `ops` through `ring` until each is done. Returns false if the
-/// ring failed (then every op was still completed, the ones it did not
-/// take with `write_blocks`).
-fn run(ring: &mut IoUring, ops: Vec<(Op, Arc<File>)>, one: bool, stats: &Stats) -> bool {
+/// Writes `ops` through `ring` (`deferred`: its task work is) until each
+/// is done. Returns false if the ring failed (then every op was still
+/// completed, the ones it did not take with `write_blocks`).
+fn run(
+    ring: &mut IoUring,
+    deferred: bool,
+    ops: Vec<(Op, Arc<File>)>,
+    one: bool,
+    stats: &Stats,
+) -> bool {
     let mut slots: Vec<Option<Box<InFlight>>> = ops
         .into_iter()
         .map(|(op, file)| Some(InFlight::new(op, file)))
@@ -187,10 +259,14 @@ fn run(ring: &mut IoUring, ops: Vec<(Op, Arc<File>)>, one: bool, stats: &Stats) 
     let mut tries = 0;
     while in_flight.0 > 0 || !todo.is_empty() {
         if broken {
-            // Only ops the kernel took are left in flight: their CQEs come
-            // (the task work that posts them runs as this thread returns
-            // from the sleep).
-            thread::sleep(Duration::from_millis(1));
+            // Only ops the kernel took are left in flight: their CQEs come.
+            // Undeferred, the task work that posts them runs as this thread
+            // returns from the sleep; deferred, only inside an enter with
+            // GETEVENTS, which (submitting nothing) may work where the
+            // failed one did not.
+            if !deferred || reap(ring, in_flight.0).is_err() {
+                thread::sleep(Duration::from_millis(1));
+            }
         } else {
             while in_flight.0 < DEPTH as usize {
                 let Some(i) = todo.pop_front() else {
@@ -422,6 +498,72 @@ mod tests {
             let s = engine.stats();
             assert_eq!((s.uring_ops, s.caller_ring_ops), (20, 0), "{s:?}");
         });
+    }
+
+    #[test]
+    fn the_ring_defers_its_task_work_where_the_kernel_can() {
+        with_file("deferred", |engine, file| {
+            on_new_thread(|| {
+                write_reversed(engine, file, 4, 0);
+                OWN.with(|s| match &*s.borrow() {
+                    Slot::Ready(own) => {
+                        // 6.1 has it; older kernels set the ring up without.
+                        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                            .unwrap_or_default();
+                        let mut v = release.split(['.', '-']).map(|p| p.parse::<u32>());
+                        if let (Some(Ok(major)), Some(Ok(minor))) = (v.next(), v.next()) {
+                            assert!(own.deferred || (major, minor) < (6, 1), "kernel {release}");
+                        }
+                    }
+                    _ => panic!("no ring of this thread's own"),
+                });
+            });
+        });
+    }
+
+    /// Writes through a ring that fails with every write in flight: the
+    /// first enter submits them without waiting, the next fails for good.
+    /// Each write is still reaped and lands; `deferred` picks the ring.
+    fn ring_failing_with_writes_in_flight(test: &str, deferred: bool) {
+        with_file(test, |engine, file| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::scope(|s| {
+                s.spawn(move || {
+                    NO_DEFER.with(|d| d.set(!deferred));
+                    write_reversed(engine, file, 4, 0);
+                    OWN.with(|s| match &*s.borrow() {
+                        Slot::Ready(own) => assert!(own.deferred || !deferred),
+                        _ => panic!("no ring of this thread's own"),
+                    });
+                    NO_WAIT_ONCE.with(|w| w.set(true));
+                    FAIL_ENTER.with(|e| e.set(libc::EFAULT));
+                    write_reversed(engine, file, 12, 1);
+                    OWN.with(|s| assert!(matches!(*s.borrow(), Slot::Unavailable)));
+                    tx.send(()).unwrap();
+                });
+                // A deferred ring whose CQEs are never posted would leave
+                // the writer waiting for good, and the scope with it: the
+                // test binary fails rather than hang.
+                if rx.recv_timeout(Duration::from_secs(60)).is_err() {
+                    eprintln!(
+                        "{test}: the writes in flight when the ring failed were never reaped"
+                    );
+                    std::process::abort();
+                }
+            });
+            let s = engine.stats();
+            assert_eq!((s.caller_ring_ops, s.pool_ops), (16, 0), "{s:?}");
+        });
+    }
+
+    #[test]
+    fn a_deferred_ring_that_fails_with_writes_in_flight_still_reaps_them() {
+        ring_failing_with_writes_in_flight("failed_in_flight_deferred", true);
+    }
+
+    #[test]
+    fn a_ring_that_fails_with_writes_in_flight_still_reaps_them() {
+        ring_failing_with_writes_in_flight("failed_in_flight", false);
     }
 
     #[test]
