@@ -22,8 +22,12 @@
 //! the kernel's `psi_trigger_create`, waited on with `poll(POLLPRI)`). It
 //! measures the *headroom*: the cgroup's limit less its usage (less its
 //! inactive file pages, which the kernel reclaims first), or
-//! `MemAvailable`, whichever is smaller. Below the reserve, or on a stall
-//! with less than twice the reserve left, memory is short: it lowers the arena's
+//! `MemAvailable`, whichever is smaller. Below the reserve, or with less
+//! than twice the reserve left on a stall or when the cgroup reached its
+//! limit since the last look (v1 `memory.failcnt`, v2 `max` of
+//! `memory.events`: the kernel reclaiming the program's last file pages,
+//! its code among them, to charge memory it cannot reclaim), memory is
+//! short ([`is_short`]): it lowers the arena's
 //! limit (what the cache may hold) by what is missing, never below the
 //! floor, evicts clean folios through reclaim (`shrink_node`'s work, the
 //! inactive list first) until the cache fits, and gives the free arena
@@ -162,6 +166,10 @@ pub(crate) struct CgroupMemory {
     pub(crate) usage: u64,
     /// Of them, inactive file pages (reclaimed first).
     pub(crate) inactive_file: u64,
+    /// How many times the cgroup's usage reached its limit so far, so
+    /// that the kernel had to reclaim within it to charge more (v1
+    /// `memory.failcnt`, v2 `max` of `memory.events`), if readable.
+    pub(crate) limit_hits: Option<u64>,
 }
 
 /// What the process may use now.
@@ -305,6 +313,7 @@ fn read_cgroup() -> Option<CgroupMemory> {
             Some(CgroupMemory {
                 usage: read(&dir, "memory.usage_in_bytes")?.trim().parse().ok()?,
                 inactive_file: parse_stat(&stat, "total_inactive_file").unwrap_or(0),
+                limit_hits: read(&dir, "memory.failcnt").and_then(|s| s.trim().parse().ok()),
                 limit_file: "memory.limit_in_bytes",
                 limit,
                 dir,
@@ -326,6 +335,7 @@ fn read_cgroup() -> Option<CgroupMemory> {
             Some(CgroupMemory {
                 usage: read(&dir, "memory.current")?.trim().parse().ok()?,
                 inactive_file: parse_stat(&stat, "inactive_file").unwrap_or(0),
+                limit_hits: read(&dir, "memory.events").and_then(|s| parse_stat(&s, "max")),
                 limit_file: "memory.max",
                 limit,
                 dir,
@@ -538,6 +548,7 @@ pub(crate) fn spawn(
 #[cfg(not(loom))]
 fn watch_loop(weak: &Weak<CacheInner>, w: &Watch, psi: Option<&Psi>, stop: &WatchStop) {
     let mut last_short: Option<Instant> = None;
+    let mut hits_seen: Option<u64> = None;
     loop {
         let stalled = match wait(psi, stop, w.interval) {
             Woken::Stop => return,
@@ -545,16 +556,14 @@ fn watch_loop(weak: &Weak<CacheInner>, w: &Watch, psi: Option<&Psi>, stop: &Watc
             Woken::Timeout => false,
         };
         let Some(inner) = weak.upgrade() else { return };
-        let headroom = MemoryLimits::read().headroom();
-        // A stall is ours to answer only near the limit (with plenty of
-        // headroom, it is another cgroup's, or the CPU's).
-        let short = match headroom {
-            Some(h) => h < w.reserve || (stalled && h < 2 * w.reserve),
-            None => stalled,
-        };
-        if short {
+        let limits = MemoryLimits::read();
+        let headroom = limits.headroom();
+        let hits = limits.cgroup.as_ref().and_then(|c| c.limit_hits);
+        let hit = matches!((hits_seen, hits), (Some(a), Some(b)) if b > a);
+        hits_seen = hits;
+        if is_short(headroom, w.reserve, stalled || hit) {
             last_short = Some(Instant::now());
-            // What is missing, or a sixteenth of the cache on a stall.
+            // What is missing, or a sixteenth of the cache when pressed.
             let missing = match headroom {
                 Some(h) if h < w.reserve => (w.reserve - h).div_ceil(PAGE_SIZE as u64) as usize,
                 _ => inner.mem.arena.capacity_pages() / 16,
@@ -564,6 +573,23 @@ fn watch_loop(weak: &Weak<CacheInner>, w: &Watch, psi: Option<&Psi>, stop: &Watc
             let spare = headroom.map_or(u64::MAX, |h| h.saturating_sub(2 * w.reserve));
             grow_after_pressure(&inner, (spare / PAGE_SIZE as u64) as usize);
         }
+    }
+}
+
+/// Whether memory is short, with `headroom` left (`None`: unknown) and
+/// `reserve` to keep: the headroom is below the reserve, or the process
+/// is `pressed` (tasks stalled on memory, or the cgroup reached its limit
+/// since the last look) with less than twice the reserve left. A stall or
+/// a limit reached with plenty of headroom is not the cache's to answer:
+/// another cgroup's stall, or a cgroup full of the program's own file
+/// pages, which the kernel reclaims at no cost. Near the limit, a limit
+/// reached means the kernel is taking the program's last file pages (its
+/// own code among them) to make room for memory it cannot reclaim, which
+/// is where the OOM killer comes next: the cache gives room back.
+pub(crate) fn is_short(headroom: Option<u64>, reserve: u64, pressed: bool) -> bool {
+    match headroom {
+        Some(h) => h < reserve || (pressed && h < reserve.saturating_mul(2)),
+        None => pressed,
     }
 }
 
@@ -674,6 +700,7 @@ mod tests {
             limit,
             usage,
             inactive_file,
+            limit_hits: None,
         }
     }
 
@@ -728,5 +755,25 @@ mod tests {
         assert_eq!(no_limit.headroom(), Some(20 << 30));
         assert_eq!(default_reserve(&limits), 16 << 20);
         assert_eq!(default_reserve(&no_limit), 512 << 20);
+    }
+
+    #[test]
+    fn memory_is_short_below_the_reserve_or_pressed_below_twice_it() {
+        let r = 16 << 20;
+        assert!(is_short(Some(r - 1), r, false));
+        assert!(!is_short(Some(r), r, false));
+        // A stall, or the limit reached, near the limit.
+        assert!(is_short(Some(2 * r - 1), r, true));
+        // ...but not with plenty left.
+        assert!(!is_short(Some(2 * r), r, true));
+        assert!(is_short(None, r, true));
+        assert!(!is_short(None, r, false));
+    }
+
+    #[test]
+    fn limit_hits_come_from_failcnt_or_the_max_event() {
+        let events = "low 0\nhigh 0\nmax 371\noom 0\noom_kill 0\noom_group_kill 0\n";
+        assert_eq!(parse_stat(events, "max"), Some(371));
+        assert_eq!(parse_stat(events, "oom"), Some(0));
     }
 }

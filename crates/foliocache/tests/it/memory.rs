@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use foliocache::PressureConfig;
+use foliocache::{Cache, PressureConfig};
 use test_support::{rerun_test, skip_or_fail};
 
 use test_support::cache::TestCache;
@@ -293,6 +293,42 @@ fn oom_kills(dir: &Path) -> u64 {
 /// Removes the cgroup directory on drop (its processes gone by then).
 struct CgroupDir(PathBuf);
 
+/// A fresh memory cgroup of `limit` bytes under this process's own, for
+/// test `name`; `None` (skipped, or failed under `CI=true`) where there is
+/// no v1 hierarchy or no right to make one.
+fn new_cgroup(name: &str, tag: &str, limit: usize) -> Option<CgroupDir> {
+    let Some(parent) = own_v1_memory_cgroup() else {
+        skip_or_fail(
+            name,
+            "no v1 memory cgroup hierarchy at /sys/fs/cgroup/memory",
+        );
+        return None;
+    };
+    let dir = parent.join(format!("foliocache-{tag}-{}", std::process::id()));
+    if let Err(e) = fs::create_dir(&dir) {
+        skip_or_fail(name, format!("cannot create {}: {e}", dir.display()));
+        return None;
+    }
+    let cgroup = CgroupDir(dir);
+    fs::write(cgroup.0.join("memory.limit_in_bytes"), limit.to_string()).unwrap();
+    Some(cgroup)
+}
+
+/// Joins the cgroup named by [`CGROUP`] and builds a cache of `capacity`
+/// bytes whose watcher looks every 50 ms, keeps `reserve` free (`None`:
+/// the default) and never shrinks below `floor`.
+fn cache_in_cgroup(capacity: usize, reserve: Option<usize>, floor: usize) -> (PathBuf, Cache) {
+    let dir = PathBuf::from(std::env::var_os(CGROUP).unwrap());
+    fs::write(dir.join("cgroup.procs"), std::process::id().to_string()).unwrap();
+    let mut pressure = PressureConfig::default()
+        .interval(Duration::from_millis(50))
+        .floor(floor);
+    if let Some(r) = reserve {
+        pressure = pressure.reserve(r);
+    }
+    (dir, TestCache::bytes(capacity).pressure(pressure).build())
+}
+
 impl Drop for CgroupDir {
     fn drop(&mut self) {
         let _ = fs::remove_dir(&self.0);
@@ -309,18 +345,9 @@ fn cache_gives_memory_back_to_a_hog_in_its_cgroup() {
         Ok(_) => return,
         Err(_) => {}
     }
-    let Some(parent) = own_v1_memory_cgroup() else {
-        return skip_or_fail(
-            NAME,
-            "no v1 memory cgroup hierarchy at /sys/fs/cgroup/memory",
-        );
+    let Some(cgroup) = new_cgroup(NAME, "pressure", LIMIT) else {
+        return;
     };
-    let dir = parent.join(format!("foliocache-pressure-{}", std::process::id()));
-    if let Err(e) = fs::create_dir(&dir) {
-        return skip_or_fail(NAME, format!("cannot create {}: {e}", dir.display()));
-    }
-    let cgroup = CgroupDir(dir);
-    fs::write(cgroup.0.join("memory.limit_in_bytes"), LIMIT.to_string()).unwrap();
     // The data is written from outside the cgroup: its page cache is not
     // charged there.
     let file = data_file("pressure", CAPACITY + 64 * MIB);
@@ -338,16 +365,8 @@ fn cache_gives_memory_back_to_a_hog_in_its_cgroup() {
 /// checks the cache shrank, the hog got its memory, and the cache grew
 /// back once the hog was gone.
 fn pressure_cache() {
-    let dir = PathBuf::from(std::env::var_os(CGROUP).unwrap());
     let data = PathBuf::from(std::env::var_os(DATA).unwrap());
-    fs::write(dir.join("cgroup.procs"), std::process::id().to_string()).unwrap();
-    let cache = TestCache::bytes(CAPACITY)
-        .pressure(
-            PressureConfig::default()
-                .interval(Duration::from_millis(50))
-                .floor(32 * MIB),
-        )
-        .build();
+    let (dir, cache) = cache_in_cgroup(CAPACITY, None, 32 * MIB);
     let f = cache.open(&data).unwrap();
     read_through(&f, CAPACITY + 64 * MIB);
     cache.wait_io_idle();
@@ -418,4 +437,132 @@ fn pressure_hog() {
         held.push(block);
     }
     eprintln!("hog: holding {} MiB", (held.len() * STEP) >> 20);
+}
+
+// ---------------------------------------------------------------------------
+// The limit reached: a cgroup that keeps reaching its limit, its headroom
+// above the reserve.
+
+/// The cgroup's limit.
+const HITS_LIMIT: usize = 256 * MIB;
+/// The cache's capacity, filled first.
+const HITS_CAPACITY: usize = 96 * MIB;
+/// The cache's reserve.
+const HITS_RESERVE: usize = 16 * MIB;
+/// The file the streamer reads through the kernel's page cache: more
+/// than the cgroup has room for.
+const STREAM: usize = 160 * MIB;
+
+#[test]
+#[cfg_attr(miri, ignore = "processes and cgroups")]
+fn cache_gives_room_back_when_its_cgroup_keeps_reaching_its_limit() {
+    const NAME: &str = "cache_gives_room_back_when_its_cgroup_keeps_reaching_its_limit";
+    match std::env::var(ROLE).as_deref() {
+        Ok("hits-cache") => return hits_cache(),
+        Ok("hits-streamer") => return hits_streamer(),
+        Ok(_) => return,
+        Err(_) => {}
+    }
+    let Some(cgroup) = new_cgroup(NAME, "limit-hits", HITS_LIMIT) else {
+        return;
+    };
+    let file = data_file("limit-hits", HITS_CAPACITY);
+    let stream = data_file("limit-hits-stream", STREAM);
+    let mut child = rerun(
+        NAME,
+        "hits-cache",
+        &[
+            (CGROUP, &cgroup.0),
+            (DATA, &file.path),
+            (STREAM_DATA, &stream.path),
+        ],
+    );
+    let status = wait(&mut child, "the cache's process", Duration::from_secs(300));
+    assert!(status.success(), "the cache's process failed: {status}");
+    assert_eq!(oom_kills(&cgroup.0), 0, "the OOM killer ran in the cgroup");
+}
+
+/// The streamer's file.
+const STREAM_DATA: &str = "FOLIOCACHE_MEMORY_STREAM";
+
+/// The `memory.failcnt` of the cgroup at `dir`.
+fn failcnt(dir: &Path) -> u64 {
+    fs::read_to_string(dir.join("memory.failcnt"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// The cache's side: fills its cache, then runs the streamer beside it,
+/// and checks that the cache gave room back although the headroom never
+/// fell below the reserve.
+fn hits_cache() {
+    let data = PathBuf::from(std::env::var_os(DATA).unwrap());
+    let stream = PathBuf::from(std::env::var_os(STREAM_DATA).unwrap());
+    let (dir, cache) = cache_in_cgroup(HITS_CAPACITY, Some(HITS_RESERVE), 16 * MIB);
+    let f = cache.open(&data).unwrap();
+    read_through(&f, HITS_CAPACITY);
+    cache.wait_io_idle();
+    let full = cache.stats();
+    assert_eq!(full.pressure_shrinks, 0, "{full:?}");
+    let hits = failcnt(&dir);
+    let mut streamer = rerun(
+        "cache_gives_room_back_when_its_cgroup_keeps_reaching_its_limit",
+        "hits-streamer",
+        &[(CGROUP, &dir), (STREAM_DATA, &stream)],
+    );
+    let status = wait(&mut streamer, "the streamer", Duration::from_secs(200));
+    assert!(status.success(), "the streamer failed: {status}");
+    let after = cache.stats();
+    eprintln!(
+        "limit reached {} times: cache allowed {} MiB, {} shrinks",
+        failcnt(&dir) - hits,
+        after.allowed_bytes >> 20,
+        after.pressure_shrinks
+    );
+    assert!(failcnt(&dir) > hits, "the cgroup never reached its limit");
+    assert!(after.pressure_shrinks > 0, "{after:?}");
+    assert!(after.allowed_bytes < HITS_CAPACITY as u64, "{after:?}");
+    read_through(&f, HITS_CAPACITY);
+}
+
+/// The streamer: takes memory it cannot give back until the cgroup's
+/// headroom is between the cache's reserve and twice it, then reads a
+/// file larger than the rest through the kernel's page cache, pass after
+/// pass: the cgroup reaches its limit over and over, the kernel reclaiming
+/// the file's pages, while the headroom (inactive file pages counted as
+/// free) stays above the reserve. At least 3 passes and 1.5 s.
+fn hits_streamer() {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    let dir = PathBuf::from(std::env::var_os(CGROUP).unwrap());
+    let stream = PathBuf::from(std::env::var_os(STREAM_DATA).unwrap());
+    let mut held: Vec<Vec<u8>> = Vec::new();
+    while cgroup_headroom(&dir) >= HITS_RESERVE * 3 / 2 + STEP {
+        let mut block = vec![0u8; STEP];
+        for b in block.iter_mut().step_by(4096) {
+            *b = 1;
+        }
+        held.push(block);
+    }
+    eprintln!(
+        "streamer: holding {} MiB, headroom {} MiB",
+        (held.len() * STEP) >> 20,
+        cgroup_headroom(&dir) >> 20
+    );
+    let mut buf = vec![0u8; MIB];
+    // For many of the watcher's looks (every 50 ms).
+    let start = Instant::now();
+    for pass in 0.. {
+        if pass >= 3 && start.elapsed() > Duration::from_millis(1500) {
+            break;
+        }
+        let mut f = fs::File::open(&stream).unwrap();
+        // Its pages are read again, and charged here.
+        // SAFETY: a valid descriptor; the call only drops clean pages.
+        unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        while f.read(&mut buf).unwrap() > 0 {}
+    }
+    drop(held);
 }
