@@ -57,6 +57,19 @@ fn rerun(name: &str, role: &str, env: &[(&str, &Path)]) -> Child {
     cmd.spawn().expect("re-running the test binary")
 }
 
+/// In a re-run test binary (its [`ROLE`] set), runs the part of `parts`
+/// named by the role (nothing for another test's role) and returns true;
+/// false in the test's own process.
+fn child_part(parts: &[(&str, fn())]) -> bool {
+    let Ok(role) = std::env::var(ROLE) else {
+        return false;
+    };
+    if let Some((_, part)) = parts.iter().find(|(r, _)| *r == role) {
+        part();
+    }
+    true
+}
+
 /// Waits for `child` at most `limit`; kills it and fails past that.
 fn wait(child: &mut Child, what: &str, limit: Duration) -> std::process::ExitStatus {
     let start = Instant::now();
@@ -339,11 +352,11 @@ impl Drop for CgroupDir {
 #[cfg_attr(miri, ignore = "processes and cgroups")]
 fn cache_gives_memory_back_to_a_hog_in_its_cgroup() {
     const NAME: &str = "cache_gives_memory_back_to_a_hog_in_its_cgroup";
-    match std::env::var(ROLE).as_deref() {
-        Ok("pressure-cache") => return pressure_cache(),
-        Ok("pressure-hog") => return pressure_hog(),
-        Ok(_) => return,
-        Err(_) => {}
+    if child_part(&[
+        ("pressure-cache", pressure_cache),
+        ("pressure-hog", pressure_hog),
+    ]) {
+        return;
     }
     let Some(cgroup) = new_cgroup(NAME, "pressure", LIMIT) else {
         return;
@@ -457,11 +470,8 @@ const STREAM: usize = 160 * MIB;
 #[cfg_attr(miri, ignore = "processes and cgroups")]
 fn cache_gives_room_back_when_its_cgroup_keeps_reaching_its_limit() {
     const NAME: &str = "cache_gives_room_back_when_its_cgroup_keeps_reaching_its_limit";
-    match std::env::var(ROLE).as_deref() {
-        Ok("hits-cache") => return hits_cache(),
-        Ok("hits-streamer") => return hits_streamer(),
-        Ok(_) => return,
-        Err(_) => {}
+    if child_part(&[("hits-cache", hits_cache), ("hits-streamer", hits_streamer)]) {
+        return;
     }
     let Some(cgroup) = new_cgroup(NAME, "limit-hits", HITS_LIMIT) else {
         return;
