@@ -22,8 +22,8 @@
 //! and wakes the waiting thread, which posts that one CQE, finds fewer
 //! than `min_complete` and sleeps again: a batch of 8 writes woke it 8
 //! times. Deferred, the completions wait on the ring's own list and the
-//! thread is woken once, when they number `min_complete`
-//! (docs/measurements/2026-11-27-embedded-databases-5.md).
+//! thread is woken once, when they number `min_complete` (docs/design.md,
+//! "Through io_uring", links the measurements).
 //!
 //! ```text
 //!  write_all ──> this thread's ring (made at its first write_all,

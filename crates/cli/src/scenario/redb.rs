@@ -187,11 +187,10 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
 }
 
 /// Individual writes for `reads` random reads: at least 1,000, so that the
-/// workload runs for a fifth of a second or more. At 200 (`--quick`'s
-/// share before) it ran for 40 ms, and one slow flush of the virtio disk
-/// moved a round's ratio by a tenth; `file (better)`, the faster of two
-/// such samples, then sat above either configuration's mean
-/// (docs/measurements/2026-11-27-embedded-databases-5.md).
+/// workload lasts long enough that one slow flush of the device does not
+/// decide a round (with a few hundred it lasted tens of milliseconds, and
+/// `file (better)`, the faster of two such samples, sat above either
+/// configuration's mean).
 fn individual_writes(reads: u64) -> u64 {
     (reads / 100).max(1000)
 }
