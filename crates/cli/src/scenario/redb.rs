@@ -20,6 +20,13 @@
 //!   any backend under redb's small cache could give, since each of redb's
 //!   cache misses costs redb a fresh zeroed buffer, a copy into it and an
 //!   LRU insertion whatever the backend does (see docs/redb.md);
+//! - `direct[bound]`: [`MemBound`] over an `O_DIRECT` file under the same
+//!   small redb cache, data that fits only, without M: reads out of
+//!   memory, and a sync writes the pages changed since the last one
+//!   through foliocache's IO engine in one batch and flushes
+//!   (`fdatasync`). The IO any write-back cache over `O_DIRECT` has to do
+//!   for a commit, with nothing of a cache's own: the bound of
+//!   `foliocache`'s commits;
 //! - `file (better)`: in each round, the faster of the two buffered
 //!   configurations, which the targets compare with.
 //!
@@ -30,8 +37,11 @@
 //! redb's integrity check after its run, or the scenario fails.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
+use backing::aio::{IoEngine, IoEngineConfig, WriteReq};
+use backing::{AlignedBuf, Backing, FileBacking, FileOptions, IoBuf};
 use redb::{
     Database, Durability, ReadableDatabase, ReadableTableMetadata, StorageBackend, TableDefinition,
 };
@@ -72,10 +82,23 @@ pub const FOLIO: &str = "foliocache";
 /// [`MemBound`] under the same small redb cache as [`FOLIO`]: the bound
 /// of any backend (data that fits only).
 pub const MEM_BOUND: &str = "memory[bound]";
+/// [`MemBound`] over an `O_DIRECT` file, its syncs through the IO engine,
+/// under the same small redb cache: the bound of a write-back cache over
+/// `O_DIRECT` (data that fits only).
+pub const DIRECT_BOUND: &str = "direct[bound]";
 /// The faster buffered configuration, round by round.
 pub const FILE_BETTER: &str = "file (better)";
 /// The configurations that run, in order.
-const CONFIGS: [&str; 5] = [FILE_HALF, FILE_3_4, FILE_DIRECT, FOLIO, MEM_BOUND];
+const CONFIGS: [&str; 6] = [
+    FILE_HALF,
+    FILE_3_4,
+    FILE_DIRECT,
+    FOLIO,
+    MEM_BOUND,
+    DIRECT_BOUND,
+];
+/// The bounds: run without M, and with data that fits only.
+const BOUNDS: [&str; 2] = [MEM_BOUND, DIRECT_BOUND];
 
 /// The jobs: each workload, in the order they run on one database, at
 /// each size (`fits`, `4x`).
@@ -124,6 +147,10 @@ pub const TARGETS: &[Target<&str>] = &[
     bandwidth(FOLIO, MEM_BOUND).of(JOBS[0][0]),
     bandwidth(FOLIO, MEM_BOUND).of(JOBS[0][1]),
     bandwidth(FOLIO, MEM_BOUND).of(JOBS[0][3]),
+    // The bound of commits: the IO of a write-back cache over O_DIRECT,
+    // and how near foliocache comes.
+    bandwidth(DIRECT_BOUND, FILE_BETTER).of(JOBS[0][1]),
+    bandwidth(FOLIO, DIRECT_BOUND).of(JOBS[0][1]),
 ];
 
 /// What the scenario runs.
@@ -162,7 +189,9 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
              a half and three quarters of M, the kernel's page cache the rest), {FILE_DIRECT} \
              (O_DIRECT, redb's cache at three quarters of M), {FOLIO} (redb's cache a sixteenth \
              of M, foliocache's {}), {MEM_BOUND} (a backend in memory, a lock and a copy per read, under the same small \
-             redb cache, data that fits only, run without M: the bound of any backend); {FILE_BETTER} is the \
+             redb cache, data that fits only, run without M: the bound of any backend), {DIRECT_BOUND} (the same over an \
+             O_DIRECT file, a sync writing the changed pages through the IO engine and flushing: the bound \
+             of a write-back cache's commits); {FILE_BETTER} is the \
              faster of the first two, round by round. Bandwidth is operations times {ENTRY} bytes (a key and its value); latency \
              the mean. Each database passes redb's integrity check after its run.",
             individual_writes(reads),
@@ -235,11 +264,17 @@ pub fn run(
         limit: rb.limit,
         ops: rb.reads,
         bytes_per_op: ENTRY,
-        unlimited: &[(
-            MEM_BOUND,
-            "the in-memory bound runs without M: it measures redb's miss path, not memory \
-             (the database, with redb's heap, outgrows M where foliocache's cache holds it)",
-        )],
+        unlimited: &[
+            (
+                MEM_BOUND,
+                "the in-memory bound runs without M: it measures redb's miss path, not memory \
+                 (the database, with redb's heap, outgrows M where foliocache's cache holds it)",
+            ),
+            (
+                DIRECT_BOUND,
+                "the O_DIRECT bound runs without M: it measures a commit's IO, not memory",
+            ),
+        ],
     };
     let mut runs = embedded::run_sizes(&sizes, data_dir, repeat, avail, notes, say, |c| {
         (c == FOLIO).then(|| folio_capacity(rb.limit))
@@ -271,6 +306,7 @@ fn open(config: &str, path: &Path, m: u64) -> Result<(Database, Option<foliocach
             (b.create_with_backend(Aligned::new(f))?, None)
         }
         MEM_BOUND => (b.create_with_backend(MemBound::default())?, None),
+        DIRECT_BOUND => (b.create_with_backend(MemBound::on_disk(path)?)?, None),
         _ => (b.create(path)?, None),
     };
     Ok((db, cache))
@@ -289,10 +325,10 @@ pub fn one_run(run: &ChildRun) -> Result<Vec<Measured>> {
     let Some(jobs) = JOBS.get(run.size) else {
         bail!("redb: no size {}", run.size);
     };
-    if config == MEM_BOUND && run.size != 0 {
+    if BOUNDS.contains(&config) && run.size != 0 {
         return Ok(embedded::failed(
             jobs,
-            "not run: the in-memory bound holds the whole database in the process, and data 4x M does not fit M",
+            "not run: the bound holds the whole database in the process, and data 4x M does not fit M",
         ));
     }
     let reads = run.ops;
@@ -568,16 +604,105 @@ impl StorageBackend for Aligned {
 /// storage is chunks of [`CHUNK`] bytes that are never moved, so growth
 /// costs only the new chunks (redb's `InMemoryBackend`, one `Vec` resized,
 /// briefly holds twice the database while it grows, and outgrew M).
+///
+/// [`MemBound::on_disk`] keeps a file too ([`DIRECT_BOUND`]): the bound
+/// of a commit over a write-back cache on `O_DIRECT`. A write marks its
+/// pages; a sync writes the marked pages, runs of adjacent ones as one
+/// write each, straight from the chunks (aligned, so no bounce copy)
+/// through the IO engine in one batch ([`IoEngine::write_all`], the
+/// thread's own io_uring as foliocache's writeback uses it), then
+/// `fdatasync`s; `set_len` sets the file's length too. That is the IO a
+/// commit over foliocache does, without any of a cache's own work.
 #[derive(Debug, Default)]
 struct MemBound {
     /// The chunks, and the storage's length.
-    data: std::sync::RwLock<(Vec<Box<[u8]>>, u64)>,
+    data: std::sync::RwLock<(Vec<AlignedBuf>, u64)>,
+    /// The file behind the memory, for [`DIRECT_BOUND`].
+    disk: Option<Disk>,
+}
+
+/// [`MemBound`]'s file: where its syncs write, and what they write.
+struct Disk {
+    file: Arc<dyn Backing>,
+    engine: IoEngine,
+    /// The pages written since the last sync.
+    dirty: std::sync::Mutex<std::collections::BTreeSet<u64>>,
 }
 
 /// [`MemBound`]'s chunk.
 const CHUNK: usize = 1 << 16;
 
+impl std::fmt::Debug for Disk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Disk")
+            .field("file", &self.file.info())
+            .field("engine", &self.engine)
+            .finish_non_exhaustive()
+    }
+}
+
 impl MemBound {
+    /// An empty storage over a new `O_DIRECT` file at `path`.
+    fn on_disk(path: &Path) -> Result<MemBound> {
+        let opts = FileOptions::new().write(true).create(true).truncate(true);
+        let file = FileBacking::open(path, &opts)
+            .with_context(|| format!("redb: opening {} with O_DIRECT", path.display()))?;
+        if !file.is_direct() {
+            bail!(
+                "{DIRECT_BOUND}: {} is not O_DIRECT: {}",
+                path.display(),
+                file.info()
+            );
+        }
+        Ok(MemBound {
+            data: Default::default(),
+            disk: Some(Disk {
+                file: Arc::new(file),
+                engine: IoEngine::new(IoEngineConfig::new()).context("redb: the IO engine")?,
+                dirty: Default::default(),
+            }),
+        })
+    }
+
+    /// Writes the pages marked since the last sync to the file, and
+    /// flushes it.
+    fn sync_disk(&self, disk: &Disk) -> std::io::Result<()> {
+        let pages = std::mem::take(&mut *disk.dirty.lock().unwrap_or_else(|e| e.into_inner()));
+        let d = self.data.read().unwrap_or_else(|e| e.into_inner());
+        // Runs of adjacent pages: (offset, the pages' memory).
+        let mut runs: Vec<(u64, Vec<IoBuf<'_>>)> = Vec::new();
+        for p in pages {
+            let at = p * BLOCK;
+            if at >= d.1 {
+                break;
+            }
+            let within = (at % CHUNK as u64) as usize;
+            let chunk = &d.0[(at / CHUNK as u64) as usize];
+            let page = IoBuf::new(&chunk[within..within + BLOCK as usize])
+                .map_err(std::io::Error::from)?;
+            match runs.last_mut() {
+                Some((start, bufs)) if *start + bufs.len() as u64 * BLOCK == at => bufs.push(page),
+                _ => runs.push((at, vec![page])),
+            }
+        }
+        let reqs: Vec<WriteReq<'_>> = runs
+            .iter()
+            .map(|(offset, bufs)| WriteReq {
+                backing: &disk.file,
+                offset: *offset,
+                bufs,
+            })
+            .collect();
+        for r in disk.engine.write_all(&reqs) {
+            r?;
+        }
+        if !d.1.is_multiple_of(BLOCK) {
+            // The last page went past the length.
+            disk.file.set_len(d.1)?;
+        }
+        disk.file.sync_data()
+    }
+
     /// Calls `f` on each chunk's part of `offset..offset + n`, with that
     /// part's position in the range.
     fn each(offset: u64, n: usize, mut f: impl FnMut(usize, usize, std::ops::Range<usize>)) {
@@ -620,7 +745,10 @@ impl StorageBackend for MemBound {
     fn set_len(&self, len: u64) -> std::io::Result<()> {
         let mut d = self.data.write().unwrap_or_else(|e| e.into_inner());
         let chunks = len.div_ceil(CHUNK as u64) as usize;
-        d.0.resize_with(chunks, || vec![0; CHUNK].into_boxed_slice());
+        while d.0.len() < chunks {
+            d.0.push(AlignedBuf::zeroed(CHUNK)?);
+        }
+        d.0.truncate(chunks);
         if len < d.1 {
             // What a later growth exposes again reads as zeros.
             let tail = (len % CHUNK as u64) as usize;
@@ -629,11 +757,22 @@ impl StorageBackend for MemBound {
             }
         }
         d.1 = len;
+        if let Some(disk) = &self.disk {
+            let first = len.div_ceil(BLOCK);
+            disk.dirty
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .split_off(&first);
+            disk.file.set_len(len)?;
+        }
         Ok(())
     }
 
     fn sync_data(&self) -> std::io::Result<()> {
-        Ok(())
+        match &self.disk {
+            Some(disk) => self.sync_disk(disk),
+            None => Ok(()),
+        }
     }
 
     fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
@@ -643,6 +782,111 @@ impl StorageBackend for MemBound {
             let n = r.len();
             d.0[c][r].copy_from_slice(&data[at..at + n]);
         });
+        if let Some(disk) = self.disk.as_ref().filter(|_| !data.is_empty()) {
+            let (first, last) = (offset / BLOCK, (offset + data.len() as u64 - 1) / BLOCK);
+            disk.dirty
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(first..=last);
+        }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A [`MemBound`] on an `O_DIRECT` file in a fresh directory, or `None`
+    /// where the directory's filesystem has no `O_DIRECT` (skipped with a
+    /// reason; under CI it fails).
+    fn on_disk(dir: &tempfile::TempDir) -> Option<(MemBound, std::path::PathBuf)> {
+        let path = dir.path().join("bound.db");
+        match MemBound::on_disk(&path) {
+            Ok(m) => Some((m, path)),
+            Err(e) => {
+                test_support::skip_or_fail("direct[bound]", format!("{e:#}"));
+                None
+            }
+        }
+    }
+
+    #[test]
+    fn the_o_direct_bound_writes_what_a_sync_covers_and_nothing_past_its_length() {
+        let dir = tempfile::tempdir().unwrap();
+        let Some((m, path)) = on_disk(&dir) else {
+            return;
+        };
+        m.set_len(5 * BLOCK).unwrap();
+        // A run of two pages, a page alone, and part of a page.
+        m.write(BLOCK, &[1; 2 * BLOCK as usize]).unwrap();
+        m.write(4 * BLOCK, &[2; BLOCK as usize]).unwrap();
+        m.write(10, &[3; 20]).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), vec![0; 5 * BLOCK as usize]);
+        m.sync_data().unwrap();
+        let mut want = vec![0u8; 5 * BLOCK as usize];
+        want[BLOCK as usize..3 * BLOCK as usize].fill(1);
+        want[4 * BLOCK as usize..].fill(2);
+        want[10..30].fill(3);
+        assert_eq!(std::fs::read(&path).unwrap(), want);
+        // Written, then cut off before the sync: the file keeps its
+        // length, and growth reads as zeros again.
+        m.write(4 * BLOCK, &[4; BLOCK as usize]).unwrap();
+        m.set_len(4 * BLOCK).unwrap();
+        m.sync_data().unwrap();
+        want.truncate(4 * BLOCK as usize);
+        assert_eq!(std::fs::read(&path).unwrap(), want);
+        m.set_len(5 * BLOCK).unwrap();
+        let mut out = [9u8; BLOCK as usize];
+        m.read(4 * BLOCK, &mut out).unwrap();
+        assert_eq!(out, [0; BLOCK as usize]);
+        // A length that ends inside a page: the file ends there too.
+        m.set_len(5 * BLOCK - 100).unwrap();
+        m.write(4 * BLOCK, &[5; 8]).unwrap();
+        m.sync_data().unwrap();
+        let file = std::fs::read(&path).unwrap();
+        assert_eq!(file.len() as u64, 5 * BLOCK - 100);
+        assert_eq!(
+            &file[4 * BLOCK as usize..][..9],
+            &[5, 5, 5, 5, 5, 5, 5, 5, 0]
+        );
+        // Past the end: an error, as redb's contract asks.
+        assert!(m.read(5 * BLOCK - 100, &mut [0; 1]).is_err());
+        assert!(m.write(5 * BLOCK - 100, &[0; 1]).is_err());
+    }
+
+    #[test]
+    fn redb_commits_on_the_o_direct_bound_reach_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let Some((m, path)) = on_disk(&dir) else {
+            return;
+        };
+        let mut b = Database::builder();
+        b.set_cache_size(1 << 20);
+        let db = b.create_with_backend(m).unwrap();
+        let table: TableDefinition<u64, &[u8]> = TableDefinition::new("t");
+        for i in 0..50u64 {
+            let tx = db.begin_write().unwrap();
+            tx.open_table(table)
+                .unwrap()
+                .insert(i, &[7u8; 150][..])
+                .unwrap();
+            tx.commit().unwrap();
+        }
+        let len = db
+            .begin_read()
+            .unwrap()
+            .open_table(table)
+            .unwrap()
+            .len()
+            .unwrap();
+        assert_eq!(len, 50);
+        drop(db);
+        // What the commits synced is on the file: redb opens it with its
+        // own FileBackend and finds every entry.
+        let db = Database::open(&path).unwrap();
+        let t = db.begin_read().unwrap().open_table(table).unwrap();
+        assert_eq!(t.len().unwrap(), 50);
+        assert_eq!(t.get(49).unwrap().unwrap().value(), &[7u8; 150][..]);
     }
 }
