@@ -234,13 +234,24 @@ fn redb_cache(config: &str, m: u64) -> u64 {
 }
 
 /// foliocache's capacity for M = `m`: what redb's cache leaves, less the
-/// process's own memory ([`embedded::headroom`]), in whole MiB (at least
+/// process's own memory ([`embedded::headroom`]) and what redb's heap
+/// grows by with its database ([`heap_growth`]), in whole MiB (at least
 /// 1 MiB).
 pub fn folio_capacity(m: u64) -> u64 {
-    m.saturating_sub(m / 16 + embedded::headroom(m))
+    m.saturating_sub(m / 16 + embedded::headroom(m) + heap_growth(m))
         .max(1 << 20)
         >> 20
         << 20
+}
+
+/// What redb's process grows by over a run with data 4x M, besides its
+/// caches: a sixteenth of M. The heap grows with the database (redb's
+/// state, and foliocache's index of a file four times its cache); without
+/// room for that growth the pressure watcher held the process at its
+/// cgroup's limit, and the OOM killer ended some runs (docs/redb.md,
+/// "Bounding a redb process's memory").
+fn heap_growth(m: u64) -> u64 {
+    m / 16
 }
 
 /// Runs the scenario in `data_dir`.
@@ -665,13 +676,29 @@ impl MemBound {
     }
 
     /// Writes the pages marked since the last sync to the file, and
-    /// flushes it.
+    /// flushes it. On an error the pages stay marked, for the next sync.
     fn sync_disk(&self, disk: &Disk) -> std::io::Result<()> {
         let pages = std::mem::take(&mut *disk.dirty.lock().unwrap_or_else(|e| e.into_inner()));
+        let r = self.write_pages(disk, &pages);
+        if r.is_err() {
+            disk.dirty
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(pages);
+        }
+        r
+    }
+
+    /// Writes `pages` to the file in one batch, and flushes it.
+    fn write_pages(
+        &self,
+        disk: &Disk,
+        pages: &std::collections::BTreeSet<u64>,
+    ) -> std::io::Result<()> {
         let d = self.data.read().unwrap_or_else(|e| e.into_inner());
         // Runs of adjacent pages: (offset, the pages' memory).
         let mut runs: Vec<(u64, Vec<IoBuf<'_>>)> = Vec::new();
-        for p in pages {
+        for &p in pages {
             let at = p * BLOCK;
             if at >= d.1 {
                 break;
@@ -696,7 +723,10 @@ impl MemBound {
         for r in disk.engine.write_all(&reqs) {
             r?;
         }
-        if !d.1.is_multiple_of(BLOCK) {
+        if runs
+            .last()
+            .is_some_and(|(at, bufs)| at + bufs.len() as u64 * BLOCK > d.1)
+        {
             // The last page went past the length.
             disk.file.set_len(d.1)?;
         }
@@ -829,8 +859,8 @@ mod tests {
         want[4 * BLOCK as usize..].fill(2);
         want[10..30].fill(3);
         assert_eq!(std::fs::read(&path).unwrap(), want);
-        // Written, then cut off before the sync: the file keeps its
-        // length, and growth reads as zeros again.
+        // Written, then cut off before the sync: the page is not written
+        // (the file ends before it), and growth reads as zeros again.
         m.write(4 * BLOCK, &[4; BLOCK as usize]).unwrap();
         m.set_len(4 * BLOCK).unwrap();
         m.sync_data().unwrap();
