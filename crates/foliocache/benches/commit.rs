@@ -108,13 +108,11 @@ impl Way {
     /// Writes the commit's runs from `data` (aligned, at least 3 pages)
     /// and syncs.
     fn commit(&self, c: &Commit, data: &AlignedBuf) {
-        let bytes = |pages: u64| &data[..(pages * PAGE) as usize];
+        let page = &data[..PAGE as usize];
         match self {
             Way::Kernel(f) => {
-                for &(first, n) in c {
-                    for p in first..first + n {
-                        f.write_all_at(bytes(1), p * PAGE).expect("pwrite");
-                    }
+                for at in page_offsets(c) {
+                    f.write_all_at(page, at).expect("pwrite");
                 }
                 f.sync_data().expect("fdatasync");
             }
@@ -136,10 +134,8 @@ impl Way {
                 b.sync_data().expect("fdatasync");
             }
             Way::Folio(f) => {
-                for &(first, n) in c {
-                    for p in first..first + n {
-                        f.write_all_at(bytes(1), p * PAGE).expect("write");
-                    }
+                for at in page_offsets(c) {
+                    f.write_all_at(page, at).expect("write");
                 }
                 f.sync_data().expect("sync_data");
             }
@@ -152,6 +148,13 @@ impl Way {
             }
         }
     }
+}
+
+/// The offset of each page of the commit, page by page (as a database
+/// writes its pages one call each).
+fn page_offsets(c: &Commit) -> impl Iterator<Item = u64> + '_ {
+    c.iter()
+        .flat_map(|&(first, n)| (first..first + n).map(|p| p * PAGE))
 }
 
 /// The first `pages` pages of `data`.

@@ -774,6 +774,10 @@ impl StorageBackend for MemBound {
 
     fn set_len(&self, len: u64) -> std::io::Result<()> {
         let mut d = self.data.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(disk) = &self.disk {
+            // The file first: if it fails, nothing changed.
+            disk.file.set_len(len)?;
+        }
         let chunks = len.div_ceil(CHUNK as u64) as usize;
         while d.0.len() < chunks {
             d.0.push(AlignedBuf::zeroed(CHUNK)?);
@@ -793,7 +797,6 @@ impl StorageBackend for MemBound {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .split_off(&first);
-            disk.file.set_len(len)?;
         }
         Ok(())
     }
