@@ -575,12 +575,20 @@ pub(crate) fn dup_entry(from: c_int, to: c_int) {
     }
 }
 
+/// The fds of the three standard streams: the C library's `stdin`,
+/// `stdout` and `stderr` exist before `main` and read and write them with
+/// internal calls no interposer sees (`__write` from `printf`, `__read`
+/// from `fgets`), as a stream from `fopen` does.
+const STD_STREAMS: std::ops::RangeInclusive<c_int> = 0..=2;
+
 /// The description a duplicate numbered `to` gets: `desc`, unless `to` is
-/// [`MAX_FDS`] or more, which the table cannot hold: then the file is
-/// handed to the kernel, so that both fds are plain and coherent.
+/// [`MAX_FDS`] or more, which the table cannot hold, or the fd of a
+/// standard stream ([`STD_STREAMS`]), which stdio reaches behind the
+/// library: then the file is handed to the kernel for good (its dirty data
+/// written back first), so that both fds are plain and coherent.
 fn servable(desc: Option<Arc<Desc>>, to: c_int) -> Option<Arc<Desc>> {
     match desc {
-        Some(d) if usize::try_from(to).is_ok_and(|n| n >= MAX_FDS) => {
+        Some(d) if STD_STREAMS.contains(&to) || usize::try_from(to).is_ok_and(|n| n >= MAX_FDS) => {
             hand_to_kernel(d.key);
             None
         }
@@ -821,6 +829,14 @@ pub(crate) fn adopt(fd: c_int, flags: c_int) {
         let Some(key) = served_key(fd) else {
             return Ok(());
         };
+        if STD_STREAMS.contains(&fd) {
+            // A standard stream's fd (a program that closed fd 1 and
+            // opened a file): stdio writes it behind the library, so the
+            // file is the kernel's for good, the data of its other fds
+            // written back first.
+            hand_to_kernel(key);
+            return Ok(());
+        }
         if handed_on_open(key) {
             return Ok(());
         }

@@ -68,7 +68,12 @@ fn sources() -> Vec<(PathBuf, usize)> {
         rust_files(&krate.join("src"), &mut files);
         out.extend(files.into_iter().map(|f| (f, bound)));
     }
-    assert!(out.len() > 50, "found only {} source files under {:?}", out.len(), crates_dir());
+    assert!(
+        out.len() > 50,
+        "found only {} source files under {:?}",
+        out.len(),
+        crates_dir()
+    );
     out
 }
 
@@ -80,13 +85,20 @@ fn code_only(text: &str) -> Vec<u8> {
     let mut i = 0;
     // Copies `b[from..to]` as blanks, keeping newlines.
     let blank = |out: &mut Vec<u8>, from: usize, to: usize| {
-        out.extend(b[from..to].iter().map(|&c| if c == b'\n' { b'\n' } else { b' ' }));
+        out.extend(
+            b[from..to]
+                .iter()
+                .map(|&c| if c == b'\n' { b'\n' } else { b' ' }),
+        );
     };
     while i < b.len() {
         let c = b[i];
         let next = b.get(i + 1).copied();
         if c == b'/' && next == Some(b'/') {
-            let end = b[i..].iter().position(|&c| c == b'\n').map_or(b.len(), |p| i + p);
+            let end = b[i..]
+                .iter()
+                .position(|&c| c == b'\n')
+                .map_or(b.len(), |p| i + p);
             blank(&mut out, i, end);
             i = end;
         } else if c == b'/' && next == Some(b'*') {
@@ -121,7 +133,10 @@ fn code_only(text: &str) -> Vec<u8> {
             // A character literal (`'x'`, `'\n'`, `'\u{..}'`, `'{'`) or a
             // lifetime (`'a`), which is left as it is.
             let end = if next == Some(b'\\') {
-                b[i + 2..].iter().position(|&c| c == b'\'').map(|p| i + 2 + p + 1)
+                b[i + 2..]
+                    .iter()
+                    .position(|&c| c == b'\'')
+                    .map(|p| i + 2 + p + 1)
             } else {
                 let ch_len = text[i + 1..].chars().next().map_or(1, char::len_utf8);
                 (b.get(i + 1 + ch_len) == Some(&b'\'')).then_some(i + 2 + ch_len)
@@ -156,7 +171,9 @@ fn raw_string_end(b: &[u8], i: usize) -> Option<usize> {
     if b.get(start + hashes) != Some(&b'"') {
         return None;
     }
-    let close: Vec<u8> = std::iter::once(b'"').chain(std::iter::repeat_n(b'#', hashes)).collect();
+    let close: Vec<u8> = std::iter::once(b'"')
+        .chain(std::iter::repeat_n(b'#', hashes))
+        .collect();
     let body = start + hashes + 1;
     b[body..]
         .windows(close.len())
@@ -177,7 +194,10 @@ fn functions(code: &[u8]) -> Vec<(String, usize, usize)> {
         if at > 0 && ident(code[at - 1]) {
             continue;
         }
-        let name_start = i + code[i..].iter().take_while(|c| c.is_ascii_whitespace()).count();
+        let name_start = i + code[i..]
+            .iter()
+            .take_while(|c| c.is_ascii_whitespace())
+            .count();
         let name_len = code[name_start..].iter().take_while(|&&c| ident(c)).count();
         if name_len == 0 {
             continue; // `fn(u8) -> u8`, a pointer type
@@ -225,7 +245,10 @@ fn functions(code: &[u8]) -> Vec<(String, usize, usize)> {
 }
 
 fn relative(p: &Path) -> String {
-    p.strip_prefix(crates_dir().parent().unwrap()).unwrap_or(p).display().to_string()
+    p.strip_prefix(crates_dir().parent().unwrap())
+        .unwrap_or(p)
+        .display()
+        .to_string()
 }
 
 #[test]
@@ -237,7 +260,11 @@ fn no_source_file_is_over_its_bound() {
             (lines > bound).then(|| format!("{}: {lines} lines (bound {bound})", relative(&path)))
         })
         .collect();
-    assert!(over.is_empty(), "files over their bound, one mechanism a file:\n{}", over.join("\n"));
+    assert!(
+        over.is_empty(),
+        "files over their bound, one mechanism a file:\n{}",
+        over.join("\n")
+    );
 }
 
 #[test]
@@ -247,7 +274,10 @@ fn no_function_is_over_its_bound() {
         let code = code_only(&fs::read_to_string(&path).unwrap());
         for (name, line, len) in functions(&code) {
             if len > MAX_FN_LINES {
-                over.push(format!("{}:{line}: fn {name}: {len} lines", relative(&path)));
+                over.push(format!(
+                    "{}:{line}: fn {name}: {len} lines",
+                    relative(&path)
+                ));
             }
         }
     }
@@ -276,7 +306,12 @@ trait T { fn decl(&self); fn with_default(&self) {
 } }
 "##;
     let found = functions(&code_only(src));
-    let names: Vec<(&str, usize, usize)> =
-        found.iter().map(|(n, l, len)| (n.as_str(), *l, *len)).collect();
-    assert_eq!(names, [("one", 4, 7), ("two", 11, 1), ("with_default", 12, 2)]);
+    let names: Vec<(&str, usize, usize)> = found
+        .iter()
+        .map(|(n, l, len)| (n.as_str(), *l, *len))
+        .collect();
+    assert_eq!(
+        names,
+        [("one", 4, 7), ("two", 11, 1), ("with_default", 12, 2)]
+    );
 }

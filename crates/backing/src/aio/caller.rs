@@ -213,7 +213,13 @@ pub(super) fn write_all(
     one: bool,
     stats: &Stats,
 ) -> Result<(), Vec<(Op, Arc<File>)>> {
-    OWN.with(|slot| {
+    // A thread whose locals are being destroyed (the main thread in
+    // `exit`, whose atexit handlers run after glibc's thread-local
+    // destructors) has no ring: the engine's takes the writes.
+    // (`ops` stays here unless the closure runs and takes it.)
+    let mut ops = Some(ops);
+    let ran = OWN.try_with(|slot| -> Result<(), Vec<(Op, Arc<File>)>> {
+        let ops = ops.take().unwrap_or_default();
         let Ok(mut slot) = slot.try_borrow_mut() else {
             return Err(ops);
         };
@@ -233,7 +239,8 @@ pub(super) fn write_all(
             *slot = Slot::Unavailable;
         }
         Ok(())
-    })
+    });
+    ran.unwrap_or_else(|_| Err(ops.take().unwrap_or_default()))
 }
 
 /// Writes `ops` through `ring` (`deferred`: its task work is) until each

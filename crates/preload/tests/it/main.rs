@@ -5,6 +5,9 @@
 
 mod calls;
 mod programs;
+/// The standard streams and other second paths to a served file; the
+/// exit hand-over after thread-locals are destroyed.
+mod streams;
 mod support;
 /// Warm restarts: the state file saved at exit and loaded by the next
 /// run.
