@@ -32,9 +32,12 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
+use super::{Program, Scenario};
+use crate::args::BenchArgs;
 use crate::cgroup::{Availability, MemCgroup};
 use crate::report::{Latency, MemoryFigures, MemoryLimit, Perf, RunJob, RunRecord};
-use crate::targets::{JobName, JobRuns};
+use crate::targets::{self, Given, JobName, JobRuns, Judged, Target};
+use crate::units::{fmt_size, fmt_size_approx};
 
 /// SplitMix64's finaliser: a bijection of `u64` that scatters neighbours
 /// (the workloads' keys and their random choices, the same in every
@@ -335,7 +338,7 @@ pub fn run_child(
         let why = if out.status.signal() == Some(libc::SIGKILL) {
             format!(
                 "{what}: killed (SIGKILL), the memory cgroup's OOM killer: it outgrew M = {}",
-                crate::units::fmt_size(run.limit)
+                fmt_size(run.limit)
             )
         } else {
             let err = String::from_utf8_lossy(&out.stderr);
@@ -482,128 +485,181 @@ pub fn rounds(
     Ok(runs)
 }
 
-/// What a database scenario runs: its configurations, and at each size
-/// (its entries or rows) its jobs.
-pub struct Sizes<'a> {
+/// A database scenario, as `redb` and `sqlite` declare it: what
+/// [`Embedded::scenario`] builds from the command line and
+/// [`Embedded::run`] runs, alike for both.
+#[derive(Debug)]
+pub struct Embedded {
     /// `redb` or `sqlite`.
-    pub scenario: &'static str,
+    pub name: &'static str,
     /// The configurations, in order.
-    pub configs: &'a [&'a str],
-    /// Each size's jobs: fits, 4x.
-    pub jobs: &'a [[JobName; 6]; 2],
-    /// Each size's entries or rows.
-    pub n: [u64; 2],
-    /// M.
-    pub limit: u64,
-    /// Operations of the read workloads.
-    pub ops: u64,
-    /// The raw bytes of an entry or row.
+    pub configs: &'static [&'static str],
+    /// Each size's jobs, in the order they run: data that fits M, data
+    /// 4x M.
+    pub jobs: [[JobName; 6]; 2],
+    /// M unless `--capacity` says otherwise (full, and with `--quick`),
+    /// and the smallest M.
+    pub m: [u64; 3],
+    /// The raw bytes of an entry or row: what a workload's bandwidth
+    /// counts per operation, and what the sizes are counted in.
     pub bytes_per_op: u64,
+    /// The fewest entries or rows of a size.
+    pub min_n: u64,
+    /// Operations of the read (and change) workloads (full, and with
+    /// `--quick`).
+    pub ops: [u64; 2],
+    /// The ratios and targets.
+    pub targets: &'static [Target<&'static str>],
     /// Configurations that run without the limit, with why (a bound whose
     /// memory is not what it measures).
-    pub unlimited: &'a [(&'a str, &'a str)],
+    pub unlimited: &'static [(&'static str, &'static str)],
+    /// foliocache's capacity in a configuration under M, where it has one.
+    pub capacity: fn(&str, u64) -> Option<u64>,
 }
 
-/// Runs every configuration at both sizes of `sz`, each in its child
-/// process under the limit ([`run_child`]), `repeat` rounds, in a
-/// temporary directory in `data_dir`; `capacity` gives foliocache's
-/// capacity in a configuration that has one. A configuration killed or
-/// failed is said, and its records carry why.
-///
-/// # Errors
-/// A child could not be started, or the directory not made.
-pub fn run_sizes(
-    sz: &Sizes<'_>,
-    data_dir: &std::path::Path,
-    repeat: u32,
-    avail: &Availability,
-    notes: &mut Vec<String>,
-    say: &dyn Fn(&str),
-    capacity: impl Fn(&str) -> Option<u64>,
-) -> Result<Vec<JobRuns>> {
-    let name = sz.scenario;
-    if let Availability::Unavailable(why) = avail {
-        notes.push(format!(
-            "{name}: no memory limit could be set ({why}): the configurations ran unlimited"
-        ));
-    }
-    let root = tempfile::Builder::new()
-        .prefix(&format!("foliocache-{name}-"))
-        .tempdir_in(data_dir)
-        .with_context(|| format!("{name}: a directory in {}", data_dir.display()))?;
-    let jobs: Vec<JobName> = sz.jobs.iter().flatten().copied().collect();
-    let runs = rounds(name, sz.configs, &jobs, repeat, say, |c| {
-        let mut records = Vec::new();
-        for (size, &n) in sz.n.iter().enumerate() {
-            let run = ChildRun {
-                scenario: name.into(),
-                config: sz.configs[c].into(),
-                path: root.path().join(format!("{size}.db")),
-                limit: sz.limit,
-                size,
-                n,
-                ops: sz.ops,
-            };
-            let unlimited;
-            let avail = match sz.unlimited.iter().find(|u| u.0 == run.config) {
-                Some((_, why)) => {
-                    unlimited = Availability::Unavailable(why.to_string());
-                    &unlimited
-                }
-                None => avail,
-            };
-            let (measured, limit) = run_child(avail, &run, &sz.jobs[size])?;
-            let measured = measured.unwrap_or_else(|why| {
-                say(&why);
-                failed(&sz.jobs[size], &why)
-            });
-            let cap = capacity(&run.config);
-            records.extend(measured.iter().map(|m| {
-                record(
-                    &run.config,
-                    m,
-                    sz.bytes_per_op,
-                    n * sz.bytes_per_op,
-                    cap,
-                    &limit,
-                )
-            }));
+/// What a database scenario runs ([`Embedded::scenario`]).
+#[derive(Debug, Clone)]
+pub struct EmbeddedBench {
+    /// M: every configuration's memory limit.
+    pub limit: u64,
+    /// Entries or rows of each size: data that fits M, data 4x M.
+    pub n: [u64; 2],
+    /// Operations of the read (and change) workloads.
+    pub ops: u64,
+}
+
+impl Embedded {
+    /// The scenario from the command line: M is `--capacity`, else
+    /// [`Embedded::m`]'s (its quick one with `--quick`), at least its
+    /// smallest; the data that fits M is a quarter of it in raw entries or
+    /// rows, the larger `--size` or 4 M. `describe` says what it runs;
+    /// `program` wraps it.
+    ///
+    /// # Errors
+    /// `--engine` given (the configurations are fixed), or M too small.
+    pub fn scenario(
+        &self,
+        args: &BenchArgs,
+        quick: bool,
+        describe: impl FnOnce(&EmbeddedBench) -> String,
+        program: fn(EmbeddedBench) -> Program,
+    ) -> Result<Scenario, String> {
+        let name = self.name;
+        if !args.engines.is_empty() {
+            return Err(format!(
+                "{name} scenario: --engine does not apply: its configurations are fixed ({})",
+                self.configs.join(", ")
+            ));
         }
-        Ok(records)
-    })?;
-    root.close()
-        .with_context(|| format!("{name}: removing the databases"))?;
-    Ok(runs)
-}
+        let [full, quick_m, min] = self.m;
+        let limit = args.capacity.unwrap_or(if quick { quick_m } else { full });
+        if limit < min {
+            return Err(format!(
+                "{name} scenario: M = {} is too small: at least {} (--capacity)",
+                fmt_size_approx(limit),
+                fmt_size(min)
+            ));
+        }
+        let big = args.size.unwrap_or(4 * limit);
+        let count = |bytes: u64| (bytes / self.bytes_per_op).max(self.min_n);
+        let bench = EmbeddedBench {
+            limit,
+            n: [count(limit / 4), count(big)],
+            ops: self.ops[usize::from(quick)],
+        };
+        let Judged { ratios, targets } =
+            targets::judge(self.targets, |c| Some(c.to_string()), Given::default());
+        Ok(Scenario {
+            name: name.into(),
+            description: describe(&bench),
+            jobs: Vec::new(),
+            ratios,
+            targets,
+            detailed: false,
+            programs: Some(program(bench)),
+        })
+    }
 
-/// M for a database scenario `name` from the command line: `--capacity`,
-/// else `full` (`quick` with `--quick`), at least `min`; and the larger
-/// data, `--size` or 4 M.
-///
-/// # Errors
-/// `--engine` given (the configurations are fixed), or M below `min`.
-pub fn limit_and_size(
-    name: &str,
-    args: &crate::args::BenchArgs,
-    configs: &[&str],
-    [full, quick_m, min]: [u64; 3],
-    quick: bool,
-) -> Result<(u64, u64), String> {
-    if !args.engines.is_empty() {
-        return Err(format!(
-            "{name} scenario: --engine does not apply: its configurations are fixed ({})",
-            configs.join(", ")
-        ));
+    /// Runs every configuration at both sizes of `bench`, each in its
+    /// child process under the limit ([`run_child`]), `repeat` rounds, in
+    /// a temporary directory in `data_dir`. A configuration killed or
+    /// failed is said, and its records carry why.
+    ///
+    /// # Errors
+    /// A child could not be started, or the directory not made.
+    pub fn run(
+        &self,
+        bench: &EmbeddedBench,
+        data_dir: &std::path::Path,
+        repeat: u32,
+        avail: &Availability,
+        notes: &mut Vec<String>,
+        say: &dyn Fn(&str),
+    ) -> Result<Vec<JobRuns>> {
+        let name = self.name;
+        if let Availability::Unavailable(why) = avail {
+            notes.push(format!(
+                "{name}: no memory limit could be set ({why}): the configurations ran unlimited"
+            ));
+        }
+        let root = tempfile::Builder::new()
+            .prefix(&format!("foliocache-{name}-"))
+            .tempdir_in(data_dir)
+            .with_context(|| format!("{name}: a directory in {}", data_dir.display()))?;
+        let jobs = self.jobs.as_flattened();
+        let runs = rounds(name, self.configs, jobs, repeat, say, |c| {
+            let mut records = Vec::new();
+            for (size, &n) in bench.n.iter().enumerate() {
+                let run = ChildRun {
+                    scenario: name.into(),
+                    config: self.configs[c].into(),
+                    path: root.path().join(format!("{size}.db")),
+                    limit: bench.limit,
+                    size,
+                    n,
+                    ops: bench.ops,
+                };
+                let (measured, limit) = self.run_one(avail, &run, say)?;
+                let cap = (self.capacity)(&run.config, bench.limit);
+                let (per_op, data) = (self.bytes_per_op, n * self.bytes_per_op);
+                records.extend(
+                    measured
+                        .iter()
+                        .map(|m| record(&run.config, m, per_op, data, cap, &limit)),
+                );
+            }
+            Ok(records)
+        })?;
+        root.close()
+            .with_context(|| format!("{name}: removing the databases"))?;
+        Ok(runs)
     }
-    let limit = args.capacity.unwrap_or(if quick { quick_m } else { full });
-    if limit < min {
-        return Err(format!(
-            "{name} scenario: M = {} is too small: at least {} (--capacity)",
-            crate::units::fmt_size_approx(limit),
-            crate::units::fmt_size(min)
-        ));
+
+    /// `run` in its child process, under the limit unless its
+    /// configuration runs without ([`Embedded::unlimited`]): its figures,
+    /// or each job's with no operations and why (said).
+    fn run_one(
+        &self,
+        avail: &Availability,
+        run: &ChildRun,
+        say: &dyn Fn(&str),
+    ) -> Result<(Vec<Measured>, MemoryLimit)> {
+        let unlimited;
+        let avail = match self.unlimited.iter().find(|u| u.0 == run.config) {
+            Some((_, why)) => {
+                unlimited = Availability::Unavailable(why.to_string());
+                &unlimited
+            }
+            None => avail,
+        };
+        let jobs = &self.jobs[run.size];
+        let (measured, limit) = run_child(avail, run, jobs)?;
+        let measured = measured.unwrap_or_else(|why| {
+            say(&why);
+            failed(jobs, &why)
+        });
+        Ok((measured, limit))
     }
-    Ok((limit, args.size.unwrap_or(4 * limit)))
 }
 
 /// Adds to every job a configuration `label`: in each round, the run of

@@ -84,9 +84,9 @@ pub enum Program {
     /// RocksDB's `db_bench` ([`programs`]).
     DbBench(programs::DbBench),
     /// redb, embedded ([`redb`](mod@redb)).
-    Redb(redb::RedbBench),
+    Redb(embedded::EmbeddedBench),
     /// SQLite, embedded ([`sqlite`]).
-    Sqlite(sqlite::SqliteBench),
+    Sqlite(embedded::EmbeddedBench),
 }
 
 impl Scenario {
