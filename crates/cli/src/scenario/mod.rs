@@ -53,6 +53,21 @@ const QUICK_RUNTIME: f64 = 4.0;
 /// leave the page cache nothing.
 const MIN_MEMORY_LIMIT: u64 = 1 << 20;
 
+/// A setting's value in a full run, and with `--quick`.
+#[derive(Debug, Clone, Copy)]
+pub struct FullQuick<T>(pub T, pub T);
+
+impl<T: Copy> FullQuick<T> {
+    /// The value with `--quick` or without.
+    pub fn get(self, quick: bool) -> T {
+        if quick {
+            self.1
+        } else {
+            self.0
+        }
+    }
+}
+
 /// A named group of jobs, reported together.
 #[derive(Debug, Clone)]
 pub struct Scenario {
