@@ -21,6 +21,12 @@ fn run(args: &[&str]) -> Output {
     bin().args(args).output().expect("running foliocache")
 }
 
+/// `line` split at spaces: a command line's arguments, or a list of
+/// engines.
+fn argv(line: &str) -> Vec<&str> {
+    line.split(' ').collect()
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -148,8 +154,7 @@ fn bad_arguments_exit_2_with_the_usage_line() {
         ("frobnicate", "unrecognized subcommand"),
     ];
     for (line, wants) in cases {
-        let args: Vec<&str> = line.split(' ').collect();
-        assert_usage_error(&args, wants);
+        assert_usage_error(&argv(line), wants);
     }
 }
 
@@ -433,19 +438,10 @@ fn check_seqread_fuse(s: &Value, fuse: bool) {
 /// engine; `tokio-fs` reads only and refuses the job.
 #[test]
 fn the_async_engine_runs_a_write_job() {
-    let v = bench_json_in_tmp(&[
-        "--rw",
-        "randwrite",
-        "--bs",
-        "4k",
-        "--size",
-        "4M",
-        "--engine",
-        "foliocache[async,tasks=8]",
-        "--engine",
-        "foliocache",
-        "--verify",
-    ]);
+    let v = bench_json_in_tmp(&argv(
+        "--rw randwrite --bs 4k --size 4M \
+         --engine foliocache[async,tasks=8] --engine foliocache --verify",
+    ));
     let rs = results(&v);
     let engines: Vec<&str> = rs.iter().map(|r| r["engine"].as_str().unwrap()).collect();
     assert_eq!(engines, ["foliocache[async,tasks=8]", "foliocache"]);
@@ -772,35 +768,13 @@ fn check_write(s: &Value, size: u64, repeat: usize, runtime: Option<f64>) {
 #[test]
 fn populate_scenario_reports_setup_and_arena_populate() {
     let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("out.json");
-    let out = run(&[
-        "bench",
-        "--scenario",
-        "populate",
-        "--size",
-        "16M",
-        "--repeat",
-        "1",
-        "--settle",
-        "0",
-        "--engine",
-        "foliocache[huge=on]",
-        "--engine",
-        "foliocache[grab=single,folio=64k,huge=off]",
-        "--engine",
-        "foliocache[populate=lazy]",
-        "--engine",
-        "anon[thp,populate]",
-        "--engine",
-        "kernel",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    let stdout = text(&out.stdout);
-    assert!(
-        out.status.success(),
-        "failed:\n{stdout}\n{}",
-        text(&out.stderr)
+    let (v, stdout) = bench_json_and_text(
+        dir.path(),
+        &argv(
+            "--scenario populate --size 16M --repeat 1 --settle 0 \
+             --engine foliocache[huge=on] --engine foliocache[grab=single,folio=64k,huge=off] \
+             --engine foliocache[populate=lazy] --engine anon[thp,populate] --engine kernel",
+        ),
     );
     for section in [
         "setup and writes of those runs",
@@ -812,7 +786,6 @@ fn populate_scenario_reports_setup_and_arena_populate() {
     ] {
         assert!(stdout.contains(section), "no `{section}` in:\n{stdout}");
     }
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let rs = results(&v);
     assert_eq!(rs.len(), 5);
     let f = |i: usize| &rs[i]["foliocache"];
@@ -869,31 +842,13 @@ fn populate_scenario_reports_setup_and_arena_populate() {
 #[test]
 fn write_with_grab_single_verifies() {
     let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("out.json");
-    let out = run(&[
-        "bench",
-        "--rw",
-        "randwrite",
-        "--bs",
-        "16k",
-        "--size",
-        "4M",
-        "--cold",
-        "--verify",
-        "--engine",
-        "foliocache[grab=single,folio=16k]",
-        "--engine",
-        "foliocache[grab=batched,huge=off]",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "failed:\n{}\n{}",
-        text(&out.stdout),
-        text(&out.stderr)
+    let v = bench_json(
+        dir.path(),
+        &argv(
+            "--rw randwrite --bs 16k --size 4M --cold --verify \
+             --engine foliocache[grab=single,folio=16k] --engine foliocache[grab=batched,huge=off]",
+        ),
     );
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let rs = results(&v);
     assert_eq!(rs.len(), 2);
     assert_eq!(rs[0]["foliocache"]["write_insert"], "grab_folios_single");
@@ -1064,30 +1019,10 @@ fn check_uncached(s: &Value, size: u64, capacity: u64, repeat: usize, hot_rate: 
 #[test]
 fn uncached_scenario_reports_timelines_cpu_cache_figures_and_hit_ratios() {
     let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("out.json");
-    let data = dir.path().join("data");
-    let out = run(&[
-        "bench",
-        "--scenario",
-        "uncached",
-        "--capacity",
-        "16M",
-        "--repeat",
-        "1",
-        "--hot-rate",
-        "4096",
-        "--dir",
-        data.to_str().unwrap(),
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    let stdout = text(&out.stdout);
-    assert!(
-        out.status.success(),
-        "failed:\n{stdout}\n{}",
-        text(&out.stderr)
+    let (v, stdout) = bench_json_and_text(
+        dir.path(),
+        &argv("--scenario uncached --capacity 16M --repeat 1 --hot-rate 4096"),
     );
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let s = &v["scenarios"][0];
     assert_eq!(s["name"], "uncached");
     check_uncached(s, 64 << 20, 16 << 20, 1, 4096);
@@ -1360,14 +1295,7 @@ fn every_engine_reads_the_right_data_at_random() {
 fn misaligned_buffers_read_the_right_data() {
     verified(
         "randread",
-        &[
-            "foliocache",
-            "foliocache[dontcache]",
-            "kernel",
-            "dontcache",
-            "mmap",
-            "memcpy",
-        ],
+        &argv("foliocache foliocache[dontcache] kernel dontcache mmap memcpy"),
         &["--buf-offset", "8"],
     );
 }
@@ -1401,13 +1329,7 @@ fn every_engine_writes_the_right_data() {
     verified("randwrite", &WRITERS, &[]);
     verified(
         "randwrite",
-        &[
-            "foliocache",
-            "foliocache[dontcache]",
-            "kernel",
-            "direct",
-            "dontcache",
-        ],
+        &argv("foliocache foliocache[dontcache] kernel direct dontcache"),
         &["--shared"],
     );
     verified(
@@ -1456,17 +1378,7 @@ fn cold_runs_start_out_of_every_cache() {
     let dir = tempfile::tempdir().unwrap();
     let v = bench_json(
         dir.path(),
-        &[
-            "--rw",
-            "read",
-            "--size",
-            "4M",
-            "--cold",
-            "--engine",
-            "foliocache",
-            "--engine",
-            "kernel",
-        ],
+        &argv("--rw read --size 4M --cold --engine foliocache --engine kernel"),
     );
     for r in results(&v) {
         assert_eq!(r["cold"], true);
@@ -1484,16 +1396,7 @@ fn a_timed_run_has_one_timeline_entry_per_second() {
     let dir = tempfile::tempdir().unwrap();
     let v = bench_json(
         dir.path(),
-        &[
-            "--rw",
-            "randread",
-            "--size",
-            "4M",
-            "--runtime",
-            "1.5",
-            "--engine",
-            "kernel",
-        ],
+        &argv("--rw randread --size 4M --runtime 1.5 --engine kernel"),
     );
     let r = results(&v)[0];
     let secs = r["seconds"].as_f64().unwrap();
@@ -1564,18 +1467,9 @@ fn readahead_options_are_applied_and_the_label_kept() {
 /// memory, and the targets reported.
 #[test]
 fn larger_scenario_reports_figures_per_read_and_its_targets() {
-    let v = bench_json_in_tmp(&[
-        "--scenario",
-        "larger",
-        "--capacity",
-        "16M",
-        "--size",
-        "64M",
-        "--runtime",
-        "0.25",
-        "--repeat",
-        "1",
-    ]);
+    let v = bench_json_in_tmp(&argv(
+        "--scenario larger --capacity 16M --size 64M --runtime 0.25 --repeat 1",
+    ));
     let s = &v["scenarios"][0];
     assert_eq!(s["name"], "larger");
     let rs = s["results"].as_array().unwrap();
@@ -1668,21 +1562,10 @@ fn larger_scenario_reports_figures_per_read_and_its_targets() {
 /// (where the machine has one) and reports it.
 #[test]
 fn memory_limit_puts_a_custom_job_under_a_cgroup() {
-    let v = bench_json_in_tmp(&[
-        "--rw",
-        "randread",
-        "--shared",
-        "--size",
-        "8M",
-        "--memory-limit",
-        "4M",
-        "--engine",
-        "kernel",
-        "--engine",
-        "foliocache",
-        "--runtime",
-        "0.25",
-    ]);
+    let v = bench_json_in_tmp(&argv(
+        "--rw randread --shared --size 8M --memory-limit 4M \
+         --engine kernel --engine foliocache --runtime 0.25",
+    ));
     let s = &v["scenarios"][0];
     let lim = &s["memory_limit"];
     assert!(lim.is_object(), "{s}");
