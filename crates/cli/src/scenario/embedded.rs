@@ -6,7 +6,7 @@
 //! # The memory limit
 //! Each configuration runs at each size in a child process of its own
 //! (this binary again, told what to run by [`CHILD_ENV`](child::CHILD_ENV)), started inside
-//! a fresh memory cgroup limited to the scenario's M ([`MemCgroup`], the
+//! a fresh memory cgroup limited to the scenario's M ([`MemCgroup`](crate::cgroup::MemCgroup), the
 //! one the `larger` scenario's kernel engines run in): the bench enters
 //! the cgroup, starts the child (which stays in it) and leaves. Every page
 //! the child faults in (the database's cache and heap, the kernel's page
