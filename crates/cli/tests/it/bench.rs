@@ -63,14 +63,26 @@ fn bench_json_in_tmp(args: &[&str]) -> Value {
     bench_json(dir.path(), args)
 }
 
-/// The names of a summary's targets.
-fn target_names(summary: &Value) -> Vec<&str> {
-    summary["targets"]
-        .as_array()
+/// The readahead scenario's engines, in order.
+const READAHEAD_ENGINES: [&str; 4] = [
+    "foliocache",
+    "foliocache[insert=single]",
+    "kernel",
+    "direct",
+];
+
+/// The `name` of each item of the JSON array `list`.
+fn names_of(list: &Value) -> Vec<&str> {
+    list.as_array()
         .unwrap()
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect()
+}
+
+/// The names of a summary's targets.
+fn target_names(summary: &Value) -> Vec<&str> {
+    names_of(&summary["targets"])
 }
 
 /// A result's notes.
@@ -200,10 +212,7 @@ fn quick_seeds_smoke_run_writes_complete_json_and_a_plot() {
     assert_eq!(v["repeat"], 2);
     assert_eq!(v["cold"], false);
     let scenarios = v["scenarios"].as_array().unwrap();
-    let names: Vec<&str> = scenarios
-        .iter()
-        .map(|s| s["name"].as_str().unwrap())
-        .collect();
+    let names = names_of(&v["scenarios"]);
     assert_eq!(
         names,
         [
@@ -265,15 +274,7 @@ fn quick_seeds_smoke_run_writes_complete_json_and_a_plot() {
         .iter()
         .map(|r| r["engine"].as_str().unwrap())
         .collect();
-    assert_eq!(
-        engines,
-        [
-            "foliocache",
-            "foliocache[insert=single]",
-            "kernel",
-            "direct"
-        ]
-    );
+    assert_eq!(engines, READAHEAD_ENGINES);
     let ratios = ra["summary"]["ratios"].as_array().unwrap();
     let named: Vec<(&str, f64)> = ratios
         .iter()
@@ -529,22 +530,40 @@ fn fuse_engine_runs_a_custom_job_through_a_mount() {
 
 /// Whether this kernel and filesystem take `RWF_DONTCACHE` (the uncached
 /// scenario leaves its `dontcache` engine out where they do not).
+/// `engines` less `dontcache` where the kernel has no `RWF_DONTCACHE`.
+fn engines_here(engines: &[&'static str]) -> Vec<&'static str> {
+    engines
+        .iter()
+        .copied()
+        .filter(|e| *e != "dontcache" || dontcache_here())
+        .collect()
+}
+
+/// The runs `rs` of a scenario's two jobs, each on `want` in order: for
+/// each, whether it is of the second job, the run and its engine.
+fn two_jobs<'a>(rs: &'a [Value], want: &[&str]) -> Vec<(bool, &'a Value, &'a str)> {
+    assert_eq!(rs.len(), 2 * want.len());
+    rs.iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let engine = r["engine"].as_str().unwrap();
+            assert_eq!(engine, want[i % want.len()]);
+            (i >= want.len(), r, engine)
+        })
+        .collect()
+}
+
 fn dontcache_here() -> bool {
+    read_64k("dontcache").status.success()
+}
+
+/// A read of a 64 KiB file with `engine` alone, in a directory of its own.
+fn read_64k(engine: &str) -> Output {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    run(&[
-        "bench",
-        "--rw",
-        "read",
-        "--size",
-        "64k",
-        "--engine",
-        "dontcache",
-        "--dir",
-        data.to_str().unwrap(),
-    ])
-    .status
-    .success()
+    let mut args = argv("bench --rw read --size 64k --engine");
+    args.extend([engine, "--dir", data.to_str().unwrap()]);
+    run(&args)
 }
 
 /// The populate scenario's foliocache engines: batched and one folio at a
@@ -680,21 +699,15 @@ fn check_populate(s: &Value, size: u64, repeat: usize, settle: f64) {
 /// is in its figures; the per-job ratios and the target.
 fn check_write(s: &Value, size: u64, repeat: usize, runtime: Option<f64>) {
     let rs = s["results"].as_array().unwrap();
-    let want: Vec<&str> = [
+    let want = engines_here(&[
         "foliocache",
         "foliocache[dontcache]",
         "kernel",
         "direct",
         "dontcache",
-    ]
-    .into_iter()
-    .filter(|e| *e != "dontcache" || dontcache_here())
-    .collect();
-    assert_eq!(rs.len(), 2 * want.len());
-    for (i, r) in rs.iter().enumerate() {
-        let engine = r["engine"].as_str().unwrap();
-        assert_eq!(engine, want[i % want.len()]);
-        let seq = i < want.len();
+    ]);
+    for (second, r, engine) in two_jobs(rs, &want) {
+        let seq = !second;
         let (rw, bs, file) = if seq {
             ("write", 64u64 << 10, size)
         } else {
@@ -748,10 +761,7 @@ fn check_write(s: &Value, size: u64, repeat: usize, runtime: Option<f64>) {
         .iter()
         .any(|r| r["name"] == "foliocache / kernel (randwrite 4KiB)" && r["target"] == 1.0));
     let targets = sum["targets"].as_array().unwrap();
-    let names: Vec<&str> = targets
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let names = names_of(&sum["targets"]);
     assert_eq!(
         names,
         [
@@ -808,12 +818,7 @@ fn populate_scenario_reports_setup_and_arena_populate() {
     );
     // Without the default engines, the targets fall to the first batched
     // and the first single foliocache engine.
-    let ratios: Vec<&str> = v["scenarios"][0]["summary"]["ratios"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["name"].as_str().unwrap())
-        .collect();
+    let ratios = names_of(&v["scenarios"][0]["summary"]["ratios"]);
     assert_eq!(
         ratios,
         [
@@ -877,15 +882,8 @@ fn check_uncached(s: &Value, size: u64, capacity: u64, repeat: usize, hot_rate: 
     let rs = s["results"].as_array().unwrap();
     let mut engines: Vec<&str> = rs.iter().map(|r| r["engine"].as_str().unwrap()).collect();
     engines.dedup();
-    let want: Vec<&str> = ["foliocache", "foliocache[dontcache]", "kernel", "dontcache"]
-        .into_iter()
-        .filter(|e| *e != "dontcache" || dontcache_here())
-        .collect();
-    assert_eq!(rs.len(), 2 * want.len());
-    for (i, r) in rs.iter().enumerate() {
-        let engine = r["engine"].as_str().unwrap();
-        assert_eq!(engine, want[i % want.len()]);
-        let beside = i >= want.len();
+    let want = engines_here(&["foliocache", "foliocache[dontcache]", "kernel", "dontcache"]);
+    for (beside, r, engine) in two_jobs(rs, &want) {
         assert_eq!(r["rw"], "read");
         assert_eq!(r["bs"], 64 << 10);
         assert_eq!(r["numjobs"], 1);
@@ -973,21 +971,13 @@ fn check_uncached(s: &Value, size: u64, capacity: u64, repeat: usize, hot_rate: 
     // The summary: ratios and the targets, each met, not met, or
     // not checked with the reason.
     let sum = &s["summary"];
-    let ratios: Vec<&str> = sum["ratios"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["name"].as_str().unwrap())
-        .collect();
+    let ratios = names_of(&sum["ratios"]);
     assert!(
         ratios.contains(&"foliocache[dontcache] / foliocache"),
         "{ratios:?}"
     );
     let targets = sum["targets"].as_array().unwrap();
-    let names: Vec<&str> = targets
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let names = names_of(&sum["targets"]);
     let mut want = vec![
         "foliocache[dontcache] flat throughput",
         "foliocache[dontcache] bandwidth / foliocache",
@@ -1198,19 +1188,7 @@ fn check_record(r: &Value, readahead: bool, cpus: u64) {
 /// here are skipped with a message, except under `CI=true`, where they
 /// must run.
 fn engine_runs_here(engine: &str) -> bool {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let out = run(&[
-        "bench",
-        "--rw",
-        "read",
-        "--size",
-        "64k",
-        "--engine",
-        engine,
-        "--dir",
-        data.to_str().unwrap(),
-    ]);
+    let out = read_64k(engine);
     if out.status.success() {
         return true;
     }
@@ -1352,15 +1330,7 @@ fn readahead_scenario_reads_the_right_data_on_every_engine() {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
     let rs = results(&v);
     let engines: Vec<&str> = rs.iter().map(|r| r["engine"].as_str().unwrap()).collect();
-    assert_eq!(
-        engines,
-        [
-            "foliocache",
-            "foliocache[insert=single]",
-            "kernel",
-            "direct"
-        ]
-    );
+    assert_eq!(engines, READAHEAD_ENGINES);
     for r in rs {
         let notes = notes_of(r);
         assert!(
