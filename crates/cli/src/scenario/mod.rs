@@ -43,11 +43,9 @@ pub mod write;
 mod tests;
 
 /// The file size of seqread and randread (full, and with `--quick`).
-const SCENARIO_SIZE: u64 = 1 << 30;
-const QUICK_SIZE: u64 = 512 << 20;
+const SCENARIO_SIZE: FullQuick<u64> = FullQuick(1 << 30, 512 << 20);
 /// A time-based scenario engine run's length (full, and with `--quick`).
-const RUNTIME: f64 = 10.0;
-const QUICK_RUNTIME: f64 = 4.0;
+const RUNTIME: FullQuick<f64> = FullQuick(10.0, 4.0);
 
 /// The smallest `--memory-limit`: below it the cgroup's own charges
 /// leave the page cache nothing.
@@ -174,7 +172,7 @@ pub fn plan(args: &BenchArgs) -> Result<Plan, String> {
         } else {
             args.scenarios.clone()
         };
-        let rt = runtime(if quick { QUICK_RUNTIME } else { RUNTIME });
+        let rt = runtime(RUNTIME.get(quick));
         names
             .iter()
             .map(|n| build(n, args, quick, rt))
@@ -292,9 +290,7 @@ impl CachedReads {
     ];
 
     fn new(args: &BenchArgs, quick: bool, runtime: Option<Duration>) -> CachedReads {
-        let size = args
-            .size
-            .unwrap_or(if quick { QUICK_SIZE } else { SCENARIO_SIZE });
+        let size = args.size.unwrap_or(SCENARIO_SIZE.get(quick));
         let given = !args.engines.is_empty();
         let engines = if given {
             args.engines.clone()
