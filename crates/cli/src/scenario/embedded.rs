@@ -30,12 +30,11 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 
-use super::{Program, Scenario};
+use super::{FullQuick, Program, Scenario};
 use crate::args::BenchArgs;
 use crate::cgroup::Availability;
 use crate::report::{Latency, MemoryFigures, MemoryLimit, Perf, RunJob, RunRecord};
 use crate::targets::{self, Given, JobName, JobRuns, Judged, Target};
-use crate::units::{fmt_size, fmt_size_approx};
 use child::run_child;
 pub use child::{child_main, ChildRun};
 
@@ -318,17 +317,17 @@ pub struct Embedded {
     /// Each size's jobs, in the order they run: data that fits M, data
     /// 4x M.
     pub jobs: [[JobName; 6]; 2],
-    /// M unless `--capacity` says otherwise (full, and with `--quick`),
-    /// and the smallest M.
-    pub m: [u64; 3],
+    /// M unless `--capacity` says otherwise.
+    pub m: FullQuick<u64>,
+    /// The smallest M.
+    pub min_m: u64,
     /// The raw bytes of an entry or row: what a workload's bandwidth
     /// counts per operation, and what the sizes are counted in.
     pub bytes_per_op: u64,
     /// The fewest entries or rows of a size.
     pub min_n: u64,
-    /// Operations of the read (and change) workloads (full, and with
-    /// `--quick`).
-    pub ops: [u64; 2],
+    /// Operations of the read (and change) workloads.
+    pub ops: FullQuick<u64>,
     /// The ratios and targets.
     pub targets: &'static [Target<&'static str>],
     /// Configurations that run without the limit, with why (a bound whose
@@ -372,21 +371,14 @@ impl Embedded {
                 self.configs.join(", ")
             ));
         }
-        let [full, quick_m, min] = self.m;
-        let limit = args.capacity.unwrap_or(if quick { quick_m } else { full });
-        if limit < min {
-            return Err(format!(
-                "{name} scenario: M = {} is too small: at least {} (--capacity)",
-                fmt_size_approx(limit),
-                fmt_size(min)
-            ));
-        }
+        let what = format!("{name} scenario: M =");
+        let limit = super::capacity_at_least(args, self.m.get(quick), self.min_m, &what)?;
         let big = args.size.unwrap_or(4 * limit);
         let count = |bytes: u64| (bytes / self.bytes_per_op).max(self.min_n);
         let bench = EmbeddedBench {
             limit,
             n: [count(limit / 4), count(big)],
-            ops: self.ops[usize::from(quick)],
+            ops: self.ops.get(quick),
         };
         let Judged { ratios, targets } =
             targets::judge(self.targets, |c| Some(c.to_string()), Given::default());

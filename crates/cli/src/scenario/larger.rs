@@ -17,7 +17,7 @@ use crate::sys::PAGE;
 use crate::targets::{
     self, bandwidth, cpu_per_read, lru_gap, memory, read_amplification, Given, Judged, Target,
 };
-use crate::units::{fmt_size, fmt_size_approx};
+use crate::units::fmt_size;
 use crate::zipf::Zipf;
 use Role::{Direct, Folio, Kernel, QdDirect, QdFolio, SyncFolio};
 
@@ -127,14 +127,8 @@ pub fn scenario(
     quick: bool,
     runtime: Option<Duration>,
 ) -> Result<Scenario, String> {
-    let m = args.capacity.unwrap_or(LARGER_M.get(quick));
-    if m < LARGER_MIN_M {
-        return Err(format!(
-            "larger scenario: a memory budget of {} is too small: at least {} (--capacity)",
-            fmt_size_approx(m),
-            fmt_size(LARGER_MIN_M)
-        ));
-    }
+    let what = "larger scenario: a memory budget of";
+    let m = super::capacity_at_least(args, LARGER_M.get(quick), LARGER_MIN_M, what)?;
     let size = args.size.unwrap_or(4 * m);
     let blocks = size / LARGER_BS;
     let zipf = Zipf::new(blocks, THETA).map_err(|e| format!("larger scenario: {e}"))?;

@@ -66,6 +66,20 @@ impl<T: Copy> FullQuick<T> {
     }
 }
 
+/// `--capacity`, else `default`: at least `min`, or an error that names
+/// it `what` (`larger scenario: a memory budget of`).
+fn capacity_at_least(args: &BenchArgs, default: u64, min: u64, what: &str) -> Result<u64, String> {
+    let c = args.capacity.unwrap_or(default);
+    if c < min {
+        return Err(format!(
+            "{what} {} is too small: at least {} (--capacity)",
+            fmt_size_approx(c),
+            fmt_size(min)
+        ));
+    }
+    Ok(c)
+}
+
 /// A named group of jobs, reported together.
 #[derive(Debug, Clone)]
 pub struct Scenario {

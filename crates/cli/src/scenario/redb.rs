@@ -42,7 +42,7 @@ use anyhow::{bail, Context, Result};
 use redb::{Database, Durability, ReadableDatabase, ReadableTableMetadata, TableDefinition};
 
 use super::embedded::{self, scatter, ChildRun, Embedded, EmbeddedBench, Measured};
-use super::{Program, Scenario};
+use super::{FullQuick, Program, Scenario};
 use crate::args::BenchArgs;
 use crate::cgroup::Availability;
 use crate::targets::{bandwidth, JobName, JobRuns, Target};
@@ -176,10 +176,11 @@ pub const DB: Embedded = Embedded {
         DIRECT_BOUND,
     ],
     jobs: [FITS.all(), BIG.all()],
-    m: [256 << 20, 32 << 20, 16 << 20],
+    m: FullQuick(256 << 20, 32 << 20),
+    min_m: 16 << 20,
     bytes_per_op: ENTRY,
     min_n: 100,
-    ops: [1_000_000, 20_000],
+    ops: FullQuick(1_000_000, 20_000),
     targets: TARGETS,
     unlimited: &[
         (

@@ -25,7 +25,7 @@ use anyhow::{bail, Result};
 use rusqlite::{params, Connection, OpenFlags};
 
 use super::embedded::{self, scatter, ChildRun, Embedded, EmbeddedBench, Measured};
-use super::{Program, Scenario};
+use super::{FullQuick, Program, Scenario};
 use crate::args::BenchArgs;
 use crate::cgroup::Availability;
 use crate::targets::{bandwidth, JobName, JobRuns, Target};
@@ -129,10 +129,11 @@ pub const DB: Embedded = Embedded {
     name: "sqlite",
     configs: &[UNIX, FOLIO, FOLIO_MMAP],
     jobs: [FITS.all(), BIG.all()],
-    m: [256 << 20, 32 << 20, 16 << 20],
+    m: FullQuick(256 << 20, 32 << 20),
+    min_m: 16 << 20,
     bytes_per_op: ROW,
     min_n: 1000,
-    ops: [100_000, 5_000],
+    ops: FullQuick(100_000, 5_000),
     targets: TARGETS,
     unlimited: &[],
     capacity: |config, m| (config != UNIX).then(|| folio_capacity(m)),
