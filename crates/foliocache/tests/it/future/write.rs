@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use backing::{FaultyBacking, MemBacking};
 use foliocache::filemap::{FgpFlags, FolioFlags};
 use foliocache::{Cache, File};
 use rand::rngs::StdRng;
@@ -47,6 +48,23 @@ fn check_written(c: &Cache, f: &File, pages: u64) {
         assert!(Instant::now() < deadline, "still under writeback: {folio}");
         std::thread::sleep(Duration::from_millis(1));
     }
+}
+
+/// A cache of `cache_pages` pages with a dirty limit of `dirty_pages`
+/// pages, and a file of `pages` pages of nonzero bytes (`seed`) on a
+/// faulty memory backing: the cache, the bytes, the file, the backing.
+fn throttled(
+    cache_pages: usize,
+    dirty_pages: u64,
+    pages: u64,
+    seed: u64,
+) -> (Cache, Vec<u8>, File, Arc<FaultyBacking<MemBacking>>) {
+    let c = test_cache(cache_pages)
+        .dirty_limit((dirty_pages * P) as usize)
+        .build();
+    let data = nonzero_bytes((pages * P) as usize, seed);
+    let (f, b) = faulty_file(&c, &data);
+    (c, data, f, b)
 }
 
 #[test]
@@ -251,10 +269,8 @@ fn sync_futures_report_writeback_errors_as_the_blocking_syncs() {
 #[test]
 #[cfg_attr(miri, ignore = "many writes: too slow for Miri")]
 fn throttled_writers_await_the_writeback_and_complete_on_one_thread() {
-    let c = test_cache(256).dirty_limit(16 * P as usize).build();
     let pages = 128u64;
-    let data = nonzero_bytes((pages * P) as usize, 6);
-    let (f, b) = faulty_file(&c, &data);
+    let (c, _, f, b) = throttled(256, 16, pages, 6);
     b.set_write_latency(std::time::Duration::from_micros(200));
     let f = Arc::new(f);
     let before = c.stats().throttled;
@@ -297,10 +313,8 @@ fn throttled_writers_await_the_writeback_and_complete_on_one_thread() {
 /// writeback runs, and is woken at its end.
 #[test]
 fn a_throttled_write_waits_for_the_writeback_without_blocking() {
-    let c = test_cache(256).dirty_limit(8 * P as usize).build();
     let pages = 64u64;
-    let data = nonzero_bytes((pages * P) as usize, 7);
-    let (f, b) = faulty_file(&c, &data);
+    let (c, data, f, b) = throttled(256, 8, pages, 7);
     // Dirty past the limit without the throttle (a memory of the blocking
     // writers' debt): writes of whole cached pages.
     let mut all = vec![0u8; data.len()];
@@ -346,10 +360,8 @@ fn one_call<'a>(
 #[test]
 #[cfg_attr(miri, ignore = "hundreds of calls under faults: too slow for Miri")]
 fn calls_dropped_at_every_await_point_under_faults_leave_the_cache_sound() {
-    let c = test_cache(24).dirty_limit(6 * P as usize).build();
     let pages = 40u64;
-    let data = nonzero_bytes((pages * P) as usize, 8);
-    let (f, b) = faulty_file(&c, &data);
+    let (c, data, f, b) = throttled(24, 6, pages, 8);
     // IO slow enough that the jobs and reads are still running when the
     // futures look for their ends.
     b.set_read_latency(std::time::Duration::from_micros(300));
