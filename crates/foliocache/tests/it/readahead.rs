@@ -58,6 +58,26 @@ fn two_mib() -> ReadaheadConfig {
     ReadaheadConfig::new(512, 512)
 }
 
+/// A cache of `bytes` with folios up to `max_folio` bytes and readahead
+/// `ra`.
+fn cache(bytes: usize, max_folio: usize, ra: ReadaheadConfig) -> Cache {
+    TestCache::bytes(bytes)
+        .max_folio(max_folio)
+        .readahead(ra)
+        .build()
+}
+
+/// 8 MiB of one-page folios with the kernel's readahead: the reference's
+/// worked example.
+fn kernel_cache() -> Cache {
+    cache(8 << 20, PAGE, ReadaheadConfig::kernel())
+}
+
+/// 32 MiB, folios up to 2 MiB, [`two_mib`] windows.
+fn two_mib_cache() -> Cache {
+    cache(32 << 20, 2 << 20, two_mib())
+}
+
 /// `data` in memory, read through `c`, with its reads logged.
 fn open_rec(c: &Cache, data: &[u8]) -> (File, Rec) {
     let b = Arc::new(RecordingBacking::new(MemBacking::with_data(data.to_vec())));
@@ -70,6 +90,22 @@ fn open_faulty(c: &Cache, data: &[u8]) -> (File, FaultyRec) {
         MemBacking::with_data(data.to_vec()),
     )));
     (c.open_backing(b.clone()).unwrap(), b)
+}
+
+/// `len` random nonzero bytes (`seed`) through [`open_rec`]: the bytes,
+/// the file, the log.
+fn new_rec(c: &Cache, len: usize, seed: u64) -> (Vec<u8>, File, Rec) {
+    let data = nonzero_bytes(len, seed);
+    let (f, rec) = open_rec(c, &data);
+    (data, f, rec)
+}
+
+/// `len` random nonzero bytes (`seed`) through [`open_faulty`]: the bytes,
+/// the file, the log (and its fault injector).
+fn new_faulty(c: &Cache, len: usize, seed: u64) -> (Vec<u8>, File, FaultyRec) {
+    let data = nonzero_bytes(len, seed);
+    let (f, rec) = open_faulty(c, &data);
+    (data, f, rec)
 }
 
 /// Reads `len` bytes at `off` and checks them against `data`.
@@ -93,6 +129,23 @@ fn read_check(f: &File, data: &[u8], off: u64, len: usize) -> io::Result<usize> 
 /// Reads page `p` (4 KiB) and checks it.
 fn read_page(f: &File, data: &[u8], p: u64) {
     read_check(f, data, p * P, PAGE).unwrap();
+}
+
+/// Reads pages `0..pages` of `f` one at a time (checking them against
+/// `data`): each read after which the window changed, as (page read,
+/// [`wsm`] of the window after it).
+fn window_changes(f: &File, data: &[u8], pages: u64) -> Vec<(u64, (u64, u64, u64))> {
+    let mut changes = Vec::new();
+    let mut last = Window::default();
+    for p in 0..pages {
+        read_page(f, data, p);
+        let w = f.readahead_window();
+        if w != last {
+            changes.push((p, wsm(w)));
+            last = w;
+        }
+    }
+    changes
 }
 
 /// (start, size, marker page) of a window.
@@ -190,23 +243,10 @@ impl Drop for Watchdog {
 /// with exactly one request.
 #[test]
 fn kernel_windows_follow_the_worked_example() {
-    let c = TestCache::bytes(8 << 20)
-        .max_folio(PAGE)
-        .readahead(ReadaheadConfig::kernel())
-        .build();
-    let data = nonzero_bytes(256 * PAGE, 1);
-    let (f, rec) = open_rec(&c, &data);
+    let c = kernel_cache();
+    let (data, f, rec) = new_rec(&c, 256 * PAGE, 1);
     assert_eq!(f.readahead_window(), Window::default());
-    let mut changes = Vec::new();
-    let mut last = Window::default();
-    for p in 0..128 {
-        read_page(&f, &data, p);
-        let w = f.readahead_window();
-        if w != last {
-            changes.push((p, wsm(w)));
-            last = w;
-        }
-    }
+    let changes = window_changes(&f, &data, 128);
     assert_eq!(
         changes,
         [
@@ -255,12 +295,8 @@ fn kernel_windows_follow_the_worked_example() {
 /// window it starts is the next 2 MiB as one folio.
 #[test]
 fn two_mib_reads_make_two_mib_folios() {
-    let c = TestCache::bytes(32 << 20)
-        .max_folio(2 << 20)
-        .readahead(two_mib())
-        .build();
-    let data = nonzero_bytes(16 << 20, 2);
-    let (f, rec) = open_rec(&c, &data);
+    let c = two_mib_cache();
+    let (data, f, rec) = new_rec(&c, 16 << 20, 2);
     for i in 0..4u64 {
         read_check(&f, &data, i << 21, 2 << 20).unwrap();
         let folio = folio_at(f.mapping(), i * 512).expect("the read's folio");
@@ -290,22 +326,9 @@ fn two_mib_reads_make_two_mib_folios() {
 /// (`page_cache_ra_order`).
 #[test]
 fn async_windows_grow_their_folio_order() {
-    let c = TestCache::bytes(32 << 20)
-        .max_folio(2 << 20)
-        .readahead(two_mib())
-        .build();
-    let data = nonzero_bytes(4 << 20, 3);
-    let (f, rec) = open_rec(&c, &data);
-    let mut changes = Vec::new();
-    let mut last = Window::default();
-    for p in 0..1024 {
-        read_page(&f, &data, p);
-        let w = f.readahead_window();
-        if w != last {
-            changes.push((p, wsm(w)));
-            last = w;
-        }
-    }
+    let c = two_mib_cache();
+    let (data, f, rec) = new_rec(&c, 4 << 20, 3);
+    let changes = window_changes(&f, &data, 1024);
     // With m = 512: sizes ramp 4, 16, 64, 128, 256, 512 (`get_next_ra_size`), less what
     // the alignment of the window's end takes: e.g. the third window,
     // order 4, 64 pages from 20, ends at 84, rounded down to 80.
@@ -382,12 +405,8 @@ fn async_windows_grow_their_folio_order() {
 #[test]
 fn windows_are_capped_at_an_eighth_of_the_cache() {
     for (capacity, cap) in [(1usize << 20, 32u64), (4 << 20, 128), (64 << 20, 2048)] {
-        let c = TestCache::bytes(capacity)
-            .max_folio(64 << 10)
-            .readahead(ReadaheadConfig::default())
-            .build();
-        let data = nonzero_bytes(2 << 20, 24);
-        let (f, _rec) = open_rec(&c, &data);
+        let c = cache(capacity, 64 << 10, ReadaheadConfig::default());
+        let (data, f, _rec) = new_rec(&c, 2 << 20, 24);
         let cfg = f.readahead_config();
         assert_eq!((cfg.max_pages, cfg.io_pages), (cap, cap), "{capacity}");
         let mut biggest = 0;
@@ -415,12 +434,8 @@ fn windows_are_capped_at_an_eighth_of_the_cache() {
 /// window.
 #[test]
 fn scattered_reads_read_only_their_request() {
-    let c = TestCache::bytes(8 << 20)
-        .max_folio(PAGE)
-        .readahead(ReadaheadConfig::kernel())
-        .build();
-    let data = nonzero_bytes(2048 * PAGE, 4);
-    let (f, rec) = open_rec(&c, &data);
+    let c = kernel_cache();
+    let (data, f, rec) = new_rec(&c, 2048 * PAGE, 4);
     let mut want = Vec::new();
     for p in [1000u64, 37, 1500, 600, 1999] {
         read_page(&f, &data, p);
@@ -458,12 +473,8 @@ fn sorted(v: &[(u64, u64)]) -> Vec<(u64, u64)> {
 /// built; `Advice::Normal` turns readahead back on.
 #[test]
 fn random_advice_reads_exactly_the_request() {
-    let c = TestCache::bytes(8 << 20)
-        .max_folio(PAGE)
-        .readahead(ReadaheadConfig::kernel())
-        .build();
-    let data = nonzero_bytes(512 * PAGE, 5);
-    let (f, rec) = open_rec(&c, &data);
+    let c = kernel_cache();
+    let (data, f, rec) = new_rec(&c, 512 * PAGE, 5);
     f.advise(0, 0, Advice::Random).unwrap();
     for p in 0..8 {
         read_page(&f, &data, p);
@@ -495,12 +506,8 @@ fn random_advice_reads_exactly_the_request() {
 /// `Advice::Normal` brings it back to 32 for the next stream.
 #[test]
 fn sequential_advice_doubles_the_window_and_normal_restores_it() {
-    let c = TestCache::bytes(8 << 20)
-        .max_folio(PAGE)
-        .readahead(ReadaheadConfig::kernel())
-        .build();
-    let data = nonzero_bytes(512 * PAGE, 6);
-    let (f, rec) = open_rec(&c, &data);
+    let c = kernel_cache();
+    let (data, f, rec) = new_rec(&c, 512 * PAGE, 6);
     let windows = |upto: u64| {
         let mut out = vec![];
         for p in 0..=upto {
@@ -569,10 +576,7 @@ fn sequential_advice_doubles_the_window_and_normal_restores_it() {
 fn one_reader_of_many_starts_the_next_window() {
     const THREADS: usize = 8;
     let _w = Watchdog::new("one_reader_of_many_starts_the_next_window", 4 * HANG);
-    let c = TestCache::bytes(8 << 20)
-        .max_folio(PAGE)
-        .readahead(ReadaheadConfig::kernel())
-        .build();
+    let c = kernel_cache();
     for round in 0..100 {
         let data = Arc::new(nonzero_bytes(64 * PAGE, 100 + round));
         let (f, rec) = open_rec(&c, &data);
@@ -615,13 +619,9 @@ fn concurrent_sequential_readers_read_each_page_once() {
         "concurrent_sequential_readers_read_each_page_once",
         3 * HANG,
     );
-    let c = TestCache::bytes(8 << 20)
-        .max_folio(PAGE)
-        .readahead(ReadaheadConfig::kernel())
-        .build();
+    let c = kernel_cache();
     for round in 0..10 {
-        let data = nonzero_bytes(1024 * PAGE, 200 + round);
-        let (f, rec) = open_rec(&c, &data);
+        let (data, f, rec) = new_rec(&c, 1024 * PAGE, 200 + round);
         let barrier = Barrier::new(THREADS);
         thread::scope(|s| {
             for t in 0..THREADS {
@@ -657,13 +657,9 @@ fn concurrent_sequential_readers_read_each_page_once() {
 /// writes nothing past them into the caller's buffer.
 #[test]
 fn windows_stop_at_end_of_file() {
-    let c = TestCache::bytes(8 << 20)
-        .max_folio(PAGE)
-        .readahead(ReadaheadConfig::kernel())
-        .build();
+    let c = kernel_cache();
     let size = 10 * PAGE + 100;
-    let data = nonzero_bytes(size, 7);
-    let (f, rec) = open_rec(&c, &data);
+    let (data, f, rec) = new_rec(&c, size, 7);
     for p in 0..10 {
         read_page(&f, &data, p);
     }
@@ -698,13 +694,9 @@ fn windows_stop_at_end_of_file() {
 /// to order 0), no request reaches past the last page, bytes are right.
 #[test]
 fn large_folio_windows_stop_at_end_of_file() {
-    let c = TestCache::bytes(32 << 20)
-        .max_folio(2 << 20)
-        .readahead(two_mib())
-        .build();
+    let c = two_mib_cache();
     let size = (3 << 20) + 100;
-    let data = nonzero_bytes(size, 8);
-    let (f, rec) = open_rec(&c, &data);
+    let (data, f, rec) = new_rec(&c, size, 8);
     for i in 0..4u64 {
         let n = read_check(&f, &data, i << 20, 1 << 20).unwrap();
         assert_eq!(n, if i < 3 { 1 << 20 } else { 100 });
@@ -738,12 +730,8 @@ fn large_folio_windows_stop_at_end_of_file() {
 /// `Advice::WillNeed` does the same.
 #[test]
 fn readahead_fills_the_range_and_reads_then_do_no_io() {
-    let c = TestCache::bytes(32 << 20)
-        .max_folio(2 << 20)
-        .readahead(two_mib())
-        .build();
-    let data = nonzero_bytes(4 << 20, 9);
-    let (f, rec) = open_rec(&c, &data);
+    let c = two_mib_cache();
+    let (data, f, rec) = new_rec(&c, 4 << 20, 9);
     read_page(&f, &data, 300);
     assert_eq!(rec.page_runs(), [(300, 1)]);
     // Bytes 1 MiB + 100 .. 3 MiB + 100: pages 256..=768.
@@ -784,12 +772,8 @@ fn readahead_fills_the_range_and_reads_then_do_no_io() {
 /// reader holds and folios straddling the range's edges.
 #[test]
 fn dontneed_drops_unused_folios_inside_the_range() {
-    let c = TestCache::bytes(8 << 20)
-        .max_folio(PAGE)
-        .readahead(ReadaheadConfig::kernel())
-        .build();
-    let data = nonzero_bytes(64 * PAGE, 10);
-    let (f, _rec) = open_rec(&c, &data);
+    let c = kernel_cache();
+    let (data, f, _rec) = new_rec(&c, 64 * PAGE, 10);
     let m = f.mapping();
     f.readahead(0, 32 * P).unwrap();
     wait_uptodate(m, 0, 31);
@@ -814,10 +798,7 @@ fn dontneed_drops_unused_folios_inside_the_range() {
     assert_eq!((m.nr_folios(), m.nr_shadows()), (0, 0));
 
     // Large folios: only the one wholly inside goes.
-    let c = TestCache::bytes(8 << 20)
-        .max_folio(16 * PAGE)
-        .readahead(ReadaheadConfig::default())
-        .build();
+    let c = cache(8 << 20, 16 * PAGE, ReadaheadConfig::default());
     let (f, _rec) = open_rec(&c, &data);
     let m = f.mapping();
     f.readahead(0, 64 * P).unwrap();
@@ -837,12 +818,8 @@ fn dontneed_drops_unused_folios_inside_the_range() {
 /// taken for a refault of data the program said it no longer needs.
 #[test]
 fn dontneed_clears_eviction_shadows_in_the_range() {
-    let c = TestCache::bytes(8 << 20)
-        .max_folio(PAGE)
-        .readahead(ReadaheadConfig::kernel())
-        .build();
-    let data = nonzero_bytes(64 * PAGE, 11);
-    let (f, _rec) = open_rec(&c, &data);
+    let c = kernel_cache();
+    let (data, f, _rec) = new_rec(&c, 64 * PAGE, 11);
     let m = f.mapping();
     f.readahead(0, 16 * P).unwrap();
     wait_uptodate(m, 0, 15);
@@ -870,10 +847,11 @@ fn dontneed_clears_eviction_shadows_in_the_range() {
 fn windows_race_invalidation() {
     let _w = Watchdog::new("windows_race_invalidation", 3 * HANG);
     for insert in [Insert::Batched, Insert::Single] {
-        let c = TestCache::bytes(8 << 20)
-            .max_folio(16 * PAGE)
-            .readahead(ReadaheadConfig::default().with_insert(insert))
-            .build();
+        let c = cache(
+            8 << 20,
+            16 * PAGE,
+            ReadaheadConfig::default().with_insert(insert),
+        );
         let data = Arc::new(nonzero_bytes(4 << 20, 12));
         let faulty = Arc::new(FaultyBacking::new(MemBacking::with_data(data.to_vec())));
         faulty.set_read_latency(Duration::from_micros(20));
@@ -927,12 +905,8 @@ fn windows_race_invalidation() {
 #[test]
 fn the_marker_reader_does_not_wait_for_the_async_window() {
     const LATENCY: Duration = Duration::from_millis(300);
-    let c = TestCache::bytes(8 << 20)
-        .max_folio(PAGE)
-        .readahead(ReadaheadConfig::kernel())
-        .build();
-    let data = nonzero_bytes(64 * PAGE, 22);
-    let (f, rec) = open_faulty(&c, &data);
+    let c = kernel_cache();
+    let (data, f, rec) = new_faulty(&c, 64 * PAGE, 22);
     rec.inner().set_read_latency(LATENCY);
     let t = Instant::now();
     read_page(&f, &data, 0);
@@ -964,13 +938,9 @@ fn the_marker_reader_does_not_wait_for_the_async_window() {
 /// folios go back to the arena, nothing is left in the cache.
 #[test]
 fn closing_a_file_with_windows_in_flight_gives_its_folios_back() {
-    let c = TestCache::bytes(8 << 20)
-        .max_folio(64 << 10)
-        .readahead(ReadaheadConfig::default())
-        .build();
+    let c = cache(8 << 20, 64 << 10, ReadaheadConfig::default());
     for round in 0..20u64 {
-        let data = nonzero_bytes(2 << 20, 23 + round);
-        let (f, rec) = open_faulty(&c, &data);
+        let (data, f, rec) = new_faulty(&c, 2 << 20, 23 + round);
         rec.inner().set_read_latency(Duration::from_millis(2));
         read_check(&f, &data, 0, 5000).unwrap();
         f.readahead(1 << 20, 1 << 20).unwrap();
@@ -1030,10 +1000,7 @@ fn concurrent_readers_of_one_file_under_reclaim() {
         ReadaheadConfig::default(),
         ReadaheadConfig::kernel().with_insert(Insert::Single),
     ] {
-        let c = TestCache::bytes(2 << 20)
-            .max_folio(64 << 10)
-            .readahead(cfg)
-            .build();
+        let c = cache(2 << 20, 64 << 10, cfg);
         let data = Arc::new(nonzero_bytes(16 << 20, 14));
         let f = c
             .open_backing(MemBacking::with_data(data.to_vec()))
@@ -1054,10 +1021,7 @@ fn concurrent_readers_of_several_files_under_reclaim() {
         "concurrent_readers_of_several_files_under_reclaim",
         3 * HANG,
     );
-    let c = TestCache::bytes(4 << 20)
-        .max_folio(256 << 10)
-        .readahead(ReadaheadConfig::default())
-        .build();
+    let c = cache(4 << 20, 256 << 10, ReadaheadConfig::default());
     let mut tmps = Vec::new();
     let mut files = Vec::new();
     for i in 0..4 {
@@ -1088,12 +1052,8 @@ const EBADMSG: i32 = libc::EBADMSG;
 /// need page 40 fail with the injected errno until the fault is cleared.
 #[test]
 fn a_failing_window_fails_only_the_reads_that_need_it() {
-    let c = TestCache::bytes(8 << 20)
-        .max_folio(PAGE)
-        .readahead(ReadaheadConfig::kernel())
-        .build();
-    let data = nonzero_bytes(128 * PAGE, 18);
-    let (f, rec) = open_faulty(&c, &data);
+    let c = kernel_cache();
+    let (data, f, rec) = new_faulty(&c, 128 * PAGE, 18);
     let m = f.mapping();
     rec.inner().fail_reads_in(40 * P, P, EBADMSG);
     for p in 0..28 {
@@ -1179,12 +1139,8 @@ fn a_failing_window_fails_only_the_reads_that_need_it() {
 fn concurrent_readers_fail_only_on_the_bad_page() {
     let _w = Watchdog::new("concurrent_readers_fail_only_on_the_bad_page", 3 * HANG);
     for round in 0..5 {
-        let c = TestCache::bytes(8 << 20)
-            .max_folio(PAGE)
-            .readahead(ReadaheadConfig::kernel())
-            .build();
-        let data = nonzero_bytes(128 * PAGE, 19 + round);
-        let (f, rec) = open_faulty(&c, &data);
+        let c = kernel_cache();
+        let (data, f, rec) = new_faulty(&c, 128 * PAGE, 19 + round);
         rec.inner().fail_reads_in(40 * P, P, EBADMSG);
         rec.inner().set_read_latency(Duration::from_micros(50));
         let barrier = Barrier::new(4);
@@ -1220,10 +1176,11 @@ fn concurrent_readers_fail_only_on_the_bad_page() {
 fn batched_and_single_insertion_build_the_same_folios() {
     let data = nonzero_bytes(8 << 20, 20);
     let run = |insert: Insert| {
-        let c = TestCache::bytes(32 << 20)
-            .max_folio(2 << 20)
-            .readahead(ReadaheadConfig::default().with_insert(insert))
-            .build();
+        let c = cache(
+            32 << 20,
+            2 << 20,
+            ReadaheadConfig::default().with_insert(insert),
+        );
         assert_eq!(
             c.open_backing(MemBacking::new())
                 .unwrap()
@@ -1259,12 +1216,8 @@ fn batched_and_single_insertion_build_the_same_folios() {
 
 #[test]
 fn reopened_handles_have_their_own_readahead_state() {
-    let c = TestCache::bytes(8 << 20)
-        .max_folio(PAGE)
-        .readahead(ReadaheadConfig::kernel())
-        .build();
-    let data = nonzero_bytes(512 * PAGE, 21);
-    let (f, rec) = open_rec(&c, &data);
+    let c = kernel_cache();
+    let (data, f, rec) = new_rec(&c, 512 * PAGE, 21);
     for p in 0..=4 {
         read_page(&f, &data, p);
     }

@@ -487,6 +487,13 @@ fn syncs_of_one_file_at_once_share_its_sync_jobs() {
     }
 }
 
+/// Makes the file `path` holding `bytes` and opens it through `c` in append
+/// mode, readable.
+fn open_append(c: &Cache, path: &std::path::Path, bytes: &[u8]) -> File {
+    std::fs::write(path, bytes).unwrap();
+    c.open_options().append(true).read(true).open(path).unwrap()
+}
+
 /// In append mode a write goes to the end of the file, whatever offset it
 /// names, in one run of bytes even when it takes several pieces (a cache
 /// of 16 pages writes 2 pages a piece).
@@ -495,13 +502,7 @@ fn syncs_of_one_file_at_once_share_its_sync_jobs() {
 fn an_append_mode_write_goes_to_the_end_in_one_run() {
     let c = test_cache(16).build();
     let path = std::env::temp_dir().join(format!("foliocache-append-{}", std::process::id()));
-    std::fs::write(&path, b"head").unwrap();
-    let f = c
-        .open_options()
-        .append(true)
-        .read(true)
-        .open(&path)
-        .unwrap();
+    let f = open_append(&c, &path, b"head");
     let body = nonzero_bytes(5 * P as usize + 7, 11);
     let n = pollster::block_on(f.write_at_async(&body, 0)).unwrap();
     assert_eq!(n, body.len());
@@ -519,13 +520,7 @@ fn an_append_mode_write_goes_to_the_end_in_one_run() {
     // another.
     std::fs::remove_file(&path).unwrap();
     let path = path.with_extension("4");
-    std::fs::write(&path, b"").unwrap();
-    let f = c
-        .open_options()
-        .append(true)
-        .read(true)
-        .open(&path)
-        .unwrap();
+    let f = open_append(&c, &path, b"");
     let len = 5 * P as usize + 3;
     std::thread::scope(|s| {
         for t in 0..4u8 {
