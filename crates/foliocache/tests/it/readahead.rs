@@ -26,6 +26,7 @@
 #![allow(clippy::disallowed_types)]
 
 use std::io;
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
@@ -131,13 +132,20 @@ fn read_page(f: &File, data: &[u8], p: u64) {
     read_check(f, data, p * P, PAGE).unwrap();
 }
 
-/// Reads pages `0..pages` of `f` one at a time (checking them against
-/// `data`): each read after which the window changed, as (page read,
-/// [`wsm`] of the window after it).
-fn window_changes(f: &File, data: &[u8], pages: u64) -> Vec<(u64, (u64, u64, u64))> {
+/// [`read_page`] of each of `pages`, in order.
+fn read_pages(f: &File, data: &[u8], pages: impl IntoIterator<Item = u64>) {
+    for p in pages {
+        read_page(f, data, p);
+    }
+}
+
+/// Reads `pages` of `f` one at a time (checking them against `data`): each
+/// read after which the window changed (from none at first), as (page
+/// read, [`wsm`] of the window after it).
+fn window_changes(f: &File, data: &[u8], pages: Range<u64>) -> Vec<(u64, (u64, u64, u64))> {
     let mut changes = Vec::new();
     let mut last = Window::default();
-    for p in 0..pages {
+    for p in pages {
         read_page(f, data, p);
         let w = f.readahead_window();
         if w != last {
@@ -146,6 +154,29 @@ fn window_changes(f: &File, data: &[u8], pages: u64) -> Vec<(u64, (u64, u64, u64
         }
     }
     changes
+}
+
+/// The reference's worked example: the windows (start, size, marker page)
+/// 4 KiB sequential reads from 0 make with the kernel's defaults over
+/// one-page folios.
+const WORKED_EXAMPLE: [(u64, u64, u64); 8] = [
+    (0, 4, 1),
+    (4, 8, 4),
+    (12, 16, 12),
+    (28, 32, 28),
+    (60, 32, 60),
+    (92, 32, 92),
+    (124, 32, 124),
+    (156, 32, 156),
+];
+
+/// (start, size) of each window of `windows` ([`wsm`]s): the requests of
+/// windows read with one request each.
+fn spans(windows: &[(u64, u64, u64)]) -> Vec<(u64, u64)> {
+    windows
+        .iter()
+        .map(|&(start, size, _)| (start, size))
+        .collect()
 }
 
 /// (start, size, marker page) of a window.
@@ -204,6 +235,14 @@ fn wait_unreferenced(m: &Mapping, first: u64, last: u64) {
     }
 }
 
+/// `File::readahead` of pages `0..pages`, then waits until they are all
+/// uptodate and held by the cache alone ([`wait_unreferenced`]).
+fn read_ahead_idle(f: &File, pages: u64) {
+    f.readahead(0, pages * P).unwrap();
+    wait_uptodate(f.mapping(), 0, pages - 1);
+    wait_unreferenced(f.mapping(), 0, pages - 1);
+}
+
 /// Aborts the test binary if the test is not done in `secs` seconds: a
 /// hang fails loudly instead of stalling the run.
 struct Watchdog(Arc<AtomicBool>);
@@ -246,39 +285,20 @@ fn kernel_windows_follow_the_worked_example() {
     let c = kernel_cache();
     let (data, f, rec) = new_rec(&c, 256 * PAGE, 1);
     assert_eq!(f.readahead_window(), Window::default());
-    let changes = window_changes(&f, &data, 128);
+    let (pages, windows): (Vec<u64>, Vec<_>) =
+        window_changes(&f, &data, 0..128).into_iter().unzip();
+    assert_eq!(windows, WORKED_EXAMPLE, "the windows");
+    // Page 0 starts the first window, each marker the next.
     assert_eq!(
-        changes,
-        [
-            (0, (0, 4, 1)),
-            (1, (4, 8, 4)),
-            (4, (12, 16, 12)),
-            (12, (28, 32, 28)),
-            (28, (60, 32, 60)),
-            (60, (92, 32, 92)),
-            (92, (124, 32, 124)),
-            (124, (156, 32, 156)),
-        ],
-        "(page read, window after it)"
+        pages,
+        [0, 1, 4, 12, 28, 60, 92, 124],
+        "the reads that changed it"
     );
     // The last window (156..188) may still be in flight.
     wait_uptodate(f.mapping(), 0, 187);
     let log = rec.log();
     assert!(log.iter().all(|r| r.result == Ok(r.len)), "{log:?}");
-    assert_eq!(
-        rec.page_runs(),
-        [
-            (0, 4),
-            (4, 8),
-            (12, 16),
-            (28, 32),
-            (60, 32),
-            (92, 32),
-            (124, 32),
-            (156, 32)
-        ],
-        "one request per window"
-    );
+    assert_eq!(rec.page_runs(), spans(&windows), "one request per window");
     // Nothing was read past the last window.
     assert!(folio_at(f.mapping(), 188).is_none());
     // Every marker reached was cleared; the last window's is still there.
@@ -328,7 +348,7 @@ fn two_mib_reads_make_two_mib_folios() {
 fn async_windows_grow_their_folio_order() {
     let c = two_mib_cache();
     let (data, f, rec) = new_rec(&c, 4 << 20, 3);
-    let changes = window_changes(&f, &data, 1024);
+    let changes = window_changes(&f, &data, 0..1024);
     // With m = 512: sizes ramp 4, 16, 64, 128, 256, 512 (`get_next_ra_size`), less what
     // the alignment of the window's end takes: e.g. the third window,
     // order 4, 64 pages from 20, ends at 84, rounded down to 80.
@@ -382,21 +402,9 @@ fn async_windows_grow_their_folio_order() {
         ],
         "(index, order) of every folio"
     );
-    assert_eq!(
-        rec.page_runs(),
-        [
-            (0, 4),
-            (4, 16),
-            (20, 60),
-            (80, 112),
-            (192, 64),
-            (256, 128),
-            (384, 128),
-            (512, 256),
-            (768, 256)
-        ],
-        "one request per window"
-    );
+    // One request per window, the last (past end of file) not built.
+    let windows: Vec<_> = changes[..changes.len() - 1].iter().map(|c| c.1).collect();
+    assert_eq!(rec.page_runs(), spans(&windows), "one request per window");
 }
 
 /// A file's windows are capped at an eighth of the cache (not below the
@@ -476,9 +484,7 @@ fn random_advice_reads_exactly_the_request() {
     let c = kernel_cache();
     let (data, f, rec) = new_rec(&c, 512 * PAGE, 5);
     f.advise(0, 0, Advice::Random).unwrap();
-    for p in 0..8 {
-        read_page(&f, &data, p);
-    }
+    read_pages(&f, &data, 0..8);
     assert_eq!(
         rec.page_runs(),
         (0..8).map(|p| (p, 1)).collect::<Vec<_>>(),
@@ -508,61 +514,27 @@ fn random_advice_reads_exactly_the_request() {
 fn sequential_advice_doubles_the_window_and_normal_restores_it() {
     let c = kernel_cache();
     let (data, f, rec) = new_rec(&c, 512 * PAGE, 6);
-    let windows = |upto: u64| {
-        let mut out = vec![];
-        for p in 0..=upto {
-            read_page(&f, &data, p);
-            let w = wsm(f.readahead_window());
-            if out.last() != Some(&w) {
-                out.push(w);
-            }
-        }
-        out
+    // The windows reading pages 0..=upto one at a time makes.
+    let windows = |upto: u64| -> Vec<_> {
+        let changes = window_changes(&f, &data, 0..upto + 1);
+        changes.into_iter().map(|(_, w)| w).collect()
     };
     f.advise(0, 0, Advice::Sequential).unwrap();
-    assert_eq!(
-        windows(200),
-        [
-            (0, 4, 1),
-            (4, 8, 4),
-            (12, 16, 12),
-            (28, 32, 28),
-            (60, 64, 60),
-            (124, 64, 124),
-            (188, 64, 188),
-            (252, 64, 252)
-        ]
-    );
+    let doubled = windows(200);
+    // The worked example's ramp to 32 pages, then windows of 64.
+    let want: Vec<_> = WORKED_EXAMPLE[..4]
+        .iter()
+        .copied()
+        .chain((0..4).map(|k| (60 + 64 * k, 64, 60 + 64 * k)))
+        .collect();
+    assert_eq!(doubled, want);
     wait_uptodate(f.mapping(), 0, 315);
-    assert_eq!(
-        rec.page_runs(),
-        [
-            (0, 4),
-            (4, 8),
-            (12, 16),
-            (28, 32),
-            (60, 64),
-            (124, 64),
-            (188, 64),
-            (252, 64)
-        ]
-    );
+    assert_eq!(rec.page_runs(), spans(&doubled));
     f.advise(0, 0, Advice::Normal).unwrap();
     wait_unreferenced(f.mapping(), 0, 511);
     f.advise(0, 0, Advice::DontNeed).unwrap();
     assert_eq!(f.mapping().nr_folios(), 0);
-    assert_eq!(
-        windows(100),
-        [
-            (0, 4, 1),
-            (4, 8, 4),
-            (12, 16, 12),
-            (28, 32, 28),
-            (60, 32, 60),
-            (92, 32, 92),
-            (124, 32, 124)
-        ]
-    );
+    assert_eq!(windows(100), WORKED_EXAMPLE[..7]);
 }
 
 // ---------------------------------------------------------------------------
@@ -660,9 +632,7 @@ fn windows_stop_at_end_of_file() {
     let c = kernel_cache();
     let size = 10 * PAGE + 100;
     let (data, f, rec) = new_rec(&c, size, 7);
-    for p in 0..10 {
-        read_page(&f, &data, p);
-    }
+    read_pages(&f, &data, 0..10);
     let mut buf = vec![0xeeu8; PAGE];
     assert_eq!(f.read_at(&mut buf, 10 * P).unwrap(), 100);
     assert_eq!(&buf[..100], &data[10 * PAGE..]);
@@ -775,9 +745,7 @@ fn dontneed_drops_unused_folios_inside_the_range() {
     let c = kernel_cache();
     let (data, f, _rec) = new_rec(&c, 64 * PAGE, 10);
     let m = f.mapping();
-    f.readahead(0, 32 * P).unwrap();
-    wait_uptodate(m, 0, 31);
-    wait_unreferenced(m, 0, 31);
+    read_ahead_idle(&f, 32);
     let held = folio_at(m, 5).unwrap();
     // Bytes 2p+10 .. 10p+10: whole pages 3..10.
     f.advise(2 * P + 10, 8 * P, Advice::DontNeed).unwrap();
@@ -801,10 +769,8 @@ fn dontneed_drops_unused_folios_inside_the_range() {
     let c = cache(8 << 20, 16 * PAGE, ReadaheadConfig::default());
     let (f, _rec) = open_rec(&c, &data);
     let m = f.mapping();
-    f.readahead(0, 64 * P).unwrap();
-    wait_uptodate(m, 0, 63);
+    read_ahead_idle(&f, 64);
     assert_eq!(settled(m, 0, 63), [(0, 4), (16, 4), (32, 4), (48, 4)]);
-    wait_unreferenced(m, 0, 63);
     f.advise(8 * P, 32 * P, Advice::DontNeed).unwrap();
     assert_eq!(settled(m, 0, 63), [(0, 4), (32, 4), (48, 4)]);
     assert_eq!(m.nr_shadows(), 0);
@@ -819,11 +785,9 @@ fn dontneed_drops_unused_folios_inside_the_range() {
 #[test]
 fn dontneed_clears_eviction_shadows_in_the_range() {
     let c = kernel_cache();
-    let (data, f, _rec) = new_rec(&c, 64 * PAGE, 11);
+    let (_, f, _rec) = new_rec(&c, 64 * PAGE, 11);
     let m = f.mapping();
-    f.readahead(0, 16 * P).unwrap();
-    wait_uptodate(m, 0, 15);
-    wait_unreferenced(m, 0, 15);
+    read_ahead_idle(&f, 16);
     c.shrink(u64::MAX);
     assert_eq!((m.nr_folios(), m.nr_shadows()), (0, 16));
     f.advise(0, 8 * P, Advice::DontNeed).unwrap();
@@ -919,8 +883,7 @@ fn the_marker_reader_does_not_wait_for_the_async_window() {
         marker_read < LATENCY / 2,
         "the marker's reader waited {marker_read:?} for the window it started"
     );
-    read_page(&f, &data, 2);
-    read_page(&f, &data, 3);
+    read_pages(&f, &data, [2, 3]);
     let t = Instant::now();
     read_page(&f, &data, 4);
     assert!(
@@ -1008,8 +971,7 @@ fn concurrent_readers_of_one_file_under_reclaim() {
         mixed_readers(&[(f.clone(), data)], 8, 600, 15);
         assert!(c.stats().evictions > 0, "{:?}", c.stats());
         settled(f.mapping(), 0, 4095);
-        let s = c.stats();
-        assert_eq!(s.free_bytes + s.bytes_cached, s.capacity_bytes, "{s:?}");
+        common::assert_accounted(&c);
     }
 }
 
@@ -1036,8 +998,7 @@ fn concurrent_readers_of_several_files_under_reclaim() {
     for (f, _) in &files {
         settled(f.mapping(), 0, 1023);
     }
-    let s = c.stats();
-    assert_eq!(s.free_bytes + s.bytes_cached, s.capacity_bytes, "{s:?}");
+    common::assert_accounted(&c);
 }
 
 // ---------------------------------------------------------------------------
@@ -1056,9 +1017,7 @@ fn a_failing_window_fails_only_the_reads_that_need_it() {
     let (data, f, rec) = new_faulty(&c, 128 * PAGE, 18);
     let m = f.mapping();
     rec.inner().fail_reads_in(40 * P, P, EBADMSG);
-    for p in 0..28 {
-        read_page(&f, &data, p);
-    }
+    read_pages(&f, &data, 0..28);
     assert_eq!(wsm(f.readahead_window()), (28, 32, 28));
     // The window 28..60 was started at page 12 and fails.
     let deadline = Instant::now() + HANG;
@@ -1091,14 +1050,8 @@ fn a_failing_window_fails_only_the_reads_that_need_it() {
     // - not (step 4): the 8 cached pages before it, the most it looks
     //   back, give min(8 + 1, 8) = 8 pages with an async tail of 1 (it
     //   would be 32 with the maximum still 32).
-    let mut windows = Vec::new();
-    for p in 28..40 {
-        read_page(&f, &data, p);
-        let w = wsm(f.readahead_window());
-        if windows.last() != Some(&w) {
-            windows.push(w);
-        }
-    }
+    let changes = window_changes(&f, &data, 28..40);
+    let windows: Vec<_> = changes.into_iter().map(|(_, w)| w).collect();
     assert!(
         windows[0] == (28, 2, 29) || windows[0] == (28, 8, 35),
         "{windows:?}"
@@ -1112,12 +1065,8 @@ fn a_failing_window_fails_only_the_reads_that_need_it() {
     }
     let e = f.read_exact_at(&mut buf, 39 * P).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(EBADMSG), "{e}");
-    for p in 41..128 {
-        read_page(&f, &data, p);
-    }
-    for p in 0..40 {
-        read_page(&f, &data, p);
-    }
+    read_pages(&f, &data, 41..128);
+    read_pages(&f, &data, 0..40);
     // Every failed request asked for page 40.
     for r in rec.log() {
         if r.result.is_err() {
@@ -1189,16 +1138,12 @@ fn batched_and_single_insertion_build_the_same_folios() {
             insert
         );
         let (f, rec) = open_rec(&c, &data);
-        for p in 0..300 {
-            read_page(&f, &data, p);
-        }
+        read_pages(&f, &data, 0..300);
         let mut off = 4 << 20;
         while off < 5 << 20 {
             off += read_check(&f, &data, off, 64 << 10).unwrap() as u64;
         }
-        for p in [1800, 1500, 1501, 1502, 1503, 1700, 299, 1504] {
-            read_page(&f, &data, p);
-        }
+        read_pages(&f, &data, [1800, 1500, 1501, 1502, 1503, 1700, 299, 1504]);
         f.readahead(6 << 20, 512 << 10).unwrap();
         read_check(&f, &data, (6 << 20) + 12345, 100_000).unwrap();
         let layout = settled(f.mapping(), 0, 2047);
@@ -1218,9 +1163,7 @@ fn batched_and_single_insertion_build_the_same_folios() {
 fn reopened_handles_have_their_own_readahead_state() {
     let c = kernel_cache();
     let (data, f, rec) = new_rec(&c, 512 * PAGE, 21);
-    for p in 0..=4 {
-        read_page(&f, &data, p);
-    }
+    read_pages(&f, &data, 0..=4);
     assert_eq!(wsm(f.readahead_window()), (12, 16, 12));
     let clone = f.clone();
     assert_eq!(clone.readahead_window(), f.readahead_window());
@@ -1229,8 +1172,7 @@ fn reopened_handles_have_their_own_readahead_state() {
     assert_eq!(g.readahead_config(), ReadaheadConfig::kernel());
     // g's own stream: its first reads look random to it, the next one
     // continues its previous read.
-    read_page(&g, &data, 100);
-    read_page(&g, &data, 200);
+    read_pages(&g, &data, [100, 200]);
     assert_eq!(g.readahead_window(), Window::default());
     read_page(&g, &data, 201);
     assert_eq!(wsm(g.readahead_window()), (201, 4, 202));
@@ -1243,13 +1185,10 @@ fn reopened_handles_have_their_own_readahead_state() {
     wait_uptodate(f.mapping(), 0, 27);
     wait_uptodate(g.mapping(), 201, 204);
     rec.clear();
-    read_page(&g, &data, 300);
-    read_page(&g, &data, 301);
+    read_pages(&g, &data, [300, 301]);
     assert_eq!(rec.page_runs(), [(300, 1), (301, 1)]);
     // f's stream goes on where it was.
-    for p in 5..=12 {
-        read_page(&f, &data, p);
-    }
+    read_pages(&f, &data, 5..=12);
     assert_eq!(wsm(f.readahead_window()), (28, 32, 28));
     // set_readahead on f is seen by its clone, and starts over.
     let single = ReadaheadConfig::kernel().with_insert(Insert::Single);
