@@ -38,6 +38,15 @@ fn larger_than_the_cache(tmp: &str, seed: u64) -> (Vec<u8>, TempPath, Cache, Fil
     (data, tmp, c, f)
 }
 
+/// A cache of `bytes` with folios up to `max_folio` bytes and no readahead:
+/// the IO is the requests' own.
+fn cache(bytes: usize, max_folio: usize) -> Cache {
+    TestCache::bytes(bytes)
+        .max_folio(max_folio)
+        .no_readahead()
+        .build()
+}
+
 /// A file of `pages` pages of nonzero bytes (`seed`) on a memory backing
 /// that records its reads, in a 1 MiB cache with folios up to `max_folio`
 /// bytes and no readahead: the bytes, the cache, the backing, the file.
@@ -47,10 +56,7 @@ fn recorded(
     max_folio: usize,
 ) -> (Vec<u8>, Cache, Arc<RecordingBacking<MemBacking>>, File) {
     let data = nonzero_bytes((pages * P) as usize, seed);
-    let c = TestCache::bytes(1 << 20)
-        .max_folio(max_folio)
-        .no_readahead()
-        .build();
+    let c = cache(1 << 20, max_folio);
     let b = Arc::new(RecordingBacking::new(MemBacking::with_data(data.clone())));
     let f = c.open_backing(b.clone()).unwrap();
     (data, c, b, f)
@@ -256,10 +262,7 @@ fn edge_requests() {
 #[test]
 fn a_failed_read_fails_only_the_requests_that_need_it() {
     let data = nonzero_bytes(128 * P as usize, 3);
-    let c = TestCache::bytes(1 << 20)
-        .max_folio(1 << 16)
-        .no_readahead()
-        .build();
+    let c = cache(1 << 20, 1 << 16);
     let b = Arc::new(FaultyBacking::new(MemBacking::with_data(data.clone())));
     let f = c.open_backing(b.clone()).unwrap();
     b.fail_reads_in(40 * P, 8 * P, libc_eio());
@@ -292,10 +295,7 @@ fn libc_eio() -> i32 {
 #[test]
 fn concurrent_readers_share_the_io() {
     let data = nonzero_bytes(512 * P as usize, 4);
-    let c = TestCache::bytes(4 << 20)
-        .max_folio(1 << 16)
-        .no_readahead()
-        .build();
+    let c = cache(4 << 20, 1 << 16);
     let b = Arc::new(RecordingBacking::new(FaultyBacking::new(
         MemBacking::with_data(data.clone()),
     )));

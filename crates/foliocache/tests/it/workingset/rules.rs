@@ -43,6 +43,13 @@ fn small_folios(pages: usize) -> TestCache {
     TestCache::pages(pages).max_folio(PAGE).no_readahead()
 }
 
+/// Reads pages `0..pages` of `f` up, then down: each read twice (the
+/// second read activates it), the last one up first again.
+fn read_twice(f: &File, pages: usize, tag: u8) {
+    read_pages(f, 0..pages, tag);
+    read_pages(f, (0..pages).rev(), tag);
+}
+
 fn flags_at(f: &File, index: u64) -> Option<FolioFlags> {
     match f.mapping().get_entry(index) {
         Some(MappingEntry::Folio(r)) => Some(r.flags()),
@@ -130,8 +137,7 @@ fn reclaim_evicts_folios_used_once_before_folios_used_twice() {
     // stream of four times the cache read once: the hot set stays whole.
     let cache = small_folios(256).build();
     let hot = file(&cache, 4, 64);
-    read_pages(&hot, 0..64, 4);
-    read_pages(&hot, (0..64).rev(), 4);
+    read_twice(&hot, 64, 4);
     let stream = file(&cache, 5, 1024);
     read_pages(&stream, 0..1024, 5);
     let cs = hot.cachestat(0, 0).unwrap();
@@ -146,8 +152,7 @@ fn a_refault_within_the_active_size_starts_active_and_one_beyond_it_inactive() {
     // pages of `y` read once, and 200 of them evicted, oldest first.
     let cache = small_folios(1024).build();
     let x = file(&cache, 6, 50);
-    read_pages(&x, 0..50, 6);
-    read_pages(&x, (0..50).rev(), 6);
+    read_twice(&x, 50, 6);
     assert_eq!(cache.stats().activations, 50);
     let y = file(&cache, 7, 400);
     read_pages(&y, 0..400, 7);
@@ -197,8 +202,7 @@ fn a_refault_within_the_active_size_starts_active_and_one_beyond_it_inactive() {
 fn refault_detection_off_never_activates_a_refault() {
     let cache = small_folios(1024).refault_detection(false).build();
     let x = file(&cache, 6, 50);
-    read_pages(&x, 0..50, 6);
-    read_pages(&x, (0..50).rev(), 6);
+    read_twice(&x, 50, 6);
     let y = file(&cache, 7, 400);
     read_pages(&y, 0..400, 7);
     cache.shrink(200 * PAGE as u64);
