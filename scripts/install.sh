@@ -9,6 +9,11 @@
 #     run`, not linked: a directory of its own keeps it off the linker's path)
 #   PREFIX/include/foliocache.h
 #   PREFIX/lib/pkgconfig/foliocache.pc
+# Installed files are stripped (`strip --strip-unneeded`, as a package's
+# are: the release profile keeps line tables for profiling, 45 MB in the
+# binary); with SPLIT_DEBUG=1 their debug information goes first to
+# PREFIX/lib/debug/NAME.debug, which a debugger finds through the
+# stripped file's debuglink. STRIP=none installs them as built.
 # DESTDIR, if set, is prepended to every path written (a staging root), not
 # to the paths the files name. `--no-build` installs what target/release
 # holds (BUILD_DIR, default ${CARGO_TARGET_DIR:-target}/release). LIBDIR (default PREFIX/lib) moves the C library; the interposer
@@ -38,9 +43,12 @@ for f in "$out/foliocache" "$out/libfoliocache.so" "$out/libfoliocache_preload.s
     fi
 done
 mkdir -p "$dest$prefix/bin" "$dest$prefix/lib/foliocache"
+strip_installed=crates/capi/strip.sh
 cp "$out/foliocache" "$dest$prefix/bin/foliocache"
+sh "$strip_installed" "$dest$prefix/bin/foliocache" "$dest$prefix/lib/debug"
 chmod 0755 "$dest$prefix/bin/foliocache"
 cp "$out/libfoliocache_preload.so" "$dest$prefix/lib/foliocache/libfoliocache_preload.so"
+sh "$strip_installed" "$dest$prefix/lib/foliocache/libfoliocache_preload.so" "$dest$prefix/lib/debug"
 chmod 0755 "$dest$prefix/lib/foliocache/libfoliocache_preload.so"
-# The C library, its header and its pkg-config file.
+# The C library (stripped there too), its header and its pkg-config file.
 LIB="$out/libfoliocache.so" sh crates/capi/install.sh "$prefix" "$libdir"

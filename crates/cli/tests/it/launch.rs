@@ -109,6 +109,14 @@ fn the_installed_binary_runs_a_program_under_the_installed_library() {
     ] {
         assert!(prefix.path().join(f).exists(), "{f} not installed");
     }
+    // Stripped, as a package's files are (the build keeps line tables).
+    for f in ["bin/foliocache", "lib/foliocache/libfoliocache_preload.so"] {
+        let installed = prefix.path().join(f);
+        assert!(
+            !test_support::elf_has_section(&installed, ".debug_info"),
+            "{f} installed with debug info"
+        );
+    }
     let data = tempfile::tempdir().expect("tempdir");
     std::fs::write(data.path().join("f"), b"served\n").expect("writing f");
     let out = Command::new(prefix.path().join("bin/foliocache"))
