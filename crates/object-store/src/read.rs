@@ -34,7 +34,11 @@ pub(crate) const CHUNK: u64 = 4 << 20;
 /// Reads `range` (within the object) of `obj`: from memory where cached,
 /// else through the cache's read path on a blocking thread. Counts a hit
 /// or a miss.
-pub(crate) async fn read(obj: &Arc<Object>, range: Range<u64>, counters: &Counters) -> Result<Bytes> {
+pub(crate) async fn read(
+    obj: &Arc<Object>,
+    range: Range<u64>,
+    counters: &Counters,
+) -> Result<Bytes> {
     let len = usize::try_from(range.end - range.start).map_err(|_| Error::Generic {
         store: STORE,
         source: format!("range {range:?} does not fit in memory").into(),
@@ -53,10 +57,13 @@ pub(crate) async fn read(obj: &Arc<Object>, range: Range<u64>, counters: &Counte
         (buf, r)
     };
     let (buf, r) = match Handle::try_current() {
-        Ok(h) => h.spawn_blocking(blocking).await.map_err(|e| Error::Generic {
-            store: STORE,
-            source: Box::new(e),
-        })?,
+        Ok(h) => h
+            .spawn_blocking(blocking)
+            .await
+            .map_err(|e| Error::Generic {
+                store: STORE,
+                source: Box::new(e),
+            })?,
         // Outside tokio: the read blocks the executor's thread.
         Err(_) => blocking(),
     };
@@ -139,8 +146,9 @@ pub(crate) async fn read_ranges(
             let obj = obj.clone();
             async move { read(&obj, r, counters).await }
         };
-        let mut got =
-            coalesce_ranges(&missing, fetch, OBJECT_STORE_COALESCE_DEFAULT).await?.into_iter();
+        let mut got = coalesce_ranges(&missing, fetch, OBJECT_STORE_COALESCE_DEFAULT)
+            .await?
+            .into_iter();
         for slot in out.iter_mut().filter(|s| s.is_none()) {
             *slot = got.next();
         }

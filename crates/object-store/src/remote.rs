@@ -173,7 +173,10 @@ pub(crate) fn into_store_error(e: io::Error) -> object_store::Error {
             source: Box::new(e),
         };
     }
-    match e.into_inner().map(|inner| inner.downcast::<object_store::Error>()) {
+    match e
+        .into_inner()
+        .map(|inner| inner.downcast::<object_store::Error>())
+    {
         Some(Ok(store)) => *store,
         Some(Err(other)) => object_store::Error::Generic {
             store: STORE,
@@ -201,7 +204,7 @@ impl<S: ObjectStore> Backing for RemoteBacking<S> {
     }
 
     fn read_blocks(&self, bufs: &mut [IoBufMut<'_>], offset: u64) -> io::Result<usize> {
-        if offset % BLOCK as u64 != 0 {
+        if !offset.is_multiple_of(BLOCK as u64) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("read at {offset}, not a multiple of {BLOCK}"),

@@ -248,10 +248,7 @@ impl<S: ObjectStore> CachedStore<S> {
             Handle::try_current().ok(),
             self.counters.clone(),
         );
-        let file = self
-            .cache
-            .open_backing(backing)
-            .map_err(into_store_error)?;
+        let file = self.cache.open_backing(backing).map_err(into_store_error)?;
         let obj = Arc::new(Object {
             meta,
             attributes: found.attributes,
@@ -296,7 +293,8 @@ impl<S: ObjectStore> CachedStore<S> {
             let first = range.start..range.end.min(range.start + CHUNK);
             match read(&obj, first, &self.counters).await {
                 Ok(first) => {
-                    let rest = stream_rest(obj.clone(), first, range.clone(), self.counters.clone());
+                    let rest =
+                        stream_rest(obj.clone(), first, range.clone(), self.counters.clone());
                     return Ok(result(&obj, range, rest));
                 }
                 Err(e) if self.stale(&e, &key, &obj, &mut tries) => continue,
@@ -307,11 +305,7 @@ impl<S: ObjectStore> CachedStore<S> {
 }
 
 /// The `GetResult` of `range` of `obj`, its bytes in `stream`.
-fn result(
-    obj: &Object,
-    range: Range<u64>,
-    stream: BoxStream<'static, Result<Bytes>>,
-) -> GetResult {
+fn result(obj: &Object, range: Range<u64>, stream: BoxStream<'static, Result<Bytes>>) -> GetResult {
     GetResult {
         payload: GetResultPayload::Stream(stream),
         meta: obj.meta.clone(),

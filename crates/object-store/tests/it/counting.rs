@@ -26,7 +26,8 @@ pub struct Seen {
     pub heads: AtomicU64,
     /// While set, every GET of data fails with a `Generic` error.
     pub fail_gets: AtomicBool,
-    /// Milliseconds each GET of data waits before it is answered.
+    /// Milliseconds each GET (a HEAD included) waits before it is
+    /// answered.
     pub delay_ms: AtomicU64,
 }
 
@@ -76,15 +77,15 @@ impl ObjectStore for Counting {
     }
 
     async fn get_opts(&self, l: &Path, o: GetOptions) -> Result<GetResult> {
+        let ms = self.seen.delay_ms.load(Ordering::SeqCst);
+        if ms > 0 {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+        }
         if o.head {
             self.seen.heads.fetch_add(1, Ordering::SeqCst);
             return self.inner.get_opts(l, o).await;
         }
         self.seen.gets.fetch_add(1, Ordering::SeqCst);
-        let ms = self.seen.delay_ms.load(Ordering::SeqCst);
-        if ms > 0 {
-            tokio::time::sleep(Duration::from_millis(ms)).await;
-        }
         if self.seen.fail_gets.load(Ordering::SeqCst) {
             return Err(object_store::Error::Generic {
                 store: "Counting",

@@ -77,8 +77,8 @@ fn shared() -> &'static (tokio::runtime::Runtime, CachedStore<Counting>) {
 fn get_range() -> impl Strategy<Value = (usize, GetRange)> {
     (0usize..200_000).prop_flat_map(|size| {
         let size1 = size.max(1) as u64;
-        let bounded = (0..size1, 1u64..80_000)
-            .prop_map(|(start, len)| GetRange::Bounded(start..start + len));
+        let bounded =
+            (0..size1, 1u64..80_000).prop_map(|(start, len)| GetRange::Bounded(start..start + len));
         let offset = (0..size1).prop_map(GetRange::Offset);
         let suffix = (1..size1 + 10).prop_map(GetRange::Suffix);
         (Just(size), prop_oneof![bounded, offset, suffix])
@@ -182,6 +182,18 @@ async fn concurrent_misses_of_one_range_make_one_request() {
     }
     assert_eq!(seen.heads(), 1, "one lookup of the object");
     assert_eq!(seen.gets(), 1, "one GET of the range");
+    // The object tracked: readers missing another range together wait on
+    // the folios the first inserted.
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let (s, p) = (s.clone(), p.clone());
+            tokio::spawn(async move { s.get_range(&p, 122_880..163_840).await })
+        })
+        .collect();
+    for t in tasks {
+        assert_eq!(&t.await.unwrap().unwrap()[..], &d[122_880..163_840]);
+    }
+    assert_eq!((seen.heads(), seen.gets()), (1, 2));
 }
 
 #[tokio::test]
@@ -208,7 +220,10 @@ async fn a_version_change_serves_only_new_bytes() {
     let (s, seen) = store(4 << 20);
     let p = Path::from("e");
     put(&s, &p, data(100_000, 5)).await;
-    assert_eq!(&s.get_range(&p, 0..4096).await.unwrap()[..], &data(4096, 5)[..]);
+    assert_eq!(
+        &s.get_range(&p, 0..4096).await.unwrap()[..],
+        &data(4096, 5)[..]
+    );
     // Another writer replaces the object; a read of a range not cached
     // finds its version gone and reads the new one.
     let new = data(100_000, 6);
@@ -228,7 +243,13 @@ async fn a_get_naming_a_newer_e_tag_reads_the_new_version() {
     put(&s, &p, data(10_000, 7)).await;
     s.get_range(&p, 0..100).await.unwrap();
     let new = data(10_000, 8);
-    let e_tag = s.inner().inner.put(&p, new.clone().into()).await.unwrap().e_tag;
+    let e_tag = s
+        .inner()
+        .inner
+        .put(&p, new.clone().into())
+        .await
+        .unwrap()
+        .e_tag;
     let opts = GetOptions::new()
         .with_if_match(e_tag)
         .with_range(Some(0..100));
@@ -247,7 +268,10 @@ async fn revalidation_sees_an_outside_write() {
     put(&s, &p, data(8192, 9)).await;
     s.get_range(&p, 0..100).await.unwrap();
     put_outside(&s, &p, data(8192, 10)).await;
-    assert_eq!(&s.get_range(&p, 0..100).await.unwrap()[..], &data(100, 10)[..]);
+    assert_eq!(
+        &s.get_range(&p, 0..100).await.unwrap()[..],
+        &data(100, 10)[..]
+    );
 }
 
 #[tokio::test]
@@ -261,15 +285,24 @@ async fn writes_through_the_store_invalidate() {
 
     // put
     put(&s, &a, data(5000, 13)).await;
-    assert_eq!(&s.get_range(&a, 0..5000).await.unwrap()[..], &data(5000, 13)[..]);
+    assert_eq!(
+        &s.get_range(&a, 0..5000).await.unwrap()[..],
+        &data(5000, 13)[..]
+    );
     // copy onto a cached target
     s.copy(&b, &a).await.unwrap();
-    assert_eq!(&s.get_range(&a, 0..5000).await.unwrap()[..], &data(5000, 12)[..]);
+    assert_eq!(
+        &s.get_range(&a, 0..5000).await.unwrap()[..],
+        &data(5000, 12)[..]
+    );
     // rename: the source is gone, the target new
     put(&s, &c, data(5000, 14)).await;
     s.get_range(&c, 0..10).await.unwrap();
     s.rename(&c, &b).await.unwrap();
-    assert_eq!(&s.get_range(&b, 0..5000).await.unwrap()[..], &data(5000, 14)[..]);
+    assert_eq!(
+        &s.get_range(&b, 0..5000).await.unwrap()[..],
+        &data(5000, 14)[..]
+    );
     assert!(matches!(
         s.get_range(&c, 0..10).await,
         Err(object_store::Error::NotFound { .. })
@@ -285,7 +318,10 @@ async fn writes_through_the_store_invalidate() {
     let mut up = s.put_multipart(&b).await.unwrap();
     up.put_part(data(3000, 15).into()).await.unwrap();
     up.complete().await.unwrap();
-    assert_eq!(&s.get(&b).await.unwrap().bytes().await.unwrap()[..], &data(3000, 15)[..]);
+    assert_eq!(
+        &s.get(&b).await.unwrap().bytes().await.unwrap()[..],
+        &data(3000, 15)[..]
+    );
     assert!(s.stats().invalidations >= 5);
 }
 
@@ -304,7 +340,10 @@ async fn an_inner_error_passes_through_and_is_not_cached() {
     }
     seen.fail_gets.store(false, Ordering::SeqCst);
     let before = seen.gets();
-    assert_eq!(&s.get_range(&p, 0..1000).await.unwrap()[..], &data(1000, 16)[..]);
+    assert_eq!(
+        &s.get_range(&p, 0..1000).await.unwrap()[..],
+        &data(1000, 16)[..]
+    );
     assert!(seen.gets() > before, "the failure was not cached");
     assert!(s.stats().remote_get_errors >= 1);
 }
@@ -318,7 +357,10 @@ async fn not_found_passes_through_and_is_not_cached() {
         Err(object_store::Error::NotFound { .. })
     ));
     put_outside(&s, &p, data(100, 17)).await;
-    assert_eq!(&s.get_range(&p, 0..10).await.unwrap()[..], &data(10, 17)[..]);
+    assert_eq!(
+        &s.get_range(&p, 0..10).await.unwrap()[..],
+        &data(10, 17)[..]
+    );
 }
 
 #[tokio::test]
@@ -352,13 +394,28 @@ async fn memory_stays_within_capacity_over_a_large_scan() {
     for round in 0..2 {
         for i in 0..24u64 {
             let p = Path::from(format!("scan/{i}"));
-            let got: Vec<_> = s.get(&p).await.unwrap().into_stream().try_collect().await.unwrap();
+            let got: Vec<_> = s
+                .get(&p)
+                .await
+                .unwrap()
+                .into_stream()
+                .try_collect()
+                .await
+                .unwrap();
             let got: Vec<u8> = got.concat();
             assert_eq!(got, data(1 << 20, 100 + i), "object {i}, round {round}");
             let st = s.cache().stats();
-            assert!(st.bytes_cached <= capacity as u64, "{} cached", st.bytes_cached);
+            assert!(
+                st.bytes_cached <= capacity as u64,
+                "{} cached",
+                st.bytes_cached
+            );
             assert!(s.stats().objects <= 4);
-            assert!(s.cache().memory().files <= 4 + 1, "{:?}", s.cache().memory());
+            assert!(
+                s.cache().memory().files <= 4 + 1,
+                "{:?}",
+                s.cache().memory()
+            );
         }
     }
     // 48 MiB read through 4 MiB: every object's bytes came over the wire.
