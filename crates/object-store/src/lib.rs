@@ -89,3 +89,8 @@ mod store;
 mod upload;
 
 pub use store::{CachedStore, CachedStoreBuilder, CachedStoreStats, DEFAULT_MAX_OBJECTS};
+
+/// The example of `docs/object-store.md`, run as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/object-store.md")]
+struct ObjectStoreDoc;
