@@ -82,12 +82,14 @@
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
+pub mod disk;
 mod objects;
 mod read;
 mod remote;
 mod store;
 mod upload;
 
+pub use disk::{DiskTier, DiskTierStats};
 pub use store::{CachedStore, CachedStoreBuilder, CachedStoreStats, DEFAULT_MAX_OBJECTS};
 
 /// The example of `docs/object-store.md`, run as a doc test.

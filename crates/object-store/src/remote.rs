@@ -42,6 +42,8 @@ use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore};
 use tokio::runtime::Handle;
 
+use crate::disk::{chunk_key, DiskTier, CHUNK};
+
 /// The name the store's own errors carry (`object_store::Error::Generic`'s
 /// `store`).
 pub(crate) const STORE: &str = "CachedStore";
@@ -82,6 +84,8 @@ pub(crate) struct RemoteBacking<S> {
     /// The runtime that drives the GETs; `None` outside tokio.
     runtime: Option<Handle>,
     counters: Arc<Counters>,
+    /// The disk tier, and this version's name in its keys.
+    tier: Option<(Arc<DiskTier>, String)>,
 }
 
 impl<S: ObjectStore> RemoteBacking<S> {
@@ -92,14 +96,64 @@ impl<S: ObjectStore> RemoteBacking<S> {
         meta: ObjectMeta,
         runtime: Option<Handle>,
         counters: Arc<Counters>,
+        tier: Option<Arc<DiskTier>>,
     ) -> Self {
+        let tier = tier.map(|t| (t, version_name(&meta)));
         RemoteBacking {
             store,
             path,
             meta,
             runtime,
             counters,
+            tier,
         }
+    }
+
+    /// The bytes of `range` (within the object): from the disk tier if
+    /// it holds every chunk the range touches, else by a GET, widened to
+    /// whole chunks when one of them is admitted to the tier (its second
+    /// miss), which is then written there.
+    fn read_range(&self, range: Range<u64>) -> object_store::Result<Bytes> {
+        let Some((tier, version)) = &self.tier else {
+            return self.fetch(range);
+        };
+        let chunk = CHUNK as u64;
+        let size = self.meta.size;
+        let chunks = range.start / chunk..range.end.div_ceil(chunk);
+        let key = |c: u64| chunk_key(self.path.as_ref(), version, c);
+        let len = |c: u64| ((size - c * chunk).min(chunk)) as usize;
+        let mut held = Vec::new();
+        for c in chunks.clone() {
+            match tier.get(key(c), len(c)) {
+                Some(data) => held.extend_from_slice(&data),
+                None => break,
+            }
+        }
+        let from = chunks.start * chunk;
+        if held.len() as u64 == (chunks.end * chunk).min(size) - from {
+            let at = (range.start - from) as usize;
+            return Ok(Bytes::from(held).slice(at..at + (range.end - range.start) as usize));
+        }
+        let pages = |c: u64| {
+            let lo = range.start.max(c * chunk) - c * chunk;
+            let hi = range.end.min((c + 1) * chunk) - c * chunk;
+            let (first, last) = (lo / BLOCK as u64, (hi - 1) / BLOCK as u64);
+            (first..=last).fold(0u16, |m, p| m | 1 << p)
+        };
+        let admitted: Vec<u64> = chunks
+            .clone()
+            .filter(|&c| tier.admit(key(c), pages(c)))
+            .collect();
+        if admitted.is_empty() {
+            return self.fetch(range);
+        }
+        let wide = self.fetch(from..(chunks.end * chunk).min(size))?;
+        for c in admitted {
+            let at = (c * chunk - from) as usize;
+            tier.put(key(c), &wide[at..at + len(c)]);
+        }
+        let at = (range.start - from) as usize;
+        Ok(wide.slice(at..at + (range.end - range.start) as usize))
     }
 
     /// The GET of `range` of this version: the store's answer, which must
@@ -144,6 +198,20 @@ impl<S: ObjectStore> RemoteBacking<S> {
             });
         }
         Ok(data)
+    }
+}
+
+/// The name of `meta`'s version in the disk tier's keys: its version id,
+/// else its e_tag, else its modification time; with its size.
+fn version_name(meta: &ObjectMeta) -> String {
+    match (&meta.version, &meta.e_tag) {
+        (Some(v), _) => format!("v:{v}:{}", meta.size),
+        (None, Some(e)) => format!("e:{e}:{}", meta.size),
+        (None, None) => format!(
+            "t:{}:{}",
+            meta.last_modified.timestamp_nanos_opt().unwrap_or(0),
+            meta.size
+        ),
     }
 }
 
@@ -213,7 +281,7 @@ impl<S: ObjectStore> Backing for RemoteBacking<S> {
         let total: u64 = bufs.iter().map(|b| b.len() as u64).sum();
         let end = offset.saturating_add(total).min(self.meta.size);
         let data = if offset < end {
-            self.fetch(offset..end).map_err(io::Error::other)?
+            self.read_range(offset..end).map_err(io::Error::other)?
         } else {
             Bytes::new()
         };

@@ -18,6 +18,7 @@ use object_store::{
 };
 use tokio::runtime::Handle;
 
+use crate::disk::DiskTier;
 use crate::objects::{Key, Object, Objects};
 use crate::read::{read, read_ranges, stream_rest, CHUNK};
 use crate::remote::{into_store_error, Counters, RemoteBacking};
@@ -62,6 +63,7 @@ pub struct CachedStore<S: ObjectStore> {
     objects: Arc<Objects>,
     counters: Arc<Counters>,
     revalidate_after: Option<Duration>,
+    tier: Option<Arc<DiskTier>>,
 }
 
 /// Configures a [`CachedStore`]: [`CachedStore::builder`].
@@ -72,9 +74,18 @@ pub struct CachedStoreBuilder<S: ObjectStore> {
     cache: Cache,
     max_objects: usize,
     revalidate_after: Option<Duration>,
+    tier: Option<Arc<DiskTier>>,
 }
 
 impl<S: ObjectStore> CachedStoreBuilder<S> {
+    /// A second tier on local disk, below the cache's memory: a miss in
+    /// memory reads the chunks the tier holds from it, and a chunk missed
+    /// twice is written there (see [`DiskTier`]). Default: none.
+    pub fn disk_tier(mut self, tier: Arc<DiskTier>) -> Self {
+        self.tier = Some(tier);
+        self
+    }
+
     /// The most objects tracked at once (default [`DEFAULT_MAX_OBJECTS`],
     /// at least 1): past it, the least recently read object's mapping
     /// closes and its folios go. Each tracked object costs its metadata
@@ -104,6 +115,7 @@ impl<S: ObjectStore> CachedStoreBuilder<S> {
             objects: Arc::new(Objects::new(self.max_objects)),
             counters: Arc::new(Counters::default()),
             revalidate_after: self.revalidate_after,
+            tier: self.tier,
         }
     }
 }
@@ -157,6 +169,7 @@ impl<S: ObjectStore> CachedStore<S> {
             cache,
             max_objects: DEFAULT_MAX_OBJECTS,
             revalidate_after: None,
+            tier: None,
         }
     }
 
@@ -168,6 +181,11 @@ impl<S: ObjectStore> CachedStore<S> {
     /// The cache it reads into.
     pub fn cache(&self) -> &Cache {
         &self.cache
+    }
+
+    /// Its disk tier, if it has one.
+    pub fn disk_tier(&self) -> Option<&Arc<DiskTier>> {
+        self.tier.as_ref()
     }
 
     /// Forgets what is cached of `path`'s latest version: the next read
@@ -247,6 +265,7 @@ impl<S: ObjectStore> CachedStore<S> {
             meta.clone(),
             Handle::try_current().ok(),
             self.counters.clone(),
+            self.tier.clone(),
         );
         let file = self.cache.open_backing(backing).map_err(into_store_error)?;
         let obj = Arc::new(Object {

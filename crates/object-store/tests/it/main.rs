@@ -3,6 +3,7 @@
 //! writes, errors and the memory bound.
 
 mod counting;
+mod disk;
 
 use std::ops::Range;
 use std::sync::atomic::Ordering;
