@@ -34,6 +34,11 @@
 //!   are seen after [`CachedStoreBuilder::revalidate_after`], or at once
 //!   through [`CachedStore::invalidate`]. Errors of the inner store pass
 //!   through and are never cached. Listing passes through.
+//! - A [`DiskTier`] (optional, [`CachedStoreBuilder::disk_tier`]) keeps
+//!   64 KiB chunks of object versions in a local file opened `O_DIRECT`,
+//!   between memory and the remote store: checksummed, reopened warm
+//!   without reading an index, a chunk admitted when a page of it misses in
+//!   memory a second time (see [`disk`]).
 //! - **Bounds**: the folios are the cache's (its capacity, its reclaim);
 //!   the objects tracked are at most
 //!   [`max_objects`](CachedStoreBuilder::max_objects), least recently read
