@@ -26,15 +26,18 @@
 //!
 //! `read_blocks` is synchronous: it drives the GET's future to completion
 //! on its own thread, through the tokio runtime's handle it was given
-//! (`Handle::block_on`) or, without one, with a plain executor. It runs on
+//! (`Handle::block_on`) or, without one, by parking the thread until the
+//! future wakes it (`block_on`). It runs on
 //! the threads foliocache reads on: the thread of a blocking read (the
 //! store runs those on tokio's blocking pool, never on a runtime worker)
 //! and the IO engine's pool threads (asynchronous readahead).
 
+use std::future::Future;
 use std::io;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
 
 use backing::{Backing, BackingInfo, DataPath, IoBuf, IoBufMut, BLOCK};
 use bytes::Bytes;
@@ -181,7 +184,7 @@ impl<S: ObjectStore> RemoteBacking<S> {
         Counters::add(&self.counters.gets, 1);
         let data = match &self.runtime {
             Some(h) => h.block_on(get),
-            None => futures_executor::block_on(get),
+            None => block_on(get),
         };
         let data = data.inspect_err(|_| Counters::add(&self.counters.get_errors, 1))?;
         Counters::add(&self.counters.get_bytes, data.len() as u64);
@@ -198,6 +201,29 @@ impl<S: ObjectStore> RemoteBacking<S> {
             });
         }
         Ok(data)
+    }
+}
+
+/// Runs `fut` to completion on this thread, parking it while the future
+/// waits: for a GET outside tokio (an `InMemory` store under another
+/// executor). Unlike `futures::executor::block_on` it may run inside
+/// another executor's `block_on` (a blocking read on that executor's
+/// thread), which only blocks that thread.
+fn block_on<F: Future>(fut: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
+            return out;
+        }
+        std::thread::park();
     }
 }
 

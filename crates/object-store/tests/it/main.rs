@@ -439,3 +439,22 @@ async fn listing_passes_through() {
     let r = s.list_with_delimiter(None).await.unwrap();
     assert_eq!(r.common_prefixes, [Path::from("l")]);
 }
+
+/// Under another executor than tokio's, misses block the executor's
+/// thread but work: the GET runs on that thread too.
+#[test]
+fn reads_work_outside_tokio() {
+    let (s, seen) = store(4 << 20);
+    let p = Path::from("no-tokio");
+    let d = data(200_000, 21);
+    futures_executor::block_on(async {
+        put(&s, &p, d.clone()).await;
+        for _ in 0..2 {
+            let got = s.get_range(&p, 1000..150_000).await.unwrap();
+            assert_eq!(&got[..], &d[1000..150_000]);
+        }
+        let all = s.get(&p).await.unwrap().bytes().await.unwrap();
+        assert_eq!(&all[..], &d[..]);
+    });
+    assert!(seen.gets() >= 1);
+}
