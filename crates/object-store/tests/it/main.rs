@@ -45,6 +45,12 @@ async fn put_outside(s: &CachedStore<Counting>, path: &Path, bytes: Vec<u8>) {
     s.inner().inner.put(path, bytes.into()).await.expect("put");
 }
 
+/// Reads `range` of `path` through `s` and checks it is `want`.
+async fn expect(s: &CachedStore<Counting>, path: &Path, range: Range<u64>, want: &[u8]) {
+    let got = s.get_range(path, range.clone()).await.unwrap();
+    assert_eq!(&got[..], want, "{path} {range:?}");
+}
+
 #[tokio::test]
 async fn a_range_read_returns_the_inner_stores_bytes() {
     let (s, _) = store(4 << 20);
@@ -164,6 +170,20 @@ async fn a_second_read_makes_no_remote_request() {
     assert_eq!((st.hits, st.misses, st.remote_gets), (1, 1, 1));
 }
 
+/// Eight tasks read `range` of `path` at once; each gets `d`'s bytes.
+async fn read_together(s: &Arc<CachedStore<Counting>>, path: &Path, range: Range<u64>, d: &[u8]) {
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let (s, p, r) = (s.clone(), path.clone(), range.clone());
+            tokio::spawn(async move { s.get_range(&p, r).await })
+        })
+        .collect();
+    for t in tasks {
+        let got = t.await.unwrap().unwrap();
+        assert_eq!(&got[..], &d[range.start as usize..range.end as usize]);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_misses_of_one_range_make_one_request() {
     let (s, seen) = store(4 << 20);
@@ -172,28 +192,12 @@ async fn concurrent_misses_of_one_range_make_one_request() {
     let d = data(200_000, 3);
     put(&s, &p, d.clone()).await;
     seen.delay_ms.store(200, Ordering::SeqCst);
-    let tasks: Vec<_> = (0..8)
-        .map(|_| {
-            let (s, p) = (s.clone(), p.clone());
-            tokio::spawn(async move { s.get_range(&p, 40_960..81_920).await })
-        })
-        .collect();
-    for t in tasks {
-        assert_eq!(&t.await.unwrap().unwrap()[..], &d[40_960..81_920]);
-    }
+    read_together(&s, &p, 40_960..81_920, &d).await;
     assert_eq!(seen.heads(), 1, "one lookup of the object");
     assert_eq!(seen.gets(), 1, "one GET of the range");
     // The object tracked: readers missing another range together wait on
     // the folios the first inserted.
-    let tasks: Vec<_> = (0..8)
-        .map(|_| {
-            let (s, p) = (s.clone(), p.clone());
-            tokio::spawn(async move { s.get_range(&p, 122_880..163_840).await })
-        })
-        .collect();
-    for t in tasks {
-        assert_eq!(&t.await.unwrap().unwrap()[..], &d[122_880..163_840]);
-    }
+    read_together(&s, &p, 122_880..163_840, &d).await;
     assert_eq!((seen.heads(), seen.gets()), (1, 2));
 }
 
@@ -221,10 +225,7 @@ async fn a_version_change_serves_only_new_bytes() {
     let (s, seen) = store(4 << 20);
     let p = Path::from("e");
     put(&s, &p, data(100_000, 5)).await;
-    assert_eq!(
-        &s.get_range(&p, 0..4096).await.unwrap()[..],
-        &data(4096, 5)[..]
-    );
+    expect(&s, &p, 0..4096, &data(4096, 5)).await;
     // Another writer replaces the object; a read of a range not cached
     // finds its version gone and reads the new one.
     let new = data(100_000, 6);
@@ -233,7 +234,7 @@ async fn a_version_change_serves_only_new_bytes() {
     assert_eq!(&got[..], &new[50_000..60_000]);
     assert_eq!(s.stats().stale_versions, 1);
     // What was cached of the old version is gone with it.
-    assert_eq!(&s.get_range(&p, 0..4096).await.unwrap()[..], &new[..4096]);
+    expect(&s, &p, 0..4096, &new[..4096]).await;
     assert_eq!(seen.heads(), 2);
 }
 
@@ -269,10 +270,7 @@ async fn revalidation_sees_an_outside_write() {
     put(&s, &p, data(8192, 9)).await;
     s.get_range(&p, 0..100).await.unwrap();
     put_outside(&s, &p, data(8192, 10)).await;
-    assert_eq!(
-        &s.get_range(&p, 0..100).await.unwrap()[..],
-        &data(100, 10)[..]
-    );
+    expect(&s, &p, 0..100, &data(100, 10)).await;
 }
 
 #[tokio::test]
@@ -286,24 +284,15 @@ async fn writes_through_the_store_invalidate() {
 
     // put
     put(&s, &a, data(5000, 13)).await;
-    assert_eq!(
-        &s.get_range(&a, 0..5000).await.unwrap()[..],
-        &data(5000, 13)[..]
-    );
+    expect(&s, &a, 0..5000, &data(5000, 13)).await;
     // copy onto a cached target
     s.copy(&b, &a).await.unwrap();
-    assert_eq!(
-        &s.get_range(&a, 0..5000).await.unwrap()[..],
-        &data(5000, 12)[..]
-    );
+    expect(&s, &a, 0..5000, &data(5000, 12)).await;
     // rename: the source is gone, the target new
     put(&s, &c, data(5000, 14)).await;
     s.get_range(&c, 0..10).await.unwrap();
     s.rename(&c, &b).await.unwrap();
-    assert_eq!(
-        &s.get_range(&b, 0..5000).await.unwrap()[..],
-        &data(5000, 14)[..]
-    );
+    expect(&s, &b, 0..5000, &data(5000, 14)).await;
     assert!(matches!(
         s.get_range(&c, 0..10).await,
         Err(object_store::Error::NotFound { .. })
@@ -341,10 +330,7 @@ async fn an_inner_error_passes_through_and_is_not_cached() {
     }
     seen.fail_gets.store(false, Ordering::SeqCst);
     let before = seen.gets();
-    assert_eq!(
-        &s.get_range(&p, 0..1000).await.unwrap()[..],
-        &data(1000, 16)[..]
-    );
+    expect(&s, &p, 0..1000, &data(1000, 16)).await;
     assert!(seen.gets() > before, "the failure was not cached");
     assert!(s.stats().remote_get_errors >= 1);
 }
@@ -358,10 +344,7 @@ async fn not_found_passes_through_and_is_not_cached() {
         Err(object_store::Error::NotFound { .. })
     ));
     put_outside(&s, &p, data(100, 17)).await;
-    assert_eq!(
-        &s.get_range(&p, 0..10).await.unwrap()[..],
-        &data(10, 17)[..]
-    );
+    expect(&s, &p, 0..10, &data(10, 17)).await;
 }
 
 #[tokio::test]
