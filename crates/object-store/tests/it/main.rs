@@ -4,6 +4,7 @@
 
 mod counting;
 mod disk;
+mod local;
 
 use std::ops::Range;
 use std::sync::atomic::Ordering;
