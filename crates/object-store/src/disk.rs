@@ -55,6 +55,9 @@ use xxhash_rust::xxh3::Xxh3;
 
 /// The bytes of object a slot holds.
 pub const CHUNK: usize = 64 << 10;
+// A chunk's pages are the 16 bits of an admission mask (`admit`).
+const _: () = assert!(CHUNK / BLOCK == 16);
+
 /// The bytes of a slot: a header block and a chunk (68 KiB).
 pub const SLOT: usize = BLOCK + CHUNK;
 const MAGIC: &[u8; 8] = b"fcotier1";

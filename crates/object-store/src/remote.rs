@@ -114,8 +114,9 @@ impl<S: ObjectStore> RemoteBacking<S> {
 
     /// The bytes of `range` (within the object): from the disk tier if
     /// it holds every chunk the range touches, else by a GET, widened to
-    /// whole chunks when one of them is admitted to the tier (its second
-    /// miss), which is then written there.
+    /// whole chunks when one of them is admitted to the tier (a page of
+    /// it missed a second time, [`DiskTier::admit`]), which is then
+    /// written there.
     fn read_range(&self, range: Range<u64>) -> object_store::Result<Bytes> {
         let Some((tier, version)) = &self.tier else {
             return self.fetch(range);
