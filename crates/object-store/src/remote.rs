@@ -165,19 +165,23 @@ impl<S: ObjectStore> RemoteBacking<S> {
     fn fetch(&self, range: Range<u64>) -> object_store::Result<Bytes> {
         let store = self.store.clone();
         let path = self.path.clone();
-        let size = self.meta.size;
+        let pinned = self.meta.clone();
         let want = range.end - range.start;
         let mut opts = version_conditions(&self.meta);
         opts.range = Some(GetRange::Bounded(range));
         let get = async move {
             let r = store.get_opts(&path, opts).await?;
-            if r.meta.size != size {
-                // A store that ignored the condition, or a version whose
-                // size changed under one e_tag: not this mapping's bytes.
+            if !same_version(&r.meta, &pinned) {
+                // A store that ignores the condition (s3s-fs does on GET):
+                // another version's bytes, not this mapping's.
                 return Err(object_store::Error::Precondition {
                     path: path.to_string(),
-                    source: format!("object is {} bytes, the cached version {size}", r.meta.size)
-                        .into(),
+                    source: format!(
+                        "the store answered with version {:?}/{:?} of {} bytes, the cached one is {:?}/{:?} of {}",
+                        r.meta.e_tag, r.meta.version, r.meta.size,
+                        pinned.e_tag, pinned.version, pinned.size
+                    )
+                    .into(),
                 });
             }
             r.bytes().await
@@ -240,6 +244,18 @@ fn version_name(meta: &ObjectMeta) -> String {
             meta.size
         ),
     }
+}
+
+/// Whether a GET's answer `got` is of the version `pinned`: the same size,
+/// and the same e_tag and version id where both sides have one.
+fn same_version(got: &ObjectMeta, pinned: &ObjectMeta) -> bool {
+    let agree = |a: &Option<String>, b: &Option<String>| match (a, b) {
+        (Some(a), Some(b)) => a == b,
+        _ => true,
+    };
+    got.size == pinned.size
+        && agree(&got.e_tag, &pinned.e_tag)
+        && agree(&got.version, &pinned.version)
 }
 
 /// The conditions that pin a GET to `meta`'s version: its version id where

@@ -26,6 +26,8 @@ pub struct Seen {
     pub heads: AtomicU64,
     /// While set, every GET of data fails with a `Generic` error.
     pub fail_gets: AtomicBool,
+    /// While set, GETs ignore `If-Match` (as s3s-fs's GetObject does).
+    pub ignore_if_match: AtomicBool,
     /// Milliseconds each GET (a HEAD included) waits before it is
     /// answered.
     pub delay_ms: AtomicU64,
@@ -76,7 +78,10 @@ impl ObjectStore for Counting {
         self.inner.put_multipart_opts(l, o).await
     }
 
-    async fn get_opts(&self, l: &Path, o: GetOptions) -> Result<GetResult> {
+    async fn get_opts(&self, l: &Path, mut o: GetOptions) -> Result<GetResult> {
+        if self.seen.ignore_if_match.load(Ordering::SeqCst) {
+            o.if_match = None;
+        }
         let ms = self.seen.delay_ms.load(Ordering::SeqCst);
         if ms > 0 {
             tokio::time::sleep(Duration::from_millis(ms)).await;

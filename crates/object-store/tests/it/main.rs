@@ -239,6 +239,22 @@ async fn a_version_change_serves_only_new_bytes() {
     assert_eq!(seen.heads(), 2);
 }
 
+/// A store that ignores `If-Match` on GET answers a pinned GET with the
+/// new version's bytes: its e_tag gives it away.
+#[tokio::test]
+async fn a_version_change_is_found_where_the_store_ignores_if_match() {
+    let (s, seen) = store(4 << 20);
+    seen.ignore_if_match.store(true, Ordering::SeqCst);
+    let p = Path::from("e2");
+    put(&s, &p, data(100_000, 50)).await;
+    expect(&s, &p, 0..4096, &data(4096, 50)).await;
+    let new = data(100_000, 51);
+    put_outside(&s, &p, new.clone()).await;
+    expect(&s, &p, 50_000..60_000, &new[50_000..60_000]).await;
+    assert_eq!(s.stats().stale_versions, 1);
+    expect(&s, &p, 0..4096, &new[..4096]).await;
+}
+
 #[tokio::test]
 async fn a_get_naming_a_newer_e_tag_reads_the_new_version() {
     let (s, _) = store(4 << 20);
