@@ -41,13 +41,14 @@
 //!   memory a second time (see [`disk`]).
 //! - **Bounds**: the folios are the cache's (its capacity, its reclaim);
 //!   the objects tracked are at most
-//!   [`max_objects`](CachedStoreBuilder::max_objects), least recently read
-//!   first out (its mapping closes, its folios go).
+//!   [`max_objects`](CachedStoreBuilder::max_objects), evicted by CLOCK
+//!   (its mapping closes, its folios go).
 //!
 //! # Locking
 //! | what | takes | may block |
 //! |---|---|---|
-//! | the table of tracked objects | one mutex, a leaf, for a lookup or an update; never across a store call or a read | no |
+//! | the table of tracked objects | one rwlock, a leaf: shared for a lookup, exclusive for an insert or a removal; never across a store call or a read | no |
+//! | a lookup of an object not tracked | its key's gate (an async mutex) across the HEAD | the task waits for the lookup before it |
 //! | a read | the cache's locks, as [`foliocache::File::read_at`] takes them; a miss runs on tokio's blocking pool, never on a runtime worker | a miss: for its GET, on the blocking thread |
 //! | a miss's GET | no lock of this crate; the folio locks of the run it fills | for the GET, driven by the runtime's handle |
 //!

@@ -1,13 +1,16 @@
 //! The objects a [`CachedStore`](crate::CachedStore) tracks: per (path,
 //! requested version) the version it caches, that version's mapping in
 //! the foliocache cache, and when it was last validated; at most
-//! `max_objects` of them, the least recently used going first.
+//! `max_objects` of them, evicted by CLOCK (second chance): a read marks
+//! its object referenced, and the hand passes over a referenced object
+//! once, clearing the mark, before it evicts it.
 //!
 //! ```text
-//!   Table (one mutex)
-//!     map: (path, version asked) ──> Object { meta, attributes, file, validated }, tick
-//!     lru: tick ──> key            (oldest tick evicted past max_objects)
-//!     seq: bumped by every invalidation
+//!   Table (one rwlock: reads share it)
+//!     map:   (path, version asked) ──> Object { meta, attributes, file, validated, referenced }, gen
+//!     order: (key, gen), oldest first: the clock hand at the front (an
+//!            entry whose gen is not the map's is a leftover, skipped)
+//!     seq:   bumped by every invalidation
 //! ```
 //!
 //! # Coherence with writes
@@ -26,20 +29,22 @@
 //! behind it find the object tracked when they get the gate.
 //!
 //! # Locking
-//! The table's mutex and the gates' map's are leaves, held for a hash
-//! lookup and a B-tree update; never across a store call or a read. A
-//! gate is held across a HEAD, and taken with no other lock held. Objects evicted or invalidated
-//! are dropped after it is released (closing a mapping frees its folios).
+//! The table's rwlock (shared by lookups, which only set an object's
+//! referenced bit; exclusive to insert and remove) and the gates' map's
+//! mutex are leaves, never held across a store call or a read. A gate is
+//! held across a HEAD, and taken with no other lock held. Objects evicted
+//! or invalidated are dropped after the table's lock is released (closing
+//! a mapping frees its folios).
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use foliocache::File;
 use object_store::path::Path;
 use object_store::{Attributes, ObjectMeta};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use tokio::sync::Mutex as AsyncMutex;
 
 /// What a table entry is looked up by: the path, and the version id the
@@ -57,12 +62,28 @@ pub(crate) struct Object {
     pub(crate) file: File,
     /// When the store last said this is the current version.
     pub(crate) validated: Instant,
+    /// Read since the clock hand last passed it.
+    referenced: AtomicBool,
+}
+
+impl Object {
+    /// The version `meta` (with its `attributes`) cached in `file`,
+    /// validated now.
+    pub(crate) fn new(meta: ObjectMeta, attributes: Attributes, file: File) -> Self {
+        Object {
+            meta,
+            attributes,
+            file,
+            validated: Instant::now(),
+            referenced: AtomicBool::new(false),
+        }
+    }
 }
 
 /// The tracked objects (see the module documentation).
 #[derive(Debug)]
 pub(crate) struct Objects {
-    table: Mutex<Table>,
+    table: RwLock<Table>,
     max: usize,
     /// Invalidations so far.
     invalidations: AtomicU64,
@@ -100,30 +121,47 @@ impl Drop for Gate<'_> {
 #[derive(Debug, Default)]
 struct Table {
     map: HashMap<Key, (Arc<Object>, u64)>,
-    lru: BTreeMap<u64, Key>,
-    tick: u64,
+    order: VecDeque<(Key, u64)>,
+    next_gen: u64,
     seq: u64,
 }
 
 impl Table {
-    /// Marks `key` (present, at `tick`) used now.
-    fn touch(&mut self, key: &Key) -> Option<Arc<Object>> {
-        self.tick += 1;
-        let now = self.tick;
-        let (obj, tick) = self.map.get_mut(key)?;
-        let old = std::mem::replace(tick, now);
-        let obj = obj.clone();
-        if let Some(k) = self.lru.remove(&old) {
-            self.lru.insert(now, k);
-        }
+    /// Removes `key`'s entry (its place in `order` becomes a leftover).
+    fn remove(&mut self, key: &Key) -> Option<Arc<Object>> {
+        let (obj, _) = self.map.remove(key)?;
+        self.compact();
         Some(obj)
     }
 
-    /// Removes `key`'s entry.
-    fn remove(&mut self, key: &Key) -> Option<Arc<Object>> {
-        let (obj, tick) = self.map.remove(key)?;
-        self.lru.remove(&tick);
-        Some(obj)
+    /// Drops the leftovers of `order` once they outnumber the entries.
+    fn compact(&mut self) {
+        if self.order.len() > 2 * self.map.len() + 64 {
+            let map = &self.map;
+            self.order
+                .retain(|(k, g)| map.get(k).is_some_and(|(_, g2)| g2 == g));
+        }
+    }
+
+    /// Runs the clock hand until at most `max` objects are tracked,
+    /// putting the evicted ones in `gone`.
+    fn evict(&mut self, max: usize, gone: &mut Vec<Arc<Object>>) {
+        while self.map.len() > max {
+            let Some((k, g)) = self.order.pop_front() else {
+                break;
+            };
+            let Some((obj, g2)) = self.map.get(&k) else {
+                continue;
+            };
+            if *g2 != g {
+                continue;
+            }
+            if obj.referenced.swap(false, Ordering::Relaxed) {
+                self.order.push_back((k, g));
+            } else if let Some((obj, _)) = self.map.remove(&k) {
+                gone.push(obj);
+            }
+        }
     }
 }
 
@@ -131,16 +169,21 @@ impl Objects {
     /// A table of at most `max` objects (at least 1).
     pub(crate) fn new(max: usize) -> Self {
         Objects {
-            table: Mutex::new(Table::default()),
+            table: RwLock::new(Table::default()),
             max: max.max(1),
             invalidations: AtomicU64::new(0),
             gates: Mutex::new(HashMap::new()),
         }
     }
 
-    /// The object tracked under `key`, marked used.
+    /// The object tracked under `key`, marked referenced.
     pub(crate) fn get(&self, key: &Key) -> Option<Arc<Object>> {
-        self.table.lock().touch(key)
+        let t = self.table.read();
+        let (obj, _) = t.map.get(key)?;
+        if !obj.referenced.load(Ordering::Relaxed) {
+            obj.referenced.store(true, Ordering::Relaxed);
+        }
+        Some(obj.clone())
     }
 
     /// The gate of lookups of `key` (see the module documentation).
@@ -155,30 +198,25 @@ impl Objects {
 
     /// The invalidation count, to pass to [`insert`](Self::insert).
     pub(crate) fn seq(&self) -> u64 {
-        self.table.lock().seq
+        self.table.read().seq
     }
 
     /// Tracks `obj` under `key` (replacing what was there) unless an
-    /// invalidation came after `seq` was read; evicts the least recently
-    /// used objects past the bound. Returns whether it was inserted.
+    /// invalidation came after `seq` was read; evicts objects past the
+    /// bound. Returns whether it was inserted.
     pub(crate) fn insert(&self, key: Key, obj: Arc<Object>, seq: u64) -> bool {
         let mut gone = Vec::new();
         let inserted = {
-            let mut t = self.table.lock();
+            let mut t = self.table.write();
             if t.seq != seq {
                 false
             } else {
                 gone.extend(t.remove(&key));
-                t.tick += 1;
-                let tick = t.tick;
-                t.lru.insert(tick, key.clone());
-                t.map.insert(key, (obj, tick));
-                while t.map.len() > self.max {
-                    let Some((_, k)) = t.lru.pop_first() else {
-                        break;
-                    };
-                    gone.extend(t.map.remove(&k).map(|(o, _)| o));
-                }
+                let gen = t.next_gen;
+                t.next_gen += 1;
+                t.order.push_back((key.clone(), gen));
+                t.map.insert(key, (obj, gen));
+                t.evict(self.max, &mut gone);
                 true
             }
         };
@@ -192,7 +230,7 @@ impl Objects {
     pub(crate) fn invalidate(&self, path: &Path) {
         self.invalidations.fetch_add(1, Ordering::Relaxed);
         let gone = {
-            let mut t = self.table.lock();
+            let mut t = self.table.write();
             t.seq += 1;
             t.remove(&(path.clone(), None))
         };
@@ -202,7 +240,7 @@ impl Objects {
     /// Forgets `obj` if `key` still tracks it (a read found it stale).
     pub(crate) fn remove_if(&self, key: &Key, obj: &Arc<Object>) {
         let gone = {
-            let mut t = self.table.lock();
+            let mut t = self.table.write();
             match t.map.get(key) {
                 Some((o, _)) if Arc::ptr_eq(o, obj) => t.remove(key),
                 _ => None,
@@ -213,7 +251,7 @@ impl Objects {
 
     /// Objects tracked now.
     pub(crate) fn len(&self) -> usize {
-        self.table.lock().map.len()
+        self.table.read().map.len()
     }
 
     /// Invalidations so far.

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::ops::Range;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -87,8 +87,8 @@ impl<S: ObjectStore> CachedStoreBuilder<S> {
     }
 
     /// The most objects tracked at once (default [`DEFAULT_MAX_OBJECTS`],
-    /// at least 1): past it, the least recently read object's mapping
-    /// closes and its folios go. Each tracked object costs its metadata
+    /// at least 1): past it, an object the CLOCK hand finds unread since
+    /// its last pass goes: its mapping closes and its folios go. Each tracked object costs its metadata
     /// (path, e_tag: about 200 bytes) and a mapping (a few hundred bytes,
     /// [`Cache::memory`]'s `file_bytes`) beside the folios it caches.
     pub fn max_objects(mut self, n: usize) -> Self {
@@ -268,12 +268,7 @@ impl<S: ObjectStore> CachedStore<S> {
             self.tier.clone(),
         );
         let file = self.cache.open_backing(backing).map_err(into_store_error)?;
-        let obj = Arc::new(Object {
-            meta,
-            attributes: found.attributes,
-            file,
-            validated: Instant::now(),
-        });
+        let obj = Arc::new(Object::new(meta, found.attributes, file));
         self.objects.insert(key.clone(), obj.clone(), seq);
         Ok((key, obj))
     }

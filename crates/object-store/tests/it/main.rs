@@ -458,3 +458,28 @@ fn reads_work_outside_tokio() {
     });
     assert!(seen.gets() >= 1);
 }
+
+/// Past `max_objects`, an object read again since it was tracked gets a
+/// second chance; one read once goes first.
+#[tokio::test]
+async fn the_object_read_again_stays_tracked() {
+    let (a, b, c) = (Path::from("o/a"), Path::from("o/b"), Path::from("o/c"));
+    let inner = Counting::new();
+    let seen = inner.seen.clone();
+    let s = CachedStore::builder(inner, TestCache::bytes(1 << 20).build())
+        .max_objects(2)
+        .build();
+    for p in [&a, &b, &c] {
+        put(&s, p, data(100, 60)).await;
+    }
+    expect(&s, &a, 0..10, &data(10, 60)).await;
+    expect(&s, &a, 0..10, &data(10, 60)).await;
+    expect(&s, &b, 0..10, &data(10, 60)).await;
+    expect(&s, &c, 0..10, &data(10, 60)).await;
+    assert_eq!(seen.heads(), 3);
+    expect(&s, &a, 0..10, &data(10, 60)).await;
+    assert_eq!(seen.heads(), 3, "a stayed");
+    expect(&s, &b, 0..10, &data(10, 60)).await;
+    assert_eq!(seen.heads(), 4, "b went");
+    assert_eq!(s.stats().objects, 2);
+}
