@@ -5,6 +5,8 @@
 mod counting;
 mod disk;
 mod local;
+#[cfg(feature = "e2e-s3")]
+mod s3;
 
 use std::ops::Range;
 use std::sync::atomic::Ordering;
