@@ -31,7 +31,11 @@ impl Drop for Server {
 /// directory of the bucket `bucket`); the port once it accepts.
 fn start(bin: &std::ffi::OsStr, root: &std::path::Path) -> (Server, u16) {
     std::fs::create_dir_all(root.join("bucket")).unwrap();
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let child = Command::new(bin)
         .args(["--host", "127.0.0.1", "--port", &port.to_string()])
         .args(["--access-key", "AK", "--secret-key", "SK"])
@@ -43,7 +47,10 @@ fn start(bin: &std::ffi::OsStr, root: &std::path::Path) -> (Server, u16) {
     let server = Server(child);
     let start = Instant::now();
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(start.elapsed() < Duration::from_secs(10), "s3s-fs did not listen");
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "s3s-fs did not listen"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     (server, port)
