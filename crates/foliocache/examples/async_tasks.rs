@@ -18,12 +18,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 async fn main() -> io::Result<()> {
     let path = std::env::temp_dir().join(format!("foliocache-tasks-{}", std::process::id()));
     let cache = Cache::builder().capacity(8 << 20).build()?;
-    let opts = cache
-        .open_options()
-        .read(true)
-        .write(true)
-        .create(true)
-        .clone();
+    let mut opts = cache.open_options();
+    opts.read(true).write(true).create(true);
     let file = opts.open(&path)?;
 
     // An owned handle moves into a task, as a `tokio::fs::File` does. A
@@ -40,7 +36,9 @@ async fn main() -> io::Result<()> {
     .await??;
 
     // Many readers of one handle: an `Arc<File>`. Each read that misses
-    // waits for its IO without a thread.
+    // (all of them, the cache emptied of the file first) waits for its IO
+    // without a thread.
+    file.discard()?;
     let shared = Arc::new(file);
     let mut readers = Vec::new();
     for i in 0..8u64 {

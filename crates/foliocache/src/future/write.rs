@@ -259,45 +259,42 @@ impl<'a> WriteState<'a> {
 
     /// Polls what the piece at `done` waits for.
     fn poll_waiting(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        loop {
-            match &mut self.waiting {
-                Waiting::Nothing => {}
-                Waiting::Throttle(w) => {
-                    let r = ready!(w.poll(cx));
-                    self.waiting = Waiting::Nothing;
-                    r?;
-                    self.throttled = true;
-                }
-                Waiting::Fill(r) => {
-                    // A failed read is the piece's own to meet and report
-                    // (it reads the page again on this thread).
-                    let _ = ready!(r.poll_read(cx));
-                    self.waiting = Waiting::Nothing;
-                }
-                Waiting::Memory(w) => {
-                    if ready!(w.poll(cx)).is_err() {
-                        // The wait ran out (`OutOfMemory`): the piece
-                        // allocates as the blocking write's does, which
-                        // reports the error if memory is still short.
-                        self.memory_waits = MAX_MEMORY_WAITS;
-                    }
-                    self.waiting = Waiting::Nothing;
-                }
-                #[cfg(feature = "tokio")]
-                Waiting::FillParked(_) => {
-                    let Waiting::FillParked(p) =
-                        std::mem::replace(&mut self.waiting, Waiting::Nothing)
-                    else {
-                        unreachable!("matched above")
-                    };
-                    let at = p.offset();
-                    let r = ReadState::resume(Some(p), self.file, vec![0u8; 1], at, false);
-                    self.waiting = Waiting::Fill(Box::new(r));
-                    continue;
-                }
+        #[cfg(feature = "tokio")]
+        if matches!(self.waiting, Waiting::FillParked(_)) {
+            // A tokio handle's fill read, rebuilt around the file.
+            if let Waiting::FillParked(p) = std::mem::replace(&mut self.waiting, Waiting::Nothing) {
+                let at = p.offset();
+                let r = ReadState::resume(Some(p), self.file, vec![0u8; 1], at, false);
+                self.waiting = Waiting::Fill(Box::new(r));
             }
-            return Poll::Ready(Ok(()));
         }
+        match &mut self.waiting {
+            Waiting::Nothing => {}
+            Waiting::Throttle(w) => {
+                let r = ready!(w.poll(cx));
+                self.waiting = Waiting::Nothing;
+                r?;
+                self.throttled = true;
+            }
+            Waiting::Fill(r) => {
+                // A failed read is the piece's own to meet and report
+                // (it reads the page again on this thread).
+                let _ = ready!(r.poll_read(cx));
+                self.waiting = Waiting::Nothing;
+            }
+            Waiting::Memory(w) => {
+                if ready!(w.poll(cx)).is_err() {
+                    // The wait ran out (`OutOfMemory`): the piece
+                    // allocates as the blocking write's does, which
+                    // reports the error if memory is still short.
+                    self.memory_waits = MAX_MEMORY_WAITS;
+                }
+                self.waiting = Waiting::Nothing;
+            }
+            #[cfg(feature = "tokio")]
+            Waiting::FillParked(_) => unreachable!("rebuilt above"),
+        }
+        Poll::Ready(Ok(()))
     }
 
     /// Writes until all of `buf` is written: its length, or the error.
