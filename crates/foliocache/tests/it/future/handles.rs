@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use backing::{FaultyBacking, MemBacking};
 use foliocache::future::AsyncFile;
+use foliocache::{Cache, File};
 use proptest::prelude::*;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt, AsyncWriteExt, ReadBuf};
 
@@ -23,6 +25,20 @@ fn runtime() -> tokio::runtime::Runtime {
         .worker_threads(2)
         .build()
         .unwrap()
+}
+
+/// A file of `pages` pages of bytes from `seed`, through a cache of 16
+/// pages without readahead, whose backing takes `latency` a read.
+fn slow_file(
+    pages: u64,
+    seed: u64,
+    latency: Duration,
+) -> (Cache, File, Arc<FaultyBacking<MemBacking>>, Vec<u8>) {
+    let c = test_cache(16).no_readahead().build();
+    let data = nonzero_bytes((pages * P) as usize, seed);
+    let (f, b) = faulty_file(&c, &data);
+    b.set_read_latency(latency);
+    (c, f, b, data)
 }
 
 /// `AsyncFile` moves into a spawned task (`Send + 'static`).
@@ -99,10 +115,7 @@ fn write_all_then_read_to_end_round_trips_through_both_handles() {
 
 #[test]
 fn seek_write_read_at_partial_pages_of_an_evicted_file() {
-    let c = test_cache(16).no_readahead().build();
-    let data = nonzero_bytes(12 * P as usize, 43);
-    let (f, b) = faulty_file(&c, &data);
-    b.set_read_latency(Duration::from_millis(1));
+    let (c, f, _b, data) = slow_file(12, 43, Duration::from_millis(1));
     let mut want = data.clone();
     let rt = runtime();
     let mut a = f.clone().into_async();
@@ -139,10 +152,7 @@ fn seek_write_read_at_partial_pages_of_an_evicted_file() {
 
 #[test]
 fn an_owned_handles_read_resumed_across_polls_starts_its_io_once() {
-    let c = test_cache(16).no_readahead().build();
-    let data = nonzero_bytes(8 * P as usize, 44);
-    let (f, b) = faulty_file(&c, &data);
-    b.set_read_latency(Duration::from_millis(50));
+    let (c, f, b, data) = slow_file(8, 44, Duration::from_millis(50));
     let reads = b.stats().reads;
     let misses = c.stats().misses;
     let mut a = AsyncFile::new(f.clone(), 3 * P + 9);
