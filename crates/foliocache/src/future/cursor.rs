@@ -192,13 +192,18 @@ impl Position {
             return Poll::Ready(Ok(0));
         }
         let mut st = WriteState::resume(self.write.take(), file, buf, self.pos);
-        let r = st.poll_write(cx);
-        if let Poll::Ready(Ok(_)) = r {
+        let r = match st.poll_write(cx) {
+            Poll::Pending => Poll::Pending,
+            // What was written is the write's count, as `io::Write`'s
+            // convention has it; the next write meets the error again.
+            Poll::Ready(Err(_)) if st.written() > 0 => Poll::Ready(Ok(st.written())),
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Ready(Ok(n)) => Poll::Ready(Ok(n)),
+        };
+        if r.is_ready() {
             self.pos = st.end();
         }
-        if !matches!(r, Poll::Ready(Err(_))) {
-            self.write = Some(st.park());
-        }
+        self.write = Some(st.park());
         r
     }
 

@@ -238,6 +238,12 @@ impl<'a> WriteState<'a> {
         self.offset.saturating_add(self.done as u64)
     }
 
+    /// The bytes written.
+    #[cfg(feature = "tokio")]
+    pub(super) fn written(&self) -> usize {
+        self.done
+    }
+
     /// Gives up the file and the buffer, keeping the waits of the next
     /// piece for [`resume`](Self::resume).
     #[cfg(feature = "tokio")]

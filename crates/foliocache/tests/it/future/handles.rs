@@ -190,6 +190,28 @@ fn an_owned_handles_read_resumed_across_polls_starts_its_io_once() {
     check_cache(&c, &f, 8);
 }
 
+#[test]
+fn a_write_that_fails_midway_counts_the_pieces_written_before() {
+    // Pieces of 2 pages (a cache of 16); the last piece's partial page
+    // cannot be read.
+    let (c, f, b, data) = slow_file(8, 46, Duration::from_millis(1));
+    b.fail_reads_in(5 * P, P, libc::EIO);
+    let bytes = nonzero_bytes(5 * P as usize, 47);
+    let mut a = AsyncFile::new(f.clone(), 100);
+    let rt = runtime();
+    let err = rt.block_on(a.write_all(&bytes)).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EIO), "{err}");
+    assert_eq!(a.position(), 4 * P, "the pieces before the failing one");
+    b.clear_read_ranges();
+    let mut got = vec![0u8; 5 * P as usize];
+    f.read_exact_at(&mut got, 0).unwrap();
+    assert_eq!(&got[..100], &data[..100]);
+    assert!(got[100..4 * P as usize] == bytes[..4 * P as usize - 100]);
+    assert!(got[4 * P as usize..] == data[4 * P as usize..5 * P as usize]);
+    drop(a);
+    check_cache(&c, &f, 8);
+}
+
 /// One step of the model test.
 #[derive(Debug, Clone)]
 enum Step {
