@@ -130,6 +130,38 @@ pub fn retry<'a, R>(
     panic!("NeedNodes loop did not converge at index {}", cur.index());
 }
 
+/// Runs one cursor batch on `xa` and `m` from `start`: the lock is taken
+/// once for all of `steps` (dropped and retaken only on `NeedNodes`), and
+/// after each step the guard's counts and, on small arrays, the lockless
+/// reads are checked against the model.
+pub fn cursor_batch(xa: &Xa, m: &mut Model, start: u64, steps: &[(Move, COp)]) {
+    let mut cur = Cursor::new(xa, start);
+    let mut mc = MCursor {
+        index: start,
+        ..MCursor::default()
+    };
+    let mut relocks = 0;
+    let mut g = Some(xa.lock());
+    for (mv, op) in steps {
+        cursor_step(xa, &mut cur, &mut g, m, &mut mc, &mut relocks, mv, op);
+        assert_eq!(
+            g.as_ref().unwrap().len(),
+            m.len(),
+            "guard len after {mv:?} {op:?}"
+        );
+        assert_eq!(
+            g.as_ref().unwrap().is_empty(),
+            m.is_empty(),
+            "guard is_empty after {mv:?} {op:?}"
+        );
+        if m.map.len() <= 512 {
+            // Lockless reads work while the lock is held.
+            check_contents(xa, m);
+            check_nodes(xa, m);
+        }
+    }
+}
+
 /// Applies one cursor step to the array (through `cur` under `g`) and to the
 /// model, comparing results.
 #[allow(clippy::too_many_arguments)]

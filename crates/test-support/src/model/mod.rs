@@ -974,8 +974,8 @@ pub fn apply(xa: &Xa, m: &mut Model, op: &Op) {
 
 /// [`apply`] for the operations that change the array.
 fn apply_write(xa: &Xa, m: &mut Model, op: &Op) {
-    match op {
-        &Op::Store {
+    match *op {
+        Op::Store {
             index,
             order,
             ref e,
@@ -985,7 +985,7 @@ fn apply_write(xa: &Xa, m: &mut Model, op: &Op) {
             let want = m.store_order(index, order, e);
             assert_res(&got, &want, format_args!("{op:?}"));
         }
-        &Op::Insert {
+        Op::Insert {
             index,
             order,
             ref e,
@@ -995,11 +995,11 @@ fn apply_write(xa: &Xa, m: &mut Model, op: &Op) {
             let want = m.insert_order(index, order, e);
             assert_eq!(got, want, "{op:?}");
         }
-        &Op::Erase(i) => {
+        Op::Erase(i) => {
             let got = xa.erase(i);
             assert_same(&got, &m.erase(i), format_args!("{op:?}"));
         }
-        &Op::CmpXchg {
+        Op::CmpXchg {
             index,
             ref key,
             ref new,
@@ -1023,20 +1023,20 @@ fn apply_write(xa: &Xa, m: &mut Model, op: &Op) {
                 (got, want) => panic!("{op:?}: got {got:?}, expected {want:?}"),
             }
         }
-        &Op::Reserve(i) => assert_eq!(xa.reserve(i), m.reserve(i), "{op:?}"),
-        &Op::Release(i) => {
+        Op::Reserve(i) => assert_eq!(xa.reserve(i), m.reserve(i), "{op:?}"),
+        Op::Release(i) => {
             xa.release(i);
             m.release(i);
         }
-        &Op::SetMark(i, k) => {
+        Op::SetMark(i, k) => {
             let got = xa.set_mark(i, mark(k));
             assert_eq!(got, m.set_mark(i, usize::from(k), true), "{op:?}");
         }
-        &Op::ClearMark(i, k) => {
+        Op::ClearMark(i, k) => {
             let got = xa.clear_mark(i, mark(k));
             assert_eq!(got, m.set_mark(i, usize::from(k), false), "{op:?}");
         }
-        &Op::Split { index, new_order } => {
+        Op::Split { index, new_order } => {
             let got = xa.split(index, new_order);
             assert_split(&got, &m.split(index, new_order), format_args!("{op:?}"));
         }
