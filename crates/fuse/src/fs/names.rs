@@ -230,4 +230,23 @@ impl FolioFs {
         let p = self.parent_of(parent, name, control)?;
         unistd::unlinkat(&p.fd, name, flags).map_err(nix_errno)
     }
+
+    /// Makes `name` in directory `parent` with `make` (given the
+    /// directory's node; the control file's name is taken: `EEXIST`), and
+    /// answers with the new entry, owned by the requester when running as
+    /// root.
+    pub(super) fn make_entry(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        reply: ReplyEntry,
+        make: impl FnOnce(&Inode) -> Res<()>,
+    ) {
+        let r = self.parent_of(parent, name, Errno::EEXIST).and_then(|p| {
+            make(&p)?;
+            self.made_entry(req, &p, name)
+        });
+        self.entry_reply(reply, r);
+    }
 }

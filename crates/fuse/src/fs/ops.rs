@@ -131,13 +131,9 @@ impl Filesystem for FolioFs {
         _umask: u32,
         reply: ReplyEntry,
     ) {
-        let r = (|| {
-            let p = self.parent_of(parent, name, Errno::EEXIST)?;
-            stat::mkdirat(&p.fd, name, Mode::from_bits_truncate(mode & 0o7777))
-                .map_err(nix_errno)?;
-            self.made_entry(req, &p, name)
-        })();
-        self.entry_reply(reply, r);
+        self.make_entry(req, parent, name, reply, |p| {
+            stat::mkdirat(&p.fd, name, Mode::from_bits_truncate(mode & 0o7777)).map_err(nix_errno)
+        });
     }
 
     fn mknod(
@@ -150,8 +146,7 @@ impl Filesystem for FolioFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        let r = (|| {
-            let p = self.parent_of(parent, name, Errno::EEXIST)?;
+        self.make_entry(req, parent, name, reply, |p| {
             let kind = SFlag::from_bits_truncate(mode & SFlag::S_IFMT.bits());
             // FIFOs, sockets and plain files; devices would be useless on
             // a nodev mount, and are refused as a local user is refused.
@@ -165,10 +160,8 @@ impl Filesystem for FolioFs {
                 Mode::from_bits_truncate(mode & 0o7777),
                 stat::dev_t::from(rdev),
             )
-            .map_err(nix_errno)?;
-            self.made_entry(req, &p, name)
-        })();
-        self.entry_reply(reply, r);
+            .map_err(nix_errno)
+        });
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -189,14 +182,11 @@ impl Filesystem for FolioFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        let r = (|| {
-            let p = self.parent_of(parent, link_name, Errno::EEXIST)?;
+        self.make_entry(req, parent, link_name, reply, |p| {
             // The link's text is stored as given; it is only ever read back
             // (readlink), never followed by the server.
-            unistd::symlinkat(target, &p.fd, link_name).map_err(nix_errno)?;
-            self.made_entry(req, &p, link_name)
-        })();
-        self.entry_reply(reply, r);
+            unistd::symlinkat(target, &p.fd, link_name).map_err(nix_errno)
+        });
     }
 
     fn rename(
