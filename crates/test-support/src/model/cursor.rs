@@ -189,7 +189,15 @@ pub fn cursor_step<'a>(
         | COp::Insert { .. }
         | COp::CmpXchg { .. }
         | COp::Erase
-        | COp::Split(_) => write_step(xa, cur, g, m, mc, relocks, op, &what),
+        | COp::Split(_) => {
+            let l = Locked {
+                xa,
+                cur,
+                g,
+                relocks,
+            };
+            write_step(l, m, mc, op, &what)
+        }
         COp::SetMark(_) | COp::ClearMark(_) | COp::ClearMarks | COp::GetMark(_) => {
             mark_step(cur, g.as_mut().expect("locked"), m, mc, op, &what)
         }
@@ -213,19 +221,24 @@ fn maybe_align<'a>(cur: &mut Cursor<'a, P>, mc: &mut MCursor, align: bool) {
     }
 }
 
+/// What a step that may need nodes works with: the array, the cursor, the
+/// lock it holds (dropped and retaken by [`retry`]) and the relocks so far.
+struct Locked<'a, 'r> {
+    xa: &'a Xa,
+    cur: &'r mut Cursor<'a, P>,
+    g: &'r mut Option<XaGuard<'a, P>>,
+    relocks: &'r mut usize,
+}
+
 /// The steps that change the array (or the cursor's order): stores,
 /// inserts, exchanges, erases and splits.
-#[allow(clippy::too_many_arguments)]
-fn write_step<'a>(
-    xa: &'a Xa,
-    cur: &mut Cursor<'a, P>,
-    g: &mut Option<XaGuard<'a, P>>,
-    m: &mut Model,
-    mc: &mut MCursor,
-    relocks: &mut usize,
-    op: &COp,
-    what: &str,
-) {
+fn write_step(l: Locked<'_, '_>, m: &mut Model, mc: &mut MCursor, op: &COp, what: &str) {
+    let Locked {
+        xa,
+        cur,
+        g,
+        relocks,
+    } = l;
     match *op {
         COp::SetOrder(o) => {
             let got = cur.set_order(o);
