@@ -91,6 +91,18 @@ pub(super) fn time_spec(t: Option<TimeOrNow>) -> TimeSpec {
     }
 }
 
+/// What a `setattr` asks to change (each `None`: unchanged), and the
+/// handle it came through, if any.
+pub(super) struct SetAttr {
+    pub(super) mode: Option<u32>,
+    pub(super) uid: Option<u32>,
+    pub(super) gid: Option<u32>,
+    pub(super) size: Option<u64>,
+    pub(super) atime: Option<TimeOrNow>,
+    pub(super) mtime: Option<TimeOrNow>,
+    pub(super) fh: Option<FileHandle>,
+}
+
 impl FolioFs {
     pub(super) fn stat_attr(&self, id: u64, inode: &Inode) -> Res<FileAttr> {
         let st = stat::fstat(&inode.fd).map_err(nix_errno)?;
@@ -111,19 +123,9 @@ impl FolioFs {
         Ok(a)
     }
 
-    #[allow(clippy::too_many_arguments)] // setattr's own fields, one each
-    pub(super) fn do_setattr(
-        &self,
-        id: u64,
-        inode: &Inode,
-        mode: Option<u32>,
-        uid: Option<u32>,
-        gid: Option<u32>,
-        size: Option<u64>,
-        atime: Option<TimeOrNow>,
-        mtime: Option<TimeOrNow>,
-        fh: Option<FileHandle>,
-    ) -> Res<FileAttr> {
+    pub(super) fn do_setattr(&self, id: u64, inode: &Inode, change: SetAttr) -> Res<FileAttr> {
+        let (mode, uid, gid) = (change.mode, change.uid, change.gid);
+        let (size, atime, mtime, fh) = (change.size, change.atime, change.mtime, change.fh);
         if let Some(size) = size {
             match inode.kind {
                 FileType::RegularFile => {}

@@ -23,6 +23,7 @@ use crate::control::{self, CONTROL_INO};
 use crate::errno::{io_errno, nix_errno};
 use crate::inode::ROOT;
 
+use super::attr::SetAttr;
 use super::names::check_name;
 use super::{FolioFs, Handle, Res, MAX_IO, TTL};
 
@@ -100,9 +101,18 @@ impl Filesystem for FolioFs {
             // An O_TRUNC open of the control file: nothing to cut.
             return reply.attr(&TTL, &control::attr(self.owner));
         }
+        let change = SetAttr {
+            mode,
+            uid,
+            gid,
+            size,
+            atime,
+            mtime,
+            fh,
+        };
         let r = self
             .inode(ino)
-            .and_then(|i| self.do_setattr(ino.0, &i, mode, uid, gid, size, atime, mtime, fh));
+            .and_then(|i| self.do_setattr(ino.0, &i, change));
         match r {
             Ok(a) => reply.attr(&TTL, &a),
             Err(e) => reply.error(e),
