@@ -411,8 +411,5 @@ pub fn xarray_ops(data: &[u8]) {
             check_full(&xa, &m);
         }
     }
-    check_full(&xa, &m);
-    teardown(&xa, &mut m);
-    drop(xa);
-    assert_released(&m.created.borrow());
+    finish_run(xa, &mut m);
 }

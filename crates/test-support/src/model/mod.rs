@@ -844,6 +844,16 @@ pub fn assert_released(created: &[Weak<u64>]) {
     }
 }
 
+/// Ends a run: checks the array against the model in full, erases
+/// everything ([`teardown`]), drops the array and checks that every item
+/// the run made was released exactly once.
+pub fn finish_run(xa: Xa, m: &mut Model) {
+    check_full(&xa, m);
+    teardown(&xa, m);
+    drop(xa);
+    assert_released(&m.created.borrow());
+}
+
 /// Erases everything (alternately through the first and the last index of
 /// each entry), then checks that erasing everything leaves the array
 /// empty, with no node and the memory of an empty array.

@@ -53,10 +53,7 @@ fn run(ops: &[Op]) {
             check_full(&xa, &m);
         }
     }
-    check_full(&xa, &m);
-    teardown(&xa, &mut m);
-    drop(xa);
-    assert_released(&m.created.borrow());
+    finish_run(xa, &mut m);
 }
 
 fn any_index() -> BoxedStrategy<u64> {
@@ -422,10 +419,7 @@ fn run_cursor_batch(prefill: &[Op], start: u64, steps: &[(Move, COp)]) {
     }
     check_full(&xa, &m);
     cursor_batch(&xa, &mut m, start, steps);
-    check_full(&xa, &m);
-    teardown(&xa, &mut m);
-    drop(xa);
-    assert_released(&m.created.borrow());
+    finish_run(xa, &mut m);
 }
 
 /// Cursor `find` / `find_marked` from `start` up to `max`, re-locking every
