@@ -18,7 +18,7 @@ use super::{Folio, FolioFlags};
 
 /// One bucket of the async wait table: the wakers of the tasks waiting for
 /// a folio's lock, each with its folio's key.
-type WaiterList = crate::sync::Mutex<Vec<(usize, Waker)>>;
+pub(super) type WaiterList = crate::sync::Mutex<Vec<(usize, Waker)>>;
 
 /// log2 of the buckets in the async wait table.
 #[cfg(not(loom))]
