@@ -24,9 +24,10 @@
 //!   index really held during the reader's call.
 //! - A writer changing several slots of a node (or slots and their mark
 //!   bits) at once does it inside the node's sequence count; a reader that
-//!   needs an entry's span or marks takes a [`Snapshot`](scan::Snapshot) between two even
-//!   reads of it, and reads the slot again after the marks (a store and a
-//!   later mark of one slot are single-slot updates, outside the count).
+//!   needs an entry's span or marks takes a [`Snapshot`](scan::Snapshot)
+//!   between two even reads of it, and reads the slot again after the
+//!   marks (a store and a later mark of one slot are single-slot updates,
+//!   outside the count).
 //! - Outside such a section, mark bit `i` of a node is set iff slot `i`
 //!   holds a canonical entry with that mark, or a node with any bit of that
 //!   mark set; empty slots, reservations and sibling copies carry none.

@@ -25,7 +25,7 @@ pub(crate) struct Node {
     pub(super) count: AtomicU8,
     pub(super) nr_values: AtomicU8,
     /// Sequence count: odd while a writer updates several slots of this
-    /// node at once (see [`Snapshot`]).
+    /// node at once (see [`Snapshot`](super::scan::Snapshot)).
     pub(super) seq: AtomicU32,
     /// The value-only list's neighbours (older, newer), 0 at either end or
     /// off the list. Writers only, under the lock: plain `std` atomics (no
