@@ -98,14 +98,14 @@ impl Cache {
         });
         if new {
             mapping.set_backing(backing, writable);
-            let _ = mapping.opened_as.set(md.clone());
+            mapping.set_opened_as(md.clone());
         } else {
             if writable && !mapping.backing_writable() {
                 mapping.set_backing(backing, true);
             }
             if truncated {
                 // The open cut the file on the backing: the cache follows.
-                mapping.truncate_to(0)?;
+                crate::truncate::truncate_to(&mapping, 0)?;
             }
         }
         let file = self.file_on(mapping).with_access(writable, false);
@@ -138,8 +138,8 @@ impl Cache {
 
     /// A read-only handle on a registered mapping.
     fn file_on(&self, mapping: Arc<Mapping>) -> File {
-        mapping.handles.fetch_add(1, Ordering::Relaxed);
-        let since = mapping.wb_err.sample();
+        mapping.handle_opened();
+        let since = mapping.wb.err().sample();
         File {
             mapping,
             ra: Arc::new(Readahead::new(
@@ -444,13 +444,13 @@ impl File {
     /// give); the same access rights.
     pub fn reopen(&self) -> File {
         let cfg = self.ra.state.lock().cfg;
-        self.mapping.handles.fetch_add(1, Ordering::Relaxed);
+        self.mapping.handle_opened();
         File {
             mapping: self.mapping.clone(),
             ra: Arc::new(Readahead::new(cfg)),
             writable: self.writable,
             append: self.append,
-            wb_since: Arc::new(AtomicU64::new(self.mapping.wb_err.sample())),
+            wb_since: Arc::new(AtomicU64::new(self.mapping.wb.err().sample())),
         }
     }
 
@@ -506,7 +506,7 @@ impl File {
     /// the backing's error if it cannot report its size (then nothing
     /// changed).
     pub fn discard(&self) -> io::Result<()> {
-        self.mapping.discard()
+        crate::truncate::discard(&self.mapping)
     }
 
     /// Access advice for `len` bytes at `offset` (`len == 0`: to end of
@@ -654,7 +654,7 @@ impl Clone for File {
     /// Another handle sharing this one's readahead state and error report
     /// (as a duplicated file descriptor).
     fn clone(&self) -> File {
-        self.mapping.handles.fetch_add(1, Ordering::Relaxed);
+        self.mapping.handle_opened();
         File {
             mapping: self.mapping.clone(),
             ra: self.ra.clone(),
@@ -672,13 +672,11 @@ impl Drop for File {
     /// meanwhile shares it, and its next sync reports the error.
     /// (`sync_data` before the close sees the error directly.)
     fn drop(&mut self) {
-        if self.mapping.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
-            let closed = self.mapping.close_handle();
+        if self.mapping.handle_closed() {
+            let closed = crate::writeback::close(&self.mapping);
             // (A later open of the path that shares the mapping closes it
             // again, and sets this anew.)
-            self.mapping
-                .closed_clean
-                .store(closed.is_ok(), Ordering::Release);
+            self.mapping.set_closed_clean(closed.is_ok());
             if let Err(e) = closed {
                 log::warn!(
                     "foliocache: writing back {:?} as it closed: {e}; kept cached and retried",

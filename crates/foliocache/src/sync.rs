@@ -207,7 +207,7 @@ impl<T> Mutex<T> {
 /// (`parking_lot`'s `FairMutex`: every unlock with a waiter passes the
 /// lock to the first one, so no later arrival takes it first). A waiter
 /// waits for the holds of those ahead of it, and no longer: the lock of a
-/// file's writeback (`wb_lock`), held for one batch at a time, so a
+/// file's writeback (`FileWb::lock`), held for one batch at a time, so a
 /// throttled writer waits for the batches queued before it, not for
 /// whoever keeps coming back. Under loom, loom's mutex (loom explores
 /// every order anyway).
@@ -223,14 +223,22 @@ impl<T> FairMutex<T> {
     }
 
     #[inline]
-    pub(crate) fn lock(&self) -> parking_lot::FairMutexGuard<'_, T> {
+    pub(crate) fn lock(&self) -> FairMutexGuard<'_, T> {
         self.0.lock()
     }
 }
 
+/// The guard of a [`FairMutex`].
+#[cfg(not(loom))]
+pub(crate) type FairMutexGuard<'a, T> = parking_lot::FairMutexGuard<'a, T>;
+
 /// Under loom: the crate's [`Mutex`] (loom's).
 #[cfg(loom)]
 pub(crate) type FairMutex<T> = Mutex<T>;
+
+/// Under loom: the guard of the crate's [`Mutex`].
+#[cfg(loom)]
+pub(crate) type FairMutexGuard<'a, T> = MutexGuard<'a, T>;
 
 /// The crate's reader-writer lock: `parking_lot`'s. The file locks
 /// (`inode_lock`, `invalidate_lock`) are these, so that the models can

@@ -31,6 +31,8 @@ use crate::file::File;
 use crate::filemap::Mapping;
 use crate::folio::FolioFlags;
 use crate::mm::AllocWait;
+use crate::truncate::{self, InvalidateLocked};
+use crate::writeback;
 
 use crate::arena::PAGE;
 
@@ -530,7 +532,7 @@ impl File {
     pub(crate) fn report_sync(&self, r: io::Result<()>) -> io::Result<()> {
         let m = self.mapping();
         // This handle's report: the error (ours or anyone's) once.
-        let seen = m.wb_err.check_and_advance(self.wb_since());
+        let seen = m.wb.err().check_and_advance(self.wb_since());
         match (r, seen) {
             (Err(e), _) => Err(e),
             (Ok(()), Some(e)) => Err(e),
@@ -548,7 +550,7 @@ impl File {
     /// the backing's `set_len` error (then nothing changed).
     pub fn set_len(&self, size: u64) -> io::Result<()> {
         self.check_set_len(size)?;
-        self.mapping().truncate_to(size)
+        truncate::truncate_to(self.mapping(), size)
     }
 
     /// What `set_len(size)` refuses before it changes anything.
@@ -579,7 +581,7 @@ impl File {
             ));
         }
         end_within_limit(offset, len)?;
-        self.mapping().allocate(offset, len, keep_size)
+        truncate::allocate(self.mapping(), offset, len, keep_size)
     }
 
     /// Deallocates `len` bytes at `offset`, keeping the size
@@ -615,7 +617,7 @@ impl File {
         let inner_start = offset.div_ceil(block) * block;
         let inner_end = end / block * block;
         {
-            let inv = m.lock_invalidate();
+            let inv = InvalidateLocked::new(m);
             if m.memfile {
                 inv.truncate_bytes(offset, end);
                 return Ok(());
@@ -624,7 +626,7 @@ impl File {
                 // The backing first: if it refuses, nothing has changed.
                 // Writeback is held off until the cached folios there are
                 // gone, so none of them is written back over the hole.
-                let _wb = m.wb_lock.lock();
+                let _wb = m.wb.lock();
                 m.backing()
                     .punch_hole(inner_start, inner_end - inner_start)?;
                 inv.truncate_bytes(inner_start, inner_end);
@@ -682,7 +684,7 @@ impl File {
             if throttle {
                 // Before each piece, with no folio locked: a write larger
                 // than the dirty limit writes back its own data as it goes.
-                m.throttle(count)?;
+                writeback::throttle(m, count)?;
             }
             let mut folios = Vec::new();
             let first = pos / PAGE;

@@ -130,6 +130,8 @@ use crate::arena::PAGE;
 pub(crate) mod pin;
 // The read path and readahead's IO.
 mod read;
+mod remove;
+mod writeback;
 
 use pin::WritableFolio;
 
@@ -299,7 +301,7 @@ pub struct Mapping {
     /// This mapping's own `Arc`, weakly: reclaim, which reaches a mapping
     /// from a folio on an LRU list, holds it while it evicts the folio with
     /// the LRU lock dropped (and skips a mapping being dropped).
-    pub(crate) this: std::sync::Weak<Mapping>,
+    this: std::sync::Weak<Mapping>,
     /// The cache this file is in.
     cache: Arc<CacheInner>,
     /// Where the data comes from and goes to. Replaced only when a file
@@ -324,7 +326,7 @@ pub struct Mapping {
     info: BackingInfo,
     pub(crate) path: Option<PathBuf>,
     /// Folios in the index (its entries less the shadows).
-    pub(crate) folios: AtomicU64,
+    folios: AtomicU64,
     /// A memory file: no backing store, folios never evicted nor written
     /// back, kept off the LRU lists.
     pub(crate) memfile: bool,
@@ -333,9 +335,7 @@ pub struct Mapping {
     huge: crate::huge_hints::HugeHints,
     // (`size` and `handles` are std atomics even under loom: loom atomics
     // there would add a scheduling point to every read and every clone of
-    // a handle for nothing the models check. `dirty_pages` is loom's:
-    // writeback decides on it whether there is anything to do, and the
-    // models of writeback against truncation and close race on it.)
+    // a handle for nothing the models check.)
     /// Writers (shared; exclusive when extending), `set_len` and
     /// `punch_hole` (exclusive): the kernel's `i_rwsem`.
     pub(crate) inode_lock: crate::sync::RwLock<()>,
@@ -344,55 +344,42 @@ pub struct Mapping {
     /// change the backing: no folio is read from blocks being freed (the
     /// kernel's `invalidate_lock`).
     pub(crate) invalidate_lock: crate::sync::RwLock<()>,
-    /// One batch of this file's writeback at a time (a pass takes it
-    /// for each batch, so writers throttled on the file and the flusher
-    /// take turns, in the order they came: a fair lock); held by
-    /// truncation while it changes the backing's size.
-    pub(crate) wb_lock: crate::sync::FairMutex<()>,
-    /// The page where the last throttled writer's writeback stopped: the
-    /// next one goes on from there (the kernel's `writeback_index`), so
-    /// throttled writers take turns over the whole file. A hint, plain
-    /// even under loom: any value is a correct place to start.
-    #[allow(clippy::disallowed_types)]
-    pub(crate) wb_next: StdAtomicU64,
-    /// Writeback errors, reported once per handle (the kernel's errseq).
-    pub(crate) wb_err: crate::errseq::ErrSeq,
-    /// Pages of dirty folios.
-    pub(crate) dirty_pages: AtomicU64,
+    /// The file's writeback state: its lock, where throttled writeback
+    /// goes on, its dirty pages and its errors (`bdi.rs`).
+    pub(crate) wb: crate::bdi::FileWb,
     /// Open handles ([`File`](crate::File)s) on this mapping: the last one
     /// to go writes the dirty data back while the mapping is still
     /// registered, so an open meanwhile shares it rather than reading the
     /// backing before the data is there.
     #[allow(clippy::disallowed_types)]
-    pub(crate) handles: StdAtomicU64,
+    handles: StdAtomicU64,
     /// The last handle's close wrote everything back and made the
     /// backing's size the file's: the drop has nothing left to do, and
     /// must not set the size again (an asynchronous read may hold the
     /// mapping past the close, while the file is opened again and
     /// changed through another mapping).
     #[allow(clippy::disallowed_types)]
-    pub(crate) closed_clean: std::sync::atomic::AtomicBool,
+    closed_clean: std::sync::atomic::AtomicBool,
     /// The file's `fstat` when this mapping was made (a file opened by
     /// path): a file kept past its last close (`Cache::close_keeping`)
     /// must still have the identity it gives then, else another writer
     /// changed it.
-    pub(crate) opened_as: std::sync::OnceLock<std::fs::Metadata>,
+    opened_as: std::sync::OnceLock<std::fs::Metadata>,
 }
 
 impl Drop for Mapping {
+    /// Takes every folio out of the cache. What was dirty was written
+    /// back by the last handle's close (`writeback::close`), or by the
+    /// flusher's retries of a closed file the cache kept; what is still
+    /// dirty now is given up (logged).
     fn drop(&mut self) {
-        // The last handle wrote the dirty data back already (see
-        // `close_handle`): nothing to do (and the backing may be another
-        // open's by now). Or the cache kept the mapping until that worked
-        // or it gave up; one last try.
-        if self.closed_clean.load(std::sync::atomic::Ordering::Acquire) {
-            self.remove_all();
-            return;
-        }
-        if let Err(e) = self.close_handle() {
+        if !self.closed_clean.load(std::sync::atomic::Ordering::Acquire)
+            && self.wb.dirty_pages() > 0
+        {
             log::error!(
-                "foliocache: {:?} goes with dirty data its writeback could not write: {e}",
-                self.path
+                "foliocache: {:?} goes with {} dirty bytes its writeback could not write",
+                self.path,
+                self.wb.dirty_pages() * PAGE
             );
         }
         self.remove_all();
@@ -427,14 +414,46 @@ impl Mapping {
             huge: Default::default(),
             inode_lock: crate::sync::RwLock::new(()),
             invalidate_lock: crate::sync::RwLock::new(()),
-            wb_lock: crate::sync::FairMutex::new(()),
-            wb_next: StdAtomicU64::new(0),
-            wb_err: crate::errseq::ErrSeq::default(),
-            dirty_pages: AtomicU64::new(0),
+            wb: Default::default(),
             handles: StdAtomicU64::new(0),
             closed_clean: std::sync::atomic::AtomicBool::new(false),
             opened_as: std::sync::OnceLock::new(),
         }
+    }
+
+    /// A handle on the file opened (`File`'s open and clone).
+    pub(crate) fn handle_opened(&self) {
+        self.handles
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A handle on the file went: whether it was the last.
+    pub(crate) fn handle_closed(&self) -> bool {
+        self.handles
+            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel)
+            == 1
+    }
+
+    /// Whether any handle is open on the file.
+    pub(crate) fn has_handles(&self) -> bool {
+        self.handles.load(std::sync::atomic::Ordering::Acquire) > 0
+    }
+
+    /// Records whether the last handle's close wrote everything back
+    /// (see `closed_clean`).
+    pub(crate) fn set_closed_clean(&self, clean: bool) {
+        self.closed_clean
+            .store(clean, std::sync::atomic::Ordering::Release);
+    }
+
+    /// The file's `fstat` when this mapping was made, if opened by path.
+    pub(crate) fn opened_as(&self) -> Option<&std::fs::Metadata> {
+        self.opened_as.get()
+    }
+
+    /// Records the file's `fstat` as the mapping is made (once).
+    pub(crate) fn set_opened_as(&self, md: std::fs::Metadata) {
+        let _ = self.opened_as.set(md);
     }
 
     /// The cache this file is in.
@@ -510,7 +529,7 @@ impl Mapping {
 
     /// Bytes of dirty folios (written, not yet written back).
     pub fn dirty_bytes(&self) -> u64 {
-        self.dirty_pages.load(Ordering::Relaxed) * PAGE
+        self.wb.dirty_pages() * PAGE
     }
 
     /// How the file's data travels.

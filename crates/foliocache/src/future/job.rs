@@ -309,7 +309,7 @@ impl Jobs {
                 while let Some((done, job)) = with_pending(f, |p| p.next(kind)) {
                     finish(&done, || match job {
                         Queued::Sync(all) => f.sync_unreported(all),
-                        Queued::Throttle(pages) => f.mapping().throttle(pages),
+                        Queued::Throttle(pages) => crate::writeback::throttle(f.mapping(), pages),
                     });
                 }
             });

@@ -459,7 +459,7 @@ fn saved_file(m: &Mapping) -> Option<SavedFile> {
         // backing's size made the file's (a writeback past the end writes
         // whole pages), so that the identity taken next is the one the
         // file keeps once it is closed.
-        m.close_handle().ok()?;
+        crate::writeback::close(m).ok()?;
     }
     if m.dirty_bytes() > 0 {
         return None;
@@ -491,7 +491,7 @@ fn keepable(m: &Mapping) -> Option<Identity> {
         return None;
     }
     let saved = saved_file(m)?;
-    (m.opened_as.get().map(Identity::of) == Some(saved.identity)).then_some(saved.identity)
+    (m.opened_as().map(Identity::of) == Some(saved.identity)).then_some(saved.identity)
 }
 
 /// Whether a noted file's path still names it, unchanged: a file
