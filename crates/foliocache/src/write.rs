@@ -5,7 +5,7 @@
 //! 1. The file's `inode_lock`: shared for a write inside the file,
 //!    exclusive for one that extends it (and for `set_len`, `punch_hole`).
 //! 2. Over the cache's dirty limit, the writer first writes back its own
-//!    file (`Mapping::throttle`), before each piece of the write.
+//!    file (`writeback::throttle`), before each piece of the write.
 //! 3. For each piece of up to [`WRITE_CHUNK_PAGES`], the folios are found or
 //!    created and locked in one go ([`Mapping::grab_folios`], the kernel's
 //!    `filemap_grab_folios`:

@@ -143,14 +143,7 @@ impl Mapping {
     /// only wastes the prefetch (it stays inside the arena, which stays
     /// mapped, and a prefetch never faults or changes memory).
     #[inline]
-    fn prefetch(
-        &self,
-        f: &Folio,
-        first: u64,
-        offset: u64,
-        len: usize,
-        sequential: bool,
-    ) {
+    fn prefetch(&self, f: &Folio, first: u64, offset: u64, len: usize, sequential: bool) {
         let cache = self.inner();
         let Some(head) = cache.mem.table.page_of(f) else {
             return;
@@ -294,13 +287,7 @@ impl Mapping {
         }
     }
 
-    fn contig<'m>(
-        &'m self,
-        index: u64,
-        max: u64,
-        batch: &mut Vec<FolioRef<'m>>,
-        read: bool,
-    ) {
+    fn contig<'m>(&'m self, index: u64, max: u64, batch: &mut Vec<FolioRef<'m>>, read: bool) {
         if index > max {
             return;
         }

@@ -419,35 +419,8 @@ impl Mapping {
         dirty: &[Vec<(u64, u64)>],
     ) -> (io::Result<u64>, Vec<Vec<(u64, u64)>>) {
         let cache = self.inner();
-        // The writes: file offset, buffers (contiguous pages merged), and
-        // the (folio, first page, pages) pieces they carry.
-        type Seg<'b> = (u64, Vec<IoBuf<'b>>, Vec<(usize, u64, u64)>);
-        let mut segs: Vec<Seg<'_>> = Vec::new();
         let mut failed: Vec<Vec<(u64, u64)>> = vec![Vec::new(); run.len()];
-        let mut seg_end = 0u64;
-        for (i, (f, runs)) in run.iter_mut().zip(dirty).enumerate() {
-            let (index, pages) = (f.index(), f.nr_pages());
-            // The folio is locked: no writer changes its bytes while the IO
-            // reads them.
-            let bytes = f.bytes_buf();
-            for &(a, n) in runs {
-                assert!(a + n <= pages, "dirty pages past the folio");
-                let at = (index + a) * PAGE;
-                let buf = bytes
-                    .split_at((a * PAGE) as usize)
-                    .and_then(|(_, rest)| rest.split_at((n * PAGE) as usize))
-                    .map(|(b, _)| b)
-                    .expect("whole pages of a folio are block aligned");
-                match segs.last_mut() {
-                    Some((_, bufs, pieces)) if at == seg_end => {
-                        bufs.push(buf);
-                        pieces.push((i, a, n));
-                    }
-                    _ => segs.push((at, vec![buf], vec![(i, a, n)])),
-                }
-                seg_end = at + n * PAGE;
-            }
-        }
+        let segs = segments(run, dirty);
         let backing = self.backing();
         let count = |r: io::Result<usize>| -> io::Result<u64> {
             cache.stats.io_writes.fetch_add(1, Ordering::Relaxed);
@@ -516,4 +489,41 @@ impl Mapping {
         }
         (total, failed)
     }
+}
+
+/// One write of a writeback batch: the file offset, the buffers
+/// (contiguous pages merged) and the (folio, first page, pages) pieces
+/// it carries.
+type Seg<'b> = (u64, Vec<IoBuf<'b>>, Vec<(usize, u64, u64)>);
+
+/// The writes of a locked run of folios' dirty page runs
+/// ([`Mapping::write_dirty`]): pages that follow each other in the file,
+/// across folios too, in one write; each gap starts another.
+fn segments<'b>(run: &'b mut [LockedFolio<'_>], dirty: &[Vec<(u64, u64)>]) -> Vec<Seg<'b>> {
+    let mut segs: Vec<Seg<'_>> = Vec::new();
+    let mut seg_end = 0u64;
+    for (i, (f, runs)) in run.iter_mut().zip(dirty).enumerate() {
+        let (index, pages) = (f.index(), f.nr_pages());
+        // The folio is locked: no writer changes its bytes while the IO
+        // reads them.
+        let bytes = f.bytes_buf();
+        for &(a, n) in runs {
+            assert!(a + n <= pages, "dirty pages past the folio");
+            let at = (index + a) * PAGE;
+            let buf = bytes
+                .split_at((a * PAGE) as usize)
+                .and_then(|(_, rest)| rest.split_at((n * PAGE) as usize))
+                .map(|(b, _)| b)
+                .expect("whole pages of a folio are block aligned");
+            match segs.last_mut() {
+                Some((_, bufs, pieces)) if at == seg_end => {
+                    bufs.push(buf);
+                    pieces.push((i, a, n));
+                }
+                _ => segs.push((at, vec![buf], vec![(i, a, n)])),
+            }
+            seg_end = at + n * PAGE;
+        }
+    }
+    segs
 }

@@ -286,7 +286,7 @@ impl Jobs {
     }
 
     /// The wait for a throttle of `file` by a writer about to dirty
-    /// `pages` pages (`Mapping::throttle`): the file's queued one, its
+    /// `pages` pages (`writeback::throttle`): the file's queued one, its
     /// pages added, or a new one.
     pub(crate) fn throttle(file: &File, pages: u64) -> Wait {
         Self::queue(file, THROTTLES, |p| {

@@ -807,3 +807,30 @@ fn no_module_calls_a_method_defined_only_in_a_layer_above_its_own() {
         wrong.join("\n")
     );
 }
+
+/// The module each type's methods live in, for the types that have one
+/// home (`File`'s operations are spread over the handle's layer; the
+/// test above keeps their calls downward).
+const HOMES: &[(&str, &str)] = &[("Mapping", "filemap"), ("CacheInner", "mm")];
+
+#[test]
+fn a_mappings_methods_live_in_filemap_and_cache_inners_in_mm() {
+    let files = source_files();
+    let mut wrong = Vec::new();
+    for f in &files {
+        for b in impl_blocks(&f.code) {
+            let Some((_, home)) = HOMES.iter().find(|(t, _)| *t == b.ty) else {
+                continue;
+            };
+            if !b.of_trait && f.module != *home {
+                let line = f.code[..b.body.start].matches('\n').count() + 1;
+                wrong.push(format!("{}:{line}: impl {} outside {home}", f.path, b.ty));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "methods away from their type's home:\n{}",
+        wrong.join("\n")
+    );
+}
