@@ -93,7 +93,7 @@ impl Cache {
         let backing: Arc<dyn Backing> = Arc::new(backing);
         let (mapping, new) = self.inner.find_or_register((md.dev(), md.ino()), |this| {
             let mut m = Mapping::new(this, self.inner.clone(), backing.clone(), size);
-            m.path = Some(path.to_path_buf());
+            m.inode.path = Some(path.to_path_buf());
             m
         });
         if new {
@@ -201,7 +201,7 @@ impl File {
 
     /// The path it was opened from, if any.
     pub fn path(&self) -> Option<&Path> {
-        self.mapping.path.as_deref()
+        self.mapping.inode.path.as_deref()
     }
 
     /// The file's [`Mapping`], for the kernel-style filemap API.
@@ -680,7 +680,7 @@ impl Drop for File {
             if let Err(e) = closed {
                 log::warn!(
                     "foliocache: writing back {:?} as it closed: {e}; kept cached and retried",
-                    self.mapping.path
+                    self.mapping.inode.path
                 );
                 self.mapping.inner().keep_closed_dirty(self.mapping.clone());
             }

@@ -99,7 +99,7 @@ fn shift_range(m: &Mapping, shift: Shift, offset: u64, len: u64) -> io::Result<(
             ),
         ));
     }
-    let _i = m.inode_lock.write();
+    let _i = m.inode.lock.write();
     let size = m.size();
     shift.check(offset, len, size)?;
     // Everything dirty from the range's start on reaches the backing

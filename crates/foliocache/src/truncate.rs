@@ -15,7 +15,7 @@ use std::io;
 /// `set_len`'s work (also an `O_TRUNC` open's of a file already
 /// open): see [`File::set_len`].
 pub(crate) fn truncate_to(m: &Mapping, size: u64) -> io::Result<()> {
-    let _i = m.inode_lock.write();
+    let _i = m.inode.lock.write();
     truncate_to_locked(m, size)
 }
 
@@ -27,7 +27,7 @@ pub(crate) fn truncate_to(m: &Mapping, size: u64) -> io::Result<()> {
 ///
 /// [`File::allocate`]: crate::File::allocate
 pub(crate) fn allocate(m: &Mapping, offset: u64, len: u64, keep_size: bool) -> io::Result<()> {
-    let _i = m.inode_lock.write();
+    let _i = m.inode.lock.write();
     if !m.memfile {
         m.backing().allocate(offset, len)?;
     }
@@ -73,7 +73,7 @@ pub(crate) fn discard(m: &Mapping) -> io::Result<()> {
             "discard: a memory file's folios are its only copy of its data",
         ));
     }
-    let _i = m.inode_lock.write();
+    let _i = m.inode.lock.write();
     let inv = InvalidateLocked::new(m);
     // No writeback runs meanwhile: none writes back a folio about to go,
     // and none starts on one after its removal was decided.

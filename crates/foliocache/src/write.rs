@@ -278,7 +278,7 @@ impl Cache {
         let file = self.file(|this| {
             let mut mapping = Mapping::new(this, self.inner.clone(), Arc::new(backing), size);
             mapping.memfile = true;
-            mapping.path = Some(name.into());
+            mapping.inode.path = Some(name.into());
             mapping
         });
         Ok(file.with_access(true, false))
@@ -426,7 +426,7 @@ impl File {
             if !append {
                 let end = end_of(offset)?;
                 if end <= m.size() {
-                    let g = m.inode_lock.read();
+                    let g = m.inode.lock.read();
                     if end <= m.size() {
                         return Ok((offset, InodeGuard::Shared(g)));
                     }
@@ -434,7 +434,7 @@ impl File {
                     continue;
                 }
             }
-            let g = m.inode_lock.write();
+            let g = m.inode.lock.write();
             let offset = if append { m.size() } else { offset };
             let end = end_of(offset)?;
             if end > m.size() && !m.memfile {
@@ -608,7 +608,7 @@ impl File {
             )
         })?;
         let m = self.mapping();
-        let _i = m.inode_lock.write();
+        let _i = m.inode.lock.write();
         let end = end.min(m.size());
         if offset >= end {
             return Ok(());

@@ -183,7 +183,7 @@ fn retry_closed(cache: &CacheInner, retry: bool) {
         }
         let clean = if m.wb.dirty_pages() == 0 {
             if let Err(e) = close(&m) {
-                log::error!("foliocache: closing {:?}: {e}", m.path);
+                log::error!("foliocache: closing {:?}: {e}", m.inode.path);
             }
             true
         } else {
@@ -196,7 +196,7 @@ fn retry_closed(cache: &CacheInner, retry: bool) {
             log::error!(
                 "foliocache: giving up the dirty data of closed file {:?}: its writeback \
                  has failed for {CLOSED_DIRTY_KEEP:?}",
-                m.path
+                m.inode.path
             );
             gone.push(m);
         } else {
@@ -251,7 +251,7 @@ pub(crate) fn throttle(m: &Mapping, pages: u64) -> io::Result<()> {
                         "foliocache: over the dirty limit ({} bytes) and writing back {:?} \
                          failed: {e}",
                         dirty_limit(cache) * PAGE,
-                        m.path
+                        m.inode.path
                     );
                     return Err(e);
                 }
@@ -329,9 +329,12 @@ pub(crate) fn close(m: &Mapping) -> io::Result<()> {
         m.fix_backing_size()?;
         // The space reserved past the size for writes to come goes
         // back (a failure leaves it reserved, the data unharmed).
-        let _i = m.inode_lock.write();
+        let _i = m.inode.lock.write();
         if let Err(e) = m.backing().release_reserved(m.size()) {
-            log::warn!("{:?}: giving back space reserved past the end: {e}", m.path);
+            log::warn!(
+                "{:?}: giving back space reserved past the end: {e}",
+                m.inode.path
+            );
         }
     }
     Ok(())

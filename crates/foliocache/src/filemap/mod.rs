@@ -304,6 +304,35 @@ pub struct Mapping {
     /// Whether `backing` was opened for writing (plain, as `backing`).
     #[allow(clippy::disallowed_types)]
     backing_writable: std::sync::atomic::AtomicBool,
+    info: BackingInfo,
+    /// Folios in the index (its entries less the shadows).
+    folios: AtomicU64,
+    /// A memory file: no backing store, folios never evicted nor written
+    /// back, kept off the LRU lists.
+    pub(crate) memfile: bool,
+    /// Where the mapping's 2 MiB folios start in the arena, as walks last
+    /// found them: lets a hit skip the walk (`huge_hints.rs`).
+    huge: crate::huge_hints::HugeHints,
+    /// Held shared by readers while they create folios and start their IO,
+    /// exclusive by `set_len` and `punch_hole` while they remove folios and
+    /// change the backing: no folio is read from blocks being freed (the
+    /// kernel's `invalidate_lock`).
+    pub(crate) invalidate_lock: crate::sync::RwLock<()>,
+    /// The file's writeback state: its lock, where throttled writeback
+    /// goes on, its dirty pages and its errors (`bdi.rs`).
+    pub(crate) wb: crate::bdi::FileWb,
+    /// What the kernel keeps in the file's `struct inode`: its identity,
+    /// size and lock, and its open handles.
+    pub(crate) inode: Inode,
+}
+
+/// The part of a file's state the kernel keeps in its `struct inode`
+/// rather than in its `address_space` ([`Mapping`]): the file's identity
+/// and path, its size and the inode lock, and the handles open on it.
+// (`size` and `handles` are std atomics even under loom: loom atomics
+// there would add a scheduling point to every read and every clone of a
+// handle for nothing the models check.)
+pub(crate) struct Inode {
     /// The file's identity (device, inode) for a file opened by path: one
     /// mapping per file in a cache, so every handle sees the same data.
     pub(crate) key: Option<(u64, u64)>,
@@ -313,41 +342,20 @@ pub struct Mapping {
     /// data needs), and by `set_len`.
     #[allow(clippy::disallowed_types)]
     size: StdAtomicU64,
-    info: BackingInfo,
+    /// The path the file was opened by (`None`: opened from a backing).
     pub(crate) path: Option<PathBuf>,
-    /// Folios in the index (its entries less the shadows).
-    folios: AtomicU64,
-    /// A memory file: no backing store, folios never evicted nor written
-    /// back, kept off the LRU lists.
-    pub(crate) memfile: bool,
-    /// Where the mapping's 2 MiB folios start in the arena, as walks last
-    /// found them: lets a hit skip the walk (`huge_hints.rs`).
-    huge: crate::huge_hints::HugeHints,
-    // (`size` and `handles` are std atomics even under loom: loom atomics
-    // there would add a scheduling point to every read and every clone of
-    // a handle for nothing the models check.)
     /// Writers (shared; exclusive when extending), `set_len` and
     /// `punch_hole` (exclusive): the kernel's `i_rwsem`.
-    pub(crate) inode_lock: crate::sync::RwLock<()>,
-    /// Held shared by readers while they create folios and start their IO,
-    /// exclusive by `set_len` and `punch_hole` while they remove folios and
-    /// change the backing: no folio is read from blocks being freed (the
-    /// kernel's `invalidate_lock`).
-    pub(crate) invalidate_lock: crate::sync::RwLock<()>,
-    /// The file's writeback state: its lock, where throttled writeback
-    /// goes on, its dirty pages and its errors (`bdi.rs`).
-    pub(crate) wb: crate::bdi::FileWb,
+    pub(crate) lock: crate::sync::RwLock<()>,
     /// Open handles ([`File`](crate::File)s) on this mapping: the last one
     /// to go writes the dirty data back while the mapping is still
     /// registered, so an open meanwhile shares it rather than reading the
     /// backing before the data is there.
     #[allow(clippy::disallowed_types)]
     handles: StdAtomicU64,
-    /// The last handle's close wrote everything back and made the
-    /// backing's size the file's: the drop has nothing left to do, and
-    /// must not set the size again (an asynchronous read may hold the
-    /// mapping past the close, while the file is opened again and
-    /// changed through another mapping).
+    /// The last handle's close (`writeback::close`) wrote everything back
+    /// and made the backing's size the file's: a mapping dropped without
+    /// it gives up dirty data (logged). Set anew by each last close.
     #[allow(clippy::disallowed_types)]
     closed_clean: std::sync::atomic::AtomicBool,
     /// The file's `fstat` when this mapping was made (a file opened by
@@ -363,12 +371,15 @@ impl Drop for Mapping {
     /// flusher's retries of a closed file the cache kept; what is still
     /// dirty now is given up (logged).
     fn drop(&mut self) {
-        if !self.closed_clean.load(std::sync::atomic::Ordering::Acquire)
+        if !self
+            .inode
+            .closed_clean
+            .load(std::sync::atomic::Ordering::Acquire)
             && self.wb.dirty_pages() > 0
         {
             log::error!(
                 "foliocache: {:?} goes with {} dirty bytes its writeback could not write",
-                self.path,
+                self.inode.path,
                 self.wb.dirty_pages() * PAGE
             );
         }
@@ -395,55 +406,63 @@ impl Mapping {
             cache,
             backing: parking_lot::RwLock::new(backing),
             backing_writable: std::sync::atomic::AtomicBool::new(true),
-            key: None,
-            size: StdAtomicU64::new(size),
             info,
-            path: None,
             folios: AtomicU64::new(0),
             memfile: false,
             huge: Default::default(),
-            inode_lock: crate::sync::RwLock::new(()),
             invalidate_lock: crate::sync::RwLock::new(()),
             wb: Default::default(),
-            handles: StdAtomicU64::new(0),
-            closed_clean: std::sync::atomic::AtomicBool::new(false),
-            opened_as: std::sync::OnceLock::new(),
+            inode: Inode {
+                key: None,
+                path: None,
+                size: StdAtomicU64::new(size),
+                lock: crate::sync::RwLock::new(()),
+                handles: StdAtomicU64::new(0),
+                closed_clean: std::sync::atomic::AtomicBool::new(false),
+                opened_as: std::sync::OnceLock::new(),
+            },
         }
     }
 
     /// A handle on the file opened (`File`'s open and clone).
     pub(crate) fn handle_opened(&self) {
-        self.handles
+        self.inode
+            .handles
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// A handle on the file went: whether it was the last.
     pub(crate) fn handle_closed(&self) -> bool {
-        self.handles
+        self.inode
+            .handles
             .fetch_sub(1, std::sync::atomic::Ordering::AcqRel)
             == 1
     }
 
     /// Whether any handle is open on the file.
     pub(crate) fn has_handles(&self) -> bool {
-        self.handles.load(std::sync::atomic::Ordering::Acquire) > 0
+        self.inode
+            .handles
+            .load(std::sync::atomic::Ordering::Acquire)
+            > 0
     }
 
     /// Records whether the last handle's close wrote everything back
     /// (see `closed_clean`).
     pub(crate) fn set_closed_clean(&self, clean: bool) {
-        self.closed_clean
+        self.inode
+            .closed_clean
             .store(clean, std::sync::atomic::Ordering::Release);
     }
 
     /// The file's `fstat` when this mapping was made, if opened by path.
     pub(crate) fn opened_as(&self) -> Option<&std::fs::Metadata> {
-        self.opened_as.get()
+        self.inode.opened_as.get()
     }
 
     /// Records the file's `fstat` as the mapping is made (once).
     pub(crate) fn set_opened_as(&self, md: std::fs::Metadata) {
-        let _ = self.opened_as.set(md);
+        let _ = self.inode.opened_as.set(md);
     }
 
     /// The cache this file is in.
@@ -484,7 +503,7 @@ impl Mapping {
 
     /// The file's size in bytes now.
     pub fn size(&self) -> u64 {
-        self.size.load(Ordering::Acquire)
+        self.inode.size.load(Ordering::Acquire)
     }
 
     /// The backing (a counted reference: it may be replaced meanwhile).
@@ -509,7 +528,7 @@ impl Mapping {
     /// Sets the size (the caller holds `inode_lock` exclusively, or is an
     /// extending write holding it and the folio locks of its last folios).
     pub(crate) fn set_size(&self, size: u64) {
-        self.size.store(size, Ordering::Release);
+        self.inode.size.store(size, Ordering::Release);
     }
 
     /// Whether this is a memory file ([`Cache::memfile`](crate::Cache::memfile)).
@@ -569,7 +588,7 @@ pub(crate) fn serves_hit(f: &Folio, ff: FolioFlags, end: u64) -> bool {
 impl std::fmt::Debug for Mapping {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Mapping")
-            .field("path", &self.path)
+            .field("path", &self.inode.path)
             .field("size", &self.size())
             .field("folios", &self.nr_folios())
             .field("info", &self.info)

@@ -289,7 +289,7 @@ impl Cache {
     /// for (0: no note, or the file changed).
     pub fn reload_noted(&self, file: &File) -> u64 {
         let m = file.mapping();
-        let Some(note) = m.key.and_then(|key| self.warm.noted(key)) else {
+        let Some(note) = m.inode.key.and_then(|key| self.warm.noted(key)) else {
             return 0;
         };
         let now = m.backing().raw_file().and_then(|f| f.metadata().ok());
@@ -421,7 +421,7 @@ impl Cache {
         let live = self.inner.live_mappings();
         let cs = live
             .iter()
-            .find(|m| m.key == key)
+            .find(|m| m.inode.key == key)
             .map(|m| m.cachestat(0, u64::MAX))
             .unwrap_or_default();
         drop(live);
