@@ -392,7 +392,7 @@ impl Loaded {
             return;
         };
         if Identity::of(md) != identity {
-            if let Err(e) = crate::truncate::discard(&mapping) {
+            if let Err(e) = crate::truncate::discard(mapping) {
                 log::warn!("foliocache: a warm-loaded file changed and could not be dropped: {e}");
             }
         }
