@@ -6,6 +6,16 @@
 //! folios from its own IO) uses them directly through
 //! [`File::mapping`](crate::File::mapping).
 //!
+//! # One mechanism a file
+//! Every method on a [`Mapping`] is defined in this module, one mechanism
+//! a file: `lookup.rs` (`filemap_get_entry`, the read hit, batches),
+//! `create.rs` (a write's folios, new folios), `add.rs`
+//! (`filemap_add_folio`), `fill.rs` (`filemap_read_folio`), `bytes.rs`
+//! (copies in and out), `read.rs` (the read path and readahead's IO),
+//! `pin.rs` (pins), `remove.rs` (`__filemap_remove_folio`, invalidation,
+//! reclaim's eviction), `writeback.rs` (the writeback IO and `sync`).
+//! The modules above call down into these and are never called back.
+//!
 //! # The read path (`filemap_read`)
 //! [`File`](crate::File)'s reads come down to one call here, `Mapping::read`,
 //! with the handle's readahead state. The common hit is one lockless lookup
@@ -285,7 +295,10 @@ impl From<AddError> for io::Error {
     }
 }
 
-/// One file's state in the cache. See the [module documentation](self).
+/// One file's state in the cache: its pages (the kernel's
+/// `address_space`), with the part the kernel keeps in the `inode`
+/// (`Inode`) and its writeback state (`bdi::FileWb`). See the [module
+/// documentation](self).
 pub struct Mapping {
     pub(crate) xa: XArray<FolioPtr>,
     /// This mapping's own `Arc`, weakly: reclaim, which reaches a mapping

@@ -93,7 +93,9 @@ fn modules() -> BTreeMap<String, String> {
     let mut mods = BTreeMap::new();
     for (module, p) in rs_files() {
         let text = strip_comments(&fs::read_to_string(&p).unwrap());
-        mods.entry(module).or_insert_with(String::new).push_str(&text);
+        mods.entry(module)
+            .or_insert_with(String::new)
+            .push_str(&text);
     }
     mods
 }
