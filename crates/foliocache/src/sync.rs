@@ -23,6 +23,34 @@ pub(crate) use loom::sync::atomic::{fence, Ordering};
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{fence, Ordering};
 
+/// The read-modify-write operations of an atomic integer of the shim
+/// (`v`, ordering), and with `cas:` its compare-exchanges, each passed to
+/// the atomic inside.
+macro_rules! atomic_ops {
+    ($int:ty; cas: $($op:ident),*) => {
+        $(
+            #[inline]
+            pub(crate) fn $op(
+                &self,
+                current: $int,
+                new: $int,
+                success: Ordering,
+                failure: Ordering,
+            ) -> Result<$int, $int> {
+                self.0.$op(current, new, success, failure)
+            }
+        )*
+    };
+    ($int:ty; $($op:ident),*) => {
+        $(
+            #[inline]
+            pub(crate) fn $op(&self, v: $int, o: Ordering) -> $int {
+                self.0.$op(v, o)
+            }
+        )*
+    };
+}
+
 /// An atomic integer of the shim: `std`'s, or loom's under `--cfg loom`,
 /// with the operations the crate uses.
 macro_rules! atomic_int {
@@ -53,46 +81,8 @@ macro_rules! atomic_int {
             pub(crate) fn store(&self, v: $int, o: Ordering) {
                 self.0.store(v, o)
             }
-            #[inline]
-            pub(crate) fn swap(&self, v: $int, o: Ordering) -> $int {
-                self.0.swap(v, o)
-            }
-            #[inline]
-            pub(crate) fn fetch_add(&self, v: $int, o: Ordering) -> $int {
-                self.0.fetch_add(v, o)
-            }
-            #[inline]
-            pub(crate) fn fetch_sub(&self, v: $int, o: Ordering) -> $int {
-                self.0.fetch_sub(v, o)
-            }
-            #[inline]
-            pub(crate) fn fetch_or(&self, v: $int, o: Ordering) -> $int {
-                self.0.fetch_or(v, o)
-            }
-            #[inline]
-            pub(crate) fn fetch_and(&self, v: $int, o: Ordering) -> $int {
-                self.0.fetch_and(v, o)
-            }
-            #[inline]
-            pub(crate) fn compare_exchange(
-                &self,
-                current: $int,
-                new: $int,
-                success: Ordering,
-                failure: Ordering,
-            ) -> Result<$int, $int> {
-                self.0.compare_exchange(current, new, success, failure)
-            }
-            #[inline]
-            pub(crate) fn compare_exchange_weak(
-                &self,
-                current: $int,
-                new: $int,
-                success: Ordering,
-                failure: Ordering,
-            ) -> Result<$int, $int> {
-                self.0.compare_exchange_weak(current, new, success, failure)
-            }
+            atomic_ops!($int; swap, fetch_add, fetch_sub, fetch_or, fetch_and);
+            atomic_ops!($int; cas: compare_exchange, compare_exchange_weak);
         }
 
         impl Default for $name {
