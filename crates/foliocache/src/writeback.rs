@@ -207,8 +207,8 @@ fn retry_closed(cache: &CacheInner, retry: bool) {
     drop(gone);
 }
 
-/// Called by a writer before it dirties up to `pages` pages: over the
-/// cache's dirty limit, write back about as many of this file's dirty
+/// Called by a writer of `m` before it dirties up to `pages` pages: over
+/// the cache's dirty limit, write back about as many of the file's dirty
 /// pages (at least [`THROTTLE_MIN_PAGES`]), then go on, even if other
 /// writers filled the room again meanwhile: each throttled writer
 /// cleans what it dirties, so dirty data stays near the limit, and its
@@ -218,7 +218,7 @@ fn retry_closed(cache: &CacheInner, retry: bool) {
 /// A writer that wrote back the whole file, with others dirtying it as
 /// fast as it cleaned, waited for their work without bound. The
 /// writeback goes on from where the file's last throttled writeback
-/// stopped (`wb_next`), so throttled writers take turns over the file.
+/// stopped (`FileWb::next`), so throttled writers take turns over the file.
 /// If the file has nothing dirty, the writer waits for the flusher to
 /// bring the cache under the limit. A writer whose writeback fails
 /// while the cache stays over the limit gets the error rather than
@@ -286,15 +286,15 @@ pub(crate) fn throttle(m: &Mapping, pages: u64) -> io::Result<()> {
     Ok(())
 }
 
-/// Whether a writer of this file is throttled now: the cache is over
+/// Whether a writer of `m` is throttled now: the cache is over
 /// its dirty limit (a memory file never is).
 pub(crate) fn over_dirty_limit(m: &Mapping) -> bool {
     let cache = m.inner();
     !m.memfile && dirty(cache) > dirty_limit(cache)
 }
 
-/// Writes back about `budget` dirty pages of the file from `wb_next`
-/// on, wrapping around to the start once, and leaves `wb_next` where
+/// Writes back about `budget` dirty pages of `m` from `FileWb::next`
+/// on, wrapping around to the start once, and leaves the next page where
 /// it stopped. Returns the pages written and the first error.
 fn writeback_cyclic(m: &Mapping, budget: u64) -> (u64, io::Result<()>) {
     let from = m.wb.next();
