@@ -493,34 +493,34 @@ fn a_mount_point_inside_the_backing_is_refused() {
 /// `stat --watch MOUNTPOINT` as the README gives it: `--watch` takes its
 /// interval only after `=`, so the mount point is not read as one.
 /// Without a mount there, the error is the mount's, not the command line's.
+/// `foliocache stat ARGS`: its exit code, stdout and stderr.
+fn stat_cmd<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> (Option<i32>, String, String) {
+    let out = Command::new(BIN)
+        .arg("stat")
+        .args(args)
+        .output()
+        .expect("foliocache stat");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+/// `stat --watch MOUNTPOINT` as the README gives it: `--watch` takes its
+/// interval only after `=`, so the mount point is not read as one.
+/// Without a mount there, the error is the mount's, not the command line's.
 #[test]
 fn stat_watch_takes_the_mount_point_after_it() {
     let d = dirs();
-    let out = Command::new(BIN)
-        .args(["stat", "--watch"])
-        .arg(&d.mnt)
-        .args(["--count", "1"])
-        .output()
-        .expect("stat --watch");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let mnt = d.mnt.to_str().expect("UTF-8");
+    let (code, _, err) = stat_cmd(&["--watch", mnt, "--count", "1"]);
+    assert_eq!(code, Some(1), "{err}");
     assert!(
         err.contains("is a `foliocache mount` running there?"),
         "{err}"
     );
-    // Two intervals, or a file with --watch: usage errors.
-    for extra in [
-        &["--watch=1", "--interval", "2"][..],
-        &["--watch", "a", "b"],
-    ] {
-        let out = Command::new(BIN)
-            .arg("stat")
-            .arg(&d.mnt)
-            .args(extra)
-            .output()
-            .expect("stat");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{extra:?}: {err}");
+    // Two intervals, or a file with --watch: errors that say so.
+    for extra in [["--watch=1", "--interval", "2"], ["--watch", "a", "b"]] {
+        let (code, _, err) = stat_cmd(&[&[mnt][..], &extra].concat());
+        assert_eq!(code, Some(1), "{extra:?}: {err}");
         assert!(err.contains("--watch"), "{extra:?}: {err}");
     }
 }
@@ -542,18 +542,8 @@ fn stat_watch_forms_all_print_rows() {
         &[mnt, "--watch", "0.1"],
     ];
     for form in forms {
-        let out = Command::new(BIN)
-            .arg("stat")
-            .args(form)
-            .args(["--count", "2"])
-            .output()
-            .expect("stat --watch");
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{form:?}: {text}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let (code, text, err) = stat_cmd(&[form, &["--count", "2"]].concat());
+        assert_eq!(code, Some(0), "{form:?}: {text}{err}");
         assert_eq!(text.lines().count(), 3, "{form:?}: {text}");
         assert!(text.contains("hits/s"), "{form:?}: {text}");
     }
