@@ -755,6 +755,17 @@ mod tests {
     }
 
     #[test]
+    fn capacity_fits_checks_this_process_as_build_does() {
+        assert!(capacity_fits(PAGE_SIZE).is_ok());
+        // Where this machine's MemAvailable can be read, no capacity
+        // passes that the address space could not hold.
+        if MemoryLimits::read().available.is_some() {
+            let e = capacity_fits(usize::MAX).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::OutOfMemory);
+        }
+    }
+
+    #[test]
     fn headroom_is_the_smaller_figure() {
         let limits = MemoryLimits {
             cgroup: Some(cgroup(Some(512 << 20), 300 << 20, 100 << 20)),
