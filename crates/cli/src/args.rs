@@ -63,6 +63,9 @@ pub enum Command {
     Mount(crate::mount::MountArgs),
     /// A running mount's cache figures, and cachestat per file.
     Stat(crate::mount::StatArgs),
+    /// Unmount a `foliocache mount` (its server writes its dirty data back
+    /// and exits).
+    Umount(crate::mounted::UmountArgs),
     /// Run a program with its file calls on DIRs served by a foliocache
     /// inside it (LD_PRELOAD of libfoliocache_preload.so).
     Run(crate::launch::RunArgs),

@@ -14,7 +14,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use crate::state_path::StateArgs;
-use crate::units::parse_size;
+use foliocache::parse_size;
 
 /// The library's file name.
 const LIBRARY: &str = "libfoliocache_preload.so";
@@ -146,9 +146,30 @@ pub fn preloaded(args: &RunArgs) -> Result<Command> {
     Ok(cmd)
 }
 
+/// Refuses, before the program starts, what its cache would refuse
+/// where `foliocache mount` refuses it: a capacity above the memory this
+/// process may use (checked as `CacheBuilder::build` checks it:
+/// [`foliocache::capacity_fits`]) and a metrics address that cannot be
+/// bound (bound here, then let go for the program's library to bind).
+/// Left to the library, both would leave the program running uncached or
+/// unwatched, with a warning among its own output.
+fn preflight(args: &RunArgs) -> Result<()> {
+    if let Some(bytes) = args.capacity.filter(|&b| b > 0) {
+        let bytes = usize::try_from(bytes).context("--capacity: too large for this machine")?;
+        foliocache::capacity_fits(bytes).context("--capacity")?;
+    }
+    if let Some(addr) = args.metrics {
+        std::net::TcpListener::bind(addr)
+            .with_context(|| format!("--metrics {addr}: cannot serve the metrics there"))?;
+    }
+    Ok(())
+}
+
 /// Executes the program under the library; returns only on an error.
 pub fn run(args: &RunArgs) -> Result<()> {
-    let e = preloaded(args)?.exec();
+    let mut cmd = preloaded(args)?;
+    preflight(args)?;
+    let e = cmd.exec();
     let program = args.command.first().map_or(Path::new(""), Path::new);
     Err(e).with_context(|| format!("running {}", program.display()))
 }

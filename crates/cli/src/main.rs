@@ -26,7 +26,8 @@
 //! described in `docs/bench.md`.
 //!
 //! `foliocache mount` serves a directory through the cache over FUSE and
-//! `foliocache stat` shows a running mount's figures ([`mount`]).
+//! `foliocache stat` shows a running mount's figures ([`mount`]);
+//! `foliocache umount` ends a mount ([`mounted`]).
 //!
 //! Exit codes: 0 done, 1 the run failed, 2 bad command line.
 #![deny(unsafe_code)]
@@ -45,6 +46,7 @@ mod job;
 mod launch;
 mod lru;
 mod mount;
+mod mounted;
 mod plot;
 mod report;
 mod run;
@@ -95,6 +97,7 @@ fn main() -> ExitCode {
         },
         Command::Mount(a) => run_plain(mount::mount(&a)),
         Command::Stat(a) => run_plain(mount::stat(&a)),
+        Command::Umount(a) => run_plain(mounted::umount(&a)),
         Command::Run(a) => run_plain(launch::run(&a)),
     }
 }
@@ -123,7 +126,7 @@ fn print_parse_error(e: &clap::Error) {
     // The usage of the subcommand named, bench's if none is.
     let sub = std::env::args()
         .nth(1)
-        .filter(|a| matches!(a.as_str(), "mount" | "stat" | "run"))
+        .filter(|a| matches!(a.as_str(), "mount" | "stat" | "umount" | "run"))
         .unwrap_or_else(|| "bench".into());
     let usage = cmd
         .find_subcommand_mut(&sub)

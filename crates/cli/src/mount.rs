@@ -3,12 +3,15 @@
 //!
 //! `mount BACKING_DIR MOUNTPOINT --capacity SIZE` serves BACKING_DIR at
 //! MOUNTPOINT through one cache. With `--foreground` it serves in this
-//! process until unmounted (`fusermount3 -u MOUNTPOINT`) or sent SIGINT,
-//! SIGTERM or SIGHUP; without, it starts itself again with `--foreground`
-//! in a new process group (stdin and stdout closed, stderr to a log file
-//! in the temporary directory, named on stderr), waits until the mount is
-//! up, and exits 0 (1 if the server failed before mounting, with its
-//! error). Either way every dirty folio is written back at unmount.
+//! process until unmounted (`foliocache umount MOUNTPOINT`) or sent
+//! SIGINT, SIGTERM or SIGHUP; without, it starts itself again with
+//! `--foreground` in a new process group (stdin and stdout closed, stderr
+//! kept: see [`server_stderr`]), waits until the mount is up, and exits 0
+//! (1 if the server failed before mounting, with its error). Either way
+//! every dirty folio is written back at unmount. The server logs on
+//! stderr (under systemd, the journal: `mounted::log_to_stderr`). A live
+//! foliocache mount at MOUNTPOINT is refused, not stacked on
+//! (`mounted::refuse_stacked`).
 //!
 //! `stat MOUNTPOINT [FILE...]` reads the running mount's control file
 //! (`MOUNTPOINT/.foliocache-control`, see `foliocache_fuse::control`):
@@ -18,13 +21,14 @@
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use foliocache_fuse::{MountOptions, CONTROL_NAME};
 
 use crate::state_path::StateArgs;
-use crate::units::parse_size;
+use foliocache::parse_size;
 
 /// The line a `--foreground` server prints on stdout once mounted, for a
 /// background start to wait on.
@@ -75,14 +79,54 @@ pub struct StatArgs {
     /// Print the server's JSON as it is.
     #[arg(long)]
     pub json: bool,
-    /// Print a line of rates every SECS seconds (default 1), as `vmstat`
-    /// does, until interrupted or `--count` lines.
-    #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "1",
-          value_parser = crate::watch::parse_interval, conflicts_with_all = ["json", "files"])]
-    pub watch: Option<std::time::Duration>,
+    /// Print a line of rates every second (`--watch=SECS`, or
+    /// `--interval SECS`: every SECS seconds), as `vmstat` does, until
+    /// interrupted or `--count` lines.
+    #[arg(long, value_name = "SECS", num_args = 0..=1, require_equals = true,
+          value_parser = crate::watch::parse_interval, conflicts_with = "json")]
+    pub watch: Option<Option<Duration>>,
+    /// With `--watch`: the seconds between lines (default 1).
+    #[arg(long, value_name = "SECS", value_parser = crate::watch::parse_interval,
+          requires = "watch")]
+    pub interval: Option<Duration>,
     /// With `--watch`: stop after this many lines.
     #[arg(long, value_name = "N", requires = "watch")]
     pub count: Option<u64>,
+}
+
+impl StatArgs {
+    /// With `--watch`, the mount point and the interval; `None` without.
+    /// The forms from before `--watch` took its value only after `=`
+    /// still work: `--watch SECS MOUNTPOINT` and `MOUNTPOINT --watch SECS`,
+    /// parsed as a mount point and a file, are read as they were meant
+    /// where SECS is an interval and names no file.
+    ///
+    /// # Errors
+    /// Two intervals, or files with `--watch`.
+    fn watch_plan(&self) -> Result<Option<(PathBuf, Duration)>> {
+        let Some(watch) = self.watch else {
+            return Ok(None);
+        };
+        let secs = |p: &Path| {
+            p.to_str()
+                .filter(|_| !p.exists())
+                .and_then(|s| crate::watch::parse_interval(s).ok())
+        };
+        let (mnt, legacy) = match (watch, self.interval, self.files.as_slice()) {
+            (_, _, []) => (self.mountpoint.clone(), None),
+            (None, None, [f]) => match (secs(&self.mountpoint), secs(f)) {
+                (Some(i), _) => (f.clone(), Some(i)),
+                (None, Some(i)) => (self.mountpoint.clone(), Some(i)),
+                (None, None) => bail!("--watch shows the whole cache: it takes no FILE"),
+            },
+            _ => bail!("--watch shows the whole cache: it takes no FILE"),
+        };
+        let interval = match (watch, self.interval) {
+            (Some(_), Some(_)) => bail!("--watch=SECS and --interval both give the interval"),
+            (w, i) => w.or(i).or(legacy).unwrap_or(Duration::from_secs(1)),
+        };
+        Ok(Some((mnt, interval)))
+    }
 }
 
 fn parse_capacity(s: &str) -> Result<u64, String> {
@@ -95,9 +139,11 @@ fn parse_capacity(s: &str) -> Result<u64, String> {
 
 /// Runs `foliocache mount`.
 pub fn mount(a: &MountArgs) -> Result<()> {
+    crate::mounted::refuse_stacked(&a.mountpoint)?;
     if !a.foreground {
         return start_background();
     }
+    crate::mounted::log_to_stderr();
     let mut opts = MountOptions::new(usize::try_from(a.capacity)?);
     opts.dontcache = a.dontcache;
     opts.allow_other = a.allow_other;
@@ -131,18 +177,11 @@ fn start_background() -> Result<()> {
     let exe = std::env::current_exe().context("finding this program")?;
     let mut args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     args.push("--foreground".into());
-    // The server's messages go to a log file, not to our stderr: a daemon
-    // that kept the caller's stderr open would keep a pipe reading it (a
-    // shell's `2>&1 | ...`) waiting for as long as the mount lives.
-    let log_path =
-        std::env::temp_dir().join(format!("foliocache-mount-{}.log", std::process::id()));
-    let log = std::fs::File::create(&log_path)
-        .with_context(|| format!("creating the mount server's log {}", log_path.display()))?;
     let mut child = Command::new(exe)
         .args(&args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::from(log))
+        .stderr(server_stderr())
         .process_group(0)
         .spawn()
         .context("starting the mount server")?;
@@ -154,32 +193,50 @@ fn start_background() -> Result<()> {
     BufReader::new(out).read_line(&mut line)?;
     if line.trim() == READY {
         // The server keeps running; its stdout pipe closes with us.
-        eprintln!(
-            "foliocache: mounted; the server logs to {}",
-            log_path.display()
-        );
         return Ok(());
     }
+    // The server printed its error on stderr.
     let status = child.wait()?;
-    let said = std::fs::read_to_string(&log_path).unwrap_or_default();
-    let _ = std::fs::remove_file(&log_path);
-    bail!(
-        "the mount server stopped before mounting ({status}){}{}",
-        if said.trim().is_empty() { "" } else { ": " },
-        said.trim()
-    )
+    bail!("the mount server stopped before mounting ({status})")
+}
+
+/// Where the background server's messages go: this command's stderr (a
+/// terminal, a file, or under systemd the journal, `JOURNAL_STREAM`
+/// naming it), except a pipe or another socket: a daemon keeping it open
+/// would keep whoever reads it (a shell's `2>&1 | ...`) waiting for as
+/// long as the mount lives. There the messages are dropped, and this says
+/// so.
+fn server_stderr() -> Stdio {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let Ok(meta) = std::fs::metadata("/proc/self/fd/2") else {
+        return Stdio::inherit();
+    };
+    let ft = meta.file_type();
+    let journal = std::env::var("JOURNAL_STREAM")
+        .is_ok_and(|j| j == format!("{}:{}", meta.dev(), meta.ino()));
+    if !(ft.is_fifo() || ft.is_socket()) || journal {
+        return Stdio::inherit();
+    }
+    eprintln!(
+        "foliocache: stderr is a pipe, which the mount server would hold open: its \
+         messages are dropped (redirect stderr to a file, or use --foreground, to keep them)"
+    );
+    Stdio::null()
 }
 
 /// Runs `foliocache stat`.
 pub fn stat(a: &StatArgs) -> Result<()> {
+    if let Some((mnt, interval)) = a.watch_plan()? {
+        let mnt = mnt
+            .canonicalize()
+            .with_context(|| format!("{}", mnt.display()))?;
+        let mut out = std::io::stdout().lock();
+        return crate::watch::watch(&mnt, interval, a.count, &mut out);
+    }
     let mnt = a
         .mountpoint
         .canonicalize()
         .with_context(|| format!("{}", a.mountpoint.display()))?;
-    if let Some(interval) = a.watch {
-        let mut out = std::io::stdout().lock();
-        return crate::watch::watch(&mnt, interval, a.count, &mut out);
-    }
     let mut request = String::new();
     for f in &a.files {
         request.push_str(&relative(&mnt, f)?);

@@ -1,6 +1,7 @@
 //! Units: sizes, bandwidths, counts, durations and ratios, parsed from the
 //! command line and formatted for the text report. A leaf module: it
-//! imports nothing from the crate, and every other module may use it.
+//! imports nothing from the crate (the size parser is `foliocache`'s), and
+//! every other module may use it.
 
 /// Bytes in a GiB.
 pub const GIB: u64 = 1 << 30;
@@ -8,38 +9,11 @@ pub const GIB: u64 = 1 << 30;
 /// Bytes in a GiB, as a float (bandwidths, CPU seconds per GiB).
 pub const GIB_F64: f64 = GIB as f64;
 
-/// Parses a size: bytes, or a number with a binary suffix (`k`, `K`, `KB`,
-/// `KiB`, and the same for M, G, T; all powers of 1024), or `B`.
-///
-/// # Errors
-/// A message saying what was wrong, for clap to print.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
-    if digits == 0 {
-        return Err(format!(
-            "`{s}` is not a size (want bytes or a number with k, M, G, T, e.g. 4k, 64KiB, 1G)"
-        ));
-    }
-    let (num, suffix) = t.split_at(digits);
-    let shift = match suffix.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        "t" | "tb" | "tib" => 40,
-        other => {
-            return Err(format!(
-                "`{s}`: unknown size suffix `{other}` (want k, M, G or T, optionally with B or iB)"
-            ))
-        }
-    };
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("`{s}`: number too large"))?;
-    n.checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("`{s}`: size too large"))
-}
+/// Parses a size as every front end of the cache does, the interposer's
+/// `FOLIOCACHE_PRELOAD_CAPACITY` included: bytes, or a number (a fraction
+/// too: `1.5G`) with a binary suffix (`k`, `K`, `KB`, `KiB`, and the same
+/// for M, G, T; all powers of 1024), or `B`.
+pub use foliocache::parse_size;
 
 /// `4KiB`, `64KiB`, `512MiB`, `1GiB`, `1000B`.
 pub fn fmt_size(n: u64) -> String {
@@ -174,9 +148,27 @@ mod tests {
 
     #[test]
     fn rejects_garbage() {
-        for bad in ["", "k", "4x", "4kk", "-4k", "1.5G", "G1", "4 kilobytes"] {
+        for bad in [
+            "",
+            "k",
+            "4x",
+            "4kk",
+            "-4k",
+            "1.5.1G",
+            ".5G",
+            "G1",
+            "4 kilobytes",
+        ] {
             assert!(parse_size(bad).is_err(), "{bad:?} parsed");
         }
+    }
+
+    #[test]
+    fn fractions_round_down_to_a_byte() {
+        assert_eq!(parse_size("1.5G"), Ok(3 << 29));
+        assert_eq!(parse_size("0.5k"), Ok(512));
+        assert_eq!(parse_size("2.25MiB"), Ok(9 << 18));
+        assert_eq!(parse_size("1.0001k"), Ok(1024));
     }
 
     #[test]

@@ -204,7 +204,7 @@ pub use file::File;
 pub use filemap::pin::Pinned;
 pub use flags::ReadFlags;
 pub use loaded::WarmProgress;
-pub use pressure::PressureConfig;
+pub use pressure::{capacity_fits, PressureConfig};
 pub use read_many::{Completed, ReadQueue, ReadReq};
 pub use readahead::{Advice, ReadaheadConfig, Window};
 pub use stats::{Latencies, LATENCY_BUCKETS};

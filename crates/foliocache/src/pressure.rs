@@ -344,6 +344,20 @@ fn read_cgroup() -> Option<CgroupMemory> {
     }
 }
 
+/// Checks a capacity against what this process may use now, as
+/// [`CacheBuilder::build`](crate::CacheBuilder::build) checks it (the
+/// capacity rounded down to whole pages, against the memory cgroup's limit
+/// and `MemAvailable`), without building a cache: for a front end that
+/// hands the capacity to a cache built elsewhere (`foliocache run`, whose
+/// program's interposer builds it) and must refuse it before it starts.
+///
+/// # Errors
+/// `OutOfMemory`, naming the capacity and the figure it exceeds, and where
+/// that came from.
+pub fn capacity_fits(capacity: usize) -> io::Result<()> {
+    check_capacity(capacity / PAGE_SIZE * PAGE_SIZE, &MemoryLimits::read())
+}
+
 /// Refuses a capacity above what the process may use: its memory cgroup's
 /// limit, or the machine's `MemAvailable`. The error (`OutOfMemory`) names
 /// the capacity and the figure it exceeds, and where that came from.
@@ -738,6 +752,17 @@ mod tests {
             available: None,
         };
         assert!(check_capacity(usize::MAX, &unknown).is_ok());
+    }
+
+    #[test]
+    fn capacity_fits_checks_this_process_as_build_does() {
+        assert!(capacity_fits(PAGE_SIZE).is_ok());
+        // Where this machine's MemAvailable can be read, no capacity
+        // passes that the address space could not hold.
+        if MemoryLimits::read().available.is_some() {
+            let e = capacity_fits(usize::MAX).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::OutOfMemory);
+        }
     }
 
     #[test]

@@ -147,16 +147,11 @@ struct Config {
     capacity: usize,
 }
 
-/// A size in bytes, with an optional binary `k`, `m` or `g` suffix.
-fn parse_size(s: &str) -> Option<usize> {
-    let s = s.trim();
-    let (digits, shift) = match s.as_bytes().last()?.to_ascii_lowercase() {
-        b'k' => (&s[..s.len() - 1], 10),
-        b'm' => (&s[..s.len() - 1], 20),
-        b'g' => (&s[..s.len() - 1], 30),
-        _ => (s, 0),
-    };
-    digits.parse::<usize>().ok()?.checked_mul(1 << shift)
+/// The cache's capacity from [`ENV_CAPACITY`]'s text, parsed as every front
+/// end parses a size ([`fc::parse_size`]: `1.5G` included).
+fn parse_capacity(s: &str) -> Result<usize, String> {
+    let bytes = fc::parse_size(s)?;
+    usize::try_from(bytes).map_err(|_| format!("`{s}`: size too large"))
 }
 
 impl Config {
@@ -177,10 +172,8 @@ impl Config {
         }
         let capacity = match std::env::var(ENV_CAPACITY) {
             Err(_) => 0,
-            Ok(s) => parse_size(&s).unwrap_or_else(|| {
-                warn(&format!(
-                    "{ENV_CAPACITY}={s}: not a size; the default is used"
-                ));
+            Ok(s) => parse_capacity(&s).unwrap_or_else(|e| {
+                warn(&format!("{ENV_CAPACITY}: {e}; the default is used"));
                 0
             }),
         };
@@ -1079,14 +1072,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes_parse_with_binary_suffixes() {
-        assert_eq!(parse_size("4096"), Some(4096));
-        assert_eq!(parse_size(" 64k"), Some(64 << 10));
-        assert_eq!(parse_size("256M"), Some(256 << 20));
-        assert_eq!(parse_size("1g"), Some(1 << 30));
-        for bad in ["", "k", "12x", "-1", "1.5g", "99999999999999999999g"] {
-            assert_eq!(parse_size(bad), None, "{bad:?}");
-        }
+    fn sizes_parse_as_the_cli_parses_them() {
+        // foliocache::parse_size, fractions included; errors say why.
+        assert_eq!(parse_capacity(" 1.5G"), Ok(3 << 29));
+        let e = parse_capacity("12x").unwrap_err();
+        assert!(e.contains("unknown size suffix"), "{e}");
+        assert!(parse_capacity("99999999999999999999g").is_err());
     }
 
     #[test]

@@ -236,3 +236,64 @@ fn run_serves_the_programs_metrics_while_it_runs() {
         assert!(text.contains(line), "no `{line}` in:\n{text}");
     }
 }
+
+/// A copy of the binary with an empty `libfoliocache_preload.so` beside
+/// it: enough for `foliocache run` to get as far as starting the program
+/// (the dynamic loader skips a library it cannot load, and says so).
+fn with_a_stand_in_library(dir: &Path) -> std::path::PathBuf {
+    let copy = dir.join("foliocache");
+    std::fs::copy(BIN, &copy).expect("copying the binary");
+    std::fs::write(dir.join("libfoliocache_preload.so"), b"").expect("the stand-in");
+    copy
+}
+
+/// `foliocache run` refuses, as `mount` does, a capacity above the
+/// machine's memory and a metrics port that is taken, before the program
+/// starts; a capacity with a fraction is a size, and a free port is let go
+/// for the program's library.
+#[test]
+fn run_refuses_what_mount_refuses_before_the_program_starts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bin = with_a_stand_in_library(dir.path());
+    let marker = dir.path().join("ran");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let taken_port = taken.local_addr().expect("addr").port().to_string();
+    let run = |extra: &[&str]| {
+        let _ = std::fs::remove_file(&marker);
+        let out = Command::new(&bin)
+            .args(["run", "--no-state", "--dir"])
+            .arg(dir.path())
+            .args(extra)
+            .args(["--", "touch"])
+            .arg(&marker)
+            .output()
+            .expect("running foliocache run");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run(&["--capacity", "1000T"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("--capacity") && err.contains("more than"),
+        "{err}"
+    );
+    assert!(!marker.exists(), "the program ran");
+    let (code, err) = run(&["--metrics", &taken_port]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("--metrics") && err.contains(&taken_port),
+        "{err}"
+    );
+    assert!(!marker.exists(), "the program ran");
+    drop(taken);
+    let free = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+        .to_string();
+    let (code, err) = run(&["--capacity", "1.5M", "--metrics", &free]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(marker.exists(), "the program did not run: {err}");
+}

@@ -12,6 +12,9 @@ mod dbs;
 mod launch;
 /// `foliocache mount` and `foliocache stat`: signals, restarts, unmounts.
 mod mount;
+/// The operator's side of the mount: a mount on a mount refused,
+/// `foliocache umount`, the server's log.
+mod operate;
 /// `foliocache bench --scenario programs`: `db_bench` three ways.
 mod programs;
 /// Warm restarts of the mount: the list saved at unmount, loaded by the

@@ -93,7 +93,7 @@ fn start_with_stderr(d: &Dirs, stderr: Stdio) -> Child {
 }
 
 /// [`start_with_stderr`], with more options.
-fn start_with(d: &Dirs, stderr: Stdio, extra: &[&str]) -> Child {
+pub(crate) fn start_with(d: &Dirs, stderr: Stdio, extra: &[&str]) -> Child {
     let mut child = Command::new(BIN)
         .arg("mount")
         .arg(&d.backing)
@@ -488,4 +488,64 @@ fn a_mount_point_inside_the_backing_is_refused() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("inside the backing directory"));
     let _ = &d.mnt;
+}
+
+/// `stat --watch MOUNTPOINT` as the README gives it: `--watch` takes its
+/// interval only after `=`, so the mount point is not read as one.
+/// Without a mount there, the error is the mount's, not the command line's.
+/// `foliocache stat ARGS`: its exit code, stdout and stderr.
+fn stat_cmd<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> (Option<i32>, String, String) {
+    let out = Command::new(BIN)
+        .arg("stat")
+        .args(args)
+        .output()
+        .expect("foliocache stat");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+/// `stat --watch MOUNTPOINT` as the README gives it: `--watch` takes its
+/// interval only after `=`, so the mount point is not read as one.
+/// Without a mount there, the error is the mount's, not the command line's.
+#[test]
+fn stat_watch_takes_the_mount_point_after_it() {
+    let d = dirs();
+    let mnt = d.mnt.to_str().expect("UTF-8");
+    let (code, _, err) = stat_cmd(&["--watch", mnt, "--count", "1"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("is a `foliocache mount` running there?"),
+        "{err}"
+    );
+    // Two intervals, or a file with --watch: errors that say so.
+    for extra in [["--watch=1", "--interval", "2"], ["--watch", "a", "b"]] {
+        let (code, _, err) = stat_cmd(&[&[mnt][..], &extra].concat());
+        assert_eq!(code, Some(1), "{extra:?}: {err}");
+        assert!(err.contains("--watch"), "{extra:?}: {err}");
+    }
+}
+
+/// Every form of `stat --watch` prints a heading and `--count` rows from
+/// a live mount: the README's, `--watch=SECS`, `--interval`, and the forms
+/// from before `--watch` needed `=` (`--watch SECS MNT`, `MNT --watch SECS`).
+#[test]
+fn stat_watch_forms_all_print_rows() {
+    let Some((d, mut child)) = mounted("stat_watch_forms_all_print_rows") else {
+        return;
+    };
+    let mnt = d.mnt.to_str().expect("UTF-8");
+    let forms: [&[&str]; 5] = [
+        &["--watch", mnt],
+        &["--watch=0.1", mnt],
+        &["--watch", "--interval", "0.1", mnt],
+        &["--watch", "0.1", mnt],
+        &[mnt, "--watch", "0.1"],
+    ];
+    for form in forms {
+        let (code, text, err) = stat_cmd(&[form, &["--count", "2"]].concat());
+        assert_eq!(code, Some(0), "{form:?}: {text}{err}");
+        assert_eq!(text.lines().count(), 3, "{form:?}: {text}");
+        assert!(text.contains("hits/s"), "{form:?}: {text}");
+    }
+    stop(&mut child);
 }
