@@ -169,6 +169,11 @@ mod flags;
 #[allow(unsafe_code)]
 mod folio;
 pub mod future;
+// Unsafe: maps the guardian's shared memory file, reads and writes it by
+// offset; its child is a `clone` that makes only system calls. (Its
+// atomics live in memory another process reads: never in a loom model.)
+#[allow(unsafe_code, clippy::disallowed_types)]
+mod guardian;
 mod huge_hints;
 mod kick;
 // `Identity` is public for the state file's tests through `internals`.
