@@ -373,6 +373,18 @@ impl Arena {
         populate: Populate,
         huge_pages: bool,
     ) -> io::Result<Arena> {
+        Self::with_memory(capacity_bytes, populate, huge_pages, None)
+    }
+
+    /// [`with_huge_pages`](Self::with_huge_pages), with the pages in the
+    /// memory file `memory` from its offset (the guardian's segment) where
+    /// given, mapped shared.
+    pub(crate) fn with_memory(
+        capacity_bytes: usize,
+        populate: Populate,
+        huge_pages: bool,
+        memory: Option<(std::os::fd::BorrowedFd<'_>, u64)>,
+    ) -> io::Result<Arena> {
         let pages = capacity_bytes / PAGE_SIZE;
         if pages == 0 {
             return Err(io::Error::new(
@@ -395,7 +407,10 @@ impl Arena {
         let len = pages as usize * PAGE_SIZE;
         // Bookkeeping first: if it cannot be had, nothing was mapped yet.
         let mut buddy = Buddy::new(pages);
-        let region = Region::map_aligned(len, MAX_BLOCK_BYTES)?;
+        let region = match memory {
+            Some((fd, offset)) => Region::map_shared_aligned(fd, offset, len, MAX_BLOCK_BYTES)?,
+            None => Region::map_aligned(len, MAX_BLOCK_BYTES)?,
+        };
         let huge_pages_advised = huge_pages && region.advise_huge_pages();
         let populate_time = match populate {
             Populate::Lazy => Duration::ZERO,
@@ -758,12 +773,19 @@ impl Arena {
             return len;
         }
         let addr = self.page_ptr(PageId(first)).as_ptr();
-        // SAFETY: [addr, addr + len) is inside the arena's private anonymous
-        // mapping and lies in free blocks the caller took out of the
-        // allocator, so nobody holds or may get a block there until they
-        // are freed back: the contents (zeroed by MADV_DONTNEED) belong to
-        // no one.
-        match unsafe { mm::madvise(addr.cast(), len, Advice::LinuxDontNeed) } {
+        // A shared mapping's pages are the memory file's: MADV_DONTNEED
+        // would only unmap them; MADV_REMOVE frees them (a hole).
+        let advice = if self.region.shared {
+            Advice::LinuxRemove
+        } else {
+            Advice::LinuxDontNeed
+        };
+        // SAFETY: [addr, addr + len) is inside the arena's mapping and lies
+        // in free blocks the caller took out of the allocator, so nobody
+        // holds or may get a block there until they are freed back: the
+        // contents (zeroed by MADV_DONTNEED or MADV_REMOVE) belong to no
+        // one.
+        match unsafe { mm::madvise(addr.cast(), len, advice) } {
             Ok(()) => len,
             Err(e) => {
                 log::warn!(
@@ -1013,6 +1035,10 @@ pub(crate) struct Region {
     pub(crate) ptr: NonNull<u8>,
     /// Length in bytes, a multiple of `PAGE_SIZE`.
     len: usize,
+    /// A shared mapping of a memory file (the guardian's segment,
+    /// `map_shared_aligned`): its pages are freed by `MADV_REMOVE`, not
+    /// `MADV_DONTNEED`, which only unmaps a shared page.
+    shared: bool,
     /// The heap block's layout (Miri only).
     #[cfg(miri)]
     layout: std::alloc::Layout,
@@ -1027,7 +1053,12 @@ impl Region {
         // SAFETY: `layout` has a non-zero size (`len > 0`, as callers give).
         let raw = unsafe { std::alloc::alloc_zeroed(layout) };
         let ptr = NonNull::new(raw).ok_or_else(oom)?;
-        Ok(Region { ptr, len, layout })
+        Ok(Region {
+            ptr,
+            len,
+            shared: false,
+            layout,
+        })
     }
 
     /// Maps `len` bytes (a non-zero multiple of `PAGE_SIZE`) aligned to
@@ -1085,7 +1116,63 @@ impl Region {
             }
         }
         let ptr = NonNull::new(aligned).ok_or_else(|| context(io::Error::other("null mapping")))?;
-        Ok(Region { ptr, len })
+        Ok(Region {
+            ptr,
+            len,
+            shared: false,
+        })
+    }
+
+    /// Maps `len` bytes of the memory file `fd` from `offset` (the
+    /// guardian's segment), shared, at an address aligned to `align`:
+    /// reserves an aligned range as [`map_aligned`](Self::map_aligned)
+    /// does, then maps the file over it (`MAP_FIXED`).
+    #[cfg(not(miri))]
+    pub(crate) fn map_shared_aligned(
+        fd: std::os::fd::BorrowedFd<'_>,
+        offset: u64,
+        len: usize,
+        align: usize,
+    ) -> io::Result<Region> {
+        let reserved = Region::map_aligned(len, align)?;
+        // SAFETY: [ptr, ptr + len) is the reservation just made, which
+        // nobody else knows: mapping the file over it (MAP_FIXED) replaces
+        // memory no one uses. On success the reservation's range is the
+        // file's mapping, which the returned Region owns and unmaps.
+        let raw = unsafe {
+            mm::mmap(
+                reserved.ptr.as_ptr().cast(),
+                len,
+                mm::ProtFlags::READ | mm::ProtFlags::WRITE,
+                mm::MapFlags::SHARED | mm::MapFlags::FIXED,
+                fd,
+                offset,
+            )
+        }
+        .map_err(|e| {
+            io::Error::new(
+                io::Error::from(e).kind(),
+                format!(
+                    "mapping {} MiB of the guardian's segment for the folio arena: {e}",
+                    len >> 20
+                ),
+            )
+        })?;
+        debug_assert_eq!(raw.cast::<u8>(), reserved.ptr.as_ptr());
+        let mut region = reserved;
+        region.shared = true;
+        Ok(region)
+    }
+
+    /// Under Miri: no memory files; a heap block as `map_aligned`.
+    #[cfg(miri)]
+    pub(crate) fn map_shared_aligned(
+        _fd: std::os::fd::BorrowedFd<'_>,
+        _offset: u64,
+        len: usize,
+        align: usize,
+    ) -> io::Result<Region> {
+        Region::map_aligned(len, align)
     }
 
     /// Under Miri: no huge pages (Miri has no `madvise`).

@@ -611,6 +611,8 @@ impl Mapping {
         let mut pages = 0;
         for (f, (first, n)) in dirty {
             debug_assert!(first + n <= f.nr_pages());
+            // Unsaved for the guardian before dirty (`guard.rs`).
+            self.guard_mark(f, first, n);
             pages += cache
                 .mem
                 .dirty_bits
@@ -633,6 +635,7 @@ impl Mapping {
     /// A folio leaving the mapping (its entry, and so its mark, gone) is
     /// no longer dirty.
     pub(crate) fn forget_dirty(&self, f: &Folio) {
+        self.guard_clear(f);
         if f.test_and_clear(FolioFlags::DIRTY) {
             let cache = self.inner();
             let Some(page) = cache.mem.table.page_of(f) else {
@@ -700,6 +703,10 @@ impl Mapping {
     /// to be retried.
     pub(crate) fn end_writeback(&self, run: &[LockedFolio<'_>], failed: &[Vec<(u64, u64)>]) {
         let all: u64 = run.iter().map(|f| f.nr_pages()).sum();
+        // Saved, but what failed, which is unsaved again with its dirty bits.
+        for f in run {
+            self.guard_clear(f);
+        }
         self.mark_dirty(
             run.iter()
                 .zip(failed)

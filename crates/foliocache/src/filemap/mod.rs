@@ -126,6 +126,8 @@ use crate::sync::{spin_hint, AtomicU64, Ordering};
 
 use crate::arena::PAGE;
 
+// The file's slot and unsaved pages in the guardian's segment.
+mod guard;
 // Borrowed folios (`File::pin`), and the write side's guard against them.
 pub(crate) mod pin;
 // The read path and readahead's IO.
@@ -377,6 +379,8 @@ pub struct Mapping {
     /// must still have the identity it gives then, else another writer
     /// changed it.
     pub(crate) opened_as: std::sync::OnceLock<std::fs::Metadata>,
+    /// The file's slot in the guardian's segment (`guard.rs`).
+    guard_slot: guard::GuardSlot,
 }
 
 impl Drop for Mapping {
@@ -387,6 +391,7 @@ impl Drop for Mapping {
         // or it gave up; one last try.
         if self.closed_clean.load(std::sync::atomic::Ordering::Acquire) {
             self.remove_all();
+            self.guard_release();
             return;
         }
         if let Err(e) = self.close_handle() {
@@ -396,6 +401,7 @@ impl Drop for Mapping {
             );
         }
         self.remove_all();
+        self.guard_release();
     }
 }
 
@@ -434,6 +440,7 @@ impl Mapping {
             handles: StdAtomicU64::new(0),
             closed_clean: std::sync::atomic::AtomicBool::new(false),
             opened_as: std::sync::OnceLock::new(),
+            guard_slot: guard::GuardSlot::new(0),
         }
     }
 
@@ -501,6 +508,7 @@ impl Mapping {
     /// extending write holding it and the folio locks of its last folios).
     pub(crate) fn set_size(&self, size: u64) {
         self.size.store(size, Ordering::Release);
+        self.guard_size(size);
     }
 
     /// Whether this is a memory file ([`Cache::memfile`](crate::Cache::memfile)).

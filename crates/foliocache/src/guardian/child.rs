@@ -79,13 +79,6 @@ pub(crate) fn spawn(segment: BorrowedFd<'_>) -> io::Result<Child> {
     })
 }
 
-impl Child {
-    /// The child's pid.
-    pub(crate) fn pid(&self) -> libc::pid_t {
-        self.pid
-    }
-}
-
 impl Drop for Child {
     /// The cache is gone, everything written back: the child ends without
     /// writing, and is reaped.

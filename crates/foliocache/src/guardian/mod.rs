@@ -23,19 +23,27 @@ pub(crate) mod segment;
 
 use segment::Segment;
 
-/// Who guards a cache's segment.
-#[derive(Debug)]
+/// Who writes back what the process leaves unsaved when it dies
+/// ([`CacheBuilder::guardian`]): the kernel's page cache keeps a killed
+/// writer's data; a cache with a guardian does too.
+#[derive(Debug, Clone, Default)]
 pub enum Guardian {
-    /// No one: what the process leaves unsaved when it dies is lost (the
-    /// default).
+    /// No one: what the process leaves unsaved when it dies (`SIGKILL`,
+    /// `abort`, a fatal signal, `_exit`, the OOM killer) is lost. The
+    /// default.
+    #[default]
     Off,
-    /// A child process the cache starts when it is built.
+    /// A child process the cache starts when it is built, which sleeps
+    /// until the process dies, then writes back what it left unsaved. The
+    /// cache's memory is then a shared memory file (2 MiB pages only where
+    /// the kernel's `shmem_enabled` allows).
     Child,
     /// The process that made this memory file and passed it down (a
-    /// launcher, as `foliocache run`): it guards the segment the cache
-    /// lays out in it. A file that is not such a memory file, or that
-    /// another live process claimed, is refused.
-    Segment(OwnedFd),
+    /// launcher, as `foliocache run`) guards the segment the cache lays out
+    /// in it. A file that is not a guardian's memory file (made with the
+    /// name `foliocache-guardian`), or that another live process claimed,
+    /// is refused: the build fails.
+    Segment(std::sync::Arc<OwnedFd>),
 }
 
 /// The file slots' allocator: slot 0 is never handed out.
@@ -47,10 +55,11 @@ struct Slots {
 /// A cache's guardian state.
 pub(crate) struct Guard {
     seg: Segment,
-    slots: parking_lot::Mutex<Slots>,
-    /// The child, when the cache started one (dropped after the cache
-    /// wrote everything back: it then ends without writing).
-    child: Option<child::Child>,
+    slots: crate::sync::Mutex<Slots>,
+    /// The child, when the cache started one: held for its drop, after
+    /// the cache wrote everything back, which tells it to end without
+    /// writing.
+    _child: Option<child::Child>,
 }
 
 impl Guard {
@@ -66,27 +75,22 @@ impl Guard {
             }
             Guardian::Segment(fd) => {
                 check_memfd(&fd)?;
-                (Segment::claim(fd, pages)?, None)
+                (Segment::claim(fd.try_clone()?, pages)?, None)
             }
         };
         Ok(Some(Guard {
             seg,
-            slots: parking_lot::Mutex::new(Slots {
+            slots: crate::sync::Mutex::new(Slots {
                 free: Vec::new(),
                 next: 1,
             }),
-            child,
+            _child: child,
         }))
     }
 
     /// The segment.
     pub(crate) fn segment(&self) -> &Segment {
         &self.seg
-    }
-
-    /// The child's pid, when the cache started one.
-    pub(crate) fn child_pid(&self) -> Option<i32> {
-        self.child.as_ref().map(child::Child::pid)
     }
 
     /// A slot for the file (`dev`, `ino`) of `size` bytes at `path`, or

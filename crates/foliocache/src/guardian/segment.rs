@@ -270,6 +270,7 @@ impl Segment {
     }
 
     /// Arena pages.
+    #[cfg(test)]
     pub(crate) fn pages(&self) -> u64 {
         self.pages
     }
@@ -405,6 +406,7 @@ impl Segment {
 
     /// How many arena pages are unsaved (a walk of the bits: for tests and
     /// statistics).
+    #[cfg(test)]
     pub(crate) fn unsaved_pages(&self) -> u64 {
         (0..self.pages.div_ceil(64))
             .map(|w| {

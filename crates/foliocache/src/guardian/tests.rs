@@ -93,7 +93,7 @@ fn file_with_slot(guard: &Guard, path: &std::path::Path, len: usize, fill: u8, s
 fn guard(pages: u64) -> Guard {
     let fd: OwnedFd =
         rustix::fs::memfd_create(super::segment::NAME, rustix::fs::MemfdFlags::CLOEXEC).unwrap();
-    Guard::new(Guardian::Segment(fd), pages)
+    Guard::new(Guardian::Segment(std::sync::Arc::new(fd)), pages)
         .unwrap()
         .expect("a guard")
 }
@@ -258,7 +258,7 @@ fn a_segment_claimed_by_a_live_process_is_refused() {
     // Owner: pid 1, alive.
     // SAFETY: the header's owner word, inside the mapping.
     unsafe { p.add(12).cast::<u32>().write_volatile(1) };
-    let err = Guard::new(Guardian::Segment(fd), 16)
+    let err = Guard::new(Guardian::Segment(std::sync::Arc::new(fd)), 16)
         .err()
         .expect("refused");
     assert_eq!(err.kind(), std::io::ErrorKind::AddrInUse);
@@ -271,7 +271,7 @@ fn an_fd_that_is_not_a_guardians_memory_file_is_refused() {
     let d = dir();
     let f = std::fs::File::create(d.path().join("victim")).unwrap();
     std::fs::write(d.path().join("victim"), b"data").unwrap();
-    let err = Guard::new(Guardian::Segment(f.into()), 16)
+    let err = Guard::new(Guardian::Segment(std::sync::Arc::new(f.into())), 16)
         .err()
         .expect("refused");
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
