@@ -13,7 +13,7 @@ use std::ffi::c_int;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
-use super::recover::{recover, Line};
+use super::recover::{recover, Fd, Line};
 
 /// The guardian child, from the program's side.
 pub(crate) struct Child {
@@ -117,6 +117,14 @@ fn child_main(segment: RawFd, pidfd: RawFd, wait_end: RawFd) -> ! {
     // wrappers take no lock).
     unsafe {
         libc::setsid();
+        // The program's handlers are the program's: every signal back to
+        // its default action (its code must not run here), then the ones
+        // above ignored.
+        for sig in 1..libc::SIGRTMAX() {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+        }
         for sig in IGNORED {
             libc::signal(sig, libc::SIG_IGN);
         }
@@ -227,15 +235,20 @@ fn keep_only_fds(keep: &mut [RawFd]) {
     }
     // SAFETY: as above.
     unsafe { libc::syscall(libc::SYS_close_range, from, u32::MAX, 0) };
-    // SAFETY: opens /dev/null and puts it on fds 0 and 1 of this process.
-    unsafe {
-        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
-        if null >= 0 {
-            libc::dup2(null, 0);
-            libc::dup2(null, 1);
-            if null > 2 {
-                libc::close(null);
-            }
+    // System calls, not the C library's functions: an interposer of
+    // `open` or `dup2` (foliocache's own, loaded with LD_PRELOAD) must not
+    // run in this child.
+    if let Ok(null) = rustix::fs::open(
+        c"/dev/null",
+        rustix::fs::OFlags::RDWR | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .map(Fd::own)
+    {
+        for std_fd in [0, 1] {
+            // SAFETY: dup3 onto this process's fd 0 or 1 (no other thread
+            // runs in this child); `null` stays open until dropped.
+            unsafe { libc::syscall(libc::SYS_dup3, null.0, std_fd, 0) };
         }
     }
 }
@@ -251,7 +264,8 @@ fn drop_private_memory() {
         c"/proc/self/maps",
         rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
         rustix::fs::Mode::empty(),
-    ) else {
+    )
+    .map(Fd::own) else {
         return;
     };
     let mut buf = [0u8; 8192];

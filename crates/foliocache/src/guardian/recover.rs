@@ -6,12 +6,39 @@
 //! `clone`d from a program with threads, where only system calls are safe.
 //! Messages go to stderr through a buffer on the stack.
 
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, IntoRawFd, OwnedFd, RawFd};
 
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 
 use super::segment::{View, PAGE};
+
+/// An fd closed by the `close` system call when dropped, never by the C
+/// library's `close` (which an interposer, foliocache's own among them,
+/// may define: in a guardian child it must not run). Every fd the
+/// guardian opens is one.
+pub(crate) struct Fd(pub(crate) RawFd);
+
+impl Fd {
+    /// Takes `fd` over: it is closed (by a system call) on drop.
+    pub(crate) fn own(fd: OwnedFd) -> Fd {
+        Fd(fd.into_raw_fd())
+    }
+}
+
+impl AsFd for Fd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: the fd is open while `self` lives.
+        unsafe { BorrowedFd::borrow_raw(self.0) }
+    }
+}
+
+impl Drop for Fd {
+    fn drop(&mut self) {
+        // SAFETY: the fd is this value's own, closed once.
+        unsafe { rustix::io::close(self.0) };
+    }
+}
 
 /// What a recovery did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -131,12 +158,12 @@ fn recover_file(
     path: &std::ffi::CStr,
 ) -> Result<u64, ()> {
     let (dev, ino, size) = id;
-    let fd: OwnedFd = match rustix::fs::open(
+    let fd = match rustix::fs::open(
         path,
         OFlags::WRONLY | OFlags::CLOEXEC | OFlags::NOCTTY,
         Mode::empty(),
     ) {
-        Ok(fd) => fd,
+        Ok(fd) => Fd::own(fd),
         Err(e) => {
             skipped(path, b"cannot open it", Some(e));
             return Err(());
