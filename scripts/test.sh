@@ -24,6 +24,9 @@ command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 # foliocache-sqlite links the system's libsqlite3 (rusqlite, found by
 # pkg-config).
 pkg-config --exists sqlite3 2>/dev/null || missing+=(libsqlite3-dev)
+# The SQLite extension's tests load it into Debian's Python (built with
+# loadable extensions, over the system's libsqlite3).
+[ -x /usr/bin/python3 ] || missing+=(python3)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     step "installing ${missing[*]} (FUSE mount tests)"

@@ -21,6 +21,8 @@ dest=${DESTDIR:-}
 version=$(sed -n 's/^Version: //p' "$here/foliocache.pc.in")
 mkdir -p "$dest$libdir/pkgconfig" "$dest$prefix/include"
 cp "$lib" "$dest$libdir/libfoliocache.so.$version"
+# Stripped, as a package's library is (SPLIT_DEBUG=1, STRIP=none: strip.sh).
+sh "$here/strip.sh" "$dest$libdir/libfoliocache.so.$version" "$dest$libdir/debug"
 chmod 0755 "$dest$libdir/libfoliocache.so.$version"
 ln -sf "libfoliocache.so.$version" "$dest$libdir/libfoliocache.so.0"
 ln -sf libfoliocache.so.0 "$dest$libdir/libfoliocache.so"

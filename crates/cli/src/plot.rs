@@ -10,7 +10,7 @@ use std::path::Path;
 use anyhow::{anyhow, Result};
 use plotters::prelude::*;
 
-use crate::report::ScenarioReport;
+use crate::report::{RunRecord, ScenarioReport};
 use crate::units::{fmt_size, GIB_F64 as GIB};
 
 const WIDTH: u32 = 1000;
@@ -52,17 +52,18 @@ impl Panel {
     }
 }
 
+/// The start of the title of `r`'s panel: its scenario, how it reads or
+/// writes, and its block size.
+fn title(sc: &ScenarioReport, r: &RunRecord) -> String {
+    format!("{}: {} bs={}", sc.name, r.job.rw, fmt_size(r.job.bs))
+}
+
 /// The `scaling` scenario's panels: one per workload (its jobs' reads or
 /// writes), each engine's bandwidth against the job's threads.
 fn scaling_panels(sc: &ScenarioReport, out: &mut Vec<Panel>) {
     for r in &sc.results {
-        let title = format!(
-            "{}: {} bs={}{}, throughput against threads",
-            sc.name,
-            r.job.rw,
-            fmt_size(r.job.bs),
-            if r.job.cold { " cold" } else { "" }
-        );
+        let cold = if r.job.cold { " cold" } else { "" };
+        let title = format!("{}{cold}, throughput against threads", title(sc, r));
         let point = (r.job.numjobs as f64, r.perf.bw_bytes);
         match out
             .iter_mut()
@@ -83,18 +84,12 @@ fn panels(scenarios: &[ScenarioReport]) -> Vec<Panel> {
             continue;
         }
         for r in &sc.results {
-            let title = format!(
-                "{}: {} bs={} numjobs={}{}",
-                sc.name,
-                r.job.rw,
-                fmt_size(r.job.bs),
-                r.job.numjobs,
-                if r.hot.is_some() {
-                    " beside a hot reader"
-                } else {
-                    ""
-                }
-            );
+            let hot = if r.hot.is_some() {
+                " beside a hot reader"
+            } else {
+                ""
+            };
+            let title = format!("{} numjobs={}{hot}", title(sc, r), r.job.numjobs);
             let (tl, step) = match &r.timing.fine_timeline {
                 Some(t) if !t.bw_bytes.is_empty() => (&t.bw_bytes, t.interval_s),
                 _ => (&r.timing.timeline_bw_bytes, 1.0),

@@ -38,15 +38,16 @@
 //! the timed part is the adds only. At the end the bench prints the ratio
 //! of the two designs per kind of slot, from the same run.
 
-use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use backing::MemBacking;
-use criterion::{BenchmarkGroup, Criterion, Throughput};
+use criterion::{BenchmarkGroup, Throughput};
 use foliocache::{Cache, File, Populate};
 use xarray::{Cursor, Entry, EntryRef, Error, XArray, XaGuard};
+
+mod common;
+use common::record;
 
 const PAGE: u64 = 4096;
 /// Adds per measured iteration for order-0 slots.
@@ -109,24 +110,18 @@ fn one_walk(xa: &Index, cur: &mut Cur<'_>, item: &'static Slot, index: u64) {
 }
 
 fn one_walk_in_hold(
-    g: &mut XaGuard<'_, &'static Slot>,
-    cur: &mut Cursor<'_, &'static Slot>,
+    g: &mut Guard<'_>,
+    cur: &mut Cur<'_>,
     item: &'static Slot,
     index: u64,
 ) -> Result<Option<u64>, Error> {
-    cur.set_order(0)?;
-    cur.set_index(index);
     let mut shadow = None;
-    while let Some((_, e)) = cur.find(g, index)? {
-        match e {
-            EntryRef::Item(_) => panic!("conflict at {index}"),
-            EntryRef::Value(v) => {
-                if shadow.is_none() {
-                    shadow = Some((v, cur.get_order(g)?));
-                }
-            }
+    for_each_conflict(g, cur, index, |g, cur, v| {
+        if shadow.is_none() {
+            shadow = Some((v, cur.get_order(g)?));
         }
-    }
+        Ok(())
+    })?;
     if let Some((_, order)) = shadow {
         if order > 0 {
             cur.set_index(index);
@@ -136,6 +131,27 @@ fn one_walk_in_hold(
     cur.set_index(index);
     cur.store(g, Some(Entry::Item(item)))?;
     Ok(shadow.map(|s| s.0))
+}
+
+/// The conflict walk under the lock (the kernel's `xas_for_each_conflict`)
+/// over an order-0 slot at `index`: `shadow` sees each shadow's value, with
+/// the cursor on it; a folio there panics (the benches add where none is).
+#[inline]
+fn for_each_conflict(
+    g: &mut Guard<'_>,
+    cur: &mut Cur<'_>,
+    index: u64,
+    mut shadow: impl FnMut(&mut Guard<'_>, &mut Cur<'_>, u64) -> Result<(), Error>,
+) -> Result<(), Error> {
+    cur.set_order(0)?;
+    cur.set_index(index);
+    while let Some((_, e)) = cur.find(g, index)? {
+        match e {
+            EntryRef::Item(_) => panic!("conflict at {index}"),
+            EntryRef::Value(v) => shadow(g, cur, v)?,
+        }
+    }
+    Ok(())
 }
 
 /// Nodes a split of an order-`order` entry into order 0 needs.
@@ -163,21 +179,17 @@ fn lookup_then_store(xa: &Index, cur: &mut Cur<'_>, item: &'static Slot, index: 
 }
 
 fn lookup_then_store_in_hold(
-    g: &mut XaGuard<'_, &'static Slot>,
-    cur: &mut Cursor<'_, &'static Slot>,
+    g: &mut Guard<'_>,
+    cur: &mut Cur<'_>,
     item: &'static Slot,
     index: u64,
 ) -> Result<Option<u64>, Error> {
     // Walk 3: the conflict check.
-    cur.set_order(0)?;
-    cur.set_index(index);
     let mut old = None;
-    while let Some((_, e)) = cur.find(g, index)? {
-        match e {
-            EntryRef::Item(_) => panic!("conflict at {index}"),
-            EntryRef::Value(v) => old = Some(v),
-        }
-    }
+    for_each_conflict(g, cur, index, |_, _, v| {
+        old = Some(v);
+        Ok(())
+    })?;
     if old.is_some() {
         // Walk 4: the order again, now under the lock.
         cur.set_index(index);
@@ -243,15 +255,8 @@ impl Kind {
 
 type AddFn = fn(&Index, &mut Cursor<'_, &'static Slot>, &'static Slot, u64);
 
-/// Mean nanoseconds per add, per (group, kind, variant), for the summary.
-type Means = RefCell<BTreeMap<(&'static str, Kind, &'static str), (Duration, u64)>>;
-
-fn record(means: &Means, key: (&'static str, Kind, &'static str), t: Duration, n: u64) {
-    let mut m = means.borrow_mut();
-    let e = m.entry(key).or_default();
-    e.0 += t;
-    e.1 += n;
-}
+/// Time and adds per (group, kind, variant), for the summary.
+type Means = common::Means<(&'static str, Kind, &'static str)>;
 
 fn bench_index(g: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>, means: &Means) {
     let items = slots(ADDS.max(BIG_SHADOWS));
@@ -386,12 +391,7 @@ fn bench_mapping(g: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>, m
 }
 
 fn main() {
-    let mut c = Criterion::default()
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
-        .sample_size(20)
-        .configure_from_args();
-    eprintln!("reproduce: cargo bench -p foliocache --bench add_folio");
+    let mut c = common::criterion("add_folio");
     let means = Means::default();
     let mut g = c.benchmark_group("add_folio_index");
     bench_index(&mut g, &means);
@@ -402,11 +402,7 @@ fn main() {
     c.final_summary();
 
     let means = means.into_inner();
-    let ns = |key| {
-        means
-            .get(&key)
-            .map(|(t, n): &(Duration, u64)| t.as_nanos() as f64 / (*n).max(1) as f64)
-    };
+    let ns = |key| common::mean_ns(&means, &key);
     eprintln!("\nns per add (all timed iterations of this run) and the gain of one walk:");
     eprintln!(
         "{:<14} {:>10} {:>18} {:>8} {:>14}",
@@ -416,18 +412,13 @@ fn main() {
         let one = ns(("index", kind, "one_walk"));
         let two = ns(("index", kind, "lookup_then_store"));
         let real = ns(("mapping", kind, "one_walk"));
-        let f = |x: Option<f64>| x.map_or("-".into(), |x| format!("{x:.1}"));
-        let ratio = match (one, two) {
-            (Some(a), Some(b)) => format!("{:.2}x", b / a),
-            _ => "-".into(),
-        };
         eprintln!(
             "{:<14} {:>10} {:>18} {:>8} {:>14}",
             kind.name(),
-            f(one),
-            f(two),
-            ratio,
-            f(real)
+            common::ns_text(one),
+            common::ns_text(two),
+            common::ratio_text(one, two),
+            common::ns_text(real)
         );
     }
 }

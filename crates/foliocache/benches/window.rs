@@ -19,15 +19,15 @@
 //! touched here. At the end the bench prints the time per folio of each
 //! variant and the ratio single / batched, from this run.
 
-use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use backing::MemBacking;
-use criterion::{BenchmarkGroup, Criterion, Throughput};
+use criterion::{BenchmarkGroup, Throughput};
 use foliocache::filemap::{LockedFolio, Mapping};
 use foliocache::{Cache, File, Populate};
+
+mod common;
 
 const PAGE: u64 = 4096;
 /// Windows per thread per timed iteration.
@@ -129,7 +129,9 @@ fn round(file: &File, v: Variant, w: Shape, threads: u64) -> Duration {
     times.into_iter().max().unwrap_or_default()
 }
 
-type Means = RefCell<BTreeMap<(u64, Shape, Variant), (Duration, u64)>>;
+/// Time and folios inserted per (threads, window, variant), for the
+/// summary.
+type Means = common::Means<(u64, Shape, Variant)>;
 
 fn bench(g: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>, file: &File, means: &Means) {
     for threads in [1u64, 2] {
@@ -143,11 +145,8 @@ fn bench(g: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>, file: &Fi
                         for _ in 0..iters {
                             total += round(file, v, w, threads);
                         }
-                        let mut m = means.borrow_mut();
-                        let e = m.entry((threads, w, v)).or_default();
-                        e.0 += total;
                         // Per folio of one thread (the threads run at once).
-                        e.1 += iters * WINDOWS * w.n;
+                        common::record(means, (threads, w, v), total, iters * WINDOWS * w.n);
                         total
                     })
                 });
@@ -157,12 +156,7 @@ fn bench(g: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>, file: &Fi
 }
 
 fn main() {
-    let mut c = Criterion::default()
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
-        .sample_size(20)
-        .configure_from_args();
-    eprintln!("reproduce: cargo bench -p foliocache --bench window");
+    let mut c = common::criterion("window");
     let pages = 2 * WINDOWS * Shape::ALL.iter().map(|w| w.pages()).max().unwrap_or(1);
     let cache = Cache::builder()
         .capacity((pages * PAGE) as usize)
@@ -186,22 +180,14 @@ fn main() {
     );
     for threads in [1u64, 2] {
         for w in Shape::ALL {
-            let ns = |v| {
-                means
-                    .get(&(threads, w, v))
-                    .map(|(t, k): &(Duration, u64)| t.as_nanos() as f64 / (*k).max(1) as f64)
-            };
+            let ns = |v| common::mean_ns(&means, &(threads, w, v));
             let (b, s) = (ns(Variant::Batched), ns(Variant::Single));
-            let f = |x: Option<f64>| x.map_or("-".into(), |x| format!("{x:.1}"));
-            let ratio = match (b, s) {
-                (Some(b), Some(s)) => format!("{:.2}x", s / b),
-                _ => "-".into(),
-            };
             eprintln!(
-                "{threads:<8} {:>7} {:>9} {:>9} {ratio:>7}",
+                "{threads:<8} {:>7} {:>9} {:>9} {:>7}",
                 w.name(),
-                f(b),
-                f(s)
+                common::ns_text(b),
+                common::ns_text(s),
+                common::ratio_text(b, s)
             );
         }
     }

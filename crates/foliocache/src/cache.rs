@@ -67,6 +67,69 @@ fn spawn_populater(inner: &Arc<CacheInner>, on_start: &ThreadStart) -> io::Resul
     Ok(())
 }
 
+/// Parses a size as every front end of the cache takes one (the CLI's
+/// `--capacity`, the interposer's and the SQLite extension's
+/// `*_CAPACITY` variables): bytes, or a number with a binary suffix (`k`,
+/// `K`, `KB`, `KiB`, and the same for M, G and T: powers of 1024), or `B`.
+/// The number may have a fraction (`1.5G`), rounded down to a byte.
+///
+/// ```
+/// use foliocache::parse_size;
+/// assert_eq!(parse_size("4096"), Ok(4096));
+/// assert_eq!(parse_size("64KiB"), Ok(64 << 10));
+/// assert_eq!(parse_size("1.5G"), Ok(3 << 29));
+/// assert_eq!(parse_size("0.5k"), Ok(512));
+/// assert_eq!(parse_size(" 2 m "), Ok(2 << 20));
+/// assert!(parse_size("1.5.1G").is_err());
+/// assert!(parse_size("G").is_err());
+/// assert!(parse_size("12 parsecs").unwrap_err().contains("unknown size suffix"));
+/// assert!(parse_size("99999999999T").unwrap_err().contains("too large"));
+/// ```
+///
+/// # Errors
+/// A message that says what is wrong and what is wanted.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let num_len = t
+        .bytes()
+        .take_while(|c| c.is_ascii_digit() || *c == b'.')
+        .count();
+    let (num, suffix) = t.split_at(num_len);
+    let (whole, frac) = num.split_once('.').unwrap_or((num, ""));
+    if whole.is_empty() || frac.contains('.') || !frac.bytes().all(|c| c.is_ascii_digit()) {
+        return Err(format!(
+            "`{s}` is not a size (want bytes or a number with k, M, G, T, e.g. 4k, 64KiB, 1.5G)"
+        ));
+    }
+    let shift = match suffix.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        other => {
+            return Err(format!(
+                "`{s}`: unknown size suffix `{other}` (want k, M, G or T, optionally with B or iB)"
+            ))
+        }
+    };
+    let too_large = || format!("`{s}`: size too large");
+    let unit = 1u128 << shift;
+    let whole: u128 = whole.parse().map_err(|_| too_large())?;
+    // The fraction's digits past what a byte can tell are dropped.
+    let frac = &frac[..frac.len().min(15)];
+    let frac_value: u128 = if frac.is_empty() {
+        0
+    } else {
+        frac.parse().map_err(|_| too_large())?
+    };
+    let bytes = whole
+        .checked_mul(unit)
+        .and_then(|w| w.checked_add(frac_value * unit / 10u128.pow(frac.len() as u32)))
+        .ok_or_else(too_large)?;
+    u64::try_from(bytes).map_err(|_| too_large())
+}
+
 /// Configures and builds a [`Cache`].
 #[derive(Debug, Clone)]
 pub struct CacheBuilder {

@@ -200,7 +200,7 @@ mod write;
 mod writeback;
 
 pub use arena::Populate;
-pub use cache::{Cache, CacheBuilder, CacheStats, MemoryUsage};
+pub use cache::{parse_size, Cache, CacheBuilder, CacheStats, MemoryUsage};
 pub use file::File;
 pub use filemap::pin::Pinned;
 pub use flags::ReadFlags;

@@ -41,7 +41,7 @@ use prometheus_client::registry::{Registry, Unit};
 
 use crate::loaded::Loaded;
 use crate::mm::CacheInner;
-use crate::{Cache, Latencies, LATENCY_BUCKETS};
+use crate::{Cache, CacheStats, Latencies, MemoryUsage, LATENCY_BUCKETS};
 
 /// Registers `cache`'s metrics in `registry`, named `foliocache_*`.
 /// Register several caches under sub-registries with a label each (see
@@ -73,6 +73,203 @@ enum Kind {
     Gauge,
 }
 
+/// One counter or gauge: its descriptor, and where its value comes from.
+struct Figure {
+    name: &'static str,
+    help: &'static str,
+    kind: Kind,
+    unit: Option<Unit>,
+    /// The value, from a scrape's stats and memory figures.
+    value: fn(&CacheStats, &MemoryUsage) -> u64,
+}
+
+/// The counters and gauges, in the order a scrape writes them (the
+/// latency histograms follow: see `CacheCollector::encode`).
+static FIGURES: [Figure; 26] = [
+    Figure {
+        name: "foliocache_hits",
+        help: "Folio lookups by reads that found the data cached",
+        kind: Kind::Counter,
+        unit: None,
+        value: |s, _| s.hits,
+    },
+    Figure {
+        name: "foliocache_misses",
+        help: "Folios a read had to create and fill from the backing",
+        kind: Kind::Counter,
+        unit: None,
+        value: |s, _| s.misses,
+    },
+    Figure {
+        name: "foliocache_evictions",
+        help: "Folios evicted by reclaim",
+        kind: Kind::Counter,
+        unit: None,
+        value: |s, _| s.evictions,
+    },
+    Figure {
+        name: "foliocache_refaults",
+        help: "Folios read again after reclaim evicted them",
+        kind: Kind::Counter,
+        unit: None,
+        value: |s, _| s.refaults,
+    },
+    Figure {
+        name: "foliocache_activations",
+        help: "Folios moved to the active list",
+        kind: Kind::Counter,
+        unit: None,
+        value: |s, _| s.activations,
+    },
+    Figure {
+        name: "foliocache_readahead_windows",
+        help: "Readahead windows built",
+        kind: Kind::Counter,
+        unit: None,
+        value: |s, _| s.readahead_windows,
+    },
+    Figure {
+        name: "foliocache_read_ios",
+        help: "Reads issued to backings",
+        kind: Kind::Counter,
+        unit: None,
+        value: |s, _| s.io_reads,
+    },
+    Figure {
+        name: "foliocache_read",
+        help: "Bytes read from backings",
+        kind: Kind::Counter,
+        unit: Some(Unit::Bytes),
+        value: |s, _| s.io_bytes,
+    },
+    Figure {
+        name: "foliocache_write_ios",
+        help: "Writes issued to backings",
+        kind: Kind::Counter,
+        unit: None,
+        value: |s, _| s.io_writes,
+    },
+    Figure {
+        name: "foliocache_written",
+        help: "Bytes written back to backings",
+        kind: Kind::Counter,
+        unit: Some(Unit::Bytes),
+        value: |s, _| s.io_write_bytes,
+    },
+    Figure {
+        name: "foliocache_writeback_errors",
+        help: "Writeback runs that failed (their folios stayed dirty)",
+        kind: Kind::Counter,
+        unit: None,
+        value: |s, _| s.writeback_errors,
+    },
+    Figure {
+        name: "foliocache_read_errors",
+        help: "Reads from backings that failed",
+        kind: Kind::Counter,
+        unit: None,
+        value: |s, _| s.read_errors,
+    },
+    Figure {
+        name: "foliocache_throttled_writes",
+        help: "Writes that found the cache over its dirty limit",
+        kind: Kind::Counter,
+        unit: None,
+        value: |s, _| s.throttled,
+    },
+    Figure {
+        name: "foliocache_pressure_shrinks",
+        help: "Times memory pressure shrank the cache",
+        kind: Kind::Counter,
+        unit: None,
+        value: |s, _| s.pressure_shrinks,
+    },
+    Figure {
+        name: "foliocache_dropbehind_drops",
+        help: "Uncached folios dropped after use",
+        kind: Kind::Counter,
+        unit: None,
+        value: |s, _| s.dropbehind_drops,
+    },
+    Figure {
+        name: "foliocache_pin_copies",
+        help: "Folios copied because a reader had them pinned",
+        kind: Kind::Counter,
+        unit: None,
+        value: |s, _| s.pin_copies,
+    },
+    Figure {
+        name: "foliocache_folios",
+        help: "Folios in the cache",
+        kind: Kind::Gauge,
+        unit: None,
+        value: |s, _| s.folios,
+    },
+    Figure {
+        name: "foliocache_cached",
+        help: "Bytes of folios in the cache",
+        kind: Kind::Gauge,
+        unit: Some(Unit::Bytes),
+        value: |s, _| s.bytes_cached,
+    },
+    Figure {
+        name: "foliocache_dirty",
+        help: "Bytes of dirty folios",
+        kind: Kind::Gauge,
+        unit: Some(Unit::Bytes),
+        value: |s, _| s.dirty_bytes,
+    },
+    Figure {
+        name: "foliocache_writeback",
+        help: "Bytes of folios being written back",
+        kind: Kind::Gauge,
+        unit: Some(Unit::Bytes),
+        value: |s, _| s.writeback_bytes,
+    },
+    Figure {
+        name: "foliocache_capacity",
+        help: "The arena's size",
+        kind: Kind::Gauge,
+        unit: Some(Unit::Bytes),
+        value: |s, _| s.capacity_bytes,
+    },
+    Figure {
+        name: "foliocache_allowed",
+        help: "What the cache may hold now (less than the capacity while pressure has it shrunk)",
+        kind: Kind::Gauge,
+        unit: Some(Unit::Bytes),
+        value: |s, _| s.allowed_bytes,
+    },
+    Figure {
+        name: "foliocache_free",
+        help: "Arena bytes not holding a folio",
+        kind: Kind::Gauge,
+        unit: Some(Unit::Bytes),
+        value: |s, _| s.free_bytes,
+    },
+    Figure {
+        name: "foliocache_populated",
+        help: "Arena memory faulted in",
+        kind: Kind::Gauge,
+        unit: Some(Unit::Bytes),
+        value: |s, _| s.populated_bytes,
+    },
+    Figure {
+        name: "foliocache_shadows",
+        help: "Eviction shadows in the open files' indexes",
+        kind: Kind::Gauge,
+        unit: None,
+        value: |s, _| s.shadows,
+    },
+    Figure {
+        name: "foliocache_overhead",
+        help: "Memory beside the arena: descriptors, allocator, indexes, shadows",
+        kind: Kind::Gauge,
+        unit: Some(Unit::Bytes),
+        value: |_, mem| mem.overhead_bytes(),
+    },
+];
+
 impl Collector for CacheCollector {
     fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), fmt::Error> {
         let (Some(inner), Some(warm)) = (self.cache.upgrade(), self.warm.upgrade()) else {
@@ -81,200 +278,17 @@ impl Collector for CacheCollector {
         let cache = Cache { inner, warm };
         let s = cache.stats();
         let mem = cache.memory();
-        use Kind::{Counter, Gauge};
-        let figures: [(&str, &str, Kind, Option<Unit>, u64); 26] = [
-            (
-                "foliocache_hits",
-                "Folio lookups by reads that found the data cached",
-                Counter,
-                None,
-                s.hits,
-            ),
-            (
-                "foliocache_misses",
-                "Folios a read had to create and fill from the backing",
-                Counter,
-                None,
-                s.misses,
-            ),
-            (
-                "foliocache_evictions",
-                "Folios evicted by reclaim",
-                Counter,
-                None,
-                s.evictions,
-            ),
-            (
-                "foliocache_refaults",
-                "Folios read again after reclaim evicted them",
-                Counter,
-                None,
-                s.refaults,
-            ),
-            (
-                "foliocache_activations",
-                "Folios moved to the active list",
-                Counter,
-                None,
-                s.activations,
-            ),
-            (
-                "foliocache_readahead_windows",
-                "Readahead windows built",
-                Counter,
-                None,
-                s.readahead_windows,
-            ),
-            (
-                "foliocache_read_ios",
-                "Reads issued to backings",
-                Counter,
-                None,
-                s.io_reads,
-            ),
-            (
-                "foliocache_read",
-                "Bytes read from backings",
-                Counter,
-                Some(Unit::Bytes),
-                s.io_bytes,
-            ),
-            (
-                "foliocache_write_ios",
-                "Writes issued to backings",
-                Counter,
-                None,
-                s.io_writes,
-            ),
-            (
-                "foliocache_written",
-                "Bytes written back to backings",
-                Counter,
-                Some(Unit::Bytes),
-                s.io_write_bytes,
-            ),
-            (
-                "foliocache_writeback_errors",
-                "Writeback runs that failed (their folios stayed dirty)",
-                Counter,
-                None,
-                s.writeback_errors,
-            ),
-            (
-                "foliocache_read_errors",
-                "Reads from backings that failed",
-                Counter,
-                None,
-                s.read_errors,
-            ),
-            (
-                "foliocache_throttled_writes",
-                "Writes that found the cache over its dirty limit",
-                Counter,
-                None,
-                s.throttled,
-            ),
-            (
-                "foliocache_pressure_shrinks",
-                "Times memory pressure shrank the cache",
-                Counter,
-                None,
-                s.pressure_shrinks,
-            ),
-            (
-                "foliocache_dropbehind_drops",
-                "Uncached folios dropped after use",
-                Counter,
-                None,
-                s.dropbehind_drops,
-            ),
-            (
-                "foliocache_pin_copies",
-                "Folios copied because a reader had them pinned",
-                Counter,
-                None,
-                s.pin_copies,
-            ),
-            (
-                "foliocache_folios",
-                "Folios in the cache",
-                Gauge,
-                None,
-                s.folios,
-            ),
-            (
-                "foliocache_cached",
-                "Bytes of folios in the cache",
-                Gauge,
-                Some(Unit::Bytes),
-                s.bytes_cached,
-            ),
-            (
-                "foliocache_dirty",
-                "Bytes of dirty folios",
-                Gauge,
-                Some(Unit::Bytes),
-                s.dirty_bytes,
-            ),
-            (
-                "foliocache_writeback",
-                "Bytes of folios being written back",
-                Gauge,
-                Some(Unit::Bytes),
-                s.writeback_bytes,
-            ),
-            (
-                "foliocache_capacity",
-                "The arena's size",
-                Gauge,
-                Some(Unit::Bytes),
-                s.capacity_bytes,
-            ),
-            (
-                "foliocache_allowed",
-                "What the cache may hold now (less than the capacity while pressure has it shrunk)",
-                Gauge,
-                Some(Unit::Bytes),
-                s.allowed_bytes,
-            ),
-            (
-                "foliocache_free",
-                "Arena bytes not holding a folio",
-                Gauge,
-                Some(Unit::Bytes),
-                s.free_bytes,
-            ),
-            (
-                "foliocache_populated",
-                "Arena memory faulted in",
-                Gauge,
-                Some(Unit::Bytes),
-                s.populated_bytes,
-            ),
-            (
-                "foliocache_shadows",
-                "Eviction shadows in the open files' indexes",
-                Gauge,
-                None,
-                s.shadows,
-            ),
-            (
-                "foliocache_overhead",
-                "Memory beside the arena: descriptors, allocator, indexes, shadows",
-                Gauge,
-                Some(Unit::Bytes),
-                mem.overhead_bytes(),
-            ),
-        ];
-        for (name, help, kind, unit, v) in figures {
-            match kind {
+        for f in &FIGURES {
+            let v = (f.value)(&s, &mem);
+            let unit = f.unit.as_ref();
+            match f.kind {
                 Kind::Counter => {
                     let m = ConstCounter::new(v);
-                    m.encode(enc.encode_descriptor(name, help, unit.as_ref(), m.metric_type())?)?;
+                    m.encode(enc.encode_descriptor(f.name, f.help, unit, m.metric_type())?)?;
                 }
                 Kind::Gauge => {
                     let m = ConstGauge::new(i64::try_from(v).unwrap_or(i64::MAX));
-                    m.encode(enc.encode_descriptor(name, help, unit.as_ref(), m.metric_type())?)?;
+                    m.encode(enc.encode_descriptor(f.name, f.help, unit, m.metric_type())?)?;
                 }
             }
         }

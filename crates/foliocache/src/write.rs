@@ -654,12 +654,13 @@ impl File {
     }
 
     /// The write itself, under `inode_lock` (see the module
-    /// documentation), piece by piece: grab, fill partial folios, copy in,
-    /// mark dirty, extend the size, unlock. `throttle`: check the dirty
-    /// limit before each piece. `uncached`: the folios created are
-    /// dropbehind, and each piece is written back as soon as it is written
-    /// (its dropbehind folios leave the cache as their writeback ends), so
-    /// an uncached stream holds at most a piece of the cache.
+    /// documentation), piece by piece (`File::write_folios`): grab, fill
+    /// partial folios, copy in, mark dirty, extend the size, unlock.
+    /// `throttle`: check the dirty limit before each piece. `uncached`: the
+    /// folios created are dropbehind, and each piece is written back as
+    /// soon as it is written (its dropbehind folios leave the cache as
+    /// their writeback ends), so an uncached stream holds at most a piece
+    /// of the cache.
     fn write_range(
         &self,
         buf: &[u8],
@@ -684,81 +685,10 @@ impl File {
                 // than the dirty limit writes back its own data as it goes.
                 m.throttle(count)?;
             }
-            let mut folios = Vec::new();
-            let first = pos / PAGE;
-            let insert = self.insert_mode();
-            if let Err(e) = m.grab(index, count, &mut folios, insert, uncached) {
-                return Err(self.write_error(e));
-            }
-            let size = m.size();
             let piece_start = pos;
-            let mut failed = None;
-            let mut pinned = None;
-            // The folios to write, where in each, and which bytes of `buf`:
-            // copied together once all are ready (folios adjacent in memory
-            // take one copy: `Mapping::copy_in`).
-            let mut ready = Vec::with_capacity(folios.len());
-            let mut parts = Vec::with_capacity(folios.len());
-            let mut folios = folios.into_iter();
-            for f in folios.by_ref() {
-                // A folio a pin borrows is copied, and the copy written.
-                let mut f = match m.writable(f) {
-                    Ok(f) => f,
-                    Err(e) => {
-                        pinned = Some(e);
-                        break;
-                    }
-                };
-                let fs = f.index() * PAGE;
-                let fe = fs + f.nr_pages() * PAGE;
-                let ws = pos.max(fs);
-                let we = end.min(fe);
-                // A new folio the write covers only in part: the rest from
-                // the backing, or zeros past end of file. One it covers
-                // whole is fresh: nothing but this copy touches its memory.
-                let fresh = !f.test(FolioFlags::UPTODATE);
-                if fresh && (ws > fs || we < fe) {
-                    if m.memfile || fs >= size {
-                        m.zero_folio(&f, 0, (fe - fs) as usize);
-                    } else if let Err(e) = f.fill_from(m) {
-                        // The folio left the mapping (and unlocks here).
-                        failed = Some(e);
-                        break;
-                    }
-                }
-                parts.push((
-                    (ws - fs) as usize,
-                    (ws - offset) as usize..(we - offset) as usize,
-                    fresh && ws == fs && we == fe,
-                ));
-                pos = we;
-                ready.push(f);
-            }
-            m.copy_in(&ready, &parts, buf);
-            let done: Vec<_> = ready
-                .into_iter()
-                .map(|f| {
-                    f.mark_uptodate();
-                    f.into_locked()
-                })
-                .collect();
-            // The pages written are dirty (a large folio written in one
-            // place writes back only there).
-            let pages = parts.iter().map(|(from, r, _)| {
-                let first = (*from as u64) / PAGE;
-                (first, ((*from + r.len()) as u64).div_ceil(PAGE) - first)
-            });
-            m.mark_dirty(done.iter().zip(pages));
-            // (`pos` starts at the write's offset: a piece whose first
-            // folio failed wrote nothing and must not extend the file.)
-            if !done.is_empty() && pos > m.size() {
-                // Before the folios unlock: writeback that locks them sees
-                // the size their data needs.
-                m.set_size(pos);
-            }
-            drop(done);
-            drop(folios);
-            if let Some(e) = failed {
+            let written = self.write_folios(buf, offset, pos, count, uncached)?;
+            pos = written.pos;
+            if let Some(e) = written.failed {
                 return Err(e);
             }
             if uncached && pos > piece_start {
@@ -769,12 +699,12 @@ impl File {
                 // and the pages stay dirty, retried by the next writeback.
                 // (Returning it here would tell the caller that bytes the
                 // cache holds and will write were not written.)
-                let _ = m.writeback(first, (pos - 1) / PAGE);
+                let _ = m.writeback(index, (pos - 1) / PAGE);
             }
             if pos > piece_start {
                 pinned_wait = AllocWait::new();
             }
-            if let Some(e) = pinned {
+            if let Some(e) = written.pinned {
                 // Nothing is locked now: wait, then go on from `pos`.
                 if !pinned_wait.wait(m.inner()) {
                     return Err(io::Error::new(
@@ -786,4 +716,112 @@ impl File {
         }
         Ok(())
     }
+
+    /// One piece of `File::write_range`: the `count` pages from `pos`'s
+    /// grabbed and locked, partial new folios filled, `buf`'s bytes for
+    /// them copied in, the folios marked uptodate and dirty, the size
+    /// extended, the folios unlocked. Stops at the first folio that cannot
+    /// be made ready (see [`Piece`]); what came before it is written.
+    /// `offset` is where `buf` starts in the file.
+    #[inline]
+    fn write_folios(
+        &self,
+        buf: &[u8],
+        offset: u64,
+        mut pos: u64,
+        count: u64,
+        uncached: bool,
+    ) -> io::Result<Piece> {
+        let m = self.mapping();
+        let end = offset + buf.len() as u64;
+        let mut folios = Vec::new();
+        let insert = self.insert_mode();
+        if let Err(e) = m.grab(pos / PAGE, count, &mut folios, insert, uncached) {
+            return Err(self.write_error(e));
+        }
+        let size = m.size();
+        let mut failed = None;
+        let mut pinned = None;
+        // The folios to write, where in each, and which bytes of `buf`:
+        // copied together once all are ready (folios adjacent in memory
+        // take one copy: `Mapping::copy_in`).
+        let mut ready = Vec::with_capacity(folios.len());
+        let mut parts = Vec::with_capacity(folios.len());
+        let mut folios = folios.into_iter();
+        for f in folios.by_ref() {
+            // A folio a pin borrows is copied, and the copy written.
+            let mut f = match m.writable(f) {
+                Ok(f) => f,
+                Err(e) => {
+                    pinned = Some(e);
+                    break;
+                }
+            };
+            let fs = f.index() * PAGE;
+            let fe = fs + f.nr_pages() * PAGE;
+            let ws = pos.max(fs);
+            let we = end.min(fe);
+            // A new folio the write covers only in part: the rest from
+            // the backing, or zeros past end of file. One it covers
+            // whole is fresh: nothing but this copy touches its memory.
+            let fresh = !f.test(FolioFlags::UPTODATE);
+            if fresh && (ws > fs || we < fe) {
+                if m.memfile || fs >= size {
+                    m.zero_folio(&f, 0, (fe - fs) as usize);
+                } else if let Err(e) = f.fill_from(m) {
+                    // The folio left the mapping (and unlocks here).
+                    failed = Some(e);
+                    break;
+                }
+            }
+            parts.push((
+                (ws - fs) as usize,
+                (ws - offset) as usize..(we - offset) as usize,
+                fresh && ws == fs && we == fe,
+            ));
+            pos = we;
+            ready.push(f);
+        }
+        m.copy_in(&ready, &parts, buf);
+        let done: Vec<_> = ready
+            .into_iter()
+            .map(|f| {
+                f.mark_uptodate();
+                f.into_locked()
+            })
+            .collect();
+        // The pages written are dirty (a large folio written in one
+        // place writes back only there).
+        let pages = parts.iter().map(|(from, r, _)| {
+            let first = (*from as u64) / PAGE;
+            (first, ((*from + r.len()) as u64).div_ceil(PAGE) - first)
+        });
+        m.mark_dirty(done.iter().zip(pages));
+        // (`pos` starts at the write's offset: a piece whose first
+        // folio failed wrote nothing and must not extend the file.)
+        if !done.is_empty() && pos > m.size() {
+            // Before the folios unlock: writeback that locks them sees
+            // the size their data needs.
+            m.set_size(pos);
+        }
+        drop(done);
+        drop(folios);
+        Ok(Piece {
+            pos,
+            failed,
+            pinned,
+        })
+    }
+}
+
+/// What one piece of a write did (`File::write_folios`).
+struct Piece {
+    /// Where the write got to: past the last byte copied in.
+    pos: u64,
+    /// A partial folio's fill from the backing failed: the write stops,
+    /// with the error.
+    failed: Option<io::Error>,
+    /// A folio is pinned and no free folio could be had to copy it to: the
+    /// write waits (nothing locked), then goes on from `pos`.
+    pinned: Option<io::Error>,
 }

@@ -277,6 +277,19 @@ pub fn run_checked(cmd: &mut std::process::Command) -> std::process::Output {
     out
 }
 
+/// Whether the ELF file at `path` has a section named `section`
+/// (`readelf -S`): an installed file's `.debug_info`, say.
+pub fn elf_has_section(path: &std::path::Path, section: &str) -> bool {
+    let out = run_checked(
+        std::process::Command::new("readelf")
+            .args(["-S", "--wide"])
+            .arg(path),
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .any(|w| w == section)
+}
+
 /// The shared object `file` of the workspace package `package` (a
 /// `cdylib`), built in the running test's target directory and profile
 /// (cargo builds no `cdylib` for its package's own integration tests; up

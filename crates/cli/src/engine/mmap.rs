@@ -17,15 +17,16 @@ use crate::sys::{huge_mapped_all, Mapping, Mmap};
 /// other thread reads or writes it meanwhile.
 pub struct MmapIo<'a>(pub &'a mut Mmap);
 
+/// Reads as [`SharedMapIo`] does, summing in place; writes too, since the
+/// mapping is this thread's alone.
 impl BlockIo for MmapIo<'_> {
     #[inline]
     fn read(&mut self, buf: &mut [u8], off: u64) -> io::Result<usize> {
-        self.0.copy_out(off as usize, buf)?;
-        Ok(buf.len())
+        SharedMapIo(self.0, true).read(buf, off)
     }
     #[inline]
     fn read_consume(&mut self, buf: &mut [u8], off: u64) -> io::Result<(usize, u64)> {
-        Ok(summed(self.0.slice(off as usize, buf.len())?))
+        SharedMapIo(self.0, true).read_consume(buf, off)
     }
     #[inline]
     fn write(&mut self, buf: &[u8], off: u64) -> io::Result<usize> {

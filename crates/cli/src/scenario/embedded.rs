@@ -5,8 +5,8 @@
 //!
 //! # The memory limit
 //! Each configuration runs at each size in a child process of its own
-//! (this binary again, told what to run by [`CHILD_ENV`]), started inside
-//! a fresh memory cgroup limited to the scenario's M ([`MemCgroup`], the
+//! (this binary again, told what to run by [`CHILD_ENV`](child::CHILD_ENV)), started inside
+//! a fresh memory cgroup limited to the scenario's M ([`MemCgroup`](crate::cgroup::MemCgroup), the
 //! one the `larger` scenario's kernel engines run in): the bench enters
 //! the cgroup, starts the child (which stays in it) and leaves. Every page
 //! the child faults in (the database's cache and heap, the kernel's page
@@ -26,15 +26,19 @@
 //! ```
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
-use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 
-use crate::cgroup::{Availability, MemCgroup};
+use super::{FullQuick, Program, Scenario};
+use crate::args::BenchArgs;
+use crate::cgroup::Availability;
 use crate::report::{Latency, MemoryFigures, MemoryLimit, Perf, RunJob, RunRecord};
-use crate::targets::{JobName, JobRuns};
+use crate::targets::{self, Given, JobName, JobRuns, Judged, Target};
+use child::run_child;
+pub use child::{child_main, ChildRun};
+
+mod child;
 
 /// SplitMix64's finaliser: a bijection of `u64` that scatters neighbours
 /// (the workloads' keys and their random choices, the same in every
@@ -185,187 +189,6 @@ pub fn timed(
     Ok(m)
 }
 
-/// The variable that makes the binary a configuration's child process:
-/// a [`ChildRun`], its fields separated by tabs.
-pub const CHILD_ENV: &str = "FOLIOCACHE_EMBEDDED_RUN";
-
-/// One configuration's run at one size, as the child process gets it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ChildRun {
-    /// The scenario: `redb` or `sqlite`.
-    pub scenario: String,
-    /// The configuration's label.
-    pub config: String,
-    /// The database file (made fresh, removed after).
-    pub path: PathBuf,
-    /// M.
-    pub limit: u64,
-    /// The size: 0 fits M, 1 is 4x.
-    pub size: usize,
-    /// Entries or rows.
-    pub n: u64,
-    /// Operations of the read (and change) workloads.
-    pub ops: u64,
-}
-
-impl ChildRun {
-    fn encode(&self) -> String {
-        format!(
-            "{}\t{}\t{}\t{}\t{}\t{}\t{}",
-            self.scenario,
-            self.config,
-            self.path.display(),
-            self.limit,
-            self.size,
-            self.n,
-            self.ops
-        )
-    }
-
-    fn decode(s: &str) -> Result<ChildRun> {
-        let f: Vec<&str> = s.split('\t').collect();
-        let [scenario, config, path, limit, size, n, ops] = f[..] else {
-            bail!("{CHILD_ENV}: 7 fields separated by tabs, not {s:?}");
-        };
-        Ok(ChildRun {
-            scenario: scenario.into(),
-            config: config.into(),
-            path: path.into(),
-            limit: limit.parse()?,
-            size: size.parse()?,
-            n: n.parse()?,
-            ops: ops.parse()?,
-        })
-    }
-}
-
-/// In the child process ([`CHILD_ENV`] set): runs the configuration and
-/// prints a line per workload, and the exit code; `None` in any other
-/// process.
-pub fn child_main() -> Option<ExitCode> {
-    let spec = std::env::var(CHILD_ENV).ok()?;
-    one_malloc_arena();
-    let r = ChildRun::decode(&spec).and_then(|run| match run.scenario.as_str() {
-        "redb" => super::redb::one_run(&run),
-        "sqlite" => super::sqlite::one_run(&run),
-        other => bail!("{CHILD_ENV}: no scenario {other:?}"),
-    });
-    Some(match r {
-        Ok(mut ms) => {
-            // (Not on workloads a configuration does not run.)
-            if let (Some(m), Some(io)) = (ms.last_mut().filter(|m| m.ops > 0), process_io_note()) {
-                add_note(m, io);
-            }
-            for m in ms {
-                let note = m.note.unwrap_or_default().replace(['\t', '\n'], " ");
-                println!("{}\t{}\t{}\t{note}", m.job, m.ops, m.seconds);
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
-    })
-}
-
-/// Limits glibc's malloc to one arena in this (the child) process, for
-/// every configuration alike. With an arena per thread (glibc's default,
-/// up to 8 per CPU), the pages a database caches from its reader threads
-/// are allocated in those threads' arenas; once the readers end, what the
-/// main thread frees goes back to those arenas, which it never allocates
-/// from again, while its own arena grows anew: redb's `FileBackend` with
-/// its cache at 3/4 of M (24 MiB of 32, data 4x M) peaked at 75 MiB
-/// resident, over twice M, and the cgroup's OOM killer ended it. One
-/// arena reuses what was freed: 34 MiB resident (the cache, redb's own
-/// structures, the binary). A redb user bounding memory must do the same
-/// (`MALLOC_ARENA_MAX=1`).
-#[allow(unsafe_code)]
-fn one_malloc_arena() {
-    #[cfg(target_env = "gnu")]
-    // SAFETY: `mallopt` only sets a malloc parameter; called before this
-    // process starts any thread of its own.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 1);
-    }
-}
-
-/// Runs `run` in a child process inside a fresh memory cgroup of
-/// `run.limit` (where one can be made; otherwise unlimited, and the
-/// figures say why): its workloads' figures (by their names in `jobs`),
-/// or why it has none (killed by the OOM killer, failed), and the
-/// limit's figures.
-///
-/// # Errors
-/// The child could not be started or waited for, or its output did not
-/// parse.
-pub fn run_child(
-    avail: &Availability,
-    run: &ChildRun,
-    jobs: &[JobName],
-) -> Result<(Result<Vec<Measured>, String>, MemoryLimit)> {
-    let mut figures = crate::run::scenario_limit(avail, run.limit);
-    let mut cmd = Command::new(std::env::current_exe().context("the bench's own binary")?);
-    cmd.env(CHILD_ENV, run.encode())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let (out, cg) = match avail {
-        Availability::Available { .. } => {
-            let cg = MemCgroup::create(avail, run.limit)?;
-            let child = {
-                let _inside = cg.enter()?;
-                cmd.spawn()
-            }
-            .context("starting a configuration's process")?;
-            (child.wait_with_output()?, Some(cg))
-        }
-        Availability::Unavailable(_) => (cmd.output()?, None),
-    };
-    if let Some(cg) = &cg {
-        let usage = cg.usage();
-        figures.cgroup = Some(cg.path().display().to_string());
-        figures.peak_bytes = usage.peak_bytes;
-        figures.limit_hits = usage.limit_hits;
-    }
-    drop(cg);
-    let what = format!("{} ({}, size {})", run.scenario, run.config, run.size);
-    if !out.status.success() {
-        use std::os::unix::process::ExitStatusExt;
-        let why = if out.status.signal() == Some(libc::SIGKILL) {
-            format!(
-                "{what}: killed (SIGKILL), the memory cgroup's OOM killer: it outgrew M = {}",
-                crate::units::fmt_size(run.limit)
-            )
-        } else {
-            let err = String::from_utf8_lossy(&out.stderr);
-            format!("{what}: failed ({}): {}", out.status, err.trim())
-        };
-        return Ok((Err(why), figures));
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
-    let measured = text
-        .lines()
-        .map(|l| {
-            let f: Vec<&str> = l.splitn(4, '\t').collect();
-            let [job, ops, seconds, note] = f[..] else {
-                bail!("{what}: a line that is not job, ops, seconds, note: {l:?}");
-            };
-            let job = jobs
-                .iter()
-                .find(|j| **j == job)
-                .with_context(|| format!("{what}: no job {job:?}"))?;
-            Ok(Measured {
-                job,
-                ops: ops.parse()?,
-                seconds: seconds.parse()?,
-                note: (!note.is_empty()).then(|| note.to_string()),
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    Ok((Ok(measured), figures))
-}
-
 /// The figures of a run that has none: each of `jobs` with no operations
 /// and `why`.
 pub fn failed(jobs: &[JobName], why: &str) -> Vec<Measured> {
@@ -482,128 +305,174 @@ pub fn rounds(
     Ok(runs)
 }
 
-/// What a database scenario runs: its configurations, and at each size
-/// (its entries or rows) its jobs.
-pub struct Sizes<'a> {
+/// A database scenario, as `redb` and `sqlite` declare it: what
+/// [`Embedded::scenario`] builds from the command line and
+/// [`Embedded::run`] runs, alike for both.
+#[derive(Debug)]
+pub struct Embedded {
     /// `redb` or `sqlite`.
-    pub scenario: &'static str,
+    pub name: &'static str,
     /// The configurations, in order.
-    pub configs: &'a [&'a str],
-    /// Each size's jobs: fits, 4x.
-    pub jobs: &'a [[JobName; 6]; 2],
-    /// Each size's entries or rows.
-    pub n: [u64; 2],
-    /// M.
-    pub limit: u64,
-    /// Operations of the read workloads.
-    pub ops: u64,
-    /// The raw bytes of an entry or row.
+    pub configs: &'static [&'static str],
+    /// Each size's jobs, in the order they run: data that fits M, data
+    /// 4x M.
+    pub jobs: [[JobName; 6]; 2],
+    /// M unless `--capacity` says otherwise.
+    pub m: FullQuick<u64>,
+    /// The smallest M.
+    pub min_m: u64,
+    /// The raw bytes of an entry or row: what a workload's bandwidth
+    /// counts per operation, and what the sizes are counted in.
     pub bytes_per_op: u64,
+    /// The fewest entries or rows of a size.
+    pub min_n: u64,
+    /// Operations of the read (and change) workloads.
+    pub ops: FullQuick<u64>,
+    /// The ratios and targets.
+    pub targets: &'static [Target<&'static str>],
     /// Configurations that run without the limit, with why (a bound whose
     /// memory is not what it measures).
-    pub unlimited: &'a [(&'a str, &'a str)],
+    pub unlimited: &'static [(&'static str, &'static str)],
+    /// foliocache's capacity in a configuration under M, where it has one.
+    pub capacity: fn(&str, u64) -> Option<u64>,
 }
 
-/// Runs every configuration at both sizes of `sz`, each in its child
-/// process under the limit ([`run_child`]), `repeat` rounds, in a
-/// temporary directory in `data_dir`; `capacity` gives foliocache's
-/// capacity in a configuration that has one. A configuration killed or
-/// failed is said, and its records carry why.
-///
-/// # Errors
-/// A child could not be started, or the directory not made.
-pub fn run_sizes(
-    sz: &Sizes<'_>,
-    data_dir: &std::path::Path,
-    repeat: u32,
-    avail: &Availability,
-    notes: &mut Vec<String>,
-    say: &dyn Fn(&str),
-    capacity: impl Fn(&str) -> Option<u64>,
-) -> Result<Vec<JobRuns>> {
-    let name = sz.scenario;
-    if let Availability::Unavailable(why) = avail {
-        notes.push(format!(
-            "{name}: no memory limit could be set ({why}): the configurations ran unlimited"
-        ));
-    }
-    let root = tempfile::Builder::new()
-        .prefix(&format!("foliocache-{name}-"))
-        .tempdir_in(data_dir)
-        .with_context(|| format!("{name}: a directory in {}", data_dir.display()))?;
-    let jobs: Vec<JobName> = sz.jobs.iter().flatten().copied().collect();
-    let runs = rounds(name, sz.configs, &jobs, repeat, say, |c| {
-        let mut records = Vec::new();
-        for (size, &n) in sz.n.iter().enumerate() {
-            let run = ChildRun {
-                scenario: name.into(),
-                config: sz.configs[c].into(),
-                path: root.path().join(format!("{size}.db")),
-                limit: sz.limit,
-                size,
-                n,
-                ops: sz.ops,
-            };
-            let unlimited;
-            let avail = match sz.unlimited.iter().find(|u| u.0 == run.config) {
-                Some((_, why)) => {
-                    unlimited = Availability::Unavailable(why.to_string());
-                    &unlimited
-                }
-                None => avail,
-            };
-            let (measured, limit) = run_child(avail, &run, &sz.jobs[size])?;
-            let measured = measured.unwrap_or_else(|why| {
-                say(&why);
-                failed(&sz.jobs[size], &why)
-            });
-            let cap = capacity(&run.config);
-            records.extend(measured.iter().map(|m| {
-                record(
-                    &run.config,
-                    m,
-                    sz.bytes_per_op,
-                    n * sz.bytes_per_op,
-                    cap,
-                    &limit,
-                )
-            }));
+/// What a database scenario runs ([`Embedded::scenario`]).
+#[derive(Debug, Clone)]
+pub struct EmbeddedBench {
+    /// M: every configuration's memory limit.
+    pub limit: u64,
+    /// Entries or rows of each size: data that fits M, data 4x M.
+    pub n: [u64; 2],
+    /// Operations of the read (and change) workloads.
+    pub ops: u64,
+}
+
+impl Embedded {
+    /// The scenario from the command line: M is `--capacity`, else
+    /// [`Embedded::m`]'s (its quick one with `--quick`), at least its
+    /// smallest; the data that fits M is a quarter of it in raw entries or
+    /// rows, the larger `--size` or 4 M. `describe` says what it runs;
+    /// `program` wraps it.
+    ///
+    /// # Errors
+    /// `--engine` given (the configurations are fixed), or M too small.
+    pub fn scenario(
+        &self,
+        args: &BenchArgs,
+        quick: bool,
+        describe: impl FnOnce(&EmbeddedBench) -> String,
+        program: fn(EmbeddedBench) -> Program,
+    ) -> Result<Scenario, String> {
+        let name = self.name;
+        if !args.engines.is_empty() {
+            return Err(format!(
+                "{name} scenario: --engine does not apply: its configurations are fixed ({})",
+                self.configs.join(", ")
+            ));
         }
-        Ok(records)
-    })?;
-    root.close()
-        .with_context(|| format!("{name}: removing the databases"))?;
-    Ok(runs)
-}
+        let what = format!("{name} scenario: M =");
+        let limit = super::capacity_at_least(args, self.m.get(quick), self.min_m, &what)?;
+        let big = args.size.unwrap_or(4 * limit);
+        let count = |bytes: u64| (bytes / self.bytes_per_op).max(self.min_n);
+        let bench = EmbeddedBench {
+            limit,
+            n: [count(limit / 4), count(big)],
+            ops: self.ops.get(quick),
+        };
+        let Judged { ratios, targets } =
+            targets::judge(self.targets, |c| Some(c.to_string()), Given::default());
+        Ok(Scenario {
+            name: name.into(),
+            description: describe(&bench),
+            jobs: Vec::new(),
+            ratios,
+            targets,
+            detailed: false,
+            programs: Some(program(bench)),
+        })
+    }
 
-/// M for a database scenario `name` from the command line: `--capacity`,
-/// else `full` (`quick` with `--quick`), at least `min`; and the larger
-/// data, `--size` or 4 M.
-///
-/// # Errors
-/// `--engine` given (the configurations are fixed), or M below `min`.
-pub fn limit_and_size(
-    name: &str,
-    args: &crate::args::BenchArgs,
-    configs: &[&str],
-    [full, quick_m, min]: [u64; 3],
-    quick: bool,
-) -> Result<(u64, u64), String> {
-    if !args.engines.is_empty() {
-        return Err(format!(
-            "{name} scenario: --engine does not apply: its configurations are fixed ({})",
-            configs.join(", ")
-        ));
+    /// Runs every configuration at both sizes of `bench`, each in its
+    /// child process under the limit ([`run_child`]), `repeat` rounds, in
+    /// a temporary directory in `data_dir`. A configuration killed or
+    /// failed is said, and its records carry why.
+    ///
+    /// # Errors
+    /// A child could not be started, or the directory not made.
+    pub fn run(
+        &self,
+        bench: &EmbeddedBench,
+        data_dir: &std::path::Path,
+        repeat: u32,
+        avail: &Availability,
+        notes: &mut Vec<String>,
+        say: &dyn Fn(&str),
+    ) -> Result<Vec<JobRuns>> {
+        let name = self.name;
+        if let Availability::Unavailable(why) = avail {
+            notes.push(format!(
+                "{name}: no memory limit could be set ({why}): the configurations ran unlimited"
+            ));
+        }
+        let root = tempfile::Builder::new()
+            .prefix(&format!("foliocache-{name}-"))
+            .tempdir_in(data_dir)
+            .with_context(|| format!("{name}: a directory in {}", data_dir.display()))?;
+        let jobs = self.jobs.as_flattened();
+        let runs = rounds(name, self.configs, jobs, repeat, say, |c| {
+            let mut records = Vec::new();
+            for (size, &n) in bench.n.iter().enumerate() {
+                let run = ChildRun {
+                    scenario: name.into(),
+                    config: self.configs[c].into(),
+                    path: root.path().join(format!("{size}.db")),
+                    limit: bench.limit,
+                    size,
+                    n,
+                    ops: bench.ops,
+                };
+                let (measured, limit) = self.run_one(avail, &run, say)?;
+                let cap = (self.capacity)(&run.config, bench.limit);
+                let (per_op, data) = (self.bytes_per_op, n * self.bytes_per_op);
+                records.extend(
+                    measured
+                        .iter()
+                        .map(|m| record(&run.config, m, per_op, data, cap, &limit)),
+                );
+            }
+            Ok(records)
+        })?;
+        root.close()
+            .with_context(|| format!("{name}: removing the databases"))?;
+        Ok(runs)
     }
-    let limit = args.capacity.unwrap_or(if quick { quick_m } else { full });
-    if limit < min {
-        return Err(format!(
-            "{name} scenario: M = {} is too small: at least {} (--capacity)",
-            crate::units::fmt_size_approx(limit),
-            crate::units::fmt_size(min)
-        ));
+
+    /// `run` in its child process, under the limit unless its
+    /// configuration runs without ([`Embedded::unlimited`]): its figures,
+    /// or each job's with no operations and why (said).
+    fn run_one(
+        &self,
+        avail: &Availability,
+        run: &ChildRun,
+        say: &dyn Fn(&str),
+    ) -> Result<(Vec<Measured>, MemoryLimit)> {
+        let unlimited;
+        let avail = match self.unlimited.iter().find(|u| u.0 == run.config) {
+            Some((_, why)) => {
+                unlimited = Availability::Unavailable(why.to_string());
+                &unlimited
+            }
+            None => avail,
+        };
+        let jobs = &self.jobs[run.size];
+        let (measured, limit) = run_child(avail, run, jobs)?;
+        let measured = measured.unwrap_or_else(|why| {
+            say(&why);
+            failed(jobs, &why)
+        });
+        Ok((measured, limit))
     }
-    Ok((limit, args.size.unwrap_or(4 * limit)))
 }
 
 /// Adds to every job a configuration `label`: in each round, the run of

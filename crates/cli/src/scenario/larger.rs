@@ -10,14 +10,14 @@
 
 use std::time::Duration;
 
-use super::{Scenario, ScenarioJob};
+use super::{FullQuick, Scenario, ScenarioJob};
 use crate::args::BenchArgs;
 use crate::spec::{Dist, EngineKind, EngineSpec, JobSpec, Rw};
 use crate::sys::PAGE;
 use crate::targets::{
     self, bandwidth, cpu_per_read, lru_gap, memory, read_amplification, Given, Judged, Target,
 };
-use crate::units::{fmt_size, fmt_size_approx};
+use crate::units::fmt_size;
 use crate::zipf::Zipf;
 use Role::{Direct, Folio, Kernel, QdDirect, QdFolio, SyncFolio};
 
@@ -36,8 +36,7 @@ pub const QD_VS_DIRECT: f64 = 0.9;
 pub const QD_VS_SYNC: f64 = 3.0;
 /// The memory budget M (full, and with `--quick`) unless `--capacity`
 /// says otherwise.
-const LARGER_M: u64 = 1 << 30;
-const LARGER_QUICK_M: u64 = 256 << 20;
+const LARGER_M: FullQuick<u64> = FullQuick(1 << 30, 256 << 20);
 /// The smallest M (the memory cgroup's limit).
 const LARGER_MIN_M: u64 = 1 << 20;
 /// The block size of every read.
@@ -118,8 +117,7 @@ pub fn folio_capacity(m: u64) -> u64 {
     (m - m / OVERHEAD_DIVISOR) / PAGE as u64 * PAGE as u64
 }
 
-/// The scenario. M is `--capacity`, or [`LARGER_M`] ([`LARGER_QUICK_M`]
-/// with `--quick`); the file is `--size`, or 4 M.
+/// The scenario. M is `--capacity`, or [`LARGER_M`]; the file is `--size`, or 4 M.
 ///
 /// # Errors
 /// M is below [`LARGER_MIN_M`], the file is smaller than a block, or a
@@ -129,16 +127,8 @@ pub fn scenario(
     quick: bool,
     runtime: Option<Duration>,
 ) -> Result<Scenario, String> {
-    let m = args
-        .capacity
-        .unwrap_or(if quick { LARGER_QUICK_M } else { LARGER_M });
-    if m < LARGER_MIN_M {
-        return Err(format!(
-            "larger scenario: a memory budget of {} is too small: at least {} (--capacity)",
-            fmt_size_approx(m),
-            fmt_size(LARGER_MIN_M)
-        ));
-    }
+    let what = "larger scenario: a memory budget of";
+    let m = super::capacity_at_least(args, LARGER_M.get(quick), LARGER_MIN_M, what)?;
     let size = args.size.unwrap_or(4 * m);
     let blocks = size / LARGER_BS;
     let zipf = Zipf::new(blocks, THETA).map_err(|e| format!("larger scenario: {e}"))?;

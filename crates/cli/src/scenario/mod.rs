@@ -43,15 +43,42 @@ pub mod write;
 mod tests;
 
 /// The file size of seqread and randread (full, and with `--quick`).
-const SCENARIO_SIZE: u64 = 1 << 30;
-const QUICK_SIZE: u64 = 512 << 20;
+const SCENARIO_SIZE: FullQuick<u64> = FullQuick(1 << 30, 512 << 20);
 /// A time-based scenario engine run's length (full, and with `--quick`).
-const RUNTIME: f64 = 10.0;
-const QUICK_RUNTIME: f64 = 4.0;
+const RUNTIME: FullQuick<f64> = FullQuick(10.0, 4.0);
 
 /// The smallest `--memory-limit`: below it the cgroup's own charges
 /// leave the page cache nothing.
 const MIN_MEMORY_LIMIT: u64 = 1 << 20;
+
+/// A setting's value in a full run, and with `--quick`.
+#[derive(Debug, Clone, Copy)]
+pub struct FullQuick<T>(pub T, pub T);
+
+impl<T: Copy> FullQuick<T> {
+    /// The value with `--quick` or without.
+    pub fn get(self, quick: bool) -> T {
+        if quick {
+            self.1
+        } else {
+            self.0
+        }
+    }
+}
+
+/// `--capacity`, else `default`: at least `min`, or an error that names
+/// it `what` (`larger scenario: a memory budget of`).
+fn capacity_at_least(args: &BenchArgs, default: u64, min: u64, what: &str) -> Result<u64, String> {
+    let c = args.capacity.unwrap_or(default);
+    if c < min {
+        return Err(format!(
+            "{what} {} is too small: at least {} (--capacity)",
+            fmt_size_approx(c),
+            fmt_size(min)
+        ));
+    }
+    Ok(c)
+}
 
 /// A named group of jobs, reported together.
 #[derive(Debug, Clone)]
@@ -84,9 +111,9 @@ pub enum Program {
     /// RocksDB's `db_bench` ([`programs`]).
     DbBench(programs::DbBench),
     /// redb, embedded ([`redb`](mod@redb)).
-    Redb(redb::RedbBench),
+    Redb(embedded::EmbeddedBench),
     /// SQLite, embedded ([`sqlite`]).
-    Sqlite(sqlite::SqliteBench),
+    Sqlite(embedded::EmbeddedBench),
 }
 
 impl Scenario {
@@ -159,7 +186,7 @@ pub fn plan(args: &BenchArgs) -> Result<Plan, String> {
         } else {
             args.scenarios.clone()
         };
-        let rt = runtime(if quick { QUICK_RUNTIME } else { RUNTIME });
+        let rt = runtime(RUNTIME.get(quick));
         names
             .iter()
             .map(|n| build(n, args, quick, rt))
@@ -277,9 +304,7 @@ impl CachedReads {
     ];
 
     fn new(args: &BenchArgs, quick: bool, runtime: Option<Duration>) -> CachedReads {
-        let size = args
-            .size
-            .unwrap_or(if quick { QUICK_SIZE } else { SCENARIO_SIZE });
+        let size = args.size.unwrap_or(SCENARIO_SIZE.get(quick));
         let given = !args.engines.is_empty();
         let engines = if given {
             args.engines.clone()

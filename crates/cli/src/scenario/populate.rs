@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use foliocache::internals::Insert;
 
-use super::{Scenario, ScenarioJob};
+use super::{FullQuick, Scenario, ScenarioJob};
 use crate::args::BenchArgs;
 use crate::spec::{EngineKind, JobSpec, Rw};
 use crate::sys::PAGE;
@@ -30,8 +30,7 @@ pub const ENGINES: &[&str] = &[
     "kernel",
 ];
 /// The memory filled (full, and with `--quick`) and the write size.
-const POPULATE_SIZE: u64 = 3 << 30;
-const POPULATE_QUICK_SIZE: u64 = 1 << 30;
+const POPULATE_SIZE: FullQuick<u64> = FullQuick(3 << 30, 1 << 30);
 const POPULATE_BS: u64 = 2 << 20;
 /// The pause before each run unless `--settle` says otherwise: a VM may
 /// hand memory left free back to its host after a while, and the next
@@ -108,18 +107,13 @@ pub const TARGETS: &[Target<Role>] = &[
     bandwidth(Kernel, Anon),
 ];
 
-/// The scenario: memory of `--size` (else [`POPULATE_SIZE`],
-/// [`POPULATE_QUICK_SIZE`] with `--quick`), each run after a pause of
+/// The scenario: memory of `--size` (else [`POPULATE_SIZE`]), each run after a pause of
 /// `--settle` (else [`POPULATE_SETTLE`]).
 ///
 /// # Errors
 /// A built-in engine does not parse.
 pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
-    let size = args.size.unwrap_or(if quick {
-        POPULATE_QUICK_SIZE
-    } else {
-        POPULATE_SIZE
-    });
+    let size = args.size.unwrap_or(POPULATE_SIZE.get(quick));
     let engines = super::engines_or(args, ENGINES)?;
     // Whole writes of up to 2 MiB, whole pages.
     let bs = POPULATE_BS

@@ -20,7 +20,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use super::{Program, Scenario};
+use super::{FullQuick, Program, Scenario};
 use crate::args::BenchArgs;
 use crate::engine::{FuseFigures, FuseMount};
 use crate::launch::{self, RunArgs};
@@ -80,8 +80,7 @@ const KV_BYTES: u64 = KEY_BYTES + VALUE_BYTES;
 const BLOCK_CACHE: u64 = 8 << 20;
 /// Keys (full, and with `--quick`) unless `--size` says otherwise, and
 /// the fewest.
-const KEYS: u64 = 1_000_000;
-const QUICK_KEYS: u64 = 200_000;
+const KEYS: FullQuick<u64> = FullQuick(1_000_000, 200_000);
 const MIN_KEYS: u64 = 1000;
 /// The seed of readrandom's keys: every way reads the same ones.
 const SEED: u64 = 42;
@@ -114,7 +113,7 @@ impl DbBench {
     }
 }
 
-/// The scenario: [`KEYS`] keys ([`QUICK_KEYS`] with `--quick`, or
+/// The scenario: [`KEYS`] keys (full, and with `--quick`; or
 /// `--size` over the 216 bytes of a key and its value), a cache of
 /// `--capacity` or [`CAPACITY_FACTOR`] times the raw data.
 ///
@@ -127,9 +126,7 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
              ({EXT4}, {MOUNT}, {INTERPOSER})"
         ));
     }
-    let keys = args
-        .size
-        .map_or(if quick { QUICK_KEYS } else { KEYS }, |s| s / KV_BYTES);
+    let keys = args.size.map_or(KEYS.get(quick), |s| s / KV_BYTES);
     if keys < MIN_KEYS {
         return Err(format!(
             "programs scenario: --size {} is {keys} keys of {KV_BYTES} bytes: at least \

@@ -3,7 +3,7 @@
 //! ceiling. Cold whatever `--cold` says, one pass (a second would be warm,
 //! so `--runtime` does not apply). See `docs/bench.md`.
 
-use super::{Scenario, ScenarioJob};
+use super::{FullQuick, Scenario, ScenarioJob};
 use crate::args::BenchArgs;
 use crate::spec::{default_capacity, EngineKind, EngineSpec, JobSpec, Rw};
 use crate::targets::{self, bandwidth, Given, RatioSpec, Target};
@@ -23,8 +23,7 @@ pub const READS: &str = "reads";
 /// `direct`'s job.
 pub const DIRECT: &str = "direct";
 /// The file size per thread (full, and with `--quick`).
-const RA_SIZE: u64 = 1 << 30;
-const RA_QUICK_SIZE: u64 = 256 << 20;
+const RA_SIZE: FullQuick<u64> = FullQuick(1 << 30, 256 << 20);
 /// The block sizes: the reads under test, and `direct`'s.
 const RA_BS: u64 = 128 << 10;
 const RA_DIRECT_BS: u64 = 1 << 20;
@@ -36,9 +35,7 @@ const RA_DIRECT_BS: u64 = 1 << 20;
 pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let numjobs = 2 * cpus;
-    let size = args
-        .size
-        .unwrap_or(if quick { RA_QUICK_SIZE } else { RA_SIZE });
+    let size = args.size.unwrap_or(RA_SIZE.get(quick));
     let engines = super::engines_or(args, ENGINES)?;
     let (direct, reads): (Vec<EngineSpec>, Vec<EngineSpec>) = engines
         .into_iter()

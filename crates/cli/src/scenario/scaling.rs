@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use super::{Scenario, ScenarioJob};
+use super::{FullQuick, Scenario, ScenarioJob};
 use crate::args::BenchArgs;
 use crate::spec::{EngineKind, EngineSpec, JobSpec, Rw};
 use crate::targets::{self, bandwidth, Figure, Given, JobName, Judged, Target};
@@ -30,17 +30,14 @@ pub const RAND_WRITES: JobName = "random 4KiB writes";
 /// Cold sequential 128 KiB reads, a file per thread.
 pub const COLD_READS: JobName = "cold sequential reads";
 
-/// The shared file of the hits and writes (full, and with `--quick`).
-const SIZE: u64 = 1 << 30;
-const QUICK_SIZE: u64 = 64 << 20;
-/// Each thread's file of the cold reads (full, and with `--quick`).
-const COLD_SIZE: u64 = 256 << 20;
-const QUICK_COLD_SIZE: u64 = 16 << 20;
+/// The shared file of the hits and writes.
+const SIZE: FullQuick<u64> = FullQuick(1 << 30, 64 << 20);
+/// Each thread's file of the cold reads.
+const COLD_SIZE: FullQuick<u64> = FullQuick(256 << 20, 16 << 20);
 /// The cold reads' block size (the readahead scenario's).
 const COLD_BS: u64 = 128 << 10;
-/// A time-based run's length (full, and with `--quick`).
-const RUNTIME: f64 = 4.0;
-const QUICK_RUNTIME: f64 = 0.5;
+/// A time-based run's length, in seconds.
+const RUNTIME: FullQuick<f64> = FullQuick(4.0, 0.5);
 /// foliocache's random writes over the kernel's, at every thread count
 /// (issue 52).
 const WRITE_TARGET: f64 = 1.0;
@@ -95,15 +92,9 @@ fn job_name(workload: JobName, threads: usize) -> JobName {
 pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let counts = thread_counts(cpus);
-    let size = args.size.unwrap_or(if quick { QUICK_SIZE } else { SIZE });
-    let cold_size = args
-        .size
-        .unwrap_or(if quick { QUICK_COLD_SIZE } else { COLD_SIZE });
-    let runtime = Duration::from_secs_f64(args.runtime.unwrap_or(if quick {
-        QUICK_RUNTIME
-    } else {
-        RUNTIME
-    }));
+    let size = args.size.unwrap_or(SIZE.get(quick));
+    let cold_size = args.size.unwrap_or(COLD_SIZE.get(quick));
+    let runtime = Duration::from_secs_f64(args.runtime.unwrap_or(RUNTIME.get(quick)));
     let engines = super::engines_or(args, ENGINES)?;
     let of = |f: fn(&EngineSpec) -> bool| -> Vec<EngineSpec> {
         engines.iter().filter(|e| f(e)).cloned().collect()
@@ -147,60 +138,31 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
             }
             let name = job_name(workload, t);
             jobs.push(ScenarioJob::new(name, spec));
-            targets_rows.extend(TARGETS.iter().filter_map(|row| match row.figure {
-                Figure::Bandwidth {
-                    numerator,
-                    denominator,
-                    job: Some(j),
-                } if j == workload => Some(Target {
-                    figure: Figure::Bandwidth {
-                        numerator,
-                        denominator,
-                        job: Some(name),
-                    },
-                    ..*row
-                }),
-                _ => None,
-            }));
+            targets_rows.extend(rows_of(workload, name));
         }
     }
-    let label = |role| {
-        let f: fn(&EngineSpec) -> bool = match role {
-            Role::Folio => |e| {
-                e.kind == EngineKind::Foliocache
-                    && e.qd.is_none()
-                    && !e.folio.dontcache
-                    && !e.folio.pin
-            },
-            Role::Kernel => |e| e.kind == EngineKind::Kernel,
-            Role::Memcpy => |e| e.kind == EngineKind::Memcpy && !e.inplace,
-        };
-        super::first_label(&engines, f)
-    };
+    let label = |role| super::first_label(&engines, plays(role));
     let Judged { ratios, targets } = targets::judge(&targets_rows, label, Given::default());
+    let counts = counts.iter().map(ToString::to_string).collect::<Vec<_>>();
+    let cached = if args.cold {
+        "cold: --cold"
+    } else {
+        "fully cached"
+    };
     Ok(Scenario {
         name: "scaling".into(),
         description: format!(
             "Throughput against threads, at {} threads ({cpus} CPUs; the last twice them, \
-             oversubscribed): random and sequential 4 KiB hits of one shared {} file ({}), \
-             random 4 KiB writes into it (their final sync inside the figures), each run {:.1} \
-             s, and cold sequential {} reads of a {} file per thread, one pass. foliocache \
-             against the kernel and, for hits, memcpy (a bare copy: memory bandwidth bounds \
-             both, so foliocache's hits should scale as memcpy's do: compare its ratio to \
-             memcpy at each count with the one at 1 thread). Target: foliocache's random \
-             writes at least {WRITE_TARGET}x the kernel's at every count. --plot draws \
-             throughput against threads.",
-            counts
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", "),
+             oversubscribed): random and sequential 4 KiB hits of one shared {} file \
+             ({cached}), random 4 KiB writes into it (their final sync inside the figures), \
+             each run {:.1} s, and cold sequential {} reads of a {} file per thread, one pass. \
+             foliocache against the kernel and, for hits, memcpy (a bare copy: memory \
+             bandwidth bounds both, so foliocache's hits should scale as memcpy's do: compare \
+             its ratio to memcpy at each count with the one at 1 thread). Target: \
+             foliocache's random writes at least {WRITE_TARGET}x the kernel's at every count. \
+             --plot draws throughput against threads.",
+            counts.join(", "),
             fmt_size(size),
-            if args.cold {
-                "cold: --cold"
-            } else {
-                "fully cached"
-            },
             runtime.as_secs_f64(),
             fmt_size(COLD_BS.min(cold_size)),
             fmt_size(cold_size),
@@ -211,6 +173,37 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
         detailed: false,
         programs: None,
     })
+}
+
+/// The rows of [`TARGETS`] of `workload`, as rows of its job `name` (at
+/// one thread count).
+fn rows_of(workload: JobName, name: JobName) -> impl Iterator<Item = Target<Role>> {
+    TARGETS.iter().filter_map(move |row| match row.figure {
+        Figure::Bandwidth {
+            numerator,
+            denominator,
+            job: Some(j),
+        } if j == workload => Some(Target {
+            figure: Figure::Bandwidth {
+                numerator,
+                denominator,
+                job: Some(name),
+            },
+            ..*row
+        }),
+        _ => None,
+    })
+}
+
+/// Whether an engine plays `role`.
+fn plays(role: Role) -> fn(&EngineSpec) -> bool {
+    match role {
+        Role::Folio => |e| {
+            e.kind == EngineKind::Foliocache && e.qd.is_none() && !e.folio.dontcache && !e.folio.pin
+        },
+        Role::Kernel => |e| e.kind == EngineKind::Kernel,
+        Role::Memcpy => |e| e.kind == EngineKind::Memcpy && !e.inplace,
+    }
 }
 
 #[cfg(test)]

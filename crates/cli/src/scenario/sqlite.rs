@@ -24,25 +24,17 @@ use std::path::Path;
 use anyhow::{bail, Result};
 use rusqlite::{params, Connection, OpenFlags};
 
-use super::embedded::{self, scatter, ChildRun, Measured, Sizes};
-use super::{Program, Scenario};
+use super::embedded::{self, scatter, ChildRun, Embedded, EmbeddedBench, Measured};
+use super::{FullQuick, Program, Scenario};
 use crate::args::BenchArgs;
 use crate::cgroup::Availability;
-use crate::targets::{self, bandwidth, Given, JobName, JobRuns, Judged, Target};
+use crate::targets::{bandwidth, JobName, JobRuns, Target};
 use crate::units::{fmt_size, fmt_size_approx};
 
-/// M (full, and with `--quick`) unless `--capacity` says otherwise.
-const M: u64 = 256 << 20;
-const QUICK_M: u64 = 32 << 20;
-/// The smallest M.
-const MIN_M: u64 = 16 << 20;
 /// Bytes of a row's text.
 const TEXT: usize = 100;
 /// A row's raw bytes: its text and two integers.
 const ROW: u64 = TEXT as u64 + 16;
-/// Lookups, scans, updates and deletes (full, and with `--quick`).
-const OPS: u64 = 100_000;
-const QUICK_OPS: u64 = 5_000;
 /// Rows per insert transaction, and per update or delete transaction.
 const INSERT_TX: u64 = 10_000;
 const CHANGE_TX: u64 = 1_000;
@@ -57,101 +49,125 @@ pub const UNIX: &str = "unix";
 pub const FOLIO: &str = "foliocache";
 /// The foliocache VFS with `mmap_size` set (`xFetch` pins).
 pub const FOLIO_MMAP: &str = "foliocache[mmap]";
-const CONFIGS: [&str; 3] = [UNIX, FOLIO, FOLIO_MMAP];
 
-/// The jobs: the mix's parts and its total, at each size.
-pub const JOBS: [[JobName; 6]; 2] = [
-    [
-        "inserts, fits",
-        "lookups, fits",
-        "scans, fits",
-        "updates, fits",
-        "deletes, fits",
-        "mix, fits",
-    ],
-    [
-        "inserts, 4x",
-        "lookups, 4x",
-        "scans, 4x",
-        "updates, 4x",
-        "deletes, 4x",
-        "mix, 4x",
-    ],
-];
-/// The index of the total in a row of [`JOBS`].
-const MIX: usize = 5;
+/// One size's jobs: the mix's parts, in the order they run, and its
+/// total.
+#[derive(Debug, Clone, Copy)]
+pub struct Jobs {
+    /// Inserts in transactions of [`INSERT_TX`] rows.
+    pub inserts: JobName,
+    /// Indexed lookups by `b`.
+    pub lookups: JobName,
+    /// Range scans of [`SCAN`] rows by `a`.
+    pub scans: JobName,
+    /// Updates of random rows, in transactions of [`CHANGE_TX`].
+    pub updates: JobName,
+    /// Deletes of random rows, in transactions of [`CHANGE_TX`].
+    pub deletes: JobName,
+    /// The parts' total.
+    pub mix: JobName,
+}
+
+impl Jobs {
+    /// The jobs in the order they are reported.
+    const fn all(&self) -> [JobName; 6] {
+        [
+            self.inserts,
+            self.lookups,
+            self.scans,
+            self.updates,
+            self.deletes,
+            self.mix,
+        ]
+    }
+}
+
+/// The jobs with data that fits M.
+pub const FITS: Jobs = Jobs {
+    inserts: "inserts, fits",
+    lookups: "lookups, fits",
+    scans: "scans, fits",
+    updates: "updates, fits",
+    deletes: "deletes, fits",
+    mix: "mix, fits",
+};
+/// The jobs with data 4x M.
+pub const BIG: Jobs = Jobs {
+    inserts: "inserts, 4x",
+    lookups: "lookups, 4x",
+    scans: "scans, 4x",
+    updates: "updates, 4x",
+    deletes: "deletes, 4x",
+    mix: "mix, 4x",
+};
 
 /// The scenario's ratios and targets. The issue's bound is on the mix's
 /// total time (at most 0.9x `unix`'s with data that fits, 1.0x with data
 /// 4x M): as a bandwidth ratio, its inverse.
 #[rustfmt::skip]
 pub const TARGETS: &[Target<&str>] = &[
-    bandwidth(FOLIO, UNIX).of(JOBS[0][MIX]).at_least(1.0 / 0.9),
-    bandwidth(FOLIO, UNIX).of(JOBS[1][MIX]).at_least(1.0),
-    bandwidth(FOLIO_MMAP, UNIX).of(JOBS[0][MIX]),
-    bandwidth(FOLIO_MMAP, UNIX).of(JOBS[1][MIX]),
-    bandwidth(FOLIO, UNIX).of(JOBS[0][0]),
-    bandwidth(FOLIO, UNIX).of(JOBS[0][1]),
-    bandwidth(FOLIO, UNIX).of(JOBS[0][2]),
-    bandwidth(FOLIO, UNIX).of(JOBS[0][3]),
-    bandwidth(FOLIO, UNIX).of(JOBS[0][4]),
-    bandwidth(FOLIO, UNIX).of(JOBS[1][0]),
-    bandwidth(FOLIO, UNIX).of(JOBS[1][1]),
-    bandwidth(FOLIO, UNIX).of(JOBS[1][2]),
-    bandwidth(FOLIO, UNIX).of(JOBS[1][3]),
-    bandwidth(FOLIO, UNIX).of(JOBS[1][4]),
+    bandwidth(FOLIO, UNIX).of(FITS.mix).at_least(1.0 / 0.9),
+    bandwidth(FOLIO, UNIX).of(BIG.mix).at_least(1.0),
+    bandwidth(FOLIO_MMAP, UNIX).of(FITS.mix),
+    bandwidth(FOLIO_MMAP, UNIX).of(BIG.mix),
+    bandwidth(FOLIO, UNIX).of(FITS.inserts),
+    bandwidth(FOLIO, UNIX).of(FITS.lookups),
+    bandwidth(FOLIO, UNIX).of(FITS.scans),
+    bandwidth(FOLIO, UNIX).of(FITS.updates),
+    bandwidth(FOLIO, UNIX).of(FITS.deletes),
+    bandwidth(FOLIO, UNIX).of(BIG.inserts),
+    bandwidth(FOLIO, UNIX).of(BIG.lookups),
+    bandwidth(FOLIO, UNIX).of(BIG.scans),
+    bandwidth(FOLIO, UNIX).of(BIG.updates),
+    bandwidth(FOLIO, UNIX).of(BIG.deletes),
 ];
 
-/// What the scenario runs.
-#[derive(Debug, Clone)]
-pub struct SqliteBench {
-    /// M: every configuration's memory limit.
-    pub limit: u64,
-    /// Rows of each size: fits, 4x.
-    pub rows: [u64; 2],
-    /// Lookups, scans, updates and deletes, each.
-    pub ops: u64,
-}
+/// The scenario's shape: M 256 MiB (32 MiB with `--quick`, at least
+/// 16 MiB); 100,000 lookups, scans, updates and deletes each (5,000 with
+/// `--quick`).
+pub const DB: Embedded = Embedded {
+    name: "sqlite",
+    configs: &[UNIX, FOLIO, FOLIO_MMAP],
+    jobs: [FITS.all(), BIG.all()],
+    m: FullQuick(256 << 20, 32 << 20),
+    min_m: 16 << 20,
+    bytes_per_op: ROW,
+    min_n: 1000,
+    ops: FullQuick(100_000, 5_000),
+    targets: TARGETS,
+    unlimited: &[],
+    capacity: |config, m| (config != UNIX).then(|| folio_capacity(m)),
+};
 
-/// The scenario: M is `--capacity` or [`M`] ([`QUICK_M`] with
-/// `--quick`); the data that fits is a quarter of M in raw rows, the
-/// larger `--size` or 4 M.
+/// The scenario ([`Embedded::scenario`]).
 ///
 /// # Errors
 /// `--engine` given, or M too small.
 pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
-    let (limit, big) =
-        embedded::limit_and_size("sqlite", args, &CONFIGS, [M, QUICK_M, MIN_M], quick)?;
-    let rows = [(limit / 4 / ROW).max(1000), (big / ROW).max(1000)];
-    let ops = if quick { QUICK_OPS } else { OPS };
-    let Judged { ratios, targets } =
-        targets::judge(TARGETS, |c| Some(c.to_string()), Given::default());
-    Ok(Scenario {
-        name: "sqlite".into(),
-        description: format!(
-            "SQLite through rusqlite, a speedtest1-like mix on t1(a INTEGER PRIMARY KEY, b \
-             INTEGER, c TEXT) indexed on b: inserts (transactions of {INSERT_TX}), {ops} indexed \
-             lookups, {ops} range scans of {SCAN} rows, {ops} updates and {ops} deletes of random \
-             rows (transactions of {CHANGE_TX}); mix is their total. Two sizes: {} rows ({} raw: \
-             fits M) and {} ({} raw: 4x M). Every configuration has SQLite's default page cache \
-             and runs in a memory cgroup of M = {} (--capacity): {UNIX} (the default VFS, the \
-             kernel's page cache), {FOLIO} (the foliocache VFS over a cache of {}), {FOLIO_MMAP} \
-             (the same, mmap_size set: pages read in place, pinned). Bandwidth is operations \
-             times {ROW} bytes (a row); mix's ratio is the inverse of the total times' ratio. \
-             Each database passes PRAGMA integrity_check after its run.",
-            rows[0],
-            fmt_size_approx(rows[0] * ROW),
-            rows[1],
-            fmt_size_approx(rows[1] * ROW),
-            fmt_size(limit),
-            fmt_size(folio_capacity(limit)),
-        ),
-        jobs: Vec::new(),
-        ratios,
-        targets,
-        detailed: false,
-        programs: Some(Program::Sqlite(SqliteBench { limit, rows, ops })),
-    })
+    DB.scenario(args, quick, description, Program::Sqlite)
+}
+
+/// What the scenario runs, in a paragraph.
+fn description(b: &EmbeddedBench) -> String {
+    let (ops, rows, limit) = (b.ops, b.n, b.limit);
+    format!(
+        "SQLite through rusqlite, a speedtest1-like mix on t1(a INTEGER PRIMARY KEY, b \
+         INTEGER, c TEXT) indexed on b: inserts (transactions of {INSERT_TX}), {ops} indexed \
+         lookups, {ops} range scans of {SCAN} rows, {ops} updates and {ops} deletes of random \
+         rows (transactions of {CHANGE_TX}); mix is their total. Two sizes: {} rows ({} raw: \
+         fits M) and {} ({} raw: 4x M). Every configuration has SQLite's default page cache \
+         and runs in a memory cgroup of M = {} (--capacity): {UNIX} (the default VFS, the \
+         kernel's page cache), {FOLIO} (the foliocache VFS over a cache of {}), {FOLIO_MMAP} \
+         (the same, mmap_size set: pages read in place, pinned). Bandwidth is operations \
+         times {ROW} bytes (a row); mix's ratio is the inverse of the total times' ratio. \
+         Each database passes PRAGMA integrity_check after its run.",
+        rows[0],
+        fmt_size_approx(rows[0] * ROW),
+        rows[1],
+        fmt_size_approx(rows[1] * ROW),
+        fmt_size(limit),
+        fmt_size(folio_capacity(limit)),
+    )
 }
 
 /// The foliocache VFS's cache for M = `m`: M less SQLite's page cache and
@@ -164,31 +180,19 @@ pub fn folio_capacity(m: u64) -> u64 {
         << 20
 }
 
-/// Runs the scenario in `data_dir`.
+/// Runs the scenario in `data_dir` ([`Embedded::run`]).
 ///
 /// # Errors
 /// A configuration failed, or its database failed the integrity check.
 pub fn run(
-    sb: &SqliteBench,
+    sb: &EmbeddedBench,
     data_dir: &Path,
     repeat: u32,
     avail: &Availability,
     notes: &mut Vec<String>,
     say: &dyn Fn(&str),
 ) -> Result<Vec<JobRuns>> {
-    let sizes = Sizes {
-        scenario: "sqlite",
-        configs: &CONFIGS,
-        jobs: &JOBS,
-        n: sb.rows,
-        limit: sb.limit,
-        ops: sb.ops,
-        bytes_per_op: ROW,
-        unlimited: &[],
-    };
-    embedded::run_sizes(&sizes, data_dir, repeat, avail, notes, say, |c| {
-        (c != UNIX).then(|| folio_capacity(sb.limit))
-    })
+    DB.run(sb, data_dir, repeat, avail, notes, say)
 }
 
 /// One configuration's run at one size, in its child process
@@ -199,8 +203,10 @@ pub fn run(
 /// SQLite's, or the check failed.
 pub fn one_run(run: &ChildRun) -> Result<Vec<Measured>> {
     let (config, path, rows) = (run.config.as_str(), run.path.as_path(), run.n);
-    let Some(jobs) = JOBS.get(run.size) else {
-        bail!("sqlite: no size {}", run.size);
+    let jobs = match run.size {
+        0 => FITS,
+        1 => BIG,
+        _ => bail!("sqlite: no size {}", run.size),
     };
     remove_db(path);
     let cache = if config == UNIX {
@@ -218,7 +224,7 @@ pub fn one_run(run: &ChildRun) -> Result<Vec<Measured>> {
         if config == FOLIO_MMAP {
             conn.execute_batch("PRAGMA mmap_size = 1099511627776")?;
         }
-        let mut out = mix(&conn, jobs, rows, run.ops)?;
+        let mut out = mix(&conn, &jobs, rows, run.ops)?;
         if let (Some(m), Some(c)) = (out.last_mut(), &cache) {
             embedded::add_note(m, embedded::cache_note(c));
         }
@@ -249,15 +255,15 @@ fn b_of(a: u64) -> i64 {
     (scatter(a) >> 2) as i64
 }
 
-/// The mix on `conn`: its parts, then their total (job `jobs[MIX]`).
-fn mix(conn: &Connection, jobs: &[JobName; 6], rows: u64, ops: u64) -> Result<Vec<Measured>> {
+/// The mix on `conn`: its parts, then their total (`jobs.mix`).
+fn mix(conn: &Connection, jobs: &Jobs, rows: u64, ops: u64) -> Result<Vec<Measured>> {
     conn.execute_batch(
         "CREATE TABLE t1(a INTEGER PRIMARY KEY, b INTEGER, c TEXT);
          CREATE INDEX t1b ON t1(b);",
     )?;
     let text = "x".repeat(TEXT);
     let mut parts = Vec::new();
-    parts.push(embedded::timed(jobs[0], rows, || {
+    parts.push(embedded::timed(jobs.inserts, rows, || {
         let mut st = conn.prepare_cached("INSERT INTO t1 VALUES (?1, ?2, ?3)")?;
         for first in (0..rows).step_by(INSERT_TX as usize) {
             conn.execute_batch("BEGIN")?;
@@ -268,7 +274,7 @@ fn mix(conn: &Connection, jobs: &[JobName; 6], rows: u64, ops: u64) -> Result<Ve
         }
         Ok(None)
     })?);
-    parts.push(embedded::timed(jobs[1], ops, || {
+    parts.push(embedded::timed(jobs.lookups, ops, || {
         let mut st = conn.prepare_cached("SELECT a FROM t1 WHERE b = ?1")?;
         let mut found = 0u64;
         for i in 0..ops {
@@ -281,7 +287,7 @@ fn mix(conn: &Connection, jobs: &[JobName; 6], rows: u64, ops: u64) -> Result<Ve
         }
         Ok(Some(format!("{found} of {ops} found")))
     })?);
-    parts.push(embedded::timed(jobs[2], ops, || {
+    parts.push(embedded::timed(jobs.scans, ops, || {
         let mut st = conn
             .prepare_cached("SELECT count(*), sum(length(c)) FROM t1 WHERE a BETWEEN ?1 AND ?2")?;
         let mut seen = 0i64;
@@ -292,7 +298,7 @@ fn mix(conn: &Connection, jobs: &[JobName; 6], rows: u64, ops: u64) -> Result<Ve
         }
         Ok(Some(format!("{seen} rows scanned")))
     })?);
-    parts.push(embedded::timed(jobs[3], ops, || {
+    parts.push(embedded::timed(jobs.updates, ops, || {
         let new = "y".repeat(TEXT);
         changes(
             conn,
@@ -303,11 +309,11 @@ fn mix(conn: &Connection, jobs: &[JobName; 6], rows: u64, ops: u64) -> Result<Ve
             Some(&new),
         )
     })?);
-    parts.push(embedded::timed(jobs[4], ops, || {
+    parts.push(embedded::timed(jobs.deletes, ops, || {
         changes(conn, "DELETE FROM t1 WHERE a = ?1", ops, rows, 0x400, None)
     })?);
     let total = Measured {
-        job: jobs[MIX],
+        job: jobs.mix,
         ops: parts.iter().map(|m| m.ops).sum(),
         seconds: parts.iter().map(|m| m.seconds).sum(),
         note: Some(format!(

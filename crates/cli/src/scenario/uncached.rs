@@ -4,7 +4,7 @@
 //! (`RWF_DONTCACHE`, `ReadFlags::DONTCACHE`) spare the hot set. See
 //! `docs/bench.md`.
 
-use super::{Scenario, ScenarioJob};
+use super::{FullQuick, Scenario, ScenarioJob};
 use crate::args::BenchArgs;
 use crate::spec::{EngineKind, EngineSpec, HotSpec, JobSpec, Rw};
 use crate::targets::{self, bandwidth, cpu_per_gib, flat, hit_ratio, Given, Judged, Target};
@@ -17,8 +17,7 @@ use Role::{Cached, Dontcache, Kernel, Uncached};
 pub const ENGINES: &[&str] = &["foliocache", "foliocache[dontcache]", "kernel", "dontcache"];
 /// The capacity C (full, and with `--quick`) unless `--capacity` or
 /// `--size` (a quarter of it) says otherwise.
-const UNCACHED_C: u64 = 1 << 30;
-const UNCACHED_QUICK_C: u64 = 256 << 20;
+const UNCACHED_C: FullQuick<u64> = FullQuick(1 << 30, 256 << 20);
 /// The smallest C the scenario runs with (the kernel engines' memory
 /// limit).
 const UNCACHED_MIN_C: u64 = 1 << 20;
@@ -73,7 +72,7 @@ pub const TARGETS: &[Target<Role>] = &[
 const UNCACHED_BINS: u32 = 20;
 
 /// The scenario. C is `--capacity`, or a quarter of `--size`, or
-/// [`UNCACHED_C`] ([`UNCACHED_QUICK_C`] with `--quick`).
+/// [`UNCACHED_C`].
 ///
 /// # Errors
 /// C is below [`UNCACHED_MIN_C`], or a built-in engine does not parse.
@@ -81,8 +80,7 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
     let c = match (args.capacity, args.size) {
         (Some(c), _) => c,
         (None, Some(size)) => size / 4,
-        (None, None) if quick => UNCACHED_QUICK_C,
-        (None, None) => UNCACHED_C,
+        (None, None) => UNCACHED_C.get(quick),
     };
     if c < UNCACHED_MIN_C {
         return Err(format!(

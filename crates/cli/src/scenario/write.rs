@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use super::{Scenario, ScenarioJob};
+use super::{FullQuick, Scenario, ScenarioJob};
 use crate::args::BenchArgs;
 use crate::spec::{EngineKind, EngineSpec, JobSpec, Rw};
 use crate::targets::{self, bandwidth, Given, Judged, Target};
@@ -25,8 +25,7 @@ pub const ENGINES: &[&str] = &[
 ];
 /// The sequential file (full, and with `--quick`); the random-write file
 /// is an eighth of it (4 KiB `O_DIRECT` writes each wait for the device).
-const WRITE_SIZE: u64 = 1 << 30;
-const WRITE_QUICK_SIZE: u64 = 128 << 20;
+const WRITE_SIZE: FullQuick<u64> = FullQuick(1 << 30, 128 << 20);
 /// The block sizes: sequential and random.
 const WRITE_SEQ_BS: u64 = 64 << 10;
 const WRITE_RAND_BS: u64 = 4 << 10;
@@ -80,9 +79,7 @@ pub const TARGETS: &[Target<Role>] = &[
 /// # Errors
 /// A built-in engine does not parse.
 pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
-    let size = args
-        .size
-        .unwrap_or(if quick { WRITE_QUICK_SIZE } else { WRITE_SIZE });
+    let size = args.size.unwrap_or(WRITE_SIZE.get(quick));
     let rand_size = (size / 8).max(WRITE_RAND_BS);
     let engines = super::engines_or(args, ENGINES)?;
     let runtime = args.runtime.map(Duration::from_secs_f64);

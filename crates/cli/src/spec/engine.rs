@@ -300,131 +300,138 @@ impl EngineSpec {
     /// a `qd=` outside 1..=[`MAX_QD`], or a foliocache option the library
     /// does not support.
     pub fn parse(s: &str) -> Result<EngineSpec, String> {
-        let (name, opts) = match s.find('[') {
-            None => (s, None),
-            Some(i) => {
-                let inner = s[i + 1..].strip_suffix(']').ok_or_else(|| {
-                    format!("engine `{s}`: options go in brackets at the end, e.g. foliocache[populate=lazy]")
-                })?;
-                if inner.contains(['[', ']']) {
-                    return Err(format!("engine `{s}`: nested or repeated brackets"));
-                }
-                (&s[..i], Some(inner))
-            }
+        let (name, opts) = split_options(s)?;
+        let kind = kind_named(name)?;
+        let mut spec = EngineSpec {
+            label: s.to_string(),
+            ..EngineSpec::plain(kind)
         };
-        let kind = EngineKind::ALL
-            .into_iter()
-            .chain(EngineKind::BY_NAME_ONLY)
-            .find(|k| k.name() == name)
-            .ok_or_else(|| {
-                let names: Vec<_> = EngineKind::ALL
-                    .iter()
-                    .chain(&EngineKind::BY_NAME_ONLY)
-                    .map(|k| k.name())
-                    .collect();
-                format!("unknown engine `{name}` (available: {})", names.join(", "))
-            })?;
-        let mut folio = FolioOptions::default();
-        let mut anon = AnonOptions::default();
-        let mut inplace = false;
-        let mut qd = None;
-        let mut tasks = EngineSpec::plain(kind).tasks;
-        let mut asynchronous = false;
-        if let Some(opts) = opts {
-            if !matches!(
-                kind,
-                EngineKind::Foliocache
-                    | EngineKind::Anon
-                    | EngineKind::Direct
-                    | EngineKind::Memcpy
-                    | EngineKind::TokioFs
-            ) {
-                if let Some(v) = opts.split(',').find_map(|o| o.trim().strip_prefix("qd=")) {
-                    parse_qd(kind, v.trim())?;
-                }
-                return Err(format!(
-                    "engine `{}` takes no options (got `{s}`)",
-                    kind.name()
-                ));
+        let asynchronous = match opts {
+            Some(opts) => spec.set_options(s, opts)?,
+            None => false,
+        };
+        spec.check(s, asynchronous)?;
+        Ok(spec)
+    }
+
+    /// Sets the options `opts` of engine `s` (its kind's): whether they
+    /// ask for async reads.
+    fn set_options(&mut self, s: &str, opts: &str) -> Result<bool, String> {
+        let kind = self.kind;
+        if !matches!(
+            kind,
+            EngineKind::Foliocache
+                | EngineKind::Anon
+                | EngineKind::Direct
+                | EngineKind::Memcpy
+                | EngineKind::TokioFs
+        ) {
+            if let Some(v) = opts.split(',').find_map(|o| o.trim().strip_prefix("qd=")) {
+                parse_qd(kind, v.trim())?;
             }
-            if opts.trim().is_empty() {
-                return Err(format!("engine `{s}`: empty options"));
-            }
-            for opt in opts.split(',') {
-                if let Some(v) = opt.trim().strip_prefix("qd=") {
-                    qd = Some(parse_qd(kind, v.trim())?);
-                    continue;
-                }
-                if let Some(v) = opt.trim().strip_prefix("tasks=") {
-                    tasks = Some(parse_tasks(kind, v.trim())?);
-                    continue;
-                }
-                match kind {
-                    EngineKind::TokioFs => {
-                        return Err(format!(
-                            "tokio-fs engine: unknown option `{}` (supported: tasks=N)",
-                            opt.trim()
-                        ))
-                    }
-                    EngineKind::Foliocache if opt.trim() == "async" => asynchronous = true,
-                    EngineKind::Direct => {
-                        return Err(format!(
-                            "direct engine: unknown option `{}` (supported: qd=N)",
-                            opt.trim()
-                        ))
-                    }
-                    EngineKind::Memcpy => match opt.trim() {
-                        "inplace" => inplace = true,
-                        other => {
-                            return Err(format!(
-                                "memcpy engine: unknown option `{other}` (supported: inplace)"
-                            ))
-                        }
-                    },
-                    EngineKind::Anon => match opt.trim() {
-                        "thp" => anon.thp = true,
-                        "populate" => anon.populate = true,
-                        other => {
-                            return Err(format!(
-                                "anon engine: unknown option `{other}` (supported: thp, populate)"
-                            ))
-                        }
-                    },
-                    _ => parse_folio_option(opt.trim(), &mut folio)?,
-                }
-            }
+            return Err(format!(
+                "engine `{}` takes no options (got `{s}`)",
+                kind.name()
+            ));
         }
-        if folio.pin && (folio.dontcache || qd.is_some()) {
+        if opts.trim().is_empty() {
+            return Err(format!("engine `{s}`: empty options"));
+        }
+        let mut asynchronous = false;
+        for opt in opts.split(',').map(str::trim) {
+            if let Some(v) = opt.strip_prefix("qd=") {
+                self.qd = Some(parse_qd(kind, v.trim())?);
+                continue;
+            }
+            if let Some(v) = opt.strip_prefix("tasks=") {
+                self.tasks = Some(parse_tasks(kind, v.trim())?);
+                continue;
+            }
+            let supported = match kind {
+                EngineKind::TokioFs => "tasks=N",
+                EngineKind::Foliocache if opt == "async" => {
+                    asynchronous = true;
+                    continue;
+                }
+                EngineKind::Direct => "qd=N",
+                EngineKind::Memcpy if opt == "inplace" => {
+                    self.inplace = true;
+                    continue;
+                }
+                EngineKind::Memcpy => "inplace",
+                EngineKind::Anon if opt == "thp" => {
+                    self.anon.thp = true;
+                    continue;
+                }
+                EngineKind::Anon if opt == "populate" => {
+                    self.anon.populate = true;
+                    continue;
+                }
+                EngineKind::Anon => "thp, populate",
+                _ => {
+                    parse_folio_option(opt, &mut self.folio)?;
+                    continue;
+                }
+            };
+            return Err(format!(
+                "{} engine: unknown option `{opt}` (supported: {supported})",
+                kind.name()
+            ));
+        }
+        Ok(asynchronous)
+    }
+
+    /// Refuses the options of engine `s` that do not go together; async
+    /// reads on foliocache run one task unless `tasks=` says more.
+    fn check(&mut self, s: &str, asynchronous: bool) -> Result<(), String> {
+        let folio = &self.folio;
+        if folio.pin && (folio.dontcache || self.qd.is_some()) {
             return Err(format!(
                 "engine `{s}`: pin borrows cached bytes one read at a time: not with \
                  dontcache or qd="
             ));
         }
-        if kind == EngineKind::Foliocache && (asynchronous || tasks.is_some()) {
-            tasks = Some(tasks.unwrap_or(1));
-            if qd.is_some() || folio.pin {
+        if self.kind == EngineKind::Foliocache && (asynchronous || self.tasks.is_some()) {
+            self.tasks = Some(self.tasks.unwrap_or(1));
+            if self.qd.is_some() || folio.pin {
                 return Err(format!(
                     "engine `{s}`: async reads (async, tasks=N) are one read per task: not \
                      with qd= or pin"
                 ));
             }
         }
-        if qd.is_some() && folio.dontcache {
+        if self.qd.is_some() && folio.dontcache {
             return Err(format!(
                 "engine `{s}`: qd= and dontcache together are not supported (a batch of \
                  File::read_many reads with the file's default flags)"
             ));
         }
-        Ok(EngineSpec {
-            label: s.to_string(),
-            kind,
-            folio,
-            anon,
-            inplace,
-            qd,
-            tasks,
-        })
+        Ok(())
     }
+}
+
+/// `name` and `name[options]`: the name, and the options inside the
+/// brackets.
+fn split_options(s: &str) -> Result<(&str, Option<&str>), String> {
+    let Some(i) = s.find('[') else {
+        return Ok((s, None));
+    };
+    let inner = s[i + 1..].strip_suffix(']').ok_or_else(|| {
+        format!("engine `{s}`: options go in brackets at the end, e.g. foliocache[populate=lazy]")
+    })?;
+    if inner.contains(['[', ']']) {
+        return Err(format!("engine `{s}`: nested or repeated brackets"));
+    }
+    Ok((&s[..i], Some(inner)))
+}
+
+/// The engine kind named `name`.
+fn kind_named(name: &str) -> Result<EngineKind, String> {
+    let mut all = EngineKind::ALL.into_iter().chain(EngineKind::BY_NAME_ONLY);
+    all.clone().find(|k| k.name() == name).ok_or_else(|| {
+        let names: Vec<_> = all.by_ref().map(|k| k.name()).collect();
+        format!("unknown engine `{name}` (available: {})", names.join(", "))
+    })
 }
 
 /// The tasks of `tasks=v` for an engine of `kind`: 1 to [`MAX_TASKS`], on

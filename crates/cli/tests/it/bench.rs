@@ -21,6 +21,12 @@ fn run(args: &[&str]) -> Output {
     bin().args(args).output().expect("running foliocache")
 }
 
+/// `line` split at spaces: a command line's arguments, or a list of
+/// engines.
+fn argv(line: &str) -> Vec<&str> {
+    line.split(' ').collect()
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -57,14 +63,26 @@ fn bench_json_in_tmp(args: &[&str]) -> Value {
     bench_json(dir.path(), args)
 }
 
-/// The names of a summary's targets.
-fn target_names(summary: &Value) -> Vec<&str> {
-    summary["targets"]
-        .as_array()
+/// The readahead scenario's engines, in order.
+const READAHEAD_ENGINES: [&str; 4] = [
+    "foliocache",
+    "foliocache[insert=single]",
+    "kernel",
+    "direct",
+];
+
+/// The `name` of each item of the JSON array `list`.
+fn names_of(list: &Value) -> Vec<&str> {
+    list.as_array()
         .unwrap()
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect()
+}
+
+/// The names of a summary's targets.
+fn target_names(summary: &Value) -> Vec<&str> {
+    names_of(&summary["targets"])
 }
 
 /// A result's notes.
@@ -103,139 +121,52 @@ fn assert_usage_error(args: &[&str], wants: &str) {
 
 #[test]
 fn bad_arguments_exit_2_with_the_usage_line() {
-    let cases: &[(&[&str], &str)] = &[
-        (&["bench", "--bs", "4x"], "unknown size suffix"),
-        (&["bench", "--size", "lots"], "is not a size"),
-        (&["bench", "--bs", "0"], "more than 0"),
-        (
-            &["bench", "--scenario", "fill"],
-            "unknown scenario `fill` (available: seqread, randread, readahead, uncached, \
-             populate, write, larger, programs, scaling, redb, sqlite)",
-        ),
-        (
-            &["bench", "--scenario", "programs", "--engine", "kernel"],
-            "programs scenario: --engine does not apply",
-        ),
-        (
-            &["bench", "--memory-limit", "64M"],
-            "--memory-limit limits a custom job's engines",
-        ),
-        (
-            &["bench", "--rw", "read", "--memory-limit", "64k"],
-            "--memory-limit 64.0KiB: at least 1MiB",
-        ),
-        (
-            &["bench", "--scenario", "write", "--settle", "1"],
-            "--settle paces the populate scenario's runs",
-        ),
-        (&["bench", "--settle", "soon"], "is not a pause"),
-        (
-            &["bench", "--rw", "write", "--engine", "anon"],
-            "engine `anon` only populates memory",
-        ),
-        (
-            &["bench", "--scenario", "populate", "--engine", "mmap"],
-            "engine `mmap` does not populate memory",
-        ),
-        (
-            &["bench", "--engine", "foliocache[huge=maybe]"],
-            "bad option `huge=maybe`",
-        ),
-        (
-            &["bench", "--engine", "anon[huge]"],
-            "supported: thp, populate",
-        ),
-        (
-            &["bench", "--scenario", "uncached", "--capacity", "512k"],
-            "uncached scenario: a capacity of 512.0KiB is too small: at least 1MiB",
-        ),
-        (&["bench", "--hot-rate", "fast"], "invalid digit"),
-        (
-            &["bench", "--scenario", "seqread", "--hot-rate", "10"],
-            "--hot-rate paces the uncached scenario's hot reader",
-        ),
-        (&["bench", "--engine", "nope"], "unknown engine `nope`"),
-        (
-            &["bench", "--engine", "foliocache[insert=sometimes]"],
-            "bad option `insert=sometimes`",
-        ),
-        (
-            &["bench", "--engine", "foliocache[ra=1000]"],
-            "ra=1000: a window is whole 4k pages",
-        ),
-        (
-            &["bench", "--engine", "foliocache[io=spdk]"],
-            "bad option `io=spdk`",
-        ),
-        (
-            &["bench", "--engine", "foliocache[writeback]"],
-            "not supported by the library yet",
-        ),
-        (
-            &["bench", "--engine", "foliocache[dontcache=on]"],
-            "bad option `dontcache=on`",
-        ),
-        (&["bench", "--engine", "kernel[x]"], "takes no options"),
-        (
-            &["bench", "--engine", "direct[qd=0]"],
-            "a whole number from 1 to 1024",
-        ),
-        (
-            &["bench", "--engine", "kernel[qd=32]"],
-            "qd= is for foliocache and direct only",
-        ),
-        (
-            &[
-                "bench",
-                "--rw",
-                "randwrite",
-                "--engine",
-                "foliocache[qd=32]",
-            ],
-            "only read",
-        ),
-        (
-            &[
-                "bench", "--rw", "read", "--engine", "direct", "--bs", "1000",
-            ],
-            "multiple of 4096",
-        ),
-        (
-            &[
-                "bench",
-                "--rw",
-                "read",
-                "--engine",
-                "direct",
-                "--buf-offset",
-                "8",
-            ],
-            "--buf-offset must be 0",
-        ),
-        (
-            &["bench", "--rw", "read", "--size", "1k"],
-            "smaller than the block size",
-        ),
-        (&["bench", "--numjobs", "0"], "0 is not in 1..=1024"),
-        (&["bench", "--runtime", "0"], "not a duration"),
-        (&["bench", "--rw", "sideways"], "invalid value"),
-        (
-            &["bench", "--scenario", "seqread", "--bs", "4k"],
-            "cannot be used with",
-        ),
-        (
-            &["bench", "--seeds", "--scenario", "seqread"],
-            "cannot be used with",
-        ),
-        (
-            &["bench", "--engine", "kernel", "--engine", "kernel"],
-            "given twice",
-        ),
-        (&["bench", "--frobnicate"], "unexpected argument"),
-        (&["frobnicate"], "unrecognized subcommand"),
+    // Each a command line (split at spaces), and what its error says.
+    #[rustfmt::skip]
+    let cases: &[(&str, &str)] = &[
+        ("bench --bs 4x", "unknown size suffix"),
+        ("bench --size lots", "is not a size"),
+        ("bench --bs 0", "more than 0"),
+        ("bench --scenario fill", "unknown scenario `fill` (available: seqread, randread, \
+            readahead, uncached, populate, write, larger, programs, scaling, redb, sqlite)"),
+        ("bench --scenario programs --engine kernel", "programs scenario: --engine does not apply"),
+        ("bench --memory-limit 64M", "--memory-limit limits a custom job's engines"),
+        ("bench --rw read --memory-limit 64k", "--memory-limit 64.0KiB: at least 1MiB"),
+        ("bench --scenario write --settle 1", "--settle paces the populate scenario's runs"),
+        ("bench --settle soon", "is not a pause"),
+        ("bench --rw write --engine anon", "engine `anon` only populates memory"),
+        ("bench --scenario populate --engine mmap", "engine `mmap` does not populate memory"),
+        ("bench --engine foliocache[huge=maybe]", "bad option `huge=maybe`"),
+        ("bench --engine anon[huge]", "supported: thp, populate"),
+        ("bench --scenario uncached --capacity 512k", "uncached scenario: a capacity of \
+            512.0KiB is too small: at least 1MiB"),
+        ("bench --hot-rate fast", "invalid digit"),
+        ("bench --scenario seqread --hot-rate 10", "--hot-rate paces the uncached \
+            scenario's hot reader"),
+        ("bench --engine nope", "unknown engine `nope`"),
+        ("bench --engine foliocache[insert=sometimes]", "bad option `insert=sometimes`"),
+        ("bench --engine foliocache[ra=1000]", "ra=1000: a window is whole 4k pages"),
+        ("bench --engine foliocache[io=spdk]", "bad option `io=spdk`"),
+        ("bench --engine foliocache[writeback]", "not supported by the library yet"),
+        ("bench --engine foliocache[dontcache=on]", "bad option `dontcache=on`"),
+        ("bench --engine kernel[x]", "takes no options"),
+        ("bench --engine direct[qd=0]", "a whole number from 1 to 1024"),
+        ("bench --engine kernel[qd=32]", "qd= is for foliocache and direct only"),
+        ("bench --rw randwrite --engine foliocache[qd=32]", "only read"),
+        ("bench --rw read --engine direct --bs 1000", "multiple of 4096"),
+        ("bench --rw read --engine direct --buf-offset 8", "--buf-offset must be 0"),
+        ("bench --rw read --size 1k", "smaller than the block size"),
+        ("bench --numjobs 0", "0 is not in 1..=1024"),
+        ("bench --runtime 0", "not a duration"),
+        ("bench --rw sideways", "invalid value"),
+        ("bench --scenario seqread --bs 4k", "cannot be used with"),
+        ("bench --seeds --scenario seqread", "cannot be used with"),
+        ("bench --engine kernel --engine kernel", "given twice"),
+        ("bench --frobnicate", "unexpected argument"),
+        ("frobnicate", "unrecognized subcommand"),
     ];
-    for (args, wants) in cases {
-        assert_usage_error(args, wants);
+    for (line, wants) in cases {
+        assert_usage_error(&argv(line), wants);
     }
 }
 
@@ -281,10 +212,7 @@ fn quick_seeds_smoke_run_writes_complete_json_and_a_plot() {
     assert_eq!(v["repeat"], 2);
     assert_eq!(v["cold"], false);
     let scenarios = v["scenarios"].as_array().unwrap();
-    let names: Vec<&str> = scenarios
-        .iter()
-        .map(|s| s["name"].as_str().unwrap())
-        .collect();
+    let names = names_of(&v["scenarios"]);
     assert_eq!(
         names,
         [
@@ -346,15 +274,7 @@ fn quick_seeds_smoke_run_writes_complete_json_and_a_plot() {
         .iter()
         .map(|r| r["engine"].as_str().unwrap())
         .collect();
-    assert_eq!(
-        engines,
-        [
-            "foliocache",
-            "foliocache[insert=single]",
-            "kernel",
-            "direct"
-        ]
-    );
+    assert_eq!(engines, READAHEAD_ENGINES);
     let ratios = ra["summary"]["ratios"].as_array().unwrap();
     let named: Vec<(&str, f64)> = ratios
         .iter()
@@ -519,19 +439,10 @@ fn check_seqread_fuse(s: &Value, fuse: bool) {
 /// engine; `tokio-fs` reads only and refuses the job.
 #[test]
 fn the_async_engine_runs_a_write_job() {
-    let v = bench_json_in_tmp(&[
-        "--rw",
-        "randwrite",
-        "--bs",
-        "4k",
-        "--size",
-        "4M",
-        "--engine",
-        "foliocache[async,tasks=8]",
-        "--engine",
-        "foliocache",
-        "--verify",
-    ]);
+    let v = bench_json_in_tmp(&argv(
+        "--rw randwrite --bs 4k --size 4M \
+         --engine foliocache[async,tasks=8] --engine foliocache --verify",
+    ));
     let rs = results(&v);
     let engines: Vec<&str> = rs.iter().map(|r| r["engine"].as_str().unwrap()).collect();
     assert_eq!(engines, ["foliocache[async,tasks=8]", "foliocache"]);
@@ -619,22 +530,40 @@ fn fuse_engine_runs_a_custom_job_through_a_mount() {
 
 /// Whether this kernel and filesystem take `RWF_DONTCACHE` (the uncached
 /// scenario leaves its `dontcache` engine out where they do not).
+/// `engines` less `dontcache` where the kernel has no `RWF_DONTCACHE`.
+fn engines_here(engines: &[&'static str]) -> Vec<&'static str> {
+    engines
+        .iter()
+        .copied()
+        .filter(|e| *e != "dontcache" || dontcache_here())
+        .collect()
+}
+
+/// The runs `rs` of a scenario's two jobs, each on `want` in order: for
+/// each, whether it is of the second job, the run and its engine.
+fn two_jobs<'a>(rs: &'a [Value], want: &[&str]) -> Vec<(bool, &'a Value, &'a str)> {
+    assert_eq!(rs.len(), 2 * want.len());
+    rs.iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let engine = r["engine"].as_str().unwrap();
+            assert_eq!(engine, want[i % want.len()]);
+            (i >= want.len(), r, engine)
+        })
+        .collect()
+}
+
 fn dontcache_here() -> bool {
+    read_64k("dontcache").status.success()
+}
+
+/// A read of a 64 KiB file with `engine` alone, in a directory of its own.
+fn read_64k(engine: &str) -> Output {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    run(&[
-        "bench",
-        "--rw",
-        "read",
-        "--size",
-        "64k",
-        "--engine",
-        "dontcache",
-        "--dir",
-        data.to_str().unwrap(),
-    ])
-    .status
-    .success()
+    let mut args = argv("bench --rw read --size 64k --engine");
+    args.extend([engine, "--dir", data.to_str().unwrap()]);
+    run(&args)
 }
 
 /// The populate scenario's foliocache engines: batched and one folio at a
@@ -770,21 +699,15 @@ fn check_populate(s: &Value, size: u64, repeat: usize, settle: f64) {
 /// is in its figures; the per-job ratios and the target.
 fn check_write(s: &Value, size: u64, repeat: usize, runtime: Option<f64>) {
     let rs = s["results"].as_array().unwrap();
-    let want: Vec<&str> = [
+    let want = engines_here(&[
         "foliocache",
         "foliocache[dontcache]",
         "kernel",
         "direct",
         "dontcache",
-    ]
-    .into_iter()
-    .filter(|e| *e != "dontcache" || dontcache_here())
-    .collect();
-    assert_eq!(rs.len(), 2 * want.len());
-    for (i, r) in rs.iter().enumerate() {
-        let engine = r["engine"].as_str().unwrap();
-        assert_eq!(engine, want[i % want.len()]);
-        let seq = i < want.len();
+    ]);
+    for (second, r, engine) in two_jobs(rs, &want) {
+        let seq = !second;
         let (rw, bs, file) = if seq {
             ("write", 64u64 << 10, size)
         } else {
@@ -838,10 +761,7 @@ fn check_write(s: &Value, size: u64, repeat: usize, runtime: Option<f64>) {
         .iter()
         .any(|r| r["name"] == "foliocache / kernel (randwrite 4KiB)" && r["target"] == 1.0));
     let targets = sum["targets"].as_array().unwrap();
-    let names: Vec<&str> = targets
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let names = names_of(&sum["targets"]);
     assert_eq!(
         names,
         [
@@ -858,35 +778,13 @@ fn check_write(s: &Value, size: u64, repeat: usize, runtime: Option<f64>) {
 #[test]
 fn populate_scenario_reports_setup_and_arena_populate() {
     let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("out.json");
-    let out = run(&[
-        "bench",
-        "--scenario",
-        "populate",
-        "--size",
-        "16M",
-        "--repeat",
-        "1",
-        "--settle",
-        "0",
-        "--engine",
-        "foliocache[huge=on]",
-        "--engine",
-        "foliocache[grab=single,folio=64k,huge=off]",
-        "--engine",
-        "foliocache[populate=lazy]",
-        "--engine",
-        "anon[thp,populate]",
-        "--engine",
-        "kernel",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    let stdout = text(&out.stdout);
-    assert!(
-        out.status.success(),
-        "failed:\n{stdout}\n{}",
-        text(&out.stderr)
+    let (v, stdout) = bench_json_and_text(
+        dir.path(),
+        &argv(
+            "--scenario populate --size 16M --repeat 1 --settle 0 \
+             --engine foliocache[huge=on] --engine foliocache[grab=single,folio=64k,huge=off] \
+             --engine foliocache[populate=lazy] --engine anon[thp,populate] --engine kernel",
+        ),
     );
     for section in [
         "setup and writes of those runs",
@@ -898,7 +796,6 @@ fn populate_scenario_reports_setup_and_arena_populate() {
     ] {
         assert!(stdout.contains(section), "no `{section}` in:\n{stdout}");
     }
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let rs = results(&v);
     assert_eq!(rs.len(), 5);
     let f = |i: usize| &rs[i]["foliocache"];
@@ -921,12 +818,7 @@ fn populate_scenario_reports_setup_and_arena_populate() {
     );
     // Without the default engines, the targets fall to the first batched
     // and the first single foliocache engine.
-    let ratios: Vec<&str> = v["scenarios"][0]["summary"]["ratios"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["name"].as_str().unwrap())
-        .collect();
+    let ratios = names_of(&v["scenarios"][0]["summary"]["ratios"]);
     assert_eq!(
         ratios,
         [
@@ -955,31 +847,13 @@ fn populate_scenario_reports_setup_and_arena_populate() {
 #[test]
 fn write_with_grab_single_verifies() {
     let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("out.json");
-    let out = run(&[
-        "bench",
-        "--rw",
-        "randwrite",
-        "--bs",
-        "16k",
-        "--size",
-        "4M",
-        "--cold",
-        "--verify",
-        "--engine",
-        "foliocache[grab=single,folio=16k]",
-        "--engine",
-        "foliocache[grab=batched,huge=off]",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "failed:\n{}\n{}",
-        text(&out.stdout),
-        text(&out.stderr)
+    let v = bench_json(
+        dir.path(),
+        &argv(
+            "--rw randwrite --bs 16k --size 4M --cold --verify \
+             --engine foliocache[grab=single,folio=16k] --engine foliocache[grab=batched,huge=off]",
+        ),
     );
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let rs = results(&v);
     assert_eq!(rs.len(), 2);
     assert_eq!(rs[0]["foliocache"]["write_insert"], "grab_folios_single");
@@ -1008,15 +882,8 @@ fn check_uncached(s: &Value, size: u64, capacity: u64, repeat: usize, hot_rate: 
     let rs = s["results"].as_array().unwrap();
     let mut engines: Vec<&str> = rs.iter().map(|r| r["engine"].as_str().unwrap()).collect();
     engines.dedup();
-    let want: Vec<&str> = ["foliocache", "foliocache[dontcache]", "kernel", "dontcache"]
-        .into_iter()
-        .filter(|e| *e != "dontcache" || dontcache_here())
-        .collect();
-    assert_eq!(rs.len(), 2 * want.len());
-    for (i, r) in rs.iter().enumerate() {
-        let engine = r["engine"].as_str().unwrap();
-        assert_eq!(engine, want[i % want.len()]);
-        let beside = i >= want.len();
+    let want = engines_here(&["foliocache", "foliocache[dontcache]", "kernel", "dontcache"]);
+    for (beside, r, engine) in two_jobs(rs, &want) {
         assert_eq!(r["rw"], "read");
         assert_eq!(r["bs"], 64 << 10);
         assert_eq!(r["numjobs"], 1);
@@ -1104,21 +971,13 @@ fn check_uncached(s: &Value, size: u64, capacity: u64, repeat: usize, hot_rate: 
     // The summary: ratios and the issue's targets, each met, not met, or
     // not checked with the reason.
     let sum = &s["summary"];
-    let ratios: Vec<&str> = sum["ratios"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["name"].as_str().unwrap())
-        .collect();
+    let ratios = names_of(&sum["ratios"]);
     assert!(
         ratios.contains(&"foliocache[dontcache] / foliocache"),
         "{ratios:?}"
     );
     let targets = sum["targets"].as_array().unwrap();
-    let names: Vec<&str> = targets
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let names = names_of(&sum["targets"]);
     let mut want = vec![
         "foliocache[dontcache] flat throughput",
         "foliocache[dontcache] bandwidth / foliocache",
@@ -1150,30 +1009,10 @@ fn check_uncached(s: &Value, size: u64, capacity: u64, repeat: usize, hot_rate: 
 #[test]
 fn uncached_scenario_reports_timelines_cpu_cache_figures_and_hit_ratios() {
     let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("out.json");
-    let data = dir.path().join("data");
-    let out = run(&[
-        "bench",
-        "--scenario",
-        "uncached",
-        "--capacity",
-        "16M",
-        "--repeat",
-        "1",
-        "--hot-rate",
-        "4096",
-        "--dir",
-        data.to_str().unwrap(),
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    let stdout = text(&out.stdout);
-    assert!(
-        out.status.success(),
-        "failed:\n{stdout}\n{}",
-        text(&out.stderr)
+    let (v, stdout) = bench_json_and_text(
+        dir.path(),
+        &argv("--scenario uncached --capacity 16M --repeat 1 --hot-rate 4096"),
     );
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let s = &v["scenarios"][0];
     assert_eq!(s["name"], "uncached");
     check_uncached(s, 64 << 20, 16 << 20, 1, 4096);
@@ -1349,19 +1188,7 @@ fn check_record(r: &Value, readahead: bool, cpus: u64) {
 /// here are skipped with a message, except under `CI=true`, where they
 /// must run.
 fn engine_runs_here(engine: &str) -> bool {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let out = run(&[
-        "bench",
-        "--rw",
-        "read",
-        "--size",
-        "64k",
-        "--engine",
-        engine,
-        "--dir",
-        data.to_str().unwrap(),
-    ]);
+    let out = read_64k(engine);
     if out.status.success() {
         return true;
     }
@@ -1446,14 +1273,7 @@ fn every_engine_reads_the_right_data_at_random() {
 fn misaligned_buffers_read_the_right_data() {
     verified(
         "randread",
-        &[
-            "foliocache",
-            "foliocache[dontcache]",
-            "kernel",
-            "dontcache",
-            "mmap",
-            "memcpy",
-        ],
+        &argv("foliocache foliocache[dontcache] kernel dontcache mmap memcpy"),
         &["--buf-offset", "8"],
     );
 }
@@ -1487,13 +1307,7 @@ fn every_engine_writes_the_right_data() {
     verified("randwrite", &WRITERS, &[]);
     verified(
         "randwrite",
-        &[
-            "foliocache",
-            "foliocache[dontcache]",
-            "kernel",
-            "direct",
-            "dontcache",
-        ],
+        &argv("foliocache foliocache[dontcache] kernel direct dontcache"),
         &["--shared"],
     );
     verified(
@@ -1516,15 +1330,7 @@ fn readahead_scenario_reads_the_right_data_on_every_engine() {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
     let rs = results(&v);
     let engines: Vec<&str> = rs.iter().map(|r| r["engine"].as_str().unwrap()).collect();
-    assert_eq!(
-        engines,
-        [
-            "foliocache",
-            "foliocache[insert=single]",
-            "kernel",
-            "direct"
-        ]
-    );
+    assert_eq!(engines, READAHEAD_ENGINES);
     for r in rs {
         let notes = notes_of(r);
         assert!(
@@ -1542,17 +1348,7 @@ fn cold_runs_start_out_of_every_cache() {
     let dir = tempfile::tempdir().unwrap();
     let v = bench_json(
         dir.path(),
-        &[
-            "--rw",
-            "read",
-            "--size",
-            "4M",
-            "--cold",
-            "--engine",
-            "foliocache",
-            "--engine",
-            "kernel",
-        ],
+        &argv("--rw read --size 4M --cold --engine foliocache --engine kernel"),
     );
     for r in results(&v) {
         assert_eq!(r["cold"], true);
@@ -1570,16 +1366,7 @@ fn a_timed_run_has_one_timeline_entry_per_second() {
     let dir = tempfile::tempdir().unwrap();
     let v = bench_json(
         dir.path(),
-        &[
-            "--rw",
-            "randread",
-            "--size",
-            "4M",
-            "--runtime",
-            "1.5",
-            "--engine",
-            "kernel",
-        ],
+        &argv("--rw randread --size 4M --runtime 1.5 --engine kernel"),
     );
     let r = results(&v)[0];
     let secs = r["seconds"].as_f64().unwrap();
@@ -1650,18 +1437,9 @@ fn readahead_options_are_applied_and_the_label_kept() {
 /// memory, and the targets reported.
 #[test]
 fn larger_scenario_reports_figures_per_read_and_its_targets() {
-    let v = bench_json_in_tmp(&[
-        "--scenario",
-        "larger",
-        "--capacity",
-        "16M",
-        "--size",
-        "64M",
-        "--runtime",
-        "0.25",
-        "--repeat",
-        "1",
-    ]);
+    let v = bench_json_in_tmp(&argv(
+        "--scenario larger --capacity 16M --size 64M --runtime 0.25 --repeat 1",
+    ));
     let s = &v["scenarios"][0];
     assert_eq!(s["name"], "larger");
     let rs = s["results"].as_array().unwrap();
@@ -1754,21 +1532,10 @@ fn larger_scenario_reports_figures_per_read_and_its_targets() {
 /// (where the machine has one) and reports it.
 #[test]
 fn memory_limit_puts_a_custom_job_under_a_cgroup() {
-    let v = bench_json_in_tmp(&[
-        "--rw",
-        "randread",
-        "--shared",
-        "--size",
-        "8M",
-        "--memory-limit",
-        "4M",
-        "--engine",
-        "kernel",
-        "--engine",
-        "foliocache",
-        "--runtime",
-        "0.25",
-    ]);
+    let v = bench_json_in_tmp(&argv(
+        "--rw randread --shared --size 8M --memory-limit 4M \
+         --engine kernel --engine foliocache --runtime 0.25",
+    ));
     let s = &v["scenarios"][0];
     let lim = &s["memory_limit"];
     assert!(lim.is_object(), "{s}");

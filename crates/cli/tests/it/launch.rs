@@ -7,7 +7,8 @@ use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_foliocache");
 
-/// Builds `libfoliocache_preload.so` and `libfoliocache.so` beside the
+/// Builds `libfoliocache_preload.so`, `libfoliocache.so` and the SQLite
+/// extension beside the
 /// binary (its target directory and profile).
 pub(crate) fn build_library() {
     let out = Path::new(BIN).parent().expect("the binary's directory");
@@ -19,6 +20,7 @@ pub(crate) fn build_library() {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(cargo)
         .args(["build", "-p", "foliocache-preload", "-p", "foliocache-capi"])
+        .args(["-p", "foliocache-sqlite-ext"])
         .args(["--profile", profile])
         .env(
             "CARGO_TARGET_DIR",
@@ -103,11 +105,20 @@ fn the_installed_binary_runs_a_program_under_the_installed_library() {
     for f in [
         "bin/foliocache",
         "lib/foliocache/libfoliocache_preload.so",
+        "lib/foliocache/libfoliocache_sqlite_ext.so",
         "lib/libfoliocache.so.0",
         "include/foliocache.h",
         "lib/pkgconfig/foliocache.pc",
     ] {
         assert!(prefix.path().join(f).exists(), "{f} not installed");
+    }
+    // Stripped, as a package's files are (the build keeps line tables).
+    for f in ["bin/foliocache", "lib/foliocache/libfoliocache_preload.so"] {
+        let installed = prefix.path().join(f);
+        assert!(
+            !test_support::elf_has_section(&installed, ".debug_info"),
+            "{f} installed with debug info"
+        );
     }
     let data = tempfile::tempdir().expect("tempdir");
     std::fs::write(data.path().join("f"), b"served\n").expect("writing f");

@@ -24,6 +24,37 @@ pub(crate) fn fuse_ok(test: &str) -> bool {
     }
 }
 
+/// A fresh backing directory and mount point for `test`, or `None`
+/// where FUSE is unavailable (skipped with the reason).
+pub(crate) fn fuse_dirs(test: &str) -> Option<Dirs> {
+    fuse_ok(test).then(dirs)
+}
+
+/// [`fuse_dirs`] with the mount's server started on them ([`start`]).
+fn mounted(test: &str) -> Option<(Dirs, Child)> {
+    let d = fuse_dirs(test)?;
+    let child = start(&d);
+    Some((d, child))
+}
+
+/// Unmounts `mnt` with `fusermount3 -u` (else `umount`), which must
+/// succeed.
+fn unmount(mnt: &Path) {
+    let st = Command::new("fusermount3")
+        .arg("-u")
+        .arg(mnt)
+        .status()
+        .or_else(|_| Command::new("umount").arg(mnt).status())
+        .expect("unmount");
+    assert!(st.success());
+}
+
+/// Ends a mount's server with SIGTERM, which unmounts it: it exits 0.
+pub(crate) fn stop(child: &mut Child) {
+    signal(child, nix::sys::signal::Signal::SIGTERM);
+    assert!(wait(child).success());
+}
+
 pub(crate) fn is_mounted(mnt: &Path) -> bool {
     let mnt = mnt.canonicalize().unwrap_or_else(|_| mnt.to_path_buf());
     fs::read_to_string("/proc/self/mountinfo")
@@ -104,10 +135,9 @@ pub(crate) fn signal(child: &Child, sig: nix::sys::signal::Signal) {
 
 #[test]
 fn sigterm_and_sigint_write_dirty_data_back_and_unmount() {
-    if !fuse_ok("sigterm_and_sigint_write_dirty_data_back_and_unmount") {
+    let Some(d) = fuse_dirs("sigterm_and_sigint_write_dirty_data_back_and_unmount") else {
         return;
-    }
-    let d = dirs();
+    };
     for (i, sig) in [
         nix::sys::signal::Signal::SIGTERM,
         nix::sys::signal::Signal::SIGINT,
@@ -135,16 +165,15 @@ fn sigterm_and_sigint_write_dirty_data_back_and_unmount() {
         fs::read(d.mnt.join("f0")).expect("read").len(),
         (1 << 20) + 17
     );
-    signal(&child, nix::sys::signal::Signal::SIGTERM);
-    assert!(wait(&mut child).success());
+    stop(&mut child);
 }
 
 #[test]
 fn sigterm_drops_an_unlinked_open_files_data_and_unmounts_cleanly() {
-    if !fuse_ok("sigterm_drops_an_unlinked_open_files_data_and_unmounts_cleanly") {
+    let Some(d) = fuse_dirs("sigterm_drops_an_unlinked_open_files_data_and_unmounts_cleanly")
+    else {
         return;
-    }
-    let d = dirs();
+    };
     // The flusher writes everything dirty every few seconds and may do so
     // between a try's write and the signal: then that try proves nothing.
     // Without the drop every try writes the data back.
@@ -207,10 +236,9 @@ impl Drop for Immutable {
 #[test]
 fn a_failed_writeback_at_unmount_names_its_file_and_the_others_are_written() {
     let test = "a_failed_writeback_at_unmount_names_its_file_and_the_others_are_written";
-    if !fuse_ok(test) {
+    let Some(d) = fuse_dirs(test) else {
         return;
-    }
-    let d = dirs();
+    };
     let log = d.backing.with_file_name("server.log");
     let mut child = start_with_stderr(&d, fs::File::create(&log).expect("log").into());
     let names = ["before", "refused", "after"];
@@ -264,11 +292,9 @@ fn a_failed_writeback_at_unmount_names_its_file_and_the_others_are_written() {
 
 #[test]
 fn after_sigkill_a_restart_serves_what_was_synced() {
-    if !fuse_ok("after_sigkill_a_restart_serves_what_was_synced") {
+    let Some((d, mut child)) = mounted("after_sigkill_a_restart_serves_what_was_synced") else {
         return;
-    }
-    let d = dirs();
-    let mut child = start(&d);
+    };
     let f = fs::File::create(d.mnt.join("synced")).expect("create");
     std::io::Write::write_all(&mut &f, b"durable").expect("write");
     f.sync_all().expect("fsync");
@@ -278,25 +304,16 @@ fn after_sigkill_a_restart_serves_what_was_synced() {
     // The dead mount is still there; a restart takes it away and serves.
     let mut child = start(&d);
     assert_eq!(fs::read(d.mnt.join("synced")).expect("read"), b"durable");
-    signal(&child, nix::sys::signal::Signal::SIGTERM);
-    assert!(wait(&mut child).success());
+    stop(&mut child);
 }
 
 #[test]
 fn fusermount_unmount_ends_the_server_cleanly() {
-    if !fuse_ok("fusermount_unmount_ends_the_server_cleanly") {
+    let Some((d, mut child)) = mounted("fusermount_unmount_ends_the_server_cleanly") else {
         return;
-    }
-    let d = dirs();
-    let mut child = start(&d);
+    };
     fs::write(d.mnt.join("x"), b"kept").expect("write");
-    let st = Command::new("fusermount3")
-        .arg("-u")
-        .arg(&d.mnt)
-        .status()
-        .or_else(|_| Command::new("umount").arg(&d.mnt).status())
-        .expect("unmount");
-    assert!(st.success());
+    unmount(&d.mnt);
     assert!(wait(&mut child).success());
     assert_eq!(fs::read(d.backing.join("x")).expect("backing"), b"kept");
 }
@@ -324,10 +341,9 @@ fn sample(text: &str, name: &str) -> u64 {
 
 #[test]
 fn metrics_move_as_a_program_reads_and_writes_through_the_mount() {
-    if !fuse_ok("metrics_move_as_a_program_reads_and_writes_through_the_mount") {
+    let Some(d) = fuse_dirs("metrics_move_as_a_program_reads_and_writes_through_the_mount") else {
         return;
-    }
-    let d = dirs();
+    };
     // A free port: bound, read, let go, given to the mount.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -392,17 +408,14 @@ fn metrics_move_as_a_program_reads_and_writes_through_the_mount() {
         // The last column is the bytes cached: the files read and written.
         assert!(cells[8] >= 1.0, "{l}");
     }
-    signal(&child, nix::sys::signal::Signal::SIGTERM);
-    assert!(wait(&mut child).success());
+    stop(&mut child);
 }
 
 #[test]
 fn stat_shows_the_cache_and_each_file() {
-    if !fuse_ok("stat_shows_the_cache_and_each_file") {
+    let Some((d, mut child)) = mounted("stat_shows_the_cache_and_each_file") else {
         return;
-    }
-    let d = dirs();
-    let mut child = start(&d);
+    };
     fs::write(d.mnt.join("a"), vec![1u8; 1 << 20]).expect("write");
     let out = Command::new(BIN)
         .arg("stat")
@@ -433,16 +446,14 @@ fn stat_shows_the_cache_and_each_file() {
         "mmap: private only"
     };
     assert!(text.contains(mode), "{text}");
-    signal(&child, nix::sys::signal::Signal::SIGTERM);
-    assert!(wait(&mut child).success());
+    stop(&mut child);
 }
 
 #[test]
 fn mount_without_foreground_returns_once_mounted() {
-    if !fuse_ok("mount_without_foreground_returns_once_mounted") {
+    let Some(d) = fuse_dirs("mount_without_foreground_returns_once_mounted") else {
         return;
-    }
-    let d = dirs();
+    };
     let st = Command::new(BIN)
         .arg("mount")
         .arg(&d.backing)
@@ -453,13 +464,7 @@ fn mount_without_foreground_returns_once_mounted() {
     assert!(st.success());
     assert!(is_mounted(&d.mnt));
     fs::write(d.mnt.join("y"), b"bg").expect("write");
-    let st = Command::new("fusermount3")
-        .arg("-u")
-        .arg(&d.mnt)
-        .status()
-        .or_else(|_| Command::new("umount").arg(&d.mnt).status())
-        .expect("unmount");
-    assert!(st.success());
+    unmount(&d.mnt);
     // The server writes back as it exits; wait for the data.
     let deadline = Instant::now() + Duration::from_secs(20);
     while fs::read(d.backing.join("y")).unwrap_or_default() != b"bg" {

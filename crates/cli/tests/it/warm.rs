@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::mount::{dirs, fuse_ok, is_mounted, signal, wait, Dirs};
+use crate::mount::{fuse_dirs, is_mounted, stop, Dirs};
 
 const BIN: &str = env!("CARGO_BIN_EXE_foliocache");
 
@@ -74,17 +74,14 @@ fn loaded(d: &Dirs, file: &str) -> serde_json::Value {
 }
 
 fn unmount(mut server: Server) {
-    let mut child = server.0.take().expect("running");
-    signal(&child, nix::sys::signal::Signal::SIGTERM);
-    assert!(wait(&mut child).success());
+    stop(&mut server.0.take().expect("running"));
 }
 
 #[test]
 fn a_remount_starts_with_the_last_mounts_files_cached() {
-    if !fuse_ok("a_remount_starts_with_the_last_mounts_files_cached") {
+    let Some(d) = fuse_dirs("a_remount_starts_with_the_last_mounts_files_cached") else {
         return;
-    }
-    let d = dirs();
+    };
     let state = d.backing.parent().unwrap().join("mount.state");
     let data: Vec<u8> = (0..1u32 << 20).map(|i| (i * 13 + i / 4096) as u8).collect();
     fs::write(d.backing.join("data"), &data).unwrap();

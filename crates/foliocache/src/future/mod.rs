@@ -45,8 +45,15 @@
 //! completes and ends the folios' writeback state); see `docs/async.md`
 //! for what each dropped future has done.
 //!
-//! With the `tokio` feature, `Cursor` (`File::cursor`) reads a file
-//! through `tokio::io::AsyncRead + AsyncSeek`.
+//! With the `tokio` feature, `Cursor` (`File::cursor`, borrowing the
+//! file) and `AsyncFile` (`File::into_async`, owning a handle, for a task
+//! as `tokio::fs::File`) read and write a file through
+//! `tokio::io::AsyncRead + AsyncWrite + AsyncSeek`.
+//!
+//! A read that started IO records its latency in the cache's
+//! `miss_latency` (`CacheStats::miss_latency`, the metric
+//! `foliocache_miss_latency_seconds`) when it completes, from its first
+//! miss on, as the blocking read does; a hit reads no clock.
 //!
 //! `docs/async.md` has the design: what wakes what, and every operation's
 //! cancellation.
@@ -62,6 +69,6 @@ mod write;
 
 pub use crate::folio::WaitUnlocked;
 #[cfg(feature = "tokio")]
-pub use cursor::Cursor;
+pub use cursor::{AsyncFile, Cursor};
 pub use read::{PinAt, ReadAt, ReadExactAt};
 pub use write::{SetLen, SyncAt, WriteAllAt, WriteAt};

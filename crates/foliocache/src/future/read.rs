@@ -7,6 +7,7 @@ use std::io;
 use std::ops::DerefMut;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
+use std::time::Instant;
 
 use super::job::{Jobs, Wait};
 use crate::arena::PAGE;
@@ -250,6 +251,43 @@ pub(super) struct ReadState<'a, B> {
     /// Return what was copied rather than wait for more (an `AsyncRead`'s
     /// read: any bytes will do).
     short: bool,
+    /// When this read first found a byte it needs not cached (a miss's
+    /// latency starts there, as the blocking read's in
+    /// `Mapping::get_pages`; a hit never reads the clock). Recorded in the
+    /// cache's `miss_latency` when a read that started IO completes.
+    since: Option<Instant>,
+    /// Kept between polls without a borrow of the file (a tokio handle's
+    /// read, `ReadProgress`): a wait for a folio's lock leaves the task's
+    /// waker queued on it instead of holding a [`WaitUnlocked`].
+    detached: bool,
+}
+
+/// What a read that returned `Pending` keeps for the next poll of a tokio
+/// handle ([`Cursor`](super::Cursor), [`AsyncFile`](super::AsyncFile)),
+/// which rebuilds the read around the buffer that poll brings: whether it
+/// started IO (so the IO is not started again, its folios are not counted
+/// as hits, and its latency is recorded at its end) and the cache's memory
+/// job it waits for. No borrow: the handle may own its `File`. The folio
+/// lock it waited on holds the task's waker until the unlock wakes it; the
+/// next poll finds the folio's read still in flight (locked) and waits
+/// again, or finds it done.
+#[cfg(feature = "tokio")]
+pub(super) struct ReadProgress {
+    /// Where the read starts: the next poll resumes it only there.
+    offset: u64,
+    started: bool,
+    retries: u32,
+    memory: Option<Wait>,
+    memory_waits: u32,
+    since: Option<Instant>,
+}
+
+#[cfg(feature = "tokio")]
+impl ReadProgress {
+    /// Where the read starts.
+    pub(super) fn offset(&self) -> u64 {
+        self.offset
+    }
 }
 
 /// What a miss leads to.
@@ -266,47 +304,43 @@ enum Miss<'a> {
 }
 
 impl<'a, B: DerefMut<Target = [u8]>> ReadState<'a, B> {
-    /// This read's progress carried into a read of another buffer at
-    /// `offset` (a cursor's next `poll_read`): the folio it waits on and
-    /// whether it started IO. `short`: complete with what was copied
-    /// rather than wait for more.
+    /// A read of `buf` at `offset` kept between polls without a borrow
+    /// (see [`ReadProgress`]), resuming `from` if it was a read at
+    /// `offset`. `short`: complete with what was copied rather than wait
+    /// for more.
     #[cfg(feature = "tokio")]
-    pub(super) fn resume<C>(
-        from: Option<ReadState<'a, C>>,
+    pub(super) fn resume(
+        from: Option<ReadProgress>,
         file: &'a File,
         buf: B,
         offset: u64,
         short: bool,
     ) -> Self {
         let mut st = ReadState::new(file, buf, offset, ReadFlags::NONE);
-        if let Some(old) = from {
-            if old.offset == offset {
-                st.wait = old.wait;
-                st.memory = old.memory;
-                st.memory_waits = old.memory_waits;
-                st.started = old.started;
-                st.retries = old.retries;
-            }
+        if let Some(old) = from.filter(|p| p.offset == offset) {
+            st.memory = old.memory;
+            st.memory_waits = old.memory_waits;
+            st.started = old.started;
+            st.retries = old.retries;
+            st.since = old.since;
         }
         st.short = short;
+        st.detached = true;
         st
     }
 
-    /// Gives up the buffer, keeping the rest (see `resume`).
+    /// Gives up the file and the buffer, keeping the rest for
+    /// [`resume`](Self::resume).
     #[cfg(feature = "tokio")]
-    pub(super) fn park(self) -> ReadState<'a, ()> {
-        ReadState {
-            file: self.file,
-            buf: (),
+    pub(super) fn park(self) -> ReadProgress {
+        debug_assert!(self.wait.is_none(), "a detached read holds no folio wait");
+        ReadProgress {
             offset: self.offset,
-            flags: self.flags,
-            done: 0,
             started: self.started,
             retries: self.retries,
-            wait: self.wait,
             memory: self.memory,
             memory_waits: self.memory_waits,
-            short: self.short,
+            since: self.since,
         }
     }
 
@@ -323,12 +357,27 @@ impl<'a, B: DerefMut<Target = [u8]>> ReadState<'a, B> {
             memory: None,
             memory_waits: 0,
             short: false,
+            since: None,
+            detached: false,
         }
     }
 
     /// Reads until the buffer is full or the file ends: the bytes read, or
-    /// the error if none was.
+    /// the error if none was. A read that started IO records its latency
+    /// (from its first miss to now) as the blocking read does.
     pub(super) fn poll_read(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        let r = ready!(self.poll_copy(cx));
+        if self.started {
+            if let Some(since) = self.since.take() {
+                let stats = &self.file.mapping.inner().stats;
+                stats.miss_latency.record(since.elapsed());
+            }
+        }
+        Poll::Ready(r)
+    }
+
+    /// [`poll_read`](Self::poll_read) but for the latency.
+    fn poll_copy(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
         loop {
             if let Some(w) = self.wait.as_mut() {
                 ready!(Pin::new(w).poll(cx));
@@ -355,9 +404,19 @@ impl<'a, B: DerefMut<Target = [u8]>> ReadState<'a, B> {
                     if e.kind() == io::ErrorKind::WouldBlock
                         && !self.flags.contains(ReadFlags::NOWAIT) =>
                 {
+                    self.since.get_or_insert_with(Instant::now);
                     match self.miss(pos, len) {
                         Miss::Wait(_) if self.short && self.done > 0 => {
                             return Poll::Ready(Ok(self.done))
+                        }
+                        Miss::Wait(folio) if self.detached => {
+                            // The waker stays queued until the unlock
+                            // wakes it (nothing holds the folio for the
+                            // next poll, which finds it again).
+                            if folio.register_waker(cx.waker()) {
+                                return Poll::Pending;
+                            }
+                            continue;
                         }
                         Miss::Wait(folio) => {
                             self.wait = Some(folio.wait_unlocked_async());

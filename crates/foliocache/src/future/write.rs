@@ -10,6 +10,8 @@ use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
 use super::job::{self, Jobs, Wait};
+#[cfg(feature = "tokio")]
+use super::read::ReadProgress;
 use super::read::{ReadState, MAX_MEMORY_WAITS};
 use crate::arena::PAGE;
 use crate::file::File;
@@ -148,10 +150,27 @@ enum Waiting<'a> {
     Fill(Box<ReadState<'a, Vec<u8>>>),
     /// Room for the piece's new folios (`Jobs::memory`).
     Memory(Wait),
+    /// A tokio handle's `Fill` between two polls, without a borrow.
+    #[cfg(feature = "tokio")]
+    FillParked(ReadProgress),
+}
+
+/// What a tokio handle's write that returned `Pending` (or a short count)
+/// keeps for its next `poll_write`, which brings its buffer again: the
+/// waits of the piece at `pos`, without a borrow (see
+/// [`ReadProgress`]).
+#[cfg(feature = "tokio")]
+pub(super) struct WriteProgress {
+    /// Where that piece goes: the next write resumes only there.
+    pos: u64,
+    throttled: bool,
+    fills: u8,
+    memory_waits: u32,
+    waiting: Waiting<'static>,
 }
 
 /// A write in progress: `buf[..done]` is written at `offset`.
-struct WriteState<'a> {
+pub(super) struct WriteState<'a> {
     file: &'a File,
     buf: &'a [u8],
     offset: u64,
@@ -169,6 +188,10 @@ struct WriteState<'a> {
     /// [`MAX_MEMORY_WAITS`]).
     memory_waits: u32,
     waiting: Waiting<'a>,
+    /// Return what was written rather than wait before the next piece (an
+    /// `AsyncWrite`'s write), and read partial pages as a tokio handle's
+    /// read (`ReadState::resume`).
+    short: bool,
 }
 
 impl<'a> WriteState<'a> {
@@ -184,11 +207,105 @@ impl<'a> WriteState<'a> {
             fills: 0,
             memory_waits: 0,
             waiting: Waiting::Nothing,
+            short: false,
         }
     }
 
+    /// A tokio handle's write of `buf` at `offset` (ignored in append
+    /// mode), resuming `from`'s waits if they were for a piece there.
+    #[cfg(feature = "tokio")]
+    pub(super) fn resume(
+        from: Option<WriteProgress>,
+        file: &'a File,
+        buf: &'a [u8],
+        offset: u64,
+    ) -> WriteState<'a> {
+        let mut st = WriteState::new(file, buf, offset);
+        st.short = true;
+        if let Some(p) = from.filter(|p| st.append || p.pos == offset) {
+            st.throttled = p.throttled;
+            st.fills = p.fills;
+            st.memory_waits = p.memory_waits;
+            st.waiting = p.waiting;
+        }
+        st
+    }
+
+    /// Where the bytes written end (in append mode, once a piece found
+    /// the end of the file).
+    #[cfg(feature = "tokio")]
+    pub(super) fn end(&self) -> u64 {
+        self.offset.saturating_add(self.done as u64)
+    }
+
+    /// The bytes written.
+    #[cfg(feature = "tokio")]
+    pub(super) fn written(&self) -> usize {
+        self.done
+    }
+
+    /// Gives up the file and the buffer, keeping the waits of the next
+    /// piece for [`resume`](Self::resume).
+    #[cfg(feature = "tokio")]
+    pub(super) fn park(self) -> WriteProgress {
+        WriteProgress {
+            pos: self.end(),
+            throttled: self.throttled,
+            fills: self.fills,
+            memory_waits: self.memory_waits,
+            waiting: match self.waiting {
+                Waiting::Nothing => Waiting::Nothing,
+                Waiting::Throttle(w) => Waiting::Throttle(w),
+                Waiting::Memory(w) => Waiting::Memory(w),
+                Waiting::Fill(r) => Waiting::FillParked(r.park()),
+                Waiting::FillParked(p) => Waiting::FillParked(p),
+            },
+        }
+    }
+
+    /// Polls what the piece at `done` waits for.
+    fn poll_waiting(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        #[cfg(feature = "tokio")]
+        if matches!(self.waiting, Waiting::FillParked(_)) {
+            // A tokio handle's fill read, rebuilt around the file.
+            if let Waiting::FillParked(p) = std::mem::replace(&mut self.waiting, Waiting::Nothing) {
+                let at = p.offset();
+                let r = ReadState::resume(Some(p), self.file, vec![0u8; 1], at, false);
+                self.waiting = Waiting::Fill(Box::new(r));
+            }
+        }
+        match &mut self.waiting {
+            Waiting::Nothing => {}
+            Waiting::Throttle(w) => {
+                let r = ready!(w.poll(cx));
+                self.waiting = Waiting::Nothing;
+                r?;
+                self.throttled = true;
+            }
+            Waiting::Fill(r) => {
+                // A failed read is the piece's own to meet and report
+                // (it reads the page again on this thread).
+                let _ = ready!(r.poll_read(cx));
+                self.waiting = Waiting::Nothing;
+            }
+            Waiting::Memory(w) => {
+                if ready!(w.poll(cx)).is_err() {
+                    // The wait ran out (`OutOfMemory`): the piece
+                    // allocates as the blocking write's does, which
+                    // reports the error if memory is still short.
+                    self.memory_waits = MAX_MEMORY_WAITS;
+                }
+                self.waiting = Waiting::Nothing;
+            }
+            #[cfg(feature = "tokio")]
+            Waiting::FillParked(_) => unreachable!("rebuilt above"),
+        }
+        Poll::Ready(Ok(()))
+    }
+
     /// Writes until all of `buf` is written: its length, or the error.
-    fn poll_write(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+    /// With `short`, what was written once more would wait.
+    pub(super) fn poll_write(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
         let file = self.file;
         let m = file.mapping();
         if !self.checked {
@@ -196,29 +313,11 @@ impl<'a> WriteState<'a> {
             self.checked = true;
         }
         loop {
-            match &mut self.waiting {
-                Waiting::Nothing => {}
-                Waiting::Throttle(w) => {
-                    let r = ready!(w.poll(cx));
-                    self.waiting = Waiting::Nothing;
-                    r?;
-                    self.throttled = true;
+            if self.poll_waiting(cx)?.is_pending() {
+                if self.short && self.done > 0 {
+                    return Poll::Ready(Ok(self.done));
                 }
-                Waiting::Fill(r) => {
-                    // A failed read is the piece's own to meet and report
-                    // (it reads the page again on this thread).
-                    let _ = ready!(r.poll_read(cx));
-                    self.waiting = Waiting::Nothing;
-                }
-                Waiting::Memory(w) => {
-                    if ready!(w.poll(cx)).is_err() {
-                        // The wait ran out (`OutOfMemory`): the piece
-                        // allocates as the blocking write's does, which
-                        // reports the error if memory is still short.
-                        self.memory_waits = MAX_MEMORY_WAITS;
-                    }
-                    self.waiting = Waiting::Nothing;
-                }
+                return Poll::Pending;
             }
             let len = self.buf.len();
             if self.done == len {
@@ -250,12 +349,7 @@ impl<'a> WriteState<'a> {
             if self.fills < 2 && !self.append {
                 if let Some(at) = self.partial_miss(pos, pos.saturating_add(n as u64)) {
                     self.fills += 1;
-                    self.waiting = Waiting::Fill(Box::new(ReadState::new(
-                        file,
-                        vec![0u8; 1],
-                        at,
-                        ReadFlags::NONE,
-                    )));
+                    self.waiting = Waiting::Fill(Box::new(self.fill(at)));
                     continue;
                 }
             }
@@ -277,6 +371,15 @@ impl<'a> WriteState<'a> {
             self.fills = 0;
             self.memory_waits = 0;
         }
+    }
+
+    /// The read of the page at `at` that a piece covers in part.
+    fn fill(&self, at: u64) -> ReadState<'a, Vec<u8>> {
+        #[cfg(feature = "tokio")]
+        if self.short {
+            return ReadState::resume(None, self.file, vec![0u8; 1], at, false);
+        }
+        ReadState::new(self.file, vec![0u8; 1], at, ReadFlags::NONE)
     }
 
     /// The pages a piece over `from..to` (at most `most` pages) needs new

@@ -103,8 +103,9 @@ impl Cache {
     /// with cached folios, its path and identity (device, inode, size,
     /// mtime, ctime), and the runs of cached pages, in LRU order (most
     /// recently used first). Ranges, not data: a few bytes per run. The
-    /// file is written to a temporary beside `path`, synced and renamed
-    /// over it, so a crash leaves the old list or the new one.
+    /// file is written to a temporary beside `path` (made new, mode
+    /// 0600, following no symlink), synced and renamed over it, so a
+    /// crash leaves the old list or the new one.
     ///
     /// A file opened for writing is first brought to what its close would
     /// leave (its dirty data written back, no `fsync`, and the backing's
@@ -363,7 +364,7 @@ impl Cache {
     /// The load is `None` on a cold start (the report says why).
     pub fn warm_load(&self, path: impl AsRef<Path>) -> (WarmStart, Option<WarmLoad>) {
         let path = path.as_ref();
-        let bytes = match std::fs::read(path) {
+        let bytes = match read_state_file(path) {
             Ok(b) => b,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return (WarmStart::default(), None),
             Err(e) => return (cold(path, &e), None),
@@ -525,21 +526,86 @@ fn add_run(ranges: &mut Vec<SavedRange>, file: u32, index: u64, pages: u32) {
     });
 }
 
+/// The largest state file a load reads: 16 bytes a range, so a few
+/// million ranges (a state file's own saves stay far below).
+const MAX_STATE_BYTES: u64 = 256 << 20;
+
+/// The bytes of the state file at `path`, read as ssh reads a key: opened
+/// without blocking (a FIFO put there must not hang the program), and
+/// refused unless it is a regular file, owned by this process's user (or
+/// root), and writable by no one else (anyone who can write it chooses
+/// which files the cache reads and keeps).
+fn read_state_file(path: &Path) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    let md = f.metadata()?;
+    let refuse = |why: String| Err(io::Error::new(io::ErrorKind::PermissionDenied, why));
+    if !md.file_type().is_file() {
+        return refuse("not a regular file".into());
+    }
+    let me = rustix::process::geteuid().as_raw();
+    if md.uid() != me && md.uid() != 0 {
+        return refuse(format!(
+            "owned by user {}, not by this process's user {me}",
+            md.uid()
+        ));
+    }
+    if md.mode() & 0o022 != 0 {
+        return refuse(format!(
+            "writable by others (mode {:o}): make it 0600",
+            md.mode() & 0o7777
+        ));
+    }
+    if md.len() > MAX_STATE_BYTES {
+        return refuse(format!("{} bytes, more than a state file holds", md.len()));
+    }
+    let mut bytes = Vec::with_capacity(md.len() as usize);
+    Read::by_ref(&mut f)
+        .take(MAX_STATE_BYTES)
+        .read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 /// Writes `bytes` to `path` through a temporary beside it: written,
-/// synced, renamed over `path`, and the directory synced.
+/// synced, renamed over `path`, and the directory synced. The temporary is
+/// made new (`O_CREAT | O_EXCL | O_NOFOLLOW`, mode 0600): whatever stands
+/// at its name (a file, a symlink planted by another user) is never
+/// followed, reused nor written; another name is tried instead. The state
+/// lists the path of every file cached: it is its owner's alone to read.
 fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let mut name = path
+    let base = path
         .file_name()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "a state file needs a name"))?
         .to_os_string();
-    name.push(format!(".tmp.{}", std::process::id()));
-    let tmp = dir.join(name);
+    let (tmp, mut f) = {
+        let mut attempt = 0u32;
+        loop {
+            let mut name = base.clone();
+            name.push(format!(".tmp.{}.{attempt}", std::process::id()));
+            let tmp = dir.join(name);
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(&tmp)
+            {
+                Ok(f) => break (tmp, f),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 100 => attempt += 1,
+                Err(e) => return Err(e),
+            }
+        }
+    };
     let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)?;

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use backing::MemBacking;
 use foliocache::filemap::FolioFlags;
-use foliocache::filemap::{FgpFlags, MappingEntry};
+use foliocache::filemap::{FgpFlags, LockedFolio, Mapping, MappingEntry};
 use foliocache::{Advice, Cache, CacheStat, CacheStats, File, ReadFlags, ReadaheadConfig};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -47,6 +47,40 @@ const MIB: usize = 1 << 20;
 const BLOCKED: Duration = Duration::from_secs(5);
 
 type Rec = Arc<RecordingBacking<MemBacking>>;
+
+/// A cache of `bytes` with folios up to `max_folio` bytes and no
+/// readahead: a miss makes known folios (see above).
+fn cache(bytes: usize, max_folio: usize) -> Cache {
+    TestCache::bytes(bytes)
+        .max_folio(max_folio)
+        .no_readahead()
+        .build()
+}
+
+/// A cache of `bytes` with folios up to `max_folio` bytes and the kernel's
+/// readahead.
+fn ra_cache(bytes: usize, max_folio: usize) -> Cache {
+    TestCache::bytes(bytes)
+        .max_folio(max_folio)
+        .readahead(ReadaheadConfig::kernel())
+        .build()
+}
+
+/// `len` random nonzero bytes (`seed`) through [`open`]: the bytes, the
+/// file, the log.
+fn new_file(c: &Cache, len: usize, seed: u64) -> (Vec<u8>, File, Rec) {
+    let data = nonzero_bytes(len, seed);
+    let (f, b) = open(c, &data);
+    (data, f, b)
+}
+
+/// The usual setup: [`new_file`] in an 8 MiB [`cache`] of folios up to
+/// 64 KiB. The cache, the bytes, the file, the log.
+fn file_64k(len: usize, seed: u64) -> (Cache, Vec<u8>, File, Rec) {
+    let c = cache(8 * MIB, 64 * KIB as usize);
+    let (data, f, b) = new_file(&c, len, seed);
+    (c, data, f, b)
+}
 
 /// `data` in memory, read through `c`, its reads logged.
 fn open(c: &Cache, data: &[u8]) -> (File, Rec) {
@@ -89,6 +123,13 @@ fn check_bytes(data: &[u8], off: u64, len: usize, buf: &[u8], n: usize) {
             data[off + bad]
         );
     }
+}
+
+/// A new dropbehind folio of order `order` at page `index`, locked (what
+/// an uncached read's lookup creates), to be read.
+fn lock_dropbehind(m: &Mapping, index: u64, order: u32) -> LockedFolio<'_> {
+    m.lock_folio(index, (FgpFlags::CREAT | FgpFlags::DONTCACHE).order(order))
+        .unwrap()
 }
 
 fn cs(f: &File, off: u64, len: u64) -> CacheStat {
@@ -204,10 +245,7 @@ fn grew(before: &CacheStats, after: &CacheStats) -> (u64, u64, u64, u64) {
 /// inside it short of EOF. No shadow anywhere.
 #[test]
 fn uncached_reads_return_the_right_bytes_and_drop_what_they_read_through() {
-    let c = TestCache::bytes(8 * MIB)
-        .max_folio(64 * KIB as usize)
-        .no_readahead()
-        .build();
+    let c = cache(8 * MIB, 64 * KIB as usize);
     let size = 300 * KIB as usize + 123;
     let data = nonzero_bytes(size, 1);
     let s = size as u64;
@@ -283,13 +321,9 @@ fn uncached_reads_return_the_right_bytes_and_drop_what_they_read_through() {
 /// (uncached, without IO) drops it, and nothing is left.
 #[test]
 fn a_random_sweep_of_uncached_reads_leaves_nothing_cached() {
-    let c = TestCache::bytes(8 * MIB)
-        .max_folio(64 * KIB as usize)
-        .no_readahead()
-        .build();
+    let c = cache(8 * MIB, 64 * KIB as usize);
     let size = MIB + 777;
-    let data = nonzero_bytes(size, 2);
-    let (f, _b) = open(&c, &data);
+    let (data, f, _b) = new_file(&c, size, 2);
     let mut rng = StdRng::seed_from_u64(3);
     for round in 0..300 {
         let off = rng.gen_range(0..size as u64 + 100);
@@ -350,16 +384,10 @@ fn a_random_sweep_of_uncached_reads_leaves_nothing_cached() {
 /// folio over a 10000-byte file) goes when a read reaches EOF.
 #[test]
 fn an_uncached_read_to_eof_drops_a_folio_straddling_it() {
-    let c = TestCache::bytes(4 * MIB)
-        .max_folio(64 * KIB as usize)
-        .no_readahead()
-        .build();
-    let data = nonzero_bytes(10_000, 4);
-    let (f, _b) = open(&c, &data);
+    let c = cache(4 * MIB, 64 * KIB as usize);
+    let (data, f, _b) = new_file(&c, 10_000, 4);
     let m = f.mapping();
-    let g = m
-        .lock_folio(0, (FgpFlags::CREAT | FgpFlags::DONTCACHE).order(2))
-        .unwrap();
+    let g = lock_dropbehind(m, 0, 2);
     assert_eq!((g.index(), g.nr_pages()), (0, 4));
     let g = m.read_folio(g).unwrap();
     drop(g);
@@ -380,12 +408,7 @@ fn an_uncached_read_to_eof_drops_a_folio_straddling_it() {
 /// (an uncached read drops only the folios it created).
 #[test]
 fn folios_cached_before_an_uncached_read_stay_cached() {
-    let c = TestCache::bytes(8 * MIB)
-        .max_folio(64 * KIB as usize)
-        .no_readahead()
-        .build();
-    let data = nonzero_bytes(256 * KIB as usize, 5);
-    let (f, b) = open(&c, &data);
+    let (c, data, f, b) = file_64k(256 * KIB as usize, 5);
     cread(&f, &data, 0, 64 * KIB as usize); // order 4 at 0
     cread(&f, &data, 20 * P, PAGE); // order 0 at 20
     assert_eq!(ce(&f, 0, 0), (17, 0));
@@ -432,10 +455,7 @@ fn folios_cached_before_an_uncached_read_stay_cached() {
 /// dropbehind folio never goes to the active list.
 #[test]
 fn an_uncached_read_over_shadows_consumes_them_and_activates_nothing() {
-    let c = TestCache::bytes(8 * MIB)
-        .max_folio(64 * KIB as usize)
-        .no_readahead()
-        .build();
+    let c = cache(8 * MIB, 64 * KIB as usize);
     // `a` is read twice: active, 16 pages. `b` read once, then evicted.
     let da = nonzero_bytes(64 * KIB as usize, 6);
     let db = nonzero_bytes(256 * KIB as usize, 7);
@@ -514,16 +534,9 @@ fn an_uncached_read_over_shadows_consumes_them_and_activates_nothing() {
 /// the piece that reaches its end, then goes; no piece does IO or marks it.
 #[test]
 fn a_large_folio_read_in_pieces_stays_until_its_last_piece() {
-    let c = TestCache::bytes(8 * MIB)
-        .max_folio(64 * KIB as usize)
-        .no_readahead()
-        .build();
-    let data = nonzero_bytes(256 * KIB as usize, 8);
-    let (f, _b) = open(&c, &data);
+    let (c, data, f, _b) = file_64k(256 * KIB as usize, 8);
     let m = f.mapping();
-    let g = m
-        .lock_folio(16, (FgpFlags::CREAT | FgpFlags::DONTCACHE).order(4))
-        .unwrap();
+    let g = lock_dropbehind(m, 16, 4);
     assert_eq!((g.index(), g.nr_pages()), (16, 16));
     assert!(g.test(FolioFlags::DROPBEHIND));
     let g = m.read_folio(g).unwrap();
@@ -560,12 +573,8 @@ fn a_large_folio_read_in_pieces_stays_until_its_last_piece() {
 /// Read 4 KiB at a time, it stays until its last page is read.
 #[test]
 fn a_readahead_folio_read_in_pieces_stays_until_its_last_piece() {
-    let c = TestCache::bytes(16 * MIB)
-        .max_folio(2 * MIB)
-        .readahead(ReadaheadConfig::kernel())
-        .build();
-    let data = nonzero_bytes(MIB, 9);
-    let (f, _b) = open(&c, &data);
+    let c = ra_cache(16 * MIB, 2 * MIB);
+    let (data, f, _b) = new_file(&c, MIB, 9);
     uread(&f, &data, 0, 64 * KIB as usize);
     c.wait_io_idle();
     assert_eq!(ce(&f, 0, 64 * KIB), (0, 0), "what the read covered is gone");
@@ -602,13 +611,9 @@ fn a_readahead_folio_read_in_pieces_stays_until_its_last_piece() {
 /// few windows, and at the end nothing is cached and no shadow is left.
 #[test]
 fn an_uncached_stream_reads_each_byte_once_and_leaves_nothing() {
-    let c = TestCache::bytes(16 * MIB)
-        .max_folio(2 * MIB)
-        .readahead(ReadaheadConfig::kernel())
-        .build();
+    let c = ra_cache(16 * MIB, 2 * MIB);
     let size = 4 * MIB + 1234;
-    let data = nonzero_bytes(size, 10);
-    let (f, b) = open(&c, &data);
+    let (data, f, b) = new_file(&c, size, 10);
     let before = c.stats();
     let chunk = 64 * KIB;
     // Folios are at most one window (32 pages) and aligned to their size.
@@ -656,12 +661,8 @@ fn an_uncached_stream_reads_each_byte_once_and_leaves_nothing() {
 /// window that cached read starts is not dropbehind.
 #[test]
 fn readahead_windows_of_uncached_reads_are_dropbehind_until_a_cached_read_claims_them() {
-    let c = TestCache::bytes(16 * MIB)
-        .max_folio(2 * MIB)
-        .readahead(ReadaheadConfig::kernel())
-        .build();
-    let data = nonzero_bytes(MIB, 11);
-    let (f, _b) = open(&c, &data);
+    let c = ra_cache(16 * MIB, 2 * MIB);
+    let (data, f, _b) = new_file(&c, MIB, 11);
     uread(&f, &data, 0, 64 * KIB as usize);
     c.wait_io_idle();
     assert_eq!(ce(&f, 0, 64 * KIB), (0, 0));
@@ -729,18 +730,10 @@ fn readahead_windows_of_uncached_reads_are_dropbehind_until_a_cached_read_claims
 /// without claims it (it stays).
 #[test]
 fn a_plain_get_folio_claims_a_dropbehind_folio_and_a_dontcache_one_does_not() {
-    let c = TestCache::bytes(8 * MIB)
-        .max_folio(64 * KIB as usize)
-        .no_readahead()
-        .build();
-    let data = nonzero_bytes(256 * KIB as usize, 12);
-    let (f, _b) = open(&c, &data);
+    let (c, data, f, _b) = file_64k(256 * KIB as usize, 12);
     let m = f.mapping();
     for at in [0u64, 16] {
-        let g = m
-            .lock_folio(at, (FgpFlags::CREAT | FgpFlags::DONTCACHE).order(4))
-            .unwrap();
-        m.read_folio(g).unwrap();
+        m.read_folio(lock_dropbehind(m, at, 4)).unwrap();
     }
     drop(m.get_folio(3, FgpFlags::DONTCACHE).unwrap());
     assert!(
@@ -765,18 +758,11 @@ fn a_plain_get_folio_claims_a_dropbehind_folio_and_a_dontcache_one_does_not() {
 /// dropbehind; the next uncached read through it, unlocked, drops it.
 #[test]
 fn a_dropbehind_folio_locked_by_another_thread_is_read_and_kept() {
-    let c = TestCache::bytes(8 * MIB)
-        .max_folio(64 * KIB as usize)
-        .no_readahead()
-        .build();
+    let c = cache(8 * MIB, 64 * KIB as usize);
     let data = Arc::new(nonzero_bytes(256 * KIB as usize, 13));
     let (f, _b) = open(&c, &data);
     let m = f.mapping();
-    let g = m
-        .lock_folio(0, (FgpFlags::CREAT | FgpFlags::DONTCACHE).order(4))
-        .unwrap();
-    let g = m.read_folio(g).unwrap();
-    drop(g);
+    m.read_folio(lock_dropbehind(m, 0, 4)).unwrap();
 
     let (locked_tx, locked_rx) = mpsc::channel();
     let (release_tx, release_rx) = mpsc::channel::<()>();
@@ -830,19 +816,11 @@ fn a_dropbehind_folio_locked_by_another_thread_is_read_and_kept() {
 /// bytes_cached say 0); its memory goes back when the reference is dropped.
 #[test]
 fn an_extra_reference_keeps_a_detached_folio_not_a_cached_one() {
-    let c = TestCache::bytes(8 * MIB)
-        .max_folio(64 * KIB as usize)
-        .no_readahead()
-        .build();
+    let c = cache(8 * MIB, 64 * KIB as usize);
     let cap = c.stats().capacity_bytes;
-    let data = nonzero_bytes(256 * KIB as usize, 14);
-    let (f, _b) = open(&c, &data);
+    let (data, f, _b) = new_file(&c, 256 * KIB as usize, 14);
     let m = f.mapping();
-    let g = m
-        .lock_folio(0, (FgpFlags::CREAT | FgpFlags::DONTCACHE).order(4))
-        .unwrap();
-    let g = m.read_folio(g).unwrap();
-    drop(g);
+    m.read_folio(lock_dropbehind(m, 0, 4)).unwrap();
     let Some(MappingEntry::Folio(held)) = m.get_entry(5) else {
         panic!("no folio at 5")
     };
@@ -866,12 +844,7 @@ fn an_extra_reference_keeps_a_detached_folio_not_a_cached_one() {
 /// folio in the same cache, sets REFERENCED and then activates it.
 #[test]
 fn uncached_reads_never_mark_the_folios_they_create_accessed() {
-    let c = TestCache::bytes(8 * MIB)
-        .max_folio(64 * KIB as usize)
-        .no_readahead()
-        .build();
-    let data = nonzero_bytes(256 * KIB as usize, 15);
-    let (f, _b) = open(&c, &data);
+    let (c, data, f, _b) = file_64k(256 * KIB as usize, 15);
     let activations = c.stats().activations;
     // Each read ends inside page 0: the folio stays to be looked at.
     for (off, len) in [(0, 100), (0, 100), (200, 10), (50, 3000), (0, 100)] {
@@ -913,12 +886,7 @@ fn uncached_reads_never_mark_the_folios_they_create_accessed() {
 /// defaults, starting empty, and changing either side leaves the other.
 #[test]
 fn default_flags_apply_to_the_handle_and_its_clones_not_to_a_reopened_one() {
-    let c = TestCache::bytes(8 * MIB)
-        .max_folio(64 * KIB as usize)
-        .no_readahead()
-        .build();
-    let data = nonzero_bytes(512 * KIB as usize, 16);
-    let (f, _b) = open(&c, &data);
+    let (c, data, f, _b) = file_64k(512 * KIB as usize, 16);
     let w = 64 * KIB;
     let ws = w as usize;
     assert_eq!(f.default_flags(), ReadFlags::NONE);
@@ -966,12 +934,7 @@ fn default_flags_apply_to_the_handle_and_its_clones_not_to_a_reopened_one() {
 /// `Advice::Normal` cancels it.
 #[test]
 fn noreuse_advice_makes_reads_uncached_until_normal() {
-    let c = TestCache::bytes(8 * MIB)
-        .max_folio(64 * KIB as usize)
-        .no_readahead()
-        .build();
-    let data = nonzero_bytes(512 * KIB as usize, 17);
-    let (f, _b) = open(&c, &data);
+    let (c, data, f, _b) = file_64k(512 * KIB as usize, 17);
     let w = 64 * KIB;
     let ws = w as usize;
     let r = f.reopen();
@@ -1008,12 +971,8 @@ fn noreuse_advice_makes_reads_uncached_until_normal() {
 /// counted.
 #[test]
 fn dontneed_drops_clean_unused_folios_and_shadows_in_range_only() {
-    let c = TestCache::bytes(8 * MIB)
-        .max_folio(16 * KIB as usize)
-        .no_readahead()
-        .build();
-    let data = nonzero_bytes(256 * KIB as usize, 18);
-    let (f, _b) = open(&c, &data);
+    let c = cache(8 * MIB, 16 * KIB as usize);
+    let (data, f, _b) = new_file(&c, 256 * KIB as usize, 18);
     for i in 0..16 {
         cread(&f, &data, i * 16 * KIB, 16 * KIB as usize);
     }
@@ -1067,12 +1026,8 @@ fn dontneed_drops_clean_unused_folios_and_shadows_in_range_only() {
 /// endbyte is also EOF"). `len == 0` (to the end) drops it as well.
 #[test]
 fn dontneed_to_end_of_file_drops_the_partial_last_page() {
-    let c = TestCache::bytes(8 * MIB)
-        .max_folio(PAGE)
-        .no_readahead()
-        .build();
-    let data = nonzero_bytes(10_000, 19);
-    let (f, _b) = open(&c, &data);
+    let c = cache(8 * MIB, PAGE);
+    let (data, f, _b) = new_file(&c, 10_000, 19);
     cread(&f, &data, 0, data.len());
     assert_eq!(ce(&f, 0, 0), (3, 0));
     f.advise(0, data.len() as u64, Advice::DontNeed).unwrap();
@@ -1106,18 +1061,11 @@ fn would_block(f: &File, off: u64, len: usize, flags: ReadFlags) {
 fn nowait_reads_return_cached_data_only_and_start_no_io() {
     for ra in [false, true] {
         let c = if ra {
-            TestCache::bytes(8 * MIB)
-                .max_folio(2 * MIB)
-                .readahead(ReadaheadConfig::kernel())
-                .build()
+            ra_cache(8 * MIB, 2 * MIB)
         } else {
-            TestCache::bytes(8 * MIB)
-                .max_folio(64 * KIB as usize)
-                .no_readahead()
-                .build()
+            cache(8 * MIB, 64 * KIB as usize)
         };
-        let data = nonzero_bytes(256 * KIB as usize, 20);
-        let (f, b) = open(&c, &data);
+        let (data, f, b) = new_file(&c, 256 * KIB as usize, 20);
         let nw = ReadFlags::NOWAIT;
         would_block(&f, 0, PAGE, nw);
         would_block(&f, 1000, 100, nw | ReadFlags::DONTCACHE);
@@ -1170,10 +1118,7 @@ fn read_flags_n(f: &File, data: &[u8], off: u64, len: usize, flags: ReadFlags) -
 /// with WouldBlock instead of waiting for it.
 #[test]
 fn nowait_read_of_a_folio_being_read_would_block_without_waiting() {
-    let c = TestCache::bytes(8 * MIB)
-        .max_folio(64 * KIB as usize)
-        .no_readahead()
-        .build();
+    let c = cache(8 * MIB, 64 * KIB as usize);
     let data = Arc::new(nonzero_bytes(256 * KIB as usize, 21));
     let (f, _b) = open(&c, &data);
     let m = f.mapping();
@@ -1204,12 +1149,8 @@ fn nowait_read_of_a_folio_being_read_would_block_without_waiting() {
 /// counts nothing; an unaligned range counts every page it touches.
 #[test]
 fn cachestat_len_zero_means_to_the_end() {
-    let c = TestCache::bytes(8 * MIB)
-        .max_folio(PAGE)
-        .no_readahead()
-        .build();
-    let data = nonzero_bytes(256 * KIB as usize + 5, 22);
-    let (f, _b) = open(&c, &data);
+    let c = cache(8 * MIB, PAGE);
+    let (data, f, _b) = new_file(&c, 256 * KIB as usize + 5, 22);
     cread(&f, &data, 0, data.len());
     assert_eq!(ce(&f, 0, 0), (65, 0));
     assert_eq!(ce(&f, 64 * KIB, 0), (49, 0));
@@ -1228,12 +1169,7 @@ fn cachestat_len_zero_means_to_the_end() {
 /// only their pages inside it.
 #[test]
 fn cachestat_counts_only_the_pages_of_a_large_entry_inside_the_range() {
-    let c = TestCache::bytes(8 * MIB)
-        .max_folio(64 * KIB as usize)
-        .no_readahead()
-        .build();
-    let data = nonzero_bytes(256 * KIB as usize, 23);
-    let (f, _b) = open(&c, &data);
+    let (c, data, f, _b) = file_64k(256 * KIB as usize, 23);
     cread(&f, &data, 64 * KIB, 64 * KIB as usize); // order 4 at 16
     assert_eq!(folio_at(&f, 20).map(|x| (x.0, x.1)), Some((16, 16)));
     let cases: &[(u64, u64, u64)] = &[
@@ -1264,13 +1200,9 @@ fn cachestat_counts_only_the_pages_of_a_large_entry_inside_the_range() {
 /// pages.
 #[test]
 fn cachestat_matches_the_index_page_by_page() {
-    let c = TestCache::bytes(8 * MIB)
-        .max_folio(64 * KIB as usize)
-        .no_readahead()
-        .build();
+    let c = cache(8 * MIB, 64 * KIB as usize);
     let size = MIB + 100;
-    let data = nonzero_bytes(size, 24);
-    let (f, _b) = open(&c, &data);
+    let (data, f, _b) = new_file(&c, size, 24);
     let mut rng = StdRng::seed_from_u64(25);
     for _ in 0..40 {
         let off = rng.gen_range(0..size as u64);
@@ -1342,8 +1274,7 @@ fn cachestat_after_evictions_counts_shadows() {
         .no_readahead()
         .shadow_budget(16 * xarray::NODE_SIZE)
         .build();
-    let data = nonzero_bytes(4 * MIB, 26);
-    let (f, _b) = open(&c, &data);
+    let (data, f, _b) = new_file(&c, 4 * MIB, 26);
     for i in 0..64 {
         cread(&f, &data, i * 64 * KIB, 64 * KIB as usize);
     }
@@ -1367,12 +1298,8 @@ fn cachestat_after_evictions_counts_shadows() {
 /// offset is fine.
 #[test]
 fn cachestat_rejects_an_overflowing_range() {
-    let c = TestCache::bytes(4 * MIB)
-        .max_folio(PAGE)
-        .no_readahead()
-        .build();
-    let data = nonzero_bytes(64 * KIB as usize, 27);
-    let (f, _b) = open(&c, &data);
+    let c = cache(4 * MIB, PAGE);
+    let (data, f, _b) = new_file(&c, 64 * KIB as usize, 27);
     cread(&f, &data, 0, data.len());
     for (off, len) in [
         (u64::MAX, 1),
@@ -1402,10 +1329,7 @@ fn cachestat_rejects_an_overflowing_range() {
 /// right.
 #[test]
 fn concurrent_cached_and_uncached_readers_see_the_right_bytes() {
-    let c = TestCache::bytes(4 * MIB)
-        .max_folio(256 * KIB as usize)
-        .readahead(ReadaheadConfig::kernel())
-        .build();
+    let c = ra_cache(4 * MIB, 256 * KIB as usize);
     let datas = [
         Arc::new(nonzero_bytes(2 * MIB, 28)),
         Arc::new(nonzero_bytes(3 * MIB + 777, 29)),

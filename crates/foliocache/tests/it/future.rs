@@ -31,6 +31,10 @@ use crate::common::{nonzero_bytes, settled};
 use backing::aio::{EngineKind as IoKind, IoEngineConfig};
 use test_support::cache::{faulty_file, mem_file, TestCache};
 
+/// tokio's IO traits: the borrowed `Cursor` and the owned `AsyncFile`.
+mod handles;
+/// The async reads' misses in the miss latency histogram.
+mod latency;
 /// Reads and writes when memory is short.
 mod reclaim;
 /// The writes, syncs and `set_len`.

@@ -14,20 +14,69 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use backing::{FaultyBacking, MemBacking};
-use foliocache::{File, ReadQueue, ReadReq};
+use foliocache::{Cache, File, ReadQueue, ReadReq};
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::common::{assert_at_rest, RecordingBacking};
 use test_support::cache::TestCache;
-use test_support::TempPath;
+use test_support::{nonzero_bytes, TempPath};
 
 const P: u64 = 4096;
 
-fn nonzero_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut rng = StdRng::seed_from_u64(seed);
-    (0..len).map(|_| rng.gen_range(1..=255u8)).collect()
+/// A file of 64 pages and a bit of nonzero bytes (`seed`) at `tmp`,
+/// opened through a cache of half its size: the bytes, the path, the
+/// cache, the file.
+fn larger_than_the_cache(tmp: &str, seed: u64) -> (Vec<u8>, TempPath, Cache, File) {
+    let data = nonzero_bytes(64 * P as usize + 1234, seed);
+    let tmp = TempPath::with_data(tmp, &data);
+    let c = TestCache::bytes(32 * P as usize)
+        .max_folio(16 * P as usize)
+        .build();
+    let f = c.open(&tmp.path).unwrap();
+    (data, tmp, c, f)
+}
+
+/// A cache of `bytes` with folios up to `max_folio` bytes and no readahead:
+/// the IO is the requests' own.
+fn cache(bytes: usize, max_folio: usize) -> Cache {
+    TestCache::bytes(bytes)
+        .max_folio(max_folio)
+        .no_readahead()
+        .build()
+}
+
+/// A file of `pages` pages of nonzero bytes (`seed`) on a memory backing
+/// that records its reads, in a 1 MiB cache with folios up to `max_folio`
+/// bytes and no readahead: the bytes, the cache, the backing, the file.
+fn recorded(
+    pages: u64,
+    seed: u64,
+    max_folio: usize,
+) -> (Vec<u8>, Cache, Arc<RecordingBacking<MemBacking>>, File) {
+    let data = nonzero_bytes((pages * P) as usize, seed);
+    let c = cache(1 << 20, max_folio);
+    let b = Arc::new(RecordingBacking::new(MemBacking::with_data(data.clone())));
+    let f = c.open_backing(b.clone()).unwrap();
+    (data, c, b, f)
+}
+
+/// The backing read `pages` pages, each once (it read `pages` in all and the
+/// cache counted as many misses).
+#[track_caller]
+fn assert_read_once(c: &Cache, b: &RecordingBacking<MemBacking>, pages: u64) {
+    let read: u64 = b.page_runs().iter().map(|&(_, n)| n).sum();
+    assert_eq!(read, pages, "{:?}", b.page_runs());
+    assert_eq!(c.stats().misses, pages);
+}
+
+/// One `read_many` of `reqs` gives each request what `read_at` would.
+#[track_caller]
+fn assert_reads(f: &File, reqs: &[(u64, usize)], data: &[u8]) {
+    for (r, &(off, len)) in run(f, reqs).into_iter().zip(reqs) {
+        assert_eq!(r.unwrap(), expect(data, off, len), "at {off}");
+    }
 }
 
 /// What `read_at` gives for `len` bytes at `off` of `data`.
@@ -74,10 +123,7 @@ proptest! {
         batches in prop::collection::vec(
             prop::collection::vec((0u64..70 * P, 0usize..20_000), 1..40), 1..4),
     ) {
-        let data = nonzero_bytes(64 * P as usize + 1234, seed);
-        let tmp = TempPath::with_data("read-many-model", &data);
-        let c = TestCache::bytes(32 * P as usize).max_folio(16 * P as usize).build();
-        let f = c.open(&tmp.path).unwrap();
+        let (data, _tmp, c, f) = larger_than_the_cache("read-many-model", seed);
         for batch in &batches {
             for (r, &(off, len)) in run(&f, batch).into_iter().zip(batch) {
                 let got = r.unwrap();
@@ -125,10 +171,7 @@ proptest! {
         depth in 1usize..40,
         reqs in prop::collection::vec((0u64..70 * P, 0usize..20_000), 1..80),
     ) {
-        let data = nonzero_bytes(64 * P as usize + 1234, seed);
-        let tmp = TempPath::with_data("read-queue-model", &data);
-        let c = TestCache::bytes(32 * P as usize).max_folio(16 * P as usize).build();
-        let f = c.open(&tmp.path).unwrap();
+        let (data, _tmp, c, f) = larger_than_the_cache("read-queue-model", seed);
         for (r, &(off, len)) in run_queued(&f, &reqs, depth).into_iter().zip(&reqs) {
             let got = r.unwrap();
             prop_assert_eq!(&got[..], expect(&data, off, len), "at {} len {}", off, len);
@@ -143,13 +186,7 @@ proptest! {
 /// refused without taking it.
 #[test]
 fn a_queue_starts_reads_when_pushed_and_reads_each_page_once() {
-    let data = nonzero_bytes(256 * P as usize, 3);
-    let c = TestCache::bytes(1 << 20)
-        .max_folio(1 << 20)
-        .no_readahead()
-        .build();
-    let b = Arc::new(RecordingBacking::new(MemBacking::with_data(data.clone())));
-    let f = c.open_backing(b.clone()).unwrap();
+    let (data, c, b, f) = recorded(256, 3, 1 << 20);
     let mut q = f.read_queue();
     for i in 0..32u64 {
         q.push((i * 7 % 256) * P, P as usize);
@@ -182,9 +219,7 @@ fn a_queue_starts_reads_when_pushed_and_reads_each_page_once() {
         assert_eq!(done.result.unwrap(), P as usize);
         assert_eq!(&buf[..], expect(&data, off, P as usize));
     }
-    let pages: u64 = b.page_runs().iter().map(|&(_, n)| n).sum();
-    assert_eq!(pages, 32, "{:?}", b.page_runs());
-    assert_eq!(c.stats().misses, 32);
+    assert_read_once(&c, &b, 32);
     assert_at_rest(&c);
 }
 
@@ -192,24 +227,12 @@ fn a_queue_starts_reads_when_pushed_and_reads_each_page_once() {
 /// page once, and hits make no IO.
 #[test]
 fn misses_are_read_once_and_hits_not_at_all() {
-    let data = nonzero_bytes(256 * P as usize, 1);
-    let c = TestCache::bytes(1 << 20)
-        .max_folio(1 << 20)
-        .no_readahead()
-        .build();
-    let b = Arc::new(RecordingBacking::new(MemBacking::with_data(data.clone())));
-    let f = c.open_backing(b.clone()).unwrap();
+    let (data, c, b, f) = recorded(256, 1, 1 << 20);
     let reqs: Vec<(u64, usize)> = (0..32).map(|i| ((i * 7 % 256) * P, P as usize)).collect();
-    for (r, &(off, len)) in run(&f, &reqs).into_iter().zip(&reqs) {
-        assert_eq!(r.unwrap(), expect(&data, off, len));
-    }
-    let pages: u64 = b.page_runs().iter().map(|&(_, n)| n).sum();
-    assert_eq!(pages, 32, "{:?}", b.page_runs());
-    assert_eq!(c.stats().misses, 32);
+    assert_reads(&f, &reqs, &data);
+    assert_read_once(&c, &b, 32);
     b.clear();
-    for (r, &(off, len)) in run(&f, &reqs).into_iter().zip(&reqs) {
-        assert_eq!(r.unwrap(), expect(&data, off, len));
-    }
+    assert_reads(&f, &reqs, &data);
     assert_eq!(b.reads(), 0);
 }
 
@@ -230,9 +253,7 @@ fn edge_requests() {
         (4 * P, 100),
         (u64::MAX - 5, 10),
     ];
-    for (r, &(off, len)) in run(&f, &reqs).into_iter().zip(&reqs) {
-        assert_eq!(r.unwrap(), expect(&data, off, len), "at {off}");
-    }
+    assert_reads(&f, &reqs, &data);
     assert_at_rest(&c);
 }
 
@@ -241,10 +262,7 @@ fn edge_requests() {
 #[test]
 fn a_failed_read_fails_only_the_requests_that_need_it() {
     let data = nonzero_bytes(128 * P as usize, 3);
-    let c = TestCache::bytes(1 << 20)
-        .max_folio(1 << 16)
-        .no_readahead()
-        .build();
+    let c = cache(1 << 20, 1 << 16);
     let b = Arc::new(FaultyBacking::new(MemBacking::with_data(data.clone())));
     let f = c.open_backing(b.clone()).unwrap();
     b.fail_reads_in(40 * P, 8 * P, libc_eio());
@@ -264,9 +282,7 @@ fn a_failed_read_fails_only_the_requests_that_need_it() {
     }
     assert_at_rest(&c);
     b.clear_read_ranges();
-    for (r, &(off, len)) in run(&f, &reqs).into_iter().zip(&reqs) {
-        assert_eq!(r.unwrap(), expect(&data, off, len));
-    }
+    assert_reads(&f, &reqs, &data);
     assert_at_rest(&c);
 }
 
@@ -279,10 +295,7 @@ fn libc_eio() -> i32 {
 #[test]
 fn concurrent_readers_share_the_io() {
     let data = nonzero_bytes(512 * P as usize, 4);
-    let c = TestCache::bytes(4 << 20)
-        .max_folio(1 << 16)
-        .no_readahead()
-        .build();
+    let c = cache(4 << 20, 1 << 16);
     let b = Arc::new(RecordingBacking::new(FaultyBacking::new(
         MemBacking::with_data(data.clone()),
     )));

@@ -26,6 +26,7 @@
 #![allow(clippy::disallowed_types)]
 
 use std::io;
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
@@ -58,6 +59,26 @@ fn two_mib() -> ReadaheadConfig {
     ReadaheadConfig::new(512, 512)
 }
 
+/// A cache of `bytes` with folios up to `max_folio` bytes and readahead
+/// `ra`.
+fn cache(bytes: usize, max_folio: usize, ra: ReadaheadConfig) -> Cache {
+    TestCache::bytes(bytes)
+        .max_folio(max_folio)
+        .readahead(ra)
+        .build()
+}
+
+/// 8 MiB of one-page folios with the kernel's readahead: the reference's
+/// worked example.
+fn kernel_cache() -> Cache {
+    cache(8 << 20, PAGE, ReadaheadConfig::kernel())
+}
+
+/// 32 MiB, folios up to 2 MiB, [`two_mib`] windows.
+fn two_mib_cache() -> Cache {
+    cache(32 << 20, 2 << 20, two_mib())
+}
+
 /// `data` in memory, read through `c`, with its reads logged.
 fn open_rec(c: &Cache, data: &[u8]) -> (File, Rec) {
     let b = Arc::new(RecordingBacking::new(MemBacking::with_data(data.to_vec())));
@@ -70,6 +91,22 @@ fn open_faulty(c: &Cache, data: &[u8]) -> (File, FaultyRec) {
         MemBacking::with_data(data.to_vec()),
     )));
     (c.open_backing(b.clone()).unwrap(), b)
+}
+
+/// `len` random nonzero bytes (`seed`) through [`open_rec`]: the bytes,
+/// the file, the log.
+fn new_rec(c: &Cache, len: usize, seed: u64) -> (Vec<u8>, File, Rec) {
+    let data = nonzero_bytes(len, seed);
+    let (f, rec) = open_rec(c, &data);
+    (data, f, rec)
+}
+
+/// `len` random nonzero bytes (`seed`) through [`open_faulty`]: the bytes,
+/// the file, the log (and its fault injector).
+fn new_faulty(c: &Cache, len: usize, seed: u64) -> (Vec<u8>, File, FaultyRec) {
+    let data = nonzero_bytes(len, seed);
+    let (f, rec) = open_faulty(c, &data);
+    (data, f, rec)
 }
 
 /// Reads `len` bytes at `off` and checks them against `data`.
@@ -93,6 +130,53 @@ fn read_check(f: &File, data: &[u8], off: u64, len: usize) -> io::Result<usize> 
 /// Reads page `p` (4 KiB) and checks it.
 fn read_page(f: &File, data: &[u8], p: u64) {
     read_check(f, data, p * P, PAGE).unwrap();
+}
+
+/// [`read_page`] of each of `pages`, in order.
+fn read_pages(f: &File, data: &[u8], pages: impl IntoIterator<Item = u64>) {
+    for p in pages {
+        read_page(f, data, p);
+    }
+}
+
+/// Reads `pages` of `f` one at a time (checking them against `data`): each
+/// read after which the window changed (from none at first), as (page
+/// read, [`wsm`] of the window after it).
+fn window_changes(f: &File, data: &[u8], pages: Range<u64>) -> Vec<(u64, (u64, u64, u64))> {
+    let mut changes = Vec::new();
+    let mut last = Window::default();
+    for p in pages {
+        read_page(f, data, p);
+        let w = f.readahead_window();
+        if w != last {
+            changes.push((p, wsm(w)));
+            last = w;
+        }
+    }
+    changes
+}
+
+/// The reference's worked example: the windows (start, size, marker page)
+/// 4 KiB sequential reads from 0 make with the kernel's defaults over
+/// one-page folios.
+const WORKED_EXAMPLE: [(u64, u64, u64); 8] = [
+    (0, 4, 1),
+    (4, 8, 4),
+    (12, 16, 12),
+    (28, 32, 28),
+    (60, 32, 60),
+    (92, 32, 92),
+    (124, 32, 124),
+    (156, 32, 156),
+];
+
+/// (start, size) of each window of `windows` ([`wsm`]s): the requests of
+/// windows read with one request each.
+fn spans(windows: &[(u64, u64, u64)]) -> Vec<(u64, u64)> {
+    windows
+        .iter()
+        .map(|&(start, size, _)| (start, size))
+        .collect()
 }
 
 /// (start, size, marker page) of a window.
@@ -151,6 +235,14 @@ fn wait_unreferenced(m: &Mapping, first: u64, last: u64) {
     }
 }
 
+/// `File::readahead` of pages `0..pages`, then waits until they are all
+/// uptodate and held by the cache alone ([`wait_unreferenced`]).
+fn read_ahead_idle(f: &File, pages: u64) {
+    f.readahead(0, pages * P).unwrap();
+    wait_uptodate(f.mapping(), 0, pages - 1);
+    wait_unreferenced(f.mapping(), 0, pages - 1);
+}
+
 /// Aborts the test binary if the test is not done in `secs` seconds: a
 /// hang fails loudly instead of stalling the run.
 struct Watchdog(Arc<AtomicBool>);
@@ -190,55 +282,23 @@ impl Drop for Watchdog {
 /// with exactly one request.
 #[test]
 fn kernel_windows_follow_the_worked_example() {
-    let c = TestCache::bytes(8 << 20)
-        .max_folio(PAGE)
-        .readahead(ReadaheadConfig::kernel())
-        .build();
-    let data = nonzero_bytes(256 * PAGE, 1);
-    let (f, rec) = open_rec(&c, &data);
+    let c = kernel_cache();
+    let (data, f, rec) = new_rec(&c, 256 * PAGE, 1);
     assert_eq!(f.readahead_window(), Window::default());
-    let mut changes = Vec::new();
-    let mut last = Window::default();
-    for p in 0..128 {
-        read_page(&f, &data, p);
-        let w = f.readahead_window();
-        if w != last {
-            changes.push((p, wsm(w)));
-            last = w;
-        }
-    }
+    let (pages, windows): (Vec<u64>, Vec<_>) =
+        window_changes(&f, &data, 0..128).into_iter().unzip();
+    assert_eq!(windows, WORKED_EXAMPLE, "the windows");
+    // Page 0 starts the first window, each marker the next.
     assert_eq!(
-        changes,
-        [
-            (0, (0, 4, 1)),
-            (1, (4, 8, 4)),
-            (4, (12, 16, 12)),
-            (12, (28, 32, 28)),
-            (28, (60, 32, 60)),
-            (60, (92, 32, 92)),
-            (92, (124, 32, 124)),
-            (124, (156, 32, 156)),
-        ],
-        "(page read, window after it)"
+        pages,
+        [0, 1, 4, 12, 28, 60, 92, 124],
+        "the reads that changed it"
     );
     // The last window (156..188) may still be in flight.
     wait_uptodate(f.mapping(), 0, 187);
     let log = rec.log();
     assert!(log.iter().all(|r| r.result == Ok(r.len)), "{log:?}");
-    assert_eq!(
-        rec.page_runs(),
-        [
-            (0, 4),
-            (4, 8),
-            (12, 16),
-            (28, 32),
-            (60, 32),
-            (92, 32),
-            (124, 32),
-            (156, 32)
-        ],
-        "one request per window"
-    );
+    assert_eq!(rec.page_runs(), spans(&windows), "one request per window");
     // Nothing was read past the last window.
     assert!(folio_at(f.mapping(), 188).is_none());
     // Every marker reached was cleared; the last window's is still there.
@@ -255,12 +315,8 @@ fn kernel_windows_follow_the_worked_example() {
 /// window it starts is the next 2 MiB as one folio.
 #[test]
 fn two_mib_reads_make_two_mib_folios() {
-    let c = TestCache::bytes(32 << 20)
-        .max_folio(2 << 20)
-        .readahead(two_mib())
-        .build();
-    let data = nonzero_bytes(16 << 20, 2);
-    let (f, rec) = open_rec(&c, &data);
+    let c = two_mib_cache();
+    let (data, f, rec) = new_rec(&c, 16 << 20, 2);
     for i in 0..4u64 {
         read_check(&f, &data, i << 21, 2 << 20).unwrap();
         let folio = folio_at(f.mapping(), i * 512).expect("the read's folio");
@@ -290,22 +346,9 @@ fn two_mib_reads_make_two_mib_folios() {
 /// (`page_cache_ra_order`).
 #[test]
 fn async_windows_grow_their_folio_order() {
-    let c = TestCache::bytes(32 << 20)
-        .max_folio(2 << 20)
-        .readahead(two_mib())
-        .build();
-    let data = nonzero_bytes(4 << 20, 3);
-    let (f, rec) = open_rec(&c, &data);
-    let mut changes = Vec::new();
-    let mut last = Window::default();
-    for p in 0..1024 {
-        read_page(&f, &data, p);
-        let w = f.readahead_window();
-        if w != last {
-            changes.push((p, wsm(w)));
-            last = w;
-        }
-    }
+    let c = two_mib_cache();
+    let (data, f, rec) = new_rec(&c, 4 << 20, 3);
+    let changes = window_changes(&f, &data, 0..1024);
     // With m = 512: sizes ramp 4, 16, 64, 128, 256, 512 (`get_next_ra_size`), less what
     // the alignment of the window's end takes: e.g. the third window,
     // order 4, 64 pages from 20, ends at 84, rounded down to 80.
@@ -359,21 +402,9 @@ fn async_windows_grow_their_folio_order() {
         ],
         "(index, order) of every folio"
     );
-    assert_eq!(
-        rec.page_runs(),
-        [
-            (0, 4),
-            (4, 16),
-            (20, 60),
-            (80, 112),
-            (192, 64),
-            (256, 128),
-            (384, 128),
-            (512, 256),
-            (768, 256)
-        ],
-        "one request per window"
-    );
+    // One request per window, the last (past end of file) not built.
+    let windows: Vec<_> = changes[..changes.len() - 1].iter().map(|c| c.1).collect();
+    assert_eq!(rec.page_runs(), spans(&windows), "one request per window");
 }
 
 /// A file's windows are capped at an eighth of the cache (not below the
@@ -382,12 +413,8 @@ fn async_windows_grow_their_folio_order() {
 #[test]
 fn windows_are_capped_at_an_eighth_of_the_cache() {
     for (capacity, cap) in [(1usize << 20, 32u64), (4 << 20, 128), (64 << 20, 2048)] {
-        let c = TestCache::bytes(capacity)
-            .max_folio(64 << 10)
-            .readahead(ReadaheadConfig::default())
-            .build();
-        let data = nonzero_bytes(2 << 20, 24);
-        let (f, _rec) = open_rec(&c, &data);
+        let c = cache(capacity, 64 << 10, ReadaheadConfig::default());
+        let (data, f, _rec) = new_rec(&c, 2 << 20, 24);
         let cfg = f.readahead_config();
         assert_eq!((cfg.max_pages, cfg.io_pages), (cap, cap), "{capacity}");
         let mut biggest = 0;
@@ -415,12 +442,8 @@ fn windows_are_capped_at_an_eighth_of_the_cache() {
 /// window.
 #[test]
 fn scattered_reads_read_only_their_request() {
-    let c = TestCache::bytes(8 << 20)
-        .max_folio(PAGE)
-        .readahead(ReadaheadConfig::kernel())
-        .build();
-    let data = nonzero_bytes(2048 * PAGE, 4);
-    let (f, rec) = open_rec(&c, &data);
+    let c = kernel_cache();
+    let (data, f, rec) = new_rec(&c, 2048 * PAGE, 4);
     let mut want = Vec::new();
     for p in [1000u64, 37, 1500, 600, 1999] {
         read_page(&f, &data, p);
@@ -458,16 +481,10 @@ fn sorted(v: &[(u64, u64)]) -> Vec<(u64, u64)> {
 /// built; `Advice::Normal` turns readahead back on.
 #[test]
 fn random_advice_reads_exactly_the_request() {
-    let c = TestCache::bytes(8 << 20)
-        .max_folio(PAGE)
-        .readahead(ReadaheadConfig::kernel())
-        .build();
-    let data = nonzero_bytes(512 * PAGE, 5);
-    let (f, rec) = open_rec(&c, &data);
+    let c = kernel_cache();
+    let (data, f, rec) = new_rec(&c, 512 * PAGE, 5);
     f.advise(0, 0, Advice::Random).unwrap();
-    for p in 0..8 {
-        read_page(&f, &data, p);
-    }
+    read_pages(&f, &data, 0..8);
     assert_eq!(
         rec.page_runs(),
         (0..8).map(|p| (p, 1)).collect::<Vec<_>>(),
@@ -495,67 +512,29 @@ fn random_advice_reads_exactly_the_request() {
 /// `Advice::Normal` brings it back to 32 for the next stream.
 #[test]
 fn sequential_advice_doubles_the_window_and_normal_restores_it() {
-    let c = TestCache::bytes(8 << 20)
-        .max_folio(PAGE)
-        .readahead(ReadaheadConfig::kernel())
-        .build();
-    let data = nonzero_bytes(512 * PAGE, 6);
-    let (f, rec) = open_rec(&c, &data);
-    let windows = |upto: u64| {
-        let mut out = vec![];
-        for p in 0..=upto {
-            read_page(&f, &data, p);
-            let w = wsm(f.readahead_window());
-            if out.last() != Some(&w) {
-                out.push(w);
-            }
-        }
-        out
+    let c = kernel_cache();
+    let (data, f, rec) = new_rec(&c, 512 * PAGE, 6);
+    // The windows reading pages 0..=upto one at a time makes.
+    let windows = |upto: u64| -> Vec<_> {
+        let changes = window_changes(&f, &data, 0..upto + 1);
+        changes.into_iter().map(|(_, w)| w).collect()
     };
     f.advise(0, 0, Advice::Sequential).unwrap();
-    assert_eq!(
-        windows(200),
-        [
-            (0, 4, 1),
-            (4, 8, 4),
-            (12, 16, 12),
-            (28, 32, 28),
-            (60, 64, 60),
-            (124, 64, 124),
-            (188, 64, 188),
-            (252, 64, 252)
-        ]
-    );
+    let doubled = windows(200);
+    // The worked example's ramp to 32 pages, then windows of 64.
+    let want: Vec<_> = WORKED_EXAMPLE[..4]
+        .iter()
+        .copied()
+        .chain((0..4).map(|k| (60 + 64 * k, 64, 60 + 64 * k)))
+        .collect();
+    assert_eq!(doubled, want);
     wait_uptodate(f.mapping(), 0, 315);
-    assert_eq!(
-        rec.page_runs(),
-        [
-            (0, 4),
-            (4, 8),
-            (12, 16),
-            (28, 32),
-            (60, 64),
-            (124, 64),
-            (188, 64),
-            (252, 64)
-        ]
-    );
+    assert_eq!(rec.page_runs(), spans(&doubled));
     f.advise(0, 0, Advice::Normal).unwrap();
     wait_unreferenced(f.mapping(), 0, 511);
     f.advise(0, 0, Advice::DontNeed).unwrap();
     assert_eq!(f.mapping().nr_folios(), 0);
-    assert_eq!(
-        windows(100),
-        [
-            (0, 4, 1),
-            (4, 8, 4),
-            (12, 16, 12),
-            (28, 32, 28),
-            (60, 32, 60),
-            (92, 32, 92),
-            (124, 32, 124)
-        ]
-    );
+    assert_eq!(windows(100), WORKED_EXAMPLE[..7]);
 }
 
 // ---------------------------------------------------------------------------
@@ -569,10 +548,7 @@ fn sequential_advice_doubles_the_window_and_normal_restores_it() {
 fn one_reader_of_many_starts_the_next_window() {
     const THREADS: usize = 8;
     let _w = Watchdog::new("one_reader_of_many_starts_the_next_window", 4 * HANG);
-    let c = TestCache::bytes(8 << 20)
-        .max_folio(PAGE)
-        .readahead(ReadaheadConfig::kernel())
-        .build();
+    let c = kernel_cache();
     for round in 0..100 {
         let data = Arc::new(nonzero_bytes(64 * PAGE, 100 + round));
         let (f, rec) = open_rec(&c, &data);
@@ -615,13 +591,9 @@ fn concurrent_sequential_readers_read_each_page_once() {
         "concurrent_sequential_readers_read_each_page_once",
         3 * HANG,
     );
-    let c = TestCache::bytes(8 << 20)
-        .max_folio(PAGE)
-        .readahead(ReadaheadConfig::kernel())
-        .build();
+    let c = kernel_cache();
     for round in 0..10 {
-        let data = nonzero_bytes(1024 * PAGE, 200 + round);
-        let (f, rec) = open_rec(&c, &data);
+        let (data, f, rec) = new_rec(&c, 1024 * PAGE, 200 + round);
         let barrier = Barrier::new(THREADS);
         thread::scope(|s| {
             for t in 0..THREADS {
@@ -657,16 +629,10 @@ fn concurrent_sequential_readers_read_each_page_once() {
 /// writes nothing past them into the caller's buffer.
 #[test]
 fn windows_stop_at_end_of_file() {
-    let c = TestCache::bytes(8 << 20)
-        .max_folio(PAGE)
-        .readahead(ReadaheadConfig::kernel())
-        .build();
+    let c = kernel_cache();
     let size = 10 * PAGE + 100;
-    let data = nonzero_bytes(size, 7);
-    let (f, rec) = open_rec(&c, &data);
-    for p in 0..10 {
-        read_page(&f, &data, p);
-    }
+    let (data, f, rec) = new_rec(&c, size, 7);
+    read_pages(&f, &data, 0..10);
     let mut buf = vec![0xeeu8; PAGE];
     assert_eq!(f.read_at(&mut buf, 10 * P).unwrap(), 100);
     assert_eq!(&buf[..100], &data[10 * PAGE..]);
@@ -698,13 +664,9 @@ fn windows_stop_at_end_of_file() {
 /// to order 0), no request reaches past the last page, bytes are right.
 #[test]
 fn large_folio_windows_stop_at_end_of_file() {
-    let c = TestCache::bytes(32 << 20)
-        .max_folio(2 << 20)
-        .readahead(two_mib())
-        .build();
+    let c = two_mib_cache();
     let size = (3 << 20) + 100;
-    let data = nonzero_bytes(size, 8);
-    let (f, rec) = open_rec(&c, &data);
+    let (data, f, rec) = new_rec(&c, size, 8);
     for i in 0..4u64 {
         let n = read_check(&f, &data, i << 20, 1 << 20).unwrap();
         assert_eq!(n, if i < 3 { 1 << 20 } else { 100 });
@@ -738,12 +700,8 @@ fn large_folio_windows_stop_at_end_of_file() {
 /// `Advice::WillNeed` does the same.
 #[test]
 fn readahead_fills_the_range_and_reads_then_do_no_io() {
-    let c = TestCache::bytes(32 << 20)
-        .max_folio(2 << 20)
-        .readahead(two_mib())
-        .build();
-    let data = nonzero_bytes(4 << 20, 9);
-    let (f, rec) = open_rec(&c, &data);
+    let c = two_mib_cache();
+    let (data, f, rec) = new_rec(&c, 4 << 20, 9);
     read_page(&f, &data, 300);
     assert_eq!(rec.page_runs(), [(300, 1)]);
     // Bytes 1 MiB + 100 .. 3 MiB + 100: pages 256..=768.
@@ -784,16 +742,10 @@ fn readahead_fills_the_range_and_reads_then_do_no_io() {
 /// reader holds and folios straddling the range's edges.
 #[test]
 fn dontneed_drops_unused_folios_inside_the_range() {
-    let c = TestCache::bytes(8 << 20)
-        .max_folio(PAGE)
-        .readahead(ReadaheadConfig::kernel())
-        .build();
-    let data = nonzero_bytes(64 * PAGE, 10);
-    let (f, _rec) = open_rec(&c, &data);
+    let c = kernel_cache();
+    let (data, f, _rec) = new_rec(&c, 64 * PAGE, 10);
     let m = f.mapping();
-    f.readahead(0, 32 * P).unwrap();
-    wait_uptodate(m, 0, 31);
-    wait_unreferenced(m, 0, 31);
+    read_ahead_idle(&f, 32);
     let held = folio_at(m, 5).unwrap();
     // Bytes 2p+10 .. 10p+10: whole pages 3..10.
     f.advise(2 * P + 10, 8 * P, Advice::DontNeed).unwrap();
@@ -814,16 +766,11 @@ fn dontneed_drops_unused_folios_inside_the_range() {
     assert_eq!((m.nr_folios(), m.nr_shadows()), (0, 0));
 
     // Large folios: only the one wholly inside goes.
-    let c = TestCache::bytes(8 << 20)
-        .max_folio(16 * PAGE)
-        .readahead(ReadaheadConfig::default())
-        .build();
+    let c = cache(8 << 20, 16 * PAGE, ReadaheadConfig::default());
     let (f, _rec) = open_rec(&c, &data);
     let m = f.mapping();
-    f.readahead(0, 64 * P).unwrap();
-    wait_uptodate(m, 0, 63);
+    read_ahead_idle(&f, 64);
     assert_eq!(settled(m, 0, 63), [(0, 4), (16, 4), (32, 4), (48, 4)]);
-    wait_unreferenced(m, 0, 63);
     f.advise(8 * P, 32 * P, Advice::DontNeed).unwrap();
     assert_eq!(settled(m, 0, 63), [(0, 4), (32, 4), (48, 4)]);
     assert_eq!(m.nr_shadows(), 0);
@@ -837,16 +784,10 @@ fn dontneed_drops_unused_folios_inside_the_range() {
 /// taken for a refault of data the program said it no longer needs.
 #[test]
 fn dontneed_clears_eviction_shadows_in_the_range() {
-    let c = TestCache::bytes(8 << 20)
-        .max_folio(PAGE)
-        .readahead(ReadaheadConfig::kernel())
-        .build();
-    let data = nonzero_bytes(64 * PAGE, 11);
-    let (f, _rec) = open_rec(&c, &data);
+    let c = kernel_cache();
+    let (_, f, _rec) = new_rec(&c, 64 * PAGE, 11);
     let m = f.mapping();
-    f.readahead(0, 16 * P).unwrap();
-    wait_uptodate(m, 0, 15);
-    wait_unreferenced(m, 0, 15);
+    read_ahead_idle(&f, 16);
     c.shrink(u64::MAX);
     assert_eq!((m.nr_folios(), m.nr_shadows()), (0, 16));
     f.advise(0, 8 * P, Advice::DontNeed).unwrap();
@@ -870,10 +811,11 @@ fn dontneed_clears_eviction_shadows_in_the_range() {
 fn windows_race_invalidation() {
     let _w = Watchdog::new("windows_race_invalidation", 3 * HANG);
     for insert in [Insert::Batched, Insert::Single] {
-        let c = TestCache::bytes(8 << 20)
-            .max_folio(16 * PAGE)
-            .readahead(ReadaheadConfig::default().with_insert(insert))
-            .build();
+        let c = cache(
+            8 << 20,
+            16 * PAGE,
+            ReadaheadConfig::default().with_insert(insert),
+        );
         let data = Arc::new(nonzero_bytes(4 << 20, 12));
         let faulty = Arc::new(FaultyBacking::new(MemBacking::with_data(data.to_vec())));
         faulty.set_read_latency(Duration::from_micros(20));
@@ -927,12 +869,8 @@ fn windows_race_invalidation() {
 #[test]
 fn the_marker_reader_does_not_wait_for_the_async_window() {
     const LATENCY: Duration = Duration::from_millis(300);
-    let c = TestCache::bytes(8 << 20)
-        .max_folio(PAGE)
-        .readahead(ReadaheadConfig::kernel())
-        .build();
-    let data = nonzero_bytes(64 * PAGE, 22);
-    let (f, rec) = open_faulty(&c, &data);
+    let c = kernel_cache();
+    let (data, f, rec) = new_faulty(&c, 64 * PAGE, 22);
     rec.inner().set_read_latency(LATENCY);
     let t = Instant::now();
     read_page(&f, &data, 0);
@@ -945,8 +883,7 @@ fn the_marker_reader_does_not_wait_for_the_async_window() {
         marker_read < LATENCY / 2,
         "the marker's reader waited {marker_read:?} for the window it started"
     );
-    read_page(&f, &data, 2);
-    read_page(&f, &data, 3);
+    read_pages(&f, &data, [2, 3]);
     let t = Instant::now();
     read_page(&f, &data, 4);
     assert!(
@@ -964,13 +901,9 @@ fn the_marker_reader_does_not_wait_for_the_async_window() {
 /// folios go back to the arena, nothing is left in the cache.
 #[test]
 fn closing_a_file_with_windows_in_flight_gives_its_folios_back() {
-    let c = TestCache::bytes(8 << 20)
-        .max_folio(64 << 10)
-        .readahead(ReadaheadConfig::default())
-        .build();
+    let c = cache(8 << 20, 64 << 10, ReadaheadConfig::default());
     for round in 0..20u64 {
-        let data = nonzero_bytes(2 << 20, 23 + round);
-        let (f, rec) = open_faulty(&c, &data);
+        let (data, f, rec) = new_faulty(&c, 2 << 20, 23 + round);
         rec.inner().set_read_latency(Duration::from_millis(2));
         read_check(&f, &data, 0, 5000).unwrap();
         f.readahead(1 << 20, 1 << 20).unwrap();
@@ -1030,10 +963,7 @@ fn concurrent_readers_of_one_file_under_reclaim() {
         ReadaheadConfig::default(),
         ReadaheadConfig::kernel().with_insert(Insert::Single),
     ] {
-        let c = TestCache::bytes(2 << 20)
-            .max_folio(64 << 10)
-            .readahead(cfg)
-            .build();
+        let c = cache(2 << 20, 64 << 10, cfg);
         let data = Arc::new(nonzero_bytes(16 << 20, 14));
         let f = c
             .open_backing(MemBacking::with_data(data.to_vec()))
@@ -1041,8 +971,7 @@ fn concurrent_readers_of_one_file_under_reclaim() {
         mixed_readers(&[(f.clone(), data)], 8, 600, 15);
         assert!(c.stats().evictions > 0, "{:?}", c.stats());
         settled(f.mapping(), 0, 4095);
-        let s = c.stats();
-        assert_eq!(s.free_bytes + s.bytes_cached, s.capacity_bytes, "{s:?}");
+        common::assert_accounted(&c);
     }
 }
 
@@ -1054,10 +983,7 @@ fn concurrent_readers_of_several_files_under_reclaim() {
         "concurrent_readers_of_several_files_under_reclaim",
         3 * HANG,
     );
-    let c = TestCache::bytes(4 << 20)
-        .max_folio(256 << 10)
-        .readahead(ReadaheadConfig::default())
-        .build();
+    let c = cache(4 << 20, 256 << 10, ReadaheadConfig::default());
     let mut tmps = Vec::new();
     let mut files = Vec::new();
     for i in 0..4 {
@@ -1072,8 +998,7 @@ fn concurrent_readers_of_several_files_under_reclaim() {
     for (f, _) in &files {
         settled(f.mapping(), 0, 1023);
     }
-    let s = c.stats();
-    assert_eq!(s.free_bytes + s.bytes_cached, s.capacity_bytes, "{s:?}");
+    common::assert_accounted(&c);
 }
 
 // ---------------------------------------------------------------------------
@@ -1088,17 +1013,11 @@ const EBADMSG: i32 = libc::EBADMSG;
 /// need page 40 fail with the injected errno until the fault is cleared.
 #[test]
 fn a_failing_window_fails_only_the_reads_that_need_it() {
-    let c = TestCache::bytes(8 << 20)
-        .max_folio(PAGE)
-        .readahead(ReadaheadConfig::kernel())
-        .build();
-    let data = nonzero_bytes(128 * PAGE, 18);
-    let (f, rec) = open_faulty(&c, &data);
+    let c = kernel_cache();
+    let (data, f, rec) = new_faulty(&c, 128 * PAGE, 18);
     let m = f.mapping();
     rec.inner().fail_reads_in(40 * P, P, EBADMSG);
-    for p in 0..28 {
-        read_page(&f, &data, p);
-    }
+    read_pages(&f, &data, 0..28);
     assert_eq!(wsm(f.readahead_window()), (28, 32, 28));
     // The window 28..60 was started at page 12 and fails.
     let deadline = Instant::now() + HANG;
@@ -1131,14 +1050,8 @@ fn a_failing_window_fails_only_the_reads_that_need_it() {
     // - not (step 4): the 8 cached pages before it, the most it looks
     //   back, give min(8 + 1, 8) = 8 pages with an async tail of 1 (it
     //   would be 32 with the maximum still 32).
-    let mut windows = Vec::new();
-    for p in 28..40 {
-        read_page(&f, &data, p);
-        let w = wsm(f.readahead_window());
-        if windows.last() != Some(&w) {
-            windows.push(w);
-        }
-    }
+    let changes = window_changes(&f, &data, 28..40);
+    let windows: Vec<_> = changes.into_iter().map(|(_, w)| w).collect();
     assert!(
         windows[0] == (28, 2, 29) || windows[0] == (28, 8, 35),
         "{windows:?}"
@@ -1152,12 +1065,8 @@ fn a_failing_window_fails_only_the_reads_that_need_it() {
     }
     let e = f.read_exact_at(&mut buf, 39 * P).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(EBADMSG), "{e}");
-    for p in 41..128 {
-        read_page(&f, &data, p);
-    }
-    for p in 0..40 {
-        read_page(&f, &data, p);
-    }
+    read_pages(&f, &data, 41..128);
+    read_pages(&f, &data, 0..40);
     // Every failed request asked for page 40.
     for r in rec.log() {
         if r.result.is_err() {
@@ -1179,12 +1088,8 @@ fn a_failing_window_fails_only_the_reads_that_need_it() {
 fn concurrent_readers_fail_only_on_the_bad_page() {
     let _w = Watchdog::new("concurrent_readers_fail_only_on_the_bad_page", 3 * HANG);
     for round in 0..5 {
-        let c = TestCache::bytes(8 << 20)
-            .max_folio(PAGE)
-            .readahead(ReadaheadConfig::kernel())
-            .build();
-        let data = nonzero_bytes(128 * PAGE, 19 + round);
-        let (f, rec) = open_faulty(&c, &data);
+        let c = kernel_cache();
+        let (data, f, rec) = new_faulty(&c, 128 * PAGE, 19 + round);
         rec.inner().fail_reads_in(40 * P, P, EBADMSG);
         rec.inner().set_read_latency(Duration::from_micros(50));
         let barrier = Barrier::new(4);
@@ -1220,10 +1125,11 @@ fn concurrent_readers_fail_only_on_the_bad_page() {
 fn batched_and_single_insertion_build_the_same_folios() {
     let data = nonzero_bytes(8 << 20, 20);
     let run = |insert: Insert| {
-        let c = TestCache::bytes(32 << 20)
-            .max_folio(2 << 20)
-            .readahead(ReadaheadConfig::default().with_insert(insert))
-            .build();
+        let c = cache(
+            32 << 20,
+            2 << 20,
+            ReadaheadConfig::default().with_insert(insert),
+        );
         assert_eq!(
             c.open_backing(MemBacking::new())
                 .unwrap()
@@ -1232,16 +1138,12 @@ fn batched_and_single_insertion_build_the_same_folios() {
             insert
         );
         let (f, rec) = open_rec(&c, &data);
-        for p in 0..300 {
-            read_page(&f, &data, p);
-        }
+        read_pages(&f, &data, 0..300);
         let mut off = 4 << 20;
         while off < 5 << 20 {
             off += read_check(&f, &data, off, 64 << 10).unwrap() as u64;
         }
-        for p in [1800, 1500, 1501, 1502, 1503, 1700, 299, 1504] {
-            read_page(&f, &data, p);
-        }
+        read_pages(&f, &data, [1800, 1500, 1501, 1502, 1503, 1700, 299, 1504]);
         f.readahead(6 << 20, 512 << 10).unwrap();
         read_check(&f, &data, (6 << 20) + 12345, 100_000).unwrap();
         let layout = settled(f.mapping(), 0, 2047);
@@ -1259,15 +1161,9 @@ fn batched_and_single_insertion_build_the_same_folios() {
 
 #[test]
 fn reopened_handles_have_their_own_readahead_state() {
-    let c = TestCache::bytes(8 << 20)
-        .max_folio(PAGE)
-        .readahead(ReadaheadConfig::kernel())
-        .build();
-    let data = nonzero_bytes(512 * PAGE, 21);
-    let (f, rec) = open_rec(&c, &data);
-    for p in 0..=4 {
-        read_page(&f, &data, p);
-    }
+    let c = kernel_cache();
+    let (data, f, rec) = new_rec(&c, 512 * PAGE, 21);
+    read_pages(&f, &data, 0..=4);
     assert_eq!(wsm(f.readahead_window()), (12, 16, 12));
     let clone = f.clone();
     assert_eq!(clone.readahead_window(), f.readahead_window());
@@ -1276,8 +1172,7 @@ fn reopened_handles_have_their_own_readahead_state() {
     assert_eq!(g.readahead_config(), ReadaheadConfig::kernel());
     // g's own stream: its first reads look random to it, the next one
     // continues its previous read.
-    read_page(&g, &data, 100);
-    read_page(&g, &data, 200);
+    read_pages(&g, &data, [100, 200]);
     assert_eq!(g.readahead_window(), Window::default());
     read_page(&g, &data, 201);
     assert_eq!(wsm(g.readahead_window()), (201, 4, 202));
@@ -1290,13 +1185,10 @@ fn reopened_handles_have_their_own_readahead_state() {
     wait_uptodate(f.mapping(), 0, 27);
     wait_uptodate(g.mapping(), 201, 204);
     rec.clear();
-    read_page(&g, &data, 300);
-    read_page(&g, &data, 301);
+    read_pages(&g, &data, [300, 301]);
     assert_eq!(rec.page_runs(), [(300, 1), (301, 1)]);
     // f's stream goes on where it was.
-    for p in 5..=12 {
-        read_page(&f, &data, p);
-    }
+    read_pages(&f, &data, 5..=12);
     assert_eq!(wsm(f.readahead_window()), (28, 32, 28));
     // set_readahead on f is seen by its clone, and starts over.
     let single = ReadaheadConfig::kernel().with_insert(Insert::Single);

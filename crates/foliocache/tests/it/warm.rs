@@ -591,3 +591,71 @@ fn a_written_file_opened_again_reads_its_noted_ranges_back() {
     assert_eq!(c.reload_noted(&f), 0);
     assert_eq!(cached_pages(&f, 0, 32), 0);
 }
+
+/// A FIFO at the state path: the load neither blocks (a plain open of a
+/// FIFO waits for a writer) nor reads it; a warning and a cold start.
+#[test]
+fn a_fifo_at_the_state_path_is_refused_without_waiting() {
+    let state = TempPath::new("warm-fifo-state");
+    nix::unistd::mkfifo(&state.path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let path = state.path.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let c = TestCache::bytes(1 << 20).build();
+        let _ = tx.send(c.warm_from(&path));
+    });
+    let start = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the load of a FIFO returned (it waited for a writer)");
+    let w = start.warning.expect("a FIFO is a warning");
+    assert!(w.contains("not a regular file"), "{w}");
+}
+
+/// A state file another user could write chooses which files the cache
+/// reads: refused, as ssh refuses such a key; likewise one owned by
+/// another user.
+#[test]
+fn a_state_file_others_can_write_or_own_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let state = TempPath::with_data("warm-open-state", &good_state_bytes());
+    fs::set_permissions(&state.path, fs::Permissions::from_mode(0o666)).unwrap();
+    let c = TestCache::bytes(1 << 20).build();
+    let w = c.warm_from(&state.path).warning.expect("a warning");
+    assert!(w.contains("writable by others"), "{w}");
+    fs::set_permissions(&state.path, fs::Permissions::from_mode(0o600)).unwrap();
+    if nix::unistd::geteuid().is_root() {
+        std::os::unix::fs::chown(&state.path, Some(65534), None).unwrap();
+        let w = c.warm_from(&state.path).warning.expect("a warning");
+        assert!(w.contains("owned by user 65534"), "{w}");
+    }
+}
+
+/// The save makes its temporary new: a symlink planted at any name it
+/// might use is never followed (the file it points to keeps its bytes),
+/// and the state path ends a regular file of mode 0600 (it lists the
+/// path of every file cached).
+#[test]
+fn a_save_follows_no_planted_symlink_and_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let state = TempPath::new("warm-planted-state");
+    let victim = TempPath::with_data("warm-victim", b"precious");
+    let pid = std::process::id();
+    let mut planted = vec![format!("{}.tmp.{pid}", state.path.display())];
+    planted.extend((0..3).map(|i| format!("{}.tmp.{pid}.{i}", state.path.display())));
+    for p in &planted {
+        std::os::unix::fs::symlink(&victim.path, p).unwrap();
+    }
+    let c = TestCache::bytes(1 << 20).build();
+    c.save_state(&state.path).unwrap();
+    assert_eq!(fs::read(&victim.path).unwrap(), b"precious");
+    let md = fs::symlink_metadata(&state.path).unwrap();
+    assert!(md.file_type().is_file(), "the state path is a regular file");
+    assert_eq!(md.permissions().mode() & 0o777, 0o600);
+    assert_eq!(
+        State::decode(&fs::read(&state.path).unwrap()).unwrap(),
+        State::default()
+    );
+    for p in &planted {
+        let _ = fs::remove_file(p);
+    }
+}

@@ -171,42 +171,11 @@ mod tests {
     use super::*;
     use crate::scenario::programs::KV_BYTES;
 
-    /// db_bench 7.8.3's output (Debian's rocksdb-tools), captured: a
-    /// fillseq, then readseq twice and readrandom with `--histogram=1`,
-    /// histogram buckets shortened.
-    const FILL: &str = "\
-DB path: [/tmp/prog-dbb/db]
-fillseq      :       7.450 micros/op 133788 ops/sec 1.495 seconds 200000 operations;   27.6 MB/s
-Microseconds per write:
-Count: 200000 Average: 7.4500  StdDev: 198.17
-Min: 2  Median: 2.0000  Max: 28102
-Percentiles: P50: 2.00 P75: 2.63 P99: 6.01 P99.9: 48.21 P99.99: 9364.86
-------------------------------------------------------
-(       1,       2 ]   109655  54.828%  54.828% ###########
-(   22000,   33000 ]        1   0.001% 100.000% 
-";
-    const READS: &str = "\
-WARNING: Assertions are enabled; benchmarks unnecessarily slow
-------------------------------------------------
-DB path: [/tmp/prog-dbb/db]
-readseq      :       1.043 micros/op 958850 ops/sec 0.209 seconds 200000 operations;  197.5 MB/s
-Microseconds per read:
-Count: 200000 Average: 1.0663  StdDev: 84.31
-Min: 0  Median: 0.5295  Max: 24083
-Percentiles: P50: 0.53 P75: 0.79 P99: 3.47 P99.9: 6.00 P99.99: 1300.00
-------------------------------------------------------
-[       0,       1 ]   188841  94.421%  94.421% ###################
-
-DB path: [/tmp/prog-dbb/db]
-readseq      :       0.896 micros/op 1115710 ops/sec 0.179 seconds 200000 operations;  229.8 MB/s
-DB path: [/tmp/prog-dbb/db]
-readrandom   :       7.881 micros/op 126678 ops/sec 1.579 seconds 200000 operations;   26.1 MB/s (200000 of 200000 found)
-
-Microseconds per read:
-Count: 200000 Average: 7.8814  StdDev: 199.19
-Min: 1  Median: 3.2180  Max: 13311
-Percentiles: P50: 3.22 P75: 3.69 P99: 5.96 P99.9: 56.82 P99.99: 11657.14
-";
+    /// db_bench 7.8.3's output (Debian's rocksdb-tools), captured as it
+    /// printed it (`testdata/`): a fillseq, then readseq twice and
+    /// readrandom with `--histogram=1`, histogram buckets shortened.
+    const FILL: &str = include_str!("testdata/db_bench_fill.txt");
+    const READS: &str = include_str!("testdata/db_bench_reads.txt");
 
     #[test]
     fn parses_a_fillseq_with_its_histogram() {

@@ -187,8 +187,12 @@ fn every_table_names_its_scenarios_jobs_and_engines() {
         .ratios
         .iter()
         .all(|r| r.job.is_some_and(|j| jobs.contains(&j))));
-    check_table(sc("redb"), redb::TARGETS, redb::JOBS.as_flattened());
-    check_table(sc("sqlite"), sqlite::TARGETS, sqlite::JOBS.as_flattened());
+    check_table(sc("redb"), redb::TARGETS, redb::DB.jobs.as_flattened());
+    check_table(
+        sc("sqlite"),
+        sqlite::TARGETS,
+        sqlite::DB.jobs.as_flattened(),
+    );
     // readahead's table gives the targets its ratios show.
     let ra = sc("readahead");
     let shown: Vec<Option<f64>> = ra.ratios.iter().map(|r| r.target).collect();
@@ -274,7 +278,7 @@ fn redb_runs_two_sizes_under_one_limit_with_the_issues_targets() {
     };
     assert_eq!(rb.limit, 32 << 20);
     // A quarter of M in raw entries (174 bytes each), and 4x M.
-    assert_eq!(rb.entries, [(8 << 20) / 174, (128 << 20) / 174]);
+    assert_eq!(rb.n, [(8 << 20) / 174, (128 << 20) / 174]);
     let held = bandwidth_targets(sc, redb::FOLIO);
     let t = |job: &str, den: &str| {
         held.iter()
@@ -290,7 +294,7 @@ fn redb_runs_two_sizes_under_one_limit_with_the_issues_targets() {
     let Some(Program::Redb(rb)) = &only(&p).programs else {
         panic!("not redb's settings");
     };
-    assert_eq!((rb.limit, rb.entries[1]), (64 << 20, (100 << 20) / 174));
+    assert_eq!((rb.limit, rb.n[1]), (64 << 20, (100 << 20) / 174));
     assert!(plan_err(&["--scenario", "redb", "--capacity", "1M"]).contains("too small"));
     assert!(plan_err(&["--scenario", "redb", "--engine", "kernel"]).contains("does not apply"));
 }
@@ -303,7 +307,7 @@ fn sqlite_runs_the_mix_two_sizes_with_the_issues_targets() {
         panic!("not sqlite's settings: {:?}", sc.programs);
     };
     assert_eq!(sb.limit, 32 << 20);
-    assert_eq!(sb.rows, [(8 << 20) / 116, (128 << 20) / 116]);
+    assert_eq!(sb.n, [(8 << 20) / 116, (128 << 20) / 116]);
     let held = bandwidth_targets(sc, sqlite::FOLIO);
     let bound = |job: &str| {
         held.iter()

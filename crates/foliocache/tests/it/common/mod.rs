@@ -248,3 +248,23 @@ pub fn assert_at_rest(c: &foliocache::Cache) -> foliocache::CacheStats {
     assert!(s.folios * 4096 <= s.bytes_cached, "{s:?}");
     s
 }
+
+/// Every arena byte is free or in a cached folio (checked at once: see
+/// [`assert_at_rest`] for a cache that may still be completing reads).
+#[track_caller]
+pub fn assert_accounted(c: &foliocache::Cache) {
+    let s = c.stats();
+    assert_eq!(s.free_bytes + s.bytes_cached, s.capacity_bytes, "{s:?}");
+}
+
+/// The cache holds nothing: no folio, no cached byte, the whole arena free
+/// (once every file that had folios is gone).
+#[track_caller]
+pub fn assert_empty(c: &foliocache::Cache) {
+    let s = c.stats();
+    assert_eq!(
+        (s.folios, s.bytes_cached, s.free_bytes),
+        (0, 0, s.capacity_bytes),
+        "{s:?}"
+    );
+}

@@ -18,7 +18,7 @@ use std::io::{self};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-use backing::{FaultyBacking, FileBacking, FileOptions, Op};
+use backing::{FaultyBacking, FileBacking, FileOptions, MemBacking, Op};
 use foliocache::{Cache, File};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -29,7 +29,7 @@ use crate::common;
 use common::assert_at_rest;
 use common::write::{wait_until, within};
 use test_support::cache::{faulty_file, TestCache};
-use test_support::TempPath;
+use test_support::{nonzero_bytes, TempPath};
 
 const PAGE: usize = 4096;
 const P: u64 = PAGE as u64;
@@ -37,20 +37,49 @@ const P: u64 = PAGE as u64;
 /// How long any single test step may take before we call it a hang.
 const HANG: Duration = Duration::from_secs(20);
 
-/// Random bytes, none of them zero (so zeros in a result are never data).
-fn nonzero_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut rng = StdRng::seed_from_u64(seed);
-    (0..len).map(|_| rng.gen_range(1..=255u8)).collect()
+/// A cache of `pages` pages, folios up to `max_folio` bytes, no readahead
+/// (see above).
+fn cache(pages: usize, max_folio: usize) -> Cache {
+    TestCache::pages(pages)
+        .max_folio(max_folio)
+        .no_readahead()
+        .build()
+}
+
+/// `len` random nonzero bytes (`seed`: zeros in a result are never data)
+/// on a fault-injecting memory backing, opened through
+/// `cache(pages, max_folio)`: the bytes, the cache, the file, the backing.
+fn faulty(
+    len: usize,
+    seed: u64,
+    pages: usize,
+    max_folio: usize,
+) -> (Vec<u8>, Cache, File, Arc<FaultyBacking<MemBacking>>) {
+    let data = nonzero_bytes(len, seed);
+    let c = cache(pages, max_folio);
+    let (f, b) = faulty_file(&c, &data);
+    (data, c, f, b)
 }
 
 type FaultyFile = Arc<FaultyBacking<FileBacking>>;
 
-/// A fault-injecting O_DIRECT file opened through `c`.
-fn open_file(c: &Cache, tmp: &TempPath) -> (File, FaultyFile) {
+/// `len` random nonzero bytes (`seed`) in a new file `name`, opened
+/// O_DIRECT under fault injection through `cache(pages, max_folio)`: the
+/// bytes, the file's path, the cache, the file, the backing.
+fn faulty_on_disk(
+    name: &str,
+    len: usize,
+    seed: u64,
+    pages: usize,
+    max_folio: usize,
+) -> (Vec<u8>, TempPath, Cache, File, FaultyFile) {
+    let data = nonzero_bytes(len, seed);
+    let tmp = TempPath::with_data(name, &data);
+    let c = cache(pages, max_folio);
     let inner = FileBacking::open(&tmp.path, &FileOptions::new().read(true)).unwrap();
     let b = Arc::new(FaultyBacking::new(inner));
     let f = c.open_backing(b.clone()).unwrap();
-    (f, b)
+    (data, tmp, c, f, b)
 }
 
 fn read_vec(f: &File, off: u64, len: usize) -> io::Result<Vec<u8>> {
@@ -73,10 +102,7 @@ fn errno<T: std::fmt::Debug>(r: io::Result<T>) -> i32 {
 
 #[test]
 fn a_failed_read_fails_exactly_the_read_that_needed_the_bytes_over_an_o_direct_file() {
-    let data = nonzero_bytes(16 * PAGE, 1);
-    let tmp = TempPath::with_data("eio", &data);
-    let c = TestCache::pages(64).max_folio(PAGE).no_readahead().build();
-    let (f, b) = open_file(&c, &tmp);
+    let (data, _tmp, c, f, b) = faulty_on_disk("eio", 16 * PAGE, 1, 64, PAGE);
     assert!(f.info().is_direct(), "ext4 takes O_DIRECT: {}", f.info());
     b.fail_reads_in(5 * P, P, libc::EIO);
 
@@ -115,12 +141,7 @@ fn a_failed_read_fails_exactly_the_read_that_needed_the_bytes_over_an_o_direct_f
 
 #[test]
 fn every_injected_errno_reaches_the_caller_unchanged() {
-    let data = nonzero_bytes(8 * PAGE, 2);
-    let c = TestCache::pages(32)
-        .max_folio(4 * PAGE)
-        .no_readahead()
-        .build();
-    let (f, b) = faulty_file(&c, &data);
+    let (data, c, f, b) = faulty(8 * PAGE, 2, 32, 4 * PAGE);
     for (i, e) in [
         libc::EIO,
         libc::ENXIO,
@@ -148,13 +169,7 @@ fn every_injected_errno_reaches_the_caller_unchanged() {
 #[test]
 fn a_failed_read_leaves_no_uptodate_folio_and_is_read_again_once_the_fault_clears() {
     for max_folio in [PAGE, 16 * PAGE] {
-        let data = nonzero_bytes(64 * PAGE, 3);
-        let tmp = TempPath::with_data("reread", &data);
-        let c = TestCache::pages(256)
-            .max_folio(max_folio)
-            .no_readahead()
-            .build();
-        let (f, b) = open_file(&c, &tmp);
+        let (data, _tmp, c, f, b) = faulty_on_disk("reread", 64 * PAGE, 3, 256, max_folio);
         // A bad sector in the middle of the folio the read will create.
         b.fail_reads_in(16 * P + max_folio as u64 / 2, 1, libc::EIO);
         let before = c.stats();
@@ -201,9 +216,7 @@ fn a_failed_read_leaves_no_uptodate_folio_and_is_read_again_once_the_fault_clear
 fn io_reads_counts_every_read_issued_to_the_backing_including_failed_ones() {
     // `CacheStats::io_reads` is documented as "Reads issued to backings".
     // A read that the backing failed was issued all the same.
-    let data = nonzero_bytes(8 * PAGE, 4);
-    let c = TestCache::pages(32).max_folio(PAGE).no_readahead().build();
-    let (f, b) = faulty_file(&c, &data);
+    let (_, c, f, b) = faulty(8 * PAGE, 4, 32, PAGE);
     read_vec(&f, 0, PAGE).unwrap();
     b.fail_nth_read(1, libc::EIO);
     assert_eq!(errno(read_vec(&f, P, PAGE)), libc::EIO);
@@ -220,9 +233,7 @@ fn io_reads_counts_every_read_issued_to_the_backing_including_failed_ones() {
 #[test]
 fn other_ranges_keep_working_while_a_fault_is_active() {
     let len = 40 * PAGE + 777;
-    let data = nonzero_bytes(len, 5);
-    let c = TestCache::pages(16).max_folio(PAGE).no_readahead().build();
-    let (f, b) = faulty_file(&c, &data);
+    let (data, c, f, b) = faulty(len, 5, 16, PAGE);
     // Pages 8..12 are a bad region for the whole test.
     let (bad_lo, bad_hi) = (8 * P, 12 * P);
     b.fail_reads_in(bad_lo, bad_hi - bad_lo, libc::EIO);
@@ -289,35 +300,44 @@ fn other_ranges_keep_working_while_a_fault_is_active() {
     assert_at_rest(&c);
 }
 
+/// Runs `read` on `readers` threads at once (they start together, behind a
+/// barrier), each with its own clone of `handle`; their results, in thread
+/// order.
+fn at_once<H, T>(
+    handle: H,
+    readers: usize,
+    read: impl Fn(&H) -> T + Send + Sync + 'static,
+) -> Vec<T>
+where
+    H: Clone + Send + 'static,
+    T: Send + 'static,
+{
+    let read = Arc::new(read);
+    let barrier = Arc::new(Barrier::new(readers));
+    let threads: Vec<_> = (0..readers)
+        .map(|_| {
+            let (h, barrier, read) = (handle.clone(), barrier.clone(), read.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                read(&h)
+            })
+        })
+        .collect();
+    threads.into_iter().map(|t| t.join().unwrap()).collect()
+}
+
 // ---- nothing stays locked -------------------------------------------------------
 
 #[test]
 fn concurrent_readers_of_a_failing_folio_all_get_the_error_and_none_hangs() {
-    let data = nonzero_bytes(16 * PAGE, 6);
-    let c = TestCache::pages(64)
-        .max_folio(4 * PAGE)
-        .no_readahead()
-        .build();
-    let (f, b) = faulty_file(&c, &data);
+    let (_, c, f, b) = faulty(16 * PAGE, 6, 64, 4 * PAGE);
     b.fail_reads_in(4 * P, 4 * P, libc::EIO);
     b.set_read_latency(Duration::from_millis(100));
     let readers = 8;
     let results = within(HANG, "readers of a failing folio", move || {
-        let f = Arc::new(f);
-        let barrier = Arc::new(Barrier::new(readers));
-        let threads: Vec<_> = (0..readers)
-            .map(|_| {
-                let (f, barrier) = (f.clone(), barrier.clone());
-                std::thread::spawn(move || {
-                    barrier.wait();
-                    read_vec(&f, 4 * P, 4 * PAGE).map_err(|e| e.raw_os_error())
-                })
-            })
-            .collect();
-        threads
-            .into_iter()
-            .map(|t| t.join().unwrap())
-            .collect::<Vec<_>>()
+        at_once(Arc::new(f), readers, |f| {
+            read_vec(f, 4 * P, 4 * PAGE).map_err(|e| e.raw_os_error())
+        })
     });
     for r in &results {
         assert_eq!(*r, Err(Some(libc::EIO)), "{results:?}");
@@ -331,32 +351,13 @@ fn concurrent_readers_of_a_failing_folio_all_get_the_error_and_none_hangs() {
 fn waiters_on_a_folio_whose_read_failed_retry_and_get_the_right_bytes() {
     // Only the first IO fails; readers that slept on its lock must retry
     // (one new IO), not inherit the error or a half-read folio.
-    let data = nonzero_bytes(16 * PAGE, 7);
-    let c = TestCache::pages(64)
-        .max_folio(4 * PAGE)
-        .no_readahead()
-        .build();
-    let (f, b) = faulty_file(&c, &data);
+    let (data, c, f, b) = faulty(16 * PAGE, 7, 64, 4 * PAGE);
     b.fail_nth_read(1, libc::EIO);
     b.set_read_latency(Duration::from_millis(150));
     let readers = 8;
     let f2 = f.clone();
     let results = within(HANG, "waiters on a failed folio", move || {
-        let f = Arc::new(f2);
-        let barrier = Arc::new(Barrier::new(readers));
-        let threads: Vec<_> = (0..readers)
-            .map(|_| {
-                let (f, barrier) = (f.clone(), barrier.clone());
-                std::thread::spawn(move || {
-                    barrier.wait();
-                    read_vec(&f, 8 * P, 4 * PAGE)
-                })
-            })
-            .collect();
-        threads
-            .into_iter()
-            .map(|t| t.join().unwrap())
-            .collect::<Vec<_>>()
+        at_once(Arc::new(f2), readers, |f| read_vec(f, 8 * P, 4 * PAGE))
     });
     let errors: Vec<_> = results.iter().filter_map(|r| r.as_ref().err()).collect();
     assert_eq!(
@@ -385,14 +386,9 @@ fn waiters_on_a_folio_whose_read_failed_retry_and_get_the_right_bytes() {
 #[test]
 fn a_dead_device_fails_every_miss_but_hits_still_work_and_nothing_leaks() {
     let len = 32 * PAGE + 1;
-    let data = nonzero_bytes(len, 8);
     // Room for the 4 cached pages plus a 2-page folio per reader, so the
     // failing misses never need to evict the cached pages.
-    let c = TestCache::pages(16)
-        .max_folio(2 * PAGE)
-        .no_readahead()
-        .build();
-    let (f, b) = faulty_file(&c, &data);
+    let (data, c, f, b) = faulty(len, 8, 16, 2 * PAGE);
     // Cache pages 0..4, then the device dies.
     assert_eq!(read_vec(&f, 0, 4 * PAGE).unwrap(), &data[..4 * PAGE]);
     b.fail_from_nth(Op::Read, 1, libc::EIO);
@@ -449,12 +445,7 @@ fn a_dead_device_fails_every_miss_but_hits_still_work_and_nothing_leaks() {
 #[test]
 fn errors_under_memory_pressure_keep_the_byte_counts_consistent() {
     let len = 200 * PAGE + 99;
-    let data = nonzero_bytes(len, 9);
-    let c = TestCache::pages(12)
-        .max_folio(4 * PAGE)
-        .no_readahead()
-        .build();
-    let (f, b) = faulty_file(&c, &data);
+    let (data, c, f, b) = faulty(len, 9, 12, 4 * PAGE);
     let mut rng = StdRng::seed_from_u64(9);
     let (mut ok, mut failed) = (0, 0);
     for i in 0..3000u64 {
@@ -482,12 +473,7 @@ fn errors_under_memory_pressure_keep_the_byte_counts_consistent() {
     assert!(ok > 1000 && failed > 100, "ok {ok}, failed {failed}");
     assert!(c.stats().evictions > 0);
     drop(f);
-    let s = c.stats();
-    assert_eq!(
-        (s.folios, s.bytes_cached, s.free_bytes),
-        (0, 0, s.capacity_bytes),
-        "{s:?}"
-    );
+    common::assert_empty(&c);
 }
 
 // ---- short reads in the middle of a file ---------------------------------------
@@ -547,31 +533,21 @@ impl<B: backing::Backing> ShortRead for FaultyBacking<B> {
 #[test]
 fn a_short_read_inside_a_page_mid_file_never_returns_zeros_or_wrong_bytes() {
     // Minimal: one-page folio, the backing returns 100 of its 4096 bytes.
-    let data = nonzero_bytes(8 * PAGE, 10);
-    let c = TestCache::pages(32).max_folio(PAGE).no_readahead().build();
-    let (f, b) = faulty_file(&c, &data);
+    let (data, _c, f, b) = faulty(8 * PAGE, 10, 32, PAGE);
     check_short_read(&f, &*b, &data, 2 * P, PAGE, 100);
 }
 
 #[test]
 fn a_spurious_eof_mid_file_never_returns_zeros_or_a_short_count() {
     // The backing returns 0 bytes in the middle of the file.
-    let data = nonzero_bytes(8 * PAGE, 11);
-    let c = TestCache::pages(32).max_folio(PAGE).no_readahead().build();
-    let (f, b) = faulty_file(&c, &data);
+    let (data, _c, f, b) = faulty(8 * PAGE, 11, 32, PAGE);
     check_short_read(&f, &*b, &data, 3 * P, PAGE, 0);
 }
 
 #[test]
 fn a_short_read_at_a_block_boundary_of_a_large_folio_never_returns_zeros() {
     // A 16 KiB folio of which the backing returns only the first 4 KiB.
-    let data = nonzero_bytes(32 * PAGE, 12);
-    let tmp = TempPath::with_data("short", &data);
-    let c = TestCache::pages(64)
-        .max_folio(4 * PAGE)
-        .no_readahead()
-        .build();
-    let (f, b) = open_file(&c, &tmp);
+    let (data, _tmp, _c, f, b) = faulty_on_disk("short", 32 * PAGE, 12, 64, 4 * PAGE);
     check_short_read(&f, &*b, &data, 4 * P, 4 * PAGE, PAGE);
 }
 
@@ -580,12 +556,7 @@ fn a_short_read_that_ends_at_the_real_eof_is_not_a_short_read() {
     // The rule caps at 4096 but the file ends 2000 bytes into the folio:
     // the backing's count is the EOF count and the read is exact.
     let len = 2 * PAGE + 2000;
-    let data = nonzero_bytes(len, 13);
-    let c = TestCache::pages(32)
-        .max_folio(4 * PAGE)
-        .no_readahead()
-        .build();
-    let (f, b) = faulty_file(&c, &data);
+    let (data, c, f, b) = faulty(len, 13, 32, 4 * PAGE);
     b.short_read_nth(1, PAGE);
     let got = read_vec(&f, 2 * P, 3 * PAGE).unwrap();
     assert_eq!(got, &data[2 * PAGE..]);
@@ -598,35 +569,14 @@ fn a_short_read_that_ends_at_the_real_eof_is_not_a_short_read() {
 #[test]
 fn concurrent_readers_of_a_slow_folio_share_one_io_and_all_get_the_right_bytes() {
     for max_folio in [PAGE, 16 * PAGE] {
-        let data = nonzero_bytes(64 * PAGE, 14);
-        let tmp = TempPath::with_data("slow", &data);
-        let c = TestCache::pages(256)
-            .max_folio(max_folio)
-            .no_readahead()
-            .build();
-        let (f, b) = open_file(&c, &tmp);
+        let (data, _tmp, c, f, b) = faulty_on_disk("slow", 64 * PAGE, 14, 256, max_folio);
         b.set_read_latency(Duration::from_millis(200));
         let readers = 8;
         let off = 16 * P;
         let before = c.stats();
         let results = within(HANG, "readers of a slow folio", {
             let f = f.clone();
-            move || {
-                let barrier = Arc::new(Barrier::new(readers));
-                let threads: Vec<_> = (0..readers)
-                    .map(|_| {
-                        let (f, barrier) = (f.clone(), barrier.clone());
-                        std::thread::spawn(move || {
-                            barrier.wait();
-                            read_vec(&f, off, max_folio).unwrap()
-                        })
-                    })
-                    .collect();
-                threads
-                    .into_iter()
-                    .map(|t| t.join().unwrap())
-                    .collect::<Vec<_>>()
-            }
+            move || at_once(f, readers, move |f| read_vec(f, off, max_folio).unwrap())
         });
         for r in &results {
             assert!(
@@ -650,12 +600,7 @@ fn concurrent_readers_of_a_slow_folio_share_one_io_and_all_get_the_right_bytes()
 fn readers_of_parts_of_a_folio_being_read_wait_for_it_instead_of_reading_again() {
     // The first reader creates a 64 KiB folio and its IO is slow; readers
     // that then ask for any part of it sleep on its lock.
-    let data = nonzero_bytes(64 * PAGE, 15);
-    let c = TestCache::pages(128)
-        .max_folio(16 * PAGE)
-        .no_readahead()
-        .build();
-    let (f, b) = faulty_file(&c, &data);
+    let (data, c, f, b) = faulty(64 * PAGE, 15, 128, 16 * PAGE);
     b.set_read_latency(Duration::from_millis(300));
     let data = Arc::new(data);
     let (f2, data2) = (f.clone(), data.clone());

@@ -13,11 +13,36 @@ use test_support::cache::TestCache;
 
 const PAGE: usize = 4096;
 
+/// A cache of `pages` pages, folios up to `max_folio` bytes, no readahead:
+/// the folios are the ones the grabs make.
+fn cache(pages: usize, max_folio: usize) -> Cache {
+    TestCache::pages(pages)
+        .max_folio(max_folio)
+        .no_readahead()
+        .build()
+}
+
 fn file(c: &Cache, pages: usize) -> File {
     let data: Vec<u8> = (0..pages * PAGE)
         .map(|i| (i / PAGE) as u8 ^ i as u8)
         .collect();
     c.open_backing(MemBacking::with_data(data)).unwrap()
+}
+
+/// Checks that the folios `got` start at `index` and have `pages[i]` pages
+/// each, in order.
+#[track_caller]
+fn assert_spans(got: &[LockedFolio<'_>], index: u64, pages: &[u64]) {
+    let spans: Vec<(u64, u64)> = got.iter().map(|f| (f.index(), f.nr_pages())).collect();
+    let want: Vec<(u64, u64)> = pages
+        .iter()
+        .scan(index, |at, &n| {
+            let span = (*at, n);
+            *at += n;
+            Some(span)
+        })
+        .collect();
+    assert_eq!(spans, want);
 }
 
 /// Checks `got` covers `index..index + pages` contiguously, every folio
@@ -45,50 +70,30 @@ fn settle(m: &Mapping, got: Vec<LockedFolio<'_>>, index: u64, pages: u64) -> (us
     (created, present)
 }
 
-#[test]
-fn an_empty_aligned_range_gets_the_largest_folios() {
-    let c = TestCache::pages(4096)
-        .max_folio(2 << 20)
-        .no_readahead()
-        .build();
+/// Grabs `count` pages at `index` of a 2048-page file with nothing cached,
+/// folios up to 2 MiB, checks that they come as `pages` (`assert_spans`)
+/// and settles them: the cache, the file, and what `settle` counted.
+fn grab_uncached(index: u64, count: u64, pages: &[u64]) -> (Cache, File, (usize, usize)) {
+    let c = cache(4096, 2 << 20);
     let f = file(&c, 2048);
     let m = f.mapping();
     let mut out = Vec::new();
-    assert_eq!(m.grab_folios(0, 1024, &mut out).unwrap(), 1024);
-    assert_eq!(
-        out.iter().map(|f| f.nr_pages()).collect::<Vec<_>>(),
-        [512, 512]
-    );
-    assert_eq!(settle(m, out, 0, 1024), (2, 0));
+    assert_eq!(m.grab_folios(index, count, &mut out).unwrap(), count);
+    assert_spans(&out, index, pages);
+    let counts = settle(m, out, index, count);
+    (c, f, counts)
+}
+
+#[test]
+fn an_empty_aligned_range_gets_the_largest_folios() {
+    let (c, _f, counts) = grab_uncached(0, 1024, &[512, 512]);
+    assert_eq!(counts, (2, 0));
     assert_eq!(c.stats().folios, 2);
 }
 
 #[test]
 fn an_unaligned_range_is_cut_into_aligned_folios() {
-    let c = TestCache::pages(4096)
-        .max_folio(2 << 20)
-        .no_readahead()
-        .build();
-    let f = file(&c, 2048);
-    let m = f.mapping();
-    let mut out = Vec::new();
-    assert_eq!(m.grab_folios(3, 100, &mut out).unwrap(), 100);
-    let spans: Vec<(u64, u64)> = out.iter().map(|f| (f.index(), f.nr_pages())).collect();
-    assert_eq!(
-        spans,
-        [
-            (3, 1),
-            (4, 4),
-            (8, 8),
-            (16, 16),
-            (32, 32),
-            (64, 32),
-            (96, 4),
-            (100, 2),
-            (102, 1)
-        ]
-    );
-    settle(m, out, 3, 100);
+    let (_c, f, _) = grab_uncached(3, 100, &[1, 4, 8, 16, 32, 32, 4, 2, 1]);
     // The bytes read back through the cache are the file's.
     let mut buf = vec![0u8; 100 * PAGE];
     f.read_exact_at(&mut buf, 3 * PAGE as u64).unwrap();
@@ -100,10 +105,7 @@ fn an_unaligned_range_is_cut_into_aligned_folios() {
 
 #[test]
 fn present_folios_are_locked_and_the_gaps_created() {
-    let c = TestCache::pages(4096)
-        .max_folio(64 << 10)
-        .no_readahead()
-        .build();
+    let c = cache(4096, 64 << 10);
     let f = file(&c, 256);
     let m = f.mapping();
     let mut buf = vec![0u8; 64 << 10];
@@ -121,7 +123,7 @@ fn present_folios_are_locked_and_the_gaps_created() {
 
 #[test]
 fn a_grab_over_shadows_skips_the_refault_test() {
-    let c = TestCache::pages(64).max_folio(PAGE).no_readahead().build();
+    let c = cache(64, PAGE);
     let f = file(&c, 256);
     let mut buf = vec![0u8; PAGE];
     for p in 0..256u64 {
@@ -151,7 +153,7 @@ fn a_grab_over_shadows_skips_the_refault_test() {
 
 #[test]
 fn bad_ranges_and_a_full_cache_give_errors() {
-    let c = TestCache::pages(16).max_folio(PAGE).no_readahead().build();
+    let c = cache(16, PAGE);
     let f = file(&c, 64);
     let m = f.mapping();
     let mut out = Vec::new();
@@ -173,10 +175,7 @@ fn bad_ranges_and_a_full_cache_give_errors() {
 /// every `dontneed`-th round drops the range again. Then every page must
 /// read right and the accounting agree.
 fn grab_from_threads(single: fn(u64) -> bool, seed: u64, dontneed: Option<u64>) {
-    let c = TestCache::pages(1024)
-        .max_folio(64 << 10)
-        .no_readahead()
-        .build();
+    let c = cache(1024, 64 << 10);
     let f = Arc::new(file(&c, 512));
     let threads: Vec<_> = (0..4u64)
         .map(|t| {
@@ -231,32 +230,15 @@ fn threads_grabbing_overlapping_ranges_each_get_one_folio_per_index() {
 
 #[test]
 fn the_one_at_a_time_path_makes_the_same_folios() {
-    let c = TestCache::pages(4096)
-        .max_folio(2 << 20)
-        .no_readahead()
-        .build();
+    let c = cache(4096, 2 << 20);
     let f = file(&c, 2048);
     let m = f.mapping();
     let mut buf = vec![0u8; 16 * PAGE];
     f.read_exact_at(&mut buf, 48 * PAGE as u64).unwrap(); // pages 48..64 present
     let mut out = Vec::new();
     assert_eq!(m.grab_folios_single(3, 100, &mut out).unwrap(), 100);
-    let spans: Vec<(u64, u64)> = out.iter().map(|f| (f.index(), f.nr_pages())).collect();
-    assert_eq!(
-        spans,
-        [
-            (3, 1),
-            (4, 4),
-            (8, 8),
-            (16, 16),
-            (32, 16),
-            (48, 16),
-            (64, 32),
-            (96, 4),
-            (100, 2),
-            (102, 1)
-        ]
-    );
+    // As the batched path, but 32..64 in two around the present folio.
+    assert_spans(&out, 3, &[1, 4, 8, 16, 16, 16, 32, 4, 2, 1]);
     assert_eq!(settle(m, out, 3, 100), (9, 1));
 }
 

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use backing::{FaultyBacking, MemBacking};
 use foliocache::filemap::{FgpFlags, FolioFlags};
 use foliocache::{Cache, File};
 use rand::rngs::StdRng;
@@ -47,6 +48,23 @@ fn check_written(c: &Cache, f: &File, pages: u64) {
         assert!(Instant::now() < deadline, "still under writeback: {folio}");
         std::thread::sleep(Duration::from_millis(1));
     }
+}
+
+/// A cache of `cache_pages` pages with a dirty limit of `dirty_pages`
+/// pages, and a file of `pages` pages of nonzero bytes (`seed`) on a
+/// faulty memory backing: the cache, the bytes, the file, the backing.
+fn throttled(
+    cache_pages: usize,
+    dirty_pages: u64,
+    pages: u64,
+    seed: u64,
+) -> (Cache, Vec<u8>, File, Arc<FaultyBacking<MemBacking>>) {
+    let c = test_cache(cache_pages)
+        .dirty_limit((dirty_pages * P) as usize)
+        .build();
+    let data = nonzero_bytes((pages * P) as usize, seed);
+    let (f, b) = faulty_file(&c, &data);
+    (c, data, f, b)
 }
 
 #[test]
@@ -251,10 +269,8 @@ fn sync_futures_report_writeback_errors_as_the_blocking_syncs() {
 #[test]
 #[cfg_attr(miri, ignore = "many writes: too slow for Miri")]
 fn throttled_writers_await_the_writeback_and_complete_on_one_thread() {
-    let c = test_cache(256).dirty_limit(16 * P as usize).build();
     let pages = 128u64;
-    let data = nonzero_bytes((pages * P) as usize, 6);
-    let (f, b) = faulty_file(&c, &data);
+    let (c, _, f, b) = throttled(256, 16, pages, 6);
     b.set_write_latency(std::time::Duration::from_micros(200));
     let f = Arc::new(f);
     let before = c.stats().throttled;
@@ -297,10 +313,8 @@ fn throttled_writers_await_the_writeback_and_complete_on_one_thread() {
 /// writeback runs, and is woken at its end.
 #[test]
 fn a_throttled_write_waits_for_the_writeback_without_blocking() {
-    let c = test_cache(256).dirty_limit(8 * P as usize).build();
     let pages = 64u64;
-    let data = nonzero_bytes((pages * P) as usize, 7);
-    let (f, b) = faulty_file(&c, &data);
+    let (c, data, f, b) = throttled(256, 8, pages, 7);
     // Dirty past the limit without the throttle (a memory of the blocking
     // writers' debt): writes of whole cached pages.
     let mut all = vec![0u8; data.len()];
@@ -346,10 +360,8 @@ fn one_call<'a>(
 #[test]
 #[cfg_attr(miri, ignore = "hundreds of calls under faults: too slow for Miri")]
 fn calls_dropped_at_every_await_point_under_faults_leave_the_cache_sound() {
-    let c = test_cache(24).dirty_limit(6 * P as usize).build();
     let pages = 40u64;
-    let data = nonzero_bytes((pages * P) as usize, 8);
-    let (f, b) = faulty_file(&c, &data);
+    let (c, data, f, b) = throttled(24, 6, pages, 8);
     // IO slow enough that the jobs and reads are still running when the
     // futures look for their ends.
     b.set_read_latency(std::time::Duration::from_micros(300));
@@ -475,6 +487,13 @@ fn syncs_of_one_file_at_once_share_its_sync_jobs() {
     }
 }
 
+/// Makes the file `path` holding `bytes` and opens it through `c` in append
+/// mode, readable.
+fn open_append(c: &Cache, path: &std::path::Path, bytes: &[u8]) -> File {
+    std::fs::write(path, bytes).unwrap();
+    c.open_options().append(true).read(true).open(path).unwrap()
+}
+
 /// In append mode a write goes to the end of the file, whatever offset it
 /// names, in one run of bytes even when it takes several pieces (a cache
 /// of 16 pages writes 2 pages a piece).
@@ -483,13 +502,7 @@ fn syncs_of_one_file_at_once_share_its_sync_jobs() {
 fn an_append_mode_write_goes_to_the_end_in_one_run() {
     let c = test_cache(16).build();
     let path = std::env::temp_dir().join(format!("foliocache-append-{}", std::process::id()));
-    std::fs::write(&path, b"head").unwrap();
-    let f = c
-        .open_options()
-        .append(true)
-        .read(true)
-        .open(&path)
-        .unwrap();
+    let f = open_append(&c, &path, b"head");
     let body = nonzero_bytes(5 * P as usize + 7, 11);
     let n = pollster::block_on(f.write_at_async(&body, 0)).unwrap();
     assert_eq!(n, body.len());
@@ -507,13 +520,7 @@ fn an_append_mode_write_goes_to_the_end_in_one_run() {
     // another.
     std::fs::remove_file(&path).unwrap();
     let path = path.with_extension("4");
-    std::fs::write(&path, b"").unwrap();
-    let f = c
-        .open_options()
-        .append(true)
-        .read(true)
-        .open(&path)
-        .unwrap();
+    let f = open_append(&c, &path, b"");
     let len = 5 * P as usize + 3;
     std::thread::scope(|s| {
         for t in 0..4u8 {

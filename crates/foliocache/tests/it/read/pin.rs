@@ -9,7 +9,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use foliocache::File;
+use foliocache::{Cache, File};
 
 use crate::common::write::{disk, open_rw, P, PAGE};
 use test_support::cache::{mem_file, TestCache};
@@ -17,6 +17,15 @@ use test_support::TempPath;
 
 fn data(n: usize) -> Vec<u8> {
     (0..n as u32).map(|i| (i * 7 + 3) as u8).collect()
+}
+
+/// A cache of `pages` pages, folios up to `max_folio` bytes, no
+/// readahead: a pinned range's folios are the ones the test reads.
+fn cache(pages: usize, max_folio: usize) -> Cache {
+    TestCache::pages(pages)
+        .max_folio(max_folio)
+        .no_readahead()
+        .build()
 }
 
 /// Reads the file's first `len` bytes in 64 KiB pieces: with no readahead
@@ -30,10 +39,7 @@ fn warm(f: &File, len: usize) {
 
 #[test]
 fn a_cached_range_is_borrowed_and_counted_as_a_hit() {
-    let c = TestCache::pages(64)
-        .max_folio(64 << 10)
-        .no_readahead()
-        .build();
+    let c = cache(64, 64 << 10);
     let d = data(256 << 10);
     let f = mem_file(&c, &d);
     // A miss: read in, then pinned in place (the read counted it).
@@ -57,7 +63,7 @@ fn a_cached_range_is_borrowed_and_counted_as_a_hit() {
 
 #[test]
 fn a_range_across_folios_is_a_copy_with_the_same_bytes() {
-    let c = TestCache::pages(64).max_folio(4096).no_readahead().build();
+    let c = cache(64, 4096);
     let d = data(64 << 10);
     let f = mem_file(&c, &d);
     let p = f.pin(4000, 10_000).unwrap();
@@ -71,10 +77,7 @@ fn a_range_across_folios_is_a_copy_with_the_same_bytes() {
 
 #[test]
 fn past_end_of_file_a_pin_is_cut_or_empty() {
-    let c = TestCache::pages(64)
-        .max_folio(64 << 10)
-        .no_readahead()
-        .build();
+    let c = cache(64, 64 << 10);
     let d = data(10_000);
     let f = mem_file(&c, &d);
     let p = f.pin(9000, 5000).unwrap();
@@ -88,10 +91,7 @@ fn past_end_of_file_a_pin_is_cut_or_empty() {
 
 #[test]
 fn a_write_while_pinned_goes_to_a_copy_and_the_pin_keeps_its_bytes() {
-    let c = TestCache::pages(64)
-        .max_folio(64 << 10)
-        .no_readahead()
-        .build();
+    let c = cache(64, 64 << 10);
     let t = TempPath::with_data("pin-write", &data(128 << 10));
     let f = open_rw(&c, &t.path);
     let before = data(128 << 10);
@@ -128,10 +128,7 @@ fn a_write_while_pinned_goes_to_a_copy_and_the_pin_keeps_its_bytes() {
 
 #[test]
 fn a_dirty_pinned_folio_written_again_keeps_its_dirty_pages() {
-    let c = TestCache::pages(64)
-        .max_folio(64 << 10)
-        .no_readahead()
-        .build();
+    let c = cache(64, 64 << 10);
     let t = TempPath::with_data("pin-dirty", &data(64 << 10));
     let f = open_rw(&c, &t.path);
     let mut want = data(64 << 10);
@@ -155,10 +152,7 @@ fn a_dirty_pinned_folio_written_again_keeps_its_dirty_pages() {
 
 #[test]
 fn truncation_and_a_hole_leave_a_pin_as_it_was() {
-    let c = TestCache::pages(64)
-        .max_folio(64 << 10)
-        .no_readahead()
-        .build();
+    let c = cache(64, 64 << 10);
     let d = data(128 << 10);
     let t = TempPath::with_data("pin-truncate", &d);
     let f = open_rw(&c, &t.path);
@@ -189,10 +183,7 @@ fn truncation_and_a_hole_leave_a_pin_as_it_was() {
 
 #[test]
 fn reclaim_skips_a_pinned_folio_and_the_cache_handle_may_go() {
-    let c = TestCache::pages(64)
-        .max_folio(64 << 10)
-        .no_readahead()
-        .build();
+    let c = cache(64, 64 << 10);
     let d = data(256 << 10);
     let f = mem_file(&c, &d);
     let p = f.pin(70_000, 1000).unwrap();
@@ -209,7 +200,7 @@ fn reclaim_skips_a_pinned_folio_and_the_cache_handle_may_go() {
 #[test]
 fn a_write_with_every_folio_pinned_fails_and_changes_nothing() {
     // Four one-page folios, all pinned: a write has nowhere to copy to.
-    let c = TestCache::pages(4).max_folio(4096).no_readahead().build();
+    let c = cache(4, 4096);
     let d = data(4 * PAGE);
     let f = mem_file(&c, &d);
     let pins: Vec<_> = (0..4).map(|i| f.pin(i * P, PAGE).unwrap()).collect();
@@ -233,7 +224,7 @@ fn a_write_with_every_folio_pinned_fails_and_changes_nothing() {
 /// a WAL frame header failed with `ENOMEM` through a full mount so.
 #[test]
 fn a_write_waits_for_a_pin_to_go_when_there_is_no_room_to_copy() {
-    let c = TestCache::pages(4).max_folio(4096).no_readahead().build();
+    let c = cache(4, 4096);
     let d = data(4 * PAGE);
     let f = mem_file(&c, &d);
     for round in 0..20u8 {
@@ -263,7 +254,7 @@ fn a_write_waits_for_a_pin_to_go_when_there_is_no_room_to_copy() {
 
 #[test]
 fn a_truncation_with_no_memory_drops_a_clean_pinned_folio_and_waits_for_a_dirty_one() {
-    let c = TestCache::pages(2).max_folio(4096).no_readahead().build();
+    let c = cache(2, 4096);
     let d = data(2 * PAGE);
     let t = TempPath::with_data("pin-cut-oom", &d);
     let f = open_rw(&c, &t.path);
@@ -307,10 +298,7 @@ fn a_truncation_with_no_memory_drops_a_clean_pinned_folio_and_waits_for_a_dirty_
 
 #[test]
 fn memory_files_pin_too() {
-    let c = TestCache::pages(64)
-        .max_folio(64 << 10)
-        .no_readahead()
-        .build();
+    let c = cache(64, 64 << 10);
     let f = c.memfile("pins", 100_000).unwrap();
     f.write_at(&[7; 5000], 1000).unwrap();
     let p = f.pin(0, 8192).unwrap();
@@ -331,10 +319,7 @@ fn memory_files_pin_too() {
 #[test]
 fn pins_racing_writes_and_reclaim_see_whole_snapshots_of_their_own_file() {
     const PAGES: u64 = 32;
-    let c = TestCache::pages(24)
-        .max_folio(16 << 10)
-        .no_readahead()
-        .build();
+    let c = cache(24, 16 << 10);
     let files: Vec<File> = (0..2u8)
         .map(|tag| mem_file(&c, &vec![tag * 64; PAGES as usize * PAGE]))
         .collect();

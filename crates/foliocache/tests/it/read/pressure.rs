@@ -265,12 +265,7 @@ fn many_threads_over_many_files_read_the_right_bytes_with_a_capacity_far_below_t
         assert!(all == **data);
     }
     drop(files);
-    let s = c.stats();
-    assert_eq!(
-        (s.folios, s.bytes_cached, s.free_bytes),
-        (0, 0, s.capacity_bytes),
-        "{s:?}"
-    );
+    crate::common::assert_empty(&c);
 }
 
 // ---- alignment and boundaries -------------------------------------------------

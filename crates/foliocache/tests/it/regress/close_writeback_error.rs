@@ -20,19 +20,26 @@
 use std::sync::Arc;
 
 use backing::{FaultyBacking, MemBacking, Op};
+use foliocache::{Cache, File};
 
 use crate::common::write::{all_written, wait_until};
 use test_support::cache::TestCache;
 
-#[test]
-fn a_failed_writeback_at_close_keeps_the_data_and_the_flusher_writes_it_later() {
+/// A 2 MiB cache with no background writeback below its capacity (so the
+/// close writes back), and a file on a memory backing that can fail.
+fn cache_and_file() -> (Cache, Arc<FaultyBacking<MemBacking>>, File) {
     let c = TestCache::bytes(2 << 20)
         .max_folio(64 << 10)
-        // No background writeback below the capacity: the close writes back.
         .quiet()
         .build();
     let b = Arc::new(FaultyBacking::new(MemBacking::new()));
     let f = c.open_backing(b.clone()).unwrap();
+    (c, b, f)
+}
+
+#[test]
+fn a_failed_writeback_at_close_keeps_the_data_and_the_flusher_writes_it_later() {
+    let (c, b, f) = cache_and_file();
     let data: Vec<u8> = (0..300_000u32).map(|i| (i % 241) as u8 + 1).collect();
     f.write_all_at(&data, 0).unwrap();
     b.fail_from_nth(Op::Write, 1, libc::EIO);
@@ -51,13 +58,7 @@ fn a_failed_writeback_at_close_keeps_the_data_and_the_flusher_writes_it_later() 
 
 #[test]
 fn a_kept_closed_file_is_reached_by_cache_sync_all_which_reports_its_error() {
-    let c = TestCache::bytes(2 << 20)
-        .max_folio(64 << 10)
-        // No background writeback below the capacity: the close writes back.
-        .quiet()
-        .build();
-    let b = Arc::new(FaultyBacking::new(MemBacking::new()));
-    let f = c.open_backing(b.clone()).unwrap();
+    let (c, b, f) = cache_and_file();
     let data = vec![0x5au8; 100_000];
     f.write_all_at(&data, 4096).unwrap();
     b.fail_from_nth(Op::Write, 1, libc::ENOSPC);

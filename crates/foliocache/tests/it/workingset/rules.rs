@@ -37,6 +37,19 @@ pub(super) fn read_pages(f: &File, pages: impl IntoIterator<Item = usize>, tag: 
     }
 }
 
+/// A cache of `pages` pages with one-page folios and no readahead (the
+/// module's setting), to finish building.
+fn small_folios(pages: usize) -> TestCache {
+    TestCache::pages(pages).max_folio(PAGE).no_readahead()
+}
+
+/// Reads pages `0..pages` of `f` up, then down: each read twice (the
+/// second read activates it), the last one up first again.
+fn read_twice(f: &File, pages: usize, tag: u8) {
+    read_pages(f, 0..pages, tag);
+    read_pages(f, (0..pages).rev(), tag);
+}
+
 fn flags_at(f: &File, index: u64) -> Option<FolioFlags> {
     match f.mapping().get_entry(index) {
         Some(MappingEntry::Folio(r)) => Some(r.flags()),
@@ -68,7 +81,7 @@ fn loop_hit_ratio(
 
 #[test]
 fn a_first_read_references_a_folio_and_a_second_activates_it() {
-    let cache = TestCache::pages(64).max_folio(PAGE).no_readahead().build();
+    let cache = small_folios(64).build();
     let f = file(&cache, 1, 8);
     read_pages(&f, [3], 1);
     let fl = flags_at(&f, 3).unwrap();
@@ -122,10 +135,9 @@ fn small_reads_continuing_through_one_folio_count_as_one_access() {
 fn reclaim_evicts_folios_used_once_before_folios_used_twice() {
     // A hot set of a quarter of the cache, read twice (active), then a
     // stream of four times the cache read once: the hot set stays whole.
-    let cache = TestCache::pages(256).max_folio(PAGE).no_readahead().build();
+    let cache = small_folios(256).build();
     let hot = file(&cache, 4, 64);
-    read_pages(&hot, 0..64, 4);
-    read_pages(&hot, (0..64).rev(), 4);
+    read_twice(&hot, 64, 4);
     let stream = file(&cache, 5, 1024);
     read_pages(&stream, 0..1024, 5);
     let cs = hot.cachestat(0, 0).unwrap();
@@ -138,13 +150,9 @@ fn a_refault_within_the_active_size_starts_active_and_one_beyond_it_inactive() {
     // A refault whose distance (evictions since its eviction) is within the
     // active list's size starts active. Active list: 50 pages of `x` (read twice). Then 400
     // pages of `y` read once, and 200 of them evicted, oldest first.
-    let cache = TestCache::pages(1024)
-        .max_folio(PAGE)
-        .no_readahead()
-        .build();
+    let cache = small_folios(1024).build();
     let x = file(&cache, 6, 50);
-    read_pages(&x, 0..50, 6);
-    read_pages(&x, (0..50).rev(), 6);
+    read_twice(&x, 50, 6);
     assert_eq!(cache.stats().activations, 50);
     let y = file(&cache, 7, 400);
     read_pages(&y, 0..400, 7);
@@ -192,14 +200,9 @@ fn a_refault_within_the_active_size_starts_active_and_one_beyond_it_inactive() {
 
 #[test]
 fn refault_detection_off_never_activates_a_refault() {
-    let cache = TestCache::pages(1024)
-        .max_folio(PAGE)
-        .no_readahead()
-        .refault_detection(false)
-        .build();
+    let cache = small_folios(1024).refault_detection(false).build();
     let x = file(&cache, 6, 50);
-    read_pages(&x, 0..50, 6);
-    read_pages(&x, (0..50).rev(), 6);
+    read_twice(&x, 50, 6);
     let y = file(&cache, 7, 400);
     read_pages(&y, 0..400, 7);
     cache.shrink(200 * PAGE as u64);
@@ -211,7 +214,7 @@ fn refault_detection_off_never_activates_a_refault() {
 
 #[test]
 fn a_deactivated_folio_leaves_a_workingset_shadow() {
-    let cache = TestCache::pages(64).max_folio(PAGE).no_readahead().build();
+    let cache = small_folios(64).build();
     let x = file(&cache, 8, 48);
     read_pages(&x, 0..48, 8);
     read_pages(&x, 0..48, 8); // all active: 48 of 64 pages
@@ -246,11 +249,7 @@ fn a_deactivated_folio_leaves_a_workingset_shadow() {
 #[test]
 fn refault_detection_lets_a_new_working_set_displace_a_stale_one() {
     let run = |detect: bool| {
-        let cache = TestCache::pages(1024)
-            .max_folio(PAGE)
-            .no_readahead()
-            .refault_detection(detect)
-            .build();
+        let cache = small_folios(1024).refault_detection(detect).build();
         let stale = file(&cache, 10, 460);
         read_pages(&stale, 0..460, 10);
         read_pages(&stale, 0..460, 10);
@@ -279,11 +278,7 @@ fn refault_detection_lets_a_new_working_set_displace_a_stale_one() {
 #[test]
 fn a_loop_larger_than_the_cache_thrashes_with_or_without_detection() {
     let run = |detect: bool| {
-        let cache = TestCache::pages(1024)
-            .max_folio(PAGE)
-            .no_readahead()
-            .refault_detection(detect)
-            .build();
+        let cache = small_folios(1024).refault_detection(detect).build();
         let f = file(&cache, 12, 1280);
         loop_hit_ratio(&cache, &f, 1280, 12, 2, 4)
     };

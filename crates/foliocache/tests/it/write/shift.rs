@@ -17,6 +17,12 @@ const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
 const B: u64 = 4096;
 
+/// A cache of `bytes` with folios up to `max_folio` bytes, to finish
+/// building.
+fn cache(bytes: u64, max_folio: u64) -> TestCache {
+    TestCache::bytes(bytes as usize).max_folio(max_folio as usize)
+}
+
 /// Shifts `f` and the model the same way; the call must succeed.
 fn shift(f: &File, m: &mut Model, insert: bool, off: u64, len: u64) {
     let r = if insert {
@@ -37,9 +43,7 @@ fn a_collapse_inside_a_large_clean_folio_moves_the_data_behind_it() {
     // One aligned 1 MiB write makes large folios; synced, they are clean
     // and stay cached across the collapse point.
     let tmp = TempPath::with_data("shift-large", &[]);
-    let c = TestCache::bytes(16 * MIB as usize)
-        .max_folio(2 * MIB as usize)
-        .build();
+    let c = cache(16 * MIB, 2 * MIB).build();
     let f = open_rw(&c, &tmp.path);
     let mut m = Model::default();
     let data = nonzero_bytes(MIB as usize, 1);
@@ -58,10 +62,7 @@ fn a_collapse_inside_a_large_clean_folio_moves_the_data_behind_it() {
 fn dirty_data_on_both_sides_is_written_and_moved() {
     let tmp = TempPath::with_data("shift-dirty", &nonzero_bytes(3 * MIB as usize, 2));
     // No background writeback: what is dirty stays so until the shift.
-    let c = TestCache::bytes(32 * MIB as usize)
-        .max_folio(256 * KIB as usize)
-        .quiet()
-        .build();
+    let c = cache(32 * MIB, 256 * KIB).quiet().build();
     let f = open_rw(&c, &tmp.path);
     let mut m = Model {
         data: disk(&tmp.path),
@@ -92,21 +93,14 @@ fn dirty_data_on_both_sides_is_written_and_moved() {
     assert_same("the backing file after sync", &disk(&tmp.path), &m.data);
     drop(f);
     // A new cache reads what the backing holds.
-    let f = open_rw(
-        &TestCache::bytes(8 * MIB as usize)
-            .max_folio(64 * KIB as usize)
-            .build(),
-        &tmp.path,
-    );
+    let f = open_rw(&cache(8 * MIB, 64 * KIB).build(), &tmp.path);
     assert_same("through a new cache", &read_all(&f), &m.data);
 }
 
 #[test]
 fn bad_ranges_are_refused_and_change_nothing() {
     let tmp = TempPath::with_data("shift-bad", &nonzero_bytes(64 * KIB as usize, 8));
-    let c = TestCache::bytes(4 * MIB as usize)
-        .max_folio(64 * KIB as usize)
-        .build();
+    let c = cache(4 * MIB, 64 * KIB).build();
     let f = open_rw(&c, &tmp.path);
     let mut m = Model {
         data: disk(&tmp.path),
@@ -151,9 +145,7 @@ fn bad_ranges_are_refused_and_change_nothing() {
 #[test]
 fn read_only_handles_and_memory_files_are_refused() {
     let tmp = TempPath::with_data("shift-ro", &nonzero_bytes(64 * KIB as usize, 10));
-    let c = TestCache::bytes(4 * MIB as usize)
-        .max_folio(64 * KIB as usize)
-        .build();
+    let c = cache(4 * MIB, 64 * KIB).build();
     let ro = c.open(&tmp.path).unwrap();
     assert_eq!(
         ro.collapse_range(0, B).unwrap_err().kind(),
@@ -182,10 +174,7 @@ fn faulty_file() -> (
     Arc<FaultyBacking<MemBacking>>,
     Model,
 ) {
-    let c = TestCache::bytes(8 * MIB as usize)
-        .max_folio(64 * KIB as usize)
-        .quiet()
-        .build();
+    let c = cache(8 * MIB, 64 * KIB).quiet().build();
     let b = Arc::new(FaultyBacking::new(MemBacking::new()));
     let f = c.open_backing(b.clone()).unwrap();
     let mut m = Model::default();
@@ -252,9 +241,7 @@ impl Backing for MovesThenFails {
 
 #[test]
 fn after_a_backing_error_the_cache_serves_what_the_backing_holds() {
-    let c = TestCache::bytes(8 * MIB as usize)
-        .max_folio(64 * KIB as usize)
-        .build();
+    let c = cache(8 * MIB, 64 * KIB).build();
     let b = Arc::new(MovesThenFails(MemBacking::new()));
     let f = c.open_backing(b.clone()).unwrap();
     let mut m = Model::default();
@@ -317,9 +304,7 @@ fn reads_beside_shifts_see_each_page_before_or_after() {
     use std::sync::atomic::Ordering::SeqCst;
     const PAGES: u64 = 256;
     let tmp = TempPath::with_data("shift-stress", &tagged_pages(PAGES));
-    let c = TestCache::bytes(8 * MIB as usize)
-        .max_folio(64 * KIB as usize)
-        .build();
+    let c = cache(8 * MIB, 64 * KIB).build();
     let f = open_rw(&c, &tmp.path);
     // The shifter's round (odd while a block is out or a hole is open) and
     // where; a reader that saw one round throughout knows which pages may

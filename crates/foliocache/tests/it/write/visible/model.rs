@@ -173,6 +173,26 @@ fn advice(dont_need: bool) -> Advice {
     }
 }
 
+/// [`Op::Write`] `op` on `f`: where, and the bytes written, all of them
+/// (`write_at` is never short).
+fn write(f: &File, op: &Op, what: &str) -> (u64, Vec<u8>) {
+    let Op::Write {
+        off,
+        len,
+        seed,
+        uncached,
+    } = *op
+    else {
+        unreachable!("{what}: not a write");
+    };
+    let buf = nonzero_bytes(len, seed);
+    let n = f
+        .write_at_flags(&buf, off, write_flags(uncached))
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert_eq!(n, len, "{what}: write_at is never short");
+    (off, buf)
+}
+
 /// A read with `flags` (see [`Op::Read`]) checked against the model: all
 /// of it, or for `NOWAIT` a prefix (or `WouldBlock`).
 fn check_read(f: &File, model: &Model, off: u64, len: usize, flags: u8, what: &str) {
@@ -265,18 +285,8 @@ fn run_file(cap: usize, folio: usize, insert: Insert, initial: usize, ops: &[Op]
         r.step = step;
         let what = r.what(op);
         match *op {
-            Op::Write {
-                off,
-                len,
-                seed,
-                uncached,
-            } => {
-                let buf = nonzero_bytes(len, seed);
-                let n = r
-                    .f()
-                    .write_at_flags(&buf, off, write_flags(uncached))
-                    .unwrap_or_else(|e| panic!("{what}: {e}"));
-                assert_eq!(n, len, "{what}: write_at is never short");
+            Op::Write { .. } => {
+                let (off, buf) = write(r.f(), op, &what);
                 r.model.write(off, &buf);
             }
             Op::Read { off, len, flags } => {
@@ -400,17 +410,8 @@ fn run_memfile(folio: usize, initial: u64, ops: &[Op]) {
     for (step, op) in ops.iter().enumerate() {
         let what = format!("memfile step {step} {op:?} (max folio {} KiB)", folio / KIB);
         match *op {
-            Op::Write {
-                off,
-                len,
-                seed,
-                uncached,
-            } => {
-                let buf = nonzero_bytes(len, seed);
-                let n = f
-                    .write_at_flags(&buf, off, write_flags(uncached))
-                    .unwrap_or_else(|e| panic!("{what}: {e}"));
-                assert_eq!(n, len, "{what}");
+            Op::Write { .. } => {
+                let (off, buf) = write(&f, op, &what);
                 model.write(off, &buf);
             }
             Op::Read { off, len, flags } => check_read(&f, &model, off, len, flags, &what),

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use backing::{Backing, FaultyBacking, IoBuf, MemBacking};
+use foliocache::Cache;
 
 use crate::common::forward_backing;
 use crate::common::write as wcommon;
@@ -51,6 +52,15 @@ impl Backing for InFlight {
     }
 }
 
+/// An 8 MiB cache with folios up to `max_folio` bytes and no background
+/// writeback below its capacity: the tests' syncs and closes write back.
+fn quiet_cache(max_folio: usize) -> Cache {
+    TestCache::bytes(8 * MIB)
+        .max_folio(max_folio)
+        .quiet()
+        .build()
+}
+
 impl InFlight {
     fn new() -> Arc<InFlight> {
         Arc::new(InFlight {
@@ -71,10 +81,7 @@ fn scattered_dirty_pages_are_written_side_by_side_on_the_pool() {
     // Small folios (one run each, batched) and large ones (one run with
     // scattered dirty pages).
     for max_folio in [PAGE, 64 * KIB] {
-        let c = TestCache::bytes(8 * MIB)
-            .max_folio(max_folio)
-            .quiet()
-            .build();
+        let c = quiet_cache(max_folio);
         let b = InFlight::new();
         b.inner.set_write_latency(Duration::from_millis(2));
         let f = c.open_backing(b.clone()).unwrap();
@@ -97,10 +104,7 @@ fn scattered_dirty_pages_are_written_side_by_side_on_the_pool() {
 #[test]
 fn a_failed_write_on_the_pool_reaches_the_sync_and_only_its_pages_stay_dirty() {
     for max_folio in [PAGE, 64 * KIB] {
-        let c = TestCache::bytes(8 * MIB)
-            .max_folio(max_folio)
-            .quiet()
-            .build();
+        let c = quiet_cache(max_folio);
         let b = InFlight::new();
         let f = c.open_backing(b.clone()).unwrap();
         let model = write_scattered(&f, 64, 2);
@@ -127,7 +131,7 @@ fn a_failed_write_on_the_pool_reaches_the_sync_and_only_its_pages_stay_dirty() {
 
 #[test]
 fn a_failed_write_on_the_pool_at_close_keeps_the_data_for_cache_sync_all() {
-    let c = TestCache::bytes(8 * MIB).max_folio(PAGE).quiet().build();
+    let c = quiet_cache(PAGE);
     let b = InFlight::new();
     let f = c.open_backing(b.clone()).unwrap();
     let model = write_scattered(&f, 32, 3);
@@ -144,10 +148,7 @@ fn a_failed_write_on_the_pool_at_close_keeps_the_data_for_cache_sync_all() {
 
 #[test]
 fn many_files_writing_back_at_once_all_finish_and_keep_their_errors_apart() {
-    let c = TestCache::bytes(8 * MIB)
-        .max_folio(16 * KIB)
-        .quiet()
-        .build();
+    let c = quiet_cache(16 * KIB);
     std::thread::scope(|s| {
         for k in 0..6u64 {
             let c = &c;

@@ -1,0 +1,104 @@
+//! foliocache in front of object storage: an [`object_store::ObjectStore`]
+//! whose reads are served from a foliocache page cache.
+//!
+//! # The problem
+//! Engines on object storage (SlateDB, lance, DataFusion and others) read
+//! small ranges of large immutable objects, over and over, at tens of
+//! milliseconds a request. Each writes its own range cache, and each meets
+//! the same problems: fixed parts that fetch megabytes per miss, memory
+//! past its limit, concurrent misses of one range making several requests.
+//! foliocache already solves them for local files: memory bounded
+//! (metadata included), folios of 4 KiB to 2 MiB, readahead for sequential
+//! reads, refault-aware reclaim, one read per missing folio however many
+//! threads miss it. This crate puts an object behind a foliocache mapping.
+//!
+//! # Concepts
+//! - A [`CachedStore<S>`] wraps any `S: ObjectStore` and is one itself
+//!   (object_store 0.14, the version SlateDB 0.18 and lance 14 build on).
+//! - Each object read is tracked as **one version**: a HEAD finds its size
+//!   and e_tag (or version id), and a mapping of the [`foliocache::Cache`]
+//!   is opened over a backing whose block reads are **ranged GETs pinned to
+//!   that version** (`If-Match`, or the version id). Folios are keyed by
+//!   (path, version, offset): the mapping is the version, its index the
+//!   offset.
+//! - A read copies what is cached on the caller's task without waiting;
+//!   the rest is read through the cache's read path on tokio's blocking
+//!   pool: missing folios are inserted and read in runs, **one GET per run
+//!   of contiguous folios**, sequential reads grow readahead windows, and a
+//!   second reader of a folio being read waits for it instead of sending
+//!   its own GET.
+//! - **Coherence**: writes through the store (put, multipart completion,
+//!   delete, copy, rename) invalidate what they touch; a read whose pinned
+//!   GET finds the version gone (`Precondition`, `NotFound`) looks the
+//!   object up again and reads the new version. Objects changed by others
+//!   are seen after [`CachedStoreBuilder::revalidate_after`], or at once
+//!   through [`CachedStore::invalidate`]. Errors of the inner store pass
+//!   through and are never cached. Listing passes through.
+//! - A [`DiskTier`] (optional, [`CachedStoreBuilder::disk_tier`]) keeps
+//!   64 KiB chunks of object versions in a local file opened `O_DIRECT`,
+//!   between memory and the remote store: checksummed, reopened warm
+//!   without reading an index, a chunk admitted when a page of it misses in
+//!   memory a second time (see [`disk`]).
+//! - **Bounds**: the folios are the cache's (its capacity, its reclaim);
+//!   the objects tracked are at most
+//!   [`max_objects`](CachedStoreBuilder::max_objects), evicted by CLOCK
+//!   (its mapping closes, its folios go).
+//!
+//! # Locking
+//! | what | takes | may block |
+//! |---|---|---|
+//! | the table of tracked objects | one rwlock, a leaf: shared for a lookup, exclusive for an insert or a removal; never across a store call or a read | no |
+//! | a lookup of an object not tracked | its key's gate (an async mutex) across the HEAD | the task waits for the lookup before it |
+//! | a read | the cache's locks, as [`foliocache::File::read_at`] takes them; a miss runs on tokio's blocking pool, never on a runtime worker | a miss: for its GET, on the blocking thread |
+//! | a miss's GET | no lock of this crate; the folio locks of the run it fills | for the GET, driven by the runtime's handle |
+//!
+//! # Example
+//! ```
+//! use foliocache_object_store::CachedStore;
+//! use object_store::{memory::InMemory, path::Path, ObjectStore, ObjectStoreExt};
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let cache = foliocache::Cache::builder().capacity(16 << 20).build()?;
+//! let store = CachedStore::new(InMemory::new(), cache);
+//! let path = Path::from("sst/000001.sst");
+//! store.put(&path, vec![1u8; 1 << 20].into()).await?;
+//!
+//! let block = store.get_range(&path, 65536..69632).await?; // HEAD + one GET
+//! let again = store.get_range(&path, 65536..69632).await?; // memory
+//! assert_eq!(block, again);
+//! let s = store.stats();
+//! assert_eq!((s.remote_heads, s.remote_gets, s.hits), (1, 1, 1));
+//!
+//! store.put(&path, vec![2u8; 1 << 20].into()).await?; // invalidates
+//! assert_eq!(store.get_range(&path, 0..1).await?[0], 2);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+//!
+//! # When not to use it
+//! - Objects that others rewrite under the same path and that must be read
+//!   fresh every time: every read would need a HEAD; read them from the
+//!   inner store.
+//! - Data read once (a full scan that will not come back): the inner
+//!   store's streaming GET costs less.
+//! - Outside tokio, misses block the executor's thread (the store works,
+//!   but one miss holds a thread for its GET).
+
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+#![warn(unreachable_pub)]
+
+pub mod disk;
+mod objects;
+mod read;
+mod remote;
+mod store;
+mod upload;
+
+pub use disk::{DiskTier, DiskTierStats};
+pub use store::{CachedStore, CachedStoreBuilder, CachedStoreStats, DEFAULT_MAX_OBJECTS};
+
+/// The example of `docs/object-store.md`, run as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/object-store.md")]
+struct ObjectStoreDoc;

@@ -1,0 +1,266 @@
+//! The objects a [`CachedStore`](crate::CachedStore) tracks: per (path,
+//! requested version) the version it caches, that version's mapping in
+//! the foliocache cache, and when it was last validated; at most
+//! `max_objects` of them, evicted by CLOCK (second chance): a read marks
+//! its object referenced, and the hand passes over a referenced object
+//! once, clearing the mark, before it evicts it.
+//!
+//! ```text
+//!   Table (one rwlock: reads share it)
+//!     map:   (path, version asked) ──> Object { meta, attributes, file, validated, referenced }, gen
+//!     order: (key, gen), oldest first: the clock hand at the front (an
+//!            entry whose gen is not the map's is a leftover, skipped)
+//!     seq:   bumped by every invalidation
+//! ```
+//!
+//! # Coherence with writes
+//! A write through the store (put, multipart completion, delete, copy's or
+//! rename's target, rename's source) invalidates its path after the inner
+//! store answered: the entry goes, and `seq` moves on. A read that looked
+//! the object up (a HEAD) notes `seq` first and inserts what it found only
+//! if no invalidation came in between, so a HEAD that raced a write cannot
+//! install the version the write replaced.
+//!
+//! # One lookup per object at a time
+//! Reads of an object not tracked yet, arriving together, would each send
+//! a HEAD and open a mapping of their own, and each read the same bytes
+//! into it. So a lookup holds the key's *gate* (an async mutex, kept in
+//! `gates` while anyone holds or waits for it) across its HEAD; the reads
+//! behind it find the object tracked when they get the gate.
+//!
+//! # Locking
+//! The table's rwlock (shared by lookups, which only set an object's
+//! referenced bit; exclusive to insert and remove) and the gates' map's
+//! mutex are leaves, never held across a store call or a read. A gate is
+//! held across a HEAD, and taken with no other lock held. Objects evicted
+//! or invalidated are dropped after the table's lock is released (closing
+//! a mapping frees its folios).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use foliocache::File;
+use object_store::path::Path;
+use object_store::{Attributes, ObjectMeta};
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::Mutex as AsyncMutex;
+
+/// What a table entry is looked up by: the path, and the version id the
+/// request named (`None`: the latest version, the one writes invalidate).
+pub(crate) type Key = (Path, Option<String>);
+
+/// One version of one object, cached.
+#[derive(Debug)]
+pub(crate) struct Object {
+    /// The version: its size, e_tag, version id.
+    pub(crate) meta: ObjectMeta,
+    /// Its attributes, as the HEAD that found it returned them.
+    pub(crate) attributes: Attributes,
+    /// Its mapping in the cache, over a [`RemoteBacking`](crate::remote::RemoteBacking).
+    pub(crate) file: File,
+    /// When the store last said this is the current version.
+    pub(crate) validated: Instant,
+    /// Read since the clock hand last passed it.
+    referenced: AtomicBool,
+}
+
+impl Object {
+    /// The version `meta` (with its `attributes`) cached in `file`,
+    /// validated now.
+    pub(crate) fn new(meta: ObjectMeta, attributes: Attributes, file: File) -> Self {
+        Object {
+            meta,
+            attributes,
+            file,
+            validated: Instant::now(),
+            referenced: AtomicBool::new(false),
+        }
+    }
+}
+
+/// The tracked objects (see the module documentation).
+#[derive(Debug)]
+pub(crate) struct Objects {
+    table: RwLock<Table>,
+    max: usize,
+    /// Invalidations so far.
+    invalidations: AtomicU64,
+    /// The gates of lookups in progress (see the module documentation).
+    gates: Mutex<HashMap<Key, Arc<AsyncMutex<()>>>>,
+}
+
+/// A lookup's claim on its key's gate: taking it
+/// ([`lock`](AsyncMutex::lock)) waits for the lookup before; dropping
+/// it forgets the gate once no one else holds or waits for it.
+pub(crate) struct Gate<'a> {
+    objects: &'a Objects,
+    key: Key,
+    gate: Arc<AsyncMutex<()>>,
+}
+
+impl Gate<'_> {
+    /// The gate's mutex.
+    pub(crate) fn mutex(&self) -> &AsyncMutex<()> {
+        &self.gate
+    }
+}
+
+impl Drop for Gate<'_> {
+    fn drop(&mut self) {
+        let mut gates = self.objects.gates.lock();
+        // The map's reference and this one (dropped after this): nobody
+        // else holds or waits (clones are made only under the map's lock).
+        if Arc::strong_count(&self.gate) == 2 {
+            gates.remove(&self.key);
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Table {
+    map: HashMap<Key, (Arc<Object>, u64)>,
+    order: VecDeque<(Key, u64)>,
+    next_gen: u64,
+    seq: u64,
+}
+
+impl Table {
+    /// Removes `key`'s entry (its place in `order` becomes a leftover).
+    fn remove(&mut self, key: &Key) -> Option<Arc<Object>> {
+        let (obj, _) = self.map.remove(key)?;
+        self.compact();
+        Some(obj)
+    }
+
+    /// Drops the leftovers of `order` once they outnumber the entries.
+    fn compact(&mut self) {
+        if self.order.len() > 2 * self.map.len() + 64 {
+            let map = &self.map;
+            self.order
+                .retain(|(k, g)| map.get(k).is_some_and(|(_, g2)| g2 == g));
+        }
+    }
+
+    /// Runs the clock hand until at most `max` objects are tracked,
+    /// putting the evicted ones in `gone`.
+    fn evict(&mut self, max: usize, gone: &mut Vec<Arc<Object>>) {
+        while self.map.len() > max {
+            let Some((k, g)) = self.order.pop_front() else {
+                break;
+            };
+            let Some((obj, g2)) = self.map.get(&k) else {
+                continue;
+            };
+            if *g2 != g {
+                continue;
+            }
+            if obj.referenced.swap(false, Ordering::Relaxed) {
+                self.order.push_back((k, g));
+            } else if let Some((obj, _)) = self.map.remove(&k) {
+                gone.push(obj);
+            }
+        }
+    }
+}
+
+impl Objects {
+    /// A table of at most `max` objects (at least 1).
+    pub(crate) fn new(max: usize) -> Self {
+        Objects {
+            table: RwLock::new(Table::default()),
+            max: max.max(1),
+            invalidations: AtomicU64::new(0),
+            gates: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The object tracked under `key`, marked referenced.
+    pub(crate) fn get(&self, key: &Key) -> Option<Arc<Object>> {
+        let t = self.table.read();
+        let (obj, _) = t.map.get(key)?;
+        if !obj.referenced.load(Ordering::Relaxed) {
+            obj.referenced.store(true, Ordering::Relaxed);
+        }
+        Some(obj.clone())
+    }
+
+    /// The gate of lookups of `key` (see the module documentation).
+    pub(crate) fn gate(&self, key: &Key) -> Gate<'_> {
+        let gate = self.gates.lock().entry(key.clone()).or_default().clone();
+        Gate {
+            objects: self,
+            key: key.clone(),
+            gate,
+        }
+    }
+
+    /// The invalidation count, to pass to [`insert`](Self::insert).
+    pub(crate) fn seq(&self) -> u64 {
+        self.table.read().seq
+    }
+
+    /// Tracks `obj` under `key` (replacing what was there) unless an
+    /// invalidation came after `seq` was read; evicts objects past the
+    /// bound. Returns whether it was inserted.
+    pub(crate) fn insert(&self, key: Key, obj: Arc<Object>, seq: u64) -> bool {
+        let mut gone = Vec::new();
+        let inserted = {
+            let mut t = self.table.write();
+            if t.seq != seq {
+                false
+            } else {
+                gone.extend(t.remove(&key));
+                let gen = t.next_gen;
+                t.next_gen += 1;
+                t.order.push_back((key.clone(), gen));
+                t.map.insert(key, (obj, gen));
+                t.evict(self.max, &mut gone);
+                true
+            }
+        };
+        drop(gone);
+        inserted
+    }
+
+    /// Forgets the latest version of `path` (a write changed it): later
+    /// reads look it up again. Versions asked for by id stay: they cannot
+    /// change.
+    pub(crate) fn invalidate(&self, path: &Path) {
+        self.invalidations.fetch_add(1, Ordering::Relaxed);
+        let gone = {
+            let mut t = self.table.write();
+            t.seq += 1;
+            t.remove(&(path.clone(), None))
+        };
+        drop(gone);
+    }
+
+    /// Forgets `obj` if `key` still tracks it (a read found it stale).
+    pub(crate) fn remove_if(&self, key: &Key, obj: &Arc<Object>) {
+        let gone = {
+            let mut t = self.table.write();
+            match t.map.get(key) {
+                Some((o, _)) if Arc::ptr_eq(o, obj) => t.remove(key),
+                _ => None,
+            }
+        };
+        drop(gone);
+    }
+
+    /// Objects tracked now.
+    pub(crate) fn len(&self) -> usize {
+        self.table.read().map.len()
+    }
+
+    /// Invalidations so far.
+    pub(crate) fn invalidations(&self) -> u64 {
+        self.invalidations.load(Ordering::Relaxed)
+    }
+
+    /// The most objects tracked at once.
+    pub(crate) fn max(&self) -> usize {
+        self.max
+    }
+}

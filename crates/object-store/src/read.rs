@@ -1,0 +1,164 @@
+//! The read path: a range of a tracked object, copied out of its mapping.
+//!
+//! ```text
+//!   read(obj, range)
+//!     1. NOWAIT reads on the caller's thread: what is cached is copied,
+//!        no IO, no wait (a hit ends here; a readahead marker met starts
+//!        the next window in the background)
+//!     2. the rest: a blocking read on tokio's blocking pool
+//!        (spawn_blocking), which misses into foliocache's read path:
+//!        readahead, folio locks, one GET per run of missing folios
+//! ```
+//!
+//! A whole-object or large GET is served in pieces of [`CHUNK`] bytes, the
+//! first read before the `GetResult` is returned (so that a stale version
+//! is found while the request can still go to the new one), the rest as
+//! the caller polls the stream: memory held per request is one piece.
+
+use std::io;
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use foliocache::ReadFlags;
+use futures_util::stream::{self, BoxStream, StreamExt};
+use object_store::{coalesce_ranges, Error, Result, OBJECT_STORE_COALESCE_DEFAULT};
+use tokio::runtime::Handle;
+
+use crate::objects::Object;
+use crate::remote::{into_store_error, Counters, STORE};
+
+/// The most bytes one piece of a GET's stream holds.
+pub(crate) const CHUNK: u64 = 4 << 20;
+
+/// Reads `range` (within the object) of `obj`: from memory where cached,
+/// else through the cache's read path on a blocking thread. Counts a hit
+/// or a miss.
+pub(crate) async fn read(
+    obj: &Arc<Object>,
+    range: Range<u64>,
+    counters: &Counters,
+) -> Result<Bytes> {
+    let len = usize::try_from(range.end - range.start).map_err(|_| Error::Generic {
+        store: STORE,
+        source: format!("range {range:?} does not fit in memory").into(),
+    })?;
+    let mut buf = vec![0u8; len];
+    let done = read_cached(obj, &mut buf, range.start)?;
+    if done == len {
+        Counters::add(&counters.hits, 1);
+        return Ok(buf.into());
+    }
+    Counters::add(&counters.misses, 1);
+    let at = range.start + done as u64;
+    let obj2 = obj.clone();
+    let blocking = move || {
+        let r = obj2.file.read_exact_at(&mut buf[done..], at);
+        (buf, r)
+    };
+    let (buf, r) = match Handle::try_current() {
+        Ok(h) => h
+            .spawn_blocking(blocking)
+            .await
+            .map_err(|e| Error::Generic {
+                store: STORE,
+                source: Box::new(e),
+            })?,
+        // Outside tokio: the read blocks the executor's thread.
+        Err(_) => blocking(),
+    };
+    r.map_err(into_store_error)?;
+    Ok(buf.into())
+}
+
+/// Copies what is cached of `buf.len()` bytes at `offset` into `buf`
+/// without waiting for IO: the bytes copied, up to the first one not
+/// cached.
+fn read_cached(obj: &Object, buf: &mut [u8], offset: u64) -> Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match obj
+            .file
+            .read_at_flags(&mut buf[done..], offset + done as u64, ReadFlags::NOWAIT)
+        {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) => return Err(into_store_error(e)),
+        }
+    }
+    Ok(done)
+}
+
+/// The stream of `range` of `obj` after its first piece, `first` (which
+/// ends where the stream starts), one piece of at most [`CHUNK`] bytes at a
+/// time, read as the caller polls.
+pub(crate) fn stream_rest(
+    obj: Arc<Object>,
+    first: Bytes,
+    range: Range<u64>,
+    counters: Arc<Counters>,
+) -> BoxStream<'static, Result<Bytes>> {
+    let from = range.start + first.len() as u64;
+    let rest = stream::try_unfold(from, move |pos| {
+        let (obj, counters) = (obj.clone(), counters.clone());
+        async move {
+            if pos >= range.end {
+                return Ok(None);
+            }
+            let end = range.end.min(pos + CHUNK);
+            let piece = read(&obj, pos..end, &counters).await?;
+            Ok(Some((piece, end)))
+        }
+    });
+    stream::once(async move { Ok(first) }).chain(rest).boxed()
+}
+
+/// Reads `ranges` (within the object, none empty) of `obj`: each one
+/// cached whole is copied out; the others are merged where less than
+/// [`OBJECT_STORE_COALESCE_DEFAULT`] apart (as the trait's own
+/// `get_ranges` merges them, so a miss costs no more GETs or bytes than
+/// the uncached store's) and read through the cache, one span at a time
+/// in parallel.
+pub(crate) async fn read_ranges(
+    obj: &Arc<Object>,
+    ranges: &[Range<u64>],
+    counters: &Counters,
+) -> Result<Vec<Bytes>> {
+    let mut out: Vec<Option<Bytes>> = Vec::with_capacity(ranges.len());
+    let mut missing = Vec::new();
+    for r in ranges {
+        let len = usize::try_from(r.end - r.start).map_err(|_| Error::Generic {
+            store: STORE,
+            source: format!("range {r:?} does not fit in memory").into(),
+        })?;
+        let mut buf = vec![0u8; len];
+        if read_cached(obj, &mut buf, r.start)? == len {
+            Counters::add(&counters.hits, 1);
+            out.push(Some(buf.into()));
+        } else {
+            missing.push(r.clone());
+            out.push(None);
+        }
+    }
+    if !missing.is_empty() {
+        let fetch = |r: Range<u64>| {
+            let obj = obj.clone();
+            async move { read(&obj, r, counters).await }
+        };
+        let mut got = coalesce_ranges(&missing, fetch, OBJECT_STORE_COALESCE_DEFAULT)
+            .await?
+            .into_iter();
+        for slot in out.iter_mut().filter(|s| s.is_none()) {
+            *slot = got.next();
+        }
+    }
+    out.into_iter()
+        .map(|b| {
+            b.ok_or_else(|| Error::Generic {
+                store: STORE,
+                source: "a range was not read".into(),
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,373 @@
+//! The backing of one cached object: a foliocache [`Backing`] whose block
+//! reads are ranged GETs of one version of one object.
+//!
+//! ```text
+//!   Mapping (foliocache)        RemoteBacking
+//!   folios 0..n of the object   path, the version's ObjectMeta, the store
+//!        │ miss: one run of              │
+//!        │ contiguous folios             v
+//!        └──read_blocks(bufs, off)──> GET path, range off..off+len,
+//!                                     if-match e_tag (or version id,
+//!                                     or if-unmodified-since)
+//! ```
+//!
+//! foliocache reads a run of contiguous folios with one `read_blocks` call
+//! (`Mapping::read_window`, one IO per run), so a readahead window, or a
+//! read missing many folios, is one GET. Folio locks make concurrent misses
+//! of one folio one read: the second reader waits on the lock of the folio
+//! the first inserted.
+//!
+//! Every GET names the version the mapping holds: a store whose object
+//! changed answers `Precondition` (or `NotFound`), never the new bytes, so
+//! a mapping never mixes two versions. The store's error goes up inside
+//! the `io::Error` the cache returns ([`into_store_error`] takes it out
+//! again), and a failed read leaves no folio behind (foliocache removes
+//! the folios of a failed read), so errors are never cached.
+//!
+//! `read_blocks` is synchronous: it drives the GET's future to completion
+//! on its own thread, through the tokio runtime's handle it was given
+//! (`Handle::block_on`) or, without one, by parking the thread until the
+//! future wakes it (`block_on`). It runs on
+//! the threads foliocache reads on: the thread of a blocking read (the
+//! store runs those on tokio's blocking pool, never on a runtime worker)
+//! and the IO engine's pool threads (asynchronous readahead).
+
+use std::future::Future;
+use std::io;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+
+use backing::{Backing, BackingInfo, DataPath, IoBuf, IoBufMut, BLOCK};
+use bytes::Bytes;
+use object_store::path::Path;
+use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore};
+use tokio::runtime::Handle;
+
+use crate::disk::{chunk_key, DiskTier, CHUNK};
+
+/// The name the store's own errors carry (`object_store::Error::Generic`'s
+/// `store`).
+pub(crate) const STORE: &str = "CachedStore";
+
+/// The counters of a [`CachedStore`](crate::CachedStore), shared with its
+/// objects' backings. Relaxed: each is a count on its own.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) hits: AtomicU64,
+    pub(crate) misses: AtomicU64,
+    pub(crate) gets: AtomicU64,
+    pub(crate) get_bytes: AtomicU64,
+    pub(crate) get_errors: AtomicU64,
+    pub(crate) heads: AtomicU64,
+    pub(crate) stale: AtomicU64,
+}
+
+impl Counters {
+    /// Adds `n` to `c`.
+    pub(crate) fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// `c`'s value.
+    pub(crate) fn get(c: &AtomicU64) -> u64 {
+        c.load(Ordering::Relaxed)
+    }
+}
+
+/// One version of one object, read by ranged GETs (see the module
+/// documentation).
+pub(crate) struct RemoteBacking<S> {
+    store: Arc<S>,
+    path: Path,
+    /// The version: its size bounds every read, its version id, e_tag or
+    /// modification time conditions every GET.
+    meta: ObjectMeta,
+    /// The runtime that drives the GETs; `None` outside tokio.
+    runtime: Option<Handle>,
+    counters: Arc<Counters>,
+    /// The disk tier, and this version's name in its keys.
+    tier: Option<(Arc<DiskTier>, String)>,
+}
+
+impl<S: ObjectStore> RemoteBacking<S> {
+    /// A backing over `meta`'s version of `path` in `store`.
+    pub(crate) fn new(
+        store: Arc<S>,
+        path: Path,
+        meta: ObjectMeta,
+        runtime: Option<Handle>,
+        counters: Arc<Counters>,
+        tier: Option<Arc<DiskTier>>,
+    ) -> Self {
+        let tier = tier.map(|t| (t, version_name(&meta)));
+        RemoteBacking {
+            store,
+            path,
+            meta,
+            runtime,
+            counters,
+            tier,
+        }
+    }
+
+    /// The bytes of `range` (within the object): from the disk tier if
+    /// it holds every chunk the range touches, else by a GET, widened to
+    /// whole chunks when one of them is admitted to the tier (a page of
+    /// it missed a second time, [`DiskTier::admit`]), which is then
+    /// written there.
+    fn read_range(&self, range: Range<u64>) -> object_store::Result<Bytes> {
+        let Some((tier, version)) = &self.tier else {
+            return self.fetch(range);
+        };
+        let chunk = CHUNK as u64;
+        let size = self.meta.size;
+        let chunks = range.start / chunk..range.end.div_ceil(chunk);
+        let key = |c: u64| chunk_key(self.path.as_ref(), version, c);
+        let len = |c: u64| ((size - c * chunk).min(chunk)) as usize;
+        let mut held = Vec::new();
+        for c in chunks.clone() {
+            match tier.get(key(c), len(c)) {
+                Some(data) => held.extend_from_slice(&data),
+                None => break,
+            }
+        }
+        let from = chunks.start * chunk;
+        if held.len() as u64 == (chunks.end * chunk).min(size) - from {
+            let at = (range.start - from) as usize;
+            return Ok(Bytes::from(held).slice(at..at + (range.end - range.start) as usize));
+        }
+        let pages = |c: u64| {
+            let lo = range.start.max(c * chunk) - c * chunk;
+            let hi = range.end.min((c + 1) * chunk) - c * chunk;
+            let (first, last) = (lo / BLOCK as u64, (hi - 1) / BLOCK as u64);
+            (first..=last).fold(0u16, |m, p| m | 1 << p)
+        };
+        let admitted: Vec<u64> = chunks
+            .clone()
+            .filter(|&c| tier.admit(key(c), pages(c)))
+            .collect();
+        if admitted.is_empty() {
+            return self.fetch(range);
+        }
+        let wide = self.fetch(from..(chunks.end * chunk).min(size))?;
+        for c in admitted {
+            let at = (c * chunk - from) as usize;
+            tier.put(key(c), &wide[at..at + len(c)]);
+        }
+        let at = (range.start - from) as usize;
+        Ok(wide.slice(at..at + (range.end - range.start) as usize))
+    }
+
+    /// The GET of `range` of this version: the store's answer, which must
+    /// be `range`'s bytes exactly.
+    fn fetch(&self, range: Range<u64>) -> object_store::Result<Bytes> {
+        let store = self.store.clone();
+        let path = self.path.clone();
+        let pinned = self.meta.clone();
+        let want = range.end - range.start;
+        let mut opts = version_conditions(&self.meta);
+        opts.range = Some(GetRange::Bounded(range));
+        let get = async move {
+            let r = store.get_opts(&path, opts).await?;
+            if !same_version(&r.meta, &pinned) {
+                // A store that ignores the condition (s3s-fs does on GET):
+                // another version's bytes, not this mapping's.
+                return Err(object_store::Error::Precondition {
+                    path: path.to_string(),
+                    source: format!(
+                        "the store answered with version {:?}/{:?} of {} bytes, the cached one is {:?}/{:?} of {}",
+                        r.meta.e_tag, r.meta.version, r.meta.size,
+                        pinned.e_tag, pinned.version, pinned.size
+                    )
+                    .into(),
+                });
+            }
+            r.bytes().await
+        };
+        Counters::add(&self.counters.gets, 1);
+        let data = match &self.runtime {
+            Some(h) => h.block_on(get),
+            None => block_on(get),
+        };
+        let data = data.inspect_err(|_| Counters::add(&self.counters.get_errors, 1))?;
+        Counters::add(&self.counters.get_bytes, data.len() as u64);
+        if data.len() as u64 != want {
+            Counters::add(&self.counters.get_errors, 1);
+            return Err(object_store::Error::Generic {
+                store: STORE,
+                source: format!(
+                    "ranged GET of {} returned {} bytes, not {want}",
+                    self.path,
+                    data.len()
+                )
+                .into(),
+            });
+        }
+        Ok(data)
+    }
+}
+
+/// Runs `fut` to completion on this thread, parking it while the future
+/// waits: for a GET outside tokio (an `InMemory` store under another
+/// executor). Unlike `futures::executor::block_on` it may run inside
+/// another executor's `block_on` (a blocking read on that executor's
+/// thread), which only blocks that thread.
+fn block_on<F: Future>(fut: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
+            return out;
+        }
+        std::thread::park();
+    }
+}
+
+/// The name of `meta`'s version in the disk tier's keys: its version id,
+/// else its e_tag, else its modification time; with its size.
+fn version_name(meta: &ObjectMeta) -> String {
+    match (&meta.version, &meta.e_tag) {
+        (Some(v), _) => format!("v:{v}:{}", meta.size),
+        (None, Some(e)) => format!("e:{e}:{}", meta.size),
+        (None, None) => format!(
+            "t:{}:{}",
+            meta.last_modified.timestamp_nanos_opt().unwrap_or(0),
+            meta.size
+        ),
+    }
+}
+
+/// Whether a GET's answer `got` is of the version `pinned`: the same size,
+/// and the same e_tag and version id where both sides have one.
+fn same_version(got: &ObjectMeta, pinned: &ObjectMeta) -> bool {
+    let agree = |a: &Option<String>, b: &Option<String>| match (a, b) {
+        (Some(a), Some(b)) => a == b,
+        _ => true,
+    };
+    got.size == pinned.size
+        && agree(&got.e_tag, &pinned.e_tag)
+        && agree(&got.version, &pinned.version)
+}
+
+/// The conditions that pin a GET to `meta`'s version: its version id where
+/// the store has them, else its e_tag (`If-Match`), else its modification
+/// time (`If-Unmodified-Since`, the weakest: two writes within the store's
+/// time resolution look alike).
+pub(crate) fn version_conditions(meta: &ObjectMeta) -> GetOptions {
+    let mut opts = GetOptions::new();
+    if let Some(v) = &meta.version {
+        opts.version = Some(v.clone());
+    } else if let Some(e) = &meta.e_tag {
+        opts.if_match = Some(e.clone());
+    } else {
+        opts.if_unmodified_since = Some(meta.last_modified);
+    }
+    opts
+}
+
+/// The store's error an `io::Error` from the cache carries (put there by
+/// [`RemoteBacking::read_blocks`]), or the `io::Error` itself as a
+/// `Generic` error of this store (a cache error: out of memory).
+pub(crate) fn into_store_error(e: io::Error) -> object_store::Error {
+    if !e.get_ref().is_some_and(|r| r.is::<object_store::Error>()) {
+        return object_store::Error::Generic {
+            store: STORE,
+            source: Box::new(e),
+        };
+    }
+    match e
+        .into_inner()
+        .map(|inner| inner.downcast::<object_store::Error>())
+    {
+        Some(Ok(store)) => *store,
+        Some(Err(other)) => object_store::Error::Generic {
+            store: STORE,
+            source: other,
+        },
+        None => object_store::Error::Generic {
+            store: STORE,
+            source: "an IO error that lost its cause".into(),
+        },
+    }
+}
+
+/// The error of a change through this backing: the cache never writes an
+/// object (writes go to the store and invalidate the mapping).
+fn read_only() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::ReadOnlyFilesystem,
+        "a cached object is read-only: write through the CachedStore",
+    )
+}
+
+impl<S: ObjectStore> Backing for RemoteBacking<S> {
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.meta.size)
+    }
+
+    fn read_blocks(&self, bufs: &mut [IoBufMut<'_>], offset: u64) -> io::Result<usize> {
+        if !offset.is_multiple_of(BLOCK as u64) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("read at {offset}, not a multiple of {BLOCK}"),
+            ));
+        }
+        let total: u64 = bufs.iter().map(|b| b.len() as u64).sum();
+        let end = offset.saturating_add(total).min(self.meta.size);
+        let data = if offset < end {
+            self.read_range(offset..end).map_err(io::Error::other)?
+        } else {
+            Bytes::new()
+        };
+        // Copy the bytes in order; zero what lies past the end of the
+        // object (the trait's contract).
+        let mut at = 0;
+        for buf in bufs.iter_mut() {
+            let n = (data.len() - at).min(buf.len());
+            buf[..n].copy_from_slice(&data[at..at + n]);
+            buf[n..].fill(0);
+            at += n;
+        }
+        Ok(data.len())
+    }
+
+    fn write_blocks(&self, _bufs: &[IoBuf<'_>], _offset: u64) -> io::Result<usize> {
+        Err(read_only())
+    }
+
+    fn set_len(&self, _len: u64) -> io::Result<()> {
+        Err(read_only())
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn sync_all(&self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn punch_hole(&self, _offset: u64, _len: u64) -> io::Result<()> {
+        Err(read_only())
+    }
+
+    fn info(&self) -> BackingInfo {
+        // (No `DataPath` names remote storage; the data bypasses the
+        // kernel's page cache, as `Direct`'s does.)
+        BackingInfo::new(
+            "object",
+            DataPath::Direct,
+            "ranged GET",
+            format!("{} in {}", self.path, self.store),
+        )
+    }
+}

@@ -1,0 +1,453 @@
+//! [`CachedStore`]: the `ObjectStore` in front of another, its builder and
+//! its figures.
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use foliocache::Cache;
+use futures_util::stream::{self, BoxStream, StreamExt};
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, Error, GetOptions, GetRange, GetResult, GetResultPayload, ListResult,
+    MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions, PutOptions, PutPayload,
+    PutResult, RenameOptions, Result,
+};
+use tokio::runtime::Handle;
+
+use crate::disk::DiskTier;
+use crate::objects::{Key, Object, Objects};
+use crate::read::{read, read_ranges, stream_rest, CHUNK};
+use crate::remote::{into_store_error, Counters, RemoteBacking};
+use crate::upload::InvalidatingUpload;
+
+/// Reads that found their version gone (the store answered
+/// `Precondition`, `NotModified` or `NotFound` to a GET pinned to it) and
+/// looked the object up again, before the store's answer is returned.
+const MAX_STALE_RETRIES: u32 = 2;
+
+/// The default bound on tracked objects ([`CachedStoreBuilder::max_objects`]).
+pub const DEFAULT_MAX_OBJECTS: usize = 4096;
+
+/// An [`ObjectStore`] that serves reads of `S`'s objects from a foliocache
+/// [`Cache`], and passes writes and listings through.
+///
+/// Each object read is tracked as one version (its e_tag, or version id):
+/// a HEAD finds it, and its bytes are read into a mapping of the cache by
+/// ranged GETs pinned to that version. See the crate documentation for
+/// what is cached and when it is dropped.
+///
+/// ```
+/// use foliocache_object_store::CachedStore;
+/// use object_store::{memory::InMemory, path::Path, ObjectStore, ObjectStoreExt};
+///
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let cache = foliocache::Cache::builder().capacity(16 << 20).build()?;
+/// let store = CachedStore::new(InMemory::new(), cache);
+/// let path = Path::from("data/part-0");
+/// store.put(&path, vec![7u8; 100_000].into()).await?;
+///
+/// let a = store.get_range(&path, 4096..8192).await?; // a HEAD, then one GET
+/// let b = store.get_range(&path, 4096..8192).await?; // from memory
+/// assert_eq!(a, b);
+/// assert_eq!(store.stats().remote_gets, 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+pub struct CachedStore<S: ObjectStore> {
+    inner: Arc<S>,
+    cache: Cache,
+    objects: Arc<Objects>,
+    counters: Arc<Counters>,
+    revalidate_after: Option<Duration>,
+    tier: Option<Arc<DiskTier>>,
+}
+
+/// Configures a [`CachedStore`]: [`CachedStore::builder`].
+#[derive(Debug)]
+#[must_use = "a builder does nothing until `build`"]
+pub struct CachedStoreBuilder<S: ObjectStore> {
+    inner: S,
+    cache: Cache,
+    max_objects: usize,
+    revalidate_after: Option<Duration>,
+    tier: Option<Arc<DiskTier>>,
+}
+
+impl<S: ObjectStore> CachedStoreBuilder<S> {
+    /// A second tier on local disk, below the cache's memory: a miss in
+    /// memory reads the chunks the tier holds from it, and a chunk missed
+    /// twice is written there (see [`DiskTier`]). Default: none.
+    pub fn disk_tier(mut self, tier: Arc<DiskTier>) -> Self {
+        self.tier = Some(tier);
+        self
+    }
+
+    /// The most objects tracked at once (default [`DEFAULT_MAX_OBJECTS`],
+    /// at least 1): past it, an object the CLOCK hand finds unread since
+    /// its last pass goes: its mapping closes and its folios go. Each tracked object costs its metadata
+    /// (path, e_tag: about 200 bytes) and a mapping (a few hundred bytes,
+    /// [`Cache::memory`]'s `file_bytes`) beside the folios it caches.
+    pub fn max_objects(mut self, n: usize) -> Self {
+        self.max_objects = n;
+        self
+    }
+
+    /// Looks a tracked object up again (a HEAD) when a read comes more
+    /// than `after` since the store last confirmed its version, so that
+    /// writes made by others, not through this store, are seen within
+    /// `after`. Default: never (objects change only through this store,
+    /// or not at all, as SSTs and table fragments do). Reads of a version
+    /// by id are never revalidated: a version does not change.
+    pub fn revalidate_after(mut self, after: Duration) -> Self {
+        self.revalidate_after = Some(after);
+        self
+    }
+
+    /// The store.
+    pub fn build(self) -> CachedStore<S> {
+        CachedStore {
+            inner: Arc::new(self.inner),
+            cache: self.cache,
+            objects: Arc::new(Objects::new(self.max_objects)),
+            counters: Arc::new(Counters::default()),
+            revalidate_after: self.revalidate_after,
+            tier: self.tier,
+        }
+    }
+}
+
+/// A [`CachedStore`]'s figures, from [`CachedStore::stats`]. The cache's
+/// own (folio hits and misses, memory) are [`Cache::stats`] and
+/// [`Cache::memory`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct CachedStoreStats {
+    /// Reads served from memory without a wait: a GET's piece, a range of
+    /// `get_ranges`, or a merged span of its misses.
+    pub hits: u64,
+    /// Reads that needed bytes not cached (a GET was made, or one in
+    /// flight waited for).
+    pub misses: u64,
+    /// Ranged GETs sent to the inner store, failed ones included.
+    pub remote_gets: u64,
+    /// Bytes those GETs returned.
+    pub remote_get_bytes: u64,
+    /// GETs that failed (the store's error, or a short body).
+    pub remote_get_errors: u64,
+    /// HEADs sent to the inner store (an object's version looked up).
+    pub remote_heads: u64,
+    /// Paths invalidated by writes through the store.
+    pub invalidations: u64,
+    /// Reads that found the version they cached replaced or gone, and
+    /// looked the object up again.
+    pub stale_versions: u64,
+    /// Objects tracked now.
+    pub objects: u64,
+    /// The most objects tracked at once.
+    pub max_objects: u64,
+}
+
+impl<S: ObjectStore> CachedStore<S> {
+    /// `inner` with reads cached in `cache`, with the defaults (see
+    /// [`CachedStoreBuilder`]).
+    ///
+    /// The cache may be shared with other stores and files; its IO
+    /// engine's pool threads (`IoEngineConfig::threads`) bound the
+    /// asynchronous readahead GETs in flight at once.
+    pub fn new(inner: S, cache: Cache) -> Self {
+        Self::builder(inner, cache).build()
+    }
+
+    /// A builder for `inner` cached in `cache`.
+    pub fn builder(inner: S, cache: Cache) -> CachedStoreBuilder<S> {
+        CachedStoreBuilder {
+            inner,
+            cache,
+            max_objects: DEFAULT_MAX_OBJECTS,
+            revalidate_after: None,
+            tier: None,
+        }
+    }
+
+    /// The store it wraps.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    /// The cache it reads into.
+    pub fn cache(&self) -> &Cache {
+        &self.cache
+    }
+
+    /// Its disk tier, if it has one.
+    pub fn disk_tier(&self) -> Option<&Arc<DiskTier>> {
+        self.tier.as_ref()
+    }
+
+    /// Forgets what is cached of `path`'s latest version: the next read
+    /// looks it up again. For a program that knows an object changed by a
+    /// write that did not go through this store.
+    pub fn invalidate(&self, path: &Path) {
+        self.objects.invalidate(path);
+    }
+
+    /// The store's figures now.
+    pub fn stats(&self) -> CachedStoreStats {
+        let c = &*self.counters;
+        CachedStoreStats {
+            hits: Counters::get(&c.hits),
+            misses: Counters::get(&c.misses),
+            remote_gets: Counters::get(&c.gets),
+            remote_get_bytes: Counters::get(&c.get_bytes),
+            remote_get_errors: Counters::get(&c.get_errors),
+            remote_heads: Counters::get(&c.heads),
+            invalidations: self.objects.invalidations(),
+            stale_versions: Counters::get(&c.stale),
+            objects: self.objects.len() as u64,
+            max_objects: self.objects.max() as u64,
+        }
+    }
+
+    /// Whether `obj`, tracked, answers a read with `options` without a
+    /// new lookup: not due for revalidation, and the version the caller
+    /// names (`If-Match`), if any, is this one.
+    fn is_current(&self, obj: &Object, options: &GetOptions) -> bool {
+        if options.version.is_none() {
+            if let Some(after) = self.revalidate_after {
+                if obj.validated.elapsed() >= after {
+                    return false;
+                }
+            }
+        }
+        match (&options.if_match, &obj.meta.e_tag) {
+            (Some(m), _) if m == "*" => true,
+            (Some(m), Some(e)) => m.split(',').map(str::trim).any(|x| x == e),
+            (Some(_), None) => false,
+            (None, _) => true,
+        }
+    }
+
+    /// The tracked object `options` asks for (its version id, or the
+    /// latest), looked up with a HEAD if it is not tracked or not current,
+    /// and tracked from then on unless a write invalidated its path
+    /// meanwhile. Concurrent lookups of one key make one HEAD.
+    async fn lookup(&self, location: &Path, options: &GetOptions) -> Result<(Key, Arc<Object>)> {
+        let key = (location.clone(), options.version.clone());
+        if let Some(obj) = self.objects.get(&key) {
+            if self.is_current(&obj, options) {
+                return Ok((key, obj));
+            }
+        }
+        // One lookup of a key at a time; those behind it find its result.
+        let gate = self.objects.gate(&key);
+        let _held = gate.mutex().lock().await;
+        if let Some(obj) = self.objects.get(&key) {
+            if self.is_current(&obj, options) {
+                return Ok((key, obj));
+            }
+        }
+        let seq = self.objects.seq();
+        let head = GetOptions {
+            head: true,
+            version: options.version.clone(),
+            ..GetOptions::default()
+        };
+        Counters::add(&self.counters.heads, 1);
+        let found = self.inner.get_opts(location, head).await?;
+        let meta = found.meta;
+        let backing = RemoteBacking::new(
+            self.inner.clone(),
+            location.clone(),
+            meta.clone(),
+            Handle::try_current().ok(),
+            self.counters.clone(),
+            self.tier.clone(),
+        );
+        let file = self.cache.open_backing(backing).map_err(into_store_error)?;
+        let obj = Arc::new(Object::new(meta, found.attributes, file));
+        self.objects.insert(key.clone(), obj.clone(), seq);
+        Ok((key, obj))
+    }
+
+    /// Whether a read's error says its version is gone: look again.
+    fn stale(&self, e: &Error, key: &Key, obj: &Arc<Object>, tries: &mut u32) -> bool {
+        let gone = matches!(
+            e,
+            Error::Precondition { .. } | Error::NotModified { .. } | Error::NotFound { .. }
+        );
+        if !gone || *tries >= MAX_STALE_RETRIES {
+            return false;
+        }
+        *tries += 1;
+        Counters::add(&self.counters.stale, 1);
+        self.objects.remove_if(key, obj);
+        true
+    }
+
+    /// `get_opts` of a valid range (or a HEAD) of a tracked object.
+    async fn get_cached(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        let mut tries = 0;
+        loop {
+            let (key, obj) = self.lookup(location, &options).await?;
+            options.check_preconditions(&obj.meta)?;
+            let size = obj.meta.size;
+            if options.head {
+                return Ok(result(&obj, 0..size, stream::empty().boxed()));
+            }
+            let range = match options.range.as_ref().map(|r| r.as_range(size)) {
+                None => 0..size,
+                Some(Ok(r)) => r,
+                // An invalid range: the inner store's answer, its error.
+                Some(Err(_)) => return self.inner.get_opts(location, options).await,
+            };
+            let first = range.start..range.end.min(range.start + CHUNK);
+            match read(&obj, first, &self.counters).await {
+                Ok(first) => {
+                    let rest =
+                        stream_rest(obj.clone(), first, range.clone(), self.counters.clone());
+                    return Ok(result(&obj, range, rest));
+                }
+                Err(e) if self.stale(&e, &key, &obj, &mut tries) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// The `GetResult` of `range` of `obj`, its bytes in `stream`.
+fn result(obj: &Object, range: Range<u64>, stream: BoxStream<'static, Result<Bytes>>) -> GetResult {
+    GetResult {
+        payload: GetResultPayload::Stream(stream),
+        meta: obj.meta.clone(),
+        range,
+        attributes: obj.attributes.clone(),
+        extensions: Default::default(),
+    }
+}
+
+impl<S: ObjectStore> fmt::Debug for CachedStore<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CachedStore")
+            .field("inner", &self.inner)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl<S: ObjectStore> fmt::Display for CachedStore<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CachedStore({})", self.inner)
+    }
+}
+
+#[async_trait]
+impl<S: ObjectStore> ObjectStore for CachedStore<S> {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        let r = self.inner.put_opts(location, payload, opts).await;
+        self.objects.invalidate(location);
+        r
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        let inner = self.inner.put_multipart_opts(location, opts).await?;
+        Ok(Box::new(InvalidatingUpload {
+            inner,
+            path: location.clone(),
+            objects: self.objects.clone(),
+        }))
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        self.get_cached(location, options).await
+    }
+
+    async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        let mut tries = 0;
+        loop {
+            let (key, obj) = self.lookup(location, &GetOptions::default()).await?;
+            let size = obj.meta.size;
+            let Ok(clamped) = ranges
+                .iter()
+                .map(|r| GetRange::Bounded(r.clone()).as_range(size))
+                .collect::<std::result::Result<Vec<_>, _>>()
+            else {
+                // An invalid range: the inner store's answer, its error.
+                return self.inner.get_ranges(location, ranges).await;
+            };
+            match read_ranges(&obj, &clamped, &self.counters).await {
+                Ok(v) => return Ok(v),
+                Err(e) if self.stale(&e, &key, &obj, &mut tries) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
+        // Each path is invalidated as it goes to the store (a failed
+        // delete may still have deleted it) and again once deleted (a
+        // lookup that raced the delete is not kept).
+        let (before, after) = (self.objects.clone(), self.objects.clone());
+        let locations = locations
+            .map(move |p| {
+                if let Ok(p) = &p {
+                    before.invalidate(p);
+                }
+                p
+            })
+            .boxed();
+        self.inner
+            .delete_stream(locations)
+            .map(move |r| {
+                if let Ok(p) = &r {
+                    after.invalidate(p);
+                }
+                r
+            })
+            .boxed()
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.inner.list_with_offset(prefix, offset)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        let r = self.inner.copy_opts(from, to, options).await;
+        self.objects.invalidate(to);
+        r
+    }
+
+    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
+        let r = self.inner.rename_opts(from, to, options).await;
+        self.objects.invalidate(from);
+        self.objects.invalidate(to);
+        r
+    }
+}

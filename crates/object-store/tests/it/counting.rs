@@ -1,0 +1,129 @@
+//! A store that counts the requests reaching it, and can fail or delay its
+//! GETs: the inner store of the tests.
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures_util::stream::BoxStream;
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
+};
+
+/// What reached the store.
+#[derive(Debug, Default)]
+pub struct Seen {
+    /// GETs of data (not HEADs).
+    pub gets: AtomicU64,
+    /// HEADs (`get_opts` with `head`).
+    pub heads: AtomicU64,
+    /// While set, every GET of data fails with a `Generic` error.
+    pub fail_gets: AtomicBool,
+    /// While set, GETs ignore `If-Match` (as s3s-fs's GetObject does).
+    pub ignore_if_match: AtomicBool,
+    /// Milliseconds each GET (a HEAD included) waits before it is
+    /// answered.
+    pub delay_ms: AtomicU64,
+}
+
+impl Seen {
+    pub fn gets(&self) -> u64 {
+        self.gets.load(Ordering::SeqCst)
+    }
+    pub fn heads(&self) -> u64 {
+        self.heads.load(Ordering::SeqCst)
+    }
+}
+
+/// `InMemory`, counted.
+#[derive(Debug, Clone)]
+pub struct Counting {
+    pub inner: Arc<InMemory>,
+    pub seen: Arc<Seen>,
+}
+
+impl Counting {
+    pub fn new() -> Self {
+        Counting {
+            inner: Arc::new(InMemory::new()),
+            seen: Arc::new(Seen::default()),
+        }
+    }
+}
+
+impl fmt::Display for Counting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Counting({})", self.inner)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for Counting {
+    async fn put_opts(&self, l: &Path, p: PutPayload, o: PutOptions) -> Result<PutResult> {
+        self.inner.put_opts(l, p, o).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        l: &Path,
+        o: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(l, o).await
+    }
+
+    async fn get_opts(&self, l: &Path, mut o: GetOptions) -> Result<GetResult> {
+        if self.seen.ignore_if_match.load(Ordering::SeqCst) {
+            o.if_match = None;
+        }
+        let ms = self.seen.delay_ms.load(Ordering::SeqCst);
+        if ms > 0 {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+        }
+        if o.head {
+            self.seen.heads.fetch_add(1, Ordering::SeqCst);
+            return self.inner.get_opts(l, o).await;
+        }
+        self.seen.gets.fetch_add(1, Ordering::SeqCst);
+        if self.seen.fail_gets.load(Ordering::SeqCst) {
+            return Err(object_store::Error::Generic {
+                store: "Counting",
+                source: "injected GET failure".into(),
+            });
+        }
+        self.inner.get_opts(l, o).await
+    }
+
+    async fn get_ranges(&self, l: &Path, r: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        self.inner.get_ranges(l, r).await
+    }
+
+    fn delete_stream(
+        &self,
+        l: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
+        self.inner.delete_stream(l)
+    }
+
+    fn list(&self, p: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.inner.list(p)
+    }
+
+    async fn list_with_delimiter(&self, p: Option<&Path>) -> Result<ListResult> {
+        self.inner.list_with_delimiter(p).await
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, o: CopyOptions) -> Result<()> {
+        self.inner.copy_opts(from, to, o).await
+    }
+
+    async fn rename_opts(&self, from: &Path, to: &Path, o: RenameOptions) -> Result<()> {
+        self.inner.rename_opts(from, to, o).await
+    }
+}
