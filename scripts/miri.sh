@@ -40,7 +40,7 @@
 # (threads in the hundreds, real mmap/madvise, O_DIRECT, io_uring) is
 # `#[cfg_attr(miri, ignore)]` or sized down with `cfg!(miri)` in the tests
 # themselves; the arena's region is a heap block under Miri (see
-# `Region` in crates/foliocache/src/arena.rs).
+# `Region` in crates/foliocache/src/arena/region.rs).
 #
 # Usage: scripts/miri.sh [extra args for every `cargo miri test`]
 set -euo pipefail

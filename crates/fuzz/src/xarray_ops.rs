@@ -28,7 +28,7 @@ use arbitrary::{Arbitrary, Result as AResult, Unstructured};
 use std::ops::Bound;
 
 use test_support::model::*;
-use xarray::{Cursor, MAX_VALUE, NR_MARKS};
+use xarray::{MAX_VALUE, NR_MARKS};
 
 // ---------------------------------------------------------------------------
 // Decoding fuzz input into steps.
@@ -388,36 +388,6 @@ fn decode(data: &[u8]) -> Vec<Step> {
     steps
 }
 
-/// Runs one cursor batch on `xa` and `m`: the lock is taken once for all of
-/// `steps` (dropped and retaken only on `NeedNodes`).
-fn run_batch(xa: &Xa, m: &mut Model, start: u64, steps: &[(Move, COp)]) {
-    let mut cur = Cursor::new(xa, start);
-    let mut mc = MCursor {
-        index: start,
-        ..MCursor::default()
-    };
-    let mut relocks = 0;
-    let mut g = Some(xa.lock());
-    for (mv, op) in steps {
-        cursor_step(xa, &mut cur, &mut g, m, &mut mc, &mut relocks, mv, op);
-        assert_eq!(
-            g.as_ref().unwrap().len(),
-            m.len(),
-            "guard len after {mv:?} {op:?}"
-        );
-        assert_eq!(
-            g.as_ref().unwrap().is_empty(),
-            m.is_empty(),
-            "guard is_empty after {mv:?} {op:?}"
-        );
-        if m.map.len() <= 512 {
-            // Lockless reads work while the lock is held.
-            check_contents(xa, m);
-            check_nodes(xa, m);
-        }
-    }
-}
-
 /// Decodes `data` into operations on an [`XArray`](xarray::XArray) and checks each against
 /// the `BTreeMap` model (see the module docs). Panics on the first mismatch,
 /// naming the operation and both results.
@@ -435,14 +405,11 @@ pub fn xarray_ops(data: &[u8]) {
     for step in &steps {
         match step {
             Step::Plain(op) => apply(&xa, &mut m, op),
-            Step::Batch { start, steps } => run_batch(&xa, &mut m, *start, steps),
+            Step::Batch { start, steps } => cursor_batch(&xa, &mut m, *start, steps),
         }
         if m.map.len() <= 512 {
             check_full(&xa, &m);
         }
     }
-    check_full(&xa, &m);
-    teardown(&xa, &mut m);
-    drop(xa);
-    assert_released(&m.created.borrow());
+    finish_run(xa, &mut m);
 }

@@ -349,6 +349,27 @@ fn check_state(program: &Program, lo: usize, hi: usize, file: &[u8]) -> Result<(
     Ok(())
 }
 
+/// The crash state that `keep` makes of `pending` over a durable file of
+/// `durable_len` bytes, for a violation's report.
+fn describe(pending: &[&Recorded], keep: &Keep, durable_len: usize) -> String {
+    let kept: Vec<String> = pending
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            format!(
+                "{e:?}{}",
+                if i < keep.meta { "" } else { " (meta dropped)" }
+            )
+        })
+        .collect();
+    let blocks: String = keep
+        .data
+        .iter()
+        .map(|&k| if k { '1' } else { '0' })
+        .collect();
+    format!("durable size {durable_len}; unsynced {kept:?}; their data blocks kept: {blocks}")
+}
+
 /// Builds the crash states of `log` (as [`Explore`] says) and checks each
 /// against `program` (see the module docs). Returns how many it checked,
 /// or the first that lost what a sync acknowledged, held bytes nobody
@@ -385,28 +406,10 @@ pub fn check(program: &Program, log: &[Recorded], explore: &Explore) -> Result<C
             }
             checked.states += 1;
             if let Err(what) = check_state(program, lo, hi, &file) {
-                let kept: Vec<String> = pending
-                    .iter()
-                    .enumerate()
-                    .map(|(i, e)| {
-                        format!(
-                            "{e:?}{}",
-                            if i < keep.meta { "" } else { " (meta dropped)" }
-                        )
-                    })
-                    .collect();
-                let blocks: String = keep
-                    .data
-                    .iter()
-                    .map(|&k| if k { '1' } else { '0' })
-                    .collect();
                 return Err(violation(
                     cut,
                     what,
-                    format!(
-                        "durable size {}; unsynced {kept:?}; their data blocks kept: {blocks}",
-                        durable.len()
-                    ),
+                    describe(pending, &keep, durable.len()),
                 ));
             }
         }

@@ -123,33 +123,74 @@ fn iter_checked(
     got
 }
 
+/// A model of one writer call racing one reader ([`race`]) on an array that
+/// `setup` filled; `after` checks the array once both are done.
+fn race_model<W, R>(name: &str, bound: usize, setup: fn(&Xa), writer: W, reader: R, after: fn(&Xa))
+where
+    W: Fn(&Xa) + Copy + Send + Sync + 'static,
+    R: Fn(&Xa) + Copy + Send + Sync + 'static,
+{
+    model(name, bound, move || {
+        let xa = Arc::new(Xa::new());
+        setup(&xa);
+        race(&xa, writer, reader);
+        after(&xa);
+    });
+}
+
+/// [`race_model`] whose writer stores `W` of `order` at 0 over what
+/// `setup` left.
+fn store_w_over(
+    name: &str,
+    bound: usize,
+    order: u32,
+    setup: fn(&Xa),
+    reader: fn(&Xa),
+    after: fn(&Xa),
+) {
+    let writer = move |xa: &Xa| {
+        xa.store_order(0, order, val(W)).unwrap();
+    };
+    race_model(name, bound, setup, writer, reader, after);
+}
+
+/// [`race_model`] whose writer splits the entry at 0 into order-0 pieces.
+fn split_model(name: &str, bound: usize, setup: fn(&Xa), reader: fn(&Xa), after: fn(&Xa)) {
+    let writer = |xa: &Xa| xa.split(0, 0).unwrap();
+    race_model(name, bound, setup, writer, reader, after);
+}
+
+/// No check.
+fn nothing(_: &Xa) {}
+
 // ---------------------------------------------------------------------------
 // (a) A store into an empty tree: two nodes created and published.
 
 #[test]
 fn a_store_into_empty_tree_publishes_initialised_nodes() {
-    model("a_store_into_empty_tree", 4, || {
-        let xa = Arc::new(Xa::new());
-        race(
-            &xa,
-            |xa| {
-                xa.store(100, val(100)).unwrap();
-            },
-            |xa| {
-                let first = v(xa.load(100));
-                assert!(matches!(first, None | Some(100)), "load(100) = {first:?}");
-                assert_eq!(v(xa.load(101)), None);
-                assert_eq!(v(xa.load(36)), None, "same slot, other leaf");
-                let got = iter_checked(xa, 0, false, |v| (v, 0));
-                assert!(got.is_empty() || got == [(100, 100)], "{got:?}");
-                let again = v(xa.load(100));
-                if first.is_some() {
-                    assert_eq!(again, Some(100), "a later load went back in time");
-                }
-            },
-        );
-        assert_eq!(v(xa.load(100)), Some(100));
-    });
+    race_model(
+        "a_store_into_empty_tree",
+        4,
+        nothing,
+        |xa| {
+            xa.store(100, val(100)).unwrap();
+        },
+        |xa| {
+            let first = v(xa.load(100));
+            assert!(matches!(first, None | Some(100)), "load(100) = {first:?}");
+            assert_eq!(v(xa.load(101)), None);
+            assert_eq!(v(xa.load(36)), None, "same slot, other leaf");
+            let got = iter_checked(xa, 0, false, |v| (v, 0));
+            assert!(got.is_empty() || got == [(100, 100)], "{got:?}");
+            let again = v(xa.load(100));
+            if first.is_some() {
+                assert_eq!(again, Some(100), "a later load went back in time");
+            }
+        },
+        |xa| {
+            assert_eq!(v(xa.load(100)), Some(100));
+        },
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -157,26 +198,27 @@ fn a_store_into_empty_tree_publishes_initialised_nodes() {
 
 #[test]
 fn b_replace_is_seen_as_old_or_new() {
-    model("b_replace", 4, || {
-        let xa = Arc::new(Xa::new());
-        xa.store(100, val(1)).unwrap();
-        xa.store(0, val(7)).unwrap();
-        race(
-            &xa,
-            |xa| {
-                xa.store(100, val(2)).unwrap();
-            },
-            |xa| {
-                let first = v(xa.load(100));
-                assert!(matches!(first, Some(1 | 2)), "load(100) = {first:?}");
-                assert_eq!(v(xa.load(0)), Some(7));
-                let again = v(xa.load(100));
-                if first == Some(2) {
-                    assert_eq!(again, Some(2), "a later load went back in time");
-                }
-            },
-        );
-    });
+    race_model(
+        "b_replace",
+        4,
+        |xa| {
+            xa.store(100, val(1)).unwrap();
+            xa.store(0, val(7)).unwrap();
+        },
+        |xa| {
+            xa.store(100, val(2)).unwrap();
+        },
+        |xa| {
+            let first = v(xa.load(100));
+            assert!(matches!(first, Some(1 | 2)), "load(100) = {first:?}");
+            assert_eq!(v(xa.load(0)), Some(7));
+            let again = v(xa.load(100));
+            if first == Some(2) {
+                assert_eq!(again, Some(2), "a later load went back in time");
+            }
+        },
+        nothing,
+    );
 }
 
 /// Value `A` = an order-2 entry at 4, `B` its replacement, 9 an order-0 entry.
@@ -251,55 +293,59 @@ fn b_replace_multi_order_entry_iteration_is_increasing() {
 
 #[test]
 fn c_erase_frees_node_and_shrinks_tree() {
-    model("c_erase_and_shrink", 4, || {
-        let xa = Arc::new(Xa::new());
-        xa.store(0, val(0)).unwrap();
-        xa.set_mark(0, M);
-        xa.store(100, val(100)).unwrap();
-        xa.set_mark(100, M);
-        race(
-            &xa,
-            |xa| {
-                // Frees the leaf of 100, then the root: the leaf of 0 becomes the root.
-                assert_eq!(v(xa.erase(100)), Some(100));
-            },
-            |xa| {
-                let got = v(xa.load(100));
-                assert!(matches!(got, None | Some(100)), "load(100) = {got:?}");
-                assert_eq!(v(xa.load(0)), Some(0), "index 0 is present throughout");
-                let f = xa.find_marked(0, u64::MAX, M).map(|(i, e)| (i, e.value()));
-                assert_eq!(f, Some((0, Some(0))), "find_marked");
-                assert!(xa.marked(M));
-                let got = iter_checked(xa, 0, true, |v| (v, 0));
-                assert!(got == [(0, 0)] || got == [(0, 0), (100, 100)], "{got:?}");
-            },
-        );
-        assert_eq!(xa.node_count(), 1);
-    });
+    race_model(
+        "c_erase_and_shrink",
+        4,
+        |xa| {
+            xa.store(0, val(0)).unwrap();
+            xa.set_mark(0, M);
+            xa.store(100, val(100)).unwrap();
+            xa.set_mark(100, M);
+        },
+        |xa| {
+            // Frees the leaf of 100, then the root: the leaf of 0 becomes the root.
+            assert_eq!(v(xa.erase(100)), Some(100));
+        },
+        |xa| {
+            let got = v(xa.load(100));
+            assert!(matches!(got, None | Some(100)), "load(100) = {got:?}");
+            assert_eq!(v(xa.load(0)), Some(0), "index 0 is present throughout");
+            let f = xa.find_marked(0, u64::MAX, M).map(|(i, e)| (i, e.value()));
+            assert_eq!(f, Some((0, Some(0))), "find_marked");
+            assert!(xa.marked(M));
+            let got = iter_checked(xa, 0, true, |v| (v, 0));
+            assert!(got == [(0, 0)] || got == [(0, 0), (100, 100)], "{got:?}");
+        },
+        |xa| {
+            assert_eq!(xa.node_count(), 1);
+        },
+    );
 }
 
 #[test]
 fn c_erase_of_the_last_entry_empties_the_tree() {
-    model("c_erase_last", 4, || {
-        let xa = Arc::new(Xa::new());
-        xa.store(100, val(100)).unwrap();
-        xa.set_mark(100, M);
-        race(
-            &xa,
-            |xa| {
-                xa.erase(100);
-            },
-            |xa| {
-                let got = v(xa.load(100));
-                assert!(matches!(got, None | Some(100)), "load(100) = {got:?}");
-                let got = iter_checked(xa, 0, true, |v| (v, 0));
-                assert!(got.is_empty() || got == [(100, 100)], "{got:?}");
-                assert_eq!(xa.get_order(100), 0);
-            },
-        );
-        assert!(xa.is_empty());
-        assert_eq!(xa.node_count(), 0);
-    });
+    race_model(
+        "c_erase_last",
+        4,
+        |xa| {
+            xa.store(100, val(100)).unwrap();
+            xa.set_mark(100, M);
+        },
+        |xa| {
+            xa.erase(100);
+        },
+        |xa| {
+            let got = v(xa.load(100));
+            assert!(matches!(got, None | Some(100)), "load(100) = {got:?}");
+            let got = iter_checked(xa, 0, true, |v| (v, 0));
+            assert!(got.is_empty() || got == [(100, 100)], "{got:?}");
+            assert_eq!(xa.get_order(100), 0);
+        },
+        |xa| {
+            assert!(xa.is_empty());
+            assert_eq!(xa.node_count(), 0);
+        },
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -307,27 +353,28 @@ fn c_erase_of_the_last_entry_empties_the_tree() {
 
 #[test]
 fn d_grow_keeps_existing_entries_visible() {
-    model("d_grow", 4, || {
-        let xa = Arc::new(Xa::new());
-        xa.store(0, val(0)).unwrap();
-        xa.set_mark(0, M);
-        race(
-            &xa,
-            |xa| {
-                // Two new levels above the old root, then two below.
-                xa.store(4096, val(4096)).unwrap();
-            },
-            |xa| {
-                assert_eq!(v(xa.load(0)), Some(0), "index 0 is present throughout");
-                let got = v(xa.load(4096));
-                assert!(matches!(got, None | Some(4096)), "load(4096) = {got:?}");
-                let f = xa.find_marked(0, u64::MAX, M).map(|(i, e)| (i, e.value()));
-                assert_eq!(f, Some((0, Some(0))), "find_marked");
-                let got = iter_checked(xa, 0, false, |v| (v, 0));
-                assert!(got == [(0, 0)] || got == [(0, 0), (4096, 4096)], "{got:?}");
-            },
-        );
-    });
+    race_model(
+        "d_grow",
+        4,
+        |xa| {
+            xa.store(0, val(0)).unwrap();
+            xa.set_mark(0, M);
+        },
+        |xa| {
+            // Two new levels above the old root, then two below.
+            xa.store(4096, val(4096)).unwrap();
+        },
+        |xa| {
+            assert_eq!(v(xa.load(0)), Some(0), "index 0 is present throughout");
+            let got = v(xa.load(4096));
+            assert!(matches!(got, None | Some(4096)), "load(4096) = {got:?}");
+            let f = xa.find_marked(0, u64::MAX, M).map(|(i, e)| (i, e.value()));
+            assert_eq!(f, Some((0, Some(0))), "find_marked");
+            let got = iter_checked(xa, 0, false, |v| (v, 0));
+            assert!(got == [(0, 0)] || got == [(0, 0), (4096, 4096)], "{got:?}");
+        },
+        nothing,
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -338,68 +385,67 @@ const W: u64 = 0x77;
 
 #[test]
 fn e_multi_order_store_over_smaller_entries_in_one_node() {
-    model("e_over_smaller_same_node", 3, || {
-        let xa = Arc::new(Xa::new());
-        xa.store(1, val(1)).unwrap();
-        xa.store(2, val(2)).unwrap();
-        race(
-            &xa,
-            |xa| {
-                xa.store_order(0, 2, val(W)).unwrap();
-            },
-            |xa| {
-                let got = v(xa.load(1));
-                assert!(matches!(got, Some(1 | W)), "load(1) = {got:?}");
-                let got = v(xa.load(3));
-                assert!(matches!(got, None | Some(W)), "load(3) = {got:?}");
-            },
-        );
-        assert_eq!(xa.get_order(3), 2);
-    });
+    store_w_over(
+        "e_over_smaller_same_node",
+        3,
+        2,
+        |xa| {
+            xa.store(1, val(1)).unwrap();
+            xa.store(2, val(2)).unwrap();
+        },
+        |xa| {
+            let got = v(xa.load(1));
+            assert!(matches!(got, Some(1 | W)), "load(1) = {got:?}");
+            let got = v(xa.load(3));
+            assert!(matches!(got, None | Some(W)), "load(3) = {got:?}");
+        },
+        |xa| {
+            assert_eq!(xa.get_order(3), 2);
+        },
+    );
 }
 
 #[test]
 fn e_multi_order_store_over_smaller_entries_iteration_is_increasing() {
-    model("e_over_smaller_same_node_iteration", 2, || {
-        let xa = Arc::new(Xa::new());
-        xa.store(1, val(1)).unwrap();
-        xa.store(2, val(2)).unwrap();
-        race(
-            &xa,
-            |xa| {
-                xa.store_order(0, 2, val(W)).unwrap();
-            },
-            |xa| {
-                iter_checked(xa, 0, false, |v| if v == W { (0, 2) } else { (v, 0) });
-            },
-        );
-    });
+    store_w_over(
+        "e_over_smaller_same_node_iteration",
+        2,
+        2,
+        |xa| {
+            xa.store(1, val(1)).unwrap();
+            xa.store(2, val(2)).unwrap();
+        },
+        |xa| {
+            iter_checked(xa, 0, false, |v| if v == W { (0, 2) } else { (v, 0) });
+        },
+        nothing,
+    );
 }
 
 #[test]
 fn e_multi_order_store_over_marked_entries_stays_findable() {
     // Index 1 is marked throughout: first as the small entry, then as part of
     // W, which takes the union of the marks it covers.
-    model("e_over_marked_same_node", 2, || {
-        let xa = Arc::new(Xa::new());
-        xa.store(1, val(1)).unwrap();
-        xa.set_mark(1, M);
-        xa.store(2, val(2)).unwrap();
-        race(
-            &xa,
-            |xa| {
-                xa.store_order(0, 2, val(W)).unwrap();
-            },
-            |xa| {
-                let f = xa.find_marked(0, 3, M).map(|(i, e)| (i, e.value()));
-                assert!(
-                    matches!(f, Some((1, Some(1))) | Some((0, Some(W)))),
-                    "find_marked(0, 3) = {f:?}"
-                );
-            },
-        );
-        assert!(xa.get_mark(3, M));
-    });
+    store_w_over(
+        "e_over_marked_same_node",
+        2,
+        2,
+        |xa| {
+            xa.store(1, val(1)).unwrap();
+            xa.set_mark(1, M);
+            xa.store(2, val(2)).unwrap();
+        },
+        |xa| {
+            let f = xa.find_marked(0, 3, M).map(|(i, e)| (i, e.value()));
+            assert!(
+                matches!(f, Some((1, Some(1))) | Some((0, Some(W)))),
+                "find_marked(0, 3) = {f:?}"
+            );
+        },
+        |xa| {
+            assert!(xa.get_mark(3, M));
+        },
+    );
 }
 
 #[test]
@@ -407,24 +453,23 @@ fn e_multi_order_store_over_marked_entries_never_returns_an_unmarked_old_entry()
     // 0 holds an unmarked entry, 1 a marked one; W (order 1) replaces both
     // and inherits the mark. A marked search may return the marked old
     // entry or W, never the old entry at 0, which was never marked.
-    model("e_over_marked_no_early_mark", 3, || {
-        let xa = Arc::new(Xa::new());
-        xa.store(0, val(0)).unwrap();
-        xa.store(1, val(1)).unwrap();
-        xa.set_mark(1, M);
-        race(
-            &xa,
-            |xa| {
-                xa.store_order(0, 1, val(W)).unwrap();
-            },
-            |xa| {
-                let f = xa.find_marked(0, 1, M).map(|(i, e)| (i, e.value()));
-                assert_ne!(f, Some((0, Some(0))), "returned the never-marked entry");
-                let got = iter_checked(xa, 0, true, |v| if v == W { (0, 1) } else { (v, 0) });
-                assert!(!got.contains(&(0, 0)), "iter_marked returned it: {got:?}");
-            },
-        );
-    });
+    store_w_over(
+        "e_over_marked_no_early_mark",
+        3,
+        1,
+        |xa| {
+            xa.store(0, val(0)).unwrap();
+            xa.store(1, val(1)).unwrap();
+            xa.set_mark(1, M);
+        },
+        |xa| {
+            let f = xa.find_marked(0, 1, M).map(|(i, e)| (i, e.value()));
+            assert_ne!(f, Some((0, Some(0))), "returned the never-marked entry");
+            let got = iter_checked(xa, 0, true, |v| if v == W { (0, 1) } else { (v, 0) });
+            assert!(!got.contains(&(0, 0)), "iter_marked returned it: {got:?}");
+        },
+        nothing,
+    );
 }
 
 #[test]
@@ -432,41 +477,40 @@ fn e_multi_order_store_over_a_subtree_never_reads_empty() {
     // Order 6 at 0 replaces the leaf holding 1 and 3 with one slot of a new
     // root: index 1 is never empty (the kernel stores the entry over the
     // node pointer in one step).
-    model("e_over_subtree", 2, || {
-        let xa = Arc::new(Xa::new());
-        xa.store(1, val(1)).unwrap();
-        xa.store(3, val(3)).unwrap();
-        race(
-            &xa,
-            |xa| {
-                xa.store_order(0, 6, val(W)).unwrap();
-            },
-            |xa| {
-                let got = v(xa.load(1));
-                assert!(matches!(got, Some(1 | W)), "load(1) = {got:?}");
-            },
-        );
-        assert_eq!(xa.get_order(63), 6);
-    });
+    store_w_over(
+        "e_over_subtree",
+        2,
+        6,
+        |xa| {
+            xa.store(1, val(1)).unwrap();
+            xa.store(3, val(3)).unwrap();
+        },
+        |xa| {
+            let got = v(xa.load(1));
+            assert!(matches!(got, Some(1 | W)), "load(1) = {got:?}");
+        },
+        |xa| {
+            assert_eq!(xa.get_order(63), 6);
+        },
+    );
 }
 
 #[test]
 fn e_multi_order_store_over_a_subtree_marked_search_sees_no_internal_entry() {
-    model("e_over_subtree_marked_iter", 3, || {
-        let xa = Arc::new(Xa::new());
-        xa.store(1, val(1)).unwrap();
-        xa.set_mark(1, M);
-        race(
-            &xa,
-            |xa| {
-                xa.store_order(0, 6, val(W)).unwrap();
-            },
-            |xa| {
-                let got = iter_checked(xa, 0, true, |v| if v == W { (0, 6) } else { (v, 0) });
-                assert!(got.len() <= 1, "{got:?}");
-            },
-        );
-    });
+    store_w_over(
+        "e_over_subtree_marked_iter",
+        3,
+        6,
+        |xa| {
+            xa.store(1, val(1)).unwrap();
+            xa.set_mark(1, M);
+        },
+        |xa| {
+            let got = iter_checked(xa, 0, true, |v| if v == W { (0, 6) } else { (v, 0) });
+            assert!(got.len() <= 1, "{got:?}");
+        },
+        nothing,
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -474,152 +518,141 @@ fn e_multi_order_store_over_a_subtree_marked_search_sees_no_internal_entry() {
 
 #[test]
 fn f_split_in_one_node_loads_the_original() {
-    model("f_split_same_node_load", 4, || {
-        let xa = Arc::new(Xa::new());
-        xa.store_order(0, 2, val(A)).unwrap();
-        race(
-            &xa,
-            |xa| {
-                xa.split(0, 0).unwrap();
-            },
-            |xa| {
-                for i in [3, 2] {
-                    assert_eq!(v(xa.load(i)), Some(A), "load({i})");
-                }
-            },
-        );
-        assert_eq!(xa.count(..).unwrap(), 4);
-    });
+    split_model(
+        "f_split_same_node_load",
+        4,
+        |xa| {
+            xa.store_order(0, 2, val(A)).unwrap();
+        },
+        |xa| {
+            for i in [3, 2] {
+                assert_eq!(v(xa.load(i)), Some(A), "load({i})");
+            }
+        },
+        |xa| {
+            assert_eq!(xa.count(..).unwrap(), 4);
+        },
+    );
 }
 
 #[test]
 fn f_split_in_one_node_get_order_is_old_or_new() {
-    model("f_split_same_node_get_order", 3, || {
-        let xa = Arc::new(Xa::new());
-        xa.store_order(0, 2, val(A)).unwrap();
-        race(
-            &xa,
-            |xa| {
-                xa.split(0, 0).unwrap();
-            },
-            |xa| {
-                let o = xa.get_order(3);
-                assert!(
-                    o == 2 || o == 0,
-                    "get_order(3) = {o} while splitting 2 -> 0"
-                );
-            },
-        );
-    });
+    split_model(
+        "f_split_same_node_get_order",
+        3,
+        |xa| {
+            xa.store_order(0, 2, val(A)).unwrap();
+        },
+        |xa| {
+            let o = xa.get_order(3);
+            assert!(
+                o == 2 || o == 0,
+                "get_order(3) = {o} while splitting 2 -> 0"
+            );
+        },
+        nothing,
+    );
 }
 
 #[test]
 fn f_split_in_one_node_iteration_is_increasing() {
-    model("f_split_same_node_iteration", 3, || {
-        let xa = Arc::new(Xa::new());
-        xa.store_order(0, 2, val(A)).unwrap();
-        race(
-            &xa,
-            |xa| {
-                xa.split(0, 0).unwrap();
-            },
-            |xa| {
-                let got = iter_checked(xa, 1, false, |_| (0, 2));
-                assert!(!got.is_empty(), "{got:?}");
-            },
-        );
-    });
+    split_model(
+        "f_split_same_node_iteration",
+        3,
+        |xa| {
+            xa.store_order(0, 2, val(A)).unwrap();
+        },
+        |xa| {
+            let got = iter_checked(xa, 1, false, |_| (0, 2));
+            assert!(!got.is_empty(), "{got:?}");
+        },
+        nothing,
+    );
 }
 
 #[test]
 fn f_split_of_a_marked_entry_keeps_every_index_marked() {
-    model("f_split_same_node_marks", 3, || {
-        let xa = Arc::new(Xa::new());
-        xa.store_order(0, 2, val(A)).unwrap();
-        xa.set_mark(0, M);
-        race(
-            &xa,
-            |xa| {
-                xa.split(0, 0).unwrap();
-            },
-            |xa| {
-                assert!(
-                    xa.get_mark(2, M),
-                    "get_mark(2) of a marked entry being split"
-                );
-            },
-        );
-    });
+    split_model(
+        "f_split_same_node_marks",
+        3,
+        |xa| {
+            xa.store_order(0, 2, val(A)).unwrap();
+            xa.set_mark(0, M);
+        },
+        |xa| {
+            assert!(
+                xa.get_mark(2, M),
+                "get_mark(2) of a marked entry being split"
+            );
+        },
+        nothing,
+    );
 }
 
 #[test]
 fn f_split_of_a_marked_entry_stays_findable_by_marked_search() {
-    model("f_split_same_node_find_marked", 3, || {
-        let xa = Arc::new(Xa::new());
-        xa.store_order(0, 2, val(A)).unwrap();
-        xa.set_mark(0, M);
-        race(
-            &xa,
-            |xa| {
-                xa.split(0, 0).unwrap();
-            },
-            |xa| {
-                let f = xa.find_marked(2, 3, M).map(|(i, e)| (i, e.value()));
-                assert_eq!(f, Some((2, Some(A))), "find_marked(2, 3)");
-            },
-        );
-    });
+    split_model(
+        "f_split_same_node_find_marked",
+        3,
+        |xa| {
+            xa.store_order(0, 2, val(A)).unwrap();
+            xa.set_mark(0, M);
+        },
+        |xa| {
+            let f = xa.find_marked(2, 3, M).map(|(i, e)| (i, e.value()));
+            assert_eq!(f, Some((2, Some(A))), "find_marked(2, 3)");
+        },
+        nothing,
+    );
 }
 
 #[test]
 fn f_split_into_a_new_node_loads_the_original() {
     // An order-6 entry in the root's slot 0 becomes a leaf of 64 pieces.
-    model("f_split_new_node", 3, || {
-        let xa = Arc::new(Xa::new());
-        xa.store_order(0, 6, val(A)).unwrap();
-        xa.store(64, val(64)).unwrap();
-        xa.set_mark(0, M);
-        race(
-            &xa,
-            |xa| {
-                xa.split(0, 0).unwrap();
-            },
-            |xa| {
-                assert_eq!(v(xa.load(5)), Some(A), "load(5)");
-                let o = xa.get_order(5);
-                assert!(o == 6 || o == 0, "get_order(5) = {o}");
-                assert!(xa.get_mark(5, M), "get_mark(5)");
-                let f = xa.find_marked(5, u64::MAX, M).map(|(i, e)| (i, e.value()));
-                assert_eq!(f, Some((5, Some(A))), "find_marked(5)");
-            },
-        );
-        assert_eq!(xa.count(..).unwrap(), 65);
-    });
+    split_model(
+        "f_split_new_node",
+        3,
+        |xa| {
+            xa.store_order(0, 6, val(A)).unwrap();
+            xa.store(64, val(64)).unwrap();
+            xa.set_mark(0, M);
+        },
+        |xa| {
+            assert_eq!(v(xa.load(5)), Some(A), "load(5)");
+            let o = xa.get_order(5);
+            assert!(o == 6 || o == 0, "get_order(5) = {o}");
+            assert!(xa.get_mark(5, M), "get_mark(5)");
+            let f = xa.find_marked(5, u64::MAX, M).map(|(i, e)| (i, e.value()));
+            assert_eq!(f, Some((5, Some(A))), "find_marked(5)");
+        },
+        |xa| {
+            assert_eq!(xa.count(..).unwrap(), 65);
+        },
+    );
 }
 
 #[test]
 fn f_split_into_new_nodes_keeps_every_index_marked() {
     // An order-7 entry fills the root's slots 0 and 1; the split builds two
     // leaves. Index 100 (slot 1, a sibling slot) is marked throughout.
-    model("f_split_new_nodes_marks", 2, || {
-        let xa = Arc::new(Xa::new());
-        xa.store_order(0, 7, val(A)).unwrap();
-        xa.set_mark(0, M);
-        race(
-            &xa,
-            |xa| {
-                xa.split(0, 0).unwrap();
-            },
-            |xa| {
-                assert_eq!(v(xa.load(100)), Some(A), "load(100)");
-                assert!(
-                    xa.get_mark(100, M),
-                    "get_mark(100) of a marked entry being split"
-                );
-            },
-        );
-        assert_eq!(xa.count(..).unwrap(), 128);
-    });
+    split_model(
+        "f_split_new_nodes_marks",
+        2,
+        |xa| {
+            xa.store_order(0, 7, val(A)).unwrap();
+            xa.set_mark(0, M);
+        },
+        |xa| {
+            assert_eq!(v(xa.load(100)), Some(A), "load(100)");
+            assert!(
+                xa.get_mark(100, M),
+                "get_mark(100) of a marked entry being split"
+            );
+        },
+        |xa| {
+            assert_eq!(xa.count(..).unwrap(), 128);
+        },
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -633,22 +666,23 @@ fn g_marked_search_never_pairs_an_old_entry_with_a_later_mark() {
     // or the new entry, never the old one: it was never marked. A reader
     // that loads the slot (old entry) and only then the mark bit (set for
     // the new entry) would pair them.
-    model("g_old_entry_new_mark", 3, || {
-        let xa = Arc::new(Xa::new());
-        xa.store(5, val(1)).unwrap();
-        xa.store(6, val(6)).unwrap();
-        race(
-            &xa,
-            |xa| {
-                xa.store(5, val(2)).unwrap();
-                xa.set_mark(5, M);
-            },
-            |xa| {
-                // Starting at 5, the search examines 5's slot itself (as an
-                // iteration does after returning the entry before it).
-                let f = xa.find_marked(5, 63, M).map(|(i, e)| (i, e.value()));
-                assert_ne!(f, Some((5, Some(1))), "returned the never-marked entry");
-            },
-        );
-    });
+    race_model(
+        "g_old_entry_new_mark",
+        3,
+        |xa| {
+            xa.store(5, val(1)).unwrap();
+            xa.store(6, val(6)).unwrap();
+        },
+        |xa| {
+            xa.store(5, val(2)).unwrap();
+            xa.set_mark(5, M);
+        },
+        |xa| {
+            // Starting at 5, the search examines 5's slot itself (as an
+            // iteration does after returning the entry before it).
+            let f = xa.find_marked(5, 63, M).map(|(i, e)| (i, e.value()));
+            assert_ne!(f, Some((5, Some(1))), "returned the never-marked entry");
+        },
+        nothing,
+    );
 }

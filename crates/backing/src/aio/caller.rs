@@ -275,66 +275,15 @@ fn run(
                 thread::sleep(Duration::from_millis(1));
             }
         } else {
-            while in_flight.0 < DEPTH as usize {
-                let Some(i) = todo.pop_front() else {
-                    break;
-                };
-                let f = slots[i].as_mut().expect("an op to push is in its slot");
-                let entry = f.entry(one).user_data(i as u64);
-                // SAFETY: this thread owns the ring (a thread-local of its
-                // own process), so no other submission queue of it exists.
-                // The entry points at the op's buffers (borrowed, unwritten,
-                // by the `write_all` call that waits for every op's callback
-                // before it returns) and at the iovec array in the op's box,
-                // and names the descriptor of the box's `Arc<File>`; the box
-                // stays in `slots` until the entry's CQE is reaped, and this
-                // function returns only when no entry the kernel took is
-                // left (`in_flight` at 0; a panic that would unwind with any
-                // left aborts first: `in_flight`, declared after `slots`, is
-                // dropped before it), so all of it outlives the operation.
-                if unsafe { ring.submission().push(&entry) }.is_err() {
-                    // Not expected: `in_flight < DEPTH` leaves room.
-                    todo.push_front(i);
-                    break;
-                }
-                pushed.push_back(i);
-                in_flight.0 += 1;
-            }
-            let res = enter(ring, in_flight.0);
-            // The kernel takes entries in order: what is left in the SQ is
-            // the newest of `pushed`.
-            let left = ring.submission().len();
-            while pushed.len() > left {
-                pushed.pop_front();
-            }
-            if matches!(res, Ok(n) if n > 0) {
-                bump(&stats.enters, 1);
-            }
-            // Transient: an interrupted or refused enter, or one that left
-            // entries untaken (the kernel short of memory); tried again,
-            // 100 us apart, before the ring is given up.
-            let errno = res.as_ref().err().and_then(io::Error::raw_os_error);
-            let transient = match &res {
-                Ok(_) => left > 0,
-                Err(_) => matches!(errno, Some(libc::EINTR | libc::EAGAIN | libc::EBUSY)),
-            };
-            if res.is_ok() && left == 0 {
-                tries = 0;
-            } else if transient && tries < SUBMIT_TRIES {
-                tries += 1;
-                if errno != Some(libc::EINTR) {
-                    thread::sleep(Duration::from_micros(100));
-                }
-            } else {
-                let why = res
-                    .err()
-                    .unwrap_or_else(|| io::Error::other("the kernel takes no entries"));
-                log::error!(
-                    "aio: io_uring_enter on this thread's ring failed ({why}); its writes \
-                     run on this thread, and its later ones go through the shared ring"
-                );
-                broken = true;
-            }
+            push(
+                ring,
+                &mut slots,
+                &mut todo,
+                &mut pushed,
+                &mut in_flight,
+                one,
+            );
+            broken = !submit(ring, &mut pushed, &in_flight, &mut tries, stats);
             if broken {
                 // Never taken, and never will be: the ring is given up.
                 for i in pushed.drain(..).rev() {
@@ -343,28 +292,7 @@ fn run(
                 }
             }
         }
-        let cqes: Vec<(u64, i32)> = ring
-            .completion()
-            .map(|c| (c.user_data(), c.result()))
-            .collect();
-        for (ud, res) in cqes {
-            let Some(f) = slots.get_mut(ud as usize).and_then(Option::take) else {
-                continue;
-            };
-            in_flight.0 -= 1;
-            match f.settle(res) {
-                Settled::Done(f, r) => {
-                    bump(&stats.uring_ops, 1);
-                    bump(&stats.caller_ring_ops, 1);
-                    f.op.finish(r, stats, true);
-                }
-                Settled::Again(f) => {
-                    bump(&stats.resubmits, 1);
-                    slots[ud as usize] = Some(f);
-                    todo.push_front(ud as usize);
-                }
-            }
-        }
+        complete(ring, &mut slots, &mut todo, &mut in_flight, stats);
         if broken {
             for i in todo.drain(..) {
                 if let Some(f) = slots[i].take() {
@@ -375,6 +303,127 @@ fn run(
         }
     }
     !broken
+}
+
+/// Pushes ops from `todo` into the submission queue while fewer than
+/// [`DEPTH`] are pushed or in the kernel; each pushed one goes to the back
+/// of `pushed` and counts in `in_flight`.
+fn push(
+    ring: &mut IoUring,
+    slots: &mut [Option<Box<InFlight>>],
+    todo: &mut VecDeque<usize>,
+    pushed: &mut VecDeque<usize>,
+    in_flight: &mut InKernel,
+    one: bool,
+) {
+    while in_flight.0 < DEPTH as usize {
+        let Some(i) = todo.pop_front() else {
+            break;
+        };
+        let f = slots[i].as_mut().expect("an op to push is in its slot");
+        let entry = f.entry(one).user_data(i as u64);
+        // SAFETY: this thread owns the ring (a thread-local of its
+        // own process), so no other submission queue of it exists.
+        // The entry points at the op's buffers (borrowed, unwritten,
+        // by the `write_all` call that waits for every op's callback
+        // before it returns) and at the iovec array in the op's box,
+        // and names the descriptor of the box's `Arc<File>`; the box
+        // stays in `slots` until the entry's CQE is reaped, and [`run`]
+        // returns only when no entry the kernel took is
+        // left (`in_flight` at 0; a panic that would unwind with any
+        // left aborts first: `in_flight`, declared after `slots`, is
+        // dropped before it), so all of it outlives the operation.
+        if unsafe { ring.submission().push(&entry) }.is_err() {
+            // Not expected: `in_flight < DEPTH` leaves room.
+            todo.push_front(i);
+            break;
+        }
+        pushed.push_back(i);
+        in_flight.0 += 1;
+    }
+}
+
+/// Enters the kernel to submit what is queued, and drops from `pushed`
+/// what it took. Returns false when the ring is to be given up: the enter
+/// failed, or left entries untaken, past [`SUBMIT_TRIES`] transient tries
+/// (`tries` counts them, reset by a submission that took everything).
+fn submit(
+    ring: &mut IoUring,
+    pushed: &mut VecDeque<usize>,
+    in_flight: &InKernel,
+    tries: &mut u32,
+    stats: &Stats,
+) -> bool {
+    let res = enter(ring, in_flight.0);
+    // The kernel takes entries in order: what is left in the SQ is
+    // the newest of `pushed`.
+    let left = ring.submission().len();
+    while pushed.len() > left {
+        pushed.pop_front();
+    }
+    if matches!(res, Ok(n) if n > 0) {
+        bump(&stats.enters, 1);
+    }
+    // Transient: an interrupted or refused enter, or one that left
+    // entries untaken (the kernel short of memory); tried again,
+    // 100 us apart, before the ring is given up.
+    let errno = res.as_ref().err().and_then(io::Error::raw_os_error);
+    let transient = match &res {
+        Ok(_) => left > 0,
+        Err(_) => matches!(errno, Some(libc::EINTR | libc::EAGAIN | libc::EBUSY)),
+    };
+    if res.is_ok() && left == 0 {
+        *tries = 0;
+    } else if transient && *tries < SUBMIT_TRIES {
+        *tries += 1;
+        if errno != Some(libc::EINTR) {
+            thread::sleep(Duration::from_micros(100));
+        }
+    } else {
+        let why = res
+            .err()
+            .unwrap_or_else(|| io::Error::other("the kernel takes no entries"));
+        log::error!(
+            "aio: io_uring_enter on this thread's ring failed ({why}); its writes \
+             run on this thread, and its later ones go through the shared ring"
+        );
+        return false;
+    }
+    true
+}
+
+/// Reaps the completions posted so far: an op done is finished (its
+/// callback runs), one to go again (a short write) goes back to the front
+/// of `todo`.
+fn complete(
+    ring: &mut IoUring,
+    slots: &mut [Option<Box<InFlight>>],
+    todo: &mut VecDeque<usize>,
+    in_flight: &mut InKernel,
+    stats: &Stats,
+) {
+    let cqes: Vec<(u64, i32)> = ring
+        .completion()
+        .map(|c| (c.user_data(), c.result()))
+        .collect();
+    for (ud, res) in cqes {
+        let Some(f) = slots.get_mut(ud as usize).and_then(Option::take) else {
+            continue;
+        };
+        in_flight.0 -= 1;
+        match f.settle(res) {
+            Settled::Done(f, r) => {
+                bump(&stats.uring_ops, 1);
+                bump(&stats.caller_ring_ops, 1);
+                f.op.finish(r, stats, true);
+            }
+            Settled::Again(f) => {
+                bump(&stats.resubmits, 1);
+                slots[ud as usize] = Some(f);
+                todo.push_front(ud as usize);
+            }
+        }
+    }
 }
 
 /// How many of a call's entries are pushed or in the kernel. Were a

@@ -169,6 +169,29 @@ pub(crate) fn fixture(
     })
 }
 
+/// `n` reads of `blocks` blocks each, one after the other from the start
+/// of `file`, into buffers taken from `arena`; read `i` reports to
+/// `results.callback(i)`.
+fn consecutive_reads(
+    file: &Arc<FileBacking>,
+    arena: &mut Arena,
+    results: &Arc<Results>,
+    n: usize,
+    blocks: usize,
+) -> Vec<ReadOp> {
+    (0..n)
+        .map(|i| {
+            let (buf, _) = arena.take(blocks * BLOCK);
+            ReadOp::new(
+                file.clone(),
+                (i * blocks * BLOCK) as u64,
+                vec![buf],
+                results.callback(i),
+            )
+        })
+        .collect()
+}
+
 /// What a read of `len` bytes at `off` of a file holding `data` returns:
 /// the count and the bytes (zeros past EOF).
 fn expected(data: &[u8], off: usize, len: usize) -> (usize, Vec<u8>) {
@@ -271,15 +294,10 @@ fn random_batch(
 }
 
 fn random_batches_of_a_file_read_the_right_bytes(kind: EngineKind) {
-    let Some(Fx {
-        engine,
-        file,
-        data,
-        dir: _dir,
-    }) = fixture(kind, 16, 2, "random_batches_of_a_file", (1 << 20) + 1234, 1)
-    else {
+    let Some(fx) = fixture(kind, 16, 2, "random_batches_of_a_file", (1 << 20) + 1234, 1) else {
         return;
     };
+    let (engine, file, data) = (fx.engine, fx.file, fx.data);
     let backing: Arc<dyn Backing> = file;
     let mut rng = StdRng::seed_from_u64(7);
     for round in 0..20 {
@@ -313,15 +331,10 @@ fn random_batches_of_memory_read_the_right_bytes(kind: EngineKind) {
 }
 
 fn eof_inside_a_block_is_short_and_zero_filled(kind: EngineKind) {
-    let Some(Fx {
-        engine,
-        file,
-        data,
-        dir: _dir,
-    }) = fixture(kind, 8, 2, "eof_short", 3 * BLOCK + 100, 3)
-    else {
+    let Some(fx) = fixture(kind, 8, 2, "eof_short", 3 * BLOCK + 100, 3) else {
         return;
     };
+    let (engine, file, data) = (fx.engine, fx.file, fx.data);
     let mut arena = Arena::new(8 * BLOCK, 0xee);
     let (a, at_a) = arena.take(2 * BLOCK);
     let (b, at_b) = arena.take(4 * BLOCK);
@@ -345,15 +358,10 @@ fn eof_inside_a_block_is_short_and_zero_filled(kind: EngineKind) {
 }
 
 fn eof_at_a_block_boundary_is_short_and_zero_filled(kind: EngineKind) {
-    let Some(Fx {
-        engine,
-        file,
-        data,
-        dir: _dir,
-    }) = fixture(kind, 8, 2, "eof_boundary", 2 * BLOCK, 4)
-    else {
+    let Some(fx) = fixture(kind, 8, 2, "eof_boundary", 2 * BLOCK, 4) else {
         return;
     };
+    let (engine, file, data) = (fx.engine, fx.file, fx.data);
     let mut arena = Arena::new(4 * BLOCK, 0xee);
     let (a, at) = arena.take(4 * BLOCK);
     let results = Results::new(1);
@@ -367,15 +375,10 @@ fn eof_at_a_block_boundary_is_short_and_zero_filled(kind: EngineKind) {
 }
 
 fn reads_past_eof_return_0_with_zeroed_buffers(kind: EngineKind) {
-    let Some(Fx {
-        engine,
-        file,
-        dir: _dir,
-        ..
-    }) = fixture(kind, 8, 2, "past_eof", 2 * BLOCK, 5)
-    else {
+    let Some(fx) = fixture(kind, 8, 2, "past_eof", 2 * BLOCK, 5) else {
         return;
     };
+    let (engine, file) = (fx.engine, fx.file);
     let mem: Arc<dyn Backing> = Arc::new(MemBacking::with_data(vec![1; 2 * BLOCK]));
     let mut arena = Arena::new(8 * BLOCK, 0xee);
     let results = Results::new(3);
@@ -392,15 +395,10 @@ fn reads_past_eof_return_0_with_zeroed_buffers(kind: EngineKind) {
 }
 
 fn empty_and_invalid_ops_complete_with_their_result(kind: EngineKind) {
-    let Some(Fx {
-        engine,
-        file,
-        dir: _dir,
-        ..
-    }) = fixture(kind, 8, 2, "empty_invalid", 4 * BLOCK, 6)
-    else {
+    let Some(fx) = fixture(kind, 8, 2, "empty_invalid", 4 * BLOCK, 6) else {
         return;
     };
+    let (engine, file) = (fx.engine, fx.file);
     let mut arena = Arena::new(4 * BLOCK, 0);
     let (a, _) = arena.take(BLOCK);
     let (b, _) = arena.take(BLOCK);
@@ -417,15 +415,10 @@ fn empty_and_invalid_ops_complete_with_their_result(kind: EngineKind) {
 }
 
 fn injected_errors_reach_their_op_only(kind: EngineKind) {
-    let Some(Fx {
-        engine,
-        file,
-        data,
-        dir: _dir,
-    }) = fixture(kind, 8, 2, "injected_errors", 64 * BLOCK, 7)
-    else {
+    let Some(fx) = fixture(kind, 8, 2, "injected_errors", 64 * BLOCK, 7) else {
         return;
     };
+    let (engine, file, data) = (fx.engine, fx.file, fx.data);
     let faulty = Arc::new(FaultyBacking::new(file));
     faulty.fail_reads_in(10 * B, B, libc::EIO);
     let backing: Arc<dyn Backing> = faulty.clone();
@@ -510,15 +503,10 @@ impl Backing for DirBacking {
 }
 
 fn kernel_errors_reach_their_op_only(kind: EngineKind) {
-    let Some(Fx {
-        engine,
-        file,
-        data,
-        dir,
-    }) = fixture(kind, 8, 2, "kernel_errors", 8 * BLOCK, 8)
-    else {
+    let Some(fx) = fixture(kind, 8, 2, "kernel_errors", 8 * BLOCK, 8) else {
         return;
     };
+    let (engine, file, data, dir) = (fx.engine, fx.file, fx.data, fx.dir);
     let bad: Arc<dyn Backing> = Arc::new(DirBacking(Arc::new(File::open(dir.path()).unwrap())));
     let mut arena = Arena::new(8 * BLOCK, 0xee);
     let results = Results::new(4);
@@ -581,28 +569,13 @@ fn more_buffers_than_iov_max_read_in_parts(kind: EngineKind) {
 }
 
 fn batches_larger_than_the_queue_depth_all_complete(kind: EngineKind) {
-    let Some(Fx {
-        engine,
-        file,
-        data,
-        dir: _dir,
-    }) = fixture(kind, 4, 2, "beyond_depth", 100 * BLOCK, 11)
-    else {
+    let Some(fx) = fixture(kind, 4, 2, "beyond_depth", 100 * BLOCK, 11) else {
         return;
     };
+    let (engine, file, data) = (fx.engine, fx.file, fx.data);
     let mut arena = Arena::new(100 * BLOCK, 0xee);
     let results = Results::new(100);
-    let ops = (0..100)
-        .map(|i| {
-            let (buf, _) = arena.take(BLOCK);
-            ReadOp::new(
-                file.clone(),
-                (i * BLOCK) as u64,
-                vec![buf],
-                results.callback(i),
-            )
-        })
-        .collect();
+    let ops = consecutive_reads(&file, &mut arena, &results, 100, 1);
     engine.submit(ops);
     assert!(results.wait().iter().all(|r| *r == Ok(BLOCK)));
     assert!(arena.bytes(0, 100 * BLOCK) == &data[..]);
@@ -613,15 +586,10 @@ fn batches_larger_than_the_queue_depth_all_complete(kind: EngineKind) {
 }
 
 fn dropping_the_engine_completes_ops_in_flight(kind: EngineKind) {
-    let Some(Fx {
-        engine,
-        file,
-        data,
-        dir: _dir,
-    }) = fixture(kind, 32, 2, "drop_in_flight", 64 * 32 * BLOCK, 12)
-    else {
+    let Some(fx) = fixture(kind, 32, 2, "drop_in_flight", 64 * 32 * BLOCK, 12) else {
         return;
     };
+    let (engine, file, data) = (fx.engine, fx.file, fx.data);
     let slow = Arc::new(FaultyBacking::new(MemBacking::with_data(vec![
         3;
         8 * BLOCK
@@ -630,17 +598,7 @@ fn dropping_the_engine_completes_ops_in_flight(kind: EngineKind) {
     let n = 64;
     let mut arena = Arena::new((n * 32 + 8 * 4) * BLOCK, 0xee);
     let results = Results::new(n + 4);
-    let mut ops: Vec<ReadOp> = (0..n)
-        .map(|i| {
-            let (buf, _) = arena.take(32 * BLOCK);
-            ReadOp::new(
-                file.clone(),
-                (i * 32 * BLOCK) as u64,
-                vec![buf],
-                results.callback(i),
-            )
-        })
-        .collect();
+    let mut ops: Vec<ReadOp> = consecutive_reads(&file, &mut arena, &results, n, 32);
     for i in 0..4 {
         let (buf, _) = arena.take(8 * BLOCK);
         ops.push(ReadOp::new(
@@ -663,15 +621,10 @@ fn dropping_the_engine_completes_ops_in_flight(kind: EngineKind) {
 }
 
 fn concurrent_submitters_all_get_their_bytes(kind: EngineKind) {
-    let Some(Fx {
-        engine,
-        file,
-        data,
-        dir: _dir,
-    }) = fixture(kind, 8, 2, "concurrent", (2 << 20) + 999, 13)
-    else {
+    let Some(fx) = fixture(kind, 8, 2, "concurrent", (2 << 20) + 999, 13) else {
         return;
     };
+    let (engine, file, data) = (fx.engine, fx.file, fx.data);
     let mem_data = random_bytes(14, 100 * BLOCK);
     let mem: Arc<dyn Backing> = Arc::new(MemBacking::with_data(mem_data.clone()));
     let backing: Arc<dyn Backing> = file;
@@ -697,15 +650,10 @@ fn concurrent_submitters_all_get_their_bytes(kind: EngineKind) {
 }
 
 fn a_panicking_callback_does_not_stop_the_engine(kind: EngineKind) {
-    let Some(Fx {
-        engine,
-        file,
-        dir: _dir,
-        ..
-    }) = fixture(kind, 8, 1, "panicking_callback", 4 * BLOCK, 15)
-    else {
+    let Some(fx) = fixture(kind, 8, 1, "panicking_callback", 4 * BLOCK, 15) else {
         return;
     };
+    let (engine, file) = (fx.engine, fx.file);
     let mut arena = Arena::new(4 * BLOCK, 0);
     let (a, _) = arena.take(BLOCK);
     let (b, _) = arena.take(BLOCK);
@@ -726,15 +674,10 @@ fn a_panicking_callback_does_not_stop_the_engine(kind: EngineKind) {
 fn callbacks_may_submit_more_ops(kind: EngineKind) {
     // Depth 2: a callback on the completion thread that submits a batch of
     // 4 finds no room and must not wait for itself.
-    let Some(Fx {
-        engine,
-        file,
-        data,
-        dir: _dir,
-    }) = fixture(kind, 2, 2, "callbacks_submit", 64 * BLOCK, 16)
-    else {
+    let Some(fx) = fixture(kind, 2, 2, "callbacks_submit", 64 * BLOCK, 16) else {
         return;
     };
+    let (engine, file, data) = (fx.engine, fx.file, fx.data);
     let backing: Arc<dyn Backing> = file;
     let rounds = 10;
     let mut arena = Arena::new(rounds * 4 * BLOCK, 0xee);
@@ -793,15 +736,10 @@ fn callbacks_may_submit_more_ops(kind: EngineKind) {
 }
 
 fn the_last_engine_may_be_dropped_in_a_callback(kind: EngineKind) {
-    let Some(Fx {
-        engine,
-        file,
-        dir: _dir,
-        ..
-    }) = fixture(kind, 8, 2, "drop_in_callback", 4 * BLOCK, 17)
-    else {
+    let Some(fx) = fixture(kind, 8, 2, "drop_in_callback", 4 * BLOCK, 17) else {
         return;
     };
+    let (engine, file) = (fx.engine, fx.file);
     let mut arena = Arena::new(2 * BLOCK, 0);
     let (a, _) = arena.take(BLOCK);
     let (b, _) = arena.take(BLOCK);
@@ -832,17 +770,7 @@ fn buffered_fallback_files_are_dropped_behind(kind: EngineKind) {
     file.sync_all().unwrap(); // written back and dropped
     let mut arena = Arena::new(64 * BLOCK, 0xee);
     let results = Results::new(4);
-    let ops = (0..4)
-        .map(|i| {
-            let (buf, _) = arena.take(16 * BLOCK);
-            ReadOp::new(
-                file.clone(),
-                (i * 16 * BLOCK) as u64,
-                vec![buf],
-                results.callback(i),
-            )
-        })
-        .collect();
+    let ops = consecutive_reads(&file, &mut arena, &results, 4, 16);
     engine.submit(ops);
     assert!(results.wait().iter().all(|r| *r == Ok(16 * BLOCK)));
     assert!(arena.bytes(0, 64 * BLOCK) == &data[..]);
@@ -951,17 +879,7 @@ fn one_batch_is_one_io_uring_enter() {
     let (file, _) = data_file(&dir, "f", 32 * 32 * BLOCK, 19);
     let mut arena = Arena::new(32 * 32 * BLOCK, 0);
     let results = Results::new(32);
-    let ops = (0..32)
-        .map(|i| {
-            let (buf, _) = arena.take(32 * BLOCK);
-            ReadOp::new(
-                file.clone(),
-                (i * 32 * BLOCK) as u64,
-                vec![buf],
-                results.callback(i),
-            )
-        })
-        .collect();
+    let ops = consecutive_reads(&file, &mut arena, &results, 32, 32);
     engine.submit(ops);
     results.wait();
     let s = engine.stats();

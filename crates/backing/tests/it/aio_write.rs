@@ -3,7 +3,7 @@
 //! against real `O_DIRECT` files, memory and fault injection, with the
 //! file's bytes checked against a model afterwards.
 
-use crate::aio::{data_file, data_file_with, engine_with, fixture, suite, Fx};
+use crate::aio::{data_file, data_file_with, engine_with, fixture, suite};
 use crate::common;
 
 use std::sync::{Arc, Barrier};
@@ -157,15 +157,10 @@ fn memory_writes_go_through_write_blocks(kind: EngineKind) {
 }
 
 fn errors_reach_their_write_only(kind: EngineKind) {
-    let Some(Fx {
-        engine,
-        file,
-        data,
-        dir,
-    }) = fixture(kind, 16, 2, "write_errors", 16 * BLOCK, 4)
-    else {
+    let Some(fx) = fixture(kind, 16, 2, "write_errors", 16 * BLOCK, 4) else {
         return;
     };
+    let (engine, file, data, dir) = (fx.engine, fx.file, fx.data, fx.dir);
     let file: Arc<dyn Backing> = file;
     // The same file open read-only: the kernel refuses the write (EBADF).
     let ro: Arc<dyn Backing> =
@@ -261,15 +256,10 @@ fn errors_reach_their_write_only(kind: EngineKind) {
 }
 
 fn more_buffers_than_iov_max_write_in_parts(kind: EngineKind) {
-    let Some(Fx {
-        engine,
-        file,
-        data,
-        dir: _dir,
-    }) = fixture(kind, 8, 2, "write_iov_max", 1100 * BLOCK, 6)
-    else {
+    let Some(fx) = fixture(kind, 8, 2, "write_iov_max", 1100 * BLOCK, 6) else {
         return;
     };
+    let (engine, file, data) = (fx.engine, fx.file, fx.data);
     let backing: Arc<dyn Backing> = file;
     let src = source(7, 1100 * BLOCK);
     let mut data = data;
@@ -285,15 +275,10 @@ fn more_buffers_than_iov_max_write_in_parts(kind: EngineKind) {
 }
 
 fn concurrent_callers_all_land(kind: EngineKind) {
-    let Some(Fx {
-        engine,
-        file,
-        dir: _dir,
-        ..
-    }) = fixture(kind, 8, 2, "write_concurrent", 256 * BLOCK, 8)
-    else {
+    let Some(fx) = fixture(kind, 8, 2, "write_concurrent", 256 * BLOCK, 8) else {
         return;
     };
+    let (engine, file) = (fx.engine, fx.file);
     let backing: Arc<dyn Backing> = file;
     let src = source(9, 256 * BLOCK);
     let threads = 4;
@@ -344,15 +329,10 @@ fn concurrent_callers_all_land(kind: EngineKind) {
 fn a_callback_may_write(kind: EngineKind) {
     // A read's callback runs on an engine thread; a write_all there must
     // not wait for the engine it holds up.
-    let Some(Fx {
-        engine,
-        file,
-        data,
-        dir: _dir,
-    }) = fixture(kind, 2, 1, "write_in_callback", 8 * BLOCK, 10)
-    else {
+    let Some(fx) = fixture(kind, 2, 1, "write_in_callback", 8 * BLOCK, 10) else {
         return;
     };
+    let (engine, file, data) = (fx.engine, fx.file, fx.data);
     let backing: Arc<dyn Backing> = file;
     let mut mem = AlignedBuf::zeroed(BLOCK).unwrap();
     // SAFETY: `mem` lives, untouched, until the callback ran (`rx.recv`).

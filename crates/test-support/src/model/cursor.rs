@@ -130,6 +130,38 @@ pub fn retry<'a, R>(
     panic!("NeedNodes loop did not converge at index {}", cur.index());
 }
 
+/// Runs one cursor batch on `xa` and `m` from `start`: the lock is taken
+/// once for all of `steps` (dropped and retaken only on `NeedNodes`), and
+/// after each step the guard's counts and, on small arrays, the lockless
+/// reads are checked against the model.
+pub fn cursor_batch(xa: &Xa, m: &mut Model, start: u64, steps: &[(Move, COp)]) {
+    let mut cur = Cursor::new(xa, start);
+    let mut mc = MCursor {
+        index: start,
+        ..MCursor::default()
+    };
+    let mut relocks = 0;
+    let mut g = Some(xa.lock());
+    for (mv, op) in steps {
+        cursor_step(xa, &mut cur, &mut g, m, &mut mc, &mut relocks, mv, op);
+        assert_eq!(
+            g.as_ref().unwrap().len(),
+            m.len(),
+            "guard len after {mv:?} {op:?}"
+        );
+        assert_eq!(
+            g.as_ref().unwrap().is_empty(),
+            m.is_empty(),
+            "guard is_empty after {mv:?} {op:?}"
+        );
+        if m.map.len() <= 512 {
+            // Lockless reads work while the lock is held.
+            check_contents(xa, m);
+            check_nodes(xa, m);
+        }
+    }
+}
+
 /// Applies one cursor step to the array (through `cur` under `g`) and to the
 /// model, comparing results.
 #[allow(clippy::too_many_arguments)]
@@ -143,25 +175,70 @@ pub fn cursor_step<'a>(
     mv: &Move,
     op: &COp,
 ) {
-    let set = |cur: &mut Cursor<'a, P>, mc: &mut MCursor, i: u64| {
-        cur.set_index(i);
-        mc.index = i;
-        mc.after = None;
-    };
     match *mv {
         Move::Stay => {}
-        Move::Fwd(d) => set(cur, mc, mc.index.saturating_add(d)),
-        Move::Back(d) => set(cur, mc, mc.index.saturating_sub(d)),
-        Move::To(i) => set(cur, mc, i),
+        Move::Fwd(d) => seek(cur, mc, mc.index.saturating_add(d)),
+        Move::Back(d) => seek(cur, mc, mc.index.saturating_sub(d)),
+        Move::To(i) => seek(cur, mc, i),
     }
-    let maybe_align = |cur: &mut Cursor<'a, P>, mc: &mut MCursor, align: bool| {
-        let a = align_down(mc.index, mc.order);
-        if align && a != mc.index {
-            set(cur, mc, a);
-        }
-    };
     assert_eq!(cur.index(), mc.index, "cursor index");
     let what = format!("{mv:?} {op:?} at {} order {}", mc.index, mc.order);
+    match *op {
+        COp::SetOrder(_)
+        | COp::Store { .. }
+        | COp::Insert { .. }
+        | COp::CmpXchg { .. }
+        | COp::Erase
+        | COp::Split(_) => {
+            let l = Locked {
+                xa,
+                cur,
+                g,
+                relocks,
+            };
+            write_step(l, m, mc, op, &what)
+        }
+        COp::SetMark(_) | COp::ClearMark(_) | COp::ClearMarks | COp::GetMark(_) => {
+            mark_step(cur, g.as_mut().expect("locked"), m, mc, op, &what)
+        }
+        _ => read_step(cur, g.as_ref().expect("locked"), m, mc, op, &what),
+    }
+}
+
+/// Moves the cursor and its model to `i` (a move forgets a find's place).
+fn seek<'a>(cur: &mut Cursor<'a, P>, mc: &mut MCursor, i: u64) {
+    cur.set_index(i);
+    mc.index = i;
+    mc.after = None;
+}
+
+/// Moves the cursor and its model down to a multiple of the order, if
+/// `align`.
+fn maybe_align<'a>(cur: &mut Cursor<'a, P>, mc: &mut MCursor, align: bool) {
+    let a = align_down(mc.index, mc.order);
+    if align && a != mc.index {
+        seek(cur, mc, a);
+    }
+}
+
+/// What a step that may need nodes works with: the array, the cursor, the
+/// lock it holds (dropped and retaken by [`retry`]) and the relocks so far.
+struct Locked<'a, 'r> {
+    xa: &'a Xa,
+    cur: &'r mut Cursor<'a, P>,
+    g: &'r mut Option<XaGuard<'a, P>>,
+    relocks: &'r mut usize,
+}
+
+/// The steps that change the array (or the cursor's order): stores,
+/// inserts, exchanges, erases and splits.
+fn write_step(l: Locked<'_, '_>, m: &mut Model, mc: &mut MCursor, op: &COp, what: &str) {
+    let Locked {
+        xa,
+        cur,
+        g,
+        relocks,
+    } = l;
     match *op {
         COp::SetOrder(o) => {
             let got = cur.set_order(o);
@@ -178,13 +255,13 @@ pub fn cursor_step<'a>(
             match e {
                 None => {
                     let got = retry(xa, cur, g, m, relocks, |c, g| c.store(g, None));
-                    assert_res(&got, &Ok(m.erase(mc.index)), &what);
+                    assert_res(&got, &Ok(m.erase(mc.index)), what);
                 }
                 Some(spec) => {
                     let e = m.materialize(spec);
                     let got = retry(xa, cur, g, m, relocks, |c, g| c.store(g, Some(e.clone())));
                     let want = m.store_order(mc.index, mc.order, e);
-                    assert_res(&got, &want, &what);
+                    assert_res(&got, &want, what);
                 }
             }
         }
@@ -207,7 +284,7 @@ pub fn cursor_step<'a>(
             });
             let want = m.cmpxchg(mc.index, mc.order, key, Some(e.clone()));
             match (got, want) {
-                (Ok(Ok(a)), Ok(Ok(b))) => assert_same(&a, &b, &what),
+                (Ok(Ok(a)), Ok(Ok(b))) => assert_same(&a, &b, what),
                 (Ok(Err((current, back))), Ok(Err(c))) => {
                     assert_same(&current, &c, format_args!("{what}: current"));
                     assert_same(&Some(back), &Some(e), format_args!("{what}: given back"));
@@ -218,10 +295,28 @@ pub fn cursor_step<'a>(
         }
         COp::Erase => {
             let got = cur.erase(g.as_mut().unwrap());
-            assert_res(&got, &Ok(m.erase(mc.index)), &what);
+            assert_res(&got, &Ok(m.erase(mc.index)), what);
         }
+        COp::Split(new_order) => {
+            let got = retry(xa, cur, g, m, relocks, |c, g| c.split(g, new_order));
+            assert_split(&got, &m.split(mc.index, new_order), what);
+        }
+        _ => unreachable!("not a write step: {op:?}"),
+    }
+}
+
+/// The steps on marks: set, clear, clear all, read.
+fn mark_step<'a>(
+    cur: &mut Cursor<'a, P>,
+    g: &mut XaGuard<'a, P>,
+    m: &mut Model,
+    mc: &MCursor,
+    op: &COp,
+    what: &str,
+) {
+    match *op {
         COp::SetMark(k) => {
-            let got = cur.set_mark(g.as_mut().unwrap(), mark(k));
+            let got = cur.set_mark(g, mark(k));
             assert_eq!(
                 got,
                 Ok(m.set_mark(mc.index, usize::from(k), true)),
@@ -229,7 +324,7 @@ pub fn cursor_step<'a>(
             );
         }
         COp::ClearMark(k) => {
-            let got = cur.clear_mark(g.as_mut().unwrap(), mark(k));
+            let got = cur.clear_mark(g, mark(k));
             assert_eq!(
                 got,
                 Ok(m.set_mark(mc.index, usize::from(k), false)),
@@ -237,7 +332,7 @@ pub fn cursor_step<'a>(
             );
         }
         COp::ClearMarks => {
-            let got = cur.clear_marks(g.as_mut().unwrap());
+            let got = cur.clear_marks(g);
             let mut present = false;
             for k in 0..NR_MARKS {
                 present = m.set_mark(mc.index, k, false);
@@ -245,30 +340,44 @@ pub fn cursor_step<'a>(
             assert_eq!(got, Ok(present), "{what}");
         }
         COp::GetMark(k) => {
-            let got = cur.get_mark(g.as_ref().unwrap(), mark(k));
+            let got = cur.get_mark(g, mark(k));
             assert_eq!(got, Ok(m.get_mark(mc.index, usize::from(k))), "{what}");
         }
+        _ => unreachable!("not a mark step: {op:?}"),
+    }
+}
+
+/// The steps that read: loads, orders, keys, `next` and the searches
+/// (which move the cursor).
+fn read_step<'a>(
+    cur: &mut Cursor<'a, P>,
+    g: &XaGuard<'a, P>,
+    m: &Model,
+    mc: &mut MCursor,
+    op: &COp,
+    what: &str,
+) {
+    match *op {
         COp::Load => {
-            let guard = g.as_ref().unwrap();
             let want = m.load(mc.index);
-            let got = cur.load(guard).unwrap();
+            let got = cur.load(g).unwrap();
             assert!(
                 ref_same_opt(&got, &want),
                 "{what}: got {got:?}, expected {want:?}"
             );
-            let owned = cur.load_owned(guard).unwrap();
+            let owned = cur.load_owned(g).unwrap();
             assert_same(&owned, &want, format_args!("{what}: load_owned"));
         }
         COp::GetOrder => {
-            let got = cur.get_order(g.as_ref().unwrap());
+            let got = cur.get_order(g);
             assert_eq!(got, Ok(m.get_order(mc.index)), "{what}");
         }
         COp::Key => {
-            let got = cur.key(g.as_ref().unwrap());
+            let got = cur.key(g);
             assert_eq!(got, Ok(m.key(mc.index)), "{what}");
         }
         COp::Next => {
-            let got = cur.next(g.as_ref().unwrap()).unwrap();
+            let got = cur.next(g).unwrap();
             let want = match mc.index.checked_add(1) {
                 Some(i) => {
                     mc.index = i;
@@ -285,35 +394,21 @@ pub fn cursor_step<'a>(
         }
         COp::Find(span) => {
             let max = span.resolve(mc.index);
-            let got = cur.find(g.as_ref().unwrap(), max).unwrap();
+            let got = cur.find(g, max).unwrap();
             let want = mc.find(m, max, Filt::Present);
-            let got: Vec<_> = got.into_iter().collect();
-            let want: Vec<_> = want.into_iter().collect();
-            let ok = got.len() == want.len()
-                && got
-                    .iter()
-                    .zip(&want)
-                    .all(|((i, a), (j, b))| i == j && ref_same(a, b));
-            assert!(ok, "{what} (max {max}): got {got:?}, expected {want:?}");
+            assert_found(got, want, format_args!("{what} (max {max})"));
             assert_eq!(cur.index(), mc.index, "{what}: index after find");
         }
         COp::FindMarked(span, k) => {
             let max = span.resolve(mc.index);
-            let got = cur.find_marked(g.as_ref().unwrap(), max, mark(k)).unwrap();
+            let got = cur.find_marked(g, max, mark(k)).unwrap();
             let want = mc.find(m, max, Filt::Marked(usize::from(k)));
-            let got: Vec<_> = got.into_iter().collect();
-            let want: Vec<_> = want.into_iter().collect();
-            let ok = got.len() == want.len()
-                && got
-                    .iter()
-                    .zip(&want)
-                    .all(|((i, a), (j, b))| i == j && ref_same(a, b));
-            assert!(ok, "{what} (max {max}): got {got:?}, expected {want:?}");
+            assert_found(got, want, format_args!("{what} (max {max})"));
             assert_eq!(cur.index(), mc.index, "{what}: index after find_marked");
         }
         COp::FindEmpty(span) => {
             let max = span.resolve(mc.index);
-            let got = cur.find_empty(g.as_ref().unwrap(), max);
+            let got = cur.find_empty(g, max);
             let want = m.find_empty(mc.index, max);
             if let Some(i) = want {
                 mc.index = i;
@@ -322,13 +417,17 @@ pub fn cursor_step<'a>(
             assert_eq!(got, Ok(want), "{what} (max {max})");
             assert_eq!(cur.index(), mc.index, "{what}: index after find_empty");
         }
-        COp::Split(new_order) => {
-            let got = retry(xa, cur, g, m, relocks, |c, g| c.split(g, new_order));
-            let want = m.split(mc.index, new_order);
-            match (&got, &want) {
-                (Err(Error::SplitTooLarge { .. }), Err(Error::SplitTooLarge { .. })) => {}
-                _ => assert_eq!(got, want, "{what}"),
-            }
-        }
+        _ => unreachable!("not a read step: {op:?}"),
     }
+}
+
+/// Asserts that a cursor search found what the model's did: the same index
+/// and an entry of the same identity, or nothing for both.
+fn assert_found(
+    got: Option<(u64, EntryRef<'_, u64>)>,
+    want: Option<(u64, E)>,
+    what: impl fmt::Display,
+) {
+    let ok = refs_same(got.as_slice(), want.as_slice());
+    assert!(ok, "{what}: got {got:?}, expected {want:?}");
 }

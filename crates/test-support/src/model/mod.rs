@@ -844,6 +844,16 @@ pub fn assert_released(created: &[Weak<u64>]) {
     }
 }
 
+/// Ends a run: checks the array against the model in full, erases
+/// everything ([`teardown`]), drops the array and checks that every item
+/// the run made was released exactly once.
+pub fn finish_run(xa: Xa, m: &mut Model) {
+    check_full(&xa, m);
+    teardown(&xa, m);
+    drop(xa);
+    assert_released(&m.created.borrow());
+}
+
 /// Erases everything (alternately through the first and the last index of
 /// each entry), then checks that erasing everything leaves the array
 /// empty, with no node and the memory of an empty array.
@@ -959,7 +969,23 @@ pub enum Op {
 /// Applies `op` to the array and the model and compares the results.
 pub fn apply(xa: &Xa, m: &mut Model, op: &Op) {
     match op {
-        &Op::Store {
+        Op::Store { .. }
+        | Op::Insert { .. }
+        | Op::Erase(_)
+        | Op::CmpXchg { .. }
+        | Op::Reserve(_)
+        | Op::Release(_)
+        | Op::SetMark(..)
+        | Op::ClearMark(..)
+        | Op::Split { .. } => apply_write(xa, m, op),
+        _ => apply_read(xa, m, op),
+    }
+}
+
+/// [`apply`] for the operations that change the array.
+fn apply_write(xa: &Xa, m: &mut Model, op: &Op) {
+    match *op {
+        Op::Store {
             index,
             order,
             ref e,
@@ -969,7 +995,7 @@ pub fn apply(xa: &Xa, m: &mut Model, op: &Op) {
             let want = m.store_order(index, order, e);
             assert_res(&got, &want, format_args!("{op:?}"));
         }
-        &Op::Insert {
+        Op::Insert {
             index,
             order,
             ref e,
@@ -979,11 +1005,11 @@ pub fn apply(xa: &Xa, m: &mut Model, op: &Op) {
             let want = m.insert_order(index, order, e);
             assert_eq!(got, want, "{op:?}");
         }
-        &Op::Erase(i) => {
+        Op::Erase(i) => {
             let got = xa.erase(i);
             assert_same(&got, &m.erase(i), format_args!("{op:?}"));
         }
-        &Op::CmpXchg {
+        Op::CmpXchg {
             index,
             ref key,
             ref new,
@@ -1007,27 +1033,31 @@ pub fn apply(xa: &Xa, m: &mut Model, op: &Op) {
                 (got, want) => panic!("{op:?}: got {got:?}, expected {want:?}"),
             }
         }
-        &Op::Reserve(i) => assert_eq!(xa.reserve(i), m.reserve(i), "{op:?}"),
-        &Op::Release(i) => {
+        Op::Reserve(i) => assert_eq!(xa.reserve(i), m.reserve(i), "{op:?}"),
+        Op::Release(i) => {
             xa.release(i);
             m.release(i);
         }
-        &Op::SetMark(i, k) => {
+        Op::SetMark(i, k) => {
             let got = xa.set_mark(i, mark(k));
             assert_eq!(got, m.set_mark(i, usize::from(k), true), "{op:?}");
         }
-        &Op::ClearMark(i, k) => {
+        Op::ClearMark(i, k) => {
             let got = xa.clear_mark(i, mark(k));
             assert_eq!(got, m.set_mark(i, usize::from(k), false), "{op:?}");
         }
-        &Op::Split { index, new_order } => {
+        Op::Split { index, new_order } => {
             let got = xa.split(index, new_order);
-            let want = m.split(index, new_order);
-            match (&got, &want) {
-                (Err(Error::SplitTooLarge { .. }), Err(Error::SplitTooLarge { .. })) => {}
-                _ => assert_eq!(got, want, "{op:?}"),
-            }
+            assert_split(&got, &m.split(index, new_order), format_args!("{op:?}"));
         }
+        _ => unreachable!("not a write: {op:?}"),
+    }
+}
+
+/// [`apply`] for the operations that only read: probes, searches,
+/// iterations and counts.
+fn apply_read(xa: &Xa, m: &Model, op: &Op) {
+    match op {
         &Op::Probe(i) => probe(xa, m, i),
         &Op::Find { start, max } => {
             let got = xa.find(start, max);
@@ -1087,11 +1117,7 @@ pub fn apply(xa: &Xa, m: &mut Model, op: &Op) {
                 (Ok(it), Ok(mr)) => {
                     let got: Vec<_> = it.collect();
                     let want = m.iter(mr, Filt::Present);
-                    let ok = got.len() == want.len()
-                        && got
-                            .iter()
-                            .zip(&want)
-                            .all(|((i, a), (j, b))| i == j && ref_same(a, b));
+                    let ok = refs_same(&got, &want);
                     assert!(ok, "{op:?}: got {got:?}, expected {want:?}");
                 }
                 (Err(Error::InvalidRange { .. }), Err(())) => {}
@@ -1105,5 +1131,25 @@ pub fn apply(xa: &Xa, m: &mut Model, op: &Op) {
             (Err(Error::InvalidRange { .. }), Err(())) => {}
             (got, want) => panic!("{op:?}: got {got:?}, expected {want:?}"),
         },
+        _ => unreachable!("not a read: {op:?}"),
     }
+}
+
+/// Asserts that a split did what the model's did (two splits too large
+/// for one step agree whatever node counts they name).
+fn assert_split(got: &xarray::Result<()>, want: &xarray::Result<()>, what: impl fmt::Display) {
+    match (got, want) {
+        (Err(Error::SplitTooLarge { .. }), Err(Error::SplitTooLarge { .. })) => {}
+        _ => assert_eq!(got, want, "{what}"),
+    }
+}
+
+/// Do the borrowed entries `got` match `want`, index for index and entry
+/// for entry?
+fn refs_same(got: &[(u64, EntryRef<'_, u64>)], want: &[(u64, E)]) -> bool {
+    got.len() == want.len()
+        && got
+            .iter()
+            .zip(want)
+            .all(|((i, a), (j, b))| i == j && ref_same(a, b))
 }

@@ -18,16 +18,7 @@ use foliocache_xarray::{
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-type Xa = XArray<Arc<u64>>;
-type E = Entry<Arc<u64>>;
-
-fn val(x: u64) -> E {
-    Entry::Value(x)
-}
-
-fn item(x: u64) -> E {
-    Entry::Item(Arc::new(x))
-}
+use crate::common::{item, val, Xa, E};
 
 /// A value entry that records the range it was stored over.
 fn tagged(base: u64, order: u32) -> E {

@@ -2,6 +2,8 @@
 //! --test it`), a module per theme. The loom models are a binary of their
 //! own (`--test loom`, built with `--cfg loom`): see `docs/testing.md`.
 
+/// What the suites share: the array type, entries, the proptest config.
+mod common;
 /// One test per property of the array (entries, multi-order entries,
 /// marks, the tree's shape, memory), bad input, the paused cursor.
 mod invariants;

@@ -41,16 +41,7 @@ use foliocache_xarray::{Cursor, Entry, Error, Mark, XArray, MAX_VALUE, NR_MARKS}
 use proptest::prelude::*;
 use test_support::model::*;
 
-fn cfg() -> ProptestConfig {
-    let mut c = ProptestConfig {
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    };
-    if std::env::var_os("PROPTEST_CASES").is_none() {
-        c.cases = 256;
-    }
-    c
-}
+use crate::common::cfg;
 
 /// Runs `ops`, checking after each, then tears down.
 fn run(ops: &[Op]) {
@@ -62,10 +53,7 @@ fn run(ops: &[Op]) {
             check_full(&xa, &m);
         }
     }
-    check_full(&xa, &m);
-    teardown(&xa, &mut m);
-    drop(xa);
-    assert_released(&m.created.borrow());
+    finish_run(xa, &mut m);
 }
 
 fn any_index() -> BoxedStrategy<u64> {
@@ -430,37 +418,8 @@ fn run_cursor_batch(prefill: &[Op], start: u64, steps: &[(Move, COp)]) {
         apply(&xa, &mut m, op);
     }
     check_full(&xa, &m);
-    let mut cur = Cursor::new(&xa, start);
-    let mut mc = MCursor {
-        index: start,
-        ..MCursor::default()
-    };
-    let mut relocks = 0;
-    let mut g = Some(xa.lock());
-    for (mv, op) in steps {
-        cursor_step(&xa, &mut cur, &mut g, &mut m, &mut mc, &mut relocks, mv, op);
-        assert_eq!(
-            g.as_ref().unwrap().len(),
-            m.len(),
-            "guard len after {mv:?} {op:?}"
-        );
-        assert_eq!(
-            g.as_ref().unwrap().is_empty(),
-            m.is_empty(),
-            "guard is_empty"
-        );
-        if m.map.len() <= 512 {
-            // Lockless reads work while the lock is held.
-            check_contents(&xa, &m);
-            check_nodes(&xa, &m);
-        }
-    }
-    drop(g);
-    drop(cur);
-    check_full(&xa, &m);
-    teardown(&xa, &mut m);
-    drop(xa);
-    assert_released(&m.created.borrow());
+    cursor_batch(&xa, &mut m, start, steps);
+    finish_run(xa, &mut m);
 }
 
 /// Cursor `find` / `find_marked` from `start` up to `max`, re-locking every

@@ -850,6 +850,28 @@ fn entries_present_throughout_are_seen_exactly_once_while_the_tree_changes_shape
     tracker.assert_all_dropped_once();
 }
 
+/// Runs `readers` reader threads beside one writer thread for 1.5 s:
+/// `read(r, stop)` (`r` numbers the reader) and `write(stop)` loop until
+/// `stop` is set. Returns what the writer and each reader returned.
+fn race_for_a_while<R: Send, W: Send>(
+    readers: u64,
+    read: impl Fn(u64, &AtomicBool) -> R + Sync,
+    write: impl FnOnce(&AtomicBool) -> W + Send,
+) -> (W, Vec<R>) {
+    let stop = AtomicBool::new(false);
+    thread::scope(|s| {
+        let (read, stop) = (&read, &stop);
+        let rs: Vec<_> = (0..readers)
+            .map(|r| s.spawn(move || read(r, stop)))
+            .collect();
+        let w = s.spawn(move || write(stop));
+        thread::sleep(Duration::from_millis(1500));
+        stop.store(true, Ordering::Relaxed);
+        let w = w.join().unwrap();
+        (w, rs.into_iter().map(|r| r.join().unwrap()).collect())
+    })
+}
+
 #[test]
 fn index_never_reads_empty_while_a_multi_order_entry_replaces_smaller_ones() {
     let _serial = serial();
@@ -863,53 +885,41 @@ fn index_never_reads_empty_while_a_multi_order_entry_replaces_smaller_ones() {
     for i in 64..128 {
         xa.store(i, Entry::Item(tracker.item(i, 0, false))).unwrap();
     }
-    let stop = Arc::new(AtomicBool::new(false));
-    let readers: Vec<_> = (0..2)
-        .map(|r| {
-            let (xa, stop) = (xa.clone(), stop.clone());
-            thread::spawn(move || {
-                let mut rng = StdRng::seed_from_u64(r);
-                let mut empty = 0u64;
-                let mut loads = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    let i = 64 + rng.gen_range(0..64);
-                    loads += 1;
-                    match xa.load(i) {
-                        Some(e) => {
-                            if let Err((kind, msg)) = check_owned(i, &e, false, "load (replace)") {
-                                panic!("{kind}: {msg}");
-                            }
-                        }
-                        None => empty += 1,
+    let read = |r, stop: &AtomicBool| {
+        let mut rng = StdRng::seed_from_u64(r);
+        let mut empty = 0u64;
+        let mut loads = 0u64;
+        while !stop.load(Ordering::Relaxed) {
+            let i = 64 + rng.gen_range(0..64);
+            loads += 1;
+            match xa.load(i) {
+                Some(e) => {
+                    if let Err((kind, msg)) = check_owned(i, &e, false, "load (replace)") {
+                        panic!("{kind}: {msg}");
                     }
                 }
-                (loads, empty)
-            })
-        })
-        .collect();
-    let writer = {
-        let (xa, stop) = (xa.clone(), stop.clone());
-        thread::spawn(move || {
-            let mut cycles = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                cycles += 1;
-                xa.store_order(64, 6, Entry::Item(tracker.item(64, 6, false)))
-                    .unwrap();
-                xa.split(64, 0).unwrap();
-                if cycles.is_multiple_of(2) {
-                    // Order-0 items of their own, in the leaf the split built.
-                    for i in 64..128 {
-                        xa.store(i, Entry::Item(tracker.item(i, 0, false))).unwrap();
-                    }
+                None => empty += 1,
+            }
+        }
+        (loads, empty)
+    };
+    let write = |stop: &AtomicBool| {
+        let mut cycles = 0u64;
+        while !stop.load(Ordering::Relaxed) {
+            cycles += 1;
+            xa.store_order(64, 6, Entry::Item(tracker.item(64, 6, false)))
+                .unwrap();
+            xa.split(64, 0).unwrap();
+            if cycles.is_multiple_of(2) {
+                // Order-0 items of their own, in the leaf the split built.
+                for i in 64..128 {
+                    xa.store(i, Entry::Item(tracker.item(i, 0, false))).unwrap();
                 }
             }
-            cycles
-        })
+        }
+        cycles
     };
-    thread::sleep(Duration::from_millis(1500));
-    stop.store(true, Ordering::Relaxed);
-    let cycles = writer.join().unwrap();
-    let res: Vec<(u64, u64)> = readers.into_iter().map(|r| r.join().unwrap()).collect();
+    let (cycles, res) = race_for_a_while(2, read, write);
     eprintln!("replace cycles {cycles}; readers (loads, empty) {res:?}");
     let empty: u64 = res.iter().map(|r| r.1).sum();
     assert_eq!(empty, 0, "indices 64..128 read as empty {empty} times");
@@ -933,58 +943,44 @@ fn mark_of_an_entry_marked_throughout_a_split_always_reads_set() {
             .unwrap();
         xa.set_mark(b, M);
     }
-    let stop = Arc::new(AtomicBool::new(false));
-    let readers: Vec<_> = (0..2)
-        .map(|r| {
-            let (xa, stop) = (xa.clone(), stop.clone());
-            thread::spawn(move || {
-                let mut rng = StdRng::seed_from_u64(r);
-                let (mut reads, mut unmarked, mut missed) = (0u64, 0u64, 0u64);
-                while !stop.load(Ordering::Relaxed) {
-                    let i = if rng.gen_bool(0.5) {
-                        rng.gen_range(1..16)
-                    } else {
-                        rng.gen_range(33..64)
-                    };
-                    reads += 1;
-                    if !xa.get_mark(i, M) {
-                        unmarked += 1;
-                    }
-                    match xa.find_marked(i, i, M) {
-                        Some((j, e)) => {
-                            assert_eq!(j, i);
-                            if let Err((kind, msg)) =
-                                check_owned(j, &e, true, "find_marked (split)")
-                            {
-                                panic!("{kind}: {msg}");
-                            }
-                        }
-                        None => missed += 1,
-                    }
-                }
-                (reads, unmarked, missed)
-            })
-        })
-        .collect();
-    let writer = {
-        let (xa, stop) = (xa.clone(), stop.clone());
-        thread::spawn(move || {
-            let mut cycles = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                cycles += 1;
-                for (b, o) in [(0u64, 4u32), (32, 5)] {
-                    xa.split(b, 0).unwrap();
-                    xa.store_order(b, o, Entry::Item(tracker.item(b, o, true)))
-                        .unwrap();
-                }
+    let read = |r, stop: &AtomicBool| {
+        let mut rng = StdRng::seed_from_u64(r);
+        let (mut reads, mut unmarked, mut missed) = (0u64, 0u64, 0u64);
+        while !stop.load(Ordering::Relaxed) {
+            let i = if rng.gen_bool(0.5) {
+                rng.gen_range(1..16)
+            } else {
+                rng.gen_range(33..64)
+            };
+            reads += 1;
+            if !xa.get_mark(i, M) {
+                unmarked += 1;
             }
-            cycles
-        })
+            match xa.find_marked(i, i, M) {
+                Some((j, e)) => {
+                    assert_eq!(j, i);
+                    if let Err((kind, msg)) = check_owned(j, &e, true, "find_marked (split)") {
+                        panic!("{kind}: {msg}");
+                    }
+                }
+                None => missed += 1,
+            }
+        }
+        (reads, unmarked, missed)
     };
-    thread::sleep(Duration::from_millis(1500));
-    stop.store(true, Ordering::Relaxed);
-    let cycles = writer.join().unwrap();
-    let res: Vec<(u64, u64, u64)> = readers.into_iter().map(|r| r.join().unwrap()).collect();
+    let write = |stop: &AtomicBool| {
+        let mut cycles = 0u64;
+        while !stop.load(Ordering::Relaxed) {
+            cycles += 1;
+            for (b, o) in [(0u64, 4u32), (32, 5)] {
+                xa.split(b, 0).unwrap();
+                xa.store_order(b, o, Entry::Item(tracker.item(b, o, true)))
+                    .unwrap();
+            }
+        }
+        cycles
+    };
+    let (cycles, res) = race_for_a_while(2, read, write);
     eprintln!("split cycles {cycles}; readers (reads, unmarked, missed) {res:?}");
     let unmarked: u64 = res.iter().map(|r| r.1).sum();
     let missed: u64 = res.iter().map(|r| r.2).sum();
@@ -1079,67 +1075,57 @@ fn iteration_stays_ordered_while_a_multi_order_entry_is_replaced() {
         .unwrap();
     xa.store(64, Entry::Item(tracker.item(64, 0, false)))
         .unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let faults = Arc::new(Faults::default());
-    let reader = {
-        let (xa, stop, faults) = (xa.clone(), stop.clone(), faults.clone());
-        thread::spawn(move || {
-            let mut rng = StdRng::seed_from_u64(3);
-            let mut rounds = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                rounds += 1;
-                let start = rng.gen_range(33..64);
-                let mut prev = None;
-                let mut n = 0;
-                for (j, e) in xa.iter(start..=127).unwrap().take(64) {
-                    faults.check(check_step(&mut prev, j, start, 127, "iter"));
-                    faults.check(check_owned(j, &e, false, "iter"));
-                    if n == 0 && j != start {
-                        faults.add(
-                            "iteration started inside an entry not reported at the start",
-                            format!("iter({start}..) first reported {j}"),
-                        );
-                    }
-                    n += 1;
-                }
-                if n != 2 {
+    let faults = Faults::default();
+    let read = |_, stop: &AtomicBool| {
+        let mut rng = StdRng::seed_from_u64(3);
+        let mut rounds = 0u64;
+        while !stop.load(Ordering::Relaxed) {
+            rounds += 1;
+            let start = rng.gen_range(33..64);
+            let mut prev = None;
+            let mut n = 0;
+            for (j, e) in xa.iter(start..=127).unwrap().take(64) {
+                faults.check(check_step(&mut prev, j, start, 127, "iter"));
+                faults.check(check_owned(j, &e, false, "iter"));
+                if n == 0 && j != start {
                     faults.add(
-                        "iteration saw the two entries present throughout a wrong number of times",
-                        format!("iter({start}..=127) returned {n} entries"),
+                        "iteration started inside an entry not reported at the start",
+                        format!("iter({start}..) first reported {j}"),
                     );
                 }
-                let o = xa.get_order(start);
-                if o != 5 {
-                    faults.add(
-                        "get_order wrong inside an entry present throughout",
-                        format!("get_order({start}) = {o}"),
-                    );
-                }
-                let c = xa.count(32..64).unwrap();
-                if c != 1 {
-                    faults.add("count of one entry not 1", format!("count(32..64) = {c}"));
-                }
-            }
-            rounds
-        })
-    };
-    let writer = {
-        let (xa, stop) = (xa.clone(), stop.clone());
-        thread::spawn(move || {
-            let mut n = 0u64;
-            while !stop.load(Ordering::Relaxed) {
                 n += 1;
-                xa.store_order(32, 5, Entry::Item(tracker.item(32, 5, false)))
-                    .unwrap();
             }
-            n
-        })
+            if n != 2 {
+                faults.add(
+                    "iteration saw the two entries present throughout a wrong number of times",
+                    format!("iter({start}..=127) returned {n} entries"),
+                );
+            }
+            let o = xa.get_order(start);
+            if o != 5 {
+                faults.add(
+                    "get_order wrong inside an entry present throughout",
+                    format!("get_order({start}) = {o}"),
+                );
+            }
+            let c = xa.count(32..64).unwrap();
+            if c != 1 {
+                faults.add("count of one entry not 1", format!("count(32..64) = {c}"));
+            }
+        }
+        rounds
     };
-    thread::sleep(Duration::from_millis(1500));
-    stop.store(true, Ordering::Relaxed);
-    let replaced = writer.join().unwrap();
-    let rounds = reader.join().unwrap();
-    eprintln!("replaced {replaced} times; reader rounds {rounds}");
+    let write = |stop: &AtomicBool| {
+        let mut n = 0u64;
+        while !stop.load(Ordering::Relaxed) {
+            n += 1;
+            xa.store_order(32, 5, Entry::Item(tracker.item(32, 5, false)))
+                .unwrap();
+        }
+        n
+    };
+    let (replaced, rounds) = race_for_a_while(1, read, write);
+    eprintln!("replaced {replaced} times; reader rounds {rounds:?}");
     drop(Arc::try_unwrap(xa).expect("all threads joined"));
     tracker.assert_all_dropped_once();
     faults.assert_none();

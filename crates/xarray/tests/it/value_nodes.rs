@@ -15,19 +15,10 @@
 
 use std::sync::Arc;
 
-use foliocache_xarray::{Cursor, Entry, EntryKey, Error, XArray};
+use foliocache_xarray::{Cursor, Entry, EntryKey, Error};
 use proptest::prelude::*;
 
-type Xa = XArray<Arc<u64>>;
-type E = Entry<Arc<u64>>;
-
-fn val(x: u64) -> E {
-    Entry::Value(x)
-}
-
-fn item(x: u64) -> E {
-    Entry::Item(Arc::new(x))
-}
+use crate::common::{cfg, item, val, Xa, E};
 
 /// The counter, after checking it against a walk of the tree.
 #[track_caller]
@@ -620,17 +611,6 @@ fn apply(xa: &Xa, op: &Op) {
             assert!(done == 0 || xa.len() < values, "nodes went but no entry");
         }
     }
-}
-
-fn cfg() -> ProptestConfig {
-    let mut c = ProptestConfig {
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    };
-    if std::env::var_os("PROPTEST_CASES").is_none() {
-        c.cases = 256;
-    }
-    c
 }
 
 proptest! {

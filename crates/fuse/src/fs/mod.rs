@@ -1,0 +1,268 @@
+//! [`FolioFs`]: the FUSE operations over a backing directory and a cache.
+//!
+//! Metadata operations pass through to the backing directory with the
+//! `*at` system calls on the descriptors of the inode table
+//! ([`crate::inode`]); file data goes through the [`Cache`]. Every file is
+//! opened toward the kernel with `FOPEN_DIRECT_IO`, so the kernel keeps no
+//! second copy of what the cache holds.
+//!
+//! One part per file: `attr.rs` attributes and times; `names.rs` names in
+//! directories (lookup, create, the directory listing); `data.rs` file
+//! data (open, read, write, fallocate); `stats.rs` the control file's
+//! statistics; `ops.rs` the FUSE requests, each answered from those.
+
+mod attr;
+mod data;
+mod names;
+mod ops;
+mod stats;
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use foliocache::{Cache, File};
+use fuser::{Errno, FileHandle, FileType, INodeNo};
+use nix::fcntl::{self, OFlag};
+use nix::sys::stat::{self, Mode};
+use nix::unistd::{self};
+use parking_lot::Mutex;
+
+use crate::control::{self, CONTROL_INO};
+use crate::inode::{Inode, InodeTable};
+
+/// How long the kernel may keep an entry or attributes: the backing
+/// changes only through this server, which answers every change.
+const TTL: Duration = Duration::from_secs(1);
+
+/// The largest read or write the kernel is asked to send at once.
+const MAX_IO: u32 = 1 << 20;
+
+type Res<T> = Result<T, Errno>;
+
+/// An open file, directory or control file.
+enum Handle {
+    File {
+        file: File,
+        /// Its node (for the time of its last write).
+        inode: Arc<Inode>,
+    },
+    Dir {
+        entries: Vec<(u64, FileType, OsString)>,
+    },
+    Control(Mutex<control::Session>),
+}
+
+/// The FUSE filesystem: a backing directory served through one [`Cache`].
+///
+/// Build one with [`FolioFs::new`] and mount it with fuser (or
+/// [`crate::spawn`] / [`crate::session`]). Requests may be served by
+/// several threads at once: every table is behind its own short lock, and
+/// the cache is thread-safe.
+pub struct FolioFs {
+    cache: Cache,
+    inodes: InodeTable,
+    handles: Mutex<HashMap<u64, Arc<Handle>>>,
+    next_fh: AtomicU64,
+    dontcache: bool,
+    /// Running as root: files made for a request are given the requester's
+    /// owner, as a local filesystem would.
+    chown_created: bool,
+    /// The server's effective user and group (owner of the control file).
+    owner: (u32, u32),
+    shut: AtomicBool,
+    /// The kernel maps the files shared (`FUSE_DIRECT_IO_ALLOW_MMAP` was
+    /// agreed at init).
+    shared_mmap: AtomicBool,
+    /// The writeback error of the shutdown, for [`crate::serve`] to report.
+    sync_error: Arc<Mutex<Option<String>>>,
+    /// Where the warm-restart list is saved at unmount, if anywhere.
+    state: Option<std::path::PathBuf>,
+    /// The periodic save of that list (stops when dropped).
+    saver: Option<crate::warm::Saver>,
+}
+
+/// Every node the kernel knows holds a descriptor: lets the process have
+/// as many as its hard limit allows (the soft limit is often 1024).
+fn raise_fd_limit() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        if soft < hard {
+            let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+        }
+    }
+}
+
+impl FolioFs {
+    /// A filesystem serving the tree under `backing_dir` through `cache`.
+    /// With `dontcache`, every read and write is uncached
+    /// ([`ReadFlags::DONTCACHE`], [`WriteFlags::DONTCACHE`]).
+    ///
+    /// # Errors
+    /// The OS error of opening `backing_dir` (`ENOTDIR` if it is not a
+    /// directory).
+    pub fn new(backing_dir: &Path, cache: Cache, dontcache: bool) -> io::Result<FolioFs> {
+        let fd = fcntl::open(
+            backing_dir,
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?;
+        let st = stat::fstat(&fd)?;
+        raise_fd_limit();
+        Ok(FolioFs {
+            cache,
+            inodes: InodeTable::new(fd, (st.st_dev, st.st_ino)),
+            handles: Mutex::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+            dontcache,
+            chown_created: unistd::geteuid().is_root(),
+            owner: (unistd::geteuid().as_raw(), unistd::getegid().as_raw()),
+            shut: AtomicBool::new(false),
+            shared_mmap: AtomicBool::new(false),
+            sync_error: Arc::new(Mutex::new(None)),
+            state: None,
+            saver: None,
+        })
+    }
+
+    /// Warm restarts with the state file at `path`: starts loading it
+    /// into the cache in the background, saves it every 30 s while the
+    /// file system lives, and at unmount ([`shutdown`](Self::shutdown)).
+    ///
+    /// # Errors
+    /// The OS error of starting the saving thread.
+    pub fn warm_restarts(&mut self, path: &Path) -> io::Result<()> {
+        self.saver = Some(crate::warm::start(&self.cache, path)?);
+        self.state = Some(path.to_path_buf());
+        Ok(())
+    }
+
+    /// The cache the files are served through.
+    pub fn cache(&self) -> &Cache {
+        &self.cache
+    }
+
+    /// Writes back every dirty folio (but an unlinked file's, which goes
+    /// unwritten) and drops the cache's handles: what unmounting does (also
+    /// on drop). Idempotent.
+    ///
+    /// When the writeback fails, each file the kernel knows is synced
+    /// again on its own, which reports the error its handle has not yet
+    /// seen (`Cache::sync_all` tried every file, so one file's failure kept
+    /// no other's data from the backing): the error names each failed file
+    /// by its backing path. A failed file's data stays dirty until the
+    /// cache goes, and is lost with it: the error is what says so.
+    ///
+    /// # Errors
+    /// Every file whose writeback or sync failed, by path, with the first
+    /// one's error kind; [`Cache::sync_all`]'s error if no file the kernel
+    /// knows reports one (a file it has forgotten failed).
+    pub fn shutdown(&self) -> io::Result<()> {
+        if self.shut.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        // The data of unlinked files goes unwritten, as at their last close:
+        // the mount going away closes them.
+        let inodes = self.inodes.all();
+        for inode in &inodes {
+            inode.discard_if_unlinked();
+        }
+        let mut r = self.cache.sync_all();
+        if let Err(e) = &r {
+            let failed: Vec<(String, io::Error)> = inodes
+                .iter()
+                .filter_map(|inode| {
+                    let file = inode.cached.lock().clone()?;
+                    let e = file.sync_all().err()?;
+                    let path = std::fs::read_link(inode.proc_path()).map_or_else(
+                        |_| format!("inode {}", inode.key.1),
+                        |p| p.display().to_string(),
+                    );
+                    Some((path, e))
+                })
+                .collect();
+            if !failed.is_empty() {
+                let list: Vec<String> = failed.iter().map(|(p, e)| format!("{p}: {e}")).collect();
+                r = Err(io::Error::new(
+                    failed[0].1.kind(),
+                    format!(
+                        "{} file(s) not written back: {}",
+                        failed.len(),
+                        list.join("; ")
+                    ),
+                ));
+            } else {
+                log::debug!("foliocache-fuse: the failed writeback was of a forgotten file: {e}");
+            }
+        }
+        // The list of what is cached, before the cached files go (after
+        // the writeback: files with dirty data are left out of it).
+        if let Some(path) = &self.state {
+            crate::warm::save(&self.cache, path);
+        }
+        self.handles.lock().clear();
+        self.inodes.drop_cached();
+        if let Err(e) = &r {
+            log::error!("foliocache-fuse: writeback at unmount failed: {e}");
+            *self.sync_error.lock() = Some(e.to_string());
+        }
+        r
+    }
+
+    /// Whether the kernel lets programs map the mount's files shared
+    /// (`MAP_SHARED`): it has `FUSE_DIRECT_IO_ALLOW_MMAP` (Linux 6.6 and
+    /// later). Known once the mount is up; false before.
+    pub fn shared_mmap(&self) -> bool {
+        self.shared_mmap.load(Ordering::Relaxed)
+    }
+
+    /// Where [`shutdown`](Self::shutdown) leaves its writeback error, if
+    /// any (shared: read it after the session has ended).
+    pub fn sync_error(&self) -> Arc<Mutex<Option<String>>> {
+        self.sync_error.clone()
+    }
+
+    fn inode(&self, ino: INodeNo) -> Res<Arc<Inode>> {
+        if ino.0 == CONTROL_INO {
+            // Only a directory's operations reach here with it.
+            return Err(Errno::ENOTDIR);
+        }
+        self.inodes.get(ino.0).ok_or(Errno::ESTALE)
+    }
+
+    fn handle(&self, fh: FileHandle) -> Res<Arc<Handle>> {
+        self.handles.lock().get(&fh.0).cloned().ok_or(Errno::EBADF)
+    }
+
+    fn add_handle(&self, h: Handle) -> FileHandle {
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        self.handles.lock().insert(fh, Arc::new(h));
+        FileHandle(fh)
+    }
+
+    fn file_of(&self, fh: FileHandle) -> Res<Arc<Handle>> {
+        let h = self.handle(fh)?;
+        match &*h {
+            Handle::File { .. } => Ok(h),
+            Handle::Dir { .. } => Err(Errno::EISDIR),
+            Handle::Control(_) => Ok(h),
+        }
+    }
+
+    /// Forgets the handle `fh` (a release of a file or directory): the
+    /// file it held closes when its last user is done with it.
+    fn close_handle(&self, fh: FileHandle) {
+        let h = self.handles.lock().remove(&fh.0);
+        drop(h);
+    }
+}
+
+impl Drop for FolioFs {
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+    }
+}

@@ -1,0 +1,79 @@
+//! The statistics the control file answers with: the cache's, as JSON,
+//! and the residency of a file (`cachestat`).
+
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+
+use nix::fcntl::{self, OFlag};
+use nix::sys::stat::{self, Mode, SFlag};
+
+use crate::control::{self};
+use crate::inode::ROOT;
+
+use super::FolioFs;
+
+impl FolioFs {
+    /// The figures `foliocache stat` shows, as JSON: the cache's, and
+    /// cachestat of each path (relative to the mount root) asked for.
+    pub(crate) fn stats_json(&self, paths: &[String]) -> serde_json::Value {
+        let files: Vec<serde_json::Value> = paths
+            .iter()
+            .map(|p| match self.cachestat_of(p) {
+                Ok(cs) => serde_json::json!({
+                    "path": p,
+                    "cached": cs.cached,
+                    "dirty": cs.dirty,
+                    "writeback": cs.writeback,
+                    "evicted": cs.evicted,
+                    "recently_evicted": cs.recently_evicted,
+                }),
+                Err(e) => serde_json::json!({ "path": p, "error": e.to_string() }),
+            })
+            .collect();
+        serde_json::json!({
+            "cache": control::cache_stats_json(&self.cache.stats()),
+            "io_engine": self.cache.io_engine_name(),
+            "dontcache": self.dontcache,
+            "shared_mmap": self.shared_mmap(),
+            "warm": crate::warm::progress_json(&self.cache.warm_progress()),
+            "files": files,
+        })
+    }
+
+    /// cachestat of the whole file at `rel` (below the root, each
+    /// component looked up without following symlinks).
+    pub(super) fn cachestat_of(&self, rel: &str) -> io::Result<foliocache::CacheStat> {
+        let root = self
+            .inodes
+            .get(ROOT)
+            .ok_or_else(|| io::Error::other("no root"))?;
+        let mut cur: Option<OwnedFd> = None;
+        for comp in rel.split('/').filter(|c| !c.is_empty() && *c != ".") {
+            if comp == ".." {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "`..` is not allowed in a control path",
+                ));
+            }
+            let dir: &OwnedFd = cur.as_ref().unwrap_or(&root.fd);
+            let fd = fcntl::openat(
+                dir.as_fd(),
+                comp,
+                OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )?;
+            cur = Some(fd);
+        }
+        let fd = cur.ok_or_else(|| io::Error::from(nix::errno::Errno::EISDIR))?;
+        let st = stat::fstat(&fd)?;
+        if st.st_mode & SFlag::S_IFMT.bits() != SFlag::S_IFREG.bits() {
+            return Err(nix::errno::Errno::EINVAL.into());
+        }
+        // Not opened through the cache: an open would take a warm-loaded
+        // file over, and its folios would go with that handle.
+        self.cache.cachestat_file(format!(
+            "/proc/self/fd/{}",
+            std::os::fd::AsRawFd::as_raw_fd(&fd)
+        ))
+    }
+}
