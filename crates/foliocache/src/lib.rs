@@ -204,7 +204,7 @@ pub use cache::{parse_size, Cache, CacheBuilder, CacheStats, MemoryUsage};
 pub use file::File;
 pub use filemap::pin::Pinned;
 pub use flags::ReadFlags;
-pub use guardian::Guardian;
+pub use guardian::{Guardian, WrittenBack};
 pub use loaded::WarmProgress;
 pub use pressure::PressureConfig;
 pub use read_many::{Completed, ReadQueue, ReadReq};

@@ -176,7 +176,7 @@ fn child_main(segment: RawFd, pidfd: RawFd, wait_end: RawFd) -> ! {
 
 /// Writes back what the segment in the memory file `fd` holds unsaved,
 /// and says what it wrote on stderr. (Allocation-free.)
-pub(crate) fn recover_from(fd: BorrowedFd<'_>) -> super::recover::Recovered {
+pub(crate) fn recover_from(fd: BorrowedFd<'_>) -> super::recover::WrittenBack {
     let Ok(st) = rustix::fs::fstat(fd) else {
         return Default::default();
     };

@@ -15,7 +15,9 @@
 //! [`CacheBuilder::guardian`]: crate::CacheBuilder::guardian
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+
+pub use recover::WrittenBack;
 
 pub(crate) mod child;
 pub(crate) mod recover;
@@ -44,6 +46,33 @@ pub enum Guardian {
     /// name `foliocache-guardian`), or that another live process claimed,
     /// is refused: the build fails.
     Segment(std::sync::Arc<OwnedFd>),
+}
+
+impl Guardian {
+    /// A guardian's memory file for a launcher to pass down (as
+    /// `foliocache run` does): made with the name a cache checks for,
+    /// inherited across `exec` (no `O_CLOEXEC`), with the header page a
+    /// claim needs. The launcher passes its number to the program (the
+    /// interposer's `FOLIOCACHE_PRELOAD_GUARD`), whose cache claims it
+    /// ([`Guardian::Segment`]), and once the program is gone calls
+    /// [`write_back`](Self::write_back) on it.
+    ///
+    /// # Errors
+    /// The OS error of `memfd_create` or `fallocate`.
+    pub fn memory_file() -> io::Result<OwnedFd> {
+        let fd = rustix::fs::memfd_create(segment::NAME, rustix::fs::MemfdFlags::empty())?;
+        rustix::fs::fallocate(&fd, rustix::fs::FallocateFlags::empty(), 0, segment::PAGE)?;
+        Ok(fd)
+    }
+
+    /// Writes back what the segment in the memory file `segment` holds
+    /// unsaved: each page to its file, each file's size set (docs/design.md,
+    /// section 12, "Recovery"). Run once the process that claimed it is
+    /// gone (after a clean exit nothing is unsaved). Says on stderr what it
+    /// wrote and what it skipped.
+    pub fn write_back(segment: BorrowedFd<'_>) -> WrittenBack {
+        child::recover_from(segment)
+    }
 }
 
 /// The file slots' allocator: slot 0 is never handed out.

@@ -40,16 +40,18 @@ impl Drop for Fd {
     }
 }
 
-/// What a recovery did.
+/// What a guardian wrote back ([`Guardian::write_back`]).
+///
+/// [`Guardian::write_back`]: crate::Guardian::write_back
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Recovered {
+pub struct WrittenBack {
     /// Files written to.
-    pub(crate) files: u64,
+    pub files: u64,
     /// Bytes written.
-    pub(crate) bytes: u64,
-    /// Files skipped: gone, replaced by another file at their path, or a
-    /// write that failed.
-    pub(crate) skipped: u64,
+    pub bytes: u64,
+    /// Files skipped (each said on stderr): gone, replaced by another file
+    /// at their path, or a write that failed.
+    pub skipped: u64,
 }
 
 /// A line for stderr, built on the stack.
@@ -120,8 +122,8 @@ fn skipped(path: &std::ffi::CStr, why: &[u8], errno: Option<Errno>) {
 }
 
 /// Writes back what the segment in `bytes` holds unsaved.
-pub(crate) fn recover(bytes: &[u8]) -> Recovered {
-    let mut done = Recovered::default();
+pub(crate) fn recover(bytes: &[u8]) -> WrittenBack {
+    let mut done = WrittenBack::default();
     let view = match View::new(bytes) {
         Ok(v) => v,
         Err(why) => {

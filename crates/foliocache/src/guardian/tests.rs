@@ -6,7 +6,7 @@ use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
 
 use super::child::{private_anonymous, recover_from};
-use super::recover::Recovered;
+use super::recover::WrittenBack;
 use super::segment::{Segment, PAGE};
 use super::{Guard, Guardian};
 
@@ -126,7 +126,7 @@ fn unsaved_pages_are_written_to_their_files_at_their_offsets() {
     let done = recover_from(g.segment().fd());
     assert_eq!(
         done,
-        Recovered {
+        WrittenBack {
             files: 2,
             bytes: 4 * PAGE + (PAGE - 100),
             skipped: 0
@@ -208,7 +208,7 @@ fn a_scribbled_segment_writes_nothing_outside_and_never_panics() {
     let seg = g.segment();
     seg.mark_unsaved(0, 4, 7, 0);
     seg.mark_unsaved(4, 2, 200, 1 << 40);
-    assert_eq!(recover_from(seg.fd()), Recovered::default());
+    assert_eq!(recover_from(seg.fd()), WrittenBack::default());
     // A header scribbled on: refused whole.
     let len = rustix::fs::fstat(seg.fd()).unwrap().st_size as usize;
     // SAFETY: a fresh shared mapping of the memory file, written as bytes.
@@ -227,7 +227,7 @@ fn a_scribbled_segment_writes_nothing_outside_and_never_panics() {
     for (off, v) in [(24usize, u64::MAX), (40, 1), (32, 1 << 30)] {
         // SAFETY: inside the mapping's first page, 8-byte aligned.
         unsafe { p.add(off).cast::<u64>().write_volatile(v) };
-        assert_eq!(recover_from(seg.fd()), Recovered::default());
+        assert_eq!(recover_from(seg.fd()), WrittenBack::default());
     }
     // SAFETY: the mapping made above.
     unsafe { rustix::mm::munmap(p.cast(), len) }.unwrap();
