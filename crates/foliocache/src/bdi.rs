@@ -2,13 +2,16 @@
 //! `bdi_writeback`): the flusher's wake-up, the pool of threads a
 //! writeback run's writes go through side by side, and the dirty
 //! thresholds as the builder set them. `writeback.rs` runs writeback with
-//! them; reclaim and allocation only wake the flusher.
+//! them; reclaim and allocation only wake the flusher. Each file's own
+//! writeback state is a [`FileWb`] here, below the mappings that hold it.
 
 use std::sync::Arc;
 
 use backing::ThreadStart;
 
+use crate::errseq::ErrSeq;
 use crate::kick::Kick;
+use crate::sync::{AtomicU64, FairMutex, FairMutexGuard, Ordering};
 use crate::wbpool::WbPool;
 
 /// See the [module documentation](self).
@@ -102,5 +105,89 @@ impl Bdi {
     #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn background_set(&self) -> Option<u64> {
         self.background_set
+    }
+}
+
+/// One file's writeback state, which its [`Mapping`](crate::filemap::Mapping)
+/// holds (the kernel keeps it in the `address_space`: `writeback_index`,
+/// `wb_err`, the dirty tag's count): one batch of the file's writeback at
+/// a time, the page where throttled writers go on, the file's dirty pages
+/// and its writeback errors. Its fields change only through these
+/// methods, which writeback calls (`writeback.rs`, and the writeback IO
+/// in `filemap/writeback.rs`).
+pub(crate) struct FileWb {
+    /// One batch of this file's writeback at a time (a pass takes it
+    /// for each batch, so writers throttled on the file and the flusher
+    /// take turns, in the order they came: a fair lock); held by
+    /// truncation while it changes the backing's size.
+    lock: FairMutex<()>,
+    /// The page where the last throttled writer's writeback stopped: the
+    /// next one goes on from there (the kernel's `writeback_index`), so
+    /// throttled writers take turns over the whole file. A hint, plain
+    /// even under loom: any value is a correct place to start.
+    #[allow(clippy::disallowed_types)]
+    next: std::sync::atomic::AtomicU64,
+    /// Pages of dirty folios. (A loom atomic under loom: writeback
+    /// decides on it whether there is anything to do, and the models of
+    /// writeback against truncation and close race on it.)
+    dirty_pages: AtomicU64,
+    /// Writeback errors, reported once per handle (the kernel's errseq).
+    err: ErrSeq,
+}
+
+impl Default for FileWb {
+    // (Builds the plain `next`: see its field.)
+    #[allow(clippy::disallowed_types)]
+    fn default() -> FileWb {
+        FileWb {
+            lock: FairMutex::new(()),
+            next: std::sync::atomic::AtomicU64::new(0),
+            dirty_pages: AtomicU64::new(0),
+            err: ErrSeq::default(),
+        }
+    }
+}
+
+impl FileWb {
+    /// Takes the file's writeback lock: no batch of its writeback runs
+    /// until the guard goes.
+    pub(crate) fn lock(&self) -> FairMutexGuard<'_, ()> {
+        self.lock.lock()
+    }
+
+    /// The page the next throttled writeback starts from.
+    pub(crate) fn next(&self) -> u64 {
+        self.next.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Where a throttled writeback stopped: the next one goes on there.
+    pub(crate) fn set_next(&self, page: u64) {
+        self.next.store(page, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Pages of the file's dirty folios.
+    #[inline]
+    pub(crate) fn dirty_pages(&self) -> u64 {
+        self.dirty_pages.load(Ordering::Relaxed)
+    }
+
+    /// `pages` more are dirty.
+    pub(crate) fn add_dirty(&self, pages: u64) {
+        self.dirty_pages.fetch_add(pages, Ordering::Relaxed);
+    }
+
+    /// `pages` are clean again (written, or gone with their folio).
+    pub(crate) fn sub_dirty(&self, pages: u64) {
+        self.dirty_pages.fetch_sub(pages, Ordering::Relaxed);
+    }
+
+    /// Records a writeback error, for every handle's next sync.
+    pub(crate) fn record(&self, e: &std::io::Error) {
+        self.err.record(e);
+    }
+
+    /// The file's error sequence, for a handle to sample and check.
+    pub(crate) fn err(&self) -> &ErrSeq {
+        &self.err
     }
 }

@@ -93,19 +93,19 @@ impl Cache {
         let backing: Arc<dyn Backing> = Arc::new(backing);
         let (mapping, new) = self.inner.find_or_register((md.dev(), md.ino()), |this| {
             let mut m = Mapping::new(this, self.inner.clone(), backing.clone(), size);
-            m.path = Some(path.to_path_buf());
+            m.inode.path = Some(path.to_path_buf());
             m
         });
         if new {
             mapping.set_backing(backing, writable);
-            let _ = mapping.opened_as.set(md.clone());
+            mapping.set_opened_as(md.clone());
         } else {
             if writable && !mapping.backing_writable() {
                 mapping.set_backing(backing, true);
             }
             if truncated {
                 // The open cut the file on the backing: the cache follows.
-                mapping.truncate_to(0)?;
+                crate::truncate::truncate_to(&mapping, 0)?;
             }
         }
         let file = self.file_on(mapping).with_access(writable, false);
@@ -138,8 +138,8 @@ impl Cache {
 
     /// A read-only handle on a registered mapping.
     fn file_on(&self, mapping: Arc<Mapping>) -> File {
-        mapping.handles.fetch_add(1, Ordering::Relaxed);
-        let since = mapping.wb_err.sample();
+        mapping.handle_opened();
+        let since = mapping.wb.err().sample();
         File {
             mapping,
             ra: Arc::new(Readahead::new(
@@ -201,7 +201,7 @@ impl File {
 
     /// The path it was opened from, if any.
     pub fn path(&self) -> Option<&Path> {
-        self.mapping.path.as_deref()
+        self.mapping.inode.path.as_deref()
     }
 
     /// The file's [`Mapping`], for the kernel-style filemap API.
@@ -453,13 +453,13 @@ impl File {
     /// give); the same access rights.
     pub fn reopen(&self) -> File {
         let cfg = self.ra.state.lock().cfg;
-        self.mapping.handles.fetch_add(1, Ordering::Relaxed);
+        self.mapping.handle_opened();
         File {
             mapping: self.mapping.clone(),
             ra: Arc::new(Readahead::new(cfg)),
             writable: self.writable,
             append: self.append,
-            wb_since: Arc::new(AtomicU64::new(self.mapping.wb_err.sample())),
+            wb_since: Arc::new(AtomicU64::new(self.mapping.wb.err().sample())),
         }
     }
 
@@ -515,7 +515,7 @@ impl File {
     /// the backing's error if it cannot report its size (then nothing
     /// changed).
     pub fn discard(&self) -> io::Result<()> {
-        self.mapping.discard()
+        crate::truncate::discard(&self.mapping)
     }
 
     /// Access advice for `len` bytes at `offset` (`len == 0`: to end of
@@ -663,7 +663,7 @@ impl Clone for File {
     /// Another handle sharing this one's readahead state and error report
     /// (as a duplicated file descriptor).
     fn clone(&self) -> File {
-        self.mapping.handles.fetch_add(1, Ordering::Relaxed);
+        self.mapping.handle_opened();
         File {
             mapping: self.mapping.clone(),
             ra: self.ra.clone(),
@@ -681,17 +681,15 @@ impl Drop for File {
     /// meanwhile shares it, and its next sync reports the error.
     /// (`sync_data` before the close sees the error directly.)
     fn drop(&mut self) {
-        if self.mapping.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
-            let closed = self.mapping.close_handle();
+        if self.mapping.handle_closed() {
+            let closed = crate::writeback::close(&self.mapping);
             // (A later open of the path that shares the mapping closes it
             // again, and sets this anew.)
-            self.mapping
-                .closed_clean
-                .store(closed.is_ok(), Ordering::Release);
+            self.mapping.set_closed_clean(closed.is_ok());
             if let Err(e) = closed {
                 log::warn!(
                     "foliocache: writing back {:?} as it closed: {e}; kept cached and retried",
-                    self.mapping.path
+                    self.mapping.inode.path
                 );
                 self.mapping.inner().keep_closed_dirty(self.mapping.clone());
             }

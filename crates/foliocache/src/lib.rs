@@ -44,10 +44,13 @@
 //! (with `bdi`, its control), `workingset`, `folio` (descriptors and the
 //! cache's memory), `mm` (allocation that reclaims, the state the parts
 //! share) and the `arena` (the page allocator). They form layers: a module
-//! names only modules of its own layer and below, and the one import
-//! cycle is `filemap`, `mm` and `vmscan` (the kernel's `filemap.c`,
-//! `page_alloc.c` and `vmscan.c`). `docs/design.md` in the repository
-//! draws them, and a test (`tests/it/layering.rs`) keeps them so.
+//! names only modules of its own layer and below, and calls no method of
+//! `Mapping`, `File`, `Cache` or `CacheInner` defined only above it. The
+//! two import cycles are the kernel's: `filemap`, `mm` and `vmscan`
+//! (`filemap.c`, `page_alloc.c` and `vmscan.c`), and `lru` and
+//! `workingset` (`swap.c` and `workingset.c`). `docs/design.md` in the
+//! repository draws them, and a test (`tests/it/layering.rs`) keeps them
+//! so.
 //!
 //! # Locking
 //! Every lock, outermost first. A thread holding a lock takes only locks
@@ -57,11 +60,12 @@
 //! ```text
 //! inode_lock (per file, rwsem: writers shared, extending writes, set_len,
 //! │           punch_hole, collapse_range and insert_range exclusive)
-//! ├─ wb_lock -- Mapping::throttle, Mapping::shift_range (writeback first)
+//! ├─ wb_lock -- writeback::throttle, shift_range (writeback first)
 //! ├─ invalidate_lock (per file, rwsem: a read's folio creation shared,
 //! │  │               set_len/punch_hole/collapse/insert exclusive)
-//! │  │               -- Mapping::truncate_to, Mapping::shift_range
-//! │  └─ wb_lock (per file, one writeback at a time) -- Mapping::truncate_to
+//! │  │               -- truncate::truncate_to, shift_range
+//! │  └─ wb_lock (per file, one writeback at a time: FileWb::lock)
+//! │        -- truncate::truncate_to
 //! │     └─ folio lock (sleeping; several only in index order)
 //! │           -- Mapping::writeback (dirty_batch), InvalidateLocked::truncate_bytes
 //! ├─ folio lock -- File::write_at (Mapping::grab_folios)

@@ -280,7 +280,7 @@ impl Loaded {
     ) {
         let mut gone = Vec::new();
         let mut kept = self.kept.lock();
-        if mapping.handles.load(std::sync::atomic::Ordering::Acquire) == 0 {
+        if !mapping.has_handles() {
             if let Some(id) = identity(&mapping) {
                 let key = (id.dev, id.ino);
                 while let Some(i) = kept.iter().position(|k| k.0 == key) {
@@ -392,7 +392,7 @@ impl Loaded {
             return;
         };
         if Identity::of(md) != identity {
-            if let Err(e) = mapping.discard() {
+            if let Err(e) = crate::truncate::discard(mapping) {
                 log::warn!("foliocache: a warm-loaded file changed and could not be dropped: {e}");
             }
         }

@@ -377,7 +377,7 @@ impl CacheInner {
         if let Some(m) = all
             .iter()
             .filter_map(Weak::upgrade)
-            .find(|m| m.key == Some(key))
+            .find(|m| m.inode.key == Some(key))
         {
             return (m, false);
         }
@@ -386,7 +386,7 @@ impl CacheInner {
         }
         let m = Arc::new_cyclic(|this| {
             let mut mapping = make(this.clone());
-            mapping.key = Some(key);
+            mapping.inode.key = Some(key);
             mapping
         });
         all.push(Arc::downgrade(&m));

@@ -39,6 +39,7 @@ use backing::Shift;
 use crate::arena::PAGE;
 use crate::file::File;
 use crate::filemap::Mapping;
+use crate::truncate::InvalidateLocked;
 
 impl File {
     /// Removes `len` bytes at `offset` from the file and moves the data
@@ -60,7 +61,7 @@ impl File {
     ///   the backing holds).
     pub fn collapse_range(&self, offset: u64, len: u64) -> io::Result<()> {
         self.check_writable()?;
-        self.mapping().shift_range(Shift::Collapse, offset, len)
+        shift_range(self.mapping(), Shift::Collapse, offset, len)
     }
 
     /// Inserts a hole of `len` bytes at `offset`, moving the data from
@@ -82,69 +83,67 @@ impl File {
     ///   [`collapse_range`](Self::collapse_range)).
     pub fn insert_range(&self, offset: u64, len: u64) -> io::Result<()> {
         self.check_writable()?;
-        self.mapping().shift_range(Shift::Insert, offset, len)
+        shift_range(self.mapping(), Shift::Insert, offset, len)
     }
 }
 
-impl Mapping {
-    /// [`File::collapse_range`] and [`File::insert_range`]'s work.
-    fn shift_range(&self, shift: Shift, offset: u64, len: u64) -> io::Result<()> {
-        if self.memfile {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                format!(
-                    "{}: a memory file's folios are its only copy of its data, and they \
-                     do not move",
-                    shift.name()
-                ),
-            ));
+/// [`File::collapse_range`] and [`File::insert_range`]'s work.
+fn shift_range(m: &Mapping, shift: Shift, offset: u64, len: u64) -> io::Result<()> {
+    if m.memfile {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!(
+                "{}: a memory file's folios are its only copy of its data, and they \
+                 do not move",
+                shift.name()
+            ),
+        ));
+    }
+    let _i = m.inode.lock.write();
+    let size = m.size();
+    shift.check(offset, len, size)?;
+    // Everything dirty from the range's start on reaches the backing
+    // before the backing moves it. No writer can dirty more: this
+    // thread holds `inode_lock`.
+    m.writeback(offset / PAGE, u64::MAX)?;
+    let inv = InvalidateLocked::new(m);
+    let _wb = m.wb.lock();
+    // Written back, the backing holds the file as the cache sees it, to
+    // its size (a write's last block cuts the backing back to the size
+    // at writeback; `set_len` sets both at once). Made sure of, since
+    // the backing's size is what it checks the range against.
+    let backing = m.backing();
+    if backing.len()? != size {
+        backing.set_len(size)?;
+    }
+    let moved = match shift {
+        Shift::Collapse => backing.collapse_range(offset, len),
+        Shift::Insert => backing.insert_range(offset, len),
+    };
+    // Nothing from `offset` on is where it was: every folio and shadow
+    // there goes (clean: written back above), then the size changes. A
+    // large folio across `offset` goes whole: zeroing its part past
+    // `offset`, as a truncate does, would leave zeros where the moved
+    // data belongs. (It cannot change meanwhile: no folio is created
+    // under `invalidate_lock`.) Also after an error: a backing that
+    // failed should have moved nothing, but the cache does not count
+    // on it, and reads from the backing what it holds now.
+    let index = offset / PAGE;
+    let span = 1u64 << m.xa.get_order(index);
+    inv.truncate_bytes((index & !(span - 1)) * PAGE, u64::MAX);
+    match moved {
+        Ok(()) => {
+            m.set_size(match shift {
+                Shift::Collapse => size - len,
+                Shift::Insert => size + len,
+            });
+            Ok(())
         }
-        let _i = self.inode_lock.write();
-        let size = self.size();
-        shift.check(offset, len, size)?;
-        // Everything dirty from the range's start on reaches the backing
-        // before the backing moves it. No writer can dirty more: this
-        // thread holds `inode_lock`.
-        self.writeback(offset / PAGE, u64::MAX)?;
-        let inv = self.lock_invalidate();
-        let _wb = self.wb_lock.lock();
-        // Written back, the backing holds the file as the cache sees it, to
-        // its size (a write's last block cuts the backing back to the size
-        // at writeback; `set_len` sets both at once). Made sure of, since
-        // the backing's size is what it checks the range against.
-        let backing = self.backing();
-        if backing.len()? != size {
-            backing.set_len(size)?;
-        }
-        let moved = match shift {
-            Shift::Collapse => backing.collapse_range(offset, len),
-            Shift::Insert => backing.insert_range(offset, len),
-        };
-        // Nothing from `offset` on is where it was: every folio and shadow
-        // there goes (clean: written back above), then the size changes. A
-        // large folio across `offset` goes whole: zeroing its part past
-        // `offset`, as a truncate does, would leave zeros where the moved
-        // data belongs. (It cannot change meanwhile: no folio is created
-        // under `invalidate_lock`.) Also after an error: a backing that
-        // failed should have moved nothing, but the cache does not count
-        // on it, and reads from the backing what it holds now.
-        let index = offset / PAGE;
-        let span = 1u64 << self.xa.get_order(index);
-        inv.truncate_bytes((index & !(span - 1)) * PAGE, u64::MAX);
-        match moved {
-            Ok(()) => {
-                self.set_size(match shift {
-                    Shift::Collapse => size - len,
-                    Shift::Insert => size + len,
-                });
-                Ok(())
+        Err(e) => {
+            if let Ok(now) = backing.len() {
+                m.set_size(now);
             }
-            Err(e) => {
-                if let Ok(now) = backing.len() {
-                    self.set_size(now);
-                }
-                Err(e)
-            }
+            Err(e)
         }
     }
 }

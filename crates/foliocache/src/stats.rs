@@ -176,7 +176,7 @@ pub(crate) struct Stats {
     pub(crate) miss_latency: LatencyHist,
     /// How long a `sync_data`/`sync_all` of a file took.
     pub(crate) sync_latency: LatencyHist,
-    /// How long a writer over the dirty limit was held (`Mapping::throttle`).
+    /// How long a writer over the dirty limit was held (`writeback::throttle`).
     pub(crate) throttle_latency: LatencyHist,
     /// Reads from backings that failed (the backing's error, or a short
     /// read mid-file).

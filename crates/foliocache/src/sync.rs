@@ -23,6 +23,34 @@ pub(crate) use loom::sync::atomic::{fence, Ordering};
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{fence, Ordering};
 
+/// The read-modify-write operations of an atomic integer of the shim
+/// (`v`, ordering), and with `cas:` its compare-exchanges, each passed to
+/// the atomic inside.
+macro_rules! atomic_ops {
+    ($int:ty; cas: $($op:ident),*) => {
+        $(
+            #[inline]
+            pub(crate) fn $op(
+                &self,
+                current: $int,
+                new: $int,
+                success: Ordering,
+                failure: Ordering,
+            ) -> Result<$int, $int> {
+                self.0.$op(current, new, success, failure)
+            }
+        )*
+    };
+    ($int:ty; $($op:ident),*) => {
+        $(
+            #[inline]
+            pub(crate) fn $op(&self, v: $int, o: Ordering) -> $int {
+                self.0.$op(v, o)
+            }
+        )*
+    };
+}
+
 /// An atomic integer of the shim: `std`'s, or loom's under `--cfg loom`,
 /// with the operations the crate uses.
 macro_rules! atomic_int {
@@ -53,46 +81,8 @@ macro_rules! atomic_int {
             pub(crate) fn store(&self, v: $int, o: Ordering) {
                 self.0.store(v, o)
             }
-            #[inline]
-            pub(crate) fn swap(&self, v: $int, o: Ordering) -> $int {
-                self.0.swap(v, o)
-            }
-            #[inline]
-            pub(crate) fn fetch_add(&self, v: $int, o: Ordering) -> $int {
-                self.0.fetch_add(v, o)
-            }
-            #[inline]
-            pub(crate) fn fetch_sub(&self, v: $int, o: Ordering) -> $int {
-                self.0.fetch_sub(v, o)
-            }
-            #[inline]
-            pub(crate) fn fetch_or(&self, v: $int, o: Ordering) -> $int {
-                self.0.fetch_or(v, o)
-            }
-            #[inline]
-            pub(crate) fn fetch_and(&self, v: $int, o: Ordering) -> $int {
-                self.0.fetch_and(v, o)
-            }
-            #[inline]
-            pub(crate) fn compare_exchange(
-                &self,
-                current: $int,
-                new: $int,
-                success: Ordering,
-                failure: Ordering,
-            ) -> Result<$int, $int> {
-                self.0.compare_exchange(current, new, success, failure)
-            }
-            #[inline]
-            pub(crate) fn compare_exchange_weak(
-                &self,
-                current: $int,
-                new: $int,
-                success: Ordering,
-                failure: Ordering,
-            ) -> Result<$int, $int> {
-                self.0.compare_exchange_weak(current, new, success, failure)
-            }
+            atomic_ops!($int; swap, fetch_add, fetch_sub, fetch_or, fetch_and);
+            atomic_ops!($int; cas: compare_exchange, compare_exchange_weak);
         }
 
         impl Default for $name {
@@ -207,7 +197,7 @@ impl<T> Mutex<T> {
 /// (`parking_lot`'s `FairMutex`: every unlock with a waiter passes the
 /// lock to the first one, so no later arrival takes it first). A waiter
 /// waits for the holds of those ahead of it, and no longer: the lock of a
-/// file's writeback (`wb_lock`), held for one batch at a time, so a
+/// file's writeback (`FileWb::lock`), held for one batch at a time, so a
 /// throttled writer waits for the batches queued before it, not for
 /// whoever keeps coming back. Under loom, loom's mutex (loom explores
 /// every order anyway).
@@ -223,14 +213,22 @@ impl<T> FairMutex<T> {
     }
 
     #[inline]
-    pub(crate) fn lock(&self) -> parking_lot::FairMutexGuard<'_, T> {
+    pub(crate) fn lock(&self) -> FairMutexGuard<'_, T> {
         self.0.lock()
     }
 }
 
+/// The guard of a [`FairMutex`].
+#[cfg(not(loom))]
+pub(crate) type FairMutexGuard<'a, T> = parking_lot::FairMutexGuard<'a, T>;
+
 /// Under loom: the crate's [`Mutex`] (loom's).
 #[cfg(loom)]
 pub(crate) type FairMutex<T> = Mutex<T>;
+
+/// Under loom: the guard of the crate's [`Mutex`].
+#[cfg(loom)]
+pub(crate) type FairMutexGuard<'a, T> = MutexGuard<'a, T>;
 
 /// The crate's reader-writer lock: `parking_lot`'s. The file locks
 /// (`inode_lock`, `invalidate_lock`) are these, so that the models can

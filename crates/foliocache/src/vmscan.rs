@@ -53,86 +53,11 @@
 
 use std::sync::Arc;
 
-use xarray::{Cursor, Entry};
-
-use crate::filemap::{FolioPtr, Mapping};
+use crate::filemap::Mapping;
 use crate::folio::{Folio, FolioFlags, FolioRef, FreeBatch, FrozenFolio, LockedFolio};
 use crate::lru::NIL;
 use crate::mm::CacheInner;
 use crate::sync::{AtomicU64, Ordering};
-use crate::workingset::Shadow;
-
-impl Mapping {
-    /// Evicts folios of this mapping that reclaim holds locked, in one hold
-    /// of the index lock: each is frozen (its count taken from the cache's
-    /// references and the caller's to 0; one a reader holds is left) and
-    /// replaced by its eviction shadow, aged by the eviction clock in this
-    /// order. (The kernel's `__remove_mapping` takes the lock once per
-    /// folio; a batch of reclaim here takes it once per mapping, so that
-    /// readers inserting their misses meet it once a batch.) Frozen only
-    /// inside the hold: a reader that finds a frozen folio spins until its
-    /// shadow replaces it, and never while this waits for the lock. The
-    /// frozen folios, out of the index, are appended to `frozen`; those a
-    /// reader holds go to `busy`, still locked, for the caller to unlock
-    /// once the index lock is dropped.
-    fn evict_locked<'m>(
-        &self,
-        cache: &CacheInner,
-        folios: impl IntoIterator<Item = LockedFolio<'m>>,
-        frozen: &mut Vec<FrozenFolio<'m>>,
-        busy: &mut Vec<LockedFolio<'m>>,
-    ) {
-        let first = frozen.len();
-        let mut g = self.xa.lock();
-        for f in folios {
-            // The cache's references and the caller's.
-            let refs = f.nr_pages() as u32 + 1;
-            match f.freeze(refs) {
-                Ok(f) => frozen.push(f),
-                Err(f) => busy.push(f),
-            }
-        }
-        let ours = &frozen[first..];
-        let pages = ours.iter().map(|f| f.nr_pages()).sum();
-        let mut age = cache.lru().advance_age(pages);
-        let mut removed = 0;
-        for f in ours {
-            let shadow = Shadow {
-                age,
-                workingset: f.test(FolioFlags::WORKINGSET),
-            }
-            .pack();
-            age += f.nr_pages();
-            // (A cursor of its own: the batch's indices are scattered, and
-            // a path kept from the last one is only walked back up.)
-            let mut cur = Cursor::new(&self.xa, f.index());
-            let key = Some(Entry::Item(FolioPtr::new(f)).key());
-            // The value replaces the whole entry and keeps its order: a
-            // large folio leaves a large shadow. Replacing in place needs
-            // no node; if the index still refuses, the folio goes without
-            // a shadow.
-            let gone = match cur.compare_exchange(&mut g, key, Entry::Value(shadow)) {
-                Ok(stored) => stored.is_ok(),
-                Err(_) => cur.key(&g).ok().flatten() == key && cur.erase(&mut g).is_ok(),
-            };
-            removed += u64::from(gone);
-        }
-        drop(g);
-        self.folios.fetch_sub(removed, Ordering::Relaxed);
-        debug_assert_eq!(
-            removed,
-            ours.len() as u64,
-            "a folio reclaim held locked was not in its mapping"
-        );
-    }
-
-    /// Removes the shadows of up to `nodes` of this index's nodes that hold
-    /// only shadows, the oldest first (those whose last folio left first).
-    /// Returns the nodes removed.
-    pub(crate) fn trim_shadow_nodes(&self, nodes: usize) -> usize {
-        self.xa.shrink_value_nodes(nodes)
-    }
-}
 
 /// Reclaim's state in a cache: the shadow budget and when to check it,
 /// and the one trimmer at a time.

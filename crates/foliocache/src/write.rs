@@ -5,7 +5,7 @@
 //! 1. The file's `inode_lock`: shared for a write inside the file,
 //!    exclusive for one that extends it (and for `set_len`, `punch_hole`).
 //! 2. Over the cache's dirty limit, the writer first writes back its own
-//!    file (`Mapping::throttle`), before each piece of the write.
+//!    file (`writeback::throttle`), before each piece of the write.
 //! 3. For each piece of up to [`WRITE_CHUNK_PAGES`], the folios are found or
 //!    created and locked in one go ([`Mapping::grab_folios`], the kernel's
 //!    `filemap_grab_folios`:
@@ -31,6 +31,8 @@ use crate::file::File;
 use crate::filemap::Mapping;
 use crate::folio::FolioFlags;
 use crate::mm::AllocWait;
+use crate::truncate::{self, InvalidateLocked};
+use crate::writeback;
 
 use crate::arena::PAGE;
 
@@ -276,7 +278,7 @@ impl Cache {
         let file = self.file(|this| {
             let mut mapping = Mapping::new(this, self.inner.clone(), Arc::new(backing), size);
             mapping.memfile = true;
-            mapping.path = Some(name.into());
+            mapping.inode.path = Some(name.into());
             mapping
         });
         Ok(file.with_access(true, false))
@@ -424,7 +426,7 @@ impl File {
             if !append {
                 let end = end_of(offset)?;
                 if end <= m.size() {
-                    let g = m.inode_lock.read();
+                    let g = m.inode.lock.read();
                     if end <= m.size() {
                         return Ok((offset, InodeGuard::Shared(g)));
                     }
@@ -432,7 +434,7 @@ impl File {
                     continue;
                 }
             }
-            let g = m.inode_lock.write();
+            let g = m.inode.lock.write();
             let offset = if append { m.size() } else { offset };
             let end = end_of(offset)?;
             if end > m.size() && !m.memfile {
@@ -530,7 +532,7 @@ impl File {
     pub(crate) fn report_sync(&self, r: io::Result<()>) -> io::Result<()> {
         let m = self.mapping();
         // This handle's report: the error (ours or anyone's) once.
-        let seen = m.wb_err.check_and_advance(self.wb_since());
+        let seen = m.wb.err().check_and_advance(self.wb_since());
         match (r, seen) {
             (Err(e), _) => Err(e),
             (Ok(()), Some(e)) => Err(e),
@@ -548,7 +550,7 @@ impl File {
     /// the backing's `set_len` error (then nothing changed).
     pub fn set_len(&self, size: u64) -> io::Result<()> {
         self.check_set_len(size)?;
-        self.mapping().truncate_to(size)
+        truncate::truncate_to(self.mapping(), size)
     }
 
     /// What `set_len(size)` refuses before it changes anything.
@@ -579,7 +581,7 @@ impl File {
             ));
         }
         end_within_limit(offset, len)?;
-        self.mapping().allocate(offset, len, keep_size)
+        truncate::allocate(self.mapping(), offset, len, keep_size)
     }
 
     /// Deallocates `len` bytes at `offset`, keeping the size
@@ -606,7 +608,7 @@ impl File {
             )
         })?;
         let m = self.mapping();
-        let _i = m.inode_lock.write();
+        let _i = m.inode.lock.write();
         let end = end.min(m.size());
         if offset >= end {
             return Ok(());
@@ -615,7 +617,7 @@ impl File {
         let inner_start = offset.div_ceil(block) * block;
         let inner_end = end / block * block;
         {
-            let inv = m.lock_invalidate();
+            let inv = InvalidateLocked::new(m);
             if m.memfile {
                 inv.truncate_bytes(offset, end);
                 return Ok(());
@@ -624,7 +626,7 @@ impl File {
                 // The backing first: if it refuses, nothing has changed.
                 // Writeback is held off until the cached folios there are
                 // gone, so none of them is written back over the hole.
-                let _wb = m.wb_lock.lock();
+                let _wb = m.wb.lock();
                 m.backing()
                     .punch_hole(inner_start, inner_end - inner_start)?;
                 inv.truncate_bytes(inner_start, inner_end);
@@ -683,7 +685,7 @@ impl File {
             if throttle {
                 // Before each piece, with no folio locked: a write larger
                 // than the dirty limit writes back its own data as it goes.
-                m.throttle(count)?;
+                writeback::throttle(m, count)?;
             }
             let piece_start = pos;
             let written = self.write_folios(buf, offset, pos, count, uncached)?;

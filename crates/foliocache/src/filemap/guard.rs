@@ -40,7 +40,7 @@ impl Mapping {
             slot => return Some(slot),
         }
         let taken = (|| {
-            let (dev, ino) = self.key?;
+            let (dev, ino) = self.inode.key?;
             let file = self.backing().raw_file()?;
             let path = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()?;
             g.take_slot(dev, ino, self.size(), path.as_os_str().as_encoded_bytes())

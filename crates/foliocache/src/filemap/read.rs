@@ -357,11 +357,9 @@ impl Mapping {
         len: usize,
         flags: ReadFlags,
     ) -> bool {
-        let size = self.size();
-        if offset >= size || len == 0 || self.memfile {
+        let Some((end, _)) = self.readable_end(offset, len as u64) else {
             return false;
-        }
-        let end = offset.saturating_add(len as u64).min(size);
+        };
         let (index, last) = (offset / PAGE, (end - 1) / PAGE);
         let dropbehind = flags.contains(ReadFlags::DONTCACHE);
         let mut none = Vec::new();
@@ -372,6 +370,18 @@ impl Mapping {
             self.inner().stats.misses.add(1);
         }
         started
+    }
+
+    /// Where a request of `len` bytes at `offset` ends, cut at the file's
+    /// size, and that size (one load of it); `None` when it reads nothing
+    /// (empty, at or past the end) or the file is a memory file (nothing
+    /// to read in).
+    fn readable_end(&self, offset: u64, len: u64) -> Option<(u64, u64)> {
+        let size = self.size();
+        if offset >= size || len == 0 || self.memfile {
+            return None;
+        }
+        Some((offset.saturating_add(len).min(size), size))
     }
 }
 
@@ -547,11 +557,9 @@ impl Mapping {
         offset: u64,
         len: u64,
     ) -> io::Result<()> {
-        let size = self.size();
-        if offset >= size || len == 0 || self.memfile {
+        let Some((end, size)) = self.readable_end(offset, len) else {
             return Ok(());
-        }
-        let end = offset.saturating_add(len).min(size);
+        };
         let last_page = (size - 1) / PAGE;
         let cap_pages = (self.inner().mem.arena.capacity_pages() as u64 / 2).max(1);
         let first = offset / PAGE;

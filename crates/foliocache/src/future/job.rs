@@ -286,7 +286,7 @@ impl Jobs {
     }
 
     /// The wait for a throttle of `file` by a writer about to dirty
-    /// `pages` pages (`Mapping::throttle`): the file's queued one, its
+    /// `pages` pages (`writeback::throttle`): the file's queued one, its
     /// pages added, or a new one.
     pub(crate) fn throttle(file: &File, pages: u64) -> Wait {
         Self::queue(file, THROTTLES, |p| {
@@ -309,7 +309,7 @@ impl Jobs {
                 while let Some((done, job)) = with_pending(f, |p| p.next(kind)) {
                     finish(&done, || match job {
                         Queued::Sync(all) => f.sync_unreported(all),
-                        Queued::Throttle(pages) => f.mapping().throttle(pages),
+                        Queued::Throttle(pages) => crate::writeback::throttle(f.mapping(), pages),
                     });
                 }
             });

@@ -37,7 +37,7 @@
 //! task waiting for it: the wait for reclaim of a read or write that found
 //! no memory without waiting (one job per cache, which every task short
 //! of memory joins), the writeback of a writer over the dirty limit
-//! (`Mapping::throttle`, shared by the file's throttled writers), a sync's
+//! (`writeback::throttle`, shared by the file's throttled writers), a sync's
 //! writeback and the backing's sync (shared by the file's syncs queued
 //! together), `set_len`'s truncation. A page a write covers in part and
 //! that is not cached is read first through the read futures' path. A

@@ -342,7 +342,7 @@ impl<'a> WriteState<'a> {
             } else {
                 (piece_end.saturating_sub(pos) as usize).clamp(1, len - self.done)
             };
-            if !self.throttled && m.over_dirty_limit() {
+            if !self.throttled && crate::writeback::over_dirty_limit(m) {
                 self.waiting = Waiting::Throttle(Jobs::throttle(file, count));
                 continue;
             }
@@ -495,7 +495,9 @@ impl Future for SetLen<'_> {
         if this.wait.is_none() {
             this.file.check_set_len(this.size)?;
             let size = this.size;
-            this.wait = Some(job::run(this.file, move |f| f.mapping().truncate_to(size)));
+            this.wait = Some(job::run(this.file, move |f| {
+                crate::truncate::truncate_to(f.mapping(), size)
+            }));
         }
         let w = this.wait.as_mut().expect("set above");
         let r = ready!(w.poll(cx));

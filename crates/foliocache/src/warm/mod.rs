@@ -290,7 +290,7 @@ impl Cache {
     /// for (0: no note, or the file changed).
     pub fn reload_noted(&self, file: &File) -> u64 {
         let m = file.mapping();
-        let Some(note) = m.key.and_then(|key| self.warm.noted(key)) else {
+        let Some(note) = m.inode.key.and_then(|key| self.warm.noted(key)) else {
             return 0;
         };
         let now = m.backing().raw_file().and_then(|f| f.metadata().ok());
@@ -422,7 +422,7 @@ impl Cache {
         let live = self.inner.live_mappings();
         let cs = live
             .iter()
-            .find(|m| m.key == key)
+            .find(|m| m.inode.key == key)
             .map(|m| m.cachestat(0, u64::MAX))
             .unwrap_or_default();
         drop(live);
@@ -460,7 +460,7 @@ fn saved_file(m: &Mapping) -> Option<SavedFile> {
         // backing's size made the file's (a writeback past the end writes
         // whole pages), so that the identity taken next is the one the
         // file keeps once it is closed.
-        m.close_handle().ok()?;
+        crate::writeback::close(m).ok()?;
     }
     if m.dirty_bytes() > 0 {
         return None;
@@ -492,7 +492,7 @@ fn keepable(m: &Mapping) -> Option<Identity> {
         return None;
     }
     let saved = saved_file(m)?;
-    (m.opened_as.get().map(Identity::of) == Some(saved.identity)).then_some(saved.identity)
+    (m.opened_as().map(Identity::of) == Some(saved.identity)).then_some(saved.identity)
 }
 
 /// Whether a noted file's path still names it, unchanged: a file
