@@ -208,9 +208,9 @@ pub(crate) fn recover_from(fd: BorrowedFd<'_>) -> super::recover::WrittenBack {
     let done = recover(bytes);
     if done.bytes > 0 {
         Line::new()
-            .bytes(b"foliocache guardian: the program died: wrote back ")
+            .bytes(b"foliocache guardian: wrote back ")
             .num(done.bytes)
-            .bytes(b" bytes it left unsaved in ")
+            .bytes(b" bytes the program left unsaved in ")
             .num(done.files)
             .bytes(b" files")
             .say();

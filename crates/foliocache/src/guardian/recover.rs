@@ -124,6 +124,11 @@ fn skipped(path: &std::ffi::CStr, why: &[u8], errno: Option<Errno>) {
 /// Writes back what the segment in `bytes` holds unsaved.
 pub(crate) fn recover(bytes: &[u8]) -> WrittenBack {
     let mut done = WrittenBack::default();
+    // A segment no process claimed (a launcher's program that opened no
+    // served file): nothing to do.
+    if bytes.len() < 8 || bytes[..8] == [0; 8] {
+        return done;
+    }
     let view = match View::new(bytes) {
         Ok(v) => v,
         Err(why) => {
