@@ -22,6 +22,9 @@ const LIBRARY: &str = "libfoliocache_preload.so";
 /// The library's variable naming the warm-restart state file.
 const STATE_VAR: &str = "FOLIOCACHE_PRELOAD_STATE";
 
+/// The library's variable that turns its guardian off.
+const GUARDIAN_VAR: &str = "FOLIOCACHE_PRELOAD_GUARDIAN";
+
 /// The library's variable naming the address of its metrics.
 const METRICS_VAR: &str = "FOLIOCACHE_PRELOAD_METRICS";
 
@@ -44,6 +47,13 @@ pub struct RunArgs {
     /// program's process: `PORT` (on 127.0.0.1) or `HOST:PORT`.
     #[arg(long, value_name = "[HOST:]PORT", value_parser = crate::watch::parse_listen)]
     pub metrics: Option<std::net::SocketAddr>,
+
+    /// Run the program without a guardian: `foliocache run` executes it in
+    /// its place, and what it leaves unsaved if it dies (SIGKILL, abort,
+    /// a fatal signal, `_exit`, the OOM killer) is lost. By default
+    /// `foliocache run` stays as the program's guardian and writes it back.
+    #[arg(long)]
+    pub no_guardian: bool,
 
     /// The program to run and its arguments, after `--`.
     #[arg(value_name = "PROGRAM", required = true, last = true)]
@@ -165,12 +175,18 @@ fn preflight(args: &RunArgs) -> Result<()> {
     Ok(())
 }
 
-/// Executes the program under the library; returns only on an error.
+/// Runs the program under the library, as its guardian
+/// (`crate::guard`), or with `--no-guardian` executes it in its place;
+/// returns only on an error.
 pub fn run(args: &RunArgs) -> Result<()> {
     let mut cmd = preloaded(args)?;
     preflight(args)?;
-    let e = cmd.exec();
     let program = args.command.first().map_or(Path::new(""), Path::new);
+    if !args.no_guardian {
+        return crate::guard::run_guarded(cmd, program);
+    }
+    cmd.env(GUARDIAN_VAR, "off");
+    let e = cmd.exec();
     Err(e).with_context(|| format!("running {}", program.display()))
 }
 
@@ -187,6 +203,7 @@ mod tests {
                 no_state: true,
             },
             metrics: None,
+            no_guardian: false,
             command: vec!["true".into()],
         }
     }

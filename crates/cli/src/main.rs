@@ -40,6 +40,9 @@ mod consume;
 mod data;
 mod disk;
 mod engine;
+// Unsafe: the signal mask, waiting for signals and raising one.
+#[allow(unsafe_code)]
+mod guard;
 mod hist;
 mod hot;
 mod job;

@@ -133,6 +133,15 @@ pub(crate) struct FileWb {
     dirty_pages: AtomicU64,
     /// Writeback errors, reported once per handle (the kernel's errseq).
     err: ErrSeq,
+    /// How far past the file's size this cache's own writes may have made
+    /// the backing (an `O_DIRECT` write of the last page rounds it up):
+    /// a backing longer than the size by no more than this is cut back to
+    /// it; one longer than this was grown by another writer, and keeps its
+    /// length (a file never shrinks unless someone truncates it). Set back
+    /// to the size by every cut and truncation. Plain even under loom:
+    /// read and written under the writeback lock.
+    #[allow(clippy::disallowed_types)]
+    ours_end: std::sync::atomic::AtomicU64,
 }
 
 impl Default for FileWb {
@@ -144,6 +153,7 @@ impl Default for FileWb {
             next: std::sync::atomic::AtomicU64::new(0),
             dirty_pages: AtomicU64::new(0),
             err: ErrSeq::default(),
+            ours_end: std::sync::atomic::AtomicU64::new(0),
         }
     }
 }
@@ -189,5 +199,27 @@ impl FileWb {
     /// The file's error sequence, for a handle to sample and check.
     pub(crate) fn err(&self) -> &ErrSeq {
         &self.err
+    }
+
+    /// This cache's writes reached byte `end` of the backing.
+    pub(crate) fn wrote_to(&self, end: u64) {
+        self.ours_end
+            .fetch_max(end, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The backing's length is `len`, set by this cache (a cut, a
+    /// truncation): what its own writes may have added is gone.
+    pub(crate) fn set_to(&self, len: u64) {
+        self.ours_end
+            .store(len, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The length the backing of a file of `size` bytes is cut back to, if
+    /// its length `len` is one this cache's writes made (longer than the
+    /// size by at most what they wrote past it); `None` to leave it: as
+    /// long as the size, or grown past it by another writer.
+    pub(crate) fn cut_to(&self, len: u64, size: u64) -> Option<u64> {
+        let ours = self.ours_end.load(std::sync::atomic::Ordering::Relaxed);
+        (len > size && len <= ours.max(size)).then_some(size)
     }
 }

@@ -145,6 +145,7 @@ pub struct CacheBuilder {
     huge_pages: bool,
     pressure: PressureConfig,
     on_thread_start: ThreadStart,
+    guardian: crate::guardian::Guardian,
 }
 
 impl Default for CacheBuilder {
@@ -162,6 +163,7 @@ impl Default for CacheBuilder {
             huge_pages: true,
             pressure: PressureConfig::default(),
             on_thread_start: ThreadStart::default(),
+            guardian: crate::guardian::Guardian::Off,
         }
     }
 }
@@ -241,6 +243,20 @@ impl CacheBuilder {
     /// (the note "First touch of memory" in `docs/measurements/`).
     pub fn huge_pages(mut self, on: bool) -> Self {
         self.huge_pages = on;
+        self
+    }
+
+    /// Who writes back what this process leaves unsaved if it dies
+    /// (default [`Guardian::Off`](crate::Guardian::Off)): with
+    /// [`Guardian::Child`](crate::Guardian::Child), data a write accepted
+    /// outlives a `SIGKILL`, `abort`, a fatal signal, `_exit` or the OOM
+    /// killer, as it does in the kernel's page cache: a child process
+    /// writes it back once this one is gone. The cache's memory is then a
+    /// shared memory file holding each dirty page's file and offset; a
+    /// write marks its pages there as it marks them dirty. docs/design.md
+    /// (section 12) has the design and what a kill at each step leaves.
+    pub fn guardian(mut self, guardian: crate::guardian::Guardian) -> Self {
+        self.guardian = guardian;
         self
     }
 
@@ -342,7 +358,16 @@ impl CacheBuilder {
         let io = Some(IoEngine::new(self.io)?);
         #[cfg(loom)]
         let io = None;
-        let arena = Arena::with_huge_pages(self.capacity, self.populate, self.huge_pages)?;
+        let guard =
+            crate::guardian::Guard::new(self.guardian.clone(), (self.capacity / PAGE_SIZE) as u64)?;
+        let arena = Arena::with_memory(
+            self.capacity,
+            self.populate,
+            self.huge_pages,
+            guard
+                .as_ref()
+                .map(|g| (g.segment().fd(), g.segment().arena_offset())),
+        )?;
         let table =
             FolioTable::with_huge_pages(arena.capacity_pages(), self.huge_pages, self.populate)?;
         let shadow_nodes = match self.shadow_budget {
@@ -355,7 +380,7 @@ impl CacheBuilder {
         let cache = Cache {
             warm: Arc::new(crate::loaded::Loaded::new()),
             inner: Arc::new(CacheInner::new(
-                Memory::new(arena, table),
+                Memory::new(arena, table, guard),
                 Io::new(io, self.max_folio_order, self.readahead),
                 Reclaim::new(shadow_nodes),
                 Bdi::new(dirty_limit, dirty_background, &self.on_thread_start),

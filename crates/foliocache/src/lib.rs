@@ -173,6 +173,11 @@ mod flags;
 #[allow(unsafe_code)]
 mod folio;
 pub mod future;
+// Unsafe: maps the guardian's shared memory file, reads and writes it by
+// offset; its child is a `clone` that makes only system calls. (Its
+// atomics live in memory another process reads: never in a loom model.)
+#[allow(unsafe_code, clippy::disallowed_types)]
+mod guardian;
 mod huge_hints;
 mod kick;
 // `Identity` is public for the state file's tests through `internals`.
@@ -203,6 +208,7 @@ pub use cache::{parse_size, Cache, CacheBuilder, CacheStats, MemoryUsage};
 pub use file::File;
 pub use filemap::pin::Pinned;
 pub use flags::ReadFlags;
+pub use guardian::{Guardian, WrittenBack};
 pub use loaded::WarmProgress;
 pub use pressure::{capacity_fits, PressureConfig};
 pub use read_many::{Completed, ReadQueue, ReadReq};

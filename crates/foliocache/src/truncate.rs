@@ -52,6 +52,7 @@ fn truncate_to_locked(m: &Mapping, size: u64) -> io::Result<()> {
     let _wb = m.wb.lock();
     if !m.memfile {
         m.backing().set_len(size)?;
+        m.wb.set_to(size);
     }
     // Readers stop at the new size; then the folios past it go. (Past
     // the old end, bytes in the cache are zero already: a grown file's

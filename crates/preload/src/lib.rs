@@ -89,7 +89,7 @@ mod stat;
 mod state;
 mod warm;
 
-pub use state::{ENV_CAPACITY, ENV_DIRS, ENV_STATS};
+pub use state::{ENV_CAPACITY, ENV_DIRS, ENV_GUARD, ENV_GUARDIAN, ENV_STATS};
 pub use warm::{ENV_STATE, ENV_STATE_WAIT};
 
 /// Defines `$alias` as a call of `$name` with the same arguments: the

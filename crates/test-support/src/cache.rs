@@ -132,6 +132,13 @@ impl TestCache {
         self
     }
 
+    /// Who writes back what the process leaves unsaved if it dies
+    /// ([`CacheBuilder::guardian`](foliocache::CacheBuilder::guardian)).
+    pub fn guardian(mut self, guardian: foliocache::Guardian) -> Self {
+        self.builder = self.builder.guardian(guardian);
+        self
+    }
+
     /// The cache, or the builder's error (for a test of that error).
     pub fn try_build(self) -> io::Result<Cache> {
         let mut b = self.builder;

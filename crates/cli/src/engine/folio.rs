@@ -337,6 +337,9 @@ fn build_cache(spec: &EngineSpec, capacity: u64) -> Result<Cache> {
     if let Some(f) = spec.folio.max_folio {
         b = b.max_folio_size(f as usize);
     }
+    if spec.folio.guardian {
+        b = b.guardian(foliocache::Guardian::Child);
+    }
     b.build().with_context(|| {
         format!(
             "foliocache engine: building a cache of {}",

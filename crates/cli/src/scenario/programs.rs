@@ -266,6 +266,7 @@ impl Ways<'_> {
                     no_state: !how.restart,
                 },
                 metrics: None,
+                no_guardian: false,
                 command: args,
             })?;
             cmd.env(PRELOAD_STATS, "1");

@@ -146,6 +146,10 @@ pub struct FolioOptions {
     /// copying them out: copied from the pin to the buffer, or, with
     /// `--consume`, summed in place.
     pub pin: bool,
+    /// The cache has a guardian (`guardian`: `CacheBuilder::guardian` with
+    /// `Guardian::Child`): its arena a shared memory file, each dirty page
+    /// recorded for the guardian's writeback should the process die.
+    pub guardian: bool,
 }
 
 impl Default for FolioOptions {
@@ -160,6 +164,7 @@ impl Default for FolioOptions {
             grab: Insert::Batched,
             huge: true,
             pin: false,
+            guardian: false,
         }
     }
 }
@@ -477,8 +482,8 @@ fn parse_count(
 fn parse_folio_option(opt: &str, folio: &mut FolioOptions) -> Result<(), String> {
     const SUPPORTED: &str = "supported: populate=eager|lazy, folio=SIZE, \
                              insert=batched|single, ra=SIZE|kernel|off, io=uring|threads|auto, \
-                             dontcache, grab=batched|single, huge=on|off, pin, qd=N, async, \
-                             tasks=N";
+                             dontcache, grab=batched|single, huge=on|off, pin, guardian, qd=N, \
+                             async, tasks=N";
     let (key, value) = match opt.split_once('=') {
         Some((k, v)) => (k.trim(), Some(v.trim())),
         None => (opt, None),
@@ -513,13 +518,14 @@ fn parse_folio_option(opt: &str, folio: &mut FolioOptions) -> Result<(), String>
         ("io", Some("auto")) => folio.io = IoKind::Auto,
         ("dontcache", None) => folio.dontcache = true,
         ("pin", None) => folio.pin = true,
+        ("guardian", None) => folio.guardian = true,
         ("grab", Some("batched")) => folio.grab = Insert::Batched,
         ("grab", Some("single")) => folio.grab = Insert::Single,
         ("huge", Some("on")) => folio.huge = true,
         ("huge", Some("off")) => folio.huge = false,
         (
             "populate" | "folio" | "insert" | "ra" | "io" | "dontcache" | "grab" | "huge" | "pin"
-            | "qd" | "async" | "tasks",
+            | "guardian" | "qd" | "async" | "tasks",
             _,
         ) => {
             return Err(format!(

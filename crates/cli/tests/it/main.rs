@@ -8,6 +8,9 @@ mod bench;
 /// `foliocache bench --scenario redb` and `--scenario sqlite`: the
 /// databases embedded, each configuration under the memory limit.
 mod dbs;
+/// `foliocache run` as its program's guardian: killed writers lose no
+/// accepted byte.
+mod guard;
 /// `foliocache run`: the launcher of the LD_PRELOAD interposer.
 mod launch;
 /// `foliocache mount` and `foliocache stat`: signals, restarts, unmounts.

@@ -385,6 +385,18 @@ impl Arena {
         populate: Populate,
         huge_pages: bool,
     ) -> io::Result<Arena> {
+        Self::with_memory(capacity_bytes, populate, huge_pages, None)
+    }
+
+    /// [`with_huge_pages`](Self::with_huge_pages), with the pages in the
+    /// memory file `memory` from its offset (the guardian's segment) where
+    /// given, mapped shared.
+    pub(crate) fn with_memory(
+        capacity_bytes: usize,
+        populate: Populate,
+        huge_pages: bool,
+        memory: Option<(std::os::fd::BorrowedFd<'_>, u64)>,
+    ) -> io::Result<Arena> {
         let pages = capacity_bytes / PAGE_SIZE;
         if pages == 0 {
             return Err(io::Error::new(
@@ -407,7 +419,10 @@ impl Arena {
         let len = pages as usize * PAGE_SIZE;
         // Bookkeeping first: if it cannot be had, nothing was mapped yet.
         let mut buddy = Buddy::new(pages);
-        let region = Region::map_aligned(len, MAX_BLOCK_BYTES)?;
+        let region = match memory {
+            Some((fd, offset)) => Region::map_shared_aligned(fd, offset, len, MAX_BLOCK_BYTES)?,
+            None => Region::map_aligned(len, MAX_BLOCK_BYTES)?,
+        };
         let huge_pages_advised = huge_pages && region.advise_huge_pages();
         let populate_time = match populate {
             Populate::Lazy => Duration::ZERO,

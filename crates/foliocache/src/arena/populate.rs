@@ -233,12 +233,19 @@ impl Arena {
             return len;
         }
         let addr = self.page_ptr(PageId(first)).as_ptr();
-        // SAFETY: [addr, addr + len) is inside the arena's private anonymous
-        // mapping and lies in free blocks the caller took out of the
-        // allocator, so nobody holds or may get a block there until they
-        // are freed back: the contents (zeroed by MADV_DONTNEED) belong to
-        // no one.
-        match unsafe { mm::madvise(addr.cast(), len, Advice::LinuxDontNeed) } {
+        // A shared mapping's pages are the memory file's: MADV_DONTNEED
+        // would only unmap them; MADV_REMOVE frees them (a hole).
+        let advice = if self.region.shared {
+            Advice::LinuxRemove
+        } else {
+            Advice::LinuxDontNeed
+        };
+        // SAFETY: [addr, addr + len) is inside the arena's mapping and lies
+        // in free blocks the caller took out of the allocator, so nobody
+        // holds or may get a block there until they are freed back: the
+        // contents (zeroed by MADV_DONTNEED or MADV_REMOVE) belong to no
+        // one.
+        match unsafe { mm::madvise(addr.cast(), len, advice) } {
             Ok(()) => len,
             Err(e) => {
                 log::warn!(

@@ -40,6 +40,10 @@ pub(crate) struct Region {
     pub(crate) ptr: NonNull<u8>,
     /// Length in bytes, a multiple of `PAGE_SIZE`.
     pub(super) len: usize,
+    /// A shared mapping of a memory file (the guardian's segment,
+    /// `map_shared_aligned`): its pages are freed by `MADV_REMOVE`, not
+    /// `MADV_DONTNEED`, which only unmaps a shared page.
+    pub(super) shared: bool,
     /// The heap block's layout (Miri only).
     #[cfg(miri)]
     pub(super) layout: std::alloc::Layout,
@@ -54,7 +58,12 @@ impl Region {
         // SAFETY: `layout` has a non-zero size (`len > 0`, as callers give).
         let raw = unsafe { std::alloc::alloc_zeroed(layout) };
         let ptr = NonNull::new(raw).ok_or_else(oom)?;
-        Ok(Region { ptr, len, layout })
+        Ok(Region {
+            ptr,
+            len,
+            shared: false,
+            layout,
+        })
     }
 
     /// Maps `len` bytes (a non-zero multiple of `PAGE_SIZE`) aligned to
@@ -112,7 +121,63 @@ impl Region {
             }
         }
         let ptr = NonNull::new(aligned).ok_or_else(|| context(io::Error::other("null mapping")))?;
-        Ok(Region { ptr, len })
+        Ok(Region {
+            ptr,
+            len,
+            shared: false,
+        })
+    }
+
+    /// Maps `len` bytes of the memory file `fd` from `offset` (the
+    /// guardian's segment), shared, at an address aligned to `align`:
+    /// reserves an aligned range as [`map_aligned`](Self::map_aligned)
+    /// does, then maps the file over it (`MAP_FIXED`).
+    #[cfg(not(miri))]
+    pub(crate) fn map_shared_aligned(
+        fd: std::os::fd::BorrowedFd<'_>,
+        offset: u64,
+        len: usize,
+        align: usize,
+    ) -> io::Result<Region> {
+        let reserved = Region::map_aligned(len, align)?;
+        // SAFETY: [ptr, ptr + len) is the reservation just made, which
+        // nobody else knows: mapping the file over it (MAP_FIXED) replaces
+        // memory no one uses. On success the reservation's range is the
+        // file's mapping, which the returned Region owns and unmaps.
+        let raw = unsafe {
+            mm::mmap(
+                reserved.ptr.as_ptr().cast(),
+                len,
+                mm::ProtFlags::READ | mm::ProtFlags::WRITE,
+                mm::MapFlags::SHARED | mm::MapFlags::FIXED,
+                fd,
+                offset,
+            )
+        }
+        .map_err(|e| {
+            io::Error::new(
+                io::Error::from(e).kind(),
+                format!(
+                    "mapping {} MiB of the guardian's segment for the folio arena: {e}",
+                    len >> 20
+                ),
+            )
+        })?;
+        debug_assert_eq!(raw.cast::<u8>(), reserved.ptr.as_ptr());
+        let mut region = reserved;
+        region.shared = true;
+        Ok(region)
+    }
+
+    /// Under Miri: no memory files; a heap block as `map_aligned`.
+    #[cfg(miri)]
+    pub(crate) fn map_shared_aligned(
+        _fd: std::os::fd::BorrowedFd<'_>,
+        _offset: u64,
+        len: usize,
+        align: usize,
+    ) -> io::Result<Region> {
+        Region::map_aligned(len, align)
     }
 
     /// Under Miri: no huge pages (Miri has no `madvise`).

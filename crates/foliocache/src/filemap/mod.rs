@@ -141,6 +141,8 @@ mod add;
 mod bytes;
 mod create;
 mod fill;
+// The file's slot and unsaved pages in the guardian's segment.
+mod guard;
 mod lookup;
 mod read;
 mod remove;
@@ -337,6 +339,8 @@ pub struct Mapping {
     /// What the kernel keeps in the file's `struct inode`: its identity,
     /// size and lock, and its open handles.
     pub(crate) inode: Inode,
+    /// The file's slot in the guardian's segment (`guard.rs`).
+    guard_slot: guard::GuardSlot,
 }
 
 /// The part of a file's state the kernel keeps in its `struct inode`
@@ -397,6 +401,7 @@ impl Drop for Mapping {
             );
         }
         self.remove_all();
+        self.guard_release();
     }
 }
 
@@ -434,6 +439,7 @@ impl Mapping {
                 closed_clean: std::sync::atomic::AtomicBool::new(false),
                 opened_as: std::sync::OnceLock::new(),
             },
+            guard_slot: guard::GuardSlot::new(0),
         }
     }
 
@@ -542,6 +548,7 @@ impl Mapping {
     /// extending write holding it and the folio locks of its last folios).
     pub(crate) fn set_size(&self, size: u64) {
         self.inode.size.store(size, Ordering::Release);
+        self.guard_size(size);
     }
 
     /// Whether this is a memory file ([`Cache::memfile`](crate::Cache::memfile)).

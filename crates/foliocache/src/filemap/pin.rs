@@ -384,8 +384,11 @@ impl Mapping {
         if old.test_and_clear(FolioFlags::DIRTY) {
             let (from, to) = (old.page().index() as usize, new.page().index() as usize);
             for (a, c) in cache.mem.dirty_bits.take_runs(from, pages as usize) {
+                // Unsaved in the copy before the original's pages go.
+                self.guard_mark(&new, a as u64, c as u64);
                 cache.mem.dirty_bits.set(to + a, c);
             }
+            self.guard_clear(&old);
             new.test_and_set(FolioFlags::DIRTY);
         }
         self.detach(&old);

@@ -121,7 +121,11 @@ impl Mapping {
         let mut past_eof = false;
         if let Some((f, runs)) = run.iter().zip(&dirty).rev().find(|(_, r)| !r.is_empty()) {
             let (a, n) = runs[runs.len() - 1];
-            past_eof = (f.index() + a + n) * PAGE > size;
+            let end = (f.index() + a + n) * PAGE;
+            past_eof = end > size;
+            if past_eof {
+                self.wb.wrote_to(end);
+            }
         }
         // Every write is tried; only the pages of those that failed are
         // dirty again.
@@ -138,9 +142,10 @@ impl Mapping {
         let run: Vec<FolioRef<'_>> = run.into_iter().map(LockedFolio::unlock).collect();
         self.after_writeback(&run);
         if past_eof {
-            // The last block went past the size: cut the backing back.
+            // The last block went past the size: cut the backing back
+            // (unless another writer grew the file past it meanwhile).
             let size = self.size();
-            if let Err(e) = self.backing().set_len(size) {
+            if let Err(e) = self.cut_back(size) {
                 self.wb.record(&e);
                 if result.is_ok() {
                     result = Err(e);
@@ -248,12 +253,27 @@ impl Mapping {
     /// size cut that failed). Used by `sync` and by the last handle's close.
     pub(crate) fn fix_backing_size(&self) -> io::Result<()> {
         let _wb = self.wb.lock();
-        let size = self.size();
-        match self.backing().len() {
-            Ok(len) if len != size => self.backing().set_len(size),
-            Ok(_) => Ok(()),
-            Err(e) => Err(e),
+        self.cut_back(self.size())
+    }
+
+    /// Makes the backing's length `size`, the file's, where this cache's
+    /// own writes left it otherwise: shorter (writes past its end that
+    /// never reached it), or longer by what an `O_DIRECT` write of the last
+    /// page added. A backing another writer grew past that keeps its
+    /// length: a file never shrinks unless someone truncates it (this
+    /// cache's truncations cut the backing at once: `truncate_to`).
+    fn cut_back(&self, size: u64) -> io::Result<()> {
+        let len = self.backing().len()?;
+        let to = if len < size {
+            Some(size)
+        } else {
+            self.wb.cut_to(len, size)
+        };
+        if let Some(to) = to {
+            self.backing().set_len(to)?;
+            self.wb.set_to(to);
         }
+        Ok(())
     }
 
     /// `sync_data` (`all == false`) or `sync_all` of the file: write back
@@ -303,6 +323,8 @@ impl Mapping {
         let mut pages = 0;
         for (f, (first, n)) in dirty {
             debug_assert!(first + n <= f.nr_pages());
+            // Unsaved for the guardian before dirty (`guard.rs`).
+            self.guard_mark(f, first, n);
             pages += cache
                 .mem
                 .dirty_bits
@@ -325,6 +347,7 @@ impl Mapping {
     /// A folio leaving the mapping (its entry, and so its mark, gone) is
     /// no longer dirty.
     pub(crate) fn forget_dirty(&self, f: &Folio) {
+        self.guard_clear(f);
         if f.test_and_clear(FolioFlags::DIRTY) {
             let cache = self.inner();
             let Some(page) = cache.mem.table.page_of(f) else {
@@ -392,6 +415,10 @@ impl Mapping {
     /// to be retried.
     pub(crate) fn end_writeback(&self, run: &[LockedFolio<'_>], failed: &[Vec<(u64, u64)>]) {
         let all: u64 = run.iter().map(|f| f.nr_pages()).sum();
+        // Saved, but what failed, which is unsaved again with its dirty bits.
+        for f in run {
+            self.guard_clear(f);
+        }
         self.mark_dirty(
             run.iter()
                 .zip(failed)

@@ -21,16 +21,26 @@ pub(crate) struct Memory {
     /// folio's bits change only under its lock (or while it is free);
     /// neighbouring small folios share words, hence atomic bit operations.
     pub(crate) dirty_bits: PageBits,
+    /// The guardian's state, when the cache has one: the arena is then in
+    /// its segment, where each page's unsaved bit and owner are kept
+    /// (docs/design.md, section 12).
+    pub(crate) guard: Option<crate::guardian::Guard>,
 }
 
 impl Memory {
-    /// The memory of an arena, with a descriptor table over its pages.
-    pub(crate) fn new(arena: Arena, table: FolioTable) -> Self {
+    /// The memory of an arena, with a descriptor table over its pages, and
+    /// the guardian's state if the cache has one.
+    pub(crate) fn new(
+        arena: Arena,
+        table: FolioTable,
+        guard: Option<crate::guardian::Guard>,
+    ) -> Self {
         let pages = arena.capacity_pages();
         Memory {
             arena,
             table,
             dirty_bits: PageBits::new(pages),
+            guard,
         }
     }
 

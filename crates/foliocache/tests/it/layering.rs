@@ -26,8 +26,8 @@ const LAYERS: &[(&str, &[&str])] = &[
         &["sync", "kick", "flags", "copy", "stats", "errseq", "wbpool"],
     ),
     (
-        "memory and plans: the arena, its 2 MiB hints, readahead's windows, writeback's control",
-        &["arena", "huge_hints", "readahead", "bdi"],
+        "memory and plans: the arena, its 2 MiB hints, readahead's windows, writeback's control, the guardian's segment",
+        &["arena", "huge_hints", "readahead", "bdi", "guardian"],
     ),
     ("folios: descriptors, references, locks, and the cache's memory", &["folio"]),
     ("the LRU lists and the workingset's shadows", &["lru", "workingset"]),

@@ -11,6 +11,10 @@ mod layering;
 /// The page arena: allocation by order, splitting and merging, populate.
 mod arena;
 
+/// The guardian: a writer killed at random moments loses no byte its
+/// writes accepted.
+mod guardian;
+
 /// Memory: a lazily populated arena, the capacity checked against the
 /// process's limits, giving memory back under pressure.
 mod memory;

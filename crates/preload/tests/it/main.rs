@@ -4,6 +4,8 @@
 //! sqlite3 and fio, run under it).
 
 mod calls;
+/// What write(2) accepted outlives a writer that dies.
+mod crash;
 mod programs;
 /// The standard streams and other second paths to a served file; the
 /// exit hand-over after thread-locals are destroyed.

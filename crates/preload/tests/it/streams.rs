@@ -142,3 +142,39 @@ fn exit_after_thread_locals_are_destroyed_writes_back() {
     assert_file(&first, &want);
     assert_file(&second, &want);
 }
+
+/// Another process appends 1 MiB to a served file while this one has it
+/// open: the close keeps it (before, the close cut the file back to the
+/// 4,096 bytes its cache knew); and after this process truncated it, the
+/// file is the truncation followed by the append, as on ext4.
+#[test]
+fn another_process_append_is_kept_at_close() {
+    use std::io::{BufRead, Write as _};
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile("grown_meanwhile", dir.path(), Build::Plain);
+    for (how, kept) in [("write", 4096usize), ("truncate", 100)] {
+        let file = dir.path().join(format!("{how}.bin"));
+        let mut child = preloaded(&exe, dir.path())
+            .arg(&file)
+            .arg(how)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line, "ready\n", "{how}");
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&file)
+            .unwrap();
+        f.write_all(&vec![b'B'; 1 << 20]).unwrap();
+        drop(f);
+        child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        assert!(child.wait().unwrap().success(), "{how}");
+        let mut want = vec![b'A'; kept];
+        want.extend(std::iter::repeat_n(b'B', 1 << 20));
+        assert_file(&file, &want);
+    }
+}

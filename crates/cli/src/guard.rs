@@ -1,0 +1,111 @@
+//! `foliocache run` as its program's guardian (docs/preload.md, "Death";
+//! docs/design.md, section 12): it makes the guardian's memory file, runs
+//! the program with it (the interposer's cache claims it), forwards the
+//! signals sent to it, and once the program is gone, however it ended,
+//! writes back what the program left unsaved, then ends as the program
+//! did: its exit status, or its fatal signal raised again.
+
+use std::os::fd::AsFd;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{Command, ExitStatus};
+
+use anyhow::{Context, Result};
+
+/// The interposer's variable naming the guardian's memory file.
+const GUARD_VAR: &str = "FOLIOCACHE_PRELOAD_GUARD";
+
+/// The signals forwarded to the program (and `SIGCHLD`, its end).
+const WATCHED: [libc::c_int; 7] = [
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGQUIT,
+    libc::SIGHUP,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGCHLD,
+];
+
+/// A signal set of `sigs`.
+fn sigset(sigs: &[libc::c_int]) -> libc::sigset_t {
+    // SAFETY: sigemptyset initialises the set; sigaddset adds valid
+    // signal numbers to it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for &s in sigs {
+            libc::sigaddset(&mut set, s);
+        }
+        set
+    }
+}
+
+/// Runs `cmd` (the program under the interposer) as its guardian; ends
+/// this process as the program ended. Returns only on an error before the
+/// program started.
+pub fn run_guarded(mut cmd: Command, program: &Path) -> Result<()> {
+    let segment = foliocache::Guardian::memory_file()
+        .context("making the guardian's memory file (`--no-guardian` runs without one)")?;
+    cmd.env(
+        GUARD_VAR,
+        std::os::fd::AsRawFd::as_raw_fd(&segment).to_string(),
+    );
+    // Blocked from now on, so that each waits in the queue for the loop
+    // below; unblocked in the program before it starts (a child inherits
+    // its parent's mask).
+    let watched = sigset(&WATCHED);
+    // SAFETY: changes this thread's signal mask (the process has no other
+    // thread that could take the signals).
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &watched, std::ptr::null_mut()) };
+    // SAFETY: runs in the forked child before `exec`, where it only calls
+    // pthread_sigmask, which is async-signal-safe, on a set copied in.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+            libc::pthread_sigmask(libc::SIG_UNBLOCK, &watched, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("running {}", program.display()))?;
+    let status = loop {
+        if let Some(status) = child.try_wait().context("waiting for the program")? {
+            break status;
+        }
+        // SAFETY: an all-zero siginfo_t is a valid value (plain integers).
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waits for one of the blocked signals of `watched`,
+        // filling `info`.
+        let sig = unsafe { libc::sigwaitinfo(&watched, &mut info) };
+        // A signal the kernel sent to the whole process group (a
+        // terminal's ^C) reached the program too; one sent to this
+        // process alone (`kill`, a service manager's stop) is forwarded.
+        if sig > 0 && sig != libc::SIGCHLD && info.si_code != libc::SI_KERNEL {
+            // SAFETY: sends a signal to our own child.
+            unsafe { libc::kill(child.id() as libc::pid_t, sig) };
+        }
+    };
+    // (What it writes, it says on stderr.)
+    foliocache::Guardian::write_back(segment.as_fd());
+    drop(segment);
+    end_as(status)
+}
+
+/// Ends this process as the program ended: its exit code, or its signal.
+fn end_as(status: ExitStatus) -> ! {
+    if let Some(code) = status.code() {
+        std::process::exit(code);
+    }
+    let sig = status.signal().unwrap_or(libc::SIGKILL);
+    // SAFETY: the default action for `sig`, unblocked, then the signal
+    // raised: this process ends by it, as the program did (a core dump
+    // aside: the program dumped its own).
+    unsafe {
+        libc::signal(sig, libc::SIG_DFL);
+        let one = sigset(&[sig]);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &one, std::ptr::null_mut());
+        libc::raise(sig);
+    }
+    // A signal whose default is not to end (none of the fatal ones).
+    std::process::exit(128 + sig)
+}

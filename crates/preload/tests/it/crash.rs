@@ -1,0 +1,51 @@
+//! What `write(2)` accepted outlives the process (docs/preload.md, "What
+//! a program loses"): a writer that dies right after writing 16 MiB,
+//! nothing synced, by SIGKILL, `abort`, a fatal signal or `_exit`, leaves
+//! every byte in the file once its guardian has written it back, as the
+//! kernel's page cache would.
+
+use std::time::{Duration, Instant};
+
+use crate::support::{compile, preloaded, Build};
+
+/// Byte `i` of `killed_writer.c`'s pattern.
+fn pat(i: u64) -> u8 {
+    (i.wrapping_mul(31).wrapping_add(i >> 12) as u8) | 1
+}
+
+#[test]
+fn a_writer_that_dies_loses_no_accepted_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile("killed_writer", dir.path(), Build::Plain);
+    let mib = 16u64;
+    let want: Vec<u8> = (0..mib << 20).map(pat).collect();
+    for how in ["kill", "abort", "segv", "exit"] {
+        let file = dir.path().join(format!("{how}.bin"));
+        let status = preloaded(&exe, dir.path())
+            .arg(how)
+            .arg(&file)
+            .arg(mib.to_string())
+            .status()
+            .expect("running the writer");
+        assert!(
+            matches!(status.code(), None | Some(0)),
+            "{how}: the writer failed before dying: {status}"
+        );
+        // The guardian writes back once the writer is gone.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let got = std::fs::read(&file).unwrap_or_default();
+            if got == want {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{how}: {} of {} bytes survived, {} of them right",
+                got.len(),
+                want.len(),
+                got.iter().zip(&want).filter(|(a, b)| a == b).count()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
