@@ -347,15 +347,14 @@ static void test_other_process(void) {
     CHECK(pread(fd, got, 8, 0) == 4 && memcmp(got, "mXYe", 4) == 0);
     close(fd);
     /* Growth by the other process while this one has the file open for
-     * writing is not seen, and is cut at this one's last close (the cache
-     * keeps the size from the open on, and the library has no call to
-     * take it from the file again: docs/preload.md). Pinned here so that
-     * a fix shows. */
+     * writing is not seen by this one's reads (the cache keeps the size
+     * from the open on: docs/preload.md), but its last close keeps it: a
+     * file never shrinks unless someone truncates it. */
     fd = open(p, O_RDWR);
     CHECK(syscall(SYS_pwrite64, raw, "more", 4, 4) == 4);
     CHECK(fsize(fd) == 4 && pread(fd, got, 8, 0) == 4);
     close(fd);
-    CHECK(kernel_size(p) == 4);
+    CHECK(kernel_size(p) == 8);
     syscall(SYS_close, raw);
 }
 
