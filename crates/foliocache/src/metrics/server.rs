@@ -108,11 +108,17 @@ impl Drop for MetricsServer {
 
 /// Serves `registry` as Prometheus (OpenMetrics) text at `GET /metrics`
 /// (and `HEAD`) on `addr`, from a thread of its own, until the returned
-/// server is dropped. Other paths answer 404, other methods 405. The
-/// server's limits (connections, head size and time) are in the module's
-/// doc and docs/metrics.md. Bind to a loopback address unless the metrics
-/// may be read from elsewhere: they say which files are busy, not what
-/// they hold, but nothing authenticates a scraper.
+/// server is dropped. Other paths answer 404, other methods 405.
+///
+/// One thread serves every connection, with limits (docs/metrics.md): at
+/// most 64 connections (a new one past it closes the oldest, so accepting
+/// never stops), a request head within 10 s and 8 KiB (431 past it), and
+/// accepts that fail (out of descriptors) retried, never the end of
+/// serving. Its descriptors stay under 70, whatever its clients do.
+///
+/// Bind to a loopback address unless the metrics may be read from
+/// elsewhere: they say which files are busy, not what they hold, but
+/// nothing authenticates a scraper.
 ///
 /// # Errors
 /// The address cannot be bound (in use, not local, no permission), or the
@@ -137,10 +143,12 @@ pub fn serve(addr: SocketAddr, registry: Registry) -> io::Result<MetricsServer> 
         TcpListener::from_std(std_listener).map_err(context)?
     };
     let (stop, stopped) = oneshot::channel();
+    let (started, running) = std::sync::mpsc::channel();
     let thread = std::thread::Builder::new()
         .name("foliocache-metrics".into())
         .spawn(move || {
             let tasks = LocalSet::new();
+            let _ = started.send(());
             let serving = tasks.run_until(accept_loop(listener, Rc::new(registry)));
             runtime.block_on(first_of(serving, stopped));
             // Dropping the tasks closes every connection still open.
@@ -148,6 +156,11 @@ pub fn serve(addr: SocketAddr, registry: Registry) -> io::Result<MetricsServer> 
             drop(tasks);
         })
         .map_err(context)?;
+    // Returns once the thread runs: its start (glibc's arena for it, which
+    // may read /sys/devices/system/cpu/online) is over before the caller
+    // goes on, which matters under the interposer, where the caller is a
+    // program in the middle of an open and may be moving its descriptors.
+    let _ = running.recv();
     Ok(MetricsServer {
         addr: bound,
         stop: Some(stop),
@@ -307,7 +320,7 @@ fn answer<B>(req: &Request<B>, registry: &Registry) -> Response<String> {
     if req.method() != Method::GET && req.method() != Method::HEAD {
         let mut r = text(
             StatusCode::METHOD_NOT_ALLOWED,
-            "only GET\n".into(),
+            "only GET and HEAD\n".into(),
             "text/plain",
         );
         r.headers_mut()

@@ -8,8 +8,6 @@
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use prometheus_client::registry::Registry;
@@ -265,16 +263,13 @@ fn send_big_header(addr: SocketAddr, size: usize) -> String {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(PATIENCE)).unwrap();
     let mut reader = s.try_clone().unwrap();
-    let answered = Arc::new(AtomicBool::new(false));
-    let seen = answered.clone();
+    // Reads to the end: the answer, then the close.
     let read = std::thread::spawn(move || {
         let mut out = Vec::new();
         let mut buf = [0u8; 4096];
         while let Ok(n @ 1..) = reader.read(&mut buf) {
             out.extend_from_slice(&buf[..n]);
-            seen.store(true, Ordering::Relaxed);
         }
-        seen.store(true, Ordering::Relaxed);
         String::from_utf8_lossy(&out).into_owned()
     });
     let chunk = vec![b'a'; 64 << 10];
@@ -282,7 +277,7 @@ fn send_big_header(addr: SocketAddr, size: usize) -> String {
     let mut ok = s
         .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: ")
         .is_ok();
-    while ok && sent < size && !answered.load(Ordering::Relaxed) {
+    while ok && sent < size && !read.is_finished() {
         ok = s.write_all(&chunk).is_ok();
         sent += chunk.len();
     }
