@@ -156,10 +156,9 @@ pub fn serve(addr: SocketAddr, registry: Registry) -> io::Result<MetricsServer> 
             drop(tasks);
         })
         .map_err(context)?;
-    // Returns once the thread runs: its start (glibc's arena for it, which
-    // may read /sys/devices/system/cpu/online) is over before the caller
-    // goes on, which matters under the interposer, where the caller is a
-    // program in the middle of an open and may be moving its descriptors.
+    // Returns once the thread runs: its start (its first allocations
+    // included) is over when the caller goes on, which under the
+    // interposer is a program in the middle of an open.
     let _ = running.recv();
     Ok(MetricsServer {
         addr: bound,
