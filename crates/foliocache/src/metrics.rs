@@ -27,10 +27,7 @@
 //! ```
 
 use std::fmt;
-use std::io;
-use std::net::SocketAddr;
 use std::sync::{Arc, Weak};
-use std::thread::JoinHandle;
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
@@ -38,6 +35,9 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
+
+mod server;
+pub use server::{serve, MetricsServer};
 
 use crate::loaded::Loaded;
 use crate::mm::CacheInner;
@@ -270,6 +270,22 @@ static FIGURES: [Figure; 26] = [
     },
 ];
 
+/// An info metric: a gauge of 1 whose labels carry the information
+/// (Prometheus's convention for build information, `*_build_info`).
+struct Info {
+    name: &'static str,
+    help: &'static str,
+    labels: [(&'static str, &'static str); 1],
+}
+
+/// `foliocache_build_info{version="..."} 1`: which foliocache a program
+/// runs, written after the counters and gauges.
+static BUILD_INFO: Info = Info {
+    name: "foliocache_build_info",
+    help: "The foliocache library's version, as a label; always 1",
+    labels: [("version", env!("CARGO_PKG_VERSION"))],
+};
+
 impl Collector for CacheCollector {
     fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), fmt::Error> {
         let (Some(inner), Some(warm)) = (self.cache.upgrade(), self.warm.upgrade()) else {
@@ -292,6 +308,10 @@ impl Collector for CacheCollector {
                 }
             }
         }
+        let info = &BUILD_INFO;
+        let one = ConstGauge::new(1i64);
+        let mut family = enc.encode_descriptor(info.name, info.help, None, one.metric_type())?;
+        one.encode(family.encode_family(&info.labels)?)?;
         for (name, help, l) in [
             (
                 "foliocache_miss_latency",
@@ -331,115 +351,10 @@ fn encode_histogram(
         .encode_histogram::<NoLabelSet>(l.sum.as_secs_f64(), l.count, &buckets, None)
 }
 
-/// A running `/metrics` endpoint, from [`serve`]; dropping it stops the
-/// server (after the request in progress).
-pub struct MetricsServer {
-    server: Arc<tiny_http::Server>,
-    addr: SocketAddr,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl fmt::Debug for MetricsServer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MetricsServer")
-            .field("addr", &self.addr)
-            .finish()
-    }
-}
-
-impl MetricsServer {
-    /// The address it listens on (the port the system chose, for port 0).
-    pub fn local_addr(&self) -> SocketAddr {
-        self.addr
-    }
-}
-
-impl Drop for MetricsServer {
-    fn drop(&mut self) {
-        self.server.unblock();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-/// The content type of the OpenMetrics text `prometheus-client` encodes,
-/// which Prometheus scrapes.
-const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-
-/// Serves `registry` as Prometheus (OpenMetrics) text at `GET /metrics`
-/// on `addr`, from a thread of its own, until the returned server is
-/// dropped. Other paths answer 404, other methods 405. Bind to a loopback
-/// address unless the metrics may be read from elsewhere: they say which
-/// files are busy, not what they hold, but nothing authenticates a
-/// scraper.
-///
-/// # Errors
-/// The address cannot be bound (in use, not local, no permission).
-pub fn serve(addr: SocketAddr, registry: Registry) -> io::Result<MetricsServer> {
-    let server = tiny_http::Server::http(addr).map_err(|e| {
-        io::Error::new(
-            io::ErrorKind::AddrNotAvailable,
-            format!("foliocache: serving metrics on {addr}: {e}"),
-        )
-    })?;
-    let bound = match server.server_addr() {
-        tiny_http::ListenAddr::IP(a) => a,
-        #[allow(unreachable_patterns)]
-        _ => addr,
-    };
-    let server = Arc::new(server);
-    let serving = server.clone();
-    let thread = std::thread::Builder::new()
-        .name("foliocache-metrics".into())
-        .spawn(move || {
-            for req in serving.incoming_requests() {
-                let response = answer(&req, &registry);
-                // A scraper that went away is its own business.
-                let _ = req.respond(response);
-            }
-        })?;
-    Ok(MetricsServer {
-        server,
-        addr: bound,
-        thread: Some(thread),
-    })
-}
-
-/// The response to one request.
-fn answer(
-    req: &tiny_http::Request,
-    registry: &Registry,
-) -> tiny_http::Response<io::Cursor<Vec<u8>>> {
-    let text = |code: u16, body: String, content_type: &str| {
-        let header = tiny_http::Header::from_bytes(&b"Content-Type"[..], content_type.as_bytes())
-            .expect("a valid header");
-        tiny_http::Response::from_string(body)
-            .with_status_code(code)
-            .with_header(header)
-    };
-    let path = req.url().split('?').next().unwrap_or_default();
-    if path != "/metrics" {
-        return text(
-            404,
-            "not found: metrics are at /metrics\n".into(),
-            "text/plain",
-        );
-    }
-    if *req.method() != tiny_http::Method::Get && *req.method() != tiny_http::Method::Head {
-        return text(405, "only GET\n".into(), "text/plain");
-    }
-    let mut body = String::new();
-    match prometheus_client::encoding::text::encode(&mut body, registry) {
-        Ok(()) => text(200, body, CONTENT_TYPE),
-        Err(e) => text(500, format!("encoding the metrics: {e}\n"), "text/plain"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::io::{Read, Write};
-    use std::net::TcpStream;
+    use std::net::{SocketAddr, TcpStream};
 
     use super::*;
 
@@ -508,6 +423,15 @@ mod tests {
             "{after}"
         );
         assert!(after.contains("foliocache_miss_latency_seconds_bucket{le=\"+Inf\"}"));
+        let info = format!(
+            "foliocache_build_info{{version=\"{}\"}} 1\n",
+            env!("CARGO_PKG_VERSION")
+        );
+        assert!(after.contains(&info), "{after}");
+        assert!(
+            after.contains("# TYPE foliocache_build_info gauge\n"),
+            "{after}"
+        );
 
         assert!(get(addr, "GET", "/").0.contains("404"));
         assert!(get(addr, "POST", "/metrics").0.contains("405"));
