@@ -26,8 +26,9 @@ pub(crate) mod segment;
 use segment::Segment;
 
 /// Who writes back what the process leaves unsaved when it dies
-/// ([`CacheBuilder::guardian`]): the kernel's page cache keeps a killed
-/// writer's data; a cache with a guardian does too.
+/// ([`CacheBuilder::guardian`](crate::CacheBuilder::guardian)): the
+/// kernel's page cache keeps a killed writer's data; a cache with a
+/// guardian does too.
 #[derive(Debug, Clone, Default)]
 pub enum Guardian {
     /// No one: what the process leaves unsaved when it dies (`SIGKILL`,

@@ -100,7 +100,8 @@ fn raise_fd_limit() {
 impl FolioFs {
     /// A filesystem serving the tree under `backing_dir` through `cache`.
     /// With `dontcache`, every read and write is uncached
-    /// ([`ReadFlags::DONTCACHE`], [`WriteFlags::DONTCACHE`]).
+    /// ([`ReadFlags::DONTCACHE`](foliocache::ReadFlags::DONTCACHE),
+    /// [`WriteFlags::DONTCACHE`](foliocache::WriteFlags::DONTCACHE)).
     ///
     /// # Errors
     /// The OS error of opening `backing_dir` (`ENOTDIR` if it is not a
