@@ -202,10 +202,9 @@ pub(crate) fn recover_from(fd: BorrowedFd<'_>) -> super::recover::WrittenBack {
             .say();
         return Default::default();
     };
-    // SAFETY: the mapping just made, `len` bytes, alive until unmapped
-    // below, after the last use of `bytes`.
-    let bytes = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) };
-    let done = recover(bytes);
+    // SAFETY: the mapping just made, `len` bytes, page-aligned, mapped
+    // until the munmap below, after the call.
+    let done = unsafe { recover(ptr.cast::<u8>(), len) };
     if done.bytes > 0 {
         Line::new()
             .bytes(b"foliocache guardian: wrote back ")

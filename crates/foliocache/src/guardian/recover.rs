@@ -6,12 +6,12 @@
 //! `clone`d from a program with threads, where only system calls are safe.
 //! Messages go to stderr through a buffer on the stack.
 
-use std::os::fd::{AsFd, BorrowedFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd, RawFd};
 
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 
-use super::segment::{View, PAGE};
+use super::segment::{View, PAGE, SLOT_PATH};
 
 /// An fd closed by the `close` system call when dropped, never by the C
 /// library's `close` (which an interposer, foliocache's own among them,
@@ -121,17 +121,25 @@ fn skipped(path: &std::ffi::CStr, why: &[u8], errno: Option<Errno>) {
     l.bytes(b"; its unsaved data is lost").say();
 }
 
-/// Writes back what the segment in `bytes` holds unsaved.
-pub(crate) fn recover(bytes: &[u8]) -> WrittenBack {
+/// Writes back what the segment mapped at `base` (`len` bytes) holds
+/// unsaved.
+///
+/// # Safety
+/// `base..base + len` stays mapped readable during the call; `base` is
+/// page-aligned.
+pub(crate) unsafe fn recover(base: *const u8, len: usize) -> WrittenBack {
     let mut done = WrittenBack::default();
     // A segment no process claimed (a launcher's program that opened no
     // served file): nothing to do.
-    if bytes.len() < 8 || bytes[..8] == [0; 8] {
-        return done;
-    }
-    let view = match View::new(bytes) {
+    // SAFETY: the caller's promise.
+    let view = match unsafe { View::new(base, len) } {
         Ok(v) => v,
+        Err(_) if len < 8 => return done,
         Err(why) => {
+            // SAFETY: `len >= 8`: the first word is inside the mapping.
+            if unsafe { std::ptr::read_volatile(base.cast::<u64>()) } == 0 {
+                return done;
+            }
             Line::new()
                 .bytes(b"foliocache guardian: the segment is unreadable: ")
                 .bytes(why.as_bytes())
@@ -139,8 +147,9 @@ pub(crate) fn recover(bytes: &[u8]) -> WrittenBack {
             return done;
         }
     };
+    let mut path = [0u8; SLOT_PATH];
     for slot in 1..view.slots {
-        let Some((dev, ino, size, path)) = view.slot(slot) else {
+        let Some((dev, ino, size, path)) = view.slot(slot, &mut path) else {
             continue;
         };
         match recover_file(&view, slot, (dev, ino, size), path) {
@@ -159,7 +168,7 @@ pub(crate) fn recover(bytes: &[u8]) -> WrittenBack {
 /// size `id`, at `path`), then sets the file's size. Returns the bytes
 /// written, or `Err` (said on stderr) if the file was skipped.
 fn recover_file(
-    view: &View<'_>,
+    view: &View,
     slot: u64,
     id: (u64, u64, u64),
     path: &std::ffi::CStr,
@@ -208,12 +217,7 @@ fn recover_file(
 
 /// Writes each run of unsaved pages that slot `slot` owns to `fd`, cut at
 /// `size`. Returns the bytes written and the end of the last write.
-fn write_pages(
-    view: &View<'_>,
-    slot: u64,
-    size: u64,
-    fd: BorrowedFd<'_>,
-) -> Result<(u64, u64), Errno> {
+fn write_pages(view: &View, slot: u64, size: u64, fd: BorrowedFd<'_>) -> Result<(u64, u64), Errno> {
     let size_pages = size.div_ceil(PAGE);
     let (mut bytes, mut end) = (0u64, 0u64);
     // A run: arena pages from `start`, file pages from `file`, `n` long.
@@ -248,23 +252,41 @@ fn write_pages(
     Ok((bytes, end))
 }
 
-/// Writes one run (arena page, file page, pages), its end cut at `size`.
+/// Writes one run (arena page, file page, pages), its end cut at `size`,
+/// straight from the mapping (a system call reads it: no Rust reference
+/// to memory another process may write).
 fn write_run(
-    view: &View<'_>,
+    view: &View,
     (start, file, n): (u64, u64, u64),
     size: u64,
     fd: BorrowedFd<'_>,
 ) -> Result<(u64, u64), Errno> {
     let at = file * PAGE;
     let len = (n * PAGE).min(size - at);
-    let data = &view.arena_bytes(start, n)[..len as usize];
-    let mut done = 0usize;
-    while done < data.len() {
-        match rustix::io::pwrite(fd, &data[done..], at + done as u64) {
-            Ok(0) => return Err(Errno::IO),
-            Ok(k) => done += k,
-            Err(Errno::INTR) => {}
-            Err(e) => return Err(e),
+    let data = view.arena_ptr(start, n).ok_or(Errno::INVAL)?;
+    let mut done = 0u64;
+    while done < len {
+        // SAFETY: `data..data + len` is inside the mapping (`arena_ptr`),
+        // which the caller keeps mapped; pwrite64 only reads it. A system
+        // call, not the C library's `pwrite`, which an interposer defines.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_pwrite64,
+                fd.as_raw_fd(),
+                data.add(done as usize),
+                (len - done) as usize,
+                (at + done) as i64,
+            )
+        };
+        match r {
+            0 => return Err(Errno::IO),
+            k if k > 0 => done += k as u64,
+            _ => match Errno::from_raw_os_error(
+                std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
+            ) {
+                Errno::INTR => {}
+                e => return Err(e),
+            },
         }
     }
     Ok((len, at + len))

@@ -421,10 +421,15 @@ impl Segment {
 }
 
 /// A reader's view of a segment (recovery's), over the whole memory file
-/// mapped read-only: every place it reads is checked against the
-/// segment's length first.
-pub(crate) struct View<'a> {
-    base: &'a [u8],
+/// mapped read-only. Another process may still write the segment (its
+/// owner, or one that scribbles on it): every place is read with a
+/// volatile load after a check against the segment's length, never
+/// through a Rust reference to the shared bytes, so nothing it reads can
+/// make it read outside the mapping, and nothing written meanwhile is a
+/// data race in this process.
+pub(crate) struct View {
+    base: *const u8,
+    len: usize,
     pub(crate) pages: u64,
     pub(crate) slots: u64,
     owners_off: u64,
@@ -432,15 +437,24 @@ pub(crate) struct View<'a> {
     arena_off: u64,
 }
 
-impl<'a> View<'a> {
-    /// The view of the segment in `bytes`, or why it is not one.
-    pub(crate) fn new(bytes: &'a [u8]) -> Result<View<'a>, &'static str> {
-        let word = |off: usize| -> Option<u64> {
-            bytes
-                .get(off..off + 8)
-                .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+impl View {
+    /// The view of the segment mapped at `base`, `len` bytes, or why it is
+    /// not one.
+    ///
+    /// # Safety
+    /// `base..base + len` stays mapped readable while the view lives, and
+    /// `base` is page-aligned.
+    pub(crate) unsafe fn new(base: *const u8, len: usize) -> Result<View, &'static str> {
+        let mut view = View {
+            base,
+            len,
+            pages: 0,
+            slots: 0,
+            owners_off: 0,
+            unsaved_off: 0,
+            arena_off: 0,
         };
-        let field = |off: usize| word(off).ok_or("shorter than its header");
+        let field = |off: u64| view.word(off).ok_or("shorter than its header");
         if field(0)? != MAGIC {
             return Err("no segment (bad magic)");
         }
@@ -454,48 +468,73 @@ impl<'a> View<'a> {
         if slots > MAX_SLOTS + 1 {
             return Err("too many slots");
         }
-        let (owners_off, unsaved_off, arena_off, len) =
+        let (owners_off, unsaved_off, arena_off, end) =
             layout(pages, slots).ok_or("overflowing sizes")?;
         if (field(40)?, field(48)?, field(56)?, field(64)?)
-            != (owners_off, unsaved_off, arena_off, len)
+            != (owners_off, unsaved_off, arena_off, end)
         {
             return Err("offsets that do not match its sizes");
         }
-        if len > bytes.len() as u64 {
+        if end > len as u64 {
             return Err("shorter than its layout");
         }
-        Ok(View {
-            base: bytes,
-            pages,
-            slots,
-            owners_off,
-            unsaved_off,
-            arena_off,
-        })
+        view.pages = pages;
+        view.slots = slots;
+        view.owners_off = owners_off;
+        view.unsaved_off = unsaved_off;
+        view.arena_off = arena_off;
+        Ok(view)
     }
 
+    /// The u64 at `off` (a multiple of 8), if inside the segment.
+    fn word(&self, off: u64) -> Option<u64> {
+        let end = off.checked_add(8)?;
+        if end > self.len as u64 || !off.is_multiple_of(8) {
+            return None;
+        }
+        // SAFETY: `off..off + 8` is inside the mapping (checked), aligned
+        // (the base is page-aligned, `off` a multiple of 8); a volatile load
+        // of memory another process may write.
+        Some(u64::from_le(unsafe {
+            std::ptr::read_volatile(self.base.add(off as usize).cast::<u64>())
+        }))
+    }
+
+    /// The u64 at `off`, or 0 past the segment (which every caller's checks
+    /// keep it inside: 0 reads as "nothing here").
     fn u64_at(&self, off: u64) -> u64 {
-        let off = off as usize;
-        u64::from_le_bytes(self.base[off..off + 8].try_into().expect("8 bytes"))
+        self.word(off).unwrap_or(0)
     }
 
-    /// Slot `slot`, if in use: its device, inode, size and path.
-    pub(crate) fn slot(&self, slot: u64) -> Option<(u64, u64, u64, &'a std::ffi::CStr)> {
+    /// Slot `slot`, if in use: its device, inode, size, and its path,
+    /// copied into `path` (the segment's bytes may change meanwhile).
+    pub(crate) fn slot<'p>(
+        &self,
+        slot: u64,
+        path: &'p mut [u8; SLOT_PATH],
+    ) -> Option<(u64, u64, u64, &'p std::ffi::CStr)> {
         if slot == 0 || slot >= self.slots {
             return None;
         }
         let at = SLOTS_OFF + slot * SLOT_BYTES;
-        let state = self.u64_at(at) as u32;
-        if state != SLOT_USED {
+        let head = self.u64_at(at);
+        if head as u32 != SLOT_USED {
             return None;
         }
-        let path_len = (self.u64_at(at) >> 32) as usize;
+        let path_len = (head >> 32) as usize;
         if path_len == 0 || path_len >= SLOT_PATH {
             return None;
         }
-        let start = (at + SLOT_HEAD) as usize;
-        let path =
-            std::ffi::CStr::from_bytes_with_nul(&self.base[start..=start + path_len]).ok()?;
+        let start = at + SLOT_HEAD;
+        if start + path_len as u64 >= self.len as u64 {
+            return None;
+        }
+        for (i, b) in path.iter_mut().take(path_len + 1).enumerate() {
+            // SAFETY: inside the mapping (checked above); a volatile byte
+            // load.
+            *b = unsafe { std::ptr::read_volatile(self.base.add(start as usize + i)) };
+        }
+        let path = std::ffi::CStr::from_bytes_with_nul(&path[..=path_len]).ok()?;
         Some((
             self.u64_at(at + 8),
             self.u64_at(at + 16),
@@ -525,9 +564,13 @@ impl<'a> View<'a> {
         (w >> INDEX_BITS, w & MAX_FILE_PAGE)
     }
 
-    /// Arena pages `page..page + n`'s bytes (`page + n <= pages`).
-    pub(crate) fn arena_bytes(&self, page: u64, n: u64) -> &'a [u8] {
-        let start = (self.arena_off + page * PAGE) as usize;
-        &self.base[start..start + (n * PAGE) as usize]
+    /// Where arena pages `page..page + n` start in the mapping
+    /// (`page + n <= pages`, which the layout's check keeps inside it): an
+    /// address for a system call to read, never a Rust reference.
+    pub(crate) fn arena_ptr(&self, page: u64, n: u64) -> Option<*const u8> {
+        let start = self.arena_off.checked_add(page.checked_mul(PAGE)?)?;
+        let end = start.checked_add(n.checked_mul(PAGE)?)?;
+        // SAFETY: `start <= end <= len`: inside the mapping.
+        (end <= self.len as u64).then(|| unsafe { self.base.add(start as usize) })
     }
 }
