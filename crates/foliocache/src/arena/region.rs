@@ -164,6 +164,13 @@ impl Region {
             )
         })?;
         debug_assert_eq!(raw.cast::<u8>(), reserved.ptr.as_ptr());
+        // Not inherited by a child of `fork`: a shared arena would be the
+        // parent's own memory in the child, whose copy of the cache would
+        // write the parent's folios. The child has no arena at that address
+        // (a use of the inherited cache faults) instead of sharing it.
+        // SAFETY: MADV_DONTFORK changes what a fork copies, not the memory;
+        // the range is exactly this mapping.
+        unsafe { mm::madvise(raw, len, mm::Advice::LinuxDontFork) }.map_err(io::Error::from)?;
         let mut region = reserved;
         region.shared = true;
         Ok(region)

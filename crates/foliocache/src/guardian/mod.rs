@@ -39,7 +39,8 @@ pub enum Guardian {
     /// A child process the cache starts when it is built, which sleeps
     /// until the process dies, then writes back what it left unsaved. The
     /// cache's memory is then a shared memory file (2 MiB pages only where
-    /// the kernel's `shmem_enabled` allows).
+    /// the kernel's `shmem_enabled` allows), which a child of `fork` does
+    /// not inherit: a forked child must not use the parent's cache.
     Child,
     /// The process that made this memory file and passed it down (a
     /// launcher, as `foliocache run`) guards the segment the cache lays out

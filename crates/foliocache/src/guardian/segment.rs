@@ -236,6 +236,18 @@ impl Segment {
         rustix::fs::ftruncate(&fd, PAGE)?;
         rustix::fs::ftruncate(&fd, len)?;
         let meta = Map::new(fd.as_fd(), 0, arena_off, true)?;
+        // Not inherited by a child of `fork` (as the arena: `Region::
+        // map_shared_aligned`): the child's copy of the cache must not mark
+        // the parent's pages.
+        // SAFETY: MADV_DONTFORK changes what a fork copies, not the memory;
+        // the range is exactly the metadata mapping.
+        unsafe {
+            mm::madvise(
+                meta.ptr.as_ptr().cast(),
+                meta.len,
+                mm::Advice::LinuxDontFork,
+            )
+        }?;
         let seg = Segment {
             fd,
             meta,

@@ -10,6 +10,25 @@ use super::recover::WrittenBack;
 use super::segment::{Segment, PAGE};
 use super::{Guard, Guardian};
 
+/// A fresh read-write shared mapping of `len` bytes of the segment's
+/// memory file from `offset`.
+fn map_rw(seg: &Segment, offset: u64, len: usize) -> *mut u8 {
+    // SAFETY: a fresh shared mapping with no address hint: it overlaps
+    // nothing; the tests write it as bytes and unmap it.
+    unsafe {
+        rustix::mm::mmap(
+            std::ptr::null_mut(),
+            len,
+            rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
+            rustix::mm::MapFlags::SHARED,
+            seg.fd(),
+            offset,
+        )
+    }
+    .expect("mapping the segment")
+    .cast()
+}
+
 /// A writable mapping of the segment's arena (as the arena maps it).
 struct ArenaMap {
     ptr: *mut u8,
@@ -19,18 +38,7 @@ struct ArenaMap {
 impl ArenaMap {
     fn new(seg: &Segment) -> ArenaMap {
         let len = (seg.pages() * PAGE) as usize;
-        // SAFETY: a fresh shared mapping of the arena's part of the memory file.
-        let ptr = unsafe {
-            rustix::mm::mmap(
-                std::ptr::null_mut(),
-                len,
-                rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
-                rustix::mm::MapFlags::SHARED,
-                seg.fd(),
-                seg.arena_offset(),
-            )
-        }
-        .expect("mapping the arena");
+        let ptr = map_rw(seg, seg.arena_offset(), len);
         ArenaMap {
             ptr: ptr.cast(),
             len,
@@ -211,19 +219,7 @@ fn a_scribbled_segment_writes_nothing_outside_and_never_panics() {
     assert_eq!(recover_from(seg.fd()), WrittenBack::default());
     // A header scribbled on: refused whole.
     let len = rustix::fs::fstat(seg.fd()).unwrap().st_size as usize;
-    // SAFETY: a fresh shared mapping of the memory file, written as bytes.
-    let p = unsafe {
-        rustix::mm::mmap(
-            std::ptr::null_mut(),
-            len,
-            rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
-            rustix::mm::MapFlags::SHARED,
-            seg.fd(),
-            0,
-        )
-    }
-    .unwrap()
-    .cast::<u8>();
+    let p = map_rw(seg, 0, len);
     for (off, v) in [(24usize, u64::MAX), (40, 1), (32, 1 << 30)] {
         // SAFETY: inside the mapping's first page, 8-byte aligned.
         unsafe { p.add(off).cast::<u64>().write_volatile(v) };
@@ -241,19 +237,7 @@ fn a_segment_claimed_by_a_live_process_is_refused() {
     // out (an exec'd image of the process); a live other owner is refused.
     let seg = g.segment();
     let len = rustix::fs::fstat(seg.fd()).unwrap().st_size as usize;
-    // SAFETY: a fresh shared mapping of the header page.
-    let p = unsafe {
-        rustix::mm::mmap(
-            std::ptr::null_mut(),
-            PAGE as usize,
-            rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
-            rustix::mm::MapFlags::SHARED,
-            seg.fd(),
-            0,
-        )
-    }
-    .unwrap()
-    .cast::<u8>();
+    let p = map_rw(seg, 0, PAGE as usize);
     assert!(len > PAGE as usize);
     // Owner: pid 1, alive.
     // SAFETY: the header's owner word, inside the mapping.
