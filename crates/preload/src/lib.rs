@@ -81,6 +81,7 @@ pub(crate) use after;
 
 mod copy;
 mod fds;
+mod guard;
 mod handoff;
 mod io;
 mod metrics;
@@ -89,7 +90,8 @@ mod stat;
 mod state;
 mod warm;
 
-pub use state::{ENV_CAPACITY, ENV_DIRS, ENV_GUARD, ENV_GUARDIAN, ENV_STATS};
+pub use guard::{ENV_GUARD, ENV_GUARDIAN};
+pub use state::{ENV_CAPACITY, ENV_DIRS, ENV_STATS};
 pub use warm::{ENV_STATE, ENV_STATE_WAIT};
 
 /// Defines `$alias` as a call of `$name` with the same arguments: the
