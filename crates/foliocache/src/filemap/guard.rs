@@ -10,6 +10,7 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::{Folio, Mapping};
+use crate::guardian::segment::Segment;
 use crate::guardian::Guard;
 
 /// A mapping's slot: 0 none taken yet, [`NO_SLOT`] none to be had.
@@ -61,19 +62,12 @@ impl Mapping {
         }
     }
 
-    /// Pages `first..first + n` of folio `f` (locked, in this mapping)
-    /// were just made dirty: they are unsaved, owned by this file.
-    pub(crate) fn guard_mark(&self, f: &Folio, first: u64, n: u64) {
-        let Some(g) = self.guard() else { return };
-        let Some(slot) = self.guard_slot(g) else {
-            return;
-        };
-        let cache = self.inner();
-        let Some(page) = cache.mem.table.page_of(f) else {
-            return;
-        };
-        g.segment()
-            .mark_unsaved(page as u64 + first, n, slot, f.index() + first);
+    /// Where this file's dirty pages are recorded for the guardian: the
+    /// segment and the file's slot (taken now if none was), or `None` when
+    /// nothing guards it. Looked up once per batch of pages made dirty.
+    pub(crate) fn unsaved_marker(&self) -> Option<(&Segment, u32)> {
+        let g = self.guard()?;
+        Some((g.segment(), self.guard_slot(g)?))
     }
 
     /// Every page of folio `f` is saved (written back), or belongs to no

@@ -383,9 +383,12 @@ impl Mapping {
         // new one, locked too).
         if old.test_and_clear(FolioFlags::DIRTY) {
             let (from, to) = (old.page().index() as usize, new.page().index() as usize);
+            let unsaved = self.unsaved_marker();
             for (a, c) in cache.mem.dirty_bits.take_runs(from, pages as usize) {
                 // Unsaved in the copy before the original's pages go.
-                self.guard_mark(&new, a as u64, c as u64);
+                if let Some((seg, slot)) = unsaved {
+                    seg.mark_unsaved((to + a) as u64, c as u64, slot, new.index() + a as u64);
+                }
                 cache.mem.dirty_bits.set(to + a, c);
             }
             self.guard_clear(&old);

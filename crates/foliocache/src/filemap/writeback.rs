@@ -321,14 +321,15 @@ impl Mapping {
         let cache = self.inner();
         let mut newly: Vec<&LockedFolio<'_>> = Vec::new();
         let mut pages = 0;
+        let unsaved = self.unsaved_marker();
         for (f, (first, n)) in dirty {
             debug_assert!(first + n <= f.nr_pages());
+            let page = f.page().index() as u64 + first;
             // Unsaved for the guardian before dirty (`guard.rs`).
-            self.guard_mark(f, first, n);
-            pages += cache
-                .mem
-                .dirty_bits
-                .set(f.page().index() as usize + first as usize, n as usize);
+            if let Some((seg, slot)) = unsaved {
+                seg.mark_unsaved(page, n, slot, f.index() + first);
+            }
+            pages += cache.mem.dirty_bits.set(page as usize, n as usize);
             if !f.test_and_set(FolioFlags::DIRTY) {
                 newly.push(f);
             }
