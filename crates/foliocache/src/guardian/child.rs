@@ -184,27 +184,16 @@ pub(crate) fn recover_from(fd: BorrowedFd<'_>) -> super::recover::WrittenBack {
     if len == 0 {
         return Default::default();
     }
-    // SAFETY: a fresh read-only shared mapping of the memory file, read
-    // as bytes; nothing else in this process maps it, and its writer is
-    // gone (or, for tests, done).
-    let Ok(ptr) = (unsafe {
-        rustix::mm::mmap(
-            std::ptr::null_mut(),
-            len,
-            rustix::mm::ProtFlags::READ,
-            rustix::mm::MapFlags::SHARED,
-            fd,
-            0,
-        )
-    }) else {
+    let Ok(map) = super::segment::Map::new(fd, 0, len as u64, false) else {
         Line::new()
             .bytes(b"foliocache guardian: cannot map the segment; unsaved data is lost")
             .say();
         return Default::default();
     };
-    // SAFETY: the mapping just made, `len` bytes, page-aligned, mapped
-    // until the munmap below, after the call.
-    let done = unsafe { recover(ptr.cast::<u8>(), len) };
+    let (base, len) = map.range();
+    // SAFETY: `map` keeps the range mapped, page-aligned, until it drops
+    // after the call.
+    let done = unsafe { recover(base, len) };
     if done.bytes > 0 {
         Line::new()
             .bytes(b"foliocache guardian: wrote back ")
@@ -214,8 +203,6 @@ pub(crate) fn recover_from(fd: BorrowedFd<'_>) -> super::recover::WrittenBack {
             .bytes(b" files")
             .say();
     }
-    // SAFETY: the mapping made above, no longer used.
-    let _ = unsafe { rustix::mm::munmap(ptr, len) };
     done
 }
 

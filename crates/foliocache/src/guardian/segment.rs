@@ -116,15 +116,21 @@ fn alive(pid: u32) -> bool {
     r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
-/// A mapping of part of a segment, unmapped on drop.
-struct Map {
+/// A mapping of part of a segment, unmapped on drop (by system calls
+/// only: a guardian child maps the segment with it).
+pub(crate) struct Map {
     ptr: NonNull<u8>,
     len: usize,
 }
 
 impl Map {
     /// Maps `len` bytes of `fd` from `offset`, shared, `writable` or not.
-    fn new(fd: BorrowedFd<'_>, offset: u64, len: u64, writable: bool) -> io::Result<Map> {
+    pub(crate) fn new(
+        fd: BorrowedFd<'_>,
+        offset: u64,
+        len: u64,
+        writable: bool,
+    ) -> io::Result<Map> {
         let len = usize::try_from(len).map_err(|_| io::Error::from(io::ErrorKind::OutOfMemory))?;
         let prot = if writable {
             ProtFlags::READ | ProtFlags::WRITE
@@ -146,6 +152,11 @@ impl Map {
         }?;
         let ptr = NonNull::new(raw.cast::<u8>()).ok_or_else(|| io::Error::other("null mapping"))?;
         Ok(Map { ptr, len })
+    }
+
+    /// The mapping's first byte (page-aligned) and its length.
+    pub(crate) fn range(&self) -> (*mut u8, usize) {
+        (self.ptr.as_ptr(), self.len)
     }
 }
 

@@ -7,57 +7,32 @@ use std::os::unix::fs::MetadataExt;
 
 use super::child::{private_anonymous, recover_from};
 use super::recover::WrittenBack;
-use super::segment::{Segment, PAGE};
+use super::segment::{Map, Segment, PAGE};
 use super::{Guard, Guardian};
 
 /// A fresh read-write shared mapping of `len` bytes of the segment's
-/// memory file from `offset`.
-fn map_rw(seg: &Segment, offset: u64, len: usize) -> *mut u8 {
-    // SAFETY: a fresh shared mapping with no address hint: it overlaps
-    // nothing; the tests write it as bytes and unmap it.
-    unsafe {
-        rustix::mm::mmap(
-            std::ptr::null_mut(),
-            len,
-            rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
-            rustix::mm::MapFlags::SHARED,
-            seg.fd(),
-            offset,
-        )
-    }
-    .expect("mapping the segment")
-    .cast()
+/// memory file from `offset`, unmapped on drop.
+fn map_rw(seg: &Segment, offset: u64, len: usize) -> Map {
+    Map::new(seg.fd(), offset, len as u64, true).expect("mapping the segment")
 }
 
 /// A writable mapping of the segment's arena (as the arena maps it).
-struct ArenaMap {
-    ptr: *mut u8,
-    len: usize,
-}
+struct ArenaMap(Map);
 
 impl ArenaMap {
     fn new(seg: &Segment) -> ArenaMap {
-        let len = (seg.pages() * PAGE) as usize;
-        let ptr = map_rw(seg, seg.arena_offset(), len);
-        ArenaMap {
-            ptr: ptr.cast(),
-            len,
-        }
+        ArenaMap(map_rw(
+            seg,
+            seg.arena_offset(),
+            (seg.pages() * PAGE) as usize,
+        ))
     }
 
     fn page(&mut self, page: u64) -> &mut [u8] {
-        assert!(((page + 1) * PAGE) as usize <= self.len);
+        let (ptr, len) = self.0.range();
+        assert!(((page + 1) * PAGE) as usize <= len);
         // SAFETY: inside the mapping, borrowed mutably from `self`.
-        unsafe {
-            std::slice::from_raw_parts_mut(self.ptr.add((page * PAGE) as usize), PAGE as usize)
-        }
-    }
-}
-
-impl Drop for ArenaMap {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `new`.
-        let _ = unsafe { rustix::mm::munmap(self.ptr.cast(), self.len) };
+        unsafe { std::slice::from_raw_parts_mut(ptr.add((page * PAGE) as usize), PAGE as usize) }
     }
 }
 
@@ -219,14 +194,14 @@ fn a_scribbled_segment_writes_nothing_outside_and_never_panics() {
     assert_eq!(recover_from(seg.fd()), WrittenBack::default());
     // A header scribbled on: refused whole.
     let len = rustix::fs::fstat(seg.fd()).unwrap().st_size as usize;
-    let p = map_rw(seg, 0, len);
+    let map = map_rw(seg, 0, len);
+    let p = map.range().0;
     for (off, v) in [(24usize, u64::MAX), (40, 1), (32, 1 << 30)] {
         // SAFETY: inside the mapping's first page, 8-byte aligned.
         unsafe { p.add(off).cast::<u64>().write_volatile(v) };
         assert_eq!(recover_from(seg.fd()), WrittenBack::default());
     }
-    // SAFETY: the mapping made above.
-    unsafe { rustix::mm::munmap(p.cast(), len) }.unwrap();
+    drop(map);
 }
 
 #[test]
@@ -237,7 +212,8 @@ fn a_segment_claimed_by_a_live_process_is_refused() {
     // out (an exec'd image of the process); a live other owner is refused.
     let seg = g.segment();
     let len = rustix::fs::fstat(seg.fd()).unwrap().st_size as usize;
-    let p = map_rw(seg, 0, PAGE as usize);
+    let map = map_rw(seg, 0, PAGE as usize);
+    let p = map.range().0;
     assert!(len > PAGE as usize);
     // Owner: pid 1, alive.
     // SAFETY: the header's owner word, inside the mapping.
@@ -246,8 +222,7 @@ fn a_segment_claimed_by_a_live_process_is_refused() {
         .err()
         .expect("refused");
     assert_eq!(err.kind(), std::io::ErrorKind::AddrInUse);
-    // SAFETY: the mapping made above.
-    unsafe { rustix::mm::munmap(p.cast(), PAGE as usize) }.unwrap();
+    drop(map);
 }
 
 #[test]
