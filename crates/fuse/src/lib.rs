@@ -11,12 +11,14 @@
 //!
 //! Concepts:
 //! - [`FolioFs`] ([`fs`]): the FUSE operations.
-//! - the inode table ([`inode`]): each node the kernel knows holds an
-//!   `O_PATH` descriptor of its backing inode, reached by one-component
-//!   `openat(.., O_NOFOLLOW)` from its parent; every operation starts from
-//!   such a descriptor, so rename needs no bookkeeping and nothing outside
-//!   the backing directory is ever opened (symlinks are read back as text,
-//!   never followed by the server).
+//! - the inode table ([`inode`]): each node the kernel knows is reached
+//!   by an `O_PATH` descriptor of its backing inode, opened by
+//!   one-component `openat(.., O_NOFOLLOW)` from its parent's; every
+//!   operation starts from such a descriptor, so nothing outside the
+//!   backing directory is ever opened (symlinks are read back as text,
+//!   never followed by the server). The descriptors are bounded
+//!   (`fds.rs`): unused ones close and reopen from the parent by name, so
+//!   a million files need no million descriptors.
 //! - the control file ([`control`]): `.foliocache-control` at the mount
 //!   root, where `foliocache stat` reads the cache's figures as JSON.
 //! - [`NullFs`] ([`null`]): the crossing alone (files of zeros, no
@@ -77,6 +79,7 @@
 
 pub mod control;
 pub mod errno;
+mod fds;
 pub mod fs;
 pub mod inode;
 pub mod null;
@@ -118,6 +121,11 @@ pub struct MountOptions {
     /// The state file of warm restarts (`None`: none): loaded in the
     /// background at start, saved periodically and at unmount.
     pub state: Option<std::path::PathBuf>,
+    /// The most descriptors the server keeps open for the nodes the kernel
+    /// knows (half for their `O_PATH` descriptors, half for cached files;
+    /// the least is 16 each). `None`: the open-file limit (its soft
+    /// limit, raised to the hard one at start) less 256 kept for the rest.
+    pub max_open: Option<usize>,
 }
 
 impl MountOptions {
@@ -133,6 +141,7 @@ impl MountOptions {
             threads: cpus.clamp(2, 8),
             metrics: None,
             state: None,
+            max_open: None,
         }
     }
 
@@ -238,7 +247,7 @@ pub fn session(
     opts: &MountOptions,
 ) -> io::Result<Session<FolioFs>> {
     let (b, m) = check_paths(backing_dir, mountpoint)?;
-    let mut fs = FolioFs::new(&b, opts.build_cache()?, opts.dontcache)?;
+    let mut fs = FolioFs::with_max_open(&b, opts.build_cache()?, opts.dontcache, opts.max_open)?;
     if let Some(path) = &opts.state {
         fs.warm_restarts(path)?;
     }
@@ -314,7 +323,7 @@ pub fn serve(
     signals.add(Signal::SIGHUP);
     signals.thread_block().map_err(io::Error::from)?;
     let (b, m) = check_paths(backing_dir, mountpoint)?;
-    let mut fs = FolioFs::new(&b, opts.build_cache()?, opts.dontcache)?;
+    let mut fs = FolioFs::with_max_open(&b, opts.build_cache()?, opts.dontcache, opts.max_open)?;
     if let Some(path) = &opts.state {
         fs.warm_restarts(path)?;
     }

@@ -11,7 +11,7 @@ use nix::sys::time::TimeSpec;
 use nix::unistd::{self, Gid, Uid};
 
 use crate::errno::{io_errno, nix_errno};
-use crate::inode::Inode;
+use crate::inode::{proc_path, Inode};
 
 use super::{FolioFs, Handle, Res};
 
@@ -105,7 +105,7 @@ pub(super) struct SetAttr {
 
 impl FolioFs {
     pub(super) fn stat_attr(&self, id: u64, inode: &Inode) -> Res<FileAttr> {
-        let st = stat::fstat(&inode.fd).map_err(nix_errno)?;
+        let st = stat::fstat(&*inode.fd()?).map_err(nix_errno)?;
         let mut a = attr_of(id, &st, inode.kind, inode.cached_len());
         // Written through the mount since the backing's mtime moved (the
         // data may still be dirty in the cache): that write's time, as a
@@ -150,7 +150,7 @@ impl FolioFs {
             }
             stat::fchmodat(
                 AT_FDCWD,
-                inode.proc_path().as_str(),
+                proc_path(&*inode.fd()?).as_str(),
                 Mode::from_bits_truncate(mode & 0o7777),
                 stat::FchmodatFlags::FollowSymlink,
             )
@@ -158,7 +158,7 @@ impl FolioFs {
         }
         if uid.is_some() || gid.is_some() {
             unistd::fchownat(
-                &inode.fd,
+                &*inode.fd()?,
                 "",
                 uid.map(Uid::from_raw),
                 gid.map(Gid::from_raw),
@@ -172,7 +172,7 @@ impl FolioFs {
             }
             // Dirty data written back later would move mtime past what is
             // set now: write it back first.
-            let kept = inode.cached.lock().as_ref().map(|f| f.reopen());
+            let kept = inode.cached_file();
             if let Some(f) = kept {
                 if f.is_writable() {
                     f.sync_data().map_err(|e| io_errno(&e))?;
@@ -180,7 +180,7 @@ impl FolioFs {
             }
             stat::utimensat(
                 AT_FDCWD,
-                inode.proc_path().as_str(),
+                proc_path(&*inode.fd()?).as_str(),
                 &time_spec(atime),
                 &time_spec(mtime),
                 UtimensatFlags::FollowSymlink,

@@ -9,7 +9,7 @@ use fuser::{Errno, FileHandle, ReplyData};
 use nix::fcntl::FallocateFlags;
 
 use crate::errno::io_errno;
-use crate::inode::Inode;
+use crate::inode::{proc_path, Inode};
 
 use super::attr::now_ns;
 use super::{FolioFs, Handle, Res};
@@ -18,37 +18,30 @@ impl FolioFs {
     /// A cache handle on `inode` (a regular file) with these rights; the
     /// node keeps one too (see [`crate::inode`]).
     pub(super) fn open_cached(&self, inode: &Inode, write: bool, append: bool) -> io::Result<File> {
+        let fd = inode
+            .fd()
+            .map_err(|e| io::Error::from_raw_os_error(i32::from(e)))?;
         let f = self
             .cache
             .open_options()
             .read(true)
             .write(write)
             .append(append)
-            .open(inode.proc_path())?;
+            .open(proc_path(&fd))?;
+        drop(fd);
         if self.dontcache {
             f.set_default_flags(ReadFlags::DONTCACHE);
         }
-        let mut kept = inode.cached.lock();
-        let replace = match &*kept {
-            None => true,
-            Some(old) => write && !old.is_writable(),
-        };
-        if replace {
-            let old = kept.replace(f.reopen());
-            drop(kept);
-            drop(old);
-        }
+        inode.keep_cached(&f);
         Ok(f)
     }
 
     /// A writable cache handle on `inode`: the node's own if writable.
     pub(super) fn writable(&self, inode: &Inode) -> io::Result<File> {
-        if let Some(f) = inode.cached.lock().as_ref() {
-            if f.is_writable() {
-                return Ok(f.reopen());
-            }
+        match inode.cached_file() {
+            Some(f) if f.is_writable() => Ok(f),
+            _ => self.open_cached(inode, true, false),
         }
-        self.open_cached(inode, true, false)
     }
 
     /// Serves a read: the data goes to `reply` from the cache's memory in

@@ -33,7 +33,7 @@ use nix::unistd::{self};
 use parking_lot::Mutex;
 
 use crate::control::{self, CONTROL_INO};
-use crate::inode::{Inode, InodeTable};
+use crate::inode::{proc_path, Inode, InodeTable};
 
 /// How long the kernel may keep an entry or attributes: the backing
 /// changes only through this server, which answers every change.
@@ -49,12 +49,36 @@ enum Handle {
     File {
         file: File,
         /// Its node (for the time of its last write).
-        inode: Arc<Inode>,
+        inode: Opened,
     },
     Dir {
         entries: Vec<(u64, FileType, OsString)>,
     },
     Control(Mutex<control::Session>),
+}
+
+/// A node with a handle open on it: its cached file stays while so
+/// (`Inode::opened`).
+struct Opened(Arc<Inode>);
+
+impl Opened {
+    fn new(inode: Arc<Inode>) -> Opened {
+        inode.opened();
+        Opened(inode)
+    }
+}
+
+impl std::ops::Deref for Opened {
+    type Target = Inode;
+    fn deref(&self) -> &Inode {
+        &self.0
+    }
+}
+
+impl Drop for Opened {
+    fn drop(&mut self) {
+        self.0.closed();
+    }
 }
 
 /// The FUSE filesystem: a backing directory served through one [`Cache`].
@@ -86,8 +110,9 @@ pub struct FolioFs {
     saver: Option<crate::warm::Saver>,
 }
 
-/// Every node the kernel knows holds a descriptor: lets the process have
-/// as many as its hard limit allows (the soft limit is often 1024).
+/// The nodes' descriptors are budgeted from the open-file limit: lets the
+/// process have as many as its hard limit allows (the soft limit is often
+/// 1024).
 fn raise_fd_limit() {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
     if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
@@ -107,6 +132,21 @@ impl FolioFs {
     /// The OS error of opening `backing_dir` (`ENOTDIR` if it is not a
     /// directory).
     pub fn new(backing_dir: &Path, cache: Cache, dontcache: bool) -> io::Result<FolioFs> {
+        Self::with_max_open(backing_dir, cache, dontcache, None)
+    }
+
+    /// [`new`](Self::new), keeping at most `max_open` descriptors open for
+    /// the nodes the kernel knows (see [`crate::MountOptions::max_open`];
+    /// `None`: from the open-file limit, raised to its hard limit first).
+    ///
+    /// # Errors
+    /// As [`new`](Self::new).
+    pub fn with_max_open(
+        backing_dir: &Path,
+        cache: Cache,
+        dontcache: bool,
+        max_open: Option<usize>,
+    ) -> io::Result<FolioFs> {
         let fd = fcntl::open(
             backing_dir,
             OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
@@ -114,9 +154,10 @@ impl FolioFs {
         )?;
         let st = stat::fstat(&fd)?;
         raise_fd_limit();
+        let fds = Arc::new(crate::fds::Fds::new(max_open));
         Ok(FolioFs {
             cache,
-            inodes: InodeTable::new(fd, (st.st_dev, st.st_ino)),
+            inodes: InodeTable::new(fd, (st.st_dev, st.st_ino), fds),
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             dontcache,
@@ -177,10 +218,14 @@ impl FolioFs {
             let failed: Vec<(String, io::Error)> = inodes
                 .iter()
                 .filter_map(|inode| {
-                    let file = inode.cached.lock().clone()?;
+                    let file = inode.cached_file()?;
                     let e = file.sync_all().err()?;
-                    let path = std::fs::read_link(inode.proc_path()).map_or_else(
-                        |_| format!("inode {}", inode.key.1),
+                    let path = inode
+                        .fd()
+                        .ok()
+                        .and_then(|fd| std::fs::read_link(proc_path(&fd)).ok());
+                    let path = path.map_or_else(
+                        || format!("inode {}", inode.key.1),
                         |p| p.display().to_string(),
                     );
                     Some((path, e))
@@ -259,6 +304,12 @@ impl FolioFs {
     fn close_handle(&self, fh: FileHandle) {
         let h = self.handles.lock().remove(&fh.0);
         drop(h);
+    }
+
+    /// The descriptors the nodes hold now, and their budgets: (`O_PATH`
+    /// descriptors, their budget, cached files, their budget).
+    pub fn descriptors(&self) -> (usize, usize, usize, usize) {
+        self.inodes.descriptors()
     }
 }
 

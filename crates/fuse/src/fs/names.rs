@@ -17,7 +17,7 @@ use crate::errno::{io_errno, nix_errno};
 use crate::inode::{Inode, ROOT};
 
 use super::attr::{attr_of, kind_of};
-use super::{FolioFs, Handle, Res, TTL};
+use super::{FolioFs, Handle, Opened, Res, TTL};
 
 /// A name the kernel sends is one path component; refuse anything else
 /// so that no name leads out of its directory.
@@ -52,7 +52,7 @@ impl FolioFs {
 
     /// The entry of a node this request just made as `name` in `p`, given
     /// the requester's owner first (see `chown_new`).
-    pub(super) fn made_entry(&self, req: &Request, p: &Inode, name: &OsStr) -> Res<FileAttr> {
+    pub(super) fn made_entry(&self, req: &Request, p: &Arc<Inode>, name: &OsStr) -> Res<FileAttr> {
         let _ = self.chown_new(req, p, name);
         self.lookup_entry(p, name)
     }
@@ -70,24 +70,25 @@ impl FolioFs {
 
     /// Finds `name` in `parent` (never following a symlink) and enters it
     /// in the table: one lookup the kernel now holds.
-    pub(super) fn lookup_entry(&self, parent: &Inode, name: &OsStr) -> Res<FileAttr> {
+    pub(super) fn lookup_entry(&self, parent: &Arc<Inode>, name: &OsStr) -> Res<FileAttr> {
         check_name(name)?;
         let fd = fcntl::openat(
-            &parent.fd,
+            &*parent.fd()?,
             name,
             OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
             Mode::empty(),
         )
         .map_err(nix_errno)?;
-        self.enter_entry(fd)
+        self.enter_entry(fd, (parent, name))
     }
 
-    /// Enters the inode of `fd` in the table (one more lookup held by the
-    /// kernel) and gives its attributes, `ino` its node id.
-    pub(super) fn enter_entry(&self, fd: OwnedFd) -> Res<FileAttr> {
+    /// Enters the inode of `fd`, found as `name` in `parent`, in the table
+    /// (one more lookup held by the kernel) and gives its attributes,
+    /// `ino` its node id.
+    pub(super) fn enter_entry(&self, fd: OwnedFd, place: (&Arc<Inode>, &OsStr)) -> Res<FileAttr> {
         let st = stat::fstat(&fd).map_err(nix_errno)?;
         let kind = kind_of(st.st_mode).ok_or(Errno::EIO)?;
-        let (id, inode) = self.inodes.insert(fd, (st.st_dev, st.st_ino), kind);
+        let (id, inode) = self.inodes.insert(fd, (st.st_dev, st.st_ino), kind, place);
         Ok(attr_of(id, &st, kind, inode.cached_len()))
     }
 
@@ -98,7 +99,7 @@ impl FolioFs {
             return Ok(());
         }
         unistd::fchownat(
-            &parent.fd,
+            &*parent.fd()?,
             name,
             Some(Uid::from_raw(req.uid())),
             Some(Gid::from_raw(req.gid())),
@@ -112,8 +113,9 @@ impl FolioFs {
         inode: &Inode,
         root: bool,
     ) -> Res<Vec<(u64, FileType, OsString)>> {
+        let dir_fd = inode.fd()?;
         let fd = fcntl::openat(
-            &inode.fd,
+            &*dir_fd,
             ".",
             OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
             Mode::empty(),
@@ -138,7 +140,7 @@ impl FolioFs {
                 Some(Type::Socket) => FileType::Socket,
                 None => {
                     match stat::fstatat(
-                        &inode.fd,
+                        &*dir_fd,
                         name.as_os_str(),
                         fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
                     )
@@ -169,11 +171,12 @@ impl FolioFs {
         // requester; O_NONBLOCK so that an existing FIFO does not block.
         let base = OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_WRONLY | OFlag::O_NONBLOCK;
         let perm = Mode::from_bits_truncate(mode & 0o7777);
+        let pfd = p.fd()?;
         let (fd, made) =
-            match fcntl::openat(&p.fd, name, base | OFlag::O_CREAT | OFlag::O_EXCL, perm) {
+            match fcntl::openat(&*pfd, name, base | OFlag::O_CREAT | OFlag::O_EXCL, perm) {
                 Ok(fd) => (fd, true),
                 Err(nix::errno::Errno::EEXIST) if flags & OFlag::O_EXCL.bits() == 0 => (
-                    fcntl::openat(&p.fd, name, base, perm).map_err(nix_errno)?,
+                    fcntl::openat(&*pfd, name, base, perm).map_err(nix_errno)?,
                     false,
                 ),
                 Err(e) => return Err(nix_errno(e)),
@@ -196,9 +199,9 @@ impl FolioFs {
         )
         .map_err(nix_errno)?;
         drop(fd);
-        let attr = self.enter_entry(path_fd)?;
+        let attr = self.enter_entry(path_fd, (&p, name))?;
         let id = attr.ino.0;
-        let inode = self.inodes.get(id).ok_or(Errno::EIO)?;
+        let inode = Opened::new(self.inodes.get(id).ok_or(Errno::EIO)?);
         let acc = flags & OFlag::O_ACCMODE.bits();
         let write = acc == OFlag::O_WRONLY.bits() || acc == OFlag::O_RDWR.bits();
         let append = flags & OFlag::O_APPEND.bits() != 0;
@@ -228,11 +231,31 @@ impl FolioFs {
         flags: UnlinkatFlags,
     ) -> Res<()> {
         let p = self.parent_of(parent, name, control)?;
-        unistd::unlinkat(&p.fd, name, flags).map_err(nix_errno)
+        let pfd = p.fd()?;
+        let victim = self.node_named(&pfd, name);
+        unistd::unlinkat(&*pfd, name, flags).map_err(nix_errno)?;
+        if let Some((node, fd)) = victim {
+            node.name_gone(&p, name, &fd);
+        }
+        Ok(())
+    }
+
+    /// The node the kernel knows as `name` in the directory `dir`, if any,
+    /// with its descriptor held (open before the name changes: see
+    /// [`Inode::name_gone`]).
+    pub(super) fn node_named(
+        &self,
+        dir: &OwnedFd,
+        name: &OsStr,
+    ) -> Option<(Arc<Inode>, Arc<OwnedFd>)> {
+        let st = stat::fstatat(dir, name, fcntl::AtFlags::AT_SYMLINK_NOFOLLOW).ok()?;
+        let node = self.inodes.by_key((st.st_dev, st.st_ino))?;
+        let fd = node.fd().ok()?;
+        Some((node, fd))
     }
 
     /// Makes `name` in directory `parent` with `make` (given the
-    /// directory's node; the control file's name is taken: `EEXIST`), and
+    /// directory's descriptor; the control file's name is taken: `EEXIST`), and
     /// answers with the new entry, owned by the requester when running as
     /// root.
     pub(super) fn make_entry(
@@ -241,10 +264,10 @@ impl FolioFs {
         parent: INodeNo,
         name: &OsStr,
         reply: ReplyEntry,
-        make: impl FnOnce(&Inode) -> Res<()>,
+        make: impl FnOnce(&OwnedFd) -> Res<()>,
     ) {
         let r = self.parent_of(parent, name, Errno::EEXIST).and_then(|p| {
-            make(&p)?;
+            make(&*p.fd()?)?;
             self.made_entry(req, &p, name)
         });
         self.entry_reply(reply, r);

@@ -21,11 +21,11 @@ use parking_lot::Mutex;
 
 use crate::control::{self, CONTROL_INO};
 use crate::errno::{io_errno, nix_errno};
-use crate::inode::ROOT;
+use crate::inode::{proc_path, ROOT};
 
 use super::attr::SetAttr;
 use super::names::check_name;
-use super::{FolioFs, Handle, Res, MAX_IO, TTL};
+use super::{FolioFs, Handle, Opened, Res, MAX_IO, TTL};
 
 impl Filesystem for FolioFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
@@ -124,7 +124,7 @@ impl Filesystem for FolioFs {
             if i.kind != FileType::Symlink {
                 return Err(Errno::EINVAL);
             }
-            fcntl::readlinkat(&i.fd, "").map_err(nix_errno)
+            fcntl::readlinkat(&*i.fd()?, "").map_err(nix_errno)
         });
         match r {
             Ok(t) => reply.data(t.as_bytes()),
@@ -142,7 +142,7 @@ impl Filesystem for FolioFs {
         reply: ReplyEntry,
     ) {
         self.make_entry(req, parent, name, reply, |p| {
-            stat::mkdirat(&p.fd, name, Mode::from_bits_truncate(mode & 0o7777)).map_err(nix_errno)
+            stat::mkdirat(p, name, Mode::from_bits_truncate(mode & 0o7777)).map_err(nix_errno)
         });
     }
 
@@ -164,7 +164,7 @@ impl Filesystem for FolioFs {
                 return Err(Errno::EPERM);
             }
             stat::mknodat(
-                &p.fd,
+                p,
                 name,
                 kind,
                 Mode::from_bits_truncate(mode & 0o7777),
@@ -195,7 +195,7 @@ impl Filesystem for FolioFs {
         self.make_entry(req, parent, link_name, reply, |p| {
             // The link's text is stored as given; it is only ever read back
             // (readlink), never followed by the server.
-            unistd::symlinkat(target, &p.fd, link_name).map_err(nix_errno)
+            unistd::symlinkat(target, p, link_name).map_err(nix_errno)
         });
     }
 
@@ -218,7 +218,28 @@ impl Filesystem for FolioFs {
             let p = self.inode(parent)?;
             let np = self.inode(newparent)?;
             let f = fcntl::RenameFlags::from_bits(flags.bits()).ok_or(Errno::EINVAL)?;
-            fcntl::renameat2(&p.fd, name, &np.fd, newname, f).map_err(nix_errno)
+            let (pfd, npfd) = (p.fd()?, np.fd()?);
+            // The nodes known by both names, their descriptors held while
+            // their names change (see `Inode::name_gone`).
+            let moved = self.node_named(&pfd, name);
+            let mut replaced = self.node_named(&npfd, newname);
+            if let (Some((a, _)), Some((b, _))) = (&moved, &replaced) {
+                if a.key == b.key {
+                    // Two names of one inode: rename(2) does nothing.
+                    replaced = None;
+                }
+            }
+            fcntl::renameat2(&*pfd, name, &*npfd, newname, f).map_err(nix_errno)?;
+            let exchange = f.contains(fcntl::RenameFlags::RENAME_EXCHANGE);
+            match (&replaced, exchange) {
+                (Some((node, _)), true) => node.renamed((&np, newname), (&p, name)),
+                (Some((node, fd)), false) => node.name_gone(&np, newname, fd),
+                (None, _) => {}
+            }
+            if let Some((node, _)) = &moved {
+                node.renamed((&p, name), (&np, newname));
+            }
+            Ok(())
         })();
         empty_reply(reply, r);
     }
@@ -244,10 +265,11 @@ impl Filesystem for FolioFs {
                 return Err(Errno::EPERM);
             }
             let np = self.inode(newparent)?;
+            let (ifd, npfd) = (i.fd()?, np.fd()?);
             unistd::linkat(
                 AT_FDCWD,
-                i.proc_path().as_str(),
-                &np.fd,
+                proc_path(&ifd).as_str(),
+                &*npfd,
                 newname,
                 fcntl::AtFlags::AT_SYMLINK_FOLLOW,
             )
@@ -273,10 +295,13 @@ impl Filesystem for FolioFs {
             let write = !matches!(flags.acc_mode(), OpenAccMode::O_RDONLY);
             let append = flags.0 & OFlag::O_APPEND.bits() != 0;
             // O_TRUNC: the kernel sends a setattr of size 0 itself.
+            // Open before its file is kept, so that the kept one is not
+            // taken as unused meanwhile.
+            let inode = Opened::new(i);
             let file = self
-                .open_cached(&i, write, append)
+                .open_cached(&inode, write, append)
                 .map_err(|e| io_errno(&e))?;
-            Ok(self.add_handle(Handle::File { file, inode: i }))
+            Ok(self.add_handle(Handle::File { file, inode }))
         })();
         match r {
             Ok(fh) => reply.opened(fh, FopenFlags::FOPEN_DIRECT_IO),
@@ -357,13 +382,7 @@ impl Filesystem for FolioFs {
                 // fsync on a read-only descriptor syncs the file too, as
                 // on a local filesystem: through the node's handle.
                 Handle::File { .. } => {
-                    let kept = self
-                        .inode(ino)?
-                        .cached
-                        .lock()
-                        .as_ref()
-                        .filter(|f| f.is_writable())
-                        .map(File::reopen);
+                    let kept = self.inode(ino)?.cached_file().filter(File::is_writable);
                     match kept {
                         Some(f) => f,
                         None => return Ok(()),
@@ -443,7 +462,7 @@ impl Filesystem for FolioFs {
     ) {
         let r = self.inode(ino).and_then(|i| {
             let fd = fcntl::openat(
-                &i.fd,
+                &*i.fd()?,
                 ".",
                 OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
                 Mode::empty(),
@@ -457,7 +476,7 @@ impl Filesystem for FolioFs {
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         let r = self
             .inode(INodeNo(ROOT))
-            .and_then(|i| nix::sys::statvfs::fstatvfs(&i.fd).map_err(nix_errno));
+            .and_then(|i| nix::sys::statvfs::fstatvfs(&*i.fd()?).map_err(nix_errno));
         match r {
             Ok(s) => reply.statfs(
                 s.blocks(),

@@ -36,7 +36,19 @@ impl FolioFs {
             "dontcache": self.dontcache,
             "shared_mmap": self.shared_mmap(),
             "warm": crate::warm::progress_json(&self.cache.warm_progress()),
+            "descriptors": self.descriptors_json(),
             "files": files,
+        })
+    }
+
+    /// The descriptors the nodes hold and their budgets ([`crate::fds`]).
+    fn descriptors_json(&self) -> serde_json::Value {
+        let (paths, paths_budget, files, files_budget) = self.descriptors();
+        serde_json::json!({
+            "paths": paths,
+            "paths_budget": paths_budget,
+            "files": files,
+            "files_budget": files_budget,
         })
     }
 
@@ -47,6 +59,9 @@ impl FolioFs {
             .inodes
             .get(ROOT)
             .ok_or_else(|| io::Error::other("no root"))?;
+        let root_fd = root
+            .fd()
+            .map_err(|e| io::Error::from_raw_os_error(i32::from(e)))?;
         let mut cur: Option<OwnedFd> = None;
         for comp in rel.split('/').filter(|c| !c.is_empty() && *c != ".") {
             if comp == ".." {
@@ -55,7 +70,7 @@ impl FolioFs {
                     "`..` is not allowed in a control path",
                 ));
             }
-            let dir: &OwnedFd = cur.as_ref().unwrap_or(&root.fd);
+            let dir: &OwnedFd = cur.as_ref().unwrap_or(&root_fd);
             let fd = fcntl::openat(
                 dir.as_fd(),
                 comp,

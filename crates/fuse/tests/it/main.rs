@@ -6,6 +6,8 @@
 
 /// fio's verified workloads through a mount.
 mod fio;
+/// Many files with a bounded set of the server's descriptors.
+mod many;
 /// The mount: files, directories, attributes, sync, the control file,
 /// memory maps, fallocate, a random exerciser against a model.
 mod mount;

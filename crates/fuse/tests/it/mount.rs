@@ -69,7 +69,7 @@ impl Mounted {
     }
 
     /// The mount's figures, read from its control file (no paths asked).
-    fn figures(&self) -> serde_json::Value {
+    pub(crate) fn figures(&self) -> serde_json::Value {
         let mut answer = String::new();
         fs::File::open(self.p(CONTROL_NAME))
             .expect("control")
