@@ -220,6 +220,10 @@ impl Bench<'_> {
                 let limit = run::scenario_limit(avail, sb.limit);
                 (Some(runs), scenario::sqlite::UNIX, Some(limit))
             }
+            Program::Kills(k) => {
+                scenario::crash::run(k, dir, &mut notes, &say)?;
+                (None, "", None)
+            }
         };
         let summary = runs
             .as_ref()

@@ -68,7 +68,7 @@ const SEARCH: [&str; 2] = ["", "../lib/foliocache"];
 
 /// `libfoliocache_preload.so` for the binary `exe` (see [`SEARCH`]), or an
 /// error saying where it was looked for and what to build.
-fn library_for(exe: &Path) -> Result<PathBuf> {
+pub fn library_for(exe: &Path) -> Result<PathBuf> {
     let dir = exe
         .parent()
         .context("the foliocache binary has no directory")?;

@@ -64,6 +64,12 @@ pub struct MountArgs {
     /// mounted: `PORT` (on 127.0.0.1) or `HOST:PORT`.
     #[arg(long, value_name = "[HOST:]PORT", value_parser = crate::watch::parse_listen)]
     pub metrics: Option<std::net::SocketAddr>,
+    /// The most descriptors the server keeps open for the files and
+    /// directories the kernel knows (half for the nodes, half for cached
+    /// files; unused ones close and reopen when needed). Default: the
+    /// open-file limit, raised to its hard limit, less 256.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(32..))]
+    pub max_open: Option<u64>,
     /// Warm restarts: the state file (`--state`, `--no-state`).
     #[command(flatten)]
     pub state: StateArgs,
@@ -152,6 +158,7 @@ pub fn mount(a: &MountArgs) -> Result<()> {
         opts.threads = usize::from(t);
     }
     opts.metrics = a.metrics;
+    opts.max_open = a.max_open.map(usize::try_from).transpose()?;
     let backing = a
         .backing_dir
         .canonicalize()
@@ -352,6 +359,17 @@ fn print_text(v: &serde_json::Value) {
     );
     if let Some(line) = warm_line(&v["warm"]) {
         println!("{line}");
+    }
+    let d = &v["descriptors"];
+    if d.is_object() {
+        let n = |k: &str| d[k].as_u64().unwrap_or(0);
+        println!(
+            "descriptors: {} of {} for files and directories, {} of {} for cached files",
+            n("paths"),
+            n("paths_budget"),
+            n("files"),
+            n("files_budget"),
+        );
     }
     if let Some(files) = v["files"].as_array() {
         for f in files {

@@ -47,6 +47,7 @@
 //! for `wb_lock`, and the throttle runs before a writer locks any folio.
 
 use std::io;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use crate::filemap::Mapping;
@@ -147,18 +148,26 @@ fn flush(cache: &CacheInner, all: bool) {
     if !all && dirty(cache) <= dirty_background(cache) {
         return;
     }
-    let mut live = cache.live_mappings();
-    live.retain(|m| m.wb.dirty_pages() > 0);
-    live.sort_by_key(|m| std::cmp::Reverse(m.wb.dirty_pages()));
-    for m in &live {
+    // The dirty files, dirtiest first, held weakly: a pass over thousands
+    // of files takes seconds, and a file closed meanwhile goes at its
+    // close (its descriptor with it), not at the pass's end.
+    let mut live: Vec<(u64, Weak<Mapping>)> = cache
+        .live_mappings()
+        .iter()
+        .map(|m| (m.wb.dirty_pages(), Arc::downgrade(m)))
+        .filter(|(d, _)| *d > 0)
+        .collect();
+    live.sort_by_key(|(d, _)| std::cmp::Reverse(*d));
+    for (_, w) in live {
         if !all && dirty(cache) <= dirty_background(cache) / 2 {
             break;
         }
+        let Some(m) = w.upgrade() else { continue };
         let _ = m.writeback(0, u64::MAX);
+        // Dropped with no lock held (the last one may be a closed file's,
+        // whose drop writes back and takes locks).
+        drop(m);
     }
-    // The mappings go with no lock held (the last one may be a closed
-    // file's, whose drop writes back and takes locks).
-    drop(live);
 }
 
 /// The closed files kept because their writeback failed

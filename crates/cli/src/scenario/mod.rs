@@ -12,7 +12,9 @@
 //! which it runs itself), [`scaling`] (by name only: throughput against
 //! threads), [`redb`](mod@redb) and [`sqlite`] (by name only: the databases
 //! embedded in the bench on their own storage and on foliocache, sharing
-//! [`embedded`]), and [`custom`] for a job given by `--rw`/`--bs`.
+//! [`embedded`]), [`crash`] (by name only: what a writer killed at random
+//! moments loses, three ways), and [`custom`] for a job given by
+//! `--rw`/`--bs`.
 //! What each measures and why is in `docs/bench.md`; the figures behind
 //! its choices in `docs/measurements/`.
 
@@ -25,6 +27,7 @@ use crate::sys::PAGE;
 use crate::targets::{self, Given, JobName, Judged, RatioSpec, Target, TargetSpec};
 use crate::units::{fmt_size, fmt_size_approx};
 
+pub mod crash;
 pub mod custom;
 pub mod embedded;
 pub mod larger;
@@ -114,6 +117,8 @@ pub enum Program {
     Redb(embedded::EmbeddedBench),
     /// SQLite, embedded ([`sqlite`]).
     Sqlite(embedded::EmbeddedBench),
+    /// A writer killed at random moments ([`crash`]).
+    Kills(crash::Kills),
 }
 
 impl Scenario {
@@ -268,6 +273,7 @@ fn build(
         "scaling" => scaling::scenario(args, quick),
         "redb" => redb::scenario(args, quick),
         "sqlite" => sqlite::scenario(args, quick),
+        "crash" => crash::scenario(args, quick),
         other => Err(format!(
             "unknown scenario `{other}` (available: {})",
             crate::args::all_scenarios().join(", ")

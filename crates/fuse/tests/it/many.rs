@@ -42,6 +42,9 @@ fn make_stat_read(m: &Mounted, n: usize, dirs: usize) {
     }
     let path = |i: usize| m.p(&format!("d{}/f{i}", i % dirs));
     for i in 0..n {
+        if i % 100_000 == 0 && i > 0 {
+            eprintln!("{i} files made; descriptors {:?}", descriptors(m));
+        }
         fs::write(path(i), content(i)).unwrap_or_else(|e| panic!("create file {i}: {e}"));
     }
     for i in 0..n {
@@ -142,7 +145,9 @@ fn a_million_files_with_the_default_descriptor_limit() {
     make_stat_read(&m, n, 100);
     let (paths, pb, files, fb) = descriptors(&m);
     eprintln!(
-        "{n} files: O_PATH descriptors {paths} (budget {pb}), cached files {files} (budget {fb})"
+        "{n} files: O_PATH descriptors {paths} (budget {pb}), cached files {files} (budget \
+         {fb}); this process has {} open",
+        open_fds()
     );
     assert!(Path::new(&m.p("d0")).is_dir());
 }

@@ -14,6 +14,14 @@ use crate::units::{fmt_bw, fmt_count, fmt_ns, fmt_ratio, fmt_size};
 pub fn table(sc: &ScenarioReport, repeat: u32) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "== {}: {}", sc.name, sc.description);
+    if sc.results.is_empty() {
+        // A scenario with a table of its own (`crash`), or that ran
+        // nothing: its notes say what it found.
+        for n in &sc.notes {
+            let _ = writeln!(s, "   {n}");
+        }
+        return s;
+    }
     if repeat > 1 {
         let _ = writeln!(
             s,
