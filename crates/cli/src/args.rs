@@ -356,7 +356,7 @@ mod tests {
         assert!(
             e.contains(
                 "unknown scenario `fill` (available: seqread, randread, readahead, uncached, \
-                 populate, write, larger, programs, scaling, redb, sqlite)"
+                 populate, write, larger, programs, scaling, redb, sqlite, crash)"
             ),
             "{e}"
         );

@@ -393,3 +393,26 @@ fn programs_refuses_engines_and_too_few_keys() {
         assert!(e.contains(want), "{e}");
     }
 }
+
+#[test]
+fn crash_kills_a_writer_three_ways_by_name_only() {
+    let kills = |args: &[&str]| match &only(&plan_of(args)).programs {
+        Some(Program::Kills(k)) => k.kills,
+        other => panic!("not the crash scenario's settings: {other:?}"),
+    };
+    assert_eq!(kills(&["--scenario", "crash"]), 1000);
+    assert_eq!(kills(&["--scenario", "crash", "--quick"]), 100);
+    let e = plan_err(&["--scenario", "crash", "--engine", "kernel"]);
+    assert!(e.contains("--engine does not apply"), "{e}");
+    let labels: Vec<&str> = crate::scenario::crash::WAYS
+        .iter()
+        .map(|w| w.label())
+        .collect();
+    assert_eq!(
+        labels,
+        ["ext4", "foliocache run", "foliocache run --no-guardian"]
+    );
+    // Not in the reference set.
+    let p = plan_of(&["--seeds"]);
+    assert!(p.scenarios.iter().all(|s| s.name != "crash"));
+}
