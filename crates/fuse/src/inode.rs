@@ -12,7 +12,7 @@
 //!   client's side, by reading its text);
 //! - hard links are one node: nodes are found by (device, inode).
 //!
-//! The descriptors are bounded ([`crate::fds`]): a node not in use may
+//! The descriptors are bounded (`fds.rs`): a node not in use may
 //! close its descriptor, and reopens it when next asked, from its
 //! parent's (itself reopened so, up to the root, which never closes) by
 //! the name it was last known by, checking that the name still leads to
