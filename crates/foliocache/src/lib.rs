@@ -243,5 +243,5 @@ pub mod internals {
     pub use crate::future::job::{Done as AsyncDone, Wait as AsyncWait};
     pub use crate::readahead::Insert;
     pub use crate::write::WRITE_CHUNK_PAGES;
-    pub use crate::writeback::THROTTLE_MIN_PAGES;
+    pub use crate::writeback::{THROTTLE_MIN_PAGES, UNCACHED_AHEAD_PAGES};
 }
