@@ -333,12 +333,8 @@ fn record(
     ctx: &RunCtx<'_>,
 ) -> Result<RunRecord> {
     let (job, spec) = (ctx.job, s.spec);
-    let Measurement {
-        m,
-        hot,
-        device,
-        peak_cached,
-    } = measured;
+    let peak_cached = measured.peak_cached;
+    let Measurement { m, hot, device, .. } = measured;
     drop(s.prepared);
     drop(s.hot);
     let mut notes = s.setup.notes;
@@ -375,8 +371,6 @@ fn record(
     if let (Some(f), Some(mem)) = (foliocache.as_mut(), engines.folio_memory(&spec.label)) {
         f.memory_bytes = mem.total_bytes();
         f.overhead_bytes = mem.overhead_bytes();
-    }
-    if let Some(f) = foliocache.as_mut() {
         f.peak_cached_bytes = peak_cached;
     }
     if ctx.mode.cold {

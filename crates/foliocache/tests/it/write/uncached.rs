@@ -203,20 +203,31 @@ fn a_cached_write_after_an_uncached_one_is_cached() {
     assert_eq!(f.cachestat(0, 0).unwrap().cached, 4, "and sync keeps it");
 }
 
+/// A quiet cache of `bytes` (folios up to 64 KiB) and a file on a memory
+/// backing whose every write takes `latency`.
+fn slow_backing(
+    bytes: usize,
+    latency: Duration,
+) -> (
+    foliocache::Cache,
+    foliocache::File,
+    Arc<FaultyBacking<MemBacking>>,
+) {
+    let b = Arc::new(FaultyBacking::new(MemBacking::new()));
+    let c = TestCache::bytes(bytes).max_folio(64 * KIB).quiet().build();
+    let f = c.open_backing(b.clone()).unwrap();
+    b.set_write_latency(latency);
+    (c, f, b)
+}
+
 /// The story (issue 69): `WriteFlags::DONTCACHE` wrote the range back
 /// before the write returned, so an uncached writer waited for the device
 /// at every write (0.19x the kernel's `RWF_DONTCACHE` for 64 KiB writes).
 /// The kernel's write only starts its writeback; a sync makes it durable.
 #[test]
 fn an_uncached_write_returns_before_its_writeback_and_a_sync_makes_it_durable() {
-    let b = Arc::new(FaultyBacking::new(MemBacking::new()));
-    let c = TestCache::bytes(8 * MIB)
-        .max_folio(64 * KIB)
-        .quiet()
-        .build();
-    let f = c.open_backing(b.clone()).unwrap();
     let latency = Duration::from_millis(400);
-    b.set_write_latency(latency);
+    let (c, f, b) = slow_backing(8 * MIB, latency);
     let data = nonzero_bytes(256 * KIB + 100, 50);
     let t = Instant::now();
     let n = f.write_at_flags(&data, 0, WriteFlags::DONTCACHE).unwrap();
@@ -267,13 +278,7 @@ fn a_long_uncached_stream_holds_about_the_writeback_in_flight() {
     // for it once the pages kicked and in flight pass the bound, so the
     // cache holds about the bound, not the stream.
     let ahead = foliocache::internals::UNCACHED_AHEAD_PAGES as usize * PAGE;
-    let b = Arc::new(FaultyBacking::new(MemBacking::new()));
-    let c = TestCache::bytes(64 * MIB)
-        .max_folio(64 * KIB)
-        .quiet()
-        .build();
-    let f = c.open_backing(b.clone()).unwrap();
-    b.set_write_latency(Duration::from_millis(20));
+    let (c, f, b) = slow_backing(64 * MIB, Duration::from_millis(20));
     let chunk = nonzero_bytes(64 * KIB, 53);
     let total = 48 * MIB;
     let mut peak = 0;
