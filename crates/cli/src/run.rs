@@ -101,6 +101,8 @@ struct Measurement {
     m: Measured,
     hot: Option<HotRun>,
     device: Option<DeviceReads>,
+    /// A foliocache engine's write run: the most bytes cached during it.
+    peak_cached: Option<u64>,
 }
 
 /// Makes the engine ready: the pause of a memory job, the engine's files
@@ -238,13 +240,43 @@ fn measure(engines: &Engines, s: &mut Staged<'_>, ctx: &RunCtx<'_>) -> Result<Me
     let disk = ctx.files.first().and_then(|f| disk::stat_path(f));
     let before = disk.as_deref().and_then(disk::Snapshot::take);
     let hot_arg = s.hot.as_ref().zip(ready).map(|(h, r)| (&h.file, r));
-    let measured = run_beside(&mut s.prepared, job, s.opts, &s.spec.label, hot_arg);
+    let cache = engines
+        .folio_cache(&s.spec.label)
+        .filter(|_| job.rw.is_write());
+    let (measured, peak_cached) = peak_cached(cache, || {
+        run_beside(&mut s.prepared, job, s.opts, &s.spec.label, hot_arg)
+    });
     drop(entered);
     let (m, hot) = measured?;
     Ok(Measurement {
         m,
         hot,
         device: before.and_then(|b| b.since()),
+        peak_cached,
+    })
+}
+
+/// Runs `run` with, given a cache, a thread beside it that reads the
+/// cache's bytes cached every millisecond: returns what `run` did and the
+/// most it saw (the kernel's counterpart is its cgroup's peak).
+fn peak_cached<T>(cache: Option<foliocache::Cache>, run: impl FnOnce() -> T) -> (T, Option<u64>) {
+    let Some(cache) = cache else {
+        return (run(), None);
+    };
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            let mut peak = 0;
+            while !stop.load(Ordering::Relaxed) {
+                peak = peak.max(cache.stats().bytes_cached);
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            peak
+        });
+        let r = run();
+        stop.store(true, Ordering::Relaxed);
+        let peak = sampler.join().ok();
+        (r, peak)
     })
 }
 
@@ -301,7 +333,8 @@ fn record(
     ctx: &RunCtx<'_>,
 ) -> Result<RunRecord> {
     let (job, spec) = (ctx.job, s.spec);
-    let Measurement { m, hot, device } = measured;
+    let peak_cached = measured.peak_cached;
+    let Measurement { m, hot, device, .. } = measured;
     drop(s.prepared);
     drop(s.hot);
     let mut notes = s.setup.notes;
@@ -338,6 +371,7 @@ fn record(
     if let (Some(f), Some(mem)) = (foliocache.as_mut(), engines.folio_memory(&spec.label)) {
         f.memory_bytes = mem.total_bytes();
         f.overhead_bytes = mem.overhead_bytes();
+        f.peak_cached_bytes = peak_cached;
     }
     if ctx.mode.cold {
         // The next run of this engine builds a new cache anyway.
@@ -527,6 +561,8 @@ fn folio_figures(
         shadows: after.shadows,
         shadow_bytes: after.shadow_bytes,
         bytes_cached: after.bytes_cached,
+        // Filled in by `record`, from the sampler beside a write run.
+        peak_cached_bytes: None,
         backing: before.backing_note.clone(),
         backing_direct: before.backing_direct,
         io_engine: before.io_engine.clone(),

@@ -11,7 +11,7 @@ use backing::ThreadStart;
 
 use crate::errseq::ErrSeq;
 use crate::kick::Kick;
-use crate::sync::{AtomicU64, FairMutex, FairMutexGuard, Ordering};
+use crate::sync::{AtomicU64, FairMutex, FairMutexGuard, Mutex, Ordering};
 use crate::wbpool::WbPool;
 
 /// See the [module documentation](self).
@@ -142,6 +142,35 @@ pub(crate) struct FileWb {
     /// read and written under the writeback lock.
     #[allow(clippy::disallowed_types)]
     ours_end: std::sync::atomic::AtomicU64,
+    /// Uncached writes whose writeback was kicked (`writeback::kick_uncached`).
+    uncached: Mutex<Uncached>,
+}
+
+/// The writeback uncached writes kicked (the kernel's
+/// `filemap_fdatawrite_range_kick` for `IOCB_DONTCACHE`), which one job
+/// on the writeback pool runs: the span of pages kicked and not yet taken,
+/// and how many pages the writes dirtied in it and in the span being
+/// written back now (the bound a writer waits on).
+#[derive(Default)]
+struct Uncached {
+    /// Pages `first..=last` kicked, not yet taken.
+    span: Option<(u64, u64)>,
+    /// Pages the writes of `span` dirtied.
+    queued: u64,
+    /// Pages of the spans taken and being written back.
+    in_flight: u64,
+    /// A pool job runs the queue.
+    running: bool,
+}
+
+/// What [`FileWb::kick_uncached`] asks of the writer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct UncachedKick {
+    /// Start the job (none runs).
+    pub(crate) start: bool,
+    /// The pages kicked and in flight are over the bound: write back
+    /// what is queued before going on.
+    pub(crate) over: bool,
 }
 
 impl Default for FileWb {
@@ -154,6 +183,7 @@ impl Default for FileWb {
             dirty_pages: AtomicU64::new(0),
             err: ErrSeq::default(),
             ours_end: std::sync::atomic::AtomicU64::new(0),
+            uncached: Mutex::new(Uncached::default()),
         }
     }
 }
@@ -221,5 +251,57 @@ impl FileWb {
     pub(crate) fn cut_to(&self, len: u64, size: u64) -> Option<u64> {
         let ours = self.ours_end.load(std::sync::atomic::Ordering::Relaxed);
         (len > size && len <= ours.max(size)).then_some(size)
+    }
+
+    /// An uncached write dirtied `pages` pages in `first..=last`: its
+    /// writeback is queued (the span merged with what is queued); says
+    /// whether to start the job, and whether queued and in flight are
+    /// now over `bound` pages.
+    pub(crate) fn kick_uncached(
+        &self,
+        first: u64,
+        last: u64,
+        pages: u64,
+        bound: u64,
+    ) -> UncachedKick {
+        let mut u = self.uncached.lock();
+        u.span = Some(match u.span {
+            Some((a, b)) => (a.min(first), b.max(last)),
+            None => (first, last),
+        });
+        u.queued += pages;
+        let start = !std::mem::replace(&mut u.running, true);
+        UncachedKick {
+            start,
+            over: u.queued + u.in_flight > bound,
+        }
+    }
+
+    /// Takes the queued span to write back, its pages counted in flight
+    /// until [`uncached_done`](Self::uncached_done). With `job` (the
+    /// job's call), an empty queue ends the job (under the same lock, so
+    /// the next kick starts another).
+    pub(crate) fn take_uncached(&self, job: bool) -> Option<((u64, u64), u64)> {
+        let mut u = self.uncached.lock();
+        let Some(span) = u.span.take() else {
+            if job {
+                u.running = false;
+            }
+            return None;
+        };
+        let pages = std::mem::take(&mut u.queued);
+        u.in_flight += pages;
+        Some((span, pages))
+    }
+
+    /// Pages of uncached writes kicked and not yet written back.
+    pub(crate) fn uncached_pages(&self) -> u64 {
+        let u = self.uncached.lock();
+        u.queued + u.in_flight
+    }
+
+    /// The writeback of a span taken with `pages` pages ended.
+    pub(crate) fn uncached_done(&self, pages: u64) {
+        self.uncached.lock().in_flight -= pages;
     }
 }

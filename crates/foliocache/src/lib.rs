@@ -97,11 +97,14 @@
 //! └─ mapping table (per cache) -- mm's live_mappings
 //!    (dropped before the trimmer takes each file's index lock)
 //!
-//! closed_dirty (per cache), the flusher's wake-up and the writeback
-//! pool's queue and batch counters (`wbpool.rs`): leaf locks, held only to
-//! move a list, a flag or a count. The pool's jobs (backing writes) take no
-//! lock of the cache: `Mapping::writeback` waits for them holding its
-//! `wb_lock` and folio locks.
+//! closed_dirty (per cache), the flusher's wake-up, the writeback
+//! pool's queue and batch counters (`wbpool.rs`) and a file's queue of
+//! uncached writes' writeback (`FileWb::kick_uncached`): leaf locks, held
+//! only to move a list, a span, a flag or a count. The pool's batch jobs
+//! (backing writes) take no lock of the cache: `Mapping::writeback` waits
+//! for them holding its `wb_lock` and folio locks; its detached jobs (an
+//! async sync, an uncached writes' writeback) take the locks a blocking
+//! sync takes, in their order.
 //! ```
 //!
 //! A name ending in `_locked` takes a folio its caller holds locked (a
@@ -243,5 +246,5 @@ pub mod internals {
     pub use crate::future::job::{Done as AsyncDone, Wait as AsyncWait};
     pub use crate::readahead::Insert;
     pub use crate::write::WRITE_CHUNK_PAGES;
-    pub use crate::writeback::THROTTLE_MIN_PAGES;
+    pub use crate::writeback::{THROTTLE_MIN_PAGES, UNCACHED_AHEAD_PAGES};
 }

@@ -16,9 +16,11 @@
 //!    and index mark, one lock hold), the size grows if the write extends
 //!    the file (before the folios unlock, so writeback sees it), and the
 //!    folios unlock.
-//! 5. With [`WriteFlags::DONTCACHE`], the written range is written back
-//!    before the call returns, and the folios the write created leave the
-//!    cache when that completes.
+//! 5. With [`WriteFlags::DONTCACHE`], the writeback of the range each
+//!    piece wrote is started (`writeback::kick_uncached`: queued for a job
+//!    on the writeback pool, batched with its neighbours) and the write
+//!    goes on without waiting for it; the folios the write created leave
+//!    the cache when that writeback completes.
 
 use std::io;
 use std::path::Path;
@@ -47,15 +49,20 @@ bitflags::bitflags! {
     /// [`from_bits`](Self::from_bits) refuses unknown bits (`None`).
     #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct WriteFlags: u32 {
-        /// Uncached (the kernel's `RWF_DONTCACHE` on `pwritev2`): the folios
-        /// this write creates are dropbehind; the written range is written
-        /// back before the call returns, and those folios leave the cache when
-        /// their writeback completes (unless a later write dirtied them again).
-        /// Folios that were cached before stay cached. The data is on the
-        /// backing, but durable only after a sync. A writeback that fails does
-        /// not fail the write (the kernel's does not either): the pages stay
-        /// dirty and cached, and the next `sync_data`/`sync_all` reports the
-        /// error.
+        /// Uncached (the kernel's `RWF_DONTCACHE` on `pwritev2`, 6.14): the
+        /// write copies into the cache and returns; the writeback of the
+        /// written range is started at once, on the cache's writeback pool
+        /// (batched with the file's other uncached writes), and the folios
+        /// this write created are dropbehind: they leave the cache when
+        /// that writeback completes, unless a cached read or write took them
+        /// meanwhile. Folios that were cached before stay cached. An
+        /// uncached stream holds about 8 MiB of the cache per file (a
+        /// quarter of a smaller cache) kicked and under writeback: past it
+        /// the writer waits for the writeback. The data
+        /// is durable after a `sync_data`/`sync_all`, as any write's. A
+        /// writeback that fails does not fail the write (the kernel's does
+        /// not either): the pages stay dirty and cached, and the next
+        /// `sync_data`/`sync_all` reports the error.
         const DONTCACHE = 1 << 0;
     }
 }
@@ -394,8 +401,8 @@ impl File {
     /// [`write_at`](Self::write_at) with per-write [`WriteFlags`].
     ///
     /// # Errors
-    /// As [`write_at`](Self::write_at), and the writeback error of an
-    /// uncached write (which is also reported by the next sync).
+    /// As [`write_at`](Self::write_at). (The writeback error of an uncached
+    /// write is the next sync's: see [`WriteFlags::DONTCACHE`].)
     pub fn write_at_flags(&self, buf: &[u8], offset: u64, flags: WriteFlags) -> io::Result<usize> {
         self.check_writable()?;
         if buf.is_empty() {
@@ -455,10 +462,19 @@ impl File {
     /// One piece of an async write (`future/write.rs`): `buf` at `offset`
     /// (at the end of the file with `append`), under the inode lock as
     /// [`write_at`](Self::write_at) takes it, without the throttle (the
-    /// future awaited it first). Returns where it went.
-    pub(crate) fn write_piece(&self, buf: &[u8], offset: u64, append: bool) -> io::Result<u64> {
+    /// future awaited it first); `uncached` as `WriteFlags::DONTCACHE`,
+    /// its writeback kicked without waiting (the future awaits the bound
+    /// before its next piece). Returns where it went.
+    pub(crate) fn write_piece(
+        &self,
+        buf: &[u8],
+        offset: u64,
+        append: bool,
+        uncached: bool,
+    ) -> io::Result<u64> {
         let (offset, guard) = self.lock_for_write(offset, buf.len() as u64, append)?;
-        self.write_range(buf, offset, false, false)?;
+        let uncached = uncached && !self.mapping().memfile;
+        self.write_range(buf, offset, false, uncached)?;
         drop(guard);
         Ok(offset)
     }
@@ -658,11 +674,12 @@ impl File {
     /// The write itself, under `inode_lock` (see the module
     /// documentation), piece by piece (`File::write_folios`): grab, fill
     /// partial folios, copy in, mark dirty, extend the size, unlock.
-    /// `throttle`: check the dirty limit before each piece. `uncached`: the
-    /// folios created are dropbehind, and each piece is written back as
-    /// soon as it is written (its dropbehind folios leave the cache as
-    /// their writeback ends), so an uncached stream holds at most a piece
-    /// of the cache.
+    /// `throttle`: check the dirty limit before each piece (and wait for
+    /// an uncached stream's writeback over its bound). `uncached`: the
+    /// folios created are dropbehind, and each piece's writeback is kicked
+    /// as soon as it is written (`writeback::kick_uncached`: its
+    /// dropbehind folios leave the cache as that writeback ends), so an
+    /// uncached stream holds about the writeback in flight.
     fn write_range(
         &self,
         buf: &[u8],
@@ -695,13 +712,12 @@ impl File {
             }
             if uncached && pos > piece_start {
                 // The piece is written (copied in, dirty): as the kernel's
-                // RWF_DONTCACHE write, which only kicks its writeback, the
-                // write succeeds whatever the writeback meets. Its error is
-                // in the file's error sequence, the next sync's to report,
-                // and the pages stay dirty, retried by the next writeback.
-                // (Returning it here would tell the caller that bytes the
-                // cache holds and will write were not written.)
-                let _ = m.writeback(index, (pos - 1) / PAGE);
+                // RWF_DONTCACHE write, its writeback is kicked, and the
+                // write succeeds whatever that writeback meets (its error
+                // is the next sync's to report: `kick_uncached`).
+                let last_page = (pos - 1) / PAGE;
+                let pages = last_page - index + 1;
+                writeback::kick_uncached(&self.mapping, index, last_page, pages, throttle);
             }
             if pos > piece_start {
                 pinned_wait = AllocWait::new();

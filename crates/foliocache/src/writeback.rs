@@ -70,6 +70,14 @@ const THROTTLE_WAIT: Duration = Duration::from_secs(30);
 #[cfg_attr(not(feature = "internals"), allow(unreachable_pub))]
 pub const THROTTLE_MIN_PAGES: u64 = 64;
 
+/// The most pages an uncached writer of a file keeps kicked and under
+/// writeback (8 MiB, and never more than a quarter of the cache) before it
+/// waits for that writeback ([`kick_uncached`]): the cache's footprint of
+/// an uncached stream is the writeback in flight, as the kernel's is the
+/// block layer's queue of an `RWF_DONTCACHE` writer's IO.
+#[cfg_attr(not(feature = "internals"), allow(unreachable_pub))]
+pub const UNCACHED_AHEAD_PAGES: u64 = 2048;
+
 /// How long a closed file whose writeback keeps failing stays cached
 /// (see `CacheInner::keep_closed_dirty`) before its dirty data is given up.
 pub(crate) const CLOSED_DIRTY_KEEP: Duration = Duration::from_secs(60);
@@ -293,6 +301,77 @@ pub(crate) fn throttle(m: &Mapping, pages: u64) -> io::Result<()> {
         std::thread::sleep(Duration::from_millis(1));
     }
     Ok(())
+}
+
+/// An uncached write (`WriteFlags::DONTCACHE`) dirtied `pages` pages in
+/// `first..=last`: their writeback starts now, without the writer
+/// waiting for it (the kernel's `generic_write_sync` of an
+/// `IOCB_DONTCACHE` write, `filemap_fdatawrite_range_kick`). The range
+/// joins the file's queue, which one job on the writeback pool writes
+/// back, span after span, each merged from the writes kicked meanwhile
+/// (so neighbours go out in the same batch, contiguous pages in one
+/// write); the dropbehind folios leave the cache as their writeback ends
+/// (`Mapping::after_writeback`, the kernel's `folio_end_dropbehind`).
+/// Once the pages kicked and in flight pass [`UNCACHED_AHEAD_PAGES`], the
+/// writer writes back what is queued itself (or waits for a batch of the
+/// job's), as the kernel's writer waits for room in the device's queue.
+/// A writeback error goes to the file's error sequence, for the next sync,
+/// as any writeback's; the pages stay dirty and are retried.
+/// `wait: false` (an async write, which awaits [`wait_uncached`] on the
+/// pool before its next piece instead: [`uncached_over`]) never waits.
+pub(crate) fn kick_uncached(
+    m: &std::sync::Arc<Mapping>,
+    first: u64,
+    last: u64,
+    pages: u64,
+    wait: bool,
+) {
+    let cache = m.inner();
+    let kick =
+        m.wb.kick_uncached(first, last, pages, uncached_bound(cache));
+    if kick.start {
+        let job = m.clone();
+        cache
+            .bdi
+            .pool()
+            .spawn(Box::new(move || while write_uncached(&job, true) {}));
+    }
+    if kick.over && wait {
+        wait_uncached(m);
+    }
+}
+
+/// The pages of a file's uncached writes kicked and under writeback past
+/// which its writer waits: [`UNCACHED_AHEAD_PAGES`], at most a quarter of
+/// what the cache may hold now.
+fn uncached_bound(cache: &CacheInner) -> u64 {
+    (cache.mem.arena.limit_pages() as u64 / 4).clamp(1, UNCACHED_AHEAD_PAGES)
+}
+
+/// Whether the uncached writes of `m` kicked and under writeback are over
+/// the bound: the next uncached write waits first ([`wait_uncached`]).
+pub(crate) fn uncached_over(m: &Mapping) -> bool {
+    m.wb.uncached_pages() > uncached_bound(m.inner())
+}
+
+/// An uncached writer over the bound: writes back what is queued itself,
+/// or, if the job took all of it, waits for the job's batch in flight.
+pub(crate) fn wait_uncached(m: &Mapping) {
+    if !write_uncached(m, false) {
+        drop(m.wb.lock());
+    }
+}
+
+/// Writes back the span of uncached writes queued on `m`; returns whether
+/// there was one. `job`: the pool's job, which ends when none is left.
+fn write_uncached(m: &Mapping, job: bool) -> bool {
+    let Some(((first, last), pages)) = m.wb.take_uncached(job) else {
+        return false;
+    };
+    // (The error is in the file's error sequence: `writeback_batch`.)
+    let _ = m.writeback(first, last);
+    m.wb.uncached_done(pages);
+    true
 }
 
 /// Whether a writer of `m` is throttled now: the cache is over

@@ -5,7 +5,7 @@
 use std::ffi::{c_int, c_uint, c_void};
 use std::io;
 
-use fc::{Advice, ReadFlags};
+use fc::{Advice, ReadFlags, WriteFlags};
 use libc::{iovec, off_t};
 
 use crate::real::real;
@@ -148,7 +148,7 @@ pub(crate) unsafe fn read_iov(
     }
 }
 
-/// Writes the buffers at `offset` (at the end of the file for an
+/// Writes the buffers at `offset`, with `flags` (at the end of the file for an
 /// `O_APPEND` fd: the cache's append is atomic). On an `O_APPEND` fd
 /// several buffers are gathered into one write, so that they land
 /// together (`ENOMEM` when their total cannot be allocated); elsewhere
@@ -158,7 +158,7 @@ pub(crate) unsafe fn read_iov(
 /// # Safety
 /// Each buffer is valid for reads of its length and not written during
 /// the call.
-unsafe fn write_at(d: &Desc, iov: &[iovec], offset: u64) -> io::Result<usize> {
+unsafe fn write_at(d: &Desc, iov: &[iovec], offset: u64, flags: WriteFlags) -> io::Result<usize> {
     let bufs: Vec<&[u8]> = iov
         .iter()
         .filter(|v| v.iov_len > 0)
@@ -171,18 +171,18 @@ unsafe fn write_at(d: &Desc, iov: &[iovec], offset: u64) -> io::Result<usize> {
         .collect::<io::Result<_>>()?;
     match bufs.as_slice() {
         [] => Ok(0),
-        [one] => d.file.write_at(one, offset),
+        [one] => d.file.write_at_flags(one, offset, flags),
         more if d.append => {
             let mut all = Vec::new();
             all.try_reserve_exact(more.iter().map(|b| b.len()).sum())
                 .map_err(|_| err(libc::ENOMEM))?;
             more.iter().for_each(|b| all.extend_from_slice(b));
-            d.file.write_at(&all, offset)
+            d.file.write_at_flags(&all, offset, flags)
         }
         more => {
             let mut done = 0usize;
             for b in more {
-                match d.file.write_at(b, offset + done as u64) {
+                match d.file.write_at_flags(b, offset + done as u64, flags) {
                     Ok(n) if n < b.len() => return Ok(done + n),
                     Ok(n) => done += n,
                     Err(_) if done > 0 => break,
@@ -202,6 +202,8 @@ pub(crate) struct WriteHow {
     pub(crate) sync: bool,
     /// At the end of the file (`RWF_APPEND`).
     pub(crate) append: bool,
+    /// Uncached (`RWF_DONTCACHE`: the cache's `WriteFlags::DONTCACHE`).
+    pub(crate) dontcache: bool,
 }
 
 /// Writes at `at`, or at the position (which moves) when `None`.
@@ -217,17 +219,22 @@ pub(crate) unsafe fn write_iov(
     if !d.writable {
         return Err(err(libc::EBADF));
     }
+    let flags = if how.dontcache {
+        WriteFlags::DONTCACHE
+    } else {
+        WriteFlags::NONE
+    };
     let n = match at {
         Some(offset) => {
             let offset = if how.append { d.file.len() } else { offset };
             // SAFETY: the caller's promise.
-            unsafe { write_at(d, iov, offset) }?
+            unsafe { write_at(d, iov, offset, flags) }?
         }
         None => {
             let mut pos = d.pos.lock();
             let offset = if how.append { d.file.len() } else { *pos };
             // SAFETY: the caller's promise.
-            let n = unsafe { write_at(d, iov, offset) }?;
+            let n = unsafe { write_at(d, iov, offset, flags) }?;
             *pos = if d.append || how.append {
                 d.file.len()
             } else {
@@ -300,25 +307,34 @@ fn at_or_position(offset: off_t) -> Option<off_t> {
 }
 
 /// The `RWF_*` flags a read takes: `RWF_NOWAIT` (the cache's `NOWAIT`),
-/// `RWF_HIPRI` (no meaning here).
+/// `RWF_DONTCACHE` (its `DONTCACHE`), `RWF_HIPRI` (no meaning here).
 fn read_flags(flags: c_int) -> io::Result<ReadFlags> {
-    match flags & !(libc::RWF_HIPRI | libc::RWF_NOWAIT) {
-        0 if flags & libc::RWF_NOWAIT != 0 => Ok(ReadFlags::NOWAIT),
-        0 => Ok(ReadFlags::NONE),
-        _ => Err(err(libc::EOPNOTSUPP)),
+    if flags & !(libc::RWF_HIPRI | libc::RWF_NOWAIT | libc::RWF_DONTCACHE) != 0 {
+        return Err(err(libc::EOPNOTSUPP));
     }
+    let mut f = ReadFlags::NONE;
+    if flags & libc::RWF_NOWAIT != 0 {
+        f |= ReadFlags::NOWAIT;
+    }
+    if flags & libc::RWF_DONTCACHE != 0 {
+        f |= ReadFlags::DONTCACHE;
+    }
+    Ok(f)
 }
 
 /// The `RWF_*` flags a write takes: `RWF_DSYNC` and `RWF_SYNC` (written
-/// back and synced), `RWF_APPEND`, `RWF_HIPRI` (no meaning here).
+/// back and synced), `RWF_APPEND`, `RWF_DONTCACHE` (uncached: the cache's
+/// `WriteFlags::DONTCACHE`), `RWF_HIPRI` (no meaning here).
 fn write_how(flags: c_int) -> io::Result<WriteHow> {
-    let known = libc::RWF_HIPRI | libc::RWF_DSYNC | libc::RWF_SYNC | libc::RWF_APPEND;
+    let known =
+        libc::RWF_HIPRI | libc::RWF_DSYNC | libc::RWF_SYNC | libc::RWF_APPEND | libc::RWF_DONTCACHE;
     if flags & !known != 0 {
         return Err(err(libc::EOPNOTSUPP));
     }
     Ok(WriteHow {
         sync: flags & (libc::RWF_DSYNC | libc::RWF_SYNC) != 0,
         append: flags & libc::RWF_APPEND != 0,
+        dontcache: flags & libc::RWF_DONTCACHE != 0,
     })
 }
 

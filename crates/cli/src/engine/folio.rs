@@ -281,6 +281,11 @@ impl Caches {
         })
     }
 
+    /// Engine `label`'s cache (for a sampler beside its run).
+    pub(super) fn cache(&self, label: &str) -> Option<foliocache::Cache> {
+        self.0.get(label).map(|s| s.cache.clone())
+    }
+
     /// Where the memory of engine `label`'s cache goes now.
     pub(super) fn memory(&self, label: &str) -> Option<foliocache::MemoryUsage> {
         self.0.get(label).map(|s| s.cache.memory())

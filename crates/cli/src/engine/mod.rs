@@ -350,6 +350,12 @@ impl Engines {
         self.kept.folio.stats(label)
     }
 
+    /// Engine `label`'s cache, if it is a foliocache engine (for a sampler
+    /// beside its run).
+    pub fn folio_cache(&self, label: &str) -> Option<foliocache::Cache> {
+        self.kept.folio.cache(label)
+    }
+
     /// Where the memory of engine `label`'s cache goes now
     /// (`Cache::memory`).
     pub fn folio_memory(&self, label: &str) -> Option<foliocache::MemoryUsage> {

@@ -144,6 +144,9 @@ pub struct FolioFigures {
     pub shadow_bytes: u64,
     /// Bytes cached after the run.
     pub bytes_cached: u64,
+    /// The most bytes cached during a write run (sampled every
+    /// millisecond: `run::peak_cached`); null for a read run.
+    pub peak_cached_bytes: Option<u64>,
     /// How the file is read underneath (O_DIRECT or the fallback).
     pub backing: String,
     /// Whether the file is read with O_DIRECT underneath.

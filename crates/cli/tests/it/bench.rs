@@ -749,6 +749,13 @@ fn check_write(s: &Value, size: u64, repeat: usize, runtime: Option<f64>) {
             assert_eq!(f["dirty_bytes"], 0, "{engine}: dirty after the sync");
             assert_eq!(f["writeback_errors"], 0, "{engine}");
             assert!(f["throttled"].is_u64());
+            // The sampler's peak: something was cached, never past the
+            // capacity.
+            let peak = f["peak_cached_bytes"].as_u64().unwrap();
+            assert!(peak <= r["capacity"].as_u64().unwrap(), "{engine}");
+        } else {
+            // The kernel's engines in a cgroup, for its peak.
+            assert!(r["memory_limit"]["mechanism"].is_string(), "{engine}");
         }
     }
     let sum = &s["summary"];

@@ -17,6 +17,7 @@ use crate::arena::PAGE;
 use crate::file::File;
 use crate::filemap::{FgpFlags, FolioFlags};
 use crate::flags::ReadFlags;
+use crate::write::WriteFlags;
 
 /// The async forms of the writes, syncs and `set_len`.
 impl File {
@@ -68,6 +69,35 @@ impl File {
     /// As [`write_at_async`](Self::write_at_async).
     pub fn write_all_at_async<'a>(&'a self, buf: &'a [u8], offset: u64) -> WriteAllAt<'a> {
         WriteAllAt(WriteState::new(self, buf, offset))
+    }
+
+    /// [`write_at_async`](Self::write_at_async) with per-write
+    /// [`WriteFlags`], as [`write_at_flags`](Self::write_at_flags): with
+    /// [`WriteFlags::DONTCACHE`] each piece's writeback is started and not
+    /// waited for; a stream of them past its bound of kicked writeback
+    /// awaits that writeback on the writeback pool before its next piece
+    /// (where `write_at_flags` waits on its thread).
+    ///
+    /// ```
+    /// # use foliocache::WriteFlags;
+    /// # let cache = foliocache::Cache::builder().capacity(1 << 20).build()?;
+    /// # let file = cache.memfile("f", 0)?;
+    /// let n = pollster::block_on(file.write_at_flags_async(b"log", 0, WriteFlags::DONTCACHE))?;
+    /// assert_eq!(n, 3);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`write_at_async`](Self::write_at_async).
+    pub fn write_at_flags_async<'a>(
+        &'a self,
+        buf: &'a [u8],
+        offset: u64,
+        flags: WriteFlags,
+    ) -> WriteAt<'a> {
+        let mut st = WriteState::new(self, buf, offset);
+        st.uncached = flags.contains(WriteFlags::DONTCACHE);
+        WriteAt(st)
     }
 
     /// [`sync_data`](Self::sync_data) without blocking the thread: the
@@ -150,6 +180,9 @@ enum Waiting<'a> {
     Fill(Box<ReadState<'a, Vec<u8>>>),
     /// Room for the piece's new folios (`Jobs::memory`).
     Memory(Wait),
+    /// The uncached writes' writeback, over its bound
+    /// (`writeback::wait_uncached`).
+    Uncached(Wait),
     /// A tokio handle's `Fill` between two polls, without a borrow.
     #[cfg(feature = "tokio")]
     FillParked(ReadProgress),
@@ -192,6 +225,10 @@ pub(super) struct WriteState<'a> {
     /// `AsyncWrite`'s write), and read partial pages as a tokio handle's
     /// read (`ReadState::resume`).
     short: bool,
+    /// `WriteFlags::DONTCACHE`.
+    uncached: bool,
+    /// The piece at `done` waited for the uncached writeback's bound.
+    uncached_waited: bool,
 }
 
 impl<'a> WriteState<'a> {
@@ -208,6 +245,8 @@ impl<'a> WriteState<'a> {
             memory_waits: 0,
             waiting: Waiting::Nothing,
             short: false,
+            uncached: false,
+            uncached_waited: false,
         }
     }
 
@@ -257,6 +296,7 @@ impl<'a> WriteState<'a> {
                 Waiting::Nothing => Waiting::Nothing,
                 Waiting::Throttle(w) => Waiting::Throttle(w),
                 Waiting::Memory(w) => Waiting::Memory(w),
+                Waiting::Uncached(w) => Waiting::Uncached(w),
                 Waiting::Fill(r) => Waiting::FillParked(r.park()),
                 Waiting::FillParked(p) => Waiting::FillParked(p),
             },
@@ -287,6 +327,12 @@ impl<'a> WriteState<'a> {
                 // (it reads the page again on this thread).
                 let _ = ready!(r.poll_read(cx));
                 self.waiting = Waiting::Nothing;
+            }
+            Waiting::Uncached(w) => {
+                // (Its writeback's error is the next sync's.)
+                let _ = ready!(w.poll(cx));
+                self.waiting = Waiting::Nothing;
+                self.uncached_waited = true;
             }
             Waiting::Memory(w) => {
                 if ready!(w.poll(cx)).is_err() {
@@ -360,14 +406,22 @@ impl<'a> WriteState<'a> {
                     continue;
                 }
             }
+            if self.uncached && !self.uncached_waited && crate::writeback::uncached_over(m) {
+                self.waiting = Waiting::Uncached(job::run(file, |f| {
+                    crate::writeback::wait_uncached(f.mapping());
+                    Ok(())
+                }));
+                continue;
+            }
             let piece = &self.buf[self.done..self.done + n];
-            let at = file.write_piece(piece, pos, self.append)?;
+            let at = file.write_piece(piece, pos, self.append, self.uncached)?;
             if self.append {
                 self.append = false;
                 self.offset = at;
             }
             self.done += n;
             self.throttled = false;
+            self.uncached_waited = false;
             self.fills = 0;
             self.memory_waits = 0;
         }

@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use foliocache::Guardian;
+use foliocache::{Guardian, WriteFlags};
 use rand::{Rng, SeedableRng};
 use test_support::cache::TestCache;
 use test_support::TempPath;
@@ -49,7 +49,7 @@ fn writes(seed: u64) -> impl Iterator<Item = Write1> {
 }
 
 /// The writer: writes through a cache with a guardian, never syncs, until
-/// killed. Each write is announced (`start G`) and confirmed (`done G`).
+/// killed; a third of its writes are uncached (`WriteFlags::DONTCACHE`). Each write is announced (`start G`) and confirmed (`done G`).
 #[test]
 #[ignore = "the child process of `a_killed_writer_loses_no_accepted_byte`"]
 fn writer_child() {
@@ -71,7 +71,14 @@ fn writer_child() {
         buf.extend((off..off + len).map(|o| pattern(o, g)));
         writeln!(out, "start {g}").unwrap();
         out.flush().unwrap();
-        f.write_all_at(&buf, off).expect("a write");
+        // Every third write uncached: its folios leave the cache when
+        // the writeback it started ends, and must stay unsaved until then.
+        let flags = if g % 3 == 0 {
+            WriteFlags::DONTCACHE
+        } else {
+            WriteFlags::NONE
+        };
+        f.write_at_flags(&buf, off, flags).expect("a write");
         writeln!(out, "done {g}").unwrap();
         out.flush().unwrap();
     }

@@ -28,6 +28,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#ifndef RWF_DONTCACHE
+#define RWF_DONTCACHE 0x00000080 /* Linux 6.14 */
+#endif
+
 /* glibc's fortified open, called directly to check its interposition. */
 int __open_2(const char *path, int flags);
 
@@ -141,6 +145,10 @@ static void test_open_read_write(void) {
     CHECK(pwritev64(fd, iov, 2, 8000) == 1000);
     CHECK(pwritev2(fd, iov, 2, 8000, RWF_DSYNC) == 1000);
     CHECK(pwritev64v2(fd, iov, 2, 8000, 0) == 1000);
+    /* Uncached (the cache's DONTCACHE): the same bytes, read back. */
+    CHECK(pwritev2(fd, iov, 2, 8000, RWF_DONTCACHE) == 1000);
+    CHECK(preadv2(fd, iov, 2, 8000, RWF_DONTCACHE) == 1000 && matches(a, 1, 8000, 300) &&
+          matches(b, 1, 8300, 700));
     CHECK(pread(fd, got, N, 0) == N && memcmp(got, buf, N) == 0);
     CHECK(fsync(fd) == 0);
     CHECK(fdatasync(fd) == 0);

@@ -138,7 +138,7 @@ fn folio(s: &mut String, r: &RunRecord, f: &FolioFigures) {
         let _ = writeln!(
             s,
             "    foliocache: writes by write_at, folios by {} (flags {}); during the run {} write IOs ({}{}), {} \
-             throttled waits, {} writeback errors; {} dirty after the run",
+             throttled waits, {} writeback errors{}; {} dirty after the run",
             f.write_insert,
             f.write_flags,
             f.io_writes,
@@ -148,6 +148,10 @@ fn folio(s: &mut String, r: &RunRecord, f: &FolioFigures) {
                 .map_or(String::new(), |a| format!(", avg {}", fmt_size_approx(a))),
             f.throttled,
             f.writeback_errors,
+            f.peak_cached_bytes.map_or(String::new(), |p| format!(
+                ", peak {} cached",
+                fmt_size_approx(p)
+            )),
             fmt_size_approx(f.dirty_bytes)
         );
     }

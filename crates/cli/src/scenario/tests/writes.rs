@@ -6,7 +6,7 @@ use std::time::Duration;
 use foliocache::internals::Insert;
 
 use super::*;
-use crate::spec::Rw;
+use crate::spec::{default_capacity, Rw};
 use crate::targets::TargetSpec;
 use populate::{POPULATE, POPULATE_FOLIO, POPULATE_LARGE, POPULATE_SETTLE, POPULATE_SINGLE};
 
@@ -134,6 +134,8 @@ fn write_runs_seq_and_random_writes_with_per_job_ratios() {
             ]
         );
         assert!(j.runtime.is_none() && !j.cold && j.settle.is_none());
+        // A cgroup for the kernel's peak, never a limit the run meets.
+        assert_eq!(j.memory_limit, Some(2 * default_capacity(j.file_size)));
     }
     let first = &sc.ratios[0];
     assert_eq!(

@@ -447,6 +447,13 @@ fn uncached_write() {
         c.arm(fault, Op::Write, 300 * KIB as u64);
         let data = nonzero_bytes(128 * KIB, 8);
         let r = c.write(&data, 256 * KIB as u64, WriteFlags::DONTCACHE);
+        if r.is_ok() {
+            // The write only started its writeback (one run, one backing
+            // write): let it meet the fault before the recovery clears it.
+            wait_until("the uncached write's writeback", || {
+                c.b.stats().writes > 0 && c.cache.stats().writeback_bytes == 0
+            });
+        }
         let want = fault
             .errno()
             .or((fault == Fault::Short).then_some(libc::ENOSPC));

@@ -601,3 +601,46 @@ fn a_dropped_sync_still_writes_back_and_leaves_its_error_to_the_next_sync() {
             .all(|&x| x == 5)
     );
 }
+
+/// `write_at_flags_async` with `DONTCACHE`: each piece's writeback is
+/// kicked, not awaited; a stream that outruns its writeback awaits the
+/// bound on the pool (no thread of its own blocks) and holds about the
+/// bound; a sync makes it durable, and the folios go.
+#[test]
+fn an_uncached_async_stream_kicks_its_writeback_and_stays_bounded() {
+    use foliocache::WriteFlags;
+    let ahead = foliocache::internals::UNCACHED_AHEAD_PAGES * P;
+    let b = Arc::new(FaultyBacking::new(MemBacking::new()));
+    let c = test_support::cache::TestCache::bytes(64 << 20)
+        .max_folio(64 << 10)
+        .quiet()
+        .build();
+    let f = c.open_backing(b.clone()).unwrap();
+    b.set_write_latency(Duration::from_millis(20));
+    let chunk = nonzero_bytes(1 << 20, 61);
+    let total = 32u64 << 20;
+    let mut peak = 0;
+    let t = Instant::now();
+    pollster::block_on(async {
+        for k in 0..total / chunk.len() as u64 {
+            let n = f
+                .write_at_flags_async(&chunk, k * chunk.len() as u64, WriteFlags::DONTCACHE)
+                .await
+                .unwrap();
+            assert_eq!(n, chunk.len());
+            peak = peak.max(c.stats().bytes_cached);
+        }
+    });
+    assert!(
+        t.elapsed() < Duration::from_secs(20),
+        "the stream took {:?}",
+        t.elapsed()
+    );
+    let most = 2 * ahead + 2 * chunk.len() as u64;
+    assert!(peak <= most, "the cache held {peak} bytes (at most {most})");
+    pollster::block_on(f.sync_data_async()).unwrap();
+    assert_eq!(f.cachestat(0, 0).unwrap().cached, 0);
+    let disk = b.inner().contents().unwrap();
+    assert_eq!(disk.len() as u64, total);
+    assert!(disk.chunks(chunk.len()).all(|x| x == &chunk[..]));
+}

@@ -34,10 +34,15 @@ fn an_uncached_write_whose_writeback_fails_succeeds_and_the_next_sync_reports_it
         .write_at_flags(&data, 4096, WriteFlags::DONTCACHE)
         .expect("the write copied its bytes: it succeeds");
     assert_eq!(n, data.len());
-    assert!(
-        b.stats().injected_errors > 0,
-        "the writeback was tried and failed"
-    );
+    // (The write only started its writeback: wait for it to fail.)
+    let start = std::time::Instant::now();
+    while b.stats().injected_errors == 0 {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "the writeback was tried and failed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
     let mut back = vec![0u8; data.len()];
     assert_eq!(f.read_at(&mut back, 4096).unwrap(), data.len());
     assert!(back == data, "the cache holds the written bytes");
