@@ -220,6 +220,13 @@ impl Bench<'_> {
                 let limit = run::scenario_limit(avail, sb.limit);
                 (Some(runs), scenario::sqlite::UNIX, Some(limit))
             }
+            Program::ObjectStore(ob) => (
+                Some(scenario::objectstore::run(
+                    ob, dir, repeat, &mut notes, &say,
+                )?),
+                scenario::objectstore::PARTS,
+                None,
+            ),
         };
         let summary = runs
             .as_ref()

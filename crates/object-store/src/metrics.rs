@@ -11,7 +11,7 @@ use std::sync::{Arc, Weak};
 use foliocache::metrics::{register_figures, Family, Figures, Kind};
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::disk::DiskTier;
+use crate::disk::{DiskTier, DiskTierStats};
 use crate::objects::Objects;
 use crate::remote::Counters;
 
@@ -133,38 +133,44 @@ impl Figures for StoreFigures {
                 objects.len() as u64,
             ),
         ];
-        if let Some(t) = tier {
-            out.extend([
-                one(
-                    "foliocache_object_store_disk_corrupt",
-                    "Disk tier slots of the chunk looked up whose checksum or length failed (read as misses)",
-                    counter,
-                    None,
-                    t.corrupt,
-                ),
-                one(
-                    "foliocache_object_store_disk_writes",
-                    "Chunks written to the disk tier",
-                    counter,
-                    None,
-                    t.writes,
-                ),
-                one(
-                    "foliocache_object_store_disk_io_errors",
-                    "Disk tier reads and writes that failed (each a miss or a chunk not kept)",
-                    counter,
-                    None,
-                    t.io_errors,
-                ),
-                one(
-                    "foliocache_object_store_disk_slots",
-                    "Slots of 64 KiB chunks in the disk tier's file",
-                    Kind::Gauge,
-                    None,
-                    t.slots,
-                ),
-            ]);
-        }
+        out.extend(tier.map(disk_families).into_iter().flatten());
         out
     }
+}
+
+/// The disk tier's own figures (its hits and misses are in the families
+/// per tier).
+fn disk_families(t: DiskTierStats) -> [Family; 4] {
+    let counter = Kind::Counter;
+    [
+
+        one(
+            "foliocache_object_store_disk_corrupt",
+            "Disk tier slots of the chunk looked up whose checksum or length failed (read as misses)",
+            counter,
+            None,
+            t.corrupt,
+        ),
+        one(
+            "foliocache_object_store_disk_writes",
+            "Chunks written to the disk tier",
+            counter,
+            None,
+            t.writes,
+        ),
+        one(
+            "foliocache_object_store_disk_io_errors",
+            "Disk tier reads and writes that failed (each a miss or a chunk not kept)",
+            counter,
+            None,
+            t.io_errors,
+        ),
+        one(
+            "foliocache_object_store_disk_slots",
+            "Slots of 64 KiB chunks in the disk tier's file",
+            Kind::Gauge,
+            None,
+            t.slots,
+        ),
+    ]
 }

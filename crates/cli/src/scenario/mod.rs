@@ -28,6 +28,7 @@ use crate::units::{fmt_size, fmt_size_approx};
 pub mod custom;
 pub mod embedded;
 pub mod larger;
+pub mod objectstore;
 pub mod populate;
 pub mod programs;
 pub mod randread;
@@ -114,6 +115,8 @@ pub enum Program {
     Redb(embedded::EmbeddedBench),
     /// SQLite, embedded ([`sqlite`]).
     Sqlite(embedded::EmbeddedBench),
+    /// Caches in front of object storage ([`objectstore`]).
+    ObjectStore(objectstore::ObjectBench),
 }
 
 impl Scenario {
@@ -268,6 +271,7 @@ fn build(
         "scaling" => scaling::scenario(args, quick),
         "redb" => redb::scenario(args, quick),
         "sqlite" => sqlite::scenario(args, quick),
+        "objectstore" => objectstore::scenario(args, quick),
         other => Err(format!(
             "unknown scenario `{other}` (available: {})",
             crate::args::all_scenarios().join(", ")
