@@ -35,7 +35,7 @@ use super::lru::{BlockKey, BlockLru};
 use super::remote::{Remote, Throttled};
 
 /// The engines, by label, in the order they run.
-pub const ENGINES: [&str; 5] = [NONE, PARTS, FOYER, FOLIO, FOLIO_DISK];
+pub const ENGINES: [&str; 5] = [NONE, PARTS, FOLIO, FOLIO_DISK, FOYER];
 /// No cache.
 pub const NONE: &str = "none";
 /// SlateDB's policy.
