@@ -301,3 +301,35 @@ fn parse_region(buf: &[u8], region: u64) -> Vec<(u64, BlockKey, Place)> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block(k: u64) -> Vec<u8> {
+        (0..65_536u64 - k).map(|i| (i ^ k) as u8).collect()
+    }
+
+    /// Sealed regions come back after a reopen, the buffered one does
+    /// not, and a full device evicts its oldest region.
+    #[test]
+    fn sealed_regions_are_recovered_and_the_oldest_evicted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("foyer");
+        let disk = FoyerDisk::open(&path, 2 * REGION).unwrap();
+        // 68 KiB a block: 240 fill a region; 600 fill two and part of a third.
+        for k in 0..600u64 {
+            disk.insert((1, k), &block(k)).unwrap();
+        }
+        assert!(disk.get((1, 0)).is_none(), "the oldest region was evicted");
+        assert_eq!(disk.get((1, 599)).unwrap(), block(599), "from the buffer");
+        drop(disk);
+        let disk = FoyerDisk::open(&path, 2 * REGION).unwrap();
+        assert_eq!(disk.entries(), 240, "one sealed region survives");
+        let found: Vec<u64> = (0..600).filter(|&k| disk.get((1, k)).is_some()).collect();
+        assert_eq!(found, (240..480).collect::<Vec<_>>());
+        for k in found {
+            assert_eq!(disk.get((1, k)).unwrap(), block(k));
+        }
+    }
+}

@@ -66,3 +66,25 @@ impl BlockLru {
         evicted
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_least_recent_goes_first_and_the_bytes_stay_bounded() {
+        let mut lru = BlockLru::new(3);
+        for k in 0..3 {
+            assert!(lru.insert((0, k), Bytes::from_static(b"x")).is_empty());
+        }
+        assert!(lru.get((0, 0)).is_some());
+        let gone = lru.insert((0, 3), Bytes::from_static(b"y"));
+        assert_eq!(gone.iter().map(|g| g.0).collect::<Vec<_>>(), [(0, 1)]);
+        let gone = lru.insert((0, 4), Bytes::from_static(b"zz"));
+        assert_eq!(
+            gone.iter().map(|g| g.0).collect::<Vec<_>>(),
+            [(0, 2), (0, 0)]
+        );
+        assert!(lru.get((0, 3)).is_some() && lru.get((0, 4)).is_some());
+    }
+}
