@@ -30,7 +30,15 @@ pub const SCENARIOS: [&str; 6] = [
 /// `--quick`; `scaling`: four workloads at every thread count; `redb` and
 /// `sqlite`: databases built and measured in every configuration, at two
 /// sizes; `crash`: a writer killed a thousand times each of three ways).
-pub const BY_NAME: [&str; 6] = ["larger", "programs", "scaling", "redb", "sqlite", "crash"];
+pub const BY_NAME: [&str; 7] = [
+    "larger",
+    "programs",
+    "scaling",
+    "redb",
+    "sqlite",
+    "objectstore",
+    "crash",
+];
 
 /// Every scenario `--scenario` takes: [`SCENARIOS`], then [`BY_NAME`].
 pub fn all_scenarios() -> Vec<&'static str> {
@@ -128,6 +136,11 @@ pub struct BenchArgs {
     /// bookkeeping).
     #[arg(long, value_name = "SIZE", value_parser = parse_nonzero_size)]
     pub capacity: Option<u64>,
+
+    /// objectstore: the remote store's latency per request, in
+    /// milliseconds (default 20; S3's first-byte latency is 100 to 200).
+    #[arg(long, value_name = "MS")]
+    pub remote_latency: Option<u64>,
 
     /// Drop the data from every cache before each engine's run
     /// (posix_fadvise DONTNEED for the kernel, a fresh cache for
@@ -269,7 +282,12 @@ redb (redb-bench's workloads on redb's FileBackend, its cache at 1/2
 and 3/4 of a limit M, on O_DIRECT, and on foliocache; data that fits M and
 4x M; M = --capacity, 256M, 32M with --quick; every configuration in a memory
 cgroup of M); sqlite (a speedtest1-like mix through the unix VFS and the
-foliocache VFS, with and without mmap_size; same sizes and limit).
+foliocache VFS, with and without mmap_size; same sizes and limit);
+objectstore (objects behind LocalFileSystem and ThrottledStore, S3's
+bandwidth per request and --remote-latency MS: no cache, SlateDB's 4 MiB
+parts, a model of foyer's HybridCache, foliocache in memory and with its
+disk tier; zipf point reads, the same beside scans, a restart after kill -9;
+memory M = --capacity, 64M, 16M with --quick; disk and data 4x M).
 foliocache engine options: populate=eager|lazy, folio=SIZE,
 insert=batched|single, ra=SIZE|kernel|off, io=uring|threads|auto, dontcache
 (every read with ReadFlags::DONTCACHE, from an empty cache; every write with
@@ -356,7 +374,7 @@ mod tests {
         assert!(
             e.contains(
                 "unknown scenario `fill` (available: seqread, randread, readahead, uncached, \
-                 populate, write, larger, programs, scaling, redb, sqlite, crash)"
+                 populate, write, larger, programs, scaling, redb, sqlite, objectstore, crash)"
             ),
             "{e}"
         );

@@ -224,6 +224,13 @@ impl Bench<'_> {
                 scenario::crash::run(k, dir, &mut notes, &say)?;
                 (None, "", None)
             }
+            Program::ObjectStore(ob) => (
+                Some(scenario::objectstore::run(
+                    ob, dir, repeat, &mut notes, &say,
+                )?),
+                scenario::objectstore::PARTS,
+                None,
+            ),
         };
         let summary = runs
             .as_ref()

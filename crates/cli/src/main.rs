@@ -76,6 +76,10 @@ fn main() -> ExitCode {
     if let Some(code) = scenario::embedded::child_main() {
         return code;
     }
+    // The restart job's reader of the objectstore scenario.
+    if let Some(code) = scenario::objectstore::child_main() {
+        return code;
+    }
     let argv: Vec<String> = std::env::args().collect();
     let cli = match Cli::try_parse_from(&argv) {
         Ok(c) => c,

@@ -30,7 +30,7 @@ use std::fmt;
 use std::sync::{Arc, Weak};
 
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
@@ -68,9 +68,89 @@ impl fmt::Debug for CacheCollector {
 }
 
 /// What a metric is, for its descriptor.
-enum Kind {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A count that only grows (written `NAME_total`).
     Counter,
+    /// A value now, that may go down.
     Gauge,
+}
+
+/// One metric family of figures another crate keeps (see [`Figures`]):
+/// its descriptor and its samples, one per label value.
+#[derive(Debug)]
+pub struct Family {
+    /// Its name, without the `_total` a counter gets or its unit's suffix.
+    pub name: &'static str,
+    /// Its help text.
+    pub help: &'static str,
+    /// A counter or a gauge.
+    pub kind: Kind,
+    /// Its unit, if any (`Unit::Bytes` adds `_bytes` to the name).
+    pub unit: Option<Unit>,
+    /// Its values: each with one label (name, value), or none.
+    pub samples: Vec<(Option<(&'static str, &'static str)>, u64)>,
+}
+
+/// Figures a crate built on foliocache keeps beside a cache's own (an
+/// object store's requests, a disk tier's hits), read at each scrape by
+/// the collector [`register_figures`] adds. The cache's [`register`]
+/// writes its figures the same way; nothing here counts, a scrape reads.
+pub trait Figures: Send + Sync + fmt::Debug + 'static {
+    /// The families to write now, in order. An implementation holds what
+    /// it reads weakly and returns nothing once that is gone, as the
+    /// cache's collector does.
+    fn families(&self) -> Vec<Family>;
+}
+
+/// Registers `figures` in `registry`: at each scrape, the families it
+/// returns are written as counters and gauges. For a crate that keeps
+/// figures of its own beside a cache's (`foliocache-object-store`'s
+/// `CachedStore::register_metrics`), so that they reach the same
+/// registry and the same [`serve`]d endpoint without this crate knowing
+/// it.
+pub fn register_figures(registry: &mut Registry, figures: Box<dyn Figures>) {
+    registry.register_collector(Box::new(FiguresCollector(figures)));
+}
+
+/// A sample's labels where it has none.
+const NO_LABELS: [(&str, &str); 0] = [];
+
+/// The collector [`register_figures`] adds.
+#[derive(Debug)]
+struct FiguresCollector(Box<dyn Figures>);
+
+impl Collector for FiguresCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), fmt::Error> {
+        for f in self.0.families() {
+            let mut family =
+                enc.encode_descriptor(f.name, f.help, f.unit.as_ref(), f.kind.into())?;
+            for (label, v) in &f.samples {
+                match label {
+                    Some(l) => encode_value(f.kind, *v, family.encode_family(&[*l])?)?,
+                    None => encode_value(f.kind, *v, family.encode_family(&NO_LABELS)?)?,
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl From<Kind> for MetricType {
+    fn from(k: Kind) -> MetricType {
+        match k {
+            Kind::Counter => MetricType::Counter,
+            Kind::Gauge => MetricType::Gauge,
+        }
+    }
+}
+
+/// One counter's or gauge's value (a gauge past `i64::MAX` saturates).
+fn encode_value(kind: Kind, v: u64, enc: MetricEncoder<'_>) -> Result<(), fmt::Error> {
+    match kind {
+        Kind::Counter => ConstCounter::new(v).encode(enc),
+        Kind::Gauge => ConstGauge::new(i64::try_from(v).unwrap_or(i64::MAX)).encode(enc),
+    }
 }
 
 /// One counter or gauge: its descriptor, and where its value comes from.
@@ -296,17 +376,8 @@ impl Collector for CacheCollector {
         let mem = cache.memory();
         for f in &FIGURES {
             let v = (f.value)(&s, &mem);
-            let unit = f.unit.as_ref();
-            match f.kind {
-                Kind::Counter => {
-                    let m = ConstCounter::new(v);
-                    m.encode(enc.encode_descriptor(f.name, f.help, unit, m.metric_type())?)?;
-                }
-                Kind::Gauge => {
-                    let m = ConstGauge::new(i64::try_from(v).unwrap_or(i64::MAX));
-                    m.encode(enc.encode_descriptor(f.name, f.help, unit, m.metric_type())?)?;
-                }
-            }
+            let family = enc.encode_descriptor(f.name, f.help, f.unit.as_ref(), f.kind.into())?;
+            encode_value(f.kind, v, family)?;
         }
         let info = &BUILD_INFO;
         let one = ConstGauge::new(1i64);
@@ -443,6 +514,51 @@ mod tests {
         assert!(!gone.contains("foliocache_hits"), "{gone}");
         // Stops: the serving thread is joined.
         drop(server);
+    }
+
+    /// Figures of another crate, one family labelled, one not.
+    #[derive(Debug)]
+    struct Two(Weak<u64>);
+
+    impl Figures for Two {
+        fn families(&self) -> Vec<Family> {
+            let Some(v) = self.0.upgrade() else {
+                return Vec::new();
+            };
+            vec![
+                Family {
+                    name: "x_hits",
+                    help: "Hits",
+                    kind: Kind::Counter,
+                    unit: None,
+                    samples: vec![(Some(("tier", "memory")), *v), (Some(("tier", "disk")), 2)],
+                },
+                Family {
+                    name: "x_read",
+                    help: "Read",
+                    kind: Kind::Gauge,
+                    unit: Some(Unit::Bytes),
+                    samples: vec![(None, 5)],
+                },
+            ]
+        }
+    }
+
+    #[test]
+    fn registered_figures_are_written_with_their_labels_while_their_source_lives() {
+        let v = Arc::new(7u64);
+        let mut registry = Registry::default();
+        register_figures(&mut registry, Box::new(Two(Arc::downgrade(&v))));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(text.contains("# TYPE x_hits counter\n"), "{text}");
+        assert!(text.contains("x_hits_total{tier=\"memory\"} 7\n"), "{text}");
+        assert!(text.contains("x_hits_total{tier=\"disk\"} 2\n"), "{text}");
+        assert!(text.contains("\nx_read_bytes 5\n"), "{text}");
+        drop(v);
+        let mut gone = String::new();
+        prometheus_client::encoding::text::encode(&mut gone, &registry).unwrap();
+        assert!(!gone.contains("x_hits"), "{gone}");
     }
 
     #[test]

@@ -89,6 +89,8 @@
 #![warn(unreachable_pub)]
 
 pub mod disk;
+#[cfg(feature = "prometheus")]
+mod metrics;
 mod objects;
 mod read;
 mod remote;

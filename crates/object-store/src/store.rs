@@ -212,6 +212,19 @@ impl<S: ObjectStore> CachedStore<S> {
         }
     }
 
+    /// Registers the store's figures (and its disk tier's) in `registry`,
+    /// read at each scrape, named `foliocache_object_store_*`: hits and
+    /// misses per tier (`tier="memory"`, `tier="disk"`), remote GETs, their
+    /// bytes and errors, HEADs, invalidations, stale versions, objects
+    /// tracked (see docs/metrics.md). The collector holds the store
+    /// weakly: a dropped store leaves the output. The cache's own figures
+    /// are [`foliocache::metrics::register`]'s (a cache may serve several
+    /// stores: register it once).
+    #[cfg(feature = "prometheus")]
+    pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        crate::metrics::register(&self.counters, &self.objects, self.tier.as_ref(), registry);
+    }
+
     /// Whether `obj`, tracked, answers a read with `options` without a
     /// new lookup: not due for revalidation, and the version the caller
     /// names (`If-Match`), if any, is this one.

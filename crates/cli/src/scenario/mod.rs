@@ -31,6 +31,7 @@ pub mod crash;
 pub mod custom;
 pub mod embedded;
 pub mod larger;
+pub mod objectstore;
 pub mod populate;
 pub mod programs;
 pub mod randread;
@@ -119,6 +120,8 @@ pub enum Program {
     Sqlite(embedded::EmbeddedBench),
     /// A writer killed at random moments ([`crash`]).
     Kills(crash::Kills),
+    /// Caches in front of object storage ([`objectstore`]).
+    ObjectStore(objectstore::ObjectBench),
 }
 
 impl Scenario {
@@ -274,6 +277,7 @@ fn build(
         "redb" => redb::scenario(args, quick),
         "sqlite" => sqlite::scenario(args, quick),
         "crash" => crash::scenario(args, quick),
+        "objectstore" => objectstore::scenario(args, quick),
         other => Err(format!(
             "unknown scenario `{other}` (available: {})",
             crate::args::all_scenarios().join(", ")

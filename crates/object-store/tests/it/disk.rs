@@ -140,8 +140,10 @@ async fn a_damaged_slot_is_read_from_the_store() {
 }
 
 /// The writer's part of `a_writer_killed_mid_write_leaves_no_wrong_byte`:
-/// writes chunks `i` (data seeded by `i`) to the tier at the given path,
-/// round after round, until killed.
+/// writes chunks `i` (data seeded by the round's version and `i`, of a
+/// length that differs with both) to the tier at the given path, round
+/// after round, until killed; says `WRITING` once its first round is
+/// written.
 #[test]
 fn tier_writer_child() {
     let Ok(path) = std::env::var("OBJSTORE_TIER_WRITER") else {
@@ -149,40 +151,72 @@ fn tier_writer_child() {
     };
     let tier = DiskTier::open(&path, 16 * SLOT as u64).unwrap();
     for round in 0u64.. {
+        let v = round % 3;
         for i in 0..64u64 {
-            let key = chunk_key("crash", &format!("{}", round % 3), i);
-            tier.put(key, &data(CHUNK - i as usize, round % 3 * 1000 + i));
+            let key = chunk_key("crash", &format!("{v}"), i);
+            tier.put(key, &data(chunk_len(v, i), v * 1000 + i));
         }
-        if round == 2 {
+        if round == 0 {
             // (On a line of its own: the harness's "test ... " has none.)
             println!("\nWRITING");
         }
     }
 }
 
+/// The length of chunk `i` of version `v`: versions of one chunk differ
+/// in length as well as bytes, so a slot holding a torn mix of two fails.
+fn chunk_len(v: u64, i: u64) -> usize {
+    CHUNK - (i as usize * 97 + v as usize * 1013) % (CHUNK / 2)
+}
+
+/// Kills the tier's writer at random moments (20 times; more with
+/// `OBJSTORE_CRASH_KILLS=N`), reopening the tier after each: every chunk
+/// found has exactly its version's bytes (a torn or half-written slot is
+/// a miss, never wrong bytes), and chunks survive the writer.
 #[test]
 fn a_writer_killed_mid_write_leaves_no_wrong_byte() {
+    use std::io::BufRead;
+    let kills: u64 = std::env::var("OBJSTORE_CRASH_KILLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
     let file = TempPath::new("objstore-tier-crash");
-    for _ in 0..3 {
-        test_support::kill_mid_write(
-            module_path!(),
-            "tier_writer_child",
-            "OBJSTORE_TIER_WRITER",
-            &file.path,
-        );
+    let mut found = 0;
+    for k in 0..kills {
+        let mut child = test_support::rerun_test(module_path!(), "tier_writer_child")
+            .env("OBJSTORE_TIER_WRITER", &file.path)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("re-running the test binary");
+        let out = child.stdout.take().expect("the child's stdout");
+        let writing = std::io::BufReader::new(out)
+            .lines()
+            .any(|l| l.is_ok_and(|l| l == "WRITING"));
+        assert!(writing, "the writer started writing");
+        // A random moment of its writes (0 to 30 ms after its first round).
+        let wait = (k.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(std::process::id())) % 30_000;
+        std::thread::sleep(std::time::Duration::from_micros(wait));
+        child.kill().expect("killing the writer");
+        assert!(!child.wait().unwrap().success(), "killed, not done");
+
         let tier = DiskTier::open(&file.path, 16 * SLOT as u64).unwrap();
-        let mut found = 0;
         for v in 0..3u64 {
             for i in 0..64u64 {
                 let key = chunk_key("crash", &format!("{v}"), i);
-                if let Some(got) = tier.get(key, CHUNK - i as usize) {
-                    assert_eq!(got, data(CHUNK - i as usize, v * 1000 + i), "chunk {i}");
+                // Asked with the length the version has: another version's
+                // length in the slot is a miss too.
+                if let Some(got) = tier.get(key, chunk_len(v, i)) {
+                    assert_eq!(
+                        got,
+                        data(chunk_len(v, i), v * 1000 + i),
+                        "kill {k}, chunk {v}/{i}"
+                    );
                     found += 1;
                 }
             }
         }
-        assert!(found > 0, "the writer's chunks survive it");
     }
+    assert!(found > 0, "the writer's chunks survive it");
 }
 
 /// Admission is by page: a chunk whose pages are each missed once (a

@@ -5,6 +5,8 @@
 mod counting;
 mod disk;
 mod local;
+#[cfg(feature = "prometheus")]
+mod metrics;
 #[cfg(feature = "e2e-s3")]
 mod s3;
 

@@ -1,0 +1,231 @@
+//! The `restart` job of the `objectstore` scenario: a child process (this
+//! binary again, told what to run by [`CHILD_ENV`]) reads through an
+//! engine with a disk tier until the tier holds data, says `READY`, reads
+//! on (writing the tier) and is killed with SIGKILL a random moment
+//! later; a new engine reopens the tier. Measured: the time the tier's
+//! index takes to recover (opening it), and the time from the start of
+//! the reopen to the first read served by the disk tier, every byte
+//! checked.
+
+use std::io::BufRead;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+use super::engines::{Engine, Objects};
+use super::remote::Remote;
+use super::{check, point, RESTART};
+use crate::report::{RunJob, RunRecord};
+use crate::scenario::embedded::scatter;
+use crate::zipf::Zipf;
+
+/// The variable that makes this binary the child.
+pub const CHILD_ENV: &str = "FOLIOCACHE_OBJSTORE_CHILD";
+/// Reads after the restart before giving up on a disk hit.
+const MAX_READS: u64 = 5_000;
+
+/// What the child runs.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    /// The engine.
+    pub label: String,
+    /// The remote's directory.
+    pub remote: PathBuf,
+    /// The tier's file.
+    pub disk: PathBuf,
+    /// Memory and disk.
+    pub m: u64,
+    /// The disk tier's bytes.
+    pub d: u64,
+    /// The remote's latency.
+    pub latency: Duration,
+    /// Objects (small, then 2 scanned).
+    pub objects: u64,
+    /// A scanned object's size.
+    pub scan_object: u64,
+}
+
+impl Spec {
+    fn encode(&self) -> String {
+        format!(
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+            self.label,
+            self.remote.display(),
+            self.disk.display(),
+            self.m,
+            self.d,
+            self.latency.as_millis(),
+            self.objects,
+            self.scan_object
+        )
+    }
+
+    fn decode(s: &str) -> Result<Spec> {
+        let f: Vec<&str> = s.split('\t').collect();
+        if f.len() != 8 {
+            bail!("{CHILD_ENV}: 8 fields, not {s:?}");
+        }
+        Ok(Spec {
+            label: f[0].into(),
+            remote: f[1].into(),
+            disk: f[2].into(),
+            m: f[3].parse()?,
+            d: f[4].parse()?,
+            latency: Duration::from_millis(f[5].parse()?),
+            objects: f[6].parse()?,
+            scan_object: f[7].parse()?,
+        })
+    }
+
+    /// The objects, as `write_objects` named them.
+    fn objects(&self) -> Objects {
+        let small = self.objects - 2;
+        let list = (0..self.objects)
+            .map(|i| match i < small {
+                true => (format!("small/{i}").into(), super::OBJECT),
+                false => (format!("scan/{i}").into(), self.scan_object),
+            })
+            .collect();
+        Objects { list }
+    }
+
+    fn zipf(&self) -> Result<Zipf> {
+        Zipf::new((self.objects - 2) * super::OBJECT / super::PAGE, 0.99)
+            .map_err(anyhow::Error::msg)
+    }
+}
+
+/// In the child ([`CHILD_ENV`] set): reads until killed.
+pub fn child_main() -> Option<ExitCode> {
+    let spec = std::env::var(CHILD_ENV).ok()?;
+    let go = || -> Result<()> {
+        let spec = Spec::decode(&spec)?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?;
+        let remote = Remote::new(&spec.remote, spec.latency)?;
+        let e = Arc::new(Engine::new(
+            &spec.label,
+            remote,
+            spec.objects(),
+            spec.m,
+            &spec.disk,
+            spec.d,
+        )?);
+        let zipf = Arc::new(spec.zipf()?);
+        rt.block_on(async {
+            // Eight readers, as the bench's; `READY` once the tier holds
+            // data, then on until killed.
+            let tasks: Vec<_> = (0..super::TASKS)
+                .map(|t| {
+                    let (e, zipf) = (e.clone(), zipf.clone());
+                    tokio::spawn(async move {
+                        for i in (t..).step_by(super::TASKS as usize) {
+                            let (obj, range) = point(&zipf, i);
+                            e.read(obj, range).await?;
+                        }
+                        anyhow::Ok(())
+                    })
+                })
+                .collect();
+            while e.disk_writes() == 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            println!("READY");
+            for t in tasks {
+                t.await??;
+            }
+            anyhow::Ok(())
+        })
+    };
+    Some(match go() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("objectstore child: {e:#}");
+            ExitCode::FAILURE
+        }
+    })
+}
+
+/// Runs the child, kills it, reopens the tier: the job's record.
+///
+/// # Errors
+/// The child could not run, or a read after the restart failed or was
+/// wrong.
+pub fn run(
+    spec: &Spec,
+    objects: &Objects,
+    zipf: &Arc<Zipf>,
+    rt: &tokio::runtime::Runtime,
+) -> Result<RunRecord> {
+    let mut child = Command::new(std::env::current_exe()?)
+        .env(CHILD_ENV, spec.encode())
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("objectstore: starting the restart's child")?;
+    let out = child.stdout.take().context("the child's stdout")?;
+    let ready = std::io::BufReader::new(out)
+        .lines()
+        .any(|l| l.is_ok_and(|l| l == "READY"));
+    // A random moment within the child's writes.
+    std::thread::sleep(Duration::from_millis(
+        scatter(std::process::id().into()) % 200,
+    ));
+    child.kill()?;
+    let status = child.wait()?;
+    if !ready {
+        bail!("objectstore: the restart's child ended before it was ready: {status}");
+    }
+    let t = Instant::now();
+    let remote = Remote::new(&spec.remote, spec.latency)?;
+    let e = Engine::new(
+        &spec.label,
+        remote,
+        objects.clone(),
+        spec.m,
+        &spec.disk,
+        spec.d,
+    )?;
+    let recovered = t.elapsed();
+    let (reads, first_hit) = rt.block_on(async {
+        for i in 0..MAX_READS {
+            let (obj, range) = point(zipf, i);
+            let got = e.read(obj, range.clone()).await?;
+            check(obj, &range, &got)?;
+            if e.disk_hits() > 0 {
+                return anyhow::Ok((i + 1, Some(t.elapsed())));
+            }
+        }
+        anyhow::Ok((MAX_READS, None))
+    })?;
+    let mut r = RunRecord {
+        engine: spec.label.clone(),
+        ..RunRecord::default()
+    };
+    r.job = RunJob {
+        rw: RESTART,
+        numjobs: 1,
+        file_size: spec.d,
+        ..RunJob::default()
+    };
+    r.perf.ops = reads;
+    r.perf.seconds = first_hit.unwrap_or(t.elapsed()).as_secs_f64();
+    r.perf.iops = reads as f64 / r.perf.seconds.max(1e-9);
+    r.perf.cpu_us_per_op = f64::NAN;
+    r.perf.cpu_s_per_gib = f64::NAN;
+    r.notes.push(format!(
+        "index recovered in {:.3} ms (a disk tier of {} MiB); first disk hit {} after {reads} reads",
+        recovered.as_secs_f64() * 1e3,
+        spec.d >> 20,
+        match first_hit {
+            Some(h) => format!("{:.3} ms after the reopen began", h.as_secs_f64() * 1e3),
+            None => "never".into(),
+        },
+    ));
+    r.notes.push(e.note());
+    Ok(r)
+}
