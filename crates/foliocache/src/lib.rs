@@ -187,6 +187,7 @@ mod lru;
 #[cfg(feature = "prometheus")]
 pub mod metrics;
 mod mm;
+mod mrc;
 mod pressure;
 mod read_many;
 mod readahead;
@@ -210,6 +211,7 @@ pub use filemap::pin::Pinned;
 pub use flags::ReadFlags;
 pub use guardian::{Guardian, WrittenBack};
 pub use loaded::WarmProgress;
+pub use mrc::{CurvePoint, HitRatioCurve, CAPACITY_RATIOS};
 pub use pressure::{capacity_fits, PressureConfig};
 pub use read_many::{Completed, ReadQueue, ReadReq};
 pub use readahead::{Advice, ReadaheadConfig, Window};
