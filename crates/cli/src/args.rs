@@ -29,8 +29,9 @@ pub const SCENARIOS: [&str; 6] = [
 /// `programs`: an outside program, `db_bench`, three ways, a minute with
 /// `--quick`; `scaling`: four workloads at every thread count; `redb` and
 /// `sqlite`: databases built and measured in every configuration, at two
-/// sizes).
-pub const BY_NAME: [&str; 5] = ["larger", "programs", "scaling", "redb", "sqlite"];
+/// sizes; `advisor`: the cache's predicted hit ratios against measured
+/// ones, five workloads at five sizes).
+pub const BY_NAME: [&str; 6] = ["larger", "programs", "scaling", "redb", "sqlite", "advisor"];
 
 /// Every scenario `--scenario` takes: [`SCENARIOS`], then [`BY_NAME`].
 pub fn all_scenarios() -> Vec<&'static str> {

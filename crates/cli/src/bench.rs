@@ -220,6 +220,10 @@ impl Bench<'_> {
                 let limit = run::scenario_limit(avail, sb.limit);
                 (Some(runs), scenario::sqlite::UNIX, Some(limit))
             }
+            Program::Advisor(a) => {
+                scenario::advisor::run(a, &mut notes, &say)?;
+                (None, "", None)
+            }
         };
         let summary = runs
             .as_ref()

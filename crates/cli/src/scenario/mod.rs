@@ -12,7 +12,8 @@
 //! which it runs itself), [`scaling`] (by name only: throughput against
 //! threads), [`redb`](mod@redb) and [`sqlite`] (by name only: the databases
 //! embedded in the bench on their own storage and on foliocache, sharing
-//! [`embedded`]), and [`custom`] for a job given by `--rw`/`--bs`.
+//! [`embedded`]), [`advisor`] (by name only: the cache's predicted hit
+//! ratios at other sizes against measured ones), and [`custom`] for a job given by `--rw`/`--bs`.
 //! What each measures and why is in `docs/bench.md`; the figures behind
 //! its choices in `docs/measurements/`.
 
@@ -25,6 +26,7 @@ use crate::sys::PAGE;
 use crate::targets::{self, Given, JobName, Judged, RatioSpec, Target, TargetSpec};
 use crate::units::{fmt_size, fmt_size_approx};
 
+pub mod advisor;
 pub mod custom;
 pub mod embedded;
 pub mod larger;
@@ -114,6 +116,8 @@ pub enum Program {
     Redb(embedded::EmbeddedBench),
     /// SQLite, embedded ([`sqlite`]).
     Sqlite(embedded::EmbeddedBench),
+    /// The cache's predicted hit ratios against measured ones ([`advisor`]).
+    Advisor(advisor::Advisor),
 }
 
 impl Scenario {
@@ -268,6 +272,7 @@ fn build(
         "scaling" => scaling::scenario(args, quick),
         "redb" => redb::scenario(args, quick),
         "sqlite" => sqlite::scenario(args, quick),
+        "advisor" => advisor::scenario(args, quick),
         other => Err(format!(
             "unknown scenario `{other}` (available: {})",
             crate::args::all_scenarios().join(", ")
