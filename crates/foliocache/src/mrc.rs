@@ -62,8 +62,9 @@ use crate::sync::{Mutex, Ordering, StatU64};
 /// The capacity ratios of the curve's points.
 pub const CAPACITY_RATIOS: [f64; 5] = [0.25, 0.5, 1.0, 2.0, 4.0];
 
-/// The ratios below 1 (lost hits) and above 1 (gained misses).
-const SMALLER: [f64; 2] = [0.25, 0.5];
+/// The ratios an LRU of the sample is asked about (up to 1), and those
+/// above 1 (gained misses).
+const UP_TO_ONE: [f64; 3] = [0.25, 0.5, 1.0];
 const LARGER: [f64; 2] = [2.0, 4.0];
 
 /// The sampling rate to start at: 1 in 2^`START_SHIFT` keys.
@@ -140,8 +141,8 @@ pub(crate) struct Exact {
 #[derive(Debug, Clone, Copy, Default)]
 struct Sampled {
     reads: f64,
-    hits: f64,
-    lost: [f64; 2],
+    /// Sampled reads an LRU of 0.25, 0.5 and 1 C would have hit.
+    lru: [f64; 3],
     gained: [f64; 2],
     /// Reads sampled (unweighted).
     count: u64,
@@ -151,8 +152,7 @@ impl Sampled {
     fn minus(&self, o: &Sampled) -> Sampled {
         Sampled {
             reads: self.reads - o.reads,
-            hits: self.hits - o.hits,
-            lost: [self.lost[0] - o.lost[0], self.lost[1] - o.lost[1]],
+            lru: std::array::from_fn(|i| self.lru[i] - o.lru[i]),
             gained: [self.gained[0] - o.gained[0], self.gained[1] - o.gained[1]],
             count: self.count - o.count,
         }
@@ -318,13 +318,19 @@ impl Mrc {
         // losses or gains.
         let frac = |x: f64| x / reads as f64;
         for i in 0..2 {
-            // The share of the hits a smaller cache keeps, from the
-            // sample's hits (a ratio: a sample short of hot keys is short
-            // of hits and of losses alike), applied to the hits counted.
-            let kept = if s.hits > 0.0 {
-                1.0 - s.lost[i] / s.hits
+            // The share of its hits an LRU keeps at the smaller size, from
+            // the sample (a ratio: a sample short of hot keys is short of
+            // hits at both sizes alike), applied to the hits the cache had:
+            // the cache's lists beat an LRU (a scan or a loop does not
+            // flush the active list), and by about as much at each size.
+            // The sample's reads beyond (or short of) what its rate says
+            // are its hottest keys' (SHARDS's adjustment): hits at every
+            // size, taken off both.
+            let excess = s.reads - reads as f64;
+            let kept = if s.lru[2] - excess > 0.0 {
+                ((s.lru[i] - excess) / (s.lru[2] - excess)).max(0.0)
             } else {
-                1.0
+                0.0
             };
             curve.points[i].hit_ratio = (measured * kept).clamp(0.0, 1.0);
             let shadow = exact.refault_gains[i].wrapping_sub(base.exact.refault_gains[i]);
@@ -338,9 +344,9 @@ impl Mrc {
 
 impl State {
     /// One sampled read: its stack distance, scaled by the rate, decides
-    /// which smaller sizes would have lost it (a hit) and which larger ones
-    /// would have had it (a miss). A key new to the sample has no distance:
-    /// every smaller size loses it, no larger one gains it.
+    /// which sizes of an LRU up to C would have hit it, and which larger
+    /// ones would have turned the cache's miss into a hit. A key new to
+    /// the sample has no distance: no size hits it.
     fn record(&mut self, h: u64, hit: bool) {
         let w = (1u64 << self.shift) as f64;
         let d = self.stack.access(h).map(|d| d as f64 * w);
@@ -348,14 +354,12 @@ impl State {
         self.now.reads += w;
         self.now.count += 1;
         self.epoch_reads += w;
-        if hit {
-            self.now.hits += w;
-            for (lost, r) in self.now.lost.iter_mut().zip(SMALLER) {
-                if d.is_none_or(|d| d >= r * c) {
-                    *lost += w;
-                }
+        for (lru, r) in self.now.lru.iter_mut().zip(UP_TO_ONE) {
+            if d.is_some_and(|d| d < r * c) {
+                *lru += w;
             }
-        } else {
+        }
+        if !hit {
             for (gained, r) in self.now.gained.iter_mut().zip(LARGER) {
                 if d.is_some_and(|d| d < r * c) {
                     *gained += w;

@@ -86,7 +86,8 @@ impl Workload {
                 // multiplier prime to n).
                 let trace = (0..len)
                     .map(|_| {
-                        let rank = cdf.partition_point(|&w| w < rng.unit() * total) as u64;
+                        let u = rng.unit() * total;
+                        let rank = cdf.partition_point(|&w| w < u) as u64;
                         rank.min(n - 1) * 2_654_435_761 % n
                     })
                     .collect();
@@ -235,6 +236,24 @@ mod tests {
             let (trace, pages) = w.trace(64);
             assert_eq!(trace.len() as u64, TRACE_CAPACITIES * 64);
             assert!(trace.iter().all(|&p| p < pages), "{}", w.name());
+        }
+    }
+
+    #[test]
+    fn a_zipf_trace_follows_its_law() {
+        // The hottest page's share is 1 / sum(i^-s): within a tenth.
+        for s in [0.8, 0.99, 1.2] {
+            let (trace, n) = Workload::Zipf(s).trace(256);
+            let mut counts = std::collections::HashMap::new();
+            for p in &trace {
+                *counts.entry(*p).or_insert(0u64) += 1;
+            }
+            let top = *counts.values().max().unwrap() as f64 / trace.len() as f64;
+            let want = 1.0 / (1..=n).map(|i| (i as f64).powf(-s)).sum::<f64>();
+            assert!(
+                (top / want - 1.0).abs() < 0.1,
+                "zipf {s}: {top} against {want}"
+            );
         }
     }
 
