@@ -16,11 +16,11 @@
 //! ```text
 //!   predicted(r) for r > 1 = measured + max(shadow gain(r), sampled gain(r))
 //!   predicted(1)            = measured  (hits / reads in the window)
-//!   predicted(r) for r < 1 = measured - sampled loss(r)
+//!   predicted(r) for r < 1 = measured x sampled LRU(r) / sampled LRU(1)
 //!
 //!   shadow gain(r):  refaults at distance <= (r - 1) x capacity, over reads
-//!   sampled gain(r): sampled misses at stack distance  < r x capacity
-//!   sampled loss(r): sampled hits   at stack distance >= r x capacity
+//!   sampled gain(r): sampled misses at stack distance < r x capacity
+//!   sampled LRU(r):  sampled reads at stack distance < r x capacity
 //! ```
 //!
 //! **The sample** is SHARDS (Waldspurger et al., "Efficient MRC
@@ -43,7 +43,7 @@
 //! from every key's history, noisier. The curve takes the larger.
 //!
 //! **The window** is two epochs: an epoch ends after about 16 times the
-//! capacity in reads (counted by the sample), and the curve covers the
+//! capacity in reads (the cache's counters, read every 64 sampled reads), and the curve covers the
 //! epoch in progress and the one before, so it follows a change of
 //! workload within two epochs and never covers less than one.
 //!
@@ -76,6 +76,9 @@ const EPOCH_CAPACITIES: u64 = 16;
 /// The fewest reads an epoch counts (a tiny cache's curve still covers a
 /// sample worth the name).
 const MIN_EPOCH: u64 = 1 << 16;
+
+/// Sampled reads between two looks at the cache's read count.
+const EPOCH_CHECK: u64 = 64;
 
 /// The fewest keys the sample may hold before its rate halves.
 const MIN_KEYS: usize = 1024;
@@ -191,8 +194,6 @@ struct State {
     epoch_len: u64,
     stack: Stack,
     now: Sampled,
-    /// Weighted reads sampled in the epoch in progress.
-    epoch_reads: f64,
     /// Where the previous epoch and the one in progress started.
     prev_start: Snapshot,
     start: Snapshot,
@@ -210,7 +211,6 @@ impl Default for Mrc {
                 epoch_len: MIN_EPOCH,
                 stack: Stack::default(),
                 now: Sampled::default(),
-                epoch_reads: 0.0,
                 prev_start: Snapshot::default(),
                 start: Snapshot::default(),
             }),
@@ -279,14 +279,20 @@ impl Mrc {
             st.stack.retain_below(threshold);
             self.gate.0.store(threshold, Ordering::Relaxed);
         }
-        if st.epoch_reads >= st.epoch_len as f64 {
-            let now = Snapshot {
-                exact: exact(),
-                sampled: st.now,
-            };
-            st.prev_start = st.start;
-            st.start = now;
-            st.epoch_reads = 0.0;
+        // Whether the epoch is over, by the cache's own counts (the
+        // sample's, scaled, are off by the share of hot keys it holds),
+        // asked once every `EPOCH_CHECK` sampled reads: a sum over the
+        // counters' shards.
+        if st.now.count % EPOCH_CHECK == 0 {
+            let exact = exact();
+            let reads = |e: &Exact| e.hits.wrapping_add(e.misses);
+            if reads(&exact).wrapping_sub(reads(&st.start.exact)) >= st.epoch_len {
+                st.prev_start = st.start;
+                st.start = Snapshot {
+                    exact,
+                    sampled: st.now,
+                };
+            }
         }
     }
 
@@ -353,7 +359,6 @@ impl State {
         let c = self.capacity as f64;
         self.now.reads += w;
         self.now.count += 1;
-        self.epoch_reads += w;
         for (lru, r) in self.now.lru.iter_mut().zip(UP_TO_ONE) {
             if d.is_some_and(|d| d < r * c) {
                 *lru += w;
