@@ -56,6 +56,7 @@
 //! under 0.4 % of the capacity.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::sync::{Mutex, Ordering, StatU64};
 
@@ -381,9 +382,30 @@ impl State {
 /// as many reads as keys, O(log n) a read.
 #[derive(Default)]
 pub(crate) struct Stack {
-    last: HashMap<u64, u32>,
+    last: HashMap<u64, u32, BuildHasherDefault<KeyHasher>>,
     tree: Vec<u32>,
     now: u32,
+}
+
+/// The stack's keys are [`key_hash`]es already: its map hashes them by
+/// taking them as they are (SipHash would only hash them again).
+#[derive(Default)]
+pub(crate) struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
 }
 
 impl Stack {
