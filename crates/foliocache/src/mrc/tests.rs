@@ -266,3 +266,50 @@ fn the_window_forgets_an_old_workload() {
     );
     assert!(curve.points.iter().all(|p| p.hit_ratio == 0.0), "{curve:?}");
 }
+
+/// What the estimator adds to a read, alone: the hash and the gate on
+/// every read, the stack on the sampled ones (1 in 64), over 64K keys.
+/// A timing, not a check: run it in release with `--ignored` and read
+/// its output (docs/measurements/2026-11-27-advisor.md).
+#[test]
+#[ignore = "a timing: cargo test --release -p foliocache --lib mrc::tests::cost -- --ignored --nocapture"]
+fn cost_per_read() {
+    let mrc = Mrc::default();
+    mrc.set_capacity(16 << 10);
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let keys: Vec<u64> = (0..1 << 20).map(|_| rng.gen_range(0..64 << 10)).collect();
+    let exact = Exact::default();
+    // 0: the loop alone; 1: and the hash and the gate; 2: and the sample.
+    let run = |mode: u32| {
+        let t = std::time::Instant::now();
+        let mut sink = 0u64;
+        for _ in 0..8 {
+            for &k in &keys {
+                let k = std::hint::black_box(k);
+                let h = if mode == 0 {
+                    k
+                } else {
+                    key_hash(0x7f00_1234_5000, k)
+                };
+                if mode == 2 && mrc.sampled(h) {
+                    mrc.sample(h, true, || exact);
+                }
+                sink = sink.wrapping_add(h);
+            }
+        }
+        std::hint::black_box(sink);
+        t.elapsed().as_nanos() as f64 / (8 * keys.len()) as f64
+    };
+    // The least of seven tries each, interleaved: the machine is shared.
+    let (mut bare, mut hash, mut all) = (f64::MAX, f64::MAX, f64::MAX);
+    for _ in 0..7 {
+        bare = bare.min(run(0));
+        hash = hash.min(run(1));
+        all = all.min(run(2));
+    }
+    eprintln!(
+        "loop {bare:.2} ns a read; hash {:.2} ns more; the sample {:.2} ns more",
+        hash - bare,
+        all - hash
+    );
+}
