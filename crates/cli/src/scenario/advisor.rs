@@ -70,7 +70,12 @@ impl Workload {
     /// seed), and its file's size in pages.
     fn trace(self, c: u64) -> (Vec<u64>, u64) {
         let len = TRACE_CAPACITIES * c;
-        let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+        // Draws: splitmix64 of a counter (the bench's own mixer).
+        let mut n = 0u64;
+        let mut draw = move || {
+            n += 1;
+            crate::data::mix(n.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+        };
         match self {
             Workload::Zipf(s) => {
                 let n = 4 * c;
@@ -86,7 +91,7 @@ impl Workload {
                 // multiplier prime to n).
                 let trace = (0..len)
                     .map(|_| {
-                        let u = rng.unit() * total;
+                        let u = (draw() >> 11) as f64 / (1u64 << 53) as f64 * total;
                         let rank = cdf.partition_point(|&w| w < u) as u64;
                         rank.min(n - 1) * 2_654_435_761 % n
                     })
@@ -102,7 +107,7 @@ impl Workload {
                 let trace = (0..len)
                     .map(|i| {
                         if i % 2 == 0 {
-                            rng.below(hot)
+                            draw() % hot
                         } else {
                             hot + i / 2
                         }
@@ -111,27 +116,6 @@ impl Workload {
                 (trace, hot + len / 2 + 1)
             }
         }
-    }
-}
-
-/// A small xorshift generator: the traces need no more.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// Uniform in [0, 1).
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
     }
 }
 
