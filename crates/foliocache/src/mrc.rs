@@ -330,12 +330,11 @@ impl Mrc {
             // hits at both sizes alike), applied to the hits the cache had:
             // the cache's lists beat an LRU (a scan or a loop does not
             // flush the active list), and by about as much at each size.
-            // The sample's reads beyond (or short of) what its rate says
-            // are its hottest keys' (SHARDS's adjustment): hits at every
-            // size, taken off both.
-            let excess = s.reads - reads as f64;
-            let kept = if s.lru[2] - excess > 0.0 {
-                ((s.lru[i] - excess) / (s.lru[2] - excess)).max(0.0)
+            // (Taking the sample's excess reads off both, as SHARDS's
+            // adjustment would, helped on zipf traces and wrecked a
+            // uniform hot set, whose excess is no more hits than the rest.)
+            let kept = if s.lru[2] > 0.0 {
+                s.lru[i] / s.lru[2]
             } else {
                 0.0
             };
