@@ -147,6 +147,8 @@ struct Sampled {
     reads: f64,
     /// Sampled reads an LRU of 0.25, 0.5 and 1 C would have hit.
     lru: [f64; 3],
+    /// Sampled reads at a stack distance under C / 32 (the first bucket).
+    first: f64,
     gained: [f64; 2],
     /// Reads sampled (unweighted).
     count: u64,
@@ -157,6 +159,7 @@ impl Sampled {
         Sampled {
             reads: self.reads - o.reads,
             lru: std::array::from_fn(|i| self.lru[i] - o.lru[i]),
+            first: self.first - o.first,
             gained: [self.gained[0] - o.gained[0], self.gained[1] - o.gained[1]],
             count: self.count - o.count,
         }
@@ -330,11 +333,13 @@ impl Mrc {
             // hits at both sizes alike), applied to the hits the cache had:
             // the cache's lists beat an LRU (a scan or a loop does not
             // flush the active list), and by about as much at each size.
-            // (Taking the sample's excess reads off both, as SHARDS's
-            // adjustment would, helped on zipf traces and wrecked a
-            // uniform hot set, whose excess is no more hits than the rest.)
-            let kept = if s.lru[2] > 0.0 {
-                s.lru[i] / s.lru[2]
+            // SHARDS's adjustment: the sample's reads beyond (or short
+            // of) what the cache counted are put in (or taken from) its
+            // first bucket, hits at every size; what is taken is at most
+            // what that bucket holds (a uniform hot set has few there).
+            let excess = (s.reads - reads as f64).min(s.first);
+            let kept = if s.lru[2] - excess > 0.0 {
+                ((s.lru[i] - excess) / (s.lru[2] - excess)).clamp(0.0, 1.0)
             } else {
                 0.0
             };
@@ -359,6 +364,9 @@ impl State {
         let c = self.capacity as f64;
         self.now.reads += w;
         self.now.count += 1;
+        if d.is_some_and(|d| d < c / 32.0) {
+            self.now.first += w;
+        }
         for (lru, r) in self.now.lru.iter_mut().zip(UP_TO_ONE) {
             if d.is_some_and(|d| d < r * c) {
                 *lru += w;
