@@ -29,14 +29,18 @@ pub const SCENARIOS: [&str; 6] = [
 /// `programs`: an outside program, `db_bench`, three ways, a minute with
 /// `--quick`; `scaling`: four workloads at every thread count; `redb` and
 /// `sqlite`: databases built and measured in every configuration, at two
-/// sizes; `crash`: a writer killed a thousand times each of three ways).
-pub const BY_NAME: [&str; 7] = [
+/// sizes; `objectstore`: caches in front of throttled object storage;
+/// `advisor`: the cache's predicted hit ratios against measured ones, five
+/// workloads at five sizes; `crash`: a writer killed a thousand times each
+/// of three ways).
+pub const BY_NAME: [&str; 8] = [
     "larger",
     "programs",
     "scaling",
     "redb",
     "sqlite",
     "objectstore",
+    "advisor",
     "crash",
 ];
 
@@ -374,7 +378,7 @@ mod tests {
         assert!(
             e.contains(
                 "unknown scenario `fill` (available: seqread, randread, readahead, uncached, \
-                 populate, write, larger, programs, scaling, redb, sqlite, objectstore, crash)"
+                 populate, write, larger, programs, scaling, redb, sqlite, objectstore, advisor, crash)"
             ),
             "{e}"
         );

@@ -231,6 +231,10 @@ impl Bench<'_> {
                 scenario::objectstore::PARTS,
                 None,
             ),
+            Program::Advisor(a) => {
+                scenario::advisor::run(a, &mut notes, &say)?;
+                (None, "", None)
+            }
         };
         let summary = runs
             .as_ref()

@@ -319,6 +319,30 @@ fn mmap_mode(v: &serde_json::Value) -> &'static str {
     }
 }
 
+/// The hit ratio the mount's cache predicts at `capacity_ratio` times its
+/// capacity (`Cache::hit_ratio_curve`), from `cache.hit_ratio_curve` of
+/// its answer (`{"points": [[ratio, hit ratio], ...], "accesses": n}`);
+/// `None` where the answer has none.
+pub fn predicted(c: &serde_json::Value, capacity_ratio: f64) -> Option<f64> {
+    c["hit_ratio_curve"]["points"]
+        .as_array()?
+        .iter()
+        .find(|p| p[0].as_f64() == Some(capacity_ratio))?[1]
+        .as_f64()
+}
+
+/// `stat`'s line of the predicted hit ratios at other sizes, or `None`
+/// where the mount's answer has no curve.
+fn curve_line(c: &serde_json::Value) -> Option<String> {
+    let at = |r: f64| predicted(c, r).map(|h| format!("{r}x {:.1} %", h * 100.0));
+    let cells: Option<Vec<String>> = [0.25, 0.5, 1.0, 2.0, 4.0].into_iter().map(at).collect();
+    Some(format!(
+        "predicted hit ratio at capacity: {} (over the last {} reads)",
+        cells?.join(", "),
+        c["hit_ratio_curve"]["accesses"].as_u64().unwrap_or(0)
+    ))
+}
+
 fn print_text(v: &serde_json::Value) {
     let c = &v["cache"];
     let n = |k: &str| c[k].as_u64().unwrap_or(0);
@@ -342,6 +366,9 @@ fn print_text(v: &serde_json::Value) {
         n("io_reads"),
         mib(n("io_bytes")),
     );
+    if let Some(line) = curve_line(c) {
+        println!("{line}");
+    }
     println!(
         "reclaim: {} evictions, {} refaults, {} activations, {} shadows, {} dropbehind drops",
         n("evictions"),
@@ -435,5 +462,21 @@ mod tests {
         );
         assert!(line.contains("2 files loaded, 1 skipped"), "{line}");
         assert_eq!(warm_line(&serde_json::json!({"started": false})), None);
+    }
+
+    #[test]
+    fn the_curve_line_shows_each_size_or_nothing() {
+        let c = serde_json::json!({"hit_ratio_curve": {
+            "points": [[0.25, 0.1], [0.5, 0.2], [1.0, 0.5], [2.0, 0.75], [4.0, 0.9]],
+            "accesses": 1000,
+        }});
+        assert_eq!(predicted(&c, 2.0), Some(0.75));
+        let line = curve_line(&c).unwrap();
+        assert!(
+            line.contains("0.25x 10.0 %, 0.5x 20.0 %, 1x 50.0 %, 2x 75.0 %, 4x 90.0 %"),
+            "{line}"
+        );
+        assert!(line.contains("last 1000 reads"), "{line}");
+        assert_eq!(curve_line(&serde_json::json!({"hits": 1})), None);
     }
 }

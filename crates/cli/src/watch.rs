@@ -26,6 +26,9 @@ struct Sample {
     refaults: u64,
     dirty_bytes: u64,
     bytes_cached: u64,
+    /// The hit ratio predicted at twice the capacity, where the mount's
+    /// answer has a curve (`Cache::hit_ratio_curve`).
+    predicted_2x: Option<f64>,
 }
 
 impl Sample {
@@ -44,6 +47,7 @@ impl Sample {
             refaults: n("refaults")?,
             dirty_bytes: n("dirty_bytes")?,
             bytes_cached: n("bytes_cached")?,
+            predicted_2x: crate::mount::predicted(c, 2.0),
         })
     }
 }
@@ -57,7 +61,7 @@ fn rate(before: u64, after: u64, secs: f64) -> f64 {
 const MB: f64 = 1e6;
 const MIB: f64 = (1u64 << 20) as f64;
 
-const COLUMNS: [Column; 9] = [
+const COLUMNS: [Column; 10] = [
     ("hits/s", |a, b, s| rate(a.hits, b.hits, s)),
     ("misses/s", |a, b, s| rate(a.misses, b.misses, s)),
     ("hit%", |a, b, _| {
@@ -79,6 +83,11 @@ const COLUMNS: [Column; 9] = [
     ("refault/s", |a, b, s| rate(a.refaults, b.refaults, s)),
     ("dirty MiB", |_, b, _| b.dirty_bytes as f64 / MIB),
     ("cached MiB", |_, b, _| b.bytes_cached as f64 / MIB),
+    // A gauge: the hit ratio the cache predicts at twice its size over
+    // its recent window (NaN, shown as -, where the mount has no curve).
+    ("2x hit%", |_, b, _| {
+        b.predicted_2x.map_or(f64::NAN, |h| 100.0 * h)
+    }),
 ];
 
 /// The heading is printed again after this many rows, as `vmstat` does.
@@ -94,7 +103,10 @@ fn heading() -> String {
 fn row(before: &Sample, after: &Sample, secs: f64) -> String {
     COLUMNS
         .iter()
-        .map(|(_, f)| format!("{:>11.1}", f(before, after, secs)))
+        .map(|(_, f)| match f(before, after, secs) {
+            v if v.is_nan() => format!("{:>11}", "-"),
+            v => format!("{v:>11.1}"),
+        })
         .collect::<String>()
 }
 
@@ -178,12 +190,18 @@ mod tests {
             refaults: 1,
             dirty_bytes: 3 << 20,
             bytes_cached: 10 << 20,
+            predicted_2x: Some(0.9),
         };
         let cells: Vec<f64> = row(&a, &b, 2.0)
             .split_whitespace()
             .map(|c| c.parse().unwrap())
             .collect();
-        assert_eq!(cells, [150.0, 50.0, 75.0, 2.0, 1.0, 0.0, 0.5, 3.0, 10.0]);
+        assert_eq!(
+            cells,
+            [150.0, 50.0, 75.0, 2.0, 1.0, 0.0, 0.5, 3.0, 10.0, 90.0]
+        );
+        // No curve in the mount's answer: a dash.
+        assert!(row(&a, &a, 1.0).ends_with(" -"));
         // Each heading right-aligned over its column.
         assert_eq!(heading().len(), row(&a, &b, 2.0).len());
         // A counter that went back (a restarted mount) reads as 0, not a wrap.

@@ -533,6 +533,32 @@ impl Cache {
         }
     }
 
+    /// The hit ratio this cache would have had at 0.25x, 0.5x, 1x, 2x and
+    /// 4x its capacity over a recent window of reads (the epoch in
+    /// progress and the one before, each about 16 capacities of reads),
+    /// with the reads the window holds: a miss-ratio curve, for sizing the
+    /// cache. The 1x point is the hit ratio the cache had; the larger
+    /// sizes come from the eviction shadows' refault distances (and a
+    /// sample of keys where shadows ran out), the smaller from the
+    /// sample's stack distances (SHARDS, 1 read in 64 or fewer). See
+    /// docs/design.md, "How big should the cache be".
+    ///
+    /// # Locking
+    /// Takes the estimator's lock for a moment and sums the hit and miss
+    /// counters; reads never wait on it. No allocation.
+    ///
+    /// # Example
+    /// ```
+    /// let cache = foliocache::Cache::builder().capacity(4 << 20).build()?;
+    /// let curve = cache.hit_ratio_curve();
+    /// assert_eq!(curve.accesses, 0);
+    /// assert_eq!(curve.points[4].capacity_ratio, 4.0);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn hit_ratio_curve(&self) -> crate::HitRatioCurve {
+        self.inner.stats.hit_ratio_curve()
+    }
+
     /// Where the cache's memory goes now: the arena, and the bookkeeping
     /// beside it (folio descriptors, the arena's allocator, the dirty
     /// bitmap, every open file's index nodes with their shadows, the

@@ -190,6 +190,7 @@ mod lru;
 #[cfg(feature = "prometheus")]
 pub mod metrics;
 mod mm;
+mod mrc;
 mod pressure;
 mod read_many;
 mod readahead;
@@ -213,6 +214,7 @@ pub use filemap::pin::Pinned;
 pub use flags::ReadFlags;
 pub use guardian::{Guardian, WrittenBack};
 pub use loaded::WarmProgress;
+pub use mrc::{CurvePoint, HitRatioCurve, CAPACITY_RATIOS};
 pub use pressure::{capacity_fits, PressureConfig};
 pub use read_many::{Completed, ReadQueue, ReadReq};
 pub use readahead::{Advice, ReadaheadConfig, Window};

@@ -383,6 +383,7 @@ impl Collector for CacheCollector {
         let one = ConstGauge::new(1i64);
         let mut family = enc.encode_descriptor(info.name, info.help, None, one.metric_type())?;
         one.encode(family.encode_family(&info.labels)?)?;
+        encode_curve(&mut enc, &cache.hit_ratio_curve())?;
         for (name, help, l) in [
             (
                 "foliocache_miss_latency",
@@ -404,6 +405,33 @@ impl Collector for CacheCollector {
         }
         Ok(())
     }
+}
+
+/// The miss-ratio curve ([`Cache::hit_ratio_curve`]): one gauge per
+/// capacity ratio, `foliocache_predicted_hit_ratio{capacity_ratio="2"}`,
+/// and the reads its window holds.
+fn encode_curve(
+    enc: &mut DescriptorEncoder<'_>,
+    c: &crate::HitRatioCurve,
+) -> Result<(), fmt::Error> {
+    let m = ConstGauge::new(0.0f64);
+    let mut family = enc.encode_descriptor(
+        "foliocache_predicted_hit_ratio",
+        "The hit ratio the cache would have had at capacity_ratio times its capacity over the recent window (1: the one it had)",
+        None,
+        m.metric_type(),
+    )?;
+    for p in &c.points {
+        let label = [("capacity_ratio", p.capacity_ratio.to_string())];
+        ConstGauge::new(p.hit_ratio).encode(family.encode_family(&label)?)?;
+    }
+    let n = ConstGauge::new(i64::try_from(c.accesses).unwrap_or(i64::MAX));
+    n.encode(enc.encode_descriptor(
+        "foliocache_predicted_hit_ratio_window_reads",
+        "Reads in the window the predicted hit ratios cover",
+        None,
+        n.metric_type(),
+    )?)
 }
 
 /// One latency histogram, in seconds, with the cache's power-of-two
@@ -559,6 +587,37 @@ mod tests {
         let mut gone = String::new();
         prometheus_client::encoding::text::encode(&mut gone, &registry).unwrap();
         assert!(!gone.contains("x_hits"), "{gone}");
+    }
+
+    #[test]
+    fn the_predicted_hit_ratios_are_one_gauge_per_capacity_ratio() {
+        let file = test_support::TempPath::with_data("metrics-mrc", &[7u8; 64 << 10]);
+        let cache = Cache::builder().capacity(4 << 20).build().unwrap();
+        let mut registry = Registry::default();
+        register(&cache, &mut registry);
+        let f = cache.open(&file.path).unwrap();
+        let mut buf = [0u8; 4096];
+        for _ in 0..3 {
+            for i in 0..16u64 {
+                f.read_at(&mut buf, i * 4096).unwrap();
+            }
+        }
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for r in ["0.25", "0.5", "1", "2", "4"] {
+            let name = format!("foliocache_predicted_hit_ratio{{capacity_ratio=\"{r}\"}}");
+            let v = sample(&text, &name);
+            assert!((0.0..=1.0).contains(&v), "{name} {v}");
+        }
+        let curve = cache.hit_ratio_curve();
+        assert_eq!(
+            sample(
+                &text,
+                "foliocache_predicted_hit_ratio{capacity_ratio=\"1\"}"
+            ),
+            curve.points[2].hit_ratio
+        );
+        assert!(sample(&text, "foliocache_predicted_hit_ratio_window_reads") >= 3.0);
     }
 
     #[test]

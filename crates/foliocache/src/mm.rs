@@ -194,9 +194,11 @@ impl CacheInner {
         bdi: Bdi,
         refault_detection: bool,
     ) -> CacheInner {
+        let stats = Stats::default();
+        stats.mrc.set_capacity(mem.arena.capacity_pages() as u64);
         CacheInner {
             mem,
-            stats: Stats::default(),
+            stats,
             io,
             reclaim,
             bdi,

@@ -3,6 +3,7 @@
 //! reads; plain atomics for gauges and for what only writeback, truncation
 //! or pressure moves.
 
+use crate::mrc::{self, Exact, HitRatioCurve, Mrc};
 use crate::sync::{AtomicU64, Ordering, StatU64};
 
 /// A counter that readers bump without sharing a cache line: one padded
@@ -181,6 +182,51 @@ pub(crate) struct Stats {
     /// Reads from backings that failed (the backing's error, or a short
     /// read mid-file).
     pub(crate) read_errors: StatU64,
+    /// Refaults whose distance a cache 2x and 4x as large would have
+    /// turned into hits (`mrc.rs`).
+    refault_gains: [ShardedCounter; 2],
+    /// The miss-ratio curve's sample (`mrc.rs`).
+    pub(crate) mrc: Mrc,
+}
+
+impl Stats {
+    /// Shows a read of page `index` of mapping `id` (a hit or not) to the
+    /// miss-ratio curve's sample: a hash and a compare unless the key is
+    /// sampled (`mrc.rs`).
+    #[inline]
+    pub(crate) fn observe_read(&self, id: usize, index: u64, hit: bool) {
+        let h = mrc::key_hash(id, index);
+        if self.mrc.sampled(h) {
+            self.mrc.sample(h, hit, || self.exact());
+        }
+    }
+
+    /// Counts a refault at `distance` (`workingset_refault`'s) toward the
+    /// sizes that would have hit it: a cache `r` times as large holds
+    /// `(r - 1)` capacities more (`mrc.rs`).
+    pub(crate) fn refault_distance(&self, distance: u64) {
+        let capacity = self.mrc.capacity();
+        if distance <= capacity {
+            self.refault_gains[0].add(1);
+        }
+        if distance <= 3 * capacity {
+            self.refault_gains[1].add(1);
+        }
+    }
+
+    /// The cache's own counts the curve rests on.
+    fn exact(&self) -> Exact {
+        Exact {
+            hits: self.hits.sum(),
+            misses: self.misses.sum(),
+            refault_gains: [self.refault_gains[0].sum(), self.refault_gains[1].sum()],
+        }
+    }
+
+    /// The miss-ratio curve now (`Cache::hit_ratio_curve`).
+    pub(crate) fn hit_ratio_curve(&self) -> HitRatioCurve {
+        self.mrc.curve(self.exact())
+    }
 }
 
 /// Upper bounds of [`Latencies`]' buckets: powers of two of nanoseconds,

@@ -81,10 +81,13 @@ pub struct CacheStat {
 /// (`workingset_refault`.)
 pub(crate) fn refault(lru: &Lruv<'_>, lists: &Lists, f: &Folio, v: u64) -> bool {
     lru.stats().refaults.add(1);
+    let shadow = Shadow::unpack(v);
+    // What a larger cache would have made of it, for the miss-ratio curve
+    // (`mrc.rs`), whether or not the folio activates.
+    lru.stats().refault_distance(shadow.distance(lru.age()));
     if !lru.refault_detection() || f.test(FolioFlags::DROPBEHIND) {
         return false;
     }
-    let shadow = Shadow::unpack(v);
     if shadow.distance(lru.age()) > lists.active.pages {
         return false;
     }

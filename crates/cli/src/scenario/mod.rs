@@ -12,9 +12,11 @@
 //! which it runs itself), [`scaling`] (by name only: throughput against
 //! threads), [`redb`](mod@redb) and [`sqlite`] (by name only: the databases
 //! embedded in the bench on their own storage and on foliocache, sharing
-//! [`embedded`]), [`crash`] (by name only: what a writer killed at random
-//! moments loses, three ways), and [`custom`] for a job given by
-//! `--rw`/`--bs`.
+//! [`embedded`]), [`objectstore`] (by name only: caches in front of
+//! object storage), [`advisor`] (by name only: the cache's predicted hit
+//! ratios at other sizes against measured ones), [`crash`] (by name only:
+//! what a writer killed at random moments loses, three ways), and
+//! [`custom`] for a job given by `--rw`/`--bs`.
 //! What each measures and why is in `docs/bench.md`; the figures behind
 //! its choices in `docs/measurements/`.
 
@@ -27,6 +29,7 @@ use crate::sys::PAGE;
 use crate::targets::{self, Given, JobName, Judged, RatioSpec, Target, TargetSpec};
 use crate::units::{fmt_size, fmt_size_approx};
 
+pub mod advisor;
 pub mod crash;
 pub mod custom;
 pub mod embedded;
@@ -122,6 +125,8 @@ pub enum Program {
     Kills(crash::Kills),
     /// Caches in front of object storage ([`objectstore`]).
     ObjectStore(objectstore::ObjectBench),
+    /// The cache's predicted hit ratios against measured ones ([`advisor`]).
+    Advisor(advisor::Advisor),
 }
 
 impl Scenario {
@@ -278,6 +283,7 @@ fn build(
         "sqlite" => sqlite::scenario(args, quick),
         "crash" => crash::scenario(args, quick),
         "objectstore" => objectstore::scenario(args, quick),
+        "advisor" => advisor::scenario(args, quick),
         other => Err(format!(
             "unknown scenario `{other}` (available: {})",
             crate::args::all_scenarios().join(", ")

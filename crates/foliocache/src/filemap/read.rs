@@ -75,6 +75,7 @@ impl Mapping {
                 self.copy_out(&f, (offset - start) as usize, &mut buf[..n]);
                 if !started {
                     cache.stats.hits.add(1);
+                    cache.stats.observe_read(self.id(), offset / PAGE, true);
                 }
                 return Ok(n);
             }
@@ -131,6 +132,10 @@ impl Mapping {
                     break;
                 }
             };
+            if copied == 0 && !started {
+                // The read's first page, for the miss-ratio curve.
+                cache.stats.observe_read(self.id(), offset / PAGE, !missed);
+            }
             // The size again, now that the folios are uptodate (the
             // kernel's filemap_read): a truncate cuts the backing and sets
             // the size before it drops the folios past it, holding

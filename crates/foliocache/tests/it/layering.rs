@@ -22,8 +22,8 @@ use std::path::Path;
 /// and of the layers below; keep `docs/design.md` in step.
 const LAYERS: &[(&str, &[&str])] = &[
     (
-        "primitives: locks and atomics, wake-ups, flags, copies, counters, the error sequence, the writeback pool",
-        &["sync", "kick", "flags", "copy", "stats", "errseq", "wbpool"],
+        "primitives: locks and atomics, wake-ups, flags, copies, the miss-ratio curve's sample, counters, the error sequence, the writeback pool",
+        &["sync", "kick", "flags", "copy", "mrc", "stats", "errseq", "wbpool"],
     ),
     (
         "memory and plans: the arena, its 2 MiB hints, readahead's windows, writeback's control, the guardian's segment",

@@ -30,8 +30,18 @@ impl FolioFs {
                 Err(e) => serde_json::json!({ "path": p, "error": e.to_string() }),
             })
             .collect();
+        let mut cache = control::cache_stats_json(&self.cache.stats());
+        let curve = self.cache.hit_ratio_curve();
+        cache["hit_ratio_curve"] = serde_json::json!({
+            "points": curve
+                .points
+                .iter()
+                .map(|p| [p.capacity_ratio, p.hit_ratio])
+                .collect::<Vec<_>>(),
+            "accesses": curve.accesses,
+        });
         serde_json::json!({
-            "cache": control::cache_stats_json(&self.cache.stats()),
+            "cache": cache,
             "io_engine": self.cache.io_engine_name(),
             "dontcache": self.dontcache,
             "shared_mmap": self.shared_mmap(),

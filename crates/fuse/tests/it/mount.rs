@@ -492,6 +492,14 @@ fn the_control_file_gives_the_cache_figures_and_cachestat() {
     assert_eq!(v["cache"]["capacity_bytes"].as_u64(), Some(64 << 20));
     assert_eq!(v["files"][0]["cached"].as_u64(), Some(256), "{v}");
     assert!(v["files"][1]["error"].is_string());
+    // The predicted hit ratios (`Cache::hit_ratio_curve`): five points,
+    // 1x among them; the descriptors against their budgets.
+    let points = v["cache"]["hit_ratio_curve"]["points"]
+        .as_array()
+        .expect("curve");
+    assert_eq!(points.len(), 5, "{v}");
+    assert!(points.iter().any(|p| p[0].as_f64() == Some(1.0)), "{v}");
+    assert!(v["descriptors"]["paths_budget"].as_u64() >= Some(16), "{v}");
 }
 
 #[test]

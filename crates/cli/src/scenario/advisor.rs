@@ -1,0 +1,255 @@
+//! The `advisor` scenario (by name only): how well the cache predicts its
+//! own hit ratio at other sizes (`Cache::hit_ratio_curve`, docs/design.md
+//! "How big should the cache be"). For each workload it runs a trace of
+//! 4 KiB reads through a cache of capacity C and prints the curve the
+//! cache predicts at its end; then runs the same trace through caches of
+//! 0.25, 0.5, 2 and 4 times C and prints the hit ratio each measured,
+//! beside the prediction.
+//!
+//! The file is in memory (`MemBacking`): the figures are hit ratios, not
+//! bandwidth, and a miss costs a copy, so a run is quick. Reads are
+//! random-advised (no readahead: one page a read, what the curve counts).
+//! A hit ratio is measured over the trace's second half, after the first
+//! has filled the cache; the curve's window (one or two epochs of 16
+//! capacities of reads) lies inside that half.
+
+use anyhow::Result;
+use backing::MemBacking;
+use foliocache::{Advice, Cache, HitRatioCurve, CAPACITY_RATIOS};
+
+use super::{capacity_at_least, FullQuick, Program, Scenario};
+use crate::args::BenchArgs;
+use crate::units::fmt_size;
+
+/// C, full and with `--quick` (`--capacity` overrides it).
+const CAPACITY: FullQuick<u64> = FullQuick(64 << 20, 16 << 20);
+
+/// A trace's reads, in capacities (pages of C).
+const TRACE_CAPACITIES: u64 = 96;
+
+/// The page size the traces read in.
+const PAGE: u64 = 4096;
+
+/// What the scenario runs: its capacity and its workloads.
+#[derive(Debug, Clone)]
+pub struct Advisor {
+    /// C, in bytes.
+    pub capacity: u64,
+}
+
+/// A workload: its name and how it picks the page of each read.
+#[derive(Debug, Clone, Copy)]
+enum Workload {
+    /// Zipf of this exponent over 4 C of pages.
+    Zipf(f64),
+    /// A loop over 1.1 C of pages, in order.
+    Loop,
+    /// A scan that never comes back, every other read; the others
+    /// uniform over a hot set of half C.
+    ScanHot,
+}
+
+const WORKLOADS: [Workload; 5] = [
+    Workload::Zipf(0.8),
+    Workload::Zipf(0.99),
+    Workload::Zipf(1.2),
+    Workload::Loop,
+    Workload::ScanHot,
+];
+
+impl Workload {
+    fn name(self) -> String {
+        match self {
+            Workload::Zipf(s) => format!("zipf {s} over 4C"),
+            Workload::Loop => "loop over 1.1C".into(),
+            Workload::ScanHot => "scan + hot C/2".into(),
+        }
+    }
+
+    /// The trace's pages, for C of `c` pages: the same every run (a fixed
+    /// seed), and its file's size in pages.
+    fn trace(self, c: u64) -> (Vec<u64>, u64) {
+        let len = TRACE_CAPACITIES * c;
+        // Draws: splitmix64 of a counter (the bench's own mixer).
+        let mut n = 0u64;
+        let mut draw = move || {
+            n += 1;
+            crate::data::mix(n.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+        };
+        match self {
+            Workload::Zipf(s) => {
+                let n = 4 * c;
+                // The law's cumulative weights; a draw is a binary search.
+                let cdf: Vec<f64> = (1..=n)
+                    .scan(0.0, |acc, i| {
+                        *acc += (i as f64).powf(-s);
+                        Some(*acc)
+                    })
+                    .collect();
+                let total = cdf[cdf.len() - 1];
+                // Ranks spread over the file (a bijection: rank times a
+                // multiplier prime to n).
+                let trace = (0..len)
+                    .map(|_| {
+                        let u = (draw() >> 11) as f64 / (1u64 << 53) as f64 * total;
+                        let rank = cdf.partition_point(|&w| w < u) as u64;
+                        rank.min(n - 1) * 2_654_435_761 % n
+                    })
+                    .collect();
+                (trace, n)
+            }
+            Workload::Loop => {
+                let n = c * 11 / 10;
+                ((0..len).map(|i| i % n).collect(), n)
+            }
+            Workload::ScanHot => {
+                let hot = c / 2;
+                let trace = (0..len)
+                    .map(|i| {
+                        if i % 2 == 0 {
+                            draw() % hot
+                        } else {
+                            hot + i / 2
+                        }
+                    })
+                    .collect();
+                (trace, hot + len / 2 + 1)
+            }
+        }
+    }
+}
+
+/// The scenario (`--capacity` sets C).
+///
+/// # Errors
+/// A capacity under 4 MiB.
+pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
+    let capacity = capacity_at_least(
+        args,
+        CAPACITY.get(quick),
+        4 << 20,
+        "advisor scenario: a capacity of",
+    )?;
+    Ok(Scenario {
+        name: "advisor".into(),
+        description: format!(
+            "How big should the cache be: for each workload, the hit ratios the cache predicts \
+             at 0.25x, 0.5x, 1x, 2x and 4x its capacity C = {} (Cache::hit_ratio_curve, at the \
+             end of a trace of {TRACE_CAPACITIES} C of random-advised 4 KiB reads from a file \
+             in memory) beside the hit ratios measured by running the same trace through a \
+             cache of each size (over the trace's second half).",
+            fmt_size(capacity)
+        ),
+        jobs: Vec::new(),
+        ratios: Vec::new(),
+        targets: Vec::new(),
+        detailed: false,
+        programs: Some(Program::Advisor(Advisor { capacity })),
+    })
+}
+
+/// Runs `trace` (a file of `pages`) through a cache of `capacity` bytes;
+/// the hit ratio over the trace's second half, and the curve at its end.
+fn run_trace(trace: &[u64], pages: u64, capacity: u64) -> Result<(f64, HitRatioCurve)> {
+    let cache = Cache::builder().capacity(capacity as usize).build()?;
+    let backing = MemBacking::with_data(vec![0u8; (pages * PAGE) as usize]);
+    let file = cache.open_backing(backing)?;
+    file.advise(0, 0, Advice::Random)?;
+    let mut buf = vec![0u8; PAGE as usize];
+    let half = trace.len() / 2;
+    for &p in &trace[..half] {
+        file.read_at(&mut buf, p * PAGE)?;
+    }
+    let before = cache.stats();
+    for &p in &trace[half..] {
+        file.read_at(&mut buf, p * PAGE)?;
+    }
+    let after = cache.stats();
+    let hits = after.hits - before.hits;
+    let reads = hits + after.misses - before.misses;
+    Ok((hits as f64 / reads.max(1) as f64, cache.hit_ratio_curve()))
+}
+
+/// Runs the scenario, saying a table row per workload: predicted and
+/// measured hit ratio at each size, and the largest gap.
+///
+/// # Errors
+/// A cache that cannot be built, or a read that fails.
+pub fn run(a: &Advisor, notes: &mut Vec<String>, say: &dyn Fn(&str)) -> Result<()> {
+    let c = a.capacity / PAGE;
+    say(&format!(
+        "{:<18} {}  {:>9}",
+        "workload (C pages)",
+        CAPACITY_RATIOS
+            .map(|r| format!("{:>13}", format!("{r}x pred/meas")))
+            .join(" "),
+        "worst gap"
+    ));
+    for w in WORKLOADS {
+        let (trace, pages) = w.trace(c);
+        let (_, curve) = run_trace(&trace, pages, a.capacity)?;
+        let mut cells = Vec::new();
+        let mut worst = 0.0f64;
+        for p in curve.points {
+            let size = (a.capacity as f64 * p.capacity_ratio) as u64;
+            let (measured, _) = run_trace(&trace, pages, size)?;
+            worst = worst.max((p.hit_ratio - measured).abs());
+            cells.push(format!("{:>6.3}/{:<6.3}", p.hit_ratio, measured));
+        }
+        let line = format!(
+            "{:<18} {}  {:>9.3}   (window {} reads, {} sampled)",
+            w.name(),
+            cells.join(" "),
+            worst,
+            curve.accesses,
+            curve.sampled
+        );
+        say(&line);
+        notes.push(line);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn traces_stay_inside_their_files() {
+        for w in WORKLOADS {
+            let (trace, pages) = w.trace(64);
+            assert_eq!(trace.len() as u64, TRACE_CAPACITIES * 64);
+            assert!(trace.iter().all(|&p| p < pages), "{}", w.name());
+        }
+    }
+
+    #[test]
+    fn a_zipf_trace_follows_its_law() {
+        // The hottest page's share is 1 / sum(i^-s): within a tenth.
+        for s in [0.8, 0.99, 1.2] {
+            let (trace, n) = Workload::Zipf(s).trace(256);
+            let mut counts = std::collections::HashMap::new();
+            for p in &trace {
+                *counts.entry(*p).or_insert(0u64) += 1;
+            }
+            let top = *counts.values().max().unwrap() as f64 / trace.len() as f64;
+            let want = 1.0 / (1..=n).map(|i| (i as f64).powf(-s)).sum::<f64>();
+            assert!(
+                (top / want - 1.0).abs() < 0.1,
+                "zipf {s}: {top} against {want}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_one_x_point_is_the_hit_ratio_the_cache_had() {
+        let (trace, pages) = Workload::Zipf(0.99).trace(1024);
+        let (_, curve) = run_trace(&trace, pages, 4 << 20).unwrap();
+        assert!(curve.accesses > 0);
+        let one = curve.at(1.0).unwrap();
+        assert!(
+            curve.at(4.0).unwrap() >= one && curve.at(0.25).unwrap() <= one,
+            "{curve:?}"
+        );
+    }
+}

@@ -1,0 +1,489 @@
+//! The miss-ratio curve: the hit ratio the cache would have had at other
+//! sizes (0.25x, 0.5x, 2x and 4x its capacity) over a recent window of
+//! reads, beside the one it had (`Cache::hit_ratio_curve`).
+//!
+//! The problem: how big should the cache be? A larger cache turns into
+//! hits exactly the misses whose folio was evicted a little too soon, and
+//! the eviction shadows (`workingset.rs`) already say how soon: a refault
+//! at distance `d` (pages evicted or activated since the folio left) would
+//! have been a hit in a cache `d` pages larger. A smaller cache loses the
+//! hits on folios that were deep in the LRU, which the cache cannot afford
+//! to ask on every hit. And shadows run out: the shadow budget keeps only
+//! the newest, so a miss past them says nothing.
+//!
+//! So two sources, each where it is exact or cheap:
+//!
+//! ```text
+//!   predicted(r) for r > 1 = measured + max(shadow gain(r), sampled gain(r))
+//!   predicted(1)            = measured  (hits / reads in the window)
+//!   predicted(r) for r < 1 = measured x sampled LRU(r) / sampled LRU(1)
+//!
+//!   shadow gain(r):  refaults at distance <= (r - 1) x capacity, over reads
+//!   sampled gain(r): sampled misses at stack distance < r x capacity
+//!   sampled LRU(r):  sampled reads at stack distance < r x capacity
+//! ```
+//!
+//! **The sample** is SHARDS (Waldspurger et al., "Efficient MRC
+//! Construction with SHARDS", FAST 2015): a read's key (mapping, page) is
+//! hashed, and only keys whose hash falls under a threshold (1 in 64 to
+//! start) are kept. On those the estimator keeps an exact LRU stack
+//! (`Stack`: each key's last access time and a Fenwick tree counting the
+//! keys last seen at each time), so a sampled read's stack distance is the
+//! sampled keys seen since its key's last read, scaled by the rate. When
+//! the sample holds more keys than its bound (half a key per page of
+//! capacity: a few bytes a page), the threshold halves and the keys above
+//! it go (SHARDS's fixed-size variant): constant space whatever the key
+//! space. Each sample is weighted by the inverse of the rate it was taken
+//! at, so figures across a change of rate add up.
+//!
+//! **The shadows** are exact where they exist: every refault is counted
+//! (on the miss path, under the LRU lock it already holds). Where they ran
+//! out (the trimmer took them, or the clock's activations stretched the
+//! distances) they count too few gains; the sample counts the same gains
+//! from every key's history, noisier. The curve takes the larger.
+//!
+//! **The window** is two epochs: an epoch ends after about 16 times the
+//! capacity in reads (the cache's counters, read every 64 sampled reads), and the curve covers the
+//! epoch in progress and the one before, so it follows a change of
+//! workload within two epochs and never covers less than one.
+//!
+//! **Cost.** A hit hashes its key (two multiplies) and compares it with the
+//! threshold, a load of a line nobody writes. One read in 64 (fewer once
+//! the rate halves) takes the estimator's lock with `try_lock` (a busy lock
+//! skips the sample: a hit never waits) and updates the stack, O(log n).
+//! Memory: at most half a key per page of capacity, about 30 bytes each
+//! (the key's hash and last time in a hash map, two slots of the tree):
+//! under 0.4 % of the capacity.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use crate::sync::{Mutex, Ordering, StatU64};
+
+/// The capacity ratios of the curve's points.
+pub const CAPACITY_RATIOS: [f64; 5] = [0.25, 0.5, 1.0, 2.0, 4.0];
+
+/// The ratios an LRU of the sample is asked about (up to 1), and those
+/// above 1 (gained misses).
+const UP_TO_ONE: [f64; 3] = [0.25, 0.5, 1.0];
+const LARGER: [f64; 2] = [2.0, 4.0];
+
+/// The sampling rate to start at: 1 in 2^`START_SHIFT` keys.
+const START_SHIFT: u32 = 6;
+
+/// An epoch's reads, in capacities.
+const EPOCH_CAPACITIES: u64 = 16;
+
+/// The fewest reads an epoch counts (a tiny cache's curve still covers a
+/// sample worth the name).
+const MIN_EPOCH: u64 = 1 << 16;
+
+/// Sampled reads between two looks at the cache's read count.
+const EPOCH_CHECK: u64 = 64;
+
+/// The fewest keys the sample may hold before its rate halves.
+const MIN_KEYS: usize = 1024;
+
+/// One point of a [`HitRatioCurve`].
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct CurvePoint {
+    /// The cache's size, as a multiple of its capacity (0.25, 0.5, 1, 2, 4).
+    pub capacity_ratio: f64,
+    /// The hit ratio (0 to 1) the cache would have had at that size over
+    /// the window; at 1, the one it had.
+    pub hit_ratio: f64,
+}
+
+/// The predicted hit ratios of a cache at 0.25x, 0.5x, 1x, 2x and 4x its
+/// capacity over a recent window of reads, from
+/// [`Cache::hit_ratio_curve`](crate::Cache::hit_ratio_curve).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct HitRatioCurve {
+    /// One point per ratio of [`CAPACITY_RATIOS`], in that order; each
+    /// hit ratio is 0 when the window holds no read.
+    pub points: [CurvePoint; 5],
+    /// Reads (hits and misses) in the window.
+    pub accesses: u64,
+    /// Reads in the window the sample saw: the figures below 1x rest on
+    /// these (a few hundred give about 3 points of noise).
+    pub sampled: u64,
+}
+
+impl HitRatioCurve {
+    /// The predicted hit ratio at `capacity_ratio` (one of
+    /// [`CAPACITY_RATIOS`]), or `None` for another ratio.
+    pub fn at(&self, capacity_ratio: f64) -> Option<f64> {
+        self.points
+            .iter()
+            .find(|p| p.capacity_ratio == capacity_ratio)
+            .map(|p| p.hit_ratio)
+    }
+}
+
+/// The hash a read's key is sampled by: mapping `id` and page `index`,
+/// mixed (splitmix64's finalizer) so that any bit of either moves all.
+#[inline]
+pub(crate) fn key_hash(id: usize, index: u64) -> u64 {
+    let mut z = (id as u64) ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The exact counts the cache keeps itself, cumulative: reads that hit,
+/// reads that missed, and refaults whose distance a 2x and a 4x cache
+/// would have turned into hits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Exact {
+    pub(crate) hits: u64,
+    pub(crate) misses: u64,
+    pub(crate) refault_gains: [u64; 2],
+}
+
+/// The sample's counts, cumulative, each sample weighted by the inverse
+/// of its rate.
+#[derive(Debug, Clone, Copy, Default)]
+struct Sampled {
+    reads: f64,
+    /// Sampled reads an LRU of 0.25, 0.5 and 1 C would have hit.
+    lru: [f64; 3],
+    /// Sampled reads at a stack distance under C / 32 (the first bucket).
+    first: f64,
+    gained: [f64; 2],
+    /// Reads sampled (unweighted).
+    count: u64,
+}
+
+impl Sampled {
+    fn minus(&self, o: &Sampled) -> Sampled {
+        Sampled {
+            reads: self.reads - o.reads,
+            lru: std::array::from_fn(|i| self.lru[i] - o.lru[i]),
+            first: self.first - o.first,
+            gained: [self.gained[0] - o.gained[0], self.gained[1] - o.gained[1]],
+            count: self.count - o.count,
+        }
+    }
+}
+
+/// Both counts at one moment (an epoch's start).
+#[derive(Debug, Clone, Copy, Default)]
+struct Snapshot {
+    exact: Exact,
+    sampled: Sampled,
+}
+
+/// The threshold a hit compares its key's hash with, alone on its lines:
+/// it is read on every read and written only when the rate halves.
+#[repr(align(128))]
+struct Gate(StatU64);
+
+/// The estimator: the sample's gate, and behind a lock, its stack and
+/// counts.
+pub(crate) struct Mrc {
+    gate: Gate,
+    /// The capacity in pages, for the refault test's figures (set once).
+    pages: StatU64,
+    state: Mutex<State>,
+}
+
+struct State {
+    /// The capacity in pages the ratios are of (0: none yet, nothing sampled).
+    capacity: u64,
+    /// The rate is 1 in 2^`shift`.
+    shift: u32,
+    /// The most keys the sample holds before the rate halves.
+    max_keys: usize,
+    /// Reads an epoch counts.
+    epoch_len: u64,
+    stack: Stack,
+    now: Sampled,
+    /// Where the previous epoch and the one in progress started.
+    prev_start: Snapshot,
+    start: Snapshot,
+}
+
+impl Default for Mrc {
+    fn default() -> Self {
+        Mrc {
+            gate: Gate(StatU64::new(0)),
+            pages: StatU64::new(0),
+            state: Mutex::new(State {
+                capacity: 0,
+                shift: START_SHIFT,
+                max_keys: MIN_KEYS,
+                epoch_len: MIN_EPOCH,
+                stack: Stack::default(),
+                now: Sampled::default(),
+                prev_start: Snapshot::default(),
+                start: Snapshot::default(),
+            }),
+        }
+    }
+}
+
+impl Mrc {
+    /// Sets the capacity the curve's ratios are of, with the sample's
+    /// bound (half a key a page) and the epoch's length from it, and opens
+    /// the gate at the starting rate. Called once, when the cache is made.
+    pub(crate) fn set_capacity(&self, pages: u64) {
+        self.configure(
+            pages,
+            START_SHIFT,
+            (pages as usize / 2).max(MIN_KEYS),
+            (pages * EPOCH_CAPACITIES).max(MIN_EPOCH),
+        );
+    }
+
+    /// [`set_capacity`](Self::set_capacity) with the rate (1 in
+    /// 2^`shift`), the sample's bound and the epoch's reads given.
+    pub(crate) fn configure(&self, pages: u64, shift: u32, max_keys: usize, epoch_len: u64) {
+        let mut st = self.state.lock();
+        st.capacity = pages;
+        st.shift = shift;
+        st.max_keys = max_keys;
+        st.epoch_len = epoch_len;
+        self.pages.store(pages, Ordering::Relaxed);
+        self.gate.0.store(
+            if pages == 0 { 0 } else { u64::MAX >> shift },
+            Ordering::Relaxed,
+        );
+    }
+
+    /// The capacity in pages the ratios are of.
+    pub(crate) fn capacity(&self) -> u64 {
+        self.pages.load(Ordering::Relaxed)
+    }
+
+    /// Whether a read of the key hashed `h` is in the sample: one load of
+    /// a line no read writes, and a compare.
+    /// (Under loom, never: the sample's lock would only add
+    /// interleavings to the models of the read path.)
+    #[inline]
+    pub(crate) fn sampled(&self, h: u64) -> bool {
+        !cfg!(loom) && h < self.gate.0.load(Ordering::Relaxed)
+    }
+
+    /// Counts a sampled read (its key's hash `h`, whether it hit) into the
+    /// stack and the counts; `exact` gives the cache's own counts when an
+    /// epoch ends. Skips the read if another thread holds the lock (a read
+    /// never waits here).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn sample(&self, h: u64, hit: bool, exact: impl FnOnce() -> Exact) {
+        let Some(mut st) = self.state.try_lock() else {
+            return;
+        };
+        if st.capacity == 0 || h > u64::MAX >> st.shift {
+            // Raced with a halving of the rate: no longer in the sample.
+            return;
+        }
+        st.record(h, hit);
+        if st.stack.keys() > st.max_keys {
+            st.shift += 1;
+            let threshold = u64::MAX >> st.shift;
+            st.stack.retain_below(threshold);
+            self.gate.0.store(threshold, Ordering::Relaxed);
+        }
+        // Whether the epoch is over, by the cache's own counts (the
+        // sample's, scaled, are off by the share of hot keys it holds),
+        // asked once every `EPOCH_CHECK` sampled reads: a sum over the
+        // counters' shards.
+        if st.now.count % EPOCH_CHECK == 0 {
+            let exact = exact();
+            let reads = |e: &Exact| e.hits.wrapping_add(e.misses);
+            if reads(&exact).wrapping_sub(reads(&st.start.exact)) >= st.epoch_len {
+                st.prev_start = st.start;
+                st.start = Snapshot {
+                    exact,
+                    sampled: st.now,
+                };
+            }
+        }
+    }
+
+    /// The curve over the window, given the cache's own counts now.
+    pub(crate) fn curve(&self, exact: Exact) -> HitRatioCurve {
+        let st = self.state.lock();
+        let base = st.prev_start;
+        let s = st.now.minus(&base.sampled);
+        let c = st.capacity;
+        drop(st);
+        let hits = exact.hits.wrapping_sub(base.exact.hits);
+        let reads = hits.wrapping_add(exact.misses.wrapping_sub(base.exact.misses));
+        let mut curve = HitRatioCurve {
+            accesses: reads,
+            sampled: s.count,
+            ..HitRatioCurve::default()
+        };
+        for (p, r) in curve.points.iter_mut().zip(CAPACITY_RATIOS) {
+            p.capacity_ratio = r;
+        }
+        if reads == 0 || c == 0 {
+            return curve;
+        }
+        let measured = hits as f64 / reads as f64;
+        // Over the window's reads, not the sample's (SHARDS's adjustment):
+        // a sample holding more or fewer of the hottest keys than its
+        // share has more or fewer reads than its rate says, and those
+        // are hits at every size, so the difference belongs to no size's
+        // losses or gains.
+        let frac = |x: f64| x / reads as f64;
+        for i in 0..2 {
+            // The share of its hits an LRU keeps at the smaller size, from
+            // the sample (a ratio: a sample short of hot keys is short of
+            // hits at both sizes alike), applied to the hits the cache had:
+            // the cache's lists beat an LRU (a scan or a loop does not
+            // flush the active list), and by about as much at each size.
+            // SHARDS's adjustment: the sample's reads beyond (or short
+            // of) what the cache counted are put in (or taken from) its
+            // first bucket, hits at every size; what is taken is at most
+            // what that bucket holds (a uniform hot set has few there).
+            let excess = (s.reads - reads as f64).min(s.first);
+            let kept = if s.lru[2] - excess > 0.0 {
+                ((s.lru[i] - excess) / (s.lru[2] - excess)).clamp(0.0, 1.0)
+            } else {
+                0.0
+            };
+            curve.points[i].hit_ratio = (measured * kept).clamp(0.0, 1.0);
+            let shadow = exact.refault_gains[i].wrapping_sub(base.exact.refault_gains[i]);
+            let gain = (shadow as f64 / reads as f64).max(frac(s.gained[i]));
+            curve.points[3 + i].hit_ratio = (measured + gain).clamp(0.0, 1.0);
+        }
+        curve.points[2].hit_ratio = measured;
+        curve
+    }
+}
+
+impl State {
+    /// One sampled read: its stack distance, scaled by the rate, decides
+    /// which sizes of an LRU up to C would have hit it, and which larger
+    /// ones would have turned the cache's miss into a hit. A key new to
+    /// the sample has no distance: no size hits it.
+    fn record(&mut self, h: u64, hit: bool) {
+        let w = (1u64 << self.shift) as f64;
+        let d = self.stack.access(h).map(|d| d as f64 * w);
+        let c = self.capacity as f64;
+        self.now.reads += w;
+        self.now.count += 1;
+        if d.is_some_and(|d| d < c / 32.0) {
+            self.now.first += w;
+        }
+        for (lru, r) in self.now.lru.iter_mut().zip(UP_TO_ONE) {
+            if d.is_some_and(|d| d < r * c) {
+                *lru += w;
+            }
+        }
+        if !hit {
+            for (gained, r) in self.now.gained.iter_mut().zip(LARGER) {
+                if d.is_some_and(|d| d < r * c) {
+                    *gained += w;
+                }
+            }
+        }
+    }
+}
+
+/// An exact LRU stack over the sampled keys: each key's last access time,
+/// and a Fenwick tree over times with a 1 at each key's last one, so the
+/// distinct keys read since a key's last read are a range sum. Times are
+/// renumbered (`compact`) when they reach the tree's end: amortised over
+/// as many reads as keys, O(log n) a read.
+#[derive(Default)]
+pub(crate) struct Stack {
+    last: HashMap<u64, u32, BuildHasherDefault<KeyHasher>>,
+    tree: Vec<u32>,
+    now: u32,
+}
+
+/// The stack's keys are [`key_hash`]es already: its map hashes them by
+/// taking them as they are (SipHash would only hash them again).
+#[derive(Default)]
+pub(crate) struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+impl Stack {
+    /// Keys held.
+    pub(crate) fn keys(&self) -> usize {
+        self.last.len()
+    }
+
+    /// Reads key `h`: the number of other keys read since its last read
+    /// (its stack distance), or `None` the first time.
+    pub(crate) fn access(&mut self, h: u64) -> Option<u64> {
+        if self.now as usize + 1 >= self.tree.len() {
+            self.compact();
+        }
+        self.now += 1;
+        let now = self.now;
+        let d = self.last.insert(h, now).map(|t| {
+            let d = self.prefix(now - 1).wrapping_sub(self.prefix(t));
+            self.add(t, u32::MAX);
+            u64::from(d)
+        });
+        self.add(now, 1);
+        d
+    }
+
+    /// Drops the keys hashed at or above `threshold`.
+    pub(crate) fn retain_below(&mut self, threshold: u64) {
+        self.last.retain(|h, _| *h <= threshold);
+        self.compact();
+    }
+
+    /// Renumbers the keys' times 1..=n in their order and rebuilds the
+    /// tree with room for as many reads again.
+    fn compact(&mut self) {
+        let mut order: Vec<(u32, u64)> = self.last.iter().map(|(h, t)| (*t, *h)).collect();
+        order.sort_unstable();
+        let n = order.len();
+        self.tree = vec![0; (2 * n + 2).max(1024)];
+        for (i, (_, h)) in order.iter().enumerate() {
+            let t = i as u32 + 1;
+            self.last.insert(*h, t);
+            self.tree[t as usize] = 1;
+        }
+        // The tree in O(len): each node passes its sum to its parent.
+        for i in 1..self.tree.len() {
+            let j = i + (i & i.wrapping_neg());
+            if j < self.tree.len() {
+                self.tree[j] = self.tree[j].wrapping_add(self.tree[i]);
+            }
+        }
+        self.now = n as u32;
+    }
+
+    fn add(&mut self, mut i: u32, v: u32) {
+        while (i as usize) < self.tree.len() {
+            self.tree[i as usize] = self.tree[i as usize].wrapping_add(v);
+            i += i & i.wrapping_neg();
+        }
+    }
+
+    fn prefix(&self, mut i: u32) -> u32 {
+        let mut s = 0u32;
+        while i > 0 {
+            s = s.wrapping_add(self.tree[i as usize]);
+            i -= i & i.wrapping_neg();
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,315 @@
+//! The estimator against an exact LRU simulation. A model cache (an exact
+//! LRU of capacity C with an eviction clock and shadows, as the cache's
+//! `workingset.rs` keeps them) reads each synthetic trace and feeds the
+//! estimator what the real cache would: every read with whether it hit,
+//! every refault's distance. The truth is an exact LRU at each size,
+//! from every read's exact stack distance.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use rand::rngs::StdRng as ChaCha8Rng;
+use rand::{Rng, SeedableRng};
+
+use super::*;
+
+/// The sample's hash seed (the mapping id the keys are hashed with).
+const SEED: usize = 7;
+
+/// The model cache: an exact LRU of `cap` keys, its eviction clock, and
+/// the shadows of the newest `budget` evictions.
+struct ModelLru {
+    cap: usize,
+    budget: usize,
+    time: u64,
+    by_time: BTreeMap<u64, u64>,
+    at: HashMap<u64, u64>,
+    clock: u64,
+    shadows: HashMap<u64, u64>,
+    order: VecDeque<(u64, u64)>,
+    exact: Exact,
+}
+
+impl ModelLru {
+    fn new(cap: usize, budget: usize) -> Self {
+        ModelLru {
+            cap,
+            budget,
+            time: 0,
+            by_time: BTreeMap::new(),
+            at: HashMap::new(),
+            clock: 0,
+            shadows: HashMap::new(),
+            order: VecDeque::new(),
+            exact: Exact::default(),
+        }
+    }
+
+    /// Reads `key`: whether it hit, counting the refault's gains as
+    /// `Stats::refault_distance` does.
+    fn read(&mut self, key: u64) -> bool {
+        self.time += 1;
+        if let Some(t) = self.at.insert(key, self.time) {
+            self.by_time.remove(&t);
+            self.by_time.insert(self.time, key);
+            self.exact.hits += 1;
+            return true;
+        }
+        self.exact.misses += 1;
+        if let Some(age) = self.shadows.remove(&key) {
+            let d = self.clock - age;
+            let c = self.cap as u64;
+            self.exact.refault_gains[0] += u64::from(d <= c);
+            self.exact.refault_gains[1] += u64::from(d <= 3 * c);
+        }
+        self.by_time.insert(self.time, key);
+        if self.at.len() > self.cap {
+            let (_, old) = self.by_time.pop_first().unwrap();
+            self.at.remove(&old);
+            // As `evict_locked`: the shadow records the clock before this
+            // eviction moves it.
+            self.shadows.insert(old, self.clock);
+            self.order.push_back((old, self.clock));
+            self.clock += 1;
+            while self.shadows.len() > self.budget {
+                let (k, a) = self.order.pop_front().unwrap();
+                if self.shadows.get(&k) == Some(&a) {
+                    self.shadows.remove(&k);
+                }
+            }
+        }
+        false
+    }
+}
+
+/// Keys `0..n` under a zipf law of exponent `s` (inverse of the CDF).
+fn zipf(n: usize, s: f64, len: usize, rng: &mut ChaCha8Rng) -> Vec<u64> {
+    let mut cdf = Vec::with_capacity(n);
+    let mut sum = 0.0;
+    for i in 1..=n {
+        sum += 1.0 / (i as f64).powf(s);
+        cdf.push(sum);
+    }
+    (0..len)
+        .map(|_| {
+            let u = rng.gen::<f64>() * sum;
+            cdf.partition_point(|&c| c < u) as u64
+        })
+        .collect()
+}
+
+/// The traces, over a cache of `c` pages.
+fn traces(c: usize) -> Vec<(&'static str, Vec<u64>)> {
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let len = 48 * c;
+    let mut out = vec![
+        ("zipf 0.8", zipf(4 * c, 0.8, len, &mut rng)),
+        ("zipf 0.99", zipf(4 * c, 0.99, len, &mut rng)),
+        ("zipf 1.2", zipf(4 * c, 1.2, len, &mut rng)),
+    ];
+    let loop_len = (c as u64) * 11 / 10;
+    out.push(("loop 1.1x", (0..len as u64).map(|i| i % loop_len).collect()));
+    // A hot set of half the cache read uniformly, with every other read a
+    // scan that never comes back.
+    let hot = c as u64 / 2;
+    let scan: Vec<u64> = (0..len as u64)
+        .map(|i| {
+            if i % 2 == 0 {
+                rng.gen_range(0..hot)
+            } else {
+                1 << 40 | i
+            }
+        })
+        .collect();
+    out.push(("scan + hot", scan));
+    out
+}
+
+/// The exact LRU hit ratio of `trace` at each of [`CAPACITY_RATIOS`]
+/// times `c`.
+fn exact_lru(trace: &[u64], c: usize) -> [f64; 5] {
+    let mut stack = Stack::default();
+    let mut hits = [0u64; 5];
+    for &k in trace {
+        if let Some(d) = stack.access(k) {
+            for (h, r) in hits.iter_mut().zip(CAPACITY_RATIOS) {
+                *h += u64::from((d as f64) < r * c as f64);
+            }
+        }
+    }
+    hits.map(|h| h as f64 / trace.len() as f64)
+}
+
+/// Runs `trace` through the model cache and the estimator (1 key in
+/// 2^`shift`, shadows of the newest `budget` evictions); the curve, with
+/// one epoch covering the whole trace.
+fn predict(trace: &[u64], c: usize, shift: u32, budget: usize) -> HitRatioCurve {
+    let mrc = Mrc::default();
+    mrc.configure(c as u64, shift, usize::MAX, u64::MAX);
+    let mut model = ModelLru::new(c, budget);
+    for &k in trace {
+        let hit = model.read(k);
+        let h = key_hash(SEED, k);
+        if mrc.sampled(h) {
+            mrc.sample(h, hit, || model.exact);
+        }
+    }
+    mrc.curve(model.exact)
+}
+
+/// The largest gaps, over the traces, between the predicted and the
+/// exact LRU hit ratio: at the sizes below 1x, and above.
+fn worst_errors(c: usize, shift: u32, budget: usize) -> (f64, f64) {
+    let (mut below, mut above) = (0.0f64, 0.0f64);
+    for (name, trace) in traces(c) {
+        let truth = exact_lru(&trace, c);
+        let curve = predict(&trace, c, shift, budget);
+        for (i, p) in curve.points.iter().enumerate() {
+            let err = (p.hit_ratio - truth[i]).abs();
+            eprintln!(
+                "{name:10} {:>4}x predicted {:.3} exact {:.3} error {:.3}",
+                p.capacity_ratio, p.hit_ratio, truth[i], err
+            );
+            match i {
+                0 | 1 => below = below.max(err),
+                3 | 4 => above = above.max(err),
+                _ => assert!(err < 1e-9, "{name}: 1x is the model's own"),
+            }
+        }
+    }
+    (below, above)
+}
+
+#[test]
+fn stack_distances_match_a_naive_lru_stack() {
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let mut stack = Stack::default();
+    let mut naive: Vec<u64> = Vec::new();
+    for _ in 0..20_000 {
+        let k = rng.gen_range(0..700u64);
+        let want = naive.iter().position(|&x| x == k).map(|p| {
+            naive.remove(p);
+            p as u64
+        });
+        naive.insert(0, k);
+        assert_eq!(stack.access(k), want);
+    }
+}
+
+#[test]
+fn dropping_keys_keeps_the_others_distances() {
+    let mut stack = Stack::default();
+    for k in 0..10u64 {
+        stack.access(k);
+    }
+    stack.retain_below(4);
+    assert_eq!(stack.keys(), 5);
+    // 0..=4 remain, last read in that order: 0 has the four others above it.
+    assert_eq!(stack.access(0), Some(4));
+    assert_eq!(stack.access(4), Some(1));
+}
+
+#[test]
+fn predicted_curve_tracks_exact_lru_with_shadows_for_every_eviction() {
+    // 1024 pages, 1 key in 8 sampled (about 500 keys): the larger sizes
+    // within 2 points (shadows), the smaller within what a sample that
+    // small gives (its hottest keys are in it or not: 2 to 7 points
+    // across three hash seeds).
+    let (below, above) = worst_errors(1024, 3, usize::MAX);
+    assert!(above <= 0.02, "worst error above 1x {above:.3}");
+    assert!(below <= 0.08, "worst error below 1x {below:.3}");
+}
+
+#[test]
+fn past_the_shadow_budget_the_sample_predicts_the_larger_sizes() {
+    // Shadows for an eighth of the cache only: the 2x and 4x points rest
+    // on the sample.
+    let (below, above) = worst_errors(1024, 3, 128);
+    assert!(above <= 0.03, "worst error above 1x {above:.3}");
+    assert!(below <= 0.08, "worst error below 1x {below:.3}");
+}
+
+#[test]
+fn the_sample_stays_within_its_bound_by_halving_its_rate() {
+    let mrc = Mrc::default();
+    mrc.configure(1024, 0, 300, u64::MAX);
+    for k in 0..10_000u64 {
+        let h = key_hash(1, k);
+        if mrc.sampled(h) {
+            mrc.sample(h, false, Exact::default);
+        }
+    }
+    let st = mrc.state.lock();
+    assert!(st.stack.keys() <= 300, "{} keys", st.stack.keys());
+    assert!(st.shift >= 5, "rate 1 in 2^{}", st.shift);
+}
+
+#[test]
+fn the_window_forgets_an_old_workload() {
+    // 1x of 64 pages, epochs of 2,000 reads: a loop that fits, then a
+    // scan; two epochs after the change the window holds only the scan.
+    let mrc = Mrc::default();
+    mrc.configure(64, 0, usize::MAX, 2_000);
+    let mut model = ModelLru::new(64, usize::MAX);
+    let trace = (0..20_000u64)
+        .map(|i| i % 32)
+        .chain(1 << 30..(1 << 30) + 10_000);
+    for k in trace {
+        let hit = model.read(k);
+        let h = key_hash(1, k);
+        mrc.sample(h, hit, || model.exact);
+    }
+    let curve = mrc.curve(model.exact);
+    assert!(
+        curve.accesses <= 4_000 + EPOCH_CHECK,
+        "window of {} reads",
+        curve.accesses
+    );
+    assert!(curve.points.iter().all(|p| p.hit_ratio == 0.0), "{curve:?}");
+}
+
+/// What the estimator adds to a read, alone: the hash and the gate on
+/// every read, the stack on the sampled ones (1 in 64), over 64K keys.
+/// A timing, not a check: run it in release with `--ignored` and read
+/// its output (docs/measurements/2026-11-27-advisor.md).
+#[test]
+#[ignore = "a timing: cargo test --release -p foliocache --lib mrc::tests::cost -- --ignored --nocapture"]
+fn cost_per_read() {
+    let mrc = Mrc::default();
+    mrc.set_capacity(16 << 10);
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let keys: Vec<u64> = (0..1 << 20).map(|_| rng.gen_range(0..64 << 10)).collect();
+    let exact = Exact::default();
+    // 0: the loop alone; 1: and the hash and the gate; 2: and the sample.
+    let run = |mode: u32| {
+        let t = std::time::Instant::now();
+        let mut sink = 0u64;
+        for _ in 0..8 {
+            for &k in &keys {
+                let k = std::hint::black_box(k);
+                let h = if mode == 0 {
+                    k
+                } else {
+                    key_hash(0x7f00_1234_5000, k)
+                };
+                if mode == 2 && mrc.sampled(h) {
+                    mrc.sample(h, true, || exact);
+                }
+                sink = sink.wrapping_add(h);
+            }
+        }
+        std::hint::black_box(sink);
+        t.elapsed().as_nanos() as f64 / (8 * keys.len()) as f64
+    };
+    // The least of seven tries each, interleaved: the machine is shared.
+    let (mut bare, mut hash, mut all) = (f64::MAX, f64::MAX, f64::MAX);
+    for _ in 0..7 {
+        bare = bare.min(run(0));
+        hash = hash.min(run(1));
+        all = all.min(run(2));
+    }
+    eprintln!(
+        "loop {bare:.2} ns a read; hash {:.2} ns more; the sample {:.2} ns more",
+        hash - bare,
+        all - hash
+    );
+}
