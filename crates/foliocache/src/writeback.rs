@@ -72,7 +72,7 @@ pub const THROTTLE_MIN_PAGES: u64 = 64;
 
 /// The most pages an uncached writer of a file keeps kicked and under
 /// writeback (8 MiB, and never more than a quarter of the cache) before it
-/// waits for that writeback ([`kick_uncached`]): the cache's footprint of
+/// waits for that writeback (`kick_uncached`): the cache's footprint of
 /// an uncached stream is the writeback in flight, as the kernel's is the
 /// block layer's queue of an `RWF_DONTCACHE` writer's IO.
 #[cfg_attr(not(feature = "internals"), allow(unreachable_pub))]
