@@ -270,7 +270,7 @@ fn the_window_forgets_an_old_workload() {
 /// What the estimator adds to a read, alone: the hash and the gate on
 /// every read, the stack on the sampled ones (1 in 64), over 64K keys.
 /// A timing, not a check: run it in release with `--ignored` and read
-/// its output (docs/measurements/2026-11-27-advisor.md).
+/// its output (one host's figures go under docs/measurements/).
 #[test]
 #[ignore = "a timing: cargo test --release -p foliocache --lib mrc::tests::cost -- --ignored --nocapture"]
 fn cost_per_read() {
