@@ -167,21 +167,19 @@ impl Inode {
     }
 
     /// The name `name` in `parent` went (unlink, rmdir, replaced by a
-    /// rename): if the node was known by it, its descriptor (`held`, taken
-    /// before the name went) is kept for good.
+    /// rename): if the node was known by it, its descriptor is kept for
+    /// good. `held` is that descriptor, taken (`fd`) before the name went:
+    /// while it is held the CLOCK leaves it open, so the pinned node has
+    /// one.
     pub fn name_gone(&self, parent: &Inode, name: &OsStr, held: &Arc<OwnedFd>) {
-        if !self.named(parent, name) {
-            return;
+        if self.named(parent, name) {
+            *self.place.lock() = Place::Pinned;
         }
-        *self.place.lock() = Place::Pinned;
-        let mut slot = self.fd.lock();
-        if slot.is_none() {
-            // Closed meanwhile by no one (it was held); but if so, the
-            // held one serves: it counts again.
-            *slot = Some(held.clone());
-            drop(slot);
-            self.fds.paths.added(self.me.clone(), release_path);
-        }
+        debug_assert!(self
+            .fd
+            .lock()
+            .as_ref()
+            .is_some_and(|fd| Arc::ptr_eq(fd, held)));
     }
 
     /// Drops the cache's data of a regular file whose backing inode has
