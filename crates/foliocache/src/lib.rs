@@ -194,6 +194,11 @@ mod mrc;
 mod pressure;
 mod read_many;
 mod readahead;
+// Unsafe: the shared cache's segment, mapped and read by offset, its
+// pages copied by address, its locks futexes. (Its atomics live in memory
+// other processes write: never in a loom model.)
+#[allow(unsafe_code, clippy::disallowed_types)]
+mod shared;
 mod shift;
 mod stats;
 mod sync;
@@ -218,6 +223,7 @@ pub use mrc::{CurvePoint, HitRatioCurve, CAPACITY_RATIOS};
 pub use pressure::{capacity_fits, PressureConfig};
 pub use read_many::{Completed, ReadQueue, ReadReq};
 pub use readahead::{Advice, ReadaheadConfig, Window};
+pub use shared::{SharedCache, SharedFile, SharedStats};
 pub use stats::{Latencies, LATENCY_BUCKETS};
 pub use warm::{WarmLoad, WarmSaved, WarmStart};
 pub use workingset::CacheStat;

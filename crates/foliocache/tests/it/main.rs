@@ -8,6 +8,10 @@ mod common;
 /// longer than three modules (`docs/design.md`).
 mod layering;
 
+/// One cache for many processes: a model, forked processes, coherence,
+/// kills, a scribbled segment.
+mod shared;
+
 /// The page arena: allocation by order, splitting and merging, populate.
 mod arena;
 

@@ -1,0 +1,831 @@
+//! One cache for many processes: [`SharedCache`] (docs/design.md,
+//! section 13).
+//!
+//! The whole cache lives in one memory file (`memfd_create`) that every
+//! process of a group maps: a forked child keeps its parent's mapping, and
+//! any process handed the memory file ([`SharedCache::memory_file`],
+//! [`SharedCache::attach`]) maps it too. A page read by one process is a
+//! hit for all, a write is seen by every process's next read, and the
+//! cache outlives each process: a process killed at any instant, holding
+//! any lock, leaves the cache consistent for the others, its accepted
+//! writes in it, dirty, for the next writeback.
+//!
+//! What lives where: the header, the participants (one per attached
+//! process), the file slots (one per file: its size, its inode lock,
+//! its path), a descriptor per page (its identity and state), the index
+//! (open addressing over page numbers), the pages. Every place is a
+//! number checked before use ([`seg`]).
+//!
+//! - **Hits take no lock and write nothing shared**: the index walk finds
+//!   the page, its descriptor's state word is read before and after the
+//!   copy (a seqlock), and the copy counts only if no one held or changed
+//!   the page meanwhile ([`index::find`]).
+//! - **Writes, size changes and loads of missing pages** take the file's
+//!   inode lock; the bytes of one page are changed only by the one
+//!   process holding the page, and the index only under the index lock.
+//!   Every lock and every hold names its holder's participant; a waiter
+//!   that finds the holder dead takes over and repairs ([`lock`]): the
+//!   index is rebuilt from the descriptors, a page whose load never
+//!   completed leaves it.
+//! - **Reclaim** is one clock over the group's pages; a dirty page is
+//!   never reclaimed, and writers write back their own file's pages past
+//!   half the cache dirty. A file no process has open any more is written
+//!   back by path ([`SharedCache::write_back_all`]), its (dev, ino)
+//!   checked first.
+//!
+//! Each process uses its own descriptor of each file (the kernel checked
+//! its permission when it opened it) for the IO it does; `O_DIRECT` ones
+//! suit (pages are 4 KiB and aligned).
+
+mod index;
+mod lock;
+mod seg;
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use index::{Found, Hold, Key};
+use lock::Me;
+use seg::{Seg, Slot, F_DIRTY, F_UPTODATE, PAGE, SLOT_FREE, SLOT_PATH, SLOT_USED};
+
+use crate::copy::{copy_from_shared, copy_to_shared, zero_shared};
+
+/// A page cache in shared memory, for every process of a group.
+///
+/// Cloning a handle is cheap; a forked child keeps using the parent's
+/// handles (and its [`SharedFile`]s), now as a process of its own.
+#[derive(Clone)]
+pub struct SharedCache {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    seg: Seg,
+    me: Me,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+/// What a shared cache holds and did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SharedStats {
+    /// Pages the cache holds at most.
+    pub pages: u64,
+    /// Pages holding file data now.
+    pub cached: u64,
+    /// Of those, written and not yet written back.
+    pub dirty: u64,
+    /// Pages reused for other data, by the whole group.
+    pub evictions: u64,
+    /// Locks taken over from a process that died holding them.
+    pub recoveries: u64,
+    /// Processes attached now.
+    pub processes: u64,
+    /// Reads of this process served from the cache, in pages.
+    pub hits: u64,
+    /// Reads of this process that loaded a page.
+    pub misses: u64,
+}
+
+impl SharedCache {
+    /// A new shared cache of `capacity` bytes (whole 4 KiB pages; at
+    /// least one) in a new memory file.
+    pub fn new(capacity: u64) -> io::Result<SharedCache> {
+        Ok(SharedCache::with(Seg::create(capacity / PAGE)?))
+    }
+
+    /// Attaches to the shared cache in memory file `fd` (another
+    /// process's [`memory_file`](SharedCache::memory_file), passed on by
+    /// inheritance or `SCM_RIGHTS`). Its layout is checked first:
+    /// anything else is refused.
+    pub fn attach(fd: OwnedFd) -> io::Result<SharedCache> {
+        Ok(SharedCache::with(Seg::attach(fd)?))
+    }
+
+    fn with(seg: Seg) -> SharedCache {
+        SharedCache {
+            inner: Arc::new(Inner {
+                seg,
+                me: Me::new(),
+                hits: AtomicU64::new(0),
+                misses: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// The memory file holding the cache: whoever gets a descriptor of
+    /// it can read every cached byte, so pass it only to processes that
+    /// may read the files. It is close-on-exec; clear that (or dup it) to
+    /// hand it to an `exec`'d program.
+    pub fn memory_file(&self) -> BorrowedFd<'_> {
+        self.inner.seg.fd()
+    }
+
+    /// Serves `file` (a regular file this process opened) through the
+    /// cache: every process's handle of the same file (device and inode)
+    /// shares its pages and its size.
+    pub fn open(&self, file: File) -> io::Result<SharedFile> {
+        let meta = file.metadata()?;
+        if !meta.file_type().is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "shared cache: only regular files",
+            ));
+        }
+        let path = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+            .map(|p| p.into_os_string().into_encoded_bytes())
+            .unwrap_or_default();
+        let f = SharedFile {
+            cache: self.clone(),
+            file,
+            dev: meta.dev(),
+            ino: meta.ino(),
+            path,
+            key: AtomicU64::new(0),
+        };
+        f.resolve(meta.len())?;
+        Ok(f)
+    }
+
+    /// What the cache holds and did.
+    pub fn stats(&self) -> SharedStats {
+        let seg = &self.inner.seg;
+        let h = seg.header();
+        let mut cached = 0;
+        for p in 0..seg.pages {
+            let used = seg
+                .desc(p)
+                .is_some_and(|d| d.flags.load(Ordering::Relaxed) & seg::F_USED != 0);
+            cached += u64::from(used);
+        }
+        let processes = (0..seg::PARTS)
+            .filter_map(|i| seg.part(i))
+            .filter(|part| {
+                let pid = part.pid.load(Ordering::Relaxed);
+                pid != 0 && lock::start_time(pid) == Some(part.start.load(Ordering::Relaxed))
+            })
+            .count() as u64;
+        SharedStats {
+            pages: seg.pages,
+            cached,
+            dirty: h.dirty.load(Ordering::Relaxed),
+            evictions: h.evictions.load(Ordering::Relaxed),
+            recoveries: h.recoveries.load(Ordering::Relaxed),
+            processes,
+            hits: self.inner.hits.load(Ordering::Relaxed),
+            misses: self.inner.misses.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Checks the segment's invariants (every used page in the index
+    /// once and found by its identity, nothing else there, no page held
+    /// by a live process): for tests and after a crash, with no call of
+    /// the group's in flight. A page a dead process held is not an error
+    /// (the next process to meet it repairs it).
+    pub fn verify(&self) -> io::Result<()> {
+        index::check(&self.inner.seg).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+    }
+
+    /// Writes back every dirty page of every file, opening each by the
+    /// path it was opened with and checking it is still the same file
+    /// (device and inode; a file renamed over or deleted is skipped and
+    /// counted in the error): what the group's last process (or its
+    /// guardian) does for files whose writers have gone. Returns the
+    /// pages written.
+    pub fn write_back_all(&self) -> io::Result<u64> {
+        let seg = &self.inner.seg;
+        let mut written = 0;
+        let mut failed = Vec::new();
+        for i in 1..seg.slots as u32 {
+            let Some(slot) = seg.slot(i) else { break };
+            if slot.state.load(Ordering::Acquire) != SLOT_USED {
+                continue;
+            }
+            let generation = slot.generation.load(Ordering::Acquire);
+            if index::pages_of(seg, i, generation, true).is_empty() {
+                continue;
+            }
+            match self.write_back_slot(i, slot) {
+                Ok(n) => written += n,
+                Err(e) => failed.push(format!("slot {i}: {e}")),
+            }
+        }
+        if failed.is_empty() {
+            Ok(written)
+        } else {
+            Err(io::Error::other(format!(
+                "shared cache: {written} pages written back; not: {}",
+                failed.join("; ")
+            )))
+        }
+    }
+
+    fn write_back_slot(&self, i: u32, slot: &Slot) -> io::Result<u64> {
+        let seg = &self.inner.seg;
+        let len = (slot.path_len.load(Ordering::Relaxed) as usize).min(SLOT_PATH);
+        let src = seg
+            .slot_path(i)
+            .ok_or_else(|| io::Error::other("no slot"))?;
+        let mut path = vec![0u8; len];
+        // SAFETY: the slot's path bytes lie in the mapping (`slot_path`
+        // checked `i`), `len` at most their size; another process may
+        // write them meanwhile, which the shared copy allows.
+        unsafe { copy_from_shared(src, path.as_mut_ptr(), len) };
+        let path = <std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(path);
+        let file = std::fs::OpenOptions::new().write(true).open(&path)?;
+        let meta = file.metadata()?;
+        if meta.dev() != slot.dev.load(Ordering::Relaxed)
+            || meta.ino() != slot.ino.load(Ordering::Relaxed)
+        {
+            return Err(io::Error::other(format!(
+                "{} is another file now",
+                path.to_string_lossy()
+            )));
+        }
+        let f = self.open(file)?;
+        let n = f.write_back()?;
+        f.file.sync_data()?;
+        Ok(n)
+    }
+}
+
+/// A file served through a [`SharedCache`]: reads and writes at offsets,
+/// coherent with every other process's handle of the same file.
+pub struct SharedFile {
+    cache: SharedCache,
+    file: File,
+    dev: u64,
+    ino: u64,
+    path: Vec<u8>,
+    /// `slot << 32 | generation`: where the file is in the segment.
+    key: AtomicU64,
+}
+
+/// The largest offset a read or write reaches.
+const MAX_OFFSET: u64 = i64::MAX as u64;
+
+/// A whole-page aligned buffer for `O_DIRECT` IO.
+struct Bounce {
+    ptr: std::ptr::NonNull<u8>,
+    layout: std::alloc::Layout,
+}
+
+impl Bounce {
+    fn new(pages: usize) -> io::Result<Bounce> {
+        let layout =
+            std::alloc::Layout::from_size_align(pages.max(1) * PAGE as usize, PAGE as usize)
+                .map_err(|_| io::Error::from(io::ErrorKind::OutOfMemory))?;
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        let ptr = std::ptr::NonNull::new(ptr).ok_or(io::ErrorKind::OutOfMemory)?;
+        Ok(Bounce { ptr, layout })
+    }
+}
+
+impl Drop for Bounce {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) };
+    }
+}
+
+impl SharedFile {
+    fn seg(&self) -> &Seg {
+        &self.cache.inner.seg
+    }
+
+    fn me(&self) -> io::Result<u32> {
+        self.cache.inner.me.id(self.seg())
+    }
+
+    /// Finds (or gives) this file its slot, under the index lock.
+    fn resolve(&self, size: u64) -> io::Result<()> {
+        let seg = self.seg();
+        let me = self.me()?;
+        let _index = index::index_lock(seg, me)?;
+        let mut free = None;
+        for i in 1..seg.slots as u32 {
+            let Some(slot) = seg.slot(i) else { break };
+            match slot.state.load(Ordering::Acquire) {
+                SLOT_USED
+                    if slot.dev.load(Ordering::Relaxed) == self.dev
+                        && slot.ino.load(Ordering::Relaxed) == self.ino =>
+                {
+                    let generation = slot.generation.load(Ordering::Acquire);
+                    self.key.store(
+                        u64::from(i) << 32 | u64::from(generation),
+                        Ordering::Release,
+                    );
+                    return Ok(());
+                }
+                SLOT_FREE if free.is_none() => free = Some(i),
+                _ => {}
+            }
+        }
+        let i = match free {
+            Some(i) => i,
+            None => self.recycle_slot(me)?,
+        };
+        let slot = seg.slot(i).ok_or_else(|| io::Error::other("no slot"))?;
+        let generation = slot
+            .generation
+            .load(Ordering::Relaxed)
+            .wrapping_add(1)
+            .max(1);
+        slot.generation.store(generation, Ordering::Release);
+        slot.dev.store(self.dev, Ordering::Relaxed);
+        slot.ino.store(self.ino, Ordering::Relaxed);
+        slot.size.store(size, Ordering::Relaxed);
+        let len = self.path.len().min(SLOT_PATH);
+        let dst = seg
+            .slot_path(i)
+            .ok_or_else(|| io::Error::other("no slot"))?;
+        // SAFETY: `len` bytes of the slot's path, in the mapping; others
+        // read them only with the shared copy.
+        unsafe { copy_to_shared(self.path.as_ptr(), dst, len) };
+        slot.path_len.store(len as u32, Ordering::Relaxed);
+        slot.state.store(SLOT_USED, Ordering::Release);
+        self.key.store(
+            u64::from(i) << 32 | u64::from(generation),
+            Ordering::Release,
+        );
+        Ok(())
+    }
+
+    /// A slot no page names and no one holds, taken from its file (whose
+    /// handles find the generation moved on and look again). The index
+    /// lock is held.
+    fn recycle_slot(&self, me: u32) -> io::Result<u32> {
+        let seg = self.seg();
+        let mut named = vec![false; seg.slots as usize];
+        for p in 0..seg.pages {
+            let Some(d) = seg.desc(p) else { break };
+            if d.flags.load(Ordering::Relaxed) & seg::F_USED != 0 {
+                if let Some(n) = named.get_mut(d.slot.load(Ordering::Relaxed) as usize) {
+                    *n = true;
+                }
+            }
+        }
+        for i in 1..seg.slots as u32 {
+            let Some(slot) = seg.slot(i) else { break };
+            if named[i as usize] {
+                continue;
+            }
+            if slot
+                .lock
+                .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                slot.state.store(SLOT_FREE, Ordering::Relaxed);
+                slot.generation.fetch_add(1, Ordering::Release);
+                slot.lock.store(0, Ordering::Release);
+                return Ok(i);
+            }
+        }
+        Err(io::Error::other(format!(
+            "shared cache: more than {} files with pages cached",
+            seg.slots - 1
+        )))
+    }
+
+    /// This file's slot and generation, looked up again if its slot went
+    /// to another file.
+    #[inline]
+    fn current(&self) -> io::Result<(&Slot, u32, u32)> {
+        for _ in 0..4 {
+            let k = self.key.load(Ordering::Acquire);
+            let (i, generation) = ((k >> 32) as u32, k as u32);
+            if let Some(slot) = self.seg().slot(i) {
+                if slot.generation.load(Ordering::Acquire) == generation
+                    && slot.state.load(Ordering::Acquire) == SLOT_USED
+                {
+                    return Ok((slot, i, generation));
+                }
+            }
+            let size = self.file.metadata()?.len();
+            self.resolve(size)?;
+        }
+        Err(io::Error::other(
+            "shared cache: the file's slot keeps moving",
+        ))
+    }
+
+    /// The file's inode lock, with its slot as the lock found it.
+    fn inode_lock(&self) -> io::Result<(lock::Held<'_>, &Slot, u32, u32)> {
+        let me = self.me()?;
+        for _ in 0..4 {
+            let (slot, i, generation) = self.current()?;
+            let held = lock::lock(self.seg(), &slot.lock, &slot.waiters, me)?;
+            if slot.generation.load(Ordering::Acquire) == generation {
+                return Ok((held, slot, i, generation));
+            }
+        }
+        Err(io::Error::other(
+            "shared cache: the file's slot keeps moving",
+        ))
+    }
+
+    /// The file's size for the group.
+    pub fn len(&self) -> io::Result<u64> {
+        Ok(self.current()?.0.size.load(Ordering::Acquire))
+    }
+
+    /// Whether the file is empty.
+    pub fn is_empty(&self) -> io::Result<bool> {
+        Ok(self.len()? == 0)
+    }
+
+    /// Reads into `buf` from `offset`: the bytes every process's last
+    /// completed write left there, short at the end of the file.
+    pub fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let (slot, i, generation) = self.current()?;
+        let size = slot.size.load(Ordering::Acquire);
+        if slot.generation.load(Ordering::Acquire) != generation || offset >= size {
+            return if offset >= size {
+                Ok(0)
+            } else {
+                self.read_at(buf, offset)
+            };
+        }
+        let n = buf
+            .len()
+            .min((size - offset).min(usize::MAX as u64) as usize);
+        let mut done = 0;
+        while done < n {
+            let at = offset + done as u64;
+            let in_page = (at % PAGE) as usize;
+            let len = (PAGE as usize - in_page).min(n - done);
+            let key = Key {
+                slot: i,
+                generation,
+                index: at / PAGE,
+            };
+            let dst = &mut buf[done..done + len];
+            if !self.copy_hit(key, in_page, dst)? {
+                self.cache.inner.misses.fetch_add(1, Ordering::Relaxed);
+                self.read_miss(key, in_page, dst)?;
+            }
+            done += len;
+        }
+        Ok(n)
+    }
+
+    /// Copies from the cached page of `key`, if cached: `false` if not.
+    #[inline]
+    fn copy_hit(&self, key: Key, in_page: usize, dst: &mut [u8]) -> io::Result<bool> {
+        let seg = self.seg();
+        let mut spins = 0;
+        loop {
+            match index::find(seg, key) {
+                Found::Absent => return Ok(false),
+                Found::Held(p, h) => {
+                    if !lock::nap_on_holder(seg, h, &mut spins) {
+                        index::repair_dead(seg, p, h, self.me()?)?;
+                    }
+                }
+                Found::Page(p, state) => {
+                    let (Some(src), Some(d)) = (seg.data(p), seg.desc(p)) else {
+                        return Ok(false);
+                    };
+                    // SAFETY: `in_page + dst.len()` is at most a page, of
+                    // page `p` in the mapping; another process may write
+                    // those bytes meanwhile only with the shared copies,
+                    // and the state check below discards such a copy.
+                    unsafe { copy_from_shared(src.add(in_page), dst.as_mut_ptr(), dst.len()) };
+                    std::sync::atomic::fence(Ordering::Acquire);
+                    if d.state.load(Ordering::Relaxed) == state {
+                        index::touch(d);
+                        self.cache.inner.hits.fetch_add(1, Ordering::Relaxed);
+                        return Ok(true);
+                    }
+                    spins += 1;
+                    if spins > 1000 {
+                        return Ok(false);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The slow path of a read: under the inode lock, a hit after all
+    /// (another process loaded the page meanwhile) or a load.
+    fn read_miss(&self, key: Key, in_page: usize, dst: &mut [u8]) -> io::Result<()> {
+        let (_inode, slot, ..) = self.inode_lock()?;
+        if self.copy_hit(key, in_page, dst)? {
+            return Ok(());
+        }
+        let me = self.me()?;
+        let hold = match index::hold_key(self.seg(), key, me)? {
+            Some(hold) => hold,
+            None => self.load(key, slot, false)?,
+        };
+        let src = self
+            .seg()
+            .data(hold.p)
+            .ok_or_else(|| io::Error::other("no page"))?;
+        // SAFETY: as in `copy_hit`; the page is held, so no one changes it.
+        unsafe { copy_from_shared(src.add(in_page), dst.as_mut_ptr(), dst.len()) };
+        Ok(())
+    }
+
+    /// Gives `key` a page, held, filled from the file (or with zeros if
+    /// `zero`). The inode lock is held.
+    fn load(&self, key: Key, slot: &Slot, zero: bool) -> io::Result<Hold<'_>> {
+        let seg = self.seg();
+        let me = self.me()?;
+        let mut wrote_back = false;
+        let hold = loop {
+            let index = index::index_lock(seg, me)?;
+            if let Some(hold) = index::victim(seg, me) {
+                index::assign(seg, &hold, key);
+                drop(index);
+                break hold;
+            }
+            drop(index);
+            if wrote_back {
+                return Err(io::Error::other(
+                    "shared cache: every page is dirty or in use",
+                ));
+            }
+            wrote_back = true;
+            self.write_back_locked(slot, key.slot, key.generation)?;
+        };
+        let dst = seg
+            .data(hold.p)
+            .ok_or_else(|| io::Error::other("no page"))?;
+        let filled = if zero {
+            Ok(0)
+        } else {
+            self.fill(dst, key.index * PAGE)
+        };
+        match filled {
+            Ok(n) => {
+                // SAFETY: the page's tail, in the mapping, held by us.
+                unsafe { zero_shared(dst.add(n), PAGE as usize - n) };
+                hold.d.flags.fetch_or(F_UPTODATE, Ordering::Relaxed);
+                Ok(hold)
+            }
+            Err(e) => {
+                let _index = index::index_lock(seg, me)?;
+                index::forget(seg, &hold);
+                Err(e)
+            }
+        }
+    }
+
+    /// Reads the file page at `offset` into page memory `dst` (held):
+    /// the bytes read, short at the end of the file.
+    fn fill(&self, dst: *mut u8, offset: u64) -> io::Result<usize> {
+        let mut n = 0;
+        while n < PAGE as usize {
+            // SAFETY: `dst` is a held page of the mapping, `PAGE` bytes,
+            // written here only by the kernel; no process reads it until
+            // the hold is let go (readers check the state word).
+            let r = unsafe {
+                libc::pread(
+                    self.file.as_raw_fd(),
+                    dst.add(n).cast(),
+                    PAGE as usize - n,
+                    (offset + n as u64) as libc::off_t,
+                )
+            };
+            match r {
+                0 => break,
+                r if r > 0 => n += r as usize,
+                _ => {
+                    let e = io::Error::last_os_error();
+                    if e.kind() != io::ErrorKind::Interrupted {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    /// Writes `buf` at `offset`: every process's next read sees it; it
+    /// reaches the file at the next writeback ([`sync_data`](Self::sync_data),
+    /// or when the cache needs its page).
+    pub fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+        let end = offset
+            .checked_add(buf.len() as u64)
+            .filter(|&e| e <= MAX_OFFSET)
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "shared cache: write past the largest offset",
+                )
+            })?;
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let (_inode, slot, i, generation) = self.inode_lock()?;
+        let seg = self.seg();
+        if seg.header().dirty.load(Ordering::Relaxed) > seg.pages / 2 {
+            self.write_back_locked(slot, i, generation)?;
+        }
+        let me = self.me()?;
+        let mut at = offset;
+        while at < end {
+            let in_page = (at % PAGE) as usize;
+            let len = (PAGE as usize - in_page).min((end - at) as usize);
+            let key = Key {
+                slot: i,
+                generation,
+                index: at / PAGE,
+            };
+            let hold = match index::hold_key(seg, key, me)? {
+                Some(hold) => hold,
+                None => {
+                    let whole = in_page == 0 && len == PAGE as usize;
+                    let past_end = at - in_page as u64 >= slot.size.load(Ordering::Relaxed);
+                    self.load(key, slot, whole || past_end)?
+                }
+            };
+            // Dirty before the copy: a writer killed part-way leaves a
+            // page that is written back, never one dropped half-new.
+            if hold.d.flags.fetch_or(F_DIRTY, Ordering::Relaxed) & F_DIRTY == 0 {
+                seg.header().dirty.fetch_add(1, Ordering::Relaxed);
+            }
+            let dst = seg
+                .data(hold.p)
+                .ok_or_else(|| io::Error::other("no page"))?;
+            let src = &buf[(at - offset) as usize..][..len];
+            // SAFETY: `in_page + len` is at most a page of page `hold.p`,
+            // which we hold; readers copy it only with the shared copy.
+            unsafe { copy_to_shared(src.as_ptr(), dst.add(in_page), len) };
+            drop(hold);
+            at += len as u64;
+            slot.size.fetch_max(at, Ordering::AcqRel);
+        }
+        Ok(buf.len())
+    }
+
+    /// Sets the file's size: pages past it leave the cache, the last
+    /// one's tail is zeroed, the file is truncated or extended.
+    pub fn set_len(&self, len: u64) -> io::Result<()> {
+        if len > MAX_OFFSET {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "shared cache: size past the largest offset",
+            ));
+        }
+        let (_inode, slot, i, generation) = self.inode_lock()?;
+        let seg = self.seg();
+        let me = self.me()?;
+        let old = slot.size.load(Ordering::Relaxed);
+        if len < old {
+            slot.size.store(len, Ordering::Release);
+        }
+        let first_gone = len.div_ceil(PAGE);
+        for (index, _) in index::pages_of(seg, i, generation, false) {
+            if index < first_gone {
+                continue;
+            }
+            let key = Key {
+                slot: i,
+                generation,
+                index,
+            };
+            if let Some(hold) = index::hold_key(seg, key, me)? {
+                let _index = index::index_lock(seg, me)?;
+                index::forget(seg, &hold);
+            }
+        }
+        if len % PAGE != 0 {
+            let key = Key {
+                slot: i,
+                generation,
+                index: len / PAGE,
+            };
+            if let Some(hold) = index::hold_key(seg, key, me)? {
+                let dst = seg
+                    .data(hold.p)
+                    .ok_or_else(|| io::Error::other("no page"))?;
+                // SAFETY: the page's tail past `len`, held by us.
+                unsafe {
+                    zero_shared(dst.add((len % PAGE) as usize), (PAGE - len % PAGE) as usize)
+                };
+            }
+        }
+        self.file.set_len(len)?;
+        slot.size.store(len, Ordering::Release);
+        Ok(())
+    }
+
+    /// Writes back this file's dirty pages and waits for the device
+    /// (`fdatasync`).
+    pub fn sync_data(&self) -> io::Result<()> {
+        self.write_back()?;
+        self.file.sync_data()
+    }
+
+    /// As [`sync_data`](Self::sync_data), with the metadata (`fsync`).
+    pub fn sync_all(&self) -> io::Result<()> {
+        self.write_back()?;
+        self.file.sync_all()
+    }
+
+    /// Writes back this file's dirty pages (whoever wrote them): the
+    /// pages written.
+    fn write_back(&self) -> io::Result<u64> {
+        let (_inode, slot, i, generation) = self.inode_lock()?;
+        self.write_back_locked(slot, i, generation)
+    }
+
+    /// Writes back the dirty pages of (slot `i`, `generation`) through
+    /// this process's descriptor, in runs of consecutive file pages. A
+    /// page is marked clean only if no one changed it since its bytes
+    /// were copied out, so a write racing the writeback stays dirty. The
+    /// inode lock is held.
+    fn write_back_locked(&self, slot: &Slot, i: u32, generation: u32) -> io::Result<u64> {
+        const RUN: usize = 64;
+        let seg = self.seg();
+        let me = self.me()?;
+        let dirty = index::pages_of(seg, i, generation, true);
+        let bounce = Bounce::new(RUN)?;
+        let mut written = 0;
+        let mut past_size = false;
+        for run in dirty.chunk_by(|a, b| b.0 == a.0 + 1) {
+            for run in run.chunks(RUN) {
+                let mut copied = Vec::with_capacity(run.len());
+                for (n, &(index, _)) in run.iter().enumerate() {
+                    let key = Key {
+                        slot: i,
+                        generation,
+                        index,
+                    };
+                    let Some(hold) = index::hold_key(seg, key, me)? else {
+                        break;
+                    };
+                    let src = seg
+                        .data(hold.p)
+                        .ok_or_else(|| io::Error::other("no page"))?;
+                    // SAFETY: a held page of the mapping into the
+                    // bounce's `n`th page (`n < RUN`).
+                    unsafe {
+                        copy_from_shared(
+                            src,
+                            bounce.ptr.as_ptr().add(n * PAGE as usize),
+                            PAGE as usize,
+                        )
+                    };
+                    copied.push((key, hold.p, hold.next_version()));
+                }
+                let Some(&(first, ..)) = copied.first() else {
+                    continue;
+                };
+                // SAFETY: the bounce holds `copied.len()` pages we wrote.
+                let bytes = unsafe {
+                    std::slice::from_raw_parts(bounce.ptr.as_ptr(), copied.len() * PAGE as usize)
+                };
+                self.file.write_all_at(bytes, first.index * PAGE)?;
+                past_size |=
+                    (first.index + copied.len() as u64) * PAGE > slot.size.load(Ordering::Relaxed);
+                for (key, p, version) in copied {
+                    self.mark_clean(key, p, version, me)?;
+                    written += 1;
+                }
+            }
+        }
+        let size = slot.size.load(Ordering::Acquire);
+        if past_size && self.file.metadata()?.len() > size {
+            self.file.set_len(size)?;
+        }
+        Ok(written)
+    }
+
+    /// Marks page `p` of `key` clean if its version is still `version`.
+    fn mark_clean(&self, key: Key, p: u64, version: u64, me: u32) -> io::Result<()> {
+        let seg = self.seg();
+        if let Some(hold) = index::hold_key(seg, key, me)? {
+            if hold.p == p
+                && hold.d.state.load(Ordering::Relaxed) >> 32 == version
+                && hold.d.flags.fetch_and(!F_DIRTY, Ordering::Relaxed) & F_DIRTY != 0
+            {
+                index::dec_dirty(seg);
+            }
+        }
+        Ok(())
+    }
+
+    /// The descriptor this process uses for the file's IO.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// The cache the file is served through.
+    pub fn cache(&self) -> &SharedCache {
+        &self.cache
+    }
+}
+
+impl AsFd for SharedFile {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+}

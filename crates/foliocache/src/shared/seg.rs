@@ -1,0 +1,361 @@
+//! The shared cache's segment: one memory file that every process of a
+//! group maps, holding the whole cache (docs/design.md, section 13).
+//!
+//! ```text
+//!  0            header: magic, version, counts, offsets, the index lock,
+//!               the clock hand, the dirty count
+//!  PART_OFF     participants: PART_BYTES each (pid, start time, generation)
+//!  slots_off    file slots: SLOT_BYTES each (dev, ino, generation, size,
+//!               the inode lock, the path)
+//!  descs_off    one descriptor per data page: its state word (version,
+//!               holder), flags and identity (file slot, generation, index)
+//!  buckets_off  the index: open addressing, one u32 per bucket (page + 1)
+//!  data_off     the pages, 4 KiB each
+//! ```
+//!
+//! No pointer is stored: every place is a number, and every number read
+//! from the segment is checked against the header's counts before use, so
+//! a process that scribbles on the segment can make others read wrong
+//! bytes, never reach outside the segment.
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use crate::guardian::segment::Map;
+
+/// The memory file's name (`/proc/PID/fd` shows `/memfd:` and it).
+pub(crate) const NAME: &str = "foliocache-shared";
+/// `FCSHARE1`, little-endian.
+const MAGIC: u64 = u64::from_le_bytes(*b"FCSHARE1");
+/// The layout's version.
+const VERSION: u32 = 1;
+/// The page size.
+pub(crate) const PAGE: u64 = 4096;
+/// Participants: processes attached at once.
+pub(crate) const PARTS: u32 = 1024;
+/// Bytes of a participant.
+const PART_BYTES: u64 = 64;
+/// Where the participants start: after the header's page.
+const PART_OFF: u64 = PAGE;
+/// Bytes of a file slot.
+const SLOT_BYTES: u64 = 4096;
+/// Bytes of a slot before its path.
+const SLOT_HEAD: u64 = 128;
+/// The longest path a slot holds.
+pub(crate) const SLOT_PATH: usize = (SLOT_BYTES - SLOT_HEAD) as usize;
+/// Bytes of a descriptor.
+const DESC_BYTES: u64 = 32;
+/// The most pages a segment has (page numbers + 1 fit a bucket's u32).
+pub(crate) const MAX_PAGES: u64 = (u32::MAX - 1) as u64;
+
+/// The header, at offset 0. Every field is an atomic: the segment is
+/// shared memory, and any process may write any of it.
+#[repr(C)]
+pub(crate) struct Header {
+    magic: AtomicU64,
+    version: AtomicU32,
+    _pad: AtomicU32,
+    pages: AtomicU64,
+    slots: AtomicU64,
+    buckets: AtomicU64,
+    slots_off: AtomicU64,
+    descs_off: AtomicU64,
+    buckets_off: AtomicU64,
+    data_off: AtomicU64,
+    len: AtomicU64,
+    /// The index lock: the buckets, the clock, the slots' allocation.
+    pub(crate) index_lock: AtomicU32,
+    /// Waiters on the index lock.
+    pub(crate) index_waiters: AtomicU32,
+    /// The clock's hand: the next page reclaim looks at.
+    pub(crate) hand: AtomicU64,
+    /// Dirty pages.
+    pub(crate) dirty: AtomicU64,
+    /// Pages reclaimed.
+    pub(crate) evictions: AtomicU64,
+    /// Times a lock was taken from a dead holder.
+    pub(crate) recoveries: AtomicU64,
+}
+
+/// A participant: one attached process.
+#[repr(C)]
+pub(crate) struct Part {
+    /// The process's pid, 0 when the participant is free.
+    pub(crate) pid: AtomicU32,
+    /// Bumped at each attach: a participant number names one generation.
+    pub(crate) generation: AtomicU32,
+    /// The process's start time (`/proc/PID/stat` field 22): a reused
+    /// pid is another process.
+    pub(crate) start: AtomicU64,
+}
+
+/// A file slot's head; its path follows at `SLOT_HEAD`.
+#[repr(C)]
+pub(crate) struct Slot {
+    /// `SLOT_FREE` or `SLOT_USED`.
+    pub(crate) state: AtomicU32,
+    /// Bumped each time the slot is given to another file: pages name
+    /// (slot, generation), so a page of a slot's previous file is never
+    /// found for the next.
+    pub(crate) generation: AtomicU32,
+    pub(crate) dev: AtomicU64,
+    pub(crate) ino: AtomicU64,
+    /// The file's size for every process of the group (`i_size`).
+    pub(crate) size: AtomicU64,
+    /// The inode lock: writes, size changes, loads of missing pages.
+    pub(crate) lock: AtomicU32,
+    pub(crate) waiters: AtomicU32,
+    /// The path's length.
+    pub(crate) path_len: AtomicU32,
+    _pad: AtomicU32,
+}
+
+/// A slot no file holds.
+pub(crate) const SLOT_FREE: u32 = 0;
+/// A slot holding a file.
+pub(crate) const SLOT_USED: u32 = 1;
+
+/// A page's descriptor: the truth the index is derived from.
+#[repr(C)]
+pub(crate) struct Desc {
+    /// `version << 32 | holder`: a holder (a participant number, 0 for
+    /// none) has the page to itself; each release bumps the version, so a
+    /// reader that saw the same word before and after its copy copied a
+    /// page no one changed (a seqlock).
+    pub(crate) state: AtomicU64,
+    /// `F_*` flags.
+    pub(crate) flags: AtomicU32,
+    /// The file slot (0: none).
+    pub(crate) slot: AtomicU32,
+    /// The slot's generation the page belongs to.
+    pub(crate) generation: AtomicU32,
+    _pad: AtomicU32,
+    /// The page's index in its file.
+    pub(crate) index: AtomicU64,
+}
+
+/// The page holds a file page (it is in the index).
+pub(crate) const F_USED: u32 = 1;
+/// Its bytes are the file's (or newer).
+pub(crate) const F_UPTODATE: u32 = 2;
+/// Written and not yet written back.
+pub(crate) const F_DIRTY: u32 = 4;
+/// Read since the clock last passed.
+pub(crate) const F_REFERENCED: u32 = 8;
+
+/// A mapped segment. Every accessor checks its number first.
+pub(crate) struct Seg {
+    fd: OwnedFd,
+    map: Map,
+    pub(crate) pages: u64,
+    pub(crate) slots: u64,
+    pub(crate) buckets: u64,
+    slots_off: u64,
+    descs_off: u64,
+    buckets_off: u64,
+    data_off: u64,
+}
+
+// SAFETY: the mapping is reached only through atomics, and page bytes
+// only through `copy.rs`'s shared routines and system calls.
+unsafe impl Send for Seg {}
+// SAFETY: as above.
+unsafe impl Sync for Seg {}
+
+/// Where each part of a segment of `pages` pages lies:
+/// `(slots, buckets, slots_off, descs_off, buckets_off, data_off, len)`.
+fn layout(pages: u64) -> Option<[u64; 7]> {
+    let slots = (pages / 16).clamp(64, 1 << 16);
+    let buckets = pages.checked_mul(2)?.next_power_of_two().max(64);
+    let slots_off = PART_OFF.checked_add(u64::from(PARTS) * PART_BYTES)?;
+    let descs_off = slots_off.checked_add(slots.checked_mul(SLOT_BYTES)?)?;
+    let buckets_off = descs_off.checked_add(pages.checked_mul(DESC_BYTES)?)?;
+    let data_off = buckets_off
+        .checked_add(buckets.checked_mul(4)?)?
+        .next_multiple_of(PAGE);
+    let len = data_off.checked_add(pages.checked_mul(PAGE)?)?;
+    Some([
+        slots,
+        buckets,
+        slots_off,
+        descs_off,
+        buckets_off,
+        data_off,
+        len,
+    ])
+}
+
+fn invalid(what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, format!("shared cache: {what}"))
+}
+
+impl Seg {
+    /// A new segment of `pages` pages in a new memory file.
+    pub(crate) fn create(pages: u64) -> io::Result<Seg> {
+        if pages == 0 || pages > MAX_PAGES {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("shared cache: {pages} pages (1 to {MAX_PAGES})"),
+            ));
+        }
+        let [slots, buckets, slots_off, descs_off, buckets_off, data_off, len] =
+            layout(pages).ok_or_else(|| invalid("too large"))?;
+        let fd = rustix::fs::memfd_create(NAME, rustix::fs::MemfdFlags::CLOEXEC)?;
+        rustix::fs::ftruncate(&fd, len)?;
+        let map = Map::new(fd.as_fd(), 0, len, true)?;
+        let seg = Seg {
+            fd,
+            map,
+            pages,
+            slots,
+            buckets,
+            slots_off,
+            descs_off,
+            buckets_off,
+            data_off,
+        };
+        let h = seg.header();
+        for (field, v) in [
+            (&h.pages, pages),
+            (&h.slots, slots),
+            (&h.buckets, buckets),
+            (&h.slots_off, slots_off),
+            (&h.descs_off, descs_off),
+            (&h.buckets_off, buckets_off),
+            (&h.data_off, data_off),
+            (&h.len, len),
+        ] {
+            field.store(v, Ordering::Relaxed);
+        }
+        h.version.store(VERSION, Ordering::Relaxed);
+        h.magic.store(MAGIC, Ordering::Release);
+        Ok(seg)
+    }
+
+    /// Maps the segment in `fd` (another process's, passed on), checking
+    /// its header: the counts must give exactly the layout this version
+    /// makes of them and fit the memory file.
+    pub(crate) fn attach(fd: OwnedFd) -> io::Result<Seg> {
+        let file_len = rustix::fs::fstat(&fd)?.st_size as u64;
+        if file_len < PAGE {
+            return Err(invalid("not a segment (too short)"));
+        }
+        let head = Map::new(fd.as_fd(), 0, PAGE, false)?;
+        // SAFETY: the mapping is a page long, page-aligned, and the
+        // header (a few dozen bytes of atomics) lies at its start.
+        let h = unsafe { &*head.range().0.cast::<Header>() };
+        if h.magic.load(Ordering::Acquire) != MAGIC || h.version.load(Ordering::Relaxed) != VERSION
+        {
+            return Err(invalid("not a segment of this version"));
+        }
+        let pages = h.pages.load(Ordering::Relaxed);
+        let want = (1..=MAX_PAGES)
+            .contains(&pages)
+            .then(|| layout(pages))
+            .flatten()
+            .ok_or_else(|| invalid("bad page count"))?;
+        let got = [
+            h.slots.load(Ordering::Relaxed),
+            h.buckets.load(Ordering::Relaxed),
+            h.slots_off.load(Ordering::Relaxed),
+            h.descs_off.load(Ordering::Relaxed),
+            h.buckets_off.load(Ordering::Relaxed),
+            h.data_off.load(Ordering::Relaxed),
+            h.len.load(Ordering::Relaxed),
+        ];
+        if got != want || want[6] > file_len {
+            return Err(invalid("layout does not match its page count"));
+        }
+        drop(head);
+        let [slots, buckets, slots_off, descs_off, buckets_off, data_off, len] = want;
+        let map = Map::new(fd.as_fd(), 0, len, true)?;
+        Ok(Seg {
+            fd,
+            map,
+            pages,
+            slots,
+            buckets,
+            slots_off,
+            descs_off,
+            buckets_off,
+            data_off,
+        })
+    }
+
+    /// The memory file.
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// The address of `off`, which the caller has checked lies, with the
+    /// value it addresses, inside the mapping.
+    fn at<T>(&self, off: u64) -> &T {
+        let (base, len) = self.map.range();
+        debug_assert!(off as usize + std::mem::size_of::<T>() <= len);
+        // SAFETY: every caller computes `off` from a number checked
+        // against the header's counts, so `off .. off + size_of::<T>()`
+        // lies in the mapping; each `T` here is a `repr(C)` struct of
+        // atomics at an 8-byte-aligned offset, valid for any bytes, and
+        // the mapping lives as long as `self`.
+        unsafe { &*base.add(off as usize).cast::<T>() }
+    }
+
+    pub(crate) fn header(&self) -> &Header {
+        self.at(0)
+    }
+
+    /// Participant `i`, or `None` past the table.
+    pub(crate) fn part(&self, i: u32) -> Option<&Part> {
+        (i < PARTS).then(|| self.at(PART_OFF + u64::from(i) * PART_BYTES))
+    }
+
+    /// File slot `i` (1-based; 0 is no slot), or `None` past the table.
+    pub(crate) fn slot(&self, i: u32) -> Option<&Slot> {
+        let i = u64::from(i);
+        (1..self.slots)
+            .contains(&i)
+            .then(|| self.at(self.slots_off + i * SLOT_BYTES))
+    }
+
+    /// Slot `i`'s path bytes' address (for a volatile copy): `SLOT_PATH`
+    /// bytes; `None` past the table.
+    pub(crate) fn slot_path(&self, i: u32) -> Option<*mut u8> {
+        let i = u64::from(i);
+        (1..self.slots).contains(&i).then(|| {
+            // SAFETY: slot `i` lies in the mapping (checked), its path
+            // `SLOT_HEAD` bytes in.
+            unsafe {
+                self.map
+                    .range()
+                    .0
+                    .add((self.slots_off + i * SLOT_BYTES + SLOT_HEAD) as usize)
+            }
+        })
+    }
+
+    /// Page `p`'s descriptor, or `None` past the table.
+    pub(crate) fn desc(&self, p: u64) -> Option<&Desc> {
+        (p < self.pages).then(|| self.at(self.descs_off + p * DESC_BYTES))
+    }
+
+    /// Bucket `b` (taken modulo the bucket count).
+    pub(crate) fn bucket(&self, b: u64) -> &AtomicU32 {
+        self.at(self.buckets_off + (b & (self.buckets - 1)) * 4)
+    }
+
+    /// Page `p`'s first byte, `PAGE` bytes, or `None` past the table.
+    pub(crate) fn data(&self, p: u64) -> Option<*mut u8> {
+        (p < self.pages).then(|| {
+            // SAFETY: page `p` lies in the mapping (checked).
+            unsafe { self.map.range().0.add((self.data_off + p * PAGE) as usize) }
+        })
+    }
+
+    /// A bucket's value as a page number: `None` for an empty bucket or a
+    /// number past the table (a scribble).
+    pub(crate) fn page_of(&self, v: u32) -> Option<u64> {
+        let p = u64::from(v).checked_sub(1)?;
+        (p < self.pages).then_some(p)
+    }
+}

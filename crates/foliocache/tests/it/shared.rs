@@ -1,0 +1,503 @@
+//! One cache for many processes (`SharedCache`, docs/design.md section
+//! 13): against a model in one process; forked processes on one file
+//! against a model in shared memory; a writer and a reader process, every
+//! read seeing the last completed write; writers killed at random moments
+//! (holding any lock), the cache consistent afterwards and no accepted
+//! byte lost; a segment scribbled on.
+
+use std::fs::OpenOptions;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use foliocache::{SharedCache, SharedFile};
+use rand::{Rng, SeedableRng};
+use test_support::TempPath;
+
+fn open(cache: &SharedCache, path: &std::path::Path, direct: bool) -> SharedFile {
+    let mut o = OpenOptions::new();
+    o.read(true).write(true).create(true);
+    if direct {
+        o.custom_flags(libc::O_DIRECT);
+    }
+    let f = o.open(path).expect("open");
+    cache.open(f).expect("serve")
+}
+
+/// Memory every process of a test shares: `n` u64 words.
+struct Shared {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Shared {
+    fn new(len: usize) -> Shared {
+        // SAFETY: a fresh anonymous shared mapping.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(ptr, libc::MAP_FAILED);
+        Shared {
+            ptr: ptr.cast(),
+            len,
+        }
+    }
+
+    fn word(&self, i: usize) -> &AtomicU64 {
+        assert!(i * 8 + 8 <= self.len);
+        // SAFETY: in the mapping, aligned; only ever used as atomics.
+        unsafe { &*self.ptr.add(i * 8).cast::<AtomicU64>() }
+    }
+
+    fn byte(&self, i: usize) -> &std::sync::atomic::AtomicU8 {
+        assert!(i < self.len);
+        // SAFETY: in the mapping; only ever used as atomics.
+        unsafe { &*self.ptr.add(i).cast::<std::sync::atomic::AtomicU8>() }
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// Runs `f` in a forked child, which exits with its result (0 for `true`).
+fn fork(f: impl FnOnce() -> bool) -> libc::pid_t {
+    // SAFETY: the child only runs `f` and `_exit`s.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+    if pid == 0 {
+        let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(false);
+        // SAFETY: ends the child without running the parent's exit
+        // handlers or destructors.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    pid
+}
+
+/// Waits for `pid`: its exit status, or `-signal`.
+fn wait(pid: libc::pid_t) -> i32 {
+    let mut status = 0;
+    // SAFETY: waits for our own child.
+    let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert_eq!(r, pid);
+    if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -libc::WTERMSIG(status)
+    }
+}
+
+/// A lock across processes: a spin lock on a shared word (the tests'
+/// own, so that what they check is not the cache's locks).
+fn with_lock<T>(word: &AtomicU64, f: impl FnOnce() -> T) -> T {
+    while word
+        .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        std::thread::yield_now();
+    }
+    let r = f();
+    word.store(0, Ordering::Release);
+    r
+}
+
+/// One process, a cache of 16 pages over a file of up to 40: random
+/// reads, writes, appends, truncates and syncs against a `Vec` model;
+/// then the file on disk is the model.
+#[test]
+fn one_process_against_a_model() {
+    for seed in 0..4u64 {
+        let t = TempPath::new("shared-model");
+        let cache = SharedCache::new(16 * 4096).unwrap();
+        let f = open(&cache, &t.path, seed % 2 == 0);
+        let mut model = Vec::new();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        for step in 0..3000 {
+            let len = rng.gen_range(1..3 * 4096usize);
+            let off = rng.gen_range(0..=(model.len() + 8192).min(40 * 4096) as u64);
+            match rng.gen_range(0..10) {
+                0..=3 => {
+                    let data: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+                    f.write_at(&data, off).unwrap();
+                    let end = off as usize + len;
+                    if model.len() < end {
+                        model.resize(end, 0);
+                    }
+                    model[off as usize..end].copy_from_slice(&data);
+                }
+                4 => {
+                    let n = rng.gen_range(0..=model.len() + 4096) as u64;
+                    f.set_len(n).unwrap();
+                    model.resize(n as usize, 0);
+                }
+                5 => f.sync_data().unwrap(),
+                _ => {
+                    let mut buf = vec![0xee; len];
+                    let n = f.read_at(&mut buf, off).unwrap();
+                    let want = &model[(off as usize).min(model.len())..]
+                        [..n.min(model.len().saturating_sub(off as usize))];
+                    assert_eq!(n, want.len(), "seed {seed} step {step}: read length");
+                    assert!(
+                        buf[..n] == *want,
+                        "seed {seed} step {step}: read bytes at {off}"
+                    );
+                }
+            }
+            assert_eq!(f.len().unwrap(), model.len() as u64);
+        }
+        cache.verify().unwrap();
+        f.sync_all().unwrap();
+        assert_eq!(
+            std::fs::read(&t.path).unwrap(),
+            model,
+            "seed {seed}: the file"
+        );
+        let s = cache.stats();
+        assert!(s.evictions > 0 && s.hits > 0 && s.misses > 0, "{s:?}");
+        assert_eq!(s.dirty, 0);
+    }
+}
+
+/// Forked processes on one file, each op and its model update under a
+/// test lock, the model in shared memory: every read any process makes
+/// sees every other's writes, sizes and truncations.
+#[test]
+fn forked_processes_against_a_shared_model() {
+    const PROCS: u64 = 4;
+    const MAX: usize = 24 * 4096;
+    let t = TempPath::new("shared-forked");
+    let cache = SharedCache::new(12 * 4096).unwrap();
+    let f = open(&cache, &t.path, true);
+    // Word 0: the test lock; 1: the model's length; 2: mismatches; bytes
+    // from 64: the model.
+    let shm = Shared::new(64 + MAX + 4096);
+    let children: Vec<_> = (0..PROCS)
+        .map(|c| {
+            let (f, shm) = (&f, &shm);
+            fork(move || {
+                let mut rng = rand::rngs::StdRng::seed_from_u64(100 + c);
+                for _ in 0..1500 {
+                    with_lock(shm.word(0), || step(f, shm, &mut rng, MAX));
+                }
+                true
+            })
+        })
+        .collect();
+    for pid in children {
+        assert_eq!(wait(pid), 0, "a child failed");
+    }
+    assert_eq!(shm.word(2).load(Ordering::Relaxed), 0, "mismatches");
+    let len = shm.word(1).load(Ordering::Relaxed) as usize;
+    let model: Vec<u8> = (0..len)
+        .map(|i| shm.byte(64 + i).load(Ordering::Relaxed))
+        .collect();
+    cache.verify().unwrap();
+    assert_eq!(f.len().unwrap(), len as u64);
+    let mut got = vec![0; len];
+    assert_eq!(f.read_at(&mut got, 0).unwrap(), len);
+    assert!(got == model, "the parent's read");
+    f.sync_data().unwrap();
+    assert!(std::fs::read(&t.path).unwrap() == model, "the file");
+}
+
+/// One random operation of the forked checker, the test lock held.
+fn step(f: &SharedFile, shm: &Shared, rng: &mut impl Rng, max: usize) {
+    let len_now = shm.word(1).load(Ordering::Relaxed) as usize;
+    let off = rng.gen_range(0..=len_now.min(max - 8192));
+    let len = rng.gen_range(1..8192).min(max - off);
+    match rng.gen_range(0..8) {
+        0..=2 => {
+            let data: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+            f.write_at(&data, off as u64).unwrap();
+            for (i, b) in data.iter().enumerate() {
+                shm.byte(64 + off + i).store(*b, Ordering::Relaxed);
+            }
+            shm.word(1)
+                .store(len_now.max(off + len) as u64, Ordering::Relaxed);
+        }
+        3 => {
+            let n = rng.gen_range(0..=len_now);
+            f.set_len(n as u64).unwrap();
+            for i in n..len_now {
+                shm.byte(64 + i).store(0, Ordering::Relaxed);
+            }
+            shm.word(1).store(n as u64, Ordering::Relaxed);
+        }
+        _ => {
+            let mut buf = vec![0; len];
+            let n = f.read_at(&mut buf, off as u64).unwrap();
+            let want = len.min(len_now - off);
+            let same = n == want
+                && (0..n).all(|i| buf[i] == shm.byte(64 + off + i).load(Ordering::Relaxed));
+            if !same || f.len().unwrap() != len_now as u64 {
+                shm.word(2).fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// The checks of the coherence test (`FOLIOCACHE_TEST_CHECKS`; the issue's
+/// figure is 1,000,000).
+fn checks() -> u64 {
+    std::env::var("FOLIOCACHE_TEST_CHECKS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100_000)
+}
+
+/// A writer process stores increasing counters across a page boundary
+/// and says so after each write returns; a reader process reads the
+/// count said, then the file: it must see that counter or a later one,
+/// and the two halves of one write together.
+#[test]
+fn a_reader_process_sees_every_completed_write() {
+    let t = TempPath::new("shared-coherence");
+    let cache = SharedCache::new(64 * 4096).unwrap();
+    let f = open(&cache, &t.path, true);
+    f.write_at(&[0; 8192], 0).unwrap();
+    let shm = Shared::new(4096);
+    let n = checks();
+    let writer = {
+        let (f, shm) = (&f, &shm);
+        fork(move || {
+            for v in 1..=n {
+                let mut rec = [0u8; 16];
+                rec[..8].copy_from_slice(&v.to_le_bytes());
+                rec[8..].copy_from_slice(&v.to_le_bytes());
+                // Across the boundary of pages 0 and 1.
+                f.write_at(&rec, 4096 - 8).unwrap();
+                shm.word(0).store(v, Ordering::Release);
+            }
+            true
+        })
+    };
+    let reader = {
+        let (f, shm) = (&f, &shm);
+        fork(move || {
+            let mut checked = 0;
+            let mut bad = 0;
+            while checked < n {
+                let said = shm.word(0).load(Ordering::Acquire);
+                let mut rec = [0u8; 16];
+                f.read_at(&mut rec, 4096 - 8).unwrap();
+                let a = u64::from_le_bytes(rec[..8].try_into().unwrap());
+                let b = u64::from_le_bytes(rec[8..].try_into().unwrap());
+                bad += u64::from(a < said || b < said);
+                checked += 1;
+                if said == n {
+                    break;
+                }
+            }
+            shm.word(1).store(checked, Ordering::Relaxed);
+            bad == 0
+        })
+    };
+    assert_eq!(wait(writer), 0);
+    assert_eq!(wait(reader), 0, "a read missed a completed write");
+    let mut rec = [0u8; 16];
+    f.read_at(&mut rec, 4096 - 8).unwrap();
+    assert_eq!(u64::from_le_bytes(rec[..8].try_into().unwrap()), n);
+    cache.verify().unwrap();
+}
+
+/// The kills of the kill test (`FOLIOCACHE_TEST_KILLS`; the figure
+/// is 1,000).
+fn kills() -> u32 {
+    std::env::var("FOLIOCACHE_TEST_KILLS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(40)
+}
+
+/// Byte `o` of writer `w`'s region as its write `g` writes it.
+fn pattern(w: u64, o: u64, g: u64) -> u8 {
+    (o.wrapping_mul(31) ^ g.wrapping_mul(0x9e37_79b9) ^ w.wrapping_mul(77)) as u8 | 1
+}
+
+/// Three writer processes, each rewriting its own region of one file in
+/// a cache too small for it (so writes evict, load and write back), are
+/// killed with SIGKILL at random moments, one at a time, and replaced;
+/// between kills the cache is checked consistent. At the end every
+/// writer's last completed write reads back, from the cache and, after
+/// `write_back_all`, from the file.
+#[test]
+fn writers_killed_at_random_lose_no_accepted_byte() {
+    const WRITERS: u64 = 3;
+    const REGION: u64 = 20 * 4096;
+    let t = TempPath::new("shared-kills");
+    let cache = SharedCache::new(32 * 4096).unwrap();
+    let f = open(&cache, &t.path, true);
+    // Per writer: word 8w = its last completed generation (the whole
+    // region written with it), 8w+1 = the generation it is writing.
+    let shm = Shared::new(4096);
+    let start = |w: u64| {
+        let (f, shm) = (&f, &shm);
+        fork(move || {
+            let mut g = shm.word(8 * w as usize).load(Ordering::Relaxed);
+            loop {
+                g += 1;
+                shm.word(8 * w as usize + 1).store(g, Ordering::Relaxed);
+                let data: Vec<u8> = (0..REGION).map(|o| pattern(w, o, g)).collect();
+                for chunk in 0..REGION / 8192 {
+                    let at = (chunk * 8192) as usize;
+                    f.write_at(&data[at..at + 8192], w * REGION + at as u64)
+                        .unwrap();
+                }
+                shm.word(8 * w as usize).store(g, Ordering::Release);
+                if g % 7 == 0 {
+                    f.sync_data().unwrap();
+                }
+            }
+        })
+    };
+    let mut pids: Vec<_> = (0..WRITERS).map(start).collect();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    for _ in 0..kills() {
+        std::thread::sleep(Duration::from_micros(rng.gen_range(200..20_000)));
+        let w = rng.gen_range(0..WRITERS) as usize;
+        // SAFETY: our own child.
+        unsafe { libc::kill(pids[w], libc::SIGKILL) };
+        assert_eq!(wait(pids[w]), -libc::SIGKILL);
+        pids[w] = start(w as u64);
+    }
+    for pid in &pids {
+        // SAFETY: our own children.
+        unsafe { libc::kill(*pid, libc::SIGKILL) };
+        wait(*pid);
+    }
+    // The pages a writer was writing when killed hold its last completed
+    // generation or the one it was writing; every other page the last.
+    let check = |w: u64, data: &[u8]| {
+        let done = shm.word(8 * w as usize).load(Ordering::Relaxed);
+        let writing = shm.word(8 * w as usize + 1).load(Ordering::Relaxed);
+        for page in 0..REGION / 4096 {
+            let got = &data[(page * 4096) as usize..][..4096];
+            let ok = [done, writing].iter().any(|&g| {
+                g > 0
+                    && got
+                        .iter()
+                        .enumerate()
+                        .all(|(i, b)| *b == pattern(w, page * 4096 + i as u64, g))
+            });
+            assert!(
+                ok || done == 0,
+                "writer {w} page {page}: neither generation {done} nor {writing}"
+            );
+        }
+    };
+    cache.verify().unwrap();
+    for w in 0..WRITERS {
+        let mut buf = vec![0; REGION as usize];
+        f.read_at(&mut buf, w * REGION).unwrap();
+        check(w, &buf);
+    }
+    cache.write_back_all().unwrap();
+    let disk = std::fs::read(&t.path).unwrap();
+    for w in 0..WRITERS {
+        check(w, &disk[(w * REGION) as usize..][..REGION as usize]);
+    }
+    assert!(
+        cache.stats().recoveries > 0 || kills() < 20,
+        "{:?}",
+        cache.stats()
+    );
+}
+
+/// A second handle attaches by the memory file; a memory file that is
+/// not a segment is refused.
+#[test]
+fn attach_by_memory_file() {
+    let t = TempPath::new("shared-attach");
+    let cache = SharedCache::new(8 * 4096).unwrap();
+    let f = open(&cache, &t.path, false);
+    f.write_at(b"hello", 0).unwrap();
+    let fd = cache.memory_file().try_clone_to_owned().unwrap();
+    let other = SharedCache::attach(fd).unwrap();
+    let g = open(&other, &t.path, false);
+    let mut buf = [0; 5];
+    assert_eq!(g.read_at(&mut buf, 0).unwrap(), 5);
+    assert_eq!(&buf, b"hello");
+    let not = rustix::fs::memfd_create("not", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+    rustix::fs::ftruncate(&not, 1 << 20).unwrap();
+    assert!(SharedCache::attach(not).is_err());
+    let tiny = rustix::fs::memfd_create("tiny", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+    assert!(SharedCache::attach(tiny).is_err());
+    assert!(SharedCache::new(0).is_err());
+    assert!(f.write_at(b"x", u64::MAX - 1).is_err());
+}
+
+/// A process scribbles random bytes over the segment's metadata (index,
+/// descriptors, slots, locks) while others read and write: none crashes
+/// or hangs; each call returns (wrong bytes allowed, an error allowed).
+#[test]
+fn a_scribbled_segment_crashes_no_one() {
+    let t = TempPath::new("shared-scribble");
+    let cache = SharedCache::new(16 * 4096).unwrap();
+    let f = open(&cache, &t.path, false);
+    f.write_at(&vec![7; 64 * 4096], 0).unwrap();
+    let fd = cache.memory_file();
+    let len = rustix::fs::fstat(fd).unwrap().st_size as usize;
+    // The metadata: all but the 16 data pages at the end.
+    let meta = len - 16 * 4096;
+    let shm = Shared::new(4096);
+    let scribbler = {
+        let shm = &shm;
+        fork(move || {
+            // SAFETY: maps the segment in this child only.
+            let base = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED,
+                    fd.as_raw_fd(),
+                    0,
+                )
+            }
+            .cast::<AtomicU32>();
+            let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+            while shm.word(0).load(Ordering::Relaxed) == 0 {
+                for _ in 0..64 {
+                    let at = rng.gen_range(0..meta / 4);
+                    // SAFETY: inside the mapping, aligned.
+                    unsafe { (*base.add(at)).store(rng.gen(), Ordering::Relaxed) };
+                }
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            true
+        })
+    };
+    // The scribbler dies with this test, whatever happens here.
+    struct Kill(libc::pid_t);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            // SAFETY: our own child (a pid we have not yet waited for).
+            unsafe { libc::kill(self.0, libc::SIGKILL) };
+        }
+    }
+    let kill = Kill(scribbler);
+    let began = Instant::now();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(4);
+    let mut errors = 0;
+    while began.elapsed() < Duration::from_secs(2) {
+        let off = rng.gen_range(0..64 * 4096u64);
+        let mut buf = [0; 512];
+        errors += u32::from(f.read_at(&mut buf, off).is_err());
+        errors += u32::from(f.write_at(&buf[..100], off).is_err());
+    }
+    shm.word(0).store(1, Ordering::Relaxed);
+    assert_eq!(wait(scribbler), 0);
+    std::mem::forget(kill);
+    eprintln!("{errors} calls failed over a scribbled segment");
+}
