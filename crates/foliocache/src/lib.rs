@@ -253,6 +253,10 @@ pub mod internals {
     /// An async job's end and a task's wait for it (the loom models).
     pub use crate::future::job::{Done as AsyncDone, Wait as AsyncWait};
     pub use crate::readahead::Insert;
+    /// The shared cache's crash points.
+    pub mod shared_crash {
+        pub use crate::shared::crash::{die_at, steps};
+    }
     pub use crate::write::WRITE_CHUNK_PAGES;
     pub use crate::writeback::{THROTTLE_MIN_PAGES, UNCACHED_AHEAD_PAGES};
 }

@@ -20,6 +20,7 @@ use super::dontcache::DontcacheIo;
 use super::folio::FolioIo;
 use super::kernel::PreadIo;
 use super::mmap::{MmapIo, SharedMapIo};
+use super::shared::SharedIo;
 use super::tokio_fs::TokioFsIo;
 
 /// One thread's way of doing IO on its file. The job loop is generic over
@@ -148,6 +149,8 @@ pub enum ThreadIo<'a> {
     FolioTasks(FolioTaskIo<'a>, usize),
     /// `tokio-fs[tasks=N]`: reads in tokio's blocking pool, and `N`.
     TokioFs(TokioFsIo, usize),
+    /// `shared`: a file of the shared cache.
+    Shared(SharedIo<'a>),
 }
 
 /// `io` of `items[j]` for each of `n` threads `j`, or of `items[0]` for

@@ -13,6 +13,7 @@
 //! | `direct[qd=N]` | an io_uring of depth `N` on an `O_DIRECT` fd, kept full (`sys::ring`) | - (read jobs only) |
 //! | `foliocache[async,tasks=N]` | `File::read_at_async` from `N` tasks on one current-thread tokio runtime per thread | `File::write_at_async` from the `N` tasks |
 //! | `tokio-fs[tasks=N]` | `spawn_blocking` of a buffered `pread` from `N` tasks on one current-thread tokio runtime per thread | - (read jobs only) |
+//! | `shared`     | `foliocache::SharedFile::read_at` (the cache a group of processes shares, over `O_DIRECT`) | `SharedFile::write_at` |
 //! | `anon`       | -                                           | a `memset` of fresh anonymous memory (populate only) |
 //! | `fuse`       | buffered `pread` of the file under a foliocache FUSE mount | `pwrite` there |
 //! | `fuse-null`  | buffered `pread` under a mount of `foliocache_fuse::NullFs` (zeros, no cache: the crossing alone) | - |
@@ -21,7 +22,7 @@
 //! (variants of one engine in its file): [`folio`] (`foliocache` and its
 //! options), [`kernel`], [`direct`], [`dontcache`], [`mmap`],
 //! [`memcpy`], [`anon`], [`fuse`] (`fuse` and `fuse-null`, whose
-//! mounts are [`fuse_mount`]'s) and [`tokio_fs`]. [`Engines::prepare`] makes a fresh one
+//! mounts are [`fuse_mount`]'s), [`tokio_fs`] and [`shared`]. [`Engines::prepare`] makes a fresh one
 //! for every run and prepares it: the kernel's page cache under the data
 //! files brought to what the engine needs ([`page_cache`]), then the
 //! engine's own preparation (open its files, build or reuse a cache,
@@ -97,6 +98,7 @@ mod kernel;
 mod memcpy;
 mod mmap;
 mod page_cache;
+mod shared;
 mod tokio_fs;
 
 pub use dontcache::probe_dontcache;
@@ -203,6 +205,7 @@ fn new_engine(kind: EngineKind) -> Prepared {
         EngineKind::Fuse => Box::<fuse::Fuse>::default(),
         EngineKind::FuseNull => Box::<fuse::FuseNull>::default(),
         EngineKind::TokioFs => Box::<tokio_fs::TokioFs>::default(),
+        EngineKind::Shared => Box::<shared::Shared>::default(),
     }
 }
 

@@ -49,6 +49,7 @@ pub(super) fn spawn<'scope, 'env>(
         ThreadIo::Anon(io) => one!(io),
         ThreadIo::SharedMap(io) => one!(io),
         ThreadIo::Folio(io) => one!(io),
+        ThreadIo::Shared(io) => one!(io),
         ThreadIo::Queued(file, depth) => spawn!(Queued {
             file,
             depth,

@@ -42,6 +42,10 @@ pub enum EngineKind {
     /// runtime per job thread. Reads only; by name only
     /// ([`EngineKind::BY_NAME_ONLY`]).
     TokioFs,
+    /// `foliocache::SharedCache`, the cache the processes of a group
+    /// share, over `O_DIRECT` files (`SharedFile::read_at`/`write_at`).
+    /// By name only ([`EngineKind::BY_NAME_ONLY`]).
+    Shared,
 }
 
 impl EngineKind {
@@ -60,7 +64,7 @@ impl EngineKind {
 
     /// The engines no scenario runs unless named (`--engine`): not in
     /// [`ALL`](Self::ALL), which a custom job defaults to.
-    pub const BY_NAME_ONLY: [EngineKind; 1] = [EngineKind::TokioFs];
+    pub const BY_NAME_ONLY: [EngineKind; 2] = [EngineKind::TokioFs, EngineKind::Shared];
 
     /// The engine's name on the command line.
     pub fn name(self) -> &'static str {
@@ -75,6 +79,7 @@ impl EngineKind {
             EngineKind::Fuse => "fuse",
             EngineKind::FuseNull => "fuse-null",
             EngineKind::TokioFs => "tokio-fs",
+            EngineKind::Shared => "shared",
         }
     }
 
@@ -108,6 +113,7 @@ impl EngineKind {
                 | EngineKind::Mmap
                 | EngineKind::Fuse
                 | EngineKind::TokioFs
+                | EngineKind::Shared
         )
     }
 }

@@ -12,6 +12,7 @@
 use std::io;
 use std::sync::atomic::{fence, Ordering};
 
+use super::crash::point;
 use super::lock::{alive, lock, nap_on_holder, Held};
 use super::seg::{Desc, Seg, F_DIRTY, F_REFERENCED, F_UPTODATE, F_USED, PAGE};
 
@@ -296,6 +297,7 @@ fn unlink(seg: &Seg, p: u64) {
     }
     let Some(mut hole) = hole else { return };
     seg.bucket(hole).store(0, Ordering::Release);
+    point();
     let mut j = hole;
     for _ in 0..seg.buckets {
         j = (j + 1) & mask;
@@ -315,6 +317,7 @@ fn unlink(seg: &Seg, p: u64) {
         // cyclically in (hole, j].
         if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(hole) & mask) {
             seg.bucket(hole).store(v, Ordering::Release);
+            point();
             seg.bucket(j).store(0, Ordering::Release);
             hole = j;
         }
@@ -325,10 +328,12 @@ fn unlink(seg: &Seg, p: u64) {
 /// index. The index lock is held and the page is clean.
 pub(crate) fn assign(seg: &Seg, hold: &Hold<'_>, key: Key) {
     forget(seg, hold);
+    point();
     hold.d.generation.store(key.generation, Ordering::Relaxed);
     hold.d.index.store(key.index, Ordering::Relaxed);
     hold.d.slot.store(key.slot, Ordering::Relaxed);
     hold.d.flags.store(F_USED, Ordering::Relaxed);
+    point();
     link(seg, hold.p, key);
 }
 
@@ -349,6 +354,7 @@ pub(crate) fn victim(seg: &Seg, me: u32) -> Option<Hold<'_>> {
         }
         match try_hold(seg, p, me) {
             Ok(Some(hold)) => {
+                point();
                 if hold.d.flags.load(Ordering::Relaxed) & F_DIRTY == 0 {
                     if flags & F_USED != 0 {
                         h.evictions.fetch_add(1, Ordering::Relaxed);

@@ -16,6 +16,7 @@ use std::io;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use super::crash::point;
 use super::seg::{Seg, PARTS};
 
 /// How long a waiter sleeps before it checks the holder.
@@ -123,6 +124,7 @@ fn register(seg: &Seg) -> io::Result<u32> {
             {
                 continue;
             }
+            point();
             part.start.store(start, Ordering::Relaxed);
             // Generation 0 is never used, so number 0 means "no one".
             let mut generation = part.generation.load(Ordering::Relaxed).wrapping_add(1)
@@ -169,6 +171,7 @@ pub(crate) fn lock<'a>(
             .compare_exchange_weak(0, me, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
         {
+            point();
             return Ok(Held {
                 word,
                 waiters,
@@ -253,7 +256,7 @@ pub(crate) fn nap_on_holder(seg: &Seg, holder: u32, spins: &mut u32) -> bool {
         std::hint::spin_loop();
         return true;
     }
-    if *spins % 64 == 0 && !alive(seg, holder) {
+    if spins.is_multiple_of(64) && !alive(seg, holder) {
         return false;
     }
     std::thread::yield_now();

@@ -37,6 +37,7 @@
 //! its permission when it opened it) for the IO it does; `O_DIRECT` ones
 //! suit (pages are 4 KiB and aligned).
 
+pub(crate) mod crash;
 mod index;
 mod lock;
 mod seg;
@@ -48,11 +49,13 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use crash::point;
 use index::{Found, Hold, Key};
 use lock::Me;
 use seg::{Seg, Slot, F_DIRTY, F_UPTODATE, PAGE, SLOT_FREE, SLOT_PATH, SLOT_USED};
 
 use crate::copy::{copy_from_shared, copy_to_shared, zero_shared};
+use crate::stats::ShardedCounter;
 
 /// A page cache in shared memory, for every process of a group.
 ///
@@ -66,8 +69,9 @@ pub struct SharedCache {
 struct Inner {
     seg: Seg,
     me: Me,
-    hits: AtomicU64,
-    misses: AtomicU64,
+    /// Sharded: a hit writes nothing another thread reads.
+    hits: ShardedCounter,
+    misses: ShardedCounter,
 }
 
 /// What a shared cache holds and did.
@@ -111,8 +115,8 @@ impl SharedCache {
             inner: Arc::new(Inner {
                 seg,
                 me: Me::new(),
-                hits: AtomicU64::new(0),
-                misses: AtomicU64::new(0),
+                hits: ShardedCounter::default(),
+                misses: ShardedCounter::default(),
             }),
         }
     }
@@ -176,8 +180,8 @@ impl SharedCache {
             evictions: h.evictions.load(Ordering::Relaxed),
             recoveries: h.recoveries.load(Ordering::Relaxed),
             processes,
-            hits: self.inner.hits.load(Ordering::Relaxed),
-            misses: self.inner.misses.load(Ordering::Relaxed),
+            hits: self.inner.hits.sum(),
+            misses: self.inner.misses.sum(),
         }
     }
 
@@ -337,6 +341,7 @@ impl SharedFile {
             .wrapping_add(1)
             .max(1);
         slot.generation.store(generation, Ordering::Release);
+        point();
         slot.dev.store(self.dev, Ordering::Relaxed);
         slot.ino.store(self.ino, Ordering::Relaxed);
         slot.size.store(size, Ordering::Relaxed);
@@ -466,7 +471,7 @@ impl SharedFile {
             };
             let dst = &mut buf[done..done + len];
             if !self.copy_hit(key, in_page, dst)? {
-                self.cache.inner.misses.fetch_add(1, Ordering::Relaxed);
+                self.cache.inner.misses.add(1);
                 self.read_miss(key, in_page, dst)?;
             }
             done += len;
@@ -499,7 +504,7 @@ impl SharedFile {
                     std::sync::atomic::fence(Ordering::Acquire);
                     if d.state.load(Ordering::Relaxed) == state {
                         index::touch(d);
-                        self.cache.inner.hits.fetch_add(1, Ordering::Relaxed);
+                        self.cache.inner.hits.add(1);
                         return Ok(true);
                     }
                     spins += 1;
@@ -532,8 +537,11 @@ impl SharedFile {
         Ok(())
     }
 
-    /// Gives `key` a page, held, filled from the file (or with zeros if
-    /// `zero`). The inode lock is held.
+    /// Gives `key` a page, held, filled from the file (uptodate), or with
+    /// zeros if `zero` (not uptodate: the write that fills it makes it so
+    /// once its bytes are in, as `write_end` does, so that a writer killed
+    /// before its copy leaves no page of zeros for others to read). The
+    /// inode lock is held.
     fn load(&self, key: Key, slot: &Slot, zero: bool) -> io::Result<Hold<'_>> {
         let seg = self.seg();
         let me = self.me()?;
@@ -542,7 +550,9 @@ impl SharedFile {
             let index = index::index_lock(seg, me)?;
             if let Some(hold) = index::victim(seg, me) {
                 index::assign(seg, &hold, key);
+                point();
                 drop(index);
+                point();
                 break hold;
             }
             drop(index);
@@ -564,9 +574,12 @@ impl SharedFile {
         };
         match filled {
             Ok(n) => {
+                point();
                 // SAFETY: the page's tail, in the mapping, held by us.
                 unsafe { zero_shared(dst.add(n), PAGE as usize - n) };
-                hold.d.flags.fetch_or(F_UPTODATE, Ordering::Relaxed);
+                if !zero {
+                    hold.d.flags.fetch_or(F_UPTODATE, Ordering::Relaxed);
+                }
                 Ok(hold)
             }
             Err(e) => {
@@ -649,8 +662,10 @@ impl SharedFile {
             // Dirty before the copy: a writer killed part-way leaves a
             // page that is written back, never one dropped half-new.
             if hold.d.flags.fetch_or(F_DIRTY, Ordering::Relaxed) & F_DIRTY == 0 {
+                point();
                 seg.header().dirty.fetch_add(1, Ordering::Relaxed);
             }
+            point();
             let dst = seg
                 .data(hold.p)
                 .ok_or_else(|| io::Error::other("no page"))?;
@@ -658,7 +673,10 @@ impl SharedFile {
             // SAFETY: `in_page + len` is at most a page of page `hold.p`,
             // which we hold; readers copy it only with the shared copy.
             unsafe { copy_to_shared(src.as_ptr(), dst.add(in_page), len) };
+            point();
+            hold.d.flags.fetch_or(F_UPTODATE, Ordering::Relaxed);
             drop(hold);
+            point();
             at += len as u64;
             slot.size.fetch_max(at, Ordering::AcqRel);
         }
@@ -680,6 +698,7 @@ impl SharedFile {
         let old = slot.size.load(Ordering::Relaxed);
         if len < old {
             slot.size.store(len, Ordering::Release);
+            point();
         }
         let first_gone = len.div_ceil(PAGE);
         for (index, _) in index::pages_of(seg, i, generation, false) {
@@ -694,9 +713,10 @@ impl SharedFile {
             if let Some(hold) = index::hold_key(seg, key, me)? {
                 let _index = index::index_lock(seg, me)?;
                 index::forget(seg, &hold);
+                point();
             }
         }
-        if len % PAGE != 0 {
+        if !len.is_multiple_of(PAGE) {
             let key = Key {
                 slot: i,
                 generation,
@@ -712,7 +732,9 @@ impl SharedFile {
                 };
             }
         }
+        point();
         self.file.set_len(len)?;
+        point();
         slot.size.store(len, Ordering::Release);
         Ok(())
     }
@@ -783,7 +805,9 @@ impl SharedFile {
                 let bytes = unsafe {
                     std::slice::from_raw_parts(bounce.ptr.as_ptr(), copied.len() * PAGE as usize)
                 };
+                point();
                 self.file.write_all_at(bytes, first.index * PAGE)?;
+                point();
                 past_size |=
                     (first.index + copied.len() as u64) * PAGE > slot.size.load(Ordering::Relaxed);
                 for (key, p, version) in copied {
@@ -807,6 +831,7 @@ impl SharedFile {
                 && hold.d.state.load(Ordering::Relaxed) >> 32 == version
                 && hold.d.flags.fetch_and(!F_DIRTY, Ordering::Relaxed) & F_DIRTY != 0
             {
+                point();
                 index::dec_dirty(seg);
             }
         }

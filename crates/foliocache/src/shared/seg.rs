@@ -32,6 +32,10 @@ const MAGIC: u64 = u64::from_le_bytes(*b"FCSHARE1");
 const VERSION: u32 = 1;
 /// The page size.
 pub(crate) const PAGE: u64 = 4096;
+/// The pages' alignment in the segment: a huge page's, so that where the
+/// host gives shared memory huge pages (`shmem_enabled`), the pages are
+/// mapped by them.
+const HUGE: u64 = 2 << 20;
 /// Participants: processes attached at once.
 pub(crate) const PARTS: u32 = 1024;
 /// Bytes of a participant.
@@ -173,7 +177,7 @@ fn layout(pages: u64) -> Option<[u64; 7]> {
     let buckets_off = descs_off.checked_add(pages.checked_mul(DESC_BYTES)?)?;
     let data_off = buckets_off
         .checked_add(buckets.checked_mul(4)?)?
-        .next_multiple_of(PAGE);
+        .next_multiple_of(HUGE);
     let len = data_off.checked_add(pages.checked_mul(PAGE)?)?;
     Some([
         slots,
@@ -184,6 +188,22 @@ fn layout(pages: u64) -> Option<[u64; 7]> {
         data_off,
         len,
     ])
+}
+
+/// Asks for huge pages over the pages (`MADV_HUGEPAGE`): taken where
+/// the host's `shmem_enabled` is `advise` (or `within_size`, `always`),
+/// ignored where it is `never`.
+fn advise_huge(map: &Map, data_off: u64) {
+    let (base, len) = map.range();
+    // SAFETY: advice over a range inside our own mapping; it changes no
+    // byte.
+    let _ = unsafe {
+        libc::madvise(
+            base.add(data_off as usize).cast(),
+            len - data_off as usize,
+            libc::MADV_HUGEPAGE,
+        )
+    };
 }
 
 fn invalid(what: &str) -> io::Error {
@@ -204,6 +224,7 @@ impl Seg {
         let fd = rustix::fs::memfd_create(NAME, rustix::fs::MemfdFlags::CLOEXEC)?;
         rustix::fs::ftruncate(&fd, len)?;
         let map = Map::new(fd.as_fd(), 0, len, true)?;
+        advise_huge(&map, data_off);
         let seg = Seg {
             fd,
             map,
@@ -270,6 +291,7 @@ impl Seg {
         drop(head);
         let [slots, buckets, slots_off, descs_off, buckets_off, data_off, len] = want;
         let map = Map::new(fd.as_fd(), 0, len, true)?;
+        advise_huge(&map, data_off);
         Ok(Seg {
             fd,
             map,

@@ -29,6 +29,10 @@ const LAYERS: &[(&str, &[&str])] = &[
         "memory and plans: the arena, its 2 MiB hints, readahead's windows, writeback's control, the guardian's segment",
         &["arena", "huge_hints", "readahead", "bdi", "guardian"],
     ),
+    (
+        "the shared cache: a cache of its own in a memory file, for many processes",
+        &["shared"],
+    ),
     ("folios: descriptors, references, locks, and the cache's memory", &["folio"]),
     ("the LRU lists and the workingset's shadows", &["lru", "workingset"]),
     (

@@ -5,6 +5,9 @@
 //! (holding any lock), the cache consistent afterwards and no accepted
 //! byte lost; a segment scribbled on.
 
+// Std atomics in memory several processes share: never in a loom model.
+#![allow(clippy::disallowed_types)]
+
 use std::fs::OpenOptions;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
@@ -500,4 +503,134 @@ fn a_scribbled_segment_crashes_no_one() {
     assert_eq!(wait(scribbler), 0);
     std::mem::forget(kill);
     eprintln!("{errors} calls failed over a scribbled segment");
+}
+
+/// The crash-point script's operations, in order: `(offset, length,
+/// truncate-to)`; a length of 0 is a truncation to the third field, a
+/// length of `usize::MAX` a `sync_data`.
+const SCRIPT: &[(u64, usize, u64)] = &[
+    (0, 6000, 0),
+    (5000, 9000, 0),
+    (30_000, 12_000, 0),
+    (0, usize::MAX, 0),
+    (61_000, 7000, 0),
+    (0, 0, 50_000),
+    (20_000, 4096, 0),
+    (0, usize::MAX, 0),
+    (45_000, 30_000, 0),
+];
+
+/// Byte `o` as the script's operation `i` writes it.
+fn script_byte(o: u64, i: usize) -> u8 {
+    (o.wrapping_mul(13) as u8) ^ (i as u8 + 1).wrapping_mul(37)
+}
+
+/// The model after the script's first `n` operations, over a file that
+/// held `initial`.
+fn script_model(initial: &[u8], n: usize) -> Vec<u8> {
+    let mut m = initial.to_vec();
+    for (i, &(off, len, to)) in SCRIPT.iter().enumerate().take(n) {
+        match len {
+            0 => m.resize(to as usize, 0),
+            usize::MAX => {}
+            _ => {
+                let end = off as usize + len;
+                if m.len() < end {
+                    m.resize(end, 0);
+                }
+                for o in off as usize..end {
+                    m[o] = script_byte(o as u64, i);
+                }
+            }
+        }
+    }
+    m
+}
+
+/// Kills a process at every crash point of a script of writes, loads,
+/// evictions, write-backs and a truncation through a 6-page cache (the
+/// process `_exit`s inside the step: holding whatever it held), then
+/// checks: the segment's invariants; every operation that returned reads
+/// back (the one cut short may have left each of its pages old or new);
+/// and another process can still do everything (no lock stays held).
+#[test]
+fn a_process_killed_at_every_crash_point() {
+    use foliocache::internals::shared_crash;
+    let initial: Vec<u8> = (0..64 * 1024u32).map(|i| (i % 251) as u8).collect();
+    let mut n = 1;
+    loop {
+        let t = TempPath::with_data("shared-points", &initial);
+        let cache = SharedCache::new(6 * 4096).unwrap();
+        let f = open(&cache, &t.path, true);
+        let shm = Shared::new(4096);
+        let child = {
+            let (f, shm) = (&f, &shm);
+            fork(move || {
+                shared_crash::die_at(n);
+                let mut buf = vec![0; 80_000];
+                for (i, &(off, len, to)) in SCRIPT.iter().enumerate() {
+                    match len {
+                        0 => f.set_len(to).unwrap(),
+                        usize::MAX => f.sync_data().unwrap(),
+                        _ => {
+                            let data: Vec<u8> =
+                                (off..off + len as u64).map(|o| script_byte(o, i)).collect();
+                            f.write_at(&data, off).unwrap();
+                        }
+                    }
+                    shm.word(0).store(i as u64 + 1, Ordering::Release);
+                    // A read of everything: misses, evictions, write-backs.
+                    f.read_at(&mut buf, 0).unwrap();
+                }
+                shared_crash::die_at(0);
+                false
+            })
+        };
+        let status = wait(child);
+        let done = shm.word(0).load(Ordering::Acquire) as usize;
+        cache.verify().unwrap_or_else(|e| panic!("point {n}: {e}"));
+        // What the parent reads: the model after `done` operations, but
+        // for the pages of the operation cut short.
+        let want = script_model(&initial, done);
+        let next = script_model(&initial, (done + 1).min(SCRIPT.len()));
+        let len = f.len().unwrap() as usize;
+        // A write moves the size a page at a time, as its bytes go in.
+        let (lo, hi) = (want.len().min(next.len()), want.len().max(next.len()));
+        assert!(
+            (lo..=hi).contains(&len),
+            "point {n} after {done} operations: size {len}, want {} to {}",
+            want.len(),
+            next.len()
+        );
+        let mut got = vec![0; len];
+        assert_eq!(f.read_at(&mut got, 0).unwrap(), len);
+        for page in 0..len.div_ceil(4096) {
+            let r = page * 4096..((page + 1) * 4096).min(len);
+            let is = |m: &Vec<u8>| m.len() >= r.end && got[r.clone()] == m[r.clone()];
+            let zero_tail =
+                |m: &Vec<u8>| (r.start..r.end).all(|o| got[o] == m.get(o).copied().unwrap_or(0));
+            assert!(
+                is(&want) || is(&next) || zero_tail(&want) || zero_tail(&next),
+                "point {n} after {done} operations: page {page} is neither before nor after"
+            );
+        }
+        // Everyone else goes on: writes, reads, a write-back, through the
+        // locks the child may have died holding.
+        f.write_at(&[9; 10_000], 1000).unwrap();
+        let mut back = [0; 10_000];
+        f.read_at(&mut back, 1000).unwrap();
+        assert!(back.iter().all(|&b| b == 9), "point {n}: the write after");
+        f.sync_data().unwrap();
+        cache
+            .verify()
+            .unwrap_or_else(|e| panic!("point {n}, after: {e}"));
+        if status == 1 {
+            // The script ran to its end: every point was tried.
+            assert!(n > 100, "only {n} crash points");
+            eprintln!("{} crash points, each killed once", n - 1);
+            break;
+        }
+        assert_eq!(status, 0, "point {n}: the child failed");
+        n += 1;
+    }
 }
