@@ -538,8 +538,8 @@ fn script_model(initial: &[u8], n: usize) -> Vec<u8> {
                 if m.len() < end {
                     m.resize(end, 0);
                 }
-                for o in off as usize..end {
-                    m[o] = script_byte(o as u64, i);
+                for (o, b) in m.iter_mut().enumerate().take(end).skip(off as usize) {
+                    *b = script_byte(o as u64, i);
                 }
             }
         }
