@@ -150,6 +150,7 @@ impl SharedCache {
             ino: meta.ino(),
             path,
             key: AtomicU64::new(0),
+            ra: AtomicU64::new(0),
         };
         f.resolve(meta.len())?;
         Ok(f)
@@ -267,7 +268,12 @@ pub struct SharedFile {
     path: Vec<u8>,
     /// `slot << 32 | generation`: where the file is in the segment.
     key: AtomicU64,
+    /// Readahead: `next miss expected << 8 | last window` ([`SharedFile::window`]).
+    ra: AtomicU64,
 }
+
+/// The largest readahead window, in pages (256 KiB).
+const RA_MAX: u64 = 64;
 
 /// The largest offset a read or write reaches.
 const MAX_OFFSET: u64 = i64::MAX as u64;
@@ -534,6 +540,92 @@ impl SharedFile {
             .ok_or_else(|| io::Error::other("no page"))?;
         // SAFETY: as in `copy_hit`; the page is held, so no one changes it.
         unsafe { copy_from_shared(src.add(in_page), dst.as_mut_ptr(), dst.len()) };
+        drop(hold);
+        let window = self.window(key.index);
+        if window > 0 {
+            self.read_ahead(key, slot, window)?;
+        }
+        Ok(())
+    }
+
+    /// The readahead window for a miss at file page `index`: growing
+    /// from 4 pages to [`RA_MAX`] while the misses are sequential (each
+    /// at the page after the last window, or at page 0), nothing for a
+    /// random one (`ondemand_readahead`'s rule, without its marker).
+    fn window(&self, index: u64) -> u64 {
+        let ra = self.ra.load(Ordering::Relaxed);
+        let (next, last) = (ra >> 8, ra & 0xff);
+        let window = if index == 0 || index == next {
+            (last * 2).clamp(4, RA_MAX)
+        } else {
+            0
+        };
+        self.ra
+            .store((index + window + 1) << 8 | window, Ordering::Relaxed);
+        window.min(self.seg().pages / 4)
+    }
+
+    /// Loads the up to `window` pages after `key` that are not cached and
+    /// lie inside the file, in one `preadv` into the pages themselves.
+    /// The inode lock is held.
+    fn read_ahead(&self, key: Key, slot: &Slot, window: u64) -> io::Result<()> {
+        let seg = self.seg();
+        let me = self.me()?;
+        let size = slot.size.load(Ordering::Relaxed);
+        let mut holds = Vec::new();
+        {
+            let _index = index::index_lock(seg, me)?;
+            for index in key.index + 1..=key.index + window {
+                let k = Key { index, ..key };
+                if index * PAGE >= size || !matches!(index::find(seg, k), Found::Absent) {
+                    break;
+                }
+                let Some(hold) = index::victim(seg, me) else {
+                    break;
+                };
+                index::assign(seg, &hold, k);
+                point();
+                holds.push(hold);
+            }
+        }
+        let Some(first) = holds.first() else {
+            return Ok(());
+        };
+        let first = first.d.index.load(Ordering::Relaxed);
+        let iov: Vec<libc::iovec> = holds
+            .iter()
+            .filter_map(|h| seg.data(h.p))
+            .map(|p| libc::iovec {
+                iov_base: p.cast(),
+                iov_len: PAGE as usize,
+            })
+            .collect();
+        // SAFETY: each iovec is a page of the mapping that we hold: no
+        // process reads it until we let go (readers check the state
+        // word); the kernel writes them.
+        let r = unsafe {
+            libc::preadv(
+                self.file.as_raw_fd(),
+                iov.as_ptr(),
+                iov.len() as libc::c_int,
+                (first * PAGE) as libc::off_t,
+            )
+        };
+        if r < 0 {
+            // Readahead is a hint: the pages leave, the read that wanted
+            // them will load them itself.
+            let _index = index::index_lock(seg, me)?;
+            holds.iter().for_each(|h| index::forget(seg, h));
+            return Ok(());
+        }
+        let mut left = r as usize;
+        for (h, v) in holds.iter().zip(&iov) {
+            let n = left.min(PAGE as usize);
+            left -= n;
+            // SAFETY: the page's tail, held by us.
+            unsafe { zero_shared(v.iov_base.cast::<u8>().add(n), PAGE as usize - n) };
+            h.d.flags.fetch_or(F_UPTODATE, Ordering::Relaxed);
+        }
         Ok(())
     }
 
