@@ -139,7 +139,9 @@
 //!   sequentially: `O_DIRECT` alone, or `RWF_DONTCACHE`, costs less.
 //! - Files that other processes write while you cache them: the cache is
 //!   coherent within one process (every handle of a file opened through one
-//!   [`Cache`] shares its mapping), not with writers outside it.
+//!   [`Cache`] shares its mapping), not with writers outside it. For a
+//!   group of processes (a program that forks its workers), use
+//!   [`SharedCache`]: one cache in shared memory, coherent across them.
 //! - Memory-mapped access: the cache hands out copies, or borrowed slices
 //!   ([`File::pin`], [`File::read_with`]), not mappings.
 
