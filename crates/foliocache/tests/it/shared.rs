@@ -634,3 +634,77 @@ fn a_process_killed_at_every_crash_point() {
         n += 1;
     }
 }
+
+/// Bytes of this process's mappings of the memory file named `name`
+/// (`/memfd:NAME`), from `/proc/PID/smaps`: (resident, proportional).
+fn segment_memory(pid: libc::pid_t, name: &str) -> (u64, u64) {
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap();
+    let (mut rss, mut pss, mut inside) = (0, 0, false);
+    for line in smaps.lines() {
+        let first = line.split_whitespace().next().unwrap_or("");
+        if first.contains('-') && first.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+            inside = line.contains(&format!("/memfd:{name}"));
+            continue;
+        }
+        if !inside {
+            continue;
+        }
+        let kb = |l: &str| l.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024;
+        if line.starts_with("Rss:") {
+            rss += kb(line);
+        } else if line.starts_with("Pss:") {
+            pss += kb(line);
+        }
+    }
+    (rss, pss)
+}
+
+/// Eight processes read one 16 MiB file through the cache: the group
+/// holds one copy. The segment's proportional resident memory summed
+/// over the nine processes is at most 1.1x what one process maps.
+#[test]
+fn eight_processes_hold_one_copy() {
+    const SIZE: usize = 16 << 20;
+    let t = TempPath::with_data("shared-copies", &vec![5u8; SIZE]);
+    let cache = SharedCache::new(20 << 20).unwrap();
+    let f = open(&cache, &t.path, true);
+    let shm = Shared::new(4096);
+    let readers: Vec<_> = (0..8)
+        .map(|_| {
+            let (f, shm) = (&f, &shm);
+            fork(move || {
+                let mut buf = vec![0; 1 << 20];
+                for off in (0..SIZE).step_by(buf.len()) {
+                    f.read_at(&mut buf, off as u64).unwrap();
+                }
+                shm.word(0).fetch_add(1, Ordering::AcqRel);
+                // Stay until the parent has looked.
+                while shm.word(1).load(Ordering::Acquire) == 0 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                buf.iter().all(|&b| b == 5)
+            })
+        })
+        .collect();
+    while shm.word(0).load(Ordering::Acquire) < 8 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let (one_rss, _) = segment_memory(readers[0], "foliocache-shared");
+    // SAFETY: getpid has no preconditions.
+    let me = unsafe { libc::getpid() };
+    let group_pss: u64 = readers
+        .iter()
+        .chain(std::iter::once(&me))
+        .map(|&pid| segment_memory(pid, "foliocache-shared").1)
+        .sum();
+    shm.word(1).store(1, Ordering::Release);
+    for pid in readers {
+        assert_eq!(wait(pid), 0);
+    }
+    assert!(one_rss >= SIZE as u64, "one reader maps {one_rss} bytes");
+    assert!(
+        group_pss as f64 <= one_rss as f64 * 1.1,
+        "the group holds {group_pss} bytes where one process maps {one_rss}"
+    );
+    assert_eq!(cache.stats().cached, (SIZE / 4096) as u64);
+}
