@@ -20,7 +20,6 @@ use super::dontcache::DontcacheIo;
 use super::folio::FolioIo;
 use super::kernel::PreadIo;
 use super::mmap::{MmapIo, SharedMapIo};
-use super::shared::SharedIo;
 use super::tokio_fs::TokioFsIo;
 
 /// One thread's way of doing IO on its file. The job loop is generic over
@@ -150,7 +149,7 @@ pub enum ThreadIo<'a> {
     /// `tokio-fs[tasks=N]`: reads in tokio's blocking pool, and `N`.
     TokioFs(TokioFsIo, usize),
     /// `shared`: a file of the shared cache.
-    Shared(SharedIo<'a>),
+    Shared(PreadIo<'a, foliocache::SharedFile>),
 }
 
 /// `io` of `items[j]` for each of `n` threads `j`, or of `items[0]` for

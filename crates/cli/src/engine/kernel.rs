@@ -15,10 +15,30 @@ use super::{Engine, Kept, PageCache, Run, Setup};
 use crate::sys;
 
 /// `pread`/`pwrite` on a file descriptor: `kernel` (buffered) or `direct`
-/// (an `O_DIRECT` descriptor), or a file under a FUSE mount.
-pub struct PreadIo<'a>(pub &'a File);
+/// (an `O_DIRECT` descriptor), or a file under a FUSE mount; or reads and
+/// writes at offsets of another kind of file ([`At`]: `shared`'s).
+pub struct PreadIo<'a, F: At + ?Sized = File>(pub &'a F);
 
-impl BlockIo for PreadIo<'_> {
+/// A file read and written at offsets.
+pub trait At: Sync {
+    /// Reads into `buf` at `off`.
+    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize>;
+    /// Writes `buf` at `off`.
+    fn write_at(&self, buf: &[u8], off: u64) -> io::Result<usize>;
+}
+
+impl At for File {
+    #[inline]
+    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        FileExt::read_at(self, buf, off)
+    }
+    #[inline]
+    fn write_at(&self, buf: &[u8], off: u64) -> io::Result<usize> {
+        FileExt::write_at(self, buf, off)
+    }
+}
+
+impl<F: At + ?Sized> BlockIo for PreadIo<'_, F> {
     #[inline]
     fn read(&mut self, buf: &mut [u8], off: u64) -> io::Result<usize> {
         self.0.read_at(buf, off)

@@ -10,20 +10,18 @@ use std::io;
 use anyhow::{Context, Result};
 use foliocache::{SharedCache, SharedFile};
 
-use super::io::{lend, BlockIo, OpenFiles, ThreadIo};
+use super::io::{lend, OpenFiles, ThreadIo};
+use super::kernel::{At, PreadIo};
 use super::{Engine, Kept, PageCache, Run, Setup};
 
-/// A thread's IO through a [`SharedFile`].
-pub struct SharedIo<'a>(pub &'a SharedFile);
-
-impl BlockIo for SharedIo<'_> {
+impl At for SharedFile {
     #[inline]
-    fn read(&mut self, buf: &mut [u8], off: u64) -> io::Result<usize> {
-        self.0.read_at(buf, off)
+    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        SharedFile::read_at(self, buf, off)
     }
     #[inline]
-    fn write(&mut self, buf: &[u8], off: u64) -> io::Result<usize> {
-        self.0.write_at(buf, off)
+    fn write_at(&self, buf: &[u8], off: u64) -> io::Result<usize> {
+        SharedFile::write_at(self, buf, off)
     }
 }
 
@@ -64,7 +62,7 @@ impl Engine for Shared {
     }
 
     fn threads(&mut self, n: usize, shared: bool) -> Vec<ThreadIo<'_>> {
-        lend(&self.files, n, shared, |f| ThreadIo::Shared(SharedIo(f)))
+        lend(&self.files, n, shared, |f| ThreadIo::Shared(PreadIo(f)))
     }
 
     fn sync(&self) -> io::Result<()> {
