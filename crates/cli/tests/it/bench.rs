@@ -1637,3 +1637,22 @@ fn scaling_scenario_runs_every_workload_at_every_thread_count_and_plots_them() {
     );
     assert!(stdout.contains("scaling"), "{stdout}");
 }
+
+/// The shared cache's engine runs a random write job, verified, and a
+/// random read job: the JSON has its records.
+#[test]
+fn the_shared_engine_runs_a_write_and_a_read_job() {
+    for rw in ["randwrite", "randread"] {
+        let v = bench_json_in_tmp(&argv(&format!(
+            "--rw {rw} --bs 4k --size 4M --engine shared --verify"
+        )));
+        let rs = results(&v);
+        assert_eq!(rs.len(), 1, "{rw}");
+        assert_eq!(rs[0]["engine"], "shared", "{rw}");
+        assert!(rs[0]["bytes"].as_u64().unwrap() > 0, "{rw}: {}", rs[0]);
+        if rw == "randwrite" {
+            let notes = notes_of(&rs[0]);
+            assert!(notes.iter().any(|n| n.starts_with("verify:")), "{notes:?}");
+        }
+    }
+}
