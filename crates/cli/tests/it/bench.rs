@@ -1651,7 +1651,7 @@ fn the_shared_engine_runs_a_write_and_a_read_job() {
         assert_eq!(rs[0]["engine"], "shared", "{rw}");
         assert!(rs[0]["bytes"].as_u64().unwrap() > 0, "{rw}: {}", rs[0]);
         if rw == "randwrite" {
-            let notes = notes_of(&rs[0]);
+            let notes = notes_of(rs[0]);
             assert!(notes.iter().any(|n| n.starts_with("verify:")), "{notes:?}");
         }
     }
