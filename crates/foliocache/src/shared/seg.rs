@@ -16,7 +16,10 @@
 //! No pointer is stored: every place is a number, and every number read
 //! from the segment is checked against the header's counts before use, so
 //! a process that scribbles on the segment can make others read wrong
-//! bytes, never reach outside the segment.
+//! bytes, never reach outside the segment. The memory file is sealed
+//! against resizing (`F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL`), and one
+//! without those seals is refused, so no process can cut the mapping
+//! short under the others.
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -30,6 +33,10 @@ pub(crate) const NAME: &str = "foliocache-shared";
 const MAGIC: u64 = u64::from_le_bytes(*b"FCSHARE1");
 /// The layout's version.
 const VERSION: u32 = 1;
+/// The seals a segment carries: no process may resize it (or unseal it).
+const SEALS: rustix::fs::SealFlags = rustix::fs::SealFlags::SHRINK
+    .union(rustix::fs::SealFlags::GROW)
+    .union(rustix::fs::SealFlags::SEAL);
 /// The page size.
 pub(crate) const PAGE: u64 = 4096;
 /// The pages' alignment in the segment: a huge page's, so that where the
@@ -221,8 +228,14 @@ impl Seg {
         }
         let [slots, buckets, slots_off, descs_off, buckets_off, data_off, len] =
             layout(pages).ok_or_else(|| invalid("too large"))?;
-        let fd = rustix::fs::memfd_create(NAME, rustix::fs::MemfdFlags::CLOEXEC)?;
+        let fd = rustix::fs::memfd_create(
+            NAME,
+            rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::ALLOW_SEALING,
+        )?;
         rustix::fs::ftruncate(&fd, len)?;
+        // Its size for good: a process that could shrink it would make
+        // every other process's next access past the new end a SIGBUS.
+        rustix::fs::fcntl_add_seals(&fd, SEALS)?;
         let map = Map::new(fd.as_fd(), 0, len, true)?;
         advise_huge(&map, data_off);
         let seg = Seg {
@@ -258,6 +271,9 @@ impl Seg {
     /// its header: the counts must give exactly the layout this version
     /// makes of them and fit the memory file.
     pub(crate) fn attach(fd: OwnedFd) -> io::Result<Seg> {
+        if !rustix::fs::fcntl_get_seals(&fd).is_ok_and(|s| s.contains(SEALS)) {
+            return Err(invalid("not sealed against resizing"));
+        }
         let file_len = rustix::fs::fstat(&fd)?.st_size as u64;
         if file_len < PAGE {
             return Err(invalid("not a segment (too short)"));

@@ -431,6 +431,11 @@ fn attach_by_memory_file() {
     let mut buf = [0; 5];
     assert_eq!(g.read_at(&mut buf, 0).unwrap(), 5);
     assert_eq!(&buf, b"hello");
+    // No one can resize the segment under the others.
+    let seg = cache.memory_file();
+    let len = rustix::fs::fstat(seg).unwrap().st_size as u64;
+    assert!(rustix::fs::ftruncate(seg, len / 2).is_err());
+    assert!(rustix::fs::ftruncate(seg, len * 2).is_err());
     let not = rustix::fs::memfd_create("not", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
     rustix::fs::ftruncate(&not, 1 << 20).unwrap();
     assert!(SharedCache::attach(not).is_err());
