@@ -18,7 +18,7 @@ use super::seg::{Desc, Seg, F_DIRTY, F_REFERENCED, F_UPTODATE, F_USED, PAGE};
 
 /// A file page's identity: which slot, which of the slot's files, which
 /// page.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub(crate) struct Key {
     pub(crate) slot: u32,
     pub(crate) generation: u32,
@@ -165,12 +165,21 @@ pub(crate) fn try_hold(seg: &Seg, p: u64, me: u32) -> Result<Option<Hold<'_>>, u
 }
 
 /// Holds the page of `key` if it is cached: waits for a live holder,
-/// repairs a dead one's page.
+/// repairs a dead one's page. A miss is checked under the index lock
+/// (which rebuilds the buckets if a process died changing them), so
+/// `None` means the page is not cached: the caller, holding the file's
+/// inode lock, may load it without making a second page of one key.
 pub(crate) fn hold_key<'s>(seg: &'s Seg, key: Key, me: u32) -> io::Result<Option<Hold<'s>>> {
     let mut spins = 0;
     loop {
         let p = match find(seg, key) {
-            Found::Absent => return Ok(None),
+            Found::Absent => {
+                let _index = index_lock(seg, me)?;
+                if matches!(find(seg, key), Found::Absent) {
+                    return Ok(None);
+                }
+                continue;
+            }
             Found::Page(p, _) => p,
             Found::Held(p, h) => {
                 if !nap_on_holder(seg, h, &mut spins) {
@@ -466,8 +475,12 @@ pub(crate) fn check(seg: &Seg) -> Result<(), String> {
             return Err(format!("page {p} in the index but not used"));
         }
     }
+    let mut keys = std::collections::HashSet::new();
     for p in 0..seg.pages {
         let d = seg.desc(p).ok_or("no descriptor")?;
+        if d.flags.load(Ordering::Relaxed) & F_USED != 0 && !keys.insert(key_of(d)) {
+            return Err(format!("two pages hold {:?}", key_of(d)));
+        }
         let state = d.state.load(Ordering::Relaxed);
         if holder(state) != 0 && !alive(seg, holder(state)) {
             continue;

@@ -187,7 +187,8 @@ impl SharedCache {
     }
 
     /// Checks the segment's invariants (every used page in the index
-    /// once and found by its identity, nothing else there, no page held
+    /// once and found by its identity, no two pages of one file page,
+    /// nothing else there, no page held
     /// by a live process): for tests and after a crash, with no call of
     /// the group's in flight. A page a dead process held is not an error
     /// (the next process to meet it repairs it).
@@ -432,6 +433,18 @@ impl SharedFile {
             let (slot, i, generation) = self.current()?;
             let held = lock::lock(self.seg(), &slot.lock, &slot.waiters, me)?;
             if slot.generation.load(Ordering::Acquire) == generation {
+                if held.recovered {
+                    // Its holder died: a write may have left bytes past
+                    // the size (copied, the size not yet moved), a
+                    // truncation pages past its cut and the file uncut.
+                    // Past the size the cache and the file hold nothing,
+                    // as a later extension must read zeros there.
+                    let size = slot.size.load(Ordering::Acquire);
+                    self.cut_cache(i, generation, size)?;
+                    if self.file.metadata()?.len() > size {
+                        self.file.set_len(size)?;
+                    }
+                }
                 return Ok((held, slot, i, generation));
             }
         }
@@ -785,13 +798,28 @@ impl SharedFile {
             ));
         }
         let (_inode, slot, i, generation) = self.inode_lock()?;
-        let seg = self.seg();
-        let me = self.me()?;
-        let old = slot.size.load(Ordering::Relaxed);
-        if len < old {
+        // A cut moves the size first: from then on the truncation has
+        // happened for every reader, and a process killed part-way leaves
+        // the rest (pages past the size, the file's length) to the inode
+        // lock's next holder (`inode_lock`). A growth moves it last.
+        if len < slot.size.load(Ordering::Relaxed) {
             slot.size.store(len, Ordering::Release);
             point();
         }
+        self.cut_cache(i, generation, len)?;
+        point();
+        self.file.set_len(len)?;
+        point();
+        slot.size.store(len, Ordering::Release);
+        Ok(())
+    }
+
+    /// Drops the cached pages of (slot `i`, `generation`) wholly past
+    /// `len` and zeroes the rest of the page holding `len`. The inode lock
+    /// is held.
+    fn cut_cache(&self, i: u32, generation: u32, len: u64) -> io::Result<()> {
+        let seg = self.seg();
+        let me = self.me()?;
         let first_gone = len.div_ceil(PAGE);
         for (index, _) in index::pages_of(seg, i, generation, false) {
             if index < first_gone {
@@ -824,10 +852,6 @@ impl SharedFile {
                 };
             }
         }
-        point();
-        self.file.set_len(len)?;
-        point();
-        slot.size.store(len, Ordering::Release);
         Ok(())
     }
 

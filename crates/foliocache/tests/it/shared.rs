@@ -625,6 +625,14 @@ fn a_process_killed_at_every_crash_point() {
         let mut back = [0; 10_000];
         f.read_at(&mut back, 1000).unwrap();
         assert!(back.iter().all(|&b| b == 9), "point {n}: the write after");
+        // Past the size there is nothing, whatever the child left there:
+        // an extension reads zeros.
+        let end = f.len().unwrap();
+        f.set_len(end + 3 * 4096).unwrap();
+        let mut past = vec![1; 3 * 4096];
+        assert_eq!(f.read_at(&mut past, end).unwrap(), past.len());
+        let nz: Vec<usize> = (0..past.len()).filter(|&i| past[i] != 0).collect();
+        assert!(nz.is_empty(), "point {n}: bytes past the size {end}: {} nonzero from {:?} to {:?}, done {done}, status {status}", nz.len(), nz.first(), nz.last());
         f.sync_data().unwrap();
         cache
             .verify()
