@@ -35,7 +35,7 @@ use crate::units::{fmt_size, fmt_size_approx};
 pub mod larger;
 mod output;
 
-use larger::{Larger, LARGER};
+use larger::{Larger, LARGER, LARGER_ALIGNED};
 use output::{one_line, parse, preload_figures, r_ops, warm_line, DbResult};
 
 /// The program, and the Debian package that has it.
@@ -73,6 +73,9 @@ pub const TARGETS: &[Target<&str>] = &[
     bandwidth(INTERPOSER, EXT4).of(LARGER).at_least(1.1),
     bandwidth(INTERPOSER, DIRECT).of(LARGER).at_least(1.0),
     bandwidth(DIRECT, EXT4).of(LARGER),
+    bandwidth(INTERPOSER, EXT4).of(LARGER_ALIGNED),
+    bandwidth(INTERPOSER, DIRECT).of(LARGER_ALIGNED),
+    bandwidth(DIRECT, EXT4).of(LARGER_ALIGNED),
 ];
 /// The ways, by their labels (the engines of the table).
 pub const EXT4: &str = "ext4";

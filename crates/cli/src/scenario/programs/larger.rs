@@ -17,6 +17,14 @@
 //! fills the caches, which start empty, the second (other keys: each
 //! thread of a benchmark draws from a seed of its own) is measured. The
 //! ways interleave, in alternating order, round after round.
+//!
+//! A RocksDB data block of `block_size` 4096 holds about 4,014 bytes, laid
+//! end to end, so nearly every block straddles two 4 KiB pages: a page
+//! cache (the kernel's, the interposer's) holds two pages for each block
+//! it caches where the block cache holds the block. Without `--quick` the
+//! job runs a second time on a database filled with RocksDB's
+//! `block_align` ([`LARGER_ALIGNED`]: each block padded to a page of its
+//! own), which shows what that costs the page caches.
 
 use std::fs;
 use std::num::NonZeroU64;
@@ -38,6 +46,8 @@ use crate::units::{fmt_size, fmt_size_approx};
 
 /// The job: readrandom of a database larger than the memory limit.
 pub const LARGER: &str = "readrandom-larger";
+/// The same on a database of blocks aligned to pages (`block_align`).
+pub const LARGER_ALIGNED: &str = "readrandom-larger-aligned";
 /// Threads reading.
 pub const THREADS: u32 = 2;
 /// Keys (full, and with `--quick`): 4M keys are 855 MB on disk.
@@ -56,6 +66,8 @@ pub struct Larger {
     pub limit: u64,
     /// Reads of each thread in each pass.
     pub reads: u64,
+    /// Whether [`LARGER_ALIGNED`] runs too.
+    pub aligned: bool,
 }
 
 impl Larger {
@@ -65,6 +77,7 @@ impl Larger {
             keys: KEYS.get(quick),
             limit: LIMIT.get(quick),
             reads: READS.get(quick),
+            aligned: !quick,
         }
     }
 
@@ -94,7 +107,7 @@ impl Larger {
              measured, each way's process in a memory cgroup of {}: {EXT4} (the kernel's page \
              cache, dropped before each run; a block cache of {}), {DIRECT} (RocksDB's block \
              cache of {} over use_direct_reads) and {INTERPOSER} (`foliocache run --capacity \
-             {}`; a block cache of {}).",
+             {}`; a block cache of {}).{}",
             self.keys,
             fmt_size_approx(self.keys * KV_BYTES),
             self.reads,
@@ -103,7 +116,25 @@ impl Larger {
             fmt_size(self.block_cache()),
             fmt_size(self.capacity()),
             fmt_size(self.small_cache()),
+            if self.aligned {
+                format!(
+                    " {LARGER_ALIGNED}: the same on a database of blocks aligned to pages \
+                     (RocksDB's block_align)."
+                )
+            } else {
+                String::new()
+            }
         )
+    }
+
+    /// The jobs that run: their names, and whether their blocks are
+    /// aligned to pages.
+    fn jobs(&self) -> Vec<(&'static str, bool)> {
+        let mut jobs = vec![(LARGER, false)];
+        if self.aligned {
+            jobs.push((LARGER_ALIGNED, true));
+        }
+        jobs
     }
 }
 
@@ -127,26 +158,42 @@ pub fn run(
         notes.push(n);
         return Ok(Vec::new());
     }
-    let dir = root.join("larger");
-    fs::create_dir(&dir).with_context(|| format!("programs: creating {}", dir.display()))?;
-    let job = Job {
-        db_bench,
-        lg,
-        db: dir.join("db"),
-        dir,
-        avail,
-    };
-    job.fill()?;
-    let labels = [EXT4, DIRECT, INTERPOSER];
-    super::super::embedded::rounds("programs", &labels, &[LARGER], repeat, say, |w| {
-        job.read(labels[w]).map(|r| vec![r])
-    })
+    let mut runs = Vec::new();
+    for (name, align) in lg.jobs() {
+        let dir = root.join(name);
+        fs::create_dir(&dir).with_context(|| format!("programs: creating {}", dir.display()))?;
+        let job = Job {
+            db_bench,
+            lg,
+            name,
+            align,
+            db: dir.join("db"),
+            dir,
+            avail,
+        };
+        job.fill()?;
+        let labels = [EXT4, DIRECT, INTERPOSER];
+        runs.extend(super::super::embedded::rounds(
+            "programs",
+            &labels,
+            &[name],
+            repeat,
+            say,
+            |w| job.read(labels[w]).map(|r| vec![r]),
+        )?);
+        fs::remove_dir_all(&job.dir)
+            .with_context(|| format!("programs: removing {}", job.dir.display()))?;
+    }
+    Ok(runs)
 }
 
 /// The job's database and how to run the program on it.
 struct Job<'a> {
     db_bench: &'a Path,
     lg: &'a Larger,
+    /// The job's name, and whether its blocks are aligned to pages.
+    name: &'static str,
+    align: bool,
     /// The interposer's directory, and the database in it.
     dir: PathBuf,
     db: PathBuf,
@@ -164,10 +211,12 @@ impl Job<'_> {
             cache: self.lg.small_cache(),
             threads: 1,
         };
-        let what = format!("programs: {PROGRAM} fillseq ({LARGER})");
-        let out = plain(&run.args(self.db_bench, &self.db))
-            .output()
-            .with_context(|| what.clone())?;
+        let what = format!("programs: {PROGRAM} fillseq ({})", self.name);
+        let mut args = run.args(self.db_bench, &self.db);
+        if self.align {
+            args.push("--block_align=1".into());
+        }
+        let out = plain(&args).output().with_context(|| what.clone())?;
         checked(&what, &out, &["fillseq"])?;
         Ok(())
     }
@@ -210,7 +259,7 @@ impl Job<'_> {
         } else {
             plain(&args)
         };
-        let what = format!("programs: {PROGRAM} readrandom ({LARGER}, {way})");
+        let what = format!("programs: {PROGRAM} readrandom ({}, {way})", self.name);
         let cg = MemCgroup::create(self.avail, self.lg.limit)?;
         let out = spawn_in(&cg, &mut cmd)
             .and_then(|c| Ok(c.wait_with_output()?))
@@ -232,7 +281,7 @@ impl Job<'_> {
             INTERPOSER => Some(self.lg.capacity()),
             _ => None,
         };
-        let mut rec = db_record(way, LARGER, r, self.lg.keys * KV_BYTES, THREADS, notes);
+        let mut rec = db_record(way, self.name, r, self.lg.keys * KV_BYTES, THREADS, notes);
         rec.memory.capacity = capacity;
         let u = cg.usage();
         rec.memory.memory_limit = Some(MemoryLimit {

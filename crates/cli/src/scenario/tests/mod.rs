@@ -176,7 +176,11 @@ fn every_table_names_its_scenarios_jobs_and_engines() {
     check_table(
         sc("programs"),
         programs::TARGETS,
-        &[&programs::BENCHMARKS[..], &[programs::larger::LARGER]].concat(),
+        &[
+            &programs::BENCHMARKS[..],
+            &[programs::larger::LARGER, programs::larger::LARGER_ALIGNED],
+        ]
+        .concat(),
     );
     // scaling's rows repeat for each thread count, each of that count's
     // job.
@@ -360,9 +364,11 @@ fn programs_fills_and_reads_keys_three_ways_with_the_issues_targets() {
         ]
     );
     assert_eq!(sc.targets.len(), 6);
-    assert_eq!(sc.ratios.len(), 11);
+    assert_eq!(sc.ratios.len(), 14);
     let lg = &db.larger;
     assert_eq!((lg.keys, lg.limit, lg.reads), (480_000, 32 << 20, 10_000));
+    // Blocks aligned to pages only in the full run.
+    assert!(!lg.aligned);
     // Equal memory: the block cache 3/4 of the limit, the interposer's
     // capacity 25/32, the small block cache 1/32.
     assert_eq!(
@@ -405,6 +411,7 @@ fn programs_fills_and_reads_keys_three_ways_with_the_issues_targets() {
     let lg = &db.larger;
     assert_eq!((lg.keys, lg.limit), (4_000_000, 256 << 20));
     assert_eq!((lg.block_cache(), lg.capacity()), (192 << 20, 200 << 20));
+    assert!(lg.aligned);
     // Not in the reference set.
     let p = plan_of(&["--seeds"]);
     assert!(p.scenarios.iter().all(|s| s.programs.is_none()));
