@@ -206,7 +206,7 @@ fn programs_scenario_runs_db_bench_three_ways() {
 
 /// The database larger than memory's records (none where it was left
 /// out): a way each, two threads reading 10,000 keys each in the measured
-/// pass, in a memory cgroup of 32 MiB, the caches at 3/4 (`direct`) and
+/// pass, in a memory cgroup of 96 MiB, the caches at 3/4 (`direct`) and
 /// 25/32 (`interposer`) of it.
 fn check_larger(rs: &[Value]) {
     let ways = ["ext4", "direct", "interposer"];
@@ -216,17 +216,17 @@ fn check_larger(rs: &[Value]) {
             (Some("readrandom-larger"), Some(way))
         );
         assert_eq!((&r["numjobs"], &r["ops"]), (&2.into(), &20_000.into()));
-        assert_eq!(r["file_size"], 480_000 * 216);
-        assert_eq!(r["memory_limit"]["limit_bytes"], 32 << 20, "{r:#}");
+        assert_eq!(r["file_size"], 900_000 * 216);
+        assert_eq!(r["memory_limit"]["limit_bytes"], 96 << 20, "{r:#}");
         let capacity = match way {
-            "direct" => Value::from(24 << 20),
-            "interposer" => Value::from(25 << 20),
+            "direct" => Value::from(72 << 20),
+            "interposer" => Value::from(75 << 20),
             _ => Value::Null,
         };
         assert_eq!(r["capacity"], capacity, "{r:#}");
         let notes = notes_of(r);
         assert!(notes[0].starts_with("db_bench: readrandom "), "{notes:?}");
-        assert!(notes[0].ends_with("(20000 of 20000 found)"), "{notes:?}");
+        assert!(notes[0].ends_with("(10000 of 10000 found)"), "{notes:?}");
         if way == "interposer" {
             assert!(
                 notes.iter().any(|n| n.contains(" opens served; ")),

@@ -366,14 +366,14 @@ fn programs_fills_and_reads_keys_three_ways_with_the_issues_targets() {
     assert_eq!(sc.targets.len(), 6);
     assert_eq!(sc.ratios.len(), 14);
     let lg = &db.larger;
-    assert_eq!((lg.keys, lg.limit, lg.reads), (480_000, 32 << 20, 10_000));
+    assert_eq!((lg.keys, lg.limit, lg.reads), (900_000, 96 << 20, 10_000));
     // Blocks aligned to pages only in the full run.
     assert!(!lg.aligned);
     // Equal memory: the block cache 3/4 of the limit, the interposer's
     // capacity 25/32, the small block cache 1/32.
     assert_eq!(
         (lg.block_cache(), lg.capacity(), lg.small_cache()),
-        (24 << 20, 25 << 20, 1 << 20)
+        (72 << 20, 75 << 20, 3 << 20)
     );
     assert!(
         sc.description.contains("readrandom-larger"),
