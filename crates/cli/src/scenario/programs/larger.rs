@@ -39,7 +39,7 @@ use super::{
 };
 use crate::cgroup::{Availability, MemCgroup};
 use crate::launch::{self, RunArgs};
-use crate::report::{MemoryLimit, RunRecord};
+use crate::report::RunRecord;
 use crate::scenario::FullQuick;
 use crate::targets::JobRuns;
 use crate::units::{fmt_size, fmt_size_approx};
@@ -286,15 +286,7 @@ impl Job<'_> {
         };
         let mut rec = db_record(way, self.name, r, self.lg.keys * KV_BYTES, THREADS, notes);
         rec.memory.capacity = capacity;
-        let u = cg.usage();
-        rec.memory.memory_limit = Some(MemoryLimit {
-            mechanism: cg.version().name(),
-            limit_bytes: Some(cg.limit()),
-            cgroup: Some(cg.path().display().to_string()),
-            peak_bytes: u.peak_bytes,
-            limit_hits: u.limit_hits,
-            reason: None,
-        });
+        rec.memory.memory_limit = Some(crate::run::run_limit(&cg));
         Ok(rec)
     }
 }
