@@ -203,11 +203,11 @@ impl Bench<'_> {
         let say = |line: &str| out!("{line}");
         let (dir, repeat) = (self.data.dir(), self.plan.repeat);
         let (runs, baseline, memory_limit) = match program {
-            Program::DbBench(db) => (
-                scenario::programs::run(db, dir, repeat, &mut notes, &say)?,
-                scenario::programs::EXT4,
-                None,
-            ),
+            Program::DbBench(db) => {
+                let avail = self.cgroups.get_or_insert_with(Availability::probe);
+                let runs = scenario::programs::run(db, dir, avail, repeat, &mut notes, &say)?;
+                (runs, scenario::programs::EXT4, None)
+            }
             Program::Redb(rb) => {
                 let avail = self.cgroups.get_or_insert_with(Availability::probe);
                 let runs = scenario::redb::run(rb, dir, repeat, avail, &mut notes, &say)?;

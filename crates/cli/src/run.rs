@@ -459,19 +459,23 @@ fn cgroup_figures(
     avail: Option<&Availability>,
 ) -> Option<MemoryLimit> {
     match (job.memory_limit, cg) {
-        (Some(_), Some(cg)) => {
-            let u = cg.usage();
-            Some(MemoryLimit {
-                mechanism: cg.version().name(),
-                limit_bytes: Some(cg.limit()),
-                cgroup: Some(cg.path().display().to_string()),
-                peak_bytes: u.peak_bytes,
-                limit_hits: u.limit_hits,
-                reason: None,
-            })
-        }
+        (Some(_), Some(cg)) => Some(run_limit(cg)),
         (Some(l), None) if page_cache => avail.map(|a| scenario_limit(a, l)),
         _ => None,
+    }
+}
+
+/// The memory limit of a run in `cg`, with its peak and limit hits so
+/// far, as the report states it.
+pub fn run_limit(cg: &MemCgroup) -> MemoryLimit {
+    let u = cg.usage();
+    MemoryLimit {
+        mechanism: cg.version().name(),
+        limit_bytes: Some(cg.limit()),
+        cgroup: Some(cg.path().display().to_string()),
+        peak_bytes: u.peak_bytes,
+        limit_hits: u.limit_hits,
+        reason: None,
     }
 }
 

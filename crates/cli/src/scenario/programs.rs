@@ -6,7 +6,10 @@
 //! `libfoliocache_preload.so`, set up as `foliocache run` sets it up).
 //! Each way fills a database (`fillseq`), then reads it (`readseq`,
 //! `readrandom`) verifying every block's checksum; the ways interleave,
-//! in alternating order, round after round. Where `db_bench` is not on
+//! in alternating order, round after round. Then a database larger than
+//! memory, read at random in a memory cgroup three ways at equal memory
+//! ([`larger`]: ext4, RocksDB's own block cache over `use_direct_reads`,
+//! the interposer). Where `db_bench` is not on
 //! `PATH` the scenario says so and runs nothing. See `docs/bench.md`.
 //!
 //! Unlike the other scenarios it has no jobs for the engines: [`run`]
@@ -16,20 +19,23 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 use anyhow::{bail, Context, Result};
 
 use super::{FullQuick, Program, Scenario};
 use crate::args::BenchArgs;
+use crate::cgroup::Availability;
 use crate::engine::{FuseFigures, FuseMount};
 use crate::launch::{self, RunArgs};
-use crate::report::{MemoryFigures, Perf, RunJob, RunRecord};
+use crate::report::{Perf, RunJob, RunRecord};
 use crate::targets::{self, bandwidth, Given, JobRuns, Judged, Target};
 use crate::units::{fmt_size, fmt_size_approx};
 
+pub mod larger;
 mod output;
 
+use larger::{Larger, LARGER, LARGER_ALIGNED};
 use output::{one_line, parse, preload_figures, r_ops, warm_line, DbResult};
 
 /// The program, and the Debian package that has it.
@@ -64,6 +70,12 @@ pub const TARGETS: &[Target<&str>] = &[
     bandwidth(MOUNT, EXT4).of(READRANDOM),
     bandwidth(INTERPOSER, EXT4).of(RESTART).at_least(0.9),
     bandwidth(MOUNT, EXT4).of(RESTART),
+    bandwidth(INTERPOSER, EXT4).of(LARGER).at_least(1.1),
+    bandwidth(INTERPOSER, DIRECT).of(LARGER).at_least(1.0),
+    bandwidth(DIRECT, EXT4).of(LARGER),
+    bandwidth(INTERPOSER, EXT4).of(LARGER_ALIGNED),
+    bandwidth(INTERPOSER, DIRECT).of(LARGER_ALIGNED),
+    bandwidth(DIRECT, EXT4).of(LARGER_ALIGNED),
 ];
 /// The ways, by their labels (the engines of the table).
 pub const EXT4: &str = "ext4";
@@ -71,6 +83,8 @@ pub const EXT4: &str = "ext4";
 pub const MOUNT: &str = "mount";
 /// Under the interposer.
 pub const INTERPOSER: &str = "interposer";
+/// RocksDB's own block cache over `use_direct_reads` ([`LARGER`] only).
+pub const DIRECT: &str = "direct";
 /// A key and a value: the bytes each operation moves (db_bench's MB/s
 /// counts these, in MiB).
 const KEY_BYTES: u64 = 16;
@@ -99,6 +113,8 @@ pub struct DbBench {
     pub keys: u64,
     /// The mount's and the interposer's cache.
     pub capacity: u64,
+    /// The database larger than memory.
+    pub larger: Larger,
 }
 
 impl DbBench {
@@ -138,7 +154,11 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
     let capacity = args
         .capacity
         .unwrap_or_else(|| (CAPACITY_FACTOR * raw).div_ceil(1 << 20) << 20);
-    let db = DbBench { keys, capacity };
+    let db = DbBench {
+        keys,
+        capacity,
+        larger: Larger::new(quick),
+    };
     let Judged { ratios, targets } =
         targets::judge(TARGETS, |way| Some(way.to_string()), Given::default());
     Ok(Scenario {
@@ -161,13 +181,14 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
              the interposer saving its list of cached ranges at exit (`foliocache run`'s state \
              file), and a new process, the interposer loading that list in the background, \
              reads {} keys in order, then {} at random (measured; the kernel's page cache and \
-             the mount's keep what the fill left).",
+             the mount's keep what the fill left). {}",
             fmt_size_approx(raw),
             fmt_size(BLOCK_CACHE),
             fmt_size(capacity),
             fmt_size(capacity),
             db.restart_reads(),
             db.restart_reads(),
+            db.larger.describe(),
         ),
         jobs: Vec::new(),
         ratios,
@@ -231,27 +252,15 @@ impl Ways<'_> {
     /// The command running `how`'s benchmarks (`benchmarks`, joined) on
     /// `way`'s database.
     fn command(&self, way: &str, benchmarks: &str, how: Invoke<'_>) -> Result<Command> {
-        let mut args: Vec<OsString> = vec![self.db_bench.clone().into()];
-        let mut db = OsString::from("--db=");
-        db.push(self.db_dir(way)?);
-        args.push(db);
-        args.extend(
-            [
-                format!("--benchmarks={benchmarks}"),
-                format!("--use_existing_db={}", u8::from(how.existing)),
-                format!("--num={}", self.db.keys),
-                format!("--key_size={KEY_BYTES}"),
-                format!("--value_size={VALUE_BYTES}"),
-                format!("--cache_size={BLOCK_CACHE}"),
-                format!("--seed={SEED}"),
-                "--compression_type=none".into(),
-                "--verify_checksum=1".into(),
-                "--threads=1".into(),
-                "--progress_reports=0".into(),
-                "--histogram=1".into(),
-            ]
-            .map(OsString::from),
-        );
+        let dir = self.db_dir(way)?;
+        let run = DbRun {
+            benchmarks,
+            existing: how.existing,
+            keys: self.db.keys,
+            cache: BLOCK_CACHE,
+            threads: 1,
+        };
+        let mut args = run.args(&self.db_bench, &dir);
         if how.restart && how.existing {
             args.push(format!("--reads={}", self.db.restart_reads()).into());
         }
@@ -272,9 +281,7 @@ impl Ways<'_> {
             cmd.env(PRELOAD_STATS, "1");
             return Ok(cmd);
         }
-        let mut cmd = Command::new(&args[0]);
-        cmd.args(&args[1..]).env_remove("LD_PRELOAD");
-        Ok(cmd)
+        Ok(plain(&args))
     }
 
     /// Runs `benchmarks` on `way`: their figures, checked (the program
@@ -286,51 +293,9 @@ impl Ways<'_> {
         let what = || format!("programs: {PROGRAM} {list} ({way})");
         let figures0 = self.mount.and_then(FuseMount::cache_figures);
         let out = self.command(way, &list, how)?.output().with_context(what)?;
-        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
-        if !out.status.success() {
-            bail!(
-                "{} failed ({}):\n{}\n{}",
-                what(),
-                out.status,
-                tail(&stderr),
-                tail(&stdout)
-            );
-        }
-        let results = parse(&stdout).with_context(what)?;
-        let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
-        if names != benchmarks {
-            bail!(
-                "{}: reported {names:?}, not {benchmarks:?}:\n{}",
-                what(),
-                tail(&stdout)
-            );
-        }
-        for r in &results {
-            if let Some((found, of)) = r.found.filter(|(f, n)| f != n) {
-                bail!("{}: {} found {found} of {of} keys", what(), r.name);
-            }
-        }
+        let (results, stderr) = checked(&what(), &out, benchmarks)?;
         let note = match way {
-            INTERPOSER => {
-                let (line, opens) = preload_figures(&stderr).with_context(|| {
-                    format!(
-                        "{}: no figures from the interposer:\n{}",
-                        what(),
-                        tail(&stderr)
-                    )
-                })?;
-                if opens == 0 {
-                    bail!(
-                        "{}: the interposer served none of its files: {line}",
-                        what()
-                    );
-                }
-                let warm = warm_line(&stderr)
-                    .map(|w| format!("; {w}"))
-                    .unwrap_or_default();
-                Some(format!("{list}: {line}{warm}"))
-            }
+            INTERPOSER => Some(interposer_note(&what(), &list, &stderr)?),
             MOUNT => {
                 let after = self.mount.and_then(FuseMount::cache_figures);
                 figures0.zip(after).map(|(b, a)| mount_note(&list, &b, &a))
@@ -339,6 +304,98 @@ impl Ways<'_> {
         };
         Ok(Invocation { results, note })
     }
+}
+
+/// One invocation's settings: its benchmarks (joined by commas), on a
+/// fresh database or the existing one, of `keys` keys, with a block cache
+/// of `cache` bytes, in `threads` threads.
+struct DbRun<'a> {
+    benchmarks: &'a str,
+    existing: bool,
+    keys: u64,
+    cache: u64,
+    threads: u32,
+}
+
+impl DbRun<'_> {
+    /// The program `db_bench` and its arguments, on the database in
+    /// `dir`: no compression, every block's checksum verified, readrandom's
+    /// keys of [`SEED`], the latency histogram.
+    fn args(&self, db_bench: &Path, dir: &Path) -> Vec<OsString> {
+        let mut args: Vec<OsString> = vec![db_bench.into()];
+        let mut db = OsString::from("--db=");
+        db.push(dir);
+        args.push(db);
+        args.extend(
+            [
+                format!("--benchmarks={}", self.benchmarks),
+                format!("--use_existing_db={}", u8::from(self.existing)),
+                format!("--num={}", self.keys),
+                format!("--key_size={KEY_BYTES}"),
+                format!("--value_size={VALUE_BYTES}"),
+                format!("--cache_size={}", self.cache),
+                format!("--seed={SEED}"),
+                "--compression_type=none".into(),
+                "--verify_checksum=1".into(),
+                format!("--threads={}", self.threads),
+                "--progress_reports=0".into(),
+                "--histogram=1".into(),
+            ]
+            .map(OsString::from),
+        );
+        args
+    }
+}
+
+/// `args` run as they are, without the interposer.
+fn plain(args: &[OsString]) -> Command {
+    let mut cmd = Command::new(&args[0]);
+    cmd.args(&args[1..]).env_remove("LD_PRELOAD");
+    cmd
+}
+
+/// The figures of `benchmarks` in the program's output `out`, and its
+/// standard error, checked: the program succeeded, every benchmark
+/// reported, readrandom found every key. `what` names the invocation.
+fn checked(what: &str, out: &Output, benchmarks: &[&str]) -> Result<(Vec<DbResult>, String)> {
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    if !out.status.success() {
+        bail!(
+            "{what} failed ({}):\n{}\n{}",
+            out.status,
+            tail(&stderr),
+            tail(&stdout)
+        );
+    }
+    let results = parse(&stdout).with_context(|| what.to_string())?;
+    let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
+    if names != benchmarks {
+        bail!(
+            "{what}: reported {names:?}, not {benchmarks:?}:\n{}",
+            tail(&stdout)
+        );
+    }
+    for r in &results {
+        if let Some((found, of)) = r.found.filter(|(f, n)| f != n) {
+            bail!("{what}: {} found {found} of {of} keys", r.name);
+        }
+    }
+    Ok((results, stderr))
+}
+
+/// The interposer's figures in its standard error `stderr`, as a note on
+/// `list`; an error where it printed none or served no file.
+fn interposer_note(what: &str, list: &str, stderr: &str) -> Result<String> {
+    let (line, opens) = preload_figures(stderr)
+        .with_context(|| format!("{what}: no figures from the interposer:\n{}", tail(stderr)))?;
+    if opens == 0 {
+        bail!("{what}: the interposer served none of its files: {line}");
+    }
+    let warm = warm_line(stderr)
+        .map(|w| format!("; {w}"))
+        .unwrap_or_default();
+    Ok(format!("{list}: {line}{warm}"))
 }
 
 impl<'b> Invoke<'b> {
@@ -384,6 +441,7 @@ pub type Rounds = Option<Vec<JobRuns>>;
 pub fn run(
     db: &DbBench,
     data_dir: &Path,
+    avail: &Availability,
     repeat: u32,
     notes: &mut Vec<String>,
     say: &dyn Fn(&str),
@@ -434,7 +492,7 @@ pub fn run(
         None => Some(FuseMount::new(&backing, Some(db.capacity)).context("programs: the mount")?),
     };
     let ways = Ways {
-        db_bench,
+        db_bench: db_bench.clone(),
         db,
         ext4,
         interposer,
@@ -445,13 +503,22 @@ pub fn run(
         .into_iter()
         .filter(|w| *w != MOUNT || ways.mount.is_some())
         .collect();
-    let runs = super::embedded::rounds("programs", &labels, &BENCHMARKS, repeat, say, |w| {
+    let mut runs = super::embedded::rounds("programs", &labels, &BENCHMARKS, repeat, say, |w| {
         ways.round(labels[w])
     })?;
     drop(ways);
     if let Some(m) = mount {
         m.unmount().context("programs: the mount")?;
     }
+    runs.extend(larger::run(
+        &db_bench,
+        &db.larger,
+        root.path(),
+        avail,
+        repeat,
+        notes,
+        say,
+    )?);
     root.close().context("programs: removing the databases")?;
     Ok(Some(runs))
 }
@@ -508,41 +575,47 @@ impl Ways<'_> {
                     notes.extend(refill.note.clone());
                 }
                 notes.extend(inv.note.clone());
-                self.record(way, name, r, notes)
+                let mut rec = db_record(way, name, r, self.db.raw_bytes(), 1, notes);
+                rec.memory.capacity = (way != EXT4).then_some(self.db.capacity);
+                rec
             })
             .collect())
     }
+}
 
-    /// The record of benchmark `name`'s figures `r` on `way`.
-    fn record(&self, way: &str, name: &'static str, r: &DbResult, notes: Vec<String>) -> RunRecord {
-        RunRecord {
-            engine: way.to_string(),
-            job: RunJob {
-                rw: name,
-                bs: KV_BYTES,
-                numjobs: 1,
-                file_size: self.db.raw_bytes(),
-                ..RunJob::default()
-            },
-            perf: Perf {
-                bytes: r.ops * KV_BYTES,
-                ops: r.ops,
-                seconds: r.seconds,
-                bw_bytes: r.ops_per_s * KV_BYTES as f64,
-                iops: r.ops_per_s,
-                lat_ns: r.lat.unwrap_or_default(),
-                // Not measured: one process runs several benchmarks.
-                cpu_us_per_op: f64::NAN,
-                cpu_s_per_gib: f64::NAN,
-                ..Perf::default()
-            },
-            memory: MemoryFigures {
-                capacity: (way != EXT4).then_some(self.db.capacity),
-                ..MemoryFigures::default()
-            },
-            notes,
-            ..RunRecord::default()
-        }
+/// The record of benchmark `name`'s figures `r` on `way`, of a database
+/// of `raw` bytes of keys and values, read by `threads` threads.
+fn db_record(
+    way: &str,
+    name: &'static str,
+    r: &DbResult,
+    raw: u64,
+    threads: u32,
+    notes: Vec<String>,
+) -> RunRecord {
+    RunRecord {
+        engine: way.to_string(),
+        job: RunJob {
+            rw: name,
+            bs: KV_BYTES,
+            numjobs: threads as usize,
+            file_size: raw,
+            ..RunJob::default()
+        },
+        perf: Perf {
+            bytes: r.ops * KV_BYTES,
+            ops: r.ops,
+            seconds: r.seconds,
+            bw_bytes: r.ops_per_s * KV_BYTES as f64,
+            iops: r.ops_per_s,
+            lat_ns: r.lat.unwrap_or_default(),
+            // Not measured: one process runs several benchmarks.
+            cpu_us_per_op: f64::NAN,
+            cpu_s_per_gib: f64::NAN,
+            ..Perf::default()
+        },
+        notes,
+        ..RunRecord::default()
     }
 }
 

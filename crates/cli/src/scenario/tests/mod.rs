@@ -173,7 +173,15 @@ fn every_table_names_its_scenarios_jobs_and_engines() {
     );
     check_table(sc("write"), write::TARGETS, &job_names(sc("write")));
     check_table(sc("larger"), larger::TARGETS, &job_names(sc("larger")));
-    check_table(sc("programs"), programs::TARGETS, &programs::BENCHMARKS);
+    check_table(
+        sc("programs"),
+        programs::TARGETS,
+        &[
+            &programs::BENCHMARKS[..],
+            &[programs::larger::LARGER, programs::larger::LARGER_ALIGNED],
+        ]
+        .concat(),
+    );
     // scaling's rows repeat for each thread count, each of that count's
     // job.
     let scaling = sc("scaling");
@@ -325,7 +333,7 @@ fn sqlite_runs_the_mix_two_sizes_with_the_issues_targets() {
 
 #[test]
 fn programs_fills_and_reads_keys_three_ways_with_the_issues_targets() {
-    use programs::{FILLSEQ, READRANDOM, READSEQ, RESTART};
+    use programs::{larger::LARGER, FILLSEQ, READRANDOM, READSEQ, RESTART};
     let p = plan_of(&["--scenario", "programs", "--quick"]);
     let sc = only(&p);
     assert_eq!(sc.name, "programs");
@@ -348,11 +356,30 @@ fn programs_fills_and_reads_keys_three_ways_with_the_issues_targets() {
             i(FILLSEQ, 0.9),
             i(READSEQ, 1.0),
             i(READRANDOM, 1.3),
-            i(RESTART, 0.9)
+            i(RESTART, 0.9),
+            // The database larger than memory: against ext4 and RocksDB's
+            // block cache over direct reads, at equal memory.
+            i(LARGER, 1.1),
+            ("direct".to_string(), 1.0, Some(LARGER)),
         ]
     );
-    assert_eq!(sc.targets.len(), 4);
-    assert_eq!(sc.ratios.len(), 8);
+    assert_eq!(sc.targets.len(), 6);
+    assert_eq!(sc.ratios.len(), 14);
+    let lg = &db.larger;
+    assert_eq!((lg.keys, lg.limit, lg.reads), (900_000, 96 << 20, 10_000));
+    // Blocks aligned to pages only in the full run.
+    assert!(!lg.aligned);
+    // Equal memory: the block cache 3/4 of the limit, the interposer's
+    // capacity 25/32, the small block cache 1/32.
+    assert_eq!(
+        (lg.block_cache(), lg.capacity(), lg.small_cache()),
+        (72 << 20, 75 << 20, 3 << 20)
+    );
+    assert!(
+        sc.description.contains("readrandom-larger"),
+        "{}",
+        sc.description
+    );
     // The restart case reads 30% of the keys in order, then as many at
     // random, in a new process.
     assert_eq!(db.restart_reads(), 60_000);
@@ -377,7 +404,14 @@ fn programs_fills_and_reads_keys_three_ways_with_the_issues_targets() {
     let db = db_bench(only(&p));
     assert_eq!((db.keys, db.capacity), ((2 << 20) / 216, 64 << 20));
     let p = plan_of(&["--scenario", "programs"]);
-    assert_eq!(db_bench(only(&p)).keys, 1_000_000);
+    let db = db_bench(only(&p));
+    assert_eq!(db.keys, 1_000_000);
+    // The issue's: 4M keys in 256 MiB, a block cache of 192 MiB against a
+    // capacity of 200 MiB.
+    let lg = &db.larger;
+    assert_eq!((lg.keys, lg.limit), (4_000_000, 256 << 20));
+    assert_eq!((lg.block_cache(), lg.capacity()), (192 << 20, 200 << 20));
+    assert!(lg.aligned);
     // Not in the reference set.
     let p = plan_of(&["--seeds"]);
     assert!(p.scenarios.iter().all(|s| s.programs.is_none()));
