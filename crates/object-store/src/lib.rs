@@ -96,6 +96,7 @@ mod read;
 mod remote;
 mod store;
 mod upload;
+mod window;
 
 pub use disk::{DiskTier, DiskTierStats};
 pub use store::{CachedStore, CachedStoreBuilder, CachedStoreStats, DEFAULT_MAX_OBJECTS};

@@ -18,7 +18,7 @@ use object_store::{
 };
 
 /// What reached the store.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Seen {
     /// GETs of data (not HEADs).
     pub gets: AtomicU64,
@@ -31,6 +31,25 @@ pub struct Seen {
     /// Milliseconds each GET (a HEAD included) waits before it is
     /// answered.
     pub delay_ms: AtomicU64,
+    /// While set, each GET of data (counted first) waits for a permit of
+    /// `gate` before it is answered.
+    pub gated: AtomicBool,
+    /// The permits gated GETs wait for (none at first).
+    pub gate: tokio::sync::Semaphore,
+}
+
+impl Default for Seen {
+    fn default() -> Self {
+        Seen {
+            gets: AtomicU64::new(0),
+            heads: AtomicU64::new(0),
+            fail_gets: AtomicBool::new(false),
+            ignore_if_match: AtomicBool::new(false),
+            delay_ms: AtomicU64::new(0),
+            gated: AtomicBool::new(false),
+            gate: tokio::sync::Semaphore::new(0),
+        }
+    }
 }
 
 impl Seen {
@@ -91,6 +110,9 @@ impl ObjectStore for Counting {
             return self.inner.get_opts(l, o).await;
         }
         self.seen.gets.fetch_add(1, Ordering::SeqCst);
+        if self.seen.gated.load(Ordering::SeqCst) {
+            self.seen.gate.acquire().await.expect("open").forget();
+        }
         if self.seen.fail_gets.load(Ordering::SeqCst) {
             return Err(object_store::Error::Generic {
                 store: "Counting",
