@@ -195,12 +195,14 @@ impl<S: ObjectStore> RemoteBacking<S> {
         let wide = match self.flights.begin(&span) {
             Role::Leader(lead) => match self.fetch(span.clone()) {
                 Ok(wide) => {
+                    // The waiters first; then the tier (a miss arriving
+                    // between the two sends its own GET: no wrong byte).
+                    lead.finish(Some(wide.clone()));
                     let chunk = CHUNK as u64;
                     for (i, data) in wide.chunks(CHUNK).enumerate() {
                         let c = span.start / chunk + i as u64;
                         tier.put(chunk_key(self.path.as_ref(), version, c), data);
                     }
-                    lead.finish(Some(wide.clone()));
                     wide
                 }
                 Err(e) => {

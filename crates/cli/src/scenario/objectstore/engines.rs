@@ -185,7 +185,13 @@ impl Engine {
             },
             Engine::Folio(s, ..) => {
                 let st = s.stats();
-                let mut n = format!("memory: {} hits, {} misses", st.hits, st.misses);
+                let mut n = format!(
+                    "memory: {} hits, {} misses; read-around window {} KiB, {} misses coalesced",
+                    st.hits,
+                    st.misses,
+                    st.read_around >> 10,
+                    st.coalesced
+                );
                 if let Some(t) = s.disk_tier() {
                     let t = t.stats();
                     n += &format!(
