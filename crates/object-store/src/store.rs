@@ -111,7 +111,7 @@ impl<S: ObjectStore> CachedStoreBuilder<S> {
     /// Fixes the window a point miss fetches, with a disk tier, at
     /// `bytes` (rounded up to a power of two within 64 KiB and 4 MiB; 0:
     /// only the bytes missed). Default: measured, the largest power of
-    /// two within a quarter of the remote's latency times its bandwidth,
+    /// two within half of the remote's latency times its bandwidth,
     /// as its GETs time them (none before they have: crate::window).
     pub fn read_around(mut self, bytes: u64) -> Self {
         self.read_around = Some(bytes);

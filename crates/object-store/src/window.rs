@@ -6,10 +6,10 @@
 //! A GET costs its first byte's latency `L` (S3: 100 to 200 ms) plus its
 //! bytes over the request's bandwidth `B` (S3: 85 to 90 MB/s). Below
 //! `L x B` bytes (1.8 MB at 20 ms and 90 MB/s) a GET is latency-bound:
-//! fetching a quarter of `L x B` costs at most a quarter more than
-//! fetching 4 KiB. So a point miss of a store with a disk tier fetches the
-//! aligned *window* around it ([`LinkModel::point_window`]), the largest
-//! power of two within `L x B / 4`, and the tier keeps the whole window:
+//! fetching half of `L x B` costs at most half more than fetching 4 KiB.
+//! So a point miss of a store with a disk tier fetches the aligned
+//! *window* around it ([`LinkModel::point_window`]), the largest power of
+//! two within `L x B / 2`, and the tier keeps the whole window:
 //! the next miss nearby is a disk hit, not another GET (the kernel's
 //! read-around of a page fault, `do_sync_mmap_readahead`, for the same
 //! reason: a seek costs more than the pages beside it).
@@ -29,7 +29,7 @@
 //!
 //! The figures are measured at run time, never assumed: until four GETs
 //! and one body of at least [`MIN_BODY`] bytes were timed, no window is
-//! widened. A store whose latency is negligible (`L x B / 4` under
+//! widened. A store whose latency is negligible (`L x B / 2` under
 //! [`MIN_WINDOW`], memory or a local disk) never widens.
 //!
 //! # Single flight
@@ -165,12 +165,12 @@ impl LinkState {
         let Some(lb) = self.latency_bandwidth() else {
             return 0;
         };
-        let quarter = (lb / 4.0) as u64;
-        if quarter < MIN_WINDOW {
+        let half = (lb / 2.0) as u64;
+        if half < MIN_WINDOW {
             return 0;
         }
-        // The largest power of two within a quarter of L x B.
-        (1u64 << (63 - quarter.leading_zeros())).min(MAX_WINDOW)
+        // The largest power of two within half of L x B.
+        (1u64 << (63 - half.leading_zeros())).min(MAX_WINDOW)
     }
 }
 
@@ -270,7 +270,7 @@ mod tests {
 
     const MS: Duration = Duration::from_millis(1);
 
-    /// 20 ms and 90 MB/s: `L x B` = 1.8 MB, a quarter 450 KB, so 256 KiB
+    /// 20 ms and 90 MB/s: `L x B` = 1.8 MB, half 900 KB, so 512 KiB
     /// windows; streams 2 MiB (512 pages).
     #[test]
     fn windows_follow_latency_times_bandwidth() {
@@ -280,7 +280,7 @@ mod tests {
             // 900 KB in 10 ms: 90 MB/s.
             m.record(20 * MS, 900_000, 10 * MS);
         }
-        assert_eq!(m.point_window(), 256 << 10);
+        assert_eq!(m.point_window(), 512 << 10);
         assert_eq!(m.stream_pages(), Some(512));
     }
 
