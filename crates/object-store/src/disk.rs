@@ -19,7 +19,7 @@
 //! A chunk is the aligned 64 KiB `[c * CHUNK, (c + 1) * CHUNK)` of one
 //! object version (the last one shorter); its key is a 128-bit hash of
 //! the path, the version and `c` ([`chunk_key`]). The key picks a *set*
-//! of [`WAYS`] slots (8-way set-associative, as a CPU cache: a
+//! of [`WAYS`] slots (16-way set-associative, as a CPU cache: a
 //! direct-mapped tier loses a third or more of its chunks to conflicts
 //! when it is nearly full). In memory, each slot has a tag (the low 64
 //! bits of the key it holds, or empty, or unknown) and when it was last
@@ -70,7 +70,7 @@ const _: () = assert!(CHUNK / BLOCK == 16);
 pub const SLOT: usize = BLOCK + CHUNK;
 const MAGIC: &[u8; 8] = b"fcotier1";
 /// Slots per set: a chunk may go to any of its set's.
-pub const WAYS: u64 = 8;
+pub const WAYS: u64 = 16;
 /// The most keys the ghosts remember.
 const MAX_GHOSTS: usize = 1 << 16;
 

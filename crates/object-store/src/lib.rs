@@ -95,6 +95,7 @@
 #![warn(unreachable_pub)]
 
 pub mod disk;
+mod forward;
 #[cfg(feature = "prometheus")]
 mod metrics;
 mod objects;
@@ -106,6 +107,15 @@ mod window;
 
 pub use disk::{DiskTier, DiskTierStats};
 pub use store::{CachedStore, CachedStoreBuilder, CachedStoreStats, DEFAULT_MAX_OBJECTS};
+
+/// What [`forward_object_store!`] names from this crate's dependencies
+/// (not an API).
+#[doc(hidden)]
+pub mod __private {
+    pub use async_trait::async_trait;
+    pub use futures_util::stream::BoxStream;
+    pub use object_store;
+}
 
 /// The example of `docs/object-store.md`, run as a doc test.
 #[cfg(doctest)]

@@ -7,15 +7,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use bytes::Bytes;
-use futures_util::stream::BoxStream;
+use foliocache_object_store::forward_object_store;
 use object_store::memory::InMemory;
 use object_store::path::Path;
-use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
-};
+use object_store::{GetOptions, GetResult, Result};
 
 /// What reached the store.
 #[derive(Debug)]
@@ -83,20 +79,9 @@ impl fmt::Display for Counting {
     }
 }
 
-#[async_trait]
-impl ObjectStore for Counting {
-    async fn put_opts(&self, l: &Path, p: PutPayload, o: PutOptions) -> Result<PutResult> {
-        self.inner.put_opts(l, p, o).await
-    }
-
-    async fn put_multipart_opts(
-        &self,
-        l: &Path,
-        o: PutMultipartOptions,
-    ) -> Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(l, o).await
-    }
-
+forward_object_store!(
+    Counting,
+    inner,
     async fn get_opts(&self, l: &Path, mut o: GetOptions) -> Result<GetResult> {
         if self.seen.ignore_if_match.load(Ordering::SeqCst) {
             o.if_match = None;
@@ -125,27 +110,4 @@ impl ObjectStore for Counting {
     async fn get_ranges(&self, l: &Path, r: &[Range<u64>]) -> Result<Vec<Bytes>> {
         self.inner.get_ranges(l, r).await
     }
-
-    fn delete_stream(
-        &self,
-        l: BoxStream<'static, Result<Path>>,
-    ) -> BoxStream<'static, Result<Path>> {
-        self.inner.delete_stream(l)
-    }
-
-    fn list(&self, p: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.inner.list(p)
-    }
-
-    async fn list_with_delimiter(&self, p: Option<&Path>) -> Result<ListResult> {
-        self.inner.list_with_delimiter(p).await
-    }
-
-    async fn copy_opts(&self, from: &Path, to: &Path, o: CopyOptions) -> Result<()> {
-        self.inner.copy_opts(from, to, o).await
-    }
-
-    async fn rename_opts(&self, from: &Path, to: &Path, o: RenameOptions) -> Result<()> {
-        self.inner.rename_opts(from, to, o).await
-    }
-}
+);
