@@ -5,7 +5,8 @@
 
 /// Implements [`object_store::ObjectStore`] for `$ty`, a wrapper whose
 /// field `$inner` is the store it wraps: the methods given (at least
-/// `get_opts`, written as in an `#[async_trait]` impl) and, passed to
+/// `get_opts`, written as in an `#[async_trait]` impl; invoke it with
+/// braces, which rustfmt leaves as they are) and, passed to
 /// `$inner` unchanged, `put_opts`, `put_multipart_opts`, `delete_stream`,
 /// `list`, `list_with_delimiter`, `copy_opts` and `rename_opts`. The
 /// other methods are the trait's defaults (built on those).
@@ -27,12 +28,12 @@
 ///     }
 /// }
 ///
-/// forward_object_store!(Counted, inner,
+/// forward_object_store! { Counted, inner,
 ///     async fn get_opts(&self, l: &Path, o: GetOptions) -> Result<GetResult> {
 ///         self.gets.fetch_add(1, Ordering::Relaxed);
 ///         self.inner.get_opts(l, o).await
 ///     }
-/// );
+/// }
 /// ```
 #[macro_export]
 macro_rules! forward_object_store {

@@ -47,7 +47,7 @@ use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore};
 use tokio::runtime::Handle;
 
 use crate::disk::{chunk_key, DiskTier, CHUNK};
-use crate::window::{span, Flights, LinkModel, Role};
+use crate::window::{span, Flights, Leader, LinkModel, Role};
 
 /// The name the store's own errors carry (`object_store::Error::Generic`'s
 /// `store`).
@@ -96,7 +96,7 @@ pub(crate) struct RemoteBacking<S> {
     /// The disk tier, and this version's name in its keys.
     tier: Option<(Arc<DiskTier>, String)>,
     /// Windows being fetched for point misses (crate::window).
-    flights: Flights,
+    flights: Arc<Flights>,
     /// Where the last range read from the remote or the tier ended: a
     /// range starting there is a sequential reader's.
     last_end: AtomicU64,
@@ -120,7 +120,7 @@ impl<S: ObjectStore> RemoteBacking<S> {
             runtime,
             counters,
             tier,
-            flights: Flights::default(),
+            flights: Arc::default(),
             last_end: AtomicU64::new(u64::MAX),
         }
     }
@@ -186,7 +186,7 @@ impl<S: ObjectStore> RemoteBacking<S> {
     /// window wait for its one GET; if it fails, each sends its own.
     fn read_around(
         &self,
-        tier: &DiskTier,
+        tier: &Arc<DiskTier>,
         version: &str,
         range: Range<u64>,
         window: u64,
@@ -195,18 +195,12 @@ impl<S: ObjectStore> RemoteBacking<S> {
         let wide = match self.flights.begin(&span) {
             Role::Leader(lead) => match self.fetch(span.clone()) {
                 Ok(wide) => {
-                    // The waiters first; then the tier (a miss arriving
-                    // between the two sends its own GET: no wrong byte).
-                    lead.finish(Some(wide.clone()));
-                    let chunk = CHUNK as u64;
-                    for (i, data) in wide.chunks(CHUNK).enumerate() {
-                        let c = span.start / chunk + i as u64;
-                        tier.put(chunk_key(self.path.as_ref(), version, c), data);
-                    }
+                    lead.publish(Some(wide.clone()));
+                    self.keep(tier, version, span.start, wide.clone(), lead);
                     wide
                 }
                 Err(e) => {
-                    lead.finish(None);
+                    lead.publish(None);
                     return Err(e);
                 }
             },
@@ -220,6 +214,26 @@ impl<S: ObjectStore> RemoteBacking<S> {
         };
         let at = (range.start - span.start) as usize;
         Ok(wide.slice(at..at + (range.end - range.start) as usize))
+    }
+
+    /// Writes the chunks of `wide` (the window at `start`) to the tier,
+    /// then ends its flight (`lead`): on the runtime's blocking pool, off
+    /// the miss's path (the flight serves the window meanwhile), or here
+    /// outside tokio.
+    fn keep(&self, tier: &Arc<DiskTier>, version: &str, start: u64, wide: Bytes, lead: Leader) {
+        let (tier, version, path) = (tier.clone(), version.to_string(), self.path.clone());
+        let write = move || {
+            let chunk = CHUNK as u64;
+            for (i, data) in wide.chunks(CHUNK).enumerate() {
+                let c = start / chunk + i as u64;
+                tier.put(chunk_key(path.as_ref(), &version, c), data);
+            }
+            drop(lead);
+        };
+        match &self.runtime {
+            Some(h) => drop(h.spawn_blocking(write)),
+            None => write(),
+        }
     }
 
     /// The GET of `range` of this version: the store's answer, which must

@@ -35,7 +35,9 @@
 //! # Single flight
 //! Two misses whose windows are the same, arriving together, make one GET:
 //! the first to [`Flights::begin`] a window is its leader and fetches it;
-//! the others wait for its bytes and copy theirs out. A leader that fails
+//! the others wait for its bytes and copy theirs out. The flight stays
+//! until the leader has written the window to the disk tier (in the
+//! background), so a miss in between is served its bytes, not a GET. A leader that fails
 //! hands its waiters nothing, and each sends its own GET (so every caller
 //! sees the store's own error: errors are never shared or cached).
 //!
@@ -198,23 +200,25 @@ pub(crate) struct Flight {
 }
 
 /// What [`Flights::begin`] made the caller.
-pub(crate) enum Role<'a> {
-    /// It fetches the span, and must [`Leader::finish`] it.
-    Leader(Leader<'a>),
+pub(crate) enum Role {
+    /// It fetches the span, and must [`Leader::publish`] it.
+    Leader(Leader),
     /// Another fetches it: wait with [`Flight::wait`].
     Waiter(Arc<Flight>),
 }
 
-/// The fetcher of a span; finishing (or dropping) it wakes the waiters.
-pub(crate) struct Leader<'a> {
-    flights: &'a Flights,
+/// The fetcher of a span. Publishing wakes the waiters; the flight stays
+/// joinable (its bytes served to later misses of the span) until the
+/// leader is dropped, after the span is written to the tier.
+pub(crate) struct Leader {
+    flights: Arc<Flights>,
     key: (u64, u64),
     flight: Arc<Flight>,
 }
 
 impl Flights {
     /// Joins the flight of `span`, or starts it.
-    pub(crate) fn begin(&self, span: &Range<u64>) -> Role<'_> {
+    pub(crate) fn begin(self: &Arc<Self>, span: &Range<u64>) -> Role {
         let key = (span.start, span.end);
         let mut map = self.map.lock();
         if let Some(f) = map.get(&key) {
@@ -223,32 +227,36 @@ impl Flights {
         let flight = Arc::new(Flight::default());
         map.insert(key, flight.clone());
         Role::Leader(Leader {
-            flights: self,
+            flights: self.clone(),
             key,
             flight,
         })
     }
 }
 
-impl Leader<'_> {
-    /// Hands `bytes` (`None`: the GET failed) to the waiters.
-    pub(crate) fn finish(self, bytes: Option<Bytes>) {
-        self.publish(bytes);
-    }
-
-    fn publish(&self, bytes: Option<Bytes>) {
-        self.flights.map.lock().remove(&self.key);
+impl Leader {
+    /// Hands `bytes` (`None`: the GET failed) to the waiters, and to the
+    /// misses of the span that come before the leader is dropped.
+    pub(crate) fn publish(&self, bytes: Option<Bytes>) {
         let mut done = self.flight.done.lock();
         if done.is_none() {
             *done = Some(bytes);
             self.flight.cv.notify_all();
         }
     }
+
+    /// Publishes `bytes` and ends the flight.
+    #[cfg(test)]
+    pub(crate) fn finish(self, bytes: Option<Bytes>) {
+        self.publish(bytes);
+    }
 }
 
-impl Drop for Leader<'_> {
+impl Drop for Leader {
     fn drop(&mut self) {
-        // A leader that unwound: its waiters fetch for themselves.
+        self.flights.map.lock().remove(&self.key);
+        // A leader that unwound before publishing: its waiters fetch for
+        // themselves.
         self.publish(None);
     }
 }
@@ -329,7 +337,7 @@ mod tests {
     /// finished, the span starts a new flight.
     #[test]
     fn a_second_miss_of_a_span_waits_for_the_first() {
-        let f = Flights::default();
+        let f = Arc::new(Flights::default());
         let Role::Leader(lead) = f.begin(&(0..8)) else {
             panic!("the first is the leader")
         };
@@ -345,7 +353,7 @@ mod tests {
     /// A leader that fails (or unwinds) hands its waiters nothing.
     #[test]
     fn a_failed_leader_hands_nothing() {
-        let f = Flights::default();
+        let f = Arc::new(Flights::default());
         let Role::Leader(lead) = f.begin(&(0..8)) else {
             panic!("the first is the leader")
         };

@@ -79,7 +79,7 @@ impl fmt::Display for Counting {
     }
 }
 
-forward_object_store!(
+forward_object_store! {
     Counting,
     inner,
     async fn get_opts(&self, l: &Path, mut o: GetOptions) -> Result<GetResult> {
@@ -110,4 +110,4 @@ forward_object_store!(
     async fn get_ranges(&self, l: &Path, r: &[Range<u64>]) -> Result<Vec<Bytes>> {
         self.inner.get_ranges(l, r).await
     }
-);
+}

@@ -104,7 +104,7 @@ impl fmt::Display for Local {
     }
 }
 
-forward_object_store!(
+forward_object_store! {
     Local,
     inner,
     async fn get_opts(&self, l: &Path, o: GetOptions) -> Result<GetResult> {
@@ -134,4 +134,4 @@ forward_object_store!(
         }
         Ok(r)
     }
-);
+}
