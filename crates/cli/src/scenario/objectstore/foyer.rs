@@ -348,4 +348,15 @@ mod tests {
             assert_eq!(disk.get((1, k)).unwrap(), block(k));
         }
     }
+
+    /// The block buffer is a quarter of M at most (so that the model's
+    /// memory in all is M), foyer's 16 MiB at most, 1 MiB at least.
+    #[test]
+    fn the_block_fits_in_a_quarter_of_memory() {
+        assert_eq!(region_for(8 << 20), 2 << 20);
+        assert_eq!(region_for(12 << 20), 2 << 20);
+        assert_eq!(region_for(64 << 20), REGION);
+        assert_eq!(region_for(1 << 30), REGION);
+        assert_eq!(region_for(1 << 20), 1 << 20);
+    }
 }
