@@ -333,20 +333,41 @@ mod tests {
         );
     }
 
-    /// The second to begin a span waits for the first's bytes; once it
-    /// finished, the span starts a new flight.
-    #[test]
-    fn a_second_miss_of_a_span_waits_for_the_first() {
-        let f = Arc::new(Flights::default());
+    /// A leader of span 0..8 and a waiter of it.
+    fn leader_and_waiter(f: &Arc<Flights>) -> (Leader, Arc<Flight>) {
         let Role::Leader(lead) = f.begin(&(0..8)) else {
             panic!("the first is the leader")
         };
         let Role::Waiter(w) = f.begin(&(0..8)) else {
             panic!("the second waits")
         };
+        (lead, w)
+    }
+
+    /// The second to begin a span waits for the first's bytes; once the
+    /// leader is gone, the span starts a new flight.
+    #[test]
+    fn a_second_miss_of_a_span_waits_for_the_first() {
+        let f = Arc::new(Flights::default());
+        let (lead, w) = leader_and_waiter(&f);
         let waiter = std::thread::spawn(move || w.wait());
         lead.finish(Some(Bytes::from_static(b"01234567")));
         assert_eq!(waiter.join().unwrap().unwrap(), &b"01234567"[..]);
+        assert!(matches!(f.begin(&(0..8)), Role::Leader(_)));
+    }
+
+    /// A published flight serves misses that come before its leader is
+    /// dropped (its window being written to the tier).
+    #[test]
+    fn a_published_flight_serves_until_its_leader_goes() {
+        let f = Arc::new(Flights::default());
+        let (lead, _) = leader_and_waiter(&f);
+        lead.publish(Some(Bytes::from_static(b"abcdefgh")));
+        let Role::Waiter(late) = f.begin(&(0..8)) else {
+            panic!("the flight is still joinable")
+        };
+        assert_eq!(late.wait().unwrap(), &b"abcdefgh"[..]);
+        drop(lead);
         assert!(matches!(f.begin(&(0..8)), Role::Leader(_)));
     }
 
@@ -354,12 +375,7 @@ mod tests {
     #[test]
     fn a_failed_leader_hands_nothing() {
         let f = Arc::new(Flights::default());
-        let Role::Leader(lead) = f.begin(&(0..8)) else {
-            panic!("the first is the leader")
-        };
-        let Role::Waiter(w) = f.begin(&(0..8)) else {
-            panic!("the second waits")
-        };
+        let (lead, w) = leader_and_waiter(&f);
         drop(lead);
         assert!(w.wait().is_none());
     }

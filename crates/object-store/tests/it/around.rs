@@ -100,47 +100,30 @@ fn at(x: u64) -> std::ops::Range<usize> {
     x as usize..x as usize + 4096
 }
 
-/// A miss arriving while a neighbour's GET of the same window is in
-/// flight waits for it: one GET for both.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_misses_of_neighbours_share_one_get() {
-    let inner = Counting::new();
-    let (p, d) = object(&inner, "a/neighbours", 1 << 20, 42).await;
-    let (s, _) = around(inner.clone());
-    let s = Arc::new(s);
-    inner.seen.gated.store(true, Ordering::SeqCst);
-    let read = |at: u64| {
-        let (s, p) = (s.clone(), p.clone());
-        tokio::spawn(async move { s.get_range(&p, at..at + 4096).await.unwrap() })
-    };
-    // Neither at 0 (a read there starts readahead) nor in one folio:
-    // two misses of one window, not of one folio.
-    let first = read(FIRST);
-    until(&inner.seen, "the first GET is sent", || {
-        inner.seen.gets() == 1
-    })
-    .await;
-    let second = read(SECOND);
-    until(&inner.seen, "the second waits for it", || {
-        s.stats().coalesced == 1
-    })
-    .await;
-    inner.seen.gate.add_permits(1);
-    assert_eq!(&first.await.unwrap()[..], &d[at(FIRST)]);
-    assert_eq!(&second.await.unwrap()[..], &d[at(SECOND)]);
-    assert_eq!(inner.seen.gets(), 1, "one GET for both");
-}
+type Read = tokio::task::JoinHandle<object_store::Result<bytes::Bytes>>;
 
-/// A leader whose GET fails hands its waiter nothing: the waiter sends
-/// its own GET and sees the store's answer; nothing failed is kept.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failed_window_get_is_not_shared() {
+/// Two misses of one window, with the store's GETs gated (and failing
+/// with `fail`): a read at [`FIRST`], then one at [`SECOND`] once the
+/// first's GET is sent; returns once the second waits for the first's
+/// GET. Neither read is at 0 (a read there starts readahead) nor in the
+/// other's folio: two misses of one window, not of one folio.
+async fn two_misses(
+    name: &str,
+    seed: u64,
+    fail: bool,
+) -> (
+    Arc<CachedStore<Counting>>,
+    Counting,
+    Path,
+    Vec<u8>,
+    Read,
+    Read,
+) {
     let inner = Counting::new();
-    let (p, d) = object(&inner, "a/failing", 1 << 20, 43).await;
-    let (s, _) = around(inner.clone());
-    let s = Arc::new(s);
+    let (p, d) = object(&inner, name, 1 << 20, seed).await;
+    let s = Arc::new(around(inner.clone()).0);
     inner.seen.gated.store(true, Ordering::SeqCst);
-    inner.seen.fail_gets.store(true, Ordering::SeqCst);
+    inner.seen.fail_gets.store(fail, Ordering::SeqCst);
     let read = |at: u64| {
         let (s, p) = (s.clone(), p.clone());
         tokio::spawn(async move { s.get_range(&p, at..at + 4096).await })
@@ -155,6 +138,25 @@ async fn a_failed_window_get_is_not_shared() {
         s.stats().coalesced == 1
     })
     .await;
+    (s, inner, p, d, first, second)
+}
+
+/// A miss arriving while a neighbour's GET of the same window is in
+/// flight waits for it: one GET for both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_misses_of_neighbours_share_one_get() {
+    let (_s, inner, _p, d, first, second) = two_misses("a/neighbours", 42, false).await;
+    inner.seen.gate.add_permits(1);
+    assert_eq!(&first.await.unwrap().unwrap()[..], &d[at(FIRST)]);
+    assert_eq!(&second.await.unwrap().unwrap()[..], &d[at(SECOND)]);
+    assert_eq!(inner.seen.gets(), 1, "one GET for both");
+}
+
+/// A leader whose GET fails hands its waiter nothing: the waiter sends
+/// its own GET and sees the store's answer; nothing failed is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_window_get_is_not_shared() {
+    let (s, inner, p, d, first, second) = two_misses("a/failing", 43, true).await;
     inner.seen.gated.store(false, Ordering::SeqCst);
     inner.seen.gate.add_permits(1 << 20);
     assert!(first.await.unwrap().is_err());
