@@ -68,7 +68,14 @@ pub(crate) struct Counters {
     pub(crate) coalesced: AtomicU64,
     /// The remote's latency and bandwidth, from the GETs' timings.
     pub(crate) link: LinkModel,
+    /// Read-around windows waiting for their tier writes in the
+    /// background.
+    pub(crate) pending_windows: AtomicU64,
 }
+
+/// The most read-around windows whose tier writes wait in the background
+/// (each holds its window's bytes); past it a miss writes its own.
+const MAX_PENDING_WINDOWS: u64 = 16;
 
 impl Counters {
     /// Adds `n` to `c`.
@@ -219,7 +226,9 @@ impl<S: ObjectStore> RemoteBacking<S> {
     /// Writes the chunks of `wide` (the window at `start`) to the tier,
     /// then ends its flight (`lead`): on the runtime's blocking pool, off
     /// the miss's path (the flight serves the window meanwhile), or here
-    /// outside tokio.
+    /// outside tokio or when [`MAX_PENDING_WINDOWS`] wait already (so the
+    /// memory they hold is bounded when the disk is slower than the
+    /// remote).
     fn keep(&self, tier: &Arc<DiskTier>, version: &str, start: u64, wide: Bytes, lead: Leader) {
         let (tier, version, path) = (tier.clone(), version.to_string(), self.path.clone());
         let write = move || {
@@ -230,9 +239,22 @@ impl<S: ObjectStore> RemoteBacking<S> {
             }
             drop(lead);
         };
-        match &self.runtime {
-            Some(h) => drop(h.spawn_blocking(write)),
-            None => write(),
+        let pending = &self.counters.pending_windows;
+        let runtime = self.runtime.as_ref();
+        match runtime.filter(|_| pending.fetch_add(1, Ordering::Relaxed) < MAX_PENDING_WINDOWS) {
+            Some(h) => {
+                let counters = self.counters.clone();
+                drop(h.spawn_blocking(move || {
+                    write();
+                    counters.pending_windows.fetch_sub(1, Ordering::Relaxed);
+                }));
+            }
+            None => {
+                if runtime.is_some() {
+                    pending.fetch_sub(1, Ordering::Relaxed);
+                }
+                write();
+            }
         }
     }
 
