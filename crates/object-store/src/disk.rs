@@ -18,14 +18,22 @@
 //! ```
 //! A chunk is the aligned 64 KiB `[c * CHUNK, (c + 1) * CHUNK)` of one
 //! object version (the last one shorter); its key is a 128-bit hash of
-//! the path, the version and `c` ([`chunk_key`]). The key picks one slot
-//! (direct-mapped): a lookup is one read of that slot, header and data
-//! together, and a write one write of both.
+//! the path, the version and `c` ([`chunk_key`]). The key picks a *set*
+//! of [`WAYS`] slots (16-way set-associative, as a CPU cache: a
+//! direct-mapped tier loses a third or more of its chunks to conflicts
+//! when it is nearly full). In memory, each slot has a tag (the low 64
+//! bits of the key it holds, or empty, or unknown) and when it was last
+//! used: 16 bytes a slot, 240 KiB for an 1 GiB tier. A lookup reads the
+//! one slot whose tag is its key's, header and data together, or none if
+//! no tag matches; a write goes to the slot of its key, else an empty
+//! one, else the set's least recently used, in one write of both.
 //!
 //! # Crashes
-//! The headers on disk are the index: a reopen opens the file and reads
-//! nothing, whatever the tier's size; the first lookup of a chunk reads
-//! its slot. A slot whose write was cut short (a crash mid-write, a torn
+//! The headers on disk are the index: a reopen opens the file, reads
+//! nothing and knows no tag; a lookup then reads the set's slots of
+//! unknown content until one holds its key, learning their tags. So a
+//! reopen takes the same time whatever the tier's size, and the first
+//! lookup of a chunk reads at most its set. A slot whose write was cut short (a crash mid-write, a torn
 //! write, a reader racing a writer of the same slot) fails its checksum,
 //! which covers the key, the length and the data; a slot holding another
 //! chunk fails the key check. Both are misses, never wrong bytes. No
@@ -61,6 +69,8 @@ const _: () = assert!(CHUNK / BLOCK == 16);
 /// The bytes of a slot: a header block and a chunk (68 KiB).
 pub const SLOT: usize = BLOCK + CHUNK;
 const MAGIC: &[u8; 8] = b"fcotier1";
+/// Slots per set: a chunk may go to any of its set's.
+pub const WAYS: u64 = 16;
 /// The most keys the ghosts remember.
 const MAX_GHOSTS: usize = 1 << 16;
 
@@ -83,8 +93,30 @@ pub fn chunk_key(path: &str, version: &str, chunk: u64) -> u128 {
 pub struct DiskTier {
     file: Box<dyn Backing>,
     slots: u64,
+    /// Slots per set ([`WAYS`], fewer in a tier of fewer slots).
+    ways: u64,
+    /// What each slot holds, as far as this process knows: [`UNKNOWN`],
+    /// [`EMPTY`], or the [`tag`] of the chunk written there.
+    tags: Vec<AtomicU64>,
+    /// When each slot was last written or hit (`clock`'s value): the
+    /// least recent of a set is replaced.
+    used: Vec<AtomicU64>,
+    clock: AtomicU64,
     ghosts: Mutex<Ghosts>,
     counts: Counts,
+}
+
+/// A slot whose content this process has not seen (every slot after an
+/// open: the file is not read).
+const UNKNOWN: u64 = 0;
+/// A slot that holds no chunk (or a damaged one).
+const EMPTY: u64 = 1;
+
+/// The tag of chunk `key` in [`DiskTier::tags`]: its low 64 bits (the
+/// set is chosen by the high ones), never [`UNKNOWN`] or [`EMPTY`]. Two
+/// keys of one tag are told apart by the slot's header.
+fn tag(key: u128) -> u64 {
+    (key as u64).max(2)
 }
 
 #[derive(Default)]
@@ -146,13 +178,19 @@ impl DiskTier {
     /// # Errors
     /// The backing's `len` or `set_len` error.
     pub fn with_backing(file: impl Backing, bytes: u64) -> io::Result<DiskTier> {
-        let slots = (bytes / SLOT as u64).max(1);
+        let ways = (bytes / SLOT as u64).clamp(1, WAYS);
+        let slots = (bytes / SLOT as u64 / ways).max(1) * ways;
         if file.len()? != slots * SLOT as u64 {
             file.set_len(slots * SLOT as u64)?;
         }
+        let fresh = |v: u64| (0..slots).map(|_| AtomicU64::new(v)).collect::<Vec<_>>();
         Ok(DiskTier {
             file: Box::new(file),
             slots,
+            ways,
+            tags: fresh(UNKNOWN),
+            used: fresh(0),
+            clock: AtomicU64::new(1),
             ghosts: Mutex::new(Ghosts::default()),
             counts: Counts::default(),
         })
@@ -172,14 +210,25 @@ impl DiskTier {
         }
     }
 
-    fn offset(&self, key: u128) -> u64 {
-        ((key >> 64) as u64 % self.slots) * SLOT as u64
+    /// The slots of `key`'s set.
+    fn set(&self, key: u128) -> std::ops::Range<u64> {
+        let first = ((key >> 64) as u64 % (self.slots / self.ways)) * self.ways;
+        first..first + self.ways
     }
 
-    /// The chunk `key` of `len` bytes, if its slot holds it whole and
-    /// its checksum verifies.
+    /// Marks slot `s` used now.
+    fn touch(&self, s: u64) {
+        let now = self.clock.fetch_add(1, Ordering::Relaxed);
+        self.used[s as usize].store(now, Ordering::Relaxed);
+    }
+
+    /// The chunk `key` of `len` bytes, if a slot of its set holds it whole
+    /// and its checksum verifies. A slot whose tag is `key`'s is read
+    /// first; slots of unknown content (after an open) are read until one
+    /// holds it, and their tags learnt; a set whose tags are all known
+    /// and none `key`'s is a miss with no read.
     pub fn get(&self, key: u128, len: usize) -> Option<Vec<u8>> {
-        let found = self.read_slot(key, len);
+        let found = self.lookup(key, len);
         let c = if found.is_some() {
             &self.counts.hits
         } else {
@@ -189,14 +238,31 @@ impl DiskTier {
         found
     }
 
-    fn read_slot(&self, key: u128, len: usize) -> Option<Vec<u8>> {
-        if len > CHUNK {
-            return None;
+    fn lookup(&self, key: u128, len: usize) -> Option<Vec<u8>> {
+        let want = tag(key);
+        for pass in [want, UNKNOWN] {
+            for s in self.set(key) {
+                if self.tags[s as usize].load(Ordering::Relaxed) != pass {
+                    continue;
+                }
+                if let Some(data) = self.read_slot(s, key, len) {
+                    self.tags[s as usize].store(want, Ordering::Relaxed);
+                    self.touch(s);
+                    return Some(data);
+                }
+            }
         }
+        None
+    }
+
+    /// Reads slot `s`: `key`'s `len` bytes if it holds them, checksum
+    /// verified. Otherwise what the header says the slot holds becomes
+    /// its tag (another chunk's, or [`EMPTY`]).
+    fn read_slot(&self, s: u64, key: u128, len: usize) -> Option<Vec<u8>> {
         let mut buf = AlignedBuf::zeroed(SLOT).ok()?;
         let n = match self
             .file
-            .read_blocks(&mut [buf.io_buf_mut()], self.offset(key))
+            .read_blocks(&mut [buf.io_buf_mut()], s * SLOT as u64)
         {
             Ok(n) => n,
             Err(_) => {
@@ -204,21 +270,33 @@ impl DiskTier {
                 return None;
             }
         };
-        if n < BLOCK + len || &buf[..8] != MAGIC || buf[8..24] != key.to_le_bytes() {
+        let held = if n >= BLOCK && &buf[..8] == MAGIC {
+            u128::from_le_bytes(buf[8..24].try_into().ok()?)
+        } else {
+            self.tags[s as usize].store(EMPTY, Ordering::Relaxed);
+            return None;
+        };
+        if held != key {
+            self.tags[s as usize].store(tag(held), Ordering::Relaxed);
             return None;
         }
         let stored_len = u32::from_le_bytes(buf[24..28].try_into().ok()?) as usize;
         let sum = u64::from_le_bytes(buf[28..36].try_into().ok()?);
-        if stored_len != len || sum != checksum(key, len, &buf[BLOCK..BLOCK + len]) {
+        if len > CHUNK
+            || n < BLOCK + len
+            || stored_len != len
+            || sum != checksum(key, len, &buf[BLOCK..BLOCK + len])
+        {
             self.counts.corrupt.fetch_add(1, Ordering::Relaxed);
             return None;
         }
         Some(buf[BLOCK..BLOCK + len].to_vec())
     }
 
-    /// Writes the chunk `key` (`data`, at most [`CHUNK`] bytes) to its
-    /// slot, replacing what was there. A failed write is counted and
-    /// otherwise ignored: the chunk is just not kept.
+    /// Writes the chunk `key` (`data`, at most [`CHUNK`] bytes) to a slot
+    /// of its set: the one that holds `key` already, else an empty or
+    /// unknown one, else the least recently used. A failed write is
+    /// counted and otherwise ignored: the chunk is just not kept.
     pub fn put(&self, key: u128, data: &[u8]) {
         if data.len() > CHUNK {
             return;
@@ -231,10 +309,36 @@ impl DiskTier {
         buf[24..28].copy_from_slice(&(data.len() as u32).to_le_bytes());
         buf[28..36].copy_from_slice(&checksum(key, data.len(), data).to_le_bytes());
         buf[BLOCK..BLOCK + data.len()].copy_from_slice(data);
-        match self.file.write_blocks(&[buf.io_buf()], self.offset(key)) {
-            Ok(_) => self.counts.writes.fetch_add(1, Ordering::Relaxed),
+        let s = self.victim(key);
+        // Empty while it is written: no lookup expects `key` or the old
+        // chunk there (a reader racing the write fails the checksum).
+        self.tags[s as usize].store(EMPTY, Ordering::Relaxed);
+        match self.file.write_blocks(&[buf.io_buf()], s * SLOT as u64) {
+            Ok(_) => {
+                self.tags[s as usize].store(tag(key), Ordering::Relaxed);
+                self.touch(s);
+                self.counts.writes.fetch_add(1, Ordering::Relaxed)
+            }
             Err(_) => self.counts.errors.fetch_add(1, Ordering::Relaxed),
         };
+    }
+
+    /// The slot `put` writes `key` to.
+    fn victim(&self, key: u128) -> u64 {
+        let want = tag(key);
+        let set = self.set(key);
+        let tag_of = |s: u64| self.tags[s as usize].load(Ordering::Relaxed);
+        if let Some(s) = set.clone().find(|&s| tag_of(s) == want) {
+            return s;
+        }
+        if let Some(s) = set.clone().find(|&s| tag_of(s) == EMPTY) {
+            return s;
+        }
+        if let Some(s) = set.clone().find(|&s| tag_of(s) == UNKNOWN) {
+            return s;
+        }
+        set.min_by_key(|&s| self.used[s as usize].load(Ordering::Relaxed))
+            .expect("a set has a slot")
     }
 
     /// Whether the chunk `key`, whose pages `pages` (bit `i`: bytes

@@ -39,6 +39,12 @@
 //!   between memory and the remote store: checksummed, reopened warm
 //!   without reading an index, a chunk admitted when a page of it misses in
 //!   memory a second time (see [`disk`]).
+//! - **GETs sized by the remote**: each GET's latency and bandwidth are
+//!   measured; with a disk tier, a point miss fetches the aligned window
+//!   around it (half of latency x bandwidth: a GET that small is
+//!   latency-bound) and keeps it all on disk, concurrent misses of one
+//!   window making one GET; sequential readers' readahead windows are set
+//!   to latency x bandwidth (module `window`, docs/object-store.md).
 //! - **Bounds**: the folios are the cache's (its capacity, its reclaim);
 //!   the objects tracked are at most
 //!   [`max_objects`](CachedStoreBuilder::max_objects), evicted by CLOCK
@@ -89,6 +95,7 @@
 #![warn(unreachable_pub)]
 
 pub mod disk;
+mod forward;
 #[cfg(feature = "prometheus")]
 mod metrics;
 mod objects;
@@ -96,9 +103,19 @@ mod read;
 mod remote;
 mod store;
 mod upload;
+mod window;
 
 pub use disk::{DiskTier, DiskTierStats};
 pub use store::{CachedStore, CachedStoreBuilder, CachedStoreStats, DEFAULT_MAX_OBJECTS};
+
+/// What [`forward_object_store!`] names from this crate's dependencies
+/// (not an API).
+#[doc(hidden)]
+pub mod __private {
+    pub use async_trait::async_trait;
+    pub use futures_util::stream::BoxStream;
+    pub use object_store;
+}
 
 /// The example of `docs/object-store.md`, run as a doc test.
 #[cfg(doctest)]

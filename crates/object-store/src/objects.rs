@@ -41,7 +41,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use foliocache::File;
+use foliocache::{File, ReadaheadConfig};
 use object_store::path::Path;
 use object_store::{Attributes, ObjectMeta};
 use parking_lot::{Mutex, RwLock};
@@ -64,6 +64,9 @@ pub(crate) struct Object {
     pub(crate) validated: Instant,
     /// Read since the clock hand last passed it.
     referenced: AtomicBool,
+    /// The readahead window last set on `file`, in pages (0: the cache's
+    /// default).
+    stream_pages: AtomicU64,
 }
 
 impl Object {
@@ -76,6 +79,18 @@ impl Object {
             file,
             validated: Instant::now(),
             referenced: AtomicBool::new(false),
+            stream_pages: AtomicU64::new(0),
+        }
+    }
+
+    /// Sets the file's readahead window to `pages` (the remote's latency
+    /// times its bandwidth, crate::window), if measured and not set
+    /// already: a sequential reader's GETs grow to it. Setting it starts
+    /// the window over, so it is set only when it changes.
+    pub(crate) fn tune_readahead(&self, pages: Option<u64>) {
+        let Some(p) = pages else { return };
+        if self.stream_pages.swap(p, Ordering::Relaxed) != p {
+            self.file.set_readahead(ReadaheadConfig::new(p, p));
         }
     }
 }

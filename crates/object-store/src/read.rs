@@ -50,6 +50,7 @@ pub(crate) async fn read(
         return Ok(buf.into());
     }
     Counters::add(&counters.misses, 1);
+    obj.tune_readahead(counters.link.stream_pages());
     let at = range.start + done as u64;
     let obj2 = obj.clone();
     let blocking = move || {

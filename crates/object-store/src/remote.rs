@@ -38,6 +38,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
+use std::time::Instant;
 
 use backing::{Backing, BackingInfo, DataPath, IoBuf, IoBufMut, BLOCK};
 use bytes::Bytes;
@@ -46,6 +47,7 @@ use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore};
 use tokio::runtime::Handle;
 
 use crate::disk::{chunk_key, DiskTier, CHUNK};
+use crate::window::{span, Flights, Leader, LinkModel, Role};
 
 /// The name the store's own errors carry (`object_store::Error::Generic`'s
 /// `store`).
@@ -62,7 +64,18 @@ pub(crate) struct Counters {
     pub(crate) get_errors: AtomicU64,
     pub(crate) heads: AtomicU64,
     pub(crate) stale: AtomicU64,
+    /// Point misses that waited for another's GET of their window.
+    pub(crate) coalesced: AtomicU64,
+    /// The remote's latency and bandwidth, from the GETs' timings.
+    pub(crate) link: LinkModel,
+    /// Read-around windows waiting for their tier writes in the
+    /// background.
+    pub(crate) pending_windows: AtomicU64,
 }
+
+/// The most read-around windows whose tier writes wait in the background
+/// (each holds its window's bytes); past it a miss writes its own.
+const MAX_PENDING_WINDOWS: u64 = 16;
 
 impl Counters {
     /// Adds `n` to `c`.
@@ -89,6 +102,11 @@ pub(crate) struct RemoteBacking<S> {
     counters: Arc<Counters>,
     /// The disk tier, and this version's name in its keys.
     tier: Option<(Arc<DiskTier>, String)>,
+    /// Windows being fetched for point misses (crate::window).
+    flights: Arc<Flights>,
+    /// Where the last range read from the remote or the tier ended: a
+    /// range starting there is a sequential reader's.
+    last_end: AtomicU64,
 }
 
 impl<S: ObjectStore> RemoteBacking<S> {
@@ -109,14 +127,17 @@ impl<S: ObjectStore> RemoteBacking<S> {
             runtime,
             counters,
             tier,
+            flights: Arc::default(),
+            last_end: AtomicU64::new(u64::MAX),
         }
     }
 
     /// The bytes of `range` (within the object): from the disk tier if
-    /// it holds every chunk the range touches, else by a GET, widened to
-    /// whole chunks when one of them is admitted to the tier (a page of
-    /// it missed a second time, [`DiskTier::admit`]), which is then
-    /// written there.
+    /// it holds every chunk the range touches; else, for a point miss, by
+    /// a GET of its window ([`read_around`](Self::read_around)); else by a
+    /// GET widened to whole chunks when one of them is admitted to the
+    /// tier (a page of it missed a second time, [`DiskTier::admit`]),
+    /// which is then written there.
     fn read_range(&self, range: Range<u64>) -> object_store::Result<Bytes> {
         let Some((tier, version)) = &self.tier else {
             return self.fetch(range);
@@ -126,6 +147,7 @@ impl<S: ObjectStore> RemoteBacking<S> {
         let chunks = range.start / chunk..range.end.div_ceil(chunk);
         let key = |c: u64| chunk_key(self.path.as_ref(), version, c);
         let len = |c: u64| ((size - c * chunk).min(chunk)) as usize;
+        let sequential = self.last_end.swap(range.end, Ordering::Relaxed) == range.start;
         let mut held = Vec::new();
         for c in chunks.clone() {
             match tier.get(key(c), len(c)) {
@@ -137,6 +159,10 @@ impl<S: ObjectStore> RemoteBacking<S> {
         if held.len() as u64 == (chunks.end * chunk).min(size) - from {
             let at = (range.start - from) as usize;
             return Ok(Bytes::from(held).slice(at..at + (range.end - range.start) as usize));
+        }
+        let window = self.counters.link.point_window();
+        if window > 0 && !sequential && range.end - range.start < window {
+            return self.read_around(tier, version, range, window);
         }
         let pages = |c: u64| {
             let lo = range.start.max(c * chunk) - c * chunk;
@@ -160,6 +186,78 @@ impl<S: ObjectStore> RemoteBacking<S> {
         Ok(wide.slice(at..at + (range.end - range.start) as usize))
     }
 
+    /// A point miss of `range`: one GET of the aligned `window` around it
+    /// (a GET that small is latency-bound: the neighbours cost little
+    /// more, crate::window), whose chunks all go to the tier, so that
+    /// the next miss nearby is a disk hit. Concurrent misses of one
+    /// window wait for its one GET; if it fails, each sends its own.
+    fn read_around(
+        &self,
+        tier: &Arc<DiskTier>,
+        version: &str,
+        range: Range<u64>,
+        window: u64,
+    ) -> object_store::Result<Bytes> {
+        let span = span(&range, window, self.meta.size);
+        let wide = match self.flights.begin(&span) {
+            Role::Leader(lead) => match self.fetch(span.clone()) {
+                Ok(wide) => {
+                    lead.publish(Some(wide.clone()));
+                    self.keep(tier, version, span.start, wide.clone(), lead);
+                    wide
+                }
+                Err(e) => {
+                    lead.publish(None);
+                    return Err(e);
+                }
+            },
+            Role::Waiter(flight) => {
+                Counters::add(&self.counters.coalesced, 1);
+                match flight.wait() {
+                    Some(wide) => wide,
+                    None => return self.fetch(range),
+                }
+            }
+        };
+        let at = (range.start - span.start) as usize;
+        Ok(wide.slice(at..at + (range.end - range.start) as usize))
+    }
+
+    /// Writes the chunks of `wide` (the window at `start`) to the tier,
+    /// then ends its flight (`lead`): on the runtime's blocking pool, off
+    /// the miss's path (the flight serves the window meanwhile), or here
+    /// outside tokio or when [`MAX_PENDING_WINDOWS`] wait already (so the
+    /// memory they hold is bounded when the disk is slower than the
+    /// remote).
+    fn keep(&self, tier: &Arc<DiskTier>, version: &str, start: u64, wide: Bytes, lead: Leader) {
+        let (tier, version, path) = (tier.clone(), version.to_string(), self.path.clone());
+        let write = move || {
+            let chunk = CHUNK as u64;
+            for (i, data) in wide.chunks(CHUNK).enumerate() {
+                let c = start / chunk + i as u64;
+                tier.put(chunk_key(path.as_ref(), &version, c), data);
+            }
+            drop(lead);
+        };
+        let pending = &self.counters.pending_windows;
+        let runtime = self.runtime.as_ref();
+        match runtime.filter(|_| pending.fetch_add(1, Ordering::Relaxed) < MAX_PENDING_WINDOWS) {
+            Some(h) => {
+                let counters = self.counters.clone();
+                drop(h.spawn_blocking(move || {
+                    write();
+                    counters.pending_windows.fetch_sub(1, Ordering::Relaxed);
+                }));
+            }
+            None => {
+                if runtime.is_some() {
+                    pending.fetch_sub(1, Ordering::Relaxed);
+                }
+                write();
+            }
+        }
+    }
+
     /// The GET of `range` of this version: the store's answer, which must
     /// be `range`'s bytes exactly.
     fn fetch(&self, range: Range<u64>) -> object_store::Result<Bytes> {
@@ -170,7 +268,9 @@ impl<S: ObjectStore> RemoteBacking<S> {
         let mut opts = version_conditions(&self.meta);
         opts.range = Some(GetRange::Bounded(range));
         let get = async move {
+            let asked = Instant::now();
             let r = store.get_opts(&path, opts).await?;
+            let answered = Instant::now();
             if !same_version(&r.meta, &pinned) {
                 // A store that ignores the condition (s3s-fs does on GET):
                 // another version's bytes, not this mapping's.
@@ -184,14 +284,17 @@ impl<S: ObjectStore> RemoteBacking<S> {
                     .into(),
                 });
             }
-            r.bytes().await
+            let data = r.bytes().await?;
+            Ok((data, answered - asked, answered.elapsed()))
         };
         Counters::add(&self.counters.gets, 1);
-        let data = match &self.runtime {
+        let got = match &self.runtime {
             Some(h) => h.block_on(get),
             None => block_on(get),
         };
-        let data = data.inspect_err(|_| Counters::add(&self.counters.get_errors, 1))?;
+        let (data, latency, body) =
+            got.inspect_err(|_| Counters::add(&self.counters.get_errors, 1))?;
+        self.counters.link.record(latency, data.len() as u64, body);
         Counters::add(&self.counters.get_bytes, data.len() as u64);
         if data.len() as u64 != want {
             Counters::add(&self.counters.get_errors, 1);

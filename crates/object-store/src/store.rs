@@ -75,6 +75,7 @@ pub struct CachedStoreBuilder<S: ObjectStore> {
     max_objects: usize,
     revalidate_after: Option<Duration>,
     tier: Option<Arc<DiskTier>>,
+    read_around: Option<u64>,
 }
 
 impl<S: ObjectStore> CachedStoreBuilder<S> {
@@ -107,13 +108,27 @@ impl<S: ObjectStore> CachedStoreBuilder<S> {
         self
     }
 
+    /// Fixes the window a point miss fetches, with a disk tier, at
+    /// `bytes` (rounded up to a power of two within 64 KiB and 4 MiB; 0:
+    /// only the bytes missed). Default: measured, the largest power of
+    /// two within half of the remote's latency times its bandwidth,
+    /// as its GETs time them (none before they have: crate::window).
+    pub fn read_around(mut self, bytes: u64) -> Self {
+        self.read_around = Some(bytes);
+        self
+    }
+
     /// The store.
     pub fn build(self) -> CachedStore<S> {
+        let counters = Counters::default();
+        if let Some(bytes) = self.read_around {
+            counters.link.fix(bytes);
+        }
         CachedStore {
             inner: Arc::new(self.inner),
             cache: self.cache,
             objects: Arc::new(Objects::new(self.max_objects)),
-            counters: Arc::new(Counters::default()),
+            counters: Arc::new(counters),
             revalidate_after: self.revalidate_after,
             tier: self.tier,
         }
@@ -145,6 +160,13 @@ pub struct CachedStoreStats {
     /// Reads that found the version they cached replaced or gone, and
     /// looked the object up again.
     pub stale_versions: u64,
+    /// Point misses that waited for another miss's GET of the same
+    /// window instead of sending their own (with a disk tier).
+    pub coalesced: u64,
+    /// The window a point miss fetches now, in bytes (0: only what it
+    /// missed), measured or as [`CachedStoreBuilder::read_around`] fixed
+    /// it.
+    pub read_around: u64,
     /// Objects tracked now.
     pub objects: u64,
     /// The most objects tracked at once.
@@ -170,6 +192,7 @@ impl<S: ObjectStore> CachedStore<S> {
             max_objects: DEFAULT_MAX_OBJECTS,
             revalidate_after: None,
             tier: None,
+            read_around: None,
         }
     }
 
@@ -207,6 +230,8 @@ impl<S: ObjectStore> CachedStore<S> {
             remote_heads: Counters::get(&c.heads),
             invalidations: self.objects.invalidations(),
             stale_versions: Counters::get(&c.stale),
+            coalesced: Counters::get(&c.coalesced),
+            read_around: c.link.point_window(),
             objects: self.objects.len() as u64,
             max_objects: self.objects.max() as u64,
         }

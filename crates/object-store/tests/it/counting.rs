@@ -7,18 +7,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use bytes::Bytes;
-use futures_util::stream::BoxStream;
+use foliocache_object_store::forward_object_store;
 use object_store::memory::InMemory;
 use object_store::path::Path;
-use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
-};
+use object_store::{GetOptions, GetResult, Result};
 
 /// What reached the store.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Seen {
     /// GETs of data (not HEADs).
     pub gets: AtomicU64,
@@ -31,6 +27,25 @@ pub struct Seen {
     /// Milliseconds each GET (a HEAD included) waits before it is
     /// answered.
     pub delay_ms: AtomicU64,
+    /// While set, each GET of data (counted first) waits for a permit of
+    /// `gate` before it is answered.
+    pub gated: AtomicBool,
+    /// The permits gated GETs wait for (none at first).
+    pub gate: tokio::sync::Semaphore,
+}
+
+impl Default for Seen {
+    fn default() -> Self {
+        Seen {
+            gets: AtomicU64::new(0),
+            heads: AtomicU64::new(0),
+            fail_gets: AtomicBool::new(false),
+            ignore_if_match: AtomicBool::new(false),
+            delay_ms: AtomicU64::new(0),
+            gated: AtomicBool::new(false),
+            gate: tokio::sync::Semaphore::new(0),
+        }
+    }
 }
 
 impl Seen {
@@ -64,20 +79,9 @@ impl fmt::Display for Counting {
     }
 }
 
-#[async_trait]
-impl ObjectStore for Counting {
-    async fn put_opts(&self, l: &Path, p: PutPayload, o: PutOptions) -> Result<PutResult> {
-        self.inner.put_opts(l, p, o).await
-    }
-
-    async fn put_multipart_opts(
-        &self,
-        l: &Path,
-        o: PutMultipartOptions,
-    ) -> Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(l, o).await
-    }
-
+forward_object_store! {
+    Counting,
+    inner,
     async fn get_opts(&self, l: &Path, mut o: GetOptions) -> Result<GetResult> {
         if self.seen.ignore_if_match.load(Ordering::SeqCst) {
             o.if_match = None;
@@ -91,6 +95,9 @@ impl ObjectStore for Counting {
             return self.inner.get_opts(l, o).await;
         }
         self.seen.gets.fetch_add(1, Ordering::SeqCst);
+        if self.seen.gated.load(Ordering::SeqCst) {
+            self.seen.gate.acquire().await.expect("open").forget();
+        }
         if self.seen.fail_gets.load(Ordering::SeqCst) {
             return Err(object_store::Error::Generic {
                 store: "Counting",
@@ -102,28 +109,5 @@ impl ObjectStore for Counting {
 
     async fn get_ranges(&self, l: &Path, r: &[Range<u64>]) -> Result<Vec<Bytes>> {
         self.inner.get_ranges(l, r).await
-    }
-
-    fn delete_stream(
-        &self,
-        l: BoxStream<'static, Result<Path>>,
-    ) -> BoxStream<'static, Result<Path>> {
-        self.inner.delete_stream(l)
-    }
-
-    fn list(&self, p: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.inner.list(p)
-    }
-
-    async fn list_with_delimiter(&self, p: Option<&Path>) -> Result<ListResult> {
-        self.inner.list_with_delimiter(p).await
-    }
-
-    async fn copy_opts(&self, from: &Path, to: &Path, o: CopyOptions) -> Result<()> {
-        self.inner.copy_opts(from, to, o).await
-    }
-
-    async fn rename_opts(&self, from: &Path, to: &Path, o: RenameOptions) -> Result<()> {
-        self.inner.rename_opts(from, to, o).await
     }
 }

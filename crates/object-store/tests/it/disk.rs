@@ -233,3 +233,40 @@ fn admission_takes_a_page_missed_twice() {
         "admitted once, the window starts again"
     );
 }
+
+/// A set holds as many chunks as it has ways: eight keys of one set all
+/// stay (a direct-mapped tier would keep one); a ninth replaces the least
+/// recently used; a reopened tier finds them all without knowing where.
+#[test]
+fn a_set_keeps_its_ways_and_replaces_the_least_recent() {
+    let mem = Arc::new(MemBacking::new());
+    let ways = foliocache_object_store::disk::WAYS;
+    let tier = DiskTier::with_backing(mem.clone(), ways * SLOT as u64).unwrap();
+    let key = |i: u64| chunk_key("set", "e:1", i);
+    let chunk = |i: u64| data(1000 + i as usize, 50 + i);
+    for i in 0..ways {
+        tier.put(key(i), &chunk(i));
+    }
+    for i in 0..ways {
+        assert_eq!(tier.get(key(i), 1000 + i as usize), Some(chunk(i)), "{i}");
+    }
+    // Key 0 the least recently used now: hit every other one again.
+    for i in 1..ways {
+        assert!(tier.get(key(i), 1000 + i as usize).is_some());
+    }
+    tier.put(key(ways), &chunk(ways));
+    assert_eq!(tier.get(key(0), 1000), None, "the least recent went");
+    for i in 1..=ways {
+        assert_eq!(tier.get(key(i), 1000 + i as usize), Some(chunk(i)), "{i}");
+    }
+    drop(tier);
+    let tier = DiskTier::with_backing(mem, ways * SLOT as u64).unwrap();
+    for i in 1..=ways {
+        assert_eq!(
+            tier.get(key(i), 1000 + i as usize),
+            Some(chunk(i)),
+            "reopened: {i}"
+        );
+    }
+    assert_eq!(tier.get(key(0), 1000), None);
+}

@@ -2,6 +2,7 @@
 //! every read, the requests that reach the inner store, coherence with
 //! writes, errors and the memory bound.
 
+mod around;
 mod counting;
 mod disk;
 mod local;

@@ -12,9 +12,11 @@
 //!   approximation);
 //! - `foyer[model]`: a range cache on foyer's `HybridCache` with foyer's
 //!   defaults, modelled ([`super::foyer`]): aligned 64 KiB blocks fetched
-//!   whole on a miss, a memory LRU of M (foyer's default eviction), blocks
-//!   it evicts written to the disk tier of D (`WriteOnEviction`, foyer's
-//!   default), a disk hit inserted in memory again;
+//!   whole on a miss, a memory LRU (foyer's default eviction), blocks it
+//!   evicts written to the disk tier of D (`WriteOnEviction`, foyer's
+//!   default) through a block buffer in memory, a disk hit inserted in
+//!   memory again; the LRU and the buffer are M together
+//!   ([`region_for`]);
 //! - `foliocache`: [`CachedStore`] over a cache of M;
 //! - `foliocache+disk`: the same with a [`DiskTier`] of D.
 
@@ -30,7 +32,7 @@ use object_store::path::Path;
 use object_store::ObjectStoreExt;
 use parking_lot::Mutex;
 
-use super::foyer::FoyerDisk;
+use super::foyer::{region_for, FoyerDisk};
 use super::lru::{BlockKey, BlockLru};
 use super::remote::{Remote, Throttled};
 
@@ -96,12 +98,12 @@ impl Engine {
         disk: &FsPath,
         d: u64,
     ) -> Result<Engine> {
-        let blocks = |block, disk, sequential| {
+        let blocks = |block, memory, disk, sequential| {
             Engine::Blocks(Blocks {
                 remote: remote.clone(),
                 objects: objects.clone(),
                 block,
-                memory: Mutex::new(BlockLru::new(m)),
+                memory: Mutex::new(BlockLru::new(memory)),
                 disk,
                 flights: Mutex::default(),
                 sequential,
@@ -109,8 +111,13 @@ impl Engine {
         };
         Ok(match label {
             NONE => Engine::None(remote, objects),
-            PARTS => blocks(PART, None, true),
-            FOYER => blocks(BLOCK, Some(Arc::new(FoyerDisk::open(disk, d)?)), false),
+            PARTS => blocks(PART, m, None, true),
+            FOYER => {
+                // The block buffer is memory too: M in all (region_for).
+                let region = region_for(m);
+                let tier = FoyerDisk::open(disk, d, region)?;
+                blocks(BLOCK, m - region, Some(Arc::new(tier)), false)
+            }
             FOLIO | FOLIO_DISK => {
                 let cache = foliocache::Cache::builder()
                     .capacity(m as usize)
@@ -178,7 +185,13 @@ impl Engine {
             },
             Engine::Folio(s, ..) => {
                 let st = s.stats();
-                let mut n = format!("memory: {} hits, {} misses", st.hits, st.misses);
+                let mut n = format!(
+                    "memory: {} hits, {} misses; read-around window {} KiB, {} misses coalesced",
+                    st.hits,
+                    st.misses,
+                    st.read_around >> 10,
+                    st.coalesced
+                );
                 if let Some(t) = s.disk_tier() {
                     let t = t.stats();
                     n += &format!(

@@ -3,9 +3,11 @@
 //! itself costs more to build here than the bench may add (docs/bench.md
 //! gives the measurement), so its policy is modelled, not its code:
 //!
-//! - the device is cut into blocks of [`REGION`] (foyer's default
-//!   `block_size`, 16 MiB); entries are appended to the current block
-//!   through a buffer and the block written when full (foyer's flusher);
+//! - the device is cut into blocks (foyer's `block_size`: [`REGION`],
+//!   16 MiB, by default; the scenario gives it less, [`region_for`], so
+//!   that its buffer fits in the memory budget); entries are appended to
+//!   the current block through a buffer in memory, which serves hits as
+//!   foyer's does, and the block written when full (foyer's flusher);
 //! - each entry has a header with its key, length and a checksum (foyer
 //!   checksums entries), aligned to 4 KiB as foyer's are;
 //! - the index is in memory (key to position); a full device evicts its
@@ -51,10 +53,23 @@ struct Place {
 /// A region recovered: its sequence, its index, its entries.
 type Found = (u64, u64, Vec<(BlockKey, Place)>);
 
+/// The block size the scenario gives the model at memory `m`: the
+/// largest power of two within a quarter of `m`, at most [`REGION`], at
+/// least 1 MiB. The block's buffer is memory foyer holds beside its
+/// memory cache (`HybridCache`'s memory capacity does not count it), so
+/// the scenario takes it out of M: the model's memory cache gets
+/// `m - region_for(m)`, and foyer's memory in all is M, as the others'.
+pub fn region_for(m: u64) -> u64 {
+    let quarter = (m / 4).max(1 << 20);
+    (1u64 << (63 - quarter.leading_zeros())).min(REGION)
+}
+
 /// The device and its index.
 #[derive(Debug)]
 pub struct FoyerDisk {
     file: File,
+    /// Its block (region) size.
+    region: u64,
     state: Mutex<State>,
 }
 
@@ -103,14 +118,14 @@ fn footprint(len: usize) -> u64 {
 }
 
 impl FoyerDisk {
-    /// Opens the device at `path` of `bytes` (whole regions, at least 2)
-    /// and recovers its index by reading every region. Also the time it
-    /// took is the caller's to measure.
+    /// Opens the device at `path` of `bytes` (whole regions of `region`
+    /// bytes, at least 2) and recovers its index by reading every region.
+    /// Also the time it took is the caller's to measure.
     ///
     /// # Errors
     /// The file cannot be opened, sized or read.
-    pub fn open(path: &FsPath, bytes: u64) -> Result<FoyerDisk> {
-        let regions = (bytes / REGION).max(2);
+    pub fn open(path: &FsPath, bytes: u64, region: u64) -> Result<FoyerDisk> {
+        let regions = (bytes / region).max(2);
         let open = |direct: bool| {
             let mut o = OpenOptions::new();
             o.read(true).write(true).create(true).truncate(false);
@@ -122,12 +137,12 @@ impl FoyerDisk {
         let file = open(true)
             .or_else(|_| open(false))
             .with_context(|| format!("foyer model: opening {}", path.display()))?;
-        file.set_len(regions * REGION)?;
+        file.set_len(regions * region)?;
         let mut found: Vec<Found> = Vec::new();
-        let mut buf = AlignedBuf::zeroed(REGION as usize)?;
+        let mut buf = AlignedBuf::zeroed(region as usize)?;
         for r in 0..regions {
-            file.read_exact_at(&mut buf, r * REGION)?;
-            let entries = parse_region(&buf, r);
+            file.read_exact_at(&mut buf, r * region)?;
+            let entries = parse_region(&buf, r, region);
             if let Some(seq) = entries.first().map(|e| e.0) {
                 found.push((seq, r, entries.into_iter().map(|e| (e.1, e.2)).collect()));
             }
@@ -156,6 +171,7 @@ impl FoyerDisk {
         st.next_region();
         Ok(FoyerDisk {
             file,
+            region,
             state: Mutex::new(st),
         })
     }
@@ -181,7 +197,7 @@ impl FoyerDisk {
             };
             if p.region == st.current {
                 // Still in the buffer.
-                let at = (p.offset - p.region * REGION) as usize;
+                let at = (p.offset - p.region * self.region) as usize;
                 let data = Bytes::copy_from_slice(&st.buf[at + ALIGN as usize..][..p.len as usize]);
                 st.hits += 1;
                 return Some(data);
@@ -218,11 +234,11 @@ impl FoyerDisk {
     pub fn insert(&self, key: BlockKey, data: &[u8]) -> Result<()> {
         let mut st = self.state.lock();
         let need = footprint(data.len());
-        if need > REGION {
+        if need > self.region {
             return Ok(());
         }
-        if st.fill + need > REGION {
-            let at = st.current * REGION;
+        if st.fill + need > self.region {
+            let at = st.current * self.region;
             self.file.write_all_at(&st.buf, at)?;
             let cur = st.current;
             st.sealed.push_back(cur);
@@ -233,7 +249,7 @@ impl FoyerDisk {
         st.buf[at + ALIGN as usize..][..data.len()].copy_from_slice(data);
         let region = st.current;
         let place = Place {
-            offset: region * REGION + st.fill,
+            offset: region * self.region + st.fill,
             len: data.len() as u32,
             region,
         };
@@ -268,9 +284,9 @@ impl State {
 }
 
 /// The entries a region's bytes hold, in order, with the region's
-/// sequence: (seq, key, place); they end at the first header that is not
+/// sequence: (seq, key, place), for region `region` of `size` bytes; they end at the first header that is not
 /// one.
-fn parse_region(buf: &[u8], region: u64) -> Vec<(u64, BlockKey, Place)> {
+fn parse_region(buf: &[u8], region: u64, size: u64) -> Vec<(u64, BlockKey, Place)> {
     let mut out = Vec::new();
     let mut at = 0usize;
     while at + ALIGN as usize <= buf.len() {
@@ -292,7 +308,7 @@ fn parse_region(buf: &[u8], region: u64) -> Vec<(u64, BlockKey, Place)> {
             break;
         }
         let place = Place {
-            offset: region * REGION + at as u64,
+            offset: region * size + at as u64,
             len,
             region,
         };
@@ -316,7 +332,7 @@ mod tests {
     fn sealed_regions_are_recovered_and_the_oldest_evicted() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("foyer");
-        let disk = FoyerDisk::open(&path, 2 * REGION).unwrap();
+        let disk = FoyerDisk::open(&path, 2 * REGION, REGION).unwrap();
         // 68 KiB a block: 240 fill a region; 600 fill two and part of a third.
         for k in 0..600u64 {
             disk.insert((1, k), &block(k)).unwrap();
@@ -324,12 +340,23 @@ mod tests {
         assert!(disk.get((1, 0)).is_none(), "the oldest region was evicted");
         assert_eq!(disk.get((1, 599)).unwrap(), block(599), "from the buffer");
         drop(disk);
-        let disk = FoyerDisk::open(&path, 2 * REGION).unwrap();
+        let disk = FoyerDisk::open(&path, 2 * REGION, REGION).unwrap();
         assert_eq!(disk.entries(), 240, "one sealed region survives");
         let found: Vec<u64> = (0..600).filter(|&k| disk.get((1, k)).is_some()).collect();
         assert_eq!(found, (240..480).collect::<Vec<_>>());
         for k in found {
             assert_eq!(disk.get((1, k)).unwrap(), block(k));
         }
+    }
+
+    /// The block buffer is a quarter of M at most (so that the model's
+    /// memory in all is M), foyer's 16 MiB at most, 1 MiB at least.
+    #[test]
+    fn the_block_fits_in_a_quarter_of_memory() {
+        assert_eq!(region_for(8 << 20), 2 << 20);
+        assert_eq!(region_for(12 << 20), 2 << 20);
+        assert_eq!(region_for(64 << 20), REGION);
+        assert_eq!(region_for(1 << 30), REGION);
+        assert_eq!(region_for(1 << 20), 1 << 20);
     }
 }

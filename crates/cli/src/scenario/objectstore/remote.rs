@@ -19,15 +19,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use futures_util::stream::{self, BoxStream, StreamExt};
+use foliocache_object_store::forward_object_store;
+use futures_util::stream::{self, StreamExt};
 use object_store::path::Path;
 use object_store::throttle::{ThrottleConfig, ThrottledStore};
-use object_store::{
-    local::LocalFileSystem, CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult,
-    MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions, PutOptions, PutPayload,
-    PutResult, RenameOptions, Result,
-};
+use object_store::{local::LocalFileSystem, GetOptions, GetResult, GetResultPayload, Result};
 
 /// The default first-byte latency of a request, in milliseconds (S3's is
 /// 100 to 200: see the module documentation).
@@ -108,20 +104,9 @@ impl fmt::Display for Local {
     }
 }
 
-#[async_trait]
-impl ObjectStore for Local {
-    async fn put_opts(&self, l: &Path, p: PutPayload, o: PutOptions) -> Result<PutResult> {
-        self.inner.put_opts(l, p, o).await
-    }
-
-    async fn put_multipart_opts(
-        &self,
-        l: &Path,
-        o: PutMultipartOptions,
-    ) -> Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(l, o).await
-    }
-
+forward_object_store! {
+    Local,
+    inner,
     async fn get_opts(&self, l: &Path, o: GetOptions) -> Result<GetResult> {
         let head = o.head;
         let mut r = self.inner.get_opts(l, o).await?;
@@ -148,28 +133,5 @@ impl ObjectStore for Local {
             self.seen.bytes.fetch_add(n, Ordering::Relaxed);
         }
         Ok(r)
-    }
-
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, Result<Path>>,
-    ) -> BoxStream<'static, Result<Path>> {
-        self.inner.delete_stream(locations)
-    }
-
-    fn list(&self, p: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.inner.list(p)
-    }
-
-    async fn list_with_delimiter(&self, p: Option<&Path>) -> Result<ListResult> {
-        self.inner.list_with_delimiter(p).await
-    }
-
-    async fn copy_opts(&self, from: &Path, to: &Path, o: CopyOptions) -> Result<()> {
-        self.inner.copy_opts(from, to, o).await
-    }
-
-    async fn rename_opts(&self, from: &Path, to: &Path, o: RenameOptions) -> Result<()> {
-        self.inner.rename_opts(from, to, o).await
     }
 }

@@ -1,0 +1,113 @@
+//! [`forward_object_store!`](crate::forward_object_store): an
+//! `ObjectStore` wrapper's writes and listings passed to the store it
+//! wraps, for wrappers that change only how reads are answered (a
+//! counting store in tests, a throttled or instrumented one in a bench).
+
+/// Implements [`object_store::ObjectStore`] for `$ty`, a wrapper whose
+/// field `$inner` is the store it wraps: the methods given (at least
+/// `get_opts`, written as in an `#[async_trait]` impl; invoke it with
+/// braces, which rustfmt leaves as they are) and, passed to
+/// `$inner` unchanged, `put_opts`, `put_multipart_opts`, `delete_stream`,
+/// `list`, `list_with_delimiter`, `copy_opts` and `rename_opts`. The
+/// other methods are the trait's defaults (built on those).
+///
+/// ```
+/// use foliocache_object_store::forward_object_store;
+/// use object_store::{memory::InMemory, path::Path, GetOptions, GetResult, Result};
+/// use std::sync::atomic::{AtomicU64, Ordering};
+///
+/// #[derive(Debug, Default)]
+/// struct Counted {
+///     inner: InMemory,
+///     gets: AtomicU64,
+/// }
+///
+/// impl std::fmt::Display for Counted {
+///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+///         write!(f, "Counted({})", self.inner)
+///     }
+/// }
+///
+/// forward_object_store! { Counted, inner,
+///     async fn get_opts(&self, l: &Path, o: GetOptions) -> Result<GetResult> {
+///         self.gets.fetch_add(1, Ordering::Relaxed);
+///         self.inner.get_opts(l, o).await
+///     }
+/// }
+/// ```
+#[macro_export]
+macro_rules! forward_object_store {
+    ($ty:ty, $inner:ident, $($methods:tt)*) => {
+        #[$crate::__private::async_trait]
+        impl $crate::__private::object_store::ObjectStore for $ty {
+            $($methods)*
+
+            async fn put_opts(
+                &self,
+                l: &$crate::__private::object_store::path::Path,
+                p: $crate::__private::object_store::PutPayload,
+                o: $crate::__private::object_store::PutOptions,
+            ) -> $crate::__private::object_store::Result<$crate::__private::object_store::PutResult> {
+                self.$inner.put_opts(l, p, o).await
+            }
+
+            async fn put_multipart_opts(
+                &self,
+                l: &$crate::__private::object_store::path::Path,
+                o: $crate::__private::object_store::PutMultipartOptions,
+            ) -> $crate::__private::object_store::Result<
+                Box<dyn $crate::__private::object_store::MultipartUpload>,
+            > {
+                self.$inner.put_multipart_opts(l, o).await
+            }
+
+            fn delete_stream(
+                &self,
+                l: $crate::__private::BoxStream<
+                    'static,
+                    $crate::__private::object_store::Result<$crate::__private::object_store::path::Path>,
+                >,
+            ) -> $crate::__private::BoxStream<
+                'static,
+                $crate::__private::object_store::Result<$crate::__private::object_store::path::Path>,
+            > {
+                self.$inner.delete_stream(l)
+            }
+
+            fn list(
+                &self,
+                p: Option<&$crate::__private::object_store::path::Path>,
+            ) -> $crate::__private::BoxStream<
+                'static,
+                $crate::__private::object_store::Result<$crate::__private::object_store::ObjectMeta>,
+            > {
+                self.$inner.list(p)
+            }
+
+            async fn list_with_delimiter(
+                &self,
+                p: Option<&$crate::__private::object_store::path::Path>,
+            ) -> $crate::__private::object_store::Result<$crate::__private::object_store::ListResult> {
+                self.$inner.list_with_delimiter(p).await
+            }
+
+            async fn copy_opts(
+                &self,
+                from: &$crate::__private::object_store::path::Path,
+                to: &$crate::__private::object_store::path::Path,
+                o: $crate::__private::object_store::CopyOptions,
+            ) -> $crate::__private::object_store::Result<()> {
+                self.$inner.copy_opts(from, to, o).await
+            }
+
+            async fn rename_opts(
+                &self,
+                from: &$crate::__private::object_store::path::Path,
+                to: &$crate::__private::object_store::path::Path,
+                o: $crate::__private::object_store::RenameOptions,
+            ) -> $crate::__private::object_store::Result<()> {
+                self.$inner.rename_opts(from, to, o).await
+            }
+        }
+    };
+}

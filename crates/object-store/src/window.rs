@@ -1,0 +1,382 @@
+//! How much one GET fetches: the remote's latency and bandwidth, measured
+//! from the GETs themselves, and the single flight that lets concurrent
+//! misses of neighbouring ranges share one GET.
+//!
+//! # Why a GET fetches more than it was asked for
+//! A GET costs its first byte's latency `L` (S3: 100 to 200 ms) plus its
+//! bytes over the request's bandwidth `B` (S3: 85 to 90 MB/s). Below
+//! `L x B` bytes (1.8 MB at 20 ms and 90 MB/s) a GET is latency-bound:
+//! fetching half of `L x B` costs at most half more than fetching 4 KiB.
+//! So a point miss of a store with a disk tier fetches the aligned
+//! *window* around it ([`LinkModel::point_window`]), the largest power of
+//! two within `L x B / 2`, and the tier keeps the whole window:
+//! the next miss nearby is a disk hit, not another GET (the kernel's
+//! read-around of a page fault, `do_sync_mmap_readahead`, for the same
+//! reason: a seek costs more than the pages beside it).
+//!
+//! Sequential readers are foliocache's readahead's: windows that grow up
+//! to the file's `ra_pages`, which [`LinkModel::stream_pages`] sets to
+//! `L x B` (rounded up to a power of two), so that a stream's GETs are
+//! bandwidth-bound, not latency-bound.
+//!
+//! ```text
+//!   GET ──> get_opts answers (headers: latency L) ──> body (bytes / B)
+//!           │                                         │
+//!           └── EWMA of L                             └── decayed sums of
+//!                                                        bytes and seconds
+//!                                                        (GETs of >= 64 KiB)
+//! ```
+//!
+//! The figures are measured at run time, never assumed: until four GETs
+//! and one body of at least [`MIN_BODY`] bytes were timed, no window is
+//! widened. A store whose latency is negligible (`L x B / 2` under
+//! [`MIN_WINDOW`], memory or a local disk) never widens.
+//!
+//! # Single flight
+//! Two misses whose windows are the same, arriving together, make one GET:
+//! the first to [`Flights::begin`] a window is its leader and fetches it;
+//! the others wait for its bytes and copy theirs out. The flight stays
+//! until the leader has written the window to the disk tier (in the
+//! background), so a miss in between is served its bytes, not a GET. A leader that fails
+//! hands its waiters nothing, and each sends its own GET (so every caller
+//! sees the store's own error: errors are never shared or cached).
+//!
+//! # Locking
+//! The model's mutex and the flights' map's mutex are leaves, held for a
+//! few arithmetic operations or one map update. A waiter waits on its
+//! flight's own mutex and condition variable, on a blocking thread (the
+//! backing's reads run there), never on a runtime worker.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use parking_lot::{Condvar, Mutex};
+
+/// The smallest window a point miss is widened to: the disk tier's chunk.
+pub(crate) const MIN_WINDOW: u64 = 64 << 10;
+/// The largest window a point miss is widened to.
+pub(crate) const MAX_WINDOW: u64 = 4 << 20;
+/// The smallest body whose time is a bandwidth sample: shorter ones
+/// measure the request's overhead (and a timer's resolution), not `B`.
+pub(crate) const MIN_BODY: u64 = 64 << 10;
+/// The most pages a stream's readahead window is set to (foliocache caps
+/// it again at an eighth of the cache).
+const MAX_STREAM_PAGES: u64 = 2048;
+/// The fewest: the kernel's default `ra_pages` (128 KiB).
+const MIN_STREAM_PAGES: u64 = 32;
+/// `LinkModel::fixed`'s "never widen".
+const NEVER: u64 = u64::MAX;
+/// GETs timed before any window is computed.
+const MIN_SAMPLES: u64 = 4;
+/// The weight of a new latency sample (1/16), and the decay of the
+/// bandwidth sums per sample (15/16).
+const WEIGHT: f64 = 1.0 / 16.0;
+
+/// The remote's latency and bandwidth, as its GETs measured them (see the
+/// module documentation).
+#[derive(Debug, Default)]
+pub(crate) struct LinkModel {
+    state: Mutex<LinkState>,
+    /// The point window now (0: do not widen), kept so that a miss reads
+    /// it without the lock.
+    window: AtomicU64,
+    /// A window set by the builder: 0 measured, [`NEVER`] never widen,
+    /// else the window.
+    fixed: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct LinkState {
+    samples: u64,
+    /// EWMA of the first byte's latency, in seconds.
+    latency: f64,
+    /// Decayed sums of body bytes and seconds (bodies of >= MIN_BODY).
+    body_bytes: f64,
+    body_secs: f64,
+}
+
+impl LinkModel {
+    /// Fixes the point window at `bytes` (0: never widen), instead of
+    /// measuring it.
+    pub(crate) fn fix(&self, bytes: u64) {
+        let (fixed, w) = if bytes == 0 {
+            (NEVER, 0)
+        } else {
+            let w = bytes.next_power_of_two().clamp(MIN_WINDOW, MAX_WINDOW);
+            (w, w)
+        };
+        self.fixed.store(fixed, Ordering::Relaxed);
+        self.window.store(w, Ordering::Relaxed);
+    }
+
+    /// Records one GET: its first byte came after `latency`, and its body
+    /// of `bytes` took `body` more.
+    pub(crate) fn record(&self, latency: Duration, bytes: u64, body: Duration) {
+        let window = {
+            let mut s = self.state.lock();
+            let l = latency.as_secs_f64();
+            s.latency = if s.samples == 0 {
+                l
+            } else {
+                s.latency + WEIGHT * (l - s.latency)
+            };
+            s.samples += 1;
+            if bytes >= MIN_BODY {
+                s.body_bytes = s.body_bytes * (1.0 - WEIGHT) + bytes as f64;
+                s.body_secs = s.body_secs * (1.0 - WEIGHT) + body.as_secs_f64();
+            }
+            s.point_window()
+        };
+        if self.fixed.load(Ordering::Relaxed) == 0 {
+            self.window.store(window, Ordering::Relaxed);
+        }
+    }
+
+    /// The window a point miss is widened to, a power of two in
+    /// [`MIN_WINDOW`, `MAX_WINDOW`]; 0: not widened (too few samples, or
+    /// a latency too low for widening to pay).
+    pub(crate) fn point_window(&self) -> u64 {
+        self.window.load(Ordering::Relaxed)
+    }
+
+    /// The readahead window for sequential readers, in pages: `L x B`
+    /// rounded up to a power of two, in [32, 2048] pages; `None` until
+    /// measured.
+    pub(crate) fn stream_pages(&self) -> Option<u64> {
+        let s = self.state.lock();
+        let lb = s.latency_bandwidth()?;
+        let pages = (lb as u64).div_ceil(4096).next_power_of_two();
+        Some(pages.clamp(MIN_STREAM_PAGES, MAX_STREAM_PAGES))
+    }
+}
+
+impl LinkState {
+    /// `L x B` in bytes, once measured.
+    fn latency_bandwidth(&self) -> Option<f64> {
+        if self.samples < MIN_SAMPLES || self.body_secs <= 0.0 {
+            return None;
+        }
+        Some(self.latency * self.body_bytes / self.body_secs)
+    }
+
+    fn point_window(&self) -> u64 {
+        let Some(lb) = self.latency_bandwidth() else {
+            return 0;
+        };
+        let half = (lb / 2.0) as u64;
+        if half < MIN_WINDOW {
+            return 0;
+        }
+        // The largest power of two within half of L x B.
+        (1u64 << (63 - half.leading_zeros())).min(MAX_WINDOW)
+    }
+}
+
+/// The aligned span of windows of `window` bytes that covers `range`,
+/// within an object of `size` bytes.
+pub(crate) fn span(range: &Range<u64>, window: u64, size: u64) -> Range<u64> {
+    let start = range.start / window * window;
+    let end = range.end.div_ceil(window).saturating_mul(window).min(size);
+    start..end
+}
+
+/// The GETs in flight of one object, by span (see the module
+/// documentation).
+#[derive(Debug, Default)]
+pub(crate) struct Flights {
+    map: Mutex<HashMap<(u64, u64), Arc<Flight>>>,
+}
+
+/// One GET in flight: `None` while it runs, then its bytes (`Some(None)`:
+/// it failed).
+#[derive(Debug, Default)]
+pub(crate) struct Flight {
+    done: Mutex<Option<Option<Bytes>>>,
+    cv: Condvar,
+}
+
+/// What [`Flights::begin`] made the caller.
+pub(crate) enum Role {
+    /// It fetches the span, and must [`Leader::publish`] it.
+    Leader(Leader),
+    /// Another fetches it: wait with [`Flight::wait`].
+    Waiter(Arc<Flight>),
+}
+
+/// The fetcher of a span. Publishing wakes the waiters; the flight stays
+/// joinable (its bytes served to later misses of the span) until the
+/// leader is dropped, after the span is written to the tier.
+pub(crate) struct Leader {
+    flights: Arc<Flights>,
+    key: (u64, u64),
+    flight: Arc<Flight>,
+}
+
+impl Flights {
+    /// Joins the flight of `span`, or starts it.
+    pub(crate) fn begin(self: &Arc<Self>, span: &Range<u64>) -> Role {
+        let key = (span.start, span.end);
+        let mut map = self.map.lock();
+        if let Some(f) = map.get(&key) {
+            return Role::Waiter(f.clone());
+        }
+        let flight = Arc::new(Flight::default());
+        map.insert(key, flight.clone());
+        Role::Leader(Leader {
+            flights: self.clone(),
+            key,
+            flight,
+        })
+    }
+}
+
+impl Leader {
+    /// Hands `bytes` (`None`: the GET failed) to the waiters, and to the
+    /// misses of the span that come before the leader is dropped.
+    pub(crate) fn publish(&self, bytes: Option<Bytes>) {
+        let mut done = self.flight.done.lock();
+        if done.is_none() {
+            *done = Some(bytes);
+            self.flight.cv.notify_all();
+        }
+    }
+
+    /// Publishes `bytes` and ends the flight.
+    #[cfg(test)]
+    pub(crate) fn finish(self, bytes: Option<Bytes>) {
+        self.publish(bytes);
+    }
+}
+
+impl Drop for Leader {
+    fn drop(&mut self) {
+        self.flights.map.lock().remove(&self.key);
+        // A leader that unwound before publishing: its waiters fetch for
+        // themselves.
+        self.publish(None);
+    }
+}
+
+impl Flight {
+    /// Waits for the leader: its bytes, or `None` if it failed.
+    pub(crate) fn wait(&self) -> Option<Bytes> {
+        let mut done = self.done.lock();
+        while done.is_none() {
+            self.cv.wait(&mut done);
+        }
+        done.clone().flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    /// 20 ms and 90 MB/s: `L x B` = 1.8 MB, half 900 KB, so 512 KiB
+    /// windows; streams 2 MiB (512 pages).
+    #[test]
+    fn windows_follow_latency_times_bandwidth() {
+        let m = LinkModel::default();
+        for _ in 0..MIN_SAMPLES {
+            assert_eq!(m.point_window(), 0, "not measured yet");
+            // 900 KB in 10 ms: 90 MB/s.
+            m.record(20 * MS, 900_000, 10 * MS);
+        }
+        assert_eq!(m.point_window(), 512 << 10);
+        assert_eq!(m.stream_pages(), Some(512));
+    }
+
+    /// Small bodies are no bandwidth sample: no window from them alone.
+    #[test]
+    fn small_bodies_measure_no_bandwidth() {
+        let m = LinkModel::default();
+        for _ in 0..16 {
+            m.record(20 * MS, 4096, MS);
+        }
+        assert_eq!(m.point_window(), 0);
+        assert_eq!(m.stream_pages(), None);
+    }
+
+    /// A store answering in 50 us (memory, a local disk) is never widened.
+    #[test]
+    fn a_fast_store_is_not_widened() {
+        let m = LinkModel::default();
+        for _ in 0..16 {
+            m.record(Duration::from_micros(50), 1 << 20, 2 * MS);
+        }
+        assert_eq!(m.point_window(), 0);
+        assert_eq!(m.stream_pages(), Some(MIN_STREAM_PAGES));
+    }
+
+    /// A fixed window stays whatever is measured.
+    #[test]
+    fn a_fixed_window_is_kept() {
+        let m = LinkModel::default();
+        m.fix(100_000);
+        m.record(20 * MS, 900_000, 10 * MS);
+        assert_eq!(m.point_window(), 128 << 10);
+    }
+
+    #[test]
+    fn a_span_covers_the_range_in_whole_windows() {
+        assert_eq!(span(&(5000..9000), 65536, 1 << 20), 0..65536);
+        assert_eq!(span(&(60_000..70_000), 65536, 1 << 20), 0..131_072);
+        assert_eq!(
+            span(&(1_040_000..1_048_000), 65536, 1_048_000),
+            983_040..1_048_000
+        );
+    }
+
+    /// A leader of span 0..8 and a waiter of it.
+    fn leader_and_waiter(f: &Arc<Flights>) -> (Leader, Arc<Flight>) {
+        let Role::Leader(lead) = f.begin(&(0..8)) else {
+            panic!("the first is the leader")
+        };
+        let Role::Waiter(w) = f.begin(&(0..8)) else {
+            panic!("the second waits")
+        };
+        (lead, w)
+    }
+
+    /// The second to begin a span waits for the first's bytes; once the
+    /// leader is gone, the span starts a new flight.
+    #[test]
+    fn a_second_miss_of_a_span_waits_for_the_first() {
+        let f = Arc::new(Flights::default());
+        let (lead, w) = leader_and_waiter(&f);
+        let waiter = std::thread::spawn(move || w.wait());
+        lead.finish(Some(Bytes::from_static(b"01234567")));
+        assert_eq!(waiter.join().unwrap().unwrap(), &b"01234567"[..]);
+        assert!(matches!(f.begin(&(0..8)), Role::Leader(_)));
+    }
+
+    /// A published flight serves misses that come before its leader is
+    /// dropped (its window being written to the tier).
+    #[test]
+    fn a_published_flight_serves_until_its_leader_goes() {
+        let f = Arc::new(Flights::default());
+        let (lead, _) = leader_and_waiter(&f);
+        lead.publish(Some(Bytes::from_static(b"abcdefgh")));
+        let Role::Waiter(late) = f.begin(&(0..8)) else {
+            panic!("the flight is still joinable")
+        };
+        assert_eq!(late.wait().unwrap(), &b"abcdefgh"[..]);
+        drop(lead);
+        assert!(matches!(f.begin(&(0..8)), Role::Leader(_)));
+    }
+
+    /// A leader that fails (or unwinds) hands its waiters nothing.
+    #[test]
+    fn a_failed_leader_hands_nothing() {
+        let f = Arc::new(Flights::default());
+        let (lead, w) = leader_and_waiter(&f);
+        drop(lead);
+        assert!(w.wait().is_none());
+    }
+}
