@@ -36,6 +36,12 @@
 //! Each process uses its own descriptor of each file (the kernel checked
 //! its permission when it opened it) for the IO it does; `O_DIRECT` ones
 //! suit (pages are 4 KiB and aligned).
+//!
+//! The processes of a group must share a pid namespace and see `/proc`
+//! (a lock's holder is known by its pid and start time); a process that
+//! cannot read its own `/proc/self/stat` is refused. Every file must be
+//! written only through the group's cache while it serves it, as with
+//! any cache: a write from outside the group is not seen by the group.
 
 pub(crate) mod crash;
 mod index;
