@@ -432,6 +432,21 @@ impl SharedFile {
         ))
     }
 
+    /// [`current`](Self::current) and the size, read while the slot held
+    /// this file (a slot given to another file meanwhile has another's).
+    fn sized(&self) -> io::Result<(&Slot, u32, u32, u64)> {
+        for _ in 0..4 {
+            let (slot, i, generation) = self.current()?;
+            let size = slot.size.load(Ordering::Acquire);
+            if slot.generation.load(Ordering::Acquire) == generation {
+                return Ok((slot, i, generation, size));
+            }
+        }
+        Err(io::Error::other(
+            "shared cache: the file's slot keeps moving",
+        ))
+    }
+
     /// The file's inode lock, with its slot as the lock found it.
     fn inode_lock(&self) -> io::Result<(lock::Held<'_>, &Slot, u32, u32)> {
         let me = self.me()?;
@@ -461,7 +476,7 @@ impl SharedFile {
 
     /// The file's size for the group.
     pub fn len(&self) -> io::Result<u64> {
-        Ok(self.current()?.0.size.load(Ordering::Acquire))
+        Ok(self.sized()?.3)
     }
 
     /// Whether the file is empty.
@@ -472,14 +487,9 @@ impl SharedFile {
     /// Reads into `buf` from `offset`: the bytes every process's last
     /// completed write left there, short at the end of the file.
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        let (slot, i, generation) = self.current()?;
-        let size = slot.size.load(Ordering::Acquire);
-        if slot.generation.load(Ordering::Acquire) != generation || offset >= size {
-            return if offset >= size {
-                Ok(0)
-            } else {
-                self.read_at(buf, offset)
-            };
+        let (_, i, generation, size) = self.sized()?;
+        if offset >= size {
+            return Ok(0);
         }
         let n = buf
             .len()
