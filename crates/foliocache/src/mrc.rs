@@ -60,16 +60,29 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::sync::{Mutex, Ordering, StatU64};
 
+mod mini;
+
+use mini::Minis;
+
 /// The capacity ratios of the curve's points.
 pub const CAPACITY_RATIOS: [f64; 5] = [0.25, 0.5, 1.0, 2.0, 4.0];
 
-/// The ratios an LRU of the sample is asked about (up to 1), and those
-/// above 1 (gained misses).
-const UP_TO_ONE: [f64; 3] = [0.25, 0.5, 1.0];
+/// The ratios simulated (up to 1), and those the stack is asked about
+/// (above 1: gained misses).
+const UP_TO_ONE: [f64; mini::SIMS] = [0.25, 0.5, 1.0];
 const LARGER: [f64; 2] = [2.0, 4.0];
 
-/// The sampling rate to start at: 1 in 2^`START_SHIFT` keys.
-const START_SHIFT: u32 = 6;
+/// The stack's sampling rate to start at: 1 in 2^`STACK_SHIFT` keys, or
+/// the simulations' rate if lower.
+const STACK_SHIFT: u32 = 6;
+
+/// The simulations' highest rate: 1 in 2^`MIN_SHIFT` keys (what a read
+/// costs bounds it).
+const MIN_SHIFT: u32 = 4;
+
+/// The pages the smallest simulation (0.25x) is given at least, where the
+/// highest rate allows: the rate is the lowest that gives it these.
+const MINI_PAGES: u64 = 64;
 
 /// An epoch's reads, in capacities.
 const EPOCH_CAPACITIES: u64 = 16;
@@ -144,11 +157,11 @@ pub(crate) struct Exact {
 /// of its rate.
 #[derive(Debug, Clone, Copy, Default)]
 struct Sampled {
+    /// Reads of the simulations' sample.
     reads: f64,
-    /// Sampled reads an LRU of 0.25, 0.5 and 1 C would have hit.
-    lru: [f64; 3],
-    /// Sampled reads at a stack distance under C / 32 (the first bucket).
-    first: f64,
+    /// ... that the simulations of 0.25, 0.5 and 1 C hit.
+    mini: [f64; mini::SIMS],
+    /// Misses of the stack's sample at a stack distance under 2 C and 4 C.
     gained: [f64; 2],
     /// Reads sampled (unweighted).
     count: u64,
@@ -158,8 +171,7 @@ impl Sampled {
     fn minus(&self, o: &Sampled) -> Sampled {
         Sampled {
             reads: self.reads - o.reads,
-            lru: std::array::from_fn(|i| self.lru[i] - o.lru[i]),
-            first: self.first - o.first,
+            mini: std::array::from_fn(|i| self.mini[i] - o.mini[i]),
             gained: [self.gained[0] - o.gained[0], self.gained[1] - o.gained[1]],
             count: self.count - o.count,
         }
@@ -190,13 +202,16 @@ pub(crate) struct Mrc {
 struct State {
     /// The capacity in pages the ratios are of (0: none yet, nothing sampled).
     capacity: u64,
-    /// The rate is 1 in 2^`shift`.
+    /// The simulations' rate is 1 in 2^`shift` (fixed), the stack's 1 in
+    /// 2^`stack_shift` (halving as it fills).
     shift: u32,
-    /// The most keys the sample holds before the rate halves.
+    stack_shift: u32,
+    /// The most keys the stack holds before its rate halves.
     max_keys: usize,
     /// Reads an epoch counts.
     epoch_len: u64,
     stack: Stack,
+    minis: Minis,
     now: Sampled,
     /// Where the previous epoch and the one in progress started.
     prev_start: Snapshot,
@@ -210,10 +225,12 @@ impl Default for Mrc {
             pages: StatU64::new(0),
             state: Mutex::new(State {
                 capacity: 0,
-                shift: START_SHIFT,
+                shift: STACK_SHIFT,
+                stack_shift: STACK_SHIFT,
                 max_keys: MIN_KEYS,
                 epoch_len: MIN_EPOCH,
                 stack: Stack::default(),
+                minis: Minis::new([1; mini::SIMS]),
                 now: Sampled::default(),
                 prev_start: Snapshot::default(),
                 start: Snapshot::default(),
@@ -223,24 +240,32 @@ impl Default for Mrc {
 }
 
 impl Mrc {
-    /// Sets the capacity the curve's ratios are of, with the sample's
-    /// bound (half a key a page) and the epoch's length from it, and opens
-    /// the gate at the starting rate. Called once, when the cache is made.
+    /// Sets the capacity the curve's ratios are of, with the rate (the
+    /// lowest that gives the 0.25x simulation `MINI_PAGES` pages, within
+    /// 1 in 16 and 1 in 64), the stack's bound (half a key a page) and
+    /// the epoch's length from it, and opens the gate. Called once, when
+    /// the cache is made.
     pub(crate) fn set_capacity(&self, pages: u64) {
+        let room = (pages / 4 / MINI_PAGES).max(1);
+        let shift = room.ilog2().clamp(MIN_SHIFT, STACK_SHIFT);
         self.configure(
             pages,
-            START_SHIFT,
+            [shift, shift.max(STACK_SHIFT)],
             (pages as usize / 2).max(MIN_KEYS),
             (pages * EPOCH_CAPACITIES).max(MIN_EPOCH),
         );
     }
 
-    /// [`set_capacity`](Self::set_capacity) with the rate (1 in
-    /// 2^`shift`), the sample's bound and the epoch's reads given.
-    pub(crate) fn configure(&self, pages: u64, shift: u32, max_keys: usize, epoch_len: u64) {
+    /// [`set_capacity`](Self::set_capacity) with the rates (1 in
+    /// 2^`shifts[0]` for the simulations, 1 in 2^`shifts[1]` for the
+    /// stack, no higher), the stack's bound and the epoch's reads given.
+    pub(crate) fn configure(&self, pages: u64, shifts: [u32; 2], max_keys: usize, epoch_len: u64) {
         let mut st = self.state.lock();
+        let shift = shifts[0];
         st.capacity = pages;
         st.shift = shift;
+        st.stack_shift = shifts[1].max(shift);
+        st.minis = Minis::new(UP_TO_ONE.map(|r| (r * (pages >> shift) as f64).round() as u32));
         st.max_keys = max_keys;
         st.epoch_len = epoch_len;
         self.pages.store(pages, Ordering::Relaxed);
@@ -280,10 +305,9 @@ impl Mrc {
         }
         st.record(h, hit);
         if st.stack.keys() > st.max_keys {
-            st.shift += 1;
-            let threshold = u64::MAX >> st.shift;
+            st.stack_shift += 1;
+            let threshold = u64::MAX >> st.stack_shift;
             st.stack.retain_below(threshold);
-            self.gate.0.store(threshold, Ordering::Relaxed);
         }
         // Whether the epoch is over, by the cache's own counts (the
         // sample's, scaled, are off by the share of hot keys it holds),
@@ -323,31 +347,17 @@ impl Mrc {
             return curve;
         }
         let measured = hits as f64 / reads as f64;
-        // Over the window's reads, not the sample's (SHARDS's adjustment):
-        // a sample holding more or fewer of the hottest keys than its
-        // share has more or fewer reads than its rate says, and those
-        // are hits at every size, so the difference belongs to no size's
-        // losses or gains.
-        let frac = |x: f64| x / reads as f64;
         for i in 0..2 {
-            // The share of its hits an LRU keeps at the smaller size, from
-            // the sample (a ratio: a sample short of hot keys is short of
-            // hits at both sizes alike), applied to the hits the cache had:
-            // the cache's lists beat an LRU (a scan or a loop does not
-            // flush the active list), and by about as much at each size.
-            // SHARDS's adjustment: the sample's reads beyond (or short
-            // of) what the cache counted are put in (or taken from) its
-            // first bucket, hits at every size; what is taken is at most
-            // what that bucket holds (a uniform hot set has few there).
-            let excess = (s.reads - reads as f64).min(s.first);
-            let kept = if s.lru[2] - excess > 0.0 {
-                ((s.lru[i] - excess) / (s.lru[2] - excess)).clamp(0.0, 1.0)
-            } else {
-                0.0
-            };
-            curve.points[i].hit_ratio = (measured * kept).clamp(0.0, 1.0);
+            // The hits the simulation of C has and that of r C lacks,
+            // scaled by the rate, over the reads the cache counted (not
+            // the sample's: a sample holding more or fewer of the hottest
+            // keys than its share has more or fewer reads, but those are
+            // hits at every size, in neither simulation's losses: SHARDS's
+            // adjustment), taken from the hit ratio the cache had.
+            let lost = (s.mini[2] - s.mini[i]).max(0.0);
+            curve.points[i].hit_ratio = (measured - lost / reads as f64).clamp(0.0, 1.0);
             let shadow = exact.refault_gains[i].wrapping_sub(base.exact.refault_gains[i]);
-            let gain = (shadow as f64 / reads as f64).max(frac(s.gained[i]));
+            let gain = (shadow as f64 / reads as f64).max(s.gained[i] / reads as f64);
             curve.points[3 + i].hit_ratio = (measured + gain).clamp(0.0, 1.0);
         }
         curve.points[2].hit_ratio = measured;
@@ -356,25 +366,28 @@ impl Mrc {
 }
 
 impl State {
-    /// One sampled read: its stack distance, scaled by the rate, decides
-    /// which sizes of an LRU up to C would have hit it, and which larger
-    /// ones would have turned the cache's miss into a hit. A key new to
-    /// the sample has no distance: no size hits it.
+    /// One sampled read: the simulations below 1x read it (their hits,
+    /// scaled by the rate, are the hits a cache of that size would have
+    /// had); if the stack samples it too, its stack distance, scaled by
+    /// the stack's rate, says which larger sizes would have turned the
+    /// cache's miss into a hit. A key new to the stack has no distance:
+    /// no size hits it.
     fn record(&mut self, h: u64, hit: bool) {
         let w = (1u64 << self.shift) as f64;
-        let d = self.stack.access(h).map(|d| d as f64 * w);
-        let c = self.capacity as f64;
         self.now.reads += w;
         self.now.count += 1;
-        if d.is_some_and(|d| d < c / 32.0) {
-            self.now.first += w;
-        }
-        for (lru, r) in self.now.lru.iter_mut().zip(UP_TO_ONE) {
-            if d.is_some_and(|d| d < r * c) {
-                *lru += w;
+        for (n, hit) in self.now.mini.iter_mut().zip(self.minis.access(h)) {
+            if hit {
+                *n += w;
             }
         }
+        if h > u64::MAX >> self.stack_shift {
+            return;
+        }
+        let w = (1u64 << self.stack_shift) as f64;
+        let d = self.stack.access(h).map(|d| d as f64 * w);
         if !hit {
+            let c = self.capacity as f64;
             for (gained, r) in self.now.gained.iter_mut().zip(LARGER) {
                 if d.is_some_and(|d| d < r * c) {
                     *gained += w;
