@@ -246,6 +246,7 @@ pub mod internals {
     }
     /// An async job's end and a task's wait for it (the loom models).
     pub use crate::future::job::{Done as AsyncDone, Wait as AsyncWait};
+    pub use crate::mrc::Probe as MrcProbe;
     pub use crate::readahead::Insert;
     pub use crate::write::WRITE_CHUNK_PAGES;
     pub use crate::writeback::{THROTTLE_MIN_PAGES, UNCACHED_AHEAD_PAGES};

@@ -133,6 +133,31 @@ impl HitRatioCurve {
     }
 }
 
+/// The estimator alone, as a read meets it (`Stats::observe_read`): for
+/// the benches (`internals`).
+#[cfg(feature = "internals")]
+pub struct Probe(Mrc);
+
+#[cfg(feature = "internals")]
+impl Probe {
+    /// An estimator for a cache of `pages` pages.
+    pub fn new(pages: u64) -> Probe {
+        let mrc = Mrc::default();
+        mrc.set_capacity(pages);
+        Probe(mrc)
+    }
+
+    /// What a read of page `index` of mapping `id` costs the estimator:
+    /// the key's hash and the gate, and the sample's work if it is in it.
+    #[inline]
+    pub fn read(&self, id: usize, index: u64, hit: bool) {
+        let h = key_hash(id, index);
+        if self.0.sampled(h) {
+            self.0.sample(h, hit, Exact::default);
+        }
+    }
+}
+
 /// The hash a read's key is sampled by: mapping `id` and page `index`,
 /// mixed (splitmix64's finalizer) so that any bit of either moves all.
 #[inline]

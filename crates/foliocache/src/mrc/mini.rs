@@ -28,16 +28,18 @@
 //!          leaving a shadow of the clock (the clock advances)
 //! ```
 //!
-//! The simulations share one map from a sampled key to its place in each
-//! (a slot, or its shadow's age): one lookup a sampled read for all of
-//! them. A shadow is kept for as many evictions as its simulation has
-//! pages (an older one cannot pass the refault test: its distance counts
-//! at least the evictions since, the active list at most the capacity),
-//! and a key in no simulation leaves the map: the map holds at most
-//! twice the simulations' pages, whatever the key space (a scan does not
-//! grow it).
+//! The simulations share one map from a sampled key to its slot in each:
+//! one lookup a sampled read for all of them, none on an eviction. A
+//! slot is a page while resident and its shadow once evicted: each
+//! simulation has twice its capacity in slots and reuses the one freed
+//! longest ago, so a shadow lasts as many evictions as the simulation
+//! has pages (an older one could not pass the refault test: its distance
+//! counts at least the evictions since, the active list at most the
+//! capacity). A key's slot is its own while it holds the key; keys whose
+//! slots all went to others leave the map when it grows past twice the
+//! slots (whatever the key space: a scan does not grow it).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasherDefault;
 
 use super::KeyHasher;
@@ -48,23 +50,7 @@ pub(crate) const SIMS: usize = 3;
 /// No slot.
 const NIL: u32 = u32::MAX;
 
-/// A sampled key's place in each simulation: its slot while resident,
-/// and the clock at its eviction while it has a shadow.
-#[derive(Clone, Copy)]
-struct Entry {
-    slot: [u32; SIMS],
-    shadow: [u32; SIMS],
-    /// Bit `i`: simulation `i` holds a shadow of the key.
-    shadowed: u8,
-}
-
-const EMPTY: Entry = Entry {
-    slot: [NIL; SIMS],
-    shadow: [0; SIMS],
-    shadowed: 0,
-};
-
-/// A resident page of a simulation.
+/// A slot: a resident page of a simulation, or the shadow it left.
 #[derive(Clone, Copy)]
 struct Slot {
     key: u64,
@@ -72,8 +58,9 @@ struct Slot {
     next: u32,
     active: bool,
     referenced: bool,
-    /// On a list (not on the free list).
+    /// On a list; otherwise a shadow, of the clock at `age`.
     live: bool,
+    age: u32,
 }
 
 /// A list of slots, head first.
@@ -91,15 +78,18 @@ const ACTIVE: usize = 1;
 struct Sim {
     cap: u32,
     slots: Vec<Slot>,
-    free: Vec<u32>,
+    /// Slots not on a list, the one freed longest ago first.
+    free: VecDeque<u32>,
     lists: [List; 2],
     /// Pages evicted or activated (`nonresident_age`), wrapping.
     clock: u32,
-    /// The newest `cap` evictions (key, clock): the shadows that can
-    /// still pass the refault test (its distance counts at least the
-    /// evictions since, and the active list is at most `cap`).
-    ring: Vec<(u64, u32)>,
-    ring_at: usize,
+}
+
+/// What a simulation's slot holds for a key.
+enum Held {
+    Page,
+    Shadow(u32),
+    Nothing,
 }
 
 impl Sim {
@@ -109,19 +99,40 @@ impl Sim {
             tail: NIL,
             len: 0,
         };
+        let slots = 2 * cap;
         Sim {
             cap,
-            slots: Vec::new(),
-            free: Vec::new(),
+            slots: vec![
+                Slot {
+                    key: 0,
+                    prev: NIL,
+                    next: NIL,
+                    active: false,
+                    referenced: false,
+                    live: false,
+                    age: 0,
+                };
+                slots as usize
+            ],
+            // Never-used slots: their key 0 is no sampled key's slot (the
+            // map never points a key at a slot it did not get).
+            free: (0..slots).collect(),
             lists: [empty; 2],
             clock: 0,
-            ring: Vec::new(),
-            ring_at: 0,
         }
     }
 
     fn len(&self) -> u32 {
         self.lists[INACTIVE].len + self.lists[ACTIVE].len
+    }
+
+    /// What slot `s` holds for key `h`.
+    fn held(&self, s: u32, h: u64) -> Held {
+        match self.slots.get(s as usize) {
+            Some(slot) if slot.key == h && slot.live => Held::Page,
+            Some(slot) if slot.key == h => Held::Shadow(slot.age),
+            _ => Held::Nothing,
+        }
     }
 
     fn unlink(&mut self, s: u32) {
@@ -171,130 +182,106 @@ impl Sim {
     }
 
     /// A miss on `key`, whose shadow (if any) recorded clock `shadow`:
-    /// its new slot.
+    /// makes room, and returns its new slot.
     fn insert(&mut self, key: u64, shadow: Option<u32>) -> u32 {
+        if self.len() >= self.cap {
+            self.evict();
+        }
         let active =
             shadow.is_some_and(|age| self.clock.wrapping_sub(age) <= self.lists[ACTIVE].len);
         if active {
             self.clock = self.clock.wrapping_add(1);
         }
-        let slot = Slot {
+        // (Never empty: at most `cap` of the `2 cap` slots are live.)
+        let s = self.free.pop_front().unwrap_or(0);
+        self.slots[s as usize] = Slot {
             key,
             prev: NIL,
             next: NIL,
             active,
             referenced: true,
             live: true,
-        };
-        let s = match self.free.pop() {
-            Some(s) => {
-                self.slots[s as usize] = slot;
-                s
-            }
-            None => {
-                self.slots.push(slot);
-                self.slots.len() as u32 - 1
-            }
+            age: 0,
         };
         self.push_head(s, active);
         s
     }
 
-    /// Makes room while over capacity: one eviction, the key and the
-    /// clock its shadow records, or `None` when within capacity
-    /// (`isolate_lru_folios`).
-    fn evict_one(&mut self) -> Option<(u64, u32)> {
-        while self.len() > self.cap {
-            if self.lists[ACTIVE].len > self.lists[INACTIVE].len {
-                // Refill the inactive list from the active tail, the bit kept.
-                let s = self.lists[ACTIVE].tail;
-                self.unlink(s);
-                self.push_head(s, false);
-                continue;
-            }
-            let s = self.lists[INACTIVE].tail;
+    /// One eviction (`isolate_lru_folios`): the inactive list refilled
+    /// from the active tail while shorter (the bit kept), then its tail
+    /// leaves its shadow in its slot.
+    fn evict(&mut self) {
+        while self.lists[ACTIVE].len > self.lists[INACTIVE].len {
+            let s = self.lists[ACTIVE].tail;
             self.unlink(s);
-            self.slots[s as usize].live = false;
-            self.free.push(s);
-            let age = self.clock;
-            self.clock = self.clock.wrapping_add(1);
-            return Some((self.slots[s as usize].key, age));
+            self.push_head(s, false);
         }
-        None
-    }
-}
-
-impl Sim {
-    /// Records an eviction's shadow in the ring: the one it displaces,
-    /// now too old to pass the refault test.
-    fn remember(&mut self, key: u64, age: u32) -> Option<(u64, u32)> {
-        if self.ring.len() < self.cap as usize {
-            self.ring.push((key, age));
-            return None;
+        let s = self.lists[INACTIVE].tail;
+        if s == NIL {
+            return;
         }
-        let old = std::mem::replace(&mut self.ring[self.ring_at], (key, age));
-        self.ring_at = (self.ring_at + 1) % self.ring.len();
-        Some(old)
+        self.unlink(s);
+        let slot = &mut self.slots[s as usize];
+        slot.live = false;
+        slot.age = self.clock;
+        self.clock = self.clock.wrapping_add(1);
+        self.free.push_back(s);
     }
 }
 
 /// The miniature caches over one sample of keys.
 pub(crate) struct Minis {
-    entries: HashMap<u64, Entry, BuildHasherDefault<KeyHasher>>,
+    /// A sampled key's slot in each simulation (its own while the slot
+    /// holds the key).
+    entries: HashMap<u64, [u32; SIMS], BuildHasherDefault<KeyHasher>>,
     sims: [Sim; SIMS],
+    /// The map's size past which the keys no slot holds leave it.
+    sweep_at: usize,
 }
 
 impl Minis {
     /// Simulations of `caps` pages each.
     pub(crate) fn new(caps: [u32; SIMS]) -> Minis {
+        let sims = caps.map(|c| Sim::new(c.max(1)));
+        let slots: usize = sims.iter().map(|s| s.slots.len()).sum();
         Minis {
             entries: HashMap::default(),
-            sims: caps.map(|c| Sim::new(c.max(1))),
+            sims,
+            sweep_at: 2 * slots,
         }
     }
 
     /// Reads key `h` in every simulation: whether each hit.
     pub(crate) fn access(&mut self, h: u64) -> [bool; SIMS] {
-        let e = self.entries.entry(h).or_insert(EMPTY);
+        let slots = self.entries.entry(h).or_insert([NIL; SIMS]);
         let mut hits = [false; SIMS];
-        for (i, sim) in self.sims.iter_mut().enumerate() {
-            if e.slot[i] != NIL {
-                sim.hit(e.slot[i]);
-                hits[i] = true;
-            } else {
-                let bit = 1 << i;
-                let shadow = (e.shadowed & bit != 0).then_some(e.shadow[i]);
-                e.shadowed &= !bit;
-                e.slot[i] = sim.insert(h, shadow);
+        for ((sim, s), hit) in self.sims.iter_mut().zip(slots.iter_mut()).zip(&mut hits) {
+            match sim.held(*s, h) {
+                Held::Page => {
+                    sim.hit(*s);
+                    *hit = true;
+                }
+                Held::Shadow(age) => *s = sim.insert(h, Some(age)),
+                Held::Nothing => *s = sim.insert(h, None),
             }
         }
-        self.make_room();
+        if self.entries.len() > self.sweep_at {
+            // (Amortised: at least `sweep_at / 2` new keys between two.)
+            let sims = &self.sims;
+            self.entries.retain(|h, slots| {
+                sims.iter()
+                    .zip(slots.iter())
+                    .any(|(sim, &s)| !matches!(sim.held(s, *h), Held::Nothing))
+            });
+        }
         hits
     }
+}
 
-    /// Evicts from each simulation over its capacity, leaving shadows,
-    /// and forgets the shadows that have grown too old to matter (a key
-    /// in no simulation any more leaves the map).
-    fn make_room(&mut self) {
-        for (i, sim) in self.sims.iter_mut().enumerate() {
-            while let Some((key, age)) = sim.evict_one() {
-                if let Some(e) = self.entries.get_mut(&key) {
-                    e.slot[i] = NIL;
-                    e.shadow[i] = age;
-                    e.shadowed |= 1 << i;
-                }
-                let Some((old, old_age)) = sim.remember(key, age) else {
-                    continue;
-                };
-                if let Some(e) = self.entries.get_mut(&old) {
-                    if e.shadowed & (1 << i) != 0 && e.shadow[i] == old_age {
-                        e.shadowed &= !(1 << i);
-                        if e.shadowed == 0 && e.slot == [NIL; SIMS] {
-                            self.entries.remove(&old);
-                        }
-                    }
-                }
-            }
-        }
+#[cfg(test)]
+impl Minis {
+    /// Keys in the map.
+    pub(crate) fn keys(&self) -> usize {
+        self.entries.len()
     }
 }

@@ -287,49 +287,56 @@ fn the_window_forgets_an_old_workload() {
     assert!(curve.points.iter().all(|p| p.hit_ratio == 0.0), "{curve:?}");
 }
 
-/// What the estimator adds to a read, alone: the hash and the gate on
-/// every read, the stack on the sampled ones (1 in 64), over 64K keys.
-/// A timing, not a check: run it in release with `--ignored` and read
-/// its output (one host's figures go under docs/measurements/).
 #[test]
-#[ignore = "a timing: cargo test --release -p foliocache --lib mrc::tests::cost -- --ignored --nocapture"]
-fn cost_per_read() {
-    let mrc = Mrc::default();
-    mrc.set_capacity(16 << 10);
-    let mut rng = ChaCha8Rng::seed_from_u64(1);
-    let keys: Vec<u64> = (0..1 << 20).map(|_| rng.gen_range(0..64 << 10)).collect();
-    let exact = Exact::default();
-    // 0: the loop alone; 1: and the hash and the gate; 2: and the sample.
-    let run = |mode: u32| {
-        let t = std::time::Instant::now();
-        let mut sink = 0u64;
-        for _ in 0..8 {
-            for &k in &keys {
-                let k = std::hint::black_box(k);
-                let h = if mode == 0 {
-                    k
-                } else {
-                    key_hash(0x7f00_1234_5000, k)
-                };
-                if mode == 2 && mrc.sampled(h) {
-                    mrc.sample(h, true, || exact);
-                }
-                sink = sink.wrapping_add(h);
-            }
-        }
-        std::hint::black_box(sink);
-        t.elapsed().as_nanos() as f64 / (8 * keys.len()) as f64
-    };
-    // The least of seven tries each, interleaved: the machine is shared.
-    let (mut bare, mut hash, mut all) = (f64::MAX, f64::MAX, f64::MAX);
-    for _ in 0..7 {
-        bare = bare.min(run(0));
-        hash = hash.min(run(1));
-        all = all.min(run(2));
+fn a_scan_does_not_grow_the_simulations_map() {
+    // Simulations of 16, 32 and 64 pages (192 slots): a million keys
+    // read once leave at most twice the slots in the map.
+    let mut minis = Minis::new([16, 32, 64]);
+    for k in 0..1_000_000u64 {
+        assert_eq!(minis.access(key_hash(1, k)), [false; mini::SIMS]);
+        assert!(
+            minis.keys() <= 2 * 2 * (16 + 32 + 64) + 1,
+            "{}",
+            minis.keys()
+        );
     }
-    eprintln!(
-        "loop {bare:.2} ns a read; hash {:.2} ns more; the sample {:.2} ns more",
-        hash - bare,
-        all - hash
-    );
+}
+
+#[test]
+fn the_simulated_policy_keeps_a_hot_set_through_a_scan() {
+    // The cache's two lists, not an LRU: a hot set of half the capacity,
+    // read twice (active), then a scan of twenty capacities beside it,
+    // two scan reads to a hot one. An LRU of 64 pages would hit none of
+    // the hot reads (32 hot and 64 scan pages between two reads of one);
+    // the active list keeps them all.
+    let mut minis = Minis::new([64, 64, 64]);
+    for _ in 0..2 {
+        for k in 0..32u64 {
+            minis.access(key_hash(1, k));
+        }
+    }
+    let (mut hits, mut reads) = (0, 0);
+    for i in 0..640u64 {
+        minis.access(key_hash(1, 1 << 20 | 2 * i));
+        minis.access(key_hash(1, 1 << 20 | (2 * i + 1)));
+        reads += 1;
+        hits += u64::from(minis.access(key_hash(1, i % 32))[0]);
+    }
+    assert_eq!(hits, reads, "every hot read hit");
+}
+
+#[test]
+fn a_refault_within_the_active_list_comes_back_active() {
+    // 4 pages: a and b read twice (active); x, y, z once, which evicts
+    // x at a distance of 1 (its shadow); x read again is within the
+    // active list's 2 pages, so it comes back active (`workingset_refault`)
+    // and outlives three new pages that flush the inactive list (without
+    // the refault test it would be the next one out).
+    let mut minis = Minis::new([4, 4, 4]);
+    let h = |k: u64| key_hash(1, k);
+    let (a, b, x, y, z) = (1, 2, 3, 4, 5);
+    for k in [a, a, b, b, x, y, z, x, 100, 101, 102] {
+        minis.access(h(k));
+    }
+    assert_eq!(minis.access(h(x)), [true; mini::SIMS]);
 }

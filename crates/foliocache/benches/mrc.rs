@@ -1,0 +1,101 @@
+//! What the miss-ratio curve's estimator (`mrc.rs`, docs/design.md "How
+//! big should the cache be") adds to a read: `estimator`, a loop over
+//! page reads that shows each to the estimator as a hit does
+//! (`Stats::observe_read`: the key's hash and the gate on every read; the
+//! simulations and the stack on the sampled ones), against `bare`, the
+//! same loop without it, side by side in one run. A cache of 16 MiB
+//! (4,096 pages: the rate is 1 in 16, the highest) and of 1 GiB (1 in
+//! 64), reads uniform over four times the capacity in pages.
+//!
+//! Reproduce: `cargo bench -p foliocache --bench mrc` (`-- --test` is a
+//! smoke run). At the end it prints the ns per read of each and the
+//! difference, from this run: what a hit pays (a hit itself is a few
+//! hundred ns: `--bench read`).
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use foliocache::internals::MrcProbe;
+
+mod common;
+
+/// Reads per timed round.
+const READS: usize = 1 << 16;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Variant {
+    Bare,
+    Estimator,
+}
+
+/// Page indexes uniform over `4 * pages` (splitmix64 of a counter).
+fn keys(pages: u64) -> Vec<u64> {
+    (0..READS as u64)
+        .map(|i| {
+            let mut z = i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            (z ^ (z >> 31)) % (4 * pages)
+        })
+        .collect()
+}
+
+/// One round: every key read once, through the estimator or not.
+fn round(probe: &MrcProbe, keys: &[u64], v: Variant) -> Duration {
+    let t = Instant::now();
+    let mut sink = 0u64;
+    for &k in keys {
+        let k = black_box(k);
+        if v == Variant::Estimator {
+            probe.read(0x7f00_1234_5000, k, k & 1 == 0);
+        }
+        sink = sink.wrapping_add(k);
+    }
+    black_box(sink);
+    t.elapsed()
+}
+
+type Means = common::Means<(u64, Variant)>;
+
+fn main() {
+    let mut c = common::criterion("mrc");
+    let means = Means::default();
+    let mut g = c.benchmark_group("mrc_read");
+    g.throughput(criterion::Throughput::Elements(READS as u64));
+    for pages in [4096u64, 262_144] {
+        let probe = MrcProbe::new(pages);
+        let keys = keys(pages);
+        for v in [Variant::Bare, Variant::Estimator] {
+            g.bench_function(format!("{v:?}/{pages}pages"), |b| {
+                b.iter_custom(|iters| {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        total += round(&probe, &keys, v);
+                    }
+                    common::record(&means, (pages, v), total, iters * READS as u64);
+                    total
+                })
+            });
+        }
+    }
+    g.finish();
+    c.final_summary();
+
+    let means = means.into_inner();
+    eprintln!("\nns per read, bare loop and with the estimator, and the difference:");
+    eprintln!(
+        "{:<8} {:>7} {:>9} {:>7}",
+        "pages", "bare", "estimator", "added"
+    );
+    for pages in [4096u64, 262_144] {
+        let ns = |v| common::mean_ns(&means, &(pages, v));
+        let (b, e) = (ns(Variant::Bare), ns(Variant::Estimator));
+        let added = b.zip(e).map(|(b, e)| e - b);
+        eprintln!(
+            "{pages:<8} {:>7} {:>9} {:>7}",
+            common::ns_text(b),
+            common::ns_text(e),
+            common::ns_text(added)
+        );
+    }
+}
