@@ -317,7 +317,7 @@ fn the_simulated_policy_keeps_a_hot_set_through_a_scan() {
     }
     let (mut hits, mut reads) = (0, 0);
     for i in 0..640u64 {
-        minis.access(key_hash(1, 1 << 20 | 2 * i));
+        minis.access(key_hash(1, (1 << 20) | (2 * i)));
         minis.access(key_hash(1, 1 << 20 | (2 * i + 1)));
         reads += 1;
         hits += u64::from(minis.access(key_hash(1, i % 32))[0]);
