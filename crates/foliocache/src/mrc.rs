@@ -188,6 +188,9 @@ struct Sampled {
     mini: [f64; mini::SIMS],
     /// Misses of the stack's sample at a stack distance under 2 C and 4 C.
     gained: [f64; 2],
+    /// The moments over the simulations' keys (`mini::Moments`).
+    tt: f64,
+    mt: [f64; 2],
     /// Reads sampled (unweighted).
     count: u64,
 }
@@ -198,6 +201,8 @@ impl Sampled {
             reads: self.reads - o.reads,
             mini: std::array::from_fn(|i| self.mini[i] - o.mini[i]),
             gained: [self.gained[0] - o.gained[0], self.gained[1] - o.gained[1]],
+            tt: self.tt - o.tt,
+            mt: [self.mt[0] - o.mt[0], self.mt[1] - o.mt[1]],
             count: self.count - o.count,
         }
     }
@@ -357,6 +362,7 @@ impl Mrc {
         let base = st.prev_start;
         let s = st.now.minus(&base.sampled);
         let c = st.capacity;
+        let st_rate = (1u64 << st.shift) as f64;
         drop(st);
         let hits = exact.hits.wrapping_sub(base.exact.hits);
         let reads = hits.wrapping_add(exact.misses.wrapping_sub(base.exact.misses));
@@ -372,14 +378,36 @@ impl Mrc {
             return curve;
         }
         let measured = hits as f64 / reads as f64;
+        // The sample's excess of hits at 1x over the cache's: how far the
+        // keys it drew are off their share (the draw of keys is the
+        // noise; the simulations are exact on the keys drawn).
+        let excess = s.mini[2] - hits as f64;
+        // The moments are of keys' counts: weighted, each count by the
+        // rate's inverse and each key drawn at the rate. A shortfall is
+        // hits of a key the sample lacks (the hottest are the ones whose
+        // absence shows): it counts in sum(t^2) as one key of that many
+        // hits, none of them lost.
+        let w3 = st_rate.powi(3);
+        let missing = excess.min(0.0).powi(2);
         for i in 0..2 {
             // The hits the simulation of C has and that of r C lacks,
-            // scaled by the rate, over the reads the cache counted (not
-            // the sample's: a sample holding more or fewer of the hottest
-            // keys than its share has more or fewer reads, but those are
-            // hits at every size, in neither simulation's losses: SHARDS's
-            // adjustment), taken from the hit ratio the cache had.
-            let lost = (s.mini[2] - s.mini[i]).max(0.0);
+            // scaled by the rate, less the part of the excess that lies
+            // in them, over the reads the cache counted, taken from the
+            // hit ratio the cache had. The part: under the sampling of
+            // keys, the excess's best linear predictor of the lost hits'
+            // error, beta = sum(m t) / sum(t^2) over the keys (t a key's
+            // hits at C, m those lost at r C): where a few hot keys, hits
+            // at every size, carry the excess (a zipf), beta is near 0
+            // and the losses stand (SHARDS's adjustment: the excess is
+            // in the first bucket); where many alike keys do (a uniform
+            // hot set), beta is their share lost, and the losses scale
+            // with their draw.
+            let beta = if s.tt > 0.0 {
+                (s.mt[i] * w3 / (s.tt * w3 + missing)).clamp(0.0, 1.0)
+            } else {
+                0.0
+            };
+            let lost = (s.mini[2] - s.mini[i] - beta * excess).max(0.0);
             curve.points[i].hit_ratio = (measured - lost / reads as f64).clamp(0.0, 1.0);
             let shadow = exact.refault_gains[i].wrapping_sub(base.exact.refault_gains[i]);
             let gain = (shadow as f64 / reads as f64).max(s.gained[i] / reads as f64);
@@ -401,10 +429,15 @@ impl State {
         let w = (1u64 << self.shift) as f64;
         self.now.reads += w;
         self.now.count += 1;
-        for (n, hit) in self.now.mini.iter_mut().zip(self.minis.access(h)) {
+        let (hits, moments) = self.minis.access(h);
+        for (n, hit) in self.now.mini.iter_mut().zip(hits) {
             if hit {
                 *n += w;
             }
+        }
+        self.now.tt += moments.tt as f64;
+        for (mt, d) in self.now.mt.iter_mut().zip(moments.mt) {
+            *mt += d as f64;
         }
         if h > u64::MAX >> self.stack_shift {
             return;

@@ -229,11 +229,28 @@ impl Sim {
     }
 }
 
+/// A sampled key: its slot in each simulation (its own while the slot
+/// holds the key), and its reads since it entered the map that the
+/// simulation of 1x hit (`t`), and of those, the ones the 0.25x and 0.5x
+/// ones missed (`m`).
+#[derive(Clone, Copy)]
+struct Key {
+    slots: [u32; SIMS],
+    t: u32,
+    m: [u32; SIMS - 1],
+}
+
+/// What a read added to the sums over keys of `t^2` and `m t` (the
+/// moments the curve weighs the sample's excess of hits by).
+#[derive(Clone, Copy, Default, Debug)]
+pub(crate) struct Moments {
+    pub(crate) tt: u64,
+    pub(crate) mt: [u64; SIMS - 1],
+}
+
 /// The miniature caches over one sample of keys.
 pub(crate) struct Minis {
-    /// A sampled key's slot in each simulation (its own while the slot
-    /// holds the key).
-    entries: HashMap<u64, [u32; SIMS], BuildHasherDefault<KeyHasher>>,
+    entries: HashMap<u64, Key, BuildHasherDefault<KeyHasher>>,
     sims: [Sim; SIMS],
     /// The map's size past which the keys no slot holds leave it.
     sweep_at: usize,
@@ -251,11 +268,21 @@ impl Minis {
         }
     }
 
-    /// Reads key `h` in every simulation: whether each hit.
-    pub(crate) fn access(&mut self, h: u64) -> [bool; SIMS] {
-        let slots = self.entries.entry(h).or_insert([NIL; SIMS]);
+    /// Reads key `h` in every simulation: whether each hit, and what the
+    /// read added to the moments.
+    pub(crate) fn access(&mut self, h: u64) -> ([bool; SIMS], Moments) {
+        let key = self.entries.entry(h).or_insert(Key {
+            slots: [NIL; SIMS],
+            t: 0,
+            m: [0; SIMS - 1],
+        });
         let mut hits = [false; SIMS];
-        for ((sim, s), hit) in self.sims.iter_mut().zip(slots.iter_mut()).zip(&mut hits) {
+        for ((sim, s), hit) in self
+            .sims
+            .iter_mut()
+            .zip(key.slots.iter_mut())
+            .zip(&mut hits)
+        {
             match sim.held(*s, h) {
                 Held::Page => {
                     sim.hit(*s);
@@ -265,16 +292,27 @@ impl Minis {
                 Held::Nothing => *s = sim.insert(h, None),
             }
         }
+        let mut moments = Moments::default();
+        if hits[SIMS - 1] {
+            let (t, t1) = (u64::from(key.t), u64::from(key.t) + 1);
+            key.t += 1;
+            moments.tt = t1 * t1 - t * t;
+            for ((m, mt), hit) in key.m.iter_mut().zip(&mut moments.mt).zip(hits) {
+                let before = u64::from(*m) * t;
+                *m += u32::from(!hit);
+                *mt = u64::from(*m) * t1 - before;
+            }
+        }
         if self.entries.len() > self.sweep_at {
             // (Amortised: at least `sweep_at / 2` new keys between two.)
             let sims = &self.sims;
-            self.entries.retain(|h, slots| {
+            self.entries.retain(|h, key| {
                 sims.iter()
-                    .zip(slots.iter())
+                    .zip(key.slots.iter())
                     .any(|(sim, &s)| !matches!(sim.held(s, *h), Held::Nothing))
             });
         }
-        hits
+        (hits, moments)
     }
 }
 

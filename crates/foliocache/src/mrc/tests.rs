@@ -147,7 +147,7 @@ fn full_policy(trace: &[u64], c: usize) -> [f64; mini::SIMS] {
     let mut minis = Minis::new(UP_TO_ONE.map(|r| (r * c as f64) as u32));
     let mut hits = [0u64; mini::SIMS];
     for &k in trace {
-        for (n, hit) in hits.iter_mut().zip(minis.access(key_hash(SEED, k))) {
+        for (n, hit) in hits.iter_mut().zip(minis.access(key_hash(SEED, k)).0) {
             *n += u64::from(hit);
         }
     }
@@ -157,18 +157,32 @@ fn full_policy(trace: &[u64], c: usize) -> [f64; mini::SIMS] {
 /// Runs `trace` through the model cache and the estimator (1 key in
 /// 2^`shift`, shadows of the newest `budget` evictions); the curve, with
 /// one epoch covering the whole trace.
-fn predict(trace: &[u64], c: usize, shift: u32, budget: usize) -> HitRatioCurve {
+///
+/// With `policy`, the model's hits at 1x are the cache's policy's,
+/// simulated over every key (the points below 1x are checked against
+/// that policy); without, the exact LRU's (the points above 1x against
+/// the LRU).
+fn predict(trace: &[u64], c: usize, shift: u32, budget: usize, policy: bool) -> HitRatioCurve {
     let mrc = Mrc::default();
     mrc.configure(c as u64, [shift; 2], usize::MAX, u64::MAX);
     let mut model = ModelLru::new(c, budget);
+    let mut full = Minis::new([1, 1, c as u32]);
+    let mut exact = Exact::default();
     for &k in trace {
-        let hit = model.read(k);
+        let mut hit = model.read(k);
         let h = key_hash(SEED, k);
+        if policy {
+            hit = full.access(h).0[2];
+            exact.hits += u64::from(hit);
+            exact.misses += u64::from(!hit);
+        } else {
+            exact = model.exact;
+        }
         if mrc.sampled(h) {
-            mrc.sample(h, hit, || model.exact);
+            mrc.sample(h, hit, || exact);
         }
     }
-    mrc.curve(model.exact)
+    mrc.curve(exact)
 }
 
 /// The largest gaps, over the traces, between the predicted and the
@@ -177,12 +191,12 @@ fn worst_errors(c: usize, shift: u32, budget: usize) -> (f64, f64) {
     let (mut below, mut above) = (0.0f64, 0.0f64);
     for (name, trace) in traces(c) {
         let mut truth = exact_lru(&trace, c);
-        let curve = predict(&trace, c, shift, budget);
-        // Below 1x, the predicted loss against the policy's.
+        let mut curve = predict(&trace, c, shift, budget, false);
+        // Below 1x, against the policy.
         let policy = full_policy(&trace, c);
-        for i in 0..2 {
-            truth[i] = truth[2] - (policy[2] - policy[i]);
-        }
+        let below_1x = predict(&trace, c, shift, budget, true);
+        truth[..2].copy_from_slice(&policy[..2]);
+        curve.points[..2].copy_from_slice(&below_1x.points[..2]);
         for (i, p) in curve.points.iter().enumerate() {
             let err = (p.hit_ratio - truth[i]).abs();
             eprintln!(
@@ -230,13 +244,13 @@ fn dropping_keys_keeps_the_others_distances() {
 
 #[test]
 fn predicted_curve_tracks_exact_lru_with_shadows_for_every_eviction() {
-    // 1024 pages, 1 key in 8 sampled (about 500 keys): the larger sizes
-    // within 2 points (shadows), the smaller within what a sample that
-    // small gives (its hottest keys are in it or not: 2 to 7 points
-    // across three hash seeds).
+    // 2048 pages, 1 key in 8 sampled (simulations of 64, 128 and 256
+    // pages, as at a 16 MiB cache's 1 in 16): the larger sizes within 2
+    // points (shadows), the smaller within 4 (2.6 at this seed: the draw
+    // of keys is the noise).
     let (below, above) = worst_errors(2048, 3, usize::MAX);
     assert!(above <= 0.02, "worst error above 1x {above:.3}");
-    assert!(below <= 0.08, "worst error below 1x {below:.3}");
+    assert!(below <= 0.04, "worst error below 1x {below:.3}");
 }
 
 #[test]
@@ -245,7 +259,7 @@ fn past_the_shadow_budget_the_sample_predicts_the_larger_sizes() {
     // on the sample.
     let (below, above) = worst_errors(2048, 3, 256);
     assert!(above <= 0.03, "worst error above 1x {above:.3}");
-    assert!(below <= 0.08, "worst error below 1x {below:.3}");
+    assert!(below <= 0.04, "worst error below 1x {below:.3}");
 }
 
 #[test]
@@ -293,7 +307,7 @@ fn a_scan_does_not_grow_the_simulations_map() {
     // read once leave at most twice the slots in the map.
     let mut minis = Minis::new([16, 32, 64]);
     for k in 0..1_000_000u64 {
-        assert_eq!(minis.access(key_hash(1, k)), [false; mini::SIMS]);
+        assert_eq!(minis.access(key_hash(1, k)).0, [false; mini::SIMS]);
         assert!(
             minis.keys() <= 2 * 2 * (16 + 32 + 64) + 1,
             "{}",
@@ -320,7 +334,7 @@ fn the_simulated_policy_keeps_a_hot_set_through_a_scan() {
         minis.access(key_hash(1, (1 << 20) | (2 * i)));
         minis.access(key_hash(1, 1 << 20 | (2 * i + 1)));
         reads += 1;
-        hits += u64::from(minis.access(key_hash(1, i % 32))[0]);
+        hits += u64::from(minis.access(key_hash(1, i % 32)).0[0]);
     }
     assert_eq!(hits, reads, "every hot read hit");
 }
@@ -338,5 +352,5 @@ fn a_refault_within_the_active_list_comes_back_active() {
     for k in [a, a, b, b, x, y, z, x, 100, 101, 102] {
         minis.access(h(k));
     }
-    assert_eq!(minis.access(h(x)), [true; mini::SIMS]);
+    assert_eq!(minis.access(h(x)).0, [true; mini::SIMS]);
 }
