@@ -1,6 +1,6 @@
 //! What the miss-ratio curve's estimator (`mrc.rs`, docs/design.md "How
 //! big should the cache be") adds to a read: `estimator`, a loop over
-//! page reads, each a 4 KiB copy out of a 64 MiB buffer (the least a hit
+//! page reads, each a 4 KiB copy out of a 256 KiB buffer (the least a hit
 //! does) shown to the estimator as a hit does (`Stats::observe_read`: the
 //! key's hash and the gate on every read; the simulations and the stack
 //! on the sampled ones), against `bare`, the same loop without the
@@ -42,7 +42,7 @@ fn keys(pages: u64) -> Vec<u64> {
 }
 
 /// The buffer the reads copy from, in pages.
-const SOURCE_PAGES: u64 = 16 << 10;
+const SOURCE_PAGES: u64 = 64;
 
 /// One round: every key read once (a page copied out of `source`),
 /// through the estimator or not.
