@@ -11,35 +11,58 @@
 //! to ask on every hit. And shadows run out: the shadow budget keeps only
 //! the newest, so a miss past them says nothing.
 //!
-//! So two sources, each where it is exact or cheap:
+//! So three sources, each where it is exact or cheap:
 //!
 //! ```text
 //!   predicted(r) for r > 1 = measured + max(shadow gain(r), sampled gain(r))
 //!   predicted(1)            = measured  (hits / reads in the window)
-//!   predicted(r) for r < 1 = measured x sampled LRU(r) / sampled LRU(1)
+//!   predicted(r) for r < 1 = measured - (sim(C) - sim(r C) - beta x excess) / reads
 //!
 //!   shadow gain(r):  refaults at distance <= (r - 1) x capacity, over reads
-//!   sampled gain(r): sampled misses at stack distance < r x capacity
-//!   sampled LRU(r):  sampled reads at stack distance < r x capacity
+//!   sampled gain(r): stack-sampled misses at LRU stack distance < r x capacity
+//!   sim(x):          hits of a miniature cache of x pages x the rate, run
+//!                    with the cache's policy over the sampled keys, / rate
+//!   excess:          sim(C) - the hits the cache counted
+//!   beta:            sum(m t) / sum(t^2) over the sampled keys
 //! ```
 //!
 //! **The sample** is SHARDS (Waldspurger et al., "Efficient MRC
 //! Construction with SHARDS", FAST 2015): a read's key (mapping, page) is
-//! hashed, and only keys whose hash falls under a threshold (1 in 64 to
-//! start) are kept. On those the estimator keeps an exact LRU stack
-//! (`Stack`: each key's last access time and a Fenwick tree counting the
-//! keys last seen at each time), so a sampled read's stack distance is the
-//! sampled keys seen since its key's last read, scaled by the rate. When
-//! the sample holds more keys than its bound (half a key per page of
-//! capacity: a few bytes a page), the threshold halves and the keys above
-//! it go (SHARDS's fixed-size variant): constant space whatever the key
-//! space. Each sample is weighted by the inverse of the rate it was taken
-//! at, so figures across a change of rate add up.
+//! hashed, and only keys whose hash falls under a threshold are kept: 1 in
+//! 16 to 1 in 64, the lowest rate that gives the smallest simulation
+//! `MINI_PAGES` pages (what matters for the noise is how many keys are
+//! drawn, not their share).
+//!
+//! **Below 1x: miniature simulations** (`mini.rs`; Waldspurger et al.,
+//! ATC 2017): three caches of 0.25, 0.5 and 1 C times the rate pages,
+//! run with the cache's own policy (two lists, activation on a second
+//! read, refault activation) over the sampled keys: a cache's hits at
+//! `r C` scale down to a simulation's at `r C x rate`. The cache's lists
+//! are not an LRU, and an LRU's figures missed the cache's by 2 to 4
+//! points below 1x however large the sample. The noise is which keys
+//! are drawn: the lost hits are taken over the cache's reads, and
+//! corrected by the sample's excess of hits at C over the cache's times
+//! `beta`, that excess's best linear predictor of the lost hits' error
+//! under the sampling of keys (`t` a key's hits at C, `m` those lost at
+//! `r C`). A few hot keys carrying the excess (a zipf's hottest, hits at
+//! every size) give `beta` near 0 (SHARDS's adjustment: the excess is in
+//! the first bucket); many alike keys (a uniform hot set) give their
+//! share lost. A shortfall counts in `sum(t^2)` as one key of that many
+//! hits the sample lacks.
+//!
+//! **Above 1x, past the shadows:** an exact LRU stack over a sub-sample
+//! (1 in 2^`STACK_SHIFT`, or the rate if lower: `Stack`, each key's last
+//! access time and a Fenwick tree counting the keys last seen at each
+//! time), so a sampled read's stack distance is the sampled keys seen
+//! since its key's last read, scaled by the rate. When it holds more keys
+//! than its bound (half a key per page of capacity), its threshold halves
+//! and the keys above it go (SHARDS's fixed-size variant), each sample
+//! weighted by the inverse of the rate it was taken at.
 //!
 //! **The shadows** are exact where they exist: every refault is counted
 //! (on the miss path, under the LRU lock it already holds). Where they ran
 //! out (the trimmer took them, or the clock's activations stretched the
-//! distances) they count too few gains; the sample counts the same gains
+//! distances) they count too few gains; the stack counts the same gains
 //! from every key's history, noisier. The curve takes the larger.
 //!
 //! **The window** is two epochs: an epoch ends after about 16 times the
@@ -48,12 +71,14 @@
 //! workload within two epochs and never covers less than one.
 //!
 //! **Cost.** A hit hashes its key (two multiplies) and compares it with the
-//! threshold, a load of a line nobody writes. One read in 64 (fewer once
-//! the rate halves) takes the estimator's lock with `try_lock` (a busy lock
-//! skips the sample: a hit never waits) and updates the stack, O(log n).
-//! Memory: at most half a key per page of capacity, about 30 bytes each
-//! (the key's hash and last time in a hash map, two slots of the tree):
-//! under 0.4 % of the capacity.
+//! threshold, a load of a line nobody writes. One read in 16 to 64 takes
+//! the estimator's lock with `try_lock` (a busy lock skips the sample: a
+//! hit never waits), looks its key up once in the simulations' map and
+//! moves it in each, and, if in the stack's sub-sample, updates the stack,
+//! O(log n) (`cargo bench -p foliocache --bench mrc`). Memory: the
+//! simulations' slots and map, about 21 bytes a page of capacity at 1 in
+//! 16; the stack at most half a key per page, about 30 bytes each: at
+//! most about 0.9 % of the capacity (docs/design.md).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
