@@ -88,22 +88,34 @@ fn main() {
     g.finish();
     c.final_summary();
 
-    let means = means.into_inner();
-    eprintln!("\nns per read, bare loop and with the estimator, the difference, estimator / bare:");
+    summary(&means.into_inner());
+}
+
+/// The table this run's means give: per capacity, ns per read bare and
+/// with the estimator, what it added, and the ratio.
+fn summary(means: &std::collections::BTreeMap<(u64, Variant), (Duration, u64)>) {
+    let rows: Vec<String> = [4096u64, 262_144]
+        .iter()
+        .map(|&pages| {
+            let bare = common::mean_ns(means, &(pages, Variant::Bare));
+            let with = common::mean_ns(means, &(pages, Variant::Estimator));
+            let cells = [
+                common::ns_text(bare),
+                common::ns_text(with),
+                common::ns_text(bare.zip(with).map(|(b, e)| e - b)),
+                common::ratio_text(bare, with),
+            ];
+            format!("{pages:<8} {}", cells.map(|c| format!("{c:>9}")).join(" "))
+        })
+        .collect();
     eprintln!(
-        "{:<8} {:>7} {:>9} {:>7} {:>7}",
-        "pages", "bare", "estimator", "added", "ratio"
+        "\nns per read, bare loop and with the estimator, the difference, estimator / bare:\n\
+         {:<8} {:>9} {:>9} {:>9} {:>9}\n{}",
+        "pages",
+        "bare",
+        "estimator",
+        "added",
+        "ratio",
+        rows.join("\n")
     );
-    for pages in [4096u64, 262_144] {
-        let ns = |v| common::mean_ns(&means, &(pages, v));
-        let (b, e) = (ns(Variant::Bare), ns(Variant::Estimator));
-        let added = b.zip(e).map(|(b, e)| e - b);
-        eprintln!(
-            "{pages:<8} {:>7} {:>9} {:>7} {:>7}",
-            common::ns_text(b),
-            common::ns_text(e),
-            common::ns_text(added),
-            common::ratio_text(b, e)
-        );
-    }
 }
