@@ -77,6 +77,8 @@ const ACTIVE: usize = 1;
 /// One miniature cache: its lists and its eviction clock.
 struct Sim {
     cap: u32,
+    /// The most slots (twice the capacity), made as they are first needed.
+    max_slots: u32,
     slots: Vec<Slot>,
     /// Slots not on a list, the one freed longest ago first.
     free: VecDeque<u32>,
@@ -99,24 +101,11 @@ impl Sim {
             tail: NIL,
             len: 0,
         };
-        let slots = 2 * cap;
         Sim {
             cap,
-            slots: vec![
-                Slot {
-                    key: 0,
-                    prev: NIL,
-                    next: NIL,
-                    active: false,
-                    referenced: false,
-                    live: false,
-                    age: 0,
-                };
-                slots as usize
-            ],
-            // Never-used slots: their key 0 is no sampled key's slot (the
-            // map never points a key at a slot it did not get).
-            free: (0..slots).collect(),
+            max_slots: 2 * cap,
+            slots: Vec::new(),
+            free: VecDeque::new(),
             lists: [empty; 2],
             clock: 0,
         }
@@ -192,9 +181,7 @@ impl Sim {
         if active {
             self.clock = self.clock.wrapping_add(1);
         }
-        // (Never empty: at most `cap` of the `2 cap` slots are live.)
-        let s = self.free.pop_front().unwrap_or(0);
-        self.slots[s as usize] = Slot {
+        let slot = Slot {
             key,
             prev: NIL,
             next: NIL,
@@ -203,6 +190,16 @@ impl Sim {
             live: true,
             age: 0,
         };
+        // A new slot while there may be more (the freed keep their
+        // shadows longer), else the one freed longest ago (there is one:
+        // at most `cap` of the `2 cap` are live).
+        let s = if (self.slots.len() as u32) < self.max_slots {
+            self.slots.push(slot);
+            self.slots.len() as u32 - 1
+        } else {
+            self.free.pop_front().unwrap_or(0)
+        };
+        self.slots[s as usize] = slot;
         self.push_head(s, active);
         s
     }
@@ -260,7 +257,7 @@ impl Minis {
     /// Simulations of `caps` pages each.
     pub(crate) fn new(caps: [u32; SIMS]) -> Minis {
         let sims = caps.map(|c| Sim::new(c.max(1)));
-        let slots: usize = sims.iter().map(|s| s.slots.len()).sum();
+        let slots: usize = sims.iter().map(|s| s.max_slots as usize).sum();
         Minis {
             entries: HashMap::default(),
             sims,
