@@ -254,6 +254,7 @@ pub mod internals {
     }
     /// An async job's end and a task's wait for it (the loom models).
     pub use crate::future::job::{Done as AsyncDone, Wait as AsyncWait};
+    pub use crate::mrc::Probe as MrcProbe;
     pub use crate::readahead::Insert;
     /// The shared cache's crash points.
     pub mod shared_crash {

@@ -11,35 +11,58 @@
 //! to ask on every hit. And shadows run out: the shadow budget keeps only
 //! the newest, so a miss past them says nothing.
 //!
-//! So two sources, each where it is exact or cheap:
+//! So three sources, each where it is exact or cheap:
 //!
 //! ```text
 //!   predicted(r) for r > 1 = measured + max(shadow gain(r), sampled gain(r))
 //!   predicted(1)            = measured  (hits / reads in the window)
-//!   predicted(r) for r < 1 = measured x sampled LRU(r) / sampled LRU(1)
+//!   predicted(r) for r < 1 = measured - (sim(C) - sim(r C) - beta x excess) / reads
 //!
 //!   shadow gain(r):  refaults at distance <= (r - 1) x capacity, over reads
-//!   sampled gain(r): sampled misses at stack distance < r x capacity
-//!   sampled LRU(r):  sampled reads at stack distance < r x capacity
+//!   sampled gain(r): stack-sampled misses at LRU stack distance < r x capacity
+//!   sim(x):          hits of a miniature cache of x pages x the rate, run
+//!                    with the cache's policy over the sampled keys, / rate
+//!   excess:          sim(C) - the hits the cache counted
+//!   beta:            sum(m t) / sum(t^2) over the sampled keys
 //! ```
 //!
 //! **The sample** is SHARDS (Waldspurger et al., "Efficient MRC
 //! Construction with SHARDS", FAST 2015): a read's key (mapping, page) is
-//! hashed, and only keys whose hash falls under a threshold (1 in 64 to
-//! start) are kept. On those the estimator keeps an exact LRU stack
-//! (`Stack`: each key's last access time and a Fenwick tree counting the
-//! keys last seen at each time), so a sampled read's stack distance is the
-//! sampled keys seen since its key's last read, scaled by the rate. When
-//! the sample holds more keys than its bound (half a key per page of
-//! capacity: a few bytes a page), the threshold halves and the keys above
-//! it go (SHARDS's fixed-size variant): constant space whatever the key
-//! space. Each sample is weighted by the inverse of the rate it was taken
-//! at, so figures across a change of rate add up.
+//! hashed, and only keys whose hash falls under a threshold are kept: 1 in
+//! 16 to 1 in 64, the lowest rate that gives the smallest simulation
+//! `MINI_PAGES` pages (what matters for the noise is how many keys are
+//! drawn, not their share).
+//!
+//! **Below 1x: miniature simulations** (`mini.rs`; Waldspurger et al.,
+//! ATC 2017): three caches of 0.25, 0.5 and 1 C times the rate pages,
+//! run with the cache's own policy (two lists, activation on a second
+//! read, refault activation) over the sampled keys: a cache's hits at
+//! `r C` scale down to a simulation's at `r C x rate`. The cache's lists
+//! are not an LRU, and an LRU's figures missed the cache's by 2 to 4
+//! points below 1x however large the sample. The noise is which keys
+//! are drawn: the lost hits are taken over the cache's reads, and
+//! corrected by the sample's excess of hits at C over the cache's times
+//! `beta`, that excess's best linear predictor of the lost hits' error
+//! under the sampling of keys (`t` a key's hits at C, `m` those lost at
+//! `r C`). A few hot keys carrying the excess (a zipf's hottest, hits at
+//! every size) give `beta` near 0 (SHARDS's adjustment: the excess is in
+//! the first bucket); many alike keys (a uniform hot set) give their
+//! share lost. A shortfall counts in `sum(t^2)` as one key of that many
+//! hits the sample lacks.
+//!
+//! **Above 1x, past the shadows:** an exact LRU stack over a sub-sample
+//! (1 in 2^`STACK_SHIFT`, or the rate if lower: `Stack`, each key's last
+//! access time and a Fenwick tree counting the keys last seen at each
+//! time), so a sampled read's stack distance is the sampled keys seen
+//! since its key's last read, scaled by the rate. When it holds more keys
+//! than its bound (half a key per page of capacity), its threshold halves
+//! and the keys above it go (SHARDS's fixed-size variant), each sample
+//! weighted by the inverse of the rate it was taken at.
 //!
 //! **The shadows** are exact where they exist: every refault is counted
 //! (on the miss path, under the LRU lock it already holds). Where they ran
 //! out (the trimmer took them, or the clock's activations stretched the
-//! distances) they count too few gains; the sample counts the same gains
+//! distances) they count too few gains; the stack counts the same gains
 //! from every key's history, noisier. The curve takes the larger.
 //!
 //! **The window** is two epochs: an epoch ends after about 16 times the
@@ -48,28 +71,43 @@
 //! workload within two epochs and never covers less than one.
 //!
 //! **Cost.** A hit hashes its key (two multiplies) and compares it with the
-//! threshold, a load of a line nobody writes. One read in 64 (fewer once
-//! the rate halves) takes the estimator's lock with `try_lock` (a busy lock
-//! skips the sample: a hit never waits) and updates the stack, O(log n).
-//! Memory: at most half a key per page of capacity, about 30 bytes each
-//! (the key's hash and last time in a hash map, two slots of the tree):
-//! under 0.4 % of the capacity.
+//! threshold, a load of a line nobody writes. One read in 16 to 64 takes
+//! the estimator's lock with `try_lock` (a busy lock skips the sample: a
+//! hit never waits), looks its key up once in the simulations' map and
+//! moves it in each, and, if in the stack's sub-sample, updates the stack,
+//! O(log n) (`cargo bench -p foliocache --bench mrc`). Memory: the
+//! simulations' slots and map, about 21 bytes a page of capacity at 1 in
+//! 16; the stack at most half a key per page, about 30 bytes each: at
+//! most about 0.9 % of the capacity (docs/design.md).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::sync::{Mutex, Ordering, StatU64};
 
+mod mini;
+
+use mini::Minis;
+
 /// The capacity ratios of the curve's points.
 pub const CAPACITY_RATIOS: [f64; 5] = [0.25, 0.5, 1.0, 2.0, 4.0];
 
-/// The ratios an LRU of the sample is asked about (up to 1), and those
-/// above 1 (gained misses).
-const UP_TO_ONE: [f64; 3] = [0.25, 0.5, 1.0];
+/// The ratios simulated (up to 1), and those the stack is asked about
+/// (above 1: gained misses).
+const UP_TO_ONE: [f64; mini::SIMS] = [0.25, 0.5, 1.0];
 const LARGER: [f64; 2] = [2.0, 4.0];
 
-/// The sampling rate to start at: 1 in 2^`START_SHIFT` keys.
-const START_SHIFT: u32 = 6;
+/// The stack's sampling rate to start at: 1 in 2^`STACK_SHIFT` keys, or
+/// the simulations' rate if lower.
+const STACK_SHIFT: u32 = 6;
+
+/// The simulations' highest rate: 1 in 2^`MIN_SHIFT` keys (what a read
+/// costs bounds it).
+const MIN_SHIFT: u32 = 4;
+
+/// The pages the smallest simulation (0.25x) is given at least, where the
+/// highest rate allows: the rate is the lowest that gives it these.
+const MINI_PAGES: u64 = 64;
 
 /// An epoch's reads, in capacities.
 const EPOCH_CAPACITIES: u64 = 16;
@@ -120,6 +158,31 @@ impl HitRatioCurve {
     }
 }
 
+/// The estimator alone, as a read meets it (`Stats::observe_read`): for
+/// the benches (`internals`).
+#[cfg(feature = "internals")]
+pub struct Probe(Mrc);
+
+#[cfg(feature = "internals")]
+impl Probe {
+    /// An estimator for a cache of `pages` pages.
+    pub fn new(pages: u64) -> Probe {
+        let mrc = Mrc::default();
+        mrc.set_capacity(pages);
+        Probe(mrc)
+    }
+
+    /// What a read of page `index` of mapping `id` costs the estimator:
+    /// the key's hash and the gate, and the sample's work if it is in it.
+    #[inline]
+    pub fn read(&self, id: usize, index: u64, hit: bool) {
+        let h = key_hash(id, index);
+        if self.0.sampled(h) {
+            self.0.sample(h, hit, Exact::default);
+        }
+    }
+}
+
 /// The hash a read's key is sampled by: mapping `id` and page `index`,
 /// mixed (splitmix64's finalizer) so that any bit of either moves all.
 #[inline]
@@ -144,12 +207,15 @@ pub(crate) struct Exact {
 /// of its rate.
 #[derive(Debug, Clone, Copy, Default)]
 struct Sampled {
+    /// Reads of the simulations' sample.
     reads: f64,
-    /// Sampled reads an LRU of 0.25, 0.5 and 1 C would have hit.
-    lru: [f64; 3],
-    /// Sampled reads at a stack distance under C / 32 (the first bucket).
-    first: f64,
+    /// ... that the simulations of 0.25, 0.5 and 1 C hit.
+    mini: [f64; mini::SIMS],
+    /// Misses of the stack's sample at a stack distance under 2 C and 4 C.
     gained: [f64; 2],
+    /// The moments over the simulations' keys (`mini::Moments`).
+    tt: f64,
+    mt: [f64; 2],
     /// Reads sampled (unweighted).
     count: u64,
 }
@@ -158,9 +224,10 @@ impl Sampled {
     fn minus(&self, o: &Sampled) -> Sampled {
         Sampled {
             reads: self.reads - o.reads,
-            lru: std::array::from_fn(|i| self.lru[i] - o.lru[i]),
-            first: self.first - o.first,
+            mini: std::array::from_fn(|i| self.mini[i] - o.mini[i]),
             gained: [self.gained[0] - o.gained[0], self.gained[1] - o.gained[1]],
+            tt: self.tt - o.tt,
+            mt: [self.mt[0] - o.mt[0], self.mt[1] - o.mt[1]],
             count: self.count - o.count,
         }
     }
@@ -190,13 +257,16 @@ pub(crate) struct Mrc {
 struct State {
     /// The capacity in pages the ratios are of (0: none yet, nothing sampled).
     capacity: u64,
-    /// The rate is 1 in 2^`shift`.
+    /// The simulations' rate is 1 in 2^`shift` (fixed), the stack's 1 in
+    /// 2^`stack_shift` (halving as it fills).
     shift: u32,
-    /// The most keys the sample holds before the rate halves.
+    stack_shift: u32,
+    /// The most keys the stack holds before its rate halves.
     max_keys: usize,
     /// Reads an epoch counts.
     epoch_len: u64,
     stack: Stack,
+    minis: Minis,
     now: Sampled,
     /// Where the previous epoch and the one in progress started.
     prev_start: Snapshot,
@@ -210,10 +280,12 @@ impl Default for Mrc {
             pages: StatU64::new(0),
             state: Mutex::new(State {
                 capacity: 0,
-                shift: START_SHIFT,
+                shift: STACK_SHIFT,
+                stack_shift: STACK_SHIFT,
                 max_keys: MIN_KEYS,
                 epoch_len: MIN_EPOCH,
                 stack: Stack::default(),
+                minis: Minis::new([1; mini::SIMS]),
                 now: Sampled::default(),
                 prev_start: Snapshot::default(),
                 start: Snapshot::default(),
@@ -223,24 +295,32 @@ impl Default for Mrc {
 }
 
 impl Mrc {
-    /// Sets the capacity the curve's ratios are of, with the sample's
-    /// bound (half a key a page) and the epoch's length from it, and opens
-    /// the gate at the starting rate. Called once, when the cache is made.
+    /// Sets the capacity the curve's ratios are of, with the rate (the
+    /// lowest that gives the 0.25x simulation `MINI_PAGES` pages, within
+    /// 1 in 16 and 1 in 64), the stack's bound (half a key a page) and
+    /// the epoch's length from it, and opens the gate. Called once, when
+    /// the cache is made.
     pub(crate) fn set_capacity(&self, pages: u64) {
+        let room = (pages / 4 / MINI_PAGES).max(1);
+        let shift = room.ilog2().clamp(MIN_SHIFT, STACK_SHIFT);
         self.configure(
             pages,
-            START_SHIFT,
+            [shift, shift.max(STACK_SHIFT)],
             (pages as usize / 2).max(MIN_KEYS),
             (pages * EPOCH_CAPACITIES).max(MIN_EPOCH),
         );
     }
 
-    /// [`set_capacity`](Self::set_capacity) with the rate (1 in
-    /// 2^`shift`), the sample's bound and the epoch's reads given.
-    pub(crate) fn configure(&self, pages: u64, shift: u32, max_keys: usize, epoch_len: u64) {
+    /// [`set_capacity`](Self::set_capacity) with the rates (1 in
+    /// 2^`shifts[0]` for the simulations, 1 in 2^`shifts[1]` for the
+    /// stack, no higher), the stack's bound and the epoch's reads given.
+    pub(crate) fn configure(&self, pages: u64, shifts: [u32; 2], max_keys: usize, epoch_len: u64) {
         let mut st = self.state.lock();
+        let shift = shifts[0];
         st.capacity = pages;
         st.shift = shift;
+        st.stack_shift = shifts[1].max(shift);
+        st.minis = Minis::new(UP_TO_ONE.map(|r| (r * (pages >> shift) as f64).round() as u32));
         st.max_keys = max_keys;
         st.epoch_len = epoch_len;
         self.pages.store(pages, Ordering::Relaxed);
@@ -280,10 +360,9 @@ impl Mrc {
         }
         st.record(h, hit);
         if st.stack.keys() > st.max_keys {
-            st.shift += 1;
-            let threshold = u64::MAX >> st.shift;
+            st.stack_shift += 1;
+            let threshold = u64::MAX >> st.stack_shift;
             st.stack.retain_below(threshold);
-            self.gate.0.store(threshold, Ordering::Relaxed);
         }
         // Whether the epoch is over, by the cache's own counts (the
         // sample's, scaled, are off by the share of hot keys it holds),
@@ -308,6 +387,7 @@ impl Mrc {
         let base = st.prev_start;
         let s = st.now.minus(&base.sampled);
         let c = st.capacity;
+        let st_rate = (1u64 << st.shift) as f64;
         drop(st);
         let hits = exact.hits.wrapping_sub(base.exact.hits);
         let reads = hits.wrapping_add(exact.misses.wrapping_sub(base.exact.misses));
@@ -323,31 +403,39 @@ impl Mrc {
             return curve;
         }
         let measured = hits as f64 / reads as f64;
-        // Over the window's reads, not the sample's (SHARDS's adjustment):
-        // a sample holding more or fewer of the hottest keys than its
-        // share has more or fewer reads than its rate says, and those
-        // are hits at every size, so the difference belongs to no size's
-        // losses or gains.
-        let frac = |x: f64| x / reads as f64;
+        // The sample's excess of hits at 1x over the cache's: how far the
+        // keys it drew are off their share (the draw of keys is the
+        // noise; the simulations are exact on the keys drawn).
+        let excess = s.mini[2] - hits as f64;
+        // The moments are of keys' counts: weighted, each count by the
+        // rate's inverse and each key drawn at the rate. A shortfall is
+        // hits of a key the sample lacks (the hottest are the ones whose
+        // absence shows): it counts in sum(t^2) as one key of that many
+        // hits, none of them lost.
+        let w3 = st_rate.powi(3);
+        let missing = excess.min(0.0).powi(2);
         for i in 0..2 {
-            // The share of its hits an LRU keeps at the smaller size, from
-            // the sample (a ratio: a sample short of hot keys is short of
-            // hits at both sizes alike), applied to the hits the cache had:
-            // the cache's lists beat an LRU (a scan or a loop does not
-            // flush the active list), and by about as much at each size.
-            // SHARDS's adjustment: the sample's reads beyond (or short
-            // of) what the cache counted are put in (or taken from) its
-            // first bucket, hits at every size; what is taken is at most
-            // what that bucket holds (a uniform hot set has few there).
-            let excess = (s.reads - reads as f64).min(s.first);
-            let kept = if s.lru[2] - excess > 0.0 {
-                ((s.lru[i] - excess) / (s.lru[2] - excess)).clamp(0.0, 1.0)
+            // The hits the simulation of C has and that of r C lacks,
+            // scaled by the rate, less the part of the excess that lies
+            // in them, over the reads the cache counted, taken from the
+            // hit ratio the cache had. The part: under the sampling of
+            // keys, the excess's best linear predictor of the lost hits'
+            // error, beta = sum(m t) / sum(t^2) over the keys (t a key's
+            // hits at C, m those lost at r C): where a few hot keys, hits
+            // at every size, carry the excess (a zipf), beta is near 0
+            // and the losses stand (SHARDS's adjustment: the excess is
+            // in the first bucket); where many alike keys do (a uniform
+            // hot set), beta is their share lost, and the losses scale
+            // with their draw.
+            let beta = if s.tt > 0.0 {
+                (s.mt[i] * w3 / (s.tt * w3 + missing)).clamp(0.0, 1.0)
             } else {
                 0.0
             };
-            curve.points[i].hit_ratio = (measured * kept).clamp(0.0, 1.0);
+            let lost = (s.mini[2] - s.mini[i] - beta * excess).max(0.0);
+            curve.points[i].hit_ratio = (measured - lost / reads as f64).clamp(0.0, 1.0);
             let shadow = exact.refault_gains[i].wrapping_sub(base.exact.refault_gains[i]);
-            let gain = (shadow as f64 / reads as f64).max(frac(s.gained[i]));
+            let gain = (shadow as f64 / reads as f64).max(s.gained[i] / reads as f64);
             curve.points[3 + i].hit_ratio = (measured + gain).clamp(0.0, 1.0);
         }
         curve.points[2].hit_ratio = measured;
@@ -356,25 +444,33 @@ impl Mrc {
 }
 
 impl State {
-    /// One sampled read: its stack distance, scaled by the rate, decides
-    /// which sizes of an LRU up to C would have hit it, and which larger
-    /// ones would have turned the cache's miss into a hit. A key new to
-    /// the sample has no distance: no size hits it.
+    /// One sampled read: the simulations below 1x read it (their hits,
+    /// scaled by the rate, are the hits a cache of that size would have
+    /// had); if the stack samples it too, its stack distance, scaled by
+    /// the stack's rate, says which larger sizes would have turned the
+    /// cache's miss into a hit. A key new to the stack has no distance:
+    /// no size hits it.
     fn record(&mut self, h: u64, hit: bool) {
         let w = (1u64 << self.shift) as f64;
-        let d = self.stack.access(h).map(|d| d as f64 * w);
-        let c = self.capacity as f64;
         self.now.reads += w;
         self.now.count += 1;
-        if d.is_some_and(|d| d < c / 32.0) {
-            self.now.first += w;
-        }
-        for (lru, r) in self.now.lru.iter_mut().zip(UP_TO_ONE) {
-            if d.is_some_and(|d| d < r * c) {
-                *lru += w;
+        let (hits, moments) = self.minis.access(h);
+        for (n, hit) in self.now.mini.iter_mut().zip(hits) {
+            if hit {
+                *n += w;
             }
         }
+        self.now.tt += moments.tt as f64;
+        for (mt, d) in self.now.mt.iter_mut().zip(moments.mt) {
+            *mt += d as f64;
+        }
+        if h > u64::MAX >> self.stack_shift {
+            return;
+        }
+        let w = (1u64 << self.stack_shift) as f64;
+        let d = self.stack.access(h).map(|d| d as f64 * w);
         if !hit {
+            let c = self.capacity as f64;
             for (gained, r) in self.now.gained.iter_mut().zip(LARGER) {
                 if d.is_some_and(|d| d < r * c) {
                     *gained += w;
