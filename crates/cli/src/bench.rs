@@ -232,7 +232,7 @@ impl Bench<'_> {
                 None,
             ),
             Program::Advisor(a) => {
-                scenario::advisor::run(a, &mut notes, &say)?;
+                scenario::advisor::run(a, dir, &mut notes, &say)?;
                 (None, "", None)
             }
         };

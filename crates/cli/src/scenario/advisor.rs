@@ -12,14 +12,23 @@
 //! A hit ratio is measured over the trace's second half, after the first
 //! has filled the cache; the curve's window (one or two epochs of 16
 //! capacities of reads) lies inside that half.
+//!
+//! The sixth workload is a program's: the reads `db_bench readrandom`
+//! makes of a database of 4 C, recorded at each run ([`dbtrace`]), where
+//! `db_bench` and `strace` are installed (it is skipped, with the reason,
+//! where they are not).
 
-use anyhow::Result;
+use std::path::Path;
+
+use anyhow::{bail, Result};
 use backing::MemBacking;
 use foliocache::{Advice, Cache, HitRatioCurve, CAPACITY_RATIOS};
 
 use super::{capacity_at_least, FullQuick, Program, Scenario};
 use crate::args::BenchArgs;
 use crate::units::fmt_size;
+
+pub mod dbtrace;
 
 /// C, full and with `--quick` (`--capacity` overrides it).
 const CAPACITY: FullQuick<u64> = FullQuick(64 << 20, 16 << 20);
@@ -170,12 +179,38 @@ fn run_trace(trace: &[u64], pages: u64, capacity: u64) -> Result<(f64, HitRatioC
     Ok((hits as f64 / reads.max(1) as f64, cache.hit_ratio_curve()))
 }
 
+/// A table row: `name`'s predicted and measured hit ratio at each size for
+/// `trace` (a file of `pages`) and C of `capacity` bytes, and the largest
+/// gap.
+fn row(name: &str, trace: &[u64], pages: u64, capacity: u64) -> Result<String> {
+    let (_, curve) = run_trace(trace, pages, capacity)?;
+    let mut cells = Vec::new();
+    let mut worst = 0.0f64;
+    for p in curve.points {
+        let size = (capacity as f64 * p.capacity_ratio) as u64;
+        let (measured, _) = run_trace(trace, pages, size)?;
+        worst = worst.max((p.hit_ratio - measured).abs());
+        cells.push(format!("{:>6.3}/{:<6.3}", p.hit_ratio, measured));
+    }
+    Ok(format!(
+        "{:<18} {}  {:>9.3}   (window {} reads, {} sampled)",
+        name,
+        cells.join(" "),
+        worst,
+        curve.accesses,
+        curve.sampled
+    ))
+}
+
 /// Runs the scenario, saying a table row per workload: predicted and
-/// measured hit ratio at each size, and the largest gap.
+/// measured hit ratio at each size, and the largest gap. The db_bench
+/// trace is recorded in a directory of `dir`.
 ///
 /// # Errors
-/// A cache that cannot be built, or a read that fails.
-pub fn run(a: &Advisor, notes: &mut Vec<String>, say: &dyn Fn(&str)) -> Result<()> {
+/// A cache that cannot be built, or a read that fails; the db_bench trace
+/// failing to record where its programs are installed, or (under
+/// `CI=true`, whose test command installs them) missing.
+pub fn run(a: &Advisor, dir: &Path, notes: &mut Vec<String>, say: &dyn Fn(&str)) -> Result<()> {
     let c = a.capacity / PAGE;
     say(&format!(
         "{:<18} {}  {:>9}",
@@ -187,25 +222,34 @@ pub fn run(a: &Advisor, notes: &mut Vec<String>, say: &dyn Fn(&str)) -> Result<(
     ));
     for w in WORKLOADS {
         let (trace, pages) = w.trace(c);
-        let (_, curve) = run_trace(&trace, pages, a.capacity)?;
-        let mut cells = Vec::new();
-        let mut worst = 0.0f64;
-        for p in curve.points {
-            let size = (a.capacity as f64 * p.capacity_ratio) as u64;
-            let (measured, _) = run_trace(&trace, pages, size)?;
-            worst = worst.max((p.hit_ratio - measured).abs());
-            cells.push(format!("{:>6.3}/{:<6.3}", p.hit_ratio, measured));
-        }
-        let line = format!(
-            "{:<18} {}  {:>9.3}   (window {} reads, {} sampled)",
-            w.name(),
-            cells.join(" "),
-            worst,
-            curve.accesses,
-            curve.sampled
-        );
+        let line = row(&w.name(), &trace, pages, a.capacity)?;
         say(&line);
         notes.push(line);
+    }
+    // About as many page reads as the others (a Get reads a block, most
+    // often over two pages).
+    match dbtrace::record(dir, c, TRACE_CAPACITIES * c / 2)? {
+        Ok(t) => {
+            let line = row("db_bench readrand", &t.pages, t.file_pages, a.capacity)?;
+            say(&line);
+            notes.push(line);
+            notes.push(format!(
+                "db_bench readrand: {} page reads from {} pread64 calls on {} files of {} \
+                 (recorded with strace)",
+                t.pages.len(),
+                t.preads,
+                t.files,
+                fmt_size(t.file_pages * PAGE)
+            ));
+        }
+        Err(why) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            bail!("advisor: the db_bench trace cannot be recorded under CI=true: {why}")
+        }
+        Err(why) => {
+            let n = format!("db_bench readrand: skipped: {why}");
+            say(&n);
+            notes.push(n);
+        }
     }
     Ok(())
 }
