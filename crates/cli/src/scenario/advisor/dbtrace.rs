@@ -4,7 +4,7 @@
 //! `foliocache run` (one `pread64` a data block).
 //!
 //! Recorded once a run: `db_bench` fills a database of about 4 C
-//! (`fillseq`, then `flush`: eight level-0 tables of disjoint keys, no
+//! (`fillseq`, then `flush`: about eight level-0 tables of disjoint keys, no
 //! compression, no compaction), then reads it at random (`readrandom`,
 //! a fixed seed, no block cache of its own, so every `Get` reads its data
 //! block from the file) under `strace -e trace=pread64 -y`, which logs
@@ -36,8 +36,8 @@ const STRACE: (&str, &str) = ("strace", "strace");
 const VALUE_BYTES: u64 = 1000;
 /// A key's bytes.
 const KEY_BYTES: u64 = 16;
-/// The level-0 tables the fill leaves (the memtable's size is the
-/// database's over this).
+/// The level-0 tables the fill leaves, about: the memtable's size is the
+/// database's over this (its overhead makes one more at 16 MiB).
 const TABLES: u64 = 8;
 /// readrandom's seed: the same keys every run.
 const SEED: u64 = 1;
