@@ -111,7 +111,11 @@ pub fn record(dir: &Path, c: u64, reads: u64) -> Result<Result<DbTrace, String>>
         "--threads=1".into(),
     ]);
     let out = read.env_remove("LD_PRELOAD").output()?;
-    if !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("ptrace") {
+    // strace's own complaint where tracing is denied names ptrace
+    // ("ptrace(PTRACE_SEIZE, ...)", "PTRACE_TRACEME": Operation not
+    // permitted).
+    let err = String::from_utf8_lossy(&out.stderr).to_lowercase();
+    if !out.status.success() && err.contains("ptrace") && err.contains("not permitted") {
         return Ok(Err(format!(
             "strace cannot trace here: {}",
             String::from_utf8_lossy(&out.stderr).trim()
