@@ -146,7 +146,8 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
              at 0.25x, 0.5x, 1x, 2x and 4x its capacity C = {} (Cache::hit_ratio_curve, at the \
              end of a trace of {TRACE_CAPACITIES} C of random-advised 4 KiB reads from a file \
              in memory) beside the hit ratios measured by running the same trace through a \
-             cache of each size (over the trace's second half).",
+             cache of each size (over the trace's second half). The sixth workload is the reads \
+             of db_bench readrandom, recorded with strace at each run.",
             fmt_size(capacity)
         ),
         jobs: Vec::new(),
