@@ -44,7 +44,7 @@ use super::remote::Remote;
 use super::restart::Spec;
 use super::{point_reads, MEMORY, TASKS};
 use crate::cgroup::{Availability, MemCgroup};
-use crate::report::{RunJob, RunRecord};
+use crate::report::{MemoryLimit, RunJob, RunRecord};
 use crate::run::{run_limit, scenario_limit};
 
 /// The variable that makes this binary the job's reader.
@@ -238,9 +238,81 @@ impl Done {
     }
 }
 
-/// Runs the reader of `spec`'s engine in a memory cgroup of its bound
-/// plus 10 %: the job's record (a note saying why, where no cgroup can
-/// be made).
+/// One run of the reader in a cgroup of its own.
+struct Outcome {
+    baseline: u64,
+    /// The cgroup's charge at the baseline.
+    charged: Option<u64>,
+    configured: Configured,
+    /// The cgroup's limit (unlimited for the first run).
+    limit: MemoryLimit,
+    peak: u64,
+    killed: bool,
+    seconds: f64,
+    done: Option<Done>,
+}
+
+impl Outcome {
+    fn bound(&self) -> u64 {
+        self.baseline + self.configured.total()
+    }
+}
+
+/// Runs the reader of `spec` in a new cgroup of `avail`, limited to its
+/// bound plus [`SLACK_PERCENT`] once its cache is built if `limited`.
+fn reader_run(spec: &Spec, avail: &Availability, limited: bool) -> Result<Outcome> {
+    let mut cg = MemCgroup::create(avail, UNLIMITED)?;
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(r#"echo $$ > "$0/cgroup.procs" && exec "$@""#)
+        .arg(cg.path())
+        .arg(std::env::current_exe()?)
+        .env(MEMORY_ENV, spec.encode())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("objectstore: starting the memory job's reader")?;
+    let mut lines = BufReader::new(child.stdout.take().context("the reader's stdout")?).lines();
+    let mut stdin = child.stdin.take().context("the reader's stdin")?;
+    let ready = lines.next().transpose()?.unwrap_or_default();
+    let Some(f) = ready.strip_prefix("READY ") else {
+        let status = child.wait()?;
+        bail!("objectstore: the memory job's reader ended before it was ready: {status}");
+    };
+    let f: Vec<&str> = f.split(' ').collect();
+    let baseline: u64 = f[0].parse().context("READY")?;
+    let configured = Configured::decode(&f[1..])?;
+    let charged = cg.current();
+    let bound = baseline + configured.total();
+    if limited {
+        cg.set_limit(bound + bound * SLACK_PERCENT / 100)?;
+    }
+    let t = Instant::now();
+    writeln!(stdin, "GO")?;
+    let done = lines.find_map(|l| l.ok().and_then(|l| Done::parse(&l)));
+    let status = child.wait()?;
+    let seconds = t.elapsed().as_secs_f64();
+    let usage = cg.usage();
+    let killed = status.signal() == Some(SIGKILL) || usage.oom_kills.unwrap_or(0) > 0;
+    if !killed && !status.success() {
+        bail!("objectstore: the memory job's reader failed: {status}");
+    }
+    Ok(Outcome {
+        baseline,
+        charged,
+        configured,
+        limit: run_limit(&cg),
+        peak: usage.peak_bytes.unwrap_or(0),
+        killed,
+        seconds,
+        done,
+    })
+}
+
+/// Runs the reader of `spec`'s engine twice, each in a memory cgroup of
+/// its own: without a limit (the memory it takes), then limited to its
+/// bound plus 10 % (whether the OOM killer comes): the job's record, the
+/// limited run's (a note saying why, where no cgroup can be made).
 ///
 /// # Errors
 /// The reader could not run, or failed other than by the OOM killer (a
@@ -265,81 +337,65 @@ pub fn run(spec: &Spec, avail: &Availability) -> Result<RunRecord> {
         r.notes.push(format!("skipped: no memory cgroup: {why}"));
         return Ok(r);
     }
-    let mut cg = MemCgroup::create(avail, UNLIMITED)?;
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg(r#"echo $$ > "$0/cgroup.procs" && exec "$@""#)
-        .arg(cg.path())
-        .arg(std::env::current_exe()?)
-        .env(MEMORY_ENV, spec.encode())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .context("objectstore: starting the memory job's reader")?;
-    let mut lines = BufReader::new(child.stdout.take().context("the reader's stdout")?).lines();
-    let mut stdin = child.stdin.take().context("the reader's stdin")?;
-    let ready = lines.next().transpose()?.unwrap_or_default();
-    let Some(f) = ready.strip_prefix("READY ") else {
-        let status = child.wait()?;
-        bail!("objectstore: the memory job's reader ended before it was ready: {status}");
-    };
-    let f: Vec<&str> = f.split(' ').collect();
-    let baseline: u64 = f[0].parse().context("READY")?;
-    let configured = Configured::decode(&f[1..])?;
-    let charged = cg.current();
-    let bound = baseline + configured.total();
-    cg.set_limit(bound + bound * SLACK_PERCENT / 100)?;
-    let t = Instant::now();
-    writeln!(stdin, "GO")?;
-    let done = lines.find_map(|l| l.ok().and_then(|l| Done::parse(&l)));
-    let status = child.wait()?;
-    r.perf.seconds = t.elapsed().as_secs_f64();
-    let usage = cg.usage();
-    let killed = status.signal() == Some(SIGKILL) || usage.oom_kills.unwrap_or(0) > 0;
-    if !killed && !status.success() {
-        bail!("objectstore: the memory job's reader failed: {status}");
-    }
-    r.memory.memory_limit = Some(run_limit(&cg));
+    let free = reader_run(spec, avail, false)?;
+    let o = reader_run(spec, avail, true)?;
     let mib = |b: u64| b as f64 / f64::from(1 << 20);
-    let peak = usage.peak_bytes.unwrap_or(0);
+    let (c, bound) = (&o.configured, o.bound());
     r.notes.push(format!(
         "bound {:.1} MiB: baseline {:.1} MiB (RSS before the cache; the cgroup's charge then {}) \
          + configured {:.1} MiB (arena {:.1}, fixed bookkeeping {:.2}, index and shadows {:.2}, \
          {} objects {:.2}, disk tier {:.2}); limit {:.1} MiB (+{SLACK_PERCENT} %); peak {:.1} MiB \
          ({:.3}x the bound); OOM-killed: {}",
         mib(bound),
-        mib(baseline),
-        charged.map_or("unknown".into(), |c| format!("{:.1} MiB", mib(c))),
-        mib(configured.total()),
-        mib(configured.arena),
-        mib(configured.fixed),
-        mib(configured.index),
-        configured.objects / OBJECT_BYTES,
-        mib(configured.objects),
-        mib(configured.tier),
-        mib(cg.limit()),
-        mib(peak),
-        peak as f64 / bound.max(1) as f64,
-        if killed { "yes" } else { "no" },
+        mib(o.baseline),
+        o.charged
+            .map_or("unknown".into(), |c| format!("{:.1} MiB", mib(c))),
+        mib(c.total()),
+        mib(c.arena),
+        mib(c.fixed),
+        mib(c.index),
+        c.objects / OBJECT_BYTES,
+        mib(c.objects),
+        mib(c.tier),
+        mib(o.limit.limit_bytes.unwrap_or(0)),
+        mib(o.peak),
+        o.peak as f64 / bound.max(1) as f64,
+        if o.killed { "yes" } else { "no" },
     ));
-    if let Some(d) = done {
+    r.notes.push(format!(
+        "without a limit (a run before): peak {:.1} MiB, {:.3}x its bound of {:.1} MiB{}",
+        mib(free.peak),
+        free.peak as f64 / free.bound().max(1) as f64,
+        mib(free.bound()),
+        free.done.as_ref().map_or(String::new(), |d| d.say(c, mib)),
+    ));
+    r.perf.seconds = o.seconds;
+    if let Some(d) = &o.done {
         r.perf.ops = d.reads;
         r.perf.bytes = d.bytes;
-        r.perf.iops = d.reads as f64 / r.perf.seconds.max(1e-9);
-        r.perf.bw_bytes = d.bytes as f64 / r.perf.seconds.max(1e-9);
-        r.notes.push(format!(
-            "reader: VmHWM {:.1} MiB; at the end the cache's index nodes and shadows {:.3} MiB \
+        r.perf.iops = d.reads as f64 / o.seconds.max(1e-9);
+        r.perf.bw_bytes = d.bytes as f64 / o.seconds.max(1e-9);
+        r.notes.push(format!("limited run{}", d.say(c, mib)));
+    }
+    r.memory.memory_limit = Some(o.limit);
+    Ok(r)
+}
+
+impl Done {
+    /// What the reader said, for a note.
+    fn say(&self, c: &Configured, mib: impl Fn(u64) -> f64) -> String {
+        format!(
+            ": reader VmHWM {:.1} MiB; at the end the cache's index nodes and shadows {:.3} MiB \
              (allowance {:.2} MiB), {} mappings {:.3} MiB; {} reads, {} remote GETs, {} remote \
              bytes",
-            mib(d.hwm),
-            mib(d.index),
-            mib(configured.index),
-            d.files,
-            mib(d.file_bytes),
-            d.reads,
-            d.gets,
-            d.remote_bytes
-        ));
+            mib(self.hwm),
+            mib(self.index),
+            mib(c.index),
+            self.files,
+            mib(self.file_bytes),
+            self.reads,
+            self.gets,
+            self.remote_bytes
+        )
     }
-    Ok(r)
 }
