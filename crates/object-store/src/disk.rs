@@ -412,3 +412,29 @@ impl std::fmt::Debug for DiskTier {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Keys admitted at their second miss leave their places in the
+    /// order; the order stays within twice the ghosts' bound however many
+    /// come, and so within [`DiskTier::memory_bound`]'s count.
+    #[test]
+    fn ghost_order_stays_bounded_when_every_key_is_admitted() {
+        let tier = DiskTier::with_backing(backing::MemBacking::new(), 64 * SLOT as u64).unwrap();
+        let cap = tier.ghost_cap();
+        assert_eq!(cap, 64);
+        for key in 0..10_000u128 {
+            assert!(!tier.admit(key, 1));
+            assert!(tier.admit(key, 1));
+            let g = tier.ghosts.lock();
+            assert!(g.map.len() <= cap && g.order.len() <= 2 * cap, "{key}");
+        }
+        assert_eq!(
+            tier.memory_bound(),
+            64 * 16 + 64 * GHOST_BYTES,
+            "tags and recency, and the ghosts at their bound"
+        );
+    }
+}
