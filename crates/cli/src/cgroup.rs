@@ -427,7 +427,10 @@ impl MemCgroup {
     /// Writing the limit file (v1 refuses a limit under the usage it
     /// cannot reclaim).
     pub fn set_limit(&mut self, limit: u64) -> Result<()> {
-        write(&self.dir.join(self.version.limit_file()), &limit.to_string())?;
+        write(
+            &self.dir.join(self.version.limit_file()),
+            &limit.to_string(),
+        )?;
         self.limit = limit;
         Ok(())
     }

@@ -380,7 +380,10 @@ pub fn run(
         let disk = root.path().join(format!("tier-{c}"));
         let _ = std::fs::remove_file(&disk);
         let mut records = Vec::new();
-        for (job, scan) in [(ZIPF, false), (SCAN, true)].into_iter().filter(|j| runs(j.0)) {
+        for (job, scan) in [(ZIPF, false), (SCAN, true)]
+            .into_iter()
+            .filter(|j| runs(j.0))
+        {
             let remote = Remote::new(&remote_dir, b.latency)?;
             let e = Arc::new(Engine::new(
                 label,

@@ -77,7 +77,10 @@ fn objectstore_readers_stay_within_their_memory_bound() {
             .and_then(|n| n.split(' ').next()?.parse::<f64>().ok())
             .unwrap_or_else(|| panic!("no bound: {r:#}"));
         let limit_mib = limit.unwrap() as f64 / f64::from(1 << 20);
-        assert!((limit_mib / bound - 1.1).abs() < 0.01, "{limit_mib} {bound}");
+        assert!(
+            (limit_mib / bound - 1.1).abs() < 0.01,
+            "{limit_mib} {bound}"
+        );
         assert!(
             notes[0].ends_with("OOM-killed: no") || notes[0].ends_with("OOM-killed: yes"),
             "{r:#}"
