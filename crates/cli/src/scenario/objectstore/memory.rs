@@ -40,7 +40,6 @@ use anyhow::{bail, Context, Result};
 use foliocache_object_store::DiskTier;
 
 use super::engines::Engine;
-use super::remote::Remote;
 use super::restart::Spec;
 use super::{point_reads, MEMORY, TASKS};
 use crate::cgroup::{Availability, MemCgroup};
@@ -160,16 +159,8 @@ fn reader(spec: &str) -> Result<()> {
         .build()?;
     let objects = spec.objects();
     let zipf = Arc::new(spec.zipf()?);
-    let remote = Remote::new(&spec.remote, spec.latency)?;
     let baseline = status_bytes("VmRSS")?;
-    let e = Arc::new(Engine::new(
-        &spec.label,
-        remote,
-        objects.clone(),
-        spec.m,
-        &spec.disk,
-        spec.d,
-    )?);
+    let e = Arc::new(spec.engine(objects.clone())?);
     let configured = Configured::of(&e)?;
     println!("READY {baseline} {}", configured.encode());
     std::io::stdout().flush()?;

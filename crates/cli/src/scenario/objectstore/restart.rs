@@ -98,6 +98,12 @@ impl Spec {
         Objects { list }
     }
 
+    /// The spec's engine over a new remote.
+    pub(super) fn engine(&self, objects: Objects) -> Result<Engine> {
+        let remote = Remote::new(&self.remote, self.latency)?;
+        Engine::new(&self.label, remote, objects, self.m, &self.disk, self.d)
+    }
+
     /// The point reads' distribution.
     pub(super) fn zipf(&self) -> Result<Zipf> {
         Zipf::new((self.objects - 2) * super::OBJECT / super::PAGE, 0.99)
@@ -114,15 +120,7 @@ pub(super) fn child_main() -> Option<ExitCode> {
             .worker_threads(2)
             .enable_all()
             .build()?;
-        let remote = Remote::new(&spec.remote, spec.latency)?;
-        let e = Arc::new(Engine::new(
-            &spec.label,
-            remote,
-            spec.objects(),
-            spec.m,
-            &spec.disk,
-            spec.d,
-        )?);
+        let e = Arc::new(spec.engine(spec.objects())?);
         let zipf = Arc::new(spec.zipf()?);
         rt.block_on(async {
             // Eight readers, as the bench's; `READY` once the tier holds
@@ -188,15 +186,7 @@ pub fn run(
         bail!("objectstore: the restart's child ended before it was ready: {status}");
     }
     let t = Instant::now();
-    let remote = Remote::new(&spec.remote, spec.latency)?;
-    let e = Engine::new(
-        &spec.label,
-        remote,
-        objects.clone(),
-        spec.m,
-        &spec.disk,
-        spec.d,
-    )?;
+    let e = spec.engine(objects.clone())?;
     let recovered = t.elapsed();
     let (reads, first_hit) = rt.block_on(async {
         for i in 0..MAX_READS {
