@@ -370,6 +370,9 @@ pub struct Usage {
     /// Times usage hit the limit (v1 `memory.failcnt`, v2 `memory.events`
     /// `max`).
     pub limit_hits: Option<u64>,
+    /// Processes of the cgroup its OOM killer killed (v1
+    /// `memory.oom_control`'s, v2 `memory.events`' `oom_kill`).
+    pub oom_kills: Option<u64>,
 }
 
 impl MemCgroup {
@@ -418,6 +421,45 @@ impl MemCgroup {
         self.version
     }
 
+    /// Sets the limit to `limit` bytes.
+    ///
+    /// # Errors
+    /// Writing the limit file (v1 refuses a limit under the usage it
+    /// cannot reclaim).
+    pub fn set_limit(&mut self, limit: u64) -> Result<()> {
+        write(
+            &self.dir.join(self.version.limit_file()),
+            &limit.to_string(),
+        )?;
+        self.limit = limit;
+        Ok(())
+    }
+
+    /// The cgroup's usage now (v1 `memory.usage_in_bytes`, v2
+    /// `memory.current`).
+    pub fn current(&self) -> Option<u64> {
+        let file = match self.version {
+            Version::V1 => "memory.usage_in_bytes",
+            Version::V2 => "memory.current",
+        };
+        self.read_u64(file)
+    }
+
+    fn read_u64(&self, file: &str) -> Option<u64> {
+        fs::read_to_string(self.dir.join(file))
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+    }
+
+    /// The value of `key` in the `key value` lines of `file`.
+    fn keyed(&self, file: &str, key: &str) -> Option<u64> {
+        fs::read_to_string(self.dir.join(file)).ok().and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix(key)?.strip_prefix(' '))
+                .and_then(|v| v.trim().parse().ok())
+        })
+    }
+
     /// Moves this process into the cgroup until the guard drops, and
     /// checks that it is there.
     ///
@@ -455,26 +497,22 @@ impl MemCgroup {
         Ok(guard)
     }
 
-    /// The cgroup's peak usage and limit hits so far.
+    /// The cgroup's peak usage, limit hits and OOM kills so far.
     pub fn usage(&self) -> Usage {
-        let read_u64 = |f: &str| {
-            fs::read_to_string(self.dir.join(f))
-                .ok()
-                .and_then(|s| s.trim().parse::<u64>().ok())
-        };
-        let limit_hits = match self.version {
-            Version::V1 => read_u64("memory.failcnt"),
-            Version::V2 => fs::read_to_string(self.dir.join("memory.events"))
-                .ok()
-                .and_then(|s| {
-                    s.lines()
-                        .find_map(|l| l.strip_prefix("max "))
-                        .and_then(|v| v.trim().parse().ok())
-                }),
+        let (limit_hits, oom_kills) = match self.version {
+            Version::V1 => (
+                self.read_u64("memory.failcnt"),
+                self.keyed("memory.oom_control", "oom_kill"),
+            ),
+            Version::V2 => (
+                self.keyed("memory.events", "max"),
+                self.keyed("memory.events", "oom_kill"),
+            ),
         };
         Usage {
-            peak_bytes: read_u64(self.version.peak_file()),
+            peak_bytes: self.read_u64(self.version.peak_file()),
             limit_hits,
+            oom_kills,
         }
     }
 

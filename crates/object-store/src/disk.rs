@@ -73,6 +73,11 @@ const MAGIC: &[u8; 8] = b"fcotier1";
 pub const WAYS: u64 = 16;
 /// The most keys the ghosts remember.
 const MAX_GHOSTS: usize = 1 << 16;
+/// The bytes a ghost key may take at most: the map's bucket (a `u128`
+/// and a `u16`, 32 bytes, and a control byte) at hashbrown's worst load
+/// (buckets up to 16/7 of its entries: 76 bytes), and two places in the
+/// order (16 bytes each, its capacity at most twice that: 64).
+pub const GHOST_BYTES: u64 = 140;
 
 /// The key of chunk `chunk` of the object version `version` (an e_tag,
 /// a version id) of `path`: a 128-bit hash, so that two chunks meeting in
@@ -208,6 +213,20 @@ impl DiskTier {
             io_errors: get(&c.errors),
             slots: self.slots,
         }
+    }
+
+    /// The most bytes the tier's memory takes: the tags and recency of
+    /// its slots (16 bytes a slot) and the ghosts at their bound (a key
+    /// per slot, 64 to 65,536; [`GHOST_BYTES`] each, the map's and the
+    /// order's). The file's bytes are on disk, not here.
+    pub fn memory_bound(&self) -> u64 {
+        self.slots * 16 + self.ghost_cap() as u64 * GHOST_BYTES
+    }
+
+    /// The most keys the ghosts hold: one per slot, within 64 to
+    /// [`MAX_GHOSTS`].
+    fn ghost_cap(&self) -> usize {
+        (self.slots as usize).clamp(64, MAX_GHOSTS)
     }
 
     /// The slots of `key`'s set.
@@ -358,8 +377,11 @@ impl DiskTier {
             *seen |= pages;
             return false;
         }
-        let cap = (self.slots as usize).clamp(64, MAX_GHOSTS);
-        while g.map.len() >= cap {
+        let cap = self.ghost_cap();
+        // The order holds admitted keys too (removed from the map, not
+        // from it): bounded at twice the map, so it cannot grow where
+        // most keys are admitted.
+        while g.map.len() >= cap || g.order.len() >= 2 * cap {
             match g.order.pop_front() {
                 Some(old) => {
                     g.map.remove(&old);
@@ -388,5 +410,31 @@ impl std::fmt::Debug for DiskTier {
             .field("backing", &self.file.info())
             .field("stats", &self.stats())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Keys admitted at their second miss leave their places in the
+    /// order; the order stays within twice the ghosts' bound however many
+    /// come, and so within [`DiskTier::memory_bound`]'s count.
+    #[test]
+    fn ghost_order_stays_bounded_when_every_key_is_admitted() {
+        let tier = DiskTier::with_backing(backing::MemBacking::new(), 64 * SLOT as u64).unwrap();
+        let cap = tier.ghost_cap();
+        assert_eq!(cap, 64);
+        for key in 0..10_000u128 {
+            assert!(!tier.admit(key, 1));
+            assert!(tier.admit(key, 1));
+            let g = tier.ghosts.lock();
+            assert!(g.map.len() <= cap && g.order.len() <= 2 * cap, "{key}");
+        }
+        assert_eq!(
+            tier.memory_bound(),
+            64 * 16 + 64 * GHOST_BYTES,
+            "tags and recency, and the ghosts at their bound"
+        );
     }
 }

@@ -15,7 +15,13 @@
 //! - `restart`: a child process reads through an engine with a disk tier
 //!   and is killed (SIGKILL) while it writes the tier; a new engine
 //!   reopens the tier: the time its index takes to recover and the time
-//!   to its first disk hit ([`restart`]).
+//!   to its first disk hit ([`restart`]);
+//! - `memory`: foliocache's engines each read twice the point reads beside
+//!   the scans in a child process inside a memory cgroup of its bound plus
+//!   10 %: the cgroup's peak and whether the OOM killer came ([`memory`]).
+//!
+//! `FOLIOCACHE_OBJSTORE_JOBS` (a comma-separated list of jobs) runs only
+//! those (the tests run `memory` alone).
 //!
 //! A read is a hit when it took less than the remote's latency (every
 //! GET sleeps that long first, so a read that sent or waited for one
@@ -31,17 +37,18 @@ use object_store::path::Path;
 use super::embedded::{rounds, scatter};
 use super::{FullQuick, Program, Scenario};
 use crate::args::BenchArgs;
+use crate::cgroup::Availability;
 use crate::report::{Latency, RunJob, RunRecord};
 use crate::targets::{JobName, JobRuns};
 use crate::zipf::Zipf;
 pub use engines::PARTS;
 use engines::{Engine, Objects, ENGINES, FOLIO, FOLIO_DISK, FOYER};
 use remote::Remote;
-pub use restart::child_main;
 
 mod engines;
 mod foyer;
 mod lru;
+mod memory;
 mod remote;
 mod restart;
 
@@ -51,8 +58,23 @@ pub const ZIPF: JobName = "zipf";
 pub const SCAN: JobName = "zipf+scan";
 /// The restart after `kill -9`.
 pub const RESTART: JobName = "restart";
+/// The memory bound, in a cgroup.
+pub const MEMORY: JobName = "memory";
 /// The jobs, in order.
-const JOBS: [JobName; 3] = [ZIPF, SCAN, RESTART];
+const JOBS: [JobName; 4] = [ZIPF, SCAN, RESTART, MEMORY];
+/// The variable naming the jobs to run (all when unset).
+const JOBS_ENV: &str = "FOLIOCACHE_OBJSTORE_JOBS";
+
+/// In a child process of the scenario (the restart's, the memory job's
+/// reader): runs it; `None` in the bench itself.
+pub fn child_main() -> Option<std::process::ExitCode> {
+    restart::child_main().or_else(memory::child_main)
+}
+
+/// Whether `job` runs ([`JOBS_ENV`]).
+fn runs(job: JobName) -> bool {
+    std::env::var(JOBS_ENV).map_or(true, |v| v.split(',').any(|j| j.trim() == job))
+}
 
 /// M (full, `--quick`).
 const M: FullQuick<u64> = FullQuick(64 << 20, 16 << 20);
@@ -352,12 +374,16 @@ pub fn run(
         .build()?;
     let small = (b.d / OBJECT).max(1);
     let zipf = Arc::new(Zipf::new(small * OBJECT / PAGE, 0.99).map_err(anyhow::Error::msg)?);
+    let mut cgroups = None;
     let runs = rounds("objectstore", &ENGINES, &JOBS, repeat, say, |c| {
         let label = ENGINES[c];
         let disk = root.path().join(format!("tier-{c}"));
         let _ = std::fs::remove_file(&disk);
         let mut records = Vec::new();
-        for (job, scan) in [(ZIPF, false), (SCAN, true)] {
+        for (job, scan) in [(ZIPF, false), (SCAN, true)]
+            .into_iter()
+            .filter(|j| runs(j.0))
+        {
             let remote = Remote::new(&remote_dir, b.latency)?;
             let e = Arc::new(Engine::new(
                 label,
@@ -373,18 +399,24 @@ pub fn run(
             drop(e);
             let _ = std::fs::remove_file(&disk);
         }
-        if [FOYER, FOLIO_DISK].contains(&label) {
-            let spec = restart::Spec {
-                label: label.into(),
-                remote: remote_dir.clone(),
-                disk: disk.clone(),
-                m: b.m,
-                d: b.d,
-                latency: b.latency,
-                objects: small + 2,
-                scan_object: b.scan_object,
-            };
+        let spec = restart::Spec {
+            label: label.into(),
+            remote: remote_dir.clone(),
+            disk: disk.clone(),
+            m: b.m,
+            d: b.d,
+            latency: b.latency,
+            objects: small + 2,
+            scan_object: b.scan_object,
+            ops: b.ops,
+        };
+        if [FOYER, FOLIO_DISK].contains(&label) && runs(RESTART) {
             records.push(restart::run(&spec, &objects, &zipf, &rt)?);
+            let _ = std::fs::remove_file(&disk);
+        }
+        if [FOLIO, FOLIO_DISK].contains(&label) && runs(MEMORY) {
+            let avail = cgroups.get_or_insert_with(Availability::probe);
+            records.push(memory::run(&spec, avail)?);
             let _ = std::fs::remove_file(&disk);
         }
         Ok(records)
@@ -396,7 +428,7 @@ pub fn run(
 /// Each engine's figures against the 4 MiB parts' and foyer's, to the
 /// notes.
 fn compare(runs: &[JobRuns], notes: &mut Vec<String>, say: &dyn Fn(&str)) {
-    for job in runs.iter().filter(|j| j.job != RESTART) {
+    for job in runs.iter().filter(|j| ![RESTART, MEMORY].contains(&j.job)) {
         let last = |label: &str| {
             job.engines
                 .iter()

@@ -15,6 +15,9 @@ mod guard;
 mod launch;
 /// `foliocache mount` and `foliocache stat`: signals, restarts, unmounts.
 mod mount;
+/// `foliocache bench --scenario objectstore`'s memory job: readers in a
+/// memory cgroup of their bound plus 10 %.
+mod objectstore;
 /// The operator's side of the mount: a mount on a mount refused,
 /// `foliocache umount`, the server's log.
 mod operate;

@@ -46,12 +46,15 @@ pub struct Spec {
     pub objects: u64,
     /// A scanned object's size.
     pub scan_object: u64,
+    /// Point reads (the `memory` job's reader reads twice as many).
+    pub ops: u64,
 }
 
 impl Spec {
-    fn encode(&self) -> String {
+    /// The spec as the child's variable holds it.
+    pub(super) fn encode(&self) -> String {
         format!(
-            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
             self.label,
             self.remote.display(),
             self.disk.display(),
@@ -59,14 +62,16 @@ impl Spec {
             self.d,
             self.latency.as_millis(),
             self.objects,
-            self.scan_object
+            self.scan_object,
+            self.ops
         )
     }
 
-    fn decode(s: &str) -> Result<Spec> {
+    /// The spec [`encode`](Self::encode) gave.
+    pub(super) fn decode(s: &str) -> Result<Spec> {
         let f: Vec<&str> = s.split('\t').collect();
-        if f.len() != 8 {
-            bail!("{CHILD_ENV}: 8 fields, not {s:?}");
+        if f.len() != 9 {
+            bail!("objectstore child: 9 fields, not {s:?}");
         }
         Ok(Spec {
             label: f[0].into(),
@@ -77,11 +82,12 @@ impl Spec {
             latency: Duration::from_millis(f[5].parse()?),
             objects: f[6].parse()?,
             scan_object: f[7].parse()?,
+            ops: f[8].parse()?,
         })
     }
 
     /// The objects, as `write_objects` named them.
-    fn objects(&self) -> Objects {
+    pub(super) fn objects(&self) -> Objects {
         let small = self.objects - 2;
         let list = (0..self.objects)
             .map(|i| match i < small {
@@ -92,14 +98,21 @@ impl Spec {
         Objects { list }
     }
 
-    fn zipf(&self) -> Result<Zipf> {
+    /// The spec's engine over a new remote.
+    pub(super) fn engine(&self, objects: Objects) -> Result<Engine> {
+        let remote = Remote::new(&self.remote, self.latency)?;
+        Engine::new(&self.label, remote, objects, self.m, &self.disk, self.d)
+    }
+
+    /// The point reads' distribution.
+    pub(super) fn zipf(&self) -> Result<Zipf> {
         Zipf::new((self.objects - 2) * super::OBJECT / super::PAGE, 0.99)
             .map_err(anyhow::Error::msg)
     }
 }
 
 /// In the child ([`CHILD_ENV`] set): reads until killed.
-pub fn child_main() -> Option<ExitCode> {
+pub(super) fn child_main() -> Option<ExitCode> {
     let spec = std::env::var(CHILD_ENV).ok()?;
     let go = || -> Result<()> {
         let spec = Spec::decode(&spec)?;
@@ -107,15 +120,7 @@ pub fn child_main() -> Option<ExitCode> {
             .worker_threads(2)
             .enable_all()
             .build()?;
-        let remote = Remote::new(&spec.remote, spec.latency)?;
-        let e = Arc::new(Engine::new(
-            &spec.label,
-            remote,
-            spec.objects(),
-            spec.m,
-            &spec.disk,
-            spec.d,
-        )?);
+        let e = Arc::new(spec.engine(spec.objects())?);
         let zipf = Arc::new(spec.zipf()?);
         rt.block_on(async {
             // Eight readers, as the bench's; `READY` once the tier holds
@@ -181,15 +186,7 @@ pub fn run(
         bail!("objectstore: the restart's child ended before it was ready: {status}");
     }
     let t = Instant::now();
-    let remote = Remote::new(&spec.remote, spec.latency)?;
-    let e = Engine::new(
-        &spec.label,
-        remote,
-        objects.clone(),
-        spec.m,
-        &spec.disk,
-        spec.d,
-    )?;
+    let e = spec.engine(objects.clone())?;
     let recovered = t.elapsed();
     let (reads, first_hit) = rt.block_on(async {
         for i in 0..MAX_READS {

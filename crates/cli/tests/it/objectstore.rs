@@ -1,0 +1,95 @@
+//! `foliocache bench --scenario objectstore`, its `memory` job alone
+//! (`FOLIOCACHE_OBJSTORE_JOBS=memory`) at a small scale (M = 8 MiB, the
+//! point reads' data 32 MiB, two scanned objects of 16 MiB, a remote of
+//! 5 ms a request): each foliocache engine's reader ran in a memory
+//! cgroup without a limit (every byte it read right, its peak reported),
+//! then in one of its bound (its baseline and its cache's configured
+//! memory) plus 10 %, with the verdict (OOM-killed or not) reported.
+//! Skipped with the reason where no memory cgroup can be made, except
+//! under `CI=true`. (The verdict itself is the bench's figure:
+//! docs/measurements/2026-11-27-objectstore-3.md.)
+
+use std::process::Command;
+
+use serde_json::Value;
+use test_support::skip_or_fail;
+
+use crate::bench::notes_of;
+
+#[test]
+fn objectstore_readers_stay_within_their_memory_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let data = dir.path().join("data");
+    let args = [
+        "bench",
+        "--dir",
+        data.to_str().unwrap(),
+        "--scenario",
+        "objectstore",
+        "--quick",
+        "--capacity",
+        "8M",
+        "--remote-latency",
+        "5",
+        "--repeat",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    let out = Command::new(env!("CARGO_BIN_EXE_foliocache"))
+        .args(args)
+        .env("FOLIOCACHE_OBJSTORE_JOBS", "memory")
+        .output()
+        .expect("running foliocache");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    println!("$ foliocache {}\n{}", args.join(" "), text(&out.stdout));
+    assert!(
+        out.status.success(),
+        "{}:\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rs: Vec<&Value> = v["scenarios"][0]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["rw"] == "memory")
+        .collect();
+    let engines: Vec<&str> = rs.iter().map(|r| r["engine"].as_str().unwrap()).collect();
+    assert_eq!(engines, ["foliocache", "foliocache+disk"], "{rs:#?}");
+    for r in rs {
+        let notes = notes_of(r);
+        println!("{}: {}", r["engine"], notes.join("; "));
+        if let Some(skip) = notes.iter().find(|n| n.starts_with("skipped")) {
+            skip_or_fail("objectstore_readers_stay_within_their_memory_bound", skip);
+            return;
+        }
+        let lim = &r["memory_limit"];
+        let (limit, peak) = (lim["limit_bytes"].as_u64(), lim["peak_bytes"].as_u64());
+        assert!(limit.is_some() && peak.is_some(), "{r:#}");
+        assert!(peak <= limit, "{r:#}");
+        // The limit is the bound plus 10 %, and the verdict is stated.
+        let bound = notes[0]
+            .strip_prefix("bound ")
+            .and_then(|n| n.split(' ').next()?.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no bound: {r:#}"));
+        let limit_mib = limit.unwrap() as f64 / f64::from(1 << 20);
+        assert!(
+            (limit_mib / bound - 1.1).abs() < 0.01,
+            "{limit_mib} {bound}"
+        );
+        assert!(
+            notes[0].ends_with("OOM-killed: no") || notes[0].ends_with("OOM-killed: yes"),
+            "{r:#}"
+        );
+        // The run without a limit read all its reads (every byte checked
+        // by the reader), and says what it took.
+        assert!(
+            notes[1].starts_with("without a limit") && notes[1].contains("3000 reads"),
+            "{r:#}"
+        );
+    }
+}
