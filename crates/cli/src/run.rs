@@ -341,7 +341,7 @@ fn record(
     let memory_limit = cgroup_figures(job, s.limit.as_ref(), s.page_cache, ctx.cgroups);
     // Removes the cgroup (and the page cache charged to it).
     drop(s.limit);
-    let hot = hot.map(|h| figures::hot(&h, job));
+    let hot = hot.map(|h| figures::hot(&h, job, m.bytes));
     if hot.is_some() {
         notes.push(
             "the hot reader ran beside the job: its CPU time is in the run's CPU figures".into(),

@@ -134,6 +134,7 @@ pub fn run(
         opts,
         ticks_per_sec: opts.clock.ticks_per_sec(),
         interval: job.interval(),
+        pace: job.pace.map(|p| p as f64 / n.max(1) as f64),
     };
     let ios = engine.threads(n, job.shared);
     if ios.len() != n {
