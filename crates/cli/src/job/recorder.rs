@@ -42,6 +42,10 @@ pub(super) struct Shared<'a> {
     ///
     /// [`JobSpec::pace`]: crate::spec::JobSpec::pace
     pub(super) pace: Option<f64>,
+    /// Where the threads add the bytes they have done as they publish
+    /// them, for a watcher beside the job (the hot reader following a
+    /// paced stream), if any.
+    pub(super) progress: Option<&'a AtomicU64>,
 }
 
 /// One thread's figures.
@@ -95,6 +99,8 @@ pub(super) struct Recorder<'s, C: Clock> {
     event: u64,
     bin_base: u64,
     rate: f64,
+    /// Bytes added to [`Shared::progress`] so far.
+    published: u64,
     slot: &'s Slot,
     sh: &'s Shared<'s>,
     clock: PhantomData<C>,
@@ -133,6 +139,7 @@ impl<'s, C: Clock> Recorder<'s, C> {
             event: t_start + (first.as_secs_f64() * rate) as u64,
             bin_base: 0,
             rate,
+            published: 0,
             slot: st.slot,
             sh,
             clock: PhantomData,
@@ -167,7 +174,7 @@ impl<'s, C: Clock> Recorder<'s, C> {
             std::thread::sleep(ahead);
             (real, now) = (Instant::now(), C::now());
         }
-        self.slot.0.store(self.bytes, Ordering::Relaxed);
+        self.publish();
         if self.sh.stop.load(Ordering::Relaxed) {
             return true;
         }
@@ -183,6 +190,16 @@ impl<'s, C: Clock> Recorder<'s, C> {
             .min(self.sh.pace.map_or(TICK, |_| PACE_TICK));
         self.event = now + (until.as_secs_f64() * self.rate) as u64;
         false
+    }
+
+    /// Publishes the bytes done: in the thread's slot, and added to the
+    /// job's progress counter where it has one.
+    fn publish(&mut self) {
+        self.slot.0.store(self.bytes, Ordering::Relaxed);
+        if let Some(p) = self.sh.progress {
+            p.fetch_add(self.bytes - self.published, Ordering::Relaxed);
+            self.published = self.bytes;
+        }
     }
 
     /// How far a paced loop is ahead of its schedule at `real`; `None`
@@ -201,7 +218,7 @@ impl<'s, C: Clock> Recorder<'s, C> {
             self.bin_base = self.bytes;
             self.next_bin += self.interval;
         }
-        self.slot.0.store(self.bytes, Ordering::Relaxed);
+        self.publish();
         ThreadOut {
             bytes: self.bytes,
             ops: self.ops,
