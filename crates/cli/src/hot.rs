@@ -21,7 +21,10 @@
 //! a burst would read unpaced for a while, touching the hot set faster
 //! than the rate says. So beside a stream that makes it miss, it reads
 //! less than the rate; the report gives the reads it did. Unpaced (rate
-//! 0), it reads back to back.
+//! 0), it reads back to back. Beside a paced stream it follows the
+//! stream's bytes instead of the clock ([`Follow`]): read `i` is due once
+//! the stream has moved `i` times its share, so a stream that stalls
+//! stalls the reader with it.
 //!
 //! A read is a miss when it would have waited for IO: tried first with
 //! `RWF_NOWAIT` (kernel: `EAGAIN`) or `ReadFlags::NOWAIT` (foliocache:
