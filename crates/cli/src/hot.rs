@@ -21,7 +21,10 @@
 //! a burst would read unpaced for a while, touching the hot set faster
 //! than the rate says. So beside a stream that makes it miss, it reads
 //! less than the rate; the report gives the reads it did. Unpaced (rate
-//! 0), it reads back to back.
+//! 0), it reads back to back. Beside a paced stream it follows the
+//! stream's bytes instead of the clock ([`Follow`]): read `i` is due once
+//! the stream has moved `i` times its share, so a stream that stalls
+//! stalls the reader with it.
 //!
 //! A read is a miss when it would have waited for IO: tried first with
 //! `RWF_NOWAIT` (kernel: `EAGAIN`) or `ReadFlags::NOWAIT` (foliocache:
@@ -52,6 +55,10 @@ pub const MAX_LAG: Duration = Duration::from_millis(10);
 /// The longest a paced reader sleeps at once, so that it sees `stop` soon
 /// at low rates.
 const MAX_SLEEP: Duration = Duration::from_millis(10);
+
+/// How often a reader following a stream looks at its bytes when no
+/// read is due (the stream publishes them every millisecond when paced).
+const FOLLOW_POLL: Duration = Duration::from_micros(500);
 
 /// A deadline schedule of `rate` events per second from `start`: event
 /// `i` is due at `start + i / rate`.
@@ -96,6 +103,39 @@ impl Schedule {
     fn advance(&mut self) {
         self.next += 1;
     }
+}
+
+/// A schedule in a stream's bytes: event `i` is due once the stream has
+/// moved `i * every` bytes; an event owed more than `max_owed` events
+/// ago is dropped, as [`MAX_LAG`] drops reads on the time schedule.
+#[derive(Debug, Clone, Copy)]
+struct ByteSchedule {
+    every: u64,
+    max_owed: u64,
+    /// The next event's number.
+    next: u64,
+}
+
+impl ByteSchedule {
+    /// Whether the next event is due once the stream has moved
+    /// `streamed`, after dropping the events owed beyond `max_owed`.
+    fn due(&mut self, streamed: u64) -> bool {
+        let done = streamed / self.every.max(1);
+        if done > self.next + self.max_owed {
+            self.next = done - self.max_owed;
+        }
+        done >= self.next
+    }
+}
+
+/// The stream the hot reader follows, where it follows one: its bytes so
+/// far (the job adds them as it goes), and the bytes per hot read.
+#[derive(Debug, Clone, Copy)]
+pub struct Follow<'a> {
+    /// The stream's bytes so far.
+    pub streamed: &'a AtomicU64,
+    /// Stream bytes per hot read.
+    pub every: u64,
 }
 
 /// How the hot reader tells a miss.
@@ -246,7 +286,10 @@ pub fn warm(file: &HotFile, path: &Path, bs: u64) -> Result<(u64, u64)> {
 
 /// The hot thread: random reads of `spec.bs` over `spec.file_size` until
 /// `stop`, `spec.rate` a second on a deadline schedule (or back to back
-/// for 0), publishing reads and misses to `counters` after each.
+/// for 0), publishing reads and misses to `counters` after each. Given
+/// `follow`, read `i` is due instead once the stream has moved `i *
+/// follow.every` bytes: the same stream bytes between two hot reads
+/// whatever the stream's speed at the moment.
 ///
 /// # Errors
 /// A read failed (the thread stops at it).
@@ -256,6 +299,7 @@ pub fn run(
     probe: MissProbe,
     stop: &AtomicBool,
     counters: &Counters,
+    follow: Option<Follow<'_>>,
 ) -> io::Result<()> {
     let mut buf = AlignedBuf::new(spec.bs as usize, 0)?;
     let b = buf.as_mut_slice();
@@ -263,9 +307,21 @@ pub fn run(
     let blocks = (spec.file_size / spec.bs).max(1);
     let mut offs = Offsets::new(true, spec.bs, blocks, 0, 0x9e37_79b9_7f4a_7c15);
     let (mut reads, mut misses) = (0u64, 0u64);
-    let mut schedule = (spec.rate > 0).then(|| Schedule::new(Instant::now(), spec.rate));
+    let mut schedule =
+        (spec.rate > 0 && follow.is_none()).then(|| Schedule::new(Instant::now(), spec.rate));
+    let mut bytes = follow.map(|f| ByteSchedule {
+        every: f.every,
+        max_owed: (spec.rate as f64 * MAX_LAG.as_secs_f64()) as u64,
+        next: 0,
+    });
     while !stop.load(Ordering::Relaxed) {
-        if let Some(sch) = schedule.as_mut() {
+        if let (Some(f), Some(sch)) = (follow, bytes.as_mut()) {
+            if !sch.due(f.streamed.load(Ordering::Relaxed)) {
+                std::thread::sleep(FOLLOW_POLL);
+                continue;
+            }
+            sch.next += 1;
+        } else if let Some(sch) = schedule.as_mut() {
             let wait = sch.wait(Instant::now());
             if !wait.is_zero() {
                 std::thread::sleep(wait.min(MAX_SLEEP));
@@ -347,6 +403,23 @@ mod tests {
             s.wait(t0 + Duration::from_micros(400)),
             Duration::from_micros(600)
         );
+    }
+
+    #[test]
+    fn a_following_reader_reads_once_per_every_bytes_and_drops_what_it_owes_beyond_max() {
+        let mut s = ByteSchedule {
+            every: 64 << 10,
+            max_owed: 10,
+            next: 0,
+        };
+        assert!(s.due(0), "read 0 at once");
+        s.next += 1;
+        assert!(!s.due((64 << 10) - 1));
+        assert!(s.due(64 << 10));
+        s.next += 1;
+        // 100 reads owed: only the last 10 are read.
+        assert!(s.due(102 * (64 << 10)));
+        assert_eq!(s.next, 92);
     }
 
     #[test]

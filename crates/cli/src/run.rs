@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
@@ -291,16 +291,23 @@ fn run_beside(
     hot: Option<(&HotFile, hot::Ready)>,
 ) -> Result<(Measured, Option<HotRun>)> {
     let (Some((file, ready)), Some(spec)) = (hot, job.hot) else {
-        return Ok((job::run(prepared, job, opts, label)?, None));
+        return Ok((job::run(prepared, job, opts, label, None)?, None));
     };
     let stop = AtomicBool::new(false);
     let counters = hot::Counters::default();
+    // Beside a paced stream the reader follows the stream's bytes: its
+    // rate at the pace, per byte (`uncached::BESIDE_PACE`).
+    let streamed = AtomicU64::new(0);
+    let follow = job.pace.filter(|_| spec.rate > 0).map(|pace| hot::Follow {
+        streamed: &streamed,
+        every: (pace / spec.rate).max(1),
+    });
     std::thread::scope(|s| {
-        let h = s.spawn(|| hot::run(file, spec, ready.probe, &stop, &counters));
+        let h = s.spawn(|| hot::run(file, spec, ready.probe, &stop, &counters, follow));
         hot::wait_started(&counters, || h.is_finished());
         let (r0, m0) = counters.get();
         let t = Instant::now();
-        let m = job::run(prepared, job, opts, label);
+        let m = job::run(prepared, job, opts, label, Some(&streamed));
         let (r1, m1) = counters.get();
         let seconds = t.elapsed().as_secs_f64();
         stop.store(true, Ordering::Relaxed);
@@ -341,7 +348,7 @@ fn record(
     let memory_limit = cgroup_figures(job, s.limit.as_ref(), s.page_cache, ctx.cgroups);
     // Removes the cgroup (and the page cache charged to it).
     drop(s.limit);
-    let hot = hot.map(|h| figures::hot(&h, job));
+    let hot = hot.map(|h| figures::hot(&h, job, m.bytes));
     if hot.is_some() {
         notes.push(
             "the hot reader ran beside the job: its CPU time is in the run's CPU figures".into(),

@@ -29,7 +29,7 @@
 //! [`loops`] (the loops, one compiled per engine IO type), and here the
 //! coordinator ([`run`]) and the run's figures ([`Measured`]).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Barrier;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -105,7 +105,9 @@ pub struct Measured {
 
 /// Runs `job` on a prepared engine and measures it (`&mut`: each thread
 /// that writes a mapping gets its own, see
-/// [`Engine::threads`](crate::engine::Engine::threads)).
+/// [`Engine::threads`](crate::engine::Engine::threads)). Given `progress`,
+/// the threads add the bytes they have done to it as they go (every
+/// millisecond in a paced job, else every tick or timeline interval).
 ///
 /// # Errors
 /// Fewer files or mappings than threads (an engine not prepared for the
@@ -116,6 +118,7 @@ pub fn run(
     job: &JobSpec,
     opts: RunOptions,
     label: &str,
+    progress: Option<&AtomicU64>,
 ) -> Result<Measured> {
     let n = job.numjobs;
     let barrier = Barrier::new(n + 1);
@@ -134,6 +137,8 @@ pub fn run(
         opts,
         ticks_per_sec: opts.clock.ticks_per_sec(),
         interval: job.interval(),
+        pace: job.pace.map(|p| p as f64 / n.max(1) as f64),
+        progress,
     };
     let ios = engine.threads(n, job.shared);
     if ios.len() != n {
@@ -367,7 +372,7 @@ mod tests {
                 }
                 Err(e) => panic!("{text}: {e:#}"),
             };
-            let m = match run(&mut prepared, &job, opts, &spec.label) {
+            let m = match run(&mut prepared, &job, opts, &spec.label, None) {
                 Err(e) if spec.kind == crate::spec::EngineKind::Direct => {
                     // io_uring may be disabled here (EPERM, ENOSYS).
                     return test_support::skip_or_fail(

@@ -18,6 +18,10 @@ use crate::hist::Histogram;
 /// How often a thread publishes its progress and looks at the stop flag.
 const TICK: Duration = Duration::from_millis(100);
 
+/// How often a paced thread ([`Shared::pace`]) looks at its schedule: at
+/// 1 GiB/s, a millisecond is 16 reads of 64 KiB.
+const PACE_TICK: Duration = Duration::from_millis(1);
+
 /// A thread's published progress, alone on its cache lines.
 #[repr(align(128))]
 #[derive(Default)]
@@ -33,6 +37,15 @@ pub(super) struct Shared<'a> {
     pub(super) ticks_per_sec: f64,
     /// The timeline's interval (a second, or a fraction of one).
     pub(super) interval: Duration,
+    /// Each thread's pace in bytes per second ([`JobSpec::pace`] shared
+    /// among the threads), if the job is paced.
+    ///
+    /// [`JobSpec::pace`]: crate::spec::JobSpec::pace
+    pub(super) pace: Option<f64>,
+    /// Where the threads add the bytes they have done as they publish
+    /// them, for a watcher beside the job (the hot reader following a
+    /// paced stream), if any.
+    pub(super) progress: Option<&'a AtomicU64>,
 }
 
 /// One thread's figures.
@@ -86,6 +99,8 @@ pub(super) struct Recorder<'s, C: Clock> {
     event: u64,
     bin_base: u64,
     rate: f64,
+    /// Bytes added to [`Shared::progress`] so far.
+    published: u64,
     slot: &'s Slot,
     sh: &'s Shared<'s>,
     clock: PhantomData<C>,
@@ -105,7 +120,11 @@ impl<'s, C: Clock> Recorder<'s, C> {
         let rate = sh.ticks_per_sec;
         let start = Instant::now();
         let t_start = C::now();
-        let first = sh.runtime.map_or(TICK, |d| d.min(TICK)).min(interval);
+        let first = sh
+            .runtime
+            .map_or(TICK, |d| d.min(TICK))
+            .min(interval)
+            .min(sh.pace.map_or(TICK, |_| PACE_TICK));
         Recorder {
             hist,
             bytes: 0,
@@ -120,6 +139,7 @@ impl<'s, C: Clock> Recorder<'s, C> {
             event: t_start + (first.as_secs_f64() * rate) as u64,
             bin_base: 0,
             rate,
+            published: 0,
             slot: st.slot,
             sh,
             clock: PhantomData,
@@ -141,14 +161,20 @@ impl<'s, C: Clock> Recorder<'s, C> {
         now >= self.event && self.event(now)
     }
 
-    /// The slow path of [`done`](Self::done): an event.
+    /// The slow path of [`done`](Self::done): an event. A paced loop
+    /// that is ahead of its schedule sleeps here until it is on it.
     #[inline(never)]
     fn event(&mut self, now: u64) -> bool {
-        let real = Instant::now();
+        let mut real = Instant::now();
         if self.deadline.is_some_and(|d| real >= d) {
             return true;
         }
-        self.slot.0.store(self.bytes, Ordering::Relaxed);
+        let mut now = now;
+        if let Some(ahead) = self.ahead(real) {
+            std::thread::sleep(ahead);
+            (real, now) = (Instant::now(), C::now());
+        }
+        self.publish();
         if self.sh.stop.load(Ordering::Relaxed) {
             return true;
         }
@@ -160,9 +186,26 @@ impl<'s, C: Clock> Recorder<'s, C> {
         let until = self
             .deadline
             .map_or(TICK, |d| d.saturating_duration_since(real).min(TICK))
-            .min(self.next_bin.saturating_duration_since(real));
+            .min(self.next_bin.saturating_duration_since(real))
+            .min(self.sh.pace.map_or(TICK, |_| PACE_TICK));
         self.event = now + (until.as_secs_f64() * self.rate) as u64;
         false
+    }
+
+    /// Publishes the bytes done: in the thread's slot, and added to the
+    /// job's progress counter where it has one.
+    fn publish(&mut self) {
+        self.slot.0.store(self.bytes, Ordering::Relaxed);
+        if let Some(p) = self.sh.progress {
+            p.fetch_add(self.bytes - self.published, Ordering::Relaxed);
+            self.published = self.bytes;
+        }
+    }
+
+    /// How far a paced loop is ahead of its schedule at `real`; `None`
+    /// if it is not paced or not ahead.
+    fn ahead(&self, real: Instant) -> Option<Duration> {
+        ahead_of(self.start, self.bytes, self.sh.pace?, real)
     }
 
     /// The thread's figures, the clock stopped now.
@@ -175,7 +218,7 @@ impl<'s, C: Clock> Recorder<'s, C> {
             self.bin_base = self.bytes;
             self.next_bin += self.interval;
         }
-        self.slot.0.store(self.bytes, Ordering::Relaxed);
+        self.publish();
         ThreadOut {
             bytes: self.bytes,
             ops: self.ops,
@@ -186,5 +229,33 @@ impl<'s, C: Clock> Recorder<'s, C> {
             end,
             written: Vec::new(),
         }
+    }
+}
+
+/// How far a loop that started at `start` and has done `bytes` at `pace`
+/// bytes per second is ahead of its schedule at `real` (its bytes are due
+/// at `start + bytes / pace`); `None` if it is not ahead.
+fn ahead_of(start: Instant, bytes: u64, pace: f64, real: Instant) -> Option<Duration> {
+    let due = start + Duration::from_secs_f64(bytes as f64 / pace);
+    due.checked_duration_since(real).filter(|d| !d.is_zero())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_paced_loop_waits_until_its_bytes_are_due() {
+        let t0 = Instant::now();
+        let gib = f64::from(1u32 << 30);
+        // 256 MiB at 1 GiB/s are due at 250 ms.
+        let at = |ms| t0 + Duration::from_millis(ms);
+        assert_eq!(
+            ahead_of(t0, 256 << 20, gib, at(100)),
+            Some(Duration::from_millis(150))
+        );
+        assert_eq!(ahead_of(t0, 256 << 20, gib, at(250)), None, "on time");
+        assert_eq!(ahead_of(t0, 256 << 20, gib, at(400)), None, "behind");
+        assert_eq!(ahead_of(t0, 0, gib, t0), None, "nothing done yet");
     }
 }

@@ -72,6 +72,12 @@ pub struct HotFigures {
     pub hit_ratio: Option<f64>,
     /// Reads per second.
     pub reads_per_s: f64,
+    /// Misses per GiB the job moved while they were counted: the hot set
+    /// a stream costs per byte it streams, comparable between streams of
+    /// different speeds where the hit ratio is not (a faster stream sweeps
+    /// the cache more often between two reads of a hot page). Null if
+    /// misses could not be told or the job moved nothing.
+    pub misses_per_gib: Option<f64>,
     /// The reads per second it was paced to (`--hot-rate`); 0: unpaced,
     /// as fast as it could.
     pub rate_limit_per_s: u64,

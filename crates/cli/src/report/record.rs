@@ -395,6 +395,7 @@ mod tests {
                 misses: 0,
                 hit_ratio: None,
                 reads_per_s: 1.0,
+                misses_per_gib: None,
                 rate_limit_per_s: 0,
                 miss_detection: "cachestat".into(),
             }),

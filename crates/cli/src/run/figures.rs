@@ -79,8 +79,10 @@ pub fn measured(
     }
 }
 
-/// The hot reader's figures.
-pub fn hot(h: &HotRun, job: &JobSpec) -> HotFigures {
+/// The hot reader's figures, beside a job that moved `job_bytes` while
+/// they were counted.
+pub fn hot(h: &HotRun, job: &JobSpec, job_bytes: u64) -> HotFigures {
+    let told = h.ready.probe != MissProbe::Unavailable;
     HotFigures {
         file_size: job.hot.map_or(0, |s| s.file_size),
         bs: job.hot.map_or(0, |s| s.bs),
@@ -88,8 +90,9 @@ pub fn hot(h: &HotRun, job: &JobSpec) -> HotFigures {
         pages: h.ready.pages,
         reads: h.reads,
         misses: h.misses,
-        hit_ratio: (h.ready.probe != MissProbe::Unavailable && h.reads > 0)
-            .then(|| (h.reads - h.misses) as f64 / h.reads as f64),
+        hit_ratio: (told && h.reads > 0).then(|| (h.reads - h.misses) as f64 / h.reads as f64),
+        misses_per_gib: (told && job_bytes > 0)
+            .then(|| h.misses as f64 / (job_bytes as f64 / f64::from(1u32 << 30))),
         reads_per_s: if h.seconds > 0.0 {
             h.reads as f64 / h.seconds
         } else {
@@ -138,4 +141,46 @@ pub fn dontcache_ignored(rec: &RunRecord) -> Option<String> {
         f.0,
         fmt_size_approx(f.1)
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hot::Ready;
+    use crate::spec::{HotSpec, Rw};
+
+    fn hot_run(probe: MissProbe) -> HotRun {
+        HotRun {
+            ready: Ready {
+                cached_pages: 16,
+                pages: 16,
+                probe,
+            },
+            reads: 1000,
+            misses: 250,
+            seconds: 2.0,
+        }
+    }
+
+    #[test]
+    fn hot_misses_are_per_gib_the_job_moved() {
+        let job = JobSpec {
+            hot: Some(HotSpec {
+                file_size: 64 << 10,
+                bs: 4096,
+                rate: 500,
+            }),
+            ..JobSpec::new(Rw::Read, 64 << 10, 1 << 30, Vec::new())
+        };
+        let h = hot(&hot_run(MissProbe::FolioNowait), &job, 2 << 30);
+        assert_eq!(h.hit_ratio, Some(0.75));
+        assert_eq!(h.misses_per_gib, Some(125.0));
+        assert_eq!(h.reads_per_s, 500.0);
+        assert_eq!(
+            hot(&hot_run(MissProbe::FolioNowait), &job, 0).misses_per_gib,
+            None
+        );
+        let untold = hot(&hot_run(MissProbe::Unavailable), &job, 2 << 30);
+        assert_eq!((untold.hit_ratio, untold.misses_per_gib), (None, None));
+    }
 }

@@ -35,6 +35,18 @@ const HOT_BS: u64 = 4096;
 /// any stream. The hit ratios measured at each rate are in
 /// `docs/measurements/2026-11-22-uncached.md`.
 pub const DEFAULT_HOT_RATE: u64 = 16384;
+/// The stream's pace beside the hot reader, in bytes per second; a paced
+/// hot reader follows the stream's bytes at its rate per this pace
+/// (`hot::Follow`): every engine streams the same bytes between two hot
+/// reads (an unpaced faster stream sweeps the cache more often between
+/// them and takes more of the hot set for that alone: foliocache's cached
+/// stream ran twice as fast as the kernel's; and a stream that stalls
+/// while the reader goes on lets it activate its pages for free: the
+/// kernel's, beside the reader). Below every cached engine's speed
+/// beside the reader in `docs/measurements/2026-11-22-uncached.md` (1.61
+/// GiB/s and up); the kernel's `RWF_DONTCACHE` runs slower and keeps its
+/// own speed. Measured in `docs/measurements/2026-11-27-hot-beside-stream.md`.
+pub const BESIDE_PACE: u64 = 1 << 30;
 /// The jobs: the stream alone, and beside the hot reader.
 pub const ALONE: &str = "alone";
 /// The stream beside the hot reader.
@@ -107,6 +119,7 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
             bs: HOT_BS,
             rate,
         }),
+        pace: Some(BESIDE_PACE),
         ..stream.clone()
     };
     let label = |role| {
@@ -133,7 +146,11 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
              engine's cache first (each block read once, in a random order, so that it sits in small folios as a random \
              reader's data does), {}, \
              all along the stream, counting its hits (a read that \
-             would wait for IO, found with a NOWAIT read first, is a miss). Both LRUs keep a \
+             would wait for IO, found with a NOWAIT read first, is a miss), and the stream \
+             paced to {}/s with the hot reader following its bytes (a paced reader's read i \
+             is due once the stream has moved i x pace/rate), so that every engine streams \
+             the same bytes between two hot reads (an engine too slow for the pace runs as \
+             fast as it can). Both LRUs keep a \
              page only once it is read twice while inactive: {}. Timelines per 50 ms.",
             fmt_size(size),
             fmt_size(UNCACHED_BS),
@@ -148,6 +165,7 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
                     fmt_period(hot_size / HOT_BS, rate)
                 )
             },
+            fmt_size(BESIDE_PACE),
             if rate == 0 {
                 "unthrottled, it reads every page often enough to keep it active beside any \
                  stream"

@@ -112,6 +112,13 @@ pub struct JobSpec {
     /// so that this VM has handed it back to the host and every run's
     /// first touch costs what fresh memory costs.
     pub settle: Option<Duration>,
+    /// The job's bytes per second in all, if it is paced: each thread
+    /// sleeps whenever it is ahead of `start + bytes / (pace / numjobs)`
+    /// (it looks every millisecond), so that a faster engine runs no
+    /// faster than a slower one where that is the comparison (the
+    /// uncached scenario's hot reader beside a stream); one that cannot
+    /// reach the pace runs as fast as it can.
+    pub pace: Option<u64>,
 }
 
 /// The hot reader beside a job ([`JobSpec::hot`]): one thread reading a
@@ -131,7 +138,7 @@ pub struct HotSpec {
 impl JobSpec {
     /// A job of `rw` in blocks of `bs` on `engines`: one thread, one pass
     /// over one shared file of `file_size`, warm, a timeline point per
-    /// second, with no memory limit, hot reader or pause, foliocache at
+    /// second, with no memory limit, hot reader, pause or pace, foliocache at
     /// the bench's capacity. Scenarios change what they need with struct
     /// update syntax.
     pub fn new(rw: Rw, bs: u64, file_size: u64, engines: Vec<EngineSpec>) -> JobSpec {
@@ -152,6 +159,7 @@ impl JobSpec {
             hot: None,
             memory: false,
             settle: None,
+            pace: None,
         }
     }
 

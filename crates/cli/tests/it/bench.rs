@@ -932,6 +932,19 @@ fn check_uncached(s: &Value, size: u64, capacity: u64, repeat: usize, hot_rate: 
             assert!(!h["miss_detection"].as_str().unwrap().is_empty());
             assert_eq!(h["rate_limit_per_s"], hot_rate, "{engine}");
             assert!(h["reads_per_s"].as_f64().unwrap() > 0.0, "{engine}");
+            let streamed_gib = r["bytes"].as_f64().unwrap() / (1u64 << 30) as f64;
+            let per_gib = h["misses_per_gib"].as_f64().unwrap();
+            assert!(
+                (per_gib - h["misses"].as_f64().unwrap() / streamed_gib).abs() < 1e-6,
+                "{engine}: {per_gib} misses per GiB streamed"
+            );
+            // Paced to 1 GiB/s (`uncached::BESIDE_PACE`): never faster,
+            // give or take the last millisecond's reads.
+            let bw = r["bw_bytes"].as_f64().unwrap();
+            assert!(
+                bw <= 1.1 * (1u64 << 30) as f64,
+                "{engine}: {bw} B/s beside the hot reader"
+            );
         } else {
             assert!(r.get("hot").is_none(), "{engine}: a hot reader alone");
         }
@@ -1029,7 +1042,8 @@ fn uncached_scenario_reports_timelines_cpu_cache_figures_and_hit_ratios() {
         "hot reader 4096 reads/s",
         "memory limit of the engines other than foliocache:",
         "CPU and cache of those runs",
-        "the hot reader beside the stream (hits: of its reads during the stream):",
+        "the hot reader beside the stream (hits: of its reads during the stream; misses/GiB:",
+        "misses/GiB",
         "throughput over time (GiB/s",
         "per 50ms:",
         "targets:",

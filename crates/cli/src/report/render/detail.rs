@@ -110,15 +110,17 @@ fn cache(s: &mut String, sc: &ScenarioReport, ew: usize) {
 fn hot(s: &mut String, sc: &ScenarioReport, ew: usize) {
     let _ = writeln!(
         s,
-        "   the hot reader beside the stream (hits: of its reads during the stream):"
+        "   the hot reader beside the stream (hits: of its reads during the stream; misses/GiB: \
+         per GiB streamed meanwhile):"
     );
     let head = format!(
-        "{:<24} {:<ew$} {:>13} {:>10} {:>9} {:>9} {:>9} {:>10}  {}",
+        "{:<24} {:<ew$} {:>13} {:>10} {:>9} {:>10} {:>9} {:>9} {:>10}  {}",
         "",
         "stream engine",
         "stream bw",
         "hot reads",
         "misses",
+        "misses/GiB",
         "hits",
         "reads/s",
         "paced to",
@@ -128,12 +130,13 @@ fn hot(s: &mut String, sc: &ScenarioReport, ew: usize) {
     for r in sc.results.iter().filter(|r| r.hot.is_some()) {
         let Some(h) = &r.hot else { continue };
         let line = format!(
-            "{:<24} {:<ew$} {:>13} {:>10} {:>9} {:>9} {:>9} {:>10}  {}",
+            "{:<24} {:<ew$} {:>13} {:>10} {:>9} {:>10} {:>9} {:>9} {:>10}  {}",
             "",
             r.engine,
             fmt_bw(r.perf.bw_bytes),
             h.reads,
             h.misses,
+            h.misses_per_gib.map_or("-".into(), |x| format!("{x:.0}")),
             h.hit_ratio
                 .map_or("-".into(), |x| format!("{:.2}%", x * 100.0)),
             fmt_count(h.reads_per_s),

@@ -59,7 +59,7 @@ pub fn fmt_limit(m: &MemoryLimit) -> String {
 fn fmt_hot(h: &HotFigures) -> String {
     format!(
         "{} reads of {} at random in a {} file ({} of {} pages cached after warming): {} \
-         ({} misses, told by {}), {} reads/s ({})",
+         ({} misses{}, told by {}), {} reads/s ({})",
         h.reads,
         fmt_size(h.bs),
         fmt_size_approx(h.file_size),
@@ -70,6 +70,8 @@ fn fmt_hot(h: &HotFigures) -> String {
             x * 100.0
         )),
         h.misses,
+        h.misses_per_gib
+            .map_or(String::new(), |x| format!(", {x:.0} per GiB the job moved")),
         h.miss_detection,
         fmt_count(h.reads_per_s),
         fmt_hot_rate(h.rate_limit_per_s)

@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::*;
 use crate::spec::{HotSpec, Rw};
 use crate::targets::TargetSpec;
-use uncached::{ALONE, BESIDE, DEFAULT_HOT_RATE};
+use uncached::{ALONE, BESIDE, BESIDE_PACE, DEFAULT_HOT_RATE};
 
 #[test]
 fn uncached_streams_4c_through_c_alone_then_beside_a_hot_c_over_4() {
@@ -20,7 +20,7 @@ fn uncached_streams_4c_through_c_alone_then_beside_a_hot_c_over_4() {
         bs: 4096,
         rate: DEFAULT_HOT_RATE,
     };
-    for (name, hot) in [(ALONE, None), (BESIDE, Some(hot))] {
+    for (name, hot, pace) in [(ALONE, None, None), (BESIDE, Some(hot), Some(BESIDE_PACE))] {
         let j = job(sc, name);
         assert_eq!(
             labels(j),
@@ -32,7 +32,16 @@ fn uncached_streams_4c_through_c_alone_then_beside_a_hot_c_over_4() {
         assert!(j.cold && j.runtime.is_none());
         assert_eq!(j.interval(), Duration::from_millis(50));
         assert_eq!(j.hot, hot);
+        assert_eq!(
+            j.pace, pace,
+            "{name}: equal stream bytes beside the hot reader"
+        );
     }
+    assert!(
+        sc.description.contains("paced to 1GiB/s"),
+        "{}",
+        sc.description
+    );
     let title = job(sc, BESIDE).title();
     assert!(
         title.ends_with(&format!("+ hot randread 4KiB at {DEFAULT_HOT_RATE}/s")),
