@@ -938,7 +938,7 @@ impl SharedFile {
                     std::slice::from_raw_parts(bounce.ptr.as_ptr(), copied.len() * PAGE as usize)
                 };
                 point();
-                self.file.write_all_at(bytes, first.index * PAGE)?;
+                FileExt::write_all_at(&self.file, bytes, first.index * PAGE)?;
                 point();
                 past_size |=
                     (first.index + copied.len() as u64) * PAGE > slot.size.load(Ordering::Relaxed);
