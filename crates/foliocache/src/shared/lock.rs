@@ -57,6 +57,13 @@ pub(crate) fn start_time(pid: u32) -> Option<u64> {
     rest.split_ascii_whitespace().nth(19)?.parse().ok()
 }
 
+/// Whether participant `part` holds a process that lives (its pid, started
+/// when the participant says: a reused pid is another process).
+pub(crate) fn lives(part: &super::seg::Part) -> bool {
+    let pid = part.pid.load(Ordering::Relaxed);
+    pid != 0 && start_time(pid) == Some(part.start.load(Ordering::Relaxed))
+}
+
 /// Whether participant number `id` names a process that lives.
 pub(crate) fn alive(seg: &Seg, id: u32) -> bool {
     let Some(part) = seg.part(id & (PARTS - 1)) else {
@@ -65,9 +72,7 @@ pub(crate) fn alive(seg: &Seg, id: u32) -> bool {
     if part.generation.load(Ordering::Acquire) != id >> INDEX_BITS {
         return false;
     }
-    let pid = part.pid.load(Ordering::Relaxed);
-    let start = part.start.load(Ordering::Relaxed);
-    pid != 0 && start_time(pid) == Some(start)
+    lives(part)
 }
 
 /// This process's participant number in one segment, taken at first use
@@ -114,7 +119,7 @@ fn register(seg: &Seg) -> io::Result<u32> {
             let take = if pass == 0 {
                 old == 0
             } else {
-                old != 0 && start_time(old) != Some(part.start.load(Ordering::Relaxed))
+                old != 0 && !lives(part)
             };
             if !take
                 || part

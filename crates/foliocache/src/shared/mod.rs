@@ -175,10 +175,7 @@ impl SharedCache {
         }
         let processes = (0..seg::PARTS)
             .filter_map(|i| seg.part(i))
-            .filter(|part| {
-                let pid = part.pid.load(Ordering::Relaxed);
-                pid != 0 && lock::start_time(pid) == Some(part.start.load(Ordering::Relaxed))
-            })
+            .filter(|part| lock::lives(part))
             .count() as u64;
         SharedStats {
             pages: seg.pages,
