@@ -15,6 +15,9 @@ use anyhow::{Context, Result};
 /// The interposer's variable naming the guardian's memory file.
 const GUARD_VAR: &str = "FOLIOCACHE_PRELOAD_GUARD";
 
+/// The interposer's variable naming the shared cache's memory file.
+const SHARED_VAR: &str = "FOLIOCACHE_PRELOAD_SHARED";
+
 /// The signals forwarded to the program (and `SIGCHLD`, its end).
 const WATCHED: [libc::c_int; 7] = [
     libc::SIGTERM,
@@ -50,6 +53,46 @@ pub fn run_guarded(mut cmd: Command, program: &Path) -> Result<()> {
         GUARD_VAR,
         std::os::fd::AsRawFd::as_raw_fd(&segment).to_string(),
     );
+    let status = supervise(cmd, program)?;
+    // (What it writes, it says on stderr.)
+    foliocache::Guardian::write_back(segment.as_fd());
+    drop(segment);
+    end_as(status)
+}
+
+/// Runs `cmd` with one cache of `capacity` bytes for all its processes
+/// (`foliocache run --shared`: docs/preload.md, "Processes"): the cache's
+/// memory file stays here, named to the program by its
+/// `/proc/<pid>/fd/<n>` path (every process of the tree, exec'd ones
+/// included, attaches to it, whichever fds they close); once the program
+/// is gone, what its processes left unsaved is written back. Ends this
+/// process as the program ended; returns only on an error before the
+/// program started.
+pub fn run_shared(mut cmd: Command, program: &Path, capacity: u64) -> Result<()> {
+    let cache = foliocache::SharedCache::new(capacity)
+        .context("making the shared cache's memory file")?;
+    cmd.env(
+        SHARED_VAR,
+        format!(
+            "/proc/{}/fd/{}",
+            std::process::id(),
+            std::os::fd::AsRawFd::as_raw_fd(&cache.memory_file())
+        ),
+    );
+    let status = supervise(cmd, program)?;
+    match cache.write_back_all() {
+        Ok(0) => {}
+        Ok(n) => eprintln!(
+            "foliocache run: {n} pages the program's processes left unsaved, written back"
+        ),
+        Err(e) => eprintln!("foliocache run: writing back what the program left: {e}"),
+    }
+    end_as(status)
+}
+
+/// Starts `cmd`, forwards the signals sent to this process to it until
+/// it ends, and returns how it ended.
+fn supervise(mut cmd: Command, program: &Path) -> Result<ExitStatus> {
     // Blocked from now on, so that each waits in the queue for the loop
     // below; unblocked in the program before it starts (a child inherits
     // its parent's mask).
@@ -68,9 +111,9 @@ pub fn run_guarded(mut cmd: Command, program: &Path) -> Result<()> {
     let mut child = cmd
         .spawn()
         .with_context(|| format!("running {}", program.display()))?;
-    let status = loop {
+    loop {
         if let Some(status) = child.try_wait().context("waiting for the program")? {
-            break status;
+            return Ok(status);
         }
         // SAFETY: an all-zero siginfo_t is a valid value (plain integers).
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
@@ -84,11 +127,7 @@ pub fn run_guarded(mut cmd: Command, program: &Path) -> Result<()> {
             // SAFETY: sends a signal to our own child.
             unsafe { libc::kill(child.id() as libc::pid_t, sig) };
         }
-    };
-    // (What it writes, it says on stderr.)
-    foliocache::Guardian::write_back(segment.as_fd());
-    drop(segment);
-    end_as(status)
+    }
 }
 
 /// Ends this process as the program ended: its exit code, or its signal.

@@ -25,6 +25,10 @@ const STATE_VAR: &str = "FOLIOCACHE_PRELOAD_STATE";
 /// The library's variable that turns its guardian off.
 const GUARDIAN_VAR: &str = "FOLIOCACHE_PRELOAD_GUARDIAN";
 
+/// The shared cache's capacity when `--capacity` gives none: the
+/// library's own default.
+const SHARED_DEFAULT: u64 = 256 << 20;
+
 /// The library's variable naming the address of its metrics.
 const METRICS_VAR: &str = "FOLIOCACHE_PRELOAD_METRICS";
 
@@ -54,6 +58,14 @@ pub struct RunArgs {
     /// `foliocache run` stays as the program's guardian and writes it back.
     #[arg(long)]
     pub no_guardian: bool,
+
+    /// One cache for all the program's processes (docs/preload.md,
+    /// "Processes"): its forked children keep serving from it, the programs
+    /// they execute attach to it, and a write by one is seen by every
+    /// other's next read. `foliocache run` holds it and writes back what
+    /// they leave unsaved once the program is gone.
+    #[arg(long, conflicts_with = "no_guardian")]
+    pub shared: bool,
 
     /// The program to run and its arguments, after `--`.
     #[arg(value_name = "PROGRAM", required = true, last = true)]
@@ -182,6 +194,10 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let mut cmd = preloaded(args)?;
     preflight(args)?;
     let program = args.command.first().map_or(Path::new(""), Path::new);
+    if args.shared {
+        let capacity = args.capacity.filter(|&c| c > 0).unwrap_or(SHARED_DEFAULT);
+        return crate::guard::run_shared(cmd, program, capacity);
+    }
     if !args.no_guardian {
         return crate::guard::run_guarded(cmd, program);
     }
@@ -204,6 +220,7 @@ mod tests {
             },
             metrics: None,
             no_guardian: false,
+            shared: false,
             command: vec!["true".into()],
         }
     }

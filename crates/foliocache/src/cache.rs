@@ -498,6 +498,17 @@ impl Cache {
         let free = i.mem.arena.free_pages() as u64;
         let total = i.mem.arena.capacity_pages() as u64;
         let live = i.live_mappings();
+        // Dirty, under writeback, dirty again: a folio's writeback starts
+        // (writeback counted, then dirty not) and a failed one ends
+        // (dirty again, then writeback not) in orders that make a reader
+        // of dirty then writeback see both at zero only across a failed
+        // end, which the second read of dirty sees.
+        let dirty = s.dirty_pages.load(Ordering::Acquire);
+        let writeback = s.writeback_pages.load(Ordering::Acquire);
+        let dirty = match dirty {
+            0 => s.dirty_pages.load(Ordering::Acquire),
+            d => d,
+        };
         CacheStats {
             hits: s.hits.sum(),
             misses: s.misses.sum(),
@@ -518,8 +529,8 @@ impl Cache {
             shadows: live.iter().map(|m| m.nr_shadows()).sum(),
             shadow_bytes: live.iter().map(|m| m.shadow_bytes() as u64).sum(),
             dropbehind_drops: s.dropbehind_drops.load(Ordering::Relaxed),
-            dirty_bytes: s.dirty_pages.load(Ordering::Relaxed) * PAGE_SIZE as u64,
-            writeback_bytes: s.writeback_pages.load(Ordering::Relaxed) * PAGE_SIZE as u64,
+            dirty_bytes: dirty * PAGE_SIZE as u64,
+            writeback_bytes: writeback * PAGE_SIZE as u64,
             io_writes: s.io_writes.load(Ordering::Relaxed),
             io_write_bytes: s.io_write_bytes.load(Ordering::Relaxed),
             writeback_errors: s.writeback_errors.load(Ordering::Relaxed),

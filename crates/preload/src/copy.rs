@@ -59,7 +59,7 @@ impl Side {
             return Ok(at);
         }
         match &self.desc {
-            Some(d) => Ok(*d.pos.lock()),
+            Some(d) => d.at_position(self.fd, |p| Ok((p, p))),
             // (A pipe or socket: not a side these calls take.)
             None => kernel_offset(self.fd, 0, libc::SEEK_CUR).map_err(|e| {
                 if e.raw_os_error() == Some(libc::ESPIPE) {
@@ -82,7 +82,7 @@ impl Side {
             return Ok(());
         }
         match &self.desc {
-            Some(d) => *d.pos.lock() = to,
+            Some(d) => d.at_position(self.fd, |_| Ok(((), to)))?,
             None => {
                 kernel_offset(self.fd, to as off_t, libc::SEEK_SET)?;
             }
@@ -96,7 +96,7 @@ impl Side {
         // the error `fstat` gives).
         let st = rustix::fs::fstat(unsafe { BorrowedFd::borrow_raw(self.fd) })?;
         let size = match &self.desc {
-            Some(d) => d.file.len(),
+            Some(d) => d.file.len()?,
             None => st.st_size as u64,
         };
         Ok(((st.st_dev, st.st_ino), size))
@@ -115,7 +115,7 @@ impl Side {
         // SAFETY: the caller's promise.
         unsafe {
             match &self.desc {
-                Some(d) => read_iov(d, &v, Some(at), ReadFlags::NONE),
+                Some(d) => read_iov(self.fd, d, &v, Some(at), ReadFlags::NONE),
                 None => kernel(real!(pread: Pread)(self.fd, p.cast(), len, at as off_t)),
             }
         }
@@ -137,7 +137,7 @@ impl Side {
         // SAFETY: the caller's promise, for `p`.
         let n = unsafe {
             match (&self.desc, at) {
-                (Some(d), _) => write_iov(d, &v, at, WriteHow::default())?,
+                (Some(d), _) => write_iov(self.fd, d, &v, at, WriteHow::default())?,
                 (None, Some(at)) => {
                     kernel(real!(pwrite: Pwrite)(self.fd, p.cast(), len, at as off_t))?
                 }

@@ -296,10 +296,18 @@ pub extern "C" fn _Fork() -> pid_t {
     pid
 }
 
-/// `fork`'s child handler: the child passes through (the cache's threads
-/// did not follow it).
+/// `fork`'s parent handler: the locks the prepare handler took are let go.
+extern "C" fn in_parent() {
+    crate::state::after_fork();
+}
+
+/// `fork`'s child handler: in a group sharing a cache the child keeps
+/// serving (`state::after_fork`); otherwise it passes through (the
+/// cache's threads did not follow it).
 extern "C" fn in_child() {
-    crate::state::pass_through_for_good();
+    if !crate::state::after_fork() {
+        crate::state::pass_through_for_good();
+    }
 }
 
 /// At exit: the figures if asked for, and every file handed to the
@@ -314,7 +322,7 @@ pub(crate) fn register() {
     // SAFETY: the handlers are `extern "C"` functions of this library,
     // which is never unloaded (a preloaded object).
     unsafe {
-        libc::pthread_atfork(Some(before_fork), None, Some(in_child));
+        libc::pthread_atfork(Some(before_fork), Some(in_parent), Some(in_child));
         libc::atexit(at_exit);
     }
 }

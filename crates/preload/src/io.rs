@@ -130,6 +130,7 @@ unsafe fn buffer_mut<'a>(v: &iovec) -> io::Result<&'a mut [u8]> {
 /// # Safety
 /// As [`read_at`].
 pub(crate) unsafe fn read_iov(
+    fd: c_int,
     d: &Desc,
     iov: &[iovec],
     at: Option<u64>,
@@ -138,13 +139,11 @@ pub(crate) unsafe fn read_iov(
     match at {
         // SAFETY: the caller's promise.
         Some(offset) => unsafe { read_at(d, iov, offset, flags) },
-        None => {
-            let mut pos = d.pos.lock();
+        None => d.at_position(fd, |pos| {
             // SAFETY: the caller's promise.
-            let n = unsafe { read_at(d, iov, *pos, flags) }?;
-            *pos += n as u64;
-            Ok(n)
-        }
+            let n = unsafe { read_at(d, iov, pos, flags) }?;
+            Ok((n, pos + n as u64))
+        }),
     }
 }
 
@@ -211,6 +210,7 @@ pub(crate) struct WriteHow {
 /// # Safety
 /// As [`write_at`].
 pub(crate) unsafe fn write_iov(
+    fd: c_int,
     d: &Desc,
     iov: &[iovec],
     at: Option<u64>,
@@ -226,22 +226,21 @@ pub(crate) unsafe fn write_iov(
     };
     let n = match at {
         Some(offset) => {
-            let offset = if how.append { d.file.len() } else { offset };
+            let offset = if how.append { d.file.len()? } else { offset };
             // SAFETY: the caller's promise.
             unsafe { write_at(d, iov, offset, flags) }?
         }
-        None => {
-            let mut pos = d.pos.lock();
-            let offset = if how.append { d.file.len() } else { *pos };
+        None => d.at_position(fd, |pos| {
+            let offset = if how.append { d.file.len()? } else { pos };
             // SAFETY: the caller's promise.
             let n = unsafe { write_at(d, iov, offset, flags) }?;
-            *pos = if d.append || how.append {
-                d.file.len()
+            let pos = if d.append || how.append {
+                d.file.len()?
             } else {
                 offset + n as u64
             };
-            n
-        }
+            Ok((n, pos))
+        })?,
     };
     if how.sync || d.sync_writes {
         d.file.sync_data()?;
@@ -270,6 +269,7 @@ fn one(buf: *const c_void, len: usize) -> iovec {
 /// `iov` holds `cnt` buffers, each valid for writes of its length and not
 /// otherwise accessed during the call.
 unsafe fn serve_read(
+    fd: c_int,
     d: &Desc,
     iov: *const iovec,
     cnt: c_int,
@@ -279,7 +279,7 @@ unsafe fn serve_read(
     let flags = read_flags(flags)?;
     let at = at.map(unsigned).transpose()?;
     // SAFETY: the caller's promise.
-    count(unsafe { iovecs(iov, cnt).and_then(|v| read_iov(d, v, at, flags)) })
+    count(unsafe { iovecs(iov, cnt).and_then(|v| read_iov(fd, d, v, at, flags)) })
 }
 
 /// The body of every write: the buffers, at `at` (`None`: the position),
@@ -289,6 +289,7 @@ unsafe fn serve_read(
 /// `iov` holds `cnt` buffers, each valid for reads of its length and not
 /// written during the call.
 unsafe fn serve_write(
+    fd: c_int,
     d: &Desc,
     iov: *const iovec,
     cnt: c_int,
@@ -298,7 +299,7 @@ unsafe fn serve_write(
     let how = write_how(flags)?;
     let at = at.map(unsigned).transpose()?;
     // SAFETY: the caller's promise.
-    count(unsafe { iovecs(iov, cnt).and_then(|v| write_iov(d, v, at, how)) })
+    count(unsafe { iovecs(iov, cnt).and_then(|v| write_iov(fd, d, v, at, how)) })
 }
 
 /// An offset of `preadv2`/`pwritev2`: -1 is the position.
@@ -340,21 +341,21 @@ fn write_how(flags: c_int) -> io::Result<WriteHow> {
 
 /// `lseek` on a served description, with `SEEK_DATA` and `SEEK_HOLE` as on
 /// a filesystem without holes (data up to the end, a hole there).
-fn seek(d: &Desc, offset: off_t, whence: c_int) -> io::Result<off_t> {
-    let mut pos = d.pos.lock();
-    let len = i64::try_from(d.file.len()).map_err(|_| err(libc::EOVERFLOW))?;
-    let new = match whence {
-        libc::SEEK_SET => Some(offset),
-        libc::SEEK_CUR => (*pos as i64).checked_add(offset),
-        libc::SEEK_END => len.checked_add(offset),
-        libc::SEEK_DATA | libc::SEEK_HOLE if offset >= len => return Err(err(libc::ENXIO)),
-        libc::SEEK_DATA => Some(offset),
-        libc::SEEK_HOLE => Some(len),
-        _ => return Err(err(libc::EINVAL)),
-    };
-    let new = new.filter(|&n| n >= 0).ok_or_else(|| err(libc::EINVAL))?;
-    *pos = new as u64;
-    Ok(new)
+fn seek(fd: c_int, d: &Desc, offset: off_t, whence: c_int) -> io::Result<off_t> {
+    d.at_position(fd, |pos| {
+        let len = i64::try_from(d.file.len()?).map_err(|_| err(libc::EOVERFLOW))?;
+        let new = match whence {
+            libc::SEEK_SET => Some(offset),
+            libc::SEEK_CUR => (pos as i64).checked_add(offset),
+            libc::SEEK_END => len.checked_add(offset),
+            libc::SEEK_DATA | libc::SEEK_HOLE if offset >= len => return Err(err(libc::ENXIO)),
+            libc::SEEK_DATA => Some(offset),
+            libc::SEEK_HOLE => Some(len),
+            _ => return Err(err(libc::EINVAL)),
+        };
+        let new = new.filter(|&n| n >= 0).ok_or_else(|| err(libc::EINVAL))?;
+        Ok((new, new as u64))
+    })
 }
 
 /// Allocates `len` bytes at `offset` of a served file (`File::allocate`:
@@ -384,7 +385,7 @@ fn allocate(
             // check and the growth would be cut back: filesystems without
             // `fallocate` only.)
             let end = offset.checked_add(len).ok_or_else(|| err(libc::EFBIG))?;
-            if !keep_size && end > d.file.len() {
+            if !keep_size && end > d.file.len()? {
                 d.file.set_len(end)?;
             }
             Ok(())
@@ -443,42 +444,42 @@ crate::fd_calls! {
     /// # Safety
     /// As `read(2)`: `buf` is valid for writes of `count` bytes.
     fn read(fd: c_int, buf: *mut c_void, count: usize) -> isize =
-        |d| serve_read(d, &one(buf, count), 1, None, 0);
+        |d| serve_read(fd, d, &one(buf, count), 1, None, 0);
 
     /// `pread(2)`.
     ///
     /// # Safety
     /// As `pread(2)`: `buf` is valid for writes of `count` bytes.
     fn pread(fd: c_int, buf: *mut c_void, count: usize, offset: off_t) -> isize =
-        |d| serve_read(d, &one(buf, count), 1, Some(offset), 0);
+        |d| serve_read(fd, d, &one(buf, count), 1, Some(offset), 0);
 
     /// `readv(2)`.
     ///
     /// # Safety
     /// As `readv(2)`: `iov` holds `cnt` buffers, each valid for writes.
     fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> isize =
-        |d| serve_read(d, iov, cnt, None, 0);
+        |d| serve_read(fd, d, iov, cnt, None, 0);
 
     /// `preadv(2)`.
     ///
     /// # Safety
     /// As `preadv(2)`: `iov` holds `cnt` buffers, each valid for writes.
     fn preadv(fd: c_int, iov: *const iovec, cnt: c_int, offset: off_t) -> isize =
-        |d| serve_read(d, iov, cnt, Some(offset), 0);
+        |d| serve_read(fd, d, iov, cnt, Some(offset), 0);
 
     /// `preadv2(2)`: an offset of -1 reads at the position.
     ///
     /// # Safety
     /// As `preadv2(2)`: `iov` holds `cnt` buffers, each valid for writes.
     fn preadv2(fd: c_int, iov: *const iovec, cnt: c_int, offset: off_t, flags: c_int) -> isize =
-        |d| serve_read(d, iov, cnt, at_or_position(offset), flags);
+        |d| serve_read(fd, d, iov, cnt, at_or_position(offset), flags);
 
     /// `write(2)`.
     ///
     /// # Safety
     /// As `write(2)`: `buf` is valid for reads of `count` bytes.
     fn write(fd: c_int, buf: *const c_void, count: usize) -> isize =
-        |d| serve_write(d, &one(buf, count), 1, None, 0);
+        |d| serve_write(fd, d, &one(buf, count), 1, None, 0);
 
     /// `pwrite(2)`. On an `O_APPEND` fd the data goes to the end of the
     /// file, as Linux's does.
@@ -486,34 +487,34 @@ crate::fd_calls! {
     /// # Safety
     /// As `pwrite(2)`: `buf` is valid for reads of `count` bytes.
     fn pwrite(fd: c_int, buf: *const c_void, count: usize, offset: off_t) -> isize =
-        |d| serve_write(d, &one(buf, count), 1, Some(offset), 0);
+        |d| serve_write(fd, d, &one(buf, count), 1, Some(offset), 0);
 
     /// `writev(2)`.
     ///
     /// # Safety
     /// As `writev(2)`: `iov` holds `cnt` buffers, each valid for reads.
     fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> isize =
-        |d| serve_write(d, iov, cnt, None, 0);
+        |d| serve_write(fd, d, iov, cnt, None, 0);
 
     /// `pwritev(2)`.
     ///
     /// # Safety
     /// As `pwritev(2)`: `iov` holds `cnt` buffers, each valid for reads.
     fn pwritev(fd: c_int, iov: *const iovec, cnt: c_int, offset: off_t) -> isize =
-        |d| serve_write(d, iov, cnt, Some(offset), 0);
+        |d| serve_write(fd, d, iov, cnt, Some(offset), 0);
 
     /// `pwritev2(2)`: an offset of -1 writes at the position.
     ///
     /// # Safety
     /// As `pwritev2(2)`: `iov` holds `cnt` buffers, each valid for reads.
     fn pwritev2(fd: c_int, iov: *const iovec, cnt: c_int, offset: off_t, flags: c_int) -> isize =
-        |d| serve_write(d, iov, cnt, at_or_position(offset), flags);
+        |d| serve_write(fd, d, iov, cnt, at_or_position(offset), flags);
 
     /// `lseek(2)` (see `seek`).
     ///
     /// # Safety
     /// None beyond `lseek(2)`'s (integers only).
-    fn lseek(fd: c_int, offset: off_t, whence: c_int) -> off_t = |d| seek(d, offset, whence);
+    fn lseek(fd: c_int, offset: off_t, whence: c_int) -> off_t = |d| seek(fd, d, offset, whence);
 
     /// `ftruncate(2)`.
     ///

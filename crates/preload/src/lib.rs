@@ -86,12 +86,13 @@ mod handoff;
 mod io;
 mod metrics;
 mod real;
+mod served;
 mod stat;
 mod state;
 mod warm;
 
 pub use guard::{ENV_GUARD, ENV_GUARDIAN};
-pub use state::{ENV_CAPACITY, ENV_DIRS, ENV_STATS};
+pub use state::{ENV_CAPACITY, ENV_DIRS, ENV_SHARED, ENV_STATS};
 pub use warm::{ENV_STATE, ENV_STATE_WAIT};
 
 /// Defines `$alias` as a call of `$name` with the same arguments: the

@@ -52,7 +52,7 @@ unsafe fn corrected<S: Sized64>(r: c_int, fd: Option<c_int>, buf: *mut S) -> c_i
     // SAFETY: the caller's promise.
     let st = unsafe { &mut *buf };
     let size = match fd.and_then(lookup) {
-        Some(d) => Some(inside(0, || Ok(d.file.len()))),
+        Some(d) => Some(inside(0, || d.file.len())),
         None => cached_size(st.key()),
     };
     if let Some(size) = size {

@@ -20,10 +20,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use fc::{Cache, File};
+use fc::{Cache, SharedCache, SharedFile};
 use parking_lot::{Mutex, RwLock};
 
 use crate::real::write_stderr;
+use crate::served::Served;
 
 /// The environment variable naming the directories whose files the cache
 /// serves, `:`-separated.
@@ -34,6 +35,11 @@ pub const ENV_STATS: &str = "FOLIOCACHE_PRELOAD_STATS";
 /// The environment variable giving the cache's capacity in bytes (a `k`,
 /// `m` or `g` suffix multiplies by 2^10, 2^20, 2^30).
 pub const ENV_CAPACITY: &str = "FOLIOCACHE_PRELOAD_CAPACITY";
+/// The environment variable naming the memory file of the cache the
+/// process group shares (`foliocache run --shared` sets it to its own
+/// `/proc/<pid>/fd/<n>`): every process of the group attaches to it, and
+/// a forked child keeps serving (docs/preload.md, "Processes").
+pub const ENV_SHARED: &str = "FOLIOCACHE_PRELOAD_SHARED";
 
 thread_local! {
     /// Set while this thread runs the library's own code: every
@@ -145,6 +151,8 @@ struct Config {
     dirs: Vec<PathBuf>,
     /// The cache's capacity (0: the library's default).
     capacity: usize,
+    /// The shared cache's memory file ([`ENV_SHARED`]).
+    shared: Option<PathBuf>,
 }
 
 /// The cache's capacity from [`ENV_CAPACITY`]'s text, parsed as every front
@@ -177,7 +185,14 @@ impl Config {
                 0
             }),
         };
-        Config { dirs, capacity }
+        let shared = std::env::var_os(ENV_SHARED)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from);
+        Config {
+            dirs,
+            capacity,
+            shared,
+        }
     }
 }
 
@@ -240,16 +255,76 @@ fn built_cache() -> Option<&'static Cache> {
     CACHE.get().and_then(Option::as_ref)
 }
 
+/// The group's shared cache, attached on first use; `None` if it could
+/// not be (said once on stderr: every file then passes through, never a
+/// private cache, which would not see the group's writes).
+static SHARED: OnceLock<Option<SharedCache>> = OnceLock::new();
+
+/// Whether the process is one of a group sharing a cache ([`ENV_SHARED`]).
+pub(crate) fn in_group() -> bool {
+    config().shared.is_some()
+}
+
+/// The group's shared cache, attached now if it was not yet.
+fn shared_cache() -> Option<&'static SharedCache> {
+    SHARED
+        .get_or_init(|| {
+            let path = config().shared.as_ref()?;
+            let attach = || -> io::Result<SharedCache> {
+                let file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(path)?;
+                SharedCache::attach(file.into())
+            };
+            attach()
+                .map_err(|e| {
+                    warn(&format!(
+                        "{ENV_SHARED}: attaching {}: {e}; files pass through",
+                        path.display()
+                    ))
+                })
+                .ok()
+        })
+        .as_ref()
+}
+
+/// Opens the file of `fd` in the group's shared cache: a descriptor of
+/// the cache's own (`O_DIRECT` where the filesystem takes it; read and
+/// write where this process may, so that it can write back what others
+/// of the group wrote).
+fn open_shared(cache: &SharedCache, fd: c_int, writable: bool) -> io::Result<SharedFile> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = proc_path(fd);
+    let mut last = None;
+    for (write, direct) in [(true, true), (writable, false), (false, true), (false, false)] {
+        let mut o = std::fs::OpenOptions::new();
+        o.read(true).write(write);
+        if direct {
+            o.custom_flags(libc::O_DIRECT);
+        }
+        match o.open(&path) {
+            Ok(f) => return cache.open(f),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| err(libc::EACCES)))
+}
+
 /// An intercepted open file description.
 pub(crate) struct Desc {
     /// The file in the cache (dropped by `Desc`'s drop, inside the
     /// library: the last handle writes back).
-    pub(crate) file: ManuallyDrop<File>,
+    pub(crate) file: ManuallyDrop<Served>,
     /// Device and inode.
     pub(crate) key: (u64, u64),
     /// The file position, locked for the whole of a read or write that
-    /// uses it (the kernel's `f_pos_lock`).
+    /// uses it (the kernel's `f_pos_lock`, within this process).
     pub(crate) pos: Mutex<u64>,
+    /// Set once the description is shared with another process of the
+    /// group (a `fork` in shared mode): the position is then the
+    /// kernel's, read and set on the fd of each call ([`Desc::at_position`]).
+    pub(crate) kernel_pos: AtomicBool,
     /// Opened for reading (`O_RDONLY` or `O_RDWR`).
     pub(crate) readable: bool,
     /// Opened for writing (`O_WRONLY` or `O_RDWR`).
@@ -267,14 +342,42 @@ impl Drop for Desc {
         let was = INSIDE.with(|i| i.replace(true));
         // SAFETY: taken once, here; `file` is not used afterwards.
         let file = unsafe { ManuallyDrop::take(&mut self.file) };
-        match built_cache() {
-            Some(cache) => {
+        match (built_cache(), file) {
+            (Some(cache), Served::Local(file)) => {
                 crate::warm::closing(cache, &file);
                 cache.close_keeping(file);
             }
-            None => drop(file),
+            (_, file) => drop(file),
         }
         INSIDE.with(|i| i.set(was));
+    }
+}
+
+impl Desc {
+    /// Runs `f` at the description's position, which it moves to where
+    /// `f` says (its result's second part), with the position locked
+    /// meanwhile. `fd` is the call's fd: once the description is shared
+    /// with other processes ([`Desc::kernel_pos`]) the position is the
+    /// kernel's, read from and set on it.
+    pub(crate) fn at_position<T>(
+        &self,
+        fd: c_int,
+        f: impl FnOnce(u64) -> io::Result<(T, u64)>,
+    ) -> io::Result<T> {
+        let mut pos = self.pos.lock();
+        if !self.kernel_pos.load(Ordering::Relaxed) {
+            let (r, new) = f(*pos)?;
+            *pos = new;
+            return Ok(r);
+        }
+        // SAFETY: the call's fd, open on this description, borrowed for
+        // the calls below.
+        let kfd = unsafe { BorrowedFd::borrow_raw(fd) };
+        let now = rustix::fs::seek(kfd, rustix::fs::SeekFrom::Current(0))?;
+        let (r, new) = f(now)?;
+        rustix::fs::seek(kfd, rustix::fs::SeekFrom::Start(new))?;
+        *pos = new;
+        Ok(r)
     }
 }
 
@@ -288,6 +391,21 @@ pub(crate) fn report() {
         return;
     }
     inside((), || {
+        if let Some(sc) = SHARED.get().and_then(Option::as_ref) {
+            let s = sc.stats();
+            warn(&format!(
+                "pid {}: {} opens served; {} hits, {} misses (pages) from the group's shared \
+                 cache ({} processes, {} pages cached, {} dirty)",
+                std::process::id(),
+                OPENS.load(Ordering::Relaxed),
+                s.hits,
+                s.misses,
+                s.processes,
+                s.cached,
+                s.dirty
+            ));
+            return Ok(());
+        }
         let s = built_cache().map(Cache::stats).unwrap_or_default();
         warn(&format!(
             "pid {}: {} opens served; {} hits, {} misses; {} reads ({} bytes) and {} writes \
@@ -625,7 +743,7 @@ fn file_name(key: (u64, u64)) -> String {
 /// filesystem: `ENOSPC`, `EIO`) fails this `close`, as the kernel's
 /// `write` would have, and is said on stderr.
 fn write_back_closed(fd: c_int, d: &Desc) -> io::Result<()> {
-    d.file.mapping().writeback(0, u64::MAX).inspect_err(|e| {
+    d.file.write_back().inspect_err(|e| {
         warn(&format!(
             "close of fd {fd}: writing back {}: {e}; the close fails, the data not written \
              stays cached and is retried while the process runs",
@@ -833,23 +951,39 @@ pub(crate) fn adopt(fd: c_int, flags: c_int) {
         if handed_on_open(key) {
             return Ok(());
         }
-        let Some(cache) = cache() else {
-            return Ok(());
-        };
         let (readable, writable) = match flags & libc::O_ACCMODE {
             libc::O_RDONLY => (true, false),
             libc::O_WRONLY => (false, true),
             _ => (true, true),
         };
         let append = flags & libc::O_APPEND != 0;
-        let mut options = cache.open_options();
-        options
-            .read(true)
-            .write(writable)
-            .append(append && writable);
-        // The kernel's open did the rest (creating, truncating): the
-        // cache opens the very file the fd holds.
-        let file = match options.open(proc_path(fd)) {
+        let opened = if in_group() {
+            let Some(sc) = shared_cache() else {
+                return Ok(());
+            };
+            open_shared(sc, fd, writable).map(|file| Served::Shared {
+                file,
+                append: append && writable,
+            })
+        } else {
+            let Some(cache) = cache() else {
+                return Ok(());
+            };
+            let mut options = cache.open_options();
+            options
+                .read(true)
+                .write(writable)
+                .append(append && writable);
+            // The kernel's open did the rest (creating, truncating): the
+            // cache opens the very file the fd holds.
+            options.open(proc_path(fd)).map(|file| {
+                if !writable {
+                    crate::warm::opened(cache, &file);
+                }
+                Served::Local(file)
+            })
+        };
+        let file = match opened {
             Ok(f) => f,
             Err(e) => {
                 warn(&format!("fd {fd}: {e}; passed through"));
@@ -860,14 +994,12 @@ pub(crate) fn adopt(fd: c_int, flags: c_int) {
             // The open cut the file: the cache follows, if it held it.
             file.set_len(0)?;
         }
-        if !writable {
-            crate::warm::opened(cache, &file);
-        }
         key_bucket(key).fetch_add(1, Ordering::AcqRel);
         let desc = Desc {
             file: ManuallyDrop::new(file),
             key,
             pos: Mutex::new(0),
+            kernel_pos: AtomicBool::new(false),
             readable,
             writable,
             append,
@@ -882,11 +1014,19 @@ pub(crate) fn adopt(fd: c_int, flags: c_int) {
 /// Sets the kernel's position of `fd` to the description's, so the fd
 /// reads on where the program left it once the kernel serves it.
 fn sync_position(fd: c_int, desc: &Desc) {
-    let pos = *desc.pos.lock();
+    if desc.kernel_pos.load(Ordering::Relaxed) {
+        // The kernel's already, moved by every process sharing it.
+        return;
+    }
+    set_kernel_position(fd, *desc.pos.lock());
+}
+
+/// Sets the kernel's position of `fd`, an open served fd, to `pos`.
+fn set_kernel_position(fd: c_int, pos: u64) {
     // SAFETY: `fd` is the description's open fd, borrowed for the call.
     let fd = unsafe { BorrowedFd::borrow_raw(fd) };
     if let Err(e) = rustix::fs::seek(fd, rustix::fs::SeekFrom::Start(pos)) {
-        warn(&format!("setting the position of a handed fd: {e}"));
+        warn(&format!("setting the kernel's position of a served fd: {e}"));
     }
 }
 
@@ -902,7 +1042,7 @@ pub(crate) fn hand_to_kernel(key: (u64, u64)) {
         for (fd, desc) in &taken {
             if !synced {
                 synced = true;
-                if let Err(e) = desc.file.sync_data() {
+                if let Err(e) = desc.file.hand_over() {
                     warn(&format!("writing back a file handed to the kernel: {e}"));
                 }
             }
@@ -929,18 +1069,45 @@ pub(crate) fn write_back_all() {
                 warn(&format!("writing back: {e}"));
             }
         }
+        // The group's files this process has open (the whole file,
+        // whoever wrote it): what a program outside the group sees.
+        for (_, d) in descs.iter().filter(|(_, d)| d.file.local().is_none()) {
+            if let Err(e) = d.file.sync_data() {
+                warn(&format!("writing back {}: {e}", file_name(d.key)));
+            }
+        }
         Ok(())
     });
 }
 
-/// Before `fork`: a child could write through any fd it inherits, so
-/// every file with a description open for writing is handed to the
-/// kernel for good (the parent's fds of it are plain from then on, and a
-/// write or close by the child is one on the shared open file
-/// description, as without the library); the rest is written back with
-/// the positions set ([`write_back_all`]).
+/// Before `fork`. In a group sharing a cache ([`in_group`]) the child
+/// keeps serving: every description becomes one whose position is the
+/// kernel's ([`Desc::at_position`]), set to the program's now, and the
+/// table's locks are taken until the fork is done ([`fork_locks`]), so
+/// that the child finds none held by a thread that did not follow it.
+///
+/// Otherwise the child passes through: a child could write through any
+/// fd it inherits, so every file with a description open for writing is
+/// handed to the kernel for good (the parent's fds of it are plain from
+/// then on, and a write or close by the child is one on the shared open
+/// file description, as without the library); the rest is written back
+/// with the positions set ([`write_back_all`]).
 pub(crate) fn prepare_fork() {
     if passing_through() {
+        return;
+    }
+    if in_group() {
+        inside((), || {
+            for (fd, d) in &TABLE.descs() {
+                let pos = d.pos.lock();
+                if !d.kernel_pos.load(Ordering::Relaxed) {
+                    set_kernel_position(*fd, *pos);
+                    d.kernel_pos.store(true, Ordering::Relaxed);
+                }
+            }
+            Ok(())
+        });
+        fork_locks(true);
         return;
     }
     let writable = inside(Vec::new(), || {
@@ -957,6 +1124,65 @@ pub(crate) fn prepare_fork() {
     write_back_all();
 }
 
+/// The descriptions whose position locks [`fork_locks`] holds.
+static FORKING: Mutex<Vec<Arc<Desc>>> = Mutex::new(Vec::new());
+/// Set while [`fork_locks`] holds the locks (in the child too, a copy).
+static FORK_LOCKED: AtomicBool = AtomicBool::new(false);
+
+/// Takes (`true`, before a fork in a group) or lets go of (after it, in
+/// the parent and in the child) the table's locks: its shards, the
+/// positions of its descriptions, and the hand-over records, in one order.
+/// Inside the library meanwhile (the child's first calls wait for
+/// nothing).
+fn fork_locks(take: bool) {
+    if take {
+        let was = INSIDE.with(|i| i.replace(true));
+        let mut forking = FORKING.lock();
+        for shard in &TABLE.shards {
+            std::mem::forget(shard.write());
+        }
+        for shard in &TABLE.shards {
+            // SAFETY: held (write) by this thread just above.
+            let map = unsafe { &*shard.data_ptr() };
+            for d in map.values() {
+                std::mem::forget(d.pos.lock());
+                forking.push(d.clone());
+            }
+        }
+        std::mem::forget(HANDED.lock());
+        std::mem::forget(STREAM_FDS.lock());
+        std::mem::forget(forking);
+        FORK_LOCKED.store(true, Ordering::Relaxed);
+        INSIDE.with(|i| i.set(was));
+        return;
+    }
+    // SAFETY: each lock below was taken by this thread (the one that
+    // forked, the only one in a child) in the `take` call before the
+    // fork, its guard forgotten; each is let go once.
+    unsafe {
+        STREAM_FDS.force_unlock();
+        HANDED.force_unlock();
+        let forking = &mut *FORKING.data_ptr();
+        for d in forking.drain(..) {
+            d.pos.force_unlock();
+        }
+        for shard in &TABLE.shards {
+            shard.force_unlock_write();
+        }
+        FORKING.force_unlock();
+    }
+}
+
+/// After a fork, in the parent and in the child: the locks
+/// [`prepare_fork`] took are let go. Returns whether the process keeps
+/// serving (in a group), else the child is to pass through.
+pub(crate) fn after_fork() -> bool {
+    if FORK_LOCKED.swap(false, Ordering::Relaxed) {
+        fork_locks(false);
+    }
+    !PASSTHROUGH.load(Ordering::Relaxed) && in_group()
+}
+
 /// Hands every file to the kernel and turns the library off: at exit and
 /// before an `exec`. Each fd's kernel position is set to the program's,
 /// then the descriptions go, and the last handle of each file writes it
@@ -970,7 +1196,15 @@ pub(crate) fn hand_all_to_kernel() {
         for (fd, d) in &taken {
             sync_position(*fd, d);
         }
-        crate::warm::save_at_exit(built_cache(), taken.iter().map(|(_, d)| &*d.file));
+        crate::warm::save_at_exit(built_cache(), taken.iter().filter_map(|(_, d)| d.file.local()));
+        // The group's files this process wrote: written back as a close
+        // does (what a program outside the group reads next); what the
+        // process leaves when killed, the group's launcher writes back.
+        for (fd, d) in taken.iter().filter(|(_, d)| d.writable && d.file.local().is_none()) {
+            if let Err(e) = d.file.write_back() {
+                warn(&format!("fd {fd}: writing back {}: {e}", file_name(d.key)));
+            }
+        }
         drop(taken);
         report_unwritten();
         Ok(())
@@ -1007,7 +1241,7 @@ pub(crate) fn cached_size(key: (u64, u64)) -> Option<u64> {
         .shards
         .iter()
         .find_map(|s| holding(|| s.read().values().find(|d| d.key == key).cloned()))?;
-    Some(inside(0, || Ok(desc.file.len())))
+    Some(inside(0, || desc.file.len()))
 }
 
 /// The path of a file the cache serves, and the file's key; `None` for
@@ -1054,9 +1288,16 @@ pub(crate) unsafe fn truncate_served(
 ) -> Option<c_int> {
     // SAFETY: the caller's promise.
     let (path, _) = unsafe { served_path(path) }?;
-    let cache = built_cache()?;
     Some(inside(-1, || {
         let len = u64::try_from(length).map_err(|_| err(libc::EINVAL))?;
+        if let Some(sc) = SHARED.get().and_then(Option::as_ref) {
+            let file = std::fs::OpenOptions::new().write(true).open(path)?;
+            sc.open(file)?.set_len(len)?;
+            return Ok(0);
+        }
+        let Some(cache) = built_cache() else {
+            return Err(err(libc::EIO));
+        };
         cache
             .open_options()
             .read(true)

@@ -276,6 +276,7 @@ impl Ways<'_> {
                 },
                 metrics: None,
                 no_guardian: false,
+                shared: false,
                 command: args,
             })?;
             cmd.env(PRELOAD_STATS, "1");

@@ -406,7 +406,7 @@ impl Mapping {
             .writeback_pages
             .fetch_add(all, Ordering::Relaxed);
         self.wb.sub_dirty(pages);
-        cache.stats.dirty_pages.fetch_sub(pages, Ordering::Relaxed);
+        cache.stats.dirty_pages.fetch_sub(pages, Ordering::Release);
         out
     }
 
@@ -428,10 +428,12 @@ impl Mapping {
         for f in run {
             f.test_and_clear(FolioFlags::WRITEBACK);
         }
+        // Dirty again (above) before no longer under writeback: see
+        // `Cache::stats`.
         self.inner()
             .stats
             .writeback_pages
-            .fetch_sub(all, Ordering::Relaxed);
+            .fetch_sub(all, Ordering::Release);
     }
 
     /// Writes the dirty page runs of a locked run of folios covering

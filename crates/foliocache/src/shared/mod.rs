@@ -158,7 +158,8 @@ impl SharedCache {
             key: AtomicU64::new(0),
             ra: AtomicU64::new(0),
         };
-        f.resolve(meta.len())?;
+        f.resolve(&meta)?;
+        f.follow_kernel(&meta)?;
         Ok(f)
     }
 
@@ -276,6 +277,30 @@ pub struct SharedFile {
     ra: AtomicU64,
 }
 
+/// The file's change time (nanoseconds) and size, as the kernel has them.
+fn kernel_view(meta: &std::fs::Metadata) -> (u64, u64) {
+    let ns = (meta.ctime() as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(meta.ctime_nsec() as u64);
+    (ns, meta.len())
+}
+
+/// What the group last saw of the slot's file in the kernel.
+fn seen(slot: &Slot) -> (u64, u64) {
+    (
+        slot.seen_ctime.load(Ordering::Acquire),
+        slot.seen_size.load(Ordering::Acquire),
+    )
+}
+
+/// Records the kernel's view of the slot's file (the inode lock held, or
+/// the slot new).
+fn saw(slot: &Slot, meta: &std::fs::Metadata) {
+    let (ctime, size) = kernel_view(meta);
+    slot.seen_ctime.store(ctime, Ordering::Release);
+    slot.seen_size.store(size, Ordering::Release);
+}
+
 /// The largest readahead window, in pages (256 KiB).
 const RA_MAX: u64 = 64;
 
@@ -317,7 +342,7 @@ impl SharedFile {
     }
 
     /// Finds (or gives) this file its slot, under the index lock.
-    fn resolve(&self, size: u64) -> io::Result<()> {
+    fn resolve(&self, meta: &std::fs::Metadata) -> io::Result<()> {
         let seg = self.seg();
         let me = self.me()?;
         let _index = index::index_lock(seg, me)?;
@@ -354,7 +379,8 @@ impl SharedFile {
         point();
         slot.dev.store(self.dev, Ordering::Relaxed);
         slot.ino.store(self.ino, Ordering::Relaxed);
-        slot.size.store(size, Ordering::Relaxed);
+        slot.size.store(meta.len(), Ordering::Relaxed);
+        saw(slot, meta);
         let len = self.path.len().min(SLOT_PATH);
         let dst = seg
             .slot_path(i)
@@ -368,6 +394,30 @@ impl SharedFile {
             u64::from(i) << 32 | u64::from(generation),
             Ordering::Release,
         );
+        Ok(())
+    }
+
+    /// Follows a change made to the file behind the group (by a process
+    /// outside it, or one of its own through the kernel: a stdio stream,
+    /// a mapping), seen at an open as a change time or size other than
+    /// the group last saw: when the group holds nothing unsaved of the
+    /// file, its pages go and its size is the file's; else the group's
+    /// unsaved data stays, to be written over the change.
+    fn follow_kernel(&self, meta: &std::fs::Metadata) -> io::Result<()> {
+        let (slot, ..) = self.current()?;
+        if seen(slot) == kernel_view(meta) {
+            return Ok(());
+        }
+        let (_inode, slot, i, generation) = self.inode_lock()?;
+        let meta = self.file.metadata()?;
+        if seen(slot) == kernel_view(&meta) {
+            return Ok(());
+        }
+        if index::pages_of(self.seg(), i, generation, true).is_empty() {
+            self.cut_cache(i, generation, 0)?;
+            slot.size.store(meta.len(), Ordering::Release);
+        }
+        saw(slot, &meta);
         Ok(())
     }
 
@@ -421,8 +471,7 @@ impl SharedFile {
                     return Ok((slot, i, generation));
                 }
             }
-            let size = self.file.metadata()?.len();
-            self.resolve(size)?;
+            self.resolve(&self.file.metadata()?)?;
         }
         Err(io::Error::other(
             "shared cache: the file's slot keeps moving",
@@ -755,6 +804,65 @@ impl SharedFile {
             return Ok(0);
         }
         let (_inode, slot, i, generation) = self.inode_lock()?;
+        self.write_locked(slot, i, generation, buf, offset, end)
+    }
+
+    /// Writes `buf` at the end of the file, atomically for every process
+    /// (`O_APPEND`: the size read and moved in one hold of the inode
+    /// lock). Returns the offset written at.
+    pub fn append(&self, buf: &[u8]) -> io::Result<u64> {
+        let (_inode, slot, i, generation) = self.inode_lock()?;
+        let offset = slot.size.load(Ordering::Acquire);
+        let end = offset
+            .checked_add(buf.len() as u64)
+            .filter(|&e| e <= MAX_OFFSET)
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "shared cache: append past the largest offset",
+                )
+            })?;
+        if !buf.is_empty() {
+            self.write_locked(slot, i, generation, buf, offset, end)?;
+        }
+        Ok(offset)
+    }
+
+    /// Changes the file itself with `change` (a hole punched, a range
+    /// allocated, collapsed or inserted: what moves or drops data behind
+    /// the cache), in one hold of the inode lock: the file's dirty pages
+    /// are written back and its pages dropped from the cache first, and
+    /// the size is the file's afterwards (`filemap_write_and_wait_range`
+    /// then `truncate_pagecache_range`, as the kernel's `fallocate` does).
+    /// A writeback that fails leaves the file unchanged.
+    pub fn change_file<T>(&self, change: impl FnOnce(&File) -> io::Result<T>) -> io::Result<T> {
+        let (_inode, slot, i, generation) = self.inode_lock()?;
+        self.write_back_locked(slot, i, generation)?;
+        if !index::pages_of(self.seg(), i, generation, true).is_empty() {
+            return Err(io::Error::other(
+                "shared cache: dirty pages left after a writeback",
+            ));
+        }
+        self.cut_cache(i, generation, 0)?;
+        // Sized from the file whatever `change` did, even on its error.
+        let r = change(&self.file);
+        let meta = self.file.metadata()?;
+        slot.size.store(meta.len(), Ordering::Release);
+        saw(slot, &meta);
+        r
+    }
+
+    /// [`write_at`](Self::write_at)'s body, `end` the offset past `buf`,
+    /// the inode lock held.
+    fn write_locked(
+        &self,
+        slot: &Slot,
+        i: u32,
+        generation: u32,
+        buf: &[u8],
+        offset: u64,
+        end: u64,
+    ) -> io::Result<usize> {
         let seg = self.seg();
         if seg.header().dirty.load(Ordering::Relaxed) > seg.pages / 2 {
             self.write_back_locked(slot, i, generation)?;
@@ -824,6 +932,7 @@ impl SharedFile {
         self.file.set_len(len)?;
         point();
         slot.size.store(len, Ordering::Release);
+        saw(slot, &self.file.metadata()?);
         Ok(())
     }
 
@@ -881,9 +990,9 @@ impl SharedFile {
         self.file.sync_all()
     }
 
-    /// Writes back this file's dirty pages (whoever wrote them): the
-    /// pages written.
-    fn write_back(&self) -> io::Result<u64> {
+    /// Writes back this file's dirty pages (whoever wrote them), without
+    /// waiting for the device: the pages written.
+    pub fn write_back(&self) -> io::Result<u64> {
         let (_inode, slot, i, generation) = self.inode_lock()?;
         self.write_back_locked(slot, i, generation)
     }
@@ -948,6 +1057,9 @@ impl SharedFile {
         let size = slot.size.load(Ordering::Acquire);
         if past_size && self.file.metadata()?.len() > size {
             self.file.set_len(size)?;
+        }
+        if written > 0 {
+            saw(slot, &self.file.metadata()?);
         }
         Ok(written)
     }

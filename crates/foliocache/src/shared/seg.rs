@@ -32,7 +32,7 @@ pub(crate) const NAME: &str = "foliocache-shared";
 /// `FCSHARE1`, little-endian.
 const MAGIC: u64 = u64::from_le_bytes(*b"FCSHARE1");
 /// The layout's version.
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 /// The seals a segment carries: no process may resize it (or unseal it).
 const SEALS: rustix::fs::SealFlags = rustix::fs::SealFlags::SHRINK
     .union(rustix::fs::SealFlags::GROW)
@@ -120,7 +120,15 @@ pub(crate) struct Slot {
     /// The path's length.
     pub(crate) path_len: AtomicU32,
     _pad: AtomicU32,
+    /// The file as the group last saw it in the kernel (at its open, after
+    /// its writeback or size change): its change time in nanoseconds and
+    /// its size. A process opening the file finding another has changed
+    /// it behind the group drops the group's clean pages of it.
+    pub(crate) seen_ctime: AtomicU64,
+    pub(crate) seen_size: AtomicU64,
 }
+
+const _: () = assert!(std::mem::size_of::<Slot>() as u64 <= SLOT_HEAD);
 
 /// A slot no file holds.
 pub(crate) const SLOT_FREE: u32 = 0;

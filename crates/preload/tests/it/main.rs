@@ -6,6 +6,8 @@
 mod calls;
 /// What write(2) accepted outlives a writer that dies.
 mod crash;
+/// One cache for a group of processes.
+mod group;
 mod programs;
 /// The standard streams and other second paths to a served file; the
 /// exit hand-over after thread-locals are destroyed.

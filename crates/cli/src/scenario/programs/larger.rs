@@ -255,6 +255,7 @@ impl Job<'_> {
                 },
                 metrics: None,
                 no_guardian: false,
+                shared: false,
                 command: args,
             })?;
             cmd.env(PRELOAD_STATS, "1");

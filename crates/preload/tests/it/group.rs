@@ -1,0 +1,62 @@
+//! One cache for a group of processes (`foliocache run --shared`;
+//! docs/preload.md, "Processes"): forked children keep serving from the
+//! group's shared cache, see the parent's unsynced writes and share its
+//! positions; what a child wrote and never wrote back (`_exit`, SIGKILL)
+//! is read by the others from the cache and reaches the files once the
+//! group's holder writes back.
+
+use std::os::fd::AsRawFd;
+
+use crate::support::{compile, preloaded, Build};
+
+#[test]
+fn forked_children_share_the_cache_positions_and_unsaved_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile("forked", dir.path(), Build::Plain);
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let cache = fc::SharedCache::new(16 << 20).unwrap();
+    let fd = format!(
+        "/proc/{}/fd/{}",
+        std::process::id(),
+        cache.memory_file().as_raw_fd()
+    );
+    let out = preloaded(&exe, &data)
+        .arg(&data)
+        .env("FOLIOCACHE_PRELOAD_SHARED", &fd)
+        .env("FOLIOCACHE_PRELOAD_STATS", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "check failed: {stderr}");
+    assert!(stderr.contains("shared"), "{stderr}");
+    // The parent wrote `a` back at its exit; `b` and `c` (a child's,
+    // never written back) only the group's holder writes.
+    let a = std::fs::read(data.join("a")).unwrap();
+    assert_eq!(a.len(), 16384);
+    assert!(a[..12288].iter().all(|&b| b == b'P') && a[12288..].iter().all(|&b| b == b'C'));
+    assert!(cache.stats().dirty > 0, "the children's pages wait in the cache");
+    cache.write_back_all().unwrap();
+    assert_eq!(std::fs::read(data.join("b")).unwrap(), vec![b'B'; 5000]);
+    assert_eq!(std::fs::read(data.join("c")).unwrap(), vec![b'K'; 4096]);
+    assert_eq!(cache.stats().dirty, 0);
+    cache.verify().unwrap();
+}
+
+#[test]
+fn a_group_whose_cache_cannot_be_attached_passes_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = preloaded("sh", dir.path())
+        .arg("-c")
+        .arg("echo hello > f && cat f")
+        .current_dir(dir.path())
+        .env("FOLIOCACHE_PRELOAD_SHARED", dir.path().join("no-such-file"))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hello\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("FOLIOCACHE_PRELOAD_SHARED") && stderr.contains("pass through"),
+        "{stderr}"
+    );
+}
