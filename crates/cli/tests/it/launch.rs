@@ -300,3 +300,101 @@ fn run_refuses_what_mount_refuses_before_the_program_starts() {
     assert_eq!(code, Some(0), "{err}");
     assert!(marker.exists(), "the program did not run: {err}");
 }
+
+/// What the test program of [`run_shared_serves_a_process_tree_as_one_cache`]
+/// runs: a parent that writes a file (nothing synced) and forks four
+/// workers; each reads the parent's bytes through its served fd and
+/// appends a record to a shared log (`O_APPEND`); the last kills itself
+/// right after. The parent then prints the log.
+const FORKED_WORKERS: &str = r#"
+import ctypes, os, signal, sys
+d = sys.argv[1]
+served = ctypes.CDLL(None).foliocache_preload_served
+fd = os.open(f"{d}/data", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, b"x" * 100000)
+kids = []
+for i in range(4):
+    pid = os.fork()
+    if pid == 0:
+        g = os.open(f"{d}/data", os.O_RDONLY)
+        ok = os.pread(g, 200000, 0) == b"x" * 100000
+        a = os.open(f"{d}/log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.write(a, f"worker {i} read {ok} served {served(g)} {served(fd)}\n".encode())
+        if i == 3:
+            os.kill(os.getpid(), signal.SIGKILL)
+        os._exit(0)
+    kids.append(pid)
+    os.waitpid(pid, 0)
+log = os.open(f"{d}/log", os.O_RDONLY)
+sys.stdout.write(os.read(log, 10000).decode())
+"#;
+
+/// `foliocache run --shared`: one cache for the program's process tree.
+/// Forked workers keep serving from it and read the parent's unsynced
+/// bytes; their appends land one after another in one file; what the
+/// worker killed after its write left unsaved, the launcher writes back;
+/// `sort -o` and a shell's later readers see each other's output.
+#[test]
+fn run_shared_serves_a_process_tree_as_one_cache() {
+    build_library();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(BIN)
+        .args(["run", "--shared", "--capacity", "16M", "--dir"])
+        .arg(dir.path())
+        .args(["--", "python3", "-c", FORKED_WORKERS])
+        .arg(dir.path())
+        .output()
+        .expect("running foliocache run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want: String = (0..4)
+        .map(|i| format!("worker {i} read True served 1 1\n"))
+        .collect();
+    assert_eq!(text, want);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("log")).expect("log"),
+        want
+    );
+    assert_eq!(
+        std::fs::read(dir.path().join("data")).expect("data"),
+        vec![b'x'; 100_000]
+    );
+
+    let lines: Vec<String> = (0..5000).map(|i| format!("{}\n", (i * 7919) % 5000)).collect();
+    std::fs::write(dir.path().join("in"), lines.concat()).expect("in");
+    let out = Command::new(BIN)
+        .args(["run", "--shared", "--dir"])
+        .arg(dir.path())
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "cd \"$1\" && sort -n -o out in && wc -l out && head -c 8 out | od -c | head -1 \
+             && cat out | sort -rn > rev && tail -n 1 rev",
+            "sh",
+        ])
+        .arg(dir.path())
+        .output()
+        .expect("running foliocache run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want: String = (0..5000).map(|n| format!("{n}\n")).collect();
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("out")).expect("out"),
+        want
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.first(), Some(&"5000 out"), "{text}");
+    assert!(lines[1].contains("0  \\n   1  \\n   2  \\n   3  \\n"), "{text}");
+    assert_eq!(lines.last(), Some(&"0"), "{text}");
+}

@@ -145,6 +145,28 @@ fn one_process_against_a_model() {
                     model.resize(n as usize, 0);
                 }
                 5 => f.sync_data().unwrap(),
+                6 => {
+                    let data: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+                    let at = f.append(&data).unwrap();
+                    assert_eq!(at, model.len() as u64, "seed {seed} step {step}: append");
+                    model.extend_from_slice(&data);
+                }
+                7 if !model.is_empty() => {
+                    // A hole punched in the file itself, behind the cache.
+                    let off = rng.gen_range(0..model.len() as u64);
+                    let len = rng.gen_range(1..=model.len() as u64 - off);
+                    f.change_file(|file| {
+                        Ok(rustix::fs::fallocate(
+                            file,
+                            rustix::fs::FallocateFlags::PUNCH_HOLE
+                                | rustix::fs::FallocateFlags::KEEP_SIZE,
+                            off,
+                            len,
+                        )?)
+                    })
+                    .unwrap();
+                    model[off as usize..(off + len) as usize].fill(0);
+                }
                 _ => {
                     let mut buf = vec![0xee; len];
                     let n = f.read_at(&mut buf, off).unwrap();
@@ -170,6 +192,39 @@ fn one_process_against_a_model() {
         assert!(s.evictions > 0 && s.hits > 0 && s.misses > 0, "{s:?}");
         assert_eq!(s.dirty, 0);
     }
+}
+
+/// A file changed behind the group (another program, or a process of
+/// the group through the kernel) is read from the file by the next
+/// process to open it, unless the group holds unsaved data of it.
+#[test]
+fn a_file_changed_behind_the_group_is_followed_at_the_next_open() {
+    let t = TempPath::new("shared-behind");
+    let cache = SharedCache::new(16 * 4096).unwrap();
+    let f = open(&cache, &t.path, false);
+    f.write_at(&[b'a'; 10_000], 0).unwrap();
+    f.sync_data().unwrap();
+    let mut buf = vec![0; 10_000];
+    assert_eq!(f.read_at(&mut buf, 0).unwrap(), 10_000);
+    drop(f);
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::write(&t.path, [b'b'; 300]).unwrap();
+    let g = open(&cache, &t.path, true);
+    assert_eq!(g.len().unwrap(), 300);
+    let mut buf = vec![0; 1000];
+    assert_eq!(g.read_at(&mut buf, 0).unwrap(), 300);
+    assert!(buf[..300].iter().all(|&b| b == b'b'));
+    // Unsaved data of the group wins over a change behind it.
+    g.write_at(b"group", 0).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::write(&t.path, [b'c'; 50]).unwrap();
+    let h = open(&cache, &t.path, false);
+    assert_eq!(h.len().unwrap(), 300);
+    h.sync_data().unwrap();
+    let disk = std::fs::read(&t.path).unwrap();
+    assert_eq!(&disk[..5], b"group");
+    assert!(disk[5..].iter().all(|&b| b == b'b'), "{}", disk.len());
+    cache.verify().unwrap();
 }
 
 /// Forked processes on one file, each op and its model update under a
