@@ -69,8 +69,8 @@ pub fn run_guarded(mut cmd: Command, program: &Path) -> Result<()> {
 /// process as the program ended; returns only on an error before the
 /// program started.
 pub fn run_shared(mut cmd: Command, program: &Path, capacity: u64) -> Result<()> {
-    let cache = foliocache::SharedCache::new(capacity)
-        .context("making the shared cache's memory file")?;
+    let cache =
+        foliocache::SharedCache::new(capacity).context("making the shared cache's memory file")?;
     cmd.env(
         SHARED_VAR,
         format!(

@@ -21,7 +21,12 @@ pub(crate) enum Served {
 /// `fallocate(2)` on the file itself, under the shared cache's inode lock
 /// ([`SharedFile::change_file`]: written back and dropped from the cache
 /// first, sized from the file after).
-fn fallocate(f: &SharedFile, mode: rustix::fs::FallocateFlags, offset: u64, len: u64) -> io::Result<()> {
+fn fallocate(
+    f: &SharedFile,
+    mode: rustix::fs::FallocateFlags,
+    offset: u64,
+    len: u64,
+) -> io::Result<()> {
     f.change_file(|file| Ok(rustix::fs::fallocate(file.as_fd(), mode, offset, len)?))
 }
 
@@ -151,12 +156,9 @@ impl Served {
     pub(crate) fn insert_range(&self, offset: u64, len: u64) -> io::Result<()> {
         match self {
             Served::Local(f) => f.insert_range(offset, len),
-            Served::Shared { file, .. } => fallocate(
-                file,
-                rustix::fs::FallocateFlags::INSERT_RANGE,
-                offset,
-                len,
-            ),
+            Served::Shared { file, .. } => {
+                fallocate(file, rustix::fs::FallocateFlags::INSERT_RANGE, offset, len)
+            }
         }
     }
 

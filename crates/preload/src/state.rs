@@ -297,7 +297,12 @@ fn open_shared(cache: &SharedCache, fd: c_int, writable: bool) -> io::Result<Sha
     use std::os::unix::fs::OpenOptionsExt;
     let path = proc_path(fd);
     let mut last = None;
-    for (write, direct) in [(true, true), (writable, false), (false, true), (false, false)] {
+    for (write, direct) in [
+        (true, true),
+        (writable, false),
+        (false, true),
+        (false, false),
+    ] {
         let mut o = std::fs::OpenOptions::new();
         o.read(true).write(write);
         if direct {
@@ -391,34 +396,27 @@ pub(crate) fn report() {
         return;
     }
     inside((), || {
-        if let Some(sc) = SHARED.get().and_then(Option::as_ref) {
-            let s = sc.stats();
-            warn(&format!(
-                "pid {}: {} opens served; {} hits, {} misses (pages) from the group's shared \
-                 cache ({} processes, {} pages cached, {} dirty)",
-                std::process::id(),
-                OPENS.load(Ordering::Relaxed),
-                s.hits,
-                s.misses,
-                s.processes,
-                s.cached,
-                s.dirty
-            ));
-            return Ok(());
-        }
-        let s = built_cache().map(Cache::stats).unwrap_or_default();
-        warn(&format!(
-            "pid {}: {} opens served; {} hits, {} misses; {} reads ({} bytes) and {} writes \
-             ({} bytes) on the files",
-            std::process::id(),
-            OPENS.load(Ordering::Relaxed),
-            s.hits,
-            s.misses,
-            s.io_reads,
-            s.io_bytes,
-            s.io_writes,
-            s.io_write_bytes
-        ));
+        let pid = std::process::id();
+        let opens = OPENS.load(Ordering::Relaxed);
+        let figures = match SHARED.get().and_then(Option::as_ref) {
+            Some(sc) => {
+                let s = sc.stats();
+                format!(
+                    "{} hits, {} misses (pages) from the group's shared cache ({} processes, \
+                     {} pages cached, {} dirty)",
+                    s.hits, s.misses, s.processes, s.cached, s.dirty
+                )
+            }
+            None => {
+                let s = built_cache().map(Cache::stats).unwrap_or_default();
+                format!(
+                    "{} hits, {} misses; {} reads ({} bytes) and {} writes ({} bytes) on the \
+                     files",
+                    s.hits, s.misses, s.io_reads, s.io_bytes, s.io_writes, s.io_write_bytes
+                )
+            }
+        };
+        warn(&format!("pid {pid}: {opens} opens served; {figures}"));
         if let Some(line) = built_cache().and_then(crate::warm::progress_line) {
             warn(&format!("pid {}: {line}", std::process::id()));
         }
@@ -1026,7 +1024,9 @@ fn set_kernel_position(fd: c_int, pos: u64) {
     // SAFETY: `fd` is the description's open fd, borrowed for the call.
     let fd = unsafe { BorrowedFd::borrow_raw(fd) };
     if let Err(e) = rustix::fs::seek(fd, rustix::fs::SeekFrom::Start(pos)) {
-        warn(&format!("setting the kernel's position of a served fd: {e}"));
+        warn(&format!(
+            "setting the kernel's position of a served fd: {e}"
+        ));
     }
 }
 
@@ -1196,11 +1196,17 @@ pub(crate) fn hand_all_to_kernel() {
         for (fd, d) in &taken {
             sync_position(*fd, d);
         }
-        crate::warm::save_at_exit(built_cache(), taken.iter().filter_map(|(_, d)| d.file.local()));
+        crate::warm::save_at_exit(
+            built_cache(),
+            taken.iter().filter_map(|(_, d)| d.file.local()),
+        );
         // The group's files this process wrote: written back as a close
         // does (what a program outside the group reads next); what the
         // process leaves when killed, the group's launcher writes back.
-        for (fd, d) in taken.iter().filter(|(_, d)| d.writable && d.file.local().is_none()) {
+        for (fd, d) in taken
+            .iter()
+            .filter(|(_, d)| d.writable && d.file.local().is_none())
+        {
             if let Err(e) = d.file.write_back() {
                 warn(&format!("fd {fd}: writing back {}: {e}", file_name(d.key)));
             }

@@ -31,6 +31,19 @@ pub(crate) fn build_library() {
     assert!(status.success(), "cargo build of the two libraries failed");
 }
 
+/// A finished program's stdout, after checking it exited with `code`
+/// (its output in the failure's message).
+fn stdout_ending(out: &std::process::Output, code: i32) -> String {
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
 #[test]
 fn run_without_the_library_says_what_to_build() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -168,13 +181,7 @@ fn run_starts_the_program_under_the_library() {
         .arg(dir.path())
         .output()
         .expect("running foliocache run");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(7),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = stdout_ending(&out, 7);
     assert!(text.starts_with("data 16777216 "), "{text}");
     assert!(
         text.trim_end().ends_with("libfoliocache_preload.so"),
@@ -345,13 +352,7 @@ fn run_shared_serves_a_process_tree_as_one_cache() {
         .arg(dir.path())
         .output()
         .expect("running foliocache run");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = stdout_ending(&out, 0);
     let want: String = (0..4)
         .map(|i| format!("worker {i} read True served 1 1\n"))
         .collect();
@@ -365,7 +366,9 @@ fn run_shared_serves_a_process_tree_as_one_cache() {
         vec![b'x'; 100_000]
     );
 
-    let lines: Vec<String> = (0..5000).map(|i| format!("{}\n", (i * 7919) % 5000)).collect();
+    let lines: Vec<String> = (0..5000)
+        .map(|i| format!("{}\n", (i * 7919) % 5000))
+        .collect();
     std::fs::write(dir.path().join("in"), lines.concat()).expect("in");
     let out = Command::new(BIN)
         .args(["run", "--shared", "--dir"])
@@ -381,13 +384,7 @@ fn run_shared_serves_a_process_tree_as_one_cache() {
         .arg(dir.path())
         .output()
         .expect("running foliocache run");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = stdout_ending(&out, 0);
     let want: String = (0..5000).map(|n| format!("{n}\n")).collect();
     assert_eq!(
         std::fs::read_to_string(dir.path().join("out")).expect("out"),
@@ -395,6 +392,9 @@ fn run_shared_serves_a_process_tree_as_one_cache() {
     );
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.first(), Some(&"5000 out"), "{text}");
-    assert!(lines[1].contains("0  \\n   1  \\n   2  \\n   3  \\n"), "{text}");
+    assert!(
+        lines[1].contains("0  \\n   1  \\n   2  \\n   3  \\n"),
+        "{text}"
+    );
     assert_eq!(lines.last(), Some(&"0"), "{text}");
 }

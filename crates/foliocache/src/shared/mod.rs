@@ -277,6 +277,20 @@ pub struct SharedFile {
     ra: AtomicU64,
 }
 
+/// The offset past `buf` written at `offset`, or an error past
+/// [`MAX_OFFSET`].
+fn end_of(offset: u64, buf: &[u8]) -> io::Result<u64> {
+    offset
+        .checked_add(buf.len() as u64)
+        .filter(|&e| e <= MAX_OFFSET)
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "shared cache: write past the largest offset",
+            )
+        })
+}
+
 /// The file's change time (nanoseconds) and size, as the kernel has them.
 fn kernel_view(meta: &std::fs::Metadata) -> (u64, u64) {
     let ns = (meta.ctime() as u64)
@@ -791,15 +805,7 @@ impl SharedFile {
     /// reaches the file at the next writeback ([`sync_data`](Self::sync_data),
     /// or when the cache needs its page).
     pub fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
-        let end = offset
-            .checked_add(buf.len() as u64)
-            .filter(|&e| e <= MAX_OFFSET)
-            .ok_or_else(|| {
-                io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "shared cache: write past the largest offset",
-                )
-            })?;
+        let end = end_of(offset, buf)?;
         if buf.is_empty() {
             return Ok(0);
         }
@@ -813,15 +819,7 @@ impl SharedFile {
     pub fn append(&self, buf: &[u8]) -> io::Result<u64> {
         let (_inode, slot, i, generation) = self.inode_lock()?;
         let offset = slot.size.load(Ordering::Acquire);
-        let end = offset
-            .checked_add(buf.len() as u64)
-            .filter(|&e| e <= MAX_OFFSET)
-            .ok_or_else(|| {
-                io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "shared cache: append past the largest offset",
-                )
-            })?;
+        let end = end_of(offset, buf)?;
         if !buf.is_empty() {
             self.write_locked(slot, i, generation, buf, offset, end)?;
         }

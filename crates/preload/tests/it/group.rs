@@ -35,7 +35,10 @@ fn forked_children_share_the_cache_positions_and_unsaved_writes() {
     let a = std::fs::read(data.join("a")).unwrap();
     assert_eq!(a.len(), 16384);
     assert!(a[..12288].iter().all(|&b| b == b'P') && a[12288..].iter().all(|&b| b == b'C'));
-    assert!(cache.stats().dirty > 0, "the children's pages wait in the cache");
+    assert!(
+        cache.stats().dirty > 0,
+        "the children's pages wait in the cache"
+    );
     cache.write_back_all().unwrap();
     assert_eq!(std::fs::read(data.join("b")).unwrap(), vec![b'B'; 5000]);
     assert_eq!(std::fs::read(data.join("c")).unwrap(), vec![b'K'; 4096]);
