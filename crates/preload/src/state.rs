@@ -293,16 +293,11 @@ fn shared_cache() -> Option<&'static SharedCache> {
 /// the cache's own (`O_DIRECT` where the filesystem takes it; read and
 /// write where this process may, so that it can write back what others
 /// of the group wrote).
-fn open_shared(cache: &SharedCache, fd: c_int, writable: bool) -> io::Result<SharedFile> {
+fn open_shared(cache: &SharedCache, fd: c_int) -> io::Result<SharedFile> {
     use std::os::unix::fs::OpenOptionsExt;
     let path = proc_path(fd);
     let mut last = None;
-    for (write, direct) in [
-        (true, true),
-        (writable, false),
-        (false, true),
-        (false, false),
-    ] {
+    for (write, direct) in [(true, true), (true, false), (false, true), (false, false)] {
         let mut o = std::fs::OpenOptions::new();
         o.read(true).write(write);
         if direct {
@@ -959,7 +954,7 @@ pub(crate) fn adopt(fd: c_int, flags: c_int) {
             let Some(sc) = shared_cache() else {
                 return Ok(());
             };
-            open_shared(sc, fd, writable).map(|file| Served::Shared {
+            open_shared(sc, fd).map(|file| Served::Shared {
                 file,
                 append: append && writable,
             })
