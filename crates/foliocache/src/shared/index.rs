@@ -456,6 +456,37 @@ pub(crate) fn pages_of(seg: &Seg, slot: u32, generation: u32, dirty: bool) -> Ve
     v
 }
 
+/// The dirty pages of (`slot`, `generation`) at file pages `lo..=hi`, as
+/// `(index, page)`: what [`pages_of`] finds among them, by a lookup of
+/// each rather than a walk of every descriptor. The index lock is held
+/// (a lookup racing a shift of the buckets could miss a page).
+pub(crate) fn dirty_in(seg: &Seg, slot: u32, generation: u32, lo: u64, hi: u64) -> Vec<(u64, u64)> {
+    let mut v = Vec::new();
+    for index in lo..=hi.min(MAX_INDEX) {
+        let key = Key {
+            slot,
+            generation,
+            index,
+        };
+        let h = key.hash();
+        for i in 0..seg.buckets {
+            let b = seg.bucket(h.wrapping_add(i)).load(Ordering::Acquire);
+            if b == 0 {
+                break;
+            }
+            let Some(p) = seg.page_of(b) else { continue };
+            let Some(d) = seg.desc(p) else { continue };
+            if key_of(d) == key {
+                if d.flags.load(Ordering::Relaxed) & (F_USED | F_DIRTY) == F_USED | F_DIRTY {
+                    v.push((index, p));
+                }
+                break;
+            }
+        }
+    }
+    v
+}
+
 /// What [`check`] found wrong, if anything.
 pub(crate) fn check(seg: &Seg) -> Result<(), String> {
     let mut in_index = vec![false; seg.pages as usize];
@@ -501,6 +532,22 @@ pub(crate) fn check(seg: &Seg) -> Result<(), String> {
                 Found::Page(q, _) | Found::Held(q, _) if q == p => {}
                 Found::Absent if d.flags.load(Ordering::Relaxed) & F_UPTODATE == 0 => {}
                 _ => return Err(format!("page {p} ({key:?}) not found by its key")),
+            }
+            // A dirty page lies in its file's dirty range, which a
+            // writeback looks up (`Slot::dirty_lo`).
+            let slot = seg.slot(key.slot).ok_or("no slot")?;
+            let current = slot.generation.load(Ordering::Relaxed) == key.generation;
+            let (lo, hi) = (
+                slot.dirty_lo.load(Ordering::Relaxed),
+                slot.dirty_hi.load(Ordering::Relaxed),
+            );
+            if current
+                && d.flags.load(Ordering::Relaxed) & F_DIRTY != 0
+                && !(lo..=hi).contains(&key.index)
+            {
+                return Err(format!(
+                    "page {p} ({key:?}) dirty outside its file's dirty range {lo}..={hi}"
+                ));
             }
         }
     }

@@ -215,8 +215,7 @@ impl SharedCache {
             if slot.state.load(Ordering::Acquire) != SLOT_USED {
                 continue;
             }
-            let generation = slot.generation.load(Ordering::Acquire);
-            if index::pages_of(seg, i, generation, true).is_empty() {
+            if slot.dirty_lo.load(Ordering::Acquire) > slot.dirty_hi.load(Ordering::Acquire) {
                 continue;
             }
             match self.write_back_slot(i, slot) {
@@ -394,6 +393,8 @@ impl SharedFile {
         slot.dev.store(self.dev, Ordering::Relaxed);
         slot.ino.store(self.ino, Ordering::Relaxed);
         slot.size.store(meta.len(), Ordering::Relaxed);
+        slot.dirty_lo.store(u64::MAX, Ordering::Relaxed);
+        slot.dirty_hi.store(0, Ordering::Relaxed);
         saw(slot, meta);
         let len = self.path.len().min(SLOT_PATH);
         let dst = seg
@@ -427,7 +428,7 @@ impl SharedFile {
         if seen(slot) == kernel_view(&meta) {
             return Ok(());
         }
-        if index::pages_of(self.seg(), i, generation, true).is_empty() {
+        if self.dirty_pages(slot, i, generation)?.is_empty() {
             self.cut_cache(i, generation, 0)?;
             slot.size.store(meta.len(), Ordering::Release);
         }
@@ -836,7 +837,7 @@ impl SharedFile {
     pub fn change_file<T>(&self, change: impl FnOnce(&File) -> io::Result<T>) -> io::Result<T> {
         let (_inode, slot, i, generation) = self.inode_lock()?;
         self.write_back_locked(slot, i, generation)?;
-        if !index::pages_of(self.seg(), i, generation, true).is_empty() {
+        if !self.dirty_pages(slot, i, generation)?.is_empty() {
             return Err(io::Error::other(
                 "shared cache: dirty pages left after a writeback",
             ));
@@ -883,8 +884,13 @@ impl SharedFile {
                     self.load(key, slot, whole || past_end)?
                 }
             };
-            // Dirty before the copy: a writer killed part-way leaves a
-            // page that is written back, never one dropped half-new.
+            // In the file's dirty range before dirty (see `Slot::dirty_lo`;
+            // page by page: a load above may have written back and
+            // emptied the range), and dirty before the copy: a writer
+            // killed part-way leaves a page that is written back, never
+            // one dropped half-new.
+            slot.dirty_lo.fetch_min(key.index, Ordering::AcqRel);
+            slot.dirty_hi.fetch_max(key.index, Ordering::AcqRel);
             if hold.d.flags.fetch_or(F_DIRTY, Ordering::Relaxed) & F_DIRTY == 0 {
                 point();
                 seg.header().dirty.fetch_add(1, Ordering::Relaxed);
@@ -1004,9 +1010,10 @@ impl SharedFile {
         const RUN: usize = 64;
         let seg = self.seg();
         let me = self.me()?;
-        let dirty = index::pages_of(seg, i, generation, true);
+        let dirty = self.dirty_pages(slot, i, generation)?;
         let bounce = Bounce::new(RUN)?;
         let mut written = 0;
+        let mut cleaned = 0;
         let mut past_size = false;
         for run in dirty.chunk_by(|a, b| b.0 == a.0 + 1) {
             for run in run.chunks(RUN) {
@@ -1047,7 +1054,7 @@ impl SharedFile {
                 past_size |=
                     (first.index + copied.len() as u64) * PAGE > slot.size.load(Ordering::Relaxed);
                 for (key, p, version) in copied {
-                    self.mark_clean(key, p, version, me)?;
+                    cleaned += usize::from(self.mark_clean(key, p, version, me)?);
                     written += 1;
                 }
             }
@@ -1059,22 +1066,50 @@ impl SharedFile {
         if written > 0 {
             saw(slot, &self.file.metadata()?);
         }
+        if cleaned == dirty.len() {
+            // Every page the range held dirty is clean, and no write ran
+            // meanwhile (the inode lock is held).
+            slot.dirty_lo.store(u64::MAX, Ordering::Release);
+            slot.dirty_hi.store(0, Ordering::Release);
+        }
         Ok(written)
     }
 
-    /// Marks page `p` of `key` clean if its version is still `version`.
-    fn mark_clean(&self, key: Key, p: u64, version: u64, me: u32) -> io::Result<()> {
+    /// Marks page `p` of `key` clean if its version is still `version`;
+    /// whether it is clean now.
+    fn mark_clean(&self, key: Key, p: u64, version: u64, me: u32) -> io::Result<bool> {
         let seg = self.seg();
-        if let Some(hold) = index::hold_key(seg, key, me)? {
-            if hold.p == p
-                && hold.d.state.load(Ordering::Relaxed) >> 32 == version
-                && hold.d.flags.fetch_and(!F_DIRTY, Ordering::Relaxed) & F_DIRTY != 0
-            {
-                point();
-                index::dec_dirty(seg);
-            }
+        let Some(hold) = index::hold_key(seg, key, me)? else {
+            return Ok(false);
+        };
+        if hold.p != p || hold.d.state.load(Ordering::Relaxed) >> 32 != version {
+            return Ok(false);
         }
-        Ok(())
+        if hold.d.flags.fetch_and(!F_DIRTY, Ordering::Relaxed) & F_DIRTY != 0 {
+            point();
+            index::dec_dirty(seg);
+        }
+        Ok(true)
+    }
+
+    /// The file's dirty pages, `(index, page)` in file order: those in its
+    /// slot's dirty range, looked up one by one under the index lock, or,
+    /// for a range of more than a quarter of the cache, every descriptor
+    /// walked. The inode lock is held.
+    fn dirty_pages(&self, slot: &Slot, i: u32, generation: u32) -> io::Result<Vec<(u64, u64)>> {
+        let (lo, hi) = (
+            slot.dirty_lo.load(Ordering::Acquire),
+            slot.dirty_hi.load(Ordering::Acquire),
+        );
+        if lo > hi {
+            return Ok(Vec::new());
+        }
+        let seg = self.seg();
+        if hi - lo >= seg.pages / 4 {
+            return Ok(index::pages_of(seg, i, generation, true));
+        }
+        let _index = index::index_lock(seg, self.me()?)?;
+        Ok(index::dirty_in(seg, i, generation, lo, hi))
     }
 
     /// The descriptor this process uses for the file's IO.

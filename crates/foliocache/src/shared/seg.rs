@@ -126,6 +126,14 @@ pub(crate) struct Slot {
     /// it behind the group drops the group's clean pages of it.
     pub(crate) seen_ctime: AtomicU64,
     pub(crate) seen_size: AtomicU64,
+    /// The file pages a write may have dirtied since the last complete
+    /// writeback: `dirty_lo..=dirty_hi`, empty when `dirty_lo >
+    /// dirty_hi`. Widened (under the inode lock) before a page is marked
+    /// dirty, emptied only by a writeback that cleaned every dirty page
+    /// in it, so a death leaves it too wide, never too narrow: a
+    /// writeback looks up these pages alone, not every descriptor.
+    pub(crate) dirty_lo: AtomicU64,
+    pub(crate) dirty_hi: AtomicU64,
 }
 
 const _: () = assert!(std::mem::size_of::<Slot>() as u64 <= SLOT_HEAD);
