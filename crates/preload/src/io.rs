@@ -546,8 +546,11 @@ crate::fd_calls! {
     /// None beyond `fdatasync(2)`'s (an integer only).
     fn fdatasync(fd: c_int) -> c_int = |d| d.file.sync_data().map(|()| 0);
 
-    /// `sync_file_range(2)`: the whole file written back and synced (more
-    /// than asked, never less).
+    /// `sync_file_range(2)`: the whole file's dirty data written back
+    /// (more than asked, never less), waiting for the writes, without a
+    /// flush of the device: what the call gives on any filesystem (it
+    /// never syncs metadata or the device's cache; PostgreSQL's
+    /// checkpointer calls it every 256 KiB written).
     ///
     /// # Safety
     /// None beyond `sync_file_range(2)`'s (integers only).
@@ -555,7 +558,7 @@ crate::fd_calls! {
         if offset < 0 || nbytes < 0 || flags & !7 != 0 {
             return Err(err(libc::EINVAL));
         }
-        d.file.sync_data().map(|()| 0)
+        d.file.write_back().map(|()| 0)
     };
 
     /// `readahead(2)`: the range read into the cache.

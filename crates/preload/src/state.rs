@@ -289,13 +289,13 @@ fn shared_cache() -> Option<&'static SharedCache> {
         .as_ref()
 }
 
-/// Opens the file of `fd` in the group's shared cache: a descriptor of
+/// Opens the file at `path` (a served fd's `/proc/self/fd/N`, or a
+/// program's path) in the group's shared cache: a descriptor of
 /// the cache's own (`O_DIRECT` where the filesystem takes it; read and
 /// write where this process may, so that it can write back what others
 /// of the group wrote).
-fn open_shared(cache: &SharedCache, fd: c_int) -> io::Result<SharedFile> {
+fn open_shared(cache: &SharedCache, path: &Path) -> io::Result<SharedFile> {
     use std::os::unix::fs::OpenOptionsExt;
-    let path = proc_path(fd);
     let mut last = None;
     for (write, direct) in [(true, true), (true, false), (false, true), (false, false)] {
         let mut o = std::fs::OpenOptions::new();
@@ -303,7 +303,7 @@ fn open_shared(cache: &SharedCache, fd: c_int) -> io::Result<SharedFile> {
         if direct {
             o.custom_flags(libc::O_DIRECT);
         }
-        match o.open(&path) {
+        match o.open(path) {
             Ok(f) => return cache.open(f),
             Err(e) => last = Some(e),
         }
@@ -802,7 +802,7 @@ pub(crate) fn hand_stream(fd: c_int) {
     let Some(key) = inside(None, || Ok(served_key(fd))) else {
         return;
     };
-    if cached_size(key).is_some() {
+    if desc_of(key).is_some() {
         hand_to_kernel(key);
         return;
     }
@@ -954,7 +954,7 @@ pub(crate) fn adopt(fd: c_int, flags: c_int) {
             let Some(sc) = shared_cache() else {
                 return Ok(());
             };
-            open_shared(sc, fd).map(|file| Served::Shared {
+            open_shared(sc, &proc_path(fd)).map(|file| Served::Shared {
                 file,
                 append: append && writable,
             })
@@ -1233,16 +1233,33 @@ fn report_unwritten() {
     }
 }
 
-/// The size the cache holds for the file `key`, if it serves it.
-pub(crate) fn cached_size(key: (u64, u64)) -> Option<u64> {
-    if passing_through() || key_bucket(key).load(Ordering::Acquire) == 0 {
+/// A description of the file `key` this process serves, if any.
+fn desc_of(key: (u64, u64)) -> Option<Arc<Desc>> {
+    if key_bucket(key).load(Ordering::Acquire) == 0 {
         return None;
     }
-    let desc = TABLE
+    TABLE
         .shards
         .iter()
-        .find_map(|s| holding(|| s.read().values().find(|d| d.key == key).cloned()))?;
-    Some(inside(0, || desc.file.len()))
+        .find_map(|s| holding(|| s.read().values().find(|d| d.key == key).cloned()))
+}
+
+/// The size the cache holds for the file `key`: if this process serves
+/// it, or, in a group, if the group's cache holds data of it not yet
+/// written back (`SharedCache::unsaved_len`: a lookup with no lock or
+/// allocation, made only once this process has attached the cache, so a
+/// `stat` from a signal handler stays as safe as the C library's).
+pub(crate) fn cached_size(key: (u64, u64)) -> Option<u64> {
+    if passing_through() {
+        return None;
+    }
+    if let Some(desc) = desc_of(key) {
+        return Some(inside(0, || desc.file.len()));
+    }
+    SHARED
+        .get()
+        .and_then(Option::as_ref)
+        .and_then(|sc| sc.unsaved_len(key.0, key.1))
 }
 
 /// The path of a file the cache serves, and the file's key; `None` for
@@ -1251,7 +1268,16 @@ pub(crate) fn cached_size(key: (u64, u64)) -> Option<u64> {
 /// # Safety
 /// `path` is NULL or a NUL-terminated string, unchanged for `'a`.
 unsafe fn served_path<'a>(path: *const std::ffi::c_char) -> Option<(&'a Path, (u64, u64))> {
-    if path.is_null() || passing_through() || TABLE.count.load(Ordering::Acquire) == 0 {
+    if path.is_null() || passing_through() {
+        return None;
+    }
+    if in_group() {
+        // (Attached now, if not yet: the group may hold the file's data.)
+        inside((), || {
+            shared_cache();
+            Ok(())
+        });
+    } else if TABLE.count.load(Ordering::Acquire) == 0 {
         return None;
     }
     // SAFETY: the caller's promise.
@@ -1272,9 +1298,21 @@ unsafe fn served_path<'a>(path: *const std::ffi::c_char) -> Option<(&'a Path, (u
 /// `path` is NULL or a NUL-terminated string.
 pub(crate) unsafe fn hand_path(path: *const std::ffi::c_char) {
     // SAFETY: the caller's promise.
-    if let Some((_, key)) = unsafe { served_path(path) } {
+    let Some((path, key)) = (unsafe { served_path(path) }) else {
+        return;
+    };
+    if desc_of(key).is_some() {
         hand_to_kernel(key);
     }
+    // What the group holds unsaved of it (other processes' writes), too.
+    inside((), || {
+        if let Some(sc) = shared_cache().filter(|sc| sc.unsaved_len(key.0, key.1).is_some()) {
+            if let Err(e) = open_shared(sc, path).and_then(|f| f.change_file(|_| Ok(()))) {
+                warn(&format!("writing back {}: {e}", file_name(key)));
+            }
+        }
+        Ok(())
+    });
 }
 
 /// `truncate` of a path whose file the cache serves: through the cache (a

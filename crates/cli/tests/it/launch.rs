@@ -398,3 +398,50 @@ fn run_shared_serves_a_process_tree_as_one_cache() {
     );
     assert_eq!(lines.last(), Some(&"0"), "{text}");
 }
+
+/// What [`a_groups_unsaved_writes_reach_stat_and_stdio_readers`] runs
+/// (`sh -c`, the directory its `$1`): a background process writes a file
+/// and keeps it open, unsynced; the shell's next programs, its siblings,
+/// read it every way: `stat` by path (the group's size), `cat` (served
+/// reads), `sort` (a stdio stream, opened by `fopen`: the group's data is
+/// written back first). Without `--shared` they see an empty file.
+const UNSAVED_READERS: &str = r#"
+cd "$1"
+python3 -c '
+import os, time
+fd = os.open("f", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, b"".join(b"%d\n" % (i * 7 % 1000) for i in range(1000)))
+open("ready", "w").close()
+time.sleep(3)
+' &
+while [ ! -e ready ]; do sleep 0.05; done
+stat -c %s f
+cat f | wc -l
+sort -n f | tail -n 1
+wait
+"#;
+
+/// `foliocache run --shared`: a file one process wrote and has not
+/// written back is seen whole by its siblings, through the cache
+/// (`cat`), by size (`stat` by path) and through the kernel (a stdio
+/// `sort`, which the group's writeback before its `fopen` serves).
+#[test]
+fn a_groups_unsaved_writes_reach_stat_and_stdio_readers() {
+    build_library();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(BIN)
+        .args(["run", "--shared", "--capacity", "16M", "--dir"])
+        .arg(dir.path())
+        .args(["--", "sh", "-c", UNSAVED_READERS, "sh"])
+        .arg(dir.path())
+        .output()
+        .expect("running foliocache run");
+    let text = stdout_ending(&out, 0);
+    let size: usize = (0..1000).map(|i| format!("{}\n", i * 7 % 1000).len()).sum();
+    assert_eq!(
+        text,
+        format!("{size}\n1000\n999\n"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -58,7 +58,7 @@ use std::sync::Arc;
 use crash::point;
 use index::{Found, Hold, Key};
 use lock::Me;
-use seg::{Seg, Slot, F_DIRTY, F_UPTODATE, PAGE, SLOT_FREE, SLOT_PATH, SLOT_USED};
+use seg::{Seg, Slot, F_DIRTY, F_UPTODATE, PAGE, SLOT_FREE, SLOT_GONE, SLOT_PATH, SLOT_USED};
 
 use crate::copy::{copy_from_shared, copy_to_shared, zero_shared};
 use crate::stats::ShardedCounter;
@@ -190,14 +190,48 @@ impl SharedCache {
         }
     }
 
+    /// The group's size of the file (`dev`, `ino`) while the group holds
+    /// data of it not yet written back (a write of one of its processes):
+    /// then the file's own size is not the one its readers will find.
+    /// `None` when the cache holds nothing unsaved of the file, whose size
+    /// is then the file's. A lookup with no lock and no system call (a
+    /// `stat`'s correction).
+    pub fn unsaved_len(&self, dev: u64, ino: u64) -> Option<u64> {
+        let seg = &self.inner.seg;
+        for i in seg.slot_probe(dev, ino) {
+            let slot = seg.slot(i)?;
+            match slot.state.load(Ordering::Acquire) {
+                SLOT_FREE => return None,
+                SLOT_USED
+                    if slot.dev.load(Ordering::Relaxed) == dev
+                        && slot.ino.load(Ordering::Relaxed) == ino =>
+                {
+                    let generation = slot.generation.load(Ordering::Acquire);
+                    let unsaved = slot.dirty_lo.load(Ordering::Acquire)
+                        <= slot.dirty_hi.load(Ordering::Acquire);
+                    let size = slot.size.load(Ordering::Acquire);
+                    let same = slot.generation.load(Ordering::Acquire) == generation;
+                    return (unsaved && same).then_some(size);
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+
     /// Checks the segment's invariants (every used page in the index
     /// once and found by its identity, no two pages of one file page,
     /// nothing else there, no page held
     /// by a live process): for tests and after a crash, with no call of
     /// the group's in flight. A page a dead process held is not an error
-    /// (the next process to meet it repairs it).
+    /// (the next process to meet it repairs it); the index is checked
+    /// under its lock, so that a process that died changing it (buckets
+    /// half-shifted) has had it rebuilt first, as any taker of the lock
+    /// does (a lookup without the lock that misses checks again under it).
     pub fn verify(&self) -> io::Result<()> {
-        index::check(&self.inner.seg).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+        let seg = &self.inner.seg;
+        let _index = index::index_lock(seg, self.inner.me.id(seg)?)?;
+        index::check(seg).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
     }
 
     /// Writes back every dirty page of every file, opening each by the
@@ -360,7 +394,7 @@ impl SharedFile {
         let me = self.me()?;
         let _index = index::index_lock(seg, me)?;
         let mut free = None;
-        for i in 1..seg.slots as u32 {
+        for i in seg.slot_probe(self.dev, self.ino) {
             let Some(slot) = seg.slot(i) else { break };
             match slot.state.load(Ordering::Acquire) {
                 SLOT_USED
@@ -374,8 +408,13 @@ impl SharedFile {
                     );
                     return Ok(());
                 }
-                SLOT_FREE if free.is_none() => free = Some(i),
-                _ => {}
+                SLOT_USED => {}
+                // The end of the probe: no slot past it holds the file.
+                SLOT_FREE => {
+                    free = free.or(Some(i));
+                    break;
+                }
+                _ => free = free.or(Some(i)),
             }
         }
         let i = match free {
@@ -436,38 +475,64 @@ impl SharedFile {
         Ok(())
     }
 
-    /// A slot no page names and no one holds, taken from its file (whose
-    /// handles find the generation moved on and look again). The index
-    /// lock is held.
+    /// A slot taken from its file (whose handles find the generation
+    /// moved on and look again): one no page names and no one holds, or,
+    /// when every slot names pages, one whose pages are all clean and
+    /// unheld, which leave the cache (the file's next read loads them
+    /// again). The index lock is held.
     fn recycle_slot(&self, me: u32) -> io::Result<u32> {
         let seg = self.seg();
-        let mut named = vec![false; seg.slots as usize];
+        let mut named: Vec<Vec<u64>> = vec![Vec::new(); seg.slots as usize];
         for p in 0..seg.pages {
             let Some(d) = seg.desc(p) else { break };
             if d.flags.load(Ordering::Relaxed) & seg::F_USED != 0 {
                 if let Some(n) = named.get_mut(d.slot.load(Ordering::Relaxed) as usize) {
-                    *n = true;
+                    n.push(p);
                 }
             }
         }
-        for i in 1..seg.slots as u32 {
+        let mut order: Vec<u32> = (1..seg.slots as u32).collect();
+        order.sort_by_key(|&i| named[i as usize].len());
+        for i in order {
             let Some(slot) = seg.slot(i) else { break };
-            if named[i as usize] {
-                continue;
-            }
             if slot
                 .lock
                 .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
+                .is_err()
             {
-                slot.state.store(SLOT_FREE, Ordering::Relaxed);
+                continue;
+            }
+            let mut holds = Vec::new();
+            let clean = named[i as usize]
+                .iter()
+                .all(|&p| match index::try_hold(seg, p, me) {
+                    Ok(Some(h)) => {
+                        let f = h.d.flags.load(Ordering::Relaxed);
+                        let ours = f & seg::F_USED == 0 || h.d.slot.load(Ordering::Relaxed) == i;
+                        let ok = ours && f & F_DIRTY == 0;
+                        holds.push(h);
+                        ok
+                    }
+                    _ => false,
+                });
+            if clean {
+                for h in &holds {
+                    if h.d.flags.load(Ordering::Relaxed) & seg::F_USED != 0 {
+                        index::forget(seg, h);
+                        point();
+                    }
+                }
+                drop(holds);
+                slot.state.store(SLOT_GONE, Ordering::Relaxed);
                 slot.generation.fetch_add(1, Ordering::Release);
                 slot.lock.store(0, Ordering::Release);
                 return Ok(i);
             }
+            drop(holds);
+            slot.lock.store(0, Ordering::Release);
         }
         Err(io::Error::other(format!(
-            "shared cache: more than {} files with pages cached",
+            "shared cache: more than {} files with unsaved data",
             seg.slots - 1
         )))
     }

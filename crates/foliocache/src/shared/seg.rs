@@ -104,7 +104,8 @@ pub(crate) struct Part {
 /// A file slot's head; its path follows at `SLOT_HEAD`.
 #[repr(C)]
 pub(crate) struct Slot {
-    /// `SLOT_FREE` or `SLOT_USED`.
+    /// `SLOT_FREE`, `SLOT_USED` or `SLOT_GONE`; a file's slot is found
+    /// by linear probing from its (dev, ino)'s hash ([`Seg::slot_probe`]).
     pub(crate) state: AtomicU32,
     /// Bumped each time the slot is given to another file: pages name
     /// (slot, generation), so a page of a slot's previous file is never
@@ -138,10 +139,12 @@ pub(crate) struct Slot {
 
 const _: () = assert!(std::mem::size_of::<Slot>() as u64 <= SLOT_HEAD);
 
-/// A slot no file holds.
+/// A slot no file has held: a lookup's probe ends there.
 pub(crate) const SLOT_FREE: u32 = 0;
 /// A slot holding a file.
 pub(crate) const SLOT_USED: u32 = 1;
+/// A slot taken back from a file: a lookup's probe goes on past it.
+pub(crate) const SLOT_GONE: u32 = 2;
 
 /// A page's descriptor: the truth the index is derived from.
 #[repr(C)]
@@ -365,6 +368,15 @@ impl Seg {
     }
 
     /// File slot `i` (1-based; 0 is no slot), or `None` past the table.
+    /// The slots a lookup of (`dev`, `ino`) visits, in order: every slot
+    /// but 0, from the one its hash names.
+    pub(crate) fn slot_probe(&self, dev: u64, ino: u64) -> impl Iterator<Item = u32> {
+        let n = self.slots.saturating_sub(1).max(1);
+        let h = (dev.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ ino).wrapping_mul(0xff51_afd7_ed55_8ccd);
+        let start = (h >> 32) % n;
+        (0..n).map(move |k| 1 + ((start + k) % n) as u32)
+    }
+
     pub(crate) fn slot(&self, i: u32) -> Option<&Slot> {
         let i = u64::from(i);
         (1..self.slots)

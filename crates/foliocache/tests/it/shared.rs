@@ -194,6 +194,39 @@ fn one_process_against_a_model() {
     }
 }
 
+/// A file's unsaved size is found by its (dev, ino) while the group holds
+/// unsaved data of it, and not after its writeback; more files than the
+/// cache has slots reuse slots (their probes still find every file).
+#[test]
+fn unsaved_sizes_are_found_by_file_and_slots_are_reused() {
+    use std::os::unix::fs::MetadataExt;
+    let cache = SharedCache::new(64 * 4096).unwrap();
+    let files: Vec<TempPath> = (0..200).map(|_| TempPath::new("shared-slots")).collect();
+    for (n, t) in files.iter().enumerate() {
+        let f = open(&cache, &t.path, n % 2 == 0);
+        let meta = std::fs::metadata(&t.path).unwrap();
+        assert_eq!(cache.unsaved_len(meta.dev(), meta.ino()), None);
+        f.write_at(&[n as u8; 100], 0).unwrap();
+        f.write_at(&[n as u8; 10], 100 + n as u64).unwrap();
+        let len = 110 + n as u64;
+        assert_eq!(
+            cache.unsaved_len(meta.dev(), meta.ino()),
+            Some(len),
+            "file {n}"
+        );
+        assert_eq!(std::fs::metadata(&t.path).unwrap().len(), 0);
+        f.sync_data().unwrap();
+        assert_eq!(cache.unsaved_len(meta.dev(), meta.ino()), None, "file {n}");
+    }
+    for (n, t) in files.iter().enumerate() {
+        let f = open(&cache, &t.path, false);
+        let mut buf = vec![0; 400];
+        assert_eq!(f.read_at(&mut buf, 0).unwrap(), 110 + n);
+        assert!(buf[..100].iter().all(|&b| b == n as u8), "file {n}");
+    }
+    cache.verify().unwrap();
+}
+
 /// A file changed behind the group (another program, or a process of
 /// the group through the kernel) is read from the file by the next
 /// process to open it, unless the group holds unsaved data of it.
