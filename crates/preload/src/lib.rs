@@ -89,6 +89,8 @@ mod real;
 mod served;
 mod stat;
 mod state;
+mod table;
+mod through;
 mod warm;
 
 pub use guard::{ENV_GUARD, ENV_GUARDIAN};

@@ -8,23 +8,24 @@
 //! (the foliocache [`File`], the position, the access mode). Duplicated
 //! fds share their `Desc`, as the kernel's share an open file description.
 
-use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::ffi::c_int;
 use std::io;
 use std::mem::ManuallyDrop;
 use std::os::fd::BorrowedFd;
 use std::os::unix::ffi::OsStrExt;
-use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use fc::{Cache, SharedCache, SharedFile};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 
 use crate::real::write_stderr;
 use crate::served::Served;
+use crate::table::{Table, MAX_FDS};
+use crate::through::on_cache_thread;
+pub(crate) use crate::through::{err, holding, inside, pass_through_for_good, passing_through};
 
 /// The environment variable naming the directories whose files the cache
 /// serves, `:`-separated.
@@ -40,110 +41,6 @@ pub const ENV_CAPACITY: &str = "FOLIOCACHE_PRELOAD_CAPACITY";
 /// `/proc/<pid>/fd/<n>`): every process of the group attaches to it, and
 /// a forked child keeps serving (docs/preload.md, "Processes").
 pub const ENV_SHARED: &str = "FOLIOCACHE_PRELOAD_SHARED";
-
-thread_local! {
-    /// Set while this thread runs the library's own code: every
-    /// interposed call it makes then passes through.
-    static INSIDE: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Set for good in a child of `fork` and once the process exits or
-/// executes another program: every call passes through.
-static PASSTHROUGH: AtomicBool = AtomicBool::new(false);
-
-/// Whether this thread is inside the library (or the library is off).
-pub(crate) fn passing_through() -> bool {
-    PASSTHROUGH.load(Ordering::Relaxed) || INSIDE.with(Cell::get)
-}
-
-/// Turns the library off for the rest of the process.
-pub(crate) fn pass_through_for_good() {
-    PASSTHROUGH.store(true, Ordering::Relaxed);
-}
-
-/// Run first on every thread the cache starts (its flusher, writeback
-/// pool, pressure watcher, IO engine: `CacheBuilder::on_thread_start`):
-/// every call the thread makes passes through for good, and it blocks
-/// the signals a program may catch, so that none of the program's signal
-/// handlers runs there (a handler's write on a served fd would pass
-/// through to the kernel behind the cache's back). The signals a fault
-/// raises (`SIGSEGV`, `SIGBUS`, `SIGILL`, `SIGFPE`, `SIGTRAP`, `SIGSYS`)
-/// stay unblocked: blocked, they would kill the process at once.
-fn on_cache_thread() {
-    INSIDE.with(|i| i.set(true));
-    let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
-    // SAFETY: `sigfillset` initializes the set it is given; `sigdelset`
-    // and `pthread_sigmask` read an initialized set (a null old set is
-    // allowed) and change this thread's mask only.
-    unsafe {
-        libc::sigfillset(set.as_mut_ptr());
-        for sig in [
-            libc::SIGSEGV,
-            libc::SIGBUS,
-            libc::SIGILL,
-            libc::SIGFPE,
-            libc::SIGTRAP,
-            libc::SIGSYS,
-        ] {
-            libc::sigdelset(set.as_mut_ptr(), sig);
-        }
-        libc::pthread_sigmask(libc::SIG_BLOCK, set.as_ptr(), std::ptr::null_mut());
-    }
-}
-
-/// Runs `f`, which takes locks of the library's state, with every
-/// interposed call of this thread passing through meanwhile: a signal
-/// handler that interrupts it (and closes the fd number the kernel just
-/// freed, say) never waits for a lock its own thread holds.
-pub(crate) fn holding<T>(f: impl FnOnce() -> T) -> T {
-    let was = INSIDE.with(|i| i.replace(true));
-    let r = f();
-    INSIDE.with(|i| i.set(was));
-    r
-}
-
-/// Runs `f` as the library's own code (its calls pass through), catching
-/// a panic, which is reported as `EIO`. The thread's `errno` is that of
-/// the error `f` returns, else left as it was.
-pub(crate) fn inside<T>(fail: T, f: impl FnOnce() -> io::Result<T>) -> T {
-    let was = INSIDE.with(|i| i.replace(true));
-    // SAFETY: `__errno_location` returns this thread's errno, valid for the
-    // thread's life.
-    let saved = unsafe { *libc::__errno_location() };
-    let r = panic::catch_unwind(AssertUnwindSafe(f));
-    INSIDE.with(|i| i.set(was));
-    let errno = match r {
-        Ok(Ok(v)) => {
-            // SAFETY: as above.
-            unsafe { *libc::__errno_location() = saved };
-            return v;
-        }
-        Ok(Err(e)) => errno_of(&e),
-        Err(_) => {
-            write_stderr(b"foliocache-preload: internal error (a panic), reported as EIO\n");
-            libc::EIO
-        }
-    };
-    // SAFETY: as above.
-    unsafe { *libc::__errno_location() = errno };
-    fail
-}
-
-/// The `errno` value of an error: the library's mapping
-/// ([`backing::errno_of`]), but `EBADF` for a write on a handle opened
-/// read-only (`PermissionDenied` without an OS error), as `write(2)` on
-/// such an fd gives.
-pub(crate) fn errno_of(e: &io::Error) -> c_int {
-    if e.raw_os_error().is_none() && e.kind() == io::ErrorKind::PermissionDenied {
-        return libc::EBADF;
-    }
-    backing::errno_of(e)
-}
-
-/// An error with this `errno` value.
-pub(crate) fn err(errno: c_int) -> io::Error {
-    io::Error::from_raw_os_error(errno)
-}
 
 /// The configuration, read from the environment once.
 struct Config {
@@ -339,17 +236,15 @@ pub(crate) struct Desc {
 impl Drop for Desc {
     fn drop(&mut self) {
         key_bucket(self.key).fetch_sub(1, Ordering::AcqRel);
-        let was = INSIDE.with(|i| i.replace(true));
         // SAFETY: taken once, here; `file` is not used afterwards.
         let file = unsafe { ManuallyDrop::take(&mut self.file) };
-        match (built_cache(), file) {
+        holding(|| match (built_cache(), file) {
             (Some(cache), Served::Local(file)) => {
                 crate::warm::closing(cache, &file);
                 cache.close_keeping(file);
             }
             (_, file) => drop(file),
-        }
-        INSIDE.with(|i| i.set(was));
+        });
     }
 }
 
@@ -419,35 +314,10 @@ pub(crate) fn report() {
     });
 }
 
-/// Shards of the fd table.
-const SHARDS: usize = 16;
-
-/// The fds the table can hold: those numbered this or more are never
-/// served (Linux's default ceiling of `RLIMIT_NOFILE`, `fs.nr_open`).
-const MAX_FDS: usize = 1 << 20;
-
 /// Buckets of the filter of served files' keys ([`KEYS`]).
 const KEY_BUCKETS: usize = 4096;
 
-/// The intercepted fds, sharded by number. A shard's lock is held only
-/// for a map operation (and the real call that closes or replaces the
-/// fd), never across a call into the cache.
-struct Table {
-    shards: [RwLock<BTreeMap<c_int, Arc<Desc>>>; SHARDS],
-    /// Entries in all shards: 0 lets every call pass through unlocked.
-    count: AtomicUsize,
-    /// One bit an fd, set while it has an entry (changed under its
-    /// shard's lock): a call on an fd whose bit is clear passes through
-    /// with no lock taken and no allocation, as async-signal-safe as
-    /// the C library's call.
-    marks: [AtomicU64; MAX_FDS / 64],
-}
-
-static TABLE: Table = Table {
-    shards: [const { RwLock::new(BTreeMap::new()) }; SHARDS],
-    count: AtomicUsize::new(0),
-    marks: [const { AtomicU64::new(0) }; MAX_FDS / 64],
-};
+static TABLE: Table<Desc> = Table::new();
 
 /// Live descriptions by a hash of their file's key: a stat of a file
 /// whose bucket is 0 is not corrected, with no lock taken (a stat from a
@@ -458,161 +328,6 @@ static KEYS: [AtomicUsize; KEY_BUCKETS] = [const { AtomicUsize::new(0) }; KEY_BU
 fn key_bucket(key: (u64, u64)) -> &'static AtomicUsize {
     let h = key.0.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ key.1;
     &KEYS[(h as usize) % KEY_BUCKETS]
-}
-
-impl Table {
-    fn shard(&self, fd: c_int) -> &RwLock<BTreeMap<c_int, Arc<Desc>>> {
-        &self.shards[fd.unsigned_abs() as usize % SHARDS]
-    }
-
-    /// Whether `fd` has an entry, read with no lock.
-    fn marked(&self, fd: c_int) -> bool {
-        let Ok(n) = usize::try_from(fd) else {
-            return false;
-        };
-        n < MAX_FDS && self.marks[n / 64].load(Ordering::Acquire) & (1 << (n % 64)) != 0
-    }
-
-    /// Whether any fd in `first..=last` has an entry, read with no lock.
-    fn any_marked(&self, first: c_int, last: c_int) -> bool {
-        let (Ok(first), Ok(last)) = (usize::try_from(first), usize::try_from(last)) else {
-            return false;
-        };
-        if first >= MAX_FDS || first > last {
-            return false;
-        }
-        let last = last.min(MAX_FDS - 1);
-        (first / 64..=last / 64).any(|w| {
-            let lo = if w == first / 64 { first % 64 } else { 0 };
-            let hi = if w == last / 64 { last % 64 } else { 63 };
-            let mask = (u64::MAX >> (63 - hi)) & (u64::MAX << lo);
-            self.marks[w].load(Ordering::Acquire) & mask != 0
-        })
-    }
-
-    /// Sets or clears `fd`'s bit (under its shard's lock; `fd` is below
-    /// [`MAX_FDS`], see [`servable`]).
-    fn mark(&self, fd: c_int, on: bool) {
-        let n = fd as usize;
-        if n >= MAX_FDS {
-            return;
-        }
-        let bit = 1u64 << (n % 64);
-        if on {
-            self.marks[n / 64].fetch_or(bit, Ordering::AcqRel);
-        } else {
-            self.marks[n / 64].fetch_and(!bit, Ordering::AcqRel);
-        }
-    }
-
-    fn get(&self, fd: c_int) -> Option<Arc<Desc>> {
-        if !self.marked(fd) {
-            return None;
-        }
-        holding(|| self.shard(fd).read().get(&fd).cloned())
-    }
-
-    /// Sets `fd`'s entry (`None`: removes it); returns the one it had.
-    fn set(&self, fd: c_int, desc: Option<Arc<Desc>>) -> Option<Arc<Desc>> {
-        self.set_around(fd, desc, || (0, true)).1
-    }
-
-    /// Runs `call`, a real call that closes `fd` or puts another file on
-    /// it, with `fd`'s shard locked, and sets `fd`'s entry to `desc` in
-    /// the same hold when `call` says so (its result, and whether it
-    /// changed the fd): no other thread finds an entry for an fd that no
-    /// longer holds its file, nor loses the fresh entry of a file opened
-    /// on the number meanwhile. Returns the result and the entry `fd`
-    /// had.
-    fn set_around(
-        &self,
-        fd: c_int,
-        desc: Option<Arc<Desc>>,
-        call: impl FnOnce() -> (c_int, bool),
-    ) -> (c_int, Option<Arc<Desc>>) {
-        holding(|| {
-            let mut shard = self.shard(fd).write();
-            let (r, changed) = call();
-            if !changed {
-                return (r, None);
-            }
-            let old = match desc {
-                Some(d) => {
-                    self.mark(fd, true);
-                    let old = shard.insert(fd, d);
-                    if old.is_none() {
-                        self.count.fetch_add(1, Ordering::AcqRel);
-                    }
-                    old
-                }
-                None => {
-                    self.mark(fd, false);
-                    shard.remove(&fd)
-                }
-            };
-            if old.is_some() && !shard.contains_key(&fd) {
-                self.count.fetch_sub(1, Ordering::AcqRel);
-            }
-            (r, old)
-        })
-    }
-
-    /// Removes the entries `pick` chooses; returns them.
-    fn take(&self, pick: impl FnMut(c_int, &Desc) -> bool) -> Vec<(c_int, Arc<Desc>)> {
-        self.take_around(pick, || 0).1
-    }
-
-    /// Runs `call`, a real call that closes fds, with every shard locked
-    /// (in order: no other holder takes two), then, unless it failed,
-    /// removes the entries `pick` chooses in the same hold, as
-    /// [`Table::set_around`] does for one fd. Returns the result and the
-    /// entries removed.
-    fn take_around(
-        &self,
-        mut pick: impl FnMut(c_int, &Desc) -> bool,
-        call: impl FnOnce() -> c_int,
-    ) -> (c_int, Vec<(c_int, Arc<Desc>)>) {
-        holding(|| {
-            let mut shards: Vec<_> = self.shards.iter().map(RwLock::write).collect();
-            let r = call();
-            let mut taken = Vec::new();
-            if r < 0 {
-                return (r, taken);
-            }
-            for shard in &mut shards {
-                let fds: Vec<c_int> = shard
-                    .iter()
-                    .filter(|(&fd, d)| pick(fd, d))
-                    .map(|(&fd, _)| fd)
-                    .collect();
-                for fd in fds {
-                    if let Some(d) = shard.remove(&fd) {
-                        self.mark(fd, false);
-                        self.count.fetch_sub(1, Ordering::AcqRel);
-                        taken.push((fd, d));
-                    }
-                }
-            }
-            (r, taken)
-        })
-    }
-
-    /// Every entry, one fd for each description (called inside the
-    /// library only).
-    fn descs(&self) -> Vec<(c_int, Arc<Desc>)> {
-        let mut all: Vec<(c_int, Arc<Desc>)> = Vec::new();
-        if self.count.load(Ordering::Acquire) == 0 {
-            return all;
-        }
-        for shard in &self.shards {
-            for (&fd, d) in shard.read().iter() {
-                if !all.iter().any(|(_, e)| Arc::ptr_eq(e, d)) {
-                    all.push((fd, d.clone()));
-                }
-            }
-        }
-        all
-    }
 }
 
 /// The entry of an fd the cache serves; `None` for any other fd, and
@@ -1131,24 +846,24 @@ static FORK_LOCKED: AtomicBool = AtomicBool::new(false);
 /// nothing).
 fn fork_locks(take: bool) {
     if take {
-        let was = INSIDE.with(|i| i.replace(true));
-        let mut forking = FORKING.lock();
-        for shard in &TABLE.shards {
-            std::mem::forget(shard.write());
-        }
-        for shard in &TABLE.shards {
-            // SAFETY: held (write) by this thread just above.
-            let map = unsafe { &*shard.data_ptr() };
-            for d in map.values() {
-                std::mem::forget(d.pos.lock());
-                forking.push(d.clone());
+        holding(|| {
+            let mut forking = FORKING.lock();
+            for shard in &TABLE.shards {
+                std::mem::forget(shard.write());
             }
-        }
-        std::mem::forget(HANDED.lock());
-        std::mem::forget(STREAM_FDS.lock());
-        std::mem::forget(forking);
-        FORK_LOCKED.store(true, Ordering::Relaxed);
-        INSIDE.with(|i| i.set(was));
+            for shard in &TABLE.shards {
+                // SAFETY: held (write) by this thread just above.
+                let map = unsafe { &*shard.data_ptr() };
+                for d in map.values() {
+                    std::mem::forget(d.pos.lock());
+                    forking.push(d.clone());
+                }
+            }
+            std::mem::forget(HANDED.lock());
+            std::mem::forget(STREAM_FDS.lock());
+            std::mem::forget(forking);
+            FORK_LOCKED.store(true, Ordering::Relaxed);
+        });
         return;
     }
     // SAFETY: each lock below was taken by this thread (the one that
@@ -1175,7 +890,7 @@ pub(crate) fn after_fork() -> bool {
     if FORK_LOCKED.swap(false, Ordering::Relaxed) {
         fork_locks(false);
     }
-    !PASSTHROUGH.load(Ordering::Relaxed) && in_group()
+    !crate::through::off_for_good() && in_group()
 }
 
 /// Hands every file to the kernel and turns the library off: at exit and
@@ -1368,83 +1083,5 @@ mod tests {
             assert_eq!(&buf[..text.len()], text.as_bytes());
             assert!(buf[text.len()..].iter().all(|&b| b == 0));
         }
-    }
-
-    #[test]
-    fn marks_are_found_in_ranges() {
-        let t = Table {
-            shards: [const { RwLock::new(BTreeMap::new()) }; SHARDS],
-            count: AtomicUsize::new(0),
-            marks: [const { AtomicU64::new(0) }; MAX_FDS / 64],
-        };
-        assert!(!t.any_marked(0, c_int::MAX));
-        for fd in [0, 63, 64, 130, (MAX_FDS - 1) as c_int] {
-            t.mark(fd, true);
-            assert!(t.marked(fd) && !t.marked(fd + 1));
-            assert!(t.any_marked(fd, fd) && t.any_marked(0, c_int::MAX));
-            assert!(t.any_marked((fd - 70).max(0), fd));
-            assert!(!t.any_marked(fd + 1, c_int::MAX));
-            assert!(fd == 0 || !t.any_marked(0, fd - 1));
-            t.mark(fd, false);
-            assert!(!t.marked(fd) && !t.any_marked(0, c_int::MAX));
-        }
-        assert!(!t.marked(-1) && !t.marked(MAX_FDS as c_int) && !t.any_marked(5, 4));
-    }
-
-    #[test]
-    fn errors_keep_their_errno_or_map_by_kind() {
-        assert_eq!(errno_of(&err(libc::ENOSPC)), libc::ENOSPC);
-        use io::ErrorKind as K;
-        for (kind, errno) in [
-            (K::InvalidInput, libc::EINVAL),
-            (K::PermissionDenied, libc::EBADF),
-            (K::FileTooLarge, libc::EFBIG),
-            (K::WouldBlock, libc::EAGAIN),
-            (K::Other, libc::EIO),
-        ] {
-            assert_eq!(errno_of(&io::Error::new(kind, "x")), errno, "{kind:?}");
-        }
-    }
-
-    #[test]
-    fn inside_sets_errno_on_failure_only_and_catches_panics() {
-        // SAFETY: this thread's errno.
-        let errno = || unsafe { *libc::__errno_location() };
-        // SAFETY: as above.
-        unsafe { *libc::__errno_location() = 0 };
-        assert_eq!(inside(-1, || Ok(5)), 5);
-        assert_eq!(errno(), 0);
-        assert_eq!(inside(-1, || Err(err(libc::EBADF))), -1);
-        assert_eq!(errno(), libc::EBADF);
-        assert_eq!(inside(-1, || -> io::Result<i32> { panic!("a bug") }), -1);
-        assert_eq!(errno(), libc::EIO);
-        // Inside, every call passes through; outside again, not.
-        assert!(inside(false, || Ok(passing_through())));
-        assert!(!passing_through());
-    }
-
-    /// The cache's threads: every call passes through, even after the
-    /// library's own code returns (`inside` restores the marker it
-    /// found), and no signal a program catches is delivered there.
-    #[test]
-    fn a_cache_thread_passes_through_and_takes_no_signals() {
-        let (through, blocked) = std::thread::spawn(|| {
-            on_cache_thread();
-            inside((), || Ok(()));
-            let mut now = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
-            // SAFETY: `pthread_sigmask` with no new set writes this
-            // thread's mask into `now`, which `sigismember` then reads.
-            let blocked = unsafe {
-                libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), now.as_mut_ptr());
-                [libc::SIGUSR1, libc::SIGTERM, libc::SIGALRM, libc::SIGSEGV]
-                    .map(|sig| libc::sigismember(now.as_ptr(), sig) == 1)
-            };
-            (passing_through(), blocked)
-        })
-        .join()
-        .unwrap();
-        assert!(through);
-        assert_eq!(blocked, [true, true, true, false]);
-        assert!(!passing_through());
     }
 }

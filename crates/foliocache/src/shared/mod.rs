@@ -47,6 +47,7 @@ pub(crate) mod crash;
 mod index;
 mod lock;
 mod seg;
+mod slots;
 
 use std::fs::File;
 use std::io;
@@ -58,7 +59,8 @@ use std::sync::Arc;
 use crash::point;
 use index::{Found, Hold, Key};
 use lock::Me;
-use seg::{Seg, Slot, F_DIRTY, F_UPTODATE, PAGE, SLOT_FREE, SLOT_GONE, SLOT_PATH, SLOT_USED};
+use seg::{Seg, Slot, F_DIRTY, F_UPTODATE, PAGE, SLOT_FREE, SLOT_PATH, SLOT_USED};
+use slots::saw;
 
 use crate::copy::{copy_from_shared, copy_to_shared, zero_shared};
 use crate::stats::ShardedCounter;
@@ -324,30 +326,6 @@ fn end_of(offset: u64, buf: &[u8]) -> io::Result<u64> {
         })
 }
 
-/// The file's change time (nanoseconds) and size, as the kernel has them.
-fn kernel_view(meta: &std::fs::Metadata) -> (u64, u64) {
-    let ns = (meta.ctime() as u64)
-        .wrapping_mul(1_000_000_000)
-        .wrapping_add(meta.ctime_nsec() as u64);
-    (ns, meta.len())
-}
-
-/// What the group last saw of the slot's file in the kernel.
-fn seen(slot: &Slot) -> (u64, u64) {
-    (
-        slot.seen_ctime.load(Ordering::Acquire),
-        slot.seen_size.load(Ordering::Acquire),
-    )
-}
-
-/// Records the kernel's view of the slot's file (the inode lock held, or
-/// the slot new).
-fn saw(slot: &Slot, meta: &std::fs::Metadata) {
-    let (ctime, size) = kernel_view(meta);
-    slot.seen_ctime.store(ctime, Ordering::Release);
-    slot.seen_size.store(size, Ordering::Release);
-}
-
 /// The largest readahead window, in pages (256 KiB).
 const RA_MAX: u64 = 64;
 
@@ -386,191 +364,6 @@ impl SharedFile {
 
     fn me(&self) -> io::Result<u32> {
         self.cache.inner.me.id(self.seg())
-    }
-
-    /// Finds (or gives) this file its slot, under the index lock.
-    fn resolve(&self, meta: &std::fs::Metadata) -> io::Result<()> {
-        let seg = self.seg();
-        let me = self.me()?;
-        let _index = index::index_lock(seg, me)?;
-        let mut free = None;
-        for i in seg.slot_probe(self.dev, self.ino) {
-            let Some(slot) = seg.slot(i) else { break };
-            match slot.state.load(Ordering::Acquire) {
-                SLOT_USED
-                    if slot.dev.load(Ordering::Relaxed) == self.dev
-                        && slot.ino.load(Ordering::Relaxed) == self.ino =>
-                {
-                    let generation = slot.generation.load(Ordering::Acquire);
-                    self.key.store(
-                        u64::from(i) << 32 | u64::from(generation),
-                        Ordering::Release,
-                    );
-                    return Ok(());
-                }
-                SLOT_USED => {}
-                // The end of the probe: no slot past it holds the file.
-                SLOT_FREE => {
-                    free = free.or(Some(i));
-                    break;
-                }
-                _ => free = free.or(Some(i)),
-            }
-        }
-        let i = match free {
-            Some(i) => i,
-            None => self.recycle_slot(me)?,
-        };
-        let slot = seg.slot(i).ok_or_else(|| io::Error::other("no slot"))?;
-        let generation = slot
-            .generation
-            .load(Ordering::Relaxed)
-            .wrapping_add(1)
-            .max(1);
-        slot.generation.store(generation, Ordering::Release);
-        point();
-        slot.dev.store(self.dev, Ordering::Relaxed);
-        slot.ino.store(self.ino, Ordering::Relaxed);
-        slot.size.store(meta.len(), Ordering::Relaxed);
-        slot.dirty_lo.store(u64::MAX, Ordering::Relaxed);
-        slot.dirty_hi.store(0, Ordering::Relaxed);
-        saw(slot, meta);
-        let len = self.path.len().min(SLOT_PATH);
-        let dst = seg
-            .slot_path(i)
-            .ok_or_else(|| io::Error::other("no slot"))?;
-        // SAFETY: `len` bytes of the slot's path, in the mapping; others
-        // read them only with the shared copy.
-        unsafe { copy_to_shared(self.path.as_ptr(), dst, len) };
-        slot.path_len.store(len as u32, Ordering::Relaxed);
-        slot.state.store(SLOT_USED, Ordering::Release);
-        self.key.store(
-            u64::from(i) << 32 | u64::from(generation),
-            Ordering::Release,
-        );
-        Ok(())
-    }
-
-    /// Follows a change made to the file behind the group (by a process
-    /// outside it, or one of its own through the kernel: a stdio stream,
-    /// a mapping), seen at an open as a change time or size other than
-    /// the group last saw: when the group holds nothing unsaved of the
-    /// file, its pages go and its size is the file's; else the group's
-    /// unsaved data stays, to be written over the change.
-    fn follow_kernel(&self, meta: &std::fs::Metadata) -> io::Result<()> {
-        let (slot, ..) = self.current()?;
-        if seen(slot) == kernel_view(meta) {
-            return Ok(());
-        }
-        let (_inode, slot, i, generation) = self.inode_lock()?;
-        let meta = self.file.metadata()?;
-        if seen(slot) == kernel_view(&meta) {
-            return Ok(());
-        }
-        if self.dirty_pages(slot, i, generation)?.is_empty() {
-            self.cut_cache(i, generation, 0)?;
-            slot.size.store(meta.len(), Ordering::Release);
-        }
-        saw(slot, &meta);
-        Ok(())
-    }
-
-    /// A slot taken from its file (whose handles find the generation
-    /// moved on and look again): one no page names and no one holds, or,
-    /// when every slot names pages, one whose pages are all clean and
-    /// unheld, which leave the cache (the file's next read loads them
-    /// again). The index lock is held.
-    fn recycle_slot(&self, me: u32) -> io::Result<u32> {
-        let seg = self.seg();
-        let mut named: Vec<Vec<u64>> = vec![Vec::new(); seg.slots as usize];
-        for p in 0..seg.pages {
-            let Some(d) = seg.desc(p) else { break };
-            if d.flags.load(Ordering::Relaxed) & seg::F_USED != 0 {
-                if let Some(n) = named.get_mut(d.slot.load(Ordering::Relaxed) as usize) {
-                    n.push(p);
-                }
-            }
-        }
-        let mut order: Vec<u32> = (1..seg.slots as u32).collect();
-        order.sort_by_key(|&i| named[i as usize].len());
-        for i in order {
-            let Some(slot) = seg.slot(i) else { break };
-            if slot
-                .lock
-                .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
-                .is_err()
-            {
-                continue;
-            }
-            let mut holds = Vec::new();
-            let clean = named[i as usize]
-                .iter()
-                .all(|&p| match index::try_hold(seg, p, me) {
-                    Ok(Some(h)) => {
-                        let f = h.d.flags.load(Ordering::Relaxed);
-                        let ours = f & seg::F_USED == 0 || h.d.slot.load(Ordering::Relaxed) == i;
-                        let ok = ours && f & F_DIRTY == 0;
-                        holds.push(h);
-                        ok
-                    }
-                    _ => false,
-                });
-            if clean {
-                for h in &holds {
-                    if h.d.flags.load(Ordering::Relaxed) & seg::F_USED != 0 {
-                        index::forget(seg, h);
-                        point();
-                    }
-                }
-                drop(holds);
-                slot.state.store(SLOT_GONE, Ordering::Relaxed);
-                slot.generation.fetch_add(1, Ordering::Release);
-                slot.lock.store(0, Ordering::Release);
-                return Ok(i);
-            }
-            drop(holds);
-            slot.lock.store(0, Ordering::Release);
-        }
-        Err(io::Error::other(format!(
-            "shared cache: more than {} files with unsaved data",
-            seg.slots - 1
-        )))
-    }
-
-    /// This file's slot and generation, looked up again if its slot went
-    /// to another file.
-    #[inline]
-    fn current(&self) -> io::Result<(&Slot, u32, u32)> {
-        for _ in 0..4 {
-            let k = self.key.load(Ordering::Acquire);
-            let (i, generation) = ((k >> 32) as u32, k as u32);
-            if let Some(slot) = self.seg().slot(i) {
-                if slot.generation.load(Ordering::Acquire) == generation
-                    && slot.state.load(Ordering::Acquire) == SLOT_USED
-                {
-                    return Ok((slot, i, generation));
-                }
-            }
-            self.resolve(&self.file.metadata()?)?;
-        }
-        Err(io::Error::other(
-            "shared cache: the file's slot keeps moving",
-        ))
-    }
-
-    /// [`current`](Self::current) and the size, read while the slot held
-    /// this file (a slot given to another file meanwhile has another's).
-    fn sized(&self) -> io::Result<(&Slot, u32, u32, u64)> {
-        for _ in 0..4 {
-            let (slot, i, generation) = self.current()?;
-            let size = slot.size.load(Ordering::Acquire);
-            if slot.generation.load(Ordering::Acquire) == generation {
-                return Ok((slot, i, generation, size));
-            }
-        }
-        Err(io::Error::other(
-            "shared cache: the file's slot keeps moving",
-        ))
     }
 
     /// The file's inode lock, with its slot as the lock found it.
