@@ -110,6 +110,13 @@ fn config() -> &'static Config {
 pub(crate) fn configure() {
     inside((), || {
         config();
+        // A process of a group attaches now, before `main`: a `stat` (from
+        // a signal handler, say) then finds the group's cache with no
+        // allocation, and a program that only stats its files sees the
+        // group's sizes.
+        if in_group() {
+            shared_cache();
+        }
         Ok(())
     });
 }
