@@ -1,9 +1,10 @@
 //! What the cache cannot serve, handed to the kernel with the data
 //! written back first: mappings and stdio streams of served files (the
 //! file leaves the cache for the rest of the process), children of `fork`
-//! (they pass through), programs started by `exec` (every file leaves the
-//! cache), by `posix_spawn`, `system` or `popen` (they see the data
-//! written back), and the process's exit.
+//! (they pass through, but in a group sharing a cache, where they keep
+//! serving: `state::prepare_fork`), programs started by `exec` (every file
+//! leaves the cache), by `posix_spawn`, `system` or `popen` (they see the
+//! data written back), and the process's exit.
 
 use std::ffi::{c_char, c_int, c_void};
 

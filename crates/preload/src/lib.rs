@@ -20,6 +20,10 @@
 //! - What the cache cannot serve (a mapping, a stdio stream, a child of
 //!   `fork`, an `exec`) is handed to the kernel with the data written back
 //!   first (module `handoff`).
+//! - Under `foliocache run --shared` (`FOLIOCACHE_PRELOAD_SHARED`) the
+//!   processes of the program's tree share one `SharedCache` instead, and
+//!   a forked child keeps serving (module `served`; docs/preload.md,
+//!   "Processes").
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu", target_pointer_width = "64")))]
 compile_error!("foliocache-preload interposes glibc on 64-bit Linux only");
