@@ -308,6 +308,19 @@ fn run_refuses_what_mount_refuses_before_the_program_starts() {
     assert!(marker.exists(), "the program did not run: {err}");
 }
 
+/// `foliocache run --shared --capacity 16M --dir DIR -- PROGRAM...`, with
+/// `DIR` as the program's last argument; its output.
+fn run_shared_16m(dir: &Path, program: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .args(["run", "--shared", "--capacity", "16M", "--dir"])
+        .arg(dir)
+        .arg("--")
+        .args(program)
+        .arg(dir)
+        .output()
+        .expect("running foliocache run")
+}
+
 /// What the test program of [`run_shared_serves_a_process_tree_as_one_cache`]
 /// runs: a parent that writes a file (nothing synced) and forks four
 /// workers; each reads the parent's bytes through its served fd and
@@ -345,13 +358,7 @@ sys.stdout.write(os.read(log, 10000).decode())
 fn run_shared_serves_a_process_tree_as_one_cache() {
     build_library();
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = Command::new(BIN)
-        .args(["run", "--shared", "--capacity", "16M", "--dir"])
-        .arg(dir.path())
-        .args(["--", "python3", "-c", FORKED_WORKERS])
-        .arg(dir.path())
-        .output()
-        .expect("running foliocache run");
+    let out = run_shared_16m(dir.path(), &["python3", "-c", FORKED_WORKERS]);
     let text = stdout_ending(&out, 0);
     let want: String = (0..4)
         .map(|i| format!("worker {i} read True served 1 1\n"))
@@ -429,13 +436,7 @@ wait
 fn a_groups_unsaved_writes_reach_stat_and_stdio_readers() {
     build_library();
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = Command::new(BIN)
-        .args(["run", "--shared", "--capacity", "16M", "--dir"])
-        .arg(dir.path())
-        .args(["--", "sh", "-c", UNSAVED_READERS, "sh"])
-        .arg(dir.path())
-        .output()
-        .expect("running foliocache run");
+    let out = run_shared_16m(dir.path(), &["sh", "-c", UNSAVED_READERS, "sh"]);
     let text = stdout_ending(&out, 0);
     let size: usize = (0..1000).map(|i| format!("{}\n", i * 7 % 1000).len()).sum();
     assert_eq!(
