@@ -87,6 +87,12 @@ fn run_plan(args: &BenchArgs, plan: &Plan, argv: &[String]) -> Result<()> {
                 .tempdir()
                 .context("creating a temporary directory (set TMPDIR or use --dir)")?;
             let p = t.path().to_path_buf();
+            // Traversable, not listable, by other users: a program the
+            // bench runs as another user (the programs scenario's
+            // PostgreSQL) reaches its own directory in it.
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o711))
+                .with_context(|| format!("opening {} to other users", p.display()))?;
             (Some(t), DataSet::new(p, false))
         }
     };

@@ -546,17 +546,26 @@ crate::fd_calls! {
     /// None beyond `fdatasync(2)`'s (an integer only).
     fn fdatasync(fd: c_int) -> c_int = |d| d.file.sync_data().map(|()| 0);
 
-    /// `sync_file_range(2)`: the whole file's dirty data written back
-    /// (more than asked, never less), waiting for the writes, without a
-    /// flush of the device: what the call gives on any filesystem (it
-    /// never syncs metadata or the device's cache; PostgreSQL's
-    /// checkpointer calls it every 256 KiB written).
+    /// `sync_file_range(2)`: with `SYNC_FILE_RANGE_WAIT_AFTER`, the whole
+    /// file's dirty data written back (more than asked, never less),
+    /// waiting for the writes, without a flush of the device: what the
+    /// call gives on any filesystem (it never syncs metadata or the
+    /// device's cache). Without it the call asks only that writeback
+    /// start, and promises nothing a crash would keep: a hint, which the
+    /// cache's own writeback rules answer (the flusher in a process, the
+    /// dirty limit and the holder's final writeback in a group).
+    /// PostgreSQL's checkpointer and background writer send it every 256
+    /// and 512 KiB written; a synchronous writeback of the file each
+    /// time, under its inode lock, held the backends' writes behind it.
     ///
     /// # Safety
     /// None beyond `sync_file_range(2)`'s (integers only).
     fn sync_file_range(fd: c_int, offset: off_t, nbytes: off_t, flags: c_uint) -> c_int = |d| {
         if offset < 0 || nbytes < 0 || flags & !7 != 0 {
             return Err(err(libc::EINVAL));
+        }
+        if flags & libc::SYNC_FILE_RANGE_WAIT_AFTER == 0 {
+            return Ok(0);
         }
         d.file.write_back().map(|()| 0)
     };

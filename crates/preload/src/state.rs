@@ -765,6 +765,9 @@ pub(crate) fn hand_to_kernel(key: (u64, u64)) {
             }
             sync_position(*fd, desc);
         }
+        if let Some(sc) = shared_cache() {
+            sc.handed_to_kernel(key.0, key.1);
+        }
         Ok(())
     });
 }
@@ -1026,12 +1029,17 @@ pub(crate) unsafe fn hand_path(path: *const std::ffi::c_char) {
     if desc_of(key).is_some() {
         hand_to_kernel(key);
     }
-    // What the group holds unsaved of it (other processes' writes), too.
+    // What the group holds unsaved of it (other processes' writes), too;
+    // and its next open anywhere in the group follows what the kernel
+    // then has.
     inside((), || {
-        if let Some(sc) = shared_cache().filter(|sc| sc.unsaved_len(key.0, key.1).is_some()) {
-            if let Err(e) = open_shared(sc, path).and_then(|f| f.change_file(|_| Ok(()))) {
-                warn(&format!("writing back {}: {e}", file_name(key)));
+        if let Some(sc) = shared_cache() {
+            if sc.unsaved_len(key.0, key.1).is_some() {
+                if let Err(e) = open_shared(sc, path).and_then(|f| f.change_file(|_| Ok(()))) {
+                    warn(&format!("writing back {}: {e}", file_name(key)));
+                }
             }
+            sc.handed_to_kernel(key.0, key.1);
         }
         Ok(())
     });

@@ -34,12 +34,18 @@ use crate::units::{fmt_size, fmt_size_approx};
 
 pub mod larger;
 mod output;
+pub mod pgbench;
 
 use larger::{Larger, LARGER, LARGER_ALIGNED};
 use output::{one_line, parse, preload_figures, r_ops, warm_line, DbResult};
+use pgbench::{Pgbench, SHARED};
 
 /// The program, and the Debian package that has it.
 pub const PROGRAM: &str = "db_bench";
+/// A comma-separated list of the jobs to run, where set: `db_bench` (the
+/// [`BENCHMARKS`] three ways), `larger` ([`LARGER`]) and `pgbench`
+/// ([`pgbench`]); all when unset.
+const JOBS_ENV: &str = "FOLIOCACHE_PROGRAMS_JOBS";
 const PACKAGE: &str = "rocksdb-tools";
 /// The benchmarks measured, in the order they run; each is a job of the
 /// scenario, by its name.
@@ -76,6 +82,8 @@ pub const TARGETS: &[Target<&str>] = &[
     bandwidth(INTERPOSER, EXT4).of(LARGER_ALIGNED),
     bandwidth(INTERPOSER, DIRECT).of(LARGER_ALIGNED),
     bandwidth(DIRECT, EXT4).of(LARGER_ALIGNED),
+    bandwidth(SHARED, EXT4).of(pgbench::SELECT).at_least(1.2),
+    bandwidth(SHARED, EXT4).of(pgbench::TPCB).at_least(1.0),
 ];
 /// The ways, by their labels (the engines of the table).
 pub const EXT4: &str = "ext4";
@@ -115,6 +123,8 @@ pub struct DbBench {
     pub capacity: u64,
     /// The database larger than memory.
     pub larger: Larger,
+    /// PostgreSQL's pgbench.
+    pub pgbench: Pgbench,
 }
 
 impl DbBench {
@@ -158,6 +168,7 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
         keys,
         capacity,
         larger: Larger::new(quick),
+        pgbench: Pgbench::new(quick),
     };
     let Judged { ratios, targets } =
         targets::judge(TARGETS, |way| Some(way.to_string()), Given::default());
@@ -181,7 +192,7 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
              the interposer saving its list of cached ranges at exit (`foliocache run`'s state \
              file), and a new process, the interposer loading that list in the background, \
              reads {} keys in order, then {} at random (measured; the kernel's page cache and \
-             the mount's keep what the fill left). {}",
+             the mount's keep what the fill left). {} {}",
             fmt_size_approx(raw),
             fmt_size(BLOCK_CACHE),
             fmt_size(capacity),
@@ -189,6 +200,7 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
             db.restart_reads(),
             db.restart_reads(),
             db.larger.describe(),
+            db.pgbench.describe(),
         ),
         jobs: Vec::new(),
         ratios,
@@ -460,13 +472,48 @@ pub fn run(
         .prefix("foliocache-programs-")
         .tempdir_in(data_dir)
         .with_context(|| format!("programs: a directory in {}", data_dir.display()))?;
+    let wanted =
+        |job: &str| std::env::var(JOBS_ENV).map_or(true, |v| v.split(',').any(|j| j.trim() == job));
+    let mut runs = Vec::new();
+    if wanted(PROGRAM) {
+        runs = three_ways(db, &db_bench, root.path(), data_dir, repeat, notes, say)?;
+    }
+    if wanted("larger") {
+        runs.extend(larger::run(
+            &db_bench,
+            &db.larger,
+            root.path(),
+            avail,
+            repeat,
+            notes,
+            say,
+        )?);
+    }
+    if wanted("pgbench") {
+        runs.extend(pgbench::run(&db.pgbench, root.path(), repeat, notes, say)?);
+    }
+    root.close().context("programs: removing the databases")?;
+    Ok(Some(runs))
+}
+
+/// The [`BENCHMARKS`] three ways (two where FUSE is unavailable), `repeat`
+/// rounds, in directories of `root` (in `data_dir`).
+fn three_ways(
+    db: &DbBench,
+    db_bench: &Path,
+    root: &Path,
+    data_dir: &Path,
+    repeat: u32,
+    notes: &mut Vec<String>,
+    say: &dyn Fn(&str),
+) -> Result<Vec<JobRuns>> {
     let dir = |name: &str| -> Result<PathBuf> {
-        let d = root.path().join(name);
+        let d = root.join(name);
         std::fs::create_dir(&d).with_context(|| format!("programs: creating {}", d.display()))?;
         Ok(d.canonicalize()?)
     };
     let (ext4, backing, interposer) = (dir(EXT4)?, dir("backing")?, dir(INTERPOSER)?);
-    let state = root.path().join("interposer.state");
+    let state = root.join("interposer.state");
     if db.capacity < 2 * db.raw_bytes() {
         notes.push(format!(
             "programs: the caches ({}, --capacity) are less than twice the raw data ({}): \
@@ -493,7 +540,7 @@ pub fn run(
         None => Some(FuseMount::new(&backing, Some(db.capacity)).context("programs: the mount")?),
     };
     let ways = Ways {
-        db_bench: db_bench.clone(),
+        db_bench: db_bench.to_path_buf(),
         db,
         ext4,
         interposer,
@@ -504,24 +551,14 @@ pub fn run(
         .into_iter()
         .filter(|w| *w != MOUNT || ways.mount.is_some())
         .collect();
-    let mut runs = super::embedded::rounds("programs", &labels, &BENCHMARKS, repeat, say, |w| {
+    let runs = super::embedded::rounds("programs", &labels, &BENCHMARKS, repeat, say, |w| {
         ways.round(labels[w])
     })?;
     drop(ways);
     if let Some(m) = mount {
         m.unmount().context("programs: the mount")?;
     }
-    runs.extend(larger::run(
-        &db_bench,
-        &db.larger,
-        root.path(),
-        avail,
-        repeat,
-        notes,
-        say,
-    )?);
-    root.close().context("programs: removing the databases")?;
-    Ok(Some(runs))
+    Ok(runs)
 }
 
 impl Ways<'_> {

@@ -4,6 +4,7 @@
 //! it skipped. The run skips (with the reason) where `db_bench` or FUSE
 //! is missing, and fails under `CI=true`.
 
+use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
 use serde_json::Value;
@@ -35,6 +36,13 @@ fn programs_scenario_runs_db_bench_three_ways() {
     }
     build_library();
     let dir = tempfile::tempdir().unwrap();
+    // Traversable by PostgreSQL's user (the pgbench job runs the server
+    // as `postgres` when the tests run as root).
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let pgbench = std::path::Path::new("/usr/lib/postgresql").is_dir();
+    if !pgbench && test_support::under_ci() {
+        panic!("{test}: no PostgreSQL (apt-get install postgresql): every job runs under CI=true");
+    }
     // 9,709 keys: a few seconds a way.
     let (v, out) = bench_json_and_text(
         dir.path(),
@@ -82,13 +90,22 @@ fn programs_scenario_runs_db_bench_three_ways() {
     let rs = sc["results"].as_array().unwrap();
     // Then the database larger than memory, three ways, where a memory
     // cgroup can be made.
-    let larger = rs.len() == 15;
+    let pg = if pgbench { 4 } else { 0 };
+    let larger = rs.len() == 15 + pg;
     if !larger {
-        assert_eq!(rs.len(), 12, "{rs:#?}");
+        assert_eq!(rs.len(), 12 + pg, "{rs:#?}");
         let left_out = "programs: readrandom-larger left out: no memory cgroup: ";
         assert!(out.contains(left_out), "{out}");
     }
-    check_larger(&rs[12..]);
+    check_larger(&rs[12..rs.len() - pg]);
+    if pgbench {
+        check_pgbench(&rs[rs.len() - pg..]);
+    } else {
+        assert!(
+            out.contains("programs: pgbench-select and pgbench-tpcb left out: "),
+            "{out}"
+        );
+    }
     for (i, r) in rs[..12].iter().enumerate() {
         let (b, way) = (BENCHMARKS[i / 3], WAYS[i % 3]);
         assert_eq!(
@@ -162,6 +179,9 @@ fn programs_scenario_runs_db_bench_three_ways() {
                 .map(|w| format!("{w} (readrandom-larger 216B)")),
         );
     }
+    if pgbench {
+        want.extend(["select", "tpcb"].map(|b| format!("shared / ext4 (pgbench-{b} 8KiB)")));
+    }
     assert_eq!(names, want);
     for r in ratios {
         assert_eq!(r["per_round"].as_array().unwrap().len(), 2, "{r:#}");
@@ -189,6 +209,12 @@ fn programs_scenario_runs_db_bench_three_ways() {
                 "interposer bandwidth / direct (readrandom-larger 216B)",
                 1.0,
             ),
+        ]);
+    }
+    if pgbench {
+        want.extend([
+            ("shared bandwidth / ext4 (pgbench-select 8KiB)", 1.2),
+            ("shared bandwidth / ext4 (pgbench-tpcb 8KiB)", 1.0),
         ]);
     }
     assert_eq!(got, want);
@@ -233,6 +259,35 @@ fn check_larger(rs: &[Value]) {
                 "{notes:?}"
             );
         }
+    }
+}
+
+/// PostgreSQL's records: `pgbench -S` and TPC-B, on ext4 and under
+/// `foliocache run --shared`, 2 clients, transactions counted.
+fn check_pgbench(rs: &[Value]) {
+    let want = [
+        ("pgbench-select", "ext4"),
+        ("pgbench-select", "shared"),
+        ("pgbench-tpcb", "ext4"),
+        ("pgbench-tpcb", "shared"),
+    ];
+    let got: Vec<(&str, &str)> = rs
+        .iter()
+        .map(|r| (r["rw"].as_str().unwrap(), r["engine"].as_str().unwrap()))
+        .collect();
+    assert_eq!(got, want);
+    for r in rs {
+        assert_eq!(
+            (&r["bs"], &r["numjobs"]),
+            (&8192.into(), &2.into()),
+            "{r:#}"
+        );
+        assert!(r["ops"].as_u64().unwrap() > 0, "{r:#}");
+        assert!(r["iops"].as_f64().unwrap() > 0.0, "{r:#}");
+        assert!(r["file_size"].as_u64().unwrap() > 1 << 20, "{r:#}");
+        assert!(r["lat_ns"]["mean"].as_f64().unwrap() > 0.0, "{r:#}");
+        let notes = notes_of(r);
+        assert!(notes[0].starts_with("pgbench: "), "{notes:?}");
     }
 }
 

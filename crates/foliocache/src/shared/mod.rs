@@ -60,7 +60,7 @@ use crash::point;
 use index::{Found, Hold, Key};
 use lock::Me;
 use seg::{Seg, Slot, F_DIRTY, F_UPTODATE, PAGE, SLOT_FREE, SLOT_PATH, SLOT_USED};
-use slots::saw;
+use slots::{saw, wrote_back};
 
 use crate::copy::{copy_from_shared, copy_to_shared, zero_shared};
 use crate::stats::ShardedCounter;
@@ -219,6 +219,28 @@ impl SharedCache {
             }
         }
         None
+    }
+
+    /// Says that a process of the group hands the file (`dev`, `ino`) to
+    /// the kernel (a stdio stream or a mapping reads and writes it there,
+    /// behind the group): the next open of it follows the file as the
+    /// kernel has it, whatever its change time and size then. A lookup and
+    /// a store, no lock; nothing when the cache has no slot for the file.
+    pub fn handed_to_kernel(&self, dev: u64, ino: u64) {
+        let seg = &self.inner.seg;
+        for i in seg.slot_probe(dev, ino) {
+            let Some(slot) = seg.slot(i) else { return };
+            match slot.state.load(Ordering::Acquire) {
+                SLOT_FREE => return,
+                SLOT_USED
+                    if slot.dev.load(Ordering::Relaxed) == dev
+                        && slot.ino.load(Ordering::Relaxed) == ino =>
+                {
+                    return slots::handed(slot);
+                }
+                _ => {}
+            }
+        }
     }
 
     /// Checks the segment's invariants (every used page in the index
@@ -869,7 +891,16 @@ impl SharedFile {
         let seg = self.seg();
         let me = self.me()?;
         let dirty = self.dirty_pages(slot, i, generation)?;
-        let bounce = Bounce::new(RUN)?;
+        if dirty.is_empty() {
+            // (The range held none dirty: it is empty now.)
+            slot.dirty_lo.store(u64::MAX, Ordering::Release);
+            slot.dirty_hi.store(0, Ordering::Release);
+            return Ok(0);
+        }
+        // Only as large as the run needs: a commit's sync writes a page
+        // or two, and a bounce of a whole run would be mapped and
+        // unmapped (fresh pages faulted in) at every sync.
+        let bounce = Bounce::new(dirty.len().min(RUN))?;
         let mut written = 0;
         let mut cleaned = 0;
         let mut past_size = false;
@@ -922,7 +953,7 @@ impl SharedFile {
             self.file.set_len(size)?;
         }
         if written > 0 {
-            saw(slot, &self.file.metadata()?);
+            wrote_back(slot);
         }
         if cleaned == dirty.len() {
             // Every page the range held dirty is clean, and no write ran

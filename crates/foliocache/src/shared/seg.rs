@@ -122,9 +122,12 @@ pub(crate) struct Slot {
     pub(crate) path_len: AtomicU32,
     _pad: AtomicU32,
     /// The file as the group last saw it in the kernel (at its open, after
-    /// its writeback or size change): its change time in nanoseconds and
-    /// its size. A process opening the file finding another has changed
-    /// it behind the group drops the group's clean pages of it.
+    /// its size change): its change time in nanoseconds and its size; after
+    /// its writeback, the time the writeback ended, marked (the change
+    /// time not looked at: `slots::wrote_back`); once handed to the kernel
+    /// by a process of the group, a mark no file matches. A process
+    /// opening the file finding it changed behind the group drops the
+    /// group's clean pages of it.
     pub(crate) seen_ctime: AtomicU64,
     pub(crate) seen_size: AtomicU64,
     /// The file pages a write may have dirtied since the last complete

@@ -29,6 +29,58 @@ pub(super) fn seen(slot: &Slot) -> (u64, u64) {
     )
 }
 
+/// The high bit of the change time recorded after the group's own
+/// writeback, whose low bits are the wall-clock time (nanoseconds) once
+/// its writes were done: the group changed the file then and did not
+/// look at the change time it left. A writeback does not look: on a
+/// filesystem with fine-grained change times (Linux 6.13's multigrain
+/// timestamps), a look marks the time queried, and the next write must
+/// stamp a new one and dirty the inode, so looking after every sync
+/// made every commit of a database (a WAL write, then `fdatasync`) dirty
+/// its inode again: 60 us a sync more on ext4
+/// (docs/measurements/2026-11-28-shared-run.md). An open that then finds
+/// the file at the size the writeback left and a change time no later
+/// than that moment takes the change as the group's own ([`known`]).
+const WROTE_BACK: u64 = 1 << 63;
+
+/// The change time recorded for a file a process of the group handed to
+/// the kernel: no file has it, so the next open follows the file.
+const HANDED: u64 = u64::MAX;
+
+/// Records that the group's writeback changed the slot's file in the
+/// kernel, at the size the group has ([`WROTE_BACK`]; the inode lock
+/// held).
+pub(super) fn wrote_back(slot: &Slot) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    slot.seen_ctime
+        .store(WROTE_BACK | (now & !WROTE_BACK), Ordering::Release);
+    slot.seen_size
+        .store(slot.size.load(Ordering::Acquire), Ordering::Release);
+}
+
+/// Records that a process of the group handed the slot's file to the
+/// kernel ([`HANDED`]).
+pub(super) fn handed(slot: &Slot) {
+    slot.seen_ctime.store(HANDED, Ordering::Release);
+}
+
+/// Whether the kernel's view `kernel` of a file is what the group last
+/// saw of it, `seen`, or can be the change of the group's own last
+/// writeback: the size it left, a change time no later than its end. A
+/// change from outside the group within the same clock tick as the
+/// group's writeback, leaving the size as it was, can pass for the
+/// group's (docs/preload.md, "Processes").
+fn known(seen: (u64, u64), kernel: (u64, u64)) -> bool {
+    let (ctime, size) = seen;
+    seen == kernel
+        || (ctime != HANDED
+            && ctime & WROTE_BACK != 0
+            && size == kernel.1
+            && kernel.0 <= ctime & !WROTE_BACK)
+}
+
 /// Records the kernel's view of the slot's file (the inode lock held, or
 /// the slot new).
 pub(super) fn saw(slot: &Slot, meta: &std::fs::Metadata) {
@@ -109,12 +161,12 @@ impl SharedFile {
     /// unsaved data stays, to be written over the change.
     pub(super) fn follow_kernel(&self, meta: &std::fs::Metadata) -> io::Result<()> {
         let (slot, ..) = self.current()?;
-        if seen(slot) == kernel_view(meta) {
+        if known(seen(slot), kernel_view(meta)) {
             return Ok(());
         }
         let (_inode, slot, i, generation) = self.inode_lock()?;
         let meta = self.file.metadata()?;
-        if seen(slot) == kernel_view(&meta) {
+        if known(seen(slot), kernel_view(&meta)) {
             return Ok(());
         }
         if self.dirty_pages(slot, i, generation)?.is_empty() {
@@ -221,5 +273,30 @@ impl SharedFile {
         Err(io::Error::other(
             "shared cache: the file's slot keeps moving",
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_writeback_is_known_by_its_size_and_time_and_a_hand_over_never() {
+        let t = 1_700_000_000_000_000_000u64;
+        let wrote = (WROTE_BACK | t, 4096);
+        // The write's stamp, no later than the writeback's end.
+        assert!(known(wrote, (t - 5, 4096)));
+        assert!(known(wrote, (t, 4096)));
+        // Changed after it, or to another size.
+        assert!(!known(wrote, (t + 1, 4096)));
+        assert!(!known(wrote, (t - 5, 8192)));
+        assert!(!known((HANDED, 4096), (t, 4096)));
+        assert!(!known(
+            (HANDED, u64::MAX >> 1),
+            (u64::MAX >> 1, u64::MAX >> 1)
+        ));
+        // Seen at an open: only the same time and size.
+        assert!(known((t, 4096), (t, 4096)));
+        assert!(!known((t, 4096), (t - 1, 4096)));
     }
 }

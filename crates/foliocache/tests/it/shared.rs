@@ -10,7 +10,7 @@
 
 use std::fs::OpenOptions;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -257,6 +257,54 @@ fn a_file_changed_behind_the_group_is_followed_at_the_next_open() {
     let disk = std::fs::read(&t.path).unwrap();
     assert_eq!(&disk[..5], b"group");
     assert!(disk[5..].iter().all(|&b| b == b'b'), "{}", disk.len());
+    cache.verify().unwrap();
+}
+
+/// The group's own writeback is not taken for a change behind it (an
+/// open after a sync keeps the file's pages: hits, no load), while a
+/// change from outside after it, at the same size, is followed; and a
+/// file a process hands to the kernel is followed at its next open
+/// whatever the kernel's change time then.
+#[test]
+fn an_open_after_the_groups_sync_keeps_its_pages_and_follows_later_changes() {
+    let t = TempPath::new("shared-after-sync");
+    let cache = SharedCache::new(16 * 4096).unwrap();
+    let f = open(&cache, &t.path, false);
+    f.write_at(&[b'a'; 3 * 4096], 0).unwrap();
+    f.sync_data().unwrap();
+    let misses = cache.stats().misses;
+    let g = open(&cache, &t.path, false);
+    let mut buf = vec![0; 3 * 4096];
+    assert_eq!(g.read_at(&mut buf, 0).unwrap(), 3 * 4096);
+    assert!(buf.iter().all(|&b| b == b'a'));
+    assert_eq!(cache.stats().misses, misses, "the pages were dropped");
+    drop((f, g));
+    // Changed from outside, in place, at the same size, a tick later.
+    std::thread::sleep(Duration::from_millis(20));
+    OpenOptions::new()
+        .write(true)
+        .open(&t.path)
+        .unwrap()
+        .write_all_at(&[b'b'; 4096], 4096)
+        .unwrap();
+    let h = open(&cache, &t.path, false);
+    assert_eq!(h.read_at(&mut buf, 0).unwrap(), 3 * 4096);
+    assert!(buf[..4096].iter().all(|&b| b == b'a'));
+    assert!(buf[4096..8192].iter().all(|&b| b == b'b'));
+    // Handed to the kernel, changed there at once: followed.
+    h.write_at(b"cc", 0).unwrap();
+    h.sync_data().unwrap();
+    let st = std::fs::metadata(&t.path).unwrap();
+    cache.handed_to_kernel(st.dev(), st.ino());
+    OpenOptions::new()
+        .write(true)
+        .open(&t.path)
+        .unwrap()
+        .write_all_at(b"dd", 0)
+        .unwrap();
+    let k = open(&cache, &t.path, false);
+    assert_eq!(k.read_at(&mut buf[..2], 0).unwrap(), 2);
+    assert_eq!(&buf[..2], b"dd");
     cache.verify().unwrap();
 }
 

@@ -157,6 +157,15 @@ static void test_open_read_write(void) {
     memset(got, 0, N);
     CHECK(kernel_size(path_of("rw.bin")) == N);
     CHECK(kernel_pread(path_of("rw.bin"), got, N, 0) == N && memcmp(got, buf, N) == 0);
+    /* sync_file_range waiting after the writes: the kernel holds a write
+       made since (SYNC_FILE_RANGE_WRITE alone is a hint). */
+    buf[5] ^= 0xff;
+    CHECK(pwrite(fd, buf + 5, 1, 5) == 1);
+    CHECK(sync_file_range(fd, 0, 0,
+                          SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                              SYNC_FILE_RANGE_WAIT_AFTER) == 0);
+    CHECK(kernel_pread(path_of("rw.bin"), got, N, 0) == N && memcmp(got, buf, N) == 0);
+    CHECK(sync_file_range(fd, 0, 0, 8) == -1 && errno == EINVAL);
     CHECK(close(fd) == 0);
 
     /* The other opens. */
