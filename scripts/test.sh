@@ -19,6 +19,9 @@ command -v fio >/dev/null 2>&1 || missing+=(fio)
 command -v sqlite3 >/dev/null 2>&1 || missing+=(sqlite3)
 command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
 command -v db_bench >/dev/null 2>&1 || missing+=(rocksdb-tools)
+# The programs scenario's pgbench job runs PostgreSQL (initdb, the
+# server, pgbench) on ext4 and under `foliocache run --shared`.
+[ -d /usr/lib/postgresql ] || missing+=(postgresql)
 # The advisor scenario's db_bench trace is recorded with strace.
 command -v strace >/dev/null 2>&1 || missing+=(strace)
 # The C API's install test builds a program with pkg-config's flags.

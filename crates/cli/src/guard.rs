@@ -79,7 +79,17 @@ pub fn run_shared(mut cmd: Command, program: &Path, capacity: u64) -> Result<()>
             std::os::fd::AsRawFd::as_raw_fd(&cache.memory_file())
         ),
     );
+    // The flusher thread starts with the signals `supervise` waits for
+    // blocked, as this thread has them from here on, so that none is
+    // delivered to it.
+    let watched = sigset(&WATCHED);
+    // SAFETY: changes this thread's signal mask.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &watched, std::ptr::null_mut()) };
+    let flusher = cache
+        .start_flusher()
+        .context("starting the shared cache's flusher")?;
     let status = supervise(cmd, program)?;
+    drop(flusher);
     match cache.write_back_all() {
         Ok(0) => {}
         Ok(n) => eprintln!(
@@ -97,8 +107,8 @@ fn supervise(mut cmd: Command, program: &Path) -> Result<ExitStatus> {
     // below; unblocked in the program before it starts (a child inherits
     // its parent's mask).
     let watched = sigset(&WATCHED);
-    // SAFETY: changes this thread's signal mask (the process has no other
-    // thread that could take the signals).
+    // SAFETY: changes this thread's signal mask (any other thread of the
+    // process, the shared cache's flusher, started with them blocked).
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &watched, std::ptr::null_mut()) };
     // SAFETY: runs in the forked child before `exec`, where it only calls
     // pthread_sigmask, which is async-signal-safe, on a set copied in.

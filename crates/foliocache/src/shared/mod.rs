@@ -44,6 +44,8 @@
 //! any cache: a write from outside the group is not seen by the group.
 
 pub(crate) mod crash;
+mod flusher;
+pub use flusher::Flusher;
 mod index;
 mod lock;
 mod seg;
@@ -163,6 +165,17 @@ impl SharedCache {
         f.resolve(&meta)?;
         f.follow_kernel(&meta)?;
         Ok(f)
+    }
+
+    /// The cache's pages.
+    pub fn pages(&self) -> u64 {
+        self.inner.seg.pages
+    }
+
+    /// The pages dirty now (written by a process of the group, not yet
+    /// written back): one load, no walk.
+    pub fn dirty_pages(&self) -> u64 {
+        self.inner.seg.header().dirty.load(Ordering::Relaxed)
     }
 
     /// What the cache holds and did.

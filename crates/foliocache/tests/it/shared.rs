@@ -308,6 +308,36 @@ fn an_open_after_the_groups_sync_keeps_its_pages_and_follows_later_changes() {
     cache.verify().unwrap();
 }
 
+/// The group's flusher writes back what passes a quarter of the cache
+/// dirty, with no sync and no writer throttled; below it, nothing, until
+/// the expiry; it stops when dropped.
+#[test]
+fn the_flusher_writes_back_past_a_quarter_of_the_cache_dirty() {
+    let t = TempPath::new("shared-flusher");
+    let cache = SharedCache::new(32 * 4096).unwrap();
+    let f = open(&cache, &t.path, false);
+    f.write_at(&[b'x'; 4 * 4096], 0).unwrap();
+    let flusher = cache.start_flusher().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(cache.dirty_pages(), 4, "under a quarter: left dirty");
+    f.write_at(&[b'y'; 6 * 4096], 4 * 4096).unwrap();
+    assert!(cache.dirty_pages() > cache.pages() / 4);
+    let start = Instant::now();
+    while cache.dirty_pages() > 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "never written back"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(flusher);
+    let disk = std::fs::read(&t.path).unwrap();
+    assert_eq!(disk.len(), 10 * 4096);
+    assert!(disk[..4 * 4096].iter().all(|&b| b == b'x'));
+    assert!(disk[4 * 4096..].iter().all(|&b| b == b'y'));
+    cache.verify().unwrap();
+}
+
 /// Forked processes on one file, each op and its model update under a
 /// test lock, the model in shared memory: every read any process makes
 /// sees every other's writes, sizes and truncations.
