@@ -70,32 +70,35 @@ fn reproduce(argv: &[String]) -> String {
     format!("cargo run --release -- {}", quoted.join(" "))
 }
 
-fn run_plan(args: &BenchArgs, plan: &Plan, argv: &[String]) -> Result<()> {
-    let t0 = Instant::now();
-    let host = Host::this();
-    let command = reproduce(argv);
-    // The data directory: --dir, or a temporary one (removed at the end
-    // unless --keep).
-    let (tmp, data) = match &args.dir {
+/// The data directory: `--dir`, or a temporary one (removed at the end
+/// unless `--keep`), traversable but not listable by other users, so
+/// that a program the bench runs as another user (the programs
+/// scenario's PostgreSQL) reaches its own directory in it.
+fn data_dir(args: &BenchArgs) -> Result<(Option<tempfile::TempDir>, DataSet)> {
+    Ok(match &args.dir {
         Some(d) => {
             std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
             (None, DataSet::new(d.clone(), !args.keep).reuse(args.keep))
         }
         None => {
+            use std::os::unix::fs::PermissionsExt;
             let t = tempfile::Builder::new()
                 .prefix("foliocache-bench-")
                 .tempdir()
                 .context("creating a temporary directory (set TMPDIR or use --dir)")?;
             let p = t.path().to_path_buf();
-            // Traversable, not listable, by other users: a program the
-            // bench runs as another user (the programs scenario's
-            // PostgreSQL) reaches its own directory in it.
-            use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o711))
                 .with_context(|| format!("opening {} to other users", p.display()))?;
             (Some(t), DataSet::new(p, false))
         }
-    };
+    })
+}
+
+fn run_plan(args: &BenchArgs, plan: &Plan, argv: &[String]) -> Result<()> {
+    let t0 = Instant::now();
+    let host = Host::this();
+    let command = reproduce(argv);
+    let (tmp, data) = data_dir(args)?;
     out!("foliocache bench: reproduce with `{command}`");
     let overhead = crate::clock::overhead_ns(plan.clock);
     out!(

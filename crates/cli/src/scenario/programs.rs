@@ -28,7 +28,7 @@ use crate::args::BenchArgs;
 use crate::cgroup::Availability;
 use crate::engine::{FuseFigures, FuseMount};
 use crate::launch::{self, RunArgs};
-use crate::report::{Perf, RunJob, RunRecord};
+use crate::report::{Latency, Perf, RunJob, RunRecord};
 use crate::targets::{self, bandwidth, Given, JobRuns, Judged, Target};
 use crate::units::{fmt_size, fmt_size_approx};
 
@@ -631,23 +631,39 @@ fn db_record(
     threads: u32,
     notes: Vec<String>,
 ) -> RunRecord {
+    let job = RunJob {
+        rw: name,
+        bs: KV_BYTES,
+        numjobs: threads as usize,
+        file_size: raw,
+        ..RunJob::default()
+    };
+    let lat = r.lat.unwrap_or_default();
+    program_record(way, job, (r.ops, r.seconds, r.ops_per_s), lat, notes)
+}
+
+/// A program's record on `way`: `job`'s operations (each counted as
+/// `job.bs` bytes in the bandwidth), `ops` of them in `seconds`, at
+/// `per_s`, with latency `lat`. CPU is not measured: the program's
+/// processes do the work, and one process runs several benchmarks.
+fn program_record(
+    way: &str,
+    job: RunJob,
+    (ops, seconds, per_s): (u64, f64, f64),
+    lat: Latency,
+    notes: Vec<String>,
+) -> RunRecord {
+    let bs = job.bs;
     RunRecord {
         engine: way.to_string(),
-        job: RunJob {
-            rw: name,
-            bs: KV_BYTES,
-            numjobs: threads as usize,
-            file_size: raw,
-            ..RunJob::default()
-        },
+        job,
         perf: Perf {
-            bytes: r.ops * KV_BYTES,
-            ops: r.ops,
-            seconds: r.seconds,
-            bw_bytes: r.ops_per_s * KV_BYTES as f64,
-            iops: r.ops_per_s,
-            lat_ns: r.lat.unwrap_or_default(),
-            // Not measured: one process runs several benchmarks.
+            bytes: ops * bs,
+            ops,
+            seconds,
+            bw_bytes: per_s * bs as f64,
+            iops: per_s,
+            lat_ns: lat,
             cpu_us_per_op: f64::NAN,
             cpu_s_per_gib: f64::NAN,
             ..Perf::default()

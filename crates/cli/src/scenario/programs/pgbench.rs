@@ -25,12 +25,12 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use crate::report::{Perf, RunJob, RunRecord};
+use crate::report::{Latency, RunJob, RunRecord};
 use crate::scenario::FullQuick;
 use crate::targets::JobRuns;
 use crate::units::{fmt_size, fmt_size_approx};
 
-use super::{tail, EXT4};
+use super::{program_record, tail, EXT4};
 
 /// `pgbench -S`: read-only, a primary-key select per transaction.
 pub const SELECT: &str = "pgbench-select";
@@ -305,30 +305,19 @@ impl<'a> Job<'a> {
                 fmt_size(self.pg.capacity())
             ));
         }
-        let mut rec = RunRecord {
-            engine: way.to_string(),
-            job: RunJob {
-                rw: r.name,
-                bs: PAGE,
-                numjobs: CLIENTS as usize,
-                file_size: size,
-                ..RunJob::default()
-            },
-            perf: Perf {
-                bytes: r.transactions * PAGE,
-                ops: r.transactions,
-                seconds: f64::from(self.pg.seconds),
-                bw_bytes: r.tps * PAGE as f64,
-                iops: r.tps,
-                // Not measured: the server's processes do the work.
-                cpu_us_per_op: f64::NAN,
-                cpu_s_per_gib: f64::NAN,
-                ..Perf::default()
-            },
-            notes,
-            ..RunRecord::default()
+        let job = RunJob {
+            rw: r.name,
+            bs: PAGE,
+            numjobs: CLIENTS as usize,
+            file_size: size,
+            ..RunJob::default()
         };
-        rec.perf.lat_ns.mean = r.latency_ms * 1e6;
+        let lat = Latency {
+            mean: r.latency_ms * 1e6,
+            ..Latency::default()
+        };
+        let seconds = f64::from(self.pg.seconds);
+        let mut rec = program_record(way, job, (r.transactions, seconds, r.tps), lat, notes);
         rec.memory.capacity = (way == SHARED).then_some(self.pg.capacity());
         rec
     }
