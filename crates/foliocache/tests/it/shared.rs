@@ -843,9 +843,12 @@ fn segment_memory(pid: libc::pid_t, name: &str) -> (u64, u64) {
 /// over the nine processes is at most 1.1x what one process maps.
 #[test]
 fn eight_processes_hold_one_copy() {
-    const SIZE: usize = 16 << 20;
-    let t = TempPath::with_data("shared-copies", &vec![5u8; SIZE]);
-    let cache = SharedCache::new(20 << 20).unwrap();
+    // The file's MiB (`FOLIOCACHE_TEST_COPIES_MIB`; the issue's figure is
+    // 1024, run by hand).
+    let mib = test_support::env_or("FOLIOCACHE_TEST_COPIES_MIB", 16usize);
+    let size = mib << 20;
+    let t = TempPath::with_data("shared-copies", &vec![5u8; size]);
+    let cache = SharedCache::new((size + (4 << 20)) as u64).unwrap();
     let f = open(&cache, &t.path, true);
     let shm = Shared::new(4096);
     let readers: Vec<_> = (0..8)
@@ -853,7 +856,7 @@ fn eight_processes_hold_one_copy() {
             let (f, shm) = (&f, &shm);
             fork(move || {
                 let mut buf = vec![0; 1 << 20];
-                for off in (0..SIZE).step_by(buf.len()) {
+                for off in (0..size).step_by(buf.len()) {
                     f.read_at(&mut buf, off as u64).unwrap();
                 }
                 shm.word(0).fetch_add(1, Ordering::AcqRel);
@@ -880,10 +883,15 @@ fn eight_processes_hold_one_copy() {
     for pid in readers {
         assert_eq!(wait(pid), 0);
     }
-    assert!(one_rss >= SIZE as u64, "one reader maps {one_rss} bytes");
+    println!(
+        "{mib} MiB read by 8 processes: one reader's Rss of the segment {one_rss} bytes, \
+         the group's Pss {group_pss} ({:.3}x)",
+        group_pss as f64 / one_rss as f64
+    );
+    assert!(one_rss >= size as u64, "one reader maps {one_rss} bytes");
     assert!(
         group_pss as f64 <= one_rss as f64 * 1.1,
         "the group holds {group_pss} bytes where one process maps {one_rss}"
     );
-    assert_eq!(cache.stats().cached, (SIZE / 4096) as u64);
+    assert_eq!(cache.stats().cached, (size / 4096) as u64);
 }
