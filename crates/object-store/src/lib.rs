@@ -94,6 +94,7 @@
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
+mod budget;
 pub mod disk;
 mod forward;
 #[cfg(feature = "prometheus")]
