@@ -156,12 +156,10 @@ impl<S: ObjectStore> RemoteBacking<S> {
         let key = |c: u64| chunk_key(self.path.as_ref(), version, c);
         let len = |c: u64| ((size - c * chunk).min(chunk)) as usize;
         let sequential = self.last_end.swap(range.end, Ordering::Relaxed) == range.start;
-        let held = chunks.clone().all(|c| match tier.get(key(c), len(c)) {
-            Some(data) => {
-                clip(&range, c * chunk, &data, &mut *fill);
-                true
-            }
-            None => false,
+        let held = chunks.clone().all(|c| {
+            tier.get_with(key(c), len(c), |data| {
+                clip(&range, c * chunk, data, &mut *fill)
+            })
         });
         if held {
             return Ok(());
