@@ -31,8 +31,12 @@ use crate::upload::InvalidatingUpload;
 const MAX_STALE_RETRIES: u32 = 2;
 
 /// The smallest default GET budget ([`CachedStoreBuilder::get_budget`]):
-/// the disk tier's chunk.
-const MIN_GET_BUDGET: u64 = 64 << 10;
+/// 16 read-around windows of 512 KiB (the window at S3's 20 to 200 ms and
+/// 90 MB/s is 512 KiB to 4 MiB, crate::window), so that a small cache's
+/// concurrent misses do not queue behind one another (at 1 MiB, an
+/// eighth of 8 MiB, the bench's p99 rose 6x: the measurement note of
+/// 2026-11-28).
+const MIN_GET_BUDGET: u64 = 8 << 20;
 
 /// The default bound on tracked objects ([`CachedStoreBuilder::max_objects`]).
 pub const DEFAULT_MAX_OBJECTS: usize = 4096;
@@ -132,7 +136,7 @@ impl<S: ObjectStore> CachedStoreBuilder<S> {
     /// the store holds beside the cache's memory is bounded. A GET larger
     /// than the budget waits for all of it and goes alone. Default: an
     /// eighth of the cache's capacity (foliocache caps a readahead window
-    /// there too), at least 64 KiB (docs/object-store.md, "Bounds").
+    /// there too), at least 8 MiB (docs/object-store.md, "Bounds").
     pub fn get_budget(mut self, bytes: u64) -> Self {
         self.get_budget = Some(bytes);
         self

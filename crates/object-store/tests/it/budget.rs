@@ -79,11 +79,13 @@ async fn a_budget_smaller_than_the_reads_in_flight_completes_every_read() {
     assert_eq!(s.get_budget_available(), BUDGET, "the budget is given back");
 }
 
-/// The default budget is an eighth of the cache.
+/// The default budget is an eighth of the cache, at least 8 MiB.
 #[test]
 fn the_default_budget_is_an_eighth_of_the_cache() {
     let s = CachedStore::new(Counting::new(), TestCache::bytes(16 << 20).build());
-    assert_eq!(s.get_budget(), 2 << 20);
+    assert_eq!(s.get_budget(), 8 << 20);
+    let s = CachedStore::new(Counting::new(), TestCache::bytes(128 << 20).build());
+    assert_eq!(s.get_budget(), 16 << 20);
 }
 
 /// A GET that fails after its first piece: the store's error, nothing
