@@ -109,7 +109,15 @@ pub struct DiskTier {
     clock: AtomicU64,
     ghosts: Mutex<Ghosts>,
     counts: Counts,
+    /// Slot buffers kept for the next read or write, at most
+    /// [`POOL_BUFS`]: a slot's IO reuses one instead of allocating its
+    /// 68 KiB (an allocator keeps what each thread frees, in its own
+    /// arena: docs/measurements/2026-11-28-objectstore-memory.md).
+    pool: Mutex<Vec<AlignedBuf>>,
 }
+
+/// The most slot buffers [`DiskTier`] keeps for reuse.
+const POOL_BUFS: usize = 16;
 
 /// A slot whose content this process has not seen (every slot after an
 /// open: the file is not read).
@@ -198,6 +206,7 @@ impl DiskTier {
             clock: AtomicU64::new(1),
             ghosts: Mutex::new(Ghosts::default()),
             counts: Counts::default(),
+            pool: Mutex::new(Vec::new()),
         })
     }
 
@@ -218,9 +227,24 @@ impl DiskTier {
     /// The most bytes the tier's memory takes: the tags and recency of
     /// its slots (16 bytes a slot) and the ghosts at their bound (a key
     /// per slot, 64 to 65,536; [`GHOST_BYTES`] each, the map's and the
-    /// order's). The file's bytes are on disk, not here.
+    /// order's), and the slot buffers it keeps for its IO (16 of
+    /// 68 KiB). The file's bytes are on disk, not here.
     pub fn memory_bound(&self) -> u64 {
-        self.slots * 16 + self.ghost_cap() as u64 * GHOST_BYTES
+        self.slots * 16 + self.ghost_cap() as u64 * GHOST_BYTES + (POOL_BUFS * SLOT) as u64
+    }
+
+    /// A slot buffer: a kept one, or a new one.
+    fn take_buf(&self) -> Option<AlignedBuf> {
+        let kept = self.pool.lock().pop();
+        kept.or_else(|| AlignedBuf::zeroed(SLOT).ok())
+    }
+
+    /// Keeps `buf` for the next slot IO, unless [`POOL_BUFS`] are kept.
+    fn give_buf(&self, buf: AlignedBuf) {
+        let mut pool = self.pool.lock();
+        if pool.len() < POOL_BUFS {
+            pool.push(buf);
+        }
     }
 
     /// The most keys the ghosts hold: one per slot, within 64 to
@@ -247,6 +271,14 @@ impl DiskTier {
     /// holds it, and their tags learnt; a set whose tags are all known
     /// and none `key`'s is a miss with no read.
     pub fn get(&self, key: u128, len: usize) -> Option<Vec<u8>> {
+        let mut got = None;
+        self.get_with(key, len, |data| got = Some(data.to_vec()));
+        got
+    }
+
+    /// As [`get`](Self::get), the chunk handed to `f` in the tier's own
+    /// buffer, not copied out; whether it was found.
+    pub(crate) fn get_with(&self, key: u128, len: usize, f: impl FnOnce(&[u8])) -> bool {
         let found = self.lookup(key, len);
         let c = if found.is_some() {
             &self.counts.hits
@@ -254,10 +286,19 @@ impl DiskTier {
             &self.counts.misses
         };
         c.fetch_add(1, Ordering::Relaxed);
-        found
+        match found {
+            Some(buf) => {
+                f(&buf[BLOCK..BLOCK + len]);
+                self.give_buf(buf);
+                true
+            }
+            None => false,
+        }
     }
 
-    fn lookup(&self, key: u128, len: usize) -> Option<Vec<u8>> {
+    /// The buffer of the slot holding `key` (its `len` bytes at
+    /// [`BLOCK`]), if one does.
+    fn lookup(&self, key: u128, len: usize) -> Option<AlignedBuf> {
         let want = tag(key);
         for pass in [want, UNKNOWN] {
             for s in self.set(key) {
@@ -274,11 +315,22 @@ impl DiskTier {
         None
     }
 
-    /// Reads slot `s`: `key`'s `len` bytes if it holds them, checksum
-    /// verified. Otherwise what the header says the slot holds becomes
-    /// its tag (another chunk's, or [`EMPTY`]).
-    fn read_slot(&self, s: u64, key: u128, len: usize) -> Option<Vec<u8>> {
-        let mut buf = AlignedBuf::zeroed(SLOT).ok()?;
+    /// Reads slot `s`: its buffer, if it holds `key`'s `len` bytes,
+    /// checksum verified. Otherwise what the header says the slot holds
+    /// becomes its tag (another chunk's, or [`EMPTY`]).
+    fn read_slot(&self, s: u64, key: u128, len: usize) -> Option<AlignedBuf> {
+        let mut buf = self.take_buf()?;
+        if self.check_slot(s, key, len, &mut buf).is_some() {
+            Some(buf)
+        } else {
+            self.give_buf(buf);
+            None
+        }
+    }
+
+    /// Reads slot `s` into `buf`: `Some` if it holds `key`'s `len` bytes
+    /// (see [`read_slot`](Self::read_slot)).
+    fn check_slot(&self, s: u64, key: u128, len: usize, buf: &mut AlignedBuf) -> Option<()> {
         let n = match self
             .file
             .read_blocks(&mut [buf.io_buf_mut()], s * SLOT as u64)
@@ -309,7 +361,7 @@ impl DiskTier {
             self.counts.corrupt.fetch_add(1, Ordering::Relaxed);
             return None;
         }
-        Some(buf[BLOCK..BLOCK + len].to_vec())
+        Some(())
     }
 
     /// Writes the chunk `key` (`data`, at most [`CHUNK`] bytes) to a slot
@@ -320,9 +372,13 @@ impl DiskTier {
         if data.len() > CHUNK {
             return;
         }
-        let Ok(mut buf) = AlignedBuf::zeroed(SLOT) else {
+        let Some(mut buf) = self.take_buf() else {
             return;
         };
+        // (A kept buffer holds an earlier slot: what the header and the
+        // data do not cover is zeroed.)
+        buf[36..BLOCK].fill(0);
+        buf[BLOCK + data.len()..].fill(0);
         buf[..8].copy_from_slice(MAGIC);
         buf[8..24].copy_from_slice(&key.to_le_bytes());
         buf[24..28].copy_from_slice(&(data.len() as u32).to_le_bytes());
@@ -340,6 +396,7 @@ impl DiskTier {
             }
             Err(_) => self.counts.errors.fetch_add(1, Ordering::Relaxed),
         };
+        self.give_buf(buf);
     }
 
     /// The slot `put` writes `key` to.
@@ -433,8 +490,8 @@ mod tests {
         }
         assert_eq!(
             tier.memory_bound(),
-            64 * 16 + 64 * GHOST_BYTES,
-            "tags and recency, and the ghosts at their bound"
+            64 * 16 + 64 * GHOST_BYTES + (POOL_BUFS * SLOT) as u64,
+            "tags and recency, the ghosts at their bound, the kept buffers"
         );
     }
 }

@@ -48,7 +48,11 @@
 //! - **Bounds**: the folios are the cache's (its capacity, its reclaim);
 //!   the objects tracked are at most
 //!   [`max_objects`](CachedStoreBuilder::max_objects), evicted by CLOCK
-//!   (its mapping closes, its folios go).
+//!   (its mapping closes, its folios go); the remote GET bytes in flight
+//!   are at most [`get_budget`](CachedStoreBuilder::get_budget) (a GET
+//!   takes its bytes before it is sent, gives them back once they are in
+//!   the folios or the tier), and a GET's body streams into the folios
+//!   chunk by chunk: no buffer of its size is made.
 //!
 //! # Locking
 //! | what | takes | may block |
@@ -57,6 +61,7 @@
 //! | a lookup of an object not tracked | its key's gate (an async mutex) across the HEAD | the task waits for the lookup before it |
 //! | a read | the cache's locks, as [`foliocache::File::read_at`] takes them; a miss runs on tokio's blocking pool, never on a runtime worker | a miss: for its GET, on the blocking thread |
 //! | a miss's GET | no lock of this crate; the folio locks of the run it fills | for the GET, driven by the runtime's handle |
+//! | the GET budget | its bytes, taken with the run's folio locks held; a holder waits on nothing that takes a folio lock | while the bytes in flight would pass the budget |
 //!
 //! # Example
 //! ```
@@ -94,6 +99,7 @@
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
+mod budget;
 pub mod disk;
 mod forward;
 #[cfg(feature = "prometheus")]

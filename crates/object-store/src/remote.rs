@@ -42,12 +42,14 @@ use std::time::Instant;
 
 use backing::{Backing, BackingInfo, DataPath, IoBuf, IoBufMut, BLOCK};
 use bytes::Bytes;
+use futures_util::StreamExt;
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore};
 use tokio::runtime::Handle;
 
+use crate::budget::{GetBudget, Taken};
 use crate::disk::{chunk_key, DiskTier, CHUNK};
-use crate::window::{span, Flights, Leader, LinkModel, Role};
+use crate::window::{span, Flights, Leader, LinkModel, Pieces, Role};
 
 /// The name the store's own errors carry (`object_store::Error::Generic`'s
 /// `store`).
@@ -104,6 +106,8 @@ pub(crate) struct RemoteBacking<S> {
     tier: Option<(Arc<DiskTier>, String)>,
     /// Windows being fetched for point misses (crate::window).
     flights: Arc<Flights>,
+    /// The store's budget of GET bytes in flight (crate::budget).
+    budget: Arc<GetBudget>,
     /// Where the last range read from the remote or the tier ended: a
     /// range starting there is a sequential reader's.
     last_end: AtomicU64,
@@ -118,6 +122,7 @@ impl<S: ObjectStore> RemoteBacking<S> {
         runtime: Option<Handle>,
         counters: Arc<Counters>,
         tier: Option<Arc<DiskTier>>,
+        budget: Arc<GetBudget>,
     ) -> Self {
         let tier = tier.map(|t| (t, version_name(&meta)));
         RemoteBacking {
@@ -128,19 +133,22 @@ impl<S: ObjectStore> RemoteBacking<S> {
             counters,
             tier,
             flights: Arc::default(),
+            budget,
             last_end: AtomicU64::new(u64::MAX),
         }
     }
 
-    /// The bytes of `range` (within the object): from the disk tier if
-    /// it holds every chunk the range touches; else, for a point miss, by
-    /// a GET of its window ([`read_around`](Self::read_around)); else by a
-    /// GET widened to whole chunks when one of them is admitted to the
-    /// tier (a page of it missed a second time, [`DiskTier::admit`]),
-    /// which is then written there.
-    fn read_range(&self, range: Range<u64>) -> object_store::Result<Bytes> {
+    /// Hands `range`'s bytes (within the object) to `fill`, at their
+    /// offsets: from the disk tier if it holds every chunk the range
+    /// touches; else, for a point miss, by a GET of its window
+    /// ([`read_around`](Self::read_around)); else by a GET widened to
+    /// whole chunks when one of them is admitted to the tier (a page of it
+    /// missed a second time, [`DiskTier::admit`]), which is then written
+    /// there. `fill` may be handed bytes of a range more than once (tier
+    /// chunks, then a GET's): the last are the range's.
+    fn read_range(&self, range: Range<u64>, fill: Fill<'_>) -> object_store::Result<()> {
         let Some((tier, version)) = &self.tier else {
-            return self.fetch(range);
+            return self.fetch(range, fill).map(drop);
         };
         let chunk = CHUNK as u64;
         let size = self.meta.size;
@@ -148,21 +156,17 @@ impl<S: ObjectStore> RemoteBacking<S> {
         let key = |c: u64| chunk_key(self.path.as_ref(), version, c);
         let len = |c: u64| ((size - c * chunk).min(chunk)) as usize;
         let sequential = self.last_end.swap(range.end, Ordering::Relaxed) == range.start;
-        let mut held = Vec::new();
-        for c in chunks.clone() {
-            match tier.get(key(c), len(c)) {
-                Some(data) => held.extend_from_slice(&data),
-                None => break,
-            }
-        }
-        let from = chunks.start * chunk;
-        if held.len() as u64 == (chunks.end * chunk).min(size) - from {
-            let at = (range.start - from) as usize;
-            return Ok(Bytes::from(held).slice(at..at + (range.end - range.start) as usize));
+        let held = chunks.clone().all(|c| {
+            tier.get_with(key(c), len(c), |data| {
+                clip(&range, c * chunk, data, &mut *fill)
+            })
+        });
+        if held {
+            return Ok(());
         }
         let window = self.counters.link.point_window();
         if window > 0 && !sequential && range.end - range.start < window {
-            return self.read_around(tier, version, range, window);
+            return self.read_around(tier, version, range, window, fill);
         }
         let pages = |c: u64| {
             let lo = range.start.max(c * chunk) - c * chunk;
@@ -175,15 +179,33 @@ impl<S: ObjectStore> RemoteBacking<S> {
             .filter(|&c| tier.admit(key(c), pages(c)))
             .collect();
         if admitted.is_empty() {
-            return self.fetch(range);
+            return self.fetch(range, fill).map(drop);
         }
-        let wide = self.fetch(from..(chunks.end * chunk).min(size))?;
-        for c in admitted {
-            let at = (c * chunk - from) as usize;
-            tier.put(key(c), &wide[at..at + len(c)]);
+        // The admitted chunks are kept as the body streams in, and written
+        // once it is all in (a GET that fails writes nothing).
+        let mut kept: Vec<(u64, Vec<u8>)> = Vec::with_capacity(admitted.len());
+        let wide = chunks.start * chunk..(chunks.end * chunk).min(size);
+        let mut sink = |at: u64, data: &[u8]| {
+            clip(&range, at, data, &mut *fill);
+            for (c, part) in split(at, data) {
+                if admitted.binary_search(&c).is_err() {
+                    continue;
+                }
+                match kept.last_mut() {
+                    Some((k, buf)) if *k == c => buf.extend_from_slice(part),
+                    _ => {
+                        let mut buf = Vec::with_capacity(len(c));
+                        buf.extend_from_slice(part);
+                        kept.push((c, buf));
+                    }
+                }
+            }
+        };
+        let _taken = self.fetch(wide, &mut sink)?;
+        for (c, data) in kept {
+            tier.put(key(c), &data);
         }
-        let at = (range.start - from) as usize;
-        Ok(wide.slice(at..at + (range.end - range.start) as usize))
+        Ok(())
     }
 
     /// A point miss of `range`: one GET of the aligned `window` around it
@@ -197,47 +219,79 @@ impl<S: ObjectStore> RemoteBacking<S> {
         version: &str,
         range: Range<u64>,
         window: u64,
-    ) -> object_store::Result<Bytes> {
+        fill: Fill<'_>,
+    ) -> object_store::Result<()> {
         let span = span(&range, window, self.meta.size);
-        let wide = match self.flights.begin(&span) {
-            Role::Leader(lead) => match self.fetch(span.clone()) {
-                Ok(wide) => {
-                    lead.publish(Some(wide.clone()));
-                    self.keep(tier, version, span.start, wide.clone(), lead);
-                    wide
+        match self.flights.begin(&span) {
+            Role::Leader(lead) => {
+                // The window in the tier's chunks, as its body streams in.
+                let mut pieces: Vec<Bytes> = Vec::new();
+                let mut piece: Vec<u8> = Vec::new();
+                let mut sink = |at: u64, data: &[u8]| {
+                    clip(&range, at, data, &mut *fill);
+                    for (_, part) in split(at, data) {
+                        if piece.is_empty() {
+                            piece.reserve_exact(CHUNK);
+                        }
+                        piece.extend_from_slice(part);
+                        if piece.len() == CHUNK {
+                            pieces.push(std::mem::take(&mut piece).into());
+                        }
+                    }
+                };
+                match self.fetch(span.clone(), &mut sink) {
+                    Ok(taken) => {
+                        if !piece.is_empty() {
+                            pieces.push(piece.into());
+                        }
+                        let pieces: Pieces = pieces.into();
+                        lead.publish(Some(pieces.clone()));
+                        self.keep(tier, version, span.start, pieces, (lead, taken));
+                        Ok(())
+                    }
+                    Err(e) => {
+                        lead.publish(None);
+                        Err(e)
+                    }
                 }
-                Err(e) => {
-                    lead.publish(None);
-                    return Err(e);
-                }
-            },
+            }
             Role::Waiter(flight) => {
                 Counters::add(&self.counters.coalesced, 1);
                 match flight.wait() {
-                    Some(wide) => wide,
-                    None => return self.fetch(range),
+                    Some(pieces) => {
+                        for (i, p) in pieces.iter().enumerate() {
+                            clip(&range, span.start + (i * CHUNK) as u64, p, &mut *fill);
+                        }
+                        Ok(())
+                    }
+                    None => self.fetch(range, fill).map(drop),
                 }
             }
-        };
-        let at = (range.start - span.start) as usize;
-        Ok(wide.slice(at..at + (range.end - range.start) as usize))
+        }
     }
 
-    /// Writes the chunks of `wide` (the window at `start`) to the tier,
-    /// then ends its flight (`lead`): on the runtime's blocking pool, off
-    /// the miss's path (the flight serves the window meanwhile), or here
-    /// outside tokio or when [`MAX_PENDING_WINDOWS`] wait already (so the
-    /// memory they hold is bounded when the disk is slower than the
-    /// remote).
-    fn keep(&self, tier: &Arc<DiskTier>, version: &str, start: u64, wide: Bytes, lead: Leader) {
+    /// Writes `pieces` (the window at `start`, in chunks) to the tier,
+    /// then ends its flight and gives its GET's budget back (`held`): on
+    /// the runtime's blocking pool, off the miss's path (the flight serves
+    /// the window meanwhile), or here outside tokio or when
+    /// [`MAX_PENDING_WINDOWS`] wait already (so the memory they hold is
+    /// bounded when the disk is slower than the remote).
+    fn keep(
+        &self,
+        tier: &Arc<DiskTier>,
+        version: &str,
+        start: u64,
+        pieces: Pieces,
+        held: (Leader, Taken),
+    ) {
         let (tier, version, path) = (tier.clone(), version.to_string(), self.path.clone());
         let write = move || {
             let chunk = CHUNK as u64;
-            for (i, data) in wide.chunks(CHUNK).enumerate() {
+            for (i, data) in pieces.iter().enumerate() {
                 let c = start / chunk + i as u64;
                 tier.put(chunk_key(path.as_ref(), &version, c), data);
             }
-            drop(lead);
+            drop(held);
         };
         let pending = &self.counters.pending_windows;
         let runtime = self.runtime.as_ref();
@@ -258,57 +312,147 @@ impl<S: ObjectStore> RemoteBacking<S> {
         }
     }
 
-    /// The GET of `range` of this version: the store's answer, which must
-    /// be `range`'s bytes exactly.
-    fn fetch(&self, range: Range<u64>) -> object_store::Result<Bytes> {
-        let store = self.store.clone();
-        let path = self.path.clone();
-        let pinned = self.meta.clone();
+    /// The GET of `range` of this version, its body handed to `sink` chunk
+    /// by chunk as it streams in (at each chunk's offset in the object), so
+    /// that no buffer of the body's size is made; it must be `range`'s
+    /// bytes exactly. The GET takes its bytes from the budget before it is
+    /// sent; what it took is returned, to be dropped once the bytes are
+    /// where they go (on an error, it is given back here).
+    fn fetch(&self, range: Range<u64>, sink: Fill<'_>) -> object_store::Result<Taken> {
         let want = range.end - range.start;
         let mut opts = version_conditions(&self.meta);
-        opts.range = Some(GetRange::Bounded(range));
-        let get = async move {
+        opts.range = Some(GetRange::Bounded(range.clone()));
+        let mut got = 0u64;
+        let get = async {
+            let taken = self.budget.take(want).await?;
             let asked = Instant::now();
-            let r = store.get_opts(&path, opts).await?;
+            let r = self.store.get_opts(&self.path, opts).await?;
             let answered = Instant::now();
-            if !same_version(&r.meta, &pinned) {
-                // A store that ignores the condition (s3s-fs does on GET):
-                // another version's bytes, not this mapping's.
-                return Err(object_store::Error::Precondition {
-                    path: path.to_string(),
-                    source: format!(
-                        "the store answered with version {:?}/{:?} of {} bytes, the cached one is {:?}/{:?} of {}",
-                        r.meta.e_tag, r.meta.version, r.meta.size,
-                        pinned.e_tag, pinned.version, pinned.size
-                    )
-                    .into(),
-                });
+            self.check_version(&r.meta)?;
+            let mut body = r.into_stream();
+            while let Some(chunk) = body.next().await {
+                let chunk = chunk?;
+                if got + chunk.len() as u64 > want {
+                    return Err(self.wrong_length(got + chunk.len() as u64, want));
+                }
+                sink(range.start + got, &chunk);
+                got += chunk.len() as u64;
             }
-            let data = r.bytes().await?;
-            Ok((data, answered - asked, answered.elapsed()))
+            Ok((taken, answered - asked, answered.elapsed()))
         };
         Counters::add(&self.counters.gets, 1);
-        let got = match &self.runtime {
+        let done = match &self.runtime {
             Some(h) => h.block_on(get),
             None => block_on(get),
         };
-        let (data, latency, body) =
-            got.inspect_err(|_| Counters::add(&self.counters.get_errors, 1))?;
-        self.counters.link.record(latency, data.len() as u64, body);
-        Counters::add(&self.counters.get_bytes, data.len() as u64);
-        if data.len() as u64 != want {
+        Counters::add(&self.counters.get_bytes, got);
+        let (taken, latency, body) =
+            done.inspect_err(|_| Counters::add(&self.counters.get_errors, 1))?;
+        self.counters.link.record(latency, got, body);
+        if got != want {
             Counters::add(&self.counters.get_errors, 1);
-            return Err(object_store::Error::Generic {
-                store: STORE,
-                source: format!(
-                    "ranged GET of {} returned {} bytes, not {want}",
-                    self.path,
-                    data.len()
-                )
-                .into(),
-            });
+            return Err(self.wrong_length(got, want));
         }
-        Ok(data)
+        Ok(taken)
+    }
+
+    /// A GET's answer of version `got` must be this mapping's.
+    fn check_version(&self, got: &ObjectMeta) -> object_store::Result<()> {
+        if same_version(got, &self.meta) {
+            return Ok(());
+        }
+        // A store that ignores the condition (s3s-fs does on GET):
+        // another version's bytes, not this mapping's.
+        let pinned = &self.meta;
+        Err(object_store::Error::Precondition {
+            path: self.path.to_string(),
+            source: format!(
+                "the store answered with version {:?}/{:?} of {} bytes, the cached one is {:?}/{:?} of {}",
+                got.e_tag, got.version, got.size, pinned.e_tag, pinned.version, pinned.size
+            )
+            .into(),
+        })
+    }
+
+    /// The error of a ranged GET whose body was `got` bytes (or more),
+    /// not `want`.
+    fn wrong_length(&self, got: u64, want: u64) -> object_store::Error {
+        object_store::Error::Generic {
+            store: STORE,
+            source: format!(
+                "ranged GET of {} returned {got} bytes, not {want}",
+                self.path
+            )
+            .into(),
+        }
+    }
+}
+
+/// Where a GET's body goes as it streams in: each chunk with its offset in
+/// the object.
+type Fill<'a> = &'a mut dyn FnMut(u64, &[u8]);
+
+/// Hands `fill` the part of `data` (at `at` in the object) within `range`.
+fn clip(range: &Range<u64>, at: u64, data: &[u8], fill: Fill<'_>) {
+    let lo = range.start.max(at);
+    let hi = range.end.min(at + data.len() as u64);
+    if lo < hi {
+        fill(lo, &data[(lo - at) as usize..(hi - at) as usize]);
+    }
+}
+
+/// `data` (at `at` in the object) cut at the disk tier's chunk
+/// boundaries: (chunk, its part of `data`).
+fn split(at: u64, data: &[u8]) -> impl Iterator<Item = (u64, &[u8])> {
+    let mut pos = at;
+    let mut rest = data;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let c = pos / CHUNK as u64;
+        let n = ((c + 1) * CHUNK as u64 - pos).min(rest.len() as u64) as usize;
+        let (part, tail) = rest.split_at(n);
+        rest = tail;
+        pos += n as u64;
+        Some((c, part))
+    })
+}
+
+/// The buffers of one `read_blocks` call, at `offset` in the object,
+/// filled by a GET's chunks in order (a cursor keeps the next buffer).
+struct Bufs<'a, 'b> {
+    bufs: &'a mut [IoBufMut<'b>],
+    offset: u64,
+    /// The buffer the last copy ended in, and its offset in the object.
+    cur: (usize, u64),
+}
+
+impl Bufs<'_, '_> {
+    /// Copies `data`, at `at` in the object, into the buffers.
+    fn put(&mut self, at: u64, mut data: &[u8]) {
+        if at < self.cur.1 {
+            self.cur = (0, self.offset);
+        }
+        let (mut i, mut base) = self.cur;
+        let mut pos = at;
+        while !data.is_empty() && i < self.bufs.len() {
+            let len = self.bufs[i].len() as u64;
+            if pos >= base + len {
+                (i, base) = (i + 1, base + len);
+                continue;
+            }
+            let from = (pos - base) as usize;
+            let n = (len as usize - from).min(data.len());
+            self.bufs[i][from..from + n].copy_from_slice(&data[..n]);
+            data = &data[n..];
+            pos += n as u64;
+        }
+        self.cur = if i < self.bufs.len() {
+            (i, base)
+        } else {
+            (0, self.offset)
+        };
     }
 }
 
@@ -426,21 +570,24 @@ impl<S: ObjectStore> Backing for RemoteBacking<S> {
         }
         let total: u64 = bufs.iter().map(|b| b.len() as u64).sum();
         let end = offset.saturating_add(total).min(self.meta.size);
-        let data = if offset < end {
-            self.read_range(offset..end).map_err(io::Error::other)?
-        } else {
-            Bytes::new()
-        };
-        // Copy the bytes in order; zero what lies past the end of the
-        // object (the trait's contract).
-        let mut at = 0;
-        for buf in bufs.iter_mut() {
-            let n = (data.len() - at).min(buf.len());
-            buf[..n].copy_from_slice(&data[at..at + n]);
-            buf[n..].fill(0);
-            at += n;
+        if offset < end {
+            let mut to = Bufs {
+                bufs: &mut *bufs,
+                offset,
+                cur: (0, offset),
+            };
+            self.read_range(offset..end, &mut |at, data| to.put(at, data))
+                .map_err(io::Error::other)?;
         }
-        Ok(data.len())
+        // Zero what lies past the end of the object (the trait's
+        // contract).
+        let mut at = offset;
+        for buf in bufs.iter_mut() {
+            let n = end.saturating_sub(at).min(buf.len() as u64) as usize;
+            buf[n..].fill(0);
+            at += buf.len() as u64;
+        }
+        Ok(end.saturating_sub(offset) as usize)
     }
 
     fn write_blocks(&self, _bufs: &[IoBuf<'_>], _offset: u64) -> io::Result<usize> {

@@ -18,6 +18,7 @@ use object_store::{
 };
 use tokio::runtime::Handle;
 
+use crate::budget::GetBudget;
 use crate::disk::DiskTier;
 use crate::objects::{Key, Object, Objects};
 use crate::read::{read, read_ranges, stream_rest, CHUNK};
@@ -28,6 +29,14 @@ use crate::upload::InvalidatingUpload;
 /// `Precondition`, `NotModified` or `NotFound` to a GET pinned to it) and
 /// looked the object up again, before the store's answer is returned.
 const MAX_STALE_RETRIES: u32 = 2;
+
+/// The smallest default GET budget ([`CachedStoreBuilder::get_budget`]):
+/// 16 read-around windows of 512 KiB (the window at S3's 20 to 200 ms and
+/// 90 MB/s is 512 KiB to 4 MiB, crate::window), so that a small cache's
+/// concurrent misses do not queue behind one another (at 1 MiB, an
+/// eighth of 8 MiB, the bench's p99 rose 6x: the measurement note of
+/// 2026-11-28).
+const MIN_GET_BUDGET: u64 = 8 << 20;
 
 /// The default bound on tracked objects ([`CachedStoreBuilder::max_objects`]).
 pub const DEFAULT_MAX_OBJECTS: usize = 4096;
@@ -64,6 +73,7 @@ pub struct CachedStore<S: ObjectStore> {
     counters: Arc<Counters>,
     revalidate_after: Option<Duration>,
     tier: Option<Arc<DiskTier>>,
+    budget: Arc<GetBudget>,
 }
 
 /// Configures a [`CachedStore`]: [`CachedStore::builder`].
@@ -76,6 +86,7 @@ pub struct CachedStoreBuilder<S: ObjectStore> {
     revalidate_after: Option<Duration>,
     tier: Option<Arc<DiskTier>>,
     read_around: Option<u64>,
+    get_budget: Option<u64>,
 }
 
 impl<S: ObjectStore> CachedStoreBuilder<S> {
@@ -118,12 +129,28 @@ impl<S: ObjectStore> CachedStoreBuilder<S> {
         self
     }
 
+    /// The most bytes of remote GETs in flight at once (rounded up to
+    /// 4 KiB): a GET takes its bytes from this budget before it is sent
+    /// and gives them back once they are in the cache's folios (a
+    /// read-around window: once the disk tier has them), so that what
+    /// the store holds beside the cache's memory is bounded. A GET larger
+    /// than the budget waits for all of it and goes alone. Default: an
+    /// eighth of the cache's capacity (foliocache caps a readahead window
+    /// there too), at least 8 MiB (docs/object-store.md, "Bounds").
+    pub fn get_budget(mut self, bytes: u64) -> Self {
+        self.get_budget = Some(bytes);
+        self
+    }
+
     /// The store.
     pub fn build(self) -> CachedStore<S> {
         let counters = Counters::default();
         if let Some(bytes) = self.read_around {
             counters.link.fix(bytes);
         }
+        let budget = self
+            .get_budget
+            .unwrap_or_else(|| (self.cache.memory().arena_bytes / 8).max(MIN_GET_BUDGET));
         CachedStore {
             inner: Arc::new(self.inner),
             cache: self.cache,
@@ -131,6 +158,7 @@ impl<S: ObjectStore> CachedStoreBuilder<S> {
             counters: Arc::new(counters),
             revalidate_after: self.revalidate_after,
             tier: self.tier,
+            budget: Arc::new(GetBudget::new(budget)),
         }
     }
 }
@@ -193,6 +221,7 @@ impl<S: ObjectStore> CachedStore<S> {
             revalidate_after: None,
             tier: None,
             read_around: None,
+            get_budget: None,
         }
     }
 
@@ -204,6 +233,18 @@ impl<S: ObjectStore> CachedStore<S> {
     /// The cache it reads into.
     pub fn cache(&self) -> &Cache {
         &self.cache
+    }
+
+    /// Its budget of remote GET bytes in flight, in bytes
+    /// ([`CachedStoreBuilder::get_budget`]).
+    pub fn get_budget(&self) -> u64 {
+        self.budget.bytes()
+    }
+
+    /// The bytes of its GET budget not taken now: [`get_budget`]
+    /// (Self::get_budget) when no GET is in flight.
+    pub fn get_budget_available(&self) -> u64 {
+        self.budget.available()
     }
 
     /// Its disk tier, if it has one.
@@ -304,6 +345,7 @@ impl<S: ObjectStore> CachedStore<S> {
             Handle::try_current().ok(),
             self.counters.clone(),
             self.tier.clone(),
+            self.budget.clone(),
         );
         let file = self.cache.open_backing(backing).map_err(into_store_error)?;
         let obj = Arc::new(Object::new(meta, found.attributes, file));

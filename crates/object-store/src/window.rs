@@ -184,6 +184,11 @@ pub(crate) fn span(range: &Range<u64>, window: u64, size: u64) -> Range<u64> {
     start..end
 }
 
+/// A window's bytes, in the disk tier's chunks (`disk::CHUNK` each, the
+/// last one shorter): pieces the store allocates as the GET's body
+/// streams in, never one buffer of the window's size (crate::remote).
+pub(crate) type Pieces = Arc<[Bytes]>;
+
 /// The GETs in flight of one object, by span (see the module
 /// documentation).
 #[derive(Debug, Default)]
@@ -195,7 +200,7 @@ pub(crate) struct Flights {
 /// it failed).
 #[derive(Debug, Default)]
 pub(crate) struct Flight {
-    done: Mutex<Option<Option<Bytes>>>,
+    done: Mutex<Option<Option<Pieces>>>,
     cv: Condvar,
 }
 
@@ -237,7 +242,7 @@ impl Flights {
 impl Leader {
     /// Hands `bytes` (`None`: the GET failed) to the waiters, and to the
     /// misses of the span that come before the leader is dropped.
-    pub(crate) fn publish(&self, bytes: Option<Bytes>) {
+    pub(crate) fn publish(&self, bytes: Option<Pieces>) {
         let mut done = self.flight.done.lock();
         if done.is_none() {
             *done = Some(bytes);
@@ -247,7 +252,7 @@ impl Leader {
 
     /// Publishes `bytes` and ends the flight.
     #[cfg(test)]
-    pub(crate) fn finish(self, bytes: Option<Bytes>) {
+    pub(crate) fn finish(self, bytes: Option<Pieces>) {
         self.publish(bytes);
     }
 }
@@ -263,7 +268,7 @@ impl Drop for Leader {
 
 impl Flight {
     /// Waits for the leader: its bytes, or `None` if it failed.
-    pub(crate) fn wait(&self) -> Option<Bytes> {
+    pub(crate) fn wait(&self) -> Option<Pieces> {
         let mut done = self.done.lock();
         while done.is_none() {
             self.cv.wait(&mut done);
@@ -351,8 +356,8 @@ mod tests {
         let f = Arc::new(Flights::default());
         let (lead, w) = leader_and_waiter(&f);
         let waiter = std::thread::spawn(move || w.wait());
-        lead.finish(Some(Bytes::from_static(b"01234567")));
-        assert_eq!(waiter.join().unwrap().unwrap(), &b"01234567"[..]);
+        lead.finish(Some(Arc::from([Bytes::from_static(b"01234567")])));
+        assert_eq!(waiter.join().unwrap().unwrap()[0], &b"01234567"[..]);
         assert!(matches!(f.begin(&(0..8)), Role::Leader(_)));
     }
 
@@ -362,11 +367,11 @@ mod tests {
     fn a_published_flight_serves_until_its_leader_goes() {
         let f = Arc::new(Flights::default());
         let (lead, _) = leader_and_waiter(&f);
-        lead.publish(Some(Bytes::from_static(b"abcdefgh")));
+        lead.publish(Some(Arc::from([Bytes::from_static(b"abcdefgh")])));
         let Role::Waiter(late) = f.begin(&(0..8)) else {
             panic!("the flight is still joinable")
         };
-        assert_eq!(late.wait().unwrap(), &b"abcdefgh"[..]);
+        assert_eq!(late.wait().unwrap()[0], &b"abcdefgh"[..]);
         drop(lead);
         assert!(matches!(f.begin(&(0..8)), Role::Leader(_)));
     }

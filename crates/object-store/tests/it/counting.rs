@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use foliocache_object_store::forward_object_store;
+use futures_util::StreamExt;
 use object_store::memory::InMemory;
 use object_store::path::Path;
-use object_store::{GetOptions, GetResult, Result};
+use object_store::{GetOptions, GetResult, GetResultPayload, ObjectStore, Result};
 
 /// What reached the store.
 #[derive(Debug)]
@@ -32,6 +33,14 @@ pub struct Seen {
     pub gated: AtomicBool,
     /// The permits gated GETs wait for (none at first).
     pub gate: tokio::sync::Semaphore,
+    /// While non-zero, a GET's body streams in pieces of this many bytes
+    /// (`InMemory` answers in one).
+    pub piece: AtomicU64,
+    /// While set, a GET's body fails after its first piece.
+    pub fail_mid_stream: AtomicBool,
+    /// GETs of data inside `get_opts` now, and the most at once.
+    pub active: AtomicU64,
+    pub max_active: AtomicU64,
 }
 
 impl Default for Seen {
@@ -44,6 +53,10 @@ impl Default for Seen {
             delay_ms: AtomicU64::new(0),
             gated: AtomicBool::new(false),
             gate: tokio::sync::Semaphore::new(0),
+            piece: AtomicU64::new(0),
+            fail_mid_stream: AtomicBool::new(false),
+            active: AtomicU64::new(0),
+            max_active: AtomicU64::new(0),
         }
     }
 }
@@ -79,6 +92,50 @@ impl fmt::Display for Counting {
     }
 }
 
+impl Counting {
+    /// A GET of data, once counted: gated or failed as `seen`
+    /// says, its body cut into pieces.
+    async fn get_data(&self, l: &Path, o: GetOptions) -> Result<GetResult> {
+        if self.seen.gated.load(Ordering::SeqCst) {
+            self.seen.gate.acquire().await.expect("open").forget();
+        }
+        if self.seen.fail_gets.load(Ordering::SeqCst) {
+            return Err(object_store::Error::Generic {
+                store: "Counting",
+                source: "injected GET failure".into(),
+            });
+        }
+        let r = self.inner.get_opts(l, o).await?;
+        let piece = self.seen.piece.load(Ordering::SeqCst) as usize;
+        let fail = self.seen.fail_mid_stream.load(Ordering::SeqCst);
+        if piece == 0 && !fail {
+            return Ok(r);
+        }
+        let (meta, range) = (r.meta.clone(), r.range.clone());
+        let (attributes, extensions) = (r.attributes.clone(), r.extensions.clone());
+        let body = r.bytes().await?;
+        let n = if piece == 0 { body.len() } else { piece };
+        let mut pieces: Vec<Result<Bytes>> = (0..body.len())
+            .step_by(n.max(1))
+            .map(|at| Ok(body.slice(at..(at + n).min(body.len()))))
+            .collect();
+        if fail {
+            pieces.truncate(1);
+            pieces.push(Err(object_store::Error::Generic {
+                store: "Counting",
+                source: "injected failure mid-stream".into(),
+            }));
+        }
+        Ok(GetResult {
+            payload: GetResultPayload::Stream(futures_util::stream::iter(pieces).boxed()),
+            meta,
+            range,
+            attributes,
+            extensions,
+        })
+    }
+}
+
 forward_object_store! {
     Counting,
     inner,
@@ -95,16 +152,11 @@ forward_object_store! {
             return self.inner.get_opts(l, o).await;
         }
         self.seen.gets.fetch_add(1, Ordering::SeqCst);
-        if self.seen.gated.load(Ordering::SeqCst) {
-            self.seen.gate.acquire().await.expect("open").forget();
-        }
-        if self.seen.fail_gets.load(Ordering::SeqCst) {
-            return Err(object_store::Error::Generic {
-                store: "Counting",
-                source: "injected GET failure".into(),
-            });
-        }
-        self.inner.get_opts(l, o).await
+        let now = self.seen.active.fetch_add(1, Ordering::SeqCst) + 1;
+        self.seen.max_active.fetch_max(now, Ordering::SeqCst);
+        let r = self.get_data(l, o).await;
+        self.seen.active.fetch_sub(1, Ordering::SeqCst);
+        r
     }
 
     async fn get_ranges(&self, l: &Path, r: &[Range<u64>]) -> Result<Vec<Bytes>> {

@@ -3,6 +3,7 @@
 //! writes, errors and the memory bound.
 
 mod around;
+mod budget;
 mod counting;
 mod disk;
 mod local;

@@ -6,9 +6,12 @@
 //! store's client, the bench's tables) plus the cache's **configured**
 //! memory ([`Configured`]): the arena (the capacity), the cache's fixed
 //! bookkeeping beside it, an allowance for index nodes and shadows, the
-//! tracked objects at `max_objects`, and the disk tier's memory (its
-//! slots' tags and its ghosts, [`DiskTier::memory_bound`]). The file of
-//! the tier is on disk, opened `O_DIRECT`: not memory.
+//! tracked objects at `max_objects`, the disk tier's memory (its
+//! slots' tags and its ghosts, [`DiskTier::memory_bound`]), and the
+//! store's budget of GET bytes in flight (`CachedStore::get_budget`: the
+//! bodies streaming into folios, the read-around windows waiting for
+//! their tier writes). The file of the tier is on disk, opened
+//! `O_DIRECT`: not memory.
 //!
 //! ```text
 //!   parent (the bench)                 child (this binary, MEMORY_ENV set)
@@ -78,6 +81,9 @@ struct Configured {
     objects: u64,
     /// The disk tier's memory ([`DiskTier::memory_bound`]; 0 without).
     tier: u64,
+    /// The store's budget of GET bytes in flight
+    /// (`CachedStore::get_budget`).
+    gets: u64,
 }
 
 impl Configured {
@@ -92,11 +98,12 @@ impl Configured {
             index: m.arena_bytes * INDEX_PERMILLE / 1000,
             objects: s.stats().max_objects * OBJECT_BYTES,
             tier: s.disk_tier().map_or(0, |t| DiskTier::memory_bound(t)),
+            gets: s.get_budget(),
         })
     }
 
     fn total(&self) -> u64 {
-        self.arena + self.fixed + self.index + self.objects + self.tier
+        self.arena + self.fixed + self.index + self.objects + self.tier + self.gets
     }
 
     fn encode(&self) -> String {
@@ -106,8 +113,9 @@ impl Configured {
             index,
             objects,
             tier,
+            gets,
         } = self;
-        format!("{arena} {fixed} {index} {objects} {tier}")
+        format!("{arena} {fixed} {index} {objects} {tier} {gets}")
     }
 
     fn decode(f: &[&str]) -> Result<Configured> {
@@ -123,6 +131,7 @@ impl Configured {
             index: n(2)?,
             objects: n(3)?,
             tier: n(4)?,
+            gets: n(5)?,
         })
     }
 }
@@ -186,7 +195,11 @@ fn reader(spec: &str) -> Result<()> {
         m.bytes
     );
     std::io::stdout().flush()?;
-    Ok(())
+    // Ends here, the cache and the runtime with it: readahead the reads
+    // started may still be in flight on the cache's IO threads, and a GET
+    // of theirs driven through a runtime shutting down panics in tokio's
+    // timer (the reader's figures are out already).
+    std::process::exit(0)
 }
 
 /// What the reader said when it ended.
@@ -335,7 +348,7 @@ pub fn run(spec: &Spec, avail: &Availability) -> Result<RunRecord> {
     r.notes.push(format!(
         "bound {:.1} MiB: baseline {:.1} MiB (RSS before the cache; the cgroup's charge then {}) \
          + configured {:.1} MiB (arena {:.1}, fixed bookkeeping {:.2}, index and shadows {:.2}, \
-         {} objects {:.2}, disk tier {:.2}); limit {:.1} MiB (+{SLACK_PERCENT} %); peak {:.1} MiB \
+         {} objects {:.2}, disk tier {:.2}, GETs in flight {:.2}); limit {:.1} MiB (+{SLACK_PERCENT} %); peak {:.1} MiB \
          ({:.3}x the bound); OOM-killed: {}",
         mib(bound),
         mib(o.baseline),
@@ -348,6 +361,7 @@ pub fn run(spec: &Spec, avail: &Availability) -> Result<RunRecord> {
         c.objects / OBJECT_BYTES,
         mib(c.objects),
         mib(c.tier),
+        mib(c.gets),
         mib(o.limit.limit_bytes.unwrap_or(0)),
         mib(o.peak),
         o.peak as f64 / bound.max(1) as f64,

@@ -13,14 +13,24 @@
 //!   S3" (<https://docs.aws.amazon.com/AmazonS3/latest/userguide/optimizing-performance-guidelines.html>):
 //!   "make one concurrent request for each 85–90 MB/s of desired network
 //!   throughput": [`BANDWIDTH`] per GET.
+//!
+//! The body of a GET streams in pieces of [`PIECE`] bytes, as an HTTP
+//! store's does (frames of a few KiB to tens of KiB), each sent when the
+//! GET's bandwidth allows it: `Local` paces them itself, against absolute
+//! deadlines, instead of `ThrottledStore`'s wait per piece, which tokio's
+//! timer rounds up to a millisecond each (64 KiB pieces would run at
+//! 65 MB/s, not 90). `ThrottledStore` keeps the latency per request.
 
 use std::fmt;
+use std::ops::Range;
+use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use foliocache_object_store::forward_object_store;
-use futures_util::stream::{self, StreamExt};
+use futures_util::stream::{self, BoxStream, StreamExt};
 use object_store::path::Path;
 use object_store::throttle::{ThrottleConfig, ThrottledStore};
 use object_store::{local::LocalFileSystem, GetOptions, GetResult, GetResultPayload, Result};
@@ -30,6 +40,8 @@ use object_store::{local::LocalFileSystem, GetOptions, GetResult, GetResultPaylo
 pub const DEFAULT_LATENCY_MS: u64 = 20;
 /// Bytes per second of one GET (S3: 85 to 90 MB/s per request).
 pub const BANDWIDTH: u64 = 90_000_000;
+/// The pieces a GET's body streams in.
+const PIECE: u64 = 64 << 10;
 
 /// What the remote saw: GETs (HEADs apart) and the bytes they returned.
 #[derive(Debug, Default)]
@@ -52,9 +64,10 @@ impl Seen {
     }
 }
 
-/// A directory served as S3 would: its GETs streamed (object_store
-/// 0.14.2's `ThrottledStore` panics on `LocalFileSystem`'s file payloads,
-/// `unimplemented!` in `throttle_get`) and counted.
+/// A directory served as S3 would: its GETs streamed in pieces at
+/// [`BANDWIDTH`] (object_store 0.14.2's `ThrottledStore` panics on
+/// `LocalFileSystem`'s file payloads, `unimplemented!` in
+/// `throttle_get`) and counted.
 #[derive(Debug)]
 pub struct Local {
     inner: LocalFileSystem,
@@ -75,7 +88,7 @@ pub struct Remote {
 
 impl Remote {
     /// The objects under `dir`, each request waiting `latency` and each
-    /// byte its share of [`BANDWIDTH`].
+    /// GET's body streamed at [`BANDWIDTH`].
     ///
     /// # Errors
     /// `dir` cannot be served.
@@ -85,10 +98,9 @@ impl Remote {
             inner: LocalFileSystem::new_with_prefix(dir)?,
             seen: seen.clone(),
         };
+        // The bandwidth is `Local`'s pacing (`paced`).
         let cfg = ThrottleConfig {
             wait_get_per_call: latency,
-            // 11 ns a byte: 90 MB/s.
-            wait_get_per_byte: Duration::from_nanos(1_000_000_000 / BANDWIDTH),
             ..ThrottleConfig::default()
         };
         Ok(Remote {
@@ -110,20 +122,8 @@ forward_object_store! {
     async fn get_opts(&self, l: &Path, o: GetOptions) -> Result<GetResult> {
         let head = o.head;
         let mut r = self.inner.get_opts(l, o).await?;
-        if let GetResultPayload::File(..) = r.payload {
-            // One piece: `ThrottledStore` sleeps per piece, and tokio's
-            // timer rounds each sleep up to a millisecond, so the 8 KiB
-            // pieces of `into_stream` would cost 1 ms each (11 MB/s).
-            let (meta, range) = (r.meta.clone(), r.range.clone());
-            let (attributes, extensions) = (r.attributes.clone(), r.extensions.clone());
-            let bytes = r.bytes().await?;
-            r = GetResult {
-                payload: GetResultPayload::Stream(stream::once(async { Ok(bytes) }).boxed()),
-                meta,
-                range,
-                attributes,
-                extensions,
-            };
+        if let GetResultPayload::File(file, _) = r.payload {
+            r.payload = GetResultPayload::Stream(paced(file, r.range.clone()));
         }
         if head {
             self.seen.heads.fetch_add(1, Ordering::Relaxed);
@@ -134,4 +134,33 @@ forward_object_store! {
         }
         Ok(r)
     }
+}
+
+/// `range` of `file`, in pieces of [`PIECE`] bytes, each sent once the
+/// GET's [`BANDWIDTH`] allows it since its first byte: the piece ending
+/// at byte `n` of the body at `n / BANDWIDTH` seconds (absolute deadlines,
+/// so that the timer's rounding does not add up).
+fn paced(file: std::fs::File, range: Range<u64>) -> BoxStream<'static, Result<Bytes>> {
+    let start = range.start;
+    stream::unfold((file, start, None), move |(file, pos, t0)| async move {
+        if pos >= range.end {
+            return None;
+        }
+        let t0 = t0.unwrap_or_else(tokio::time::Instant::now);
+        let n = (range.end - pos).min(PIECE);
+        let sent = u128::from(pos + n - start);
+        let due = Duration::from_nanos((sent * 1_000_000_000 / u128::from(BANDWIDTH)) as u64);
+        tokio::time::sleep_until(t0 + due).await;
+        let mut buf = vec![0u8; n as usize];
+        let piece = match file.read_exact_at(&mut buf, pos) {
+            Ok(()) => Ok(Bytes::from(buf)),
+            Err(e) => Err(object_store::Error::Generic {
+                store: "Local",
+                source: Box::new(e),
+            }),
+        };
+        let next = if piece.is_ok() { pos + n } else { range.end };
+        Some((piece, (file, next, Some(t0))))
+    })
+    .boxed()
 }
