@@ -163,6 +163,19 @@ fn full_policy(trace: &[u64], c: usize) -> [f64; mini::SIMS] {
 /// that policy); without, the exact LRU's (the points above 1x against
 /// the LRU).
 fn predict(trace: &[u64], c: usize, shift: u32, budget: usize, policy: bool) -> HitRatioCurve {
+    predict_seeded(trace, c, shift, budget, policy, SEED)
+}
+
+/// [`predict`] with the sample's hash seed given (each seed draws other
+/// keys).
+fn predict_seeded(
+    trace: &[u64],
+    c: usize,
+    shift: u32,
+    budget: usize,
+    policy: bool,
+    seed: usize,
+) -> HitRatioCurve {
     let mrc = Mrc::default();
     mrc.configure(c as u64, [shift; 2], usize::MAX, u64::MAX);
     let mut model = ModelLru::new(c, budget);
@@ -170,7 +183,7 @@ fn predict(trace: &[u64], c: usize, shift: u32, budget: usize, policy: bool) -> 
     let mut exact = Exact::default();
     for &k in trace {
         let mut hit = model.read(k);
-        let h = key_hash(SEED, k);
+        let h = key_hash(seed, k);
         if policy {
             hit = full.access(h).0[2];
             exact.hits += u64::from(hit);
@@ -353,4 +366,46 @@ fn a_refault_within_the_active_list_comes_back_active() {
         minis.access(h(k));
     }
     assert_eq!(minis.access(h(x)).0, [true; mini::SIMS]);
+}
+
+/// The spread below 1x over draws of keys, against the policy simulated
+/// over every key: `MRC_SEEDS` seeds (16), a cache of `MRC_PAGES` pages
+/// (4,096: 16 MiB) at its own rate or 1 in 2^`MRC_SHIFT`. Prints the
+/// worst, root mean square and mean error per trace and size
+/// (docs/measurements/2026-11-28-advisor-rates.md).
+#[test]
+#[ignore = "a study, not a check: about 10 s in a release build"]
+fn spread_below_1x_over_draws() {
+    let env = |k: &str, d: usize| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let (seeds, c) = (env("MRC_SEEDS", 16), env("MRC_PAGES", 4096));
+    let mrc = Mrc::default();
+    mrc.set_capacity(c as u64);
+    let shift = env("MRC_SHIFT", mrc.state.lock().shift as usize) as u32;
+    for (name, trace) in traces(c) {
+        let truth = full_policy(&trace, c);
+        let (mut worst, mut sq, mut sum) = ([0.0f64; 2], [0.0f64; 2], [0.0f64; 2]);
+        for seed in 0..seeds {
+            let curve = predict_seeded(&trace, c, shift, usize::MAX, true, 1000 + seed);
+            for i in 0..2 {
+                let err = curve.points[i].hit_ratio - truth[i];
+                worst[i] = worst[i].max(err.abs());
+                sq[i] += err * err;
+                sum[i] += err;
+            }
+        }
+        let n = seeds as f64;
+        for (i, r) in ["0.25x", "0.5x"].iter().enumerate() {
+            eprintln!(
+                "{name:10} {r:>5} worst {:.3} rms {:.3} mean {:+.3}",
+                worst[i],
+                (sq[i] / n).sqrt(),
+                sum[i] / n
+            );
+        }
+    }
 }
