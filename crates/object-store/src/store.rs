@@ -241,8 +241,8 @@ impl<S: ObjectStore> CachedStore<S> {
         self.budget.bytes()
     }
 
-    /// The bytes of its GET budget not taken now: [`get_budget`]
-    /// (Self::get_budget) when no GET is in flight.
+    /// The bytes of its GET budget not taken now:
+    /// [`get_budget`](Self::get_budget) when no GET is in flight.
     pub fn get_budget_available(&self) -> u64 {
         self.budget.available()
     }

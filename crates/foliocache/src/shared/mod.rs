@@ -316,7 +316,18 @@ impl SharedCache {
         // write them meanwhile, which the shared copy allows.
         unsafe { copy_from_shared(src, path.as_mut_ptr(), len) };
         let path = <std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(path);
-        let file = std::fs::OpenOptions::new().write(true).open(&path)?;
+        // `O_DIRECT` where the filesystem takes it, as the group's own
+        // descriptors (the writes then leave no second copy in the
+        // kernel's cache).
+        let open = |direct: bool| {
+            let mut o = std::fs::OpenOptions::new();
+            o.write(true);
+            if direct {
+                std::os::unix::fs::OpenOptionsExt::custom_flags(&mut o, libc::O_DIRECT);
+            }
+            o.open(&path)
+        };
+        let file = open(true).or_else(|_| open(false))?;
         let meta = file.metadata()?;
         if meta.dev() != slot.dev.load(Ordering::Relaxed)
             || meta.ino() != slot.ino.load(Ordering::Relaxed)

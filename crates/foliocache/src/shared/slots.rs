@@ -49,13 +49,18 @@ const HANDED: u64 = u64::MAX;
 
 /// Records that the group's writeback changed the slot's file in the
 /// kernel, at the size the group has ([`WROTE_BACK`]; the inode lock
-/// held).
+/// held). A hand-over's mark stays: the kernel may hold a change of the
+/// file the group has not seen.
 pub(super) fn wrote_back(slot: &Slot) {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
-    slot.seen_ctime
-        .store(WROTE_BACK | (now & !WROTE_BACK), Ordering::Release);
+    let mark = WROTE_BACK | (now & !WROTE_BACK);
+    let _ = slot
+        .seen_ctime
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
+            (c != HANDED).then_some(mark)
+        });
     slot.seen_size
         .store(slot.size.load(Ordering::Acquire), Ordering::Release);
 }
