@@ -179,6 +179,7 @@ fn every_table_names_its_scenarios_jobs_and_engines() {
         &[
             &programs::BENCHMARKS[..],
             &[programs::larger::LARGER, programs::larger::LARGER_ALIGNED],
+            &[programs::pgbench::SELECT, programs::pgbench::TPCB],
         ]
         .concat(),
     );
@@ -363,8 +364,18 @@ fn programs_fills_and_reads_keys_three_ways_with_the_issues_targets() {
             ("direct".to_string(), 1.0, Some(LARGER)),
         ]
     );
-    assert_eq!(sc.targets.len(), 6);
-    assert_eq!(sc.ratios.len(), 14);
+    // PostgreSQL's, under `foliocache run --shared`.
+    let pg = |j, min| ("ext4".to_string(), min, Some(j));
+    assert_eq!(
+        bandwidth_targets(sc, programs::pgbench::SHARED),
+        [
+            pg(programs::pgbench::SELECT, 1.2),
+            pg(programs::pgbench::TPCB, 1.0)
+        ]
+    );
+    assert_eq!(sc.targets.len(), 8);
+    assert_eq!(sc.ratios.len(), 16);
+    assert!(sc.description.contains("pgbench -S"), "{}", sc.description);
     let lg = &db.larger;
     assert_eq!((lg.keys, lg.limit, lg.reads), (900_000, 96 << 20, 10_000));
     // Blocks aligned to pages only in the full run.
