@@ -112,7 +112,7 @@ pub struct DiskTier {
     /// Slot buffers kept for the next read or write, at most
     /// [`POOL_BUFS`]: a slot's IO reuses one instead of allocating its
     /// 68 KiB (an allocator keeps what each thread frees, in its own
-    /// arena: docs/measurements/2026-11-28-objectstore-memory.md).
+    /// arena: docs/object-store.md, "Bounds").
     pool: Mutex<Vec<AlignedBuf>>,
 }
 

@@ -33,9 +33,9 @@ const MAX_STALE_RETRIES: u32 = 2;
 /// The smallest default GET budget ([`CachedStoreBuilder::get_budget`]):
 /// 16 read-around windows of 512 KiB (the window at S3's 20 to 200 ms and
 /// 90 MB/s is 512 KiB to 4 MiB, crate::window), so that a small cache's
-/// concurrent misses do not queue behind one another (at 1 MiB, an
-/// eighth of 8 MiB, the bench's p99 rose 6x: the measurement note of
-/// 2026-11-28).
+/// concurrent misses do not queue behind one another (an eighth of a
+/// small cache alone held misses waiting for each other's GETs:
+/// docs/object-store.md, "Bounds").
 const MIN_GET_BUDGET: u64 = 8 << 20;
 
 /// The default bound on tracked objects ([`CachedStoreBuilder::max_objects`]).

@@ -371,8 +371,8 @@ fn a_refault_within_the_active_list_comes_back_active() {
 /// The spread below 1x over draws of keys, against the policy simulated
 /// over every key: `MRC_SEEDS` seeds (16), a cache of `MRC_PAGES` pages
 /// (4,096: 16 MiB) at its own rate or 1 in 2^`MRC_SHIFT`. Prints the
-/// worst, root mean square and mean error per trace and size
-/// (docs/measurements/2026-11-28-advisor-rates.md).
+/// worst, root mean square and mean error per trace and size: the
+/// sampling error that bounds the curve below 1x (module `mini`).
 #[test]
 #[ignore = "a study, not a check: about 10 s in a release build"]
 fn spread_below_1x_over_draws() {

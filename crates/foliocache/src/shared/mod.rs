@@ -212,6 +212,19 @@ impl SharedCache {
     /// is then the file's. A lookup with no lock and no system call (a
     /// `stat`'s correction).
     pub fn unsaved_len(&self, dev: u64, ino: u64) -> Option<u64> {
+        let slot = self.slot_of(dev, ino)?;
+        let generation = slot.generation.load(Ordering::Acquire);
+        let unsaved =
+            slot.dirty_lo.load(Ordering::Acquire) <= slot.dirty_hi.load(Ordering::Acquire);
+        let size = slot.size.load(Ordering::Acquire);
+        let same = slot.generation.load(Ordering::Acquire) == generation;
+        (unsaved && same).then_some(size)
+    }
+
+    /// The slot of the file (`dev`, `ino`), found by its hash with no
+    /// lock (the slot may be taken from it meanwhile: callers check its
+    /// generation or store only a hint).
+    fn slot_of(&self, dev: u64, ino: u64) -> Option<&Slot> {
         let seg = &self.inner.seg;
         for i in seg.slot_probe(dev, ino) {
             let slot = seg.slot(i)?;
@@ -221,12 +234,7 @@ impl SharedCache {
                     if slot.dev.load(Ordering::Relaxed) == dev
                         && slot.ino.load(Ordering::Relaxed) == ino =>
                 {
-                    let generation = slot.generation.load(Ordering::Acquire);
-                    let unsaved = slot.dirty_lo.load(Ordering::Acquire)
-                        <= slot.dirty_hi.load(Ordering::Acquire);
-                    let size = slot.size.load(Ordering::Acquire);
-                    let same = slot.generation.load(Ordering::Acquire) == generation;
-                    return (unsaved && same).then_some(size);
+                    return Some(slot);
                 }
                 _ => {}
             }
@@ -240,19 +248,8 @@ impl SharedCache {
     /// kernel has it, whatever its change time and size then. A lookup and
     /// a store, no lock; nothing when the cache has no slot for the file.
     pub fn handed_to_kernel(&self, dev: u64, ino: u64) {
-        let seg = &self.inner.seg;
-        for i in seg.slot_probe(dev, ino) {
-            let Some(slot) = seg.slot(i) else { return };
-            match slot.state.load(Ordering::Acquire) {
-                SLOT_FREE => return,
-                SLOT_USED
-                    if slot.dev.load(Ordering::Relaxed) == dev
-                        && slot.ino.load(Ordering::Relaxed) == ino =>
-                {
-                    return slots::handed(slot);
-                }
-                _ => {}
-            }
+        if let Some(slot) = self.slot_of(dev, ino) {
+            slots::handed(slot);
         }
     }
 

@@ -37,8 +37,7 @@ pub(super) fn seen(slot: &Slot) -> (u64, u64) {
 /// timestamps), a look marks the time queried, and the next write must
 /// stamp a new one and dirty the inode, so looking after every sync
 /// made every commit of a database (a WAL write, then `fdatasync`) dirty
-/// its inode again: 60 us a sync more on ext4
-/// (docs/measurements/2026-11-28-shared-run.md). An open that then finds
+/// its inode again (docs/preload.md, "Processes"). An open that then finds
 /// the file at the size the writeback left and a change time no later
 /// than that moment takes the change as the group's own ([`known`]).
 const WROTE_BACK: u64 = 1 << 63;
