@@ -48,6 +48,8 @@ mod flusher;
 pub use flusher::Flusher;
 mod index;
 mod lock;
+mod named;
+pub use named::Host;
 mod seg;
 mod slots;
 
@@ -74,6 +76,15 @@ use crate::stats::ShardedCounter;
 #[derive(Clone)]
 pub struct SharedCache {
     inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for SharedCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedCache")
+            .field("pages", &self.inner.seg.pages)
+            .field("memory_file", &self.inner.seg.fd().as_raw_fd())
+            .finish()
+    }
 }
 
 struct Inner {

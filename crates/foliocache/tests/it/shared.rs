@@ -15,6 +15,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use foliocache::{SharedCache, SharedFile};
+
+mod named;
 use rand::{Rng, SeedableRng};
 use test_support::TempPath;
 
