@@ -391,7 +391,7 @@ fn receive(conn: &UnixStream) -> io::Result<(Vec<u8>, Option<OwnedFd>)> {
     // A refusal's line may come in more than one piece.
     if said.starts_with(NO) && !said.ends_with(b"\n") {
         let mut rest = Vec::new();
-        let _ = (&*conn).take(256).read_to_end(&mut rest);
+        let _ = conn.take(256).read_to_end(&mut rest);
         said.extend_from_slice(&rest);
     }
     Ok((said, fd))
