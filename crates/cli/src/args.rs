@@ -81,6 +81,9 @@ pub enum Command {
     /// Run a program with its file calls on DIRs served by a foliocache
     /// inside it (LD_PRELOAD of libfoliocache_preload.so).
     Run(crate::launch::RunArgs),
+    /// Host a named cache that the processes of many `foliocache run
+    /// --cache NAME` share, or show one's figures.
+    Cache(crate::named::CacheArgs),
 }
 
 /// Options of `foliocache bench`.

@@ -43,6 +43,24 @@ fn sigset(sigs: &[libc::c_int]) -> libc::sigset_t {
     }
 }
 
+/// Blocks `sigs` in this thread (and so in the threads it starts from
+/// now on), so that only [`wait_for`] takes them.
+pub(crate) fn block(sigs: &[libc::c_int]) {
+    let set = sigset(sigs);
+    // SAFETY: changes this thread's signal mask.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+}
+
+/// Waits for one of `sigs` (blocked by [`block`]) and returns it.
+pub(crate) fn wait_for(sigs: &[libc::c_int]) -> libc::c_int {
+    let set = sigset(sigs);
+    let mut sig = 0;
+    // SAFETY: waits for one of the blocked signals of `set`, storing it
+    // in `sig`.
+    while unsafe { libc::sigwait(&set, &mut sig) } != 0 {}
+    sig
+}
+
 /// Runs `cmd` (the program under the interposer) as its guardian; ends
 /// this process as the program ended. Returns only on an error before the
 /// program started.
@@ -68,9 +86,32 @@ pub fn run_guarded(mut cmd: Command, program: &Path) -> Result<()> {
 /// is gone, what its processes left unsaved is written back. Ends this
 /// process as the program ended; returns only on an error before the
 /// program started.
-pub fn run_shared(mut cmd: Command, program: &Path, capacity: u64) -> Result<()> {
+pub fn run_shared(cmd: Command, program: &Path, capacity: u64) -> Result<()> {
     let cache =
         foliocache::SharedCache::new(capacity).context("making the shared cache's memory file")?;
+    run_in(cmd, program, &cache, true)
+}
+
+/// Runs `cmd` with its processes attached to the cache hosted as `name`
+/// (`foliocache run --cache`: docs/preload.md, "Named caches"), as
+/// [`run_shared`] runs them in a cache of their own, except that the
+/// host's flusher writes back what they leave; this process writes it
+/// back only if no process of the cache is left when the program ends
+/// (the host gone).
+pub fn run_attached(cmd: Command, program: &Path, name: &str) -> Result<()> {
+    let cache = foliocache::SharedCache::attach_named(name)
+        .with_context(|| format!("--cache {name}: attaching"))?;
+    run_in(cmd, program, &cache, false)
+}
+
+/// [`run_shared`] and [`run_attached`]: `own` if this process holds the
+/// cache (it runs the flusher and writes back at the end).
+fn run_in(
+    mut cmd: Command,
+    program: &Path,
+    cache: &foliocache::SharedCache,
+    own: bool,
+) -> Result<()> {
     cmd.env(
         SHARED_VAR,
         format!(
@@ -82,20 +123,21 @@ pub fn run_shared(mut cmd: Command, program: &Path, capacity: u64) -> Result<()>
     // The flusher thread starts with the signals `supervise` waits for
     // blocked, as this thread has them from here on, so that none is
     // delivered to it.
-    let watched = sigset(&WATCHED);
-    // SAFETY: changes this thread's signal mask.
-    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &watched, std::ptr::null_mut()) };
-    let flusher = cache
-        .start_flusher()
+    block(&WATCHED);
+    let flusher = own
+        .then(|| cache.start_flusher())
+        .transpose()
         .context("starting the shared cache's flusher")?;
     let status = supervise(cmd, program)?;
     drop(flusher);
-    match cache.write_back_all() {
-        Ok(0) => {}
-        Ok(n) => eprintln!(
-            "foliocache run: {n} pages the program's processes left unsaved, written back"
-        ),
-        Err(e) => eprintln!("foliocache run: writing back what the program left: {e}"),
+    if own || cache.stats().processes == 0 {
+        match cache.write_back_all() {
+            Ok(0) => {}
+            Ok(n) => eprintln!(
+                "foliocache run: {n} pages the program's processes left unsaved, written back"
+            ),
+            Err(e) => eprintln!("foliocache run: writing back what the program left: {e}"),
+        }
     }
     end_as(status)
 }

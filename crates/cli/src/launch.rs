@@ -67,6 +67,12 @@ pub struct RunArgs {
     #[arg(long, conflicts_with = "no_guardian")]
     pub shared: bool,
 
+    /// As `--shared`, in the cache a `foliocache cache serve NAME` hosts
+    /// (docs/preload.md, "Named caches"): every program run with it, and
+    /// every other process attached, shares one cache.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["no_guardian", "shared", "capacity"])]
+    pub cache: Option<String>,
+
     /// The program to run and its arguments, after `--`.
     #[arg(value_name = "PROGRAM", required = true, last = true)]
     pub command: Vec<OsString>,
@@ -194,6 +200,9 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let mut cmd = preloaded(args)?;
     preflight(args)?;
     let program = args.command.first().map_or(Path::new(""), Path::new);
+    if let Some(name) = &args.cache {
+        return crate::guard::run_attached(cmd, program, name);
+    }
     if args.shared {
         let capacity = args.capacity.filter(|&c| c > 0).unwrap_or(SHARED_DEFAULT);
         return crate::guard::run_shared(cmd, program, capacity);
@@ -221,6 +230,7 @@ mod tests {
             metrics: None,
             no_guardian: false,
             shared: false,
+            cache: None,
             command: vec!["true".into()],
         }
     }

@@ -50,6 +50,7 @@ mod launch;
 mod lru;
 mod mount;
 mod mounted;
+mod named;
 mod plot;
 mod report;
 mod run;
@@ -106,6 +107,7 @@ fn main() -> ExitCode {
         Command::Stat(a) => run_plain(mount::stat(&a)),
         Command::Umount(a) => run_plain(mounted::umount(&a)),
         Command::Run(a) => run_plain(launch::run(&a)),
+        Command::Cache(a) => run_plain(named::run(&a)),
     }
 }
 
@@ -133,7 +135,7 @@ fn print_parse_error(e: &clap::Error) {
     // The usage of the subcommand named, bench's if none is.
     let sub = std::env::args()
         .nth(1)
-        .filter(|a| matches!(a.as_str(), "mount" | "stat" | "umount" | "run"))
+        .filter(|a| matches!(a.as_str(), "mount" | "stat" | "umount" | "run" | "cache"))
         .unwrap_or_else(|| "bench".into());
     let usage = cmd
         .find_subcommand_mut(&sub)

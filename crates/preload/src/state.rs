@@ -14,6 +14,7 @@ use std::io;
 use std::mem::ManuallyDrop;
 use std::os::fd::BorrowedFd;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -39,7 +40,9 @@ pub const ENV_CAPACITY: &str = "FOLIOCACHE_PRELOAD_CAPACITY";
 /// The environment variable naming the memory file of the cache the
 /// process group shares (`foliocache run --shared` sets it to its own
 /// `/proc/<pid>/fd/<n>`): every process of the group attaches to it, and
-/// a forked child keeps serving (docs/preload.md, "Processes").
+/// a forked child keeps serving (docs/preload.md, "Processes"); or the
+/// name (or socket path) of a cache `foliocache cache serve` hosts, which
+/// each process attaches to by name (docs/preload.md, "Named caches").
 pub const ENV_SHARED: &str = "FOLIOCACHE_PRELOAD_SHARED";
 
 /// The configuration, read from the environment once.
@@ -175,6 +178,11 @@ fn shared_cache() -> Option<&'static SharedCache> {
         .get_or_init(|| {
             let path = config().shared.as_ref()?;
             let attach = || -> io::Result<SharedCache> {
+                // A cache's name or its socket (`foliocache cache serve`).
+                if !path.is_absolute() || path.metadata()?.file_type().is_socket() {
+                    let name = path.to_str().ok_or_else(|| err(libc::EINVAL))?;
+                    return SharedCache::attach_named(name);
+                }
                 let file = std::fs::OpenOptions::new()
                     .read(true)
                     .write(true)

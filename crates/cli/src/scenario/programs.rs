@@ -289,6 +289,7 @@ impl Ways<'_> {
                 metrics: None,
                 no_guardian: false,
                 shared: false,
+                cache: None,
                 command: args,
             })?;
             cmd.env(PRELOAD_STATS, "1");

@@ -33,7 +33,7 @@ pub(crate) fn build_library() {
 
 /// A finished program's stdout, after checking it exited with `code`
 /// (its output in the failure's message).
-fn stdout_ending(out: &std::process::Output, code: i32) -> String {
+pub(crate) fn stdout_ending(out: &std::process::Output, code: i32) -> String {
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert_eq!(
         out.status.code(),

@@ -15,6 +15,9 @@ mod guard;
 mod launch;
 /// `foliocache mount` and `foliocache stat`: signals, restarts, unmounts.
 mod mount;
+/// `foliocache cache serve` and `foliocache run --cache`: one named cache
+/// for separate runs.
+mod named;
 /// `foliocache bench --scenario objectstore`'s memory job: readers in a
 /// memory cgroup of their bound plus 10 %.
 mod objectstore;

@@ -256,6 +256,7 @@ impl Job<'_> {
                 metrics: None,
                 no_guardian: false,
                 shared: false,
+                cache: None,
                 command: args,
             })?;
             cmd.env(PRELOAD_STATS, "1");

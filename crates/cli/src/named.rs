@@ -1,0 +1,135 @@
+//! `foliocache cache`: hosts a named shared cache (`serve`), which the
+//! processes of any `foliocache run --cache NAME` (and any program that
+//! attaches by name: `FOLIOCACHE_PRELOAD_SHARED=NAME`,
+//! `SharedCache::attach_named`) share, or shows one's figures (`stat`).
+//! docs/preload.md, "Named caches".
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+
+use foliocache::{parse_size, SharedCache};
+
+/// Options of `foliocache cache`.
+#[derive(Debug, Clone, Args)]
+pub struct CacheArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: CacheCommand,
+}
+
+/// `foliocache cache`'s subcommands.
+#[derive(Debug, Clone, Subcommand)]
+pub enum CacheCommand {
+    /// Hold a shared cache under NAME until SIGTERM, SIGINT or SIGHUP:
+    /// every process of a `foliocache run --cache NAME` attaches to it
+    /// (one copy of each page for all of them, each write seen by every
+    /// other's next read), its flusher writes back what they leave, and
+    /// on the way out it writes back everything and removes its socket.
+    Serve(ServeArgs),
+    /// A named cache's figures: its pages, what it holds, its processes.
+    Stat(StatArgs),
+}
+
+/// Options of `foliocache cache serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// The cache's name (letters, digits, `.`, `_`, `-`: its socket is in
+    /// `$XDG_RUNTIME_DIR/foliocache/`, or `/tmp/foliocache-UID/`), or a
+    /// socket's path (with a `/`), for a cache other users attach to.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+
+    /// The cache's memory, e.g. 256M or 4G.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "256M")]
+    pub capacity: u64,
+
+    /// Also serve the members of this group (a name or a gid): they read
+    /// every byte the cache holds, as the owner does.
+    #[arg(long, value_name = "GROUP")]
+    pub group: Option<String>,
+}
+
+/// Options of `foliocache cache stat`.
+#[derive(Debug, Clone, Args)]
+pub struct StatArgs {
+    /// The cache's name or socket path, as `serve` was given it.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+}
+
+/// Runs `foliocache cache`.
+pub fn run(args: &CacheArgs) -> Result<()> {
+    match &args.command {
+        CacheCommand::Serve(a) => serve(a),
+        CacheCommand::Stat(a) => stat(a),
+    }
+}
+
+/// A group by name or number.
+fn gid_of(group: &str) -> Result<u32> {
+    if let Ok(gid) = group.parse::<u32>() {
+        if gid == u32::MAX {
+            bail!("--group {group}: not a group");
+        }
+        return Ok(gid);
+    }
+    match nix::unistd::Group::from_name(group) {
+        Ok(Some(g)) => Ok(g.gid.as_raw()),
+        Ok(None) => bail!("--group {group}: no such group"),
+        Err(e) => bail!("--group {group}: {e}"),
+    }
+}
+
+/// The signals that stop the host.
+const STOP: [libc::c_int; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
+
+fn serve(args: &ServeArgs) -> Result<()> {
+    let group = args.group.as_deref().map(gid_of).transpose()?;
+    let bytes = usize::try_from(args.capacity).context("--capacity: too large for this machine")?;
+    foliocache::capacity_fits(bytes).context("--capacity")?;
+    // Blocked before any thread starts (the host's and the flusher's take
+    // this mask), so that only the wait below takes them.
+    crate::guard::block(&STOP);
+    let cache = SharedCache::new(args.capacity).context("making the shared cache")?;
+    let host = cache
+        .host(&args.name, group)
+        .with_context(|| format!("hosting the cache {}", args.name))?;
+    let flusher = cache.start_flusher().context("starting the flusher")?;
+    println!(
+        "foliocache cache: serving {} ({} pages of 4 KiB) at {}; SIGTERM or ^C stops it",
+        args.name,
+        cache.pages(),
+        host.path().display()
+    );
+    let sig = crate::guard::wait_for(&STOP);
+    drop(host);
+    drop(flusher);
+    let processes = cache.stats().processes;
+    let written = cache.write_back_all().context("writing the cache back")?;
+    eprintln!(
+        "foliocache cache: {} stopped by signal {sig}: {written} pages written back; \
+         {} processes still attached keep the cache",
+        args.name,
+        processes.saturating_sub(1)
+    );
+    Ok(())
+}
+
+fn stat(args: &StatArgs) -> Result<()> {
+    let cache = SharedCache::attach_named(&args.name)
+        .with_context(|| format!("attaching to the cache {}", args.name))?;
+    let s = cache.stats();
+    println!(
+        "cache {}: {} pages ({} MiB), {} cached, {} dirty; {} processes attached; \
+         {} evictions, {} recoveries",
+        args.name,
+        s.pages,
+        s.pages * 4096 >> 20,
+        s.cached,
+        s.dirty,
+        s.processes,
+        s.evictions,
+        s.recoveries
+    );
+    Ok(())
+}

@@ -1,0 +1,122 @@
+//! `foliocache cache serve NAME` and `foliocache run --cache NAME`: the
+//! processes of separate runs share one cache; what one run left unsaved,
+//! the next reads from the cache and the host writes back when stopped.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use super::launch::{build_library, stdout_ending};
+
+const BIN: &str = env!("CARGO_BIN_EXE_foliocache");
+
+/// What the first run runs: a file written through served calls, nothing
+/// synced, and the process gone without closing it (a close would write
+/// it back); it says whether it was served.
+const WRITER: &str = r#"
+import ctypes, os, sys
+served = ctypes.CDLL(None).foliocache_preload_served
+fd = os.open(f"{sys.argv[1]}/data", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, b"from the first run\n" * 1000)
+print("served", served(fd), flush=True)
+os._exit(0)
+"#;
+
+/// What a program attached by the library's variable alone runs.
+const READER: &str = r#"
+import ctypes, os, sys
+served = ctypes.CDLL(None).foliocache_preload_served
+fd = os.open(f"{sys.argv[1]}/data", os.O_RDONLY)
+print("served", served(fd), len(os.read(fd, 100000)), "bytes")
+"#;
+
+/// The cache's `stat` line.
+fn stat(sock: &str) -> String {
+    let out = Command::new(BIN)
+        .args(["cache", "stat", sock])
+        .output()
+        .expect("running foliocache cache stat");
+    stdout_ending(&out, 0)
+}
+
+#[test]
+fn separate_runs_share_a_named_cache_and_its_host_writes_it_back() {
+    build_library();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sock = dir
+        .path()
+        .join("c.sock")
+        .to_str()
+        .expect("utf-8")
+        .to_owned();
+    let run = |program: &[&str]| {
+        Command::new(BIN)
+            .args(["run", "--cache", &sock, "--dir"])
+            .arg(dir.path())
+            .arg("--")
+            .args(program)
+            .arg(dir.path())
+            .output()
+            .expect("running foliocache run --cache")
+    };
+    // No host yet: the run is refused, and says what hosts one.
+    let out = run(&["true"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("cache serve"), "{err}");
+
+    let mut host = Command::new(BIN)
+        .args(["cache", "serve", &sock, "--capacity", "16M"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting foliocache cache serve");
+    let mut line = String::new();
+    BufReader::new(host.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("the host's first line");
+    assert!(line.contains("serving") && line.contains(&sock), "{line}");
+    assert!(stat(&sock).contains("4096 pages (16 MiB), 0 cached"));
+
+    let text = stdout_ending(&run(&["python3", "-c", WRITER]), 0);
+    assert_eq!(text, "served 1\n");
+    // The run is over; its bytes are in the host's cache, not on disk.
+    let after = stat(&sock);
+    assert!(after.contains("5 cached, 5 dirty"), "{after}");
+    assert_eq!(
+        std::fs::metadata(dir.path().join("data"))
+            .expect("data")
+            .len(),
+        0
+    );
+    // A second run reads them, through the cache.
+    let want = "from the first run\n".repeat(1000);
+    let text = stdout_ending(&run(&["sh", "-c", "cat \"$1\"/data", "sh"]), 0);
+    assert_eq!(text, want);
+    // So does a program started without `foliocache run`, the library's
+    // variable naming the cache's socket.
+    let lib = std::path::Path::new(BIN).with_file_name("libfoliocache_preload.so");
+    let out = Command::new("python3")
+        .args(["-c", READER])
+        .arg(dir.path())
+        .env("LD_PRELOAD", &lib)
+        .env("FOLIOCACHE_PRELOAD_DIRS", dir.path())
+        .env("FOLIOCACHE_PRELOAD_SHARED", &sock)
+        .output()
+        .expect("running python3 under the library");
+    assert_eq!(stdout_ending(&out, 0), "served 1 19000 bytes\n");
+
+    // SAFETY: sends SIGTERM to our own child.
+    assert_eq!(
+        unsafe { libc::kill(host.id() as libc::pid_t, libc::SIGTERM) },
+        0
+    );
+    let out = host.wait_with_output().expect("the host's end");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("5 pages written back"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("data")).expect("data"),
+        want
+    );
+    assert!(!std::path::Path::new(&sock).exists(), "the socket removed");
+}
