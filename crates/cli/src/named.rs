@@ -124,7 +124,7 @@ fn stat(args: &StatArgs) -> Result<()> {
          {} evictions, {} recoveries",
         args.name,
         s.pages,
-        s.pages * 4096 >> 20,
+        (s.pages * 4096) >> 20,
         s.cached,
         s.dirty,
         s.processes,
