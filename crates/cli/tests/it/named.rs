@@ -106,10 +106,8 @@ fn separate_runs_share_a_named_cache_and_its_host_writes_it_back() {
     assert_eq!(stdout_ending(&out, 0), "served 1 19000 bytes\n");
 
     // SAFETY: sends SIGTERM to our own child.
-    assert_eq!(
-        unsafe { libc::kill(host.id() as libc::pid_t, libc::SIGTERM) },
-        0
-    );
+    let sent = unsafe { libc::kill(host.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(sent, 0);
     let out = host.wait_with_output().expect("the host's end");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
