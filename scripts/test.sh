@@ -22,6 +22,9 @@ command -v db_bench >/dev/null 2>&1 || missing+=(rocksdb-tools)
 # The programs scenario's pgbench job runs PostgreSQL (initdb, the
 # server, pgbench) on ext4 and under `foliocache run --shared`.
 [ -d /usr/lib/postgresql ] || missing+=(postgresql)
+# stress-ng's file stressors run forked workers in a named shared cache
+# (the CLI's named-cache test).
+command -v stress-ng >/dev/null 2>&1 || missing+=(stress-ng)
 # The advisor scenario's db_bench trace is recorded with strace.
 command -v strace >/dev/null 2>&1 || missing+=(strace)
 # The C API's install test builds a program with pkg-config's flags.

@@ -367,13 +367,21 @@ const FICLONERANGE: c_ulong = 0x4020_940d;
 /// `FIDEDUPERANGE`: `_IOWR(0x94, 54, struct file_dedupe_range)`.
 const FIDEDUPERANGE: c_ulong = 0xc018_9436;
 
+/// `FS_IOC_SETFLAGS`: `_IOW('f', 2, long)` (`chattr`'s call).
+const FS_IOC_SETFLAGS: c_ulong = 0x4008_6602;
+/// `FS_IOC32_SETFLAGS`: `_IOW('f', 2, int)`.
+const FS_IOC32_SETFLAGS: c_ulong = 0x4004_6602;
+/// `FS_IOC_FSSETXATTR`: `_IOW('X', 32, struct fsxattr)`.
+const FS_IOC_FSSETXATTR: c_ulong = 0x401c_5820;
+
 /// The real `ioctl`: variadic in C.
 type IoctlFn = unsafe extern "C" fn(c_int, c_ulong, ...) -> c_int;
 
 /// `ioctl(2)`: a reflink or deduplication whose destination or source the
 /// cache serves is `EOPNOTSUPP` (the kernel would share blocks the cache
-/// has not written back, or change a file under it); anything else
-/// passes through. (Variadic in C: as `fcntl`.)
+/// has not written back, or change a file under it); a change of a served
+/// file's inode flags hands it to the kernel first; anything else passes
+/// through. (Variadic in C: as `fcntl`.)
 ///
 /// # Safety
 /// As `ioctl(2)`: `arg` is what `request` expects.
@@ -389,6 +397,19 @@ pub unsafe extern "C" fn ioctl(fd: c_int, request: c_ulong, arg: c_ulong) -> c_i
         && (lookup(fd).is_some() || source.and_then(lookup).is_some());
     if touches {
         return inside(-1, || Err(err(libc::EOPNOTSUPP)));
+    }
+    // An inode's flags (immutable, append-only: `chattr`) bind every
+    // later write through the kernel, a writeback's included, where the
+    // kernel's own writeback of pages dirtied before goes on: the file is
+    // written back and handed to the kernel first, so that the writes
+    // this process makes from now on meet the flags as on ext4.
+    if matches!(
+        request,
+        FS_IOC_SETFLAGS | FS_IOC32_SETFLAGS | FS_IOC_FSSETXATTR
+    ) {
+        if let Some(d) = lookup(fd) {
+            hand_to_kernel(d.key);
+        }
     }
     // SAFETY: the caller's promise, passed on.
     unsafe { real!(ioctl: IoctlFn)(fd, request, arg) }

@@ -29,6 +29,46 @@ fd = os.open(f"{sys.argv[1]}/data", os.O_RDONLY)
 print("served", served(fd), len(os.read(fd, 100000)), "bytes")
 "#;
 
+/// A `foliocache cache serve` of the test's: killed if the test ends
+/// before stopping it (a failed assertion leaves no host behind).
+struct Host(Option<std::process::Child>);
+
+impl Host {
+    /// Starts a host at `sock` and waits for its first line.
+    fn start(sock: &str, capacity: &str) -> Host {
+        let mut child = Command::new(BIN)
+            .args(["cache", "serve", sock, "--capacity", capacity])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting foliocache cache serve");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("the host's first line");
+        assert!(line.contains("serving") && line.contains(sock), "{line}");
+        Host(Some(child))
+    }
+
+    /// Stops the host by SIGTERM: how it ended and what it said.
+    fn stop(mut self) -> std::process::Output {
+        let child = self.0.take().expect("a host");
+        // SAFETY: sends SIGTERM to our own child.
+        let sent = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        assert_eq!(sent, 0);
+        child.wait_with_output().expect("the host's end")
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 /// The cache's `stat` line.
 fn stat(sock: &str) -> String {
     let out = Command::new(BIN)
@@ -64,17 +104,7 @@ fn separate_runs_share_a_named_cache_and_its_host_writes_it_back() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("cache serve"), "{err}");
 
-    let mut host = Command::new(BIN)
-        .args(["cache", "serve", &sock, "--capacity", "16M"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting foliocache cache serve");
-    let mut line = String::new();
-    BufReader::new(host.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("the host's first line");
-    assert!(line.contains("serving") && line.contains(&sock), "{line}");
+    let host = Host::start(&sock, "16M");
     assert!(stat(&sock).contains("4096 pages (16 MiB), 0 cached"));
 
     let text = stdout_ending(&run(&["python3", "-c", WRITER]), 0);
@@ -105,10 +135,7 @@ fn separate_runs_share_a_named_cache_and_its_host_writes_it_back() {
         .expect("running python3 under the library");
     assert_eq!(stdout_ending(&out, 0), "served 1 19000 bytes\n");
 
-    // SAFETY: sends SIGTERM to our own child.
-    let sent = unsafe { libc::kill(host.id() as libc::pid_t, libc::SIGTERM) };
-    assert_eq!(sent, 0);
-    let out = host.wait_with_output().expect("the host's end");
+    let out = host.stop();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(err.contains("5 pages written back"), "{err}");
@@ -117,4 +144,92 @@ fn separate_runs_share_a_named_cache_and_its_host_writes_it_back() {
         want
     );
     assert!(!std::path::Path::new(&sock).exists(), "the socket removed");
+}
+
+/// stress-ng's file stressors (Debian's `stress-ng`; xfstests' fsstress
+/// is not packaged here), `--verify`, eight forked workers at once under
+/// `foliocache run --cache`: every worker served (counted as processes
+/// attached to the cache while they run), no error, no failed check.
+/// (Not `--iomix`: one of its workers makes the file immutable for an
+/// instant while the others write it, which docs/preload.md's "Named
+/// caches" names as a limit of the group.)
+#[test]
+fn stress_ngs_forked_file_workers_are_served_and_verify() {
+    let test = "named: stress-ng";
+    if Command::new("stress-ng").arg("--version").output().is_err() {
+        test_support::skip_or_fail(test, "stress-ng is not installed");
+        return;
+    }
+    build_library();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sock = dir
+        .path()
+        .join("c.sock")
+        .to_str()
+        .expect("utf-8")
+        .to_owned();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).expect("data dir");
+    let host = Host::start(&sock, "64M");
+    let run = Command::new(BIN)
+        .args(["run", "--cache", &sock, "--dir"])
+        .arg(&data)
+        .args([
+            "--",
+            "stress-ng",
+            "--verify",
+            "--timeout",
+            "4",
+            "--temp-path",
+        ])
+        .arg(&data)
+        .args([
+            "--hdd",
+            "2",
+            "--hdd-bytes",
+            "8M",
+            "--seek",
+            "2",
+            "--seek-size",
+            "8M",
+        ])
+        .args([
+            "--readahead",
+            "2",
+            "--readahead-bytes",
+            "8M",
+            "--sync-file",
+            "2",
+        ])
+        .args(["--sync-file-bytes", "8M"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting stress-ng");
+    // The most processes attached at once while it runs (the host is one).
+    let mut run = run;
+    let mut most = 0;
+    while run.try_wait().expect("stress-ng").is_none() {
+        let s = stat(&sock);
+        let n: u64 = s
+            .split("; ")
+            .nth(1)
+            .and_then(|p| p.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{s}"));
+        most = most.max(n);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let out = run.wait_with_output().expect("stress-ng's end");
+    let text =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("successful run completed"), "{text}");
+    assert!(!text.contains("fail"), "{text}");
+    eprintln!("{test}: {most} processes attached at most");
+    assert!(
+        most > 8,
+        "{most} processes attached at most: the 8 workers and the host"
+    );
+    assert!(host.stop().status.success());
 }

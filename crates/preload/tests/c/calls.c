@@ -562,6 +562,34 @@ static void test_copies(void) {
     CHECK(kernel_pread(path_of("copy-dst.bin"), got, N, 0) == N && memcmp(got, buf, N) == 0);
 }
 
+/* An inode's flags (`chattr +i`): the file is written back and handed
+ * to the kernel before they change, so that what was written before
+ * reaches the file and a write after meets the flag, as on ext4. Needs
+ * CAP_LINUX_IMMUTABLE and a filesystem with the flags. */
+static void test_inode_flags(void) {
+    int fd = open(path_of("flags.bin"), O_RDWR | O_CREAT | O_TRUNC, 0644);
+    CHECK(pwrite(fd, "before", 6, 0) == 6 && served(fd));
+    long flags = 0;
+    if (ioctl(fd, 0x80086601 /* FS_IOC_GETFLAGS */, &flags) != 0) {
+        printf("inode flags: skipped, FS_IOC_GETFLAGS: %s\n", strerror(errno));
+        close(fd);
+        return;
+    }
+    long immutable = flags | 0x10 /* FS_IMMUTABLE_FL */;
+    if (ioctl(fd, 0x40086602 /* FS_IOC_SETFLAGS */, &immutable) != 0) {
+        printf("inode flags: skipped, FS_IOC_SETFLAGS: %s\n", strerror(errno));
+        close(fd);
+        return;
+    }
+    CHECK(!served(fd));
+    errno = 0;
+    CHECK(pwrite(fd, "x", 1, 0) == -1 && errno == EPERM);
+    CHECK(ioctl(fd, 0x40086602 /* FS_IOC_SETFLAGS */, &flags) == 0);
+    char got[6];
+    CHECK(kernel_pread(path_of("flags.bin"), got, 6, 0) == 6 && memcmp(got, "before", 6) == 0);
+    CHECK(close(fd) == 0);
+}
+
 /* stdio: a stream's file goes to the kernel, written back first. */
 static void test_stdio(void) {
     const char *p = path_of("stdio.bin");
@@ -1178,6 +1206,7 @@ int main(int argc, char **argv) {
     test_append();
     test_sizes_and_stat();
     test_copies();
+    test_inode_flags();
     test_stdio();
     test_fclose_racing_fopen();
     test_mmap();
