@@ -92,6 +92,18 @@ pub fn chunk_key(path: &str, version: &str, chunk: u64) -> u128 {
     h.digest128()
 }
 
+/// The key of the version record of `path` (crate::record): what a
+/// restarted store knows of the object's latest version without a HEAD.
+/// Hashed apart from every [`chunk_key`] (a leading byte no path has).
+pub(crate) fn record_key(path: &str) -> u128 {
+    let mut h = Xxh3::new();
+    h.update(&[0xff]);
+    h.update(b"version record");
+    h.update(&[0]);
+    h.update(path.as_bytes());
+    h.digest128()
+}
+
 /// A disk tier (see the module documentation): shared by the objects of
 /// a [`CachedStore`](crate::CachedStore) through
 /// [`CachedStoreBuilder::disk_tier`](crate::CachedStoreBuilder::disk_tier).
@@ -341,6 +353,13 @@ impl DiskTier {
                 return None;
             }
         };
+        self.verify(s, key, len, buf, n)
+    }
+
+    /// Whether `buf`, the `n` bytes read of slot `s`, holds `key`'s `len`
+    /// bytes, checksum verified; if not, what its header says the slot
+    /// holds becomes its tag (another chunk's, or [`EMPTY`]).
+    fn verify(&self, s: u64, key: u128, len: usize, buf: &AlignedBuf, n: usize) -> Option<()> {
         let held = if n >= BLOCK && &buf[..8] == MAGIC {
             u128::from_le_bytes(buf[8..24].try_into().ok()?)
         } else {
@@ -369,9 +388,14 @@ impl DiskTier {
     /// unknown one, else the least recently used. A failed write is
     /// counted and otherwise ignored: the chunk is just not kept.
     pub fn put(&self, key: u128, data: &[u8]) {
-        if data.len() > CHUNK {
-            return;
+        if data.len() <= CHUNK {
+            self.write_slot(self.victim(key), key, data);
         }
+    }
+
+    /// Writes `data` (at most [`CHUNK`] bytes) as the chunk `key` to slot
+    /// `s`, header and data in one write.
+    fn write_slot(&self, s: u64, key: u128, data: &[u8]) {
         let Some(mut buf) = self.take_buf() else {
             return;
         };
@@ -384,7 +408,6 @@ impl DiskTier {
         buf[24..28].copy_from_slice(&(data.len() as u32).to_le_bytes());
         buf[28..36].copy_from_slice(&checksum(key, data.len(), data).to_le_bytes());
         buf[BLOCK..BLOCK + data.len()].copy_from_slice(data);
-        let s = self.victim(key);
         // Empty while it is written: no lookup expects `key` or the old
         // chunk there (a reader racing the write fails the checksum).
         self.tags[s as usize].store(EMPTY, Ordering::Relaxed);
@@ -397,6 +420,59 @@ impl DiskTier {
             Err(_) => self.counts.errors.fetch_add(1, Ordering::Relaxed),
         };
         self.give_buf(buf);
+    }
+
+    /// The one slot of record `key` (a [`record_key`]): a record has a
+    /// fixed place in its set, so that a record written again (a new
+    /// version, a tombstone) replaces the old one, never sits beside it
+    /// in a slot of unknown content after a restart.
+    fn record_slot(&self, key: u128) -> u64 {
+        self.set(key).start + (key as u64 >> 32) % self.ways
+    }
+
+    /// Writes the record `key` ([`record_key`]; `data` at most [`CHUNK`]
+    /// bytes, empty for a tombstone) to its slot, whatever the slot held.
+    pub(crate) fn put_record(&self, key: u128, data: &[u8]) {
+        if data.len() <= CHUNK {
+            self.write_slot(self.record_slot(key), key, data);
+        }
+    }
+
+    /// The record `key` holds, checksum verified, if its slot holds it
+    /// (empty: a tombstone).
+    pub(crate) fn get_record(&self, key: u128) -> Option<Vec<u8>> {
+        let s = self.record_slot(key);
+        let mut buf = self.take_buf()?;
+        let got = match self.file.read_blocks(&mut [buf.io_buf_mut()], s * SLOT as u64) {
+            Ok(n) => {
+                // The length the header claims: the checksum covers it.
+                let len = (n >= BLOCK)
+                    .then(|| u32::from_le_bytes(buf[24..28].try_into().expect("4 bytes")))
+                    .map_or(0, |l| (l as usize).min(CHUNK));
+                self.verify(s, key, len, &buf, n)
+                    .map(|()| buf[BLOCK..BLOCK + len].to_vec())
+            }
+            Err(_) => {
+                self.counts.errors.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+        };
+        self.give_buf(buf);
+        if got.is_some() {
+            self.tags[s as usize].store(tag(key), Ordering::Relaxed);
+            self.touch(s);
+        }
+        got
+    }
+
+    /// Replaces the record `key` with a tombstone if its slot may hold
+    /// it (its tag is the record's, or unknown): a write that changed the
+    /// object made the record stale.
+    pub(crate) fn drop_record(&self, key: u128) {
+        let t = self.tags[self.record_slot(key) as usize].load(Ordering::Relaxed);
+        if t == tag(key) || t == UNKNOWN {
+            self.put_record(key, &[]);
+        }
     }
 
     /// The slot `put` writes `key` to.
