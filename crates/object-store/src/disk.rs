@@ -89,8 +89,13 @@ pub fn chunk_key(path: &str, version: &str, chunk: u64) -> u128 {
     h.update(version.as_bytes());
     h.update(&[0]);
     h.update(&chunk.to_le_bytes());
-    h.digest128()
+    h.digest128() & !RECORD_BIT
 }
+
+/// The bit of a key (and so of its [`tag`]) that [`record_key`]s have and
+/// [`chunk_key`]s do not: a set's LRU passes over records
+/// ([`DiskTier::victim`]).
+const RECORD_BIT: u128 = 1 << 63;
 
 /// The key of the version record of `path` (crate::record): what a
 /// restarted store knows of the object's latest version without a HEAD.
@@ -101,7 +106,7 @@ pub(crate) fn record_key(path: &str) -> u128 {
     h.update(b"version record");
     h.update(&[0]);
     h.update(path.as_bytes());
-    h.digest128()
+    h.digest128() | RECORD_BIT
 }
 
 /// A disk tier (see the module documentation): shared by the objects of
@@ -388,16 +393,16 @@ impl DiskTier {
     /// unknown one, else the least recently used. A failed write is
     /// counted and otherwise ignored: the chunk is just not kept.
     pub fn put(&self, key: u128, data: &[u8]) {
-        if data.len() <= CHUNK {
-            self.write_slot(self.victim(key), key, data);
+        if data.len() <= CHUNK && self.write_slot(self.victim(key), key, data) {
+            self.counts.writes.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     /// Writes `data` (at most [`CHUNK`] bytes) as the chunk `key` to slot
-    /// `s`, header and data in one write.
-    fn write_slot(&self, s: u64, key: u128, data: &[u8]) {
+    /// `s`, header and data in one write: whether it was written.
+    fn write_slot(&self, s: u64, key: u128, data: &[u8]) -> bool {
         let Some(mut buf) = self.take_buf() else {
-            return;
+            return false;
         };
         // (A kept buffer holds an earlier slot: what the header and the
         // data do not cover is zeroed.)
@@ -411,15 +416,19 @@ impl DiskTier {
         // Empty while it is written: no lookup expects `key` or the old
         // chunk there (a reader racing the write fails the checksum).
         self.tags[s as usize].store(EMPTY, Ordering::Relaxed);
-        match self.file.write_blocks(&[buf.io_buf()], s * SLOT as u64) {
+        let done = self.file.write_blocks(&[buf.io_buf()], s * SLOT as u64);
+        self.give_buf(buf);
+        match done {
             Ok(_) => {
                 self.tags[s as usize].store(tag(key), Ordering::Relaxed);
                 self.touch(s);
-                self.counts.writes.fetch_add(1, Ordering::Relaxed)
+                true
             }
-            Err(_) => self.counts.errors.fetch_add(1, Ordering::Relaxed),
-        };
-        self.give_buf(buf);
+            Err(_) => {
+                self.counts.errors.fetch_add(1, Ordering::Relaxed);
+                false
+            }
+        }
     }
 
     /// The one slot of record `key` (a [`record_key`]): a record has a
@@ -434,14 +443,31 @@ impl DiskTier {
     /// bytes, empty for a tombstone) to its slot, whatever the slot held.
     pub(crate) fn put_record(&self, key: u128, data: &[u8]) {
         if data.len() <= CHUNK {
-            self.write_slot(self.record_slot(key), key, data);
+            let s = self.record_slot(key);
+            if self.write_slot(s, key, data) {
+                self.mark_record(s, key, data.is_empty());
+            }
         }
     }
 
+    /// Tags slot `s`, found or written holding the record `key`: a
+    /// tombstone's slot is as good as an empty one (a chunk may take it).
+    fn mark_record(&self, s: u64, key: u128, tombstone: bool) {
+        let t = if tombstone { EMPTY } else { tag(key) };
+        self.tags[s as usize].store(t, Ordering::Relaxed);
+        self.touch(s);
+    }
+
     /// The record `key` holds, checksum verified, if its slot holds it
-    /// (empty: a tombstone).
+    /// (empty: a tombstone); no read where the slot's tag says it holds
+    /// something else.
     pub(crate) fn get_record(&self, key: u128) -> Option<Vec<u8>> {
         let s = self.record_slot(key);
+        // A slot this process knows holds something else: no read.
+        let t = self.tags[s as usize].load(Ordering::Relaxed);
+        if t != UNKNOWN && t != tag(key) {
+            return None;
+        }
         let mut buf = self.take_buf()?;
         let got = match self.file.read_blocks(&mut [buf.io_buf_mut()], s * SLOT as u64) {
             Ok(n) => {
@@ -458,24 +484,29 @@ impl DiskTier {
             }
         };
         self.give_buf(buf);
-        if got.is_some() {
-            self.tags[s as usize].store(tag(key), Ordering::Relaxed);
-            self.touch(s);
+        if let Some(d) = &got {
+            self.mark_record(s, key, d.is_empty());
         }
         got
     }
 
-    /// Replaces the record `key` with a tombstone if its slot may hold
-    /// it (its tag is the record's, or unknown): a write that changed the
-    /// object made the record stale.
+    /// Replaces the record `key` with a tombstone if its slot holds it
+    /// (its tag is the record's, or a read finds it): a write that
+    /// changed the object made the record stale. (A slot torn by a crash
+    /// or a racing write fails its checksum: no record either.)
     pub(crate) fn drop_record(&self, key: u128) {
         let t = self.tags[self.record_slot(key) as usize].load(Ordering::Relaxed);
-        if t == tag(key) || t == UNKNOWN {
+        // Unknown: read first (learning what the slot holds), so that a
+        // chunk there is not overwritten for nothing.
+        let held =
+            t == tag(key) || (t == UNKNOWN && self.get_record(key).is_some_and(|d| !d.is_empty()));
+        if held {
             self.put_record(key, &[]);
         }
     }
 
-    /// The slot `put` writes `key` to.
+    /// The slot `put` writes `key` to: the one holding it, an empty one,
+    /// one of unknown content, else the least recently used chunk.
     fn victim(&self, key: u128) -> u64 {
         let want = tag(key);
         let set = self.set(key);
@@ -489,8 +520,17 @@ impl DiskTier {
         if let Some(s) = set.clone().find(|&s| tag_of(s) == UNKNOWN) {
             return s;
         }
-        set.min_by_key(|&s| self.used[s as usize].load(Ordering::Relaxed))
-            .expect("a set has a slot")
+        // The least recent chunk, passing over records while they are
+        // fewer than half the set: a record is one slot per object, and
+        // chunks read every day would otherwise push out the records of
+        // their objects, read once per process (crate::record).
+        let used = |s: &u64| self.used[*s as usize].load(Ordering::Relaxed);
+        let record = |s: &u64| u128::from(tag_of(*s)) & RECORD_BIT != 0;
+        let chunks = set.clone().filter(|s| !record(s));
+        if chunks.clone().count() as u64 * 2 >= self.ways {
+            return chunks.min_by_key(used).expect("half a set is a slot");
+        }
+        set.min_by_key(used).expect("a set has a slot")
     }
 
     /// Whether the chunk `key`, whose pages `pages` (bit `i`: bytes

@@ -106,6 +106,7 @@ mod forward;
 mod metrics;
 mod objects;
 mod read;
+mod record;
 mod remote;
 mod store;
 mod upload;

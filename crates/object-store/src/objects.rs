@@ -47,6 +47,8 @@ use object_store::{Attributes, ObjectMeta};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::Mutex as AsyncMutex;
 
+use crate::disk::{record_key, DiskTier};
+
 /// What a table entry is looked up by: the path, and the version id the
 /// request named (`None`: the latest version, the one writes invalidate).
 pub(crate) type Key = (Path, Option<String>);
@@ -99,6 +101,9 @@ impl Object {
 #[derive(Debug)]
 pub(crate) struct Objects {
     table: RwLock<Table>,
+    /// The disk tier, whose version record of a path an invalidation
+    /// drops (crate::record).
+    tier: Option<Arc<DiskTier>>,
     max: usize,
     /// Invalidations so far.
     invalidations: AtomicU64,
@@ -181,10 +186,12 @@ impl Table {
 }
 
 impl Objects {
-    /// A table of at most `max` objects (at least 1).
-    pub(crate) fn new(max: usize) -> Self {
+    /// A table of at most `max` objects (at least 1), whose
+    /// invalidations drop `tier`'s version records.
+    pub(crate) fn new(max: usize, tier: Option<Arc<DiskTier>>) -> Self {
         Objects {
             table: RwLock::new(Table::default()),
+            tier,
             max: max.max(1),
             invalidations: AtomicU64::new(0),
             gates: Mutex::new(HashMap::new()),
@@ -241,7 +248,10 @@ impl Objects {
 
     /// Forgets the latest version of `path` (a write changed it): later
     /// reads look it up again. Versions asked for by id stay: they cannot
-    /// change.
+    /// change. The disk tier's record of its version is dropped too, once
+    /// `seq` moved on (a record written by a lookup that raced this is
+    /// dropped by that lookup: `Objects::seq`), so that a restart after
+    /// the write does not serve the version it replaced.
     pub(crate) fn invalidate(&self, path: &Path) {
         self.invalidations.fetch_add(1, Ordering::Relaxed);
         let gone = {
@@ -250,6 +260,9 @@ impl Objects {
             t.remove(&(path.clone(), None))
         };
         drop(gone);
+        if let Some(tier) = &self.tier {
+            tier.drop_record(record_key(path.as_ref()));
+        }
     }
 
     /// Forgets `obj` if `key` still tracks it (a read found it stale).

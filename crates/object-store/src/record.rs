@@ -15,7 +15,8 @@
 
 use std::borrow::Cow;
 
-use chrono::{DateTime, Utc};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
 use object_store::path::Path;
 use object_store::{Attribute, AttributeValue, Attributes, ObjectMeta};
 
@@ -70,7 +71,12 @@ pub(crate) fn decode(path: &Path, data: &[u8]) -> Option<(ObjectMeta, Attributes
     let size = r.u64()?;
     let secs = r.u64()? as i64;
     let nanos = u32::from_le_bytes(r.take(4)?.try_into().ok()?);
-    let last_modified: DateTime<Utc> = DateTime::from_timestamp(secs, nanos)?;
+    let since = Duration::new(secs.unsigned_abs(), 0);
+    let whole: SystemTime = match secs < 0 {
+        true => UNIX_EPOCH.checked_sub(since)?,
+        false => UNIX_EPOCH.checked_add(since)?,
+    };
+    let at = whole.checked_add(Duration::from_nanos(u64::from(nanos.min(999_999_999))))?;
     let e_tag = r.opt()?;
     let version = r.opt()?;
     let mut attributes = Attributes::new();
@@ -87,7 +93,7 @@ pub(crate) fn decode(path: &Path, data: &[u8]) -> Option<(ObjectMeta, Attributes
     }
     let meta = ObjectMeta {
         location: path.clone(),
-        last_modified,
+        last_modified: at.into(),
         size,
         e_tag,
         version,
@@ -152,7 +158,7 @@ mod tests {
         let path = Path::from("a/b.sst");
         let meta = ObjectMeta {
             location: path.clone(),
-            last_modified: DateTime::from_timestamp(1_700_000_000, 123_456_789).unwrap(),
+            last_modified: (UNIX_EPOCH + Duration::new(1_700_000_000, 123_456_789)).into(),
             size: 12_345,
             e_tag: Some("\"abc\"".into()),
             version: None,

@@ -66,6 +66,8 @@ pub(crate) struct Counters {
     pub(crate) get_errors: AtomicU64,
     pub(crate) heads: AtomicU64,
     pub(crate) stale: AtomicU64,
+    /// Objects whose version came from the disk tier's record.
+    pub(crate) recorded: AtomicU64,
     /// Point misses that waited for another's GET of their window.
     pub(crate) coalesced: AtomicU64,
     /// The remote's latency and bandwidth, from the GETs' timings.
@@ -495,7 +497,7 @@ fn version_name(meta: &ObjectMeta) -> String {
 
 /// Whether a GET's answer `got` is of the version `pinned`: the same size,
 /// and the same e_tag and version id where both sides have one.
-fn same_version(got: &ObjectMeta, pinned: &ObjectMeta) -> bool {
+pub(crate) fn same_version(got: &ObjectMeta, pinned: &ObjectMeta) -> bool {
     let agree = |a: &Option<String>, b: &Option<String>| match (a, b) {
         (Some(a), Some(b)) => a == b,
         _ => true,

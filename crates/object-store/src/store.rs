@@ -12,17 +12,18 @@ use foliocache::Cache;
 use futures_util::stream::{self, BoxStream, StreamExt};
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, Error, GetOptions, GetRange, GetResult, GetResultPayload, ListResult,
+    Attributes, CopyOptions, Error, GetOptions, GetRange, GetResult, GetResultPayload, ListResult,
     MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions, PutOptions, PutPayload,
     PutResult, RenameOptions, Result,
 };
 use tokio::runtime::Handle;
 
 use crate::budget::GetBudget;
-use crate::disk::DiskTier;
+use crate::disk::{record_key, DiskTier};
 use crate::objects::{Key, Object, Objects};
 use crate::read::{read, read_ranges, stream_rest, CHUNK};
-use crate::remote::{into_store_error, Counters, RemoteBacking};
+use crate::record;
+use crate::remote::{into_store_error, same_version, Counters, RemoteBacking};
 use crate::upload::InvalidatingUpload;
 
 /// Reads that found their version gone (the store answered
@@ -154,7 +155,7 @@ impl<S: ObjectStore> CachedStoreBuilder<S> {
         CachedStore {
             inner: Arc::new(self.inner),
             cache: self.cache,
-            objects: Arc::new(Objects::new(self.max_objects)),
+            objects: Arc::new(Objects::new(self.max_objects, self.tier.clone())),
             counters: Arc::new(counters),
             revalidate_after: self.revalidate_after,
             tier: self.tier,
@@ -188,6 +189,10 @@ pub struct CachedStoreStats {
     /// Reads that found the version they cached replaced or gone, and
     /// looked the object up again.
     pub stale_versions: u64,
+    /// Objects whose version came from the disk tier's record (a store
+    /// restarted over its tier), their HEAD sent beside the first read
+    /// instead of before it.
+    pub recorded_versions: u64,
     /// Point misses that waited for another miss's GET of the same
     /// window instead of sending their own (with a disk tier).
     pub coalesced: u64,
@@ -271,6 +276,7 @@ impl<S: ObjectStore> CachedStore<S> {
             remote_heads: Counters::get(&c.heads),
             invalidations: self.objects.invalidations(),
             stale_versions: Counters::get(&c.stale),
+            recorded_versions: Counters::get(&c.recorded),
             coalesced: Counters::get(&c.coalesced),
             read_around: c.link.point_window(),
             objects: self.objects.len() as u64,
@@ -313,8 +319,16 @@ impl<S: ObjectStore> CachedStore<S> {
     /// The tracked object `options` asks for (its version id, or the
     /// latest), looked up with a HEAD if it is not tracked or not current,
     /// and tracked from then on unless a write invalidated its path
-    /// meanwhile. Concurrent lookups of one key make one HEAD.
-    async fn lookup(&self, location: &Path, options: &GetOptions) -> Result<(Key, Arc<Object>)> {
+    /// meanwhile. Concurrent lookups of one key make one HEAD. With
+    /// `trust_record` (not on a retry after a stale version), the latest
+    /// version of an object not tracked is the disk tier's record of it
+    /// if there is one, its HEAD sent beside the read ([`Self::recorded`]).
+    async fn lookup(
+        &self,
+        location: &Path,
+        options: &GetOptions,
+        trust_record: bool,
+    ) -> Result<(Key, Arc<Object>)> {
         let key = (location.clone(), options.version.clone());
         if let Some(obj) = self.objects.get(&key) {
             if self.is_current(&obj, options) {
@@ -330,6 +344,12 @@ impl<S: ObjectStore> CachedStore<S> {
             }
         }
         let seq = self.objects.seq();
+        let latest = options.version.is_none();
+        if trust_record && latest && self.revalidate_after.is_none() {
+            if let Some(obj) = self.recorded(&key, seq).await {
+                return Ok((key, obj));
+            }
+        }
         let head = GetOptions {
             head: true,
             version: options.version.clone(),
@@ -337,7 +357,15 @@ impl<S: ObjectStore> CachedStore<S> {
         };
         Counters::add(&self.counters.heads, 1);
         let found = self.inner.get_opts(location, head).await?;
-        let meta = found.meta;
+        let obj = Arc::new(self.open(location, found.meta, found.attributes)?);
+        if self.objects.insert(key.clone(), obj.clone(), seq) && latest {
+            self.keep_record(location, &obj, seq);
+        }
+        Ok((key, obj))
+    }
+
+    /// `meta`'s version of `location`, its mapping opened.
+    fn open(&self, location: &Path, meta: ObjectMeta, attributes: Attributes) -> Result<Object> {
         let backing = RemoteBacking::new(
             self.inner.clone(),
             location.clone(),
@@ -348,9 +376,82 @@ impl<S: ObjectStore> CachedStore<S> {
             self.budget.clone(),
         );
         let file = self.cache.open_backing(backing).map_err(into_store_error)?;
-        let obj = Arc::new(Object::new(meta, found.attributes, file));
-        self.objects.insert(key.clone(), obj.clone(), seq);
-        Ok((key, obj))
+        Ok(Object::new(meta, attributes, file))
+    }
+
+    /// The latest version of `key`'s path as the disk tier's record has
+    /// it (a store restarted over the tier), tracked; `None` without a
+    /// tier, a record, or a tokio runtime, or if a write invalidated the
+    /// path since `seq`. Its HEAD goes in the background
+    /// ([`Self::validate`]): the read is served meanwhile, from the
+    /// tier's chunks of that version (docs/object-store.md, "Restart").
+    async fn recorded(&self, key: &Key, seq: u64) -> Option<Arc<Object>> {
+        let tier = self.tier.clone()?;
+        let handle = Handle::try_current().ok()?;
+        let rkey = record_key(key.0.as_ref());
+        let data = handle
+            .spawn_blocking(move || tier.get_record(rkey))
+            .await
+            .ok()??;
+        let (meta, attributes) = record::decode(&key.0, &data)?;
+        let obj = Arc::new(self.open(&key.0, meta, attributes).ok()?);
+        if !self.objects.insert(key.clone(), obj.clone(), seq) {
+            return None;
+        }
+        Counters::add(&self.counters.recorded, 1);
+        self.validate(&handle, key.clone(), obj.clone());
+        Some(obj)
+    }
+
+    /// The HEAD of an object tracked from the tier's record, on
+    /// `handle`: if the store names another version (or fails), the
+    /// record is dropped and the object forgotten, so that reads from
+    /// then on look it up again and see only the new version's bytes.
+    fn validate(&self, handle: &Handle, key: Key, obj: Arc<Object>) {
+        let (inner, objects) = (self.inner.clone(), self.objects.clone());
+        let (counters, tier) = (self.counters.clone(), self.tier.clone());
+        let head = GetOptions {
+            head: true,
+            ..GetOptions::default()
+        };
+        Counters::add(&counters.heads, 1);
+        handle.spawn(async move {
+            let found = inner.get_opts(&key.0, head).await;
+            if found.is_ok_and(|f| same_version(&f.meta, &obj.meta)) {
+                return;
+            }
+            if let Some(tier) = tier {
+                let rkey = record_key(key.0.as_ref());
+                let _ = tokio::task::spawn_blocking(move || tier.put_record(rkey, &[])).await;
+            }
+            objects.remove_if(&key, &obj);
+            Counters::add(&counters.stale, 1);
+        });
+    }
+
+    /// Writes the disk tier's record of `obj`, the latest version of
+    /// `location` a HEAD found, off the read's path: a restart serves it
+    /// without a HEAD. A record written after a write invalidated the
+    /// path (`seq` moved on) may be of the version the write replaced:
+    /// it is dropped again.
+    fn keep_record(&self, location: &Path, obj: &Object, seq: u64) {
+        let Some(tier) = self.tier.clone() else {
+            return;
+        };
+        let Some(data) = record::encode(&obj.meta, &obj.attributes) else {
+            return;
+        };
+        let (objects, rkey) = (self.objects.clone(), record_key(location.as_ref()));
+        let write = move || {
+            tier.put_record(rkey, &data);
+            if objects.seq() != seq {
+                tier.put_record(rkey, &[]);
+            }
+        };
+        match Handle::try_current() {
+            Ok(h) => drop(h.spawn_blocking(write)),
+            Err(_) => write(),
+        }
     }
 
     /// Whether a read's error says its version is gone: look again.
@@ -372,7 +473,7 @@ impl<S: ObjectStore> CachedStore<S> {
     async fn get_cached(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         let mut tries = 0;
         loop {
-            let (key, obj) = self.lookup(location, &options).await?;
+            let (key, obj) = self.lookup(location, &options, tries == 0).await?;
             options.check_preconditions(&obj.meta)?;
             let size = obj.meta.size;
             if options.head {
@@ -457,7 +558,9 @@ impl<S: ObjectStore> ObjectStore for CachedStore<S> {
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
         let mut tries = 0;
         loop {
-            let (key, obj) = self.lookup(location, &GetOptions::default()).await?;
+            let (key, obj) = self
+                .lookup(location, &GetOptions::default(), tries == 0)
+                .await?;
             let size = obj.meta.size;
             let Ok(clamped) = ranges
                 .iter()

@@ -1,0 +1,152 @@
+//! A store restarted over its disk tier: the version the tier recorded is
+//! served at once, its HEAD sent beside the first read; a version replaced
+//! while the store was down is served new once that HEAD answers; a write
+//! through the store drops the record; with `revalidate_after` the record
+//! is not trusted (docs/object-store.md, "Restart").
+
+use std::ops::Range;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use foliocache_object_store::disk::SLOT;
+use foliocache_object_store::{CachedStore, CachedStoreBuilder, DiskTier};
+use object_store::path::Path;
+use object_store::ObjectStoreExt;
+use test_support::cache::TestCache;
+use test_support::TempPath;
+
+use crate::counting::Counting;
+use crate::data;
+
+const R: Range<u64> = 70_000..90_000;
+
+fn builder(inner: Counting, tier: &Arc<DiskTier>) -> CachedStoreBuilder<Counting> {
+    CachedStore::builder(inner, TestCache::bytes(1 << 20).build()).disk_tier(tier.clone())
+}
+
+fn open(file: &TempPath) -> Arc<DiskTier> {
+    Arc::new(DiskTier::open(&file.path, 64 * SLOT as u64).unwrap())
+}
+
+/// Waits until `f` holds (at most 5 s).
+async fn until(what: &str, f: impl Fn() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(t.elapsed() < Duration::from_secs(5), "{what}");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// A first process: `p` (holding `d`) read twice, memory emptied between,
+/// so that `R`'s chunks are on disk and the version recorded; the store
+/// dropped once the record is written (no one else holds the tier).
+async fn first_process(inner: &Counting, file: &TempPath, p: &Path, d: &[u8]) {
+    inner.inner.put(p, d.to_vec().into()).await.unwrap();
+    let tier = open(file);
+    let s = builder(inner.clone(), &tier).build();
+    for _ in 0..2 {
+        let got = s.get_range(p, R).await.unwrap();
+        assert_eq!(&got[..], &d[R.start as usize..R.end as usize]);
+        s.cache().shrink(u64::MAX);
+    }
+    assert!(tier.stats().writes >= 1, "{:?}", tier.stats());
+    drop(s);
+    until("the record written", || Arc::strong_count(&tier) == 1).await;
+}
+
+#[tokio::test]
+async fn a_restart_serves_the_recorded_version_before_its_head() {
+    let file = TempPath::new("objstore-restart-recorded");
+    let inner = Counting::new();
+    let (p, d) = (Path::from("t/a"), data(300_000, 31));
+    first_process(&inner, &file, &p, &d).await;
+
+    // A new process; the store's HEADs now take 400 ms.
+    let (gets, heads) = (inner.seen.gets(), inner.seen.heads());
+    inner.seen.delay_ms.store(400, Ordering::SeqCst);
+    let tier = open(&file);
+    let s = builder(inner.clone(), &tier).build();
+    let t = Instant::now();
+    let got = s.get_range(&p, R).await.unwrap();
+    assert_eq!(&got[..], &d[R.start as usize..R.end as usize]);
+    assert!(t.elapsed() < Duration::from_millis(300), "{:?}", t.elapsed());
+    assert_eq!(inner.seen.gets(), gets, "served from disk");
+    assert!(tier.stats().hits >= 1);
+    let st = s.stats();
+    assert_eq!((st.recorded_versions, st.remote_heads), (1, 1), "{st:?}");
+    // The HEAD went beside the read and confirmed the version.
+    until("the HEAD", || inner.seen.heads() == heads + 1).await;
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    assert_eq!(s.stats().stale_versions, 0);
+    assert_eq!(s.stats().objects, 1);
+}
+
+#[tokio::test]
+async fn a_version_replaced_while_down_is_served_new_once_its_head_answers() {
+    let file = TempPath::new("objstore-restart-replaced");
+    let inner = Counting::new();
+    let (p, old) = (Path::from("t/b"), data(300_000, 32));
+    first_process(&inner, &file, &p, &old).await;
+    // Replaced by another writer while no store ran.
+    let new = data(300_000, 33);
+    inner.inner.put(&p, new.clone().into()).await.unwrap();
+
+    let tier = open(&file);
+    let s = builder(inner.clone(), &tier).build();
+    let want = |v: &[u8]| v[R.start as usize..R.end as usize].to_vec();
+    // Within the HEAD's round trip, the recorded version (whole, never a
+    // mix): the staleness a restart accepts.
+    let got = s.get_range(&p, R).await.unwrap();
+    assert_eq!(&got[..], &want(&old)[..]);
+    until("the HEAD found the new version", || s.stats().stale_versions == 1).await;
+    assert_eq!(&s.get_range(&p, R).await.unwrap()[..], &want(&new)[..]);
+    drop(s);
+    until("the new record written", || Arc::strong_count(&tier) == 1).await;
+    drop(tier);
+
+    // And after another restart, only the new bytes.
+    let tier = open(&file);
+    let s = builder(inner.clone(), &tier).build();
+    assert_eq!(&s.get_range(&p, R).await.unwrap()[..], &want(&new)[..]);
+    // A read of the rest of the object: the new version's bytes.
+    assert_eq!(&s.get(&p).await.unwrap().bytes().await.unwrap()[..], &new[..]);
+}
+
+#[tokio::test]
+async fn a_write_through_the_store_drops_the_record() {
+    let file = TempPath::new("objstore-restart-written");
+    let inner = Counting::new();
+    let (p, old) = (Path::from("t/c"), data(300_000, 34));
+    first_process(&inner, &file, &p, &old).await;
+    let new = data(300_000, 35);
+    {
+        // A process that writes the object, then is killed.
+        let tier = open(&file);
+        let s = builder(inner.clone(), &tier).build();
+        s.put(&p, new.clone().into()).await.unwrap();
+    }
+    let tier = open(&file);
+    let s = builder(inner.clone(), &tier).build();
+    let got = s.get_range(&p, R).await.unwrap();
+    assert_eq!(&got[..], &new[R.start as usize..R.end as usize]);
+    assert_eq!(s.stats().recorded_versions, 0, "no record: a HEAD first");
+}
+
+#[tokio::test]
+async fn revalidation_does_not_trust_the_record() {
+    let file = TempPath::new("objstore-restart-revalidate");
+    let inner = Counting::new();
+    let (p, d) = (Path::from("t/d"), data(300_000, 36));
+    first_process(&inner, &file, &p, &d).await;
+    let heads = inner.seen.heads();
+    let tier = open(&file);
+    let s = builder(inner.clone(), &tier)
+        .revalidate_after(Duration::from_secs(60))
+        .build();
+    let got = s.get_range(&p, R).await.unwrap();
+    assert_eq!(&got[..], &d[R.start as usize..R.end as usize]);
+    assert_eq!(s.stats().recorded_versions, 0);
+    assert_eq!(inner.seen.heads(), heads + 1, "a HEAD before the read");
+    assert!(tier.stats().hits >= 1, "the chunks still served from disk");
+}
