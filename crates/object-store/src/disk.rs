@@ -39,6 +39,16 @@
 //! chunk fails the key check. Both are misses, never wrong bytes. No
 //! write is ever synced: what a crash loses is a miss.
 //!
+//! # Version records
+//! A slot may hold an object's *record* instead of a chunk: its latest
+//! version, as a HEAD found it (crate::record), keyed by [`record_key`]
+//! (whose bit 63 chunk keys never have), at one fixed slot of its set so
+//! that it is replaced in place, never duplicated. A restarted store
+//! reads it to find the version whose chunks to serve without a HEAD
+//! first (docs/object-store.md, "Restart"). A set's LRU passes over
+//! records while they are fewer than half its slots; checksums and keys
+//! guard records as they guard chunks.
+//!
 //! # Admission
 //! A chunk goes to disk when a page of it misses in memory a second time
 //! within a window: the first miss records the chunk's key and the pages
@@ -469,7 +479,10 @@ impl DiskTier {
             return None;
         }
         let mut buf = self.take_buf()?;
-        let got = match self.file.read_blocks(&mut [buf.io_buf_mut()], s * SLOT as u64) {
+        let got = match self
+            .file
+            .read_blocks(&mut [buf.io_buf_mut()], s * SLOT as u64)
+        {
             Ok(n) => {
                 // The length the header claims: the checksum covers it.
                 let len = (n >= BLOCK)
@@ -588,7 +601,62 @@ impl std::fmt::Debug for DiskTier {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
+
+    /// A record is found at its slot whatever its length; a tombstone
+    /// replaces it; a torn one (a block of its slot rewritten) is no
+    /// record; chunks and records never share a key, and a set's LRU
+    /// passes over its records.
+    #[test]
+    fn records_replace_in_place_and_a_torn_one_is_none() {
+        let mem = Arc::new(backing::MemBacking::new());
+        let tier = DiskTier::with_backing(mem.clone(), 32 * SLOT as u64).unwrap();
+        let key = record_key("a/b");
+        assert_ne!(key & RECORD_BIT, 0);
+        assert_eq!(chunk_key("a/b", "e:1:10", 0) & RECORD_BIT, 0);
+        assert_eq!(tier.get_record(key), None, "a fresh tier");
+        tier.put_record(key, b"version one");
+        assert_eq!(tier.get_record(key).as_deref(), Some(&b"version one"[..]));
+        tier.put_record(key, b"v2");
+        assert_eq!(tier.get_record(key).as_deref(), Some(&b"v2"[..]));
+        tier.drop_record(key);
+        assert_eq!(tier.get_record(key), None, "its slot is empty");
+        let reopened = DiskTier::with_backing(mem.clone(), 32 * SLOT as u64).unwrap();
+        assert_eq!(
+            reopened.get_record(key).as_deref(),
+            Some(&b""[..]),
+            "a tombstone"
+        );
+        assert_eq!(tier.stats().writes, 0, "records are not chunks written");
+
+        tier.put_record(key, &[7u8; 3 * BLOCK]);
+        let s = tier.record_slot(key);
+        let mut block = AlignedBuf::zeroed(BLOCK).unwrap();
+        block.fill(0x5a);
+        let at = s * SLOT as u64 + 2 * BLOCK as u64;
+        mem.write_blocks(&[block.io_buf()], at).unwrap();
+        assert_eq!(tier.get_record(key), None, "torn");
+        // A reopened tier (no tags known) finds a record whole.
+        tier.put_record(key, b"v3");
+        let again = DiskTier::with_backing(mem.clone(), 32 * SLOT as u64).unwrap();
+        assert_eq!(again.get_record(key).as_deref(), Some(&b"v3"[..]));
+
+        // Sixteen chunks of the record's set: the record stays.
+        let set = tier.set(key);
+        let mut n = 0u64;
+        let mut put = 0;
+        while put < 2 * WAYS {
+            let c = chunk_key("c", "e:1:1", n);
+            n += 1;
+            if tier.set(c) == set {
+                tier.put(c, b"chunk");
+                put += 1;
+            }
+        }
+        assert_eq!(tier.get_record(key).as_deref(), Some(&b"v3"[..]));
+    }
 
     /// Keys admitted at their second miss leave their places in the
     /// order; the order stays within twice the ghosts' bound however many

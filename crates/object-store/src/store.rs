@@ -114,7 +114,9 @@ impl<S: ObjectStore> CachedStoreBuilder<S> {
     /// writes made by others, not through this store, are seen within
     /// `after`. Default: never (objects change only through this store,
     /// or not at all, as SSTs and table fragments do). Reads of a version
-    /// by id are never revalidated: a version does not change.
+    /// by id are never revalidated: a version does not change. With it
+    /// set, a store restarted over a disk tier does not trust the tier's
+    /// record of an object's version: its first read waits for a HEAD.
     pub fn revalidate_after(mut self, after: Duration) -> Self {
         self.revalidate_after = Some(after);
         self

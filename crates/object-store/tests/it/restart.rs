@@ -70,7 +70,11 @@ async fn a_restart_serves_the_recorded_version_before_its_head() {
     let t = Instant::now();
     let got = s.get_range(&p, R).await.unwrap();
     assert_eq!(&got[..], &d[R.start as usize..R.end as usize]);
-    assert!(t.elapsed() < Duration::from_millis(300), "{:?}", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_millis(300),
+        "{:?}",
+        t.elapsed()
+    );
     assert_eq!(inner.seen.gets(), gets, "served from disk");
     assert!(tier.stats().hits >= 1);
     let st = s.stats();
@@ -99,7 +103,10 @@ async fn a_version_replaced_while_down_is_served_new_once_its_head_answers() {
     // mix): the staleness a restart accepts.
     let got = s.get_range(&p, R).await.unwrap();
     assert_eq!(&got[..], &want(&old)[..]);
-    until("the HEAD found the new version", || s.stats().stale_versions == 1).await;
+    until("the HEAD found the new version", || {
+        s.stats().stale_versions == 1
+    })
+    .await;
     assert_eq!(&s.get_range(&p, R).await.unwrap()[..], &want(&new)[..]);
     drop(s);
     until("the new record written", || Arc::strong_count(&tier) == 1).await;
@@ -110,7 +117,10 @@ async fn a_version_replaced_while_down_is_served_new_once_its_head_answers() {
     let s = builder(inner.clone(), &tier).build();
     assert_eq!(&s.get_range(&p, R).await.unwrap()[..], &want(&new)[..]);
     // A read of the rest of the object: the new version's bytes.
-    assert_eq!(&s.get(&p).await.unwrap().bytes().await.unwrap()[..], &new[..]);
+    assert_eq!(
+        &s.get(&p).await.unwrap().bytes().await.unwrap()[..],
+        &new[..]
+    );
 }
 
 #[tokio::test]

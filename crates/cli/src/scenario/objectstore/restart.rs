@@ -187,7 +187,11 @@ async fn fill(e: &Arc<Engine>, spec: &Spec) -> Result<()> {
     const STEP: u64 = 1_000_003;
     let small = spec.objects - 2;
     let per_group = (FILL_GROUP / super::OBJECT).max(1);
-    let passes = if spec.label == super::FOLIO_DISK { 2 } else { 1 };
+    let passes = if spec.label == super::FOLIO_DISK {
+        2
+    } else {
+        1
+    };
     let t = Instant::now();
     for first in (0..small).step_by(per_group as usize) {
         let objs = per_group.min(small - first);
