@@ -196,7 +196,7 @@ async fn fill(e: &Arc<Engine>, spec: &Spec) -> Result<()> {
     for first in (0..small).step_by(per_group as usize) {
         let objs = per_group.min(small - first);
         let n = objs * super::OBJECT / CHUNK;
-        anyhow::ensure!(n % STEP != 0, "objectstore fill: {n} chunks");
+        anyhow::ensure!(!n.is_multiple_of(STEP), "objectstore fill: {n} chunks");
         for _ in 0..passes {
             let tasks: Vec<_> = (0..super::TASKS)
                 .map(|t| {
