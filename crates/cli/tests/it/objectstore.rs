@@ -16,8 +16,9 @@ use test_support::skip_or_fail;
 
 use crate::bench::notes_of;
 
-#[test]
-fn objectstore_readers_stay_within_their_memory_bound() {
+/// `foliocache bench --scenario objectstore --quick` at M = `capacity`
+/// and a remote of `latency_ms`, with `env` set: the records of `job`.
+fn run(capacity: &str, latency_ms: &str, env: &[(&str, &str)], job: &str) -> Vec<Value> {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("out.json");
     let data = dir.path().join("data");
@@ -29,9 +30,9 @@ fn objectstore_readers_stay_within_their_memory_bound() {
         "objectstore",
         "--quick",
         "--capacity",
-        "8M",
+        capacity,
         "--remote-latency",
-        "5",
+        latency_ms,
         "--repeat",
         "1",
         "--json",
@@ -39,7 +40,7 @@ fn objectstore_readers_stay_within_their_memory_bound() {
     ];
     let out = Command::new(env!("CARGO_BIN_EXE_foliocache"))
         .args(args)
-        .env("FOLIOCACHE_OBJSTORE_JOBS", "memory")
+        .envs(env.iter().copied())
         .output()
         .expect("running foliocache");
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
@@ -52,15 +53,26 @@ fn objectstore_readers_stay_within_their_memory_bound() {
         text(&out.stderr)
     );
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let rs: Vec<&Value> = v["scenarios"][0]["results"]
+    v["scenarios"][0]["results"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|r| r["rw"] == "memory")
-        .collect();
+        .filter(|r| r["rw"] == job)
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn objectstore_readers_stay_within_their_memory_bound() {
+    let rs = run(
+        "8M",
+        "5",
+        &[("FOLIOCACHE_OBJSTORE_JOBS", "memory")],
+        "memory",
+    );
     let engines: Vec<&str> = rs.iter().map(|r| r["engine"].as_str().unwrap()).collect();
     assert_eq!(engines, ["foliocache", "foliocache+disk"], "{rs:#?}");
-    for r in rs {
+    for r in &rs {
         let notes = notes_of(r);
         println!("{}: {}", r["engine"], notes.join("; "));
         if let Some(skip) = notes.iter().find(|n| n.starts_with("skipped")) {
@@ -102,50 +114,15 @@ fn objectstore_readers_stay_within_their_memory_bound() {
 /// takes its object's version from the tier's record, not from a HEAD.
 #[test]
 fn objectstore_restart_serves_a_filled_tier_without_waiting_for_a_head() {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("out.json");
-    let data = dir.path().join("data");
-    let args = [
-        "bench",
-        "--dir",
-        data.to_str().unwrap(),
-        "--scenario",
-        "objectstore",
-        "--quick",
-        "--capacity",
-        "8M",
-        "--remote-latency",
-        "50",
-        "--repeat",
-        "1",
-        "--json",
-        json.to_str().unwrap(),
+    let env = [
+        ("FOLIOCACHE_OBJSTORE_JOBS", "restart"),
+        ("FOLIOCACHE_OBJSTORE_DISK", "16M"),
+        ("FOLIOCACHE_OBJSTORE_FILL", "1"),
     ];
-    let out = Command::new(env!("CARGO_BIN_EXE_foliocache"))
-        .args(args)
-        .env("FOLIOCACHE_OBJSTORE_JOBS", "restart")
-        .env("FOLIOCACHE_OBJSTORE_DISK", "16M")
-        .env("FOLIOCACHE_OBJSTORE_FILL", "1")
-        .output()
-        .expect("running foliocache");
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    assert!(
-        out.status.success(),
-        "{}:\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let rs: Vec<&Value> = v["scenarios"][0]["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|r| r["rw"] == "restart")
-        .collect();
+    let rs = run("8M", "50", &env, "restart");
     let engines: Vec<&str> = rs.iter().map(|r| r["engine"].as_str().unwrap()).collect();
     assert_eq!(engines, ["foliocache+disk", "foyer[model]"], "{rs:#?}");
-    for r in rs {
+    for r in &rs {
         let notes = notes_of(r);
         println!("{}: {}", r["engine"], notes.join("; "));
         assert!(notes[0].contains("(a disk tier of 16 MiB)"), "{r:#}");

@@ -55,18 +55,35 @@ async fn first_process(inner: &Counting, file: &TempPath, p: &Path, d: &[u8]) {
     until("the record written", || Arc::strong_count(&tier) == 1).await;
 }
 
+/// An object of 300,000 bytes (`seed`'s) at `p`, read by a first
+/// process over a tier in a file named after `name`.
+async fn after_first_process(
+    name: &str,
+    p: &str,
+    seed: u64,
+) -> (TempPath, Counting, Path, Vec<u8>) {
+    let file = TempPath::new(name);
+    let inner = Counting::new();
+    let (p, d) = (Path::from(p), data(300_000, seed));
+    first_process(&inner, &file, &p, &d).await;
+    (file, inner, p, d)
+}
+
+/// A new process over the tier in `file`: the tier and its store.
+fn restart(inner: &Counting, file: &TempPath) -> (Arc<DiskTier>, CachedStore<Counting>) {
+    let tier = open(file);
+    let s = builder(inner.clone(), &tier).build();
+    (tier, s)
+}
+
 #[tokio::test]
 async fn a_restart_serves_the_recorded_version_before_its_head() {
-    let file = TempPath::new("objstore-restart-recorded");
-    let inner = Counting::new();
-    let (p, d) = (Path::from("t/a"), data(300_000, 31));
-    first_process(&inner, &file, &p, &d).await;
+    let (file, inner, p, d) = after_first_process("objstore-restart-recorded", "t/a", 31).await;
 
     // A new process; the store's HEADs now take 400 ms.
     let (gets, heads) = (inner.seen.gets(), inner.seen.heads());
     inner.seen.delay_ms.store(400, Ordering::SeqCst);
-    let tier = open(&file);
-    let s = builder(inner.clone(), &tier).build();
+    let (tier, s) = restart(&inner, &file);
     let t = Instant::now();
     let got = s.get_range(&p, R).await.unwrap();
     assert_eq!(&got[..], &d[R.start as usize..R.end as usize]);
@@ -88,16 +105,12 @@ async fn a_restart_serves_the_recorded_version_before_its_head() {
 
 #[tokio::test]
 async fn a_version_replaced_while_down_is_served_new_once_its_head_answers() {
-    let file = TempPath::new("objstore-restart-replaced");
-    let inner = Counting::new();
-    let (p, old) = (Path::from("t/b"), data(300_000, 32));
-    first_process(&inner, &file, &p, &old).await;
+    let (file, inner, p, old) = after_first_process("objstore-restart-replaced", "t/b", 32).await;
     // Replaced by another writer while no store ran.
     let new = data(300_000, 33);
     inner.inner.put(&p, new.clone().into()).await.unwrap();
 
-    let tier = open(&file);
-    let s = builder(inner.clone(), &tier).build();
+    let (tier, s) = restart(&inner, &file);
     let want = |v: &[u8]| v[R.start as usize..R.end as usize].to_vec();
     // Within the HEAD's round trip, the recorded version (whole, never a
     // mix): the staleness a restart accepts.
@@ -113,8 +126,7 @@ async fn a_version_replaced_while_down_is_served_new_once_its_head_answers() {
     drop(tier);
 
     // And after another restart, only the new bytes.
-    let tier = open(&file);
-    let s = builder(inner.clone(), &tier).build();
+    let (tier, s) = restart(&inner, &file);
     assert_eq!(&s.get_range(&p, R).await.unwrap()[..], &want(&new)[..]);
     // A read of the rest of the object: the new version's bytes.
     assert_eq!(
@@ -125,19 +137,14 @@ async fn a_version_replaced_while_down_is_served_new_once_its_head_answers() {
 
 #[tokio::test]
 async fn a_write_through_the_store_drops_the_record() {
-    let file = TempPath::new("objstore-restart-written");
-    let inner = Counting::new();
-    let (p, old) = (Path::from("t/c"), data(300_000, 34));
-    first_process(&inner, &file, &p, &old).await;
+    let (file, inner, p, old) = after_first_process("objstore-restart-written", "t/c", 34).await;
     let new = data(300_000, 35);
     {
         // A process that writes the object, then is killed.
-        let tier = open(&file);
-        let s = builder(inner.clone(), &tier).build();
+        let (_tier, s) = restart(&inner, &file);
         s.put(&p, new.clone().into()).await.unwrap();
     }
-    let tier = open(&file);
-    let s = builder(inner.clone(), &tier).build();
+    let (tier, s) = restart(&inner, &file);
     let got = s.get_range(&p, R).await.unwrap();
     assert_eq!(&got[..], &new[R.start as usize..R.end as usize]);
     assert_eq!(s.stats().recorded_versions, 0, "no record: a HEAD first");
@@ -145,10 +152,7 @@ async fn a_write_through_the_store_drops_the_record() {
 
 #[tokio::test]
 async fn revalidation_does_not_trust_the_record() {
-    let file = TempPath::new("objstore-restart-revalidate");
-    let inner = Counting::new();
-    let (p, d) = (Path::from("t/d"), data(300_000, 36));
-    first_process(&inner, &file, &p, &d).await;
+    let (file, inner, p, d) = after_first_process("objstore-restart-revalidate", "t/d", 36).await;
     let heads = inner.seen.heads();
     let tier = open(&file);
     let s = builder(inner.clone(), &tier)
