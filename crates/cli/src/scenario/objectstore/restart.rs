@@ -5,7 +5,9 @@
 //! later; a new engine reopens the tier. Measured: the time the tier's
 //! index takes to recover (opening it), and the time from the start of
 //! the reopen to the first read served by the disk tier, every byte
-//! checked.
+//! checked; then what one task reads in the second after that hit (how
+//! many reads, served by the tier or not, and the HEADs they waited for
+//! or sent).
 //!
 //! With [`Spec::fill`] the child first fills its tier with every chunk of
 //! the point reads' data ([`fill`]), at no latency (the remote's
@@ -229,6 +231,41 @@ async fn fill(e: &Arc<Engine>, spec: &Spec) -> Result<()> {
     Ok(())
 }
 
+/// How long the reads after the first disk hit go on.
+const AFTER_HIT: Duration = Duration::from_secs(1);
+
+/// What the reads after the first disk hit did.
+struct After {
+    reads: u64,
+    disk_hits: u64,
+    heads: u64,
+}
+
+/// Reads on through `e` from read `from` of the sequence, from one task,
+/// for [`AFTER_HIT`] (at most [`MAX_READS`] reads), every byte checked.
+async fn read_on(e: &Engine, zipf: &Zipf, from: u64) -> Result<After> {
+    let heads = || {
+        e.remote()
+            .seen
+            .heads
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let (hits0, heads0) = (e.disk_hits(), heads());
+    let t = Instant::now();
+    let mut reads = 0;
+    while t.elapsed() < AFTER_HIT && reads < MAX_READS {
+        let (obj, range) = point(zipf, from + reads);
+        let got = e.read(obj, range.clone()).await?;
+        check(obj, &range, &got)?;
+        reads += 1;
+    }
+    Ok(After {
+        reads,
+        disk_hits: e.disk_hits() - hits0,
+        heads: heads() - heads0,
+    })
+}
+
 /// Runs the child, kills it, reopens the tier: the job's record.
 ///
 /// # Errors
@@ -272,6 +309,10 @@ pub fn run(
         }
         anyhow::Ok((MAX_READS, None))
     })?;
+    let after = match first_hit {
+        Some(_) => Some(rt.block_on(read_on(&e, zipf, reads))?),
+        None => None,
+    };
     let mut r = RunRecord {
         engine: spec.label.clone(),
         ..RunRecord::default()
@@ -296,6 +337,16 @@ pub fn run(
             None => "never".into(),
         },
     ));
+    if let Some(a) = after {
+        r.notes.push(format!(
+            "in the {:.0} ms after its first disk hit: {} reads, {} of them served by the disk \
+             tier, {} HEADs sent",
+            AFTER_HIT.as_secs_f64() * 1e3,
+            a.reads,
+            a.disk_hits,
+            a.heads
+        ));
+    }
     if spec.fill {
         r.notes.push(format!(
             "the child filled its tier with every chunk of the {} MiB of data first, at no \
