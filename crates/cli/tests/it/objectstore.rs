@@ -7,7 +7,8 @@
 //! memory) plus 10 %, with the verdict (OOM-killed or not) reported.
 //! Skipped with the reason where no memory cgroup can be made, except
 //! under `CI=true`. (The verdict itself is the bench's figure:
-//! docs/measurements/2026-11-27-objectstore-3.md.)
+//! docs/measurements/2026-11-27-objectstore-3.md.) And its `restart` job
+//! alone, the child's tier filled first, at 16 MiB (about 3 s).
 
 use std::process::Command;
 
