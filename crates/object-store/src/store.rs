@@ -348,7 +348,7 @@ impl<S: ObjectStore> CachedStore<S> {
         let seq = self.objects.seq();
         let latest = options.version.is_none();
         if trust_record && latest && self.revalidate_after.is_none() {
-            if let Some(obj) = self.recorded(&key, seq).await {
+            if let Some(obj) = self.recorded(&key, options, seq).await {
                 return Ok((key, obj));
             }
         }
@@ -383,11 +383,12 @@ impl<S: ObjectStore> CachedStore<S> {
 
     /// The latest version of `key`'s path as the disk tier's record has
     /// it (a store restarted over the tier), tracked; `None` without a
-    /// tier, a record, or a tokio runtime, or if a write invalidated the
-    /// path since `seq`. Its HEAD goes in the background
+    /// tier, a record, or a tokio runtime, if it is not the version
+    /// `options` names (`If-Match`: the caller knows a newer one), or if
+    /// a write invalidated the path since `seq`. Its HEAD goes in the background
     /// ([`Self::validate`]): the read is served meanwhile, from the
     /// tier's chunks of that version (docs/object-store.md, "Restart").
-    async fn recorded(&self, key: &Key, seq: u64) -> Option<Arc<Object>> {
+    async fn recorded(&self, key: &Key, options: &GetOptions, seq: u64) -> Option<Arc<Object>> {
         let tier = self.tier.clone()?;
         let handle = Handle::try_current().ok()?;
         let rkey = record_key(key.0.as_ref());
@@ -397,7 +398,7 @@ impl<S: ObjectStore> CachedStore<S> {
             .ok()??;
         let (meta, attributes) = record::decode(&key.0, &data)?;
         let obj = Arc::new(self.open(&key.0, meta, attributes).ok()?);
-        if !self.objects.insert(key.clone(), obj.clone(), seq) {
+        if !self.is_current(&obj, options) || !self.objects.insert(key.clone(), obj.clone(), seq) {
             return None;
         }
         Counters::add(&self.counters.recorded, 1);

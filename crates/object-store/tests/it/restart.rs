@@ -1,8 +1,9 @@
 //! A store restarted over its disk tier: the version the tier recorded is
 //! served at once, its HEAD sent beside the first read; a version replaced
 //! while the store was down is served new once that HEAD answers; a write
-//! through the store drops the record; with `revalidate_after` the record
-//! is not trusted (docs/object-store.md, "Restart").
+//! through the store drops the record; a read naming a newer version
+//! (`If-Match`) and a store with `revalidate_after` do not trust the record
+//! (docs/object-store.md, "Restart").
 
 use std::ops::Range;
 use std::sync::atomic::Ordering;
@@ -12,7 +13,7 @@ use std::time::{Duration, Instant};
 use foliocache_object_store::disk::SLOT;
 use foliocache_object_store::{CachedStore, CachedStoreBuilder, DiskTier};
 use object_store::path::Path;
-use object_store::ObjectStoreExt;
+use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 use test_support::cache::TestCache;
 use test_support::TempPath;
 
@@ -126,7 +127,7 @@ async fn a_version_replaced_while_down_is_served_new_once_its_head_answers() {
     drop(tier);
 
     // And after another restart, only the new bytes.
-    let (tier, s) = restart(&inner, &file);
+    let (_tier, s) = restart(&inner, &file);
     assert_eq!(&s.get_range(&p, R).await.unwrap()[..], &want(&new)[..]);
     // A read of the rest of the object: the new version's bytes.
     assert_eq!(
@@ -137,14 +138,14 @@ async fn a_version_replaced_while_down_is_served_new_once_its_head_answers() {
 
 #[tokio::test]
 async fn a_write_through_the_store_drops_the_record() {
-    let (file, inner, p, old) = after_first_process("objstore-restart-written", "t/c", 34).await;
+    let (file, inner, p, _) = after_first_process("objstore-restart-written", "t/c", 34).await;
     let new = data(300_000, 35);
     {
         // A process that writes the object, then is killed.
         let (_tier, s) = restart(&inner, &file);
         s.put(&p, new.clone().into()).await.unwrap();
     }
-    let (tier, s) = restart(&inner, &file);
+    let (_tier, s) = restart(&inner, &file);
     let got = s.get_range(&p, R).await.unwrap();
     assert_eq!(&got[..], &new[R.start as usize..R.end as usize]);
     assert_eq!(s.stats().recorded_versions, 0, "no record: a HEAD first");
@@ -163,4 +164,22 @@ async fn revalidation_does_not_trust_the_record() {
     assert_eq!(s.stats().recorded_versions, 0);
     assert_eq!(inner.seen.heads(), heads + 1, "a HEAD before the read");
     assert!(tier.stats().hits >= 1, "the chunks still served from disk");
+}
+
+#[tokio::test]
+async fn a_read_naming_a_newer_version_is_not_served_the_record() {
+    let (file, inner, p, _) = after_first_process("objstore-restart-if-match", "t/e", 37).await;
+    let new = data(300_000, 38);
+    let put = inner.inner.put(&p, new.clone().into()).await.unwrap();
+    let (_tier, s) = restart(&inner, &file);
+    // The caller knows the new version (`If-Match`): a HEAD, not the
+    // record, and the new bytes.
+    let opts = GetOptions {
+        if_match: put.e_tag.clone(),
+        range: Some(GetRange::Bounded(R)),
+        ..GetOptions::default()
+    };
+    let got = s.get_opts(&p, opts).await.unwrap().bytes().await.unwrap();
+    assert_eq!(&got[..], &new[R.start as usize..R.end as usize]);
+    assert_eq!(s.stats().recorded_versions, 0);
 }

@@ -237,6 +237,7 @@ const AFTER_HIT: Duration = Duration::from_secs(1);
 /// What the reads after the first disk hit did.
 struct After {
     reads: u64,
+    /// Chunks (blocks) the tier served.
     disk_hits: u64,
     heads: u64,
 }
@@ -339,8 +340,8 @@ pub fn run(
     ));
     if let Some(a) = after {
         r.notes.push(format!(
-            "in the {:.0} ms after its first disk hit: {} reads, {} of them served by the disk \
-             tier, {} HEADs sent",
+            "in the {:.0} ms after its first disk hit: {} reads, {} disk tier hits (of 64 KiB \
+             chunks or blocks: a read may take two), {} HEADs sent",
             AFTER_HIT.as_secs_f64() * 1e3,
             a.reads,
             a.disk_hits,
