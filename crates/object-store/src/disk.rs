@@ -41,7 +41,7 @@
 //!
 //! # Version records
 //! A slot may hold an object's *record* instead of a chunk: its latest
-//! version, as a HEAD found it (crate::record), keyed by [`record_key`]
+//! version, as a HEAD found it (crate::record), keyed by `record_key`
 //! (whose bit 63 chunk keys never have), at one fixed slot of its set so
 //! that it is replaced in place, never duplicated. A restarted store
 //! reads it to find the version whose chunks to serve without a HEAD
