@@ -23,7 +23,7 @@ use crate::disk::{record_key, DiskTier};
 use crate::objects::{Key, Object, Objects};
 use crate::read::{read, read_ranges, stream_rest, CHUNK};
 use crate::record;
-use crate::remote::{into_store_error, same_version, Counters, RemoteBacking};
+use crate::remote::{into_store_error, same_version, Counters, RecordWrite, RemoteBacking};
 use crate::upload::InvalidatingUpload;
 
 /// Reads that found their version gone (the store answered
@@ -359,15 +359,24 @@ impl<S: ObjectStore> CachedStore<S> {
         };
         Counters::add(&self.counters.heads, 1);
         let found = self.inner.get_opts(location, head).await?;
-        let obj = Arc::new(self.open(location, found.meta, found.attributes)?);
-        if self.objects.insert(key.clone(), obj.clone(), seq) && latest {
-            self.keep_record(location, &obj, seq);
-        }
+        let record = match latest {
+            true => self.record_write(location, &found.meta, &found.attributes, seq),
+            false => None,
+        };
+        let obj = Arc::new(self.open(location, found.meta, found.attributes, record)?);
+        self.objects.insert(key.clone(), obj.clone(), seq);
         Ok((key, obj))
     }
 
-    /// `meta`'s version of `location`, its mapping opened.
-    fn open(&self, location: &Path, meta: ObjectMeta, attributes: Attributes) -> Result<Object> {
+    /// `meta`'s version of `location`, its mapping opened; `record` writes
+    /// its record once the tier holds a chunk of it.
+    fn open(
+        &self,
+        location: &Path,
+        meta: ObjectMeta,
+        attributes: Attributes,
+        record: Option<RecordWrite>,
+    ) -> Result<Object> {
         let backing = RemoteBacking::new(
             self.inner.clone(),
             location.clone(),
@@ -376,7 +385,8 @@ impl<S: ObjectStore> CachedStore<S> {
             self.counters.clone(),
             self.tier.clone(),
             self.budget.clone(),
-        );
+        )
+        .with_record(record);
         let file = self.cache.open_backing(backing).map_err(into_store_error)?;
         Ok(Object::new(meta, attributes, file))
     }
@@ -397,7 +407,7 @@ impl<S: ObjectStore> CachedStore<S> {
             .await
             .ok()??;
         let (meta, attributes) = record::decode(&key.0, &data)?;
-        let obj = Arc::new(self.open(&key.0, meta, attributes).ok()?);
+        let obj = Arc::new(self.open(&key.0, meta, attributes, None).ok()?);
         if !self.is_current(&obj, options) || !self.objects.insert(key.clone(), obj.clone(), seq) {
             return None;
         }
@@ -432,29 +442,28 @@ impl<S: ObjectStore> CachedStore<S> {
         });
     }
 
-    /// Writes the disk tier's record of `obj`, the latest version of
-    /// `location` a HEAD found, off the read's path: a restart serves it
-    /// without a HEAD. A record written after a write invalidated the
-    /// path (`seq` moved on) may be of the version the write replaced:
-    /// it is dropped again.
-    fn keep_record(&self, location: &Path, obj: &Object, seq: u64) {
-        let Some(tier) = self.tier.clone() else {
-            return;
-        };
-        let Some(data) = record::encode(&obj.meta, &obj.attributes) else {
-            return;
-        };
+    /// What writes the disk tier's record of `meta` (with `attributes`),
+    /// the latest version of `location` a HEAD found, once the tier holds
+    /// a chunk of it ([`RemoteBacking`]): a restart then serves it without
+    /// a HEAD. A record written after a write invalidated the path (`seq`
+    /// moved on) may be of the version the write replaced: it is dropped
+    /// again.
+    fn record_write(
+        &self,
+        location: &Path,
+        meta: &ObjectMeta,
+        attributes: &Attributes,
+        seq: u64,
+    ) -> Option<RecordWrite> {
+        let tier = self.tier.clone()?;
+        let data = record::encode(meta, attributes)?;
         let (objects, rkey) = (self.objects.clone(), record_key(location.as_ref()));
-        let write = move || {
+        Some(Box::new(move || {
             tier.put_record(rkey, &data);
             if objects.seq() != seq {
                 tier.put_record(rkey, &[]);
             }
-        };
-        match Handle::try_current() {
-            Ok(h) => drop(h.spawn_blocking(write)),
-            Err(_) => write(),
-        }
+        }))
     }
 
     /// Whether a read's error says its version is gone: look again.
