@@ -208,6 +208,12 @@ impl Objects {
         Some(obj.clone())
     }
 
+    /// Whether `key` tracks an object `f` holds for (not marking it
+    /// referenced).
+    pub(crate) fn tracks(&self, key: &Key, f: impl FnOnce(&Object) -> bool) -> bool {
+        self.table.read().map.get(key).is_some_and(|(o, _)| f(o))
+    }
+
     /// The gate of lookups of `key` (see the module documentation).
     pub(crate) fn gate(&self, key: &Key) -> Gate<'_> {
         let gate = self.gates.lock().entry(key.clone()).or_default().clone();
@@ -248,10 +254,11 @@ impl Objects {
 
     /// Forgets the latest version of `path` (a write changed it): later
     /// reads look it up again. Versions asked for by id stay: they cannot
-    /// change. The disk tier's record of its version is dropped too, once
-    /// `seq` moved on (a record written by a lookup that raced this is
-    /// dropped by that lookup: `Objects::seq`), so that a restart after
-    /// the write does not serve the version it replaced.
+    /// change. The disk tier's record of its version is dropped too,
+    /// after the entry (a record written meanwhile by a reader is dropped
+    /// by that reader, which finds the entry gone: `Objects::tracks`), so
+    /// that a restart after the write does not serve the version it
+    /// replaced.
     pub(crate) fn invalidate(&self, path: &Path) {
         self.invalidations.fetch_add(1, Ordering::Relaxed);
         let gone = {

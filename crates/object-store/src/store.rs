@@ -360,7 +360,7 @@ impl<S: ObjectStore> CachedStore<S> {
         Counters::add(&self.counters.heads, 1);
         let found = self.inner.get_opts(location, head).await?;
         let record = match latest {
-            true => self.record_write(location, &found.meta, &found.attributes, seq),
+            true => self.record_write(location, &found.meta, &found.attributes),
             false => None,
         };
         let obj = Arc::new(self.open(location, found.meta, found.attributes, record)?);
@@ -445,22 +445,23 @@ impl<S: ObjectStore> CachedStore<S> {
     /// What writes the disk tier's record of `meta` (with `attributes`),
     /// the latest version of `location` a HEAD found, once the tier holds
     /// a chunk of it ([`RemoteBacking`]): a restart then serves it without
-    /// a HEAD. A record written after a write invalidated the path (`seq`
-    /// moved on) may be of the version the write replaced: it is dropped
-    /// again.
+    /// a HEAD. The record is written, then dropped again unless the store
+    /// still tracks that version as the path's latest: a write through
+    /// the store that invalidated the path before the check is seen by
+    /// it, one after it drops the record itself (`Objects::invalidate`).
     fn record_write(
         &self,
         location: &Path,
         meta: &ObjectMeta,
         attributes: &Attributes,
-        seq: u64,
     ) -> Option<RecordWrite> {
         let tier = self.tier.clone()?;
         let data = record::encode(meta, attributes)?;
         let (objects, rkey) = (self.objects.clone(), record_key(location.as_ref()));
+        let (key, meta) = ((location.clone(), None), meta.clone());
         Some(Box::new(move || {
             tier.put_record(rkey, &data);
-            if objects.seq() != seq {
+            if !objects.tracks(&key, |o| same_version(&o.meta, &meta)) {
                 tier.put_record(rkey, &[]);
             }
         }))

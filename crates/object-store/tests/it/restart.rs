@@ -3,8 +3,8 @@
 //! while the store was down is served new once that HEAD answers; a write
 //! through the store drops the record; a read naming a newer version
 //! (`If-Match`) and a store with `revalidate_after` do not trust the record;
-//! an object with nothing on disk gets none (docs/object-store.md,
-//! "Restart").
+//! an object with nothing on disk gets none; a write of another path keeps
+//! it (docs/object-store.md, "Restart").
 
 use std::ops::Range;
 use std::sync::atomic::Ordering;
@@ -199,4 +199,27 @@ async fn an_object_with_nothing_on_disk_gets_no_record() {
     let got = s.get_range(&p, R).await.unwrap();
     assert_eq!(&got[..], &d[R.start as usize..R.end as usize]);
     assert_eq!(s.stats().recorded_versions, 0, "a HEAD first");
+}
+
+#[tokio::test]
+async fn a_write_of_another_path_keeps_the_record() {
+    let file = TempPath::new("objstore-restart-other");
+    let inner = Counting::new();
+    let (p, d) = (Path::from("t/g"), data(300_000, 40));
+    inner.inner.put(&p, d.clone().into()).await.unwrap();
+    {
+        let (tier, s) = restart(&inner, &file);
+        s.get_range(&p, R).await.unwrap();
+        // A write of another path between the HEAD and the chunk's write.
+        s.put(&Path::from("t/other"), vec![1u8; 10].into())
+            .await
+            .unwrap();
+        s.cache().shrink(u64::MAX);
+        s.get_range(&p, R).await.unwrap();
+        assert!(tier.stats().writes >= 1);
+    }
+    let (_tier, s) = restart(&inner, &file);
+    let got = s.get_range(&p, R).await.unwrap();
+    assert_eq!(&got[..], &d[R.start as usize..R.end as usize]);
+    assert_eq!(s.stats().recorded_versions, 1);
 }
