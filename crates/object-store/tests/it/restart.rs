@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use foliocache_object_store::disk::SLOT;
-use foliocache_object_store::{CachedStore, CachedStoreBuilder, DiskTier};
+use foliocache_object_store::{CachedStore, CachedStoreBuilder, CachedStoreStats, DiskTier};
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 use test_support::cache::TestCache;
@@ -40,11 +40,10 @@ async fn until(what: &str, f: impl Fn() -> bool) {
     }
 }
 
-/// A first process: `p` (holding `d`) read twice, memory emptied between,
+/// A first process: `p` (put by [`stored`], holding `d`) read twice, memory emptied between,
 /// so that `R`'s chunks are on disk and the version recorded; the store
 /// dropped once the record is written (no one else holds the tier).
 async fn first_process(inner: &Counting, file: &TempPath, p: &Path, d: &[u8]) {
-    inner.inner.put(p, d.to_vec().into()).await.unwrap();
     let tier = open(file);
     let s = builder(inner.clone(), &tier).build();
     for _ in 0..2 {
@@ -57,6 +56,30 @@ async fn first_process(inner: &Counting, file: &TempPath, p: &Path, d: &[u8]) {
     until("the record written", || Arc::strong_count(&tier) == 1).await;
 }
 
+/// An object of 300,000 bytes (`seed`'s) at `p` in a new inner store,
+/// and a tier's file named after `name`.
+async fn stored(name: &str, p: &str, seed: u64) -> (TempPath, Counting, Path, Vec<u8>) {
+    let file = TempPath::new(name);
+    let inner = Counting::new();
+    let (p, d) = (Path::from(p), data(300_000, seed));
+    inner.inner.put(&p, d.clone().into()).await.unwrap();
+    (file, inner, p, d)
+}
+
+/// A new process over the tier in `file` reads `R` of `p` (holding
+/// `d`): its store's figures after.
+async fn read_after_restart(
+    inner: &Counting,
+    file: &TempPath,
+    p: &Path,
+    d: &[u8],
+) -> CachedStoreStats {
+    let (_tier, s) = restart(inner, file);
+    let got = s.get_range(p, R).await.unwrap();
+    assert_eq!(&got[..], &d[R.start as usize..R.end as usize]);
+    s.stats()
+}
+
 /// An object of 300,000 bytes (`seed`'s) at `p`, read by a first
 /// process over a tier in a file named after `name`.
 async fn after_first_process(
@@ -64,9 +87,7 @@ async fn after_first_process(
     p: &str,
     seed: u64,
 ) -> (TempPath, Counting, Path, Vec<u8>) {
-    let file = TempPath::new(name);
-    let inner = Counting::new();
-    let (p, d) = (Path::from(p), data(300_000, seed));
+    let (file, inner, p, d) = stored(name, p, seed).await;
     first_process(&inner, &file, &p, &d).await;
     (file, inner, p, d)
 }
@@ -185,28 +206,20 @@ async fn a_read_naming_a_newer_version_is_not_served_the_record() {
 
 #[tokio::test]
 async fn an_object_with_nothing_on_disk_gets_no_record() {
-    let file = TempPath::new("objstore-restart-nothing");
-    let inner = Counting::new();
-    let (p, d) = (Path::from("t/f"), data(300_000, 39));
-    inner.inner.put(&p, d.clone().into()).await.unwrap();
+    let (file, inner, p, d) = stored("objstore-restart-nothing", "t/f", 39).await;
     {
         // Read once: a first miss admits nothing, so no record either.
         let (tier, s) = restart(&inner, &file);
         s.get_range(&p, R).await.unwrap();
         assert_eq!(tier.stats().writes, 0);
     }
-    let (_tier, s) = restart(&inner, &file);
-    let got = s.get_range(&p, R).await.unwrap();
-    assert_eq!(&got[..], &d[R.start as usize..R.end as usize]);
-    assert_eq!(s.stats().recorded_versions, 0, "a HEAD first");
+    let st = read_after_restart(&inner, &file, &p, &d).await;
+    assert_eq!(st.recorded_versions, 0, "a HEAD first");
 }
 
 #[tokio::test]
 async fn a_write_of_another_path_keeps_the_record() {
-    let file = TempPath::new("objstore-restart-other");
-    let inner = Counting::new();
-    let (p, d) = (Path::from("t/g"), data(300_000, 40));
-    inner.inner.put(&p, d.clone().into()).await.unwrap();
+    let (file, inner, p, d) = stored("objstore-restart-other", "t/g", 40).await;
     {
         let (tier, s) = restart(&inner, &file);
         s.get_range(&p, R).await.unwrap();
@@ -218,8 +231,6 @@ async fn a_write_of_another_path_keeps_the_record() {
         s.get_range(&p, R).await.unwrap();
         assert!(tier.stats().writes >= 1);
     }
-    let (_tier, s) = restart(&inner, &file);
-    let got = s.get_range(&p, R).await.unwrap();
-    assert_eq!(&got[..], &d[R.start as usize..R.end as usize]);
-    assert_eq!(s.stats().recorded_versions, 1);
+    let st = read_after_restart(&inner, &file, &p, &d).await;
+    assert_eq!(st.recorded_versions, 1);
 }
