@@ -39,6 +39,16 @@
 //! chunk fails the key check. Both are misses, never wrong bytes. No
 //! write is ever synced: what a crash loses is a miss.
 //!
+//! # Version records
+//! A slot may hold an object's *record* instead of a chunk: its latest
+//! version, as a HEAD found it (crate::record), keyed by `record_key`
+//! (whose bit 63 chunk keys never have), at one fixed slot of its set so
+//! that it is replaced in place, never duplicated. A restarted store
+//! reads it to find the version whose chunks to serve without a HEAD
+//! first (docs/object-store.md, "Restart"). A set's LRU passes over
+//! records while they are fewer than half its slots; checksums and keys
+//! guard records as they guard chunks.
+//!
 //! # Admission
 //! A chunk goes to disk when a page of it misses in memory a second time
 //! within a window: the first miss records the chunk's key and the pages
@@ -89,7 +99,24 @@ pub fn chunk_key(path: &str, version: &str, chunk: u64) -> u128 {
     h.update(version.as_bytes());
     h.update(&[0]);
     h.update(&chunk.to_le_bytes());
-    h.digest128()
+    h.digest128() & !RECORD_BIT
+}
+
+/// The bit of a key (and so of its [`tag`]) that [`record_key`]s have and
+/// [`chunk_key`]s do not: a set's LRU passes over records
+/// ([`DiskTier::victim`]).
+const RECORD_BIT: u128 = 1 << 63;
+
+/// The key of the version record of `path` (crate::record): what a
+/// restarted store knows of the object's latest version without a HEAD.
+/// Hashed apart from every [`chunk_key`] (a leading byte no path has).
+pub(crate) fn record_key(path: &str) -> u128 {
+    let mut h = Xxh3::new();
+    h.update(&[0xff]);
+    h.update(b"version record");
+    h.update(&[0]);
+    h.update(path.as_bytes());
+    h.digest128() | RECORD_BIT
 }
 
 /// A disk tier (see the module documentation): shared by the objects of
@@ -341,6 +368,13 @@ impl DiskTier {
                 return None;
             }
         };
+        self.verify(s, key, len, buf, n)
+    }
+
+    /// Whether `buf`, the `n` bytes read of slot `s`, holds `key`'s `len`
+    /// bytes, checksum verified; if not, what its header says the slot
+    /// holds becomes its tag (another chunk's, or [`EMPTY`]).
+    fn verify(&self, s: u64, key: u128, len: usize, buf: &AlignedBuf, n: usize) -> Option<()> {
         let held = if n >= BLOCK && &buf[..8] == MAGIC {
             u128::from_le_bytes(buf[8..24].try_into().ok()?)
         } else {
@@ -369,11 +403,16 @@ impl DiskTier {
     /// unknown one, else the least recently used. A failed write is
     /// counted and otherwise ignored: the chunk is just not kept.
     pub fn put(&self, key: u128, data: &[u8]) {
-        if data.len() > CHUNK {
-            return;
+        if data.len() <= CHUNK && self.write_slot(self.victim(key), key, data) {
+            self.counts.writes.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Writes `data` (at most [`CHUNK`] bytes) as the chunk `key` to slot
+    /// `s`, header and data in one write: whether it was written.
+    fn write_slot(&self, s: u64, key: u128, data: &[u8]) -> bool {
         let Some(mut buf) = self.take_buf() else {
-            return;
+            return false;
         };
         // (A kept buffer holds an earlier slot: what the header and the
         // data do not cover is zeroed.)
@@ -384,22 +423,103 @@ impl DiskTier {
         buf[24..28].copy_from_slice(&(data.len() as u32).to_le_bytes());
         buf[28..36].copy_from_slice(&checksum(key, data.len(), data).to_le_bytes());
         buf[BLOCK..BLOCK + data.len()].copy_from_slice(data);
-        let s = self.victim(key);
         // Empty while it is written: no lookup expects `key` or the old
         // chunk there (a reader racing the write fails the checksum).
         self.tags[s as usize].store(EMPTY, Ordering::Relaxed);
-        match self.file.write_blocks(&[buf.io_buf()], s * SLOT as u64) {
+        let done = self.file.write_blocks(&[buf.io_buf()], s * SLOT as u64);
+        self.give_buf(buf);
+        match done {
             Ok(_) => {
                 self.tags[s as usize].store(tag(key), Ordering::Relaxed);
                 self.touch(s);
-                self.counts.writes.fetch_add(1, Ordering::Relaxed)
+                true
             }
-            Err(_) => self.counts.errors.fetch_add(1, Ordering::Relaxed),
-        };
-        self.give_buf(buf);
+            Err(_) => {
+                self.counts.errors.fetch_add(1, Ordering::Relaxed);
+                false
+            }
+        }
     }
 
-    /// The slot `put` writes `key` to.
+    /// The one slot of record `key` (a [`record_key`]): a record has a
+    /// fixed place in its set, so that a record written again (a new
+    /// version, a tombstone) replaces the old one, never sits beside it
+    /// in a slot of unknown content after a restart.
+    fn record_slot(&self, key: u128) -> u64 {
+        self.set(key).start + (key as u64 >> 32) % self.ways
+    }
+
+    /// Writes the record `key` ([`record_key`]; `data` at most [`CHUNK`]
+    /// bytes, empty for a tombstone) to its slot, whatever the slot held.
+    pub(crate) fn put_record(&self, key: u128, data: &[u8]) {
+        if data.len() <= CHUNK {
+            let s = self.record_slot(key);
+            if self.write_slot(s, key, data) {
+                self.mark_record(s, key, data.is_empty());
+            }
+        }
+    }
+
+    /// Tags slot `s`, found or written holding the record `key`: a
+    /// tombstone's slot is as good as an empty one (a chunk may take it).
+    fn mark_record(&self, s: u64, key: u128, tombstone: bool) {
+        let t = if tombstone { EMPTY } else { tag(key) };
+        self.tags[s as usize].store(t, Ordering::Relaxed);
+        self.touch(s);
+    }
+
+    /// The record `key` holds, checksum verified, if its slot holds it
+    /// (empty: a tombstone); no read where the slot's tag says it holds
+    /// something else.
+    pub(crate) fn get_record(&self, key: u128) -> Option<Vec<u8>> {
+        let s = self.record_slot(key);
+        // A slot this process knows holds something else: no read.
+        let t = self.tags[s as usize].load(Ordering::Relaxed);
+        if t != UNKNOWN && t != tag(key) {
+            return None;
+        }
+        let mut buf = self.take_buf()?;
+        let got = match self
+            .file
+            .read_blocks(&mut [buf.io_buf_mut()], s * SLOT as u64)
+        {
+            Ok(n) => {
+                // The length the header claims: the checksum covers it.
+                let len = (n >= BLOCK)
+                    .then(|| u32::from_le_bytes(buf[24..28].try_into().expect("4 bytes")))
+                    .map_or(0, |l| (l as usize).min(CHUNK));
+                self.verify(s, key, len, &buf, n)
+                    .map(|()| buf[BLOCK..BLOCK + len].to_vec())
+            }
+            Err(_) => {
+                self.counts.errors.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+        };
+        self.give_buf(buf);
+        if let Some(d) = &got {
+            self.mark_record(s, key, d.is_empty());
+        }
+        got
+    }
+
+    /// Replaces the record `key` with a tombstone if its slot holds it
+    /// (its tag is the record's, or a read finds it): a write that
+    /// changed the object made the record stale. (A slot torn by a crash
+    /// or a racing write fails its checksum: no record either.)
+    pub(crate) fn drop_record(&self, key: u128) {
+        let t = self.tags[self.record_slot(key) as usize].load(Ordering::Relaxed);
+        // Unknown: read first (learning what the slot holds), so that a
+        // chunk there is not overwritten for nothing.
+        let held =
+            t == tag(key) || (t == UNKNOWN && self.get_record(key).is_some_and(|d| !d.is_empty()));
+        if held {
+            self.put_record(key, &[]);
+        }
+    }
+
+    /// The slot `put` writes `key` to: the one holding it, an empty one,
+    /// one of unknown content, else the least recently used chunk.
     fn victim(&self, key: u128) -> u64 {
         let want = tag(key);
         let set = self.set(key);
@@ -413,8 +533,17 @@ impl DiskTier {
         if let Some(s) = set.clone().find(|&s| tag_of(s) == UNKNOWN) {
             return s;
         }
-        set.min_by_key(|&s| self.used[s as usize].load(Ordering::Relaxed))
-            .expect("a set has a slot")
+        // The least recent chunk, passing over records while they are
+        // fewer than half the set: a record is one slot per object, and
+        // chunks read every day would otherwise push out the records of
+        // their objects, read once per process (crate::record).
+        let used = |s: &u64| self.used[*s as usize].load(Ordering::Relaxed);
+        let record = |s: &u64| u128::from(tag_of(*s)) & RECORD_BIT != 0;
+        let chunks = set.clone().filter(|s| !record(s));
+        if chunks.clone().count() as u64 * 2 >= self.ways {
+            return chunks.min_by_key(used).expect("half a set is a slot");
+        }
+        set.min_by_key(used).expect("a set has a slot")
     }
 
     /// Whether the chunk `key`, whose pages `pages` (bit `i`: bytes
@@ -472,7 +601,62 @@ impl std::fmt::Debug for DiskTier {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
+
+    /// A record is found at its slot whatever its length; a tombstone
+    /// replaces it; a torn one (a block of its slot rewritten) is no
+    /// record; chunks and records never share a key, and a set's LRU
+    /// passes over its records.
+    #[test]
+    fn records_replace_in_place_and_a_torn_one_is_none() {
+        let mem = Arc::new(backing::MemBacking::new());
+        let tier = DiskTier::with_backing(mem.clone(), 32 * SLOT as u64).unwrap();
+        let key = record_key("a/b");
+        assert_ne!(key & RECORD_BIT, 0);
+        assert_eq!(chunk_key("a/b", "e:1:10", 0) & RECORD_BIT, 0);
+        assert_eq!(tier.get_record(key), None, "a fresh tier");
+        tier.put_record(key, b"version one");
+        assert_eq!(tier.get_record(key).as_deref(), Some(&b"version one"[..]));
+        tier.put_record(key, b"v2");
+        assert_eq!(tier.get_record(key).as_deref(), Some(&b"v2"[..]));
+        tier.drop_record(key);
+        assert_eq!(tier.get_record(key), None, "its slot is empty");
+        let reopened = DiskTier::with_backing(mem.clone(), 32 * SLOT as u64).unwrap();
+        assert_eq!(
+            reopened.get_record(key).as_deref(),
+            Some(&b""[..]),
+            "a tombstone"
+        );
+        assert_eq!(tier.stats().writes, 0, "records are not chunks written");
+
+        tier.put_record(key, &[7u8; 3 * BLOCK]);
+        let s = tier.record_slot(key);
+        let mut block = AlignedBuf::zeroed(BLOCK).unwrap();
+        block.fill(0x5a);
+        let at = s * SLOT as u64 + 2 * BLOCK as u64;
+        mem.write_blocks(&[block.io_buf()], at).unwrap();
+        assert_eq!(tier.get_record(key), None, "torn");
+        // A reopened tier (no tags known) finds a record whole.
+        tier.put_record(key, b"v3");
+        let again = DiskTier::with_backing(mem.clone(), 32 * SLOT as u64).unwrap();
+        assert_eq!(again.get_record(key).as_deref(), Some(&b"v3"[..]));
+
+        // Sixteen chunks of the record's set: the record stays.
+        let set = tier.set(key);
+        let mut n = 0u64;
+        let mut put = 0;
+        while put < 2 * WAYS {
+            let c = chunk_key("c", "e:1:1", n);
+            n += 1;
+            if tier.set(c) == set {
+                tier.put(c, b"chunk");
+                put += 1;
+            }
+        }
+        assert_eq!(tier.get_record(key).as_deref(), Some(&b"v3"[..]));
+    }
 
     /// Keys admitted at their second miss leave their places in the
     /// order; the order stays within twice the ghosts' bound however many

@@ -33,12 +33,17 @@
 //!   object up again and reads the new version. Objects changed by others
 //!   are seen after [`CachedStoreBuilder::revalidate_after`], or at once
 //!   through [`CachedStore::invalidate`]. Errors of the inner store pass
-//!   through and are never cached. Listing passes through.
+//!   through and are never cached. Listing passes through. After a
+//!   restart over a disk tier, an object's first read is served from the
+//!   version the tier recorded, its HEAD sent beside the read (a version
+//!   replaced by another writer meanwhile is read until that HEAD
+//!   answers, then only the new one: docs/object-store.md, "Restart").
 //! - A [`DiskTier`] (optional, [`CachedStoreBuilder::disk_tier`]) keeps
 //!   64 KiB chunks of object versions in a local file opened `O_DIRECT`,
 //!   between memory and the remote store: checksummed, reopened warm
 //!   without reading an index, a chunk admitted when a page of it misses in
-//!   memory a second time (see [`disk`]).
+//!   memory a second time (see [`disk`]); it keeps each object's latest
+//!   version too, so that a restarted store needs no HEAD before a hit.
 //! - **GETs sized by the remote**: each GET's latency and bandwidth are
 //!   measured; with a disk tier, a point miss fetches the aligned window
 //!   around it (half of latency x bandwidth: a GET that small is
@@ -106,6 +111,7 @@ mod forward;
 mod metrics;
 mod objects;
 mod read;
+mod record;
 mod remote;
 mod store;
 mod upload;

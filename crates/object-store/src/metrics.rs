@@ -126,6 +126,13 @@ impl Figures for StoreFigures {
                 get(&c.stale),
             ),
             one(
+                "foliocache_object_store_recorded_versions",
+                "Objects whose version came from the disk tier's record, their HEAD sent beside the read",
+                counter,
+                None,
+                get(&c.recorded),
+            ),
+            one(
                 "foliocache_object_store_objects",
                 "Objects tracked now",
                 Kind::Gauge,

@@ -47,6 +47,8 @@ use object_store::{Attributes, ObjectMeta};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::Mutex as AsyncMutex;
 
+use crate::disk::{record_key, DiskTier};
+
 /// What a table entry is looked up by: the path, and the version id the
 /// request named (`None`: the latest version, the one writes invalidate).
 pub(crate) type Key = (Path, Option<String>);
@@ -99,6 +101,9 @@ impl Object {
 #[derive(Debug)]
 pub(crate) struct Objects {
     table: RwLock<Table>,
+    /// The disk tier, whose version record of a path an invalidation
+    /// drops (crate::record).
+    tier: Option<Arc<DiskTier>>,
     max: usize,
     /// Invalidations so far.
     invalidations: AtomicU64,
@@ -181,10 +186,12 @@ impl Table {
 }
 
 impl Objects {
-    /// A table of at most `max` objects (at least 1).
-    pub(crate) fn new(max: usize) -> Self {
+    /// A table of at most `max` objects (at least 1), whose
+    /// invalidations drop `tier`'s version records.
+    pub(crate) fn new(max: usize, tier: Option<Arc<DiskTier>>) -> Self {
         Objects {
             table: RwLock::new(Table::default()),
+            tier,
             max: max.max(1),
             invalidations: AtomicU64::new(0),
             gates: Mutex::new(HashMap::new()),
@@ -199,6 +206,12 @@ impl Objects {
             obj.referenced.store(true, Ordering::Relaxed);
         }
         Some(obj.clone())
+    }
+
+    /// Whether `key` tracks an object `f` holds for (not marking it
+    /// referenced).
+    pub(crate) fn tracks(&self, key: &Key, f: impl FnOnce(&Object) -> bool) -> bool {
+        self.table.read().map.get(key).is_some_and(|(o, _)| f(o))
     }
 
     /// The gate of lookups of `key` (see the module documentation).
@@ -241,7 +254,11 @@ impl Objects {
 
     /// Forgets the latest version of `path` (a write changed it): later
     /// reads look it up again. Versions asked for by id stay: they cannot
-    /// change.
+    /// change. The disk tier's record of its version is dropped too,
+    /// after the entry (a record written meanwhile by a reader is dropped
+    /// by that reader, which finds the entry gone: `Objects::tracks`), so
+    /// that a restart after the write does not serve the version it
+    /// replaced.
     pub(crate) fn invalidate(&self, path: &Path) {
         self.invalidations.fetch_add(1, Ordering::Relaxed);
         let gone = {
@@ -250,6 +267,9 @@ impl Objects {
             t.remove(&(path.clone(), None))
         };
         drop(gone);
+        if let Some(tier) = &self.tier {
+            tier.drop_record(record_key(path.as_ref()));
+        }
     }
 
     /// Forgets `obj` if `key` still tracks it (a read found it stale).

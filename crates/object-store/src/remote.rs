@@ -45,6 +45,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore};
+use parking_lot::Mutex;
 use tokio::runtime::Handle;
 
 use crate::budget::{GetBudget, Taken};
@@ -66,6 +67,8 @@ pub(crate) struct Counters {
     pub(crate) get_errors: AtomicU64,
     pub(crate) heads: AtomicU64,
     pub(crate) stale: AtomicU64,
+    /// Objects whose version came from the disk tier's record.
+    pub(crate) recorded: AtomicU64,
     /// Point misses that waited for another's GET of their window.
     pub(crate) coalesced: AtomicU64,
     /// The remote's latency and bandwidth, from the GETs' timings.
@@ -111,7 +114,14 @@ pub(crate) struct RemoteBacking<S> {
     /// Where the last range read from the remote or the tier ended: a
     /// range starting there is a sequential reader's.
     last_end: AtomicU64,
+    /// Writes the tier's record of this version (crate::record), run
+    /// once, when the tier first holds a chunk of it (a hit or a write):
+    /// an object none of whose chunks is on disk gets no record.
+    record: Mutex<Option<RecordWrite>>,
 }
+
+/// What writes a version's record to the tier ([`RemoteBacking::new`]).
+pub(crate) type RecordWrite = Box<dyn FnOnce() + Send>;
 
 impl<S: ObjectStore> RemoteBacking<S> {
     /// A backing over `meta`'s version of `path` in `store`.
@@ -135,7 +145,21 @@ impl<S: ObjectStore> RemoteBacking<S> {
             flights: Arc::default(),
             budget,
             last_end: AtomicU64::new(u64::MAX),
+            record: Mutex::new(None),
         }
+    }
+
+    /// The backing, `record` writing its version's record to the tier
+    /// once the tier holds a chunk of it.
+    pub(crate) fn with_record(self, record: Option<RecordWrite>) -> Self {
+        *self.record.lock() = record;
+        self
+    }
+
+    /// The record's write, the first time the tier holds a chunk of this
+    /// version (`None` after).
+    fn take_record(&self) -> Option<RecordWrite> {
+        self.record.lock().take()
     }
 
     /// Hands `range`'s bytes (within the object) to `fill`, at their
@@ -162,6 +186,9 @@ impl<S: ObjectStore> RemoteBacking<S> {
             })
         });
         if held {
+            if let Some(write) = self.take_record() {
+                write();
+            }
             return Ok(());
         }
         let window = self.counters.link.point_window();
@@ -204,6 +231,9 @@ impl<S: ObjectStore> RemoteBacking<S> {
         let _taken = self.fetch(wide, &mut sink)?;
         for (c, data) in kept {
             tier.put(key(c), &data);
+        }
+        if let Some(write) = self.take_record() {
+            write();
         }
         Ok(())
     }
@@ -285,11 +315,15 @@ impl<S: ObjectStore> RemoteBacking<S> {
         held: (Leader, Taken),
     ) {
         let (tier, version, path) = (tier.clone(), version.to_string(), self.path.clone());
+        let record = self.take_record();
         let write = move || {
             let chunk = CHUNK as u64;
             for (i, data) in pieces.iter().enumerate() {
                 let c = start / chunk + i as u64;
                 tier.put(chunk_key(path.as_ref(), &version, c), data);
+            }
+            if let Some(write) = record {
+                write();
             }
             drop(held);
         };
@@ -495,7 +529,7 @@ fn version_name(meta: &ObjectMeta) -> String {
 
 /// Whether a GET's answer `got` is of the version `pinned`: the same size,
 /// and the same e_tag and version id where both sides have one.
-fn same_version(got: &ObjectMeta, pinned: &ObjectMeta) -> bool {
+pub(crate) fn same_version(got: &ObjectMeta, pinned: &ObjectMeta) -> bool {
     let agree = |a: &Option<String>, b: &Option<String>| match (a, b) {
         (Some(a), Some(b)) => a == b,
         _ => true,

@@ -12,17 +12,18 @@ use foliocache::Cache;
 use futures_util::stream::{self, BoxStream, StreamExt};
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, Error, GetOptions, GetRange, GetResult, GetResultPayload, ListResult,
+    Attributes, CopyOptions, Error, GetOptions, GetRange, GetResult, GetResultPayload, ListResult,
     MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions, PutOptions, PutPayload,
     PutResult, RenameOptions, Result,
 };
 use tokio::runtime::Handle;
 
 use crate::budget::GetBudget;
-use crate::disk::DiskTier;
+use crate::disk::{record_key, DiskTier};
 use crate::objects::{Key, Object, Objects};
 use crate::read::{read, read_ranges, stream_rest, CHUNK};
-use crate::remote::{into_store_error, Counters, RemoteBacking};
+use crate::record;
+use crate::remote::{into_store_error, same_version, Counters, RecordWrite, RemoteBacking};
 use crate::upload::InvalidatingUpload;
 
 /// Reads that found their version gone (the store answered
@@ -113,7 +114,9 @@ impl<S: ObjectStore> CachedStoreBuilder<S> {
     /// writes made by others, not through this store, are seen within
     /// `after`. Default: never (objects change only through this store,
     /// or not at all, as SSTs and table fragments do). Reads of a version
-    /// by id are never revalidated: a version does not change.
+    /// by id are never revalidated: a version does not change. With it
+    /// set, a store restarted over a disk tier does not trust the tier's
+    /// record of an object's version: its first read waits for a HEAD.
     pub fn revalidate_after(mut self, after: Duration) -> Self {
         self.revalidate_after = Some(after);
         self
@@ -154,7 +157,7 @@ impl<S: ObjectStore> CachedStoreBuilder<S> {
         CachedStore {
             inner: Arc::new(self.inner),
             cache: self.cache,
-            objects: Arc::new(Objects::new(self.max_objects)),
+            objects: Arc::new(Objects::new(self.max_objects, self.tier.clone())),
             counters: Arc::new(counters),
             revalidate_after: self.revalidate_after,
             tier: self.tier,
@@ -188,6 +191,10 @@ pub struct CachedStoreStats {
     /// Reads that found the version they cached replaced or gone, and
     /// looked the object up again.
     pub stale_versions: u64,
+    /// Objects whose version came from the disk tier's record (a store
+    /// restarted over its tier), their HEAD sent beside the first read
+    /// instead of before it.
+    pub recorded_versions: u64,
     /// Point misses that waited for another miss's GET of the same
     /// window instead of sending their own (with a disk tier).
     pub coalesced: u64,
@@ -271,6 +278,7 @@ impl<S: ObjectStore> CachedStore<S> {
             remote_heads: Counters::get(&c.heads),
             invalidations: self.objects.invalidations(),
             stale_versions: Counters::get(&c.stale),
+            recorded_versions: Counters::get(&c.recorded),
             coalesced: Counters::get(&c.coalesced),
             read_around: c.link.point_window(),
             objects: self.objects.len() as u64,
@@ -313,8 +321,16 @@ impl<S: ObjectStore> CachedStore<S> {
     /// The tracked object `options` asks for (its version id, or the
     /// latest), looked up with a HEAD if it is not tracked or not current,
     /// and tracked from then on unless a write invalidated its path
-    /// meanwhile. Concurrent lookups of one key make one HEAD.
-    async fn lookup(&self, location: &Path, options: &GetOptions) -> Result<(Key, Arc<Object>)> {
+    /// meanwhile. Concurrent lookups of one key make one HEAD. With
+    /// `trust_record` (not on a retry after a stale version), the latest
+    /// version of an object not tracked is the disk tier's record of it
+    /// if there is one, its HEAD sent beside the read ([`Self::recorded`]).
+    async fn lookup(
+        &self,
+        location: &Path,
+        options: &GetOptions,
+        trust_record: bool,
+    ) -> Result<(Key, Arc<Object>)> {
         let key = (location.clone(), options.version.clone());
         if let Some(obj) = self.objects.get(&key) {
             if self.is_current(&obj, options) {
@@ -330,6 +346,12 @@ impl<S: ObjectStore> CachedStore<S> {
             }
         }
         let seq = self.objects.seq();
+        let latest = options.version.is_none();
+        if trust_record && latest && self.revalidate_after.is_none() {
+            if let Some(obj) = self.recorded(&key, options, seq).await {
+                return Ok((key, obj));
+            }
+        }
         let head = GetOptions {
             head: true,
             version: options.version.clone(),
@@ -337,7 +359,24 @@ impl<S: ObjectStore> CachedStore<S> {
         };
         Counters::add(&self.counters.heads, 1);
         let found = self.inner.get_opts(location, head).await?;
-        let meta = found.meta;
+        let record = match latest {
+            true => self.record_write(location, &found.meta, &found.attributes),
+            false => None,
+        };
+        let obj = Arc::new(self.open(location, found.meta, found.attributes, record)?);
+        self.objects.insert(key.clone(), obj.clone(), seq);
+        Ok((key, obj))
+    }
+
+    /// `meta`'s version of `location`, its mapping opened; `record` writes
+    /// its record once the tier holds a chunk of it.
+    fn open(
+        &self,
+        location: &Path,
+        meta: ObjectMeta,
+        attributes: Attributes,
+        record: Option<RecordWrite>,
+    ) -> Result<Object> {
         let backing = RemoteBacking::new(
             self.inner.clone(),
             location.clone(),
@@ -346,11 +385,86 @@ impl<S: ObjectStore> CachedStore<S> {
             self.counters.clone(),
             self.tier.clone(),
             self.budget.clone(),
-        );
+        )
+        .with_record(record);
         let file = self.cache.open_backing(backing).map_err(into_store_error)?;
-        let obj = Arc::new(Object::new(meta, found.attributes, file));
-        self.objects.insert(key.clone(), obj.clone(), seq);
-        Ok((key, obj))
+        Ok(Object::new(meta, attributes, file))
+    }
+
+    /// The latest version of `key`'s path as the disk tier's record has
+    /// it (a store restarted over the tier), tracked; `None` without a
+    /// tier, a record, or a tokio runtime, if it is not the version
+    /// `options` names (`If-Match`: the caller knows a newer one), or if
+    /// a write invalidated the path since `seq`. Its HEAD goes in the background
+    /// ([`Self::validate`]): the read is served meanwhile, from the
+    /// tier's chunks of that version (docs/object-store.md, "Restart").
+    async fn recorded(&self, key: &Key, options: &GetOptions, seq: u64) -> Option<Arc<Object>> {
+        let tier = self.tier.clone()?;
+        let handle = Handle::try_current().ok()?;
+        let rkey = record_key(key.0.as_ref());
+        let data = handle
+            .spawn_blocking(move || tier.get_record(rkey))
+            .await
+            .ok()??;
+        let (meta, attributes) = record::decode(&key.0, &data)?;
+        let obj = Arc::new(self.open(&key.0, meta, attributes, None).ok()?);
+        if !self.is_current(&obj, options) || !self.objects.insert(key.clone(), obj.clone(), seq) {
+            return None;
+        }
+        Counters::add(&self.counters.recorded, 1);
+        self.validate(&handle, key.clone(), obj.clone());
+        Some(obj)
+    }
+
+    /// The HEAD of an object tracked from the tier's record, on
+    /// `handle`: if the store names another version (or fails), the
+    /// record is dropped and the object forgotten, so that reads from
+    /// then on look it up again and see only the new version's bytes.
+    fn validate(&self, handle: &Handle, key: Key, obj: Arc<Object>) {
+        let (inner, objects) = (self.inner.clone(), self.objects.clone());
+        let (counters, tier) = (self.counters.clone(), self.tier.clone());
+        let head = GetOptions {
+            head: true,
+            ..GetOptions::default()
+        };
+        Counters::add(&counters.heads, 1);
+        handle.spawn(async move {
+            let found = inner.get_opts(&key.0, head).await;
+            if found.is_ok_and(|f| same_version(&f.meta, &obj.meta)) {
+                return;
+            }
+            if let Some(tier) = tier {
+                let rkey = record_key(key.0.as_ref());
+                let _ = tokio::task::spawn_blocking(move || tier.put_record(rkey, &[])).await;
+            }
+            objects.remove_if(&key, &obj);
+            Counters::add(&counters.stale, 1);
+        });
+    }
+
+    /// What writes the disk tier's record of `meta` (with `attributes`),
+    /// the latest version of `location` a HEAD found, once the tier holds
+    /// a chunk of it ([`RemoteBacking`]): a restart then serves it without
+    /// a HEAD. The record is written, then dropped again unless the store
+    /// still tracks that version as the path's latest: a write through
+    /// the store that invalidated the path before the check is seen by
+    /// it, one after it drops the record itself (`Objects::invalidate`).
+    fn record_write(
+        &self,
+        location: &Path,
+        meta: &ObjectMeta,
+        attributes: &Attributes,
+    ) -> Option<RecordWrite> {
+        let tier = self.tier.clone()?;
+        let data = record::encode(meta, attributes)?;
+        let (objects, rkey) = (self.objects.clone(), record_key(location.as_ref()));
+        let (key, meta) = ((location.clone(), None), meta.clone());
+        Some(Box::new(move || {
+            tier.put_record(rkey, &data);
+            if !objects.tracks(&key, |o| same_version(&o.meta, &meta)) {
+                tier.put_record(rkey, &[]);
+            }
+        }))
     }
 
     /// Whether a read's error says its version is gone: look again.
@@ -372,7 +486,7 @@ impl<S: ObjectStore> CachedStore<S> {
     async fn get_cached(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         let mut tries = 0;
         loop {
-            let (key, obj) = self.lookup(location, &options).await?;
+            let (key, obj) = self.lookup(location, &options, tries == 0).await?;
             options.check_preconditions(&obj.meta)?;
             let size = obj.meta.size;
             if options.head {
@@ -457,7 +571,9 @@ impl<S: ObjectStore> ObjectStore for CachedStore<S> {
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
         let mut tries = 0;
         loop {
-            let (key, obj) = self.lookup(location, &GetOptions::default()).await?;
+            let (key, obj) = self
+                .lookup(location, &GetOptions::default(), tries == 0)
+                .await?;
             let size = obj.meta.size;
             let Ok(clamped) = ranges
                 .iter()

@@ -21,7 +21,12 @@
 //!   10 %: the cgroup's peak and whether the OOM killer came ([`memory`]).
 //!
 //! `FOLIOCACHE_OBJSTORE_JOBS` (a comma-separated list of jobs) runs only
-//! those (the tests run `memory` alone).
+//! those (the tests run `memory` alone). `FOLIOCACHE_OBJSTORE_DISK` (a
+//! size: `8G`) sets D and the point reads' data, whatever M; with
+//! `FOLIOCACHE_OBJSTORE_FILL=1` the restart's child fills its tier with
+//! every chunk of the data before it is killed ([`restart`]): the issue's
+//! restart with an 8 GiB tier is `FOLIOCACHE_OBJSTORE_JOBS=restart
+//! FOLIOCACHE_OBJSTORE_DISK=8G FOLIOCACHE_OBJSTORE_FILL=1`.
 //!
 //! A read is a hit when it took less than the remote's latency (every
 //! GET sleeps that long first, so a read that sent or waited for one
@@ -64,6 +69,10 @@ pub const MEMORY: JobName = "memory";
 const JOBS: [JobName; 4] = [ZIPF, SCAN, RESTART, MEMORY];
 /// The variable naming the jobs to run (all when unset).
 const JOBS_ENV: &str = "FOLIOCACHE_OBJSTORE_JOBS";
+/// The variable setting D and the point reads' data (default 4 M).
+const DISK_ENV: &str = "FOLIOCACHE_OBJSTORE_DISK";
+/// The variable that makes the restart's child fill its tier first.
+const FILL_ENV: &str = "FOLIOCACHE_OBJSTORE_FILL";
 
 /// In a child process of the scenario (the restart's, the memory job's
 /// reader): runs it; `None` in the bench itself.
@@ -102,6 +111,8 @@ pub struct ObjectBench {
     pub ops: u64,
     /// The remote's latency per request.
     pub latency: Duration,
+    /// Whether the restart's child fills its tier before it is killed.
+    pub fill: bool,
 }
 
 /// The scenario from the command line.
@@ -120,12 +131,19 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
         .remote_latency
         .unwrap_or(remote::DEFAULT_LATENCY_MS)
         .max(1);
+    let d = match std::env::var(DISK_ENV) {
+        Ok(v) => crate::units::parse_size(&v)
+            .map_err(|e| format!("objectstore scenario: {DISK_ENV}={v}: {e}"))?
+            .max(OBJECT),
+        Err(_) => 4 * m,
+    };
     let bench = ObjectBench {
         m,
-        d: 4 * m,
+        d,
         scan_object: SCAN_OBJECT.get(quick),
         ops: OPS.get(quick),
         latency: Duration::from_millis(ms),
+        fill: std::env::var(FILL_ENV).is_ok_and(|v| !v.is_empty() && v != "0"),
     };
     Ok(Scenario {
         name: "objectstore".into(),
@@ -409,6 +427,7 @@ pub fn run(
             objects: small + 2,
             scan_object: b.scan_object,
             ops: b.ops,
+            fill: b.fill,
         };
         if [FOYER, FOLIO_DISK].contains(&label) && runs(RESTART) {
             records.push(restart::run(&spec, &objects, &zipf, &rt)?);

@@ -9,6 +9,7 @@ mod disk;
 mod local;
 #[cfg(feature = "prometheus")]
 mod metrics;
+mod restart;
 #[cfg(feature = "e2e-s3")]
 mod s3;
 

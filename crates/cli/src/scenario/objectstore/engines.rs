@@ -195,8 +195,9 @@ impl Engine {
                 if let Some(t) = s.disk_tier() {
                     let t = t.stats();
                     n += &format!(
-                        "; disk tier: {} hits, {} misses, {} chunks written",
-                        t.hits, t.misses, t.writes
+                        "; disk tier: {} hits, {} misses, {} chunks written; HEADs: {}, versions \
+                         from the tier's records: {}",
+                        t.hits, t.misses, t.writes, st.remote_heads, st.recorded_versions
                     );
                 }
                 n

@@ -5,7 +5,14 @@
 //! later; a new engine reopens the tier. Measured: the time the tier's
 //! index takes to recover (opening it), and the time from the start of
 //! the reopen to the first read served by the disk tier, every byte
-//! checked.
+//! checked; then what one task reads in the second after that hit (how
+//! many reads, served by the tier or not, and the HEADs they waited for
+//! or sent).
+//!
+//! With [`Spec::fill`] the child first fills its tier with every chunk of
+//! the point reads' data ([`fill`]), at no latency (the remote's
+//! bandwidth still paces each GET), so that a tier of gigabytes fills in
+//! minutes; the reads after the restart meet the remote's latency.
 
 use std::io::BufRead;
 use std::path::PathBuf;
@@ -48,13 +55,15 @@ pub struct Spec {
     pub scan_object: u64,
     /// Point reads (the `memory` job's reader reads twice as many).
     pub ops: u64,
+    /// Whether the child fills its tier first, at no latency ([`fill`]).
+    pub fill: bool,
 }
 
 impl Spec {
     /// The spec as the child's variable holds it.
     pub(super) fn encode(&self) -> String {
         format!(
-            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
             self.label,
             self.remote.display(),
             self.disk.display(),
@@ -63,15 +72,16 @@ impl Spec {
             self.latency.as_millis(),
             self.objects,
             self.scan_object,
-            self.ops
+            self.ops,
+            u8::from(self.fill)
         )
     }
 
     /// The spec [`encode`](Self::encode) gave.
     pub(super) fn decode(s: &str) -> Result<Spec> {
         let f: Vec<&str> = s.split('\t').collect();
-        if f.len() != 9 {
-            bail!("objectstore child: 9 fields, not {s:?}");
+        if f.len() != 10 {
+            bail!("objectstore child: 10 fields, not {s:?}");
         }
         Ok(Spec {
             label: f[0].into(),
@@ -83,6 +93,7 @@ impl Spec {
             objects: f[6].parse()?,
             scan_object: f[7].parse()?,
             ops: f[8].parse()?,
+            fill: f[9] == "1",
         })
     }
 
@@ -115,7 +126,10 @@ impl Spec {
 pub(super) fn child_main() -> Option<ExitCode> {
     let spec = std::env::var(CHILD_ENV).ok()?;
     let go = || -> Result<()> {
-        let spec = Spec::decode(&spec)?;
+        let mut spec = Spec::decode(&spec)?;
+        if spec.fill {
+            spec.latency = Duration::ZERO;
+        }
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -123,6 +137,9 @@ pub(super) fn child_main() -> Option<ExitCode> {
         let e = Arc::new(spec.engine(spec.objects())?);
         let zipf = Arc::new(spec.zipf()?);
         rt.block_on(async {
+            if spec.fill {
+                fill(&e, &spec).await?;
+            }
             // Eight readers, as the bench's; `READY` once the tier holds
             // data, then on until killed.
             let tasks: Vec<_> = (0..super::TASKS)
@@ -153,6 +170,100 @@ pub(super) fn child_main() -> Option<ExitCode> {
             eprintln!("objectstore child: {e:#}");
             ExitCode::FAILURE
         }
+    })
+}
+
+/// Objects of the point reads filled at once: their pages (one per
+/// chunk) are more than any M the bench runs at (16 of them per MiB of
+/// M), and their chunks fewer than the tier's ghosts remember (65,536),
+/// so that the second pass misses memory and is admitted.
+const FILL_GROUP: u64 = 2 << 30;
+
+/// Fills the tier: for each group of the point reads' objects
+/// ([`FILL_GROUP`]), reads one page of each 64 KiB chunk in a scattered
+/// order from [`TASKS`](super::TASKS) tasks, twice for foliocache (its
+/// tier admits a chunk at its second miss), once for the others (foyer
+/// writes what memory evicts); every byte checked.
+async fn fill(e: &Arc<Engine>, spec: &Spec) -> Result<()> {
+    const CHUNK: u64 = 64 << 10;
+    const STEP: u64 = 1_000_003;
+    let small = spec.objects - 2;
+    let per_group = (FILL_GROUP / super::OBJECT).max(1);
+    let passes = if spec.label == super::FOLIO_DISK {
+        2
+    } else {
+        1
+    };
+    let t = Instant::now();
+    for first in (0..small).step_by(per_group as usize) {
+        let objs = per_group.min(small - first);
+        let n = objs * super::OBJECT / CHUNK;
+        anyhow::ensure!(!n.is_multiple_of(STEP), "objectstore fill: {n} chunks");
+        for _ in 0..passes {
+            let tasks: Vec<_> = (0..super::TASKS)
+                .map(|t| {
+                    let e = e.clone();
+                    tokio::spawn(async move {
+                        for i in (t..n).step_by(super::TASKS as usize) {
+                            // A permutation of the group's chunks (STEP is
+                            // a prime that does not divide n).
+                            let c = (i * STEP) % n;
+                            let obj = (first + c / (super::OBJECT / CHUNK)) as u32;
+                            let at = c % (super::OBJECT / CHUNK) * CHUNK;
+                            let range = at..at + super::PAGE;
+                            let got = e.read(obj, range.clone()).await?;
+                            check(obj, &range, &got)?;
+                        }
+                        anyhow::Ok(())
+                    })
+                })
+                .collect();
+            for task in tasks {
+                task.await??;
+            }
+        }
+    }
+    eprintln!(
+        "objectstore restart child: filled in {:.1} s: {}",
+        t.elapsed().as_secs_f64(),
+        e.note()
+    );
+    Ok(())
+}
+
+/// How long the reads after the first disk hit go on.
+const AFTER_HIT: Duration = Duration::from_secs(1);
+
+/// What the reads after the first disk hit did.
+struct After {
+    reads: u64,
+    /// Chunks (blocks) the tier served.
+    disk_hits: u64,
+    heads: u64,
+}
+
+/// Reads on through `e` from read `from` of the sequence, from one task,
+/// for [`AFTER_HIT`] (at most [`MAX_READS`] reads), every byte checked.
+async fn read_on(e: &Engine, zipf: &Zipf, from: u64) -> Result<After> {
+    let heads = || {
+        e.remote()
+            .seen
+            .heads
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let (hits0, heads0) = (e.disk_hits(), heads());
+    let t = Instant::now();
+    let mut reads = 0;
+    while t.elapsed() < AFTER_HIT && reads < MAX_READS {
+        let (obj, range) = point(zipf, from + reads);
+        let got = e.read(obj, range.clone()).await?;
+        check(obj, &range, &got)?;
+        reads += 1;
+    }
+    Ok(After {
+        reads,
+        disk_hits: e.disk_hits() - hits0,
+        heads: heads() - heads0,
     })
 }
 
@@ -199,6 +310,10 @@ pub fn run(
         }
         anyhow::Ok((MAX_READS, None))
     })?;
+    let after = match first_hit {
+        Some(_) => Some(rt.block_on(read_on(&e, zipf, reads))?),
+        None => None,
+    };
     let mut r = RunRecord {
         engine: spec.label.clone(),
         ..RunRecord::default()
@@ -223,6 +338,23 @@ pub fn run(
             None => "never".into(),
         },
     ));
+    if let Some(a) = after {
+        r.notes.push(format!(
+            "in the {:.0} ms after its first disk hit: {} reads, {} disk tier hits (of 64 KiB \
+             chunks or blocks: a read may take two), {} HEADs sent",
+            AFTER_HIT.as_secs_f64() * 1e3,
+            a.reads,
+            a.disk_hits,
+            a.heads
+        ));
+    }
+    if spec.fill {
+        r.notes.push(format!(
+            "the child filled its tier with every chunk of the {} MiB of data first, at no \
+             latency (the remote's bandwidth still pacing each GET)",
+            spec.d >> 20
+        ));
+    }
     r.notes.push(e.note());
     Ok(r)
 }
