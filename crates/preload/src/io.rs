@@ -9,11 +9,14 @@ use fc::{Advice, ReadFlags, WriteFlags};
 use libc::{iovec, off_t};
 
 use crate::real::real;
-use crate::state::{err, inside, lookup, Desc};
+use crate::state::{err, hand_to_kernel, inside, lookup, Desc};
 
 /// Runs `body` on the description of `fd` when the cache serves it
 /// (inside the library; an error returns `fail` with `errno` set), else
-/// `pass`.
+/// `pass`. A file another process of the group handed to the kernel
+/// (a mapping, a stdio stream, its inode flags changed) since the
+/// description's open is handed over here too, and the call passes
+/// through: the kernel may hold writes the cache does not.
 pub(crate) fn on_fd<T>(
     fd: c_int,
     fail: T,
@@ -22,6 +25,12 @@ pub(crate) fn on_fd<T>(
 ) -> T {
     match lookup(fd) {
         None => pass(),
+        Some(d) if d.file.handed_elsewhere() => {
+            let key = d.key;
+            drop(d);
+            hand_to_kernel(key);
+            pass()
+        }
         Some(d) => inside(fail, || body(&d)),
     }
 }

@@ -39,6 +39,17 @@ impl Served {
         }
     }
 
+    /// Whether another process of the group handed the file to the kernel
+    /// since this description's open (`SharedFile::handed_elsewhere`):
+    /// this process is then to hand it over too.
+    #[inline]
+    pub(crate) fn handed_elsewhere(&self) -> bool {
+        match self {
+            Served::Local(_) => false,
+            Served::Shared { file, .. } => file.handed_elsewhere(),
+        }
+    }
+
     /// Reads at `offset` (`File::read_at_flags`; the shared cache takes
     /// no flags: a read is a hit or one load).
     pub(crate) fn read_at_flags(

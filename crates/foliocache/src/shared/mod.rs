@@ -164,7 +164,7 @@ impl SharedCache {
         let path = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
             .map(|p| p.into_os_string().into_encoded_bytes())
             .unwrap_or_default();
-        let f = SharedFile {
+        let mut f = SharedFile {
             cache: self.clone(),
             file,
             dev: meta.dev(),
@@ -172,9 +172,17 @@ impl SharedCache {
             path,
             key: AtomicU64::new(0),
             ra: AtomicU64::new(0),
+            handovers: 0,
         };
         f.resolve(&meta)?;
         f.follow_kernel(&meta)?;
+        // (A hand-over between the lookup and here is taken as before
+        // the open: the file was just followed.)
+        let (slot, _) = f.slot_key();
+        f.handovers = f
+            .seg()
+            .slot(slot)
+            .map_or(0, |s| s.handovers.load(Ordering::Acquire));
         Ok(f)
     }
 
@@ -256,8 +264,10 @@ impl SharedCache {
     /// Says that a process of the group hands the file (`dev`, `ino`) to
     /// the kernel (a stdio stream or a mapping reads and writes it there,
     /// behind the group): the next open of it follows the file as the
-    /// kernel has it, whatever its change time and size then. A lookup and
-    /// a store, no lock; nothing when the cache has no slot for the file.
+    /// kernel has it, whatever its change time and size then, and every
+    /// handle opened before finds [`SharedFile::handed_elsewhere`] true.
+    /// A lookup and two stores, no lock; nothing when the cache has no
+    /// slot for the file.
     pub fn handed_to_kernel(&self, dev: u64, ino: u64) {
         if let Some(slot) = self.slot_of(dev, ino) {
             slots::handed(slot);
@@ -364,6 +374,8 @@ pub struct SharedFile {
     key: AtomicU64,
     /// Readahead: `next miss expected << 8 | last window` ([`SharedFile::window`]).
     ra: AtomicU64,
+    /// The slot's hand-over count at the open ([`SharedFile::handed_elsewhere`]).
+    handovers: u32,
 }
 
 /// The offset past `buf` written at `offset`, or an error past
@@ -418,6 +430,27 @@ impl SharedFile {
 
     fn me(&self) -> io::Result<u32> {
         self.cache.inner.me.id(self.seg())
+    }
+
+    /// `(slot, generation)`: where the file was last found.
+    fn slot_key(&self) -> (u32, u32) {
+        let k = self.key.load(Ordering::Acquire);
+        ((k >> 32) as u32, k as u32)
+    }
+
+    /// Whether a process of the group handed the file to the kernel since
+    /// this handle's open ([`SharedCache::handed_to_kernel`]: a mapping, a
+    /// stdio stream, a change of its inode flags): the kernel may now hold
+    /// writes the cache does not, so the caller is to hand its own
+    /// descriptions of the file to the kernel too, as the interposer does
+    /// at its next call on them. One load, no lock.
+    #[inline]
+    pub fn handed_elsewhere(&self) -> bool {
+        let (i, generation) = self.slot_key();
+        self.seg().slot(i).is_some_and(|s| {
+            s.handovers.load(Ordering::Acquire) != self.handovers
+                && s.generation.load(Ordering::Acquire) == generation
+        })
     }
 
     /// The file's inode lock, with its slot as the lock found it.

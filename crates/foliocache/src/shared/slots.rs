@@ -65,9 +65,11 @@ pub(super) fn wrote_back(slot: &Slot) {
 }
 
 /// Records that a process of the group handed the slot's file to the
-/// kernel ([`HANDED`]).
+/// kernel ([`HANDED`]), and that the descriptions of it open now serve no
+/// more (`Slot::handovers`).
 pub(super) fn handed(slot: &Slot) {
     slot.seen_ctime.store(HANDED, Ordering::Release);
+    slot.handovers.fetch_add(1, Ordering::AcqRel);
 }
 
 /// Whether the kernel's view `kernel` of a file is what the group last

@@ -46,6 +46,37 @@ fn forked_children_share_the_cache_positions_and_unsaved_writes() {
     cache.verify().unwrap();
 }
 
+/// One process maps a file the group serves: the others hand it to the
+/// kernel at their next call on it, so a read after the mapping's write
+/// sees it and a write is seen by the mapping (`tests/c/handed.c`).
+#[test]
+fn a_file_one_process_maps_is_handed_over_by_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile("handed", dir.path(), Build::Plain);
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let cache = fc::SharedCache::new(16 << 20).unwrap();
+    let fd = format!(
+        "/proc/{}/fd/{}",
+        std::process::id(),
+        cache.memory_file().as_raw_fd()
+    );
+    let out = preloaded(&exe, &data)
+        .arg(&data)
+        .env("FOLIOCACHE_PRELOAD_SHARED", &fd)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "check failed: {stderr}");
+    let f = std::fs::read(data.join("f")).unwrap();
+    assert_eq!(f.len(), 4096);
+    assert!(f
+        .iter()
+        .enumerate()
+        .all(|(i, &b)| b == if i == 100 { b'C' } else { b'B' }));
+    cache.verify().unwrap();
+}
+
 #[test]
 fn a_group_whose_cache_cannot_be_attached_passes_through() {
     let dir = tempfile::tempdir().unwrap();
