@@ -69,6 +69,19 @@ impl Drop for Host {
     }
 }
 
+/// The library built, a temporary directory and a socket's path in it.
+fn setup() -> (tempfile::TempDir, String) {
+    build_library();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sock = dir
+        .path()
+        .join("c.sock")
+        .to_str()
+        .expect("utf-8")
+        .to_owned();
+    (dir, sock)
+}
+
 /// The cache's `stat` line.
 fn stat(sock: &str) -> String {
     let out = Command::new(BIN)
@@ -80,14 +93,7 @@ fn stat(sock: &str) -> String {
 
 #[test]
 fn separate_runs_share_a_named_cache_and_its_host_writes_it_back() {
-    build_library();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let sock = dir
-        .path()
-        .join("c.sock")
-        .to_str()
-        .expect("utf-8")
-        .to_owned();
+    let (dir, sock) = setup();
     let run = |program: &[&str]| {
         Command::new(BIN)
             .args(["run", "--cache", &sock, "--dir"])
@@ -160,14 +166,7 @@ fn stress_ngs_forked_file_workers_are_served_and_verify() {
         test_support::skip_or_fail(test, "stress-ng is not installed");
         return;
     }
-    build_library();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let sock = dir
-        .path()
-        .join("c.sock")
-        .to_str()
-        .expect("utf-8")
-        .to_owned();
+    let (dir, sock) = setup();
     let data = dir.path().join("data");
     std::fs::create_dir(&data).expect("data dir");
     let host = Host::start(&sock, "64M");

@@ -9,10 +9,18 @@ use std::os::fd::AsRawFd;
 
 use crate::support::{compile, preloaded, Build};
 
-#[test]
-fn forked_children_share_the_cache_positions_and_unsaved_writes() {
+/// Runs `tests/c/<name>.c` on a fresh directory (its `data`) in a new
+/// group's cache: the directory, `data`, the cache and how it ended.
+fn run_in_group(
+    name: &str,
+) -> (
+    tempfile::TempDir,
+    std::path::PathBuf,
+    fc::SharedCache,
+    std::process::Output,
+) {
     let dir = tempfile::tempdir().unwrap();
-    let exe = compile("forked", dir.path(), Build::Plain);
+    let exe = compile(name, dir.path(), Build::Plain);
     let data = dir.path().join("data");
     std::fs::create_dir(&data).unwrap();
     let cache = fc::SharedCache::new(16 << 20).unwrap();
@@ -27,6 +35,12 @@ fn forked_children_share_the_cache_positions_and_unsaved_writes() {
         .env("FOLIOCACHE_PRELOAD_STATS", "1")
         .output()
         .unwrap();
+    (dir, data, cache, out)
+}
+
+#[test]
+fn forked_children_share_the_cache_positions_and_unsaved_writes() {
+    let (_dir, data, cache, out) = run_in_group("forked");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "check failed: {stderr}");
     assert!(stderr.contains("shared"), "{stderr}");
@@ -51,21 +65,7 @@ fn forked_children_share_the_cache_positions_and_unsaved_writes() {
 /// sees it and a write is seen by the mapping (`tests/c/handed.c`).
 #[test]
 fn a_file_one_process_maps_is_handed_over_by_the_others() {
-    let dir = tempfile::tempdir().unwrap();
-    let exe = compile("handed", dir.path(), Build::Plain);
-    let data = dir.path().join("data");
-    std::fs::create_dir(&data).unwrap();
-    let cache = fc::SharedCache::new(16 << 20).unwrap();
-    let fd = format!(
-        "/proc/{}/fd/{}",
-        std::process::id(),
-        cache.memory_file().as_raw_fd()
-    );
-    let out = preloaded(&exe, &data)
-        .arg(&data)
-        .env("FOLIOCACHE_PRELOAD_SHARED", &fd)
-        .output()
-        .unwrap();
+    let (_dir, data, cache, out) = run_in_group("handed");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "check failed: {stderr}");
     let f = std::fs::read(data.join("f")).unwrap();
