@@ -1052,7 +1052,10 @@ impl SharedFile {
         point();
         FileExt::write_all_at(&self.file, bytes, first.index * PAGE)?;
         point();
-        let slot = self.seg().slot(i).ok_or_else(|| io::Error::other("no slot"))?;
+        let slot = self
+            .seg()
+            .slot(i)
+            .ok_or_else(|| io::Error::other("no slot"))?;
         done.past_size |=
             (first.index + copied.len() as u64) * PAGE > slot.size.load(Ordering::Relaxed);
         for (key, p, version) in copied {
