@@ -13,7 +13,10 @@
 //!    `{"cache": {...CacheStats..., "hit_ratio": f}, "io_engine": s,
 //!    "dontcache": b, "shared_mmap": b, "files": [{"path": s, "cached": n, "dirty": n,
 //!    "writeback": n, "evicted": n, "recently_evicted": n} | {"path": s,
-//!    "error": s}]}` and a newline. The figures are taken at the read at
+//!    "error": s}]}` and a newline. With a named shared cache, `"cache"`
+//!    has the shared cache's figures ([`shared_stats_json`]), `"shared"`
+//!    is `{"name": s}`, and each file has an `"error"` (a shared cache
+//!    keeps no per-file figures). The figures are taken at the read at
 //!    offset 0; later offsets read the same snapshot.
 //!
 //! The file is opened with direct IO, so the kernel asks the server for
@@ -21,7 +24,7 @@
 
 use std::time::UNIX_EPOCH;
 
-use foliocache::CacheStats;
+use foliocache::{CacheStats, SharedStats};
 use fuser::{Errno, FileAttr, FileType, INodeNo};
 
 use crate::fs::FolioFs;
@@ -125,5 +128,33 @@ pub fn cache_stats_json(s: &CacheStats) -> serde_json::Value {
         "writeback_errors": s.writeback_errors,
         "throttled": s.throttled,
         "readahead_windows": s.readahead_windows,
+    })
+}
+
+/// A named shared cache's figures as JSON: the fields of
+/// [`cache_stats_json`] it has (its pages counted as folios and bytes;
+/// hits and misses are the server's own reads), and its own
+/// (`"pages"`, `"recoveries"`, `"processes"`).
+pub fn shared_stats_json(s: &SharedStats) -> serde_json::Value {
+    const PAGE: u64 = 4096;
+    let lookups = s.hits + s.misses;
+    let ratio = if lookups == 0 {
+        0.0
+    } else {
+        s.hits as f64 / lookups as f64
+    };
+    serde_json::json!({
+        "hits": s.hits,
+        "misses": s.misses,
+        "hit_ratio": ratio,
+        "folios": s.cached,
+        "bytes_cached": s.cached * PAGE,
+        "dirty_bytes": s.dirty * PAGE,
+        "capacity_bytes": s.pages * PAGE,
+        "free_bytes": s.pages.saturating_sub(s.cached) * PAGE,
+        "evictions": s.evictions,
+        "pages": s.pages,
+        "recoveries": s.recoveries,
+        "processes": s.processes,
     })
 }

@@ -23,10 +23,11 @@
 //! open through the mount stays readable and writable, as on a local
 //! filesystem.
 //!
-//! A regular file's node also keeps the cache [`File`] of its first open,
-//! so its cached folios outlive one open/close (as the kernel keeps a page
-//! cache per inode, not per open file), and its size comes from the cache
-//! while dirty data may extend it. That file goes when the kernel forgets
+//! A regular file's node also keeps the cache's file of its first open
+//! ([`CachedFile`]: a `foliocache::File`, or a `SharedFile` of a named
+//! shared cache), so its cached folios outlive one open/close (as the
+//! kernel keeps a page cache per inode, not per open file), and its size
+//! comes from the cache while dirty data may extend it. That file goes when the kernel forgets
 //! the node, or earlier when no handle has it open and the cached files'
 //! budget is passed (its dirty data written back then: the kernel's
 //! `evict`).
@@ -37,7 +38,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
-use foliocache::File;
+use crate::cached::CachedFile;
 use fuser::{Errno, FileType};
 use nix::fcntl::{self, OFlag};
 use nix::sys::stat::{self, Mode};
@@ -75,7 +76,7 @@ pub struct Inode {
     pub kind: FileType,
     /// The cache's handle on a regular file once it has been opened (see
     /// the module doc).
-    cached: Mutex<Option<File>>,
+    cached: Mutex<Option<CachedFile>>,
     /// When the file was last written through the mount (nanoseconds since
     /// the epoch; 0: not since its times were last set): its data may
     /// still be dirty in the cache, the backing's mtime not yet moved, so
@@ -188,7 +189,10 @@ impl Inode {
     /// so writing it back would only cost IO (and, were the writeback to
     /// fail, an unmount's error). The kernel does the same at an unlinked
     /// inode's `evict` (`truncate_inode_pages_final`). A name made for it
-    /// meanwhile (`linkat` of an `O_TMPFILE`, say) keeps it.
+    /// meanwhile (`linkat` of an `O_TMPFILE`, say) keeps it. In a named
+    /// shared cache the data is written back instead
+    /// ([`CachedFile::discard_unlinked`]: another process may have the
+    /// file open).
     pub fn discard_if_unlinked(&self) {
         let cached = self.cached.lock();
         let Some(file) = cached.as_ref() else {
@@ -200,7 +204,7 @@ impl Inode {
         };
         match stat::fstat(&*fd) {
             Ok(st) if st.st_nlink == 0 => {
-                if let Err(e) = file.discard() {
+                if let Err(e) = file.discard_unlinked() {
                     log::warn!("foliocache-fuse: dropping an unlinked file's data: {e}");
                 }
             }
@@ -210,12 +214,12 @@ impl Inode {
 
     /// The size the cache holds for the file, if it has it open.
     pub fn cached_len(&self) -> Option<u64> {
-        self.cached.lock().as_ref().map(|f| f.len())
+        self.cached.lock().as_ref().and_then(CachedFile::len)
     }
 
     /// A handle on the node's cached file, if it has one.
-    pub fn cached_file(&self) -> Option<File> {
-        let f = self.cached.lock().as_ref().map(File::reopen);
+    pub fn cached_file(&self) -> Option<CachedFile> {
+        let f = self.cached.lock().as_ref().map(CachedFile::reopen);
         if f.is_some() {
             self.file_used.store(true, Ordering::Relaxed);
         }
@@ -224,7 +228,7 @@ impl Inode {
 
     /// Keeps `f` as the node's cached file if it has none, or has a
     /// read-only one and `f` is writable.
-    pub fn keep_cached(&self, f: &File) {
+    pub fn keep_cached(&self, f: &CachedFile) {
         let mut kept = self.cached.lock();
         let old = match &*kept {
             None => None,

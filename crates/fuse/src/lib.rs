@@ -28,6 +28,21 @@
 //! - warm restarts (`warm.rs`): with [`MountOptions::state`], the cache's
 //!   list of cached ranges is loaded at start and saved periodically and
 //!   at unmount, so a remount starts warm.
+//! - a named shared cache ([`MountOptions::cache_name`], [`cached`]):
+//!   instead of a cache of its own, the server attaches to a cache that
+//!   `foliocache cache serve` hosts and serves the files from its pages
+//!   (`SharedFile`s), so programs attached to it (`foliocache run
+//!   --cache`) read and write the same pages at library speed while
+//!   programs that are not go through the mount: one copy of each page,
+//!   each write seen by the other side's next read. The kernel then keeps
+//!   no entry or attribute past its request (the group changes names and
+//!   sizes behind the server); warm restarts, `dontcache` and metrics
+//!   are the own cache's and are refused. Limits: a shared mapping
+//!   (`mmap`) of a file through the mount is a copy in the kernel's page
+//!   cache, which sees the group's writes only where the kernel drops it
+//!   (a write or truncation through the mount); file times move at
+//!   writeback for the group's writes; the control file has no per-file
+//!   figures.
 //!
 //! Locking: the inode table, the handle table and each control session
 //! are behind their own `parking_lot` mutex, held only for a table
@@ -77,6 +92,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod cached;
 pub mod control;
 pub mod errno;
 mod fds;
@@ -90,10 +106,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread;
 
-use foliocache::Cache;
+use foliocache::{Cache, SharedCache};
 use fuser::{BackgroundSession, Config, MountOption, Session, SessionACL};
 use nix::sys::signal::{SigSet, Signal};
 
+pub use cached::CachedFile;
 pub use control::{CONTROL_INO, CONTROL_NAME};
 pub use fs::FolioFs;
 pub use null::{spawn_null, NullFs};
@@ -126,6 +143,13 @@ pub struct MountOptions {
     /// the least is 16 each). `None`: the open-file limit (its soft
     /// limit, raised to the hard one at start) less 256 kept for the rest.
     pub max_open: Option<usize>,
+    /// Serve through the named shared cache of this name or socket path
+    /// (hosted by `foliocache cache serve`, attached to by
+    /// [`SharedCache::attach_named`]) instead of a cache of the mount's
+    /// own: programs attached to it share the mount's pages. `capacity`
+    /// and `max_folio` are then unused; `dontcache`, `metrics` and
+    /// `state`, which are the own cache's, must be off.
+    pub cache_name: Option<String>,
 }
 
 impl MountOptions {
@@ -142,6 +166,7 @@ impl MountOptions {
             metrics: None,
             state: None,
             max_open: None,
+            cache_name: None,
         }
     }
 
@@ -156,6 +181,39 @@ impl MountOptions {
             b = b.max_folio_size(m);
         }
         b.build()
+    }
+
+    /// The file system these options ask for over `backing_dir` (a
+    /// canonical directory): its cache built, or the named cache attached
+    /// to; warm restarts started.
+    ///
+    /// # Errors
+    /// [`build_cache`](Self::build_cache)'s, or attaching's
+    /// ([`SharedCache::attach_named`]); `InvalidInput` for a named cache
+    /// with `dontcache`, `metrics` or `state`; the directory's.
+    pub fn build_fs(&self, backing_dir: &Path) -> io::Result<FolioFs> {
+        let Some(name) = &self.cache_name else {
+            let cache = self.build_cache()?;
+            let mut fs = FolioFs::with_max_open(backing_dir, cache, self.dontcache, self.max_open)?;
+            if let Some(path) = &self.state {
+                fs.warm_restarts(path)?;
+            }
+            return Ok(fs);
+        };
+        let own = [
+            (self.dontcache, "dontcache"),
+            (self.metrics.is_some(), "metrics"),
+            (self.state.is_some(), "a state file (warm restarts)"),
+        ];
+        if let Some((_, what)) = own.iter().find(|(set, _)| *set) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{what}: for a mount's own cache only, not a named cache ({name})"),
+            ));
+        }
+        let cache = SharedCache::attach_named(name)
+            .map_err(|e| io::Error::new(e.kind(), format!("attaching to the cache {name}: {e}")))?;
+        FolioFs::with_shared(backing_dir, cache, name, self.max_open)
     }
 
     /// fuser's configuration for these options: `default_permissions`
@@ -247,10 +305,7 @@ pub fn session(
     opts: &MountOptions,
 ) -> io::Result<Session<FolioFs>> {
     let (b, m) = check_paths(backing_dir, mountpoint)?;
-    let mut fs = FolioFs::with_max_open(&b, opts.build_cache()?, opts.dontcache, opts.max_open)?;
-    if let Some(path) = &opts.state {
-        fs.warm_restarts(path)?;
-    }
+    let fs = opts.build_fs(&b)?;
     Session::new(fs, &m, &opts.fuser_config(&b))
 }
 
@@ -302,8 +357,11 @@ fn lazy_unmount(mountpoint: &Path) {
 /// Mounts `backing_dir` at `mountpoint` and serves it in this thread until
 /// it is unmounted (`fusermount3 -u`, `umount`) or the process gets
 /// SIGINT, SIGTERM or SIGHUP, which unmount it (lazily if it is busy).
-/// Every dirty folio is then written back ([`Cache::sync_all`]) before
-/// this returns. `ready` is called once the mount is up.
+/// Every dirty folio is then written back ([`Cache::sync_all`]; with a
+/// named cache, each file the kernel knows through the server's
+/// descriptor, then what the group left dirty,
+/// [`SharedCache::write_back_all`]) before this returns. `ready` is
+/// called once the mount is up.
 ///
 /// The three signals are blocked in the calling thread (and so in every
 /// thread it starts from then on) and taken by a thread of their own:
@@ -323,18 +381,15 @@ pub fn serve(
     signals.add(Signal::SIGHUP);
     signals.thread_block().map_err(io::Error::from)?;
     let (b, m) = check_paths(backing_dir, mountpoint)?;
-    let mut fs = FolioFs::with_max_open(&b, opts.build_cache()?, opts.dontcache, opts.max_open)?;
-    if let Some(path) = &opts.state {
-        fs.warm_restarts(path)?;
-    }
+    let fs = opts.build_fs(&b)?;
     // Served until this returns (the mount ended).
-    let _metrics = match opts.metrics {
-        Some(addr) => {
+    let _metrics = match (opts.metrics, fs.cache()) {
+        (Some(addr), Some(cache)) => {
             let mut registry = prometheus_client::registry::Registry::default();
-            foliocache::metrics::register(fs.cache(), &mut registry);
+            foliocache::metrics::register(cache, &mut registry);
             Some(foliocache::metrics::serve(addr, registry)?)
         }
-        None => None,
+        _ => None,
     };
     let sync_error = fs.sync_error();
     let mut session = Session::new(fs, &m, &opts.fuser_config(&b))?;

@@ -513,6 +513,20 @@ impl SharedFile {
         Ok(self.len()? == 0)
     }
 
+    /// Looks at the file as the kernel has it now, as
+    /// [`SharedCache::open`] does: a change made behind the group since
+    /// the group last looked (another program wrote the file) is
+    /// followed (the file's pages dropped, its size taken from the file)
+    /// unless the group holds unsaved data of it. For a handle kept
+    /// across its user's opens, as the mount's server keeps one per file:
+    /// each open of the file follows it as a fresh handle's would.
+    ///
+    /// # Locking
+    /// One `fstat`; the inode lock only when the file changed.
+    pub fn follow(&self) -> io::Result<()> {
+        self.follow_kernel(&self.file.metadata()?)
+    }
+
     /// Reads into `buf` from `offset`: the bytes every process's last
     /// completed write left there, short at the end of the file.
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {

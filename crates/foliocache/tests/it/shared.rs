@@ -262,6 +262,41 @@ fn a_file_changed_behind_the_group_is_followed_at_the_next_open() {
     cache.verify().unwrap();
 }
 
+/// A handle kept across opens follows a change behind the group when
+/// asked (`SharedFile::follow`), as a fresh open would; with unsaved
+/// data of the group, the group's data stays.
+#[test]
+fn a_kept_handle_follows_a_change_behind_the_group() {
+    let t = TempPath::new("shared-follow");
+    let cache = SharedCache::new(16 * 4096).unwrap();
+    let f = open(&cache, &t.path, true);
+    f.write_at(&[b'a'; 5000], 0).unwrap();
+    f.sync_data().unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::write(&t.path, [b'b'; 100]).unwrap();
+    let mut buf = vec![0; 5000];
+    // Not looked at yet: the group's view.
+    assert_eq!(f.len().unwrap(), 5000);
+    f.follow().unwrap();
+    assert_eq!(f.len().unwrap(), 100);
+    assert_eq!(f.read_at(&mut buf, 0).unwrap(), 100);
+    assert!(buf[..100].iter().all(|&b| b == b'b'));
+    // Nothing changed since: following keeps the pages (no load).
+    let misses = cache.stats().misses;
+    f.follow().unwrap();
+    assert_eq!(f.read_at(&mut buf, 0).unwrap(), 100);
+    assert_eq!(cache.stats().misses, misses);
+    // Unsaved data of the group wins.
+    f.write_at(b"group", 0).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::write(&t.path, [b'c'; 10]).unwrap();
+    f.follow().unwrap();
+    assert_eq!(f.len().unwrap(), 100);
+    assert_eq!(f.read_at(&mut buf[..5], 0).unwrap(), 5);
+    assert_eq!(&buf[..5], b"group");
+    cache.verify().unwrap();
+}
+
 /// The group's own writeback is not taken for a change behind it (an
 /// open after a sync keeps the file's pages: hits, no load), while a
 /// change from outside after it, at the same size, is followed; and a

@@ -106,7 +106,13 @@ pub(super) struct SetAttr {
 impl FolioFs {
     pub(super) fn stat_attr(&self, id: u64, inode: &Inode) -> Res<FileAttr> {
         let st = stat::fstat(&*inode.fd()?).map_err(nix_errno)?;
-        let mut a = attr_of(id, &st, inode.kind, inode.cached_len());
+        // The cache's size of the file: the node's file's, or, with a
+        // shared cache, the group's while it holds unsaved data of it.
+        let size = inode.cached_len().or_else(|| {
+            self.shared_cache()
+                .and_then(|(cache, _)| cache.unsaved_len(inode.key.0, inode.key.1))
+        });
+        let mut a = attr_of(id, &st, inode.kind, size);
         // Written through the mount since the backing's mtime moved (the
         // data may still be dirty in the cache): that write's time, as a
         // local filesystem reports it at once.

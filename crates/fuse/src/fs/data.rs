@@ -4,25 +4,38 @@
 use std::io;
 use std::sync::atomic::Ordering;
 
-use foliocache::{File, ReadFlags, WriteFlags};
+use std::fs::OpenOptions;
+use std::os::unix::fs::OpenOptionsExt;
+use std::sync::Arc;
+
+use foliocache::{ReadFlags, SharedCache, WriteFlags};
 use fuser::{Errno, FileHandle, ReplyData};
 use nix::fcntl::FallocateFlags;
 
+use crate::cached::{CachedFile, SharedHandle};
 use crate::errno::io_errno;
 use crate::inode::{proc_path, Inode};
 
 use super::attr::now_ns;
-use super::{FolioFs, Handle, Res};
+use super::{FolioFs, Handle, Res, Store};
 
 impl FolioFs {
     /// A cache handle on `inode` (a regular file) with these rights; the
     /// node keeps one too (see [`crate::inode`]).
-    pub(super) fn open_cached(&self, inode: &Inode, write: bool, append: bool) -> io::Result<File> {
+    pub(super) fn open_cached(
+        &self,
+        inode: &Inode,
+        write: bool,
+        append: bool,
+    ) -> io::Result<CachedFile> {
+        let cache = match &self.store {
+            Store::Private(cache) => cache,
+            Store::Shared { cache, .. } => return open_shared(cache, inode, write, append),
+        };
         let fd = inode
             .fd()
             .map_err(|e| io::Error::from_raw_os_error(i32::from(e)))?;
-        let f = self
-            .cache
+        let f = cache
             .open_options()
             .read(true)
             .write(write)
@@ -32,12 +45,13 @@ impl FolioFs {
         if self.dontcache {
             f.set_default_flags(ReadFlags::DONTCACHE);
         }
+        let f = CachedFile::Private(f);
         inode.keep_cached(&f);
         Ok(f)
     }
 
     /// A writable cache handle on `inode`: the node's own if writable.
-    pub(super) fn writable(&self, inode: &Inode) -> io::Result<File> {
+    pub(super) fn writable(&self, inode: &Inode) -> io::Result<CachedFile> {
         match inode.cached_file() {
             Some(f) if f.is_writable() => Ok(f),
             _ => self.open_cached(inode, true, false),
@@ -64,7 +78,8 @@ impl FolioFs {
         // one cached folio (pinned while the reply is written: the kernel's
         // copy into the reader's buffer is then the only one, and a writer
         // meanwhile writes a copy of the folio), else from a buffer of this
-        // thread's (`File::read_with`).
+        // thread's (`File::read_with`; a shared file's bytes always from
+        // that buffer: `CachedFile::read_with`).
         let mut reply = Some(reply);
         let r = file.read_with(offset, size as usize, |b| {
             if let Some(r) = reply.take() {
@@ -113,17 +128,17 @@ impl FolioFs {
 
     /// Serves `fallocate(2)` on an open file, keeping the cache and the
     /// backing in agreement:
-    /// - `PUNCH_HOLE | KEEP_SIZE`: [`File::punch_hole`] (the backing's
+    /// - `PUNCH_HOLE | KEEP_SIZE`: [`CachedFile::punch_hole`] (the backing's
     ///   blocks punched, the cached folios dropped or zeroed);
-    /// - `0` and `KEEP_SIZE` (preallocation): [`File::allocate`] (the
+    /// - `0` and `KEEP_SIZE` (preallocation): [`CachedFile::allocate`] (the
     ///   backing reserves the range; without `KEEP_SIZE` the file grows to
     ///   the range's end if it was shorter, the backing's size too);
     /// - `ZERO_RANGE` (with or without `KEEP_SIZE`): a hole punched as
     ///   above (so cached pages read as zeros, dirty ones included), then
     ///   the range preallocated as above: a local filesystem's zeroed
     ///   range is allocated;
-    /// - `COLLAPSE_RANGE`, `INSERT_RANGE`: [`File::collapse_range`],
-    ///   [`File::insert_range`] (dirty data written back, the backing's
+    /// - `COLLAPSE_RANGE`, `INSERT_RANGE`: [`CachedFile::collapse_range`],
+    ///   [`CachedFile::insert_range`] (dirty data written back, the backing's
     ///   data moved, the cache dropped from the offset on). The kernel's
     ///   FUSE client refuses both itself up to Linux 6.18 at least (it
     ///   passes on `KEEP_SIZE`, `PUNCH_HOLE` and `ZERO_RANGE` only), so
@@ -173,4 +188,68 @@ impl FolioFs {
         file.allocate(offset, len, mode.contains(keep))
             .map_err(|e| io_errno(&e))
     }
+}
+
+/// A handle on `inode` (a regular file) in the named shared cache
+/// `cache`: the node's file if it has one whose descriptor allows the
+/// access, followed as a fresh open would be (`SharedFile::follow`: a
+/// change behind the group since is read from the file), else a new one,
+/// which the node keeps.
+fn open_shared(
+    cache: &SharedCache,
+    inode: &Inode,
+    write: bool,
+    append: bool,
+) -> io::Result<CachedFile> {
+    if let Some(kept) = inode.cached_file() {
+        if let CachedFile::Shared(s) = &kept {
+            if kept.is_writable() || !write {
+                s.file().follow()?;
+                return Ok(CachedFile::Shared(SharedHandle::new(
+                    s.file().clone(),
+                    write,
+                    append,
+                )));
+            }
+        }
+    }
+    let fd = inode
+        .fd()
+        .map_err(|e| io::Error::from_raw_os_error(i32::from(e)))?;
+    let (file, writable) = open_backing(&proc_path(&fd), write)?;
+    drop(fd);
+    let file = Arc::new(cache.open(file)?);
+    inode.keep_cached(&CachedFile::Shared(SharedHandle::new(
+        file.clone(),
+        writable,
+        false,
+    )));
+    Ok(CachedFile::Shared(SharedHandle::new(file, write, append)))
+}
+
+/// The server's own descriptor of a backing file for a shared cache, and
+/// whether it writes: `O_DIRECT` where the filesystem takes it; for
+/// reading and writing where the server may (so that it can write back
+/// what others of the group wrote), else, when `write` is not asked,
+/// for reading.
+fn open_backing(path: &str, write: bool) -> io::Result<(std::fs::File, bool)> {
+    let direct = nix::fcntl::OFlag::O_DIRECT.bits();
+    let tries: &[(bool, i32)] = if write {
+        &[(true, direct), (true, 0)]
+    } else {
+        &[(true, direct), (true, 0), (false, direct), (false, 0)]
+    };
+    let mut last = io::Error::from(nix::errno::Errno::EACCES);
+    for &(w, flags) in tries {
+        match OpenOptions::new()
+            .read(true)
+            .write(w)
+            .custom_flags(flags)
+            .open(path)
+        {
+            Ok(f) => return Ok((f, w)),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
 }

@@ -10,6 +10,13 @@
 //! directories (lookup, create, the directory listing); `data.rs` file
 //! data (open, read, write, fallocate); `stats.rs` the control file's
 //! statistics; `ops.rs` the FUSE requests, each answered from those.
+//!
+//! The cache is the mount's own ([`FolioFs::new`]) or a named shared
+//! cache other programs attach to ([`FolioFs::with_shared`]): its files
+//! are then served from the group's pages, each write seen by the
+//! group's next read and each of theirs by the mount's, and the kernel
+//! keeps no entry or attribute past its request, since the group changes
+//! the backing behind the server.
 
 mod attr;
 mod data;
@@ -25,18 +32,21 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use foliocache::{Cache, File};
+use foliocache::{Cache, SharedCache};
 use fuser::{Errno, FileHandle, FileType, INodeNo};
 use nix::fcntl::{self, OFlag};
 use nix::sys::stat::{self, Mode};
 use nix::unistd::{self};
 use parking_lot::Mutex;
 
+use crate::cached::CachedFile;
 use crate::control::{self, CONTROL_INO};
 use crate::inode::{proc_path, Inode, InodeTable};
 
-/// How long the kernel may keep an entry or attributes: the backing
-/// changes only through this server, which answers every change.
+/// How long the kernel may keep an entry or attributes with the mount's
+/// own cache: the backing changes only through this server, which
+/// answers every change. With a named shared cache, none: the group's
+/// processes change the backing, and sizes, behind the server.
 const TTL: Duration = Duration::from_secs(1);
 
 /// The largest read or write the kernel is asked to send at once.
@@ -47,7 +57,7 @@ type Res<T> = Result<T, Errno>;
 /// An open file, directory or control file.
 enum Handle {
     File {
-        file: File,
+        file: CachedFile,
         /// Its node (for the time of its last write).
         inode: Opened,
     },
@@ -88,7 +98,10 @@ impl Drop for Opened {
 /// several threads at once: every table is behind its own short lock, and
 /// the cache is thread-safe.
 pub struct FolioFs {
-    cache: Cache,
+    store: Store,
+    /// How long the kernel may keep an entry or attributes ([`TTL`], or
+    /// none with a shared cache).
+    ttl: Duration,
     inodes: InodeTable,
     handles: Mutex<HashMap<u64, Arc<Handle>>>,
     next_fh: AtomicU64,
@@ -108,6 +121,14 @@ pub struct FolioFs {
     state: Option<std::path::PathBuf>,
     /// The periodic save of that list (stops when dropped).
     saver: Option<crate::warm::Saver>,
+}
+
+/// The cache the files are served through.
+enum Store {
+    /// The mount's own.
+    Private(Cache),
+    /// A named shared cache, attached to by its name.
+    Shared { cache: SharedCache, name: String },
 }
 
 /// The nodes' descriptors are budgeted from the open-file limit: lets the
@@ -147,6 +168,37 @@ impl FolioFs {
         dontcache: bool,
         max_open: Option<usize>,
     ) -> io::Result<FolioFs> {
+        Self::with_store(backing_dir, Store::Private(cache), dontcache, max_open)
+    }
+
+    /// A filesystem serving the tree under `backing_dir` through the
+    /// named shared cache `cache` (attached to by `name`,
+    /// [`SharedCache::attach_named`]), keeping at most `max_open`
+    /// descriptors as [`with_max_open`](Self::with_max_open) does. Every
+    /// program attached to the cache shares its pages with the mount; the
+    /// kernel keeps no entry or attribute past its request.
+    ///
+    /// # Errors
+    /// As [`new`](Self::new).
+    pub fn with_shared(
+        backing_dir: &Path,
+        cache: SharedCache,
+        name: &str,
+        max_open: Option<usize>,
+    ) -> io::Result<FolioFs> {
+        let store = Store::Shared {
+            cache,
+            name: name.to_owned(),
+        };
+        Self::with_store(backing_dir, store, false, max_open)
+    }
+
+    fn with_store(
+        backing_dir: &Path,
+        store: Store,
+        dontcache: bool,
+        max_open: Option<usize>,
+    ) -> io::Result<FolioFs> {
         let fd = fcntl::open(
             backing_dir,
             OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
@@ -155,8 +207,13 @@ impl FolioFs {
         let st = stat::fstat(&fd)?;
         raise_fd_limit();
         let fds = Arc::new(crate::fds::Fds::new(max_open));
+        let ttl = match store {
+            Store::Private(_) => TTL,
+            Store::Shared { .. } => Duration::ZERO,
+        };
         Ok(FolioFs {
-            cache,
+            store,
+            ttl,
             inodes: InodeTable::new(fd, (st.st_dev, st.st_ino), fds),
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
@@ -177,15 +234,37 @@ impl FolioFs {
     ///
     /// # Errors
     /// The OS error of starting the saving thread.
+    /// With a named shared cache, `InvalidInput`: its pages are the
+    /// group's, kept by its host.
     pub fn warm_restarts(&mut self, path: &Path) -> io::Result<()> {
-        self.saver = Some(crate::warm::start(&self.cache, path)?);
+        let Some(cache) = self.cache() else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "warm restarts are for a mount's own cache: a named cache keeps its \
+                 pages while its host lives",
+            ));
+        };
+        self.saver = Some(crate::warm::start(cache, path)?);
         self.state = Some(path.to_path_buf());
         Ok(())
     }
 
-    /// The cache the files are served through.
-    pub fn cache(&self) -> &Cache {
-        &self.cache
+    /// The mount's own cache the files are served through (`None` with a
+    /// named shared cache: [`shared_cache`](Self::shared_cache)).
+    pub fn cache(&self) -> Option<&Cache> {
+        match &self.store {
+            Store::Private(cache) => Some(cache),
+            Store::Shared { .. } => None,
+        }
+    }
+
+    /// The named shared cache the files are served through, and its
+    /// name (`None` with the mount's own cache).
+    pub fn shared_cache(&self) -> Option<(&SharedCache, &str)> {
+        match &self.store {
+            Store::Private(_) => None,
+            Store::Shared { cache, name } => Some((cache, name)),
+        }
     }
 
     /// Writes back every dirty folio (but an unlinked file's, which goes
@@ -213,7 +292,10 @@ impl FolioFs {
         for inode in &inodes {
             inode.discard_if_unlinked();
         }
-        let mut r = self.cache.sync_all();
+        let mut r = match &self.store {
+            Store::Private(cache) => cache.sync_all(),
+            Store::Shared { cache, .. } => sync_shared(cache, &inodes),
+        };
         if let Err(e) = &r {
             let failed: Vec<(String, io::Error)> = inodes
                 .iter()
@@ -247,8 +329,8 @@ impl FolioFs {
         }
         // The list of what is cached, before the cached files go (after
         // the writeback: files with dirty data are left out of it).
-        if let Some(path) = &self.state {
-            crate::warm::save(&self.cache, path);
+        if let (Some(path), Some(cache)) = (&self.state, self.cache()) {
+            crate::warm::save(cache, path);
         }
         self.handles.lock().clear();
         self.inodes.drop_cached();
@@ -311,6 +393,30 @@ impl FolioFs {
     pub fn descriptors(&self) -> (usize, usize, usize, usize) {
         self.inodes.descriptors()
     }
+}
+
+/// The shutdown's writeback with a named shared cache: each file the
+/// kernel knows, through the mount's descriptor (what the group's pages
+/// hold of it, the mount's writes and the group's), then everything else
+/// the group left dirty, by path (the mount's writes to files the kernel
+/// has forgotten among it). Only the first part's errors fail the
+/// unmount: the rest are other programs' files (one renamed or deleted
+/// since is skipped), which the cache's host writes back too, and are
+/// logged.
+fn sync_shared(cache: &SharedCache, inodes: &[Arc<Inode>]) -> io::Result<()> {
+    let mut r = Ok(());
+    for inode in inodes {
+        if let Some(file) = inode.cached_file() {
+            let synced = file.sync_data();
+            if r.is_ok() {
+                r = synced;
+            }
+        }
+    }
+    if let Err(e) = cache.write_back_all() {
+        log::warn!("foliocache-fuse: writing back the shared cache at unmount: {e}");
+    }
+    r
 }
 
 impl Drop for FolioFs {

@@ -17,7 +17,7 @@ use crate::errno::{io_errno, nix_errno};
 use crate::inode::{Inode, ROOT};
 
 use super::attr::{attr_of, kind_of};
-use super::{FolioFs, Handle, Opened, Res, TTL};
+use super::{FolioFs, Handle, Opened, Res};
 
 /// A name the kernel sends is one path component; refuse anything else
 /// so that no name leads out of its directory.
@@ -63,7 +63,7 @@ impl FolioFs {
 
     pub(super) fn entry_reply(&self, reply: ReplyEntry, r: Res<FileAttr>) {
         match r {
-            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+            Ok(attr) => reply.entry(&self.ttl, &attr, Generation(0)),
             Err(e) => reply.error(e),
         }
     }

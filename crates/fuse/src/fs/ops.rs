@@ -8,7 +8,6 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 
-use foliocache::File;
 use fuser::{
     Errno, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, KernelConfig,
     LockOwner, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
@@ -19,6 +18,7 @@ use nix::sys::stat::{self, Mode, SFlag};
 use nix::unistd::{self, UnlinkatFlags};
 use parking_lot::Mutex;
 
+use crate::cached::CachedFile;
 use crate::control::{self, CONTROL_INO};
 use crate::errno::{io_errno, nix_errno};
 use crate::inode::{proc_path, ROOT};
@@ -74,7 +74,7 @@ impl Filesystem for FolioFs {
             return reply.attr(&TTL, &control::attr(self.owner));
         }
         match self.inode(ino).and_then(|i| self.stat_attr(ino.0, &i)) {
-            Ok(a) => reply.attr(&TTL, &a),
+            Ok(a) => reply.attr(&self.ttl, &a),
             Err(e) => reply.error(e),
         }
     }
@@ -114,7 +114,7 @@ impl Filesystem for FolioFs {
             .inode(ino)
             .and_then(|i| self.do_setattr(ino.0, &i, change));
         match r {
-            Ok(a) => reply.attr(&TTL, &a),
+            Ok(a) => reply.attr(&self.ttl, &a),
             Err(e) => reply.error(e),
         }
     }
@@ -382,7 +382,7 @@ impl Filesystem for FolioFs {
                 // fsync on a read-only descriptor syncs the file too, as
                 // on a local filesystem: through the node's handle.
                 Handle::File { .. } => {
-                    let kept = self.inode(ino)?.cached_file().filter(File::is_writable);
+                    let kept = self.inode(ino)?.cached_file().filter(CachedFile::is_writable);
                     match kept {
                         Some(f) => f,
                         None => return Ok(()),
@@ -504,7 +504,7 @@ impl Filesystem for FolioFs {
     ) {
         match self.do_create(req, parent, name, mode, flags) {
             Ok((attr, fh)) => {
-                reply.created(&TTL, &attr, Generation(0), fh, FopenFlags::FOPEN_DIRECT_IO)
+                reply.created(&self.ttl, &attr, Generation(0), fh, FopenFlags::FOPEN_DIRECT_IO)
             }
             Err(e) => reply.error(e),
         }

@@ -4,13 +4,14 @@
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 
+use foliocache::Cache;
 use nix::fcntl::{self, OFlag};
 use nix::sys::stat::{self, Mode, SFlag};
 
 use crate::control::{self};
 use crate::inode::ROOT;
 
-use super::FolioFs;
+use super::{FolioFs, Store};
 
 impl FolioFs {
     /// The figures `foliocache stat` shows, as JSON: the cache's, and
@@ -30,25 +31,19 @@ impl FolioFs {
                 Err(e) => serde_json::json!({ "path": p, "error": e.to_string() }),
             })
             .collect();
-        let mut cache = control::cache_stats_json(&self.cache.stats());
-        let curve = self.cache.hit_ratio_curve();
-        cache["hit_ratio_curve"] = serde_json::json!({
-            "points": curve
-                .points
-                .iter()
-                .map(|p| [p.capacity_ratio, p.hit_ratio])
-                .collect::<Vec<_>>(),
-            "accesses": curve.accesses,
-        });
-        serde_json::json!({
-            "cache": cache,
-            "io_engine": self.cache.io_engine_name(),
-            "dontcache": self.dontcache,
-            "shared_mmap": self.shared_mmap(),
-            "warm": crate::warm::progress_json(&self.cache.warm_progress()),
-            "descriptors": self.descriptors_json(),
-            "files": files,
-        })
+        let mut v = match &self.store {
+            Store::Private(cache) => private_json(cache),
+            Store::Shared { cache, name } => serde_json::json!({
+                "cache": control::shared_stats_json(&cache.stats()),
+                "io_engine": "shared",
+                "shared": { "name": name },
+            }),
+        };
+        v["dontcache"] = self.dontcache.into();
+        v["shared_mmap"] = self.shared_mmap().into();
+        v["descriptors"] = self.descriptors_json();
+        v["files"] = files.into();
+        v
     }
 
     /// The descriptors the nodes hold and their budgets ([`crate::fds`]).
@@ -94,11 +89,37 @@ impl FolioFs {
         if st.st_mode & SFlag::S_IFMT.bits() != SFlag::S_IFREG.bits() {
             return Err(nix::errno::Errno::EINVAL.into());
         }
+        let Some(cache) = self.cache() else {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "a named cache keeps no per-file figures (`foliocache cache stat` shows its own)",
+            ));
+        };
         // Not opened through the cache: an open would take a warm-loaded
         // file over, and its folios would go with that handle.
-        self.cache.cachestat_file(format!(
+        cache.cachestat_file(format!(
             "/proc/self/fd/{}",
             std::os::fd::AsRawFd::as_raw_fd(&fd)
         ))
     }
+}
+
+/// The figures of the mount's own cache: its statistics with the
+/// predicted hit ratios, its IO engine, the warm start's progress.
+fn private_json(cache: &Cache) -> serde_json::Value {
+    let mut stats = control::cache_stats_json(&cache.stats());
+    let curve = cache.hit_ratio_curve();
+    stats["hit_ratio_curve"] = serde_json::json!({
+        "points": curve
+            .points
+            .iter()
+            .map(|p| [p.capacity_ratio, p.hit_ratio])
+            .collect::<Vec<_>>(),
+        "accesses": curve.accesses,
+    });
+    serde_json::json!({
+        "cache": stats,
+        "io_engine": cache.io_engine_name(),
+        "warm": crate::warm::progress_json(&cache.warm_progress()),
+    })
 }

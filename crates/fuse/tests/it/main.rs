@@ -11,5 +11,8 @@ mod many;
 /// The mount: files, directories, attributes, sync, the control file,
 /// memory maps, fallocate, a random exerciser against a model.
 mod mount;
+/// The mount on a named shared cache, beside another program of the
+/// group.
+mod named;
 /// Real programs through the mount: sqlite3 and db_bench.
 mod programs;
