@@ -978,7 +978,7 @@ impl SharedFile {
 
     /// Writes back this file's dirty pages (whoever wrote them), without
     /// waiting for the device: the pages written. The inode lock is let
-    /// go between runs (of at most [`RUN`] pages), so the file's writers
+    /// go between runs (of at most 64 pages), so the file's writers
     /// wait for one run, not the whole file (docs/design.md, section 13,
     /// "Writeback"); a page written meanwhile stays dirty, as does the
     /// file's dirty range unless none is left dirty at the end.
