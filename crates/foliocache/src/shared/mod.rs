@@ -423,29 +423,6 @@ impl Drop for Bounce {
     }
 }
 
-/// Pages a writeback writes at most in one write, and at most per hold
-/// of the inode lock ([`SharedFile::write_back`]).
-const RUN: usize = 64;
-
-/// The runs a writeback of `dirty` (`(index, page)` in file order)
-/// writes: consecutive file pages, at most [`RUN`] each.
-fn runs(dirty: &[(u64, u64)]) -> impl Iterator<Item = &[(u64, u64)]> {
-    dirty
-        .chunk_by(|a, b| b.0 == a.0 + 1)
-        .flat_map(|run| run.chunks(RUN))
-}
-
-/// What a writeback did so far.
-#[derive(Default)]
-struct Done {
-    /// Pages written.
-    written: u64,
-    /// Of those, marked clean (unchanged since they were copied).
-    cleaned: usize,
-    /// Whether a run wrote past the group's size.
-    past_size: bool,
-}
-
 impl SharedFile {
     fn seg(&self) -> &Seg {
         &self.cache.inner.seg
@@ -977,168 +954,93 @@ impl SharedFile {
     }
 
     /// Writes back this file's dirty pages (whoever wrote them), without
-    /// waiting for the device: the pages written. The inode lock is let
-    /// go between runs (of at most 64 pages), so the file's writers
-    /// wait for one run, not the whole file (docs/design.md, section 13,
-    /// "Writeback"); a page written meanwhile stays dirty, as does the
-    /// file's dirty range unless none is left dirty at the end.
+    /// waiting for the device: the pages written.
     pub fn write_back(&self) -> io::Result<u64> {
-        let (mut inode, slot, i, generation) = self.inode_lock()?;
-        let dirty = self.dirty_pages(slot, i, generation)?;
-        let Some(bounce) = self.bounce_for(slot, &dirty)? else {
-            return Ok(0);
-        };
-        let mut done = Done::default();
-        let mut let_go = false;
-        for (n, run) in runs(&dirty).enumerate() {
-            if n > 0 {
-                drop(inode);
-                if slot.waiters.load(Ordering::Relaxed) != 0 {
-                    // The woken writer takes the lock before we do.
-                    std::thread::yield_now();
-                }
-                point();
-                let again = self.inode_lock()?;
-                if (again.2, again.3) != (i, generation) {
-                    // The file was replaced: its old pages are gone.
-                    return Ok(done.written);
-                }
-                (inode, let_go) = (again.0, true);
-            }
-            self.write_run(&bounce, run, i, generation, &mut done)?;
-        }
-        // Writes may have run between the runs: the range is emptied
-        // only if, under the lock, nothing in it is dirty.
-        let clean = if let_go {
-            self.dirty_pages(slot, i, generation)?.is_empty()
-        } else {
-            done.cleaned == dirty.len()
-        };
-        self.end_write_back(slot, &done, clean)?;
-        drop(inode);
-        Ok(done.written)
+        let (_inode, slot, i, generation) = self.inode_lock()?;
+        self.write_back_locked(slot, i, generation)
     }
 
     /// Writes back the dirty pages of (slot `i`, `generation`) through
     /// this process's descriptor, in runs of consecutive file pages. A
     /// page is marked clean only if no one changed it since its bytes
     /// were copied out, so a write racing the writeback stays dirty. The
-    /// inode lock is held throughout (a writer's own writeback, inside
-    /// its write).
+    /// inode lock is held.
     fn write_back_locked(&self, slot: &Slot, i: u32, generation: u32) -> io::Result<u64> {
+        const RUN: usize = 64;
+        let seg = self.seg();
+        let me = self.me()?;
         let dirty = self.dirty_pages(slot, i, generation)?;
-        let Some(bounce) = self.bounce_for(slot, &dirty)? else {
-            return Ok(0);
-        };
-        let mut done = Done::default();
-        for run in runs(&dirty) {
-            self.write_run(&bounce, run, i, generation, &mut done)?;
-        }
-        // Every page the range held dirty is clean, and no write ran
-        // meanwhile (the inode lock is held).
-        self.end_write_back(slot, &done, done.cleaned == dirty.len())?;
-        Ok(done.written)
-    }
-
-    /// The bounce buffer for a writeback of `dirty`, `None` (and the
-    /// slot's dirty range emptied) if there is none to write. The inode
-    /// lock is held.
-    fn bounce_for(&self, slot: &Slot, dirty: &[(u64, u64)]) -> io::Result<Option<Bounce>> {
         if dirty.is_empty() {
             // (The range held none dirty: it is empty now.)
             slot.dirty_lo.store(u64::MAX, Ordering::Release);
             slot.dirty_hi.store(0, Ordering::Release);
-            return Ok(None);
+            return Ok(0);
         }
         // Only as large as the run needs: a commit's sync writes a page
         // or two, and a bounce of a whole run would be mapped and
         // unmapped (fresh pages faulted in) at every sync.
-        Bounce::new(dirty.len().min(RUN)).map(Some)
-    }
-
-    /// Writes back one run of (slot `i`, `generation`)'s pages (at most
-    /// [`RUN`], consecutive) in one write, up to the first that is gone
-    /// or clean now, and marks clean those that did not change
-    /// meanwhile. The inode lock is held.
-    fn write_run(
-        &self,
-        bounce: &Bounce,
-        run: &[(u64, u64)],
-        i: u32,
-        generation: u32,
-        done: &mut Done,
-    ) -> io::Result<()> {
-        let seg = self.seg();
-        let me = self.me()?;
-        let mut copied = Vec::with_capacity(run.len());
-        for (n, &(index, _)) in run.iter().enumerate() {
-            let key = Key {
-                slot: i,
-                generation,
-                index,
-            };
-            let Some(hold) = index::hold_key(seg, key, me)? else {
-                break;
-            };
-            if hold.d.flags.load(Ordering::Relaxed) & F_DIRTY == 0 {
-                // Written back by another since the list was made (the
-                // lock was let go between runs).
-                break;
+        let bounce = Bounce::new(dirty.len().min(RUN))?;
+        let mut written = 0;
+        let mut cleaned = 0;
+        let mut past_size = false;
+        for run in dirty.chunk_by(|a, b| b.0 == a.0 + 1) {
+            for run in run.chunks(RUN) {
+                let mut copied = Vec::with_capacity(run.len());
+                for (n, &(index, _)) in run.iter().enumerate() {
+                    let key = Key {
+                        slot: i,
+                        generation,
+                        index,
+                    };
+                    let Some(hold) = index::hold_key(seg, key, me)? else {
+                        break;
+                    };
+                    let src = seg
+                        .data(hold.p)
+                        .ok_or_else(|| io::Error::other("no page"))?;
+                    // SAFETY: a held page of the mapping into the
+                    // bounce's `n`th page (`n < RUN`).
+                    unsafe {
+                        copy_from_shared(
+                            src,
+                            bounce.ptr.as_ptr().add(n * PAGE as usize),
+                            PAGE as usize,
+                        )
+                    };
+                    copied.push((key, hold.p, hold.next_version()));
+                }
+                let Some(&(first, ..)) = copied.first() else {
+                    continue;
+                };
+                // SAFETY: the bounce holds `copied.len()` pages we wrote.
+                let bytes = unsafe {
+                    std::slice::from_raw_parts(bounce.ptr.as_ptr(), copied.len() * PAGE as usize)
+                };
+                point();
+                FileExt::write_all_at(&self.file, bytes, first.index * PAGE)?;
+                point();
+                past_size |=
+                    (first.index + copied.len() as u64) * PAGE > slot.size.load(Ordering::Relaxed);
+                for (key, p, version) in copied {
+                    cleaned += usize::from(self.mark_clean(key, p, version, me)?);
+                    written += 1;
+                }
             }
-            let src = seg
-                .data(hold.p)
-                .ok_or_else(|| io::Error::other("no page"))?;
-            // SAFETY: a held page of the mapping into the bounce's `n`th
-            // page (`n < RUN`, the bounce's size when the run is longer
-            // than one page: `bounce_for`).
-            unsafe {
-                copy_from_shared(
-                    src,
-                    bounce.ptr.as_ptr().add(n * PAGE as usize),
-                    PAGE as usize,
-                )
-            };
-            copied.push((key, hold.p, hold.next_version()));
         }
-        let Some(&(first, ..)) = copied.first() else {
-            return Ok(());
-        };
-        // SAFETY: the bounce holds `copied.len()` pages we wrote.
-        let bytes = unsafe {
-            std::slice::from_raw_parts(bounce.ptr.as_ptr(), copied.len() * PAGE as usize)
-        };
-        point();
-        FileExt::write_all_at(&self.file, bytes, first.index * PAGE)?;
-        point();
-        let slot = self
-            .seg()
-            .slot(i)
-            .ok_or_else(|| io::Error::other("no slot"))?;
-        done.past_size |=
-            (first.index + copied.len() as u64) * PAGE > slot.size.load(Ordering::Relaxed);
-        for (key, p, version) in copied {
-            done.cleaned += usize::from(self.mark_clean(key, p, version, me)?);
-            done.written += 1;
-        }
-        Ok(())
-    }
-
-    /// Ends a writeback: the file cut back to the group's size if a run
-    /// wrote past it, the slot told, and its dirty range emptied if
-    /// `clean` (nothing in it dirty). The inode lock is held.
-    fn end_write_back(&self, slot: &Slot, done: &Done, clean: bool) -> io::Result<()> {
         let size = slot.size.load(Ordering::Acquire);
-        if done.past_size && self.file.metadata()?.len() > size {
+        if past_size && self.file.metadata()?.len() > size {
             self.file.set_len(size)?;
         }
-        if done.written > 0 {
+        if written > 0 {
             wrote_back(slot);
         }
-        if clean {
+        if cleaned == dirty.len() {
+            // Every page the range held dirty is clean, and no write ran
+            // meanwhile (the inode lock is held).
             slot.dirty_lo.store(u64::MAX, Ordering::Release);
             slot.dirty_hi.store(0, Ordering::Release);
         }
-        Ok(())
+        Ok(written)
     }
 
     /// Marks page `p` of `key` clean if its version is still `version`;

@@ -417,61 +417,6 @@ fn forked_processes_against_a_shared_model() {
     assert!(std::fs::read(&t.path).unwrap() == model, "the file");
 }
 
-/// Two writer processes on interleaved pages of one file, each writing a
-/// few of its pages and then syncing, while a third writes the whole file
-/// back over and over (in runs, letting the inode lock go between them,
-/// so writes land between its runs): after each of its `sync_data`s a
-/// writer finds every page it wrote on the file, as it last wrote it.
-#[test]
-fn a_sync_racing_a_writeback_that_lets_go_between_runs() {
-    const PAGES: u64 = 200;
-    let t = TempPath::with_data("shared-letgo", &vec![0; PAGES as usize * 4096]);
-    let cache = SharedCache::new(256 * 4096).unwrap();
-    let f = open(&cache, &t.path, true);
-    let shm = Shared::new(4096);
-    let writers: Vec<_> = (0..2u64)
-        .map(|w| {
-            let (f, t) = (&f, &t);
-            fork(move || {
-                let disk = std::fs::File::open(&t.path).unwrap();
-                let mut rng = rand::rngs::StdRng::seed_from_u64(7 + w);
-                let mut last = vec![0u8; PAGES as usize];
-                for round in 1..=150u64 {
-                    for _ in 0..rng.gen_range(1..12) {
-                        let page = rng.gen_range(0..PAGES / 2) * 2 + w;
-                        let byte = (round % 250) as u8 + 1;
-                        f.write_at(&[byte; 4096], page * 4096).unwrap();
-                        last[page as usize] = byte;
-                    }
-                    f.sync_data().unwrap();
-                    for page in (w..PAGES).step_by(2) {
-                        let mut got = [0u8; 4096];
-                        disk.read_exact_at(&mut got, page * 4096).unwrap();
-                        if got.iter().any(|&b| b != last[page as usize]) {
-                            return false;
-                        }
-                    }
-                }
-                true
-            })
-        })
-        .collect();
-    let flusher = {
-        let (f, shm) = (&f, &shm);
-        fork(move || {
-            while shm.word(0).load(Ordering::Acquire) == 0 {
-                f.write_back().unwrap();
-            }
-            true
-        })
-    };
-    let failed = writers.into_iter().filter(|&pid| wait(pid) != 0).count();
-    shm.word(0).store(1, Ordering::Release);
-    assert_eq!(wait(flusher), 0);
-    assert_eq!(failed, 0, "a writer found a page it synced unsaved");
-    cache.verify().unwrap();
-}
-
 /// One random operation of the forked checker, the test lock held.
 fn step(f: &SharedFile, shm: &Shared, rng: &mut impl Rng, max: usize) {
     let len_now = shm.word(1).load(Ordering::Relaxed) as usize;
