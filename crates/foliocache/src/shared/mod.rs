@@ -433,7 +433,8 @@ impl SharedFile {
     }
 
     /// `(slot, generation)`: where the file was last found.
-    fn slot_key(&self) -> (u32, u32) {
+    #[inline]
+    pub(super) fn slot_key(&self) -> (u32, u32) {
         let k = self.key.load(Ordering::Acquire);
         ((k >> 32) as u32, k as u32)
     }

@@ -430,7 +430,6 @@ impl Drop for Host {
         // Wakes the thread's `accept` (it returns an error once the
         // socket is shut down).
         let _ = rustix::net::shutdown(self.listener.as_fd(), rustix::net::Shutdown::Both);
-        let _ = UnixStream::connect(&self.path);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

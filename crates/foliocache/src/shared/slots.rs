@@ -250,8 +250,7 @@ impl SharedFile {
     #[inline]
     pub(super) fn current(&self) -> io::Result<(&Slot, u32, u32)> {
         for _ in 0..4 {
-            let k = self.key.load(Ordering::Acquire);
-            let (i, generation) = ((k >> 32) as u32, k as u32);
+            let (i, generation) = self.slot_key();
             if let Some(slot) = self.seg().slot(i) {
                 if slot.generation.load(Ordering::Acquire) == generation
                     && slot.state.load(Ordering::Acquire) == SLOT_USED
