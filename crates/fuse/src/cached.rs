@@ -78,7 +78,10 @@ fn with_buffer<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
 /// `fallocate(2)` with `mode` on the shared file's own descriptor.
 fn fallocate(file: &std::fs::File, mode: FallocateFlags, offset: u64, len: u64) -> io::Result<()> {
     let big = |_| io::Error::from(nix::errno::Errno::EFBIG);
-    let (off, len) = (i64::try_from(offset).map_err(big)?, i64::try_from(len).map_err(big)?);
+    let (off, len) = (
+        i64::try_from(offset).map_err(big)?,
+        i64::try_from(len).map_err(big)?,
+    );
     nix::fcntl::fallocate(file, mode, off, len).map_err(io::Error::from)
 }
 

@@ -382,7 +382,10 @@ impl Filesystem for FolioFs {
                 // fsync on a read-only descriptor syncs the file too, as
                 // on a local filesystem: through the node's handle.
                 Handle::File { .. } => {
-                    let kept = self.inode(ino)?.cached_file().filter(CachedFile::is_writable);
+                    let kept = self
+                        .inode(ino)?
+                        .cached_file()
+                        .filter(CachedFile::is_writable);
                     match kept {
                         Some(f) => f,
                         None => return Ok(()),
@@ -503,9 +506,13 @@ impl Filesystem for FolioFs {
         reply: ReplyCreate,
     ) {
         match self.do_create(req, parent, name, mode, flags) {
-            Ok((attr, fh)) => {
-                reply.created(&self.ttl, &attr, Generation(0), fh, FopenFlags::FOPEN_DIRECT_IO)
-            }
+            Ok((attr, fh)) => reply.created(
+                &self.ttl,
+                &attr,
+                Generation(0),
+                fh,
+                FopenFlags::FOPEN_DIRECT_IO,
+            ),
             Err(e) => reply.error(e),
         }
     }
