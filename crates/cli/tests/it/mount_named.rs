@@ -151,12 +151,10 @@ fn a_mount_and_a_run_share_a_named_cache() {
     );
 
     // The host's SIGTERM writes the cache back, the mount still up.
-    // SAFETY: sends SIGTERM to our own child.
     let mut host = host.0.take().expect("the host");
-    assert_eq!(
-        unsafe { libc::kill(host.id() as libc::pid_t, libc::SIGTERM) },
-        0
-    );
+    // SAFETY: sends SIGTERM to our own child.
+    let sent = unsafe { libc::kill(host.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(sent, 0);
     assert!(host.wait().expect("the host's end").success());
     assert_eq!(
         fs::read_to_string(d.backing.join("data")).expect("data"),
