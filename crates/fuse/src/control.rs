@@ -99,12 +99,7 @@ impl Session {
 
 /// The cache's figures as JSON, with the hit ratio.
 pub fn cache_stats_json(s: &CacheStats) -> serde_json::Value {
-    let lookups = s.hits + s.misses;
-    let ratio = if lookups == 0 {
-        0.0
-    } else {
-        s.hits as f64 / lookups as f64
-    };
+    let ratio = hit_ratio(s.hits, s.misses);
     serde_json::json!({
         "hits": s.hits,
         "misses": s.misses,
@@ -137,12 +132,7 @@ pub fn cache_stats_json(s: &CacheStats) -> serde_json::Value {
 /// (`"pages"`, `"recoveries"`, `"processes"`).
 pub fn shared_stats_json(s: &SharedStats) -> serde_json::Value {
     const PAGE: u64 = 4096;
-    let lookups = s.hits + s.misses;
-    let ratio = if lookups == 0 {
-        0.0
-    } else {
-        s.hits as f64 / lookups as f64
-    };
+    let ratio = hit_ratio(s.hits, s.misses);
     serde_json::json!({
         "hits": s.hits,
         "misses": s.misses,
@@ -157,4 +147,14 @@ pub fn shared_stats_json(s: &SharedStats) -> serde_json::Value {
         "recoveries": s.recoveries,
         "processes": s.processes,
     })
+}
+
+/// Hits over lookups (0 with none).
+fn hit_ratio(hits: u64, misses: u64) -> f64 {
+    let lookups = hits + misses;
+    if lookups == 0 {
+        0.0
+    } else {
+        hits as f64 / lookups as f64
+    }
 }
