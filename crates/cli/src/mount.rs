@@ -41,9 +41,18 @@ pub struct MountArgs {
     pub backing_dir: PathBuf,
     /// Where it appears (an empty directory outside BACKING_DIR).
     pub mountpoint: PathBuf,
-    /// The cache's size, e.g. 1G, 512M.
-    #[arg(long, value_name = "SIZE", value_parser = parse_capacity)]
-    pub capacity: u64,
+    /// The cache's size, e.g. 1G, 512M (the mount's own cache; not with
+    /// --cache).
+    #[arg(long, value_name = "SIZE", value_parser = parse_capacity,
+          required_unless_present = "cache")]
+    pub capacity: Option<u64>,
+    /// Serve through the named shared cache NAME (a name or a socket's
+    /// path, hosted by `foliocache cache serve NAME`) instead of a cache of
+    /// the mount's own: programs attached to it (`foliocache run --cache
+    /// NAME`) share the mount's pages, each side's writes seen by the
+    /// other's next read.
+    #[arg(long, value_name = "NAME")]
+    pub cache: Option<String>,
     /// Every read and write uncached (RWF_DONTCACHE-like drop-behind).
     #[arg(long)]
     pub dontcache: bool,
@@ -143,14 +152,45 @@ fn parse_capacity(s: &str) -> Result<u64, String> {
     }
 }
 
+/// With `--cache`, refuses the options of a mount's own cache, saying
+/// why.
+fn check_named(a: &MountArgs) -> Result<()> {
+    let Some(name) = &a.cache else {
+        return Ok(());
+    };
+    if a.capacity.is_some() {
+        bail!(
+            "--capacity sizes a mount's own cache: the named cache {name} has the size its \
+             host gave it (`foliocache cache serve {name} --capacity SIZE`); leave --capacity out \
+             with --cache"
+        );
+    }
+    let own = [
+        (a.dontcache, "--dontcache"),
+        (a.max_folio.is_some(), "--max-folio"),
+        (a.metrics.is_some(), "--metrics"),
+        (a.state.state.is_some(), "--state (warm restarts)"),
+    ];
+    if let Some((_, opt)) = own.iter().find(|(set, _)| *set) {
+        bail!(
+            "{opt} is for a mount's own cache, not the named cache {name} (whose pages live \
+             while its host does; `foliocache cache stat {name}` shows its figures): leave it \
+             out with --cache"
+        );
+    }
+    Ok(())
+}
+
 /// Runs `foliocache mount`.
 pub fn mount(a: &MountArgs) -> Result<()> {
+    check_named(a)?;
     crate::mounted::refuse_stacked(&a.mountpoint)?;
     if !a.foreground {
         return start_background();
     }
     crate::mounted::log_to_stderr();
-    let mut opts = MountOptions::new(usize::try_from(a.capacity)?);
+    let mut opts = MountOptions::new(usize::try_from(a.capacity.unwrap_or(0))?);
+    opts.cache_name.clone_from(&a.cache);
     opts.dontcache = a.dontcache;
     opts.allow_other = a.allow_other;
     opts.max_folio = a.max_folio.map(usize::try_from).transpose()?;
@@ -163,7 +203,9 @@ pub fn mount(a: &MountArgs) -> Result<()> {
         .backing_dir
         .canonicalize()
         .with_context(|| format!("{}", a.backing_dir.display()))?;
-    opts.state = a.state.resolve(&[backing])?;
+    if a.cache.is_none() {
+        opts.state = a.state.resolve(&[backing])?;
+    }
     foliocache_fuse::serve(&a.backing_dir, &a.mountpoint, &opts, || {
         println!("{READY}");
         let _ = std::io::stdout().flush();
@@ -347,6 +389,27 @@ fn print_text(v: &serde_json::Value) {
     let c = &v["cache"];
     let n = |k: &str| c[k].as_u64().unwrap_or(0);
     let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+    if let Some(name) = v["shared"]["name"].as_str() {
+        println!(
+            "named cache {name}: {:.1} MiB of {:.1} MiB cached, {:.1} MiB dirty; {} processes \
+             attached; {} evictions, {} recoveries  [mmap: {}]",
+            mib(n("bytes_cached")),
+            mib(n("capacity_bytes")),
+            mib(n("dirty_bytes")),
+            n("processes"),
+            n("evictions"),
+            n("recoveries"),
+            mmap_mode(v),
+        );
+        println!(
+            "reads by the server: {} hits, {} misses, hit ratio {:.1} %",
+            n("hits"),
+            n("misses"),
+            c["hit_ratio"].as_f64().unwrap_or(0.0) * 100.0,
+        );
+        print_files(v);
+        return;
+    }
     println!(
         "cache: {:.1} MiB of {:.1} MiB cached ({} folios), {:.1} MiB dirty, {:.1} MiB under writeback  [io: {}{}; mmap: {}]",
         mib(n("bytes_cached")),
@@ -387,6 +450,11 @@ fn print_text(v: &serde_json::Value) {
     if let Some(line) = warm_line(&v["warm"]) {
         println!("{line}");
     }
+    print_files(v);
+}
+
+/// The descriptors' line and each file's cachestat (or error) line.
+fn print_files(v: &serde_json::Value) {
     let d = &v["descriptors"];
     if d.is_object() {
         let n = |k: &str| d[k].as_u64().unwrap_or(0);

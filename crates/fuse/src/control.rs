@@ -97,16 +97,6 @@ impl Session {
     }
 }
 
-/// Hits over lookups (0 before any).
-fn hit_ratio(hits: u64, misses: u64) -> f64 {
-    let lookups = hits + misses;
-    if lookups == 0 {
-        0.0
-    } else {
-        hits as f64 / lookups as f64
-    }
-}
-
 /// The cache's figures as JSON, with the hit ratio.
 pub fn cache_stats_json(s: &CacheStats) -> serde_json::Value {
     let ratio = hit_ratio(s.hits, s.misses);
@@ -157,4 +147,14 @@ pub fn shared_stats_json(s: &SharedStats) -> serde_json::Value {
         "recoveries": s.recoveries,
         "processes": s.processes,
     })
+}
+
+/// Hits over lookups (0 with none).
+fn hit_ratio(hits: u64, misses: u64) -> f64 {
+    let lookups = hits + misses;
+    if lookups == 0 {
+        0.0
+    } else {
+        hits as f64 / lookups as f64
+    }
 }

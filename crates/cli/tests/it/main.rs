@@ -15,6 +15,9 @@ mod guard;
 mod launch;
 /// `foliocache mount` and `foliocache stat`: signals, restarts, unmounts.
 mod mount;
+/// `foliocache mount --cache`: the mount's server on a named cache,
+/// beside a `foliocache run --cache` program.
+mod mount_named;
 /// `foliocache cache serve` and `foliocache run --cache`: one named cache
 /// for separate runs.
 mod named;
