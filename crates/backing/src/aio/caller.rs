@@ -165,6 +165,12 @@ thread_local! {
     /// fail with writes in flight.
     #[cfg(test)]
     static NO_WAIT_ONCE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Test hook: set by the enter `NO_WAIT_ONCE` cut short, so the reap
+    /// after it looks at no completion (an undeferred ring may have posted
+    /// every one already): the writes are still in flight at the next
+    /// enter, whatever the kernel's timing.
+    #[cfg(test)]
+    static HOLD_ONCE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     /// Test hook: this thread's ring is set up without deferred task work.
     #[cfg(test)]
     static NO_DEFER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
@@ -175,6 +181,7 @@ thread_local! {
 fn enter(ring: &IoUring, want: usize) -> io::Result<usize> {
     #[cfg(test)]
     if NO_WAIT_ONCE.with(|w| w.replace(false)) {
+        HOLD_ONCE.with(|h| h.set(true));
         return ring.submit();
     }
     #[cfg(test)]
@@ -402,6 +409,10 @@ fn complete(
     in_flight: &mut InKernel,
     stats: &Stats,
 ) {
+    #[cfg(test)]
+    if HOLD_ONCE.with(|h| h.replace(false)) {
+        return;
+    }
     let cqes: Vec<(u64, i32)> = ring
         .completion()
         .map(|c| (c.user_data(), c.result()))
@@ -599,8 +610,11 @@ mod tests {
                 });
                 // A deferred ring whose CQEs are never posted would leave
                 // the writer waiting for good, and the scope with it: the
-                // test binary fails rather than hang.
-                if rx.recv_timeout(Duration::from_secs(60)).is_err() {
+                // test binary fails rather than hang. (A writer that
+                // panicked drops `tx`: the scope passes its panic on.)
+                if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                    rx.recv_timeout(Duration::from_secs(60))
+                {
                     eprintln!(
                         "{test}: the writes in flight when the ring failed were never reaped"
                     );
