@@ -1,10 +1,13 @@
 //! Through a real S3-protocol server on loopback: object_store's S3
-//! client, its HTTP path, ranged GETs and e_tags, against `s3s-fs` (whose
-//! GetObject ignores `If-Match`, so a changed object is found by its
-//! answer's e_tag). Needs the `e2e-s3` feature and `S3S_FS`, the path of
-//! an `s3s-fs` binary (`cargo install s3s-fs@0.14.1 --locked --features
-//! binary`).
+//! client, its HTTP path, ranged GETs and e_tags. Needs the `e2e-s3`
+//! feature and a server: `MOTO_SERVER`, the path of moto's `moto_server`
+//! (what the test command installs, from PyPI: it honours `If-Match`, so a
+//! changed object is refused by the store), or `S3S_FS`, the path of an
+//! `s3s-fs` binary (`cargo install s3s-fs@0.14.1 --locked --features
+//! binary`; its GetObject ignores `If-Match`, so a changed object is found
+//! by its answer's e_tag).
 
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
@@ -27,46 +30,78 @@ impl Drop for Server {
     }
 }
 
-/// Starts `bin` on a free loopback port over `root` (holding the
-/// directory of the bucket `bucket`); the port once it accepts.
-fn start(bin: &std::ffi::OsStr, root: &std::path::Path) -> (Server, u16) {
-    std::fs::create_dir_all(root.join("bucket")).unwrap();
+/// Which server the environment names: (its kind, the binary).
+fn server_named() -> Option<(&'static str, std::ffi::OsString)> {
+    [("moto", "MOTO_SERVER"), ("s3s-fs", "S3S_FS")]
+        .into_iter()
+        .find_map(|(kind, var)| std::env::var_os(var).map(|bin| (kind, bin)))
+}
+
+/// Starts the server `kind` (`bin`) on a free loopback port, with a bucket
+/// named `bucket` (s3s-fs: a directory under `root`; moto: created by a
+/// PUT); the port once it accepts.
+fn start(kind: &str, bin: &std::ffi::OsStr, root: &std::path::Path) -> (Server, u16) {
     let port = TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let child = Command::new(bin)
-        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-        .args(["--access-key", "AK", "--secret-key", "SK"])
-        .arg(root)
+    let mut cmd = Command::new(bin);
+    if kind == "moto" {
+        cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()]);
+    } else {
+        std::fs::create_dir_all(root.join("bucket")).unwrap();
+        cmd.args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--access-key", "AK", "--secret-key", "SK"])
+            .arg(root);
+    }
+    let child = cmd
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
-        .expect("starting s3s-fs");
+        .unwrap_or_else(|e| panic!("starting {kind} ({bin:?}): {e}"));
     let server = Server(child);
     let start = Instant::now();
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "s3s-fs did not listen"
+            start.elapsed() < Duration::from_secs(60),
+            "{kind} did not listen"
         );
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if kind == "moto" {
+        create_bucket(port);
     }
     (server, port)
 }
 
+/// `PUT /bucket` (moto takes it unsigned): the bucket the test uses.
+fn create_bucket(port: u16) {
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        c,
+        "PUT /bucket HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    c.read_to_string(&mut answer).unwrap();
+    assert!(
+        answer.starts_with("HTTP/1.1 200"),
+        "creating the bucket: {answer}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_through_s3_on_loopback() {
-    let Some(bin) = std::env::var_os("S3S_FS") else {
+    let Some((kind, bin)) = server_named() else {
         test_support::skip_or_fail(
             "reads_through_s3_on_loopback",
-            "S3S_FS does not name an s3s-fs binary",
+            "neither MOTO_SERVER nor S3S_FS names an S3 server",
         );
         return;
     };
     let root = test_support::target_tmpdir().join(format!("objstore-s3-{}", std::process::id()));
-    let (_server, port) = start(&bin, &root);
+    let (_server, port) = start(kind, &bin, &root);
     let s3 = AmazonS3Builder::new()
         .with_endpoint(format!("http://127.0.0.1:{port}"))
         .with_allow_http(true)
@@ -89,7 +124,8 @@ async fn reads_through_s3_on_loopback() {
     let all = s.get(&p).await.unwrap().bytes().await.unwrap();
     assert_eq!(&all[..], &old[..]);
 
-    // Replaced behind the cache's back: found by the answer's e_tag.
+    // Replaced behind the cache's back: refused by the store's `If-Match`
+    // (moto) or found by the answer's e_tag (s3s-fs).
     let new = data(300_000, 71);
     s.inner().put(&p, new.clone().into()).await.unwrap();
     s.cache().shrink(u64::MAX);
