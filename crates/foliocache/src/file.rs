@@ -645,6 +645,34 @@ impl File {
         v.truncate(done);
         Ok(Pinned::owned(v))
     }
+
+    /// Pins `offset..offset + len` in place, as [`pin`](Self::pin) does
+    /// when it can, and never reads: `None` unless the whole range lies in
+    /// one cached, uptodate folio whose lock is free (and the file's reads
+    /// are not uncached). A pin counts as a read's hit. For a caller that
+    /// must not block (an async executor's thread): it copies out of the
+    /// pin, and reads (where it may block) only when it gets `None`.
+    ///
+    /// ```
+    /// let cache = foliocache::Cache::builder().capacity(1 << 20).build()?;
+    /// let file = cache.memfile("pages", 8192)?;
+    /// file.write_at(b"header", 0)?;
+    /// assert_eq!(&file.pin_cached(0, 6).expect("cached")[..], b"header");
+    /// assert!(file.pin_cached(8190, 4).is_none()); // past the end
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn pin_cached(&self, offset: u64, len: usize) -> Option<Pinned<'_>> {
+        if len == 0 || offset.checked_add(len as u64)? > self.len() {
+            return None;
+        }
+        if self
+            .effective_flags(ReadFlags::NONE)
+            .contains(ReadFlags::DONTCACHE)
+        {
+            return None;
+        }
+        self.mapping.pin_cached(offset, len, true).ok()
+    }
 }
 
 /// The positioned reads and writes of [`std::fs::File`], so code written

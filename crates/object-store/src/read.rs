@@ -43,12 +43,13 @@ pub(crate) async fn read(
         store: STORE,
         source: format!("range {range:?} does not fit in memory").into(),
     })?;
-    let mut buf = vec![0u8; len];
-    let done = read_cached(obj, &mut buf, range.start)?;
-    if done == len {
-        Counters::add(&counters.hits, 1);
-        return Ok(buf.into());
-    }
+    let (mut buf, done) = match cached(obj, range.start, len)? {
+        Ok(hit) => {
+            Counters::add(&counters.hits, 1);
+            return Ok(hit);
+        }
+        Err(partial) => partial,
+    };
     Counters::add(&counters.misses, 1);
     obj.tune_readahead(counters.link.stream_pages());
     let at = range.start + done as u64;
@@ -70,6 +71,23 @@ pub(crate) async fn read(
     };
     r.map_err(into_store_error)?;
     Ok(buf.into())
+}
+
+/// `len` bytes at `offset`, if every one is cached (without waiting for
+/// IO): copied out of the folio in place when they lie in one (no buffer
+/// to zero first), else read into a buffer. If not, `Err` of the buffer
+/// and how many of its first bytes were cached.
+fn cached(obj: &Object, offset: u64, len: usize) -> Result<Result<Bytes, (Vec<u8>, usize)>> {
+    if let Some(p) = obj.file.pin_cached(offset, len) {
+        return Ok(Ok(Bytes::copy_from_slice(&p)));
+    }
+    let mut buf = vec![0u8; len];
+    let done = read_cached(obj, &mut buf, offset)?;
+    Ok(if done == len {
+        Ok(buf.into())
+    } else {
+        Err((buf, done))
+    })
 }
 
 /// Copies what is cached of `buf.len()` bytes at `offset` into `buf`
@@ -101,6 +119,9 @@ pub(crate) fn stream_rest(
     counters: Arc<Counters>,
 ) -> BoxStream<'static, Result<Bytes>> {
     let from = range.start + first.len() as u64;
+    if from >= range.end {
+        return stream::once(std::future::ready(Ok(first))).boxed();
+    }
     let rest = stream::try_unfold(from, move |pos| {
         let (obj, counters) = (obj.clone(), counters.clone());
         async move {
@@ -133,10 +154,9 @@ pub(crate) async fn read_ranges(
             store: STORE,
             source: format!("range {r:?} does not fit in memory").into(),
         })?;
-        let mut buf = vec![0u8; len];
-        if read_cached(obj, &mut buf, r.start)? == len {
+        if let Ok(hit) = cached(obj, r.start, len)? {
             Counters::add(&counters.hits, 1);
-            out.push(Some(buf.into()));
+            out.push(Some(hit));
         } else {
             missing.push(r.clone());
             out.push(None);

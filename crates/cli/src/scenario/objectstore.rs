@@ -18,7 +18,11 @@
 //!   to its first disk hit ([`restart`]);
 //! - `memory`: foliocache's engines each read twice the point reads beside
 //!   the scans in a child process inside a memory cgroup of its bound plus
-//!   10 %: the cgroup's peak and whether the OOM killer came ([`memory`]).
+//!   10 %: the cgroup's peak and whether the OOM killer came ([`memory`]);
+//! - `hits`: an object of M/2 cached whole, read at random from one task
+//!   through the cached store, against foliocache's hits on a local file
+//!   of the same bytes and `object_store`'s `InMemory` (the trait's
+//!   floor), 4 KiB and 64 KiB ([`hits`]).
 //!
 //! `FOLIOCACHE_OBJSTORE_JOBS` (a comma-separated list of jobs) runs only
 //! those (the tests run `memory` alone). `FOLIOCACHE_OBJSTORE_DISK` (a
@@ -52,6 +56,7 @@ use remote::Remote;
 
 mod engines;
 mod foyer;
+mod hits;
 mod lru;
 mod memory;
 mod remote;
@@ -65,8 +70,10 @@ pub const SCAN: JobName = "zipf+scan";
 pub const RESTART: JobName = "restart";
 /// The memory bound, in a cgroup.
 pub const MEMORY: JobName = "memory";
+/// Cached reads against a local file's hits.
+pub const HITS: JobName = "hits";
 /// The jobs, in order.
-const JOBS: [JobName; 4] = [ZIPF, SCAN, RESTART, MEMORY];
+const JOBS: [JobName; 5] = [ZIPF, SCAN, RESTART, MEMORY, HITS];
 /// The variable naming the jobs to run (all when unset).
 const JOBS_ENV: &str = "FOLIOCACHE_OBJSTORE_JOBS";
 /// The variable setting D and the point reads' data (default 4 M).
@@ -438,6 +445,9 @@ pub fn run(
             records.push(memory::run(&spec, avail)?);
             let _ = std::fs::remove_file(&disk);
         }
+        if label == FOLIO && runs(HITS) {
+            records.push(hits::run(b, root.path(), &rt)?);
+        }
         Ok(records)
     })?;
     compare(&runs, notes, say);
@@ -447,7 +457,18 @@ pub fn run(
 /// Each engine's figures against the 4 MiB parts' and foyer's, to the
 /// notes.
 fn compare(runs: &[JobRuns], notes: &mut Vec<String>, say: &dyn Fn(&str)) {
-    for job in runs.iter().filter(|j| ![RESTART, MEMORY].contains(&j.job)) {
+    for job in runs.iter().filter(|j| j.job == HITS) {
+        for r in job.engines.iter().flatten() {
+            for line in &r.notes {
+                say(line);
+                notes.push(line.clone());
+            }
+        }
+    }
+    for job in runs
+        .iter()
+        .filter(|j| ![RESTART, MEMORY, HITS].contains(&j.job))
+    {
         let last = |label: &str| {
             job.engines
                 .iter()

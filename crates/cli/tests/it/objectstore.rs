@@ -144,3 +144,28 @@ fn objectstore_restart_serves_a_filled_tier_without_waiting_for_a_head() {
         }
     }
 }
+
+/// The `hits` job alone at M = 8 MiB: one record, of `foliocache`, every
+/// read a hit (the job fails if the cached store missed once the object
+/// was cached, or read a wrong byte), and a note a size with the three
+/// readers' rates and the ratios (not timed: the figures are the bench's).
+#[test]
+fn objectstore_hits_compare_the_store_with_a_local_file_and_the_floor() {
+    let rs = run("8M", "5", &[("FOLIOCACHE_OBJSTORE_JOBS", "hits")], "hits");
+    assert_eq!(rs.len(), 1, "{rs:#?}");
+    let r = &rs[0];
+    assert_eq!(r["engine"], "foliocache", "{r:#}");
+    assert_eq!(r["hit_ratio"], 1.0, "{r:#}");
+    let notes = notes_of(r);
+    assert_eq!(notes.len(), 2, "{r:#}");
+    for (note, kib) in notes.iter().zip(["4", "64"]) {
+        assert!(
+            note.starts_with(&format!("hits {kib} KiB: CachedStore::get_range ")),
+            "{note}"
+        );
+        assert!(
+            note.contains("store / local file ") && note.contains("InMemory / local file "),
+            "{note}"
+        );
+    }
+}
