@@ -5,6 +5,7 @@
 //! writes back what the program left unsaved, then ends as the program
 //! did: its exit status, or its fatal signal raised again.
 
+use std::net::SocketAddr;
 use std::os::fd::AsFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
@@ -86,10 +87,15 @@ pub fn run_guarded(mut cmd: Command, program: &Path) -> Result<()> {
 /// is gone, what its processes left unsaved is written back. Ends this
 /// process as the program ended; returns only on an error before the
 /// program started.
-pub fn run_shared(cmd: Command, program: &Path, capacity: u64) -> Result<()> {
+pub fn run_shared(
+    cmd: Command,
+    program: &Path,
+    capacity: u64,
+    metrics: Option<SocketAddr>,
+) -> Result<()> {
     let cache =
         foliocache::SharedCache::new(capacity).context("making the shared cache's memory file")?;
-    run_in(cmd, program, &cache, true)
+    run_in(cmd, program, &cache, true, metrics)
 }
 
 /// Runs `cmd` with its processes attached to the cache hosted as `name`
@@ -98,19 +104,27 @@ pub fn run_shared(cmd: Command, program: &Path, capacity: u64) -> Result<()> {
 /// host's flusher writes back what they leave; this process writes it
 /// back only if no process of the cache is left when the program ends
 /// (the host gone).
-pub fn run_attached(cmd: Command, program: &Path, name: &str) -> Result<()> {
+pub fn run_attached(
+    cmd: Command,
+    program: &Path,
+    name: &str,
+    metrics: Option<SocketAddr>,
+) -> Result<()> {
     let cache = foliocache::SharedCache::attach_named(name)
         .with_context(|| format!("--cache {name}: attaching"))?;
-    run_in(cmd, program, &cache, false)
+    run_in(cmd, program, &cache, false, metrics)
 }
 
 /// [`run_shared`] and [`run_attached`]: `own` if this process holds the
-/// cache (it runs the flusher and writes back at the end).
+/// cache (it runs the flusher and writes back at the end); with
+/// `metrics`, it serves the group's figures there while the program runs
+/// (the program's processes serve none of their own).
 fn run_in(
     mut cmd: Command,
     program: &Path,
     cache: &foliocache::SharedCache,
     own: bool,
+    metrics: Option<SocketAddr>,
 ) -> Result<()> {
     cmd.env(
         SHARED_VAR,
@@ -128,7 +142,14 @@ fn run_in(
         .then(|| cache.start_flusher())
         .transpose()
         .context("starting the shared cache's flusher")?;
+    let metrics = metrics
+        .map(|addr| {
+            foliocache::metrics::serve_shared(addr, cache)
+                .with_context(|| format!("--metrics {addr}: cannot serve the metrics there"))
+        })
+        .transpose()?;
     let status = supervise(cmd, program)?;
+    drop(metrics);
     drop(flusher);
     if own || cache.stats().processes == 0 {
         match cache.write_back_all() {

@@ -48,7 +48,8 @@ pub struct RunArgs {
     pub state: StateArgs,
 
     /// Serve the cache's Prometheus metrics at http://ADDR/metrics from the
-    /// program's process: `PORT` (on 127.0.0.1) or `HOST:PORT`.
+    /// program's process (with `--shared` or `--cache`: the group's, from
+    /// `foliocache run` itself): `PORT` (on 127.0.0.1) or `HOST:PORT`.
     #[arg(long, value_name = "[HOST:]PORT", value_parser = crate::watch::parse_listen)]
     pub metrics: Option<std::net::SocketAddr>,
 
@@ -200,12 +201,17 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let mut cmd = preloaded(args)?;
     preflight(args)?;
     let program = args.command.first().map_or(Path::new(""), Path::new);
+    if args.cache.is_some() || args.shared {
+        // The group's figures are served by this process, which holds
+        // the cache, not by each of the program's.
+        cmd.env_remove(METRICS_VAR);
+    }
     if let Some(name) = &args.cache {
-        return crate::guard::run_attached(cmd, program, name);
+        return crate::guard::run_attached(cmd, program, name, args.metrics);
     }
     if args.shared {
         let capacity = args.capacity.filter(|&c| c > 0).unwrap_or(SHARED_DEFAULT);
-        return crate::guard::run_shared(cmd, program, capacity);
+        return crate::guard::run_shared(cmd, program, capacity, args.metrics);
     }
     if !args.no_guardian {
         return crate::guard::run_guarded(cmd, program);

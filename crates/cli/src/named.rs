@@ -47,6 +47,12 @@ pub struct ServeArgs {
     /// every byte the cache holds, as the owner does.
     #[arg(long, value_name = "GROUP")]
     pub group: Option<String>,
+
+    /// Serve the cache's Prometheus metrics (the whole group's:
+    /// `foliocache_shared_*`) at http://ADDR/metrics: `PORT` (on
+    /// 127.0.0.1) or `HOST:PORT`.
+    #[arg(long, value_name = "[HOST:]PORT", value_parser = crate::watch::parse_listen)]
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// Options of `foliocache cache stat`.
@@ -95,8 +101,18 @@ fn serve(args: &ServeArgs) -> Result<()> {
         .host(&args.name, group)
         .with_context(|| format!("hosting the cache {}", args.name))?;
     let flusher = cache.start_flusher().context("starting the flusher")?;
+    let metrics = args
+        .metrics
+        .map(|addr| {
+            foliocache::metrics::serve_shared(addr, &cache)
+                .with_context(|| format!("--metrics {addr}: cannot serve the metrics there"))
+        })
+        .transpose()?;
+    let at = metrics.as_ref().map_or(String::new(), |m| {
+        format!(", its metrics at http://{}/metrics", m.local_addr())
+    });
     println!(
-        "foliocache cache: serving {} ({} pages of 4 KiB) at {}; SIGTERM or ^C stops it",
+        "foliocache cache: serving {} ({} pages of 4 KiB) at {}{at}; SIGTERM or ^C stops it",
         args.name,
         cache.pages(),
         host.path().display()
@@ -104,6 +120,7 @@ fn serve(args: &ServeArgs) -> Result<()> {
     let sig = crate::guard::wait_for(&STOP);
     drop(host);
     drop(flusher);
+    drop(metrics);
     let processes = cache.stats().processes;
     let written = cache.write_back_all().context("writing the cache back")?;
     eprintln!(
@@ -119,15 +136,19 @@ fn stat(args: &StatArgs) -> Result<()> {
     let cache = SharedCache::attach_named(&args.name)
         .with_context(|| format!("attaching to the cache {}", args.name))?;
     let s = cache.stats();
+    let lookups = s.group_hits + s.group_misses;
     println!(
         "cache {}: {} pages ({} MiB), {} cached, {} dirty; {} processes attached; \
-         {} evictions, {} recoveries",
+         {} hits, {} misses ({:.1} % hits, every process's); {} evictions, {} recoveries",
         args.name,
         s.pages,
         (s.pages * 4096) >> 20,
         s.cached,
         s.dirty,
         s.processes,
+        s.group_hits,
+        s.group_misses,
+        100.0 * s.group_hits as f64 / lookups.max(1) as f64,
         s.evictions,
         s.recoveries
     );

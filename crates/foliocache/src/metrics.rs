@@ -113,6 +113,123 @@ pub fn register_figures(registry: &mut Registry, figures: Box<dyn Figures>) {
     registry.register_collector(Box::new(FiguresCollector(figures)));
 }
 
+/// Registers a [`SharedCache`](crate::SharedCache)'s figures in
+/// `registry`, named `foliocache_shared_*`: the group's
+/// ([`SharedCache::stats`](crate::SharedCache::stats) at each scrape: its
+/// pages, those cached and dirty, the processes attached, and every
+/// process's reads, hits and misses, as they last published them). Held
+/// weakly, as [`register`] holds a cache.
+///
+/// ```
+/// # fn main() -> std::io::Result<()> {
+/// use prometheus_client::registry::Registry;
+///
+/// let cache = foliocache::SharedCache::new(1 << 20)?;
+/// let mut registry = Registry::default();
+/// foliocache::metrics::register_shared(&cache, &mut registry);
+/// let mut text = String::new();
+/// prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+/// assert!(text.contains("foliocache_shared_capacity_pages 256"));
+/// assert!(text.contains("foliocache_shared_processes 1"));
+/// # Ok(()) }
+/// ```
+pub fn register_shared(cache: &crate::SharedCache, registry: &mut Registry) {
+    register_figures(registry, Box::new(SharedFigures(cache.downgrade())));
+}
+
+/// Serves `cache`'s figures ([`register_shared`], in a registry of
+/// their own) at `http://ADDR/metrics`, as [`serve`] does: for a process
+/// that holds a shared cache for others (`foliocache cache serve
+/// --metrics`).
+///
+/// # Errors
+/// As [`serve`].
+pub fn serve_shared(
+    addr: std::net::SocketAddr,
+    cache: &crate::SharedCache,
+) -> std::io::Result<MetricsServer> {
+    let mut registry = Registry::default();
+    register_shared(cache, &mut registry);
+    serve(addr, registry)
+}
+
+/// The figures [`register_shared`] writes.
+struct SharedFigures(Weak<crate::shared::Inner>);
+
+impl fmt::Debug for SharedFigures {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedFigures")
+            .field("live", &(self.0.strong_count() > 0))
+            .finish()
+    }
+}
+
+impl Figures for SharedFigures {
+    fn families(&self) -> Vec<Family> {
+        let Some(cache) = crate::SharedCache::upgrade(&self.0) else {
+            return Vec::new();
+        };
+        let s = cache.stats();
+        let one = |name, help, kind, v| Family {
+            name,
+            help,
+            kind,
+            unit: None,
+            samples: vec![(None, v)],
+        };
+        vec![
+            one(
+                "foliocache_shared_capacity_pages",
+                "Pages (4 KiB) the shared cache holds at most",
+                Kind::Gauge,
+                s.pages,
+            ),
+            one(
+                "foliocache_shared_cached_pages",
+                "Pages holding file data",
+                Kind::Gauge,
+                s.cached,
+            ),
+            one(
+                "foliocache_shared_dirty_pages",
+                "Pages written and not yet written back",
+                Kind::Gauge,
+                s.dirty,
+            ),
+            one(
+                "foliocache_shared_processes",
+                "Processes attached",
+                Kind::Gauge,
+                s.processes,
+            ),
+            one(
+                "foliocache_shared_hits",
+                "Page reads served from the cache, by every process of the group",
+                Kind::Counter,
+                s.group_hits,
+            ),
+            one(
+                "foliocache_shared_misses",
+                "Page reads that loaded a page, by every process of the group",
+                Kind::Counter,
+                s.group_misses,
+            ),
+            one(
+                "foliocache_shared_evictions",
+                "Pages reclaimed for other data",
+                Kind::Counter,
+                s.evictions,
+            ),
+            one(
+                "foliocache_shared_recoveries",
+                "Locks taken over from a process that died holding them",
+                Kind::Counter,
+                s.recoveries,
+            ),
+        ]
+    }
+}
+
 /// A sample's labels where it has none.
 const NO_LABELS: [(&str, &str); 0] = [];
 

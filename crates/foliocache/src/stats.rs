@@ -121,13 +121,23 @@ impl Default for ShardedCounter {
 impl ShardedCounter {
     #[inline]
     pub(crate) fn add(&self, n: u64) {
+        self.add_get(n);
+    }
+
+    /// [`add`](Self::add), returning this thread's shard's count after it
+    /// (for a caller that does something every so many: the shard's count
+    /// passes each multiple as the thread counts).
+    #[inline]
+    pub(crate) fn add_get(&self, n: u64) -> u64 {
         let (i, owned) = shard::current();
         let c = &self.shards[i].0;
         if owned {
             // Only this thread writes this slot.
-            c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+            let v = c.load(Ordering::Relaxed).wrapping_add(n);
+            c.store(v, Ordering::Relaxed);
+            v
         } else {
-            c.fetch_add(n, Ordering::Relaxed);
+            c.fetch_add(n, Ordering::Relaxed).wrapping_add(n)
         }
     }
 

@@ -446,3 +446,63 @@ fn a_groups_unsaved_writes_reach_stat_and_stdio_readers() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `foliocache run --shared --metrics PORT`: the launcher serves the
+/// group's figures while the program runs (the program's processes serve
+/// none: the port is free for the launcher). A forked child reads a file
+/// its parent wrote, closes it (publishing its reads) and exits; the
+/// parent then scrapes the endpoint: the child's hits are there.
+#[test]
+fn run_shared_serves_the_groups_metrics() {
+    build_library();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+        .to_string();
+    let program = r#"
+import os, sys, urllib.request
+d, port = sys.argv[1], sys.argv[2]
+with open(os.path.join(d, "f"), "wb") as f:
+    f.write(b"x" * 40960)
+pid = os.fork()
+if pid == 0:
+    with open(os.path.join(d, "f"), "rb") as f:
+        for _ in range(50):
+            f.seek(0)
+            assert f.read() == b"x" * 40960
+    os._exit(0)
+os.waitpid(pid, 0)
+text = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % port).read().decode()
+for line in text.splitlines():
+    if line.startswith(("foliocache_shared_hits_total ", "foliocache_shared_cached_pages ")):
+        print(line)
+"#;
+    let out = Command::new(BIN)
+        .args([
+            "run",
+            "--shared",
+            "--capacity",
+            "16M",
+            "--metrics",
+            &port,
+            "--dir",
+        ])
+        .arg(dir.path())
+        .args(["--", "python3", "-c", program])
+        .arg(dir.path())
+        .arg(&port)
+        .output()
+        .expect("running foliocache run");
+    let text = stdout_ending(&out, 0);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert_eq!(lines[0], "foliocache_shared_cached_pages 10", "{text}");
+    let hits: u64 = lines[1]
+        .strip_prefix("foliocache_shared_hits_total ")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{text}"));
+    // 50 reads of 10 pages, each read whole.
+    assert!(hits >= 500, "{text}");
+}

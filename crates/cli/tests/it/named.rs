@@ -36,8 +36,14 @@ struct Host(Option<std::process::Child>);
 impl Host {
     /// Starts a host at `sock` and waits for its first line.
     fn start(sock: &str, capacity: &str) -> Host {
+        Host::start_with(sock, capacity, &[]).0
+    }
+
+    /// [`Host::start`] with more options: the host and its first line.
+    fn start_with(sock: &str, capacity: &str, more: &[&str]) -> (Host, String) {
         let mut child = Command::new(BIN)
             .args(["cache", "serve", sock, "--capacity", capacity])
+            .args(more)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -46,8 +52,9 @@ impl Host {
         BufReader::new(child.stdout.take().expect("stdout"))
             .read_line(&mut line)
             .expect("the host's first line");
+        let host = Host(Some(child));
         assert!(line.contains("serving") && line.contains(sock), "{line}");
-        Host(Some(child))
+        (host, line)
     }
 
     /// Stops the host by SIGTERM: how it ended and what it said.
@@ -82,6 +89,28 @@ fn setup() -> (tempfile::TempDir, String) {
     (dir, sock)
 }
 
+/// The text the metrics endpoint at `addr` (`HOST:PORT`) serves.
+fn scrape(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(addr).expect("connecting to the metrics");
+    c.write_all(b"GET /metrics HTTP/1.0\r\n\r\n")
+        .expect("asking");
+    let mut text = String::new();
+    c.read_to_string(&mut text).expect("the metrics");
+    assert!(
+        text.starts_with("HTTP/1.1 200") || text.starts_with("HTTP/1.0 200"),
+        "{text}"
+    );
+    text
+}
+
+/// The value of the sample `name` (no labels) in `text`.
+fn sample(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {text}"))
+}
+
 /// The cache's `stat` line.
 fn stat(sock: &str) -> String {
     let out = Command::new(BIN)
@@ -110,7 +139,13 @@ fn separate_runs_share_a_named_cache_and_its_host_writes_it_back() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("cache serve"), "{err}");
 
-    let host = Host::start(&sock, "16M");
+    let (host, line) = Host::start_with(&sock, "16M", &["--metrics", "0"]);
+    let metrics = line
+        .split("its metrics at http://")
+        .nth(1)
+        .and_then(|r| r.split("/metrics").next())
+        .unwrap_or_else(|| panic!("no metrics address: {line}"))
+        .to_owned();
     assert!(stat(&sock).contains("4096 pages (16 MiB), 0 cached"));
 
     let text = stdout_ending(&run(&["python3", "-c", WRITER]), 0);
@@ -140,6 +175,22 @@ fn separate_runs_share_a_named_cache_and_its_host_writes_it_back() {
         .output()
         .expect("running python3 under the library");
     assert_eq!(stdout_ending(&out, 0), "served 1 19000 bytes\n");
+    // Every process's reads are the group's: `cat`'s 5 pages and
+    // python's, each published at its close, in the host's figures.
+    let text = scrape(&metrics);
+    let hits = sample(&text, "foliocache_shared_hits_total");
+    assert!(hits >= 10, "{text}");
+    assert_eq!(sample(&text, "foliocache_shared_cached_pages"), 5, "{text}");
+    assert_eq!(
+        sample(&text, "foliocache_shared_capacity_pages"),
+        4096,
+        "{text}"
+    );
+    assert!(
+        stat(&sock).contains(&format!("{hits} hits")),
+        "{}",
+        stat(&sock)
+    );
 
     let out = host.stop();
     let err = String::from_utf8_lossy(&out.stderr);

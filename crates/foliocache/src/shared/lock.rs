@@ -36,6 +36,13 @@ extern "C" fn forked() {
     FORKS.fetch_add(1, Ordering::Relaxed);
 }
 
+/// Forks this process has seen (in a child: its parent's and its own), so
+/// that what a process keeps of its participant can tell it is a child's
+/// copy.
+pub(crate) fn forks() -> u64 {
+    FORKS.load(Ordering::Relaxed)
+}
+
 /// Registers the fork handler, once per process.
 fn watch_forks() {
     static ONCE: std::sync::Once = std::sync::Once::new();
@@ -88,6 +95,14 @@ impl Me {
         Me {
             cached: AtomicU64::new(u64::MAX),
         }
+    }
+
+    /// This process's number if it has one (registered since its last
+    /// fork), without registering it.
+    pub(crate) fn registered(&self) -> Option<u32> {
+        let forks = FORKS.load(Ordering::Relaxed);
+        let c = self.cached.load(Ordering::Relaxed);
+        (c != u64::MAX && c >> 32 == forks & 0xffff_ffff).then_some(c as u32)
     }
 
     /// This process's number, registering it if this process has none.

@@ -87,12 +87,87 @@ impl std::fmt::Debug for SharedCache {
     }
 }
 
-struct Inner {
+pub(crate) struct Inner {
     seg: Seg,
     me: Me,
     /// Sharded: a hit writes nothing another thread reads.
     hits: ShardedCounter,
     misses: ShardedCounter,
+    /// What this process last published in its participant.
+    published: Published,
+}
+
+/// A process's reads as published in its participant ([`Inner::publish`]):
+/// the participant's counts when this process took it, and this process's
+/// own counts then: those it last published before (a forked child's
+/// counters and this record start as its parent's, so the child counts
+/// from its parent's last publication on; 0 for a process's first).
+/// Atomics, no lock: a child forked while another thread published must
+/// not find it held. Threads publishing at once may store bases a few
+/// reads apart; the participant's counts only grow (`fetch_max`).
+struct Published {
+    /// `forks << 32 | participant` the bases are for; `u64::MAX` before
+    /// the first.
+    holder: AtomicU64,
+    part: [AtomicU64; 2],
+    own: [AtomicU64; 2],
+    /// This process's counts at its last publication.
+    last: [AtomicU64; 2],
+}
+
+impl Default for Published {
+    fn default() -> Published {
+        Published {
+            holder: AtomicU64::new(u64::MAX),
+            part: Default::default(),
+            own: Default::default(),
+            last: Default::default(),
+        }
+    }
+}
+
+/// A thread publishes its process's reads at every this many hits of its
+/// own, and at every [`PUBLISH_MISSES`] misses.
+const PUBLISH_HITS: u64 = 1024;
+/// See [`PUBLISH_HITS`].
+const PUBLISH_MISSES: u64 = 64;
+
+impl Inner {
+    /// Writes this process's hits and misses to its participant, where
+    /// [`SharedCache::stats`] of any process adds them up: the
+    /// participant's counts from before this process took it, plus what
+    /// this process counted since. A process that never registered (one
+    /// that only looks at the figures: `foliocache cache stat`) counted
+    /// nothing and takes no participant for it; one that counted has one
+    /// (a miss registers).
+    fn publish(&self) {
+        let Some(id) = self.me.registered() else {
+            return;
+        };
+        // A number is `generation << 10 | participant`.
+        let Some(part) = self.seg.part(id & (seg::PARTS - 1)) else {
+            return;
+        };
+        let own = [self.hits.sum(), self.misses.sum()];
+        let counts = [&part.hits, &part.misses];
+        let holder = (lock::forks() & 0xffff_ffff) << 32 | u64::from(id);
+        let p = &self.published;
+        if p.holder.load(Ordering::Acquire) != holder {
+            for ((base, count), (own_base, last)) in
+                p.part.iter().zip(counts).zip(p.own.iter().zip(&p.last))
+            {
+                base.store(count.load(Ordering::Relaxed), Ordering::Relaxed);
+                own_base.store(last.load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+            p.holder.store(holder, Ordering::Release);
+        }
+        for k in 0..2 {
+            let since = own[k].wrapping_sub(p.own[k].load(Ordering::Relaxed));
+            let now = p.part[k].load(Ordering::Relaxed).wrapping_add(since);
+            counts[k].fetch_max(now, Ordering::Relaxed);
+            p.last[k].fetch_max(own[k], Ordering::Relaxed);
+        }
+    }
 }
 
 /// What a shared cache holds and did.
@@ -114,6 +189,14 @@ pub struct SharedStats {
     pub hits: u64,
     /// Reads of this process that loaded a page.
     pub misses: u64,
+    /// Reads served from the cache by every process of the group, this
+    /// one's and those gone included, in pages: each process publishes
+    /// its count every 1,024 hits of a thread of its, and at each call of
+    /// `stats`, so another's latest few are not in it yet.
+    pub group_hits: u64,
+    /// Reads that loaded a page, by every process of the group
+    /// (published every 64 misses of a thread, and at `stats`).
+    pub group_misses: u64,
 }
 
 impl SharedCache {
@@ -138,6 +221,7 @@ impl SharedCache {
                 me: Me::new(),
                 hits: ShardedCounter::default(),
                 misses: ShardedCounter::default(),
+                published: Published::default(),
             }),
         }
     }
@@ -197,6 +281,19 @@ impl SharedCache {
         self.inner.seg.header().dirty.load(Ordering::Relaxed)
     }
 
+    /// A handle that does not keep the cache alive (a metrics collector's).
+    #[cfg(feature = "prometheus")]
+    pub(crate) fn downgrade(&self) -> std::sync::Weak<Inner> {
+        Arc::downgrade(&self.inner)
+    }
+
+    /// The cache behind a [`downgrade`](Self::downgrade)d handle, while
+    /// any process-local handle of it lives.
+    #[cfg(feature = "prometheus")]
+    pub(crate) fn upgrade(weak: &std::sync::Weak<Inner>) -> Option<SharedCache> {
+        weak.upgrade().map(|inner| SharedCache { inner })
+    }
+
     /// What the cache holds and did.
     pub fn stats(&self) -> SharedStats {
         let seg = &self.inner.seg;
@@ -208,10 +305,13 @@ impl SharedCache {
                 .is_some_and(|d| d.flags.load(Ordering::Relaxed) & seg::F_USED != 0);
             cached += u64::from(used);
         }
-        let processes = (0..seg::PARTS)
-            .filter_map(|i| seg.part(i))
-            .filter(|part| lock::lives(part))
-            .count() as u64;
+        self.inner.publish();
+        let (mut processes, mut group_hits, mut group_misses) = (0, 0u64, 0u64);
+        for part in (0..seg::PARTS).filter_map(|i| seg.part(i)) {
+            processes += u64::from(lock::lives(part));
+            group_hits = group_hits.wrapping_add(part.hits.load(Ordering::Relaxed));
+            group_misses = group_misses.wrapping_add(part.misses.load(Ordering::Relaxed));
+        }
         SharedStats {
             pages: seg.pages,
             cached,
@@ -221,6 +321,8 @@ impl SharedCache {
             processes,
             hits: self.inner.hits.sum(),
             misses: self.inner.misses.sum(),
+            group_hits,
+            group_misses,
         }
     }
 
@@ -378,6 +480,16 @@ pub struct SharedFile {
     handovers: u32,
 }
 
+/// A file's close publishes the process's reads (`Inner::publish`): a
+/// short-lived reader (a `cat` under the interposer) counts in the
+/// group's figures though it reads fewer pages than a publication's
+/// period.
+impl Drop for SharedFile {
+    fn drop(&mut self) {
+        self.cache.inner.publish();
+    }
+}
+
 /// The offset past `buf` written at `offset`, or an error past
 /// [`MAX_OFFSET`].
 fn end_of(offset: u64, buf: &[u8]) -> io::Result<u64> {
@@ -527,7 +639,15 @@ impl SharedFile {
             };
             let dst = &mut buf[done..done + len];
             if !self.copy_hit(key, in_page, dst)? {
-                self.cache.inner.misses.add(1);
+                if self
+                    .cache
+                    .inner
+                    .misses
+                    .add_get(1)
+                    .is_multiple_of(PUBLISH_MISSES)
+                {
+                    self.cache.inner.publish();
+                }
                 self.read_miss(key, in_page, dst)?;
             }
             done += len;
@@ -560,7 +680,15 @@ impl SharedFile {
                     std::sync::atomic::fence(Ordering::Acquire);
                     if d.state.load(Ordering::Relaxed) == state {
                         index::touch(d);
-                        self.cache.inner.hits.add(1);
+                        if self
+                            .cache
+                            .inner
+                            .hits
+                            .add_get(1)
+                            .is_multiple_of(PUBLISH_HITS)
+                        {
+                            self.cache.inner.publish();
+                        }
                         return Ok(true);
                     }
                     spins += 1;

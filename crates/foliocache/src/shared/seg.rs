@@ -4,7 +4,8 @@
 //! ```text
 //!  0            header: magic, version, counts, offsets, the index lock,
 //!               the clock hand, the dirty count
-//!  PART_OFF     participants: PART_BYTES each (pid, start time, generation)
+//!  PART_OFF     participants: PART_BYTES each (pid, start time, generation,
+//!               the reads it served and loaded)
 //!  slots_off    file slots: SLOT_BYTES each (dev, ino, generation, size,
 //!               the inode lock, the path)
 //!  descs_off    one descriptor per data page: its state word (version,
@@ -32,7 +33,7 @@ pub(crate) const NAME: &str = "foliocache-shared";
 /// `FCSHARE1`, little-endian.
 const MAGIC: u64 = u64::from_le_bytes(*b"FCSHARE1");
 /// The layout's version.
-const VERSION: u32 = 3;
+const VERSION: u32 = 4;
 /// The seals a segment carries: no process may resize it (or unseal it).
 const SEALS: rustix::fs::SealFlags = rustix::fs::SealFlags::SHRINK
     .union(rustix::fs::SealFlags::GROW)
@@ -99,7 +100,17 @@ pub(crate) struct Part {
     /// The process's start time (`/proc/PID/stat` field 22): a reused
     /// pid is another process.
     pub(crate) start: AtomicU64,
+    /// Reads served from the cache (pages) by every process that held
+    /// this participant, as each last published them: only its holder
+    /// writes it, and it only grows (a new holder goes on from it), so
+    /// the sum over the participants is the group's, dead processes'
+    /// included (`SharedCache::stats`).
+    pub(crate) hits: AtomicU64,
+    /// Reads that loaded a page, likewise.
+    pub(crate) misses: AtomicU64,
 }
+
+const _: () = assert!(std::mem::size_of::<Part>() as u64 <= PART_BYTES);
 
 /// A file slot's head; its path follows at `SLOT_HEAD`.
 #[repr(C)]

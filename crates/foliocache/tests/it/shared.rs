@@ -932,3 +932,51 @@ fn eight_processes_hold_one_copy() {
     );
     assert_eq!(cache.stats().cached, (size / 4096) as u64);
 }
+
+/// The group's reads: two forked children read a file the parent wrote
+/// (one hit a page each, 3,000 times, then a miss each after a page was
+/// dropped) and exit; the parent's `stats` counts every child's hits and
+/// misses as they published them (each at least its thousands, the last
+/// few of a thread perhaps not), beside its own; a child forked after
+/// the parent counted (its counters start as copies of the parent's)
+/// adds only its own.
+#[test]
+fn the_groups_reads_are_counted_across_processes_and_outlive_them() {
+    let t = TempPath::new("shared-group-reads");
+    let cache = SharedCache::new(64 * 4096).unwrap();
+    let f = open(&cache, &t.path, false);
+    f.write_at(&[7u8; 8192], 0).unwrap();
+    let mut buf = [0u8; 4096];
+    for _ in 0..500 {
+        f.read_at(&mut buf, 0).unwrap();
+    }
+    let before = cache.stats();
+    assert_eq!(before.hits, 500, "{before:?}");
+    assert!(before.group_hits >= 500, "{before:?}");
+    let kids: Vec<_> = (0..2)
+        .map(|_| {
+            let c = cache.clone();
+            let path = t.path.clone();
+            fork(move || {
+                let f = open(&c, &path, false);
+                let mut buf = [0u8; 4096];
+                for _ in 0..3000 {
+                    if f.read_at(&mut buf, 4096).unwrap() != 4096 || buf[0] != 7 {
+                        return false;
+                    }
+                }
+                // Its own count, published at `stats`: the parent's 500
+                // copied into it are not its.
+                let s = c.stats();
+                s.hits == 3500
+            })
+        })
+        .collect();
+    for k in kids {
+        assert_eq!(wait(k), 0);
+    }
+    let after = cache.stats();
+    assert_eq!(after.hits, 500, "{after:?}");
+    assert_eq!(after.group_hits, before.group_hits + 6000, "{after:?}");
+    assert_eq!(after.group_misses, before.group_misses, "{after:?}");
+}
