@@ -27,7 +27,7 @@ use foliocache_object_store::CachedStore;
 use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path;
-use object_store::ObjectStoreExt;
+use object_store::{ObjectStore, ObjectStoreExt};
 
 use super::{object_bytes, ObjectBench, HITS};
 use crate::report::{RunJob, RunRecord};
@@ -99,18 +99,14 @@ pub fn run(b: &ObjectBench, dir: &FsPath, rt: &tokio::runtime::Runtime) -> Resul
         let slots = size / len;
         let at = |i: u64| (scatter(i) % slots) * len;
         for _ in 0..PASSES {
-            let t = Instant::now();
-            rt.block_on(async {
-                for i in 0..ops {
-                    let range = at(i)..at(i) + len;
-                    let got = store.get_range(&path, range.clone()).await?;
-                    if i % CHECK_EVERY == 0 {
-                        same(&data, &range, &got)?;
-                    }
-                }
-                anyhow::Ok(())
-            })?;
-            best.store = best.store.max(ops as f64 / t.elapsed().as_secs_f64());
+            let pass = Pass {
+                path: &path,
+                data: &data,
+                len,
+                slots,
+                ops,
+            };
+            best.store = best.store.max(pass.through(rt, &store)?);
 
             let mut buf = vec![0; len as usize];
             let t = Instant::now();
@@ -123,18 +119,7 @@ pub fn run(b: &ObjectBench, dir: &FsPath, rt: &tokio::runtime::Runtime) -> Resul
             }
             best.local = best.local.max(ops as f64 / t.elapsed().as_secs_f64());
 
-            let t = Instant::now();
-            rt.block_on(async {
-                for i in 0..ops {
-                    let range = at(i)..at(i) + len;
-                    let got = floor.get_range(&path, range.clone()).await?;
-                    if i % CHECK_EVERY == 0 {
-                        same(&data, &range, &got)?;
-                    }
-                }
-                anyhow::Ok(())
-            })?;
-            best.floor = best.floor.max(ops as f64 / t.elapsed().as_secs_f64());
+            best.floor = best.floor.max(pass.through(rt, &floor)?);
         }
         rates.push((len, best));
     }
@@ -145,6 +130,35 @@ pub fn run(b: &ObjectBench, dir: &FsPath, rt: &tokio::runtime::Runtime) -> Resul
     let _ = std::fs::remove_dir_all(&remote);
     let _ = std::fs::remove_file(&local_path);
     Ok(record(&rates, ops))
+}
+
+/// One pass of an `ObjectStore` reader.
+struct Pass<'a> {
+    path: &'a Path,
+    data: &'a [u8],
+    len: u64,
+    slots: u64,
+    ops: u64,
+}
+
+impl Pass<'_> {
+    /// `ops` reads of `len` bytes at `len`-aligned offsets through `store`:
+    /// reads a second.
+    fn through(&self, rt: &tokio::runtime::Runtime, store: &impl ObjectStore) -> Result<f64> {
+        let t = Instant::now();
+        rt.block_on(async {
+            for i in 0..self.ops {
+                let at = (scatter(i) % self.slots) * self.len;
+                let range = at..at + self.len;
+                let got = store.get_range(self.path, range.clone()).await?;
+                if i % CHECK_EVERY == 0 {
+                    same(self.data, &range, &got)?;
+                }
+            }
+            anyhow::Ok(())
+        })?;
+        Ok(self.ops as f64 / t.elapsed().as_secs_f64())
+    }
 }
 
 /// Checks `got` is `range` of the object `data`.
