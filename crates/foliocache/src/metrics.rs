@@ -130,7 +130,9 @@ pub fn register_figures(registry: &mut Registry, figures: Box<dyn Figures>) {
 /// let mut text = String::new();
 /// prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
 /// assert!(text.contains("foliocache_shared_capacity_pages 256"));
-/// assert!(text.contains("foliocache_shared_processes 1"));
+/// // No process has served a file from it yet.
+/// assert!(text.contains("foliocache_shared_processes 0"));
+/// assert!(text.contains("foliocache_shared_hits_total 0"));
 /// # Ok(()) }
 /// ```
 pub fn register_shared(cache: &crate::SharedCache, registry: &mut Registry) {
