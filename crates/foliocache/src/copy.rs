@@ -412,6 +412,34 @@ pub fn prefetch(p: *const u8) {
 #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
 mod x86;
 
+/// Runs `f` on `len` bytes of this thread's buffer for reads copied out of
+/// the cache (a reply built from them, then the buffer reused by the next
+/// read: no allocation per read); on a fresh buffer where the thread's is
+/// in use (`f` of an outer call reads again) or being destroyed (a call
+/// from a destructor or an atexit handler). `File::read_with` and
+/// `SharedFile::read_with`.
+pub(crate) fn with_thread_buffer<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+    thread_local! {
+        static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    let mut f = Some(f);
+    let mut run = |buf: &mut Vec<u8>| {
+        if buf.len() < len {
+            buf.resize(len, 0);
+        }
+        f.take().map(|f| f(&mut buf[..len]))
+    };
+    let done = BUF.try_with(|b| b.try_borrow_mut().ok().and_then(|mut b| run(&mut b)));
+    match done {
+        Ok(Some(r)) => r,
+        // `f` did not run on the thread's buffer: it runs now.
+        _ => match run(&mut Vec::new()) {
+            Some(r) => r,
+            None => unreachable!("`f` ran on the thread's buffer and gave its result"),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

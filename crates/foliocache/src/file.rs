@@ -287,32 +287,9 @@ impl File {
                 return Ok(f(&p));
             }
         }
-        thread_local! {
-            static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-        }
-        // `f` runs once, on the thread's buffer; on a fresh one if `f` of
-        // an outer call reads again, or if the thread's locals are being
-        // destroyed (a call from a destructor or an atexit handler).
-        let mut f = Some(f);
-        let mut fill = |buf: &mut Vec<u8>| -> Option<io::Result<R>> {
-            let f = f.take()?;
-            if buf.len() < n {
-                buf.resize(n, 0);
-            }
-            Some(
-                self.read_up_to(&mut buf[..n], offset)
-                    .map(|done| f(&buf[..done])),
-            )
-        };
-        let on_thread_buffer = BUF.try_with(|cell| match cell.try_borrow_mut() {
-            Ok(mut buf) => fill(&mut buf),
-            Err(_) => fill(&mut Vec::new()),
-        });
-        match on_thread_buffer {
-            Ok(Some(r)) => r,
-            _ => fill(&mut Vec::new())
-                .unwrap_or_else(|| Err(io::Error::other("read_with: the reader ran already"))),
-        }
+        crate::copy::with_thread_buffer(n, |buf| {
+            self.read_up_to(buf, offset).map(|done| f(&buf[..done]))
+        })
     }
 
     /// Reads until `buf` is full or the file ends; returns the bytes read.

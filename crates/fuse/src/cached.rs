@@ -49,29 +49,20 @@ impl SharedHandle {
     pub fn file(&self) -> &Arc<SharedFile> {
         &self.file
     }
-}
 
-/// Runs `f` on `len` bytes of this thread's buffer for reads from a
-/// shared file (a FUSE reply is written from it), reused from read to
-/// read; on a fresh one where the thread's is in use or being destroyed.
-fn with_buffer<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
-    thread_local! {
-        static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-    }
-    let mut f = Some(f);
-    let mut run = |buf: &mut Vec<u8>| {
-        if buf.len() < len {
-            buf.resize(len, 0);
+    /// The file, for a change through this handle: refused
+    /// (`PermissionDenied`, as a private [`File`] not opened for writing
+    /// refuses it) unless the handle may write. (The file itself refuses
+    /// changes through a descriptor not opened for writing.)
+    fn for_writing(&self) -> io::Result<&SharedFile> {
+        if self.writable {
+            Ok(&self.file)
+        } else {
+            Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "the handle was not opened for writing",
+            ))
         }
-        f.take().map(|f| f(&mut buf[..len]))
-    };
-    let done = BUF.try_with(|b| b.try_borrow_mut().ok().and_then(|mut b| run(&mut b)));
-    match done {
-        Ok(Some(r)) => r,
-        _ => match run(&mut Vec::new()) {
-            Some(r) => r,
-            None => unreachable!("`f` ran on the thread's buffer and gave its result"),
-        },
     }
 }
 
@@ -87,8 +78,7 @@ fn fallocate(file: &std::fs::File, mode: FallocateFlags, offset: u64, len: u64) 
 
 impl CachedFile {
     /// Calls `f` with the bytes `offset..offset + len` (fewer at the end
-    /// of the file): [`File::read_with`], or a read of the shared file
-    /// into a buffer of this thread's.
+    /// of the file): [`File::read_with`] or [`SharedFile::read_with`].
     ///
     /// # Errors
     /// The read's.
@@ -101,10 +91,7 @@ impl CachedFile {
     ) -> io::Result<R> {
         match self {
             CachedFile::Private(file) => file.read_with(offset, len, f),
-            CachedFile::Shared(s) => with_buffer(len, |buf| {
-                let n = s.file.read_at(buf, offset)?;
-                Ok(f(&buf[..n]))
-            }),
+            CachedFile::Shared(s) => s.file.read_with(offset, len, f),
         }
     }
 
@@ -118,8 +105,8 @@ impl CachedFile {
     pub fn write_at_flags(&self, buf: &[u8], offset: u64, flags: WriteFlags) -> io::Result<usize> {
         match self {
             CachedFile::Private(file) => file.write_at_flags(buf, offset, flags),
-            CachedFile::Shared(s) if s.append => s.file.append(buf).map(|_| buf.len()),
-            CachedFile::Shared(s) => s.file.write_at(buf, offset),
+            CachedFile::Shared(s) if s.append => s.for_writing()?.append(buf).map(|_| buf.len()),
+            CachedFile::Shared(s) => s.for_writing()?.write_at(buf, offset),
         }
     }
 
@@ -164,7 +151,7 @@ impl CachedFile {
     pub fn set_len(&self, len: u64) -> io::Result<()> {
         match self {
             CachedFile::Private(file) => file.set_len(len),
-            CachedFile::Shared(s) => s.file.set_len(len),
+            CachedFile::Shared(s) => s.for_writing()?.set_len(len),
         }
     }
 
@@ -214,7 +201,9 @@ impl CachedFile {
         let mode = FallocateFlags::FALLOC_FL_PUNCH_HOLE | FallocateFlags::FALLOC_FL_KEEP_SIZE;
         match self {
             CachedFile::Private(file) => file.punch_hole(offset, len),
-            CachedFile::Shared(s) => s.file.change_file(|f| fallocate(f, mode, offset, len)),
+            CachedFile::Shared(s) => s
+                .for_writing()?
+                .change_file(|f| fallocate(f, mode, offset, len)),
         }
     }
 
@@ -231,7 +220,9 @@ impl CachedFile {
         };
         match self {
             CachedFile::Private(file) => file.allocate(offset, len, keep_size),
-            CachedFile::Shared(s) => s.file.change_file(|f| fallocate(f, mode, offset, len)),
+            CachedFile::Shared(s) => s
+                .for_writing()?
+                .change_file(|f| fallocate(f, mode, offset, len)),
         }
     }
 
@@ -244,7 +235,9 @@ impl CachedFile {
         let mode = FallocateFlags::FALLOC_FL_COLLAPSE_RANGE;
         match self {
             CachedFile::Private(file) => file.collapse_range(offset, len),
-            CachedFile::Shared(s) => s.file.change_file(|f| fallocate(f, mode, offset, len)),
+            CachedFile::Shared(s) => s
+                .for_writing()?
+                .change_file(|f| fallocate(f, mode, offset, len)),
         }
     }
 
@@ -257,7 +250,9 @@ impl CachedFile {
         let mode = FallocateFlags::FALLOC_FL_INSERT_RANGE;
         match self {
             CachedFile::Private(file) => file.insert_range(offset, len),
-            CachedFile::Shared(s) => s.file.change_file(|f| fallocate(f, mode, offset, len)),
+            CachedFile::Shared(s) => s
+                .for_writing()?
+                .change_file(|f| fallocate(f, mode, offset, len)),
         }
     }
 }

@@ -174,6 +174,9 @@ impl SharedCache {
                 "shared cache: only regular files",
             ));
         }
+        let writable = rustix::fs::fcntl_getfl(&file).is_ok_and(|f| {
+            f.contains(rustix::fs::OFlags::WRONLY) || f.contains(rustix::fs::OFlags::RDWR)
+        });
         let path = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
             .map(|p| p.into_os_string().into_encoded_bytes())
             .unwrap_or_default();
@@ -186,6 +189,7 @@ impl SharedCache {
             key: AtomicU64::new(0),
             ra: AtomicU64::new(0),
             handovers: 0,
+            writable,
         };
         f.resolve(&meta)?;
         f.follow_kernel(&meta)?;
@@ -407,6 +411,10 @@ pub struct SharedFile {
     ra: AtomicU64,
     /// The slot's hand-over count at the open ([`SharedFile::handed_elsewhere`]).
     handovers: u32,
+    /// The descriptor was opened for writing: only then may this handle
+    /// change the file's bytes or size in the cache (what it writes there,
+    /// another process of the group writes back with its own descriptor).
+    writable: bool,
 }
 
 /// A file's close publishes the process's reads (`Inner::publish`): a
@@ -819,10 +827,51 @@ impl SharedFile {
         Ok(n)
     }
 
+    /// Calls `f` with the file's bytes `offset..offset + len` (fewer at
+    /// the end of the file), read into a buffer of this thread's that the
+    /// next read reuses: for a server that sends them on (a FUSE reply)
+    /// without a buffer of its own per read.
+    ///
+    /// # Errors
+    /// The read's.
+    pub fn read_with<R>(
+        &self,
+        offset: u64,
+        len: usize,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> io::Result<R> {
+        crate::copy::with_thread_buffer(len, |buf| {
+            let n = self.read_at(buf, offset)?;
+            Ok(f(&buf[..n]))
+        })
+    }
+
+    /// Whether its descriptor was opened for writing (else its writes,
+    /// size changes and file changes are refused).
+    pub fn is_writable(&self) -> bool {
+        self.writable
+    }
+
+    fn check_writable(&self) -> io::Result<()> {
+        if self.writable {
+            return Ok(());
+        }
+        Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "shared cache: the file's descriptor was not opened for writing",
+        ))
+    }
+
     /// Writes `buf` at `offset`: every process's next read sees it; it
     /// reaches the file at the next writeback ([`sync_data`](Self::sync_data),
     /// or when the cache needs its page).
+    ///
+    /// # Errors
+    /// `PermissionDenied` if its descriptor was not opened for writing (as
+    /// for [`append`](Self::append), [`set_len`](Self::set_len) and
+    /// [`change_file`](Self::change_file)); the inode lock's.
     pub fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+        self.check_writable()?;
         let end = end_of(offset, buf)?;
         if buf.is_empty() {
             return Ok(0);
@@ -835,6 +884,7 @@ impl SharedFile {
     /// (`O_APPEND`: the size read and moved in one hold of the inode
     /// lock). Returns the offset written at.
     pub fn append(&self, buf: &[u8]) -> io::Result<u64> {
+        self.check_writable()?;
         let (_inode, slot, i, generation) = self.inode_lock()?;
         let offset = slot.size.load(Ordering::Acquire);
         let end = end_of(offset, buf)?;
@@ -852,6 +902,7 @@ impl SharedFile {
     /// then `truncate_pagecache_range`, as the kernel's `fallocate` does).
     /// A writeback that fails leaves the file unchanged.
     pub fn change_file<T>(&self, change: impl FnOnce(&File) -> io::Result<T>) -> io::Result<T> {
+        self.check_writable()?;
         let (_inode, slot, i, generation) = self.inode_lock()?;
         self.write_back_locked(slot, i, generation)?;
         if !self.dirty_pages(slot, i, generation)?.is_empty() {
@@ -933,6 +984,7 @@ impl SharedFile {
     /// Sets the file's size: pages past it leave the cache, the last
     /// one's tail is zeroed, the file is truncated or extended.
     pub fn set_len(&self, len: u64) -> io::Result<()> {
+        self.check_writable()?;
         if len > MAX_OFFSET {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,

@@ -980,3 +980,30 @@ fn the_groups_reads_are_counted_across_processes_and_outlive_them() {
     assert_eq!(after.group_hits, before.group_hits + 6000, "{after:?}");
     assert_eq!(after.group_misses, before.group_misses, "{after:?}");
 }
+
+/// A file served through a descriptor opened read-only takes no change:
+/// its writes, appends, size changes and file changes are refused
+/// (`PermissionDenied`), and the group (a handle opened for writing)
+/// finds the file as it was. What a handle writes into the cache another
+/// process writes back with its own descriptor, so the right to write is
+/// the handle's descriptor's.
+#[test]
+fn a_read_only_descriptor_changes_nothing() {
+    let t = TempPath::new("shared-read-only");
+    let cache = SharedCache::new(64 * 4096).unwrap();
+    let rw = open(&cache, &t.path, false);
+    rw.write_at(b"the group's", 0).unwrap();
+    let ro = cache.open(std::fs::File::open(&t.path).unwrap()).unwrap();
+    assert!(rw.is_writable() && !ro.is_writable());
+    let denied = |r: std::io::Result<()>| {
+        assert_eq!(r.unwrap_err().kind(), std::io::ErrorKind::PermissionDenied);
+    };
+    denied(ro.write_at(b"THE", 0).map(drop));
+    denied(ro.append(b"more").map(drop));
+    denied(ro.set_len(3));
+    denied(ro.change_file(|_| Ok(())));
+    let mut buf = [0u8; 11];
+    assert_eq!(rw.read_at(&mut buf, 0).unwrap(), 11);
+    assert_eq!(&buf, b"the group's");
+    assert_eq!(ro.len().unwrap(), 11);
+}
