@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{lock, seg, Inner};
+use super::{lock, seg, Inner, SharedFile};
 
 /// A process's reads as published in its participant ([`Inner::publish`]):
 /// the participant's counts when this process took it, and this process's
@@ -76,5 +76,15 @@ impl Inner {
             counts[k].fetch_max(now, Ordering::Relaxed);
             p.last[k].fetch_max(own[k], Ordering::Relaxed);
         }
+    }
+}
+
+/// A file's close publishes the process's reads (`Inner::publish`): a
+/// short-lived reader (a `cat` under the interposer) counts in the
+/// group's figures though it reads fewer pages than a publication's
+/// period.
+impl Drop for SharedFile {
+    fn drop(&mut self) {
+        self.cache.inner.publish();
     }
 }

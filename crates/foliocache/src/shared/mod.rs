@@ -417,16 +417,6 @@ pub struct SharedFile {
     writable: bool,
 }
 
-/// A file's close publishes the process's reads (`Inner::publish`): a
-/// short-lived reader (a `cat` under the interposer) counts in the
-/// group's figures though it reads fewer pages than a publication's
-/// period.
-impl Drop for SharedFile {
-    fn drop(&mut self) {
-        self.cache.inner.publish();
-    }
-}
-
 /// The offset past `buf` written at `offset`, or an error past
 /// [`MAX_OFFSET`].
 fn end_of(offset: u64, buf: &[u8]) -> io::Result<u64> {
