@@ -37,10 +37,31 @@ const READY: &str = "foliocache-mount-ready";
 /// Options of `foliocache mount`.
 #[derive(Debug, Clone, Args)]
 pub struct MountArgs {
-    /// The directory whose tree is served.
+    /// The directory whose tree is served (with --object-store, give the
+    /// MOUNTPOINT alone).
+    #[arg(value_name = "BACKING_DIR")]
     pub backing_dir: PathBuf,
     /// Where it appears (an empty directory outside BACKING_DIR).
-    pub mountpoint: PathBuf,
+    #[arg(value_name = "MOUNTPOINT")]
+    pub mountpoint: Option<PathBuf>,
+    /// Serve an object store's objects, read-only, instead of a directory:
+    /// `file:///DIR`, or `s3://BUCKET/PREFIX` (built with the `s3`
+    /// feature; configured by the AWS_* environment variables). Usage:
+    /// `foliocache mount --object-store URL MOUNTPOINT --capacity SIZE`.
+    #[arg(long, value_name = "URL")]
+    pub object_store: Option<String>,
+    /// With --object-store: how long names, sizes, listings and object
+    /// versions are trusted before the store is asked again (seconds,
+    /// default 1; 0: ask every time).
+    #[arg(long, value_name = "SECS", value_parser = parse_ttl, requires = "object_store")]
+    pub metadata_ttl: Option<Duration>,
+    /// With --object-store: a disk tier for the objects' bytes, a file
+    /// opened O_DIRECT (made if missing), reopened warm by the next mount.
+    #[arg(long, value_name = "FILE", requires_all = ["object_store", "disk_tier_size"])]
+    pub disk_tier: Option<PathBuf>,
+    /// The disk tier's size, e.g. 8G.
+    #[arg(long, value_name = "SIZE", value_parser = parse_capacity, requires = "disk_tier")]
+    pub disk_tier_size: Option<u64>,
     /// The cache's size, e.g. 1G, 512M (the mount's own cache; not with
     /// --cache).
     #[arg(long, value_name = "SIZE", value_parser = parse_capacity,
@@ -144,6 +165,14 @@ impl StatArgs {
     }
 }
 
+/// A time-to-live in seconds, 0 to a day.
+fn parse_ttl(s: &str) -> Result<Duration, String> {
+    match s.parse::<f64>() {
+        Ok(secs) if (0.0..=86_400.0).contains(&secs) => Ok(Duration::from_secs_f64(secs)),
+        _ => Err(format!("`{s}`: not a number of seconds from 0 to 86400")),
+    }
+}
+
 fn parse_capacity(s: &str) -> Result<u64, String> {
     match parse_size(s)? {
         0 => Err(format!("`{s}`: must be more than 0 bytes")),
@@ -181,10 +210,79 @@ fn check_named(a: &MountArgs) -> Result<()> {
     Ok(())
 }
 
+impl MountArgs {
+    /// The directory served (`None` with --object-store) and the mount
+    /// point: with --object-store the one path given is the mount point.
+    ///
+    /// # Errors
+    /// A mount point missing, or a directory given with --object-store.
+    fn paths(&self) -> Result<(Option<&Path>, &Path)> {
+        match (&self.object_store, &self.mountpoint) {
+            (None, Some(m)) => Ok((Some(&self.backing_dir), m)),
+            (None, None) => bail!("give the MOUNTPOINT after {}", self.backing_dir.display()),
+            (Some(_), None) => Ok((None, &self.backing_dir)),
+            (Some(url), Some(_)) => bail!(
+                "--object-store {url} is served at the one path given, its MOUNTPOINT: give \
+                 no BACKING_DIR"
+            ),
+        }
+    }
+}
+
+/// With `--object-store`, refuses the options that are a directory's
+/// mount's, saying why.
+fn check_objects(a: &MountArgs) -> Result<()> {
+    let Some(url) = &a.object_store else {
+        return Ok(());
+    };
+    let refused = [
+        (
+            a.cache.is_some(),
+            "--cache (a named cache holds files of a directory)",
+        ),
+        (a.dontcache, "--dontcache"),
+        (
+            a.max_open.is_some(),
+            "--max-open (an object store needs no descriptors)",
+        ),
+        (
+            a.state.state.is_some(),
+            "--state (use --disk-tier to restart warm)",
+        ),
+    ];
+    if let Some((_, opt)) = refused.iter().find(|(set, _)| *set) {
+        bail!("{opt} is not for a mount of an object store ({url}): leave it out");
+    }
+    Ok(())
+}
+
+/// Serves `url` at `mountpoint` in this process (`--foreground`).
+fn serve_objects(a: &MountArgs, url: &str, mountpoint: &Path, opts: &MountOptions) -> Result<()> {
+    let mut objects = foliocache_fuse::ObjectOptions::default();
+    if let Some(ttl) = a.metadata_ttl {
+        objects.ttl = ttl;
+    }
+    if let (Some(path), Some(size)) = (&a.disk_tier, a.disk_tier_size) {
+        let tier = foliocache_object_store::DiskTier::open(path, size)
+            .with_context(|| format!("the disk tier {}", path.display()))?;
+        objects.disk_tier = Some(std::sync::Arc::new(tier));
+    }
+    foliocache_fuse::serve_objects(url, mountpoint, opts, &objects, ready)
+        .with_context(|| format!("serving {url} at {}", mountpoint.display()))
+}
+
+/// Says the mount is up, to a background start waiting on stdout.
+fn ready() {
+    println!("{READY}");
+    let _ = std::io::stdout().flush();
+}
+
 /// Runs `foliocache mount`.
 pub fn mount(a: &MountArgs) -> Result<()> {
     check_named(a)?;
-    crate::mounted::refuse_stacked(&a.mountpoint)?;
+    check_objects(a)?;
+    let (backing_dir, mountpoint) = a.paths()?;
+    crate::mounted::refuse_stacked(mountpoint)?;
     if !a.foreground {
         return start_background();
     }
@@ -199,22 +297,21 @@ pub fn mount(a: &MountArgs) -> Result<()> {
     }
     opts.metrics = a.metrics;
     opts.max_open = a.max_open.map(usize::try_from).transpose()?;
-    let backing = a
-        .backing_dir
+    let Some(backing_dir) = backing_dir else {
+        let url = a.object_store.as_deref().unwrap_or_default();
+        return serve_objects(a, url, mountpoint, &opts);
+    };
+    let backing = backing_dir
         .canonicalize()
-        .with_context(|| format!("{}", a.backing_dir.display()))?;
+        .with_context(|| format!("{}", backing_dir.display()))?;
     if a.cache.is_none() {
         opts.state = a.state.resolve(&[backing])?;
     }
-    foliocache_fuse::serve(&a.backing_dir, &a.mountpoint, &opts, || {
-        println!("{READY}");
-        let _ = std::io::stdout().flush();
-    })
-    .with_context(|| {
+    foliocache_fuse::serve(backing_dir, mountpoint, &opts, ready).with_context(|| {
         format!(
             "serving {} at {}",
-            a.backing_dir.display(),
-            a.mountpoint.display()
+            backing_dir.display(),
+            mountpoint.display()
         )
     })
 }

@@ -99,6 +99,8 @@ mod fds;
 pub mod fs;
 pub mod inode;
 pub mod null;
+#[cfg(feature = "object-store")]
+pub mod objects;
 mod warm;
 
 use std::io;
@@ -114,6 +116,8 @@ pub use cached::CachedFile;
 pub use control::{CONTROL_INO, CONTROL_NAME};
 pub use fs::FolioFs;
 pub use null::{spawn_null, NullFs};
+#[cfg(feature = "object-store")]
+pub use objects::{serve_objects, spawn_objects, ObjectFs, ObjectOptions};
 
 /// How a mount is made: the cache's size and the mount's options.
 #[derive(Clone, Debug)]
@@ -221,11 +225,17 @@ impl MountOptions {
     /// `nodev`, `allow_other` only if asked, several serving threads each
     /// with its own cloned `/dev/fuse` descriptor.
     pub fn fuser_config(&self, backing_dir: &Path) -> Config {
+        self.config_named(&backing_dir.display().to_string())
+    }
+
+    /// fuser's configuration for a mount of `source` (a directory, a URL),
+    /// as [`fuser_config`](Self::fuser_config).
+    fn config_named(&self, source: &str) -> Config {
         let mut c = Config::default();
         c.mount_options = vec![
             // Mount options are comma-separated: keep the name plain.
             MountOption::FSName(
-                format!("foliocache:{}", backing_dir.display())
+                format!("foliocache:{source}")
                     .chars()
                     .map(|c| {
                         if c == ',' || c.is_whitespace() || c == '\\' {
@@ -257,6 +267,26 @@ impl MountOptions {
 /// at `mountpoint` by a killed server is unmounted.
 fn check_paths(backing_dir: &Path, mountpoint: &Path) -> io::Result<(PathBuf, PathBuf)> {
     let b = backing_dir.canonicalize()?;
+    let m = check_mountpoint(mountpoint)?;
+    if !b.is_dir() {
+        return Err(nix::errno::Errno::ENOTDIR.into());
+    }
+    if m.starts_with(&b) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "the mount point {} is inside the backing directory {}: choose one outside it",
+                m.display(),
+                b.display()
+            ),
+        ));
+    }
+    Ok((b, m))
+}
+
+/// `mountpoint`, canonical, a dead mount left there by a killed server
+/// unmounted first.
+fn check_mountpoint(mountpoint: &Path) -> io::Result<PathBuf> {
     // A server killed without unmounting leaves its mount behind, dead:
     // every operation on it fails with ENOTCONN (a stat may still succeed
     // from attributes the kernel cached; opening it as a directory asks
@@ -275,21 +305,7 @@ fn check_paths(backing_dir: &Path, mountpoint: &Path) -> io::Result<(PathBuf, Pa
         );
         lazy_unmount(mountpoint);
     }
-    let m = mountpoint.canonicalize()?;
-    if !b.is_dir() {
-        return Err(nix::errno::Errno::ENOTDIR.into());
-    }
-    if m.starts_with(&b) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "the mount point {} is inside the backing directory {}: choose one outside it",
-                m.display(),
-                b.display()
-            ),
-        ));
-    }
-    Ok((b, m))
+    mountpoint.canonicalize()
 }
 
 /// Mounts `backing_dir` at `mountpoint` and returns the session, not yet
@@ -375,11 +391,7 @@ pub fn serve(
     opts: &MountOptions,
     ready: impl FnOnce(),
 ) -> io::Result<()> {
-    let mut signals = SigSet::empty();
-    signals.add(Signal::SIGINT);
-    signals.add(Signal::SIGTERM);
-    signals.add(Signal::SIGHUP);
-    signals.thread_block().map_err(io::Error::from)?;
+    let signals = block_unmount_signals()?;
     let (b, m) = check_paths(backing_dir, mountpoint)?;
     let fs = opts.build_fs(&b)?;
     // Served until this returns (the mount ended).
@@ -392,11 +404,43 @@ pub fn serve(
         _ => None,
     };
     let sync_error = fs.sync_error();
-    let mut session = Session::new(fs, &m, &opts.fuser_config(&b))?;
+    let session = Session::new(fs, &m, &opts.fuser_config(&b))?;
+    run_until_unmounted(session, &m, signals, ready)?;
+    let failed = sync_error.lock().take();
+    match failed {
+        Some(e) => Err(io::Error::other(format!(
+            "writing dirty data back at unmount failed: {e}"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Blocks SIGINT, SIGTERM and SIGHUP in the calling thread (and so in
+/// every thread it starts from then on), for [`run_until_unmounted`] to
+/// take them.
+fn block_unmount_signals() -> io::Result<SigSet> {
+    let mut signals = SigSet::empty();
+    signals.add(Signal::SIGINT);
+    signals.add(Signal::SIGTERM);
+    signals.add(Signal::SIGHUP);
+    signals.thread_block().map_err(io::Error::from)?;
+    Ok(signals)
+}
+
+/// Serves `session`, mounted at `m`, in this thread until it is
+/// unmounted or one of `signals` (blocked by [`block_unmount_signals`])
+/// comes, which unmounts it (lazily if it is busy); `ready` is called
+/// first.
+fn run_until_unmounted<F: fuser::Filesystem>(
+    mut session: Session<F>,
+    m: &Path,
+    signals: SigSet,
+    ready: impl FnOnce(),
+) -> io::Result<()> {
     let unmounter = Arc::new(parking_lot::Mutex::new(session.unmount_callable()));
     {
         let unmounter = unmounter.clone();
-        let m = m.clone();
+        let m = m.to_path_buf();
         thread::Builder::new()
             .name("foliocache-signals".into())
             .spawn(move || {
@@ -410,7 +454,7 @@ pub fn serve(
     }
     ready();
     match session.run() {
-        Ok(()) => {}
+        Ok(()) => Ok(()),
         // The kernel ends the device's reads with ECONNABORTED rather than
         // ENODEV when the connection was aborted and the server asked for
         // abort errors (`fuse_dev_do_read`). The mount is over either way,
@@ -422,14 +466,8 @@ pub fn serve(
                 "foliocache-fuse: the connection to {} was aborted",
                 m.display()
             );
+            Ok(())
         }
-        Err(e) => return Err(e),
-    }
-    let failed = sync_error.lock().take();
-    match failed {
-        Some(e) => Err(io::Error::other(format!(
-            "writing dirty data back at unmount failed: {e}"
-        ))),
-        None => Ok(()),
+        Err(e) => Err(e),
     }
 }

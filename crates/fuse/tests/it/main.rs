@@ -14,5 +14,8 @@ mod mount;
 /// The mount on a named shared cache, beside another program of the
 /// group.
 mod named;
+/// The mount of an object store: its tree read-only, through the cache.
+#[cfg(feature = "object-store")]
+mod objects;
 /// Real programs through the mount: sqlite3 and db_bench.
 mod programs;

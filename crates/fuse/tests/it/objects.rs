@@ -1,0 +1,231 @@
+//! The mount of an object store (`ObjectFs`): a local directory through
+//! object_store's `LocalFileSystem` (`file://` URLs), mounted read-only in
+//! this process and read through the kernel with `std::fs`: its tree, its
+//! bytes from the cache, writes refused, a replaced object seen after the
+//! time-to-live and an open file of the old version going stale.
+
+use std::fs;
+use std::io::{ErrorKind, Read};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use foliocache_fuse::{spawn_objects, MountOptions, ObjectFs, ObjectOptions};
+use fuser::BackgroundSession;
+
+use crate::mount::fuse_ok;
+
+/// A directory of objects mounted through an `ObjectFs`.
+struct Mounted {
+    _tmp: tempfile::TempDir,
+    objects: PathBuf,
+    mnt: PathBuf,
+    store: std::sync::Arc<
+        foliocache_object_store::CachedStore<std::sync::Arc<dyn object_store::ObjectStore>>,
+    >,
+    session: Option<BackgroundSession>,
+}
+
+impl Mounted {
+    /// `files` (relative path, bytes) written under a fresh directory,
+    /// which is then mounted with a time-to-live of `ttl`.
+    fn new(files: &[(&str, Vec<u8>)], ttl: Duration) -> Mounted {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let objects = tmp.path().join("objects");
+        let mnt = tmp.path().join("mnt");
+        fs::create_dir(&mnt).expect("mkdir mnt");
+        for (rel, data) in files {
+            let p = objects.join(rel);
+            fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+            fs::write(p, data).expect("write object");
+        }
+        let url = format!("file://{}", objects.display());
+        let cache = foliocache::Cache::builder()
+            .capacity(32 << 20)
+            .build()
+            .expect("cache");
+        let mut opts = ObjectOptions::default();
+        opts.ttl = ttl;
+        let fs = ObjectFs::for_url(&url, cache, &opts).expect("the tree");
+        let store = fs.store().clone();
+        let session = spawn_objects(fs, &url, &mnt, &MountOptions::new(32 << 20)).expect("mount");
+        Mounted {
+            _tmp: tmp,
+            objects,
+            mnt,
+            store,
+            session: Some(session),
+        }
+    }
+
+    fn p(&self, rel: &str) -> PathBuf {
+        self.mnt.join(rel)
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        if let Some(s) = self.session.take() {
+            let _ = s.umount_and_join();
+        }
+    }
+}
+
+/// The bytes of a test object: its name's tag, then a counter.
+fn pattern(tag: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| tag ^ (i as u8) ^ ((i >> 8) as u8))
+        .collect()
+}
+
+/// The sorted names in directory `p`.
+fn names(p: &Path) -> Vec<String> {
+    let mut n: Vec<String> = fs::read_dir(p)
+        .unwrap_or_else(|e| panic!("read_dir {}: {e}", p.display()))
+        .map(|e| e.expect("entry").file_name().into_string().expect("utf-8"))
+        .collect();
+    n.sort();
+    n
+}
+
+#[test]
+fn an_object_store_is_a_read_only_tree_served_from_the_cache() {
+    if !fuse_ok("an_object_store_is_a_read_only_tree_served_from_the_cache") {
+        return;
+    }
+    let big = pattern(1, (3 << 20) + 123);
+    let m = Mounted::new(
+        &[
+            ("big.bin", big.clone()),
+            ("dir/b.txt", b"hello".to_vec()),
+            ("dir/sub/c", pattern(2, 70_000)),
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(names(&m.mnt), ["big.bin", "dir"]);
+    assert_eq!(names(&m.p("dir")), ["b.txt", "sub"]);
+    assert!(m.p("dir").is_dir() && m.p("dir/sub").is_dir());
+    assert_eq!(
+        fs::metadata(m.p("big.bin")).expect("stat").len(),
+        big.len() as u64
+    );
+    assert_eq!(fs::read(m.p("dir/b.txt")).expect("read"), b"hello");
+    assert_eq!(
+        fs::read(m.p("dir/sub/c")).expect("read"),
+        pattern(2, 70_000)
+    );
+    let e = fs::metadata(m.p("dir/missing")).expect_err("no such object");
+    assert_eq!(e.kind(), ErrorKind::NotFound);
+
+    // Whole, then at odd offsets: every byte the object's.
+    assert!(
+        fs::read(m.p("big.bin")).expect("read") == big,
+        "big.bin's bytes"
+    );
+    let f = fs::File::open(m.p("big.bin")).expect("open");
+    for (off, len) in [(0, 1), (4095, 2), (1 << 20, 70_000), (big.len() - 10, 100)] {
+        let mut buf = vec![0u8; len];
+        let n = f.read_at(&mut buf, off as u64).expect("pread");
+        let want = &big[off..(off + len).min(big.len())];
+        assert_eq!(&buf[..n], want, "{len} bytes at {off}");
+    }
+
+    // A second pass is the cache's: no GET more, hits counted.
+    let before = m.store.stats();
+    let mut again = Vec::new();
+    fs::File::open(m.p("big.bin"))
+        .expect("open")
+        .read_to_end(&mut again)
+        .expect("read");
+    assert!(again == big);
+    let after = m.store.stats();
+    assert_eq!(
+        after.remote_gets, before.remote_gets,
+        "{before:?} -> {after:?}"
+    );
+    assert!(after.hits > before.hits, "{before:?} -> {after:?}");
+
+    // Read-only, every way.
+    let refused = [
+        fs::OpenOptions::new()
+            .write(true)
+            .open(m.p("big.bin"))
+            .map(drop),
+        fs::write(m.p("new"), b"x"),
+        fs::create_dir(m.p("newdir")),
+        fs::remove_file(m.p("dir/b.txt")),
+        fs::rename(m.p("dir/b.txt"), m.p("dir/b2.txt")),
+    ];
+    for r in refused {
+        let e = r.expect_err("a write on a read-only mount");
+        assert_eq!(e.raw_os_error(), Some(libc::EROFS), "{e}");
+    }
+    assert_eq!(
+        fs::read(m.objects.join("dir/b.txt")).expect("object"),
+        b"hello"
+    );
+}
+
+#[test]
+fn a_replaced_object_is_seen_after_the_ttl_and_an_open_file_of_the_old_one_goes_stale() {
+    if !fuse_ok(
+        "a_replaced_object_is_seen_after_the_ttl_and_an_open_file_of_the_old_one_goes_stale",
+    ) {
+        return;
+    }
+    let ttl = Duration::from_millis(300);
+    let m = Mounted::new(&[("obj", pattern(3, 100_000))], ttl);
+    let old = fs::File::open(m.p("obj")).expect("open");
+    let mut buf = vec![0u8; 4096];
+    old.read_at(&mut buf, 0).expect("read");
+    assert_eq!(buf, pattern(3, 4096));
+
+    // Replaced behind the mount (a new inode: a new e_tag), and a new
+    // object beside it.
+    let tmp = m.objects.join(".obj.new");
+    fs::write(&tmp, pattern(4, 50_000)).expect("write");
+    fs::rename(&tmp, m.objects.join("obj")).expect("rename");
+    fs::write(m.objects.join("added"), b"new").expect("write");
+
+    std::thread::sleep(ttl + Duration::from_millis(200));
+    assert_eq!(names(&m.mnt), ["added", "obj"]);
+    assert_eq!(
+        fs::read(m.p("obj")).expect("read the new version"),
+        pattern(4, 50_000)
+    );
+    assert_eq!(fs::read(m.p("added")).expect("read"), b"new");
+    // The open file was the old version: it never reads the new bytes.
+    let e = old
+        .read_at(&mut buf, 8192)
+        .expect_err("the old version is gone");
+    assert_eq!(e.raw_os_error(), Some(libc::ESTALE), "{e}");
+}
+
+#[test]
+fn a_url_that_names_no_store_is_refused() {
+    let cache = || {
+        foliocache::Cache::builder()
+            .capacity(4 << 20)
+            .build()
+            .expect("cache")
+    };
+    let opts = ObjectOptions::default();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let file = tmp.path().join("f");
+    fs::write(&file, b"x").expect("write");
+    for (url, says) in [
+        ("not a url".to_string(), "not a URL"),
+        (
+            format!("file://{}", tmp.path().join("missing").display()),
+            "not a directory",
+        ),
+        (format!("file://{}", file.display()), "not a directory"),
+        ("gopher://x/y".to_string(), "gopher"),
+    ] {
+        let e = ObjectFs::for_url(&url, cache(), &opts)
+            .err()
+            .expect("refused");
+        assert_eq!(e.kind(), ErrorKind::InvalidInput, "{url}: {e}");
+        assert!(e.to_string().contains(says), "{url}: {e}");
+    }
+}
