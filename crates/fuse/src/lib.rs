@@ -117,7 +117,7 @@ pub use control::{CONTROL_INO, CONTROL_NAME};
 pub use fs::FolioFs;
 pub use null::{spawn_null, NullFs};
 #[cfg(feature = "object-store")]
-pub use objects::{serve_objects, spawn_objects, ObjectFs, ObjectOptions};
+pub use objects::{serve_objects, spawn_objects, store_for_url, ObjectFs, ObjectOptions};
 
 /// How a mount is made: the cache's size and the mount's options.
 #[derive(Clone, Debug)]

@@ -253,15 +253,20 @@ impl ObjectFs {
         })
     }
 
-    /// The tree under the store and prefix `url` names (see
-    /// [`store_for_url`]), checked reachable (one listing of the
-    /// prefix), as [`new`](Self::new) makes it.
+    /// The tree under the store and prefix `url` names, configured by
+    /// `options` (see [`store_for_url`]), checked reachable (one listing
+    /// of the prefix), as [`new`](Self::new) makes it.
     ///
     /// # Errors
     /// [`store_for_url`]'s; the listing's (no such bucket, no
     /// credentials, the store unreachable); [`new`](Self::new)'s.
-    pub fn for_url(url: &str, cache: Cache, opts: &ObjectOptions) -> io::Result<ObjectFs> {
-        let (inner, prefix) = store_for_url(url)?;
+    pub fn for_url(
+        url: &str,
+        options: impl IntoIterator<Item = (String, String)>,
+        cache: Cache,
+        opts: &ObjectOptions,
+    ) -> io::Result<ObjectFs> {
+        let (inner, prefix) = store_for_url(url, options)?;
         let fs = ObjectFs::new(inner, prefix, cache, opts)?;
         let root = fs.nodes.lock().by_ino[&ROOT].key.clone();
         let prefix = (!root.as_ref().is_empty()).then_some(&root);
@@ -450,7 +455,7 @@ impl ObjectFs {
         key: &Path,
         meta: &ObjectMeta,
         range: Range<u64>,
-    ) -> Result<Vec<u8>, Errno> {
+    ) -> Result<bytes::Bytes, Errno> {
         let opts = GetOptions {
             range: Some(GetRange::Bounded(range)),
             if_match: meta.e_tag.clone(),
@@ -461,7 +466,9 @@ impl ObjectFs {
             found.bytes().await
         });
         match got {
-            Ok(b) => Ok(b.to_vec()),
+            // One piece (a read is at most MAX_IO, a stream's pieces up to
+            // 4 MiB): the bytes copied out of the cache, not again.
+            Ok(b) => Ok(b),
             // The version opened is gone: the open file is stale.
             Err(
                 object_store::Error::Precondition { .. }
@@ -484,15 +491,20 @@ impl ObjectFs {
 /// The store and the prefix in it that `url` names, as object_store's
 /// `parse_url_opts` reads it: `file:///DIR` (a local directory, through
 /// `LocalFileSystem`), `memory:///`, and with the `s3` feature
-/// `s3://BUCKET/PREFIX`, configured by the `AWS_*` environment variables
-/// (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
-/// `AWS_ENDPOINT`, `AWS_ALLOW_HTTP`, ...).
+/// `s3://BUCKET/PREFIX`, configured by `options`, the keys object_store's
+/// S3 builder reads, in any case (`aws_access_key_id`,
+/// `aws_secret_access_key`, `aws_region`, `aws_endpoint`,
+/// `aws_allow_http`, ...; others are ignored): the `AWS_*` environment
+/// variables, as `foliocache mount` passes them.
 ///
 /// # Errors
 /// `InvalidInput`: not a URL, a scheme this build does not read, a
 /// `file://` path that is not a directory, the store's configuration
 /// error.
-pub fn store_for_url(url: &str) -> io::Result<(Arc<dyn ObjectStore>, Path)> {
+pub fn store_for_url(
+    url: &str,
+    options: impl IntoIterator<Item = (String, String)>,
+) -> io::Result<(Arc<dyn ObjectStore>, Path)> {
     let invalid = |m: String| io::Error::new(io::ErrorKind::InvalidInput, m);
     let parsed = url::Url::parse(url).map_err(|e| invalid(format!("{url}: not a URL: {e}")))?;
     if parsed.scheme() == "s3" && !cfg!(feature = "s3") {
@@ -512,7 +524,6 @@ pub fn store_for_url(url: &str) -> io::Result<(Arc<dyn ObjectStore>, Path)> {
             )));
         }
     }
-    let options = std::env::vars().filter(|(k, _)| k.starts_with("AWS_"));
     let (store, prefix) = object_store::parse_url_opts(&parsed, options)
         .map_err(|e| invalid(format!("{url}: {e}")))?;
     Ok((Arc::from(store), prefix))
@@ -537,7 +548,8 @@ fn config(opts: &MountOptions, url: &str) -> io::Result<fuser::Config> {
     Ok(c)
 }
 
-/// Mounts the object store `url` names at `mountpoint`, read-only,
+/// Mounts the object store `url` names (configured by the `AWS_*`
+/// environment variables: [`store_for_url`]) at `mountpoint`, read-only,
 /// through a cache `opts` sizes (its `capacity`, `max_folio`; its
 /// `metrics` served with the store's figures) and `objects`'s
 /// time-to-live and disk tier, and serves it in this thread until it is
@@ -558,7 +570,8 @@ pub fn serve_objects(
     let signals = crate::block_unmount_signals()?;
     let m = crate::check_mountpoint(mountpoint)?;
     let config = config(opts, url)?;
-    let fs = ObjectFs::for_url(url, opts.build_cache()?, objects)?;
+    let env = std::env::vars().filter(|(k, _)| k.starts_with("AWS_"));
+    let fs = ObjectFs::for_url(url, env, opts.build_cache()?, objects)?;
     // Served until this returns (the mount ended).
     let _metrics = match opts.metrics {
         Some(addr) => {

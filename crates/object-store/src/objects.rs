@@ -39,7 +39,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use foliocache::{File, ReadaheadConfig};
 use object_store::path::Path;
@@ -62,8 +62,10 @@ pub(crate) struct Object {
     pub(crate) attributes: Attributes,
     /// Its mapping in the cache, over a [`RemoteBacking`](crate::remote::RemoteBacking).
     pub(crate) file: File,
-    /// When the store last said this is the current version.
-    pub(crate) validated: Instant,
+    /// When the store last said this is the current version: nanoseconds
+    /// after [`epoch`] (a revalidation that finds the same version moves
+    /// it, keeping the object and its cached folios).
+    validated: AtomicU64,
     /// Read since the clock hand last passed it.
     referenced: AtomicBool,
     /// The readahead window last set on `file`, in pages (0: the cache's
@@ -79,10 +81,20 @@ impl Object {
             meta,
             attributes,
             file,
-            validated: Instant::now(),
+            validated: AtomicU64::new(since_epoch()),
             referenced: AtomicBool::new(false),
             stream_pages: AtomicU64::new(0),
         }
+    }
+
+    /// How long ago the store last said this is the current version.
+    pub(crate) fn since_validated(&self) -> Duration {
+        Duration::from_nanos(since_epoch().saturating_sub(self.validated.load(Ordering::Relaxed)))
+    }
+
+    /// The store said again that this is the current version.
+    pub(crate) fn revalidated(&self) {
+        self.validated.fetch_max(since_epoch(), Ordering::Relaxed);
     }
 
     /// Sets the file's readahead window to `pages` (the remote's latency
@@ -95,6 +107,17 @@ impl Object {
             self.file.set_readahead(ReadaheadConfig::new(p, p));
         }
     }
+}
+
+/// The instant validation times count from (the first asked for).
+fn epoch() -> Instant {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+/// Nanoseconds from [`epoch`] to now.
+fn since_epoch() -> u64 {
+    u64::try_from(epoch().elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// The tracked objects (see the module documentation).

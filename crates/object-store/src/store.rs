@@ -305,7 +305,7 @@ impl<S: ObjectStore> CachedStore<S> {
     fn is_current(&self, obj: &Object, options: &GetOptions) -> bool {
         if options.version.is_none() {
             if let Some(after) = self.revalidate_after {
-                if obj.validated.elapsed() >= after {
+                if obj.since_validated() >= after {
                     return false;
                 }
             }
@@ -359,6 +359,14 @@ impl<S: ObjectStore> CachedStore<S> {
         };
         Counters::add(&self.counters.heads, 1);
         let found = self.inner.get_opts(location, head).await?;
+        // Due for revalidation and found unchanged: the same object, its
+        // cached folios kept.
+        if let Some(obj) = self.objects.get(&key) {
+            if unchanged(&obj.meta, &found.meta) {
+                obj.revalidated();
+                return Ok((key, obj));
+            }
+        }
         let record = match latest {
             true => self.record_write(location, &found.meta, &found.attributes),
             false => None,
@@ -510,6 +518,18 @@ impl<S: ObjectStore> CachedStore<S> {
             }
         }
     }
+}
+
+/// Whether a HEAD's `found` names the version `tracked` is: the same size
+/// and e_tag and version id, and where the store gives neither, the same
+/// modification time.
+fn unchanged(tracked: &ObjectMeta, found: &ObjectMeta) -> bool {
+    tracked.size == found.size
+        && tracked.e_tag == found.e_tag
+        && tracked.version == found.version
+        && (tracked.e_tag.is_some()
+            || tracked.version.is_some()
+            || tracked.last_modified == found.last_modified)
 }
 
 /// The `GetResult` of `range` of `obj`, its bytes in `stream`.

@@ -38,6 +38,7 @@ pub mod cache;
 #[cfg(feature = "cache")]
 pub mod crash;
 pub mod model;
+pub mod s3;
 
 /// Whether the tests run under CI (`CI=true`), where a missing kernel
 /// feature or tool fails the test instead of skipping it.

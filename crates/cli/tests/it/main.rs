@@ -18,6 +18,9 @@ mod mount;
 /// `foliocache mount --cache`: the mount's server on a named cache,
 /// beside a `foliocache run --cache` program.
 mod mount_named;
+/// `foliocache mount --object-store`: a store's objects, read-only,
+/// through the cache and its disk tier.
+mod mount_objects;
 /// `foliocache cache serve` and `foliocache run --cache`: one named cache
 /// for separate runs.
 mod named;

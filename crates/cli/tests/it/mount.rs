@@ -319,7 +319,7 @@ fn fusermount_unmount_ends_the_server_cleanly() {
 }
 
 /// `GET path` over HTTP/1.0: the status line and the body.
-fn http_get(addr: &str, path: &str) -> (String, String) {
+pub(crate) fn http_get(addr: &str, path: &str) -> (String, String) {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).expect("connecting to the metrics endpoint");
     write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").expect("request");

@@ -8,21 +8,23 @@ use std::fs;
 use std::io::{ErrorKind, Read};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use foliocache_fuse::{spawn_objects, MountOptions, ObjectFs, ObjectOptions};
+use foliocache_object_store::CachedStore;
 use fuser::BackgroundSession;
+use object_store::ObjectStore;
 
 use crate::mount::fuse_ok;
 
-/// A directory of objects mounted through an `ObjectFs`.
+/// An `ObjectFs` mounted at a fresh directory.
 struct Mounted {
     _tmp: tempfile::TempDir,
+    /// The objects' directory (a `file://` store's).
     objects: PathBuf,
     mnt: PathBuf,
-    store: std::sync::Arc<
-        foliocache_object_store::CachedStore<std::sync::Arc<dyn object_store::ObjectStore>>,
-    >,
+    store: Arc<CachedStore<Arc<dyn ObjectStore>>>,
     session: Option<BackgroundSession>,
 }
 
@@ -32,23 +34,22 @@ impl Mounted {
     fn new(files: &[(&str, Vec<u8>)], ttl: Duration) -> Mounted {
         let tmp = tempfile::tempdir().expect("tempdir");
         let objects = tmp.path().join("objects");
-        let mnt = tmp.path().join("mnt");
-        fs::create_dir(&mnt).expect("mkdir mnt");
         for (rel, data) in files {
             let p = objects.join(rel);
             fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
             fs::write(p, data).expect("write object");
         }
         let url = format!("file://{}", objects.display());
-        let cache = foliocache::Cache::builder()
-            .capacity(32 << 20)
-            .build()
-            .expect("cache");
-        let mut opts = ObjectOptions::default();
-        opts.ttl = ttl;
-        let fs = ObjectFs::for_url(&url, cache, &opts).expect("the tree");
+        let fs = ObjectFs::for_url(&url, [], cache(), &options(ttl)).expect("the tree");
+        Mounted::serve(tmp, objects, fs, &url)
+    }
+
+    /// `fs` mounted at a directory under `tmp`.
+    fn serve(tmp: tempfile::TempDir, objects: PathBuf, fs: ObjectFs, url: &str) -> Mounted {
+        let mnt = tmp.path().join("mnt");
+        fs::create_dir(&mnt).expect("mkdir mnt");
         let store = fs.store().clone();
-        let session = spawn_objects(fs, &url, &mnt, &MountOptions::new(32 << 20)).expect("mount");
+        let session = spawn_objects(fs, url, &mnt, &MountOptions::new(32 << 20)).expect("mount");
         Mounted {
             _tmp: tmp,
             objects,
@@ -61,6 +62,21 @@ impl Mounted {
     fn p(&self, rel: &str) -> PathBuf {
         self.mnt.join(rel)
     }
+}
+
+/// The mount's cache.
+fn cache() -> foliocache::Cache {
+    foliocache::Cache::builder()
+        .capacity(32 << 20)
+        .build()
+        .expect("cache")
+}
+
+/// The default options with a time-to-live of `ttl`.
+fn options(ttl: Duration) -> ObjectOptions {
+    let mut opts = ObjectOptions::default();
+    opts.ttl = ttl;
+    opts
 }
 
 impl Drop for Mounted {
@@ -222,10 +238,87 @@ fn a_url_that_names_no_store_is_refused() {
         (format!("file://{}", file.display()), "not a directory"),
         ("gopher://x/y".to_string(), "gopher"),
     ] {
-        let e = ObjectFs::for_url(&url, cache(), &opts)
+        let e = ObjectFs::for_url(&url, [], cache(), &opts)
             .err()
             .expect("refused");
         assert_eq!(e.kind(), ErrorKind::InvalidInput, "{url}: {e}");
         assert!(e.to_string().contains(says), "{url}: {e}");
+    }
+}
+
+/// The mount of a bucket through object_store's S3 client, against an
+/// S3-protocol server on loopback (`test_support::s3`): the `s3` feature.
+#[cfg(feature = "s3")]
+mod s3 {
+    use super::*;
+    use foliocache_fuse::store_for_url;
+    use object_store::path::Path as Key;
+    use object_store::ObjectStoreExt;
+    use test_support::s3::{server_named, start};
+
+    #[test]
+    fn a_bucket_mounted_through_s3_on_loopback() {
+        let test = "a_bucket_mounted_through_s3_on_loopback";
+        if !fuse_ok(test) {
+            return;
+        }
+        let Some((kind, bin)) = server_named() else {
+            test_support::skip_or_fail(test, "neither MOTO_SERVER nor S3S_FS names an S3 server");
+            return;
+        };
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let (_server, port) = start(kind, &bin, tmp.path());
+        let config = move || {
+            [
+                ("aws_endpoint", format!("http://127.0.0.1:{port}")),
+                ("aws_allow_http", "true".into()),
+                ("aws_region", "us-east-1".into()),
+                ("aws_access_key_id", "AK".into()),
+                ("aws_secret_access_key", "SK".into()),
+            ]
+            .map(|(k, v)| (k.to_string(), v))
+        };
+        let (client, _) = store_for_url("s3://bucket", config()).expect("the client");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let put = |key: &str, data: Vec<u8>| {
+            runtime
+                .block_on(client.put(&Key::from(key), data.into()))
+                .unwrap_or_else(|e| panic!("PUT {key}: {e}"));
+        };
+        let big = pattern(5, (2 << 20) + 77);
+        put("pre/a.bin", big.clone());
+        put("pre/d/b", b"bee".to_vec());
+        put("other/x", b"not under the prefix".to_vec());
+
+        let ttl = Duration::from_millis(300);
+        let fs = ObjectFs::for_url("s3://bucket/pre", config(), cache(), &options(ttl))
+            .expect("the tree");
+        let m = Mounted::serve(tmp, PathBuf::new(), fs, "s3://bucket/pre");
+        assert_eq!(names(&m.mnt), ["a.bin", "d"]);
+        assert_eq!(names(&m.p("d")), ["b"]);
+        assert!(
+            fs::read(m.p("a.bin")).expect("read") == big,
+            "a.bin's bytes"
+        );
+        assert_eq!(fs::read(m.p("d/b")).expect("read"), b"bee");
+        let gets = m.store.stats().remote_gets;
+        assert!(fs::read(m.p("a.bin")).expect("read again") == big);
+        assert_eq!(m.store.stats().remote_gets, gets, "{:?}", m.store.stats());
+
+        // Replaced: a new open reads the new version after the
+        // time-to-live; the file opened before never mixes the two.
+        let old = fs::File::open(m.p("a.bin")).expect("open");
+        let new = pattern(6, 1 << 20);
+        put("pre/a.bin", new.clone());
+        std::thread::sleep(ttl + Duration::from_millis(200));
+        assert!(fs::read(m.p("a.bin")).expect("read the new version") == new);
+        let mut buf = vec![0u8; 4096];
+        let e = old
+            .read_at(&mut buf, 1 << 20)
+            .expect_err("the old version is gone");
+        assert_eq!(e.raw_os_error(), Some(libc::ESTALE), "{e}");
     }
 }

@@ -298,6 +298,27 @@ async fn revalidation_sees_an_outside_write() {
 }
 
 #[tokio::test]
+async fn a_revalidation_that_finds_the_same_version_keeps_its_cached_bytes() {
+    let inner = Counting::new();
+    let cache = TestCache::bytes(4 << 20).build();
+    let s = CachedStore::builder(inner, cache)
+        .revalidate_after(Duration::ZERO)
+        .build();
+    let p = Path::from("same");
+    put(&s, &p, data(200_000, 15)).await;
+    s.get_range(&p, 0..200_000).await.unwrap();
+    let before = s.stats();
+    for _ in 0..3 {
+        expect(&s, &p, 0..200_000, &data(200_000, 15)).await;
+    }
+    let after = s.stats();
+    // A HEAD each (due at once), never a GET: the bytes are the ones cached.
+    assert_eq!(after.remote_heads, before.remote_heads + 3, "{after:?}");
+    assert_eq!(after.remote_gets, before.remote_gets, "{after:?}");
+    assert!(after.hits >= before.hits + 3, "{after:?}");
+}
+
+#[tokio::test]
 async fn writes_through_the_store_invalidate() {
     let (s, _) = store(4 << 20);
     let (a, b, c) = (Path::from("w/a"), Path::from("w/b"), Path::from("w/c"));

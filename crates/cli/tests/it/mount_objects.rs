@@ -1,0 +1,193 @@
+//! `foliocache mount --object-store URL MOUNTPOINT` as a user runs it: a
+//! directory of objects (`file://`) mounted read-only by the built
+//! binary, read by real programs (`cat`, `cp -r`), its figures scraped,
+//! writes refused, and a second mount over the same disk tier serving
+//! what the first left there. Skipped where FUSE is missing, unless
+//! `CI=true`.
+
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use crate::mount::{fuse_dirs, http_get, is_mounted, stop, Dirs};
+
+const BIN: &str = env!("CARGO_BIN_EXE_foliocache");
+
+/// Starts `foliocache mount --object-store file://BACKING MNT
+/// --foreground` with `extra` options and waits for it to be up.
+fn start(d: &Dirs, extra: &[&str]) -> Child {
+    let mut child = Command::new(BIN)
+        .arg("mount")
+        .arg("--object-store")
+        .arg(format!("file://{}", d.backing.display()))
+        .arg(&d.mnt)
+        .arg("--foreground")
+        .args(extra)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn foliocache mount");
+    let out = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    BufReader::new(out)
+        .read_line(&mut line)
+        .expect("ready line");
+    assert_eq!(line.trim(), "foliocache-mount-ready");
+    assert!(is_mounted(&d.mnt));
+    child
+}
+
+/// The sample of `name` with `labels` (`{tier="disk"}`, or empty) in
+/// Prometheus text, 0 where absent.
+fn sample(text: &str, name: &str, labels: &str) -> u64 {
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix(name)?
+                .strip_prefix(labels)?
+                .strip_prefix(' ')
+        })
+        .map_or(0, |v| v.parse().expect("an integer sample"))
+}
+
+/// The output of `program args`, which must succeed.
+fn run(program: &str, args: &[&Path]) -> Vec<u8> {
+    let out = Command::new(program).args(args).output().expect(program);
+    assert!(
+        out.status.success(),
+        "{program} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+#[test]
+fn an_object_store_mounted_read_only_restarts_warm_from_its_disk_tier() {
+    let Some(d) = fuse_dirs("an_object_store_mounted_read_only_restarts_warm_from_its_disk_tier")
+    else {
+        return;
+    };
+    let big: Vec<u8> = (0..12_000_000u32).map(|i| (i ^ (i >> 11)) as u8).collect();
+    fs::create_dir_all(d.backing.join("logs/2026")).expect("mkdir");
+    fs::write(d.backing.join("big"), &big).expect("write");
+    fs::write(d.backing.join("logs/2026/a.log"), b"one\ntwo\n").expect("write");
+    let tier = d.backing.parent().expect("tmp").join("tier");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let opts = [
+        "--capacity",
+        "4M",
+        "--disk-tier",
+        tier.to_str().expect("utf-8"),
+        "--disk-tier-size",
+        "64M",
+        "--metrics",
+        &addr,
+    ];
+
+    let mut child = start(&d, &opts);
+    // Three passes of a file three times the memory: the second and
+    // third miss in memory and admit its chunks to the disk tier.
+    for _ in 0..3 {
+        assert!(run("cat", &[&d.mnt.join("big")]) == big, "big's bytes");
+    }
+    let copy = d.backing.parent().expect("tmp").join("copy");
+    run("cp", &[Path::new("-r"), &d.mnt.join("logs"), &copy]);
+    assert_eq!(
+        fs::read(copy.join("2026/a.log")).expect("copied"),
+        b"one\ntwo\n"
+    );
+    let (status, first) = http_get(&addr, "/metrics");
+    assert!(status.contains("200"), "{status}");
+    assert!(
+        sample(&first, "foliocache_object_store_disk_writes_total", "") > 0,
+        "{first}"
+    );
+    assert_eq!(
+        sample(&first, "foliocache_capacity_bytes", ""),
+        4 << 20,
+        "{first}"
+    );
+    // Read-only: a write is refused, the objects untouched.
+    for r in [
+        fs::write(d.mnt.join("big"), b"x"),
+        fs::write(d.mnt.join("new"), b"x"),
+        fs::remove_file(d.mnt.join("logs/2026/a.log")),
+    ] {
+        assert_eq!(r.expect_err("read-only").raw_os_error(), Some(libc::EROFS));
+    }
+    stop(&mut child);
+    assert!(!is_mounted(&d.mnt));
+
+    // A new mount over the same tier: the bytes come from disk, a few
+    // GETs (the chunks the tier did not admit) at most.
+    let mut child = start(&d, &opts);
+    assert!(
+        run("cat", &[&d.mnt.join("big")]) == big,
+        "big's bytes after the restart"
+    );
+    let (_, second) = http_get(&addr, "/metrics");
+    let disk_hits = sample(
+        &second,
+        "foliocache_object_store_hits_total",
+        "{tier=\"disk\"}",
+    );
+    let gets = sample(&second, "foliocache_object_store_remote_gets_total", "");
+    let first_gets = sample(&first, "foliocache_object_store_remote_gets_total", "");
+    assert!(disk_hits > 0, "{second}");
+    assert!(
+        gets * 4 < first_gets,
+        "GETs after the restart {gets}, before {first_gets}"
+    );
+    stop(&mut child);
+}
+
+#[test]
+fn a_mount_of_an_object_store_refuses_what_is_a_directorys() {
+    let d = crate::mount::dirs();
+    let url = format!("file://{}", d.backing.display());
+    let cases: [(&[&str], &str); 5] = [
+        (&["BACKING"], "give no BACKING_DIR"),
+        (&["--cache", "x"], "--cache"),
+        (&["--state", "/tmp/s"], "--state"),
+        (&["--dontcache", "--capacity", "4M"], "--dontcache"),
+        (
+            &["--capacity", "4M", "--object-store-missing"],
+            "unexpected argument",
+        ),
+    ];
+    for (extra, says) in cases {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("mount").arg("--object-store").arg(&url);
+        for a in extra {
+            match *a {
+                "BACKING" => cmd.arg(&d.backing).arg(&d.mnt).args(["--capacity", "4M"]),
+                a => cmd.arg(a),
+            };
+        }
+        if !extra.contains(&"BACKING") {
+            cmd.arg(&d.mnt);
+        }
+        let out = cmd.arg("--foreground").output().expect("mount");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(says),
+            "{extra:?}: {err}"
+        );
+    }
+    let out = Command::new(BIN)
+        .args(["mount", "--metadata-ttl", "1"])
+        .arg(&d.backing)
+        .arg(&d.mnt)
+        .args(["--capacity", "4M"])
+        .output()
+        .expect("mount");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("--object-store"),
+        "{err}"
+    );
+    assert!(!is_mounted(&d.mnt));
+}
