@@ -94,14 +94,21 @@ fn start_with_stderr(d: &Dirs, stderr: Stdio) -> Child {
 
 /// [`start_with_stderr`], with more options.
 pub(crate) fn start_with(d: &Dirs, stderr: Stdio, extra: &[&str]) -> Child {
-    let mut child = Command::new(BIN)
-        .arg("mount")
+    let mut cmd = Command::new(BIN);
+    cmd.arg("mount")
         .arg(&d.backing)
         .arg(&d.mnt)
         .args(["--capacity", "64M", "--foreground"])
         .args(extra)
+        .stderr(stderr);
+    spawn_mounted(&mut cmd, &d.mnt)
+}
+
+/// Spawns `cmd`, a `foliocache mount --foreground` at `mnt`, and waits
+/// for it to say the mount is up.
+pub(crate) fn spawn_mounted(cmd: &mut Command, mnt: &Path) -> Child {
+    let mut child = cmd
         .stdout(Stdio::piped())
-        .stderr(stderr)
         .spawn()
         .expect("spawn foliocache mount");
     let out = child.stdout.take().expect("stdout");
@@ -110,7 +117,7 @@ pub(crate) fn start_with(d: &Dirs, stderr: Stdio, extra: &[&str]) -> Child {
         .read_line(&mut line)
         .expect("ready line");
     assert_eq!(line.trim(), "foliocache-mount-ready");
-    assert!(is_mounted(&d.mnt));
+    assert!(is_mounted(mnt));
     child
 }
 

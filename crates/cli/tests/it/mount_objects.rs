@@ -6,35 +6,24 @@
 //! `CI=true`.
 
 use std::fs;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 
-use crate::mount::{fuse_dirs, http_get, is_mounted, stop, Dirs};
+use crate::mount::{fuse_dirs, http_get, is_mounted, spawn_mounted, stop, Dirs};
 
 const BIN: &str = env!("CARGO_BIN_EXE_foliocache");
 
 /// Starts `foliocache mount --object-store file://BACKING MNT
 /// --foreground` with `extra` options and waits for it to be up.
 fn start(d: &Dirs, extra: &[&str]) -> Child {
-    let mut child = Command::new(BIN)
-        .arg("mount")
+    let mut cmd = Command::new(BIN);
+    cmd.arg("mount")
         .arg("--object-store")
         .arg(format!("file://{}", d.backing.display()))
         .arg(&d.mnt)
         .arg("--foreground")
-        .args(extra)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn foliocache mount");
-    let out = child.stdout.take().expect("stdout");
-    let mut line = String::new();
-    BufReader::new(out)
-        .read_line(&mut line)
-        .expect("ready line");
-    assert_eq!(line.trim(), "foliocache-mount-ready");
-    assert!(is_mounted(&d.mnt));
-    child
+        .args(extra);
+    spawn_mounted(&mut cmd, &d.mnt)
 }
 
 /// The sample of `name` with `labels` (`{tier="disk"}`, or empty) in
