@@ -23,6 +23,10 @@
 //!   root, where `foliocache stat` reads the cache's figures as JSON.
 //! - [`NullFs`] ([`null`]): the crossing alone (files of zeros, no
 //!   cache), the ceiling of any FUSE server, measured beside the mount.
+//! - `ObjectFs` (module `objects`, feature `object-store`): an object
+//!   store's tree (`file://`, or `s3://` with the `s3` feature), read-only,
+//!   its bytes through the object-store crate's `CachedStore` over a
+//!   cache of its own (and its disk tier); `serve_objects` mounts it.
 //! - [`serve`]: mount, serve with several threads until unmounted, SIGINT,
 //!   SIGTERM or SIGHUP, write every dirty folio back, unmount.
 //! - warm restarts (`warm.rs`): with [`MountOptions::state`], the cache's
