@@ -139,9 +139,10 @@ impl Listing {
 }
 
 /// Whether `name` is shown as a file name: a valid key part (no `/`, no
-/// control character, not `.` or `..`) and not empty.
+/// control character, not `.` or `..`), not empty, and no longer than a
+/// file name may be (`NAME_MAX`, 255 bytes; an S3 key part may be longer).
 fn is_file_name(name: &str) -> bool {
-    !name.is_empty() && PathPart::parse(name).is_ok()
+    !name.is_empty() && name.len() <= 255 && PathPart::parse(name).is_ok()
 }
 
 /// A node the kernel knows.
@@ -863,6 +864,7 @@ mod tests {
         assert!(matches!(l.get("c"), Some(Entry::File(_))));
         assert!(l.get("d").is_none());
         assert!(!is_file_name("..") && !is_file_name("") && !is_file_name("a\nb"));
+        assert!(is_file_name(&"x".repeat(255)) && !is_file_name(&"x".repeat(256)));
         assert!(is_file_name("a b%2F"));
     }
 }
