@@ -2,7 +2,9 @@
 //! (`foliocache-fuse`) and its figures.
 //!
 //! `mount BACKING_DIR MOUNTPOINT --capacity SIZE` serves BACKING_DIR at
-//! MOUNTPOINT through one cache. With `--foreground` it serves in this
+//! MOUNTPOINT through one cache; `mount --object-store URL MOUNTPOINT
+//! --capacity SIZE` serves an object store's objects there, read-only
+//! (`foliocache_fuse::ObjectFs`, docs/object-store.md "The mount"). With `--foreground` it serves in this
 //! process until unmounted (`foliocache umount MOUNTPOINT`) or sent
 //! SIGINT, SIGTERM or SIGHUP; without, it starts itself again with
 //! `--foreground` in a new process group (stdin and stdout closed, stderr
