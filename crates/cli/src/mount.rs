@@ -405,19 +405,31 @@ pub fn stat(a: &StatArgs) -> Result<()> {
 /// its control file.
 pub(crate) fn query(mnt: &Path, request: &str) -> Result<String> {
     let control = mnt.join(CONTROL_NAME);
-    let mut file = std::fs::OpenOptions::new()
+    // Opened for writing only to send a request: an object store's mount
+    // is read-only, and answers the figures without one.
+    let opened = std::fs::OpenOptions::new()
         .read(true)
-        .write(true)
-        .open(&control)
-        .with_context(|| {
+        .write(!request.is_empty())
+        .open(&control);
+    let mut file = match opened {
+        Err(e) if e.raw_os_error() == Some(libc::EROFS) => bail!(
+            "{} is a read-only mount (an object store's), which keeps no figures per file: \
+             `foliocache stat {}` shows the cache's",
+            mnt.display(),
+            mnt.display()
+        ),
+        r => r.with_context(|| {
             format!(
                 "opening {} (is a `foliocache mount` running there?)",
                 control.display()
             )
-        })?;
-    file.write_all(request.as_bytes())?;
-    // The answer is read from offset 0 (the write moved the offset).
-    file.seek(SeekFrom::Start(0))?;
+        })?,
+    };
+    if !request.is_empty() {
+        file.write_all(request.as_bytes())?;
+        // The answer is read from offset 0 (the write moved the offset).
+        file.seek(SeekFrom::Start(0))?;
+    }
     let mut answer = String::new();
     file.read_to_string(&mut answer)?;
     Ok(answer)
@@ -549,7 +561,39 @@ fn print_text(v: &serde_json::Value) {
     if let Some(line) = warm_line(&v["warm"]) {
         println!("{line}");
     }
+    if let Some(line) = object_store_line(&v["object_store"]) {
+        println!("{line}");
+    }
     print_files(v);
+}
+
+/// `stat`'s line of an object store's mount (`foliocache mount
+/// --object-store`): its requests and its tiers, or `None` for a
+/// directory's mount.
+fn object_store_line(o: &serde_json::Value) -> Option<String> {
+    let url = o["url"].as_str()?;
+    let n = |k: &str| o[k].as_u64().unwrap_or(0);
+    let disk = &o["disk_tier"];
+    let tier = match disk["slots"].as_u64() {
+        Some(slots) => format!(
+            "; disk tier: {} hits, {} misses, {} writes, {} slots",
+            disk["hits"].as_u64().unwrap_or(0),
+            disk["misses"].as_u64().unwrap_or(0),
+            disk["writes"].as_u64().unwrap_or(0),
+            slots
+        ),
+        None => String::new(),
+    };
+    Some(format!(
+        "object store {url}: {} GETs ({:.1} MiB, {} failed), {} HEADs, {} stale versions, \
+         {} objects tracked{tier}",
+        n("remote_gets"),
+        n("remote_get_bytes") as f64 / (1u64 << 20) as f64,
+        n("remote_get_errors"),
+        n("remote_heads"),
+        n("stale_versions"),
+        n("objects"),
+    ))
 }
 
 /// The descriptors' line and each file's cachestat (or error) line.

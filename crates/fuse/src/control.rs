@@ -16,18 +16,19 @@
 //!    "error": s}]}` and a newline. With a named shared cache, `"cache"`
 //!    has the shared cache's figures ([`shared_stats_json`]), `"shared"`
 //!    is `{"name": s}`, and each file has an `"error"` (a shared cache
-//!    keeps no per-file figures). The figures are taken at the read at
-//!    offset 0; later offsets read the same snapshot.
+//!    keeps no per-file figures). An object store's mount
+//!    (`ObjectFs`, read-only: the file is opened for reading and no
+//!    request is written) adds `"object_store": {...}`, the store's
+//!    figures. The figures are taken at the read at offset 0; later
+//!    offsets read the same snapshot.
 //!
 //! The file is opened with direct IO, so the kernel asks the server for
 //! every read whatever size the file claims (0).
 
 use std::time::UNIX_EPOCH;
 
-use foliocache::{CacheStats, SharedStats};
+use foliocache::{Cache, CacheStats, SharedStats};
 use fuser::{Errno, FileAttr, FileType, INodeNo};
-
-use crate::fs::FolioFs;
 
 /// The control file's name at the mount root.
 pub const CONTROL_NAME: &str = ".foliocache-control";
@@ -78,7 +79,14 @@ impl Session {
         Ok(data.len())
     }
 
-    pub(crate) fn read(&mut self, offset: u64, size: usize, fs: &FolioFs) -> Vec<u8> {
+    /// `size` bytes at `offset` of the answer, which `answer` makes (from
+    /// the paths requested) at a read at offset 0 or the first read.
+    pub(crate) fn read(
+        &mut self,
+        offset: u64,
+        size: usize,
+        answer: impl FnOnce(&[String]) -> serde_json::Value,
+    ) -> Vec<u8> {
         if offset == 0 || self.answer.is_none() {
             let paths: Vec<String> = String::from_utf8_lossy(&self.request)
                 .lines()
@@ -86,7 +94,7 @@ impl Session {
                 .filter(|l| !l.is_empty())
                 .map(String::from)
                 .collect();
-            let mut out = fs.stats_json(&paths).to_string().into_bytes();
+            let mut out = answer(&paths).to_string().into_bytes();
             out.push(b'\n');
             self.answer = Some(out);
         }
@@ -146,6 +154,26 @@ pub fn shared_stats_json(s: &SharedStats) -> serde_json::Value {
         "pages": s.pages,
         "recoveries": s.recoveries,
         "processes": s.processes,
+    })
+}
+
+/// The figures of a mount's own cache: its statistics with the
+/// predicted hit ratios, its IO engine, the warm start's progress.
+pub(crate) fn own_cache_json(cache: &Cache) -> serde_json::Value {
+    let mut stats = cache_stats_json(&cache.stats());
+    let curve = cache.hit_ratio_curve();
+    stats["hit_ratio_curve"] = serde_json::json!({
+        "points": curve
+            .points
+            .iter()
+            .map(|p| [p.capacity_ratio, p.hit_ratio])
+            .collect::<Vec<_>>(),
+        "accesses": curve.accesses,
+    });
+    serde_json::json!({
+        "cache": stats,
+        "io_engine": cache.io_engine_name(),
+        "warm": crate::warm::progress_json(&cache.warm_progress()),
     })
 }
 

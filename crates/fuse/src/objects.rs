@@ -24,7 +24,9 @@
 //!
 //! Files are opened toward the kernel with `FOPEN_DIRECT_IO`: the
 //! cache (and its disk tier) keeps the one copy. Writes of every kind
-//! are refused (`EROFS`: the mount is read-only).
+//! are refused (`EROFS`: the mount is read-only). The control file
+//! ([`crate::control`]) answers `foliocache stat` with the cache's
+//! figures and the store's.
 //!
 //! Locking: the node table and the handle table are each behind a
 //! `parking_lot` mutex held for a table operation only, never across a
@@ -37,6 +39,7 @@ use std::ffi::OsStr;
 use std::hash::{Hash, Hasher};
 use std::io;
 use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -52,6 +55,7 @@ use object_store::path::{Path, PathPart};
 use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore, ObjectStoreExt};
 use parking_lot::Mutex;
 
+use crate::control::{self, CONTROL_INO, CONTROL_NAME};
 use crate::MountOptions;
 
 /// The root's node id (FUSE's).
@@ -168,7 +172,7 @@ struct Nodes {
     next: u64,
 }
 
-/// An open file or directory.
+/// An open file, directory or control file.
 enum Open {
     File {
         key: Path,
@@ -179,6 +183,7 @@ enum Open {
         parent: u64,
         listing: Arc<Listing>,
     },
+    Control(Arc<Mutex<control::Session>>),
 }
 
 /// The open handles by number.
@@ -199,6 +204,10 @@ pub struct ObjectFs {
     /// When the tree was made: its directories' times (a prefix has none
     /// of its own).
     made: SystemTime,
+    /// The URL served (the control file's answer names it).
+    source: String,
+    /// Whether the kernel maps the files shared (`FUSE_DIRECT_IO_ALLOW_MMAP`).
+    shared_mmap: AtomicBool,
 }
 
 impl ObjectFs {
@@ -251,6 +260,8 @@ impl ObjectFs {
                 nix::unistd::getgid().as_raw(),
             ),
             made: SystemTime::now(),
+            source: String::new(),
+            shared_mmap: AtomicBool::new(false),
         })
     }
 
@@ -268,7 +279,8 @@ impl ObjectFs {
         opts: &ObjectOptions,
     ) -> io::Result<ObjectFs> {
         let (inner, prefix) = store_for_url(url, options)?;
-        let fs = ObjectFs::new(inner, prefix, cache, opts)?;
+        let mut fs = ObjectFs::new(inner, prefix, cache, opts)?;
+        fs.source = url.to_owned();
         let root = fs.nodes.lock().by_ino[&ROOT].key.clone();
         let prefix = (!root.as_ref().is_empty()).then_some(&root);
         fs.runtime
@@ -480,6 +492,41 @@ impl ObjectFs {
         }
     }
 
+    /// What the control file answers (`foliocache stat`): the cache's
+    /// figures as a directory mount's, the store's, and for each path
+    /// asked an error (no per-file figures here).
+    fn stats_json(&self, paths: &[String]) -> serde_json::Value {
+        let mut v = control::own_cache_json(self.store.cache());
+        let s = self.store.stats();
+        let tier = self.store.disk_tier().map(|t| t.stats());
+        v["object_store"] = serde_json::json!({
+            "url": self.source,
+            "hits": s.hits,
+            "misses": s.misses,
+            "remote_gets": s.remote_gets,
+            "remote_get_bytes": s.remote_get_bytes,
+            "remote_get_errors": s.remote_get_errors,
+            "remote_heads": s.remote_heads,
+            "stale_versions": s.stale_versions,
+            "objects": s.objects,
+            "disk_tier": tier.map(|t| serde_json::json!({
+                "hits": t.hits,
+                "misses": t.misses,
+                "writes": t.writes,
+                "corrupt": t.corrupt,
+                "slots": t.slots,
+            })),
+        });
+        v["dontcache"] = false.into();
+        v["shared_mmap"] = self.shared_mmap.load(Ordering::Relaxed).into();
+        v["files"] = paths
+            .iter()
+            .map(|p| serde_json::json!({ "path": p, "error": "no per-file figures on an object store's mount" }))
+            .collect::<Vec<_>>()
+            .into();
+        v
+    }
+
     fn add_handle(&self, open: Open) -> FileHandle {
         let mut h = self.handles.lock();
         let fh = h.next;
@@ -610,6 +657,12 @@ fn store_errno(what: &str, key: &Path, e: &object_store::Error) -> Errno {
     Errno::EIO
 }
 
+/// Whether `name` in `parent` is the control file (`foliocache stat`'s,
+/// [`control`]): at the root, it hides an object of its name.
+fn is_control(parent: u64, name: &OsStr) -> bool {
+    parent == ROOT && name.as_encoded_bytes() == CONTROL_NAME.as_bytes()
+}
+
 /// A stable inode number for a listed entry the kernel has not looked
 /// up (readdir's `d_ino`): a hash of its key, never the root's.
 fn listed_ino(key: &Path) -> u64 {
@@ -622,12 +675,18 @@ impl Filesystem for ObjectFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
         // Shared mappings of the direct-IO files (Linux 6.6 and later);
         // the mount is read-only, so they are never dirty.
-        let _ = config.add_capabilities(fuser::InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
+        let mmap = config
+            .add_capabilities(fuser::InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP)
+            .is_ok();
+        self.shared_mmap.store(mmap, Ordering::Relaxed);
         let _ = config.set_max_write(MAX_IO);
         Ok(())
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        if is_control(parent.0, name) {
+            return reply.entry(&self.ttl, &control::attr(self.owner), Generation(0));
+        }
         match self.lookup_entry(parent.0, name) {
             Ok(attr) => reply.entry(&self.ttl, &attr, Generation(0)),
             Err(e) => reply.error(e),
@@ -652,6 +711,9 @@ impl Filesystem for ObjectFs {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        if ino.0 == CONTROL_INO {
+            return reply.attr(&self.ttl, &control::attr(self.owner));
+        }
         match self.current(ino.0) {
             Ok(entry) => reply.attr(&self.ttl, &self.attr(ino.0, &entry)),
             Err(e) => reply.error(e),
@@ -661,6 +723,10 @@ impl Filesystem for ObjectFs {
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         if !matches!(flags.acc_mode(), OpenAccMode::O_RDONLY) {
             return reply.error(Errno::EROFS);
+        }
+        if ino.0 == CONTROL_INO {
+            let fh = self.add_handle(Open::Control(Arc::default()));
+            return reply.opened(fh, FopenFlags::FOPEN_DIRECT_IO);
         }
         let key = match self.nodes.lock().by_ino.get(&ino.0) {
             Some(n) if matches!(n.entry, Entry::Dir) => return reply.error(Errno::EISDIR),
@@ -690,6 +756,13 @@ impl Filesystem for ObjectFs {
     ) {
         let (key, meta) = match self.handles.lock().open.get(&fh.0) {
             Some(Open::File { key, meta }) => (key.clone(), meta.clone()),
+            Some(Open::Control(s)) => {
+                let s = s.clone();
+                let data = s
+                    .lock()
+                    .read(offset, size as usize, |paths| self.stats_json(paths));
+                return reply.data(&data);
+            }
             _ => return reply.error(Errno::EBADF),
         };
         let end = offset.saturating_add(u64::from(size)).min(meta.size);
@@ -796,17 +869,22 @@ impl Filesystem for ObjectFs {
             (ino, FileType::Directory, "."),
             (parent, FileType::Directory, ".."),
         ];
-        let entries = listing.entries.iter().map(|(n, e)| {
-            let kind = match e {
-                Entry::Dir => FileType::Directory,
-                Entry::File(_) => FileType::RegularFile,
-            };
-            let id = known.get(n.as_str()).copied().unwrap_or_else(|| {
-                // A valid part (the listing keeps only those).
-                listed_ino(&key.clone().join(PathPart::parse(n).unwrap_or_default()))
+        let hidden = |n: &str| is_control(ino, OsStr::new(n));
+        let entries = listing
+            .entries
+            .iter()
+            .filter(|(n, _)| !hidden(n))
+            .map(|(n, e)| {
+                let kind = match e {
+                    Entry::Dir => FileType::Directory,
+                    Entry::File(_) => FileType::RegularFile,
+                };
+                let id = known.get(n.as_str()).copied().unwrap_or_else(|| {
+                    // A valid part (the listing keeps only those).
+                    listed_ino(&key.clone().join(PathPart::parse(n).unwrap_or_default()))
+                });
+                (id, kind, n.as_str())
             });
-            (id, kind, n.as_str())
-        });
         let start = usize::try_from(offset).unwrap_or(usize::MAX);
         for (i, (id, kind, name)) in dots.into_iter().chain(entries).enumerate().skip(start) {
             if reply.add(INodeNo(id), i as u64 + 1, kind, name) {

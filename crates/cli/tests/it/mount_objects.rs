@@ -107,6 +107,34 @@ fn an_object_store_mounted_read_only_restarts_warm_from_its_disk_tier() {
     ] {
         assert_eq!(r.expect_err("read-only").raw_os_error(), Some(libc::EROFS));
     }
+    // `foliocache stat`: the cache's figures and the store's; no
+    // figures per file on a read-only mount.
+    let out = Command::new(BIN)
+        .arg("stat")
+        .arg(&d.mnt)
+        .output()
+        .expect("stat");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("object store file://") && text.contains("disk tier:"),
+        "{text}"
+    );
+    let out = Command::new(BIN)
+        .arg("stat")
+        .arg(&d.mnt)
+        .arg(d.mnt.join("big"))
+        .output()
+        .expect("stat FILE");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("read-only mount"),
+        "{err}"
+    );
     stop(&mut child);
     assert!(!is_mounted(&d.mnt));
 

@@ -69,7 +69,9 @@ impl FolioFs {
         let file = match &*h {
             Handle::File { file, .. } => file,
             Handle::Control(s) => {
-                let data = s.lock().read(offset, size as usize, self);
+                let data = s
+                    .lock()
+                    .read(offset, size as usize, |paths| self.stats_json(paths));
                 return reply.data(&data);
             }
             Handle::Dir { .. } => return reply.error(Errno::EISDIR),

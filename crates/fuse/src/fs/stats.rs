@@ -4,7 +4,6 @@
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 
-use foliocache::Cache;
 use nix::fcntl::{self, OFlag};
 use nix::sys::stat::{self, Mode, SFlag};
 
@@ -32,7 +31,7 @@ impl FolioFs {
             })
             .collect();
         let mut v = match &self.store {
-            Store::Private(cache) => private_json(cache),
+            Store::Private(cache) => control::own_cache_json(cache),
             Store::Shared { cache, name } => serde_json::json!({
                 "cache": control::shared_stats_json(&cache.stats()),
                 "io_engine": "shared",
@@ -102,24 +101,4 @@ impl FolioFs {
             std::os::fd::AsRawFd::as_raw_fd(&fd)
         ))
     }
-}
-
-/// The figures of the mount's own cache: its statistics with the
-/// predicted hit ratios, its IO engine, the warm start's progress.
-fn private_json(cache: &Cache) -> serde_json::Value {
-    let mut stats = control::cache_stats_json(&cache.stats());
-    let curve = cache.hit_ratio_curve();
-    stats["hit_ratio_curve"] = serde_json::json!({
-        "points": curve
-            .points
-            .iter()
-            .map(|p| [p.capacity_ratio, p.hit_ratio])
-            .collect::<Vec<_>>(),
-        "accesses": curve.accesses,
-    });
-    serde_json::json!({
-        "cache": stats,
-        "io_engine": cache.io_engine_name(),
-        "warm": crate::warm::progress_json(&cache.warm_progress()),
-    })
 }

@@ -115,9 +115,11 @@ fn an_object_store_is_a_read_only_tree_served_from_the_cache() {
             ("big.bin", big.clone()),
             ("dir/b.txt", b"hello".to_vec()),
             ("dir/sub/c", pattern(2, 70_000)),
+            (foliocache_fuse::CONTROL_NAME, b"hidden".to_vec()),
         ],
         Duration::from_secs(60),
     );
+    // The control file hides an object of its name at the root.
     assert_eq!(names(&m.mnt), ["big.bin", "dir"]);
     assert_eq!(names(&m.p("dir")), ["b.txt", "sub"]);
     assert!(m.p("dir").is_dir() && m.p("dir/sub").is_dir());
@@ -160,6 +162,18 @@ fn an_object_store_is_a_read_only_tree_served_from_the_cache() {
         "{before:?} -> {after:?}"
     );
     assert!(after.hits > before.hits, "{before:?} -> {after:?}");
+
+    // The control file (`foliocache stat`): the cache's figures and the
+    // store's, read without a request.
+    let answer = fs::read_to_string(m.p(foliocache_fuse::CONTROL_NAME)).expect("control");
+    let v: serde_json::Value = serde_json::from_str(&answer).expect("json");
+    let o = &v["object_store"];
+    assert!(
+        o["url"].as_str().is_some_and(|u| u.starts_with("file://")),
+        "{v}"
+    );
+    assert_eq!(o["remote_gets"].as_u64(), Some(after.remote_gets), "{v}");
+    assert!(v["cache"]["hits"].as_u64() > Some(0), "{v}");
 
     // Read-only, every way.
     let refused = [
