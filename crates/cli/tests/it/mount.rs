@@ -503,7 +503,7 @@ fn a_mount_point_inside_the_backing_is_refused() {
 /// interval only after `=`, so the mount point is not read as one.
 /// Without a mount there, the error is the mount's, not the command line's.
 /// `foliocache stat ARGS`: its exit code, stdout and stderr.
-fn stat_cmd<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> (Option<i32>, String, String) {
+pub(crate) fn stat_cmd<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> (Option<i32>, String, String) {
     let out = Command::new(BIN)
         .arg("stat")
         .args(args)

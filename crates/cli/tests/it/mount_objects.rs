@@ -9,7 +9,7 @@ use std::fs;
 use std::path::Path;
 use std::process::{Child, Command};
 
-use crate::mount::{fuse_dirs, http_get, is_mounted, spawn_mounted, stop, Dirs};
+use crate::mount::{fuse_dirs, http_get, is_mounted, spawn_mounted, stat_cmd, stop, Dirs};
 
 const BIN: &str = env!("CARGO_BIN_EXE_foliocache");
 
@@ -109,32 +109,14 @@ fn an_object_store_mounted_read_only_restarts_warm_from_its_disk_tier() {
     }
     // `foliocache stat`: the cache's figures and the store's; no
     // figures per file on a read-only mount.
-    let out = Command::new(BIN)
-        .arg("stat")
-        .arg(&d.mnt)
-        .output()
-        .expect("stat");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (code, text, err) = stat_cmd(&[&d.mnt]);
+    assert_eq!(code, Some(0), "{text}{err}");
     assert!(
         text.contains("object store file://") && text.contains("disk tier:"),
         "{text}"
     );
-    let out = Command::new(BIN)
-        .arg("stat")
-        .arg(&d.mnt)
-        .arg(d.mnt.join("big"))
-        .output()
-        .expect("stat FILE");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && err.contains("read-only mount"),
-        "{err}"
-    );
+    let (code, _, err) = stat_cmd(&[&d.mnt, &d.mnt.join("big")]);
+    assert!(code != Some(0) && err.contains("read-only mount"), "{err}");
     stop(&mut child);
     assert!(!is_mounted(&d.mnt));
 
