@@ -174,10 +174,8 @@ struct Nodes {
 
 /// An open file, directory or control file.
 enum Open {
-    File {
-        key: Path,
-        meta: ObjectMeta,
-    },
+    /// The object's key and the version opened (shared with each read).
+    File(Arc<(Path, ObjectMeta)>),
     Dir {
         ino: u64,
         parent: u64,
@@ -735,7 +733,7 @@ impl Filesystem for ObjectFs {
         };
         match self.current(ino.0) {
             Ok(Entry::File(meta)) => {
-                let fh = self.add_handle(Open::File { key, meta });
+                let fh = self.add_handle(Open::File(Arc::new((key, meta))));
                 reply.opened(fh, FopenFlags::FOPEN_DIRECT_IO);
             }
             Ok(Entry::Dir) => reply.error(Errno::EISDIR),
@@ -754,22 +752,26 @@ impl Filesystem for ObjectFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let (key, meta) = match self.handles.lock().open.get(&fh.0) {
-            Some(Open::File { key, meta }) => (key.clone(), meta.clone()),
-            Some(Open::Control(s)) => {
-                let s = s.clone();
-                let data = s
+        // The handle's table is let go before the read (or the answer).
+        let opened = match self.handles.lock().open.get(&fh.0) {
+            Some(Open::File(opened)) => Ok(opened.clone()),
+            Some(Open::Control(session)) => Err(session.clone()),
+            _ => return reply.error(Errno::EBADF),
+        };
+        let (key, meta) = match &opened {
+            Ok(opened) => (&opened.0, &opened.1),
+            Err(session) => {
+                let data = session
                     .lock()
                     .read(offset, size as usize, |paths| self.stats_json(paths));
                 return reply.data(&data);
             }
-            _ => return reply.error(Errno::EBADF),
         };
         let end = offset.saturating_add(u64::from(size)).min(meta.size);
         if offset >= end {
             return reply.data(&[]);
         }
-        match self.read_range(&key, &meta, offset..end) {
+        match self.read_range(key, meta, offset..end) {
             Ok(data) => reply.data(&data),
             Err(e) => reply.error(e),
         }
@@ -852,41 +854,35 @@ impl Filesystem for ObjectFs {
             }) => (*ino, *parent, listing.clone()),
             _ => return reply.error(Errno::EBADF),
         };
-        let (known, key): (HashMap<&str, u64>, Path) = {
-            let nodes = self.nodes.lock();
-            let key = nodes.by_ino.get(&ino).map(|n| n.key.clone());
-            let known = listing
-                .entries
-                .iter()
-                .filter_map(|(n, _)| {
-                    let i = nodes.by_name.get(&(ino, n.clone()))?;
-                    Some((n.as_str(), *i))
-                })
-                .collect();
-            (known, key.unwrap_or_default())
-        };
         let dots = [
-            (ino, FileType::Directory, "."),
-            (parent, FileType::Directory, ".."),
+            (FileType::Directory, ".", Some(ino)),
+            (FileType::Directory, "..", Some(parent)),
         ];
         let hidden = |n: &str| is_control(ino, OsStr::new(n));
         let entries = listing
             .entries
             .iter()
             .filter(|(n, _)| !hidden(n))
-            .map(|(n, e)| {
-                let kind = match e {
-                    Entry::Dir => FileType::Directory,
-                    Entry::File(_) => FileType::RegularFile,
-                };
-                let id = known.get(n.as_str()).copied().unwrap_or_else(|| {
-                    // A valid part (the listing keeps only those).
-                    listed_ino(&key.clone().join(PathPart::parse(n).unwrap_or_default()))
-                });
-                (id, kind, n.as_str())
+            .map(|(n, e)| match e {
+                Entry::Dir => (FileType::Directory, n.as_str(), None),
+                Entry::File(_) => (FileType::RegularFile, n.as_str(), None),
             });
+        // The ids of the entries this reply carries only (a listing is
+        // read in many replies): a node's if the kernel knows it, else
+        // one from its key.
+        let nodes = self.nodes.lock();
+        let dir = nodes.by_ino.get(&ino).map(|n| &n.key);
         let start = usize::try_from(offset).unwrap_or(usize::MAX);
-        for (i, (id, kind, name)) in dots.into_iter().chain(entries).enumerate().skip(start) {
+        for (i, (kind, name, id)) in dots.into_iter().chain(entries).enumerate().skip(start) {
+            let id = id.unwrap_or_else(|| match nodes.by_name.get(&(ino, name.to_owned())) {
+                Some(&known) => known,
+                // A valid part (the listing keeps only those).
+                None => listed_ino(
+                    &dir.cloned()
+                        .unwrap_or_default()
+                        .join(PathPart::parse(name).unwrap_or_default()),
+                ),
+            });
             if reply.add(INodeNo(id), i as u64 + 1, kind, name) {
                 break;
             }

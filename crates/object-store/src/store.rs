@@ -522,7 +522,10 @@ impl<S: ObjectStore> CachedStore<S> {
 
 /// Whether a HEAD's `found` names the version `tracked` is: the same size
 /// and e_tag and version id, and where the store gives neither, the same
-/// modification time.
+/// modification time. Stricter than `remote::same_version`, which checks
+/// a GET's answer against a pinned version and lets a field the answer
+/// lacks agree: a revalidation that keeps a version's cached bytes must
+/// know it is the same one.
 fn unchanged(tracked: &ObjectMeta, found: &ObjectMeta) -> bool {
     tracked.size == found.size
         && tracked.e_tag == found.e_tag

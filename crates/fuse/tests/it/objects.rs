@@ -232,6 +232,26 @@ fn a_replaced_object_is_seen_after_the_ttl_and_an_open_file_of_the_old_one_goes_
 }
 
 #[test]
+fn a_directory_of_many_objects_is_listed_whole_across_replies() {
+    if !fuse_ok("a_directory_of_many_objects_is_listed_whole_across_replies") {
+        return;
+    }
+    let files: Vec<(String, Vec<u8>)> = (0..600)
+        .map(|i| (format!("many/object-{i:04}"), vec![i as u8; 1 + i % 9]))
+        .collect();
+    let refs: Vec<(&str, Vec<u8>)> = files.iter().map(|(n, d)| (n.as_str(), d.clone())).collect();
+    let m = Mounted::new(&refs, Duration::from_secs(60));
+    // Looked up first: some entries the kernel knows, the rest not.
+    assert_eq!(
+        fs::read(m.p("many/object-0007")).expect("read"),
+        vec![7u8; 8]
+    );
+    let listed = names(&m.p("many"));
+    let want: Vec<String> = (0..600).map(|i| format!("object-{i:04}")).collect();
+    assert_eq!(listed, want);
+}
+
+#[test]
 fn a_url_that_names_no_store_is_refused() {
     let cache = || {
         foliocache::Cache::builder()
