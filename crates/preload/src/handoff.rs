@@ -12,13 +12,14 @@ use libc::{off_t, pid_t, FILE};
 
 use crate::real::real;
 use crate::state::{
-    hand_all_to_kernel, hand_path, hand_stream, hand_to_kernel, lookup, prepare_fork,
-    release_stream, take_stream, write_back_all,
+    hand_all_to_kernel, hand_path, hand_stream, hand_to_kernel, lookup, mapping_plain,
+    prepare_fork, release_stream, take_stream, write_back_all,
 };
 
 /// `mmap(2)`: a mapping of a served file hands the file to the kernel
 /// first (written back; its fds plain from then on), so the mapping and
-/// every later call see the same data.
+/// every later call see the same data; in a group, for every process of
+/// it, as does a mapping of a plain fd of a file under a served directory.
 ///
 /// # Safety
 /// As `mmap(2)`.
@@ -32,8 +33,9 @@ pub unsafe extern "C" fn mmap(
     offset: off_t,
 ) -> *mut c_void {
     if fd >= 0 && flags & libc::MAP_ANONYMOUS == 0 {
-        if let Some(d) = lookup(fd) {
-            hand_to_kernel(d.key);
+        match lookup(fd) {
+            Some(d) => hand_to_kernel(d.key),
+            None => mapping_plain(fd),
         }
     }
     // SAFETY: the caller's promise, passed on.

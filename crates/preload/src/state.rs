@@ -536,12 +536,70 @@ pub(crate) fn hand_stream(fd: c_int) {
         hand_to_kernel(key);
         return;
     }
-    let mut handed = HANDED.lock();
-    let h = handed.entry(key).or_insert(Handed::Streams(0));
-    if let Handed::Streams(n) = h {
-        *n += 1;
-        STREAM_FDS.lock().insert(fd, key);
+    {
+        let mut handed = HANDED.lock();
+        let h = handed.entry(key).or_insert(Handed::Streams(0));
+        if let Handed::Streams(n) = h {
+            *n += 1;
+            STREAM_FDS.lock().insert(fd, key);
+        }
     }
+    // The stream writes behind the group's other processes too.
+    inside((), || {
+        mark_group(key, &proc_path(fd));
+        Ok(())
+    });
+}
+
+/// In a group, marks the file `key` (open at `path`) handed to the kernel
+/// for every process of it (`SharedFile::handed_elsewhere`), giving it a
+/// slot in the cache if it had none, so that no process serves it while
+/// a mapping or stream of this process may write it through the kernel.
+/// Inside the library.
+fn mark_group(key: (u64, u64), path: &Path) {
+    if !in_group() {
+        return;
+    }
+    let Some(sc) = shared_cache() else {
+        return;
+    };
+    // Marked first: a process writing it meanwhile hands it over at its
+    // next call, writing back what it wrote.
+    let marked = sc.handed_to_kernel(key.0, key.1);
+    if marked && sc.unsaved_len(key.0, key.1).is_none() {
+        return;
+    }
+    // No slot yet (a handle gives it one), or the group holds unsaved
+    // data of the file, which the kernel is to have before this process
+    // reads or writes it there.
+    let handed = open_shared(sc, path).and_then(|f| {
+        f.hand_to_kernel()?;
+        if sc.unsaved_len(key.0, key.1).is_some() {
+            f.change_file(|_| Ok(()))?;
+        }
+        Ok(())
+    });
+    if let Err(e) = handed {
+        warn(&format!(
+            "{}: handing it to the kernel for the group: {e}",
+            file_name(key)
+        ));
+    }
+}
+
+/// `mmap` of an fd the cache does not serve: in a group, a file under a
+/// served directory is marked the kernel's for every process of it
+/// ([`mark_group`]): the mapping writes behind them.
+pub(crate) fn mapping_plain(fd: c_int) {
+    if !in_group() || passing_through() {
+        return;
+    }
+    inside((), || {
+        if let Some(key) = served_key(fd) {
+            mark_group(key, &proc_path(fd));
+        }
+        Ok(())
+    });
 }
 
 /// The stream on `fd` is about to be closed (`fclose`, `freopen`): its
@@ -669,6 +727,7 @@ pub(crate) fn adopt(fd: c_int, flags: c_int) {
             // file is the kernel's for good, the data of its other fds
             // written back first.
             hand_to_kernel(key);
+            mark_group(key, &proc_path(fd));
             return Ok(());
         }
         if handed_on_open(key) {
@@ -713,6 +772,12 @@ pub(crate) fn adopt(fd: c_int, flags: c_int) {
                 return Ok(());
             }
         };
+        if file.handed_elsewhere() {
+            // A process of the group handed the file to the kernel (a
+            // mapping that may live on): the kernel's here too, for good.
+            HANDED.lock().insert(key, Handed::ForGood);
+            return Ok(());
+        }
         if flags & libc::O_TRUNC != 0 && writable {
             // The open cut the file: the cache follows, if it held it.
             file.set_len(0)?;
@@ -1038,17 +1103,9 @@ pub(crate) unsafe fn hand_path(path: *const std::ffi::c_char) {
         hand_to_kernel(key);
     }
     // What the group holds unsaved of it (other processes' writes), too;
-    // and its next open anywhere in the group follows what the kernel
-    // then has.
+    // and no process of the group serves it after.
     inside((), || {
-        if let Some(sc) = shared_cache() {
-            if sc.unsaved_len(key.0, key.1).is_some() {
-                if let Err(e) = open_shared(sc, path).and_then(|f| f.change_file(|_| Ok(()))) {
-                    warn(&format!("writing back {}: {e}", file_name(key)));
-                }
-            }
-            sc.handed_to_kernel(key.0, key.1);
-        }
+        mark_group(key, path);
         Ok(())
     });
 }

@@ -180,7 +180,7 @@ impl SharedCache {
         let path = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
             .map(|p| p.into_os_string().into_encoded_bytes())
             .unwrap_or_default();
-        let mut f = SharedFile {
+        let f = SharedFile {
             cache: self.clone(),
             file,
             dev: meta.dev(),
@@ -188,18 +188,10 @@ impl SharedCache {
             path,
             key: AtomicU64::new(0),
             ra: AtomicU64::new(0),
-            handovers: 0,
             writable,
         };
         f.resolve(&meta)?;
         f.follow_kernel(&meta)?;
-        // (A hand-over between the lookup and here is taken as before
-        // the open: the file was just followed.)
-        let (slot, _) = f.slot_key();
-        f.handovers = f
-            .seg()
-            .slot(slot)
-            .map_or(0, |s| s.handovers.load(Ordering::Acquire));
         Ok(f)
     }
 
@@ -298,15 +290,15 @@ impl SharedCache {
 
     /// Says that a process of the group hands the file (`dev`, `ino`) to
     /// the kernel (a stdio stream or a mapping reads and writes it there,
-    /// behind the group): the next open of it follows the file as the
-    /// kernel has it, whatever its change time and size then, and every
-    /// handle opened before finds [`SharedFile::handed_elsewhere`] true.
-    /// A lookup and two stores, no lock; nothing when the cache has no
-    /// slot for the file.
-    pub fn handed_to_kernel(&self, dev: u64, ino: u64) {
-        if let Some(slot) = self.slot_of(dev, ino) {
-            slots::handed(slot);
-        }
+    /// behind the group): every handle of it, open or opened later while
+    /// the cache lives, finds [`SharedFile::handed_elsewhere`] true, and
+    /// an open follows the file as the kernel has it, whatever its change
+    /// time and size then. A lookup and two stores, no lock. Returns
+    /// whether the cache had a slot for the file to mark; where it had
+    /// none, [`SharedFile::hand_to_kernel`] on a handle opened for the
+    /// purpose gives it one, so that a later open in the group knows.
+    pub fn handed_to_kernel(&self, dev: u64, ino: u64) -> bool {
+        self.slot_of(dev, ino).map(slots::handed).is_some()
     }
 
     /// Checks the segment's invariants (every used page in the index
@@ -409,8 +401,6 @@ pub struct SharedFile {
     key: AtomicU64,
     /// Readahead: `next miss expected << 8 | last window` ([`SharedFile::window`]).
     ra: AtomicU64,
-    /// The slot's hand-over count at the open ([`SharedFile::handed_elsewhere`]).
-    handovers: u32,
     /// The descriptor was opened for writing: only then may this handle
     /// change the file's bytes or size in the cache (what it writes there,
     /// another process of the group writes back with its own descriptor).
@@ -478,19 +468,30 @@ impl SharedFile {
         ((k >> 32) as u32, k as u32)
     }
 
-    /// Whether a process of the group handed the file to the kernel since
-    /// this handle's open ([`SharedCache::handed_to_kernel`]: a mapping, a
-    /// stdio stream, a change of its inode flags): the kernel may now hold
-    /// writes the cache does not, so the caller is to hand its own
-    /// descriptions of the file to the kernel too, as the interposer does
-    /// at its next call on them. One load, no lock.
+    /// Whether a process of the group handed the file to the kernel, before
+    /// or since this handle's open ([`SharedCache::handed_to_kernel`]: a
+    /// mapping, a stdio stream, a change of its inode flags): the kernel
+    /// may hold writes the cache does not, now or later (a mapping lives
+    /// on in the process that made it and in its forked children, which
+    /// the group cannot follow), so the caller is to serve the file through
+    /// the kernel, as the interposer does from its next call on it. Stays
+    /// true while the cache lives. One load, no lock.
     #[inline]
     pub fn handed_elsewhere(&self) -> bool {
         let (i, generation) = self.slot_key();
         self.seg().slot(i).is_some_and(|s| {
-            s.handovers.load(Ordering::Acquire) != self.handovers
+            s.kernel.load(Ordering::Acquire) != 0
                 && s.generation.load(Ordering::Acquire) == generation
         })
+    }
+
+    /// Marks this file handed to the kernel for the group
+    /// ([`SharedCache::handed_to_kernel`]), through this handle's slot: for
+    /// a file the cache had no slot for, opened to be marked.
+    pub fn hand_to_kernel(&self) -> io::Result<()> {
+        let (slot, ..) = self.current()?;
+        slots::handed(slot);
+        Ok(())
     }
 
     /// The file's inode lock, with its slot as the lock found it.

@@ -33,7 +33,7 @@ pub(crate) const NAME: &str = "foliocache-shared";
 /// `FCSHARE1`, little-endian.
 const MAGIC: u64 = u64::from_le_bytes(*b"FCSHARE1");
 /// The layout's version.
-const VERSION: u32 = 4;
+const VERSION: u32 = 5;
 /// The seals a segment carries: no process may resize it (or unseal it).
 const SEALS: rustix::fs::SealFlags = rustix::fs::SealFlags::SHRINK
     .union(rustix::fs::SealFlags::GROW)
@@ -131,10 +131,14 @@ pub(crate) struct Slot {
     pub(crate) waiters: AtomicU32,
     /// The path's length.
     pub(crate) path_len: AtomicU32,
-    /// Bumped each time a process of the group hands the file to the
-    /// kernel (`slots::handed`): a description opened before serves no
-    /// more ([`super::SharedFile::handed_elsewhere`]).
-    pub(crate) handovers: AtomicU32,
+    /// 1 once a process of the group handed the file to the kernel
+    /// (`slots::handed`: a mapping, a stdio stream), for as long as the
+    /// slot holds the file: no handle of it serves from the cache after
+    /// ([`super::SharedFile::handed_elsewhere`]), since the group cannot
+    /// tell when the last mapping ends (a forked child inherits it).
+    /// Reset only when the slot is given to another file; a slot so
+    /// marked is not taken back from its file (`recycle_slot`).
+    pub(crate) kernel: AtomicU32,
     /// The file as the group last saw it in the kernel (at its open, after
     /// its size change): its change time in nanoseconds and its size; after
     /// its writeback, the time the writeback ended, marked (the change

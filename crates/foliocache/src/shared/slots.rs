@@ -65,11 +65,11 @@ pub(super) fn wrote_back(slot: &Slot) {
 }
 
 /// Records that a process of the group handed the slot's file to the
-/// kernel ([`HANDED`]), and that the descriptions of it open now serve no
-/// more (`Slot::handovers`).
+/// kernel ([`HANDED`]), and that no description of it serves from the
+/// cache from now on, open or opened later (`Slot::kernel`).
 pub(super) fn handed(slot: &Slot) {
     slot.seen_ctime.store(HANDED, Ordering::Release);
-    slot.handovers.fetch_add(1, Ordering::AcqRel);
+    slot.kernel.store(1, Ordering::Release);
 }
 
 /// Whether the kernel's view `kernel` of a file is what the group last
@@ -142,6 +142,7 @@ impl SharedFile {
         slot.size.store(meta.len(), Ordering::Relaxed);
         slot.dirty_lo.store(u64::MAX, Ordering::Relaxed);
         slot.dirty_hi.store(0, Ordering::Relaxed);
+        slot.kernel.store(0, Ordering::Relaxed);
         saw(slot, meta);
         let len = self.path.len().min(SLOT_PATH);
         let dst = seg
@@ -187,7 +188,8 @@ impl SharedFile {
     /// moved on and look again): one no page names and no one holds, or,
     /// when every slot names pages, one whose pages are all clean and
     /// unheld, which leave the cache (the file's next read loads them
-    /// again). The index lock is held.
+    /// again); never one whose file was handed to the kernel
+    /// (`Slot::kernel`). The index lock is held.
     pub(super) fn recycle_slot(&self, me: u32) -> io::Result<u32> {
         let seg = self.seg();
         let mut named: Vec<Vec<u64>> = vec![Vec::new(); seg.slots as usize];
@@ -203,10 +205,13 @@ impl SharedFile {
         order.sort_by_key(|&i| named[i as usize].len());
         for i in order {
             let Some(slot) = seg.slot(i) else { break };
-            if slot
-                .lock
-                .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
-                .is_err()
+            // A file handed to the kernel keeps its mark (and so its
+            // slot) while the group lives.
+            if slot.kernel.load(Ordering::Acquire) != 0
+                || slot
+                    .lock
+                    .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
+                    .is_err()
             {
                 continue;
             }
@@ -240,7 +245,7 @@ impl SharedFile {
             slot.lock.store(0, Ordering::Release);
         }
         Err(io::Error::other(format!(
-            "shared cache: more than {} files with unsaved data",
+            "shared cache: more than {} files with unsaved data or handed to the kernel",
             seg.slots - 1
         )))
     }

@@ -229,6 +229,45 @@ fn unsaved_sizes_are_found_by_file_and_slots_are_reused() {
     cache.verify().unwrap();
 }
 
+/// A file handed to the kernel is so for every handle of it, open or
+/// opened later, for as long as the cache lives: its slot keeps the mark
+/// while more files than the cache has slots pass through the others.
+#[test]
+fn a_hand_over_lasts_for_every_later_open() {
+    use std::os::unix::fs::MetadataExt;
+    let cache = SharedCache::new(64 * 4096).unwrap();
+    let mapped = TempPath::new("shared-handed");
+    let streamed = TempPath::new("shared-handed");
+    let f = open(&cache, &mapped.path, false);
+    f.write_at(b"abc", 0).unwrap();
+    assert!(!f.handed_elsewhere());
+    let meta = std::fs::metadata(&mapped.path).unwrap();
+    assert!(cache.handed_to_kernel(meta.dev(), meta.ino()));
+    assert!(f.handed_elsewhere(), "a handle opened before");
+    // A file the cache has no slot for: marked through a handle.
+    std::fs::write(&streamed.path, b"x").unwrap();
+    let meta2 = std::fs::metadata(&streamed.path).unwrap();
+    assert!(!cache.handed_to_kernel(meta2.dev(), meta2.ino()));
+    open(&cache, &streamed.path, false)
+        .hand_to_kernel()
+        .unwrap();
+    let others: Vec<TempPath> = (0..150).map(|_| TempPath::new("shared-handed")).collect();
+    for t in &others {
+        let g = open(&cache, &t.path, false);
+        g.write_at(b"y", 0).unwrap();
+        g.sync_data().unwrap();
+        assert!(!g.handed_elsewhere());
+    }
+    for t in [&mapped, &streamed] {
+        assert!(
+            open(&cache, &t.path, false).handed_elsewhere(),
+            "opened later"
+        );
+    }
+    assert!(cache.handed_to_kernel(meta.dev(), meta.ino()));
+    cache.verify().unwrap();
+}
+
 /// A file changed behind the group (another program, or a process of
 /// the group through the kernel) is read from the file by the next
 /// process to open it, unless the group holds unsaved data of it.

@@ -77,6 +77,26 @@ fn a_file_one_process_maps_is_handed_over_by_the_others() {
     cache.verify().unwrap();
 }
 
+/// A file one process of the group maps, or writes through a stdio
+/// stream, is the kernel's for every process of it, also for a
+/// description opened after the hand-over by a process that had no part
+/// in it: the mapping's writes and the stream's are seen at once, and the
+/// late opener's write reaches the mapping (`tests/c/handed_later.c`).
+#[test]
+fn a_file_handed_to_the_kernel_is_not_served_to_a_later_open() {
+    let (_dir, data, cache, out) = run_in_group("handed_later");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "check failed: {stderr}");
+    let f = std::fs::read(data.join("f")).unwrap();
+    assert_eq!(f.len(), 4096);
+    assert!(f
+        .iter()
+        .enumerate()
+        .all(|(i, &b)| b == if i == 100 { b'C' } else { b'B' }));
+    assert_eq!(std::fs::read(data.join("s")).unwrap(), b"onetwo");
+    cache.verify().unwrap();
+}
+
 #[test]
 fn a_group_whose_cache_cannot_be_attached_passes_through() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,0 +1,160 @@
+/* A file one process of a group hands to the kernel (a mapping, a stdio
+ * stream) is the kernel's for the whole group, also for descriptions
+ * opened after the hand-over, by processes that knew nothing of it: run
+ * under libfoliocache_preload.so with FOLIOCACHE_PRELOAD_SHARED set:
+ *
+ *   handed_later DIR
+ *
+ * The parent P writes a page of 'A' to DIR/f (no sync), served, and forks
+ * M and L.
+ * 1. M opens DIR/f and maps it shared (and keeps the mapping).
+ * 2. L, forked before, opens DIR/f: not served; it reads 'A'.
+ * 3. M writes 'B' through its mapping; L reads 'B' (a cache serving L's
+ *    description would give the 'A' it loaded in step 2) and writes 'C'
+ *    at byte 100, which M's mapping sees.
+ * 4. L opens a stdio stream on DIR/s (no process served it) and writes
+ *    "one"; P opens DIR/s after: not served; it reads "one". L writes
+ *    "two"; P reads "onetwo" at offset 0, as on ext4.
+ *
+ * Exit status 0 when every check held; else the number of the check. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void say(int fd) {
+    char c = 1;
+    if (write(fd, &c, 1) != 1)
+        _exit(90);
+}
+
+static void hear(int fd) {
+    char c;
+    if (read(fd, &c, 1) != 1)
+        _exit(91);
+}
+
+static int (*served)(int);
+static char path[4096], spath[4096];
+
+static int mapper(int in, int out) {
+    char page[4096];
+    memset(page, 'A', sizeof page);
+    int g = open(path, O_RDWR);
+    if (g < 0)
+        return 20;
+    char *m = mmap(NULL, sizeof page, PROT_READ | PROT_WRITE, MAP_SHARED, g, 0);
+    close(g);
+    if (m == MAP_FAILED || memcmp(m, page, sizeof page) != 0)
+        return 21;
+    say(out); /* mapped */
+    hear(in);
+    memset(m, 'B', sizeof page);
+    say(out); /* written */
+    hear(in);
+    return m[100] == 'C' && m[0] == 'B' && m[4095] == 'B' ? 0 : 22;
+}
+
+static int later(int in, int out) {
+    char got[4096];
+    hear(in); /* M mapped the file */
+    int g = open(path, O_RDWR);
+    if (g < 0)
+        return 30;
+    if (served(g))
+        return 31;
+    if (pread(g, got, sizeof got, 0) != (ssize_t)sizeof got || got[0] != 'A' || got[4095] != 'A')
+        return 32;
+    say(out);
+    hear(in); /* M wrote 'B' */
+    if (pread(g, got, sizeof got, 0) != (ssize_t)sizeof got || got[0] != 'B' || got[4095] != 'B')
+        return 33;
+    if (pwrite(g, "C", 1, 100) != 1)
+        return 34;
+    say(out);
+    hear(in);
+    FILE *s = fopen(spath, "w");
+    if (!s || fputs("one", s) < 0 || fflush(s))
+        return 35;
+    say(out);
+    hear(in);
+    if (fputs("two", s) < 0 || fflush(s))
+        return 36;
+    say(out);
+    hear(in);
+    return fclose(s) ? 37 : 0;
+}
+
+static pid_t start(int (*body)(int, int), int *to, int *from) {
+    int down[2], up[2];
+    if (pipe(down) || pipe(up))
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(down[1]);
+        close(up[0]);
+        _exit(body(down[0], up[1]));
+    }
+    close(down[0]);
+    close(up[1]);
+    *to = down[1];
+    *from = up[0];
+    return pid;
+}
+
+static int finished(pid_t pid) {
+    int status;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+        return 99;
+    return WEXITSTATUS(status);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2)
+        return 2;
+    served = (int (*)(int))dlsym(RTLD_DEFAULT, "foliocache_preload_served");
+    if (!served)
+        return 3;
+    char page[4096], got[16];
+    snprintf(path, sizeof path, "%s/f", argv[1]);
+    snprintf(spath, sizeof spath, "%s/s", argv[1]);
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    memset(page, 'A', sizeof page);
+    if (fd < 0 || pwrite(fd, page, sizeof page, 0) != (ssize_t)sizeof page || !served(fd))
+        return 10;
+    int to_m, from_m, to_l, from_l;
+    pid_t l = start(later, &to_l, &from_l);
+    pid_t m = start(mapper, &to_m, &from_m);
+    if (l < 0 || m < 0)
+        return 11;
+    hear(from_m); /* 1 */
+    say(to_l);
+    hear(from_l); /* 2 */
+    say(to_m);
+    hear(from_m); /* 3: 'B' written */
+    say(to_l);
+    hear(from_l); /* 'C' written */
+    say(to_m);
+    int r = finished(m);
+    if (r)
+        return r;
+    say(to_l);
+    hear(from_l); /* 4: "one" */
+    int h = open(spath, O_RDONLY);
+    if (h < 0)
+        return 50;
+    if (served(h))
+        return 51;
+    if (pread(h, got, sizeof got, 0) != 3 || memcmp(got, "one", 3) != 0)
+        return 52;
+    say(to_l);
+    hear(from_l); /* "two" */
+    if (pread(h, got, sizeof got, 0) != 6 || memcmp(got, "onetwo", 6) != 0)
+        return 53;
+    say(to_l);
+    return finished(l);
+}
