@@ -87,15 +87,21 @@ pub fn run_guarded(mut cmd: Command, program: &Path) -> Result<()> {
 /// is gone, what its processes left unsaved is written back. Ends this
 /// process as the program ended; returns only on an error before the
 /// program started.
+///
+/// With `state`, the group's cache is warm-started from that state file
+/// (loaded in the background while the program starts) and the list of
+/// what it holds is saved there once the program is gone and its data
+/// written back (`SharedCache::warm_from`, `SharedCache::save_state`).
 pub fn run_shared(
     cmd: Command,
     program: &Path,
     capacity: u64,
     metrics: Option<SocketAddr>,
+    state: Option<&Path>,
 ) -> Result<()> {
     let cache =
         foliocache::SharedCache::new(capacity).context("making the shared cache's memory file")?;
-    run_in(cmd, program, &cache, true, metrics)
+    run_in(cmd, program, &cache, Some(state), metrics)
 }
 
 /// Runs `cmd` with its processes attached to the cache hosted as `name`
@@ -112,20 +118,22 @@ pub fn run_attached(
 ) -> Result<()> {
     let cache = foliocache::SharedCache::attach_named(name)
         .with_context(|| format!("--cache {name}: attaching"))?;
-    run_in(cmd, program, &cache, false, metrics)
+    run_in(cmd, program, &cache, None, metrics)
 }
 
-/// [`run_shared`] and [`run_attached`]: `own` if this process holds the
-/// cache (it runs the flusher and writes back at the end); with
+/// [`run_shared`] and [`run_attached`]: `own` (`Some`, with the state
+/// file if any) if this process holds the cache (it warm-starts it, runs
+/// the flusher, writes back and saves the state at the end); with
 /// `metrics`, it serves the group's figures there while the program runs
 /// (the program's processes serve none of their own).
 fn run_in(
     mut cmd: Command,
     program: &Path,
     cache: &foliocache::SharedCache,
-    own: bool,
+    own: Option<Option<&Path>>,
     metrics: Option<SocketAddr>,
 ) -> Result<()> {
+    let state = own.flatten();
     cmd.env(
         SHARED_VAR,
         format!(
@@ -138,7 +146,11 @@ fn run_in(
     // blocked, as this thread has them from here on, so that none is
     // delivered to it.
     block(&WATCHED);
+    if let Some(warning) = state.and_then(|s| cache.warm_from(s).warning) {
+        eprintln!("{warning}");
+    }
     let flusher = own
+        .is_some()
         .then(|| cache.start_flusher())
         .transpose()
         .context("starting the shared cache's flusher")?;
@@ -151,13 +163,21 @@ fn run_in(
     let status = supervise(cmd, program)?;
     drop(metrics);
     drop(flusher);
-    if own || cache.stats().processes == 0 {
+    if own.is_some() || cache.stats().processes == 0 {
         match cache.write_back_all() {
             Ok(0) => {}
             Ok(n) => eprintln!(
                 "foliocache run: {n} pages the program's processes left unsaved, written back"
             ),
             Err(e) => eprintln!("foliocache run: writing back what the program left: {e}"),
+        }
+    }
+    if let Some(state) = state {
+        if let Err(e) = cache.save_state(state) {
+            eprintln!(
+                "foliocache run: saving the state file {}: {e}",
+                state.display()
+            );
         }
     }
     end_as(status)

@@ -211,7 +211,14 @@ pub fn run(args: &RunArgs) -> Result<()> {
     }
     if args.shared {
         let capacity = args.capacity.filter(|&c| c > 0).unwrap_or(SHARED_DEFAULT);
-        return crate::guard::run_shared(cmd, program, capacity, args.metrics);
+        // The group's warm restarts are the launcher's, which holds the
+        // cache: it loads the state file and saves it at the end.
+        let state = cmd
+            .get_envs()
+            .find(|(k, _)| *k == STATE_VAR)
+            .and_then(|(_, v)| v.map(PathBuf::from));
+        cmd.env_remove(STATE_VAR);
+        return crate::guard::run_shared(cmd, program, capacity, args.metrics, state.as_deref());
     }
     if !args.no_guardian {
         return crate::guard::run_guarded(cmd, program);

@@ -506,3 +506,51 @@ for line in text.splitlines():
     // 50 reads of 10 pages, each read whole.
     assert!(hits >= 500, "{text}");
 }
+
+/// `foliocache run --shared --state FILE`: the launcher saves what the
+/// group's cache held once the program is gone, and the next run's
+/// launcher loads it back before the program reads: a `cat` of the file
+/// in the second run is served from the cache without a miss.
+#[test]
+fn run_shared_restarts_warm_from_its_state_file() {
+    build_library();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let bytes: Vec<u8> = (0..2 << 20).map(|i: u32| (i % 251) as u8).collect();
+    std::fs::write(data.join("f"), &bytes).unwrap();
+    let state = dir.path().join("group.state");
+    let run = |wait: &str| {
+        Command::new(BIN)
+            .args(["run", "--shared", "--capacity", "16M", "--state"])
+            .arg(&state)
+            .arg("--dir")
+            .arg(&data)
+            .args(["--", "python3", "-c", READ_AND_SUM, wait])
+            .arg(data.join("f"))
+            .env("FOLIOCACHE_PRELOAD_STATS", "1")
+            .output()
+            .expect("running foliocache run")
+    };
+    let first = run("0");
+    let sum = stdout_ending(&first, 0);
+    assert!(state.exists(), "{}", String::from_utf8_lossy(&first.stderr));
+    // The second run's reader waits for the launcher's load.
+    let second = run("1");
+    assert_eq!(stdout_ending(&second, 0), sum);
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    let reader = stderr
+        .lines()
+        .find(|l| l.contains("1 opens served"))
+        .unwrap_or_else(|| panic!("no line of the reader's: {stderr}"));
+    assert!(reader.contains(" 512 hits, 0 misses"), "{stderr}");
+}
+
+/// [`run_shared_restarts_warm_from_its_state_file`]'s reader: after
+/// `argv[1]` seconds, reads the file `argv[2]` whole in one call and
+/// prints its CRC.
+const READ_AND_SUM: &str = "import os, sys, time, zlib
+time.sleep(float(sys.argv[1]))
+fd = os.open(sys.argv[2], os.O_RDONLY)
+print(zlib.crc32(os.read(fd, 4 << 20)))
+os.close(fd)";

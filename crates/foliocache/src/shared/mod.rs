@@ -48,6 +48,7 @@ mod figures;
 mod flusher;
 pub use flusher::Flusher;
 mod index;
+mod listing;
 mod lock;
 mod named;
 pub use named::Host;
@@ -64,7 +65,7 @@ use std::sync::Arc;
 use crash::point;
 use index::{Found, Hold, Key};
 use lock::Me;
-use seg::{Seg, Slot, F_DIRTY, F_UPTODATE, PAGE, SLOT_FREE, SLOT_PATH, SLOT_USED};
+use seg::{Seg, Slot, F_DIRTY, F_UPTODATE, PAGE, SLOT_FREE, SLOT_USED};
 use slots::{saw, wrote_back};
 
 use crate::copy::{copy_from_shared, copy_to_shared, zero_shared};
@@ -350,17 +351,7 @@ impl SharedCache {
     }
 
     fn write_back_slot(&self, i: u32, slot: &Slot) -> io::Result<u64> {
-        let seg = &self.inner.seg;
-        let len = (slot.path_len.load(Ordering::Relaxed) as usize).min(SLOT_PATH);
-        let src = seg
-            .slot_path(i)
-            .ok_or_else(|| io::Error::other("no slot"))?;
-        let mut path = vec![0u8; len];
-        // SAFETY: the slot's path bytes lie in the mapping (`slot_path`
-        // checked `i`), `len` at most their size; another process may
-        // write them meanwhile, which the shared copy allows.
-        unsafe { copy_from_shared(src, path.as_mut_ptr(), len) };
-        let path = <std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(path);
+        let path = listing::slot_path(&self.inner.seg, i, slot)?;
         // `O_DIRECT` where the filesystem takes it, as the group's own
         // descriptors (the writes then leave no second copy in the
         // kernel's cache).

@@ -28,6 +28,7 @@
 // Public for the parser's tests through `internals`.
 #[cfg_attr(not(feature = "internals"), allow(unreachable_pub))]
 pub(crate) mod format;
+mod shared;
 
 use std::collections::HashMap;
 use std::io::{self, Write};

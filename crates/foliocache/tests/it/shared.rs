@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use foliocache::{SharedCache, SharedFile};
 
 mod named;
+mod warm;
 use rand::{Rng, SeedableRng};
 use test_support::TempPath;
 

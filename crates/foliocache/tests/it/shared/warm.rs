@@ -1,0 +1,100 @@
+//! Warm restarts of a shared cache (`SharedCache::save_state`,
+//! `SharedCache::warm_from`): what one group's cache held is loaded into
+//! the next one's in the background, every byte the file's; a file
+//! changed between them, or handed to the kernel, is not loaded.
+
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::time::{Duration, Instant};
+
+use foliocache::SharedCache;
+use test_support::TempPath;
+
+use super::open;
+
+/// Waits until `cache` holds `pages` pages (the loader's work), for at
+/// most 20 s.
+fn wait_cached(cache: &SharedCache, pages: u64) {
+    let start = Instant::now();
+    while cache.stats().cached < pages {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "loaded {} pages of {pages}",
+            cache.stats().cached
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_groups_cache_is_loaded_back_by_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("group.state");
+    let (hot, changed, mapped) = (
+        TempPath::new("shared-warm"),
+        TempPath::new("shared-warm"),
+        TempPath::new("shared-warm"),
+    );
+    let bytes = |seed: u8, n: usize| -> Vec<u8> {
+        (0..n).map(|i| (i as u8).wrapping_mul(31) ^ seed).collect()
+    };
+    {
+        let first = SharedCache::new(1024 * 4096).unwrap();
+        for (t, seed) in [(&hot, 1), (&changed, 2), (&mapped, 3)] {
+            let f = open(&first, &t.path, false);
+            f.write_at(&bytes(seed, 40 * 4096), 0).unwrap();
+            let mut buf = vec![0; 8 * 4096];
+            f.read_at(&mut buf, 8 * 4096).unwrap();
+        }
+        let meta = std::fs::metadata(&mapped.path).unwrap();
+        assert!(first.handed_to_kernel(meta.dev(), meta.ino()));
+        first.write_back_all().unwrap();
+        let saved = first.save_state(&state).unwrap();
+        assert_eq!((saved.files, saved.files_left_out), (2, 0), "{saved:?}");
+        assert_eq!(saved.bytes, 2 * 40 * 4096, "{saved:?}");
+    }
+    // Changed between the groups: its saved pages would be stale.
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&changed.path)
+        .unwrap()
+        .write_all_at(b"new", 0)
+        .unwrap();
+    let next = SharedCache::new(1024 * 4096).unwrap();
+    let start = next.warm_from(&state);
+    assert!(start.found && start.warning.is_none(), "{start:?}");
+    assert_eq!((start.files, start.bytes), (2, 2 * 40 * 4096));
+    wait_cached(&next, 40);
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(next.stats().cached, 40, "the changed file is not loaded");
+    let f = open(&next, &hot.path, false);
+    let misses = next.stats().misses;
+    let mut buf = vec![0; 40 * 4096];
+    assert_eq!(f.read_at(&mut buf, 0).unwrap(), buf.len());
+    assert!(buf == bytes(1, 40 * 4096));
+    assert_eq!(next.stats().misses, misses, "every page a hit");
+    let g = open(&next, &changed.path, false);
+    assert_eq!(g.read_at(&mut buf[..3], 0).unwrap(), 3);
+    assert_eq!(&buf[..3], b"new");
+    next.verify().unwrap();
+}
+
+#[test]
+fn a_bad_state_file_is_a_cold_start_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = SharedCache::new(64 * 4096).unwrap();
+    let none = cache.warm_from(dir.path().join("none.state"));
+    assert!(!none.found && none.warning.is_none(), "{none:?}");
+    let bad = dir.path().join("bad.state");
+    std::fs::write(&bad, b"not a state file").unwrap();
+    let start = cache.warm_from(&bad);
+    assert!(!start.found, "{start:?}");
+    assert!(
+        start
+            .warning
+            .as_deref()
+            .is_some_and(|w| w.contains("empty cache")),
+        "{start:?}"
+    );
+    assert_eq!(cache.stats().cached, 0);
+}
