@@ -12,8 +12,8 @@ use libc::{off_t, pid_t, FILE};
 
 use crate::real::real;
 use crate::state::{
-    hand_all_to_kernel, hand_path, hand_stream, hand_to_kernel, lookup, mapping_plain,
-    prepare_fork, release_stream, take_stream, write_back_all,
+    hand_all_for_exec, hand_all_to_kernel, hand_path, hand_stream, hand_to_kernel, lookup,
+    mapping_plain, prepare_fork, release_stream, take_stream, write_back_all,
 };
 
 /// `mmap(2)`: a mapping of a served file hands the file to the kernel
@@ -140,7 +140,7 @@ crate::aliases! {
 /// Argument and environment vectors.
 type Vector = *const *const c_char;
 
-crate::after! { hand_all_to_kernel() =>
+crate::after! { hand_all_for_exec() =>
     /// `execve(2)`: every file is handed to the kernel first (written
     /// back, positions set), and the library passes through from then on
     /// (also if the call fails).
@@ -308,7 +308,9 @@ extern "C" fn in_parent() {
 /// serving (`state::after_fork`); otherwise it passes through (the
 /// cache's threads did not follow it).
 extern "C" fn in_child() {
-    if !crate::state::after_fork() {
+    if crate::state::after_fork() {
+        crate::state::mark_inherited();
+    } else {
         crate::state::pass_through_for_good();
     }
 }

@@ -39,14 +39,25 @@ impl Served {
         }
     }
 
-    /// Whether another process of the group handed the file to the kernel
-    /// since this description's open (`SharedFile::handed_elsewhere`):
-    /// this process is then to hand it over too.
+    /// Whether a process of the group holds the file in the kernel
+    /// (`SharedFile::handed_elsewhere`): this process is then to hand it
+    /// over too.
     #[inline]
     pub(crate) fn handed_elsewhere(&self) -> bool {
         match self {
             Served::Local(_) => false,
             Served::Shared { file, .. } => file.handed_elsewhere(),
+        }
+    }
+
+    /// At its open: whether this description may serve a file
+    /// [`handed_elsewhere`](Self::handed_elsewhere), taken back from the
+    /// kernel if no live process of the group holds it there
+    /// (`SharedFile::take_back_from_kernel`).
+    pub(crate) fn take_back_from_kernel(&self) -> bool {
+        match self {
+            Served::Local(_) => true,
+            Served::Shared { file, .. } => file.take_back_from_kernel().unwrap_or(false),
         }
     }
 

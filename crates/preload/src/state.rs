@@ -551,6 +551,13 @@ pub(crate) fn hand_stream(fd: c_int) {
     });
 }
 
+/// Whether `fd` closes at an `exec`.
+fn close_on_exec(fd: c_int) -> bool {
+    // SAFETY: `fd` is open (a served one), borrowed for the call.
+    let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+    rustix::io::fcntl_getfd(fd).is_ok_and(|f| f.contains(rustix::io::FdFlags::CLOEXEC))
+}
+
 /// In a group, marks the file `key` (open at `path`) handed to the kernel
 /// for every process of it (`SharedFile::handed_elsewhere`), giving it a
 /// slot in the cache if it had none, so that no process serves it while
@@ -772,10 +779,13 @@ pub(crate) fn adopt(fd: c_int, flags: c_int) {
                 return Ok(());
             }
         };
-        if file.handed_elsewhere() {
-            // A process of the group handed the file to the kernel (a
-            // mapping that may live on): the kernel's here too, for good.
+        if file.handed_elsewhere() && !file.take_back_from_kernel() {
+            // Another live process of the group holds the file in the
+            // kernel (a mapping, a stream): the kernel's here too, for
+            // good, and this plain fd is one more holder.
+            drop(file);
             HANDED.lock().insert(key, Handed::ForGood);
+            mark_group(key, &proc_path(fd));
             return Ok(());
         }
         if flags & libc::O_TRUNC != 0 && writable {
@@ -976,11 +986,39 @@ pub(crate) fn after_fork() -> bool {
     !crate::through::off_for_good() && in_group()
 }
 
+/// In a forked child of a group: the files its parent holds in the kernel
+/// (mappings, streams, plain fds: the child has them too) are marked
+/// again, by the child, so that they stay the kernel's for the group when
+/// the parent is gone.
+pub(crate) fn mark_inherited() {
+    let Some(sc) = SHARED.get().and_then(Option::as_ref) else {
+        return;
+    };
+    inside((), || {
+        let keys: Vec<(u64, u64)> = HANDED.lock().keys().copied().collect();
+        for key in keys {
+            sc.handed_to_kernel_by_many(key.0, key.1);
+        }
+        Ok(())
+    });
+}
+
 /// Hands every file to the kernel and turns the library off: at exit and
 /// before an `exec`. Each fd's kernel position is set to the program's,
 /// then the descriptions go, and the last handle of each file writes it
 /// back (as a close does: no `fsync`).
 pub(crate) fn hand_all_to_kernel() {
+    hand_all(false);
+}
+
+/// [`hand_all_to_kernel`] before an `exec`: the group's files whose fds
+/// the new program keeps (no close-on-exec) are marked the kernel's for
+/// the group ([`mark_group`]), since the program writes them there.
+pub(crate) fn hand_all_for_exec() {
+    hand_all(true);
+}
+
+fn hand_all(exec: bool) {
     if passing_through() {
         return;
     }
@@ -988,6 +1026,9 @@ pub(crate) fn hand_all_to_kernel() {
         let taken = TABLE.take(|_, _| true);
         for (fd, d) in &taken {
             sync_position(*fd, d);
+            if exec && in_group() && !close_on_exec(*fd) {
+                mark_group(d.key, &proc_path(*fd));
+            }
         }
         crate::warm::save_at_exit(
             built_cache(),

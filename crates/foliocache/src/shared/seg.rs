@@ -131,13 +131,15 @@ pub(crate) struct Slot {
     pub(crate) waiters: AtomicU32,
     /// The path's length.
     pub(crate) path_len: AtomicU32,
-    /// 1 once a process of the group handed the file to the kernel
-    /// (`slots::handed`: a mapping, a stdio stream), for as long as the
-    /// slot holds the file: no handle of it serves from the cache after
-    /// ([`super::SharedFile::handed_elsewhere`]), since the group cannot
-    /// tell when the last mapping ends (a forked child inherits it).
-    /// Reset only when the slot is given to another file; a slot so
-    /// marked is not taken back from its file (`recycle_slot`).
+    /// Who holds the file in the kernel (`slots::handed`: a mapping, a
+    /// stdio stream, a plain descriptor): 0 no one; the participant number
+    /// of the one process that did; `slots::KERNEL_MANY` when more than
+    /// one did. While it is not 0 no handle serves the file from the cache
+    /// ([`super::SharedFile::handed_elsewhere`]); an open takes it back
+    /// once its one holder is gone (`SharedFile::take_back`), never after
+    /// two (a mapping outlives its descriptor, and the group cannot tell
+    /// when the last ends). A slot held so is not given to another file
+    /// (`recycle_slot`).
     pub(crate) kernel: AtomicU32,
     /// The file as the group last saw it in the kernel (at its open, after
     /// its size change): its change time in nanoseconds and its size; after

@@ -269,6 +269,73 @@ fn a_hand_over_lasts_for_every_later_open() {
     cache.verify().unwrap();
 }
 
+/// A file one process holds in the kernel is taken back by an open once
+/// that process is gone (what it wrote there read from the file), not
+/// while it lives, and never once two processes held it.
+#[test]
+fn a_file_is_taken_back_from_the_kernel_once_its_one_holder_is_gone() {
+    let t = TempPath::new("shared-take-back");
+    let cache = SharedCache::new(64 * 4096).unwrap();
+    let f = open(&cache, &t.path, false);
+    f.write_at(b"abc", 0).unwrap();
+    f.sync_data().unwrap();
+    let meta = std::fs::metadata(&t.path).unwrap();
+    let (dev, ino) = (meta.dev(), meta.ino());
+    let mark_and_write = |bytes: &'static [u8]| {
+        let (cache, path) = (&cache, &t.path);
+        move || {
+            cache.handed_to_kernel(dev, ino);
+            let file = OpenOptions::new().write(true).open(path).unwrap();
+            file.write_all_at(bytes, 0).is_ok()
+        }
+    };
+    // Held by a process gone since: taken back, its write read.
+    assert_eq!(wait(fork(mark_and_write(b"xyz"))), 0);
+    let g = open(&cache, &t.path, false);
+    assert!(g.handed_elsewhere());
+    assert!(g.take_back_from_kernel().unwrap());
+    assert!(!g.handed_elsewhere() && !f.handed_elsewhere());
+    let mut buf = [0u8; 3];
+    assert_eq!(g.read_at(&mut buf, 0).unwrap(), 3);
+    assert_eq!(&buf, b"xyz");
+    // Held by a live process: not taken back until it is gone.
+    let mut fds = [0; 2];
+    // SAFETY: a pipe into a two-int array.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    let child = fork(|| {
+        cache.handed_to_kernel(dev, ino);
+        let mut byte = [0u8];
+        // SAFETY: reads the pipe's read end, open in the child.
+        unsafe { libc::read(fds[0], byte.as_mut_ptr().cast(), 1) == 1 }
+    });
+    let start = Instant::now();
+    while !g.handed_elsewhere() {
+        assert!(start.elapsed() < Duration::from_secs(10), "never marked");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(!open(&cache, &t.path, false)
+        .take_back_from_kernel()
+        .unwrap());
+    // SAFETY: writes the pipe's write end, open here.
+    assert_eq!(unsafe { libc::write(fds[1], [1u8].as_ptr().cast(), 1) }, 1);
+    assert_eq!(wait(child), 0);
+    assert!(open(&cache, &t.path, false)
+        .take_back_from_kernel()
+        .unwrap());
+    // Held by two (this process, and a child while it lived): for good.
+    cache.handed_to_kernel(dev, ino);
+    assert_eq!(wait(fork(mark_and_write(b"abc"))), 0);
+    assert!(!open(&cache, &t.path, false)
+        .take_back_from_kernel()
+        .unwrap());
+    // SAFETY: closes the pipe's ends, opened above.
+    unsafe {
+        libc::close(fds[0]);
+        libc::close(fds[1]);
+    }
+    cache.verify().unwrap();
+}
+
 /// A file changed behind the group (another program, or a process of
 /// the group through the kernel) is read from the file by the next
 /// process to open it, unless the group holds unsaved data of it.

@@ -15,6 +15,12 @@
  * 4. L opens a stdio stream on DIR/s (no process served it) and writes
  *    "one"; P opens DIR/s after: not served; it reads "one". L writes
  *    "two"; P reads "onetwo" at offset 0, as on ext4.
+ * 5. X maps DIR/t (which P wrote and closed), writes 'X' through the
+ *    mapping and exits: no process holds DIR/t in the kernel any more, so
+ *    P's open of it is served again, and reads 'X'.
+ * 6. Y maps DIR/u and forks Z, which keeps the mapping, then Y exits: P's
+ *    open of DIR/u is not served while Z lives, and reads the 'Z' Z then
+ *    writes through the mapping it inherited.
  *
  * Exit status 0 when every check held; else the number of the check. */
 #define _GNU_SOURCE
@@ -89,6 +95,46 @@ static int later(int in, int out) {
     return fclose(s) ? 37 : 0;
 }
 
+static char tpath[4096];
+
+static int taker(int in, int out) {
+    (void)in;
+    (void)out;
+    int g = open(tpath, O_RDWR);
+    if (g < 0)
+        return 60;
+    char *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, g, 0);
+    if (m == MAP_FAILED || m[0] != 'A')
+        return 61;
+    memset(m, 'X', 4096);
+    return munmap(m, 4096) || close(g) ? 62 : 0;
+}
+
+static char upath[4096];
+
+/* Y: maps DIR/u, forks Z (which keeps the mapping, writes 'Z' through it
+ * when told on `in`, says so on `out`), and exits. */
+static int inheriting(int in, int out) {
+    int g = open(upath, O_RDWR);
+    if (g < 0)
+        return 80;
+    char *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, g, 0);
+    close(g);
+    if (m == MAP_FAILED)
+        return 81;
+    pid_t z = fork();
+    if (z < 0)
+        return 82;
+    if (z == 0) {
+        hear(in);
+        memset(m, 'Z', 4096);
+        say(out);
+        hear(in);
+        _exit(0);
+    }
+    return 0;
+}
+
 static pid_t start(int (*body)(int, int), int *to, int *from) {
     int down[2], up[2];
     if (pipe(down) || pipe(up))
@@ -122,10 +168,18 @@ int main(int argc, char **argv) {
     char page[4096], got[16];
     snprintf(path, sizeof path, "%s/f", argv[1]);
     snprintf(spath, sizeof spath, "%s/s", argv[1]);
+    snprintf(tpath, sizeof tpath, "%s/t", argv[1]);
+    snprintf(upath, sizeof upath, "%s/u", argv[1]);
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
     memset(page, 'A', sizeof page);
     if (fd < 0 || pwrite(fd, page, sizeof page, 0) != (ssize_t)sizeof page || !served(fd))
         return 10;
+    int t = open(tpath, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    if (t < 0 || pwrite(t, page, sizeof page, 0) != (ssize_t)sizeof page || close(t))
+        return 12;
+    int u = open(upath, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    if (u < 0 || pwrite(u, page, sizeof page, 0) != (ssize_t)sizeof page || close(u))
+        return 14;
     int to_m, from_m, to_l, from_l;
     pid_t l = start(later, &to_l, &from_l);
     pid_t m = start(mapper, &to_m, &from_m);
@@ -156,5 +210,35 @@ int main(int argc, char **argv) {
     if (pread(h, got, sizeof got, 0) != 6 || memcmp(got, "onetwo", 6) != 0)
         return 53;
     say(to_l);
-    return finished(l);
+    r = finished(l);
+    if (r)
+        return r;
+    int to_x, from_x;
+    pid_t x = start(taker, &to_x, &from_x);
+    if (x < 0)
+        return 13;
+    r = finished(x); /* 5 */
+    if (r)
+        return r;
+    t = open(tpath, O_RDONLY);
+    if (t < 0 || !served(t))
+        return 70;
+    if (pread(t, page, sizeof page, 0) != (ssize_t)sizeof page || page[0] != 'X' || page[4095] != 'X')
+        return 71;
+    int to_z, from_z;
+    pid_t y = start(inheriting, &to_z, &from_z);
+    if (y < 0)
+        return 15;
+    r = finished(y); /* 6: Y gone, Z holds the mapping */
+    if (r)
+        return r;
+    u = open(upath, O_RDWR);
+    if (u < 0 || served(u))
+        return 90 + (u >= 0);
+    say(to_z);
+    hear(from_z);
+    if (pread(u, page, sizeof page, 0) != (ssize_t)sizeof page || page[0] != 'Z' || page[4095] != 'Z')
+        return 93;
+    say(to_z);
+    return 0;
 }

@@ -81,7 +81,9 @@ fn a_file_one_process_maps_is_handed_over_by_the_others() {
 /// stream, is the kernel's for every process of it, also for a
 /// description opened after the hand-over by a process that had no part
 /// in it: the mapping's writes and the stream's are seen at once, and the
-/// late opener's write reaches the mapping (`tests/c/handed_later.c`).
+/// late opener's write reaches the mapping; once the one process that
+/// mapped a file is gone, the file is served again, with what it wrote
+/// (`tests/c/handed_later.c`).
 #[test]
 fn a_file_handed_to_the_kernel_is_not_served_to_a_later_open() {
     let (_dir, data, cache, out) = run_in_group("handed_later");
@@ -94,6 +96,7 @@ fn a_file_handed_to_the_kernel_is_not_served_to_a_later_open() {
         .enumerate()
         .all(|(i, &b)| b == if i == 100 { b'C' } else { b'B' }));
     assert_eq!(std::fs::read(data.join("s")).unwrap(), b"onetwo");
+    assert_eq!(std::fs::read(data.join("t")).unwrap(), vec![b'X'; 4096]);
     cache.verify().unwrap();
 }
 
