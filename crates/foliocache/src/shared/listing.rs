@@ -92,7 +92,7 @@ impl SharedCache {
                 let first = pages[at].0;
                 let mut end = at + 1;
                 while end < pages.len()
-                    && pages[end].0 == pages[end - 1].0 + 1
+                    && pages[end - 1].0.checked_add(1) == Some(pages[end].0)
                     && end - at < u32::MAX as usize
                 {
                     end += 1;
