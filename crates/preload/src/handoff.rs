@@ -308,9 +308,7 @@ extern "C" fn in_parent() {
 /// serving (`state::after_fork`); otherwise it passes through (the
 /// cache's threads did not follow it).
 extern "C" fn in_child() {
-    if crate::state::after_fork() {
-        crate::state::mark_inherited();
-    } else {
+    if !crate::state::after_fork() {
         crate::state::pass_through_for_good();
     }
 }

@@ -47,6 +47,7 @@ pub(crate) mod crash;
 mod figures;
 mod flusher;
 pub use flusher::Flusher;
+mod handover;
 mod index;
 mod listing;
 mod lock;
@@ -289,37 +290,6 @@ impl SharedCache {
         None
     }
 
-    /// Says that a process of the group hands the file (`dev`, `ino`) to
-    /// the kernel (a stdio stream or a mapping reads and writes it there,
-    /// behind the group): every handle of it, open or opened later while
-    /// this process lives (for good once a second process hands it over
-    /// too), finds [`SharedFile::handed_elsewhere`] true, and an open
-    /// follows the file as the kernel has it, whatever its change time and
-    /// size then. A lookup and a few atomics, no lock. Returns
-    /// whether the cache had a slot for the file to mark; where it had
-    /// none, [`SharedFile::hand_to_kernel`] on a handle opened for the
-    /// purpose gives it one, so that a later open in the group knows.
-    pub fn handed_to_kernel(&self, dev: u64, ino: u64) -> bool {
-        let seg = &self.inner.seg;
-        let me = self.inner.me.id(seg).ok();
-        self.slot_of(dev, ino)
-            .map(|slot| slots::handed(seg, slot, me))
-            .is_some()
-    }
-
-    /// As [`handed_to_kernel`](Self::handed_to_kernel), for a file more
-    /// than one process holds in the kernel: a forked child's, which
-    /// inherited its parent's mappings, streams and descriptors (from the
-    /// child's fork handler, where this process's own number may still be
-    /// its parent's). The file stays the kernel's while the cache holds
-    /// it.
-    pub fn handed_to_kernel_by_many(&self, dev: u64, ino: u64) -> bool {
-        let seg = &self.inner.seg;
-        self.slot_of(dev, ino)
-            .map(|slot| slots::handed(seg, slot, None))
-            .is_some()
-    }
-
     /// Checks the segment's invariants (every used page in the index
     /// once and found by its identity, no two pages of one file page,
     /// nothing else there, no page held
@@ -475,43 +445,6 @@ impl SharedFile {
     pub(super) fn slot_key(&self) -> (u32, u32) {
         let k = self.key.load(Ordering::Acquire);
         ((k >> 32) as u32, k as u32)
-    }
-
-    /// Whether a process of the group handed the file to the kernel, before
-    /// or since this handle's open ([`SharedCache::handed_to_kernel`]: a
-    /// mapping, a stdio stream, a change of its inode flags): the kernel
-    /// may hold writes the cache does not, now or later (a mapping lives
-    /// on after its descriptor's close), so the caller is to serve the
-    /// file through the kernel, as the interposer does from its next call
-    /// on it. Stays true until an open takes the file back
-    /// ([`take_back_from_kernel`](Self::take_back_from_kernel)). One load,
-    /// no lock.
-    #[inline]
-    pub fn handed_elsewhere(&self) -> bool {
-        let (i, generation) = self.slot_key();
-        self.seg().slot(i).is_some_and(|s| {
-            s.kernel.load(Ordering::Acquire) != 0
-                && s.generation.load(Ordering::Acquire) == generation
-        })
-    }
-
-    /// Marks this file handed to the kernel for the group
-    /// ([`SharedCache::handed_to_kernel`]), through this handle's slot: for
-    /// a file the cache had no slot for, opened to be marked.
-    pub fn hand_to_kernel(&self) -> io::Result<()> {
-        let (slot, ..) = self.current()?;
-        slots::handed(self.seg(), slot, self.me().ok());
-        Ok(())
-    }
-
-    /// At an open by a process that holds no kernel handle of the file (no
-    /// mapping, stream or plain descriptor): whether it may serve the file
-    /// from the cache. A file [`handed_elsewhere`](Self::handed_elsewhere)
-    /// is taken back from the kernel once no process of the group that
-    /// held it there lives (its clean pages dropped and its size read
-    /// again); while one lives, or after two did, it stays the kernel's.
-    pub fn take_back_from_kernel(&self) -> io::Result<bool> {
-        self.take_back()
     }
 
     /// The file's inode lock, with its slot as the lock found it.

@@ -131,9 +131,9 @@ pub(crate) struct Slot {
     pub(crate) waiters: AtomicU32,
     /// The path's length.
     pub(crate) path_len: AtomicU32,
-    /// Who holds the file in the kernel (`slots::handed`: a mapping, a
+    /// Who holds the file in the kernel (`handover::handed`: a mapping, a
     /// stdio stream, a plain descriptor): 0 no one; the participant number
-    /// of the one process that did; `slots::KERNEL_MANY` when more than
+    /// of the one process that did; `handover::KERNEL_MANY` when more than
     /// one did. While it is not 0 no handle serves the file from the cache
     /// ([`super::SharedFile::handed_elsewhere`]); an open takes it back
     /// once its one holder is gone (`SharedFile::take_back`), never after

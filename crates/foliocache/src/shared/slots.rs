@@ -8,9 +8,9 @@ use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::Ordering;
 
 use super::crash::point;
+use super::handover::kernel_free;
 use super::index;
-use super::lock;
-use super::seg::{self, Seg, Slot, F_DIRTY, SLOT_FREE, SLOT_GONE, SLOT_PATH, SLOT_USED};
+use super::seg::{self, Slot, F_DIRTY, SLOT_FREE, SLOT_GONE, SLOT_PATH, SLOT_USED};
 use super::SharedFile;
 use crate::copy::copy_to_shared;
 
@@ -45,7 +45,7 @@ const WROTE_BACK: u64 = 1 << 63;
 
 /// The change time recorded for a file a process of the group handed to
 /// the kernel: no file has it, so the next open follows the file.
-const HANDED: u64 = u64::MAX;
+pub(super) const HANDED: u64 = u64::MAX;
 
 /// Records that the group's writeback changed the slot's file in the
 /// kernel, at the size the group has ([`WROTE_BACK`]; the inode lock
@@ -63,35 +63,6 @@ pub(super) fn wrote_back(slot: &Slot) {
         });
     slot.seen_size
         .store(slot.size.load(Ordering::Acquire), Ordering::Release);
-}
-
-/// `Slot::kernel` of a file more than one process of the group held in
-/// the kernel: the kernel's while the slot holds the file.
-pub(super) const KERNEL_MANY: u32 = u32::MAX;
-
-/// Records that participant `me` (`None`: a process with no participant
-/// number) holds the slot's file in the kernel ([`HANDED`]): no
-/// description of it serves from the cache from now on, open or opened
-/// later, while that process lives (`Slot::kernel`); a second live
-/// holder makes it so for good ([`KERNEL_MANY`]).
-pub(super) fn handed(seg: &Seg, slot: &Slot, me: Option<u32>) {
-    slot.seen_ctime.store(HANDED, Ordering::Release);
-    let _ = slot
-        .kernel
-        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |k| {
-            Some(match me {
-                Some(me) if k == 0 || k == me => me,
-                Some(me) if k != KERNEL_MANY && !lock::alive(seg, k) => me,
-                _ => KERNEL_MANY,
-            })
-        });
-}
-
-/// Whether no process of the group but `me` (`None`: none) may hold the
-/// slot's file in the kernel: never marked, or marked by `me` alone or by
-/// a process gone since.
-fn kernel_free(seg: &Seg, k: u32, me: Option<u32>) -> bool {
-    k == 0 || (k != KERNEL_MANY && (Some(k) == me || !lock::alive(seg, k)))
 }
 
 /// Whether the kernel's view `kernel` of a file is what the group last
@@ -204,42 +175,6 @@ impl SharedFile {
         }
         saw(slot, &meta);
         Ok(())
-    }
-
-    /// Takes the file back from the kernel for the group if no process
-    /// but this one (which holds no kernel handle of it: the caller's
-    /// word) may hold it there (`kernel_free`): unmarked, its clean pages
-    /// dropped and its size read again, since the kernel's writers may have
-    /// changed it without a new change time (a write through a mapping).
-    /// Returns whether the file may be served from the cache.
-    pub(super) fn take_back(&self) -> io::Result<bool> {
-        let seg = self.seg();
-        let me = self.me().ok();
-        let (slot, ..) = self.current()?;
-        loop {
-            let k = slot.kernel.load(Ordering::Acquire);
-            if k == 0 {
-                return Ok(true);
-            }
-            if !kernel_free(seg, k, me) {
-                return Ok(false);
-            }
-            if slot
-                .kernel
-                .compare_exchange(k, 0, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-            {
-                break;
-            }
-        }
-        let (_inode, slot, i, generation) = self.inode_lock()?;
-        let meta = self.file.metadata()?;
-        if self.dirty_pages(slot, i, generation)?.is_empty() {
-            self.cut_cache(i, generation, 0)?;
-            slot.size.store(meta.len(), Ordering::Release);
-        }
-        saw(slot, &meta);
-        Ok(true)
     }
 
     /// A slot taken from its file (whose handles find the generation
