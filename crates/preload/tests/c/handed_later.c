@@ -32,17 +32,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static void say(int fd) {
-    char c = 1;
-    if (write(fd, &c, 1) != 1)
-        _exit(90);
-}
-
-static void hear(int fd) {
-    char c;
-    if (read(fd, &c, 1) != 1)
-        _exit(91);
-}
+#include "steps.h"
 
 static int (*served)(int);
 static char path[4096], spath[4096];
@@ -233,8 +223,10 @@ int main(int argc, char **argv) {
     if (r)
         return r;
     u = open(upath, O_RDWR);
-    if (u < 0 || served(u))
-        return 90 + (u >= 0);
+    if (u < 0)
+        return 94;
+    if (served(u))
+        return 95;
     say(to_z);
     hear(from_z);
     if (pread(u, page, sizeof page, 0) != (ssize_t)sizeof page || page[0] != 'Z' || page[4095] != 'Z')
