@@ -638,7 +638,11 @@ pub(crate) fn adopt(fd: c_int, flags: c_int) {
         if file.handed_elsewhere() && !file.take_back_from_kernel() {
             // Another live process of the group holds the file in the
             // kernel (a mapping, a stream): the kernel's here too, for
-            // good, and this plain fd is one more holder.
+            // good, and this plain fd is one more holder. A cut the open
+            // made drops what the group held of it, as below.
+            if flags & libc::O_TRUNC != 0 && writable {
+                file.set_len(0)?;
+            }
             drop(file);
             HANDED.lock().insert(key, Handed::ForGood);
             mark_group(key, &proc_path(fd));
