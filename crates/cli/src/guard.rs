@@ -101,7 +101,7 @@ pub fn run_shared(
 ) -> Result<()> {
     let cache =
         foliocache::SharedCache::new(capacity).context("making the shared cache's memory file")?;
-    run_in(cmd, program, &cache, Some(state), metrics)
+    run_in(cmd, program, &cache, true, state, metrics)
 }
 
 /// Runs `cmd` with its processes attached to the cache hosted as `name`
@@ -118,22 +118,22 @@ pub fn run_attached(
 ) -> Result<()> {
     let cache = foliocache::SharedCache::attach_named(name)
         .with_context(|| format!("--cache {name}: attaching"))?;
-    run_in(cmd, program, &cache, None, metrics)
+    run_in(cmd, program, &cache, false, None, metrics)
 }
 
-/// [`run_shared`] and [`run_attached`]: `own` (`Some`, with the state
-/// file if any) if this process holds the cache (it warm-starts it, runs
-/// the flusher, writes back and saves the state at the end); with
+/// [`run_shared`] and [`run_attached`]: `own` if this process holds the
+/// cache (it runs the flusher and writes back at the end, and with
+/// `state` warm-starts the cache from it and saves it then); with
 /// `metrics`, it serves the group's figures there while the program runs
 /// (the program's processes serve none of their own).
 fn run_in(
     mut cmd: Command,
     program: &Path,
     cache: &foliocache::SharedCache,
-    own: Option<Option<&Path>>,
+    own: bool,
+    state: Option<&Path>,
     metrics: Option<SocketAddr>,
 ) -> Result<()> {
-    let state = own.flatten();
     cmd.env(
         SHARED_VAR,
         format!(
@@ -150,7 +150,6 @@ fn run_in(
         eprintln!("{warning}");
     }
     let flusher = own
-        .is_some()
         .then(|| cache.start_flusher())
         .transpose()
         .context("starting the shared cache's flusher")?;
@@ -163,7 +162,7 @@ fn run_in(
     let status = supervise(cmd, program)?;
     drop(metrics);
     drop(flusher);
-    if own.is_some() || cache.stats().processes == 0 {
+    if own || cache.stats().processes == 0 {
         match cache.write_back_all() {
             Ok(0) => {}
             Ok(n) => eprintln!(

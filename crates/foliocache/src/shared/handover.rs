@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 
 use super::lock;
 use super::seg::{Seg, Slot};
-use super::slots::{saw, HANDED};
+use super::slots::HANDED;
 use super::{SharedCache, SharedFile};
 
 /// `Slot::kernel` of a file more than one process of the group held in
@@ -105,18 +105,10 @@ impl SharedFile {
     /// from the cache. A file [`handed_elsewhere`](Self::handed_elsewhere)
     /// is taken back from the kernel once no process of the group that
     /// held it there lives (its clean pages dropped and its size read
-    /// again); while one lives, or after two did, it stays the kernel's.
+    /// again, as for a change behind the group: a mapping's writes need not
+    /// move the change time); while one lives, or after two did, it stays
+    /// the kernel's.
     pub fn take_back_from_kernel(&self) -> io::Result<bool> {
-        self.take_back()
-    }
-
-    /// Takes the file back from the kernel for the group if no process
-    /// but this one (which holds no kernel handle of it: the caller's
-    /// word) may hold it there (`kernel_free`): unmarked, its clean pages
-    /// dropped and its size read again, since the kernel's writers may have
-    /// changed it without a new change time (a write through a mapping).
-    /// Returns whether the file may be served from the cache.
-    pub(super) fn take_back(&self) -> io::Result<bool> {
         let seg = self.seg();
         let me = self.me().ok();
         let (slot, ..) = self.current()?;
@@ -136,13 +128,9 @@ impl SharedFile {
                 break;
             }
         }
-        let (_inode, slot, i, generation) = self.inode_lock()?;
-        let meta = self.file.metadata()?;
-        if self.dirty_pages(slot, i, generation)?.is_empty() {
-            self.cut_cache(i, generation, 0)?;
-            slot.size.store(meta.len(), Ordering::Release);
-        }
-        saw(slot, &meta);
+        // Followed as a change behind the group: the mark matches no file.
+        slot.seen_ctime.store(HANDED, Ordering::Release);
+        self.follow_kernel(&self.file.metadata()?)?;
         Ok(true)
     }
 }

@@ -340,18 +340,7 @@ impl SharedCache {
 
     fn write_back_slot(&self, i: u32, slot: &Slot) -> io::Result<u64> {
         let path = listing::slot_path(&self.inner.seg, i, slot)?;
-        // `O_DIRECT` where the filesystem takes it, as the group's own
-        // descriptors (the writes then leave no second copy in the
-        // kernel's cache).
-        let open = |direct: bool| {
-            let mut o = std::fs::OpenOptions::new();
-            o.write(true);
-            if direct {
-                std::os::unix::fs::OpenOptionsExt::custom_flags(&mut o, libc::O_DIRECT);
-            }
-            o.open(&path)
-        };
-        let file = open(true).or_else(|_| open(false))?;
+        let file = open_direct(&path, false)?;
         let meta = file.metadata()?;
         if meta.dev() != slot.dev.load(Ordering::Relaxed)
             || meta.ino() != slot.ino.load(Ordering::Relaxed)
@@ -1149,4 +1138,19 @@ impl AsFd for SharedFile {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.file.as_fd()
     }
+}
+
+/// Opens `path` for writing (`read`: for reading instead), `O_DIRECT`
+/// where the filesystem takes it, as the group's own descriptors are (the
+/// cache's IO then leaves no second copy in the kernel's cache).
+pub(crate) fn open_direct(path: &std::path::Path, read: bool) -> io::Result<File> {
+    let open = |direct: bool| {
+        let mut o = std::fs::OpenOptions::new();
+        o.read(read).write(!read);
+        if direct {
+            std::os::unix::fs::OpenOptionsExt::custom_flags(&mut o, libc::O_DIRECT);
+        }
+        o.open(path)
+    };
+    open(true).or_else(|_| open(false))
 }

@@ -136,7 +136,7 @@ pub(crate) struct Slot {
     /// of the one process that did; `handover::KERNEL_MANY` when more than
     /// one did. While it is not 0 no handle serves the file from the cache
     /// ([`super::SharedFile::handed_elsewhere`]); an open takes it back
-    /// once its one holder is gone (`SharedFile::take_back`), never after
+    /// once its one holder is gone (`SharedFile::take_back_from_kernel`), never after
     /// two (a mapping outlives its descriptor, and the group cannot tell
     /// when the last ends). A slot held so is not given to another file
     /// (`recycle_slot`).

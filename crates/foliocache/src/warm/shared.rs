@@ -6,7 +6,6 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use super::format::{SavedFile, SavedRange, State};
@@ -149,15 +148,7 @@ fn load(cache: &SharedCache, state: &State) -> u64 {
 /// in the cache, if it is the file saved (its identity unchanged) and not
 /// handed to the kernel.
 fn open_saved(cache: &SharedCache, saved: &SavedFile) -> Option<SharedFile> {
-    let open = |direct: bool| {
-        let mut o = std::fs::OpenOptions::new();
-        o.read(true);
-        if direct {
-            o.custom_flags(libc::O_DIRECT);
-        }
-        o.open(&saved.path)
-    };
-    let file = open(true).or_else(|_| open(false)).ok()?;
+    let file = crate::shared::open_direct(&saved.path, true).ok()?;
     let md = file.metadata().ok()?;
     if Identity::of(&md) != saved.identity {
         return None;
