@@ -128,6 +128,12 @@ impl ByteSchedule {
     }
 }
 
+/// The reads a reader of `spec` following a stream may owe before it
+/// drops the oldest: [`MAX_LAG`]'s worth at its rate.
+pub fn max_owed(spec: HotSpec) -> u64 {
+    (spec.rate as f64 * MAX_LAG.as_secs_f64()) as u64
+}
+
 /// The stream the hot reader follows, where it follows one: its bytes so
 /// far (the job adds them as it goes), and the bytes per hot read.
 #[derive(Debug, Clone, Copy)]
@@ -183,6 +189,12 @@ pub struct Counters {
 }
 
 impl Counters {
+    /// The reads so far, as the reader publishes them (a stream tethered
+    /// to the reader waits on it: `crate::job::Tether`).
+    pub fn reads(&self) -> &AtomicU64 {
+        &self.reads
+    }
+
     /// (reads, misses) so far.
     pub fn get(&self) -> (u64, u64) {
         (
@@ -311,7 +323,7 @@ pub fn run(
         (spec.rate > 0 && follow.is_none()).then(|| Schedule::new(Instant::now(), spec.rate));
     let mut bytes = follow.map(|f| ByteSchedule {
         every: f.every,
-        max_owed: (spec.rate as f64 * MAX_LAG.as_secs_f64()) as u64,
+        max_owed: max_owed(spec),
         next: 0,
     });
     while !stop.load(Ordering::Relaxed) {

@@ -296,18 +296,26 @@ fn run_beside(
     let stop = AtomicBool::new(false);
     let counters = hot::Counters::default();
     // Beside a paced stream the reader follows the stream's bytes: its
-    // rate at the pace, per byte (`uncached::BESIDE_PACE`).
+    // rate at the pace, per byte (`uncached::BESIDE_PACE`), and the stream
+    // waits for a reader its misses slowed, so that every engine's reader
+    // reads at the same places in the stream.
     let streamed = AtomicU64::new(0);
     let follow = job.pace.filter(|_| spec.rate > 0).map(|pace| hot::Follow {
         streamed: &streamed,
         every: (pace / spec.rate).max(1),
+    });
+    let tether = follow.map(|f| job::Tether {
+        streamed: f.streamed,
+        reads: counters.reads(),
+        every: f.every,
+        slack: hot::max_owed(spec) / 2,
     });
     std::thread::scope(|s| {
         let h = s.spawn(|| hot::run(file, spec, ready.probe, &stop, &counters, follow));
         hot::wait_started(&counters, || h.is_finished());
         let (r0, m0) = counters.get();
         let t = Instant::now();
-        let m = job::run(prepared, job, opts, label, Some(&streamed));
+        let m = job::run(prepared, job, opts, label, tether);
         let (r1, m1) = counters.get();
         let seconds = t.elapsed().as_secs_f64();
         stop.store(true, Ordering::Relaxed);

@@ -103,11 +103,30 @@ pub struct Measured {
     pub thread_ops: Vec<u64>,
 }
 
+/// A reader beside the job that follows its bytes (the hot reader beside
+/// a paced stream, `crate::hot::Follow`), and that the job's threads wait
+/// for: a thread more than `slack` reads ahead of it sleeps until the
+/// reader has caught up, so that every read the reader owes is read at
+/// its place in the stream, whatever the reader's misses cost it, rather
+/// than dropped while the stream runs on.
+#[derive(Debug, Clone, Copy)]
+pub struct Tether<'a> {
+    /// Where the threads add the bytes they have done as they go (every
+    /// millisecond in a paced job, else every tick or timeline interval).
+    pub streamed: &'a AtomicU64,
+    /// The reads the reader has done.
+    pub reads: &'a AtomicU64,
+    /// The job's bytes per read.
+    pub every: u64,
+    /// The reads the job may be ahead of the reader.
+    pub slack: u64,
+}
+
 /// Runs `job` on a prepared engine and measures it (`&mut`: each thread
 /// that writes a mapping gets its own, see
-/// [`Engine::threads`](crate::engine::Engine::threads)). Given `progress`,
-/// the threads add the bytes they have done to it as they go (every
-/// millisecond in a paced job, else every tick or timeline interval).
+/// [`Engine::threads`](crate::engine::Engine::threads)). Given a
+/// `tether`, the threads publish their bytes to it and keep within its
+/// slack of its reader.
 ///
 /// # Errors
 /// Fewer files or mappings than threads (an engine not prepared for the
@@ -118,7 +137,7 @@ pub fn run(
     job: &JobSpec,
     opts: RunOptions,
     label: &str,
-    progress: Option<&AtomicU64>,
+    tether: Option<Tether<'_>>,
 ) -> Result<Measured> {
     let n = job.numjobs;
     let barrier = Barrier::new(n + 1);
@@ -138,7 +157,7 @@ pub fn run(
         ticks_per_sec: opts.clock.ticks_per_sec(),
         interval: job.interval(),
         pace: job.pace.map(|p| p as f64 / n.max(1) as f64),
-        progress,
+        tether,
     };
     let ios = engine.threads(n, job.shared);
     if ios.len() != n {

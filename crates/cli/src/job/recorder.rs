@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use super::RunOptions;
+use super::{RunOptions, Tether};
 use crate::clock::Clock;
 use crate::data::Generator;
 use crate::hist::Histogram;
@@ -21,6 +21,10 @@ const TICK: Duration = Duration::from_millis(100);
 /// How often a paced thread ([`Shared::pace`]) looks at its schedule: at
 /// 1 GiB/s, a millisecond is 16 reads of 64 KiB.
 const PACE_TICK: Duration = Duration::from_millis(1);
+
+/// How long a thread waits for its [`Tether`]'s reader to read at all
+/// before it lets it go (a reader that failed or ended).
+const READER_GONE: Duration = Duration::from_secs(2);
 
 /// A thread's published progress, alone on its cache lines.
 #[repr(align(128))]
@@ -42,10 +46,10 @@ pub(super) struct Shared<'a> {
     ///
     /// [`JobSpec::pace`]: crate::spec::JobSpec::pace
     pub(super) pace: Option<f64>,
-    /// Where the threads add the bytes they have done as they publish
-    /// them, for a watcher beside the job (the hot reader following a
-    /// paced stream), if any.
-    pub(super) progress: Option<&'a AtomicU64>,
+    /// The reader beside the job that follows its bytes (the hot reader
+    /// beside a paced stream), if any: the threads add their bytes to its
+    /// count as they publish them, and wait for it.
+    pub(super) tether: Option<Tether<'a>>,
 }
 
 /// One thread's figures.
@@ -99,8 +103,10 @@ pub(super) struct Recorder<'s, C: Clock> {
     event: u64,
     bin_base: u64,
     rate: f64,
-    /// Bytes added to [`Shared::progress`] so far.
+    /// Bytes added to the tether's count so far.
     published: u64,
+    /// The tether's reader stopped reading: no longer waited for.
+    loose: bool,
     slot: &'s Slot,
     sh: &'s Shared<'s>,
     clock: PhantomData<C>,
@@ -140,6 +146,7 @@ impl<'s, C: Clock> Recorder<'s, C> {
             bin_base: 0,
             rate,
             published: 0,
+            loose: false,
             slot: st.slot,
             sh,
             clock: PhantomData,
@@ -175,6 +182,9 @@ impl<'s, C: Clock> Recorder<'s, C> {
             (real, now) = (Instant::now(), C::now());
         }
         self.publish();
+        if self.wait_for_reader() {
+            (real, now) = (Instant::now(), C::now());
+        }
         if self.sh.stop.load(Ordering::Relaxed) {
             return true;
         }
@@ -193,13 +203,40 @@ impl<'s, C: Clock> Recorder<'s, C> {
     }
 
     /// Publishes the bytes done: in the thread's slot, and added to the
-    /// job's progress counter where it has one.
+    /// tether's count where the job has one.
     fn publish(&mut self) {
         self.slot.0.store(self.bytes, Ordering::Relaxed);
-        if let Some(p) = self.sh.progress {
-            p.fetch_add(self.bytes - self.published, Ordering::Relaxed);
+        if let Some(t) = self.sh.tether {
+            t.streamed
+                .fetch_add(self.bytes - self.published, Ordering::Relaxed);
             self.published = self.bytes;
         }
+    }
+
+    /// Sleeps while the job is more than the tether's slack ahead of its
+    /// reader (until `stop`, or the reader has read nothing for
+    /// [`READER_GONE`], when it is let go for the rest of the run); true
+    /// if it slept.
+    fn wait_for_reader(&mut self) -> bool {
+        let Some(t) = self.sh.tether.filter(|_| !self.loose) else {
+            return false;
+        };
+        let (mut last, mut since, mut slept) = (u64::MAX, Instant::now(), false);
+        while !self.sh.stop.load(Ordering::Relaxed) {
+            let reads = t.reads.load(Ordering::Relaxed);
+            if owed_reads(t.streamed.load(Ordering::Relaxed), t.every) <= reads + t.slack {
+                break;
+            }
+            if reads != last {
+                (last, since) = (reads, Instant::now());
+            } else if since.elapsed() >= READER_GONE {
+                self.loose = true;
+                break;
+            }
+            std::thread::sleep(PACE_TICK);
+            slept = true;
+        }
+        slept
     }
 
     /// How far a paced loop is ahead of its schedule at `real`; `None`
@@ -232,6 +269,12 @@ impl<'s, C: Clock> Recorder<'s, C> {
     }
 }
 
+/// The reads a reader reading once per `every` bytes owes once the job
+/// has done `streamed` (its read 0 is due at once).
+fn owed_reads(streamed: u64, every: u64) -> u64 {
+    streamed / every.max(1) + 1
+}
+
 /// How far a loop that started at `start` and has done `bytes` at `pace`
 /// bytes per second is ahead of its schedule at `real` (its bytes are due
 /// at `start + bytes / pace`); `None` if it is not ahead.
@@ -243,6 +286,7 @@ fn ahead_of(start: Instant, bytes: u64, pace: f64, real: Instant) -> Option<Dura
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::Mono;
 
     #[test]
     fn a_paced_loop_waits_until_its_bytes_are_due() {
@@ -257,5 +301,88 @@ mod tests {
         assert_eq!(ahead_of(t0, 256 << 20, gib, at(250)), None, "on time");
         assert_eq!(ahead_of(t0, 256 << 20, gib, at(400)), None, "behind");
         assert_eq!(ahead_of(t0, 0, gib, t0), None, "nothing done yet");
+    }
+
+    /// A paced loop of 64 KiB operations tethered to a reader that reads
+    /// once per 256 KiB, slowly: the reader, at each of its reads, never
+    /// finds the loop more than the slack ahead of it, and the loop ends
+    /// having done all its bytes.
+    #[test]
+    fn a_tethered_loop_waits_for_its_reader() {
+        const EVERY: u64 = 256 << 10;
+        const SLACK: u64 = 4;
+        const OPS: u64 = 400;
+        let barrier = Barrier::new(1);
+        let stop = AtomicBool::new(false);
+        let (streamed, reads) = (AtomicU64::new(0), AtomicU64::new(0));
+        let sh = Shared {
+            barrier: &barrier,
+            stop: &stop,
+            runtime: None,
+            max_ops: OPS,
+            opts: RunOptions {
+                verify: false,
+                buf_offset: 0,
+                consume: false,
+                write_seed: 0,
+                clock: crate::clock::ClockKind::Instant,
+            },
+            ticks_per_sec: 1e9,
+            interval: Duration::from_secs(1),
+            // Far faster than the reader: the tether holds it back.
+            pace: Some(64.0 * f64::from(1u32 << 30)),
+            tether: Some(Tether {
+                streamed: &streamed,
+                reads: &reads,
+                every: EVERY,
+                slack: SLACK,
+            }),
+        };
+        let slot = Slot::default();
+        let mut st = LoopState {
+            hist: Some(Histogram::new()),
+            gen: Generator::new(0),
+            written: Vec::new(),
+            slot: &slot,
+            sh: &sh,
+        };
+        let worst = std::thread::scope(|s| {
+            let reader = s.spawn(|| {
+                let mut worst = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let done = reads.load(Ordering::Relaxed);
+                    let owed = owed_reads(streamed.load(Ordering::Relaxed), EVERY);
+                    worst = worst.max(owed.saturating_sub(done));
+                    if owed > done {
+                        std::thread::sleep(Duration::from_millis(2));
+                        reads.store(done + 1, Ordering::Relaxed);
+                    } else {
+                        std::thread::sleep(Duration::from_micros(50));
+                    }
+                }
+                worst
+            });
+            let mut r = Recorder::<Mono>::start(&mut st, 64 << 10);
+            for _ in 0..OPS {
+                // At most 4 operations (one read's bytes) between two
+                // of the loop's looks, a millisecond apart.
+                std::thread::sleep(Duration::from_micros(250));
+                r.done(Mono::now(), 1, 1);
+            }
+            let out = r.finish();
+            assert_eq!(out.bytes, OPS * (64 << 10));
+            stop.store(true, Ordering::Relaxed);
+            reader.join().unwrap()
+        });
+        // The loop publishes at most a millisecond of bytes (one read's)
+        // past its look, and the reader may look between the two.
+        assert!(
+            worst <= SLACK + 2,
+            "the loop ran {worst} reads ahead of its reader (slack {SLACK})"
+        );
+        assert!(
+            reads.load(Ordering::Relaxed) >= OPS * (64 << 10) / EVERY - SLACK - 2,
+            "the reader read along the whole stream"
+        );
     }
 }

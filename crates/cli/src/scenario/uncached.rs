@@ -148,9 +148,9 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
              all along the stream, counting its hits (a read that \
              would wait for IO, found with a NOWAIT read first, is a miss), and the stream \
              paced to {}/s with the hot reader following its bytes (a paced reader's read i \
-             is due once the stream has moved i x pace/rate), so that every engine streams \
-             the same bytes between two hot reads (an engine too slow for the pace runs as \
-             fast as it can). Both LRUs keep a \
+             is due once the stream has moved i x pace/rate, and the stream waits for a reader its \
+             misses held up), so that every engine's reader makes the same reads at the same \
+             places in the stream (an engine too slow for the pace runs as fast as it can). Both LRUs keep a \
              page only once it is read twice while inactive: {}. Timelines per 50 ms.",
             fmt_size(size),
             fmt_size(UNCACHED_BS),
