@@ -522,6 +522,7 @@ impl Cache {
             populate_time: i.mem.arena.populate_time(),
             allowed_bytes: (i.mem.arena.limit_pages() * PAGE_SIZE) as u64,
             populated_bytes: i.mem.arena.populated_bytes() as u64,
+            shared_huge_bytes: i.mem.arena.shared_huge_bytes() as u64,
             released_bytes: i.mem.arena.released_bytes() as u64,
             pressure_shrinks: s.pressure_shrinks.load(Ordering::Relaxed),
             refaults: s.refaults.sum(),
@@ -651,6 +652,12 @@ pub struct CacheStats {
     /// Arena memory faulted in, in 2 MiB chunks (all of it with
     /// [`Populate::Eager`]): about the arena's resident memory.
     pub populated_bytes: u64,
+    /// Of that, bytes of a guardian's shared memory ([`Guardian`](crate::Guardian)) faulted
+    /// in as 2 MiB pages, where the host gives shared memory no huge pages
+    /// by itself (`MADV_COLLAPSE`; docs/design.md, "Huge pages of shared
+    /// memory"); 0 in a private arena, whose huge pages are the kernel's
+    /// transparent ones.
+    pub shared_huge_bytes: u64,
     /// Bytes of free arena memory given back to the OS under pressure, in
     /// all.
     pub released_bytes: u64,

@@ -36,8 +36,16 @@ impl Engine for Shared {
         PageCache::Leave
     }
 
-    fn prepare(&mut self, _: &mut Kept, run: &Run<'_>, _: &mut Setup) -> Result<()> {
+    fn prepare(&mut self, _: &mut Kept, run: &Run<'_>, setup: &mut Setup) -> Result<()> {
         let cache = SharedCache::new(run.mode.capacity).context("shared engine: the cache")?;
+        // Its pages in 2 MiB pages before the run, where the kernel
+        // collapses them (`SharedCache::new`), not while it is measured.
+        let huge = cache.wait_huge_pages();
+        setup.notes.push(format!(
+            "shared: {} MiB of its {} MiB of pages in 2 MiB pages",
+            huge >> 20,
+            (cache.pages() * 4096) >> 20
+        ));
         let opened = OpenFiles::open(run.files, run.write(), true)
             .context("shared engine: opening with O_DIRECT (the filesystem may refuse it)")?;
         self.files = opened

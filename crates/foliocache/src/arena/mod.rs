@@ -73,6 +73,7 @@
 
 mod bitmap;
 mod buddy;
+pub(crate) mod collapse;
 mod populate;
 mod region;
 #[cfg(test)]
@@ -311,6 +312,12 @@ pub struct Arena {
     populate_time: Duration,
     /// Whether `madvise(MADV_HUGEPAGE)` succeeded.
     huge_pages_advised: bool,
+    /// A shared region whose chunks are faulted in as huge pages
+    /// (`collapse.rs`): the cache asked for huge pages, and the kernel has
+    /// not refused to collapse.
+    collapse: crate::sync::AtomicU8,
+    /// Bytes faulted in as huge pages that way.
+    huge_bytes: AtomicUsize,
     /// Mirror of `Buddy::free_pages`, written under the lock, read without.
     free_pages: AtomicUsize,
     /// Mirror of `Buddy::limit`, written under the lock, read without.
@@ -424,8 +431,16 @@ impl Arena {
             None => Region::map_aligned(len, MAX_BLOCK_BYTES)?,
         };
         let huge_pages_advised = huge_pages && region.advise_huge_pages();
+        let collapse = huge_pages && region.shared && !cfg!(any(loom, miri));
+        let huge_bytes = AtomicUsize::new(0);
+        let mut collapsing = collapse;
         let populate_time = match populate {
             Populate::Lazy => Duration::ZERO,
+            Populate::Eager if collapse => {
+                let start = Instant::now();
+                collapsing = collapse::populate_huge(&region, &huge_bytes, 0, len);
+                start.elapsed()
+            }
             Populate::Eager => {
                 let start = Instant::now();
                 let how = region.populate("folio arena", false)?;
@@ -450,11 +465,20 @@ impl Arena {
             pages,
             populate_time,
             huge_pages_advised,
+            collapse: crate::sync::AtomicU8::new(u8::from(collapsing)),
+            huge_bytes,
             free_pages: AtomicUsize::new(pages as usize),
             limit_pages: AtomicUsize::new(pages as usize),
             buddy: Mutex::new(buddy),
             ahead: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Bytes of the arena faulted in as huge pages of its shared memory
+    /// (`collapse.rs`): 0 for a private arena, whose huge pages are the
+    /// kernel's transparent ones.
+    pub fn shared_huge_bytes(&self) -> usize {
+        self.huge_bytes.load(Ordering::Relaxed)
     }
 
     /// Allocates a block of `2^order` pages and returns its first page, a

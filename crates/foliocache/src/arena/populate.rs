@@ -108,6 +108,12 @@ impl Arena {
         }
         let start = first as usize * MAX_BLOCK_BYTES;
         let len = (count as usize * MAX_BLOCK_BYTES).min(self.region.len - start);
+        if self.collapse.load(Ordering::Relaxed) != 0 {
+            if !super::collapse::populate_huge(&self.region, &self.huge_bytes, start, len) {
+                self.collapse.store(0, Ordering::Relaxed);
+            }
+            return;
+        }
         let addr = self.region.ptr.as_ptr() as usize + start;
         if let Err(e) = populate_range(addr, len) {
             log::debug!(

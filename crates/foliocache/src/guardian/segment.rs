@@ -154,6 +154,68 @@ impl Map {
         Ok(Map { ptr, len })
     }
 
+    /// Maps `len` bytes of `fd` from `offset`, shared and writable, at an
+    /// address that is a multiple of `align` (a power of two, a multiple
+    /// of the page size): a range of `len + align` reserved with no
+    /// access, the file mapped over its aligned part (`MAP_FIXED`), the
+    /// rest given back. With `offset` a multiple of 2 MiB and `align`
+    /// 2 MiB, each 2 MiB of the file can be mapped by one huge page.
+    pub(crate) fn new_aligned(
+        fd: BorrowedFd<'_>,
+        offset: u64,
+        len: u64,
+        align: usize,
+    ) -> io::Result<Map> {
+        let oom = || io::Error::from(io::ErrorKind::OutOfMemory);
+        let len = usize::try_from(len).map_err(|_| oom())?;
+        let reserve = len.checked_add(align).ok_or_else(oom)?;
+        // SAFETY: a fresh anonymous mapping with no address hint and no
+        // access: it overlaps nothing anyone uses.
+        let raw = unsafe {
+            mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                reserve,
+                ProtFlags::empty(),
+                MapFlags::PRIVATE | MapFlags::NORESERVE,
+            )
+        }?
+        .cast::<u8>();
+        let head = (raw as usize).next_multiple_of(align) - raw as usize;
+        let aligned = raw.wrapping_add(head);
+        // SAFETY: [aligned, aligned + len) lies in the reservation just
+        // made, which nobody else knows: the file replaces memory no one
+        // uses (MAP_FIXED).
+        let mapped = unsafe {
+            mm::mmap(
+                aligned.cast(),
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED | MapFlags::FIXED,
+                fd,
+                offset,
+            )
+        };
+        let tail = reserve - head - len;
+        // SAFETY: the parts of the reservation before and after the
+        // aligned range (or, if the file could not be mapped, all of it),
+        // which no one uses.
+        unsafe {
+            if mapped.is_err() {
+                let _ = mm::munmap(raw.cast(), reserve);
+            } else {
+                if head > 0 {
+                    let _ = mm::munmap(raw.cast(), head);
+                }
+                if tail > 0 {
+                    let _ = mm::munmap(aligned.wrapping_add(len).cast(), tail);
+                }
+            }
+        }
+        mapped?;
+        let ptr = NonNull::new(aligned).ok_or_else(|| io::Error::other("null mapping"))?;
+        Ok(Map { ptr, len })
+    }
+
     /// The mapping's first byte (page-aligned) and its length.
     pub(crate) fn range(&self) -> (*mut u8, usize) {
         (self.ptr.as_ptr(), self.len)

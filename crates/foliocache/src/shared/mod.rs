@@ -48,6 +48,7 @@ mod figures;
 mod flusher;
 pub use flusher::Flusher;
 mod handover;
+mod huge;
 mod index;
 mod listing;
 mod lock;
@@ -128,13 +129,21 @@ pub struct SharedStats {
     /// Reads that loaded a page, by every process of the group
     /// (published every 64 misses of a thread, and at `stats`).
     pub group_misses: u64,
+    /// Bytes of the pages that 2 MiB pages map (the creator's collapse,
+    /// so far).
+    pub huge_bytes: u64,
 }
 
 impl SharedCache {
     /// A new shared cache of `capacity` bytes (whole 4 KiB pages; at
-    /// least one) in a new memory file.
+    /// least one) in a new memory file. A thread of this process then
+    /// maps its pages by 2 MiB pages where the kernel allows, while the
+    /// cache is in use ([`wait_huge_pages`](Self::wait_huge_pages)): all
+    /// its memory is faulted in by it.
     pub fn new(capacity: u64) -> io::Result<SharedCache> {
-        Ok(SharedCache::with(Seg::create(capacity / PAGE)?))
+        let cache = SharedCache::with(Seg::create(capacity / PAGE)?);
+        cache.collapse_in_background();
+        Ok(cache)
     }
 
     /// Attaches to the shared cache in memory file `fd` (another
@@ -250,6 +259,7 @@ impl SharedCache {
             misses: self.inner.misses.sum(),
             group_hits,
             group_misses,
+            huge_bytes: h.huge_bytes.load(Ordering::Relaxed),
         }
     }
 

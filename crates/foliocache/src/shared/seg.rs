@@ -33,17 +33,18 @@ pub(crate) const NAME: &str = "foliocache-shared";
 /// `FCSHARE1`, little-endian.
 const MAGIC: u64 = u64::from_le_bytes(*b"FCSHARE1");
 /// The layout's version.
-const VERSION: u32 = 5;
+const VERSION: u32 = 6;
 /// The seals a segment carries: no process may resize it (or unseal it).
 const SEALS: rustix::fs::SealFlags = rustix::fs::SealFlags::SHRINK
     .union(rustix::fs::SealFlags::GROW)
     .union(rustix::fs::SealFlags::SEAL);
 /// The page size.
 pub(crate) const PAGE: u64 = 4096;
-/// The pages' alignment in the segment: a huge page's, so that where the
-/// host gives shared memory huge pages (`shmem_enabled`), the pages are
-/// mapped by them.
-const HUGE: u64 = 2 << 20;
+/// The pages' alignment in the segment and the mapping's in memory: a
+/// huge page's, so that where the host gives shared memory huge pages
+/// (`shmem_enabled`, or the creator's collapse: `arena::collapse`), the
+/// pages are mapped by them.
+const HUGE: u64 = crate::arena::collapse::HUGE_BLOCK as u64;
 /// Participants: processes attached at once.
 pub(crate) const PARTS: u32 = 1024;
 /// Bytes of a participant.
@@ -88,6 +89,11 @@ pub(crate) struct Header {
     pub(crate) evictions: AtomicU64,
     /// Times a lock was taken from a dead holder.
     pub(crate) recoveries: AtomicU64,
+    /// Bytes of the pages that 2 MiB pages map (`arena::collapse`), as far
+    /// as the creator's collapse has gone.
+    pub(crate) huge_bytes: AtomicU64,
+    /// Set once the creator's collapse has tried every block.
+    pub(crate) huge_ended: AtomicU32,
 }
 
 /// A participant: one attached process.
@@ -278,7 +284,7 @@ impl Seg {
         // Its size for good: a process that could shrink it would make
         // every other process's next access past the new end a SIGBUS.
         rustix::fs::fcntl_add_seals(&fd, SEALS)?;
-        let map = Map::new(fd.as_fd(), 0, len, true)?;
+        let map = Map::new_aligned(fd.as_fd(), 0, len, HUGE as usize)?;
         advise_huge(&map, data_off);
         let seg = Seg {
             fd,
@@ -348,7 +354,7 @@ impl Seg {
         }
         drop(head);
         let [slots, buckets, slots_off, descs_off, buckets_off, data_off, len] = want;
-        let map = Map::new(fd.as_fd(), 0, len, true)?;
+        let map = Map::new_aligned(fd.as_fd(), 0, len, HUGE as usize)?;
         advise_huge(&map, data_off);
         Ok(Seg {
             fd,
@@ -438,6 +444,21 @@ impl Seg {
         (p < self.pages).then(|| {
             // SAFETY: page `p` lies in the mapping (checked).
             unsafe { self.map.range().0.add((self.data_off + p * PAGE) as usize) }
+        })
+    }
+
+    /// The whole 2 MiB blocks of the pages.
+    pub(crate) fn huge_blocks(&self) -> u64 {
+        self.pages * PAGE / HUGE
+    }
+
+    /// Block `b`'s first byte (2 MiB aligned, at a multiple of 2 MiB in
+    /// the memory file), or `None` past the pages' whole blocks.
+    pub(crate) fn huge_block(&self, b: u64) -> Option<*mut u8> {
+        (b < self.huge_blocks()).then(|| {
+            // SAFETY: block `b` lies in the pages (checked), inside the
+            // mapping.
+            unsafe { self.map.range().0.add((self.data_off + b * HUGE) as usize) }
         })
     }
 

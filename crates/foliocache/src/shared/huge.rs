@@ -1,0 +1,99 @@
+//! The group's pages in 2 MiB pages where the host gives shared memory
+//! none by itself (`arena::collapse`): the cache's creator collapses the
+//! segment's pages block by block on a thread of its own, while the group
+//! already uses them, so that a hit in any process maps its page through
+//! one TLB entry per 2 MiB, as an in-process hit does.
+//!
+//! The memory is all faulted in by it (as the in-process cache's arena is
+//! by default), and kept: the group's cache gives no memory back anyway.
+
+use std::sync::{Arc, Weak};
+
+use super::{Inner, SharedCache};
+use crate::arena::collapse::{collapse_block, Collapsed, HUGE_BLOCK};
+use crate::sync::Ordering;
+
+impl SharedCache {
+    /// Starts collapsing the pages into 2 MiB pages on a thread of its
+    /// own; it ends when every block was tried, the kernel refuses, or
+    /// the cache is gone. The header says how far it got
+    /// ([`SharedStats::huge_bytes`](super::SharedStats::huge_bytes)).
+    pub(super) fn collapse_in_background(&self) {
+        let h = self.inner.seg.header();
+        if self.inner.seg.huge_blocks() == 0 || cfg!(miri) {
+            h.huge_ended.store(1, Ordering::Release);
+            return;
+        }
+        let weak = Arc::downgrade(&self.inner);
+        let spawned = std::thread::Builder::new()
+            .name("foliocache-huge".into())
+            .spawn(move || collapse_all(&weak));
+        if spawned.is_err() {
+            h.huge_ended.store(1, Ordering::Release);
+        }
+    }
+
+    /// Waits until the creator's collapse has ended (every block tried,
+    /// refused, or it could not start): for a measurement that must not
+    /// run while the pages change size under it. Returns the bytes that
+    /// 2 MiB pages map.
+    pub fn wait_huge_pages(&self) -> u64 {
+        let h = self.inner.seg.header();
+        while h.huge_ended.load(Ordering::Acquire) == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        h.huge_bytes.load(Ordering::Relaxed)
+    }
+}
+
+/// The thread: every block in turn, then once more those some IO held
+/// each time, while the cache lives.
+fn collapse_all(weak: &Weak<Inner>) {
+    let Some(blocks) = weak.upgrade().map(|i| i.seg.huge_blocks()) else {
+        return;
+    };
+    let mut skipped = Vec::new();
+    for b in 0..blocks {
+        match collapse(weak, b) {
+            Some(Collapsed::Skipped) => skipped.push(b),
+            Some(Collapsed::Huge) => {}
+            Some(Collapsed::Refused(e)) => {
+                log::info!(
+                    "shared cache: its pages stay 4 KiB (MADV_COLLAPSE refused: {e}); \
+                     hits map a page table entry per 4 KiB"
+                );
+                skipped.clear();
+                break;
+            }
+            None => return,
+        }
+    }
+    for b in skipped {
+        if collapse(weak, b).is_none() {
+            return;
+        }
+    }
+    if let Some(inner) = weak.upgrade() {
+        inner.seg.header().huge_ended.store(1, Ordering::Release);
+    }
+}
+
+/// Collapses block `b` of the cache's pages, counting it in the header;
+/// `None` if the cache is gone.
+fn collapse(weak: &Weak<Inner>, b: u64) -> Option<Collapsed> {
+    let inner = weak.upgrade()?;
+    let addr = inner.seg.huge_block(b)?;
+    // SAFETY: `addr` is block `b` of the pages: 2 MiB aligned in the
+    // segment's shared, writable mapping (`Map::new_aligned`) and at a
+    // multiple of 2 MiB in its memory file (the layout aligns the pages),
+    // held mapped by `inner` for the call.
+    let done = unsafe { collapse_block(addr) };
+    if let Collapsed::Huge = done {
+        inner
+            .seg
+            .header()
+            .huge_bytes
+            .fetch_add(HUGE_BLOCK as u64, Ordering::Relaxed);
+    }
+    Some(done)
+}

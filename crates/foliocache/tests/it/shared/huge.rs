@@ -1,0 +1,123 @@
+//! The group's pages in 2 MiB pages (`SharedCache::new` collapses them,
+//! docs/design.md "Huge pages of shared memory"), and the guardian's
+//! arena likewise: mapped by 2 MiB entries in the creator and in a
+//! process that attaches, and every byte as written, while reads and
+//! writes ran during the collapse.
+
+use foliocache::{Guardian, SharedCache};
+use test_support::cache::TestCache;
+use test_support::{skip_or_fail, TempPath};
+
+use super::open;
+
+/// Each mapping of a memory file named `name` in this process: its
+/// bytes mapped by 2 MiB entries (`ShmemPmdMapped` in `/proc/self/smaps`).
+fn pmd_mapped(name: &str) -> Vec<u64> {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").expect("smaps");
+    let mut out = Vec::new();
+    let mut ours = false;
+    for line in smaps.lines() {
+        let first = line.split_whitespace().next().unwrap_or("");
+        if first.contains('-') && !first.ends_with(':') {
+            ours = line.contains(&format!("/memfd:{name}"));
+        } else if ours && first == "ShmemPmdMapped:" {
+            let kb: u64 = line
+                .split_whitespace()
+                .nth(1)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            out.push(kb << 10);
+        }
+    }
+    out
+}
+
+/// The file's first `len` bytes through `f`.
+fn read_all(f: &foliocache::SharedFile, len: u64) -> Vec<u8> {
+    let mut buf = vec![0u8; len as usize];
+    let mut at = 0;
+    while at < buf.len() {
+        let n = f.read_at(&mut buf[at..], at as u64).expect("read");
+        assert!(n > 0, "end of file at {at}");
+        at += n;
+    }
+    buf
+}
+
+fn byte(off: u64) -> u8 {
+    (off / 4096 * 31 + off % 251) as u8
+}
+
+#[test]
+fn the_groups_pages_are_2_mib_pages_in_every_process() {
+    let test = "shared::huge: the group's pages";
+    const LEN: u64 = 12 << 20;
+    let want: Vec<u8> = (0..LEN).map(byte).collect();
+    let file = TempPath::with_data("shared-huge", &want);
+    let path = &file.path;
+    let cache = SharedCache::new(16 << 20).expect("cache");
+    // Reads (misses: O_DIRECT reads into the pages) and writes while the
+    // pages are being collapsed.
+    let f = open(&cache, path, true);
+    assert!(
+        read_all(&f, LEN) == want,
+        "the bytes read during the collapse"
+    );
+    for off in (0..LEN).step_by(1 << 20) {
+        f.write_at(&[byte(off)], off).expect("write");
+    }
+    let huge = cache.wait_huge_pages();
+    if huge == 0 {
+        skip_or_fail(
+            test,
+            "the kernel collapsed no shared memory (MADV_COLLAPSE: Linux 6.1)",
+        );
+        return;
+    }
+    assert_eq!(huge, 16 << 20, "every 2 MiB block of the pages");
+    assert_eq!(cache.stats().huge_bytes, huge);
+    // Another process's view: a second mapping of the memory file, as a
+    // process that attaches makes it.
+    let fd = cache.memory_file().try_clone_to_owned().expect("dup");
+    let other = SharedCache::attach(fd).expect("attach");
+    let g = open(&other, path, true);
+    assert!(
+        read_all(&g, LEN) == want,
+        "the bytes through the other mapping"
+    );
+    // Each mapping is two areas (the metadata, and the pages, which
+    // carry MADV_HUGEPAGE): the pages' area of each maps the file's pages
+    // by 2 MiB entries.
+    let maps = pmd_mapped("foliocache-shared");
+    assert_eq!(
+        maps.iter().filter(|&&b| b >= LEN).count(),
+        2,
+        "the creator's and the attacher's pages by 2 MiB entries: {maps:?}"
+    );
+}
+
+#[test]
+fn a_guardians_arena_is_faulted_in_by_2_mib_pages() {
+    let test = "shared::huge: the guardian's arena";
+    const LEN: u64 = 8 << 20;
+    let want: Vec<u8> = (0..LEN).map(byte).collect();
+    let file = TempPath::with_data("guardian-huge", &want);
+    let path = &file.path;
+    let cache = TestCache::bytes(16 << 20).guardian(Guardian::Child).build();
+    let f = cache.open(path).expect("open");
+    let mut got = vec![0u8; LEN as usize];
+    f.read_exact_at(&mut got, 0).expect("read");
+    assert!(got == want, "the bytes");
+    let s = cache.stats();
+    if s.shared_huge_bytes == 0 {
+        skip_or_fail(
+            test,
+            "the kernel collapsed no shared memory (MADV_COLLAPSE: Linux 6.1)",
+        );
+        return;
+    }
+    assert!(
+        s.shared_huge_bytes >= LEN && s.shared_huge_bytes <= s.populated_bytes,
+        "{s:?}"
+    );
+}
