@@ -138,11 +138,13 @@ fn stat(args: &StatArgs) -> Result<()> {
     let s = cache.stats();
     let lookups = s.group_hits + s.group_misses;
     println!(
-        "cache {}: {} pages ({} MiB), {} cached, {} dirty; {} processes attached; \
-         {} hits, {} misses ({:.1} % hits, every process's); {} evictions, {} recoveries",
+        "cache {}: {} pages ({} MiB, {} MiB in 2 MiB pages), {} cached, {} dirty; \
+         {} processes attached; {} hits, {} misses ({:.1} % hits, every process's); \
+         {} evictions, {} recoveries",
         args.name,
         s.pages,
         (s.pages * 4096) >> 20,
+        s.huge_bytes >> 20,
         s.cached,
         s.dirty,
         s.processes,

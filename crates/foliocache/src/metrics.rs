@@ -199,6 +199,12 @@ impl Figures for SharedFigures {
                 s.dirty,
             ),
             one(
+                "foliocache_shared_huge_bytes",
+                "Bytes of the pages mapped by 2 MiB pages (the creator's collapse, so far)",
+                Kind::Gauge,
+                s.huge_bytes,
+            ),
+            one(
                 "foliocache_shared_processes",
                 "Processes attached",
                 Kind::Gauge,

@@ -137,7 +137,8 @@ pub fn cache_stats_json(s: &CacheStats) -> serde_json::Value {
 /// A named shared cache's figures as JSON: the fields of
 /// [`cache_stats_json`] it has (its pages counted as folios and bytes;
 /// hits and misses are the server's own reads), and its own
-/// (`"pages"`, `"recoveries"`, `"processes"`).
+/// (`"pages"`, `"recoveries"`, `"processes"`, `"huge_bytes"`: the pages
+/// in 2 MiB pages).
 pub fn shared_stats_json(s: &SharedStats) -> serde_json::Value {
     const PAGE: u64 = 4096;
     let ratio = hit_ratio(s.hits, s.misses);
@@ -154,6 +155,7 @@ pub fn shared_stats_json(s: &SharedStats) -> serde_json::Value {
         "pages": s.pages,
         "recoveries": s.recoveries,
         "processes": s.processes,
+        "huge_bytes": s.huge_bytes,
     })
 }
 

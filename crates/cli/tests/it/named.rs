@@ -146,7 +146,11 @@ fn separate_runs_share_a_named_cache_and_its_host_writes_it_back() {
         .and_then(|r| r.split("/metrics").next())
         .unwrap_or_else(|| panic!("no metrics address: {line}"))
         .to_owned();
-    assert!(stat(&sock).contains("4096 pages (16 MiB), 0 cached"));
+    let line = stat(&sock);
+    assert!(
+        line.contains("4096 pages (16 MiB, ") && line.contains("in 2 MiB pages), 0 cached"),
+        "{line}"
+    );
 
     let text = stdout_ending(&run(&["python3", "-c", WRITER]), 0);
     assert_eq!(text, "served 1\n");
