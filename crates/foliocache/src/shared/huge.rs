@@ -28,18 +28,25 @@ impl SharedCache {
         let spawned = std::thread::Builder::new()
             .name("foliocache-huge".into())
             .spawn(move || collapse_all(&weak));
-        if spawned.is_err() {
-            h.huge_ended.store(1, Ordering::Release);
+        match spawned {
+            Ok(_) => self
+                .inner
+                .collapser
+                .store(std::process::id(), Ordering::Relaxed),
+            Err(_) => h.huge_ended.store(1, Ordering::Release),
         }
     }
 
-    /// Waits until the creator's collapse has ended (every block tried,
-    /// refused, or it could not start): for a measurement that must not
-    /// run while the pages change size under it. Returns the bytes that
-    /// 2 MiB pages map.
+    /// In the process that made the cache, waits until its collapse has
+    /// ended (every block tried, refused, or it could not start): for a
+    /// measurement that must not run while the pages change size under
+    /// it. Elsewhere (a process that attached, a forked child: the
+    /// collapse is not theirs, and its process may be gone) it does not
+    /// wait. Returns the bytes that 2 MiB pages map.
     pub fn wait_huge_pages(&self) -> u64 {
         let h = self.inner.seg.header();
-        while h.huge_ended.load(Ordering::Acquire) == 0 {
+        let mine = self.inner.collapser.load(Ordering::Relaxed) == std::process::id();
+        while mine && h.huge_ended.load(Ordering::Acquire) == 0 {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         h.huge_bytes.load(Ordering::Relaxed)

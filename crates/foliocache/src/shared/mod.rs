@@ -100,6 +100,9 @@ pub(crate) struct Inner {
     misses: ShardedCounter,
     /// What this process last published in its participant.
     published: Published,
+    /// The process whose thread collapses the pages (`huge.rs`), 0 if
+    /// none: only it waits for the collapse to end.
+    collapser: crate::sync::AtomicU32,
 }
 
 /// What a shared cache holds and did.
@@ -162,6 +165,7 @@ impl SharedCache {
                 hits: ShardedCounter::default(),
                 misses: ShardedCounter::default(),
                 published: Published::default(),
+                collapser: crate::sync::AtomicU32::new(0),
             }),
         }
     }

@@ -80,6 +80,9 @@ fn the_groups_pages_are_2_mib_pages_in_every_process() {
     // process that attaches makes it.
     let fd = cache.memory_file().try_clone_to_owned().expect("dup");
     let other = SharedCache::attach(fd).expect("attach");
+    // Not the collapser: it does not wait (its creator may be gone), and
+    // reads the same figure.
+    assert_eq!(other.wait_huge_pages(), huge);
     let g = open(&other, path, true);
     assert!(
         read_all(&g, LEN) == want,
