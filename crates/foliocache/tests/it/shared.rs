@@ -996,6 +996,10 @@ fn eight_processes_hold_one_copy() {
     let size = mib << 20;
     let t = TempPath::with_data("shared-copies", &vec![5u8; size]);
     let cache = SharedCache::new((size + (4 << 20)) as u64).unwrap();
+    // The pages made 2 MiB pages first: a collapse after a reader's reads
+    // would take the small pages out of its page tables, and its Rss with
+    // them, though the bytes stay.
+    cache.wait_huge_pages();
     let f = open(&cache, &t.path, true);
     let shm = Shared::new(4096);
     let readers: Vec<_> = (0..8)
