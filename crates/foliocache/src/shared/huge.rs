@@ -53,8 +53,13 @@ impl SharedCache {
     }
 }
 
-/// The thread: every block in turn, then once more those some IO held
-/// each time, while the cache lives.
+/// Passes over the blocks left in small pages, after the first.
+const RETRY_PASSES: u32 = 8;
+/// The pause before each of those passes.
+const RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// The thread: every block in turn, then those some IO held each time, a
+/// few more times, while the cache lives.
 fn collapse_all(weak: &Weak<Inner>) {
     let Some(blocks) = weak.upgrade().map(|i| i.seg.huge_blocks()) else {
         return;
@@ -75,10 +80,22 @@ fn collapse_all(weak: &Weak<Inner>) {
             None => return,
         }
     }
-    for b in skipped {
-        if collapse(weak, b).is_none() {
-            return;
+    // Blocks some IO held each time (the group reads into its pages as it
+    // starts): tried again a few times, a moment apart.
+    for _ in 0..RETRY_PASSES {
+        if skipped.is_empty() {
+            break;
         }
+        std::thread::sleep(RETRY_PAUSE);
+        let mut still = Vec::new();
+        for b in skipped {
+            match collapse(weak, b) {
+                None => return,
+                Some(Collapsed::Skipped) => still.push(b),
+                Some(_) => {}
+            }
+        }
+        skipped = still;
     }
     if let Some(inner) = weak.upgrade() {
         inner.seg.header().huge_ended.store(1, Ordering::Release);

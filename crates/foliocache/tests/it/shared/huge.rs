@@ -119,8 +119,14 @@ fn a_guardians_arena_is_faulted_in_by_2_mib_pages() {
         );
         return;
     }
+    // At least the first chunk, which the reader's own first allocation
+    // faulted in before any IO into it; a chunk faulted in ahead of
+    // allocation while a read already went into it is left in small pages
+    // (the kernel does not copy under IO), so not every one.
     assert!(
-        s.shared_huge_bytes >= LEN && s.shared_huge_bytes <= s.populated_bytes,
+        s.shared_huge_bytes >= 2 << 20
+            && s.shared_huge_bytes % (2 << 20) == 0
+            && s.shared_huge_bytes <= s.populated_bytes,
         "{s:?}"
     );
 }
