@@ -125,7 +125,7 @@ fn a_guardians_arena_is_faulted_in_by_2_mib_pages() {
     // (the kernel does not copy under IO), so not every one.
     assert!(
         s.shared_huge_bytes >= 2 << 20
-            && s.shared_huge_bytes % (2 << 20) == 0
+            && s.shared_huge_bytes.is_multiple_of(2 << 20)
             && s.shared_huge_bytes <= s.populated_bytes,
         "{s:?}"
     );
