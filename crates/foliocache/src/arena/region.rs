@@ -129,9 +129,9 @@ impl Region {
     }
 
     /// Maps `len` bytes of the memory file `fd` from `offset` (the
-    /// guardian's segment), shared, at an address aligned to `align`:
-    /// reserves an aligned range as [`map_aligned`](Self::map_aligned)
-    /// does, then maps the file over it (`MAP_FIXED`).
+    /// guardian's segment), shared, at an address aligned to `align`
+    /// (`Map::new_aligned`: an aligned reservation, the file mapped over
+    /// it), not inherited by a child of `fork`.
     #[cfg(not(miri))]
     pub(crate) fn map_shared_aligned(
         fd: std::os::fd::BorrowedFd<'_>,
@@ -139,40 +139,31 @@ impl Region {
         len: usize,
         align: usize,
     ) -> io::Result<Region> {
-        let reserved = Region::map_aligned(len, align)?;
-        // SAFETY: [ptr, ptr + len) is the reservation just made, which
-        // nobody else knows: mapping the file over it (MAP_FIXED) replaces
-        // memory no one uses. On success the reservation's range is the
-        // file's mapping, which the returned Region owns and unmaps.
-        let raw = unsafe {
-            mm::mmap(
-                reserved.ptr.as_ptr().cast(),
-                len,
-                mm::ProtFlags::READ | mm::ProtFlags::WRITE,
-                mm::MapFlags::SHARED | mm::MapFlags::FIXED,
-                fd,
-                offset,
-            )
-        }
-        .map_err(|e| {
-            io::Error::new(
-                io::Error::from(e).kind(),
-                format!(
-                    "mapping {} MiB of the guardian's segment for the folio arena: {e}",
-                    len >> 20
-                ),
-            )
-        })?;
-        debug_assert_eq!(raw.cast::<u8>(), reserved.ptr.as_ptr());
+        let map = crate::guardian::segment::Map::new_aligned(fd, offset, len as u64, align)
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "mapping {} MiB of the guardian's segment for the folio arena: {e}",
+                        len >> 20
+                    ),
+                )
+            })?;
+        let (ptr, len) = map.into_raw();
+        // The Region owns the mapping from here (its drop unmaps it).
+        let region = Region {
+            ptr,
+            len,
+            shared: true,
+        };
         // Not inherited by a child of `fork`: a shared arena would be the
         // parent's own memory in the child, whose copy of the cache would
         // write the parent's folios. The child has no arena at that address
         // (a use of the inherited cache faults) instead of sharing it.
         // SAFETY: MADV_DONTFORK changes what a fork copies, not the memory;
         // the range is exactly this mapping.
-        unsafe { mm::madvise(raw, len, mm::Advice::LinuxDontFork) }.map_err(io::Error::from)?;
-        let mut region = reserved;
-        region.shared = true;
+        unsafe { mm::madvise(ptr.as_ptr().cast(), len, mm::Advice::LinuxDontFork) }
+            .map_err(io::Error::from)?;
         Ok(region)
     }
 

@@ -216,6 +216,14 @@ impl Map {
         Ok(Map { ptr, len })
     }
 
+    /// Gives the mapping up to the caller, who unmaps it: its first byte
+    /// and its length (the arena's `Region` takes it over).
+    #[cfg_attr(miri, allow(dead_code))]
+    pub(crate) fn into_raw(self) -> (NonNull<u8>, usize) {
+        let me = std::mem::ManuallyDrop::new(self);
+        (me.ptr, me.len)
+    }
+
     /// The mapping's first byte (page-aligned) and its length.
     pub(crate) fn range(&self) -> (*mut u8, usize) {
         (self.ptr.as_ptr(), self.len)

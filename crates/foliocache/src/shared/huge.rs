@@ -58,44 +58,37 @@ const RETRY_PASSES: u32 = 8;
 /// The pause before each of those passes.
 const RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(20);
 
-/// The thread: every block in turn, then those some IO held each time, a
-/// few more times, while the cache lives.
+/// The thread: every block in turn, then, a moment apart, those some IO
+/// held each time (the group reads into its pages as it starts), while
+/// the cache lives.
 fn collapse_all(weak: &Weak<Inner>) {
     let Some(blocks) = weak.upgrade().map(|i| i.seg.huge_blocks()) else {
         return;
     };
-    let mut skipped = Vec::new();
-    for b in 0..blocks {
-        match collapse(weak, b) {
-            Some(Collapsed::Skipped) => skipped.push(b),
-            Some(Collapsed::Huge) => {}
-            Some(Collapsed::Refused(e)) => {
-                log::info!(
-                    "shared cache: its pages stay 4 KiB (MADV_COLLAPSE refused: {e}); \
-                     hits map a page table entry per 4 KiB"
-                );
-                skipped.clear();
-                break;
-            }
-            None => return,
-        }
-    }
-    // Blocks some IO held each time (the group reads into its pages as it
-    // starts): tried again a few times, a moment apart.
-    for _ in 0..RETRY_PASSES {
-        if skipped.is_empty() {
+    let mut todo: Vec<u64> = (0..blocks).collect();
+    'passes: for pass in 0..=RETRY_PASSES {
+        if todo.is_empty() {
             break;
         }
-        std::thread::sleep(RETRY_PAUSE);
-        let mut still = Vec::new();
-        for b in skipped {
+        if pass > 0 {
+            std::thread::sleep(RETRY_PAUSE);
+        }
+        let mut skipped = Vec::new();
+        for b in todo {
             match collapse(weak, b) {
+                Some(Collapsed::Huge) => {}
+                Some(Collapsed::Skipped) => skipped.push(b),
+                Some(Collapsed::Refused(e)) => {
+                    log::info!(
+                        "shared cache: its pages stay 4 KiB (MADV_COLLAPSE refused: {e}); \
+                         hits map a page table entry per 4 KiB"
+                    );
+                    break 'passes;
+                }
                 None => return,
-                Some(Collapsed::Skipped) => still.push(b),
-                Some(_) => {}
             }
         }
-        skipped = still;
+        todo = skipped;
     }
     if let Some(inner) = weak.upgrade() {
         inner.seg.header().huge_ended.store(1, Ordering::Release);

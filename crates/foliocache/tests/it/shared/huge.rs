@@ -48,12 +48,17 @@ fn byte(off: u64) -> u8 {
     (off / 4096 * 31 + off % 251) as u8
 }
 
+/// A file of `len` bytes of [`byte`], and those bytes.
+fn data_file(tag: &str, len: u64) -> (TempPath, Vec<u8>) {
+    let want: Vec<u8> = (0..len).map(byte).collect();
+    (TempPath::with_data(tag, &want), want)
+}
+
 #[test]
 fn the_groups_pages_are_2_mib_pages_in_every_process() {
     let test = "shared::huge: the group's pages";
     const LEN: u64 = 12 << 20;
-    let want: Vec<u8> = (0..LEN).map(byte).collect();
-    let file = TempPath::with_data("shared-huge", &want);
+    let (file, want) = data_file("shared-huge", LEN);
     let path = &file.path;
     let cache = SharedCache::new(16 << 20).expect("cache");
     // Reads (misses: O_DIRECT reads into the pages) and writes while the
@@ -103,8 +108,7 @@ fn the_groups_pages_are_2_mib_pages_in_every_process() {
 fn a_guardians_arena_is_faulted_in_by_2_mib_pages() {
     let test = "shared::huge: the guardian's arena";
     const LEN: u64 = 8 << 20;
-    let want: Vec<u8> = (0..LEN).map(byte).collect();
-    let file = TempPath::with_data("guardian-huge", &want);
+    let (file, want) = data_file("guardian-huge", LEN);
     let path = &file.path;
     let cache = TestCache::bytes(16 << 20).guardian(Guardian::Child).build();
     let f = cache.open(path).expect("open");
