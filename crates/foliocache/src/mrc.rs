@@ -31,7 +31,12 @@
 //! hashed, and only keys whose hash falls under a threshold are kept: 1 in
 //! 16 to 1 in 64, the lowest rate that gives the smallest simulation
 //! `MINI_PAGES` pages (what matters for the noise is how many keys are
-//! drawn, not their share).
+//! drawn, not their share). The draw is stratified (`key_hash`): each
+//! aligned run of 64 pages of a file gives the sample exactly its share
+//! of pages (4 at 1 in 16), each page still drawn with the rate's
+//! probability, so the count of keys drawn from a range read whole is
+//! exact rather than binomial: the noise that is left is how the keys
+//! drawn differ from their neighbours.
 //!
 //! **Below 1x: miniature simulations** (`mini.rs`; Waldspurger et al.,
 //! ATC 2017): three caches of 0.25, 0.5 and 1 C times the rate pages,
@@ -183,11 +188,44 @@ impl Probe {
     }
 }
 
-/// The hash a read's key is sampled by: mapping `id` and page `index`,
-/// mixed (splitmix64's finalizer) so that any bit of either moves all.
+/// Pages in one stratum of the sample: a run of a mapping's pages that
+/// the sample draws from as a whole (`key_hash`).
+const STRATUM_SHIFT: u32 = 6;
+
+/// The hash a read's key is sampled by, and the key's identity in the
+/// sample: mapping `id` and page `index`. A key is in the sample at a
+/// rate of 1 in 2^`s` when its hash is under `u64::MAX >> s`, so its top
+/// bits decide the draw, and they are **stratified**: each run of 64
+/// pages of a mapping (aligned) deals its pages the 64 values of the top
+/// six bits, in an order of its own (a bijection drawn by the run's
+/// hash), and the bits below are the run's hash. So at a rate of 1 in 16
+/// every run gives exactly 4 of its pages to the sample and at 1 in 64
+/// exactly one, where independent draws (SHARDS's) give each run a
+/// binomial count: the keys drawn from any range of a file that is read
+/// whole are its share exactly, not within the square root of their
+/// count. Each key is still drawn with the rate's probability (the
+/// order is uniform over the run's hash), so the sample's counts, scaled,
+/// stay unbiased whatever the access pattern; only the spread falls, most
+/// where neighbouring pages are alike (a file read uniformly, a hot
+/// region). Below 1 in 64 the runs draw independently (the bits below
+/// the top six).
 #[inline]
 pub(crate) fn key_hash(id: usize, index: u64) -> u64 {
-    let mut z = (id as u64) ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let z = mix((id as u64) ^ (index >> STRATUM_SHIFT).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let low = u64::BITS - STRATUM_SHIFT;
+    let mask = (1 << STRATUM_SHIFT) - 1;
+    // The run's bijection of its slots: j -> ((j ^ x) * m + b) mod 64,
+    // m odd, x, m and b from the run's hash.
+    let j = index & mask;
+    let slot = ((j ^ (z & mask)).wrapping_mul((z >> STRATUM_SHIFT) | 1))
+        .wrapping_add(z >> (2 * STRATUM_SHIFT))
+        & mask;
+    (slot << low) | (z >> STRATUM_SHIFT)
+}
+
+/// splitmix64's finalizer: any bit of `z` moves all.
+#[inline]
+fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
@@ -492,8 +530,8 @@ pub(crate) struct Stack {
     now: u32,
 }
 
-/// The stack's keys are [`key_hash`]es already: its map hashes them by
-/// taking them as they are (SipHash would only hash them again).
+/// The sample's keys are [`key_hash`]es already: its maps hash them by
+/// a rotation (SipHash would only hash them again).
 #[derive(Default)]
 pub(crate) struct KeyHasher(u64);
 
@@ -509,7 +547,10 @@ impl Hasher for KeyHasher {
     }
 
     fn write_u64(&mut self, v: u64) {
-        self.0 = v;
+        // The top bits of a sampled key are its stratum's slot, nearly
+        // all zero (`key_hash`); the map's probe tags are the top bits:
+        // rotate the run's hash into them.
+        self.0 = v.rotate_right(8);
     }
 }
 

@@ -368,14 +368,128 @@ fn a_refault_within_the_active_list_comes_back_active() {
     assert_eq!(minis.access(h(x)).0, [true; mini::SIMS]);
 }
 
-/// The spread below 1x over draws of keys, against the policy simulated
-/// over every key: `MRC_SEEDS` seeds (16), a cache of `MRC_PAGES` pages
-/// (4,096: 16 MiB) at its own rate or 1 in 2^`MRC_SHIFT`. Prints the
-/// worst, root mean square and mean error per trace and size: the
-/// sampling error that bounds the curve below 1x (module `mini`).
 #[test]
-#[ignore = "a study, not a check: about 10 s in a release build"]
-fn spread_below_1x_over_draws() {
+fn every_run_of_64_pages_gives_the_sample_its_share() {
+    let under = |h: u64, shift: u32| h < u64::MAX >> shift;
+    let mut seen = std::collections::HashSet::new();
+    for id in [1usize, 7, 0x7f00_1234_5000] {
+        for run in 0..512u64 {
+            let hashes: Vec<u64> = (0..64).map(|j| key_hash(id, run * 64 + j)).collect();
+            for shift in 0..=STRATUM_SHIFT {
+                let drawn = hashes.iter().filter(|&&h| under(h, shift)).count();
+                assert_eq!(
+                    drawn,
+                    64 >> shift,
+                    "mapping {id} run {run} at 1 in 2^{shift}"
+                );
+            }
+            // Every key its own identity in the sample.
+            for h in hashes {
+                assert!(seen.insert(h), "two keys share a hash");
+            }
+        }
+    }
+    // Each page drawn at the rate whatever its place in its run: page j
+    // of 4,096 runs, 1 in 16 (256 expected; 5 standard deviations).
+    for j in [0, 1, 2, 31, 32, 63] {
+        let drawn = (0..4096u64)
+            .filter(|r| under(key_hash(3, r * 64 + j), 4))
+            .count();
+        assert!(
+            drawn.abs_diff(256) < 78,
+            "page {j} of its run drawn {drawn} times"
+        );
+    }
+    // Below 1 in 64, a run gives one page or none, independently: 1 in
+    // 256 over 8,192 runs of 64 pages (a quarter of the runs expected).
+    let drawn = (0..8192u64)
+        .map(|r| {
+            (0..64)
+                .filter(|j| under(key_hash(5, r * 64 + j), 8))
+                .count()
+        })
+        .collect::<Vec<_>>();
+    assert!(drawn.iter().all(|&n| n <= 1));
+    let total: usize = drawn.iter().sum();
+    assert!(total.abs_diff(2048) < 196, "{total} runs drawn at 1 in 256");
+}
+
+/// A hash of a mapping's page, as [`key_hash`].
+type KeyHash = fn(usize, u64) -> u64;
+
+/// The hash SHARDS draws by: every key independently (the sample before
+/// it was stratified, `key_hash`), for the study's comparison.
+fn independent_hash(id: usize, index: u64) -> u64 {
+    mix((id as u64) ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+}
+
+/// The study's traces: the module's, the zipfs again with their ranks
+/// spread over the file (as the bench's `advisor` lays them: rank `r` at
+/// page `r x 2654435761 mod n`), and a file of 4.08 C read uniformly (the
+/// db_bench trace's shape: every reuse distance under 4.08 C, a cliff
+/// just past the 4x point).
+fn study_traces(c: usize) -> Vec<(String, Vec<u64>)> {
+    let mut out: Vec<(String, Vec<u64>)> = traces(c)
+        .into_iter()
+        .map(|(n, t)| (n.to_string(), t))
+        .collect();
+    for (name, trace) in traces(c).into_iter().take(3) {
+        let n = 4 * c as u64;
+        let spread = trace.iter().map(|r| r * 2_654_435_761 % n).collect();
+        out.push((format!("{name} spread"), spread));
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let file = c as u64 * 408 / 100;
+    let uniform = (0..48 * c).map(|_| rng.gen_range(0..file)).collect();
+    out.push(("uniform 4.08C".to_string(), uniform));
+    out
+}
+
+/// The curve the estimator draws over `trace` with its own rates and
+/// stack bound for a cache of `c` pages (one epoch covering the trace),
+/// keys hashed by `hash` with seed `seed`; the model cache keeps no
+/// shadow, so above 1x is the stack's alone. Two curves of the one
+/// sample: below 1x with the cache's hits the policy's (`full_hits`, its
+/// hits at 1x), above with the exact LRU's.
+fn study_curve(
+    trace: &[u64],
+    c: usize,
+    seed: usize,
+    hash: KeyHash,
+    full_hits: &[bool],
+) -> [HitRatioCurve; 2] {
+    let mrc = Mrc::default();
+    mrc.set_capacity(c as u64);
+    let (shift, stack_shift) = {
+        let st = mrc.state.lock();
+        (st.shift, st.stack_shift)
+    };
+    mrc.configure(c as u64, [shift, stack_shift], c / 2, u64::MAX);
+    let mut model = ModelLru::new(c, 0);
+    let mut exact = Exact::default();
+    for (&k, &policy_hit) in trace.iter().zip(full_hits) {
+        let lru_hit = model.read(k);
+        exact.hits += u64::from(policy_hit);
+        exact.misses += u64::from(!policy_hit);
+        let h = hash(seed, k);
+        if mrc.sampled(h) {
+            // The stack is told the LRU's miss (above 1x is checked
+            // against the LRU), the simulations see only the key.
+            mrc.sample(h, lru_hit, || exact);
+        }
+    }
+    [mrc.curve(exact), mrc.curve(model.exact)]
+}
+
+/// The spread over draws of keys of the curve's points, against the
+/// policy simulated over every key (below 1x) and the exact LRU (above,
+/// the stack alone: no shadows), for the stratified draw (`key_hash`)
+/// and the independent one side by side: `MRC_SEEDS` seeds (16), a cache
+/// of `MRC_PAGES` pages (4,096: 16 MiB) at its own rates. Prints the
+/// worst and root mean square error per trace and size, in points.
+#[test]
+#[ignore = "a study, not a check: about a minute in a release build"]
+fn spread_over_draws() {
     let env = |k: &str, d: usize| {
         std::env::var(k)
             .ok()
@@ -383,29 +497,32 @@ fn spread_below_1x_over_draws() {
             .unwrap_or(d)
     };
     let (seeds, c) = (env("MRC_SEEDS", 16), env("MRC_PAGES", 4096));
-    let mrc = Mrc::default();
-    mrc.set_capacity(c as u64);
-    let shift = env("MRC_SHIFT", mrc.state.lock().shift as usize) as u32;
-    for (name, trace) in traces(c) {
-        let truth = full_policy(&trace, c);
-        let (mut worst, mut sq, mut sum) = ([0.0f64; 2], [0.0f64; 2], [0.0f64; 2]);
-        for seed in 0..seeds {
-            let curve = predict_seeded(&trace, c, shift, usize::MAX, true, 1000 + seed);
-            for i in 0..2 {
-                let err = curve.points[i].hit_ratio - truth[i];
-                worst[i] = worst[i].max(err.abs());
-                sq[i] += err * err;
-                sum[i] += err;
+    let hashes: [(&str, KeyHash); 2] =
+        [("stratified", key_hash), ("independent", independent_hash)];
+    for (name, trace) in study_traces(c) {
+        let policy = full_policy(&trace, c);
+        let lru = exact_lru(&trace, c);
+        let truth = [policy[0], policy[1], lru[3], lru[4]];
+        let mut minis = Minis::new([1, 1, c as u32]);
+        let full_hits: Vec<bool> = trace
+            .iter()
+            .map(|&k| minis.access(key_hash(SEED, k)).0[2])
+            .collect();
+        for (hname, hash) in hashes {
+            let (mut worst, mut sq) = ([0.0f64; 4], [0.0f64; 4]);
+            for seed in 0..seeds {
+                let curves = study_curve(&trace, c, 1000 + seed, hash, &full_hits);
+                for (i, p) in [0, 1, 3, 4].into_iter().enumerate() {
+                    let err = 100.0 * (curves[i / 2].points[p].hit_ratio - truth[i]);
+                    worst[i] = worst[i].max(err.abs());
+                    sq[i] += err * err;
+                }
             }
-        }
-        let n = seeds as f64;
-        for (i, r) in ["0.25x", "0.5x"].iter().enumerate() {
-            eprintln!(
-                "{name:10} {r:>5} worst {:.3} rms {:.3} mean {:+.3}",
-                worst[i],
-                (sq[i] / n).sqrt(),
-                sum[i] / n
-            );
+            let n = seeds as f64;
+            let cells: Vec<String> = (0..4)
+                .map(|i| format!("{:5.1} /{:4.1}", worst[i], (sq[i] / n).sqrt()))
+                .collect();
+            eprintln!("{name:16} {hname:11} {}", cells.join(" | "));
         }
     }
 }
