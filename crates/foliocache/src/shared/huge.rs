@@ -95,17 +95,18 @@ fn collapse_all(weak: &Weak<Inner>) {
     }
 }
 
-/// Collapses block `b` of the cache's pages, counting it in the header;
-/// `None` if the cache is gone.
+/// Collapses block `b` of the segment, counting it in the header if it
+/// holds pages; `None` if the cache is gone. The metadata's blocks come
+/// first: a hit reads a bucket and a descriptor before its page, each
+/// through the TLB too.
 fn collapse(weak: &Weak<Inner>, b: u64) -> Option<Collapsed> {
     let inner = weak.upgrade()?;
     let addr = inner.seg.huge_block(b)?;
-    // SAFETY: `addr` is block `b` of the pages: 2 MiB aligned in the
-    // segment's shared, writable mapping (`Map::new_aligned`) and at a
-    // multiple of 2 MiB in its memory file (the layout aligns the pages),
-    // held mapped by `inner` for the call.
+    // SAFETY: `addr` is block `b` of the segment: 2 MiB aligned in its
+    // shared, writable mapping (`Map::new_aligned`, from the memory
+    // file's offset 0), held mapped by `inner` for the call.
     let done = unsafe { collapse_block(addr) };
-    if let Collapsed::Huge = done {
+    if matches!(done, Collapsed::Huge) && inner.seg.is_data_block(b) {
         inner
             .seg
             .header()

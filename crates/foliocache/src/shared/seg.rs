@@ -245,20 +245,15 @@ fn layout(pages: u64) -> Option<[u64; 7]> {
     ])
 }
 
-/// Asks for huge pages over the pages (`MADV_HUGEPAGE`): taken where
+/// Asks for huge pages over the whole segment (`MADV_HUGEPAGE`): the
+/// pages, and the descriptors and index every hit reads too: taken where
 /// the host's `shmem_enabled` is `advise` (or `within_size`, `always`),
-/// ignored where it is `never`.
-fn advise_huge(map: &Map, data_off: u64) {
+/// ignored where it is `never` (there the creator collapses them,
+/// `huge.rs`).
+fn advise_huge(map: &Map) {
     let (base, len) = map.range();
-    // SAFETY: advice over a range inside our own mapping; it changes no
-    // byte.
-    let _ = unsafe {
-        libc::madvise(
-            base.add(data_off as usize).cast(),
-            len - data_off as usize,
-            libc::MADV_HUGEPAGE,
-        )
-    };
+    // SAFETY: advice over our own mapping; it changes no byte.
+    let _ = unsafe { libc::madvise(base.cast(), len, libc::MADV_HUGEPAGE) };
 }
 
 fn invalid(what: &str) -> io::Error {
@@ -285,7 +280,7 @@ impl Seg {
         // every other process's next access past the new end a SIGBUS.
         rustix::fs::fcntl_add_seals(&fd, SEALS)?;
         let map = Map::new_aligned(fd.as_fd(), 0, len, HUGE as usize)?;
-        advise_huge(&map, data_off);
+        advise_huge(&map);
         let seg = Seg {
             fd,
             map,
@@ -355,7 +350,7 @@ impl Seg {
         drop(head);
         let [slots, buckets, slots_off, descs_off, buckets_off, data_off, len] = want;
         let map = Map::new_aligned(fd.as_fd(), 0, len, HUGE as usize)?;
-        advise_huge(&map, data_off);
+        advise_huge(&map);
         Ok(Seg {
             fd,
             map,
@@ -447,18 +442,24 @@ impl Seg {
         })
     }
 
-    /// The whole 2 MiB blocks of the pages.
+    /// The whole 2 MiB blocks of the segment: the metadata's (header to
+    /// index: `data_off` is a multiple of 2 MiB), then the pages'.
     pub(crate) fn huge_blocks(&self) -> u64 {
-        self.pages * PAGE / HUGE
+        (self.data_off + self.pages * PAGE) / HUGE
+    }
+
+    /// Whether block `b` holds pages (not metadata).
+    pub(crate) fn is_data_block(&self, b: u64) -> bool {
+        b * HUGE >= self.data_off
     }
 
     /// Block `b`'s first byte (2 MiB aligned, at a multiple of 2 MiB in
-    /// the memory file), or `None` past the pages' whole blocks.
+    /// the memory file), or `None` past the segment's whole blocks.
     pub(crate) fn huge_block(&self, b: u64) -> Option<*mut u8> {
         (b < self.huge_blocks()).then(|| {
-            // SAFETY: block `b` lies in the pages (checked), inside the
-            // mapping.
-            unsafe { self.map.range().0.add((self.data_off + b * HUGE) as usize) }
+            // SAFETY: block `b` lies in the segment (checked), inside the
+            // mapping, which starts at the file's offset 0.
+            unsafe { self.map.range().0.add((b * HUGE) as usize) }
         })
     }
 
