@@ -400,6 +400,44 @@ impl File {
         f
     }
 
+    /// The file's own miss-ratio curve: the hit ratios its reads would have
+    /// had if the whole cache were 0.25x, 0.5x, 1x, 2x and 4x its capacity,
+    /// beside the other files' reads as they were (the file shares the
+    /// cache), over a recent window: the cache's curve
+    /// ([`Cache::hit_ratio_curve`](crate::Cache::hit_ratio_curve))
+    /// restricted to this file's reads, from the same sample.
+    ///
+    /// Kept on request: the first call starts it (and returns a curve of
+    /// no access); from then on the file's reads are counted, its sampled
+    /// reads and its refaults attributed to it, until its last handle
+    /// closes. The window is the cache's (two epochs of 16 capacities of
+    /// the cache's reads), from the first call at the earliest. Cost: a
+    /// sharded count a read of the file; about 2 KiB a file.
+    ///
+    /// # Example
+    /// ```
+    /// let dir = tempfile::tempdir()?;
+    /// std::fs::write(dir.path().join("f"), vec![7u8; 1 << 20])?;
+    /// let cache = foliocache::Cache::builder().capacity(4 << 20).build()?;
+    /// let f = cache.open(dir.path().join("f"))?;
+    /// assert_eq!(f.hit_ratio_curve().accesses, 0); // starts it
+    /// let mut buf = [0u8; 4096];
+    /// f.read_at(&mut buf, 0)?;
+    /// f.read_at(&mut buf, 0)?;
+    /// let curve = f.hit_ratio_curve();
+    /// assert_eq!(curve.accesses, 2);
+    /// assert_eq!(curve.at(1.0), Some(0.5));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn hit_ratio_curve(&self) -> crate::HitRatioCurve {
+        let stats = &self.mapping.inner().stats;
+        let counts = self
+            .mapping
+            .curve
+            .get_or_init(|| crate::stats::FileCounts::tracked(stats));
+        stats.file_hit_ratio_curve(counts)
+    }
+
     /// The page cache state of `len` bytes at `offset` (`len == 0`: to the
     /// end of the file's index), in pages, as `cachestat(2)`: see
     /// [`CacheStat`].

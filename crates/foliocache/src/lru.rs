@@ -5,7 +5,7 @@
 //! and leave through reclaim ([`crate::vmscan`]) or removal (`lru_detach`).
 
 use crate::folio::{Folio, FolioFlags, FolioTable};
-use crate::stats::Stats;
+use crate::stats::{FileCounts, Stats};
 use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering};
 
 /// Sentinel for "no page" in the LRU links.
@@ -177,8 +177,13 @@ impl Lruv<'_> {
     /// the LRU lock, each with the shadow it replaced (if any): the refault
     /// test (`workingset_refault`) decides between the active and the inactive
     /// list. Pass no shadow for a folio a write created (a write over a
-    /// shadow never activates).
-    pub(crate) fn add_all<'f>(&self, folios: impl IntoIterator<Item = (&'f Folio, Option<u64>)>) {
+    /// shadow never activates). `file`: the folios' file's counts, if its
+    /// curve is kept (a refault counts there too).
+    pub(crate) fn add_all<'f>(
+        &self,
+        folios: impl IntoIterator<Item = (&'f Folio, Option<u64>)>,
+        file: Option<&FileCounts>,
+    ) {
         let mut lru = self.lock();
         let lru = &mut *lru;
         for (f, shadow) in folios {
@@ -187,7 +192,7 @@ impl Lruv<'_> {
             }
             let page = self.page(f);
             if let Some(v) = shadow {
-                if crate::workingset::refault(self, lru, f, v) {
+                if crate::workingset::refault(self, lru, f, v, file) {
                     self.list_push_head(&mut lru.active, page);
                     continue;
                 }

@@ -87,6 +87,7 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::{Arc, Weak};
 
 use crate::sync::{Mutex, Ordering, StatU64};
 
@@ -153,6 +154,15 @@ pub struct HitRatioCurve {
 }
 
 impl HitRatioCurve {
+    /// No access yet: every point's ratio set, every hit ratio 0.
+    fn empty() -> HitRatioCurve {
+        let mut curve = HitRatioCurve::default();
+        for (p, r) in curve.points.iter_mut().zip(CAPACITY_RATIOS) {
+            p.capacity_ratio = r;
+        }
+        curve
+    }
+
     /// The predicted hit ratio at `capacity_ratio` (one of
     /// [`CAPACITY_RATIOS`]), or `None` for another ratio.
     pub fn at(&self, capacity_ratio: f64) -> Option<f64> {
@@ -183,7 +193,7 @@ impl Probe {
     pub fn read(&self, id: usize, index: u64, hit: bool) {
         let h = key_hash(id, index);
         if self.0.sampled(h) {
-            self.0.sample(h, hit, Exact::default);
+            self.0.sample(h, hit, Exact::default, None);
         }
     }
 }
@@ -259,6 +269,19 @@ struct Sampled {
 }
 
 impl Sampled {
+    fn add(&mut self, d: &Sampled) {
+        self.reads += d.reads;
+        for (a, b) in self.mini.iter_mut().zip(d.mini) {
+            *a += b;
+        }
+        for i in 0..2 {
+            self.gained[i] += d.gained[i];
+            self.mt[i] += d.mt[i];
+        }
+        self.tt += d.tt;
+        self.count += d.count;
+    }
+
     fn minus(&self, o: &Sampled) -> Sampled {
         Sampled {
             reads: self.reads - o.reads,
@@ -276,6 +299,23 @@ impl Sampled {
 struct Snapshot {
     exact: Exact,
     sampled: Sampled,
+}
+
+/// A file's own exact counts (its reads that hit and missed, its
+/// refaults' gains: `stats::FileCounts`), which its curve rests on.
+pub(crate) trait ExactCounts: Send + Sync {
+    /// The counts now, cumulative.
+    fn exact(&self) -> Exact;
+}
+
+/// A file whose own curve was asked for (`File::hit_ratio_curve`): its
+/// share of the sample and its epochs' starts, as the cache's.
+struct Tracked {
+    /// Gone with the file's mapping: the entry goes at the next epoch.
+    counts: Weak<dyn ExactCounts>,
+    now: Sampled,
+    prev_start: Snapshot,
+    start: Snapshot,
 }
 
 /// The threshold a hit compares its key's hash with, alone on its lines:
@@ -309,6 +349,8 @@ struct State {
     /// Where the previous epoch and the one in progress started.
     prev_start: Snapshot,
     start: Snapshot,
+    /// The files whose own curves are kept, by their counts' address.
+    files: HashMap<usize, Tracked>,
 }
 
 impl Default for Mrc {
@@ -327,6 +369,7 @@ impl Default for Mrc {
                 now: Sampled::default(),
                 prev_start: Snapshot::default(),
                 start: Snapshot::default(),
+                files: HashMap::new(),
             }),
         }
     }
@@ -383,12 +426,19 @@ impl Mrc {
     }
 
     /// Counts a sampled read (its key's hash `h`, whether it hit) into the
-    /// stack and the counts; `exact` gives the cache's own counts when an
-    /// epoch ends. Skips the read if another thread holds the lock (a read
-    /// never waits here).
+    /// stack and the counts, and into those of its file if the file's
+    /// curve is kept (`file`: [`file_id`]); `exact` gives the cache's own
+    /// counts when an epoch ends. Skips the read if another thread holds
+    /// the lock (a read never waits here).
     #[cold]
     #[inline(never)]
-    pub(crate) fn sample(&self, h: u64, hit: bool, exact: impl FnOnce() -> Exact) {
+    pub(crate) fn sample(
+        &self,
+        h: u64,
+        hit: bool,
+        exact: impl FnOnce() -> Exact,
+        file: Option<usize>,
+    ) {
         let Some(mut st) = self.state.try_lock() else {
             return;
         };
@@ -396,7 +446,14 @@ impl Mrc {
             // Raced with a halving of the rate: no longer in the sample.
             return;
         }
+        let before = st.now;
         st.record(h, hit);
+        if let Some(id) = file {
+            let read = st.now.minus(&before);
+            if let Some(t) = st.files.get_mut(&id) {
+                t.now.add(&read);
+            }
+        }
         if st.stack.keys() > st.max_keys {
             st.stack_shift += 1;
             let threshold = u64::MAX >> st.stack_shift;
@@ -415,70 +472,134 @@ impl Mrc {
                     exact,
                     sampled: st.now,
                 };
+                // The files' epochs end with the cache's; a file whose
+                // mapping is gone leaves.
+                st.files.retain(|_, t| match t.counts.upgrade() {
+                    Some(counts) => {
+                        t.prev_start = t.start;
+                        t.start = Snapshot {
+                            exact: counts.exact(),
+                            sampled: t.now,
+                        };
+                        true
+                    }
+                    None => false,
+                });
             }
         }
     }
 
-    /// The curve over the window, given the cache's own counts now.
-    pub(crate) fn curve(&self, exact: Exact) -> HitRatioCurve {
-        let st = self.state.lock();
-        let base = st.prev_start;
-        let s = st.now.minus(&base.sampled);
-        let c = st.capacity;
-        let st_rate = (1u64 << st.shift) as f64;
-        drop(st);
-        let hits = exact.hits.wrapping_sub(base.exact.hits);
-        let reads = hits.wrapping_add(exact.misses.wrapping_sub(base.exact.misses));
-        let mut curve = HitRatioCurve {
-            accesses: reads,
-            sampled: s.count,
-            ..HitRatioCurve::default()
+    /// Starts keeping the curve of the file whose counts are `counts`
+    /// (its window starts now, and grows to the cache's two epochs).
+    pub(crate) fn track<C: ExactCounts + 'static>(&self, counts: &Arc<C>) {
+        let start = Snapshot {
+            exact: counts.exact(),
+            sampled: Sampled::default(),
         };
-        for (p, r) in curve.points.iter_mut().zip(CAPACITY_RATIOS) {
-            p.capacity_ratio = r;
-        }
-        if reads == 0 || c == 0 {
-            return curve;
-        }
-        let measured = hits as f64 / reads as f64;
-        // The sample's excess of hits at 1x over the cache's: how far the
-        // keys it drew are off their share (the draw of keys is the
-        // noise; the simulations are exact on the keys drawn).
-        let excess = s.mini[2] - hits as f64;
-        // The moments are of keys' counts: weighted, each count by the
-        // rate's inverse and each key drawn at the rate. A shortfall is
-        // hits of a key the sample lacks (the hottest are the ones whose
-        // absence shows): it counts in sum(t^2) as one key of that many
-        // hits, none of them lost.
-        let w3 = st_rate.powi(3);
-        let missing = excess.min(0.0).powi(2);
-        for i in 0..2 {
-            // The hits the simulation of C has and that of r C lacks,
-            // scaled by the rate, less the part of the excess that lies
-            // in them, over the reads the cache counted, taken from the
-            // hit ratio the cache had. The part: under the sampling of
-            // keys, the excess's best linear predictor of the lost hits'
-            // error, beta = sum(m t) / sum(t^2) over the keys (t a key's
-            // hits at C, m those lost at r C): where a few hot keys, hits
-            // at every size, carry the excess (a zipf), beta is near 0
-            // and the losses stand (SHARDS's adjustment: the excess is
-            // in the first bucket); where many alike keys do (a uniform
-            // hot set), beta is their share lost, and the losses scale
-            // with their draw.
-            let beta = if s.tt > 0.0 {
-                (s.mt[i] * w3 / (s.tt * w3 + missing)).clamp(0.0, 1.0)
-            } else {
-                0.0
-            };
-            let lost = (s.mini[2] - s.mini[i] - beta * excess).max(0.0);
-            curve.points[i].hit_ratio = (measured - lost / reads as f64).clamp(0.0, 1.0);
-            let shadow = exact.refault_gains[i].wrapping_sub(base.exact.refault_gains[i]);
-            let gain = (shadow as f64 / reads as f64).max(s.gained[i] / reads as f64);
-            curve.points[3 + i].hit_ratio = (measured + gain).clamp(0.0, 1.0);
-        }
-        curve.points[2].hit_ratio = measured;
-        curve
+        let weak: Weak<dyn ExactCounts> = Arc::downgrade(counts) as Weak<dyn ExactCounts>;
+        self.state
+            .lock()
+            .files
+            .entry(file_id(counts))
+            .or_insert(Tracked {
+                counts: weak,
+                now: Sampled::default(),
+                prev_start: start,
+                start,
+            });
     }
+
+    /// The curve of the file whose counts are `counts` over its window
+    /// (see [`curve`](Self::curve)): the hit ratios its reads would have
+    /// had in a cache of each size, beside the other files' reads as they
+    /// were. Empty (no access) if not kept.
+    pub(crate) fn file_curve<C: ExactCounts>(&self, counts: &Arc<C>) -> HitRatioCurve {
+        let st = self.state.lock();
+        match st.files.get(&file_id(counts)) {
+            Some(t) => {
+                let (base, now) = (t.prev_start, t.now);
+                let (c, shift) = (st.capacity, st.shift);
+                let exact = counts.exact();
+                drop(st);
+                compute(&base, &now, c, shift, exact)
+            }
+            None => HitRatioCurve::empty(),
+        }
+    }
+
+    /// The curve over the window, given the cache's own counts now (read
+    /// under the estimator's lock, so that no epoch ends between them and
+    /// the window's start).
+    pub(crate) fn curve(&self, exact: impl FnOnce() -> Exact) -> HitRatioCurve {
+        let st = self.state.lock();
+        let (base, now) = (st.prev_start, st.now);
+        let (c, shift) = (st.capacity, st.shift);
+        let exact = exact();
+        drop(st);
+        compute(&base, &now, c, shift, exact)
+    }
+}
+
+/// The identity of a file's counts in the estimator: their address (kept
+/// from reuse while the estimator holds them weakly).
+pub(crate) fn file_id<C>(counts: &Arc<C>) -> usize {
+    Arc::as_ptr(counts) as *const () as usize
+}
+
+/// The curve over a window: from `base` (its start) to `now` of the
+/// sample, and the exact counts at its start to `exact`, for a cache of
+/// `c` pages sampled at 1 in 2^`shift`.
+fn compute(base: &Snapshot, now: &Sampled, c: u64, shift: u32, exact: Exact) -> HitRatioCurve {
+    let s = now.minus(&base.sampled);
+    let st_rate = (1u64 << shift) as f64;
+    let hits = exact.hits.wrapping_sub(base.exact.hits);
+    let reads = hits.wrapping_add(exact.misses.wrapping_sub(base.exact.misses));
+    let mut curve = HitRatioCurve {
+        accesses: reads,
+        sampled: s.count,
+        ..HitRatioCurve::empty()
+    };
+    if reads == 0 || c == 0 {
+        return curve;
+    }
+    let measured = hits as f64 / reads as f64;
+    // The sample's excess of hits at 1x over the cache's: how far the
+    // keys it drew are off their share (the draw of keys is the
+    // noise; the simulations are exact on the keys drawn).
+    let excess = s.mini[2] - hits as f64;
+    // The moments are of keys' counts: weighted, each count by the
+    // rate's inverse and each key drawn at the rate. A shortfall is
+    // hits of a key the sample lacks (the hottest are the ones whose
+    // absence shows): it counts in sum(t^2) as one key of that many
+    // hits, none of them lost.
+    let w3 = st_rate.powi(3);
+    let missing = excess.min(0.0).powi(2);
+    for i in 0..2 {
+        // The hits the simulation of C has and that of r C lacks,
+        // scaled by the rate, less the part of the excess that lies
+        // in them, over the reads the cache counted, taken from the
+        // hit ratio the cache had. The part: under the sampling of
+        // keys, the excess's best linear predictor of the lost hits'
+        // error, beta = sum(m t) / sum(t^2) over the keys (t a key's
+        // hits at C, m those lost at r C): where a few hot keys, hits
+        // at every size, carry the excess (a zipf), beta is near 0
+        // and the losses stand (SHARDS's adjustment: the excess is
+        // in the first bucket); where many alike keys do (a uniform
+        // hot set), beta is their share lost, and the losses scale
+        // with their draw.
+        let beta = if s.tt > 0.0 {
+            (s.mt[i] * w3 / (s.tt * w3 + missing)).clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        let lost = (s.mini[2] - s.mini[i] - beta * excess).max(0.0);
+        curve.points[i].hit_ratio = (measured - lost / reads as f64).clamp(0.0, 1.0);
+        let shadow = exact.refault_gains[i].wrapping_sub(base.exact.refault_gains[i]);
+        let gain = (shadow as f64 / reads as f64).max(s.gained[i] / reads as f64);
+        curve.points[3 + i].hit_ratio = (measured + gain).clamp(0.0, 1.0);
+    }
+    curve.points[2].hit_ratio = measured;
+    curve
 }
 
 impl State {

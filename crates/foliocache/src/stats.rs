@@ -5,6 +5,7 @@
 
 use crate::mrc::{self, Exact, HitRatioCurve, Mrc};
 use crate::sync::{AtomicU64, Ordering, StatU64};
+use std::sync::Arc;
 
 /// A counter that readers bump without sharing a cache line: one padded
 /// slot per shard, a thread always on the same shard, summed on demand
@@ -202,25 +203,39 @@ pub(crate) struct Stats {
 impl Stats {
     /// Shows a read of page `index` of mapping `id` (a hit or not) to the
     /// miss-ratio curve's sample: a hash and a compare unless the key is
-    /// sampled (`mrc.rs`).
+    /// sampled (`mrc.rs`); and counts it for its file's own curve, if
+    /// kept (`file`).
     #[inline]
-    pub(crate) fn observe_read(&self, id: usize, index: u64, hit: bool) {
+    pub(crate) fn observe_read(
+        &self,
+        id: usize,
+        index: u64,
+        hit: bool,
+        file: Option<&Arc<FileCounts>>,
+    ) {
+        if let Some(f) = file {
+            f.reads[usize::from(!hit)].add(1);
+        }
         let h = mrc::key_hash(id, index);
         if self.mrc.sampled(h) {
-            self.mrc.sample(h, hit, || self.exact());
+            self.mrc
+                .sample(h, hit, || self.exact(), file.map(mrc::file_id));
         }
     }
 
     /// Counts a refault at `distance` (`workingset_refault`'s) toward the
-    /// sizes that would have hit it: a cache `r` times as large holds
-    /// `(r - 1)` capacities more (`mrc.rs`).
-    pub(crate) fn refault_distance(&self, distance: u64) {
+    /// sizes that would have hit it, the cache's and its file's if that
+    /// file's curve is kept: a cache `r` times as large holds `(r - 1)`
+    /// capacities more (`mrc.rs`).
+    pub(crate) fn refault_distance(&self, distance: u64, file: Option<&FileCounts>) {
         let capacity = self.mrc.capacity();
-        if distance <= capacity {
-            self.refault_gains[0].add(1);
-        }
-        if distance <= 3 * capacity {
-            self.refault_gains[1].add(1);
+        for (i, within) in [capacity, 3 * capacity].into_iter().enumerate() {
+            if distance <= within {
+                self.refault_gains[i].add(1);
+                if let Some(f) = file {
+                    f.refault_gains[i].add(1);
+                }
+            }
         }
     }
 
@@ -235,7 +250,44 @@ impl Stats {
 
     /// The miss-ratio curve now (`Cache::hit_ratio_curve`).
     pub(crate) fn hit_ratio_curve(&self) -> HitRatioCurve {
-        self.mrc.curve(self.exact())
+        self.mrc.curve(|| self.exact())
+    }
+
+    /// The curve of the file whose counts are `counts`
+    /// (`File::hit_ratio_curve`).
+    pub(crate) fn file_hit_ratio_curve(&self, counts: &Arc<FileCounts>) -> HitRatioCurve {
+        self.mrc.file_curve(counts)
+    }
+}
+
+/// A file's own counts for its miss-ratio curve, kept from the first
+/// time its curve is asked for (`File::hit_ratio_curve`): its reads that
+/// hit and missed, and its refaults a cache 2x and 4x as large would have
+/// turned into hits. Sharded, as the cache's: every read of the file
+/// counts.
+#[derive(Default)]
+pub(crate) struct FileCounts {
+    reads: [ShardedCounter; 2],
+    refault_gains: [ShardedCounter; 2],
+}
+
+impl FileCounts {
+    /// Counts for a file whose curve starts now, known to the cache's
+    /// estimator.
+    pub(crate) fn tracked(stats: &Stats) -> Arc<FileCounts> {
+        let counts = Arc::new(FileCounts::default());
+        stats.mrc.track(&counts);
+        counts
+    }
+}
+
+impl mrc::ExactCounts for FileCounts {
+    fn exact(&self) -> Exact {
+        Exact {
+            hits: self.reads[0].sum(),
+            misses: self.reads[1].sum(),
+            refault_gains: [self.refault_gains[0].sum(), self.refault_gains[1].sum()],
+        }
     }
 }
 

@@ -13,6 +13,7 @@
 
 use crate::folio::{Folio, FolioFlags};
 use crate::lru::{Lists, Lruv};
+use crate::stats::FileCounts;
 
 use xarray::MAX_VALUE;
 
@@ -73,18 +74,26 @@ pub struct CacheStat {
 }
 
 /// The refault test for a folio added over shadow `v`, under the LRU
-/// lock (`lists` is the guard's): counts the refault, and activates the
+/// lock (`lists` is the guard's): counts the refault (for its file's
+/// curve too, `file`, if kept), and activates the
 /// folio (returns true) when the pages evicted or activated since its
 /// eviction are no more than the active list holds: had the active list
 /// been that much smaller, it would have stayed. A dropbehind folio is
 /// never activated (an uncached read changes no folio's LRU state).
 /// (`workingset_refault`.)
-pub(crate) fn refault(lru: &Lruv<'_>, lists: &Lists, f: &Folio, v: u64) -> bool {
+pub(crate) fn refault(
+    lru: &Lruv<'_>,
+    lists: &Lists,
+    f: &Folio,
+    v: u64,
+    file: Option<&FileCounts>,
+) -> bool {
     lru.stats().refaults.add(1);
     let shadow = Shadow::unpack(v);
     // What a larger cache would have made of it, for the miss-ratio curve
     // (`mrc.rs`), whether or not the folio activates.
-    lru.stats().refault_distance(shadow.distance(lru.age()));
+    lru.stats()
+        .refault_distance(shadow.distance(lru.age()), file);
     if !lru.refault_detection() || f.test(FolioFlags::DROPBEHIND) {
         return false;
     }

@@ -131,7 +131,7 @@ impl Mapping {
         cache.stats.folios.add(1);
         cache.stats.pages.add(f.nr_pages());
         if !self.memfile {
-            cache.lru().add_all([(f, shadow)]);
+            cache.lru().add_all([(f, shadow)], self.curve_counts());
         }
     }
 
@@ -245,9 +245,10 @@ impl Mapping {
             shadows.iter_mut().for_each(|s| *s = None);
         }
         if !self.memfile {
-            cache
-                .lru()
-                .add_all(folios[..done].iter().map(|f| f.folio()).zip(shadows));
+            cache.lru().add_all(
+                folios[..done].iter().map(|f| f.folio()).zip(shadows),
+                self.curve_counts(),
+            );
         }
         match stop {
             Some(e) if done == 0 => Err(e),

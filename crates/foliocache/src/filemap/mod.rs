@@ -341,6 +341,9 @@ pub struct Mapping {
     pub(crate) inode: Inode,
     /// The file's slot in the guardian's segment (`guard.rs`).
     guard_slot: guard::GuardSlot,
+    /// The file's own counts for its miss-ratio curve, from the first
+    /// time it was asked for (`File::hit_ratio_curve`).
+    pub(crate) curve: std::sync::OnceLock<Arc<crate::stats::FileCounts>>,
 }
 
 /// The part of a file's state the kernel keeps in its `struct inode`
@@ -440,6 +443,7 @@ impl Mapping {
                 opened_as: std::sync::OnceLock::new(),
             },
             guard_slot: guard::GuardSlot::new(0),
+            curve: std::sync::OnceLock::new(),
         }
     }
 
@@ -497,6 +501,11 @@ impl Mapping {
     /// The identity recorded in a folio's `mapping` field.
     pub(crate) fn id(&self) -> usize {
         self as *const Mapping as usize
+    }
+
+    /// The file's counts for its miss-ratio curve, if it is kept.
+    pub(crate) fn curve_counts(&self) -> Option<&crate::stats::FileCounts> {
+        self.curve.get().map(|c| &**c)
     }
 
     /// The mapping of a folio on one of the cache's LRU lists, held (reclaim's

@@ -396,7 +396,7 @@ impl Mapping {
         }
         self.detach(&old);
         if !self.memfile {
-            cache.lru().add_all([(new.folio(), None)]);
+            cache.lru().add_all([(new.folio(), None)], None);
         }
         let last = old.put_many(pages as u32);
         debug_assert!(!last, "the caller's reference keeps the folio");

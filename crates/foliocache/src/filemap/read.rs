@@ -75,7 +75,9 @@ impl Mapping {
                 self.copy_out(&f, (offset - start) as usize, &mut buf[..n]);
                 if !started {
                     cache.stats.hits.add(1);
-                    cache.stats.observe_read(self.id(), offset / PAGE, true);
+                    cache
+                        .stats
+                        .observe_read(self.id(), offset / PAGE, true, self.curve.get());
                 }
                 return Ok(n);
             }
@@ -134,7 +136,9 @@ impl Mapping {
             };
             if copied == 0 && !started {
                 // The read's first page, for the miss-ratio curve.
-                cache.stats.observe_read(self.id(), offset / PAGE, !missed);
+                cache
+                    .stats
+                    .observe_read(self.id(), offset / PAGE, !missed, self.curve.get());
             }
             // The size again, now that the folios are uptodate (the
             // kernel's filemap_read): a truncate cuts the backing and sets

@@ -192,10 +192,10 @@ fn predict_seeded(
             exact = model.exact;
         }
         if mrc.sampled(h) {
-            mrc.sample(h, hit, || exact);
+            mrc.sample(h, hit, || exact, None);
         }
     }
-    mrc.curve(exact)
+    mrc.curve(|| exact)
 }
 
 /// The largest gaps, over the traces, between the predicted and the
@@ -282,7 +282,7 @@ fn the_sample_stays_within_its_bound_by_halving_its_rate() {
     for k in 0..10_000u64 {
         let h = key_hash(1, k);
         if mrc.sampled(h) {
-            mrc.sample(h, false, Exact::default);
+            mrc.sample(h, false, Exact::default, None);
         }
     }
     let st = mrc.state.lock();
@@ -303,9 +303,9 @@ fn the_window_forgets_an_old_workload() {
     for k in trace {
         let hit = model.read(k);
         let h = key_hash(1, k);
-        mrc.sample(h, hit, || model.exact);
+        mrc.sample(h, hit, || model.exact, None);
     }
-    let curve = mrc.curve(model.exact);
+    let curve = mrc.curve(|| model.exact);
     assert!(
         curve.accesses <= 4_000 + EPOCH_CHECK,
         "window of {} reads",
@@ -475,10 +475,10 @@ fn study_curve(
         if mrc.sampled(h) {
             // The stack is told the LRU's miss (above 1x is checked
             // against the LRU), the simulations see only the key.
-            mrc.sample(h, lru_hit, || exact);
+            mrc.sample(h, lru_hit, || exact, None);
         }
     }
-    [mrc.curve(exact), mrc.curve(model.exact)]
+    [mrc.curve(|| exact), mrc.curve(|| model.exact)]
 }
 
 /// The spread over draws of keys of the curve's points, against the

@@ -54,6 +54,7 @@ mod filemap {
 /// Reclaim and refaults: the workingset rules, eviction shadows, and the
 /// policy under skewed access.
 mod workingset {
+    mod curves;
     mod rules;
     mod shadows;
     mod skew;

@@ -1,0 +1,66 @@
+//! The miss-ratio curve of one file (`File::hit_ratio_curve`): the cache's
+//! curve restricted to the file's reads. Two files share a cache: a loop
+//! over 1.5 C, which no page of survives at 1x and all of at 2x, and a
+//! small hot set, which hits at every size; the cache's curve is their
+//! mix, each file's is its own.
+
+use foliocache::HitRatioCurve;
+use rand::{Rng, SeedableRng};
+
+use super::rules::{file, read_pages};
+use test_support::cache::TestCache;
+
+const C: usize = 1024;
+
+fn show(name: &str, c: &HitRatioCurve) -> String {
+    let points: Vec<String> = c
+        .points
+        .iter()
+        .map(|p| format!("{}x {:.3}", p.capacity_ratio, p.hit_ratio))
+        .collect();
+    format!("{name}: {} ({} reads)", points.join(", "), c.accesses)
+}
+
+#[test]
+fn each_file_has_its_own_curve_beside_the_others() {
+    let cache = TestCache::pages(C).max_folio(4096).no_readahead().build();
+    let looped = file(&cache, 1, C * 3 / 2);
+    let hot = file(&cache, 2, C / 8);
+    // Started before any read: the first call returns no access.
+    assert_eq!(looped.hit_ratio_curve().accesses, 0);
+    assert_eq!(hot.hit_ratio_curve().accesses, 0);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    // 50 loops: about 150,000 reads, past two of the cache's epochs (at
+    // least 65,536 reads each), so the files' windows are the cache's.
+    for _ in 0..50 {
+        for p in 0..C * 3 / 2 {
+            read_pages(&looped, [p], 1);
+            read_pages(&hot, [rng.gen_range(0..C / 8)], 2);
+        }
+    }
+    let (l, h, all) = (
+        looped.hit_ratio_curve(),
+        hot.hit_ratio_curve(),
+        cache.hit_ratio_curve(),
+    );
+    let shown = [show("loop", &l), show("hot", &h), show("cache", &all)].join("; ");
+    assert_eq!(l.accesses + h.accesses, all.accesses, "{shown}");
+    // Reads alternate: the window starts between two of them.
+    assert!(l.accesses.abs_diff(h.accesses) <= 1, "{shown}");
+    let at = |c: &HitRatioCurve, r: f64| c.at(r).unwrap();
+    // The loop: nothing at 1x or below, everything at 2x and 4x (its
+    // refaults' distances are within a capacity).
+    assert!(at(&l, 1.0) < 0.02 && at(&l, 0.25) < 0.02, "{shown}");
+    assert!(at(&l, 2.0) > 0.95 && at(&l, 4.0) > 0.95, "{shown}");
+    // The hot set: hits at every size, 0.25x too (its pages stay active
+    // while the loop passes through the inactive list).
+    for r in foliocache::CAPACITY_RATIOS {
+        assert!(at(&h, r) > 0.95, "hot set at {r}x: {shown}");
+    }
+    // The cache's: their mix, half the reads each.
+    assert!(
+        (at(&all, 1.0) - (at(&l, 1.0) + at(&h, 1.0)) / 2.0).abs() < 0.01,
+        "{shown}"
+    );
+    assert!(at(&all, 2.0) > 0.95, "{shown}");
+}
