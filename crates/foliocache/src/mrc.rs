@@ -446,9 +446,9 @@ impl Mrc {
             // Raced with a halving of the rate: no longer in the sample.
             return;
         }
-        let before = st.now;
+        let before = file.map(|id| (id, st.now));
         st.record(h, hit);
-        if let Some(id) = file {
+        if let Some((id, before)) = before {
             let read = st.now.minus(&before);
             if let Some(t) = st.files.get_mut(&id) {
                 t.now.add(&read);
