@@ -410,10 +410,10 @@ impl File {
     /// Kept on request: the first call starts it (and returns a curve of
     /// no access); from then on the file's reads are counted, its sampled
     /// reads and its refaults attributed to it, for as long as the cache
-    /// keeps the file (every handle of it shares one curve). The window is the cache's (two epochs of 16 capacities of
-    /// the cache's reads), from the first call at the earliest. Cost: a
-    /// sharded count a read of the file; about 18 KiB a file (its four
-    /// sharded counters).
+    /// keeps the file (every handle of it shares one curve). The window
+    /// is the cache's (two epochs of 16 capacities of the cache's reads),
+    /// from the first call at the earliest. Cost: a sharded count a read
+    /// of the file; about 18 KiB a file (its four sharded counters).
     ///
     /// # Example
     /// ```
