@@ -308,14 +308,52 @@ pub(crate) trait ExactCounts: Send + Sync {
     fn exact(&self) -> Exact;
 }
 
-/// A file whose own curve was asked for (`File::hit_ratio_curve`): its
-/// share of the sample and its epochs' starts, as the cache's.
-struct Tracked {
-    /// Gone with the file's mapping: the entry goes at the next epoch.
-    counts: Weak<dyn ExactCounts>,
+/// The counts a curve is drawn from, the cache's or a file's: the
+/// sample's now, and where the previous epoch and the one in progress
+/// started.
+#[derive(Default)]
+struct Window {
     now: Sampled,
     prev_start: Snapshot,
     start: Snapshot,
+}
+
+impl Window {
+    /// A window opening at `exact`, nothing sampled yet.
+    fn opening(exact: Exact) -> Window {
+        let start = Snapshot {
+            exact,
+            sampled: Sampled::default(),
+        };
+        Window {
+            now: Sampled::default(),
+            prev_start: start,
+            start,
+        }
+    }
+
+    /// Ends the epoch in progress at `exact`: the window now covers the
+    /// one just ended and the next.
+    fn end_epoch(&mut self, exact: Exact) {
+        self.prev_start = self.start;
+        self.start = Snapshot {
+            exact,
+            sampled: self.now,
+        };
+    }
+
+    /// The curve over the window, given the exact counts now, for a cache
+    /// of `c` pages sampled at 1 in 2^`shift`.
+    fn curve(&self, c: u64, shift: u32, exact: Exact) -> HitRatioCurve {
+        compute(&self.prev_start, &self.now, c, shift, exact)
+    }
+}
+
+/// A file whose own curve was asked for (`File::hit_ratio_curve`).
+struct Tracked {
+    /// Gone with the file's mapping: the entry goes at the next epoch.
+    counts: Weak<dyn ExactCounts>,
+    window: Window,
 }
 
 /// The threshold a hit compares its key's hash with, alone on its lines:
@@ -345,10 +383,7 @@ struct State {
     epoch_len: u64,
     stack: Stack,
     minis: Minis,
-    now: Sampled,
-    /// Where the previous epoch and the one in progress started.
-    prev_start: Snapshot,
-    start: Snapshot,
+    window: Window,
     /// The files whose own curves are kept, by their counts' address.
     files: HashMap<usize, Tracked>,
 }
@@ -366,9 +401,7 @@ impl Default for Mrc {
                 epoch_len: MIN_EPOCH,
                 stack: Stack::default(),
                 minis: Minis::new([1; mini::SIMS]),
-                now: Sampled::default(),
-                prev_start: Snapshot::default(),
-                start: Snapshot::default(),
+                window: Window::default(),
                 files: HashMap::new(),
             }),
         }
@@ -446,13 +479,10 @@ impl Mrc {
             // Raced with a halving of the rate: no longer in the sample.
             return;
         }
-        let before = file.map(|id| (id, st.now));
-        st.record(h, hit);
-        if let Some((id, before)) = before {
-            let read = st.now.minus(&before);
-            if let Some(t) = st.files.get_mut(&id) {
-                t.now.add(&read);
-            }
+        let read = st.record(h, hit);
+        st.window.now.add(&read);
+        if let Some(t) = file.and_then(|id| st.files.get_mut(&id)) {
+            t.window.now.add(&read);
         }
         if st.stack.keys() > st.max_keys {
             st.stack_shift += 1;
@@ -463,24 +493,16 @@ impl Mrc {
         // sample's, scaled, are off by the share of hot keys it holds),
         // asked once every `EPOCH_CHECK` sampled reads: a sum over the
         // counters' shards.
-        if st.now.count % EPOCH_CHECK == 0 {
+        if st.window.now.count % EPOCH_CHECK == 0 {
             let exact = exact();
             let reads = |e: &Exact| e.hits.wrapping_add(e.misses);
-            if reads(&exact).wrapping_sub(reads(&st.start.exact)) >= st.epoch_len {
-                st.prev_start = st.start;
-                st.start = Snapshot {
-                    exact,
-                    sampled: st.now,
-                };
+            if reads(&exact).wrapping_sub(reads(&st.window.start.exact)) >= st.epoch_len {
+                st.window.end_epoch(exact);
                 // The files' epochs end with the cache's; a file whose
                 // mapping is gone leaves.
                 st.files.retain(|_, t| match t.counts.upgrade() {
                     Some(counts) => {
-                        t.prev_start = t.start;
-                        t.start = Snapshot {
-                            exact: counts.exact(),
-                            sampled: t.now,
-                        };
+                        t.window.end_epoch(counts.exact());
                         true
                     }
                     None => false,
@@ -492,20 +514,15 @@ impl Mrc {
     /// Starts keeping the curve of the file whose counts are `counts`
     /// (its window starts now, and grows to the cache's two epochs).
     pub(crate) fn track<C: ExactCounts + 'static>(&self, counts: &Arc<C>) {
-        let start = Snapshot {
-            exact: counts.exact(),
-            sampled: Sampled::default(),
-        };
+        let window = Window::opening(counts.exact());
         let weak: Weak<dyn ExactCounts> = Arc::downgrade(counts) as Weak<dyn ExactCounts>;
         self.state
             .lock()
             .files
-            .entry(file_id(counts))
+            .entry(file_id(&**counts))
             .or_insert(Tracked {
                 counts: weak,
-                now: Sampled::default(),
-                prev_start: start,
-                start,
+                window,
             });
     }
 
@@ -513,18 +530,13 @@ impl Mrc {
     /// (see [`curve`](Self::curve)): the hit ratios its reads would have
     /// had in a cache of each size, beside the other files' reads as they
     /// were. Empty (no access) if not kept.
-    pub(crate) fn file_curve<C: ExactCounts>(&self, counts: &Arc<C>) -> HitRatioCurve {
+    pub(crate) fn file_curve<C: ExactCounts>(&self, counts: &C) -> HitRatioCurve {
         let st = self.state.lock();
-        match st.files.get(&file_id(counts)) {
-            Some(t) => {
-                let (base, now) = (t.prev_start, t.now);
-                let (c, shift) = (st.capacity, st.shift);
-                let exact = counts.exact();
-                drop(st);
-                compute(&base, &now, c, shift, exact)
-            }
-            None => HitRatioCurve::empty(),
-        }
+        st.files
+            .get(&file_id(counts))
+            .map_or_else(HitRatioCurve::empty, |t| {
+                t.window.curve(st.capacity, st.shift, counts.exact())
+            })
     }
 
     /// The curve over the window, given the cache's own counts now (read
@@ -532,18 +544,14 @@ impl Mrc {
     /// the window's start).
     pub(crate) fn curve(&self, exact: impl FnOnce() -> Exact) -> HitRatioCurve {
         let st = self.state.lock();
-        let (base, now) = (st.prev_start, st.now);
-        let (c, shift) = (st.capacity, st.shift);
-        let exact = exact();
-        drop(st);
-        compute(&base, &now, c, shift, exact)
+        st.window.curve(st.capacity, st.shift, exact())
     }
 }
 
 /// The identity of a file's counts in the estimator: their address (kept
 /// from reuse while the estimator holds them weakly).
-pub(crate) fn file_id<C>(counts: &Arc<C>) -> usize {
-    Arc::as_ptr(counts) as *const () as usize
+pub(crate) fn file_id<C>(counts: &C) -> usize {
+    counts as *const C as usize
 }
 
 /// The curve over a window: from `base` (its start) to `now` of the
@@ -608,34 +616,32 @@ impl State {
     /// had); if the stack samples it too, its stack distance, scaled by
     /// the stack's rate, says which larger sizes would have turned the
     /// cache's miss into a hit. A key new to the stack has no distance:
-    /// no size hits it.
-    fn record(&mut self, h: u64, hit: bool) {
+    /// no size hits it. Returns what the read adds to the counts.
+    fn record(&mut self, h: u64, hit: bool) -> Sampled {
         let w = (1u64 << self.shift) as f64;
-        self.now.reads += w;
-        self.now.count += 1;
         let (hits, moments) = self.minis.access(h);
-        for (n, hit) in self.now.mini.iter_mut().zip(hits) {
-            if hit {
-                *n += w;
-            }
-        }
-        self.now.tt += moments.tt as f64;
-        for (mt, d) in self.now.mt.iter_mut().zip(moments.mt) {
-            *mt += d as f64;
-        }
+        let mut read = Sampled {
+            reads: w,
+            count: 1,
+            mini: hits.map(|hit| if hit { w } else { 0.0 }),
+            tt: moments.tt as f64,
+            mt: moments.mt.map(|d| d as f64),
+            gained: [0.0; 2],
+        };
         if h > u64::MAX >> self.stack_shift {
-            return;
+            return read;
         }
         let w = (1u64 << self.stack_shift) as f64;
         let d = self.stack.access(h).map(|d| d as f64 * w);
         if !hit {
             let c = self.capacity as f64;
-            for (gained, r) in self.now.gained.iter_mut().zip(LARGER) {
+            for (gained, r) in read.gained.iter_mut().zip(LARGER) {
                 if d.is_some_and(|d| d < r * c) {
-                    *gained += w;
+                    *gained = w;
                 }
             }
         }
+        read
     }
 }
 

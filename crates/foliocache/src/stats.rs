@@ -206,13 +206,7 @@ impl Stats {
     /// sampled (`mrc.rs`); and counts it for its file's own curve, if
     /// kept (`file`).
     #[inline]
-    pub(crate) fn observe_read(
-        &self,
-        id: usize,
-        index: u64,
-        hit: bool,
-        file: Option<&Arc<FileCounts>>,
-    ) {
+    pub(crate) fn observe_read(&self, id: usize, index: u64, hit: bool, file: Option<&FileCounts>) {
         if let Some(f) = file {
             f.reads[usize::from(!hit)].add(1);
         }
@@ -255,7 +249,7 @@ impl Stats {
 
     /// The curve of the file whose counts are `counts`
     /// (`File::hit_ratio_curve`).
-    pub(crate) fn file_hit_ratio_curve(&self, counts: &Arc<FileCounts>) -> HitRatioCurve {
+    pub(crate) fn file_hit_ratio_curve(&self, counts: &FileCounts) -> HitRatioCurve {
         self.mrc.file_curve(counts)
     }
 }

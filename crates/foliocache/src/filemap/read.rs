@@ -77,7 +77,7 @@ impl Mapping {
                     cache.stats.hits.add(1);
                     cache
                         .stats
-                        .observe_read(self.id(), offset / PAGE, true, self.curve.get());
+                        .observe_read(self.id(), offset / PAGE, true, self.curve_counts());
                 }
                 return Ok(n);
             }
@@ -138,7 +138,7 @@ impl Mapping {
                 // The read's first page, for the miss-ratio curve.
                 cache
                     .stats
-                    .observe_read(self.id(), offset / PAGE, !missed, self.curve.get());
+                    .observe_read(self.id(), offset / PAGE, !missed, self.curve_counts());
             }
             // The size again, now that the folios are uptodate (the
             // kernel's filemap_read): a truncate cuts the backing and sets
