@@ -184,12 +184,15 @@ impl Lruv<'_> {
         folios: impl IntoIterator<Item = (&'f Folio, Option<u64>)>,
         file: Option<&FileCounts>,
     ) {
+        let now = self.stats.mrc.now();
         let mut lru = self.lock();
         let lru = &mut *lru;
         for (f, shadow) in folios {
             if f.test_and_set(FolioFlags::LRU) {
                 continue;
             }
+            // Its read (or write) is its first access: its age starts.
+            f.touch(now);
             let page = self.page(f);
             if let Some(v) = shadow {
                 if crate::workingset::refault(self, lru, f, v, file) {
@@ -203,15 +206,24 @@ impl Lruv<'_> {
 
     /// Marks a folio accessed by a read (the kernel's `folio_mark_accessed`;
     /// see the module documentation), given its flags as the caller just
-    /// read them. Costs a test of bits the caller has when there is nothing
-    /// to do, which is the common case.
+    /// read them, and [`touch`](Self::touch)es it. Costs a test of bits
+    /// the caller has when there is nothing to do, which is the common
+    /// case. Returns the read's age.
     #[inline]
-    pub(crate) fn mark_accessed(&self, f: &Folio, flags: FolioFlags) {
+    pub(crate) fn mark_accessed(&self, f: &Folio, flags: FolioFlags) -> u16 {
         match Access::of(flags) {
             Access::Nothing => {}
             Access::Reference => f.set_if_clear(FolioFlags::REFERENCED),
             Access::Activate => self.activate(f),
         }
+        self.touch(f)
+    }
+
+    /// A read of `f` now, for the miss-ratio curve: its age, in ticks of
+    /// the curve's clock since its last read (`Folio::touch`).
+    #[inline]
+    pub(crate) fn touch(&self, f: &Folio) -> u16 {
+        f.touch(self.stats.mrc.now())
     }
 
     /// A second access to an inactive folio: flag it, and move it now if

@@ -16,14 +16,18 @@
 //! ```text
 //!   predicted(r) for r > 1 = measured + max(shadow gain(r), sampled gain(r))
 //!   predicted(1)            = measured  (hits / reads in the window)
-//!   predicted(r) for r < 1 = measured - (sim(C) - sim(r C) - beta x excess) / reads
+//!   predicted(r) for r < 1 = measured - (hits x lost(r) - found(r)) / reads
 //!
 //!   shadow gain(r):  refaults at distance <= (r - 1) x capacity, over reads
 //!   sampled gain(r): stack-sampled misses at LRU stack distance < r x capacity
-//!   sim(x):          hits of a miniature cache of x pages x the rate, run
-//!                    with the cache's policy over the sampled keys, / rate
-//!   excess:          sim(C) - the hits the cache counted
-//!   beta:            sum(m t) / sum(t^2) over the sampled keys
+//!   lost(r):         sum over ages a of  hits(a) / hits
+//!                                      x sim lost(r, a) / sim hits(C, a)
+//!   hits(a):         the cache's hits at age a (exact: every hit's bin)
+//!   sim hits(C, a):  sampled reads at age a that a miniature cache of
+//!                    C x the rate pages, run with the cache's policy over
+//!                    the sampled keys, hit; sim lost(r, a): of those, the
+//!                    ones the one of r C x the rate pages missed
+//!   found(r):        sampled reads the one of r C hit and C's missed, / rate
 //! ```
 //!
 //! **The sample** is SHARDS (Waldspurger et al., "Efficient MRC
@@ -44,16 +48,27 @@
 //! read, refault activation) over the sampled keys: a cache's hits at
 //! `r C` scale down to a simulation's at `r C x rate`. The cache's lists
 //! are not an LRU, and an LRU's figures missed the cache's by 2 to 4
-//! points below 1x however large the sample. The noise is which keys
-//! are drawn: the lost hits are taken over the cache's reads, and
-//! corrected by the sample's excess of hits at C over the cache's times
-//! `beta`, that excess's best linear predictor of the lost hits' error
-//! under the sampling of keys (`t` a key's hits at C, `m` those lost at
-//! `r C`). A few hot keys carrying the excess (a zipf's hottest, hits at
-//! every size) give `beta` near 0 (SHARDS's adjustment: the excess is in
-//! the first bucket); many alike keys (a uniform hot set) give their
-//! share lost. A shortfall counts in `sum(t^2)` as one key of that many
-//! hits the sample lacks.
+//! points below 1x however large the sample.
+//!
+//! **The draw of keys is the noise, and the hits' ages take it out.**
+//! The simulations are exact on the keys drawn; which keys are drawn is
+//! not: the hits a smaller cache loses are those of keys read a little
+//! too seldom, and at 1 in 16 a zipf's band of such keys is a few
+//! hundred keys, whose draw put the lost hits 1.6 points off (rms) and
+//! up to 5 in one run of 8. But whether a hit is lost turns on how long
+//! ago its folio was read, and the cache can count that for every hit:
+//! a clock ticks once an eighth of the capacity in reads (`Mrc::now`,
+//! on the gate's line), each folio keeps the tick of its last read in
+//! its descriptor's padding (`Folio::touch`: written only when the tick
+//! moved), and each hit counts into its age's bin (`age_bin`: two an
+//! octave; sharded, `stats::AgeCounts`). The sample's keys keep their
+//! last tick too, so each sampled read has the same age; the
+//! simulations then say only which share of the hits of each age a
+//! smaller cache loses, and the cache's own counts say how many hits
+//! each age has (post-stratification: the share within an age hardly
+//! depends on which keys were drawn; a hot key drawn or not moves the
+//! young ages, where nothing is lost). A bin without a sampled hit
+//! joins the next older that has one.
 //!
 //! **Above 1x, past the shadows:** an exact LRU stack over a sub-sample
 //! (1 in 2^`STACK_SHIFT`, or the rate if lower: `Stack`, each key's last
@@ -76,20 +91,23 @@
 //! workload within two epochs and never covers less than one.
 //!
 //! **Cost.** A hit hashes its key (two multiplies) and compares it with the
-//! threshold, a load of a line nobody writes. One read in 16 to 64 takes
+//! threshold, a load of a line written once a tick; loads its folio's
+//! stamp (a line it reads anyway), storing the tick when it moved, and
+//! counts its age's bin in its shard. One read in 16 to 64 takes
 //! the estimator's lock with `try_lock` (a busy lock skips the sample: a
 //! hit never waits), looks its key up once in the simulations' map and
 //! moves it in each, and, if in the stack's sub-sample, updates the stack,
 //! O(log n) (`cargo bench -p foliocache --bench mrc`). Memory: the
-//! simulations' slots and map, about 21 bytes a page of capacity at 1 in
-//! 16; the stack at most half a key per page, about 30 bytes each: at
-//! most about 0.9 % of the capacity (docs/design.md).
+//! simulations' slots and map, about 18 bytes a page of capacity at 1 in
+//! 16; the stack at most half a key per page, about 30 bytes each; the
+//! ages' bins, 9 KiB: at most about 0.9 % of the capacity
+//! (docs/design.md).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Weak};
 
-use crate::sync::{Mutex, Ordering, StatU64};
+use crate::sync::{Mutex, Ordering, StatU16, StatU64};
 
 mod mini;
 
@@ -122,6 +140,12 @@ const EPOCH_CAPACITIES: u64 = 16;
 /// sample worth the name).
 const MIN_EPOCH: u64 = 1 << 16;
 
+/// A tick of the clock that ages hits lasts this share of the capacity
+/// in reads (sampled reads, scaled): fine enough that the ages which a
+/// smaller cache's losses turn on fall in bins of their own, coarse
+/// enough that the clock's line is written rarely.
+const TICK_CAPACITY_SHARE: u64 = 8;
+
 /// Sampled reads between two looks at the cache's read count.
 const EPOCH_CHECK: u64 = 64;
 
@@ -148,8 +172,9 @@ pub struct HitRatioCurve {
     pub points: [CurvePoint; 5],
     /// Reads (hits and misses) in the window.
     pub accesses: u64,
-    /// Reads in the window the sample saw: the figures below 1x rest on
-    /// these (a few hundred give about 3 points of noise).
+    /// Reads in the window the sample saw: the share of hits each age
+    /// loses below 1x, and the gains above past the shadows, rest on
+    /// these.
     pub sampled: u64,
 }
 
@@ -242,53 +267,89 @@ fn mix(mut z: u64) -> u64 {
 }
 
 /// The exact counts the cache keeps itself, cumulative: reads that hit,
-/// reads that missed, and refaults whose distance a 2x and a 4x cache
-/// would have turned into hits.
+/// reads that missed, refaults whose distance a 2x and a 4x cache would
+/// have turned into hits, and the hits by their age's bin
+/// ([`age_bin`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Exact {
     pub(crate) hits: u64,
     pub(crate) misses: u64,
     pub(crate) refault_gains: [u64; 2],
+    pub(crate) aged: [u64; AGE_BINS],
+}
+
+/// The bins of a hit's age: two an octave of ticks, up to the stamp's
+/// 2^16.
+pub(crate) const AGE_BINS: usize = 32;
+
+/// The bin of an age of `ticks` ticks of the clock (`Mrc::now`): two
+/// bins an octave of `1 + ticks` (the octave's lower and upper half,
+/// split at its square root of two), the last open.
+#[inline]
+pub(crate) fn age_bin(ticks: u16) -> usize {
+    let v = u64::from(ticks) + 1;
+    let k = v.ilog2();
+    let upper = usize::from(v * v >= 1 << (2 * k + 1));
+    (2 * k as usize + upper).min(AGE_BINS - 1)
 }
 
 /// The sample's counts, cumulative, each sample weighted by the inverse
 /// of its rate.
 #[derive(Debug, Clone, Copy, Default)]
 struct Sampled {
-    /// Reads of the simulations' sample.
-    reads: f64,
-    /// ... that the simulations of 0.25, 0.5 and 1 C hit.
-    mini: [f64; mini::SIMS],
+    /// Reads the simulation of C hit, by their age's bin.
+    at_c: [f64; AGE_BINS],
+    /// ... of those, the ones the simulations of 0.25 C and 0.5 C missed.
+    lost: [[f64; AGE_BINS]; 2],
+    /// Reads the simulations of 0.25 C and 0.5 C hit and that of C
+    /// missed.
+    found: [f64; 2],
     /// Misses of the stack's sample at a stack distance under 2 C and 4 C.
     gained: [f64; 2],
-    /// The moments over the simulations' keys (`mini::Moments`).
-    tt: f64,
-    mt: [f64; 2],
     /// Reads sampled (unweighted).
     count: u64,
 }
 
+/// What one sampled read adds to the counts (`State::record`).
+#[derive(Debug, Clone, Copy, Default)]
+struct Read {
+    /// The inverse of the simulations' rate.
+    weight: f64,
+    /// Whether the simulations of 0.25, 0.5 and 1 C hit it.
+    hits: [bool; mini::SIMS],
+    /// Its age's bin, if its key was read before.
+    bin: Option<usize>,
+    gained: [f64; 2],
+}
+
 impl Sampled {
-    fn add(&mut self, d: &Sampled) {
-        self.reads += d.reads;
-        for (a, b) in self.mini.iter_mut().zip(d.mini) {
-            *a += b;
+    fn add(&mut self, r: &Read) {
+        let w = r.weight;
+        let at_c = r.hits[2];
+        if let (true, Some(b)) = (at_c, r.bin) {
+            self.at_c[b] += w;
         }
         for i in 0..2 {
-            self.gained[i] += d.gained[i];
-            self.mt[i] += d.mt[i];
+            match (at_c, r.hits[i], r.bin) {
+                (true, false, Some(b)) => self.lost[i][b] += w,
+                (false, true, _) => self.found[i] += w,
+                _ => {}
+            }
+            self.gained[i] += r.gained[i];
         }
-        self.tt += d.tt;
-        self.count += d.count;
+        self.count += 1;
     }
 
     fn minus(&self, o: &Sampled) -> Sampled {
+        let sub = |a: &[f64; AGE_BINS], b: &[f64; AGE_BINS]| std::array::from_fn(|j| a[j] - b[j]);
         Sampled {
-            reads: self.reads - o.reads,
-            mini: std::array::from_fn(|i| self.mini[i] - o.mini[i]),
+            at_c: sub(&self.at_c, &o.at_c),
+            lost: [
+                sub(&self.lost[0], &o.lost[0]),
+                sub(&self.lost[1], &o.lost[1]),
+            ],
+            found: [self.found[0] - o.found[0], self.found[1] - o.found[1]],
             gained: [self.gained[0] - o.gained[0], self.gained[1] - o.gained[1]],
-            tt: self.tt - o.tt,
-            mt: [self.mt[0] - o.mt[0], self.mt[1] - o.mt[1]],
             count: self.count - o.count,
         }
     }
@@ -343,9 +404,10 @@ impl Window {
     }
 
     /// The curve over the window, given the exact counts now, for a cache
-    /// of `c` pages sampled at 1 in 2^`shift`.
-    fn curve(&self, c: u64, shift: u32, exact: Exact) -> HitRatioCurve {
-        compute(&self.prev_start, &self.now, c, shift, exact)
+    /// of `c` pages whose own window is `cache` (its simulations give the
+    /// share of hits of each age that a smaller cache loses).
+    fn curve(&self, cache: &Window, c: u64, exact: Exact) -> HitRatioCurve {
+        compute(self, cache, c, exact)
     }
 }
 
@@ -356,10 +418,14 @@ struct Tracked {
     window: Window,
 }
 
-/// The threshold a hit compares its key's hash with, alone on its lines:
-/// it is read on every read and written only when the rate halves.
+/// The threshold a hit compares its key's hash with, and the clock that
+/// ages hits, alone on their lines: read on every read, the threshold
+/// written only when the rate halves, the clock once a tick.
 #[repr(align(128))]
-struct Gate(StatU64);
+struct Gate {
+    threshold: StatU64,
+    clock: StatU16,
+}
 
 /// The estimator: the sample's gate, and behind a lock, its stack and
 /// counts.
@@ -381,6 +447,9 @@ struct State {
     max_keys: usize,
     /// Reads an epoch counts.
     epoch_len: u64,
+    /// Sampled reads a tick of the clock lasts, and those left of this one.
+    tick_len: u64,
+    to_tick: u64,
     stack: Stack,
     minis: Minis,
     window: Window,
@@ -391,7 +460,10 @@ struct State {
 impl Default for Mrc {
     fn default() -> Self {
         Mrc {
-            gate: Gate(StatU64::new(0)),
+            gate: Gate {
+                threshold: StatU64::new(0),
+                clock: StatU16::new(0),
+            },
             pages: StatU64::new(0),
             state: Mutex::new(State {
                 capacity: 0,
@@ -399,6 +471,8 @@ impl Default for Mrc {
                 stack_shift: STACK_SHIFT,
                 max_keys: MIN_KEYS,
                 epoch_len: MIN_EPOCH,
+                tick_len: 1,
+                to_tick: 1,
                 stack: Stack::default(),
                 minis: Minis::new([1; mini::SIMS]),
                 window: Window::default(),
@@ -438,7 +512,9 @@ impl Mrc {
         st.max_keys = max_keys;
         st.epoch_len = epoch_len;
         self.pages.store(pages, Ordering::Relaxed);
-        self.gate.0.store(
+        st.tick_len = ((pages / TICK_CAPACITY_SHARE) >> shift).max(1);
+        st.to_tick = st.tick_len;
+        self.gate.threshold.store(
             if pages == 0 { 0 } else { u64::MAX >> shift },
             Ordering::Relaxed,
         );
@@ -455,7 +531,16 @@ impl Mrc {
     /// interleavings to the models of the read path.)
     #[inline]
     pub(crate) fn sampled(&self, h: u64) -> bool {
-        !cfg!(loom) && h < self.gate.0.load(Ordering::Relaxed)
+        !cfg!(loom) && h < self.gate.threshold.load(Ordering::Relaxed)
+    }
+
+    /// The clock's tick now: it moves once every `tick_len` sampled reads,
+    /// about an eighth of the capacity in reads, wrapping at 2^16. A
+    /// folio's stamp is the tick of its last read (`Folio::touch`): the
+    /// ticks since are its read's age, binned (`age_bin`).
+    #[inline]
+    pub(crate) fn now(&self) -> u16 {
+        self.gate.clock.load(Ordering::Relaxed)
     }
 
     /// Counts a sampled read (its key's hash `h`, whether it hit) into the
@@ -479,7 +564,15 @@ impl Mrc {
             // Raced with a halving of the rate: no longer in the sample.
             return;
         }
-        let read = st.record(h, hit);
+        let read = st.record(h, hit, self.now());
+        st.to_tick -= 1;
+        if st.to_tick == 0 {
+            // (The only writer: under the lock.)
+            st.to_tick = st.tick_len;
+            self.gate
+                .clock
+                .store(self.now().wrapping_add(1), Ordering::Relaxed);
+        }
         st.window.now.add(&read);
         if let Some(t) = file.and_then(|id| st.files.get_mut(&id)) {
             t.window.now.add(&read);
@@ -535,7 +628,7 @@ impl Mrc {
         st.files
             .get(&file_id(counts))
             .map_or_else(HitRatioCurve::empty, |t| {
-                t.window.curve(st.capacity, st.shift, counts.exact())
+                t.window.curve(&st.window, st.capacity, counts.exact())
             })
     }
 
@@ -544,7 +637,7 @@ impl Mrc {
     /// the window's start).
     pub(crate) fn curve(&self, exact: impl FnOnce() -> Exact) -> HitRatioCurve {
         let st = self.state.lock();
-        st.window.curve(st.capacity, st.shift, exact())
+        st.window.curve(&st.window, st.capacity, exact())
     }
 }
 
@@ -554,12 +647,12 @@ pub(crate) fn file_id<C>(counts: &C) -> usize {
     counts as *const C as usize
 }
 
-/// The curve over a window: from `base` (its start) to `now` of the
-/// sample, and the exact counts at its start to `exact`, for a cache of
-/// `c` pages sampled at 1 in 2^`shift`.
-fn compute(base: &Snapshot, now: &Sampled, c: u64, shift: u32, exact: Exact) -> HitRatioCurve {
-    let s = now.minus(&base.sampled);
-    let st_rate = (1u64 << shift) as f64;
+/// The curve over window `own` (the cache's or a file's) given its exact
+/// counts now, for a cache of `c` pages whose own window is `cache`.
+fn compute(own: &Window, cache: &Window, c: u64, exact: Exact) -> HitRatioCurve {
+    let base = &own.prev_start;
+    let s = own.now.minus(&base.sampled);
+    let all = cache.now.minus(&cache.prev_start.sampled);
     let hits = exact.hits.wrapping_sub(base.exact.hits);
     let reads = hits.wrapping_add(exact.misses.wrapping_sub(base.exact.misses));
     let mut curve = HitRatioCurve {
@@ -571,37 +664,15 @@ fn compute(base: &Snapshot, now: &Sampled, c: u64, shift: u32, exact: Exact) -> 
         return curve;
     }
     let measured = hits as f64 / reads as f64;
-    // The sample's excess of hits at 1x over the cache's: how far the
-    // keys it drew are off their share (the draw of keys is the
-    // noise; the simulations are exact on the keys drawn).
-    let excess = s.mini[2] - hits as f64;
-    // The moments are of keys' counts: weighted, each count by the
-    // rate's inverse and each key drawn at the rate. A shortfall is
-    // hits of a key the sample lacks (the hottest are the ones whose
-    // absence shows): it counts in sum(t^2) as one key of that many
-    // hits, none of them lost.
-    let w3 = st_rate.powi(3);
-    let missing = excess.min(0.0).powi(2);
+    let aged: [f64; AGE_BINS] =
+        std::array::from_fn(|b| exact.aged[b].wrapping_sub(base.exact.aged[b]) as f64);
     for i in 0..2 {
-        // The hits the simulation of C has and that of r C lacks,
-        // scaled by the rate, less the part of the excess that lies
-        // in them, over the reads the cache counted, taken from the
-        // hit ratio the cache had. The part: under the sampling of
-        // keys, the excess's best linear predictor of the lost hits'
-        // error, beta = sum(m t) / sum(t^2) over the keys (t a key's
-        // hits at C, m those lost at r C): where a few hot keys, hits
-        // at every size, carry the excess (a zipf), beta is near 0
-        // and the losses stand (SHARDS's adjustment: the excess is
-        // in the first bucket); where many alike keys do (a uniform
-        // hot set), beta is their share lost, and the losses scale
-        // with their draw.
-        let beta = if s.tt > 0.0 {
-            (s.mt[i] * w3 / (s.tt * w3 + missing)).clamp(0.0, 1.0)
-        } else {
-            0.0
-        };
-        let lost = (s.mini[2] - s.mini[i] - beta * excess).max(0.0);
-        curve.points[i].hit_ratio = (measured - lost / reads as f64).clamp(0.0, 1.0);
+        // Below 1x: the hits the smaller cache loses, the window's hits
+        // times the share its simulations lose at their ages, less the
+        // reads it hits that C missed, over the reads.
+        let lost = lost_share(&aged, &all.at_c, &all.lost[i]) * hits as f64 - s.found[i];
+        curve.points[i].hit_ratio = (measured - lost.max(0.0) / reads as f64).clamp(0.0, 1.0);
+        // Above: the gains of the shadows or of the stack, the larger.
         let shadow = exact.refault_gains[i].wrapping_sub(base.exact.refault_gains[i]);
         let gain = (shadow as f64 / reads as f64).max(s.gained[i] / reads as f64);
         curve.points[3 + i].hit_ratio = (measured + gain).clamp(0.0, 1.0);
@@ -610,22 +681,51 @@ fn compute(base: &Snapshot, now: &Sampled, c: u64, shift: u32, exact: Exact) -> 
     curve
 }
 
+/// The share of the cache's hits a smaller cache would have lost,
+/// post-stratified by age: the cache's hits in each bin of age (`aged`,
+/// exact) times the share of the simulation of C's hits in that bin
+/// (`at_c`) that the smaller one lost (`lost`). A bin the sample has no
+/// hit in joins the next that has (the oldest join the last). With no
+/// hit binned, the sample's share over all ages.
+fn lost_share(aged: &[f64; AGE_BINS], at_c: &[f64; AGE_BINS], lost: &[f64; AGE_BINS]) -> f64 {
+    let total: f64 = aged.iter().sum();
+    if total <= 0.0 {
+        let hit: f64 = at_c.iter().sum();
+        return if hit > 0.0 {
+            lost.iter().sum::<f64>() / hit
+        } else {
+            0.0
+        };
+    }
+    let (mut sum, mut pending, mut share) = (0.0, 0.0, 0.0);
+    let (mut group_lost, mut group_hit) = (0.0, 0.0);
+    for b in 0..AGE_BINS {
+        pending += aged[b];
+        group_lost += lost[b];
+        group_hit += at_c[b];
+        if group_hit > 0.0 {
+            share = group_lost / group_hit;
+            sum += pending * share;
+            (pending, group_lost, group_hit) = (0.0, 0.0, 0.0);
+        }
+    }
+    (sum + pending * share) / total
+}
+
 impl State {
     /// One sampled read: the simulations below 1x read it (their hits,
     /// scaled by the rate, are the hits a cache of that size would have
     /// had); if the stack samples it too, its stack distance, scaled by
     /// the stack's rate, says which larger sizes would have turned the
     /// cache's miss into a hit. A key new to the stack has no distance:
-    /// no size hits it. Returns what the read adds to the counts.
-    fn record(&mut self, h: u64, hit: bool) -> Sampled {
-        let w = (1u64 << self.shift) as f64;
-        let (hits, moments) = self.minis.access(h);
-        let mut read = Sampled {
-            reads: w,
-            count: 1,
-            mini: hits.map(|hit| if hit { w } else { 0.0 }),
-            tt: moments.tt as f64,
-            mt: moments.mt.map(|d| d as f64),
+    /// no size hits it. `now`: the clock's tick, which ages the key's
+    /// read. Returns what the read adds to the counts.
+    fn record(&mut self, h: u64, hit: bool, now: u16) -> Read {
+        let (hits, age) = self.minis.access(h, now);
+        let mut read = Read {
+            weight: (1u64 << self.shift) as f64,
+            hits,
+            bin: age.map(age_bin),
             gained: [0.0; 2],
         };
         if h > u64::MAX >> self.stack_shift {

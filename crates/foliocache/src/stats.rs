@@ -3,7 +3,7 @@
 //! reads; plain atomics for gauges and for what only writeback, truncation
 //! or pressure moves.
 
-use crate::mrc::{self, Exact, HitRatioCurve, Mrc};
+use crate::mrc::{self, Exact, HitRatioCurve, Mrc, AGE_BINS};
 use crate::sync::{AtomicU64, Ordering, StatU64};
 use std::sync::Arc;
 
@@ -131,15 +131,7 @@ impl ShardedCounter {
     #[inline]
     pub(crate) fn add_get(&self, n: u64) -> u64 {
         let (i, owned) = shard::current();
-        let c = &self.shards[i].0;
-        if owned {
-            // Only this thread writes this slot.
-            let v = c.load(Ordering::Relaxed).wrapping_add(n);
-            c.store(v, Ordering::Relaxed);
-            v
-        } else {
-            c.fetch_add(n, Ordering::Relaxed).wrapping_add(n)
-        }
+        bump(&self.shards[i].0, owned, n)
     }
 
     /// Takes `n` off (a gauge: one shard may go below zero, wrapping; the
@@ -196,6 +188,8 @@ pub(crate) struct Stats {
     /// Refaults whose distance a cache 2x and 4x as large would have
     /// turned into hits (`mrc.rs`).
     refault_gains: [ShardedCounter; 2],
+    /// The hits the curve observes, by their age (`mrc.rs`).
+    aged: AgeCounts,
     /// The miss-ratio curve's sample (`mrc.rs`).
     pub(crate) mrc: Mrc,
 }
@@ -203,10 +197,24 @@ pub(crate) struct Stats {
 impl Stats {
     /// Shows a read of page `index` of mapping `id` (a hit or not) to the
     /// miss-ratio curve's sample: a hash and a compare unless the key is
-    /// sampled (`mrc.rs`); and counts it for its file's own curve, if
-    /// kept (`file`).
+    /// sampled (`mrc.rs`); counts a hit by its age, in ticks since its
+    /// folio's last read (`age`: `Folio::touch`), and both for its file's
+    /// own curve, if kept (`file`).
     #[inline]
-    pub(crate) fn observe_read(&self, id: usize, index: u64, hit: bool, file: Option<&FileCounts>) {
+    pub(crate) fn observe_read(
+        &self,
+        id: usize,
+        index: u64,
+        hit: bool,
+        age: Option<u16>,
+        file: Option<&FileCounts>,
+    ) {
+        if let Some(ticks) = age.filter(|_| hit) {
+            self.aged.add(ticks);
+            if let Some(f) = file {
+                f.aged.add(ticks);
+            }
+        }
         if let Some(f) = file {
             f.reads[usize::from(!hit)].add(1);
         }
@@ -239,6 +247,7 @@ impl Stats {
             hits: self.hits.sum(),
             misses: self.misses.sum(),
             refault_gains: [self.refault_gains[0].sum(), self.refault_gains[1].sum()],
+            aged: self.aged.sums(),
         }
     }
 
@@ -263,6 +272,7 @@ impl Stats {
 pub(crate) struct FileCounts {
     reads: [ShardedCounter; 2],
     refault_gains: [ShardedCounter; 2],
+    aged: AgeCounts,
 }
 
 impl FileCounts {
@@ -281,7 +291,62 @@ impl mrc::ExactCounts for FileCounts {
             hits: self.reads[0].sum(),
             misses: self.reads[1].sum(),
             refault_gains: [self.refault_gains[0].sum(), self.refault_gains[1].sum()],
+            aged: self.aged.sums(),
         }
+    }
+}
+
+/// Adds `n` to the slot `c` of this thread's shard, which it owns alone
+/// or not (`shard::current`); the slot's count after.
+#[inline]
+fn bump(c: &StatU64, owned: bool, n: u64) -> u64 {
+    if owned {
+        // Only this thread writes this slot.
+        let v = c.load(Ordering::Relaxed).wrapping_add(n);
+        c.store(v, Ordering::Relaxed);
+        v
+    } else {
+        c.fetch_add(n, Ordering::Relaxed).wrapping_add(n)
+    }
+}
+
+/// Hits counted by their age's bin (`mrc::age_bin`), sharded as a
+/// [`ShardedCounter`] is: each shard's bins side by side on lines of its
+/// own (256 bytes a shard).
+pub(crate) struct AgeCounts {
+    shards: Box<[AgeShard]>,
+}
+
+#[repr(align(128))]
+#[derive(Default)]
+struct AgeShard([StatU64; AGE_BINS]);
+
+impl Default for AgeCounts {
+    fn default() -> Self {
+        AgeCounts {
+            shards: (0..OWNED_SHARDS + SHARED_SHARDS)
+                .map(|_| AgeShard::default())
+                .collect(),
+        }
+    }
+}
+
+impl AgeCounts {
+    /// Counts a hit of age `ticks`.
+    #[inline]
+    pub(crate) fn add(&self, ticks: u16) {
+        let (i, owned) = shard::current();
+        bump(&self.shards[i].0[mrc::age_bin(ticks)], owned, 1);
+    }
+
+    /// Each bin's sum over the shards, wrapping (a snapshot, as
+    /// [`ShardedCounter::sum`]'s).
+    pub(crate) fn sums(&self) -> [u64; AGE_BINS] {
+        std::array::from_fn(|b| {
+            self.shards
+                .iter()
+                .fold(0u64, |a, s| a.wrapping_add(s.0[b].load(Ordering::Relaxed)))
+        })
     }
 }
 

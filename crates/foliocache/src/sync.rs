@@ -128,6 +128,10 @@ atomic_int!(
 /// decide (dirty pages, pages under writeback) stay loom's.
 pub(crate) type StatU64 = std::sync::atomic::AtomicU64;
 
+/// A 16-bit statistic, as [`StatU64`]: a folio's stamp and the clock it
+/// is of (the miss-ratio curve's ages, `mrc.rs`), which order nothing.
+pub(crate) type StatU16 = std::sync::atomic::AtomicU16;
+
 /// Called in a lockless reader's retry loop (a folio being removed under
 /// it). Under loom a yield, so the model lets the remover run.
 #[inline]

@@ -68,16 +68,22 @@ impl Mapping {
             if serves_hit(&f, ff, end) {
                 // A read that goes on in the folio where this thread's
                 // previous read ended is not a new access.
-                if !(sequential && offset > start) {
-                    cache.lru().mark_accessed(&f, ff);
-                }
+                let age = if sequential && offset > start {
+                    cache.lru().touch(&f)
+                } else {
+                    cache.lru().mark_accessed(&f, ff)
+                };
                 let n = (end - offset) as usize;
                 self.copy_out(&f, (offset - start) as usize, &mut buf[..n]);
                 if !started {
                     cache.stats.hits.add(1);
-                    cache
-                        .stats
-                        .observe_read(self.id(), offset / PAGE, true, self.curve_counts());
+                    cache.stats.observe_read(
+                        self.id(),
+                        offset / PAGE,
+                        true,
+                        Some(age),
+                        self.curve_counts(),
+                    );
                 }
                 return Ok(n);
             }
@@ -135,10 +141,19 @@ impl Mapping {
                 }
             };
             if copied == 0 && !started {
-                // The read's first page, for the miss-ratio curve.
-                cache
-                    .stats
-                    .observe_read(self.id(), offset / PAGE, !missed, self.curve_counts());
+                // The read's first page, for the miss-ratio curve (a hit's
+                // age: its folio's first in the batch).
+                let age = batch
+                    .first()
+                    .filter(|_| !missed)
+                    .map(|f| cache.lru().touch(f));
+                cache.stats.observe_read(
+                    self.id(),
+                    offset / PAGE,
+                    !missed,
+                    age,
+                    self.curve_counts(),
+                );
             }
             // The size again, now that the folios are uptodate (the
             // kernel's filemap_read): a truncate cuts the backing and sets

@@ -51,7 +51,7 @@ mod tests;
 
 use std::fmt;
 
-use crate::sync::{fence, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use crate::sync::{fence, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering, StatU16};
 
 pub(crate) use iobuf::EngineReads;
 pub use lock::WaitUnlocked;
@@ -129,6 +129,9 @@ pub struct Folio {
     lru_prev: AtomicU32,
     lru_next: AtomicU32,
     order: AtomicU8,
+    /// The clock's tick at its last read (`Mrc::now`): a hit's age, for
+    /// the miss-ratio curve. In the descriptor's padding.
+    stamp: StatU16,
     /// Pins of its bytes ([`crate::Pinned`]): while it is not zero, no
     /// writer writes them in place (the protocol: `filemap/pin.rs`).
     pins: AtomicU32,
@@ -152,6 +155,7 @@ impl Default for Folio {
             lru_prev: AtomicU32::new(u32::MAX),
             lru_next: AtomicU32::new(u32::MAX),
             order: AtomicU8::new(0),
+            stamp: StatU16::new(0),
             pins: AtomicU32::new(0),
             #[cfg(loom)]
             wakeups: AtomicU32::new(0),
@@ -302,6 +306,19 @@ impl Folio {
     /// Clears `flag`; returns all the flags as they were before.
     pub(crate) fn fetch_clear(&self, flag: FolioFlags) -> FolioFlags {
         FolioFlags::from_bits_retain(self.flags.fetch_and(!flag.bits(), Ordering::AcqRel))
+    }
+
+    /// A read at tick `now` of the miss-ratio curve's clock: the ticks
+    /// since the last one (wrapping), the stamp moved to `now`. Writes
+    /// only when the tick moved since (a hot folio's hits write nothing
+    /// shared within a tick).
+    #[inline]
+    pub(crate) fn touch(&self, now: u16) -> u16 {
+        let last = self.stamp.load(Ordering::Relaxed);
+        if last != now {
+            self.stamp.store(now, Ordering::Relaxed);
+        }
+        now.wrapping_sub(last)
     }
 
     /// Sets `flag` only if it is clear: a hit that finds it set writes

@@ -227,22 +227,12 @@ impl Sim {
 }
 
 /// A sampled key: its slot in each simulation (its own while the slot
-/// holds the key), and its reads since it entered the map that the
-/// simulation of 1x hit (`t`), and of those, the ones the 0.25x and 0.5x
-/// ones missed (`m`).
+/// holds the key), and the clock's tick at its last read (`Mrc::now`):
+/// its next read's age, binned as the cache's hits are (`mrc::age_bin`).
 #[derive(Clone, Copy)]
 struct Key {
     slots: [u32; SIMS],
-    t: u32,
-    m: [u32; SIMS - 1],
-}
-
-/// What a read added to the sums over keys of `t^2` and `m t` (the
-/// moments the curve weighs the sample's excess of hits by).
-#[derive(Clone, Copy, Default, Debug)]
-pub(crate) struct Moments {
-    pub(crate) tt: u64,
-    pub(crate) mt: [u64; SIMS - 1],
+    last: u16,
 }
 
 /// The miniature caches over one sample of keys.
@@ -265,14 +255,19 @@ impl Minis {
         }
     }
 
-    /// Reads key `h` in every simulation: whether each hit, and what the
-    /// read added to the moments.
-    pub(crate) fn access(&mut self, h: u64) -> ([bool; SIMS], Moments) {
-        let key = self.entries.entry(h).or_insert(Key {
-            slots: [NIL; SIMS],
-            t: 0,
-            m: [0; SIMS - 1],
-        });
+    /// Reads key `h` in every simulation at tick `now`: whether each hit,
+    /// and the ticks since the key's last read (none if new to the map).
+    pub(crate) fn access(&mut self, h: u64, now: u16) -> ([bool; SIMS], Option<u16>) {
+        let mut age = None;
+        let key = self
+            .entries
+            .entry(h)
+            .and_modify(|k| age = Some(now.wrapping_sub(k.last)))
+            .or_insert(Key {
+                slots: [NIL; SIMS],
+                last: now,
+            });
+        key.last = now;
         let mut hits = [false; SIMS];
         for ((sim, s), hit) in self
             .sims
@@ -289,17 +284,6 @@ impl Minis {
                 Held::Nothing => *s = sim.insert(h, None),
             }
         }
-        let mut moments = Moments::default();
-        if hits[SIMS - 1] {
-            let (t, t1) = (u64::from(key.t), u64::from(key.t) + 1);
-            key.t += 1;
-            moments.tt = t1 * t1 - t * t;
-            for ((m, mt), hit) in key.m.iter_mut().zip(&mut moments.mt).zip(hits) {
-                let before = u64::from(*m) * t;
-                *m += u32::from(!hit);
-                *mt = u64::from(*m) * t1 - before;
-            }
-        }
         if self.entries.len() > self.sweep_at {
             // (Amortised: at least `sweep_at / 2` new keys between two.)
             let sims = &self.sims;
@@ -309,7 +293,7 @@ impl Minis {
                     .any(|(sim, &s)| !matches!(sim.held(s, *h), Held::Nothing))
             });
         }
-        (hits, moments)
+        (hits, age)
     }
 }
 

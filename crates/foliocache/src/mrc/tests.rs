@@ -83,6 +83,22 @@ impl ModelLru {
     }
 }
 
+/// The cache's side of the ages: each key's stamp at the estimator's
+/// clock, as a folio's (`Folio::touch`).
+#[derive(Default)]
+struct Stamps(HashMap<u64, u16>);
+
+impl Stamps {
+    /// A read of `key` now: a hit counted by its age into `exact`.
+    fn read(&mut self, mrc: &Mrc, key: u64, hit: bool, exact: &mut Exact) {
+        let now = mrc.now();
+        let last = self.0.insert(key, now);
+        if let (true, Some(last)) = (hit, last) {
+            exact.aged[age_bin(now.wrapping_sub(last))] += 1;
+        }
+    }
+}
+
 /// Keys `0..n` under a zipf law of exponent `s` (inverse of the CDF).
 fn zipf(n: usize, s: f64, len: usize, rng: &mut ChaCha8Rng) -> Vec<u64> {
     let mut cdf = Vec::with_capacity(n);
@@ -147,7 +163,7 @@ fn full_policy(trace: &[u64], c: usize) -> [f64; mini::SIMS] {
     let mut minis = Minis::new(UP_TO_ONE.map(|r| (r * c as f64) as u32));
     let mut hits = [0u64; mini::SIMS];
     for &k in trace {
-        for (n, hit) in hits.iter_mut().zip(minis.access(key_hash(SEED, k)).0) {
+        for (n, hit) in hits.iter_mut().zip(minis.access(key_hash(SEED, k), 0).0) {
             *n += u64::from(hit);
         }
     }
@@ -181,13 +197,15 @@ fn predict_seeded(
     let mut model = ModelLru::new(c, budget);
     let mut full = Minis::new([1, 1, c as u32]);
     let mut exact = Exact::default();
+    let mut stamps = Stamps::default();
     for &k in trace {
         let mut hit = model.read(k);
         let h = key_hash(seed, k);
         if policy {
-            hit = full.access(h).0[2];
+            hit = full.access(h, 0).0[2];
             exact.hits += u64::from(hit);
             exact.misses += u64::from(!hit);
+            stamps.read(&mrc, k, hit, &mut exact);
         } else {
             exact = model.exact;
         }
@@ -259,11 +277,11 @@ fn dropping_keys_keeps_the_others_distances() {
 fn predicted_curve_tracks_exact_lru_with_shadows_for_every_eviction() {
     // 2048 pages, 1 key in 8 sampled (simulations of 64, 128 and 256
     // pages, as at a 16 MiB cache's 1 in 16): the larger sizes within 2
-    // points (shadows), the smaller within 4 (2.6 at this seed: the draw
-    // of keys is the noise).
+    // points (shadows), the smaller too (the hits' ages; 2.6 at this
+    // seed without them).
     let (below, above) = worst_errors(2048, 3, usize::MAX);
     assert!(above <= 0.02, "worst error above 1x {above:.3}");
-    assert!(below <= 0.04, "worst error below 1x {below:.3}");
+    assert!(below <= 0.02, "worst error below 1x {below:.3}");
 }
 
 #[test]
@@ -272,7 +290,71 @@ fn past_the_shadow_budget_the_sample_predicts_the_larger_sizes() {
     // on the sample.
     let (below, above) = worst_errors(2048, 3, 256);
     assert!(above <= 0.03, "worst error above 1x {above:.3}");
-    assert!(below <= 0.04, "worst error below 1x {below:.3}");
+    assert!(below <= 0.02, "worst error below 1x {below:.3}");
+}
+
+#[test]
+fn whichever_keys_are_drawn_the_smaller_sizes_stay_within_2_points() {
+    // A zipf whose ranks are spread over its file (as the bench lays
+    // them), so a run of 64 pages holds unlike keys and the strata do not
+    // help: 8 draws of keys, each within 2 points at 0.25x and 0.5x of
+    // the policy simulated over every key. (Without the hits' ages, 3 of
+    // these 8 draws were past 2 points at 0.25x, up to 2.7.)
+    let c = 2048;
+    let n = 4 * c as u64;
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let trace: Vec<u64> = zipf(4 * c, 0.8, 48 * c, &mut rng)
+        .into_iter()
+        .map(|r| r * 2_654_435_761 % n)
+        .collect();
+    let truth = full_policy(&trace, c);
+    for seed in 0..8 {
+        let curve = predict_seeded(&trace, c, 3, usize::MAX, true, 100 + seed);
+        for i in 0..2 {
+            let err = (curve.points[i].hit_ratio - truth[i]).abs();
+            eprintln!("draw {seed}, {}x: {err:.3}", CAPACITY_RATIOS[i]);
+            assert!(
+                err <= 0.02,
+                "draw {seed}, {}x: {err:.3}",
+                CAPACITY_RATIOS[i]
+            );
+        }
+    }
+}
+
+#[test]
+fn ages_fall_in_two_bins_an_octave() {
+    assert_eq!(age_bin(0), 0);
+    // 1 + ticks: 2 in the lower half of [2, 4), 3 in the upper.
+    assert_eq!(age_bin(1), 2);
+    assert_eq!(age_bin(2), 3);
+    assert_eq!(age_bin(3), 4);
+    assert_eq!(age_bin(1023), 20);
+    assert_eq!(age_bin(u16::MAX), AGE_BINS - 1);
+    let mut last = 0;
+    for t in 0..=u16::MAX {
+        let b = age_bin(t);
+        assert!(b >= last && b < AGE_BINS, "{t}: {b} after {last}");
+        last = b;
+    }
+}
+
+#[test]
+fn an_age_the_sample_lacks_takes_the_share_of_the_next_older() {
+    let mut aged = [0.0; AGE_BINS];
+    let (mut at_c, mut lost) = ([0.0; AGE_BINS], [0.0; AGE_BINS]);
+    // Young hits, none lost; hits at ages 5 and 6 of which the sample saw
+    // only age 6's, half lost; hits older than any the sample saw.
+    (aged[0], at_c[0]) = (10.0, 4.0);
+    (aged[5], aged[6]) = (10.0, 10.0);
+    (at_c[6], lost[6]) = (2.0, 1.0);
+    aged[9] = 10.0;
+    // Age 5 takes age 6's share, age 9 the oldest sampled (6).
+    let share = lost_share(&aged, &at_c, &lost);
+    assert!((share - 15.0 / 40.0).abs() < 1e-12, "{share}");
+    // No hit counted by age: the sample's own share.
+    let share = lost_share(&[0.0; AGE_BINS], &at_c, &lost);
+    assert!((share - 1.0 / 6.0).abs() < 1e-12, "{share}");
 }
 
 #[test]
@@ -320,7 +402,7 @@ fn a_scan_does_not_grow_the_simulations_map() {
     // read once leave at most twice the slots in the map.
     let mut minis = Minis::new([16, 32, 64]);
     for k in 0..1_000_000u64 {
-        assert_eq!(minis.access(key_hash(1, k)).0, [false; mini::SIMS]);
+        assert_eq!(minis.access(key_hash(1, k), 0).0, [false; mini::SIMS]);
         assert!(
             minis.keys() <= 2 * 2 * (16 + 32 + 64) + 1,
             "{}",
@@ -339,15 +421,15 @@ fn the_simulated_policy_keeps_a_hot_set_through_a_scan() {
     let mut minis = Minis::new([64, 64, 64]);
     for _ in 0..2 {
         for k in 0..32u64 {
-            minis.access(key_hash(1, k));
+            minis.access(key_hash(1, k), 0);
         }
     }
     let (mut hits, mut reads) = (0, 0);
     for i in 0..640u64 {
-        minis.access(key_hash(1, (1 << 20) | (2 * i)));
-        minis.access(key_hash(1, 1 << 20 | (2 * i + 1)));
+        minis.access(key_hash(1, (1 << 20) | (2 * i)), 0);
+        minis.access(key_hash(1, 1 << 20 | (2 * i + 1)), 0);
         reads += 1;
-        hits += u64::from(minis.access(key_hash(1, i % 32)).0[0]);
+        hits += u64::from(minis.access(key_hash(1, i % 32), 0).0[0]);
     }
     assert_eq!(hits, reads, "every hot read hit");
 }
@@ -363,9 +445,9 @@ fn a_refault_within_the_active_list_comes_back_active() {
     let h = |k: u64| key_hash(1, k);
     let (a, b, x, y, z) = (1, 2, 3, 4, 5);
     for k in [a, a, b, b, x, y, z, x, 100, 101, 102] {
-        minis.access(h(k));
+        minis.access(h(k), 0);
     }
-    assert_eq!(minis.access(h(x)).0, [true; mini::SIMS]);
+    assert_eq!(minis.access(h(x), 0).0, [true; mini::SIMS]);
 }
 
 #[test]
@@ -467,10 +549,12 @@ fn study_curve(
     mrc.configure(c as u64, [shift, stack_shift], c / 2, u64::MAX);
     let mut model = ModelLru::new(c, 0);
     let mut exact = Exact::default();
+    let mut stamps = Stamps::default();
     for (&k, &policy_hit) in trace.iter().zip(full_hits) {
         let lru_hit = model.read(k);
         exact.hits += u64::from(policy_hit);
         exact.misses += u64::from(!policy_hit);
+        stamps.read(&mrc, k, policy_hit, &mut exact);
         let h = hash(seed, k);
         if mrc.sampled(h) {
             // The stack is told the LRU's miss (above 1x is checked
@@ -506,7 +590,7 @@ fn spread_over_draws() {
         let mut minis = Minis::new([1, 1, c as u32]);
         let full_hits: Vec<bool> = trace
             .iter()
-            .map(|&k| minis.access(key_hash(SEED, k)).0[2])
+            .map(|&k| minis.access(key_hash(SEED, k), 0).0[2])
             .collect();
         for (hname, hash) in hashes {
             let (mut worst, mut sq) = ([0.0f64; 4], [0.0f64; 4]);
