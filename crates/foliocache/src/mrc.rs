@@ -19,7 +19,8 @@
 //!   predicted(r) for r < 1 = measured - (hits x lost(r) - found(r)) / reads
 //!
 //!   shadow gain(r):  refaults at distance <= (r - 1) x capacity, over reads
-//!   sampled gain(r): stack-sampled misses at LRU stack distance < r x capacity
+//!   sampled gain(r): the cache's misses x the share of the stack's sampled
+//!                    misses at LRU stack distance < r x capacity, over reads
 //!   lost(r):         sum over ages a of  hits(a) / hits
 //!                                      x sim lost(r, a) / sim hits(C, a)
 //!   hits(a):         the cache's hits at age a (exact: every hit's bin)
@@ -77,7 +78,11 @@
 //! since its key's last read, scaled by the rate. When it holds more keys
 //! than its bound (half a key per page of capacity), its threshold halves
 //! and the keys above it go (SHARDS's fixed-size variant), each sample
-//! weighted by the inverse of the rate it was taken at.
+//! weighted by the inverse of the rate it was taken at. The sample says
+//! only which share of its misses a larger cache would have hit; the
+//! cache's own count of misses says how many there were (a ratio: a draw
+//! of keys that read more or less than their share moves both its
+//! counts, not the share).
 //!
 //! **The shadows** are exact where they exist: every refault is counted
 //! (on the miss path, under the LRU lock it already holds). Where they ran
@@ -304,7 +309,9 @@ struct Sampled {
     /// Reads the simulations of 0.25 C and 0.5 C hit and that of C
     /// missed.
     found: [f64; 2],
-    /// Misses of the stack's sample at a stack distance under 2 C and 4 C.
+    /// Misses of the stack's sample, and those at a stack distance under
+    /// 2 C and 4 C.
+    missed: f64,
     gained: [f64; 2],
     /// Reads sampled (unweighted).
     count: u64,
@@ -319,6 +326,9 @@ struct Read {
     hits: [bool; mini::SIMS],
     /// Its age's bin, if its key was read before.
     bin: Option<usize>,
+    /// A miss of the stack's sample (its weight), and whether a cache of
+    /// 2 C and 4 C would have hit it (the same).
+    missed: f64,
     gained: [f64; 2],
 }
 
@@ -337,6 +347,7 @@ impl Sampled {
             }
             self.gained[i] += r.gained[i];
         }
+        self.missed += r.missed;
         self.count += 1;
     }
 
@@ -349,6 +360,7 @@ impl Sampled {
                 sub(&self.lost[1], &o.lost[1]),
             ],
             found: [self.found[0] - o.found[0], self.found[1] - o.found[1]],
+            missed: self.missed - o.missed,
             gained: [self.gained[0] - o.gained[0], self.gained[1] - o.gained[1]],
             count: self.count - o.count,
         }
@@ -674,11 +686,24 @@ fn compute(own: &Window, cache: &Window, c: u64, exact: Exact) -> HitRatioCurve 
         curve.points[i].hit_ratio = (measured - lost.max(0.0) / reads as f64).clamp(0.0, 1.0);
         // Above: the gains of the shadows or of the stack, the larger.
         let shadow = exact.refault_gains[i].wrapping_sub(base.exact.refault_gains[i]);
-        let gain = (shadow as f64 / reads as f64).max(s.gained[i] / reads as f64);
+        let gain = (shadow as f64).max(sampled_gain(s.gained[i], s.missed, reads - hits));
+        let gain = gain / reads as f64;
         curve.points[3 + i].hit_ratio = (measured + gain).clamp(0.0, 1.0);
     }
     curve.points[2].hit_ratio = measured;
     curve
+}
+
+/// The misses a larger cache would have hit, from the stack's sample:
+/// the cache's `misses` (exact) times the share of the sample's (`missed`)
+/// that it would have hit (`gained`), a ratio whose key-draw noise the
+/// two share. Nothing where the sample missed nothing.
+fn sampled_gain(gained: f64, missed: f64, misses: u64) -> f64 {
+    if missed > 0.0 {
+        misses as f64 * gained / missed
+    } else {
+        0.0
+    }
 }
 
 /// The share of the cache's hits a smaller cache would have lost,
@@ -726,6 +751,7 @@ impl State {
             weight: (1u64 << self.shift) as f64,
             hits,
             bin: age.map(age_bin),
+            missed: 0.0,
             gained: [0.0; 2],
         };
         if h > u64::MAX >> self.stack_shift {
@@ -734,6 +760,7 @@ impl State {
         let w = (1u64 << self.stack_shift) as f64;
         let d = self.stack.access(h).map(|d| d as f64 * w);
         if !hit {
+            read.missed = w;
             let c = self.capacity as f64;
             for (gained, r) in read.gained.iter_mut().zip(LARGER) {
                 if d.is_some_and(|d| d < r * c) {
