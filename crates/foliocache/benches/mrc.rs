@@ -1,9 +1,10 @@
 //! What the miss-ratio curve's estimator (`mrc.rs`, docs/design.md "How
 //! big should the cache be") adds to a read: `estimator`, a loop over
 //! page reads, each a 4 KiB copy out of a 256 KiB buffer (the least a hit
-//! does) shown to the estimator as a hit does (`Stats::observe_read`: the
-//! key's hash and the gate on every read; the simulations and the stack
-//! on the sampled ones), against `bare`, the same loop without the
+//! does) shown to the estimator as a hit does (its page's stamp touched
+//! and its age's bin counted, `Stats::observe_read`: the key's hash and
+//! the gate on every read; the simulations and the stack on the sampled
+//! ones), against `bare`, the same loop without the
 //! estimator, side by side in one run. A cache of 16 MiB
 //! (4,096 pages: the rate is 1 in 16, the highest) and of 1 GiB (1 in
 //! 64), reads uniform over four times the capacity in pages.

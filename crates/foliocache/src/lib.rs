@@ -254,8 +254,8 @@ pub mod internals {
     }
     /// An async job's end and a task's wait for it (the loom models).
     pub use crate::future::job::{Done as AsyncDone, Wait as AsyncWait};
-    pub use crate::mrc::Probe as MrcProbe;
     pub use crate::readahead::Insert;
+    pub use crate::stats::Probe as MrcProbe;
     /// The shared cache's crash points.
     pub mod shared_crash {
         pub use crate::shared::crash::{die_at, steps};

@@ -203,29 +203,17 @@ impl HitRatioCurve {
     }
 }
 
-/// The estimator alone, as a read meets it (`Stats::observe_read`): for
-/// the benches (`internals`).
-#[cfg(feature = "internals")]
-pub struct Probe(Mrc);
-
-#[cfg(feature = "internals")]
-impl Probe {
-    /// An estimator for a cache of `pages` pages.
-    pub fn new(pages: u64) -> Probe {
-        let mrc = Mrc::default();
-        mrc.set_capacity(pages);
-        Probe(mrc)
+/// A read at tick `now` of the thing whose stamp is `stamp` (a folio's:
+/// `Folio::touch`): the ticks since its last read (wrapping), the stamp
+/// moved to `now`. Stores only when the tick moved since, so the hits of
+/// a hot folio within a tick write nothing.
+#[inline]
+pub(crate) fn touch(stamp: &StatU16, now: u16) -> u16 {
+    let last = stamp.load(Ordering::Relaxed);
+    if last != now {
+        stamp.store(now, Ordering::Relaxed);
     }
-
-    /// What a read of page `index` of mapping `id` costs the estimator:
-    /// the key's hash and the gate, and the sample's work if it is in it.
-    #[inline]
-    pub fn read(&self, id: usize, index: u64, hit: bool) {
-        let h = key_hash(id, index);
-        if self.0.sampled(h) {
-            self.0.sample(h, hit, Exact::default, None);
-        }
-    }
+    now.wrapping_sub(last)
 }
 
 /// Pages in one stratum of the sample: a run of a mapping's pages that

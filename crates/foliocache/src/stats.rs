@@ -195,26 +195,25 @@ pub(crate) struct Stats {
 }
 
 impl Stats {
+    /// Counts a hit, and for the miss-ratio curve its age in ticks since
+    /// its folio's last read (`Folio::touch`), the cache's and its file's
+    /// if kept (`file`): one lookup of the thread's shard for both counts.
+    #[inline]
+    pub(crate) fn count_hit(&self, age: u16, file: Option<&FileCounts>) {
+        let (i, owned) = shard::current();
+        bump(&self.hits.shards[i].0, owned, 1);
+        self.aged.add_at(i, owned, age);
+        if let Some(f) = file {
+            f.aged.add_at(i, owned, age);
+        }
+    }
+
     /// Shows a read of page `index` of mapping `id` (a hit or not) to the
     /// miss-ratio curve's sample: a hash and a compare unless the key is
-    /// sampled (`mrc.rs`); counts a hit by its age, in ticks since its
-    /// folio's last read (`age`: `Folio::touch`), and both for its file's
-    /// own curve, if kept (`file`).
+    /// sampled (`mrc.rs`); and counts it for its file's own curve, if
+    /// kept (`file`).
     #[inline]
-    pub(crate) fn observe_read(
-        &self,
-        id: usize,
-        index: u64,
-        hit: bool,
-        age: Option<u16>,
-        file: Option<&FileCounts>,
-    ) {
-        if let Some(ticks) = age.filter(|_| hit) {
-            self.aged.add(ticks);
-            if let Some(f) = file {
-                f.aged.add(ticks);
-            }
-        }
+    pub(crate) fn observe_read(&self, id: usize, index: u64, hit: bool, file: Option<&FileCounts>) {
         if let Some(f) = file {
             f.reads[usize::from(!hit)].add(1);
         }
@@ -260,6 +259,43 @@ impl Stats {
     /// (`File::hit_ratio_curve`).
     pub(crate) fn file_hit_ratio_curve(&self, counts: &FileCounts) -> HitRatioCurve {
         self.mrc.file_curve(counts)
+    }
+}
+
+/// The estimator as a hit meets it (its folio's stamp touched, then
+/// [`Stats::observe_read`]): for the benches (`internals`).
+#[cfg(feature = "internals")]
+pub struct Probe {
+    stats: Stats,
+    /// A stamp a page of four times the capacity (the bench's keys).
+    stamps: Box<[crate::sync::StatU16]>,
+}
+
+#[cfg(feature = "internals")]
+impl Probe {
+    /// An estimator for a cache of `pages` pages.
+    pub fn new(pages: u64) -> Probe {
+        let stats = Stats::default();
+        stats.mrc.set_capacity(pages);
+        Probe {
+            stats,
+            stamps: (0..4 * pages.max(1))
+                .map(|_| crate::sync::StatU16::new(0))
+                .collect(),
+        }
+    }
+
+    /// What a read of page `index` of mapping `id` costs the estimator:
+    /// the stamp's touch, the hit's age counted, the key's hash and the
+    /// gate, and the sample's work if it is in it.
+    #[inline]
+    pub fn read(&self, id: usize, index: u64, hit: bool) {
+        let stamp = &self.stamps[(index % self.stamps.len() as u64) as usize];
+        let age = mrc::touch(stamp, self.stats.mrc.now());
+        if hit {
+            self.stats.count_hit(age, None);
+        }
+        self.stats.observe_read(id, index, hit, None);
     }
 }
 
@@ -332,10 +368,9 @@ impl Default for AgeCounts {
 }
 
 impl AgeCounts {
-    /// Counts a hit of age `ticks`.
+    /// Counts a hit of age `ticks` in shard `i` (`shard::current`).
     #[inline]
-    pub(crate) fn add(&self, ticks: u16) {
-        let (i, owned) = shard::current();
+    fn add_at(&self, i: usize, owned: bool, ticks: u16) {
         bump(&self.shards[i].0[mrc::age_bin(ticks)], owned, 1);
     }
 

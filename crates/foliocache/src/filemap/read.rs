@@ -76,14 +76,11 @@ impl Mapping {
                 let n = (end - offset) as usize;
                 self.copy_out(&f, (offset - start) as usize, &mut buf[..n]);
                 if !started {
-                    cache.stats.hits.add(1);
-                    cache.stats.observe_read(
-                        self.id(),
-                        offset / PAGE,
-                        true,
-                        Some(age),
-                        self.curve_counts(),
-                    );
+                    let file = self.curve_counts();
+                    cache.stats.count_hit(age, file);
+                    cache
+                        .stats
+                        .observe_read(self.id(), offset / PAGE, true, file);
                 }
                 return Ok(n);
             }
@@ -140,20 +137,17 @@ impl Mapping {
                     break;
                 }
             };
+            // The read's first page, for the miss-ratio curve (a hit's
+            // age: its folio's, the batch's first, counted with the hit).
+            let mut first_age = None;
             if copied == 0 && !started {
-                // The read's first page, for the miss-ratio curve (a hit's
-                // age: its folio's first in the batch).
-                let age = batch
+                first_age = batch
                     .first()
                     .filter(|_| !missed)
                     .map(|f| cache.lru().touch(f));
-                cache.stats.observe_read(
-                    self.id(),
-                    offset / PAGE,
-                    !missed,
-                    age,
-                    self.curve_counts(),
-                );
+                cache
+                    .stats
+                    .observe_read(self.id(), offset / PAGE, !missed, self.curve_counts());
             }
             // The size again, now that the folios are uptodate (the
             // kernel's filemap_read): a truncate cuts the backing and sets
@@ -191,7 +185,10 @@ impl Mapping {
                 }
                 self.copy_out(&f, from, &mut buf[copied..copied + n]);
                 if !missed && !started {
-                    cache.stats.hits.add(1);
+                    match first_age.take() {
+                        Some(age) => cache.stats.count_hit(age, self.curve_counts()),
+                        None => cache.stats.hits.add(1),
+                    }
                 }
                 // Dropped once read through to its end (or to end of file):
                 // a stream reading a large folio in pieces keeps it until

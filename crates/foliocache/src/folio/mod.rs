@@ -309,16 +309,10 @@ impl Folio {
     }
 
     /// A read at tick `now` of the miss-ratio curve's clock: the ticks
-    /// since the last one (wrapping), the stamp moved to `now`. Writes
-    /// only when the tick moved since (a hot folio's hits write nothing
-    /// shared within a tick).
+    /// since the last one (`mrc::touch`).
     #[inline]
     pub(crate) fn touch(&self, now: u16) -> u16 {
-        let last = self.stamp.load(Ordering::Relaxed);
-        if last != now {
-            self.stamp.store(now, Ordering::Relaxed);
-        }
-        now.wrapping_sub(last)
+        crate::mrc::touch(&self.stamp, now)
     }
 
     /// Sets `flag` only if it is clear: a hit that finds it set writes
