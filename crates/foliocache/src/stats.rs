@@ -263,7 +263,7 @@ impl Stats {
 }
 
 /// The estimator as a hit meets it (its folio's stamp touched, then
-/// [`Stats::observe_read`]): for the benches (`internals`).
+/// `Stats::observe_read`): for the benches (`internals`).
 #[cfg(feature = "internals")]
 pub struct Probe {
     stats: Stats,
