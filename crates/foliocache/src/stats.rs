@@ -109,12 +109,17 @@ mod shard {
     }
 }
 
+/// One `T` a shard, owned and shared.
+fn per_shard<T: Default>() -> Box<[T]> {
+    (0..OWNED_SHARDS + SHARED_SHARDS)
+        .map(|_| T::default())
+        .collect()
+}
+
 impl Default for ShardedCounter {
     fn default() -> Self {
         ShardedCounter {
-            shards: (0..OWNED_SHARDS + SHARED_SHARDS)
-                .map(|_| Padded::default())
-                .collect(),
+            shards: per_shard(),
         }
     }
 }
@@ -360,9 +365,7 @@ struct AgeShard([StatU64; AGE_BINS]);
 impl Default for AgeCounts {
     fn default() -> Self {
         AgeCounts {
-            shards: (0..OWNED_SHARDS + SHARED_SHARDS)
-                .map(|_| AgeShard::default())
-                .collect(),
+            shards: per_shard(),
         }
     }
 }
