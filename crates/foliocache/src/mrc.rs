@@ -654,7 +654,8 @@ fn compute(own: &Window, cache: &Window, c: u64, exact: Exact) -> HitRatioCurve 
     let s = own.now.minus(&base.sampled);
     let all = cache.now.minus(&cache.prev_start.sampled);
     let hits = exact.hits.wrapping_sub(base.exact.hits);
-    let reads = hits.wrapping_add(exact.misses.wrapping_sub(base.exact.misses));
+    let misses = exact.misses.wrapping_sub(base.exact.misses);
+    let reads = hits.wrapping_add(misses);
     let mut curve = HitRatioCurve {
         accesses: reads,
         sampled: s.count,
@@ -674,7 +675,7 @@ fn compute(own: &Window, cache: &Window, c: u64, exact: Exact) -> HitRatioCurve 
         curve.points[i].hit_ratio = (measured - lost.max(0.0) / reads as f64).clamp(0.0, 1.0);
         // Above: the gains of the shadows or of the stack, the larger.
         let shadow = exact.refault_gains[i].wrapping_sub(base.exact.refault_gains[i]);
-        let gain = (shadow as f64).max(sampled_gain(s.gained[i], s.missed, reads - hits));
+        let gain = (shadow as f64).max(sampled_gain(s.gained[i], s.missed, misses));
         let gain = gain / reads as f64;
         curve.points[3 + i].hit_ratio = (measured + gain).clamp(0.0, 1.0);
     }
