@@ -452,7 +452,10 @@ struct State {
     to_tick: u64,
     stack: Stack,
     minis: Minis,
-    window: Window,
+    /// On the heap: its counts by age are 3 KiB, which the cache's
+    /// construction would otherwise carry on the stack (a loom model's
+    /// threads have 32 KiB).
+    window: Box<Window>,
     /// The files whose own curves are kept, by their counts' address.
     files: HashMap<usize, Tracked>,
 }
@@ -475,7 +478,7 @@ impl Default for Mrc {
                 to_tick: 1,
                 stack: Stack::default(),
                 minis: Minis::new([1; mini::SIMS]),
-                window: Window::default(),
+                window: Box::default(),
                 files: HashMap::new(),
             }),
         }
