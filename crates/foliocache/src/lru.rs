@@ -219,10 +219,23 @@ impl Lruv<'_> {
         self.touch(f)
     }
 
+    /// A read of `f`: [`mark_accessed`](Self::mark_accessed), unless it
+    /// goes on where this thread's previous read in the folio ended
+    /// (`continued`: not a new access), which only ages it. Returns the
+    /// read's age.
+    #[inline]
+    pub(crate) fn read_access(&self, f: &Folio, flags: FolioFlags, continued: bool) -> u16 {
+        if continued {
+            self.touch(f)
+        } else {
+            self.mark_accessed(f, flags)
+        }
+    }
+
     /// A read of `f` now, for the miss-ratio curve: its age, in ticks of
     /// the curve's clock since its last read (`Folio::touch`).
     #[inline]
-    pub(crate) fn touch(&self, f: &Folio) -> u16 {
+    fn touch(&self, f: &Folio) -> u16 {
         f.touch(self.stats.mrc.now())
     }
 

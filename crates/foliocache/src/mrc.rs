@@ -447,9 +447,9 @@ struct State {
     max_keys: usize,
     /// Reads an epoch counts.
     epoch_len: u64,
-    /// Sampled reads a tick of the clock lasts, and those left of this one.
+    /// Sampled reads a tick of the clock lasts (the clock is the window's
+    /// count of sampled reads over it).
     tick_len: u64,
-    to_tick: u64,
     stack: Stack,
     minis: Minis,
     /// On the heap: its counts by age are 3 KiB, which the cache's
@@ -475,7 +475,6 @@ impl Default for Mrc {
                 max_keys: MIN_KEYS,
                 epoch_len: MIN_EPOCH,
                 tick_len: 1,
-                to_tick: 1,
                 stack: Stack::default(),
                 minis: Minis::new([1; mini::SIMS]),
                 window: Box::default(),
@@ -516,7 +515,6 @@ impl Mrc {
         st.epoch_len = epoch_len;
         self.pages.store(pages, Ordering::Relaxed);
         st.tick_len = ((pages / TICK_CAPACITY_SHARE) >> shift).max(1);
-        st.to_tick = st.tick_len;
         self.gate.threshold.store(
             if pages == 0 { 0 } else { u64::MAX >> shift },
             Ordering::Relaxed,
@@ -568,15 +566,15 @@ impl Mrc {
             return;
         }
         let read = st.record(h, hit, self.now());
-        st.to_tick -= 1;
-        if st.to_tick == 0 {
-            // (The only writer: under the lock.)
-            st.to_tick = st.tick_len;
+        st.window.now.add(&read);
+        let count = st.window.now.count;
+        if count % st.tick_len == 0 {
+            // The sampled reads so far, in ticks (wrapping at 2^16; the
+            // only writer: under the lock).
             self.gate
                 .clock
-                .store(self.now().wrapping_add(1), Ordering::Relaxed);
+                .store((count / st.tick_len) as u16, Ordering::Relaxed);
         }
-        st.window.now.add(&read);
         if let Some(t) = file.and_then(|id| st.files.get_mut(&id)) {
             t.window.now.add(&read);
         }

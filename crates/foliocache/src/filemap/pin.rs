@@ -270,9 +270,9 @@ impl Mapping {
             return Err(Busy(true));
         }
         if count {
-            if !(sequential && offset > start) {
-                cache.lru().mark_accessed(&f, ff);
-            }
+            cache
+                .lru()
+                .read_access(&f, ff, sequential && offset > start);
             cache.stats.hits.add(1);
         }
         Ok(Pinned {

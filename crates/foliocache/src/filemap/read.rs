@@ -68,11 +68,9 @@ impl Mapping {
             if serves_hit(&f, ff, end) {
                 // A read that goes on in the folio where this thread's
                 // previous read ended is not a new access.
-                let age = if sequential && offset > start {
-                    cache.lru().touch(&f)
-                } else {
-                    cache.lru().mark_accessed(&f, ff)
-                };
+                let age = cache
+                    .lru()
+                    .read_access(&f, ff, sequential && offset > start);
                 let n = (end - offset) as usize;
                 self.copy_out(&f, (offset - start) as usize, &mut buf[..n]);
                 if !started {
@@ -137,14 +135,9 @@ impl Mapping {
                     break;
                 }
             };
-            // The read's first page, for the miss-ratio curve (a hit's
-            // age: its folio's, the batch's first, counted with the hit).
-            let mut first_age = None;
             if copied == 0 && !started {
-                first_age = batch
-                    .first()
-                    .filter(|_| !missed)
-                    .map(|f| cache.lru().touch(f));
+                // The read's first page, for the miss-ratio curve (a hit's
+                // age is counted with it below).
                 cache
                     .stats
                     .observe_read(self.id(), offset / PAGE, !missed, self.curve_counts());
@@ -180,14 +173,17 @@ impl Mapping {
                     f.test_and_clear(FolioFlags::DROPBEHIND);
                     ff = f.flags();
                 }
-                if !(copied == 0 && sequential && offset > start) {
-                    cache.lru().mark_accessed(&f, ff);
-                }
+                let age =
+                    cache
+                        .lru()
+                        .read_access(&f, ff, copied == 0 && sequential && offset > start);
                 self.copy_out(&f, from, &mut buf[copied..copied + n]);
                 if !missed && !started {
-                    match first_age.take() {
-                        Some(age) => cache.stats.count_hit(age, self.curve_counts()),
-                        None => cache.stats.hits.add(1),
+                    // The read's first folio counts with its age.
+                    if copied == 0 {
+                        cache.stats.count_hit(age, self.curve_counts());
+                    } else {
+                        cache.stats.hits.add(1);
                     }
                 }
                 // Dropped once read through to its end (or to end of file):
