@@ -17,7 +17,11 @@ use anyhow::{Context, Result};
 const GUARD_VAR: &str = "FOLIOCACHE_PRELOAD_GUARD";
 
 /// The interposer's variable naming the shared cache's memory file.
-const SHARED_VAR: &str = "FOLIOCACHE_PRELOAD_SHARED";
+pub(crate) const SHARED_VAR: &str = "FOLIOCACHE_PRELOAD_SHARED";
+
+/// The interposer's variable that makes that cache one its processes
+/// join at their first fork.
+pub(crate) const AT_FORK_VAR: &str = "FOLIOCACHE_PRELOAD_SHARED_AT_FORK";
 
 /// The signals forwarded to the program (and `SIGCHLD`, its end).
 const WATCHED: [libc::c_int; 7] = [
@@ -65,14 +69,29 @@ pub(crate) fn wait_for(sigs: &[libc::c_int]) -> libc::c_int {
 /// Runs `cmd` (the program under the interposer) as its guardian; ends
 /// this process as the program ended. Returns only on an error before the
 /// program started.
-pub fn run_guarded(mut cmd: Command, program: &Path) -> Result<()> {
+///
+/// With `group`, a cache of that many bytes the program's processes join
+/// at their first fork (docs/preload.md, "Processes"): until one forks,
+/// each serves from a cache of its own, which this process guards; from
+/// then on they share the group's, which this process holds as
+/// [`run_shared`] does, making its pages 2 MiB pages only once a process
+/// joined it.
+pub fn run_guarded(mut cmd: Command, program: &Path, group: Option<u64>) -> Result<()> {
     let segment = foliocache::Guardian::memory_file()
         .context("making the guardian's memory file (`--no-guardian` runs without one)")?;
     cmd.env(
         GUARD_VAR,
         std::os::fd::AsRawFd::as_raw_fd(&segment).to_string(),
     );
-    let status = supervise(cmd, program)?;
+    let status = match group {
+        Some(capacity) => {
+            let cache = foliocache::SharedCache::new_deferred(capacity)
+                .context("making the group's memory file")?;
+            cmd.env(AT_FORK_VAR, "1");
+            run_in(cmd, program, &cache, true, None, None)?
+        }
+        None => supervise(cmd, program)?,
+    };
     // (What it writes, it says on stderr.)
     foliocache::Guardian::write_back(segment.as_fd());
     drop(segment);
@@ -101,7 +120,8 @@ pub fn run_shared(
 ) -> Result<()> {
     let cache =
         foliocache::SharedCache::new(capacity).context("making the shared cache's memory file")?;
-    run_in(cmd, program, &cache, true, state, metrics)
+    let status = run_in(cmd, program, &cache, true, state, metrics)?;
+    end_as(status)
 }
 
 /// Runs `cmd` with its processes attached to the cache hosted as `name`
@@ -118,14 +138,17 @@ pub fn run_attached(
 ) -> Result<()> {
     let cache = foliocache::SharedCache::attach_named(name)
         .with_context(|| format!("--cache {name}: attaching"))?;
-    run_in(cmd, program, &cache, false, None, metrics)
+    let status = run_in(cmd, program, &cache, false, None, metrics)?;
+    end_as(status)
 }
 
-/// [`run_shared`] and [`run_attached`]: `own` if this process holds the
-/// cache (it runs the flusher and writes back at the end, and with
-/// `state` warm-starts the cache from it and saves it then); with
-/// `metrics`, it serves the group's figures there while the program runs
-/// (the program's processes serve none of their own).
+/// [`run_shared`], [`run_attached`] and [`run_guarded`]'s group: `own` if
+/// this process holds the cache (it runs the flusher and writes back at
+/// the end, and with `state` warm-starts the cache from it and saves it
+/// then; a cache made deferred, `SharedCache::new_deferred`, is made 2
+/// MiB pages once a process joins it); with `metrics`, it serves the
+/// group's figures there while the program runs (the program's processes
+/// serve none of their own). Returns how the program ended.
 fn run_in(
     mut cmd: Command,
     program: &Path,
@@ -133,7 +156,7 @@ fn run_in(
     own: bool,
     state: Option<&Path>,
     metrics: Option<SocketAddr>,
-) -> Result<()> {
+) -> Result<ExitStatus> {
     cmd.env(
         SHARED_VAR,
         format!(
@@ -159,7 +182,15 @@ fn run_in(
                 .with_context(|| format!("--metrics {addr}: cannot serve the metrics there"))
         })
         .transpose()?;
-    let status = supervise(cmd, program)?;
+    let ended = std::sync::atomic::AtomicBool::new(false);
+    let status = std::thread::scope(|scope| {
+        if own {
+            scope.spawn(|| huge_pages_once_joined(cache, &ended));
+        }
+        let status = supervise(cmd, program);
+        ended.store(true, std::sync::atomic::Ordering::Relaxed);
+        status
+    })?;
     drop(metrics);
     drop(flusher);
     if own || cache.stats().processes == 0 {
@@ -179,7 +210,24 @@ fn run_in(
             );
         }
     }
-    end_as(status)
+    Ok(status)
+}
+
+/// How often [`huge_pages_once_joined`] looks.
+const JOINED_POLL: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Makes the cache's pages 2 MiB pages once a process of the group joined
+/// it (a cache made by `SharedCache::new` is joined from the start, and
+/// its collapse started already: this returns at once), or returns when
+/// the program has `ended`.
+fn huge_pages_once_joined(cache: &foliocache::SharedCache, ended: &std::sync::atomic::AtomicBool) {
+    while !ended.load(std::sync::atomic::Ordering::Relaxed) {
+        if cache.joined() {
+            cache.start_huge_pages();
+            return;
+        }
+        std::thread::sleep(JOINED_POLL);
+    }
 }
 
 /// Starts `cmd`, forwards the signals sent to this process to it until

@@ -201,6 +201,8 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let mut cmd = preloaded(args)?;
     preflight(args)?;
     let program = args.command.first().map_or(Path::new(""), Path::new);
+    // Set below where it applies; never inherited.
+    cmd.env_remove(crate::guard::AT_FORK_VAR);
     if args.cache.is_some() || args.shared {
         // The group's figures are served by this process, which holds
         // the cache, not by each of the program's.
@@ -221,8 +223,16 @@ pub fn run(args: &RunArgs) -> Result<()> {
         return crate::guard::run_shared(cmd, program, capacity, args.metrics, state.as_deref());
     }
     if !args.no_guardian {
-        return crate::guard::run_guarded(cmd, program);
+        // The program's processes join one cache at their first fork,
+        // unless each serves its own figures (`--metrics`: the program's
+        // process serves its own cache's).
+        let group = args
+            .metrics
+            .is_none()
+            .then(|| args.capacity.filter(|&c| c > 0).unwrap_or(SHARED_DEFAULT));
+        return crate::guard::run_guarded(cmd, program, group);
     }
+    cmd.env_remove(crate::guard::SHARED_VAR);
     cmd.env(GUARDIAN_VAR, "off");
     let e = cmd.exec();
     Err(e).with_context(|| format!("running {}", program.display()))

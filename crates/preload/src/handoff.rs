@@ -13,7 +13,7 @@ use libc::{off_t, pid_t, FILE};
 use crate::real::real;
 use crate::state::{
     hand_all_for_exec, hand_all_to_kernel, hand_path, hand_stream, hand_to_kernel, lookup,
-    mapping_plain, prepare_fork, release_stream, take_stream, write_back_all,
+    mapping_plain, prepare_fork, release_stream, spawning, take_stream,
 };
 
 /// `mmap(2)`: a mapping of a served file hands the file to the kernel
@@ -221,7 +221,7 @@ variadic_execs! {
     execlp => foliocache_preload_execlp;
 }
 
-crate::after! { write_back_all() =>
+crate::after! { spawning() =>
     /// `posix_spawn(3)`: the data written back (and synced) and positions
     /// set first, so the program it starts sees them; this process keeps
     /// its cache. (File actions and attributes as opaque pointers.)

@@ -29,8 +29,10 @@ use crate::through::on_cache_thread;
 pub(crate) use crate::through::{err, holding, inside, pass_through_for_good, passing_through};
 
 mod handed;
+mod join;
 use handed::{close_on_exec, handed_on_open, mark_group, Handed, HANDED, STREAM_FDS};
 pub(crate) use handed::{hand_stream, mapping_plain, release_stream, take_stream};
+pub(crate) use join::spawning;
 
 /// The environment variable naming the directories whose files the cache
 /// serves, `:`-separated.
@@ -48,6 +50,13 @@ pub const ENV_CAPACITY: &str = "FOLIOCACHE_PRELOAD_CAPACITY";
 /// name (or socket path) of a cache `foliocache cache serve` hosts, which
 /// each process attaches to by name (docs/preload.md, "Named caches").
 pub const ENV_SHARED: &str = "FOLIOCACHE_PRELOAD_SHARED";
+/// The environment variable that, set to anything but empty, makes
+/// [`ENV_SHARED`]'s cache one a process joins only when it makes another
+/// (`foliocache run` without `--shared`: docs/preload.md, "Processes"):
+/// until then it serves from a cache of its own; at its first `fork`,
+/// `posix_spawn`, `system` or `popen` it joins the group, and every
+/// process that starts after that is in the group from the start.
+pub const ENV_SHARED_AT_FORK: &str = "FOLIOCACHE_PRELOAD_SHARED_AT_FORK";
 
 /// The configuration, read from the environment once.
 struct Config {
@@ -57,6 +66,8 @@ struct Config {
     capacity: usize,
     /// The shared cache's memory file ([`ENV_SHARED`]).
     shared: Option<PathBuf>,
+    /// The group is joined at the first process made ([`ENV_SHARED_AT_FORK`]).
+    at_fork: bool,
 }
 
 /// The cache's capacity from [`ENV_CAPACITY`]'s text, parsed as every front
@@ -92,10 +103,13 @@ impl Config {
         let shared = std::env::var_os(ENV_SHARED)
             .filter(|v| !v.is_empty())
             .map(PathBuf::from);
+        let at_fork =
+            shared.is_some() && std::env::var_os(ENV_SHARED_AT_FORK).is_some_and(|v| !v.is_empty());
         Config {
             dirs,
             capacity,
             shared,
+            at_fork,
         }
     }
 }
@@ -120,7 +134,11 @@ pub(crate) fn configure() {
         // A process of a group attaches now, before `main`: a `stat` (from
         // a signal handler, say) then finds the group's cache with no
         // allocation, and a program that only stats its files sees the
-        // group's sizes.
+        // group's sizes. A process of a group joined at its first fork
+        // is in it from the start once a process joined it.
+        if config().at_fork {
+            join::if_joined(shared_cache());
+        }
         if in_group() {
             shared_cache();
         }
@@ -171,9 +189,21 @@ fn built_cache() -> Option<&'static Cache> {
 /// private cache, which would not see the group's writes).
 static SHARED: OnceLock<Option<SharedCache>> = OnceLock::new();
 
-/// Whether the process is one of a group sharing a cache ([`ENV_SHARED`]).
+/// Whether the process is one of a group sharing a cache ([`ENV_SHARED`];
+/// with [`ENV_SHARED_AT_FORK`], once it joined it: [`join::group`]).
 pub(crate) fn in_group() -> bool {
-    config().shared.is_some()
+    let c = config();
+    c.shared.is_some() && (!c.at_fork || join::JOINED.load(Ordering::Acquire))
+}
+
+/// The group's cache if the process is in a group and attached it (never
+/// attaching: for calls a signal handler may make).
+fn group_cache() -> Option<&'static SharedCache> {
+    if in_group() {
+        SHARED.get().and_then(Option::as_ref)
+    } else {
+        None
+    }
 }
 
 /// The group's shared cache, attached now if it was not yet.
@@ -307,7 +337,7 @@ pub(crate) fn report() {
     inside((), || {
         let pid = std::process::id();
         let opens = OPENS.load(Ordering::Relaxed);
-        let figures = match SHARED.get().and_then(Option::as_ref) {
+        let figures = match group_cache() {
             Some(sc) => {
                 let s = sc.stats();
                 format!(
@@ -653,6 +683,7 @@ pub(crate) fn adopt(fd: c_int, flags: c_int) {
             file.set_len(0)?;
         }
         key_bucket(key).fetch_add(1, Ordering::AcqRel);
+        let local = file.local().is_some();
         let desc = Desc {
             file: ManuallyDrop::new(file),
             key,
@@ -665,6 +696,11 @@ pub(crate) fn adopt(fd: c_int, flags: c_int) {
         };
         drop(TABLE.set(fd, Some(Arc::new(desc))));
         OPENS.fetch_add(1, Ordering::Relaxed);
+        if local && in_group() {
+            // The process joined its group meanwhile (another thread's
+            // fork), after handing its private files over: this one too.
+            join::hand_over(fd, key);
+        }
         Ok(())
     });
 }
@@ -708,7 +744,7 @@ pub(crate) fn hand_to_kernel(key: (u64, u64)) {
             }
             sync_position(*fd, desc);
         }
-        if let Some(sc) = shared_cache() {
+        if let Some(sc) = in_group().then(shared_cache).flatten() {
             sc.handed_to_kernel(key.0, key.1);
         }
         Ok(())
@@ -759,6 +795,7 @@ pub(crate) fn prepare_fork() {
     if passing_through() {
         return;
     }
+    join::group();
     if in_group() {
         inside((), || {
             for (fd, d) in &TABLE.descs() {
@@ -809,6 +846,10 @@ fn fork_locks(take: bool) {
                 // SAFETY: held (write) by this thread just above.
                 let map = unsafe { &*shard.data_ptr() };
                 for d in map.values() {
+                    // Once per description: duplicated fds share one.
+                    if forking.iter().any(|f| Arc::ptr_eq(f, d)) {
+                        continue;
+                    }
                     std::mem::forget(d.pos.lock());
                     forking.push(d.clone());
                 }
@@ -852,7 +893,7 @@ pub(crate) fn after_fork() -> bool {
 /// held by many, before the child exists, so that they stay the kernel's
 /// for the group when this process is gone.
 fn mark_inherited() {
-    let Some(sc) = SHARED.get().and_then(Option::as_ref) else {
+    let Some(sc) = group_cache() else {
         return;
     };
     inside((), || {
@@ -956,10 +997,7 @@ pub(crate) fn cached_size(key: (u64, u64)) -> Option<u64> {
     if let Some(desc) = desc_of(key) {
         return Some(inside(0, || desc.file.len()));
     }
-    SHARED
-        .get()
-        .and_then(Option::as_ref)
-        .and_then(|sc| sc.unsaved_len(key.0, key.1))
+    group_cache().and_then(|sc| sc.unsaved_len(key.0, key.1))
 }
 
 /// The path of a file the cache serves, and the file's key; `None` for
@@ -1026,7 +1064,7 @@ pub(crate) unsafe fn truncate_served(
     let (path, _) = unsafe { served_path(path) }?;
     Some(inside(-1, || {
         let len = u64::try_from(length).map_err(|_| err(libc::EINVAL))?;
-        if let Some(sc) = SHARED.get().and_then(Option::as_ref) {
+        if let Some(sc) = group_cache() {
             let file = std::fs::OpenOptions::new().write(true).open(path)?;
             sc.open(file)?.set_len(len)?;
             return Ok(0);

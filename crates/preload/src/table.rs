@@ -178,6 +178,50 @@ impl<T> Table<T> {
         })
     }
 
+    /// Replaces entries with every shard held, so that no lookup runs
+    /// meanwhile and no call can start on an entry: `swap` is called once
+    /// for each entry (at the first of its fds), with the number of the
+    /// table's fds that share it, and the new entry it returns, if any,
+    /// replaces it at every one of them. Returns the entries replaced (to
+    /// be dropped once the shards are let go).
+    pub(crate) fn swap_all(
+        &self,
+        mut swap: impl FnMut(c_int, &Arc<T>, usize) -> Option<Arc<T>>,
+    ) -> Vec<Arc<T>> {
+        holding(|| {
+            let mut shards: Vec<_> = self.shards.iter().map(RwLock::write).collect();
+            let mut fds_of: Vec<(*const T, usize)> = Vec::new();
+            for shard in &shards {
+                for d in shard.values() {
+                    match fds_of.iter_mut().find(|(p, _)| *p == Arc::as_ptr(d)) {
+                        Some((_, n)) => *n += 1,
+                        None => fds_of.push((Arc::as_ptr(d), 1)),
+                    }
+                }
+            }
+            let mut new_of: Vec<(*const T, Option<Arc<T>>)> = Vec::new();
+            let mut old = Vec::new();
+            for shard in &mut shards {
+                for (&fd, d) in shard.iter_mut() {
+                    let p = Arc::as_ptr(d);
+                    let new = match new_of.iter().find(|(q, _)| *q == p) {
+                        Some((_, new)) => new.clone(),
+                        None => {
+                            let fds = fds_of.iter().find(|(q, _)| *q == p).map_or(1, |e| e.1);
+                            let new = swap(fd, d, fds);
+                            new_of.push((p, new.clone()));
+                            new
+                        }
+                    };
+                    if let Some(new) = new {
+                        old.push(std::mem::replace(d, new));
+                    }
+                }
+            }
+            old
+        })
+    }
+
     /// Every entry, one fd for each description (called inside the
     /// library only).
     pub(crate) fn descs(&self) -> Vec<(c_int, Arc<T>)> {

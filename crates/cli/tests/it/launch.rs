@@ -308,11 +308,14 @@ fn run_refuses_what_mount_refuses_before_the_program_starts() {
     assert!(marker.exists(), "the program did not run: {err}");
 }
 
-/// `foliocache run --shared --capacity 16M --dir DIR -- PROGRAM...`, with
-/// `DIR` as the program's last argument; its output.
-fn run_shared_16m(dir: &Path, program: &[&str]) -> std::process::Output {
+/// `foliocache run [--shared] --capacity 16M --dir DIR -- PROGRAM...`,
+/// with `DIR` as the program's last argument; its output. Without
+/// `--shared` the program's processes join the group at their first fork.
+fn run_16m(dir: &Path, shared: bool, program: &[&str]) -> std::process::Output {
     Command::new(BIN)
-        .args(["run", "--shared", "--capacity", "16M", "--dir"])
+        .arg("run")
+        .args(shared.then_some("--shared"))
+        .args(["--no-state", "--capacity", "16M", "--dir"])
         .arg(dir)
         .arg("--")
         .args(program)
@@ -321,7 +324,7 @@ fn run_shared_16m(dir: &Path, program: &[&str]) -> std::process::Output {
         .expect("running foliocache run")
 }
 
-/// What the test program of [`run_shared_serves_a_process_tree_as_one_cache`]
+/// What the test program of [`run_serves_a_process_tree_as_one_cache`]
 /// runs: a parent that writes a file (nothing synced) and forks four
 /// workers; each reads the parent's bytes through its served fd and
 /// appends a record to a shared log (`O_APPEND`); the last kills itself
@@ -349,16 +352,25 @@ log = os.open(f"{d}/log", os.O_RDONLY)
 sys.stdout.write(os.read(log, 10000).decode())
 "#;
 
-/// `foliocache run --shared`: one cache for the program's process tree.
-/// Forked workers keep serving from it and read the parent's unsynced
-/// bytes; their appends land one after another in one file; what the
-/// worker killed after its write left unsaved, the launcher writes back;
-/// `sort -o` and a shell's later readers see each other's output.
+/// `foliocache run`, with `--shared` and without: one cache for the
+/// program's process tree. Forked workers keep serving from it and read
+/// the parent's unsynced bytes (without `--shared`: the parent's
+/// description, served by its own cache until the fork, moved into the
+/// group's at it); their appends land one after another in one file;
+/// what the worker killed after its write left unsaved, the launcher
+/// writes back; `sort -o` and a shell's later readers see each other's
+/// output.
 #[test]
-fn run_shared_serves_a_process_tree_as_one_cache() {
+fn run_serves_a_process_tree_as_one_cache() {
     build_library();
+    for shared in [true, false] {
+        a_process_tree_is_served_as_one_cache(shared);
+    }
+}
+
+fn a_process_tree_is_served_as_one_cache(shared: bool) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = run_shared_16m(dir.path(), &["python3", "-c", FORKED_WORKERS]);
+    let out = run_16m(dir.path(), shared, &["python3", "-c", FORKED_WORKERS]);
     let text = stdout_ending(&out, 0);
     let want: String = (0..4)
         .map(|i| format!("worker {i} read True served 1 1\n"))
@@ -378,7 +390,9 @@ fn run_shared_serves_a_process_tree_as_one_cache() {
         .collect();
     std::fs::write(dir.path().join("in"), lines.concat()).expect("in");
     let out = Command::new(BIN)
-        .args(["run", "--shared", "--dir"])
+        .arg("run")
+        .args(shared.then_some("--shared"))
+        .args(["--no-state", "--dir"])
         .arg(dir.path())
         .args([
             "--",
@@ -428,23 +442,107 @@ sort -n f | tail -n 1
 wait
 "#;
 
-/// `foliocache run --shared`: a file one process wrote and has not
+/// `foliocache run`, with `--shared` and without (the shell joins the
+/// group at its first fork): a file one process wrote and has not
 /// written back is seen whole by its siblings, through the cache
 /// (`cat`), by size (`stat` by path) and through the kernel (a stdio
 /// `sort`, which the group's writeback before its `fopen` serves).
 #[test]
 fn a_groups_unsaved_writes_reach_stat_and_stdio_readers() {
     build_library();
+    for shared in [true, false] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = run_16m(dir.path(), shared, &["sh", "-c", UNSAVED_READERS, "sh"]);
+        let text = stdout_ending(&out, 0);
+        let size: usize = (0..1000).map(|i| format!("{}\n", i * 7 % 1000).len()).sum();
+        assert_eq!(
+            text,
+            format!("{size}\n1000\n999\n"),
+            "shared {shared}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// What [`a_program_joins_the_group_at_its_first_fork`] runs: a parent
+/// that reads a file and writes another through two fds of one
+/// description (unsynced) in its own cache, then forks a child that
+/// writes at the shared position through the inherited duplicate; the
+/// parent writes on after it and reads the file back, then says whether
+/// each fd is served and, after the child, from which cache.
+const JOIN_AT_FORK: &str = r#"
+import ctypes, os, sys
+d = sys.argv[1]
+served = ctypes.CDLL(None).foliocache_preload_served
+r = os.open(f"{d}/in", os.O_RDONLY)
+assert os.read(r, 100) == b"input"
+fd = os.open(f"{d}/out", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, b"0123456789")
+fd2 = os.dup(fd)
+print("before", served(r), served(fd), served(fd2))
+pid = os.fork()
+if pid == 0:
+    os.write(fd2, b"abc")
+    os.lseek(r, 0, 0)
+    ok = os.read(r, 100) == b"input" and os.pread(fd, 100, 0) == b"0123456789abc"
+    os._exit(0 if ok and served(fd) and served(r) else 1)
+_, status = os.waitpid(pid, 0)
+os.write(fd, b"XYZ")
+print("child", status, os.pread(fd2, 100, 0).decode(), served(r), served(fd), served(fd2))
+"#;
+
+/// `foliocache run` without `--shared`: a program of one process serves
+/// from a cache of its own (its figures at exit are its own cache's);
+/// at its first fork it joins the group, its open descriptions moved
+/// into the group's cache with their unsynced bytes, their duplicates
+/// and their shared position, so the child reads and writes what the
+/// parent sees, through the cache.
+#[test]
+fn a_program_joins_the_group_at_its_first_fork() {
+    build_library();
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = run_shared_16m(dir.path(), &["sh", "-c", UNSAVED_READERS, "sh"]);
-    let text = stdout_ending(&out, 0);
-    let size: usize = (0..1000).map(|i| format!("{}\n", i * 7 % 1000).len()).sum();
-    assert_eq!(
-        text,
-        format!("{size}\n1000\n999\n"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    std::fs::write(dir.path().join("in"), b"input").expect("in");
+    let run = |program: &str, shared: bool| {
+        Command::new(BIN)
+            .arg("run")
+            .args(shared.then_some("--shared"))
+            .args(["--no-state", "--capacity", "16M", "--dir"])
+            .arg(dir.path())
+            // (Not `python3` by the PATH, which may be a shell script
+            // that forks: a version manager's shim.)
+            .args(["--", "/usr/bin/python3", "-c", program])
+            .arg(dir.path())
+            .env("FOLIOCACHE_PRELOAD_STATS", "1")
+            .output()
+            .expect("running foliocache run")
+    };
+    let alone = run(
+        "import os, sys\nos.read(os.open(sys.argv[1] + '/in', os.O_RDONLY), 9)",
+        false,
     );
+    stdout_ending(&alone, 0);
+    let err = String::from_utf8_lossy(&alone.stderr);
+    assert!(
+        err.contains("1 opens served") && !err.contains("group"),
+        "one process, its own cache: {err}"
+    );
+    // With `--shared` the same: the fork takes each description's
+    // position lock once, however many fds share it (it took a shared
+    // one twice, and the fork never returned).
+    for shared in [false, true] {
+        let out = run(JOIN_AT_FORK, shared);
+        let text = stdout_ending(&out, 0);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            text, "before 1 1 1\nchild 0 0123456789abcXYZ 1 1 1\n",
+            "shared {shared}: {err}"
+        );
+        assert!(err.contains("from the group's shared cache"), "{err}");
+        assert_eq!(
+            std::fs::read(dir.path().join("out")).expect("out"),
+            b"0123456789abcXYZ"
+        );
+    }
 }
 
 /// `foliocache run --shared --metrics PORT`: the launcher serves the

@@ -145,8 +145,42 @@ impl SharedCache {
     /// its memory is faulted in by it.
     pub fn new(capacity: u64) -> io::Result<SharedCache> {
         let cache = SharedCache::with(Seg::create(capacity / PAGE)?);
+        cache.join();
         cache.collapse_in_background();
         Ok(cache)
+    }
+
+    /// A new shared cache of `capacity` bytes, as [`new`](Self::new),
+    /// for a group its processes join only once one of them makes another
+    /// ([`join`](Self::join): `foliocache run`'s processes at their first
+    /// `fork`): nothing is faulted in and no 2 MiB page made until the
+    /// creator calls [`start_huge_pages`](Self::start_huge_pages), so a
+    /// group no process joins costs only its metadata's first touch.
+    pub fn new_deferred(capacity: u64) -> io::Result<SharedCache> {
+        Ok(SharedCache::with(Seg::create(capacity / PAGE)?))
+    }
+
+    /// In the process that made the cache with
+    /// [`new_deferred`](Self::new_deferred): starts making its pages 2
+    /// MiB pages, as [`new`](Self::new) does at once (on a thread of
+    /// this process; all its memory is faulted in by it). Once only; a
+    /// second call does nothing.
+    pub fn start_huge_pages(&self) {
+        if self.inner.collapser.load(Ordering::Relaxed) == 0 {
+            self.collapse_in_background();
+        }
+    }
+
+    /// Marks the group joined: every process that attaches from now on
+    /// ([`joined`](Self::joined)) serves its files from this cache at
+    /// once. Never undone.
+    pub fn join(&self) {
+        self.inner.seg.header().joined.store(1, Ordering::Release);
+    }
+
+    /// Whether a process joined the group ([`join`](Self::join)).
+    pub fn joined(&self) -> bool {
+        self.inner.seg.header().joined.load(Ordering::Acquire) != 0
     }
 
     /// Attaches to the shared cache in memory file `fd` (another

@@ -68,7 +68,10 @@ pub(crate) const MAX_PAGES: u64 = (u32::MAX - 1) as u64;
 pub(crate) struct Header {
     magic: AtomicU64,
     version: AtomicU32,
-    _pad: AtomicU32,
+    /// Set once a process of a deferred group joined it
+    /// (`SharedCache::join`): from then on every process that starts
+    /// attaches at once.
+    pub(crate) joined: AtomicU32,
     pages: AtomicU64,
     slots: AtomicU64,
     buckets: AtomicU64,
