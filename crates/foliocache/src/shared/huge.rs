@@ -19,6 +19,20 @@ impl SharedCache {
     /// the cache is gone. The header says how far it got
     /// ([`SharedStats::huge_bytes`](super::SharedStats::huge_bytes)).
     pub(super) fn collapse_in_background(&self) {
+        self.collapse_on_thread(false);
+    }
+
+    /// As [`collapse_in_background`](Self::collapse_in_background), but
+    /// each block of pages only once the clock's hand has given all of
+    /// its pages out (`index::victim` takes free pages in order): the
+    /// metadata's blocks at once, then the pages' as the group's use
+    /// reaches them, so that only memory in use is faulted in. The thread
+    /// ends when every block was tried or the cache is gone.
+    pub(super) fn collapse_as_filled(&self) {
+        self.collapse_on_thread(true);
+    }
+
+    fn collapse_on_thread(&self, as_filled: bool) {
         let h = self.inner.seg.header();
         if self.inner.seg.huge_blocks() == 0 || cfg!(miri) {
             h.huge_ended.store(1, Ordering::Release);
@@ -27,7 +41,7 @@ impl SharedCache {
         let weak = Arc::downgrade(&self.inner);
         let spawned = std::thread::Builder::new()
             .name("foliocache-huge".into())
-            .spawn(move || collapse_all(&weak));
+            .spawn(move || collapse_all(&weak, as_filled));
         match spawned {
             Ok(_) => self
                 .inner
@@ -57,42 +71,64 @@ impl SharedCache {
 const RETRY_PASSES: u32 = 8;
 /// The pause before each of those passes.
 const RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(20);
+/// The pause between looks at the clock's hand while blocks wait for the
+/// group's use to reach them.
+const FILL_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// The thread: every block in turn, then, a moment apart, those some IO
-/// held each time (the group reads into its pages as it starts), while
-/// the cache lives.
-fn collapse_all(weak: &Weak<Inner>) {
+/// The thread: every block in turn (with `as_filled`, once the group's
+/// pages reach it: [`filled`]), then, a moment apart, those some IO held
+/// each time (the group reads into its pages as it starts), while the
+/// cache lives.
+fn collapse_all(weak: &Weak<Inner>, as_filled: bool) {
     let Some(blocks) = weak.upgrade().map(|i| i.seg.huge_blocks()) else {
         return;
     };
-    let mut todo: Vec<u64> = (0..blocks).collect();
-    'passes: for pass in 0..=RETRY_PASSES {
-        if todo.is_empty() {
-            break;
+    // Each block left, and the passes that skipped it.
+    let mut todo: Vec<(u64, u32)> = (0..blocks).map(|b| (b, 0)).collect();
+    let mut first = true;
+    while !todo.is_empty() {
+        let waiting = todo.iter().any(|&(_, tries)| tries == 0);
+        if !first {
+            std::thread::sleep(if waiting { FILL_PAUSE } else { RETRY_PAUSE });
         }
-        if pass > 0 {
-            std::thread::sleep(RETRY_PAUSE);
-        }
-        let mut skipped = Vec::new();
-        for b in todo {
+        first = false;
+        let mut left = Vec::new();
+        for (b, tries) in todo {
+            let ready = !as_filled || weak.upgrade().is_some_and(|i| filled(&i.seg, b));
+            if !ready {
+                left.push((b, tries));
+                continue;
+            }
             match collapse(weak, b) {
                 Some(Collapsed::Huge) => {}
-                Some(Collapsed::Skipped) => skipped.push(b),
+                Some(Collapsed::Skipped) if tries < RETRY_PASSES => left.push((b, tries + 1)),
+                Some(Collapsed::Skipped) => {}
                 Some(Collapsed::Refused(e)) => {
                     log::info!(
                         "shared cache: its pages stay 4 KiB (MADV_COLLAPSE refused: {e}); \
                          hits map a page table entry per 4 KiB"
                     );
-                    break 'passes;
+                    left.clear();
+                    break;
                 }
                 None => return,
             }
         }
-        todo = skipped;
+        todo = left;
     }
     if let Some(inner) = weak.upgrade() {
         inner.seg.header().huge_ended.store(1, Ordering::Release);
     }
+}
+
+/// Whether block `b` is the metadata's, or every page of it was given
+/// out: the clock's hand (which counts every page it looked at, and takes
+/// free pages in order) has passed its last page.
+fn filled(seg: &super::seg::Seg, b: u64) -> bool {
+    if !seg.is_data_block(b) {
+        return true;
+    }
+    seg.header().hand.load(Ordering::Relaxed) >= seg.pages_through_block(b)
 }
 
 /// Collapses block `b` of the segment, counting it in the header if it

@@ -154,20 +154,22 @@ impl SharedCache {
     /// for a group its processes join only once one of them makes another
     /// ([`join`](Self::join): `foliocache run`'s processes at their first
     /// `fork`): nothing is faulted in and no 2 MiB page made until the
-    /// creator calls [`start_huge_pages`](Self::start_huge_pages), so a
-    /// group no process joins costs only its metadata's first touch.
+    /// creator calls [`start_huge_pages`](Self::start_huge_pages), and
+    /// then only as the pages are used, so a group no process joins costs
+    /// only its metadata's first touch.
     pub fn new_deferred(capacity: u64) -> io::Result<SharedCache> {
         Ok(SharedCache::with(Seg::create(capacity / PAGE)?))
     }
 
     /// In the process that made the cache with
     /// [`new_deferred`](Self::new_deferred): starts making its pages 2
-    /// MiB pages, as [`new`](Self::new) does at once (on a thread of
-    /// this process; all its memory is faulted in by it). Once only; a
-    /// second call does nothing.
+    /// MiB pages, on a thread of this process, as the group's use reaches
+    /// them: the metadata at once, each 2 MiB of pages once all of them
+    /// were given out (where [`new`](Self::new) faults in and collapses
+    /// all of it at once). Once only; a second call does nothing.
     pub fn start_huge_pages(&self) {
         if self.inner.collapser.load(Ordering::Relaxed) == 0 {
-            self.collapse_in_background();
+            self.collapse_as_filled();
         }
     }
 

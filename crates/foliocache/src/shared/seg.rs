@@ -456,6 +456,12 @@ impl Seg {
         b * HUGE >= self.data_off
     }
 
+    /// The number of pages before the end of block `b` (0 for the
+    /// metadata's blocks).
+    pub(crate) fn pages_through_block(&self, b: u64) -> u64 {
+        ((b + 1) * HUGE).saturating_sub(self.data_off) / PAGE
+    }
+
     /// Block `b`'s first byte (2 MiB aligned, at a multiple of 2 MiB in
     /// the memory file), or `None` past the segment's whole blocks.
     pub(crate) fn huge_block(&self, b: u64) -> Option<*mut u8> {

@@ -134,3 +134,56 @@ fn a_guardians_arena_is_faulted_in_by_2_mib_pages() {
         "{s:?}"
     );
 }
+
+/// Waits up to 10 s for `cache`'s 2 MiB pages to map `bytes`, then a
+/// moment more (a block past them must stay small); returns what they map.
+fn huge_bytes_settled(cache: &SharedCache, bytes: u64) -> u64 {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while cache.stats().huge_bytes < bytes && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    cache.stats().huge_bytes
+}
+
+/// A cache made deferred (`SharedCache::new_deferred`, what `foliocache
+/// run` makes for a program that has not forked yet) is not joined and
+/// makes no 2 MiB page; once started (`start_huge_pages`), each 2 MiB of
+/// pages is made one only when the group has given out all of its pages,
+/// so the memory faulted in follows the group's use.
+#[test]
+fn a_deferred_groups_pages_are_made_2_mib_pages_as_its_use_reaches_them() {
+    let test = "shared::huge: a deferred group's pages";
+    const LEN: u64 = 12 << 20;
+    let (file, want) = data_file("shared-huge-deferred", LEN);
+    let cache = SharedCache::new_deferred(16 << 20).expect("cache");
+    assert!(!cache.joined());
+    cache.join();
+    let other = SharedCache::attach(cache.memory_file().try_clone_to_owned().expect("dup"))
+        .expect("attach");
+    assert!(other.joined(), "the mark is the segment's");
+    cache.start_huge_pages();
+    cache.start_huge_pages();
+    let f = open(&cache, &file.path, true);
+    // 5 MiB read: the pages of two blocks given out, a third begun.
+    assert!(read_all(&f, 5 << 20) == want[..5 << 20], "the first bytes");
+    let huge = huge_bytes_settled(&cache, 4 << 20);
+    if huge == 0 {
+        skip_or_fail(
+            test,
+            "the kernel collapsed no shared memory (MADV_COLLAPSE: Linux 6.1)",
+        );
+        return;
+    }
+    assert_eq!(
+        huge,
+        4 << 20,
+        "the two blocks whose pages were all given out"
+    );
+    assert!(read_all(&f, LEN) == want, "every byte, read on");
+    assert_eq!(
+        huge_bytes_settled(&cache, 12 << 20),
+        12 << 20,
+        "the six blocks read"
+    );
+}
