@@ -450,6 +450,18 @@ impl Cache {
         freed * PAGE_SIZE as u64
     }
 
+    /// Evicts every folio that can go (as [`shrink`](Self::shrink) does)
+    /// and gives the memory freed back to the OS (`MADV_DONTNEED`, or
+    /// `MADV_REMOVE` for a memory file's arena), as the pressure watcher
+    /// does under pressure: for a program done with most of what it cached
+    /// (the interposer, once a process's files moved to its group's
+    /// cache). Returns the bytes given back. The cache stays usable: it
+    /// fills again as it is read.
+    pub fn release(&self) -> u64 {
+        self.shrink(u64::MAX);
+        self.inner.mem.arena.release_free() as u64
+    }
+
     /// Checks the LRU lists' consistency (see `Lruv::check` in `lru.rs`).
     /// For tests.
     #[cfg(feature = "internals")]

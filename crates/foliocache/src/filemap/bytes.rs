@@ -21,6 +21,58 @@ impl Mapping {
     }
 }
 
+impl Mapping {
+    /// Calls `each` with the offset and bytes of every page of the file
+    /// this cache holds uptodate, in order, reading nothing from the
+    /// backing: for handing a cache's contents to another cache (the
+    /// interposer moving a process's files into its group's shared cache
+    /// at its first fork). Each page is copied out as a read copies it (a
+    /// write racing with the walk may be seen in part, as by a racing
+    /// read); the last page is cut at the file's size.
+    ///
+    /// # Errors
+    /// The first error `each` returns, which ends the walk.
+    pub fn cached_pages(
+        &self,
+        mut each: impl FnMut(u64, &[u8]) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        // The folios' places first, under one pin, then each by a lookup
+        // that takes a reference (the pin is not held across `each`).
+        let mut spans = Vec::new();
+        {
+            let guard = self.xa.pin();
+            if let Ok(mut it) = self.xa.iter_ref(0..=u64::MAX, &guard) {
+                while let Some((_, e)) = it.next() {
+                    if matches!(e, xarray::EntryRef::Item(_)) {
+                        spans.push(it.span().0);
+                    }
+                }
+            }
+        }
+        let mut page = vec![0u8; PAGE as usize];
+        for base in spans {
+            let Ok(f) = self.get_folio(base, super::FgpFlags::empty()) else {
+                continue;
+            };
+            if !f.test(FolioFlags::UPTODATE) {
+                continue;
+            }
+            let first = f.index();
+            for i in 0..f.nr_pages() {
+                let offset = (first + i) * PAGE;
+                let size = self.size();
+                if offset >= size {
+                    break;
+                }
+                let len = (size - offset).min(PAGE) as usize;
+                self.copy_out(&f, (i * PAGE) as usize, &mut page[..len]);
+                each(offset, &page[..len])?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Writing folio bytes: a write's copy into its locked folios, and the
 /// zeroing of part of one.
 impl Mapping {

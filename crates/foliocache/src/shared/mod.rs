@@ -43,6 +43,7 @@
 //! written only through the group's cache while it serves it, as with
 //! any cache: a write from outside the group is not seen by the group.
 
+mod adopt;
 pub(crate) mod crash;
 mod figures;
 mod flusher;
@@ -148,41 +149,6 @@ impl SharedCache {
         cache.join();
         cache.collapse_in_background();
         Ok(cache)
-    }
-
-    /// A new shared cache of `capacity` bytes, as [`new`](Self::new),
-    /// for a group its processes join only once one of them makes another
-    /// ([`join`](Self::join): `foliocache run`'s processes at their first
-    /// `fork`): nothing is faulted in and no 2 MiB page made until the
-    /// creator calls [`start_huge_pages`](Self::start_huge_pages), and
-    /// then only as the pages are used, so a group no process joins costs
-    /// only its metadata's first touch.
-    pub fn new_deferred(capacity: u64) -> io::Result<SharedCache> {
-        Ok(SharedCache::with(Seg::create(capacity / PAGE)?))
-    }
-
-    /// In the process that made the cache with
-    /// [`new_deferred`](Self::new_deferred): starts making its pages 2
-    /// MiB pages, on a thread of this process, as the group's use reaches
-    /// them: the metadata at once, each 2 MiB of pages once all of them
-    /// were given out (where [`new`](Self::new) faults in and collapses
-    /// all of it at once). Once only; a second call does nothing.
-    pub fn start_huge_pages(&self) {
-        if self.inner.collapser.load(Ordering::Relaxed) == 0 {
-            self.collapse_as_filled();
-        }
-    }
-
-    /// Marks the group joined: every process that attaches from now on
-    /// ([`joined`](Self::joined)) serves its files from this cache at
-    /// once. Never undone.
-    pub fn join(&self) {
-        self.inner.seg.header().joined.store(1, Ordering::Release);
-    }
-
-    /// Whether a process joined the group ([`join`](Self::join)).
-    pub fn joined(&self) -> bool {
-        self.inner.seg.header().joined.load(Ordering::Acquire) != 0
     }
 
     /// Attaches to the shared cache in memory file `fd` (another
@@ -470,6 +436,17 @@ impl Drop for Bounce {
     }
 }
 
+/// What a page [`SharedFile::load`] gives out holds.
+#[derive(Clone, Copy)]
+enum Fill<'a> {
+    /// The file's bytes, read from it.
+    File,
+    /// Zeros, not yet uptodate (a write fills it).
+    Zero,
+    /// These bytes (the file's, the caller says), then zeros.
+    Bytes(&'a [u8]),
+}
+
 impl SharedFile {
     fn seg(&self) -> &Seg {
         &self.cache.inner.seg
@@ -630,7 +607,7 @@ impl SharedFile {
         let me = self.me()?;
         let hold = match index::hold_key(self.seg(), key, me)? {
             Some(hold) => hold,
-            None => self.load(key, slot, false)?,
+            None => self.load(key, slot, Fill::File)?,
         };
         let src = self
             .seg()
@@ -732,7 +709,7 @@ impl SharedFile {
     /// once its bytes are in, as `write_end` does, so that a writer killed
     /// before its copy leaves no page of zeros for others to read). The
     /// inode lock is held.
-    fn load(&self, key: Key, slot: &Slot, zero: bool) -> io::Result<Hold<'_>> {
+    fn load(&self, key: Key, slot: &Slot, fill: Fill<'_>) -> io::Result<Hold<'_>> {
         let seg = self.seg();
         let me = self.me()?;
         let mut wrote_back = false;
@@ -757,17 +734,23 @@ impl SharedFile {
         let dst = seg
             .data(hold.p)
             .ok_or_else(|| io::Error::other("no page"))?;
-        let filled = if zero {
-            Ok(0)
-        } else {
-            self.fill(dst, key.index * PAGE)
+        let filled = match fill {
+            Fill::Zero => Ok(0),
+            Fill::File => self.fill(dst, key.index * PAGE),
+            Fill::Bytes(b) => {
+                let n = b.len().min(PAGE as usize);
+                // SAFETY: `n` bytes of the caller's slice into the held
+                // page, in the mapping.
+                unsafe { copy_to_shared(b.as_ptr(), dst, n) };
+                Ok(n)
+            }
         };
         match filled {
             Ok(n) => {
                 point();
                 // SAFETY: the page's tail, in the mapping, held by us.
                 unsafe { zero_shared(dst.add(n), PAGE as usize - n) };
-                if !zero {
+                if !matches!(fill, Fill::Zero) {
                     hold.d.flags.fetch_or(F_UPTODATE, Ordering::Relaxed);
                 }
                 Ok(hold)
@@ -932,7 +915,12 @@ impl SharedFile {
                 None => {
                     let whole = in_page == 0 && len == PAGE as usize;
                     let past_end = at - in_page as u64 >= slot.size.load(Ordering::Relaxed);
-                    self.load(key, slot, whole || past_end)?
+                    let fill = if whole || past_end {
+                        Fill::Zero
+                    } else {
+                        Fill::File
+                    };
+                    self.load(key, slot, fill)?
                 }
             };
             // In the file's dirty range before dirty (see `Slot::dirty_lo`;

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use foliocache::{SharedCache, SharedFile};
 
+mod adopt;
 mod huge;
 mod named;
 mod warm;

@@ -10,8 +10,10 @@
 //! (`SharedCache::join`), so that a program started from now on attaches
 //! at once; every description this process serves from its own cache
 //! moves to the group's: with the table held (no call can start on it),
-//! its file's dirty data is written back and the file opened in the
-//! group's cache, and a description of that file, with the same
+//! its file's dirty data is written back, the file opened in the group's
+//! cache and the pages its own cache holds copied in (the group starts
+//! with what the process read), and a description of that file, with the
+//! same
 //! position, access and flags, takes the old one's place at each of its
 //! fds. A description a call is using at that moment (another thread's),
 //! or whose file the group holds in the kernel, is handed to the kernel
@@ -19,8 +21,9 @@
 //! marked the kernel's in the group, as a mapping's file is
 //! (docs/preload.md, "A hand-over is the group's"), so that no process
 //! serves it while this one's fds write it through the kernel. What else
-//! its own cache holds unsaved is written back. Its later opens are the
-//! group's.
+//! its own cache holds unsaved is written back, and its memory given back
+//! (`Cache::release`): the pages of files it no longer has open are not
+//! moved. Its later opens are the group's.
 
 use std::collections::BTreeSet;
 use std::ffi::c_int;
@@ -92,6 +95,8 @@ pub(super) fn group() {
             if let Err(e) = cache.sync_all() {
                 warn(&format!("joining the group: writing back: {e}"));
             }
+            // Its pages are the group's now (or the file's): one copy.
+            cache.release();
             Ok(())
         });
     }
@@ -102,10 +107,16 @@ pub(super) fn group() {
 /// opened there. `None` (said on stderr) if either fails, or if the group
 /// holds the file in the kernel (another process's mapping, say).
 fn moved(sc: &SharedCache, fd: c_int, d: &Desc) -> Option<Arc<Desc>> {
-    let opened = d
-        .file
-        .write_back()
-        .and_then(|()| open_shared(sc, &proc_path(fd)));
+    let opened = d.file.write_back().and_then(|()| {
+        let shared = open_shared(sc, &proc_path(fd))?;
+        if let Some(own) = d.file.local() {
+            // What this process read, the group starts with.
+            sc.prepare_fill(own.mapping().cachestat(0, u64::MAX).cached);
+            own.mapping()
+                .cached_pages(|at, bytes| shared.cache_clean(at, bytes).map(drop))?;
+        }
+        Ok(shared)
+    });
     let file = match opened {
         Ok(f) => Served::Shared {
             file: f,
