@@ -8,6 +8,7 @@ use std::io;
 use super::index::{self, Key};
 use super::seg::PAGE;
 use super::{Fill, SharedFile};
+use crate::arena::collapse::{collapse_block, Collapsed, HUGE_BLOCK};
 use crate::sync::Ordering;
 
 impl SharedFile {
@@ -75,7 +76,7 @@ impl super::SharedCache {
         };
         for b in 0..seg.huge_blocks() {
             let through = seg.pages_through_block(b);
-            let start = through.saturating_sub(crate::arena::collapse::HUGE_BLOCK as u64 / PAGE);
+            let start = through.saturating_sub(HUGE_BLOCK as u64 / PAGE);
             if !seg.is_data_block(b) || through <= first || start >= end {
                 continue;
             }
@@ -85,9 +86,8 @@ impl super::SharedCache {
             // SAFETY: `addr` is block `b` of the segment: 2 MiB aligned in
             // its shared, writable mapping of the memory file (from offset
             // 0), held mapped by `self`; the collapse keeps its bytes.
-            if let crate::arena::collapse::Collapsed::Refused(_) =
-                unsafe { crate::arena::collapse::collapse_block(addr) }
-            {
+            let done = unsafe { collapse_block(addr) };
+            if let Collapsed::Refused(_) = done {
                 return;
             }
         }

@@ -68,9 +68,8 @@ pub(super) fn group() {
     JOINED.store(true, Ordering::Release);
     let mut refused = Vec::new();
     let old = TABLE.swap_all(|fd, d, fds| {
-        if d.file.local().is_none() {
-            return None;
-        }
+        // (Only a description of this process's own cache moves.)
+        d.file.local()?;
         // A call on it holds a handle of its own: moved under the call,
         // what the call writes would be lost to the group.
         let moved = if Arc::strong_count(d) > fds {
