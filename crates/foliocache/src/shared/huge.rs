@@ -4,8 +4,12 @@
 //! already uses them, so that a hit in any process maps its page through
 //! one TLB entry per 2 MiB, as an in-process hit does.
 //!
-//! The memory is all faulted in by it (as the in-process cache's arena is
-//! by default), and kept: the group's cache gives no memory back anyway.
+//! `SharedCache::new`'s memory is all faulted in by it (as the in-process
+//! cache's arena is by default), and kept: the group's cache gives no
+//! memory back anyway. A cache made deferred (`new_deferred`, for a group
+//! joined at its first fork) is collapsed only once started, and each
+//! block of pages only once the group's use has reached it, so its memory
+//! follows its use.
 
 use std::sync::{Arc, Weak};
 
