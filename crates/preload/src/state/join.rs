@@ -13,9 +13,8 @@
 //! its file's dirty data is written back, the file opened in the group's
 //! cache and the pages its own cache holds copied in (the group starts
 //! with what the process read), and a description of that file, with the
-//! same
-//! position, access and flags, takes the old one's place at each of its
-//! fds. A description a call is using at that moment (another thread's),
+//! same position, access and flags, takes the old one's place at each of
+//! its fds. A description a call is using at that moment (another thread's),
 //! or whose file the group holds in the kernel, is handed to the kernel
 //! instead (written back, its fds plain for the rest of the process) and
 //! marked the kernel's in the group, as a mapping's file is
@@ -67,20 +66,22 @@ pub(super) fn group() {
     // made a private file hands it over itself (`adopt`).
     JOINED.store(true, Ordering::Release);
     let mut refused = Vec::new();
-    let old = TABLE.swap_all(|fd, d, fds| {
-        // (Only a description of this process's own cache moves.)
-        d.file.local()?;
-        // A call on it holds a handle of its own: moved under the call,
-        // what the call writes would be lost to the group.
-        let moved = if Arc::strong_count(d) > fds {
-            None
-        } else {
-            moved(sc, fd, d)
-        };
-        if moved.is_none() {
-            refused.push((fd, d.key));
-        }
-        moved
+    let old = inside(Vec::new(), || {
+        Ok(TABLE.swap_all(|fd, d, fds| {
+            // (Only a description of this process's own cache moves.)
+            d.file.local()?;
+            // A call on it holds a handle of its own: moved under the
+            // call, what the call writes would be lost to the group.
+            let moved = if Arc::strong_count(d) > fds {
+                None
+            } else {
+                moved(sc, fd, d)
+            };
+            if moved.is_none() {
+                refused.push((fd, d.key));
+            }
+            moved
+        }))
     });
     drop_inside(old);
     let mut keys = BTreeSet::new();
@@ -107,20 +108,24 @@ pub(super) fn group() {
 /// holds the file in the kernel (another process's mapping, say).
 fn moved(sc: &SharedCache, fd: c_int, d: &Desc) -> Option<Arc<Desc>> {
     let opened = d.file.write_back().and_then(|()| {
-        let shared = open_shared(sc, &proc_path(fd))?;
-        if let Some(own) = d.file.local() {
+        let file = Served::Shared {
+            file: open_shared(sc, &proc_path(fd))?,
+            append: d.append && d.writable,
+        };
+        if file.handed_elsewhere() && !file.take_back_from_kernel() {
+            return Ok(None);
+        }
+        if let (Some(own), Served::Shared { file: shared, .. }) = (d.file.local(), &file) {
             // What this process read, the group starts with.
             sc.prepare_fill(own.mapping().cachestat(0, u64::MAX).cached);
             own.mapping()
                 .cached_pages(|at, bytes| shared.cache_clean(at, bytes).map(drop))?;
         }
-        Ok(shared)
+        Ok(Some(file))
     });
     let file = match opened {
-        Ok(f) => Served::Shared {
-            file: f,
-            append: d.append && d.writable,
-        },
+        Ok(Some(f)) => f,
+        Ok(None) => return None,
         Err(e) => {
             warn(&format!(
                 "fd {fd}: joining the group: {e}; the file is handed to the kernel"
@@ -128,9 +133,6 @@ fn moved(sc: &SharedCache, fd: c_int, d: &Desc) -> Option<Arc<Desc>> {
             return None;
         }
     };
-    if file.handed_elsewhere() && !file.take_back_from_kernel() {
-        return None;
-    }
     key_bucket(d.key).fetch_add(1, Ordering::AcqRel);
     Some(Arc::new(Desc {
         file: ManuallyDrop::new(file),
