@@ -450,16 +450,30 @@ impl Cache {
         freed * PAGE_SIZE as u64
     }
 
-    /// Evicts every folio that can go (as [`shrink`](Self::shrink) does)
-    /// and gives the memory freed back to the OS (`MADV_DONTNEED`, or
-    /// `MADV_REMOVE` for a memory file's arena), as the pressure watcher
-    /// does under pressure: for a program done with most of what it cached
-    /// (the interposer, once a process's files moved to its group's
-    /// cache). Returns the bytes given back. The cache stays usable: it
-    /// fills again as it is read.
-    pub fn release(&self) -> u64 {
+    /// Writes back every file's dirty data (no sync: the files get the
+    /// bytes, not the durability), evicts every folio that can go (as
+    /// [`shrink`](Self::shrink) does) and gives the memory freed back to
+    /// the OS (`MADV_DONTNEED`, or `MADV_REMOVE` for a memory file's
+    /// arena), as the pressure watcher does under pressure: for a program
+    /// done with most of what it cached (the interposer, once a process's
+    /// files moved to its group's cache). Returns the bytes given back.
+    /// The cache stays usable: it fills again as it is read.
+    ///
+    /// # Errors
+    /// The first writeback error (the memory of what could go is given
+    /// back all the same; what failed stays cached and dirty).
+    pub fn release(&self) -> io::Result<u64> {
+        let mut first = Ok(());
+        for m in self.inner.live_mappings() {
+            if let Err(e) = m.writeback(0, u64::MAX) {
+                if first.is_ok() {
+                    first = Err(e);
+                }
+            }
+        }
         self.shrink(u64::MAX);
-        self.inner.mem.arena.release_free() as u64
+        let released = self.inner.mem.arena.release_free() as u64;
+        first.map(|()| released)
     }
 
     /// Checks the LRU lists' consistency (see `Lruv::check` in `lru.rs`).

@@ -842,12 +842,13 @@ fn fork_locks(take: bool) {
             for shard in &TABLE.shards {
                 std::mem::forget(shard.write());
             }
+            let mut locked = std::collections::BTreeSet::new();
             for shard in &TABLE.shards {
                 // SAFETY: held (write) by this thread just above.
                 let map = unsafe { &*shard.data_ptr() };
                 for d in map.values() {
                     // Once per description: duplicated fds share one.
-                    if forking.iter().any(|f| Arc::ptr_eq(f, d)) {
+                    if !locked.insert(Arc::as_ptr(d)) {
                         continue;
                     }
                     std::mem::forget(d.pos.lock());

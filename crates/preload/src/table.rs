@@ -190,29 +190,21 @@ impl<T> Table<T> {
     ) -> Vec<Arc<T>> {
         holding(|| {
             let mut shards: Vec<_> = self.shards.iter().map(RwLock::write).collect();
-            let mut fds_of: Vec<(*const T, usize)> = Vec::new();
+            let mut fds_of: BTreeMap<*const T, usize> = BTreeMap::new();
             for shard in &shards {
                 for d in shard.values() {
-                    match fds_of.iter_mut().find(|(p, _)| *p == Arc::as_ptr(d)) {
-                        Some((_, n)) => *n += 1,
-                        None => fds_of.push((Arc::as_ptr(d), 1)),
-                    }
+                    *fds_of.entry(Arc::as_ptr(d)).or_default() += 1;
                 }
             }
-            let mut new_of: Vec<(*const T, Option<Arc<T>>)> = Vec::new();
+            let mut new_of: BTreeMap<*const T, Option<Arc<T>>> = BTreeMap::new();
             let mut old = Vec::new();
             for shard in &mut shards {
                 for (&fd, d) in shard.iter_mut() {
                     let p = Arc::as_ptr(d);
-                    let new = match new_of.iter().find(|(q, _)| *q == p) {
-                        Some((_, new)) => new.clone(),
-                        None => {
-                            let fds = fds_of.iter().find(|(q, _)| *q == p).map_or(1, |e| e.1);
-                            let new = swap(fd, d, fds);
-                            new_of.push((p, new.clone()));
-                            new
-                        }
-                    };
+                    let new = new_of
+                        .entry(p)
+                        .or_insert_with(|| swap(fd, d, fds_of.get(&p).copied().unwrap_or(1)))
+                        .clone();
                     if let Some(new) = new {
                         old.push(std::mem::replace(d, new));
                     }

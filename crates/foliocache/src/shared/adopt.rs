@@ -8,7 +8,7 @@ use std::io;
 use super::index::{self, Key};
 use super::seg::PAGE;
 use super::{Fill, SharedFile};
-use crate::arena::collapse::{collapse_block, Collapsed, HUGE_BLOCK};
+use crate::arena::collapse::{collapse_block, Collapsed};
 use crate::sync::Ordering;
 
 impl SharedFile {
@@ -71,15 +71,14 @@ impl super::SharedCache {
     pub fn prepare_fill(&self, pages: u64) {
         let seg = &self.inner.seg;
         let first = seg.header().hand.load(Ordering::Relaxed);
-        let Some(end) = first.checked_add(pages).filter(|&e| e <= seg.pages) else {
+        let Some(end) = first
+            .checked_add(pages)
+            .filter(|&e| pages > 0 && e <= seg.pages)
+        else {
             return;
         };
-        for b in 0..seg.huge_blocks() {
-            let through = seg.pages_through_block(b);
-            let start = through.saturating_sub(HUGE_BLOCK as u64 / PAGE);
-            if !seg.is_data_block(b) || through <= first || start >= end {
-                continue;
-            }
+        for b in seg.block_of_page(first)..=seg.block_of_page(end - 1) {
+            // (None: the last pages, in no whole block.)
             let Some(addr) = seg.huge_block(b) else {
                 return;
             };

@@ -126,13 +126,7 @@ fn collapse_all(weak: &Weak<Inner>, as_filled: bool) {
     };
     // Each block left, and the passes that skipped it.
     let mut todo: Vec<(u64, u32)> = (0..blocks).map(|b| (b, 0)).collect();
-    let mut first = true;
-    while !todo.is_empty() {
-        let waiting = todo.iter().any(|&(_, tries)| tries == 0);
-        if !first {
-            std::thread::sleep(if waiting { FILL_PAUSE } else { RETRY_PAUSE });
-        }
-        first = false;
+    loop {
         let mut left = Vec::new();
         for (b, tries) in todo {
             let ready = !as_filled || weak.upgrade().is_some_and(|i| filled(&i.seg, b));
@@ -156,6 +150,11 @@ fn collapse_all(weak: &Weak<Inner>, as_filled: bool) {
             }
         }
         todo = left;
+        if todo.is_empty() {
+            break;
+        }
+        let waiting = todo.iter().any(|&(_, tries)| tries == 0);
+        std::thread::sleep(if waiting { FILL_PAUSE } else { RETRY_PAUSE });
     }
     if let Some(inner) = weak.upgrade() {
         inner.seg.header().huge_ended.store(1, Ordering::Release);

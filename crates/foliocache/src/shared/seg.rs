@@ -462,6 +462,11 @@ impl Seg {
         ((b + 1) * HUGE).saturating_sub(self.data_off) / PAGE
     }
 
+    /// The block holding page `p`.
+    pub(crate) fn block_of_page(&self, p: u64) -> u64 {
+        (self.data_off + p * PAGE) / HUGE
+    }
+
     /// Block `b`'s first byte (2 MiB aligned, at a multiple of 2 MiB in
     /// the memory file), or `None` past the segment's whole blocks.
     pub(crate) fn huge_block(&self, b: u64) -> Option<*mut u8> {

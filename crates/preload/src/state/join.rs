@@ -92,11 +92,12 @@ pub(super) fn group() {
     }
     if let Some(cache) = built_cache() {
         inside((), || {
-            if let Err(e) = cache.sync_all() {
+            // What it holds unsaved of files it no longer has open goes
+            // to the files (no sync: the group reads them), and its pages
+            // are the group's now, or the file's: one copy.
+            if let Err(e) = cache.release() {
                 warn(&format!("joining the group: writing back: {e}"));
             }
-            // Its pages are the group's now (or the file's): one copy.
-            cache.release();
             Ok(())
         });
     }

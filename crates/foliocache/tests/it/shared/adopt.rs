@@ -91,7 +91,7 @@ fn a_private_caches_pages_become_the_groups_clean_pages() {
 
     // The private cache gives its memory back, and serves on.
     drop(f);
-    assert!(own.release() > 0, "memory given back");
+    assert!(own.release().expect("release") > 0, "memory given back");
     let f = own.open(&file.path).expect("reopen");
     let mut again = vec![0u8; PAGE];
     f.read_exact_at(&mut again, 0).expect("read");
