@@ -9,8 +9,8 @@
 //!
 //! The rules, for every row of the table in `docs/map.md`:
 //!
-//! - every link of the code column (`[text](path)`, relative to `docs/`)
-//!   resolves to a file or a folder;
+//! - every link of the row (`[text](path)`, relative to `docs/`, an
+//!   anchor left out) resolves to a file or a folder;
 //! - every backticked token of the code column is either
 //!   - a file or folder (it holds a `.` or ends in `/`: `tree/`,
 //!     `aio/uring.rs`), which must exist under a folder the column links, or
@@ -48,7 +48,12 @@ fn cells(line: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut cur = String::new();
     let mut code = false;
-    for c in line.trim().trim_start_matches('|').trim_end_matches('|').chars() {
+    for c in line
+        .trim()
+        .trim_start_matches('|')
+        .trim_end_matches('|')
+        .chars()
+    {
         match c {
             '`' => {
                 code = !code;
@@ -160,33 +165,59 @@ fn is_type_or_module(crates: &[PathBuf], segment: &str) -> bool {
         rust_files(dir, &mut files);
         files.iter().any(|f| {
             f.file_stem().is_some_and(|s| s == segment)
-                || f.parent().is_some_and(|p| p.file_name().is_some_and(|n| n == segment))
+                || f.parent()
+                    .is_some_and(|p| p.file_name().is_some_and(|n| n == segment))
                 || fs::read_to_string(f).is_ok_and(|t| {
-                    defines(&t, &["struct", "enum", "trait", "type", "union", "mod"], segment)
+                    defines(
+                        &t,
+                        &["struct", "enum", "trait", "type", "union", "mod"],
+                        segment,
+                    )
                 })
         })
     })
 }
 
+/// The paths the links of `cell` name (relative to `docs`), each beside
+/// whether it exists.
+fn link_paths(docs: &Path, cell: &str) -> Vec<(String, PathBuf, bool)> {
+    links(cell)
+        .into_iter()
+        .map(|target| {
+            let path = docs.join(target.split('#').next().unwrap_or(""));
+            let exists = path.exists();
+            (target, path, exists)
+        })
+        .collect()
+}
+
+/// An error for each link of `cell` that resolves to nothing.
+fn dead_links(docs: &Path, cell: &str) -> Vec<String> {
+    link_paths(docs, cell)
+        .into_iter()
+        .filter(|(_, _, exists)| !exists)
+        .map(|(target, _, _)| format!("link `{target}` resolves to nothing"))
+        .collect()
+}
+
 /// What is wrong with one row's code column, `docs` being the folder its
 /// links are relative to.
 fn check_code_cell(docs: &Path, cell: &str) -> Vec<String> {
-    let mut errors = Vec::new();
-    let mut linked = Vec::new();
-    for target in links(cell) {
-        let path = docs.join(target.split('#').next().unwrap_or(""));
-        if path.exists() {
-            linked.push(path);
-        } else {
-            errors.push(format!("link `{target}` resolves to nothing"));
-        }
-    }
+    let mut errors = dead_links(docs, cell);
+    let linked: Vec<PathBuf> = link_paths(docs, cell)
+        .into_iter()
+        .filter(|(_, _, exists)| *exists)
+        .map(|(_, path, _)| path)
+        .collect();
     let folders: Vec<&PathBuf> = linked.iter().filter(|p| p.is_dir()).collect();
     let mut files = Vec::new();
     for p in &linked {
         rust_files(p, &mut files);
     }
-    let texts: Vec<String> = files.iter().filter_map(|f| fs::read_to_string(f).ok()).collect();
+    let texts: Vec<String> = files
+        .iter()
+        .filter_map(|f| fs::read_to_string(f).ok())
+        .collect();
     let mut crates: Vec<PathBuf> = linked.iter().filter_map(|p| crate_dir(p)).collect();
     crates.dedup();
     for token in ticked(cell) {
@@ -203,7 +234,9 @@ fn check_code_cell(docs: &Path, cell: &str) -> Vec<String> {
             ));
             continue;
         }
-        let (last, leading) = segments.split_last().expect("split gives one segment at least");
+        let (last, leading) = segments
+            .split_last()
+            .expect("split gives one segment at least");
         if !texts.iter().any(|t| defines(t, keywords_for(last), last)) {
             errors.push(format!(
                 "`{token}`: no `{} {last}` in the files the row links",
@@ -212,7 +245,9 @@ fn check_code_cell(docs: &Path, cell: &str) -> Vec<String> {
         }
         for seg in leading {
             if !is_type_or_module(&crates, seg) {
-                errors.push(format!("`{token}`: `{seg}` is no type or module of the crates the row links"));
+                errors.push(format!(
+                    "`{token}`: `{seg}` is no type or module of the crates the row links"
+                ));
             }
         }
     }
@@ -234,7 +269,13 @@ fn check(docs: &Path, text: &str) -> Vec<String> {
             continue;
         };
         let concept: String = cells[0].chars().take(60).collect();
-        errors.extend(check_code_cell(docs, code).into_iter().map(|e| format!("row \"{concept}\": {e}")));
+        let mut found = check_code_cell(docs, code);
+        for (i, cell) in cells.iter().enumerate() {
+            if i != 1 {
+                found.extend(dead_links(docs, cell));
+            }
+        }
+        errors.extend(found.into_iter().map(|e| format!("row \"{concept}\": {e}")));
     }
     if rows == 0 {
         errors.push("no table rows found".to_string());
@@ -247,7 +288,11 @@ fn every_name_in_the_map_is_defined_where_its_row_says() {
     let docs = root().join("docs");
     let text = fs::read_to_string(docs.join("map.md")).expect("docs/map.md");
     let errors = check(&docs, &text);
-    assert!(errors.is_empty(), "docs/map.md is stale:\n{}", errors.join("\n"));
+    assert!(
+        errors.is_empty(),
+        "docs/map.md is stale:\n{}",
+        errors.join("\n")
+    );
 }
 
 /// A row that names this very file: `check` is defined here, the others
@@ -261,15 +306,36 @@ fn a_stale_row_fails() {
 | the map test | [map.rs](../crates/test-support/tests/map.rs) (`check`, `links`) | - | - |
 | a moved function | [map.rs](../crates/test-support/tests/map.rs) (`check`, `check_moved_away`) | - | - |
 | a type of the wrong kind | [tests/](../crates/test-support/tests/) (`Check`, `map.rs`, `gone.rs`) | - | - |
-| a link to nothing | [gone.rs](../crates/test-support/tests/gone.rs), `foliocache run` | - | - |
+| a link to nothing | [gone.rs](../crates/test-support/tests/gone.rs), `foliocache run` | [gone/](../crates/test-support/tests/gone/) | - |
 ";
     let errors = check(&docs, text);
-    assert_eq!(errors.len(), 5, "{errors:#?}");
-    assert!(errors[0].contains("`check_moved_away`: no `fn"), "{}", errors[0]);
+    assert_eq!(errors.len(), 6, "{errors:#?}");
+    assert!(
+        errors[0].contains("`check_moved_away`: no `fn"),
+        "{}",
+        errors[0]
+    );
     assert!(errors[1].contains("`Check`: no `struct"), "{}", errors[1]);
-    assert!(errors[2].contains("`gone.rs` is under no folder"), "{}", errors[2]);
-    assert!(errors[3].contains("link `../crates/test-support/tests/gone.rs` resolves to nothing"), "{}", errors[3]);
-    assert!(errors[4].contains("`foliocache run` is neither a file nor a Rust name"), "{}", errors[4]);
+    assert!(
+        errors[2].contains("`gone.rs` is under no folder"),
+        "{}",
+        errors[2]
+    );
+    assert!(
+        errors[3].contains("link `../crates/test-support/tests/gone.rs` resolves to nothing"),
+        "{}",
+        errors[3]
+    );
+    assert!(
+        errors[4].contains("`foliocache run` is neither a file nor a Rust name"),
+        "{}",
+        errors[4]
+    );
+    assert!(
+        errors[5].contains("link `../crates/test-support/tests/gone/` resolves to nothing"),
+        "{}",
+        errors[5]
+    );
 }
 
 #[test]
@@ -278,7 +344,11 @@ fn a_path_needs_its_type_or_module() {
     let row = "[map.rs](../crates/test-support/tests/map.rs) (`map::check`, `Nowhere::check`)";
     let errors = check_code_cell(&docs, row);
     assert_eq!(errors.len(), 1, "{errors:#?}");
-    assert!(errors[0].contains("`Nowhere` is no type or module"), "{}", errors[0]);
+    assert!(
+        errors[0].contains("`Nowhere` is no type or module"),
+        "{}",
+        errors[0]
+    );
 }
 
 #[test]
