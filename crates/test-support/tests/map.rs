@@ -67,34 +67,37 @@ fn cells(line: &str) -> Vec<String> {
     out
 }
 
-/// The targets of the markdown links `[text](target)` in `cell`.
-fn links(cell: &str) -> Vec<String> {
+/// The spans of `cell` between `open` and the next `close`, each with what
+/// follows it.
+fn spans<'a>(cell: &'a str, open: &str, close: char) -> Vec<(&'a str, &'a str)> {
     let mut out = Vec::new();
     let mut rest = cell;
-    while let Some(i) = rest.find("](") {
-        rest = &rest[i + 2..];
-        let end = rest.find(')').unwrap_or(rest.len());
-        out.push(rest[..end].to_string());
-        rest = &rest[end..];
+    while let Some(i) = rest.find(open) {
+        rest = &rest[i + open.len()..];
+        let end = rest.find(close).unwrap_or(rest.len());
+        let span = &rest[..end];
+        rest = rest.get(end + 1..).unwrap_or("");
+        out.push((span, rest));
     }
     out
 }
 
-/// The backticked tokens of `cell`, links' texts left out.
+/// The targets of the markdown links `[text](target)` in `cell`.
+fn links(cell: &str) -> Vec<String> {
+    spans(cell, "](", ')')
+        .into_iter()
+        .map(|(t, _)| t.to_string())
+        .collect()
+}
+
+/// The backticked tokens of `cell`, links' texts left out (`[`x`](...)`
+/// is checked as the link).
 fn ticked(cell: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut rest = cell;
-    while let Some(i) = rest.find('`') {
-        rest = &rest[i + 1..];
-        let end = rest.find('`').unwrap_or(rest.len());
-        let token = &rest[..end];
-        rest = rest.get(end + 1..).unwrap_or("");
-        // A link's text (`[`x`](...)`) is checked as the link.
-        if !rest.starts_with("](") && !rest.starts_with(']') {
-            out.push(token.to_string());
-        }
-    }
-    out
+    spans(cell, "`", '`')
+        .into_iter()
+        .filter(|(_, after)| !after.starts_with(']'))
+        .map(|(t, _)| t.to_string())
+        .collect()
 }
 
 fn is_ident(s: &str) -> bool {
