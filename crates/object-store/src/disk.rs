@@ -23,7 +23,7 @@
 //! direct-mapped tier loses a third or more of its chunks to conflicts
 //! when it is nearly full). In memory, each slot has a tag (the low 64
 //! bits of the key it holds, or empty, or unknown) and when it was last
-//! used: 16 bytes a slot, 240 KiB for an 1 GiB tier. A lookup reads the
+//! used, and whether it is kept until read: 17 bytes a slot, 255 KiB for an 1 GiB tier. A lookup reads the
 //! one slot whose tag is its key's, header and data together, or none if
 //! no tag matches; a write goes to the slot of its key, else an empty
 //! one, else the set's least recently used, in one write of both.
@@ -49,6 +49,15 @@
 //! records while they are fewer than half its slots; checksums and keys
 //! guard records as they guard chunks.
 //!
+//! # Kept until read
+//! A chunk written with [`put_kept`](DiskTier::put_kept) (a write
+//! through the store marked [`CacheHint::KeepUntilRead`](crate::CacheHint):
+//! a file a compaction will read once, soon) is passed over by its set's
+//! LRU until a lookup finds it; only when every slot of the set is kept
+//! does the least recent kept one go (the tier does not refuse a write).
+//! The mark lives in memory: after a restart a kept chunk is an ordinary
+//! one.
+//!
 //! # Admission
 //! A chunk goes to disk when a page of it misses in memory a second time
 //! within a window: the first miss records the chunk's key and the pages
@@ -65,7 +74,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::path::Path as FsPath;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use backing::{AlignedBuf, Backing, FileBacking, FileOptions, BLOCK};
 use parking_lot::Mutex;
@@ -133,6 +142,9 @@ pub struct DiskTier {
     /// When each slot was last written or hit (`clock`'s value): the
     /// least recent of a set is replaced.
     used: Vec<AtomicU64>,
+    /// Slots holding a chunk written kept and not read since
+    /// ([`put_kept`](Self::put_kept)).
+    kept: Vec<AtomicBool>,
     clock: AtomicU64,
     ghosts: Mutex<Ghosts>,
     counts: Counts,
@@ -175,6 +187,7 @@ struct Counts {
     corrupt: AtomicU64,
     writes: AtomicU64,
     errors: AtomicU64,
+    kept_evicted: AtomicU64,
 }
 
 /// A [`DiskTier`]'s figures, from [`DiskTier::stats`].
@@ -190,6 +203,9 @@ pub struct DiskTierStats {
     pub corrupt: u64,
     /// Chunks written.
     pub writes: u64,
+    /// Chunks written kept ([`DiskTier::put_kept`]) that were replaced
+    /// before a lookup found them: their whole set was kept.
+    pub kept_evicted: u64,
     /// Reads and writes of the file that failed (each a miss or a chunk
     /// not kept; never a failed request).
     pub io_errors: u64,
@@ -230,6 +246,7 @@ impl DiskTier {
             ways,
             tags: fresh(UNKNOWN),
             used: fresh(0),
+            kept: (0..slots).map(|_| AtomicBool::new(false)).collect(),
             clock: AtomicU64::new(1),
             ghosts: Mutex::new(Ghosts::default()),
             counts: Counts::default(),
@@ -246,18 +263,19 @@ impl DiskTier {
             misses: get(&c.misses),
             corrupt: get(&c.corrupt),
             writes: get(&c.writes),
+            kept_evicted: get(&c.kept_evicted),
             io_errors: get(&c.errors),
             slots: self.slots,
         }
     }
 
     /// The most bytes the tier's memory takes: the tags and recency of
-    /// its slots (16 bytes a slot) and the ghosts at their bound (a key
+    /// its slots and their kept marks (17 bytes a slot) and the ghosts at their bound (a key
     /// per slot, 64 to 65,536; [`GHOST_BYTES`] each, the map's and the
     /// order's), and the slot buffers it keeps for its IO (16 of
     /// 68 KiB). The file's bytes are on disk, not here.
     pub fn memory_bound(&self) -> u64 {
-        self.slots * 16 + self.ghost_cap() as u64 * GHOST_BYTES + (POOL_BUFS * SLOT) as u64
+        self.slots * 17 + self.ghost_cap() as u64 * GHOST_BYTES + (POOL_BUFS * SLOT) as u64
     }
 
     /// A slot buffer: a kept one, or a new one.
@@ -304,9 +322,11 @@ impl DiskTier {
     }
 
     /// As [`get`](Self::get), the chunk handed to `f` in the tier's own
-    /// buffer, not copied out; whether it was found.
-    pub(crate) fn get_with(&self, key: u128, len: usize, f: impl FnOnce(&[u8])) -> bool {
-        let found = self.lookup(key, len);
+    /// buffer, not copied out: whether it was found, or a slot of its
+    /// failed its checksum (the slot is empty from then on: the caller,
+    /// which knows the object and the offset, says so once).
+    pub(crate) fn get_with(&self, key: u128, len: usize, f: impl FnOnce(&[u8])) -> Found {
+        let (found, corrupt) = self.lookup(key, len);
         let c = if found.is_some() {
             &self.counts.hits
         } else {
@@ -317,47 +337,63 @@ impl DiskTier {
             Some(buf) => {
                 f(&buf[BLOCK..BLOCK + len]);
                 self.give_buf(buf);
-                true
+                Found::Hit
             }
-            None => false,
+            None if corrupt => Found::Corrupt,
+            None => Found::Miss,
         }
     }
 
     /// The buffer of the slot holding `key` (its `len` bytes at
-    /// [`BLOCK`]), if one does.
-    fn lookup(&self, key: u128, len: usize) -> Option<AlignedBuf> {
+    /// [`BLOCK`]), if one does; and whether a slot of `key` failed its
+    /// checksum.
+    fn lookup(&self, key: u128, len: usize) -> (Option<AlignedBuf>, bool) {
         let want = tag(key);
+        let mut corrupt = false;
         for pass in [want, UNKNOWN] {
             for s in self.set(key) {
                 if self.tags[s as usize].load(Ordering::Relaxed) != pass {
                     continue;
                 }
-                if let Some(data) = self.read_slot(s, key, len) {
-                    self.tags[s as usize].store(want, Ordering::Relaxed);
-                    self.touch(s);
-                    return Some(data);
+                match self.read_slot(s, key, len) {
+                    Ok(data) => {
+                        self.tags[s as usize].store(want, Ordering::Relaxed);
+                        self.kept[s as usize].store(false, Ordering::Relaxed);
+                        self.touch(s);
+                        return (Some(data), corrupt);
+                    }
+                    Err(bad) => corrupt |= bad,
                 }
             }
         }
-        None
+        (None, corrupt)
     }
 
     /// Reads slot `s`: its buffer, if it holds `key`'s `len` bytes,
     /// checksum verified. Otherwise what the header says the slot holds
-    /// becomes its tag (another chunk's, or [`EMPTY`]).
-    fn read_slot(&self, s: u64, key: u128, len: usize) -> Option<AlignedBuf> {
-        let mut buf = self.take_buf()?;
-        if self.check_slot(s, key, len, &mut buf).is_some() {
-            Some(buf)
-        } else {
-            self.give_buf(buf);
-            None
+    /// becomes its tag (another chunk's, or [`EMPTY`]), and whether it
+    /// held `key` damaged.
+    fn read_slot(&self, s: u64, key: u128, len: usize) -> Result<AlignedBuf, bool> {
+        let mut buf = self.take_buf().ok_or(false)?;
+        let r = self.check_slot(s, key, len, &mut buf);
+        match r {
+            Ok(()) => Ok(buf),
+            Err(bad) => {
+                self.give_buf(buf);
+                Err(bad)
+            }
         }
     }
 
-    /// Reads slot `s` into `buf`: `Some` if it holds `key`'s `len` bytes
+    /// Reads slot `s` into `buf`: `Ok` if it holds `key`'s `len` bytes
     /// (see [`read_slot`](Self::read_slot)).
-    fn check_slot(&self, s: u64, key: u128, len: usize, buf: &mut AlignedBuf) -> Option<()> {
+    fn check_slot(
+        &self,
+        s: u64,
+        key: u128,
+        len: usize,
+        buf: &mut AlignedBuf,
+    ) -> Result<(), bool> {
         let n = match self
             .file
             .read_blocks(&mut [buf.io_buf_mut()], s * SLOT as u64)
@@ -365,7 +401,7 @@ impl DiskTier {
             Ok(n) => n,
             Err(_) => {
                 self.counts.errors.fetch_add(1, Ordering::Relaxed);
-                return None;
+                return Err(false);
             }
         };
         self.verify(s, key, len, buf, n)
@@ -373,29 +409,40 @@ impl DiskTier {
 
     /// Whether `buf`, the `n` bytes read of slot `s`, holds `key`'s `len`
     /// bytes, checksum verified; if not, what its header says the slot
-    /// holds becomes its tag (another chunk's, or [`EMPTY`]).
-    fn verify(&self, s: u64, key: u128, len: usize, buf: &AlignedBuf, n: usize) -> Option<()> {
+    /// holds becomes its tag (another chunk's, or [`EMPTY`]: a damaged
+    /// slot of `key`, `Err(true)`, is read no more).
+    fn verify(
+        &self,
+        s: u64,
+        key: u128,
+        len: usize,
+        buf: &AlignedBuf,
+        n: usize,
+    ) -> Result<(), bool> {
+        let field = |r: std::ops::Range<usize>| buf.get(r).ok_or(false);
         let held = if n >= BLOCK && &buf[..8] == MAGIC {
-            u128::from_le_bytes(buf[8..24].try_into().ok()?)
+            u128::from_le_bytes(field(8..24)?.try_into().map_err(|_| false)?)
         } else {
             self.tags[s as usize].store(EMPTY, Ordering::Relaxed);
-            return None;
+            return Err(false);
         };
         if held != key {
             self.tags[s as usize].store(tag(held), Ordering::Relaxed);
-            return None;
+            return Err(false);
         }
-        let stored_len = u32::from_le_bytes(buf[24..28].try_into().ok()?) as usize;
-        let sum = u64::from_le_bytes(buf[28..36].try_into().ok()?);
+        let stored_len = u32::from_le_bytes(field(24..28)?.try_into().map_err(|_| false)?) as usize;
+        let sum = u64::from_le_bytes(field(28..36)?.try_into().map_err(|_| false)?);
         if len > CHUNK
             || n < BLOCK + len
             || stored_len != len
             || sum != checksum(key, len, &buf[BLOCK..BLOCK + len])
         {
             self.counts.corrupt.fetch_add(1, Ordering::Relaxed);
-            return None;
+            self.tags[s as usize].store(EMPTY, Ordering::Relaxed);
+            self.kept[s as usize].store(false, Ordering::Relaxed);
+            return Err(true);
         }
-        Some(())
+        Ok(())
     }
 
     /// Writes the chunk `key` (`data`, at most [`CHUNK`] bytes) to a slot
@@ -403,7 +450,29 @@ impl DiskTier {
     /// unknown one, else the least recently used. A failed write is
     /// counted and otherwise ignored: the chunk is just not kept.
     pub fn put(&self, key: u128, data: &[u8]) {
-        if data.len() <= CHUNK && self.write_slot(self.victim(key), key, data) {
+        self.put_marked(key, data, false);
+    }
+
+    /// As [`put`](Self::put), the chunk *kept until read*: its set's LRU
+    /// passes over it until a lookup finds it, unless every slot of the
+    /// set is kept (see the module documentation).
+    pub fn put_kept(&self, key: u128, data: &[u8]) {
+        self.put_marked(key, data, true);
+    }
+
+    /// [`put`](Self::put), marked kept or not.
+    fn put_marked(&self, key: u128, data: &[u8], keep: bool) {
+        if data.len() > CHUNK {
+            return;
+        }
+        let s = self.victim(key);
+        if self.kept[s as usize].swap(false, Ordering::Relaxed)
+            && self.tags[s as usize].load(Ordering::Relaxed) != tag(key)
+        {
+            self.counts.kept_evicted.fetch_add(1, Ordering::Relaxed);
+        }
+        if self.write_slot(s, key, data) {
+            self.kept[s as usize].store(keep, Ordering::Relaxed);
             self.counts.writes.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -489,6 +558,7 @@ impl DiskTier {
                     .then(|| u32::from_le_bytes(buf[24..28].try_into().expect("4 bytes")))
                     .map_or(0, |l| (l as usize).min(CHUNK));
                 self.verify(s, key, len, &buf, n)
+                    .ok()
                     .map(|()| buf[BLOCK..BLOCK + len].to_vec())
             }
             Err(_) => {
@@ -539,6 +609,13 @@ impl DiskTier {
         // their objects, read once per process (crate::record).
         let used = |s: &u64| self.used[*s as usize].load(Ordering::Relaxed);
         let record = |s: &u64| u128::from(tag_of(*s)) & RECORD_BIT != 0;
+        // Chunks kept until read are passed over while one is not.
+        let kept = |s: &u64| self.kept[*s as usize].load(Ordering::Relaxed);
+        if let Some(s) = set.clone().filter(|s| !record(s) && !kept(s)).min_by_key(used) {
+            if set.clone().filter(|s| !record(s)).count() as u64 * 2 >= self.ways {
+                return s;
+            }
+        }
         let chunks = set.clone().filter(|s| !record(s));
         if chunks.clone().count() as u64 * 2 >= self.ways {
             return chunks.min_by_key(used).expect("half a set is a slot");
@@ -579,6 +656,17 @@ impl DiskTier {
         g.order.push_back(key);
         false
     }
+}
+
+/// What [`DiskTier::get_with`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// The chunk, checksum verified.
+    Hit,
+    /// No slot holds it.
+    Miss,
+    /// A slot held it damaged (a torn write, a changed disk): emptied.
+    Corrupt,
 }
 
 /// The checksum of a chunk: xxh3-64 of its key, length and bytes.

@@ -12,8 +12,8 @@ use foliocache::metrics::{register_figures, Family, Figures, Kind};
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::disk::{DiskTier, DiskTierStats};
-use crate::objects::Objects;
-use crate::remote::Counters;
+use super::objects::Objects;
+use super::remote::Counters;
 
 /// Adds a collector of these figures to `registry`.
 pub(crate) fn register(
