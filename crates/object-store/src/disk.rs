@@ -432,11 +432,13 @@ impl DiskTier {
         }
         let stored_len = u32::from_le_bytes(field(24..28)?.try_into().map_err(|_| false)?) as usize;
         let sum = u64::from_le_bytes(field(28..36)?.try_into().map_err(|_| false)?);
-        if len > CHUNK
-            || n < BLOCK + len
-            || stored_len != len
-            || sum != checksum(key, len, &buf[BLOCK..BLOCK + len])
-        {
+        // Another length than asked (asked wrongly, or a short read): a
+        // miss; the slot may serve the right question.
+        if len > CHUNK || n < BLOCK + len || stored_len != len {
+            self.counts.corrupt.fetch_add(1, Ordering::Relaxed);
+            return Err(false);
+        }
+        if sum != checksum(key, len, &buf[BLOCK..BLOCK + len]) {
             self.counts.corrupt.fetch_add(1, Ordering::Relaxed);
             self.tags[s as usize].store(EMPTY, Ordering::Relaxed);
             self.kept[s as usize].store(false, Ordering::Relaxed);
@@ -763,7 +765,7 @@ mod tests {
         assert_eq!(
             tier.memory_bound(),
             64 * 16 + 64 * GHOST_BYTES + (POOL_BUFS * SLOT) as u64,
-            "tags and recency, the ghosts at their bound, the kept buffers"
+            "tags, recency and kept marks, the ghosts at their bound, the kept buffers"
         );
     }
 }
