@@ -163,12 +163,15 @@ const POOL_BUFS: usize = 16;
 const UNKNOWN: u64 = 0;
 /// A slot that holds no chunk (or a damaged one).
 const EMPTY: u64 = 1;
+/// A slot one writer has claimed and is writing: no other writer picks
+/// it, no reader reads it.
+const BUSY: u64 = 2;
 
 /// The tag of chunk `key` in [`DiskTier::tags`]: its low 64 bits (the
-/// set is chosen by the high ones), never [`UNKNOWN`] or [`EMPTY`]. Two
-/// keys of one tag are told apart by the slot's header.
+/// set is chosen by the high ones), never [`UNKNOWN`], [`EMPTY`] or
+/// [`BUSY`]. Two keys of one tag are told apart by the slot's header.
 fn tag(key: u128) -> u64 {
-    (key as u64).max(2)
+    (key as u64).max(3)
 }
 
 #[derive(Default)]
@@ -357,7 +360,7 @@ impl DiskTier {
                 }
                 match self.read_slot(s, key, len) {
                     Ok(data) => {
-                        self.tags[s as usize].store(want, Ordering::Relaxed);
+                        self.learn(s, want);
                         self.kept[s as usize].store(false, Ordering::Relaxed);
                         self.touch(s);
                         return (Some(data), corrupt);
@@ -423,11 +426,11 @@ impl DiskTier {
         let held = if n >= BLOCK && &buf[..8] == MAGIC {
             u128::from_le_bytes(field(8..24)?.try_into().map_err(|_| false)?)
         } else {
-            self.tags[s as usize].store(EMPTY, Ordering::Relaxed);
+            self.learn(s, EMPTY);
             return Err(false);
         };
         if held != key {
-            self.tags[s as usize].store(tag(held), Ordering::Relaxed);
+            self.learn(s, tag(held));
             return Err(false);
         }
         let stored_len = u32::from_le_bytes(field(24..28)?.try_into().map_err(|_| false)?) as usize;
@@ -440,8 +443,7 @@ impl DiskTier {
         }
         if sum != checksum(key, len, &buf[BLOCK..BLOCK + len]) {
             self.counts.corrupt.fetch_add(1, Ordering::Relaxed);
-            self.tags[s as usize].store(EMPTY, Ordering::Relaxed);
-            self.kept[s as usize].store(false, Ordering::Relaxed);
+            self.learn(s, EMPTY);
             return Err(true);
         }
         Ok(())
@@ -467,22 +469,47 @@ impl DiskTier {
         if data.len() > CHUNK {
             return;
         }
-        let s = self.victim(key);
-        if self.kept[s as usize].swap(false, Ordering::Relaxed)
-            && self.tags[s as usize].load(Ordering::Relaxed) != tag(key)
-        {
-            self.counts.kept_evicted.fetch_add(1, Ordering::Relaxed);
-        }
-        if self.write_slot(s, key, data) {
-            self.kept[s as usize].store(keep, Ordering::Relaxed);
+        let s = loop {
+            let s = self.victim(key);
+            let held = self.tags[s as usize].load(Ordering::Relaxed);
+            if held != BUSY && self.claim(s, held) {
+                if self.kept[s as usize].swap(false, Ordering::Relaxed) && held != tag(key) {
+                    self.counts.kept_evicted.fetch_add(1, Ordering::Relaxed);
+                }
+                break s;
+            }
+            // Every slot of the set being written (or this one claimed
+            // by another writer since): try again once one is done.
+            std::thread::yield_now();
+        };
+        if self.write_slot(s, key, data, keep) {
             self.counts.writes.fetch_add(1, Ordering::Relaxed);
         }
     }
 
+    /// Claims slot `s` for a write if its tag is still `held`: from then
+    /// on it is [`BUSY`] until [`write_slot`](Self::write_slot) ends.
+    fn claim(&self, s: u64, held: u64) -> bool {
+        self.tags[s as usize]
+            .compare_exchange(held, BUSY, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Records what slot `s` holds (`t`), learnt by a read, unless a
+    /// writer has claimed it meanwhile (its write decides the tag).
+    fn learn(&self, s: u64, t: u64) {
+        let _ = self.tags[s as usize].fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+            (c != BUSY).then_some(t)
+        });
+    }
+
     /// Writes `data` (at most [`CHUNK`] bytes) as the chunk `key` to slot
-    /// `s`, header and data in one write: whether it was written.
-    fn write_slot(&self, s: u64, key: u128, data: &[u8]) -> bool {
+    /// `s`, claimed ([`claim`](Self::claim)), header and data in one
+    /// write (`keep`: kept until read): whether it was written. The slot
+    /// is `key`'s after, or empty.
+    fn write_slot(&self, s: u64, key: u128, data: &[u8], keep: bool) -> bool {
         let Some(mut buf) = self.take_buf() else {
+            self.tags[s as usize].store(EMPTY, Ordering::Relaxed);
             return false;
         };
         // (A kept buffer holds an earlier slot: what the header and the
@@ -494,18 +521,19 @@ impl DiskTier {
         buf[24..28].copy_from_slice(&(data.len() as u32).to_le_bytes());
         buf[28..36].copy_from_slice(&checksum(key, data.len(), data).to_le_bytes());
         buf[BLOCK..BLOCK + data.len()].copy_from_slice(data);
-        // Empty while it is written: no lookup expects `key` or the old
+        // Busy while it is written: no lookup expects `key` or the old
         // chunk there (a reader racing the write fails the checksum).
-        self.tags[s as usize].store(EMPTY, Ordering::Relaxed);
         let done = self.file.write_blocks(&[buf.io_buf()], s * SLOT as u64);
         self.give_buf(buf);
         match done {
             Ok(_) => {
-                self.tags[s as usize].store(tag(key), Ordering::Relaxed);
+                self.kept[s as usize].store(keep, Ordering::Relaxed);
                 self.touch(s);
+                self.tags[s as usize].store(tag(key), Ordering::Relaxed);
                 true
             }
             Err(_) => {
+                self.tags[s as usize].store(EMPTY, Ordering::Relaxed);
                 self.counts.errors.fetch_add(1, Ordering::Relaxed);
                 false
             }
@@ -522,12 +550,27 @@ impl DiskTier {
 
     /// Writes the record `key` ([`record_key`]; `data` at most [`CHUNK`]
     /// bytes, empty for a tombstone) to its slot, whatever the slot held.
+    /// A slot holding a chunk kept until read is left to it: the record
+    /// is not there to replace (a record saves a HEAD; the chunk, a GET).
     pub(crate) fn put_record(&self, key: u128, data: &[u8]) {
-        if data.len() <= CHUNK {
-            let s = self.record_slot(key);
-            if self.write_slot(s, key, data) {
-                self.mark_record(s, key, data.is_empty());
+        if data.len() > CHUNK {
+            return;
+        }
+        let s = self.record_slot(key);
+        loop {
+            if self.kept[s as usize].load(Ordering::Relaxed) {
+                return;
             }
+            let held = self.tags[s as usize].load(Ordering::Relaxed);
+            // (A record or a tombstone waits for the write in progress:
+            // it must land after it.)
+            if held != BUSY && self.claim(s, held) {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        if self.write_slot(s, key, data, false) {
+            self.mark_record(s, key, data.is_empty());
         }
     }
 
@@ -535,7 +578,7 @@ impl DiskTier {
     /// tombstone's slot is as good as an empty one (a chunk may take it).
     fn mark_record(&self, s: u64, key: u128, tombstone: bool) {
         let t = if tombstone { EMPTY } else { tag(key) };
-        self.tags[s as usize].store(t, Ordering::Relaxed);
+        self.learn(s, t);
         self.touch(s);
     }
 
@@ -591,7 +634,8 @@ impl DiskTier {
     }
 
     /// The slot `put` writes `key` to: the one holding it, an empty one,
-    /// one of unknown content, else the least recently used chunk.
+    /// one of unknown content, else the least recently used chunk not
+    /// kept until read (see the module documentation).
     fn victim(&self, key: u128) -> u64 {
         let want = tag(key);
         let set = self.set(key);
@@ -611,18 +655,20 @@ impl DiskTier {
         // their objects, read once per process (crate::record).
         let used = |s: &u64| self.used[*s as usize].load(Ordering::Relaxed);
         let record = |s: &u64| u128::from(tag_of(*s)) & RECORD_BIT != 0;
-        // Chunks kept until read are passed over while one is not.
+        let chunks_only = set.clone().filter(|s| !record(s)).count() as u64 * 2 >= self.ways;
+        let candidates = set
+            .clone()
+            .filter(|s| tag_of(*s) != BUSY && !(chunks_only && record(s)));
+        // Chunks kept until read are passed over while one is not (then
+        // the least recent kept one goes: the tier never refuses a write).
         let kept = |s: &u64| self.kept[*s as usize].load(Ordering::Relaxed);
-        if let Some(s) = set.clone().filter(|s| !record(s) && !kept(s)).min_by_key(used) {
-            if set.clone().filter(|s| !record(s)).count() as u64 * 2 >= self.ways {
-                return s;
-            }
-        }
-        let chunks = set.clone().filter(|s| !record(s));
-        if chunks.clone().count() as u64 * 2 >= self.ways {
-            return chunks.min_by_key(used).expect("half a set is a slot");
-        }
-        set.min_by_key(used).expect("a set has a slot")
+        candidates
+            .clone()
+            .filter(|s| !kept(s))
+            .min_by_key(used)
+            .or_else(|| candidates.min_by_key(used))
+            // Every slot busy: the caller tries again.
+            .unwrap_or(set.start)
     }
 
     /// Whether the chunk `key`, whose pages `pages` (bit `i`: bytes

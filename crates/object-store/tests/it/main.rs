@@ -12,6 +12,7 @@ mod around;
 mod budget;
 mod counting;
 mod disk;
+mod hints;
 mod local;
 #[cfg(feature = "prometheus")]
 mod metrics;
