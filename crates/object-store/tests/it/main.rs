@@ -17,6 +17,7 @@ mod local;
 #[cfg(feature = "prometheus")]
 mod metrics;
 mod restart;
+mod shift;
 #[cfg(feature = "e2e-s3")]
 mod s3;
 
