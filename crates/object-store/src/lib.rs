@@ -131,6 +131,7 @@ macro_rules! trait_version {
             mod record;
             mod remote;
             mod store;
+            mod throttled;
             mod through;
             mod upload;
 
@@ -138,6 +139,7 @@ macro_rules! trait_version {
                 CachedStore, CachedStoreBuilder, CachedStoreStats, DEFAULT_MAX_OBJECTS,
                 DEFAULT_WRITE_QUEUE,
             };
+            pub use throttled::Throttled;
 
             $($extra)*
         }
@@ -196,12 +198,14 @@ compile_error!("foliocache-object-store implements object_store's trait: enable 
 
 #[cfg(feature = "object-store-014")]
 pub use v014::{
-    CachedStore, CachedStoreBuilder, CachedStoreStats, DEFAULT_MAX_OBJECTS, DEFAULT_WRITE_QUEUE,
+    CachedStore, CachedStoreBuilder, CachedStoreStats, Throttled, DEFAULT_MAX_OBJECTS,
+    DEFAULT_WRITE_QUEUE,
 };
 
 #[cfg(all(feature = "object-store-013", not(feature = "object-store-014")))]
 pub use v013::{
-    CachedStore, CachedStoreBuilder, CachedStoreStats, DEFAULT_MAX_OBJECTS, DEFAULT_WRITE_QUEUE,
+    CachedStore, CachedStoreBuilder, CachedStoreStats, Throttled, DEFAULT_MAX_OBJECTS,
+    DEFAULT_WRITE_QUEUE,
 };
 
 /// What [`forward_object_store!`] names from this crate's dependencies

@@ -133,6 +133,27 @@ impl Figures for StoreFigures {
                 get(&c.recorded),
             ),
             one(
+                "foliocache_object_store_written_through",
+                "Chunks of puts written through to the disk tier",
+                counter,
+                None,
+                get(&c.written_through),
+            ),
+            one(
+                "foliocache_object_store_write_waits",
+                "Puts that waited for room in the write-through queue (none is dropped)",
+                counter,
+                None,
+                get(&c.write_waits),
+            ),
+            one(
+                "foliocache_object_store_passed_through",
+                "Reads passed to the inner store uncached (CacheHint::DontCache)",
+                counter,
+                None,
+                get(&c.passed_through),
+            ),
+            one(
                 "foliocache_object_store_objects",
                 "Objects tracked now",
                 Kind::Gauge,
