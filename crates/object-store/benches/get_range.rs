@@ -50,7 +50,9 @@ fn ranges(len: u64) -> Vec<Range<u64>> {
 
 /// The bytes of the object.
 fn object() -> Vec<u8> {
-    (0..SIZE).map(|i| (i.wrapping_mul(0x9E37_79B9) >> 13) as u8).collect()
+    (0..SIZE)
+        .map(|i| (i.wrapping_mul(0x9E37_79B9) >> 13) as u8)
+        .collect()
 }
 
 fn bench(c: &mut Criterion) {
@@ -65,7 +67,11 @@ fn bench(c: &mut Criterion) {
     let cached = CachedStore::new(InMemory::new(), cache);
     rt.block_on(async {
         memory.put(&path, data.clone().into()).await.expect("put");
-        cached.inner().put(&path, data.clone().into()).await.expect("put");
+        cached
+            .inner()
+            .put(&path, data.clone().into())
+            .await
+            .expect("put");
         for len in [4096, 64 << 10] {
             for r in ranges(len) {
                 cached.get_range(&path, r).await.expect("warm");

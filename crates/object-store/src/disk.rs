@@ -390,13 +390,7 @@ impl DiskTier {
 
     /// Reads slot `s` into `buf`: `Ok` if it holds `key`'s `len` bytes
     /// (see [`read_slot`](Self::read_slot)).
-    fn check_slot(
-        &self,
-        s: u64,
-        key: u128,
-        len: usize,
-        buf: &mut AlignedBuf,
-    ) -> Result<(), bool> {
+    fn check_slot(&self, s: u64, key: u128, len: usize, buf: &mut AlignedBuf) -> Result<(), bool> {
         let n = match self
             .file
             .read_blocks(&mut [buf.io_buf_mut()], s * SLOT as u64)
@@ -810,7 +804,7 @@ mod tests {
         }
         assert_eq!(
             tier.memory_bound(),
-            64 * 16 + 64 * GHOST_BYTES + (POOL_BUFS * SLOT) as u64,
+            64 * 17 + 64 * GHOST_BYTES + (POOL_BUFS * SLOT) as u64,
             "tags, recency and kept marks, the ghosts at their bound, the kept buffers"
         );
     }

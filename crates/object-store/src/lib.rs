@@ -214,10 +214,10 @@ pub use v013::{
 pub mod __private {
     pub use async_trait::async_trait;
     pub use futures_util::stream::BoxStream;
-    #[cfg(feature = "object-store-013")]
-    pub use object_store_013;
     #[cfg(feature = "object-store-014")]
     pub use object_store;
+    #[cfg(feature = "object-store-013")]
+    pub use object_store_013;
     #[cfg(all(feature = "object-store-013", not(feature = "object-store-014")))]
     pub use object_store_013 as object_store;
 }

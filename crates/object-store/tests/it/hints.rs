@@ -59,17 +59,24 @@ async fn lsm_trace(write_hint: CacheHint) -> (u64, u64) {
     const LAG: usize = 4;
     let files = (3 * TIER_SLOTS as usize * SLOT).div_ceil(FILE);
     let inner = Counting::new();
-    let tier = Arc::new(DiskTier::with_backing(MemBacking::new(), TIER_SLOTS * SLOT as u64).unwrap());
+    let tier =
+        Arc::new(DiskTier::with_backing(MemBacking::new(), TIER_SLOTS * SLOT as u64).unwrap());
     let s = tiered(inner.clone(), 1 << 20, tier.clone());
     let hot = Path::from("hot/table");
     let hot_data = data((TIER_SLOTS as usize) << 16, 70);
-    inner.inner.put(&hot, hot_data.clone().into()).await.unwrap();
+    inner
+        .inner
+        .put(&hot, hot_data.clone().into())
+        .await
+        .unwrap();
     let (mut compaction_gets, mut compaction_bytes) = (0, 0);
     let sst = |i: usize| Path::from(format!("sst/{i:05}.sst"));
     for i in 0..files {
         let d = data(FILE, 100 + i as u64);
         let payload = PutPayload::from(d);
-        s.put_opts(&sst(i), payload, put_opts(write_hint)).await.unwrap();
+        s.put_opts(&sst(i), payload, put_opts(write_hint))
+            .await
+            .unwrap();
         // The query's hot set: 64 KiB blocks, a stride that visits them
         // all every four files.
         for k in 0..TIER_SLOTS / 4 {
@@ -83,7 +90,11 @@ async fn lsm_trace(write_hint: CacheHint) -> (u64, u64) {
             let before = inner.seen.gets();
             let got = s.get_opts(&sst(input), get_opts(CacheHint::ReadOnce)).await;
             let body = got.unwrap().bytes().await.unwrap();
-            assert_eq!(&body[..], &data(FILE, 100 + input as u64)[..], "sst {input}");
+            assert_eq!(
+                &body[..],
+                &data(FILE, 100 + input as u64)[..],
+                "sst {input}"
+            );
             compaction_gets += inner.seen.gets() - before;
             compaction_bytes += body.len() as u64;
         }
@@ -176,13 +187,23 @@ async fn a_full_write_queue_makes_writers_wait_and_drops_nothing() {
     }
     let st = s.stats();
     assert_eq!(st.written_through, chunks, "chunks handed to the tier");
-    assert_eq!(tier.stats().writes, chunks, "chunks the tier wrote: none dropped");
+    assert_eq!(
+        tier.stats().writes,
+        chunks,
+        "chunks the tier wrote: none dropped"
+    );
     assert!(st.write_waits > 0, "writers waited for the queue: {st:?}");
     for i in 0..FILES {
         let got = s.get(&path(i)).await.unwrap().bytes().await.unwrap();
         assert_eq!(&got[..], &data(SIZE, 200 + i as u64)[..]);
     }
-    assert_eq!(inner.seen.gets(), 0, "every file read from the tier: {:?} {:?}", tier.stats(), s.stats());
+    assert_eq!(
+        inner.seen.gets(),
+        0,
+        "every file read from the tier: {:?} {:?}",
+        tier.stats(),
+        s.stats()
+    );
 }
 
 /// `DontCache`: a read not cached is the inner store's own GET (no HEAD,
@@ -226,7 +247,10 @@ async fn read_once_keeps_nothing_in_memory() {
     assert_eq!(s.stats().hits, 0);
     // A normal read of it is kept.
     for _ in 0..2 {
-        assert_eq!(&s.get_range(&p, 4096..20_480).await.unwrap()[..], &d[4096..20_480]);
+        assert_eq!(
+            &s.get_range(&p, 4096..20_480).await.unwrap()[..],
+            &d[4096..20_480]
+        );
     }
     assert_eq!(s.stats().hits, 1);
 }

@@ -17,9 +17,9 @@ mod local;
 #[cfg(feature = "prometheus")]
 mod metrics;
 mod restart;
-mod shift;
 #[cfg(feature = "e2e-s3")]
 mod s3;
+mod shift;
 
 use std::ops::Range;
 use std::sync::atomic::Ordering;

@@ -34,6 +34,9 @@ async fn ranges_moved_by_less_than_a_page_still_hit() {
     }
     let st = s.stats();
     assert_eq!(seen.gets(), gets, "GETs in the second pass");
-    assert_eq!(st.misses, misses, "reads that missed: none of {bytes} bytes");
+    assert_eq!(
+        st.misses, misses,
+        "reads that missed: none of {bytes} bytes"
+    );
     assert_eq!(st.hits - hits, (SIZE / LEN - 1), "every read a hit");
 }
