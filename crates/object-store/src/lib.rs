@@ -147,7 +147,7 @@ macro_rules! trait_version {
 }
 
 trait_version! {
-    /// [`CachedStore`](v014::CachedStore) for object_store 0.14's trait
+    /// [`v014::CachedStore`] for object_store 0.14's trait
     /// (parquet 60, SlateDB 0.18, lance 14): feature `object-store-014`
     /// (default), re-exported at the crate's root.
     #[cfg(feature = "object-store-014")]
@@ -171,7 +171,7 @@ trait_version! {
 }
 
 trait_version! {
-    /// [`CachedStore`](v013::CachedStore) for object_store 0.13's trait
+    /// [`v013::CachedStore`] for object_store 0.13's trait
     /// (DataFusion 55): feature `object-store-013`, re-exported at the
     /// crate's root when `object-store-014` is off.
     #[cfg(feature = "object-store-013")]
