@@ -114,10 +114,10 @@ pub use hint::CacheHint;
 
 /// The cache over one version of object_store's trait, `$name` built from
 /// the files of `src/cached/` with `object_store` naming `$krate`: one
-/// code, compiled once per version enabled. `$extra`: the items where the
-/// versions differ.
+/// code, compiled once per version enabled. Where the versions differ:
+/// `$field`s, the fields of a `GetResult` the version has beyond 0.13's.
 macro_rules! trait_version {
-    ($(#[$attr:meta])* $name:ident, $krate:path, $($extra:item)*) => {
+    ($(#[$attr:meta])* $name:ident, $krate:path, { $($field:ident: $value:expr),* }) => {
         $(#[$attr])*
         #[path = "cached"]
         pub mod $name {
@@ -141,7 +141,21 @@ macro_rules! trait_version {
             };
             pub use throttled::Throttled;
 
-            $($extra)*
+            /// A `GetResult` of this version.
+            fn get_result(
+                payload: object_store::GetResultPayload,
+                meta: object_store::ObjectMeta,
+                range: std::ops::Range<u64>,
+                attributes: object_store::Attributes,
+            ) -> object_store::GetResult {
+                object_store::GetResult {
+                    payload,
+                    meta,
+                    range,
+                    attributes,
+                    $($field: $value),*
+                }
+            }
         }
     };
 }
@@ -151,23 +165,7 @@ trait_version! {
     /// (parquet 60, SlateDB 0.18, lance 14): feature `object-store-014`
     /// (default), re-exported at the crate's root.
     #[cfg(feature = "object-store-014")]
-    v014, ::object_store,
-
-    /// A `GetResult` (0.14's has `extensions`).
-    fn get_result(
-        payload: object_store::GetResultPayload,
-        meta: object_store::ObjectMeta,
-        range: std::ops::Range<u64>,
-        attributes: object_store::Attributes,
-    ) -> object_store::GetResult {
-        object_store::GetResult {
-            payload,
-            meta,
-            range,
-            attributes,
-            extensions: Default::default(),
-        }
-    }
+    v014, ::object_store, { extensions: Default::default() }
 }
 
 trait_version! {
@@ -175,22 +173,7 @@ trait_version! {
     /// (DataFusion 55): feature `object-store-013`, re-exported at the
     /// crate's root when `object-store-014` is off.
     #[cfg(feature = "object-store-013")]
-    v013, ::object_store_013,
-
-    /// A `GetResult` (0.13's has no `extensions`).
-    fn get_result(
-        payload: object_store::GetResultPayload,
-        meta: object_store::ObjectMeta,
-        range: std::ops::Range<u64>,
-        attributes: object_store::Attributes,
-    ) -> object_store::GetResult {
-        object_store::GetResult {
-            payload,
-            meta,
-            range,
-            attributes,
-        }
-    }
+    v013, ::object_store_013, {}
 }
 
 #[cfg(not(any(feature = "object-store-013", feature = "object-store-014")))]
