@@ -8,10 +8,10 @@
 //!
 //! # Setup
 //! An object of 64 MiB, put in an `InMemory` store; a `CachedStore` over
-//! another `InMemory` holding the same bytes, in a cache of 128 MiB,
+//! another `InMemory` holding the same bytes, in a cache of 80 MiB,
 //! warmed by reading every range the bench reads (so that each is a hit);
 //! a local file of the same bytes under `CARGO_TARGET_TMPDIR`, opened in a
-//! cache of 128 MiB and read once. Every `get_range` is polled once, with
+//! cache of 80 MiB and read once. Every `get_range` is polled once, with
 //! no executor (`now_or_never`): a hit that is not answered on the first
 //! poll panics the bench, so it also checks that hits take no async
 //! machinery.
@@ -72,7 +72,7 @@ fn bench(c: &mut Criterion) {
     let path = Path::from("bench/object");
     let memory = InMemory::new();
     let cache = foliocache::Cache::builder()
-        .capacity(2 * SIZE as usize)
+        .capacity((SIZE + SIZE / 4) as usize)
         .build()
         .expect("cache");
     let cached = CachedStore::new(InMemory::new(), cache);
@@ -102,7 +102,7 @@ fn bench(c: &mut Criterion) {
     let file_path = dir.join("objstore-bench-get-range");
     std::fs::write(&file_path, &data).expect("write the local file");
     let file_cache = foliocache::Cache::builder()
-        .capacity(2 * SIZE as usize)
+        .capacity((SIZE + SIZE / 4) as usize)
         .build()
         .expect("cache");
     let file = file_cache.open(&file_path).expect("open");
