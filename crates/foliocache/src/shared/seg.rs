@@ -22,9 +22,14 @@
 //! without those seals is refused, so no process can cut the mapping
 //! short under the others.
 
+use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::marker::PhantomData;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use crate::arena::collapse::{collapse_block, Collapsed};
+use crate::copy::{copy_from_shared, copy_to_shared, zero_shared};
 
 use crate::guardian::segment::Map;
 
@@ -411,9 +416,34 @@ impl Seg {
             .then(|| self.at(self.slots_off + i * SLOT_BYTES))
     }
 
-    /// Slot `i`'s path bytes' address (for a volatile copy): `SLOT_PATH`
-    /// bytes; `None` past the table.
-    pub(crate) fn slot_path(&self, i: u32) -> Option<*mut u8> {
+    /// Copies `src` (at most [`SLOT_PATH`] bytes) into slot `i`'s path;
+    /// `false` past the table or for a longer path.
+    pub(crate) fn write_slot_path(&self, i: u32, src: &[u8]) -> bool {
+        let Some(at) = self.slot_path_at(i).filter(|_| src.len() <= SLOT_PATH) else {
+            return false;
+        };
+        // SAFETY: `src.len()` bytes of slot `i`'s path (checked), in the
+        // mapping; other processes read and write them only with the
+        // shared copies.
+        unsafe { copy_to_shared(src.as_ptr(), at, src.len()) };
+        true
+    }
+
+    /// Copies the first `dst.len()` bytes of slot `i`'s path (another
+    /// process may be writing them) into `dst`; `false` past the table or
+    /// for more than [`SLOT_PATH`] bytes.
+    pub(crate) fn read_slot_path(&self, i: u32, dst: &mut [u8]) -> bool {
+        let Some(at) = self.slot_path_at(i).filter(|_| dst.len() <= SLOT_PATH) else {
+            return false;
+        };
+        // SAFETY: as in `write_slot_path`, into the caller's buffer.
+        unsafe { copy_from_shared(at, dst.as_mut_ptr(), dst.len()) };
+        true
+    }
+
+    /// Slot `i`'s path bytes' address: `SLOT_PATH` bytes; `None` past
+    /// the table.
+    fn slot_path_at(&self, i: u32) -> Option<*mut u8> {
         let i = u64::from(i);
         (1..self.slots).contains(&i).then(|| {
             // SAFETY: slot `i` lies in the mapping (checked), its path
@@ -437,11 +467,13 @@ impl Seg {
         self.at(self.buckets_off + (b & (self.buckets - 1)) * 4)
     }
 
-    /// Page `p`'s first byte, `PAGE` bytes, or `None` past the table.
-    pub(crate) fn data(&self, p: u64) -> Option<*mut u8> {
-        (p < self.pages).then(|| {
+    /// Page `p`'s bytes, or `None` past the table.
+    #[inline]
+    pub(crate) fn page(&self, p: u64) -> Option<PageMem<'_>> {
+        (p < self.pages).then(|| PageMem {
             // SAFETY: page `p` lies in the mapping (checked).
-            unsafe { self.map.range().0.add((self.data_off + p * PAGE) as usize) }
+            at: unsafe { self.map.range().0.add((self.data_off + p * PAGE) as usize) },
+            _seg: PhantomData,
         })
     }
 
@@ -467,13 +499,15 @@ impl Seg {
         (self.data_off + p * PAGE) / HUGE
     }
 
-    /// Block `b`'s first byte (2 MiB aligned, at a multiple of 2 MiB in
-    /// the memory file), or `None` past the segment's whole blocks.
-    pub(crate) fn huge_block(&self, b: u64) -> Option<*mut u8> {
+    /// Collapses block `b` into one 2 MiB page (`arena::collapse`);
+    /// `None` past the segment's whole blocks.
+    pub(crate) fn collapse_block(&self, b: u64) -> Option<Collapsed> {
         (b < self.huge_blocks()).then(|| {
-            // SAFETY: block `b` lies in the segment (checked), inside the
-            // mapping, which starts at the file's offset 0.
-            unsafe { self.map.range().0.add((b * HUGE) as usize) }
+            // SAFETY: block `b` lies in the segment (checked): 2 MiB
+            // aligned in its shared, writable mapping
+            // (`Map::new_aligned`, from the memory file's offset 0), held
+            // mapped by `self` for the call; the collapse keeps its bytes.
+            unsafe { collapse_block(self.map.range().0.add((b * HUGE) as usize)) }
         })
     }
 
@@ -483,4 +517,110 @@ impl Seg {
         let p = u64::from(v).checked_sub(1)?;
         (p < self.pages).then_some(p)
     }
+}
+
+/// One page of the segment, its number checked ([`Seg::page`]): the only
+/// way to its bytes. Each copy checks its range inside the page once and
+/// goes through the shared copies (`copy.rs`), which other processes'
+/// copies of the same bytes may race: a reader's copy that raced a
+/// writer's is discarded by its seqlock (`index::find`), and a page's
+/// bytes change only while a process holds it (`index::Hold`).
+#[derive(Clone, Copy)]
+pub(crate) struct PageMem<'a> {
+    at: *mut u8,
+    _seg: PhantomData<&'a Seg>,
+}
+
+/// The error of a copy past its page (a caller's bug, never an input's).
+fn past_page() -> io::Error {
+    io::Error::other("shared cache: a copy past its page")
+}
+
+impl PageMem<'_> {
+    /// Copies the page's bytes from `at` into `dst`.
+    #[inline]
+    pub(crate) fn copy_out(self, at: usize, dst: &mut [u8]) -> io::Result<()> {
+        if at > PAGE as usize || dst.len() > PAGE as usize - at {
+            return Err(past_page());
+        }
+        // SAFETY: `at..at + dst.len()` lies in the page (checked), in the
+        // mapping for `'a`; others write it only with the shared copies.
+        unsafe { copy_from_shared(self.at.add(at), dst.as_mut_ptr(), dst.len()) };
+        Ok(())
+    }
+
+    /// Copies `src` into the page from `at`.
+    #[inline]
+    pub(crate) fn copy_in(self, at: usize, src: &[u8]) -> io::Result<()> {
+        if at > PAGE as usize || src.len() > PAGE as usize - at {
+            return Err(past_page());
+        }
+        // SAFETY: as in `copy_out`, from the caller's slice.
+        unsafe { copy_to_shared(src.as_ptr(), self.at.add(at), src.len()) };
+        Ok(())
+    }
+
+    /// Zeroes the page from `at` to its end.
+    pub(crate) fn zero_from(self, at: usize) -> io::Result<()> {
+        if at > PAGE as usize {
+            return Err(past_page());
+        }
+        // SAFETY: `at..PAGE` lies in the page (checked); others read it
+        // only with the shared copies.
+        unsafe { zero_shared(self.at.add(at), PAGE as usize - at) };
+        Ok(())
+    }
+
+    /// Reads the file page at `offset` of `file` into the page (a held
+    /// one, which no process reads until let go: readers check the state
+    /// word): the bytes read, short at the end of the file.
+    pub(crate) fn read_file(self, file: &File, offset: u64) -> io::Result<usize> {
+        let mut n = 0;
+        while n < PAGE as usize {
+            // SAFETY: `n..PAGE` lies in the page, in the mapping; the
+            // kernel writes it.
+            let r = unsafe {
+                libc::pread(
+                    file.as_raw_fd(),
+                    self.at.add(n).cast(),
+                    PAGE as usize - n,
+                    (offset + n as u64) as libc::off_t,
+                )
+            };
+            match r {
+                0 => break,
+                r if r > 0 => n += r as usize,
+                _ => {
+                    let e = io::Error::last_os_error();
+                    if e.kind() != io::ErrorKind::Interrupted {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        Ok(n)
+    }
+}
+
+/// Reads `file` from `offset` into `pages` (held, as for
+/// [`PageMem::read_file`]) in one `preadv`: the bytes read.
+pub(crate) fn read_pages(file: &File, pages: &[PageMem<'_>], offset: u64) -> io::Result<usize> {
+    let iov: Vec<libc::iovec> = pages
+        .iter()
+        .map(|p| libc::iovec {
+            iov_base: p.at.cast(),
+            iov_len: PAGE as usize,
+        })
+        .collect();
+    // SAFETY: each iovec is a whole page of the mapping (`PageMem`); the
+    // kernel writes them.
+    let r = unsafe {
+        libc::preadv(
+            file.as_raw_fd(),
+            iov.as_ptr(),
+            iov.len() as libc::c_int,
+            offset as libc::off_t,
+        )
+    };
+    usize::try_from(r).map_err(|_| io::Error::last_os_error())
 }
