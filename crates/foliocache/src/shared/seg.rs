@@ -20,7 +20,9 @@
 //! bytes, never reach outside the segment. The memory file is sealed
 //! against resizing (`F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL`), and one
 //! without those seals is refused, so no process can cut the mapping
-//! short under the others.
+//! short under the others. The page, the header's page and the slots'
+//! layout are `shm.rs`'s, as the guardian's segment's; every place is
+//! reached through the mapping's check there (`Map::at`, `Map::bytes`).
 
 use std::fs::File;
 use std::io;
@@ -31,7 +33,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use crate::arena::collapse::{collapse_block, Collapsed};
 use crate::copy::{copy_from_shared, copy_to_shared, zero_shared};
 
-use crate::guardian::segment::Map;
+use crate::shm::{Atomics, Map, HEADER_BYTES, SLOT_BYTES, SLOT_HEAD};
+pub(crate) use crate::shm::{PAGE, SLOT_FREE, SLOT_PATH, SLOT_USED};
 
 /// The memory file's name (`/proc/PID/fd` shows `/memfd:` and it).
 pub(crate) const NAME: &str = "foliocache-shared";
@@ -43,8 +46,6 @@ const VERSION: u32 = 6;
 const SEALS: rustix::fs::SealFlags = rustix::fs::SealFlags::SHRINK
     .union(rustix::fs::SealFlags::GROW)
     .union(rustix::fs::SealFlags::SEAL);
-/// The page size.
-pub(crate) const PAGE: u64 = 4096;
 /// The pages' alignment in the segment and the mapping's in memory: a
 /// huge page's, so that where the host gives shared memory huge pages
 /// (`shmem_enabled`, or the creator's collapse: `arena::collapse`), the
@@ -55,13 +56,7 @@ pub(crate) const PARTS: u32 = 1024;
 /// Bytes of a participant.
 const PART_BYTES: u64 = 64;
 /// Where the participants start: after the header's page.
-const PART_OFF: u64 = PAGE;
-/// Bytes of a file slot.
-const SLOT_BYTES: u64 = 4096;
-/// Bytes of a slot before its path.
-const SLOT_HEAD: u64 = 128;
-/// The longest path a slot holds.
-pub(crate) const SLOT_PATH: usize = (SLOT_BYTES - SLOT_HEAD) as usize;
+const PART_OFF: u64 = HEADER_BYTES;
 /// Bytes of a descriptor.
 const DESC_BYTES: u64 = 32;
 /// The most pages a segment has (page numbers + 1 fit a bucket's u32).
@@ -126,6 +121,15 @@ pub(crate) struct Part {
 
 const _: () = assert!(std::mem::size_of::<Part>() as u64 <= PART_BYTES);
 
+// SAFETY: `repr(C)`, atomics only (as `Header`, `Slot` and `Desc`).
+unsafe impl Atomics for Part {}
+// SAFETY: as above.
+unsafe impl Atomics for Header {}
+// SAFETY: as above.
+unsafe impl Atomics for Slot {}
+// SAFETY: as above.
+unsafe impl Atomics for Desc {}
+
 /// A file slot's head; its path follows at `SLOT_HEAD`.
 #[repr(C)]
 pub(crate) struct Slot {
@@ -176,11 +180,8 @@ pub(crate) struct Slot {
 
 const _: () = assert!(std::mem::size_of::<Slot>() as u64 <= SLOT_HEAD);
 
-/// A slot no file has held: a lookup's probe ends there.
-pub(crate) const SLOT_FREE: u32 = 0;
-/// A slot holding a file.
-pub(crate) const SLOT_USED: u32 = 1;
-/// A slot taken back from a file: a lookup's probe goes on past it.
+/// A slot's state besides `shm.rs`'s free (no file has held it: a
+/// lookup's probe ends there) and used (a file's): taken back from a file: a lookup's probe goes on past it.
 pub(crate) const SLOT_GONE: u32 = 2;
 
 /// A page's descriptor: the truth the index is derived from.
@@ -330,9 +331,9 @@ impl Seg {
             return Err(invalid("not a segment (too short)"));
         }
         let head = Map::new(fd.as_fd(), 0, PAGE, false)?;
-        // SAFETY: the mapping is a page long, page-aligned, and the
-        // header (a few dozen bytes of atomics) lies at its start.
-        let h = unsafe { &*head.range().0.cast::<Header>() };
+        let h = head
+            .at::<Header>(0)
+            .ok_or_else(|| invalid("not a segment (too short)"))?;
         if h.magic.load(Ordering::Acquire) != MAGIC || h.version.load(Ordering::Relaxed) != VERSION
         {
             return Err(invalid("not a segment of this version"));
@@ -377,17 +378,15 @@ impl Seg {
         self.fd.as_fd()
     }
 
-    /// The address of `off`, which the caller has checked lies, with the
-    /// value it addresses, inside the mapping.
-    fn at<T>(&self, off: u64) -> &T {
-        let (base, len) = self.map.range();
-        debug_assert!(off as usize + std::mem::size_of::<T>() <= len);
-        // SAFETY: every caller computes `off` from a number checked
-        // against the header's counts, so `off .. off + size_of::<T>()`
-        // lies in the mapping; each `T` here is a `repr(C)` struct of
-        // atomics at an 8-byte-aligned offset, valid for any bytes, and
-        // the mapping lives as long as `self`.
-        unsafe { &*base.add(off as usize).cast::<T>() }
+    /// The `T` at `off`, which the caller computed from numbers checked
+    /// against the header's counts, so that it lies in the mapping (the
+    /// layout was checked at `create` and `attach`): a miss is a bug of
+    /// this file's, never a segment's content.
+    #[inline]
+    fn at<T: Atomics>(&self, off: u64) -> &T {
+        self.map
+            .at(off)
+            .expect("the shared cache's layout lies in its mapping")
     }
 
     pub(crate) fn header(&self) -> &Header {
@@ -396,7 +395,9 @@ impl Seg {
 
     /// Participant `i`, or `None` past the table.
     pub(crate) fn part(&self, i: u32) -> Option<&Part> {
-        (i < PARTS).then(|| self.at(PART_OFF + u64::from(i) * PART_BYTES))
+        (i < PARTS)
+            .then(|| self.map.at(PART_OFF + u64::from(i) * PART_BYTES))
+            .flatten()
     }
 
     /// File slot `i` (1-based; 0 is no slot), or `None` past the table.
@@ -413,7 +414,8 @@ impl Seg {
         let i = u64::from(i);
         (1..self.slots)
             .contains(&i)
-            .then(|| self.at(self.slots_off + i * SLOT_BYTES))
+            .then(|| self.map.at(self.slots_off + i * SLOT_BYTES))
+            .flatten()
     }
 
     /// Copies `src` (at most [`SLOT_PATH`] bytes) into slot `i`'s path;
@@ -445,21 +447,22 @@ impl Seg {
     /// the table.
     fn slot_path_at(&self, i: u32) -> Option<*mut u8> {
         let i = u64::from(i);
-        (1..self.slots).contains(&i).then(|| {
-            // SAFETY: slot `i` lies in the mapping (checked), its path
-            // `SLOT_HEAD` bytes in.
-            unsafe {
-                self.map
-                    .range()
-                    .0
-                    .add((self.slots_off + i * SLOT_BYTES + SLOT_HEAD) as usize)
-            }
-        })
+        (1..self.slots)
+            .contains(&i)
+            .then(|| {
+                self.map.bytes(
+                    self.slots_off + i * SLOT_BYTES + SLOT_HEAD,
+                    SLOT_PATH as u64,
+                )
+            })
+            .flatten()
     }
 
     /// Page `p`'s descriptor, or `None` past the table.
     pub(crate) fn desc(&self, p: u64) -> Option<&Desc> {
-        (p < self.pages).then(|| self.at(self.descs_off + p * DESC_BYTES))
+        (p < self.pages)
+            .then(|| self.map.at(self.descs_off + p * DESC_BYTES))
+            .flatten()
     }
 
     /// Bucket `b` (taken modulo the bucket count).
@@ -470,9 +473,12 @@ impl Seg {
     /// Page `p`'s bytes, or `None` past the table.
     #[inline]
     pub(crate) fn page(&self, p: u64) -> Option<PageMem<'_>> {
-        (p < self.pages).then(|| PageMem {
-            // SAFETY: page `p` lies in the mapping (checked).
-            at: unsafe { self.map.range().0.add((self.data_off + p * PAGE) as usize) },
+        if p >= self.pages {
+            return None;
+        }
+        let at = self.map.bytes(self.data_off + p * PAGE, PAGE)?;
+        Some(PageMem {
+            at,
             _seg: PhantomData,
         })
     }
@@ -502,13 +508,15 @@ impl Seg {
     /// Collapses block `b` into one 2 MiB page (`arena::collapse`);
     /// `None` past the segment's whole blocks.
     pub(crate) fn collapse_block(&self, b: u64) -> Option<Collapsed> {
-        (b < self.huge_blocks()).then(|| {
-            // SAFETY: block `b` lies in the segment (checked): 2 MiB
-            // aligned in its shared, writable mapping
-            // (`Map::new_aligned`, from the memory file's offset 0), held
-            // mapped by `self` for the call; the collapse keeps its bytes.
-            unsafe { collapse_block(self.map.range().0.add((b * HUGE) as usize)) }
-        })
+        if b >= self.huge_blocks() {
+            return None;
+        }
+        let at = self.map.bytes(b * HUGE, HUGE)?;
+        // SAFETY: block `b` lies in the segment (checked), 2 MiB aligned
+        // in its shared, writable mapping (`Map::new_aligned`, from the
+        // memory file's offset 0), held mapped by `self` for the call; the
+        // collapse keeps its bytes.
+        Some(unsafe { collapse_block(at) })
     }
 
     /// A bucket's value as a page number: `None` for an empty bucket or a
