@@ -217,3 +217,46 @@ impl Drop for Map {
         let _ = unsafe { mm::munmap(self.ptr.as_ptr().cast(), self.len) };
     }
 }
+
+#[cfg(all(test, not(miri)))]
+mod tests {
+    use std::os::fd::AsFd;
+    use std::sync::atomic::Ordering;
+
+    use super::*;
+
+    fn map(len: u64) -> Map {
+        let fd = rustix::fs::memfd_create("shm-test", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+        rustix::fs::ftruncate(&fd, len).unwrap();
+        Map::new(fd.as_fd(), 0, len, true).unwrap()
+    }
+
+    #[test]
+    fn every_place_is_checked_against_the_mapping() {
+        let m = map(PAGE);
+        assert!(m.bytes(0, PAGE).is_some());
+        assert!(m.bytes(PAGE, 0).is_some());
+        assert!(m.bytes(1, PAGE).is_none(), "one byte past the end");
+        assert!(m.bytes(u64::MAX, 2).is_none(), "an offset that overflows");
+        assert!(m.at::<AtomicU64>(PAGE - 8).is_some());
+        assert!(m.at::<AtomicU64>(PAGE - 4).is_none(), "past the end");
+        assert!(m.at::<AtomicU64>(4).is_none(), "misaligned");
+        assert!(m.at::<AtomicU32>(4).is_some());
+        assert_eq!(m.read_u64(PAGE), None);
+        assert_eq!(m.read_u64(3), None, "misaligned");
+        let mut buf = [0u8; 8];
+        assert!(!m.read_bytes(PAGE - 4, &mut buf));
+    }
+
+    #[test]
+    fn a_value_written_through_at_is_read_back_by_every_accessor() {
+        let m = map(2 * PAGE);
+        m.at::<AtomicU64>(PAGE + 8)
+            .unwrap()
+            .store(0x0102_0304_0506_0708, Ordering::Relaxed);
+        assert_eq!(m.read_u64(PAGE + 8), Some(0x0102_0304_0506_0708));
+        let mut buf = [0u8; 8];
+        assert!(m.read_bytes(PAGE + 8, &mut buf));
+        assert_eq!(u64::from_le_bytes(buf), 0x0102_0304_0506_0708);
+    }
+}

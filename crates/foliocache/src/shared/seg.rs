@@ -632,3 +632,44 @@ pub(crate) fn read_pages(file: &File, pages: &[PageMem<'_>], offset: u64) -> io:
     };
     usize::try_from(r).map_err(|_| io::Error::last_os_error())
 }
+
+#[cfg(all(test, not(miri)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_page_handle_copies_inside_its_page_only() {
+        let seg = Seg::create(2).unwrap();
+        assert!(seg.page(2).is_none(), "past the table");
+        let page = seg.page(1).unwrap();
+        page.copy_in(PAGE as usize - 3, b"abc").unwrap();
+        let mut out = [0u8; 3];
+        page.copy_out(PAGE as usize - 3, &mut out).unwrap();
+        assert_eq!(&out, b"abc");
+        assert!(page.copy_in(PAGE as usize - 2, b"abc").is_err());
+        assert!(page.copy_out(PAGE as usize + 1, &mut []).is_err());
+        assert!(page.zero_from(PAGE as usize + 1).is_err());
+        page.zero_from(PAGE as usize - 2).unwrap();
+        page.copy_out(PAGE as usize - 3, &mut out).unwrap();
+        assert_eq!(&out, b"a\0\0");
+        // Page 0 is untouched by page 1's copies.
+        let mut first = vec![1u8; PAGE as usize];
+        seg.page(0).unwrap().copy_out(0, &mut first).unwrap();
+        assert!(first.iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn a_slot_path_is_copied_only_inside_its_slot() {
+        let seg = Seg::create(2).unwrap();
+        assert!(seg.write_slot_path(1, b"/a/b"));
+        let mut back = [0u8; 4];
+        assert!(seg.read_slot_path(1, &mut back));
+        assert_eq!(&back, b"/a/b");
+        assert!(!seg.write_slot_path(0, b"x"), "slot 0 is no slot");
+        assert!(
+            !seg.write_slot_path(seg.slots as u32, b"x"),
+            "past the table"
+        );
+        assert!(!seg.write_slot_path(1, &vec![b'x'; SLOT_PATH + 1]));
+    }
+}
