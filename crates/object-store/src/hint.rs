@@ -48,12 +48,14 @@ pub enum CacheHint {
     Normal,
     /// Read once (a compaction's input, a scan): what is cached is
     /// served, a miss's bytes are read without being kept in memory
-    /// (foliocache's `DONTCACHE`: its folios go after the read), and a
-    /// chunk of the disk tier found is free to go. On a put: as `Normal`.
+    /// (foliocache's `DONTCACHE`: its folios go after the read). The disk
+    /// tier treats the read as any other (a chunk found there stays). On
+    /// a put: as `Normal`.
     ReadOnce,
-    /// Neither read into the cache nor written through: a read cached
-    /// whole is served, any other is the inner store's own GET, passed
-    /// through; a put only invalidates what was cached of its path.
+    /// Neither read into the cache nor written through: a read memory
+    /// answers at once (at most 4 MiB, every byte cached) is served from
+    /// it, any other is the inner store's own GET, passed through; a put
+    /// only invalidates what was cached of its path.
     DontCache,
     /// On a put: written through to the disk tier and kept there until
     /// its first read (the tier's eviction passes over it), unless every
