@@ -92,6 +92,7 @@ mod metrics;
 mod real;
 mod served;
 mod stat;
+mod syscall;
 mod state;
 mod table;
 mod through;
