@@ -7,7 +7,10 @@
 //!
 //! `syscall` is variadic in C: the exported function is a naked jump to
 //! `c/syscall.c`, which reads six arguments, as the C library's own does,
-//! and calls [`foliocache_preload_route_syscall`].
+//! and calls [`foliocache_preload_route_syscall`]; a call from the library
+//! itself (which calls `syscall` where it must reach the kernel: the
+//! guardian's `clone`d child, its writeback) is made there as the system
+//! call itself, routed nowhere.
 
 use std::ffi::{c_char, c_int, c_long, c_uint, c_ulong, c_void};
 
