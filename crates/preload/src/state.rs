@@ -522,14 +522,19 @@ pub(crate) fn hand_to_kernel(key: (u64, u64)) {
     inside((), || {
         HANDED.lock().insert(key, Handed::ForGood);
         let taken = TABLE.take(|_, d| d.key == key);
-        let mut synced = false;
-        for (fd, desc) in &taken {
-            if !synced {
-                synced = true;
-                if let Err(e) = writing_back(key, || desc.file.hand_over()) {
-                    warn(&format!("writing back a file handed to the kernel: {e}"));
-                }
+        // Through a handle that may write the file: one of the group's
+        // that may not (the file's mode refused its write open) has
+        // nothing of this process's unsaved, and cannot write back others'.
+        let writer = taken.iter().find(|(_, d)| match &d.file {
+            Served::Shared { file, .. } => file.is_writable(),
+            Served::Local(_) => true,
+        });
+        if let Some((_, desc)) = writer {
+            if let Err(e) = writing_back(key, || desc.file.hand_over()) {
+                warn(&format!("writing back a file handed to the kernel: {e}"));
             }
+        }
+        for (fd, desc) in &taken {
             sync_position(*fd, desc);
         }
         if let Some(sc) = in_group().then(shared_cache).flatten() {
