@@ -525,7 +525,7 @@ pub(crate) fn hand_to_kernel(key: (u64, u64)) {
         // Through a handle that may write the file: one of the group's
         // that may not (the file's mode refused its write open) has
         // nothing of this process's unsaved, and cannot write back others'.
-        let writer = taken.iter().find(|(_, d)| match &d.file {
+        let writer = taken.iter().find(|(_, d)| match &*d.file {
             Served::Shared { file, .. } => file.is_writable(),
             Served::Local(_) => true,
         });
