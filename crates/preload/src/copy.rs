@@ -286,7 +286,11 @@ unsafe fn copy_or(
     }
     // A side the group's cache cannot serve for want of a slot (nothing
     // copied): both files are handed to the kernel, which copies.
-    let keys: Vec<(u64, u64)> = [src.desc, dst.desc].into_iter().flatten().map(|d| d.key).collect();
+    let keys: Vec<(u64, u64)> = [src.desc, dst.desc]
+        .into_iter()
+        .flatten()
+        .map(|d| d.key)
+        .collect();
     for key in keys {
         hand_to_kernel(key);
     }

@@ -36,13 +36,13 @@ mod open;
 use exit::OPENS;
 pub(crate) use exit::{hand_all_for_exec, hand_all_to_kernel, report};
 pub(crate) use fork::{after_fork, prepare_fork, write_back_all};
-pub(crate) use open::adopt;
-use open::{proc_path, served_key};
 use handed::{close_on_exec, handed_on_open, mark_group, Handed, HANDED, STREAM_FDS};
 pub(crate) use handed::{
     hand_stream, mapping_plain, release_stream, served_len, take_stream, writing_back,
 };
 pub(crate) use join::spawning;
+pub(crate) use open::adopt;
+use open::{proc_path, served_key};
 
 /// The environment variable naming the directories whose files the cache
 /// serves, `:`-separated.

@@ -70,8 +70,8 @@ pub unsafe extern "C" fn foliocache_preload_route_syscall(
     f: c_long,
 ) -> c_long {
     let fd = a as c_int;
-    // SAFETY (every arm): the caller's promise, passed on to the function
-    // of the same system call, whose arguments these words are.
+    // SAFETY: in every arm, the caller's promise, passed on to the
+    // function of the same system call, whose arguments these words are.
     unsafe {
         match number {
             libc::SYS_read => read(fd, ptr(b), c as usize) as c_long,
@@ -120,9 +120,7 @@ pub unsafe extern "C" fn foliocache_preload_route_syscall(
                 e as usize,
                 f as c_uint,
             ) as c_long,
-            libc::SYS_sendfile => {
-                sendfile(fd, b as c_int, ptr::<off_t>(c), d as usize) as c_long
-            }
+            libc::SYS_sendfile => sendfile(fd, b as c_int, ptr::<off_t>(c), d as usize) as c_long,
             libc::SYS_splice => splice(
                 fd,
                 ptr::<loff_t>(b),
@@ -149,7 +147,9 @@ pub unsafe extern "C" fn foliocache_preload_route_syscall(
                 e as c_int,
                 f as off_t,
             ) as c_long,
-            libc::SYS_execve => execve(ptr(a), ptr::<*const c_char>(b), ptr::<*const c_char>(c)).into(),
+            libc::SYS_execve => {
+                execve(ptr(a), ptr::<*const c_char>(b), ptr::<*const c_char>(c)).into()
+            }
             libc::SYS_execveat => execveat(
                 fd,
                 ptr(b),
@@ -170,7 +170,7 @@ pub unsafe extern "C" fn foliocache_preload_route_syscall(
 /// # Safety
 /// As [`foliocache_preload_route_syscall`].
 unsafe fn legacy(number: c_long, [a, b, c, d, e, f]: [c_long; 6]) -> c_long {
-    // SAFETY (every arm): as in `foliocache_preload_route_syscall`.
+    // SAFETY: in every arm, as in `foliocache_preload_route_syscall`.
     unsafe {
         match number {
             #[cfg(target_arch = "x86_64")]
@@ -183,7 +183,9 @@ unsafe fn legacy(number: c_long, [a, b, c, d, e, f]: [c_long; 6]) -> c_long {
             libc::SYS_lstat => crate::stat::lstat(ptr(a), ptr(b)).into(),
             #[cfg(target_arch = "x86_64")]
             libc::SYS_dup2 => crate::fds::dup2(a as c_int, b as c_int).into(),
-            _ => real!(syscall: unsafe extern "C" fn(c_long, ...) -> c_long)(number, a, b, c, d, e, f),
+            _ => real!(syscall: unsafe extern "C" fn(c_long, ...) -> c_long)(
+                number, a, b, c, d, e, f,
+            ),
         }
     }
 }

@@ -13,7 +13,13 @@ const BIN: &str = env!("CARGO_BIN_EXE_foliocache");
 
 /// `foliocache run [--shared] [--capacity C] --no-state --dir DIR --
 /// python3 -c SCRIPT DIR ARGS...`: its output.
-fn run_python(dir: &Path, shared: bool, capacity: Option<&str>, script: &str, args: &[&str]) -> std::process::Output {
+fn run_python(
+    dir: &Path,
+    shared: bool,
+    capacity: Option<&str>,
+    script: &str,
+    args: &[&str],
+) -> std::process::Output {
     Command::new(BIN)
         .arg("run")
         .args(shared.then_some("--shared"))
@@ -87,7 +93,10 @@ fn many_files(shared: bool, capacity: Option<&str>, n: usize) {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = run_python(dir.path(), shared, capacity, MANY_FILES, &[&n.to_string()]);
     let text = stdout_ending(&out, 0);
-    assert!(text.starts_with("0\n"), "shared {shared}, {n} files: {text}");
+    assert!(
+        text.starts_with("0\n"),
+        "shared {shared}, {n} files: {text}"
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         !stderr.contains("foliocache-preload"),
@@ -97,7 +106,11 @@ fn many_files(shared: bool, capacity: Option<&str>, n: usize) {
         let mut want = format!("{i},").repeat(1 + (i % 7) * 700).into_bytes();
         want.push(b'+');
         let got = std::fs::read(dir.path().join(format!("f{i}"))).expect("a file");
-        assert!(got == want, "shared {shared}: f{i} holds {} bytes, not those written", got.len());
+        assert!(
+            got == want,
+            "shared {shared}: f{i} holds {} bytes, not those written",
+            got.len()
+        );
     }
 }
 

@@ -9,9 +9,9 @@ use std::sync::atomic::Ordering;
 
 use super::crash::point;
 use super::handover::kernel_free;
-use super::{index, lock, SharedCache};
 use super::seg::{self, Slot, F_DIRTY, SLOT_FREE, SLOT_GONE, SLOT_PATH, SLOT_USED};
 use super::SharedFile;
+use super::{index, lock, SharedCache};
 use crate::copy::copy_to_shared;
 
 /// The file's change time (nanoseconds) and size, as the kernel has them.
@@ -125,7 +125,10 @@ impl SharedCache {
     /// [`write_back_all`]: SharedCache::write_back_all
     pub(super) fn drop_unlinked(&self, i: u32, slot: &Slot) {
         let seg = &self.inner.seg;
-        let (dev, ino) = (slot.dev.load(Ordering::Relaxed), slot.ino.load(Ordering::Relaxed));
+        let (dev, ino) = (
+            slot.dev.load(Ordering::Relaxed),
+            slot.ino.load(Ordering::Relaxed),
+        );
         if self.held_open(dev, ino) {
             return;
         }

@@ -142,6 +142,9 @@ fn system_calls_by_number_are_served() {
             .chain(*b"RA")
             .collect();
         let dst = std::fs::read(data.path().join("dst")).expect("dst");
-        assert!(dst == want, "group {group}: dst differs from what was written");
+        assert!(
+            dst == want,
+            "group {group}: dst differs from what was written"
+        );
     }
 }
