@@ -130,6 +130,21 @@ pub unsafe extern "C" fn foliocache_preload_route_syscall(
                 f as c_uint,
             ) as c_long,
             libc::SYS_ioctl => ioctl(fd, b as c_ulong, c as c_ulong).into(),
+            _ => files(number, [a, b, c, d, e, f]),
+        }
+    }
+}
+
+/// The system calls on files and descriptors (stat, open, close, dup,
+/// `fcntl`, `mmap`, exec), as their functions; the rest to [`legacy`].
+///
+/// # Safety
+/// As [`foliocache_preload_route_syscall`].
+unsafe fn files(number: c_long, [a, b, c, d, e, f]: [c_long; 6]) -> c_long {
+    let fd = a as c_int;
+    // SAFETY: in every arm, as in `foliocache_preload_route_syscall`.
+    unsafe {
+        match number {
             libc::SYS_fstat => fstat(fd, ptr(b)).into(),
             libc::SYS_newfstatat => fstatat(fd, ptr(b), ptr(c), d as c_int).into(),
             libc::SYS_statx => statx(fd, ptr(b), c as c_int, d as c_uint, ptr(e)).into(),

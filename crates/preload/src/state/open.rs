@@ -87,6 +87,43 @@ pub(super) fn served_key(fd: c_int) -> Option<(u64, u64)> {
     under_dirs(fd).then_some(key)
 }
 
+/// Opens the file of `fd`, under a served directory, in the process's
+/// cache or its group's; `None` where it is not to be served (no cache,
+/// an error, said on stderr, or no slot for it in the group's table: the
+/// kernel's then, silently, as any file past a limit of the group's).
+fn open_in_cache(fd: c_int, writable: bool, append: bool) -> Option<Served> {
+    let opened = if in_group() {
+        let sc = shared_cache()?;
+        open_shared(sc, &proc_path(fd)).map(|file| Served::Shared {
+            file,
+            append: append && writable,
+        })
+    } else {
+        let cache = cache()?;
+        let mut options = cache.open_options();
+        options
+            .read(true)
+            .write(writable)
+            .append(append && writable);
+        // The kernel's open did the rest (creating, truncating): the
+        // cache opens the very file the fd holds.
+        options.open(proc_path(fd)).map(|file| {
+            if !writable {
+                crate::warm::opened(cache, &file);
+            }
+            Served::Local(file)
+        })
+    };
+    match opened {
+        Ok(f) => Some(f),
+        Err(e) if SharedCache::out_of_slots(&e) => None,
+        Err(e) => {
+            warn(&format!("fd {fd}: {e}; passed through"));
+            None
+        }
+    }
+}
+
 /// After the real `open` returned `fd` with `flags`: if the file is a
 /// regular one under a served directory, opens it in the cache and
 /// records the fd. Any failure leaves the fd a plain kernel fd.
@@ -116,41 +153,8 @@ pub(crate) fn adopt(fd: c_int, flags: c_int) {
             _ => (true, true),
         };
         let append = flags & libc::O_APPEND != 0;
-        let opened = if in_group() {
-            let Some(sc) = shared_cache() else {
-                return Ok(());
-            };
-            open_shared(sc, &proc_path(fd)).map(|file| Served::Shared {
-                file,
-                append: append && writable,
-            })
-        } else {
-            let Some(cache) = cache() else {
-                return Ok(());
-            };
-            let mut options = cache.open_options();
-            options
-                .read(true)
-                .write(writable)
-                .append(append && writable);
-            // The kernel's open did the rest (creating, truncating): the
-            // cache opens the very file the fd holds.
-            options.open(proc_path(fd)).map(|file| {
-                if !writable {
-                    crate::warm::opened(cache, &file);
-                }
-                Served::Local(file)
-            })
-        };
-        let file = match opened {
-            Ok(f) => f,
-            // No slot for the file in the group's table: the kernel's
-            // (the group holds nothing of it), as any file past a limit.
-            Err(e) if SharedCache::out_of_slots(&e) => return Ok(()),
-            Err(e) => {
-                warn(&format!("fd {fd}: {e}; passed through"));
-                return Ok(());
-            }
+        let Some(file) = open_in_cache(fd, writable, append) else {
+            return Ok(());
         };
         if file.handed_elsewhere() && !file.take_back_from_kernel() {
             // Another live process of the group holds the file in the
