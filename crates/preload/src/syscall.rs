@@ -45,6 +45,9 @@ pub unsafe extern "C" fn syscall(number: c_long) -> c_long {
     ::std::arch::naked_asm!("b {}", sym foliocache_preload_syscall);
 }
 
+/// `copy_file_range`'s and `splice`'s type.
+type CopyFn = unsafe extern "C" fn(c_int, *mut loff_t, c_int, *mut loff_t, usize, c_uint) -> isize;
+
 /// A word of a system call's arguments as a pointer.
 fn ptr<T>(word: c_long) -> *mut T {
     word as usize as *mut T
@@ -112,23 +115,16 @@ pub unsafe extern "C" fn foliocache_preload_route_syscall(
                 0
             }
             libc::SYS_syncfs => syncfs(fd).into(),
-            libc::SYS_copy_file_range => copy_file_range(
-                fd,
-                ptr::<loff_t>(b),
-                c as c_int,
-                ptr::<loff_t>(d),
-                e as usize,
-                f as c_uint,
-            ) as c_long,
+            libc::SYS_copy_file_range | libc::SYS_splice => {
+                // The two take the same arguments.
+                let call: CopyFn = if number == libc::SYS_splice {
+                    splice
+                } else {
+                    copy_file_range
+                };
+                call(fd, ptr(b), c as c_int, ptr(d), e as usize, f as c_uint) as c_long
+            }
             libc::SYS_sendfile => sendfile(fd, b as c_int, ptr::<off_t>(c), d as usize) as c_long,
-            libc::SYS_splice => splice(
-                fd,
-                ptr::<loff_t>(b),
-                c as c_int,
-                ptr::<loff_t>(d),
-                e as usize,
-                f as c_uint,
-            ) as c_long,
             libc::SYS_ioctl => ioctl(fd, b as c_ulong, c as c_ulong).into(),
             _ => files(number, [a, b, c, d, e, f]),
         }
