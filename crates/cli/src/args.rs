@@ -74,7 +74,7 @@ pub enum Command {
     /// programs run on it.
     Mount(crate::mount::MountArgs),
     /// A running mount's cache figures, and cachestat per file.
-    Stat(crate::mount::StatArgs),
+    Stat(crate::stat::StatArgs),
     /// Unmount a `foliocache mount` (its server writes its dirty data back
     /// and exits).
     Umount(crate::mounted::UmountArgs),

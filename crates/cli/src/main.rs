@@ -56,6 +56,7 @@ mod report;
 mod run;
 mod scenario;
 mod spec;
+mod stat;
 mod state_path;
 #[allow(unsafe_code)]
 mod sys;
@@ -104,7 +105,7 @@ fn main() -> ExitCode {
             }
         },
         Command::Mount(a) => run_plain(mount::mount(&a)),
-        Command::Stat(a) => run_plain(mount::stat(&a)),
+        Command::Stat(a) => run_plain(stat::stat(&a)),
         Command::Umount(a) => run_plain(mounted::umount(&a)),
         Command::Run(a) => run_plain(launch::run(&a)),
         Command::Cache(a) => run_plain(named::run(&a)),
