@@ -25,7 +25,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use foliocache_fuse::MountOptions;
 
-use crate::state_path::StateArgs;
+use foliocache_bench::state_path::StateArgs;
 use foliocache::parse_size;
 
 /// The line a `--foreground` server prints on stdout once mounted, for a

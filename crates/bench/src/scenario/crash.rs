@@ -128,7 +128,7 @@ pub fn run(k: &Kills, dir: &Path, notes: &mut Vec<String>, say: &dyn Fn(&str)) -
     };
     let foliocache = std::env::current_exe().context("crash: this program's path")?;
     let mut ways: Vec<Way> = WAYS.to_vec();
-    if let Err(e) = crate::launch::library_for(&foliocache) {
+    if let Err(e) = crate::preload::library_for(&foliocache) {
         note(format!("crash: the interposer ways left out: {e:#}"));
         ways.retain(|w| *w == Way::Ext4);
     }

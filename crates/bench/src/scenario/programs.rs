@@ -27,7 +27,7 @@ use super::{FullQuick, Program, Scenario};
 use crate::args::BenchArgs;
 use crate::cgroup::Availability;
 use crate::engine::{FuseFigures, FuseMount};
-use crate::launch::{self, RunArgs};
+use crate::preload::{self, Preload};
 use crate::report::{Latency, Perf, RunJob, RunRecord};
 use crate::targets::{self, bandwidth, Given, JobRuns, Judged, Target};
 use crate::units::{fmt_size, fmt_size_approx};
@@ -277,7 +277,7 @@ impl Ways<'_> {
             args.push(format!("--reads={}", self.db.restart_reads()).into());
         }
         if way == INTERPOSER {
-            let mut cmd = launch::preloaded(&RunArgs {
+            let mut cmd = preload::preloaded(&Preload {
                 capacity: Some(self.db.capacity),
                 dirs: vec![self.interposer.clone()],
                 // Each invocation starts cold, as before warm restarts,
@@ -287,9 +287,6 @@ impl Ways<'_> {
                     no_state: !how.restart,
                 },
                 metrics: None,
-                no_guardian: false,
-                shared: false,
-                cache: None,
                 command: args,
             })?;
             cmd.env(PRELOAD_STATS, "1");

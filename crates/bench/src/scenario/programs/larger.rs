@@ -38,7 +38,7 @@ use super::{
     KV_BYTES, PRELOAD_STATS, PROGRAM,
 };
 use crate::cgroup::{Availability, MemCgroup};
-use crate::launch::{self, RunArgs};
+use crate::preload::{self, Preload};
 use crate::report::RunRecord;
 use crate::scenario::FullQuick;
 use crate::targets::JobRuns;
@@ -246,7 +246,7 @@ impl Job<'_> {
             args.push("--use_direct_reads=1".into());
         }
         let mut cmd = if way == INTERPOSER {
-            let mut cmd = launch::preloaded(&RunArgs {
+            let mut cmd = preload::preloaded(&Preload {
                 capacity: Some(self.lg.capacity()),
                 dirs: vec![self.dir.clone()],
                 state: crate::state_path::StateArgs {
@@ -254,9 +254,6 @@ impl Job<'_> {
                     no_state: true,
                 },
                 metrics: None,
-                no_guardian: false,
-                shared: false,
-                cache: None,
                 command: args,
             })?;
             cmd.env(PRELOAD_STATS, "1");

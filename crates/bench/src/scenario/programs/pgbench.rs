@@ -200,7 +200,7 @@ impl<'a> Job<'a> {
             }
             let copies = job.dir.join("bin");
             fs::create_dir(&copies)?;
-            let lib = crate::launch::library_for(&job.foliocache)?;
+            let lib = crate::preload::library_for(&job.foliocache)?;
             for from in [&job.foliocache, &lib] {
                 let name = from.file_name().context("a file without a name")?;
                 fs::copy(from, copies.join(name))
