@@ -8,29 +8,12 @@ use std::io;
 
 use anyhow::{bail, Context, Result};
 
-use super::io::{lend_mut, BlockIo, ThreadIo};
-use super::mmap::SharedMapIo;
-use super::{Engine, Kept, PageCache, Run, Setup};
+use super::base::{Engine, Kept};
+use super::page_cache::PageCache;
+use super::setup::{Run, Setup};
+use super::thread_io::{AnonIo, SharedMapIo, ThreadIo, lend_mut};
 use crate::sys::AnonMap;
 use crate::units::fmt_size;
-
-/// A `memset` of fresh anonymous memory for every write (`anon`), into a
-/// mapping this job thread owns (`&mut`).
-pub struct AnonIo<'a>(pub &'a mut AnonMap);
-
-impl BlockIo for AnonIo<'_> {
-    #[inline]
-    fn read(&mut self, buf: &mut [u8], off: u64) -> io::Result<usize> {
-        self.0.copy_out(off as usize, buf)?;
-        Ok(buf.len())
-    }
-    #[inline]
-    fn write(&mut self, buf: &[u8], off: u64) -> io::Result<usize> {
-        self.0
-            .fill(off as usize, buf.len(), buf.first().copied().unwrap_or(0))?;
-        Ok(buf.len())
-    }
-}
 
 /// The `anon` engine: a fresh anonymous mapping per job thread.
 #[derive(Default)]

@@ -5,8 +5,11 @@
 
 use anyhow::{Context, Result};
 
-use super::io::{lend, OpenFiles, ThreadIo};
-use super::{Engine, Kept, PageCache, Run, Setup};
+use super::base::{Engine, Kept};
+use super::page_cache::PageCache;
+use super::setup::{Run, Setup};
+use super::thread_io::{OpenFiles, ThreadIo, lend};
+
 
 /// The `direct` engine: its `O_DIRECT` files, and the depth of each
 /// thread's ring for `direct[qd=N]`.

@@ -9,23 +9,11 @@ use std::io;
 use anyhow::{bail, Context, Result};
 use rustix::io::Errno;
 
-use super::io::{lend, BlockIo, OpenFiles, ThreadIo};
-use super::{Engine, Kept, PageCache, Run, Setup};
+use super::base::{Engine, Kept};
+use super::page_cache::PageCache;
+use super::setup::{Run, Setup};
+use super::thread_io::{DontcacheIo, OpenFiles, ThreadIo, lend};
 use crate::sys::{self, AlignedBuf};
-
-/// `preadv2`/`pwritev2` with `RWF_DONTCACHE`.
-pub struct DontcacheIo<'a>(pub &'a File);
-
-impl BlockIo for DontcacheIo<'_> {
-    #[inline]
-    fn read(&mut self, buf: &mut [u8], off: u64) -> io::Result<usize> {
-        sys::preadv2(self.0, buf, off, sys::RWF_DONTCACHE)
-    }
-    #[inline]
-    fn write(&mut self, buf: &[u8], off: u64) -> io::Result<usize> {
-        sys::pwritev2(self.0, buf, off, sys::RWF_DONTCACHE)
-    }
-}
 
 /// The `dontcache` engine: its files.
 #[derive(Default)]

@@ -8,7 +8,7 @@
 //! server to write every dirty folio back and reports the errors, which
 //! dropping the mount ignores.
 //!
-//! The `fuse` and `fuse-null` engines ([`super::fuse`]) keep one each;
+//! The `fuse` and `fuse-null` engines keep one each ([`super::mounts`]);
 //! the `programs` scenario mounts one for `db_bench` to run through.
 
 use std::path::{Path, PathBuf};

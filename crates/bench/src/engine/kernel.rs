@@ -1,7 +1,7 @@
 //! `kernel`: buffered `pread`/`pwrite` through the kernel's page cache,
 //! warmed by a buffered pass before a warm run; in a memory job
-//! (populate), `pwrite` into a fresh `memfd` per job thread. Also
-//! [`PreadIo`], the plain `pread`/`pwrite` that `direct` and the FUSE
+//! (populate), `pwrite` into a fresh `memfd` per job thread. Its IO,
+//! `thread_io::PreadIo`, is the plain `pread`/`pwrite` that `direct` and the FUSE
 //! engines do too.
 
 use std::fs::File;
@@ -10,44 +10,11 @@ use std::os::unix::fs::FileExt;
 
 use anyhow::{Context, Result};
 
-use super::io::{BlockIo, OpenFiles, ThreadIo};
-use super::{Engine, Kept, PageCache, Run, Setup};
+use super::base::{Engine, Kept};
+use super::page_cache::PageCache;
+use super::setup::{Run, Setup};
+use super::thread_io::{OpenFiles, ThreadIo};
 use crate::sys;
-
-/// `pread`/`pwrite` on a file descriptor: `kernel` (buffered) or `direct`
-/// (an `O_DIRECT` descriptor), or a file under a FUSE mount; or reads and
-/// writes at offsets of another kind of file ([`At`]: `shared`'s).
-pub struct PreadIo<'a, F: At + ?Sized = File>(pub &'a F);
-
-/// A file read and written at offsets.
-pub trait At: Sync {
-    /// Reads into `buf` at `off`.
-    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize>;
-    /// Writes `buf` at `off`.
-    fn write_at(&self, buf: &[u8], off: u64) -> io::Result<usize>;
-}
-
-impl At for File {
-    #[inline]
-    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
-        FileExt::read_at(self, buf, off)
-    }
-    #[inline]
-    fn write_at(&self, buf: &[u8], off: u64) -> io::Result<usize> {
-        FileExt::write_at(self, buf, off)
-    }
-}
-
-impl<F: At + ?Sized> BlockIo for PreadIo<'_, F> {
-    #[inline]
-    fn read(&mut self, buf: &mut [u8], off: u64) -> io::Result<usize> {
-        self.0.read_at(buf, off)
-    }
-    #[inline]
-    fn write(&mut self, buf: &[u8], off: u64) -> io::Result<usize> {
-        self.0.write_at(buf, off)
-    }
-}
 
 /// The `kernel` engine: its files (or, for a memory job, its memfds).
 #[derive(Default)]

@@ -8,9 +8,10 @@ use std::io;
 
 use anyhow::{bail, Context, Result};
 
-use super::io::{lend, OpenFiles, ThreadIo};
-use super::mmap::SharedMapIo;
-use super::{Engine, Kept, PageCache, Run, Setup};
+use super::base::{Engine, Kept};
+use super::page_cache::PageCache;
+use super::setup::{Run, Setup};
+use super::thread_io::{OpenFiles, SharedMapIo, ThreadIo, lend};
 use crate::sys::{huge_mapped_all, AnonMap};
 use crate::units::fmt_size;
 

@@ -1,68 +1,19 @@
 //! `mmap`: copies out of (and into) a `MAP_SHARED` mapping of each data
 //! file, whose pages are the kernel's page cache: warmed by a buffered
-//! pass and pre-faulted before a warm run. Also [`SharedMapIo`], the
-//! read-only copy out of a mapping several threads read (a shared `mmap`
-//! or `anon` job, and `memcpy`).
+//! pass and pre-faulted before a warm run. Its threads' IO is
+//! `thread_io::MmapIo`, or `thread_io::SharedMapIo` where several threads
+//! read one mapping (a shared `mmap` or `anon` job, and `memcpy`).
 
 use std::fs::File;
 use std::io;
 
 use anyhow::{Context, Result};
 
-use super::io::{copy_and_sum, lend_mut, summed, BlockIo, OpenFiles, ThreadIo};
-use super::{Engine, Kept, PageCache, Run, Setup};
+use super::base::{Engine, Kept};
+use super::page_cache::PageCache;
+use super::setup::{Run, Setup};
+use super::thread_io::{MmapIo, OpenFiles, SharedMapIo, ThreadIo, lend_mut};
 use crate::sys::{huge_mapped_all, Mapping, Mmap};
-
-/// Copies out of and into a mapping this job thread owns: `&mut`, so no
-/// other thread reads or writes it meanwhile.
-pub struct MmapIo<'a>(pub &'a mut Mmap);
-
-/// Reads as [`SharedMapIo`] does, summing in place; writes too, since the
-/// mapping is this thread's alone.
-impl BlockIo for MmapIo<'_> {
-    #[inline]
-    fn read(&mut self, buf: &mut [u8], off: u64) -> io::Result<usize> {
-        SharedMapIo(self.0, true).read(buf, off)
-    }
-    #[inline]
-    fn read_consume(&mut self, buf: &mut [u8], off: u64) -> io::Result<(usize, u64)> {
-        SharedMapIo(self.0, true).read_consume(buf, off)
-    }
-    #[inline]
-    fn write(&mut self, buf: &[u8], off: u64) -> io::Result<usize> {
-        self.0.copy_in(off as usize, buf)?;
-        Ok(buf.len())
-    }
-}
-
-/// Copies out of a mapping that all the job's threads read (`--shared`
-/// with several threads, `mmap` or `anon`; `memcpy`'s anonymous copy of
-/// the file): read-only, since a write would race the other threads'
-/// copies (`validate` refuses such write jobs before they get here).
-/// `--consume` sums the bytes in place if the second field says so
-/// (`mmap`), else in the buffer copied to (`memcpy`, a copy engine).
-pub struct SharedMapIo<'a>(pub &'a Mapping, pub bool);
-
-impl BlockIo for SharedMapIo<'_> {
-    #[inline]
-    fn read(&mut self, buf: &mut [u8], off: u64) -> io::Result<usize> {
-        self.0.copy_out(off as usize, buf)?;
-        Ok(buf.len())
-    }
-    #[inline]
-    fn read_consume(&mut self, buf: &mut [u8], off: u64) -> io::Result<(usize, u64)> {
-        if !self.1 {
-            return copy_and_sum(self, buf, off);
-        }
-        Ok(summed(self.0.slice(off as usize, buf.len())?))
-    }
-    fn write(&mut self, _: &[u8], _: u64) -> io::Result<usize> {
-        Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "threads writing one shared mapping would race: drop --shared for mmap writes",
-        ))
-    }
-}
 
 /// The `mmap` engine: a mapping of each data file.
 #[derive(Default)]

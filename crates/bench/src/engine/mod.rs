@@ -18,21 +18,26 @@
 //! | `fuse`       | buffered `pread` of the file under a foliocache FUSE mount | `pwrite` there |
 //! | `fuse-null`  | buffered `pread` under a mount of `foliocache_fuse::NullFs` (zeros, no cache: the crossing alone) | - |
 //!
-//! Each engine is a type implementing [`Engine`], in a file of its own
-//! (variants of one engine in its file): [`folio`] (`foliocache` and its
-//! options), [`kernel`], [`direct`], [`dontcache`], [`mmap`],
-//! [`memcpy`], [`anon`], [`fuse`] (`fuse` and `fuse-null`, whose
-//! mounts are [`fuse_mount`]'s), [`tokio_fs`] and [`shared`]. [`Engines::prepare`] makes a fresh one
-//! for every run and prepares it: the kernel's page cache under the data
-//! files brought to what the engine needs ([`page_cache`]), then the
-//! engine's own preparation (open its files, build or reuse a cache,
-//! mount, warm), which notes what the report should say in a [`Setup`].
-//! The job's threads then do their IO through the [`ThreadIo`] the
-//! prepared engine lends each ([`Engine::threads`]), `job` runs the loop
-//! compiled for that IO's type (one match per thread, before it starts:
-//! no dynamic dispatch per operation), and a write job ends with the
-//! engine's [`Engine::sync`]. What an engine keeps across runs (a cache,
-//! a mount) is in [`Kept`], each engine its own part.
+//! Each engine is a type implementing [`Engine`] (`base.rs`), in a file
+//! of its own (variants of one engine in its file): [`folio`]
+//! (`foliocache` and its options), [`kernel`], [`direct`], [`dontcache`],
+//! [`mmap`], [`memcpy`], [`anon`], [`fuse`] (`fuse` and `fuse-null`,
+//! whose mounts are [`fuse_mount`]'s, kept in [`mounts`]), [`tokio_fs`]
+//! and [`shared`]. This module is the registry: the one place that names
+//! every engine's type ([`new_engine`]); the engines name the modules
+//! under them (`base`, `setup`, `thread_io`, `io`, `page_cache`,
+//! `caches`, `mounts`), never the registry. [`Engines::prepare`] makes a
+//! fresh engine for every run and prepares it: the kernel's page cache
+//! under the data files brought to what the engine needs
+//! ([`page_cache`]), then the engine's own preparation (open its files,
+//! build or reuse a cache, mount, warm), which notes what the report
+//! should say in a [`Setup`]. The job's threads then do their IO through
+//! the [`ThreadIo`] the prepared engine lends each ([`Engine::threads`]),
+//! `job` runs the loop compiled for that IO's type (one match per thread,
+//! before it starts: no dynamic dispatch per operation), and a write job
+//! ends with the engine's [`Engine::sync`]. What an engine keeps across
+//! runs (a cache, a mount) is in [`Kept`], each engine its own part
+//! ([`caches`], [`mounts`]).
 //!
 //! `qd=N` (1 to 1024, `foliocache` and `direct` only) keeps `N` reads in
 //! flight from each job thread ([`ThreadIo::Queued`], [`ThreadIo::Ring`];
@@ -73,21 +78,23 @@
 //!    (and [`prepare_memory`](Engine::prepare_memory) if it populates
 //!    memory), [`threads`](Engine::threads) and [`sync`](Engine::sync).
 //!    Its threads' IO is one of the [`ThreadIo`] types, or a new
-//!    [`BlockIo`] type in its file with a [`ThreadIo`] variant and that
-//!    variant's arm in `job::run`.
+//!    [`BlockIo`] type in `thread_io.rs` with a [`ThreadIo`] variant and
+//!    that variant's arm in `job::run`.
 //! 3. Its line in [`new_engine`], and its row in the table above and in
 //!    `docs/bench.md`.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use foliocache::CacheStats;
 
 use crate::spec::engine::{EngineKind, EngineSpec};
 use crate::spec::JobSpec;
 
 mod anon;
+mod base;
+mod caches;
 mod direct;
 mod dontcache;
 mod folio;
@@ -97,99 +104,20 @@ mod io;
 mod kernel;
 mod memcpy;
 mod mmap;
+mod mounts;
 mod page_cache;
+mod setup;
 mod shared;
+mod thread_io;
 mod tokio_fs;
 
+pub use base::{Engine, Kept, Prepared};
 pub use dontcache::probe_dontcache;
-pub use folio::FolioBefore;
 pub(crate) use fuse_mount::{FuseFigures, FuseMount};
-use io::OpenFiles;
-pub use io::{BlockIo, TaskRead, ThreadIo};
+pub use io::{BlockIo, TaskRead};
 pub use page_cache::{drop_files, PageCache};
-
-/// An engine of the bench, made ready for one run of a job: a type per
-/// engine, in its own file. [`Engines::prepare`] makes a fresh one for
-/// each run (`Default`) and calls its `prepare` (or `prepare_memory`);
-/// the job's threads then do their IO through what
-/// [`threads`](Engine::threads) lends them, and a write job ends with
-/// [`sync`](Engine::sync). Dropping it closes the run's files and
-/// mappings; what it keeps across runs (a cache, a mount) is in [`Kept`].
-pub trait Engine {
-    /// What the engine needs of the kernel's page cache under the data
-    /// files before a warm run (a cold run drops them for every engine).
-    fn page_cache(&self) -> PageCache;
-
-    /// Makes the engine ready for `run` on data files, after the page
-    /// cache was brought to what [`page_cache`](Engine::page_cache)
-    /// says: opens the files, builds or reuses a cache or a mount (in
-    /// `kept`), warms it; puts its notes and its figures before the run
-    /// in `setup`.
-    ///
-    /// # Errors
-    /// Opening or reading the files, building a cache, mounting, a job
-    /// the engine cannot run, an engine the filesystem or kernel does not
-    /// support.
-    fn prepare(&mut self, kept: &mut Kept, run: &Run<'_>, setup: &mut Setup) -> Result<()>;
-
-    /// Makes the engine ready for `run`, a memory job (the populate
-    /// scenario): fresh memory for every run. The time it takes is part
-    /// of the run. By default the engine does not populate memory.
-    ///
-    /// # Errors
-    /// Mapping the memory, building a cache, or an engine that does not
-    /// populate memory.
-    fn prepare_memory(&mut self, kept: &mut Kept, run: &Run<'_>, setup: &mut Setup) -> Result<()> {
-        let _ = (kept, setup);
-        bail!(
-            "{} engine: does not populate memory (the populate scenario's engines: \
-             foliocache, kernel, anon)",
-            run.spec.kind.name()
-        )
-    }
-
-    /// The IO of each of a job's `n` threads: thread `j` uses file `j`,
-    /// or file 0 for all in a `shared` job. A thread that may write what
-    /// it does IO on (a mapping) gets it by `&mut`. Fewer than `n` means
-    /// the engine was not prepared for the job (`job::run` fails).
-    fn threads(&mut self, n: usize, shared: bool) -> Vec<ThreadIo<'_>>;
-
-    /// Makes what the run wrote durable and waits for it (`fsync` of each
-    /// file, `msync(MS_SYNC)` of each mapping, `File::sync_all` through
-    /// foliocache; nothing for anonymous memory, this default without
-    /// [`files`](Engine::files)). The write jobs' figures include it.
-    ///
-    /// # Errors
-    /// The sync's IO error.
-    fn sync(&self) -> std::io::Result<()> {
-        self.files().map_or(Ok(()), OpenFiles::sync)
-    }
-
-    /// Turns the kernel's readahead off for the engine's files
-    /// (`POSIX_FADV_RANDOM`: a read then reads what it asks for and no
-    /// more; `MADV_RANDOM` for a mapping: a fault reads the page it
-    /// wants); false for an engine whose reads it does not reach
-    /// (foliocache, memory: this default without
-    /// [`files`](Engine::files)).
-    ///
-    /// # Errors
-    /// `posix_fadvise` or `madvise` failed.
-    fn advise_random(&self) -> std::io::Result<bool> {
-        self.files().map_or(Ok(false), OpenFiles::advise_random)
-    }
-
-    /// The engine's open data files, if it does its IO on them: the
-    /// default [`sync`](Engine::sync) (`fsync` of each) and
-    /// [`advise_random`](Engine::advise_random) (`POSIX_FADV_RANDOM`)
-    /// are theirs. `None` by default: nothing to sync, no readahead to
-    /// turn off.
-    fn files(&self) -> Option<&OpenFiles> {
-        None
-    }
-}
-
-/// An engine made ready for one run ([`Engines::prepare`]).
-pub type Prepared = Box<dyn Engine>;
+pub use setup::{FolioBefore, Run, RunMode, Setup};
+pub use thread_io::ThreadIo;
 
 /// A fresh engine of `kind`, not yet prepared: the one place that names
 /// every engine's type.
@@ -207,77 +135,6 @@ fn new_engine(kind: EngineKind) -> Prepared {
         EngineKind::TokioFs => Box::<tokio_fs::TokioFs>::default(),
         EngineKind::Shared => Box::<shared::Shared>::default(),
     }
-}
-
-/// What an engine is prepared for: one run of a job.
-pub struct Run<'a> {
-    /// The engine, as given.
-    pub spec: &'a EngineSpec,
-    /// The job.
-    pub job: &'a JobSpec,
-    /// The job's data files (none read for a memory job).
-    pub files: &'a [PathBuf],
-    /// Cold or warm, foliocache's capacity, `--consume`.
-    pub mode: RunMode,
-}
-
-impl Run<'_> {
-    /// Whether the job writes.
-    pub fn write(&self) -> bool {
-        self.job.rw.is_write()
-    }
-
-    /// Each data file's (or memory job thread's) size in bytes.
-    ///
-    /// # Errors
-    /// It does not fit this machine's address space.
-    pub fn size(&self) -> Result<usize> {
-        usize::try_from(self.job.file_size).context("--size too large for this machine")
-    }
-}
-
-/// Facts about an engine's run besides its figures.
-#[derive(Debug, Default)]
-pub struct Setup {
-    /// Lines for the report (warnings start with "warning:").
-    pub notes: Vec<String>,
-    /// Page-cache residency of the data after warming or dropping:
-    /// (resident pages, pages, "after warming" / "after drop").
-    pub residency: Option<(usize, usize, &'static str)>,
-    /// `mmap` and `memcpy`: bytes of the mappings the kernel maps with
-    /// 2 MiB entries before the run (the page cache's 2 MiB folios; the
-    /// anonymous copy's transparent huge pages), and bytes mapped.
-    pub huge_mapped: Option<(u64, u64)>,
-    /// foliocache's figures before the measurement.
-    pub folio_before: Option<FolioBefore>,
-    /// A memory job's setup, part of its run: the time to map the memory,
-    /// make the memfd, or build foliocache's cache (its arena's populate
-    /// with `populate=eager`) and open the file.
-    pub setup_time: Option<Duration>,
-    /// The `fuse` engine's cache figures before the measurement.
-    pub fuse_before: Option<FuseFigures>,
-}
-
-/// How a run treats caches.
-#[derive(Debug, Clone, Copy)]
-pub struct RunMode {
-    /// `--cold`.
-    pub cold: bool,
-    /// foliocache's capacity (`--capacity`, or 1.25x the data).
-    pub capacity: u64,
-    /// `--consume`: every read's bytes are summed.
-    pub consume: bool,
-}
-
-/// What the engines keep across the runs of one bench invocation, each
-/// engine its own part.
-#[derive(Default)]
-pub struct Kept {
-    /// foliocache's caches, by engine label: one cache (and its populate
-    /// cost) serves every job over the same data.
-    folio: folio::Caches,
-    /// The FUSE engines' mounts.
-    fuse: fuse::Mounts,
 }
 
 /// The engines of one bench invocation: prepares each run's engine, and

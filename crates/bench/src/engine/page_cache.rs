@@ -14,7 +14,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
-use super::Setup;
+use super::setup::Setup;
 use crate::sys;
 
 /// Buffered passes at most, to get a file fully into the page cache.

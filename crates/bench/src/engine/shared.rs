@@ -10,9 +10,12 @@ use std::io;
 use anyhow::{Context, Result};
 use foliocache::{SharedCache, SharedFile};
 
-use super::io::{lend, OpenFiles, ThreadIo};
-use super::kernel::{At, PreadIo};
-use super::{Engine, Kept, PageCache, Run, Setup};
+use super::base::{Engine, Kept};
+use super::io::At;
+use super::page_cache::PageCache;
+use super::setup::{Run, Setup};
+use super::thread_io::{OpenFiles, PreadIo, ThreadIo, lend};
+
 
 impl At for SharedFile {
     #[inline]

@@ -15,29 +15,11 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 
-use super::io::{lend, OpenFiles, TaskRead, ThreadIo};
-use super::{Engine, Kept, PageCache, Run, Setup};
+use super::base::{Engine, Kept};
+use super::page_cache::PageCache;
+use super::setup::{Run, Setup};
+use super::thread_io::{OpenFiles, ThreadIo, TokioFsIo, lend};
 
-/// One job thread's file, shared with the blocking pool's threads.
-pub struct TokioFsIo(Arc<File>);
-
-impl TaskRead for TokioFsIo {
-    async fn read(&self, buf: &mut [u8], scratch: &mut Vec<u8>, off: u64) -> io::Result<usize> {
-        let file = self.0.clone();
-        let mut owned = std::mem::take(scratch);
-        owned.resize(buf.len(), 0);
-        let (r, owned) = tokio::task::spawn_blocking(move || {
-            let r = file.read_at(&mut owned, off);
-            (r, owned)
-        })
-        .await
-        .map_err(io::Error::other)?;
-        let n = r?;
-        buf[..n].copy_from_slice(&owned[..n]);
-        *scratch = owned;
-        Ok(n)
-    }
-}
 
 /// The `tokio-fs` engine: its files, each also shared with the blocking
 /// pool, and the tasks per job thread.
