@@ -19,7 +19,7 @@ use crate::cgroup::Availability;
 use crate::data::{DataSet, FileModel, FILE_SEED};
 use crate::engine::{Engines, RunMode};
 use crate::report::{self, Host, MemoryLimit, Report, RunRecord, ScenarioReport};
-use crate::run;
+use crate::run::{self};
 use crate::scenario::{self, Plan, Program, Scenario};
 use crate::spec::{default_capacity, EngineKind, JobSpec};
 use crate::targets::{self, JobRuns};

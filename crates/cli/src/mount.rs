@@ -16,7 +16,7 @@
 //!
 //! `foliocache stat` reads a running mount's figures ([`crate::stat`]).
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;

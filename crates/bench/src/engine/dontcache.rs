@@ -4,7 +4,6 @@
 //! reads are the uncached reads it exists for.
 
 use std::fs::File;
-use std::io;
 
 use anyhow::{bail, Context, Result};
 use rustix::io::Errno;

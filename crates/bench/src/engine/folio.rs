@@ -29,21 +29,15 @@
 //! The other options (`populate=`, `folio=`, `ra=`, `insert=`, `io=`,
 //! `huge=`) build the cache ([`build_cache`]).
 
-use std::collections::HashMap;
 use std::io;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
-use backing::aio::IoEngineConfig;
-use foliocache::{Cache, CacheStats, Populate, ReadFlags, ReadaheadConfig, WriteFlags};
+use anyhow::Result;
 
 use super::base::{Engine, Kept};
 use super::page_cache::PageCache;
 use super::setup::{Run, Setup};
 use super::thread_io::{FolioIo, FolioMode, FolioTaskIo, ThreadIo, lend};
-use crate::spec::engine::{EngineSpec, FolioOptions};
-use crate::units::fmt_size;
+use crate::spec::engine::FolioOptions;
 
 impl FolioOptions {
     /// How a run with these options does its IO.

@@ -18,10 +18,6 @@
 //!   of any FUSE server on this kernel, measured in the same run as
 //!   `fuse` (read jobs only; `--verify` does not check its zeros).
 
-use std::fs::File;
-use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
-use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
@@ -29,8 +25,6 @@ use super::base::{Engine, Kept};
 use super::page_cache::PageCache;
 use super::setup::{Run, Setup};
 use super::thread_io::{OpenFiles, ThreadIo};
-use crate::spec::EngineKind;
-use crate::units::fmt_size;
 
 /// The `fuse` engine: the data files opened under its mount.
 #[derive(Default)]

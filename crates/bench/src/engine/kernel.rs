@@ -4,9 +4,7 @@
 //! `thread_io::PreadIo`, is the plain `pread`/`pwrite` that `direct` and the FUSE
 //! engines do too.
 
-use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 
 use anyhow::{Context, Result};
 

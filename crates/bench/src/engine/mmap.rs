@@ -13,7 +13,7 @@ use super::base::{Engine, Kept};
 use super::page_cache::PageCache;
 use super::setup::{Run, Setup};
 use super::thread_io::{MmapIo, OpenFiles, SharedMapIo, ThreadIo, lend_mut};
-use crate::sys::{huge_mapped_all, Mapping, Mmap};
+use crate::sys::{huge_mapped_all, Mmap};
 
 /// The `mmap` engine: a mapping of each data file.
 #[derive(Default)]

@@ -115,7 +115,7 @@ pub use base::{Engine, Kept, Prepared};
 pub use dontcache::probe_dontcache;
 pub(crate) use fuse_mount::{FuseFigures, FuseMount};
 pub use io::{BlockIo, TaskRead};
-pub use page_cache::{drop_files, PageCache};
+pub use page_cache::drop_files;
 pub use setup::{FolioBefore, Run, RunMode, Setup};
 pub use thread_io::ThreadIo;
 

@@ -97,7 +97,7 @@ pub struct FolioBefore {
 impl FolioBefore {
     /// The figures of `cache`, built by `spec`, now, before a run whose
     /// files include `file` (the warm pass's time, if it had one).
-    fn of(
+    pub(super) fn of(
         cache: &Cache,
         spec: &EngineSpec,
         file: &foliocache::File,

@@ -305,7 +305,7 @@ impl TaskRead for TokioFsIo {
         let mut owned = std::mem::take(scratch);
         owned.resize(buf.len(), 0);
         let (r, owned) = tokio::task::spawn_blocking(move || {
-            let r = file.read_at(&mut owned, off);
+            let r = FileExt::read_at(&*file, &mut owned, off);
             (r, owned)
         })
         .await

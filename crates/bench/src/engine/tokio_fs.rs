@@ -10,7 +10,6 @@
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
