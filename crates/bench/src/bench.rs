@@ -220,13 +220,13 @@ impl Bench<'_> {
             Program::Redb(rb) => {
                 let avail = self.cgroups.get_or_insert_with(Availability::probe);
                 let runs = scenario::redb::run(rb, dir, repeat, avail, &mut notes, &say)?;
-                let limit = run::scenario_limit(avail, rb.limit);
+                let limit = MemoryLimit::of_scenario(avail, rb.limit);
                 (Some(runs), scenario::redb::FILE_BETTER, Some(limit))
             }
             Program::Sqlite(sb) => {
                 let avail = self.cgroups.get_or_insert_with(Availability::probe);
                 let runs = scenario::sqlite::run(sb, dir, repeat, avail, &mut notes, &say)?;
-                let limit = run::scenario_limit(avail, sb.limit);
+                let limit = MemoryLimit::of_scenario(avail, sb.limit);
                 (Some(runs), scenario::sqlite::UNIX, Some(limit))
             }
             Program::Kills(k) => {
@@ -327,7 +327,7 @@ impl Bench<'_> {
     fn memory_limit(&mut self, sc: &Scenario, notes: &mut Vec<String>) -> Option<MemoryLimit> {
         let l = sc.specs().find_map(|j| j.memory_limit)?;
         let avail = self.cgroups.get_or_insert_with(Availability::probe);
-        let status = run::scenario_limit(avail, l);
+        let status = MemoryLimit::of_scenario(avail, l);
         if status.limit_bytes.is_none() {
             notes.push(format!(
                 "the engines other than foliocache ran WITHOUT a memory limit of {} ({}): \

@@ -84,11 +84,11 @@ pub use args::BenchArgs;
 pub use bench::{run, Failure};
 
 /// The hidden entry points of the processes the bench starts from its
-/// own binary (a configuration of the redb or sqlite scenario,
-/// `scenario::embedded`; the objectstore scenario's restart reader): the
-/// exit code where this process is one of them, `None` where it is not.
-/// The binary calls it first thing in `main`.
+/// own binary (a configuration of the redb or sqlite scenario; the
+/// objectstore scenario's restart reader): the exit code where this
+/// process is one of them, `None` where it is not. The binary calls it
+/// first thing in `main`.
 #[cfg(feature = "harness")]
 pub fn child_main() -> Option<std::process::ExitCode> {
-    scenario::embedded::child_main().or_else(scenario::objectstore::child_main)
+    scenario::child_main()
 }

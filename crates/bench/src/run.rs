@@ -474,46 +474,9 @@ fn cgroup_figures(
     avail: Option<&Availability>,
 ) -> Option<MemoryLimit> {
     match (job.memory_limit, cg) {
-        (Some(_), Some(cg)) => Some(run_limit(cg)),
-        (Some(l), None) if page_cache => avail.map(|a| scenario_limit(a, l)),
+        (Some(_), Some(cg)) => Some(MemoryLimit::of_run(cg)),
+        (Some(l), None) if page_cache => avail.map(|a| MemoryLimit::of_scenario(a, l)),
         _ => None,
-    }
-}
-
-/// The memory limit of a run in `cg`, with its peak and limit hits so
-/// far, as the report states it.
-pub fn run_limit(cg: &MemCgroup) -> MemoryLimit {
-    let u = cg.usage();
-    MemoryLimit {
-        mechanism: cg.version().name(),
-        limit_bytes: Some(cg.limit()),
-        cgroup: Some(cg.path().display().to_string()),
-        peak_bytes: u.peak_bytes,
-        limit_hits: u.limit_hits,
-        reason: None,
-    }
-}
-
-/// The scenario's memory limit as the report states it.
-pub fn scenario_limit(avail: &Availability, limit: u64) -> MemoryLimit {
-    let (mechanism, limit_bytes, cgroup, reason) = match avail {
-        Availability::Available {
-            version, parent, ..
-        } => (
-            version.name(),
-            Some(limit),
-            Some(parent.display().to_string()),
-            None,
-        ),
-        Availability::Unavailable(why) => ("none", None, None, Some(why.clone())),
-    };
-    MemoryLimit {
-        mechanism,
-        limit_bytes,
-        cgroup,
-        peak_bytes: None,
-        limit_hits: None,
-        reason,
     }
 }
 

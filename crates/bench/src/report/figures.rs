@@ -6,6 +6,8 @@
 
 use serde::Serialize;
 
+use crate::cgroup::{Availability, MemCgroup};
+
 /// Latency percentiles, in nanoseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Latency {
@@ -49,6 +51,45 @@ pub struct MemoryLimit {
     pub limit_hits: Option<u64>,
     /// Why there is no limit.
     pub reason: Option<String>,
+}
+
+impl MemoryLimit {
+    /// The memory limit of a run in `cg`, with its peak and limit hits so
+    /// far, as the report states it.
+    pub fn of_run(cg: &MemCgroup) -> MemoryLimit {
+        let u = cg.usage();
+        MemoryLimit {
+            mechanism: cg.version().name(),
+            limit_bytes: Some(cg.limit()),
+            cgroup: Some(cg.path().display().to_string()),
+            peak_bytes: u.peak_bytes,
+            limit_hits: u.limit_hits,
+            reason: None,
+        }
+    }
+
+    /// The scenario's memory limit as the report states it.
+    pub fn of_scenario(avail: &Availability, limit: u64) -> MemoryLimit {
+        let (mechanism, limit_bytes, cgroup, reason) = match avail {
+            Availability::Available {
+                version, parent, ..
+            } => (
+                version.name(),
+                Some(limit),
+                Some(parent.display().to_string()),
+                None,
+            ),
+            Availability::Unavailable(why) => ("none", None, None, Some(why.clone())),
+        };
+        MemoryLimit {
+            mechanism,
+            limit_bytes,
+            cgroup,
+            peak_bytes: None,
+            limit_hits: None,
+            reason,
+        }
+    }
 }
 
 /// The hot reader beside a run: random reads of a file warmed into the

@@ -147,6 +147,10 @@ pub struct TargetCheck {
     pub caveat: Option<String>,
 }
 
+/// A job of a scenario, by the name the scenario gives it (the targets'
+/// tables name jobs so: `crate::targets`).
+pub type JobName = &'static str;
+
 /// `numerator / denominator` bandwidth.
 #[derive(Debug, Clone, Serialize)]
 pub struct Ratio {
@@ -162,7 +166,7 @@ pub struct Ratio {
     pub job: Option<String>,
     /// That job's name in its scenario (not in the JSON: `job` says it).
     #[serde(skip)]
-    pub job_name: Option<crate::targets::JobName>,
+    pub job_name: Option<JobName>,
     /// Of the two engines' best runs (the figures in the table).
     pub best: f64,
     /// Of the two engines' runs in each round, in round order (runs seconds

@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
-use super::embedded::scatter;
+use super::rounds::scatter;
 use super::{FullQuick, Program, Scenario};
 use crate::args::BenchArgs;
 

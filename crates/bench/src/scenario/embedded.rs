@@ -1,6 +1,6 @@
 //! What the scenarios of databases embedded in the bench (`redb`,
 //! `sqlite`) share: each configuration's run in a child process under the
-//! memory limit, the rounds in alternating order, the records of timed
+//! memory limit, the rounds (`super::rounds`), the records of timed
 //! workloads, and a column of the better of two baselines.
 //!
 //! # The memory limit
@@ -25,30 +25,20 @@
 //!                           prints one line per workload: job, ops, seconds, note
 //! ```
 
-use std::fmt::Write as _;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 
+use super::rounds::rounds;
 use super::{FullQuick, Program, Scenario};
 use crate::args::BenchArgs;
 use crate::cgroup::Availability;
 use crate::report::{Latency, MemoryFigures, MemoryLimit, Perf, RunJob, RunRecord};
 use crate::targets::{self, Given, JobName, JobRuns, Judged, Target};
 use child::run_child;
-pub use child::{child_main, ChildRun};
+pub use child::{child_main, ChildRun, CHILD_ENV};
 
 mod child;
-
-/// SplitMix64's finaliser: a bijection of `u64` that scatters neighbours
-/// (the workloads' keys and their random choices, the same in every
-/// configuration).
-pub fn scatter(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
 
 /// The memory a configuration's process needs besides its caches under
 /// M = `limit` (its binary's pages, heap, threads, and foliocache's
@@ -248,61 +238,6 @@ pub fn record(
         notes: m.note.iter().cloned().collect(),
         ..RunRecord::default()
     }
-}
-
-/// Runs every configuration or way (`labels`, by index) `repeat` rounds,
-/// the order reversed from one round to the next, and files each run's
-/// records under their jobs (`jobs`, in order). `run` gives a
-/// configuration's records for one round; `say` gets a line per run
-/// (`LABEL: SCENARIO (round R of N): JOB OPS ops/s MB MB/s; ...`). Also the
-/// rounds of the `programs` scenario.
-///
-/// # Errors
-/// The first run that failed.
-pub fn rounds(
-    scenario: &str,
-    labels: &[&str],
-    jobs: &[JobName],
-    repeat: u32,
-    say: &dyn Fn(&str),
-    mut run: impl FnMut(usize) -> Result<Vec<RunRecord>>,
-) -> Result<Vec<JobRuns>> {
-    let mut runs: Vec<JobRuns> = jobs
-        .iter()
-        .map(|&job| JobRuns {
-            job,
-            engines: vec![Vec::new(); labels.len()],
-        })
-        .collect();
-    for round in 0..repeat {
-        let mut order: Vec<usize> = (0..labels.len()).collect();
-        if round % 2 == 1 {
-            order.reverse();
-        }
-        for c in order {
-            let records = run(c)?;
-            let mut line = format!(
-                "{}: {scenario} (round {} of {repeat}):",
-                labels[c],
-                round + 1
-            );
-            for r in records {
-                let _ = write!(
-                    line,
-                    " {} {:.0} ops/s {:.1} MB/s;",
-                    r.job.rw,
-                    r.perf.iops,
-                    r.perf.bw_bytes / f64::from(1 << 20)
-                );
-                if let Some(j) = runs.iter_mut().find(|j| j.job == r.job.rw) {
-                    j.engines[c].push(r);
-                }
-            }
-            line.pop();
-            say(&line);
-        }
-    }
-    Ok(runs)
 }
 
 /// A database scenario, as `redb` and `sqlite` declare it: what

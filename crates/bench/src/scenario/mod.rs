@@ -40,6 +40,7 @@ pub mod programs;
 pub mod randread;
 pub mod readahead;
 pub mod redb;
+pub mod rounds;
 pub mod scaling;
 pub mod seqread;
 pub mod sqlite;
@@ -48,6 +49,20 @@ pub mod write;
 
 #[cfg(test)]
 mod tests;
+
+/// The hidden entry points of the processes the bench starts from its
+/// own binary: a configuration of the `redb` or `sqlite` scenario
+/// ([`embedded::child_main`], run by the scenario's `one_run`) and the
+/// `objectstore` scenario's restart reader ([`objectstore::child_main`]);
+/// `None` in any other process.
+pub fn child_main() -> Option<std::process::ExitCode> {
+    embedded::child_main(|run| match run.scenario.as_str() {
+        "redb" => redb::one_run(run),
+        "sqlite" => sqlite::one_run(run),
+        other => anyhow::bail!("{}: no scenario {other:?}", embedded::CHILD_ENV),
+    })
+    .or_else(objectstore::child_main)
+}
 
 /// The file size of seqread and randread (full, and with `--quick`).
 const SCENARIO_SIZE: FullQuick<u64> = FullQuick(1 << 30, 512 << 20);

@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Context, Result};
 use object_store::path::Path;
 
-use super::embedded::{rounds, scatter};
+use super::rounds::{rounds, scatter};
 use super::{FullQuick, Program, Scenario};
 use crate::args::BenchArgs;
 use crate::cgroup::Availability;

@@ -549,7 +549,7 @@ fn three_ways(
         .into_iter()
         .filter(|w| *w != MOUNT || ways.mount.is_some())
         .collect();
-    let runs = super::embedded::rounds("programs", &labels, &BENCHMARKS, repeat, say, |w| {
+    let runs = super::rounds::rounds("programs", &labels, &BENCHMARKS, repeat, say, |w| {
         ways.round(labels[w])
     })?;
     drop(ways);

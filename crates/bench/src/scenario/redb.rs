@@ -41,7 +41,8 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use redb::{Database, Durability, ReadableDatabase, ReadableTableMetadata, TableDefinition};
 
-use super::embedded::{self, scatter, ChildRun, Embedded, EmbeddedBench, Measured};
+use super::embedded::{self, ChildRun, Embedded, EmbeddedBench, Measured};
+use super::rounds::scatter;
 use super::{FullQuick, Program, Scenario};
 use crate::args::BenchArgs;
 use crate::cgroup::Availability;

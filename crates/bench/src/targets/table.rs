@@ -11,8 +11,7 @@
 //! ^ figure  ^ engines (roles)  ^ job      ^ bound, held
 //! ```
 
-/// A job of a scenario, by the name the scenario gives it.
-pub type JobName = &'static str;
+pub use crate::report::JobName;
 
 /// What a row of a table measures, and of which engines (`E`: roles in
 /// the table, labels once resolved) and job.

@@ -68,17 +68,14 @@ impl ChildRun {
     }
 }
 
-/// In the child process ([`CHILD_ENV`] set): runs the configuration and
-/// prints a line per workload, and the exit code; `None` in any other
-/// process.
-pub fn child_main() -> Option<ExitCode> {
+/// In the child process ([`CHILD_ENV`] set): runs the configuration with
+/// `one_run` (the scenario's, which `scenario::child_main` picks by
+/// [`ChildRun::scenario`]) and prints a line per workload, and the exit
+/// code; `None` in any other process.
+pub fn child_main(one_run: impl FnOnce(&ChildRun) -> Result<Vec<Measured>>) -> Option<ExitCode> {
     let spec = std::env::var(CHILD_ENV).ok()?;
     one_malloc_arena();
-    let r = ChildRun::decode(&spec).and_then(|run| match run.scenario.as_str() {
-        "redb" => super::super::redb::one_run(&run),
-        "sqlite" => super::super::sqlite::one_run(&run),
-        other => bail!("{CHILD_ENV}: no scenario {other:?}"),
-    });
+    let r = ChildRun::decode(&spec).and_then(|run| one_run(&run));
     Some(match r {
         Ok(mut ms) => {
             // (Not on workloads a configuration does not run.)
@@ -133,7 +130,7 @@ pub fn run_child(
     run: &ChildRun,
     jobs: &[JobName],
 ) -> Result<(Result<Vec<Measured>, String>, MemoryLimit)> {
-    let mut figures = crate::run::scenario_limit(avail, run.limit);
+    let mut figures = MemoryLimit::of_scenario(avail, run.limit);
     let mut cmd = Command::new(std::env::current_exe().context("the bench's own binary")?);
     cmd.env(CHILD_ENV, run.encode())
         .stdin(Stdio::null())

@@ -31,7 +31,7 @@ use object_store::{ObjectStore, ObjectStoreExt};
 
 use super::{object_bytes, ObjectBench, HITS};
 use crate::report::{RunJob, RunRecord};
-use crate::scenario::embedded::scatter;
+use crate::scenario::rounds::scatter;
 
 /// The object's index for [`object_bytes`] (none of the others').
 const OBJ: u32 = u32::MAX;

@@ -47,7 +47,6 @@ use super::restart::Spec;
 use super::{point_reads, MEMORY, TASKS};
 use crate::cgroup::{Availability, MemCgroup};
 use crate::report::{MemoryLimit, RunJob, RunRecord};
-use crate::run::{run_limit, scenario_limit};
 
 /// The variable that makes this binary the job's reader.
 pub const MEMORY_ENV: &str = "FOLIOCACHE_OBJSTORE_MEMORY";
@@ -318,7 +317,7 @@ fn reader_run(spec: &Spec, avail: &Availability, limited: bool) -> Result<Outcom
         baseline,
         charged,
         configured,
-        limit: run_limit(&cg),
+        limit: MemoryLimit::of_run(&cg),
         peak: usage.peak_bytes.unwrap_or(0),
         killed,
         seconds,
@@ -350,7 +349,7 @@ pub fn run(spec: &Spec, avail: &Availability) -> Result<RunRecord> {
     r.perf.cpu_s_per_gib = f64::NAN;
     r.memory.capacity = Some(spec.m);
     if let Availability::Unavailable(why) = avail {
-        r.memory.memory_limit = Some(scenario_limit(avail, 0));
+        r.memory.memory_limit = Some(MemoryLimit::of_scenario(avail, 0));
         r.notes.push(format!("skipped: no memory cgroup: {why}"));
         return Ok(r);
     }

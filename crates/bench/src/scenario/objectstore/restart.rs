@@ -26,7 +26,7 @@ use super::engines::{Engine, Objects};
 use super::remote::Remote;
 use super::{check, point, RESTART};
 use crate::report::{RunJob, RunRecord};
-use crate::scenario::embedded::scatter;
+use crate::scenario::rounds::scatter;
 use crate::zipf::Zipf;
 
 /// The variable that makes this binary the child.

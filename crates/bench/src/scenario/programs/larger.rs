@@ -39,7 +39,7 @@ use super::{
 };
 use crate::cgroup::{Availability, MemCgroup};
 use crate::preload::{self, Preload};
-use crate::report::RunRecord;
+use crate::report::{MemoryLimit, RunRecord};
 use crate::scenario::FullQuick;
 use crate::targets::JobRuns;
 use crate::units::{fmt_size, fmt_size_approx};
@@ -176,7 +176,7 @@ pub fn run(
         };
         job.fill()?;
         let labels = [EXT4, DIRECT, INTERPOSER];
-        runs.extend(super::super::embedded::rounds(
+        runs.extend(super::super::rounds::rounds(
             "programs",
             &labels,
             &[name],
@@ -285,7 +285,7 @@ impl Job<'_> {
         };
         let mut rec = db_record(way, self.name, r, self.lg.keys * KV_BYTES, THREADS, notes);
         rec.memory.capacity = capacity;
-        rec.memory.memory_limit = Some(crate::run::run_limit(&cg));
+        rec.memory.memory_limit = Some(MemoryLimit::of_run(&cg));
         Ok(rec)
     }
 }

@@ -156,7 +156,7 @@ pub fn run(
     };
     let labels = [EXT4, SHARED];
     let runs =
-        super::super::embedded::rounds("programs", &labels, &[SELECT, TPCB], repeat, say, |w| {
+        super::super::rounds::rounds("programs", &labels, &[SELECT, TPCB], repeat, say, |w| {
             job.round(labels[w])
         })?;
     fs::remove_dir_all(&job.dir)
