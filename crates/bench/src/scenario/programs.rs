@@ -17,27 +17,27 @@
 //! [`RunRecord`], so the table, the ratios and the targets are the
 //! other scenarios'.
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 
 use super::{FullQuick, Program, Scenario};
 use crate::args::BenchArgs;
 use crate::cgroup::Availability;
 use crate::engine::{FuseFigures, FuseMount};
-use crate::preload::{self, Preload};
 use crate::report::{Latency, Perf, RunJob, RunRecord};
 use crate::targets::{self, bandwidth, Given, JobRuns, Judged, Target};
 use crate::units::{fmt_size, fmt_size_approx};
 
 pub mod larger;
+mod command;
 mod output;
 pub mod pgbench;
 
 use larger::{Larger, LARGER, LARGER_ALIGNED};
-use output::{one_line, parse, preload_figures, r_ops, warm_line, DbResult};
+use command::{checked, interposed, interposer_note, plain, DbRun};
+use output::{one_line, r_ops, DbResult};
 use pgbench::{Pgbench, SHARED};
 
 /// The program, and the Debian package that has it.
@@ -277,20 +277,10 @@ impl Ways<'_> {
             args.push(format!("--reads={}", self.db.restart_reads()).into());
         }
         if way == INTERPOSER {
-            let mut cmd = preload::preloaded(&Preload {
-                capacity: Some(self.db.capacity),
-                dirs: vec![self.interposer.clone()],
-                // Each invocation starts cold, as before warm restarts,
-                // but the restart case's.
-                state: crate::state_path::StateArgs {
-                    state: how.restart.then(|| self.state.clone()),
-                    no_state: !how.restart,
-                },
-                metrics: None,
-                command: args,
-            })?;
-            cmd.env(PRELOAD_STATS, "1");
-            return Ok(cmd);
+            // Each invocation starts cold, as before warm restarts, but
+            // the restart case's.
+            let state = how.restart.then(|| self.state.clone());
+            return interposed(args, self.db.capacity, &self.interposer, state);
         }
         Ok(plain(&args))
     }
@@ -317,98 +307,6 @@ impl Ways<'_> {
     }
 }
 
-/// One invocation's settings: its benchmarks (joined by commas), on a
-/// fresh database or the existing one, of `keys` keys, with a block cache
-/// of `cache` bytes, in `threads` threads.
-struct DbRun<'a> {
-    benchmarks: &'a str,
-    existing: bool,
-    keys: u64,
-    cache: u64,
-    threads: u32,
-}
-
-impl DbRun<'_> {
-    /// The program `db_bench` and its arguments, on the database in
-    /// `dir`: no compression, every block's checksum verified, readrandom's
-    /// keys of [`SEED`], the latency histogram.
-    fn args(&self, db_bench: &Path, dir: &Path) -> Vec<OsString> {
-        let mut args: Vec<OsString> = vec![db_bench.into()];
-        let mut db = OsString::from("--db=");
-        db.push(dir);
-        args.push(db);
-        args.extend(
-            [
-                format!("--benchmarks={}", self.benchmarks),
-                format!("--use_existing_db={}", u8::from(self.existing)),
-                format!("--num={}", self.keys),
-                format!("--key_size={KEY_BYTES}"),
-                format!("--value_size={VALUE_BYTES}"),
-                format!("--cache_size={}", self.cache),
-                format!("--seed={SEED}"),
-                "--compression_type=none".into(),
-                "--verify_checksum=1".into(),
-                format!("--threads={}", self.threads),
-                "--progress_reports=0".into(),
-                "--histogram=1".into(),
-            ]
-            .map(OsString::from),
-        );
-        args
-    }
-}
-
-/// `args` run as they are, without the interposer.
-fn plain(args: &[OsString]) -> Command {
-    let mut cmd = Command::new(&args[0]);
-    cmd.args(&args[1..]).env_remove("LD_PRELOAD");
-    cmd
-}
-
-/// The figures of `benchmarks` in the program's output `out`, and its
-/// standard error, checked: the program succeeded, every benchmark
-/// reported, readrandom found every key. `what` names the invocation.
-fn checked(what: &str, out: &Output, benchmarks: &[&str]) -> Result<(Vec<DbResult>, String)> {
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
-    if !out.status.success() {
-        bail!(
-            "{what} failed ({}):\n{}\n{}",
-            out.status,
-            tail(&stderr),
-            tail(&stdout)
-        );
-    }
-    let results = parse(&stdout).with_context(|| what.to_string())?;
-    let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
-    if names != benchmarks {
-        bail!(
-            "{what}: reported {names:?}, not {benchmarks:?}:\n{}",
-            tail(&stdout)
-        );
-    }
-    for r in &results {
-        if let Some((found, of)) = r.found.filter(|(f, n)| f != n) {
-            bail!("{what}: {} found {found} of {of} keys", r.name);
-        }
-    }
-    Ok((results, stderr))
-}
-
-/// The interposer's figures in its standard error `stderr`, as a note on
-/// `list`; an error where it printed none or served no file.
-fn interposer_note(what: &str, list: &str, stderr: &str) -> Result<String> {
-    let (line, opens) = preload_figures(stderr)
-        .with_context(|| format!("{what}: no figures from the interposer:\n{}", tail(stderr)))?;
-    if opens == 0 {
-        bail!("{what}: the interposer served none of its files: {line}");
-    }
-    let warm = warm_line(stderr)
-        .map(|w| format!("; {w}"))
-        .unwrap_or_default();
-    Ok(format!("{list}: {line}{warm}"))
-}
-
 impl<'b> Invoke<'b> {
     /// `benchmarks`, on the existing database if `existing`, as the
     /// restart case if `restart`.
@@ -429,12 +327,6 @@ fn mount_note(list: &str, b: &FuseFigures, a: &FuseFigures) -> String {
         a.misses.saturating_sub(b.misses),
         a.io_reads.saturating_sub(b.io_reads)
     )
-}
-
-/// The last lines of a program's output.
-fn tail(s: &str) -> String {
-    let lines: Vec<&str> = s.lines().collect();
-    lines[lines.len().saturating_sub(20)..].join("\n")
 }
 
 /// What [`run`] gives: every round's records, of each benchmark (the

@@ -33,12 +33,9 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result};
 
-use super::{
-    checked, db_record, interposer_note, one_line, plain, DbRun, DIRECT, EXT4, INTERPOSER,
-    KV_BYTES, PRELOAD_STATS, PROGRAM,
-};
+use super::command::{checked, interposed, interposer_note, plain, DbRun};
+use super::{db_record, one_line, DIRECT, EXT4, INTERPOSER, KV_BYTES, PROGRAM};
 use crate::cgroup::{Availability, MemCgroup};
-use crate::preload::{self, Preload};
 use crate::report::{MemoryLimit, RunRecord};
 use crate::scenario::FullQuick;
 use crate::targets::JobRuns;
@@ -246,18 +243,7 @@ impl Job<'_> {
             args.push("--use_direct_reads=1".into());
         }
         let mut cmd = if way == INTERPOSER {
-            let mut cmd = preload::preloaded(&Preload {
-                capacity: Some(self.lg.capacity()),
-                dirs: vec![self.dir.clone()],
-                state: crate::state_path::StateArgs {
-                    state: None,
-                    no_state: true,
-                },
-                metrics: None,
-                command: args,
-            })?;
-            cmd.env(PRELOAD_STATS, "1");
-            cmd
+            interposed(args, self.lg.capacity(), &self.dir, None)?
         } else {
             plain(&args)
         };

@@ -30,7 +30,8 @@ use crate::scenario::FullQuick;
 use crate::targets::JobRuns;
 use crate::units::{fmt_size, fmt_size_approx};
 
-use super::{program_record, tail, EXT4};
+use super::command::tail;
+use super::{program_record, EXT4};
 
 /// `pgbench -S`: read-only, a primary-key select per transaction.
 pub const SELECT: &str = "pgbench-select";
