@@ -55,9 +55,21 @@ fn a_circle_is_found() {
     let src = dir.path();
     fs::create_dir(src.join("a")).unwrap();
     fs::write(src.join("lib.rs"), "mod a;\nmod b;\n").unwrap();
-    fs::write(src.join("a/mod.rs"), "mod c;\nuse crate::a::c::X; // crate::b\n").unwrap();
-    fs::write(src.join("a/c.rs"), "pub struct X;\nuse super::super::b::Y;\n").unwrap();
-    fs::write(src.join("b.rs"), "pub struct Y;\nuse crate::{a::{self, c}, b};\n").unwrap();
+    fs::write(
+        src.join("a/mod.rs"),
+        "mod c;\nuse crate::a::c::X; // crate::b\n",
+    )
+    .unwrap();
+    fs::write(
+        src.join("a/c.rs"),
+        "pub struct X;\nuse super::super::b::Y;\n",
+    )
+    .unwrap();
+    fs::write(
+        src.join("b.rs"),
+        "pub struct Y;\nuse crate::{a::{self, c}, b};\n",
+    )
+    .unwrap();
     let graph = modgraph::file_imports(src);
     let names = |m: &str| -> Vec<&str> { graph[m].iter().map(String::as_str).collect() };
     assert_eq!(names("a"), ["a::c"]);

@@ -146,4 +146,3 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let e = cmd.exec();
     Err(e).with_context(|| format!("running {}", program.display()))
 }
-

@@ -25,8 +25,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use foliocache_fuse::MountOptions;
 
-use foliocache_bench::state_path::StateArgs;
 use foliocache::parse_size;
+use foliocache_bench::state_path::StateArgs;
 
 /// The line a `--foreground` server prints on stdout once mounted, for a
 /// background start to wait on.
@@ -307,4 +307,3 @@ fn server_stderr() -> Stdio {
     );
     Stdio::null()
 }
-

@@ -72,7 +72,6 @@ impl StatArgs {
     }
 }
 
-
 /// Runs `foliocache stat`.
 pub fn stat(a: &StatArgs) -> Result<()> {
     if let Some((mnt, interval)) = a.watch_plan()? {

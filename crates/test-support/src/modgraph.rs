@@ -40,10 +40,7 @@ pub fn rust_files(dir: &Path) -> Vec<PathBuf> {
 /// `["engine", "io"]`; `lib.rs` and `main.rs`: none).
 pub fn module_of(src: &Path, file: &Path) -> Vec<String> {
     let rel = file.strip_prefix(src).unwrap().with_extension("");
-    let mut names: Vec<String> = rel
-        .iter()
-        .map(|n| n.to_str().unwrap().to_owned())
-        .collect();
+    let mut names: Vec<String> = rel.iter().map(|n| n.to_str().unwrap().to_owned()).collect();
     let root = names.len() == 1 && (names[0] == "lib" || names[0] == "main");
     if root || names.last().is_some_and(|n| n == "mod") {
         names.pop();
@@ -245,15 +242,8 @@ pub fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
 /// import each other in a circle ([`file_imports`], [`cycles`]).
 pub fn assert_no_import_circle(src: &Path) {
     let graph = file_imports(src);
-    assert!(
-        graph.len() > 1,
-        "no source files under {}",
-        src.display()
-    );
-    let circles: Vec<Vec<String>> = cycles(&graph)
-        .into_iter()
-        .filter(|c| c.len() > 1)
-        .collect();
+    assert!(graph.len() > 1, "no source files under {}", src.display());
+    let circles: Vec<Vec<String>> = cycles(&graph).into_iter().filter(|c| c.len() > 1).collect();
     assert!(
         circles.is_empty(),
         "import circles among the files of {}: {circles:?}",

@@ -11,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use super::base::{Engine, Kept};
 use super::page_cache::PageCache;
 use super::setup::{Run, Setup};
-use super::thread_io::{AnonIo, SharedMapIo, ThreadIo, lend_mut};
+use super::thread_io::{lend_mut, AnonIo, SharedMapIo, ThreadIo};
 use crate::sys::AnonMap;
 use crate::units::fmt_size;
 

@@ -8,8 +8,7 @@ use anyhow::{Context, Result};
 use super::base::{Engine, Kept};
 use super::page_cache::PageCache;
 use super::setup::{Run, Setup};
-use super::thread_io::{OpenFiles, ThreadIo, lend};
-
+use super::thread_io::{lend, OpenFiles, ThreadIo};
 
 /// The `direct` engine: its `O_DIRECT` files, and the depth of each
 /// thread's ring for `direct[qd=N]`.

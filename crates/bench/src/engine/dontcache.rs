@@ -11,7 +11,7 @@ use rustix::io::Errno;
 use super::base::{Engine, Kept};
 use super::page_cache::PageCache;
 use super::setup::{Run, Setup};
-use super::thread_io::{DontcacheIo, OpenFiles, ThreadIo, lend};
+use super::thread_io::{lend, DontcacheIo, OpenFiles, ThreadIo};
 use crate::sys::{self, AlignedBuf};
 
 /// The `dontcache` engine: its files.

@@ -36,7 +36,7 @@ use anyhow::Result;
 use super::base::{Engine, Kept};
 use super::page_cache::PageCache;
 use super::setup::{Run, Setup};
-use super::thread_io::{FolioIo, FolioMode, FolioTaskIo, ThreadIo, lend};
+use super::thread_io::{lend, FolioIo, FolioMode, FolioTaskIo, ThreadIo};
 use crate::spec::engine::FolioOptions;
 
 impl FolioOptions {

@@ -18,7 +18,6 @@
 //!   of any FUSE server on this kernel, measured in the same run as
 //!   `fuse` (read jobs only; `--verify` does not check its zeros).
 
-
 use anyhow::{bail, Context, Result};
 
 use super::base::{Engine, Kept};

@@ -65,8 +65,6 @@ pub trait TaskRead: Send {
     }
 }
 
-
-
 /// `--consume` for a copy: reads into `buf` and sums what was read.
 #[inline]
 pub(super) fn copy_and_sum<B: BlockIo + ?Sized>(

@@ -11,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use super::base::{Engine, Kept};
 use super::page_cache::PageCache;
 use super::setup::{Run, Setup};
-use super::thread_io::{OpenFiles, SharedMapIo, ThreadIo, lend};
+use super::thread_io::{lend, OpenFiles, SharedMapIo, ThreadIo};
 use crate::sys::{huge_mapped_all, AnonMap};
 use crate::units::fmt_size;
 

@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 use super::base::{Engine, Kept};
 use super::page_cache::PageCache;
 use super::setup::{Run, Setup};
-use super::thread_io::{MmapIo, OpenFiles, SharedMapIo, ThreadIo, lend_mut};
+use super::thread_io::{lend_mut, MmapIo, OpenFiles, SharedMapIo, ThreadIo};
 use crate::sys::{huge_mapped_all, Mmap};
 
 /// The `mmap` engine: a mapping of each data file.

@@ -14,8 +14,7 @@ use super::base::{Engine, Kept};
 use super::io::At;
 use super::page_cache::PageCache;
 use super::setup::{Run, Setup};
-use super::thread_io::{OpenFiles, PreadIo, ThreadIo, lend};
-
+use super::thread_io::{lend, OpenFiles, PreadIo, ThreadIo};
 
 impl At for SharedFile {
     #[inline]

@@ -5,12 +5,12 @@
 //! names its IO type here, never the reverse.
 
 use std::fs::{File, OpenOptions};
+use std::future::Future;
 use std::io;
+use std::os::unix::fs::FileExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::future::Future;
-use std::os::unix::fs::FileExt;
 
 use anyhow::{Context, Result};
 use foliocache::{ReadFlags, WriteFlags};

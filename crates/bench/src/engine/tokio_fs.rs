@@ -17,8 +17,7 @@ use anyhow::{Context, Result};
 use super::base::{Engine, Kept};
 use super::page_cache::PageCache;
 use super::setup::{Run, Setup};
-use super::thread_io::{OpenFiles, ThreadIo, TokioFsIo, lend};
-
+use super::thread_io::{lend, OpenFiles, ThreadIo, TokioFsIo};
 
 /// The `tokio-fs` engine: its files, each also shared with the blocking
 /// pool, and the tasks per job thread.

@@ -30,13 +30,13 @@ use crate::report::{Latency, Perf, RunJob, RunRecord};
 use crate::targets::{self, bandwidth, Given, JobRuns, Judged, Target};
 use crate::units::{fmt_size, fmt_size_approx};
 
-pub mod larger;
 mod command;
+pub mod larger;
 mod output;
 pub mod pgbench;
 
-use larger::{Larger, LARGER, LARGER_ALIGNED};
 use command::{checked, interposed, interposer_note, plain, DbRun};
+use larger::{Larger, LARGER, LARGER_ALIGNED};
 use output::{one_line, r_ops, DbResult};
 use pgbench::{Pgbench, SHARED};
 

@@ -8,5 +8,7 @@ use std::path::Path;
 
 #[test]
 fn no_files_of_the_cli_import_each_other_in_a_circle() {
-    test_support::modgraph::assert_no_import_circle(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
+    test_support::modgraph::assert_no_import_circle(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+    );
 }

@@ -65,7 +65,11 @@ pub(super) fn plain(args: &[OsString]) -> Command {
 /// The figures of `benchmarks` in the program's output `out`, and its
 /// standard error, checked: the program succeeded, every benchmark
 /// reported, readrandom found every key. `what` names the invocation.
-pub(super) fn checked(what: &str, out: &Output, benchmarks: &[&str]) -> Result<(Vec<DbResult>, String)> {
+pub(super) fn checked(
+    what: &str,
+    out: &Output,
+    benchmarks: &[&str],
+) -> Result<(Vec<DbResult>, String)> {
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     if !out.status.success() {
