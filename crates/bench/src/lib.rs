@@ -8,21 +8,22 @@
 //! binary (crate `foliocache-cli`) parses [`BenchArgs`] and calls [`run`];
 //! the scenarios and their figures are described in `docs/bench.md`.
 //!
-//! Modules, each using only those listed before it: [`units`] (sizes,
-//! bandwidths, durations, ratios), [`sys`] (the OS calls `std` lacks: the
+//! Modules, each using mostly those listed before it: [`state_path`] and
+//! [`preload`] (built without the harness too, below), `units` (sizes,
+//! bandwidths, durations, ratios), `sys` (the OS calls `std` lacks: the
 //! only unsafe code, but for `engine`'s call of the unsafe
 //! `sys::Mmap::new`, whose contract the bench keeps, and the embedded
-//! scenarios' child's), [`hist`] (latency histogram), [`clock`] (what
-//! times it), [`cgroup`] (the kernel engines' memory limit), [`disk`] (the
-//! device's read counters), [`data`] (checkable pseudo-random data
-//! files), [`zipf`] (zipfian offsets), [`lru`] (an exact LRU replayed
-//! over a run's offsets), [`spec`] (engines and jobs as typed values),
-//! [`args`] (the command line), [`engine`] (the engines and their
-//! warming), [`job`] (the measured loop), [`hot`] (a hot reader beside a
-//! job, counting its hits), [`report`] (text and JSON), [`targets`] (a
-//! scenario's ratios and targets), [`scenario`] (what runs, one file per
-//! scenario), [`plot`] (SVG), [`mod@run`] (one engine run: setup, measure,
-//! record) and [`bench`] (the driver).
+//! scenarios' child's), `hist` (latency histogram), `clock` (what
+//! times it), `cgroup` (the kernel engines' memory limit), `disk` (the
+//! device's read counters), `data` (checkable pseudo-random data
+//! files), `zipf` (zipfian offsets), `lru` (an exact LRU replayed
+//! over a run's offsets), `spec` (engines and jobs as typed values),
+//! `args` (the command line), `engine` (the engines and their
+//! warming), `job` (the measured loop), `hot` (a hot reader beside a
+//! job, counting its hits), `report` (text and JSON), `targets` (a
+//! scenario's ratios and targets), `scenario` (what runs, one file per
+//! scenario), `plot` (SVG), `run` (one engine run: setup, measure,
+//! record) and `bench` (the driver).
 //!
 //! Built without the default feature `harness`, the crate is only what
 //! the operator's commands share with the harness: [`state_path`] (the
