@@ -5,7 +5,8 @@
 //! `foliocache cache` hosts a named cache many runs share ([`named`]);
 //! `foliocache mount` serves a directory through the cache over FUSE
 //! ([`mount`]), `foliocache stat` shows a running mount's figures
-//! ([`stat`], `--watch`: [`watch`]) and `foliocache umount` ends a mount
+//! ([`stat`], `--watch`: [`watch`], both through the mount's control file:
+//! [`control`]) and `foliocache umount` ends a mount
 //! ([`mounted`]). [`args`] is the command line.
 //!
 //! `foliocache bench` (the default feature `bench`) is the benchmark
