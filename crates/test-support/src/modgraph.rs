@@ -62,10 +62,10 @@ fn is_ident(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_'
 }
 
-/// The path after each `prefix::` in `text` (not inside a longer path:
-/// `a::crate::` is no `crate::`), as its names up to the item or a `{`;
-/// for `prefix::{...}`, each path of the group's top level.
-/// `crate::{a::X, b::{y, z}, c}` gives `[a, X]`, `[b]`, `[c]`.
+/// The path after each `prefix` (`crate::`, `super::`) in `text` (not
+/// inside a longer path: `a::crate::` is no `crate::`), as its names up to
+/// the item or a `{`; for `prefix{...}`, each path of the group's top
+/// level. `crate::{a::X, b::{y, z}, c}` gives `[a, X]`, `[b]`, `[c]`.
 pub fn paths_after(text: &str, prefix: &str) -> Vec<Vec<String>> {
     let path = |s: &str| -> Vec<String> {
         let end = s
@@ -77,14 +77,13 @@ pub fn paths_after(text: &str, prefix: &str) -> Vec<Vec<String>> {
             .map(str::to_owned)
             .collect()
     };
-    let needle = format!("{prefix}::");
     let mut out = Vec::new();
-    for (i, _) in text.match_indices(&needle) {
+    for (i, _) in text.match_indices(prefix) {
         let before = text[..i].chars().next_back();
         if before.is_some_and(|c| is_ident(c) || c == ':') {
             continue;
         }
-        let rest = &text[i + needle.len()..];
+        let rest = &text[i + prefix.len()..];
         let Some(group) = rest.strip_prefix('{') else {
             out.push(path(rest));
             continue;
@@ -110,7 +109,7 @@ pub fn paths_after(text: &str, prefix: &str) -> Vec<Vec<String>> {
     out
 }
 
-/// The first name of each path after `prefix::` in `text`
+/// The first name of each path after `prefix` in `text`
 /// ([`paths_after`]), past any further `super::`.
 pub fn named_after(text: &str, prefix: &str, out: &mut BTreeSet<String>) {
     out.extend(
@@ -160,13 +159,13 @@ pub fn file_imports(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
             base.extend(path.iter().cloned());
             named.extend(resolve(&base));
         };
-        for p in paths_after(text, "crate") {
+        for p in paths_after(text, "crate::") {
             add(&[], &p);
         }
-        for p in paths_after(text, "super") {
+        for p in paths_after(text, "super::") {
             add(parent, &p);
         }
-        for p in paths_after(text, "self") {
+        for p in paths_after(text, "self::") {
             add(module, &p);
         }
         let me = name(module);
