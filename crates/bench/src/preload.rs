@@ -44,7 +44,7 @@ pub struct Preload {
 /// puts it (`PREFIX/bin/foliocache`, `PREFIX/lib/foliocache/`).
 const SEARCH: [&str; 2] = ["", "../lib/foliocache"];
 
-/// `libfoliocache_preload.so` for the binary `exe` (see [`SEARCH`]), or an
+/// `libfoliocache_preload.so` for the binary `exe` (see `SEARCH`), or an
 /// error saying where it was looked for and what to build.
 pub fn library_for(exe: &Path) -> Result<PathBuf> {
     let dir = exe
