@@ -50,6 +50,9 @@ pub fn all_scenarios() -> Vec<&'static str> {
 }
 
 /// Options of `foliocache bench`.
+// The field docs are the help text clap prints, where `foliocache[pin]`
+// is an engine's spelling, not a link.
+#[allow(rustdoc::broken_intra_doc_links)]
 #[derive(Debug, Clone, Args)]
 #[command(after_help = AFTER_HELP)]
 pub struct BenchArgs {
