@@ -70,8 +70,8 @@ pub enum Command {
     /// Benchmark foliocache side by side with the kernel's page cache
     /// (no options: the reference scenarios, shortened: `--seeds --quick`).
     Bench(BenchArgs),
-    /// Serve a directory through the cache over FUSE, so unmodified
-    /// programs run on it.
+    /// Serve a directory (or an object store's objects, read-only) through
+    /// the cache over FUSE, so unmodified programs run on it.
     Mount(crate::mount::MountArgs),
     /// A running mount's cache figures, and cachestat per file.
     Stat(crate::mount::StatArgs),

@@ -49,6 +49,7 @@ mod job;
 mod launch;
 mod lru;
 mod mount;
+mod mount_object;
 mod mounted;
 mod named;
 mod plot;

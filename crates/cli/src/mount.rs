@@ -38,6 +38,8 @@ const READY: &str = "foliocache-mount-ready";
 
 /// Options of `foliocache mount`.
 #[derive(Debug, Clone, Args)]
+#[command(override_usage = "foliocache mount [OPTIONS] --capacity <SIZE> <BACKING_DIR> <MOUNTPOINT>\n       \
+                            foliocache mount [OPTIONS] --object-store <URL> --capacity <SIZE> <MOUNTPOINT>")]
 pub struct MountArgs {
     /// The directory whose tree is served (with --object-store, give the
     /// MOUNTPOINT alone).
@@ -47,8 +49,9 @@ pub struct MountArgs {
     #[arg(value_name = "MOUNTPOINT")]
     pub mountpoint: Option<PathBuf>,
     /// Serve an object store's objects, read-only, instead of a directory:
-    /// `file:///DIR`, or `s3://BUCKET/PREFIX` (built with the `s3`
-    /// feature; configured by the AWS_* environment variables). Usage:
+    /// `file:///DIR`, `s3://BUCKET/PREFIX`, `gs://BUCKET/PREFIX` or
+    /// `az://CONTAINER/PREFIX` (configured by the AWS_*, GOOGLE_* and
+    /// AZURE_* environment variables and the AWS profile's files). Usage:
     /// `foliocache mount --object-store URL MOUNTPOINT --capacity SIZE`.
     #[arg(long, value_name = "URL")]
     pub object_store: Option<String>,
@@ -57,6 +60,14 @@ pub struct MountArgs {
     /// default 1; 0: ask every time).
     #[arg(long, value_name = "SECS", value_parser = parse_ttl, requires = "object_store")]
     pub metadata_ttl: Option<Duration>,
+    /// With --object-store: whether the kernel keeps a file's pages across
+    /// opens while its object's version is unchanged (`on`, the default:
+    /// warm re-reads at the kernel's speed, in memory outside --capacity
+    /// that the kernel reclaims as any file's), or not (`off`: every read
+    /// goes to the server, the cache keeping the one copy).
+    #[arg(long, value_name = "on|off", value_parser = crate::mount_object::parse_on_off,
+          requires = "object_store")]
+    pub kernel_cache: Option<bool>,
     /// With --object-store: a disk tier for the objects' bytes, a file
     /// opened O_DIRECT (made if missing), reopened warm by the next mount.
     #[arg(long, value_name = "FILE", requires_all = ["object_store", "disk_tier_size"])]
@@ -231,50 +242,8 @@ impl MountArgs {
     }
 }
 
-/// With `--object-store`, refuses the options that are a directory's
-/// mount's, saying why.
-fn check_objects(a: &MountArgs) -> Result<()> {
-    let Some(url) = &a.object_store else {
-        return Ok(());
-    };
-    let refused = [
-        (
-            a.cache.is_some(),
-            "--cache (a named cache holds files of a directory)",
-        ),
-        (a.dontcache, "--dontcache"),
-        (
-            a.max_open.is_some(),
-            "--max-open (an object store needs no descriptors)",
-        ),
-        (
-            a.state.state.is_some(),
-            "--state (use --disk-tier to restart warm)",
-        ),
-    ];
-    if let Some((_, opt)) = refused.iter().find(|(set, _)| *set) {
-        bail!("{opt} is not for a mount of an object store ({url}): leave it out");
-    }
-    Ok(())
-}
-
-/// Serves `url` at `mountpoint` in this process (`--foreground`).
-fn serve_objects(a: &MountArgs, url: &str, mountpoint: &Path, opts: &MountOptions) -> Result<()> {
-    let mut objects = foliocache_fuse::ObjectOptions::default();
-    if let Some(ttl) = a.metadata_ttl {
-        objects.ttl = ttl;
-    }
-    if let (Some(path), Some(size)) = (&a.disk_tier, a.disk_tier_size) {
-        let tier = foliocache_object_store::DiskTier::open(path, size)
-            .with_context(|| format!("the disk tier {}", path.display()))?;
-        objects.disk_tier = Some(std::sync::Arc::new(tier));
-    }
-    foliocache_fuse::serve_objects(url, mountpoint, opts, &objects, ready)
-        .with_context(|| format!("serving {url} at {}", mountpoint.display()))
-}
-
 /// Says the mount is up, to a background start waiting on stdout.
-fn ready() {
+pub(crate) fn ready() {
     println!("{READY}");
     let _ = std::io::stdout().flush();
 }
@@ -282,7 +251,7 @@ fn ready() {
 /// Runs `foliocache mount`.
 pub fn mount(a: &MountArgs) -> Result<()> {
     check_named(a)?;
-    check_objects(a)?;
+    crate::mount_object::check_objects(a)?;
     let (backing_dir, mountpoint) = a.paths()?;
     crate::mounted::refuse_stacked(mountpoint)?;
     if !a.foreground {
@@ -301,7 +270,7 @@ pub fn mount(a: &MountArgs) -> Result<()> {
     opts.max_open = a.max_open.map(usize::try_from).transpose()?;
     let Some(backing_dir) = backing_dir else {
         let url = a.object_store.as_deref().unwrap_or_default();
-        return serve_objects(a, url, mountpoint, &opts);
+        return crate::mount_object::serve_objects(a, url, mountpoint, &opts, ready);
     };
     let backing = backing_dir
         .canonicalize()
@@ -532,16 +501,21 @@ fn print_text(v: &serde_json::Value) {
         if v["dontcache"].as_bool() == Some(true) { ", dontcache" } else { "" },
         mmap_mode(v),
     );
-    println!(
-        "reads: {} hits, {} misses, hit ratio {:.1} %; {} backing reads ({:.1} MiB)",
-        n("hits"),
-        n("misses"),
-        c["hit_ratio"].as_f64().unwrap_or(0.0) * 100.0,
-        n("io_reads"),
-        mib(n("io_bytes")),
-    );
-    if let Some(line) = curve_line(c) {
-        println!("{line}");
+    match crate::mount_object::reads_line(&v["object_store"]) {
+        Some(line) => println!("{line}"),
+        None => {
+            println!(
+                "reads: {} hits, {} misses, hit ratio {:.1} %; {} backing reads ({:.1} MiB)",
+                n("hits"),
+                n("misses"),
+                c["hit_ratio"].as_f64().unwrap_or(0.0) * 100.0,
+                n("io_reads"),
+                mib(n("io_bytes")),
+            );
+            if let Some(line) = curve_line(c) {
+                println!("{line}");
+            }
+        }
     }
     println!(
         "reclaim: {} evictions, {} refaults, {} activations, {} shadows, {} dropbehind drops",
@@ -561,39 +535,10 @@ fn print_text(v: &serde_json::Value) {
     if let Some(line) = warm_line(&v["warm"]) {
         println!("{line}");
     }
-    if let Some(line) = object_store_line(&v["object_store"]) {
+    if let Some(line) = crate::mount_object::object_store_line(&v["object_store"]) {
         println!("{line}");
     }
     print_files(v);
-}
-
-/// `stat`'s line of an object store's mount (`foliocache mount
-/// --object-store`): its requests and its tiers, or `None` for a
-/// directory's mount.
-fn object_store_line(o: &serde_json::Value) -> Option<String> {
-    let url = o["url"].as_str()?;
-    let n = |k: &str| o[k].as_u64().unwrap_or(0);
-    let disk = &o["disk_tier"];
-    let tier = match disk["slots"].as_u64() {
-        Some(slots) => format!(
-            "; disk tier: {} hits, {} misses, {} writes, {} slots",
-            disk["hits"].as_u64().unwrap_or(0),
-            disk["misses"].as_u64().unwrap_or(0),
-            disk["writes"].as_u64().unwrap_or(0),
-            slots
-        ),
-        None => String::new(),
-    };
-    Some(format!(
-        "object store {url}: {} GETs ({:.1} MiB, {} failed), {} HEADs, {} stale versions, \
-         {} objects tracked{tier}",
-        n("remote_gets"),
-        n("remote_get_bytes") as f64 / (1u64 << 20) as f64,
-        n("remote_get_errors"),
-        n("remote_heads"),
-        n("stale_versions"),
-        n("objects"),
-    ))
 }
 
 /// The descriptors' line and each file's cachestat (or error) line.

@@ -206,6 +206,7 @@ impl FolioFs {
         )?;
         let st = stat::fstat(&fd)?;
         raise_fd_limit();
+        crate::fds::check_max_open(max_open)?;
         let fds = Arc::new(crate::fds::Fds::new(max_open));
         let ttl = match store {
             Store::Private(_) => TTL,
