@@ -171,10 +171,18 @@ impl Listing {
     }
 }
 
-/// Whether `a` and `b` are one version of an object: the same e_tag,
-/// time and size (an object's node is one version: [`ObjectFs::remember`]).
+/// Whether `a` and `b` are one version of an object (an object's node
+/// is one version: `ObjectFs::remember`): the same size and e_tag, or
+/// without e_tags the same time. Where both have an e_tag the times are
+/// not compared: S3 gives a listing's to the millisecond and a HEAD's to
+/// the second.
 fn same_version(a: &ObjectMeta, b: &ObjectMeta) -> bool {
-    a.e_tag == b.e_tag && a.last_modified == b.last_modified && a.size == b.size
+    a.size == b.size
+        && match (&a.e_tag, &b.e_tag) {
+            (Some(x), Some(y)) => x == y,
+            (None, None) => a.last_modified == b.last_modified,
+            _ => false,
+        }
 }
 
 /// Whether `name` is shown as a file name: a valid key part (no `/`, no
