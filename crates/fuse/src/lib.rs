@@ -113,7 +113,6 @@ mod warm;
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::thread;
 
 use foliocache::{Cache, SharedCache};
@@ -154,6 +153,8 @@ pub struct MountOptions {
     /// knows (half for their `O_PATH` descriptors, half for cached files;
     /// the least is 16 each). `None`: the open-file limit (its soft
     /// limit, raised to the hard one at start) less 256 kept for the rest.
+    /// More than that is refused (`InvalidInput`) when the file system is
+    /// made: opens would fail with `EMFILE` before the budgets were met.
     pub max_open: Option<usize>,
     /// Serve through the named shared cache of this name or socket path
     /// (hosted by `foliocache cache serve`, attached to by

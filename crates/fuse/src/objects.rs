@@ -466,12 +466,17 @@ impl ObjectFs {
             let Some(mut parts) = meta.location.prefix_match(dir) else {
                 continue;
             };
-            match (parts.next(), parts.next()) {
-                (Some(first), Some(_)) => {
-                    dirs.insert(dir.clone().join(first));
+            let under = match (parts.next(), parts.next()) {
+                (Some(first), Some(_)) => Some(dir.clone().join(first)),
+                (Some(_), None) => None,
+                (None, _) => continue,
+            };
+            drop(parts);
+            match under {
+                Some(sub) => {
+                    dirs.insert(sub);
                 }
-                (Some(_), None) => found.objects.push(meta),
-                (None, _) => {}
+                None => found.objects.push(meta),
             }
         }
         found.common_prefixes = dirs.into_iter().collect();

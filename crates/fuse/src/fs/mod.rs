@@ -161,7 +161,9 @@ impl FolioFs {
     /// `None`: from the open-file limit, raised to its hard limit first).
     ///
     /// # Errors
-    /// As [`new`](Self::new).
+    /// As [`new`](Self::new); `InvalidInput` for a `max_open` above the
+    /// open-file limit (raised to its hard limit) less the 256 descriptors
+    /// kept for the rest.
     pub fn with_max_open(
         backing_dir: &Path,
         cache: Cache,
