@@ -38,8 +38,10 @@ const READY: &str = "foliocache-mount-ready";
 
 /// Options of `foliocache mount`.
 #[derive(Debug, Clone, Args)]
-#[command(override_usage = "foliocache mount [OPTIONS] --capacity <SIZE> <BACKING_DIR> <MOUNTPOINT>\n       \
-                            foliocache mount [OPTIONS] --object-store <URL> --capacity <SIZE> <MOUNTPOINT>")]
+#[command(
+    override_usage = "foliocache mount [OPTIONS] --capacity <SIZE> <BACKING_DIR> <MOUNTPOINT>\n       \
+                            foliocache mount [OPTIONS] --object-store <URL> --capacity <SIZE> <MOUNTPOINT>"
+)]
 pub struct MountArgs {
     /// The directory whose tree is served (with --object-store, give the
     /// MOUNTPOINT alone).

@@ -153,9 +153,15 @@ mod tests {
             line.contains("3 from memory, 1 not in memory (hit ratio 75.0 %)"),
             "{line}"
         );
-        assert!(line.contains("5 64 KiB chunks from the disk tier"), "{line}");
+        assert!(
+            line.contains("5 64 KiB chunks from the disk tier"),
+            "{line}"
+        );
         assert!(line.contains("2 GETs (2.0 MiB)"), "{line}");
-        assert!(line.contains("9 read requests from the kernel (the rest"), "{line}");
+        assert!(
+            line.contains("9 read requests from the kernel (the rest"),
+            "{line}"
+        );
         assert_eq!(reads_line(&serde_json::json!(null)), None);
         assert_eq!(parse_on_off("OFF"), Ok(false));
         assert!(parse_on_off("maybe").is_err());

@@ -16,7 +16,11 @@ use std::path::PathBuf;
 /// files' for the keys the environment does not give.
 pub(crate) fn store_options() -> Vec<(String, String)> {
     let mut opts: Vec<(String, String)> = std::env::vars()
-        .filter(|(k, _)| ["AWS_", "GOOGLE_", "AZURE_"].iter().any(|p| k.starts_with(p)))
+        .filter(|(k, _)| {
+            ["AWS_", "GOOGLE_", "AZURE_"]
+                .iter()
+                .any(|p| k.starts_with(p))
+        })
         .map(|(k, v)| (k.to_ascii_lowercase(), v))
         .collect();
     let profile = std::env::var("AWS_PROFILE").unwrap_or_else(|_| "default".into());
@@ -48,9 +52,24 @@ fn profile_options(credentials: &str, config: &str, profile: &str) -> Vec<(Strin
         format!("profile {profile}")
     };
     let wanted = [
-        (credentials, profile, "aws_access_key_id", "aws_access_key_id"),
-        (credentials, profile, "aws_secret_access_key", "aws_secret_access_key"),
-        (credentials, profile, "aws_session_token", "aws_session_token"),
+        (
+            credentials,
+            profile,
+            "aws_access_key_id",
+            "aws_access_key_id",
+        ),
+        (
+            credentials,
+            profile,
+            "aws_secret_access_key",
+            "aws_secret_access_key",
+        ),
+        (
+            credentials,
+            profile,
+            "aws_session_token",
+            "aws_session_token",
+        ),
         (config, in_config.as_str(), "region", "aws_region"),
         (config, in_config.as_str(), "endpoint_url", "aws_endpoint"),
     ];
@@ -100,8 +119,10 @@ mod tests {
             o
         };
         let pairs = |v: &[(&str, &str)]| {
-            let mut o: Vec<(String, String)> =
-                v.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            let mut o: Vec<(String, String)> = v
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
             o.sort();
             o
         };

@@ -134,7 +134,9 @@ pub(crate) fn second_chance(referenced: &AtomicBool) -> bool {
 /// The process's open-file limit now (its soft limit; 1024 if unknown).
 fn open_file_limit() -> usize {
     nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
-        .map_or(1024, |(soft, _)| usize::try_from(soft).unwrap_or(usize::MAX))
+        .map_or(1024, |(soft, _)| {
+            usize::try_from(soft).unwrap_or(usize::MAX)
+        })
 }
 
 /// Refuses a `max_open` the open-file limit cannot hold beside the

@@ -186,22 +186,45 @@ fn a_mount_of_an_object_store_refuses_what_is_a_directorys() {
     let refused = |args: &[&std::ffi::OsStr], says: &str| {
         let out = Command::new(BIN).args(args).output().expect("mount");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success() && err.contains(says), "{args:?}: {err}");
+        assert!(
+            !out.status.success() && err.contains(says),
+            "{args:?}: {err}"
+        );
     };
     let os = |s: &'static str| std::ffi::OsStr::new(s);
     let (b, m) = (d.backing.as_os_str(), d.mnt.as_os_str());
     refused(
-        &[os("mount"), os("--metadata-ttl"), os("1"), b, m, os("--capacity"), os("4M")],
+        &[
+            os("mount"),
+            os("--metadata-ttl"),
+            os("1"),
+            b,
+            m,
+            os("--capacity"),
+            os("4M"),
+        ],
         "--object-store",
     );
     // The usage names the mount point as such, not as a BACKING_DIR.
     refused(
-        &[os("mount"), os("--object-store"), std::ffi::OsStr::new(&url)],
+        &[
+            os("mount"),
+            os("--object-store"),
+            std::ffi::OsStr::new(&url),
+        ],
         "--object-store <URL> --capacity <SIZE> <MOUNTPOINT>",
     );
     // memory:// would mount an empty store of the server's own.
     refused(
-        &[os("mount"), os("--object-store"), os("memory:///"), m, os("--capacity"), os("4M"), os("--foreground")],
+        &[
+            os("mount"),
+            os("--object-store"),
+            os("memory:///"),
+            m,
+            os("--capacity"),
+            os("4M"),
+            os("--foreground"),
+        ],
         "nothing to mount",
     );
     assert!(!is_mounted(&d.mnt));

@@ -77,7 +77,9 @@ impl Mounted {
     /// The read requests the server has had for objects' bytes.
     fn read_requests(&self) -> u64 {
         let v = self.control();
-        v["object_store"]["read_requests"].as_u64().expect("read_requests")
+        v["object_store"]["read_requests"]
+            .as_u64()
+            .expect("read_requests")
     }
 }
 
@@ -423,8 +425,7 @@ mod s3 {
         // below reaches the store.
         let mut opts = options(ttl);
         opts.kernel_cache = false;
-        let fs = ObjectFs::for_url("s3://bucket/pre", config(), cache(), &opts)
-            .expect("the tree");
+        let fs = ObjectFs::for_url("s3://bucket/pre", config(), cache(), &opts).expect("the tree");
         let m = Mounted::serve(tmp, PathBuf::new(), fs, "s3://bucket/pre");
         assert_eq!(names(&m.mnt), ["a.bin", "d"]);
         // S3 serves a key with `#` (only file:// hides NAME#DIGITS).
