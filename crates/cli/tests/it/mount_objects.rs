@@ -269,7 +269,7 @@ mod s3 {
         let big: Vec<u8> = (0..3_000_000u32).map(|i| (i ^ (i >> 9)) as u8).collect();
         for (key, data) in [("pre/big", big.clone()), ("pre/d/a#1", b"hash".to_vec())] {
             runtime
-                .block_on(client.put(&Key::from(key), data.into()))
+                .block_on(client.put(&Key::parse(key).expect("a key"), data.into()))
                 .unwrap_or_else(|e| panic!("PUT {key}: {e}"));
         }
         // Keys and region from the profile's files; only plain HTTP from

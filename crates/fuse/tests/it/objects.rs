@@ -167,7 +167,8 @@ fn an_object_store_is_a_read_only_tree_served_from_the_cache() {
         assert_eq!(&buf[..n], want, "{len} bytes at {off}");
     }
 
-    // A second pass is the cache's: no GET more, hits counted.
+    // A second pass is the caches': no GET more (the kernel's pages, or
+    // the cache's where the kernel let some go).
     let before = m.store.stats();
     let mut again = Vec::new();
     fs::File::open(m.p("big.bin"))
@@ -180,7 +181,6 @@ fn an_object_store_is_a_read_only_tree_served_from_the_cache() {
         after.remote_gets, before.remote_gets,
         "{before:?} -> {after:?}"
     );
-    assert!(after.hits > before.hits, "{before:?} -> {after:?}");
 
     // The control file (`foliocache stat`): the cache's figures and the
     // store's, read without a request.
@@ -411,7 +411,7 @@ mod s3 {
             .expect("runtime");
         let put = |key: &str, data: Vec<u8>| {
             runtime
-                .block_on(client.put(&Key::from(key), data.into()))
+                .block_on(client.put(&Key::parse(key).expect("a key"), data.into()))
                 .unwrap_or_else(|e| panic!("PUT {key}: {e}"));
         };
         let big = pattern(5, (2 << 20) + 77);
