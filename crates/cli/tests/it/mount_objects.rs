@@ -74,6 +74,10 @@ fn an_object_store_mounted_read_only_restarts_warm_from_its_disk_tier() {
         "64M",
         "--metrics",
         &addr,
+        // Every pass a request to the server (the kernel's pages would
+        // serve the second and third: nothing missed, nothing admitted).
+        "--kernel-cache",
+        "off",
     ];
 
     let mut child = start(&d, &opts);
@@ -157,7 +161,7 @@ fn a_mount_of_an_object_store_refuses_what_is_a_directorys() {
     let cases: [(&[&str], &str); 5] = [
         (&["BACKING"], "give no BACKING_DIR"),
         (&["--cache", "x"], "--cache"),
-        (&["--state", "/tmp/s"], "--state"),
+        (&["--state", "/tmp/s", "--capacity", "4M"], "--state"),
         (&["--dontcache", "--capacity", "4M"], "--dontcache"),
         (
             &["--capacity", "4M", "--object-store-missing"],
