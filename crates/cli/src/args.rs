@@ -26,8 +26,8 @@ pub enum Command {
     /// (no options: the reference scenarios, shortened: `--seeds --quick`).
     #[cfg(feature = "bench")]
     Bench(foliocache_bench::BenchArgs),
-    /// Serve a directory through the cache over FUSE, so unmodified
-    /// programs run on it.
+    /// Serve a directory (or an object store's objects, read-only) through
+    /// the cache over FUSE, so unmodified programs run on it.
     Mount(crate::mount::MountArgs),
     /// A running mount's cache figures, and cachestat per file.
     Stat(crate::stat::StatArgs),

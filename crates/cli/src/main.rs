@@ -24,6 +24,7 @@ mod control;
 mod guard;
 mod launch;
 mod mount;
+mod mount_object;
 mod mounted;
 mod named;
 mod stat;

@@ -34,6 +34,10 @@ const READY: &str = "foliocache-mount-ready";
 
 /// Options of `foliocache mount`.
 #[derive(Debug, Clone, Args)]
+#[command(
+    override_usage = "foliocache mount [OPTIONS] --capacity <SIZE> <BACKING_DIR> <MOUNTPOINT>\n       \
+                            foliocache mount [OPTIONS] --object-store <URL> --capacity <SIZE> <MOUNTPOINT>"
+)]
 pub struct MountArgs {
     /// The directory whose tree is served (with --object-store, give the
     /// MOUNTPOINT alone).
@@ -43,8 +47,9 @@ pub struct MountArgs {
     #[arg(value_name = "MOUNTPOINT")]
     pub mountpoint: Option<PathBuf>,
     /// Serve an object store's objects, read-only, instead of a directory:
-    /// `file:///DIR`, or `s3://BUCKET/PREFIX` (built with the `s3`
-    /// feature; configured by the AWS_* environment variables). Usage:
+    /// `file:///DIR`, `s3://BUCKET/PREFIX`, `gs://BUCKET/PREFIX` or
+    /// `az://CONTAINER/PREFIX` (configured by the AWS_*, GOOGLE_* and
+    /// AZURE_* environment variables and the AWS profile's files). Usage:
     /// `foliocache mount --object-store URL MOUNTPOINT --capacity SIZE`.
     #[arg(long, value_name = "URL")]
     pub object_store: Option<String>,
@@ -53,6 +58,14 @@ pub struct MountArgs {
     /// default 1; 0: ask every time).
     #[arg(long, value_name = "SECS", value_parser = parse_ttl, requires = "object_store")]
     pub metadata_ttl: Option<Duration>,
+    /// With --object-store: whether the kernel keeps a file's pages across
+    /// opens while its object's version is unchanged (`on`, the default:
+    /// warm re-reads at the kernel's speed, in memory outside --capacity
+    /// that the kernel reclaims as any file's), or not (`off`: every read
+    /// goes to the server, the cache keeping the one copy).
+    #[arg(long, value_name = "on|off", value_parser = crate::mount_object::parse_on_off,
+          requires = "object_store")]
+    pub kernel_cache: Option<bool>,
     /// With --object-store: a disk tier for the objects' bytes, a file
     /// opened O_DIRECT (made if missing), reopened warm by the next mount.
     #[arg(long, value_name = "FILE", requires_all = ["object_store", "disk_tier_size"])]
@@ -167,50 +180,8 @@ impl MountArgs {
     }
 }
 
-/// With `--object-store`, refuses the options that are a directory's
-/// mount's, saying why.
-fn check_objects(a: &MountArgs) -> Result<()> {
-    let Some(url) = &a.object_store else {
-        return Ok(());
-    };
-    let refused = [
-        (
-            a.cache.is_some(),
-            "--cache (a named cache holds files of a directory)",
-        ),
-        (a.dontcache, "--dontcache"),
-        (
-            a.max_open.is_some(),
-            "--max-open (an object store needs no descriptors)",
-        ),
-        (
-            a.state.state.is_some(),
-            "--state (use --disk-tier to restart warm)",
-        ),
-    ];
-    if let Some((_, opt)) = refused.iter().find(|(set, _)| *set) {
-        bail!("{opt} is not for a mount of an object store ({url}): leave it out");
-    }
-    Ok(())
-}
-
-/// Serves `url` at `mountpoint` in this process (`--foreground`).
-fn serve_objects(a: &MountArgs, url: &str, mountpoint: &Path, opts: &MountOptions) -> Result<()> {
-    let mut objects = foliocache_fuse::ObjectOptions::default();
-    if let Some(ttl) = a.metadata_ttl {
-        objects.ttl = ttl;
-    }
-    if let (Some(path), Some(size)) = (&a.disk_tier, a.disk_tier_size) {
-        let tier = foliocache_object_store::DiskTier::open(path, size)
-            .with_context(|| format!("the disk tier {}", path.display()))?;
-        objects.disk_tier = Some(std::sync::Arc::new(tier));
-    }
-    foliocache_fuse::serve_objects(url, mountpoint, opts, &objects, ready)
-        .with_context(|| format!("serving {url} at {}", mountpoint.display()))
-}
-
 /// Says the mount is up, to a background start waiting on stdout.
-fn ready() {
+pub(crate) fn ready() {
     println!("{READY}");
     let _ = std::io::stdout().flush();
 }
@@ -218,7 +189,7 @@ fn ready() {
 /// Runs `foliocache mount`.
 pub fn mount(a: &MountArgs) -> Result<()> {
     check_named(a)?;
-    check_objects(a)?;
+    crate::mount_object::check_objects(a)?;
     let (backing_dir, mountpoint) = a.paths()?;
     crate::mounted::refuse_stacked(mountpoint)?;
     if !a.foreground {
@@ -237,7 +208,7 @@ pub fn mount(a: &MountArgs) -> Result<()> {
     opts.max_open = a.max_open.map(usize::try_from).transpose()?;
     let Some(backing_dir) = backing_dir else {
         let url = a.object_store.as_deref().unwrap_or_default();
-        return serve_objects(a, url, mountpoint, &opts);
+        return crate::mount_object::serve_objects(a, url, mountpoint, &opts, ready);
     };
     let backing = backing_dir
         .canonicalize()

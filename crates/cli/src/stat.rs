@@ -185,16 +185,21 @@ fn print_text(v: &serde_json::Value) {
         if v["dontcache"].as_bool() == Some(true) { ", dontcache" } else { "" },
         mmap_mode(v),
     );
-    println!(
-        "reads: {} hits, {} misses, hit ratio {:.1} %; {} backing reads ({:.1} MiB)",
-        n("hits"),
-        n("misses"),
-        c["hit_ratio"].as_f64().unwrap_or(0.0) * 100.0,
-        n("io_reads"),
-        mib(n("io_bytes")),
-    );
-    if let Some(line) = curve_line(c) {
-        println!("{line}");
+    match crate::mount_object::reads_line(&v["object_store"]) {
+        Some(line) => println!("{line}"),
+        None => {
+            println!(
+                "reads: {} hits, {} misses, hit ratio {:.1} %; {} backing reads ({:.1} MiB)",
+                n("hits"),
+                n("misses"),
+                c["hit_ratio"].as_f64().unwrap_or(0.0) * 100.0,
+                n("io_reads"),
+                mib(n("io_bytes")),
+            );
+            if let Some(line) = curve_line(c) {
+                println!("{line}");
+            }
+        }
     }
     println!(
         "reclaim: {} evictions, {} refaults, {} activations, {} shadows, {} dropbehind drops",
@@ -214,39 +219,10 @@ fn print_text(v: &serde_json::Value) {
     if let Some(line) = warm_line(&v["warm"]) {
         println!("{line}");
     }
-    if let Some(line) = object_store_line(&v["object_store"]) {
+    if let Some(line) = crate::mount_object::object_store_line(&v["object_store"]) {
         println!("{line}");
     }
     print_files(v);
-}
-
-/// `stat`'s line of an object store's mount (`foliocache mount
-/// --object-store`): its requests and its tiers, or `None` for a
-/// directory's mount.
-fn object_store_line(o: &serde_json::Value) -> Option<String> {
-    let url = o["url"].as_str()?;
-    let n = |k: &str| o[k].as_u64().unwrap_or(0);
-    let disk = &o["disk_tier"];
-    let tier = match disk["slots"].as_u64() {
-        Some(slots) => format!(
-            "; disk tier: {} hits, {} misses, {} writes, {} slots",
-            disk["hits"].as_u64().unwrap_or(0),
-            disk["misses"].as_u64().unwrap_or(0),
-            disk["writes"].as_u64().unwrap_or(0),
-            slots
-        ),
-        None => String::new(),
-    };
-    Some(format!(
-        "object store {url}: {} GETs ({:.1} MiB, {} failed), {} HEADs, {} stale versions, \
-         {} objects tracked{tier}",
-        n("remote_gets"),
-        n("remote_get_bytes") as f64 / (1u64 << 20) as f64,
-        n("remote_get_errors"),
-        n("remote_heads"),
-        n("stale_versions"),
-        n("objects"),
-    ))
 }
 
 /// The descriptors' line and each file's cachestat (or error) line.

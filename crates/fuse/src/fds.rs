@@ -131,6 +131,41 @@ pub(crate) fn second_chance(referenced: &AtomicBool) -> bool {
     referenced.swap(false, Ordering::Relaxed)
 }
 
+/// The process's open-file limit now (its soft limit; 1024 if unknown).
+fn open_file_limit() -> usize {
+    nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .map_or(1024, |(soft, _)| {
+            usize::try_from(soft).unwrap_or(usize::MAX)
+        })
+}
+
+/// Refuses a `max_open` the open-file limit cannot hold beside the
+/// [`RESERVED`] descriptors (called after the limit was raised to the hard
+/// one): the budgets would be reached only after opens began failing with
+/// `EMFILE`.
+///
+/// # Errors
+/// `InvalidInput`, saying the most the limit allows and how to raise it.
+pub(crate) fn check_max_open(max_open: Option<usize>) -> std::io::Result<()> {
+    let Some(asked) = max_open else {
+        return Ok(());
+    };
+    let limit = open_file_limit();
+    let most = limit.saturating_sub(RESERVED);
+    if asked <= most {
+        return Ok(());
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!(
+            "--max-open {asked}: the open-file limit is {limit} (the hard limit, which the server \
+             raised its soft limit to), of which {RESERVED} are kept for the server's other \
+             descriptors: at most {most}; ask for less, or raise the hard limit (`ulimit -Hn`, \
+             systemd's LimitNOFILE=)"
+        ),
+    ))
+}
+
 /// The server's two budgets: nodes' `O_PATH` descriptors and cached files.
 pub(crate) struct Fds {
     /// Nodes holding their `O_PATH` descriptor.
@@ -143,13 +178,7 @@ impl Fds {
     /// Budgets for `max_open` descriptors in all, or (`None`) for the
     /// process's open-file limit now: half each, less [`RESERVED`].
     pub(crate) fn new(max_open: Option<usize>) -> Fds {
-        let total = max_open.unwrap_or_else(|| {
-            nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
-                .map_or(1024, |(soft, _)| {
-                    usize::try_from(soft).unwrap_or(usize::MAX)
-                })
-                .saturating_sub(RESERVED)
-        });
+        let total = max_open.unwrap_or_else(|| open_file_limit().saturating_sub(RESERVED));
         let each = total / 2;
         Fds {
             paths: Clock::new(each),

@@ -23,10 +23,12 @@
 //!   root, where `foliocache stat` reads the cache's figures as JSON.
 //! - [`NullFs`] ([`null`]): the crossing alone (files of zeros, no
 //!   cache), the ceiling of any FUSE server, measured beside the mount.
-//! - `ObjectFs` (module `objects`, feature `object-store`): an object
-//!   store's tree (`file://`, or `s3://` with the `s3` feature), read-only,
-//!   its bytes through the object-store crate's `CachedStore` over a
-//!   cache of its own (and its disk tier); `serve_objects` mounts it.
+//! - `ObjectFs` (module `objects`, feature `object-store`, on by
+//!   default): an object store's tree (`file://`, `s3://`, `gs://`,
+//!   `az://`), read-only, its bytes through the object-store crate's
+//!   `CachedStore` over a cache of its own (and its disk tier), the
+//!   kernel keeping a version's pages across opens; `serve_objects`
+//!   mounts it.
 //! - [`serve`]: mount, serve with several threads until unmounted, SIGINT,
 //!   SIGTERM or SIGHUP, write every dirty folio back, unmount.
 //! - warm restarts (`warm.rs`): with [`MountOptions::state`], the cache's
@@ -97,6 +99,8 @@
 #![warn(missing_docs)]
 
 pub mod cached;
+#[cfg(feature = "object-store")]
+mod cloud_env;
 pub mod control;
 pub mod errno;
 mod fds;
@@ -109,7 +113,6 @@ mod warm;
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::thread;
 
 use foliocache::{Cache, SharedCache};
@@ -150,6 +153,8 @@ pub struct MountOptions {
     /// knows (half for their `O_PATH` descriptors, half for cached files;
     /// the least is 16 each). `None`: the open-file limit (its soft
     /// limit, raised to the hard one at start) less 256 kept for the rest.
+    /// More than that is refused (`InvalidInput`) when the file system is
+    /// made: opens would fail with `EMFILE` before the budgets were met.
     pub max_open: Option<usize>,
     /// Serve through the named shared cache of this name or socket path
     /// (hosted by `foliocache cache serve`, attached to by
@@ -431,33 +436,46 @@ fn block_unmount_signals() -> io::Result<SigSet> {
     Ok(signals)
 }
 
-/// Serves `session`, mounted at `m`, in this thread until it is
-/// unmounted or one of `signals` (blocked by [`block_unmount_signals`])
-/// comes, which unmounts it (lazily if it is busy); `ready` is called
-/// first.
+/// Serves `session`, mounted at `m`, until it is unmounted or one of
+/// `signals` (blocked by [`block_unmount_signals`]) comes, which unmounts
+/// it (lazily if it is busy); `ready` is called first. The session runs
+/// in fuser's background threads and this thread waits for it.
+///
+/// The unmount happens once: fuser unmounts again when its mount handle
+/// is dropped, and its test of whether the connection still lives reads
+/// the kernel's `POLLERR` (`fuse_dev_poll`: the connection is gone) as
+/// "mounted", so after `fusermount3 -u` it unmounted the path a second
+/// time ("Failed to umount filesystem: Invalid argument", or worse, a
+/// new mount made there since). When the kernel ended the session, that
+/// handle is kept, not dropped (a descriptor of a dead connection until
+/// the process exits); after any other end it is dropped, unmounting.
 fn run_until_unmounted<F: fuser::Filesystem>(
-    mut session: Session<F>,
+    session: Session<F>,
     m: &Path,
     signals: SigSet,
     ready: impl FnOnce(),
 ) -> io::Result<()> {
-    let unmounter = Arc::new(parking_lot::Mutex::new(session.unmount_callable()));
     {
-        let unmounter = unmounter.clone();
         let m = m.to_path_buf();
         thread::Builder::new()
             .name("foliocache-signals".into())
             .spawn(move || {
                 if let Ok(sig) = signals.wait() {
                     log::info!("foliocache-fuse: {sig}: unmounting {}", m.display());
-                    if unmounter.lock().unmount().is_err() {
+                    if nix::mount::umount(&m).is_err() {
                         lazy_unmount(&m);
                     }
                 }
             })?;
     }
+    let mut background = std::mem::ManuallyDrop::new(session.spawn()?);
     ready();
-    match session.run() {
+    // The session's thread, joined here; a finished one in its place.
+    let served = std::mem::replace(&mut background.guard, thread::spawn(|| Ok(())));
+    let ended = served
+        .join()
+        .map_err(|_| io::Error::other("the FUSE session's thread panicked"))?;
+    match ended {
         Ok(()) => Ok(()),
         // The kernel ends the device's reads with ECONNABORTED rather than
         // ENODEV when the connection was aborted and the server asked for
@@ -472,6 +490,10 @@ fn run_until_unmounted<F: fuser::Filesystem>(
             );
             Ok(())
         }
-        Err(e) => Err(e),
+        Err(e) => {
+            // Dropped: fuser unmounts what may still be mounted.
+            drop(std::mem::ManuallyDrop::into_inner(background));
+            Err(e)
+        }
     }
 }

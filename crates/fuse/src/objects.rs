@@ -8,25 +8,38 @@
 //! mount's prefix: an object is a file, a prefix that others extend a
 //! directory; where a key is both (an object `a` beside objects `a/b`),
 //! the directory shadows the file, as in mountpoint-s3. Parts that are
-//! not valid file names (empty, `.`, `..`, a control character) are not
-//! shown.
+//! not valid file names (empty, `.`, `..`, a control character, longer
+//! than 255 bytes) are not shown: counted (the control file's
+//! `names_skipped`) and said once in the log. object_store's
+//! `LocalFileSystem` (`file://`) fails a whole directory's listing on one
+//! such name: that directory is then listed from the keys under it
+//! (`list_skipping`); it also hides files named `NAME#DIGITS`
+//! (its own uploads in progress), which S3 serves.
 //!
-//! What a read returns: a file is opened at the version its attributes
-//! name (its e_tag, found by a HEAD at most a time-to-live old), and
-//! every read of that open file is a ranged GET pinned to that version
-//! (`If-Match`), served from the cache when the cache holds it: one
-//! open file never mixes two versions. A file whose object was replaced
-//! or deleted since its open fails its next read that reaches the store
-//! with `ESTALE`; a new open sees the new version. Metadata (entries,
-//! attributes, directory listings) is trusted for the time-to-live
-//! ([`ObjectOptions::ttl`]), as the kernel keeps entries and attributes
-//! for it: a change made by others is seen at most that long after.
+//! What a read returns: a file's node is one version of its object (its
+//! e_tag, time and size, found by a listing or a HEAD at most a
+//! time-to-live old): a new version found by a later lookup is a new
+//! node. Every read of an open file is a ranged GET pinned to its
+//! node's version (`If-Match`), served from the cache when the cache
+//! holds it: one open file never mixes two versions. A file whose object
+//! was replaced or deleted since its open fails its next read that
+//! reaches the store with `ESTALE`; a new open sees the new version.
+//! Metadata (entries, attributes, directory listings) is trusted for the
+//! time-to-live ([`ObjectOptions::ttl`]), as the kernel keeps entries and
+//! attributes for it: a change made by others is seen at most that long
+//! after.
 //!
-//! Files are opened toward the kernel with `FOPEN_DIRECT_IO`: the
-//! cache (and its disk tier) keeps the one copy. Writes of every kind
-//! are refused (`EROFS`: the mount is read-only). The control file
-//! ([`crate::control`]) answers `foliocache stat` with the cache's
-//! figures and the store's.
+//! The kernel's page cache ([`ObjectOptions::kernel_cache`], on by
+//! default): files are opened with `FOPEN_KEEP_CACHE`, so the kernel
+//! keeps a node's pages across opens and a warm re-read never reaches
+//! the server; a node's pages are of its one version, so they never go
+//! stale (a new version is a new node, with pages of its own). Those
+//! pages are outside the cache's capacity, reclaimed by the kernel as
+//! any file's (and charged to the reading process's memory cgroup). Off,
+//! files are opened with `FOPEN_DIRECT_IO`: the cache (and its disk
+//! tier) keeps the one copy. Writes of every kind are refused (`EROFS`:
+//! the mount is read-only). The control file ([`crate::control`])
+//! answers `foliocache stat` with the cache's figures and the store's.
 //!
 //! Locking: the node table and the handle table are each behind a
 //! `parking_lot` mutex held for a table operation only, never across a
@@ -39,7 +52,7 @@ use std::ffi::OsStr;
 use std::hash::{Hash, Hasher};
 use std::io;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -80,15 +93,24 @@ pub struct ObjectOptions {
     pub disk_tier: Option<Arc<DiskTier>>,
     /// Threads of the runtime the store's requests run on (at least 1).
     pub runtime_threads: usize,
+    /// Whether the kernel keeps the files' pages across opens
+    /// (`FOPEN_KEEP_CACHE`; a node is one version of its object, so its
+    /// pages never go stale): a warm re-read is a page-cache hit that never
+    /// reaches the server. The pages are the kernel's, outside the cache's
+    /// capacity, reclaimed as any file's are. Off: every read is a request
+    /// to the server (`FOPEN_DIRECT_IO`), the cache keeping the one copy.
+    pub kernel_cache: bool,
 }
 
 impl Default for ObjectOptions {
-    /// A one-second time-to-live, no disk tier, two runtime threads.
+    /// A one-second time-to-live, no disk tier, two runtime threads, the
+    /// kernel's page cache kept across opens.
     fn default() -> ObjectOptions {
         ObjectOptions {
             ttl: Duration::from_secs(1),
             disk_tier: None,
             runtime_threads: 2,
+            kernel_cache: true,
         }
     }
 }
@@ -104,6 +126,8 @@ enum Entry {
 #[derive(Debug, Default)]
 struct Listing {
     entries: Vec<(String, Entry)>,
+    /// Names left out as not file names.
+    skipped: u64,
 }
 
 impl Listing {
@@ -112,7 +136,12 @@ impl Listing {
     /// and the prefix's own marker object are left out.
     fn new(dir: &Path, found: object_store::ListResult) -> Listing {
         let mut entries: Vec<(String, Entry)> = Vec::new();
-        let named = |p: &Path| p.filename().filter(|n| is_file_name(n)).map(str::to_owned);
+        let mut skipped = 0;
+        let mut named = |p: &Path| {
+            let n = p.filename().filter(|n| is_file_name(n)).map(str::to_owned);
+            skipped += u64::from(n.is_none());
+            n
+        };
         for p in &found.common_prefixes {
             if let Some(n) = named(p) {
                 entries.push((n, Entry::Dir));
@@ -130,7 +159,7 @@ impl Listing {
         }
         entries.sort_by(|a, b| a.0.cmp(&b.0));
         entries.dedup_by(|a, b| a.0 == b.0);
-        Listing { entries }
+        Listing { entries, skipped }
     }
 
     fn get(&self, name: &str) -> Option<&Entry> {
@@ -140,6 +169,20 @@ impl Listing {
             .ok()?;
         Some(&self.entries[i].1)
     }
+}
+
+/// Whether `a` and `b` are one version of an object (an object's node
+/// is one version: `ObjectFs::remember`): the same size and e_tag, or
+/// without e_tags the same time. Where both have an e_tag the times are
+/// not compared: S3 gives a listing's to the millisecond and a HEAD's to
+/// the second.
+fn same_version(a: &ObjectMeta, b: &ObjectMeta) -> bool {
+    a.size == b.size
+        && match (&a.e_tag, &b.e_tag) {
+            (Some(x), Some(y)) => x == y,
+            (None, None) => a.last_modified == b.last_modified,
+            _ => false,
+        }
 }
 
 /// Whether `name` is shown as a file name: a valid key part (no `/`, no
@@ -157,8 +200,6 @@ struct Node {
     parent: u64,
     name: String,
     entry: Entry,
-    /// When `entry` was last found in the store.
-    seen: Instant,
     /// The kernel's lookups of it not yet forgotten.
     lookups: u64,
     /// A directory's listing and when it was made.
@@ -206,6 +247,14 @@ pub struct ObjectFs {
     source: String,
     /// Whether the kernel maps the files shared (`FUSE_DIRECT_IO_ALLOW_MMAP`).
     shared_mmap: AtomicBool,
+    /// Files opened with `FOPEN_KEEP_CACHE` ([`ObjectOptions::kernel_cache`]).
+    kernel_cache: bool,
+    /// Read requests the kernel sent for objects' bytes.
+    read_requests: AtomicU64,
+    /// Names not shown (not file names) in the listings made, and whether
+    /// the log said so yet (once a mount).
+    names_skipped: AtomicU64,
+    said_skipped: AtomicBool,
 }
 
 impl ObjectFs {
@@ -236,7 +285,6 @@ impl ObjectFs {
             parent: ROOT,
             name: String::new(),
             entry: Entry::Dir,
-            seen: Instant::now(),
             lookups: 1,
             listing: None,
         };
@@ -260,6 +308,10 @@ impl ObjectFs {
             made: SystemTime::now(),
             source: String::new(),
             shared_mmap: AtomicBool::new(false),
+            kernel_cache: opts.kernel_cache,
+            read_requests: AtomicU64::new(0),
+            names_skipped: AtomicU64::new(0),
+            said_skipped: AtomicBool::new(false),
         })
     }
 
@@ -338,7 +390,8 @@ impl ObjectFs {
             futures_util::join!(list.next(), self.store.head(key))
         });
         match (under, head) {
-            (Some(Ok(_)), _) => Ok(Entry::Dir),
+            // A key under it, even one the store cannot read as a path.
+            (Some(Ok(_) | Err(object_store::Error::InvalidPath { .. })), _) => Ok(Entry::Dir),
             (_, Ok(meta)) => Ok(Entry::File(meta)),
             (Some(Err(e)), _) => Err(store_errno("listing", key, &e)),
             (None, Err(object_store::Error::NotFound { .. })) => Err(Errno::ENOENT),
@@ -362,15 +415,89 @@ impl ObjectFs {
             node.key.clone()
         };
         let prefix = (!key.as_ref().is_empty()).then_some(&key);
-        let found = self
+        let (found, unparsed) = self
             .runtime
-            .block_on(self.store.list_with_delimiter(prefix))
+            .block_on(async {
+                match self.store.list_with_delimiter(prefix).await {
+                    Err(object_store::Error::InvalidPath { .. }) => self.list_skipping(&key).await,
+                    r => r.map(|found| (found, 0)),
+                }
+            })
             .map_err(|e| store_errno("listing", &key, &e))?;
-        let listing = Arc::new(Listing::new(&key, found));
+        let mut listing = Listing::new(&key, found);
+        listing.skipped += unparsed;
+        self.count_skipped(&key, listing.skipped);
+        let listing = Arc::new(listing);
         if let Some(node) = self.nodes.lock().by_ino.get_mut(&ino) {
             node.listing = Some((Instant::now(), listing.clone()));
         }
         Ok(listing)
+    }
+
+    /// The listing of directory `dir` from the store's listing of every
+    /// key under it, the keys the store could not read as paths left out
+    /// (how many: the second figure), for a directory whose listing failed
+    /// on one: object_store's `LocalFileSystem` fails a whole directory's
+    /// listing for one name with a control character (or not UTF-8). It
+    /// walks the whole subtree; an empty directory has no key, so is not
+    /// shown.
+    async fn list_skipping(
+        &self,
+        dir: &Path,
+    ) -> object_store::Result<(object_store::ListResult, u64)> {
+        let prefix = (!dir.as_ref().is_empty()).then_some(dir);
+        let mut keys = self.store.list(prefix);
+        let mut found = object_store::ListResult {
+            common_prefixes: Vec::new(),
+            objects: Vec::new(),
+            extensions: Default::default(),
+        };
+        let mut dirs = std::collections::BTreeSet::new();
+        let mut unparsed = 0;
+        while let Some(key) = keys.next().await {
+            let meta = match key {
+                Ok(meta) => meta,
+                Err(object_store::Error::InvalidPath { .. }) => {
+                    unparsed += 1;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let Some(mut parts) = meta.location.prefix_match(dir) else {
+                continue;
+            };
+            let under = match (parts.next(), parts.next()) {
+                (Some(first), Some(_)) => Some(dir.clone().join(first)),
+                (Some(_), None) => None,
+                (None, _) => continue,
+            };
+            drop(parts);
+            match under {
+                Some(sub) => {
+                    dirs.insert(sub);
+                }
+                None => found.objects.push(meta),
+            }
+        }
+        found.common_prefixes = dirs.into_iter().collect();
+        Ok((found, unparsed))
+    }
+
+    /// Counts `skipped` names left out of `dir`'s listing; the first time
+    /// any are, the log says so (once a mount: a listing is made again at
+    /// each time-to-live).
+    fn count_skipped(&self, dir: &Path, skipped: u64) {
+        if skipped == 0 {
+            return;
+        }
+        self.names_skipped.fetch_add(skipped, Ordering::Relaxed);
+        if !self.said_skipped.swap(true, Ordering::Relaxed) {
+            log::warn!(
+                "foliocache-fuse: {skipped} keys under `{dir}` are not file names (a control \
+                 character, `.`, `..`, longer than 255 bytes, or not UTF-8): not shown; \
+                 `foliocache stat` counts them (said once)"
+            );
+        }
     }
 
     /// The entry `name` of directory `parent`: from the parent's listing
@@ -400,14 +527,23 @@ impl ObjectFs {
         Ok(self.remember(parent, name, key, entry))
     }
 
-    /// Records the node `name` of `parent` as `entry` (a new node if it
-    /// changed kind) and counts a lookup of it; its attributes.
+    /// Records the node `name` of `parent` as `entry` and counts a lookup
+    /// of it; its attributes. A file's node is one version of its object:
+    /// a new version (or a change of kind) is a new node, so the kernel
+    /// drops the old one's dentry (`fuse_dentry_revalidate` sees another
+    /// node id) and the pages it keeps of a node
+    /// ([`ObjectOptions::kernel_cache`]) are never of two versions; a file
+    /// open on the old node keeps reading that version.
     fn remember(&self, parent: u64, name: &str, key: Path, entry: Entry) -> FileAttr {
         let mut nodes = self.nodes.lock();
         let nodes = &mut *nodes;
         let known = nodes.by_name.get(&(parent, name.to_owned())).copied();
-        let same_kind = |n: &Node| matches!(n.entry, Entry::Dir) == matches!(entry, Entry::Dir);
-        let ino = match known.filter(|i| nodes.by_ino.get(i).is_some_and(same_kind)) {
+        let same = |n: &Node| match (&n.entry, &entry) {
+            (Entry::Dir, Entry::Dir) => true,
+            (Entry::File(a), Entry::File(b)) => same_version(a, b),
+            _ => false,
+        };
+        let ino = match known.filter(|i| nodes.by_ino.get(i).is_some_and(same)) {
             Some(ino) => ino,
             None => {
                 let ino = nodes.next;
@@ -419,7 +555,6 @@ impl ObjectFs {
                         parent,
                         name: name.to_owned(),
                         entry: entry.clone(),
-                        seen: Instant::now(),
                         lookups: 0,
                         listing: None,
                     },
@@ -430,34 +565,16 @@ impl ObjectFs {
         };
         let node = nodes.by_ino.get_mut(&ino).expect("just found or made");
         node.lookups += 1;
-        node.entry = entry;
-        node.seen = Instant::now();
-        let entry = node.entry.clone();
-        self.attr(ino, &entry)
+        self.attr(ino, &node.entry)
     }
 
-    /// Node `ino`'s entry, a file's refreshed from the store (its HEAD,
-    /// through the cache) once older than the time-to-live.
+    /// Node `ino`'s entry: a directory, or the one version of an object
+    /// it is ([`remember`](Self::remember)). A path's new version is found
+    /// by the kernel's lookup once the entry's time-to-live has passed.
     fn current(&self, ino: u64) -> Result<Entry, Errno> {
-        let key = {
-            let nodes = self.nodes.lock();
-            let node = nodes.by_ino.get(&ino).ok_or(Errno::ENOENT)?;
-            if matches!(node.entry, Entry::Dir) || self.fresh(node.seen) {
-                return Ok(node.entry.clone());
-            }
-            node.key.clone()
-        };
-        let meta = match self.runtime.block_on(self.store.head(&key)) {
-            Ok(meta) => meta,
-            Err(object_store::Error::NotFound { .. }) => return Err(Errno::ENOENT),
-            Err(e) => return Err(store_errno("HEAD", &key, &e)),
-        };
-        let entry = Entry::File(meta);
-        if let Some(node) = self.nodes.lock().by_ino.get_mut(&ino) {
-            node.entry = entry.clone();
-            node.seen = Instant::now();
-        }
-        Ok(entry)
+        let nodes = self.nodes.lock();
+        let node = nodes.by_ino.get(&ino).ok_or(Errno::ENOENT)?;
+        Ok(node.entry.clone())
     }
 
     /// `range` of the version `meta` names of object `key`.
@@ -507,6 +624,9 @@ impl ObjectFs {
             "remote_heads": s.remote_heads,
             "stale_versions": s.stale_versions,
             "objects": s.objects,
+            "read_requests": self.read_requests.load(Ordering::Relaxed),
+            "kernel_cache": self.kernel_cache,
+            "names_skipped": self.names_skipped.load(Ordering::Relaxed),
             "disk_tier": tier.map(|t| serde_json::json!({
                 "hits": t.hits,
                 "misses": t.misses,
@@ -536,16 +656,20 @@ impl ObjectFs {
 
 /// The store and the prefix in it that `url` names, as object_store's
 /// `parse_url_opts` reads it: `file:///DIR` (a local directory, through
-/// `LocalFileSystem`), `memory:///`, and with the `s3` feature
-/// `s3://BUCKET/PREFIX`, configured by `options`, the keys object_store's
-/// S3 builder reads, in any case (`aws_access_key_id`,
-/// `aws_secret_access_key`, `aws_region`, `aws_endpoint`,
-/// `aws_allow_http`, ...; others are ignored): the `AWS_*` environment
-/// variables, as `foliocache mount` passes them.
+/// `LocalFileSystem`), `s3://BUCKET/PREFIX`, `gs://BUCKET/PREFIX`,
+/// `az://CONTAINER/PREFIX` (and the `https://` forms object_store knows
+/// for them), configured by `options`, the keys object_store's builders
+/// read, in any case (`aws_access_key_id`, `aws_secret_access_key`,
+/// `aws_region`, `aws_endpoint`, `aws_allow_http`,
+/// `google_service_account`, `azure_storage_account_name`, ...; others
+/// are ignored): as `foliocache mount` passes them, the `AWS_*`,
+/// `GOOGLE_*` and `AZURE_*` environment variables and the AWS profile's
+/// files.
 ///
 /// # Errors
-/// `InvalidInput`: not a URL, a scheme this build does not read, a
-/// `file://` path that is not a directory, the store's configuration
+/// `InvalidInput`: not a URL, a scheme this build does not read (and
+/// `memory://`, which would mount an empty store of this process's own),
+/// a `file://` path that is not a directory, the store's configuration
 /// error.
 pub fn store_for_url(
     url: &str,
@@ -553,10 +677,10 @@ pub fn store_for_url(
 ) -> io::Result<(Arc<dyn ObjectStore>, Path)> {
     let invalid = |m: String| io::Error::new(io::ErrorKind::InvalidInput, m);
     let parsed = url::Url::parse(url).map_err(|e| invalid(format!("{url}: not a URL: {e}")))?;
-    if parsed.scheme() == "s3" && !cfg!(feature = "s3") {
+    if parsed.scheme() == "memory" {
         return Err(invalid(format!(
-            "{url}: this build reads file:// and memory:// URLs only \
-             (s3:// needs foliocache built with the `s3` feature)"
+            "{url}: a memory:// store lives inside this process and starts empty: there is \
+             nothing to mount (file:///DIR, s3://BUCKET, gs://BUCKET and az://CONTAINER are)"
         )));
     }
     if parsed.scheme() == "file" {
@@ -594,8 +718,8 @@ fn config(opts: &MountOptions, url: &str) -> io::Result<fuser::Config> {
     Ok(c)
 }
 
-/// Mounts the object store `url` names (configured by the `AWS_*`
-/// environment variables: [`store_for_url`]) at `mountpoint`, read-only,
+/// Mounts the object store `url` names (configured by the environment
+/// and the AWS profile's files: [`store_for_url`]) at `mountpoint`, read-only,
 /// through a cache `opts` sizes (its `capacity`, `max_folio`; its
 /// `metrics` served with the store's figures) and `objects`'s
 /// time-to-live and disk tier, and serves it in this thread until it is
@@ -616,7 +740,7 @@ pub fn serve_objects(
     let signals = crate::block_unmount_signals()?;
     let m = crate::check_mountpoint(mountpoint)?;
     let config = config(opts, url)?;
-    let env = std::env::vars().filter(|(k, _)| k.starts_with("AWS_"));
+    let env = crate::cloud_env::store_options();
     let fs = ObjectFs::for_url(url, env, opts.build_cache()?, objects)?;
     // Served until this returns (the mount ended).
     let _metrics = match opts.metrics {
@@ -677,7 +801,12 @@ impl Filesystem for ObjectFs {
             .add_capabilities(fuser::InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP)
             .is_ok();
         self.shared_mmap.store(mmap, Ordering::Relaxed);
+        // Requests of up to MAX_IO (`max_pages` follows the larger of the
+        // two), readahead as large as the kernel allows.
         let _ = config.set_max_write(MAX_IO);
+        if let Err(most) = config.set_max_readahead(MAX_IO) {
+            let _ = config.set_max_readahead(most);
+        }
         Ok(())
     }
 
@@ -734,7 +863,14 @@ impl Filesystem for ObjectFs {
         match self.current(ino.0) {
             Ok(Entry::File(meta)) => {
                 let fh = self.add_handle(Open::File(Arc::new((key, meta))));
-                reply.opened(fh, FopenFlags::FOPEN_DIRECT_IO);
+                // The node is one version: what the kernel kept of it is
+                // still its bytes (`fuse_finish_open` keeps the pages).
+                let flags = if self.kernel_cache {
+                    FopenFlags::FOPEN_KEEP_CACHE
+                } else {
+                    FopenFlags::FOPEN_DIRECT_IO
+                };
+                reply.opened(fh, flags);
             }
             Ok(Entry::Dir) => reply.error(Errno::EISDIR),
             Err(e) => reply.error(e),
@@ -767,6 +903,7 @@ impl Filesystem for ObjectFs {
                 return reply.data(&data);
             }
         };
+        self.read_requests.fetch_add(1, Ordering::Relaxed);
         let end = offset.saturating_add(u64::from(size)).min(meta.size);
         if offset >= end {
             return reply.data(&[]);

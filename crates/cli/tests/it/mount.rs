@@ -316,13 +316,42 @@ fn after_sigkill_a_restart_serves_what_was_synced() {
 
 #[test]
 fn fusermount_unmount_ends_the_server_cleanly() {
-    let Some((d, mut child)) = mounted("fusermount_unmount_ends_the_server_cleanly") else {
+    let Some(d) = fuse_dirs("fusermount_unmount_ends_the_server_cleanly") else {
         return;
     };
+    let log = d.backing.parent().expect("tmp").join("server.log");
+    let file = fs::File::create(&log).expect("log");
+    let mut child = start_with_stderr(&d, Stdio::from(file));
     fs::write(d.mnt.join("x"), b"kept").expect("write");
     unmount(&d.mnt);
     assert!(wait(&mut child).success());
     assert_eq!(fs::read(d.backing.join("x")).expect("backing"), b"kept");
+    // Unmounted once: the server does not unmount the path again (which
+    // failed with EINVAL, or would take a new mount made there since).
+    let said = fs::read_to_string(&log).expect("log");
+    assert!(
+        !said.contains("umount") && !said.contains("Unmount"),
+        "{said}"
+    );
+}
+
+#[test]
+fn a_max_open_above_the_open_file_limit_is_refused() {
+    let d = dirs();
+    let out = Command::new(BIN)
+        .arg("mount")
+        .arg(&d.backing)
+        .arg(&d.mnt)
+        .args(["--capacity", "4M", "--foreground", "--max-open"])
+        .arg(u64::MAX.to_string())
+        .output()
+        .expect("mount");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("open-file limit is") && err.contains("at most"),
+        "{err}"
+    );
+    assert!(!is_mounted(&d.mnt));
 }
 
 /// `GET path` over HTTP/1.0: the status line and the body.

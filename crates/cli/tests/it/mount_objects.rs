@@ -74,6 +74,10 @@ fn an_object_store_mounted_read_only_restarts_warm_from_its_disk_tier() {
         "64M",
         "--metrics",
         &addr,
+        // Every pass a request to the server (the kernel's pages would
+        // serve the second and third: nothing missed, nothing admitted).
+        "--kernel-cache",
+        "off",
     ];
 
     let mut child = start(&d, &opts);
@@ -115,6 +119,13 @@ fn an_object_store_mounted_read_only_restarts_warm_from_its_disk_tier() {
         text.contains("object store file://") && text.contains("disk tier:"),
         "{text}"
     );
+    // The reads as the store counts them: not the inner cache's ratio,
+    // which counts each byte a GET brought as a hit when copied out.
+    assert!(
+        text.contains("not in memory (hit ratio") && text.contains("chunks from the disk tier"),
+        "{text}"
+    );
+    assert!(!text.contains("backing reads"), "{text}");
     let (code, _, err) = stat_cmd(&[&d.mnt, &d.mnt.join("big")]);
     assert!(code != Some(0) && err.contains("read-only mount"), "{err}");
     stop(&mut child);
@@ -150,7 +161,7 @@ fn a_mount_of_an_object_store_refuses_what_is_a_directorys() {
     let cases: [(&[&str], &str); 5] = [
         (&["BACKING"], "give no BACKING_DIR"),
         (&["--cache", "x"], "--cache"),
-        (&["--state", "/tmp/s"], "--state"),
+        (&["--state", "/tmp/s", "--capacity", "4M"], "--state"),
         (&["--dontcache", "--capacity", "4M"], "--dontcache"),
         (
             &["--capacity", "4M", "--object-store-missing"],
@@ -176,17 +187,130 @@ fn a_mount_of_an_object_store_refuses_what_is_a_directorys() {
             "{extra:?}: {err}"
         );
     }
-    let out = Command::new(BIN)
-        .args(["mount", "--metadata-ttl", "1"])
-        .arg(&d.backing)
-        .arg(&d.mnt)
-        .args(["--capacity", "4M"])
-        .output()
-        .expect("mount");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && err.contains("--object-store"),
-        "{err}"
+    let refused = |args: &[&std::ffi::OsStr], says: &str| {
+        let out = Command::new(BIN).args(args).output().expect("mount");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(says),
+            "{args:?}: {err}"
+        );
+    };
+    let os = |s: &'static str| std::ffi::OsStr::new(s);
+    let (b, m) = (d.backing.as_os_str(), d.mnt.as_os_str());
+    refused(
+        &[
+            os("mount"),
+            os("--metadata-ttl"),
+            os("1"),
+            b,
+            m,
+            os("--capacity"),
+            os("4M"),
+        ],
+        "--object-store",
+    );
+    // The usage names the mount point as such, not as a BACKING_DIR.
+    refused(
+        &[
+            os("mount"),
+            os("--object-store"),
+            std::ffi::OsStr::new(&url),
+        ],
+        "--object-store <URL> --capacity <SIZE> <MOUNTPOINT>",
+    );
+    // memory:// would mount an empty store of the server's own.
+    refused(
+        &[
+            os("mount"),
+            os("--object-store"),
+            os("memory:///"),
+            m,
+            os("--capacity"),
+            os("4M"),
+            os("--foreground"),
+        ],
+        "nothing to mount",
     );
     assert!(!is_mounted(&d.mnt));
+}
+
+/// `foliocache mount --object-store s3://...` from the default build,
+/// against an S3-protocol server on loopback (`test_support::s3`), its
+/// keys and region read from the AWS profile's files.
+mod s3 {
+    use super::*;
+    use object_store::path::Path as Key;
+    use object_store::ObjectStoreExt;
+    use test_support::s3::{server_named, start};
+
+    #[test]
+    fn a_bucket_is_mounted_from_the_default_build() {
+        let test = "a_bucket_is_mounted_from_the_default_build";
+        let Some(d) = fuse_dirs(test) else {
+            return;
+        };
+        let Some((kind, bin)) = server_named() else {
+            test_support::skip_or_fail(test, "neither MOTO_SERVER nor S3S_FS names an S3 server");
+            return;
+        };
+        let root = d.backing.parent().expect("tmp").join("s3");
+        fs::create_dir(&root).expect("mkdir");
+        let (_server, port) = start(kind, &bin, &root);
+        let endpoint = format!("http://127.0.0.1:{port}");
+        let config = [
+            ("aws_endpoint", endpoint.clone()),
+            ("aws_allow_http", "true".into()),
+            ("aws_region", "us-east-1".into()),
+            ("aws_access_key_id", "AK".into()),
+            ("aws_secret_access_key", "SK".into()),
+        ]
+        .map(|(k, v)| (k.to_string(), v));
+        let (client, _) = foliocache_fuse::store_for_url("s3://bucket", config).expect("client");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let big: Vec<u8> = (0..3_000_000u32).map(|i| (i ^ (i >> 9)) as u8).collect();
+        for (key, data) in [("pre/big", big.clone()), ("pre/d/a#1", b"hash".to_vec())] {
+            runtime
+                .block_on(client.put(&Key::parse(key).expect("a key"), data.into()))
+                .unwrap_or_else(|e| panic!("PUT {key}: {e}"));
+        }
+        // Keys and region from the profile's files; only plain HTTP from
+        // the environment.
+        let aws = d.backing.parent().expect("tmp").join("aws");
+        fs::create_dir(&aws).expect("mkdir");
+        fs::write(
+            aws.join("credentials"),
+            "[test]\naws_access_key_id = AK\naws_secret_access_key = SK\n",
+        )
+        .expect("credentials");
+        fs::write(
+            aws.join("config"),
+            format!("[profile test]\nregion = us-east-1\nendpoint_url = {endpoint}\n"),
+        )
+        .expect("config");
+        let mut cmd = Command::new(BIN);
+        cmd.args(["mount", "--object-store", "s3://bucket/pre"])
+            .arg(&d.mnt)
+            .args(["--capacity", "8M", "--foreground"])
+            .env("AWS_PROFILE", "test")
+            .env("AWS_SHARED_CREDENTIALS_FILE", aws.join("credentials"))
+            .env("AWS_CONFIG_FILE", aws.join("config"))
+            .env("AWS_ALLOW_HTTP", "true");
+        for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("AWS_")) {
+            if !["AWS_PROFILE", "AWS_ALLOW_HTTP"].contains(&k.as_str()) && !k.ends_with("_FILE") {
+                cmd.env_remove(k);
+            }
+        }
+        let mut child = spawn_mounted(&mut cmd, &d.mnt);
+        assert!(run("cat", &[&d.mnt.join("big")]) == big, "big's bytes");
+        // S3 serves a key with `#` (only file:// hides NAME#DIGITS).
+        assert_eq!(fs::read(d.mnt.join("d/a#1")).expect("a#1"), b"hash");
+        let (code, text, err) = stat_cmd(&[&d.mnt]);
+        assert_eq!(code, Some(0), "{text}{err}");
+        assert!(text.contains("object store s3://bucket/pre"), "{text}");
+        stop(&mut child);
+        assert!(!is_mounted(&d.mnt));
+    }
 }

@@ -161,7 +161,9 @@ impl FolioFs {
     /// `None`: from the open-file limit, raised to its hard limit first).
     ///
     /// # Errors
-    /// As [`new`](Self::new).
+    /// As [`new`](Self::new); `InvalidInput` for a `max_open` above the
+    /// open-file limit (raised to its hard limit) less the 256 descriptors
+    /// kept for the rest.
     pub fn with_max_open(
         backing_dir: &Path,
         cache: Cache,
@@ -206,6 +208,7 @@ impl FolioFs {
         )?;
         let st = stat::fstat(&fd)?;
         raise_fd_limit();
+        crate::fds::check_max_open(max_open)?;
         let fds = Arc::new(crate::fds::Fds::new(max_open));
         let ttl = match store {
             Store::Private(_) => TTL,
