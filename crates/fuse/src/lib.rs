@@ -96,7 +96,6 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod cached;
 pub mod control;
 pub mod errno;
 mod fds;
@@ -116,7 +115,6 @@ use foliocache::{Cache, SharedCache};
 use fuser::{BackgroundSession, Config, MountOption, Session, SessionACL};
 use nix::sys::signal::{SigSet, Signal};
 
-pub use cached::CachedFile;
 pub use control::{CONTROL_INO, CONTROL_NAME};
 pub use fs::FolioFs;
 pub use null::{spawn_null, NullFs};

@@ -5,6 +5,8 @@
 use std::ffi::{c_char, c_int, c_uint};
 
 use crate::real::real;
+use fc::CachedFile;
+
 use crate::state::{cached_size, inside, lookup};
 
 /// A stat buffer whose size the cache may correct.

@@ -19,11 +19,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use fc::{Cache, SharedCache, SharedFile};
+use fc::{AnyFile, Cache, CachedFile, SharedCache, SharedFile, SharedHandle};
 use parking_lot::Mutex;
 
 use crate::real::write_stderr;
-use crate::served::Served;
 use crate::table::{Table, MAX_FDS};
 use crate::through::on_cache_thread;
 pub(crate) use crate::through::{err, holding, inside, pass_through_for_good, passing_through};
@@ -257,11 +256,19 @@ fn open_shared(cache: &SharedCache, path: &Path) -> io::Result<SharedFile> {
     Err(last.unwrap_or_else(|| err(libc::EACCES)))
 }
 
+/// The group's `file` as a description's: writes at the end for an
+/// `O_APPEND` description (`append`), changes allowed as its descriptor
+/// allows them (the description's own mode is checked by each call).
+fn group_file(file: SharedFile, append: bool) -> AnyFile {
+    let writable = file.is_writable();
+    AnyFile::Shared(SharedHandle::new(Arc::new(file), writable, append))
+}
+
 /// An intercepted open file description.
 pub(crate) struct Desc {
     /// The file in the cache (dropped by `Desc`'s drop, inside the
     /// library: the last handle writes back).
-    pub(crate) file: ManuallyDrop<Served>,
+    pub(crate) file: ManuallyDrop<AnyFile>,
     /// Device and inode.
     pub(crate) key: (u64, u64),
     /// The file position, locked for the whole of a read or write that
@@ -288,7 +295,7 @@ impl Drop for Desc {
         // SAFETY: taken once, here; `file` is not used afterwards.
         let file = unsafe { ManuallyDrop::take(&mut self.file) };
         holding(|| match (built_cache(), file) {
-            (Some(cache), Served::Local(file)) => {
+            (Some(cache), AnyFile::Private(file)) => {
                 crate::warm::closing(cache, &file);
                 cache.close_keeping(file);
             }
@@ -636,10 +643,7 @@ pub(crate) fn adopt(fd: c_int, flags: c_int) {
             let Some(sc) = shared_cache() else {
                 return Ok(());
             };
-            open_shared(sc, &proc_path(fd)).map(|file| Served::Shared {
-                file,
-                append: append && writable,
-            })
+            open_shared(sc, &proc_path(fd)).map(|file| group_file(file, append && writable))
         } else {
             let Some(cache) = cache() else {
                 return Ok(());
@@ -655,7 +659,7 @@ pub(crate) fn adopt(fd: c_int, flags: c_int) {
                 if !writable {
                     crate::warm::opened(cache, &file);
                 }
-                Served::Local(file)
+                AnyFile::Private(file)
             })
         };
         let file = match opened {
@@ -665,7 +669,7 @@ pub(crate) fn adopt(fd: c_int, flags: c_int) {
                 return Ok(());
             }
         };
-        if file.handed_elsewhere() && !file.take_back_from_kernel() {
+        if file.handed_elsewhere() && !file.take_back_from_kernel().unwrap_or(false) {
             // Another live process of the group holds the file in the
             // kernel (a mapping, a stream): the kernel's here too, for
             // good, and this plain fd is one more holder. A cut the open
@@ -683,7 +687,7 @@ pub(crate) fn adopt(fd: c_int, flags: c_int) {
             file.set_len(0)?;
         }
         key_bucket(key).fetch_add(1, Ordering::AcqRel);
-        let local = file.local().is_some();
+        let local = file.private().is_some();
         let desc = Desc {
             file: ManuallyDrop::new(file),
             key,
@@ -770,7 +774,7 @@ pub(crate) fn write_back_all() {
         }
         // The group's files this process has open (the whole file,
         // whoever wrote it): what a program outside the group sees.
-        for (_, d) in descs.iter().filter(|(_, d)| d.file.local().is_none()) {
+        for (_, d) in descs.iter().filter(|(_, d)| d.file.private().is_none()) {
             if let Err(e) = d.file.sync_data() {
                 warn(&format!("writing back {}: {e}", file_name(d.key)));
             }
@@ -935,14 +939,14 @@ fn hand_all(exec: bool) {
         }
         crate::warm::save_at_exit(
             built_cache(),
-            taken.iter().filter_map(|(_, d)| d.file.local()),
+            taken.iter().filter_map(|(_, d)| d.file.private()),
         );
         // The group's files this process wrote: written back as a close
         // does (what a program outside the group reads next); what the
         // process leaves when killed, the group's launcher writes back.
         for (fd, d) in taken
             .iter()
-            .filter(|(_, d)| d.writable && d.file.local().is_none())
+            .filter(|(_, d)| d.writable && d.file.private().is_none())
         {
             if let Err(e) = d.file.write_back() {
                 warn(&format!("fd {fd}: writing back {}: {e}", file_name(d.key)));

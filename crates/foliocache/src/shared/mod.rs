@@ -57,6 +57,7 @@ mod named;
 pub use named::Host;
 mod seg;
 mod slots;
+mod stat;
 
 use std::fs::File;
 use std::io;
@@ -791,25 +792,6 @@ impl SharedFile {
             }
         }
         Ok(n)
-    }
-
-    /// Calls `f` with the file's bytes `offset..offset + len` (fewer at
-    /// the end of the file), read into a buffer of this thread's that the
-    /// next read reuses: for a server that sends them on (a FUSE reply)
-    /// without a buffer of its own per read.
-    ///
-    /// # Errors
-    /// The read's.
-    pub fn read_with<R>(
-        &self,
-        offset: u64,
-        len: usize,
-        f: impl FnOnce(&[u8]) -> R,
-    ) -> io::Result<R> {
-        crate::copy::with_thread_buffer(len, |buf| {
-            let n = self.read_at(buf, offset)?;
-            Ok(f(&buf[..n]))
-        })
     }
 
     /// Whether its descriptor was opened for writing (else its writes,

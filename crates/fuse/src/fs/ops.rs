@@ -16,9 +16,9 @@ use fuser::{
 use nix::fcntl::{self, OFlag, AT_FDCWD};
 use nix::sys::stat::{self, Mode, SFlag};
 use nix::unistd::{self, UnlinkatFlags};
+use foliocache::{AnyFile, CachedFile};
 use parking_lot::Mutex;
 
-use crate::cached::CachedFile;
 use crate::control::{self, CONTROL_INO};
 use crate::errno::{io_errno, nix_errno};
 use crate::inode::{proc_path, ROOT};
@@ -385,7 +385,7 @@ impl Filesystem for FolioFs {
                     let kept = self
                         .inode(ino)?
                         .cached_file()
-                        .filter(CachedFile::is_writable);
+                        .filter(AnyFile::is_writable);
                     match kept {
                         Some(f) => f,
                         None => return Ok(()),
