@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use foliocache::{AnyFile, Cache, SharedCache};
+use foliocache::{AnyFile, Cache, CachedFile, SharedCache};
 use fuser::{Errno, FileHandle, FileType, INodeNo};
 use nix::fcntl::{self, OFlag};
 use nix::sys::stat::{self, Mode};

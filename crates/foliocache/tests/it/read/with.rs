@@ -4,6 +4,7 @@
 //! the caller's bytes.
 
 use backing::MemBacking;
+use foliocache::CachedFile;
 use test_support::cache::TestCache;
 
 fn data(n: usize) -> Vec<u8> {
