@@ -141,7 +141,12 @@ pub trait CachedFile {
     /// pinned while `f` runs); else gives `f` back. `offset + len` is
     /// inside the file. The hook of [`read_with`](Self::read_with), which
     /// is what to call.
-    fn read_in_place<R, F: FnOnce(&[u8]) -> R>(&self, offset: u64, len: usize, f: F) -> Result<R, F> {
+    fn read_in_place<R, F: FnOnce(&[u8]) -> R>(
+        &self,
+        offset: u64,
+        len: usize,
+        f: F,
+    ) -> Result<R, F> {
         let _ = (offset, len);
         Err(f)
     }
@@ -337,7 +342,12 @@ impl CachedFile for File {
     }
 
     #[inline]
-    fn read_in_place<R, F: FnOnce(&[u8]) -> R>(&self, offset: u64, len: usize, f: F) -> Result<R, F> {
+    fn read_in_place<R, F: FnOnce(&[u8]) -> R>(
+        &self,
+        offset: u64,
+        len: usize,
+        f: F,
+    ) -> Result<R, F> {
         if self
             .effective_flags(ReadFlags::NONE)
             .contains(ReadFlags::DONTCACHE)

@@ -38,10 +38,10 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
+use foliocache::{AnyFile, CachedFile};
 use fuser::{Errno, FileType};
 use nix::fcntl::{self, OFlag};
 use nix::sys::stat::{self, Mode};
-use foliocache::{AnyFile, CachedFile};
 use parking_lot::Mutex;
 
 use crate::errno::nix_errno;

@@ -61,8 +61,8 @@ impl Engine for Shared {
                 let len = CachedFile::len(f)?;
                 let mut off = 0;
                 while off < len {
-                    off += CachedFile::read_at(f, &mut buf, off).context("shared engine: warm pass")?
-                        as u64;
+                    off += CachedFile::read_at(f, &mut buf, off)
+                        .context("shared engine: warm pass")? as u64;
                 }
             }
         }

@@ -7,7 +7,7 @@
 use std::io;
 use std::sync::Arc;
 
-use super::{CachedFile, CacheFigures};
+use super::{CacheFigures, CachedFile};
 use crate::file::File;
 use crate::flags::ReadFlags;
 use crate::mrc::HitRatioCurve;
@@ -211,7 +211,12 @@ impl CachedFile for AnyFile {
     }
 
     #[inline]
-    fn read_in_place<R, F: FnOnce(&[u8]) -> R>(&self, offset: u64, len: usize, f: F) -> Result<R, F> {
+    fn read_in_place<R, F: FnOnce(&[u8]) -> R>(
+        &self,
+        offset: u64,
+        len: usize,
+        f: F,
+    ) -> Result<R, F> {
         match self {
             AnyFile::Private(file) => file.read_in_place(offset, len, f),
             AnyFile::Shared(h) => h.file.read_in_place(offset, len, f),

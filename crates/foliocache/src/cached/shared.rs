@@ -7,7 +7,7 @@ use std::os::fd::AsFd;
 
 use rustix::fs::FallocateFlags;
 
-use super::{page_range, CachedFile, CacheFigures};
+use super::{page_range, CacheFigures, CachedFile};
 use crate::arena::PAGE;
 use crate::flags::ReadFlags;
 use crate::mrc::HitRatioCurve;

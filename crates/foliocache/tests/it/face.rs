@@ -43,7 +43,12 @@ impl Opener for Private {
     type F = foliocache::File;
     const CURVE: bool = true;
     fn new(capacity: u64) -> Private {
-        Private(Cache::builder().capacity(capacity as usize).build().expect("cache"))
+        Private(
+            Cache::builder()
+                .capacity(capacity as usize)
+                .build()
+                .expect("cache"),
+        )
     }
     fn open(&self, path: &Path, write: bool) -> foliocache::File {
         let mut o = self.0.open_options();

@@ -34,8 +34,8 @@ use fc::{CachedFile, SharedCache};
 use parking_lot::Mutex;
 
 use super::{
-    built_cache, config, drop_inside, group_file, hand_to_kernel, inside, key_bucket, mark_group, open_shared,
-    passing_through, proc_path, shared_cache, warn, write_back_all, Desc, TABLE,
+    built_cache, config, drop_inside, group_file, hand_to_kernel, inside, key_bucket, mark_group,
+    open_shared, passing_through, proc_path, shared_cache, warn, write_back_all, Desc, TABLE,
 };
 
 /// Set once this process is in its group ([`ENV_SHARED_AT_FORK`]).
