@@ -135,19 +135,14 @@ pub trait CachedFile {
         self.read_at_flags(buf, offset, ReadFlags::NONE)
     }
 
-    /// Calls `f` with the `len` bytes at `offset` where they lie in the
+    /// Calls `f` with the `n` bytes at `at` where they lie in the
     /// cache, without copying them, if the cache can lend them now (the
     /// private cache: one cached, uptodate folio whose lock is free,
-    /// pinned while `f` runs); else gives `f` back. `offset + len` is
+    /// pinned while `f` runs); else gives `f` back. `at + n` is
     /// inside the file. The hook of [`read_with`](Self::read_with), which
     /// is what to call.
-    fn read_in_place<R, F: FnOnce(&[u8]) -> R>(
-        &self,
-        offset: u64,
-        len: usize,
-        f: F,
-    ) -> Result<R, F> {
-        let _ = (offset, len);
+    fn read_in_place<R, F: FnOnce(&[u8]) -> R>(&self, at: u64, n: usize, f: F) -> Result<R, F> {
+        let _ = (at, n);
         Err(f)
     }
 
@@ -342,19 +337,14 @@ impl CachedFile for File {
     }
 
     #[inline]
-    fn read_in_place<R, F: FnOnce(&[u8]) -> R>(
-        &self,
-        offset: u64,
-        len: usize,
-        f: F,
-    ) -> Result<R, F> {
+    fn read_in_place<R, F: FnOnce(&[u8]) -> R>(&self, at: u64, n: usize, f: F) -> Result<R, F> {
         if self
             .effective_flags(ReadFlags::NONE)
             .contains(ReadFlags::DONTCACHE)
         {
             return Err(f);
         }
-        match self.mapping.pin_cached(offset, len, true) {
+        match self.mapping.pin_cached(at, n, true) {
             Ok(p) => Ok(f(&p)),
             Err(_) => Err(f),
         }

@@ -211,15 +211,10 @@ impl CachedFile for AnyFile {
     }
 
     #[inline]
-    fn read_in_place<R, F: FnOnce(&[u8]) -> R>(
-        &self,
-        offset: u64,
-        len: usize,
-        f: F,
-    ) -> Result<R, F> {
+    fn read_in_place<R, F: FnOnce(&[u8]) -> R>(&self, at: u64, n: usize, f: F) -> Result<R, F> {
         match self {
-            AnyFile::Private(file) => file.read_in_place(offset, len, f),
-            AnyFile::Shared(h) => h.file.read_in_place(offset, len, f),
+            AnyFile::Private(file) => file.read_in_place(at, n, f),
+            AnyFile::Shared(h) => h.file.read_in_place(at, n, f),
         }
     }
 
