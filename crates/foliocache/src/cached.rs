@@ -60,7 +60,7 @@ pub struct CacheFigures {
 }
 
 /// A file read and written through a page cache: [`File`] (this
-/// process's [`Cache`](crate::Cache)) or [`SharedFile`] (the group's
+/// process's [`Cache`](crate::Cache)) or [`SharedFile`](crate::SharedFile) (the group's
 /// [`SharedCache`](crate::SharedCache)), and [`AnyFile`], either.
 ///
 /// The methods mean what the system calls they are named after mean, in
@@ -68,7 +68,7 @@ pub struct CacheFigures {
 /// writes all of its buffer, a size is the file's as the cache's users
 /// see it (unsaved writes included). Where the caches differ:
 ///
-/// | method | [`File`] | [`SharedFile`] |
+/// | method | [`File`] | [`SharedFile`](crate::SharedFile) |
 /// |---|---|---|
 /// | [`read_at_flags`](Self::read_at_flags) | honours [`ReadFlags`] | takes none: a hit, or one load |
 /// | [`read_in_place`](Self::read_in_place) | lends a cached folio, pinned | never (copies) |

@@ -32,7 +32,7 @@
 //! - warm restarts (`warm.rs`): with [`MountOptions::state`], the cache's
 //!   list of cached ranges is loaded at start and saved periodically and
 //!   at unmount, so a remount starts warm.
-//! - a named shared cache ([`MountOptions::cache_name`], [`cached`]):
+//! - a named shared cache ([`MountOptions::cache_name`], [`foliocache::AnyFile`]):
 //!   instead of a cache of its own, the server attaches to a cache that
 //!   `foliocache cache serve` hosts and serves the files from its pages
 //!   (`SharedFile`s), so programs attached to it (`foliocache run
