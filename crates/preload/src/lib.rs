@@ -92,6 +92,7 @@ mod metrics;
 mod real;
 mod stat;
 mod state;
+mod syscall;
 mod table;
 mod through;
 mod warm;

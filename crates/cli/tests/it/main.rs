@@ -13,6 +13,9 @@ mod dbs;
 mod guard;
 /// `foliocache run`: the launcher of the LD_PRELOAD interposer.
 mod launch;
+/// `foliocache run` at its limits: more files than the group's table
+/// holds, a program that daemonizes.
+mod launch_limits;
 /// `foliocache mount` and `foliocache stat`: signals, restarts, unmounts.
 mod mount;
 /// `foliocache mount --cache`: the mount's server on a named cache,
