@@ -11,6 +11,8 @@ mod dbs;
 /// `foliocache run` as its program's guardian: killed writers lose no
 /// accepted byte.
 mod guard;
+/// No files of the CLI import each other in a circle.
+mod imports;
 /// `foliocache run`: the launcher of the LD_PRELOAD interposer.
 mod launch;
 /// `foliocache run` at its limits: more files than the group's table

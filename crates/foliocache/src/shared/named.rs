@@ -1,4 +1,4 @@
-//! Named shared caches (docs/design.md, section 13, stage 4): a process
+//! Named shared caches (docs/design.md, section 13, "Named caches"): a process
 //! holding a [`SharedCache`] hosts it at a unix socket
 //! ([`SharedCache::host`]), and any process whose user may attaches to it
 //! by name ([`SharedCache::attach_named`]): the host checks the peer's

@@ -79,8 +79,8 @@ impl FolioFs {
         // one cached folio (pinned while the reply is written: the kernel's
         // copy into the reader's buffer is then the only one, and a writer
         // meanwhile writes a copy of the folio), else from a buffer of this
-        // thread's (`File::read_with`; a shared file's bytes always from
-        // that buffer: `CachedFile::read_with`).
+        // thread's (`CachedFile::read_with`; a shared file's bytes always from
+        // that buffer).
         let mut reply = Some(reply);
         let r = file.read_with(offset, size as usize, |b| {
             if let Some(r) = reply.take() {

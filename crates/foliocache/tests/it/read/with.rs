@@ -1,4 +1,4 @@
-//! `File::read_with`: the bytes a read would return, in place when the
+//! `CachedFile::read_with` of a `File`: the bytes a read would return, in place when the
 //! range lies in one cached folio (and counted as a hit), through a buffer
 //! otherwise; a writer of the folio meanwhile neither waits nor changes
 //! the caller's bytes.
