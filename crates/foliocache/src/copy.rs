@@ -416,8 +416,7 @@ mod x86;
 /// the cache (a reply built from them, then the buffer reused by the next
 /// read: no allocation per read); on a fresh buffer where the thread's is
 /// in use (`f` of an outer call reads again) or being destroyed (a call
-/// from a destructor or an atexit handler). `File::read_with` and
-/// `SharedFile::read_with`.
+/// from a destructor or an atexit handler). `CachedFile::read_with`.
 pub(crate) fn with_thread_buffer<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
     thread_local! {
         static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };

@@ -255,61 +255,6 @@ impl File {
             .read(&self.ra, buf, offset, self.effective_flags(flags), started)
     }
 
-    /// Calls `f` with the file's bytes `offset..offset + len` (fewer at end
-    /// of file, none at or past it), without copying them when it can: if
-    /// the range lies in one cached, uptodate folio whose lock is free, `f`
-    /// reads them in place, pinned while it runs (as [`pin`](Self::pin): a
-    /// writer of that folio meanwhile writes a copy of it, without
-    /// waiting, and `f`'s bytes do not change). Otherwise the bytes are
-    /// read as [`read_at`](Self::read_at) reads them into a buffer of this
-    /// thread's, and `f` gets that. For a server that sends cached data on
-    /// (a FUSE reply) with one copy instead of two, and no allocation when
-    /// the range spans folios.
-    ///
-    /// # Errors
-    /// As [`read_at`](Self::read_at), when no byte could be read.
-    pub fn read_with<R>(
-        &self,
-        offset: u64,
-        len: usize,
-        f: impl FnOnce(&[u8]) -> R,
-    ) -> io::Result<R> {
-        let size = self.len();
-        if offset >= size || len == 0 {
-            return Ok(f(&[]));
-        }
-        let n = (offset.saturating_add(len as u64).min(size) - offset) as usize;
-        if !self
-            .effective_flags(ReadFlags::NONE)
-            .contains(ReadFlags::DONTCACHE)
-        {
-            if let Ok(p) = self.mapping.pin_cached(offset, n, true) {
-                return Ok(f(&p));
-            }
-        }
-        crate::copy::with_thread_buffer(n, |buf| {
-            self.read_up_to(buf, offset).map(|done| f(&buf[..done]))
-        })
-    }
-
-    /// Reads until `buf` is full or the file ends; returns the bytes read.
-    ///
-    /// # Errors
-    /// As [`read_at`](Self::read_at), when no byte could be read (an error
-    /// after some stops the read short).
-    pub(crate) fn read_up_to(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        let mut done = 0;
-        while done < buf.len() {
-            match self.read_at(&mut buf[done..], offset + done as u64) {
-                Ok(0) => break,
-                Ok(k) => done += k,
-                Err(e) if done == 0 => return Err(e),
-                Err(_) => break,
-            }
-        }
-        Ok(done)
-    }
-
     /// Reads exactly `buf.len()` bytes at `offset`.
     ///
     /// # Errors
@@ -447,18 +392,7 @@ impl File {
     /// # Errors
     /// `InvalidInput` when `offset + len` overflows.
     pub fn cachestat(&self, offset: u64, len: u64) -> io::Result<CacheStat> {
-        let first = offset / PAGE;
-        let last = if len == 0 {
-            u64::MAX
-        } else {
-            let end = offset.checked_add(len).ok_or_else(|| {
-                io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!("cachestat: offset {offset} + len {len} overflows"),
-                )
-            })?;
-            (end - 1) / PAGE
-        };
+        let (first, last) = crate::cached::page_range(offset, len)?;
         Ok(self.mapping.cachestat(first, last))
     }
 }
@@ -653,7 +587,7 @@ impl File {
             }
         }
         let mut v = vec![0u8; n];
-        let done = self.read_up_to(&mut v, offset)?;
+        let done = crate::cached::read_up_to(self, &mut v, offset)?;
         if cached && done == n {
             if let Some(p) = self.mapping.pin_busy(offset, n) {
                 return Ok(p);

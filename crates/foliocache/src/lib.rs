@@ -143,7 +143,7 @@
 //!   group of processes (a program that forks its workers), use
 //!   [`SharedCache`]: one cache in shared memory, coherent across them.
 //! - Memory-mapped access: the cache hands out copies, or borrowed slices
-//!   ([`File::pin`], [`File::read_with`]), not mappings.
+//!   ([`File::pin`], [`CachedFile::read_with`]), not mappings.
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
@@ -159,6 +159,7 @@
 mod arena;
 mod bdi;
 mod cache;
+mod cached;
 // Unsafe: copies in and out of arena memory by address, racing readers.
 #[allow(unsafe_code)]
 #[cfg_attr(not(feature = "internals"), allow(dead_code, unreachable_pub))]
@@ -222,6 +223,7 @@ mod writeback;
 
 pub use arena::Populate;
 pub use cache::{parse_size, Cache, CacheBuilder, CacheStats, MemoryUsage};
+pub use cached::{AnyFile, CacheFigures, CachedFile, SharedHandle};
 pub use file::File;
 pub use filemap::pin::Pinned;
 pub use flags::ReadFlags;

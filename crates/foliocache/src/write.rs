@@ -415,6 +415,22 @@ impl File {
         Ok(buf.len())
     }
 
+    /// Writes `buf` at the end of the file, the size read and moved under
+    /// one hold of the inode lock (`O_APPEND`, whatever this handle was
+    /// opened with). Returns the offset written at.
+    ///
+    /// # Errors
+    /// As [`write_at`](Self::write_at).
+    pub fn append(&self, buf: &[u8]) -> io::Result<u64> {
+        self.check_writable()?;
+        let (offset, guard) = self.lock_for_write(0, buf.len() as u64, true)?;
+        if !buf.is_empty() {
+            self.write_range(buf, offset, true, false)?;
+        }
+        drop(guard);
+        Ok(offset)
+    }
+
     /// The file's `inode_lock` as a write of `len` bytes at `offset` takes
     /// it (see the module documentation): shared for a write inside the
     /// file, exclusive for one that extends it (the backing's space then

@@ -34,7 +34,7 @@
 //! - warm restarts (`warm.rs`): with [`MountOptions::state`], the cache's
 //!   list of cached ranges is loaded at start and saved periodically and
 //!   at unmount, so a remount starts warm.
-//! - a named shared cache ([`MountOptions::cache_name`], [`cached`]):
+//! - a named shared cache ([`MountOptions::cache_name`], [`foliocache::AnyFile`]):
 //!   instead of a cache of its own, the server attaches to a cache that
 //!   `foliocache cache serve` hosts and serves the files from its pages
 //!   (`SharedFile`s), so programs attached to it (`foliocache run
@@ -98,7 +98,6 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod cached;
 #[cfg(feature = "object-store")]
 mod cloud_env;
 pub mod control;
@@ -119,7 +118,6 @@ use foliocache::{Cache, SharedCache};
 use fuser::{BackgroundSession, Config, MountOption, Session, SessionACL};
 use nix::sys::signal::{SigSet, Signal};
 
-pub use cached::CachedFile;
 pub use control::{CONTROL_INO, CONTROL_NAME};
 pub use fs::FolioFs;
 pub use null::{spawn_null, NullFs};

@@ -11,7 +11,7 @@ use std::io;
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
-use fc::ReadFlags;
+use fc::{CachedFile, ReadFlags};
 use libc::{iovec, loff_t, off_t};
 
 use crate::io::{read_iov, write_iov, WriteHow};

@@ -5,7 +5,7 @@
 use std::ffi::{c_int, c_uint, c_void};
 use std::io;
 
-use fc::{Advice, ReadFlags, WriteFlags};
+use fc::{Advice, CachedFile, ReadFlags, WriteFlags};
 use libc::{iovec, off_t};
 
 use crate::real::real;

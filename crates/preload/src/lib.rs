@@ -90,7 +90,6 @@ mod handoff;
 mod io;
 mod metrics;
 mod real;
-mod served;
 mod stat;
 mod state;
 mod syscall;

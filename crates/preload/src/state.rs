@@ -19,11 +19,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use fc::{Cache, SharedCache, SharedFile};
+use fc::{AnyFile, Cache, CachedFile, SharedCache, SharedFile, SharedHandle};
 use parking_lot::Mutex;
 
 use crate::real::write_stderr;
-use crate::served::Served;
 use crate::table::{Table, MAX_FDS};
 use crate::through::on_cache_thread;
 pub(crate) use crate::through::{err, holding, inside, pass_through_for_good, passing_through};
@@ -267,11 +266,19 @@ fn open_shared(cache: &SharedCache, path: &Path) -> io::Result<SharedFile> {
     Err(last.unwrap_or_else(|| err(libc::EACCES)))
 }
 
+/// The group's `file` as a description's: writes at the end for an
+/// `O_APPEND` description (`append`), changes allowed as its descriptor
+/// allows them (the description's own mode is checked by each call).
+fn group_file(file: SharedFile, append: bool) -> AnyFile {
+    let writable = file.is_writable();
+    AnyFile::Shared(SharedHandle::new(Arc::new(file), writable, append))
+}
+
 /// An intercepted open file description.
 pub(crate) struct Desc {
     /// The file in the cache (dropped by `Desc`'s drop, inside the
     /// library: the last handle writes back).
-    pub(crate) file: ManuallyDrop<Served>,
+    pub(crate) file: ManuallyDrop<AnyFile>,
     /// Device and inode.
     pub(crate) key: (u64, u64),
     /// The file position, locked for the whole of a read or write that
@@ -298,7 +305,7 @@ impl Drop for Desc {
         // SAFETY: taken once, here; `file` is not used afterwards.
         let file = unsafe { ManuallyDrop::take(&mut self.file) };
         holding(|| match (built_cache(), file) {
-            (Some(cache), Served::Local(file)) => {
+            (Some(cache), AnyFile::Private(file)) => {
                 crate::warm::closing(cache, &file);
                 cache.close_keeping(file);
             }
@@ -525,10 +532,9 @@ pub(crate) fn hand_to_kernel(key: (u64, u64)) {
         // Through a handle that may write the file: one of the group's
         // that may not (the file's mode refused its write open) has
         // nothing of this process's unsaved, and cannot write back others'.
-        let writer = taken.iter().find(|(_, d)| match &*d.file {
-            Served::Shared { file, .. } => file.is_writable(),
-            Served::Local(_) => true,
-        });
+        let writer = taken
+            .iter()
+            .find(|(_, d)| d.file.shared().is_none_or(|h| h.file().is_writable()));
         if let Some((_, desc)) = writer {
             if let Err(e) = writing_back(key, || desc.file.hand_over()) {
                 warn(&format!("writing back a file handed to the kernel: {e}"));

@@ -2,13 +2,14 @@
 //! shares (docs/design.md, section 13): the run's files opened `O_DIRECT`
 //! and served through a shared cache of the run's capacity, new for each
 //! run, warmed by one read pass before a warm run. Its threads read and
-//! write with `SharedFile::read_at`/`write_at`; the job's process is one
+//! write through `foliocache::CachedFile`, the face the interposer and the
+//! mount serve the group's files through; the job's process is one
 //! process of the group, and a hit is the same code in any process.
 
 use std::io;
 
 use anyhow::{Context, Result};
-use foliocache::{SharedCache, SharedFile};
+use foliocache::{CachedFile, SharedCache, SharedFile};
 
 use super::base::{Engine, Kept};
 use super::io::At;
@@ -19,11 +20,11 @@ use super::thread_io::{lend, OpenFiles, PreadIo, ThreadIo};
 impl At for SharedFile {
     #[inline]
     fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
-        SharedFile::read_at(self, buf, off)
+        CachedFile::read_at(self, buf, off)
     }
     #[inline]
     fn write_at(&self, buf: &[u8], off: u64) -> io::Result<usize> {
-        SharedFile::write_at(self, buf, off)
+        CachedFile::write_at(self, buf, off)
     }
 }
 
@@ -59,11 +60,10 @@ impl Engine for Shared {
         if !run.mode.cold {
             let mut buf = vec![0u8; 1 << 20];
             for f in &self.files {
-                let len = f.len()?;
+                let len = CachedFile::len(f)?;
                 let mut off = 0;
                 while off < len {
-                    off += f
-                        .read_at(&mut buf, off)
+                    off += CachedFile::read_at(f, &mut buf, off)
                         .context("shared engine: warm pass")? as u64;
                 }
             }
@@ -76,6 +76,6 @@ impl Engine for Shared {
     }
 
     fn sync(&self) -> io::Result<()> {
-        self.files.iter().try_for_each(SharedFile::sync_all)
+        self.files.iter().try_for_each(CachedFile::sync_all)
     }
 }

@@ -59,6 +59,7 @@ pub use named::Host;
 mod read;
 mod seg;
 mod slots;
+mod stat;
 mod truncate;
 mod write;
 mod writeback;

@@ -250,23 +250,4 @@ impl SharedFile {
             }
         }
     }
-
-    /// Calls `f` with the file's bytes `offset..offset + len` (fewer at
-    /// the end of the file), read into a buffer of this thread's that the
-    /// next read reuses: for a server that sends them on (a FUSE reply)
-    /// without a buffer of its own per read.
-    ///
-    /// # Errors
-    /// The read's.
-    pub fn read_with<R>(
-        &self,
-        offset: u64,
-        len: usize,
-        f: impl FnOnce(&[u8]) -> R,
-    ) -> io::Result<R> {
-        crate::copy::with_thread_buffer(len, |buf| {
-            let n = self.read_at(buf, offset)?;
-            Ok(f(&buf[..n]))
-        })
-    }
 }

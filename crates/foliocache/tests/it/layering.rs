@@ -41,7 +41,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     ("what works on mappings: writeback, memory pressure, truncation", &["writeback", "pressure", "truncate", "loaded"]),
     ("the cache, which builds and ties the parts", &["cache"]),
-    ("the handle and its operations", &["file", "write", "shift", "read_many", "future"]),
+    (
+        "the handle and its operations, and one face for both caches",
+        &["file", "write", "shift", "read_many", "future", "cached"],
+    ),
     ("warm restarts: the state file, its save and its loader", &["warm"]),
     ("what reads the cache from outside: its metrics", &["metrics"]),
 ];

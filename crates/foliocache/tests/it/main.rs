@@ -12,6 +12,10 @@ mod layering;
 /// kills, a scribbled segment.
 mod shared;
 
+/// One face for both caches (`CachedFile`): the same tests, a model test
+/// included, on `File`, `SharedFile` and `AnyFile` of each.
+mod face;
+
 /// The page arena: allocation by order, splitting and merging, populate.
 mod arena;
 

@@ -4,6 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use foliocache::CachedFile;
 use fuser::{Errno, FileAttr, FileHandle, FileType, INodeNo, TimeOrNow};
 use nix::fcntl::{self, AT_FDCWD};
 use nix::sys::stat::{self, FileStat, Mode, SFlag, UtimensatFlags};

@@ -8,11 +8,10 @@ use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
 use std::sync::Arc;
 
-use foliocache::{ReadFlags, SharedCache, WriteFlags};
+use foliocache::{AnyFile, CachedFile, ReadFlags, SharedCache, SharedHandle, WriteFlags};
 use fuser::{Errno, FileHandle, ReplyData};
 use nix::fcntl::FallocateFlags;
 
-use crate::cached::{CachedFile, SharedHandle};
 use crate::errno::io_errno;
 use crate::inode::{proc_path, Inode};
 
@@ -27,7 +26,7 @@ impl FolioFs {
         inode: &Inode,
         write: bool,
         append: bool,
-    ) -> io::Result<CachedFile> {
+    ) -> io::Result<AnyFile> {
         let cache = match &self.store {
             Store::Private(cache) => cache,
             Store::Shared { cache, .. } => return open_shared(cache, inode, write, append),
@@ -45,13 +44,13 @@ impl FolioFs {
         if self.dontcache {
             f.set_default_flags(ReadFlags::DONTCACHE);
         }
-        let f = CachedFile::Private(f);
+        let f = AnyFile::Private(f);
         inode.keep_cached(&f);
         Ok(f)
     }
 
     /// A writable cache handle on `inode`: the node's own if writable.
-    pub(super) fn writable(&self, inode: &Inode) -> io::Result<CachedFile> {
+    pub(super) fn writable(&self, inode: &Inode) -> io::Result<AnyFile> {
         match inode.cached_file() {
             Some(f) if f.is_writable() => Ok(f),
             _ => self.open_cached(inode, true, false),
@@ -80,8 +79,8 @@ impl FolioFs {
         // one cached folio (pinned while the reply is written: the kernel's
         // copy into the reader's buffer is then the only one, and a writer
         // meanwhile writes a copy of the folio), else from a buffer of this
-        // thread's (`File::read_with`; a shared file's bytes always from
-        // that buffer: `CachedFile::read_with`).
+        // thread's (`CachedFile::read_with`; a shared file's bytes always from
+        // that buffer).
         let mut reply = Some(reply);
         let r = file.read_with(offset, size as usize, |b| {
             if let Some(r) = reply.take() {
@@ -202,12 +201,12 @@ fn open_shared(
     inode: &Inode,
     write: bool,
     append: bool,
-) -> io::Result<CachedFile> {
+) -> io::Result<AnyFile> {
     if let Some(kept) = inode.cached_file() {
-        if let CachedFile::Shared(s) = &kept {
+        if let Some(s) = kept.shared() {
             if kept.is_writable() || !write {
                 s.file().follow()?;
-                return Ok(CachedFile::Shared(SharedHandle::new(
+                return Ok(AnyFile::Shared(SharedHandle::new(
                     s.file().clone(),
                     write,
                     append,
@@ -221,12 +220,12 @@ fn open_shared(
     let (file, writable) = open_backing(&proc_path(&fd), write)?;
     drop(fd);
     let file = Arc::new(cache.open(file)?);
-    inode.keep_cached(&CachedFile::Shared(SharedHandle::new(
+    inode.keep_cached(&AnyFile::Shared(SharedHandle::new(
         file.clone(),
         writable,
         false,
     )));
-    Ok(CachedFile::Shared(SharedHandle::new(file, write, append)))
+    Ok(AnyFile::Shared(SharedHandle::new(file, write, append)))
 }
 
 /// The server's own descriptor of a backing file for a shared cache, and

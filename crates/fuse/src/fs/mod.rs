@@ -32,14 +32,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use foliocache::{Cache, SharedCache};
+use foliocache::{AnyFile, Cache, CachedFile, SharedCache};
 use fuser::{Errno, FileHandle, FileType, INodeNo};
 use nix::fcntl::{self, OFlag};
 use nix::sys::stat::{self, Mode};
 use nix::unistd::{self};
 use parking_lot::Mutex;
 
-use crate::cached::CachedFile;
 use crate::control::{self, CONTROL_INO};
 use crate::inode::{proc_path, Inode, InodeTable};
 
@@ -57,7 +56,7 @@ type Res<T> = Result<T, Errno>;
 /// An open file, directory or control file.
 enum Handle {
     File {
-        file: CachedFile,
+        file: AnyFile,
         /// Its node (for the time of its last write).
         inode: Opened,
     },

@@ -7,6 +7,7 @@ use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
 
+use foliocache::CachedFile;
 use fuser::{Errno, FileAttr, FileHandle, FileType, Generation, INodeNo, ReplyEntry, Request};
 use nix::fcntl::{self, OFlag};
 use nix::sys::stat::{self, Mode, SFlag};
@@ -212,7 +213,7 @@ impl FolioFs {
                 return Err(io_errno(&e));
             }
         };
-        if flags & OFlag::O_TRUNC.bits() != 0 && write && !file.is_empty() {
+        if flags & OFlag::O_TRUNC.bits() != 0 && write && !file.is_empty().unwrap_or(true) {
             // The file was there already (made by someone else since the
             // kernel looked): O_TRUNC cuts it, cached data included.
             file.set_len(0).map_err(|e| io_errno(&e))?;

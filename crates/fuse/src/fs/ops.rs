@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 
+use foliocache::{AnyFile, CachedFile};
 use fuser::{
     Errno, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, KernelConfig,
     LockOwner, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
@@ -18,7 +19,6 @@ use nix::sys::stat::{self, Mode, SFlag};
 use nix::unistd::{self, UnlinkatFlags};
 use parking_lot::Mutex;
 
-use crate::cached::CachedFile;
 use crate::control::{self, CONTROL_INO};
 use crate::errno::{io_errno, nix_errno};
 use crate::inode::{proc_path, ROOT};
@@ -382,10 +382,7 @@ impl Filesystem for FolioFs {
                 // fsync on a read-only descriptor syncs the file too, as
                 // on a local filesystem: through the node's handle.
                 Handle::File { .. } => {
-                    let kept = self
-                        .inode(ino)?
-                        .cached_file()
-                        .filter(CachedFile::is_writable);
+                    let kept = self.inode(ino)?.cached_file().filter(AnyFile::is_writable);
                     match kept {
                         Some(f) => f,
                         None => return Ok(()),

@@ -70,14 +70,14 @@ pub(super) fn hand_all(exec: bool) {
         }
         crate::warm::save_at_exit(
             built_cache(),
-            taken.iter().filter_map(|(_, d)| d.file.local()),
+            taken.iter().filter_map(|(_, d)| d.file.private()),
         );
         // The group's files this process wrote: written back as a close
         // does (what a program outside the group reads next); what the
         // process leaves when killed, the group's launcher writes back.
         for (fd, d) in taken
             .iter()
-            .filter(|(_, d)| d.writable && d.file.local().is_none())
+            .filter(|(_, d)| d.writable && d.file.private().is_none())
         {
             if let Err(e) = writing_back(d.key, || d.file.write_back()) {
                 warn(&format!("fd {fd}: writing back {}: {e}", file_name(d.key)));

@@ -24,7 +24,7 @@ pub(crate) fn write_back_all() {
         }
         // The group's files this process has open (the whole file,
         // whoever wrote it): what a program outside the group sees.
-        for (_, d) in descs.iter().filter(|(_, d)| d.file.local().is_none()) {
+        for (_, d) in descs.iter().filter(|(_, d)| d.file.private().is_none()) {
             if let Err(e) = writing_back(d.key, || d.file.sync_data()) {
                 warn(&format!("writing back {}: {e}", file_name(d.key)));
             }

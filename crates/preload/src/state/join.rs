@@ -30,12 +30,12 @@ use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use fc::SharedCache;
+use fc::{CachedFile, SharedCache};
 use parking_lot::Mutex;
 
 use super::{
-    built_cache, config, drop_inside, hand_to_kernel, inside, key_bucket, mark_group, open_shared,
-    passing_through, proc_path, shared_cache, warn, write_back_all, Desc, Served, TABLE,
+    built_cache, config, drop_inside, group_file, hand_to_kernel, inside, key_bucket, mark_group,
+    open_shared, passing_through, proc_path, shared_cache, warn, write_back_all, Desc, TABLE,
 };
 
 /// Set once this process is in its group ([`ENV_SHARED_AT_FORK`]).
@@ -69,7 +69,7 @@ pub(super) fn group() {
     let old = inside(Vec::new(), || {
         Ok(TABLE.swap_all(|fd, d, fds| {
             // (Only a description of this process's own cache moves.)
-            d.file.local()?;
+            d.file.private()?;
             // A call on it holds a handle of its own: moved under the
             // call, what the call writes would be lost to the group.
             let moved = if Arc::strong_count(d) > fds {
@@ -109,18 +109,15 @@ pub(super) fn group() {
 /// holds the file in the kernel (another process's mapping, say).
 fn moved(sc: &SharedCache, fd: c_int, d: &Desc) -> Option<Arc<Desc>> {
     let opened = d.file.write_back().and_then(|()| {
-        let file = Served::Shared {
-            file: open_shared(sc, &proc_path(fd))?,
-            append: d.append && d.writable,
-        };
-        if file.handed_elsewhere() && !file.take_back_from_kernel() {
+        let file = group_file(open_shared(sc, &proc_path(fd))?, d.append && d.writable);
+        if file.handed_elsewhere() && !file.take_back_from_kernel().unwrap_or(false) {
             return Ok(None);
         }
-        if let (Some(own), Served::Shared { file: shared, .. }) = (d.file.local(), &file) {
+        if let (Some(own), Some(shared)) = (d.file.private(), file.shared()) {
             // What this process read, the group starts with.
             sc.prepare_fill(own.mapping().cachestat(0, u64::MAX).cached);
             own.mapping()
-                .cached_pages(|at, bytes| shared.cache_clean(at, bytes).map(drop))?;
+                .cached_pages(|at, bytes| shared.file().cache_clean(at, bytes).map(drop))?;
         }
         Ok(Some(file))
     });

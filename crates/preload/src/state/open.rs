@@ -91,13 +91,10 @@ pub(super) fn served_key(fd: c_int) -> Option<(u64, u64)> {
 /// cache or its group's; `None` where it is not to be served (no cache,
 /// an error, said on stderr, or no slot for it in the group's table: the
 /// kernel's then, silently, as any file past a limit of the group's).
-fn open_in_cache(fd: c_int, writable: bool, append: bool) -> Option<Served> {
+fn open_in_cache(fd: c_int, writable: bool, append: bool) -> Option<AnyFile> {
     let opened = if in_group() {
         let sc = shared_cache()?;
-        open_shared(sc, &proc_path(fd)).map(|file| Served::Shared {
-            file,
-            append: append && writable,
-        })
+        open_shared(sc, &proc_path(fd)).map(|file| group_file(file, append && writable))
     } else {
         let cache = cache()?;
         let mut options = cache.open_options();
@@ -111,7 +108,7 @@ fn open_in_cache(fd: c_int, writable: bool, append: bool) -> Option<Served> {
             if !writable {
                 crate::warm::opened(cache, &file);
             }
-            Served::Local(file)
+            AnyFile::Private(file)
         })
     };
     match opened {
@@ -156,7 +153,7 @@ pub(crate) fn adopt(fd: c_int, flags: c_int) {
         let Some(file) = open_in_cache(fd, writable, append) else {
             return Ok(());
         };
-        if file.handed_elsewhere() && !file.take_back_from_kernel() {
+        if file.handed_elsewhere() && !file.take_back_from_kernel().unwrap_or(false) {
             // Another live process of the group holds the file in the
             // kernel (a mapping, a stream): the kernel's here too, for
             // good, and this plain fd is one more holder. A cut the open
@@ -174,7 +171,7 @@ pub(crate) fn adopt(fd: c_int, flags: c_int) {
             file.set_len(0)?;
         }
         key_bucket(key).fetch_add(1, Ordering::AcqRel);
-        let local = file.local().is_some();
+        let local = file.private().is_some();
         let desc = Desc {
             file: ManuallyDrop::new(file),
             key,

@@ -1,9 +1,10 @@
-//! `File::read_with`: the bytes a read would return, in place when the
+//! `CachedFile::read_with` of a `File`: the bytes a read would return, in place when the
 //! range lies in one cached folio (and counted as a hit), through a buffer
 //! otherwise; a writer of the folio meanwhile neither waits nor changes
 //! the caller's bytes.
 
 use backing::MemBacking;
+use foliocache::CachedFile;
 use test_support::cache::TestCache;
 
 fn data(n: usize) -> Vec<u8> {
