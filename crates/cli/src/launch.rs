@@ -104,18 +104,11 @@ pub fn library_for(exe: &Path) -> Result<PathBuf> {
     )
 }
 
-/// The variables the program runs with: `LD_PRELOAD` with the library
-/// first (before any the environment had), the directories (canonical,
-/// `:`-separated), the capacity and the warm-restart state file.
-fn environment(args: &RunArgs, lib: &Path) -> Result<Vec<(&'static str, OsString)>> {
-    let mut preload = OsString::from(lib);
-    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {
-        preload.push(":");
-        preload.push(old);
-    }
-    let mut dirs = OsString::new();
-    let mut canonical_dirs = Vec::new();
-    for (i, dir) in args.dirs.iter().enumerate() {
+/// The directories of `--dir`, canonical: each must be a directory whose
+/// path has no `:` (the library's variable lists them `:`-separated).
+fn canonical_dirs(args: &RunArgs) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for dir in &args.dirs {
         let canonical = dir
             .canonicalize()
             .with_context(|| format!("--dir {}", dir.display()))?;
@@ -128,12 +121,22 @@ fn environment(args: &RunArgs, lib: &Path) -> Result<Vec<(&'static str, OsString
                 canonical.display()
             );
         }
-        if i > 0 {
-            dirs.push(":");
-        }
-        dirs.push(&canonical);
-        canonical_dirs.push(canonical);
+        out.push(canonical);
     }
+    Ok(out)
+}
+
+/// The variables the program runs with: `LD_PRELOAD` with the library
+/// first (before any the environment had), the directories (canonical,
+/// `:`-separated), the capacity and the warm-restart state file.
+fn environment(args: &RunArgs, lib: &Path) -> Result<Vec<(&'static str, OsString)>> {
+    let mut preload = OsString::from(lib);
+    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {
+        preload.push(":");
+        preload.push(old);
+    }
+    let canonical_dirs = canonical_dirs(args)?;
+    let dirs = std::env::join_paths(&canonical_dirs).context("--dir")?;
     let mut env = vec![("LD_PRELOAD", preload), ("FOLIOCACHE_PRELOAD_DIRS", dirs)];
     if let Some(bytes) = args.capacity {
         env.push(("FOLIOCACHE_PRELOAD_CAPACITY", bytes.to_string().into()));
@@ -208,29 +211,35 @@ pub fn run(args: &RunArgs) -> Result<()> {
         // the cache, not by each of the program's.
         cmd.env_remove(METRICS_VAR);
     }
+    // What an earlier launch on these directories left, killed with its
+    // program, is written back before this one serves them.
+    let owner = foliocache::persist::Owner::Dirs(canonical_dirs(args)?);
+    let capacity = args.capacity.filter(|&c| c > 0).unwrap_or(SHARED_DEFAULT);
+    let guarded = args.cache.is_none() && !args.no_guardian;
+    let files = crate::recover::before_run(&owner, capacity, guarded)?;
     if let Some(name) = &args.cache {
         return crate::guard::run_attached(cmd, program, name, args.metrics);
     }
-    if args.shared {
-        let capacity = args.capacity.filter(|&c| c > 0).unwrap_or(SHARED_DEFAULT);
-        // The group's warm restarts are the launcher's, which holds the
-        // cache: it loads the state file and saves it at the end.
-        let state = cmd
-            .get_envs()
-            .find(|(k, _)| *k == STATE_VAR)
-            .and_then(|(_, v)| v.map(PathBuf::from));
-        cmd.env_remove(STATE_VAR);
-        return crate::guard::run_shared(cmd, program, capacity, args.metrics, state.as_deref());
-    }
-    if !args.no_guardian {
-        // The program's processes join one cache at their first fork,
-        // unless each serves its own figures (`--metrics`: the program's
-        // process serves its own cache's).
-        let group = args
-            .metrics
-            .is_none()
-            .then(|| args.capacity.filter(|&c| c > 0).unwrap_or(SHARED_DEFAULT));
-        return crate::guard::run_guarded(cmd, program, group);
+    match files {
+        Some(files) if args.shared => {
+            // The group's warm restarts are the launcher's, which holds
+            // the cache: it loads the state file and saves it at the end.
+            let state = cmd
+                .get_envs()
+                .find(|(k, _)| *k == STATE_VAR)
+                .and_then(|(_, v)| v.map(PathBuf::from));
+            cmd.env_remove(STATE_VAR);
+            let state = state.as_deref();
+            return crate::guard::run_shared(cmd, program, (capacity, files), args.metrics, state);
+        }
+        Some(files) => {
+            // The program's processes join one cache at their first fork,
+            // unless each serves its own figures (`--metrics`: the
+            // program's process serves its own cache's).
+            let group = args.metrics.is_none().then_some(capacity);
+            return crate::guard::run_guarded(cmd, program, group, files);
+        }
+        None => {}
     }
     cmd.env_remove(crate::guard::SHARED_VAR);
     cmd.env(GUARDIAN_VAR, "off");

@@ -52,6 +52,7 @@ mod mount;
 mod mounted;
 mod named;
 mod plot;
+mod recover;
 mod report;
 mod run;
 mod scenario;
@@ -108,6 +109,7 @@ fn main() -> ExitCode {
         Command::Umount(a) => run_plain(mounted::umount(&a)),
         Command::Run(a) => run_plain(launch::run(&a)),
         Command::Cache(a) => run_plain(named::run(&a)),
+        Command::Recover(a) => run_plain(recover::run(&a)),
     }
 }
 

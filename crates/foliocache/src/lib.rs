@@ -219,7 +219,7 @@ pub use cache::{parse_size, Cache, CacheBuilder, CacheStats, MemoryUsage};
 pub use file::File;
 pub use filemap::pin::Pinned;
 pub use flags::ReadFlags;
-pub use guardian::{Guardian, WrittenBack};
+pub use guardian::{persist, Guardian, WrittenBack};
 pub use loaded::WarmProgress;
 pub use mrc::{CurvePoint, HitRatioCurve, CAPACITY_RATIOS};
 pub use pressure::{capacity_fits, PressureConfig};

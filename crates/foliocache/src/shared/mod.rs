@@ -55,6 +55,7 @@ mod listing;
 mod lock;
 mod named;
 pub use named::Host;
+mod persist;
 mod seg;
 mod slots;
 
@@ -358,8 +359,13 @@ impl SharedCache {
         let path = listing::slot_path(&self.inner.seg, i, slot)?;
         let file = open_direct(&path, false)?;
         let meta = file.metadata()?;
+        let version = crate::guardian::persist::file_version(file.as_fd());
         if meta.dev() != slot.dev.load(Ordering::Relaxed)
             || meta.ino() != slot.ino.load(Ordering::Relaxed)
+            || !crate::guardian::persist::same_version(
+                slot.file_version.load(Ordering::Relaxed),
+                version,
+            )
         {
             return Err(io::Error::other(format!(
                 "{} is another file now",
