@@ -198,7 +198,9 @@ fn a_persisted_launch_s_segment_is_claimed_and_recovered() {
         return;
     };
     let fd = run.guard_file().unwrap();
-    let g = Guard::new(Guardian::Segment(std::sync::Arc::new(fd)), 16).unwrap();
+    let g = Guard::new(Guardian::Segment(std::sync::Arc::new(fd)), 16)
+        .unwrap()
+        .expect("a guard");
     let p = d.path().join("f");
     let slot = file_with_slot(&g, &p, 0, b'.', PAGE);
     let mut arena = ArenaMap::new(g.segment());
