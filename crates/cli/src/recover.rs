@@ -90,11 +90,7 @@ pub fn recover(owner: Option<&Owner>, who: &str) -> Result<Recovered> {
         .filter(|l| owner.is_none_or(|o| o.recovers(&l.owner)))
     {
         done.launches += 1;
-        eprintln!(
-            "{who}: writing back what {} left ({})",
-            l.owner,
-            l.files()
-        );
+        eprintln!("{who}: writing back what {} left ({})", l.owner, l.files());
         if let Some(fd) = l.guard()? {
             let w = Guardian::write_back(fd.as_fd());
             done.bytes += w.bytes;

@@ -207,7 +207,11 @@ fn trial(t: Trial, seed: u64, after: usize) {
             got.len(),
             file(i).display()
         );
-        if let Some(at) = got.iter().enumerate().position(|(j, &b)| b != pat(j as u64)) {
+        if let Some(at) = got
+            .iter()
+            .enumerate()
+            .position(|(j, &b)| b != pat(j as u64))
+        {
             panic!(
                 "{t:?} seed {seed}: byte {at} of {} in {} is {} ({stderr})",
                 got.len(),

@@ -20,7 +20,7 @@
 //! writes is never taken for a leftover.
 //!
 //! Each page's file is checked at recovery to be the one it belonged to
-//! ([`file_version`]): device and inode, and the inode's generation where
+//! (`file_version`): device and inode, and the inode's generation where
 //! the filesystem gives it (`FS_IOC_GETVERSION`), else its birth time.
 
 use std::ffi::OsStr;
@@ -132,6 +132,12 @@ impl std::fmt::Display for Owner {
     }
 }
 
+/// Whether `fs` is a tmpfs (`f_type`'s width differs between targets).
+#[allow(clippy::unnecessary_cast)]
+fn is_tmpfs(fs: &rustix::fs::StatFs) -> bool {
+    fs.f_type as i64 == TMPFS_MAGIC
+}
+
 /// This user's directory of persisted files, `/dev/shm/foliocache-UID`,
 /// made (mode 0700) if missing. Refused where `/dev/shm` is not tmpfs (a
 /// file there could outlive a reboot, after which the files it would write
@@ -149,7 +155,7 @@ pub fn dir() -> io::Result<PathBuf> {
         )
     };
     let fs = rustix::fs::statfs(BASE).map_err(|e| refused(&format!("statfs: {e}")))?;
-    if fs.f_type as i64 != TMPFS_MAGIC {
+    if !is_tmpfs(&fs) {
         return Err(refused("not on tmpfs"));
     }
     match rustix::fs::mkdir(&dir, Mode::from_raw_mode(0o700)) {
@@ -297,10 +303,7 @@ impl Leftover {
         ) {
             Ok(fd) => Ok(Some(fd)),
             Err(rustix::io::Errno::NOENT) => Ok(None),
-            Err(e) => Err(io::Error::new(
-                e.kind(),
-                format!("{}: {e}", path.display()),
-            )),
+            Err(e) => Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
         }
     }
 
@@ -393,7 +396,7 @@ pub(crate) fn is_persisted(fd: BorrowedFd<'_>, ext: &str) -> bool {
     if !regular || st.st_mode & 0o7777 != 0o600 {
         return false;
     }
-    if !rustix::fs::fstatfs(fd).is_ok_and(|fs| fs.f_type as i64 == TMPFS_MAGIC) {
+    if !rustix::fs::fstatfs(fd).is_ok_and(|fs| is_tmpfs(&fs)) {
         return false;
     }
     let Ok(link) = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())) else {
@@ -486,9 +489,11 @@ mod tests {
         assert!(leftovers().unwrap().iter().all(|l| l.owner != owner));
         let stem = run.stem.clone();
         run.remove();
-        assert!(std::fs::read_dir(&dir)
+        assert!(std::fs::read_dir(&dir).unwrap().all(|e| !e
             .unwrap()
-            .all(|e| !e.unwrap().file_name().to_string_lossy().starts_with(&stem)));
+            .file_name()
+            .to_string_lossy()
+            .starts_with(&stem)));
     }
 
     #[test]

@@ -298,7 +298,10 @@ fn slots_are_reused_and_run_out() {
     let taken: Vec<u32> = (0..n)
         .map(|i| g.take_slot((1, i, 0), 0, b"/x").expect("a slot"))
         .collect();
-    assert!(g.take_slot((1, 0, 0), 0, b"/x").is_none(), "every slot is taken");
+    assert!(
+        g.take_slot((1, 0, 0), 0, b"/x").is_none(),
+        "every slot is taken"
+    );
     assert!(!taken.contains(&0), "slot 0 is never handed out");
     g.free_slot(taken[3]);
     assert_eq!(g.take_slot((1, 0, 0), 0, b"/y"), Some(taken[3]));
@@ -352,7 +355,11 @@ fn a_child_guardian_writes_back_after_its_program_dies() {
     if pid == 0 {
         let code = (|| -> Option<()> {
             let g = Guard::new(Guardian::Child, 16).ok()??;
-            let slot = g.take_slot((md.dev(), md.ino(), 0), PAGE, p.as_os_str().as_encoded_bytes())?;
+            let slot = g.take_slot(
+                (md.dev(), md.ino(), 0),
+                PAGE,
+                p.as_os_str().as_encoded_bytes(),
+            )?;
             let mut arena = ArenaMap::new(g.segment());
             arena.page(2).fill(b'K');
             g.segment().mark_unsaved(2, 1, slot, 0);
