@@ -11,27 +11,10 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use crate::guard::{pat, writer};
 use crate::launch::build_library;
 
 const BIN: &str = env!("CARGO_BIN_EXE_foliocache");
-
-/// Byte `i` of `logged_writer.c`'s file.
-fn pat(i: u64) -> u8 {
-    (i.wrapping_mul(131).wrapping_add(i >> 16) as u8) | 1
-}
-
-/// `src/scenario/crash/logged_writer.c`, compiled into `dir`.
-fn writer(dir: &Path) -> PathBuf {
-    let exe = dir.join("logged_writer");
-    test_support::run_checked(
-        Command::new("cc")
-            .args(["-std=c11", "-O1", "-Wall", "-Wextra", "-Werror"])
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/scenario/crash/logged_writer.c"))
-            .arg("-o")
-            .arg(&exe),
-    );
-    exe
-}
 
 /// How a trial's launch runs and is recovered.
 #[derive(Clone, Copy, Debug)]
@@ -222,49 +205,38 @@ fn trial(t: Trial, seed: u64, after: usize) {
     }
 }
 
+/// Three trials of writers (`shared`, `group`) with seeds from `seed`:
+/// recovered by `foliocache recover`, by the next run, and with a file
+/// replaced before `foliocache recover`.
+fn three_trials(shared: bool, group: bool, seed: u64) {
+    build_library();
+    let t = Trial {
+        shared,
+        group,
+        by_run: false,
+        replace: false,
+    };
+    trial(t, seed, 300);
+    trial(Trial { by_run: true, ..t }, seed + 2, 200);
+    trial(Trial { replace: true, ..t }, seed + 4, 100);
+}
+
 /// The private cache of a one-process program, and the guardian's
 /// segment that keeps what it leaves.
 #[test]
 fn a_program_and_its_launcher_killed_lose_nothing_of_a_private_cache() {
-    build_library();
-    let t = Trial {
-        shared: false,
-        group: false,
-        by_run: false,
-        replace: false,
-    };
-    trial(t, 11, 300);
-    trial(Trial { by_run: true, ..t }, 12, 200);
-    trial(Trial { replace: true, ..t }, 13, 100);
+    three_trials(false, false, 11);
 }
 
 /// The group's cache a program's processes join at their first fork
 /// (the default).
 #[test]
 fn a_group_and_its_launcher_killed_lose_nothing_of_the_joined_cache() {
-    build_library();
-    let t = Trial {
-        shared: false,
-        group: true,
-        by_run: false,
-        replace: false,
-    };
-    trial(t, 21, 300);
-    trial(Trial { by_run: true, ..t }, 23, 200);
-    trial(Trial { replace: true, ..t }, 25, 100);
+    three_trials(false, true, 21);
 }
 
 /// `--shared`: the group's cache from the start.
 #[test]
 fn a_shared_group_and_its_launcher_killed_lose_nothing() {
-    build_library();
-    let t = Trial {
-        shared: true,
-        group: true,
-        by_run: false,
-        replace: false,
-    };
-    trial(t, 31, 300);
-    trial(Trial { by_run: true, ..t }, 33, 200);
-    trial(Trial { replace: true, ..t }, 35, 100);
+    three_trials(true, true, 31);
 }
