@@ -414,17 +414,19 @@ pub(crate) fn is_persisted(fd: BorrowedFd<'_>, ext: &str) -> bool {
 /// guardian's recovery calls it in a child with only system calls safe.
 pub(crate) fn file_version(fd: BorrowedFd<'_>) -> u64 {
     /// `FS_IOC_GETVERSION`: `_IOR('v', 1, long)`.
-    const FS_IOC_GETVERSION: libc::c_ulong = 0x8008_7601;
-    let mut generation: libc::c_long = 0;
-    // SAFETY: the ioctl writes one `long` at the pointer, which is ours.
-    let r = unsafe {
-        libc::ioctl(
-            fd.as_raw_fd(),
-            FS_IOC_GETVERSION as _,
-            &mut generation as *mut libc::c_long,
+    const FS_IOC_GETVERSION: rustix::ioctl::Opcode =
+        rustix::ioctl::opcode::read::<libc::c_long>(b'v', 1);
+    // (rustix's system call, not the C library's `ioctl`, which an
+    // interposer defines: foliocache's own would serve it.)
+    // SAFETY: the opcode is `FS_IOC_GETVERSION`, whose argument is a
+    // `long` the kernel writes.
+    let got = unsafe {
+        rustix::ioctl::ioctl(
+            fd,
+            rustix::ioctl::Getter::<FS_IOC_GETVERSION, libc::c_long>::new(),
         )
     };
-    if r == 0 {
+    if let Ok(generation) = got {
         return 1 << 63 | (generation as u64 & 0xffff_ffff);
     }
     match rustix::fs::statx(
