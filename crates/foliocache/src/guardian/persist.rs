@@ -484,6 +484,18 @@ mod tests {
         assert!(is_persisted(guard.as_fd(), GUARD));
         assert!(is_persisted(group.as_fd(), GROUP));
         assert!(!is_persisted(group.as_fd(), GUARD));
+        // A file of mode 0600 named so, but not in the user's directory;
+        // one in it of another mode.
+        let stray = base().join(format!("stray-{}.{GROUP}", std::process::id()));
+        let f = create_file(&stray, true).unwrap();
+        let stray_is = is_persisted(f.as_fd(), GROUP);
+        std::fs::remove_file(&stray).unwrap();
+        assert!(!stray_is);
+        let loose = dir.join(format!("loose-{}.{GROUP}", std::process::id()));
+        let f = create_file(&loose, true).unwrap();
+        rustix::fs::fchmod(&f, Mode::from_raw_mode(0o644)).unwrap();
+        assert!(!is_persisted(f.as_fd(), GROUP));
+        std::fs::remove_file(&loose).unwrap();
         // The guard file is inherited across exec; the group's is not.
         assert!(rustix::io::fcntl_getfd(&guard).unwrap().is_empty());
         assert!(!rustix::io::fcntl_getfd(&group).unwrap().is_empty());
