@@ -275,6 +275,9 @@ pub struct Leftover {
     dir: PathBuf,
     stem: String,
     _lock: File,
+    /// The directory's recovery lock, held while any leftover of one scan
+    /// lives.
+    _scan: std::sync::Arc<File>,
 }
 
 impl Leftover {
@@ -322,12 +325,25 @@ impl Leftover {
 
 /// This user's leftovers ([`Leftover`]), each locked by this process
 /// until dropped or removed: a launch whose launcher or program lives is
-/// not one. A file this version cannot read is said on stderr and left.
+/// not one. Scans wait for each other: another scan's leftovers are
+/// written back (and gone) before this one lists. A file this version cannot read is said on stderr and left.
 ///
 /// # Errors
 /// No directory ([`dir`]) or it cannot be read.
 pub fn leftovers() -> io::Result<Vec<Leftover>> {
     let dir = dir()?;
+    // One scan at a time, until its leftovers are written back and gone:
+    // a `.run` another scan holds locked would look alive, and a launch
+    // must not serve files another's recovery is still writing.
+    let scan = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(dir.join(".recover.lock"))?;
+    rustix::fs::flock(&scan, FlockOperation::LockExclusive)?;
+    let scan = std::sync::Arc::new(scan);
     let mut out = Vec::new();
     for entry in std::fs::read_dir(&dir)? {
         let path = entry?.path();
@@ -371,6 +387,7 @@ pub fn leftovers() -> io::Result<Vec<Leftover>> {
             dir: dir.clone(),
             stem,
             _lock: f,
+            _scan: scan.clone(),
         };
         // The guardian's segment is locked while its program (or a
         // process it passed the descriptor to) lives.
