@@ -143,6 +143,13 @@ MOTO_SERVER="$PWD/$moto" cargo test --release -p foliocache-object-store \
   -p foliocache-fuse --features foliocache-object-store/e2e-s3,foliocache-fuse/s3 \
   --test it s3::
 
+# The object-store cache implements object_store 0.13's trait too
+# (DataFusion 55): its unit and integration tests again, `object_store`
+# naming 0.13 (the workspace's build tests 0.14).
+step "object-store cache over object_store 0.13 (DataFusion 55's)"
+cargo test --release -p foliocache-object-store --no-default-features \
+  --features object-store-013,prometheus --lib --test it
+
 # One test binary a crate (`tests/it/`, a module a theme) and the few that
 # need a process of their own (loom, memory_audit, soak, the fuzz smoke
 # run): docs/testing.md.

@@ -202,6 +202,12 @@ mod readahead;
 #[allow(unsafe_code, clippy::disallowed_types)]
 mod shared;
 mod shift;
+// Unsafe: maps memory files shared by processes and reaches them by
+// checked offset (the guardian's segment, the group's, the arena's
+// shared region). (Its atomics live in memory other processes write:
+// never in a loom model.)
+#[allow(unsafe_code, clippy::disallowed_types)]
+mod shm;
 mod stats;
 mod sync;
 mod truncate;

@@ -23,7 +23,7 @@
 //! direct-mapped tier loses a third or more of its chunks to conflicts
 //! when it is nearly full). In memory, each slot has a tag (the low 64
 //! bits of the key it holds, or empty, or unknown) and when it was last
-//! used: 16 bytes a slot, 240 KiB for an 1 GiB tier. A lookup reads the
+//! used, and whether it is kept until read: 17 bytes a slot, 255 KiB for an 1 GiB tier. A lookup reads the
 //! one slot whose tag is its key's, header and data together, or none if
 //! no tag matches; a write goes to the slot of its key, else an empty
 //! one, else the set's least recently used, in one write of both.
@@ -49,6 +49,15 @@
 //! records while they are fewer than half its slots; checksums and keys
 //! guard records as they guard chunks.
 //!
+//! # Kept until read
+//! A chunk written with [`put_kept`](DiskTier::put_kept) (a write
+//! through the store marked [`CacheHint::KeepUntilRead`](crate::CacheHint):
+//! a file a compaction will read once, soon) is passed over by its set's
+//! LRU until a lookup finds it; only when every slot of the set is kept
+//! does the least recent kept one go (the tier does not refuse a write).
+//! The mark lives in memory: after a restart a kept chunk is an ordinary
+//! one.
+//!
 //! # Admission
 //! A chunk goes to disk when a page of it misses in memory a second time
 //! within a window: the first miss records the chunk's key and the pages
@@ -65,7 +74,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::path::Path as FsPath;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use backing::{AlignedBuf, Backing, FileBacking, FileOptions, BLOCK};
 use parking_lot::Mutex;
@@ -133,6 +142,9 @@ pub struct DiskTier {
     /// When each slot was last written or hit (`clock`'s value): the
     /// least recent of a set is replaced.
     used: Vec<AtomicU64>,
+    /// Slots holding a chunk written kept and not read since
+    /// ([`put_kept`](Self::put_kept)).
+    kept: Vec<AtomicBool>,
     clock: AtomicU64,
     ghosts: Mutex<Ghosts>,
     counts: Counts,
@@ -151,12 +163,15 @@ const POOL_BUFS: usize = 16;
 const UNKNOWN: u64 = 0;
 /// A slot that holds no chunk (or a damaged one).
 const EMPTY: u64 = 1;
+/// A slot one writer has claimed and is writing: no other writer picks
+/// it, no reader reads it.
+const BUSY: u64 = 2;
 
 /// The tag of chunk `key` in [`DiskTier::tags`]: its low 64 bits (the
-/// set is chosen by the high ones), never [`UNKNOWN`] or [`EMPTY`]. Two
-/// keys of one tag are told apart by the slot's header.
+/// set is chosen by the high ones), never [`UNKNOWN`], [`EMPTY`] or
+/// [`BUSY`]. Two keys of one tag are told apart by the slot's header.
 fn tag(key: u128) -> u64 {
-    (key as u64).max(2)
+    (key as u64).max(3)
 }
 
 #[derive(Default)]
@@ -175,6 +190,7 @@ struct Counts {
     corrupt: AtomicU64,
     writes: AtomicU64,
     errors: AtomicU64,
+    kept_evicted: AtomicU64,
 }
 
 /// A [`DiskTier`]'s figures, from [`DiskTier::stats`].
@@ -190,6 +206,9 @@ pub struct DiskTierStats {
     pub corrupt: u64,
     /// Chunks written.
     pub writes: u64,
+    /// Chunks written kept ([`DiskTier::put_kept`]) that were replaced
+    /// before a lookup found them: their whole set was kept.
+    pub kept_evicted: u64,
     /// Reads and writes of the file that failed (each a miss or a chunk
     /// not kept; never a failed request).
     pub io_errors: u64,
@@ -230,6 +249,7 @@ impl DiskTier {
             ways,
             tags: fresh(UNKNOWN),
             used: fresh(0),
+            kept: (0..slots).map(|_| AtomicBool::new(false)).collect(),
             clock: AtomicU64::new(1),
             ghosts: Mutex::new(Ghosts::default()),
             counts: Counts::default(),
@@ -246,18 +266,19 @@ impl DiskTier {
             misses: get(&c.misses),
             corrupt: get(&c.corrupt),
             writes: get(&c.writes),
+            kept_evicted: get(&c.kept_evicted),
             io_errors: get(&c.errors),
             slots: self.slots,
         }
     }
 
     /// The most bytes the tier's memory takes: the tags and recency of
-    /// its slots (16 bytes a slot) and the ghosts at their bound (a key
+    /// its slots and their kept marks (17 bytes a slot) and the ghosts at their bound (a key
     /// per slot, 64 to 65,536; [`GHOST_BYTES`] each, the map's and the
     /// order's), and the slot buffers it keeps for its IO (16 of
     /// 68 KiB). The file's bytes are on disk, not here.
     pub fn memory_bound(&self) -> u64 {
-        self.slots * 16 + self.ghost_cap() as u64 * GHOST_BYTES + (POOL_BUFS * SLOT) as u64
+        self.slots * 17 + self.ghost_cap() as u64 * GHOST_BYTES + (POOL_BUFS * SLOT) as u64
     }
 
     /// A slot buffer: a kept one, or a new one.
@@ -304,9 +325,11 @@ impl DiskTier {
     }
 
     /// As [`get`](Self::get), the chunk handed to `f` in the tier's own
-    /// buffer, not copied out; whether it was found.
-    pub(crate) fn get_with(&self, key: u128, len: usize, f: impl FnOnce(&[u8])) -> bool {
-        let found = self.lookup(key, len);
+    /// buffer, not copied out: whether it was found, or a slot of its
+    /// failed its checksum (the slot is empty from then on: the caller,
+    /// which knows the object and the offset, says so once).
+    pub(crate) fn get_with(&self, key: u128, len: usize, f: impl FnOnce(&[u8])) -> Found {
+        let (found, corrupt) = self.lookup(key, len);
         let c = if found.is_some() {
             &self.counts.hits
         } else {
@@ -317,47 +340,57 @@ impl DiskTier {
             Some(buf) => {
                 f(&buf[BLOCK..BLOCK + len]);
                 self.give_buf(buf);
-                true
+                Found::Hit
             }
-            None => false,
+            None if corrupt => Found::Corrupt,
+            None => Found::Miss,
         }
     }
 
     /// The buffer of the slot holding `key` (its `len` bytes at
-    /// [`BLOCK`]), if one does.
-    fn lookup(&self, key: u128, len: usize) -> Option<AlignedBuf> {
+    /// [`BLOCK`]), if one does; and whether a slot of `key` failed its
+    /// checksum.
+    fn lookup(&self, key: u128, len: usize) -> (Option<AlignedBuf>, bool) {
         let want = tag(key);
+        let mut corrupt = false;
         for pass in [want, UNKNOWN] {
             for s in self.set(key) {
                 if self.tags[s as usize].load(Ordering::Relaxed) != pass {
                     continue;
                 }
-                if let Some(data) = self.read_slot(s, key, len) {
-                    self.tags[s as usize].store(want, Ordering::Relaxed);
-                    self.touch(s);
-                    return Some(data);
+                match self.read_slot(s, key, len) {
+                    Ok(data) => {
+                        self.learn(s, want);
+                        self.kept[s as usize].store(false, Ordering::Relaxed);
+                        self.touch(s);
+                        return (Some(data), corrupt);
+                    }
+                    Err(bad) => corrupt |= bad,
                 }
             }
         }
-        None
+        (None, corrupt)
     }
 
     /// Reads slot `s`: its buffer, if it holds `key`'s `len` bytes,
     /// checksum verified. Otherwise what the header says the slot holds
-    /// becomes its tag (another chunk's, or [`EMPTY`]).
-    fn read_slot(&self, s: u64, key: u128, len: usize) -> Option<AlignedBuf> {
-        let mut buf = self.take_buf()?;
-        if self.check_slot(s, key, len, &mut buf).is_some() {
-            Some(buf)
-        } else {
-            self.give_buf(buf);
-            None
+    /// becomes its tag (another chunk's, or [`EMPTY`]), and whether it
+    /// held `key` damaged.
+    fn read_slot(&self, s: u64, key: u128, len: usize) -> Result<AlignedBuf, bool> {
+        let mut buf = self.take_buf().ok_or(false)?;
+        let r = self.check_slot(s, key, len, &mut buf);
+        match r {
+            Ok(()) => Ok(buf),
+            Err(bad) => {
+                self.give_buf(buf);
+                Err(bad)
+            }
         }
     }
 
-    /// Reads slot `s` into `buf`: `Some` if it holds `key`'s `len` bytes
+    /// Reads slot `s` into `buf`: `Ok` if it holds `key`'s `len` bytes
     /// (see [`read_slot`](Self::read_slot)).
-    fn check_slot(&self, s: u64, key: u128, len: usize, buf: &mut AlignedBuf) -> Option<()> {
+    fn check_slot(&self, s: u64, key: u128, len: usize, buf: &mut AlignedBuf) -> Result<(), bool> {
         let n = match self
             .file
             .read_blocks(&mut [buf.io_buf_mut()], s * SLOT as u64)
@@ -365,7 +398,7 @@ impl DiskTier {
             Ok(n) => n,
             Err(_) => {
                 self.counts.errors.fetch_add(1, Ordering::Relaxed);
-                return None;
+                return Err(false);
             }
         };
         self.verify(s, key, len, buf, n)
@@ -373,29 +406,41 @@ impl DiskTier {
 
     /// Whether `buf`, the `n` bytes read of slot `s`, holds `key`'s `len`
     /// bytes, checksum verified; if not, what its header says the slot
-    /// holds becomes its tag (another chunk's, or [`EMPTY`]).
-    fn verify(&self, s: u64, key: u128, len: usize, buf: &AlignedBuf, n: usize) -> Option<()> {
+    /// holds becomes its tag (another chunk's, or [`EMPTY`]: a damaged
+    /// slot of `key`, `Err(true)`, is read no more).
+    fn verify(
+        &self,
+        s: u64,
+        key: u128,
+        len: usize,
+        buf: &AlignedBuf,
+        n: usize,
+    ) -> Result<(), bool> {
+        let field = |r: std::ops::Range<usize>| buf.get(r).ok_or(false);
         let held = if n >= BLOCK && &buf[..8] == MAGIC {
-            u128::from_le_bytes(buf[8..24].try_into().ok()?)
+            u128::from_le_bytes(field(8..24)?.try_into().map_err(|_| false)?)
         } else {
-            self.tags[s as usize].store(EMPTY, Ordering::Relaxed);
-            return None;
+            self.learn(s, EMPTY);
+            return Err(false);
         };
         if held != key {
-            self.tags[s as usize].store(tag(held), Ordering::Relaxed);
-            return None;
+            self.learn(s, tag(held));
+            return Err(false);
         }
-        let stored_len = u32::from_le_bytes(buf[24..28].try_into().ok()?) as usize;
-        let sum = u64::from_le_bytes(buf[28..36].try_into().ok()?);
-        if len > CHUNK
-            || n < BLOCK + len
-            || stored_len != len
-            || sum != checksum(key, len, &buf[BLOCK..BLOCK + len])
-        {
+        let stored_len = u32::from_le_bytes(field(24..28)?.try_into().map_err(|_| false)?) as usize;
+        let sum = u64::from_le_bytes(field(28..36)?.try_into().map_err(|_| false)?);
+        // Another length than asked (asked wrongly, or a short read): a
+        // miss; the slot may serve the right question.
+        if len > CHUNK || n < BLOCK + len || stored_len != len {
             self.counts.corrupt.fetch_add(1, Ordering::Relaxed);
-            return None;
+            return Err(false);
         }
-        Some(())
+        if sum != checksum(key, len, &buf[BLOCK..BLOCK + len]) {
+            self.counts.corrupt.fetch_add(1, Ordering::Relaxed);
+            self.learn(s, EMPTY);
+            return Err(true);
+        }
+        Ok(())
     }
 
     /// Writes the chunk `key` (`data`, at most [`CHUNK`] bytes) to a slot
@@ -403,15 +448,62 @@ impl DiskTier {
     /// unknown one, else the least recently used. A failed write is
     /// counted and otherwise ignored: the chunk is just not kept.
     pub fn put(&self, key: u128, data: &[u8]) {
-        if data.len() <= CHUNK && self.write_slot(self.victim(key), key, data) {
+        self.put_marked(key, data, false);
+    }
+
+    /// As [`put`](Self::put), the chunk *kept until read*: its set's LRU
+    /// passes over it until a lookup finds it, unless every slot of the
+    /// set is kept (see the module documentation).
+    pub fn put_kept(&self, key: u128, data: &[u8]) {
+        self.put_marked(key, data, true);
+    }
+
+    /// [`put`](Self::put), marked kept or not.
+    fn put_marked(&self, key: u128, data: &[u8], keep: bool) {
+        if data.len() > CHUNK {
+            return;
+        }
+        let s = loop {
+            let s = self.victim(key);
+            let held = self.tags[s as usize].load(Ordering::Relaxed);
+            if held != BUSY && self.claim(s, held) {
+                if self.kept[s as usize].swap(false, Ordering::Relaxed) && held != tag(key) {
+                    self.counts.kept_evicted.fetch_add(1, Ordering::Relaxed);
+                }
+                break s;
+            }
+            // Every slot of the set being written (or this one claimed
+            // by another writer since): try again once one is done.
+            std::thread::yield_now();
+        };
+        if self.write_slot(s, key, data, keep) {
             self.counts.writes.fetch_add(1, Ordering::Relaxed);
         }
     }
 
+    /// Claims slot `s` for a write if its tag is still `held`: from then
+    /// on it is [`BUSY`] until [`write_slot`](Self::write_slot) ends.
+    fn claim(&self, s: u64, held: u64) -> bool {
+        self.tags[s as usize]
+            .compare_exchange(held, BUSY, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Records what slot `s` holds (`t`), learnt by a read, unless a
+    /// writer has claimed it meanwhile (its write decides the tag).
+    fn learn(&self, s: u64, t: u64) {
+        let _ = self.tags[s as usize].fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+            (c != BUSY).then_some(t)
+        });
+    }
+
     /// Writes `data` (at most [`CHUNK`] bytes) as the chunk `key` to slot
-    /// `s`, header and data in one write: whether it was written.
-    fn write_slot(&self, s: u64, key: u128, data: &[u8]) -> bool {
+    /// `s`, claimed ([`claim`](Self::claim)), header and data in one
+    /// write (`keep`: kept until read): whether it was written. The slot
+    /// is `key`'s after, or empty.
+    fn write_slot(&self, s: u64, key: u128, data: &[u8], keep: bool) -> bool {
         let Some(mut buf) = self.take_buf() else {
+            self.tags[s as usize].store(EMPTY, Ordering::Relaxed);
             return false;
         };
         // (A kept buffer holds an earlier slot: what the header and the
@@ -423,18 +515,19 @@ impl DiskTier {
         buf[24..28].copy_from_slice(&(data.len() as u32).to_le_bytes());
         buf[28..36].copy_from_slice(&checksum(key, data.len(), data).to_le_bytes());
         buf[BLOCK..BLOCK + data.len()].copy_from_slice(data);
-        // Empty while it is written: no lookup expects `key` or the old
+        // Busy while it is written: no lookup expects `key` or the old
         // chunk there (a reader racing the write fails the checksum).
-        self.tags[s as usize].store(EMPTY, Ordering::Relaxed);
         let done = self.file.write_blocks(&[buf.io_buf()], s * SLOT as u64);
         self.give_buf(buf);
         match done {
             Ok(_) => {
-                self.tags[s as usize].store(tag(key), Ordering::Relaxed);
+                self.kept[s as usize].store(keep, Ordering::Relaxed);
                 self.touch(s);
+                self.tags[s as usize].store(tag(key), Ordering::Relaxed);
                 true
             }
             Err(_) => {
+                self.tags[s as usize].store(EMPTY, Ordering::Relaxed);
                 self.counts.errors.fetch_add(1, Ordering::Relaxed);
                 false
             }
@@ -451,12 +544,27 @@ impl DiskTier {
 
     /// Writes the record `key` ([`record_key`]; `data` at most [`CHUNK`]
     /// bytes, empty for a tombstone) to its slot, whatever the slot held.
+    /// A slot holding a chunk kept until read is left to it: the record
+    /// is not there to replace (a record saves a HEAD; the chunk, a GET).
     pub(crate) fn put_record(&self, key: u128, data: &[u8]) {
-        if data.len() <= CHUNK {
-            let s = self.record_slot(key);
-            if self.write_slot(s, key, data) {
-                self.mark_record(s, key, data.is_empty());
+        if data.len() > CHUNK {
+            return;
+        }
+        let s = self.record_slot(key);
+        loop {
+            if self.kept[s as usize].load(Ordering::Relaxed) {
+                return;
             }
+            let held = self.tags[s as usize].load(Ordering::Relaxed);
+            // (A record or a tombstone waits for the write in progress:
+            // it must land after it.)
+            if held != BUSY && self.claim(s, held) {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        if self.write_slot(s, key, data, false) {
+            self.mark_record(s, key, data.is_empty());
         }
     }
 
@@ -464,7 +572,7 @@ impl DiskTier {
     /// tombstone's slot is as good as an empty one (a chunk may take it).
     fn mark_record(&self, s: u64, key: u128, tombstone: bool) {
         let t = if tombstone { EMPTY } else { tag(key) };
-        self.tags[s as usize].store(t, Ordering::Relaxed);
+        self.learn(s, t);
         self.touch(s);
     }
 
@@ -489,6 +597,7 @@ impl DiskTier {
                     .then(|| u32::from_le_bytes(buf[24..28].try_into().expect("4 bytes")))
                     .map_or(0, |l| (l as usize).min(CHUNK));
                 self.verify(s, key, len, &buf, n)
+                    .ok()
                     .map(|()| buf[BLOCK..BLOCK + len].to_vec())
             }
             Err(_) => {
@@ -519,7 +628,8 @@ impl DiskTier {
     }
 
     /// The slot `put` writes `key` to: the one holding it, an empty one,
-    /// one of unknown content, else the least recently used chunk.
+    /// one of unknown content, else the least recently used chunk not
+    /// kept until read (see the module documentation).
     fn victim(&self, key: u128) -> u64 {
         let want = tag(key);
         let set = self.set(key);
@@ -539,11 +649,20 @@ impl DiskTier {
         // their objects, read once per process (crate::record).
         let used = |s: &u64| self.used[*s as usize].load(Ordering::Relaxed);
         let record = |s: &u64| u128::from(tag_of(*s)) & RECORD_BIT != 0;
-        let chunks = set.clone().filter(|s| !record(s));
-        if chunks.clone().count() as u64 * 2 >= self.ways {
-            return chunks.min_by_key(used).expect("half a set is a slot");
-        }
-        set.min_by_key(used).expect("a set has a slot")
+        let chunks_only = set.clone().filter(|s| !record(s)).count() as u64 * 2 >= self.ways;
+        let candidates = set
+            .clone()
+            .filter(|s| tag_of(*s) != BUSY && !(chunks_only && record(s)));
+        // Chunks kept until read are passed over while one is not (then
+        // the least recent kept one goes: the tier never refuses a write).
+        let kept = |s: &u64| self.kept[*s as usize].load(Ordering::Relaxed);
+        candidates
+            .clone()
+            .filter(|s| !kept(s))
+            .min_by_key(used)
+            .or_else(|| candidates.min_by_key(used))
+            // Every slot busy: the caller tries again.
+            .unwrap_or(set.start)
     }
 
     /// Whether the chunk `key`, whose pages `pages` (bit `i`: bytes
@@ -579,6 +698,17 @@ impl DiskTier {
         g.order.push_back(key);
         false
     }
+}
+
+/// What [`DiskTier::get_with`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// The chunk, checksum verified.
+    Hit,
+    /// No slot holds it.
+    Miss,
+    /// A slot held it damaged (a torn write, a changed disk): emptied.
+    Corrupt,
 }
 
 /// The checksum of a chunk: xxh3-64 of its key, length and bytes.
@@ -674,8 +804,8 @@ mod tests {
         }
         assert_eq!(
             tier.memory_bound(),
-            64 * 16 + 64 * GHOST_BYTES + (POOL_BUFS * SLOT) as u64,
-            "tags and recency, the ghosts at their bound, the kept buffers"
+            64 * 17 + 64 * GHOST_BYTES + (POOL_BUFS * SLOT) as u64,
+            "tags, recency and kept marks, the ghosts at their bound, the kept buffers"
         );
     }
 }

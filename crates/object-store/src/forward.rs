@@ -37,26 +37,49 @@
 /// ```
 #[macro_export]
 macro_rules! forward_object_store {
-    ($ty:ty, $inner:ident, $($methods:tt)*) => {
+    ($($args:tt)*) => {
+        $crate::__forward_object_store! { $crate::__private::object_store; $($args)* }
+    };
+}
+
+/// [`forward_object_store!`] for object_store 0.13's trait (feature
+/// `object-store-013`): the same, for a wrapper of a 0.13 store when
+/// both versions are on (with only 0.13 on, `forward_object_store!`
+/// implements 0.13's trait too).
+#[cfg(feature = "object-store-013")]
+#[macro_export]
+macro_rules! forward_object_store_013 {
+    ($($args:tt)*) => {
+        $crate::__forward_object_store! { $crate::__private::object_store_013; $($args)* }
+    };
+}
+
+/// [`forward_object_store!`] of the trait of `$os` (not an API).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __forward_object_store {
+    ($os:path; $ty:ty, $inner:ident, $($methods:tt)*) => {
+        const _: () = {
+        use $os as __os;
         #[$crate::__private::async_trait]
-        impl $crate::__private::object_store::ObjectStore for $ty {
+        impl __os::ObjectStore for $ty {
             $($methods)*
 
             async fn put_opts(
                 &self,
-                l: &$crate::__private::object_store::path::Path,
-                p: $crate::__private::object_store::PutPayload,
-                o: $crate::__private::object_store::PutOptions,
-            ) -> $crate::__private::object_store::Result<$crate::__private::object_store::PutResult> {
+                l: &__os::path::Path,
+                p: __os::PutPayload,
+                o: __os::PutOptions,
+            ) -> __os::Result<__os::PutResult> {
                 self.$inner.put_opts(l, p, o).await
             }
 
             async fn put_multipart_opts(
                 &self,
-                l: &$crate::__private::object_store::path::Path,
-                o: $crate::__private::object_store::PutMultipartOptions,
-            ) -> $crate::__private::object_store::Result<
-                Box<dyn $crate::__private::object_store::MultipartUpload>,
+                l: &__os::path::Path,
+                o: __os::PutMultipartOptions,
+            ) -> __os::Result<
+                Box<dyn __os::MultipartUpload>,
             > {
                 self.$inner.put_multipart_opts(l, o).await
             }
@@ -65,49 +88,50 @@ macro_rules! forward_object_store {
                 &self,
                 l: $crate::__private::BoxStream<
                     'static,
-                    $crate::__private::object_store::Result<$crate::__private::object_store::path::Path>,
+                    __os::Result<__os::path::Path>,
                 >,
             ) -> $crate::__private::BoxStream<
                 'static,
-                $crate::__private::object_store::Result<$crate::__private::object_store::path::Path>,
+                __os::Result<__os::path::Path>,
             > {
                 self.$inner.delete_stream(l)
             }
 
             fn list(
                 &self,
-                p: Option<&$crate::__private::object_store::path::Path>,
+                p: Option<&__os::path::Path>,
             ) -> $crate::__private::BoxStream<
                 'static,
-                $crate::__private::object_store::Result<$crate::__private::object_store::ObjectMeta>,
+                __os::Result<__os::ObjectMeta>,
             > {
                 self.$inner.list(p)
             }
 
             async fn list_with_delimiter(
                 &self,
-                p: Option<&$crate::__private::object_store::path::Path>,
-            ) -> $crate::__private::object_store::Result<$crate::__private::object_store::ListResult> {
+                p: Option<&__os::path::Path>,
+            ) -> __os::Result<__os::ListResult> {
                 self.$inner.list_with_delimiter(p).await
             }
 
             async fn copy_opts(
                 &self,
-                from: &$crate::__private::object_store::path::Path,
-                to: &$crate::__private::object_store::path::Path,
-                o: $crate::__private::object_store::CopyOptions,
-            ) -> $crate::__private::object_store::Result<()> {
+                from: &__os::path::Path,
+                to: &__os::path::Path,
+                o: __os::CopyOptions,
+            ) -> __os::Result<()> {
                 self.$inner.copy_opts(from, to, o).await
             }
 
             async fn rename_opts(
                 &self,
-                from: &$crate::__private::object_store::path::Path,
-                to: &$crate::__private::object_store::path::Path,
-                o: $crate::__private::object_store::RenameOptions,
-            ) -> $crate::__private::object_store::Result<()> {
+                from: &__os::path::Path,
+                to: &__os::path::Path,
+                o: __os::RenameOptions,
+            ) -> __os::Result<()> {
                 self.$inner.rename_opts(from, to, o).await
             }
         }
+        };
     };
 }

@@ -104,21 +104,92 @@
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
-mod budget;
 pub mod disk;
 mod forward;
-#[cfg(feature = "prometheus")]
-mod metrics;
-mod objects;
-mod read;
-mod record;
-mod remote;
-mod store;
-mod upload;
+mod hint;
 mod window;
 
 pub use disk::{DiskTier, DiskTierStats};
-pub use store::{CachedStore, CachedStoreBuilder, CachedStoreStats, DEFAULT_MAX_OBJECTS};
+pub use hint::CacheHint;
+
+/// The cache over one version of object_store's trait, `$name` built from
+/// the files of `src/cached/` with `object_store` naming `$krate`: one
+/// code, compiled once per version enabled. Where the versions differ:
+/// `$field`s, the fields of a `GetResult` the version has beyond 0.13's.
+macro_rules! trait_version {
+    ($(#[$attr:meta])* $name:ident, $krate:path, { $($field:ident: $value:expr),* }) => {
+        $(#[$attr])*
+        #[path = "cached"]
+        pub mod $name {
+            use $krate as object_store;
+
+            mod budget;
+            #[cfg(feature = "prometheus")]
+            mod metrics;
+            mod objects;
+            mod read;
+            mod record;
+            mod remote;
+            mod store;
+            mod throttled;
+            mod through;
+            mod upload;
+
+            pub use store::{
+                CachedStore, CachedStoreBuilder, CachedStoreStats, DEFAULT_MAX_OBJECTS,
+                DEFAULT_WRITE_QUEUE,
+            };
+            pub use throttled::Throttled;
+
+            /// A `GetResult` of this version.
+            fn get_result(
+                payload: object_store::GetResultPayload,
+                meta: object_store::ObjectMeta,
+                range: std::ops::Range<u64>,
+                attributes: object_store::Attributes,
+            ) -> object_store::GetResult {
+                object_store::GetResult {
+                    payload,
+                    meta,
+                    range,
+                    attributes,
+                    $($field: $value),*
+                }
+            }
+        }
+    };
+}
+
+trait_version! {
+    /// [`v014::CachedStore`] for object_store 0.14's trait
+    /// (parquet 60, SlateDB 0.18, lance 14): feature `object-store-014`
+    /// (default), re-exported at the crate's root.
+    #[cfg(feature = "object-store-014")]
+    v014, ::object_store, { extensions: Default::default() }
+}
+
+trait_version! {
+    /// [`v013::CachedStore`] for object_store 0.13's trait
+    /// (DataFusion 55): feature `object-store-013`, re-exported at the
+    /// crate's root when `object-store-014` is off.
+    #[cfg(feature = "object-store-013")]
+    v013, ::object_store_013, {}
+}
+
+#[cfg(not(any(feature = "object-store-013", feature = "object-store-014")))]
+compile_error!("foliocache-object-store implements object_store's trait: enable feature `object-store-014` (the default) or `object-store-013`, or both");
+
+#[cfg(feature = "object-store-014")]
+pub use v014::{
+    CachedStore, CachedStoreBuilder, CachedStoreStats, Throttled, DEFAULT_MAX_OBJECTS,
+    DEFAULT_WRITE_QUEUE,
+};
+
+#[cfg(all(feature = "object-store-013", not(feature = "object-store-014")))]
+pub use v013::{
+    CachedStore, CachedStoreBuilder, CachedStoreStats, Throttled, DEFAULT_MAX_OBJECTS,
+    DEFAULT_WRITE_QUEUE,
+};
 
 /// What [`forward_object_store!`] names from this crate's dependencies
 /// (not an API).
@@ -126,7 +197,12 @@ pub use store::{CachedStore, CachedStoreBuilder, CachedStoreStats, DEFAULT_MAX_O
 pub mod __private {
     pub use async_trait::async_trait;
     pub use futures_util::stream::BoxStream;
+    #[cfg(feature = "object-store-014")]
     pub use object_store;
+    #[cfg(feature = "object-store-013")]
+    pub use object_store_013;
+    #[cfg(all(feature = "object-store-013", not(feature = "object-store-014")))]
+    pub use object_store_013 as object_store;
 }
 
 /// The example of `docs/object-store.md`, run as a doc test.

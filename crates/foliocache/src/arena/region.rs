@@ -139,16 +139,15 @@ impl Region {
         len: usize,
         align: usize,
     ) -> io::Result<Region> {
-        let map = crate::guardian::segment::Map::new_aligned(fd, offset, len as u64, align)
-            .map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!(
-                        "mapping {} MiB of the guardian's segment for the folio arena: {e}",
-                        len >> 20
-                    ),
-                )
-            })?;
+        let map = crate::shm::Map::new_aligned(fd, offset, len as u64, align).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "mapping {} MiB of the guardian's segment for the folio arena: {e}",
+                    len >> 20
+                ),
+            )
+        })?;
         let (ptr, len) = map.into_raw();
         // The Region owns the mapping from here (its drop unmaps it).
         let region = Region {

@@ -184,16 +184,13 @@ pub(crate) fn recover_from(fd: BorrowedFd<'_>) -> super::recover::WrittenBack {
     if len == 0 {
         return Default::default();
     }
-    let Ok(map) = super::segment::Map::new(fd, 0, len as u64, false) else {
+    let Ok(map) = crate::shm::Map::new(fd, 0, len as u64, false) else {
         Line::new()
             .bytes(b"foliocache guardian: cannot map the segment; unsaved data is lost")
             .say();
         return Default::default();
     };
-    let (base, len) = map.range();
-    // SAFETY: `map` keeps the range mapped, page-aligned, until it drops
-    // after the call.
-    let done = unsafe { recover(base, len) };
+    let done = recover(&map);
     if done.bytes > 0 {
         Line::new()
             .bytes(b"foliocache guardian: wrote back ")

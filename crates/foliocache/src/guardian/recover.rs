@@ -11,7 +11,8 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd, RawFd};
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 
-use super::segment::{View, PAGE, SLOT_PATH};
+use super::segment::{View, PAGE};
+use crate::shm::{Map, SLOT_PATH};
 
 /// An fd closed by the `close` system call when dropped, never by the C
 /// library's `close` (which an interposer, foliocache's own among them,
@@ -121,25 +122,16 @@ fn skipped(path: &std::ffi::CStr, why: &[u8], errno: Option<Errno>) {
     l.bytes(b"; its unsaved data is lost").say();
 }
 
-/// Writes back what the segment mapped at `base` (`len` bytes) holds
+/// Writes back what the segment `map` maps (the whole memory file) holds
 /// unsaved.
-///
-/// # Safety
-/// `base..base + len` stays mapped readable during the call; `base` is
-/// page-aligned.
-pub(crate) unsafe fn recover(base: *const u8, len: usize) -> WrittenBack {
+pub(crate) fn recover(map: &Map) -> WrittenBack {
     let mut done = WrittenBack::default();
-    // A segment no process claimed (a launcher's program that opened no
-    // served file): nothing to do.
-    // SAFETY: the caller's promise.
-    let view = match unsafe { View::new(base, len) } {
+    let view = match View::new(map) {
         Ok(v) => v,
-        Err(_) if len < 8 => return done,
+        // A segment no process claimed (a launcher's program that opened
+        // no served file): nothing to do.
+        Err(_) if map.read_u64(0).is_none_or(|w| w == 0) => return done,
         Err(why) => {
-            // SAFETY: `len >= 8`: the first word is inside the mapping.
-            if unsafe { std::ptr::read_volatile(base.cast::<u64>()) } == 0 {
-                return done;
-            }
             Line::new()
                 .bytes(b"foliocache guardian: the segment is unreadable: ")
                 .bytes(why.as_bytes())

@@ -7,8 +7,9 @@ use std::os::unix::fs::MetadataExt;
 
 use super::child::{private_anonymous, recover_from};
 use super::recover::WrittenBack;
-use super::segment::{Map, Segment, PAGE};
+use super::segment::{Segment, PAGE};
 use super::{Guard, Guardian};
+use crate::shm::Map;
 
 /// A fresh read-write shared mapping of `len` bytes of the segment's
 /// memory file from `offset`, unmapped on drop.

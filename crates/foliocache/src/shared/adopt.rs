@@ -8,7 +8,7 @@ use std::io;
 use super::index::{self, Key};
 use super::seg::PAGE;
 use super::{Fill, SharedFile};
-use crate::arena::collapse::{collapse_block, Collapsed};
+use crate::arena::collapse::Collapsed;
 use crate::sync::Ordering;
 
 impl SharedFile {
@@ -79,13 +79,9 @@ impl super::SharedCache {
         };
         for b in seg.block_of_page(first)..=seg.block_of_page(end - 1) {
             // (None: the last pages, in no whole block.)
-            let Some(addr) = seg.huge_block(b) else {
+            let Some(done) = seg.collapse_block(b) else {
                 return;
             };
-            // SAFETY: `addr` is block `b` of the segment: 2 MiB aligned in
-            // its shared, writable mapping of the memory file (from offset
-            // 0), held mapped by `self`; the collapse keeps its bytes.
-            let done = unsafe { collapse_block(addr) };
             if let Collapsed::Refused(_) = done {
                 return;
             }

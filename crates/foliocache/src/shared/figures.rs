@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{lock, seg, Inner, SharedFile};
+use super::{lock, seg, Inner, SharedCache, SharedStats};
 
 /// A process's reads as published in its participant ([`Inner::publish`]):
 /// the participant's counts when this process took it, and this process's
@@ -79,12 +79,50 @@ impl Inner {
     }
 }
 
-/// A file's close publishes the process's reads (`Inner::publish`): a
-/// short-lived reader (a `cat` under the interposer) counts in the
-/// group's figures though it reads fewer pages than a publication's
-/// period.
-impl Drop for SharedFile {
-    fn drop(&mut self) {
-        self.cache.inner.publish();
+impl SharedCache {
+    /// What the cache holds and did.
+    pub fn stats(&self) -> SharedStats {
+        let seg = &self.inner.seg;
+        let h = seg.header();
+        let mut cached = 0;
+        for p in 0..seg.pages {
+            let used = seg
+                .desc(p)
+                .is_some_and(|d| d.flags.load(Ordering::Relaxed) & seg::F_USED != 0);
+            cached += u64::from(used);
+        }
+        self.inner.publish();
+        let (mut processes, mut group_hits, mut group_misses) = (0, 0u64, 0u64);
+        for part in (0..seg::PARTS).filter_map(|i| seg.part(i)) {
+            processes += u64::from(lock::lives(part));
+            group_hits = group_hits.wrapping_add(part.hits.load(Ordering::Relaxed));
+            group_misses = group_misses.wrapping_add(part.misses.load(Ordering::Relaxed));
+        }
+        SharedStats {
+            pages: seg.pages,
+            cached,
+            dirty: h.dirty.load(Ordering::Relaxed),
+            evictions: h.evictions.load(Ordering::Relaxed),
+            recoveries: h.recoveries.load(Ordering::Relaxed),
+            processes,
+            hits: self.inner.hits.sum(),
+            misses: self.inner.misses.sum(),
+            group_hits,
+            group_misses,
+            huge_bytes: h.huge_bytes.load(Ordering::Relaxed),
+        }
+    }
+
+    /// A handle that does not keep the cache alive (a metrics collector's).
+    #[cfg(feature = "prometheus")]
+    pub(crate) fn downgrade(&self) -> std::sync::Weak<Inner> {
+        std::sync::Arc::downgrade(&self.inner)
+    }
+
+    /// The cache behind a [`downgrade`](Self::downgrade)d handle, while
+    /// any process-local handle of it lives.
+    #[cfg(feature = "prometheus")]
+    pub(crate) fn upgrade(weak: &std::sync::Weak<Inner>) -> Option<SharedCache> {
+        weak.upgrade().map(|inner| SharedCache { inner })
     }
 }

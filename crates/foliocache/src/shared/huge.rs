@@ -14,47 +14,10 @@
 use std::sync::{Arc, Weak};
 
 use super::{Inner, SharedCache};
-use crate::arena::collapse::{collapse_block, Collapsed, HUGE_BLOCK};
+use crate::arena::collapse::{Collapsed, HUGE_BLOCK};
 use crate::sync::Ordering;
 
 impl SharedCache {
-    /// A new shared cache of `capacity` bytes, as [`new`](SharedCache::new),
-    /// for a group its processes join only once one of them makes another
-    /// ([`join`](Self::join): `foliocache run`'s processes at their first
-    /// `fork`): nothing is faulted in and no 2 MiB page made until the
-    /// creator calls [`start_huge_pages`](Self::start_huge_pages), and
-    /// then only as the pages are used, so a group no process joins costs
-    /// only its metadata's first touch.
-    pub fn new_deferred(capacity: u64) -> std::io::Result<SharedCache> {
-        Ok(SharedCache::with(super::seg::Seg::create(
-            capacity / super::seg::PAGE,
-        )?))
-    }
-
-    /// In the process that made the cache with
-    /// [`new_deferred`](Self::new_deferred): starts making its pages 2
-    /// MiB pages, on a thread of this process, as the group's use reaches
-    /// them: the metadata at once, each 2 MiB of pages once all of them
-    /// were given out (where [`new`](SharedCache::new) faults in and collapses
-    /// all of it at once). Once only; a second call does nothing.
-    pub fn start_huge_pages(&self) {
-        if self.inner.collapser.load(Ordering::Relaxed) == 0 {
-            self.collapse_as_filled();
-        }
-    }
-
-    /// Marks the group joined: every process that attaches from now on
-    /// ([`joined`](Self::joined)) serves its files from this cache at
-    /// once. Never undone.
-    pub fn join(&self) {
-        self.inner.seg.header().joined.store(1, Ordering::Release);
-    }
-
-    /// Whether a process joined the group ([`join`](Self::join)).
-    pub fn joined(&self) -> bool {
-        self.inner.seg.header().joined.load(Ordering::Acquire) != 0
-    }
-
     /// Starts collapsing the pages into 2 MiB pages on a thread of its
     /// own; it ends when every block was tried, the kernel refuses, or
     /// the cache is gone. The header says how far it got
@@ -177,11 +140,7 @@ fn filled(seg: &super::seg::Seg, b: u64) -> bool {
 /// through the TLB too.
 fn collapse(weak: &Weak<Inner>, b: u64) -> Option<Collapsed> {
     let inner = weak.upgrade()?;
-    let addr = inner.seg.huge_block(b)?;
-    // SAFETY: `addr` is block `b` of the segment: 2 MiB aligned in its
-    // shared, writable mapping (`Map::new_aligned`, from the memory
-    // file's offset 0), held mapped by `inner` for the call.
-    let done = unsafe { collapse_block(addr) };
+    let done = inner.seg.collapse_block(b)?;
     if matches!(done, Collapsed::Huge) && inner.seg.is_data_block(b) {
         inner
             .seg

@@ -14,7 +14,7 @@ use std::sync::atomic::{fence, Ordering};
 
 use super::crash::point;
 use super::lock::{alive, lock, nap_on_holder, Held};
-use super::seg::{Desc, Seg, F_DIRTY, F_REFERENCED, F_UPTODATE, F_USED, PAGE};
+use super::seg::{Desc, PageMem, Seg, F_DIRTY, F_REFERENCED, F_UPTODATE, F_USED, PAGE};
 
 /// A file page's identity: which slot, which of the slot's files, which
 /// page.
@@ -121,6 +121,11 @@ pub(crate) struct Hold<'a> {
 }
 
 impl Hold<'_> {
+    /// The held page's bytes, to change.
+    pub(crate) fn page<'s>(&self, seg: &'s Seg) -> io::Result<PageMem<'s>> {
+        seg.page(self.p).ok_or_else(|| io::Error::other("no page"))
+    }
+
     /// The version the page will have once let go.
     pub(crate) fn next_version(&self) -> u64 {
         (self.version + 1) & 0xffff_ffff
@@ -485,6 +490,23 @@ pub(crate) fn dirty_in(seg: &Seg, slot: u32, generation: u32, lo: u64, hi: u64) 
         }
     }
     v
+}
+
+impl super::SharedCache {
+    /// Checks the segment's invariants (every used page in the index
+    /// once and found by its identity, no two pages of one file page,
+    /// nothing else there, no page held
+    /// by a live process): for tests and after a crash, with no call of
+    /// the group's in flight. A page a dead process held is not an error
+    /// (the next process to meet it repairs it); the index is checked
+    /// under its lock, so that a process that died changing it (buckets
+    /// half-shifted) has had it rebuilt first, as any taker of the lock
+    /// does (a lookup without the lock that misses checks again under it).
+    pub fn verify(&self) -> io::Result<()> {
+        let seg = &self.inner.seg;
+        let _index = index_lock(seg, self.inner.me.id(seg)?)?;
+        check(seg).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+    }
 }
 
 /// What [`check`] found wrong, if anything.

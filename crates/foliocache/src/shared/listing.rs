@@ -10,7 +10,6 @@ use std::sync::atomic::Ordering;
 
 use super::seg::{Seg, Slot, F_REFERENCED, F_UPTODATE, F_USED, SLOT_PATH, SLOT_USED};
 use super::SharedCache;
-use crate::copy::copy_from_shared;
 
 /// A file the cache holds pages of, by the path its slot recorded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,14 +28,10 @@ pub(crate) type Run = (u32, u64, u32);
 /// copy of its bytes.
 pub(super) fn slot_path(seg: &Seg, i: u32, slot: &Slot) -> io::Result<PathBuf> {
     let len = (slot.path_len.load(Ordering::Relaxed) as usize).min(SLOT_PATH);
-    let src = seg
-        .slot_path(i)
-        .ok_or_else(|| io::Error::other("no slot"))?;
     let mut path = vec![0u8; len];
-    // SAFETY: the slot's path bytes lie in the mapping (`slot_path`
-    // checked `i`), `len` at most their size; another process may write
-    // them meanwhile, which the shared copy allows.
-    unsafe { copy_from_shared(src, path.as_mut_ptr(), len) };
+    if !seg.read_slot_path(i, &mut path) {
+        return Err(io::Error::other("no slot"));
+    }
     Ok(<std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(path).into())
 }
 

@@ -20,14 +20,22 @@
 //! bytes, never reach outside the segment. The memory file is sealed
 //! against resizing (`F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL`), and one
 //! without those seals is refused, so no process can cut the mapping
-//! short under the others.
+//! short under the others. The page, the header's page and the slots'
+//! layout are `shm.rs`'s, as the guardian's segment's; every place is
+//! reached through the mapping's check there (`Map::at`, `Map::bytes`).
 
+use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::marker::PhantomData;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+use crate::arena::collapse::{collapse_block, Collapsed};
+use crate::copy::{copy_from_shared, copy_to_shared, zero_shared};
 use crate::guardian::persist;
-use crate::guardian::segment::Map;
+
+use crate::shm::{Atomics, Map, HEADER_BYTES, SLOT_BYTES, SLOT_HEAD};
+pub(crate) use crate::shm::{PAGE, SLOT_FREE, SLOT_PATH, SLOT_USED};
 
 /// The memory file's name (`/proc/PID/fd` shows `/memfd:` and it).
 pub(crate) const NAME: &str = "foliocache-shared";
@@ -39,8 +47,6 @@ const VERSION: u32 = 7;
 const SEALS: rustix::fs::SealFlags = rustix::fs::SealFlags::SHRINK
     .union(rustix::fs::SealFlags::GROW)
     .union(rustix::fs::SealFlags::SEAL);
-/// The page size.
-pub(crate) const PAGE: u64 = 4096;
 /// The pages' alignment in the segment and the mapping's in memory: a
 /// huge page's, so that where the host gives shared memory huge pages
 /// (`shmem_enabled`, or the creator's collapse: `arena::collapse`), the
@@ -51,13 +57,7 @@ pub(crate) const PARTS: u32 = 1024;
 /// Bytes of a participant.
 const PART_BYTES: u64 = 64;
 /// Where the participants start: after the header's page.
-const PART_OFF: u64 = PAGE;
-/// Bytes of a file slot.
-const SLOT_BYTES: u64 = 4096;
-/// Bytes of a slot before its path.
-const SLOT_HEAD: u64 = 128;
-/// The longest path a slot holds.
-pub(crate) const SLOT_PATH: usize = (SLOT_BYTES - SLOT_HEAD) as usize;
+const PART_OFF: u64 = HEADER_BYTES;
 /// Bytes of a descriptor.
 const DESC_BYTES: u64 = 32;
 /// The most pages a segment has (page numbers + 1 fit a bucket's u32).
@@ -122,6 +122,15 @@ pub(crate) struct Part {
 
 const _: () = assert!(std::mem::size_of::<Part>() as u64 <= PART_BYTES);
 
+// SAFETY: `repr(C)`, atomics only (as `Header`, `Slot` and `Desc`).
+unsafe impl Atomics for Part {}
+// SAFETY: as above.
+unsafe impl Atomics for Header {}
+// SAFETY: as above.
+unsafe impl Atomics for Slot {}
+// SAFETY: as above.
+unsafe impl Atomics for Desc {}
+
 /// A file slot's head; its path follows at `SLOT_HEAD`.
 #[repr(C)]
 pub(crate) struct Slot {
@@ -176,11 +185,8 @@ pub(crate) struct Slot {
 
 const _: () = assert!(std::mem::size_of::<Slot>() as u64 <= SLOT_HEAD);
 
-/// A slot no file has held: a lookup's probe ends there.
-pub(crate) const SLOT_FREE: u32 = 0;
-/// A slot holding a file.
-pub(crate) const SLOT_USED: u32 = 1;
-/// A slot taken back from a file: a lookup's probe goes on past it.
+/// A slot's state besides `shm.rs`'s free (no file has held it: a
+/// lookup's probe ends there) and used (a file's): taken back from a file: a lookup's probe goes on past it.
 pub(crate) const SLOT_GONE: u32 = 2;
 
 /// A page's descriptor: the truth the index is derived from.
@@ -343,9 +349,9 @@ impl Seg {
             return Err(invalid("not a segment (too short)"));
         }
         let head = Map::new(fd.as_fd(), 0, PAGE, false)?;
-        // SAFETY: the mapping is a page long, page-aligned, and the
-        // header (a few dozen bytes of atomics) lies at its start.
-        let h = unsafe { &*head.range().0.cast::<Header>() };
+        let h = head
+            .at::<Header>(0)
+            .ok_or_else(|| invalid("not a segment (too short)"))?;
         if h.magic.load(Ordering::Acquire) != MAGIC || h.version.load(Ordering::Relaxed) != VERSION
         {
             return Err(invalid("not a segment of this version"));
@@ -390,17 +396,15 @@ impl Seg {
         self.fd.as_fd()
     }
 
-    /// The address of `off`, which the caller has checked lies, with the
-    /// value it addresses, inside the mapping.
-    fn at<T>(&self, off: u64) -> &T {
-        let (base, len) = self.map.range();
-        debug_assert!(off as usize + std::mem::size_of::<T>() <= len);
-        // SAFETY: every caller computes `off` from a number checked
-        // against the header's counts, so `off .. off + size_of::<T>()`
-        // lies in the mapping; each `T` here is a `repr(C)` struct of
-        // atomics at an 8-byte-aligned offset, valid for any bytes, and
-        // the mapping lives as long as `self`.
-        unsafe { &*base.add(off as usize).cast::<T>() }
+    /// The `T` at `off`, which the caller computed from numbers checked
+    /// against the header's counts, so that it lies in the mapping (the
+    /// layout was checked at `create` and `attach`): a miss is a bug of
+    /// this file's, never a segment's content.
+    #[inline]
+    fn at<T: Atomics>(&self, off: u64) -> &T {
+        self.map
+            .at(off)
+            .expect("the shared cache's layout lies in its mapping")
     }
 
     pub(crate) fn header(&self) -> &Header {
@@ -409,7 +413,9 @@ impl Seg {
 
     /// Participant `i`, or `None` past the table.
     pub(crate) fn part(&self, i: u32) -> Option<&Part> {
-        (i < PARTS).then(|| self.at(PART_OFF + u64::from(i) * PART_BYTES))
+        (i < PARTS)
+            .then(|| self.map.at(PART_OFF + u64::from(i) * PART_BYTES))
+            .flatten()
     }
 
     /// File slot `i` (1-based; 0 is no slot), or `None` past the table.
@@ -426,28 +432,55 @@ impl Seg {
         let i = u64::from(i);
         (1..self.slots)
             .contains(&i)
-            .then(|| self.at(self.slots_off + i * SLOT_BYTES))
+            .then(|| self.map.at(self.slots_off + i * SLOT_BYTES))
+            .flatten()
     }
 
-    /// Slot `i`'s path bytes' address (for a volatile copy): `SLOT_PATH`
-    /// bytes; `None` past the table.
-    pub(crate) fn slot_path(&self, i: u32) -> Option<*mut u8> {
+    /// Copies `src` (at most [`SLOT_PATH`] bytes) into slot `i`'s path;
+    /// `false` past the table or for a longer path.
+    pub(crate) fn write_slot_path(&self, i: u32, src: &[u8]) -> bool {
+        let Some(at) = self.slot_path_at(i).filter(|_| src.len() <= SLOT_PATH) else {
+            return false;
+        };
+        // SAFETY: `src.len()` bytes of slot `i`'s path (checked), in the
+        // mapping; other processes read and write them only with the
+        // shared copies.
+        unsafe { copy_to_shared(src.as_ptr(), at, src.len()) };
+        true
+    }
+
+    /// Copies the first `dst.len()` bytes of slot `i`'s path (another
+    /// process may be writing them) into `dst`; `false` past the table or
+    /// for more than [`SLOT_PATH`] bytes.
+    pub(crate) fn read_slot_path(&self, i: u32, dst: &mut [u8]) -> bool {
+        let Some(at) = self.slot_path_at(i).filter(|_| dst.len() <= SLOT_PATH) else {
+            return false;
+        };
+        // SAFETY: as in `write_slot_path`, into the caller's buffer.
+        unsafe { copy_from_shared(at, dst.as_mut_ptr(), dst.len()) };
+        true
+    }
+
+    /// Slot `i`'s path bytes' address: `SLOT_PATH` bytes; `None` past
+    /// the table.
+    fn slot_path_at(&self, i: u32) -> Option<*mut u8> {
         let i = u64::from(i);
-        (1..self.slots).contains(&i).then(|| {
-            // SAFETY: slot `i` lies in the mapping (checked), its path
-            // `SLOT_HEAD` bytes in.
-            unsafe {
-                self.map
-                    .range()
-                    .0
-                    .add((self.slots_off + i * SLOT_BYTES + SLOT_HEAD) as usize)
-            }
-        })
+        (1..self.slots)
+            .contains(&i)
+            .then(|| {
+                self.map.bytes(
+                    self.slots_off + i * SLOT_BYTES + SLOT_HEAD,
+                    SLOT_PATH as u64,
+                )
+            })
+            .flatten()
     }
 
     /// Page `p`'s descriptor, or `None` past the table.
     pub(crate) fn desc(&self, p: u64) -> Option<&Desc> {
-        (p < self.pages).then(|| self.at(self.descs_off + p * DESC_BYTES))
+        (p < self.pages)
+            .then(|| self.map.at(self.descs_off + p * DESC_BYTES))
+            .flatten()
     }
 
     /// Bucket `b` (taken modulo the bucket count).
@@ -455,11 +488,16 @@ impl Seg {
         self.at(self.buckets_off + (b & (self.buckets - 1)) * 4)
     }
 
-    /// Page `p`'s first byte, `PAGE` bytes, or `None` past the table.
-    pub(crate) fn data(&self, p: u64) -> Option<*mut u8> {
-        (p < self.pages).then(|| {
-            // SAFETY: page `p` lies in the mapping (checked).
-            unsafe { self.map.range().0.add((self.data_off + p * PAGE) as usize) }
+    /// Page `p`'s bytes, or `None` past the table.
+    #[inline]
+    pub(crate) fn page(&self, p: u64) -> Option<PageMem<'_>> {
+        if p >= self.pages {
+            return None;
+        }
+        let at = self.map.bytes(self.data_off + p * PAGE, PAGE)?;
+        Some(PageMem {
+            at,
+            _seg: PhantomData,
         })
     }
 
@@ -485,14 +523,18 @@ impl Seg {
         (self.data_off + p * PAGE) / HUGE
     }
 
-    /// Block `b`'s first byte (2 MiB aligned, at a multiple of 2 MiB in
-    /// the memory file), or `None` past the segment's whole blocks.
-    pub(crate) fn huge_block(&self, b: u64) -> Option<*mut u8> {
-        (b < self.huge_blocks()).then(|| {
-            // SAFETY: block `b` lies in the segment (checked), inside the
-            // mapping, which starts at the file's offset 0.
-            unsafe { self.map.range().0.add((b * HUGE) as usize) }
-        })
+    /// Collapses block `b` into one 2 MiB page (`arena::collapse`);
+    /// `None` past the segment's whole blocks.
+    pub(crate) fn collapse_block(&self, b: u64) -> Option<Collapsed> {
+        if b >= self.huge_blocks() {
+            return None;
+        }
+        let at = self.map.bytes(b * HUGE, HUGE)?;
+        // SAFETY: block `b` lies in the segment (checked), 2 MiB aligned
+        // in its shared, writable mapping (`Map::new_aligned`, from the
+        // memory file's offset 0), held mapped by `self` for the call; the
+        // collapse keeps its bytes.
+        Some(unsafe { collapse_block(at) })
     }
 
     /// A bucket's value as a page number: `None` for an empty bucket or a
@@ -500,5 +542,152 @@ impl Seg {
     pub(crate) fn page_of(&self, v: u32) -> Option<u64> {
         let p = u64::from(v).checked_sub(1)?;
         (p < self.pages).then_some(p)
+    }
+}
+
+/// One page of the segment, its number checked ([`Seg::page`]): the only
+/// way to its bytes. Each copy checks its range inside the page once and
+/// goes through the shared copies (`copy.rs`), which other processes'
+/// copies of the same bytes may race: a reader's copy that raced a
+/// writer's is discarded by its seqlock (`index::find`), and a page's
+/// bytes change only while a process holds it (`index::Hold`).
+#[derive(Clone, Copy)]
+pub(crate) struct PageMem<'a> {
+    at: *mut u8,
+    _seg: PhantomData<&'a Seg>,
+}
+
+/// The error of a copy past its page (a caller's bug, never an input's).
+fn past_page() -> io::Error {
+    io::Error::other("shared cache: a copy past its page")
+}
+
+impl PageMem<'_> {
+    /// Copies the page's bytes from `at` into `dst`.
+    #[inline]
+    pub(crate) fn copy_out(self, at: usize, dst: &mut [u8]) -> io::Result<()> {
+        if at > PAGE as usize || dst.len() > PAGE as usize - at {
+            return Err(past_page());
+        }
+        // SAFETY: `at..at + dst.len()` lies in the page (checked), in the
+        // mapping for `'a`; others write it only with the shared copies.
+        unsafe { copy_from_shared(self.at.add(at), dst.as_mut_ptr(), dst.len()) };
+        Ok(())
+    }
+
+    /// Copies `src` into the page from `at`.
+    #[inline]
+    pub(crate) fn copy_in(self, at: usize, src: &[u8]) -> io::Result<()> {
+        if at > PAGE as usize || src.len() > PAGE as usize - at {
+            return Err(past_page());
+        }
+        // SAFETY: as in `copy_out`, from the caller's slice.
+        unsafe { copy_to_shared(src.as_ptr(), self.at.add(at), src.len()) };
+        Ok(())
+    }
+
+    /// Zeroes the page from `at` to its end.
+    pub(crate) fn zero_from(self, at: usize) -> io::Result<()> {
+        if at > PAGE as usize {
+            return Err(past_page());
+        }
+        // SAFETY: `at..PAGE` lies in the page (checked); others read it
+        // only with the shared copies.
+        unsafe { zero_shared(self.at.add(at), PAGE as usize - at) };
+        Ok(())
+    }
+
+    /// Reads the file page at `offset` of `file` into the page (a held
+    /// one, which no process reads until let go: readers check the state
+    /// word): the bytes read, short at the end of the file.
+    pub(crate) fn read_file(self, file: &File, offset: u64) -> io::Result<usize> {
+        let mut n = 0;
+        while n < PAGE as usize {
+            // SAFETY: `n..PAGE` lies in the page, in the mapping; the
+            // kernel writes it.
+            let r = unsafe {
+                libc::pread(
+                    file.as_raw_fd(),
+                    self.at.add(n).cast(),
+                    PAGE as usize - n,
+                    (offset + n as u64) as libc::off_t,
+                )
+            };
+            match r {
+                0 => break,
+                r if r > 0 => n += r as usize,
+                _ => {
+                    let e = io::Error::last_os_error();
+                    if e.kind() != io::ErrorKind::Interrupted {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        Ok(n)
+    }
+}
+
+/// Reads `file` from `offset` into `pages` (held, as for
+/// [`PageMem::read_file`]) in one `preadv`: the bytes read.
+pub(crate) fn read_pages(file: &File, pages: &[PageMem<'_>], offset: u64) -> io::Result<usize> {
+    let iov: Vec<libc::iovec> = pages
+        .iter()
+        .map(|p| libc::iovec {
+            iov_base: p.at.cast(),
+            iov_len: PAGE as usize,
+        })
+        .collect();
+    // SAFETY: each iovec is a whole page of the mapping (`PageMem`); the
+    // kernel writes them.
+    let r = unsafe {
+        libc::preadv(
+            file.as_raw_fd(),
+            iov.as_ptr(),
+            iov.len() as libc::c_int,
+            offset as libc::off_t,
+        )
+    };
+    usize::try_from(r).map_err(|_| io::Error::last_os_error())
+}
+
+#[cfg(all(test, not(miri)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_page_handle_copies_inside_its_page_only() {
+        let seg = Seg::create(2).unwrap();
+        assert!(seg.page(2).is_none(), "past the table");
+        let page = seg.page(1).unwrap();
+        page.copy_in(PAGE as usize - 3, b"abc").unwrap();
+        let mut out = [0u8; 3];
+        page.copy_out(PAGE as usize - 3, &mut out).unwrap();
+        assert_eq!(&out, b"abc");
+        assert!(page.copy_in(PAGE as usize - 2, b"abc").is_err());
+        assert!(page.copy_out(PAGE as usize + 1, &mut []).is_err());
+        assert!(page.zero_from(PAGE as usize + 1).is_err());
+        page.zero_from(PAGE as usize - 2).unwrap();
+        page.copy_out(PAGE as usize - 3, &mut out).unwrap();
+        assert_eq!(&out, b"a\0\0");
+        // Page 0 is untouched by page 1's copies.
+        let mut first = vec![1u8; PAGE as usize];
+        seg.page(0).unwrap().copy_out(0, &mut first).unwrap();
+        assert!(first.iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn a_slot_path_is_copied_only_inside_its_slot() {
+        let seg = Seg::create(2).unwrap();
+        assert!(seg.write_slot_path(1, b"/a/b"));
+        let mut back = [0u8; 4];
+        assert!(seg.read_slot_path(1, &mut back));
+        assert_eq!(&back, b"/a/b");
+        assert!(!seg.write_slot_path(0, b"x"), "slot 0 is no slot");
+        assert!(
+            !seg.write_slot_path(seg.slots as u32, b"x"),
+            "past the table"
+        );
+        assert!(!seg.write_slot_path(1, &vec![b'x'; SLOT_PATH + 1]));
     }
 }

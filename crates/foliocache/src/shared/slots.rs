@@ -12,7 +12,6 @@ use super::handover::kernel_free;
 use super::index;
 use super::seg::{self, Slot, F_DIRTY, SLOT_FREE, SLOT_GONE, SLOT_PATH, SLOT_USED};
 use super::SharedFile;
-use crate::copy::copy_to_shared;
 
 /// The file's change time (nanoseconds) and size, as the kernel has them.
 pub(super) fn kernel_view(meta: &std::fs::Metadata) -> (u64, u64) {
@@ -140,12 +139,9 @@ impl SharedFile {
         slot.kernel.store(0, Ordering::Relaxed);
         saw(slot, meta);
         let len = self.path.len().min(SLOT_PATH);
-        let dst = seg
-            .slot_path(i)
-            .ok_or_else(|| io::Error::other("no slot"))?;
-        // SAFETY: `len` bytes of the slot's path, in the mapping; others
-        // read them only with the shared copy.
-        unsafe { copy_to_shared(self.path.as_ptr(), dst, len) };
+        if !seg.write_slot_path(i, &self.path[..len]) {
+            return Err(io::Error::other("no slot"));
+        }
         slot.path_len.store(len as u32, Ordering::Relaxed);
         slot.state.store(SLOT_USED, Ordering::Release);
         self.key.store(

@@ -22,16 +22,12 @@ use std::path::Path;
 /// and of the layers below; keep `docs/design.md` in step.
 const LAYERS: &[(&str, &[&str])] = &[
     (
-        "primitives: locks and atomics, wake-ups, flags, copies, the miss-ratio curve's sample, counters, the error sequence, the writeback pool",
-        &["sync", "kick", "flags", "copy", "mrc", "stats", "errseq", "wbpool"],
+        "primitives: locks and atomics, wake-ups, flags, copies, the miss-ratio curve's sample, counters, the error sequence, the writeback pool, shared memory files' mapping and layout",
+        &["sync", "kick", "flags", "copy", "mrc", "stats", "errseq", "wbpool", "shm"],
     ),
     (
-        "memory and plans: the arena, its 2 MiB hints, readahead's windows, writeback's control, the guardian's segment",
-        &["arena", "huge_hints", "readahead", "bdi", "guardian"],
-    ),
-    (
-        "the shared cache: a cache of its own in a memory file, for many processes",
-        &["shared"],
+        "memory and plans: the arena, its 2 MiB hints, readahead's windows, writeback's control, the guardian's segment, the shared cache (a cache of its own in a memory file, for many processes)",
+        &["arena", "huge_hints", "readahead", "bdi", "guardian", "shared"],
     ),
     ("folios: descriptors, references, locks, and the cache's memory", &["folio"]),
     ("the LRU lists and the workingset's shadows", &["lru", "workingset"]),

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use foliocache_object_store::forward_object_store;
-use futures_util::StreamExt;
+use futures_util::{StreamExt, TryStreamExt};
 use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{GetOptions, GetResult, GetResultPayload, ObjectStore, Result};
@@ -105,15 +105,25 @@ impl Counting {
                 source: "injected GET failure".into(),
             });
         }
-        let r = self.inner.get_opts(l, o).await?;
+        let mut r = self.inner.get_opts(l, o).await?;
         let piece = self.seen.piece.load(Ordering::SeqCst) as usize;
         let fail = self.seen.fail_mid_stream.load(Ordering::SeqCst);
         if piece == 0 && !fail {
             return Ok(r);
         }
-        let (meta, range) = (r.meta.clone(), r.range.clone());
-        let (attributes, extensions) = (r.attributes.clone(), r.extensions.clone());
-        let body = r.bytes().await?;
+        // The body taken out and cut up; the rest of the answer kept
+        // (its fields differ between object_store's versions).
+        let empty = GetResultPayload::Stream(futures_util::stream::empty().boxed());
+        let body = match std::mem::replace(&mut r.payload, empty) {
+            GetResultPayload::Stream(s) => {
+                let parts: Vec<Bytes> = s.try_collect().await?;
+                Bytes::from(parts.concat())
+            }
+            other => {
+                r.payload = other;
+                return Ok(r);
+            }
+        };
         let n = if piece == 0 { body.len() } else { piece };
         let mut pieces: Vec<Result<Bytes>> = (0..body.len())
             .step_by(n.max(1))
@@ -126,13 +136,8 @@ impl Counting {
                 source: "injected failure mid-stream".into(),
             }));
         }
-        Ok(GetResult {
-            payload: GetResultPayload::Stream(futures_util::stream::iter(pieces).boxed()),
-            meta,
-            range,
-            attributes,
-            extensions,
-        })
+        r.payload = GetResultPayload::Stream(futures_util::stream::iter(pieces).boxed());
+        Ok(r)
     }
 }
 

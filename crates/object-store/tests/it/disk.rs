@@ -129,6 +129,7 @@ async fn a_damaged_slot_is_read_from_the_store() {
         block[17] ^= 1;
         mem.write_blocks(&[block.io_buf()], at as u64).unwrap();
     }
+    warnings();
     let gets = inner.seen.gets();
     assert_eq!(&s.get_range(&p, 0..CHUNK as u64).await.unwrap()[..], &d[..]);
     assert_eq!(
@@ -137,6 +138,43 @@ async fn a_damaged_slot_is_read_from_the_store() {
         "the damaged chunk came from the store"
     );
     assert_eq!(tier.stats().corrupt, 1);
+    // Said once, with the object and the offset; the slot is read no
+    // more (the next miss does not meet it again).
+    let said = || {
+        warnings()
+            .iter()
+            .filter(|w| w.contains("t/d at offset 0"))
+            .count()
+    };
+    assert_eq!(said(), 1, "{:?}", warnings());
+    s.cache().shrink(u64::MAX);
+    assert_eq!(&s.get_range(&p, 0..CHUNK as u64).await.unwrap()[..], &d[..]);
+    assert_eq!((said(), tier.stats().corrupt), (1, 1));
+}
+
+/// The `warn` lines logged in this test binary so far (a logger of its
+/// own, installed by the first call).
+fn warnings() -> Vec<String> {
+    struct Kept(std::sync::Mutex<Vec<String>>);
+    impl log::Log for Kept {
+        fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+            m.level() <= log::Level::Warn
+        }
+        fn log(&self, r: &log::Record<'_>) {
+            if self.enabled(r.metadata()) {
+                self.0.lock().unwrap().push(r.args().to_string());
+            }
+        }
+        fn flush(&self) {}
+    }
+    static KEPT: std::sync::OnceLock<&'static Kept> = std::sync::OnceLock::new();
+    let kept = KEPT.get_or_init(|| {
+        let k: &'static Kept = Box::leak(Box::new(Kept(Default::default())));
+        let _ = log::set_logger(k);
+        log::set_max_level(log::LevelFilter::Warn);
+        k
+    });
+    kept.0.lock().unwrap().clone()
 }
 
 /// The writer's part of `a_writer_killed_mid_write_leaves_no_wrong_byte`:

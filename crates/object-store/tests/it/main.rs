@@ -2,16 +2,24 @@
 //! every read, the requests that reach the inner store, coherence with
 //! writes, errors and the memory bound.
 
+// The trait version under test: `object_store` names 0.14 (the
+// dev-dependency), or 0.13 when the crate is built with
+// `--no-default-features --features object-store-013`.
+#[cfg(not(feature = "object-store-014"))]
+extern crate object_store_013 as object_store;
+
 mod around;
 mod budget;
 mod counting;
 mod disk;
+mod hints;
 mod local;
 #[cfg(feature = "prometheus")]
 mod metrics;
 mod restart;
 #[cfg(feature = "e2e-s3")]
 mod s3;
+mod shift;
 
 use std::ops::Range;
 use std::sync::atomic::Ordering;

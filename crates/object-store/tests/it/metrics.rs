@@ -65,6 +65,9 @@ async fn the_endpoint_serves_the_stores_figures_per_tier() {
         "foliocache_object_store_remote_read_bytes_total",
         "foliocache_object_store_remote_heads_total",
         "foliocache_object_store_invalidations_total",
+        "foliocache_object_store_written_through_total",
+        "foliocache_object_store_write_waits_total",
+        "foliocache_object_store_passed_through_total",
     ] {
         assert_eq!(sample(&before, name), 0, "{name}");
     }

@@ -32,6 +32,7 @@
 //! store runs those on tokio's blocking pool, never on a runtime worker)
 //! and the IO engine's pool threads (asynchronous readahead).
 
+use super::object_store;
 use std::future::Future;
 use std::io;
 use std::ops::Range;
@@ -48,8 +49,8 @@ use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore};
 use parking_lot::Mutex;
 use tokio::runtime::Handle;
 
-use crate::budget::{GetBudget, Taken};
-use crate::disk::{chunk_key, DiskTier, CHUNK};
+use super::budget::{GetBudget, Taken};
+use crate::disk::{chunk_key, DiskTier, Found, CHUNK};
 use crate::window::{span, Flights, Leader, LinkModel, Pieces, Role};
 
 /// The name the store's own errors carry (`object_store::Error::Generic`'s
@@ -76,6 +77,12 @@ pub(crate) struct Counters {
     /// Read-around windows waiting for their tier writes in the
     /// background.
     pub(crate) pending_windows: AtomicU64,
+    /// Chunks of puts written through to the disk tier.
+    pub(crate) written_through: AtomicU64,
+    /// Puts that waited for room in the write-through queue.
+    pub(crate) write_waits: AtomicU64,
+    /// Reads passed to the inner store uncached ([`CacheHint::DontCache`](crate::CacheHint)).
+    pub(crate) passed_through: AtomicU64,
 }
 
 /// The most read-around windows whose tier writes wait in the background
@@ -109,12 +116,12 @@ pub(crate) struct RemoteBacking<S> {
     tier: Option<(Arc<DiskTier>, String)>,
     /// Windows being fetched for point misses (crate::window).
     flights: Arc<Flights>,
-    /// The store's budget of GET bytes in flight (crate::budget).
+    /// The store's budget of GET bytes in flight (super::budget).
     budget: Arc<GetBudget>,
     /// Where the last range read from the remote or the tier ended: a
     /// range starting there is a sequential reader's.
     last_end: AtomicU64,
-    /// Writes the tier's record of this version (crate::record), run
+    /// Writes the tier's record of this version (super::record), run
     /// once, when the tier first holds a chunk of it (a hit or a write):
     /// an object none of whose chunks is on disk gets no record.
     record: Mutex<Option<RecordWrite>>,
@@ -181,9 +188,18 @@ impl<S: ObjectStore> RemoteBacking<S> {
         let len = |c: u64| ((size - c * chunk).min(chunk)) as usize;
         let sequential = self.last_end.swap(range.end, Ordering::Relaxed) == range.start;
         let held = chunks.clone().all(|c| {
-            tier.get_with(key(c), len(c), |data| {
+            let found = tier.get_with(key(c), len(c), |data| {
                 clip(&range, c * chunk, data, &mut *fill)
-            })
+            });
+            if found == Found::Corrupt {
+                // Said once: the damaged slot is empty from now on.
+                log::warn!(
+                    "disk tier: the chunk of {} at offset {} (version {version}) failed its checksum; read from the store instead",
+                    self.path,
+                    c * chunk
+                );
+            }
+            found == Found::Hit
         });
         if held {
             if let Some(write) = self.take_record() {
@@ -516,14 +532,25 @@ fn block_on<F: Future>(fut: F) -> F::Output {
 /// The name of `meta`'s version in the disk tier's keys: its version id,
 /// else its e_tag, else its modification time; with its size.
 fn version_name(meta: &ObjectMeta) -> String {
-    match (&meta.version, &meta.e_tag) {
-        (Some(v), _) => format!("v:{v}:{}", meta.size),
-        (None, Some(e)) => format!("e:{e}:{}", meta.size),
-        (None, None) => format!(
-            "t:{}:{}",
-            meta.last_modified.timestamp_nanos_opt().unwrap_or(0),
-            meta.size
-        ),
+    version_name_of(meta.version.as_deref(), meta.e_tag.as_deref(), meta.size).unwrap_or_else(
+        || {
+            format!(
+                "t:{}:{}",
+                meta.last_modified.timestamp_nanos_opt().unwrap_or(0),
+                meta.size
+            )
+        },
+    )
+}
+
+/// The name in the disk tier's keys of the version of `size` bytes with
+/// `version` id or `e_tag` (what a put's answer names): as
+/// [`version_name`] names it, `None` without either.
+pub(crate) fn version_name_of(version: Option<&str>, e_tag: Option<&str>, size: u64) -> Option<String> {
+    match (version, e_tag) {
+        (Some(v), _) => Some(format!("v:{v}:{size}")),
+        (None, Some(e)) => Some(format!("e:{e}:{size}")),
+        (None, None) => None,
     }
 }
 

@@ -15,29 +15,32 @@
 //! is found while the request can still go to the new one), the rest as
 //! the caller polls the stream: memory held per request is one piece.
 
+use super::object_store;
 use std::io;
 use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use foliocache::ReadFlags;
+use foliocache::{File, ReadFlags};
 use futures_util::stream::{self, BoxStream, StreamExt};
 use object_store::{coalesce_ranges, Error, Result, OBJECT_STORE_COALESCE_DEFAULT};
 use tokio::runtime::Handle;
 
-use crate::objects::Object;
-use crate::remote::{into_store_error, Counters, STORE};
+use super::objects::Object;
+use super::remote::{into_store_error, Counters, STORE};
 
 /// The most bytes one piece of a GET's stream holds.
 pub(crate) const CHUNK: u64 = 4 << 20;
 
 /// Reads `range` (within the object) of `obj`: from memory where cached,
-/// else through the cache's read path on a blocking thread. Counts a hit
-/// or a miss.
+/// else through the cache's read path on a blocking thread (`once`: its
+/// folios not kept after the read, foliocache's `DONTCACHE`). Counts a
+/// hit or a miss.
 pub(crate) async fn read(
     obj: &Arc<Object>,
     range: Range<u64>,
     counters: &Counters,
+    once: bool,
 ) -> Result<Bytes> {
     let len = usize::try_from(range.end - range.start).map_err(|_| Error::Generic {
         store: STORE,
@@ -54,8 +57,12 @@ pub(crate) async fn read(
     obj.tune_readahead(counters.link.stream_pages());
     let at = range.start + done as u64;
     let obj2 = obj.clone();
+    let flags = match once {
+        true => ReadFlags::DONTCACHE,
+        false => ReadFlags::NONE,
+    };
     let blocking = move || {
-        let r = obj2.file.read_exact_at(&mut buf[done..], at);
+        let r = read_exact(&obj2.file, &mut buf[done..], at, flags);
         (buf, r)
     };
     let (buf, r) = match Handle::try_current() {
@@ -73,11 +80,27 @@ pub(crate) async fn read(
     Ok(buf.into())
 }
 
+/// Reads exactly `buf.len()` bytes at `offset` of `file` with `flags`.
+fn read_exact(file: &File, mut buf: &mut [u8], mut offset: u64, flags: ReadFlags) -> io::Result<()> {
+    while !buf.is_empty() {
+        match file.read_at_flags(buf, offset, flags) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// `len` bytes at `offset`, if every one is cached (without waiting for
 /// IO): copied out of the folio in place when they lie in one (no buffer
 /// to zero first), else read into a buffer. If not, `Err` of the buffer
 /// and how many of its first bytes were cached.
-fn cached(obj: &Object, offset: u64, len: usize) -> Result<Result<Bytes, (Vec<u8>, usize)>> {
+pub(crate) fn cached(obj: &Object, offset: u64, len: usize) -> Result<Result<Bytes, (Vec<u8>, usize)>> {
     if let Some(p) = obj.file.pin_cached(offset, len) {
         return Ok(Ok(Bytes::copy_from_slice(&p)));
     }
@@ -117,6 +140,7 @@ pub(crate) fn stream_rest(
     first: Bytes,
     range: Range<u64>,
     counters: Arc<Counters>,
+    once: bool,
 ) -> BoxStream<'static, Result<Bytes>> {
     let from = range.start + first.len() as u64;
     if from >= range.end {
@@ -129,7 +153,7 @@ pub(crate) fn stream_rest(
                 return Ok(None);
             }
             let end = range.end.min(pos + CHUNK);
-            let piece = read(&obj, pos..end, &counters).await?;
+            let piece = read(&obj, pos..end, &counters, once).await?;
             Ok(Some((piece, end)))
         }
     });
@@ -165,7 +189,7 @@ pub(crate) async fn read_ranges(
     if !missing.is_empty() {
         let fetch = |r: Range<u64>| {
             let obj = obj.clone();
-            async move { read(&obj, r, counters).await }
+            async move { read(&obj, r, counters, false).await }
         };
         let mut got = coalesce_ranges(&missing, fetch, OBJECT_STORE_COALESCE_DEFAULT)
             .await?

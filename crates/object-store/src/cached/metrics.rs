@@ -12,8 +12,8 @@ use foliocache::metrics::{register_figures, Family, Figures, Kind};
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::disk::{DiskTier, DiskTierStats};
-use crate::objects::Objects;
-use crate::remote::Counters;
+use super::objects::Objects;
+use super::remote::Counters;
 
 /// Adds a collector of these figures to `registry`.
 pub(crate) fn register(
@@ -140,9 +140,39 @@ impl Figures for StoreFigures {
                 objects.len() as u64,
             ),
         ];
+        out.extend(hint_families(&c));
         out.extend(tier.map(disk_families).into_iter().flatten());
         out
     }
+}
+
+/// The figures of write-through and of the hints (docs/object-store.md,
+/// "Hints").
+fn hint_families(c: &Counters) -> [Family; 3] {
+    let get = Counters::get;
+    [
+        one(
+            "foliocache_object_store_written_through",
+            "Chunks of puts written through to the disk tier",
+            Kind::Counter,
+            None,
+            get(&c.written_through),
+        ),
+        one(
+            "foliocache_object_store_write_waits",
+            "Puts that waited for room in the write-through queue (none is dropped)",
+            Kind::Counter,
+            None,
+            get(&c.write_waits),
+        ),
+        one(
+            "foliocache_object_store_passed_through",
+            "Reads passed to the inner store uncached (CacheHint::DontCache)",
+            Kind::Counter,
+            None,
+            get(&c.passed_through),
+        ),
+    ]
 }
 
 /// The disk tier's own figures (its hits and misses are in the families

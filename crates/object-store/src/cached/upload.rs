@@ -1,13 +1,14 @@
 //! A multipart upload through a [`CachedStore`](crate::CachedStore): the
 //! inner store's upload, which invalidates the path when it completes.
 
+use super::object_store;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use object_store::path::Path;
 use object_store::{MultipartUpload, PutPayload, PutResult, Result, UploadPart};
 
-use crate::objects::Objects;
+use super::objects::Objects;
 
 /// The inner store's upload of `path`; [`complete`](MultipartUpload::complete)
 /// invalidates the path once the store answered (whatever it answered: a

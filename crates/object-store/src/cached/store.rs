@@ -1,8 +1,11 @@
 //! [`CachedStore`]: the `ObjectStore` in front of another, its builder and
 //! its figures.
 
+use super::object_store;
 use std::fmt;
+use std::future::{ready, Future};
 use std::ops::Range;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,13 +21,15 @@ use object_store::{
 };
 use tokio::runtime::Handle;
 
-use crate::budget::GetBudget;
+use super::budget::GetBudget;
+use super::through::WriteThrough;
+use crate::CacheHint;
 use crate::disk::{record_key, DiskTier};
-use crate::objects::{Key, Object, Objects};
-use crate::read::{read, read_ranges, stream_rest, CHUNK};
-use crate::record;
-use crate::remote::{into_store_error, same_version, Counters, RecordWrite, RemoteBacking};
-use crate::upload::InvalidatingUpload;
+use super::objects::{Key, Object, Objects};
+use super::read::{cached, read, read_ranges, stream_rest, CHUNK};
+use super::record;
+use super::remote::{into_store_error, same_version, Counters, RecordWrite, RemoteBacking};
+use super::upload::InvalidatingUpload;
 
 /// Reads that found their version gone (the store answered
 /// `Precondition`, `NotModified` or `NotFound` to a GET pinned to it) and
@@ -38,6 +43,10 @@ const MAX_STALE_RETRIES: u32 = 2;
 /// small cache alone held misses waiting for each other's GETs:
 /// docs/object-store.md, "Bounds").
 const MIN_GET_BUDGET: u64 = 8 << 20;
+
+/// The default bound on the bytes being written through to the disk tier
+/// at once ([`CachedStoreBuilder::write_queue`]).
+pub const DEFAULT_WRITE_QUEUE: u64 = 32 << 20;
 
 /// The default bound on tracked objects ([`CachedStoreBuilder::max_objects`]).
 pub const DEFAULT_MAX_OBJECTS: usize = 4096;
@@ -75,6 +84,8 @@ pub struct CachedStore<S: ObjectStore> {
     revalidate_after: Option<Duration>,
     tier: Option<Arc<DiskTier>>,
     budget: Arc<GetBudget>,
+    /// Puts written through to the tier, if there is one.
+    through: Option<WriteThrough>,
 }
 
 /// Configures a [`CachedStore`]: [`CachedStore::builder`].
@@ -88,6 +99,7 @@ pub struct CachedStoreBuilder<S: ObjectStore> {
     tier: Option<Arc<DiskTier>>,
     read_around: Option<u64>,
     get_budget: Option<u64>,
+    write_queue: u64,
 }
 
 impl<S: ObjectStore> CachedStoreBuilder<S> {
@@ -145,6 +157,17 @@ impl<S: ObjectStore> CachedStoreBuilder<S> {
         self
     }
 
+    /// The most bytes of puts being written through to the disk tier at
+    /// once (default [`DEFAULT_WRITE_QUEUE`]): a put past it waits for
+    /// room, never drops its write ([`CachedStoreStats::write_waits`]
+    /// counts the waits). A put larger than the queue waits for all of
+    /// it and is written alone. Without a disk tier, nothing is written
+    /// through.
+    pub fn write_queue(mut self, bytes: u64) -> Self {
+        self.write_queue = bytes;
+        self
+    }
+
     /// The store.
     pub fn build(self) -> CachedStore<S> {
         let counters = Counters::default();
@@ -160,6 +183,10 @@ impl<S: ObjectStore> CachedStoreBuilder<S> {
             objects: Arc::new(Objects::new(self.max_objects, self.tier.clone())),
             counters: Arc::new(counters),
             revalidate_after: self.revalidate_after,
+            through: self
+                .tier
+                .clone()
+                .map(|t| WriteThrough::new(t, self.write_queue)),
             tier: self.tier,
             budget: Arc::new(GetBudget::new(budget)),
         }
@@ -202,6 +229,16 @@ pub struct CachedStoreStats {
     /// missed), measured or as [`CachedStoreBuilder::read_around`] fixed
     /// it.
     pub read_around: u64,
+    /// Chunks of puts written through to the disk tier (each a
+    /// [`DiskTier::put`], counted in its `writes` unless its IO failed).
+    pub written_through: u64,
+    /// Puts that waited for room in the write-through queue
+    /// ([`CachedStoreBuilder::write_queue`]) instead of dropping their
+    /// write.
+    pub write_waits: u64,
+    /// Reads passed to the inner store uncached: [`CacheHint::DontCache`]
+    /// reads of bytes not all cached.
+    pub passed_through: u64,
     /// Objects tracked now.
     pub objects: u64,
     /// The most objects tracked at once.
@@ -229,6 +266,7 @@ impl<S: ObjectStore> CachedStore<S> {
             tier: None,
             read_around: None,
             get_budget: None,
+            write_queue: DEFAULT_WRITE_QUEUE,
         }
     }
 
@@ -281,6 +319,9 @@ impl<S: ObjectStore> CachedStore<S> {
             recorded_versions: Counters::get(&c.recorded),
             coalesced: Counters::get(&c.coalesced),
             read_around: c.link.point_window(),
+            written_through: Counters::get(&c.written_through),
+            write_waits: Counters::get(&c.write_waits),
+            passed_through: Counters::get(&c.passed_through),
             objects: self.objects.len() as u64,
             max_objects: self.objects.max() as u64,
         }
@@ -296,7 +337,7 @@ impl<S: ObjectStore> CachedStore<S> {
     /// stores: register it once).
     #[cfg(feature = "prometheus")]
     pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
-        crate::metrics::register(&self.counters, &self.objects, self.tier.as_ref(), registry);
+        super::metrics::register(&self.counters, &self.objects, self.tier.as_ref(), registry);
     }
 
     /// Whether `obj`, tracked, answers a read with `options` without a
@@ -331,7 +372,7 @@ impl<S: ObjectStore> CachedStore<S> {
         options: &GetOptions,
         trust_record: bool,
     ) -> Result<(Key, Arc<Object>)> {
-        let key = (location.clone(), options.version.clone());
+        let key = Key(location.clone(), options.version.clone());
         if let Some(obj) = self.objects.get(&key) {
             if self.is_current(&obj, options) {
                 return Ok((key, obj));
@@ -466,7 +507,7 @@ impl<S: ObjectStore> CachedStore<S> {
         let tier = self.tier.clone()?;
         let data = record::encode(meta, attributes)?;
         let (objects, rkey) = (self.objects.clone(), record_key(location.as_ref()));
-        let (key, meta) = ((location.clone(), None), meta.clone());
+        let (key, meta) = (Key(location.clone(), None), meta.clone());
         Some(Box::new(move || {
             tier.put_record(rkey, &data);
             if !objects.tracks(&key, |o| same_version(&o.meta, &meta)) {
@@ -490,8 +531,45 @@ impl<S: ObjectStore> CachedStore<S> {
         true
     }
 
-    /// `get_opts` of a valid range (or a HEAD) of a tracked object.
-    async fn get_cached(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+    /// A read `options` asks for answered from memory at once: a HEAD,
+    /// or a range of at most [`CHUNK`] bytes all cached, of an object
+    /// tracked and current whose preconditions hold. `None` for any other
+    /// (the slow path, [`get_cached`](Self::get_cached), answers it).
+    /// Allocates the returned bytes and what a `GetResult` holds (its
+    /// metadata, its stream), as `InMemory`'s `get_opts` does; no lock
+    /// but the table's (shared) and the folio's pin, no wait.
+    fn get_now(&self, location: &Path, options: &GetOptions) -> Option<GetResult> {
+        let obj = self.objects.find(location, options.version.as_deref())?;
+        if !self.is_current(&obj, options) || options.check_preconditions(&obj.meta).is_err() {
+            return None;
+        }
+        let size = obj.meta.size;
+        if options.head {
+            return Some(result(&obj, 0..size, stream::empty().boxed()));
+        }
+        let range = match &options.range {
+            None => 0..size,
+            Some(r) => r.as_range(size).ok()?,
+        };
+        if range.end - range.start > CHUNK {
+            return None;
+        }
+        let bytes = cached(&obj, range.start, (range.end - range.start) as usize)
+            .ok()?
+            .ok()?;
+        Counters::add(&self.counters.hits, 1);
+        let body = stream::once(ready(Ok(bytes))).boxed();
+        Some(result(&obj, range, body))
+    }
+
+    /// `get_opts` of a valid range (or a HEAD) of a tracked object
+    /// (`once`: its misses are not kept, [`CacheHint::ReadOnce`]).
+    async fn get_cached(
+        &self,
+        location: &Path,
+        options: GetOptions,
+        once: bool,
+    ) -> Result<GetResult> {
         let mut tries = 0;
         loop {
             let (key, obj) = self.lookup(location, &options, tries == 0).await?;
@@ -507,10 +585,15 @@ impl<S: ObjectStore> CachedStore<S> {
                 Some(Err(_)) => return self.inner.get_opts(location, options).await,
             };
             let first = range.start..range.end.min(range.start + CHUNK);
-            match read(&obj, first, &self.counters).await {
+            match read(&obj, first, &self.counters, once).await {
                 Ok(first) => {
-                    let rest =
-                        stream_rest(obj.clone(), first, range.clone(), self.counters.clone());
+                    let rest = stream_rest(
+                        obj.clone(),
+                        first,
+                        range.clone(),
+                        self.counters.clone(),
+                        once,
+                    );
                     return Ok(result(&obj, range, rest));
                 }
                 Err(e) if self.stale(&e, &key, &obj, &mut tries) => continue,
@@ -518,6 +601,11 @@ impl<S: ObjectStore> CachedStore<S> {
             }
         }
     }
+}
+
+/// The [`CacheHint`] a request's `extensions` carry (`Normal` if none).
+fn hint_of(extensions: &object_store::Extensions) -> CacheHint {
+    extensions.get::<CacheHint>().copied().unwrap_or_default()
 }
 
 /// Whether a HEAD's `found` names the version `tracked` is: the same size
@@ -537,13 +625,12 @@ fn unchanged(tracked: &ObjectMeta, found: &ObjectMeta) -> bool {
 
 /// The `GetResult` of `range` of `obj`, its bytes in `stream`.
 fn result(obj: &Object, range: Range<u64>, stream: BoxStream<'static, Result<Bytes>>) -> GetResult {
-    GetResult {
-        payload: GetResultPayload::Stream(stream),
-        meta: obj.meta.clone(),
+    super::get_result(
+        GetResultPayload::Stream(stream),
+        obj.meta.clone(),
         range,
-        attributes: obj.attributes.clone(),
-        extensions: Default::default(),
-    }
+        obj.attributes.clone(),
+    )
 }
 
 impl<S: ObjectStore> fmt::Debug for CachedStore<S> {
@@ -569,8 +656,18 @@ impl<S: ObjectStore> ObjectStore for CachedStore<S> {
         payload: PutPayload,
         opts: PutOptions,
     ) -> Result<PutResult> {
+        let hint = hint_of(&opts.extensions);
+        let through = self
+            .through
+            .as_ref()
+            .filter(|_| hint != CacheHint::DontCache)
+            .map(|t| (t, payload.clone()));
         let r = self.inner.put_opts(location, payload, opts).await;
         self.objects.invalidate(location);
+        if let (Ok(put), Some((t, payload))) = (&r, through) {
+            let keep = hint == CacheHint::KeepUntilRead;
+            t.write(location, payload, put, keep, &self.counters).await;
+        }
         r
     }
 
@@ -587,8 +684,28 @@ impl<S: ObjectStore> ObjectStore for CachedStore<S> {
         }))
     }
 
-    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
-        self.get_cached(location, options).await
+    // Not an `async fn`: a hit answers with a ready future, no state
+    // machine of the slow path's size behind it.
+    fn get_opts<'life0, 'life1, 'async_trait>(
+        &'life0 self,
+        location: &'life1 Path,
+        options: GetOptions,
+    ) -> Pin<Box<dyn Future<Output = Result<GetResult>> + Send + 'async_trait>>
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        Self: 'async_trait,
+    {
+        if let Some(hit) = self.get_now(location, &options) {
+            return Box::pin(ready(Ok(hit)));
+        }
+        match hint_of(&options.extensions) {
+            CacheHint::DontCache => {
+                Counters::add(&self.counters.passed_through, 1);
+                self.inner.get_opts(location, options)
+            }
+            hint => Box::pin(self.get_cached(location, options, hint == CacheHint::ReadOnce)),
+        }
     }
 
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {

@@ -36,7 +36,10 @@
 //! or invalidated are dropped after the table's lock is released (closing
 //! a mapping frees its folios).
 
+use super::object_store;
+use std::borrow::Borrow;
 use std::collections::{HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -51,7 +54,53 @@ use crate::disk::{record_key, DiskTier};
 
 /// What a table entry is looked up by: the path, and the version id the
 /// request named (`None`: the latest version, the one writes invalidate).
-pub(crate) type Key = (Path, Option<String>);
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Key(pub(crate) Path, pub(crate) Option<String>);
+
+/// A key's parts, borrowed: what a lookup hashes and compares, so that a
+/// hit makes no [`Key`] (no copy of the path).
+trait KeyView {
+    fn parts(&self) -> (&str, Option<&str>);
+}
+
+impl KeyView for Key {
+    fn parts(&self) -> (&str, Option<&str>) {
+        (self.0.as_ref(), self.1.as_deref())
+    }
+}
+
+impl KeyView for (&Path, Option<&str>) {
+    fn parts(&self) -> (&str, Option<&str>) {
+        (self.0.as_ref(), self.1)
+    }
+}
+
+// `Key` and its view hash alike (the map's `Borrow` contract).
+impl Hash for Key {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.parts().hash(h);
+    }
+}
+
+impl Hash for dyn KeyView + '_ {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.parts().hash(h);
+    }
+}
+
+impl PartialEq for dyn KeyView + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for dyn KeyView + '_ {}
+
+impl<'a> Borrow<dyn KeyView + 'a> for Key {
+    fn borrow(&self) -> &(dyn KeyView + 'a) {
+        self
+    }
+}
 
 /// One version of one object, cached.
 #[derive(Debug)]
@@ -60,7 +109,7 @@ pub(crate) struct Object {
     pub(crate) meta: ObjectMeta,
     /// Its attributes, as the HEAD that found it returned them.
     pub(crate) attributes: Attributes,
-    /// Its mapping in the cache, over a [`RemoteBacking`](crate::remote::RemoteBacking).
+    /// Its mapping in the cache, over a [`RemoteBacking`](super::remote::RemoteBacking).
     pub(crate) file: File,
     /// When the store last said this is the current version: nanoseconds
     /// after [`epoch`] (a revalidation that finds the same version moves
@@ -125,7 +174,7 @@ fn since_epoch() -> u64 {
 pub(crate) struct Objects {
     table: RwLock<Table>,
     /// The disk tier, whose version record of a path an invalidation
-    /// drops (crate::record).
+    /// drops (super::record).
     tier: Option<Arc<DiskTier>>,
     max: usize,
     /// Invalidations so far.
@@ -223,8 +272,15 @@ impl Objects {
 
     /// The object tracked under `key`, marked referenced.
     pub(crate) fn get(&self, key: &Key) -> Option<Arc<Object>> {
+        self.find(&key.0, key.1.as_deref())
+    }
+
+    /// The object tracked under the key of `path` and `version` (the
+    /// version id a request names), marked referenced: [`get`](Self::get)
+    /// without making the key.
+    pub(crate) fn find(&self, path: &Path, version: Option<&str>) -> Option<Arc<Object>> {
         let t = self.table.read();
-        let (obj, _) = t.map.get(key)?;
+        let (obj, _) = t.map.get(&(path, version) as &dyn KeyView)?;
         if !obj.referenced.load(Ordering::Relaxed) {
             obj.referenced.store(true, Ordering::Relaxed);
         }
@@ -287,7 +343,7 @@ impl Objects {
         let gone = {
             let mut t = self.table.write();
             t.seq += 1;
-            t.remove(&(path.clone(), None))
+            t.remove(&Key(path.clone(), None))
         };
         drop(gone);
         if let Some(tier) = &self.tier {

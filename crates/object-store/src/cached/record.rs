@@ -13,6 +13,7 @@
 //! empty record is a tombstone (no version known). A record that does not
 //! decode, or names another path, is no record.
 
+use super::object_store;
 use std::borrow::Cow;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -27,12 +27,13 @@
 //! holder waits for nothing but its GET, its copy, and (a read-around
 //! window) its tier write, none of which takes a folio lock.
 
+use super::object_store;
 use std::sync::Arc;
 
 use backing::BLOCK;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::remote::STORE;
+use super::remote::STORE;
 
 /// The budget, in pages of [`BLOCK`] bytes.
 #[derive(Debug)]
@@ -65,11 +66,21 @@ impl GetBudget {
         self.sem.available_permits() as u64 * BLOCK as u64
     }
 
+    /// Takes `bytes` as [`take`](Self::take) does if they are free now,
+    /// without waiting.
+    pub(crate) fn try_take(&self, bytes: u64) -> Option<Taken> {
+        self.sem.clone().try_acquire_many_owned(self.pages_of(bytes)).ok()
+    }
+
+    /// `bytes` in pages, at most the whole budget.
+    fn pages_of(&self, bytes: u64) -> u32 {
+        bytes.div_ceil(BLOCK as u64).clamp(1, u64::from(self.pages)) as u32
+    }
+
     /// Takes `bytes` (rounded up to pages; the whole budget if they are
     /// more), waiting until they are free.
     pub(crate) async fn take(&self, bytes: u64) -> object_store::Result<Taken> {
-        let want = bytes.div_ceil(BLOCK as u64).clamp(1, u64::from(self.pages)) as u32;
-        match self.sem.clone().acquire_many_owned(want).await {
+        match self.sem.clone().acquire_many_owned(self.pages_of(bytes)).await {
             Ok(p) => Ok(p),
             // Never closed; an error rather than a panic all the same.
             Err(e) => Err(object_store::Error::Generic {

@@ -1,0 +1,133 @@
+//! A cached `get_range` against the floor of the trait: `InMemory`'s
+//! `get_range` (a lookup and a slice of a `Bytes`, behind the same boxed
+//! future and one-piece stream every `ObjectStore` answers with), and a
+//! local file's foliocache hit (`File::read_at` into the caller's buffer).
+//!
+//! Reproduce: `cargo bench -p foliocache-object-store --bench get_range`
+//! (`-- --test`: a smoke run, each once).
+//!
+//! # Setup
+//! An object of 64 MiB, put in an `InMemory` store; a `CachedStore` over
+//! another `InMemory` holding the same bytes, in a cache of 80 MiB,
+//! warmed by reading every range the bench reads (so that each is a hit);
+//! a local file of the same bytes under `CARGO_TARGET_TMPDIR`, opened in a
+//! cache of 80 MiB and read once. Every `get_range` is polled once, with
+//! no executor (`now_or_never`): a hit that is not answered on the first
+//! poll panics the bench, so it also checks that hits take no async
+//! machinery.
+//!
+//! # Workloads (one criterion group each, every contender in it)
+//! - `get_range_4k`: 4 KiB ranges at pseudo-random page offsets:
+//!   `CachedStore` against `InMemory`;
+//! - `get_range_64k`: 64 KiB ranges at pseudo-random 64 KiB offsets:
+//!   `CachedStore` against `foliocache::File::read_at` of a local file.
+
+use std::hint::black_box;
+use std::ops::Range;
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use foliocache_object_store::CachedStore;
+use futures_util::FutureExt;
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+
+const SIZE: u64 = 64 << 20;
+/// Ranges visited per workload (the same ones, in the same order, for
+/// each contender).
+const RANGES: u64 = 1024;
+
+/// `RANGES` ranges of `len` bytes at pseudo-random multiples of `len`.
+fn ranges(len: u64) -> Vec<Range<u64>> {
+    let slots = SIZE / len;
+    (0..RANGES)
+        .map(|i| {
+            let at = (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 17) % slots * len;
+            at..at + len
+        })
+        .collect()
+}
+
+/// The bytes of the object.
+fn object() -> Vec<u8> {
+    (0..SIZE)
+        .map(|i| (i.wrapping_mul(0x9E37_79B9) >> 13) as u8)
+        .collect()
+}
+
+/// Reads `ranges` of `path` from `store`, each `get_range` polled once
+/// (a hit is ready at once: one that is not panics); the bytes read.
+fn read_all(store: &impl ObjectStore, path: &Path, ranges: &[Range<u64>]) -> usize {
+    let mut n = 0;
+    for r in ranges {
+        let got = store.get_range(path, r.clone()).now_or_never();
+        n += black_box(got.expect("a hit is ready").expect("read")).len();
+    }
+    n
+}
+
+fn bench(c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let data = object();
+    let path = Path::from("bench/object");
+    let memory = InMemory::new();
+    let cache = foliocache::Cache::builder()
+        .capacity((SIZE + SIZE / 4) as usize)
+        .build()
+        .expect("cache");
+    let cached = CachedStore::new(InMemory::new(), cache);
+    rt.block_on(async {
+        memory.put(&path, data.clone().into()).await.expect("put");
+        cached
+            .inner()
+            .put(&path, data.clone().into())
+            .await
+            .expect("put");
+        for len in [4096, 64 << 10] {
+            for r in ranges(len) {
+                cached.get_range(&path, r).await.expect("warm");
+            }
+        }
+    });
+    let mut g = c.benchmark_group("get_range_4k");
+    g.throughput(Throughput::Bytes(4096 * RANGES));
+    let small = ranges(4096);
+    g.bench_function("InMemory", |b| b.iter(|| read_all(&memory, &path, &small)));
+    g.bench_function("CachedStore", |b| {
+        b.iter(|| read_all(&cached, &path, &small))
+    });
+    g.finish();
+
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let file_path = dir.join("objstore-bench-get-range");
+    std::fs::write(&file_path, &data).expect("write the local file");
+    let file_cache = foliocache::Cache::builder()
+        .capacity((SIZE + SIZE / 4) as usize)
+        .build()
+        .expect("cache");
+    let file = file_cache.open(&file_path).expect("open");
+    let large = ranges(64 << 10);
+    let mut buf = vec![0u8; 64 << 10];
+    for r in &large {
+        file.read_at(&mut buf, r.start).expect("warm");
+    }
+    let mut g = c.benchmark_group("get_range_64k");
+    g.throughput(Throughput::Bytes((64 << 10) * RANGES));
+    g.bench_function("File::read_at", |b| {
+        b.iter(|| {
+            let mut n = 0;
+            for r in &large {
+                n += file.read_at(black_box(&mut buf), r.start).expect("read");
+            }
+            n
+        })
+    });
+    g.bench_function("CachedStore", |b| {
+        b.iter(|| read_all(&cached, &path, &large))
+    });
+    g.finish();
+    let _ = std::fs::remove_file(&file_path);
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

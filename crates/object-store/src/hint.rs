@@ -1,0 +1,66 @@
+//! [`CacheHint`]: what the caller of one request knows of its bytes'
+//! future, passed in the request's `extensions`.
+//!
+//! # The problem
+//! A cache that sees only ranges cannot tell a query, whose blocks come
+//! back, from a compaction, which reads each input once and deletes it;
+//! nor a write-ahead log read once at recovery from an SST read all day.
+//! Engines that cache object storage meet the same failures again and
+//! again: a compaction's reads evict the query's hot set; a write-through
+//! cache drops writes when its queue is full; a new file is evicted before
+//! the compaction that reads it once, and every one of its blocks is a
+//! GET. The engine knows which request is which (SlateDB tags each call
+//! with who makes it, `Main`, `Reader`, `Compactor` or `GC`, and what it
+//! touches, a WAL or a compacted SST), so the request says it.
+//!
+//! # Who sets what
+//! | caller (SlateDB's tags as the example) | request | hint |
+//! |---|---|---|
+//! | `Main` writing a WAL or an L0 SST a `Compactor` reads soon | put | [`KeepUntilRead`](CacheHint::KeepUntilRead) |
+//! | `Compactor` reading its inputs (compacted SSTs, deleted after) | get | [`ReadOnce`](CacheHint::ReadOnce) |
+//! | `Compactor` writing its output (the next queries read it) | put | [`Normal`](CacheHint::Normal) |
+//! | `Reader`, `Main` serving gets and scans | get | [`Normal`](CacheHint::Normal) |
+//! | `GC` reading manifests, a backup copying everything | get, put | [`DontCache`](CacheHint::DontCache) |
+//!
+//! ```
+//! use foliocache_object_store::CacheHint;
+//! use object_store::{GetOptions, PutOptions};
+//!
+//! let mut get = GetOptions::default();
+//! get.extensions.insert(CacheHint::ReadOnce);
+//! let mut put = PutOptions::default();
+//! put.extensions.insert(CacheHint::KeepUntilRead);
+//! assert_eq!(get.extensions.get::<CacheHint>(), Some(&CacheHint::ReadOnce));
+//! ```
+
+/// What one request's caller knows of its bytes' future (see the module
+/// documentation): put in a request's `extensions`
+/// (`GetOptions::extensions`, `PutOptions::extensions`); a request
+/// without one is [`Normal`](CacheHint::Normal). Every hint is a matter
+/// of what the cache keeps, never of what a read returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum CacheHint {
+    /// Cache as usual: a read's bytes stay in memory (and go to the disk
+    /// tier when missed again), a put's bytes are written through to the
+    /// disk tier.
+    #[default]
+    Normal,
+    /// Read once (a compaction's input, a scan): what is cached is
+    /// served, a miss's bytes are read without being kept in memory
+    /// (foliocache's `DONTCACHE`: its folios go after the read). The disk
+    /// tier treats the read as any other (a chunk found there stays). On
+    /// a put: as `Normal`.
+    ReadOnce,
+    /// Neither read into the cache nor written through: a read memory
+    /// answers at once (at most 4 MiB, every byte cached) is served from
+    /// it, any other is the inner store's own GET, passed through; a put
+    /// only invalidates what was cached of its path.
+    DontCache,
+    /// On a put: written through to the disk tier and kept there until
+    /// its first read (the tier's eviction passes over it), unless every
+    /// slot that could take a new chunk is kept: the tier never refuses a
+    /// write. For a file read once, soon (a WAL, an L0 SST its compaction
+    /// reads). On a get: as `Normal`.
+    KeepUntilRead,
+}
