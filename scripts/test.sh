@@ -58,6 +58,11 @@ cargo fmt --all -- --check
 step "cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets -- -D warnings
 
+# The operator's binary (run, mount, stat, cache, umount) builds without
+# the bench harness and its dependencies.
+step "cargo check -p foliocache-cli --no-default-features"
+cargo check --quiet -p foliocache-cli --no-default-features
+
 step "cargo doc (broken or private links are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 

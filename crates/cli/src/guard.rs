@@ -236,8 +236,15 @@ fn huge_pages_once_joined(cache: &foliocache::SharedCache, ended: &std::sync::at
     }
 }
 
-/// Starts `cmd`, forwards the signals sent to this process to it until
-/// it ends, and returns how it ended.
+/// Starts `cmd`, forwards the signals sent to this process to it, and
+/// returns how it ended, once it and every process it left behind have
+/// ended: this process is their subreaper (`PR_SET_CHILD_SUBREAPER`), so
+/// a descendant orphaned by its parent's exit (a server that daemonizes:
+/// `pg_ctl start`, a double fork and `setsid`) becomes its child, and it
+/// waits for the last of them, keeping the group's cache, its flusher and
+/// the guardian while any of them lives (docs/preload.md, "Death").
+/// After the program itself ended, a signal is forwarded to each of
+/// those left.
 fn supervise(mut cmd: Command, program: &Path) -> Result<ExitStatus> {
     // Blocked from now on, so that each waits in the queue for the loop
     // below; unblocked in the program before it starts (a child inherits
@@ -246,21 +253,25 @@ fn supervise(mut cmd: Command, program: &Path) -> Result<ExitStatus> {
     // SAFETY: changes this thread's signal mask (any other thread of the
     // process, the shared cache's flusher, started with them blocked).
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &watched, std::ptr::null_mut()) };
+    // SAFETY: integer arguments; changes only this process's attribute.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("becoming the program's subreaper");
+    }
     // SAFETY: runs in the forked child before `exec`, where it only calls
     // pthread_sigmask, which is async-signal-safe, on a set copied in.
+    // (A child does not inherit the subreaper attribute.)
     unsafe {
         std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
             libc::pthread_sigmask(libc::SIG_UNBLOCK, &watched, std::ptr::null_mut());
             Ok(())
         });
     }
-    let mut child = cmd
+    let child = cmd
         .spawn()
         .with_context(|| format!("running {}", program.display()))?;
-    loop {
-        if let Some(status) = child.try_wait().context("waiting for the program")? {
-            return Ok(status);
-        }
+    let pid = child.id() as libc::pid_t;
+    let mut status = None;
+    while !reap(pid, &mut status)? {
         // SAFETY: an all-zero siginfo_t is a valid value (plain integers).
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
         // SAFETY: waits for one of the blocked signals of `watched`,
@@ -270,8 +281,52 @@ fn supervise(mut cmd: Command, program: &Path) -> Result<ExitStatus> {
         // terminal's ^C) reached the program too; one sent to this
         // process alone (`kill`, a service manager's stop) is forwarded.
         if sig > 0 && sig != libc::SIGCHLD && info.si_code != libc::SI_KERNEL {
-            // SAFETY: sends a signal to our own child.
-            unsafe { libc::kill(child.id() as libc::pid_t, sig) };
+            match status {
+                // SAFETY: sends a signal to our own child.
+                None => _ = unsafe { libc::kill(pid, sig) },
+                Some(_) => forward_to_children(sig),
+            }
+        }
+    }
+    status.context("the program's end was not seen")
+}
+
+/// Reaps every child of this process that ended (the program's status,
+/// pid `program`, kept in `status`); whether none is left.
+fn reap(program: libc::pid_t, status: &mut Option<ExitStatus>) -> Result<bool> {
+    loop {
+        let mut raw = 0;
+        // SAFETY: waits for any child without blocking, `raw` written.
+        match unsafe { libc::waitpid(-1, &mut raw, libc::WNOHANG) } {
+            0 => return Ok(false),
+            -1 => {
+                let e = std::io::Error::last_os_error();
+                match e.raw_os_error() {
+                    Some(libc::ECHILD) => return Ok(true),
+                    Some(libc::EINTR) => {}
+                    _ => return Err(e).context("waiting for the program"),
+                }
+            }
+            pid if pid == program => *status = Some(ExitStatus::from_raw(raw)),
+            _ => {}
+        }
+    }
+}
+
+/// Sends `sig` to every child of this process (the processes the program
+/// left, adopted as their subreaper), found in
+/// `/proc/self/task/*/children`.
+fn forward_to_children(sig: libc::c_int) {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return;
+    };
+    for task in tasks.flatten() {
+        let Ok(children) = std::fs::read_to_string(task.path().join("children")) else {
+            continue;
+        };
+        for pid in children.split_whitespace().filter_map(|p| p.parse().ok()) {
+            // SAFETY: sends a signal to a child of this process.
+            unsafe { libc::kill(pid, sig) };
         }
     }
 }

@@ -1,85 +1,46 @@
 //! `foliocache`: the command-line tool of the foliocache page cache.
 //!
-//! `foliocache bench` runs fio-like jobs on several engines in one run
-//! (foliocache, the kernel's buffered pread/pwrite, O_DIRECT,
-//! RWF_DONTCACHE, a shared mapping; for the populate scenario a memfile, a
-//! memfd and fresh anonymous memory) and reports them side by side, with
-//! ratios to the kernel, as text, JSON and an SVG chart. Write runs end
-//! with a sync inside their figures. With no options it runs the reference
-//! scenarios, shortened (`--seeds --quick`).
+//! `foliocache run` runs a program with its file calls served by a
+//! foliocache inside it ([`launch`], as its guardian: [`guard`]);
+//! `foliocache cache` hosts a named cache many runs share ([`named`]);
+//! `foliocache mount` serves a directory through the cache over FUSE
+//! ([`mount`]), `foliocache stat` shows a running mount's figures
+//! ([`stat`], `--watch`: [`watch`], both through the mount's control file:
+//! [`control`]) and `foliocache umount` ends a mount
+//! ([`mounted`]). [`args`] is the command line.
 //!
-//! Modules, each using only those listed before it: [`units`] (sizes,
-//! bandwidths, durations, ratios), [`sys`] (the OS calls `std` lacks: the
-//! only unsafe code, but for `engine`'s call of the unsafe
-//! `sys::Mmap::new`, whose contract the bench keeps), [`hist`] (latency
-//! histogram), [`clock`] (what times it), [`cgroup`] (the kernel engines'
-//! memory limit), [`disk`] (the device's read counters), [`data`]
-//! (checkable pseudo-random data files), [`zipf`] (zipfian offsets),
-//! [`lru`] (an exact LRU replayed over a run's offsets), [`spec`] (engines and jobs as
-//! typed values), [`mount`] (`foliocache mount` and `stat`), [`args`]
-//! (the command line), [`engine`] (the engines and their warming), [`job`]
-//! (the measured loop), [`hot`] (a hot reader beside a job, counting its
-//! hits), [`report`] (text and JSON), [`targets`] (a scenario's ratios and
-//! targets), [`scenario`] (what runs, one file per scenario), [`plot`]
-//! (SVG), [`run`] (one engine run: setup, measure, record) and
-//! [`mod@bench`] (the driver). The scenarios and their figures are
-//! described in `docs/bench.md`.
-//!
-//! `foliocache mount` serves a directory through the cache over FUSE and
-//! `foliocache stat` shows a running mount's figures ([`mount`]);
-//! `foliocache umount` ends a mount ([`mounted`]).
+//! `foliocache bench` (the default feature `bench`) is the benchmark
+//! harness of crate `foliocache-bench`, which this dispatches to; built
+//! with `--no-default-features`, the binary is the operator's commands
+//! alone, without the harness's dependencies.
 //!
 //! Exit codes: 0 done, 1 the run failed, 2 bad command line.
 #![deny(unsafe_code)]
 
 mod args;
-mod bench;
-mod cgroup;
-mod clock;
-mod consume;
-mod data;
-mod disk;
-mod engine;
+mod control;
 // Unsafe: the signal mask, waiting for signals and raising one.
 #[allow(unsafe_code)]
 mod guard;
-mod hist;
-mod hot;
-mod job;
 mod launch;
-mod lru;
 mod mount;
 mod mounted;
 mod named;
-mod plot;
 mod recover;
-mod report;
-mod run;
-mod scenario;
-mod spec;
-mod state_path;
-#[allow(unsafe_code)]
-mod sys;
-mod targets;
-mod units;
+mod stat;
 mod watch;
-mod zipf;
 
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
 
 use args::{Cli, Command};
-use bench::Failure;
 
 fn main() -> ExitCode {
-    // A configuration of the redb or sqlite scenario, in a process of its
-    // own (`scenario::embedded`).
-    if let Some(code) = scenario::embedded::child_main() {
-        return code;
-    }
-    // The restart job's reader of the objectstore scenario.
-    if let Some(code) = scenario::objectstore::child_main() {
+    // A process the bench started from this binary (a configuration of
+    // the redb or sqlite scenario, the objectstore scenario's reader).
+    #[cfg(feature = "bench")]
+    if let Some(code) = foliocache_bench::child_main() {
         return code;
     }
     let argv: Vec<String> = std::env::args().collect();
@@ -93,23 +54,32 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Command::Bench(a) => match bench::run(&a, &argv) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(Failure::Usage(msg)) => {
-                usage_error(&msg);
-                ExitCode::from(2)
-            }
-            Err(Failure::Run(e)) => {
-                eprintln!("error: {e:#}");
-                ExitCode::FAILURE
-            }
-        },
+        #[cfg(feature = "bench")]
+        Command::Bench(a) => bench(&a, &argv),
         Command::Mount(a) => run_plain(mount::mount(&a)),
-        Command::Stat(a) => run_plain(mount::stat(&a)),
+        Command::Stat(a) => run_plain(stat::stat(&a)),
         Command::Umount(a) => run_plain(mounted::umount(&a)),
         Command::Run(a) => run_plain(launch::run(&a)),
         Command::Cache(a) => run_plain(named::run(&a)),
         Command::Recover(a) => run_plain(recover::run(&a)),
+    }
+}
+
+/// Runs `foliocache bench`: exit code 0, 2 with the usage line for options
+/// that cannot run together, 1 with the error for a failed run.
+#[cfg(feature = "bench")]
+fn bench(a: &foliocache_bench::BenchArgs, argv: &[String]) -> ExitCode {
+    use foliocache_bench::Failure;
+    match foliocache_bench::run(a, argv) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Usage(msg)) => {
+            usage_error(&msg);
+            ExitCode::from(2)
+        }
+        Err(Failure::Run(e)) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
     }
 }
 
@@ -139,10 +109,11 @@ fn print_parse_error(e: &clap::Error) {
         .nth(1)
         .filter(|a| matches!(a.as_str(), "mount" | "stat" | "umount" | "run" | "cache"))
         .unwrap_or_else(|| "bench".into());
-    let usage = cmd
-        .find_subcommand_mut(&sub)
-        .map(|b| b.render_usage().to_string())
-        .unwrap_or_else(|| "Usage: foliocache bench [OPTIONS]".into());
+    // Without the feature `bench`, the binary's own usage.
+    let usage = match cmd.find_subcommand_mut(&sub) {
+        Some(b) => b.render_usage().to_string(),
+        None => cmd.render_usage().to_string(),
+    };
     match text.split_once("\n\n") {
         Some((msg, rest)) => eprint!("{msg}\n\n{usage}\n\n{rest}"),
         None => eprint!("{text}\n{usage}\n"),
@@ -151,6 +122,7 @@ fn print_parse_error(e: &clap::Error) {
 
 /// Prints a usage error the way clap prints its own: the message, the
 /// usage line of `foliocache bench`, and where to find more.
+#[cfg(feature = "bench")]
 fn usage_error(msg: &str) {
     let mut cmd = Cli::command();
     cmd.build();

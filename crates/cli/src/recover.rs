@@ -149,6 +149,13 @@ pub fn before_run(owner: &Owner, capacity: u64, guards: bool) -> Result<Option<P
     Ok(None)
 }
 
+/// The bytes free to this user in a filesystem (the types' widths differ
+/// between targets).
+#[allow(clippy::unnecessary_cast)]
+fn free_bytes(s: &nix::sys::statvfs::Statvfs) -> u64 {
+    (s.blocks_available() as u64).saturating_mul(s.fragment_size() as u64)
+}
+
 /// A launch's memory files: persisted ones ([`Run`]) where this user's
 /// directory on tmpfs has room, else memory files as before (what the
 /// group leaves when every process of it dies is then lost, as one line
@@ -171,9 +178,7 @@ impl Persisted {
             }
         };
         recover(Some(owner), who)?;
-        let room = rustix::fs::statvfs(&dir)
-            .map(|s| s.f_bavail.saturating_mul(s.f_frsize))
-            .unwrap_or(0);
+        let room = nix::sys::statvfs::statvfs(&dir).map_or(0, |s| free_bytes(&s));
         if room < bytes {
             eprintln!(
                 "{who}: {}: {room} bytes free, {bytes} wanted: what the group leaves unsaved \

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::mount::query;
+use crate::control::query;
 
 /// The columns: a heading, and how a row's value comes from two samples
 /// `(before, after)` and the seconds between them.
@@ -47,7 +47,7 @@ impl Sample {
             refaults: n("refaults")?,
             dirty_bytes: n("dirty_bytes")?,
             bytes_cached: n("bytes_cached")?,
-            predicted_2x: crate::mount::predicted(c, 2.0),
+            predicted_2x: crate::control::predicted(c, 2.0),
         })
     }
 }

@@ -1,7 +1,7 @@
 //! [`CachedFile`]: a regular file's data as the mount serves it, through
 //! the mount's own [`foliocache::Cache`] ([`foliocache::File`]) or through
 //! a named shared cache that other programs attach to
-//! ([`foliocache::SharedFile`], docs/design.md section 13, stage 4).
+//! ([`foliocache::SharedFile`], docs/design.md section 13, "Named caches").
 //!
 //! The two kinds answer exactly the operations the file system uses; an
 //! enum match is all the private cache's path pays. A shared file's

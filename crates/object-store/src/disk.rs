@@ -4,11 +4,10 @@
 //!
 //! # The problem
 //! Memory holds a fraction of what an engine reads from object storage;
-//! local disk holds much more, at a hundredth of a GET's latency. A tier
-//! on disk must survive `kill -9` and power loss without ever returning a
-//! wrong byte, reopen without reading an index whose size grows with the
-//! tier (foyer recovers 50M entries in 24 s; Databend starts in minutes),
-//! and not be flushed by one scan.
+//! local disk holds much more, far closer than the remote. A tier on
+//! disk must survive `kill -9` and power loss without ever returning a
+//! wrong byte, reopen in a time that does not grow with the tier (no
+//! index to read or rebuild), and not be flushed by one scan.
 //!
 //! # Layout
 //! ```text

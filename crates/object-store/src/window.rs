@@ -3,10 +3,10 @@
 //! misses of neighbouring ranges share one GET.
 //!
 //! # Why a GET fetches more than it was asked for
-//! A GET costs its first byte's latency `L` (S3: 100 to 200 ms) plus its
-//! bytes over the request's bandwidth `B` (S3: 85 to 90 MB/s). Below
-//! `L x B` bytes (1.8 MB at 20 ms and 90 MB/s) a GET is latency-bound:
-//! fetching half of `L x B` costs at most half more than fetching 4 KiB.
+//! A GET costs its first byte's latency `L` plus its bytes over the
+//! request's bandwidth `B`. Below `L x B` bytes (1.8 MB at 20 ms and
+//! 90 MB/s) a GET is latency-bound: fetching half of `L x B` costs at
+//! most half more than fetching 4 KiB.
 //! So a point miss of a store with a disk tier fetches the aligned
 //! *window* around it ([`LinkModel::point_window`]), the largest power of
 //! two within `L x B / 2`, and the tier keeps the whole window:

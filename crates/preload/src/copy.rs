@@ -272,12 +272,29 @@ unsafe fn copy_or(
     if src.desc.is_none() && dst.desc.is_none() {
         return pass();
     }
-    inside(-1, || {
+    let mut unslotted = false;
+    let r = inside(-1, || {
         check(&src, &dst)?;
         // SAFETY: the caller's promise; the count is at most `len`,
         // which a buffer bounds by `isize::MAX`.
-        unsafe { copy(&src, &dst, len) }.map(|n| n as isize)
-    })
+        unsafe { copy(&src, &dst, len) }
+            .map(|n| n as isize)
+            .inspect_err(|e| unslotted = fc::SharedCache::out_of_slots(e))
+    });
+    if !unslotted {
+        return r;
+    }
+    // A side the group's cache cannot serve for want of a slot (nothing
+    // copied): both files are handed to the kernel, which copies.
+    let keys: Vec<(u64, u64)> = [src.desc, dst.desc]
+        .into_iter()
+        .flatten()
+        .map(|d| d.key)
+        .collect();
+    for key in keys {
+        hand_to_kernel(key);
+    }
+    pass()
 }
 
 /// `copy_file_range(2)`: through the cache when it serves either fd.

@@ -16,23 +16,35 @@ use crate::state::{err, hand_to_kernel, inside, lookup, Desc};
 /// `pass`. A file another process of the group handed to the kernel
 /// (a mapping, a stdio stream, its inode flags changed) since the
 /// description's open is handed over here too, and the call passes
-/// through: the kernel may hold writes the cache does not.
+/// through: the kernel may hold writes the cache does not. So is a file
+/// the group's cache cannot serve for want of a slot in its table
+/// (`SharedCache::out_of_slots`; the call changed nothing): the kernel
+/// serves it whole from then on, what the group held of it written back
+/// first ([`hand_to_kernel`]), and this call is the kernel's.
 pub(crate) fn on_fd<T>(
     fd: c_int,
     fail: T,
     pass: impl FnOnce() -> T,
     body: impl FnOnce(&Desc) -> io::Result<T>,
 ) -> T {
-    match lookup(fd) {
-        None => pass(),
-        Some(d) if d.file.handed_elsewhere() => {
-            let key = d.key;
-            drop(d);
-            hand_to_kernel(key);
-            pass()
+    let d = match lookup(fd) {
+        None => return pass(),
+        Some(d) if !d.file.handed_elsewhere() => {
+            let mut unslotted = false;
+            let r = inside(fail, || {
+                body(&d).inspect_err(|e| unslotted = fc::SharedCache::out_of_slots(e))
+            });
+            if !unslotted {
+                return r;
+            }
+            d
         }
-        Some(d) => inside(fail, || body(&d)),
-    }
+        Some(d) => d,
+    };
+    let key = d.key;
+    drop(d);
+    hand_to_kernel(key);
+    pass()
 }
 
 /// The most buffers a vectored call takes (the kernel's `UIO_MAXIOV`).

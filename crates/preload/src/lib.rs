@@ -93,6 +93,7 @@ mod real;
 mod served;
 mod stat;
 mod state;
+mod syscall;
 mod table;
 mod through;
 mod warm;

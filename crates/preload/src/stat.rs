@@ -5,7 +5,7 @@
 use std::ffi::{c_char, c_int, c_uint};
 
 use crate::real::real;
-use crate::state::{cached_size, inside, lookup};
+use crate::state::{cached_size, lookup, served_len};
 
 /// A stat buffer whose size the cache may correct.
 trait Sized64 {
@@ -52,7 +52,7 @@ unsafe fn corrected<S: Sized64>(r: c_int, fd: Option<c_int>, buf: *mut S) -> c_i
     // SAFETY: the caller's promise.
     let st = unsafe { &mut *buf };
     let size = match fd.and_then(lookup) {
-        Some(d) => Some(inside(0, || d.file.len())),
+        Some(d) => served_len(&d),
         None => cached_size(st.key()),
     };
     if let Some(size) = size {

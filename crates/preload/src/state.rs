@@ -28,11 +28,21 @@ use crate::table::{Table, MAX_FDS};
 use crate::through::on_cache_thread;
 pub(crate) use crate::through::{err, holding, inside, pass_through_for_good, passing_through};
 
+mod exit;
+mod fork;
 mod handed;
 mod join;
+mod open;
+use exit::OPENS;
+pub(crate) use exit::{hand_all_for_exec, hand_all_to_kernel, report};
+pub(crate) use fork::{after_fork, prepare_fork, write_back_all};
 use handed::{close_on_exec, handed_on_open, mark_group, Handed, HANDED, STREAM_FDS};
-pub(crate) use handed::{hand_stream, mapping_plain, release_stream, take_stream};
+pub(crate) use handed::{
+    hand_stream, mapping_plain, release_stream, served_len, take_stream, writing_back,
+};
 pub(crate) use join::spawning;
+pub(crate) use open::adopt;
+use open::{proc_path, served_key};
 
 /// The environment variable naming the directories whose files the cache
 /// serves, `:`-separated.
@@ -325,44 +335,6 @@ impl Desc {
     }
 }
 
-/// Opens the cache served (for [`report`]).
-static OPENS: AtomicUsize = AtomicUsize::new(0);
-
-/// With [`ENV_STATS`] set, one line on stderr: the opens served and the
-/// cache's figures.
-pub(crate) fn report() {
-    if passing_through() || std::env::var_os(ENV_STATS).is_none_or(|v| v.is_empty()) {
-        return;
-    }
-    inside((), || {
-        let pid = std::process::id();
-        let opens = OPENS.load(Ordering::Relaxed);
-        let figures = match group_cache() {
-            Some(sc) => {
-                let s = sc.stats();
-                format!(
-                    "{} hits, {} misses (pages) from the group's shared cache ({} processes, \
-                     {} pages cached, {} dirty)",
-                    s.hits, s.misses, s.processes, s.cached, s.dirty
-                )
-            }
-            None => {
-                let s = built_cache().map(Cache::stats).unwrap_or_default();
-                format!(
-                    "{} hits, {} misses; {} reads ({} bytes) and {} writes ({} bytes) on the \
-                     files",
-                    s.hits, s.misses, s.io_reads, s.io_bytes, s.io_writes, s.io_write_bytes
-                )
-            }
-        };
-        warn(&format!("pid {pid}: {opens} opens served; {figures}"));
-        if let Some(line) = built_cache().and_then(crate::warm::progress_line) {
-            warn(&format!("pid {}: {line}", std::process::id()));
-        }
-        Ok(())
-    });
-}
-
 /// Buckets of the filter of served files' keys ([`KEYS`]).
 const KEY_BUCKETS: usize = 4096;
 
@@ -500,7 +472,7 @@ fn file_name(key: (u64, u64)) -> String {
 /// filesystem: `ENOSPC`, `EIO`) fails this `close`, as the kernel's
 /// `write` would have, and is said on stderr.
 fn write_back_closed(fd: c_int, d: &Desc) -> io::Result<()> {
-    d.file.write_back().inspect_err(|e| {
+    writing_back(d.key, || d.file.write_back()).inspect_err(|e| {
         warn(&format!(
             "close of fd {fd}: writing back {}: {e}; the close fails, the data not written \
              stays cached and is retried while the process runs",
@@ -519,190 +491,6 @@ pub(crate) fn closing_range(first: c_int, last: c_int, close: impl FnOnce() -> c
     let (r, taken) = TABLE.take_around(|fd, _| (first..=last).contains(&fd), close);
     drop_inside(taken);
     r
-}
-
-/// Filesystems that store data but give their files a device number of
-/// major 0 (an anonymous one, as procfs and sysfs have): tmpfs, btrfs,
-/// overlayfs, ZFS, bcachefs.
-const ANONYMOUS_DEVICE_STORES: [i64; 5] = [
-    0x0102_1994,
-    0x9123_683e,
-    0x794c_7630,
-    0x2fc1_2fc1,
-    0xca45_1a4e,
-];
-
-/// The fd's device and inode, if it is a regular file of a filesystem
-/// that stores data: one on a block device (major number not 0), or one
-/// of [`ANONYMOUS_DEVICE_STORES`]. Files of procfs, sysfs and the like
-/// (generated on each read, with sizes of 0 or 4096 that do not bound
-/// their data), and of network or FUSE filesystems, are not.
-fn regular_key(fd: BorrowedFd<'_>) -> Option<(u64, u64)> {
-    let st = rustix::fs::fstat(fd).ok()?;
-    if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
-        return None;
-    }
-    if rustix::fs::major(st.st_dev) == 0 {
-        let fs = rustix::fs::fstatfs(fd).ok()?;
-        if !ANONYMOUS_DEVICE_STORES.contains(&(fs.f_type as i64)) {
-            return None;
-        }
-    }
-    Some((st.st_dev, st.st_ino))
-}
-
-/// `/proc/self/fd/<fd>`: the fd's file, whatever its name now.
-fn proc_path(fd: c_int) -> PathBuf {
-    PathBuf::from(format!("/proc/self/fd/{fd}"))
-}
-
-/// Writes `n` in decimal at the start of `buf` (10 bytes hold any).
-fn decimal(mut n: u32, buf: &mut [u8]) {
-    let mut digits = [0u8; 10];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    buf[..digits.len() - i].copy_from_slice(&digits[i..]);
-}
-
-/// Whether the file open at `fd` lies under a served directory: its
-/// name read from `/proc/self/fd/<fd>` into buffers on the stack (no
-/// allocation: an open of a file outside the directories is as
-/// async-signal-safe as the C library's).
-fn under_dirs(fd: c_int) -> bool {
-    let mut link = *b"/proc/self/fd/\0\0\0\0\0\0\0\0\0\0\0\0";
-    decimal(fd.unsigned_abs(), &mut link[14..24]);
-    let mut target = [0u8; libc::PATH_MAX as usize];
-    // SAFETY: `link` is NUL-terminated (the digits of a c_int leave NULs
-    // after them); `target` is valid for writes of its length.
-    let n = unsafe {
-        libc::readlink(
-            link.as_ptr().cast(),
-            target.as_mut_ptr().cast(),
-            target.len(),
-        )
-    };
-    let Ok(n) = usize::try_from(n) else {
-        return false;
-    };
-    let target = Path::new(std::ffi::OsStr::from_bytes(&target[..n]));
-    config().dirs.iter().any(|d| target.starts_with(d))
-}
-
-/// The fd's key if it is a regular file under a served directory.
-fn served_key(fd: c_int) -> Option<(u64, u64)> {
-    // SAFETY: `fd` is open (just returned by `open`), borrowed for the
-    // calls below only.
-    let key = regular_key(unsafe { BorrowedFd::borrow_raw(fd) })?;
-    under_dirs(fd).then_some(key)
-}
-
-/// After the real `open` returned `fd` with `flags`: if the file is a
-/// regular one under a served directory, opens it in the cache and
-/// records the fd. Any failure leaves the fd a plain kernel fd.
-pub(crate) fn adopt(fd: c_int, flags: c_int) {
-    if flags & (libc::O_PATH | libc::O_DIRECTORY) != 0 || fd as usize >= MAX_FDS {
-        return;
-    }
-    inside((), || {
-        let Some(key) = served_key(fd) else {
-            return Ok(());
-        };
-        if STD_STREAMS.contains(&fd) {
-            // A standard stream's fd (a program that closed fd 1 and
-            // opened a file): stdio writes it behind the library, so the
-            // file is the kernel's for good, the data of its other fds
-            // written back first.
-            hand_to_kernel(key);
-            mark_group(key, &proc_path(fd));
-            return Ok(());
-        }
-        if handed_on_open(key) {
-            return Ok(());
-        }
-        let (readable, writable) = match flags & libc::O_ACCMODE {
-            libc::O_RDONLY => (true, false),
-            libc::O_WRONLY => (false, true),
-            _ => (true, true),
-        };
-        let append = flags & libc::O_APPEND != 0;
-        let opened = if in_group() {
-            let Some(sc) = shared_cache() else {
-                return Ok(());
-            };
-            open_shared(sc, &proc_path(fd)).map(|file| Served::Shared {
-                file,
-                append: append && writable,
-            })
-        } else {
-            let Some(cache) = cache() else {
-                return Ok(());
-            };
-            let mut options = cache.open_options();
-            options
-                .read(true)
-                .write(writable)
-                .append(append && writable);
-            // The kernel's open did the rest (creating, truncating): the
-            // cache opens the very file the fd holds.
-            options.open(proc_path(fd)).map(|file| {
-                if !writable {
-                    crate::warm::opened(cache, &file);
-                }
-                Served::Local(file)
-            })
-        };
-        let file = match opened {
-            Ok(f) => f,
-            Err(e) => {
-                warn(&format!("fd {fd}: {e}; passed through"));
-                return Ok(());
-            }
-        };
-        if file.handed_elsewhere() && !file.take_back_from_kernel() {
-            // Another live process of the group holds the file in the
-            // kernel (a mapping, a stream): the kernel's here too, for
-            // good, and this plain fd is one more holder. A cut the open
-            // made drops what the group held of it, as below.
-            if flags & libc::O_TRUNC != 0 && writable {
-                file.set_len(0)?;
-            }
-            drop(file);
-            HANDED.lock().insert(key, Handed::ForGood);
-            mark_group(key, &proc_path(fd));
-            return Ok(());
-        }
-        if flags & libc::O_TRUNC != 0 && writable {
-            // The open cut the file: the cache follows, if it held it.
-            file.set_len(0)?;
-        }
-        key_bucket(key).fetch_add(1, Ordering::AcqRel);
-        let local = file.local().is_some();
-        let desc = Desc {
-            file: ManuallyDrop::new(file),
-            key,
-            pos: Mutex::new(0),
-            kernel_pos: AtomicBool::new(false),
-            readable,
-            writable,
-            append,
-            sync_writes: flags & libc::O_DSYNC != 0,
-        };
-        drop(TABLE.set(fd, Some(Arc::new(desc))));
-        OPENS.fetch_add(1, Ordering::Relaxed);
-        if local && in_group() {
-            // The process joined its group meanwhile (another thread's
-            // fork), after handing its private files over: this one too.
-            join::hand_over(fd, key);
-        }
-        Ok(())
-    });
 }
 
 /// Sets the kernel's position of `fd` to the description's, so the fd
@@ -734,14 +522,19 @@ pub(crate) fn hand_to_kernel(key: (u64, u64)) {
     inside((), || {
         HANDED.lock().insert(key, Handed::ForGood);
         let taken = TABLE.take(|_, d| d.key == key);
-        let mut synced = false;
-        for (fd, desc) in &taken {
-            if !synced {
-                synced = true;
-                if let Err(e) = desc.file.hand_over() {
-                    warn(&format!("writing back a file handed to the kernel: {e}"));
-                }
+        // Through a handle that may write the file: one of the group's
+        // that may not (the file's mode refused its write open) has
+        // nothing of this process's unsaved, and cannot write back others'.
+        let writer = taken.iter().find(|(_, d)| match &*d.file {
+            Served::Shared { file, .. } => file.is_writable(),
+            Served::Local(_) => true,
+        });
+        if let Some((_, desc)) = writer {
+            if let Err(e) = writing_back(key, || desc.file.hand_over()) {
+                warn(&format!("writing back a file handed to the kernel: {e}"));
             }
+        }
+        for (fd, desc) in &taken {
             sync_position(*fd, desc);
         }
         if let Some(sc) = in_group().then(shared_cache).flatten() {
@@ -749,230 +542,6 @@ pub(crate) fn hand_to_kernel(key: (u64, u64)) {
         }
         Ok(())
     });
-}
-
-/// Writes back and syncs every dirty byte and sets the kernel's position
-/// of every fd to the program's: the state a child of `fork`, or the
-/// program `posix_spawn` or `system` starts, sees.
-pub(crate) fn write_back_all() {
-    if passing_through() {
-        return;
-    }
-    inside((), || {
-        let descs = TABLE.descs();
-        for (fd, d) in &descs {
-            sync_position(*fd, d);
-        }
-        if let Some(cache) = built_cache() {
-            if let Err(e) = cache.sync_all() {
-                warn(&format!("writing back: {e}"));
-            }
-        }
-        // The group's files this process has open (the whole file,
-        // whoever wrote it): what a program outside the group sees.
-        for (_, d) in descs.iter().filter(|(_, d)| d.file.local().is_none()) {
-            if let Err(e) = d.file.sync_data() {
-                warn(&format!("writing back {}: {e}", file_name(d.key)));
-            }
-        }
-        Ok(())
-    });
-}
-
-/// Before `fork`. In a group sharing a cache ([`in_group`]) the child
-/// keeps serving: every description becomes one whose position is the
-/// kernel's ([`Desc::at_position`]), set to the program's now, and the
-/// table's locks are taken until the fork is done ([`fork_locks`]), so
-/// that the child finds none held by a thread that did not follow it.
-///
-/// Otherwise the child passes through: a child could write through any
-/// fd it inherits, so every file with a description open for writing is
-/// handed to the kernel for good (the parent's fds of it are plain from
-/// then on, and a write or close by the child is one on the shared open
-/// file description, as without the library); the rest is written back
-/// with the positions set ([`write_back_all`]).
-pub(crate) fn prepare_fork() {
-    if passing_through() {
-        return;
-    }
-    join::group();
-    if in_group() {
-        inside((), || {
-            for (fd, d) in &TABLE.descs() {
-                let pos = d.pos.lock();
-                if !d.kernel_pos.load(Ordering::Relaxed) {
-                    set_kernel_position(*fd, *pos);
-                    d.kernel_pos.store(true, Ordering::Relaxed);
-                }
-            }
-            Ok(())
-        });
-        mark_inherited();
-        fork_locks(true);
-        return;
-    }
-    let writable = inside(Vec::new(), || {
-        let descs = TABLE.descs();
-        Ok(descs
-            .iter()
-            .filter(|(_, d)| d.writable)
-            .map(|(_, d)| d.key)
-            .collect::<Vec<_>>())
-    });
-    for key in writable {
-        hand_to_kernel(key);
-    }
-    write_back_all();
-}
-
-/// The descriptions whose position locks [`fork_locks`] holds.
-static FORKING: Mutex<Vec<Arc<Desc>>> = Mutex::new(Vec::new());
-/// Set while [`fork_locks`] holds the locks (in the child too, a copy).
-static FORK_LOCKED: AtomicBool = AtomicBool::new(false);
-
-/// Takes (`true`, before a fork in a group) or lets go of (after it, in
-/// the parent and in the child) the table's locks: its shards, the
-/// positions of its descriptions, and the hand-over records, in one order.
-/// Inside the library meanwhile (the child's first calls wait for
-/// nothing).
-fn fork_locks(take: bool) {
-    if take {
-        holding(|| {
-            let mut forking = FORKING.lock();
-            for shard in &TABLE.shards {
-                std::mem::forget(shard.write());
-            }
-            let mut locked = std::collections::BTreeSet::new();
-            for shard in &TABLE.shards {
-                // SAFETY: held (write) by this thread just above.
-                let map = unsafe { &*shard.data_ptr() };
-                for d in map.values() {
-                    // Once per description: duplicated fds share one.
-                    if !locked.insert(Arc::as_ptr(d)) {
-                        continue;
-                    }
-                    std::mem::forget(d.pos.lock());
-                    forking.push(d.clone());
-                }
-            }
-            std::mem::forget(HANDED.lock());
-            std::mem::forget(STREAM_FDS.lock());
-            std::mem::forget(forking);
-            FORK_LOCKED.store(true, Ordering::Relaxed);
-        });
-        return;
-    }
-    // SAFETY: each lock below was taken by this thread (the one that
-    // forked, the only one in a child) in the `take` call before the
-    // fork, its guard forgotten; each is let go once.
-    unsafe {
-        STREAM_FDS.force_unlock();
-        HANDED.force_unlock();
-        let forking = &mut *FORKING.data_ptr();
-        for d in forking.drain(..) {
-            d.pos.force_unlock();
-        }
-        for shard in &TABLE.shards {
-            shard.force_unlock_write();
-        }
-        FORKING.force_unlock();
-    }
-}
-
-/// After a fork, in the parent and in the child: the locks
-/// [`prepare_fork`] took are let go. Returns whether the process keeps
-/// serving (in a group), else the child is to pass through.
-pub(crate) fn after_fork() -> bool {
-    if FORK_LOCKED.swap(false, Ordering::Relaxed) {
-        fork_locks(false);
-    }
-    !crate::through::off_for_good() && in_group()
-}
-
-/// Before a fork in a group: the files this process holds in the kernel
-/// (mappings, streams, plain fds, which the child inherits) are marked
-/// held by many, before the child exists, so that they stay the kernel's
-/// for the group when this process is gone.
-fn mark_inherited() {
-    let Some(sc) = group_cache() else {
-        return;
-    };
-    inside((), || {
-        let keys: Vec<(u64, u64)> = HANDED.lock().keys().copied().collect();
-        for key in keys {
-            sc.handed_to_kernel_by_many(key.0, key.1);
-        }
-        Ok(())
-    });
-}
-
-/// Hands every file to the kernel and turns the library off: at exit and
-/// before an `exec`. Each fd's kernel position is set to the program's,
-/// then the descriptions go, and the last handle of each file writes it
-/// back (as a close does: no `fsync`).
-pub(crate) fn hand_all_to_kernel() {
-    hand_all(false);
-}
-
-/// [`hand_all_to_kernel`] before an `exec`: the group's files whose fds
-/// the new program keeps (no close-on-exec) are marked the kernel's for
-/// the group ([`mark_group`]), since the program writes them there.
-pub(crate) fn hand_all_for_exec() {
-    hand_all(true);
-}
-
-fn hand_all(exec: bool) {
-    if passing_through() {
-        return;
-    }
-    inside((), || {
-        let taken = TABLE.take(|_, _| true);
-        for (fd, d) in &taken {
-            sync_position(*fd, d);
-            if exec && in_group() && !close_on_exec(*fd) {
-                mark_group(d.key, &proc_path(*fd));
-            }
-        }
-        crate::warm::save_at_exit(
-            built_cache(),
-            taken.iter().filter_map(|(_, d)| d.file.local()),
-        );
-        // The group's files this process wrote: written back as a close
-        // does (what a program outside the group reads next); what the
-        // process leaves when killed, the group's launcher writes back.
-        for (fd, d) in taken
-            .iter()
-            .filter(|(_, d)| d.writable && d.file.local().is_none())
-        {
-            if let Err(e) = d.file.write_back() {
-                warn(&format!("fd {fd}: writing back {}: {e}", file_name(d.key)));
-            }
-        }
-        drop(taken);
-        report_unwritten();
-        Ok(())
-    });
-    pass_through_for_good();
-}
-
-/// Once every file is closed (at exit, before an `exec`): if dirty data
-/// is left (a writeback failed: a full filesystem), one more try, and
-/// what it could not write said on stderr, since it is lost when the
-/// process ends.
-fn report_unwritten() {
-    let Some(cache) = built_cache() else {
-        return;
-    };
-    let dirty = cache.stats().dirty_bytes;
-    if dirty == 0 {
-        return;
-    }
-    if let Err(e) = cache.sync_all() {
-        warn(&format!(
-            "pid {}: {dirty} bytes written to files could not be written back ({e}): lost",
-            std::process::id()
-        ));
-    }
 }
 
 /// A description of the file `key` this process serves, if any.
@@ -996,7 +565,7 @@ pub(crate) fn cached_size(key: (u64, u64)) -> Option<u64> {
         return None;
     }
     if let Some(desc) = desc_of(key) {
-        return Some(inside(0, || desc.file.len()));
+        return served_len(&desc);
     }
     group_cache().and_then(|sc| sc.unsaved_len(key.0, key.1))
 }
@@ -1053,7 +622,8 @@ pub(crate) unsafe fn hand_path(path: *const std::ffi::c_char) {
 
 /// `truncate` of a path whose file the cache serves: through the cache (a
 /// writable handle opened on the path, sharing the file's cached data).
-/// `None` when the cache does not serve the file.
+/// `None` when the cache does not serve the file, or the group's cannot
+/// for want of a slot (it then holds nothing of it).
 ///
 /// # Safety
 /// `path` is NULL or a NUL-terminated string.
@@ -1063,12 +633,16 @@ pub(crate) unsafe fn truncate_served(
 ) -> Option<c_int> {
     // SAFETY: the caller's promise.
     let (path, _) = unsafe { served_path(path) }?;
-    Some(inside(-1, || {
+    inside(Some(-1), || {
         let len = u64::try_from(length).map_err(|_| err(libc::EINVAL))?;
         if let Some(sc) = group_cache() {
             let file = std::fs::OpenOptions::new().write(true).open(path)?;
-            sc.open(file)?.set_len(len)?;
-            return Ok(0);
+            return match sc.open(file).and_then(|f| f.set_len(len)) {
+                // No slot for the file: the group holds nothing of it,
+                // and the kernel cuts it.
+                Err(e) if SharedCache::out_of_slots(&e) => Ok(None),
+                r => r.map(|()| Some(0)),
+            };
         }
         let Some(cache) = built_cache() else {
             return Err(err(libc::EIO));
@@ -1079,8 +653,8 @@ pub(crate) unsafe fn truncate_served(
             .write(true)
             .open(path)?
             .set_len(len)?;
-        Ok(0)
-    }))
+        Ok(Some(0))
+    })
 }
 
 #[cfg(test)]
@@ -1094,15 +668,5 @@ mod tests {
         let e = parse_capacity("12x").unwrap_err();
         assert!(e.contains("unknown size suffix"), "{e}");
         assert!(parse_capacity("99999999999999999999g").is_err());
-    }
-
-    #[test]
-    fn decimals_fill_a_buffer() {
-        for (n, text) in [(0, "0"), (7, "7"), (1234, "1234"), (u32::MAX, "4294967295")] {
-            let mut buf = [0u8; 10];
-            decimal(n, &mut buf);
-            assert_eq!(&buf[..text.len()], text.as_bytes());
-            assert!(buf[text.len()..].iter().all(|&b| b == 0));
-        }
     }
 }

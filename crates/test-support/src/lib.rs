@@ -14,6 +14,9 @@
 //!   ([`build_cdylib`]).
 //! - **The xarray's reference model** ([`model`]), shared by the xarray's
 //!   proptest model and the fuzz target.
+//! - **A crate's import graph** ([`modgraph`]), read from its sources: the
+//!   cache crate's layering test, and the CLI's and the bench's test that
+//!   no files import each other in a circle.
 //! - **The test cache** (`cache`, with the `cache` feature): one builder
 //!   for every test that builds a cache, and files over memory, fault
 //!   injection or the disk.
@@ -38,6 +41,7 @@ pub mod cache;
 #[cfg(feature = "cache")]
 pub mod crash;
 pub mod model;
+pub mod modgraph;
 pub mod s3;
 
 /// Whether the tests run under CI (`CI=true`), where a missing kernel

@@ -3,8 +3,8 @@
 //! `#[cfg(test)]` modules inside them included):
 //!
 //! - no file over [`MAX_FILE_LINES`] lines ([`MAX_CLI_FILE_LINES`] in the
-//!   CLI, whose files are scenarios and engines a reader takes one at a
-//!   time): a file is one mechanism;
+//!   CLI and the bench harness, whose files are commands, scenarios and
+//!   engines a reader takes one at a time): a file is one mechanism;
 //! - no function over [`MAX_FN_LINES`] lines, from its `fn` line to its
 //!   closing brace: a longer one is several steps that want names.
 //!
@@ -19,10 +19,15 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use test_support::modgraph::rust_files;
+
 /// The most lines a source file may have.
 const MAX_FILE_LINES: usize = 1200;
-/// The most lines a source file of the CLI (`crates/cli/src`) may have.
+/// The most lines a source file of the CLI and of the bench harness
+/// (`crates/cli/src`, `crates/bench/src`) may have.
 const MAX_CLI_FILE_LINES: usize = 700;
+/// The crates (by directory) whose files have [`MAX_CLI_FILE_LINES`].
+const CLI_CRATES: [&str; 2] = ["cli", "bench"];
 /// The most lines a function may span.
 const MAX_FN_LINES: usize = 100;
 
@@ -31,22 +36,6 @@ fn crates_dir() -> PathBuf {
         .parent()
         .expect("test-support lives in crates/")
         .to_path_buf()
-}
-
-/// Every `.rs` file under `dir`, sorted.
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return;
-    };
-    let mut paths: Vec<PathBuf> = entries.map(|e| e.unwrap().path()).collect();
-    paths.sort();
-    for p in paths {
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|e| e == "rs") {
-            out.push(p);
-        }
-    }
 }
 
 /// The non-test source files of every crate, with the file bound each has.
@@ -59,13 +48,15 @@ fn sources() -> Vec<(PathBuf, usize)> {
     crates.sort();
     let mut out = Vec::new();
     for krate in crates {
-        let bound = if krate.file_name().is_some_and(|n| n == "cli") {
+        let bound = if krate
+            .file_name()
+            .is_some_and(|n| CLI_CRATES.iter().any(|c| n == *c))
+        {
             MAX_CLI_FILE_LINES
         } else {
             MAX_FILE_LINES
         };
-        let mut files = Vec::new();
-        rust_files(&krate.join("src"), &mut files);
+        let files = rust_files(&krate.join("src"));
         out.extend(files.into_iter().map(|f| (f, bound)));
     }
     assert!(

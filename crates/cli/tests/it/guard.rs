@@ -19,13 +19,16 @@ pub(crate) fn pat(i: u64) -> u8 {
     (i.wrapping_mul(131).wrapping_add(i >> 16) as u8) | 1
 }
 
-/// `src/scenario/crash/logged_writer.c`, compiled into `dir`.
+/// `crates/bench/src/scenario/crash/logged_writer.c`, compiled into `dir`.
 pub(crate) fn writer(dir: &Path) -> PathBuf {
     let exe = dir.join("logged_writer");
     test_support::run_checked(
         Command::new("cc")
             .args(["-std=c11", "-O1", "-Wall", "-Wextra", "-Werror"])
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/scenario/crash/logged_writer.c"))
+            .arg(
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("../bench/src/scenario/crash/logged_writer.c"),
+            )
             .arg("-o")
             .arg(&exe),
     );

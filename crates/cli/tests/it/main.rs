@@ -11,8 +11,13 @@ mod dbs;
 /// `foliocache run` as its program's guardian: killed writers lose no
 /// accepted byte.
 mod guard;
+/// No files of the CLI import each other in a circle.
+mod imports;
 /// `foliocache run`: the launcher of the LD_PRELOAD interposer.
 mod launch;
+/// `foliocache run` at its limits: more files than the group's table
+/// holds, a program that daemonizes.
+mod launch_limits;
 /// `foliocache mount` and `foliocache stat`: signals, restarts, unmounts.
 mod mount;
 /// `foliocache mount --cache`: the mount's server on a named cache,

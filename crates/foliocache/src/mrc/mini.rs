@@ -10,9 +10,10 @@
 //! Why the policy and not an LRU: the cache's two lists are not an LRU.
 //! A folio read twice goes to the active list, and a scan or a loop
 //! passes through the inactive list without flushing it, so at a smaller
-//! size the cache keeps more of its hot folios than an LRU would (25
-//! points of a zipf's 0.25x at a 16 MiB cache, where an LRU's ratio
-//! missed by 2 to 4 points however large its sample).
+//! size the cache keeps more of its hot folios than an LRU would, and an
+//! LRU's ratio missed the cache's however large its sample
+//! (docs/measurements/2026-11-27-advisor.md and
+//! 2026-11-27-advisor-2.md).
 //!
 //! The policy simulated is the cache's (docs/design.md section 7,
 //! `vmscan.rs`, `workingset.rs`), page by page:

@@ -334,9 +334,7 @@ impl SharedFile {
                 return Ok((held, slot, i, generation));
             }
         }
-        Err(io::Error::other(
-            "shared cache: the file's slot keeps moving",
-        ))
+        Err(slots::moving())
     }
 
     /// The file's size for the group.

@@ -1,4 +1,4 @@
-//! Named shared caches (docs/design.md, section 13, stage 4): a process
+//! Named shared caches (docs/design.md, section 13, "Named caches"): a process
 //! holding a [`SharedCache`] hosts it at a unix socket
 //! ([`SharedCache::host`]), and any process whose user may attaches to it
 //! by name ([`SharedCache::attach_named`]): the host checks the peer's
@@ -321,15 +321,7 @@ impl SharedCache {
     /// a shared cache.
     pub fn attach_named(name: &str) -> io::Result<SharedCache> {
         let path = socket_path(name)?;
-        let conn = UnixStream::connect(&path).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!(
-                    "no cache served at {} ({e}): `foliocache cache serve` hosts one",
-                    path.display()
-                ),
-            )
-        })?;
+        let conn = UnixStream::connect(&path).map_err(|e| refused_or_absent(&path, e))?;
         conn.set_read_timeout(Some(TIMEOUT))?;
         let host = rustix::net::sockopt::socket_peercred(&conn)?.uid.as_raw();
         let me = rustix::process::geteuid().as_raw();
@@ -395,6 +387,29 @@ fn receive(conn: &UnixStream) -> io::Result<(Vec<u8>, Option<OwnedFd>)> {
         said.extend_from_slice(&rest);
     }
     Ok((said, fd))
+}
+
+/// The error of a connection to the socket at `path` that failed with
+/// `e`: a socket this process may not connect to (its mode: the host
+/// serves only its user, or the group it named) is said so, with its
+/// owner, group and mode; any other failure is no cache served there.
+fn refused_or_absent(path: &Path, e: io::Error) -> io::Error {
+    let msg = match std::fs::metadata(path) {
+        Ok(m) if e.kind() == io::ErrorKind::PermissionDenied => format!(
+            "the cache at {} refuses this process ({e}): its socket is uid {}'s, group {}, \
+             mode {:o}: its host (`foliocache cache serve --group`) names the group that may \
+             attach",
+            path.display(),
+            m.uid(),
+            m.gid(),
+            m.mode() & 0o777
+        ),
+        _ => format!(
+            "no cache served at {} ({e}): `foliocache cache serve` hosts one",
+            path.display()
+        ),
+    };
+    io::Error::new(e.kind(), msg)
 }
 
 /// The peer's supplementary groups (`SO_PEERGROUPS`); none if the kernel

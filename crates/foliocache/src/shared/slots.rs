@@ -9,9 +9,9 @@ use std::sync::atomic::Ordering;
 
 use super::crash::point;
 use super::handover::kernel_free;
-use super::index;
 use super::seg::{self, Slot, F_DIRTY, SLOT_FREE, SLOT_GONE, SLOT_PATH, SLOT_USED};
 use super::SharedFile;
+use super::{index, lock, SharedCache};
 
 /// The file's change time (nanoseconds) and size, as the kernel has them.
 pub(super) fn kernel_view(meta: &std::fs::Metadata) -> (u64, u64) {
@@ -85,6 +85,111 @@ pub(super) fn saw(slot: &Slot, meta: &std::fs::Metadata) {
     let (ctime, size) = kernel_view(meta);
     slot.seen_ctime.store(ctime, Ordering::Release);
     slot.seen_size.store(size, Ordering::Release);
+}
+
+/// The error of a call on a file the group's cache cannot serve now,
+/// for want of a slot ([`SharedCache::out_of_slots`]).
+#[derive(Debug)]
+struct OutOfSlots(String);
+
+impl std::fmt::Display for OutOfSlots {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for OutOfSlots {}
+
+/// An [`OutOfSlots`] error saying `msg`.
+fn out_of_slots(msg: String) -> io::Error {
+    io::Error::other(OutOfSlots(msg))
+}
+
+/// The error of a handle whose file's slot went to another file each time
+/// it looked (every slot in use, taken back again and again).
+pub(super) fn moving() -> io::Error {
+    out_of_slots("shared cache: the file's slot keeps moving".to_owned())
+}
+
+impl SharedCache {
+    /// Slot `i`'s file, found at no path by [`write_back_all`]
+    /// (`NotFound`): unlinked, as a rule. While a live process of the
+    /// group holds it open (a descriptor in `/proc/PID/fd`), it stays, for
+    /// that process to read and write back through its own descriptor;
+    /// else its pages go, dirty ones too, with nothing said, as the kernel
+    /// drops an unlinked file's pages once its last user is gone
+    /// (`evict`, `truncate_inode_pages_final`). A file renamed away whose
+    /// users are all gone goes too: the group has no way to it.
+    ///
+    /// [`write_back_all`]: SharedCache::write_back_all
+    pub(super) fn drop_unlinked(&self, i: u32, slot: &Slot) {
+        let seg = &self.inner.seg;
+        let (dev, ino) = (
+            slot.dev.load(Ordering::Relaxed),
+            slot.ino.load(Ordering::Relaxed),
+        );
+        if self.held_open(dev, ino) {
+            return;
+        }
+        let Ok(me) = self.inner.me.id(seg) else {
+            return;
+        };
+        let generation = slot.generation.load(Ordering::Acquire);
+        let Ok(_inode) = lock::lock(seg, &slot.lock, &slot.waiters, me) else {
+            return;
+        };
+        if slot.generation.load(Ordering::Acquire) != generation
+            || slot.state.load(Ordering::Acquire) != SLOT_USED
+        {
+            return;
+        }
+        for (index, _) in index::pages_of(seg, i, generation, false) {
+            let key = index::Key {
+                slot: i,
+                generation,
+                index,
+            };
+            if let Ok(Some(hold)) = index::hold_key(seg, key, me) {
+                if let Ok(_index) = index::index_lock(seg, me) {
+                    index::forget(seg, &hold);
+                    point();
+                }
+            }
+        }
+        slot.dirty_lo.store(u64::MAX, Ordering::Release);
+        slot.dirty_hi.store(0, Ordering::Release);
+    }
+
+    /// Whether a live process of the group has a descriptor of the file
+    /// (`dev`, `ino`) open, or may have (its `/proc/PID/fd` unreadable).
+    fn held_open(&self, dev: u64, ino: u64) -> bool {
+        let seg = &self.inner.seg;
+        (0..seg::PARTS)
+            .filter_map(|k| seg.part(k))
+            .filter(|p| lock::lives(p))
+            .any(|p| {
+                let pid = p.pid.load(Ordering::Relaxed);
+                let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+                    return true;
+                };
+                fds.flatten().any(|fd| {
+                    std::fs::metadata(fd.path()).is_ok_and(|m| m.dev() == dev && m.ino() == ino)
+                })
+            })
+    }
+
+    /// Whether `e`, an error of a [`SharedFile`] call, says the cache
+    /// cannot serve the file now for want of a slot: every slot of its
+    /// table holds a file with unsaved data or one a live process holds in
+    /// the kernel, or the file's slot went to another file each time the
+    /// call looked. The call changed nothing. The file is then to be served
+    /// through the kernel (the interposer hands it over whole), once
+    /// nothing of it is left unsaved in the group
+    /// ([`unsaved_len`](Self::unsaved_len) is `None`): a file the table
+    /// has no slot for has nothing unsaved in it.
+    pub fn out_of_slots(e: &io::Error) -> bool {
+        e.get_ref().is_some_and(|e| e.is::<OutOfSlots>())
+    }
 }
 
 impl SharedFile {
@@ -235,7 +340,7 @@ impl SharedFile {
             drop(holds);
             slot.lock.store(0, Ordering::Release);
         }
-        Err(io::Error::other(format!(
+        Err(out_of_slots(format!(
             "shared cache: more than {} files with unsaved data or handed to the kernel",
             seg.slots - 1
         )))
@@ -256,9 +361,7 @@ impl SharedFile {
             }
             self.resolve(&self.file.metadata()?)?;
         }
-        Err(io::Error::other(
-            "shared cache: the file's slot keeps moving",
-        ))
+        Err(moving())
     }
 
     /// [`current`](Self::current) and the size, read while the slot held
@@ -271,9 +374,7 @@ impl SharedFile {
                 return Ok((slot, i, generation, size));
             }
         }
-        Err(io::Error::other(
-            "shared cache: the file's slot keeps moving",
-        ))
+        Err(moving())
     }
 }
 

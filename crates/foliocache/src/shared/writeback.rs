@@ -19,10 +19,12 @@ use std::sync::atomic::Ordering;
 impl SharedCache {
     /// Writes back every dirty page of every file, opening each by the
     /// path it was opened with and checking it is still the same file
-    /// (device and inode; a file renamed over or deleted is skipped and
-    /// counted in the error): what the group's last process (or its
-    /// guardian) does for files whose writers have gone. Returns the
-    /// pages written.
+    /// (device and inode; a file renamed over is skipped and counted in
+    /// the error; one at no path, unlinked, is skipped while a process of
+    /// the group holds it open, and its pages dropped once none does, as
+    /// the kernel drops an unlinked file's): what the group's last process
+    /// (or its guardian) does for files whose writers have gone. Returns
+    /// the pages written.
     pub fn write_back_all(&self) -> io::Result<u64> {
         let seg = &self.inner.seg;
         let mut written = 0;
@@ -37,6 +39,8 @@ impl SharedCache {
             }
             match self.write_back_slot(i, slot) {
                 Ok(n) => written += n,
+                // Unlinked: its pages go once no process holds it.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => self.drop_unlinked(i, slot),
                 Err(e) => failed.push(format!("slot {i}: {e}")),
             }
         }

@@ -13,10 +13,14 @@
 //! A module's imports are the modules it names in a path: `crate::m::...`,
 //! `super::m::...` from a submodule, and each name in `use crate::{...}`.
 //! Comments are left out. A submodule (`copy/x86.rs`) counts as its parent.
+//! The parsing is `test_support::modgraph`'s, which the CLI's and the
+//! bench's import-circle tests share.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
+
+use test_support::modgraph::{self, cycles, named_after, strip_comments};
 
 /// The layers, lowest first. A module may name modules of its own layer
 /// and of the layers below; keep `docs/design.md` in step.
@@ -53,38 +57,11 @@ fn src() -> std::path::PathBuf {
 /// Every source file of the crate but `lib.rs`, with its module: a
 /// submodule's files (`copy/x86.rs`) count as their parent's.
 fn rs_files() -> Vec<(String, std::path::PathBuf)> {
-    fn walk(dir: &Path, module: &str, out: &mut Vec<(String, std::path::PathBuf)>) {
-        let mut entries: Vec<_> = fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
-        entries.sort();
-        for p in entries {
-            if p.is_dir() {
-                walk(&p, module, out);
-            } else if p.extension().is_some_and(|e| e == "rs") {
-                out.push((module.to_owned(), p));
-            }
-        }
-    }
-    let mut out = Vec::new();
-    let mut entries: Vec<_> = fs::read_dir(src())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    entries.sort();
-    for p in entries {
-        let name = p.file_stem().unwrap().to_str().unwrap().to_owned();
-        if name == "lib" {
-            continue;
-        }
-        if p.is_dir() {
-            walk(&p, &name, &mut out);
-        } else if p.extension().is_some_and(|e| e == "rs") {
-            out.push((name, p));
-        }
-    }
-    out
+    let src = src();
+    modgraph::rust_files(&src)
+        .into_iter()
+        .filter_map(|p| Some((modgraph::module_of(&src, &p).first()?.clone(), p)))
+        .collect()
 }
 
 /// The source of every module of the crate but `lib.rs`, by name, with
@@ -98,49 +75,6 @@ fn modules() -> BTreeMap<String, String> {
             .push_str(&text);
     }
     mods
-}
-
-/// `text` without `//` comments (doc comments included), line by line; a
-/// `//` inside a string literal ends the line early, which only loses
-/// names, never invents one.
-fn strip_comments(text: &str) -> String {
-    text.lines()
-        .map(|l| l.split("//").next().unwrap_or(""))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// The identifiers that follow `prefix` in `text`, and for `prefix{`, each
-/// first segment of the group's paths.
-fn named_after(text: &str, prefix: &str, out: &mut BTreeSet<String>) {
-    let ident = |s: &str| -> String {
-        s.chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect()
-    };
-    for (i, _) in text.match_indices(prefix) {
-        let rest = &text[i + prefix.len()..];
-        if let Some(group) = rest.strip_prefix('{') {
-            // Only the group's top level: `{a::x, b::{y, z}, c}` names a, b, c.
-            let mut depth = 0;
-            let mut start = true;
-            for (j, c) in group.char_indices() {
-                match c {
-                    '{' => depth += 1,
-                    '}' if depth == 0 => break,
-                    '}' => depth -= 1,
-                    ',' if depth == 0 => start = true,
-                    c if start && depth == 0 && !c.is_whitespace() => {
-                        out.insert(ident(&group[j..]));
-                        start = false;
-                    }
-                    _ => {}
-                }
-            }
-        } else {
-            out.insert(ident(rest));
-        }
-    }
 }
 
 /// Each module's imports among the crate's modules.
@@ -159,67 +93,6 @@ fn imports() -> BTreeMap<String, BTreeSet<String>> {
 
 fn layer_of(module: &str) -> Option<usize> {
     LAYERS.iter().position(|(_, ms)| ms.contains(&module))
-}
-
-/// The strongly connected components of the import graph (Tarjan).
-fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
-    struct Tarjan<'g> {
-        graph: &'g BTreeMap<String, BTreeSet<String>>,
-        index: BTreeMap<&'g str, usize>,
-        low: BTreeMap<&'g str, usize>,
-        stack: Vec<&'g str>,
-        on_stack: BTreeSet<&'g str>,
-        out: Vec<Vec<String>>,
-    }
-    impl<'g> Tarjan<'g> {
-        fn visit(&mut self, v: &'g str) {
-            let i = self.index.len();
-            self.index.insert(v, i);
-            self.low.insert(v, i);
-            self.stack.push(v);
-            self.on_stack.insert(v);
-            for w in &self.graph[v] {
-                let w = w.as_str();
-                if !self.index.contains_key(w) {
-                    self.visit(w);
-                    let lw = self.low[w];
-                    let lv = self.low.get_mut(v).unwrap();
-                    *lv = (*lv).min(lw);
-                } else if self.on_stack.contains(w) {
-                    let iw = self.index[w];
-                    let lv = self.low.get_mut(v).unwrap();
-                    *lv = (*lv).min(iw);
-                }
-            }
-            if self.low[v] == self.index[v] {
-                let mut comp = Vec::new();
-                loop {
-                    let w = self.stack.pop().unwrap();
-                    self.on_stack.remove(w);
-                    comp.push(w.to_owned());
-                    if w == v {
-                        break;
-                    }
-                }
-                comp.sort();
-                self.out.push(comp);
-            }
-        }
-    }
-    let mut t = Tarjan {
-        graph,
-        index: BTreeMap::new(),
-        low: BTreeMap::new(),
-        stack: Vec::new(),
-        on_stack: BTreeSet::new(),
-        out: Vec::new(),
-    };
-    for v in graph.keys() {
-        if !t.index.contains_key(v.as_str()) {
-            t.visit(v);
-        }
-    }
-    t.out
 }
 
 #[test]

@@ -104,12 +104,66 @@ pub(super) fn mark_group(key: (u64, u64), path: &Path) {
         }
         Ok(())
     });
-    if let Err(e) = handed {
-        warn(&format!(
+    match handed {
+        // No slot to mark, and none holding data of the file: the
+        // group has nothing of it the kernel lacks.
+        Err(e) if SharedCache::out_of_slots(&e) && sc.unsaved_len(key.0, key.1).is_none() => {}
+        Err(e) => warn(&format!(
             "{}: handing it to the kernel for the group: {e}",
             file_name(key)
-        ));
+        )),
+        Ok(()) => {}
     }
+}
+
+/// Tries of [`writing_back`] while the file's slot keeps moving.
+const TRIES: usize = 8;
+
+/// Runs `write_back`, a writeback of the file `key` served by the group:
+/// one that fails for want of a slot (`SharedCache::out_of_slots`: every
+/// slot holds unsaved data or a file held in the kernel, or the file's
+/// slot moved each time it looked) is tried again while the group holds
+/// data of the file unsaved, and is done once it holds none (a file the
+/// table has no slot for has none: its slot was taken back clean). So a
+/// file the group cannot serve for want of a slot is handed to the kernel
+/// whole, and its close succeeds, as the kernel's would.
+pub(crate) fn writing_back(
+    key: (u64, u64),
+    write_back: impl Fn() -> io::Result<()>,
+) -> io::Result<()> {
+    let mut last = None;
+    for _ in 0..TRIES {
+        match write_back() {
+            Err(e) if SharedCache::out_of_slots(&e) => {
+                let unsaved = group_cache().and_then(|sc| sc.unsaved_len(key.0, key.1));
+                if unsaved.is_none() {
+                    return Ok(());
+                }
+                last = Some(e);
+            }
+            r => return r,
+        }
+    }
+    Err(last.unwrap_or_else(|| err(libc::EIO)))
+}
+
+/// The size of the file `d` serves, as the cache holds it; `None` where
+/// the kernel's is the one to give: the file is handed to the kernel
+/// first if the group cannot serve it for want of a slot, and any other
+/// error leaves the kernel's size, never a made-up one.
+pub(crate) fn served_len(d: &Desc) -> Option<u64> {
+    let mut unslotted = false;
+    let len = inside(None, || match d.file.len() {
+        Ok(n) => Ok(Some(n)),
+        Err(e) => {
+            unslotted = SharedCache::out_of_slots(&e);
+            Ok(None)
+        }
+    });
+    if unslotted {
+        hand_to_kernel(d.key);
+    }
+    len
 }
 
 /// `mmap` of an fd the cache does not serve: in a group, a file under a

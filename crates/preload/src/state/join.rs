@@ -127,6 +127,9 @@ fn moved(sc: &SharedCache, fd: c_int, d: &Desc) -> Option<Arc<Desc>> {
     let file = match opened {
         Ok(Some(f)) => f,
         Ok(None) => return None,
+        // No slot for it in the group's table: the kernel's, as any file
+        // past a limit of the group's (written back above).
+        Err(e) if SharedCache::out_of_slots(&e) => return None,
         Err(e) => {
             warn(&format!(
                 "fd {fd}: joining the group: {e}; the file is handed to the kernel"

@@ -4,8 +4,9 @@
  * harness then checks the files left behind through the kernel.
  *
  * `served(fd)` asks the library whether the cache serves an fd, so each
- * check knows which side answered. Raw system calls (syscall(2)) read
- * what the kernel holds, bypassing the interposer. */
+ * check knows which side answered. Raw system calls (the C library's
+ * syscall(2), kernel.h: the library serves its own `syscall`) read what
+ * the kernel holds, bypassing the interposer. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -27,6 +28,8 @@
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "kernel.h"
 
 #ifndef RWF_DONTCACHE
 #define RWF_DONTCACHE 0x00000080 /* Linux 6.14 */
@@ -82,17 +85,17 @@ static int matches(const unsigned char *b, int seed, long off, long n) {
 /* The kernel's view: size and bytes, by raw system calls. */
 static long kernel_size(const char *path) {
     struct stat st;
-    if (syscall(SYS_newfstatat, AT_FDCWD, path, &st, 0) != 0)
+    if (kernel_syscall(SYS_newfstatat, AT_FDCWD, path, &st, 0) != 0)
         return -1;
     return (long)st.st_size;
 }
 
 static long kernel_pread(const char *path, void *buf, long n, long off) {
-    int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY);
+    int fd = (int)kernel_syscall(SYS_openat, AT_FDCWD, path, O_RDONLY);
     if (fd < 0)
         return -1;
-    long r = syscall(SYS_pread64, fd, buf, n, off);
-    syscall(SYS_close, fd);
+    long r = kernel_syscall(SYS_pread64, fd, buf, n, off);
+    kernel_syscall(SYS_close, fd);
     return r;
 }
 
@@ -355,8 +358,8 @@ static void test_other_process(void) {
     CHECK(kernel_pread(p, got, 4, 0) == 4 && memcmp(got, "mine", 4) == 0);
     /* The other process writes inside the file, where this one holds
      * nothing dirty: its bytes survive this one's close... */
-    int raw = (int)syscall(SYS_openat, AT_FDCWD, p, O_RDWR);
-    CHECK(syscall(SYS_pwrite64, raw, "XY", 2, 1) == 2);
+    int raw = (int)kernel_syscall(SYS_openat, AT_FDCWD, p, O_RDWR);
+    CHECK(kernel_syscall(SYS_pwrite64, raw, "XY", 2, 1) == 2);
     CHECK(close(fd) == 0);
     /* ...and an open after the last close reads afresh. */
     fd = open(p, O_RDONLY);
@@ -368,11 +371,11 @@ static void test_other_process(void) {
      * from the open on: docs/preload.md), but its last close keeps it: a
      * file never shrinks unless someone truncates it. */
     fd = open(p, O_RDWR);
-    CHECK(syscall(SYS_pwrite64, raw, "more", 4, 4) == 4);
+    CHECK(kernel_syscall(SYS_pwrite64, raw, "more", 4, 4) == 4);
     CHECK(fsize(fd) == 4 && pread(fd, got, 8, 0) == 4);
     close(fd);
     CHECK(kernel_size(p) == 8);
-    syscall(SYS_close, raw);
+    kernel_syscall(SYS_close, raw);
 }
 
 /* Close writes back: the kernel holds the data after the last close. */

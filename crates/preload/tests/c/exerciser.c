@@ -19,6 +19,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "kernel.h"
+
 enum { FILES = 3, MAXSZ = 1 << 20, FDS = 8, DESCS = FDS };
 
 static unsigned char model[FILES][MAXSZ];
@@ -368,9 +370,9 @@ int main(int argc, char **argv) {
     for (int f = 0; f < FILES; f++) {
         if (!exists[f])
             continue;
-        int fd = (int)syscall(SYS_openat, AT_FDCWD, path[f], O_RDONLY);
-        long r = syscall(SYS_pread64, fd, got, (long)MAXSZ, 0L);
-        syscall(SYS_close, fd);
+        int fd = (int)kernel_syscall(SYS_openat, AT_FDCWD, path[f], O_RDONLY);
+        long r = kernel_syscall(SYS_pread64, fd, got, (long)MAXSZ, 0L);
+        kernel_syscall(SYS_close, fd);
         if (r != size[f] || memcmp(got, model[f], size[f]) != 0)
             FAIL("file %d: the kernel holds %ld bytes, want %ld, or other bytes", f, r, size[f]);
     }

@@ -108,3 +108,43 @@ fn random_operations_match_a_model() {
         );
     }
 }
+
+/// `tests/c/raw_syscalls.c`: system calls made by number (`syscall(2)`,
+/// as stock fsx makes `copy_file_range`) on served files are served as
+/// their functions are, in a process's own cache and in a group's: before
+/// the library defined `syscall`, the kernel copied a file the cache had
+/// not written back, and fsx found zeros. Then the file through the
+/// kernel.
+#[test]
+fn system_calls_by_number_are_served() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let exe = compile("raw_syscalls", dir.path(), Build::Plain);
+    for group in [false, true] {
+        let data = tempfile::tempdir().expect("a temporary directory");
+        let cache = fc::SharedCache::new(16 << 20).expect("a shared cache");
+        let mut cmd = preloaded(&exe, data.path());
+        cmd.arg(data.path());
+        if group {
+            use std::os::fd::AsRawFd;
+            cmd.env(
+                "FOLIOCACHE_PRELOAD_SHARED",
+                format!(
+                    "/proc/{}/fd/{}",
+                    std::process::id(),
+                    cache.memory_file().as_raw_fd()
+                ),
+            );
+        }
+        crate::support::checked(&mut cmd);
+        cache.write_back_all().expect("the group's writeback");
+        let want: Vec<u8> = (0..9000)
+            .map(|i| b'a' + (i % 23) as u8)
+            .chain(*b"RA")
+            .collect();
+        let dst = std::fs::read(data.path().join("dst")).expect("dst");
+        assert!(
+            dst == want,
+            "group {group}: dst differs from what was written"
+        );
+    }
+}
