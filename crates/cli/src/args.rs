@@ -40,4 +40,8 @@ pub enum Command {
     /// Host a named cache that the processes of many `foliocache run
     /// --cache NAME` share, or show one's figures.
     Cache(crate::named::CacheArgs),
+    /// Write back what launches killed with their programs left unsaved
+    /// (their memory files on tmpfs, /dev/shm/foliocache-UID): what the
+    /// next `foliocache run` on their directories does before it serves.
+    Recover(crate::recover::RecoverArgs),
 }

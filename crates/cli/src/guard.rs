@@ -3,7 +3,9 @@
 //! the program with it (the interposer's cache claims it), forwards the
 //! signals sent to it, and once the program is gone, however it ended,
 //! writes back what the program left unsaved, then ends as the program
-//! did: its exit status, or its fatal signal raised again.
+//! did: its exit status, or its fatal signal raised again. Its memory
+//! files persist on tmpfs (`crate::recover::Persisted`) until then, so
+//! that what the program leaves outlives this process too.
 
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
@@ -76,25 +78,29 @@ pub(crate) fn wait_for(sigs: &[libc::c_int]) -> libc::c_int {
 /// then on they share the group's, which this process holds as
 /// [`run_shared`] does, making its pages 2 MiB pages only once a process
 /// joined it.
-pub fn run_guarded(mut cmd: Command, program: &Path, group: Option<u64>) -> Result<()> {
-    let segment = foliocache::Guardian::memory_file()
-        .context("making the guardian's memory file (`--no-guardian` runs without one)")?;
+pub fn run_guarded(
+    mut cmd: Command,
+    program: &Path,
+    group: Option<u64>,
+    files: crate::recover::Persisted,
+) -> Result<()> {
+    let segment = files.guard_file()?;
     cmd.env(
         GUARD_VAR,
         std::os::fd::AsRawFd::as_raw_fd(&segment).to_string(),
     );
-    let status = match group {
+    let (status, cache) = match group {
         Some(capacity) => {
-            let cache = foliocache::SharedCache::new_deferred(capacity)
-                .context("making the group's memory file")?;
+            let cache = files.shared(capacity, true)?;
             cmd.env(AT_FORK_VAR, "1");
-            run_in(cmd, program, &cache, true, None, None)?
+            (run_in(cmd, program, &cache, true, None, None)?, Some(cache))
         }
-        None => supervise(cmd, program)?,
+        None => (supervise(cmd, program)?, None),
     };
     // (What it writes, it says on stderr.)
     foliocache::Guardian::write_back(segment.as_fd());
     drop(segment);
+    files.end(cache.as_ref());
     end_as(status)
 }
 
@@ -114,13 +120,13 @@ pub fn run_guarded(mut cmd: Command, program: &Path, group: Option<u64>) -> Resu
 pub fn run_shared(
     cmd: Command,
     program: &Path,
-    capacity: u64,
+    (capacity, files): (u64, crate::recover::Persisted),
     metrics: Option<SocketAddr>,
     state: Option<&Path>,
 ) -> Result<()> {
-    let cache =
-        foliocache::SharedCache::new(capacity).context("making the shared cache's memory file")?;
+    let cache = files.shared(capacity, false)?;
     let status = run_in(cmd, program, &cache, true, state, metrics)?;
+    files.end(Some(&cache));
     end_as(status)
 }
 

@@ -117,29 +117,41 @@ pub fn run(args: &RunArgs) -> Result<()> {
         // the cache, not by each of the program's.
         cmd.env_remove(METRICS_VAR);
     }
+    // What an earlier launch on these directories left, killed with its
+    // program, is written back before this one serves them (`preloaded`
+    // checked each is a directory).
+    let dirs = args
+        .dirs
+        .iter()
+        .map(|d| d.canonicalize())
+        .collect::<Result<_, _>>();
+    let owner = foliocache::persist::Owner::Dirs(dirs.context("--dir")?);
+    let capacity = args.capacity.filter(|&c| c > 0).unwrap_or(SHARED_DEFAULT);
+    let guarded = args.cache.is_none() && !args.no_guardian;
+    let files = crate::recover::before_run(&owner, capacity, guarded)?;
     if let Some(name) = &args.cache {
         return crate::guard::run_attached(cmd, program, name, args.metrics);
     }
-    if args.shared {
-        let capacity = args.capacity.filter(|&c| c > 0).unwrap_or(SHARED_DEFAULT);
-        // The group's warm restarts are the launcher's, which holds the
-        // cache: it loads the state file and saves it at the end.
-        let state = cmd
-            .get_envs()
-            .find(|(k, _)| *k == STATE_VAR)
-            .and_then(|(_, v)| v.map(PathBuf::from));
-        cmd.env_remove(STATE_VAR);
-        return crate::guard::run_shared(cmd, program, capacity, args.metrics, state.as_deref());
-    }
-    if !args.no_guardian {
-        // The program's processes join one cache at their first fork,
-        // unless each serves its own figures (`--metrics`: the program's
-        // process serves its own cache's).
-        let group = args
-            .metrics
-            .is_none()
-            .then(|| args.capacity.filter(|&c| c > 0).unwrap_or(SHARED_DEFAULT));
-        return crate::guard::run_guarded(cmd, program, group);
+    match files {
+        Some(files) if args.shared => {
+            // The group's warm restarts are the launcher's, which holds
+            // the cache: it loads the state file and saves it at the end.
+            let state = cmd
+                .get_envs()
+                .find(|(k, _)| *k == STATE_VAR)
+                .and_then(|(_, v)| v.map(PathBuf::from));
+            cmd.env_remove(STATE_VAR);
+            let state = state.as_deref();
+            return crate::guard::run_shared(cmd, program, (capacity, files), args.metrics, state);
+        }
+        Some(files) => {
+            // The program's processes join one cache at their first fork,
+            // unless each serves its own figures (`--metrics`: the
+            // program's process serves its own cache's).
+            let group = args.metrics.is_none().then_some(capacity);
+            return crate::guard::run_guarded(cmd, program, group, files);
+        }
+        None => {}
     }
     cmd.env_remove(crate::guard::SHARED_VAR);
     cmd.env(GUARDIAN_VAR, "off");

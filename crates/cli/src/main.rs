@@ -27,6 +27,7 @@ mod mount;
 mod mount_object;
 mod mounted;
 mod named;
+mod recover;
 mod stat;
 mod watch;
 
@@ -61,6 +62,7 @@ fn main() -> ExitCode {
         Command::Umount(a) => run_plain(mounted::umount(&a)),
         Command::Run(a) => run_plain(launch::run(&a)),
         Command::Cache(a) => run_plain(named::run(&a)),
+        Command::Recover(a) => run_plain(recover::run(&a)),
     }
 }
 

@@ -96,7 +96,25 @@ fn serve(args: &ServeArgs) -> Result<()> {
     // Blocked before any thread starts (the host's and the flusher's take
     // this mask), so that only the wait below takes them.
     crate::guard::block(&STOP);
-    let cache = SharedCache::new(args.capacity).context("making the shared cache")?;
+    // What the last host of this name left, killed, is written back
+    // first; the cache's file persists on tmpfs unless members of a group
+    // map it (tmpfs cannot seal it against their resizing).
+    let owner = foliocache::persist::Owner::Cache(args.name.clone());
+    let files = match group {
+        None => Some(crate::recover::Persisted::start(
+            &owner,
+            args.capacity,
+            "foliocache cache",
+        )?),
+        Some(_) => {
+            crate::recover::recover(Some(&owner), "foliocache cache")?;
+            None
+        }
+    };
+    let cache = match &files {
+        Some(f) => f.shared(args.capacity, false)?,
+        None => SharedCache::new(args.capacity).context("making the shared cache")?,
+    };
     let host = cache
         .host(&args.name, group)
         .with_context(|| format!("hosting the cache {}", args.name))?;
@@ -123,6 +141,9 @@ fn serve(args: &ServeArgs) -> Result<()> {
     drop(metrics);
     let processes = cache.stats().processes;
     let written = cache.write_back_all().context("writing the cache back")?;
+    if let Some(f) = files {
+        f.end(Some(&cache));
+    }
     eprintln!(
         "foliocache cache: {} stopped by signal {sig}: {written} pages written back; \
          {} processes still attached keep the cache",

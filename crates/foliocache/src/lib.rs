@@ -227,7 +227,7 @@ pub use cached::{AnyFile, CacheFigures, CachedFile, SharedHandle};
 pub use file::File;
 pub use filemap::pin::Pinned;
 pub use flags::ReadFlags;
-pub use guardian::{Guardian, WrittenBack};
+pub use guardian::{persist, Guardian, WrittenBack};
 pub use loaded::WarmProgress;
 pub use mrc::{CurvePoint, HitRatioCurve, CAPACITY_RATIOS};
 pub use pressure::{capacity_fits, PressureConfig};

@@ -3,15 +3,17 @@
 //! records of 1 byte to 64 KiB with `write(2)`, never syncing, and prints
 //! the file's end after each write returns; it is sent SIGKILL (as the OOM
 //! killer sends it) after a random number of writes, and once its way has
-//! ended the file is compared with what `write(2)` accepted. Three ways,
+//! ended the file is compared with what `write(2)` accepted. Four ways,
 //! the same kills for each, interleaved: `ext4` (the program alone: the
 //! kernel's page cache keeps every accepted byte), `foliocache run` (the
-//! interposer, `foliocache run` its guardian: docs/design.md, section 12)
-//! and `foliocache run --no-guardian` (what the interposer lost before
-//! the guardian). The figures are bytes, not speed: the scenario prints
+//! interposer, `foliocache run` its guardian: docs/design.md, section 12),
+//! `foliocache run` killed with the writer, then `foliocache recover` (the
+//! launch's persisted files) and `foliocache run --no-guardian` (what the
+//! interposer lost before the guardian). The figures are bytes, not speed: the scenario prints
 //! its own table, and its notes carry it into the JSON report.
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Instant;
@@ -32,7 +34,7 @@ const KILLS: FullQuick<u64> = FullQuick(1000, 100);
 const MAX_WRITES: u32 = 800;
 
 /// The ways, in the table's order.
-pub const WAYS: [Way; 3] = [Way::Ext4, Way::Guardian, Way::NoGuardian];
+pub const WAYS: [Way; 4] = [Way::Ext4, Way::Guardian, Way::AllKilled, Way::NoGuardian];
 
 /// How the writer runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +43,10 @@ pub enum Way {
     Ext4,
     /// Under `foliocache run`, its guardian.
     Guardian,
+    /// Under `foliocache run`, killed with the writer (one `SIGKILL` to
+    /// their process group), then `foliocache recover` on the directory:
+    /// what the launch's persisted files kept.
+    AllKilled,
     /// Under `foliocache run --no-guardian`.
     NoGuardian,
 }
@@ -51,6 +57,7 @@ impl Way {
         match self {
             Way::Ext4 => "ext4",
             Way::Guardian => "foliocache run",
+            Way::AllKilled => "run killed too, then recover",
             Way::NoGuardian => "foliocache run --no-guardian",
         }
     }
@@ -70,8 +77,9 @@ pub struct Kills {
 pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
     if !args.engines.is_empty() {
         return Err(
-            "crash scenario: --engine does not apply: it runs a writer three ways \
-                    (ext4, foliocache run, foliocache run --no-guardian)"
+            "crash scenario: --engine does not apply: it runs a writer four ways \
+                    (ext4, foliocache run, foliocache run killed with it, \
+                    foliocache run --no-guardian)"
                 .into(),
         );
     }
@@ -84,8 +92,9 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
              writes, {kills} times each way, the same kills for every way; once the way has \
              ended, the file's bytes are checked against what write(2) accepted. Ways: ext4 \
              (the program alone: the kernel's page cache keeps what it accepted), foliocache run \
-             (the interposer with its guardian), foliocache run --no-guardian. Lost: accepted \
-             bytes not in the file with their values."
+             (the interposer with its guardian), foliocache run killed with the writer (one \
+             SIGKILL to both) then foliocache recover, foliocache run --no-guardian. Lost: \
+             accepted bytes not in the file with their values."
         ),
         jobs: Vec::new(),
         ratios: Vec::new(),
@@ -218,8 +227,10 @@ fn command(
 ) -> Command {
     let mut cmd = match way {
         Way::Ext4 => Command::new(writer),
-        Way::Guardian | Way::NoGuardian => {
+        Way::Guardian | Way::AllKilled | Way::NoGuardian => {
             let mut c = Command::new(foliocache);
+            // A process group of its own: one signal kills the launch.
+            c.process_group(0);
             c.args(["run", "--no-state", "--capacity", "64M", "--dir"])
                 .arg(dir);
             if way == Way::NoGuardian {
@@ -237,10 +248,15 @@ fn command(
 }
 
 /// The writer's process: `foliocache run`'s child under its guardian,
+/// the launch's process group (negative) when the launcher dies too,
 /// else the process started (the writer, or `foliocache run` executed
 /// into it).
 fn writer_pid(way: Way, child: &Child) -> Result<i32> {
     let pid = child.id();
+    if way == Way::AllKilled {
+        // The process group: the launcher and the writer.
+        return Ok(-(pid as i32));
+    }
     if way != Way::Guardian {
         return Ok(pid as i32);
     }
@@ -293,6 +309,9 @@ fn kill_once(
         reported(line)?;
     }
     child.wait().context("waiting for the way to end")?;
+    if way == Way::AllKilled {
+        recover_after(foliocache, child.id() as i32, dir)?;
+    }
     let got = std::fs::read(file).context("reading the killed writer's file")?;
     let kept = got
         .iter()
@@ -300,6 +319,31 @@ fn kill_once(
         .position(|(i, &b)| b != pattern(i as u64))
         .unwrap_or(got.len()) as u64;
     Ok((accepted, accepted.saturating_sub(kept)))
+}
+
+/// Once every process of the group `pgid` is gone (or, a zombie left
+/// unreaped, 10 s later: its files are closed), `foliocache recover dir`.
+fn recover_after(foliocache: &Path, pgid: i32, dir: &Path) -> Result<()> {
+    let group = nix::unistd::Pid::from_raw(-pgid);
+    for _ in 0..10_000 {
+        if nix::sys::signal::kill(group, None).is_err() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let out = Command::new(foliocache)
+        .arg("recover")
+        .arg(dir)
+        .stderr(Stdio::piped())
+        .output()
+        .context("running foliocache recover")?;
+    if !out.status.success() {
+        bail!(
+            "foliocache recover failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
 }
 
 /// Byte `i` of the writer's file (as `logged_writer.c` makes it).

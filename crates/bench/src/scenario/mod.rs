@@ -15,7 +15,7 @@
 //! [`embedded`]), [`objectstore`] (by name only: caches in front of
 //! object storage), [`advisor`] (by name only: the cache's predicted hit
 //! ratios at other sizes against measured ones), [`crash`] (by name only:
-//! what a writer killed at random moments loses, three ways), and
+//! what a writer killed at random moments loses, four ways), and
 //! [`custom`] for a job given by `--rw`/`--bs`.
 //! What each measures and why is in `docs/bench.md`; the figures behind
 //! its choices in `docs/measurements/`.

@@ -15,17 +15,20 @@ use crate::launch::build_library;
 const BIN: &str = env!("CARGO_BIN_EXE_foliocache");
 
 /// Byte `i` of `logged_writer.c`'s file.
-fn pat(i: u64) -> u8 {
+pub(crate) fn pat(i: u64) -> u8 {
     (i.wrapping_mul(131).wrapping_add(i >> 16) as u8) | 1
 }
 
-/// `src/scenario/crash/logged_writer.c`, compiled into `dir`.
-fn writer(dir: &Path) -> PathBuf {
+/// `crates/bench/src/scenario/crash/logged_writer.c`, compiled into `dir`.
+pub(crate) fn writer(dir: &Path) -> PathBuf {
     let exe = dir.join("logged_writer");
     test_support::run_checked(
         Command::new("cc")
             .args(["-std=c11", "-O1", "-Wall", "-Wextra", "-Werror"])
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/scenario/crash/logged_writer.c"))
+            .arg(
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("../bench/src/scenario/crash/logged_writer.c"),
+            )
             .arg("-o")
             .arg(&exe),
     );

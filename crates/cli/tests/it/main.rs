@@ -35,6 +35,9 @@ mod objectstore;
 /// The operator's side of the mount: a mount on a mount refused,
 /// `foliocache umount`, the server's log.
 mod operate;
+/// Every process of a launch killed, the launcher too: its files on
+/// tmpfs keep what it accepted until `foliocache recover` or the next run.
+mod persist;
 /// `foliocache bench --scenario programs`: `db_bench` three ways.
 mod programs;
 /// Warm restarts of the mount: the list saved at unmount, loaded by the

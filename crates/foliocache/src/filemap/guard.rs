@@ -3,7 +3,7 @@
 //! state of its pages, kept as they are made dirty, written back, or
 //! dropped.
 
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 // (`guard_slot` is a plain atomic even under loom: a cache under loom has
 // no guardian, and it is never touched there.)
 #[allow(clippy::disallowed_types)]
@@ -44,7 +44,12 @@ impl Mapping {
             let (dev, ino) = self.inode.key?;
             let file = self.backing().raw_file()?;
             let path = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()?;
-            g.take_slot(dev, ino, self.size(), path.as_os_str().as_encoded_bytes())
+            let version = crate::guardian::persist::file_version(file.as_fd());
+            g.take_slot(
+                (dev, ino, version),
+                self.size(),
+                path.as_os_str().as_encoded_bytes(),
+            )
         })();
         let want = taken.unwrap_or(NO_SLOT);
         match self

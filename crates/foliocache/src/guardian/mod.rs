@@ -6,7 +6,9 @@
 //! - [`segment`]: the shared memory file holding the arena, the file
 //!   slots, each page's owner and the unsaved bits;
 //! - [`recover`]: the writeback a guardian runs once the process is gone;
-//! - [`child`]: the guardian child of a program with no launcher.
+//! - [`child`]: the guardian child of a program with no launcher;
+//! - [`persist`]: memory files that outlive every process of a group,
+//!   the guardian's segment's and the group's cache's.
 //!
 //! A cache built with a guardian ([`CacheBuilder::guardian`]) keeps a
 //! [`Guard`]: the segment, its slot allocator, and the child if it
@@ -15,11 +17,12 @@
 //! [`CacheBuilder::guardian`]: crate::CacheBuilder::guardian
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 pub use recover::WrittenBack;
 
 pub(crate) mod child;
+pub mod persist;
 pub(crate) mod recover;
 pub(crate) mod segment;
 
@@ -45,7 +48,8 @@ pub enum Guardian {
     /// The process that made this memory file and passed it down (a
     /// launcher, as `foliocache run`) guards the segment the cache lays out
     /// in it. A file that is not a guardian's memory file (made with the
-    /// name `foliocache-guardian`), or that another live process claimed,
+    /// name `foliocache-guardian`, or a persisted launch's segment:
+    /// [`persist::Run::guard_file`]), or that another live process claimed,
     /// is refused: the build fails.
     Segment(std::sync::Arc<OwnedFd>),
 }
@@ -124,10 +128,11 @@ impl Guard {
         &self.seg
     }
 
-    /// A slot for the file (`dev`, `ino`) of `size` bytes at `path`, or
-    /// `None` when every slot is taken or the path is too long for one
-    /// (the file's unsaved data is then not guarded).
-    pub(crate) fn take_slot(&self, dev: u64, ino: u64, size: u64, path: &[u8]) -> Option<u32> {
+    /// A slot for the file `id` (device, inode, generation:
+    /// [`persist::file_version`]) of `size` bytes at `path`, or `None` when
+    /// every slot is taken or the path is too long for one (the file's
+    /// unsaved data is then not guarded).
+    pub(crate) fn take_slot(&self, id: (u64, u64, u64), size: u64, path: &[u8]) -> Option<u32> {
         let slot = {
             let mut s = self.slots.lock();
             match s.free.pop() {
@@ -139,7 +144,7 @@ impl Guard {
                 None => return None,
             }
         };
-        if self.seg.fill_slot(slot, dev, ino, size, path) {
+        if self.seg.fill_slot(slot, id, size, path) {
             Some(slot)
         } else {
             self.slots.lock().free.push(slot);
@@ -155,8 +160,11 @@ impl Guard {
 }
 
 /// Checks that `fd` is a guardian's memory file (its name in
-/// `/proc/self/fd`).
+/// `/proc/self/fd`), or a persisted launch's segment.
 fn check_memfd(fd: &OwnedFd) -> io::Result<()> {
+    if persist::is_persisted(fd.as_fd(), persist::GUARD) {
+        return Ok(());
+    }
     let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
     let want = format!("/memfd:{}", segment::NAME);
     if link

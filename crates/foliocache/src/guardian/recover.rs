@@ -141,10 +141,10 @@ pub(crate) fn recover(map: &Map) -> WrittenBack {
     };
     let mut path = [0u8; SLOT_PATH];
     for slot in 1..view.slots {
-        let Some((dev, ino, size, path)) = view.slot(slot, &mut path) else {
+        let Some((id, size, path)) = view.slot(slot, &mut path) else {
             continue;
         };
-        match recover_file(&view, slot, (dev, ino, size), path) {
+        match recover_file(&view, slot, (id, size), path) {
             Ok(0) => {}
             Ok(n) => {
                 done.files += 1;
@@ -156,16 +156,16 @@ pub(crate) fn recover(map: &Map) -> WrittenBack {
     done
 }
 
-/// Writes back the unsaved pages of slot `slot` (its file's identity and
-/// size `id`, at `path`), then sets the file's size. Returns the bytes
-/// written, or `Err` (said on stderr) if the file was skipped.
+/// Writes back the unsaved pages of slot `slot` (its file's identity,
+/// device, inode and generation, and its size, at `path`), then sets the
+/// file's size. Returns the bytes written, or `Err` (said on stderr) if
+/// the file was skipped.
 fn recover_file(
     view: &View,
     slot: u64,
-    id: (u64, u64, u64),
+    ((dev, ino, version), size): ((u64, u64, u64), u64),
     path: &std::ffi::CStr,
 ) -> Result<u64, ()> {
-    let (dev, ino, size) = id;
     let fd = match rustix::fs::open(
         path,
         OFlags::WRONLY | OFlags::CLOEXEC | OFlags::NOCTTY,
@@ -184,7 +184,10 @@ fn recover_file(
             return Err(());
         }
     };
-    if st.st_dev != dev || st.st_ino != ino {
+    if st.st_dev != dev
+        || st.st_ino != ino
+        || !super::persist::same_version(version, super::persist::file_version(fd.as_fd()))
+    {
         skipped(path, b"another file is at its path now", None);
         return Err(());
     }

@@ -85,6 +85,8 @@ pub(crate) struct SlotHead {
     pub(crate) ino: AtomicU64,
     /// The file's size in the cache (`i_size`).
     pub(crate) size: AtomicU64,
+    /// The file's generation (`persist::file_version`; 0 unknown).
+    pub(crate) version: AtomicU64,
 }
 
 // SAFETY: `repr(C)`, atomics only.
@@ -264,7 +266,8 @@ impl Segment {
     /// Fills slot `slot` (free, and this process's alone to fill) with a
     /// file's identity, size and path, and publishes it. `false`, with
     /// the slot left free, if the path does not fit.
-    pub(crate) fn fill_slot(&self, slot: u32, dev: u64, ino: u64, size: u64, path: &[u8]) -> bool {
+    pub(crate) fn fill_slot(&self, slot: u32, id: (u64, u64, u64), size: u64, path: &[u8]) -> bool {
+        let (dev, ino, version) = id;
         let at = SLOTS_OFF + u64::from(slot) * SLOT_BYTES + SLOT_HEAD;
         let dst = self.meta.bytes(at, path.len() as u64 + 1);
         let (Some(head), Some(dst)) = (self.slot_head(slot), dst) else {
@@ -277,6 +280,7 @@ impl Segment {
         head.dev.store(dev, Ordering::Relaxed);
         head.ino.store(ino, Ordering::Relaxed);
         head.size.store(size, Ordering::Relaxed);
+        head.version.store(version, Ordering::Relaxed);
         head.path_len.store(path.len() as u32, Ordering::Relaxed);
         // SAFETY: the path's bytes and its NUL lie in the mapping (checked)
         // and fit in the slot (checked); no one reads an unpublished slot's
@@ -443,13 +447,14 @@ impl<'a> View<'a> {
         self.map.read_u64(off).unwrap_or(0)
     }
 
-    /// Slot `slot`, if in use: its device, inode, size, and its path,
-    /// copied into `path` (the segment's bytes may change meanwhile).
+    /// Slot `slot`, if in use: its file (device, inode, generation), its
+    /// size, and its path, copied into `path` (the segment's bytes may
+    /// change meanwhile).
     pub(crate) fn slot<'p>(
         &self,
         slot: u64,
         path: &'p mut [u8; SLOT_PATH],
-    ) -> Option<(u64, u64, u64, &'p std::ffi::CStr)> {
+    ) -> Option<((u64, u64, u64), u64, &'p std::ffi::CStr)> {
         if slot == 0 || slot >= self.slots {
             return None;
         }
@@ -467,8 +472,11 @@ impl<'a> View<'a> {
         }
         let path = std::ffi::CStr::from_bytes_with_nul(&path[..=path_len]).ok()?;
         Some((
-            self.u64_at(at + 8),
-            self.u64_at(at + 16),
+            (
+                self.u64_at(at + 8),
+                self.u64_at(at + 16),
+                self.u64_at(at + 32),
+            ),
             self.u64_at(at + 24),
             path,
         ))

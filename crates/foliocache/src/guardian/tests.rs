@@ -66,8 +66,7 @@ fn file_with_slot(guard: &Guard, path: &std::path::Path, len: usize, fill: u8, s
     let md = std::fs::metadata(path).unwrap();
     guard
         .take_slot(
-            md.dev(),
-            md.ino(),
+            (md.dev(), md.ino(), 0),
             size,
             path.as_os_str().as_encoded_bytes(),
         )
@@ -162,6 +161,61 @@ fn a_file_replaced_at_its_path_is_never_written() {
 }
 
 #[test]
+fn a_file_of_another_generation_at_the_same_inode_is_never_written() {
+    let d = dir();
+    let g = guard(16);
+    let p = d.path().join("f");
+    std::fs::write(&p, b"fresh").unwrap();
+    let f = std::fs::File::open(&p).unwrap();
+    let now = super::persist::file_version(std::os::fd::AsFd::as_fd(&f));
+    if now == 0 {
+        // The filesystem tells no generation: device and inode alone.
+        return;
+    }
+    let md = f.metadata().unwrap();
+    // The inode number reused by a file made after the slot's.
+    let slot = g
+        .take_slot(
+            (md.dev(), md.ino(), now ^ 1),
+            PAGE,
+            p.as_os_str().as_encoded_bytes(),
+        )
+        .unwrap();
+    let mut arena = ArenaMap::new(g.segment());
+    arena.page(2).fill(b'X');
+    g.segment().mark_unsaved(2, 1, slot, 0);
+    drop(arena);
+    let done = recover_from(g.segment().fd());
+    assert_eq!((done.skipped, done.bytes), (1, 0));
+    assert_eq!(std::fs::read(&p).unwrap(), b"fresh");
+}
+
+#[test]
+fn a_persisted_launch_s_segment_is_claimed_and_recovered() {
+    let d = dir();
+    let owner = super::persist::Owner::Dirs(vec![d.path().to_path_buf()]);
+    let Ok(run) = super::persist::Run::create(&owner) else {
+        // No tmpfs /dev/shm here.
+        return;
+    };
+    let fd = run.guard_file().unwrap();
+    let g = Guard::new(Guardian::Segment(std::sync::Arc::new(fd)), 16)
+        .unwrap()
+        .expect("a guard");
+    let p = d.path().join("f");
+    let slot = file_with_slot(&g, &p, 0, b'.', PAGE);
+    let mut arena = ArenaMap::new(g.segment());
+    arena.page(5).fill(b'P');
+    g.segment().mark_unsaved(5, 1, slot, 0);
+    drop(arena);
+    let done = recover_from(g.segment().fd());
+    assert_eq!((done.files, done.bytes), (1, PAGE));
+    assert_eq!(std::fs::read(&p).unwrap(), vec![b'P'; PAGE as usize]);
+    drop(g);
+    run.remove();
+}
+
+#[test]
 fn a_file_longer_by_less_than_a_page_is_cut_and_one_appended_to_is_kept() {
     let d = dir();
     let g = guard(16);
@@ -243,16 +297,19 @@ fn slots_are_reused_and_run_out() {
     let g = guard(16);
     let n = g.segment().slots() - 1;
     let taken: Vec<u32> = (0..n)
-        .map(|i| g.take_slot(1, i, 0, b"/x").expect("a slot"))
+        .map(|i| g.take_slot((1, i, 0), 0, b"/x").expect("a slot"))
         .collect();
-    assert!(g.take_slot(1, 0, 0, b"/x").is_none(), "every slot is taken");
+    assert!(
+        g.take_slot((1, 0, 0), 0, b"/x").is_none(),
+        "every slot is taken"
+    );
     assert!(!taken.contains(&0), "slot 0 is never handed out");
     g.free_slot(taken[3]);
-    assert_eq!(g.take_slot(1, 0, 0, b"/y"), Some(taken[3]));
+    assert_eq!(g.take_slot((1, 0, 0), 0, b"/y"), Some(taken[3]));
     let long = vec![b'p'; 5000];
     g.free_slot(taken[4]);
     assert_eq!(
-        g.take_slot(1, 0, 0, &long),
+        g.take_slot((1, 0, 0), 0, &long),
         None,
         "a path too long for a slot"
     );
@@ -299,7 +356,11 @@ fn a_child_guardian_writes_back_after_its_program_dies() {
     if pid == 0 {
         let code = (|| -> Option<()> {
             let g = Guard::new(Guardian::Child, 16).ok()??;
-            let slot = g.take_slot(md.dev(), md.ino(), PAGE, p.as_os_str().as_encoded_bytes())?;
+            let slot = g.take_slot(
+                (md.dev(), md.ino(), 0),
+                PAGE,
+                p.as_os_str().as_encoded_bytes(),
+            )?;
             let mut arena = ArenaMap::new(g.segment());
             arena.page(2).fill(b'K');
             g.segment().mark_unsaved(2, 1, slot, 0);

@@ -56,6 +56,7 @@ mod listing;
 mod lock;
 mod named;
 pub use named::Host;
+mod persist;
 mod read;
 mod seg;
 mod slots;

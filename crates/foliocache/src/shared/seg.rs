@@ -32,6 +32,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::arena::collapse::{collapse_block, Collapsed};
 use crate::copy::{copy_from_shared, copy_to_shared, zero_shared};
+use crate::guardian::persist;
 
 use crate::shm::{Atomics, Map, HEADER_BYTES, SLOT_BYTES, SLOT_HEAD};
 pub(crate) use crate::shm::{PAGE, SLOT_FREE, SLOT_PATH, SLOT_USED};
@@ -41,7 +42,7 @@ pub(crate) const NAME: &str = "foliocache-shared";
 /// `FCSHARE1`, little-endian.
 const MAGIC: u64 = u64::from_le_bytes(*b"FCSHARE1");
 /// The layout's version.
-const VERSION: u32 = 6;
+const VERSION: u32 = 7;
 /// The seals a segment carries: no process may resize it (or unseal it).
 const SEALS: rustix::fs::SealFlags = rustix::fs::SealFlags::SHRINK
     .union(rustix::fs::SealFlags::GROW)
@@ -176,6 +177,10 @@ pub(crate) struct Slot {
     /// writeback looks up these pages alone, not every descriptor.
     pub(crate) dirty_lo: AtomicU64,
     pub(crate) dirty_hi: AtomicU64,
+    /// The file's generation when the slot was given to it
+    /// (`persist::file_version`; 0 unknown): a writeback by path checks
+    /// that the file there is still this one.
+    pub(crate) file_version: AtomicU64,
 }
 
 const _: () = assert!(std::mem::size_of::<Slot>() as u64 <= SLOT_HEAD);
@@ -272,6 +277,17 @@ fn invalid(what: &str) -> io::Error {
 impl Seg {
     /// A new segment of `pages` pages in a new memory file.
     pub(crate) fn create(pages: u64) -> io::Result<Seg> {
+        let fd = rustix::fs::memfd_create(
+            NAME,
+            rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::ALLOW_SEALING,
+        )?;
+        Seg::create_in(fd, pages)
+    }
+
+    /// A new segment of `pages` pages in the empty file `fd`: a memory
+    /// file made for it, sealed here, or a persisted launch's file
+    /// (`persist::Run`), which tmpfs cannot seal.
+    pub(crate) fn create_in(fd: OwnedFd, pages: u64) -> io::Result<Seg> {
         if pages == 0 || pages > MAX_PAGES {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -280,14 +296,12 @@ impl Seg {
         }
         let [slots, buckets, slots_off, descs_off, buckets_off, data_off, len] =
             layout(pages).ok_or_else(|| invalid("too large"))?;
-        let fd = rustix::fs::memfd_create(
-            NAME,
-            rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::ALLOW_SEALING,
-        )?;
         rustix::fs::ftruncate(&fd, len)?;
-        // Its size for good: a process that could shrink it would make
-        // every other process's next access past the new end a SIGBUS.
-        rustix::fs::fcntl_add_seals(&fd, SEALS)?;
+        if !persist::is_persisted(fd.as_fd(), persist::GROUP) {
+            // Its size for good: a process that could shrink it would make
+            // every other process's next access past the new end a SIGBUS.
+            rustix::fs::fcntl_add_seals(&fd, SEALS)?;
+        }
         let map = Map::new_aligned(fd.as_fd(), 0, len, HUGE as usize)?;
         advise_huge(&map);
         let seg = Seg {
@@ -323,8 +337,12 @@ impl Seg {
     /// its header: the counts must give exactly the layout this version
     /// makes of them and fit the memory file.
     pub(crate) fn attach(fd: OwnedFd) -> io::Result<Seg> {
-        if !rustix::fs::fcntl_get_seals(&fd).is_ok_and(|s| s.contains(SEALS)) {
-            return Err(invalid("not sealed against resizing"));
+        if !rustix::fs::fcntl_get_seals(&fd).is_ok_and(|s| s.contains(SEALS))
+            && !persist::is_persisted(fd.as_fd(), persist::GROUP)
+        {
+            return Err(invalid(
+                "not sealed against resizing (nor a persisted launch's file)",
+            ));
         }
         let file_len = rustix::fs::fstat(&fd)?.st_size as u64;
         if file_len < PAGE {

@@ -236,6 +236,8 @@ impl SharedFile {
         point();
         slot.dev.store(self.dev, Ordering::Relaxed);
         slot.ino.store(self.ino, Ordering::Relaxed);
+        let version = crate::guardian::persist::file_version(std::os::fd::AsFd::as_fd(&self.file));
+        slot.file_version.store(version, Ordering::Relaxed);
         slot.size.store(meta.len(), Ordering::Relaxed);
         slot.dirty_lo.store(u64::MAX, Ordering::Relaxed);
         slot.dirty_hi.store(0, Ordering::Relaxed);

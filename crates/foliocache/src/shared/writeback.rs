@@ -5,6 +5,7 @@
 
 use std::fs::File;
 use std::io;
+use std::os::fd::AsFd;
 use std::os::unix::fs::{FileExt, MetadataExt};
 
 use super::crash::point;
@@ -57,8 +58,13 @@ impl SharedCache {
         let path = listing::slot_path(&self.inner.seg, i, slot)?;
         let file = open_direct(&path, false)?;
         let meta = file.metadata()?;
+        let version = crate::guardian::persist::file_version(file.as_fd());
         if meta.dev() != slot.dev.load(Ordering::Relaxed)
             || meta.ino() != slot.ino.load(Ordering::Relaxed)
+            || !crate::guardian::persist::same_version(
+                slot.file_version.load(Ordering::Relaxed),
+                version,
+            )
         {
             return Err(io::Error::other(format!(
                 "{} is another file now",

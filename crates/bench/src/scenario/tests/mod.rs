@@ -443,7 +443,7 @@ fn programs_refuses_engines_and_too_few_keys() {
 }
 
 #[test]
-fn crash_kills_a_writer_three_ways_by_name_only() {
+fn crash_kills_a_writer_four_ways_by_name_only() {
     let kills = |args: &[&str]| match &only(&plan_of(args)).programs {
         Some(Program::Kills(k)) => k.kills,
         other => panic!("not the crash scenario's settings: {other:?}"),
@@ -458,7 +458,12 @@ fn crash_kills_a_writer_three_ways_by_name_only() {
         .collect();
     assert_eq!(
         labels,
-        ["ext4", "foliocache run", "foliocache run --no-guardian"]
+        [
+            "ext4",
+            "foliocache run",
+            "run killed too, then recover",
+            "foliocache run --no-guardian"
+        ]
     );
     // Not in the reference set.
     let p = plan_of(&["--seeds"]);
