@@ -163,7 +163,10 @@ async fn a_full_write_queue_makes_writers_wait_and_drops_nothing() {
         per_slot: Duration::from_millis(1),
     };
     let chunks = (FILES * SIZE / (64 << 10)) as u64;
-    let tier = Arc::new(DiskTier::with_backing(disk, 2 * chunks * SLOT as u64).unwrap());
+    // Four times the chunks: the tier is set-associative, and a set that
+    // the keys' hashes fill with kept chunks gives up its oldest (counted
+    // as `kept_evicted`, read again from the store).
+    let tier = Arc::new(DiskTier::with_backing(disk, 4 * chunks * SLOT as u64).unwrap());
     let s = Arc::new(
         CachedStore::builder(inner.clone(), TestCache::bytes(1 << 20).build())
             .disk_tier(tier.clone())
@@ -197,10 +200,9 @@ async fn a_full_write_queue_makes_writers_wait_and_drops_nothing() {
         let got = s.get(&path(i)).await.unwrap().bytes().await.unwrap();
         assert_eq!(&got[..], &data(SIZE, 200 + i as u64)[..]);
     }
-    assert_eq!(
-        inner.seen.gets(),
-        0,
-        "every file read from the tier: {:?} {:?}",
+    assert!(
+        inner.seen.gets() <= tier.stats().kept_evicted,
+        "every file read from the tier but a chunk a full set gave up: {:?} {:?}",
         tier.stats(),
         s.stats()
     );
