@@ -163,4 +163,5 @@ cargo test --release -p foliocache-object-store --no-default-features \
 # $XDG_STATE_HOME by default: the tests' go to the target directory.
 export XDG_STATE_HOME="$PWD/target/test-state"
 step "cargo test --workspace --release"
-cargo test --workspace --release -- --skip quick_seeds_smoke_run
+# (the mount's S3 test ran above, with its server)
+cargo test --workspace --release -- --skip quick_seeds_smoke_run --skip mount_objects::s3::

@@ -24,7 +24,6 @@ mod control;
 mod guard;
 mod launch;
 mod mount;
-mod mount_object;
 mod mounted;
 mod named;
 mod recover;

@@ -16,6 +16,10 @@
 //!
 //! `foliocache stat` reads a running mount's figures ([`crate::stat`]).
 
+/// An object store's mount: its options checked, its server started, its
+/// `stat` lines.
+pub(crate) mod object;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -63,7 +67,7 @@ pub struct MountArgs {
     /// warm re-reads at the kernel's speed, in memory outside --capacity
     /// that the kernel reclaims as any file's), or not (`off`: every read
     /// goes to the server, the cache keeping the one copy).
-    #[arg(long, value_name = "on|off", value_parser = crate::mount_object::parse_on_off,
+    #[arg(long, value_name = "on|off", value_parser = object::parse_on_off,
           requires = "object_store")]
     pub kernel_cache: Option<bool>,
     /// With --object-store: a disk tier for the objects' bytes, a file
@@ -189,7 +193,7 @@ pub(crate) fn ready() {
 /// Runs `foliocache mount`.
 pub fn mount(a: &MountArgs) -> Result<()> {
     check_named(a)?;
-    crate::mount_object::check_objects(a)?;
+    object::check_objects(a)?;
     let (backing_dir, mountpoint) = a.paths()?;
     crate::mounted::refuse_stacked(mountpoint)?;
     if !a.foreground {
@@ -208,7 +212,7 @@ pub fn mount(a: &MountArgs) -> Result<()> {
     opts.max_open = a.max_open.map(usize::try_from).transpose()?;
     let Some(backing_dir) = backing_dir else {
         let url = a.object_store.as_deref().unwrap_or_default();
-        return crate::mount_object::serve_objects(a, url, mountpoint, &opts, ready);
+        return object::serve_objects(a, url, mountpoint, &opts, ready);
     };
     let backing = backing_dir
         .canonicalize()

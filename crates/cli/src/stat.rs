@@ -185,7 +185,7 @@ fn print_text(v: &serde_json::Value) {
         if v["dontcache"].as_bool() == Some(true) { ", dontcache" } else { "" },
         mmap_mode(v),
     );
-    match crate::mount_object::reads_line(&v["object_store"]) {
+    match crate::mount::object::reads_line(&v["object_store"]) {
         Some(line) => println!("{line}"),
         None => {
             println!(
@@ -219,7 +219,7 @@ fn print_text(v: &serde_json::Value) {
     if let Some(line) = warm_line(&v["warm"]) {
         println!("{line}");
     }
-    if let Some(line) = crate::mount_object::object_store_line(&v["object_store"]) {
+    if let Some(line) = crate::mount::object::object_store_line(&v["object_store"]) {
         println!("{line}");
     }
     print_files(v);

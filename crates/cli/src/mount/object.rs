@@ -11,7 +11,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use foliocache_fuse::MountOptions;
 
-use crate::mount::MountArgs;
+use super::MountArgs;
 
 /// `on` or `off` (also `true`/`false`, `yes`/`no`, `1`/`0`).
 pub fn parse_on_off(s: &str) -> Result<bool, String> {
