@@ -163,5 +163,6 @@ cargo test --release -p foliocache-object-store --no-default-features \
 # $XDG_STATE_HOME by default: the tests' go to the target directory.
 export XDG_STATE_HOME="$PWD/target/test-state"
 step "cargo test --workspace --release"
-# (the mount's S3 test ran above, with its server)
-cargo test --workspace --release -- --skip quick_seeds_smoke_run --skip mount_objects::s3::
+# (the mounts' S3 tests, `objects::s3::` of the fuse and CLI crates, ran
+# above with their server)
+cargo test --workspace --release -- --skip quick_seeds_smoke_run --skip objects::s3::
