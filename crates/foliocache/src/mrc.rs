@@ -49,16 +49,16 @@
 //! read, refault activation) over the sampled keys: a cache's hits at
 //! `r C` scale down to a simulation's at `r C x rate`. The cache's lists
 //! are not an LRU, and an LRU's figures missed the cache's below 1x
-//! however large the sample (docs/measurements/2026-11-27-advisor.md and
-//! 2026-11-27-advisor-2.md).
+//! however large the sample (docs/design.md, "How big should the cache
+//! be", links the measurements).
 //!
 //! **The draw of keys is the noise, and the hits' ages take it out.**
 //! The simulations are exact on the keys drawn; which keys are drawn is
 //! not: the hits a smaller cache loses are those of keys read a little
 //! too seldom, and at 1 in 16 a zipf's band of such keys is a few
 //! hundred keys, whose draw alone moves the lost hits by points
-//! (docs/measurements/2026-11-29-advisor-ages.md has the figures before
-//! and after the ages). But whether a hit is lost turns on how long
+//! (the measurements, before and after the ages, are linked from
+//! docs/design.md). But whether a hit is lost turns on how long
 //! ago its folio was read, and the cache can count that for every hit:
 //! a clock ticks once an eighth of the capacity in reads (`Mrc::now`,
 //! on the gate's line), each folio keeps the tick of its last read in

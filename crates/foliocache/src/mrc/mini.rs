@@ -12,8 +12,8 @@
 //! passes through the inactive list without flushing it, so at a smaller
 //! size the cache keeps more of its hot folios than an LRU would, and an
 //! LRU's ratio missed the cache's however large its sample
-//! (docs/measurements/2026-11-27-advisor.md and
-//! 2026-11-27-advisor-2.md).
+//! (the measurements are linked from docs/design.md, "How big should the
+//! cache be").
 //!
 //! The policy simulated is the cache's (docs/design.md section 7,
 //! `vmscan.rs`, `workingset.rs`), page by page:
