@@ -17,22 +17,14 @@
  *
  * Exit status 0 when every check held; else the number of the check. */
 #define _GNU_SOURCE
-#include <dlfcn.h>
-#include <fcntl.h>
-#include <stdio.h>
-#include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
+#include "served.h"
 #include "steps.h"
 
 int main(int argc, char **argv) {
-    if (argc != 2)
-        return 2;
-    int (*served)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "foliocache_preload_served");
-    if (!served)
-        return 3;
+    preload_test_start(argc);
     char path[4096], page[4096], got[4096];
     snprintf(path, sizeof path, "%s/f", argv[1]);
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);

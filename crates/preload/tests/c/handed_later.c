@@ -24,17 +24,12 @@
  *
  * Exit status 0 when every check held; else the number of the check. */
 #define _GNU_SOURCE
-#include <dlfcn.h>
-#include <fcntl.h>
-#include <stdio.h>
-#include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
+#include "served.h"
 #include "steps.h"
 
-static int (*served)(int);
 static char path[4096], spath[4096];
 
 static int mapper(int in, int out) {
@@ -150,11 +145,7 @@ static int finished(pid_t pid) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2)
-        return 2;
-    served = (int (*)(int))dlsym(RTLD_DEFAULT, "foliocache_preload_served");
-    if (!served)
-        return 3;
+    preload_test_start(argc);
     char page[4096], got[16];
     snprintf(path, sizeof path, "%s/f", argv[1]);
     snprintf(spath, sizeof spath, "%s/s", argv[1]);

@@ -16,21 +16,14 @@
  *
  * Exit status 0 when every check held; else the number of the check. */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
-#include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <unistd.h>
+
+#include "served.h"
 
 int main(int argc, char **argv) {
-    if (argc != 2)
-        return 2;
-    int (*served)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "foliocache_preload_served");
-    if (!served)
-        return 3;
+    preload_test_start(argc);
     char src_path[4096], dst_path[4096];
     snprintf(src_path, sizeof src_path, "%s/src", argv[1]);
     snprintf(dst_path, sizeof dst_path, "%s/dst", argv[1]);
