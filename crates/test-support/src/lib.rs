@@ -62,6 +62,20 @@ pub fn skip_or_fail(test: &str, reason: impl Display) {
     let _ = writeln!(std::io::stderr(), "{test}: skipped: {reason}");
 }
 
+/// Whether a test that needs `what` may go on: `true` where `why_not`
+/// (the reason `what` cannot be had here) is `None`; else the test is
+/// skipped as [`skip_or_fail`] says, with "`what` is unavailable: `why`".
+#[track_caller]
+pub fn available(test: &str, what: &str, why_not: Option<impl Display>) -> bool {
+    match why_not {
+        None => true,
+        Some(why) => {
+            skip_or_fail(test, format!("{what} is unavailable: {why}"));
+            false
+        }
+    }
+}
+
 /// The environment variable `name` parsed as a `T`, or `default` when it
 /// is unset or does not parse (the tests' knobs: durations, operation
 /// counts, seeds).

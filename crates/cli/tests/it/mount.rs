@@ -15,13 +15,7 @@ use test_support::skip_or_fail;
 const BIN: &str = env!("CARGO_BIN_EXE_foliocache");
 
 pub(crate) fn fuse_ok(test: &str) -> bool {
-    match foliocache_fuse::unavailable() {
-        None => true,
-        Some(why) => {
-            skip_or_fail(test, format!("FUSE is unavailable: {why}"));
-            false
-        }
-    }
+    test_support::available(test, "FUSE", foliocache_fuse::unavailable())
 }
 
 /// A fresh backing directory and mount point for `test`, or `None`

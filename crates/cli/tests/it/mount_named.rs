@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 use super::launch::{build_library, stdout_ending};
-use super::mount::{fuse_dirs, is_mounted, stop};
+use super::mount::{fuse_dirs, spawn_mounted, stop};
 
 const BIN: &str = env!("CARGO_BIN_EXE_foliocache");
 
@@ -49,21 +49,12 @@ fn host(sock: &str) -> Child {
 /// Starts `foliocache mount --cache SOCK --foreground` and waits for the
 /// mount.
 fn mount(backing: &Path, mnt: &Path, sock: &str) -> Child {
-    let mut child = Command::new(BIN)
-        .arg("mount")
+    let mut cmd = Command::new(BIN);
+    cmd.arg("mount")
         .arg(backing)
         .arg(mnt)
-        .args(["--cache", sock, "--foreground"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn foliocache mount");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("ready line");
-    assert_eq!(line.trim(), "foliocache-mount-ready");
-    assert!(is_mounted(mnt));
-    child
+        .args(["--cache", sock, "--foreground"]);
+    spawn_mounted(&mut cmd, mnt)
 }
 
 /// Kills a child left running when a test fails.

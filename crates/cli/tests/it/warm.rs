@@ -5,12 +5,11 @@
 //! missing, unless `CI=true`.
 
 use std::fs;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use crate::mount::{fuse_dirs, is_mounted, stop, Dirs};
+use crate::mount::{fuse_dirs, spawn_mounted, stop, Dirs};
 
 const BIN: &str = env!("CARGO_BIN_EXE_foliocache");
 
@@ -28,23 +27,13 @@ impl Drop for Server {
 
 /// `foliocache mount --foreground --state STATE`, up.
 fn start(d: &Dirs, state: &Path) -> Server {
-    let mut child = Command::new(BIN)
-        .arg("mount")
+    let mut cmd = Command::new(BIN);
+    cmd.arg("mount")
         .arg(&d.backing)
         .arg(&d.mnt)
         .args(["--capacity", "64M", "--foreground", "--state"])
-        .arg(state)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn foliocache mount");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("ready line");
-    assert_eq!(line.trim(), "foliocache-mount-ready");
-    let server = Server(Some(child));
-    assert!(is_mounted(&d.mnt));
-    server
+        .arg(state);
+    Server(Some(spawn_mounted(&mut cmd, &d.mnt)))
 }
 
 /// `foliocache stat --json MNT FILE`, parsed.

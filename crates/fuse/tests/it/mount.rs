@@ -16,13 +16,7 @@ use test_support::skip_or_fail;
 
 /// True if the test may go on; prints why not, or panics under CI.
 pub(crate) fn fuse_ok(test: &str) -> bool {
-    match foliocache_fuse::unavailable() {
-        None => true,
-        Some(why) => {
-            skip_or_fail(test, format!("FUSE is unavailable: {why}"));
-            false
-        }
-    }
+    test_support::available(test, "FUSE", foliocache_fuse::unavailable())
 }
 
 /// A temporary backing directory mounted in this process (shared with
