@@ -202,8 +202,8 @@ impl Bench<'_> {
     /// Runs a scenario: its files, the engines that cannot run here left
     /// out with a note, its memory limit, then its rounds (or, for a
     /// scenario running a program itself, its rounds by
-    /// [`scenario::programs::run`], [`scenario::redb::run`] or
-    /// [`scenario::sqlite::run`]).
+    /// [`scenario::programs::run`] or
+    /// [`Embedded::run`](scenario::embedded::Embedded::run)).
     fn scenario(&mut self, args: &BenchArgs, sc: Scenario) -> Result<ScenarioReport> {
         let Some(program) = &sc.programs else {
             return self.job_scenario(args, sc);
@@ -217,17 +217,11 @@ impl Bench<'_> {
                 let runs = scenario::programs::run(db, dir, avail, repeat, &mut notes, &say)?;
                 (runs, scenario::programs::EXT4, None)
             }
-            Program::Redb(rb) => {
+            Program::Embedded(db, eb) => {
                 let avail = self.cgroups.get_or_insert_with(Availability::probe);
-                let runs = scenario::redb::run(rb, dir, repeat, avail, &mut notes, &say)?;
-                let limit = MemoryLimit::of_scenario(avail, rb.limit);
-                (Some(runs), scenario::redb::FILE_BETTER, Some(limit))
-            }
-            Program::Sqlite(sb) => {
-                let avail = self.cgroups.get_or_insert_with(Availability::probe);
-                let runs = scenario::sqlite::run(sb, dir, repeat, avail, &mut notes, &say)?;
-                let limit = MemoryLimit::of_scenario(avail, sb.limit);
-                (Some(runs), scenario::sqlite::UNIX, Some(limit))
+                let runs = db.run(eb, dir, repeat, avail, &mut notes, &say)?;
+                let limit = MemoryLimit::of_scenario(avail, eb.limit);
+                (Some(runs), db.baseline, Some(limit))
             }
             Program::Kills(k) => {
                 scenario::crash::run(k, dir, &mut notes, &say)?;

@@ -46,16 +46,15 @@
 use std::fs::{self, File as StdFile};
 use std::hint::black_box;
 use std::io::{self, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkGroup, Criterion, Throughput};
 use foliocache::internals::arena::{Arena, PageId};
 use foliocache::internals::copy;
 use foliocache::{Cache, Populate};
+use test_support::mapped::ReadMap;
 use xarray::{Entry, EntryRef, XArray};
 
 /// Reads per criterion iteration.
@@ -164,62 +163,6 @@ impl Dest {
 
     fn buf(&mut self) -> &mut [u8] {
         &mut self.mem[self.start..self.start + self.len]
-    }
-}
-
-/// The file read-only and shared-mapped, for the mmap copy.
-struct Map {
-    ptr: NonNull<u8>,
-    len: usize,
-}
-
-impl Map {
-    fn new(file: &StdFile, len: usize) -> io::Result<Map> {
-        // SAFETY: a fresh read-only shared mapping of an open file; the
-        // kernel picks the address; nothing else is affected.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Map {
-            ptr: NonNull::new(p.cast()).expect("mmap never returns null"),
-            len,
-        })
-    }
-
-    fn bytes(&self) -> &[u8] {
-        // SAFETY: `len` readable bytes mapped at `ptr` for `self`'s
-        // lifetime; the bench never writes the file while it is mapped.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-    }
-
-    /// Pages of the mapping in the kernel's page cache (`mincore`).
-    fn resident_pages(&self) -> io::Result<usize> {
-        let mut vec = vec![0u8; self.len.div_ceil(PAGE as usize)];
-        // SAFETY: `ptr`/`len` is our page-aligned mapping and `vec` has one
-        // byte per page of it.
-        let r = unsafe { libc::mincore(self.ptr.as_ptr().cast(), self.len, vec.as_mut_ptr()) };
-        if r != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(vec.iter().filter(|&&b| b & 1 != 0).count())
-    }
-}
-
-impl Drop for Map {
-    fn drop(&mut self) {
-        // SAFETY: unmaps exactly the mapping `new` made; no slice of it
-        // outlives `self`.
-        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
     }
 }
 
@@ -354,10 +297,10 @@ fn bench_file(size: u64) -> io::Result<PathBuf> {
 /// Reads the whole file with buffered `pread` (the kernel page cache then
 /// holds it), touches every page of the mapping (its page tables then map
 /// it), and checks with `mincore` that every page is resident.
-fn warm_kernel(file: &StdFile, map: &Map) {
+fn warm_kernel(file: &StdFile, map: &ReadMap) {
     let mut buf = vec![0u8; 1 << 20];
     let mut off = 0u64;
-    while off < map.len as u64 {
+    while off < map.len() as u64 {
         let n = file.read_at(&mut buf, off).expect("warming pread");
         assert!(n > 0, "file shorter than its size");
         off += n as u64;
@@ -368,7 +311,7 @@ fn warm_kernel(file: &StdFile, map: &Map) {
     }
     black_box(sum);
     let resident = map.resident_pages().expect("mincore");
-    let pages = map.len.div_ceil(PAGE as usize);
+    let pages = map.len().div_ceil(PAGE as usize);
     if resident != pages {
         eprintln!("warning: kernel page cache holds {resident} of {pages} pages after warming");
     }
@@ -436,7 +379,7 @@ fn main() {
     eprint!("{}", copy::time_routines());
     let file = cache.open(&path).expect("opening through foliocache");
     let std_file = StdFile::open(&path).expect("opening the file");
-    let map = Map::new(&std_file, size as usize).expect("mmap");
+    let map = ReadMap::new(&std_file, size as usize).expect("mmap");
     let bare = Bare::new(&std_file, size).expect("the bare copy's arena");
     let index = bare.index();
 

@@ -14,6 +14,8 @@
 //!   ([`build_cdylib`]).
 //! - **The xarray's reference model** ([`model`]), shared by the xarray's
 //!   proptest model and the fuzz target.
+//! - **A file mapped read-only** ([`mapped`]): its bytes in place, and
+//!   its pages in the kernel's page cache (`mincore`).
 //! - **A crate's import graph** ([`modgraph`]), read from its sources: the
 //!   cache crate's layering test, and the CLI's and the bench's test that
 //!   no files import each other in a circle.
@@ -40,6 +42,7 @@ use rand::{Rng, RngCore, SeedableRng};
 pub mod cache;
 #[cfg(feature = "cache")]
 pub mod crash;
+pub mod mapped;
 pub mod model;
 pub mod modgraph;
 pub mod s3;

@@ -4,7 +4,6 @@
 #![allow(dead_code)]
 
 use std::fs;
-use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -65,41 +64,4 @@ pub fn filled(len: usize, byte: u8) -> AlignedBuf {
     buf
 }
 
-/// How many pages of the file at `path` are in the kernel's page cache,
-/// asked with mmap + mincore (the file's owner may ask).
-pub fn kernel_cached_pages(path: &Path) -> usize {
-    use std::os::fd::AsRawFd;
-    let file = fs::File::open(path).expect("open for mincore");
-    let len = file.metadata().expect("stat").len() as usize;
-    if len == 0 {
-        return 0;
-    }
-    let pages = len.div_ceil(BLOCK);
-    // SAFETY: a fresh shared read-only mapping of an open file; nothing is
-    // read through it, it only gives mincore an address range.
-    let addr = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            file.as_raw_fd(),
-            0,
-        )
-    };
-    assert_ne!(
-        addr,
-        libc::MAP_FAILED,
-        "mmap: {}",
-        io::Error::last_os_error()
-    );
-    let mut vec = vec![0u8; pages];
-    // SAFETY: `addr` is the page-aligned start of a mapping of `len` bytes;
-    // `vec` has one byte per page of it.
-    let r = unsafe { libc::mincore(addr, len, vec.as_mut_ptr()) };
-    let err = io::Error::last_os_error();
-    // SAFETY: unmaps exactly the mapping made above, which nothing uses.
-    unsafe { libc::munmap(addr, len) };
-    assert_eq!(r, 0, "mincore: {err}");
-    vec.iter().filter(|&&b| b & 1 != 0).count()
-}
+pub use test_support::mapped::kernel_cached_pages;

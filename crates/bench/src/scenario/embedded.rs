@@ -270,6 +270,13 @@ pub struct Embedded {
     pub unlimited: &'static [(&'static str, &'static str)],
     /// foliocache's capacity in a configuration under M, where it has one.
     pub capacity: fn(&str, u64) -> Option<u64>,
+    /// What the scenario runs, in a paragraph.
+    pub describe: fn(&EmbeddedBench) -> String,
+    /// `[a, b, label]`: a configuration `label` added to every job, the
+    /// faster of `a` and `b` round by round ([`add_better`]).
+    pub better: Option<[&'static str; 3]>,
+    /// The configuration the report's ratios are over.
+    pub baseline: &'static str,
 }
 
 /// What a database scenario runs ([`Embedded::scenario`]).
@@ -287,18 +294,11 @@ impl Embedded {
     /// The scenario from the command line: M is `--capacity`, else
     /// [`Embedded::m`]'s (its quick one with `--quick`), at least its
     /// smallest; the data that fits M is a quarter of it in raw entries or
-    /// rows, the larger `--size` or 4 M. `describe` says what it runs;
-    /// `program` wraps it.
+    /// rows, the larger `--size` or 4 M.
     ///
     /// # Errors
     /// `--engine` given (the configurations are fixed), or M too small.
-    pub fn scenario(
-        &self,
-        args: &BenchArgs,
-        quick: bool,
-        describe: impl FnOnce(&EmbeddedBench) -> String,
-        program: fn(EmbeddedBench) -> Program,
-    ) -> Result<Scenario, String> {
+    pub fn scenario(&'static self, args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
         let name = self.name;
         if !args.engines.is_empty() {
             return Err(format!(
@@ -319,19 +319,20 @@ impl Embedded {
             targets::judge(self.targets, |c| Some(c.to_string()), Given::default());
         Ok(Scenario {
             name: name.into(),
-            description: describe(&bench),
+            description: (self.describe)(&bench),
             jobs: Vec::new(),
             ratios,
             targets,
             detailed: false,
-            programs: Some(program(bench)),
+            programs: Some(Program::Embedded(self, bench)),
         })
     }
 
     /// Runs every configuration at both sizes of `bench`, each in its
     /// child process under the limit ([`run_child`]), `repeat` rounds, in
-    /// a temporary directory in `data_dir`. A configuration killed or
-    /// failed is said, and its records carry why.
+    /// a temporary directory in `data_dir`, then adds the better of two
+    /// baselines ([`Embedded::better`]). A configuration killed or failed
+    /// is said, and its records carry why.
     ///
     /// # Errors
     /// A child could not be started, or the directory not made.
@@ -355,7 +356,7 @@ impl Embedded {
             .tempdir_in(data_dir)
             .with_context(|| format!("{name}: a directory in {}", data_dir.display()))?;
         let jobs = self.jobs.as_flattened();
-        let runs = rounds(name, self.configs, jobs, repeat, say, |c| {
+        let mut runs = rounds(name, self.configs, jobs, repeat, say, |c| {
             let mut records = Vec::new();
             for (size, &n) in bench.n.iter().enumerate() {
                 let run = ChildRun {
@@ -380,6 +381,9 @@ impl Embedded {
         })?;
         root.close()
             .with_context(|| format!("{name}: removing the databases"))?;
+        if let Some([a, b, label]) = self.better {
+            add_better(&mut runs, a, b, label);
+        }
         Ok(runs)
     }
 

@@ -132,10 +132,9 @@ pub struct Scenario {
 pub enum Program {
     /// RocksDB's `db_bench` ([`programs`]).
     DbBench(programs::DbBench),
-    /// redb, embedded ([`redb`](mod@redb)).
-    Redb(embedded::EmbeddedBench),
-    /// SQLite, embedded ([`sqlite`]).
-    Sqlite(embedded::EmbeddedBench),
+    /// A database embedded in the bench: [`redb`](mod@redb)'s or
+    /// [`sqlite`]'s [`Embedded`](embedded::Embedded), and its sizes.
+    Embedded(&'static embedded::Embedded, embedded::EmbeddedBench),
     /// A writer killed at random moments ([`crash`]).
     Kills(crash::Kills),
     /// Caches in front of object storage ([`objectstore`]).
@@ -294,8 +293,8 @@ fn build(
         "larger" => larger::scenario(args, quick, runtime),
         "programs" => programs::scenario(args, quick),
         "scaling" => scaling::scenario(args, quick),
-        "redb" => redb::scenario(args, quick),
-        "sqlite" => sqlite::scenario(args, quick),
+        "redb" => redb::DB.scenario(args, quick),
+        "sqlite" => sqlite::DB.scenario(args, quick),
         "crash" => crash::scenario(args, quick),
         "objectstore" => objectstore::scenario(args, quick),
         "advisor" => advisor::scenario(args, quick),

@@ -43,10 +43,8 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTableMetadata, TableD
 
 use super::embedded::{self, ChildRun, Embedded, EmbeddedBench, Measured};
 use super::rounds::scatter;
-use super::{FullQuick, Program, Scenario};
-use crate::args::BenchArgs;
-use crate::cgroup::Availability;
-use crate::targets::{bandwidth, JobName, JobRuns, Target};
+use super::FullQuick;
+use crate::targets::{bandwidth, JobName, Target};
 use crate::units::{fmt_size, fmt_size_approx};
 use storage::{Aligned, MemBound};
 
@@ -195,15 +193,10 @@ pub const DB: Embedded = Embedded {
         ),
     ],
     capacity: |config, m| (config == FOLIO).then(|| folio_capacity(m)),
+    describe: description,
+    better: Some([FILE_HALF, FILE_3_4, FILE_BETTER]),
+    baseline: FILE_BETTER,
 };
-
-/// The scenario ([`Embedded::scenario`]).
-///
-/// # Errors
-/// `--engine` given, or M too small.
-pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
-    DB.scenario(args, quick, description, Program::Redb)
-}
 
 /// What the scenario runs, in a paragraph.
 fn description(b: &EmbeddedBench) -> String {
@@ -271,25 +264,6 @@ pub fn folio_capacity(m: u64) -> u64 {
 /// "Bounding a redb process's memory").
 fn heap_growth(m: u64) -> u64 {
     m / 16
-}
-
-/// Runs the scenario in `data_dir` ([`Embedded::run`]), and adds
-/// [`FILE_BETTER`].
-///
-/// # Errors
-/// A configuration failed to run, or its database failed redb's
-/// integrity check.
-pub fn run(
-    rb: &EmbeddedBench,
-    data_dir: &Path,
-    repeat: u32,
-    avail: &Availability,
-    notes: &mut Vec<String>,
-    say: &dyn Fn(&str),
-) -> Result<Vec<JobRuns>> {
-    let mut runs = DB.run(rb, data_dir, repeat, avail, notes, say)?;
-    embedded::add_better(&mut runs, FILE_HALF, FILE_3_4, FILE_BETTER);
-    Ok(runs)
 }
 
 /// A fresh database at `path` for `config`: its backend and redb's cache.

@@ -26,10 +26,8 @@ use rusqlite::{params, Connection, OpenFlags};
 
 use super::embedded::{self, ChildRun, Embedded, EmbeddedBench, Measured};
 use super::rounds::scatter;
-use super::{FullQuick, Program, Scenario};
-use crate::args::BenchArgs;
-use crate::cgroup::Availability;
-use crate::targets::{bandwidth, JobName, JobRuns, Target};
+use super::FullQuick;
+use crate::targets::{bandwidth, JobName, Target};
 use crate::units::{fmt_size, fmt_size_approx};
 
 /// Bytes of a row's text.
@@ -138,15 +136,10 @@ pub const DB: Embedded = Embedded {
     targets: TARGETS,
     unlimited: &[],
     capacity: |config, m| (config != UNIX).then(|| folio_capacity(m)),
+    describe: description,
+    better: None,
+    baseline: UNIX,
 };
-
-/// The scenario ([`Embedded::scenario`]).
-///
-/// # Errors
-/// `--engine` given, or M too small.
-pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
-    DB.scenario(args, quick, description, Program::Sqlite)
-}
 
 /// What the scenario runs, in a paragraph.
 fn description(b: &EmbeddedBench) -> String {
@@ -179,21 +172,6 @@ pub fn folio_capacity(m: u64) -> u64 {
         .max(1 << 20)
         >> 20
         << 20
-}
-
-/// Runs the scenario in `data_dir` ([`Embedded::run`]).
-///
-/// # Errors
-/// A configuration failed, or its database failed the integrity check.
-pub fn run(
-    sb: &EmbeddedBench,
-    data_dir: &Path,
-    repeat: u32,
-    avail: &Availability,
-    notes: &mut Vec<String>,
-    say: &dyn Fn(&str),
-) -> Result<Vec<JobRuns>> {
-    DB.run(sb, data_dir, repeat, avail, notes, say)
 }
 
 /// One configuration's run at one size, in its child process

@@ -285,7 +285,7 @@ fn redb_runs_two_sizes_under_one_limit_with_the_issues_targets() {
     let sc = only(&p);
     assert_eq!(sc.name, "redb");
     assert!(sc.jobs.is_empty());
-    let Some(Program::Redb(rb)) = &sc.programs else {
+    let Some(Program::Embedded(_, rb)) = &sc.programs else {
         panic!("not redb's settings: {:?}", sc.programs);
     };
     assert_eq!(rb.limit, 32 << 20);
@@ -303,7 +303,7 @@ fn redb_runs_two_sizes_under_one_limit_with_the_issues_targets() {
     assert_eq!(t("bulk load, 4x", redb::FILE_BETTER), Some(1.0));
     assert_eq!(t("individual writes, fits", redb::FILE_BETTER), Some(1.0));
     let p = plan_of(&["--scenario", "redb", "--capacity", "64M", "--size", "100M"]);
-    let Some(Program::Redb(rb)) = &only(&p).programs else {
+    let Some(Program::Embedded(_, rb)) = &only(&p).programs else {
         panic!("not redb's settings");
     };
     assert_eq!((rb.limit, rb.n[1]), (64 << 20, (100 << 20) / 174));
@@ -315,7 +315,7 @@ fn redb_runs_two_sizes_under_one_limit_with_the_issues_targets() {
 fn sqlite_runs_the_mix_two_sizes_with_the_issues_targets() {
     let p = plan_of(&["--scenario", "sqlite", "--quick"]);
     let sc = only(&p);
-    let Some(Program::Sqlite(sb)) = &sc.programs else {
+    let Some(Program::Embedded(_, sb)) = &sc.programs else {
         panic!("not sqlite's settings: {:?}", sc.programs);
     };
     assert_eq!(sb.limit, 32 << 20);
