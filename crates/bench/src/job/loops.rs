@@ -1,13 +1,14 @@
 //! The loops of a job thread over its engine's IO, after the barrier:
 //! one synchronous operation at a time on a [`BlockIo`] ([`run_loop`]),
 //! or a queue-depth engine's reads ([`Queued`], [`Ringed`]). Each is
-//! compiled per IO type, per clock and per `WRITE`/`VERIFY`
-//! ([`thread_main`]), and [`spawn`] picks the one for a thread's
+//! compiled per IO type and per [`Mode`] (clock, write, verify:
+//! [`thread_main`]), and [`spawn`] picks the one for a thread's
 //! [`ThreadIo`] once, before the thread starts.
 
 use std::collections::VecDeque;
 use std::hint::black_box;
 use std::io;
+use std::marker::PhantomData;
 use std::sync::atomic::Ordering;
 use std::thread;
 
@@ -65,11 +66,36 @@ pub(super) fn spawn<'scope, 'env>(
     }
 }
 
+/// What a loop is compiled for: its clock, and whether it writes and
+/// verifies, all type-level, so that each combination is compiled without
+/// the others' branches ([`thread_main`] picks one).
+trait Mode {
+    /// The clock the loop reads.
+    type C: Clock;
+    /// Writes (else reads).
+    const WRITE: bool;
+    /// Checks the bytes read, or fills what it writes with the job's data.
+    const VERIFY: bool;
+}
+
+/// The [`Mode`] of clock `C`, `WRITE` and `VERIFY`.
+struct Compiled<C, const WRITE: bool, const VERIFY: bool>(PhantomData<C>);
+
+impl<C: Clock, const WRITE: bool, const VERIFY: bool> Mode for Compiled<C, WRITE, VERIFY> {
+    type C = C;
+    const WRITE: bool = WRITE;
+    const VERIFY: bool = VERIFY;
+}
+
 /// A job thread's loop over its engine: one synchronous operation at a
 /// time on a [`BlockIo`] ([`OneAtATime`]), or a queue-depth engine's reads
-/// ([`Queued`], [`Ringed`]). Each is monomorphised, per clock and per
-/// `WRITE`/`VERIFY`, by [`thread_main`].
+/// ([`Queued`], [`Ringed`]). Each is monomorphised per [`Mode`] by
+/// [`thread_main`].
 trait ThreadLoop: Send {
+    /// Whether the loop only reads: a write job on it fails at its setup
+    /// (refused before a job gets here: `scenario::check_job`).
+    const READ_ONLY: bool = false;
+
     /// What the loop needs before the barrier: its buffers (aligned, at
     /// `buf_offset` past a page boundary, touched), a ring.
     ///
@@ -77,15 +103,11 @@ trait ThreadLoop: Send {
     /// A buffer or a ring that cannot be had.
     fn setup(&mut self, bs: usize, buf_offset: usize) -> io::Result<()>;
 
-    /// The measured loop, after the barrier.
+    /// The measured loop, after the barrier, over the offsets `o`.
     ///
     /// # Errors
     /// The first IO or verification error.
-    fn run<C: Clock, const WRITE: bool, const VERIFY: bool>(
-        &mut self,
-        offs: &mut Offsets,
-        st: &mut LoopState<'_>,
-    ) -> io::Result<ThreadOut>;
+    fn run<M: Mode>(&mut self, o: &mut Offsets, st: &mut LoopState<'_>) -> io::Result<ThreadOut>;
 }
 
 /// One operation at a time on `IO`, into one buffer: every engine without
@@ -101,13 +123,9 @@ impl<IO: BlockIo> ThreadLoop for OneAtATime<IO> {
         Ok(())
     }
 
-    fn run<C: Clock, const WRITE: bool, const VERIFY: bool>(
-        &mut self,
-        offs: &mut Offsets,
-        st: &mut LoopState<'_>,
-    ) -> io::Result<ThreadOut> {
+    fn run<M: Mode>(&mut self, o: &mut Offsets, st: &mut LoopState<'_>) -> io::Result<ThreadOut> {
         let buf = self.buf.as_mut().ok_or_else(no_setup)?.as_mut_slice();
-        run_loop::<IO, C, WRITE, VERIFY>(&mut self.io, buf, offs, st)
+        run_loop::<IO, M>(&mut self.io, buf, o, st)
     }
 }
 
@@ -177,19 +195,15 @@ impl<IO: TaskRead> ThreadLoop for Tasks<IO> {
     /// is up: each takes the next offset, reads it, counts it with the
     /// time from the read's start to its completion as its latency, and
     /// takes the next. The runtime polls only the tasks woken.
-    fn run<C: Clock, const WRITE: bool, const VERIFY: bool>(
-        &mut self,
-        offs: &mut Offsets,
-        st: &mut LoopState<'_>,
-    ) -> io::Result<ThreadOut> {
+    fn run<M: Mode>(&mut self, o: &mut Offsets, st: &mut LoopState<'_>) -> io::Result<ThreadOut> {
         use futures_util::stream::{FuturesUnordered, StreamExt};
         use std::cell::RefCell;
         let rt = self.rt.as_ref().ok_or_else(no_setup)?;
         let bs = self.bs;
-        let rec = Recorder::<C>::start(st, bs as u64);
+        let rec = Recorder::<M::C>::start(st, bs as u64);
         let max_ops = st.sh.max_ops;
         let shared = RefCell::new(TaskShared {
-            offs,
+            offs: o,
             st,
             rec,
             issued: 0,
@@ -200,7 +214,7 @@ impl<IO: TaskRead> ThreadLoop for Tasks<IO> {
             .bufs
             .iter_mut()
             .map(|(b, scratch)| {
-                task::<IO, C, WRITE, VERIFY>(io, b.as_mut_slice(), scratch, &shared, max_ops)
+                task::<IO, M>(io, b.as_mut_slice(), scratch, &shared, max_ops)
             })
             .collect();
         rt.block_on(async {
@@ -215,14 +229,14 @@ impl<IO: TaskRead> ThreadLoop for Tasks<IO> {
 }
 
 /// One task of a [`Tasks`] loop: takes the next offset, reads it into
-/// `buf` (with `WRITE`, writes `buf` there: the job's data with
-/// `VERIFY`), counts it, until the job's operations are issued or a task
-/// stopped the run.
-async fn task<IO: TaskRead, C: Clock, const WRITE: bool, const VERIFY: bool>(
+/// `buf` (with [`Mode::WRITE`], writes `buf` there: the job's data with
+/// [`Mode::VERIFY`]), counts it, until the job's operations are issued or
+/// a task stopped the run.
+async fn task<IO: TaskRead, M: Mode>(
     io: &IO,
     buf: &mut [u8],
     scratch: &mut Vec<u8>,
-    shared: &std::cell::RefCell<TaskShared<'_, '_, '_, C>>,
+    shared: &std::cell::RefCell<TaskShared<'_, '_, '_, M::C>>,
     max_ops: u64,
 ) -> io::Result<()> {
     let bs = buf.len();
@@ -234,28 +248,28 @@ async fn task<IO: TaskRead, C: Clock, const WRITE: bool, const VERIFY: bool>(
             }
             sh.issued += 1;
             let off = sh.offs.next();
-            if WRITE && VERIFY {
+            if M::WRITE && M::VERIFY {
                 data::fill(sh.st.sh.opts.write_seed, off, buf);
                 sh.st.written[(off / bs as u64) as usize] = true;
             }
             off
         };
-        let t0 = C::now();
-        let got = if WRITE {
+        let t0 = M::C::now();
+        let got = if M::WRITE {
             io.write(buf, off).await
         } else {
             io.read(buf, scratch, off).await
         };
-        let now = C::now();
+        let now = M::C::now();
         let mut sh = shared.borrow_mut();
-        if WRITE {
+        if M::WRITE {
             match got {
                 Ok(n) if n == bs => {}
                 Ok(n) => return Err(short(n, bs, off)),
                 Err(e) => return Err(e),
             }
         } else {
-            check_read::<VERIFY>(&mut *sh.st, got, bs, off, buf)?;
+            check_read::<M>(&mut *sh.st, got, bs, off, buf)?;
         }
         if sh.rec.done(now, now.wrapping_sub(t0), 1) {
             sh.stop = true;
@@ -263,8 +277,7 @@ async fn task<IO: TaskRead, C: Clock, const WRITE: bool, const VERIFY: bool>(
     }
 }
 
-/// The error of a queue-depth engine asked to write (refused before a job
-/// gets here: `scenario::check_job`).
+/// The error of a read-only loop asked to write ([`ThreadLoop::READ_ONLY`]).
 fn read_only() -> io::Error {
     io::Error::new(
         io::ErrorKind::Unsupported,
@@ -283,8 +296,8 @@ fn read_error(e: io::Error, bs: usize, off: u64) -> io::Error {
 }
 
 /// Checks a completed read of `bs` bytes at `off` that gave `got` into
-/// `buf`: whole, and with `VERIFY` the file's bytes.
-fn check_read<const VERIFY: bool>(
+/// `buf`: whole, and with [`Mode::VERIFY`] the file's bytes.
+fn check_read<M: Mode>(
     st: &mut LoopState<'_>,
     got: io::Result<usize>,
     bs: usize,
@@ -296,7 +309,7 @@ fn check_read<const VERIFY: bool>(
         Ok(k) => return Err(short(k, bs, off)),
         Err(e) => return Err(read_error(e, bs, off)),
     }
-    if VERIFY {
+    if M::VERIFY {
         st.gen.check(FILE_SEED, off, buf)?;
     }
     if st.sh.opts.consume {
@@ -307,6 +320,8 @@ fn check_read<const VERIFY: bool>(
 }
 
 impl ThreadLoop for Queued<'_> {
+    const READ_ONLY: bool = true;
+
     fn setup(&mut self, bs: usize, buf_offset: usize) -> io::Result<()> {
         self.buf = Some(AlignedBuf::new(bs, buf_offset)?);
         Ok(())
@@ -317,37 +332,30 @@ impl ThreadLoop for Queued<'_> {
     /// along, as `direct[qd=N]` keeps its ring full. Each read's latency
     /// runs from its push to the end of its pop (the copy into the
     /// buffer).
-    fn run<C: Clock, const WRITE: bool, const VERIFY: bool>(
-        &mut self,
-        offs: &mut Offsets,
-        st: &mut LoopState<'_>,
-    ) -> io::Result<ThreadOut> {
-        if WRITE {
-            return Err(read_only());
-        }
+    fn run<M: Mode>(&mut self, o: &mut Offsets, st: &mut LoopState<'_>) -> io::Result<ThreadOut> {
         let buf = self.buf.as_mut().ok_or_else(no_setup)?.as_mut_slice();
         let bs = buf.len();
-        let mut rec = Recorder::<C>::start(st, bs as u64);
+        let mut rec = Recorder::<M::C>::start(st, bs as u64);
         let max_ops = st.sh.max_ops;
         let mut queue = self.file.read_queue();
         // The push time of every queued read, oldest first.
         let mut pushed = VecDeque::with_capacity(self.depth);
         let mut queued = 0u64;
         while queued < max_ops && pushed.len() < self.depth {
-            pushed.push_back(C::now());
-            queue.push(offs.next(), bs);
+            pushed.push_back(M::C::now());
+            queue.push(o.next(), bs);
             queued += 1;
         }
         while let Some(t0) = pushed.pop_front() {
             let done = queue.pop(buf).ok_or_else(no_setup)?;
-            let now = C::now();
-            check_read::<VERIFY>(st, done.result, bs, done.offset, buf)?;
+            let now = M::C::now();
+            check_read::<M>(st, done.result, bs, done.offset, buf)?;
             if rec.done(now, now.wrapping_sub(t0), 1) {
                 break;
             }
             if queued < max_ops {
-                pushed.push_back(C::now());
-                queue.push(offs.next(), bs);
+                pushed.push_back(M::C::now());
+                queue.push(o.next(), bs);
                 queued += 1;
             }
         }
@@ -356,6 +364,8 @@ impl ThreadLoop for Queued<'_> {
 }
 
 impl ThreadLoop for Ringed<'_> {
+    const READ_ONLY: bool = true;
+
     fn setup(&mut self, bs: usize, _buf_offset: usize) -> io::Result<()> {
         // O_DIRECT: page-aligned buffers (`--buf-offset` is refused for
         // direct by `scenario::check_job`).
@@ -368,14 +378,7 @@ impl ThreadLoop for Ringed<'_> {
     /// queue depth, not batch and wait). Each read's latency runs from
     /// the `io_uring_enter` that submitted it (give or take the reads
     /// queued with it) to the reap of its completion.
-    fn run<C: Clock, const WRITE: bool, const VERIFY: bool>(
-        &mut self,
-        offs: &mut Offsets,
-        st: &mut LoopState<'_>,
-    ) -> io::Result<ThreadOut> {
-        if WRITE {
-            return Err(read_only());
-        }
+    fn run<M: Mode>(&mut self, o: &mut Offsets, st: &mut LoopState<'_>) -> io::Result<ThreadOut> {
         let ring = self.ring.as_mut().ok_or_else(no_setup)?;
         let depth = ring.depth();
         let bs = ring.bs();
@@ -383,14 +386,14 @@ impl ThreadLoop for Ringed<'_> {
         // Per slot: the offset it reads, and when it was queued.
         let mut at = vec![(0u64, 0u64); depth];
         let mut done = Vec::with_capacity(depth);
-        let mut rec = Recorder::<C>::start(st, bs as u64);
+        let mut rec = Recorder::<M::C>::start(st, bs as u64);
         let mut issued = 0u64;
-        let t = C::now();
+        let t = M::C::now();
         for (slot, a) in at.iter_mut().enumerate() {
             if issued == max_ops {
                 break;
             }
-            let off = offs.next();
+            let off = o.next();
             ring.queue(slot, off)?;
             *a = (off, t);
             issued += 1;
@@ -402,14 +405,14 @@ impl ThreadLoop for Ringed<'_> {
             if done.is_empty() {
                 break;
             }
-            let now = C::now();
+            let now = M::C::now();
             for &(slot, res) in &done {
                 let (off, queued) = at[slot];
                 let got = usize::try_from(res).map_err(|_| io::Error::from_raw_os_error(-res));
-                check_read::<VERIFY>(st, got, bs, off, ring.buf(slot)?)?;
+                check_read::<M>(st, got, bs, off, ring.buf(slot)?)?;
                 stop |= rec.done(now, now.wrapping_sub(queued), 1);
                 if !stop && issued < max_ops {
-                    let off = offs.next();
+                    let off = o.next();
                     ring.queue(slot, off)?;
                     at[slot] = (off, now);
                     issued += 1;
@@ -432,7 +435,11 @@ fn thread_main<L: ThreadLoop>(
 ) -> io::Result<ThreadOut> {
     // Set up before the barrier; a failure still meets the barrier so the
     // others are not left waiting.
-    let setup = lp.setup(bs as usize, sh.opts.buf_offset);
+    let setup = if write && L::READ_ONLY {
+        Err(read_only())
+    } else {
+        lp.setup(bs as usize, sh.opts.buf_offset)
+    };
     let written = if write && sh.opts.verify {
         vec![false; offs.blocks() as usize]
     } else {
@@ -452,14 +459,14 @@ fn thread_main<L: ThreadLoop>(
     let o = &mut offs;
     let tsc = sh.opts.clock == ClockKind::Tsc;
     let r = match (tsc, write, sh.opts.verify) {
-        (true, false, false) => lp.run::<Tsc, false, false>(o, &mut st),
-        (true, false, true) => lp.run::<Tsc, false, true>(o, &mut st),
-        (true, true, false) => lp.run::<Tsc, true, false>(o, &mut st),
-        (true, true, true) => lp.run::<Tsc, true, true>(o, &mut st),
-        (false, false, false) => lp.run::<Mono, false, false>(o, &mut st),
-        (false, false, true) => lp.run::<Mono, false, true>(o, &mut st),
-        (false, true, false) => lp.run::<Mono, true, false>(o, &mut st),
-        (false, true, true) => lp.run::<Mono, true, true>(o, &mut st),
+        (true, false, false) => lp.run::<Compiled<Tsc, false, false>>(o, &mut st),
+        (true, false, true) => lp.run::<Compiled<Tsc, false, true>>(o, &mut st),
+        (true, true, false) => lp.run::<Compiled<Tsc, true, false>>(o, &mut st),
+        (true, true, true) => lp.run::<Compiled<Tsc, true, true>>(o, &mut st),
+        (false, false, false) => lp.run::<Compiled<Mono, false, false>>(o, &mut st),
+        (false, false, true) => lp.run::<Compiled<Mono, false, true>>(o, &mut st),
+        (false, true, false) => lp.run::<Compiled<Mono, true, false>>(o, &mut st),
+        (false, true, true) => lp.run::<Compiled<Mono, true, true>>(o, &mut st),
     };
     if r.is_err() {
         sh.stop.store(true, Ordering::Relaxed);
@@ -476,15 +483,13 @@ fn short(n: usize, want: usize, off: u64) -> io::Error {
     )
 }
 
-/// The synchronous loop ([`OneAtATime`]). The clock `C`, `WRITE` and
-/// `VERIFY` are type-level, so each combination is compiled without the
-/// others' branches.
+/// The synchronous loop ([`OneAtATime`]), compiled per [`Mode`].
 ///
 /// Per operation: next offset, the IO, one clock read, and
 /// [`Recorder::done`]. An operation's latency is the time from the end of
 /// the previous one to the end of this one.
 #[inline(never)]
-fn run_loop<IO: BlockIo, C: Clock, const WRITE: bool, const VERIFY: bool>(
+fn run_loop<IO: BlockIo, M: Mode>(
     io: &mut IO,
     buf: &mut [u8],
     offs: &mut Offsets,
@@ -493,13 +498,13 @@ fn run_loop<IO: BlockIo, C: Clock, const WRITE: bool, const VERIFY: bool>(
     let bs = buf.len() as u64;
     let max_ops = st.sh.max_ops;
     // (`--consume` and `--verify` do not go together: `check_job`.)
-    let consume = st.sh.opts.consume && !VERIFY;
-    let mut rec = Recorder::<C>::start(st, bs);
+    let consume = st.sh.opts.consume && !M::VERIFY;
+    let mut rec = Recorder::<M::C>::start(st, bs);
     let mut prev = rec.t_start;
     while rec.ops < max_ops {
         let off = offs.next();
-        if WRITE {
-            if VERIFY {
+        if M::WRITE {
+            if M::VERIFY {
                 data::fill(st.sh.opts.write_seed, off, buf);
                 st.written[(off / bs) as usize] = true;
             }
@@ -518,12 +523,12 @@ fn run_loop<IO: BlockIo, C: Clock, const WRITE: bool, const VERIFY: bool>(
             if n != buf.len() {
                 return Err(short(n, buf.len(), off));
             }
-            if VERIFY {
+            if M::VERIFY {
                 st.gen.check(FILE_SEED, off, buf)?;
             }
         }
         black_box(&mut *buf);
-        let now = C::now();
+        let now = M::C::now();
         let latency = now.wrapping_sub(prev);
         prev = now;
         if rec.done(now, latency, 1) {
