@@ -6,7 +6,7 @@
 //! one thread at queue depth 32, uniform: `foliocache[qd=32]`
 //! (32 reads queued on a `ReadQueue`) beside `direct[qd=32]` (an io_uring of
 //! depth 32 on an `O_DIRECT` descriptor) and plain `foliocache` (one
-//! synchronous read at a time). See `docs/bench.md`.
+//! synchronous read at a time). See `docs/bench/larger.md`.
 
 use std::time::Duration;
 

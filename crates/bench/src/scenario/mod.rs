@@ -17,8 +17,8 @@
 //! ratios at other sizes against measured ones), [`crash`] (by name only:
 //! what a writer killed at random moments loses, four ways), and
 //! [`custom`] for a job given by `--rw`/`--bs`.
-//! What each measures and why is in `docs/bench.md`; the figures behind
-//! its choices in `docs/measurements/`.
+//! What each measures is in `docs/bench.md`, and why on its page under
+//! `docs/bench/`; the figures behind its choices in `docs/measurements/`.
 
 use std::time::Duration;
 

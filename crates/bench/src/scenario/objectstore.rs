@@ -4,7 +4,7 @@
 //! bandwidth per request: [`remote`]). The engines are [`engines`]'s: no
 //! cache, SlateDB's 4 MiB parts, a range cache on foyer's `HybridCache`
 //! (a model of its policy: [`foyer`](mod@foyer)), foliocache in memory and
-//! with its disk tier. See docs/bench.md.
+//! with its disk tier. See docs/bench/objectstore.md.
 //!
 //! Jobs:
 //! - `zipf`: point reads of 4 KiB to 64 KiB, zipfian (0.99) over the

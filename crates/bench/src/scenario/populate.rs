@@ -2,7 +2,7 @@
 //! through foliocache's batched folio grab (`grab_folios`) and one folio
 //! at a time, against a `memset` of anonymous memory and a memfd. Every
 //! run gets fresh memory, and its setup is part of its time. See
-//! `docs/bench.md`.
+//! `docs/bench/populate.md`.
 
 use std::time::Duration;
 

@@ -10,7 +10,7 @@
 //! memory, read at random in a memory cgroup three ways at equal memory
 //! ([`larger`]: ext4, RocksDB's own block cache over `use_direct_reads`,
 //! the interposer). Where `db_bench` is not on
-//! `PATH` the scenario says so and runs nothing. See `docs/bench.md`.
+//! `PATH` the scenario says so and runs nothing. See `docs/bench/programs.md`.
 //!
 //! Unlike the other scenarios it has no jobs for the engines: [`run`]
 //! starts the program itself and turns each benchmark's figures into a

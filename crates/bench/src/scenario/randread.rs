@@ -1,5 +1,5 @@
 //! `randread`: the same cached file read at random by one thread per CPU
-//! sharing it, hits under concurrency. See `docs/bench.md`.
+//! sharing it, hits under concurrency. See `docs/bench/randread.md`.
 
 use super::Cached::{Folio, Inplace, Memcpy, Mmap, Pin};
 use super::{Cached, CachedReads, Scenario, ScenarioJob, MEMCPY_TARGET, MMAP_TARGET, PIN_TARGET};

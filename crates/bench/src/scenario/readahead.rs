@@ -1,7 +1,7 @@
 //! `readahead`: cold sequential reads, 2 threads per CPU each reading its
 //! own file once at 128 KiB, with `direct` at 1 MiB as the device's
 //! ceiling. Cold whatever `--cold` says, one pass (a second would be warm,
-//! so `--runtime` does not apply). See `docs/bench.md`.
+//! so `--runtime` does not apply). See `docs/bench/readahead.md`.
 
 use super::{FullQuick, Scenario, ScenarioJob};
 use crate::args::BenchArgs;

@@ -1,7 +1,7 @@
 //! `redb`: the redb database (crates.io `redb`) on its own `FileBackend`
 //! and on foliocache (`foliocache-redb`), with redb's benchmark's
 //! workloads, every configuration under one memory limit M. See
-//! `docs/bench.md` and `docs/redb.md`.
+//! `docs/bench/databases.md` and `docs/redb.md`.
 //!
 //! Configurations (the table's engines):
 //! - `file[cache=1/2]`, `file[cache=3/4]`: redb's `FileBackend` (buffered

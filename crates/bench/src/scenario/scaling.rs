@@ -5,7 +5,7 @@
 //! sequential 128 KiB reads of a file per thread. foliocache runs against
 //! the kernel and, for hits, the copy limit (`memcpy`: memory bandwidth
 //! sets both). `--plot` draws throughput against threads
-//! (`plot.rs`). See `docs/bench.md`.
+//! (`plot.rs`). See `docs/bench/scaling.md`.
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! `seqread`: a cached file read sequentially by one thread at 4 KiB and
 //! 64 KiB, the cost of a cache hit beside its limit (`memcpy`, a bare
 //! copy); at 64 KiB also through the FUSE mount.
-//! See `docs/bench.md`.
+//! See `docs/bench/seqread.md`.
 
 use super::Cached::{Folio, Fuse, FuseNull, Inplace, Kernel, Memcpy, Mmap, Pin};
 use super::{Cached, CachedReads, Scenario, ScenarioJob, MEMCPY_TARGET, MMAP_TARGET, PIN_TARGET};

@@ -1,7 +1,7 @@
 //! `sqlite`: SQLite through its default `unix` VFS and through the
 //! foliocache VFS (`foliocache-sqlite`), a speedtest1-like mix through
 //! rusqlite, every configuration under one memory limit M. See
-//! `docs/bench.md` and `docs/sqlite.md`.
+//! `docs/bench/databases.md` and `docs/sqlite.md`.
 //!
 //! Configurations (the table's engines), each with SQLite's default page
 //! cache (`cache_size` -2000, about 2 MiB):

@@ -2,7 +2,7 @@
 //! (foliocache's capacity; the kernel engines' memory cgroup limit), first
 //! alone, then beside a hot reader of a C/4 file: what uncached reads
 //! (`RWF_DONTCACHE`, `ReadFlags::DONTCACHE`) spare the hot set. See
-//! `docs/bench.md`.
+//! `docs/bench/uncached.md`.
 
 use super::{FullQuick, Scenario, ScenarioJob};
 use crate::args::BenchArgs;

@@ -2,7 +2,7 @@
 //! the figures: one thread writes a file sequentially at 64 KiB, then an
 //! eighth of it at random at 4 KiB, each run ended by `fsync`
 //! (`File::sync_all` for foliocache). Targets: foliocache over the
-//! kernel, 1.3x sequential and 1.0x random. See `docs/bench.md`.
+//! kernel, 1.3x sequential and 1.0x random. See `docs/bench/write.md`.
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! A model of foyer's disk tier (foyer-storage 0.20's block engine, the
 //! disk half of `HybridCache`), for the `objectstore` scenario: foyer
-//! itself costs more to build here than the bench may add (docs/bench.md
+//! itself costs more to build here than the bench may add (docs/bench/objectstore.md
 //! gives the measurement), so its policy is modelled, not its code:
 //!
 //! - the device is cut into blocks (foyer's `block_size`: [`REGION`],

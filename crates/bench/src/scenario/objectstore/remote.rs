@@ -2,7 +2,7 @@
 //! `LocalFileSystem` behind its `ThrottledStore` (S3's first-byte latency
 //! and per-request bandwidth), behind a counter of GETs and their bytes.
 //!
-//! The figures (docs/bench.md):
+//! The figures (docs/bench/objectstore.md):
 //! - **Latency per request**: AWS's "Performance design patterns for
 //!   Amazon S3" (<https://docs.aws.amazon.com/AmazonS3/latest/userguide/optimizing-performance-design-patterns.html>):
 //!   small-object latencies "and first-byte-out latencies for larger
