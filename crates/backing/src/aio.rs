@@ -482,42 +482,15 @@ pub struct EngineStats {
     pub callback_panics: u64,
 }
 
-/// The shared counters behind [`EngineStats`].
-#[derive(Default)]
-pub(crate) struct Stats {
-    batches: AtomicU64,
-    enters: AtomicU64,
-    ops: AtomicU64,
-    writes: AtomicU64,
-    uring_ops: AtomicU64,
-    caller_ring_ops: AtomicU64,
-    pool_ops: AtomicU64,
-    completed: AtomicU64,
-    bytes: AtomicU64,
-    resubmits: AtomicU64,
-    errors: AtomicU64,
-    callback_panics: AtomicU64,
+counters! {
+    /// The shared counters behind [`EngineStats`].
+    pub(crate) struct Stats => EngineStats {
+        batches, enters, ops, writes, uring_ops, caller_ring_ops, pool_ops, completed, bytes,
+        resubmits, errors, callback_panics,
+    }
 }
 
 impl Stats {
-    fn snapshot(&self) -> EngineStats {
-        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        EngineStats {
-            batches: g(&self.batches),
-            enters: g(&self.enters),
-            ops: g(&self.ops),
-            writes: g(&self.writes),
-            uring_ops: g(&self.uring_ops),
-            caller_ring_ops: g(&self.caller_ring_ops),
-            pool_ops: g(&self.pool_ops),
-            completed: g(&self.completed),
-            bytes: g(&self.bytes),
-            resubmits: g(&self.resubmits),
-            errors: g(&self.errors),
-            callback_panics: g(&self.callback_panics),
-        }
-    }
-
     /// Calls an op's callback with its result and counts it. A panic in
     /// the callback is caught, logged and counted, so the engine thread
     /// lives on.

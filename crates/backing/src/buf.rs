@@ -29,6 +29,44 @@ use std::ptr::NonNull;
 
 use crate::BLOCK;
 
+/// What every buffer type of this module has alike, from its start
+/// address and length (`|b| (ADDR, LEN)`): `len`, `is_empty` (and, with
+/// `blocks`, the number of [`BLOCK`]s) and `Debug` (the address and the
+/// length, never the bytes).
+macro_rules! buffer_basics {
+    ($t:ident $(<$lt:lifetime>)?, |$b:ident| ($addr:expr, $len:expr) $(, $blocks:ident)?) => {
+        impl $t$(<$lt>)? {
+            /// The buffer's length in bytes (a multiple of [`BLOCK`]).
+            pub fn len(&self) -> usize {
+                let $b = self;
+                $len
+            }
+
+            /// Whether the buffer is empty.
+            pub fn is_empty(&self) -> bool {
+                self.len() == 0
+            }
+
+            $(
+                /// The number of [`BLOCK`]s in the buffer.
+                pub fn $blocks(&self) -> usize {
+                    self.len() / BLOCK
+                }
+            )?
+        }
+
+        impl fmt::Debug for $t$(<$lt>)? {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                let $b = self;
+                f.debug_struct(stringify!($t))
+                    .field("addr", &$addr)
+                    .field("len", &$len)
+                    .finish()
+            }
+        }
+    };
+}
+
 /// Which quantity was not a multiple of [`BLOCK`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -153,6 +191,8 @@ pub struct IoBufMut<'a> {
     buf: &'a mut [u8],
 }
 
+buffer_basics!(IoBufMut<'_>, |b| (b.buf.as_ptr(), b.buf.len()), blocks);
+
 impl<'a> IoBufMut<'a> {
     /// Wraps `buf` after checking that its address and length are multiples
     /// of [`BLOCK`] (an empty slice passes at any address).
@@ -193,21 +233,6 @@ impl<'a> IoBufMut<'a> {
         // function's `# Safety`); alignment of `u8` is 1.
         let buf = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
         Ok(IoBufMut { buf })
-    }
-
-    /// The buffer's length in bytes (a multiple of [`BLOCK`]).
-    pub fn len(&self) -> usize {
-        self.buf.len()
-    }
-
-    /// Whether the buffer is empty.
-    pub fn is_empty(&self) -> bool {
-        self.buf.is_empty()
-    }
-
-    /// The number of [`BLOCK`]s in the buffer.
-    pub fn blocks(&self) -> usize {
-        self.buf.len() / BLOCK
     }
 
     /// The wrapped slice, for the full lifetime `'a`.
@@ -272,14 +297,6 @@ impl<'a> TryFrom<&'a mut [u8]> for IoBufMut<'a> {
     }
 }
 
-impl fmt::Debug for IoBufMut<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("IoBufMut")
-            .field("addr", &self.buf.as_ptr())
-            .field("len", &self.buf.len())
-            .finish()
-    }
-}
 
 /// A read-only, [`BLOCK`]-aligned buffer that a write sends: a `&'a [u8]`
 /// whose address and length are multiples of [`BLOCK`]. It is `Copy`, like
@@ -298,6 +315,8 @@ impl fmt::Debug for IoBufMut<'_> {
 pub struct IoBuf<'a> {
     buf: &'a [u8],
 }
+
+buffer_basics!(IoBuf<'_>, |b| (b.buf.as_ptr(), b.buf.len()), blocks);
 
 impl<'a> IoBuf<'a> {
     /// Wraps `buf` after checking that its address and length are multiples
@@ -331,21 +350,6 @@ impl<'a> IoBuf<'a> {
         // meanwhile (this function's `# Safety`).
         let buf = unsafe { std::slice::from_raw_parts(ptr, len) };
         Ok(IoBuf { buf })
-    }
-
-    /// The buffer's length in bytes (a multiple of [`BLOCK`]).
-    pub fn len(&self) -> usize {
-        self.buf.len()
-    }
-
-    /// Whether the buffer is empty.
-    pub fn is_empty(&self) -> bool {
-        self.buf.is_empty()
-    }
-
-    /// The number of [`BLOCK`]s in the buffer.
-    pub fn blocks(&self) -> usize {
-        self.buf.len() / BLOCK
     }
 
     /// The wrapped slice, for the full lifetime `'a`.
@@ -390,14 +394,6 @@ impl<'a> From<IoBufMut<'a>> for IoBuf<'a> {
     }
 }
 
-impl fmt::Debug for IoBuf<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("IoBuf")
-            .field("addr", &self.buf.as_ptr())
-            .field("len", &self.buf.len())
-            .finish()
-    }
-}
 
 /// An owned, zero-initialised, [`BLOCK`]-aligned heap buffer: the memory to
 /// give [`IoBufMut`]/[`IoBuf`] when there is no folio arena (tests, tools,
@@ -416,16 +412,16 @@ impl fmt::Debug for IoBuf<'_> {
 /// assert_eq!(&back[..], &data[..]);
 /// # Ok::<(), std::io::Error>(())
 /// ```
+///
+/// It is `Send` and `Sync` as its [`RawBuf`] is: it owns its allocation
+/// exclusively, like `Vec<u8>`, and shared access hands out only `&[u8]`.
 pub struct AlignedBuf {
-    ptr: NonNull<u8>,
-    len: usize,
+    /// The allocation (exclusively this buffer's: `RawBuf::new`'s
+    /// contract), freed on drop.
+    raw: RawBuf,
 }
 
-// SAFETY: `AlignedBuf` owns its allocation exclusively, like `Vec<u8>`; the
-// raw pointer is never shared outside borrows tied to `&self`/`&mut self`.
-unsafe impl Send for AlignedBuf {}
-// SAFETY: shared access only hands out `&[u8]`, like `Vec<u8>`.
-unsafe impl Sync for AlignedBuf {}
+buffer_basics!(AlignedBuf, |b| (b.raw.as_ptr(), b.raw.len()));
 
 impl AlignedBuf {
     /// Allocates `len` zeroed bytes aligned to [`BLOCK`].
@@ -441,8 +437,7 @@ impl AlignedBuf {
         }
         if len == 0 {
             return Ok(AlignedBuf {
-                ptr: NonNull::dangling(),
-                len: 0,
+                raw: RawBuf::empty(),
             });
         }
         let layout = Layout::from_size_align(len, BLOCK).map_err(|_| {
@@ -459,17 +454,10 @@ impl AlignedBuf {
                 format!("could not allocate an aligned buffer of {len} bytes"),
             )
         })?;
-        Ok(AlignedBuf { ptr, len })
-    }
-
-    /// The length in bytes.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether the buffer is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
+        // SAFETY: a fresh allocation of `len` bytes, exclusively this
+        // buffer's until `drop` frees it.
+        let raw = unsafe { RawBuf::new(ptr.as_ptr(), len) }?;
+        Ok(AlignedBuf { raw })
     }
 
     /// The whole buffer as an [`IoBufMut`] for a read (alignment holds by
@@ -487,17 +475,17 @@ impl AlignedBuf {
 impl Deref for AlignedBuf {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        // SAFETY: `ptr` is valid for `len` initialised (zeroed at
+        // SAFETY: the address is valid for `len` initialised (zeroed at
         // allocation) bytes that `self` owns; for `len == 0` it is a
         // dangling, non-null, aligned pointer, which an empty slice allows.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+        unsafe { std::slice::from_raw_parts(self.raw.as_ptr(), self.raw.len()) }
     }
 }
 
 impl DerefMut for AlignedBuf {
     fn deref_mut(&mut self) -> &mut [u8] {
         // SAFETY: as in `deref`, and `&mut self` makes the borrow unique.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+        unsafe { std::slice::from_raw_parts_mut(self.raw.as_ptr(), self.raw.len()) }
     }
 }
 
@@ -515,28 +503,20 @@ impl AsMut<[u8]> for AlignedBuf {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
-        if self.len == 0 {
+        if self.raw.is_empty() {
             return;
         }
         // SAFETY: allocated in `zeroed` with exactly this size and alignment
         // (which `from_size_align` accepted then), and freed only here.
         unsafe {
             alloc::dealloc(
-                self.ptr.as_ptr(),
-                Layout::from_size_align_unchecked(self.len, BLOCK),
+                self.raw.as_ptr(),
+                Layout::from_size_align_unchecked(self.raw.len(), BLOCK),
             )
         }
     }
 }
 
-impl fmt::Debug for AlignedBuf {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AlignedBuf")
-            .field("addr", &self.ptr.as_ptr())
-            .field("len", &self.len)
-            .finish()
-    }
-}
 
 /// A [`BLOCK`]-aligned buffer given by address and length, for asynchronous
 /// reads ([`aio::ReadOp`](crate::aio::ReadOp)) whose buffers live in memory
@@ -562,6 +542,8 @@ pub struct RawBuf {
     ptr: NonNull<u8>,
     len: usize,
 }
+
+buffer_basics!(RawBuf, |b| (b.ptr.as_ptr(), b.len));
 
 // SAFETY: a `RawBuf` stands for exclusive access to its bytes (the contract
 // of `RawBuf::new`), like a `&mut [u8]`, which is `Send`.
@@ -593,24 +575,19 @@ impl RawBuf {
     /// [`Misaligned`] if `ptr` or `len` is not a multiple of [`BLOCK`].
     pub unsafe fn new(ptr: *mut u8, len: usize) -> Result<Self, Misaligned> {
         if len == 0 {
-            return Ok(RawBuf {
-                ptr: NonNull::dangling(),
-                len: 0,
-            });
+            return Ok(RawBuf::empty());
         }
         check(ptr as usize, len)?;
         let ptr = NonNull::new(ptr).ok_or(Misaligned::new(MisalignedKind::Address, 0))?;
         Ok(RawBuf { ptr, len })
     }
 
-    /// The buffer's length in bytes (a multiple of [`BLOCK`]).
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether the buffer is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
+    /// An empty buffer: its address dangling (but aligned), never used.
+    fn empty() -> RawBuf {
+        RawBuf {
+            ptr: NonNull::dangling(),
+            len: 0,
+        }
     }
 
     /// The buffer's start address (dangling, but aligned, when empty).
@@ -633,14 +610,6 @@ impl RawBuf {
     }
 }
 
-impl fmt::Debug for RawBuf {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RawBuf")
-            .field("addr", &self.ptr.as_ptr())
-            .field("len", &self.len)
-            .finish()
-    }
-}
 
 /// The bytes of an [`IoBuf`] that an engine's write op carries across
 /// threads: its address and length without its lifetime

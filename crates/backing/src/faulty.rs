@@ -153,20 +153,12 @@ pub struct FaultStats {
     pub short_reads: u64,
 }
 
-#[derive(Default)]
-struct Counters {
-    reads: AtomicU64,
-    writes: AtomicU64,
-    syncs: AtomicU64,
-    set_lens: AtomicU64,
-    punch_holes: AtomicU64,
-    shifts: AtomicU64,
-    len_calls: AtomicU64,
-    reserves: AtomicU64,
-    bytes_read: AtomicU64,
-    bytes_written: AtomicU64,
-    injected_errors: AtomicU64,
-    short_reads: AtomicU64,
+counters! {
+    /// The shared counters behind [`FaultStats`].
+    struct Counters => FaultStats {
+        reads, writes, syncs, set_lens, punch_holes, shifts, len_calls, reserves, bytes_read,
+        bytes_written, injected_errors, short_reads,
+    }
 }
 
 /// Wraps a [`Backing`] and injects faults into it on command, for testing
@@ -335,43 +327,12 @@ impl<B: Backing> FaultyBacking<B> {
 
     /// The counters so far.
     pub fn stats(&self) -> FaultStats {
-        let c = &self.counters;
-        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        FaultStats {
-            reads: g(&c.reads),
-            writes: g(&c.writes),
-            syncs: g(&c.syncs),
-            set_lens: g(&c.set_lens),
-            punch_holes: g(&c.punch_holes),
-            shifts: g(&c.shifts),
-            len_calls: g(&c.len_calls),
-            reserves: g(&c.reserves),
-            bytes_read: g(&c.bytes_read),
-            bytes_written: g(&c.bytes_written),
-            injected_errors: g(&c.injected_errors),
-            short_reads: g(&c.short_reads),
-        }
+        self.counters.snapshot()
     }
 
     /// Sets every counter to zero.
     pub fn reset_stats(&self) {
-        let c = &self.counters;
-        for a in [
-            &c.reads,
-            &c.writes,
-            &c.syncs,
-            &c.set_lens,
-            &c.punch_holes,
-            &c.shifts,
-            &c.len_calls,
-            &c.reserves,
-            &c.bytes_read,
-            &c.bytes_written,
-            &c.injected_errors,
-            &c.short_reads,
-        ] {
-            a.store(0, Ordering::Relaxed);
-        }
+        self.counters.reset();
     }
 
     /// An injected error for `errno`, counted.

@@ -103,6 +103,37 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+/// Declares `$counters`, a struct of `AtomicU64` counters (relaxed: each
+/// counts on its own, none orders anything), one for each field of
+/// `$figures`, the public plain struct of `u64`s a caller gets, with
+/// `snapshot` (every counter read) and `reset` (every counter zeroed):
+/// the counters of the IO engine ([`aio::EngineStats`]) and of
+/// [`FaultyBacking`].
+macro_rules! counters {
+    ($(#[$m:meta])* $vis:vis struct $counters:ident => $figures:ident { $($f:ident),* $(,)? }) => {
+        $(#[$m])*
+        #[derive(Default)]
+        $vis struct $counters {
+            $($f: crate::sync::AtomicU64,)*
+        }
+
+        impl $counters {
+            /// Every counter now.
+            fn snapshot(&self) -> $figures {
+                $figures {
+                    $($f: self.$f.load(crate::sync::Ordering::Relaxed),)*
+                }
+            }
+
+            /// Sets every counter to zero.
+            #[allow(dead_code)]
+            fn reset(&self) {
+                $(self.$f.store(0, crate::sync::Ordering::Relaxed);)*
+            }
+        }
+    };
+}
+
 pub mod aio;
 #[allow(unsafe_code)]
 mod buf;
