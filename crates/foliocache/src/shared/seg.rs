@@ -236,27 +236,54 @@ unsafe impl Send for Seg {}
 // SAFETY: as above.
 unsafe impl Sync for Seg {}
 
-/// Where each part of a segment of `pages` pages lies:
-/// `(slots, buckets, slots_off, descs_off, buckets_off, data_off, len)`.
-fn layout(pages: u64) -> Option<[u64; 7]> {
-    let slots = (pages / 16).clamp(64, 1 << 16);
-    let buckets = pages.checked_mul(2)?.next_power_of_two().max(64);
-    let slots_off = PART_OFF.checked_add(u64::from(PARTS) * PART_BYTES)?;
-    let descs_off = slots_off.checked_add(slots.checked_mul(SLOT_BYTES)?)?;
-    let buckets_off = descs_off.checked_add(pages.checked_mul(DESC_BYTES)?)?;
-    let data_off = buckets_off
-        .checked_add(buckets.checked_mul(4)?)?
-        .next_multiple_of(HUGE);
-    let len = data_off.checked_add(pages.checked_mul(PAGE)?)?;
-    Some([
-        slots,
-        buckets,
-        slots_off,
-        descs_off,
-        buckets_off,
-        data_off,
-        len,
-    ])
+/// Where each part of a segment lies: what the header records besides
+/// the page count, and what [`Seg`] keeps of it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct Layout {
+    slots: u64,
+    buckets: u64,
+    slots_off: u64,
+    descs_off: u64,
+    buckets_off: u64,
+    data_off: u64,
+    len: u64,
+}
+
+impl Layout {
+    /// The layout of a segment of `pages` pages; `None` past `u64`.
+    fn of(pages: u64) -> Option<Layout> {
+        let slots = (pages / 16).clamp(64, 1 << 16);
+        let buckets = pages.checked_mul(2)?.next_power_of_two().max(64);
+        let slots_off = PART_OFF.checked_add(u64::from(PARTS) * PART_BYTES)?;
+        let descs_off = slots_off.checked_add(slots.checked_mul(SLOT_BYTES)?)?;
+        let buckets_off = descs_off.checked_add(pages.checked_mul(DESC_BYTES)?)?;
+        let data_off = buckets_off
+            .checked_add(buckets.checked_mul(4)?)?
+            .next_multiple_of(HUGE);
+        let len = data_off.checked_add(pages.checked_mul(PAGE)?)?;
+        Some(Layout {
+            slots,
+            buckets,
+            slots_off,
+            descs_off,
+            buckets_off,
+            data_off,
+            len,
+        })
+    }
+
+    /// The header's fields of the layout, each with its value here.
+    fn fields<'h>(&self, h: &'h Header) -> [(&'h AtomicU64, u64); 7] {
+        [
+            (&h.slots, self.slots),
+            (&h.buckets, self.buckets),
+            (&h.slots_off, self.slots_off),
+            (&h.descs_off, self.descs_off),
+            (&h.buckets_off, self.buckets_off),
+            (&h.data_off, self.data_off),
+            (&h.len, self.len),
+        ]
+    }
 }
 
 /// Asks for huge pages over the whole segment (`MADV_HUGEPAGE`): the
@@ -294,38 +321,17 @@ impl Seg {
                 format!("shared cache: {pages} pages (1 to {MAX_PAGES})"),
             ));
         }
-        let [slots, buckets, slots_off, descs_off, buckets_off, data_off, len] =
-            layout(pages).ok_or_else(|| invalid("too large"))?;
-        rustix::fs::ftruncate(&fd, len)?;
+        let l = Layout::of(pages).ok_or_else(|| invalid("too large"))?;
+        rustix::fs::ftruncate(&fd, l.len)?;
         if !persist::is_persisted(fd.as_fd(), persist::GROUP) {
             // Its size for good: a process that could shrink it would make
             // every other process's next access past the new end a SIGBUS.
             rustix::fs::fcntl_add_seals(&fd, SEALS)?;
         }
-        let map = Map::new_aligned(fd.as_fd(), 0, len, HUGE as usize)?;
-        advise_huge(&map);
-        let seg = Seg {
-            fd,
-            map,
-            pages,
-            slots,
-            buckets,
-            slots_off,
-            descs_off,
-            buckets_off,
-            data_off,
-        };
+        let seg = Seg::map(fd, pages, l)?;
         let h = seg.header();
-        for (field, v) in [
-            (&h.pages, pages),
-            (&h.slots, slots),
-            (&h.buckets, buckets),
-            (&h.slots_off, slots_off),
-            (&h.descs_off, descs_off),
-            (&h.buckets_off, buckets_off),
-            (&h.data_off, data_off),
-            (&h.len, len),
-        ] {
+        h.pages.store(pages, Ordering::Relaxed);
+        for (field, v) in l.fields(h) {
             field.store(v, Ordering::Relaxed);
         }
         h.version.store(VERSION, Ordering::Relaxed);
@@ -359,35 +365,35 @@ impl Seg {
         let pages = h.pages.load(Ordering::Relaxed);
         let want = (1..=MAX_PAGES)
             .contains(&pages)
-            .then(|| layout(pages))
+            .then(|| Layout::of(pages))
             .flatten()
             .ok_or_else(|| invalid("bad page count"))?;
-        let got = [
-            h.slots.load(Ordering::Relaxed),
-            h.buckets.load(Ordering::Relaxed),
-            h.slots_off.load(Ordering::Relaxed),
-            h.descs_off.load(Ordering::Relaxed),
-            h.buckets_off.load(Ordering::Relaxed),
-            h.data_off.load(Ordering::Relaxed),
-            h.len.load(Ordering::Relaxed),
-        ];
-        if got != want || want[6] > file_len {
+        let matches = want
+            .fields(h)
+            .iter()
+            .all(|(field, v)| field.load(Ordering::Relaxed) == *v);
+        if !matches || want.len > file_len {
             return Err(invalid("layout does not match its page count"));
         }
         drop(head);
-        let [slots, buckets, slots_off, descs_off, buckets_off, data_off, len] = want;
-        let map = Map::new_aligned(fd.as_fd(), 0, len, HUGE as usize)?;
+        Seg::map(fd, pages, want)
+    }
+
+    /// Maps `fd`'s segment of `pages` pages laid out as `l` (checked by
+    /// the caller against the file), huge pages asked for.
+    fn map(fd: OwnedFd, pages: u64, l: Layout) -> io::Result<Seg> {
+        let map = Map::new_aligned(fd.as_fd(), 0, l.len, HUGE as usize)?;
         advise_huge(&map);
         Ok(Seg {
             fd,
             map,
             pages,
-            slots,
-            buckets,
-            slots_off,
-            descs_off,
-            buckets_off,
-            data_off,
+            slots: l.slots,
+            buckets: l.buckets,
+            slots_off: l.slots_off,
+            descs_off: l.descs_off,
+            buckets_off: l.buckets_off,
+            data_off: l.data_off,
         })
     }
 
