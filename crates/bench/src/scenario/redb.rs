@@ -164,7 +164,7 @@ pub const TARGETS: &[Target<&str>] = &[
 /// The scenario's shape: M 256 MiB (32 MiB with `--quick`, at least
 /// 16 MiB), 1,000,000 random reads (20,000 with `--quick`); range reads
 /// are a tenth as many ranges, individual writes [`individual_writes`].
-pub const DB: Embedded = Embedded {
+pub static DB: Embedded = Embedded {
     name: "redb",
     configs: &[
         FILE_HALF,

@@ -124,7 +124,7 @@ pub const TARGETS: &[Target<&str>] = &[
 /// The scenario's shape: M 256 MiB (32 MiB with `--quick`, at least
 /// 16 MiB); 100,000 lookups, scans, updates and deletes each (5,000 with
 /// `--quick`).
-pub const DB: Embedded = Embedded {
+pub static DB: Embedded = Embedded {
     name: "sqlite",
     configs: &[UNIX, FOLIO, FOLIO_MMAP],
     jobs: [FITS.all(), BIG.all()],
