@@ -113,7 +113,7 @@ use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use crate::sync::{bump, lock, wait, AtomicU64, Condvar, Mutex, Ordering};
+use crate::sync::{bump, lock, wait, Condvar, Mutex};
 use crate::{check_io_range, Backing, IoBuf, IoBufMut, ThreadStart};
 
 #[allow(unsafe_code)]

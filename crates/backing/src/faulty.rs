@@ -33,7 +33,7 @@ use std::ops::Range;
 use std::time::Duration;
 
 use crate::buf::{AlignedBuf, IoBuf, IoBufMut};
-use crate::sync::{bump, lock, AtomicU64, Mutex, Ordering};
+use crate::sync::{bump, lock, AtomicU64, Mutex};
 use crate::{check_end, check_io, check_io_range, Backing, BackingInfo, BLOCK};
 
 /// A kind of [`Backing`] call, for counting and failing calls by kind.
