@@ -297,7 +297,6 @@ impl<'a> TryFrom<&'a mut [u8]> for IoBufMut<'a> {
     }
 }
 
-
 /// A read-only, [`BLOCK`]-aligned buffer that a write sends: a `&'a [u8]`
 /// whose address and length are multiples of [`BLOCK`]. It is `Copy`, like
 /// the slice it wraps.
@@ -393,7 +392,6 @@ impl<'a> From<IoBufMut<'a>> for IoBuf<'a> {
         IoBuf { buf: b.buf }
     }
 }
-
 
 /// An owned, zero-initialised, [`BLOCK`]-aligned heap buffer: the memory to
 /// give [`IoBufMut`]/[`IoBuf`] when there is no folio arena (tests, tools,
@@ -517,7 +515,6 @@ impl Drop for AlignedBuf {
     }
 }
 
-
 /// A [`BLOCK`]-aligned buffer given by address and length, for asynchronous
 /// reads ([`aio::ReadOp`](crate::aio::ReadOp)) whose buffers live in memory
 /// that no Rust borrow can describe across threads and time: the folio
@@ -609,7 +606,6 @@ impl RawBuf {
         IoBufMut { buf }
     }
 }
-
 
 /// The bytes of an [`IoBuf`] that an engine's write op carries across
 /// threads: its address and length without its lifetime

@@ -213,9 +213,7 @@ impl<IO: TaskRead> ThreadLoop for Tasks<IO> {
         let mut running: FuturesUnordered<_> = self
             .bufs
             .iter_mut()
-            .map(|(b, scratch)| {
-                task::<IO, M>(io, b.as_mut_slice(), scratch, &shared, max_ops)
-            })
+            .map(|(b, scratch)| task::<IO, M>(io, b.as_mut_slice(), scratch, &shared, max_ops))
             .collect();
         rt.block_on(async {
             while let Some(r) = running.next().await {

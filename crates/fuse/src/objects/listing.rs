@@ -11,6 +11,7 @@ use std::time::Instant;
 use fuser::Errno;
 use futures_util::StreamExt;
 use object_store::path::{Path, PathPart};
+use object_store::ObjectStore;
 
 use super::{store_errno, Entry, ObjectFs};
 

@@ -54,23 +54,16 @@
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
-use std::hash::{Hash, Hasher};
 use std::io;
-use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use foliocache::Cache;
 use foliocache_object_store::{CachedStore, DiskTier};
-use fuser::{
-    BackgroundSession, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
-    INodeNo, KernelConfig, LockOwner, MountOption, OpenAccMode, OpenFlags, ReplyAttr, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyXattr, Request, Session,
-};
-use futures_util::StreamExt;
-use object_store::path::{Path, PathPart};
-use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore, ObjectStoreExt};
+use fuser::{Errno, FileAttr, FileType, INodeNo};
+use object_store::path::Path;
+use object_store::{ObjectMeta, ObjectStore};
 use parking_lot::Mutex;
 
 use crate::control::{self, CONTROL_NAME};
@@ -331,4 +324,3 @@ fn store_errno(what: &str, key: &Path, e: &object_store::Error) -> Errno {
 fn is_control(parent: u64, name: &OsStr) -> bool {
     parent == ROOT && name.as_encoded_bytes() == CONTROL_NAME.as_bytes()
 }
-

@@ -11,7 +11,7 @@ use std::time::Instant;
 use fuser::{Errno, FileAttr};
 use futures_util::StreamExt;
 use object_store::path::{Path, PathPart};
-use object_store::{ObjectMeta, ObjectStoreExt};
+use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
 
 use super::listing::{is_file_name, Listing};
 use super::{store_errno, Entry, ObjectFs};

@@ -17,11 +17,11 @@ use fuser::{
     ReplyEntry, ReplyOpen, ReplyStatfs, ReplyXattr, Request,
 };
 use object_store::path::{Path, PathPart};
-use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStoreExt};
+use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore};
 use parking_lot::Mutex;
 
 use super::listing::{listed_ino, Listing};
-use super::{is_control, store_errno, Entry, ObjectFs, MAX_IO};
+use super::{is_control, store_errno, Entry, ObjectFs, MAX_IO, ROOT};
 use crate::control::{self, CONTROL_INO};
 
 /// An open file, directory or control file.

@@ -260,7 +260,11 @@ fn apply_read(xa: &Xa, m: &Model, op: &Op) {
 
 /// Asserts that a split did what the model's did (two splits too large
 /// for one step agree whatever node counts they name).
-pub(super) fn assert_split(got: &xarray::Result<()>, want: &xarray::Result<()>, what: impl fmt::Display) {
+pub(super) fn assert_split(
+    got: &xarray::Result<()>,
+    want: &xarray::Result<()>,
+    what: impl fmt::Display,
+) {
     match (got, want) {
         (Err(Error::SplitTooLarge { .. }), Err(Error::SplitTooLarge { .. })) => {}
         _ => assert_eq!(got, want, "{what}"),
@@ -276,7 +280,6 @@ pub(super) fn refs_same(got: &[(u64, EntryRef<'_, u64>)], want: &[(u64, E)]) -> 
             .zip(want)
             .all(|((i, a), (j, b))| i == j && ref_same(a, b))
 }
-
 
 /// The documented conversion of a range to `start..=last` (None when empty).
 fn model_range(r: &IndexRange) -> Result<Option<(u64, u64)>, ()> {
