@@ -43,8 +43,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "256M")]
     pub capacity: u64,
 
-    /// Also serve the members of this group (a name or a gid): they read
-    /// every byte the cache holds, as the owner does.
+    /// Also serve the members of this group (a name or a gid), as
+    /// members: they do not map the cache; each file one opens is handed
+    /// to the kernel for the whole group, and the kernel checks their
+    /// every read and write (docs/preload.md, "Named caches").
     #[arg(long, value_name = "GROUP")]
     pub group: Option<String>,
 
