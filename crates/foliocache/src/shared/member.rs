@@ -6,10 +6,10 @@
 //! it opens over instead ([`SharedCache::hand_over_named`]): it passes
 //! its descriptor (`SCM_RIGHTS`), and the host, which maps the cache,
 //! marks the file the kernel's for the whole group (as a fork that keeps
-//! a mapping does, [`SharedCache::handed_to_kernel_by_many`]), writes back
-//! what the group holds unsaved of it and drops its pages, so that the
-//! member's reads and writes through the kernel see the group's and the
-//! group's the member's. What a member's request may change is what its
+//! a mapping does, [`SharedCache::handed_to_kernel_by_many`]) and writes
+//! back what the group holds unsaved of it, so that the member's reads
+//! and writes through the kernel see the group's and the group's the
+//! member's. What a member's request may change is what its
 //! own descriptor could: a cut (`O_TRUNC`) is the kernel's `ftruncate`
 //! on the member's descriptor, and the group's pages of a file are only
 //! ever written by processes of the host's user.
@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use rustix::fs::OFlags;
-use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+use rustix::net::SendFlags;
 
 use super::named::{self, TIMEOUT, YES};
 use super::SharedCache;
@@ -86,7 +86,7 @@ impl SharedCache {
     /// ([`member_only`](Self::member_only)): hands the file of `file`, a
     /// descriptor open for reading or writing, to the kernel for the
     /// cache's whole group. The host writes back what the group holds
-    /// unsaved of the file and drops its pages, and every process of the
+    /// unsaved of the file, and every process of the
     /// group serves it through the kernel from its next call on, while
     /// the cache holds the file; so this process's reads and writes of it
     /// through the kernel see the group's and are seen by it. With `cut`
@@ -118,17 +118,7 @@ impl SharedCache {
         if said != MEMBER {
             return Err(named::answer_error(&path, &said));
         }
-        let fds = [file];
-        let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
-        let mut control = SendAncillaryBuffer::new(&mut space);
-        control.push(SendAncillaryMessage::ScmRights(&fds));
-        let request = if cut { CUT } else { HAND };
-        rustix::net::sendmsg(
-            &conn,
-            &[io::IoSlice::new(request)],
-            &mut control,
-            SendFlags::NOSIGNAL,
-        )?;
+        named::send_with_fd(&conn, if cut { CUT } else { HAND }, file)?;
         // The host writes back before it answers: a file's writeback may
         // take longer than a greeting.
         conn.set_read_timeout(None)?;
@@ -177,8 +167,8 @@ impl SharedCache {
 
     /// A member's request `said` on its descriptor `fd`: the file marked
     /// the kernel's for the group and what the group holds unsaved of it
-    /// written back (its pages dropped); with [`CUT`], the file cut
-    /// through `fd` after that writeback.
+    /// written back; with [`CUT`], the file cut through `fd` after that
+    /// writeback.
     fn hand_for_member(&self, said: &[u8], fd: OwnedFd) -> io::Result<()> {
         let cut = match said {
             HAND => false,

@@ -27,7 +27,7 @@
 
 use std::io::{self, Read};
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -305,17 +305,7 @@ impl SharedCache {
             };
             return say_no(&conn, &why);
         }
-        let fds = [self.inner.seg.fd()];
-        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
-        let mut control = SendAncillaryBuffer::new(&mut space);
-        control.push(SendAncillaryMessage::ScmRights(&fds));
-        rustix::net::sendmsg(
-            &conn,
-            &[io::IoSlice::new(YES)],
-            &mut control,
-            SendFlags::NOSIGNAL,
-        )?;
-        Ok(())
+        send_with_fd(&conn, YES, self.inner.seg.fd())
     }
 
     /// Attaches to the cache hosted under `name` ([`SharedCache::socket_path`];
@@ -379,6 +369,21 @@ pub(super) fn answer_error(path: &Path, said: &[u8]) -> io::Error {
             format!("{}: not a foliocache host's answer", path.display()),
         ),
     }
+}
+
+/// Says `said` to the peer at `conn`, passing `fd` with it (`SCM_RIGHTS`).
+pub(super) fn send_with_fd(conn: &UnixStream, said: &[u8], fd: BorrowedFd<'_>) -> io::Result<()> {
+    let fds = [fd];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    control.push(SendAncillaryMessage::ScmRights(&fds));
+    rustix::net::sendmsg(
+        conn,
+        &[io::IoSlice::new(said)],
+        &mut control,
+        SendFlags::NOSIGNAL,
+    )?;
+    Ok(())
 }
 
 /// Refuses the peer at `conn`, saying `why` (a line).

@@ -4,9 +4,9 @@
 //! of files it may not write. Every file is the kernel's in it; each it
 //! opens under a served directory is handed over to the kernel for the
 //! whole group first (`SharedCache::hand_over_named`: what the group holds
-//! unsaved of it written back, its pages dropped, and every process of
-//! the group serving it through the kernel from then on), so that its
-//! reads and writes see the group's and the group's see its.
+//! unsaved of it written back, and every process of the group serving it
+//! through the kernel from then on), so that its reads and writes see the
+//! group's and the group's see its.
 
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
