@@ -378,17 +378,28 @@ fn a_member_of_the_group_is_served_by_the_kernel_and_changes_nothing_of_roots() 
         }
         cmd.output().expect("running foliocache run --cache")
     };
-    assert_eq!(stdout_ending(&run(&["python3", "-c", ROOT_WRITER], false), 0), "");
+    assert_eq!(
+        stdout_ending(&run(&["python3", "-c", ROOT_WRITER], false), 0),
+        ""
+    );
     assert!(stat(&sock).contains("2 dirty"), "{}", stat(&sock));
     let text = stdout_ending(&run(&["python3", "-c", MEMBER], true), 0);
     assert_eq!(
         text,
         "public root's public\nsecret refused\nsecret refused\nmine served 0\n"
     );
-    let text = stdout_ending(&run(&["sh", "-c", "cat \"$1\"/mine \"$1\"/secret", "sh"], false), 0);
+    let text = stdout_ending(
+        &run(&["sh", "-c", "cat \"$1\"/mine \"$1\"/secret", "sh"], false),
+        0,
+    );
     assert_eq!(text, "the member's\nroot's secret\n");
     let out = host.stop();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     for (name, want) in [("secret", "root's secret\n"), ("public", "root's public\n")] {
         let got = std::fs::read_to_string(data.join(name)).expect("a file of root's");
         assert_eq!(got, want, "{name}");

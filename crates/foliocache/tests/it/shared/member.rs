@@ -40,7 +40,9 @@ fn become_member() -> bool {
 /// read-only mapping made writable (`mprotect`). Returns how many of them
 /// got through.
 fn scribble(fd: &OwnedFd) -> usize {
-    let len = rustix::fs::fstat(fd).map_or(0, |s| s.st_size as usize).max(PAGE);
+    let len = rustix::fs::fstat(fd)
+        .map_or(0, |s| s.st_size as usize)
+        .max(PAGE);
     let junk = [SCRIBBLE; PAGE];
     let wrote = (0..len)
         .step_by(PAGE)
@@ -137,7 +139,8 @@ fn requests(name: &str, owner: &std::path::Path, own: &std::path::Path) -> bool 
         && SharedCache::hand_over_named(name, reading.as_fd(), true).is_err()
         && SharedCache::hand_over_named(name, reading.as_fd(), false).is_ok()
         && SharedCache::hand_over_named(name, writing.as_fd(), true).is_ok()
-        && std::fs::File::open(owner).is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
+        && std::fs::File::open(owner)
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
 }
 
 #[test]
@@ -193,16 +196,25 @@ fn a_member_of_the_group_changes_no_byte_of_the_owners_files() {
         f.write_at(&model[2 * PAGE..], 2 * PAGE as u64).unwrap();
         let mut buf = vec![0; 3 * PAGE];
         assert_eq!(f.read_at(&mut buf, 0).unwrap(), 3 * PAGE);
-        assert!(buf == model, "round {round}: the owner read bytes not its own");
+        assert!(
+            buf == model,
+            "round {round}: the owner read bytes not its own"
+        );
         // SAFETY: polls our own child.
         if unsafe { libc::waitpid(member, &mut status, libc::WNOHANG) } == member {
             break;
         }
         round = round.wrapping_add(1);
     }
-    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the member: {status:#x}");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the member: {status:#x}"
+    );
     f.sync_data().unwrap();
-    assert!(std::fs::read(&owner).unwrap() == model, "the disk got bytes not the owner's");
+    assert!(
+        std::fs::read(&owner).unwrap() == model,
+        "the disk got bytes not the owner's"
+    );
     // The member's file, handed over and cut through its own descriptor,
     // is the kernel's for the group.
     assert_eq!(std::fs::read(&own).unwrap(), b"");

@@ -140,7 +140,11 @@ fn a_stranger_is_refused_with_a_reason_and_a_member_never_given_the_memory_file(
         })
     };
     assert_eq!(wait(as_user(&[], name.clone())), 0, "a stranger refused");
-    assert_eq!(wait(as_user(&[43_210], name.clone())), 0, "a member, unmapped");
+    assert_eq!(
+        wait(as_user(&[43_210], name.clone())),
+        0,
+        "a member, unmapped"
+    );
     drop(host);
 }
 
