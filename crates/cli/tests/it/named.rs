@@ -348,8 +348,11 @@ fn a_member_of_the_group_is_served_by_the_kernel_and_changes_nothing_of_roots() 
         std::fs::copy(from, bin.join(from.file_name().expect("a name"))).expect("copy");
     }
     let data = dir.path().join("data");
-    std::fs::create_dir(&data).expect("data");
-    chmod(&data, 0o777);
+    let home = dir.path().join("home");
+    for d in [&data, &home] {
+        std::fs::create_dir(d).expect("a directory");
+        chmod(d, 0o777);
+    }
     let host = Host::start_with(&sock, "16M", &["--group", "43212"]).0;
     let run = |program: &[&str], member: bool| {
         let mut cmd = Command::new(bin.join("foliocache"));
@@ -361,6 +364,7 @@ fn a_member_of_the_group_is_served_by_the_kernel_and_changes_nothing_of_roots() 
             .current_dir(dir.path())
             .env_remove("XDG_RUNTIME_DIR");
         if member {
+            cmd.env("HOME", &home);
             // SAFETY: plain system calls changing the child's credentials
             // between its fork and its exec.
             unsafe {
