@@ -142,10 +142,36 @@ pub fn run_attached(
     name: &str,
     metrics: Option<SocketAddr>,
 ) -> Result<()> {
-    let cache = foliocache::SharedCache::attach_named(name)
-        .with_context(|| format!("--cache {name}: attaching"))?;
+    let cache = match foliocache::SharedCache::attach_named(name) {
+        Ok(cache) => cache,
+        Err(e) if foliocache::SharedCache::member_only(&e) => {
+            return run_member(cmd, program, name, metrics)
+        }
+        Err(e) => return Err(e).with_context(|| format!("--cache {name}: attaching")),
+    };
     let status = run_in(cmd, program, &cache, false, None, metrics)?;
     end_as(status)
+}
+
+/// [`run_attached`] for a user the cache's host serves as a member, not
+/// its own (root, or a member of the group it names): no process of the
+/// program maps the cache; each hands the files it opens to the kernel
+/// for the group (docs/preload.md, "Named caches"), so there is nothing
+/// of theirs in the cache to write back, and no figures to serve.
+fn run_member(
+    mut cmd: Command,
+    program: &Path,
+    name: &str,
+    metrics: Option<SocketAddr>,
+) -> Result<()> {
+    if let Some(addr) = metrics {
+        anyhow::bail!(
+            "--cache {name} --metrics {addr}: this user is a member of the cache, not its \
+             host's user; the host serves its figures (`foliocache cache serve --metrics`)"
+        );
+    }
+    cmd.env(SHARED_VAR, name);
+    end_as(supervise(cmd, program)?)
 }
 
 /// [`run_shared`], [`run_attached`] and [`run_guarded`]'s group: `own` if

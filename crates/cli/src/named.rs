@@ -43,8 +43,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "256M")]
     pub capacity: u64,
 
-    /// Also serve the members of this group (a name or a gid): they read
-    /// every byte the cache holds, as the owner does.
+    /// Also serve the members of this group (a name or a gid), as
+    /// members: they do not map the cache; each file one opens is handed
+    /// to the kernel for the whole group, and the kernel checks their
+    /// every read and write (docs/preload.md, "Named caches").
     #[arg(long, value_name = "GROUP")]
     pub group: Option<String>,
 
@@ -97,24 +99,11 @@ fn serve(args: &ServeArgs) -> Result<()> {
     // this mask), so that only the wait below takes them.
     crate::guard::block(&STOP);
     // What the last host of this name left, killed, is written back
-    // first; the cache's file persists on tmpfs unless members of a group
-    // map it (tmpfs cannot seal it against their resizing).
+    // first; the cache's file persists on tmpfs (only this user maps it:
+    // a group's members hand their files to the kernel instead).
     let owner = foliocache::persist::Owner::Cache(args.name.clone());
-    let files = match group {
-        None => Some(crate::recover::Persisted::start(
-            &owner,
-            args.capacity,
-            "foliocache cache",
-        )?),
-        Some(_) => {
-            crate::recover::recover(Some(&owner), "foliocache cache")?;
-            None
-        }
-    };
-    let cache = match &files {
-        Some(f) => f.shared(args.capacity, false)?,
-        None => SharedCache::new(args.capacity).context("making the shared cache")?,
-    };
+    let files = crate::recover::Persisted::start(&owner, args.capacity, "foliocache cache")?;
+    let cache = files.shared(args.capacity, false)?;
     let host = cache
         .host(&args.name, group)
         .with_context(|| format!("hosting the cache {}", args.name))?;
@@ -141,9 +130,7 @@ fn serve(args: &ServeArgs) -> Result<()> {
     drop(metrics);
     let processes = cache.stats().processes;
     let written = cache.write_back_all().context("writing the cache back")?;
-    if let Some(f) = files {
-        f.end(Some(&cache));
-    }
+    files.end(Some(&cache));
     eprintln!(
         "foliocache cache: {} stopped by signal {sig}: {written} pages written back; \
          {} processes still attached keep the cache",

@@ -31,6 +31,7 @@ mod exit;
 mod fork;
 mod handed;
 mod join;
+mod member;
 mod open;
 use exit::OPENS;
 pub(crate) use exit::{hand_all_for_exec, hand_all_to_kernel, report};
@@ -234,6 +235,12 @@ fn shared_cache() -> Option<&'static SharedCache> {
             };
             attach()
                 .map_err(|e| {
+                    // A member of the cache's group, not of its host's
+                    // user: it does not map the cache (`member.rs`).
+                    if SharedCache::member_only(&e) {
+                        member::MEMBER.store(true, Ordering::Release);
+                        return;
+                    }
                     warn(&format!(
                         "{ENV_SHARED}: attaching {}: {e}; files pass through",
                         path.display()
@@ -612,6 +619,8 @@ unsafe fn served_path<'a>(path: *const std::ffi::c_char) -> Option<(&'a Path, (u
 /// `path` is NULL or a NUL-terminated string.
 pub(crate) unsafe fn hand_path(path: *const std::ffi::c_char) {
     // SAFETY: the caller's promise.
+    unsafe { member_before_change(path) };
+    // SAFETY: the caller's promise.
     let Some((path, key)) = (unsafe { served_path(path) }) else {
         return;
     };
@@ -622,6 +631,26 @@ pub(crate) unsafe fn hand_path(path: *const std::ffi::c_char) {
     // and no process of the group serves it after.
     inside((), || {
         mark_group(key, path);
+        Ok(())
+    });
+}
+
+/// In a process that uses its group's cache as a member
+/// ([`member::hand_at`]): the file at `path` handed to the kernel
+/// for the group before a call changes it by its path.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string.
+unsafe fn member_before_change(path: *const std::ffi::c_char) {
+    if path.is_null() || passing_through() || !in_group() {
+        return;
+    }
+    // SAFETY: the caller's promise.
+    let path = Path::new(std::ffi::OsStr::from_bytes(
+        unsafe { std::ffi::CStr::from_ptr(path) }.to_bytes(),
+    ));
+    inside((), || {
+        member::hand_at(path);
         Ok(())
     });
 }
@@ -637,6 +666,8 @@ pub(crate) unsafe fn truncate_served(
     path: *const std::ffi::c_char,
     length: libc::off_t,
 ) -> Option<c_int> {
+    // SAFETY: the caller's promise.
+    unsafe { member_before_change(path) };
     // SAFETY: the caller's promise.
     let (path, _) = unsafe { served_path(path) }?;
     inside(Some(-1), || {

@@ -287,3 +287,125 @@ fn stress_ngs_forked_file_workers_are_served_and_verify() {
     );
     assert!(host.stop().status.success());
 }
+
+/// What root's run writes: a file only root may read or write and one any
+/// user may read, both left unsaved in the cache (the process gone
+/// without closing them).
+const ROOT_WRITER: &str = r#"
+import os, sys
+for name, mode in (("secret", 0o600), ("public", 0o644)):
+    fd = os.open(f"{sys.argv[1]}/{name}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    os.write(fd, f"root's {name}\n".encode())
+os._exit(0)
+"#;
+
+/// What a member of the cache's group runs: it reads root's unsaved
+/// public bytes, is refused root's secret file both ways, as on ext4, and
+/// writes a file of its own, which the kernel serves.
+const MEMBER: &str = r#"
+import ctypes, os, sys
+served = ctypes.CDLL(None).foliocache_preload_served
+d = sys.argv[1]
+fd = os.open(f"{d}/public", os.O_RDONLY)
+print("public", os.read(fd, 100).decode(), end="")
+for mode in (os.O_RDONLY, os.O_WRONLY | os.O_TRUNC):
+    try:
+        os.open(f"{d}/secret", mode)
+        print("secret opened")
+    except PermissionError:
+        print("secret refused")
+fd = os.open(f"{d}/mine", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, b"the member's\n")
+print("mine served", served(fd))
+"#;
+
+/// A member of the cache's group (`nobody`, with the group) under
+/// `foliocache run --cache`, the host and another run root's: its program
+/// maps nothing of the cache, reads the group's unsaved bytes of a file
+/// it may read (handed to the kernel, written back first), is refused a
+/// file only root may use, and its writes are read by root's next run;
+/// root's files keep root's bytes, in the cache and on disk.
+#[test]
+fn a_member_of_the_group_is_served_by_the_kernel_and_changes_nothing_of_roots() {
+    // SAFETY: a plain system call.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("named: a member: skipped, needs root to run a program as another user");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let (dir, sock) = setup();
+    let chmod = |path: &std::path::Path, mode| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod")
+    };
+    chmod(dir.path(), 0o755);
+    // The binary and the library where `nobody` may run them.
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).expect("bin");
+    chmod(&bin, 0o755);
+    let lib = std::path::Path::new(BIN).with_file_name("libfoliocache_preload.so");
+    for from in [std::path::Path::new(BIN), lib.as_path()] {
+        std::fs::copy(from, bin.join(from.file_name().expect("a name"))).expect("copy");
+    }
+    let data = dir.path().join("data");
+    let home = dir.path().join("home");
+    for d in [&data, &home] {
+        std::fs::create_dir(d).expect("a directory");
+        chmod(d, 0o777);
+    }
+    let host = Host::start_with(&sock, "16M", &["--group", "43212"]).0;
+    let run = |program: &[&str], member: bool| {
+        let mut cmd = Command::new(bin.join("foliocache"));
+        cmd.args(["run", "--cache", &sock, "--dir"])
+            .arg(&data)
+            .arg("--")
+            .args(program)
+            .arg(&data)
+            .current_dir(dir.path())
+            .env_remove("XDG_RUNTIME_DIR");
+        if member {
+            cmd.env("HOME", &home);
+            // SAFETY: plain system calls changing the child's credentials
+            // between its fork and its exec.
+            unsafe {
+                cmd.pre_exec(|| {
+                    let groups = [43_212];
+                    if libc::setgroups(1, groups.as_ptr()) != 0
+                        || libc::setgid(65_534) != 0
+                        || libc::setuid(65_534) != 0
+                    {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                })
+            };
+        }
+        cmd.output().expect("running foliocache run --cache")
+    };
+    assert_eq!(
+        stdout_ending(&run(&["python3", "-c", ROOT_WRITER], false), 0),
+        ""
+    );
+    assert!(stat(&sock).contains("2 dirty"), "{}", stat(&sock));
+    let text = stdout_ending(&run(&["python3", "-c", MEMBER], true), 0);
+    assert_eq!(
+        text,
+        "public root's public\nsecret refused\nsecret refused\nmine served 0\n"
+    );
+    let text = stdout_ending(
+        &run(&["sh", "-c", "cat \"$1\"/mine \"$1\"/secret", "sh"], false),
+        0,
+    );
+    assert_eq!(text, "the member's\nroot's secret\n");
+    let out = host.stop();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for (name, want) in [("secret", "root's secret\n"), ("public", "root's public\n")] {
+        let got = std::fs::read_to_string(data.join(name)).expect("a file of root's");
+        assert_eq!(got, want, "{name}");
+    }
+}

@@ -54,6 +54,7 @@ mod index;
 mod join;
 mod listing;
 mod lock;
+mod member;
 mod named;
 pub use named::Host;
 mod persist;

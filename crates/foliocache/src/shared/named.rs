@@ -5,12 +5,13 @@
 //! credentials (`SO_PEERCRED`, `SO_PEERGROUPS`) and passes the cache's
 //! memory file (`SCM_RIGHTS`); nothing else crosses the socket.
 //!
-//! Who may attach: the host's own user, root (which may read any
-//! process's memory anyway), and, where the host names one, the members
-//! of a group. The memory file's mode says the same (0600, or 0660 with
-//! the group). Attaching is the permission to read every cached byte, so
-//! the host decides before it sends anything; a refused peer gets a line
-//! saying why and no descriptor.
+//! Who may attach: the host's own user alone. A process that maps the
+//! segment can read every cached byte and change every page, so no process
+//! of another user ever gets the memory file (mode 0600): root and, where
+//! the host names one, the members of a group are served as members
+//! (`member.rs`: their files are handed to the kernel for the group, not
+//! mapped). The host decides before it sends anything; a refused peer
+//! gets a line saying why and no descriptor.
 //!
 //! Where a name lives: `$XDG_RUNTIME_DIR/foliocache/NAME`, or
 //! `/tmp/foliocache-UID/NAME` without one, in a directory of the user's
@@ -26,11 +27,11 @@
 
 use std::io::{self, Read};
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -40,17 +41,19 @@ use rustix::net::{
     SendAncillaryMessage, SendFlags,
 };
 
+use super::member::{member_only, MEMBER};
 use super::SharedCache;
 
 /// The longest a name is.
 const NAME_MAX: usize = 64;
-/// What a host says before the memory file, to a peer it serves.
-const YES: &[u8] = b"ok\n";
+/// What a host says before the memory file, to a peer it serves (and to
+/// a member whose request it granted).
+pub(super) const YES: &[u8] = b"ok\n";
 /// What a host says first to a peer it refuses (the reason follows).
-const NO: &[u8] = b"refused: ";
+pub(super) const NO: &[u8] = b"refused: ";
 /// The longest a client waits for the host's answer, and a host for a
 /// peer to take it.
-const TIMEOUT: Duration = Duration::from_secs(5);
+pub(super) const TIMEOUT: Duration = Duration::from_secs(5);
 
 fn invalid(what: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, what)
@@ -175,11 +178,13 @@ impl SharedCache {
 
     /// Hosts this cache under `name` ([`SharedCache::socket_path`]): a thread of this
     /// process answers each process that connects, passing the memory
-    /// file to those of this user, root, and members of `group` (a gid)
-    /// where one is given, and a line saying why to the others. The
-    /// memory file's and the socket's modes become 0600, or 0660 with the
-    /// group as their group. The thread takes the calling thread's signal
-    /// mask.
+    /// file to those of this user; root and the members of `group` (a
+    /// gid) where one is given are served as members (their files handed
+    /// to the kernel for the group, [`SharedCache::hand_over_named`],
+    /// never the memory file), and the others get a line saying why. The
+    /// memory file's mode becomes 0600; the socket's 0600, or 0660 with
+    /// the group as its group. The threads take the calling thread's
+    /// signal mask.
     ///
     /// A socket left by a host that is gone is replaced; one that still
     /// answers is not.
@@ -211,21 +216,18 @@ impl SharedCache {
                 }
             }
         }
-        let memfd = self.inner.seg.fd();
+        // No process of another user maps the cache (`member.rs`).
+        rustix::fs::fchmod(self.inner.seg.fd(), rustix::fs::Mode::from_raw_mode(0o600))?;
         let mode = if group.is_some() { 0o660 } else { 0o600 };
-        rustix::fs::fchmod(memfd, rustix::fs::Mode::from_raw_mode(mode))?;
-        if let Some(g) = group {
-            std::os::unix::fs::fchown(memfd, None, Some(g)).map_err(|e| {
-                invalid(format!(
-                    "giving the cache to group {g}: {e} (a group of this user's)"
-                ))
-            })?;
-        }
         let listener = UnixListener::bind(&path).map_err(|e| annotate(e, &path, "binding"))?;
         let set_mode = || -> io::Result<()> {
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))?;
             if let Some(g) = group {
-                std::os::unix::fs::chown(&path, None, Some(g))?;
+                std::os::unix::fs::chown(&path, None, Some(g)).map_err(|e| {
+                    invalid(format!(
+                        "giving the socket to group {g}: {e} (a group of this user's)"
+                    ))
+                })?;
             }
             Ok(())
         };
@@ -259,6 +261,7 @@ impl SharedCache {
 
     /// Answers each peer that connects until `stop` is set.
     fn answer(&self, listener: &UnixListener, stop: &AtomicBool, access: Access) {
+        let members = Arc::new(AtomicUsize::new(0));
         loop {
             let conn = listener.accept();
             if stop.load(Ordering::Acquire) {
@@ -267,7 +270,7 @@ impl SharedCache {
             match conn {
                 // (A peer gone before the answer is nothing to this host.)
                 Ok((conn, _)) => {
-                    let _ = self.answer_one(&conn, access);
+                    let _ = self.answer_one(conn, access, &members);
                 }
                 // Out of descriptors, say: a breath before the next.
                 Err(_) => std::thread::sleep(Duration::from_millis(10)),
@@ -275,16 +278,24 @@ impl SharedCache {
         }
     }
 
-    fn answer_one(&self, conn: &UnixStream, access: Access) -> io::Result<()> {
+    fn answer_one(
+        &self,
+        conn: UnixStream,
+        access: Access,
+        members: &Arc<AtomicUsize>,
+    ) -> io::Result<()> {
         conn.set_write_timeout(Some(TIMEOUT))?;
-        let peer = rustix::net::sockopt::socket_peercred(conn)?;
+        let peer = rustix::net::sockopt::socket_peercred(&conn)?;
         let uid = peer.uid.as_raw();
-        let allowed = uid == access.owner
-            || uid == 0
-            || access
-                .group
-                .is_some_and(|g| peer.gid.as_raw() == g || peer_groups(conn).contains(&g));
-        if !allowed {
+        let member = uid != access.owner
+            && (uid == 0
+                || access
+                    .group
+                    .is_some_and(|g| peer.gid.as_raw() == g || peer_groups(&conn).contains(&g)));
+        if member {
+            return self.serve_member(conn, members);
+        }
+        if uid != access.owner {
             let why = match access.group {
                 Some(g) => format!(
                     "uid {uid} is not the cache's owner ({}) nor in its group {g}\n",
@@ -292,22 +303,9 @@ impl SharedCache {
                 ),
                 None => format!("uid {uid} is not the cache's owner ({})\n", access.owner),
             };
-            let mut line = NO.to_vec();
-            line.extend_from_slice(why.as_bytes());
-            rustix::net::send(conn, &line, SendFlags::NOSIGNAL)?;
-            return Ok(());
+            return say_no(&conn, &why);
         }
-        let fds = [self.inner.seg.fd()];
-        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
-        let mut control = SendAncillaryBuffer::new(&mut space);
-        control.push(SendAncillaryMessage::ScmRights(&fds));
-        rustix::net::sendmsg(
-            conn,
-            &[io::IoSlice::new(YES)],
-            &mut control,
-            SendFlags::NOSIGNAL,
-        )?;
-        Ok(())
+        send_with_fd(&conn, YES, self.inner.seg.fd())
     }
 
     /// Attaches to the cache hosted under `name` ([`SharedCache::socket_path`];
@@ -317,50 +315,88 @@ impl SharedCache {
     ///
     /// # Errors
     /// A bad name, no cache served under it, a host this process does not
-    /// trust, a refusal (the host's reason), or a memory file that is not
-    /// a shared cache.
+    /// trust, a refusal (the host's reason), a process the host serves as
+    /// a member, not of its user ([`SharedCache::member_only`]), or a
+    /// memory file that is not a shared cache.
     pub fn attach_named(name: &str) -> io::Result<SharedCache> {
-        let path = socket_path(name)?;
-        let conn = UnixStream::connect(&path).map_err(|e| refused_or_absent(&path, e))?;
-        conn.set_read_timeout(Some(TIMEOUT))?;
-        let host = rustix::net::sockopt::socket_peercred(&conn)?.uid.as_raw();
-        let me = rustix::process::geteuid().as_raw();
-        let owner = is_path(name)
-            .then(|| std::fs::metadata(&path).ok().map(|m| m.uid()))
-            .flatten();
-        if host != me && host != 0 && Some(host) != owner {
-            return Err(io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                format!(
-                    "{}: served by uid {host}, neither this user ({me}), root, nor the socket's owner",
-                    path.display()
-                ),
-            ));
-        }
+        let (conn, path) = connect(name)?;
         let (said, fd) = receive(&conn)?;
-        if let Some(why) = said.strip_prefix(NO) {
-            return Err(io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                format!(
-                    "{}: {}",
-                    path.display(),
-                    String::from_utf8_lossy(why).trim_end()
-                ),
-            ));
-        }
         match fd {
             Some(fd) if said == YES => SharedCache::attach(fd),
-            _ => Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("{}: not a foliocache host's answer", path.display()),
-            )),
+            None if said == MEMBER => Err(member_only(&path)),
+            _ => Err(answer_error(&path, &said)),
         }
     }
 }
 
-/// What the host said and the one descriptor it passed, if any (any
+/// Connects to the host of the cache `name`, checking that it is this
+/// user, root or (for a path) the socket's owner.
+pub(super) fn connect(name: &str) -> io::Result<(UnixStream, PathBuf)> {
+    let path = socket_path(name)?;
+    let conn = UnixStream::connect(&path).map_err(|e| refused_or_absent(&path, e))?;
+    conn.set_read_timeout(Some(TIMEOUT))?;
+    let host = rustix::net::sockopt::socket_peercred(&conn)?.uid.as_raw();
+    let me = rustix::process::geteuid().as_raw();
+    let owner = is_path(name)
+        .then(|| std::fs::metadata(&path).ok().map(|m| m.uid()))
+        .flatten();
+    if host != me && host != 0 && Some(host) != owner {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{}: served by uid {host}, neither this user ({me}), root, nor the socket's owner",
+                path.display()
+            ),
+        ));
+    }
+    Ok((conn, path))
+}
+
+/// The error of a host's answer `said` that is not the one expected: its
+/// refusal's reason, or an answer no host gives.
+pub(super) fn answer_error(path: &Path, said: &[u8]) -> io::Error {
+    match said.strip_prefix(NO) {
+        Some(why) => io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{}: {}",
+                path.display(),
+                String::from_utf8_lossy(why).trim_end()
+            ),
+        ),
+        None => io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: not a foliocache host's answer", path.display()),
+        ),
+    }
+}
+
+/// Says `said` to the peer at `conn`, passing `fd` with it (`SCM_RIGHTS`).
+pub(super) fn send_with_fd(conn: &UnixStream, said: &[u8], fd: BorrowedFd<'_>) -> io::Result<()> {
+    let fds = [fd];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    control.push(SendAncillaryMessage::ScmRights(&fds));
+    rustix::net::sendmsg(
+        conn,
+        &[io::IoSlice::new(said)],
+        &mut control,
+        SendFlags::NOSIGNAL,
+    )?;
+    Ok(())
+}
+
+/// Refuses the peer at `conn`, saying `why` (a line).
+pub(super) fn say_no(conn: &UnixStream, why: &str) -> io::Result<()> {
+    let mut line = NO.to_vec();
+    line.extend_from_slice(why.as_bytes());
+    rustix::net::send(conn, &line, SendFlags::NOSIGNAL)?;
+    Ok(())
+}
+
+/// What the peer said and the one descriptor it passed, if any (any
 /// others are closed).
-fn receive(conn: &UnixStream) -> io::Result<(Vec<u8>, Option<OwnedFd>)> {
+pub(super) fn receive(conn: &UnixStream) -> io::Result<(Vec<u8>, Option<OwnedFd>)> {
     let mut buf = [0u8; 256];
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
     let mut control = RecvAncillaryBuffer::new(&mut space);

@@ -18,6 +18,7 @@ use foliocache::{SharedCache, SharedFile};
 
 mod adopt;
 mod huge;
+mod member;
 mod named;
 mod slots;
 mod warm;

@@ -86,6 +86,8 @@ pub(super) fn mark_group(key: (u64, u64), path: &Path) {
         return;
     }
     let Some(sc) = shared_cache() else {
+        // A member's is handed over through the cache's host.
+        super::member::hand_at(path);
         return;
     };
     // Marked first: a process writing it meanwhile hands it over at its

@@ -132,6 +132,13 @@ pub(crate) fn adopt(fd: c_int, flags: c_int) {
         let Some(key) = served_key(fd) else {
             return Ok(());
         };
+        if super::member::member() {
+            // The kernel's, handed over for the group first (and cut again
+            // after the group's writeback, if this open cut it).
+            let cut = flags & libc::O_TRUNC != 0 && flags & libc::O_ACCMODE != libc::O_RDONLY;
+            super::member::hand(fd, cut);
+            return Ok(());
+        }
         if STD_STREAMS.contains(&fd) {
             // A standard stream's fd (a program that closed fd 1 and
             // opened a file): stdio writes it behind the library, so the
