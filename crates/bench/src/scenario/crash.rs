@@ -24,12 +24,18 @@ use super::rounds::scatter;
 use super::{FullQuick, Program, Scenario};
 use crate::args::BenchArgs;
 
+/// A group of writers killed at random, then every process: [`group`].
+mod group;
+
 /// The writer's source.
 const WRITER_C: &str = include_str!("crash/logged_writer.c");
 
 /// Kills per way (full, and with `--quick`): the full figure is the one
 /// the guardian's guarantee is stated at.
 const KILLS: FullQuick<u64> = FullQuick(1000, 100);
+/// Group trials (full, and with `--quick`), each [`group::KILLS`] kills
+/// and then every process's.
+const TRIALS: FullQuick<u64> = FullQuick(1000, 3);
 /// The most writes a writer makes before its kill.
 const MAX_WRITES: u32 = 800;
 
@@ -68,6 +74,8 @@ impl Way {
 pub struct Kills {
     /// Kills per way.
     pub kills: u64,
+    /// Group trials ([`group`]).
+    pub trials: u64,
 }
 
 /// The scenario: [`KILLS`] kills per way.
@@ -83,7 +91,8 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
                 .into(),
         );
     }
-    let kills = KILLS.get(quick);
+    let kills = args.trials.unwrap_or(KILLS.get(quick));
+    let trials = args.trials.unwrap_or(TRIALS.get(quick));
     Ok(Scenario {
         name: "crash".into(),
         description: format!(
@@ -94,13 +103,18 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
              (the program alone: the kernel's page cache keeps what it accepted), foliocache run \
              (the interposer with its guardian), foliocache run killed with the writer (one \
              SIGKILL to both) then foliocache recover, foliocache run --no-guardian. Lost: \
-             accepted bytes not in the file with their values."
+             accepted bytes not in the file with their values. Then {trials} group trials: \
+             {} writers under one foliocache run, {} of them killed one at a time at \
+             random (each replaced by a new writer on a new file), then every process, the \
+             launcher too, then foliocache recover: the bytes lost in every file.",
+            group::WRITERS,
+            group::KILLS,
         ),
         jobs: Vec::new(),
         ratios: Vec::new(),
         targets: Vec::new(),
         detailed: false,
-        programs: Some(Program::Kills(Kills { kills })),
+        programs: Some(Program::Kills(Kills { kills, trials })),
     })
 }
 
@@ -131,7 +145,7 @@ pub fn run(k: &Kills, dir: &Path, notes: &mut Vec<String>, say: &dyn Fn(&str)) -
         .prefix("crash-")
         .tempdir_in(dir)
         .context("crash: a directory for the writer's files")?;
-    let Some(writer) = build_writer(work.path())? else {
+    let Some(writer) = build_c(work.path(), "logged_writer", WRITER_C)? else {
         note("crash: no C compiler (`cc`) on PATH to build the writer: nothing run".into());
         return Ok(());
     };
@@ -178,10 +192,17 @@ pub fn run(k: &Kills, dir: &Path, notes: &mut Vec<String>, say: &dyn Fn(&str)) -
         "{:<30} {:>6} {:>16} {:>14} {:>13} {:>8}",
         "way", "kills", "accepted (MiB)", "lost (MiB)", "kills losing", "time (s)"
     ));
-    for (w, t) in ways.iter().zip(&tallies) {
+    let mut rows: Vec<(&str, Tally)> = ways.iter().map(|w| w.label()).zip(tallies).collect();
+    if ways.len() > 1 && k.trials > 0 {
+        say(&format!("crash: {} group trials", k.trials));
+        if let Some(t) = group::run(k.trials, &foliocache, work.path())? {
+            rows.push((group::LABEL, t));
+        }
+    }
+    for (label, t) in rows {
         note(format!(
             "{:<30} {:>6} {:>16.1} {:>14.3} {:>13} {:>8.1}",
-            w.label(),
+            label,
             t.kills,
             t.accepted as f64 / (1u64 << 20) as f64,
             t.lost as f64 / (1u64 << 20) as f64,
@@ -192,11 +213,12 @@ pub fn run(k: &Kills, dir: &Path, notes: &mut Vec<String>, say: &dyn Fn(&str)) -
     Ok(())
 }
 
-/// The writer, compiled into `dir`; `None` without `cc`.
-fn build_writer(dir: &Path) -> Result<Option<PathBuf>> {
-    let src = dir.join("logged_writer.c");
-    let exe = dir.join("logged_writer");
-    std::fs::write(&src, WRITER_C).context("crash: writing the writer's source")?;
+/// The C program `name` from `source`, compiled into `dir`; `None`
+/// without `cc`.
+fn build_c(dir: &Path, name: &str, source: &str) -> Result<Option<PathBuf>> {
+    let src = dir.join(format!("{name}.c"));
+    let exe = dir.join(name);
+    std::fs::write(&src, source).context("crash: writing the writer's source")?;
     let out = match Command::new("cc")
         .args(["-std=c11", "-O1", "-o"])
         .arg(&exe)
