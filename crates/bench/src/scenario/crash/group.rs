@@ -1,5 +1,5 @@
 //! The crash scenario's group trials: a group of writers
-//! (`group_writer.c`) under one `foliocache run`, [`KILLS`] of them sent
+//! (`logged_writer.c -g`) under one `foliocache run`, [`KILLS`] of them sent
 //! SIGKILL one at a time at random moments (each replaced by a new one
 //! on a new file), then every process of the launch, the launcher too;
 //! then `foliocache recover`, and every file checked against what
@@ -17,11 +17,9 @@ use anyhow::{bail, Context, Result};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use super::{build_c, pattern, recover_after, Tally};
+use super::{pattern, recover_after, Tally};
 use crate::scenario::rounds::scatter;
 
-/// The writers' source.
-const GROUP_C: &str = include_str!("group_writer.c");
 /// Writers in the group.
 pub const WRITERS: u32 = 4;
 /// Writers killed one at a time in a trial, before every process is.
@@ -32,22 +30,19 @@ const LINES_BETWEEN: u64 = 12;
 /// The row's label in the crash table.
 pub const LABEL: &str = "group trials: 120 kills + all";
 
-/// Runs `trials` trials in `dir` with `foliocache`; their tally (kills
-/// counted one per trial, the kills losing those of a trial losing
-/// bytes). `None` without `cc`.
+/// Runs `trials` trials in `dir` with `foliocache` and the `writers`
+/// (`logged_writer`); their tally (kills counted one per trial, the kills
+/// losing those of a trial losing bytes).
 ///
 /// # Errors
-/// The writers' build, a launch that fails, `foliocache recover` failing.
-pub fn run(trials: u64, foliocache: &Path, dir: &Path) -> Result<Option<Tally>> {
-    let Some(writers) = build_c(dir, "group_writer", GROUP_C)? else {
-        return Ok(None);
-    };
+/// A launch that fails, `foliocache recover` failing.
+pub fn run(trials: u64, foliocache: &Path, writers: &Path, dir: &Path) -> Result<Tally> {
     let mut tally = Tally::default();
     for trial in 0..trials {
         let t0 = std::time::Instant::now();
         let work = dir.join(format!("group-{trial}"));
         std::fs::create_dir(&work).context("crash: the group's directory")?;
-        let (accepted, lost) = trial_once(foliocache, &writers, &work, trial)
+        let (accepted, lost) = trial_once(foliocache, writers, &work, trial)
             .with_context(|| format!("crash: group trial {trial}"))?;
         tally.kills += 1;
         tally.accepted += accepted;
@@ -56,7 +51,7 @@ pub fn run(trials: u64, foliocache: &Path, dir: &Path) -> Result<Option<Tally>> 
         tally.seconds += t0.elapsed().as_secs_f64();
         std::fs::remove_dir_all(&work).context("crash: removing the group's files")?;
     }
-    Ok(Some(tally))
+    Ok(tally)
 }
 
 /// What the writers said: each file's end as last acknowledged, and each
@@ -97,6 +92,7 @@ fn trial_once(foliocache: &Path, writers: &Path, work: &Path, trial: u64) -> Res
         .arg(work)
         .arg("--")
         .arg(writers)
+        .arg("-g")
         .arg(work)
         .arg((1 + trial).to_string())
         .arg(WRITERS.to_string())
