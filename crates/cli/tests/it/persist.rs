@@ -265,9 +265,14 @@ fn the_crash_benchs_group_trials_lose_nothing() {
     let rows: Vec<&str> = text
         .lines()
         .filter(|l| {
-            ["foliocache run  ", "run killed too", "group trials", "ext4  "]
-                .iter()
-                .any(|w| l.trim_start().starts_with(w))
+            [
+                "foliocache run  ",
+                "run killed too",
+                "group trials",
+                "ext4  ",
+            ]
+            .iter()
+            .any(|w| l.trim_start().starts_with(w))
         })
         .collect();
     assert_eq!(rows.len(), 4, "{text}");

@@ -86,7 +86,13 @@ impl Cluster {
             .spawn()
             .expect("starting foliocache run");
         let since = Instant::now();
-        while !self.pg("pg_isready").arg("-q").status().expect("pg_isready").success() {
+        while !self
+            .pg("pg_isready")
+            .arg("-q")
+            .status()
+            .expect("pg_isready")
+            .success()
+        {
             if since.elapsed() > Duration::from_secs(60) {
                 launcher.kill().ok();
                 panic!("the server did not start: {}", self.log());
@@ -103,20 +109,31 @@ impl Cluster {
             .args(["-X", "-At", "-c", sql, "postgres"])
             .output()
             .expect("psql");
-        assert!(out.status.success(), "{sql}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{sql}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
     /// The server's log and the launcher's stderr, for a failure.
     fn log(&self) -> String {
         let read = |f: &str| std::fs::read_to_string(self.dir.join(f)).unwrap_or_default();
-        format!("--- log\n{}\n--- launcher\n{}", read("log"), read("launcher.err"))
+        format!(
+            "--- log\n{}\n--- launcher\n{}",
+            read("log"),
+            read("launcher.err")
+        )
     }
 
     /// The postmaster's pid (`postmaster.pid`'s first line).
     fn postmaster(&self) -> i32 {
         let text = std::fs::read_to_string(self.dir.join("data/postmaster.pid")).expect("pid file");
-        text.lines().next().and_then(|l| l.parse().ok()).expect("a pid")
+        text.lines()
+            .next()
+            .and_then(|l| l.parse().ok())
+            .expect("a pid")
     }
 }
 
@@ -127,11 +144,18 @@ fn ended(cluster: &Cluster, mut launcher: Child, what: &str) {
     let since = Instant::now();
     loop {
         if let Some(status) = launcher.try_wait().expect("try_wait") {
-            assert!(status.success(), "{what}: the launcher: {status}\n{}", cluster.log());
+            assert!(
+                status.success(),
+                "{what}: the launcher: {status}\n{}",
+                cluster.log()
+            );
             // pg_ctl's own lines ("another server might be running",
             // after the kill, as on ext4) may be there; none of ours.
             let err = std::fs::read_to_string(cluster.dir.join("launcher.err")).unwrap_or_default();
-            assert!(!err.contains("foliocache"), "{what}: the launcher's stderr: {err}");
+            assert!(
+                !err.contains("foliocache"),
+                "{what}: the launcher's stderr: {err}"
+            );
             return;
         }
         if since.elapsed() > Duration::from_secs(60) {
@@ -171,7 +195,11 @@ fn a_killed_server_keeps_every_acknowledged_commit() {
         .args(["-A", "trust"])
         .output()
         .expect("initdb");
-    assert!(init.status.success(), "initdb: {}", String::from_utf8_lossy(&init.stderr));
+    assert!(
+        init.status.success(),
+        "initdb: {}",
+        String::from_utf8_lossy(&init.stderr)
+    );
 
     let mut launcher = cluster.start();
     cluster.query("create table acks (id int primary key)");
@@ -180,7 +208,11 @@ fn a_killed_server_keeps_every_acknowledged_commit() {
         .args(["-i", "-q", "-s", "1", "postgres"])
         .output()
         .expect("pgbench -i");
-    assert!(pgbench.status.success(), "{}", String::from_utf8_lossy(&pgbench.stderr));
+    assert!(
+        pgbench.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pgbench.stderr)
+    );
     let mut load = cluster
         .pg("pgbench")
         .args(["-c", "2", "-j", "2", "-T", "600", "postgres"])
@@ -200,7 +232,12 @@ fn a_killed_server_keeps_every_acknowledged_commit() {
 
     let mut launcher = cluster.start();
     let kept = cluster.query(&format!("select count(*) from acks where id <= {acked}"));
-    assert_eq!(kept, acked.to_string(), "acknowledged rows after the restart\n{}", cluster.log());
+    assert_eq!(
+        kept,
+        acked.to_string(),
+        "acknowledged rows after the restart\n{}",
+        cluster.log()
+    );
     assert!(
         launcher.try_wait().expect("try_wait").is_none(),
         "the launcher ended before its server stopped\n{}",
@@ -213,7 +250,11 @@ fn a_killed_server_keeps_every_acknowledged_commit() {
         .args(["-w", "stop"])
         .output()
         .expect("pg_ctl stop");
-    assert!(stop.status.success(), "{}", String::from_utf8_lossy(&stop.stderr));
+    assert!(
+        stop.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stop.stderr)
+    );
     ended(&cluster, launcher, "after pg_ctl stop");
 }
 
@@ -247,8 +288,12 @@ fn cluster(bin: PathBuf, top: &Path) -> Option<Cluster> {
         for d in [top, binaries.as_path()] {
             std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).expect("chmod");
         }
-        std::os::unix::fs::chown(&cluster.dir, Some(user.uid.as_raw()), Some(user.gid.as_raw()))
-            .expect("chown");
+        std::os::unix::fs::chown(
+            &cluster.dir,
+            Some(user.uid.as_raw()),
+            Some(user.gid.as_raw()),
+        )
+        .expect("chown");
         cluster.user = Some("postgres");
     }
     Some(cluster)

@@ -134,7 +134,10 @@ echo "$failed failed"
                 let text = std::fs::read_to_string(logs.path().join(format!("out{i}")))
                     .unwrap_or_default();
                 let tail: Vec<&str> = text.lines().rev().take(30).collect();
-                format!("--- fsx {i}\n{}\n", tail.into_iter().rev().collect::<Vec<_>>().join("\n"))
+                format!(
+                    "--- fsx {i}\n{}\n",
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                )
             })
             .collect();
         assert!(
