@@ -27,6 +27,9 @@ command -v db_bench >/dev/null 2>&1 || missing+=(rocksdb-tools)
 # stress-ng's file stressors run forked workers in a named shared cache
 # (the CLI's named-cache test).
 command -v stress-ng >/dev/null 2>&1 || missing+=(stress-ng)
+# xfstests' fsstress and fsx (third_party/xfstests, built by the CLI's
+# stress tests) need <xfs/xfs.h>.
+[ -e /usr/include/xfs/xfs.h ] || missing+=(xfslibs-dev)
 # The advisor scenario's db_bench trace is recorded with strace.
 command -v strace >/dev/null 2>&1 || missing+=(strace)
 # The C API's install test builds a program with pkg-config's flags.

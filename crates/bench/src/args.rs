@@ -177,6 +177,13 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeat: Option<u32>,
 
+    /// crash: kills per way and group trials (default 1000 each; with
+    /// --quick 100 kills and 3 trials). A group trial kills 120 of a
+    /// launch's writers one at a time, then every process, the launcher
+    /// too, then runs `foliocache recover`.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub trials: Option<u64>,
+
     /// populate: the pause before each run, in seconds (default 2), so
     /// that the memory the last run freed has gone back to the host and
     /// each run's first touch is of fresh memory (this VM hands memory

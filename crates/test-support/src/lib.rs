@@ -12,6 +12,8 @@
 //!   ([`test_path`], [`rerun_test`]); **other programs**: run and checked
 //!   ([`run_checked`]), and a workspace `cdylib` built for a test
 //!   ([`build_cdylib`]).
+//! - **xfstests' `fsstress` and `fsx`** ([`xfstests_program`]), built
+//!   from `third_party/xfstests` for the tests that run them.
 //! - **The xarray's reference model** ([`model`]), shared by the xarray's
 //!   proptest model and the fuzz target.
 //! - **A file mapped read-only** ([`mapped`]): its bytes in place, and
@@ -351,4 +353,34 @@ pub fn build_cdylib(manifest_dir: &str, package: &str, file: &str) -> std::path:
         lib.display()
     );
     lib
+}
+
+/// xfstests' `fsstress` or `fsx` (`name`), built from the workspace's copy
+/// (`third_party/xfstests/build.sh`) into [`target_tmpdir`]`/xfstests`
+/// the first time a test asks, and again when its sources change; `None`,
+/// after [`skip_or_fail`] for `test`, where it cannot be built (no C
+/// compiler, or no `<xfs/xfs.h>`: Debian's `xfslibs-dev`, which the test
+/// command installs).
+pub fn xfstests_program(test: &str, name: &str) -> Option<PathBuf> {
+    static BUILDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../third_party/xfstests/build.sh");
+    let out = target_tmpdir().join("xfstests");
+    let held = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
+    let built = std::process::Command::new("bash")
+        .arg(&script)
+        .arg(&out)
+        .output();
+    drop(held);
+    match built {
+        Ok(o) if o.status.success() => Some(out.join(name)),
+        Ok(o) => {
+            let why = String::from_utf8_lossy(&o.stderr).into_owned();
+            skip_or_fail(test, format!("building xfstests' {name}: {why}"));
+            None
+        }
+        Err(e) => {
+            skip_or_fail(test, format!("running {}: {e}", script.display()));
+            None
+        }
+    }
 }

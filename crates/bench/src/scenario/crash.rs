@@ -9,7 +9,9 @@
 //! interposer, `foliocache run` its guardian: docs/design.md, section 12),
 //! `foliocache run` killed with the writer, then `foliocache recover` (the
 //! launch's persisted files) and `foliocache run --no-guardian` (what the
-//! interposer lost before the guardian). The figures are bytes, not speed: the scenario prints
+//! interposer lost before the guardian). Then [`group`]'s trials: a group
+//! of writers under one launch killed one at a time, then every process,
+//! the launcher too, then `foliocache recover`. The figures are bytes, not speed: the scenario prints
 //! its own table, and its notes carry it into the JSON report.
 
 use std::io::{BufRead, BufReader};
@@ -24,12 +26,18 @@ use super::rounds::scatter;
 use super::{FullQuick, Program, Scenario};
 use crate::args::BenchArgs;
 
+/// A group of writers killed at random, then every process: [`group`].
+mod group;
+
 /// The writer's source.
 const WRITER_C: &str = include_str!("crash/logged_writer.c");
 
 /// Kills per way (full, and with `--quick`): the full figure is the one
 /// the guardian's guarantee is stated at.
 const KILLS: FullQuick<u64> = FullQuick(1000, 100);
+/// Group trials (full, and with `--quick`), each [`group::KILLS`] kills
+/// and then every process's.
+const TRIALS: FullQuick<u64> = FullQuick(1000, 3);
 /// The most writes a writer makes before its kill.
 const MAX_WRITES: u32 = 800;
 
@@ -68,9 +76,12 @@ impl Way {
 pub struct Kills {
     /// Kills per way.
     pub kills: u64,
+    /// Group trials ([`group`]).
+    pub trials: u64,
 }
 
-/// The scenario: [`KILLS`] kills per way.
+/// The scenario: [`KILLS`] kills per way and [`TRIALS`] group trials
+/// (`--trials` for both).
 ///
 /// # Errors
 /// `--engine` given (the ways are fixed).
@@ -83,7 +94,8 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
                 .into(),
         );
     }
-    let kills = KILLS.get(quick);
+    let kills = args.trials.unwrap_or(KILLS.get(quick));
+    let trials = args.trials.unwrap_or(TRIALS.get(quick));
     Ok(Scenario {
         name: "crash".into(),
         description: format!(
@@ -94,13 +106,18 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
              (the program alone: the kernel's page cache keeps what it accepted), foliocache run \
              (the interposer with its guardian), foliocache run killed with the writer (one \
              SIGKILL to both) then foliocache recover, foliocache run --no-guardian. Lost: \
-             accepted bytes not in the file with their values."
+             accepted bytes not in the file with their values. Then {trials} group trials: \
+             {} writers under one foliocache run, {} of them killed one at a time at \
+             random (each replaced by a new writer on a new file), then every process, the \
+             launcher too, then foliocache recover: the bytes lost in every file.",
+            group::WRITERS,
+            group::KILLS,
         ),
         jobs: Vec::new(),
         ratios: Vec::new(),
         targets: Vec::new(),
         detailed: false,
-        programs: Some(Program::Kills(Kills { kills })),
+        programs: Some(Program::Kills(Kills { kills, trials })),
     })
 }
 
@@ -178,10 +195,16 @@ pub fn run(k: &Kills, dir: &Path, notes: &mut Vec<String>, say: &dyn Fn(&str)) -
         "{:<30} {:>6} {:>16} {:>14} {:>13} {:>8}",
         "way", "kills", "accepted (MiB)", "lost (MiB)", "kills losing", "time (s)"
     ));
-    for (w, t) in ways.iter().zip(&tallies) {
+    let mut rows: Vec<(&str, Tally)> = ways.iter().map(|w| w.label()).zip(tallies).collect();
+    if ways.len() > 1 && k.trials > 0 {
+        say(&format!("crash: {} group trials", k.trials));
+        let t = group::run(k.trials, &foliocache, &writer, work.path())?;
+        rows.push((group::LABEL, t));
+    }
+    for (label, t) in rows {
         note(format!(
             "{:<30} {:>6} {:>16.1} {:>14.3} {:>13} {:>8.1}",
-            w.label(),
+            label,
             t.kills,
             t.accepted as f64 / (1u64 << 20) as f64,
             t.lost as f64 / (1u64 << 20) as f64,

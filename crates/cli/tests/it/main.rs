@@ -38,8 +38,13 @@ mod operate;
 /// Every process of a launch killed, the launcher too: its files on
 /// tmpfs keep what it accepted until `foliocache recover` or the next run.
 mod persist;
+/// PostgreSQL under `foliocache run -- pg_ctl start`, its server killed:
+/// every acknowledged commit after the next start.
+mod postgres;
 /// `foliocache bench --scenario programs`: `db_bench` three ways.
 mod programs;
+/// xfstests' fsstress and fsx under `foliocache run`: ext4's tree, A-OK.
+mod stress;
 /// Warm restarts of the mount: the list saved at unmount, loaded by the
 /// next mount.
 mod warm;

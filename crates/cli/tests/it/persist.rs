@@ -240,3 +240,46 @@ fn a_group_and_its_launcher_killed_lose_nothing_of_the_joined_cache() {
 fn a_shared_group_and_its_launcher_killed_lose_nothing() {
     three_trials(true, true, 31);
 }
+
+/// `foliocache bench --scenario crash --trials 2`: the crash scenario's
+/// ways (2 kills each) and 2 group trials (four writers under one launch,
+/// 120 of them killed one at a time, each replaced, then every process,
+/// the launcher too, then `foliocache recover`). The full job (1,000
+/// trials) is the bench's; here every row of its table must show 0 bytes
+/// lost but `--no-guardian`'s, which loses what it loses.
+#[test]
+fn the_crash_benchs_group_trials_lose_nothing() {
+    build_library();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(BIN)
+        .args(["bench", "--scenario", "crash", "--trials", "2", "--dir"])
+        .arg(dir.path())
+        .output()
+        .expect("running foliocache bench");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            [
+                "foliocache run  ",
+                "run killed too",
+                "group trials",
+                "ext4  ",
+            ]
+            .iter()
+            .any(|w| l.trim_start().starts_with(w))
+        })
+        .collect();
+    assert_eq!(rows.len(), 4, "{text}");
+    for row in rows {
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        // ... accepted (MiB), lost (MiB), kills losing, time (s).
+        let n = cols.len();
+        assert_eq!((cols[n - 3], cols[n - 2]), ("0.000", "0"), "{row}\n{text}");
+    }
+}

@@ -445,11 +445,12 @@ fn programs_refuses_engines_and_too_few_keys() {
 #[test]
 fn crash_kills_a_writer_four_ways_by_name_only() {
     let kills = |args: &[&str]| match &only(&plan_of(args)).programs {
-        Some(Program::Kills(k)) => k.kills,
+        Some(Program::Kills(k)) => (k.kills, k.trials),
         other => panic!("not the crash scenario's settings: {other:?}"),
     };
-    assert_eq!(kills(&["--scenario", "crash"]), 1000);
-    assert_eq!(kills(&["--scenario", "crash", "--quick"]), 100);
+    assert_eq!(kills(&["--scenario", "crash"]), (1000, 1000));
+    assert_eq!(kills(&["--scenario", "crash", "--quick"]), (100, 3));
+    assert_eq!(kills(&["--scenario", "crash", "--trials", "5"]), (5, 5));
     let e = plan_err(&["--scenario", "crash", "--engine", "kernel"]);
     assert!(e.contains("--engine does not apply"), "{e}");
     let labels: Vec<&str> = crate::scenario::crash::WAYS
