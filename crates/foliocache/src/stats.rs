@@ -213,12 +213,13 @@ impl Stats {
         }
     }
 
-    /// Shows a read of page `index` of mapping `id` (a hit or not) to the
+    /// Shows a read of page `index` of the mapping whose sample key is
+    /// `id` (`mrc::mapping_key`; a hit or not) to the
     /// miss-ratio curve's sample: a hash and a compare unless the key is
     /// sampled (`mrc.rs`); and counts it for its file's own curve, if
     /// kept (`file`).
     #[inline]
-    pub(crate) fn observe_read(&self, id: usize, index: u64, hit: bool, file: Option<&FileCounts>) {
+    pub(crate) fn observe_read(&self, id: u64, index: u64, hit: bool, file: Option<&FileCounts>) {
         if let Some(f) = file {
             f.reads[usize::from(!hit)].add(1);
         }
@@ -290,11 +291,12 @@ impl Probe {
         }
     }
 
-    /// What a read of page `index` of mapping `id` costs the estimator:
+    /// What a read of page `index` of the mapping keyed `id` costs the
+    /// estimator:
     /// the stamp's touch, the hit's age counted, the key's hash and the
     /// gate, and the sample's work if it is in it.
     #[inline]
-    pub fn read(&self, id: usize, index: u64, hit: bool) {
+    pub fn read(&self, id: u64, index: u64, hit: bool) {
         let stamp = &self.stamps[(index % self.stamps.len() as u64) as usize];
         let age = mrc::touch(stamp, self.stats.mrc.now());
         if hit {

@@ -78,7 +78,7 @@ impl Mapping {
                     cache.stats.count_hit(age, file);
                     cache
                         .stats
-                        .observe_read(self.id(), offset / PAGE, true, file);
+                        .observe_read(self.sample_key, offset / PAGE, true, file);
                 }
                 return Ok(n);
             }
@@ -140,7 +140,7 @@ impl Mapping {
                 // age is counted with it below).
                 cache
                     .stats
-                    .observe_read(self.id(), offset / PAGE, !missed, self.curve_counts());
+                    .observe_read(self.sample_key, offset / PAGE, !missed, self.curve_counts());
             }
             // The size again, now that the folios are uptodate (the
             // kernel's filemap_read): a truncate cuts the backing and sets
