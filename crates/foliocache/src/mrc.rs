@@ -308,8 +308,37 @@ pub(crate) fn mapping_key() -> u64 {
 /// region). Below 1 in 64 the runs draw independently (the bits below
 /// the top six).
 #[inline]
+#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) fn key_hash(id: u64, index: u64) -> u64 {
-    let z = mix(id ^ (index >> STRATUM_SHIFT).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    slot_hash(stratum_hash(id, index), index)
+}
+
+/// [`key_hash`] of each page `first..=last` of mapping `id`, given to
+/// `f` in order: one mix a run of 64 pages, a few instructions a page.
+#[inline]
+pub(crate) fn key_hashes(id: u64, first: u64, last: u64, mut f: impl FnMut(u64)) {
+    let mask = (1 << STRATUM_SHIFT) - 1;
+    let mut i = first;
+    while i <= last {
+        let z = stratum_hash(id, i);
+        let end = (i | mask).min(last);
+        for j in i..=end {
+            f(slot_hash(z, j));
+        }
+        i = end + 1;
+    }
+}
+
+/// The hash of the run of 64 pages that page `index` of mapping `id` is
+/// in ([`key_hash`]).
+#[inline]
+fn stratum_hash(id: u64, index: u64) -> u64 {
+    mix(id ^ (index >> STRATUM_SHIFT).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+}
+
+/// [`key_hash`] of page `index`, given its run's hash `z`.
+#[inline]
+fn slot_hash(z: u64, index: u64) -> u64 {
     let low = u64::BITS - STRATUM_SHIFT;
     let mask = (1 << STRATUM_SHIFT) - 1;
     // The run's bijection of its slots: j -> ((j ^ x) * m + b) mod 64,
@@ -847,8 +876,7 @@ impl State {
             weight: (1u64 << self.shift) as f64,
             hits,
             bin: age.map(age_bin),
-            missed: 0.0,
-            gained: [0.0; 2],
+            ..Read::default()
         };
         if h > u64::MAX >> self.stack_shift {
             return read;
@@ -1008,7 +1036,9 @@ impl Stack {
     /// depth in the stack), or `None` if the stack does not hold it.
     pub(crate) fn depth(&self, h: u64) -> Option<u64> {
         let t = *self.last.get(&h)?;
-        Some(u64::from(self.prefix(self.now).wrapping_sub(self.prefix(t))))
+        Some(u64::from(
+            self.prefix(self.now).wrapping_sub(self.prefix(t)),
+        ))
     }
 
     /// Drops the keys hashed at or above `threshold`.

@@ -308,10 +308,7 @@ pub fn run(a: &Advisor, dir: &Path, notes: &mut Vec<String>, say: &dyn Fn(&str))
         say(&line);
         notes.push(line);
     }
-    for (name, job) in [
-        (shapes::ONE_PASS, Job::OnePass),
-        (shapes::POOL, Job::Pool),
-    ] {
+    for (name, job) in [(shapes::ONE_PASS, Job::OnePass), (shapes::POOL, Job::Pool)] {
         let line = row(name, job, a.capacity, &mut gaps)?;
         say(&line);
         notes.push(line);

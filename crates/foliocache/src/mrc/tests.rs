@@ -434,14 +434,19 @@ fn the_warm_up_leaves_the_far_points_unknown_until_it_leaves_the_window() {
     // read is known to miss there once a quarter of C has been read).
     let c = 1024;
     let mut rng = ChaCha8Rng::seed_from_u64(9);
-    let trace: Vec<u64> = (0..64 * c).map(|_| rng.gen_range(0..2 * c as u64)).collect();
+    let trace: Vec<u64> = (0..64 * c)
+        .map(|_| rng.gen_range(0..2 * c as u64))
+        .collect();
     let epoch = 8 * c as u64;
     let early = run_model(trace[..3 * c].iter().copied(), c, epoch);
     assert_eq!(early.at(2.0), None, "{early:?}");
     assert_eq!(early.at(4.0), None, "{early:?}");
     assert!(early.points[3].bound > 0.2, "{early:?}");
     assert!(early.at(1.0).is_some(), "{early:?}");
-    assert!(early.points[0].bound < early.points[3].bound / 4.0, "{early:?}");
+    assert!(
+        early.points[0].bound < early.points[3].bound / 4.0,
+        "{early:?}"
+    );
     // Eight epochs on, the window has no first read left: every point
     // known, 2x and 4x (which hold every key) near all hits.
     let late = run_model(trace.iter().copied(), c, epoch);
@@ -661,7 +666,7 @@ fn spread_over_draws() {
         for (hname, hash) in hashes {
             let (mut worst, mut sq) = ([0.0f64; 4], [0.0f64; 4]);
             for seed in 0..seeds {
-                let curves = study_curve(&trace, c, 1000 + seed, hash, &full_hits);
+                let curves = study_curve(&trace, c, 1000 + seed as u64, hash, &full_hits);
                 for (i, p) in [0, 1, 3, 4].into_iter().enumerate() {
                     let err = 100.0 * (curves[i / 2].points[p].hit_ratio - truth[i]);
                     worst[i] = worst[i].max(err.abs());
