@@ -122,7 +122,11 @@ fn reads_of_many_pages_are_not_flat_below_1x() {
     let c = 4096;
     let (_, curve) = pool_run(c, 2 * c, 24_000);
     let shown = show("pool", &curve);
-    let at = |r: f64| curve.at(r).unwrap_or_else(|| panic!("{r}x not known: {shown}"));
+    let at = |r: f64| {
+        curve
+            .at(r)
+            .unwrap_or_else(|| panic!("{r}x not known: {shown}"))
+    };
     assert!(at(0.25) < at(1.0) - 0.3, "{shown}");
     assert!(at(0.5) < at(1.0) - 0.15, "{shown}");
 }
