@@ -46,7 +46,8 @@ pub fn query(mnt: &Path, request: &str) -> Result<String> {
 /// The hit ratio the mount's cache predicts at `capacity_ratio` times its
 /// capacity (`Cache::hit_ratio_curve`), from `cache.hit_ratio_curve` of
 /// its answer (`{"points": [[ratio, hit ratio], ...], "accesses": n}`);
-/// `None` where the answer has none.
+/// `None` where the answer has none, or where the point is not yet known
+/// (its hit ratio `null`).
 pub fn predicted(c: &serde_json::Value, capacity_ratio: f64) -> Option<f64> {
     c["hit_ratio_curve"]["points"]
         .as_array()?

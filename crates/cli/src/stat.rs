@@ -137,14 +137,18 @@ fn mmap_mode(v: &serde_json::Value) -> &'static str {
     }
 }
 
-/// `stat`'s line of the predicted hit ratios at other sizes, or `None`
-/// where the mount's answer has no curve.
+/// `stat`'s line of the predicted hit ratios at other sizes (a point not
+/// yet known says so), or `None` where the mount's answer has no curve.
 fn curve_line(c: &serde_json::Value) -> Option<String> {
-    let at = |r: f64| predicted(c, r).map(|h| format!("{r}x {:.1} %", h * 100.0));
-    let cells: Option<Vec<String>> = [0.25, 0.5, 1.0, 2.0, 4.0].into_iter().map(at).collect();
+    c["hit_ratio_curve"]["points"].as_array()?;
+    let at = |r: f64| match predicted(c, r) {
+        Some(h) => format!("{r}x {:.1} %", h * 100.0),
+        None => format!("{r}x not yet known"),
+    };
+    let cells: Vec<String> = [0.25, 0.5, 1.0, 2.0, 4.0].into_iter().map(at).collect();
     Some(format!(
         "predicted hit ratio at capacity: {} (over the last {} reads)",
-        cells?.join(", "),
+        cells.join(", "),
         c["hit_ratio_curve"]["accesses"].as_u64().unwrap_or(0)
     ))
 }
@@ -317,6 +321,18 @@ mod tests {
             "{line}"
         );
         assert!(line.contains("last 1000 reads"), "{line}");
+        // A point not yet known is `null`: said so, not a number.
+        let warming = serde_json::json!({"hit_ratio_curve": {
+            "points": [[0.25, 0.1], [0.5, 0.2], [1.0, 0.5], [2.0, null], [4.0, null]],
+            "accesses": 10,
+        }});
+        assert_eq!(predicted(&warming, 2.0), None);
+        let line = curve_line(&warming).unwrap();
+        assert!(
+            line.contains("1x 50.0 %, 2x not yet known, 4x not yet known"),
+            "{line}"
+        );
+        assert_eq!(curve_line(&serde_json::json!({})), None);
         assert_eq!(curve_line(&serde_json::json!({"hits": 1})), None);
     }
 }

@@ -578,8 +578,12 @@ impl Cache {
     /// cache. The 1x point is the hit ratio the cache had; the larger
     /// sizes come from the eviction shadows' refault distances (and a
     /// sample of keys where shadows ran out), the smaller from the
-    /// sample's stack distances (SHARDS, 1 read in 64 or fewer). See
-    /// docs/design.md, "How big should the cache be".
+    /// sample's miniature simulations. A point the window cannot tell yet
+    /// (its reads' first reads, while the cache warms up, may have been
+    /// hits at that size in a warm cache) is not known:
+    /// [`HitRatioCurve::at`] and [`CurvePoint::known`](crate::CurvePoint::known)
+    /// say `None`. See docs/design.md, "How big should the cache be", and
+    /// docs/metrics.md.
     ///
     /// # Locking
     /// Takes the estimator's lock for a moment and sums the hit and miss
@@ -591,6 +595,7 @@ impl Cache {
     /// let curve = cache.hit_ratio_curve();
     /// assert_eq!(curve.accesses, 0);
     /// assert_eq!(curve.points[4].capacity_ratio, 4.0);
+    /// assert_eq!(curve.at(2.0), None); // no read yet: not known
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn hit_ratio_curve(&self) -> crate::HitRatioCurve {

@@ -359,7 +359,12 @@ impl File {
     /// is the cache's (two epochs of 16 capacities of the cache's reads),
     /// from the first call at the earliest. Cost: a sharded count a read
     /// of the file and its age's on a hit; about 27 KiB a file (its four
-    /// sharded counters and its hits' ages).
+    /// sharded counters and its hits' ages). A point is not known
+    /// ([`CurvePoint::known`](crate::CurvePoint::known)) while the file's
+    /// first reads in the window may have been hits at that size in a
+    /// warm cache; a file's first reads stay in its points' bounds until
+    /// they leave the window (the cache's own curve drops those found to
+    /// miss sooner).
     ///
     /// # Example
     /// ```

@@ -229,7 +229,7 @@ pub use filemap::pin::Pinned;
 pub use flags::ReadFlags;
 pub use guardian::{persist, Guardian, WrittenBack};
 pub use loaded::WarmProgress;
-pub use mrc::{CurvePoint, HitRatioCurve, CAPACITY_RATIOS};
+pub use mrc::{CurvePoint, HitRatioCurve, CAPACITY_RATIOS, KNOWN_BOUND};
 pub use pressure::{capacity_fits, PressureConfig};
 pub use read_many::{Completed, ReadQueue, ReadReq};
 pub use readahead::{Advice, ReadaheadConfig, Window};

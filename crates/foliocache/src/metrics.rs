@@ -533,8 +533,9 @@ impl Collector for CacheCollector {
 }
 
 /// The miss-ratio curve ([`Cache::hit_ratio_curve`]): one gauge per
-/// capacity ratio, `foliocache_predicted_hit_ratio{capacity_ratio="2"}`,
-/// and the reads its window holds.
+/// capacity ratio whose point is known,
+/// `foliocache_predicted_hit_ratio{capacity_ratio="2"}`, and the reads
+/// its window holds.
 fn encode_curve(
     enc: &mut DescriptorEncoder<'_>,
     c: &crate::HitRatioCurve,
@@ -542,11 +543,13 @@ fn encode_curve(
     let m = ConstGauge::new(0.0f64);
     let mut family = enc.encode_descriptor(
         "foliocache_predicted_hit_ratio",
-        "The hit ratio the cache would have had at capacity_ratio times its capacity over the recent window (1: the one it had)",
+        "The hit ratio the cache would have had at capacity_ratio times its capacity over the recent window (1: the one it had); absent while not yet known",
         None,
         m.metric_type(),
     )?;
-    for p in &c.points {
+    // A point not yet known (`CurvePoint::known`) is left out: no number
+    // rather than one that is off.
+    for p in c.points.iter().filter(|p| p.known().is_some()) {
         let label = [("capacity_ratio", p.capacity_ratio.to_string())];
         ConstGauge::new(p.hit_ratio).encode(family.encode_family(&label)?)?;
     }
@@ -729,19 +732,18 @@ mod tests {
         }
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
-        for r in ["0.25", "0.5", "1", "2", "4"] {
-            let name = format!("foliocache_predicted_hit_ratio{{capacity_ratio=\"{r}\"}}");
-            let v = sample(&text, &name);
-            assert!((0.0..=1.0).contains(&v), "{name} {v}");
-        }
+        // Each point the curve knows is a gauge of its value; one it does
+        // not know yet (its window has only first reads at that size) is
+        // absent, never a number. 1x is the ratio measured: always there.
         let curve = cache.hit_ratio_curve();
-        assert_eq!(
-            sample(
-                &text,
-                "foliocache_predicted_hit_ratio{capacity_ratio=\"1\"}"
-            ),
-            curve.points[2].hit_ratio
-        );
+        for (r, p) in ["0.25", "0.5", "1", "2", "4"].iter().zip(curve.points) {
+            let name = format!("foliocache_predicted_hit_ratio{{capacity_ratio=\"{r}\"}} ");
+            match p.known() {
+                Some(h) => assert_eq!(sample(&text, name.trim_end()), h, "{name}"),
+                None => assert!(!text.contains(&name), "{name} not yet known:\n{text}"),
+            }
+        }
+        assert!(curve.points[2].known().is_some());
         assert!(sample(&text, "foliocache_predicted_hit_ratio_window_reads") >= 3.0);
     }
 

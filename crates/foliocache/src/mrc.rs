@@ -32,8 +32,8 @@
 //! ```
 //!
 //! **The sample** is SHARDS (Waldspurger et al., "Efficient MRC
-//! Construction with SHARDS", FAST 2015): a read's key (mapping, page) is
-//! hashed, and only keys whose hash falls under a threshold are kept: 1 in
+//! Construction with SHARDS", FAST 2015): a read's key (its mapping's
+//! number, never reused: [`mapping_key`]; and the page) is hashed, and only keys whose hash falls under a threshold are kept: 1 in
 //! 16 to 1 in 64, the lowest rate that gives the smallest simulation
 //! `MINI_PAGES` pages (what matters for the noise is how many keys are
 //! drawn, not their share). The draw is stratified (`key_hash`): each
@@ -92,6 +92,20 @@
 //! distances) they count too few gains; the stack counts the same gains
 //! from every key's history, noisier. The curve takes the larger.
 //!
+//! **Unknown points.** A miss on a key's first read since the cache was
+//! made is a miss at every size from the cold start, but a cache of
+//! `r C` that had been running would have hit it if the key's previous
+//! read was within `r C` distinct keys. The stack settles it where it
+//! can: if it had seen `r C` distinct keys (scaled) before the read, it
+//! is a miss at `r C` (the key was not among them); otherwise the key
+//! waits (`State::pending`, in order of first read) until it is `r C`
+//! deep unread (a miss: the read leaves the point's bound) or read again
+//! (it stays in the bound until it leaves the window). A point's bound
+//! is those reads' share, scaled as the gains are; over [`KNOWN_BOUND`]
+//! the point is not known ([`CurvePoint::known`]). So the far points are
+//! unknown while the window holds the warm-up, and known at the end of a
+//! pass over data read once.
+//!
 //! **The window** is two epochs: an epoch ends after about 16 times the
 //! capacity in reads (the cache's counters, read every 64 sampled reads), and the curve covers the
 //! epoch in progress and the one before, so it follows a change of
@@ -107,10 +121,12 @@
 //! O(log n) (`cargo bench -p foliocache --bench mrc`). Memory: the
 //! simulations' slots and map, about 18 bytes a page of capacity at 1 in
 //! 16; the stack at most half a key per page, about 30 bytes each; the
+//! keys unsettled (first read before the stack had seen 4 C), at most
+//! 4 C at the stack's rate of 1 in 64 or less, about 25 bytes each; the
 //! ages' bins, 9 KiB: at most about 0.9 % of the capacity
 //! (docs/design.md).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Weak};
 
@@ -159,14 +175,44 @@ const EPOCH_CHECK: u64 = 64;
 /// The fewest keys the sample may hold before its rate halves.
 const MIN_KEYS: usize = 1024;
 
+/// The widest [`CurvePoint::bound`] of a point reported as known
+/// ([`CurvePoint::known`], [`HitRatioCurve::at`]): one point of hit
+/// ratio.
+pub const KNOWN_BOUND: f64 = 0.01;
+
+/// The index of the 1x point in [`CAPACITY_RATIOS`].
+const ONE: usize = 2;
+
 /// One point of a [`HitRatioCurve`].
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct CurvePoint {
     /// The cache's size, as a multiple of its capacity (0.25, 0.5, 1, 2, 4).
     pub capacity_ratio: f64,
     /// The hit ratio (0 to 1) the cache would have had at that size over
-    /// the window; at 1, the one it had.
+    /// the window; at 1, the one it had. Read it through
+    /// [`known`](Self::known), which says when the window cannot tell it
+    /// yet.
     pub hit_ratio: f64,
+    /// How far the hit ratio at this size may lie above `hit_ratio`
+    /// (0 to 1): the share of the window's reads that missed on their
+    /// key's first read while fewer distinct keys than this size holds
+    /// had been read since the cache was made, and whose next read has
+    /// not yet come nor moved past this size. Such a read is a miss at
+    /// every size from a cold start, but whether it would have been a
+    /// hit in a cache of this size that was warm, the window cannot say
+    /// until the key is read again (or has not been within this size);
+    /// so the bound is high while the cache warms up and falls once the
+    /// first reads leave the window (at most two epochs). 0 at 1x (the
+    /// ratio measured); 1 while the window holds no read.
+    pub bound: f64,
+}
+
+impl CurvePoint {
+    /// The hit ratio at this size, or `None` while it is not yet known:
+    /// its [`bound`](Self::bound) is over [`KNOWN_BOUND`].
+    pub fn known(&self) -> Option<f64> {
+        (self.bound <= KNOWN_BOUND).then_some(self.hit_ratio)
+    }
 }
 
 /// The predicted hit ratios of a cache at 0.25x, 0.5x, 1x, 2x and 4x its
@@ -175,7 +221,7 @@ pub struct CurvePoint {
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct HitRatioCurve {
     /// One point per ratio of [`CAPACITY_RATIOS`], in that order; each
-    /// hit ratio is 0 when the window holds no read.
+    /// hit ratio is 0, and not known, when the window holds no read.
     pub points: [CurvePoint; 5],
     /// Reads (hits and misses) in the window.
     pub accesses: u64,
@@ -186,22 +232,25 @@ pub struct HitRatioCurve {
 }
 
 impl HitRatioCurve {
-    /// No access yet: every point's ratio set, every hit ratio 0.
+    /// No access yet: every point's ratio set, every hit ratio 0 and
+    /// not known.
     fn empty() -> HitRatioCurve {
         let mut curve = HitRatioCurve::default();
         for (p, r) in curve.points.iter_mut().zip(CAPACITY_RATIOS) {
             p.capacity_ratio = r;
+            p.bound = 1.0;
         }
         curve
     }
 
     /// The predicted hit ratio at `capacity_ratio` (one of
-    /// [`CAPACITY_RATIOS`]), or `None` for another ratio.
+    /// [`CAPACITY_RATIOS`]) once known ([`CurvePoint::known`]); `None`
+    /// for another ratio, or while the window cannot tell it yet.
     pub fn at(&self, capacity_ratio: f64) -> Option<f64> {
         self.points
             .iter()
             .find(|p| p.capacity_ratio == capacity_ratio)
-            .map(|p| p.hit_ratio)
+            .and_then(CurvePoint::known)
     }
 }
 
@@ -222,8 +271,27 @@ pub(crate) fn touch(stamp: &StatU16, now: u16) -> u16 {
 /// the sample draws from as a whole (`key_hash`).
 const STRATUM_SHIFT: u32 = 6;
 
+/// A number for a new mapping's keys in the sample ([`key_hash`]'s
+/// `id`): one no other mapping of this process has had or will have. A
+/// mapping's memory address would not do: a file opened after another
+/// closed is often given the closed one's address, and the sample then
+/// took the new file's first reads for re-reads of the old one's pages
+/// (a pass over many files, each read once, predicted most of its reads
+/// as hits at 2x). Nor would the file's device and inode: a mapping's
+/// folios go with it when its last handle closes (a file kept past its
+/// close, `Cache::close_keeping`, keeps its mapping), so a read after
+/// the file was opened again misses at every size, and keys that
+/// outlived the mapping would count it as a re-read a larger cache hits.
+pub(crate) fn mapping_key() -> u64 {
+    // (std's atomic under loom too: a loom atomic cannot be a static, and
+    // the number orders nothing.)
+    #[allow(clippy::disallowed_types)]
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 /// The hash a read's key is sampled by, and the key's identity in the
-/// sample: mapping `id` and page `index`. A key is in the sample at a
+/// sample: mapping `id` ([`mapping_key`]) and page `index`. A key is in the sample at a
 /// rate of 1 in 2^`s` when its hash is under `u64::MAX >> s`, so its top
 /// bits decide the draw, and they are **stratified**: each run of 64
 /// pages of a mapping (aligned) deals its pages the 64 values of the top
@@ -240,8 +308,37 @@ const STRATUM_SHIFT: u32 = 6;
 /// region). Below 1 in 64 the runs draw independently (the bits below
 /// the top six).
 #[inline]
-pub(crate) fn key_hash(id: usize, index: u64) -> u64 {
-    let z = mix((id as u64) ^ (index >> STRATUM_SHIFT).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) fn key_hash(id: u64, index: u64) -> u64 {
+    slot_hash(stratum_hash(id, index), index)
+}
+
+/// [`key_hash`] of each page `first..=last` of mapping `id`, given to
+/// `f` in order: one mix a run of 64 pages, a few instructions a page.
+#[inline]
+pub(crate) fn key_hashes(id: u64, first: u64, last: u64, mut f: impl FnMut(u64)) {
+    let mask = (1 << STRATUM_SHIFT) - 1;
+    let mut i = first;
+    while i <= last {
+        let z = stratum_hash(id, i);
+        let end = (i | mask).min(last);
+        for j in i..=end {
+            f(slot_hash(z, j));
+        }
+        i = end + 1;
+    }
+}
+
+/// The hash of the run of 64 pages that page `index` of mapping `id` is
+/// in ([`key_hash`]).
+#[inline]
+fn stratum_hash(id: u64, index: u64) -> u64 {
+    mix(id ^ (index >> STRATUM_SHIFT).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+}
+
+/// [`key_hash`] of page `index`, given its run's hash `z`.
+#[inline]
+fn slot_hash(z: u64, index: u64) -> u64 {
     let low = u64::BITS - STRATUM_SHIFT;
     let mask = (1 << STRATUM_SHIFT) - 1;
     // The run's bijection of its slots: j -> ((j ^ x) * m + b) mod 64,
@@ -303,6 +400,10 @@ struct Sampled {
     /// 2 C and 4 C.
     missed: f64,
     gained: [f64; 2],
+    /// Of the stack's misses, those on a key's first read that are not
+    /// yet known to be misses at each point's size, by the point's index
+    /// (`State::unseen_first_read`; 1x: none).
+    unseen: [f64; 5],
     /// Reads sampled (unweighted).
     count: u64,
 }
@@ -320,6 +421,12 @@ struct Read {
     /// 2 C and 4 C would have hit it (the same).
     missed: f64,
     gained: [f64; 2],
+    /// A first read of its key not known to miss at each point's size
+    /// (its weight), and earlier such reads found to miss there since
+    /// (`expired`: counted in the cache's window only, the file of the
+    /// read that found them being another's).
+    unseen: [f64; 5],
+    expired: [f64; 5],
 }
 
 impl Sampled {
@@ -338,6 +445,9 @@ impl Sampled {
             self.gained[i] += r.gained[i];
         }
         self.missed += r.missed;
+        for i in 0..CAPACITY_RATIOS.len() {
+            self.unseen[i] += r.unseen[i] - r.expired[i];
+        }
         self.count += 1;
     }
 
@@ -352,6 +462,7 @@ impl Sampled {
             found: [self.found[0] - o.found[0], self.found[1] - o.found[1]],
             missed: self.missed - o.missed,
             gained: [self.gained[0] - o.gained[0], self.gained[1] - o.gained[1]],
+            unseen: std::array::from_fn(|i| self.unseen[i] - o.unseen[i]),
             count: self.count - o.count,
         }
     }
@@ -453,6 +564,12 @@ struct State {
     /// count of sampled reads over it).
     tick_len: u64,
     stack: Stack,
+    /// The stack's keys whose first read missed while the stack had seen
+    /// fewer distinct keys than some point's size, with those points
+    /// (bits by index), in the order of their first reads: what keeps
+    /// those points unknown (`State::unseen_first_read`).
+    pending: HashMap<u64, u8, BuildHasherDefault<KeyHasher>>,
+    pending_order: VecDeque<u64>,
     minis: Minis,
     /// On the heap: its counts by age are 3 KiB, which the cache's
     /// construction would otherwise carry on the stack (a loom model's
@@ -478,6 +595,8 @@ impl Default for Mrc {
                 epoch_len: MIN_EPOCH,
                 tick_len: 1,
                 stack: Stack::default(),
+                pending: HashMap::default(),
+                pending_order: VecDeque::new(),
                 minis: Minis::new([1; mini::SIMS]),
                 window: Box::default(),
                 files: HashMap::new(),
@@ -578,12 +697,17 @@ impl Mrc {
                 .store((count / st.tick_len) as u16, Ordering::Relaxed);
         }
         if let Some(t) = file.and_then(|id| st.files.get_mut(&id)) {
-            t.window.now.add(&read);
+            t.window.now.add(&Read {
+                expired: [0.0; 5],
+                ..read
+            });
         }
         if st.stack.keys() > st.max_keys {
             st.stack_shift += 1;
             let threshold = u64::MAX >> st.stack_shift;
             st.stack.retain_below(threshold);
+            st.pending.retain(|h, _| *h <= threshold);
+            st.pending_order.retain(|h| *h <= threshold);
         }
         // Whether the epoch is over, by the cache's own counts (the
         // sample's, scaled, are off by the share of hot keys it holds),
@@ -668,6 +792,15 @@ fn compute(own: &Window, cache: &Window, c: u64, exact: Exact) -> HitRatioCurve 
         return curve;
     }
     let measured = hits as f64 / reads as f64;
+    for (i, p) in curve.points.iter_mut().enumerate() {
+        // The first reads whose reuse the window has not seen, as the
+        // gains are: the cache's misses times their share of the
+        // sample's.
+        p.bound = match i {
+            ONE => 0.0,
+            _ => (sampled_gain(s.unseen[i].max(0.0), s.missed, misses) / reads as f64).min(1.0),
+        };
+    }
     let aged: [f64; AGE_BINS] =
         std::array::from_fn(|b| exact.aged[b].wrapping_sub(base.exact.aged[b]) as f64);
     for i in 0..2 {
@@ -743,24 +876,100 @@ impl State {
             weight: (1u64 << self.shift) as f64,
             hits,
             bin: age.map(age_bin),
-            missed: 0.0,
-            gained: [0.0; 2],
+            ..Read::default()
         };
         if h > u64::MAX >> self.stack_shift {
             return read;
         }
         let w = (1u64 << self.stack_shift) as f64;
+        let c = self.capacity as f64;
+        let seen = self.stack.keys() as f64 * w;
         let d = self.stack.access(h).map(|d| d as f64 * w);
         if !hit {
             read.missed = w;
-            let c = self.capacity as f64;
             for (gained, r) in read.gained.iter_mut().zip(LARGER) {
                 if d.is_some_and(|d| d < r * c) {
                     *gained = w;
                 }
             }
         }
+        self.unseen_first_read(h, hit, d, seen, &mut read);
         read
+    }
+
+    /// Which points the stack's read of key `h` (at stack distance `d`,
+    /// scaled; `None` on the key's first read since the cache was made,
+    /// when `seen` distinct keys had been, scaled) leaves unknown, and
+    /// which it makes known, into `read`.
+    ///
+    /// A first read that missed is a miss at every size from the cold
+    /// start the window may hold; warm, a cache of `r C` would have hit
+    /// it if the key's previous read was within `r C` distinct keys.
+    /// Where `seen` is at least `r C`, no such previous read could be
+    /// (the stack has seen the key since none of them), so the miss at
+    /// `r C` is known; below, the point does not know it until the key
+    /// has gone `r C` distinct keys unread (a miss there: the read
+    /// expires from the point's bound) or is read again within them (it
+    /// stays in the bound until it leaves the window: the warm-up's
+    /// misses the point would have to be raised by).
+    fn unseen_first_read(&mut self, h: u64, hit: bool, d: Option<f64>, seen: f64, read: &mut Read) {
+        let w = (1u64 << self.stack_shift) as f64;
+        let c = self.capacity as f64;
+        match d {
+            None if !hit => {
+                let mask = short_of(seen, c);
+                if mask != 0 {
+                    self.pending.insert(h, mask);
+                    self.pending_order.push_back(h);
+                    for_bits(mask, |i| read.unseen[i] = w);
+                }
+            }
+            None => {}
+            Some(d) => {
+                // Read again: at the sizes it went past, its first read
+                // is known to miss.
+                if let Some(mask) = self.pending.remove(&h) {
+                    for_bits(mask & !short_of(d, c), |i| read.expired[i] += w);
+                }
+            }
+        }
+        // The oldest first reads not read since, deepest in the stack
+        // first: each is known to miss at the sizes its depth passed.
+        while let Some(&front) = self.pending_order.front() {
+            let (Some(&mask), Some(depth)) = (self.pending.get(&front), self.stack.depth(front))
+            else {
+                self.pending.remove(&front);
+                self.pending_order.pop_front();
+                continue;
+            };
+            let left = mask & short_of(depth as f64 * w, c);
+            for_bits(mask & !left, |i| read.expired[i] += w);
+            if left != 0 {
+                self.pending.insert(front, left);
+                break;
+            }
+            self.pending.remove(&front);
+            self.pending_order.pop_front();
+        }
+    }
+}
+
+/// The points (bits by their index in [`CAPACITY_RATIOS`]; never 1x)
+/// whose size `r C` is over `x` pages, for a capacity of `c` pages.
+fn short_of(x: f64, c: f64) -> u8 {
+    CAPACITY_RATIOS
+        .iter()
+        .enumerate()
+        .filter(|&(i, &r)| i != ONE && x < r * c)
+        .fold(0, |m, (i, _)| m | 1 << i)
+}
+
+/// Calls `f` with the index of each bit set in `mask`.
+fn for_bits(mask: u8, mut f: impl FnMut(usize)) {
+    for i in 0..CAPACITY_RATIOS.len() {
+        if mask & 1 << i != 0 {
+            f(i);
+        }
     }
 }
 
@@ -821,6 +1030,15 @@ impl Stack {
         });
         self.add(now, 1);
         d
+    }
+
+    /// The number of other keys read since key `h`'s last read (its
+    /// depth in the stack), or `None` if the stack does not hold it.
+    pub(crate) fn depth(&self, h: u64) -> Option<u64> {
+        let t = *self.last.get(&h)?;
+        Some(u64::from(
+            self.prefix(self.now).wrapping_sub(self.prefix(t)),
+        ))
     }
 
     /// Drops the keys hashed at or above `threshold`.

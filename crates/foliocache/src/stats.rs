@@ -213,20 +213,31 @@ impl Stats {
         }
     }
 
-    /// Shows a read of page `index` of mapping `id` (a hit or not) to the
-    /// miss-ratio curve's sample: a hash and a compare unless the key is
-    /// sampled (`mrc.rs`); and counts it for its file's own curve, if
-    /// kept (`file`).
+    /// Shows a read of pages `first..=last` of the mapping whose sample
+    /// key is `id` (`mrc::mapping_key`; a hit or not) to the miss-ratio
+    /// curve's sample, each page a key (the sample's sizes are in pages:
+    /// a read of 16 pages shown as one key made a cache look 16 times its
+    /// size to the simulations): a hash and a compare a page unless the
+    /// page is sampled (`mrc.rs`); and, for the file's own curve if kept
+    /// (`file`), samples them for it too and counts the read if `new`
+    /// (once a read, however many batches serve it).
     #[inline]
-    pub(crate) fn observe_read(&self, id: usize, index: u64, hit: bool, file: Option<&FileCounts>) {
-        if let Some(f) = file {
+    pub(crate) fn observe_read(
+        &self,
+        id: u64,
+        (first, last): (u64, u64),
+        hit: bool,
+        (file, new): (Option<&FileCounts>, bool),
+    ) {
+        if let (Some(f), true) = (file, new) {
             f.reads[usize::from(!hit)].add(1);
         }
-        let h = mrc::key_hash(id, index);
-        if self.mrc.sampled(h) {
-            self.mrc
-                .sample(h, hit, || self.exact(), file.map(mrc::file_id));
-        }
+        mrc::key_hashes(id, first, last, |h| {
+            if self.mrc.sampled(h) {
+                self.mrc
+                    .sample(h, hit, || self.exact(), file.map(mrc::file_id));
+            }
+        });
     }
 
     /// Counts a refault at `distance` (`workingset_refault`'s) toward the
@@ -290,17 +301,19 @@ impl Probe {
         }
     }
 
-    /// What a read of page `index` of mapping `id` costs the estimator:
+    /// What a read of page `index` of the mapping keyed `id` costs the
+    /// estimator:
     /// the stamp's touch, the hit's age counted, the key's hash and the
     /// gate, and the sample's work if it is in it.
     #[inline]
-    pub fn read(&self, id: usize, index: u64, hit: bool) {
+    pub fn read(&self, id: u64, index: u64, hit: bool) {
         let stamp = &self.stamps[(index % self.stamps.len() as u64) as usize];
         let age = mrc::touch(stamp, self.stats.mrc.now());
         if hit {
             self.stats.count_hit(age, None);
         }
-        self.stats.observe_read(id, index, hit, None);
+        self.stats
+            .observe_read(id, (index, index), hit, (None, true));
     }
 }
 

@@ -164,12 +164,16 @@ pub fn shared_stats_json(s: &SharedStats) -> serde_json::Value {
 pub(crate) fn own_cache_json(cache: &Cache) -> serde_json::Value {
     let mut stats = cache_stats_json(&cache.stats());
     let curve = cache.hit_ratio_curve();
+    // A point not yet known (`CurvePoint::known`) has `null` for its
+    // hit ratio; `bounds` gives how far above each point's the ratio may
+    // lie.
     stats["hit_ratio_curve"] = serde_json::json!({
         "points": curve
             .points
             .iter()
-            .map(|p| [p.capacity_ratio, p.hit_ratio])
+            .map(|p| serde_json::json!([p.capacity_ratio, p.known()]))
             .collect::<Vec<_>>(),
+        "bounds": curve.points.iter().map(|p| p.bound).collect::<Vec<_>>(),
         "accesses": curve.accesses,
     });
     serde_json::json!({

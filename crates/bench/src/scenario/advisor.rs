@@ -13,10 +13,18 @@
 //! has filled the cache; the curve's window (one or two epochs of 16
 //! capacities of reads) lies inside that half.
 //!
-//! The sixth workload is a program's: the reads `db_bench readrandom`
+//! Two workloads have the shapes of programs a newcomer tried
+//! ([`shapes`]): a pass over 20,000 small files, each opened, read once
+//! and closed (measured over the pass), and a pool of 8 threads reading
+//! random 64 KiB ranges of a file of 2 C with readahead on. The last
+//! workload is a program's: the reads `db_bench readrandom`
 //! makes of a database of 4 C, recorded at each run ([`dbtrace`]), where
 //! `db_bench` and `strace` are installed (it is skipped, with the reason,
 //! where they are not).
+//!
+//! A point the curve does not know yet (`CurvePoint::known`) is shown as
+//! `n/k` and left out of the gaps; the last line counts the points within
+//! 2 points of the measured hit ratio and their mean absolute error.
 
 use std::path::Path;
 
@@ -29,6 +37,7 @@ use crate::args::BenchArgs;
 use crate::units::fmt_size;
 
 pub mod dbtrace;
+mod shapes;
 
 /// C, full and with `--quick` (`--capacity` overrides it).
 const CAPACITY: FullQuick<u64> = FullQuick(64 << 20, 16 << 20);
@@ -146,8 +155,10 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
              at 0.25x, 0.5x, 1x, 2x and 4x its capacity C = {} (Cache::hit_ratio_curve, at the \
              end of a trace of {TRACE_CAPACITIES} C of random-advised 4 KiB reads from a file \
              in memory) beside the hit ratios measured by running the same trace through a \
-             cache of each size (over the trace's second half). The sixth workload is the reads \
-             of db_bench readrandom, recorded with strace at each run.",
+             cache of each size (over the trace's second half). Then a pass over 20,000 small \
+             files read once each, and a pool of 8 threads reading random 64 KiB ranges of a file \
+             of 2 C; the last workload is the reads of db_bench readrandom, recorded with strace \
+             at each run. A point the curve does not know yet shows n/k.",
             fmt_size(capacity)
         ),
         jobs: Vec::new(),
@@ -158,10 +169,45 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
     })
 }
 
+/// How a workload runs through a cache of some capacity.
+#[derive(Clone, Copy)]
+enum Job<'a> {
+    /// A trace of page reads of a file of so many pages.
+    Trace(&'a [u64], u64),
+    /// A pass over many small files ([`shapes::one_pass`]).
+    OnePass,
+    /// Threads reading random ranges of one file ([`shapes::pool`]).
+    Pool,
+}
+
+impl Job<'_> {
+    /// Runs the job through a cache of `capacity` bytes (C of `c`
+    /// pages): the hit ratio it measured, and the curve at its end.
+    fn run(self, c: u64, capacity: u64) -> Result<(f64, HitRatioCurve)> {
+        match self {
+            Job::Trace(trace, pages) => run_trace(trace, pages, capacity),
+            Job::OnePass => shapes::one_pass(c, capacity),
+            Job::Pool => shapes::pool(c, capacity),
+        }
+    }
+}
+
+/// A cache of `capacity` bytes, as every run of the scenario builds it.
+fn cache(capacity: u64) -> Result<Cache> {
+    Ok(Cache::builder().capacity(capacity as usize).build()?)
+}
+
+/// The hit ratio a cache counted between two of its `stats()`.
+fn hit_ratio(before: &foliocache::CacheStats, after: &foliocache::CacheStats) -> f64 {
+    let hits = after.hits - before.hits;
+    let reads = hits + after.misses - before.misses;
+    hits as f64 / reads.max(1) as f64
+}
+
 /// Runs `trace` (a file of `pages`) through a cache of `capacity` bytes;
 /// the hit ratio over the trace's second half, and the curve at its end.
 fn run_trace(trace: &[u64], pages: u64, capacity: u64) -> Result<(f64, HitRatioCurve)> {
-    let cache = Cache::builder().capacity(capacity as usize).build()?;
+    let cache = cache(capacity)?;
     let backing = MemBacking::with_data(vec![0u8; (pages * PAGE) as usize]);
     let file = cache.open_backing(backing)?;
     file.advise(0, 0, Advice::Random)?;
@@ -174,24 +220,58 @@ fn run_trace(trace: &[u64], pages: u64, capacity: u64) -> Result<(f64, HitRatioC
     for &p in &trace[half..] {
         file.read_at(&mut buf, p * PAGE)?;
     }
-    let after = cache.stats();
-    let hits = after.hits - before.hits;
-    let reads = hits + after.misses - before.misses;
-    Ok((hits as f64 / reads.max(1) as f64, cache.hit_ratio_curve()))
+    Ok((hit_ratio(&before, &cache.stats()), cache.hit_ratio_curve()))
+}
+
+/// The gaps between predicted and measured hit ratios over the rows: the
+/// scenario's check.
+#[derive(Default)]
+struct Gaps {
+    /// Each known point's gap, in points of hit ratio.
+    known: Vec<f64>,
+    /// Points not known yet.
+    unknown: usize,
+}
+
+impl Gaps {
+    /// The last line: how many known points are within 2 points of the
+    /// hit ratio measured at their size, and the mean absolute error.
+    fn summary(&self) -> String {
+        let n = self.known.len();
+        let within = self.known.iter().filter(|g| **g <= 2.0).count();
+        let mean = self.known.iter().sum::<f64>() / n.max(1) as f64;
+        let worst = self.known.iter().copied().fold(0.0, f64::max);
+        format!(
+            "points within 2 of measured: {within} of {n} known ({} not yet known); mean \
+             absolute error {mean:.2} points, worst {worst:.2} (targets: all, at most 0.5)",
+            self.unknown
+        )
+    }
 }
 
 /// A table row: `name`'s predicted and measured hit ratio at each size for
-/// `trace` (a file of `pages`) and C of `capacity` bytes, and the largest
-/// gap.
-fn row(name: &str, trace: &[u64], pages: u64, capacity: u64) -> Result<String> {
-    let (_, curve) = run_trace(trace, pages, capacity)?;
+/// `job` and C of `capacity` bytes, and the largest gap of a known point;
+/// each gap counted into `gaps`.
+fn row(name: &str, job: Job<'_>, capacity: u64, gaps: &mut Gaps) -> Result<String> {
+    let c = capacity / PAGE;
+    let (_, curve) = job.run(c, capacity)?;
     let mut cells = Vec::new();
     let mut worst = 0.0f64;
     for p in curve.points {
         let size = (capacity as f64 * p.capacity_ratio) as u64;
-        let (measured, _) = run_trace(trace, pages, size)?;
-        worst = worst.max((p.hit_ratio - measured).abs());
-        cells.push(format!("{:>6.3}/{:<6.3}", p.hit_ratio, measured));
+        let (measured, _) = job.run(c, size)?;
+        match p.known() {
+            Some(h) => {
+                let gap = (h - measured).abs();
+                worst = worst.max(gap);
+                gaps.known.push(100.0 * gap);
+                cells.push(format!("{h:>6.3}/{measured:<6.3}"));
+            }
+            None => {
+                gaps.unknown += 1;
+                cells.push(format!("{:>6}/{measured:<6.3}", "n/k"));
+            }
+        }
     }
     Ok(format!(
         "{:<18} {}  {:>9.3}   (window {} reads, {} sampled)",
@@ -221,9 +301,15 @@ pub fn run(a: &Advisor, dir: &Path, notes: &mut Vec<String>, say: &dyn Fn(&str))
             .join(" "),
         "worst gap"
     ));
+    let mut gaps = Gaps::default();
     for w in WORKLOADS {
         let (trace, pages) = w.trace(c);
-        let line = row(&w.name(), &trace, pages, a.capacity)?;
+        let line = row(&w.name(), Job::Trace(&trace, pages), a.capacity, &mut gaps)?;
+        say(&line);
+        notes.push(line);
+    }
+    for (name, job) in [(shapes::ONE_PASS, Job::OnePass), (shapes::POOL, Job::Pool)] {
+        let line = row(name, job, a.capacity, &mut gaps)?;
         say(&line);
         notes.push(line);
     }
@@ -231,7 +317,8 @@ pub fn run(a: &Advisor, dir: &Path, notes: &mut Vec<String>, say: &dyn Fn(&str))
     // often over two pages).
     match dbtrace::record(dir, c, TRACE_CAPACITIES * c / 2)? {
         Ok(t) => {
-            let line = row("db_bench readrand", &t.pages, t.file_pages, a.capacity)?;
+            let job = Job::Trace(&t.pages, t.file_pages);
+            let line = row("db_bench readrand", job, a.capacity, &mut gaps)?;
             say(&line);
             notes.push(line);
             notes.push(format!(
@@ -252,6 +339,9 @@ pub fn run(a: &Advisor, dir: &Path, notes: &mut Vec<String>, say: &dyn Fn(&str))
             notes.push(n);
         }
     }
+    let line = gaps.summary();
+    say(&line);
+    notes.push(line);
     Ok(())
 }
 

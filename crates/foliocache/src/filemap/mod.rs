@@ -344,6 +344,10 @@ pub struct Mapping {
     /// The file's own counts for its miss-ratio curve, from the first
     /// time it was asked for (`File::hit_ratio_curve`).
     pub(crate) curve: std::sync::OnceLock<Arc<crate::stats::FileCounts>>,
+    /// The mapping's identity in the miss-ratio curve's sample: a number
+    /// no other mapping has had (`mrc::mapping_key`, which says why
+    /// neither the address nor the inode).
+    pub(crate) sample_key: u64,
 }
 
 /// The part of a file's state the kernel keeps in its `struct inode`
@@ -444,6 +448,7 @@ impl Mapping {
             },
             guard_slot: guard::GuardSlot::new(0),
             curve: std::sync::OnceLock::new(),
+            sample_key: crate::mrc::mapping_key(),
         }
     }
 

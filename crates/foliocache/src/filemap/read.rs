@@ -76,9 +76,10 @@ impl Mapping {
                 if !started {
                     let file = self.curve_counts();
                     cache.stats.count_hit(age, file);
+                    let pages = (offset / PAGE, (end - 1) / PAGE);
                     cache
                         .stats
-                        .observe_read(self.id(), offset / PAGE, true, file);
+                        .observe_read(self.sample_key, pages, true, (file, true));
                 }
                 return Ok(n);
             }
@@ -135,12 +136,21 @@ impl Mapping {
                     break;
                 }
             };
-            if copied == 0 && !started {
-                // The read's first page, for the miss-ratio curve (a hit's
-                // age is counted with it below).
-                cache
-                    .stats
-                    .observe_read(self.id(), offset / PAGE, !missed, self.curve_counts());
+            if !started {
+                // The pages of the read this batch serves, for the
+                // miss-ratio curve (a hit's age is counted with its first
+                // folio below); the file's curve counts the read once.
+                let upto = batch
+                    .last()
+                    .map_or(end, |f| ((f.index() + f.nr_pages()) * PAGE).min(end));
+                if upto > pos {
+                    cache.stats.observe_read(
+                        self.sample_key,
+                        (pos / PAGE, (upto - 1) / PAGE),
+                        !missed,
+                        (self.curve_counts(), copied == 0),
+                    );
+                }
             }
             // The size again, now that the folios are uptodate (the
             // kernel's filemap_read): a truncate cuts the backing and sets

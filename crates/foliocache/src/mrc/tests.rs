@@ -15,7 +15,7 @@ use rand::{Rng, SeedableRng};
 use super::*;
 
 /// The sample's hash seed (the mapping id the keys are hashed with).
-const SEED: usize = 7;
+const SEED: u64 = 7;
 
 /// The model cache: an exact LRU of `cap` keys, its eviction clock, and
 /// the shadows of the newest `budget` evictions.
@@ -190,7 +190,7 @@ fn predict_seeded(
     shift: u32,
     budget: usize,
     policy: bool,
-    seed: usize,
+    seed: u64,
 ) -> HitRatioCurve {
     let mrc = Mrc::default();
     mrc.configure(c as u64, [shift; 2], usize::MAX, u64::MAX);
@@ -396,6 +396,77 @@ fn the_window_forgets_an_old_workload() {
     assert!(curve.points.iter().all(|p| p.hit_ratio == 0.0), "{curve:?}");
 }
 
+/// Runs `trace` through the model cache (shadows for every eviction)
+/// and an estimator of C = `c` pages, the stack sampling 1 key in 8,
+/// epochs of `epoch` reads; the curve at the end.
+fn run_model(trace: impl IntoIterator<Item = u64>, c: usize, epoch: u64) -> HitRatioCurve {
+    let mrc = Mrc::default();
+    mrc.configure(c as u64, [3; 2], usize::MAX, epoch);
+    let mut model = ModelLru::new(c, usize::MAX);
+    for k in trace {
+        let hit = model.read(k);
+        let h = key_hash(SEED, k);
+        if mrc.sampled(h) {
+            mrc.sample(h, hit, || model.exact, None);
+        }
+    }
+    mrc.curve(|| model.exact)
+}
+
+#[test]
+fn a_pass_over_keys_read_once_knows_every_point_at_its_end() {
+    // 10 C of keys, each read once, in one epoch: every first read is
+    // a miss at every size, and by the end every key read while fewer
+    // than 4 C had been is 4 C deep: known to miss even warm.
+    let c = 1024;
+    let curve = run_model(0..10 * c as u64, c, u64::MAX);
+    for p in curve.points {
+        assert_eq!(p.known(), Some(0.0), "{curve:?}");
+    }
+}
+
+#[test]
+fn the_warm_up_leaves_the_far_points_unknown_until_it_leaves_the_window() {
+    // Uniform reads of 2 C keys: warm, 2x and 4x hit everything. In the
+    // first epoch the window is the warm-up, whose first reads (a third
+    // of them) were misses from cold that a warm cache of 2 C would have
+    // hit: 2x and 4x are not known; 0.25x far less unknown (a first
+    // read is known to miss there once a quarter of C has been read).
+    let c = 1024;
+    let mut rng = ChaCha8Rng::seed_from_u64(9);
+    let trace: Vec<u64> = (0..64 * c)
+        .map(|_| rng.gen_range(0..2 * c as u64))
+        .collect();
+    let epoch = 8 * c as u64;
+    let early = run_model(trace[..3 * c].iter().copied(), c, epoch);
+    assert_eq!(early.at(2.0), None, "{early:?}");
+    assert_eq!(early.at(4.0), None, "{early:?}");
+    assert!(early.points[3].bound > 0.2, "{early:?}");
+    assert!(early.at(1.0).is_some(), "{early:?}");
+    assert!(
+        early.points[0].bound < early.points[3].bound / 4.0,
+        "{early:?}"
+    );
+    // Eight epochs on, the window has no first read left: every point
+    // known, 2x and 4x (which hold every key) near all hits.
+    let late = run_model(trace.iter().copied(), c, epoch);
+    assert!(late.points.iter().all(|p| p.bound == 0.0), "{late:?}");
+    assert!(late.at(2.0).unwrap() > 0.97, "{late:?}");
+    assert!(late.at(4.0).unwrap() > 0.97, "{late:?}");
+}
+
+#[test]
+fn stack_depth_counts_the_keys_read_since() {
+    let mut stack = Stack::default();
+    for k in [1, 2, 3, 2, 4] {
+        stack.access(k);
+    }
+    assert_eq!(stack.depth(1), Some(3));
+    assert_eq!(stack.depth(2), Some(1));
+    assert_eq!(stack.depth(4), Some(0));
+    assert_eq!(stack.depth(5), None);
+}
+
 #[test]
 fn a_scan_does_not_grow_the_simulations_map() {
     // Simulations of 16, 32 and 64 pages (192 slots): a million keys
@@ -454,7 +525,7 @@ fn a_refault_within_the_active_list_comes_back_active() {
 fn every_run_of_64_pages_gives_the_sample_its_share() {
     let under = |h: u64, shift: u32| h < u64::MAX >> shift;
     let mut seen = std::collections::HashSet::new();
-    for id in [1usize, 7, 0x7f00_1234_5000] {
+    for id in [1u64, 7, 0x7f00_1234_5000] {
         for run in 0..512u64 {
             let hashes: Vec<u64> = (0..64).map(|j| key_hash(id, run * 64 + j)).collect();
             for shift in 0..=STRATUM_SHIFT {
@@ -497,12 +568,12 @@ fn every_run_of_64_pages_gives_the_sample_its_share() {
 }
 
 /// A hash of a mapping's page, as [`key_hash`].
-type KeyHash = fn(usize, u64) -> u64;
+type KeyHash = fn(u64, u64) -> u64;
 
 /// The hash SHARDS draws by: every key independently (the sample before
 /// it was stratified, `key_hash`), for the study's comparison.
-fn independent_hash(id: usize, index: u64) -> u64 {
-    mix((id as u64) ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+fn independent_hash(id: u64, index: u64) -> u64 {
+    mix(id ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15))
 }
 
 /// The study's traces: the module's, the zipfs again with their ranks
@@ -536,7 +607,7 @@ fn study_traces(c: usize) -> Vec<(String, Vec<u64>)> {
 fn study_curve(
     trace: &[u64],
     c: usize,
-    seed: usize,
+    seed: u64,
     hash: KeyHash,
     full_hits: &[bool],
 ) -> [HitRatioCurve; 2] {
@@ -595,7 +666,7 @@ fn spread_over_draws() {
         for (hname, hash) in hashes {
             let (mut worst, mut sq) = ([0.0f64; 4], [0.0f64; 4]);
             for seed in 0..seeds {
-                let curves = study_curve(&trace, c, 1000 + seed, hash, &full_hits);
+                let curves = study_curve(&trace, c, 1000 + seed as u64, hash, &full_hits);
                 for (i, p) in [0, 1, 3, 4].into_iter().enumerate() {
                     let err = 100.0 * (curves[i / 2].points[p].hit_ratio - truth[i]);
                     worst[i] = worst[i].max(err.abs());

@@ -64,3 +64,69 @@ fn each_file_has_its_own_curve_beside_the_others() {
     );
     assert!(at(&all, 2.0) > 0.95, "{shown}");
 }
+
+/// The story: the sample's key of a page was its mapping's address and
+/// the page, and a file opened after another closed is often given the
+/// closed one's address. A pass over 20,000 files through a mount, each
+/// read once, then showed the new files' reads as re-reads of the old
+/// ones' pages: the curve predicted 52-69 % hits at 2x where a cache twice
+/// the size had 2.5-14 %. Each mapping's key is now a number no other
+/// mapping has had (`mrc::mapping_key`).
+#[test]
+fn files_read_once_and_closed_predict_no_hits_at_any_size() {
+    let cache = TestCache::pages(C).max_folio(4096).no_readahead().build();
+    // 2,000 files of 8 pages, each opened, read once and closed: 16 C of
+    // first reads, in one epoch.
+    for i in 0..2000usize {
+        let f = file(&cache, i as u8, 8);
+        read_pages(&f, 0..8, i as u8);
+    }
+    let curve = cache.hit_ratio_curve();
+    let shown = show("pass", &curve);
+    assert_eq!(curve.accesses, 16_000, "{shown}");
+    for p in curve.points {
+        let h = p.known().unwrap_or_else(|| panic!("not known: {shown}"));
+        assert!(h < 0.02, "{}x: {shown}", p.capacity_ratio);
+    }
+}
+
+/// Random 64 KiB reads (aligned) of a file of 2 C through a cache of
+/// `pages` pages, readahead and folio sizes as the cache sets them: the
+/// hit ratio the cache counted and its curve, at the end.
+fn pool_run(pages: usize, file_pages: usize, reads: u64) -> (f64, HitRatioCurve) {
+    let cache = TestCache::pages(pages).build();
+    let f = file(&cache, 3, file_pages);
+    let mut buf = vec![0u8; 16 * 4096];
+    for i in 0..reads {
+        let block = rand::rngs::StdRng::seed_from_u64(i).gen_range(0..file_pages as u64 / 16);
+        f.read_exact_at(&mut buf, block * 16 * 4096).unwrap();
+    }
+    let s = cache.stats();
+    (
+        s.hits as f64 / (s.hits + s.misses) as f64,
+        cache.hit_ratio_curve(),
+    )
+}
+
+/// The story: a forked pool of 8 workers read random 64 KiB ranges of a
+/// file of 2 C, and the curve was flat below 1x (0.5x predicted 81.4 %,
+/// as 1x; 61.7 % measured at half the memory). A read showed the sample
+/// only its first page: one key for every 16 pages the cache held, so
+/// the simulations, sized in pages, held 16 times the reads they should
+/// have and lost nothing at 0.25x or 0.5x. Each page a read covers is
+/// now a key, and the points below 1x fall as the measured ones do
+/// (measured here 0.13 and 0.29 against 0.68 at 1x; predicted 0.21 and
+/// 0.44: still 8 and 15 points high, the gap docs/metrics.md states).
+#[test]
+fn reads_of_many_pages_are_not_flat_below_1x() {
+    let c = 4096;
+    let (_, curve) = pool_run(c, 2 * c, 24_000);
+    let shown = show("pool", &curve);
+    let at = |r: f64| {
+        curve
+            .at(r)
+            .unwrap_or_else(|| panic!("{r}x not known: {shown}"))
+    };
+    assert!(at(0.25) < at(1.0) - 0.3, "{shown}");
+    assert!(at(0.5) < at(1.0) - 0.15, "{shown}");
+}

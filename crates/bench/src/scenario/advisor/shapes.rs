@@ -1,0 +1,100 @@
+//! The advisor's workloads shaped like programs a newcomer ran, beside the
+//! generators' traces: each runs through a cache and returns the hit
+//! ratio it measured and the curve at its end.
+//!
+//! - **One pass over many small files** (`find -type f | xargs cat` over
+//!   a tree of 20,000 files): each file opened, read whole in 4 KiB reads
+//!   and closed, never read again. Nothing is read twice, so a cache of
+//!   any size hits what the one-pass reads themselves leave (readahead);
+//!   the curve must say so at 2x. (The sample's keys were once the
+//!   mapping's address, which a new file is often given after an old one
+//!   closes, and this pass showed 52-69 % at 2x where 2.5-14 % was
+//!   measured.)
+//! - **A pool of workers** (a forked pool of 8 reading random 64 KiB
+//!   ranges of one file of 2 C, readahead on): the reads span 16 pages
+//!   each, where the generators' traces read one.
+
+use std::ops::Range;
+
+use anyhow::Result;
+use backing::MemBacking;
+use foliocache::{File, HitRatioCurve};
+
+use super::{cache, hit_ratio, PAGE, TRACE_CAPACITIES};
+
+/// The one-pass workload's name in the table.
+pub(super) const ONE_PASS: &str = "one pass, 20k files";
+
+/// The pool's name in the table.
+pub(super) const POOL: &str = "pool 8x64K over 2C";
+
+/// Files the pass reads.
+const FILES: u64 = 20_000;
+
+/// Workers of the pool, and the pages of each of their reads (64 KiB).
+const WORKERS: u64 = 8;
+const READ_PAGES: u64 = 16;
+
+/// One pass over [`FILES`] files of about 10 C in all (2 pages each at
+/// least), each opened, read in 4 KiB reads and closed, through a cache
+/// of `capacity` bytes (C of `c` pages): the hit ratio over the pass and
+/// the curve at its end.
+pub(super) fn one_pass(c: u64, capacity: u64) -> Result<(f64, HitRatioCurve)> {
+    let cache = cache(capacity)?;
+    let pages = (10 * c / FILES).max(2);
+    let mut buf = vec![0u8; PAGE as usize];
+    let before = cache.stats();
+    for i in 0..FILES {
+        // A file of its own content (its number in each page), so that a
+        // read of one file's page in another's would show.
+        let data = vec![i as u8; (pages * PAGE) as usize];
+        let file = cache.open_backing(MemBacking::with_data(data))?;
+        for p in 0..pages {
+            file.read_at(&mut buf, p * PAGE)?;
+            anyhow::ensure!(buf.iter().all(|&b| b == i as u8), "file {i}: wrong bytes");
+        }
+    }
+    Ok((hit_ratio(&before, &cache.stats()), cache.hit_ratio_curve()))
+}
+
+/// [`WORKERS`] threads reading random 64 KiB ranges (aligned) of a file
+/// of 2 C, [`TRACE_CAPACITIES`] C of pages in all, through a cache of
+/// `capacity` bytes (C of `c` pages), readahead as the cache sets it:
+/// the hit ratio over the second half (the first fills the cache) and
+/// the curve at its end.
+pub(super) fn pool(c: u64, capacity: u64) -> Result<(f64, HitRatioCurve)> {
+    let cache = cache(capacity)?;
+    let pages = 2 * c;
+    let file = cache.open_backing(MemBacking::with_data(vec![0u8; (pages * PAGE) as usize]))?;
+    let reads = TRACE_CAPACITIES * c / READ_PAGES / WORKERS;
+    workers(&file, pages, 0..reads / 2)?;
+    let before = cache.stats();
+    workers(&file, pages, reads / 2..reads)?;
+    Ok((hit_ratio(&before, &cache.stats()), cache.hit_ratio_curve()))
+}
+
+/// The pool's reads numbered `reads` of each worker, the workers side by
+/// side: each its own draws (splitmix64 of its number and a counter, as
+/// the traces'), a range of [`READ_PAGES`] aligned in a file of `pages`.
+fn workers(file: &File, pages: u64, reads: Range<u64>) -> Result<()> {
+    let ranges = pages / READ_PAGES;
+    std::thread::scope(|s| {
+        let running: Vec<_> = (0..WORKERS)
+            .map(|w| {
+                let reads = reads.clone();
+                s.spawn(move || -> Result<()> {
+                    let mut buf = vec![0u8; (READ_PAGES * PAGE) as usize];
+                    for i in reads {
+                        let n = (w << 40 | i).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                        let at = crate::data::mix(n) % ranges * READ_PAGES * PAGE;
+                        file.read_at(&mut buf, at)?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        running
+            .into_iter()
+            .try_for_each(|w| w.join().expect("a pool worker panicked"))
+    })
+}
