@@ -467,7 +467,10 @@ fn stat_shows_the_cache_and_each_file() {
         "{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(text.contains("hit ratio"), "{text}");
+    // Reads in bytes first, then in page lookups.
+    assert!(text.contains(" bytes read: "), "{text}");
+    assert!(text.contains(" from memory ("), "{text}");
+    assert!(text.contains("misses (page lookups)"), "{text}");
     assert!(text.contains("a: cached 256 pages"), "{text}");
     let json = Command::new(BIN)
         .args(["stat", "--json"])

@@ -109,13 +109,6 @@ impl CachedFile for SharedFile {
     }
 
     fn figures(&self) -> CacheFigures {
-        let s = self.cache().stats();
-        CacheFigures {
-            hits: s.hits,
-            misses: s.misses,
-            cached_bytes: s.cached * PAGE,
-            dirty_bytes: s.dirty * PAGE,
-            capacity_bytes: s.pages * PAGE,
-        }
+        CacheFigures::of_process(&self.cache().stats())
     }
 }

@@ -605,12 +605,16 @@ impl Mapping {
 
 /// Whether the read path's hit may serve a read ending at file byte `end`
 /// (and starting inside it) from `f`, whose flags are `ff`: uptodate,
-/// neither `READAHEAD` nor `DROPBEHIND` (the batch path acts on those),
-/// and the whole read inside it.
+/// neither `READAHEAD` nor `DROPBEHIND` nor `FRESH` (the batch path acts
+/// on those), and the whole read inside it.
 #[inline]
 pub(crate) fn serves_hit(f: &Folio, ff: FolioFlags, end: u64) -> bool {
     ff.contains(FolioFlags::UPTODATE)
-        && !ff.intersects(FolioFlags::READAHEAD.union(FolioFlags::DROPBEHIND))
+        && !ff.intersects(
+            FolioFlags::READAHEAD
+                .union(FolioFlags::DROPBEHIND)
+                .union(FolioFlags::FRESH),
+        )
         && end <= (f.index() + f.nr_pages()) * PAGE
 }
 

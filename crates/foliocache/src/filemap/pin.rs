@@ -236,7 +236,8 @@ impl Mapping {
 
     /// Pins `offset..offset + n` in place if it lies in one cached,
     /// uptodate, unlocked folio of this mapping (not a readahead marker, not
-    /// dropbehind: those take the read path, which deals with them).
+    /// dropbehind, not yet read since its fill: those take the read path,
+    /// which deals with them).
     /// `count`: mark the access and count a hit, as a read's hit does.
     ///
     /// # Errors
@@ -274,6 +275,7 @@ impl Mapping {
                 .lru()
                 .read_access(&f, ff, sequential && offset > start);
             cache.stats.hits.add(1);
+            cache.stats.read_bytes.add(n as u64);
         }
         Ok(Pinned {
             bytes: Bytes::Folio {
