@@ -224,11 +224,12 @@ fn report(cache: &foliocache::SharedCache) {
     if std::env::var_os("FOLIOCACHE_PRELOAD_STATS").is_none_or(|v| v.is_empty()) {
         return;
     }
-    let s = cache.stats();
-    if s.group_hits + s.group_misses == 0 {
-        // No process joined the group (nor read through it).
+    if !cache.joined() {
+        // No process joined the group: each served from a cache of its
+        // own, and said so in its line.
         return;
     }
+    let s = cache.stats();
     eprintln!(
         "foliocache run: the group's shared cache ({} pages cached, {} dirty): reads by every \
          process: {}",

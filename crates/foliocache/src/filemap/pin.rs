@@ -236,8 +236,7 @@ impl Mapping {
 
     /// Pins `offset..offset + n` in place if it lies in one cached,
     /// uptodate, unlocked folio of this mapping (not a readahead marker, not
-    /// dropbehind, not yet read since its fill: those take the read path,
-    /// which deals with them).
+    /// dropbehind: those take the read path, which deals with them).
     /// `count`: mark the access and count a hit, as a read's hit does.
     ///
     /// # Errors
@@ -274,6 +273,9 @@ impl Mapping {
             cache
                 .lru()
                 .read_access(&f, ff, sequential && offset > start);
+            if ff.contains(FolioFlags::FRESH) {
+                m.first_read(&f, m.size());
+            }
             cache.stats.hits.add(1);
             cache.stats.read_bytes.add(n as u64);
         }

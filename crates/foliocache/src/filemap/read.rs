@@ -66,6 +66,9 @@ impl Mapping {
             let start = f.index() * PAGE;
             let ff = f.flags();
             if serves_hit(&f, ff, end) {
+                if ff.contains(FolioFlags::FRESH) {
+                    self.first_read(&f, size);
+                }
                 // A read that goes on in the folio where this thread's
                 // previous read ended is not a new access.
                 let age = cache

@@ -104,7 +104,7 @@ bitflags::bitflags! {
         const ASYNC_WAITERS = 1 << 13;
         /// Filled by a read from the backing (a miss's or readahead's) and
         /// not yet read by a read: its first read counts its bytes as read
-        /// from below, not from memory (`Stats::first_read`), and clears it.
+        /// from below, not from memory (`Mapping::first_read`), and clears it.
         const FRESH = 1 << 14;
     }
 }
