@@ -440,11 +440,13 @@ fn metrics_move_as_a_program_reads_and_writes_through_the_mount() {
             .split_whitespace()
             .map(|c| c.parse().unwrap_or_else(|_| panic!("a number: {c} in {l}")))
             .collect();
-        assert_eq!(cells.len(), 10, "{l}");
+        assert_eq!(cells.len(), 11, "{l}");
         // The bytes cached: the files read and written.
         assert!(cells[8] >= 1.0, "{l}");
         // The hit ratio predicted at twice the capacity, in percent.
         assert!((0.0..=100.0).contains(&cells[9]), "{l}");
+        // The share of the bytes read found in memory, in percent.
+        assert!((0.0..=100.0).contains(&cells[10]), "{l}");
     }
     stop(&mut child);
 }

@@ -8,7 +8,6 @@ use std::os::fd::AsFd;
 use rustix::fs::FallocateFlags;
 
 use super::{page_range, CacheFigures, CachedFile};
-use crate::arena::PAGE;
 use crate::flags::ReadFlags;
 use crate::mrc::HitRatioCurve;
 use crate::readahead::Advice;
