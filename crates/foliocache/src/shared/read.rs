@@ -122,7 +122,13 @@ impl SharedFile {
         }
         let me = self.me()?;
         let hold = match index::hold_key(self.seg(), key, me)? {
-            Some(hold) => hold,
+            Some(hold) => {
+                if hold.d.flags.fetch_and(!F_FRESH, Ordering::Relaxed) & F_FRESH != 0 {
+                    // Readahead's page, read now (as `copy_hit` counts it).
+                    self.cache.inner.first_read_bytes.add(PAGE);
+                }
+                hold
+            }
             None => {
                 let hold = self.load(key, slot, Fill::File)?;
                 // This read's page, from the file (up to its end).

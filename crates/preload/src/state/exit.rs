@@ -32,9 +32,12 @@ pub(crate) fn ending_now() {
     {
         return;
     }
-    if let Some(sc) = group_cache() {
-        sc.publish_figures();
-    }
+    inside((), || {
+        if let Some(sc) = group_cache() {
+            sc.publish_figures();
+        }
+        Ok(())
+    });
     publish_own_reads();
     report();
 }
