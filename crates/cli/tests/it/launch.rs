@@ -214,7 +214,11 @@ fn run_serves_the_programs_metrics_while_it_runs() {
         .arg(dir.path())
         .args([
             "--",
-            "python3",
+            // (Not `python3` by the PATH, which may be a shell script
+            // that forks first: the program would then be in the group
+            // from its start, whose reads are published every 64 misses
+            // and at a close, not at the first.)
+            "/usr/bin/python3",
             "-c",
             "import os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY); \
              assert os.read(fd, 100) == b'a line\\n'; time.sleep(3)",

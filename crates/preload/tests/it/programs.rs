@@ -197,14 +197,17 @@ fn cp_onto_a_full_filesystem_fails() {
 /// from below at its first read), none from memory.
 #[test]
 fn a_process_that_ends_with_exit_prints_its_line_in_bytes() {
-    if !installed("python3", "a_process_that_ends_with_exit_prints_its_line_in_bytes") {
+    // (Not `python3` by the PATH, which may be a shell script that forks
+    // and executes others: a version manager's shim.)
+    let python = "/usr/bin/python3";
+    if !installed(python, "a_process_that_ends_with_exit_prints_its_line_in_bytes") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("f");
     std::fs::write(&f, vec![7u8; 10_000]).unwrap();
     let out = checked(
-        preloaded("python3", dir.path())
+        preloaded(python, dir.path())
             .args([
                 "-c",
                 "import os, sys\nfd = os.open(sys.argv[1], os.O_RDONLY)\n\
