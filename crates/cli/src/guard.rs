@@ -72,35 +72,30 @@ pub(crate) fn wait_for(sigs: &[libc::c_int]) -> libc::c_int {
 /// this process as the program ended. Returns only on an error before the
 /// program started.
 ///
-/// With `group`, a cache of that many bytes the program's processes join
-/// at their first fork (docs/preload.md, "Processes"): until one forks,
-/// each serves from a cache of its own, which this process guards; from
-/// then on they share the group's, which this process holds as
-/// [`run_shared`] does, making its pages 2 MiB pages only once a process
-/// joined it.
+/// The program's processes join a cache of `capacity` bytes at their
+/// first fork (docs/preload.md, "Processes"): until one forks, each
+/// serves from a cache of its own, which this process guards; from then
+/// on they share the group's, which this process holds as [`run_shared`]
+/// does, making its pages 2 MiB pages only once a process joined it,
+/// and with `metrics` serves its figures from the start.
 pub fn run_guarded(
     mut cmd: Command,
     program: &Path,
-    group: Option<u64>,
-    files: crate::recover::Persisted,
+    (capacity, files): (u64, crate::recover::Persisted),
+    metrics: Option<SocketAddr>,
 ) -> Result<()> {
     let segment = files.guard_file()?;
     cmd.env(
         GUARD_VAR,
         std::os::fd::AsRawFd::as_raw_fd(&segment).to_string(),
     );
-    let (status, cache) = match group {
-        Some(capacity) => {
-            let cache = files.shared(capacity, true)?;
-            cmd.env(AT_FORK_VAR, "1");
-            (run_in(cmd, program, &cache, true, None, None)?, Some(cache))
-        }
-        None => (supervise(cmd, program)?, None),
-    };
+    let cache = files.shared(capacity, true)?;
+    cmd.env(AT_FORK_VAR, "1");
+    let status = run_in(cmd, program, &cache, true, None, metrics)?;
     // (What it writes, it says on stderr.)
     foliocache::Guardian::write_back(segment.as_fd());
     drop(segment);
-    files.end(cache.as_ref());
+    files.end(Some(&cache));
     end_as(status)
 }
 
@@ -225,6 +220,7 @@ fn run_in(
     })?;
     drop(metrics);
     drop(flusher);
+    report(cache);
     if own || cache.stats().processes == 0 {
         match cache.write_back_all() {
             Ok(0) => {}
@@ -243,6 +239,30 @@ fn run_in(
         }
     }
     Ok(status)
+}
+
+/// With the interposer's `FOLIOCACHE_PRELOAD_STATS` set, the group's
+/// figures once the program is gone, on stderr: every process's reads,
+/// as each last published them (at its exit, `_exit` included, or every
+/// so many reads: a process killed by a signal is in them up to its last
+/// publication), the same figures `--metrics` serves.
+fn report(cache: &foliocache::SharedCache) {
+    if std::env::var_os("FOLIOCACHE_PRELOAD_STATS").is_none_or(|v| v.is_empty()) {
+        return;
+    }
+    if !cache.joined() {
+        // No process joined the group: each served from a cache of its
+        // own, and said so in its line.
+        return;
+    }
+    let s = cache.stats();
+    eprintln!(
+        "foliocache run: the group's shared cache ({} pages cached, {} dirty): reads by every \
+         process: {}",
+        s.cached,
+        s.dirty,
+        foliocache::CacheFigures::of_group(&s).reads_line()
+    );
 }
 
 /// How often [`huge_pages_once_joined`] looks.

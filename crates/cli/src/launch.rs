@@ -39,9 +39,14 @@ pub struct RunArgs {
     #[command(flatten)]
     pub state: StateArgs,
 
-    /// Serve the cache's Prometheus metrics at http://ADDR/metrics from the
-    /// program's process (with `--shared` or `--cache`: the group's, from
-    /// `foliocache run` itself): `PORT` (on 127.0.0.1) or `HOST:PORT`.
+    /// Serve the group's cache's Prometheus metrics at
+    /// http://ADDR/metrics from `foliocache run` itself, from the start
+    /// of the run to its end, changing nothing else: `PORT` (on
+    /// 127.0.0.1) or `HOST:PORT`. Without `--shared`, the processes are
+    /// in the group's figures from the program's first fork on (until
+    /// then the program's process serves from a cache of its own).
+    /// Refused with `--no-guardian`, which leaves no launcher to serve
+    /// them.
     #[arg(long, value_name = "[HOST:]PORT", value_parser = crate::watch::parse_listen)]
     pub metrics: Option<std::net::SocketAddr>,
 
@@ -87,14 +92,24 @@ impl RunArgs {
 /// Refuses, before the program starts, what its cache would refuse
 /// where `foliocache mount` refuses it: a capacity above the memory this
 /// process may use (checked as `CacheBuilder::build` checks it:
-/// [`foliocache::capacity_fits`]) and a metrics address that cannot be
-/// bound (bound here, then let go for the program's library to bind).
-/// Left to the library, both would leave the program running uncached or
-/// unwatched, with a warning among its own output.
+/// [`foliocache::capacity_fits`]); a metrics address that cannot be
+/// bound (bound here, then let go for this process to bind once the
+/// cache is made); and `--metrics` with `--no-guardian`, where no
+/// launcher stays to serve them. Left to the run, each would leave the
+/// program running uncached or unwatched, with a warning among its own
+/// output.
 fn preflight(args: &RunArgs) -> Result<()> {
     if let Some(bytes) = args.capacity.filter(|&b| b > 0) {
         let bytes = usize::try_from(bytes).context("--capacity: too large for this machine")?;
         foliocache::capacity_fits(bytes).context("--capacity")?;
+    }
+    if args.metrics.is_some() && args.no_guardian {
+        anyhow::bail!(
+            "--metrics with --no-guardian: the metrics are served by `foliocache run`, which \
+             --no-guardian replaces by the program (nothing would serve the figures of the \
+             cache its processes share); run without --no-guardian, or set \
+             FOLIOCACHE_PRELOAD_METRICS for the program's own cache (docs/metrics.md)"
+        );
     }
     if let Some(addr) = args.metrics {
         std::net::TcpListener::bind(addr)
@@ -107,16 +122,14 @@ fn preflight(args: &RunArgs) -> Result<()> {
 /// (`crate::guard`), or with `--no-guardian` executes it in its place;
 /// returns only on an error.
 pub fn run(args: &RunArgs) -> Result<()> {
-    let mut cmd = preloaded(&args.preload())?;
     preflight(args)?;
+    let mut cmd = preloaded(&args.preload())?;
     let program = args.command.first().map_or(Path::new(""), Path::new);
     // Set below where it applies; never inherited.
     cmd.env_remove(crate::guard::AT_FORK_VAR);
-    if args.cache.is_some() || args.shared {
-        // The group's figures are served by this process, which holds
-        // the cache, not by each of the program's.
-        cmd.env_remove(METRICS_VAR);
-    }
+    // The group's figures are served by this process, which holds the
+    // cache, not by each of the program's.
+    cmd.env_remove(METRICS_VAR);
     // What an earlier launch on these directories left, killed with its
     // program, is written back before this one serves them (`preloaded`
     // checked each is a directory).
@@ -145,11 +158,8 @@ pub fn run(args: &RunArgs) -> Result<()> {
             return crate::guard::run_shared(cmd, program, (capacity, files), args.metrics, state);
         }
         Some(files) => {
-            // The program's processes join one cache at their first fork,
-            // unless each serves its own figures (`--metrics`: the
-            // program's process serves its own cache's).
-            let group = args.metrics.is_none().then_some(capacity);
-            return crate::guard::run_guarded(cmd, program, group, files);
+            // The program's processes join one cache at their first fork.
+            return crate::guard::run_guarded(cmd, program, (capacity, files), args.metrics);
         }
         None => {}
     }

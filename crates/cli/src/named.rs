@@ -144,11 +144,9 @@ fn stat(args: &StatArgs) -> Result<()> {
     let cache = SharedCache::attach_named(&args.name)
         .with_context(|| format!("attaching to the cache {}", args.name))?;
     let s = cache.stats();
-    let lookups = s.group_hits + s.group_misses;
     println!(
         "cache {}: {} pages ({} MiB, {} MiB in 2 MiB pages), {} cached, {} dirty; \
-         {} processes attached; {} hits, {} misses ({:.1} % hits, every process's); \
-         {} evictions, {} recoveries",
+         {} processes attached; {} evictions, {} recoveries",
         args.name,
         s.pages,
         (s.pages * 4096) >> 20,
@@ -156,11 +154,12 @@ fn stat(args: &StatArgs) -> Result<()> {
         s.cached,
         s.dirty,
         s.processes,
-        s.group_hits,
-        s.group_misses,
-        100.0 * s.group_hits as f64 / lookups.max(1) as f64,
         s.evictions,
         s.recoveries
+    );
+    println!(
+        "reads by every process: {}",
+        foliocache::CacheFigures::of_group(&s).reads_line()
     );
     Ok(())
 }

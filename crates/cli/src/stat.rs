@@ -170,10 +170,8 @@ fn print_text(v: &serde_json::Value) {
             mmap_mode(v),
         );
         println!(
-            "reads by the server: {} hits, {} misses, hit ratio {:.1} %",
-            n("hits"),
-            n("misses"),
-            c["hit_ratio"].as_f64().unwrap_or(0.0) * 100.0,
+            "reads by every process: {}",
+            c["reads_line"].as_str().unwrap_or("?")
         );
         print_files(v);
         return;
@@ -193,12 +191,9 @@ fn print_text(v: &serde_json::Value) {
         Some(line) => println!("{line}"),
         None => {
             println!(
-                "reads: {} hits, {} misses, hit ratio {:.1} %; {} backing reads ({:.1} MiB)",
-                n("hits"),
-                n("misses"),
-                c["hit_ratio"].as_f64().unwrap_or(0.0) * 100.0,
+                "reads: {}; {} backing reads",
+                c["reads_line"].as_str().unwrap_or("?"),
                 n("io_reads"),
-                mib(n("io_bytes")),
             );
             if let Some(line) = curve_line(c) {
                 println!("{line}");

@@ -538,6 +538,8 @@ impl Cache {
         CacheStats {
             hits: s.hits.sum(),
             misses: s.misses.sum(),
+            read_bytes: s.read_bytes.sum(),
+            first_read_bytes: s.first_read_bytes.sum(),
             folios: s.folios.sum(),
             bytes_cached: s.pages.sum() * PAGE_SIZE as u64,
             evictions: s.evictions.sum(),
@@ -652,14 +654,40 @@ impl Cache {
     }
 }
 
+impl CacheStats {
+    /// Bytes reads got from memory: [`read_bytes`](Self::read_bytes)
+    /// less [`first_read_bytes`](Self::first_read_bytes): the data reads
+    /// found cached, readahead's pages excluded (readahead counts where it
+    /// was read, with the backing's bytes). A folio
+    /// read from the backing counts whole at its first read, so a read
+    /// that takes part of a large folio and never comes back for the rest
+    /// makes this a little low, never high.
+    pub fn memory_bytes(&self) -> u64 {
+        self.read_bytes.saturating_sub(self.first_read_bytes)
+    }
+}
+
 /// Figures of a [`Cache`], from [`Cache::stats`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct CacheStats {
-    /// Folio lookups by reads that found the data cached.
+    /// Folio lookups by reads that found the data cached: page lookups,
+    /// not bytes (a read of 4 KiB and one of a 2 MiB folio count one
+    /// each), and a folio readahead brought in counts as a hit when a
+    /// read finds it. For what reads got from memory, in bytes, see
+    /// [`memory_bytes`](Self::memory_bytes).
     pub hits: u64,
     /// Folios a read had to create and fill from the backing.
     pub misses: u64,
+    /// Bytes reads returned (all reads: hits, misses and the parts of
+    /// each).
+    pub read_bytes: u64,
+    /// Of [`read_bytes`](Self::read_bytes), what the backing gave rather
+    /// than memory: the bytes of each folio read from the backing (by a
+    /// miss or by readahead), counted whole at the first read that copies
+    /// from it. Readahead that no read reached is in
+    /// [`io_bytes`](Self::io_bytes) only.
+    pub first_read_bytes: u64,
     /// Folios in the cache now.
     pub folios: u64,
     /// Bytes of folios in the cache now.
@@ -668,7 +696,8 @@ pub struct CacheStats {
     pub evictions: u64,
     /// Reads issued to backings (failed ones included).
     pub io_reads: u64,
-    /// Bytes those reads returned.
+    /// Bytes those reads returned: all the cache read from backings,
+    /// readahead's included.
     pub io_bytes: u64,
     /// The arena's size (the capacity, in whole pages).
     pub capacity_bytes: u64,

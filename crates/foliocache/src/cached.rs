@@ -51,12 +51,86 @@ pub struct CacheFigures {
     /// Reads that had to fill from the file: the private cache's folios
     /// created, the group's pages loaded (this process's).
     pub misses: u64,
+    /// Bytes reads returned (the private cache's every reader's, the
+    /// group's this process's).
+    pub read_bytes: u64,
+    /// Of those, bytes reads got from memory: the rest came from the file
+    /// for that read, a page readahead brought in counted where it was
+    /// read, not as a hit (`CacheStats::memory_bytes`,
+    /// `SharedStats::memory_bytes`).
+    pub memory_bytes: u64,
+    /// Bytes read from the files into the cache, readahead's included.
+    pub loaded_bytes: u64,
     /// Bytes of file data the cache holds now.
     pub cached_bytes: u64,
     /// Of those, bytes written and not yet written back.
     pub dirty_bytes: u64,
     /// Bytes the cache holds at most.
     pub capacity_bytes: u64,
+}
+
+impl CacheFigures {
+    /// A [`Cache`](crate::Cache)'s figures, from its
+    /// [`stats`](crate::Cache::stats).
+    pub fn of_cache(s: &crate::CacheStats) -> CacheFigures {
+        CacheFigures {
+            hits: s.hits,
+            misses: s.misses,
+            read_bytes: s.read_bytes,
+            memory_bytes: s.memory_bytes(),
+            loaded_bytes: s.io_bytes,
+            cached_bytes: s.bytes_cached,
+            dirty_bytes: s.dirty_bytes,
+            capacity_bytes: s.capacity_bytes,
+        }
+    }
+
+    /// A [`SharedCache`](crate::SharedCache)'s figures for the whole
+    /// group (every process's reads, as they last published them), from
+    /// its [`stats`](crate::SharedCache::stats).
+    pub fn of_group(s: &crate::SharedStats) -> CacheFigures {
+        CacheFigures {
+            hits: s.group_hits,
+            misses: s.group_misses,
+            read_bytes: s.group_read_bytes,
+            memory_bytes: s.group_memory_bytes(),
+            loaded_bytes: s.group_loaded_bytes,
+            cached_bytes: s.cached * PAGE,
+            dirty_bytes: s.dirty * PAGE,
+            capacity_bytes: s.pages * PAGE,
+        }
+    }
+
+    /// This process's figures in a [`SharedCache`](crate::SharedCache)
+    /// (its own reads; the pages are the group's), from its
+    /// [`stats`](crate::SharedCache::stats).
+    pub fn of_process(s: &crate::SharedStats) -> CacheFigures {
+        CacheFigures {
+            hits: s.hits,
+            misses: s.misses,
+            read_bytes: s.read_bytes,
+            memory_bytes: s.memory_bytes(),
+            loaded_bytes: s.loaded_bytes,
+            ..CacheFigures::of_group(s)
+        }
+    }
+
+    /// The reads as one line, bytes first: `B bytes read: M from memory
+    /// (P %), L read from the files (readahead included); H hits, M
+    /// misses (page lookups)`. What `foliocache stat`, `foliocache cache
+    /// stat` and the interposer's line at exit print.
+    pub fn reads_line(&self) -> String {
+        let share = if self.read_bytes == 0 {
+            0.0
+        } else {
+            100.0 * self.memory_bytes as f64 / self.read_bytes as f64
+        };
+        format!(
+            "{} bytes read: {} from memory ({share:.1} %), {} read from the files (readahead \
+             included); {} hits, {} misses (page lookups)",
+            self.read_bytes, self.memory_bytes, self.loaded_bytes, self.hits, self.misses
+        )
+    }
 }
 
 /// A file read and written through a page cache: [`File`] (this
@@ -406,9 +480,13 @@ impl CachedFile for File {
     fn figures(&self) -> CacheFigures {
         let inner = self.mapping.inner();
         let s = &inner.stats;
+        let read_bytes = s.read_bytes.sum();
         CacheFigures {
             hits: s.hits.sum(),
             misses: s.misses.sum(),
+            read_bytes,
+            memory_bytes: read_bytes.saturating_sub(s.first_read_bytes.sum()),
+            loaded_bytes: s.io_bytes.sum(),
             cached_bytes: s.pages.sum() * PAGE,
             dirty_bytes: s.dirty_pages.load(crate::sync::Ordering::Acquire) * PAGE,
             capacity_bytes: inner.mem.arena.capacity_pages() as u64 * PAGE,

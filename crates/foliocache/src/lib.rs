@@ -233,7 +233,7 @@ pub use mrc::{CurvePoint, HitRatioCurve, CAPACITY_RATIOS, KNOWN_BOUND};
 pub use pressure::{capacity_fits, PressureConfig};
 pub use read_many::{Completed, ReadQueue, ReadReq};
 pub use readahead::{Advice, ReadaheadConfig, Window};
-pub use shared::{Flusher, Host as SharedHost, SharedCache, SharedFile, SharedStats};
+pub use shared::{Flusher, Host as SharedHost, ReadCounts, SharedCache, SharedFile, SharedStats};
 pub use stats::{Latencies, LATENCY_BUCKETS};
 pub use warm::{WarmLoad, WarmSaved, WarmStart};
 pub use workingset::CacheStat;

@@ -179,6 +179,10 @@ impl Figures for SharedFigures {
             unit: None,
             samples: vec![(None, v)],
         };
+        let bytes = |name: &'static str, help: &'static str, v: u64| Family {
+            unit: Some(Unit::Bytes),
+            ..one(name, help, Kind::Counter, v)
+        };
         vec![
             one(
                 "foliocache_shared_capacity_pages",
@@ -212,9 +216,24 @@ impl Figures for SharedFigures {
             ),
             one(
                 "foliocache_shared_hits",
-                "Page reads served from the cache, by every process of the group",
+                "Page lookups of reads that found the page cached (not bytes; readahead's pages included), by every process of the group",
                 Kind::Counter,
                 s.group_hits,
+            ),
+            bytes(
+                "foliocache_shared_returned",
+                "Bytes reads returned, by every process of the group",
+                s.group_read_bytes,
+            ),
+            bytes(
+                "foliocache_shared_from_memory",
+                "Of the bytes reads returned, those found cached (a page readahead loaded counts as read from the file at its first read), by every process of the group",
+                s.group_memory_bytes(),
+            ),
+            bytes(
+                "foliocache_shared_loaded",
+                "Bytes read from the files into the cache (misses, readahead, partial writes' pages), by every process of the group",
+                s.group_loaded_bytes,
             ),
             one(
                 "foliocache_shared_misses",
@@ -290,13 +309,27 @@ struct Figure {
 
 /// The counters and gauges, in the order a scrape writes them (the
 /// latency histograms follow: see `CacheCollector::encode`).
-static FIGURES: [Figure; 26] = [
+static FIGURES: [Figure; 28] = [
     Figure {
         name: "foliocache_hits",
-        help: "Folio lookups by reads that found the data cached",
+        help: "Folio lookups by reads that found the data cached (lookups, not bytes; readahead's folios included)",
         kind: Kind::Counter,
         unit: None,
         value: |s, _| s.hits,
+    },
+    Figure {
+        name: "foliocache_returned",
+        help: "Bytes reads returned",
+        kind: Kind::Counter,
+        unit: Some(Unit::Bytes),
+        value: |s, _| s.read_bytes,
+    },
+    Figure {
+        name: "foliocache_from_memory",
+        help: "Of the bytes reads returned, those found cached (a folio read from the backing, by readahead too, counts as read from below at its first read)",
+        kind: Kind::Counter,
+        unit: Some(Unit::Bytes),
+        value: |s, _| s.memory_bytes(),
     },
     Figure {
         name: "foliocache_misses",
@@ -342,7 +375,7 @@ static FIGURES: [Figure; 26] = [
     },
     Figure {
         name: "foliocache_read",
-        help: "Bytes read from backings",
+        help: "Bytes read from backings, readahead's included",
         kind: Kind::Counter,
         unit: Some(Unit::Bytes),
         value: |s, _| s.io_bytes,
@@ -638,6 +671,9 @@ mod tests {
         let (_, after) = get(addr, "GET", "/metrics");
         assert!(sample(&after, "foliocache_misses_total") >= 1.0, "{after}");
         assert!(sample(&after, "foliocache_hits_total") >= 1.0, "{after}");
+        // Two reads of 4 KiB, in bytes; the first from the backing.
+        assert_eq!(sample(&after, "foliocache_returned_bytes_total"), 8192.0);
+        assert!(sample(&after, "foliocache_from_memory_bytes_total") <= 4096.0);
         assert!(sample(&after, "foliocache_miss_latency_seconds_count") >= 1.0);
         assert_eq!(sample(&after, "foliocache_sync_latency_seconds_count"), 1.0);
         assert_eq!(sample(&after, "foliocache_read_errors_total"), 0.0);

@@ -162,8 +162,18 @@ impl ShardedCounter {
 /// the two gauges that writeback and reclaim decide on are the shim's.
 #[derive(Default)]
 pub(crate) struct Stats {
+    /// Folio lookups by reads that found the data cached (page lookups,
+    /// not bytes: a read of 4 KiB and one of a 2 MiB folio count one).
     pub(crate) hits: ShardedCounter,
     pub(crate) misses: ShardedCounter,
+    /// Bytes reads returned (every read: hit, miss, or part of each).
+    pub(crate) read_bytes: ShardedCounter,
+    /// Bytes of folios read from the backing (a miss's, readahead's),
+    /// counted whole at the first read that copies from each
+    /// (`FolioFlags::FRESH`): of [`read_bytes`](Self::read_bytes), what
+    /// the device gave rather than memory. Readahead no read reached is
+    /// in `io_bytes` only.
+    pub(crate) first_read_bytes: ShardedCounter,
     pub(crate) folios: ShardedCounter,
     pub(crate) pages: ShardedCounter,
     pub(crate) evictions: ShardedCounter,
@@ -200,13 +210,15 @@ pub(crate) struct Stats {
 }
 
 impl Stats {
-    /// Counts a hit, and for the miss-ratio curve its age in ticks since
+    /// Counts a hit that returned `bytes` (0 where the read counts its
+    /// bytes itself), and for the miss-ratio curve its age in ticks since
     /// its folio's last read (`Folio::touch`), the cache's and its file's
-    /// if kept (`file`): one lookup of the thread's shard for both counts.
+    /// if kept (`file`): one lookup of the thread's shard for every count.
     #[inline]
-    pub(crate) fn count_hit(&self, age: u16, file: Option<&FileCounts>) {
+    pub(crate) fn count_hit(&self, age: u16, bytes: u64, file: Option<&FileCounts>) {
         let (i, owned) = shard::current();
         bump(&self.hits.shards[i].0, owned, 1);
+        bump(&self.read_bytes.shards[i].0, owned, bytes);
         self.aged.add_at(i, owned, age);
         if let Some(f) = file {
             f.aged.add_at(i, owned, age);
@@ -278,6 +290,10 @@ impl Stats {
     }
 }
 
+/// The bytes of a read of one page ([`Probe::read`]'s hits).
+#[cfg(feature = "internals")]
+const PAGE_BYTES: u64 = 4096;
+
 /// The estimator as a hit meets it (its folio's stamp touched, then
 /// `Stats::observe_read`): for the benches (`internals`).
 #[cfg(feature = "internals")]
@@ -310,7 +326,7 @@ impl Probe {
         let stamp = &self.stamps[(index % self.stamps.len() as u64) as usize];
         let age = mrc::touch(stamp, self.stats.mrc.now());
         if hit {
-            self.stats.count_hit(age, None);
+            self.stats.count_hit(age, PAGE_BYTES, None);
         }
         self.stats
             .observe_read(id, (index, index), hit, (None, true));

@@ -27,7 +27,7 @@
 
 use std::time::UNIX_EPOCH;
 
-use foliocache::{Cache, CacheStats, SharedStats};
+use foliocache::{Cache, CacheFigures, CacheStats, SharedStats};
 use fuser::{Errno, FileAttr, FileType, INodeNo};
 
 /// The control file's name at the mount root.
@@ -112,6 +112,9 @@ pub fn cache_stats_json(s: &CacheStats) -> serde_json::Value {
         "hits": s.hits,
         "misses": s.misses,
         "hit_ratio": ratio,
+        "read_bytes": s.read_bytes,
+        "memory_bytes": s.memory_bytes(),
+        "reads_line": CacheFigures::of_cache(s).reads_line(),
         "folios": s.folios,
         "bytes_cached": s.bytes_cached,
         "dirty_bytes": s.dirty_bytes,
@@ -136,16 +139,24 @@ pub fn cache_stats_json(s: &CacheStats) -> serde_json::Value {
 
 /// A named shared cache's figures as JSON: the fields of
 /// [`cache_stats_json`] it has (its pages counted as folios and bytes;
-/// hits and misses are the server's own reads), and its own
+/// hits and misses are the server's own reads, the bytes and
+/// `"reads_line"` every process's, as `"group_hits"` and
+/// `"group_misses"`), and its own
 /// (`"pages"`, `"recoveries"`, `"processes"`, `"huge_bytes"`: the pages
 /// in 2 MiB pages).
 pub fn shared_stats_json(s: &SharedStats) -> serde_json::Value {
     const PAGE: u64 = 4096;
     let ratio = hit_ratio(s.hits, s.misses);
+    let group = CacheFigures::of_group(s);
     serde_json::json!({
         "hits": s.hits,
         "misses": s.misses,
         "hit_ratio": ratio,
+        "group_hits": s.group_hits,
+        "group_misses": s.group_misses,
+        "read_bytes": group.read_bytes,
+        "memory_bytes": group.memory_bytes,
+        "reads_line": group.reads_line(),
         "folios": s.cached,
         "bytes_cached": s.cached * PAGE,
         "dirty_bytes": s.dirty * PAGE,

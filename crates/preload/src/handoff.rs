@@ -299,6 +299,28 @@ pub extern "C" fn _Fork() -> pid_t {
     pid
 }
 
+/// `_exit(2)`: a process that ends without its exit handlers (every
+/// `multiprocessing` worker, a forked child's `os._exit`) still has its
+/// figures line ([`ENV_STATS`](crate::ENV_STATS)) and its reads in the
+/// group's figures (`state::ending_now`). Nothing is written back here,
+/// as nothing is flushed by `_exit`: what it leaves unsaved is its
+/// guardian's, or its group's launcher's, to write back.
+#[no_mangle]
+pub extern "C" fn _exit(status: c_int) -> ! {
+    crate::state::ending_now();
+    // SAFETY: an integer argument; the C library's `_exit`.
+    unsafe { real!(_exit: unsafe extern "C" fn(c_int) -> !)(status) }
+}
+
+/// `_Exit`: as [`_exit`].
+#[no_mangle]
+#[allow(non_snake_case)]
+pub extern "C" fn _Exit(status: c_int) -> ! {
+    crate::state::ending_now();
+    // SAFETY: an integer argument; the C library's `_Exit`.
+    unsafe { real!(_Exit: unsafe extern "C" fn(c_int) -> !)(status) }
+}
+
 /// `fork`'s parent handler: the locks the prepare handler took are let go.
 extern "C" fn in_parent() {
     crate::state::after_fork();
@@ -308,6 +330,7 @@ extern "C" fn in_parent() {
 /// serving (`state::after_fork`); otherwise it passes through (the
 /// cache's threads did not follow it).
 extern "C" fn in_child() {
+    crate::state::forked();
     if !crate::state::after_fork() {
         crate::state::pass_through_for_good();
     }
@@ -316,7 +339,7 @@ extern "C" fn in_child() {
 /// At exit: the figures if asked for, and every file handed to the
 /// kernel, written back.
 extern "C" fn at_exit() {
-    crate::state::report();
+    crate::state::ending_now();
     hand_all_to_kernel();
 }
 

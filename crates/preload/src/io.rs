@@ -157,7 +157,7 @@ pub(crate) unsafe fn read_iov(
     at: Option<u64>,
     flags: ReadFlags,
 ) -> io::Result<usize> {
-    match at {
+    let r = match at {
         // SAFETY: the caller's promise.
         Some(offset) => unsafe { read_at(d, iov, offset, flags) },
         None => d.at_position(fd, |pos| {
@@ -165,7 +165,11 @@ pub(crate) unsafe fn read_iov(
             let n = unsafe { read_at(d, iov, pos, flags) }?;
             Ok((n, pos + n as u64))
         }),
+    };
+    if d.file.private().is_some() {
+        crate::state::after_own_read();
     }
+    r
 }
 
 /// Writes the buffers at `offset`, with `flags` (at the end of the file for an

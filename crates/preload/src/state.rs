@@ -16,7 +16,7 @@ use std::os::fd::BorrowedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use fc::{AnyFile, Cache, CachedFile, SharedCache, SharedFile, SharedHandle};
@@ -34,13 +34,14 @@ mod join;
 mod member;
 mod open;
 use exit::OPENS;
-pub(crate) use exit::{hand_all_for_exec, hand_all_to_kernel, report};
+pub(crate) use exit::{ending_now, forked, hand_all_for_exec, hand_all_to_kernel};
 pub(crate) use fork::{after_fork, prepare_fork, write_back_all};
 use handed::{close_on_exec, handed_on_open, mark_group, Handed, HANDED, STREAM_FDS};
 pub(crate) use handed::{
     hand_stream, mapping_plain, release_stream, served_len, take_stream, writing_back,
 };
-pub(crate) use join::spawning;
+pub(crate) use join::{after_own_read, spawning};
+use join::publish_own_reads;
 pub(crate) use open::adopt;
 use open::{proc_path, served_key};
 
@@ -139,6 +140,7 @@ fn config() -> &'static Config {
 /// open, from a signal handler perhaps, is the first to read it (which
 /// allocates).
 pub(crate) fn configure() {
+    forked();
     inside((), || {
         config();
         // A process of a group attaches now, before `main`: a `stat` (from
@@ -315,6 +317,7 @@ impl Drop for Desc {
             (Some(cache), AnyFile::Private(file)) => {
                 crate::warm::closing(cache, &file);
                 cache.close_keeping(file);
+                publish_own_reads();
             }
             (_, file) => drop(file),
         });

@@ -190,11 +190,13 @@ fn run_starts_the_program_under_the_library() {
     assert_eq!(std::fs::read(dir.path().join("f")).expect("f"), b"data");
 }
 
-/// `foliocache run --metrics`: the program's own cache serves its metrics
-/// while the program runs (a Python that opens a served file, reads from
-/// it, and sleeps while the test scrapes). (Not a shell: its `read <&3`
-/// moves the file onto fd 0, which hands it to the kernel: the standard
-/// streams are never served, docs/preload.md.)
+/// `foliocache run --metrics`: the launcher serves the group's figures
+/// while the program runs, and a program of one process, which serves
+/// from a cache of its own until it forks, is in them (a Python that
+/// opens a served file, reads from it, and sleeps while the test
+/// scrapes). (Not a shell: its `read <&3` moves the file onto fd 0,
+/// which hands it to the kernel: the standard streams are never served,
+/// docs/preload.md.)
 #[test]
 fn run_serves_the_programs_metrics_while_it_runs() {
     use std::io::{Read, Write};
@@ -212,7 +214,11 @@ fn run_serves_the_programs_metrics_while_it_runs() {
         .arg(dir.path())
         .args([
             "--",
-            "python3",
+            // (Not `python3` by the PATH, which may be a shell script
+            // that forks first: the program would then be in the group
+            // from its start, whose reads are published every 64 misses
+            // and at a close, not at the first.)
+            "/usr/bin/python3",
             "-c",
             "import os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY); \
              assert os.read(fd, 100) == b'a line\\n'; time.sleep(3)",
@@ -220,14 +226,14 @@ fn run_serves_the_programs_metrics_while_it_runs() {
         .arg(dir.path().join("f"))
         .spawn()
         .expect("running foliocache run");
-    // The server starts at the program's first served open: wait for it
-    // (a bounded wait for the start, not a timed assertion).
+    // The server starts with the run, the read is published at once:
+    // wait for both (a bounded wait, not a timed assertion).
     let mut text = String::new();
     for _ in 0..100 {
         if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
             write!(s, "GET /metrics HTTP/1.0\r\n\r\n").expect("request");
             s.read_to_string(&mut text).expect("response");
-            if text.contains("foliocache_misses_total 1") {
+            if text.contains("foliocache_shared_returned_bytes_total 7") {
                 break;
             }
             text.clear();
@@ -240,8 +246,9 @@ fn run_serves_the_programs_metrics_while_it_runs() {
         "{text}"
     );
     for line in [
-        "foliocache_misses_total 1",
-        "foliocache_capacity_bytes 16777216",
+        "foliocache_shared_returned_bytes_total 7",
+        "foliocache_shared_misses_total 1",
+        "foliocache_shared_capacity_pages 4096",
     ] {
         assert!(text.contains(line), "no `{line}` in:\n{text}");
     }

@@ -434,11 +434,13 @@ fn metrics_move_as_a_program_reads_and_writes_through_the_mount() {
             .split_whitespace()
             .map(|c| c.parse().unwrap_or_else(|_| panic!("a number: {c} in {l}")))
             .collect();
-        assert_eq!(cells.len(), 10, "{l}");
+        assert_eq!(cells.len(), 11, "{l}");
         // The bytes cached: the files read and written.
         assert!(cells[8] >= 1.0, "{l}");
         // The hit ratio predicted at twice the capacity, in percent.
         assert!((0.0..=100.0).contains(&cells[9]), "{l}");
+        // The share of the bytes read found in memory, in percent.
+        assert!((0.0..=100.0).contains(&cells[10]), "{l}");
     }
     stop(&mut child);
 }
@@ -461,7 +463,10 @@ fn stat_shows_the_cache_and_each_file() {
         "{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(text.contains("hit ratio"), "{text}");
+    // Reads in bytes first, then in page lookups.
+    assert!(text.contains(" bytes read: "), "{text}");
+    assert!(text.contains(" from memory ("), "{text}");
+    assert!(text.contains("misses (page lookups)"), "{text}");
     assert!(text.contains("a: cached 256 pages"), "{text}");
     let json = Command::new(BIN)
         .args(["stat", "--json"])

@@ -8,7 +8,6 @@ use std::os::fd::AsFd;
 use rustix::fs::FallocateFlags;
 
 use super::{page_range, CacheFigures, CachedFile};
-use crate::arena::PAGE;
 use crate::flags::ReadFlags;
 use crate::mrc::HitRatioCurve;
 use crate::readahead::Advice;
@@ -109,13 +108,6 @@ impl CachedFile for SharedFile {
     }
 
     fn figures(&self) -> CacheFigures {
-        let s = self.cache().stats();
-        CacheFigures {
-            hits: s.hits,
-            misses: s.misses,
-            cached_bytes: s.cached * PAGE,
-            dirty_bytes: s.dirty * PAGE,
-            capacity_bytes: s.pages * PAGE,
-        }
+        CacheFigures::of_process(&self.cache().stats())
     }
 }

@@ -117,6 +117,10 @@ impl Mapping {
         // of this memory left there.
         f.fill_buf()[got..].fill(0);
         f.test_and_clear(FolioFlags::ERROR);
+        if got > 0 {
+            // Read from the backing: its first read counts it so.
+            f.test_and_set(FolioFlags::FRESH);
+        }
         f.mark_uptodate();
         Ok(())
     }

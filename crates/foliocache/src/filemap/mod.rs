@@ -611,7 +611,8 @@ impl Mapping {
 /// Whether the read path's hit may serve a read ending at file byte `end`
 /// (and starting inside it) from `f`, whose flags are `ff`: uptodate,
 /// neither `READAHEAD` nor `DROPBEHIND` (the batch path acts on those),
-/// and the whole read inside it.
+/// and the whole read inside it. (A `FRESH` folio is served, and its
+/// first read counted: `Mapping::first_read`.)
 #[inline]
 pub(crate) fn serves_hit(f: &Folio, ff: FolioFlags, end: u64) -> bool {
     ff.contains(FolioFlags::UPTODATE)

@@ -66,6 +66,9 @@ impl Mapping {
             let start = f.index() * PAGE;
             let ff = f.flags();
             if serves_hit(&f, ff, end) {
+                if ff.contains(FolioFlags::FRESH) {
+                    self.first_read(&f, size);
+                }
                 // A read that goes on in the folio where this thread's
                 // previous read ended is not a new access.
                 let age = cache
@@ -75,11 +78,13 @@ impl Mapping {
                 self.copy_out(&f, (offset - start) as usize, &mut buf[..n]);
                 if !started {
                     let file = self.curve_counts();
-                    cache.stats.count_hit(age, file);
+                    cache.stats.count_hit(age, n as u64, file);
                     let pages = (offset / PAGE, (end - 1) / PAGE);
                     cache
                         .stats
                         .observe_read(self.sample_key, pages, true, (file, true));
+                } else {
+                    cache.stats.read_bytes.add(n as u64);
                 }
                 return Ok(n);
             }
@@ -183,15 +188,19 @@ impl Mapping {
                     f.test_and_clear(FolioFlags::DROPBEHIND);
                     ff = f.flags();
                 }
+                if ff.contains(FolioFlags::FRESH) {
+                    self.first_read(&f, size);
+                }
                 let age =
                     cache
                         .lru()
                         .read_access(&f, ff, copied == 0 && sequential && offset > start);
                 self.copy_out(&f, from, &mut buf[copied..copied + n]);
                 if !missed && !started {
-                    // The read's first folio counts with its age.
+                    // The read's first folio counts with its age (its
+                    // bytes are counted below, with the others').
                     if copied == 0 {
-                        cache.stats.count_hit(age, self.curve_counts());
+                        cache.stats.count_hit(age, 0, self.curve_counts());
                     } else {
                         cache.stats.hits.add(1);
                     }
@@ -208,7 +217,25 @@ impl Mapping {
             }
         }
         ra.prev_pos.store(offset + copied as u64, Ordering::Relaxed);
+        cache.stats.read_bytes.add(copied as u64);
         Ok(copied)
+    }
+
+    /// The first read of folio `f`, filled from the backing
+    /// (`FolioFlags::FRESH`), in a file of `size` bytes: its bytes, cut at
+    /// the size, count as read from below for a read (once, by whichever
+    /// read clears the flag), so that the bytes reads got from memory are
+    /// `read_bytes - first_read_bytes`: a page readahead brought in is
+    /// counted where it was read, not as a hit in bytes. Whole, even when
+    /// the read takes part of it: a stream that reads a large folio in
+    /// pieces got all of it from the device.
+    #[cold]
+    pub(super) fn first_read(&self, f: &crate::folio::Folio, size: u64) {
+        if f.test_and_clear(FolioFlags::FRESH) {
+            let start = f.index() * PAGE;
+            let bytes = (start + f.nr_pages() * PAGE).min(size).saturating_sub(start);
+            self.inner().stats.first_read_bytes.add(bytes);
+        }
     }
 
     /// A memory file's read of bytes `offset..end` (the batched lookup of
@@ -254,6 +281,7 @@ impl Mapping {
                 pos += n as u64;
             }
         }
+        cache.stats.read_bytes.add(end - offset);
         (end - offset) as usize
     }
 
@@ -556,6 +584,7 @@ impl Mapping {
                 // and any a previous owner left.
                 f.fill_buf()[have as usize..].fill(0);
                 f.test_and_clear(FolioFlags::ERROR);
+                f.test_and_set(FolioFlags::FRESH);
                 f.mark_uptodate();
             } else if let Err(e) = self.read_folio(f) {
                 // Short mid-file: read it on its own (which retries).

@@ -15,6 +15,7 @@
 //!            folio is in a mapping; every lookup adds 1, dropped by the caller.
 //!  flags:    LOCKED WAITERS UPTODATE DIRTY WRITEBACK READAHEAD REFERENCED
 //!            ACTIVE WORKINGSET DROPBEHIND ERROR LRU ACTIVATE ASYNC_WAITERS
+//!            FRESH
 //! ```
 //!
 //! # Locking
@@ -101,6 +102,10 @@ bitflags::bitflags! {
         /// unlock with only sleeping threads to wake never takes a bucket
         /// lock, and one with none pays nothing.
         const ASYNC_WAITERS = 1 << 13;
+        /// Filled by a read from the backing (a miss's or readahead's) and
+        /// not yet read by a read: its first read counts its bytes as read
+        /// from below, not from memory (`Mapping::first_read`), and clears it.
+        const FRESH = 1 << 14;
     }
 }
 

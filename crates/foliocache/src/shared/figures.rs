@@ -18,10 +18,25 @@ pub(super) struct Published {
     /// `forks << 32 | participant` the bases are for; `u64::MAX` before
     /// the first.
     holder: AtomicU64,
-    part: [AtomicU64; 2],
-    own: [AtomicU64; 2],
+    part: [AtomicU64; COUNTS],
+    own: [AtomicU64; COUNTS],
     /// This process's counts at its last publication.
-    last: [AtomicU64; 2],
+    last: [AtomicU64; COUNTS],
+}
+
+/// The counts a process publishes: hits, misses, bytes read, of them
+/// first read from the files, bytes loaded.
+const COUNTS: usize = 5;
+
+/// A participant's published counts, in [`COUNTS`]' order.
+fn part_counts(part: &seg::Part) -> [&AtomicU64; COUNTS] {
+    [
+        &part.hits,
+        &part.misses,
+        &part.read_bytes,
+        &part.first_read_bytes,
+        &part.loaded_bytes,
+    ]
 }
 
 impl Default for Published {
@@ -45,20 +60,37 @@ impl Inner {
     /// Writes this process's hits and misses to its participant, where
     /// [`SharedCache::stats`] of any process adds them up: the
     /// participant's counts from before this process took it, plus what
-    /// this process counted since. A process that never registered (one
-    /// that only looks at the figures: `foliocache cache stat`) counted
-    /// nothing and takes no participant for it; one that counted has one
-    /// (a miss registers).
+    /// this process counted since. A process that counted nothing since
+    /// its last publication (one that only looks at the figures:
+    /// `foliocache cache stat`; a forked child that has not read yet)
+    /// takes no participant for it; one that counted takes one if it has
+    /// none (a forked child whose reads were all hits).
     pub(super) fn publish(&self) {
-        let Some(id) = self.me.registered() else {
-            return;
+        let own = [
+            self.hits.sum(),
+            self.misses.sum(),
+            self.read_bytes.sum(),
+            self.first_read_bytes.sum(),
+            self.loaded_bytes.sum(),
+        ];
+        let id = match self.me.registered() {
+            Some(id) => id,
+            None => {
+                let last = &self.published.last;
+                if own.iter().zip(last).all(|(o, l)| *o == l.load(Ordering::Relaxed)) {
+                    return;
+                }
+                match self.me.id(&self.seg) {
+                    Ok(id) => id,
+                    Err(_) => return,
+                }
+            }
         };
         // A number is `generation << 10 | participant`.
         let Some(part) = self.seg.part(id & (seg::PARTS - 1)) else {
             return;
         };
-        let own = [self.hits.sum(), self.misses.sum()];
-        let counts = [&part.hits, &part.misses];
+        let counts = part_counts(part);
         let holder = (lock::forks() & 0xffff_ffff) << 32 | u64::from(id);
         let p = &self.published;
         if p.holder.load(Ordering::Acquire) != holder {
@@ -70,7 +102,7 @@ impl Inner {
             }
             p.holder.store(holder, Ordering::Release);
         }
-        for k in 0..2 {
+        for k in 0..COUNTS {
             let since = own[k].wrapping_sub(p.own[k].load(Ordering::Relaxed));
             let now = p.part[k].load(Ordering::Relaxed).wrapping_add(since);
             counts[k].fetch_max(now, Ordering::Relaxed);
@@ -79,7 +111,56 @@ impl Inner {
     }
 }
 
+/// A process's reads in another cache, for the group's figures
+/// ([`SharedCache::count_reads_elsewhere`]): totals so far, as that cache
+/// counts them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadCounts {
+    /// Lookups that found the data cached.
+    pub hits: u64,
+    /// Lookups that loaded it.
+    pub misses: u64,
+    /// Bytes the reads returned.
+    pub read_bytes: u64,
+    /// Of those, bytes that came from the files for the read
+    /// (`CacheStats::first_read_bytes`).
+    pub first_read_bytes: u64,
+    /// Bytes read from the files into that cache.
+    pub loaded_bytes: u64,
+}
+
 impl SharedCache {
+    /// Counts in the group's figures, as this process's, the reads
+    /// another cache of this process served: a process of a group it
+    /// joins at its first fork serves from a cache of its own until then
+    /// (`foliocache run`; docs/preload.md, "Processes"), and the group's
+    /// figures (`foliocache run --metrics`) are every process's reads.
+    /// `totals` are that cache's counts so far: what they grew by since
+    /// the last call is added to this process's counts, which are
+    /// published at once. This process takes a participant if it has
+    /// none.
+    ///
+    /// # Errors
+    /// When this process cannot take a participant (every one is a live
+    /// process's): nothing is counted.
+    pub fn count_reads_elsewhere(&self, totals: ReadCounts) -> std::io::Result<()> {
+        let i = &self.inner;
+        i.me.id(&i.seg)?;
+        let counts = [
+            (&i.hits, totals.hits),
+            (&i.misses, totals.misses),
+            (&i.read_bytes, totals.read_bytes),
+            (&i.first_read_bytes, totals.first_read_bytes),
+            (&i.loaded_bytes, totals.loaded_bytes),
+        ];
+        for ((counter, now), last) in counts.into_iter().zip(&i.elsewhere) {
+            let before = last.swap(now, Ordering::Relaxed);
+            counter.add(now.wrapping_sub(before));
+        }
+        i.publish();
+        Ok(())
+    }
+
     /// What the cache holds and did.
     pub fn stats(&self) -> SharedStats {
         let seg = &self.inner.seg;
@@ -92,12 +173,15 @@ impl SharedCache {
             cached += u64::from(used);
         }
         self.inner.publish();
-        let (mut processes, mut group_hits, mut group_misses) = (0, 0u64, 0u64);
+        let mut processes = 0;
+        let mut group = [0u64; COUNTS];
         for part in (0..seg::PARTS).filter_map(|i| seg.part(i)) {
             processes += u64::from(lock::lives(part));
-            group_hits = group_hits.wrapping_add(part.hits.load(Ordering::Relaxed));
-            group_misses = group_misses.wrapping_add(part.misses.load(Ordering::Relaxed));
+            for (sum, c) in group.iter_mut().zip(part_counts(part)) {
+                *sum = sum.wrapping_add(c.load(Ordering::Relaxed));
+            }
         }
+        let i = &self.inner;
         SharedStats {
             pages: seg.pages,
             cached,
@@ -105,12 +189,31 @@ impl SharedCache {
             evictions: h.evictions.load(Ordering::Relaxed),
             recoveries: h.recoveries.load(Ordering::Relaxed),
             processes,
-            hits: self.inner.hits.sum(),
-            misses: self.inner.misses.sum(),
-            group_hits,
-            group_misses,
+            hits: i.hits.sum(),
+            misses: i.misses.sum(),
+            read_bytes: i.read_bytes.sum(),
+            first_read_bytes: i.first_read_bytes.sum(),
+            loaded_bytes: i.loaded_bytes.sum(),
+            group_hits: group[0],
+            group_misses: group[1],
+            group_read_bytes: group[2],
+            group_first_read_bytes: group[3],
+            group_loaded_bytes: group[4],
             huge_bytes: h.huge_bytes.load(Ordering::Relaxed),
         }
+    }
+
+    /// Publishes this process's reads in the group's figures now, as
+    /// every 1,024 hits and 64 misses of a thread do and as
+    /// [`stats`](Self::stats) does, without counting the pages: for a
+    /// process about to end without closing its files (`_exit`), so that
+    /// the group's figures hold all it read, and for one about to fork,
+    /// so that its child starts from a publication of its own. Atomic
+    /// stores, and no lock; a process that read since its last
+    /// publication and has no participant yet takes one first (a read of
+    /// `/proc/self/stat`).
+    pub fn publish_figures(&self) {
+        self.inner.publish();
     }
 
     /// A handle that does not keep the cache alive (a metrics collector's).

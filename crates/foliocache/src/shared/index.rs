@@ -14,7 +14,9 @@ use std::sync::atomic::{fence, Ordering};
 
 use super::crash::point;
 use super::lock::{alive, lock, nap_on_holder, Held};
-use super::seg::{Desc, PageMem, Seg, F_DIRTY, F_REFERENCED, F_UPTODATE, F_USED, PAGE};
+use super::seg::{
+    Desc, PageMem, Seg, F_DIRTY, F_FRESH, F_REFERENCED, F_UPTODATE, F_USED, PAGE,
+};
 
 /// A file page's identity: which slot, which of the slot's files, which
 /// page.
@@ -104,12 +106,15 @@ pub(crate) fn find(seg: &Seg, key: Key) -> Found {
 }
 
 /// Marks page `p` read since the clock passed (a shared write only when
-/// the bit is not yet set).
+/// the bit is not yet set); whether this read is the first of a page
+/// readahead filled (`F_FRESH`, cleared here, by one reader only).
 #[inline]
-pub(crate) fn touch(d: &Desc) {
-    if d.flags.load(Ordering::Relaxed) & F_REFERENCED == 0 {
+pub(crate) fn touch(d: &Desc) -> bool {
+    let flags = d.flags.load(Ordering::Relaxed);
+    if flags & F_REFERENCED == 0 {
         d.flags.fetch_or(F_REFERENCED, Ordering::Relaxed);
     }
+    flags & F_FRESH != 0 && d.flags.fetch_and(!F_FRESH, Ordering::Relaxed) & F_FRESH != 0
 }
 
 /// A page held by this process: no one else changes its bytes, flags or

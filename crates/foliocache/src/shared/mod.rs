@@ -46,6 +46,7 @@
 mod adopt;
 pub(crate) mod crash;
 mod figures;
+pub use figures::ReadCounts;
 mod flusher;
 pub use flusher::Flusher;
 mod handover;
@@ -105,6 +106,16 @@ pub(crate) struct Inner {
     /// Sharded: a hit writes nothing another thread reads.
     hits: ShardedCounter,
     misses: ShardedCounter,
+    /// Bytes this process's reads returned.
+    read_bytes: ShardedCounter,
+    /// Of those, the bytes of pages read from their files for a read
+    /// (`SharedStats::first_read_bytes`).
+    first_read_bytes: ShardedCounter,
+    /// Bytes this process read from files into the cache.
+    loaded_bytes: ShardedCounter,
+    /// The totals of another cache of this process's last counted here
+    /// (`SharedCache::count_reads_elsewhere`).
+    elsewhere: [crate::sync::StatU64; 5],
     /// What this process last published in its participant.
     published: Published,
     /// The process whose thread collapses the pages (`huge.rs`), 0 if
@@ -127,10 +138,22 @@ pub struct SharedStats {
     pub recoveries: u64,
     /// Processes attached now.
     pub processes: u64,
-    /// Reads of this process served from the cache, in pages.
+    /// Reads of this process served from the cache, in page lookups (a
+    /// page readahead loaded counts as a hit when a read finds it; for
+    /// bytes, see [`memory_bytes`](Self::memory_bytes)).
     pub hits: u64,
     /// Reads of this process that loaded a page.
     pub misses: u64,
+    /// Bytes this process's reads returned.
+    pub read_bytes: u64,
+    /// Of those, what came from the files rather than memory: the bytes
+    /// of each page read from its file for a read (the page a miss
+    /// loaded, cut at the end of the file; a page readahead loaded, whole,
+    /// at its first read).
+    pub first_read_bytes: u64,
+    /// Bytes this process read from files into the cache: misses,
+    /// readahead (read or not), and the pages partial writes filled.
+    pub loaded_bytes: u64,
     /// Reads served from the cache by every process of the group, this
     /// one's and those gone included, in pages: each process publishes
     /// its count every 1,024 hits of a thread of its, and at each call of
@@ -139,9 +162,34 @@ pub struct SharedStats {
     /// Reads that loaded a page, by every process of the group
     /// (published every 64 misses of a thread, and at `stats`).
     pub group_misses: u64,
+    /// [`read_bytes`](Self::read_bytes) of every process of the group,
+    /// published as [`group_hits`](Self::group_hits) is.
+    pub group_read_bytes: u64,
+    /// [`first_read_bytes`](Self::first_read_bytes) of every process of
+    /// the group, likewise.
+    pub group_first_read_bytes: u64,
+    /// [`loaded_bytes`](Self::loaded_bytes) of every process of the
+    /// group, likewise.
+    pub group_loaded_bytes: u64,
     /// Bytes of the pages that 2 MiB pages map (the creator's collapse,
     /// so far).
     pub huge_bytes: u64,
+}
+
+impl SharedStats {
+    /// Bytes this process's reads got from memory:
+    /// [`read_bytes`](Self::read_bytes) less
+    /// [`first_read_bytes`](Self::first_read_bytes) (readahead counts where
+    /// it was read, not as a hit).
+    pub fn memory_bytes(&self) -> u64 {
+        self.read_bytes.saturating_sub(self.first_read_bytes)
+    }
+
+    /// [`memory_bytes`](Self::memory_bytes) of every process of the group.
+    pub fn group_memory_bytes(&self) -> u64 {
+        self.group_read_bytes
+            .saturating_sub(self.group_first_read_bytes)
+    }
 }
 
 impl SharedCache {
@@ -172,6 +220,10 @@ impl SharedCache {
                 me: Me::new(),
                 hits: ShardedCounter::default(),
                 misses: ShardedCounter::default(),
+                read_bytes: ShardedCounter::default(),
+                first_read_bytes: ShardedCounter::default(),
+                loaded_bytes: ShardedCounter::default(),
+                elsewhere: Default::default(),
                 published: Published::default(),
                 collapser: crate::sync::AtomicU32::new(0),
             }),

@@ -10,7 +10,7 @@ use super::crash::point;
 use super::figures::{PUBLISH_HITS, PUBLISH_MISSES};
 use super::index::{self, Found, Hold, Key};
 use super::lock;
-use super::seg::{read_pages, Slot, F_UPTODATE, PAGE};
+use super::seg::{read_pages, Slot, F_FRESH, F_UPTODATE, PAGE};
 use super::SharedFile;
 
 /// The largest readahead window, in pages (256 KiB).
@@ -63,6 +63,7 @@ impl SharedFile {
             }
             done += len;
         }
+        self.cache.inner.read_bytes.add(n as u64);
         Ok(n)
     }
 
@@ -88,7 +89,10 @@ impl SharedFile {
                     page.copy_out(in_page, dst)?;
                     std::sync::atomic::fence(Ordering::Acquire);
                     if d.state.load(Ordering::Relaxed) == state {
-                        index::touch(d);
+                        if index::touch(d) {
+                            // Readahead's page, read now: from the file.
+                            self.cache.inner.first_read_bytes.add(PAGE);
+                        }
                         if self
                             .cache
                             .inner
@@ -118,8 +122,21 @@ impl SharedFile {
         }
         let me = self.me()?;
         let hold = match index::hold_key(self.seg(), key, me)? {
-            Some(hold) => hold,
-            None => self.load(key, slot, Fill::File)?,
+            Some(hold) => {
+                if hold.d.flags.fetch_and(!F_FRESH, Ordering::Relaxed) & F_FRESH != 0 {
+                    // Readahead's page, read now (as `copy_hit` counts it).
+                    self.cache.inner.first_read_bytes.add(PAGE);
+                }
+                hold
+            }
+            None => {
+                let hold = self.load(key, slot, Fill::File)?;
+                // This read's page, from the file (up to its end).
+                let size = slot.size.load(Ordering::Relaxed);
+                let bytes = size.saturating_sub(key.index * PAGE).min(PAGE);
+                self.cache.inner.first_read_bytes.add(bytes);
+                hold
+            }
         };
         // The page is held: no one changes it.
         hold.page(self.seg())?.copy_out(in_page, dst)?;
@@ -182,6 +199,9 @@ impl SharedFile {
             .map(|h| h.page(seg))
             .collect::<io::Result<Vec<_>>>()
             .and_then(|pages| Ok((read_pages(&self.file, &pages, first * PAGE)?, pages)));
+        if let Ok((n, _)) = &read {
+            self.cache.inner.loaded_bytes.add(*n as u64);
+        }
         let Ok((mut left, pages)) = read else {
             // Readahead is a hint: the pages leave, the read that wanted
             // them will load them itself.
@@ -193,7 +213,7 @@ impl SharedFile {
             let n = left.min(PAGE as usize);
             left -= n;
             page.zero_from(n)?;
-            h.d.flags.fetch_or(F_UPTODATE, Ordering::Relaxed);
+            h.d.flags.fetch_or(F_UPTODATE | F_FRESH, Ordering::Relaxed);
         }
         Ok(())
     }
@@ -236,6 +256,9 @@ impl SharedFile {
         };
         match filled {
             Ok(n) => {
+                if matches!(fill, Fill::File) {
+                    self.cache.inner.loaded_bytes.add(n as u64);
+                }
                 point();
                 page.zero_from(n)?;
                 if !matches!(fill, Fill::Zero) {

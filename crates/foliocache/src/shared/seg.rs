@@ -5,7 +5,7 @@
 //!  0            header: magic, version, counts, offsets, the index lock,
 //!               the clock hand, the dirty count
 //!  PART_OFF     participants: PART_BYTES each (pid, start time, generation,
-//!               the reads it served and loaded)
+//!               the reads it served and loaded, in pages and in bytes)
 //!  slots_off    file slots: SLOT_BYTES each (dev, ino, generation, size,
 //!               the inode lock, the path)
 //!  descs_off    one descriptor per data page: its state word (version,
@@ -118,6 +118,14 @@ pub(crate) struct Part {
     pub(crate) hits: AtomicU64,
     /// Reads that loaded a page, likewise.
     pub(crate) misses: AtomicU64,
+    /// Bytes reads returned, likewise.
+    pub(crate) read_bytes: AtomicU64,
+    /// Of those, bytes of pages read from their files for a read (a
+    /// miss's page, a readahead page at its first read), likewise.
+    pub(crate) first_read_bytes: AtomicU64,
+    /// Bytes read from the files (misses, readahead, a partial write's
+    /// page), likewise.
+    pub(crate) loaded_bytes: AtomicU64,
 }
 
 const _: () = assert!(std::mem::size_of::<Part>() as u64 <= PART_BYTES);
@@ -216,6 +224,9 @@ pub(crate) const F_UPTODATE: u32 = 2;
 pub(crate) const F_DIRTY: u32 = 4;
 /// Read since the clock last passed.
 pub(crate) const F_REFERENCED: u32 = 8;
+/// Filled by readahead and not read since: its first read counts it as
+/// read from the file, not from memory (`index::touch`).
+pub(crate) const F_FRESH: u32 = 16;
 
 /// A mapped segment. Every accessor checks its number first.
 pub(crate) struct Seg {

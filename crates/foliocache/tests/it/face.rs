@@ -311,6 +311,31 @@ fn figures_count_hits_misses_and_bytes<O: Opener>() {
     assert_eq!(f.figures().dirty_bytes, 0);
 }
 
+/// Hits in bytes: a pass over a file read sequentially, page by page,
+/// was shown as mostly hits in page lookups (readahead's pages found
+/// cached) while every byte came from the file. The bytes reads got
+/// from memory count readahead where it was read: none on the first pass
+/// (the readahead counted as loaded), all on the second.
+fn bytes_from_memory_count_readahead_where_it_was_read<O: Opener>() {
+    const PAGES: u64 = 64;
+    let (_c, _t, f) = with_file::<O>(&nonzero_bytes((PAGES * PAGE) as usize, 11), false);
+    let pass = |f: &O::F| {
+        for i in 0..PAGES {
+            assert_eq!(read_vec(f, i * PAGE, PAGE as usize).len(), PAGE as usize);
+        }
+        f.figures()
+    };
+    let first = pass(&f);
+    assert_eq!(first.read_bytes, PAGES * PAGE, "{first:?}");
+    assert!(first.hits > 0, "readahead's pages are page-lookup hits: {first:?}");
+    assert_eq!(first.memory_bytes, 0, "{first:?}");
+    assert!(first.loaded_bytes >= PAGES * PAGE, "{first:?}");
+    let second = pass(&f);
+    assert_eq!(second.read_bytes, 2 * PAGES * PAGE, "{second:?}");
+    assert_eq!(second.memory_bytes, PAGES * PAGE, "{second:?}");
+    assert_eq!(second.loaded_bytes, first.loaded_bytes, "{second:?}");
+}
+
 // ---- the model -----------------------------------------------------------------
 
 /// Offsets stay below this (plus an operation's length): the file
@@ -452,5 +477,6 @@ conformance!(
     cachestat_counts_the_cached_and_dirty_pages_of_a_range,
     the_curve_is_there_or_the_type_says_it_is_not,
     figures_count_hits_misses_and_bytes,
+    bytes_from_memory_count_readahead_where_it_was_read,
     the_file_follows_a_vec_model,
 );

@@ -6,9 +6,50 @@ use super::*;
 /// Opens the cache served (for [`report`]).
 pub(super) static OPENS: AtomicUsize = AtomicUsize::new(0);
 
+/// The process whose library state this is: set when the library is
+/// loaded and in a child of `fork` (its handler). A process that finds
+/// another pid is a child of `vfork` (or of `clone`, `_Fork`), which
+/// shares or copies the state without owning it.
+static OWNER: AtomicU32 = AtomicU32::new(0);
+
+/// Set once this process's end was seen ([`ending_now`]): its line is
+/// printed once, however many ways out it takes.
+static ENDED: AtomicBool = AtomicBool::new(false);
+
+/// The library is loaded, or this process is a child of `fork`: the
+/// state is this process's.
+pub(crate) fn forked() {
+    OWNER.store(std::process::id(), Ordering::Relaxed);
+    ENDED.store(false, Ordering::Relaxed);
+}
+
+/// The process ends (`exit`, `_exit`, `_Exit`): its reads are published
+/// in the group's figures (atomic stores), and with [`ENV_STATS`] its
+/// line is printed ([`report`]), once. Nothing in a child of `vfork`,
+/// whose memory is its parent's.
+pub(crate) fn ending_now() {
+    if OWNER.load(Ordering::Relaxed) != std::process::id() || ENDED.swap(true, Ordering::Relaxed)
+    {
+        return;
+    }
+    inside((), || {
+        if let Some(sc) = group_cache() {
+            sc.publish_figures();
+        }
+        Ok(())
+    });
+    publish_own_reads();
+    report();
+}
+
 /// With [`ENV_STATS`] set, one line on stderr: the opens served and the
-/// cache's figures.
-pub(crate) fn report() {
+/// figures of the cache that served them: `pid P: N opens served; from
+/// its own cache: READS; R reads and W writes (B bytes) on the files`,
+/// or `pid P: N opens served; from the group's shared cache (K processes
+/// attached, C pages cached, D dirty): READS`, where READS is
+/// [`fc::CacheFigures::reads_line`] of this process's reads (bytes read,
+/// from memory, from the files; hits and misses in page lookups).
+fn report() {
     if passing_through() || std::env::var_os(ENV_STATS).is_none_or(|v| v.is_empty()) {
         return;
     }
@@ -19,17 +60,22 @@ pub(crate) fn report() {
             Some(sc) => {
                 let s = sc.stats();
                 format!(
-                    "{} hits, {} misses (pages) from the group's shared cache ({} processes, \
-                     {} pages cached, {} dirty)",
-                    s.hits, s.misses, s.processes, s.cached, s.dirty
+                    "from the group's shared cache ({} processes attached, {} pages cached, {} \
+                     dirty): {}",
+                    s.processes,
+                    s.cached,
+                    s.dirty,
+                    fc::CacheFigures::of_process(&s).reads_line()
                 )
             }
             None => {
                 let s = built_cache().map(Cache::stats).unwrap_or_default();
                 format!(
-                    "{} hits, {} misses; {} reads ({} bytes) and {} writes ({} bytes) on the \
-                     files",
-                    s.hits, s.misses, s.io_reads, s.io_bytes, s.io_writes, s.io_write_bytes
+                    "from its own cache: {}; {} reads and {} writes ({} bytes) on the files",
+                    fc::CacheFigures::of_cache(&s).reads_line(),
+                    s.io_reads,
+                    s.io_writes,
+                    s.io_write_bytes
                 )
             }
         };

@@ -51,6 +51,13 @@ pub(crate) fn prepare_fork() {
     }
     join::group();
     if in_group() {
+        // Its reads so far published: the child's count from here.
+        if let Some(sc) = group_cache() {
+            inside((), || {
+                sc.publish_figures();
+                Ok(())
+            });
+        }
         inside((), || {
             for (fd, d) in &TABLE.descs() {
                 let pos = d.pos.lock();

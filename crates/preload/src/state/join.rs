@@ -43,6 +43,66 @@ use super::{
 /// [`ENV_SHARED_AT_FORK`]: super::ENV_SHARED_AT_FORK
 pub(super) static JOINED: AtomicBool = AtomicBool::new(false);
 
+/// A thread publishes its process's own cache's reads in the group's
+/// figures at its first read and every this many after
+/// ([`after_own_read`]).
+const PUBLISH_READS: u32 = 1024;
+
+thread_local! {
+    /// The reads this thread served from its process's own cache.
+    static OWN_READS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// After a read served from this process's own cache: in a group joined
+/// at fork, the cache's reads are published in the group's figures
+/// ([`publish_own_reads`]) at this thread's first and every
+/// [`PUBLISH_READS`]th.
+pub(crate) fn after_own_read() {
+    if !config().at_fork || JOINED.load(Ordering::Relaxed) {
+        return;
+    }
+    let n = OWN_READS.with(|c| {
+        let n = c.get().wrapping_add(1);
+        c.set(n);
+        n
+    });
+    if n % PUBLISH_READS == 1 {
+        publish_own_reads();
+    }
+}
+
+/// In a group joined at fork (`foliocache run` without `--shared`), the
+/// reads this process's own cache served so far, counted in the group's
+/// figures as this process's (`SharedCache::count_reads_elsewhere`), so
+/// that the figures `foliocache run --metrics` serves are every
+/// process's reads, those before the first fork included. At the first
+/// read and every [`PUBLISH_READS`] of a thread, at each close of a file,
+/// at the join and at the end.
+pub(crate) fn publish_own_reads() {
+    // (Once joined its own cache serves no more: the join counted it. A
+    // child of `fork` never has one: it is born joined.)
+    // (Called inside the library too: from a read, a close.)
+    if !config().at_fork || JOINED.load(Ordering::Acquire) || crate::through::off_for_good() {
+        return;
+    }
+    inside((), || {
+        let (Some(sc), Some(cache)) = (shared_cache(), built_cache()) else {
+            return Ok(());
+        };
+        let s = cache.stats();
+        // (Every participant a live process's: the group's figures lack
+        // this one's reads, as they would a process's past the limit.)
+        let _ = sc.count_reads_elsewhere(fc::ReadCounts {
+            hits: s.hits,
+            misses: s.misses,
+            read_bytes: s.read_bytes,
+            first_read_bytes: s.first_read_bytes,
+            loaded_bytes: s.io_bytes,
+        });
+        Ok(())
+    });
+}
+
 /// At start: in the group at once if a process of it joined it already.
 pub(super) fn if_joined(cache: Option<&SharedCache>) {
     if cache.is_some_and(SharedCache::joined) {
@@ -61,6 +121,8 @@ pub(super) fn group() {
     let Some(sc) = inside(None, || Ok(shared_cache())) else {
         return;
     };
+    // What its own cache served, in the group's figures before it goes.
+    publish_own_reads();
     sc.join();
     // From here on an open is the group's; an open racing with this that
     // made a private file hands it over itself (`adopt`).

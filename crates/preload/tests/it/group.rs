@@ -60,6 +60,41 @@ fn forked_children_share_the_cache_positions_and_unsaved_writes() {
     cache.verify().unwrap();
 }
 
+/// A process that ends with `_exit` (every `multiprocessing` worker)
+/// printed no line of figures and left its last reads out of the group's
+/// figures: only exit handlers did either. In `tests/c/forked.c` the
+/// parent exits, the first child `_exit`s after reading the parent's
+/// three pages, the second kills itself having read nothing: two lines,
+/// in the form docs/preload.md shows, and the group's bytes read are the
+/// two processes' (the parent's 4096 + 5000 + 4096, the child's 12288).
+#[test]
+fn a_process_that_ends_with_exit_has_its_line_and_its_reads_in_the_groups() {
+    let (_dir, _data, cache, out) = run_in_group("forked");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "check failed: {stderr}");
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("foliocache-preload: pid ") && l.contains(" opens served; "))
+        .collect();
+    assert_eq!(lines.len(), 2, "{stderr}");
+    for l in &lines {
+        assert!(
+            l.contains("; from the group's shared cache (") && l.ends_with(" (page lookups)"),
+            "{l}"
+        );
+    }
+    assert!(
+        lines.iter().any(|l| l.contains(
+            ": 12288 bytes read: 12288 from memory (100.0 %), 0 read from the files (readahead \
+             included); 3 hits, 0 misses (page lookups)"
+        )),
+        "the child's line: {stderr}"
+    );
+    let s = cache.stats();
+    assert_eq!(s.group_read_bytes, 4096 + 5000 + 4096 + 12288, "{s:?}");
+    assert_eq!(s.group_memory_bytes(), s.group_read_bytes, "{s:?}");
+}
+
 /// One process maps a file the group serves: the others hand it to the
 /// kernel at their next call on it, so a read after the mapping's write
 /// sees it and a write is seen by the mapping (`tests/c/handed.c`).

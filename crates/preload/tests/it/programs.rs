@@ -189,3 +189,44 @@ fn cp_onto_a_full_filesystem_fails() {
         copied.len()
     );
 }
+
+/// A process that ends with `_exit` (Python's `os._exit`, as every
+/// `multiprocessing` worker ends) printed no line of figures: only the
+/// exit handlers printed it. Its own cache's line, in bytes: the file's
+/// 10,000 bytes read once, all from the file (its folio counted as read
+/// from below at its first read), none from memory.
+#[test]
+fn a_process_that_ends_with_exit_prints_its_line_in_bytes() {
+    // (Not `python3` by the PATH, which may be a shell script that forks
+    // and executes others: a version manager's shim.)
+    let python = "/usr/bin/python3";
+    if !installed(python, "a_process_that_ends_with_exit_prints_its_line_in_bytes") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("f");
+    std::fs::write(&f, vec![7u8; 10_000]).unwrap();
+    let out = checked(
+        preloaded(python, dir.path())
+            .args([
+                "-c",
+                "import os, sys\nfd = os.open(sys.argv[1], os.O_RDONLY)\n\
+                 assert len(os.read(fd, 20000)) == 10000\nos._exit(0)",
+            ])
+            .arg(&f)
+            .env("FOLIOCACHE_PRELOAD_STATS", "1"),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("foliocache-preload: pid "))
+        .unwrap_or_else(|| panic!("no line: {err}"));
+    assert!(
+        line.contains(
+            ": 1 opens served; from its own cache: 10000 bytes read: 0 from memory (0.0 %), "
+        ),
+        "{line}"
+    );
+    assert!(line.contains(" read from the files (readahead included); "), "{line}");
+    assert_eq!(err.matches("opens served").count(), 1, "once: {err}");
+}
