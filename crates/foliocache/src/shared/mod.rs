@@ -20,9 +20,11 @@
 //!   the page, its descriptor's state word is read before and after the
 //!   copy (a seqlock), and the copy counts only if no one held or changed
 //!   the page meanwhile ([`index::find`]).
-//! - **Writes, size changes and loads of missing pages** take the file's
-//!   inode lock; the bytes of one page are changed only by the one
-//!   process holding the page, and the index only under the index lock.
+//! - **Writes, size changes and claims of missing pages** take the
+//!   file's inode lock; a read's miss claims its run of missing pages
+//!   there, held, then reads them in one IO without it ([`read`]). The
+//!   bytes of one page are changed only by the one process holding the
+//!   page, and the index only under the index lock.
 //!   Every lock and every hold names its holder's participant; a waiter
 //!   that finds the holder dead takes over and repairs ([`lock`]): the
 //!   index is rebuilt from the descriptors, a page whose load never

@@ -145,7 +145,7 @@ pub(crate) struct Slot {
     pub(crate) ino: AtomicU64,
     /// The file's size for every process of the group (`i_size`).
     pub(crate) size: AtomicU64,
-    /// The inode lock: writes, size changes, loads of missing pages.
+    /// The inode lock: writes, size changes, claims of missing pages.
     pub(crate) lock: AtomicU32,
     pub(crate) waiters: AtomicU32,
     /// The path's length.
