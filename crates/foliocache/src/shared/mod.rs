@@ -130,7 +130,9 @@ pub struct SharedStats {
     pub processes: u64,
     /// Reads of this process served from the cache, in pages.
     pub hits: u64,
-    /// Reads of this process that loaded a page.
+    /// Pages this process's reads loaded for the bytes they asked for
+    /// (pages read ahead past them are not counted; a later read that
+    /// finds one counts a hit).
     pub misses: u64,
     /// Reads served from the cache by every process of the group, this
     /// one's and those gone included, in pages: each process publishes

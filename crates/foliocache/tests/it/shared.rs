@@ -19,6 +19,7 @@ use foliocache::{SharedCache, SharedFile};
 mod adopt;
 mod huge;
 mod named;
+mod reads;
 mod slots;
 mod warm;
 use rand::{Rng, SeedableRng};
