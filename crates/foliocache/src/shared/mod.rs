@@ -139,7 +139,7 @@ pub struct SharedStats {
     /// its count every 1,024 hits of a thread of its, and at each call of
     /// `stats`, so another's latest few are not in it yet.
     pub group_hits: u64,
-    /// Reads that loaded a page, by every process of the group
+    /// Pages loaded for reads (as [`misses`](Self::misses)), by every process of the group
     /// (published every 64 misses of a thread, and at `stats`).
     pub group_misses: u64,
     /// Bytes of the pages that 2 MiB pages map (the creator's collapse,
