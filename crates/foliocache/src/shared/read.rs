@@ -148,25 +148,8 @@ impl SharedFile {
         let seg = self.seg();
         let me = self.me()?;
         let (_inode, slot, ..) = self.inode_lock()?;
-        let mut wrote_back = false;
-        let (_index, first) = loop {
-            let locked = index::index_lock(seg, me)?;
-            if !matches!(index::find(seg, key), Found::Absent) {
-                return Ok(None);
-            }
-            if let Some(hold) = index::victim(seg, me) {
-                index::assign(seg, &hold, key);
-                point();
-                break (locked, hold);
-            }
-            drop(locked);
-            if wrote_back {
-                return Err(io::Error::other(
-                    "shared cache: every page is dirty or in use",
-                ));
-            }
-            wrote_back = true;
-            self.write_back_locked(slot, key.slot, key.generation)?;
+        let Some((_index, first)) = self.claim(key, slot)? else {
+            return Ok(None);
         };
         let end = self
             .window(key.index, last)
@@ -272,6 +255,36 @@ impl SharedFile {
         end
     }
 
+    /// Gives `key` a page from the clock, held, not uptodate, in the
+    /// index, and returns it with the index lock still held; `None` if
+    /// `key` is cached or held. With no page to reuse (every page dirty or
+    /// held), writes back the file's dirty pages and tries once more. The
+    /// inode lock is held.
+    fn claim(&self, key: Key, slot: &Slot) -> io::Result<Option<(lock::Held<'_>, Hold<'_>)>> {
+        let seg = self.seg();
+        let me = self.me()?;
+        let mut wrote_back = false;
+        loop {
+            let locked = index::index_lock(seg, me)?;
+            if !matches!(index::find(seg, key), Found::Absent) {
+                return Ok(None);
+            }
+            if let Some(hold) = index::victim(seg, me) {
+                index::assign(seg, &hold, key);
+                point();
+                return Ok(Some((locked, hold)));
+            }
+            drop(locked);
+            if wrote_back {
+                return Err(io::Error::other(
+                    "shared cache: every page is dirty or in use",
+                ));
+            }
+            wrote_back = true;
+            self.write_back_locked(slot, key.slot, key.generation)?;
+        }
+    }
+
     /// Gives `key` a page, held, filled from the file (uptodate), or with
     /// zeros if `zero` (not uptodate: the write that fills it makes it so
     /// once its bytes are in, as `write_end` does, so that a writer killed
@@ -280,25 +293,13 @@ impl SharedFile {
     pub(super) fn load(&self, key: Key, slot: &Slot, fill: Fill<'_>) -> io::Result<Hold<'_>> {
         let seg = self.seg();
         let me = self.me()?;
-        let mut wrote_back = false;
-        let hold = loop {
-            let index = index::index_lock(seg, me)?;
-            if let Some(hold) = index::victim(seg, me) {
-                index::assign(seg, &hold, key);
-                point();
-                drop(index);
-                point();
-                break hold;
-            }
-            drop(index);
-            if wrote_back {
-                return Err(io::Error::other(
-                    "shared cache: every page is dirty or in use",
-                ));
-            }
-            wrote_back = true;
-            self.write_back_locked(slot, key.slot, key.generation)?;
-        };
+        // Under the inode lock no one else gives the file a page: the
+        // caller found `key` absent.
+        let (index, hold) = self
+            .claim(key, slot)?
+            .ok_or_else(|| io::Error::other("shared cache: a page loaded twice"))?;
+        drop(index);
+        point();
         let page = hold.page(seg)?;
         let filled = match fill {
             Fill::Zero => Ok(0),
