@@ -95,7 +95,11 @@ fn programs_scenario_runs_db_bench_three_ways() {
     let lg = if cgroup { 3 } else { 0 };
     // Then the forked pool, five ways (no ext4 without a cgroup), where
     // python3 is.
-    let pool = if on_path("python3") { 4 + usize::from(cgroup) } else { 0 };
+    let pool = if on_path("python3") {
+        4 + usize::from(cgroup)
+    } else {
+        0
+    };
     assert_eq!(rs.len(), 12 + lg + pg + pool, "{rs:#?}");
     check_larger(&rs[12..12 + lg]);
     check_pool(&rs[12 + lg + pg..]);
@@ -275,7 +279,10 @@ fn check_pool(rs: &[Value]) {
         );
         let procs = if way == "private" { 1 } else { 8 };
         assert_eq!((&r["numjobs"], &r["ops"]), (&procs.into(), &4096.into()));
-        assert_eq!((&r["bs"], &r["file_size"]), (&(64 << 10).into(), &(128 << 20).into()));
+        assert_eq!(
+            (&r["bs"], &r["file_size"]),
+            (&(64 << 10).into(), &(128 << 20).into())
+        );
         assert!(r["iops"].as_f64().unwrap() > 0.0, "{r:#}");
         if way == "ext4" {
             assert_eq!(r["memory_limit"]["limit_bytes"], 64 << 20, "{r:#}");

@@ -422,5 +422,9 @@ fn a_writeback_faults_in_no_page_of_the_slots_never_used() {
     assert_eq!((done.files, done.bytes), (2, 2 * PAGE));
     assert_eq!(std::fs::read(&a).unwrap(), vec![b'a'; PAGE as usize]);
     assert_eq!(std::fs::read(&b).unwrap(), vec![b'b'; PAGE as usize]);
-    assert_eq!(blocks(), before, "the writeback filled holes of the segment");
+    assert_eq!(
+        blocks(),
+        before,
+        "the writeback filled holes of the segment"
+    );
 }

@@ -90,7 +90,7 @@ const MOVING_PAUSE: std::time::Duration = std::time::Duration::from_millis(10);
 const FILL_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
 /// How far ahead of the clock's hand blocks of pages are made 2 MiB
 /// pages (16 MiB): memory faulted in before its use.
-pub(super) const AHEAD_BLOCKS: u64 = 8;
+const AHEAD_BLOCKS: u64 = 8;
 
 /// The thread: every block in turn (with `as_filled`, once the group's
 /// use comes near it: [`reached`]), then, a moment apart, those some IO

@@ -24,7 +24,7 @@ use std::process::{Command, Output};
 
 use anyhow::{bail, Context, Result};
 
-use super::command::tail;
+use super::command::{succeeded, tail};
 use super::larger::{drop_page_cache, spawn_in};
 use super::output::preload_figures;
 use super::pgbench::SHARED;
@@ -160,7 +160,9 @@ pub fn run(
     }
     match avail {
         Availability::Unavailable(why) => {
-            notes.push(format!("programs: {POOL}: {EXT4} left out: no memory cgroup: {why}"));
+            notes.push(format!(
+                "programs: {POOL}: {EXT4} left out: no memory cgroup: {why}"
+            ));
         }
         _ => labels.push(EXT4),
     }
@@ -257,7 +259,10 @@ impl Job<'_> {
         let mut limit = None;
         let out: Result<Output> = match way {
             INTERPOSER => self.launched(&[], PROCS).output().map_err(Into::into),
-            SHARED => self.launched(&["--shared"], PROCS).output().map_err(Into::into),
+            SHARED => self
+                .launched(&["--shared"], PROCS)
+                .output()
+                .map_err(Into::into),
             PRIVATE => self.launched(&[], 0).output().map_err(Into::into),
             MOUNT => {
                 let m = FuseMount::new(&self.data, Some(self.pool.capacity))
@@ -299,11 +304,7 @@ impl Job<'_> {
     /// The script's seconds and checksum in `out`, and the notes (the
     /// interposer's figures), checked: the script succeeded.
     fn parsed(&self, what: &str, out: &Output) -> Result<(f64, String, Vec<String>)> {
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        if !out.status.success() {
-            bail!("{what} failed ({}):\n{}\n{}", out.status, tail(&stderr), tail(&stdout));
-        }
+        let (stdout, stderr) = succeeded(what, out)?;
         let line = stdout
             .lines()
             .find_map(|l| l.strip_prefix("== pool "))

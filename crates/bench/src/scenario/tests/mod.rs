@@ -405,7 +405,11 @@ fn programs_fills_and_reads_keys_three_ways_with_the_issues_targets() {
         (pool.file, pool.capacity, pool.reads),
         (128 << 20, 64 << 20, 4096)
     );
-    assert!(sc.description.contains("multiprocessing"), "{}", sc.description);
+    assert!(
+        sc.description.contains("multiprocessing"),
+        "{}",
+        sc.description
+    );
     // The restart case reads 30% of the keys in order, then as many at
     // random, in a new process.
     assert_eq!(db.restart_reads(), 60_000);
