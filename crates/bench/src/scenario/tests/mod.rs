@@ -366,8 +366,6 @@ fn programs_fills_and_reads_keys_three_ways_with_the_issues_targets() {
             // block cache over direct reads, at equal memory.
             i(LARGER, 1.1),
             ("direct".to_string(), 1.0, Some(LARGER)),
-            // The forked pool: against the kernel in a cgroup and the
-            // private cache (one process), at equal memory.
             i(POOL, 1.0),
             ("private".to_string(), 0.9, Some(POOL)),
         ]
@@ -396,17 +394,6 @@ fn programs_fills_and_reads_keys_three_ways_with_the_issues_targets() {
     );
     assert!(
         sc.description.contains("readrandom-larger"),
-        "{}",
-        sc.description
-    );
-    // The forked pool: a file twice the memory every way gets.
-    let pool = &db.pool;
-    assert_eq!(
-        (pool.file, pool.capacity, pool.reads),
-        (128 << 20, 64 << 20, 4096)
-    );
-    assert!(
-        sc.description.contains("multiprocessing"),
         "{}",
         sc.description
     );
@@ -445,6 +432,30 @@ fn programs_fills_and_reads_keys_three_ways_with_the_issues_targets() {
     // Not in the reference set.
     let p = plan_of(&["--seeds"]);
     assert!(p.scenarios.iter().all(|s| s.programs.is_none()));
+}
+
+/// The forked pool: a file twice the memory every way gets, against the
+/// kernel in a cgroup and the private cache (one process).
+#[test]
+fn programs_pool_reads_a_file_twice_the_memory() {
+    let p = plan_of(&["--scenario", "programs", "--quick"]);
+    let sc = only(&p);
+    let pool = &db_bench(sc).pool;
+    assert_eq!(
+        (pool.file, pool.capacity, pool.reads),
+        (128 << 20, 64 << 20, 4096)
+    );
+    assert!(
+        sc.description.contains("multiprocessing"),
+        "{}",
+        sc.description
+    );
+    let ratio = |num: &str, den: &str| {
+        sc.ratios.iter().any(|r| {
+            r.numerator == num && r.denominator == den && r.job == Some(programs::pool::POOL)
+        })
+    };
+    assert!(ratio("interposer", "private") && ratio("shared", "ext4"));
 }
 
 #[test]
