@@ -211,17 +211,21 @@ fn run_in(
         .transpose()?;
     let ended = std::sync::atomic::AtomicBool::new(false);
     let status = std::thread::scope(|scope| {
-        if own {
-            scope.spawn(|| huge_pages_once_joined(cache, &ended));
-        }
+        let watcher = own.then(|| scope.spawn(|| huge_pages_once_joined(cache, &ended)));
         let status = supervise(cmd, program);
-        ended.store(true, std::sync::atomic::Ordering::Relaxed);
+        ended.store(true, std::sync::atomic::Ordering::Release);
+        if let Some(w) = watcher {
+            w.thread().unpark();
+        }
         status
     })?;
     drop(metrics);
     drop(flusher);
     report(cache);
-    if own || cache.stats().processes == 0 {
+    // A group no process joined (made deferred, its program never forked)
+    // holds nothing to write back: a short program pays no walk of its
+    // slots (each a page of the memory file, faulted in by the walk).
+    if cache.joined() && (own || cache.stats().processes == 0) {
         match cache.write_back_all() {
             Ok(0) => {}
             Ok(n) => eprintln!(
@@ -271,14 +275,14 @@ const JOINED_POLL: std::time::Duration = std::time::Duration::from_millis(20);
 /// Makes the cache's pages 2 MiB pages once a process of the group joined
 /// it (a cache made by `SharedCache::new` is joined from the start, and
 /// its collapse started already: this returns at once), or returns when
-/// the program has `ended`.
+/// the program has `ended` (the launcher wakes it then: `unpark`).
 fn huge_pages_once_joined(cache: &foliocache::SharedCache, ended: &std::sync::atomic::AtomicBool) {
-    while !ended.load(std::sync::atomic::Ordering::Relaxed) {
+    while !ended.load(std::sync::atomic::Ordering::Acquire) {
         if cache.joined() {
             cache.start_huge_pages();
             return;
         }
-        std::thread::sleep(JOINED_POLL);
+        std::thread::park_timeout(JOINED_POLL);
     }
 }
 

@@ -230,7 +230,8 @@ impl Persisted {
     /// next launch to write back what it leaves).
     pub fn end(self, cache: Option<&SharedCache>) {
         let Some(run) = self.0 else { return };
-        if cache.is_none_or(|c| c.stats().processes <= 1) {
+        // A group no process joined holds nothing (`SharedCache::joined`).
+        if cache.is_none_or(|c| !c.joined() || c.stats().processes <= 1) {
             run.remove();
         }
     }

@@ -9,7 +9,9 @@
 //! in alternating order, round after round. Then a database larger than
 //! memory, read at random in a memory cgroup three ways at equal memory
 //! ([`larger`]: ext4, RocksDB's own block cache over `use_direct_reads`,
-//! the interposer). Where `db_bench` is not on
+//! the interposer). Then a forked pool reading a file twice the memory
+//! ([`pool`]: Python's `multiprocessing`, five ways at equal memory).
+//! Where `db_bench` is not on
 //! `PATH` the scenario says so and runs nothing. See `docs/bench/programs.md`.
 //!
 //! Unlike the other scenarios it has no jobs for the engines: [`run`]
@@ -34,17 +36,19 @@ mod command;
 pub mod larger;
 mod output;
 pub mod pgbench;
+pub mod pool;
 
 use command::{checked, interposed, interposer_note, plain, DbRun};
 use larger::{Larger, LARGER, LARGER_ALIGNED};
 use output::{one_line, r_ops, DbResult};
 use pgbench::{Pgbench, SHARED};
+use pool::{Pool, POOL, PRIVATE};
 
 /// The program, and the Debian package that has it.
 pub const PROGRAM: &str = "db_bench";
 /// A comma-separated list of the jobs to run, where set: `db_bench` (the
-/// [`BENCHMARKS`] three ways), `larger` ([`LARGER`]) and `pgbench`
-/// ([`pgbench`]); all when unset.
+/// [`BENCHMARKS`] three ways), `larger` ([`LARGER`]), `pgbench`
+/// ([`pgbench`]) and `pool` ([`pool`]); all when unset.
 const JOBS_ENV: &str = "FOLIOCACHE_PROGRAMS_JOBS";
 const PACKAGE: &str = "rocksdb-tools";
 /// The benchmarks measured, in the order they run; each is a job of the
@@ -84,6 +88,10 @@ pub const TARGETS: &[Target<&str>] = &[
     bandwidth(DIRECT, EXT4).of(LARGER_ALIGNED),
     bandwidth(SHARED, EXT4).of(pgbench::SELECT).at_least(1.2),
     bandwidth(SHARED, EXT4).of(pgbench::TPCB).at_least(1.0),
+    bandwidth(INTERPOSER, EXT4).of(POOL).at_least(1.0),
+    bandwidth(INTERPOSER, PRIVATE).of(POOL).at_least(0.9),
+    bandwidth(INTERPOSER, MOUNT).of(POOL),
+    bandwidth(SHARED, EXT4).of(POOL),
 ];
 /// The ways, by their labels (the engines of the table).
 pub const EXT4: &str = "ext4";
@@ -125,6 +133,8 @@ pub struct DbBench {
     pub larger: Larger,
     /// PostgreSQL's pgbench.
     pub pgbench: Pgbench,
+    /// The forked pool.
+    pub pool: Pool,
 }
 
 impl DbBench {
@@ -169,6 +179,7 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
         capacity,
         larger: Larger::new(quick),
         pgbench: Pgbench::new(quick),
+        pool: Pool::new(quick),
     };
     let Judged { ratios, targets } =
         targets::judge(TARGETS, |way| Some(way.to_string()), Given::default());
@@ -192,7 +203,7 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
              the interposer saving its list of cached ranges at exit (`foliocache run`'s state \
              file), and a new process, the interposer loading that list in the background, \
              reads {} keys in order, then {} at random (measured; the kernel's page cache and \
-             the mount's keep what the fill left). {} {}",
+             the mount's keep what the fill left). {} {} {}",
             fmt_size_approx(raw),
             fmt_size(BLOCK_CACHE),
             fmt_size(capacity),
@@ -201,6 +212,7 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
             db.restart_reads(),
             db.larger.describe(),
             db.pgbench.describe(),
+            db.pool.describe(),
         ),
         jobs: Vec::new(),
         ratios,
@@ -381,6 +393,9 @@ pub fn run(
     }
     if wanted("pgbench") {
         runs.extend(pgbench::run(&db.pgbench, root.path(), repeat, notes, say)?);
+    }
+    if wanted(POOL) {
+        runs.extend(pool::run(&db.pool, root.path(), avail, repeat, notes, say)?);
     }
     root.close().context("programs: removing the databases")?;
     Ok(Some(runs))

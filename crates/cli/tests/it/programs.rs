@@ -91,15 +91,20 @@ fn programs_scenario_runs_db_bench_three_ways() {
     // Then the database larger than memory, three ways, where a memory
     // cgroup can be made.
     let pg = if pgbench { 4 } else { 0 };
-    let larger = rs.len() == 15 + pg;
-    if !larger {
-        assert_eq!(rs.len(), 12 + pg, "{rs:#?}");
-        let left_out = "programs: readrandom-larger left out: no memory cgroup: ";
-        assert!(out.contains(left_out), "{out}");
-    }
-    check_larger(&rs[12..rs.len() - pg]);
+    let cgroup = !out.contains("programs: readrandom-larger left out: no memory cgroup: ");
+    let lg = if cgroup { 3 } else { 0 };
+    // Then the forked pool, five ways (no ext4 without a cgroup), where
+    // python3 is.
+    let pool = if on_path("python3") {
+        4 + usize::from(cgroup)
+    } else {
+        0
+    };
+    assert_eq!(rs.len(), 12 + lg + pg + pool, "{rs:#?}");
+    check_larger(&rs[12..12 + lg]);
+    check_pool(&rs[12 + lg + pg..]);
     if pgbench {
-        check_pgbench(&rs[rs.len() - pg..]);
+        check_pgbench(&rs[12 + lg..12 + lg + pg]);
     } else {
         assert!(
             out.contains("programs: pgbench-select and pgbench-tpcb left out: "),
@@ -168,7 +173,13 @@ fn programs_scenario_runs_db_bench_three_ways() {
         }
     }
     let ratios = sc["summary"]["ratios"].as_array().unwrap();
-    let names: Vec<&str> = ratios.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    // The pool's ratios and targets (checked in `check_pool`'s job) apart.
+    let (pool_names, names): (Vec<&str>, Vec<&str>) = ratios
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .partition(|n| n.contains("(pool "));
+    assert_eq!(pool_names.is_empty(), pool == 0, "{pool_names:?}");
+    let larger = cgroup;
     let mut want: Vec<String> = BENCHMARKS
         .iter()
         .flat_map(|b| ["interposer", "mount"].map(|w| format!("{w} / ext4 ({b} 216B)")))
@@ -195,6 +206,7 @@ fn programs_scenario_runs_db_bench_three_ways() {
                 t["threshold"].as_f64().unwrap(),
             )
         })
+        .filter(|(n, _)| !n.contains("(pool "))
         .collect();
     let mut want = vec![
         ("interposer bandwidth / ext4 (fillseq 216B)", 0.9),
@@ -258,6 +270,31 @@ fn check_larger(rs: &[Value]) {
                 notes.iter().any(|n| n.contains(" opens served; ")),
                 "{notes:?}"
             );
+        }
+    }
+}
+
+/// The forked pool's records: 4,096 reads of 64 KiB of a 128 MiB file by
+/// 8 processes (1 for `private`), each way at 64 MiB, the ext4 way in a
+/// memory cgroup of that size.
+fn check_pool(rs: &[Value]) {
+    let ways = ["interposer", "shared", "private", "mount", "ext4"];
+    for (r, way) in rs.iter().zip(ways) {
+        assert_eq!(
+            (r["rw"].as_str(), r["engine"].as_str()),
+            (Some("pool"), Some(way))
+        );
+        let procs = if way == "private" { 1 } else { 8 };
+        assert_eq!((&r["numjobs"], &r["ops"]), (&procs.into(), &4096.into()));
+        assert_eq!(
+            (&r["bs"], &r["file_size"]),
+            (&(64 << 10).into(), &(128 << 20).into())
+        );
+        assert!(r["iops"].as_f64().unwrap() > 0.0, "{r:#}");
+        if way == "ext4" {
+            assert_eq!(r["memory_limit"]["limit_bytes"], 64 << 20, "{r:#}");
+        } else {
+            assert_eq!(r["capacity"], 64 << 20, "{r:#}");
         }
     }
 }

@@ -190,7 +190,7 @@ pub(crate) fn recover_from(fd: BorrowedFd<'_>) -> super::recover::WrittenBack {
             .say();
         return Default::default();
     };
-    let done = recover(&map);
+    let done = recover(&map, fd);
     if done.bytes > 0 {
         Line::new()
             .bytes(b"foliocache guardian: wrote back ")

@@ -122,11 +122,11 @@ fn skipped(path: &std::ffi::CStr, why: &[u8], errno: Option<Errno>) {
     l.bytes(b"; its unsaved data is lost").say();
 }
 
-/// Writes back what the segment `map` maps (the whole memory file) holds
-/// unsaved.
-pub(crate) fn recover(map: &Map) -> WrittenBack {
+/// Writes back what the segment `map` maps (the whole memory file `fd`)
+/// holds unsaved.
+pub(crate) fn recover(map: &Map, fd: BorrowedFd<'_>) -> WrittenBack {
     let mut done = WrittenBack::default();
-    let view = match View::new(map) {
+    let view = match View::new(map, Some(fd)) {
         Ok(v) => v,
         // A segment no process claimed (a launcher's program that opened
         // no served file): nothing to do.

@@ -396,6 +396,9 @@ impl Segment {
 /// data race in this process.
 pub(crate) struct View<'a> {
     map: &'a Map,
+    /// What of the memory file holds data: a slot or a word of unsaved
+    /// bits in a hole is read as empty without faulting it in.
+    extents: Extents<'a>,
     pub(crate) pages: u64,
     pub(crate) slots: u64,
     owners_off: u64,
@@ -404,9 +407,9 @@ pub(crate) struct View<'a> {
 }
 
 impl<'a> View<'a> {
-    /// The view of the segment `map` maps (from the memory file's start),
-    /// or why it is not one.
-    pub(crate) fn new(map: &'a Map) -> Result<View<'a>, &'static str> {
+    /// The view of the segment `map` maps (from the start of the memory
+    /// file `fd`, where given), or why it is not one.
+    pub(crate) fn new(map: &'a Map, fd: Option<BorrowedFd<'a>>) -> Result<View<'a>, &'static str> {
         let field = |off: u64| map.read_u64(off).ok_or("shorter than its header");
         if field(0)? != MAGIC {
             return Err("no segment (bad magic)");
@@ -433,6 +436,7 @@ impl<'a> View<'a> {
         }
         Ok(View {
             map,
+            extents: Extents::new(fd),
             pages,
             slots,
             owners_off,
@@ -459,6 +463,9 @@ impl<'a> View<'a> {
             return None;
         }
         let at = SLOTS_OFF + slot * SLOT_BYTES;
+        if !self.extents.may_hold(at) {
+            return None;
+        }
         let head = self.u64_at(at);
         if head as u32 != SLOT_USED {
             return None;
@@ -484,7 +491,11 @@ impl<'a> View<'a> {
 
     /// The unsaved bits of pages `64 * w..64 * w + 64`.
     pub(crate) fn unsaved_word(&self, w: u64) -> u64 {
-        let mut bits = self.u64_at(self.unsaved_off + w * 8);
+        let at = self.unsaved_off + w * 8;
+        if !self.extents.may_hold(at) {
+            return 0;
+        }
+        let mut bits = self.u64_at(at);
         let last = self.pages.saturating_sub(w * 64);
         if last < 64 {
             bits &= (1u64 << last) - 1;
@@ -509,5 +520,50 @@ impl<'a> View<'a> {
         let start = self.arena_off.checked_add(page.checked_mul(PAGE)?)?;
         let p = self.map.bytes(start, n.checked_mul(PAGE)?)?;
         Some(p.cast_const())
+    }
+}
+
+/// Which parts of a sparse memory file hold data (`SEEK_DATA`,
+/// `SEEK_HOLE`), the last extent found kept. Recovery reads a segment's
+/// slots and unsaved bits only where they hold data: tmpfs gives a read
+/// fault on a hole a page of its own (`shmem_fault`), so a walk of a
+/// large cache's thousands of slots never used faulted in megabytes at
+/// every launch's end. A page swapped out counts as data
+/// (`mapping_seek_hole_data`); where the file cannot say, every place
+/// may hold data.
+pub(crate) struct Extents<'a> {
+    fd: Option<BorrowedFd<'a>>,
+    /// `lo..hi`, of data if `.2`, else a hole.
+    known: std::cell::Cell<(u64, u64, bool)>,
+}
+
+impl<'a> Extents<'a> {
+    /// The extents of `fd` (`None`: everything may hold data).
+    pub(crate) fn new(fd: Option<BorrowedFd<'a>>) -> Extents<'a> {
+        Extents {
+            fd,
+            known: std::cell::Cell::new((0, 0, false)),
+        }
+    }
+
+    /// Whether the byte at `off` may hold data. (System calls only: no
+    /// allocation, as recovery in a guardian child needs.)
+    pub(crate) fn may_hold(&self, off: u64) -> bool {
+        use rustix::fs::{seek, SeekFrom};
+        let Some(fd) = self.fd else {
+            return true;
+        };
+        let (lo, hi, data) = self.known.get();
+        if (lo..hi).contains(&off) {
+            return data;
+        }
+        let known = match seek(fd, SeekFrom::Data(off)) {
+            Ok(d) if d == off => (off, seek(fd, SeekFrom::Hole(off)).unwrap_or(u64::MAX), true),
+            Ok(d) => (off, d, false),
+            Err(rustix::io::Errno::NXIO) => (off, u64::MAX, false),
+            Err(_) => (0, u64::MAX, true),
+        };
+        self.known.set(known);
+        known.2
     }
 }

@@ -396,3 +396,35 @@ fn a_child_guardian_writes_back_after_its_program_dies() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// The writeback of a large cache's segment reads only the slots that
+/// were written: the thousands of slots never used are holes of the
+/// memory file, which a read of each would fill with a page apiece
+/// (`shmem_fault`); the used ones, before and after them, are written
+/// back.
+#[test]
+fn a_writeback_faults_in_no_page_of_the_slots_never_used() {
+    let d = dir();
+    // 4,096 slots of a page each (a cache of 256 MiB).
+    let g = guard(1 << 16);
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    let sa = file_with_slot(&g, &a, PAGE as usize, b'.', PAGE);
+    let sb = file_with_slot(&g, &b, PAGE as usize, b'.', PAGE);
+    let mut arena = ArenaMap::new(g.segment());
+    arena.page(1).fill(b'a');
+    arena.page(2).fill(b'b');
+    g.segment().mark_unsaved(1, 1, sa, 0);
+    g.segment().mark_unsaved(2, 1, sb, 0);
+    drop(arena);
+    let blocks = || rustix::fs::fstat(g.segment().fd()).unwrap().st_blocks;
+    let before = blocks();
+    let done = recover_from(g.segment().fd());
+    assert_eq!((done.files, done.bytes), (2, 2 * PAGE));
+    assert_eq!(std::fs::read(&a).unwrap(), vec![b'a'; PAGE as usize]);
+    assert_eq!(std::fs::read(&b).unwrap(), vec![b'b'; PAGE as usize]);
+    assert_eq!(
+        blocks(),
+        before,
+        "the writeback filled holes of the segment"
+    );
+}

@@ -20,7 +20,8 @@ use super::SharedCache;
 const TICK: Duration = Duration::from_millis(100);
 
 /// A running flusher ([`SharedCache::start_flusher`]); stopped, after the
-/// round in progress, when dropped.
+/// round in progress, when dropped: woken from its wait, so that a
+/// launcher whose program ended goes at once.
 pub struct Flusher {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
@@ -57,7 +58,11 @@ impl SharedCache {
     fn flush_until(&self, stop: &AtomicBool) {
         let mut last = Instant::now();
         while !stop.load(Ordering::Acquire) {
-            std::thread::sleep(TICK);
+            // Woken early by `drop` (or spuriously: a look more is harmless).
+            std::thread::park_timeout(TICK);
+            if stop.load(Ordering::Acquire) {
+                break;
+            }
             let dirty = self.dirty_pages();
             if dirty > self.pages() / 4 || (dirty > 0 && last.elapsed() >= Flusher::EXPIRE) {
                 // (A file renamed or gone is skipped; its writers write it
@@ -73,6 +78,7 @@ impl Drop for Flusher {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
         if let Some(t) = self.thread.take() {
+            t.thread().unpark();
             let _ = t.join();
         }
     }

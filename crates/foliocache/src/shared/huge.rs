@@ -27,11 +27,17 @@ impl SharedCache {
     }
 
     /// As [`collapse_in_background`](Self::collapse_in_background), but
-    /// each block of pages only once the clock's hand has given all of
-    /// its pages out (`index::victim` takes free pages in order): the
-    /// metadata's blocks at once, then the pages' as the group's use
-    /// reaches them, so that only memory in use is faulted in. The thread
-    /// ends when every block was tried or the cache is gone.
+    /// each block of pages only once the clock's hand (`index::victim`
+    /// takes free pages in order) comes within [`AHEAD_BLOCKS`] of it: the
+    /// metadata's blocks at once, then the pages' just ahead of the
+    /// group's use, so that memory follows the use. A block made a 2 MiB
+    /// page before its pages are given out is a hole made one: a zeroed
+    /// 2 MiB page, no copy, and no process faults its pages in one by one
+    /// (a block collapsed once filled was copied whole, and each of its
+    /// pages zeroed at first touch before: a forked pool filling its
+    /// cache spent more time so than reading:
+    /// docs/measurements/2026-11-29-group-pressure.md).
+    /// The thread ends when every block was tried or the cache is gone.
     pub(super) fn collapse_as_filled(&self) {
         self.collapse_on_thread(true);
     }
@@ -76,23 +82,31 @@ const RETRY_PASSES: u32 = 8;
 /// The pause before each of those passes.
 const RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(20);
 /// The pause between looks at the clock's hand while blocks wait for the
-/// group's use to reach them.
+/// group's use to reach them, while the hand moves ([`FILL_PAUSE`] while
+/// it stands): a group filling its cache at 1 GB/s gives out 5 blocks
+/// between two looks, fewer than [`AHEAD_BLOCKS`].
+const MOVING_PAUSE: std::time::Duration = std::time::Duration::from_millis(10);
+/// The pause while the hand stands.
 const FILL_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
+/// How far ahead of the clock's hand blocks of pages are made 2 MiB
+/// pages (16 MiB): memory faulted in before its use.
+const AHEAD_BLOCKS: u64 = 8;
 
 /// The thread: every block in turn (with `as_filled`, once the group's
-/// pages reach it: [`filled`]), then, a moment apart, those some IO held
-/// each time (the group reads into its pages as it starts), while the
-/// cache lives.
+/// use comes near it: [`reached`]), then, a moment apart, those some IO
+/// held each time (the group reads into its pages as it starts), while
+/// the cache lives.
 fn collapse_all(weak: &Weak<Inner>, as_filled: bool) {
     let Some(blocks) = weak.upgrade().map(|i| i.seg.huge_blocks()) else {
         return;
     };
     // Each block left, and the passes that skipped it.
     let mut todo: Vec<(u64, u32)> = (0..blocks).map(|b| (b, 0)).collect();
+    let mut hand = 0;
     loop {
         let mut left = Vec::new();
         for (b, tries) in todo {
-            let ready = !as_filled || weak.upgrade().is_some_and(|i| filled(&i.seg, b));
+            let ready = !as_filled || weak.upgrade().is_some_and(|i| reached(&i.seg, b));
             if !ready {
                 left.push((b, tries));
                 continue;
@@ -117,21 +131,31 @@ fn collapse_all(weak: &Weak<Inner>, as_filled: bool) {
             break;
         }
         let waiting = todo.iter().any(|&(_, tries)| tries == 0);
-        std::thread::sleep(if waiting { FILL_PAUSE } else { RETRY_PAUSE });
+        let now = weak
+            .upgrade()
+            .map_or(0, |i| i.seg.header().hand.load(Ordering::Relaxed));
+        let pause = match (waiting, std::mem::replace(&mut hand, now) != now) {
+            (false, _) => RETRY_PAUSE,
+            (true, true) => MOVING_PAUSE,
+            (true, false) => FILL_PAUSE,
+        };
+        std::thread::sleep(pause);
     }
     if let Some(inner) = weak.upgrade() {
         inner.seg.header().huge_ended.store(1, Ordering::Release);
     }
 }
 
-/// Whether block `b` is the metadata's, or every page of it was given
-/// out: the clock's hand (which counts every page it looked at, and takes
-/// free pages in order) has passed its last page.
-fn filled(seg: &super::seg::Seg, b: u64) -> bool {
+/// Whether block `b` is the metadata's, or the clock's hand (which counts
+/// every page it looked at, and takes free pages in order) is within
+/// [`AHEAD_BLOCKS`] of its first page.
+fn reached(seg: &super::seg::Seg, b: u64) -> bool {
     if !seg.is_data_block(b) {
         return true;
     }
-    seg.header().hand.load(Ordering::Relaxed) >= seg.pages_through_block(b)
+    let per_block = (HUGE_BLOCK as u64) / super::seg::PAGE;
+    let first = seg.pages_through_block(b).saturating_sub(per_block);
+    seg.header().hand.load(Ordering::Relaxed) + AHEAD_BLOCKS * per_block >= first
 }
 
 /// Collapses block `b` of the segment, counting it in the header if it

@@ -26,9 +26,10 @@ impl SharedCache {
     /// In the process that made the cache with
     /// [`new_deferred`](Self::new_deferred): starts making its pages 2
     /// MiB pages, on a thread of this process, as the group's use reaches
-    /// them: the metadata at once, each 2 MiB of pages once all of them
-    /// were given out (where [`new`](SharedCache::new) faults in and collapses
-    /// all of it at once). Once only; a second call does nothing.
+    /// them: the metadata at once, each 2 MiB of pages once the pages
+    /// given out come within 16 MiB of it (where [`new`](SharedCache::new)
+    /// faults in and collapses all of it at once). Once only; a second
+    /// call does nothing.
     pub fn start_huge_pages(&self) {
         if self.inner.collapser.load(Ordering::Relaxed) == 0 {
             self.collapse_as_filled();

@@ -20,9 +20,11 @@
 //!   the page, its descriptor's state word is read before and after the
 //!   copy (a seqlock), and the copy counts only if no one held or changed
 //!   the page meanwhile ([`index::find`]).
-//! - **Writes, size changes and loads of missing pages** take the file's
-//!   inode lock; the bytes of one page are changed only by the one
-//!   process holding the page, and the index only under the index lock.
+//! - **Writes, size changes and claims of missing pages** take the
+//!   file's inode lock; a read's miss claims its run of missing pages
+//!   there, held, then reads them in one IO without it ([`read`]). The
+//!   bytes of one page are changed only by the one process holding the
+//!   page, and the index only under the index lock.
 //!   Every lock and every hold names its holder's participant; a waiter
 //!   that finds the holder dead takes over and repairs ([`lock`]): the
 //!   index is rebuilt from the descriptors, a page whose load never
@@ -142,7 +144,9 @@ pub struct SharedStats {
     /// page readahead loaded counts as a hit when a read finds it; for
     /// bytes, see [`memory_bytes`](Self::memory_bytes)).
     pub hits: u64,
-    /// Reads of this process that loaded a page.
+    /// Pages this process's reads loaded for the bytes they asked for
+    /// (pages read ahead past them are not counted; a later read that
+    /// finds one counts a hit).
     pub misses: u64,
     /// Bytes this process's reads returned.
     pub read_bytes: u64,
@@ -159,7 +163,7 @@ pub struct SharedStats {
     /// its count every 1,024 hits of a thread of its, and at each call of
     /// `stats`, so another's latest few are not in it yet.
     pub group_hits: u64,
-    /// Reads that loaded a page, by every process of the group
+    /// Pages loaded for reads (as [`misses`](Self::misses)), by every process of the group
     /// (published every 64 misses of a thread, and at `stats`).
     pub group_misses: u64,
     /// [`read_bytes`](Self::read_bytes) of every process of the group,

@@ -153,7 +153,7 @@ pub(crate) struct Slot {
     pub(crate) ino: AtomicU64,
     /// The file's size for every process of the group (`i_size`).
     pub(crate) size: AtomicU64,
-    /// The inode lock: writes, size changes, loads of missing pages.
+    /// The inode lock: writes, size changes, claims of missing pages.
     pub(crate) lock: AtomicU32,
     pub(crate) waiters: AtomicU32,
     /// The path's length.
@@ -646,7 +646,10 @@ impl PageMem<'_> {
 }
 
 /// Reads `file` from `offset` into `pages` (held, as for
-/// [`PageMem::read_file`]) in one `preadv`: the bytes read.
+/// [`PageMem::read_file`]) by `preadv`, one call unless the kernel
+/// returns less than asked short of the end of the file: the bytes read,
+/// short at the end of the file (a read that ends inside a page ends
+/// there: a descriptor with `O_DIRECT` reads whole pages from whole pages).
 pub(crate) fn read_pages(file: &File, pages: &[PageMem<'_>], offset: u64) -> io::Result<usize> {
     let iov: Vec<libc::iovec> = pages
         .iter()
@@ -655,17 +658,31 @@ pub(crate) fn read_pages(file: &File, pages: &[PageMem<'_>], offset: u64) -> io:
             iov_len: PAGE as usize,
         })
         .collect();
-    // SAFETY: each iovec is a whole page of the mapping (`PageMem`); the
-    // kernel writes them.
-    let r = unsafe {
-        libc::preadv(
-            file.as_raw_fd(),
-            iov.as_ptr(),
-            iov.len() as libc::c_int,
-            offset as libc::off_t,
-        )
-    };
-    usize::try_from(r).map_err(|_| io::Error::last_os_error())
+    let mut done = 0;
+    while done < iov.len() * PAGE as usize && done.is_multiple_of(PAGE as usize) {
+        let rest = &iov[done / PAGE as usize..];
+        // SAFETY: each iovec is a whole page of the mapping (`PageMem`); the
+        // kernel writes them.
+        let r = unsafe {
+            libc::preadv(
+                file.as_raw_fd(),
+                rest.as_ptr(),
+                rest.len().min(1024) as libc::c_int,
+                (offset + done as u64) as libc::off_t,
+            )
+        };
+        match usize::try_from(r) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(_) => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Ok(done)
 }
 
 #[cfg(all(test, not(miri)))]

@@ -20,6 +20,7 @@ mod adopt;
 mod huge;
 mod member;
 mod named;
+mod reads;
 mod slots;
 mod warm;
 use rand::{Rng, SeedableRng};

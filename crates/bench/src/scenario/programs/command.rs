@@ -70,16 +70,7 @@ pub(super) fn checked(
     out: &Output,
     benchmarks: &[&str],
 ) -> Result<(Vec<DbResult>, String)> {
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
-    if !out.status.success() {
-        bail!(
-            "{what} failed ({}):\n{}\n{}",
-            out.status,
-            tail(&stderr),
-            tail(&stdout)
-        );
-    }
+    let (stdout, stderr) = succeeded(what, out)?;
     let results = parse(&stdout).with_context(|| what.to_string())?;
     let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
     if names != benchmarks {
@@ -94,6 +85,23 @@ pub(super) fn checked(
         }
     }
     Ok((results, stderr))
+}
+
+/// A program's standard output and error, `out`'s, once checked that it
+/// succeeded (else an error with the end of both). `what` names the
+/// invocation.
+pub(super) fn succeeded(what: &str, out: &Output) -> Result<(String, String)> {
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    if !out.status.success() {
+        bail!(
+            "{what} failed ({}):\n{}\n{}",
+            out.status,
+            tail(&stderr),
+            tail(&stdout)
+        );
+    }
+    Ok((stdout, stderr))
 }
 
 /// The interposer's figures in its standard error `stderr`, as a note on

@@ -280,7 +280,7 @@ impl Job<'_> {
 /// that the child starts there (a child begins in its parent's cgroup),
 /// and leaves it: the child's memory, the page cache its reads bring in
 /// among it, is charged to `cg` (`get_mem_cgroup_from_mm`).
-fn spawn_in(cg: &MemCgroup, cmd: &mut Command) -> Result<std::process::Child> {
+pub(super) fn spawn_in(cg: &MemCgroup, cmd: &mut Command) -> Result<std::process::Child> {
     let inside = cg.enter()?;
     let child = cmd
         .stdin(Stdio::null())
@@ -293,7 +293,7 @@ fn spawn_in(cg: &MemCgroup, cmd: &mut Command) -> Result<std::process::Child> {
 
 /// Writes back and drops the page cache of every file in `dir`
 /// (`POSIX_FADV_DONTNEED`), so that the next way finds none of it.
-fn drop_page_cache(dir: &Path) -> Result<()> {
+pub(super) fn drop_page_cache(dir: &Path) -> Result<()> {
     for e in fs::read_dir(dir).with_context(|| format!("programs: reading {}", dir.display()))? {
         let path = e?.path();
         if !path.is_file() {

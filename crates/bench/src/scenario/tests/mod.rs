@@ -188,6 +188,7 @@ fn every_table_names_its_scenarios_jobs_and_engines() {
             &programs::BENCHMARKS[..],
             &[programs::larger::LARGER, programs::larger::LARGER_ALIGNED],
             &[programs::pgbench::SELECT, programs::pgbench::TPCB],
+            &[programs::pool::POOL],
         ]
         .concat(),
     );
@@ -337,7 +338,7 @@ fn sqlite_runs_the_mix_two_sizes_with_the_issues_targets() {
 
 #[test]
 fn programs_fills_and_reads_keys_three_ways_with_the_issues_targets() {
-    use programs::{larger::LARGER, FILLSEQ, READRANDOM, READSEQ, RESTART};
+    use programs::{larger::LARGER, pool::POOL, FILLSEQ, READRANDOM, READSEQ, RESTART};
     let p = plan_of(&["--scenario", "programs", "--quick"]);
     let sc = only(&p);
     assert_eq!(sc.name, "programs");
@@ -365,6 +366,8 @@ fn programs_fills_and_reads_keys_three_ways_with_the_issues_targets() {
             // block cache over direct reads, at equal memory.
             i(LARGER, 1.1),
             ("direct".to_string(), 1.0, Some(LARGER)),
+            i(POOL, 1.0),
+            ("private".to_string(), 0.9, Some(POOL)),
         ]
     );
     // PostgreSQL's, under `foliocache run --shared`.
@@ -376,8 +379,8 @@ fn programs_fills_and_reads_keys_three_ways_with_the_issues_targets() {
             pg(programs::pgbench::TPCB, 1.0)
         ]
     );
-    assert_eq!(sc.targets.len(), 8);
-    assert_eq!(sc.ratios.len(), 16);
+    assert_eq!(sc.targets.len(), 10);
+    assert_eq!(sc.ratios.len(), 20);
     assert!(sc.description.contains("pgbench -S"), "{}", sc.description);
     let lg = &db.larger;
     assert_eq!((lg.keys, lg.limit, lg.reads), (900_000, 96 << 20, 10_000));
@@ -429,6 +432,30 @@ fn programs_fills_and_reads_keys_three_ways_with_the_issues_targets() {
     // Not in the reference set.
     let p = plan_of(&["--seeds"]);
     assert!(p.scenarios.iter().all(|s| s.programs.is_none()));
+}
+
+/// The forked pool: a file twice the memory every way gets, against the
+/// kernel in a cgroup and the private cache (one process).
+#[test]
+fn programs_pool_reads_a_file_twice_the_memory() {
+    let p = plan_of(&["--scenario", "programs", "--quick"]);
+    let sc = only(&p);
+    let pool = &db_bench(sc).pool;
+    assert_eq!(
+        (pool.file, pool.capacity, pool.reads),
+        (128 << 20, 64 << 20, 4096)
+    );
+    assert!(
+        sc.description.contains("multiprocessing"),
+        "{}",
+        sc.description
+    );
+    let ratio = |num: &str, den: &str| {
+        sc.ratios.iter().any(|r| {
+            r.numerator == num && r.denominator == den && r.job == Some(programs::pool::POOL)
+        })
+    };
+    assert!(ratio("interposer", "private") && ratio("shared", "ext4"));
 }
 
 #[test]
