@@ -48,7 +48,7 @@ pub struct Advisor {
 
 /// A workload: its name and how it picks the page of each read.
 #[derive(Debug, Clone, Copy)]
-enum Workload {
+pub(crate) enum Workload {
     /// Zipf of this exponent over 4 C of pages.
     Zipf(f64),
     /// A loop over 1.1 C of pages, in order.
@@ -67,7 +67,7 @@ const WORKLOADS: [Workload; 5] = [
 ];
 
 impl Workload {
-    fn name(self) -> String {
+    pub(crate) fn name(self) -> String {
         match self {
             Workload::Zipf(s) => format!("zipf {s} over 4C"),
             Workload::Loop => "loop over 1.1C".into(),
@@ -77,7 +77,7 @@ impl Workload {
 
     /// The trace's pages, for C of `c` pages: the same every run (a fixed
     /// seed), and its file's size in pages.
-    fn trace(self, c: u64) -> (Vec<u64>, u64) {
+    pub(crate) fn trace(self, c: u64) -> (Vec<u64>, u64) {
         let len = TRACE_CAPACITIES * c;
         // Draws: splitmix64 of a counter (the bench's own mixer).
         let mut n = 0u64;
