@@ -638,6 +638,7 @@ impl Mapping {
                     index: start,
                     order: 0,
                     marker: false,
+                    stream: false,
                 };
                 return self.read_one(ra, slot, dropbehind, wait, batch);
             }
@@ -740,8 +741,11 @@ impl Mapping {
             else {
                 return;
             };
-            let slots = plan(&win, &mut order, max_order, last_page);
+            let mut slots = plan(&win, &mut order, max_order, last_page);
             st.order = order;
+            // A window a marker started is a sequential stream's: read
+            // once, its folios go first (`lru.rs`), unless uncached.
+            slots.iter_mut().for_each(|s| s.stream = !dropbehind);
             (slots, st.cfg.insert)
         };
         self.run_window(ra, &slots, insert, false, dropbehind);
@@ -827,6 +831,9 @@ impl Mapping {
             if s.marker {
                 f.test_and_set(FolioFlags::READAHEAD);
             }
+            if s.stream {
+                f.test_and_set(FolioFlags::STREAMED);
+            }
             if dropbehind {
                 f.test_and_set(FolioFlags::DROPBEHIND);
             }
@@ -880,6 +887,9 @@ impl Mapping {
             if let Some(f) = self.new_folio_nowait(s.order) {
                 if s.marker {
                     f.test_and_set(FolioFlags::READAHEAD);
+                }
+                if s.stream {
+                    f.test_and_set(FolioFlags::STREAMED);
                 }
                 if dropbehind {
                     f.test_and_set(FolioFlags::DROPBEHIND);
