@@ -530,7 +530,7 @@ mod tests {
     fn streams_evicted_first_keep_a_hot_set_that_two_lists_lose() {
         // A hot set of 20 pages read once every 80 pages of a scan, in a
         // cache of 64: the scan sweeps the inactive list between two
-        // reads of a hot page.
+        // reads of a hot page. (In steps of 7: not a stream of its own.)
         let (c, hot) = (64, 20u64);
         let mut trace = Vec::new();
         let mut scan = 0;
@@ -538,7 +538,7 @@ mod tests {
             trace.push(Read {
                 reader: 0,
                 file: 0,
-                page: i % hot,
+                page: i * 7 % hot,
             });
             for _ in 0..4 {
                 trace.push(Read {
