@@ -272,7 +272,8 @@ fn next_folio(cache: &CacheInner, lru: &mut Lists, stuck: u64) -> Next {
         lruv.list_push_head(&mut lru.inactive, page);
         return Next::Again;
     }
-    if lru.active.tail != NIL && (lru.inactive.pages < lru.active.pages || stuck >= lru.inactive.pages)
+    if lru.active.tail != NIL
+        && (lru.inactive.pages < lru.active.pages || stuck >= lru.inactive.pages)
     {
         // Refill the inactive list from the active tail. As the kernel
         // does for file folios nobody maps, referenced or not: the bit

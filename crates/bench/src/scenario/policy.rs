@@ -328,10 +328,7 @@ pub fn run(a: &PolicyBench, dir: &Path, notes: &mut Vec<String>, say: &dyn Fn(&s
     // its `c`), about 24 C of page reads (a Get reads two pages, mostly).
     match dbtrace::record(dir, c * 33 / 40, 12 * c)? {
         Ok(t) => traces.push(Trace {
-            name: format!(
-                "db_bench readrandom {:.1}C",
-                t.file_pages as f64 / c as f64
-            ),
+            name: format!("db_bench readrandom {:.1}C", t.file_pages as f64 / c as f64),
             reads: t
                 .pages
                 .into_iter()
@@ -385,7 +382,10 @@ mod tests {
         // The page-level model of the two lists against the cache itself,
         // on a zipf and beside scans: within 2 points of hit ratio.
         let c = 1024;
-        for t in [advisor_trace(Workload::Zipf(0.99), c), hot_beside_scans(c, 4)] {
+        for t in [
+            advisor_trace(Workload::Zipf(0.99), c),
+            hot_beside_scans(c, 4),
+        ] {
             let ratio = |h: Vec<bool>| h.iter().filter(|&&x| x).count() as f64 / h.len() as f64;
             let cache = ratio(through("cache", &t, c).unwrap());
             let model = ratio(through("model", &t, c).unwrap());

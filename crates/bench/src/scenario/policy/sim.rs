@@ -206,7 +206,10 @@ impl TwoLists {
         let victim = match self.streamed.pop_tail() {
             Some(k) => k,
             None if self.inactive.len() < self.active.len() => {
-                let k = self.active.pop_tail().expect("the active list is not empty");
+                let k = self
+                    .active
+                    .pop_tail()
+                    .expect("the active list is not empty");
                 self.inactive.push_head(k);
                 return;
             }
@@ -569,9 +572,15 @@ mod tests {
             page,
         };
         let got: Vec<bool> = (10..20).map(|p| s.sequential(r(p))).collect();
-        assert_eq!(got.iter().filter(|&&b| b).count(), 10 - STREAM_RUN as usize + 1);
+        assert_eq!(
+            got.iter().filter(|&&b| b).count(),
+            10 - STREAM_RUN as usize + 1
+        );
         assert!(!s.sequential(r(100)), "a jump ends it");
         // Another reader's run of the same file is its own.
-        assert!(!s.sequential(Read { reader: 1, ..r(101) }));
+        assert!(!s.sequential(Read {
+            reader: 1,
+            ..r(101)
+        }));
     }
 }
