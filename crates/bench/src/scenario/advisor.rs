@@ -20,7 +20,7 @@
 
 use std::path::Path;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use backing::MemBacking;
 use foliocache::{Advice, Cache, HitRatioCurve, CAPACITY_RATIOS};
 
@@ -243,14 +243,7 @@ pub fn run(a: &Advisor, dir: &Path, notes: &mut Vec<String>, say: &dyn Fn(&str))
                 fmt_size(t.file_pages * PAGE)
             ));
         }
-        Err(why) if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            bail!("advisor: the db_bench trace cannot be recorded under CI=true: {why}")
-        }
-        Err(why) => {
-            let n = format!("db_bench readrand: skipped: {why}");
-            say(&n);
-            notes.push(n);
-        }
+        Err(why) => dbtrace::skipped("advisor", "db_bench readrand", &why, notes, say)?,
     }
     Ok(())
 }

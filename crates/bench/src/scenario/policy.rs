@@ -341,14 +341,7 @@ pub fn run(a: &PolicyBench, dir: &Path, notes: &mut Vec<String>, say: &dyn Fn(&s
             file_pages: vec![t.file_pages],
             hot: None,
         }),
-        Err(why) if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            bail!("policy: the db_bench trace cannot be recorded under CI=true: {why}")
-        }
-        Err(why) => {
-            let n = format!("db_bench readrandom: skipped: {why}");
-            say(&n);
-            notes.push(n);
-        }
+        Err(why) => dbtrace::skipped("policy", "db_bench readrandom", &why, notes, say)?,
     }
     for t in &traces {
         let (row, hot) = rows(t, c)?;
