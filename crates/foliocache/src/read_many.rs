@@ -161,7 +161,6 @@ impl File {
                         index: p,
                         order: 0,
                         marker: false,
-                        stream: false,
                     };
                     folios.extend(m.insert_one(slot, dropbehind));
                 } else {

@@ -638,7 +638,6 @@ impl Mapping {
                     index: start,
                     order: 0,
                     marker: false,
-                    stream: false,
                 };
                 return self.read_one(ra, slot, dropbehind, wait, batch);
             }
@@ -741,11 +740,8 @@ impl Mapping {
             else {
                 return;
             };
-            let mut slots = plan(&win, &mut order, max_order, last_page);
+            let slots = plan(&win, &mut order, max_order, last_page);
             st.order = order;
-            // A window a marker started is a sequential stream's: read
-            // once, its folios go first (`lru.rs`), unless uncached.
-            slots.iter_mut().for_each(|s| s.stream = !dropbehind);
             (slots, st.cfg.insert)
         };
         self.run_window(ra, &slots, insert, false, dropbehind);
@@ -831,9 +827,6 @@ impl Mapping {
             if s.marker {
                 f.test_and_set(FolioFlags::READAHEAD);
             }
-            if s.stream {
-                f.test_and_set(FolioFlags::STREAMED);
-            }
             if dropbehind {
                 f.test_and_set(FolioFlags::DROPBEHIND);
             }
@@ -887,9 +880,6 @@ impl Mapping {
             if let Some(f) = self.new_folio_nowait(s.order) {
                 if s.marker {
                     f.test_and_set(FolioFlags::READAHEAD);
-                }
-                if s.stream {
-                    f.test_and_set(FolioFlags::STREAMED);
                 }
                 if dropbehind {
                     f.test_and_set(FolioFlags::DROPBEHIND);

@@ -15,7 +15,6 @@
 //!            folio is in a mapping; every lookup adds 1, dropped by the caller.
 //!  flags:    LOCKED WAITERS UPTODATE DIRTY WRITEBACK READAHEAD REFERENCED
 //!            ACTIVE WORKINGSET DROPBEHIND ERROR LRU ACTIVATE ASYNC_WAITERS
-//!            STREAMED
 //! ```
 //!
 //! # Locking
@@ -102,10 +101,6 @@ bitflags::bitflags! {
         /// unlock with only sleeping threads to wake never takes a bucket
         /// lock, and one with none pays nothing.
         const ASYNC_WAITERS = 1 << 13;
-        /// On the streamed list: brought in by a sequential stream's
-        /// asynchronous readahead, so reclaim takes it, once read, before
-        /// the inactive list's folios (`lru.rs`).
-        const STREAMED = 1 << 14;
     }
 }
 
