@@ -31,9 +31,10 @@ pub const SCENARIOS: [&str; 6] = [
 /// `sqlite`: databases built and measured in every configuration, at two
 /// sizes; `objectstore`: caches in front of throttled object storage;
 /// `advisor`: the cache's predicted hit ratios against measured ones, five
-/// workloads at five sizes; `crash`: a writer killed a thousand times each
-/// of three ways).
-pub const BY_NAME: [&str; 8] = [
+/// workloads at five sizes; `policy`: replacement policies replayed over
+/// traces against Belady's MIN; `crash`: a writer killed a thousand times
+/// each of three ways).
+pub const BY_NAME: [&str; 9] = [
     "larger",
     "programs",
     "scaling",
@@ -41,6 +42,7 @@ pub const BY_NAME: [&str; 8] = [
     "sqlite",
     "objectstore",
     "advisor",
+    "policy",
     "crash",
 ];
 
@@ -356,7 +358,7 @@ mod tests {
         assert!(
             e.contains(
                 "unknown scenario `fill` (available: seqread, randread, readahead, uncached, \
-                 populate, write, larger, programs, scaling, redb, sqlite, objectstore, advisor, crash)"
+                 populate, write, larger, programs, scaling, redb, sqlite, objectstore, advisor, policy, crash)"
             ),
             "{e}"
         );

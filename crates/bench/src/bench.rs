@@ -238,6 +238,10 @@ impl Bench<'_> {
                 scenario::advisor::run(a, dir, &mut notes, &say)?;
                 (None, "", None)
             }
+            Program::Policy(a) => {
+                scenario::policy::run(a, dir, &mut notes, &say)?;
+                (None, "", None)
+            }
         };
         let summary = runs
             .as_ref()

@@ -237,6 +237,13 @@ const SAMPLE_SALT: u64 = 0x5851_f42d_4c95_7f2d;
 /// Belady's MIN over `keys` with room for `capacity`: its hits, and the
 /// distinct keys (each one's first access, a miss for any cache).
 fn min_hits(capacity: usize, keys: &[u64]) -> (usize, usize) {
+    let (hit, distinct) = min_replay(capacity, keys);
+    (hit.iter().filter(|&&h| h).count(), distinct)
+}
+
+/// Belady's MIN over `keys` with room for `capacity`: whether each access
+/// hit, and the distinct keys.
+pub(crate) fn min_replay(capacity: usize, keys: &[u64]) -> (Vec<bool>, usize) {
     // next_use[i]: where keys[i] comes again (keys.len(): never).
     let never = keys.len();
     let mut next_use = vec![never; keys.len()];
@@ -250,10 +257,10 @@ fn min_hits(capacity: usize, keys: &[u64]) -> (usize, usize) {
     // The cached keys by (next use, key); `at` is each cached key's entry.
     let mut by_next: BTreeSet<(usize, u64)> = BTreeSet::new();
     let mut at: HashMap<u64, usize> = HashMap::new();
-    let mut hits = 0;
+    let mut hit = vec![false; keys.len()];
     for (i, &k) in keys.iter().enumerate() {
         if let Some(n) = at.get(&k).copied() {
-            hits += 1;
+            hit[i] = true;
             by_next.remove(&(n, k));
         } else if capacity == 0 {
             continue;
@@ -270,7 +277,7 @@ fn min_hits(capacity: usize, keys: &[u64]) -> (usize, usize) {
         by_next.insert((next_use[i], k));
         at.insert(k, next_use[i]);
     }
-    (hits, distinct)
+    (hit, distinct)
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@
 
 use std::path::Path;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use backing::MemBacking;
 use foliocache::{Advice, Cache, HitRatioCurve, CAPACITY_RATIOS};
 
@@ -57,7 +57,7 @@ pub struct Advisor {
 
 /// A workload: its name and how it picks the page of each read.
 #[derive(Debug, Clone, Copy)]
-enum Workload {
+pub(crate) enum Workload {
     /// Zipf of this exponent over 4 C of pages.
     Zipf(f64),
     /// A loop over 1.1 C of pages, in order.
@@ -76,7 +76,7 @@ const WORKLOADS: [Workload; 5] = [
 ];
 
 impl Workload {
-    fn name(self) -> String {
+    pub(crate) fn name(self) -> String {
         match self {
             Workload::Zipf(s) => format!("zipf {s} over 4C"),
             Workload::Loop => "loop over 1.1C".into(),
@@ -86,7 +86,7 @@ impl Workload {
 
     /// The trace's pages, for C of `c` pages: the same every run (a fixed
     /// seed), and its file's size in pages.
-    fn trace(self, c: u64) -> (Vec<u64>, u64) {
+    pub(crate) fn trace(self, c: u64) -> (Vec<u64>, u64) {
         let len = TRACE_CAPACITIES * c;
         // Draws: splitmix64 of a counter (the bench's own mixer).
         let mut n = 0u64;
@@ -330,14 +330,7 @@ pub fn run(a: &Advisor, dir: &Path, notes: &mut Vec<String>, say: &dyn Fn(&str))
                 fmt_size(t.file_pages * PAGE)
             ));
         }
-        Err(why) if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            bail!("advisor: the db_bench trace cannot be recorded under CI=true: {why}")
-        }
-        Err(why) => {
-            let n = format!("db_bench readrand: skipped: {why}");
-            say(&n);
-            notes.push(n);
-        }
+        Err(why) => dbtrace::skipped("advisor", "db_bench readrand", &why, notes, say)?,
     }
     let line = gaps.summary();
     say(&line);

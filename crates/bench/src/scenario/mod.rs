@@ -14,7 +14,8 @@
 //! embedded in the bench on their own storage and on foliocache, sharing
 //! [`embedded`]), [`objectstore`] (by name only: caches in front of
 //! object storage), [`advisor`] (by name only: the cache's predicted hit
-//! ratios at other sizes against measured ones), [`crash`] (by name only:
+//! ratios at other sizes against measured ones), [`policy`] (by name
+//! only: replacement policies over traces against Belady's MIN), [`crash`] (by name only:
 //! what a writer killed at random moments loses, four ways), and
 //! [`custom`] for a job given by `--rw`/`--bs`.
 //! What each measures is in `docs/bench.md`, and why on its page under
@@ -35,6 +36,7 @@ pub mod custom;
 pub mod embedded;
 pub mod larger;
 pub mod objectstore;
+pub mod policy;
 pub mod populate;
 pub mod programs;
 pub mod randread;
@@ -141,6 +143,8 @@ pub enum Program {
     ObjectStore(objectstore::ObjectBench),
     /// The cache's predicted hit ratios against measured ones ([`advisor`]).
     Advisor(advisor::Advisor),
+    /// Replacement policies over traces, against Belady's MIN ([`policy`]).
+    Policy(policy::PolicyBench),
 }
 
 impl Scenario {
@@ -298,6 +302,7 @@ fn build(
         "crash" => crash::scenario(args, quick),
         "objectstore" => objectstore::scenario(args, quick),
         "advisor" => advisor::scenario(args, quick),
+        "policy" => policy::scenario(args, quick),
         other => Err(format!(
             "unknown scenario `{other}` (available: {})",
             crate::args::all_scenarios().join(", ")

@@ -57,6 +57,28 @@ pub struct DbTrace {
     pub files: usize,
 }
 
+/// A trace [`record`] could not record (`why`), for the scenario
+/// `scenario` whose row `row` it was: under `CI=true`, whose test command
+/// installs its programs, an error; else a note that the row is skipped.
+///
+/// # Errors
+/// Under `CI=true`.
+pub fn skipped(
+    scenario: &str,
+    row: &str,
+    why: &str,
+    notes: &mut Vec<String>,
+    say: &dyn Fn(&str),
+) -> Result<()> {
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        bail!("{scenario}: the db_bench trace cannot be recorded under CI=true: {why}");
+    }
+    let n = format!("{row}: skipped: {why}");
+    say(&n);
+    notes.push(n);
+    Ok(())
+}
+
 /// Records the trace for a cache of `c` pages, in a directory made (and
 /// removed) in `dir`: a database of about 4 C, read with about `reads`
 /// `Get`s. `Ok(Err(why))` where it cannot be recorded here (a program
