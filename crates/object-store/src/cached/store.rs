@@ -557,6 +557,7 @@ impl<S: ObjectStore> CachedStore<S> {
         let bytes = cached(&obj, range.start, (range.end - range.start) as usize)
             .ok()?
             .ok()?;
+        obj.note_read(&range);
         Counters::add(&self.counters.hits, 1);
         let body = stream::once(ready(Ok(bytes))).boxed();
         Some(result(&obj, range, body))
