@@ -41,6 +41,10 @@ use futures_util::TryStreamExt;
 use object_store::path::Path;
 use object_store::{GetOptions, GetResult, ObjectStore};
 use parquet::arrow::arrow_reader::{ArrowPredicateFn, RowFilter, RowSelection, RowSelector};
+// Deprecated in parquet 60.1 (for readers written against
+// `AsyncFileReader`), and still what engines on object_store read
+// Parquet through: the client this crate puts on the cache.
+#[allow(deprecated)]
 use parquet::arrow::async_reader::ParquetObjectReader;
 use parquet::arrow::{ArrowWriter, ParquetRecordBatchStreamBuilder, ProjectionMask};
 use parquet::basic::Compression;
@@ -197,6 +201,7 @@ fn batch(ids: Range<u64>) -> Result<RecordBatch> {
 ///
 /// # Errors
 /// The store's or the reader's.
+#[allow(deprecated)] // ParquetObjectReader: see its import.
 pub async fn run(
     store: Arc<dyn ObjectStore>,
     path: &Path,

@@ -184,7 +184,8 @@ impl<S: ObjectStore> RemoteBacking<S> {
 
     /// Hands `range`'s bytes (within the object) to `fill`, at their
     /// offsets: from the disk tier if it holds every chunk the range
-    /// touches; else, for a point miss, by a GET of its window
+    /// touches; else, for a point miss among others near it
+    /// ([`point_reads_near`](Self::point_reads_near)), by a GET of its window
     /// ([`read_around`](Self::read_around)); else by a GET widened to
     /// whole chunks when one of them is admitted to the tier (a page of it
     /// missed a second time, [`DiskTier::admit`]), which is then written
