@@ -31,9 +31,9 @@ use std::path::Path as FsPath;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, BinaryArray, BooleanArray, Float64Array, Int64Array};
 /// The answers' batches (arrow's).
 pub use arrow_array::RecordBatch;
+use arrow_array::{ArrayRef, BinaryArray, BooleanArray, Float64Array, Int64Array};
 use arrow_schema::{DataType, Field, Schema};
 use bytes::Bytes;
 use foliocache_object_store::forward_object_store;
@@ -190,7 +190,9 @@ fn batch(ids: Range<u64>) -> Result<RecordBatch> {
     let cols: Vec<ArrayRef> = vec![
         Arc::new(Int64Array::from_iter_values(ids.clone().map(|i| i as i64))),
         Arc::new(Int64Array::from_iter_values(ids.clone().map(key))),
-        Arc::new(Float64Array::from_iter_values(ids.clone().map(|i| i as f64 / 2.0))),
+        Arc::new(Float64Array::from_iter_values(
+            ids.clone().map(|i| i as f64 / 2.0),
+        )),
         Arc::new(BinaryArray::from_iter_values(ids.map(payload))),
     ];
     RecordBatch::try_new(schema(), cols).map_err(|e| ParquetError::General(e.to_string()))
@@ -220,15 +222,22 @@ pub async fn run(
                     .column(0)
                     .as_any()
                     .downcast_ref::<Int64Array>()
-                    .ok_or_else(|| arrow_schema::ArrowError::CastError("key is not Int64".into()))?;
-                Ok(keys.values().iter().map(|&k| Some(k < below)).collect::<BooleanArray>())
+                    .ok_or_else(|| {
+                        arrow_schema::ArrowError::CastError("key is not Int64".into())
+                    })?;
+                Ok(keys
+                    .values()
+                    .iter()
+                    .map(|&k| Some(k < below))
+                    .collect::<BooleanArray>())
             });
             b.with_projection(out)
                 .with_row_filter(RowFilter::new(vec![Box::new(pred)]))
         }
         Query::Lookup { group, skip, take } => {
             let out = leaves(&[ID, PAYLOAD_COL]);
-            let select = RowSelection::from(vec![RowSelector::skip(skip), RowSelector::select(take)]);
+            let select =
+                RowSelection::from(vec![RowSelector::skip(skip), RowSelector::select(take)]);
             b.with_row_groups(vec![group])
                 .with_projection(out)
                 .with_row_selection(select)

@@ -482,7 +482,8 @@ pub fn run(
         Ok(records)
     })?;
     if !JOBS.contains(&PARQUET) {
-        let line = format!("parquet job not built (the bench's `parquet` feature): {PARQUET_BUILD}");
+        let line =
+            format!("parquet job not built (the bench's `parquet` feature): {PARQUET_BUILD}");
         say(&line);
         notes.push(line);
     }

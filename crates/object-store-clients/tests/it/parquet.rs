@@ -112,8 +112,14 @@ async fn a_second_pass_of_parquet_queries_sends_no_request() {
     assert!(first.remote_gets > 0 && asked > 0);
     same_as_local(s.clone(), &local, &t, size).await;
     let second = s.stats();
-    assert_eq!(second.remote_gets, first.remote_gets, "GETs of the second pass");
-    assert_eq!(second.remote_heads, first.remote_heads, "HEADs of the second pass");
+    assert_eq!(
+        second.remote_gets, first.remote_gets,
+        "GETs of the second pass"
+    );
+    assert_eq!(
+        second.remote_heads, first.remote_heads,
+        "HEADs of the second pass"
+    );
     assert_eq!(second.misses, first.misses, "misses of the second pass");
     std::fs::remove_dir_all(&d).unwrap();
 }

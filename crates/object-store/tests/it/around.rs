@@ -59,7 +59,11 @@ async fn the_third_point_miss_of_a_window_fetches_it_whole() {
     .await;
     let got = s.get_range(&p, 150_000..154_096).await.unwrap();
     assert_eq!(&got[..], &d[150_000..154_096]);
-    assert_eq!(inner.seen.gets(), gets, "the window's fourth read: from disk");
+    assert_eq!(
+        inner.seen.gets(),
+        gets,
+        "the window's fourth read: from disk"
+    );
     let got = s.get_range(&p, 300_000..304_096).await.unwrap();
     assert_eq!(&got[..], &d[300_000..304_096]);
     assert_eq!(inner.seen.gets(), gets + 1, "the next window: its own GET");
@@ -80,17 +84,30 @@ async fn reads_that_are_not_a_streams_fetch_their_pages_only() {
         };
         // Parquet's first data read (from byte 4), then column chunks
         // here and there, one of them right after the first.
-        for r in [4..70_000u64, 70_000..90_000, 3_000_000..3_500_000, 6_000_000..6_004_096] {
+        for r in [
+            4..70_000u64,
+            70_000..90_000,
+            3_000_000..3_500_000,
+            6_000_000..6_004_096,
+        ] {
             let got = s.get_range(&p, r.clone()).await.unwrap();
             assert_eq!(&got[..], &d[r.start as usize..r.end as usize], "{r:?}");
         }
         // Each rounded out to its pages.
-        let pages: u64 = [0..73_728u64, 69_632..90_112, 2_998_272..3_502_080, 5_999_616..6_004_096]
-            .iter()
-            .map(|r| r.end - r.start)
-            .sum();
+        let pages: u64 = [
+            0..73_728u64,
+            69_632..90_112,
+            2_998_272..3_502_080,
+            5_999_616..6_004_096,
+        ]
+        .iter()
+        .map(|r| r.end - r.start)
+        .sum();
         let fetched = s.stats().remote_get_bytes;
-        assert!(fetched <= pages, "tier {tiered}: fetched {fetched}, pages {pages}");
+        assert!(
+            fetched <= pages,
+            "tier {tiered}: fetched {fetched}, pages {pages}"
+        );
     }
 }
 
@@ -189,7 +206,11 @@ async fn concurrent_misses_of_neighbours_share_one_get() {
     inner.seen.gate.add_permits(1);
     assert_eq!(&first.await.unwrap().unwrap()[..], &d[at(FIRST)]);
     assert_eq!(&second.await.unwrap().unwrap()[..], &d[at(SECOND)]);
-    assert_eq!(inner.seen.gets(), 3, "one GET for both, after the two before");
+    assert_eq!(
+        inner.seen.gets(),
+        3,
+        "one GET for both, after the two before"
+    );
 }
 
 /// A leader whose GET fails hands its waiter nothing: the waiter sends

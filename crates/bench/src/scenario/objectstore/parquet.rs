@@ -55,7 +55,10 @@ fn queries(t: &Table) -> [(&'static str, Vec<Query>); 2] {
             take: 16,
         })
         .collect();
-    [("scan", vec![Query::Filter { below: 100 }]), ("lookups", lookups)]
+    [
+        ("scan", vec![Query::Filter { below: 100 }]),
+        ("lookups", lookups),
+    ]
 }
 
 /// A run of one query's parts through a store: its time, its answers,
@@ -67,7 +70,12 @@ struct Pass {
 }
 
 /// Runs `parts` through `store`.
-async fn pass(store: Arc<dyn ObjectStore>, path: &Path, size: u64, parts: &[Query]) -> Result<Pass> {
+async fn pass(
+    store: Arc<dyn ObjectStore>,
+    path: &Path,
+    size: u64,
+    parts: &[Query],
+) -> Result<Pass> {
     let asked = Arc::new(Asked::new(store));
     let t = Instant::now();
     let mut answers = Vec::new();
@@ -91,9 +99,15 @@ struct Cached {
 
 /// A fresh [`CachedStore`] over the remote in `dir`, of `memory` bytes
 /// (and a disk tier in `tier`, if given, of `tier_bytes`).
-fn cached(dir: &FsPath, memory: u64, tier: Option<(&FsPath, u64)>) -> Result<CachedStore<Throttled>> {
+fn cached(
+    dir: &FsPath,
+    memory: u64,
+    tier: Option<(&FsPath, u64)>,
+) -> Result<CachedStore<Throttled>> {
     let remote = Throttled::new(LocalFileSystem::new_with_prefix(dir)?, LATENCY, BANDWIDTH);
-    let cache = foliocache::Cache::builder().capacity(memory as usize).build()?;
+    let cache = foliocache::Cache::builder()
+        .capacity(memory as usize)
+        .build()?;
     let mut b = CachedStore::builder(remote, cache);
     if let Some((file, bytes)) = tier {
         let _ = std::fs::remove_file(file);
@@ -103,7 +117,12 @@ fn cached(dir: &FsPath, memory: u64, tier: Option<(&FsPath, u64)>) -> Result<Cac
 }
 
 /// Runs `parts` cold then warm through a fresh cache.
-async fn through_cache(store: CachedStore<Throttled>, path: &Path, size: u64, parts: &[Query]) -> Result<Cached> {
+async fn through_cache(
+    store: CachedStore<Throttled>,
+    path: &Path,
+    size: u64,
+    parts: &[Query],
+) -> Result<Cached> {
     let store = Arc::new(store);
     let cold = pass(store.clone(), path, size, parts).await?;
     let remote_cold = store.stats().remote_get_bytes;
