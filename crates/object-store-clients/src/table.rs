@@ -180,7 +180,7 @@ fn key(id: u64) -> i64 {
 fn payload(id: u64) -> [u8; PAYLOAD] {
     let mut p = [0u8; PAYLOAD];
     for (w, out) in p.chunks_exact_mut(8).enumerate() {
-        out.copy_from_slice(&mix(id << 4 | w as u64).to_le_bytes());
+        out.copy_from_slice(&mix((id << 4) | w as u64).to_le_bytes());
     }
     p
 }
