@@ -8,7 +8,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step says how long the run has taken so far (CI's budget is 35 minutes
+# on 2 cores: the figures show which step to shorten).
+step() { printf '\n==> %s (at %dm%02ds)\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
 
 # The FUSE mount's tests need fusermount3 (package fuse3; as root only to
 # unmount), fio (the verified workloads through the mount), sqlite3 and
@@ -168,3 +170,4 @@ step "cargo test --workspace --release"
 # (the mounts' S3 tests, `objects::s3::` of the fuse and CLI crates, ran
 # above with their server)
 cargo test --workspace --release -- --skip quick_seeds_smoke_run --skip objects::s3::
+step "done"
