@@ -22,7 +22,7 @@
 //! `L x B` (rounded up to a power of two), so that a stream's GETs are
 //! bandwidth-bound, not latency-bound. A stream is more than two reads in
 //! a row each beginning where the last ended; any other miss reads ahead
-//! nothing (its object's `ra_pages` set to 0), so that what a reader did
+//! nothing (its object advised random: one GET of the pages asked for), so that what a reader did
 //! not ask for is never fetched on a guess.
 //!
 //! ```text

@@ -45,7 +45,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use foliocache::{File, ReadaheadConfig};
+use foliocache::{Advice, File, ReadaheadConfig};
 use object_store::path::Path;
 use object_store::{Attributes, ObjectMeta};
 use parking_lot::{Mutex, RwLock};
@@ -175,18 +175,23 @@ impl Object {
         }
     }
 
-    /// Sets the file's readahead window to `pages` (0: none, a miss reads
+    /// Sets the file's readahead window to `pages` (0: random, a miss reads
     /// what it asked for), if not set already: a stream's GETs grow to
     /// the remote's latency times its bandwidth (crate::window), any other
     /// read fetches what it asked for. Setting it starts the window over,
     /// so it is set only when it changes.
     pub(crate) fn tune_readahead(&self, pages: u64) {
         if self.stream_pages.swap(pages, Ordering::Relaxed) != pages {
-            let cfg = match pages {
-                0 => ReadaheadConfig::disabled(),
-                p => ReadaheadConfig::new(p, p),
-            };
-            self.file.set_readahead(cfg);
+            match pages {
+                // Random advice (`POSIX_FADV_RANDOM`): a miss reads the
+                // pages asked for as one IO, one GET (readahead turned off
+                // would read them in pieces).
+                0 => {
+                    // Never fails for these advices.
+                    let _ = self.file.advise(0, 0, Advice::Random);
+                }
+                p => self.file.set_readahead(ReadaheadConfig::new(p, p)),
+            }
         }
     }
 }
