@@ -62,6 +62,8 @@ cargo fmt --all -- --check
 
 step "cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets -- -D warnings
+# The bench's `parquet` job (off by default: arrow and parquet's build).
+cargo clippy -p foliocache-bench --features parquet --all-targets -- -D warnings
 
 # The operator's binary (run, mount, stat, cache, umount) builds without
 # the bench harness and its dependencies.

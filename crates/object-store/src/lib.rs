@@ -45,11 +45,13 @@
 //!   memory a second time (see [`disk`]); it keeps each object's latest
 //!   version too, so that a restarted store needs no HEAD before a hit.
 //! - **GETs sized by the remote**: each GET's latency and bandwidth are
-//!   measured; with a disk tier, a point miss fetches the aligned window
-//!   around it (half of latency x bandwidth: a GET that small is
-//!   latency-bound) and keeps it all on disk, concurrent misses of one
-//!   window making one GET; sequential readers' readahead windows are set
-//!   to latency x bandwidth (module `window`, docs/object-store.md).
+//!   measured; with a disk tier, a point miss among others near it
+//!   fetches the aligned window around it (half of latency x bandwidth: a
+//!   GET that small is latency-bound) and keeps it all on disk, concurrent
+//!   misses of one window making one GET; a stream's (more than two reads
+//!   in a row) readahead windows are set to latency x bandwidth, and any
+//!   other miss fetches what it asked for (module `window`,
+//!   docs/object-store.md).
 //! - **Bounds**: the folios are the cache's (its capacity, its reclaim);
 //!   the objects tracked are at most
 //!   [`max_objects`](CachedStoreBuilder::max_objects), evicted by CLOCK

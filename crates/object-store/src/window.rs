@@ -7,7 +7,10 @@
 //! request's bandwidth `B`. Below `L x B` bytes (1.8 MB at 20 ms and
 //! 90 MB/s) a GET is latency-bound: fetching half of `L x B` costs at
 //! most half more than fetching 4 KiB.
-//! So a point miss of a store with a disk tier fetches the aligned
+//! So a point miss of a store with a disk tier (a read of at most an
+//! eighth of the window, the third miss in that window: point reads that
+//! come back near their misses, where a table's reader reads each chunk
+//! once) fetches the aligned
 //! *window* around it ([`LinkModel::point_window`]), the largest power of
 //! two within `L x B / 2`, and the tier keeps the whole window:
 //! the next miss nearby is a disk hit, not another GET (the kernel's
@@ -17,7 +20,10 @@
 //! Sequential readers are foliocache's readahead's: windows that grow up
 //! to the file's `ra_pages`, which [`LinkModel::stream_pages`] sets to
 //! `L x B` (rounded up to a power of two), so that a stream's GETs are
-//! bandwidth-bound, not latency-bound.
+//! bandwidth-bound, not latency-bound. A stream is more than two reads in
+//! a row each beginning where the last ended; any other miss reads ahead
+//! nothing (its object advised random: one GET of the pages asked for), so that what a reader did
+//! not ask for is never fetched on a guess.
 //!
 //! ```text
 //!   GET ──> get_opts answers (headers: latency L) ──> body (bytes / B)

@@ -59,6 +59,8 @@ mod foyer;
 mod hits;
 mod lru;
 mod memory;
+#[cfg(feature = "parquet")]
+mod parquet;
 mod remote;
 mod restart;
 
@@ -72,8 +74,22 @@ pub const RESTART: JobName = "restart";
 pub const MEMORY: JobName = "memory";
 /// Cached reads against a local file's hits.
 pub const HITS: JobName = "hits";
+/// arrow-rs `parquet`'s queries through the stores (the bench's feature
+/// `parquet`).
+pub const PARQUET: JobName = "parquet";
 /// The jobs, in order.
-const JOBS: [JobName; 5] = [ZIPF, SCAN, RESTART, MEMORY, HITS];
+const JOBS: &[JobName] = &[
+    ZIPF,
+    SCAN,
+    RESTART,
+    MEMORY,
+    HITS,
+    #[cfg(feature = "parquet")]
+    PARQUET,
+];
+/// How to build the bench with the `parquet` job.
+const PARQUET_BUILD: &str =
+    "cargo run --release --features foliocache-bench/parquet -- bench --scenario objectstore";
 /// The variable naming the jobs to run (all when unset).
 const JOBS_ENV: &str = "FOLIOCACHE_OBJSTORE_JOBS";
 /// The variable setting D and the point reads' data (default 4 M).
@@ -94,6 +110,8 @@ fn runs(job: JobName) -> bool {
 
 /// M (full, `--quick`).
 const M: FullQuick<u64> = FullQuick(64 << 20, 16 << 20);
+/// The `parquet` job's file (full, `--quick`).
+const PARQUET_FILE: FullQuick<u64> = FullQuick(256 << 20, 16 << 20);
 /// A scanned object's size.
 const SCAN_OBJECT: FullQuick<u64> = FullQuick(64 << 20, 16 << 20);
 /// Measured point reads (as many again warm the caches first).
@@ -120,6 +138,8 @@ pub struct ObjectBench {
     pub latency: Duration,
     /// Whether the restart's child fills its tier before it is killed.
     pub fill: bool,
+    /// The `parquet` job's file size.
+    pub parquet_file: u64,
 }
 
 /// The scenario from the command line.
@@ -151,7 +171,14 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
         ops: OPS.get(quick),
         latency: Duration::from_millis(ms),
         fill: std::env::var(FILL_ENV).is_ok_and(|v| !v.is_empty() && v != "0"),
+        parquet_file: PARQUET_FILE.get(quick),
     };
+    if !JOBS.contains(&PARQUET) && std::env::var(JOBS_ENV).is_ok() && runs(PARQUET) {
+        return Err(format!(
+            "objectstore scenario: the parquet job is built with the bench's `parquet` feature \
+             (arrow and parquet, minutes of build): {PARQUET_BUILD}"
+        ));
+    }
     Ok(Scenario {
         name: "objectstore".into(),
         description: format!(
@@ -400,7 +427,7 @@ pub fn run(
     let small = (b.d / OBJECT).max(1);
     let zipf = Arc::new(Zipf::new(small * OBJECT / PAGE, 0.99).map_err(anyhow::Error::msg)?);
     let mut cgroups = None;
-    let runs = rounds("objectstore", &ENGINES, &JOBS, repeat, say, |c| {
+    let runs = rounds("objectstore", &ENGINES, JOBS, repeat, say, |c| {
         let label = ENGINES[c];
         let disk = root.path().join(format!("tier-{c}"));
         let _ = std::fs::remove_file(&disk);
@@ -448,8 +475,18 @@ pub fn run(
         if label == FOLIO && runs(HITS) {
             records.push(hits::run(b, root.path(), &rt)?);
         }
+        #[cfg(feature = "parquet")]
+        if label == FOLIO && runs(PARQUET) {
+            records.push(parquet::run(b.parquet_file, root.path(), &rt)?);
+        }
         Ok(records)
     })?;
+    if !JOBS.contains(&PARQUET) {
+        let line =
+            format!("parquet job not built (the bench's `parquet` feature): {PARQUET_BUILD}");
+        say(&line);
+        notes.push(line);
+    }
     compare(&runs, notes, say);
     Ok(runs)
 }
@@ -457,7 +494,7 @@ pub fn run(
 /// Each engine's figures against the 4 MiB parts' and foyer's, to the
 /// notes.
 fn compare(runs: &[JobRuns], notes: &mut Vec<String>, say: &dyn Fn(&str)) {
-    for job in runs.iter().filter(|j| j.job == HITS) {
+    for job in runs.iter().filter(|j| [HITS, PARQUET].contains(&j.job)) {
         for r in job.engines.iter().flatten() {
             for line in &r.notes {
                 say(line);
@@ -467,7 +504,7 @@ fn compare(runs: &[JobRuns], notes: &mut Vec<String>, say: &dyn Fn(&str)) {
     }
     for job in runs
         .iter()
-        .filter(|j| ![RESTART, MEMORY, HITS].contains(&j.job))
+        .filter(|j| ![RESTART, MEMORY, HITS, PARQUET].contains(&j.job))
     {
         let last = |label: &str| {
             job.engines

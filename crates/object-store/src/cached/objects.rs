@@ -40,11 +40,12 @@ use super::object_store;
 use std::borrow::Borrow;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use foliocache::{File, ReadaheadConfig};
+use foliocache::{Advice, File, ReadaheadConfig};
 use object_store::path::Path;
 use object_store::{Attributes, ObjectMeta};
 use parking_lot::{Mutex, RwLock};
@@ -117,10 +118,22 @@ pub(crate) struct Object {
     validated: AtomicU64,
     /// Read since the clock hand last passed it.
     referenced: AtomicBool,
-    /// The readahead window last set on `file`, in pages (0: the cache's
-    /// default).
+    /// The readahead window last set on `file`, in pages (0: none;
+    /// [`CACHE_DEFAULT`]: the cache's default, never set).
     stream_pages: AtomicU64,
+    /// Where the last read of the object ended, and how many reads in a
+    /// row began where the one before ended ([`note_read`](Self::note_read)).
+    last_end: AtomicU64,
+    run: AtomicU32,
 }
+
+/// `Object::stream_pages` before any window was set.
+const CACHE_DEFAULT: u64 = u64::MAX;
+/// Reads in a row, each beginning where the last ended, after which the
+/// next is a stream's: a reader's second read starting at the first's end
+/// may be the next column of a table (Parquet reads a row group's filter
+/// column, then the column after it), not a stream.
+const STREAM_RUN: u32 = 2;
 
 impl Object {
     /// The version `meta` (with its `attributes`) cached in `file`,
@@ -132,7 +145,9 @@ impl Object {
             file,
             validated: AtomicU64::new(since_epoch()),
             referenced: AtomicBool::new(false),
-            stream_pages: AtomicU64::new(0),
+            stream_pages: AtomicU64::new(CACHE_DEFAULT),
+            last_end: AtomicU64::new(u64::MAX),
+            run: AtomicU32::new(0),
         }
     }
 
@@ -146,14 +161,37 @@ impl Object {
         self.validated.fetch_max(since_epoch(), Ordering::Relaxed);
     }
 
-    /// Sets the file's readahead window to `pages` (the remote's latency
-    /// times its bandwidth, crate::window), if measured and not set
-    /// already: a sequential reader's GETs grow to it. Setting it starts
-    /// the window over, so it is set only when it changes.
-    pub(crate) fn tune_readahead(&self, pages: Option<u64>) {
-        let Some(p) = pages else { return };
-        if self.stream_pages.swap(p, Ordering::Relaxed) != p {
-            self.file.set_readahead(ReadaheadConfig::new(p, p));
+    /// Notes a read of `range` (a hit or a miss): whether it is a
+    /// stream's, the last of more than [`STREAM_RUN`] reads in a row each
+    /// beginning where the one before ended. Racing readers of one object
+    /// may break a run (the pattern is a guess, never a correctness
+    /// matter).
+    pub(crate) fn note_read(&self, range: &Range<u64>) -> bool {
+        if self.last_end.swap(range.end, Ordering::Relaxed) == range.start {
+            self.run.fetch_add(1, Ordering::Relaxed) + 1 >= STREAM_RUN
+        } else {
+            self.run.store(0, Ordering::Relaxed);
+            false
+        }
+    }
+
+    /// Sets the file's readahead window to `pages` (0: random, a miss reads
+    /// what it asked for), if not set already: a stream's GETs grow to
+    /// the remote's latency times its bandwidth (crate::window), any other
+    /// read fetches what it asked for. Setting it starts the window over,
+    /// so it is set only when it changes.
+    pub(crate) fn tune_readahead(&self, pages: u64) {
+        if self.stream_pages.swap(pages, Ordering::Relaxed) != pages {
+            match pages {
+                // Random advice (`POSIX_FADV_RANDOM`): a miss reads the
+                // pages asked for as one IO, one GET (readahead turned off
+                // would read them in pieces).
+                0 => {
+                    // Never fails for these advices.
+                    let _ = self.file.advise(0, 0, Advice::Random);
+                }
+                p => self.file.set_readahead(ReadaheadConfig::new(p, p)),
+            }
         }
     }
 }

@@ -2,13 +2,22 @@
 //!
 //! ```text
 //!   read(obj, range)
+//!     0. the read noted in the object's pattern: a stream's when more
+//!        than two reads in a row each began where the last ended
 //!     1. NOWAIT reads on the caller's thread: what is cached is copied,
 //!        no IO, no wait (a hit ends here; a readahead marker met starts
 //!        the next window in the background)
 //!     2. the rest: a blocking read on tokio's blocking pool
 //!        (spawn_blocking), which misses into foliocache's read path:
-//!        readahead, folio locks, one GET per run of missing folios
+//!        readahead (a stream's only), folio locks, one GET per run of
+//!        missing folios
 //! ```
+//!
+//! A miss that is not a stream's fetches the pages it asked for, no more:
+//! a reader's first read (Parquet's first data read begins at byte 4),
+//! each column chunk of a query, a point read. A table's reader reads a
+//! row group's columns one after another (the filter column, then the one
+//! beside it), so two reads in a row are not yet a stream; a third is.
 //!
 //! A whole-object or large GET is served in pieces of [`CHUNK`] bytes, the
 //! first read before the `GetResult` is returned (so that a stale version
@@ -31,6 +40,9 @@ use super::remote::{into_store_error, Counters, STORE};
 
 /// The most bytes one piece of a GET's stream holds.
 pub(crate) const CHUNK: u64 = 4 << 20;
+/// A stream's readahead window before the remote is measured, in pages
+/// (foliocache's default, which the cache caps at an eighth of itself).
+const DEFAULT_STREAM_PAGES: u64 = 2048;
 
 /// Reads `range` (within the object) of `obj`: from memory where cached,
 /// else through the cache's read path on a blocking thread (`once`: its
@@ -46,6 +58,7 @@ pub(crate) async fn read(
         store: STORE,
         source: format!("range {range:?} does not fit in memory").into(),
     })?;
+    let stream = obj.note_read(&range);
     let (mut buf, done) = match cached(obj, range.start, len)? {
         Ok(hit) => {
             Counters::add(&counters.hits, 1);
@@ -54,7 +67,12 @@ pub(crate) async fn read(
         Err(partial) => partial,
     };
     Counters::add(&counters.misses, 1);
-    obj.tune_readahead(counters.link.stream_pages());
+    // A stream's miss reads ahead, as far as the remote's latency times
+    // its bandwidth; any other fetches what it asked for (crate::window).
+    obj.tune_readahead(match stream {
+        true => counters.link.stream_pages().unwrap_or(DEFAULT_STREAM_PAGES),
+        false => 0,
+    });
     let at = range.start + done as u64;
     let obj2 = obj.clone();
     let flags = match once {

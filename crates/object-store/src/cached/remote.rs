@@ -33,6 +33,7 @@
 //! and the IO engine's pool threads (asynchronous readahead).
 
 use super::object_store;
+use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::ops::Range;
@@ -85,6 +86,14 @@ pub(crate) struct Counters {
     pub(crate) passed_through: AtomicU64,
 }
 
+/// A point read is at most this fraction of its window.
+const POINT_SHARE: u64 = 8;
+/// Misses in a window before the next one fetches it whole.
+const NEAR_MISSES: u32 = 2;
+/// The windows whose misses a backing counts; past it the count starts
+/// over.
+const MAX_NEAR: usize = 4096;
+
 /// The most read-around windows whose tier writes wait in the background
 /// (each holds its window's bytes); past it a miss writes its own.
 const MAX_PENDING_WINDOWS: u64 = 16;
@@ -121,6 +130,9 @@ pub(crate) struct RemoteBacking<S> {
     /// Where the last range read from the remote or the tier ended: a
     /// range starting there is a sequential reader's.
     last_end: AtomicU64,
+    /// Misses (not held by the tier) by point window, since the map was
+    /// last cleared ([`point_reads_near`](Self::point_reads_near)).
+    near: Mutex<HashMap<u64, u32>>,
     /// Writes the tier's record of this version (super::record), run
     /// once, when the tier first holds a chunk of it (a hit or a write):
     /// an object none of whose chunks is on disk gets no record.
@@ -152,6 +164,7 @@ impl<S: ObjectStore> RemoteBacking<S> {
             flights: Arc::default(),
             budget,
             last_end: AtomicU64::new(u64::MAX),
+            near: Mutex::default(),
             record: Mutex::new(None),
         }
     }
@@ -171,7 +184,8 @@ impl<S: ObjectStore> RemoteBacking<S> {
 
     /// Hands `range`'s bytes (within the object) to `fill`, at their
     /// offsets: from the disk tier if it holds every chunk the range
-    /// touches; else, for a point miss, by a GET of its window
+    /// touches; else, for a point miss among others near it
+    /// ([`point_reads_near`](Self::point_reads_near)), by a GET of its window
     /// ([`read_around`](Self::read_around)); else by a GET widened to
     /// whole chunks when one of them is admitted to the tier (a page of it
     /// missed a second time, [`DiskTier::admit`]), which is then written
@@ -208,7 +222,7 @@ impl<S: ObjectStore> RemoteBacking<S> {
             return Ok(());
         }
         let window = self.counters.link.point_window();
-        if window > 0 && !sequential && range.end - range.start < window {
+        if window > 0 && !sequential && self.point_reads_near(&range, window) {
             return self.read_around(tier, version, range, window, fill);
         }
         let pages = |c: u64| {
@@ -252,6 +266,26 @@ impl<S: ObjectStore> RemoteBacking<S> {
             write();
         }
         Ok(())
+    }
+
+    /// Whether a miss of `range` is a point read among others near it,
+    /// whose `window` is worth fetching whole: a read of at most an
+    /// [`POINT_SHARE`]th of the window, in a window where
+    /// [`NEAR_MISSES`] misses came before it. A reader that reads each
+    /// part once (a table's column chunks, its footer) is fetched what it
+    /// asks for; one that comes back near its misses (point lookups of
+    /// hot keys) gets the window after a few.
+    fn point_reads_near(&self, range: &Range<u64>, window: u64) -> bool {
+        if (range.end - range.start).saturating_mul(POINT_SHARE) > window {
+            return false;
+        }
+        let mut near = self.near.lock();
+        if near.len() >= MAX_NEAR {
+            near.clear();
+        }
+        let seen = near.entry(range.start / window).or_insert(0);
+        *seen += 1;
+        *seen > NEAR_MISSES
     }
 
     /// A point miss of `range`: one GET of the aligned `window` around it

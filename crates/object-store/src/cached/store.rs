@@ -136,7 +136,8 @@ impl<S: ObjectStore> CachedStoreBuilder<S> {
 
     /// Fixes the window a point miss fetches, with a disk tier, at
     /// `bytes` (rounded up to a power of two within 64 KiB and 4 MiB; 0:
-    /// only the bytes missed). Default: measured, the largest power of
+    /// only the bytes missed); a point miss is a read of at most an
+    /// eighth of its window, the third miss in it. Default: measured, the largest power of
     /// two within half of the remote's latency times its bandwidth,
     /// as its GETs time them (none before they have: crate::window).
     pub fn read_around(mut self, bytes: u64) -> Self {
@@ -557,6 +558,7 @@ impl<S: ObjectStore> CachedStore<S> {
         let bytes = cached(&obj, range.start, (range.end - range.start) as usize)
             .ok()?
             .ok()?;
+        obj.note_read(&range);
         Counters::add(&self.counters.hits, 1);
         let body = stream::once(ready(Ok(bytes))).boxed();
         Some(result(&obj, range, body))
