@@ -157,6 +157,7 @@ fn a_member_of_the_group_changes_no_byte_of_the_owners_files() {
         std::fs::OpenOptions::new()
             .write(true)
             .create(true)
+            .truncate(true)
             .mode(0o600)
             .open(path)
             .unwrap();
