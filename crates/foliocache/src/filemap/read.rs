@@ -142,20 +142,7 @@ impl Mapping {
                 }
             };
             if !started {
-                // The pages of the read this batch serves, for the
-                // miss-ratio curve (a hit's age is counted with its first
-                // folio below); the file's curve counts the read once.
-                let upto = batch
-                    .last()
-                    .map_or(end, |f| ((f.index() + f.nr_pages()) * PAGE).min(end));
-                if upto > pos {
-                    cache.stats.observe_read(
-                        self.sample_key,
-                        (pos / PAGE, (upto - 1) / PAGE),
-                        !missed,
-                        (self.curve_counts(), copied == 0),
-                    );
-                }
+                self.observe_batch(&batch, pos, end, missed, copied == 0);
             }
             // The size again, now that the folios are uptodate (the
             // kernel's filemap_read): a truncate cuts the backing and sets
@@ -237,6 +224,24 @@ impl Mapping {
                 .min(size)
                 .saturating_sub(start);
             self.inner().stats.first_read_bytes.add(bytes);
+        }
+    }
+
+    /// Shows the miss-ratio curve the pages of a read that `batch` serves
+    /// from `pos` (to `end` at most): hits unless it `missed` (a hit's
+    /// age is counted with its first folio by the caller); the file's
+    /// curve counts the read once, at its `first` batch.
+    fn observe_batch(&self, batch: &[FolioRef<'_>], pos: u64, end: u64, missed: bool, first: bool) {
+        let upto = batch
+            .last()
+            .map_or(end, |f| ((f.index() + f.nr_pages()) * PAGE).min(end));
+        if upto > pos {
+            self.inner().stats.observe_read(
+                self.sample_key,
+                (pos / PAGE, (upto - 1) / PAGE),
+                !missed,
+                (self.curve_counts(), first),
+            );
         }
     }
 
