@@ -39,8 +39,8 @@ use handed::{close_on_exec, handed_on_open, mark_group, Handed, HANDED, STREAM_F
 pub(crate) use handed::{
     hand_stream, mapping_plain, release_stream, served_len, take_stream, writing_back,
 };
-pub(crate) use join::{after_own_read, spawning};
 use join::publish_own_reads;
+pub(crate) use join::{after_own_read, spawning};
 pub(crate) use open::adopt;
 use open::{proc_path, served_key};
 

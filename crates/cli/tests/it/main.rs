@@ -18,9 +18,6 @@ mod launch;
 /// `foliocache run` at its limits: more files than the group's table
 /// holds, a program that daemonizes.
 mod launch_limits;
-/// `foliocache run --metrics`: the group's figures from the launcher, a
-/// forked pool's reads in bytes, every worker's line.
-mod run_metrics;
 /// `foliocache mount` and `foliocache stat`: signals, restarts, unmounts.
 mod mount;
 /// `foliocache mount --cache`: the mount's server on a named cache,
@@ -43,6 +40,9 @@ mod operate;
 mod persist;
 /// `foliocache bench --scenario programs`: `db_bench` three ways.
 mod programs;
+/// `foliocache run --metrics`: the group's figures from the launcher, a
+/// forked pool's reads in bytes, every worker's line.
+mod run_metrics;
 /// Warm restarts of the mount: the list saved at unmount, loaded by the
 /// next mount.
 mod warm;

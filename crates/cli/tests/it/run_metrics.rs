@@ -75,7 +75,15 @@ fn run_metrics_serves_a_forked_pools_reads_from_one_cache_in_bytes() {
     std::fs::write(dir.path().join("f"), &data).expect("f");
     let port = free_port();
     let out = Command::new(BIN)
-        .args(["run", "--no-state", "--capacity", "64M", "--metrics", &port, "--dir"])
+        .args([
+            "run",
+            "--no-state",
+            "--capacity",
+            "64M",
+            "--metrics",
+            &port,
+            "--dir",
+        ])
         .arg(dir.path())
         .args(["--", "/usr/bin/python3", "-c", POOL])
         .arg(dir.path())
@@ -132,7 +140,14 @@ fn run_metrics_without_a_guardian_is_refused_with_the_reason() {
     let dir = tempfile::tempdir().expect("tempdir");
     let marker = dir.path().join("ran");
     let out = Command::new(BIN)
-        .args(["run", "--no-state", "--no-guardian", "--metrics", &free_port(), "--dir"])
+        .args([
+            "run",
+            "--no-state",
+            "--no-guardian",
+            "--metrics",
+            &free_port(),
+            "--dir",
+        ])
         .arg(dir.path())
         .args(["--", "touch"])
         .arg(&marker)

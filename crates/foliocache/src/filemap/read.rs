@@ -223,7 +223,9 @@ impl Mapping {
     pub(super) fn first_read(&self, f: &crate::folio::Folio, size: u64) {
         if f.test_and_clear(FolioFlags::FRESH) {
             let start = f.index() * PAGE;
-            let bytes = (start + f.nr_pages() * PAGE).min(size).saturating_sub(start);
+            let bytes = (start + f.nr_pages() * PAGE)
+                .min(size)
+                .saturating_sub(start);
             self.inner().stats.first_read_bytes.add(bytes);
         }
     }

@@ -77,7 +77,11 @@ impl Inner {
             Some(id) => id,
             None => {
                 let last = &self.published.last;
-                if own.iter().zip(last).all(|(o, l)| *o == l.load(Ordering::Relaxed)) {
+                if own
+                    .iter()
+                    .zip(last)
+                    .all(|(o, l)| *o == l.load(Ordering::Relaxed))
+                {
                     return;
                 }
                 match self.me.id(&self.seg) {

@@ -14,9 +14,7 @@ use std::sync::atomic::{fence, Ordering};
 
 use super::crash::point;
 use super::lock::{alive, lock, nap_on_holder, Held};
-use super::seg::{
-    Desc, PageMem, Seg, F_DIRTY, F_FRESH, F_REFERENCED, F_UPTODATE, F_USED, PAGE,
-};
+use super::seg::{Desc, PageMem, Seg, F_DIRTY, F_FRESH, F_REFERENCED, F_UPTODATE, F_USED, PAGE};
 
 /// A file page's identity: which slot, which of the slot's files, which
 /// page.

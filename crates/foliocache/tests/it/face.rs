@@ -327,7 +327,10 @@ fn bytes_from_memory_count_readahead_where_it_was_read<O: Opener>() {
     };
     let first = pass(&f);
     assert_eq!(first.read_bytes, PAGES * PAGE, "{first:?}");
-    assert!(first.hits > 0, "readahead's pages are page-lookup hits: {first:?}");
+    assert!(
+        first.hits > 0,
+        "readahead's pages are page-lookup hits: {first:?}"
+    );
     assert_eq!(first.memory_bytes, 0, "{first:?}");
     assert!(first.loaded_bytes >= PAGES * PAGE, "{first:?}");
     let second = pass(&f);

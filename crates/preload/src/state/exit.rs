@@ -28,8 +28,7 @@ pub(crate) fn forked() {
 /// line is printed ([`report`]), once. Nothing in a child of `vfork`,
 /// whose memory is its parent's.
 pub(crate) fn ending_now() {
-    if OWNER.load(Ordering::Relaxed) != std::process::id() || ENDED.swap(true, Ordering::Relaxed)
-    {
+    if OWNER.load(Ordering::Relaxed) != std::process::id() || ENDED.swap(true, Ordering::Relaxed) {
         return;
     }
     inside((), || {

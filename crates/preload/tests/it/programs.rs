@@ -200,7 +200,10 @@ fn a_process_that_ends_with_exit_prints_its_line_in_bytes() {
     // (Not `python3` by the PATH, which may be a shell script that forks
     // and executes others: a version manager's shim.)
     let python = "/usr/bin/python3";
-    if !installed(python, "a_process_that_ends_with_exit_prints_its_line_in_bytes") {
+    if !installed(
+        python,
+        "a_process_that_ends_with_exit_prints_its_line_in_bytes",
+    ) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -227,6 +230,9 @@ fn a_process_that_ends_with_exit_prints_its_line_in_bytes() {
         ),
         "{line}"
     );
-    assert!(line.contains(" read from the files (readahead included); "), "{line}");
+    assert!(
+        line.contains(" read from the files (readahead included); "),
+        "{line}"
+    );
     assert_eq!(err.matches("opens served").count(), 1, "once: {err}");
 }
