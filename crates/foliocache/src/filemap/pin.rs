@@ -273,9 +273,7 @@ impl Mapping {
             cache
                 .lru()
                 .read_access(&f, ff, sequential && offset > start);
-            if ff.contains(FolioFlags::FRESH) {
-                m.first_read(&f, m.size());
-            }
+            m.first_read(&f, ff, m.size());
             cache.stats.hits.add(1);
             cache.stats.read_bytes.add(n as u64);
         }

@@ -66,9 +66,7 @@ impl Mapping {
             let start = f.index() * PAGE;
             let ff = f.flags();
             if serves_hit(&f, ff, end) {
-                if ff.contains(FolioFlags::FRESH) {
-                    self.first_read(&f, size);
-                }
+                self.first_read(&f, ff, size);
                 // A read that goes on in the folio where this thread's
                 // previous read ended is not a new access.
                 let age = cache
@@ -175,17 +173,14 @@ impl Mapping {
                     f.test_and_clear(FolioFlags::DROPBEHIND);
                     ff = f.flags();
                 }
-                if ff.contains(FolioFlags::FRESH) {
-                    self.first_read(&f, size);
-                }
+                self.first_read(&f, ff, size);
                 let age =
                     cache
                         .lru()
                         .read_access(&f, ff, copied == 0 && sequential && offset > start);
                 self.copy_out(&f, from, &mut buf[copied..copied + n]);
                 if !missed && !started {
-                    // The read's first folio counts with its age (its
-                    // bytes are counted below, with the others').
+                    // The read's first folio counts with its age.
                     if copied == 0 {
                         cache.stats.count_hit(age, 0, self.curve_counts());
                     } else {
@@ -215,9 +210,19 @@ impl Mapping {
     /// `read_bytes - first_read_bytes`: a page readahead brought in is
     /// counted where it was read, not as a hit in bytes. Whole, even when
     /// the read takes part of it: a stream that reads a large folio in
-    /// pieces got all of it from the device.
+    /// pieces got all of it from the device. Called on every read of a
+    /// folio whose flags are `ff`: a bit test where it is not `FRESH`.
+    #[inline]
+    pub(super) fn first_read(&self, f: &crate::folio::Folio, ff: FolioFlags, size: u64) {
+        if ff.contains(FolioFlags::FRESH) {
+            self.count_first_read(f, size);
+        }
+    }
+
+    /// [`first_read`](Self::first_read) of a `FRESH` folio: the flag
+    /// cleared and the bytes counted, by one reader only.
     #[cold]
-    pub(super) fn first_read(&self, f: &crate::folio::Folio, size: u64) {
+    fn count_first_read(&self, f: &crate::folio::Folio, size: u64) {
         if f.test_and_clear(FolioFlags::FRESH) {
             let start = f.index() * PAGE;
             let bytes = (start + f.nr_pages() * PAGE)
