@@ -111,6 +111,7 @@ fn runs(job: JobName) -> bool {
 /// M (full, `--quick`).
 const M: FullQuick<u64> = FullQuick(64 << 20, 16 << 20);
 /// The `parquet` job's file (full, `--quick`).
+#[cfg(feature = "parquet")]
 const PARQUET_FILE: FullQuick<u64> = FullQuick(256 << 20, 16 << 20);
 /// A scanned object's size.
 const SCAN_OBJECT: FullQuick<u64> = FullQuick(64 << 20, 16 << 20);
@@ -138,7 +139,9 @@ pub struct ObjectBench {
     pub latency: Duration,
     /// Whether the restart's child fills its tier before it is killed.
     pub fill: bool,
-    /// The `parquet` job's file size.
+    /// The `parquet` job's file size (the job is built with the `parquet`
+    /// feature).
+    #[cfg(feature = "parquet")]
     pub parquet_file: u64,
 }
 
@@ -171,6 +174,7 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
         ops: OPS.get(quick),
         latency: Duration::from_millis(ms),
         fill: std::env::var(FILL_ENV).is_ok_and(|v| !v.is_empty() && v != "0"),
+        #[cfg(feature = "parquet")]
         parquet_file: PARQUET_FILE.get(quick),
     };
     if !JOBS.contains(&PARQUET) && std::env::var(JOBS_ENV).is_ok() && runs(PARQUET) {
