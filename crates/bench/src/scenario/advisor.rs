@@ -32,6 +32,7 @@ use anyhow::Result;
 use backing::MemBacking;
 use foliocache::{Advice, Cache, HitRatioCurve, CAPACITY_RATIOS};
 
+use super::tell;
 use super::{capacity_at_least, FullQuick, Program, Scenario};
 use crate::args::BenchArgs;
 use crate::units::fmt_size;
@@ -305,13 +306,11 @@ pub fn run(a: &Advisor, dir: &Path, notes: &mut Vec<String>, say: &dyn Fn(&str))
     for w in WORKLOADS {
         let (trace, pages) = w.trace(c);
         let line = row(&w.name(), Job::Trace(&trace, pages), a.capacity, &mut gaps)?;
-        say(&line);
-        notes.push(line);
+        tell(notes, say, line);
     }
     for (name, job) in [(shapes::ONE_PASS, Job::OnePass), (shapes::POOL, Job::Pool)] {
         let line = row(name, job, a.capacity, &mut gaps)?;
-        say(&line);
-        notes.push(line);
+        tell(notes, say, line);
     }
     // About as many page reads as the others (a Get reads a block, most
     // often over two pages).
@@ -319,8 +318,7 @@ pub fn run(a: &Advisor, dir: &Path, notes: &mut Vec<String>, say: &dyn Fn(&str))
         Ok(t) => {
             let job = Job::Trace(&t.pages, t.file_pages);
             let line = row("db_bench readrand", job, a.capacity, &mut gaps)?;
-            say(&line);
-            notes.push(line);
+            tell(notes, say, line);
             notes.push(format!(
                 "db_bench readrand: {} page reads from {} pread64 calls on {} files of {} \
                  (recorded with strace)",
@@ -333,8 +331,7 @@ pub fn run(a: &Advisor, dir: &Path, notes: &mut Vec<String>, say: &dyn Fn(&str))
         Err(why) => dbtrace::skipped("advisor", "db_bench readrand", &why, notes, say)?,
     }
     let line = gaps.summary();
-    say(&line);
-    notes.push(line);
+    tell(notes, say, line);
     Ok(())
 }
 

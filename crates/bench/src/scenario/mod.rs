@@ -90,6 +90,13 @@ impl<T: Copy> FullQuick<T> {
     }
 }
 
+/// Says `line` now and keeps it among the scenario's notes (the
+/// report's and the JSON's).
+fn tell(notes: &mut Vec<String>, say: &dyn Fn(&str), line: String) {
+    say(&line);
+    notes.push(line);
+}
+
 /// `--capacity`, else `default`: at least `min`, or an error that names
 /// it `what` (`larger scenario: a memory budget of`).
 fn capacity_at_least(args: &BenchArgs, default: u64, min: u64, what: &str) -> Result<u64, String> {

@@ -26,6 +26,7 @@ use backing::{Backing, MemBacking};
 use foliocache::{Advice, Cache, PressureConfig};
 
 use super::advisor::{dbtrace, Workload};
+use super::tell;
 use super::{capacity_at_least, FullQuick, Program, Scenario};
 use crate::args::BenchArgs;
 use crate::units::fmt_size;
@@ -312,8 +313,7 @@ pub fn run(a: &PolicyBench, dir: &Path, notes: &mut Vec<String>, say: &dyn Fn(&s
         "MIN miss",
         POLICIES.map(|p| format!("{p:>8}")).join(" ")
     );
-    say(&head);
-    notes.push(head);
+    tell(notes, say, head);
     let mut traces: Vec<Trace> = SCAN_PER_HOT
         .iter()
         .map(|&k| hot_beside_scans(c, k))
@@ -346,8 +346,7 @@ pub fn run(a: &PolicyBench, dir: &Path, notes: &mut Vec<String>, say: &dyn Fn(&s
     for t in &traces {
         let (row, hot) = rows(t, c)?;
         for line in std::iter::once(row).chain(hot) {
-            say(&line);
-            notes.push(line);
+            tell(notes, say, line);
         }
     }
     Ok(())

@@ -24,6 +24,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 
+use super::tell;
 use super::{FullQuick, Program, Scenario};
 use crate::args::BenchArgs;
 use crate::cgroup::Availability;
@@ -366,8 +367,7 @@ pub fn run(
             "programs: skipped: {PROGRAM} is not on PATH (apt-get install {PACKAGE}); nothing \
              ran"
         );
-        say(&n);
-        notes.push(n);
+        tell(notes, say, n);
         return Ok(None);
     };
     let root = tempfile::Builder::new()

@@ -24,6 +24,7 @@ use std::process::{Command, Output};
 
 use anyhow::{bail, Context, Result};
 
+use super::super::tell;
 use super::PAGE;
 
 /// The program, and the Debian package that has it.
@@ -74,8 +75,7 @@ pub fn skipped(
         bail!("{scenario}: the db_bench trace cannot be recorded under CI=true: {why}");
     }
     let n = format!("{row}: skipped: {why}");
-    say(&n);
-    notes.push(n);
+    tell(notes, say, n);
     Ok(())
 }
 

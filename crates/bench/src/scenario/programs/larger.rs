@@ -33,6 +33,7 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result};
 
+use super::super::tell;
 use super::command::{checked, interposed, interposer_note, plain, DbRun};
 use super::{db_record, one_line, DIRECT, EXT4, INTERPOSER, KV_BYTES, PROGRAM};
 use crate::cgroup::{Availability, MemCgroup};
@@ -154,8 +155,7 @@ pub fn run(
 ) -> Result<Vec<JobRuns>> {
     if let Availability::Unavailable(why) = avail {
         let n = format!("programs: {LARGER} left out: no memory cgroup: {why}");
-        say(&n);
-        notes.push(n);
+        tell(notes, say, n);
         return Ok(Vec::new());
     }
     let mut runs = Vec::new();

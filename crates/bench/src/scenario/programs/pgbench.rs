@@ -30,6 +30,7 @@ use crate::scenario::FullQuick;
 use crate::targets::JobRuns;
 use crate::units::{fmt_size, fmt_size_approx};
 
+use super::super::tell;
 use super::command::tail;
 use super::{program_record, EXT4};
 
@@ -150,8 +151,7 @@ pub fn run(
         Ok(job) => job,
         Err(why) => {
             let n = format!("programs: {SELECT} and {TPCB} left out: {why:#}");
-            say(&n);
-            notes.push(n);
+            tell(notes, say, n);
             return Ok(Vec::new());
         }
     };

@@ -24,6 +24,7 @@ use std::process::{Command, Output};
 
 use anyhow::{bail, Context, Result};
 
+use super::super::tell;
 use super::command::{succeeded, tail};
 use super::larger::{drop_page_cache, spawn_in};
 use super::output::preload_figures;
@@ -143,8 +144,7 @@ pub fn run(
 ) -> Result<Vec<JobRuns>> {
     let Some(python) = python() else {
         let n = format!("programs: {POOL} left out: no python3 on PATH");
-        say(&n);
-        notes.push(n);
+        tell(notes, say, n);
         return Ok(Vec::new());
     };
     let dir = root.join(POOL);
