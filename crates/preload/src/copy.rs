@@ -274,10 +274,12 @@ unsafe fn copy_or(
     }
     let mut unslotted = false;
     let r = inside(-1, || {
-        check(&src, &dst)?;
-        // SAFETY: the caller's promise; the count is at most `len`,
-        // which a buffer bounds by `isize::MAX`.
-        unsafe { copy(&src, &dst, len) }
+        // The check too: it reads a served side's size, which fails for
+        // want of a slot as a copy does (then the kernel checks and copies).
+        check(&src, &dst)
+            // SAFETY: the caller's promise; the count is at most `len`,
+            // which a buffer bounds by `isize::MAX`.
+            .and_then(|()| unsafe { copy(&src, &dst, len) })
             .map(|n| n as isize)
             .inspect_err(|e| unslotted = fc::SharedCache::out_of_slots(e))
     });

@@ -1,6 +1,7 @@
 //! `foliocache run` at its limits: a program holding more files open
 //! than the group's slot table holds sees every size, byte and close as
-//! the kernel gives them; a program that daemonizes keeps its launcher
+//! the kernel gives them, and its `copy_file_range` from a file that lost
+//! its slot is the kernel's; a program that daemonizes keeps its launcher
 //! (the guardian, the group's cache and flusher) until its last process
 //! ends.
 
@@ -169,4 +170,56 @@ fn a_daemonized_process_keeps_its_launcher() {
             data.len()
         );
     }
+}
+
+/// What [`a_copy_from_a_file_without_a_slot_is_the_kernels`] runs: a
+/// source file written and synced (clean), then 300 files written and
+/// held open (their data unsaved: more than the table's slots, so the
+/// source's slot is taken back and no slot is left), then
+/// `copy_file_range` from the source into a new file at 100,000. Prints
+/// the count copied or the error, and the destination's size.
+const COPY_WITHOUT_A_SLOT: &str = r#"
+import os, sys
+d = sys.argv[1]
+data = bytes(range(256)) * 40
+src = os.open(f"{d}/src", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(src, data)
+os.fsync(src)
+fds = []
+for i in range(300):
+    fd = os.open(f"{d}/f{i}", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.write(fd, b"x" * 100)
+    fds.append(fd)
+dst = os.open(f"{d}/dst", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+try:
+    print("copied", os.copy_file_range(src, dst, len(data), 0, 100000))
+except OSError as e:
+    print("copy_file_range:", e)
+print("size", os.fstat(dst).st_size)
+"#;
+
+/// The story: fsstress (`-p 8 -n 1000 -s 2`) under `--shared --capacity
+/// 4M` left a file 2.6 MB shorter than on ext4: its `copy_file_range`
+/// (through `syscall()`) into the file failed, copying nothing. The check
+/// of the ranges read a served side's size from the group's cache, which
+/// had no slot left for the file, and returned that error (`EIO`), where
+/// the copy's own hands both files to the kernel. This program got `EIO`
+/// and an empty destination. Now the kernel checks and copies.
+#[test]
+fn a_copy_from_a_file_without_a_slot_is_the_kernels() {
+    build_library();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = run_python(dir.path(), true, Some("8M"), COPY_WITHOUT_A_SLOT, &[]);
+    let text = stdout_ending(&out, 0);
+    assert_eq!(text, "copied 10240\nsize 110240\n");
+    let mut want = vec![0u8; 100_000];
+    want.extend((0..=255u8).cycle().take(10_240));
+    let got = std::fs::read(dir.path().join("dst")).expect("the copy");
+    assert!(
+        got == want,
+        "dst holds {} bytes, not those copied",
+        got.len()
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("foliocache-preload"), "{stderr}");
 }
