@@ -583,7 +583,7 @@ impl Cache {
     /// sample's miniature simulations. A point the window cannot tell yet
     /// (its reads' first reads, while the cache warms up, may have been
     /// hits at that size in a warm cache) is not known:
-    /// [`HitRatioCurve::at`] and [`CurvePoint::known`](crate::CurvePoint::known)
+    /// [`HitRatioCurve::at`](crate::HitRatioCurve::at) and [`CurvePoint::known`](crate::CurvePoint::known)
     /// say `None`. See docs/design.md, "How big should the cache be", and
     /// docs/metrics.md.
     ///
