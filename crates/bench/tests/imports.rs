@@ -24,11 +24,12 @@ fn no_files_of_the_bench_import_each_other_in_a_circle() {
 
 /// No scenario names another scenario: what several share is in a module
 /// of its own, not inside one of them. `embedded` (what `redb` and
-/// `sqlite` share) and `rounds` are such modules; the registry
+/// `sqlite` share), `traces` (what `advisor` and `policy` replay) and
+/// `rounds` are such modules; the registry
 /// (`scenario/mod.rs`, `crate::scenario`) names every scenario.
 #[test]
 fn no_scenario_names_another() {
-    const SHARED: [&str; 3] = ["embedded", "rounds", "tests"];
+    const SHARED: [&str; 4] = ["embedded", "rounds", "tests", "traces"];
     let graph = modgraph::file_imports(&src());
     let scenario = |m: &str| -> Option<String> {
         let rest = m.strip_prefix("scenario::")?;

@@ -46,6 +46,7 @@ pub mod rounds;
 pub mod scaling;
 pub mod seqread;
 pub mod sqlite;
+pub mod traces;
 pub mod uncached;
 pub mod write;
 

@@ -14,7 +14,7 @@
 //! a file of C/2 read from start to end again and again beside a zipf
 //! over 4 C (where evicting streams first could lose), and `db_bench
 //! readrandom` over a database of about 3.3 C (recorded
-//! with strace, [`super::advisor::dbtrace`], where it is installed).
+//! with strace, [`super::traces::dbtrace`], where it is installed).
 //! Per trace: each policy's misses over MIN's, and where the trace has
 //! a hot reader, its hit ratio after its warm-up. docs/design.md
 //! (section 7) says what was kept and why.
@@ -25,8 +25,8 @@ use anyhow::{bail, Result};
 use backing::{Backing, MemBacking};
 use foliocache::{Advice, Cache, PressureConfig};
 
-use super::advisor::{dbtrace, Workload};
 use super::tell;
+use super::traces::{dbtrace, Workload};
 use super::{capacity_at_least, FullQuick, Program, Scenario};
 use crate::args::BenchArgs;
 use crate::units::fmt_size;

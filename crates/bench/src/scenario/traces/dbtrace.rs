@@ -1,4 +1,4 @@
-//! The advisor's sixth workload: the reads RocksDB's `db_bench
+//! The reads RocksDB's `db_bench
 //! readrandom` (Debian's `rocksdb-tools`) asks of its files, which is
 //! what the interposer hands the cache when the program runs under
 //! `foliocache run` (one `pread64` a data block).
