@@ -150,6 +150,18 @@ impl DbBench {
     }
 }
 
+/// Where a job of the scenario runs: a directory of its own under
+/// `root`, the memory cgroups it may make (`avail`), `repeat` rounds.
+#[derive(Clone, Copy)]
+pub struct Place<'a> {
+    /// The scenario's directory.
+    pub root: &'a Path,
+    /// Whether memory cgroups can be made here.
+    pub avail: &'a Availability,
+    /// The rounds each job runs.
+    pub repeat: u32,
+}
+
 /// The scenario: [`KEYS`] keys (full, and with `--quick`; or
 /// `--size` over the 216 bytes of a key and its value), a cache of
 /// `--capacity` or [`CAPACITY_FACTOR`] times the raw data.
@@ -381,21 +393,23 @@ pub fn run(
         runs = three_ways(db, &db_bench, root.path(), data_dir, repeat, notes, say)?;
     }
     if wanted("larger") {
-        runs.extend(larger::run(
-            &db_bench,
-            &db.larger,
-            root.path(),
+        let at = Place {
+            root: root.path(),
             avail,
             repeat,
-            notes,
-            say,
-        )?);
+        };
+        runs.extend(larger::run(&db_bench, &db.larger, at, notes, say)?);
     }
     if wanted("pgbench") {
         runs.extend(pgbench::run(&db.pgbench, root.path(), repeat, notes, say)?);
     }
     if wanted(POOL) {
-        runs.extend(pool::run(&db.pool, root.path(), avail, repeat, notes, say)?);
+        let at = Place {
+            root: root.path(),
+            avail,
+            repeat,
+        };
+        runs.extend(pool::run(&db.pool, at, notes, say)?);
     }
     root.close().context("programs: removing the databases")?;
     Ok(Some(runs))

@@ -35,6 +35,7 @@ use anyhow::{Context, Result};
 
 use super::super::tell;
 use super::command::{checked, interposed, interposer_note, plain, DbRun};
+use super::Place;
 use super::{db_record, one_line, DIRECT, EXT4, INTERPOSER, KV_BYTES, PROGRAM};
 use crate::cgroup::{Availability, MemCgroup};
 use crate::report::{MemoryLimit, RunRecord};
@@ -139,7 +140,7 @@ impl Larger {
     }
 }
 
-/// Runs the job `repeat` rounds with `db_bench` in a directory of `root`:
+/// Runs the job `at.repeat` rounds with `db_bench` in a directory of `at.root`:
 /// its runs, none (with a note) where no memory cgroup can be made.
 ///
 /// # Errors
@@ -147,20 +148,18 @@ impl Larger {
 pub fn run(
     db_bench: &Path,
     lg: &Larger,
-    root: &Path,
-    avail: &Availability,
-    repeat: u32,
+    at: Place<'_>,
     notes: &mut Vec<String>,
     say: &dyn Fn(&str),
 ) -> Result<Vec<JobRuns>> {
-    if let Availability::Unavailable(why) = avail {
+    if let Availability::Unavailable(why) = at.avail {
         let n = format!("programs: {LARGER} left out: no memory cgroup: {why}");
         tell(notes, say, n);
         return Ok(Vec::new());
     }
     let mut runs = Vec::new();
     for (name, align) in lg.jobs() {
-        let dir = root.join(name);
+        let dir = at.root.join(name);
         fs::create_dir(&dir).with_context(|| format!("programs: creating {}", dir.display()))?;
         let job = Job {
             db_bench,
@@ -169,7 +168,7 @@ pub fn run(
             align,
             db: dir.join("db"),
             dir,
-            avail,
+            avail: at.avail,
         };
         job.fill()?;
         let labels = [EXT4, DIRECT, INTERPOSER];
@@ -177,7 +176,7 @@ pub fn run(
             "programs",
             &labels,
             &[name],
-            repeat,
+            at.repeat,
             say,
             |w| job.read(labels[w]).map(|r| vec![r]),
         )?);

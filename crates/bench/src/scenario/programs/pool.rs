@@ -29,6 +29,7 @@ use super::command::{succeeded, tail};
 use super::larger::{drop_page_cache, spawn_in};
 use super::output::preload_figures;
 use super::pgbench::SHARED;
+use super::Place;
 use super::{program_record, EXT4, INTERPOSER, MOUNT, PRELOAD_STATS};
 use crate::cgroup::{Availability, MemCgroup};
 use crate::engine::FuseMount;
@@ -128,7 +129,7 @@ if __name__ == "__main__":
     print(f"== pool {time.monotonic() - t:.6f} {x:016x}")
 "#;
 
-/// Runs the job `repeat` rounds in a directory of `root`: its runs, none
+/// Runs the job `at.repeat` rounds in a directory of `at.root`: its runs, none
 /// (with a note) where `python3` is missing.
 ///
 /// # Errors
@@ -136,9 +137,7 @@ if __name__ == "__main__":
 /// bytes.
 pub fn run(
     pool: &Pool,
-    root: &Path,
-    avail: &Availability,
-    repeat: u32,
+    at: Place<'_>,
     notes: &mut Vec<String>,
     say: &dyn Fn(&str),
 ) -> Result<Vec<JobRuns>> {
@@ -147,7 +146,7 @@ pub fn run(
         tell(notes, say, n);
         return Ok(Vec::new());
     };
-    let dir = root.join(POOL);
+    let dir = at.root.join(POOL);
     let data = dir.join("data");
     fs::create_dir_all(&data).with_context(|| format!("creating {}", data.display()))?;
     let data = data.canonicalize()?;
@@ -158,7 +157,7 @@ pub fn run(
         Some(why) => notes.push(format!("programs: {POOL}: {MOUNT} left out: {why}")),
         None => labels.push(MOUNT),
     }
-    match avail {
+    match at.avail {
         Availability::Unavailable(why) => {
             notes.push(format!(
                 "programs: {POOL}: {EXT4} left out: no memory cgroup: {why}"
@@ -172,10 +171,10 @@ pub fn run(
         script: dir.join("pool.py"),
         data,
         foliocache: std::env::current_exe().context("the foliocache binary")?,
-        avail,
+        avail: at.avail,
         checksum: std::cell::RefCell::new(None),
     };
-    let runs = super::super::rounds::rounds("programs", &labels, &[POOL], repeat, say, |w| {
+    let runs = super::super::rounds::rounds("programs", &labels, &[POOL], at.repeat, say, |w| {
         job.run(labels[w]).map(|r| vec![r])
     })?;
     fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
