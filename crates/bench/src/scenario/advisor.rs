@@ -292,9 +292,14 @@ mod tests {
         let (_, curve) = run_trace(&trace, pages, 4 << 20).unwrap();
         assert!(curve.accesses > 0);
         let one = curve.at(1.0).unwrap();
-        assert!(
-            curve.at(4.0).unwrap() >= one && curve.at(0.25).unwrap() <= one,
-            "{curve:?}"
-        );
+        let quarter = curve
+            .at(0.25)
+            .expect("a point below 1x is known at the trace's end");
+        assert!(quarter <= one, "{curve:?}");
+        // 4x needs reuse distances of 4 C, which a trace this short may not
+        // have settled yet (`CurvePoint::known`): checked where it is known.
+        if let Some(four) = curve.at(4.0) {
+            assert!(four >= one, "{curve:?}");
+        }
     }
 }
