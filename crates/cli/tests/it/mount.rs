@@ -432,13 +432,20 @@ fn metrics_move_as_a_program_reads_and_writes_through_the_mount() {
     for l in &lines[1..] {
         let cells: Vec<f64> = l
             .split_whitespace()
-            .map(|c| c.parse().unwrap_or_else(|_| panic!("a number: {c} in {l}")))
+            // `-`: a figure not known yet (the 2x point, `CurvePoint::known`).
+            .map(|c| match c {
+                "-" => f64::NAN,
+                c => c.parse().unwrap_or_else(|_| panic!("a number: {c} in {l}")),
+            })
             .collect();
         assert_eq!(cells.len(), 11, "{l}");
         // The bytes cached: the files read and written.
         assert!(cells[8] >= 1.0, "{l}");
         // The hit ratio predicted at twice the capacity, in percent.
-        assert!((0.0..=100.0).contains(&cells[9]), "{l}");
+        assert!(
+            cells[9].is_nan() || (0.0..=100.0).contains(&cells[9]),
+            "{l}"
+        );
         // The share of the bytes read found in memory, in percent.
         assert!((0.0..=100.0).contains(&cells[10]), "{l}");
     }

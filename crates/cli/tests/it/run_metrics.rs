@@ -99,13 +99,15 @@ fn run_metrics_serves_a_forked_pools_reads_from_one_cache_in_bytes() {
         .collect();
     // Up before any file was served; nothing read yet.
     assert_eq!(scrapes[0], [0, 0, 0], "{text}");
-    // The first pass: every byte from the file, none from memory, though
-    // readahead's pages were page-lookup hits.
+    // The first pass: every byte from the file, none from memory (a page
+    // readahead brought in counts where it is read, not as a hit in bytes).
     let [read, memory, hits] = scrapes[1][..] else {
         panic!("{text}")
     };
     assert_eq!((read, memory), (4 << 20, 0), "{text}{stderr}");
-    assert!(hits > 0, "readahead's pages found cached: {text}");
+    // Page lookups: a miss loads the run of pages its read wants in one
+    // IO, so a pass may find none cached; counted, never more than pages.
+    assert!(hits <= read / 4096, "{text}");
     // The second: all from memory, in one cache for the workers.
     assert_eq!(scrapes[2][..2], [8 << 20, 4 << 20], "{text}{stderr}");
     // Every worker ended with `_exit` and printed its line, from the
