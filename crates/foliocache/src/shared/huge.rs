@@ -35,8 +35,7 @@ impl SharedCache {
     /// 2 MiB page, no copy, and no process faults its pages in one by one
     /// (a block collapsed once filled was copied whole, and each of its
     /// pages zeroed at first touch before: a forked pool filling its
-    /// cache spent more time so than reading:
-    /// docs/measurements/2026-11-29-group-pressure.md).
+    /// cache spent more time so than reading; docs/design.md, section 13).
     /// The thread ends when every block was tried or the cache is gone.
     pub(super) fn collapse_as_filled(&self) {
         self.collapse_on_thread(true);
