@@ -147,7 +147,7 @@ fn curve_line(c: &serde_json::Value) -> Option<String> {
     };
     let cells: Vec<String> = [0.25, 0.5, 1.0, 2.0, 4.0].into_iter().map(at).collect();
     Some(format!(
-        "predicted hit ratio at capacity: {} (over the last {} reads)",
+        "predicted hit ratio (bytes from memory) at capacity: {} (over the last {} page reads)",
         cells.join(", "),
         c["hit_ratio_curve"]["accesses"].as_u64().unwrap_or(0)
     ))
