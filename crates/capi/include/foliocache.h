@@ -168,9 +168,9 @@ struct fc_cache_stats {
     uint64_t dropbehind_drops;  /* folios dropped after uncached IO */
     /* Bytes (appended: a program built with an older header passes a
      * smaller size and gets the fields above). `hits` counts folio
-     * lookups, and a page readahead brought in counts as a hit when a read
-     * finds it; these say where the bytes reads returned came from. Bytes
-     * reads got from memory: read_bytes - first_read_bytes. */
+     * lookups, whoever read the folio in; these say where the bytes reads
+     * returned came from. Bytes reads got from memory:
+     * read_bytes - first_read_bytes. */
     uint64_t read_bytes;        /* bytes reads returned (hits and misses) */
     uint64_t first_read_bytes;  /* of those, bytes of folios read from the
                                    backing (by a miss or by readahead),

@@ -195,3 +195,32 @@ fn hit_summary() {
         );
     }
 }
+
+/// The table this run's means give: per capacity, ns per read bare and
+/// with the estimator, what it added, and the ratio.
+fn summary(means: &std::collections::BTreeMap<(u64, Variant), (Duration, u64)>) {
+    let rows: Vec<String> = [4096u64, 262_144]
+        .iter()
+        .map(|&pages| {
+            let bare = common::mean_ns(means, &(pages, Variant::Bare));
+            let with = common::mean_ns(means, &(pages, Variant::Estimator));
+            let cells = [
+                common::ns_text(bare),
+                common::ns_text(with),
+                common::ns_text(bare.zip(with).map(|(b, e)| e - b)),
+                common::ratio_text(bare, with),
+            ];
+            format!("{pages:<8} {}", cells.map(|c| format!("{c:>9}")).join(" "))
+        })
+        .collect();
+    eprintln!(
+        "\nns per read, bare loop and with the estimator, the difference, estimator / bare:\n\
+         {:<8} {:>9} {:>9} {:>9} {:>9}\n{}",
+        "pages",
+        "bare",
+        "estimator",
+        "added",
+        "ratio",
+        rows.join("\n")
+    );
+}

@@ -82,14 +82,14 @@ impl Mapping {
                     let memory = !ff.contains(FolioFlags::FRESH);
                     let pages = (offset / PAGE, (end - 1) / PAGE);
                     let read = (n as u64, pages.1 - pages.0 + 1);
-                    cache
-                        .stats
-                        .count_hit(memory.then_some(age), read, file);
+                    cache.stats.count_hit(memory.then_some(age), read, file);
                     cache
                         .stats
                         .observe_read(self.sample_key, pages, memory, file);
                 } else {
-                    cache.stats.read_done((n as u64, covered(offset, end)), file);
+                    cache
+                        .stats
+                        .read_done((n as u64, covered(offset, end)), file);
                 }
                 return Ok(n);
             }
