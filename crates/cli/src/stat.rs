@@ -315,7 +315,7 @@ mod tests {
             line.contains("0.25x 10.0 %, 0.5x 20.0 %, 1x 50.0 %, 2x 75.0 %, 4x 90.0 %"),
             "{line}"
         );
-        assert!(line.contains("last 1000 reads"), "{line}");
+        assert!(line.contains("last 1000 page reads"), "{line}");
         // A point not yet known is `null`: said so, not a number.
         let warming = serde_json::json!({"hit_ratio_curve": {
             "points": [[0.25, 0.1], [0.5, 0.2], [1.0, 0.5], [2.0, null], [4.0, null]],
