@@ -6,10 +6,13 @@ use std::io;
 use std::sync::Arc;
 
 use fuser::{BackgroundSession, MountOption, Session};
+use object_store::aws::AmazonS3Builder;
+use object_store::azure::MicrosoftAzureBuilder;
+use object_store::gcp::GoogleCloudStorageBuilder;
 use object_store::path::Path;
-use object_store::ObjectStore;
+use object_store::{ObjectStore, ObjectStoreScheme};
 
-use super::{ObjectFs, ObjectOptions};
+use super::{ObjectFs, ObjectOptions, Pager, MAX_IO};
 use crate::MountOptions;
 
 /// The store and the prefix in it that `url` names, as object_store's
@@ -33,6 +36,39 @@ pub fn store_for_url(
     url: &str,
     options: impl IntoIterator<Item = (String, String)>,
 ) -> io::Result<(Arc<dyn ObjectStore>, Path)> {
+    let (store, _, prefix) = open_url(url, options)?;
+    Ok((store, prefix))
+}
+
+/// Builds the store `$builder` makes of `$url` with `$options` (as
+/// object_store's `parse_url_opts` does: keys it does not know are
+/// ignored), with what lists it in pages: the store itself.
+macro_rules! paged_store {
+    ($builder:ty, $url:expr, $options:expr, $invalid:expr) => {{
+        let builder = $options.into_iter().fold(
+            <$builder>::new().with_url($url),
+            |b, (key, value)| match key.to_ascii_lowercase().parse() {
+                Ok(k) => b.with_config(k, value),
+                Err(_) => b,
+            },
+        );
+        let store = Arc::new(
+            builder
+                .build()
+                .map_err(|e| $invalid(format!("{}: {e}", $url)))?,
+        );
+        let pager: Pager = store.clone();
+        (store as Arc<dyn ObjectStore>, Some(pager))
+    }};
+}
+
+/// [`store_for_url`]'s store and prefix, and what lists the store's
+/// directories in pages where it can (S3, GCS, Azure: object_store's
+/// `PaginatedListStore`; a local directory is listed whole).
+pub(super) fn open_url(
+    url: &str,
+    options: impl IntoIterator<Item = (String, String)>,
+) -> io::Result<(Arc<dyn ObjectStore>, Option<Pager>, Path)> {
     let invalid = |m: String| io::Error::new(io::ErrorKind::InvalidInput, m);
     let parsed = url::Url::parse(url).map_err(|e| invalid(format!("{url}: not a URL: {e}")))?;
     if parsed.scheme() == "memory" {
@@ -52,9 +88,24 @@ pub fn store_for_url(
             )));
         }
     }
-    let (store, prefix) = object_store::parse_url_opts(&parsed, options)
-        .map_err(|e| invalid(format!("{url}: {e}")))?;
-    Ok((Arc::from(store), prefix))
+    let (scheme, path) =
+        ObjectStoreScheme::parse(&parsed).map_err(|e| invalid(format!("{url}: {e}")))?;
+    let (store, pager) = match scheme {
+        ObjectStoreScheme::AmazonS3 => paged_store!(AmazonS3Builder, url, options, invalid),
+        ObjectStoreScheme::GoogleCloudStorage => {
+            paged_store!(GoogleCloudStorageBuilder, url, options, invalid)
+        }
+        ObjectStoreScheme::MicrosoftAzure => {
+            paged_store!(MicrosoftAzureBuilder, url, options, invalid)
+        }
+        _ => {
+            let (store, _) = object_store::parse_url_opts(&parsed, options)
+                .map_err(|e| invalid(format!("{url}: {e}")))?;
+            (Arc::from(store), None)
+        }
+    };
+    let prefix = Path::parse(path).map_err(|e| invalid(format!("{url}: {e}")))?;
+    Ok((store, pager, prefix))
 }
 
 /// fuser's configuration for a mount of `url` with `opts`: `opts`'s
@@ -110,8 +161,14 @@ pub fn serve_objects(
         }
         None => None,
     };
+    let kernel_cache = fs.kernel_cache;
     let session = Session::new(fs, &m, &config)?;
-    crate::run_until_unmounted(session, &m, signals, ready)
+    crate::run_until_unmounted(session, &m, signals, || {
+        if kernel_cache {
+            raise_readahead(&m);
+        }
+        ready();
+    })
 }
 
 /// Mounts `fs` at `mountpoint` read-only with `opts`'s threads and
@@ -127,5 +184,48 @@ pub fn spawn_objects(
     opts: &MountOptions,
 ) -> io::Result<BackgroundSession> {
     let m = crate::check_mountpoint(mountpoint)?;
-    Session::new(fs, &m, &config(opts, source)?)?.spawn()
+    let kernel_cache = fs.kernel_cache;
+    let session = Session::new(fs, &m, &config(opts, source)?)?.spawn()?;
+    if kernel_cache {
+        raise_readahead(&m);
+    }
+    Ok(session)
+}
+
+/// Raises the kernel's readahead of the mount at `m` (served: its root's
+/// `stat` waits for the server's answer to `FUSE_INIT`) to [`MAX_IO`],
+/// through its backing device's `read_ahead_kb` in sysfs
+/// (`/sys/class/bdi/MAJOR:MINOR/`, root's to write). The kernel gives a
+/// FUSE mount at most its default of 128 KiB at `FUSE_INIT`
+/// (`process_init_reply` keeps the smaller of the server's
+/// `max_readahead` and the device's), and the page cache's readahead
+/// makes a file's folios no larger than its window (`page_cache_ra_order`):
+/// with 128 KiB, a warm sequential re-read copies out of folios of at most
+/// 128 KiB where ext4's, read with the block device's larger requests,
+/// are up to 1 MiB and more. Where the file cannot be written (not root)
+/// the readahead is left as it is and the log says so.
+fn raise_readahead(m: &std::path::Path) {
+    let dev = match std::fs::metadata(m) {
+        Ok(meta) => std::os::unix::fs::MetadataExt::dev(&meta),
+        Err(e) => return log::info!("foliocache-fuse: readahead of {}: {e}", m.display()),
+    };
+    let kb = std::env::var("FOLIOCACHE_FUSE_RA_KB")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .unwrap_or(MAX_IO >> 10);
+    if kb == 0 {
+        return;
+    }
+    let file = format!(
+        "/sys/class/bdi/{}:{}/read_ahead_kb",
+        nix::sys::stat::major(dev),
+        nix::sys::stat::minor(dev)
+    );
+    match std::fs::write(&file, format!("{kb}")) {
+        Ok(()) => log::debug!("foliocache-fuse: {file}: {kb}"),
+        Err(e) => log::info!(
+            "foliocache-fuse: the readahead of {} is the kernel's 128 KiB: {file}: {e}",
+            m.display()
+        ),
+    }
 }
