@@ -12,7 +12,7 @@ use object_store::gcp::GoogleCloudStorageBuilder;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreScheme};
 
-use super::{ObjectFs, ObjectOptions, Pager, MAX_IO};
+use super::{ObjectFs, ObjectOptions, Pager};
 use crate::MountOptions;
 
 /// The store and the prefix in it that `url` names, as object_store's
@@ -161,14 +161,8 @@ pub fn serve_objects(
         }
         None => None,
     };
-    let kernel_cache = fs.kernel_cache;
     let session = Session::new(fs, &m, &config)?;
-    crate::run_until_unmounted(session, &m, signals, || {
-        if kernel_cache {
-            raise_readahead(&m);
-        }
-        ready();
-    })
+    crate::run_until_unmounted(session, &m, signals, ready)
 }
 
 /// Mounts `fs` at `mountpoint` read-only with `opts`'s threads and
@@ -184,48 +178,5 @@ pub fn spawn_objects(
     opts: &MountOptions,
 ) -> io::Result<BackgroundSession> {
     let m = crate::check_mountpoint(mountpoint)?;
-    let kernel_cache = fs.kernel_cache;
-    let session = Session::new(fs, &m, &config(opts, source)?)?.spawn()?;
-    if kernel_cache {
-        raise_readahead(&m);
-    }
-    Ok(session)
-}
-
-/// Raises the kernel's readahead of the mount at `m` (served: its root's
-/// `stat` waits for the server's answer to `FUSE_INIT`) to [`MAX_IO`],
-/// through its backing device's `read_ahead_kb` in sysfs
-/// (`/sys/class/bdi/MAJOR:MINOR/`, root's to write). The kernel gives a
-/// FUSE mount at most its default of 128 KiB at `FUSE_INIT`
-/// (`process_init_reply` keeps the smaller of the server's
-/// `max_readahead` and the device's), and the page cache's readahead
-/// makes a file's folios no larger than its window (`page_cache_ra_order`):
-/// with 128 KiB, a warm sequential re-read copies out of folios of at most
-/// 128 KiB where ext4's, read with the block device's larger requests,
-/// are up to 1 MiB and more. Where the file cannot be written (not root)
-/// the readahead is left as it is and the log says so.
-fn raise_readahead(m: &std::path::Path) {
-    let dev = match std::fs::metadata(m) {
-        Ok(meta) => std::os::unix::fs::MetadataExt::dev(&meta),
-        Err(e) => return log::info!("foliocache-fuse: readahead of {}: {e}", m.display()),
-    };
-    let kb = std::env::var("FOLIOCACHE_FUSE_RA_KB")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-        .unwrap_or(MAX_IO >> 10);
-    if kb == 0 {
-        return;
-    }
-    let file = format!(
-        "/sys/class/bdi/{}:{}/read_ahead_kb",
-        nix::sys::stat::major(dev),
-        nix::sys::stat::minor(dev)
-    );
-    match std::fs::write(&file, format!("{kb}")) {
-        Ok(()) => log::debug!("foliocache-fuse: {file}: {kb}"),
-        Err(e) => log::info!(
-            "foliocache-fuse: the readahead of {} is the kernel's 128 KiB: {file}: {e}",
-            m.display()
-        ),
-    }
+    Session::new(fs, &m, &config(opts, source)?)?.spawn()
 }
