@@ -151,8 +151,9 @@ pub struct ObjectBench {
     pub latency: Duration,
     /// Whether the restart's child fills its tier before it is killed.
     pub fill: bool,
-    /// The `mount` job's object size and rounds.
+    /// The `mount` job's object size.
     pub mount_object: u64,
+    /// The `mount` job's rounds.
     pub mount_rounds: usize,
     /// The `parquet` job's file size (the job is built with the `parquet`
     /// feature).
