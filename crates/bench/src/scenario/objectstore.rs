@@ -22,7 +22,11 @@
 //! - `hits`: an object of M/2 cached whole, read at random from one task
 //!   through the cached store, against foliocache's hits on a local file
 //!   of the same bytes and `object_store`'s `InMemory` (the trait's
-//!   floor), 4 KiB and 64 KiB ([`hits`]).
+//!   floor), 4 KiB and 64 KiB ([`hits`]);
+//! - `mount`: warm re-reads of an object through the object mount (the
+//!   kernel's page cache kept across opens, and not) against the same
+//!   bytes in a file with the kernel's cache warm, 1 MiB sequential and
+//!   4 KiB random, the contenders interleaved ([`mount`](mod@mount)).
 //!
 //! `FOLIOCACHE_OBJSTORE_JOBS` (a comma-separated list of jobs) runs only
 //! those (the tests run `memory` alone). `FOLIOCACHE_OBJSTORE_DISK` (a
@@ -59,6 +63,7 @@ mod foyer;
 mod hits;
 mod lru;
 mod memory;
+mod mount;
 #[cfg(feature = "parquet")]
 mod parquet;
 mod remote;
@@ -74,6 +79,8 @@ pub const RESTART: JobName = "restart";
 pub const MEMORY: JobName = "memory";
 /// Cached reads against a local file's hits.
 pub const HITS: JobName = "hits";
+/// Warm re-reads through the object mount against ext4.
+pub const MOUNT: JobName = "mount";
 /// arrow-rs `parquet`'s queries through the stores (the bench's feature
 /// `parquet`).
 pub const PARQUET: JobName = "parquet";
@@ -84,6 +91,7 @@ const JOBS: &[JobName] = &[
     RESTART,
     MEMORY,
     HITS,
+    MOUNT,
     #[cfg(feature = "parquet")]
     PARQUET,
 ];
@@ -117,6 +125,10 @@ const PARQUET_FILE: FullQuick<u64> = FullQuick(256 << 20, 16 << 20);
 const SCAN_OBJECT: FullQuick<u64> = FullQuick(64 << 20, 16 << 20);
 /// Measured point reads (as many again warm the caches first).
 const OPS: FullQuick<u64> = FullQuick(20_000, 1_500);
+/// The `mount` job's object (full, `--quick`).
+const MOUNT_OBJECT: FullQuick<u64> = FullQuick(256 << 20, 32 << 20);
+/// The `mount` job's rounds (full, `--quick`).
+const MOUNT_ROUNDS: FullQuick<usize> = FullQuick(5, 2);
 /// Each small object's size.
 const OBJECT: u64 = 4 << 20;
 /// Tasks doing point reads.
@@ -139,6 +151,10 @@ pub struct ObjectBench {
     pub latency: Duration,
     /// Whether the restart's child fills its tier before it is killed.
     pub fill: bool,
+    /// The `mount` job's object size.
+    pub mount_object: u64,
+    /// The `mount` job's rounds.
+    pub mount_rounds: usize,
     /// The `parquet` job's file size (the job is built with the `parquet`
     /// feature).
     #[cfg(feature = "parquet")]
@@ -174,6 +190,8 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
         ops: OPS.get(quick),
         latency: Duration::from_millis(ms),
         fill: std::env::var(FILL_ENV).is_ok_and(|v| !v.is_empty() && v != "0"),
+        mount_object: MOUNT_OBJECT.get(quick),
+        mount_rounds: MOUNT_ROUNDS.get(quick),
         #[cfg(feature = "parquet")]
         parquet_file: PARQUET_FILE.get(quick),
     };
@@ -431,6 +449,7 @@ pub fn run(
     let small = (b.d / OBJECT).max(1);
     let zipf = Arc::new(Zipf::new(small * OBJECT / PAGE, 0.99).map_err(anyhow::Error::msg)?);
     let mut cgroups = None;
+    let mut no_mount = None;
     let runs = rounds("objectstore", &ENGINES, JOBS, repeat, say, |c| {
         let label = ENGINES[c];
         let disk = root.path().join(format!("tier-{c}"));
@@ -479,12 +498,23 @@ pub fn run(
         if label == FOLIO && runs(HITS) {
             records.push(hits::run(b, root.path(), &rt)?);
         }
+        if label == FOLIO && runs(MOUNT) {
+            match foliocache_fuse::unavailable() {
+                None => records.push(mount::run(b, root.path())?),
+                Some(why) => no_mount = Some(why),
+            }
+        }
         #[cfg(feature = "parquet")]
         if label == FOLIO && runs(PARQUET) {
             records.push(parquet::run(b.parquet_file, root.path(), &rt)?);
         }
         Ok(records)
     })?;
+    if let Some(why) = no_mount {
+        let line = format!("mount job skipped: FUSE is unavailable here: {why}");
+        say(&line);
+        notes.push(line);
+    }
     if !JOBS.contains(&PARQUET) {
         let line =
             format!("parquet job not built (the bench's `parquet` feature): {PARQUET_BUILD}");
@@ -498,7 +528,10 @@ pub fn run(
 /// Each engine's figures against the 4 MiB parts' and foyer's, to the
 /// notes.
 fn compare(runs: &[JobRuns], notes: &mut Vec<String>, say: &dyn Fn(&str)) {
-    for job in runs.iter().filter(|j| [HITS, PARQUET].contains(&j.job)) {
+    for job in runs
+        .iter()
+        .filter(|j| [HITS, MOUNT, PARQUET].contains(&j.job))
+    {
         for r in job.engines.iter().flatten() {
             for line in &r.notes {
                 say(line);
@@ -508,7 +541,7 @@ fn compare(runs: &[JobRuns], notes: &mut Vec<String>, say: &dyn Fn(&str)) {
     }
     for job in runs
         .iter()
-        .filter(|j| ![RESTART, MEMORY, HITS, PARQUET].contains(&j.job))
+        .filter(|j| ![RESTART, MEMORY, HITS, MOUNT, PARQUET].contains(&j.job))
     {
         let last = |label: &str| {
             job.engines

@@ -169,3 +169,32 @@ fn objectstore_hits_compare_the_store_with_a_local_file_and_the_floor() {
         );
     }
 }
+
+/// The `mount` job alone with `--quick` (an object of 32 MiB, 2 rounds):
+/// one record, of `foliocache`, every pass a re-read of what the warm-up
+/// read (the job fails on a wrong byte), and a note a read size with the
+/// three contenders' rates by round and their ratios to ext4 (not timed:
+/// the figures are the bench's). Skipped where FUSE cannot run, except
+/// under `CI=true`.
+#[test]
+fn objectstore_mount_rereads_through_the_object_mount_against_ext4() {
+    let test = "objectstore_mount_rereads_through_the_object_mount_against_ext4";
+    if !test_support::available(test, "FUSE", foliocache_fuse::unavailable()) {
+        return;
+    }
+    let rs = run("8M", "5", &[("FOLIOCACHE_OBJSTORE_JOBS", "mount")], "mount");
+    assert_eq!(rs.len(), 1, "{rs:#?}");
+    let r = &rs[0];
+    assert_eq!(r["engine"], "foliocache", "{r:#}");
+    let notes = notes_of(r);
+    assert_eq!(notes.len(), 2, "{r:#}");
+    for (note, read) in notes.iter().zip(["1 MiB sequential", "4 KiB random"]) {
+        assert!(
+            note.starts_with(&format!("mount {read}, warm, 32 MiB: ext4 MiB/s by round ")),
+            "{note}"
+        );
+        for c in ["; mount MiB/s ", "; mount-direct MiB/s ", "(median "] {
+            assert!(note.contains(c), "{note}");
+        }
+    }
+}

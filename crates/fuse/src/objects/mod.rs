@@ -47,8 +47,9 @@
 //! `foliocache_object_store`). The requests run on a tokio runtime of
 //! the file system's own: each FUSE thread blocks on its request.
 //!
-//! Files: the node table (`nodes.rs`), directory listings
-//! (`listing.rs`), the FUSE requests and open handles (`ops.rs`),
+//! Files: the node table (`nodes.rs`), directory listings, whole
+//! (`listing.rs`) and in pages as the kernel reads them (`dir.rs`), the
+//! FUSE requests and open handles (`ops.rs`),
 //! mounting a URL's store (`mount.rs`); here the file system's state,
 //! its attributes and the control file's answer.
 
@@ -62,17 +63,21 @@ use std::time::{Duration, SystemTime};
 use foliocache::Cache;
 use foliocache_object_store::{CachedStore, DiskTier};
 use fuser::{Errno, FileAttr, FileType, INodeNo};
+use futures_util::StreamExt;
+use object_store::list::PaginatedListStore;
 use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore};
 use parking_lot::Mutex;
 
 use crate::control::{self, CONTROL_NAME};
 
+mod dir;
 mod listing;
 mod mount;
 mod nodes;
 mod ops;
 
+use dir::Pager;
 pub use mount::{serve_objects, spawn_objects, store_for_url};
 use nodes::{Node, Nodes};
 use ops::Handles;
@@ -106,17 +111,25 @@ pub struct ObjectOptions {
     /// capacity, reclaimed as any file's are. Off: every read is a request
     /// to the server (`FOPEN_DIRECT_IO`), the cache keeping the one copy.
     pub kernel_cache: bool,
+    /// Keys asked for in one page of a directory's listing, from a store
+    /// that lists in pages (S3, GCS, Azure; at least 1; S3 gives at most
+    /// 1,000 a page, the default): `ls` of a large prefix gets its first
+    /// entries once the first page has come, and the mount holds about two
+    /// pages of it at a time.
+    pub listing_page: usize,
 }
 
 impl Default for ObjectOptions {
     /// A one-second time-to-live, no disk tier, two runtime threads, the
-    /// kernel's page cache kept across opens.
+    /// kernel's page cache kept across opens, listings in pages of 1,000
+    /// keys.
     fn default() -> ObjectOptions {
         ObjectOptions {
             ttl: Duration::from_secs(1),
             disk_tier: None,
             runtime_threads: 2,
             kernel_cache: true,
+            listing_page: 1000,
         }
     }
 }
@@ -146,6 +159,10 @@ pub struct ObjectFs {
     shared_mmap: AtomicBool,
     /// Files opened with `FOPEN_KEEP_CACHE` ([`ObjectOptions::kernel_cache`]).
     kernel_cache: bool,
+    /// What lists the store's directories in pages (`None`: the store
+    /// answers a directory's listing whole), and the keys of a page.
+    pager: Option<Pager>,
+    listing_page: usize,
     /// Read requests the kernel sent for objects' bytes.
     read_requests: AtomicU64,
     /// Names not shown (not file names) in the listings made, and whether
@@ -158,12 +175,46 @@ impl ObjectFs {
     /// The tree of `inner`'s keys under `prefix` (empty: the whole
     /// store), its objects' bytes cached in `cache` (and the disk tier
     /// `opts` names), with `opts`'s time-to-live. Files and directories
-    /// belong to the calling process's user and group.
+    /// belong to the calling process's user and group. A directory is
+    /// listed whole (`list_with_delimiter`) before its first entry is
+    /// given; [`paged`](Self::paged) lists in pages.
     ///
     /// # Errors
     /// Starting the runtime's threads.
     pub fn new(
         inner: Arc<dyn ObjectStore>,
+        prefix: Path,
+        cache: Cache,
+        opts: &ObjectOptions,
+    ) -> io::Result<ObjectFs> {
+        ObjectFs::with_pager(inner, None, prefix, cache, opts)
+    }
+
+    /// As [`new`](Self::new), a directory listed in pages of
+    /// [`ObjectOptions::listing_page`] keys through `inner`'s
+    /// `PaginatedListStore` (as S3, GCS and Azure are from
+    /// [`for_url`](Self::for_url)): its first entries are given before its
+    /// last page has come, and a large prefix is held a page at a time.
+    /// The pages are taken to come in key order, as S3's, GCS's and
+    /// Azure's do (where not, a directory and an object of the same name
+    /// may both be listed).
+    ///
+    /// # Errors
+    /// Starting the runtime's threads.
+    pub fn paged<S: ObjectStore + PaginatedListStore>(
+        inner: Arc<S>,
+        prefix: Path,
+        cache: Cache,
+        opts: &ObjectOptions,
+    ) -> io::Result<ObjectFs> {
+        let pager: Pager = inner.clone();
+        ObjectFs::with_pager(inner, Some(pager), prefix, cache, opts)
+    }
+
+    /// [`new`](Self::new), listing through `pager` where given.
+    fn with_pager(
+        inner: Arc<dyn ObjectStore>,
+        pager: Option<Pager>,
         prefix: Path,
         cache: Cache,
         opts: &ObjectOptions,
@@ -206,6 +257,8 @@ impl ObjectFs {
             source: String::new(),
             shared_mmap: AtomicBool::new(false),
             kernel_cache: opts.kernel_cache,
+            pager,
+            listing_page: opts.listing_page.max(1),
             read_requests: AtomicU64::new(0),
             names_skipped: AtomicU64::new(0),
             said_skipped: AtomicBool::new(false),
@@ -213,8 +266,10 @@ impl ObjectFs {
     }
 
     /// The tree under the store and prefix `url` names, configured by
-    /// `options` (see [`store_for_url`]), checked reachable (one listing
-    /// of the prefix), as [`new`](Self::new) makes it.
+    /// `options` (see [`store_for_url`]), checked reachable (the first key
+    /// of a listing of the prefix), as [`new`](Self::new) makes it; S3's,
+    /// GCS's and Azure's directories listed in pages, as
+    /// [`paged`](Self::paged)'s are.
     ///
     /// # Errors
     /// [`store_for_url`]'s; the listing's (no such bucket, no
@@ -225,15 +280,35 @@ impl ObjectFs {
         cache: Cache,
         opts: &ObjectOptions,
     ) -> io::Result<ObjectFs> {
-        let (inner, prefix) = store_for_url(url, options)?;
-        let mut fs = ObjectFs::new(inner, prefix, cache, opts)?;
+        let (inner, pager, prefix) = mount::open_url(url, options)?;
+        let mut fs = ObjectFs::with_pager(inner, pager, prefix, cache, opts)?;
         fs.source = url.to_owned();
         let root = fs.nodes.lock().by_ino[&ROOT].key.clone();
-        let prefix = (!root.as_ref().is_empty()).then_some(&root);
         fs.runtime
-            .block_on(fs.store.list_with_delimiter(prefix))
+            .block_on(fs.reachable(&root))
             .map_err(|e| io::Error::other(format!("listing {url}: {e}")))?;
         Ok(fs)
+    }
+
+    /// Whether the store answers a listing of `prefix`: its first key
+    /// (one page of one key where it lists in pages; a prefix of millions
+    /// of keys is not listed whole to find out).
+    async fn reachable(&self, prefix: &Path) -> object_store::Result<()> {
+        let under = (!prefix.as_ref().is_empty()).then_some(prefix);
+        if let Some(pager) = &self.pager {
+            let opts = object_store::list::PaginatedListOptions {
+                delimiter: Some("/".into()),
+                max_keys: Some(1),
+                ..Default::default()
+            };
+            let dir = under.map(|p| format!("{p}/"));
+            return pager.list_paginated(dir.as_deref(), opts).await.map(drop);
+        }
+        match self.store.list(under).next().await {
+            // A key the store cannot read as a path is still an answer.
+            Some(Err(object_store::Error::InvalidPath { .. })) | Some(Ok(_)) | None => Ok(()),
+            Some(Err(e)) => Err(e),
+        }
     }
 
     /// The cached store the tree is read through (its figures:

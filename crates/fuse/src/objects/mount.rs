@@ -6,10 +6,13 @@ use std::io;
 use std::sync::Arc;
 
 use fuser::{BackgroundSession, MountOption, Session};
+use object_store::aws::AmazonS3Builder;
+use object_store::azure::MicrosoftAzureBuilder;
+use object_store::gcp::GoogleCloudStorageBuilder;
 use object_store::path::Path;
-use object_store::ObjectStore;
+use object_store::{ObjectStore, ObjectStoreScheme};
 
-use super::{ObjectFs, ObjectOptions};
+use super::{ObjectFs, ObjectOptions, Pager};
 use crate::MountOptions;
 
 /// The store and the prefix in it that `url` names, as object_store's
@@ -33,6 +36,39 @@ pub fn store_for_url(
     url: &str,
     options: impl IntoIterator<Item = (String, String)>,
 ) -> io::Result<(Arc<dyn ObjectStore>, Path)> {
+    let (store, _, prefix) = open_url(url, options)?;
+    Ok((store, prefix))
+}
+
+/// Builds the store `$builder` makes of `$url` with `$options` (as
+/// object_store's `parse_url_opts` does: keys it does not know are
+/// ignored), with what lists it in pages: the store itself.
+macro_rules! paged_store {
+    ($builder:ty, $url:expr, $options:expr, $invalid:expr) => {{
+        let builder = $options.into_iter().fold(
+            <$builder>::new().with_url($url),
+            |b, (key, value)| match key.to_ascii_lowercase().parse() {
+                Ok(k) => b.with_config(k, value),
+                Err(_) => b,
+            },
+        );
+        let store = Arc::new(
+            builder
+                .build()
+                .map_err(|e| $invalid(format!("{}: {e}", $url)))?,
+        );
+        let pager: Pager = store.clone();
+        (store as Arc<dyn ObjectStore>, Some(pager))
+    }};
+}
+
+/// [`store_for_url`]'s store and prefix, and what lists the store's
+/// directories in pages where it can (S3, GCS, Azure: object_store's
+/// `PaginatedListStore`; a local directory is listed whole).
+pub(super) fn open_url(
+    url: &str,
+    options: impl IntoIterator<Item = (String, String)>,
+) -> io::Result<(Arc<dyn ObjectStore>, Option<Pager>, Path)> {
     let invalid = |m: String| io::Error::new(io::ErrorKind::InvalidInput, m);
     let parsed = url::Url::parse(url).map_err(|e| invalid(format!("{url}: not a URL: {e}")))?;
     if parsed.scheme() == "memory" {
@@ -52,9 +88,24 @@ pub fn store_for_url(
             )));
         }
     }
-    let (store, prefix) = object_store::parse_url_opts(&parsed, options)
-        .map_err(|e| invalid(format!("{url}: {e}")))?;
-    Ok((Arc::from(store), prefix))
+    let (scheme, path) =
+        ObjectStoreScheme::parse(&parsed).map_err(|e| invalid(format!("{url}: {e}")))?;
+    let (store, pager) = match scheme {
+        ObjectStoreScheme::AmazonS3 => paged_store!(AmazonS3Builder, url, options, invalid),
+        ObjectStoreScheme::GoogleCloudStorage => {
+            paged_store!(GoogleCloudStorageBuilder, url, options, invalid)
+        }
+        ObjectStoreScheme::MicrosoftAzure => {
+            paged_store!(MicrosoftAzureBuilder, url, options, invalid)
+        }
+        _ => {
+            let (store, _) = object_store::parse_url_opts(&parsed, options)
+                .map_err(|e| invalid(format!("{url}: {e}")))?;
+            (Arc::from(store), None)
+        }
+    };
+    let prefix = Path::parse(path).map_err(|e| invalid(format!("{url}: {e}")))?;
+    Ok((store, pager, prefix))
 }
 
 /// fuser's configuration for a mount of `url` with `opts`: `opts`'s

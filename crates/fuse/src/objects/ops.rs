@@ -12,15 +12,16 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use fuser::{
-    Errno, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, KernelConfig,
-    LockOwner, OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty,
-    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyXattr, Request,
+    Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, KernelConfig, LockOwner,
+    OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
+    ReplyOpen, ReplyStatfs, ReplyXattr, Request,
 };
 use object_store::path::{Path, PathPart};
 use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore};
 use parking_lot::Mutex;
 
-use super::listing::{listed_ino, Listing};
+use super::dir::DirRead;
+use super::listing::listed_ino;
 use super::{is_control, store_errno, Entry, ObjectFs, MAX_IO, ROOT};
 use crate::control::{self, CONTROL_INO};
 
@@ -28,11 +29,8 @@ use crate::control::{self, CONTROL_INO};
 pub(super) enum Open {
     /// The object's key and the version opened (shared with each read).
     File(Arc<(Path, ObjectMeta)>),
-    Dir {
-        ino: u64,
-        parent: u64,
-        listing: Arc<Listing>,
-    },
+    /// A directory read in turn (a `readdir` waits for the one before).
+    Dir(Arc<Mutex<DirRead>>),
     Control(Arc<Mutex<control::Session>>),
 }
 
@@ -70,6 +68,59 @@ impl ObjectFs {
                 | object_store::Error::NotFound { .. },
             ) => Err(Errno::ESTALE),
             Err(e) => Err(store_errno("GET", key, &e)),
+        }
+    }
+
+    /// Adds `d`'s entries from the one numbered `offset` to `reply` until
+    /// it is full or the listing ends, listing more of it as needed (a
+    /// page at a time). An error says whether entries were added before
+    /// it.
+    fn give_entries(
+        &self,
+        d: &mut DirRead,
+        offset: u64,
+        reply: &mut ReplyDirectory,
+    ) -> Result<(), (Errno, bool)> {
+        if offset < d.at {
+            // Read again from the start (`rewinddir`, a seek back).
+            *d = self.dir_read(d.ino).map_err(|e| (e, false))?;
+        }
+        while d.at < offset {
+            if d.ready.is_empty() && !self.dir_fill(d).map_err(|e| (e, false))? {
+                return Ok(());
+            }
+            d.ready.pop_front();
+            d.at += 1;
+        }
+        let mut added = false;
+        loop {
+            if d.ready.is_empty() && !self.dir_fill(d).map_err(|e| (e, added))? {
+                return Ok(());
+            }
+            // The ids of the entries this reply carries only: a node's if
+            // the kernel knows it, else one from its key.
+            let nodes = self.nodes.lock();
+            while let Some((name, kind)) = d.ready.front() {
+                let id = match name.as_str() {
+                    "." => d.ino,
+                    ".." => d.parent,
+                    _ => match nodes.by_name.get(&(d.ino, name.clone())) {
+                        Some(&known) => known,
+                        // A valid part (the listing gives only those).
+                        None => listed_ino(
+                            &d.key
+                                .clone()
+                                .join(PathPart::parse(name).unwrap_or_default()),
+                        ),
+                    },
+                };
+                if reply.add(INodeNo(id), d.at + 1, *kind, name) {
+                    return Ok(());
+                }
+                added = true;
+                d.ready.pop_front();
+                d.at += 1;
+            }
         }
     }
 
@@ -247,17 +298,9 @@ impl Filesystem for ObjectFs {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        let parent = match self.nodes.lock().by_ino.get(&ino.0) {
-            Some(n) => n.parent,
-            None => return reply.error(Errno::ENOENT),
-        };
-        match self.listing(ino.0) {
-            Ok(listing) => {
-                let fh = self.add_handle(Open::Dir {
-                    ino: ino.0,
-                    parent,
-                    listing,
-                });
+        match self.dir_read(ino.0) {
+            Ok(d) => {
+                let fh = self.add_handle(Open::Dir(Arc::new(Mutex::new(d))));
                 reply.opened(fh, FopenFlags::empty());
             }
             Err(e) => reply.error(e),
@@ -272,48 +315,16 @@ impl Filesystem for ObjectFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let (ino, parent, listing) = match self.handles.lock().open.get(&fh.0) {
-            Some(Open::Dir {
-                ino,
-                parent,
-                listing,
-            }) => (*ino, *parent, listing.clone()),
+        let dir = match self.handles.lock().open.get(&fh.0) {
+            Some(Open::Dir(d)) => d.clone(),
             _ => return reply.error(Errno::EBADF),
         };
-        let dots = [
-            (FileType::Directory, ".", Some(ino)),
-            (FileType::Directory, "..", Some(parent)),
-        ];
-        let hidden = |n: &str| is_control(ino, OsStr::new(n));
-        let entries = listing
-            .entries
-            .iter()
-            .filter(|(n, _)| !hidden(n))
-            .map(|(n, e)| match e {
-                Entry::Dir => (FileType::Directory, n.as_str(), None),
-                Entry::File(_) => (FileType::RegularFile, n.as_str(), None),
-            });
-        // The ids of the entries this reply carries only (a listing is
-        // read in many replies): a node's if the kernel knows it, else
-        // one from its key.
-        let nodes = self.nodes.lock();
-        let dir = nodes.by_ino.get(&ino).map(|n| &n.key);
-        let start = usize::try_from(offset).unwrap_or(usize::MAX);
-        for (i, (kind, name, id)) in dots.into_iter().chain(entries).enumerate().skip(start) {
-            let id = id.unwrap_or_else(|| match nodes.by_name.get(&(ino, name.to_owned())) {
-                Some(&known) => known,
-                // A valid part (the listing keeps only those).
-                None => listed_ino(
-                    &dir.cloned()
-                        .unwrap_or_default()
-                        .join(PathPart::parse(name).unwrap_or_default()),
-                ),
-            });
-            if reply.add(INodeNo(id), i as u64 + 1, kind, name) {
-                break;
-            }
+        let mut d = dir.lock();
+        match self.give_entries(&mut d, offset, &mut reply) {
+            // An error after some entries: those, and the error next time.
+            Ok(()) | Err((_, true)) => reply.ok(),
+            Err((e, false)) => reply.error(e),
         }
-        reply.ok();
     }
 
     fn releasedir(

@@ -6,6 +6,9 @@
 
 /// fio's verified workloads through a mount.
 mod fio;
+/// The object mount's directories listed in pages.
+#[cfg(feature = "object-store")]
+mod listing;
 /// Many files with a bounded set of the server's descriptors.
 mod many;
 /// The mount: files, directories, attributes, sync, the control file,

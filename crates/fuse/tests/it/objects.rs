@@ -19,7 +19,7 @@ use object_store::ObjectStore;
 use crate::mount::fuse_ok;
 
 /// An `ObjectFs` mounted at a fresh directory.
-struct Mounted {
+pub(crate) struct Mounted {
     _tmp: tempfile::TempDir,
     /// The objects' directory (a `file://` store's).
     objects: PathBuf,
@@ -50,7 +50,12 @@ impl Mounted {
     }
 
     /// `fs` mounted at a directory under `tmp`.
-    fn serve(tmp: tempfile::TempDir, objects: PathBuf, fs: ObjectFs, url: &str) -> Mounted {
+    pub(crate) fn serve(
+        tmp: tempfile::TempDir,
+        objects: PathBuf,
+        fs: ObjectFs,
+        url: &str,
+    ) -> Mounted {
         let mnt = tmp.path().join("mnt");
         fs::create_dir(&mnt).expect("mkdir mnt");
         let store = fs.store().clone();
@@ -64,7 +69,7 @@ impl Mounted {
         }
     }
 
-    fn p(&self, rel: &str) -> PathBuf {
+    pub(crate) fn p(&self, rel: &str) -> PathBuf {
         self.mnt.join(rel)
     }
 
@@ -84,7 +89,7 @@ impl Mounted {
 }
 
 /// The mount's cache.
-fn cache() -> foliocache::Cache {
+pub(crate) fn cache() -> foliocache::Cache {
     foliocache::Cache::builder()
         .capacity(32 << 20)
         .build()
@@ -92,7 +97,7 @@ fn cache() -> foliocache::Cache {
 }
 
 /// The default options with a time-to-live of `ttl`.
-fn options(ttl: Duration) -> ObjectOptions {
+pub(crate) fn options(ttl: Duration) -> ObjectOptions {
     let mut opts = ObjectOptions::default();
     opts.ttl = ttl;
     opts
@@ -419,15 +424,19 @@ mod s3 {
         put("pre/d/b", b"bee".to_vec());
         put("other/x", b"not under the prefix".to_vec());
         put("pre/d/a#1", b"hash".to_vec());
+        // An object the directory `d` shadows, in the page before it.
+        put("pre/d", b"shadowed".to_vec());
 
         let ttl = Duration::from_millis(300);
         // Every read a request (no kernel cache): the old file's read
-        // below reaches the store.
+        // below reaches the store. Listings in pages of 2 keys.
         let mut opts = options(ttl);
         opts.kernel_cache = false;
+        opts.listing_page = 2;
         let fs = ObjectFs::for_url("s3://bucket/pre", config(), cache(), &opts).expect("the tree");
         let m = Mounted::serve(tmp, PathBuf::new(), fs, "s3://bucket/pre");
         assert_eq!(names(&m.mnt), ["a.bin", "d"]);
+        assert!(m.p("d").is_dir());
         // S3 serves a key with `#` (only file:// hides NAME#DIGITS).
         assert_eq!(names(&m.p("d")), ["a#1", "b"]);
         assert_eq!(fs::read(m.p("d/a#1")).expect("read"), b"hash");
