@@ -140,10 +140,40 @@ crate::aliases! {
 /// Argument and environment vectors.
 type Vector = *const *const c_char;
 
-crate::after! { hand_all_for_exec() =>
+/// Before an `exec`: every file handed to the kernel, and the kernel's
+/// open-file limit the program's again (`limit::lower`).
+fn for_exec() {
+    hand_all_for_exec();
+    crate::limit::lower();
+}
+
+/// Defines interposed calls that start a program (`posix_spawn`,
+/// `system`, `popen`): [`spawning`] first, and the kernel's open-file
+/// limit the program's while the C library starts it (`limit::lower`),
+/// raised again after (`limit::lift`).
+macro_rules! spawns {
+    ($(
+        $(#[$attr:meta])*
+        fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;
+    )*) => {$(
+        $(#[$attr])*
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+            spawning();
+            crate::limit::lower();
+            // SAFETY: the caller's promise (this function's), passed on.
+            let r = unsafe { real!($name: unsafe extern "C" fn($($ty),*) -> $ret)($($arg),*) };
+            crate::limit::lift();
+            r
+        }
+    )*};
+}
+
+crate::after! { for_exec() =>
     /// `execve(2)`: every file is handed to the kernel first (written
     /// back, positions set), and the library passes through from then on
-    /// (also if the call fails).
+    /// (also if the call fails); the program started inherits the
+    /// program's open-file limit (`limit.rs`).
     ///
     /// # Safety
     /// As `execve(2)`.
@@ -221,7 +251,7 @@ variadic_execs! {
     execlp => foliocache_preload_execlp;
 }
 
-crate::after! { spawning() =>
+spawns! {
     /// `posix_spawn(3)`: the data written back (and synced) and positions
     /// set first, so the program it starts sees them; this process keeps
     /// its cache. (File actions and attributes as opaque pointers.)

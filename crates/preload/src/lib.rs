@@ -88,6 +88,7 @@ mod fds;
 mod guard;
 mod handoff;
 mod io;
+mod limit;
 mod metrics;
 mod real;
 mod stat;

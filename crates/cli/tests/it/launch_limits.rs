@@ -5,6 +5,7 @@
 //! (the guardian, the group's cache and flusher) until its last process
 //! ends.
 
+use std::ffi::OsString;
 use std::path::Path;
 use std::process::Command;
 
@@ -42,8 +43,9 @@ fn run_python(
 const MANY_FILES: &str = r#"
 import os, resource, sys
 d, n = sys.argv[1], int(sys.argv[2])
-# Room for the program's fds and the cache's own (one a file it serves:
-# they count against the same limit, docs/preload.md "Limits").
+# Room for the program's fds and the cache's own (one a file it serves),
+# which count against the same limit where the soft limit is the hard one
+# (docs/preload.md, "Open-file limits").
 want = 2 * n + 64
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 try:
@@ -222,4 +224,103 @@ fn a_copy_from_a_file_without_a_slot_is_the_kernels() {
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("foliocache-preload"), "{stderr}");
+}
+
+/// What [`a_program_opens_as_many_files_as_its_limit_allows`] runs, under
+/// a soft open-file limit of 256 set before it starts: opens files until
+/// an open fails, then tries `dup`, `fcntl(F_DUPFD, 300)` and `dup2(_,
+/// 300)` at the limit, closes one file and opens it again, writes each
+/// file's number into it and closes them all. Prints the count, the
+/// errors and the limit as the program sees it, then (a second line) how
+/// many of the fds the cache served (`-` without the library).
+const TO_THE_LIMIT: &str = r#"
+import ctypes, errno, fcntl, os, resource, sys
+d = sys.argv[1]
+def err(f):
+    try:
+        f()
+        return "ok"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+fds = []
+while True:
+    try:
+        fds.append(os.open(f"{d}/f{len(fds)}", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644))
+    except OSError as e:
+        first = errno.errorcode[e.errno]
+        break
+line = [len(fds), first, err(lambda: os.dup(0)), err(lambda: fcntl.fcntl(0, fcntl.F_DUPFD, 300)),
+        err(lambda: os.dup2(0, 300)), resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+        os.sysconf("SC_OPEN_MAX")]
+os.close(fds[-1])
+fds[-1] = os.open(f"{d}/f{len(fds) - 1}", os.O_RDWR)
+try:
+    served = ctypes.CDLL(None).foliocache_preload_served
+    print(*line)
+    print(sum(served(fd) for fd in fds))
+except AttributeError:
+    print(*line)
+    print("-")
+for i, fd in enumerate(fds):
+    os.write(fd, b"%d" % i)
+    os.close(fd)
+"#;
+
+/// `sh -c 'ulimit -Sn 256 && exec "$@"' sh ARGS...`: its output.
+fn under_limit_256(args: &[OsString]) -> std::process::Output {
+    Command::new("sh")
+        .args(["-c", "ulimit -Sn 256 && exec \"$@\"", "sh"])
+        .args(args)
+        .output()
+        .expect("running sh")
+}
+
+/// `python3 -c TO_THE_LIMIT DIR`.
+fn to_the_limit(dir: &Path) -> Vec<OsString> {
+    vec!["python3".into(), "-c".into(), TO_THE_LIMIT.into(), dir.into()]
+}
+
+/// The story: the cache's own descriptors (one a file it serves, one a
+/// slot of the group's, its rings, its memory files) counted against the
+/// program's `RLIMIT_NOFILE`: a program holding 10,000 files under a soft
+/// limit of 10,064 got `EMFILE` at its 9,930th open under `--shared`.
+/// Now they live above the program's limit (the hard limit leaves room),
+/// which the program sees as its own: under a soft limit of 256, in both
+/// modes, the program opens exactly as many files as without the
+/// library, every one served, and gets the kernel's errors at the limit
+/// (`EMFILE` for an open and a `dup`, `EINVAL` for `F_DUPFD` past it,
+/// `EBADF` for a `dup2` past it), sees 256 as its limit, and its files
+/// hold what it wrote.
+#[test]
+fn a_program_opens_as_many_files_as_its_limit_allows() {
+    build_library();
+    let bare = tempfile::tempdir().expect("tempdir");
+    let kernel = stdout_ending(&under_limit_256(&to_the_limit(bare.path())), 0);
+    let (kernel_line, served) = kernel.split_once('\n').expect("two lines");
+    assert_eq!(served, "-\n");
+    assert!(
+        kernel_line.contains(" EMFILE EMFILE EINVAL EBADF 256 256"),
+        "{kernel_line}"
+    );
+    for shared in [false, true] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut run: Vec<OsString> = vec![BIN.into(), "run".into()];
+        if shared {
+            run.push("--shared".into());
+        }
+        run.extend(["--no-state".into(), "--dir".into(), dir.path().into(), "--".into()]);
+        run.extend(to_the_limit(dir.path()));
+        let out = under_limit_256(&run);
+        let text = stdout_ending(&out, 0);
+        let (line, served) = text.split_once('\n').expect("two lines");
+        assert_eq!(line, kernel_line, "shared {shared}");
+        let count: usize = line.split(' ').next().unwrap_or("").parse().expect("a count");
+        assert_eq!(served.trim(), count.to_string(), "shared {shared}: served");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("foliocache-preload"), "shared {shared}: {stderr}");
+        for i in 0..count {
+            let got = std::fs::read(dir.path().join(format!("f{i}"))).expect("a file");
+            assert_eq!(got, i.to_string().into_bytes(), "shared {shared}: f{i}");
+        }
+    }
 }
