@@ -39,7 +39,12 @@ fn adopted(fd: c_int, flags: c_int, again: impl FnMut() -> c_int) -> c_int {
 /// once a served file whose cache descriptor counts against the limit is
 /// handed to the kernel, or else closed, the call failing with `EMFILE`;
 /// an `EMFILE` of the kernel's is retried while such files are left.
-fn within_limit(mut fd: c_int, min: c_int, cloexec: bool, mut again: impl FnMut() -> c_int) -> c_int {
+fn within_limit(
+    mut fd: c_int,
+    min: c_int,
+    cloexec: bool,
+    mut again: impl FnMut() -> c_int,
+) -> c_int {
     loop {
         if fd >= 0 && !limit::beyond(fd) {
             return fd;

@@ -19,11 +19,11 @@ use libc::{iovec, loff_t, off_t};
 use crate::copy::{copy_file_range, ioctl, sendfile, splice, truncate};
 use crate::fds::{close, close_range, dup, dup3, fcntl, openat};
 use crate::handoff::{execve, execveat, mmap};
-use crate::limit::{getrlimit, prlimit, setrlimit};
 use crate::io::{
     fallocate, fdatasync, fsync, ftruncate, lseek, posix_fadvise, pread, preadv, preadv2, pwrite,
     pwritev, pwritev2, read, readahead, readv, sync, sync_file_range, syncfs, write, writev,
 };
+use crate::limit::{getrlimit, prlimit, setrlimit};
 use crate::real::real;
 use crate::stat::{fstat, fstatat, statx};
 

@@ -277,7 +277,12 @@ fn under_limit_256(args: &[OsString]) -> std::process::Output {
 
 /// `python3 -c TO_THE_LIMIT DIR`.
 fn to_the_limit(dir: &Path) -> Vec<OsString> {
-    vec!["python3".into(), "-c".into(), TO_THE_LIMIT.into(), dir.into()]
+    vec![
+        "python3".into(),
+        "-c".into(),
+        TO_THE_LIMIT.into(),
+        dir.into(),
+    ]
 }
 
 /// The story: the cache's own descriptors (one a file it serves, one a
@@ -308,16 +313,29 @@ fn a_program_opens_as_many_files_as_its_limit_allows() {
         if shared {
             run.push("--shared".into());
         }
-        run.extend(["--no-state".into(), "--dir".into(), dir.path().into(), "--".into()]);
+        run.extend([
+            "--no-state".into(),
+            "--dir".into(),
+            dir.path().into(),
+            "--".into(),
+        ]);
         run.extend(to_the_limit(dir.path()));
         let out = under_limit_256(&run);
         let text = stdout_ending(&out, 0);
         let (line, served) = text.split_once('\n').expect("two lines");
         assert_eq!(line, kernel_line, "shared {shared}");
-        let count: usize = line.split(' ').next().unwrap_or("").parse().expect("a count");
+        let count: usize = line
+            .split(' ')
+            .next()
+            .unwrap_or("")
+            .parse()
+            .expect("a count");
         assert_eq!(served.trim(), count.to_string(), "shared {shared}: served");
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!stderr.contains("foliocache-preload"), "shared {shared}: {stderr}");
+        assert!(
+            !stderr.contains("foliocache-preload"),
+            "shared {shared}: {stderr}"
+        );
         for i in 0..count {
             let got = std::fs::read(dir.path().join(format!("f{i}"))).expect("a file");
             assert_eq!(got, i.to_string().into_bytes(), "shared {shared}: f{i}");
