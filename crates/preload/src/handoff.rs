@@ -147,28 +147,6 @@ fn for_exec() {
     crate::limit::lower();
 }
 
-/// Defines interposed calls that start a program (`posix_spawn`,
-/// `system`, `popen`): [`spawning`] first, and the kernel's open-file
-/// limit the program's while the C library starts it (`limit::lower`),
-/// raised again after (`limit::lift`).
-macro_rules! spawns {
-    ($(
-        $(#[$attr:meta])*
-        fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;
-    )*) => {$(
-        $(#[$attr])*
-        #[no_mangle]
-        pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
-            spawning();
-            crate::limit::lower();
-            // SAFETY: the caller's promise (this function's), passed on.
-            let r = unsafe { real!($name: unsafe extern "C" fn($($ty),*) -> $ret)($($arg),*) };
-            crate::limit::lift();
-            r
-        }
-    )*};
-}
-
 crate::after! { for_exec() =>
     /// `execve(2)`: every file is handed to the kernel first (written
     /// back, positions set), and the library passes through from then on
@@ -251,7 +229,9 @@ variadic_execs! {
     execlp => foliocache_preload_execlp;
 }
 
-spawns! {
+// The kernel's open-file limit the program's while the C library starts
+// a program (`limit::lower`), raised again after (`limit::lift`).
+crate::after! { { spawning(); crate::limit::lower() }, then crate::limit::lift() =>
     /// `posix_spawn(3)`: the data written back (and synced) and positions
     /// set first, so the program it starts sees them; this process keeps
     /// its cache. (File actions and attributes as opaque pointers.)
