@@ -166,11 +166,21 @@ struct fc_cache_stats {
                                    cache being over its dirty limit */
     uint64_t readahead_windows; /* readahead windows read */
     uint64_t dropbehind_drops;  /* folios dropped after uncached IO */
+    /* Bytes (appended: a program built with an older header passes a
+     * smaller size and gets the fields above). `hits` counts folio
+     * lookups, whoever read the folio in; these say where the bytes reads
+     * returned came from. Bytes reads got from memory:
+     * read_bytes - first_read_bytes. */
+    uint64_t read_bytes;        /* bytes reads returned (hits and misses) */
+    uint64_t first_read_bytes;  /* of those, bytes of folios read from the
+                                   backing (by a miss or by readahead),
+                                   counted whole at the first read that
+                                   copied from each */
 };
 
 /* `struct fc_cache_stats s = FC_CACHE_STATS_INIT;` before fc_cache_stats. */
 #define FC_CACHE_STATS_INIT { sizeof(struct fc_cache_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-                              0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+                              0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /*
  * Fills `*out` with the cache's figures: the first out->size bytes of the

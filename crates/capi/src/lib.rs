@@ -130,6 +130,10 @@ cache_stats!(
     throttled,
     readahead_windows,
     dropbehind_drops,
+    // Appended (ABI: a caller built with an older header passes a smaller
+    // size and gets the fields it has).
+    read_bytes,
+    first_read_bytes,
 );
 
 // SAFETY: `repr(C)`, the size first, then a `u32` and `u64`s: no padding,
@@ -548,7 +552,7 @@ mod tests {
     #[test]
     fn struct_sizes_match_the_header() {
         assert_eq!(std::mem::size_of::<CacheOptions>(), 48);
-        assert_eq!(std::mem::size_of::<CacheStats>(), 8 + 22 * 8);
+        assert_eq!(std::mem::size_of::<CacheStats>(), 8 + 24 * 8);
     }
 
     /// Any option value builds a cache or fails with an error of its own,

@@ -147,7 +147,7 @@ fn curve_line(c: &serde_json::Value) -> Option<String> {
     };
     let cells: Vec<String> = [0.25, 0.5, 1.0, 2.0, 4.0].into_iter().map(at).collect();
     Some(format!(
-        "predicted hit ratio at capacity: {} (over the last {} reads)",
+        "predicted hit ratio (bytes from memory) at capacity: {} (over the last {} page reads)",
         cells.join(", "),
         c["hit_ratio_curve"]["accesses"].as_u64().unwrap_or(0)
     ))
@@ -315,7 +315,7 @@ mod tests {
             line.contains("0.25x 10.0 %, 0.5x 20.0 %, 1x 50.0 %, 2x 75.0 %, 4x 90.0 %"),
             "{line}"
         );
-        assert!(line.contains("last 1000 reads"), "{line}");
+        assert!(line.contains("last 1000 page reads"), "{line}");
         // A point not yet known is `null`: said so, not a number.
         let warming = serde_json::json!({"hit_ratio_curve": {
             "points": [[0.25, 0.1], [0.5, 0.2], [1.0, 0.5], [2.0, null], [4.0, null]],

@@ -89,13 +89,14 @@ const COLUMNS: [Column; 11] = [
     ("refault/s", |a, b, s| rate(a.refaults, b.refaults, s)),
     ("dirty MiB", |_, b, _| b.dirty_bytes as f64 / MIB),
     ("cached MiB", |_, b, _| b.bytes_cached as f64 / MIB),
-    // A gauge: the hit ratio the cache predicts at twice its size over
-    // its recent window (NaN, shown as -, where the mount has no curve).
-    ("2x hit%", |_, b, _| {
+    // A gauge: the share of the bytes read from memory the cache predicts
+    // at twice its size over its recent window, as `mem%` counts it (NaN,
+    // shown as -, where the mount has no curve or the point is unknown).
+    ("2x mem%", |_, b, _| {
         b.predicted_2x.map_or(f64::NAN, |h| 100.0 * h)
     }),
     // In bytes: of what reads returned in the interval, the share found
-    // cached (`hit%` counts lookups, readahead's pages as hits).
+    // cached (`hit%` counts page lookups).
     ("mem%", |a, b, _| {
         let read = b.read_bytes.saturating_sub(a.read_bytes);
         let memory = b.memory_bytes.saturating_sub(a.memory_bytes);

@@ -9,15 +9,27 @@
 //! (4,096 pages: the rate is 1 in 16, the highest) and of 1 GiB (1 in
 //! 64), reads uniform over four times the capacity in pages.
 //!
+//! Then `mrc_hit`: a 4 KiB hit through a whole cache (`File::read_at` of a
+//! page cached, uniform over a file of 32 MiB in a cache of 64 MiB, the
+//! file in memory), the estimator `on` and `off`
+//! (`CacheBuilder::hit_ratio_curve`, the two caches side by side), to say
+//! what the estimator costs a hit: the target is at most 1 %. Criterion
+//! times each in turn; the summary's figures for it come from rounds of
+//! the two interleaved (on, off, on, off, ...: a loaded host moves both
+//! alike), their median.
+//!
 //! Reproduce: `cargo bench -p foliocache --bench mrc` (`-- --test` is a
 //! smoke run). At the end it prints the ns per read of each, the
 //! difference and the ratio estimator / bare, from this run (a whole hit
-//! through the cache costs more than the copy: `--bench read`).
+//! through the cache costs more than the copy: `--bench read`), and the
+//! hit's with the estimator on and off.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use backing::MemBacking;
 use foliocache::internals::MrcProbe;
+use foliocache::{Cache, File};
 
 mod common;
 
@@ -87,9 +99,101 @@ fn main() {
         }
     }
     g.finish();
+    hit_group(&mut c);
     c.final_summary();
 
     summary(&means.into_inner());
+    hit_summary();
+}
+
+/// The caches' capacities (`mrc_hit`): the sample's highest rate (1 in
+/// 16) and its lowest (1 in 64); the file read is half of each.
+const HIT_CAPACITIES: [u64; 2] = [16 << 20, 64 << 20];
+
+/// A cache of `capacity` bytes with the estimator `on` or off holding the
+/// whole of a file of half that (read twice: every later read of it is a
+/// hit), and the pages to read (uniform over the file).
+fn cached_file(capacity: u64, on: bool) -> (Cache, File, Vec<u64>) {
+    let cache = Cache::builder()
+        .capacity(capacity as usize)
+        .hit_ratio_curve(on)
+        .build()
+        .expect("a cache");
+    let size = capacity / 2;
+    let f = cache
+        .open_backing(MemBacking::with_data(vec![7u8; size as usize]))
+        .expect("a file");
+    let mut buf = vec![0u8; 2 << 20];
+    // The second pass: every folio's first read (its bytes from below)
+    // done by the first.
+    for _ in 0..2 {
+        for at in (0..size).step_by(buf.len()) {
+            f.read_at(&mut buf, at).expect("a read");
+        }
+    }
+    (cache, f, keys(size / 4096 / 4))
+}
+
+/// One round of hits: a 4 KiB read at each of `keys` (pages of the file).
+fn hits(f: &File, keys: &[u64]) -> Duration {
+    let mut page = [0u8; 4096];
+    let t = Instant::now();
+    for &k in keys {
+        f.read_at(&mut page, black_box(k) * 4096).expect("a hit");
+        black_box(&mut page);
+    }
+    t.elapsed()
+}
+
+/// `mrc_hit`: a 4 KiB hit with the estimator on and off.
+fn hit_group(c: &mut criterion::Criterion) {
+    let mut g = c.benchmark_group("mrc_hit");
+    g.throughput(criterion::Throughput::Elements(READS as u64));
+    for capacity in HIT_CAPACITIES {
+        for on in [false, true] {
+            let (cache, f, keys) = cached_file(capacity, on);
+            let misses = cache.stats().misses;
+            let name = format!("{}/{}MiB", if on { "on" } else { "off" }, capacity >> 20);
+            g.bench_function(name, |b| {
+                b.iter_custom(|iters| (0..iters).map(|_| hits(&f, &keys)).sum())
+            });
+            assert_eq!(cache.stats().misses, misses, "the bench's reads all hit");
+        }
+    }
+    g.finish();
+}
+
+/// Interleaved rounds of [`hits`] with the estimator off and on, per
+/// capacity: their median ns per hit, and the ratio.
+fn hit_summary() {
+    let rounds = if std::env::args().any(|a| a == "--test") {
+        2
+    } else {
+        100
+    };
+    eprintln!(
+        "\n4 KiB hit, median of {rounds} interleaved rounds of {READS} (target: on / off at \
+         most 1.01):\n{:<9} {:>9} {:>9} {:>8}",
+        "capacity", "off ns", "on ns", "on / off"
+    );
+    for capacity in HIT_CAPACITIES {
+        let made = [cached_file(capacity, false), cached_file(capacity, true)];
+        let mut ns: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+        for _ in 0..rounds {
+            for ((_, f, keys), out) in made.iter().zip(ns.iter_mut()) {
+                out.push(hits(f, keys).as_nanos() as f64 / READS as f64);
+            }
+        }
+        let [off, on] = ns.map(|mut v| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        });
+        eprintln!(
+            "{:<9} {off:>9.2} {on:>9.2} {:>8.4}",
+            format!("{}MiB", capacity >> 20),
+            on / off
+        );
+    }
 }
 
 /// The table this run's means give: per capacity, ns per read bare and

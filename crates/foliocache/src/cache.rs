@@ -139,6 +139,7 @@ pub struct CacheBuilder {
     readahead: ReadaheadConfig,
     io: IoEngineConfig,
     pub(crate) refault_detection: bool,
+    hit_ratio_curve: bool,
     shadow_budget: Option<usize>,
     dirty_limit: Option<usize>,
     dirty_background: Option<usize>,
@@ -157,6 +158,7 @@ impl Default for CacheBuilder {
             readahead: ReadaheadConfig::default(),
             io: IoEngineConfig::default(),
             refault_detection: true,
+            hit_ratio_curve: true,
             shadow_budget: None,
             dirty_limit: None,
             dirty_background: None,
@@ -220,6 +222,18 @@ impl CacheBuilder {
     #[doc(hidden)]
     pub fn refault_detection(mut self, on: bool) -> Self {
         self.refault_detection = on;
+        self
+    }
+
+    /// The miss-ratio curve's estimator (default on,
+    /// [`Cache::hit_ratio_curve`]). Off, a hit does none of its work (no
+    /// age counted, no page hashed) and the curve has no access. For
+    /// comparisons: what the estimator costs a hit (`cargo bench -p
+    /// foliocache --bench mrc`).
+    #[cfg(feature = "internals")]
+    #[doc(hidden)]
+    pub fn hit_ratio_curve(mut self, on: bool) -> Self {
+        self.hit_ratio_curve = on;
         self
     }
 
@@ -387,6 +401,10 @@ impl CacheBuilder {
                 self.refault_detection,
             )),
         };
+        if !self.hit_ratio_curve {
+            // A capacity of 0: the gate closed, nothing sampled, no curve.
+            cache.inner.stats.mrc.set_capacity(0);
+        }
         #[cfg(not(loom))]
         crate::writeback::spawn_flusher(&cache.inner, &self.on_thread_start)?;
         #[cfg(not(loom))]
@@ -577,7 +595,9 @@ impl Cache {
     /// 4x its capacity over a recent window of reads (the epoch in
     /// progress and the one before, each about 16 capacities of reads),
     /// with the reads the window holds: a miss-ratio curve, for sizing the
-    /// cache. The 1x point is the hit ratio the cache had; the larger
+    /// cache. The 1x point is the hit ratio the cache had, in what reads
+    /// returned (the share from memory, as
+    /// [`CacheStats::memory_bytes`] counts it, in pages); the larger
     /// sizes come from the eviction shadows' refault distances (and a
     /// sample of keys where shadows ran out), the smaller from the
     /// sample's miniature simulations. A point the window cannot tell yet

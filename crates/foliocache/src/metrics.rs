@@ -567,8 +567,8 @@ impl Collector for CacheCollector {
 
 /// The miss-ratio curve ([`Cache::hit_ratio_curve`]): one gauge per
 /// capacity ratio whose point is known,
-/// `foliocache_predicted_hit_ratio{capacity_ratio="2"}`, and the reads
-/// its window holds.
+/// `foliocache_predicted_hit_ratio{capacity_ratio="2"}`, and the page
+/// reads its window holds.
 fn encode_curve(
     enc: &mut DescriptorEncoder<'_>,
     c: &crate::HitRatioCurve,
@@ -576,7 +576,7 @@ fn encode_curve(
     let m = ConstGauge::new(0.0f64);
     let mut family = enc.encode_descriptor(
         "foliocache_predicted_hit_ratio",
-        "The hit ratio the cache would have had at capacity_ratio times its capacity over the recent window (1: the one it had); absent while not yet known",
+        "The share of what reads returned that would have come from memory at capacity_ratio times the capacity over the recent window (1: the share it had; bytes from memory, counted in pages); absent while not yet known",
         None,
         m.metric_type(),
     )?;
@@ -589,7 +589,7 @@ fn encode_curve(
     let n = ConstGauge::new(i64::try_from(c.accesses).unwrap_or(i64::MAX));
     n.encode(enc.encode_descriptor(
         "foliocache_predicted_hit_ratio_window_reads",
-        "Reads in the window the predicted hit ratios cover",
+        "Page reads (each page a read covers) in the window the predicted hit ratios cover",
         None,
         n.metric_type(),
     )?)

@@ -15,7 +15,8 @@
 //!
 //! ```text
 //!   predicted(r) for r > 1 = measured + max(shadow gain(r), sampled gain(r))
-//!   predicted(1)            = measured  (hits / reads in the window)
+//!   predicted(1)            = measured  (hits / reads in the window, in
+//!                                        pages: see "What a hit is")
 //!   predicted(r) for r < 1 = measured - (hits x lost(r) - found(r)) / reads
 //!
 //!   shadow gain(r):  refaults at distance <= (r - 1) x capacity, over reads
@@ -30,6 +31,18 @@
 //!                    ones the one of r C x the rate pages missed
 //!   found(r):        sampled reads the one of r C hit and C's missed, / rate
 //! ```
+//!
+//! **What a hit is.** The curve is of what `CacheStats::memory_bytes`
+//! counts: the share of what reads returned that came from memory,
+//! counted in pages (each page a read covers, as the sample shows it:
+//! `Stats::count_hit`'s pages). A folio read from below counts as a
+//! miss, all its pages, at the first read that copies from it
+//! (`FolioFlags::FRESH`), a page readahead brought in included: the
+//! simulations have no readahead, so such a page is a miss to them too.
+//! (Counted as hits, as `CacheStats::hits` counts page lookups,
+//! readahead's pages made a pool of random 64 KiB reads look 8 and 15
+//! points better at 0.25x and 0.5x than a cache of that size was:
+//! docs/metrics.md.)
 //!
 //! **The sample** is SHARDS (Waldspurger et al., "Efficient MRC
 //! Construction with SHARDS", FAST 2015): a read's key (its mapping's
@@ -107,7 +120,8 @@
 //! pass over data read once.
 //!
 //! **The window** is two epochs: an epoch ends after about 16 times the
-//! capacity in reads (the cache's counters, read every 64 sampled reads), and the curve covers the
+//! capacity in pages read (the cache's counters, read every 64 sampled
+//! reads), and the curve covers the
 //! epoch in progress and the one before, so it follows a change of
 //! workload within two epochs and never covers less than one.
 //!
@@ -189,7 +203,10 @@ pub struct CurvePoint {
     /// The cache's size, as a multiple of its capacity (0.25, 0.5, 1, 2, 4).
     pub capacity_ratio: f64,
     /// The hit ratio (0 to 1) the cache would have had at that size over
-    /// the window; at 1, the one it had. Read it through
+    /// the window; at 1, the one it had. In bytes: the share of the bytes
+    /// reads returned that came from memory (`CacheStats::memory_bytes`
+    /// over `read_bytes`), a page readahead brought in counted as a miss
+    /// where a read first found it, not as a hit. Read it through
     /// [`known`](Self::known), which says when the window cannot tell it
     /// yet.
     pub hit_ratio: f64,
@@ -223,7 +240,7 @@ pub struct HitRatioCurve {
     /// One point per ratio of [`CAPACITY_RATIOS`], in that order; each
     /// hit ratio is 0, and not known, when the window holds no read.
     pub points: [CurvePoint; 5],
-    /// Reads (hits and misses) in the window.
+    /// Page reads in the window: each page a read covered, once a read.
     pub accesses: u64,
     /// Reads in the window the sample saw: the share of hits each age
     /// loses below 1x, and the gains above past the shadows, rest on
@@ -358,16 +375,50 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// The exact counts the cache keeps itself, cumulative: reads that hit,
-/// reads that missed, refaults whose distance a 2x and a 4x cache would
-/// have turned into hits, and the hits by their age's bin
-/// ([`age_bin`]).
+/// The exact counts the cache keeps itself, cumulative, in pages read
+/// (each page a read covers, as the sample shows it): pages that came
+/// from memory (`hits`) and from below (`misses`), refaults' pages whose
+/// distance a 2x and a 4x cache would have turned into hits, and the hits
+/// by their age's bin ([`age_bin`]). `hits` wraps: a folio read from
+/// below counts all its pages at its first read, before the reads of its
+/// other pages, so it may fall for a while; a window's difference of it
+/// is right once taken as signed ([`window_count`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Exact {
     pub(crate) hits: u64,
     pub(crate) misses: u64,
     pub(crate) refault_gains: [u64; 2],
     pub(crate) aged: [u64; AGE_BINS],
+}
+
+impl Exact {
+    /// The counts from the pages reads covered (`read_pages`) and, of
+    /// those, the pages of folios read from below counted at their first
+    /// read (`first_read_pages`): the curve is of the share of what reads
+    /// returned that came from memory, as `CacheStats::memory_bytes`
+    /// counts it, readahead's pages counted where they were read. (A page
+    /// lookup that found a folio readahead brought in is a hit in
+    /// `CacheStats::hits`; the simulations, which have no readahead, miss
+    /// it: docs/metrics.md, the pool.)
+    pub(crate) fn of_pages(
+        read_pages: u64,
+        first_read_pages: u64,
+        refault_gains: [u64; 2],
+        aged: [u64; AGE_BINS],
+    ) -> Exact {
+        Exact {
+            hits: read_pages.wrapping_sub(first_read_pages),
+            misses: first_read_pages,
+            refault_gains,
+            aged,
+        }
+    }
+}
+
+/// A count over a window: `now` less `start` (cumulative, wrapping), none
+/// if it fell.
+fn window_count(now: u64, start: u64) -> u64 {
+    (now.wrapping_sub(start) as i64).max(0) as u64
 }
 
 /// The bins of a hit's age: two an octave of ticks, up to the stamp's
@@ -647,13 +698,24 @@ impl Mrc {
         self.pages.load(Ordering::Relaxed)
     }
 
-    /// Whether a read of the key hashed `h` is in the sample: one load of
-    /// a line no read writes, and a compare.
-    /// (Under loom, never: the sample's lock would only add
-    /// interleavings to the models of the read path.)
+    /// The gate: a read of a key whose hash is under it is in the sample;
+    /// one load of a line no read writes. 0 (none is) while the estimator
+    /// is off (`CacheBuilder::hit_ratio_curve`), and under loom (the
+    /// sample's lock would only add interleavings to the models of the
+    /// read path).
     #[inline]
+    pub(crate) fn threshold(&self) -> u64 {
+        if cfg!(loom) {
+            0
+        } else {
+            self.gate.threshold.load(Ordering::Relaxed)
+        }
+    }
+
+    /// Whether a read of the key hashed `h` is in the sample.
+    #[cfg(test)]
     pub(crate) fn sampled(&self, h: u64) -> bool {
-        !cfg!(loom) && h < self.gate.threshold.load(Ordering::Relaxed)
+        h < self.threshold()
     }
 
     /// The clock's tick now: it moves once every `tick_len` sampled reads,
@@ -780,8 +842,8 @@ fn compute(own: &Window, cache: &Window, c: u64, exact: Exact) -> HitRatioCurve 
     let base = &own.prev_start;
     let s = own.now.minus(&base.sampled);
     let all = cache.now.minus(&cache.prev_start.sampled);
-    let hits = exact.hits.wrapping_sub(base.exact.hits);
-    let misses = exact.misses.wrapping_sub(base.exact.misses);
+    let hits = window_count(exact.hits, base.exact.hits);
+    let misses = window_count(exact.misses, base.exact.misses);
     let reads = hits.wrapping_add(misses);
     let mut curve = HitRatioCurve {
         accesses: reads,

@@ -174,6 +174,11 @@ pub(crate) struct Stats {
     /// the device gave rather than memory. Readahead no read reached is
     /// in `io_bytes` only.
     pub(crate) first_read_bytes: ShardedCounter,
+    /// The same two in pages, for the miss-ratio curve (`mrc.rs`): each
+    /// page a read covers, and each page of a folio read from the backing
+    /// at its first read (whole, cut at the file's end).
+    read_pages: ShardedCounter,
+    first_read_pages: ShardedCounter,
     pub(crate) folios: ShardedCounter,
     pub(crate) pages: ShardedCounter,
     pub(crate) evictions: ShardedCounter,
@@ -210,59 +215,100 @@ pub(crate) struct Stats {
 }
 
 impl Stats {
-    /// Counts a hit that returned `bytes` (0 where the read counts its
-    /// bytes itself), and for the miss-ratio curve its age in ticks since
-    /// its folio's last read (`Folio::touch`), the cache's and its file's
-    /// if kept (`file`): one lookup of the thread's shard for every count.
+    /// Counts a hit that returned `bytes` over `pages` pages (0 and 0
+    /// where the read counts them itself, [`read_done`](Self::read_done)),
+    /// and for the miss-ratio curve its age in ticks since its folio's
+    /// last read (`Folio::touch`), the cache's and its file's if kept
+    /// (`file`): one lookup of the thread's shard for every count. No age
+    /// (`None`) for a folio read for the first time since the backing
+    /// filled it (`FolioFlags::FRESH`: readahead's): its bytes came from
+    /// below, and the curve counts them as a miss (`mrc.rs`).
     #[inline]
-    pub(crate) fn count_hit(&self, age: u16, bytes: u64, file: Option<&FileCounts>) {
+    pub(crate) fn count_hit(
+        &self,
+        age: Option<u16>,
+        (bytes, pages): (u64, u64),
+        file: Option<&FileCounts>,
+    ) {
         let (i, owned) = shard::current();
         bump(&self.hits.shards[i].0, owned, 1);
         bump(&self.read_bytes.shards[i].0, owned, bytes);
-        self.aged.add_at(i, owned, age);
+        bump(&self.read_pages.shards[i].0, owned, pages);
+        // (No age while the estimator is off: `Mrc::threshold`.)
+        let age = age.filter(|_| self.mrc.threshold() != 0);
+        if let Some(age) = age {
+            self.aged.add_at(i, owned, age);
+        }
         if let Some(f) = file {
-            f.aged.add_at(i, owned, age);
+            bump(&f.read_pages.shards[i].0, owned, pages);
+            if let Some(age) = age {
+                f.aged.add_at(i, owned, age);
+            }
+        }
+    }
+
+    /// Counts `bytes` over `pages` pages a read returned that no
+    /// [`count_hit`](Self::count_hit) counted (a miss's, a read of several
+    /// folios), the cache's and its file's if kept (`file`).
+    pub(crate) fn read_done(&self, (bytes, pages): (u64, u64), file: Option<&FileCounts>) {
+        self.read_bytes.add(bytes);
+        self.read_pages.add(pages);
+        if let Some(f) = file {
+            f.read_pages.add(pages);
+        }
+    }
+
+    /// Counts `bytes` over `pages` pages of a folio read from the backing,
+    /// at the first read that copies from it (`Mapping::first_read`), the
+    /// cache's and its file's if kept (`file`).
+    pub(crate) fn first_read(&self, (bytes, pages): (u64, u64), file: Option<&FileCounts>) {
+        self.first_read_bytes.add(bytes);
+        self.first_read_pages.add(pages);
+        if let Some(f) = file {
+            f.first_read_pages.add(pages);
         }
     }
 
     /// Shows a read of pages `first..=last` of the mapping whose sample
-    /// key is `id` (`mrc::mapping_key`; a hit or not) to the miss-ratio
-    /// curve's sample, each page a key (the sample's sizes are in pages:
-    /// a read of 16 pages shown as one key made a cache look 16 times its
-    /// size to the simulations): a hash and a compare a page unless the
-    /// page is sampled (`mrc.rs`); and, for the file's own curve if kept
-    /// (`file`), samples them for it too and counts the read if `new`
-    /// (once a read, however many batches serve it).
+    /// key is `id` (`mrc::mapping_key`) to the miss-ratio curve's sample,
+    /// each page a key (the sample's sizes are in pages: a read of 16
+    /// pages shown as one key made a cache look 16 times its size to the
+    /// simulations): a hash and a compare a page unless the page is
+    /// sampled (`mrc.rs`); and for the file's own curve if kept (`file`).
+    /// `hit`: the pages came from memory (not from the backing for this
+    /// read, nor readahead's read for the first time).
     #[inline]
     pub(crate) fn observe_read(
         &self,
         id: u64,
         (first, last): (u64, u64),
         hit: bool,
-        (file, new): (Option<&FileCounts>, bool),
+        file: Option<&FileCounts>,
     ) {
-        if let (Some(f), true) = (file, new) {
-            f.reads[usize::from(!hit)].add(1);
+        let threshold = self.mrc.threshold();
+        if threshold == 0 {
+            return;
         }
         mrc::key_hashes(id, first, last, |h| {
-            if self.mrc.sampled(h) {
+            if h < threshold {
                 self.mrc
                     .sample(h, hit, || self.exact(), file.map(mrc::file_id));
             }
         });
     }
 
-    /// Counts a refault at `distance` (`workingset_refault`'s) toward the
-    /// sizes that would have hit it, the cache's and its file's if that
-    /// file's curve is kept: a cache `r` times as large holds `(r - 1)`
-    /// capacities more (`mrc.rs`).
-    pub(crate) fn refault_distance(&self, distance: u64, file: Option<&FileCounts>) {
+    /// Counts a refault of a folio of `pages` pages at `distance`
+    /// (`workingset_refault`'s) toward the sizes that would have hit it,
+    /// the cache's and its file's if that file's curve is kept: a cache
+    /// `r` times as large holds `(r - 1)` capacities more (`mrc.rs`). In
+    /// pages, as the curve counts reads.
+    pub(crate) fn refault_distance(&self, distance: u64, pages: u64, file: Option<&FileCounts>) {
         let capacity = self.mrc.capacity();
         for (i, within) in [capacity, 3 * capacity].into_iter().enumerate() {
             if distance <= within {
-                self.refault_gains[i].add(1);
+                self.refault_gains[i].add(pages);
                 if let Some(f) = file {
-                    f.refault_gains[i].add(1);
+                    f.refault_gains[i].add(pages);
                 }
             }
         }
@@ -270,12 +316,12 @@ impl Stats {
 
     /// The cache's own counts the curve rests on.
     fn exact(&self) -> Exact {
-        Exact {
-            hits: self.hits.sum(),
-            misses: self.misses.sum(),
-            refault_gains: [self.refault_gains[0].sum(), self.refault_gains[1].sum()],
-            aged: self.aged.sums(),
-        }
+        Exact::of_pages(
+            self.read_pages.sum(),
+            self.first_read_pages.sum(),
+            [self.refault_gains[0].sum(), self.refault_gains[1].sum()],
+            self.aged.sums(),
+        )
     }
 
     /// The miss-ratio curve now (`Cache::hit_ratio_curve`).
@@ -326,21 +372,25 @@ impl Probe {
         let stamp = &self.stamps[(index % self.stamps.len() as u64) as usize];
         let age = mrc::touch(stamp, self.stats.mrc.now());
         if hit {
-            self.stats.count_hit(age, PAGE_BYTES, None);
+            self.stats.count_hit(Some(age), (PAGE_BYTES, 1), None);
+        } else {
+            self.stats.read_done((PAGE_BYTES, 1), None);
+            self.stats.first_read((PAGE_BYTES, 1), None);
         }
-        self.stats
-            .observe_read(id, (index, index), hit, (None, true));
+        self.stats.observe_read(id, (index, index), hit, None);
     }
 }
 
 /// A file's own counts for its miss-ratio curve, kept from the first
-/// time its curve is asked for (`File::hit_ratio_curve`): its reads that
-/// hit and missed, and its refaults a cache 2x and 4x as large would have
-/// turned into hits. Sharded, as the cache's: every read of the file
-/// counts.
+/// time its curve is asked for (`File::hit_ratio_curve`): the pages its
+/// reads covered and, of those, the pages first read after the backing
+/// filled their folio (as the cache's), its hits by age, and its
+/// refaults a cache 2x and 4x as large would have turned into hits.
+/// Sharded, as the cache's: every read of the file counts.
 #[derive(Default)]
 pub(crate) struct FileCounts {
-    reads: [ShardedCounter; 2],
+    read_pages: ShardedCounter,
+    first_read_pages: ShardedCounter,
     refault_gains: [ShardedCounter; 2],
     aged: AgeCounts,
 }
@@ -357,12 +407,12 @@ impl FileCounts {
 
 impl mrc::ExactCounts for FileCounts {
     fn exact(&self) -> Exact {
-        Exact {
-            hits: self.reads[0].sum(),
-            misses: self.reads[1].sum(),
-            refault_gains: [self.refault_gains[0].sum(), self.refault_gains[1].sum()],
-            aged: self.aged.sums(),
-        }
+        Exact::of_pages(
+            self.read_pages.sum(),
+            self.first_read_pages.sum(),
+            [self.refault_gains[0].sum(), self.refault_gains[1].sum()],
+            self.aged.sums(),
+        )
     }
 }
 

@@ -93,7 +93,7 @@ pub(crate) fn refault(
     // What a larger cache would have made of it, for the miss-ratio curve
     // (`mrc.rs`), whether or not the folio activates.
     lru.stats()
-        .refault_distance(shadow.distance(lru.age()), file);
+        .refault_distance(shadow.distance(lru.age()), f.nr_pages(), file);
     if !lru.refault_detection() || f.test(FolioFlags::DROPBEHIND) {
         return false;
     }

@@ -7,7 +7,10 @@
 //! beside the prediction.
 //!
 //! The file is in memory (`MemBacking`): the figures are hit ratios, not
-//! bandwidth, and a miss costs a copy, so a run is quick. Reads are
+//! bandwidth, and a miss costs a copy, so a run is quick. A hit ratio is
+//! in bytes, as the curve's: the share of the bytes reads returned that
+//! came from memory (`CacheStats::memory_bytes`), a page readahead
+//! brought in counted as a miss where it was first read. Reads are
 //! random-advised (no readahead: one page a read, what the curve counts).
 //! A hit ratio is measured over the trace's second half, after the first
 //! has filled the cache; the curve's window (one or two epochs of 16
@@ -118,11 +121,14 @@ fn cache(capacity: u64) -> Result<Cache> {
     Ok(Cache::builder().capacity(capacity as usize).build()?)
 }
 
-/// The hit ratio a cache counted between two of its `stats()`.
+/// The hit ratio a cache had between two of its `stats()`, as the curve
+/// counts it: the share of the bytes reads returned that came from memory
+/// (`CacheStats::memory_bytes`; a page readahead brought in is a miss
+/// where it was first read, not a hit as a page lookup).
 fn hit_ratio(before: &foliocache::CacheStats, after: &foliocache::CacheStats) -> f64 {
-    let hits = after.hits - before.hits;
-    let reads = hits + after.misses - before.misses;
-    hits as f64 / reads.max(1) as f64
+    let read = after.read_bytes - before.read_bytes;
+    let memory = after.memory_bytes().saturating_sub(before.memory_bytes());
+    memory as f64 / read.max(1) as f64
 }
 
 /// Runs `trace` (a file of `pages`) through a cache of `capacity` bytes;

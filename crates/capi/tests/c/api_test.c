@@ -84,7 +84,7 @@ static void test_version(void) {
 static void test_options(void) {
     /* The sizes the library's struct have (its Rust tests check them). */
     CHECK(sizeof(struct fc_cache_options) == 48);
-    CHECK(sizeof(struct fc_cache_stats) == 8 + 22 * 8);
+    CHECK(sizeof(struct fc_cache_stats) == 8 + 24 * 8);
     struct fc_cache_options o = FC_CACHE_OPTIONS_INIT;
     o.flags = 1u << 31;
     CHECK_ERR(fc_cache_new_with(&o), EINVAL);
@@ -218,6 +218,7 @@ static void test_read_write(fc_cache_t cache, const char *dir) {
     CHECK(s.reserved == 0);
     CHECK(s.capacity_bytes == 16 << 20);
     CHECK(s.hits > 0);
+    CHECK(s.read_bytes > 0 && s.first_read_bytes <= s.read_bytes);
     CHECK(s.io_writes > 0 && s.io_write_bytes > 0);
     CHECK(s.folios > 0 && s.bytes_cached > 0);
     CHECK(s.free_bytes + s.bytes_cached <= s.capacity_bytes);
@@ -235,6 +236,38 @@ static void test_read_write(fc_cache_t cache, const char *dir) {
     CHECK(f > 0);
     check_content(f);
     CHECK(fc_close(f) == 0);
+}
+
+/* Where the bytes of reads came from: a file written with POSIX calls,
+ * read whole twice through a new cache: the first pass all from the file
+ * (first_read_bytes), the second all from memory. */
+static void test_read_bytes(const char *dir) {
+    const char *path = path_in(dir, "bytes.bin");
+    static unsigned char data[3 * 4096], got[sizeof data];
+    fill(data, sizeof data, 7);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    CHECK(fd >= 0);
+    CHECK(write(fd, data, sizeof data) == (ssize_t)sizeof data);
+    CHECK(close(fd) == 0);
+    struct fc_cache_options o = FC_CACHE_OPTIONS_INIT;
+    o.capacity = 4 << 20;
+    o.flags = FC_CACHE_NO_PRESSURE;
+    fc_cache_t c = fc_cache_new_with(&o);
+    CHECK(c > 0);
+    fc_file_t f = fc_open(c, path, O_RDONLY, 0);
+    CHECK(f > 0);
+    struct fc_cache_stats s = FC_CACHE_STATS_INIT;
+    CHECK(fc_pread(f, got, sizeof got, 0) == (ssize_t)sizeof got);
+    CHECK(memcmp(got, data, sizeof data) == 0);
+    CHECK(fc_cache_stats(c, &s) == 0);
+    CHECK(s.read_bytes == sizeof data);
+    CHECK(s.first_read_bytes == sizeof data);
+    CHECK(fc_pread(f, got, sizeof got, 0) == (ssize_t)sizeof got);
+    CHECK(fc_cache_stats(c, &s) == 0);
+    CHECK(s.read_bytes == 2 * sizeof data);
+    CHECK(s.first_read_bytes == sizeof data);
+    CHECK(fc_close(f) == 0);
+    CHECK(fc_cache_destroy(c) == 0);
 }
 
 static void test_bad_arguments(fc_cache_t cache, const char *dir) {
@@ -353,6 +386,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     test_read_write(cache, dir);
+    test_read_bytes(dir);
     test_bad_arguments(cache, dir);
     test_threads(cache, dir);
 

@@ -275,7 +275,8 @@ impl Mapping {
                 .read_access(&f, ff, sequential && offset > start);
             m.first_read(&f, ff, m.size());
             cache.stats.hits.add(1);
-            cache.stats.read_bytes.add(n as u64);
+            let read = (n as u64, super::read::covered(offset, offset + n as u64));
+            cache.stats.read_done(read, m.curve_counts());
         }
         Ok(Pinned {
             bytes: Bytes::Folio {

@@ -74,15 +74,22 @@ impl Mapping {
                     .read_access(&f, ff, sequential && offset > start);
                 let n = (end - offset) as usize;
                 self.copy_out(&f, (offset - start) as usize, &mut buf[..n]);
+                let file = self.curve_counts();
                 if !started {
-                    let file = self.curve_counts();
-                    cache.stats.count_hit(age, n as u64, file);
+                    // A folio the backing filled, read for the first time
+                    // (readahead's), is a lookup that hit, but its bytes
+                    // came from below: a miss to the curve.
+                    let memory = !ff.contains(FolioFlags::FRESH);
                     let pages = (offset / PAGE, (end - 1) / PAGE);
+                    let read = (n as u64, pages.1 - pages.0 + 1);
+                    cache.stats.count_hit(memory.then_some(age), read, file);
                     cache
                         .stats
-                        .observe_read(self.sample_key, pages, true, (file, true));
+                        .observe_read(self.sample_key, pages, memory, file);
                 } else {
-                    cache.stats.read_bytes.add(n as u64);
+                    cache
+                        .stats
+                        .read_done((n as u64, covered(offset, end)), file);
                 }
                 return Ok(n);
             }
@@ -140,7 +147,7 @@ impl Mapping {
                 }
             };
             if !started {
-                self.observe_batch(&batch, pos, end, missed, copied == 0);
+                self.observe_batch(&batch, pos, end);
             }
             // The size again, now that the folios are uptodate (the
             // kernel's filemap_read): a truncate cuts the backing and sets
@@ -180,9 +187,13 @@ impl Mapping {
                         .read_access(&f, ff, copied == 0 && sequential && offset > start);
                 self.copy_out(&f, from, &mut buf[copied..copied + n]);
                 if !missed && !started {
-                    // The read's first folio counts with its age.
+                    // The read's first folio counts with its age, unless
+                    // its bytes came from below (`read`'s hit).
                     if copied == 0 {
-                        cache.stats.count_hit(age, 0, self.curve_counts());
+                        let memory = !ff.contains(FolioFlags::FRESH);
+                        cache
+                            .stats
+                            .count_hit(memory.then_some(age), (0, 0), self.curve_counts());
                     } else {
                         cache.stats.hits.add(1);
                     }
@@ -199,7 +210,8 @@ impl Mapping {
             }
         }
         ra.prev_pos.store(offset + copied as u64, Ordering::Relaxed);
-        cache.stats.read_bytes.add(copied as u64);
+        let read = (copied as u64, covered(offset, offset + copied as u64));
+        cache.stats.read_done(read, self.curve_counts());
         Ok(copied)
     }
 
@@ -228,25 +240,35 @@ impl Mapping {
             let bytes = (start + f.nr_pages() * PAGE)
                 .min(size)
                 .saturating_sub(start);
-            self.inner().stats.first_read_bytes.add(bytes);
+            let pages = bytes.div_ceil(PAGE);
+            self.inner()
+                .stats
+                .first_read((bytes, pages), self.curve_counts());
         }
     }
 
     /// Shows the miss-ratio curve the pages of a read that `batch` serves
-    /// from `pos` (to `end` at most): hits unless it `missed` (a hit's
-    /// age is counted with its first folio by the caller); the file's
-    /// curve counts the read once, at its `first` batch.
-    fn observe_batch(&self, batch: &[FolioRef<'_>], pos: u64, end: u64, missed: bool, first: bool) {
-        let upto = batch
-            .last()
-            .map_or(end, |f| ((f.index() + f.nr_pages()) * PAGE).min(end));
-        if upto > pos {
-            self.inner().stats.observe_read(
+    /// from `pos` (to `end` at most), a folio at a time: hits unless the
+    /// backing filled the folio and no read has copied from it yet
+    /// (`FolioFlags::FRESH`: the miss's own folios, readahead's), whose
+    /// bytes came from below (a hit's age is counted with its first folio
+    /// by the caller).
+    fn observe_batch(&self, batch: &[FolioRef<'_>], pos: u64, end: u64) {
+        let stats = &self.inner().stats;
+        let mut from = pos;
+        for f in batch {
+            let upto = ((f.index() + f.nr_pages()) * PAGE).min(end);
+            if upto <= from {
+                continue;
+            }
+            let memory = !f.test(FolioFlags::FRESH);
+            stats.observe_read(
                 self.sample_key,
-                (pos / PAGE, (upto - 1) / PAGE),
-                !missed,
-                (self.curve_counts(), first),
+                (from / PAGE, (upto - 1) / PAGE),
+                memory,
+                self.curve_counts(),
             );
+            from = upto;
         }
     }
 
@@ -293,7 +315,9 @@ impl Mapping {
                 pos += n as u64;
             }
         }
-        cache.stats.read_bytes.add(end - offset);
+        cache
+            .stats
+            .read_done((end - offset, covered(offset, end)), self.curve_counts());
         (end - offset) as usize
     }
 
@@ -449,6 +473,16 @@ impl Mapping {
             return None;
         }
         Some((offset.saturating_add(len).min(size), size))
+    }
+}
+
+/// The pages bytes `from..to` of a file cover (none if empty): what the
+/// miss-ratio curve counts a read as (`Stats::count_hit`).
+pub(super) fn covered(from: u64, to: u64) -> u64 {
+    if to > from {
+        (to - 1) / PAGE - from / PAGE + 1
+    } else {
+        0
     }
 }
 

@@ -4,15 +4,18 @@
 //!
 //! - **One pass over many small files** (`find -type f | xargs cat` over
 //!   a tree of 20,000 files): each file opened, read whole in 4 KiB reads
-//!   and closed, never read again. Nothing is read twice, so a cache of
-//!   any size hits what the one-pass reads themselves leave (readahead);
-//!   the curve must say so at 2x. (The sample's keys were once the
+//!   and closed, never read again. Nothing is read twice, so no byte
+//!   comes from memory at any size (a page readahead brought in is a
+//!   miss where it is read); the curve must say so at 2x. (The sample's keys were once the
 //!   mapping's address, which a new file is often given after an old one
 //!   closes, and this pass showed 52-69 % at 2x where 2.5-14 % was
 //!   measured.)
 //! - **A pool of workers** (a forked pool of 8 reading random 64 KiB
 //!   ranges of one file of 2 C, readahead on): the reads span 16 pages
-//!   each, where the generators' traces read one.
+//!   each, where the generators' traces read one; and a read whose
+//!   pages before it are cached starts a readahead window over the next
+//!   range too (`readahead.rs`, the look-back), which the curve's
+//!   simulations do not model: its pages count as misses where read.
 
 use std::ops::Range;
 

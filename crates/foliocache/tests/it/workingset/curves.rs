@@ -92,20 +92,24 @@ fn files_read_once_and_closed_predict_no_hits_at_any_size() {
 
 /// Random 64 KiB reads (aligned) of a file of 2 C through a cache of
 /// `pages` pages, readahead and folio sizes as the cache sets them: the
-/// hit ratio the cache counted and its curve, at the end.
+/// share of the bytes read over the second half that came from memory
+/// (`CacheStats::memory_bytes`), and the curve at the end.
 fn pool_run(pages: usize, file_pages: usize, reads: u64) -> (f64, HitRatioCurve) {
     let cache = TestCache::pages(pages).build();
     let f = file(&cache, 3, file_pages);
     let mut buf = vec![0u8; 16 * 4096];
+    let mut before = cache.stats();
     for i in 0..reads {
+        if i == reads / 2 {
+            before = cache.stats();
+        }
         let block = rand::rngs::StdRng::seed_from_u64(i).gen_range(0..file_pages as u64 / 16);
         f.read_exact_at(&mut buf, block * 16 * 4096).unwrap();
     }
     let s = cache.stats();
-    (
-        s.hits as f64 / (s.hits + s.misses) as f64,
-        cache.hit_ratio_curve(),
-    )
+    let read = s.read_bytes - before.read_bytes;
+    let memory = s.memory_bytes() - before.memory_bytes();
+    (memory as f64 / read as f64, cache.hit_ratio_curve())
 }
 
 /// The story: a forked pool of 8 workers read random 64 KiB ranges of a
@@ -114,9 +118,7 @@ fn pool_run(pages: usize, file_pages: usize, reads: u64) -> (f64, HitRatioCurve)
 /// only its first page: one key for every 16 pages the cache held, so
 /// the simulations, sized in pages, held 16 times the reads they should
 /// have and lost nothing at 0.25x or 0.5x. Each page a read covers is
-/// now a key, and the points below 1x fall as the measured ones do
-/// (measured here 0.13 and 0.29 against 0.68 at 1x; predicted 0.21 and
-/// 0.44: still 8 and 15 points high, the gap docs/metrics.md states).
+/// now a key, and the points below 1x fall as the measured ones do.
 #[test]
 fn reads_of_many_pages_are_not_flat_below_1x() {
     let c = 4096;
@@ -127,6 +129,32 @@ fn reads_of_many_pages_are_not_flat_below_1x() {
             .at(r)
             .unwrap_or_else(|| panic!("{r}x not known: {shown}"))
     };
-    assert!(at(0.25) < at(1.0) - 0.3, "{shown}");
-    assert!(at(0.5) < at(1.0) - 0.15, "{shown}");
+    assert!(at(0.25) < at(1.0) - 0.2, "{shown}");
+    assert!(at(0.5) < at(1.0) - 0.1, "{shown}");
+}
+
+/// The story, continued: with every page a key, the pool's points below
+/// 1x were still 8 and 15 points above the hit ratio a cache of 0.25x
+/// and 0.5x had. The curve's hits were page lookups, and a lookup that
+/// found a folio readahead had brought in (the read's neighbours, when
+/// the pages before it were cached) was a hit, which the simulations
+/// (no readahead) could not lose. The curve is now of bytes from memory
+/// (`CacheStats::memory_bytes`), readahead's pages a miss where first
+/// read: each point below 1x within 2 points of the cache of that size.
+#[test]
+fn the_pools_points_below_1x_are_what_a_smaller_cache_has() {
+    let c = 4096;
+    let reads = 24_000;
+    let (one, curve) = pool_run(c, 2 * c, reads);
+    let shown = show("pool", &curve);
+    for (r, pages) in [(0.25, c / 4), (0.5, c / 2)] {
+        let (measured, _) = pool_run(pages, 2 * c, reads);
+        let predicted = curve
+            .at(r)
+            .unwrap_or_else(|| panic!("{r}x not known: {shown}"));
+        assert!(
+            (predicted - measured).abs() <= 0.02,
+            "{r}x predicted {predicted:.3}, measured {measured:.3} (1x {one:.3}): {shown}"
+        );
+    }
 }
