@@ -141,6 +141,7 @@ mod errno;
 mod faulty;
 mod file;
 mod mem;
+mod place;
 mod record;
 mod sync;
 #[allow(unsafe_code)]
@@ -157,6 +158,7 @@ pub use errno::errno_of;
 pub use faulty::{FaultStats, FaultyBacking, Op};
 pub use file::{FileBacking, FileOptions};
 pub use mem::MemBacking;
+pub use place::{descriptor_floor, place_descriptor, set_descriptor_floor};
 pub use record::{Recorded, RecordingBacking};
 pub use thread::ThreadStart;
 

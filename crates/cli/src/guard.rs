@@ -58,6 +58,32 @@ pub(crate) fn block(sigs: &[libc::c_int]) {
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
 }
 
+/// `fd`, which the program inherits, moved above the program's soft
+/// open-file limit (this process's), where the hard limit leaves room:
+/// the number is then never one the program could have opened, and the
+/// interposer keeps its own descriptors there too (docs/preload.md,
+/// "Open-file limits"). As it is where there is no room.
+fn above_open_limit(fd: std::os::fd::OwnedFd) -> std::os::fd::OwnedFd {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return fd;
+    };
+    let Ok(least) = i32::try_from(soft) else {
+        return fd;
+    };
+    if hard <= soft || setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_err() {
+        return fd;
+    }
+    let moved = nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_DUPFD(least));
+    // The program inherits this process's limit: its own again.
+    let _ = setrlimit(Resource::RLIMIT_NOFILE, soft, hard);
+    match moved {
+        // SAFETY: a descriptor `fcntl` just made, owned by nothing else.
+        Ok(n) => unsafe { std::os::fd::FromRawFd::from_raw_fd(n) },
+        Err(_) => fd,
+    }
+}
+
 /// Waits for one of `sigs` (blocked by [`block`]) and returns it.
 pub(crate) fn wait_for(sigs: &[libc::c_int]) -> libc::c_int {
     let set = sigset(sigs);
@@ -84,7 +110,7 @@ pub fn run_guarded(
     (capacity, files): (u64, crate::recover::Persisted),
     metrics: Option<SocketAddr>,
 ) -> Result<()> {
-    let segment = files.guard_file()?;
+    let segment = above_open_limit(files.guard_file()?);
     cmd.env(
         GUARD_VAR,
         std::os::fd::AsRawFd::as_raw_fd(&segment).to_string(),

@@ -450,10 +450,8 @@ pub(crate) struct WatchStop(rustix::fd::OwnedFd);
 impl WatchStop {
     fn new() -> io::Result<WatchStop> {
         use rustix::event::{eventfd, EventfdFlags};
-        Ok(WatchStop(eventfd(
-            0,
-            EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK,
-        )?))
+        let fd = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
+        Ok(WatchStop(backing::place_descriptor(fd)))
     }
 
     /// Wakes the watcher for the last time.

@@ -4,17 +4,69 @@
 
 use std::ffi::{c_char, c_int, c_uint, c_ulong};
 
+use crate::limit;
 use crate::real::real;
 use crate::state::{
-    adopt, closing, closing_range, dup_entry, dup_onto, hand_to_kernel, lookup, serving,
+    adopt, closing, closing_range, dup_entry, dup_onto, free_own_fd, hand_to_kernel, lookup,
+    serving,
 };
+use crate::through::in_library;
 
-/// The fd an open returned, adopted if the cache serves its file.
-fn adopted(fd: c_int, flags: c_int) -> c_int {
+/// The fd an open returned (`again` makes the open again), kept within
+/// the program's limit ([`within_limit`]) and adopted if the cache serves
+/// its file; one the library itself opened (close-on-exec, as all of its
+/// own are: a signal handler's open in the middle of the library's code
+/// without `O_CLOEXEC` is left as the kernel made it) goes above the
+/// program's limit (`limit::own`).
+fn adopted(fd: c_int, flags: c_int, again: impl FnMut() -> c_int) -> c_int {
+    if in_library() {
+        return if flags & libc::O_CLOEXEC != 0 {
+            limit::own(fd)
+        } else {
+            fd
+        };
+    }
+    let fd = within_limit(fd, 0, flags & libc::O_CLOEXEC != 0, again);
     if fd >= 0 && serving() {
         adopt(fd, flags);
     }
     fd
+}
+
+/// `fd`, which the kernel just made for the program (`again` makes it
+/// again), as the kernel would have made it under the program's own
+/// limit: one past the limit (every lower number was taken) is moved down
+/// once a served file whose cache descriptor counts against the limit is
+/// handed to the kernel, or else closed, the call failing with `EMFILE`;
+/// an `EMFILE` of the kernel's is retried while such files are left.
+fn within_limit(
+    mut fd: c_int,
+    min: c_int,
+    cloexec: bool,
+    mut again: impl FnMut() -> c_int,
+) -> c_int {
+    loop {
+        if fd >= 0 && !limit::beyond(fd) {
+            return fd;
+        }
+        if fd >= 0 {
+            // Every number below the program's limit is taken.
+            loop {
+                if !free_own_fd() {
+                    limit::close_now(fd);
+                    return limit::fail(libc::EMFILE);
+                }
+                if let Some(moved) = limit::move_down(fd, min, cloexec) {
+                    return moved;
+                }
+            }
+        }
+        // SAFETY: this thread's errno.
+        if unsafe { *libc::__errno_location() } != libc::EMFILE || !free_own_fd() {
+            return fd;
+        }
+        fd = again();
+    }
 }
 
 /// The real `open`, `openat`: variadic in C.
@@ -29,8 +81,9 @@ type OpenatFn = unsafe extern "C" fn(c_int, *const c_char, c_int, ...) -> c_int;
 /// As `open(2)`: `path` is a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
-    // SAFETY: the caller's promise, passed on.
-    adopted(unsafe { real!(open: OpenFn)(path, flags, mode) }, flags)
+    // SAFETY: the caller's promise, passed on (each time).
+    let call = || unsafe { real!(open: OpenFn)(path, flags, mode) };
+    adopted(call(), flags, call)
 }
 
 /// `openat(2)` (variadic in C: as [`open`]).
@@ -44,11 +97,9 @@ pub unsafe extern "C" fn openat(
     flags: c_int,
     mode: c_uint,
 ) -> c_int {
-    // SAFETY: the caller's promise, passed on.
-    adopted(
-        unsafe { real!(openat: OpenatFn)(dirfd, path, flags, mode) },
-        flags,
-    )
+    // SAFETY: the caller's promise, passed on (each time).
+    let call = || unsafe { real!(openat: OpenatFn)(dirfd, path, flags, mode) };
+    adopted(call(), flags, call)
 }
 
 /// `creat(2)`.
@@ -67,11 +118,11 @@ pub unsafe extern "C" fn creat(path: *const c_char, mode: libc::mode_t) -> c_int
 /// As `open(2)`: `path` is a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
-    // SAFETY: the caller's promise, passed on.
-    let fd = unsafe {
+    // SAFETY: the caller's promise, passed on (each time).
+    let call = || unsafe {
         real!(__open_2: unsafe extern "C" fn(*const c_char, c_int) -> c_int)(path, flags)
     };
-    adopted(fd, flags)
+    adopted(call(), flags, call)
 }
 
 /// `__openat_2`, `openat` as `_FORTIFY_SOURCE` calls it (no mode).
@@ -80,13 +131,13 @@ pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
 /// As `openat(2)`: `path` is a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn __openat_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
-    // SAFETY: the caller's promise, passed on.
-    let fd = unsafe {
+    // SAFETY: the caller's promise, passed on (each time).
+    let call = || unsafe {
         real!(__openat_2: unsafe extern "C" fn(c_int, *const c_char, c_int) -> c_int)(
             dirfd, path, flags,
         )
     };
-    adopted(fd, flags)
+    adopted(call(), flags, call)
 }
 
 crate::aliases! {
@@ -140,19 +191,31 @@ fn duplicated(from: c_int, to: c_int) -> c_int {
     to
 }
 
-/// `dup(2)`.
+/// `dup(2)`: the new fd within the program's limit ([`within_limit`]).
 #[no_mangle]
 pub extern "C" fn dup(fd: c_int) -> c_int {
     // SAFETY: an integer only.
-    duplicated(fd, unsafe {
-        real!(dup: unsafe extern "C" fn(c_int) -> c_int)(fd)
-    })
+    let call = || unsafe { real!(dup: unsafe extern "C" fn(c_int) -> c_int)(fd) };
+    let r = call();
+    if in_library() {
+        return r;
+    }
+    duplicated(fd, within_limit(r, 0, false, call))
+}
+
+/// Whether `to` is at or past the program's limit, which the kernel's
+/// `dup2`/`dup3` refuse (`EBADF`) past `RLIMIT_NOFILE`.
+fn past_limit(to: c_int) -> bool {
+    !in_library() && limit::beyond(to)
 }
 
 /// `dup2(2)`: `to` replaced and its entry with it in one hold of the
 /// table (`state::dup_onto`).
 #[no_mangle]
 pub extern "C" fn dup2(from: c_int, to: c_int) -> c_int {
+    if past_limit(to) {
+        return limit::fail(libc::EBADF);
+    }
     dup_onto(from, to, || {
         // SAFETY: integers only.
         unsafe { real!(dup2: unsafe extern "C" fn(c_int, c_int) -> c_int)(from, to) }
@@ -162,6 +225,9 @@ pub extern "C" fn dup2(from: c_int, to: c_int) -> c_int {
 /// `dup3(2)`: as [`dup2`].
 #[no_mangle]
 pub extern "C" fn dup3(from: c_int, to: c_int, flags: c_int) -> c_int {
+    if past_limit(to) {
+        return limit::fail(libc::EBADF);
+    }
     dup_onto(from, to, || {
         // SAFETY: integers only.
         unsafe { real!(dup3: unsafe extern "C" fn(c_int, c_int, c_int) -> c_int)(from, to, flags) }
@@ -171,7 +237,9 @@ pub extern "C" fn dup3(from: c_int, to: c_int, flags: c_int) -> c_int {
 /// The real `fcntl`: variadic in C.
 type FcntlFn = unsafe extern "C" fn(c_int, c_int, ...) -> c_int;
 
-/// `fcntl(2)`: `F_DUPFD` and `F_DUPFD_CLOEXEC` duplicate the entry;
+/// `fcntl(2)`: `F_DUPFD` and `F_DUPFD_CLOEXEC` duplicate the entry (the
+/// new fd within the program's limit, a least number at or past it
+/// `EINVAL`, as the kernel's);
 /// `F_SETFL` changing `O_APPEND` of a served fd hands its file to the
 /// kernel first; everything else is the kernel's, on the real fd.
 /// (Variadic in C: `arg` is read where the C calling convention of the
@@ -189,12 +257,18 @@ pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
             }
         }
     }
-    // SAFETY: the caller's promise, passed on.
-    let r = unsafe { real!(fcntl: FcntlFn)(fd, cmd, arg) };
-    match cmd {
-        libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => duplicated(fd, r),
-        _ => r,
+    // SAFETY: the caller's promise, passed on (each time).
+    let call = || unsafe { real!(fcntl: FcntlFn)(fd, cmd, arg) };
+    if !matches!(cmd, libc::F_DUPFD | libc::F_DUPFD_CLOEXEC) || in_library() {
+        return call();
     }
+    // (The kernel reads the argument as an int.)
+    let min = arg as c_int;
+    if limit::beyond(min) {
+        return limit::fail(libc::EINVAL);
+    }
+    let cloexec = cmd == libc::F_DUPFD_CLOEXEC;
+    duplicated(fd, within_limit(call(), min, cloexec, call))
 }
 
 crate::aliases! {

@@ -36,7 +36,11 @@ pub(crate) fn build_guarded(b: CacheBuilder) -> io::Result<Cache> {
         // of the program's.
         // SAFETY: the fd is borrowed for the dup only (it may be any of the
         // program's; fcntl on a closed number fails).
-        let dup = rustix::io::fcntl_dupfd_cloexec(unsafe { BorrowedFd::borrow_raw(fd) }, 3);
+        // (Above the program's open-file limit where there is room.)
+        let dup = rustix::io::fcntl_dupfd_cloexec(
+            unsafe { BorrowedFd::borrow_raw(fd) },
+            backing::descriptor_floor().max(3),
+        );
         if let Ok(dup) = dup {
             match b.clone().guardian(Guardian::Segment(Arc::new(dup))).build() {
                 Ok(c) => return Ok(c),

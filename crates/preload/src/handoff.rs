@@ -140,10 +140,18 @@ crate::aliases! {
 /// Argument and environment vectors.
 type Vector = *const *const c_char;
 
-crate::after! { hand_all_for_exec() =>
+/// Before an `exec`: every file handed to the kernel, and the kernel's
+/// open-file limit the program's again (`limit::lower`).
+fn for_exec() {
+    hand_all_for_exec();
+    crate::limit::lower();
+}
+
+crate::after! { for_exec() =>
     /// `execve(2)`: every file is handed to the kernel first (written
     /// back, positions set), and the library passes through from then on
-    /// (also if the call fails).
+    /// (also if the call fails); the program started inherits the
+    /// program's open-file limit (`limit.rs`).
     ///
     /// # Safety
     /// As `execve(2)`.
@@ -221,7 +229,9 @@ variadic_execs! {
     execlp => foliocache_preload_execlp;
 }
 
-crate::after! { spawning() =>
+// The kernel's open-file limit the program's while the C library starts
+// a program (`limit::lower`), raised again after (`limit::lift`).
+crate::after! { { spawning(); crate::limit::lower() }, then crate::limit::lift() =>
     /// `posix_spawn(3)`: the data written back (and synced) and positions
     /// set first, so the program it starts sees them; this process keeps
     /// its cache. (File actions and attributes as opaque pointers.)

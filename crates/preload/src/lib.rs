@@ -65,10 +65,11 @@ macro_rules! fd_calls {
 pub(crate) use fd_calls;
 
 /// Defines interposed calls that run `$first` (given the arguments), then
-/// the C library's own: `first => fn name(args...) -> ret;`. The
-/// attributes before `fn` go on the function.
+/// the C library's own, then `$last` if given: `first => fn name(args...)
+/// -> ret;` or `first, then last => ...`. The attributes before `fn` go on
+/// the function.
 macro_rules! after {
-    ($first:expr => $(
+    ($first:expr, then $last:expr => $(
         $(#[$attr:meta])*
         fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;
     )*) => {$(
@@ -77,9 +78,16 @@ macro_rules! after {
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
             $first;
             // SAFETY: the caller's promise (this function's), passed on.
-            unsafe { $crate::real::real!($name: unsafe extern "C" fn($($ty),*) -> $ret)($($arg),*) }
+            let r = unsafe {
+                $crate::real::real!($name: unsafe extern "C" fn($($ty),*) -> $ret)($($arg),*)
+            };
+            $last;
+            r
         }
     )*};
+    ($first:expr => $($fns:tt)*) => {
+        $crate::after! { $first, then {} => $($fns)* }
+    };
 }
 pub(crate) use after;
 
@@ -88,6 +96,7 @@ mod fds;
 mod guard;
 mod handoff;
 mod io;
+mod limit;
 mod metrics;
 mod real;
 mod stat;

@@ -142,7 +142,11 @@ fn config() -> &'static Config {
 pub(crate) fn configure() {
     forked();
     inside((), || {
-        config();
+        if !config().dirs.is_empty() {
+            // Before the library opens anything of its own: the room
+            // above the program's open-file limit is the cache's.
+            crate::limit::take();
+        }
         // A process of a group attaches now, before `main`: a `stat` (from
         // a signal handler, say) then finds the group's cache with no
         // allocation, and a program that only stats its files sees the
@@ -558,6 +562,23 @@ pub(crate) fn hand_to_kernel(key: (u64, u64)) {
         }
         Ok(())
     });
+}
+
+/// Where the cache's descriptors count against the program's open-file
+/// limit (no room above it: `limit.rs`), hands one served file to the
+/// kernel, its unsaved data written first, which closes the cache's
+/// descriptor of it (a private cache's, or this process's of the
+/// group's): true if one was handed, false if none is left (or there is
+/// room, and the cache's descriptors count for nothing).
+pub(crate) fn free_own_fd() -> bool {
+    if passing_through() || crate::limit::has_room() {
+        return false;
+    }
+    let key = TABLE
+        .shards
+        .iter()
+        .find_map(|s| holding(|| s.read().values().next().map(|d| d.key)));
+    key.inspect(|&key| hand_to_kernel(key)).is_some()
 }
 
 /// A description of the file `key` this process serves, if any.

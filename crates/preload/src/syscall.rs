@@ -23,6 +23,7 @@ use crate::io::{
     fallocate, fdatasync, fsync, ftruncate, lseek, posix_fadvise, pread, preadv, preadv2, pwrite,
     pwritev, pwritev2, read, readahead, readv, sync, sync_file_range, syncfs, write, writev,
 };
+use crate::limit::{getrlimit, prlimit, setrlimit};
 use crate::real::real;
 use crate::stat::{fstat, fstatat, statx};
 
@@ -132,7 +133,7 @@ pub unsafe extern "C" fn foliocache_preload_route_syscall(
 }
 
 /// The system calls on files and descriptors (stat, open, close, dup,
-/// `fcntl`, `mmap`, exec), as their functions; the rest to [`legacy`].
+/// `fcntl`, `mmap`, exec, the open-file limit), as their functions; the rest to [`legacy`].
 ///
 /// # Safety
 /// As [`foliocache_preload_route_syscall`].
@@ -150,6 +151,9 @@ unsafe fn files(number: c_long, [a, b, c, d, e, f]: [c_long; 6]) -> c_long {
             libc::SYS_dup => dup(fd).into(),
             libc::SYS_dup3 => dup3(fd, b as c_int, c as c_int).into(),
             libc::SYS_fcntl => fcntl(fd, b as c_int, c as c_ulong).into(),
+            libc::SYS_prlimit64 => prlimit(a as libc::pid_t, b as _, ptr(c), ptr(d)).into(),
+            libc::SYS_getrlimit => getrlimit(a as _, ptr(b)).into(),
+            libc::SYS_setrlimit => setrlimit(a as _, ptr(b)).into(),
             libc::SYS_mmap => mmap(
                 ptr::<c_void>(a),
                 b as usize,

@@ -26,6 +26,12 @@ pub(crate) fn passing_through() -> bool {
     PASSTHROUGH.load(Ordering::Relaxed) || INSIDE.with(Cell::get)
 }
 
+/// Whether this thread runs the library's own code now (a call it makes
+/// is the library's, not the program's).
+pub(crate) fn in_library() -> bool {
+    INSIDE.with(Cell::get)
+}
+
 /// Whether the library is off for the rest of the process.
 pub(crate) fn off_for_good() -> bool {
     PASSTHROUGH.load(Ordering::Relaxed)

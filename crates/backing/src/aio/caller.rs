@@ -125,7 +125,7 @@ fn setup_deferred(depth: u32) -> io::Result<(IoUring, bool)> {
         .setup_defer_taskrun()
         .build(depth)
     {
-        Ok(ring) => Ok((ring, true)),
+        Ok(ring) => Ok((super::uring::placed(ring)?, true)),
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => setup(depth).map(|r| (r, false)),
         Err(e) => Err(e),
     }

@@ -275,10 +275,33 @@ impl InFlight {
 /// (5.18+: an entry that fails at submission does not stop the ones after
 /// it) where the kernel has it.
 pub(super) fn setup(depth: u32) -> io::Result<IoUring> {
-    match IoUring::builder().setup_submit_all().build(depth) {
+    placed(match IoUring::builder().setup_submit_all().build(depth) {
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => IoUring::builder().build(depth),
         r => r,
+    }?)
+}
+
+/// `ring` with its descriptor above the process's floor
+/// ([`crate::place_descriptor`]): mapped again through a duplicate made
+/// there, the first descriptor closed. As it is where there is no floor,
+/// or no free number above it.
+pub(super) fn placed(ring: IoUring) -> io::Result<IoUring> {
+    let floor = crate::descriptor_floor();
+    if floor == 0 || ring.as_raw_fd() >= floor {
+        return Ok(ring);
     }
+    let params = ring.params().clone();
+    // SAFETY: the ring's own descriptor, open while `ring` lives, borrowed
+    // for the duplication only.
+    let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(ring.as_raw_fd()) };
+    let Ok(fd) = rustix::io::fcntl_dupfd_cloexec(borrowed, floor) else {
+        return Ok(ring);
+    };
+    drop(ring);
+    // SAFETY: `fd` is a descriptor of the ring (the duplicate keeps it
+    // alive), owned here and given to the new `IoUring`; `params` are
+    // those the kernel filled in when the ring was set up.
+    unsafe { IoUring::from_fd(std::os::fd::IntoRawFd::into_raw_fd(fd), params) }
 }
 
 impl Uring {

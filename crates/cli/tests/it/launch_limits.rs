@@ -5,6 +5,7 @@
 //! (the guardian, the group's cache and flusher) until its last process
 //! ends.
 
+use std::ffi::OsString;
 use std::path::Path;
 use std::process::Command;
 
@@ -42,8 +43,9 @@ fn run_python(
 const MANY_FILES: &str = r#"
 import os, resource, sys
 d, n = sys.argv[1], int(sys.argv[2])
-# Room for the program's fds and the cache's own (one a file it serves:
-# they count against the same limit, docs/preload.md "Limits").
+# Room for the program's fds and the cache's own (one a file it serves),
+# which count against the same limit where the soft limit is the hard one
+# (docs/preload.md, "Open-file limits").
 want = 2 * n + 64
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 try:
@@ -222,4 +224,183 @@ fn a_copy_from_a_file_without_a_slot_is_the_kernels() {
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("foliocache-preload"), "{stderr}");
+}
+
+/// What [`a_program_opens_as_many_files_as_its_limit_allows`] runs, under
+/// a soft open-file limit of 256 set before it starts: opens files until
+/// an open fails, then tries `dup`, `fcntl(F_DUPFD, 300)` and `dup2(_,
+/// 300)` at the limit, closes one file and opens it again, writes each
+/// file's number into it and closes them all. Prints the count, the
+/// errors and the limit as the program sees it, then (a second line) how
+/// many of the fds the cache served (`-` without the library).
+const TO_THE_LIMIT: &str = r#"
+import ctypes, errno, fcntl, os, resource, sys
+d = sys.argv[1]
+def err(f):
+    try:
+        f()
+        return "ok"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+fds = []
+while True:
+    try:
+        fds.append(os.open(f"{d}/f{len(fds)}", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644))
+    except OSError as e:
+        first = errno.errorcode[e.errno]
+        break
+line = [len(fds), first, err(lambda: os.dup(0)), err(lambda: fcntl.fcntl(0, fcntl.F_DUPFD, 300)),
+        err(lambda: os.dup2(0, 300)), resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+        os.sysconf("SC_OPEN_MAX")]
+os.close(fds[-1])
+fds[-1] = os.open(f"{d}/f{len(fds) - 1}", os.O_RDWR)
+try:
+    served = ctypes.CDLL(None).foliocache_preload_served
+    print(*line)
+    print(sum(served(fd) for fd in fds))
+except AttributeError:
+    print(*line)
+    print("-")
+for i, fd in enumerate(fds):
+    os.write(fd, b"%d" % i)
+    os.close(fd)
+"#;
+
+/// `sh -c 'ulimit -Sn 256 && exec "$@"' sh ARGS...` (`-n`: the hard
+/// limit too, where `hard`): its output.
+fn under_limit_256(args: &[OsString], hard: bool) -> std::process::Output {
+    let script = if hard {
+        "ulimit -n 256 && exec \"$@\""
+    } else {
+        "ulimit -Sn 256 && exec \"$@\""
+    };
+    Command::new("sh")
+        .args(["-c", script, "sh"])
+        .args(args)
+        .output()
+        .expect("running sh")
+}
+
+/// `foliocache run [--shared] --no-state --dir DIR -- python3 -c
+/// TO_THE_LIMIT DIR` under a limit of 256 ([`under_limit_256`]): its
+/// output.
+fn run_to_the_limit(dir: &Path, shared: bool, hard: bool) -> std::process::Output {
+    let mut run: Vec<OsString> = vec![BIN.into(), "run".into()];
+    if shared {
+        run.push("--shared".into());
+    }
+    run.extend(["--no-state".into(), "--dir".into(), dir.into(), "--".into()]);
+    run.extend(to_the_limit(dir));
+    under_limit_256(&run, hard)
+}
+
+/// The first line [`TO_THE_LIMIT`] printed without the library, under a
+/// limit of 256.
+fn kernel_at_the_limit(hard: bool) -> String {
+    let bare = tempfile::tempdir().expect("tempdir");
+    let kernel = stdout_ending(&under_limit_256(&to_the_limit(bare.path()), hard), 0);
+    let (line, served) = kernel.split_once('\n').expect("two lines");
+    assert_eq!(served, "-\n");
+    assert!(
+        line.contains(" EMFILE EMFILE EINVAL EBADF 256 256"),
+        "{line}"
+    );
+    line.to_owned()
+}
+
+/// Checks the files [`TO_THE_LIMIT`] left in `dir`: `f{i}` holds `i`,
+/// for each of the `count` it opened.
+fn files_hold_their_numbers(dir: &Path, count: usize, what: &str) {
+    for i in 0..count {
+        let got = std::fs::read(dir.join(format!("f{i}"))).expect("a file");
+        assert_eq!(got, i.to_string().into_bytes(), "{what}: f{i}");
+    }
+}
+
+/// `python3 -c TO_THE_LIMIT DIR`.
+fn to_the_limit(dir: &Path) -> Vec<OsString> {
+    vec![
+        "python3".into(),
+        "-c".into(),
+        TO_THE_LIMIT.into(),
+        dir.into(),
+    ]
+}
+
+/// The story: the cache's own descriptors (one a file it serves, one a
+/// slot of the group's, its rings, its memory files) counted against the
+/// program's `RLIMIT_NOFILE`: a program holding 10,000 files under a soft
+/// limit of 10,064 got `EMFILE` at its 9,930th open under `--shared`.
+/// Now they live above the program's limit (the hard limit leaves room),
+/// which the program sees as its own: under a soft limit of 256, in both
+/// modes, the program opens exactly as many files as without the
+/// library, every one served, and gets the kernel's errors at the limit
+/// (`EMFILE` for an open and a `dup`, `EINVAL` for `F_DUPFD` past it,
+/// `EBADF` for a `dup2` past it), sees 256 as its limit, and its files
+/// hold what it wrote.
+#[test]
+fn a_program_opens_as_many_files_as_its_limit_allows() {
+    build_library();
+    let kernel_line = kernel_at_the_limit(false);
+    for shared in [false, true] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = run_to_the_limit(dir.path(), shared, false);
+        let text = stdout_ending(&out, 0);
+        let (line, served) = text.split_once('\n').expect("two lines");
+        assert_eq!(line, kernel_line, "shared {shared}");
+        let count: usize = line
+            .split(' ')
+            .next()
+            .unwrap_or("")
+            .parse()
+            .expect("a count");
+        assert_eq!(served.trim(), count.to_string(), "shared {shared}: served");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !stderr.contains("foliocache-preload"),
+            "shared {shared}: {stderr}"
+        );
+        files_hold_their_numbers(dir.path(), count, &format!("shared {shared}"));
+    }
+}
+
+/// The same with no room above the limit (`ulimit -n 256`: the hard limit
+/// too, which only a privileged process may raise): the cache's fds count
+/// against the program's limit, as before, when a program got half the
+/// files (125 of 251 in the default mode: one fd a file served). Now an
+/// open that fails with `EMFILE` hands served files to the kernel, their
+/// data written first, and is made again, and a file the cache finds no
+/// fd for is the kernel's, silently: the program opens all but the few
+/// fds the cache holds beside its files (the group's memory file, the
+/// guardian's), gets the kernel's errors, and its files hold what it
+/// wrote.
+#[test]
+fn with_no_room_above_the_limit_served_files_go_to_the_kernel() {
+    build_library();
+    let kernel_line = kernel_at_the_limit(true);
+    let (kernel_count, kernel_rest) = kernel_line.split_once(' ').expect("a count");
+    let kernel_count: usize = kernel_count.parse().expect("a count");
+    for shared in [false, true] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = run_to_the_limit(dir.path(), shared, true);
+        let text = stdout_ending(&out, 0);
+        let (count, rest) = text
+            .lines()
+            .next()
+            .unwrap_or("")
+            .split_once(' ')
+            .expect("a count");
+        let count: usize = count.parse().expect("a count");
+        assert_eq!(rest, kernel_rest, "shared {shared}");
+        assert!(
+            count <= kernel_count && count + 4 >= kernel_count,
+            "shared {shared}: {count} files, {kernel_count} on ext4"
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !stderr.contains("foliocache-preload"),
+            "shared {shared}: {stderr}"
+        );
+        files_hold_their_numbers(dir.path(), count, &format!("shared {shared}"));
+    }
 }

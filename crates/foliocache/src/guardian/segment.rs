@@ -144,7 +144,7 @@ impl Segment {
     /// A new segment in a new memory file, for an arena of `pages` pages.
     pub(crate) fn create(pages: u64) -> io::Result<Segment> {
         let fd = rustix::fs::memfd_create(NAME, rustix::fs::MemfdFlags::CLOEXEC)?;
-        Segment::claim(fd, pages)
+        Segment::claim(backing::place_descriptor(fd), pages)
     }
 
     /// Claims the memory file `fd` (a launcher's, or [`create`]'s) for

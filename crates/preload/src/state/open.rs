@@ -89,8 +89,9 @@ pub(super) fn served_key(fd: c_int) -> Option<(u64, u64)> {
 
 /// Opens the file of `fd`, under a served directory, in the process's
 /// cache or its group's; `None` where it is not to be served (no cache,
-/// an error, said on stderr, or no slot for it in the group's table: the
-/// kernel's then, silently, as any file past a limit of the group's).
+/// an error, said on stderr, or no slot for it in the group's table or no
+/// fd left for the cache's own: the kernel's then, silently, as any file
+/// past a limit of ours).
 fn open_in_cache(fd: c_int, writable: bool, append: bool) -> Option<AnyFile> {
     let opened = if in_group() {
         let sc = shared_cache()?;
@@ -113,7 +114,11 @@ fn open_in_cache(fd: c_int, writable: bool, append: bool) -> Option<AnyFile> {
     };
     match opened {
         Ok(f) => Some(f),
+        // No slot, or no fd left for the cache's own (the program's
+        // limit with no room above it: docs/preload.md, "Open-file
+        // limits"): the kernel's, as at any limit of ours.
         Err(e) if SharedCache::out_of_slots(&e) => None,
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => None,
         Err(e) => {
             warn(&format!("fd {fd}: {e}; passed through"));
             None
