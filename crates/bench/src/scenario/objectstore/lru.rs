@@ -1,7 +1,6 @@
-//! A memory LRU of blocks bounded by their bytes, what the models of the
-//! other caches keep in memory: SlateDB's parts and foyer's memory tier
-//! (foyer's default eviction is LRU; SlateDB's evictor approximates LRU
-//! by picking the older of two random entries, which an exact LRU only
+//! A memory LRU of blocks bounded by their bytes, what the model of
+//! SlateDB's part cache keeps (SlateDB's evictor approximates LRU by
+//! picking the older of two random entries, which an exact LRU only
 //! betters).
 
 use std::collections::{BTreeMap, HashMap};
