@@ -209,10 +209,15 @@ fn an_owned_pin_keeps_its_bytes_through_a_write_reclaim_and_the_close() {
     assert!(f.pin_cached_owned(0, 100).is_none(), "nothing cached yet");
     warm(&f, 128 << 10);
     let hits = c.stats().hits;
-    let p = f.pin_cached_owned(70_000, 1000).expect("cached in one folio");
+    let p = f
+        .pin_cached_owned(70_000, 1000)
+        .expect("cached in one folio");
     assert_eq!(c.stats().hits, hits + 1, "a hit");
     assert_eq!(&p[..], &before[70_000..71_000]);
-    assert!(f.pin_cached_owned(65_000, 2000).is_none(), "across two folios");
+    assert!(
+        f.pin_cached_owned(65_000, 2000).is_none(),
+        "across two folios"
+    );
     assert!(f.pin_cached_owned(130_000, 2000).is_none(), "past the end");
     // A write over the range: to a copy; reads see it, the pin does not.
     f.write_at(&[0xEE; 3000], 69_000).unwrap();
