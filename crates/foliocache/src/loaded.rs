@@ -166,6 +166,17 @@ impl Remembered {
     }
 }
 
+/// A state file's list as a load works through it: its files (path and
+/// identity as saved) and its ranges (file, first page, pages), most
+/// recently used first.
+#[derive(Debug, Default)]
+pub(crate) struct Listed {
+    /// The files the ranges name.
+    pub(crate) files: Vec<(PathBuf, Identity)>,
+    /// The ranges: an index into `files`, the first page, pages.
+    pub(crate) ranges: Vec<(u32, u64, u32)>,
+}
+
 /// The notes of closed files, most recent first, and the files they
 /// name: an open asks whether its file has a note without a walk.
 #[derive(Default)]
@@ -190,6 +201,13 @@ pub(crate) struct Loaded {
     /// recent first: a later open takes one over as it takes a loaded
     /// file, if unchanged.
     kept: Mutex<VecDeque<Pending>>,
+    /// The list the load works through, until it ends, and the first of
+    /// its ranges the loader has not finished: a save before the load
+    /// ends lists the rest of it ([`unloaded`](Self::unloaded)), so that
+    /// a program that exits before its load is done leaves the list as
+    /// long as it found it.
+    listed: Mutex<Option<Arc<Listed>>>,
+    next_range: AtomicU64,
     started: AtomicU64,
     done: AtomicU64,
     at_capacity: AtomicU64,
@@ -209,6 +227,8 @@ impl Loaded {
             pending: Mutex::new(HashMap::new()),
             remembered: Mutex::new(Notes::default()),
             kept: Mutex::new(VecDeque::new()),
+            listed: Mutex::new(None),
+            next_range: AtomicU64::default(),
             started: AtomicU64::default(),
             done: AtomicU64::default(),
             at_capacity: AtomicU64::default(),
@@ -316,16 +336,58 @@ impl Loaded {
         self.remembered.lock().list.iter().cloned().collect()
     }
 
-    /// Marks the load started with what the state file holds; `false` if
-    /// one was started already.
-    pub(crate) fn start(&self, files: u64, ranges: u64, bytes: u64) -> bool {
+    /// Marks the load of `listed` started (`bytes`: what its ranges
+    /// cover); `false` if one was started already.
+    pub(crate) fn start(&self, listed: &Arc<Listed>, bytes: u64) -> bool {
         if self.started.swap(1, Ordering::Relaxed) != 0 {
             return false;
         }
-        self.files.store(files, Ordering::Relaxed);
-        self.ranges.store(ranges, Ordering::Relaxed);
+        self.files
+            .store(listed.files.len() as u64, Ordering::Relaxed);
+        self.ranges
+            .store(listed.ranges.len() as u64, Ordering::Relaxed);
         self.bytes.store(bytes, Ordering::Relaxed);
+        *self.listed.lock() = Some(listed.clone());
         true
+    }
+
+    /// The loader starts on range `i` of the list: those before it are
+    /// loaded (or skipped).
+    pub(crate) fn loading(&self, i: usize) {
+        self.next_range.store(i as u64, Ordering::Relaxed);
+    }
+
+    /// The ranges of the list the loader has not finished (none once the
+    /// load has ended), as notes of their files, in the list's order of
+    /// files (each file's ranges sorted and joined): what a save before
+    /// the load ends lists after what the cache holds.
+    pub(crate) fn unloaded(&self) -> Vec<Remembered> {
+        let Some(listed) = self.listed.lock().clone() else {
+            return Vec::new();
+        };
+        let next = self.next_range.load(Ordering::Relaxed) as usize;
+        let mut order: Vec<u32> = Vec::new();
+        let mut by_file: HashMap<u32, Vec<(u64, u32)>> = HashMap::new();
+        for &(file, first, pages) in listed.ranges.iter().skip(next) {
+            by_file
+                .entry(file)
+                .or_insert_with(|| {
+                    order.push(file);
+                    Vec::new()
+                })
+                .push((first, pages));
+        }
+        order
+            .into_iter()
+            .filter_map(|file| {
+                let (path, identity) = listed.files.get(file as usize)?;
+                Some(Remembered {
+                    path: path.clone(),
+                    identity: *identity,
+                    ranges: union(&[], &by_file.remove(&file).unwrap_or_default()),
+                })
+            })
+            .collect()
     }
 
     /// A file found unchanged, and kept for the program's open if the
@@ -355,9 +417,10 @@ impl Loaded {
         self.at_capacity.store(1, Ordering::Relaxed);
     }
 
-    /// The load has ended.
+    /// The load has ended: its list goes.
     pub(crate) fn finish(&self) {
         self.done.store(1, Ordering::Relaxed);
+        *self.listed.lock() = None;
     }
 
     /// The progress counters now.

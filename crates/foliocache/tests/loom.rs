@@ -306,7 +306,11 @@ fn a_read_races_eviction_of_the_same_page() {
     // Both threads read through the cache: A's reader may find its folio,
     // find it gone and fill a new one (evicting B's), or run out of memory;
     // it never copies another file's bytes.
-    model("a_read_races_eviction_of_the_same_page", 3, || {
+    //
+    // Bound 2 in CI (25 515 executions, 14 s); bound 3 is 419 516 executions
+    // in 229 s and passed (2026-11-29): FOLIOCACHE_LOOM_BOUND=3 searches
+    // deeper.
+    model("a_read_races_eviction_of_the_same_page", 2, || {
         let (c, a, b) = one_page_cache_holding_a();
         let (evict, read) = race_reads(&a, &b);
         assert!(evict.is_ok() || is_oom(&evict), "{evict:?}");
@@ -364,7 +368,10 @@ fn a_file_close_races_eviction() {
 
 #[test]
 fn b_two_readers_fill_one_folio_with_one_io() {
-    model("b_two_readers_fill_one_folio_with_one_io", 3, || {
+    // Bound 2 in CI (170 862 executions, 31 s); bound 3 is 1 300 642
+    // executions in 442 s and passed (2026-11-29), the longest model of this
+    // file: FOLIOCACHE_LOOM_BOUND=3 searches deeper.
+    model("b_two_readers_fill_one_folio_with_one_io", 2, || {
         let c = cache(2);
         let f = mem_file(&c, 0x5);
         let (r1, r2) = race(

@@ -93,9 +93,11 @@ pub(crate) fn start(cache: &'static Cache) {
     }
 }
 
-/// Saves the list, saying on stderr why not if it cannot.
+/// Saves the list, saying on stderr why not if it cannot: unsynced
+/// (`Cache::save_state_unsynced`: two `fsync`s are milliseconds of a
+/// short program's run), and not at all when the list is unchanged.
 fn save(cache: &Cache, path: &Path) {
-    if let Err(e) = cache.save_state(path) {
+    if let Err(e) = cache.save_state_unsynced(path) {
         warn(&format!("saving the state file {}: {e}", path.display()));
     }
 }

@@ -48,7 +48,7 @@
 mod adopt;
 pub(crate) mod crash;
 mod figures;
-pub use figures::ReadCounts;
+pub use figures::{ReadCounts, SharedStats};
 mod flusher;
 pub use flusher::Flusher;
 mod handover;
@@ -123,77 +123,6 @@ pub(crate) struct Inner {
     /// The process whose thread collapses the pages (`huge.rs`), 0 if
     /// none: only it waits for the collapse to end.
     collapser: crate::sync::AtomicU32,
-}
-
-/// What a shared cache holds and did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SharedStats {
-    /// Pages the cache holds at most.
-    pub pages: u64,
-    /// Pages holding file data now.
-    pub cached: u64,
-    /// Of those, written and not yet written back.
-    pub dirty: u64,
-    /// Pages reused for other data, by the whole group.
-    pub evictions: u64,
-    /// Locks taken over from a process that died holding them.
-    pub recoveries: u64,
-    /// Processes attached now.
-    pub processes: u64,
-    /// Reads of this process served from the cache, in page lookups (a
-    /// page readahead loaded counts as a hit when a read finds it; for
-    /// bytes, see [`memory_bytes`](Self::memory_bytes)).
-    pub hits: u64,
-    /// Pages this process's reads loaded for the bytes they asked for
-    /// (pages read ahead past them are not counted; a later read that
-    /// finds one counts a hit).
-    pub misses: u64,
-    /// Bytes this process's reads returned.
-    pub read_bytes: u64,
-    /// Of those, what came from the files rather than memory: the bytes
-    /// of each page read from its file for a read (the page a miss
-    /// loaded, cut at the end of the file; a page readahead loaded, whole,
-    /// at its first read).
-    pub first_read_bytes: u64,
-    /// Bytes this process read from files into the cache: misses,
-    /// readahead (read or not), and the pages partial writes filled.
-    pub loaded_bytes: u64,
-    /// Reads served from the cache by every process of the group, this
-    /// one's and those gone included, in pages: each process publishes
-    /// its count every 1,024 hits of a thread of its, and at each call of
-    /// `stats`, so another's latest few are not in it yet.
-    pub group_hits: u64,
-    /// Pages loaded for reads (as [`misses`](Self::misses)), by every process of the group
-    /// (published every 64 misses of a thread, and at `stats`).
-    pub group_misses: u64,
-    /// [`read_bytes`](Self::read_bytes) of every process of the group,
-    /// published as [`group_hits`](Self::group_hits) is.
-    pub group_read_bytes: u64,
-    /// [`first_read_bytes`](Self::first_read_bytes) of every process of
-    /// the group, likewise.
-    pub group_first_read_bytes: u64,
-    /// [`loaded_bytes`](Self::loaded_bytes) of every process of the
-    /// group, likewise.
-    pub group_loaded_bytes: u64,
-    /// Bytes of the pages that 2 MiB pages map (the creator's collapse,
-    /// so far).
-    pub huge_bytes: u64,
-}
-
-impl SharedStats {
-    /// Bytes this process's reads got from memory:
-    /// [`read_bytes`](Self::read_bytes) less
-    /// [`first_read_bytes`](Self::first_read_bytes) (readahead counts where
-    /// it was read, not as a hit).
-    pub fn memory_bytes(&self) -> u64 {
-        self.read_bytes.saturating_sub(self.first_read_bytes)
-    }
-
-    /// [`memory_bytes`](Self::memory_bytes) of every process of the group.
-    pub fn group_memory_bytes(&self) -> u64 {
-        self.group_read_bytes
-            .saturating_sub(self.group_first_read_bytes)
-    }
 }
 
 impl SharedCache {

@@ -43,7 +43,7 @@ use crate::arena::PAGE_SIZE;
 use crate::cache::Cache;
 use crate::file::File;
 use crate::filemap::Mapping;
-use crate::loaded::{self, Identity, Loaded, Remembered, WarmProgress};
+use crate::loaded::{self, Identity, Listed, Loaded, Remembered, WarmProgress};
 use crate::lru::NIL;
 use crate::mm::CacheInner;
 
@@ -78,6 +78,9 @@ pub struct WarmSaved {
     /// Files cached but not saved: dirty ones, memory files, unlinked
     /// ones, and those past the limit of files.
     pub files_left_out: u64,
+    /// Whether the file was written: `false` when it listed the same
+    /// ranges of the same files already (nothing changed).
+    pub written: bool,
 }
 
 /// What [`Cache::warm_from`] found: the warning to print, if any, and
@@ -103,10 +106,18 @@ impl Cache {
     /// Writes the list of what the cache holds to `path`: for each file
     /// with cached folios, its path and identity (device, inode, size,
     /// mtime, ctime), and the runs of cached pages, in LRU order (most
-    /// recently used first). Ranges, not data: a few bytes per run. The
-    /// file is written to a temporary beside `path` (made new, mode
-    /// 0600, following no symlink), synced and renamed over it, so a
-    /// crash leaves the old list or the new one.
+    /// recently used first); then the files closed since they were noted
+    /// ([`remember`](Self::remember)), and, if a load of a state file
+    /// ([`warm_from`](Self::warm_from)) has not ended, the ranges of its
+    /// list it has not loaded yet (up to the capacity), so that a program
+    /// that ends before its load does leaves the list as long as it found
+    /// it. Ranges, not data: a few bytes per run. The file is written to
+    /// a temporary beside `path` (made new, mode 0600, following no
+    /// symlink), synced and renamed over it, so a crash leaves the old
+    /// list or the new one. Nothing is written if `path` lists the same
+    /// ranges of the same files already, in whatever order
+    /// ([`WarmSaved::written`]): a program that reads what it loaded
+    /// leaves its list as it was.
     ///
     /// A file opened for writing is first brought to what its close would
     /// leave (its dirty data written back, no `fsync`, and the backing's
@@ -122,18 +133,46 @@ impl Cache {
     /// # Errors
     /// The OS error of creating, writing, syncing or renaming the file.
     pub fn save_state(&self, path: impl AsRef<Path>) -> io::Result<WarmSaved> {
+        self.save(path.as_ref(), true)
+    }
+
+    /// [`save_state`](Self::save_state) without its two `fsync`s (of the
+    /// file, then of its directory): the new list is renamed over the old
+    /// one, which the rename leaves whole or replaces whole, but a power
+    /// cut soon after may leave the directory or the file's blocks as they
+    /// were (the old list, or a torn file that its checksum refuses: a
+    /// cold start, never a wrong byte, since every file's identity is
+    /// checked at the load). For a caller on a program's way out, where
+    /// the two `fsync`s cost milliseconds of the program's run: the list
+    /// is a hint, the kernel's own cache keeps none across a reboot.
+    ///
+    /// # Errors
+    /// The OS error of creating, writing or renaming the file.
+    pub fn save_state_unsynced(&self, path: impl AsRef<Path>) -> io::Result<WarmSaved> {
+        self.save(path.as_ref(), false)
+    }
+
+    /// [`save_state`](Self::save_state), its syncs with `sync`.
+    fn save(&self, path: &Path, sync: bool) -> io::Result<WarmSaved> {
         let (state, left_out) = self.snapshot();
         let bytes = state
             .ranges
             .iter()
             .map(|r| u64::from(r.pages) * PAGE_SIZE as u64)
             .sum();
-        write_atomically(path.as_ref(), &state.encode())?;
+        let unchanged = read_state_file(path)
+            .ok()
+            .and_then(|b| State::decode(&b).ok())
+            .is_some_and(|old| same_list(&old, &state));
+        if !unchanged {
+            write_atomically(path, &state.encode(), sync)?;
+        }
         Ok(WarmSaved {
             files: state.files.len() as u64,
             ranges: state.ranges.len() as u64,
             bytes,
             files_left_out: left_out,
+            written: !unchanged,
         })
     }
 
@@ -161,47 +200,12 @@ impl Cache {
         self.walk_lru(&ids, &mut state.ranges);
         drop(live);
         // Then the files closed since they were noted, least recently used
-        // as a group (their folios are gone from this cache): of a file
-        // open again and unchanged, the pages noted that it does not hold
-        // now; of one changed, or gone from its path, nothing.
-        let listed: HashMap<(u64, u64), u32> = state
-            .files
-            .iter()
-            .enumerate()
-            .map(|(i, f)| ((f.identity.dev, f.identity.ino), i as u32))
-            .collect();
-        for r in self.warm.remembered() {
-            let key = (r.identity.dev, r.identity.ino);
-            let (file, ranges) = match listed.get(&key) {
-                Some(&i) if state.files[i as usize].identity == r.identity => {
-                    let held: Vec<(u64, u32)> = loaded::union(
-                        &[],
-                        &state
-                            .ranges
-                            .iter()
-                            .filter(|s| s.file == i)
-                            .map(|s| (s.first, s.pages))
-                            .collect::<Vec<_>>(),
-                    );
-                    (i, loaded::minus(&r.ranges, &held))
-                }
-                Some(_) => continue,
-                None if state.files.len() < MAX_FILES && still_at_path(&r) => {
-                    let file = state.files.len() as u32;
-                    state.files.push(SavedFile {
-                        path: r.path,
-                        identity: r.identity,
-                    });
-                    (file, r.ranges)
-                }
-                None => continue,
-            };
-            for (first, pages) in ranges {
-                if state.ranges.len() < MAX_RANGES {
-                    state.ranges.push(SavedRange { file, first, pages });
-                }
-            }
-        }
+        // as a group (their folios are gone from this cache); then what the
+        // load has not reached of the last list, up to the capacity.
+        add_notes(&mut state, self.warm.remembered(), u64::MAX);
+        let listed: u64 = state.ranges.iter().map(|r| u64::from(r.pages)).sum();
+        let room = (self.inner.mem.arena.capacity_pages() as u64).saturating_sub(listed);
+        add_notes(&mut state, self.warm.unloaded(), room);
         (state, left_out)
     }
 
@@ -386,7 +390,19 @@ impl Cache {
             ranges: state.ranges.len() as u64,
             bytes,
         };
-        if !self.warm.start(start.files, start.ranges, start.bytes) {
+        let listed = Arc::new(Listed {
+            files: state
+                .files
+                .into_iter()
+                .map(|f| (f.path, f.identity))
+                .collect(),
+            ranges: state
+                .ranges
+                .iter()
+                .map(|r| (r.file, r.first, r.pages))
+                .collect(),
+        });
+        if !self.warm.start(&listed, start.bytes) {
             let warning = format!(
                 "foliocache: {}: this cache has loaded a state file already; not loaded",
                 path.display()
@@ -402,7 +418,7 @@ impl Cache {
         let load = WarmLoad {
             inner: Arc::downgrade(&self.inner),
             warm: Arc::downgrade(&self.warm),
-            state,
+            listed,
         };
         (start, Some(load))
     }
@@ -503,6 +519,79 @@ fn still_at_path(r: &Remembered) -> bool {
     std::fs::metadata(&r.path).is_ok_and(|md| Identity::of(&md) == r.identity)
 }
 
+/// Appends to `state` the ranges of `notes` (files closed, or a load's
+/// rest), at most `room` pages: of a file listed and unchanged, the pages
+/// noted that it does not hold now; of one changed, or gone from its
+/// path, nothing.
+fn add_notes(state: &mut State, notes: Vec<Remembered>, mut room: u64) {
+    let mut listed: HashMap<(u64, u64), u32> = state
+        .files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| ((f.identity.dev, f.identity.ino), i as u32))
+        .collect();
+    for r in notes {
+        let key = (r.identity.dev, r.identity.ino);
+        let (file, ranges) = match listed.get(&key) {
+            Some(&i) if state.files[i as usize].identity == r.identity => {
+                let held: Vec<(u64, u32)> = loaded::union(
+                    &[],
+                    &state
+                        .ranges
+                        .iter()
+                        .filter(|s| s.file == i)
+                        .map(|s| (s.first, s.pages))
+                        .collect::<Vec<_>>(),
+                );
+                (i, loaded::minus(&r.ranges, &held))
+            }
+            Some(_) => continue,
+            None if state.files.len() < MAX_FILES && still_at_path(&r) => {
+                let file = state.files.len() as u32;
+                listed.insert(key, file);
+                state.files.push(SavedFile {
+                    path: r.path,
+                    identity: r.identity,
+                });
+                (file, r.ranges)
+            }
+            None => continue,
+        };
+        for (first, pages) in ranges {
+            if state.ranges.len() >= MAX_RANGES || room == 0 {
+                return;
+            }
+            let pages = pages.min(u32::try_from(room).unwrap_or(u32::MAX));
+            room -= u64::from(pages);
+            state.ranges.push(SavedRange { file, first, pages });
+        }
+    }
+}
+
+/// Whether two lists name the same files (path and identity) with the
+/// same pages of each, whatever their order.
+fn same_list(a: &State, b: &State) -> bool {
+    type Pages = HashMap<(PathBuf, u64, u64), (Identity, Vec<(u64, u32)>)>;
+    let pages = |s: &State| -> Pages {
+        let mut runs: Vec<Vec<(u64, u32)>> = vec![Vec::new(); s.files.len()];
+        for r in &s.ranges {
+            if let Some(v) = runs.get_mut(r.file as usize) {
+                v.push((r.first, r.pages));
+            }
+        }
+        s.files
+            .iter()
+            .zip(runs)
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(f, v)| {
+                let key = (f.path.clone(), f.identity.dev, f.identity.ino);
+                (key, (f.identity, loaded::union(&[], &v)))
+            })
+            .collect()
+    };
+    pages(a) == pages(b)
+}
+
 /// Adds a folio of `pages` at `index` to the last run if it extends it
 /// (either way: the lists run from newest to oldest, and a sequential
 /// reader's newest folio is its highest), else starts a run.
@@ -572,12 +661,13 @@ fn read_state_file(path: &Path) -> io::Result<Vec<u8>> {
 }
 
 /// Writes `bytes` to `path` through a temporary beside it: written,
-/// synced, renamed over `path`, and the directory synced. The temporary is
+/// synced (with `sync`), renamed over `path`, and the directory synced
+/// (with `sync`). The temporary is
 /// made new (`O_CREAT | O_EXCL | O_NOFOLLOW`, mode 0600): whatever stands
 /// at its name (a file, a symlink planted by another user) is never
 /// followed, reused nor written; another name is tried instead. The state
 /// lists the path of every file cached: it is its owner's alone to read.
-fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+fn write_atomically(path: &Path, bytes: &[u8], sync: bool) -> io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
@@ -608,9 +698,14 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     };
     let result = (|| {
         f.write_all(bytes)?;
-        f.sync_all()?;
+        if sync {
+            f.sync_all()?;
+        }
         std::fs::rename(&tmp, path)?;
-        std::fs::File::open(&dir)?.sync_all()
+        if sync {
+            std::fs::File::open(&dir)?.sync_all()?;
+        }
+        Ok(())
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
@@ -623,14 +718,14 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
 pub struct WarmLoad {
     inner: Weak<CacheInner>,
     warm: Weak<Loaded>,
-    state: State,
+    listed: Arc<Listed>,
 }
 
 impl std::fmt::Debug for WarmLoad {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WarmLoad")
-            .field("files", &self.state.files.len())
-            .field("ranges", &self.state.ranges.len())
+            .field("files", &self.listed.files.len())
+            .field("ranges", &self.listed.ranges.len())
             .finish()
     }
 }
@@ -643,14 +738,15 @@ impl WarmLoad {
     /// [`Cache::warm_from`]); [`Cache::warm_progress`] says how far it
     /// got.
     pub fn run(self) {
-        let state = self.state;
+        let listed = self.listed;
         let mut opened: HashMap<u32, Opened> = HashMap::new();
         let mut batch = 0u64;
         let mut misses = None;
-        for range in &state.ranges {
+        for (i, &(file, first, pages)) in listed.ranges.iter().enumerate() {
             let (Some(inner), Some(warm)) = (self.inner.upgrade(), self.warm.upgrade()) else {
                 return;
             };
+            warm.loading(i);
             let cache = Cache {
                 inner: inner.clone(),
                 warm: warm.clone(),
@@ -668,18 +764,18 @@ impl WarmLoad {
                 batch = 0;
             }
             let Some(file) = opened
-                .entry(range.file)
-                .or_insert_with(|| open_saved(&cache, &state.files[range.file as usize]))
+                .entry(file)
+                .or_insert_with(|| open_saved(&cache, &listed.files[file as usize]))
             else {
                 continue;
             };
             let size = file.len();
-            let start = range.first * PAGE_SIZE as u64;
+            let start = first * PAGE_SIZE as u64;
             if start >= size {
                 warm.range_loaded(0);
                 continue;
             }
-            let mut len = (u64::from(range.pages) * PAGE_SIZE as u64).min(size - start);
+            let mut len = (u64::from(pages) * PAGE_SIZE as u64).min(size - start);
             let free = inner.mem.arena.free_pages() as u64 * PAGE_SIZE as u64;
             let full = free < len.next_multiple_of(PAGE_SIZE as u64);
             if full {
@@ -712,15 +808,15 @@ impl WarmLoad {
 /// opened here is held in the cache's pending table for the program's
 /// open. `None` (and counted as skipped) if it cannot be opened or
 /// changed.
-fn open_saved(cache: &Cache, saved: &SavedFile) -> Opened {
+fn open_saved(cache: &Cache, (path, identity): &(PathBuf, Identity)) -> Opened {
     let warm = &cache.warm;
-    let opened = cache.open_new(&saved.path).and_then(|(f, new)| {
+    let opened = cache.open_new(path).and_then(|(f, new)| {
         let md = f.mapping().backing().raw_file().map(|r| r.metadata());
         Ok((f, new, md.transpose()?))
     });
     match opened {
-        Ok((f, new, Some(md))) if Identity::of(&md) == saved.identity => {
-            warm.file_loaded(new.then(|| (f.mapping.clone(), saved.identity)));
+        Ok((f, new, Some(md))) if Identity::of(&md) == *identity => {
+            warm.file_loaded(new.then(|| (f.mapping.clone(), *identity)));
             Some(f)
         }
         _ => {

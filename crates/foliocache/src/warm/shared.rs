@@ -60,12 +60,13 @@ impl SharedCache {
                 state.ranges.push(SavedRange { file, first, pages });
             }
         }
-        write_atomically(path.as_ref(), &state.encode())?;
+        write_atomically(path.as_ref(), &state.encode(), true)?;
         Ok(WarmSaved {
             files: state.files.len() as u64,
             ranges: state.ranges.len() as u64,
             bytes: state.ranges.iter().map(|r| u64::from(r.pages) * PAGE).sum(),
             files_left_out: left_out,
+            written: true,
         })
     }
 

@@ -396,9 +396,60 @@ fn a_file_read_again_after_its_close_keeps_the_note_of_all_it_held() {
     open_again.sort_unstable();
     assert_eq!(open_again, [(0, 60), (60, 1), (61, 3)]);
     drop(f);
-    c.save_state(&state.path).unwrap();
-    assert_eq!(listed(&state.path), [(0, 64)]);
+    // The same pages (now one note): the list is left as it was.
+    assert!(!c.save_state(&state.path).unwrap().written);
     assert_eq!(load(&state.path).1.bytes_loaded, 64 * PAGE);
+}
+
+#[test]
+fn a_save_that_finds_its_list_unchanged_writes_nothing() {
+    use std::os::unix::fs::MetadataExt;
+    let (file, _, state) = saved("warm-unchanged", 17, 32, &[(0, 8), (20, 4)]);
+    let ino = |p: &Path| fs::metadata(p).unwrap().ino();
+    let before = ino(&state.path);
+    let (c, _) = load(&state.path);
+    // The loaded pages read again, in another order: the same list.
+    let f = c.open(&file.path).unwrap();
+    let mut buf = vec![0u8; (8 * PAGE) as usize];
+    f.read_exact_at(&mut buf[..(4 * PAGE) as usize], 20 * PAGE)
+        .unwrap();
+    f.read_exact_at(&mut buf, 0).unwrap();
+    let saved = c.save_state_unsynced(&state.path).unwrap();
+    assert!(!saved.written, "{saved:?}");
+    assert_eq!(saved.bytes, 12 * PAGE, "{saved:?}");
+    assert_eq!(ino(&state.path), before, "the file is not replaced");
+    // One page more: the list changed, and is written.
+    f.read_exact_at(&mut buf[..PAGE as usize], 30 * PAGE)
+        .unwrap();
+    let saved = c.save_state_unsynced(&state.path).unwrap();
+    assert!(saved.written, "{saved:?}");
+    assert_ne!(ino(&state.path), before);
+    assert_eq!(load(&state.path).1.bytes_loaded, 13 * PAGE);
+}
+
+#[test]
+fn a_save_before_the_load_ends_lists_what_it_has_not_loaded() {
+    // A short program exits before its load is done: the list it leaves
+    // has what the program read and the rest of the list it found.
+    let (file, _, state) = saved("warm-unfinished", 18, 64, &[(0, 16), (40, 8)]);
+    let c = TestCache::bytes(16 << 20).no_readahead().build();
+    let (start, load_later) = c.warm_load(&state.path);
+    assert!(start.found, "{start:?}");
+    let f = c.open(&file.path).unwrap();
+    let mut buf = vec![0u8; PAGE as usize];
+    f.read_exact_at(&mut buf, 30 * PAGE).unwrap();
+    let saved = c.save_state(&state.path).unwrap();
+    assert!(saved.written, "{saved:?}");
+    let mut pages = listed(&state.path);
+    assert_eq!(pages[0], (30, 1), "what the cache holds first");
+    pages.sort_unstable();
+    assert_eq!(pages, [(0, 16), (30, 1), (40, 8)]);
+    // Once the load has ended, a save lists what the cache holds, each
+    // page once.
+    load_later.expect("a load").run();
+    let saved = c.save_state(&state.path).unwrap();
+    assert_eq!(saved.bytes, 25 * PAGE, "{saved:?}");
+    drop(f);
 }
 
 #[test]

@@ -76,6 +76,7 @@ fn a_second_run_finds_the_first_runs_file_cached() {
         "the first run starts cold: {err}"
     );
     assert!(state.exists(), "the exit saved the state file");
+    let saved = std::fs::metadata(&state).unwrap();
 
     let (out, err) = read_file(served, &file, Some(&state));
     assert!(out == data, "the second run reads the file");
@@ -84,6 +85,12 @@ fn a_second_run_finds_the_first_runs_file_cached() {
     assert!(
         warm_line(&err).contains("1 files loaded, 0 skipped"),
         "{err}"
+    );
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(
+        std::fs::metadata(&state).unwrap().ino(),
+        saved.ino(),
+        "the second run's list is the first's: not written again"
     );
 
     let (_, err) = read_file(served, &file, None);
