@@ -23,15 +23,15 @@ use std::path::Path as FsPath;
 use std::sync::Arc;
 
 use anyhow::Result;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use foliocache_object_store::{CachedStore, DiskTier};
-use object_store::path::Path;
 use object_store::ObjectStoreExt;
 use parking_lot::Mutex;
 
 #[cfg(feature = "foyer")]
 use super::foyer::Foyer;
-use super::lru::{BlockKey, BlockLru};
+use super::lru::{assemble, BlockKey, BlockLru};
+pub use super::remote::Objects;
 use super::remote::{Remote, Throttled};
 
 /// The engines, by label, in the order they run (foyer with the bench's
@@ -55,13 +55,6 @@ pub const FOLIO_DISK: &str = "foliocache+disk";
 
 /// SlateDB's part.
 const PART: u64 = 4 << 20;
-
-/// The objects: their names and sizes, by index.
-#[derive(Debug, Clone)]
-pub struct Objects {
-    /// Each object's path and size.
-    pub list: Vec<(Path, u64)>,
-}
 
 /// SlateDB's parts: a block cache in memory.
 pub struct Blocks {
@@ -200,19 +193,6 @@ impl Engine {
             }
         }
     }
-}
-
-/// `range` out of the blocks of `block` bytes that hold it, `parts`, the
-/// first being block `first`.
-pub(super) fn assemble(range: &Range<u64>, block: u64, first: u64, parts: &[Bytes]) -> Bytes {
-    let mut out = BytesMut::with_capacity((range.end - range.start) as usize);
-    for (b, data) in (first..).zip(parts) {
-        let base = b * block;
-        let from = range.start.max(base) - base;
-        let to = range.end.min(base + data.len() as u64) - base;
-        out.extend_from_slice(&data[from as usize..to as usize]);
-    }
-    out.freeze()
 }
 
 impl Blocks {

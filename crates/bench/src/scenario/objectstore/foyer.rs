@@ -36,8 +36,8 @@ use foyer::{
 };
 use object_store::ObjectStoreExt;
 
-use super::engines::{assemble, Objects};
-use super::remote::Remote;
+use super::lru::assemble;
+use super::remote::{Objects, Remote};
 
 /// foyer's default device block size and buffer pool.
 pub const REGION: u64 = 16 << 20;

@@ -4,8 +4,9 @@
 //! betters).
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 /// A block's key: the object's index and the block's.
 pub type BlockKey = (u32, u64);
@@ -64,6 +65,19 @@ impl BlockLru {
         }
         evicted
     }
+}
+
+/// `range` out of the blocks of `block` bytes that hold it, `parts`, the
+/// first being block `first`.
+pub fn assemble(range: &Range<u64>, block: u64, first: u64, parts: &[Bytes]) -> Bytes {
+    let mut out = BytesMut::with_capacity((range.end - range.start) as usize);
+    for (b, data) in (first..).zip(parts) {
+        let base = b * block;
+        let from = range.start.max(base) - base;
+        let to = range.end.min(base + data.len() as u64) - base;
+        out.extend_from_slice(&data[from as usize..to as usize]);
+    }
+    out.freeze()
 }
 
 #[cfg(test)]
