@@ -269,7 +269,7 @@ cgroup of M); sqlite (a speedtest1-like mix through the unix VFS and the
 foliocache VFS, with and without mmap_size; same sizes and limit);
 objectstore (objects behind LocalFileSystem and ThrottledStore, S3's
 bandwidth per request and --remote-latency MS: no cache, SlateDB's 4 MiB
-parts, a model of foyer's HybridCache, foliocache in memory and with its
+parts, foyer 0.22's HybridCache (feature foyer), foliocache in memory and with its
 disk tier; zipf point reads, the same beside scans, a restart after kill -9;
 memory M = --capacity, 64M, 16M with --quick; disk and data 4x M).
 foliocache engine options: populate=eager|lazy, folio=SIZE,

@@ -14,7 +14,7 @@ use std::sync::{Arc, Weak};
 use backing::{Backing, BackingInfo, FileBacking, FileOptions};
 
 use crate::cache::Cache;
-use crate::filemap::pin::Pinned;
+use crate::filemap::pin::{OwnedPin, Pinned};
 use crate::filemap::Mapping;
 use crate::flags::ReadFlags;
 use crate::readahead::{self, Advice, Insert, Readahead, ReadaheadConfig, Window};
@@ -618,16 +618,53 @@ impl File {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn pin_cached(&self, offset: u64, len: usize) -> Option<Pinned<'_>> {
-        if len == 0 || offset.checked_add(len as u64)? > self.len() {
-            return None;
-        }
-        if self
-            .effective_flags(ReadFlags::NONE)
-            .contains(ReadFlags::DONTCACHE)
-        {
+        if !self.may_pin(offset, len) {
             return None;
         }
         self.mapping.pin_cached(offset, len, true).ok()
+    }
+
+    /// [`pin_cached`](Self::pin_cached) as an [`OwnedPin`]: the same
+    /// bytes in place, owning the cache rather than borrowing this file, so
+    /// that they can outlive it (`bytes::Bytes::from_owner(pin)` makes a
+    /// hit a lookup and a reference count, no copy). `None` as
+    /// `pin_cached`'s, and also while owned pins hold a quarter of the
+    /// cache's memory (each folio counted whole): then nothing is pinned
+    /// or counted, and the caller copies from [`pin_cached`](Self::pin_cached).
+    ///
+    /// The bytes are a snapshot, as a [`Pinned`]'s: a write of the range
+    /// goes to a copy of the folio (the pin keeps the old bytes, reads see
+    /// the new), reclaim skips the folio, and closing the file or dropping
+    /// the [`Cache`] handle leave them; the cache's memory is freed when
+    /// its last owned pin goes.
+    ///
+    /// ```
+    /// let cache = foliocache::Cache::builder().capacity(1 << 20).build()?;
+    /// let file = cache.memfile("pages", 8192)?;
+    /// file.write_at(b"header", 0)?;
+    /// let page = file.pin_cached_owned(0, 6).expect("cached");
+    /// file.write_at(b"HEADER", 0)?; // to a copy of the folio
+    /// drop((file, cache));
+    /// assert_eq!(&page[..], b"header"); // the pin's bytes stay
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn pin_cached_owned(&self, offset: u64, len: usize) -> Option<OwnedPin> {
+        if !self.may_pin(offset, len) {
+            return None;
+        }
+        self.mapping.pin_owned(offset, len)
+    }
+
+    /// Whether `offset..offset + len` may be pinned in place: not empty,
+    /// inside the file, and the file's reads are cached.
+    fn may_pin(&self, offset: u64, len: usize) -> bool {
+        len != 0
+            && offset
+                .checked_add(len as u64)
+                .is_some_and(|end| end <= self.len())
+            && !self
+                .effective_flags(ReadFlags::NONE)
+                .contains(ReadFlags::DONTCACHE)
     }
 }
 

@@ -225,7 +225,7 @@ pub use arena::Populate;
 pub use cache::{parse_size, Cache, CacheBuilder, CacheStats, MemoryUsage};
 pub use cached::{AnyFile, CacheFigures, CachedFile, SharedHandle};
 pub use file::File;
-pub use filemap::pin::Pinned;
+pub use filemap::pin::{OwnedPin, Pinned};
 pub use flags::ReadFlags;
 pub use guardian::{persist, Guardian, WrittenBack};
 pub use loaded::WarmProgress;

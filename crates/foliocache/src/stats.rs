@@ -196,6 +196,9 @@ pub(crate) struct Stats {
     pub(crate) readahead_windows: ShardedCounter,
     pub(crate) pressure_shrinks: StatU64,
     pub(crate) pin_copies: StatU64,
+    /// Bytes of the folios owned pins hold now (`filemap::pin::OwnedPin`),
+    /// a gauge: a folio counted whole, once per pin.
+    pub(crate) lent_bytes: StatU64,
     /// How long a read that missed waited for its data.
     pub(crate) miss_latency: LatencyHist,
     /// How long a `sync_data`/`sync_all` of a file took.

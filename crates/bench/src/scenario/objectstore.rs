@@ -2,9 +2,9 @@
 //! same budgets (memory M, disk D = 4 M), over object_store's
 //! `LocalFileSystem` behind its `ThrottledStore` (S3's latency and
 //! bandwidth per request: [`remote`]). The engines are [`engines`]'s: no
-//! cache, SlateDB's 4 MiB parts, a range cache on foyer's `HybridCache`
-//! (a model of its policy: [`foyer`](mod@foyer)), foliocache in memory and
-//! with its disk tier. See docs/bench/objectstore.md.
+//! cache, SlateDB's 4 MiB parts, foyer 0.22's `HybridCache` as a range
+//! cache (with the bench's `foyer` feature: `foyer`), foliocache in memory
+//! and with its disk tier. See docs/bench/objectstore.md.
 //!
 //! Jobs:
 //! - `zipf`: point reads of 4 KiB to 64 KiB, zipfian (0.99) over the
@@ -59,6 +59,7 @@ use engines::{Engine, Objects, ENGINES, FOLIO, FOLIO_DISK, FOYER};
 use remote::Remote;
 
 mod engines;
+#[cfg(feature = "foyer")]
 mod foyer;
 mod hits;
 mod lru;
@@ -98,6 +99,9 @@ const JOBS: &[JobName] = &[
 /// How to build the bench with the `parquet` job.
 const PARQUET_BUILD: &str =
     "cargo run --release --features foliocache-bench/parquet -- bench --scenario objectstore";
+/// How to build the bench with the `foyer` engine.
+const FOYER_BUILD: &str =
+    "cargo run --release --features foliocache-bench/foyer -- bench --scenario objectstore";
 /// The variable naming the jobs to run (all when unset).
 const JOBS_ENV: &str = "FOLIOCACHE_OBJSTORE_JOBS";
 /// The variable setting D and the point reads' data (default 4 M).
@@ -518,6 +522,11 @@ pub fn run(
     if !JOBS.contains(&PARQUET) {
         let line =
             format!("parquet job not built (the bench's `parquet` feature): {PARQUET_BUILD}");
+        say(&line);
+        notes.push(line);
+    }
+    if !ENGINES.contains(&FOYER) {
+        let line = format!("foyer engine not built (the bench's `foyer` feature): {FOYER_BUILD}");
         say(&line);
         notes.push(line);
     }

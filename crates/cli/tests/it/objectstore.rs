@@ -110,7 +110,7 @@ fn objectstore_readers_stay_within_their_memory_bound() {
 /// The `restart` job alone, its child filling the tier first
 /// (`FOLIOCACHE_OBJSTORE_FILL=1`, a tier and data of 16 MiB set by
 /// `FOLIOCACHE_OBJSTORE_DISK`, M = 8 MiB, a remote of 50 ms a request):
-/// both engines with a tier recover it and serve a disk hit after the
+/// the engines with a tier recover it and serve a disk hit after the
 /// kill, then read on for a second, every byte checked; foliocache's first read after the restart
 /// takes its object's version from the tier's record, not from a HEAD.
 #[test]
@@ -122,7 +122,11 @@ fn objectstore_restart_serves_a_filled_tier_without_waiting_for_a_head() {
     ];
     let rs = run("8M", "50", &env, "restart");
     let engines: Vec<&str> = rs.iter().map(|r| r["engine"].as_str().unwrap()).collect();
-    assert_eq!(engines, ["foliocache+disk", "foyer[model]"], "{rs:#?}");
+    // (foyer with the bench's `foyer` feature only.)
+    assert!(
+        engines == ["foliocache+disk"] || engines == ["foliocache+disk", "foyer"],
+        "{rs:#?}"
+    );
     for r in &rs {
         let notes = notes_of(r);
         println!("{}: {}", r["engine"], notes.join("; "));

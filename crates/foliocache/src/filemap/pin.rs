@@ -64,15 +64,39 @@
 //! write was under way when it was taken, and none is while it lives. A
 //! copy is what a read returns: a write racing it may show in part (some
 //! bytes old, some new), as in a read.
+//!
+//! # Owned pins
+//! An [`OwnedPin`] ([`File::pin_cached_owned`](crate::File::pin_cached_owned))
+//! is a pin in place that owns what it borrows: the folio's pin and
+//! reference, as a [`Pinned`]'s, and the cache itself (its `Arc`, which
+//! keeps the arena mapped and the descriptors alive) instead of a borrow
+//! of the file. So it is `'static`, and a buffer type built over an owner
+//! (`bytes::Bytes::from_owner`) can hand it out: a hit that is a lookup
+//! and a reference count, no copy. The protocol is the pin's, unchanged: a
+//! writer copies the folio, reclaim skips it, the file closed or the
+//! [`Cache`](crate::Cache) handle dropped leave its bytes as they were
+//! (the file's last close takes its folios out of the index; a pinned one
+//! stays referenced and is freed when its last pin goes).
+//!
+//! Owned pins are held for as long as their owner likes (a caller's
+//! buffers), where a [`Pinned`] lives for a parse. A cache full of them
+//! could neither evict nor copy for a writer, so the cache lends at most
+//! a quarter (`LENT_SHARE`) of its memory to owned pins at a time, each folio counted
+//! whole (a 4 KiB range of a 2 MiB folio holds 2 MiB): past that,
+//! `pin_cached_owned` says `None` and the caller copies, as it would from
+//! a [`Pinned`]. The check is made before the pin and the folio added
+//! after, so racing threads may pass it by a folio each.
 
 use std::io;
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 use xarray::Entry;
 
 use crate::arena::PAGE;
 use crate::filemap::{FolioPtr, FolioRef, LockedFolio, Mapping};
 use crate::folio::FolioFlags;
+use crate::mm::CacheInner;
 use crate::sync::Ordering;
 
 /// Bytes of a file, borrowed from the cache where they can be
@@ -158,6 +182,87 @@ impl std::fmt::Debug for Pinned<'_> {
         f.debug_struct("Pinned")
             .field("len", &self.len())
             .field("borrowed", &self.is_borrowed())
+            .finish()
+    }
+}
+
+/// The share of a cache's memory that owned pins may hold at once, as a
+/// divisor: a quarter (see the module documentation of `pin.rs`).
+pub(crate) const LENT_SHARE: usize = 4;
+
+/// Bytes of a file borrowed from the cache in place, as a [`Pinned`] in
+/// place, that own what they borrow: the folio's pin and reference, and
+/// the cache (its reference count) rather than a borrow of the
+/// [`File`](crate::File). A `'static` value to keep, send, or hand to an
+/// owner-based buffer (`bytes::Bytes::from_owner(pin)`: the folio is
+/// unpinned when the last clone goes). Made by
+/// [`File::pin_cached_owned`](crate::File::pin_cached_owned).
+///
+/// A snapshot, as a [`Pinned`]: a write of its range goes to a copy of the
+/// folio, reclaim skips the folio, and the file's close or the cache
+/// handle's drop leave its bytes; the cache's memory is kept until the
+/// last owned pin goes. At most a quarter of the cache is lent to owned
+/// pins at a time.
+pub struct OwnedPin {
+    /// The cache: keeps the arena mapped and the descriptor table alive.
+    cache: Arc<CacheInner>,
+    /// The pinned folio's first arena page (its descriptor's index).
+    page: u32,
+    /// `len` bytes at `ptr`, inside the folio.
+    ptr: NonNull<u8>,
+    len: usize,
+    /// The folio's bytes, counted in the cache's `lent_bytes`.
+    lent: u64,
+}
+
+// SAFETY: as `Pinned`'s: a shared view of bytes nobody writes while the
+// pin is counted, plus a pin and a reference whose release (`Folio::unpin`,
+// `Memory::put`) and the gauge's are thread-safe, and an `Arc`.
+unsafe impl Send for OwnedPin {}
+// SAFETY: as for `Send`: `&OwnedPin` gives only `&[u8]` and the length.
+unsafe impl Sync for OwnedPin {}
+
+impl std::ops::Deref for OwnedPin {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: as `Pinned`'s `Bytes::Folio` (see its `Deref`): the
+        // range lies inside the folio (checked when it was pinned), whose
+        // bytes are initialised and not written while it is pinned (every
+        // writer of an uptodate folio's bytes holds its lock, asks
+        // `is_pinned` under it and writes a copy instead). The folio's
+        // reference, taken by the lookup and put by `Drop`, keeps it from
+        // being freed; `cache` keeps the arena's memory mapped. The borrow
+        // ends with `self`, before `Drop`.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl AsRef<[u8]> for OwnedPin {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
+impl Drop for OwnedPin {
+    fn drop(&mut self) {
+        let mem = &self.cache.mem;
+        // The descriptor the pin was taken on: a referenced folio keeps
+        // its first page (it is neither freed nor split while held).
+        let folio = mem.folio(self.page);
+        folio.unpin();
+        mem.put(folio);
+        self.cache
+            .stats
+            .lent_bytes
+            .fetch_sub(self.lent, Ordering::Relaxed);
+    }
+}
+
+impl std::fmt::Debug for OwnedPin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OwnedPin")
+            .field("len", &self.len)
+            .field("folio_bytes", &self.lent)
             .finish()
     }
 }
@@ -284,6 +389,35 @@ impl Mapping {
                 ptr,
                 len: n,
             },
+        })
+    }
+
+    /// [`pin_cached`](Self::pin_cached) (counted as a hit) made an
+    /// [`OwnedPin`], unless owned pins hold [`LENT_SHARE`] of the cache
+    /// already (then `None`, nothing pinned or counted).
+    pub(crate) fn pin_owned(&self, offset: u64, n: usize) -> Option<OwnedPin> {
+        let cache = self.inner_arc();
+        let share = (cache.mem.arena.capacity_bytes() / LENT_SHARE) as u64;
+        if cache.stats.lent_bytes.load(Ordering::Relaxed) >= share {
+            return None;
+        }
+        let pin = self.pin_cached(offset, n, true).ok()?;
+        let Bytes::Folio { folio, ptr, len } = &pin.bytes else {
+            return None;
+        };
+        let (ptr, len) = (*ptr, *len);
+        let page = cache.mem.page(folio.folio());
+        let lent = folio.nr_pages() * PAGE;
+        cache.stats.lent_bytes.fetch_add(lent, Ordering::Relaxed);
+        // The pin and the folio reference move to the owned pin, which
+        // gives them back in its `Drop` (`FolioRef` holds nothing else).
+        std::mem::forget(pin);
+        Some(OwnedPin {
+            cache: cache.clone(),
+            page,
+            ptr,
+            len,
+            lent,
         })
     }
 

@@ -1,12 +1,14 @@
-//! The read path: a range of a tracked object, copied out of its mapping.
+//! The read path: a range of a tracked object, lent from its mapping (a
+//! hit in one folio) or copied out of it.
 //!
 //! ```text
 //!   read(obj, range)
 //!     0. the read noted in the object's pattern: a stream's when more
 //!        than two reads in a row each began where the last ended
-//!     1. NOWAIT reads on the caller's thread: what is cached is copied,
-//!        no IO, no wait (a hit ends here; a readahead marker met starts
-//!        the next window in the background)
+//!     1. on the caller's thread, no IO, no wait: a range in one cached
+//!        folio is that folio, pinned and lent to the returned `Bytes`;
+//!        else NOWAIT reads copy what is cached (a hit ends here; a
+//!        readahead marker met starts the next window in the background)
 //!     2. the rest: a blocking read on tokio's blocking pool
 //!        (spawn_blocking), which misses into foliocache's read path:
 //!        readahead (a stream's only), folio locks, one GET per run of
@@ -115,12 +117,14 @@ fn read_exact(file: &File, mut buf: &mut [u8], mut offset: u64, flags: ReadFlags
 }
 
 /// `len` bytes at `offset`, if every one is cached (without waiting for
-/// IO): copied out of the folio in place when they lie in one (no buffer
-/// to zero first), else read into a buffer. If not, `Err` of the buffer
-/// and how many of its first bytes were cached.
+/// IO): where they lie in one folio, the folio itself, lent (an owned pin
+/// the returned `Bytes` holds until its last clone goes: no copy; see
+/// docs/object-store.md, "Hits do not leave the task"); else (across
+/// folios, or the cache lending no more) read into a buffer. If not,
+/// `Err` of the buffer and how many of its first bytes were cached.
 pub(crate) fn cached(obj: &Object, offset: u64, len: usize) -> Result<Result<Bytes, (Vec<u8>, usize)>> {
-    if let Some(p) = obj.file.pin_cached(offset, len) {
-        return Ok(Ok(Bytes::copy_from_slice(&p)));
+    if let Some(p) = obj.file.pin_cached_owned(offset, len) {
+        return Ok(Ok(Bytes::from_owner(p)));
     }
     let mut buf = vec![0u8; len];
     let done = read_cached(obj, &mut buf, offset)?;

@@ -13,6 +13,7 @@ mod budget;
 mod counting;
 mod disk;
 mod hints;
+mod lent;
 mod local;
 #[cfg(feature = "prometheus")]
 mod metrics;

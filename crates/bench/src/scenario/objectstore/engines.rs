@@ -10,13 +10,10 @@
 //!   another (its `stream::iter(..).then`); kept in a memory LRU of M
 //!   (SlateDB keeps them in files evicted by a pick-of-two LRU
 //!   approximation);
-//! - `foyer[model]`: a range cache on foyer's `HybridCache` with foyer's
-//!   defaults, modelled ([`super::foyer`]): aligned 64 KiB blocks fetched
-//!   whole on a miss, a memory LRU (foyer's default eviction), blocks it
-//!   evicts written to the disk tier of D (`WriteOnEviction`, foyer's
-//!   default) through a block buffer in memory, a disk hit inserted in
-//!   memory again; the LRU and the buffer are M together
-//!   ([`region_for`]);
+//! - `foyer`: foyer 0.22's `HybridCache` as a range cache, memory and a
+//!   disk of D, its defaults, its buffers counted in M (`super::foyer`;
+//!   built with the bench's `foyer` feature): aligned 64 KiB blocks
+//!   fetched whole on a miss, the blocks of a read together;
 //! - `foliocache`: [`CachedStore`] over a cache of M;
 //! - `foliocache+disk`: the same with a [`DiskTier`] of D.
 
@@ -26,24 +23,31 @@ use std::path::Path as FsPath;
 use std::sync::Arc;
 
 use anyhow::Result;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use foliocache_object_store::{CachedStore, DiskTier};
-use object_store::path::Path;
 use object_store::ObjectStoreExt;
 use parking_lot::Mutex;
 
-use super::foyer::{region_for, FoyerDisk};
-use super::lru::{BlockKey, BlockLru};
+#[cfg(feature = "foyer")]
+use super::foyer::Foyer;
+use super::lru::{assemble, BlockKey, BlockLru};
+pub use super::remote::Objects;
 use super::remote::{Remote, Throttled};
 
-/// The engines, by label, in the order they run.
+/// The engines, by label, in the order they run (foyer with the bench's
+/// `foyer` feature).
+#[cfg(feature = "foyer")]
 pub const ENGINES: [&str; 5] = [NONE, PARTS, FOLIO, FOLIO_DISK, FOYER];
+/// The engines, by label, in the order they run (foyer with the bench's
+/// `foyer` feature).
+#[cfg(not(feature = "foyer"))]
+pub const ENGINES: [&str; 4] = [NONE, PARTS, FOLIO, FOLIO_DISK];
 /// No cache.
 pub const NONE: &str = "none";
 /// SlateDB's policy.
 pub const PARTS: &str = "parts[4MiB]";
-/// foyer's policy.
-pub const FOYER: &str = "foyer[model]";
+/// foyer 0.22's `HybridCache`.
+pub const FOYER: &str = "foyer";
 /// foliocache in memory.
 pub const FOLIO: &str = "foliocache";
 /// foliocache in memory and on disk.
@@ -51,35 +55,26 @@ pub const FOLIO_DISK: &str = "foliocache+disk";
 
 /// SlateDB's part.
 const PART: u64 = 4 << 20;
-/// The range cache's block on foyer.
-const BLOCK: u64 = 64 << 10;
 
-/// The objects: their names and sizes, by index.
-#[derive(Debug, Clone)]
-pub struct Objects {
-    /// Each object's path and size.
-    pub list: Vec<(Path, u64)>,
-}
-
-/// A block cache: SlateDB's parts, or the range cache on foyer.
+/// SlateDB's parts: a block cache in memory.
 pub struct Blocks {
     remote: Remote,
     objects: Objects,
     block: u64,
     memory: Mutex<BlockLru>,
-    disk: Option<Arc<FoyerDisk>>,
     /// Gates of blocks being fetched (single flight).
     flights: Mutex<HashMap<BlockKey, Arc<tokio::sync::Mutex<()>>>>,
-    /// Parts one after another (SlateDB) or together (the range cache).
-    sequential: bool,
 }
 
 /// An engine.
 pub enum Engine {
     /// The remote itself.
     None(Remote, Objects),
-    /// A block cache.
+    /// SlateDB's parts.
     Blocks(Blocks),
+    /// foyer.
+    #[cfg(feature = "foyer")]
+    Foyer(Foyer),
     /// foliocache.
     Folio(CachedStore<Arc<Throttled>>, Remote, Objects),
 }
@@ -98,26 +93,19 @@ impl Engine {
         disk: &FsPath,
         d: u64,
     ) -> Result<Engine> {
-        let blocks = |block, memory, disk, sequential| {
-            Engine::Blocks(Blocks {
-                remote: remote.clone(),
-                objects: objects.clone(),
-                block,
-                memory: Mutex::new(BlockLru::new(memory)),
-                disk,
-                flights: Mutex::default(),
-                sequential,
-            })
-        };
         Ok(match label {
             NONE => Engine::None(remote, objects),
-            PARTS => blocks(PART, m, None, true),
-            FOYER => {
-                // The block buffer is memory too: M in all (region_for).
-                let region = region_for(m);
-                let tier = FoyerDisk::open(disk, d, region)?;
-                blocks(BLOCK, m - region, Some(Arc::new(tier)), false)
-            }
+            PARTS => Engine::Blocks(Blocks {
+                remote,
+                objects,
+                block: PART,
+                memory: Mutex::new(BlockLru::new(m)),
+                flights: Mutex::default(),
+            }),
+            #[cfg(feature = "foyer")]
+            FOYER => Engine::Foyer(Foyer::open(remote, objects, m, disk, d)?),
+            #[cfg(not(feature = "foyer"))]
+            FOYER => anyhow::bail!("objectstore: foyer is not built: {}", super::FOYER_BUILD),
             FOLIO | FOLIO_DISK => {
                 let cache = foliocache::Cache::builder()
                     .capacity(m as usize)
@@ -138,6 +126,8 @@ impl Engine {
         match self {
             Engine::None(r, _) => r,
             Engine::Blocks(b) => &b.remote,
+            #[cfg(feature = "foyer")]
+            Engine::Foyer(f) => f.remote(),
             Engine::Folio(_, r, _) => r,
         }
     }
@@ -151,38 +141,37 @@ impl Engine {
             Engine::None(r, o) => Ok(r.store.get_range(&o.list[obj as usize].0, range).await?),
             Engine::Folio(s, _, o) => Ok(s.get_range(&o.list[obj as usize].0, range).await?),
             Engine::Blocks(b) => b.read(obj, range).await,
+            #[cfg(feature = "foyer")]
+            Engine::Foyer(f) => f.read(obj, range).await,
         }
     }
 
     /// Hits of its disk tier so far (0 without one).
     pub fn disk_hits(&self) -> u64 {
         match self {
-            Engine::Blocks(b) => b.disk.as_ref().map_or(0, |d| d.counts().0),
+            #[cfg(feature = "foyer")]
+            Engine::Foyer(f) => f.disk_hits(),
             Engine::Folio(s, ..) => s.disk_tier().map_or(0, |t| t.stats().hits),
-            Engine::None(..) => 0,
+            Engine::None(..) | Engine::Blocks(_) => 0,
         }
     }
 
     /// Entries its disk tier has written or holds (0 without one).
     pub fn disk_writes(&self) -> u64 {
         match self {
-            Engine::Blocks(b) => b.disk.as_ref().map_or(0, |d| d.entries() as u64),
+            #[cfg(feature = "foyer")]
+            Engine::Foyer(f) => f.disk_writes(),
             Engine::Folio(s, ..) => s.disk_tier().map_or(0, |t| t.stats().writes),
-            Engine::None(..) => 0,
+            Engine::None(..) | Engine::Blocks(_) => 0,
         }
     }
 
     /// What its caches say, for a note.
     pub fn note(&self) -> String {
         match self {
-            Engine::None(..) => String::new(),
-            Engine::Blocks(b) => match &b.disk {
-                Some(d) => {
-                    let (h, m) = d.counts();
-                    format!("disk tier: {h} hits, {m} misses, {} entries", d.entries())
-                }
-                None => String::new(),
-            },
+            Engine::None(..) | Engine::Blocks(_) => String::new(),
+            #[cfg(feature = "foyer")]
+            Engine::Foyer(f) => f.note(),
             Engine::Folio(s, ..) => {
                 let st = s.stats();
                 let mut n = format!(
@@ -207,27 +196,16 @@ impl Engine {
 }
 
 impl Blocks {
-    /// `range` of `obj`, block by block.
+    /// `range` of `obj`, one part after another (SlateDB's
+    /// `stream::iter(..).then`).
     async fn read(&self, obj: u32, range: Range<u64>) -> Result<Bytes> {
         let first = range.start / self.block;
         let last = (range.end - 1) / self.block;
         let mut parts = Vec::new();
-        if self.sequential {
-            for b in first..=last {
-                parts.push(self.block_of((obj, b)).await?);
-            }
-        } else {
-            let all = (first..=last).map(|b| self.block_of((obj, b)));
-            parts = futures_util::future::try_join_all(all).await?;
+        for b in first..=last {
+            parts.push(self.block_of((obj, b)).await?);
         }
-        let mut out = BytesMut::with_capacity((range.end - range.start) as usize);
-        for (b, data) in (first..=last).zip(parts) {
-            let base = b * self.block;
-            let from = range.start.max(base) - base;
-            let to = range.end.min(base + data.len() as u64) - base;
-            out.extend_from_slice(&data[from as usize..to as usize]);
-        }
-        Ok(out.freeze())
+        Ok(assemble(&range, self.block, first, &parts))
     }
 
     /// A block: from memory, from disk, or fetched whole (one GET per
@@ -247,14 +225,9 @@ impl Blocks {
         got
     }
 
-    /// From memory, or from disk into memory.
+    /// From memory.
     fn cached(&self, key: BlockKey) -> Option<Bytes> {
-        if let Some(d) = self.memory.lock().get(key) {
-            return Some(d);
-        }
-        let d = self.disk.as_ref()?.get(key)?;
-        self.keep(key, d.clone());
-        Some(d)
+        self.memory.lock().get(key)
     }
 
     /// Fetches the block and keeps it.
@@ -267,15 +240,8 @@ impl Blocks {
         Ok(d)
     }
 
-    /// Inserts in memory; what memory evicts goes to disk (foyer's
-    /// `WriteOnEviction`).
+    /// Inserts in memory (what it evicts is dropped).
     fn keep(&self, key: BlockKey, d: Bytes) {
-        let evicted = self.memory.lock().insert(key, d);
-        if let Some(disk) = &self.disk {
-            for (k, d) in evicted {
-                // A failed write is a block not kept.
-                let _ = disk.insert(k, &d);
-            }
-        }
+        self.memory.lock().insert(key, d);
     }
 }

@@ -1,12 +1,12 @@
-//! A memory LRU of blocks bounded by their bytes, what the models of the
-//! other caches keep in memory: SlateDB's parts and foyer's memory tier
-//! (foyer's default eviction is LRU; SlateDB's evictor approximates LRU
-//! by picking the older of two random entries, which an exact LRU only
+//! A memory LRU of blocks bounded by their bytes, what the model of
+//! SlateDB's part cache keeps (SlateDB's evictor approximates LRU by
+//! picking the older of two random entries, which an exact LRU only
 //! betters).
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 /// A block's key: the object's index and the block's.
 pub type BlockKey = (u32, u64);
@@ -65,6 +65,19 @@ impl BlockLru {
         }
         evicted
     }
+}
+
+/// `range` out of the blocks of `block` bytes that hold it, `parts`, the
+/// first being block `first`.
+pub fn assemble(range: &Range<u64>, block: u64, first: u64, parts: &[Bytes]) -> Bytes {
+    let mut out = BytesMut::with_capacity((range.end - range.start) as usize);
+    for (b, data) in (first..).zip(parts) {
+        let base = b * block;
+        let from = range.start.max(base) - base;
+        let to = range.end.min(base + data.len() as u64) - base;
+        out.extend_from_slice(&data[from as usize..to as usize]);
+    }
+    out.freeze()
 }
 
 #[cfg(test)]

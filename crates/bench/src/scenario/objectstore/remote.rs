@@ -43,6 +43,13 @@ pub const BANDWIDTH: u64 = 90_000_000;
 /// The pieces a GET's body streams in.
 const PIECE: u64 = 64 << 10;
 
+/// The objects: their names and sizes, by index.
+#[derive(Debug, Clone)]
+pub struct Objects {
+    /// Each object's path and size.
+    pub list: Vec<(Path, u64)>,
+}
+
 /// What the remote saw: GETs (HEADs apart) and the bytes they returned.
 #[derive(Debug, Default)]
 pub struct Seen {

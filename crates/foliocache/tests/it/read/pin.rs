@@ -197,6 +197,98 @@ fn reclaim_skips_a_pinned_folio_and_the_cache_handle_may_go() {
     assert_eq!(&f.pin(70_500, 10).unwrap()[..], &d[70_500..70_510]);
 }
 
+/// An owned pin (`pin_cached_owned`) is a pin in place that outlives its
+/// file and the `Cache` handle: a write over its range goes to a copy,
+/// reclaim skips its folio, and its bytes stay as they were until it goes.
+#[test]
+fn an_owned_pin_keeps_its_bytes_through_a_write_reclaim_and_the_close() {
+    let c = cache(64, 64 << 10);
+    let before = data(128 << 10);
+    let t = TempPath::with_data("pin-owned", &before);
+    let f = open_rw(&c, &t.path);
+    assert!(f.pin_cached_owned(0, 100).is_none(), "nothing cached yet");
+    warm(&f, 128 << 10);
+    let hits = c.stats().hits;
+    let p = f
+        .pin_cached_owned(70_000, 1000)
+        .expect("cached in one folio");
+    assert_eq!(c.stats().hits, hits + 1, "a hit");
+    assert_eq!(&p[..], &before[70_000..71_000]);
+    assert!(
+        f.pin_cached_owned(65_000, 2000).is_none(),
+        "across two folios"
+    );
+    assert!(f.pin_cached_owned(130_000, 2000).is_none(), "past the end");
+    // A write over the range: to a copy; reads see it, the pin does not.
+    f.write_at(&[0xEE; 3000], 69_000).unwrap();
+    assert_eq!(c.stats().pin_copies, 1);
+    let mut now = vec![0u8; 1000];
+    f.read_exact_at(&mut now, 70_000).unwrap();
+    assert!(now.iter().all(|&b| b == 0xEE), "reads see the write");
+    assert_eq!(&p[..], &before[70_000..71_000], "the pin is a snapshot");
+    // Reclaim takes every folio but the pinned one (out of the file's
+    // index, now the copy's): the write is saved first.
+    f.sync_data().unwrap();
+    c.shrink(u64::MAX);
+    assert_eq!(c.stats().folios, 0, "the pinned folio left the file");
+    f.read_exact_at(&mut now, 70_000).unwrap();
+    assert!(now.iter().all(|&b| b == 0xEE), "read again from the file");
+    // The file and the cache handle go: the pin keeps the cache's memory.
+    drop((f, c));
+    assert_eq!(&p[..], &before[70_000..71_000]);
+    let q = std::thread::spawn(move || p.to_vec()).join().unwrap();
+    assert_eq!(&q[..], &before[70_000..71_000], "sent to another thread");
+}
+
+/// Owned pins hold at most a quarter of the cache at a time, each folio
+/// counted whole; past that the cache lends no more (`None`, and no hit
+/// counted) while a borrowed pin still works, and reclaim and misses go
+/// on around the pinned folios.
+#[test]
+fn owned_pins_hold_at_most_a_quarter_of_the_cache() {
+    // 64 pages in folios of 4 pages: a quarter is 4 folios.
+    let c = cache(64, 16 << 10);
+    let d = data(512 << 10);
+    let f = mem_file(&c, &d);
+    let folio = 16 << 10;
+    let mut held = Vec::new();
+    for i in 0..16u64 {
+        // The whole folio read: one folio of 4 pages (no readahead).
+        f.read_exact_at(&mut [0u8; 16 << 10], i * folio as u64)
+            .unwrap();
+        let at = i * folio as u64 + 100;
+        let hits = c.stats().hits;
+        match f.pin_cached_owned(at, 10) {
+            Some(p) => {
+                assert_eq!(&p[..], &d[at as usize..at as usize + 10]);
+                held.push((at, p));
+            }
+            None => {
+                assert_eq!(c.stats().hits, hits, "a refusal counts no hit");
+                assert!(f.pin_cached(at, 10).is_some(), "a borrowed pin still");
+                break;
+            }
+        }
+    }
+    assert_eq!(held.len(), 4, "a quarter of 64 pages, in folios of 4");
+    // Reading the whole file twice through the rest of the cache: every
+    // byte right, the pinned folios kept, their bytes unchanged.
+    for _ in 0..2 {
+        let mut all = vec![0u8; d.len()];
+        f.read_exact_at(&mut all, 0).unwrap();
+        assert!(all == d);
+    }
+    c.shrink(u64::MAX);
+    assert_eq!(c.stats().folios, 4, "reclaim skips the owned pins' folios");
+    for (at, p) in &held {
+        assert_eq!(&p[..], &d[*at as usize..*at as usize + 10]);
+    }
+    // One goes: the cache lends again.
+    held.pop();
+    f.read_exact_at(&mut [0u8; 16 << 10], 256 << 10).unwrap();
+    assert!(f.pin_cached_owned((256 << 10) + 5, 10).is_some());
+}
+
 #[test]
 fn a_write_with_every_folio_pinned_fails_and_changes_nothing() {
     // Four one-page folios, all pinned: a write has nowhere to copy to.
