@@ -174,11 +174,12 @@ pub(crate) struct Stats {
     /// the device gave rather than memory. Readahead no read reached is
     /// in `io_bytes` only.
     pub(crate) first_read_bytes: ShardedCounter,
-    /// The same two in pages, for the miss-ratio curve (`mrc.rs`): each
-    /// page a read covers, and each page of a folio read from the backing
-    /// at its first read (whole, cut at the file's end).
-    read_pages: ShardedCounter,
-    first_read_pages: ShardedCounter,
+    /// The counts the miss-ratio curve rests on (`mrc.rs`), the cache's
+    /// own, kept as a file's are: the same two in pages (each page a read
+    /// covers, and each page of a folio read from the backing at its first
+    /// read, whole, cut at the file's end), the hits by age and the
+    /// refaults a larger cache would have hit.
+    curve: FileCounts,
     pub(crate) folios: ShardedCounter,
     pub(crate) pages: ShardedCounter,
     pub(crate) evictions: ShardedCounter,
@@ -208,11 +209,6 @@ pub(crate) struct Stats {
     /// Reads from backings that failed (the backing's error, or a short
     /// read mid-file).
     pub(crate) read_errors: StatU64,
-    /// Refaults whose distance a cache 2x and 4x as large would have
-    /// turned into hits (`mrc.rs`).
-    refault_gains: [ShardedCounter; 2],
-    /// The hits the curve observes, by their age (`mrc.rs`).
-    aged: AgeCounts,
     /// The miss-ratio curve's sample (`mrc.rs`).
     pub(crate) mrc: Mrc,
 }
@@ -236,11 +232,11 @@ impl Stats {
         let (i, owned) = shard::current();
         bump(&self.hits.shards[i].0, owned, 1);
         bump(&self.read_bytes.shards[i].0, owned, bytes);
-        bump(&self.read_pages.shards[i].0, owned, pages);
+        bump(&self.curve.read_pages.shards[i].0, owned, pages);
         // (No age while the estimator is off: `Mrc::threshold`.)
         let age = age.filter(|_| self.mrc.threshold() != 0);
         if let Some(age) = age {
-            self.aged.add_at(i, owned, age);
+            self.curve.aged.add_at(i, owned, age);
         }
         if let Some(f) = file {
             bump(&f.read_pages.shards[i].0, owned, pages);
@@ -255,7 +251,7 @@ impl Stats {
     /// folios), the cache's and its file's if kept (`file`).
     pub(crate) fn read_done(&self, (bytes, pages): (u64, u64), file: Option<&FileCounts>) {
         self.read_bytes.add(bytes);
-        self.read_pages.add(pages);
+        self.curve.read_pages.add(pages);
         if let Some(f) = file {
             f.read_pages.add(pages);
         }
@@ -266,7 +262,7 @@ impl Stats {
     /// cache's and its file's if kept (`file`).
     pub(crate) fn first_read(&self, (bytes, pages): (u64, u64), file: Option<&FileCounts>) {
         self.first_read_bytes.add(bytes);
-        self.first_read_pages.add(pages);
+        self.curve.first_read_pages.add(pages);
         if let Some(f) = file {
             f.first_read_pages.add(pages);
         }
@@ -309,7 +305,7 @@ impl Stats {
         let capacity = self.mrc.capacity();
         for (i, within) in [capacity, 3 * capacity].into_iter().enumerate() {
             if distance <= within {
-                self.refault_gains[i].add(pages);
+                self.curve.refault_gains[i].add(pages);
                 if let Some(f) = file {
                     f.refault_gains[i].add(pages);
                 }
@@ -319,12 +315,7 @@ impl Stats {
 
     /// The cache's own counts the curve rests on.
     fn exact(&self) -> Exact {
-        Exact::of_pages(
-            self.read_pages.sum(),
-            self.first_read_pages.sum(),
-            [self.refault_gains[0].sum(), self.refault_gains[1].sum()],
-            self.aged.sums(),
-        )
+        mrc::ExactCounts::exact(&self.curve)
     }
 
     /// The miss-ratio curve now (`Cache::hit_ratio_curve`).
