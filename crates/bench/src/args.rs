@@ -32,9 +32,11 @@ pub const SCENARIOS: [&str; 6] = [
 /// sizes; `objectstore`: caches in front of throttled object storage;
 /// `advisor`: the cache's predicted hit ratios against measured ones, five
 /// workloads at five sizes; `policy`: replacement policies replayed over
-/// traces against Belady's MIN; `crash`: a writer killed a thousand times
+/// traces against Belady's MIN; `scans`: hot point reads beside four
+/// scans, solo and together, foliocache and the kernel in a memory cgroup;
+/// `crash`: a writer killed a thousand times
 /// each of three ways).
-pub const BY_NAME: [&str; 9] = [
+pub const BY_NAME: [&str; 10] = [
     "larger",
     "programs",
     "scaling",
@@ -43,6 +45,7 @@ pub const BY_NAME: [&str; 9] = [
     "objectstore",
     "advisor",
     "policy",
+    "scans",
     "crash",
 ];
 
@@ -358,7 +361,7 @@ mod tests {
         assert!(
             e.contains(
                 "unknown scenario `fill` (available: seqread, randread, readahead, uncached, \
-                 populate, write, larger, programs, scaling, redb, sqlite, objectstore, advisor, policy, crash)"
+                 populate, write, larger, programs, scaling, redb, sqlite, objectstore, advisor, policy, scans, crash)"
             ),
             "{e}"
         );

@@ -242,6 +242,11 @@ impl Bench<'_> {
                 scenario::policy::run(a, dir, &mut notes, &say)?;
                 (None, "", None)
             }
+            Program::Scans(a) => {
+                let avail = self.cgroups.get_or_insert_with(Availability::probe);
+                scenario::scans::run(a, &mut self.data, avail, repeat, &mut notes, &say)?;
+                (None, "", None)
+            }
         };
         let summary = runs
             .as_ref()

@@ -315,7 +315,6 @@ pub fn run(
 ) -> io::Result<()> {
     let mut buf = AlignedBuf::new(spec.bs as usize, 0)?;
     let b = buf.as_mut_slice();
-    let len = b.len();
     let blocks = (spec.file_size / spec.bs).max(1);
     let mut offs = Offsets::new(true, spec.bs, blocks, 0, 0x9e37_79b9_7f4a_7c15);
     let (mut reads, mut misses) = (0u64, 0u64);
@@ -342,46 +341,7 @@ pub fn run(
             sch.advance();
         }
         let off = offs.next();
-        let hit = match (file, probe) {
-            (HotFile::Kernel(f), MissProbe::RwfNowait) => {
-                match sys::preadv2(f, b, off, sys::RWF_NOWAIT) {
-                    Ok(n) if n == len => true,
-                    Ok(n) => {
-                        f.read_exact_at(&mut b[n..], off + n as u64)?;
-                        false
-                    }
-                    Err(e) if e.raw_os_error() == Some(Errno::AGAIN.raw_os_error()) => {
-                        f.read_exact_at(b, off)?;
-                        false
-                    }
-                    Err(e) => return Err(e),
-                }
-            }
-            (HotFile::Kernel(f), _) => {
-                f.read_exact_at(b, off)?;
-                true
-            }
-            (HotFile::Folio(f), MissProbe::FolioNowait) => {
-                match f.read_at_flags(b, off, ReadFlags::NOWAIT) {
-                    Ok(n) if n == len => true,
-                    Ok(n) => {
-                        f.read_exact_at(&mut b[n..], off + n as u64)?;
-                        false
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        f.read_exact_at(b, off)?;
-                        false
-                    }
-                    Err(e) => return Err(e),
-                }
-            }
-            (HotFile::Folio(f), _) => {
-                let pages = (len as u64).div_ceil(PAGE as u64);
-                let cached = f.cachestat(off, len as u64)?.cached >= pages;
-                f.read_exact_at(b, off)?;
-                cached
-            }
-        };
+        let hit = read_one(file, probe, b, off)?;
         std::hint::black_box(&mut *b);
         reads += 1;
         misses += u64::from(!hit);
@@ -389,6 +349,55 @@ pub fn run(
         counters.misses.store(misses, Ordering::Relaxed);
     }
     Ok(())
+}
+
+/// Reads `b` at `off` of the hot file, first without waiting as
+/// `probe` allows: whether it was a hit (read without waiting for IO).
+///
+/// # Errors
+/// The read failed.
+pub fn read_one(file: &HotFile, probe: MissProbe, b: &mut [u8], off: u64) -> io::Result<bool> {
+    let len = b.len();
+    match (file, probe) {
+        (HotFile::Kernel(f), MissProbe::RwfNowait) => {
+            match sys::preadv2(f, b, off, sys::RWF_NOWAIT) {
+                Ok(n) if n == len => Ok(true),
+                Ok(n) => {
+                    f.read_exact_at(&mut b[n..], off + n as u64)?;
+                    Ok(false)
+                }
+                Err(e) if e.raw_os_error() == Some(Errno::AGAIN.raw_os_error()) => {
+                    f.read_exact_at(b, off)?;
+                    Ok(false)
+                }
+                Err(e) => Err(e),
+            }
+        }
+        (HotFile::Kernel(f), _) => {
+            f.read_exact_at(b, off)?;
+            Ok(true)
+        }
+        (HotFile::Folio(f), MissProbe::FolioNowait) => {
+            match f.read_at_flags(b, off, ReadFlags::NOWAIT) {
+                Ok(n) if n == len => Ok(true),
+                Ok(n) => {
+                    f.read_exact_at(&mut b[n..], off + n as u64)?;
+                    Ok(false)
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    f.read_exact_at(b, off)?;
+                    Ok(false)
+                }
+                Err(e) => Err(e),
+            }
+        }
+        (HotFile::Folio(f), _) => {
+            let pages = (len as u64).div_ceil(PAGE as u64);
+            let cached = f.cachestat(off, len as u64)?.cached >= pages;
+            f.read_exact_at(b, off)?;
+            Ok(cached)
+        }
+    }
 }
 
 /// Waits until the hot thread has done its first read (or `finished`

@@ -15,7 +15,9 @@
 //! [`embedded`]), [`objectstore`] (by name only: caches in front of
 //! object storage), [`advisor`] (by name only: the cache's predicted hit
 //! ratios at other sizes against measured ones), [`policy`] (by name
-//! only: replacement policies over traces against Belady's MIN), [`crash`] (by name only:
+//! only: replacement policies over traces against Belady's MIN), [`scans`] (by
+//! name only: hot point reads beside four scans, foliocache against the
+//! kernel in a memory cgroup), [`crash`] (by name only:
 //! what a writer killed at random moments loses, four ways), and
 //! [`custom`] for a job given by `--rw`/`--bs`.
 //! What each measures is in `docs/bench.md`, and why on its page under
@@ -44,6 +46,7 @@ pub mod readahead;
 pub mod redb;
 pub mod rounds;
 pub mod scaling;
+pub mod scans;
 pub mod seqread;
 pub mod sqlite;
 pub mod traces;
@@ -153,6 +156,8 @@ pub enum Program {
     Advisor(advisor::Advisor),
     /// Replacement policies over traces, against Belady's MIN ([`policy`]).
     Policy(policy::PolicyBench),
+    /// Hot point reads beside concurrent scans ([`scans`]).
+    Scans(scans::ScansBench),
 }
 
 impl Scenario {
@@ -311,6 +316,7 @@ fn build(
         "objectstore" => objectstore::scenario(args, quick),
         "advisor" => advisor::scenario(args, quick),
         "policy" => policy::scenario(args, quick),
+        "scans" => scans::scenario(args, quick),
         other => Err(format!(
             "unknown scenario `{other}` (available: {})",
             crate::args::all_scenarios().join(", ")

@@ -128,7 +128,7 @@ fn bad_arguments_exit_2_with_the_usage_line() {
         ("bench --size lots", "is not a size"),
         ("bench --bs 0", "more than 0"),
         ("bench --scenario fill", "unknown scenario `fill` (available: seqread, randread, \
-            readahead, uncached, populate, write, larger, programs, scaling, redb, sqlite, objectstore, advisor, policy, crash)"),
+            readahead, uncached, populate, write, larger, programs, scaling, redb, sqlite, objectstore, advisor, policy, scans, crash)"),
         ("bench --scenario programs --engine kernel", "programs scenario: --engine does not apply"),
         ("bench --memory-limit 64M", "--memory-limit limits a custom job's engines"),
         ("bench --rw read --memory-limit 64k", "--memory-limit 64.0KiB: at least 1MiB"),
