@@ -3,6 +3,15 @@
 //! the inactive head (or the active head when a shadow says they were
 //! evicted too soon), are activated by a second access (`folio_mark_accessed`),
 //! and leave through reclaim ([`crate::vmscan`]) or removal (`lru_detach`).
+//!
+//! Beside them, a third list of ours: the folios a sequential stream's
+//! readahead windows brought in (`STREAMED`) enter the streamed list's
+//! head instead of the inactive one's, and reclaim takes that list's tail
+//! first once the stream has read it, so one-pass scans go before a hot
+//! set that the inactive list would have let them flush. No access
+//! activates a streamed folio (`Access::of`); a refault does. Why, and
+//! what it was measured against: docs/design.md section 7, "Beyond two
+//! lists".
 
 use crate::folio::{Folio, FolioFlags, FolioTable};
 use crate::stats::{FileCounts, Stats};
@@ -33,12 +42,30 @@ impl Default for List {
 pub(crate) struct Lists {
     pub(crate) inactive: List,
     pub(crate) active: List,
+    /// Folios of streams (`STREAMED`), the oldest at the tail.
+    pub(crate) streamed: List,
+}
+
+impl Lists {
+    /// The list a folio on the lists is on, by its flags.
+    fn of(&mut self, f: &Folio) -> &mut List {
+        if f.test(FolioFlags::ACTIVE) {
+            &mut self.active
+        } else if f.test(FolioFlags::STREAMED) {
+            &mut self.streamed
+        } else {
+            &mut self.inactive
+        }
+    }
 }
 
 /// What an access to a folio asks of it, from its flags
 /// (`folio_mark_accessed`): nothing (a dropbehind folio, or one active or
-/// already flagged for activation), `REFERENCED` set (a first access), or
-/// activation (a second access while inactive).
+/// already flagged for activation, or a streamed one already referenced:
+/// a stream's reads through its own large folios, or a pass over a file
+/// again, never activate it; a streamed folio activates when it refaults),
+/// `REFERENCED` set (a first access), or activation (a second access while
+/// inactive).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Access {
     Nothing,
@@ -53,7 +80,11 @@ impl Access {
             Access::Nothing
         } else if !flags.contains(FolioFlags::REFERENCED) {
             Access::Reference
-        } else if !flags.intersects(FolioFlags::ACTIVE.union(FolioFlags::ACTIVATE)) {
+        } else if !flags.intersects(
+            FolioFlags::ACTIVE
+                .union(FolioFlags::ACTIVATE)
+                .union(FolioFlags::STREAMED),
+        ) {
             Access::Activate
         } else {
             Access::Nothing
@@ -196,11 +227,17 @@ impl Lruv<'_> {
             let page = self.page(f);
             if let Some(v) = shadow {
                 if crate::workingset::refault(self, lru, f, v, file) {
+                    f.test_and_clear(FolioFlags::STREAMED);
                     self.list_push_head(&mut lru.active, page);
                     continue;
                 }
             }
-            self.list_push_head(&mut lru.inactive, page);
+            let list = if f.test(FolioFlags::STREAMED) {
+                &mut lru.streamed
+            } else {
+                &mut lru.inactive
+            };
+            self.list_push_head(list, page);
         }
     }
 
@@ -254,14 +291,16 @@ impl Lruv<'_> {
         // under this lock) and still asking.
         if f.test(FolioFlags::LRU) && !f.test(FolioFlags::ACTIVE) {
             let page = self.page(f);
-            self.list_remove(&mut lru.inactive, page);
+            self.list_remove(lru.of(f), page);
             self.activate_on(&mut lru, f, page);
         }
     }
 
-    /// Moves an inactive folio, already off its list, to the active list.
+    /// Moves an inactive (or streamed) folio, already off its list, to the
+    /// active list.
     pub(crate) fn activate_on(&self, lru: &mut Lists, f: &Folio, page: u32) {
         f.test_and_clear(FolioFlags::ACTIVATE);
+        f.test_and_clear(FolioFlags::STREAMED);
         f.test_and_clear(FolioFlags::REFERENCED);
         f.test_and_set(FolioFlags::ACTIVE);
         self.list_push_head(&mut lru.active, page);
@@ -294,13 +333,8 @@ impl Lruv<'_> {
             return false;
         }
         if f.test_and_clear(FolioFlags::LRU) {
-            let lru = &mut *lru;
-            let list = if f.test_and_clear(FolioFlags::ACTIVE) {
-                &mut lru.active
-            } else {
-                &mut lru.inactive
-            };
-            self.list_remove(list, page);
+            self.list_remove(lru.of(f), page);
+            f.fetch_clear(FolioFlags::ACTIVE.union(FolioFlags::STREAMED));
         }
         f.set_mapping(0, f.index());
         true
@@ -316,9 +350,10 @@ impl Lruv<'_> {
     pub(crate) fn check(&self) -> Result<(), String> {
         let lru = self.lock();
         let mut on_lists = std::collections::HashSet::new();
-        for (name, list, active) in [
-            ("inactive", &lru.inactive, false),
-            ("active", &lru.active, true),
+        for (name, list, active, streamed) in [
+            ("inactive", &lru.inactive, false, false),
+            ("active", &lru.active, true, false),
+            ("streamed", &lru.streamed, false, true),
         ] {
             let (mut prev, mut page, mut pages) = (NIL, list.head, 0);
             while page != NIL {
@@ -330,7 +365,9 @@ impl Lruv<'_> {
                 if f.mapping() == 0 {
                     return Err(format!("{name} list holds a folio in no mapping: {f:?}"));
                 }
-                if !flags.contains(FolioFlags::LRU) || flags.contains(FolioFlags::ACTIVE) != active
+                if !flags.contains(FolioFlags::LRU)
+                    || flags.contains(FolioFlags::ACTIVE) != active
+                    || flags.contains(FolioFlags::STREAMED) != streamed
                 {
                     return Err(format!(
                         "{name} list holds a folio flagged {flags:?}: {f:?}"

@@ -161,6 +161,7 @@ impl File {
                         index: p,
                         order: 0,
                         marker: false,
+                        stream: false,
                     };
                     folios.extend(m.insert_one(slot, dropbehind));
                 } else {

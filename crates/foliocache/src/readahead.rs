@@ -357,6 +357,9 @@ pub(crate) struct Slot {
     pub(crate) index: u64,
     pub(crate) order: u32,
     pub(crate) marker: bool,
+    /// Of a sequential stream's window: the folio goes on the streamed
+    /// list (`FolioFlags::STREAMED`, `lru.rs`).
+    pub(crate) stream: bool,
 }
 
 /// The folios of `win` (as `page_cache_ra_order` builds them): orders from `order` clamped to the mapping's
@@ -391,6 +394,7 @@ pub(crate) fn plan(win: &Window, order: &mut u32, max_order: u32, last: u64) -> 
             index,
             order: o,
             marker,
+            stream: false,
         });
         index += 1u64 << o;
     }

@@ -35,6 +35,12 @@
 //! not count as a new access, so a stream of small reads through a large
 //! folio uses it once. Dropbehind folios are never marked.
 //!
+//! Ahead of the inactive list, reclaim takes the streamed list's tail
+//! (`lru.rs`: folios a sequential stream's readahead windows brought in),
+//! once the stream has read it; one it has not read yet goes back to the
+//! streamed head, once a scan. So a one-pass scan's folios go before any other, and a
+//! hot set read less often than a scan sweeps the inactive list stays.
+//!
 //! Reclaim takes folios from the inactive tail (a batch at a time off the
 //! list under the LRU lock, then evicted with it dropped, above): one
 //! flagged `ACTIVATE` is activated; a locked one, or one with references
@@ -55,7 +61,7 @@ use std::sync::Arc;
 
 use crate::filemap::Mapping;
 use crate::folio::{Folio, FolioFlags, FolioRef, FreeBatch, FrozenFolio, LockedFolio};
-use crate::lru::NIL;
+use crate::lru::{Lists, NIL};
 use crate::mm::CacheInner;
 use crate::sync::{AtomicU64, Ordering};
 
@@ -129,6 +135,7 @@ pub(crate) fn reclaim(cache: &CacheInner, want: u64) -> u64 {
     let mut scan = Scan {
         budget: None,
         stuck: 0,
+        unread: 0,
     };
     let mut batch = Isolated::default();
     let mut freed = 0;
@@ -179,34 +186,16 @@ fn isolate_lru_folios<'c>(
     let lru = &mut *lru;
     let budget = scan
         .budget
-        .get_or_insert(2 * (lru.active.pages + lru.inactive.pages) + 2);
+        .get_or_insert(2 * (lru.active.pages + lru.inactive.pages + lru.streamed.pages) + 2);
     let mut pages = 0;
     while pages < want && batch.folios.len() < ISOLATE_BATCH && *budget > 0 {
         *budget -= 1;
-        if lru.active.tail != NIL
-            && (lru.inactive.pages < lru.active.pages || scan.stuck >= lru.inactive.pages)
-        {
-            // Refill the inactive list from the active tail. As the
-            // kernel does for file folios nobody maps, referenced or
-            // not: the bit stays, so one more access reactivates it.
-            // It was in the working set once, and its shadow will say
-            // so (PG_workingset).
-            let page = lru.active.tail;
-            let f = cache.mem.folio(page);
-            lruv.list_remove(&mut lru.active, page);
-            // (An `ACTIVATE` left from an access made before the folio
-            // reached a list goes too: it asked for what happened.)
-            f.fetch_clear(FolioFlags::ACTIVE.union(FolioFlags::ACTIVATE));
-            f.test_and_set(FolioFlags::WORKINGSET);
-            lruv.list_push_head(&mut lru.inactive, page);
-            continue;
-        }
-        let page = lru.inactive.tail;
-        if page == NIL {
-            break;
-        }
+        let page = match next_folio(cache, lru, scan.stuck, &mut scan.unread) {
+            Next::Take(page) => page,
+            Next::Again => continue,
+            Next::Done => break,
+        };
         let f = cache.mem.folio(page);
-        lruv.list_remove(&mut lru.inactive, page);
         // Used once (or not at all) since it came in: it goes, unless
         // it was accessed twice while inactive.
         if f.fetch_clear(FolioFlags::REFERENCED)
@@ -252,6 +241,72 @@ fn isolate_lru_folios<'c>(
         pages += f.nr_pages();
         batch.folios.push((FolioRef::adopt(&cache.mem, f), mapping));
     }
+}
+
+/// What [`next_folio`] found.
+enum Next {
+    /// This folio, off its list, for the scan to judge.
+    Take(u32),
+    /// A folio moved between lists: look again.
+    Again,
+    /// The lists are empty.
+    Done,
+}
+
+/// The next folio the scan looks at, under the LRU lock (`lists` is the
+/// guard's), off its list: the streamed list's tail if the stream has
+/// read it (a one-pass scan's folio goes before any other; one it has not
+/// reached yet goes back to the streamed head, once a scan, for the
+/// stream to reach it: on the inactive list it would age beside the hot
+/// set and push it out); else the inactive tail, after the inactive list
+/// is refilled from the active tail when it is the shorter one or
+/// `stuck` (pages passed over) reached its length; with the other lists
+/// empty, the streamed tail, read or not. `unread` counts the unread
+/// streamed pages put back this scan.
+fn next_folio(cache: &CacheInner, lru: &mut Lists, stuck: u64, unread: &mut u64) -> Next {
+    let lruv = cache.lru();
+    let page = lru.streamed.tail;
+    if page != NIL && *unread < lru.streamed.pages {
+        let f = cache.mem.folio(page);
+        lruv.list_remove(&mut lru.streamed, page);
+        if f.test(FolioFlags::REFERENCED) {
+            f.test_and_clear(FolioFlags::STREAMED);
+            return Next::Take(page);
+        }
+        *unread += f.nr_pages();
+        lruv.list_push_head(&mut lru.streamed, page);
+        return Next::Again;
+    }
+    if lru.active.tail != NIL
+        && (lru.inactive.pages < lru.active.pages || stuck >= lru.inactive.pages)
+    {
+        // Refill the inactive list from the active tail. As the kernel
+        // does for file folios nobody maps, referenced or not: the bit
+        // stays, so one more access reactivates it. It was in the
+        // working set once, and its shadow will say so (PG_workingset).
+        let page = lru.active.tail;
+        let f = cache.mem.folio(page);
+        lruv.list_remove(&mut lru.active, page);
+        // (An `ACTIVATE` left from an access made before the folio
+        // reached a list goes too: it asked for what happened.)
+        f.fetch_clear(FolioFlags::ACTIVE.union(FolioFlags::ACTIVATE));
+        f.test_and_set(FolioFlags::WORKINGSET);
+        lruv.list_push_head(&mut lru.inactive, page);
+        return Next::Again;
+    }
+    let page = lru.inactive.tail;
+    if page != NIL {
+        lruv.list_remove(&mut lru.inactive, page);
+        return Next::Take(page);
+    }
+    // Nothing else: a stream's folios it has not read yet go too.
+    let page = lru.streamed.tail;
+    if page == NIL {
+        return Next::Done;
+    }
+    lruv.list_remove(&mut lru.streamed, page);
+    cache.mem.folio(page).test_and_clear(FolioFlags::STREAMED);
+    Next::Take(page)
 }
 
 /// Evicts the folios [`isolate_lru_folios`](isolate_lru_folios)
@@ -366,6 +421,9 @@ struct Scan {
     /// Inactive pages passed over (pinned, locked or dirty) since the last
     /// eviction: after a whole lap of them, deactivate anyway.
     stuck: u64,
+    /// Streamed pages not yet read that it put back at the streamed head:
+    /// after a whole lap of them, it takes from the other lists.
+    unread: u64,
 }
 
 /// Folios taken off the LRU for eviction: each with a reference and the

@@ -46,6 +46,8 @@ mod programs;
 /// `foliocache run --metrics`: the group's figures from the launcher, a
 /// forked pool's reads in bytes, every worker's line.
 mod run_metrics;
+/// `bench --scenario scans`: hot point reads beside four scans.
+mod scans;
 /// xfstests' fsstress and fsx under `foliocache run`: ext4's tree, A-OK.
 mod stress;
 /// Warm restarts of the mount: the list saved at unmount, loaded by the

@@ -723,6 +723,7 @@ impl Mapping {
                     index: start,
                     order: 0,
                     marker: false,
+                    stream: false,
                 };
                 return self.read_one(ra, slot, dropbehind, wait, batch);
             }
@@ -825,8 +826,12 @@ impl Mapping {
             else {
                 return;
             };
-            let slots = plan(&win, &mut order, max_order, last_page);
+            let mut slots = plan(&win, &mut order, max_order, last_page);
             st.order = order;
+            // A window a marker started is a sequential stream's: read
+            // once, its folios go first (`lru.rs`), unless uncached. (Not
+            // a sync window: a random 64 KiB read's is one too.)
+            slots.iter_mut().for_each(|s| s.stream = !dropbehind);
             (slots, st.cfg.insert)
         };
         self.run_window(ra, &slots, insert, false, dropbehind);
@@ -912,6 +917,9 @@ impl Mapping {
             if s.marker {
                 f.test_and_set(FolioFlags::READAHEAD);
             }
+            if s.stream {
+                f.test_and_set(FolioFlags::STREAMED);
+            }
             if dropbehind {
                 f.test_and_set(FolioFlags::DROPBEHIND);
             }
@@ -931,7 +939,7 @@ impl Mapping {
             if i < folios.len() {
                 // Slot `i` conflicts with a cached folio.
                 let s = slots[i];
-                if !self.fill_holes(s.index, 1 << s.order, dropbehind, &mut holes) {
+                if !self.fill_holes(s, dropbehind, &mut holes) {
                     break;
                 }
                 i += 1;
@@ -966,6 +974,9 @@ impl Mapping {
                 if s.marker {
                     f.test_and_set(FolioFlags::READAHEAD);
                 }
+                if s.stream {
+                    f.test_and_set(FolioFlags::STREAMED);
+                }
                 if dropbehind {
                     f.test_and_set(FolioFlags::DROPBEHIND);
                 }
@@ -975,22 +986,17 @@ impl Mapping {
                 }
                 Self::give_back([f]);
             }
-            if !self.fill_holes(s.index, 1 << s.order, dropbehind, &mut out) {
+            if !self.fill_holes(*s, dropbehind, &mut out) {
                 break;
             }
         }
         out
     }
 
-    /// Inserts one-page folios into the pages of `start..start + n` that
-    /// hold none. False when memory ran out.
-    fn fill_holes<'m>(
-        &'m self,
-        start: u64,
-        n: u64,
-        dropbehind: bool,
-        out: &mut Vec<LockedFolio<'m>>,
-    ) -> bool {
+    /// Inserts one-page folios into the pages of slot `s` that hold none
+    /// (streamed if the slot is). False when memory ran out.
+    fn fill_holes<'m>(&'m self, s: Slot, dropbehind: bool, out: &mut Vec<LockedFolio<'m>>) -> bool {
+        let (start, n) = (s.index, 1u64 << s.order);
         let mut p = start;
         while p < start + n {
             if let Some((first, count)) = self.span_at(p) {
@@ -1002,6 +1008,9 @@ impl Mapping {
             };
             if dropbehind {
                 f.test_and_set(FolioFlags::DROPBEHIND);
+            }
+            if s.stream {
+                f.test_and_set(FolioFlags::STREAMED);
             }
             if self.add_folio(&f, p).is_ok() {
                 out.push(f);
@@ -1016,8 +1025,11 @@ impl Mapping {
     /// Gives back folios that were never inserted.
     fn give_back<'m>(folios: impl IntoIterator<Item = LockedFolio<'m>>) {
         for f in folios {
-            f.test_and_clear(FolioFlags::READAHEAD);
-            f.test_and_clear(FolioFlags::DROPBEHIND);
+            f.fetch_clear(
+                FolioFlags::READAHEAD
+                    .union(FolioFlags::DROPBEHIND)
+                    .union(FolioFlags::STREAMED),
+            );
         }
     }
 

@@ -15,7 +15,7 @@
 //!            folio is in a mapping; every lookup adds 1, dropped by the caller.
 //!  flags:    LOCKED WAITERS UPTODATE DIRTY WRITEBACK READAHEAD REFERENCED
 //!            ACTIVE WORKINGSET DROPBEHIND ERROR LRU ACTIVATE ASYNC_WAITERS
-//!            FRESH
+//!            FRESH STREAMED
 //! ```
 //!
 //! # Locking
@@ -106,6 +106,10 @@ bitflags::bitflags! {
         /// not yet read by a read: its first read counts its bytes as read
         /// from below, not from memory (`Mapping::first_read`), and clears it.
         const FRESH = 1 << 14;
+        /// On the streamed list: brought in by a sequential stream's
+        /// readahead window, so reclaim takes it, once read, before the
+        /// inactive list's folios, and no access activates it (`lru.rs`).
+        const STREAMED = 1 << 15;
     }
 }
 

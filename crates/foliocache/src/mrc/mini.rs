@@ -29,6 +29,10 @@
 //!          leaving a shadow of the clock (the clock advances)
 //! ```
 //!
+//! The streamed list (`lru.rs`: a stream's readahead goes first) is not
+//! simulated: the curve counts pages a read copies, and a stream's pages
+//! are simulated as inactive ones.
+//!
 //! The simulations share one map from a sampled key to its slot in each:
 //! one lookup a sampled read for all of them, none on an eviction. A
 //! slot is a page while resident and its shadow once evicted: each

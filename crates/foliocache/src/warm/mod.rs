@@ -319,11 +319,12 @@ impl Cache {
     }
 
     /// Appends the LRU lists' folios of the files `ids` names, as runs,
-    /// active list first, each from its head (most recently used).
+    /// active list first, then the inactive and the streamed ones, each
+    /// from its head (most recently used).
     fn walk_lru(&self, ids: &HashMap<usize, u32>, ranges: &mut Vec<SavedRange>) {
         let lru = self.inner.lru();
         let lists = lru.lock();
-        for list in [&lists.active, &lists.inactive] {
+        for list in [&lists.active, &lists.inactive, &lists.streamed] {
             let mut page = list.head;
             while page != NIL && ranges.len() < MAX_RANGES {
                 let f = self.inner.mem.folio(page);

@@ -62,6 +62,7 @@ mod workingset {
     mod rules;
     mod shadows;
     mod skew;
+    mod streams;
 }
 
 /// The write path, a module per behaviour it specifies; each holds its

@@ -1,0 +1,88 @@
+//! The streamed list (`lru.rs`): the folios a sequential stream's
+//! readahead windows bring in go, once read, before a hot set that the
+//! inactive list alone would let the stream flush; read again, they stay
+//! streamed (a refault activates them, as any other).
+
+use backing::{Backing, MemBacking};
+use foliocache::filemap::{FolioFlags, MappingEntry};
+use foliocache::{Advice, Cache, File};
+use test_support::cache::TestCache;
+
+const PAGE: u64 = 4096;
+/// The cache, in pages.
+const C: u64 = 1024;
+/// The stream's reads.
+const BS: u64 = 64 << 10;
+
+fn sparse(cache: &Cache, pages: u64) -> File {
+    let b = MemBacking::new();
+    b.set_len(pages * PAGE).unwrap();
+    cache.open_backing(b).unwrap()
+}
+
+/// A hot file of C/5, read whole first (random-advised: a page a read),
+/// then one random page of it per 64 KiB read of a stream over 5 C, so
+/// that the stream reads about 3.2 C between two reads of a hot page:
+/// the hot reader's hit ratio along the stream (a read is a hit when
+/// `cachestat` found its page cached just before it).
+fn hot_beside_a_stream(cache: &Cache) -> f64 {
+    let hot = sparse(cache, C / 5);
+    hot.advise(0, 0, Advice::Random).unwrap();
+    let stream = sparse(cache, 5 * C);
+    let mut page = vec![0u8; PAGE as usize];
+    for p in 0..C / 5 {
+        hot.read_at(&mut page, p * PAGE).unwrap();
+    }
+    let mut buf = vec![0u8; BS as usize];
+    let (mut reads, mut hits, mut x) = (0u64, 0u64, 1u64);
+    for i in 0..5 * C * PAGE / BS {
+        stream.read_at(&mut buf, i * BS).unwrap();
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let p = (x >> 33) % (C / 5);
+        hits += u64::from(hot.cachestat(p * PAGE, PAGE).unwrap().cached == 1);
+        hot.read_at(&mut page, p * PAGE).unwrap();
+        reads += 1;
+    }
+    cache.check_lru().unwrap();
+    hits as f64 / reads as f64
+}
+
+#[test]
+fn a_hot_set_stays_beside_a_stream_that_sweeps_the_cache_between_its_reads() {
+    let cache = TestCache::pages(C as usize).build();
+    let ratio = hot_beside_a_stream(&cache);
+    assert!(ratio > 0.95, "the hot reader hit {ratio}");
+    // The stream's folios went, and their shadows say so.
+    assert!(cache.stats().evictions > 0);
+}
+
+#[test]
+fn a_streamed_folio_read_again_stays_streamed() {
+    let cache = TestCache::pages(C as usize).build();
+    let f = sparse(&cache, C / 2);
+    let mut buf = vec![0u8; BS as usize];
+    let flags = |index: u64| match f.mapping().get_entry(index) {
+        Some(MappingEntry::Folio(r)) => Some(r.flags()),
+        _ => None,
+    };
+    for i in 0..C / 2 * PAGE / BS {
+        f.read_at(&mut buf, i * BS).unwrap();
+    }
+    // The last page came in with an asynchronous window: streamed.
+    let last = flags(C / 2 - 1).expect("cached");
+    assert!(last.contains(FolioFlags::STREAMED), "{last:?}");
+    assert!(!last.contains(FolioFlags::ACTIVE), "{last:?}");
+    for i in 0..C / 2 * PAGE / BS {
+        f.read_at(&mut buf, i * BS).unwrap();
+    }
+    // A second pass (or a stream's reads through its own large folio)
+    // does not activate it: it would take the hot set's place.
+    let last = flags(C / 2 - 1).expect("cached");
+    assert!(
+        last.contains(FolioFlags::STREAMED) && !last.contains(FolioFlags::ACTIVE),
+        "{last:?}"
+    );
+    cache.check_lru().unwrap();
+}
