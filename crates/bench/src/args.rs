@@ -166,11 +166,11 @@ pub struct BenchArgs {
     /// schedule (0: unthrottled, back to back). Default 16384: each page of
     /// the hot file is read about once a second with --quick (64 MiB),
     /// once every 4 s in a full run (256 MiB): a warm working set, not a
-    /// hot one. Both LRUs (the kernel's and foliocache's) keep a page only
-    /// once it is read twice while inactive, and a cached stream at device
-    /// speed sweeps the inactive list in a fraction of a second: at this
-    /// rate a cached stream takes a good part of the hot set, an uncached
-    /// one leaves it (`docs/measurements/2026-11-22-uncached.md` has the figures). Unthrottled, every
+    /// hot one. The kernel's LRU keeps a page only once it is read twice
+    /// while inactive, and a cached stream at device speed sweeps the
+    /// inactive list in a fraction of a second: at this rate its cached
+    /// stream takes a good part of the hot set, an uncached one leaves it
+    /// (foliocache's cached stream goes first, its streamed list) (`docs/measurements/2026-11-22-uncached.md` has the figures). Unthrottled, every
     /// page is read several times a second, turns active, and stays beside
     /// any stream.
     #[arg(long, value_name = "N")]

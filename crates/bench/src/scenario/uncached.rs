@@ -27,10 +27,11 @@ const HOT_BS: u64 = 4096;
 /// The hot reader's reads per second, in all, unless `--hot-rate` says
 /// otherwise: each page of the hot file read about once a second with
 /// `--quick` (16384 pages), once every 4 s in a full run (65536 pages).
-/// Both LRUs keep a page only if it is read twice while inactive, and a
-/// cached stream at device speed sweeps the inactive list faster than
-/// that, so a cached stream costs the hot reader part of its hits and an
-/// uncached one does not: what the experiment shows. At 0 (as fast as it
+/// The kernel's LRU keeps a page only if it is read twice while inactive,
+/// and a cached stream at device speed sweeps the inactive list faster
+/// than that, so its cached stream costs the hot reader part of its hits
+/// and an uncached one does not: what the experiment shows. foliocache's
+/// cached stream goes first (its streamed list, docs/design.md section 7). At 0 (as fast as it
 /// can) every page is read often enough to turn active and stay beside
 /// any stream. The hit ratios measured at each rate are in
 /// `docs/measurements/2026-11-22-uncached.md`.
@@ -150,8 +151,9 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
              paced to {}/s with the hot reader following its bytes (a paced reader's read i \
              is due once the stream has moved i x pace/rate, and the stream waits for a reader its \
              misses held up), so that every engine's reader makes the same reads at the same \
-             places in the stream (an engine too slow for the pace runs as fast as it can). Both LRUs keep a \
-             page only once it is read twice while inactive: {}. Timelines per 50 ms.",
+             places in the stream (an engine too slow for the pace runs as fast as it can). The kernel's LRU \
+             keeps a page only once it is read twice while inactive (foliocache's cached stream goes \
+             first: its streamed list): {}. Timelines per 50 ms.",
             fmt_size(size),
             fmt_size(UNCACHED_BS),
             fmt_size(c),
@@ -171,7 +173,7 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
                  stream"
             } else {
                 "a page read less often than a cached stream sweeps the inactive list is lost \
-                 to it, and kept beside an uncached one"
+                 to the kernel's cached stream, and kept beside an uncached one"
             },
         ),
         jobs: vec![
