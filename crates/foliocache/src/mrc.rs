@@ -286,6 +286,14 @@ pub(crate) fn touch(stamp: &StatU16, now: u16) -> u16 {
     now.wrapping_sub(last)
 }
 
+/// The simulations' rate for a capacity of `pages` pages: 1 in 2^the
+/// result, the lowest that gives the 0.25x simulation `MINI_PAGES` pages,
+/// within 1 in 16 and 1 in 64.
+pub(crate) fn rate_shift(pages: u64) -> u32 {
+    let room = (pages / 4 / MINI_PAGES).max(1);
+    room.ilog2().clamp(MIN_SHIFT, STACK_SHIFT)
+}
+
 /// Pages in one stratum of the sample: a run of a mapping's pages that
 /// the sample draws from as a whole (`key_hash`).
 const STRATUM_SHIFT: u32 = 6;
@@ -309,6 +317,15 @@ pub(crate) fn mapping_key() -> u64 {
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
+/// The sample's number for the pages of the file (`dev`, `ino`) in the
+/// group's cache ([`key_hash`]'s `id`; `shared/curve.rs`): the file's
+/// identity, the same in every process of the group, where a mapping's
+/// number ([`mapping_key`]) is one process's. Only a file deleted and its
+/// inode number given to a new one shares keys with it.
+pub(crate) fn file_key(dev: u64, ino: u64) -> u64 {
+    mix(dev.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ ino ^ 1 << 63)
+}
+
 /// The hash a read's key is sampled by, and the key's identity in the
 /// sample: mapping `id` ([`mapping_key`]) and page `index`. A key is in the sample at a
 /// rate of 1 in 2^`s` when its hash is under `u64::MAX >> s`, so its top
@@ -327,7 +344,6 @@ pub(crate) fn mapping_key() -> u64 {
 /// region). Below 1 in 64 the runs draw independently (the bits below
 /// the top six).
 #[inline]
-#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) fn key_hash(id: u64, index: u64) -> u64 {
     slot_hash(stratum_hash(id, index), index)
 }
@@ -624,6 +640,9 @@ struct State {
     pending: HashMap<u64, u8, BuildHasherDefault<KeyHasher>>,
     pending_order: VecDeque<u64>,
     minis: Minis,
+    /// The simulations run a clock (`Mrc::set_capacity_clock`), not the
+    /// two lists.
+    clock: bool,
     /// On the heap: its counts by age are 3 KiB, which the cache's
     /// construction would otherwise carry on the stack (a loom model's
     /// threads have 32 KiB).
@@ -650,7 +669,8 @@ impl Default for Mrc {
                 stack: Stack::default(),
                 pending: HashMap::default(),
                 pending_order: VecDeque::new(),
-                minis: Minis::new([1; mini::SIMS]),
+                minis: Minis::new([1; mini::SIMS], false),
+                clock: false,
                 window: Box::default(),
                 files: HashMap::new(),
             }),
@@ -665,8 +685,7 @@ impl Mrc {
     /// the epoch's length from it, and opens the gate. Called once, when
     /// the cache is made.
     pub(crate) fn set_capacity(&self, pages: u64) {
-        let room = (pages / 4 / MINI_PAGES).max(1);
-        let shift = room.ilog2().clamp(MIN_SHIFT, STACK_SHIFT);
+        let shift = rate_shift(pages);
         self.configure(
             pages,
             [shift, shift.max(STACK_SHIFT)],
@@ -684,7 +703,10 @@ impl Mrc {
         st.capacity = pages;
         st.shift = shift;
         st.stack_shift = shifts[1].max(shift);
-        st.minis = Minis::new(UP_TO_ONE.map(|r| (r * (pages >> shift) as f64).round() as u32));
+        st.minis = Minis::new(
+            UP_TO_ONE.map(|r| (r * (pages >> shift) as f64).round() as u32),
+            st.clock,
+        );
         st.max_keys = max_keys;
         st.epoch_len = epoch_len;
         self.pages.store(pages, Ordering::Relaxed);
@@ -693,6 +715,15 @@ impl Mrc {
             if pages == 0 { 0 } else { u64::MAX >> shift },
             Ordering::Relaxed,
         );
+    }
+
+    /// [`set_capacity`](Self::set_capacity) for a cache that reclaims by
+    /// a clock (one list, a page read since the hand passed is passed
+    /// over once: the group's cache, `shared/index.rs`'s `victim`): the
+    /// simulations below 1x run that policy.
+    pub(crate) fn set_capacity_clock(&self, pages: u64) {
+        self.state.lock().clock = true;
+        self.set_capacity(pages);
     }
 
     /// The capacity in pages the ratios are of.
