@@ -3,8 +3,9 @@
 //! docs/design.md, section 13, "The group's curve").
 //!
 //! The estimator is the private cache's (`mrc.rs`): a sample of page
-//! keys by hash, miniature simulations below 1x (of a clock, the group's
-//! policy: `index::victim`), an LRU stack above. Its keys are the file's
+//! keys by hash, miniature simulations of the group's policy, a clock
+//! (`index::victim`), below 1x and, in place of the private cache's LRU
+//! stack, above. Its keys are the file's
 //! identity (device, inode: `mrc::file_key`) and the page's offset, the
 //! same in every process. Every process samples its own reads, and the
 //! reads of a group are one stream: a smaller cache loses a hit of one
