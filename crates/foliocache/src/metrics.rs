@@ -827,7 +827,9 @@ mod tests {
         let cache = crate::SharedCache::new(4 << 20).unwrap();
         let mut registry = Registry::default();
         register_shared(&cache, &mut registry);
-        let f = cache.open(std::fs::File::open(&file.path).unwrap()).unwrap();
+        let f = cache
+            .open(std::fs::File::open(&file.path).unwrap())
+            .unwrap();
         let mut buf = [0u8; 4096];
         for _ in 0..3 {
             for i in 0..16u64 {

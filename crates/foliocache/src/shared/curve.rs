@@ -137,7 +137,8 @@ impl Inner {
                 .ring_entry(start.wrapping_add(k))
                 .swap(0, Ordering::Acquire);
             if v & PRESENT != 0 {
-                o.mrc.sample(v & KEY, v & HIT != 0, || group_exact(&self.seg), None);
+                o.mrc
+                    .sample(v & KEY, v & HIT != 0, || group_exact(&self.seg), None);
             }
         }
         *tail = head;
@@ -259,8 +260,7 @@ fn published(seg: &Seg) -> Option<HitRatioCurve> {
             return None;
         }
         if seq & 1 == 0 {
-            let w: [u64; CURVE_WORDS] =
-                std::array::from_fn(|k| h.curve[k].load(Ordering::Relaxed));
+            let w: [u64; CURVE_WORDS] = std::array::from_fn(|k| h.curve[k].load(Ordering::Relaxed));
             fence(Ordering::Acquire);
             if h.curve_seq.load(Ordering::Relaxed) == seq {
                 return Some(from_words(&w));

@@ -91,7 +91,11 @@ pub(super) fn group_pool(dir: &Path, c: u64, capacity: u64) -> Result<(f64, HitR
     let pages = 2 * c;
     let reads = TRACE_CAPACITIES * c / READ_PAGES / WORKERS;
     group_run(dir, pages, capacity, |file, half| {
-        let range = if half == 0 { 0..reads / 2 } else { reads / 2..reads };
+        let range = if half == 0 {
+            0..reads / 2
+        } else {
+            reads / 2..reads
+        };
         workers(file, pages, range)
     })
 }

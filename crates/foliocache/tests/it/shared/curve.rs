@@ -77,7 +77,9 @@ fn the_groups_curve_is_every_processes_reads_at_every_size() {
         let predicted = curve
             .at(r)
             .unwrap_or_else(|| panic!("{r}x not known: {shown}"));
-        seen.push(format!("{r}x: predicted {predicted:.3} measured {measured:.3}"));
+        seen.push(format!(
+            "{r}x: predicted {predicted:.3} measured {measured:.3}"
+        ));
         assert!(
             (predicted - measured).abs() < 0.03,
             "{r}x: {seen:?}, {shown}"
