@@ -791,6 +791,20 @@ mod tests {
         assert!(!gone.contains("x_hits"), "{gone}");
     }
 
+    /// Reads the first 16 pages three times with `read` (a buffer, an
+    /// offset), then writes `registry`'s text.
+    fn three_passes(registry: &Registry, read: impl Fn(&mut [u8], u64)) -> String {
+        let mut buf = [0u8; 4096];
+        for _ in 0..3 {
+            for i in 0..16u64 {
+                read(&mut buf, i * 4096);
+            }
+        }
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+        text
+    }
+
     #[test]
     fn the_predicted_hit_ratios_are_one_gauge_per_capacity_ratio() {
         let file = test_support::TempPath::with_data("metrics-mrc", &[7u8; 64 << 10]);
@@ -798,14 +812,9 @@ mod tests {
         let mut registry = Registry::default();
         register(&cache, &mut registry);
         let f = cache.open(&file.path).unwrap();
-        let mut buf = [0u8; 4096];
-        for _ in 0..3 {
-            for i in 0..16u64 {
-                f.read_at(&mut buf, i * 4096).unwrap();
-            }
-        }
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        let text = three_passes(&registry, |buf, at| {
+            f.read_at(buf, at).unwrap();
+        });
         // Each point the curve knows is a gauge of its value; one it does
         // not know yet (its window has only first reads at that size) is
         // absent, never a number. 1x is the ratio measured: always there.
@@ -830,14 +839,9 @@ mod tests {
         let f = cache
             .open(std::fs::File::open(&file.path).unwrap())
             .unwrap();
-        let mut buf = [0u8; 4096];
-        for _ in 0..3 {
-            for i in 0..16u64 {
-                f.read_at(&mut buf, i * 4096).unwrap();
-            }
-        }
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        let text = three_passes(&registry, |buf, at| {
+            f.read_at(buf, at).unwrap();
+        });
         let curve = cache.hit_ratio_curve().expect("published by its maker");
         let one = "foliocache_shared_predicted_hit_ratio{capacity_ratio=\"1\"}";
         assert_eq!(sample(&text, one), curve.at(1.0).unwrap(), "{text}");
