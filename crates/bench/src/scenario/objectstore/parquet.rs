@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Result};
-use foliocache_object_store::{CachedStore, DiskTier, Throttled};
+use foliocache_object_store::{CachedStore, CachedStoreStats, DiskTier, Throttled};
 use foliocache_object_store_clients::table::{run as query, Query, RecordBatch};
 use foliocache_object_store_clients::{Asked, Table};
 use object_store::local::LocalFileSystem;
@@ -95,6 +95,13 @@ struct Cached {
     warm: Pass,
     remote_cold: u64,
     remote_warm: u64,
+    /// The warm pass's reads: the store's (hits, misses, GETs, HEADs).
+    warm_reads: [u64; 4],
+}
+
+/// `s`'s reads: (hits, misses, GETs, HEADs).
+fn reads(s: &CachedStoreStats) -> [u64; 4] {
+    [s.hits, s.misses, s.remote_gets, s.remote_heads]
 }
 
 /// A fresh [`CachedStore`] over the remote in `dir`, of `memory` bytes
@@ -125,14 +132,16 @@ async fn through_cache(
 ) -> Result<Cached> {
     let store = Arc::new(store);
     let cold = pass(store.clone(), path, size, parts).await?;
-    let remote_cold = store.stats().remote_get_bytes;
+    let before = store.stats();
     let warm = pass(store.clone(), path, size, parts).await?;
-    let remote_warm = store.stats().remote_get_bytes - remote_cold;
+    let after = store.stats();
+    let (b, a) = (reads(&before), reads(&after));
     Ok(Cached {
         cold,
         warm,
-        remote_cold,
-        remote_warm,
+        remote_cold: before.remote_get_bytes,
+        remote_warm: after.remote_get_bytes - before.remote_get_bytes,
+        warm_reads: std::array::from_fn(|i| a[i] - b[i]),
     })
 }
 
@@ -179,7 +188,8 @@ pub fn run(file: u64, root: &FsPath, rt: &tokio::runtime::Runtime) -> Result<Run
                 "parquet {name} ({} MiB file, {} row groups, cache {} MiB, {} ms and {} MB/s): \
                  {label} warm {:.3} s = {:.2}x local {:.3} s (target 1.05x); cold {:.3} s = \
                  {:.2}x bare {:.3} s (target 1.05x); remote bytes / bytes asked: cold {:.2}x, \
-                 warm {:.2}x (target 1.05x; asked {} cold, {} warm)",
+                 warm {:.2}x (target 1.05x; asked {} cold, {} warm); warm reads: {} hits, \
+                 {} misses, {} GETs, {} HEADs",
                 size >> 20,
                 t.groups(),
                 size >> 22,
@@ -195,6 +205,10 @@ pub fn run(file: u64, root: &FsPath, rt: &tokio::runtime::Runtime) -> Result<Run
                 c.remote_warm as f64 / c.warm.asked.max(1) as f64,
                 c.cold.asked,
                 c.warm.asked,
+                c.warm_reads[0],
+                c.warm_reads[1],
+                c.warm_reads[2],
+                c.warm_reads[3],
             );
             r.notes.push(line);
             if name == "scan" && label == super::FOLIO {
