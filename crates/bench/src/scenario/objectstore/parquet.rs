@@ -108,7 +108,10 @@ async fn warm_passes(
     let mut times = vec![first.seconds];
     for _ in 1..WARM_PASSES {
         let p = pass(store.clone(), path, size, parts).await?;
-        ensure!(p.answers == first.answers, "objectstore parquet: a warm pass's answer changed");
+        ensure!(
+            p.answers == first.answers,
+            "objectstore parquet: a warm pass's answer changed"
+        );
         times.push(p.seconds);
     }
     times.sort_by(f64::total_cmp);
