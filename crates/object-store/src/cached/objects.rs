@@ -46,7 +46,8 @@
 //! foldhash's `RandomState` seeds each table from a per-process secret
 //! (no fixed set of inputs collides in every process), the table's hash
 //! order is never shown (the clock's order is insertion order), an entry
-//! is made only for an object the store holds and a HEAD found, and the
+//! is made only for an object a HEAD found (or the disk tier's record of
+//! one), and the
 //! table holds at most `max_objects` of them, so even a path colliding
 //! with every entry costs a lookup `max_objects` comparisons, not a
 //! quadratic blow-up.
