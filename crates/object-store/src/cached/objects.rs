@@ -47,10 +47,9 @@
 //! (no fixed set of inputs collides in every process), the table's hash
 //! order is never shown (the clock's order is insertion order), an entry
 //! is made only for an object a HEAD found (or the disk tier's record of
-//! one), and the
-//! table holds at most `max_objects` of them, so even a path colliding
-//! with every entry costs a lookup `max_objects` comparisons, not a
-//! quadratic blow-up.
+//! one), and the table holds at most `max_objects` of them, so even a
+//! path colliding with every entry costs a lookup `max_objects`
+//! comparisons, not a quadratic blow-up.
 
 use super::object_store;
 use std::borrow::Borrow;
