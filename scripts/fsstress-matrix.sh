@@ -13,8 +13,8 @@ ops="${1:-5000}"
 seeds="${2:-3}"
 work="${3:-$root/target/tmp/fsstress-matrix}"
 bin="$root/target/release/foliocache"
-bash "$root/third_party/xfstests/build.sh" "$root/target/xfstests"
-fsstress="$root/target/xfstests/fsstress"
+bash "$root/third_party/xfstests/build.sh" "$root/target/tmp/xfstests"
+fsstress="$root/target/tmp/xfstests/fsstress"
 mkdir -p "$work"
 
 tree() {
