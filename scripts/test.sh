@@ -86,36 +86,51 @@ for toml in crates/*/Cargo.toml; do
   by_msrv[${v:-$msrv}]+=" -p $name"
 done
 
-# Each published crate builds with the oldest Rust it declares.
+# What crates.io would receive: each published crate packaged, then
+# checked from its package alone with the oldest Rust it declares. The
+# packages are unpacked into a workspace of their own (target/packaged),
+# each sibling found through `[patch.crates-io]` at its package (as
+# crates.io would serve it), the dependencies at this workspace's locked
+# versions. One check a Rust version serves both questions (does the
+# package hold every file its build needs; does it build with its
+# `rust-version`), where `cargo package`'s own verification built every
+# package again in the dev profile (3 to 4 minutes here).
+step "cargo package (${published[*]}), unpacked into target/packaged"
+packages=()
+for name in "${published[@]}"; do packages+=(-p "$name"); done
+rm -rf target/package/*.crate target/packaged
+cargo package --quiet --no-verify --allow-dirty "${packages[@]}"
+mkdir -p target/packaged
+members=() patches=()
+for crate in target/package/*.crate; do
+  dir=$(basename "$crate" .crate)
+  tar -xzf "$crate" -C target/packaged
+  members+=("\"$dir\"")
+  patches+=("${dir%-*} = { path = \"$dir\" }")
+done
+cp Cargo.lock target/packaged/
+{
+  echo '[workspace]'
+  echo 'resolver = "2"'
+  echo "members = [$(IFS=,; echo "${members[*]}")]"
+  echo '[patch.crates-io]'
+  printf '%s\n' "${patches[@]}"
+} >target/packaged/Cargo.toml
+
 for v in "${!by_msrv[@]}"; do
-  step "MSRV: cargo +$v check${by_msrv[$v]}"
+  step "MSRV: cargo +$v check${by_msrv[$v]} (from their packages)"
   if command -v rustup >/dev/null 2>&1; then
     rustup toolchain list | grep -q "^$v" || rustup toolchain install "$v" --profile minimal
     # shellcheck disable=SC2086 # one -p argument per crate
-    CARGO_TARGET_DIR=target/msrv cargo "+$v" check --quiet ${by_msrv[$v]}
+    (cd target/packaged && CARGO_TARGET_DIR=../msrv cargo "+$v" check --quiet ${by_msrv[$v]})
   elif [ "${CI:-}" = true ]; then
     echo "no rustup: cannot install Rust $v" >&2
     exit 1
   else
     echo "note: no rustup: the MSRV check is skipped (it runs under CI=true)"
+    (cd target/packaged && CARGO_TARGET_DIR=../msrv cargo check --quiet ${by_msrv[$v]})
   fi
 done
-
-# What crates.io would receive: each published crate packaged and built
-# from its package alone.
-step "cargo package (${published[*]})"
-packages=()
-for name in "${published[@]}"; do packages+=(-p "$name"); done
-# Cargo builds each package against its siblings' packages through a local
-# registry, keeps their extracted sources under the registry's nameless
-# directory (`registry/src/-HASH/`) and their builds in target/debug, both
-# keyed by version only (a registry's crates never change): a second run at
-# the same version would build against the first run's. Both go.
-rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/foliocache-* \
-  target/debug/.fingerprint/foliocache-* target/debug/deps/libfoliocache*
-# The packages' builds are the run's only ones in the dev profile: without
-# debug info (nothing reads it), the step takes less.
-CARGO_PROFILE_DEV_DEBUG=0 cargo package --quiet --allow-dirty "${packages[@]}"
 
 step "benchmark smoke run (each benchmark once, no timing)"
 cargo bench --workspace --benches -- --test

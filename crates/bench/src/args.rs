@@ -189,6 +189,11 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub trials: Option<u64>,
 
+    /// crash: kills per way, when not `--trials` (0: the group trials
+    /// alone, as a long run of them takes).
+    #[arg(long, value_name = "N")]
+    pub kills: Option<u64>,
+
     /// populate: the pause before each run, in seconds (default 2), so
     /// that the memory the last run freed has gone back to the host and
     /// each run's first touch is of fresh memory (this VM hands memory

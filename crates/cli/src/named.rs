@@ -161,5 +161,13 @@ fn stat(args: &StatArgs) -> Result<()> {
         "reads by every process: {}",
         foliocache::CacheFigures::of_group(&s).reads_line()
     );
+    // The group's curve, as the host last published it.
+    let curve = cache.hit_ratio_curve().map(
+        |c| serde_json::json!({ "hit_ratio_curve": foliocache_fuse::control::curve_json(&c) }),
+    );
+    match curve.as_ref().and_then(crate::stat::curve_line) {
+        Some(line) => println!("the group's {line}"),
+        None => println!("the group's predicted hit ratio: not yet published by the host"),
+    }
     Ok(())
 }

@@ -139,7 +139,7 @@ fn mmap_mode(v: &serde_json::Value) -> &'static str {
 
 /// `stat`'s line of the predicted hit ratios at other sizes (a point not
 /// yet known says so), or `None` where the mount's answer has no curve.
-fn curve_line(c: &serde_json::Value) -> Option<String> {
+pub(crate) fn curve_line(c: &serde_json::Value) -> Option<String> {
     c["hit_ratio_curve"]["points"].as_array()?;
     let at = |r: f64| match predicted(c, r) {
         Some(h) => format!("{r}x {:.1} %", h * 100.0),
@@ -173,6 +173,9 @@ fn print_text(v: &serde_json::Value) {
             "reads by every process: {}",
             c["reads_line"].as_str().unwrap_or("?")
         );
+        if let Some(line) = curve_line(c) {
+            println!("the group's {line}");
+        }
         print_files(v);
         return;
     }

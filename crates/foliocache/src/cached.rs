@@ -150,7 +150,7 @@ impl CacheFigures {
 /// | [`len`](Self::len) | never fails | reads the group's slot (`Err` if the segment is unreadable) |
 /// | [`advise`](Self::advise) | readahead, `DontNeed`, `NoReuse` | takes none: `Ok` |
 /// | [`cachestat`](Self::cachestat) | from the file's index | the group's pages, no shadows |
-/// | [`hit_ratio_curve`](Self::hit_ratio_curve) | `Some` | `None`: the group keeps no curve |
+/// | [`hit_ratio_curve`](Self::hit_ratio_curve) | `Some` | `None`: no file's own (the group's: `SharedCache::hit_ratio_curve`) |
 /// | [`figures`](Self::figures) | the cache's | the group's pages, this process's reads |
 ///
 /// Generic methods make the trait not dyn-compatible: a program that

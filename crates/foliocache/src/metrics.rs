@@ -137,6 +137,28 @@ pub fn register_figures(registry: &mut Registry, figures: Box<dyn Figures>) {
 /// ```
 pub fn register_shared(cache: &crate::SharedCache, registry: &mut Registry) {
     register_figures(registry, Box::new(SharedFigures(cache.downgrade())));
+    registry.register_collector(Box::new(SharedCurve(cache.downgrade())));
+}
+
+/// The group's curve ([`SharedCache::hit_ratio_curve`](crate::SharedCache::hit_ratio_curve)),
+/// as `foliocache_shared_predicted_hit_ratio{capacity_ratio}`: nothing
+/// before the cache's maker published one.
+struct SharedCurve(Weak<crate::shared::Inner>);
+
+impl fmt::Debug for SharedCurve {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedCurve").finish_non_exhaustive()
+    }
+}
+
+impl Collector for SharedCurve {
+    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let curve = crate::SharedCache::upgrade(&self.0).and_then(|c| c.hit_ratio_curve());
+        match curve {
+            Some(c) => encode_curve(&mut enc, &c, SHARED_CURVE),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Serves `cache`'s figures ([`register_shared`], in a registry of
@@ -541,7 +563,7 @@ impl Collector for CacheCollector {
         let one = ConstGauge::new(1i64);
         let mut family = enc.encode_descriptor(info.name, info.help, None, one.metric_type())?;
         one.encode(family.encode_family(&info.labels)?)?;
-        encode_curve(&mut enc, &cache.hit_ratio_curve())?;
+        encode_curve(&mut enc, &cache.hit_ratio_curve(), CURVE)?;
         for (name, help, l) in [
             (
                 "foliocache_miss_latency",
@@ -565,17 +587,33 @@ impl Collector for CacheCollector {
     }
 }
 
+/// The names of a curve's two families: the points', the window's.
+type CurveNames = [&'static str; 2];
+
+/// A cache's curve's ([`Cache::hit_ratio_curve`]).
+const CURVE: CurveNames = [
+    "foliocache_predicted_hit_ratio",
+    "foliocache_predicted_hit_ratio_window_reads",
+];
+
+/// The group's ([`SharedCache::hit_ratio_curve`](crate::SharedCache::hit_ratio_curve)).
+const SHARED_CURVE: CurveNames = [
+    "foliocache_shared_predicted_hit_ratio",
+    "foliocache_shared_predicted_hit_ratio_window_reads",
+];
+
 /// The miss-ratio curve ([`Cache::hit_ratio_curve`]): one gauge per
 /// capacity ratio whose point is known,
 /// `foliocache_predicted_hit_ratio{capacity_ratio="2"}`, and the page
-/// reads its window holds.
+/// reads its window holds (named `names`).
 fn encode_curve(
     enc: &mut DescriptorEncoder<'_>,
     c: &crate::HitRatioCurve,
+    names: CurveNames,
 ) -> Result<(), fmt::Error> {
     let m = ConstGauge::new(0.0f64);
     let mut family = enc.encode_descriptor(
-        "foliocache_predicted_hit_ratio",
+        names[0],
         "The share of what reads returned that would have come from memory at capacity_ratio times the capacity over the recent window (1: the share it had; bytes from memory, counted in pages); absent while not yet known",
         None,
         m.metric_type(),
@@ -588,7 +626,7 @@ fn encode_curve(
     }
     let n = ConstGauge::new(i64::try_from(c.accesses).unwrap_or(i64::MAX));
     n.encode(enc.encode_descriptor(
-        "foliocache_predicted_hit_ratio_window_reads",
+        names[1],
         "Page reads (each page a read covers) in the window the predicted hit ratios cover",
         None,
         n.metric_type(),
@@ -753,6 +791,20 @@ mod tests {
         assert!(!gone.contains("x_hits"), "{gone}");
     }
 
+    /// Reads the first 16 pages three times with `read` (a buffer, an
+    /// offset), then writes `registry`'s text.
+    fn three_passes(registry: &Registry, read: impl Fn(&mut [u8], u64)) -> String {
+        let mut buf = [0u8; 4096];
+        for _ in 0..3 {
+            for i in 0..16u64 {
+                read(&mut buf, i * 4096);
+            }
+        }
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+        text
+    }
+
     #[test]
     fn the_predicted_hit_ratios_are_one_gauge_per_capacity_ratio() {
         let file = test_support::TempPath::with_data("metrics-mrc", &[7u8; 64 << 10]);
@@ -760,14 +812,9 @@ mod tests {
         let mut registry = Registry::default();
         register(&cache, &mut registry);
         let f = cache.open(&file.path).unwrap();
-        let mut buf = [0u8; 4096];
-        for _ in 0..3 {
-            for i in 0..16u64 {
-                f.read_at(&mut buf, i * 4096).unwrap();
-            }
-        }
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        let text = three_passes(&registry, |buf, at| {
+            f.read_at(buf, at).unwrap();
+        });
         // Each point the curve knows is a gauge of its value; one it does
         // not know yet (its window has only first reads at that size) is
         // absent, never a number. 1x is the ratio measured: always there.
@@ -781,6 +828,28 @@ mod tests {
         }
         assert!(curve.points[2].known().is_some());
         assert!(sample(&text, "foliocache_predicted_hit_ratio_window_reads") >= 3.0);
+    }
+
+    #[test]
+    fn the_groups_predicted_hit_ratios_are_the_published_curve() {
+        let file = test_support::TempPath::with_data("metrics-shared-mrc", &[7u8; 64 << 10]);
+        let cache = crate::SharedCache::new(4 << 20).unwrap();
+        let mut registry = Registry::default();
+        register_shared(&cache, &mut registry);
+        let f = cache
+            .open(std::fs::File::open(&file.path).unwrap())
+            .unwrap();
+        let text = three_passes(&registry, |buf, at| {
+            f.read_at(buf, at).unwrap();
+        });
+        let curve = cache.hit_ratio_curve().expect("published by its maker");
+        let one = "foliocache_shared_predicted_hit_ratio{capacity_ratio=\"1\"}";
+        assert_eq!(sample(&text, one), curve.at(1.0).unwrap(), "{text}");
+        assert_eq!(
+            sample(&text, "foliocache_shared_predicted_hit_ratio_window_reads"),
+            curve.accesses as f64
+        );
+        assert!(curve.accesses >= 48, "{curve:?}");
     }
 
     #[test]

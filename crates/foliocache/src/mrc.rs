@@ -99,6 +99,15 @@
 //! of keys that read more or less than their share moves both its
 //! counts, not the share).
 //!
+//! **A clock** (the group's cache, `Mrc::set_capacity_clock`;
+//! `shared/curve.rs`): the simulations run the clock's policy (one list,
+//! a page marked by a read passed over once), and three more, of 1, 2
+//! and 4 C, give the gains above 1x in place of the stack's: an LRU's
+//! distances miss the pages the clock's second chance keeps (a hot set
+//! beside a stream of pages read once). Its gains are the cache's misses
+//! times the share of the 1 C simulation's misses the larger one hit, as
+//! the stack's are.
+//!
 //! **The shadows** are exact where they exist: every refault is counted
 //! (on the miss path, under the LRU lock it already holds). Where they ran
 //! out (the trimmer took them, or the clock's activations stretched the
@@ -286,6 +295,14 @@ pub(crate) fn touch(stamp: &StatU16, now: u16) -> u16 {
     now.wrapping_sub(last)
 }
 
+/// The simulations' rate for a capacity of `pages` pages: 1 in 2^the
+/// result, the lowest that gives the 0.25x simulation `MINI_PAGES` pages,
+/// within 1 in 16 and 1 in 64.
+pub(crate) fn rate_shift(pages: u64) -> u32 {
+    let room = (pages / 4 / MINI_PAGES).max(1);
+    room.ilog2().clamp(MIN_SHIFT, STACK_SHIFT)
+}
+
 /// Pages in one stratum of the sample: a run of a mapping's pages that
 /// the sample draws from as a whole (`key_hash`).
 const STRATUM_SHIFT: u32 = 6;
@@ -309,6 +326,15 @@ pub(crate) fn mapping_key() -> u64 {
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
+/// The sample's number for the pages of the file (`dev`, `ino`) in the
+/// group's cache ([`key_hash`]'s `id`; `shared/curve.rs`): the file's
+/// identity, the same in every process of the group, where a mapping's
+/// number ([`mapping_key`]) is one process's. Only a file deleted and its
+/// inode number given to a new one shares keys with it.
+pub(crate) fn file_key(dev: u64, ino: u64) -> u64 {
+    mix(dev.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ ino ^ 1 << 63)
+}
+
 /// The hash a read's key is sampled by, and the key's identity in the
 /// sample: mapping `id` ([`mapping_key`]) and page `index`. A key is in the sample at a
 /// rate of 1 in 2^`s` when its hash is under `u64::MAX >> s`, so its top
@@ -327,7 +353,6 @@ pub(crate) fn mapping_key() -> u64 {
 /// region). Below 1 in 64 the runs draw independently (the bits below
 /// the top six).
 #[inline]
-#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) fn key_hash(id: u64, index: u64) -> u64 {
     slot_hash(stratum_hash(id, index), index)
 }
@@ -449,6 +474,10 @@ struct Sampled {
     /// Reads the simulations of 0.25 C and 0.5 C hit and that of C
     /// missed.
     found: [f64; 2],
+    /// A clock's (`Mrc::set_capacity_clock`): reads its simulation of C
+    /// missed, and those its simulations of 2 C and 4 C hit of them.
+    above_missed: f64,
+    above: [f64; 2],
     /// Misses of the stack's sample, and those at a stack distance under
     /// 2 C and 4 C.
     missed: f64,
@@ -474,6 +503,10 @@ struct Read {
     /// 2 C and 4 C would have hit it (the same).
     missed: f64,
     gained: [f64; 2],
+    /// A clock's simulation of C missed it (its weight), and those of 2 C
+    /// and 4 C hit it (the same).
+    above_missed: f64,
+    above: [f64; 2],
     /// A first read of its key not known to miss at each point's size
     /// (its weight), and earlier such reads found to miss there since
     /// (`expired`: counted in the cache's window only, the file of the
@@ -498,6 +531,10 @@ impl Sampled {
             self.gained[i] += r.gained[i];
         }
         self.missed += r.missed;
+        self.above_missed += r.above_missed;
+        for i in 0..2 {
+            self.above[i] += r.above[i];
+        }
         for i in 0..CAPACITY_RATIOS.len() {
             self.unseen[i] += r.unseen[i] - r.expired[i];
         }
@@ -515,6 +552,8 @@ impl Sampled {
             found: [self.found[0] - o.found[0], self.found[1] - o.found[1]],
             missed: self.missed - o.missed,
             gained: [self.gained[0] - o.gained[0], self.gained[1] - o.gained[1]],
+            above_missed: self.above_missed - o.above_missed,
+            above: [self.above[0] - o.above[0], self.above[1] - o.above[1]],
             unseen: std::array::from_fn(|i| self.unseen[i] - o.unseen[i]),
             count: self.count - o.count,
         }
@@ -624,6 +663,12 @@ struct State {
     pending: HashMap<u64, u8, BuildHasherDefault<KeyHasher>>,
     pending_order: VecDeque<u64>,
     minis: Minis,
+    /// The simulations run a clock (`Mrc::set_capacity_clock`), not the
+    /// two lists.
+    clock: bool,
+    /// A clock's simulations of 1, 2 and 4 C: its gains above 1x (the
+    /// stack's are an LRU's).
+    larger: Option<Minis>,
     /// On the heap: its counts by age are 3 KiB, which the cache's
     /// construction would otherwise carry on the stack (a loom model's
     /// threads have 32 KiB).
@@ -650,7 +695,9 @@ impl Default for Mrc {
                 stack: Stack::default(),
                 pending: HashMap::default(),
                 pending_order: VecDeque::new(),
-                minis: Minis::new([1; mini::SIMS]),
+                minis: Minis::new([1; mini::SIMS], false),
+                clock: false,
+                larger: None,
                 window: Box::default(),
                 files: HashMap::new(),
             }),
@@ -665,8 +712,7 @@ impl Mrc {
     /// the epoch's length from it, and opens the gate. Called once, when
     /// the cache is made.
     pub(crate) fn set_capacity(&self, pages: u64) {
-        let room = (pages / 4 / MINI_PAGES).max(1);
-        let shift = room.ilog2().clamp(MIN_SHIFT, STACK_SHIFT);
+        let shift = rate_shift(pages);
         self.configure(
             pages,
             [shift, shift.max(STACK_SHIFT)],
@@ -684,7 +730,16 @@ impl Mrc {
         st.capacity = pages;
         st.shift = shift;
         st.stack_shift = shifts[1].max(shift);
-        st.minis = Minis::new(UP_TO_ONE.map(|r| (r * (pages >> shift) as f64).round() as u32));
+        st.minis = Minis::new(
+            UP_TO_ONE.map(|r| (r * (pages >> shift) as f64).round() as u32),
+            st.clock,
+        );
+        st.larger = st.clock.then(|| {
+            Minis::new(
+                [1.0, LARGER[0], LARGER[1]].map(|r| (r * (pages >> shift) as f64).round() as u32),
+                true,
+            )
+        });
         st.max_keys = max_keys;
         st.epoch_len = epoch_len;
         self.pages.store(pages, Ordering::Relaxed);
@@ -693,6 +748,15 @@ impl Mrc {
             if pages == 0 { 0 } else { u64::MAX >> shift },
             Ordering::Relaxed,
         );
+    }
+
+    /// [`set_capacity`](Self::set_capacity) for a cache that reclaims by
+    /// a clock (one list, a page read since the hand passed is passed
+    /// over once: the group's cache, `shared/index.rs`'s `victim`): the
+    /// simulations below 1x run that policy.
+    pub(crate) fn set_capacity_clock(&self, pages: u64) {
+        self.state.lock().clock = true;
+        self.set_capacity(pages);
     }
 
     /// The capacity in pages the ratios are of.
@@ -875,7 +939,14 @@ fn compute(own: &Window, cache: &Window, c: u64, exact: Exact) -> HitRatioCurve 
         curve.points[i].hit_ratio = (measured - lost.max(0.0) / reads as f64).clamp(0.0, 1.0);
         // Above: the gains of the shadows or of the stack, the larger.
         let shadow = exact.refault_gains[i].wrapping_sub(base.exact.refault_gains[i]);
-        let gain = (shadow as f64).max(sampled_gain(s.gained[i], s.missed, misses));
+        // (A clock's: its simulations above 1x, where the stack, an LRU,
+        // misses what the clock's second chance keeps.)
+        let sampled = if s.above_missed > 0.0 {
+            sampled_gain(s.above[i], s.above_missed, misses)
+        } else {
+            sampled_gain(s.gained[i], s.missed, misses)
+        };
+        let gain = (shadow as f64).max(sampled);
         let gain = gain / reads as f64;
         curve.points[3 + i].hit_ratio = (measured + gain).clamp(0.0, 1.0);
     }
@@ -942,6 +1013,17 @@ impl State {
             bin: age.map(age_bin),
             ..Read::default()
         };
+        if let Some(larger) = &mut self.larger {
+            let (hits, _) = larger.access(h, now);
+            if !hits[0] {
+                read.above_missed = read.weight;
+                for i in 0..2 {
+                    if hits[i + 1] {
+                        read.above[i] = read.weight;
+                    }
+                }
+            }
+        }
         if h > u64::MAX >> self.stack_shift {
             return read;
         }

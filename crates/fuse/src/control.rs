@@ -174,11 +174,22 @@ pub fn shared_stats_json(s: &SharedStats) -> serde_json::Value {
 /// predicted hit ratios, its IO engine, the warm start's progress.
 pub(crate) fn own_cache_json(cache: &Cache) -> serde_json::Value {
     let mut stats = cache_stats_json(&cache.stats());
-    let curve = cache.hit_ratio_curve();
-    // A point not yet known (`CurvePoint::known`) has `null` for its
-    // hit ratio; `bounds` gives how far above each point's the ratio may
-    // lie.
-    stats["hit_ratio_curve"] = serde_json::json!({
+    stats["hit_ratio_curve"] = curve_json(&cache.hit_ratio_curve());
+    serde_json::json!({
+        "cache": stats,
+        "io_engine": cache.io_engine_name(),
+        "warm": crate::warm::progress_json(&cache.warm_progress()),
+    })
+}
+
+/// A hit-ratio curve as JSON (`"hit_ratio_curve"` of a cache's figures,
+/// the mount's own or the group's: `SharedCache::hit_ratio_curve`):
+/// `"points"`, `[capacity ratio, hit ratio]` each, the hit ratio `null`
+/// while the point is not yet known (`CurvePoint::known`); `"bounds"`,
+/// how far above each point's the ratio may lie; `"accesses"`, the page
+/// reads of its window.
+pub fn curve_json(curve: &foliocache::HitRatioCurve) -> serde_json::Value {
+    serde_json::json!({
         "points": curve
             .points
             .iter()
@@ -186,11 +197,6 @@ pub(crate) fn own_cache_json(cache: &Cache) -> serde_json::Value {
             .collect::<Vec<_>>(),
         "bounds": curve.points.iter().map(|p| p.bound).collect::<Vec<_>>(),
         "accesses": curve.accesses,
-    });
-    serde_json::json!({
-        "cache": stats,
-        "io_engine": cache.io_engine_name(),
-        "warm": crate::warm::progress_json(&cache.warm_progress()),
     })
 }
 

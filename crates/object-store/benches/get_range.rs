@@ -19,6 +19,14 @@
 //! poll panics the bench, so it also checks that hits take no async
 //! machinery.
 //!
+//! # Interleaved rounds
+//! Criterion measures one contender after another, seconds apart, which
+//! on a loaded host compares two loads as much as two stores. So after
+//! the groups, each workload's contenders also run in alternation, one
+//! round of `RANGES` reads each, [`ROUNDS`] times, and the per-read
+//! time's minimum and median over rounds are printed with their ratios
+//! (the minimum: the round least disturbed).
+//!
 //! # Workloads (one criterion group each, every contender in it)
 //! - `get_range_4k`: 4 KiB ranges at pseudo-random page offsets:
 //!   `CachedStore` against `InMemory`;
@@ -40,6 +48,42 @@ const SIZE: u64 = 64 << 20;
 /// Ranges visited per workload (the same ones, in the same order, for
 /// each contender).
 const RANGES: u64 = 1024;
+
+/// Rounds of the interleaved comparison (one with criterion's `--test`).
+const ROUNDS: usize = 201;
+
+/// Runs `contenders` in alternation, one round each, [`ROUNDS`] times,
+/// and prints each one's per-read time (minimum and median over rounds,
+/// ns) and its ratio to the first's.
+fn interleaved(group: &str, contenders: &mut [(&str, &mut dyn FnMut() -> usize)]) {
+    let rounds = match std::env::args().any(|a| a == "--test") {
+        true => 1,
+        false => ROUNDS,
+    };
+    let mut times = vec![Vec::with_capacity(rounds); contenders.len()];
+    for _ in 0..rounds {
+        for (i, (_, f)) in contenders.iter_mut().enumerate() {
+            let t = std::time::Instant::now();
+            black_box(f());
+            times[i].push(t.elapsed().as_nanos() as f64 / RANGES as f64);
+        }
+    }
+    let stat = |t: &mut Vec<f64>| {
+        t.sort_by(f64::total_cmp);
+        (t[0], t[t.len() / 2])
+    };
+    let first = stat(&mut times[0]);
+    for ((name, _), t) in contenders.iter().zip(&mut times) {
+        let (min, med) = stat(t);
+        println!(
+            "{group} interleaved ({rounds} rounds): {name}: min {min:.0} ns, median {med:.0} ns a read; \
+             speed against {}: {:.2}x (min), {:.2}x (median)",
+            contenders[0].0,
+            first.0 / min,
+            first.1 / med,
+        );
+    }
+}
 
 /// `RANGES` ranges of `len` bytes at pseudo-random multiples of `len`.
 fn ranges(len: u64) -> Vec<Range<u64>> {
@@ -100,6 +144,13 @@ fn bench(c: &mut Criterion) {
         b.iter(|| read_all(&cached, &path, &small))
     });
     g.finish();
+    interleaved(
+        "get_range_4k",
+        &mut [
+            ("InMemory", &mut || read_all(&memory, &path, &small)),
+            ("CachedStore", &mut || read_all(&cached, &path, &small)),
+        ],
+    );
 
     let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let file_path = dir.join("objstore-bench-get-range");
@@ -130,6 +181,21 @@ fn bench(c: &mut Criterion) {
         b.iter(|| read_all(&cached, &path_64k, &large))
     });
     g.finish();
+    let mut read_file = || {
+        let mut n = 0;
+        for r in &large {
+            n += file.read_at(black_box(&mut buf), r.start).expect("read");
+        }
+        n
+    };
+    interleaved(
+        "get_range_64k",
+        &mut [
+            ("File::read_at", &mut read_file),
+            ("InMemory", &mut || read_all(&memory, &path, &large)),
+            ("CachedStore", &mut || read_all(&cached, &path_64k, &large)),
+        ],
+    );
     let _ = std::fs::remove_file(&file_path);
 }
 

@@ -4,6 +4,7 @@
 
 use std::ffi::{c_int, c_uint, c_void};
 use std::io;
+use std::os::fd::BorrowedFd;
 
 use fc::{Advice, CachedFile, ReadFlags, WriteFlags};
 use libc::{iovec, off_t};
@@ -249,18 +250,23 @@ pub(crate) unsafe fn write_iov(
     } else {
         WriteFlags::NONE
     };
+    // SAFETY: the call's fd, open on `d`, borrowed for this call.
+    let kfd = unsafe { BorrowedFd::borrow_raw(fd) };
     let n = match at {
         Some(offset) => {
             let offset = if how.append { d.file.len()? } else { offset };
             // SAFETY: the caller's promise.
-            unsafe { write_at(d, iov, offset, flags) }?
+            let n = unsafe { write_at(d, iov, offset, flags) }?;
+            between();
+            n
         }
         None => d.at_position(fd, |pos| {
             let offset = if how.append { d.file.len()? } else { pos };
             // SAFETY: the caller's promise.
             let n = unsafe { write_at(d, iov, offset, flags) }?;
+            between();
             let pos = if d.append || how.append {
-                d.file.len()?
+                after_write(d.file.len(), || Ok(rustix::fs::fstat(kfd)?.st_size as u64))?
             } else {
                 offset + n as u64
             };
@@ -268,9 +274,42 @@ pub(crate) unsafe fn write_iov(
         })?,
     };
     if how.sync || d.sync_writes {
-        d.file.sync_data()?;
+        after_write(d.file.sync_data(), || Ok(rustix::fs::fdatasync(kfd)?))?;
     }
     Ok(n)
+}
+
+/// The step after a write whose bytes went into the group's cache (the
+/// position an append leaves, the sync of `O_DSYNC`/`O_SYNC` or
+/// `RWF_DSYNC`), made by `kernel` on the call's fd where the group found
+/// no slot for the file any more ([`fc::SharedCache::out_of_slots`]): a
+/// file's slot is taken back only once nothing of it is unsaved
+/// (`SharedFile::recycle_slot`), so the write's bytes are in the kernel's
+/// file by then, and the kernel's size and sync are the file's. The
+/// write is done: it is not handed to the kernel to be made again
+/// (`on_fd`); the fd's next call finds the file a slot or hands it over.
+fn after_write<T>(step: io::Result<T>, kernel: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+    match step {
+        Err(e) if fc::SharedCache::out_of_slots(&e) => kernel(),
+        r => r,
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Run once between a write and its step after ([`after_write`]):
+    /// tests take the file's slot back there.
+    static BETWEEN: std::cell::RefCell<Option<Box<dyn FnOnce()>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Between a write and its step after: nothing, but in tests ([`BETWEEN`]).
+#[inline(always)]
+fn between() {
+    #[cfg(test)]
+    if let Some(f) = BETWEEN.with(|b| b.borrow_mut().take()) {
+        f();
+    }
 }
 
 /// A byte count as `ssize_t`.
@@ -730,4 +769,99 @@ crate::aliases! {
     fallocate64 => fallocate(fd: c_int, mode: c_int, offset: off_t, len: off_t) -> c_int;
     posix_fallocate64 => posix_fallocate(fd: c_int, offset: off_t, len: off_t) -> c_int;
     posix_fadvise64 => posix_fadvise(fd: c_int, offset: off_t, len: off_t, advice: c_int) -> c_int;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::mem::ManuallyDrop;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+
+    use fc::{AnyFile, SharedCache, SharedHandle};
+    use parking_lot::Mutex;
+
+    use super::*;
+
+    /// A write of "defg" to a file holding "abc", through a description
+    /// of the group's cache (`append`: an `O_APPEND` one, else one of
+    /// `O_DSYNC` at its position), whose file's slot is taken back
+    /// between the write and its step after (`between`): the file
+    /// written back, as the flusher does, then every slot given to a
+    /// file with unsaved data. The call returns the write's count, the
+    /// position is past its bytes, and the file holds them once.
+    fn slot_taken_back_after_the_write(append: bool) {
+        let dir = tempfile::tempdir().unwrap();
+        let sc = SharedCache::new(1 << 20).unwrap();
+        let path = dir.path().join("log");
+        std::fs::write(&path, b"abc").unwrap();
+        let rw = |p: &std::path::Path| {
+            let mut o = std::fs::OpenOptions::new();
+            o.read(true).write(true).create(true);
+            o.open(p).unwrap()
+        };
+        // The program's own fd, on which the kernel makes the step.
+        let program = rw(&path);
+        let meta = program.metadata().unwrap();
+        let shared = sc.open(rw(&path)).unwrap();
+        // Never dropped: the description was never in the table.
+        let d = ManuallyDrop::new(Desc {
+            file: ManuallyDrop::new(AnyFile::Shared(SharedHandle::new(
+                Arc::new(shared),
+                true,
+                append,
+            ))),
+            key: (meta.dev(), meta.ino()),
+            pos: Mutex::new(3),
+            kernel_pos: AtomicBool::new(false),
+            readable: true,
+            writable: true,
+            append,
+            sync_writes: !append,
+        });
+        let (group, others) = (sc.clone(), dir.path().to_owned());
+        BETWEEN.with(|b| {
+            *b.borrow_mut() = Some(Box::new(move || {
+                assert_eq!(group.write_back_all().unwrap(), 1);
+                let mut filled = 0;
+                loop {
+                    match group.open(rw(&others.join(filled.to_string()))) {
+                        Ok(f) => assert_eq!(f.write_at(b"x", 0).unwrap(), 1),
+                        Err(e) if SharedCache::out_of_slots(&e) => break,
+                        Err(e) => panic!("{e}"),
+                    }
+                    filled += 1;
+                }
+                // One slot more than were free: this file's was taken.
+                assert!(filled > 1, "{filled} files filled the table");
+            }))
+        });
+        let buf = b"defg";
+        // SAFETY: `buf` is read for the call only.
+        let n = unsafe {
+            write_iov(
+                program.as_raw_fd(),
+                &d,
+                &[one(buf.as_ptr().cast(), buf.len())],
+                None,
+                WriteHow::default(),
+            )
+        };
+        assert_eq!(n.unwrap(), 4);
+        assert!(BETWEEN.with(|b| b.borrow().is_none()), "the window was met");
+        assert!(fc::SharedCache::out_of_slots(&d.file.len().unwrap_err()));
+        assert_eq!(*d.pos.lock(), 7);
+        assert_eq!(std::fs::read(&path).unwrap(), b"abcdefg");
+    }
+
+    #[test]
+    fn an_append_whose_slot_is_taken_back_after_its_write_lands_once() {
+        slot_taken_back_after_the_write(true);
+    }
+
+    #[test]
+    fn a_dsync_write_whose_slot_is_taken_back_after_its_write_lands_once() {
+        slot_taken_back_after_the_write(false);
+    }
 }

@@ -25,6 +25,12 @@
 //! `db_bench` and `strace` are installed (it is skipped, with the reason,
 //! where they are not).
 //!
+//! Two rows are the group's cache's (`SharedCache`, a sparse file in the
+//! run's directory, 8 threads): the pool, and the zipf 0.99 trace dealt
+//! out to the threads in turn; their curve is the group's
+//! (`SharedCache::hit_ratio_curve`), their hit ratios the group's, in
+//! bytes.
+//!
 //! A point the curve does not know yet (`CurvePoint::known`) is shown as
 //! `n/k` and left out of the gaps; the last line counts the points within
 //! 2 points of the measured hit ratio and their mean absolute error.
@@ -102,6 +108,11 @@ enum Job<'a> {
     OnePass,
     /// Threads reading random ranges of one file ([`shapes::pool`]).
     Pool,
+    /// The pool through the group's cache, a file in this directory
+    /// ([`shapes::group_pool`]).
+    GroupPool(&'a Path),
+    /// A trace through the group's cache ([`shapes::group_trace`]).
+    GroupTrace(&'a [u64], u64, &'a Path),
 }
 
 impl Job<'_> {
@@ -112,6 +123,8 @@ impl Job<'_> {
             Job::Trace(trace, pages) => run_trace(trace, pages, capacity),
             Job::OnePass => shapes::one_pass(c, capacity),
             Job::Pool => shapes::pool(c, capacity),
+            Job::GroupPool(dir) => shapes::group_pool(dir, c, capacity),
+            Job::GroupTrace(trace, pages, dir) => shapes::group_trace(dir, trace, pages, capacity),
         }
     }
 }
@@ -235,6 +248,16 @@ pub fn run(a: &Advisor, dir: &Path, notes: &mut Vec<String>, say: &dyn Fn(&str))
         tell(notes, say, line);
     }
     for (name, job) in [(shapes::ONE_PASS, Job::OnePass), (shapes::POOL, Job::Pool)] {
+        let line = row(name, job, a.capacity, &mut gaps)?;
+        tell(notes, say, line);
+    }
+    // The group's cache (`SharedCache::hit_ratio_curve`): its curve, of a
+    // clock, beside the hit ratios groups' caches of each size had.
+    let (zipf, pages) = Workload::Zipf(0.99).trace(c);
+    for (name, job) in [
+        (shapes::GROUP_POOL, Job::GroupPool(dir)),
+        (shapes::GROUP_ZIPF, Job::GroupTrace(&zipf, pages, dir)),
+    ] {
         let line = row(name, job, a.capacity, &mut gaps)?;
         tell(notes, say, line);
     }

@@ -94,7 +94,7 @@ pub fn scenario(args: &BenchArgs, quick: bool) -> Result<Scenario, String> {
                 .into(),
         );
     }
-    let kills = args.trials.unwrap_or(KILLS.get(quick));
+    let kills = args.kills.or(args.trials).unwrap_or(KILLS.get(quick));
     let trials = args.trials.unwrap_or(TRIALS.get(quick));
     Ok(Scenario {
         name: "crash".into(),
@@ -198,7 +198,7 @@ pub fn run(k: &Kills, dir: &Path, notes: &mut Vec<String>, say: &dyn Fn(&str)) -
     let mut rows: Vec<(&str, Tally)> = ways.iter().map(|w| w.label()).zip(tallies).collect();
     if ways.len() > 1 && k.trials > 0 {
         say(&format!("crash: {} group trials", k.trials));
-        let t = group::run(k.trials, &foliocache, &writer, work.path())?;
+        let t = group::run(k.trials, &foliocache, &writer, work.path(), say)?;
         rows.push((group::LABEL, t));
     }
     for (label, t) in rows {

@@ -295,6 +295,11 @@ struct Measured {
     /// Remote GETs and bytes during them.
     gets: u64,
     remote_bytes: u64,
+    /// The scanner's 1 MiB reads (the scan runs as long as the point
+    /// reads, so its reads differ by engine) and the GETs of the scanned
+    /// objects among `gets`.
+    scan_reads: u64,
+    scan_gets: u64,
 }
 
 /// Reads `ops` point reads (sequence numbers from `from`) from
@@ -308,6 +313,13 @@ async fn point_reads(
     scan: bool,
 ) -> Result<Measured> {
     let (gets0, bytes0) = e.remote().seen.now();
+    let scan_gets = || {
+        e.remote()
+            .seen
+            .scan_gets
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let scan_gets0 = scan_gets();
     let t = Instant::now();
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let scanner = scan.then(|| {
@@ -317,6 +329,7 @@ async fn point_reads(
             .map(|i| (i, objects.list[i as usize].1))
             .collect();
         tokio::spawn(async move {
+            let mut reads = 0;
             'all: loop {
                 for &(obj, size) in &large {
                     for at in (0..size).step_by(1 << 20) {
@@ -324,10 +337,11 @@ async fn point_reads(
                             break 'all;
                         }
                         e.read(obj, at..(at + (1 << 20)).min(size)).await?;
+                        reads += 1;
                     }
                 }
             }
-            anyhow::Ok(())
+            anyhow::Ok(reads)
         })
     });
     let tasks: Vec<_> = (0..TASKS)
@@ -354,6 +368,8 @@ async fn point_reads(
         seconds: 0.0,
         gets: 0,
         remote_bytes: 0,
+        scan_reads: 0,
+        scan_gets: 0,
     };
     for task in tasks {
         let (lat, bytes) = task.await??;
@@ -363,10 +379,11 @@ async fn point_reads(
     m.seconds = t.elapsed().as_secs_f64();
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     if let Some(s) = scanner {
-        s.await??;
+        m.scan_reads = s.await??;
     }
     let (gets, bytes) = e.remote().seen.now();
     (m.gets, m.remote_bytes) = (gets - gets0, bytes - bytes0);
+    m.scan_gets = scan_gets() - scan_gets0;
     Ok(m)
 }
 
@@ -420,8 +437,15 @@ fn record(
     r.cache.hit_ratio = Some(hits as f64 / ops.max(1) as f64);
     r.cache.hit_ratio_from = Some("reads faster than the remote's latency");
     r.cache.read_amplification = Some(m.remote_bytes as f64 / m.bytes.max(1) as f64);
-    r.notes
-        .push(format!("remote: {} GETs, {} bytes", m.gets, m.remote_bytes));
+    // The summary reads the GETs as this note's second word.
+    let mut remote = format!("remote: {} GETs, {} bytes", m.gets, m.remote_bytes);
+    if m.scan_reads > 0 {
+        remote += &format!(
+            "; the scan: {} reads of 1 MiB, {} GETs of its objects",
+            m.scan_reads, m.scan_gets
+        );
+    }
+    r.notes.push(remote);
     if !note.is_empty() {
         r.notes.push(note);
     }

@@ -195,6 +195,17 @@ fn separate_runs_share_a_named_cache_and_its_host_writes_it_back() {
         "{}",
         stat(&sock)
     );
+    // The group's curve, kept by the host over every process's reads:
+    // its 1x point (the share the group had) in the metrics, and in
+    // `cache stat` as the host last published it.
+    let one = "foliocache_shared_predicted_hit_ratio{capacity_ratio=\"1\"} ";
+    assert!(text.contains(one), "{text}");
+    let line = stat(&sock);
+    assert!(
+        line.contains("the group's predicted hit ratio (bytes from memory) at capacity: ")
+            && !line.contains("1x not yet known"),
+        "{line}"
+    );
 
     let out = host.stop();
     let err = String::from_utf8_lossy(&out.stderr);

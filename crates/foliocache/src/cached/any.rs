@@ -32,7 +32,7 @@ use crate::write::WriteFlags;
 /// let f = AnyFile::Shared(SharedHandle::new(Arc::new(shared), false, false));
 /// assert_eq!(f.len()?, 5);
 /// assert!(f.write_at(b"x", 0).is_err()); // not opened for writing
-/// assert_eq!(f.hit_ratio_curve(), None); // the group keeps no curve
+/// assert_eq!(f.hit_ratio_curve(), None); // no file's own: the group's is the cache's
 /// # Ok::<(), std::io::Error>(())
 /// ```
 #[derive(Debug)]

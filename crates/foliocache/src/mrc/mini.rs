@@ -90,6 +90,8 @@ struct Sim {
     lists: [List; 2],
     /// Pages evicted or activated (`nonresident_age`), wrapping.
     clock: u32,
+    /// The policy is a clock's (`Minis::new`): one list, no activation.
+    second_chance: bool,
 }
 
 /// What a simulation's slot holds for a key.
@@ -100,7 +102,7 @@ enum Held {
 }
 
 impl Sim {
-    fn new(cap: u32) -> Sim {
+    fn new(cap: u32, second_chance: bool) -> Sim {
         let empty = List {
             head: NIL,
             tail: NIL,
@@ -113,6 +115,7 @@ impl Sim {
             free: VecDeque::new(),
             lists: [empty; 2],
             clock: 0,
+            second_chance,
         }
     }
 
@@ -165,7 +168,7 @@ impl Sim {
     /// A hit on slot `s` (`folio_mark_accessed`).
     fn hit(&mut self, s: u32) {
         let slot = self.slots[s as usize];
-        if !slot.active && slot.referenced {
+        if !slot.active && slot.referenced && !self.second_chance {
             self.unlink(s);
             self.slots[s as usize].referenced = false;
             self.push_head(s, true);
@@ -181,8 +184,8 @@ impl Sim {
         if self.len() >= self.cap {
             self.evict();
         }
-        let active =
-            shadow.is_some_and(|age| self.clock.wrapping_sub(age) <= self.lists[ACTIVE].len);
+        let active = !self.second_chance
+            && shadow.is_some_and(|age| self.clock.wrapping_sub(age) <= self.lists[ACTIVE].len);
         if active {
             self.clock = self.clock.wrapping_add(1);
         }
@@ -191,7 +194,8 @@ impl Sim {
             prev: NIL,
             next: NIL,
             active,
-            referenced: true,
+            // (A clock's new page is not marked: a load is no read.)
+            referenced: !self.second_chance,
             live: true,
             age: 0,
         };
@@ -218,7 +222,21 @@ impl Sim {
             self.unlink(s);
             self.push_head(s, false);
         }
-        let s = self.lists[INACTIVE].tail;
+        let mut s = self.lists[INACTIVE].tail;
+        if self.second_chance {
+            // The clock's hand: a page read since it last passed loses
+            // its mark and is passed over (to the head: the hand's next
+            // round reaches it last), at most once each.
+            for _ in 0..self.lists[INACTIVE].len {
+                if s == NIL || !self.slots[s as usize].referenced {
+                    break;
+                }
+                self.slots[s as usize].referenced = false;
+                self.unlink(s);
+                self.push_head(s, false);
+                s = self.lists[INACTIVE].tail;
+            }
+        }
         if s == NIL {
             return;
         }
@@ -249,9 +267,13 @@ pub(crate) struct Minis {
 }
 
 impl Minis {
-    /// Simulations of `caps` pages each.
-    pub(crate) fn new(caps: [u32; SIMS]) -> Minis {
-        let sims = caps.map(|c| Sim::new(c.max(1)));
+    /// Simulations of `caps` pages each, of the cache's two lists, or
+    /// with `second_chance` of a clock (the group's cache: one list; a
+    /// page loaded is not marked, a read marks it, and the hand passes
+    /// over a marked page once, unmarking it; `shared/index.rs`'s
+    /// `victim`).
+    pub(crate) fn new(caps: [u32; SIMS], second_chance: bool) -> Minis {
+        let sims = caps.map(|c| Sim::new(c.max(1), second_chance));
         let slots: usize = sims.iter().map(|s| s.max_slots as usize).sum();
         Minis {
             entries: HashMap::default(),

@@ -160,7 +160,7 @@ fn exact_lru(trace: &[u64], c: usize) -> [f64; 5] {
 /// The hit ratios of the cache's policy at 0.25, 0.5 and 1 times `c`,
 /// simulated over every key of `trace`.
 fn full_policy(trace: &[u64], c: usize) -> [f64; mini::SIMS] {
-    let mut minis = Minis::new(UP_TO_ONE.map(|r| (r * c as f64) as u32));
+    let mut minis = Minis::new(UP_TO_ONE.map(|r| (r * c as f64) as u32), false);
     let mut hits = [0u64; mini::SIMS];
     for &k in trace {
         for (n, hit) in hits.iter_mut().zip(minis.access(key_hash(SEED, k), 0).0) {
@@ -195,7 +195,7 @@ fn predict_seeded(
     let mrc = Mrc::default();
     mrc.configure(c as u64, [shift; 2], usize::MAX, u64::MAX);
     let mut model = ModelLru::new(c, budget);
-    let mut full = Minis::new([1, 1, c as u32]);
+    let mut full = Minis::new([1, 1, c as u32], false);
     let mut exact = Exact::default();
     let mut stamps = Stamps::default();
     for &k in trace {
@@ -471,7 +471,7 @@ fn stack_depth_counts_the_keys_read_since() {
 fn a_scan_does_not_grow_the_simulations_map() {
     // Simulations of 16, 32 and 64 pages (192 slots): a million keys
     // read once leave at most twice the slots in the map.
-    let mut minis = Minis::new([16, 32, 64]);
+    let mut minis = Minis::new([16, 32, 64], false);
     for k in 0..1_000_000u64 {
         assert_eq!(minis.access(key_hash(1, k), 0).0, [false; mini::SIMS]);
         assert!(
@@ -489,7 +489,7 @@ fn the_simulated_policy_keeps_a_hot_set_through_a_scan() {
     // two scan reads to a hot one. An LRU of 64 pages would hit none of
     // the hot reads (32 hot and 64 scan pages between two reads of one);
     // the active list keeps them all.
-    let mut minis = Minis::new([64, 64, 64]);
+    let mut minis = Minis::new([64, 64, 64], false);
     for _ in 0..2 {
         for k in 0..32u64 {
             minis.access(key_hash(1, k), 0);
@@ -512,7 +512,7 @@ fn a_refault_within_the_active_list_comes_back_active() {
     // active list's 2 pages, so it comes back active (`workingset_refault`)
     // and outlives three new pages that flush the inactive list (without
     // the refault test it would be the next one out).
-    let mut minis = Minis::new([4, 4, 4]);
+    let mut minis = Minis::new([4, 4, 4], false);
     let h = |k: u64| key_hash(1, k);
     let (a, b, x, y, z) = (1, 2, 3, 4, 5);
     for k in [a, a, b, b, x, y, z, x, 100, 101, 102] {
@@ -658,7 +658,7 @@ fn spread_over_draws() {
         let policy = full_policy(&trace, c);
         let lru = exact_lru(&trace, c);
         let truth = [policy[0], policy[1], lru[3], lru[4]];
-        let mut minis = Minis::new([1, 1, c as u32]);
+        let mut minis = Minis::new([1, 1, c as u32], false);
         let full_hits: Vec<bool> = trace
             .iter()
             .map(|&k| minis.access(key_hash(SEED, k), 0).0[2])

@@ -18,7 +18,7 @@ impl SharedCache {
     /// then only as the pages are used, so a group no process joins costs
     /// only its metadata's first touch.
     pub fn new_deferred(capacity: u64) -> std::io::Result<SharedCache> {
-        Ok(SharedCache::with(super::seg::Seg::create(
+        Ok(SharedCache::made(super::seg::Seg::create(
             capacity / super::seg::PAGE,
         )?))
     }

@@ -47,6 +47,7 @@
 
 mod adopt;
 pub(crate) mod crash;
+mod curve;
 mod figures;
 pub use figures::{ReadCounts, SharedStats};
 mod flusher;
@@ -123,6 +124,11 @@ pub(crate) struct Inner {
     /// The process whose thread collapses the pages (`huge.rs`), 0 if
     /// none: only it waits for the collapse to end.
     collapser: crate::sync::AtomicU32,
+    /// A read of a key hashed under this is in the group's sample
+    /// (`curve.rs`).
+    sample_below: u64,
+    /// The group's estimator, where this process made the cache.
+    owner: Option<Box<curve::Owner>>,
 }
 
 impl SharedCache {
@@ -132,7 +138,7 @@ impl SharedCache {
     /// cache is in use ([`wait_huge_pages`](Self::wait_huge_pages)): all
     /// its memory is faulted in by it.
     pub fn new(capacity: u64) -> io::Result<SharedCache> {
-        let cache = SharedCache::with(Seg::create(capacity / PAGE)?);
+        let cache = SharedCache::made(Seg::create(capacity / PAGE)?);
         cache.join();
         cache.collapse_in_background();
         Ok(cache)
@@ -143,13 +149,20 @@ impl SharedCache {
     /// inheritance or `SCM_RIGHTS`). Its layout is checked first:
     /// anything else is refused.
     pub fn attach(fd: OwnedFd) -> io::Result<SharedCache> {
-        Ok(SharedCache::with(Seg::attach(fd)?))
+        Ok(SharedCache::with(Seg::attach(fd)?, false))
     }
 
-    fn with(seg: Seg) -> SharedCache {
+    /// A cache over the segment this process just made: it keeps the
+    /// group's curve (`curve.rs`).
+    fn made(seg: Seg) -> SharedCache {
+        let cache = SharedCache::with(seg, true);
+        cache.sample_in_background();
+        cache
+    }
+
+    fn with(seg: Seg, owner: bool) -> SharedCache {
         SharedCache {
             inner: Arc::new(Inner {
-                seg,
                 me: Me::new(),
                 hits: ShardedCounter::default(),
                 misses: ShardedCounter::default(),
@@ -159,6 +172,9 @@ impl SharedCache {
                 elsewhere: Default::default(),
                 published: Published::default(),
                 collapser: crate::sync::AtomicU32::new(0),
+                sample_below: curve::threshold(seg.pages),
+                owner: owner.then(|| Box::new(curve::Owner::new(seg.pages))),
+                seg,
             }),
         }
     }
@@ -193,6 +209,7 @@ impl SharedCache {
             file,
             dev: meta.dev(),
             ino: meta.ino(),
+            sample_key: crate::mrc::file_key(meta.dev(), meta.ino()),
             path,
             key: AtomicU64::new(0),
             ra: AtomicU64::new(0),
@@ -259,6 +276,8 @@ pub struct SharedFile {
     file: File,
     dev: u64,
     ino: u64,
+    /// The file's number in the group's sample (`curve.rs`).
+    sample_key: u64,
     path: Vec<u8>,
     /// `slot << 32 | generation`: where the file is in the segment.
     key: AtomicU64,

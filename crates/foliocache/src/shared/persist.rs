@@ -22,7 +22,7 @@ impl SharedCache {
     /// # Errors
     /// The file could not be made or sized.
     pub fn new_persisted(run: &Run, capacity: u64) -> io::Result<SharedCache> {
-        let cache = SharedCache::with(Seg::create_in(run.group_file()?, capacity / PAGE)?);
+        let cache = SharedCache::made(Seg::create_in(run.group_file()?, capacity / PAGE)?);
         cache.join();
         cache.collapse_in_background();
         Ok(cache)
@@ -34,7 +34,7 @@ impl SharedCache {
     /// # Errors
     /// The file could not be made or sized.
     pub fn new_deferred_persisted(run: &Run, capacity: u64) -> io::Result<SharedCache> {
-        Ok(SharedCache::with(Seg::create_in(
+        Ok(SharedCache::made(Seg::create_in(
             run.group_file()?,
             capacity / PAGE,
         )?))

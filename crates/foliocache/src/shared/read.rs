@@ -94,10 +94,12 @@ impl SharedFile {
                     page.copy_out(in_page, dst)?;
                     std::sync::atomic::fence(Ordering::Acquire);
                     if d.state.load(Ordering::Relaxed) == state {
-                        if index::touch(d) {
+                        let fresh = index::touch(d);
+                        if fresh {
                             // Readahead's page, read now: from the file.
                             self.cache.inner.first_read_bytes.add(PAGE);
                         }
+                        self.sample(key.index, !fresh);
                         if self
                             .cache
                             .inner
@@ -208,7 +210,7 @@ impl SharedFile {
             return self.read_one(key, in_page, dst);
         };
         let (mut copied, mut from) = (0, 0);
-        for (h, page) in holds.iter().zip(pages) {
+        for ((h, page), index) in holds.iter().zip(pages).zip(key.index..) {
             let n = left.min(PAGE as usize);
             left -= n;
             page.zero_from(n)?;
@@ -221,6 +223,7 @@ impl SharedFile {
                 from += 1;
                 // This read's page, from the file (up to its end).
                 self.cache.inner.first_read_bytes.add(n as u64);
+                self.sample(index, false);
             } else {
                 // Readahead's page: counted as read from the file when a
                 // read first finds it (`index::touch`).
@@ -243,10 +246,12 @@ impl SharedFile {
         }
         let (hold, loaded) = match index::hold_key(self.seg(), key, self.me()?)? {
             Some(hold) => {
-                if hold.d.flags.fetch_and(!F_FRESH, Ordering::Relaxed) & F_FRESH != 0 {
+                let fresh = hold.d.flags.fetch_and(!F_FRESH, Ordering::Relaxed) & F_FRESH != 0;
+                if fresh {
                     // Readahead's page, read now (as `copy_hit` counts it).
                     self.cache.inner.first_read_bytes.add(PAGE);
                 }
+                self.sample(key.index, !fresh);
                 (hold, 0)
             }
             None => {
@@ -255,6 +260,7 @@ impl SharedFile {
                 let size = slot.size.load(Ordering::Relaxed);
                 let bytes = size.saturating_sub(key.index * PAGE).min(PAGE);
                 self.cache.inner.first_read_bytes.add(bytes);
+                self.sample(key.index, false);
                 (hold, 1)
             }
         };

@@ -6,6 +6,8 @@
 //!               the clock hand, the dirty count
 //!  PART_OFF     participants: PART_BYTES each (pid, start time, generation,
 //!               the reads it served and loaded, in pages and in bytes)
+//!  RING_OFF     the sample's ring: its head on a line of its own, then
+//!               RING_ENTRIES keys of sampled reads (`curve.rs`)
 //!  slots_off    file slots: SLOT_BYTES each (dev, ino, generation, size,
 //!               the inode lock, the path)
 //!  descs_off    one descriptor per data page: its state word (version,
@@ -42,7 +44,7 @@ pub(crate) const NAME: &str = "foliocache-shared";
 /// `FCSHARE1`, little-endian.
 const MAGIC: u64 = u64::from_le_bytes(*b"FCSHARE1");
 /// The layout's version.
-const VERSION: u32 = 7;
+const VERSION: u32 = 8;
 /// The seals a segment carries: no process may resize it (or unseal it).
 const SEALS: rustix::fs::SealFlags = rustix::fs::SealFlags::SHRINK
     .union(rustix::fs::SealFlags::GROW)
@@ -58,6 +60,13 @@ pub(crate) const PARTS: u32 = 1024;
 const PART_BYTES: u64 = 64;
 /// Where the participants start: after the header's page.
 const PART_OFF: u64 = HEADER_BYTES;
+/// Where the sample's ring starts: after the participants.
+const RING_OFF: u64 = PART_OFF + PARTS as u64 * PART_BYTES;
+/// Sampled reads the ring holds (`curve.rs`).
+pub(crate) const RING_ENTRIES: u64 = 1 << 16;
+/// The ring's head, alone on its line (every process's sampled reads
+/// write it), before its entries.
+const RING_HEAD_BYTES: u64 = 128;
 /// Bytes of a descriptor.
 const DESC_BYTES: u64 = 32;
 /// The most pages a segment has (page numbers + 1 fit a bucket's u32).
@@ -98,7 +107,18 @@ pub(crate) struct Header {
     pub(crate) huge_bytes: AtomicU64,
     /// Set once the creator's collapse has tried every block.
     pub(crate) huge_ended: AtomicU32,
+    /// The group's hit-ratio curve as its creator last published it
+    /// (`curve.rs`): a sequence number, odd while it writes, then the
+    /// words.
+    pub(crate) curve_seq: AtomicU64,
+    pub(crate) curve: [AtomicU64; CURVE_WORDS],
 }
+
+/// The published curve's words: each point's hit ratio and bound (`f64`
+/// bits), the window's page reads, its sampled reads.
+pub(crate) const CURVE_WORDS: usize = 12;
+
+const _: () = assert!(std::mem::size_of::<Header>() as u64 <= HEADER_BYTES);
 
 /// A participant: one attached process.
 #[repr(C)]
@@ -265,7 +285,7 @@ impl Layout {
     fn of(pages: u64) -> Option<Layout> {
         let slots = (pages / 16).clamp(64, 1 << 16);
         let buckets = pages.checked_mul(2)?.next_power_of_two().max(64);
-        let slots_off = PART_OFF.checked_add(u64::from(PARTS) * PART_BYTES)?;
+        let slots_off = RING_OFF + RING_HEAD_BYTES + RING_ENTRIES * 8;
         let descs_off = slots_off.checked_add(slots.checked_mul(SLOT_BYTES)?)?;
         let buckets_off = descs_off.checked_add(pages.checked_mul(DESC_BYTES)?)?;
         let data_off = buckets_off
@@ -433,6 +453,16 @@ impl Seg {
         (i < PARTS)
             .then(|| self.map.at(PART_OFF + u64::from(i) * PART_BYTES))
             .flatten()
+    }
+
+    /// The sample's ring's head: the sampled reads pushed so far.
+    pub(crate) fn ring_head(&self) -> &AtomicU64 {
+        self.at(RING_OFF)
+    }
+
+    /// The ring's entry for the `i`th sampled read (wrapping).
+    pub(crate) fn ring_entry(&self, i: u64) -> &AtomicU64 {
+        self.at(RING_OFF + RING_HEAD_BYTES + (i % RING_ENTRIES) * 8)
     }
 
     /// File slot `i` (1-based; 0 is no slot), or `None` past the table.

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use foliocache::{SharedCache, SharedFile};
 
 mod adopt;
+mod curve;
 mod huge;
 mod member;
 mod named;
@@ -823,6 +824,14 @@ fn a_scribbled_segment_crashes_no_one() {
     assert_eq!(wait(scribbler), 0);
     std::mem::forget(kill);
     eprintln!("{errors} calls failed over a scribbled segment");
+    // The group's curve, its ring and published words scribbled on too:
+    // wrong figures at worst, each in range, never a failure.
+    if let Some(c) = cache.hit_ratio_curve() {
+        for p in c.points {
+            assert!((0.0..=1.0).contains(&p.hit_ratio), "{c:?}");
+            assert!((0.0..=1.0).contains(&p.bound), "{c:?}");
+        }
+    }
 }
 
 /// The crash-point script's operations, in order: `(offset, length,

@@ -32,11 +32,18 @@ impl FolioFs {
             .collect();
         let mut v = match &self.store {
             Store::Private(cache) => control::own_cache_json(cache),
-            Store::Shared { cache, name } => serde_json::json!({
-                "cache": control::shared_stats_json(&cache.stats()),
-                "io_engine": "shared",
-                "shared": { "name": name },
-            }),
+            Store::Shared { cache, name } => {
+                let mut stats = control::shared_stats_json(&cache.stats());
+                // The group's curve, as its host last published it.
+                if let Some(curve) = cache.hit_ratio_curve() {
+                    stats["hit_ratio_curve"] = control::curve_json(&curve);
+                }
+                serde_json::json!({
+                    "cache": stats,
+                    "io_engine": "shared",
+                    "shared": { "name": name },
+                })
+            }
         };
         v["dontcache"] = self.dontcache.into();
         v["shared_mmap"] = self.shared_mmap().into();

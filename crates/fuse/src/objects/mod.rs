@@ -27,7 +27,9 @@
 //! Metadata (entries, attributes, directory listings) is trusted for the
 //! time-to-live ([`ObjectOptions::ttl`]), as the kernel keeps entries and
 //! attributes for it: a change made by others is seen at most that long
-//! after.
+//! after. A node's attributes never change, so the kernel keeps them a
+//! day (`NODE_ATTR_TTL`); its entries (name to node) for the
+//! time-to-live, so a lookup after it finds a new version.
 //!
 //! The kernel's page cache ([`ObjectOptions::kernel_cache`], on by
 //! default): files are opened with `FOPEN_KEEP_CACHE`, so the kernel
@@ -87,6 +89,15 @@ const ROOT: u64 = 1;
 
 /// The largest read the kernel is asked to send at once.
 const MAX_IO: u32 = 1 << 20;
+
+/// How long the kernel may keep a node's attributes (`attr_valid`): a
+/// node's never change (a directory's are the tree's, a file's node is
+/// one version of its object), so a day. A new version is found by the
+/// kernel's lookup of the name, which the entry's time-to-live
+/// ([`ObjectOptions::ttl`]) governs, not by a `GETATTR`: `fstat` of an
+/// open file, and the attribute checks of `fuse_update_attributes`, cost
+/// no request however short the time-to-live.
+const NODE_ATTR_TTL: Duration = Duration::from_secs(24 * 3600);
 
 /// The store the tree is read from.
 type Store = CachedStore<Arc<dyn ObjectStore>>;
@@ -165,6 +176,11 @@ pub struct ObjectFs {
     listing_page: usize,
     /// Read requests the kernel sent for objects' bytes.
     read_requests: AtomicU64,
+    /// The other requests a warm re-read can cost: lookups, attribute
+    /// requests and opens (of files, not directories).
+    lookup_requests: AtomicU64,
+    getattr_requests: AtomicU64,
+    open_requests: AtomicU64,
     /// Names not shown (not file names) in the listings made, and whether
     /// the log said so yet (once a mount).
     names_skipped: AtomicU64,
@@ -260,6 +276,9 @@ impl ObjectFs {
             pager,
             listing_page: opts.listing_page.max(1),
             read_requests: AtomicU64::new(0),
+            lookup_requests: AtomicU64::new(0),
+            getattr_requests: AtomicU64::new(0),
+            open_requests: AtomicU64::new(0),
             names_skipped: AtomicU64::new(0),
             said_skipped: AtomicBool::new(false),
         })
@@ -366,6 +385,9 @@ impl ObjectFs {
             "stale_versions": s.stale_versions,
             "objects": s.objects,
             "read_requests": self.read_requests.load(Ordering::Relaxed),
+            "lookup_requests": self.lookup_requests.load(Ordering::Relaxed),
+            "getattr_requests": self.getattr_requests.load(Ordering::Relaxed),
+            "open_requests": self.open_requests.load(Ordering::Relaxed),
             "kernel_cache": self.kernel_cache,
             "names_skipped": self.names_skipped.load(Ordering::Relaxed),
             "disk_tier": tier.map(|t| serde_json::json!({

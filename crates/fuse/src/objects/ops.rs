@@ -22,7 +22,7 @@ use parking_lot::Mutex;
 
 use super::dir::DirRead;
 use super::listing::listed_ino;
-use super::{is_control, store_errno, Entry, ObjectFs, MAX_IO, ROOT};
+use super::{is_control, store_errno, Entry, ObjectFs, MAX_IO, NODE_ATTR_TTL, ROOT};
 use crate::control::{self, CONTROL_INO};
 
 /// An open file, directory or control file.
@@ -154,8 +154,10 @@ impl Filesystem for ObjectFs {
         if is_control(parent.0, name) {
             return reply.entry(&self.ttl, &control::attr(self.owner), Generation(0));
         }
+        self.lookup_requests.fetch_add(1, Ordering::Relaxed);
         match self.lookup_entry(parent.0, name) {
-            Ok(attr) => reply.entry(&self.ttl, &attr, Generation(0)),
+            // The name for the time-to-live, the node's attributes longer.
+            Ok(attr) => reply.entry_with_ttls(&NODE_ATTR_TTL, &self.ttl, &attr, Generation(0)),
             Err(e) => reply.error(e),
         }
     }
@@ -181,8 +183,9 @@ impl Filesystem for ObjectFs {
         if ino.0 == CONTROL_INO {
             return reply.attr(&self.ttl, &control::attr(self.owner));
         }
+        self.getattr_requests.fetch_add(1, Ordering::Relaxed);
         match self.current(ino.0) {
-            Ok(entry) => reply.attr(&self.ttl, &self.attr(ino.0, &entry)),
+            Ok(entry) => reply.attr(&NODE_ATTR_TTL, &self.attr(ino.0, &entry)),
             Err(e) => reply.error(e),
         }
     }
@@ -200,6 +203,7 @@ impl Filesystem for ObjectFs {
             Some(n) => n.key.clone(),
             None => return reply.error(Errno::ENOENT),
         };
+        self.open_requests.fetch_add(1, Ordering::Relaxed);
         match self.current(ino.0) {
             Ok(Entry::File(meta)) => {
                 let fh = self.add_handle(Open::File(Arc::new((key, meta))));
@@ -262,8 +266,10 @@ impl Filesystem for ObjectFs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        // Nothing is ever written: nothing to flush.
-        reply.ok();
+        // Nothing is ever written: nothing to flush. ENOSYS tells the
+        // kernel so (`fuse_flush` sets `no_flush`), and no later `close`
+        // of the mount's files waits for a request.
+        reply.error(Errno::ENOSYS);
     }
 
     fn getxattr(

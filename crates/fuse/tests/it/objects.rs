@@ -81,10 +81,13 @@ impl Mounted {
 
     /// The read requests the server has had for objects' bytes.
     fn read_requests(&self) -> u64 {
+        self.requests("read_requests")
+    }
+
+    /// The server's count `name` of the control file's `object_store`.
+    fn requests(&self, name: &str) -> u64 {
         let v = self.control();
-        v["object_store"]["read_requests"]
-            .as_u64()
-            .expect("read_requests")
+        v["object_store"][name].as_u64().expect(name)
     }
 }
 
@@ -354,6 +357,38 @@ fn a_warm_reread_is_the_kernels_until_the_object_changes() {
         Ok(n) => assert_eq!(&buf[..n], &first[8192..8192 + n]),
         Err(e) => assert_eq!(e.raw_os_error(), Some(libc::ESTALE), "{e}"),
     }
+}
+
+#[test]
+fn a_nodes_attributes_cost_no_request_while_its_name_is_looked_up_again() {
+    if !fuse_ok("a_nodes_attributes_cost_no_request_while_its_name_is_looked_up_again") {
+        return;
+    }
+    // No time-to-live: every lookup of a name asks the store.
+    let data = pattern(3, 10_000);
+    let m = Mounted::new(&[("obj", data.clone())], Duration::ZERO);
+    let f = fs::File::open(m.p("obj")).expect("open");
+    assert_eq!(f.metadata().expect("fstat").len(), 10_000);
+    let (getattrs, lookups) = (
+        m.requests("getattr_requests"),
+        m.requests("lookup_requests"),
+    );
+    // The open file's attributes are its node's, one version's: kept by
+    // the kernel, not asked again.
+    for _ in 0..5 {
+        assert_eq!(f.metadata().expect("fstat").len(), 10_000);
+        let mut buf = vec![0u8; 100];
+        f.read_exact_at(&mut buf, 9_900).expect("pread at the end");
+        assert_eq!(buf, data[9_900..]);
+    }
+    assert_eq!(m.requests("getattr_requests"), getattrs);
+    // The name is looked up again each time (a new version would be a
+    // new node).
+    for _ in 0..3 {
+        assert_eq!(fs::metadata(m.p("obj")).expect("stat").len(), 10_000);
+    }
+    assert!(m.requests("lookup_requests") >= lookups + 3);
+    assert_eq!(m.requests("getattr_requests"), getattrs);
 }
 
 #[test]

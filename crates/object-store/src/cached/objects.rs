@@ -31,10 +31,25 @@
 //! # Locking
 //! The table's rwlock (shared by lookups, which only set an object's
 //! referenced bit; exclusive to insert and remove) and the gates' map's
-//! mutex are leaves, never held across a store call or a read. A gate is
-//! held across a HEAD, and taken with no other lock held. Objects evicted
-//! or invalidated are dropped after the table's lock is released (closing
-//! a mapping frees its folios).
+//! mutex are leaves, never held across a store call or a read that may
+//! wait: a hit ([`Objects::with`]) pins its folio under the shared lock,
+//! which takes no lock of ours and waits for no IO. A gate is held across
+//! a HEAD, and taken with no other lock held. Objects evicted or
+//! invalidated are dropped after the table's lock is released (closing a
+//! mapping frees its folios).
+//!
+//! # The hasher
+//! Every hit hashes its path, so the table hashes with foldhash (a
+//! multiply-fold hash, a few nanoseconds for a path) rather than std's
+//! SipHash-1-3. Paths are chosen by the store's clients, so a client
+//! could try to make them collide (hash flooding); that is bounded here:
+//! foldhash's `RandomState` seeds each table from a per-process secret
+//! (no fixed set of inputs collides in every process), the table's hash
+//! order is never shown (the clock's order is insertion order), an entry
+//! is made only for an object a HEAD found (or the disk tier's record of
+//! one), and the table holds at most `max_objects` of them, so even a
+//! path colliding with every entry costs a lookup `max_objects`
+//! comparisons, not a quadratic blow-up.
 
 use super::object_store;
 use std::borrow::Borrow;
@@ -250,7 +265,7 @@ impl Drop for Gate<'_> {
 
 #[derive(Debug, Default)]
 struct Table {
-    map: HashMap<Key, (Arc<Object>, u64)>,
+    map: HashMap<Key, (Arc<Object>, u64), foldhash::fast::RandomState>,
     order: VecDeque<(Key, u64)>,
     next_gen: u64,
     seq: u64,
@@ -310,19 +325,26 @@ impl Objects {
 
     /// The object tracked under `key`, marked referenced.
     pub(crate) fn get(&self, key: &Key) -> Option<Arc<Object>> {
-        self.find(&key.0, key.1.as_deref())
+        self.with(&key.0, key.1.as_deref(), Arc::clone)
     }
 
-    /// The object tracked under the key of `path` and `version` (the
-    /// version id a request names), marked referenced: [`get`](Self::get)
-    /// without making the key.
-    pub(crate) fn find(&self, path: &Path, version: Option<&str>) -> Option<Arc<Object>> {
+    /// `f` of the object tracked under the key of `path` and `version`
+    /// (the version id a request names; no [`Key`] made), marked
+    /// referenced, called under the table's shared lock (no
+    /// reference taken: a hit's whole path). `f` must not wait (see
+    /// Locking in the module documentation).
+    pub(crate) fn with<R>(
+        &self,
+        path: &Path,
+        version: Option<&str>,
+        f: impl FnOnce(&Arc<Object>) -> R,
+    ) -> Option<R> {
         let t = self.table.read();
         let (obj, _) = t.map.get(&(path, version) as &dyn KeyView)?;
         if !obj.referenced.load(Ordering::Relaxed) {
             obj.referenced.store(true, Ordering::Relaxed);
         }
-        Some(obj.clone())
+        Some(f(obj))
     }
 
     /// Whether `key` tracks an object `f` holds for (not marking it

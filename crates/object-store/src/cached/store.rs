@@ -538,15 +538,23 @@ impl<S: ObjectStore> CachedStore<S> {
     /// (the slow path, [`get_cached`](Self::get_cached), answers it).
     /// Allocates the returned bytes and what a `GetResult` holds (its
     /// metadata, its stream), as `InMemory`'s `get_opts` does; no lock
-    /// but the table's (shared) and the folio's pin, no wait.
+    /// but the table's (shared, held throughout: no reference to the
+    /// object taken) and the folio's pin, no wait.
     fn get_now(&self, location: &Path, options: &GetOptions) -> Option<GetResult> {
-        let obj = self.objects.find(location, options.version.as_deref())?;
-        if !self.is_current(&obj, options) || options.check_preconditions(&obj.meta).is_err() {
+        let version = options.version.as_deref();
+        self.objects
+            .with(location, version, |obj| self.hit(obj, options))
+            .flatten()
+    }
+
+    /// [`get_now`](Self::get_now) of the tracked `obj`.
+    fn hit(&self, obj: &Object, options: &GetOptions) -> Option<GetResult> {
+        if !self.is_current(obj, options) || options.check_preconditions(&obj.meta).is_err() {
             return None;
         }
         let size = obj.meta.size;
         if options.head {
-            return Some(result(&obj, 0..size, stream::empty().boxed()));
+            return Some(result(obj, 0..size, stream::empty().boxed()));
         }
         let range = match &options.range {
             None => 0..size,
@@ -555,13 +563,13 @@ impl<S: ObjectStore> CachedStore<S> {
         if range.end - range.start > CHUNK {
             return None;
         }
-        let bytes = cached(&obj, range.start, (range.end - range.start) as usize)
+        let bytes = cached(obj, range.start, (range.end - range.start) as usize)
             .ok()?
             .ok()?;
         obj.note_read(&range);
         Counters::add(&self.counters.hits, 1);
         let body = stream::once(ready(Ok(bytes))).boxed();
-        Some(result(&obj, range, body))
+        Some(result(obj, range, body))
     }
 
     /// `get_opts` of a valid range (or a HEAD) of a tracked object

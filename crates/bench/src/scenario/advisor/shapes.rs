@@ -18,10 +18,11 @@
 //!   simulations do not model: its pages count as misses where read.
 
 use std::ops::Range;
+use std::path::Path;
 
 use anyhow::Result;
 use backing::MemBacking;
-use foliocache::{File, HitRatioCurve};
+use foliocache::{File, HitRatioCurve, SharedCache, SharedFile};
 
 use super::{cache, hit_ratio, PAGE, TRACE_CAPACITIES};
 
@@ -76,10 +77,111 @@ pub(super) fn pool(c: u64, capacity: u64) -> Result<(f64, HitRatioCurve)> {
     Ok((hit_ratio(&before, &cache.stats()), cache.hit_ratio_curve()))
 }
 
+/// The group's pool's name in the table.
+pub(super) const GROUP_POOL: &str = "group: pool 8x64K";
+
+/// The group's zipf's name in the table.
+pub(super) const GROUP_ZIPF: &str = "group: zipf 0.99";
+
+/// The pool ([`pool`]) through the group's cache (`SharedCache`) of
+/// `capacity` bytes, over a sparse file of 2 C made in `dir`: the group's
+/// hit ratio over the second half and the group's curve at its end
+/// (`SharedCache::hit_ratio_curve`).
+pub(super) fn group_pool(dir: &Path, c: u64, capacity: u64) -> Result<(f64, HitRatioCurve)> {
+    let pages = 2 * c;
+    let reads = TRACE_CAPACITIES * c / READ_PAGES / WORKERS;
+    group_run(dir, pages, capacity, |file, half| {
+        let range = if half == 0 {
+            0..reads / 2
+        } else {
+            reads / 2..reads
+        };
+        workers(file, pages, range)
+    })
+}
+
+/// The trace of `trace` (a file of `pages`) through the group's cache of
+/// `capacity` bytes, read by [`WORKERS`] threads, each every
+/// [`WORKERS`]th read in turn; as [`group_pool`].
+pub(super) fn group_trace(
+    dir: &Path,
+    trace: &[u64],
+    pages: u64,
+    capacity: u64,
+) -> Result<(f64, HitRatioCurve)> {
+    group_run(dir, pages, capacity, |file, half| {
+        let part = &trace[half * trace.len() / 2..(half + 1) * trace.len() / 2];
+        std::thread::scope(|s| {
+            let running: Vec<_> = (0..WORKERS as usize)
+                .map(|w| {
+                    s.spawn(move || -> Result<()> {
+                        let mut buf = vec![0u8; PAGE as usize];
+                        for p in part.iter().skip(w).step_by(WORKERS as usize) {
+                            file.read_at(&mut buf, p * PAGE)?;
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            running
+                .into_iter()
+                .try_for_each(|w| w.join().expect("a group worker panicked"))
+        })
+    })
+}
+
+/// A group's cache of `capacity` bytes over a sparse file of `pages` in
+/// `dir`, read by `halves` (the first half, 0, fills it; the second, 1,
+/// is measured): the group's hit ratio over the second half, in bytes,
+/// and the group's curve.
+fn group_run(
+    dir: &Path,
+    pages: u64,
+    capacity: u64,
+    halves: impl Fn(&dyn Reader, usize) -> Result<()>,
+) -> Result<(f64, HitRatioCurve)> {
+    let path = dir.join("advisor-group");
+    let f = std::fs::File::create(&path)?;
+    f.set_len(pages * PAGE)?;
+    drop(f);
+    let cache = SharedCache::new(capacity)?;
+    let file = cache.open(std::fs::File::open(&path)?)?;
+    halves(&file, 0)?;
+    let before = cache.stats();
+    halves(&file, 1)?;
+    let after = cache.stats();
+    let curve = cache
+        .hit_ratio_curve()
+        .ok_or_else(|| anyhow::anyhow!("the group's curve was not published"))?;
+    drop(file);
+    std::fs::remove_file(&path)?;
+    let read = after.group_read_bytes - before.group_read_bytes;
+    let memory = after.group_memory_bytes() - before.group_memory_bytes();
+    Ok((memory as f64 / read.max(1) as f64, curve))
+}
+
+/// A file the workers read at offsets: a private cache's or the group's.
+pub(super) trait Reader: Sync {
+    /// Reads into `buf` at `offset`.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize>;
+}
+
+impl Reader for File {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+        File::read_at(self, buf, offset)
+    }
+}
+
+impl Reader for SharedFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+        SharedFile::read_at(self, buf, offset)
+    }
+}
+
 /// The pool's reads numbered `reads` of each worker, the workers side by
 /// side: each its own draws (splitmix64 of its number and a counter, as
 /// the traces'), a range of [`READ_PAGES`] aligned in a file of `pages`.
-fn workers(file: &File, pages: u64, reads: Range<u64>) -> Result<()> {
+fn workers(file: &dyn Reader, pages: u64, reads: Range<u64>) -> Result<()> {
     let ranges = pages / READ_PAGES;
     std::thread::scope(|s| {
         let running: Vec<_> = (0..WORKERS)

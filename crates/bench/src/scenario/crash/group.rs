@@ -32,11 +32,18 @@ pub const LABEL: &str = "group trials: 120 kills + all";
 
 /// Runs `trials` trials in `dir` with `foliocache` and the `writers`
 /// (`logged_writer`); their tally (kills counted one per trial, the kills
-/// losing those of a trial losing bytes).
+/// losing those of a trial losing bytes), each trial's said by `say` as
+/// it ends (a long run's figures so far).
 ///
 /// # Errors
 /// A launch that fails, `foliocache recover` failing.
-pub fn run(trials: u64, foliocache: &Path, writers: &Path, dir: &Path) -> Result<Tally> {
+pub fn run(
+    trials: u64,
+    foliocache: &Path,
+    writers: &Path,
+    dir: &Path,
+    say: &dyn Fn(&str),
+) -> Result<Tally> {
     let mut tally = Tally::default();
     for trial in 0..trials {
         let t0 = std::time::Instant::now();
@@ -49,6 +56,12 @@ pub fn run(trials: u64, foliocache: &Path, writers: &Path, dir: &Path) -> Result
         tally.lost += lost;
         tally.kills_losing += u64::from(lost > 0);
         tally.seconds += t0.elapsed().as_secs_f64();
+        say(&format!(
+            "crash: group trial {trial}: {accepted} bytes accepted, {lost} lost; \
+             {} trials, {} bytes lost so far",
+            trial + 1,
+            tally.lost
+        ));
         std::fs::remove_dir_all(&work).context("crash: removing the group's files")?;
     }
     Ok(tally)

@@ -59,6 +59,9 @@ pub struct Seen {
     pub bytes: AtomicU64,
     /// HEADs.
     pub heads: AtomicU64,
+    /// GETs of the scanned objects (paths under `scan/`), counted in
+    /// `gets` too.
+    pub scan_gets: AtomicU64,
 }
 
 impl Seen {
@@ -136,6 +139,9 @@ forward_object_store! {
             self.seen.heads.fetch_add(1, Ordering::Relaxed);
         } else {
             self.seen.gets.fetch_add(1, Ordering::Relaxed);
+            if l.as_ref().starts_with("scan/") {
+                self.seen.scan_gets.fetch_add(1, Ordering::Relaxed);
+            }
             let n = r.range.end - r.range.start;
             self.seen.bytes.fetch_add(n, Ordering::Relaxed);
         }

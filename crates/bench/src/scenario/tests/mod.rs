@@ -478,6 +478,10 @@ fn crash_kills_a_writer_four_ways_by_name_only() {
     assert_eq!(kills(&["--scenario", "crash"]), (1000, 1000));
     assert_eq!(kills(&["--scenario", "crash", "--quick"]), (100, 3));
     assert_eq!(kills(&["--scenario", "crash", "--trials", "5"]), (5, 5));
+    // The group trials alone, as a long run of them is made.
+    let alone = ["--scenario", "crash", "--kills", "0", "--trials", "7"];
+    assert_eq!(kills(&alone), (0, 7));
+    assert_eq!(kills(&["--scenario", "crash", "--kills", "3"]), (3, 1000));
     let e = plan_err(&["--scenario", "crash", "--engine", "kernel"]);
     assert!(e.contains("--engine does not apply"), "{e}");
     let labels: Vec<&str> = crate::scenario::crash::WAYS
