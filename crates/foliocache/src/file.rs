@@ -587,7 +587,7 @@ impl File {
             .effective_flags(ReadFlags::NONE)
             .contains(ReadFlags::DONTCACHE);
         if cached {
-            if let Ok(p) = self.mapping.pin_cached(offset, n, true) {
+            if let Ok(p) = self.mapping.pin_cached(offset, n, true, true) {
                 return Ok(p);
             }
         }
@@ -621,7 +621,7 @@ impl File {
         if !self.may_pin(offset, len) {
             return None;
         }
-        self.mapping.pin_cached(offset, len, true).ok()
+        self.mapping.pin_cached(offset, len, true, true).ok()
     }
 
     /// [`pin_cached`](Self::pin_cached) as an [`OwnedPin`]: the same
