@@ -631,6 +631,8 @@ impl File {
     /// `pin_cached`'s, and also while owned pins hold a quarter of the
     /// cache's memory (each folio counted whole): then nothing is pinned
     /// or counted, and the caller copies from [`pin_cached`](Self::pin_cached).
+    /// Unlike a read's hit and `pin_cached`, the lookup prefetches none of
+    /// the bytes: the caller reads them when it likes, if at all.
     ///
     /// The bytes are a snapshot, as a [`Pinned`]'s: a write of the range
     /// goes to a copy of the folio (the pin keeps the old bytes, reads see

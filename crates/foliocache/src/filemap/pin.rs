@@ -5,7 +5,7 @@
 //! # The protocol
 //! A pin is a count in the folio's descriptor. A reader takes one without
 //! any lock ([`Folio::try_pin`](crate::folio::Folio::try_pin)): it counts
-//! itself, fences, and backs off if the folio is locked. Every writer of an
+//! itself and backs off if the folio is locked (both accesses `SeqCst`). Every writer of an
 //! uptodate folio's bytes (a write's copy-in, truncation's zeroing of a cut
 //! folio) holds the folio lock, and asks, under it, whether the folio is
 //! pinned ([`LockedFolio::is_pinned`], the other side of the fence). So a
