@@ -352,17 +352,18 @@ impl Folio {
     /// locker's fence before this count, since its read of the count
     /// missed it, this count before this load, and this load before the
     /// fence, since it missed the lock the fence follows: a cycle. These
-    /// are C++20's rules, [atomics.order] 4.2 and 4.3, which Rust's
-    /// atomics follow.) On x86 the count is one locked add, where a count
+    /// are C++20's rules, section atomics.order, 4.2 and 4.3, which
+    /// Rust's atomics follow.) On x86 the count is one locked add, where a count
     /// and a fence were two. Reading an unlocked folio here (at least
     /// acquire) also orders this thread's reads of the bytes after the
     /// last locker's writes. Returns whether it pinned. The caller holds
     /// a reference.
     pub(crate) fn try_pin(&self) -> bool {
         self.pins.fetch_add(1, Ordering::SeqCst);
-        // Loom checks `SeqCst` accesses as acquire/release only, which
-        // would let both sides miss: its models keep the fence, which
-        // gives what the two accesses give under the rules above.
+        // Loom checks `SeqCst` accesses as acquire/release only (a limit
+        // its documentation states), under which both sides could miss:
+        // its models keep the fence, which gives what the two accesses
+        // give under the rules above.
         #[cfg(loom)]
         fence(Ordering::SeqCst);
         if self.flags.load(Ordering::SeqCst) & FolioFlags::LOCKED.bits() != 0 {
