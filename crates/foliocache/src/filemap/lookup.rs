@@ -90,7 +90,7 @@ impl Mapping {
     /// its next page cost it throughput. A lend (`prefetch` false: an owned
     /// pin, whose bytes the library does not read) prefetches nothing: its
     /// caller reads the bytes when it likes, if at all, and the prefetches
-    /// were a quarter of the lookup's time in a lent 4 KiB hit
+    /// were a third of the lookup's samples in a lent 4 KiB hit
     /// (docs/measurements/2026-11-30-objectstore-floor-4.md).
     pub(crate) fn get_for_read(
         &self,
