@@ -319,16 +319,26 @@ impl DiskTier {
     /// and none `key`'s is a miss with no read.
     pub fn get(&self, key: u128, len: usize) -> Option<Vec<u8>> {
         let mut got = None;
-        self.get_with(key, len, |data| got = Some(data.to_vec()));
+        self.get_with(key, len, true, |data| got = Some(data.to_vec()));
         got
     }
 
     /// As [`get`](Self::get), the chunk handed to `f` in the tier's own
     /// buffer, not copied out: whether it was found, or a slot of its
     /// failed its checksum (the slot is empty from then on: the caller,
-    /// which knows the object and the offset, says so once).
-    pub(crate) fn get_with(&self, key: u128, len: usize, f: impl FnOnce(&[u8])) -> Found {
-        let (found, corrupt) = self.lookup(key, len);
+    /// which knows the object and the offset, says so once). A chunk found
+    /// is marked used now (`promote`), or, for a read that will not come
+    /// back ([`CacheHint::ReadOnce`](crate::CacheHint): a compaction's
+    /// input), made its set's first to go: its kept mark cleared, its use
+    /// the oldest.
+    pub(crate) fn get_with(
+        &self,
+        key: u128,
+        len: usize,
+        promote: bool,
+        f: impl FnOnce(&[u8]),
+    ) -> Found {
+        let (found, corrupt) = self.lookup(key, len, promote);
         let c = if found.is_some() {
             &self.counts.hits
         } else {
@@ -348,8 +358,8 @@ impl DiskTier {
 
     /// The buffer of the slot holding `key` (its `len` bytes at
     /// [`BLOCK`]), if one does; and whether a slot of `key` failed its
-    /// checksum.
-    fn lookup(&self, key: u128, len: usize) -> (Option<AlignedBuf>, bool) {
+    /// checksum. `promote`: as [`get_with`](Self::get_with).
+    fn lookup(&self, key: u128, len: usize, promote: bool) -> (Option<AlignedBuf>, bool) {
         let want = tag(key);
         let mut corrupt = false;
         for pass in [want, UNKNOWN] {
@@ -361,7 +371,10 @@ impl DiskTier {
                     Ok(data) => {
                         self.learn(s, want);
                         self.kept[s as usize].store(false, Ordering::Relaxed);
-                        self.touch(s);
+                        match promote {
+                            true => self.touch(s),
+                            false => self.used[s as usize].store(0, Ordering::Relaxed),
+                        }
                         return (Some(data), corrupt);
                     }
                     Err(bad) => corrupt |= bad,
