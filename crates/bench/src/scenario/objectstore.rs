@@ -26,7 +26,11 @@
 //! - `mount`: warm re-reads of an object through the object mount (the
 //!   kernel's page cache kept across opens, and not) against the same
 //!   bytes in a file with the kernel's cache warm, 1 MiB sequential and
-//!   4 KiB random, the contenders interleaved ([`mount`](mod@mount)).
+//!   4 KiB random, the contenders interleaved ([`mount`](mod@mount));
+//! - `lsm`: an LSM engine's trace through foliocache with its disk tier,
+//!   with the per-call hints and without: files written at 3x the tier,
+//!   each read once by a compaction after a lag, beside a query's hot
+//!   set; then puts at twice the tier's write bandwidth ([`lsm`]).
 //!
 //! `FOLIOCACHE_OBJSTORE_JOBS` (a comma-separated list of jobs) runs only
 //! those (the tests run `memory` alone). `FOLIOCACHE_OBJSTORE_DISK` (a
@@ -63,6 +67,7 @@ mod engines;
 mod foyer;
 mod hits;
 mod lru;
+mod lsm;
 mod memory;
 mod mount;
 #[cfg(feature = "parquet")]
@@ -82,6 +87,8 @@ pub const MEMORY: JobName = "memory";
 pub const HITS: JobName = "hits";
 /// Warm re-reads through the object mount against ext4.
 pub const MOUNT: JobName = "mount";
+/// The LSM-like trace, with the hints and without.
+pub const LSM: JobName = "lsm";
 /// arrow-rs `parquet`'s queries through the stores (the bench's feature
 /// `parquet`).
 pub const PARQUET: JobName = "parquet";
@@ -93,6 +100,7 @@ const JOBS: &[JobName] = &[
     MEMORY,
     HITS,
     MOUNT,
+    LSM,
     #[cfg(feature = "parquet")]
     PARQUET,
 ];
@@ -532,6 +540,9 @@ pub fn run(
                 Some(why) => no_mount = Some(why),
             }
         }
+        if label == FOLIO_DISK && runs(LSM) {
+            records.push(lsm::run(b.m, b.latency, root.path(), &rt)?);
+        }
         #[cfg(feature = "parquet")]
         if label == FOLIO && runs(PARQUET) {
             records.push(parquet::run(b.parquet_file, root.path(), &rt)?);
@@ -563,7 +574,7 @@ pub fn run(
 fn compare(runs: &[JobRuns], notes: &mut Vec<String>, say: &dyn Fn(&str)) {
     for job in runs
         .iter()
-        .filter(|j| [HITS, MOUNT, PARQUET].contains(&j.job))
+        .filter(|j| [HITS, MOUNT, LSM, PARQUET].contains(&j.job))
     {
         for r in job.engines.iter().flatten() {
             for line in &r.notes {
@@ -574,7 +585,7 @@ fn compare(runs: &[JobRuns], notes: &mut Vec<String>, say: &dyn Fn(&str)) {
     }
     for job in runs
         .iter()
-        .filter(|j| ![RESTART, MEMORY, HITS, MOUNT, PARQUET].contains(&j.job))
+        .filter(|j| ![RESTART, MEMORY, HITS, MOUNT, LSM, PARQUET].contains(&j.job))
     {
         let last = |label: &str| {
             job.engines
