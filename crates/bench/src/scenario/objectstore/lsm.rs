@@ -86,6 +86,9 @@ struct Burst {
     tier_bw: f64,
     /// The rate the puts were offered at.
     offered: f64,
+    /// The rate they were written at (their bytes over the time from the
+    /// first put's start to the last one's end).
+    achieved: f64,
     handed: u64,
     written: u64,
     waits: u64,
@@ -273,7 +276,7 @@ fn burst(
     let files = s.tier / 2 / s.file;
     let every = Duration::from_secs_f64(s.file as f64 / (2.0 * tier_bw));
     let (handed0, waits0) = (store.stats().written_through, store.stats().write_waits);
-    let read_gets = rt.block_on(async {
+    let (read_gets, achieved) = rt.block_on(async {
         let start = tokio::time::Instant::now();
         let writers: Vec<_> = (0..files)
             .map(|i| {
@@ -290,6 +293,7 @@ fn burst(
         for w in writers {
             w.await??;
         }
+        let achieved = (files * s.file) as f64 / start.elapsed().as_secs_f64().max(1e-9);
         let before = remote.seen.now().0;
         for i in 0..files {
             let opts = get_opts(Some(CacheHint::ReadOnce));
@@ -300,12 +304,13 @@ fn burst(
             );
             store.delete(&file(i)).await?;
         }
-        anyhow::Ok(remote.seen.now().0 - before)
+        anyhow::Ok((remote.seen.now().0 - before, achieved))
     })?;
     let st = store.stats();
     let b = Burst {
         tier_bw,
         offered: s.file as f64 / every.as_secs_f64().max(1e-9),
+        achieved,
         handed: st.written_through - handed0,
         written: tier.stats().writes,
         waits: st.write_waits - waits0,
@@ -359,12 +364,13 @@ fn record(s: Sizes, [hints, kept, plain]: &[Trace; 3], b: &Burst) -> RunRecord {
     ));
     r.notes.push(format!(
         "lsm burst: {} MiB of puts offered at {:.1} MB/s, {:.2}x the tier's write bandwidth \
-         ({:.1} MB/s): {} chunks handed to the tier, {} written, {} dropped (target 0), {} puts \
+         ({:.1} MB/s), written at {:.1} MB/s: {} chunks handed to the tier, {} written, {} dropped (target 0), {} puts \
          waited for the queue; read back ReadOnce: {} GETs ({} kept chunks a full set gave up)",
         s.tier / 2 >> 20,
         mb(b.offered),
         b.offered / b.tier_bw,
         mb(b.tier_bw),
+        mb(b.achieved),
         b.handed,
         b.written,
         b.handed.saturating_sub(b.written),
