@@ -136,7 +136,10 @@ async fn compaction_inputs_kept_until_read_make_no_get() {
         kept.compaction_bytes > 3 * TIER_SLOTS * SLOT as u64 / 2,
         "{kept:?}"
     );
-    assert_eq!(kept.compaction_gets, 0, "compaction GETs with KeepUntilRead");
+    assert_eq!(
+        kept.compaction_gets, 0,
+        "compaction GETs with KeepUntilRead"
+    );
     let plain = lsm_trace(CacheHint::Normal, CacheHint::Normal).await;
     assert!(
         plain.compaction_gets > 0,

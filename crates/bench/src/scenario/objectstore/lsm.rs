@@ -256,7 +256,11 @@ fn tier_bandwidth(path: &FsPath) -> Result<f64> {
         tier.put(u128::from(c) << 70 | 1, &data);
     }
     let secs = t.elapsed().as_secs_f64();
-    ensure!(tier.stats().writes == chunks, "lsm: the tier wrote {:?}", tier.stats());
+    ensure!(
+        tier.stats().writes == chunks,
+        "lsm: the tier wrote {:?}",
+        tier.stats()
+    );
     drop(tier);
     std::fs::remove_file(path)?;
     Ok((chunks * CHUNK as u64) as f64 / secs.max(1e-9))
@@ -366,7 +370,7 @@ fn record(s: Sizes, [hints, kept, plain]: &[Trace; 3], b: &Burst) -> RunRecord {
         "lsm burst: {} MiB of puts offered at {:.1} MB/s, {:.2}x the tier's write bandwidth \
          ({:.1} MB/s), written at {:.1} MB/s: {} chunks handed to the tier, {} written, {} dropped (target 0), {} puts \
          waited for the queue; read back ReadOnce: {} GETs ({} kept chunks a full set gave up)",
-        s.tier / 2 >> 20,
+        (s.tier / 2) >> 20,
         mb(b.offered),
         b.offered / b.tier_bw,
         mb(b.tier_bw),
