@@ -549,24 +549,34 @@ pub fn run(
         }
         Ok(records)
     })?;
-    if let Some(why) = no_mount {
-        let line = format!("mount job skipped: FUSE is unavailable here: {why}");
-        say(&line);
-        notes.push(line);
-    }
-    if !JOBS.contains(&PARQUET) {
-        let line =
-            format!("parquet job not built (the bench's `parquet` feature): {PARQUET_BUILD}");
-        say(&line);
-        notes.push(line);
-    }
-    if !ENGINES.contains(&FOYER) {
-        let line = format!("foyer engine not built (the bench's `foyer` feature): {FOYER_BUILD}");
-        say(&line);
-        notes.push(line);
-    }
+    not_run(no_mount, notes, say);
     compare(&runs, notes, say);
     Ok(runs)
+}
+
+/// What did not run and why, to the notes: the mount job where FUSE is
+/// unavailable (`no_mount`), the jobs and engines not built.
+fn not_run(no_mount: Option<String>, notes: &mut Vec<String>, say: &dyn Fn(&str)) {
+    let mut lines = Vec::new();
+    if let Some(why) = no_mount {
+        lines.push(format!(
+            "mount job skipped: FUSE is unavailable here: {why}"
+        ));
+    }
+    if !JOBS.contains(&PARQUET) {
+        lines.push(format!(
+            "parquet job not built (the bench's `parquet` feature): {PARQUET_BUILD}"
+        ));
+    }
+    if !ENGINES.contains(&FOYER) {
+        lines.push(format!(
+            "foyer engine not built (the bench's `foyer` feature): {FOYER_BUILD}"
+        ));
+    }
+    for line in lines {
+        say(&line);
+        notes.push(line);
+    }
 }
 
 /// Each engine's figures against the 4 MiB parts' and foyer's, to the
