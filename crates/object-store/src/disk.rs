@@ -55,7 +55,10 @@
 //! LRU until a lookup finds it; only when every slot of the set is kept
 //! does the least recent kept one go (the tier does not refuse a write).
 //! The mark lives in memory: after a restart a kept chunk is an ordinary
-//! one.
+//! one. A lookup for a read marked [`CacheHint::ReadOnce`](crate::CacheHint)
+//! (the compaction that reads the file once, then deletes it) clears the
+//! mark and makes the chunk its set's least recent, not its most: the
+//! first to go, so that it does not outlive the query's chunks.
 //!
 //! # Admission
 //! A chunk goes to disk when a page of it misses in memory a second time
