@@ -156,10 +156,14 @@ use std::sync::{Arc, Weak};
 use crate::sync::{Mutex, Ordering, StatU16, StatU64};
 
 mod mini;
+mod queue;
 mod stack;
 pub(crate) use stack::{KeyHasher, Stack};
 
 use mini::Minis;
+use queue::Queue;
+/// The slots of the queue of sampled reads (`Mrc::push`).
+pub(crate) const QUEUE_ENTRIES: u64 = queue::ENTRIES;
 
 /// The capacity ratios of the curve's points.
 pub const CAPACITY_RATIOS: [f64; 5] = [0.25, 0.5, 1.0, 2.0, 4.0];
@@ -625,19 +629,28 @@ struct Tracked {
 
 /// The threshold a hit compares its key's hash with, and the clock that
 /// ages hits, alone on their lines: read on every read, the threshold
-/// written only when the rate halves, the clock once a tick.
+/// written when the cache is made, the clock once a tick.
 #[repr(align(128))]
 struct Gate {
     threshold: StatU64,
     clock: StatU16,
+    /// Sampled reads a tick lasts (`State::tick_len`, for the pushes).
+    tick_len: StatU64,
 }
 
-/// The estimator: the sample's gate, and behind a lock, its stack and
-/// counts.
+/// The hit bit of a queued read's word (`Mrc::push`): a sampled key's
+/// hash is under `u64::MAX >> MIN_SHIFT`.
+const QUEUED_HIT: u64 = 1 << 63;
+
+/// The estimator: the sample's gate, the queue of sampled reads not yet
+/// simulated, and behind a lock, its stack and counts.
 pub(crate) struct Mrc {
     gate: Gate,
     /// The capacity in pages, for the refault test's figures (set once).
     pages: StatU64,
+    queue: Queue,
+    /// Sampled reads dropped: the queue was full and its drain busy.
+    dropped: StatU64,
     state: Mutex<State>,
 }
 
@@ -683,8 +696,11 @@ impl Default for Mrc {
             gate: Gate {
                 threshold: StatU64::new(0),
                 clock: StatU16::new(0),
+                tick_len: StatU64::new(1),
             },
             pages: StatU64::new(0),
+            queue: Queue::default(),
+            dropped: StatU64::new(0),
             state: Mutex::new(State {
                 capacity: 0,
                 shift: STACK_SHIFT,
@@ -744,6 +760,7 @@ impl Mrc {
         st.epoch_len = epoch_len;
         self.pages.store(pages, Ordering::Relaxed);
         st.tick_len = ((pages / TICK_CAPACITY_SHARE) >> shift).max(1);
+        self.gate.tick_len.store(st.tick_len, Ordering::Relaxed);
         self.gate.threshold.store(
             if pages == 0 { 0 } else { u64::MAX >> shift },
             Ordering::Relaxed,
@@ -796,8 +813,10 @@ impl Mrc {
     /// Counts a sampled read (its key's hash `h`, whether it hit) into the
     /// stack and the counts, and into those of its file if the file's
     /// curve is kept (`file`: [`file_id`]); `exact` gives the cache's own
-    /// counts when an epoch ends. Skips the read if another thread holds
-    /// the lock (a read never waits here).
+    /// counts when an epoch ends. The clock moves with the reads counted.
+    /// Skips the read if another thread holds the lock (a read never
+    /// waits here). The group's estimator's way in (`shared/curve.rs`),
+    /// and the tests'; a cache's reads are queued ([`push`](Self::push)).
     #[cold]
     #[inline(never)]
     pub(crate) fn sample(
@@ -810,53 +829,89 @@ impl Mrc {
         let Some(mut st) = self.state.try_lock() else {
             return;
         };
-        if st.capacity == 0 || h > u64::MAX >> st.shift {
-            // Raced with a halving of the rate: no longer in the sample.
-            return;
-        }
-        let read = st.record(h, hit, self.now());
-        st.window.now.add(&read);
-        let count = st.window.now.count;
-        if count % st.tick_len == 0 {
-            // The sampled reads so far, in ticks (wrapping at 2^16; the
-            // only writer: under the lock).
-            self.gate
-                .clock
-                .store((count / st.tick_len) as u16, Ordering::Relaxed);
-        }
-        if let Some(t) = file.and_then(|id| st.files.get_mut(&id)) {
-            t.window.now.add(&Read {
-                expired: [0.0; 5],
-                ..read
-            });
-        }
-        if st.stack.keys() > st.max_keys {
-            st.stack_shift += 1;
-            let threshold = u64::MAX >> st.stack_shift;
-            st.stack.retain_below(threshold);
-            st.pending.retain(|h, _| *h <= threshold);
-            st.pending_order.retain(|h| *h <= threshold);
-        }
-        // Whether the epoch is over, by the cache's own counts (the
-        // sample's, scaled, are off by the share of hot keys it holds),
-        // asked once every `EPOCH_CHECK` sampled reads: a sum over the
-        // counters' shards.
-        if st.window.now.count % EPOCH_CHECK == 0 {
-            let exact = exact();
-            let reads = |e: &Exact| e.hits.wrapping_add(e.misses);
-            if reads(&exact).wrapping_sub(reads(&st.window.start.exact)) >= st.epoch_len {
-                st.window.end_epoch(exact);
-                // The files' epochs end with the cache's; a file whose
-                // mapping is gone leaves.
-                st.files.retain(|_, t| match t.counts.upgrade() {
-                    Some(counts) => {
-                        t.window.end_epoch(counts.exact());
-                        true
-                    }
-                    None => false,
-                });
+        if let Some(count) = st.take(h, hit, self.now(), exact, file) {
+            if count % st.tick_len == 0 {
+                // The sampled reads so far, in ticks (wrapping at 2^16;
+                // the only writer: under the lock).
+                self.gate
+                    .clock
+                    .store((count / st.tick_len) as u16, Ordering::Relaxed);
             }
         }
+    }
+
+    /// Queues a sampled read (its key's hash `h`, whether it hit, its
+    /// file's [`file_id`] if the file's curve is kept) for the estimator,
+    /// and moves the clock when the read ends a tick: a claim and three
+    /// stores, no lock, no wait. The simulations take the queue in
+    /// batches ([`drain`](Self::drain)): the cache's curve thread, a
+    /// curve asked for, or this read when the queue is half full and the
+    /// estimator's lock free (`try_lock`). With the queue full and the
+    /// lock busy, the read is dropped and counted (`dropped`).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn push(
+        &self,
+        h: u64,
+        hit: bool,
+        file: Option<usize>,
+        exact: impl Fn() -> Exact,
+    ) {
+        let word = h | if hit { QUEUED_HIT } else { 0 };
+        let file = file.unwrap_or(0) as u64;
+        let pos = match self.queue.push(word, file) {
+            Some(pos) => pos,
+            None => {
+                let again = self
+                    .state
+                    .try_lock()
+                    .and_then(|mut st| {
+                        self.take_queued(&mut st, &exact);
+                        self.queue.push(word, file)
+                    });
+                let Some(pos) = again else {
+                    self.dropped.fetch_add(1, Ordering::Relaxed);
+                    return;
+                };
+                pos
+            }
+        };
+        let tick_len = self.gate.tick_len.load(Ordering::Relaxed);
+        if (pos + 1) % tick_len == 0 {
+            // Reads pushed so far, in ticks (wrapping at 2^16).
+            self.gate
+                .clock
+                .store(((pos + 1) / tick_len) as u16, Ordering::Relaxed);
+        }
+        if self.queue.len() >= queue::ENTRIES / 2 {
+            if let Some(mut st) = self.state.try_lock() {
+                self.take_queued(&mut st, &exact);
+            }
+        }
+    }
+
+    /// Runs the queued reads through the simulations (waiting for the
+    /// lock: never on a read's path); returns how many.
+    pub(crate) fn drain(&self, exact: impl Fn() -> Exact) -> u64 {
+        let mut st = self.state.lock();
+        self.take_queued(&mut st, &exact)
+    }
+
+    /// Sampled reads dropped so far (the queue full, its drain busy).
+    #[cfg(test)]
+    pub(crate) fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// The queued reads, in order, each at the tick of its push (its
+    /// position in ticks: the clock its hit's age was read by).
+    fn take_queued(&self, st: &mut State, exact: &impl Fn() -> Exact) -> u64 {
+        let tick_len = st.tick_len;
+        self.queue.take(|pos, word, file| {
+            let now = (pos / tick_len) as u16;
+            let file = (file != 0).then_some(file as usize);
+            st.take(word & !QUEUED_HIT, word & QUEUED_HIT != 0, now, exact, file);
+        })
     }
 
     /// Starts keeping the curve of the file whose counts are `counts`
@@ -878,8 +933,13 @@ impl Mrc {
     /// (see [`curve`](Self::curve)): the hit ratios its reads would have
     /// had in a cache of each size, beside the other files' reads as they
     /// were. Empty (no access) if not kept.
-    pub(crate) fn file_curve<C: ExactCounts>(&self, counts: &C) -> HitRatioCurve {
-        let st = self.state.lock();
+    pub(crate) fn file_curve<C: ExactCounts>(
+        &self,
+        counts: &C,
+        exact: impl Fn() -> Exact,
+    ) -> HitRatioCurve {
+        let mut st = self.state.lock();
+        self.take_queued(&mut st, &exact);
         st.files
             .get(&file_id(counts))
             .map_or_else(HitRatioCurve::empty, |t| {
@@ -890,8 +950,9 @@ impl Mrc {
     /// The curve over the window, given the cache's own counts now (read
     /// under the estimator's lock, so that no epoch ends between them and
     /// the window's start).
-    pub(crate) fn curve(&self, exact: impl FnOnce() -> Exact) -> HitRatioCurve {
-        let st = self.state.lock();
+    pub(crate) fn curve(&self, exact: impl Fn() -> Exact) -> HitRatioCurve {
+        let mut st = self.state.lock();
+        self.take_queued(&mut st, &exact);
         st.window.curve(&st.window, st.capacity, exact())
     }
 }
@@ -998,6 +1059,63 @@ fn lost_share(aged: &[f64; AGE_BINS], at_c: &[f64; AGE_BINS], lost: &[f64; AGE_B
 }
 
 impl State {
+    /// Counts sampled read `h` (`hit`, at tick `now`, of file `file`)
+    /// into the stack and the counts ([`Mrc::sample`]), halves the
+    /// stack's rate when it is over its bound, and ends the epoch when
+    /// the cache's own counts (`exact`) say it is over. Returns the
+    /// sampled reads counted so far, unless the read is no longer in the
+    /// sample.
+    fn take(
+        &mut self,
+        h: u64,
+        hit: bool,
+        now: u16,
+        exact: impl FnOnce() -> Exact,
+        file: Option<usize>,
+    ) -> Option<u64> {
+        if self.capacity == 0 || h > u64::MAX >> self.shift {
+            // Raced with the gate's closing: not in the sample.
+            return None;
+        }
+        let read = self.record(h, hit, now);
+        self.window.now.add(&read);
+        if let Some(t) = file.and_then(|id| self.files.get_mut(&id)) {
+            t.window.now.add(&Read {
+                expired: [0.0; 5],
+                ..read
+            });
+        }
+        if self.stack.keys() > self.max_keys {
+            self.stack_shift += 1;
+            let threshold = u64::MAX >> self.stack_shift;
+            self.stack.retain_below(threshold);
+            self.pending.retain(|h, _| *h <= threshold);
+            self.pending_order.retain(|h| *h <= threshold);
+        }
+        // Whether the epoch is over, by the cache's own counts (the
+        // sample's, scaled, are off by the share of hot keys it holds),
+        // asked once every `EPOCH_CHECK` sampled reads: a sum over the
+        // counters' shards.
+        let count = self.window.now.count;
+        if count % EPOCH_CHECK == 0 {
+            let exact = exact();
+            let reads = |e: &Exact| e.hits.wrapping_add(e.misses);
+            if reads(&exact).wrapping_sub(reads(&self.window.start.exact)) >= self.epoch_len {
+                self.window.end_epoch(exact);
+                // The files' epochs end with the cache's; a file whose
+                // mapping is gone leaves.
+                self.files.retain(|_, t| match t.counts.upgrade() {
+                    Some(counts) => {
+                        t.window.end_epoch(counts.exact());
+                        true
+                    }
+                    None => false,
+                });
+            }
+        }
+        Some(count)
+    }
+
     /// One sampled read: the simulations below 1x read it (their hits,
     /// scaled by the rate, are the hits a cache of that size would have
     /// had); if the stack samples it too, its stack distance, scaled by
