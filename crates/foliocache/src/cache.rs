@@ -69,7 +69,7 @@ fn spawn_populater(inner: &Arc<CacheInner>, on_start: &ThreadStart) -> io::Resul
 
 /// Starts the thread that runs the miss-ratio curve's queued samples
 /// through its simulations (`mrc.rs`, "Cost"): every 20 ms, every 1 ms
-/// while a quarter of the queue fills between two looks, so that a hit
+/// while an eighth of the queue fills between two looks, so that a hit
 /// only queues its sample. Like the flusher, it holds the cache only
 /// while it works and exits once the cache is gone. (Under Miri, none:
 /// a read drains the queue when it is half full, a curve asked for when
@@ -85,7 +85,7 @@ fn spawn_curve(inner: &Arc<CacheInner>, on_start: &ThreadStart) -> io::Result<()
         loop {
             std::thread::sleep(Duration::from_millis(pause));
             let Some(inner) = weak.upgrade() else { return };
-            pause = if inner.stats.drain_curve() > crate::mrc::QUEUE_ENTRIES / 4 {
+            pause = if inner.stats.drain_curve() > crate::mrc::QUEUE_ENTRIES / 8 {
                 1
             } else {
                 (pause * 2).min(20)

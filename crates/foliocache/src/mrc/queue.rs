@@ -18,9 +18,10 @@
 
 use crate::sync::{Ordering, StatU64};
 
-/// The queue's slots: about a millisecond of one thread's hits at 1 in
-/// 16, twice (a drain takes them at half: `Mrc::push`). 24 KiB.
-pub(super) const ENTRIES: u64 = 1024;
+/// The queue's slots: about 4 ms of one thread's hits at 1 in 16 (the
+/// curve thread looks every millisecond while an eighth of them fills
+/// between two looks; a read drains at half: `Mrc::push`). 48 KiB.
+pub(super) const ENTRIES: u64 = 2048;
 
 /// One entry.
 struct Slot {
