@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use rand::rngs::StdRng as ChaCha8Rng;
 use rand::{Rng, SeedableRng};
 
+use super::key::{mix, STRATUM_SHIFT};
 use super::*;
 
 /// The sample's hash seed (the mapping id the keys are hashed with).
