@@ -182,6 +182,8 @@ pub(crate) use stack::{KeyHasher, Stack};
 use mini::Minis;
 use queue::Queue;
 /// The slots of the queue of sampled reads (`Mrc::push`).
+// (No curve thread under loom.)
+#[cfg_attr(loom, allow(dead_code))]
 pub(crate) const QUEUE_ENTRIES: u64 = queue::ENTRIES;
 
 /// The capacity ratios of the curve's points.
@@ -770,25 +772,16 @@ impl Mrc {
     /// lock busy, the read is dropped and counted (`dropped`).
     #[cold]
     #[inline(never)]
-    pub(crate) fn push(
-        &self,
-        h: u64,
-        hit: bool,
-        file: Option<usize>,
-        exact: impl Fn() -> Exact,
-    ) {
+    pub(crate) fn push(&self, h: u64, hit: bool, file: Option<usize>, exact: impl Fn() -> Exact) {
         let word = h | if hit { QUEUED_HIT } else { 0 };
         let file = file.unwrap_or(0) as u64;
         let pos = match self.queue.push(word, file) {
             Some(pos) => pos,
             None => {
-                let again = self
-                    .state
-                    .try_lock()
-                    .and_then(|mut st| {
-                        self.take_queued(&mut st, &exact);
-                        self.queue.push(word, file)
-                    });
+                let again = self.state.try_lock().and_then(|mut st| {
+                    self.take_queued(&mut st, &exact);
+                    self.queue.push(word, file)
+                });
                 let Some(pos) = again else {
                     self.dropped.fetch_add(1, Ordering::Relaxed);
                     return;
@@ -812,6 +805,7 @@ impl Mrc {
 
     /// Runs the queued reads through the simulations (waiting for the
     /// lock: never on a read's path); returns how many.
+    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn drain(&self, exact: impl Fn() -> Exact) -> u64 {
         let mut st = self.state.lock();
         self.take_queued(&mut st, &exact)
@@ -1017,7 +1011,7 @@ impl State {
         // asked once every `EPOCH_CHECK` sampled reads: a sum over the
         // counters' shards.
         let count = self.window.now.count;
-        if count % EPOCH_CHECK == 0 {
+        if count.is_multiple_of(EPOCH_CHECK) {
             let exact = exact();
             let reads = |e: &Exact| e.hits.wrapping_add(e.misses);
             if reads(&exact).wrapping_sub(reads(&self.window.start.exact)) >= self.epoch_len {

@@ -333,6 +333,7 @@ impl Stats {
     /// Runs the sampled reads queued so far through the curve's
     /// simulations (the cache's curve thread, `spawn_curve`); returns how
     /// many.
+    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn drain_curve(&self) -> u64 {
         self.mrc.drain(|| self.exact())
     }
