@@ -773,6 +773,9 @@ impl Mrc {
     #[cold]
     #[inline(never)]
     pub(crate) fn push(&self, h: u64, hit: bool, file: Option<usize>, exact: impl Fn() -> Exact) {
+        // (A cache's rate is at most 1 in 16, `rate_shift`: the top bit
+        // of a sampled key's hash is free.)
+        debug_assert_eq!(h & QUEUED_HIT, 0, "a sampled hash under 2^60");
         let word = h | if hit { QUEUED_HIT } else { 0 };
         let file = file.unwrap_or(0) as u64;
         let pos = match self.queue.push(word, file) {
