@@ -157,10 +157,9 @@ fi
 step "benchmark smoke run (each benchmark once, no timing)"
 cargo bench "${workspace[@]}" --benches -- --test
 
-# Miri runs beside the loom models: Miri interprets on one core, and the
-# loom models' last minutes run one model on one core, so each fills the
-# other's idle core (docs/testing.md, "What each step costs"). Its output
-# is printed whole after the models'.
+# Miri runs beside the loom models: it interprets on one core for most of
+# its 4.5 minutes, which alone left the other core idle (docs/testing.md,
+# "What each step costs"). Its output is printed whole after the models'.
 bash scripts/miri.sh >target/miri.log 2>&1 &
 miri_pid=$!
 trap 'kill "$miri_pid" 2>/dev/null || true' EXIT
