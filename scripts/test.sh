@@ -154,8 +154,10 @@ if [ ! -x "$moto" ]; then
   moto_pid=$!
 fi
 
+# `--bench '*'`: the bench targets alone (`--benches` takes every
+# library too, whose unit tests the workspace's tests run again).
 step "benchmark smoke run (each benchmark once, no timing)"
-cargo bench "${workspace[@]}" --benches -- --test
+cargo bench "${workspace[@]}" --bench '*' -- --test
 
 # Miri runs beside the loom models: it interprets on one core for most of
 # its 4.5 minutes, which alone left the other core idle (docs/testing.md,
