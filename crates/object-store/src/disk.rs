@@ -55,7 +55,10 @@
 //! LRU until a lookup finds it; only when every slot of the set is kept
 //! does the least recent kept one go (the tier does not refuse a write).
 //! The mark lives in memory: after a restart a kept chunk is an ordinary
-//! one.
+//! one. A lookup for a read marked [`CacheHint::ReadOnce`](crate::CacheHint)
+//! (the compaction that reads the file once, then deletes it) clears the
+//! mark and makes the chunk its set's least recent, not its most: the
+//! first to go, so that it does not outlive the query's chunks.
 //!
 //! # Admission
 //! A chunk goes to disk when a page of it misses in memory a second time
@@ -319,16 +322,26 @@ impl DiskTier {
     /// and none `key`'s is a miss with no read.
     pub fn get(&self, key: u128, len: usize) -> Option<Vec<u8>> {
         let mut got = None;
-        self.get_with(key, len, |data| got = Some(data.to_vec()));
+        self.get_with(key, len, true, |data| got = Some(data.to_vec()));
         got
     }
 
     /// As [`get`](Self::get), the chunk handed to `f` in the tier's own
     /// buffer, not copied out: whether it was found, or a slot of its
     /// failed its checksum (the slot is empty from then on: the caller,
-    /// which knows the object and the offset, says so once).
-    pub(crate) fn get_with(&self, key: u128, len: usize, f: impl FnOnce(&[u8])) -> Found {
-        let (found, corrupt) = self.lookup(key, len);
+    /// which knows the object and the offset, says so once). A chunk found
+    /// is marked used now (`promote`), or, for a read that will not come
+    /// back ([`CacheHint::ReadOnce`](crate::CacheHint): a compaction's
+    /// input), made its set's first to go: its kept mark cleared, its use
+    /// the oldest.
+    pub(crate) fn get_with(
+        &self,
+        key: u128,
+        len: usize,
+        promote: bool,
+        f: impl FnOnce(&[u8]),
+    ) -> Found {
+        let (found, corrupt) = self.lookup(key, len, promote);
         let c = if found.is_some() {
             &self.counts.hits
         } else {
@@ -348,8 +361,8 @@ impl DiskTier {
 
     /// The buffer of the slot holding `key` (its `len` bytes at
     /// [`BLOCK`]), if one does; and whether a slot of `key` failed its
-    /// checksum.
-    fn lookup(&self, key: u128, len: usize) -> (Option<AlignedBuf>, bool) {
+    /// checksum. `promote`: as [`get_with`](Self::get_with).
+    fn lookup(&self, key: u128, len: usize, promote: bool) -> (Option<AlignedBuf>, bool) {
         let want = tag(key);
         let mut corrupt = false;
         for pass in [want, UNKNOWN] {
@@ -361,7 +374,10 @@ impl DiskTier {
                     Ok(data) => {
                         self.learn(s, want);
                         self.kept[s as usize].store(false, Ordering::Relaxed);
-                        self.touch(s);
+                        match promote {
+                            true => self.touch(s),
+                            false => self.used[s as usize].store(0, Ordering::Relaxed),
+                        }
                         return (Some(data), corrupt);
                     }
                     Err(bad) => corrupt |= bad,

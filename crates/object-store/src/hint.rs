@@ -48,9 +48,13 @@ pub enum CacheHint {
     Normal,
     /// Read once (a compaction's input, a scan): what is cached is
     /// served, a miss's bytes are read without being kept in memory
-    /// (foliocache's `DONTCACHE`: its folios go after the read). The disk
-    /// tier treats the read as any other (a chunk found there stays). On
-    /// a put: as `Normal`.
+    /// (foliocache's `DONTCACHE`: its folios go after the read), and a
+    /// disk tier chunk the miss finds is not promoted: it becomes its
+    /// set's first to go (its kept-until-read mark cleared), so that the
+    /// query's hot chunks outlive the compaction's. While such a read of
+    /// an object is under way, a normal read's tier hits on the same
+    /// object are not promoted either (what the tier keeps, never what a
+    /// read returns). On a put: as `Normal`.
     ReadOnce,
     /// Neither read into the cache nor written through: a read memory
     /// answers at once (at most 4 MiB, every byte cached) is served from
@@ -59,8 +63,14 @@ pub enum CacheHint {
     DontCache,
     /// On a put: written through to the disk tier and kept there until
     /// its first read (the tier's eviction passes over it), unless every
-    /// slot that could take a new chunk is kept: the tier never refuses a
-    /// write. For a file read once, soon (a WAL, an L0 SST its compaction
-    /// reads). On a get: as `Normal`.
+    /// slot of its set (16) is kept: then the least recent kept chunk
+    /// goes, counted in [`DiskTierStats::kept_evicted`](crate::DiskTierStats)
+    /// (the tier never refuses a write, and a put never fails for it).
+    /// For a file read once, soon (a WAL, an L0 SST its compaction
+    /// reads). Without a disk tier a put writes nothing through (memory
+    /// is filled by reads), and the hint does nothing. What it costs:
+    /// kept chunks hold their slots, so a hot set larger than the tier
+    /// less the kept bytes loses those slots' hits. On a get: as
+    /// `Normal`.
     KeepUntilRead,
 }

@@ -26,7 +26,11 @@
 //! - `mount`: warm re-reads of an object through the object mount (the
 //!   kernel's page cache kept across opens, and not) against the same
 //!   bytes in a file with the kernel's cache warm, 1 MiB sequential and
-//!   4 KiB random, the contenders interleaved ([`mount`](mod@mount)).
+//!   4 KiB random, the contenders interleaved ([`mount`](mod@mount));
+//! - `lsm`: an LSM engine's trace through foliocache with its disk tier,
+//!   with the per-call hints and without: files written at 3x the tier,
+//!   each read once by a compaction after a lag, beside a query's hot
+//!   set; then puts at twice the tier's write bandwidth ([`lsm`]).
 //!
 //! `FOLIOCACHE_OBJSTORE_JOBS` (a comma-separated list of jobs) runs only
 //! those (the tests run `memory` alone). `FOLIOCACHE_OBJSTORE_DISK` (a
@@ -63,6 +67,7 @@ mod engines;
 mod foyer;
 mod hits;
 mod lru;
+mod lsm;
 mod memory;
 mod mount;
 #[cfg(feature = "parquet")]
@@ -82,6 +87,8 @@ pub const MEMORY: JobName = "memory";
 pub const HITS: JobName = "hits";
 /// Warm re-reads through the object mount against ext4.
 pub const MOUNT: JobName = "mount";
+/// The LSM-like trace, with the hints and without.
+pub const LSM: JobName = "lsm";
 /// arrow-rs `parquet`'s queries through the stores (the bench's feature
 /// `parquet`).
 pub const PARQUET: JobName = "parquet";
@@ -93,6 +100,7 @@ const JOBS: &[JobName] = &[
     MEMORY,
     HITS,
     MOUNT,
+    LSM,
     #[cfg(feature = "parquet")]
     PARQUET,
 ];
@@ -532,30 +540,43 @@ pub fn run(
                 Some(why) => no_mount = Some(why),
             }
         }
+        if label == FOLIO_DISK && runs(LSM) {
+            records.push(lsm::run(b.m, b.latency, root.path(), &rt)?);
+        }
         #[cfg(feature = "parquet")]
         if label == FOLIO && runs(PARQUET) {
             records.push(parquet::run(b.parquet_file, root.path(), &rt)?);
         }
         Ok(records)
     })?;
-    if let Some(why) = no_mount {
-        let line = format!("mount job skipped: FUSE is unavailable here: {why}");
-        say(&line);
-        notes.push(line);
-    }
-    if !JOBS.contains(&PARQUET) {
-        let line =
-            format!("parquet job not built (the bench's `parquet` feature): {PARQUET_BUILD}");
-        say(&line);
-        notes.push(line);
-    }
-    if !ENGINES.contains(&FOYER) {
-        let line = format!("foyer engine not built (the bench's `foyer` feature): {FOYER_BUILD}");
-        say(&line);
-        notes.push(line);
-    }
+    not_run(no_mount, notes, say);
     compare(&runs, notes, say);
     Ok(runs)
+}
+
+/// What did not run and why, to the notes: the mount job where FUSE is
+/// unavailable (`no_mount`), the jobs and engines not built.
+fn not_run(no_mount: Option<String>, notes: &mut Vec<String>, say: &dyn Fn(&str)) {
+    let mut lines = Vec::new();
+    if let Some(why) = no_mount {
+        lines.push(format!(
+            "mount job skipped: FUSE is unavailable here: {why}"
+        ));
+    }
+    if !JOBS.contains(&PARQUET) {
+        lines.push(format!(
+            "parquet job not built (the bench's `parquet` feature): {PARQUET_BUILD}"
+        ));
+    }
+    if !ENGINES.contains(&FOYER) {
+        lines.push(format!(
+            "foyer engine not built (the bench's `foyer` feature): {FOYER_BUILD}"
+        ));
+    }
+    for line in lines {
+        say(&line);
+        notes.push(line);
+    }
 }
 
 /// Each engine's figures against the 4 MiB parts' and foyer's, to the
@@ -563,7 +584,7 @@ pub fn run(
 fn compare(runs: &[JobRuns], notes: &mut Vec<String>, say: &dyn Fn(&str)) {
     for job in runs
         .iter()
-        .filter(|j| [HITS, MOUNT, PARQUET].contains(&j.job))
+        .filter(|j| [HITS, MOUNT, LSM, PARQUET].contains(&j.job))
     {
         for r in job.engines.iter().flatten() {
             for line in &r.notes {
@@ -574,7 +595,7 @@ fn compare(runs: &[JobRuns], notes: &mut Vec<String>, say: &dyn Fn(&str)) {
     }
     for job in runs
         .iter()
-        .filter(|j| ![RESTART, MEMORY, HITS, MOUNT, PARQUET].contains(&j.job))
+        .filter(|j| ![RESTART, MEMORY, HITS, MOUNT, LSM, PARQUET].contains(&j.job))
     {
         let last = |label: &str| {
             job.engines

@@ -8,7 +8,8 @@
 //! Skipped with the reason where no memory cgroup can be made, except
 //! under `CI=true`. (The verdict itself is the bench's figure:
 //! docs/measurements/2026-11-27-objectstore-3.md.) And its `restart` job
-//! alone, the child's tier filled first, at 16 MiB (about 3 s).
+//! alone, the child's tier filled first, at 16 MiB (about 3 s); and
+//! its `lsm` job alone at M = 8 MiB.
 
 use std::process::Command;
 
@@ -201,4 +202,26 @@ fn objectstore_mount_rereads_through_the_object_mount_against_ext4() {
             assert!(note.contains(c), "{note}");
         }
     }
+}
+
+/// The `lsm` job alone at M = 8 MiB and a remote of 1 ms: one record, of
+/// `foliocache+disk`, whose notes say the compactions of files kept until
+/// read made no GET (the job fails on a wrong byte) and the burst at
+/// twice the tier's write bandwidth dropped no chunk (the hit ratios and
+/// the rates are the bench's figures, not checked).
+#[test]
+fn objectstore_lsm_keeps_compaction_inputs_and_drops_no_write() {
+    let rs = run("8M", "1", &[("FOLIOCACHE_OBJSTORE_JOBS", "lsm")], "lsm");
+    assert_eq!(rs.len(), 1, "{rs:#?}");
+    let r = &rs[0];
+    assert_eq!(r["engine"], "foliocache+disk", "{r:#}");
+    let notes = notes_of(r);
+    assert_eq!(notes.len(), 2, "{r:#}");
+    assert!(
+        notes[0].contains("compaction GETs with the hints 0 of 44 reads"),
+        "{}",
+        notes[0]
+    );
+    assert!(notes[1].starts_with("lsm burst: "), "{}", notes[1]);
+    assert!(notes[1].contains(", 0 dropped (target 0)"), "{}", notes[1]);
 }

@@ -140,6 +140,21 @@ pub(crate) struct Object {
     /// row began where the one before ended ([`note_read`](Self::note_read)).
     last_end: AtomicU64,
     run: AtomicU32,
+    /// Reads of the object marked [`CacheHint::ReadOnce`](crate::CacheHint)
+    /// under way, shared with its backing: while there is one, the disk
+    /// tier's chunks the backing finds are not promoted
+    /// ([`read_once`](Self::read_once)).
+    once: Arc<AtomicU32>,
+}
+
+/// A read marked read-once under way ([`Object::read_once`]): ends when
+/// dropped.
+pub(crate) struct ReadingOnce(Arc<AtomicU32>);
+
+impl Drop for ReadingOnce {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// `Object::stream_pages` before any window was set.
@@ -152,8 +167,13 @@ const STREAM_RUN: u32 = 2;
 
 impl Object {
     /// The version `meta` (with its `attributes`) cached in `file`,
-    /// validated now.
-    pub(crate) fn new(meta: ObjectMeta, attributes: Attributes, file: File) -> Self {
+    /// validated now; `once` counts its read-once reads for its backing.
+    pub(crate) fn new(
+        meta: ObjectMeta,
+        attributes: Attributes,
+        file: File,
+        once: Arc<AtomicU32>,
+    ) -> Self {
         Object {
             meta,
             attributes,
@@ -163,7 +183,18 @@ impl Object {
             stream_pages: AtomicU64::new(CACHE_DEFAULT),
             last_end: AtomicU64::new(u64::MAX),
             run: AtomicU32::new(0),
+            once,
         }
+    }
+
+    /// Notes a read marked [`CacheHint::ReadOnce`](crate::CacheHint) under
+    /// way until the guard is dropped: the disk tier's chunks its misses
+    /// find are made first to go, not promoted. A normal read of the same
+    /// object meanwhile does not promote them either (a matter of what the
+    /// tier keeps, never of what a read returns).
+    pub(crate) fn read_once(&self) -> ReadingOnce {
+        self.once.fetch_add(1, Ordering::Relaxed);
+        ReadingOnce(self.once.clone())
     }
 
     /// How long ago the store last said this is the current version.

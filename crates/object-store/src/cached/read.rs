@@ -76,6 +76,8 @@ pub(crate) async fn read(
         false => 0,
     });
     let at = range.start + done as u64;
+    // The tier's chunks this miss finds are not promoted (crate::disk).
+    let _once = once.then(|| obj.read_once());
     let obj2 = obj.clone();
     let flags = match once {
         true => ReadFlags::DONTCACHE,

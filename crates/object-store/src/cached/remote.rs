@@ -37,7 +37,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Instant;
@@ -137,6 +137,9 @@ pub(crate) struct RemoteBacking<S> {
     /// once, when the tier first holds a chunk of it (a hit or a write):
     /// an object none of whose chunks is on disk gets no record.
     record: Mutex<Option<RecordWrite>>,
+    /// Read-once reads of the object under way (`Object::read_once`):
+    /// while there is one, the tier's chunks found are not promoted.
+    once: Arc<AtomicU32>,
 }
 
 /// What writes a version's record to the tier ([`RemoteBacking::new`]).
@@ -166,7 +169,15 @@ impl<S: ObjectStore> RemoteBacking<S> {
             last_end: AtomicU64::new(u64::MAX),
             near: Mutex::default(),
             record: Mutex::new(None),
+            once: Arc::default(),
         }
+    }
+
+    /// The backing, `once` counting the object's read-once reads under
+    /// way (shared with its `Object`).
+    pub(crate) fn with_once(mut self, once: Arc<AtomicU32>) -> Self {
+        self.once = once;
+        self
     }
 
     /// The backing, `record` writing its version's record to the tier
@@ -201,8 +212,9 @@ impl<S: ObjectStore> RemoteBacking<S> {
         let key = |c: u64| chunk_key(self.path.as_ref(), version, c);
         let len = |c: u64| ((size - c * chunk).min(chunk)) as usize;
         let sequential = self.last_end.swap(range.end, Ordering::Relaxed) == range.start;
+        let promote = self.once.load(Ordering::Relaxed) == 0;
         let held = chunks.clone().all(|c| {
-            let found = tier.get_with(key(c), len(c), |data| {
+            let found = tier.get_with(key(c), len(c), promote, |data| {
                 clip(&range, c * chunk, data, &mut *fill)
             });
             if found == Found::Corrupt {

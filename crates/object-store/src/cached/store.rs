@@ -427,6 +427,7 @@ impl<S: ObjectStore> CachedStore<S> {
         attributes: Attributes,
         record: Option<RecordWrite>,
     ) -> Result<Object> {
+        let once = Arc::default();
         let backing = RemoteBacking::new(
             self.inner.clone(),
             location.clone(),
@@ -436,9 +437,10 @@ impl<S: ObjectStore> CachedStore<S> {
             self.tier.clone(),
             self.budget.clone(),
         )
-        .with_record(record);
+        .with_record(record)
+        .with_once(Arc::clone(&once));
         let file = self.cache.open_backing(backing).map_err(into_store_error)?;
-        Ok(Object::new(meta, attributes, file))
+        Ok(Object::new(meta, attributes, file, once))
     }
 
     /// The latest version of `key`'s path as the disk tier's record has

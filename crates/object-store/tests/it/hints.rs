@@ -49,13 +49,29 @@ fn put_opts(hint: CacheHint) -> PutOptions {
     o
 }
 
-/// Replays an LSM engine's trace: SSTs written at three times the tier,
-/// each read once, whole, by a compaction `LAG` files later, while a
-/// query re-reads a hot object as large as the tier (a quarter of it
-/// between two writes: its chunks, missed twice, are admitted to the tier
-/// and compete for it).
-/// Returns the GETs the compactions made and the bytes they read.
-async fn lsm_trace(write_hint: CacheHint) -> (u64, u64) {
+/// What [`lsm_trace`] saw: the GETs the compactions made and the bytes
+/// they read; the query's reads of its hot set and their GETs.
+#[derive(Debug, Clone, Copy)]
+struct Trace {
+    compaction_gets: u64,
+    compaction_bytes: u64,
+    hot_reads: u64,
+    hot_gets: u64,
+}
+
+impl Trace {
+    /// The query's reads answered without a GET.
+    fn hot_hit_ratio(&self) -> f64 {
+        1.0 - self.hot_gets as f64 / self.hot_reads as f64
+    }
+}
+
+/// Replays an LSM engine's trace: SSTs written at three times the tier
+/// (`write`: their puts' hint), each read once, whole, by a compaction
+/// (`read`: its gets' hint) `LAG` files later, while a query re-reads a
+/// hot object as large as the tier (a quarter of it between two writes:
+/// its chunks, missed twice, are admitted to the tier and compete for it).
+async fn lsm_trace(write: CacheHint, read: CacheHint) -> Trace {
     const LAG: usize = 4;
     let files = (3 * TIER_SLOTS as usize * SLOT).div_ceil(FILE);
     let inner = Counting::new();
@@ -69,37 +85,45 @@ async fn lsm_trace(write_hint: CacheHint) -> (u64, u64) {
         .put(&hot, hot_data.clone().into())
         .await
         .unwrap();
-    let (mut compaction_gets, mut compaction_bytes) = (0, 0);
+    let mut t = Trace {
+        compaction_gets: 0,
+        compaction_bytes: 0,
+        hot_reads: 0,
+        hot_gets: 0,
+    };
     let sst = |i: usize| Path::from(format!("sst/{i:05}.sst"));
     for i in 0..files {
         let d = data(FILE, 100 + i as u64);
         let payload = PutPayload::from(d);
-        s.put_opts(&sst(i), payload, put_opts(write_hint))
-            .await
-            .unwrap();
+        s.put_opts(&sst(i), payload, put_opts(write)).await.unwrap();
         // The query's hot set: 64 KiB blocks, a stride that visits them
         // all every four files.
+        let before = inner.seen.gets();
         for k in 0..TIER_SLOTS / 4 {
             let b = (k * 37 * 4 + i as u64 * 37) % TIER_SLOTS;
             let r = b << 16..(b + 1) << 16;
             let got = s.get_range(&hot, r.clone()).await.unwrap();
             assert_eq!(&got[..], &hot_data[r.start as usize..r.end as usize]);
+            t.hot_reads += 1;
         }
+        t.hot_gets += inner.seen.gets() - before;
         if i >= LAG {
             let input = i - LAG;
             let before = inner.seen.gets();
-            let got = s.get_opts(&sst(input), get_opts(CacheHint::ReadOnce)).await;
+            let got = s.get_opts(&sst(input), get_opts(read)).await;
             let body = got.unwrap().bytes().await.unwrap();
             assert_eq!(
                 &body[..],
                 &data(FILE, 100 + input as u64)[..],
                 "sst {input}"
             );
-            compaction_gets += inner.seen.gets() - before;
-            compaction_bytes += body.len() as u64;
+            t.compaction_gets += inner.seen.gets() - before;
+            t.compaction_bytes += body.len() as u64;
+            // The compaction deletes its input.
+            s.delete(&sst(input)).await.unwrap();
         }
     }
-    (compaction_gets, compaction_bytes)
+    t
 }
 
 /// Files kept until read survive the hot set's churn: the compaction of
@@ -107,11 +131,38 @@ async fn lsm_trace(write_hint: CacheHint) -> (u64, u64) {
 /// four files, fit the tier), where plain write-through LRU makes GETs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compaction_inputs_kept_until_read_make_no_get() {
-    let (kept_gets, bytes) = lsm_trace(CacheHint::KeepUntilRead).await;
-    assert!(bytes > 3 * TIER_SLOTS * SLOT as u64 / 2, "{bytes}");
-    assert_eq!(kept_gets, 0, "compaction GETs with KeepUntilRead");
-    let (plain_gets, _) = lsm_trace(CacheHint::Normal).await;
-    assert!(plain_gets > 0, "plain write-through LRU: {plain_gets} GETs");
+    let kept = lsm_trace(CacheHint::KeepUntilRead, CacheHint::ReadOnce).await;
+    assert!(
+        kept.compaction_bytes > 3 * TIER_SLOTS * SLOT as u64 / 2,
+        "{kept:?}"
+    );
+    assert_eq!(
+        kept.compaction_gets, 0,
+        "compaction GETs with KeepUntilRead"
+    );
+    let plain = lsm_trace(CacheHint::Normal, CacheHint::Normal).await;
+    assert!(
+        plain.compaction_gets > 0,
+        "plain write-through LRU: {plain:?}"
+    );
+}
+
+/// The query's hot set keeps more of its hits when the compaction's
+/// reads are marked `ReadOnce` (their tier chunks made first to go, their
+/// misses not kept in memory) than when they are not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_once_compactions_leave_the_hot_set_its_hits() {
+    let once = lsm_trace(CacheHint::KeepUntilRead, CacheHint::ReadOnce).await;
+    let normal = lsm_trace(CacheHint::KeepUntilRead, CacheHint::Normal).await;
+    eprintln!(
+        "hot hit ratio: ReadOnce {:.3}, Normal {:.3} ({once:?}, {normal:?})",
+        once.hot_hit_ratio(),
+        normal.hot_hit_ratio()
+    );
+    assert!(
+        once.hot_gets < normal.hot_gets,
+        "ReadOnce {once:?}, Normal {normal:?}"
+    );
 }
 
 /// A disk tier whose writes take `per_slot` each: a disk slower than the
