@@ -418,7 +418,7 @@ impl CachedFile for File {
         {
             return Err(f);
         }
-        match self.mapping.pin_cached(at, n, true) {
+        match self.mapping.pin_cached(at, n, true, true) {
             Ok(p) => Ok(f(&p)),
             Err(_) => Err(f),
         }

@@ -587,7 +587,7 @@ impl File {
             .effective_flags(ReadFlags::NONE)
             .contains(ReadFlags::DONTCACHE);
         if cached {
-            if let Ok(p) = self.mapping.pin_cached(offset, n, true) {
+            if let Ok(p) = self.mapping.pin_cached(offset, n, true, true) {
                 return Ok(p);
             }
         }
@@ -621,7 +621,7 @@ impl File {
         if !self.may_pin(offset, len) {
             return None;
         }
-        self.mapping.pin_cached(offset, len, true).ok()
+        self.mapping.pin_cached(offset, len, true, true).ok()
     }
 
     /// [`pin_cached`](Self::pin_cached) as an [`OwnedPin`]: the same
@@ -631,6 +631,8 @@ impl File {
     /// `pin_cached`'s, and also while owned pins hold a quarter of the
     /// cache's memory (each folio counted whole): then nothing is pinned
     /// or counted, and the caller copies from [`pin_cached`](Self::pin_cached).
+    /// Unlike a read's hit and `pin_cached`, the lookup prefetches none of
+    /// the bytes: the caller reads them when it likes, if at all.
     ///
     /// The bytes are a snapshot, as a [`Pinned`]'s: a write of the range
     /// goes to a copy of the folio (the pin keeps the old bytes, reads see

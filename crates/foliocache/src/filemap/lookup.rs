@@ -87,8 +87,17 @@ impl Mapping {
     /// so a random hit's miss on its data overlaps the rest of the lookup
     /// instead of following it.
     /// A sequential reader is left to the hardware prefetcher: prefetching
-    /// its next page cost it throughput.
-    pub(crate) fn get_for_read(&self, offset: u64, len: usize) -> (Option<FolioRef<'_>>, bool) {
+    /// its next page cost it throughput. A lend (`prefetch` false: an owned
+    /// pin, whose bytes the library does not read) prefetches nothing: its
+    /// caller reads the bytes when it likes, if at all, and the prefetches
+    /// were a third of the lookup's samples in a lent 4 KiB hit
+    /// (docs/measurements/2026-11-30-objectstore-floor-4.md).
+    pub(crate) fn get_for_read(
+        &self,
+        offset: u64,
+        len: usize,
+        prefetch: bool,
+    ) -> (Option<FolioRef<'_>>, bool) {
         thread_local! {
             /// The mapping and the byte where this thread's last read ended.
             static NEXT: std::cell::Cell<(usize, u64)> = const { std::cell::Cell::new((0, u64::MAX)) };
@@ -96,6 +105,8 @@ impl Mapping {
         let id = self.id();
         let sequential =
             NEXT.with(|n| n.replace((id, offset.saturating_add(len as u64))) == (id, offset));
+        // (Bytes to prefetch: none for a lend.)
+        let len = if prefetch { len } else { 0 };
         let index = offset / PAGE;
         let cache = self.inner();
         // A 2 MiB folio where a walk last found one: checked as a walk's
@@ -144,6 +155,9 @@ impl Mapping {
     /// mapped, and a prefetch never faults or changes memory).
     #[inline]
     fn prefetch(&self, f: &Folio, first: u64, offset: u64, len: usize, sequential: bool) {
+        if len == 0 {
+            return;
+        }
         let cache = self.inner();
         let Some(head) = cache.mem.table.page_of(f) else {
             return;

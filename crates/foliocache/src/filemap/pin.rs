@@ -5,7 +5,7 @@
 //! # The protocol
 //! A pin is a count in the folio's descriptor. A reader takes one without
 //! any lock ([`Folio::try_pin`](crate::folio::Folio::try_pin)): it counts
-//! itself, fences, and backs off if the folio is locked. Every writer of an
+//! itself and backs off if the folio is locked (both accesses `SeqCst`). Every writer of an
 //! uptodate folio's bytes (a write's copy-in, truncation's zeroing of a cut
 //! folio) holds the folio lock, and asks, under it, whether the folio is
 //! pinned ([`LockedFolio::is_pinned`], the other side of the fence). So a
@@ -330,7 +330,7 @@ impl Mapping {
         // copy) is tried again a while: a pin in place is never torn,
         // where the copy just read may hold part of a racing write.
         for _ in 0..BUSY_TRIES {
-            match self.pin_cached(offset, n, false) {
+            match self.pin_cached(offset, n, false, true) {
                 Ok(p) => return Some(p),
                 Err(Busy(true)) => busy_wait(),
                 Err(Busy(false)) => break,
@@ -343,6 +343,8 @@ impl Mapping {
     /// uptodate, unlocked folio of this mapping (not a readahead marker, not
     /// dropbehind: those take the read path, which deals with them).
     /// `count`: mark the access and count a hit, as a read's hit does.
+    /// `prefetch`: prefetch the first bytes during the lookup, as a read's
+    /// hit does (for a pin parsed at once; not for a lend, `pin_owned`).
     ///
     /// # Errors
     /// [`Busy`]`(true)` when the folio is there but busy (locked, or
@@ -352,9 +354,10 @@ impl Mapping {
         offset: u64,
         n: usize,
         count: bool,
+        prefetch: bool,
     ) -> Result<Pinned<'_>, Busy> {
         let m = self;
-        let (f, sequential) = m.get_for_read(offset, n);
+        let (f, sequential) = m.get_for_read(offset, n, prefetch);
         let f = f.ok_or(Busy(false))?;
         let start = f.index() * PAGE;
         let ff = f.flags();
@@ -379,9 +382,9 @@ impl Mapping {
                 .lru()
                 .read_access(&f, ff, sequential && offset > start);
             m.first_read(&f, ff, m.size());
-            cache.stats.hits.add(1);
+            // (One lookup of the thread's shard for every count.)
             let read = (n as u64, super::read::covered(offset, offset + n as u64));
-            cache.stats.read_done(read, m.curve_counts());
+            cache.stats.count_hit(None, read, m.curve_counts());
         }
         Ok(Pinned {
             bytes: Bytes::Folio {
@@ -401,7 +404,7 @@ impl Mapping {
         if cache.stats.lent_bytes.load(Ordering::Relaxed) >= share {
             return None;
         }
-        let pin = self.pin_cached(offset, n, true).ok()?;
+        let pin = self.pin_cached(offset, n, true, false).ok()?;
         let Bytes::Folio { folio, ptr, len } = &pin.bytes else {
             return None;
         };

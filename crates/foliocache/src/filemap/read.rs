@@ -58,7 +58,7 @@ impl Mapping {
         // writes nothing other threads read. A marker or a dropbehind
         // folio takes the batch path, which starts the next window or
         // deals with the flag.)
-        let (hit, sequential) = self.get_for_read(offset, (end - offset) as usize);
+        let (hit, sequential) = self.get_for_read(offset, (end - offset) as usize, true);
         // No folio at `offset` a moment ago: the miss path need not look
         // again before it reads.
         let absent = hit.is_none();

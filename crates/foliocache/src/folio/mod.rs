@@ -342,18 +342,31 @@ impl Folio {
     // ---- pins ------------------------------------------------------------------
 
     /// Pins the folio's bytes unless it is locked (the reader's side of the
-    /// protocol in `filemap/pin.rs`): counts a pin, then looks at the lock bit
-    /// across a sequentially consistent fence. A locker fences between
-    /// taking the lock and reading the count ([`LockedFolio::is_pinned`]),
-    /// so of the two, at least one sees the other: either this sees the
-    /// lock (and takes its pin back), or the locker sees the pin. Reading
-    /// an unlocked folio here, acquire, also orders this thread's reads of
-    /// the bytes after the last locker's writes. Returns whether it pinned.
-    /// The caller holds a reference.
+    /// protocol in `filemap/pin.rs`): counts a pin, then looks at the lock
+    /// bit, both sequentially consistent. A locker fences (`SeqCst`)
+    /// between taking the lock and reading the count
+    /// ([`LockedFolio::is_pinned`]), so of the two, at least one sees the
+    /// other: either this sees the lock (and takes its pin back), or the
+    /// locker sees the pin. (If neither did, the single order of
+    /// sequentially consistent operations and fences would hold the
+    /// locker's fence before this count, since its read of the count
+    /// missed it, this count before this load, and this load before the
+    /// fence, since it missed the lock the fence follows: a cycle. These
+    /// are C++20's rules, section atomics.order, 4.2 and 4.3, which
+    /// Rust's atomics follow.) On x86 the count is one locked add, where a count
+    /// and a fence were two. Reading an unlocked folio here (at least
+    /// acquire) also orders this thread's reads of the bytes after the
+    /// last locker's writes. Returns whether it pinned. The caller holds
+    /// a reference.
     pub(crate) fn try_pin(&self) -> bool {
-        self.pins.fetch_add(1, Ordering::Relaxed);
+        self.pins.fetch_add(1, Ordering::SeqCst);
+        // Loom checks `SeqCst` accesses as acquire/release only (a limit
+        // its documentation states), under which both sides could miss:
+        // its models keep the fence, which gives what the two accesses
+        // give under the rules above.
+        #[cfg(loom)]
         fence(Ordering::SeqCst);
-        if self.flags.load(Ordering::Acquire) & FolioFlags::LOCKED.bits() != 0 {
+        if self.flags.load(Ordering::SeqCst) & FolioFlags::LOCKED.bits() != 0 {
             self.unpin();
             return false;
         }

@@ -150,7 +150,7 @@ impl<'a> Future for PinAt<'a> {
                 let n =
                     (this.offset.saturating_add(this.len as u64).min(size) - this.offset) as usize;
                 if cached {
-                    if let Ok(p) = file.mapping.pin_cached(this.offset, n, true) {
+                    if let Ok(p) = file.mapping.pin_cached(this.offset, n, true, true) {
                         return Poll::Ready(Ok(p));
                     }
                 }

@@ -208,11 +208,12 @@ fn an_owned_pin_keeps_its_bytes_through_a_write_reclaim_and_the_close() {
     let f = open_rw(&c, &t.path);
     assert!(f.pin_cached_owned(0, 100).is_none(), "nothing cached yet");
     warm(&f, 128 << 10);
-    let hits = c.stats().hits;
+    let (hits, read) = (c.stats().hits, c.stats().read_bytes);
     let p = f
         .pin_cached_owned(70_000, 1000)
         .expect("cached in one folio");
     assert_eq!(c.stats().hits, hits + 1, "a hit");
+    assert_eq!(c.stats().read_bytes, read + 1000, "its bytes read");
     assert_eq!(&p[..], &before[70_000..71_000]);
     assert!(
         f.pin_cached_owned(65_000, 2000).is_none(),
