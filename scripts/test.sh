@@ -132,29 +132,62 @@ for v in "${!by_msrv[@]}"; do
   fi
 done
 
+# Every release build below (the benchmarks, the `bench --quick` smoke
+# run, S3 on loopback, the workspace's tests) names the whole workspace
+# and one feature set, so cargo builds each crate once: with `-p CRATE`
+# cargo unifies only that crate's features, and the smoke run's and the
+# S3 step's builds were 51 units of their own (docs/testing.md, "What
+# each step costs"). `e2e-s3` adds only the S3 test module: object_store's
+# S3 client is in the workspace's build already (the mount's default).
+workspace=(--workspace --features foliocache-object-store/e2e-s3)
+
+# moto's S3 server (from PyPI, in a virtual environment under target/)
+# for the S3 step below: installed beside the builds (it waits on the
+# network), waited for before that step.
+moto=target/moto/bin/moto_server
+moto_pid=
+if [ ! -x "$moto" ]; then
+  mkdir -p target
+  { python3 -m venv target/moto &&
+      target/moto/bin/pip install --quiet --disable-pip-version-check 'moto[server]==5.2.5'
+  } >target/moto-install.log 2>&1 &
+  moto_pid=$!
+fi
+
+# `--bench '*'`: the bench targets alone (`--benches` takes every
+# library too, whose unit tests the workspace's tests run again).
 step "benchmark smoke run (each benchmark once, no timing)"
-cargo bench --workspace --benches -- --test
+cargo bench "${workspace[@]}" --bench '*' -- --test
 
-step "loom models of the reader/writer protocol (--cfg loom)"
-RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-  cargo test -p foliocache-xarray --release --test loom
+# Miri runs beside the loom models: it interprets on one core for most of
+# its 4.5 minutes, which alone left the other core idle (docs/testing.md,
+# "What each step costs"). Its output is printed whole after the models'.
+bash scripts/miri.sh >target/miri.log 2>&1 &
+miri_pid=$!
+trap 'kill "$miri_pid" 2>/dev/null || true' EXIT
 
-step "loom models of the cache: lookup vs removal, racing fills (--cfg loom)"
+# Both crates' models in one build (one feature set, so the dependencies
+# under `--cfg loom` are built once).
+step "loom models: the xarray's reader/writer protocol, the cache's lookup vs removal, fills, reclaim, writeback (--cfg loom), beside Miri"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-  cargo test -p foliocache --release --test loom
+  cargo test -p foliocache-xarray -p foliocache --release --test loom
 
 # Miri over the unsafe modules' tests (the xarray's node frees, the arena,
 # the IO buffers); installs a nightly toolchain with miri through rustup if
-# missing. About 2 minutes here (3 the first time).
-step "miri over the unsafe modules' tests (xarray node frees, arena, IO buffers)"
-bash scripts/miri.sh
+# missing.
+step "miri over the unsafe modules' tests (xarray node frees, arena, IO buffers): waiting for it, its output"
+miri_status=0
+wait "$miri_pid" || miri_status=$?
+trap - EXIT
+cat target/miri.log
+[ "$miri_status" = 0 ] || { echo "miri failed (exit $miri_status)" >&2; exit 1; }
 
 # The CLI's smoke run: `foliocache bench --quick` (every scenario, every
 # default engine, two repeats) on 8 MiB files; the test checks every JSON
 # field, the readahead scenario's summary ratios and the SVG plot, and
 # prints the bench's tables here.
 step "bench smoke run: foliocache bench --quick on 8 MiB, JSON and plot checked"
-cargo test --release -p foliocache-cli --test it quick_seeds_smoke_run -- --nocapture
+cargo test --release "${workspace[@]}" --test it quick_seeds_smoke_run -- --nocapture
 
 # The object-store cache and the mount of a bucket through a real
 # S3-protocol server on loopback: moto's server (from PyPI, in a virtual
@@ -164,14 +197,13 @@ cargo test --release -p foliocache-cli --test it quick_seeds_smoke_run -- --noca
 # `foliocache mount --object-store s3://...` from the default binary
 # (docs/object-store.md, "Tests").
 step "object store through S3 on loopback (moto's server, object_store's S3 client)"
-moto=target/moto/bin/moto_server
-if [ ! -x "$moto" ]; then
-  python3 -m venv target/moto
-  target/moto/bin/pip install --quiet --disable-pip-version-check 'moto[server]==5.2.5'
+if [ -n "$moto_pid" ]; then
+  wait "$moto_pid" || { cat target/moto-install.log >&2; exit 1; }
 fi
-MOTO_SERVER="$PWD/$moto" cargo test --release -p foliocache-object-store \
-  -p foliocache-fuse --features foliocache-object-store/e2e-s3 --test it s3::
-MOTO_SERVER="$PWD/$moto" cargo test --release -p foliocache-cli --test it s3::
+# Every `s3::` test of the workspace (the cache crate's, the fuse and CLI
+# crates' mounts of a bucket), from the builds above; the workspace's
+# tests below skip them.
+MOTO_SERVER="$PWD/$moto" cargo test --release "${workspace[@]}" --test it s3::
 
 # The object-store cache implements object_store 0.13's trait too
 # (DataFusion 55): its unit and integration tests again, `object_store`
@@ -187,7 +219,6 @@ cargo test --release -p foliocache-object-store --no-default-features \
 # $XDG_STATE_HOME by default: the tests' go to the target directory.
 export XDG_STATE_HOME="$PWD/target/test-state"
 step "cargo test --workspace --release"
-# (the mounts' S3 tests, `objects::s3::` of the fuse and CLI crates, ran
-# above with their server)
-cargo test --workspace --release -- --skip quick_seeds_smoke_run --skip objects::s3::
+# (the S3 tests, `s3::`, ran above with their server)
+cargo test --release "${workspace[@]}" -- --skip quick_seeds_smoke_run --skip s3::
 step "done"

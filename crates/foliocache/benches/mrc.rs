@@ -16,7 +16,12 @@
 //! what the estimator costs a hit: the target is at most 1 %. Criterion
 //! times each in turn; the summary's figures for it come from rounds of
 //! the two interleaved (on, off, on, off, ...: a loaded host moves both
-//! alike), their median.
+//! alike), their median, in wall time and in the reading thread's CPU
+//! time (`/proc`'s `schedstat`: on a loaded host the thread's own cost,
+//! without the time it waited for a CPU), and the CPU the cache's curve
+//! thread spent a hit on the simulations it runs off the hits' path.
+//! (The `mrc_read` loop has no cache and so no curve thread: its reads
+//! drain the queue themselves, so its `estimator` is the whole cost.)
 //!
 //! Reproduce: `cargo bench -p foliocache --bench mrc` (`-- --test` is a
 //! smoke run). At the end it prints the ns per read of each, the
@@ -164,7 +169,10 @@ fn hit_group(c: &mut criterion::Criterion) {
 }
 
 /// Interleaved rounds of [`hits`] with the estimator off and on, per
-/// capacity: their median ns per hit, and the ratio.
+/// capacity: their median ns per hit, in wall time and in the reading
+/// thread's CPU time (a loaded host's other work is not in it), the
+/// ratios, and what the cache's curve thread spent per hit on the
+/// simulations it ran off the hits' path (`foliocache-curve`).
 fn hit_summary() {
     let rounds = if std::env::args().any(|a| a == "--test") {
         2
@@ -173,27 +181,62 @@ fn hit_summary() {
     };
     eprintln!(
         "\n4 KiB hit, median of {rounds} interleaved rounds of {READS} (target: on / off at \
-         most 1.01):\n{:<9} {:>9} {:>9} {:>8}",
-        "capacity", "off ns", "on ns", "on / off"
+         most 1.01), wall and the reading thread's CPU; the curve thread's CPU a hit:\n\
+         {:<9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "capacity", "off ns", "on ns", "on/off", "off cpu", "on cpu", "on/off", "curve"
     );
     for capacity in HIT_CAPACITIES {
         let made = [cached_file(capacity, false), cached_file(capacity, true)];
-        let mut ns: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+        let mut wall: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+        let mut cpu: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+        let curve0 = cpu_ns(CURVE_THREAD);
         for _ in 0..rounds {
-            for ((_, f, keys), out) in made.iter().zip(ns.iter_mut()) {
-                out.push(hits(f, keys).as_nanos() as f64 / READS as f64);
+            for (i, (_, f, keys)) in made.iter().enumerate() {
+                let c0 = cpu_ns("");
+                wall[i].push(hits(f, keys).as_nanos() as f64 / READS as f64);
+                cpu[i].push((cpu_ns("") - c0) as f64 / READS as f64);
             }
         }
-        let [off, on] = ns.map(|mut v| {
+        let curve = (cpu_ns(CURVE_THREAD) - curve0) as f64 / (rounds * READS) as f64;
+        let median = |mut v: Vec<f64>| {
             v.sort_by(f64::total_cmp);
             v[v.len() / 2]
-        });
+        };
+        let [off, on] = wall.map(median);
+        let [off_cpu, on_cpu] = cpu.map(median);
         eprintln!(
-            "{:<9} {off:>9.2} {on:>9.2} {:>8.4}",
+            "{:<9} {off:>8.2} {on:>8.2} {:>8.4} {off_cpu:>8.2} {on_cpu:>8.2} {:>8.4} {curve:>8.2}",
             format!("{}MiB", capacity >> 20),
-            on / off
+            on / off,
+            on_cpu / off_cpu
         );
     }
+}
+
+/// The name (as `/proc` shows it: 15 bytes) of a cache's curve thread.
+const CURVE_THREAD: &str = "foliocache-curv";
+
+/// Nanoseconds on a CPU so far (`/proc`'s `schedstat`) of this thread
+/// (`name` empty), or of this process's threads named `name`.
+fn cpu_ns(name: &str) -> u64 {
+    let on_cpu = |dir: &std::path::Path| {
+        std::fs::read_to_string(dir.join("schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    if name.is_empty() {
+        return on_cpu("/proc/thread-self".as_ref());
+    }
+    std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.trim_end() == name)
+        })
+        .map(|e| on_cpu(&e.path()))
+        .sum()
 }
 
 /// The table this run's means give: per capacity, ns per read bare and

@@ -67,6 +67,34 @@ fn spawn_populater(inner: &Arc<CacheInner>, on_start: &ThreadStart) -> io::Resul
     Ok(())
 }
 
+/// Starts the thread that runs the miss-ratio curve's queued samples
+/// through its simulations (`mrc.rs`, "Cost"): every 20 ms, every 1 ms
+/// while an eighth of the queue fills between two looks, so that a hit
+/// only queues its sample. Like the flusher, it holds the cache only
+/// while it works and exits once the cache is gone. (Under Miri, none:
+/// a read drains the queue when it is half full, a curve asked for when
+/// asked.)
+#[cfg(not(loom))]
+fn spawn_curve(inner: &Arc<CacheInner>, on_start: &ThreadStart) -> io::Result<()> {
+    if cfg!(miri) {
+        return Ok(());
+    }
+    let weak = Arc::downgrade(inner);
+    on_start.spawn("foliocache-curve".into(), move || {
+        let mut pause = 1;
+        loop {
+            std::thread::sleep(Duration::from_millis(pause));
+            let Some(inner) = weak.upgrade() else { return };
+            pause = if inner.stats.drain_curve() > crate::mrc::QUEUE_ENTRIES / 8 {
+                1
+            } else {
+                (pause * 2).min(20)
+            };
+        }
+    })?;
+    Ok(())
+}
+
 /// Parses a size as every front end of the cache takes one (the CLI's
 /// `--capacity`, the interposer's and the SQLite extension's
 /// `*_CAPACITY` variables): bytes, or a number with a binary suffix (`k`,
@@ -404,6 +432,9 @@ impl CacheBuilder {
         if !self.hit_ratio_curve {
             // A capacity of 0: the gate closed, nothing sampled, no curve.
             cache.inner.stats.mrc.set_capacity(0);
+        } else {
+            #[cfg(not(loom))]
+            spawn_curve(&cache.inner, &self.on_thread_start)?;
         }
         #[cfg(not(loom))]
         crate::writeback::spawn_flusher(&cache.inner, &self.on_thread_start)?;

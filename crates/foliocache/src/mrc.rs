@@ -137,17 +137,34 @@
 //! **Cost.** A hit hashes its key (two multiplies) and compares it with the
 //! threshold, a load of a line written once a tick; loads its folio's
 //! stamp (a line it reads anyway), storing the tick when it moved, and
-//! counts its age's bin in its shard. One read in 16 to 64 takes
-//! the estimator's lock with `try_lock` (a busy lock skips the sample: a
-//! hit never waits), looks its key up once in the simulations' map and
-//! moves it in each, and, if in the stack's sub-sample, updates the stack,
-//! O(log n) (`cargo bench -p foliocache --bench mrc`). Memory: the
-//! simulations' slots and map, about 18 bytes a page of capacity at 1 in
-//! 16; the stack at most half a key per page, about 30 bytes each; the
-//! keys unsettled (first read before the stack had seen 4 C), at most
-//! 4 C at the stack's rate of 1 in 64 or less, about 25 bytes each; the
-//! ages' bins, 9 KiB: at most about 0.9 % of the capacity
-//! (docs/design.md).
+//! counts its age's bin in its shard. One read in 16 to 64 queues its
+//! key ([`Mrc::push`], `mrc/queue.rs`: a bounded queue of 2,048 slots,
+//! one compare-and-swap and three stores, no lock, no wait) and moves
+//! the clock when it ends a tick: the clock counts the reads pushed, and
+//! a queued read is simulated at its push's tick, so a hit's age and a
+//! sampled read's age are read by the same clock however late the
+//! simulations run. The simulations run in batches off the hits' path:
+//! the cache's curve thread (`foliocache-curve`, `cache.rs`) takes the
+//! queue every 20 ms, every 1 ms while an eighth of it fills between two
+//! looks; a curve asked for takes it first (so a curve read after the
+//! reads counts every one of them); a read that finds the queue half
+//! full takes it if the estimator's lock is free (`try_lock`: a thread
+//! reading faster than the curve thread runs, or a loaded host); a read
+//! that finds it full and the lock busy is dropped and counted (a gap in
+//! the sample's stream, as a busy lock's skip was before the queue).
+//! Taking a queued read is what a sampled read did before: its key
+//! looked up once in the simulations' map and moved in each, and, if in
+//! the stack's sub-sample, the stack updated, O(log n); and every 64 the
+//! cache's counters summed for the epoch's end (so an epoch ends at the
+//! counts of its drain, a queue behind the reads at most). The cost per
+//! read, on and off the hits' path, is measured by `cargo bench -p
+//! foliocache --bench mrc` (docs/measurements/2026-11-30-curve-cost.md).
+//! Memory: the simulations' slots and map, about 18 bytes a page of
+//! capacity at 1 in 16; the stack at most half a key per page, about 30
+//! bytes each; the keys unsettled (first read before the stack had seen
+//! 4 C), at most 4 C at the stack's rate of 1 in 64 or less, about 25
+//! bytes each; the ages' bins, 9 KiB; the queue, 48 KiB: about 1.2 % of
+//! a capacity of 16 MiB, 0.6 % at 64 MiB, less above (docs/design.md).
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasherDefault;
@@ -155,11 +172,19 @@ use std::sync::{Arc, Weak};
 
 use crate::sync::{Mutex, Ordering, StatU16, StatU64};
 
+mod key;
 mod mini;
+mod queue;
 mod stack;
+pub(crate) use key::{file_key, key_hash, key_hashes, mapping_key};
 pub(crate) use stack::{KeyHasher, Stack};
 
 use mini::Minis;
+use queue::Queue;
+/// The slots of the queue of sampled reads (`Mrc::push`).
+// (No curve thread under loom.)
+#[cfg_attr(loom, allow(dead_code))]
+pub(crate) const QUEUE_ENTRIES: u64 = queue::ENTRIES;
 
 /// The capacity ratios of the curve's points.
 pub const CAPACITY_RATIOS: [f64; 5] = [0.25, 0.5, 1.0, 2.0, 4.0];
@@ -301,105 +326,6 @@ pub(crate) fn touch(stamp: &StatU16, now: u16) -> u16 {
 pub(crate) fn rate_shift(pages: u64) -> u32 {
     let room = (pages / 4 / MINI_PAGES).max(1);
     room.ilog2().clamp(MIN_SHIFT, STACK_SHIFT)
-}
-
-/// Pages in one stratum of the sample: a run of a mapping's pages that
-/// the sample draws from as a whole (`key_hash`).
-const STRATUM_SHIFT: u32 = 6;
-
-/// A number for a new mapping's keys in the sample ([`key_hash`]'s
-/// `id`): one no other mapping of this process has had or will have. A
-/// mapping's memory address would not do: a file opened after another
-/// closed is often given the closed one's address, and the sample then
-/// took the new file's first reads for re-reads of the old one's pages
-/// (a pass over many files, each read once, predicted most of its reads
-/// as hits at 2x). Nor would the file's device and inode: a mapping's
-/// folios go with it when its last handle closes (a file kept past its
-/// close, `Cache::close_keeping`, keeps its mapping), so a read after
-/// the file was opened again misses at every size, and keys that
-/// outlived the mapping would count it as a re-read a larger cache hits.
-pub(crate) fn mapping_key() -> u64 {
-    // (std's atomic under loom too: a loom atomic cannot be a static, and
-    // the number orders nothing.)
-    #[allow(clippy::disallowed_types)]
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-}
-
-/// The sample's number for the pages of the file (`dev`, `ino`) in the
-/// group's cache ([`key_hash`]'s `id`; `shared/curve.rs`): the file's
-/// identity, the same in every process of the group, where a mapping's
-/// number ([`mapping_key`]) is one process's. Only a file deleted and its
-/// inode number given to a new one shares keys with it.
-pub(crate) fn file_key(dev: u64, ino: u64) -> u64 {
-    mix(dev.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ ino ^ 1 << 63)
-}
-
-/// The hash a read's key is sampled by, and the key's identity in the
-/// sample: mapping `id` ([`mapping_key`]) and page `index`. A key is in the sample at a
-/// rate of 1 in 2^`s` when its hash is under `u64::MAX >> s`, so its top
-/// bits decide the draw, and they are **stratified**: each run of 64
-/// pages of a mapping (aligned) deals its pages the 64 values of the top
-/// six bits, in an order of its own (a bijection drawn by the run's
-/// hash), and the bits below are the run's hash. So at a rate of 1 in 16
-/// every run gives exactly 4 of its pages to the sample and at 1 in 64
-/// exactly one, where independent draws (SHARDS's) give each run a
-/// binomial count: the keys drawn from any range of a file that is read
-/// whole are its share exactly, not within the square root of their
-/// count. Each key is still drawn with the rate's probability (the
-/// order is uniform over the run's hash), so the sample's counts, scaled,
-/// stay unbiased whatever the access pattern; only the spread falls, most
-/// where neighbouring pages are alike (a file read uniformly, a hot
-/// region). Below 1 in 64 the runs draw independently (the bits below
-/// the top six).
-#[inline]
-pub(crate) fn key_hash(id: u64, index: u64) -> u64 {
-    slot_hash(stratum_hash(id, index), index)
-}
-
-/// [`key_hash`] of each page `first..=last` of mapping `id`, given to
-/// `f` in order: one mix a run of 64 pages, a few instructions a page.
-#[inline]
-pub(crate) fn key_hashes(id: u64, first: u64, last: u64, mut f: impl FnMut(u64)) {
-    let mask = (1 << STRATUM_SHIFT) - 1;
-    let mut i = first;
-    while i <= last {
-        let z = stratum_hash(id, i);
-        let end = (i | mask).min(last);
-        for j in i..=end {
-            f(slot_hash(z, j));
-        }
-        i = end + 1;
-    }
-}
-
-/// The hash of the run of 64 pages that page `index` of mapping `id` is
-/// in ([`key_hash`]).
-#[inline]
-fn stratum_hash(id: u64, index: u64) -> u64 {
-    mix(id ^ (index >> STRATUM_SHIFT).wrapping_mul(0x9E37_79B9_7F4A_7C15))
-}
-
-/// [`key_hash`] of page `index`, given its run's hash `z`.
-#[inline]
-fn slot_hash(z: u64, index: u64) -> u64 {
-    let low = u64::BITS - STRATUM_SHIFT;
-    let mask = (1 << STRATUM_SHIFT) - 1;
-    // The run's bijection of its slots: j -> ((j ^ x) * m + b) mod 64,
-    // m odd, x, m and b from the run's hash.
-    let j = index & mask;
-    let slot = ((j ^ (z & mask)).wrapping_mul((z >> STRATUM_SHIFT) | 1))
-        .wrapping_add(z >> (2 * STRATUM_SHIFT))
-        & mask;
-    (slot << low) | (z >> STRATUM_SHIFT)
-}
-
-/// splitmix64's finalizer: any bit of `z` moves all.
-#[inline]
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// The exact counts the cache keeps itself, cumulative, in pages read
@@ -625,19 +551,28 @@ struct Tracked {
 
 /// The threshold a hit compares its key's hash with, and the clock that
 /// ages hits, alone on their lines: read on every read, the threshold
-/// written only when the rate halves, the clock once a tick.
+/// written when the cache is made, the clock once a tick.
 #[repr(align(128))]
 struct Gate {
     threshold: StatU64,
     clock: StatU16,
+    /// Sampled reads a tick lasts (`State::tick_len`, for the pushes).
+    tick_len: StatU64,
 }
 
-/// The estimator: the sample's gate, and behind a lock, its stack and
-/// counts.
+/// The hit bit of a queued read's word (`Mrc::push`): a sampled key's
+/// hash is under `u64::MAX >> MIN_SHIFT`.
+const QUEUED_HIT: u64 = 1 << 63;
+
+/// The estimator: the sample's gate, the queue of sampled reads not yet
+/// simulated, and behind a lock, its stack and counts.
 pub(crate) struct Mrc {
     gate: Gate,
     /// The capacity in pages, for the refault test's figures (set once).
     pages: StatU64,
+    queue: Queue,
+    /// Sampled reads dropped: the queue was full and its drain busy.
+    dropped: StatU64,
     state: Mutex<State>,
 }
 
@@ -683,8 +618,11 @@ impl Default for Mrc {
             gate: Gate {
                 threshold: StatU64::new(0),
                 clock: StatU16::new(0),
+                tick_len: StatU64::new(1),
             },
             pages: StatU64::new(0),
+            queue: Queue::default(),
+            dropped: StatU64::new(0),
             state: Mutex::new(State {
                 capacity: 0,
                 shift: STACK_SHIFT,
@@ -744,6 +682,7 @@ impl Mrc {
         st.epoch_len = epoch_len;
         self.pages.store(pages, Ordering::Relaxed);
         st.tick_len = ((pages / TICK_CAPACITY_SHARE) >> shift).max(1);
+        self.gate.tick_len.store(st.tick_len, Ordering::Relaxed);
         self.gate.threshold.store(
             if pages == 0 { 0 } else { u64::MAX >> shift },
             Ordering::Relaxed,
@@ -796,8 +735,10 @@ impl Mrc {
     /// Counts a sampled read (its key's hash `h`, whether it hit) into the
     /// stack and the counts, and into those of its file if the file's
     /// curve is kept (`file`: [`file_id`]); `exact` gives the cache's own
-    /// counts when an epoch ends. Skips the read if another thread holds
-    /// the lock (a read never waits here).
+    /// counts when an epoch ends. The clock moves with the reads counted.
+    /// Skips the read if another thread holds the lock (a read never
+    /// waits here). The group's estimator's way in (`shared/curve.rs`),
+    /// and the tests'; a cache's reads are queued ([`push`](Self::push)).
     #[cold]
     #[inline(never)]
     pub(crate) fn sample(
@@ -810,53 +751,84 @@ impl Mrc {
         let Some(mut st) = self.state.try_lock() else {
             return;
         };
-        if st.capacity == 0 || h > u64::MAX >> st.shift {
-            // Raced with a halving of the rate: no longer in the sample.
-            return;
-        }
-        let read = st.record(h, hit, self.now());
-        st.window.now.add(&read);
-        let count = st.window.now.count;
-        if count % st.tick_len == 0 {
-            // The sampled reads so far, in ticks (wrapping at 2^16; the
-            // only writer: under the lock).
-            self.gate
-                .clock
-                .store((count / st.tick_len) as u16, Ordering::Relaxed);
-        }
-        if let Some(t) = file.and_then(|id| st.files.get_mut(&id)) {
-            t.window.now.add(&Read {
-                expired: [0.0; 5],
-                ..read
-            });
-        }
-        if st.stack.keys() > st.max_keys {
-            st.stack_shift += 1;
-            let threshold = u64::MAX >> st.stack_shift;
-            st.stack.retain_below(threshold);
-            st.pending.retain(|h, _| *h <= threshold);
-            st.pending_order.retain(|h| *h <= threshold);
-        }
-        // Whether the epoch is over, by the cache's own counts (the
-        // sample's, scaled, are off by the share of hot keys it holds),
-        // asked once every `EPOCH_CHECK` sampled reads: a sum over the
-        // counters' shards.
-        if st.window.now.count % EPOCH_CHECK == 0 {
-            let exact = exact();
-            let reads = |e: &Exact| e.hits.wrapping_add(e.misses);
-            if reads(&exact).wrapping_sub(reads(&st.window.start.exact)) >= st.epoch_len {
-                st.window.end_epoch(exact);
-                // The files' epochs end with the cache's; a file whose
-                // mapping is gone leaves.
-                st.files.retain(|_, t| match t.counts.upgrade() {
-                    Some(counts) => {
-                        t.window.end_epoch(counts.exact());
-                        true
-                    }
-                    None => false,
-                });
+        if let Some(count) = st.take(h, hit, self.now(), exact, file) {
+            if count % st.tick_len == 0 {
+                // The sampled reads so far, in ticks (wrapping at 2^16;
+                // the only writer: under the lock).
+                self.gate
+                    .clock
+                    .store((count / st.tick_len) as u16, Ordering::Relaxed);
             }
         }
+    }
+
+    /// Queues a sampled read (its key's hash `h`, whether it hit, its
+    /// file's [`file_id`] if the file's curve is kept) for the estimator,
+    /// and moves the clock when the read ends a tick: a claim and three
+    /// stores, no lock, no wait. The simulations take the queue in
+    /// batches ([`drain`](Self::drain)): the cache's curve thread, a
+    /// curve asked for, or this read when the queue is half full and the
+    /// estimator's lock free (`try_lock`). With the queue full and the
+    /// lock busy, the read is dropped and counted (`dropped`).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn push(&self, h: u64, hit: bool, file: Option<usize>, exact: impl Fn() -> Exact) {
+        // (A cache's rate is at most 1 in 16, `rate_shift`: the top bit
+        // of a sampled key's hash is free.)
+        debug_assert_eq!(h & QUEUED_HIT, 0, "a sampled hash under 2^60");
+        let word = h | if hit { QUEUED_HIT } else { 0 };
+        let file = file.unwrap_or(0) as u64;
+        let pos = match self.queue.push(word, file) {
+            Some(pos) => pos,
+            None => {
+                let again = self.state.try_lock().and_then(|mut st| {
+                    self.take_queued(&mut st, &exact);
+                    self.queue.push(word, file)
+                });
+                let Some(pos) = again else {
+                    self.dropped.fetch_add(1, Ordering::Relaxed);
+                    return;
+                };
+                pos
+            }
+        };
+        let tick_len = self.gate.tick_len.load(Ordering::Relaxed);
+        if (pos + 1) % tick_len == 0 {
+            // Reads pushed so far, in ticks (wrapping at 2^16).
+            self.gate
+                .clock
+                .store(((pos + 1) / tick_len) as u16, Ordering::Relaxed);
+        }
+        if self.queue.len() >= queue::ENTRIES / 2 {
+            if let Some(mut st) = self.state.try_lock() {
+                self.take_queued(&mut st, &exact);
+            }
+        }
+    }
+
+    /// Runs the queued reads through the simulations (waiting for the
+    /// lock: never on a read's path); returns how many.
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) fn drain(&self, exact: impl Fn() -> Exact) -> u64 {
+        let mut st = self.state.lock();
+        self.take_queued(&mut st, &exact)
+    }
+
+    /// Sampled reads dropped so far (the queue full, its drain busy).
+    #[cfg(test)]
+    pub(crate) fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// The queued reads, in order, each at the tick of its push (its
+    /// position in ticks: the clock its hit's age was read by).
+    fn take_queued(&self, st: &mut State, exact: &impl Fn() -> Exact) -> u64 {
+        let tick_len = st.tick_len;
+        self.queue.take(|pos, word, file| {
+            let now = (pos / tick_len) as u16;
+            let file = (file != 0).then_some(file as usize);
+            st.take(word & !QUEUED_HIT, word & QUEUED_HIT != 0, now, exact, file);
+        })
     }
 
     /// Starts keeping the curve of the file whose counts are `counts`
@@ -878,8 +850,13 @@ impl Mrc {
     /// (see [`curve`](Self::curve)): the hit ratios its reads would have
     /// had in a cache of each size, beside the other files' reads as they
     /// were. Empty (no access) if not kept.
-    pub(crate) fn file_curve<C: ExactCounts>(&self, counts: &C) -> HitRatioCurve {
-        let st = self.state.lock();
+    pub(crate) fn file_curve<C: ExactCounts>(
+        &self,
+        counts: &C,
+        exact: impl Fn() -> Exact,
+    ) -> HitRatioCurve {
+        let mut st = self.state.lock();
+        self.take_queued(&mut st, &exact);
         st.files
             .get(&file_id(counts))
             .map_or_else(HitRatioCurve::empty, |t| {
@@ -890,8 +867,9 @@ impl Mrc {
     /// The curve over the window, given the cache's own counts now (read
     /// under the estimator's lock, so that no epoch ends between them and
     /// the window's start).
-    pub(crate) fn curve(&self, exact: impl FnOnce() -> Exact) -> HitRatioCurve {
-        let st = self.state.lock();
+    pub(crate) fn curve(&self, exact: impl Fn() -> Exact) -> HitRatioCurve {
+        let mut st = self.state.lock();
+        self.take_queued(&mut st, &exact);
         st.window.curve(&st.window, st.capacity, exact())
     }
 }
@@ -998,6 +976,63 @@ fn lost_share(aged: &[f64; AGE_BINS], at_c: &[f64; AGE_BINS], lost: &[f64; AGE_B
 }
 
 impl State {
+    /// Counts sampled read `h` (`hit`, at tick `now`, of file `file`)
+    /// into the stack and the counts ([`Mrc::sample`]), halves the
+    /// stack's rate when it is over its bound, and ends the epoch when
+    /// the cache's own counts (`exact`) say it is over. Returns the
+    /// sampled reads counted so far, unless the read is no longer in the
+    /// sample.
+    fn take(
+        &mut self,
+        h: u64,
+        hit: bool,
+        now: u16,
+        exact: impl FnOnce() -> Exact,
+        file: Option<usize>,
+    ) -> Option<u64> {
+        if self.capacity == 0 || h > u64::MAX >> self.shift {
+            // Raced with the gate's closing: not in the sample.
+            return None;
+        }
+        let read = self.record(h, hit, now);
+        self.window.now.add(&read);
+        if let Some(t) = file.and_then(|id| self.files.get_mut(&id)) {
+            t.window.now.add(&Read {
+                expired: [0.0; 5],
+                ..read
+            });
+        }
+        if self.stack.keys() > self.max_keys {
+            self.stack_shift += 1;
+            let threshold = u64::MAX >> self.stack_shift;
+            self.stack.retain_below(threshold);
+            self.pending.retain(|h, _| *h <= threshold);
+            self.pending_order.retain(|h| *h <= threshold);
+        }
+        // Whether the epoch is over, by the cache's own counts (the
+        // sample's, scaled, are off by the share of hot keys it holds),
+        // asked once every `EPOCH_CHECK` sampled reads: a sum over the
+        // counters' shards.
+        let count = self.window.now.count;
+        if count.is_multiple_of(EPOCH_CHECK) {
+            let exact = exact();
+            let reads = |e: &Exact| e.hits.wrapping_add(e.misses);
+            if reads(&exact).wrapping_sub(reads(&self.window.start.exact)) >= self.epoch_len {
+                self.window.end_epoch(exact);
+                // The files' epochs end with the cache's; a file whose
+                // mapping is gone leaves.
+                self.files.retain(|_, t| match t.counts.upgrade() {
+                    Some(counts) => {
+                        t.window.end_epoch(counts.exact());
+                        true
+                    }
+                    None => false,
+                });
+            }
+        }
+        Some(count)
+    }
+
     /// One sampled read: the simulations below 1x read it (their hits,
     /// scaled by the rate, are the hits a cache of that size would have
     /// had); if the stack samples it too, its stack distance, scaled by

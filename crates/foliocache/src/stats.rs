@@ -272,8 +272,9 @@ impl Stats {
     /// key is `id` (`mrc::mapping_key`) to the miss-ratio curve's sample,
     /// each page a key (the sample's sizes are in pages: a read of 16
     /// pages shown as one key made a cache look 16 times its size to the
-    /// simulations): a hash and a compare a page unless the page is
-    /// sampled (`mrc.rs`); and for the file's own curve if kept (`file`).
+    /// simulations): a hash and a compare a page, and a push on the
+    /// estimator's queue if the page is sampled (`mrc.rs`, "Cost"); and
+    /// for the file's own curve if kept (`file`).
     /// `hit`: the pages came from memory (not from the backing for this
     /// read, nor readahead's read for the first time).
     #[inline]
@@ -291,7 +292,7 @@ impl Stats {
         mrc::key_hashes(id, first, last, |h| {
             if h < threshold {
                 self.mrc
-                    .sample(h, hit, || self.exact(), file.map(mrc::file_id));
+                    .push(h, hit, file.map(mrc::file_id), || self.exact());
             }
         });
     }
@@ -326,7 +327,15 @@ impl Stats {
     /// The curve of the file whose counts are `counts`
     /// (`File::hit_ratio_curve`).
     pub(crate) fn file_hit_ratio_curve(&self, counts: &FileCounts) -> HitRatioCurve {
-        self.mrc.file_curve(counts)
+        self.mrc.file_curve(counts, || self.exact())
+    }
+
+    /// Runs the sampled reads queued so far through the curve's
+    /// simulations (the cache's curve thread, `spawn_curve`); returns how
+    /// many.
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) fn drain_curve(&self) -> u64 {
+        self.mrc.drain(|| self.exact())
     }
 }
 

@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use rand::rngs::StdRng as ChaCha8Rng;
 use rand::{Rng, SeedableRng};
 
+use super::key::{mix, STRATUM_SHIFT};
 use super::*;
 
 /// The sample's hash seed (the mapping id the keys are hashed with).
@@ -394,6 +395,43 @@ fn the_window_forgets_an_old_workload() {
         curve.accesses
     );
     assert!(curve.points.iter().all(|p| p.hit_ratio == 0.0), "{curve:?}");
+}
+
+/// The queue changes no figure: a trace's sampled reads pushed and
+/// drained in batches (`Mrc::push`, a read draining at half full) give
+/// the curve that the same reads counted one at a time (`Mrc::sample`)
+/// give, ages included (the clock moves with the pushes), and one thread
+/// drops none.
+#[test]
+fn queued_reads_give_the_curve_reads_counted_at_once_give() {
+    let c = 4096;
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let trace = zipf(4 * c, 0.9, 40 * c, &mut rng);
+    let curves = [false, true].map(|queued| {
+        let mrc = Mrc::default();
+        mrc.configure(c as u64, [4, 6], c / 2, u64::MAX);
+        let mut full = Minis::new([1, 1, c as u32], false);
+        let (mut exact, mut stamps) = (Exact::default(), Stamps::default());
+        for &k in &trace {
+            let h = key_hash(SEED, k);
+            let hit = full.access(h, 0).0[2];
+            exact.hits += u64::from(hit);
+            exact.misses += u64::from(!hit);
+            stamps.read(&mrc, k, hit, &mut exact);
+            if !mrc.sampled(h) {
+                continue;
+            }
+            if queued {
+                mrc.push(h, hit, None, || exact);
+            } else {
+                mrc.sample(h, hit, || exact, None);
+            }
+        }
+        assert_eq!(mrc.dropped(), 0);
+        mrc.curve(|| exact)
+    });
+    assert!(curves[0].sampled > 1000, "{:?}", curves[0]);
+    assert_eq!(curves[0], curves[1]);
 }
 
 /// Runs `trace` through the model cache (shadows for every eviction)

@@ -98,6 +98,7 @@ fn hook_runs_once_on_every_thread_the_cache_starts() {
     );
     for name in [
         "foliocache-flush",
+        "foliocache-curve",
         "foliocache-populate",
         "foliocache-pressure",
         "foliocache-wb0",
