@@ -7,10 +7,10 @@
 //! modes (`ext4_collapse_range`, `ext4_insert_range`): with the file's
 //! writers and folio creation shut out, it writes back every dirty page
 //! from the range's start on (`filemap_write_and_wait_range` to the end),
-//! asks the backing to move the data, then drops every cached folio and
-//! shadow from the range's start on (`truncate_pagecache`; a large folio
-//! across the start goes whole) and sets the new size. Reads after it read
-//! the moved data from the backing.
+//! drops every cached folio and shadow from the range's start on
+//! (`truncate_pagecache`, waiting for reads in flight; a large folio across
+//! the start goes whole), then asks the backing to move the data and sets
+//! the new size. Reads after it read the moved data from the backing.
 //!
 //! ```text
 //!  inode_lock (exclusive)      no writer, no set_len, no punch_hole
@@ -18,19 +18,21 @@
 //!  writeback(start..)          dirty data from the start on reaches the backing
 //!  invalidate_lock (exclusive) no reader creates a folio meanwhile
 //!  wb_lock                     no writeback meanwhile
-//!  backing.collapse_range / insert_range
 //!  drop folios and shadows from the start on (waiting for reads in flight)
+//!  backing.collapse_range / insert_range
 //!  size -= len / size += len   (after the backing's error: its size, and
 //!                               the error)
 //! ```
 //!
 //! A read that runs beside the shift sees each page either before or
-//! after it: a page it finds cached is the old data, one it reads in after
-//! the backing moved is the new (a folio being read in from the start on
-//! when the backing moves is dropped once its read ends, so no folio keeps
-//! data read from a place that moved). A memory file holds its only copy of
-//! its data in its folios and refuses both calls (`EOPNOTSUPP`, as tmpfs
-//! does).
+//! after it: a page it finds cached is the old data (every read of a folio
+//! in flight ends before the backing moves: the drop waits for it), and one
+//! it reads in is read after the new size is set (folio creation waits for
+//! `invalidate_lock`), so it is the new data, cut at the new size. A reader
+//! that slept on a dropped folio's lock finds it out of the mapping and
+//! looks again (`filemap_get_pages`'s retry of a folio truncated under it).
+//! A memory file holds its only copy of its data in its folios and refuses
+//! both calls (`EOPNOTSUPP`, as tmpfs does).
 
 use std::io;
 
@@ -46,7 +48,7 @@ impl File {
     /// after them down, so the file shrinks by `len`
     /// (`fallocate(FALLOC_FL_COLLAPSE_RANGE)`). Dirty data from `offset` on
     /// is written back first; the cached data from `offset` on is dropped
-    /// after the backing moved (see `shift.rs`).
+    /// before the backing moves (see `shift.rs`).
     ///
     /// # Errors
     /// - `PermissionDenied` if the handle is not writable.
@@ -68,7 +70,7 @@ impl File {
     /// there up, so the file grows by `len`
     /// (`fallocate(FALLOC_FL_INSERT_RANGE)`). Dirty data from `offset` on
     /// is written back first; the cached data from `offset` on is dropped
-    /// after the backing moved (see `shift.rs`).
+    /// before the backing moves (see `shift.rs`).
     ///
     /// # Errors
     /// - `PermissionDenied` if the handle is not writable.
@@ -116,21 +118,29 @@ fn shift_range(m: &Mapping, shift: Shift, offset: u64, len: u64) -> io::Result<(
     if backing.len()? != size {
         backing.set_len(size)?;
     }
+    // Nothing from `offset` on stays where it is: every folio and shadow
+    // there goes (clean: written back above) before the backing moves, as
+    // `ext4_collapse_range` calls `truncate_pagecache` before
+    // `ext4_ext_shift_extents`. The drop waits for each folio's lock, so a
+    // read in flight there (readahead's, on the IO engine) ends first and
+    // reads the data from before the move; the folio then goes, and a
+    // reader waiting on it finds it gone and looks again. Dropped after
+    // the move instead, such a read could end after it and fill the folio
+    // from where the data no longer is (past the backing's new end:
+    // zeros), which a reader copied until the drop reached it. A large
+    // folio across `offset` goes whole: zeroing its part past `offset`, as
+    // a truncate does, would leave zeros where the moved data belongs. (No
+    // folio is created until the size is set: `invalidate_lock`.) So after
+    // a backing error too the cache holds nothing from `offset` on: a
+    // backing that failed should have moved nothing, but the cache does
+    // not count on it, and reads what the backing holds now.
+    let index = offset / PAGE;
+    let span = 1u64 << m.xa.get_order(index);
+    inv.truncate_bytes((index & !(span - 1)) * PAGE, u64::MAX);
     let moved = match shift {
         Shift::Collapse => backing.collapse_range(offset, len),
         Shift::Insert => backing.insert_range(offset, len),
     };
-    // Nothing from `offset` on is where it was: every folio and shadow
-    // there goes (clean: written back above), then the size changes. A
-    // large folio across `offset` goes whole: zeroing its part past
-    // `offset`, as a truncate does, would leave zeros where the moved
-    // data belongs. (It cannot change meanwhile: no folio is created
-    // under `invalidate_lock`.) Also after an error: a backing that
-    // failed should have moved nothing, but the cache does not count
-    // on it, and reads from the backing what it holds now.
-    let index = offset / PAGE;
-    let span = 1u64 << m.xa.get_order(index);
-    inv.truncate_bytes((index & !(span - 1)) * PAGE, u64::MAX);
     match moved {
         Ok(()) => {
             m.set_size(match shift {

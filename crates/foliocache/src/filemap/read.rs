@@ -65,7 +65,13 @@ impl Mapping {
         if let Some(f) = hit {
             let start = f.index() * PAGE;
             let ff = f.flags();
-            if serves_hit(&f, ff, end) {
+            // The size again once the folio is seen uptodate, as
+            // `filemap_read` reads `i_size` after `filemap_get_pages`: a
+            // folio filled after a truncate or collapse set a smaller size
+            // (by a reader that looked before it) holds zeros past that
+            // size, and a read that loaded the old one before it must not
+            // serve them. Shrunk meanwhile: the batch path cuts the read.
+            if serves_hit(&f, ff, end) && self.size() >= end {
                 self.first_read(&f, ff, size);
                 // A read that goes on in the folio where this thread's
                 // previous read ended is not a new access.

@@ -86,3 +86,67 @@ fn a_streamed_folio_read_again_stays_streamed() {
     );
     cache.check_lru().unwrap();
 }
+
+#[test]
+fn a_streamed_page_that_refaults_within_its_distance_comes_back_active() {
+    // A hot file read twice fills the active list (C/4); a stream of 2 C
+    // then sweeps the rest of the cache, its pages going from the
+    // streamed list's tail. One of its pages evicted last refaults within
+    // the active list's size and comes back active (`workingset_refault`);
+    // one evicted some C before comes back inactive.
+    let cache = TestCache::pages(C as usize).build();
+    let hot = sparse(&cache, C / 4);
+    hot.advise(0, 0, Advice::Random).unwrap();
+    let mut page = vec![0u8; PAGE as usize];
+    for _ in 0..2 {
+        for p in 0..C / 4 {
+            hot.read_at(&mut page, p * PAGE).unwrap();
+        }
+    }
+    let stream = sparse(&cache, 2 * C);
+    let mut buf = vec![0u8; BS as usize];
+    for i in 0..2 * C * PAGE / BS {
+        stream.read_at(&mut buf, i * BS).unwrap();
+    }
+    let stat = |p: u64| stream.cachestat(p * PAGE, PAGE).unwrap();
+    // The last page evicted that would come back active, and the first
+    // that would not.
+    let near = (0..2 * C)
+        .rev()
+        .find(|&p| stat(p).recently_evicted == 1)
+        .expect("a stream page evicted within the active list's size");
+    let far = (0..near)
+        .find(|&p| stat(p).evicted == 1 && stat(p).recently_evicted == 0)
+        .expect("a stream page evicted past the active list's size");
+    let flags = |index: u64| match stream.mapping().get_entry(index) {
+        Some(MappingEntry::Folio(r)) => r.flags(),
+        other => panic!("page {index} not cached after its read: {other:?}"),
+    };
+    // Read again by another stream, from 128 pages before `near` on: its
+    // second read's asynchronous window brings `near` in as a streamed
+    // folio, which the refault takes off the streamed list. (The pages
+    // before it refault within their distances too.)
+    let again = stream.reopen();
+    let activations = cache.stats().activations;
+    let from = near.saturating_sub(128) * PAGE;
+    let mut at = from;
+    while at <= near * PAGE {
+        at += again.read_at(&mut buf, at).unwrap() as u64;
+    }
+    let f = flags(near);
+    assert!(
+        f.contains(FolioFlags::ACTIVE) && !f.contains(FolioFlags::STREAMED),
+        "page {near}, refaulted within its distance: {f:?}"
+    );
+    assert!(cache.stats().activations > activations);
+    // One page, by a reader that reads no more (no window).
+    let one = stream.reopen();
+    one.advise(0, 0, Advice::Random).unwrap();
+    one.read_at(&mut page, far * PAGE).unwrap();
+    let f = flags(far);
+    assert!(
+        !f.contains(FolioFlags::ACTIVE),
+        "page {far}, refaulted past its distance: {f:?}"
+    );
+    cache.check_lru().unwrap();
+}

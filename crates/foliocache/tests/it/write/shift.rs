@@ -7,9 +7,12 @@ use std::io::ErrorKind;
 use std::sync::Arc;
 
 use backing::{Backing, BackingInfo, FaultyBacking, IoBuf, IoBufMut, MemBacking, Op};
+use foliocache::filemap::{FgpFlags, FolioFlags};
 use foliocache::File;
 
-use crate::common::write::{assert_same, disk, nonzero_bytes, open_rw, read_all, Model};
+use crate::common::write::{
+    assert_same, disk, nonzero_bytes, open_rw, read_all, wait_until, Model,
+};
 use test_support::cache::TestCache;
 use test_support::TempPath;
 
@@ -289,6 +292,75 @@ fn tagged_pages(n: u64) -> Vec<u8> {
         .flat_map(|i| std::iter::repeat_n(i + 1, B as usize / 8))
         .flat_map(u64::to_le_bytes)
         .collect()
+}
+
+#[test]
+fn a_read_in_flight_when_a_shift_starts_ends_before_the_data_moves() {
+    // The last page's read is in flight when the shift starts: its folio
+    // is in the mapping, locked, not filled (the filemap's view of a
+    // readahead IO on the engine). An earlier folio held locked stops the
+    // shift where it waits for it; then the read ends, and a reader copies
+    // the page. It must get the page from before the shift (its tag) or
+    // after it (nothing past a collapse's end; an insert's page before
+    // it), never zeros: the shift drops the folios, waiting for reads in
+    // flight, before the backing moves (`shift.rs`). Dropped after the
+    // move, the read ended after it and filled the folio from past the
+    // backing's new end, and the reader copied zeros.
+    const PAGES: u64 = 16;
+    let (k, held, last) = (4, 6, PAGES - 1);
+    for insert in [false, true] {
+        let c = cache(8 * MIB, B).build();
+        let f = c
+            .open_backing(MemBacking::with_data(tagged_pages(PAGES)))
+            .unwrap();
+        let m = f.mapping();
+        let mut model = Model {
+            data: tagged_pages(PAGES),
+        };
+        let hold = m
+            .lock_folio(held, FgpFlags::CREAT | FgpFlags::LOCK)
+            .unwrap();
+        let in_flight = m
+            .lock_folio(last, FgpFlags::CREAT | FgpFlags::LOCK)
+            .unwrap();
+        let page = std::thread::scope(|s| {
+            let shifter = s.spawn(|| {
+                if insert {
+                    f.insert_range(k * B, B)
+                } else {
+                    f.collapse_range(k * B, B)
+                }
+            });
+            wait_until("the shift to wait for the held folio", || {
+                hold.test(FolioFlags::WAITERS)
+            });
+            drop(m.read_folio(in_flight).unwrap());
+            let mut buf = vec![0u8; B as usize];
+            let n = f.read_at(&mut buf, last * B).unwrap();
+            drop(m.read_folio(hold).unwrap());
+            shifter.join().unwrap().unwrap();
+            buf.truncate(n);
+            buf
+        });
+        let before = &tagged_pages(PAGES)[(last * B) as usize..];
+        let after: &[u8] = if insert {
+            &tagged_pages(PAGES)[((last - 1) * B) as usize..(last * B) as usize]
+        } else {
+            &[]
+        };
+        assert!(
+            page == before || page == after,
+            "insert {insert}: page {last} read beside the shift is neither before \
+             nor after it (tags {:?})",
+            page.chunks(8).take(2).collect::<Vec<_>>()
+        );
+        assert!(model.shift(insert, k * B, B));
+        assert_same(
+            &format!("insert {insert}: after"),
+            &read_all(&f),
+            &model.data,
+        );
+    }
 }
 
 #[test]
