@@ -44,9 +44,15 @@ fn each_file_has_its_own_curve_beside_the_others() {
         cache.hit_ratio_curve(),
     );
     let shown = [show("loop", &l), show("hot", &h), show("cache", &all)].join("; ");
-    assert_eq!(l.accesses + h.accesses, all.accesses, "{shown}");
-    // Reads alternate: the window starts between two of them.
-    assert!(l.accesses.abs_diff(h.accesses) <= 1, "{shown}");
+    // The windows start at the cache's epoch ends, which the cache's curve
+    // thread may run while this thread reads on: the cache's counts and
+    // each file's are read a few reads apart (the sample's queue, `mrc.rs`,
+    // "Cost"). So the files' reads add up to the cache's, and the two
+    // files' (reads alternate) are equal, to within a thousandth.
+    let near = |a: u64, b: u64| a.abs_diff(b) * 1000 <= b;
+    assert!(near(l.accesses + h.accesses, all.accesses), "{shown}");
+    assert!(near(l.accesses, h.accesses), "{shown}");
+    assert!(all.accesses > 65_536, "{shown}");
     let at = |c: &HitRatioCurve, r: f64| c.at(r).unwrap();
     // The loop: nothing at 1x or below, everything at 2x and 4x (its
     // refaults' distances are within a capacity).
