@@ -46,21 +46,41 @@ fn truncate_to_locked(m: &Mapping, size: u64) -> io::Result<()> {
     if size == old {
         return Ok(());
     }
-    // The backing first: if it refuses, nothing has changed. Writeback
-    // is held off until the folios past the end are gone, so none is
-    // written back past it.
+    // Writeback is held off until the folios past the end are gone, so
+    // none is written back past it.
     let _wb = m.wb.lock();
+    if size > old {
+        // Growing: the backing first (if it refuses, nothing has
+        // changed), then readers see the gap, which reads as zeros (past
+        // the old end, bytes in the cache are zero already).
+        if !m.memfile {
+            m.backing().set_len(size)?;
+            m.wb.set_to(size);
+        }
+        m.set_size(size);
+        return Ok(());
+    }
+    // Shrinking: readers stop at the new size before the backing is cut,
+    // as `truncate_setsize` sets `i_size` before `truncate_pagecache` and
+    // the filesystem's truncate. A read in flight past the new end (a
+    // readahead folio, locked, its IO on the engine) that ends after the
+    // cut fills its folio with zeros; a reader that loaded the old size
+    // reads the size again once the folio is uptodate (`filemap/read.rs`,
+    // as `filemap_read` does) and stops at the new one. Cut first, the
+    // old size still showed and the reader copied the zeros. A backing
+    // that refuses: the old size again, nothing else changed (a reader
+    // meanwhile may have seen the file end early, as beside a truncate
+    // that succeeds). Then the folios past the end go, waiting for reads
+    // in flight.
+    m.set_size(size);
     if !m.memfile {
-        m.backing().set_len(size)?;
+        if let Err(e) = m.backing().set_len(size) {
+            m.set_size(old);
+            return Err(e);
+        }
         m.wb.set_to(size);
     }
-    // Readers stop at the new size; then the folios past it go. (Past
-    // the old end, bytes in the cache are zero already: a grown file's
-    // gap reads as zeros.)
-    m.set_size(size);
-    if size < old {
-        inv.truncate_bytes(size, u64::MAX);
-    }
+    inv.truncate_bytes(size, u64::MAX);
     Ok(())
 }
 

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use backing::{FaultyBacking, MemBacking};
+use foliocache::filemap::FgpFlags;
 use foliocache::{Cache, File, WriteFlags};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -190,6 +191,102 @@ fn a_read_past_the_new_eof_returns_zero_bytes_and_at_eof_is_short() {
     assert!(buf[1000..4000].iter().all(|&b| b == 7));
     assert_eq!(f.read_at(&mut buf, 4000).unwrap(), 0);
     assert_eq!(f.read_at(&mut buf, 1 << 30).unwrap(), 0);
+}
+
+/// A backing whose `set_len` cuts, says so (`cut`), and returns only once
+/// `go` is set: the moment between the backing's cut and the rest of a
+/// shrink, held.
+struct CutThenWait {
+    data: MemBacking,
+    cut: AtomicBool,
+    go: AtomicBool,
+}
+
+impl backing::Backing for CutThenWait {
+    fn len(&self) -> std::io::Result<u64> {
+        self.data.len()
+    }
+    fn read_blocks(
+        &self,
+        bufs: &mut [backing::IoBufMut<'_>],
+        offset: u64,
+    ) -> std::io::Result<usize> {
+        self.data.read_blocks(bufs, offset)
+    }
+    fn write_blocks(&self, bufs: &[backing::IoBuf<'_>], offset: u64) -> std::io::Result<usize> {
+        self.data.write_blocks(bufs, offset)
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.data.set_len(len)?;
+        self.cut.store(true, SeqCst);
+        wcommon::wait_until("the test to let the cut return", || self.go.load(SeqCst));
+        Ok(())
+    }
+    fn sync_data(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn sync_all(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn punch_hole(&self, offset: u64, len: u64) -> std::io::Result<()> {
+        self.data.punch_hole(offset, len)
+    }
+    fn info(&self) -> backing::BackingInfo {
+        self.data.info()
+    }
+}
+
+#[test]
+fn a_read_in_flight_past_a_shrink_ends_at_the_new_size_not_in_zeros() {
+    // The last page's read is in flight (its folio in the mapping, locked,
+    // not filled: readahead's IO on the engine) when `set_len` cuts the
+    // file to 4 pages. The read ends after the backing's cut, so it fills
+    // the folio with zeros (past the backing's end); a reader then asks
+    // for the page. It must get the page as before the shrink or nothing
+    // (end of file), never zeros: the shrink sets the size before the
+    // backing is cut, as `truncate_setsize` does, and a hit reads the size
+    // again once its folio is uptodate. Cut first, the old size still
+    // showed while the cut was under way, and the reader copied zeros.
+    const PAGES: u64 = 8;
+    let page = PAGE as u64;
+    let data = nonzero_bytes((PAGES * page) as usize, 21);
+    let c = TestCache::bytes(8 * MIB).max_folio(PAGE).build();
+    let b = Arc::new(CutThenWait {
+        data: MemBacking::with_data(data.clone()),
+        cut: AtomicBool::new(false),
+        go: AtomicBool::new(false),
+    });
+    let f = c.open_backing(b.clone()).unwrap();
+    let m = f.mapping();
+    let last = PAGES - 1;
+    let in_flight = m
+        .lock_folio(last, FgpFlags::CREAT | FgpFlags::LOCK)
+        .unwrap();
+    let got = std::thread::scope(|s| {
+        let shrink = s.spawn(|| f.set_len(4 * page));
+        wcommon::wait_until("the backing's cut", || b.cut.load(SeqCst));
+        drop(m.read_folio(in_flight).unwrap());
+        let mut buf = vec![0u8; PAGE];
+        let n = f.read_at(&mut buf, last * page).unwrap();
+        b.go.store(true, SeqCst);
+        shrink.join().unwrap().unwrap();
+        buf.truncate(n);
+        buf
+    });
+    let before = &data[(last * page) as usize..];
+    assert!(
+        got.is_empty() || got == before,
+        "page {last} read beside the shrink: {} bytes, neither the page nor end of file \
+         (zeros: {})",
+        got.len(),
+        got.iter().all(|&x| x == 0)
+    );
+    assert_eq!(f.len(), 4 * page);
+    assert_same(
+        "after the shrink",
+        &read_all(&f),
+        &data[..(4 * page) as usize],
+    );
 }
 
 #[test]
