@@ -200,7 +200,12 @@ fn an_object_store_is_a_read_only_tree_served_from_the_cache() {
         "{v}"
     );
     assert_eq!(o["remote_gets"].as_u64(), Some(after.remote_gets), "{v}");
-    assert!(v["cache"]["hits"].as_u64() > Some(0), "{v}");
+    // (Its hits depend on what the kernel kept of the first read: a
+    // second read the kernel's pages serve never reaches the mount.)
+    assert!(
+        v["cache"]["read_bytes"].as_u64() >= Some(big.len() as u64),
+        "{v}"
+    );
 
     // Read-only, every way.
     let refused = [
