@@ -158,7 +158,7 @@
 //! cache's counters summed for the epoch's end (so an epoch ends at the
 //! counts of its drain, a queue behind the reads at most). The cost per
 //! read, on and off the hits' path, is measured by `cargo bench -p
-//! foliocache --bench mrc` (docs/measurements/2026-11-30-curve-cost.md).
+//! foliocache --bench mrc` (docs/measurements/ holds the figures).
 //! Memory: the simulations' slots and map, about 18 bytes a page of
 //! capacity at 1 in 16; the stack at most half a key per page, about 30
 //! bytes each; the keys unsettled (first read before the stack had seen

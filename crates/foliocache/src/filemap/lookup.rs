@@ -89,9 +89,9 @@ impl Mapping {
     /// A sequential reader is left to the hardware prefetcher: prefetching
     /// its next page cost it throughput. A lend (`prefetch` false: an owned
     /// pin, whose bytes the library does not read) prefetches nothing: its
-    /// caller reads the bytes when it likes, if at all, and the prefetches
-    /// were a third of the lookup's samples in a lent 4 KiB hit
-    /// (docs/measurements/2026-11-30-objectstore-floor-4.md).
+    /// caller reads the bytes when it likes, if at all, and a prefetch
+    /// it never reads is a lookup's cost for nothing (measured in
+    /// docs/measurements/, the object store's floor).
     pub(crate) fn get_for_read(
         &self,
         offset: u64,
