@@ -1,7 +1,9 @@
 //! [`Throttled`]: a store slowed to a remote's pace, for examples and
 //! benchmarks: `LocalFileSystem` (or `InMemory`) behind it answers as S3
 //! does, each request after its first-byte latency, each GET's body at a
-//! bandwidth per request.
+//! bandwidth per request ([`Throttled::new`]) or through one link whose
+//! bandwidth every GET in flight shares ([`Throttled::link`]: a node's
+//! network, which concurrent GETs divide and cannot exceed).
 //!
 //! object_store's own `ThrottledStore` (0.13, 0.14) cannot stand in for
 //! it over `LocalFileSystem`: its GET wraps the body's stream and panics
@@ -16,6 +18,9 @@ use super::object_store;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::time::Instant;
 
 use futures_util::stream::{self, BoxStream, StreamExt};
 use object_store::path::Path;
@@ -56,6 +61,9 @@ pub struct Throttled {
     inner: Arc<dyn ObjectStore>,
     latency: Duration,
     bandwidth: u64,
+    /// With [`Throttled::link`]: when the link is free again, the pieces
+    /// of every GET queued on it in the order they came.
+    link: Option<Arc<Mutex<Option<Instant>>>>,
 }
 
 impl Throttled {
@@ -66,6 +74,20 @@ impl Throttled {
             inner: Arc::new(inner),
             latency,
             bandwidth,
+            link: None,
+        }
+    }
+
+    /// `inner`, each request after `latency`, the GETs' bodies through
+    /// one link of `bandwidth` bytes a second (0: as fast as `inner`
+    /// gives them) that every GET in flight shares: one GET alone has the
+    /// whole link, two at once half each, and together they never pass
+    /// it (what a node's network does; [`new`](Self::new)'s bandwidth is
+    /// each GET's own, as S3's per-request limit).
+    pub fn link(inner: impl ObjectStore, latency: Duration, bandwidth: u64) -> Self {
+        Throttled {
+            link: Some(Arc::default()),
+            ..Throttled::new(inner, latency, bandwidth)
         }
     }
 
@@ -79,29 +101,63 @@ impl fmt::Display for Throttled {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "Throttled({}, {:?}, {} B/s)",
-            self.inner, self.latency, self.bandwidth
+            "Throttled({}, {:?}, {} B/s{})",
+            self.inner,
+            self.latency,
+            self.bandwidth,
+            if self.link.is_some() { " shared" } else { "" }
         )
     }
 }
 
+/// How long `bytes` take at `bandwidth` bytes a second.
+fn transfer(bytes: u64, bandwidth: u64) -> Duration {
+    let ns = u128::from(bytes) * 1_000_000_000 / u128::from(bandwidth);
+    Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
+}
+
+/// An idle gap of the link shorter than this is taken for the timer's
+/// lateness, not idleness: a piece sent after a piece whose due time the
+/// timer overslept by up to a millisecond starts at that due time, so
+/// that one GET alone keeps the whole bandwidth (a burst of this long at
+/// most is the cost).
+const SLACK: Duration = Duration::from_millis(2);
+
 /// `body`'s pieces, each held until `bandwidth` bytes a second since the
-/// first allow it.
+/// first allow it; with `link`, each held until the link (shared with
+/// the other GETs' pieces) has carried it: it starts when the link is
+/// free or now, whichever is later (within [`SLACK`]).
 fn paced(
     body: BoxStream<'static, Result<bytes::Bytes>>,
     bandwidth: u64,
+    link: Option<Arc<Mutex<Option<Instant>>>>,
 ) -> BoxStream<'static, Result<bytes::Bytes>> {
     if bandwidth == 0 {
         return body;
     }
-    let start = tokio::time::Instant::now();
-    stream::unfold((body, 0u64), move |(mut body, sent)| async move {
-        let piece = body.next().await?;
-        let sent = sent + piece.as_ref().map_or(0, |b| b.len() as u64);
-        let due = u128::from(sent) * 1_000_000_000 / u128::from(bandwidth);
-        let due = Duration::from_nanos(u64::try_from(due).unwrap_or(u64::MAX));
-        tokio::time::sleep_until(start + due).await;
-        Some((piece, (body, sent)))
+    let start = Instant::now();
+    stream::unfold((body, 0u64), move |(mut body, sent)| {
+        let link = link.clone();
+        async move {
+            let piece = body.next().await?;
+            let len = piece.as_ref().map_or(0, |b| b.len() as u64);
+            let due = match &link {
+                None => start + transfer(sent + len, bandwidth),
+                Some(link) => {
+                    let mut free = link.lock();
+                    let now = Instant::now();
+                    let from = match *free {
+                        Some(f) if f + SLACK >= now => f,
+                        _ => now,
+                    };
+                    let due = from + transfer(len, bandwidth);
+                    *free = Some(due);
+                    due
+                }
+            };
+            tokio::time::sleep_until(due).await;
+            Some((piece, (body, sent + len)))
+        }
     })
     .boxed()
 }
@@ -114,7 +170,52 @@ crate::__forward_object_store! {
         tokio::time::sleep(self.latency).await;
         let r = self.inner.get_opts(l, o).await?;
         let (meta, range, attributes) = (r.meta.clone(), r.range.clone(), r.attributes.clone());
-        let body = paced(r.into_stream(), self.bandwidth);
+        let body = paced(r.into_stream(), self.bandwidth, self.link.clone());
         Ok(super::get_result(GetResultPayload::Stream(body), meta, range, attributes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use object_store::memory::InMemory;
+    use object_store::ObjectStoreExt;
+
+    /// Two GETs of 1 MB at once, on tokio's paused clock (which jumps to
+    /// each deadline: no wall time is measured): through a link of 1 MB/s
+    /// they share it and end 2 s after the latency; at 1 MB/s each they
+    /// end 1 s after it.
+    #[test]
+    fn a_link_is_shared_by_the_gets_in_flight_and_a_per_request_bandwidth_is_not() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let latency = Duration::from_millis(50);
+            for (store, took) in [
+                (
+                    Throttled::link(InMemory::new(), latency, 1_000_000),
+                    Duration::from_secs(2),
+                ),
+                (
+                    Throttled::new(InMemory::new(), latency, 1_000_000),
+                    Duration::from_secs(1),
+                ),
+            ] {
+                for p in ["a", "b"] {
+                    store.put(&Path::from(p), vec![7u8; 1_000_000].into()).await.unwrap();
+                }
+                let t = Instant::now();
+                let get = |p: &'static str| {
+                    let store = &store;
+                    async move { store.get(&Path::from(p)).await.unwrap().bytes().await.unwrap() }
+                };
+                let (a, b) = futures_util::join!(get("a"), get("b"));
+                assert_eq!((a.len(), b.len()), (1_000_000, 1_000_000));
+                assert_eq!(t.elapsed(), latency + took, "{store}");
+            }
+        });
     }
 }
